@@ -1,0 +1,194 @@
+//! IPv4 header (RFC 791), options included through the IHL.
+//!
+//! `check_len` only validates what the getters read (20 bytes, IHL >= 5, the
+//! whole header captured). Whether the total length makes sense is the
+//! decoder's business: a capture may be cut by the snaplen (total length >
+//! captured) or padded by the link layer (total length < captured).
+
+use crate::{be16, checksum, SkipReason};
+
+mod field {
+    use core::ops::Range;
+    pub const VER_IHL: usize = 0;
+    pub const DSCP_ECN: usize = 1;
+    pub const TOTAL_LEN: Range<usize> = 2..4;
+    pub const IDENT: Range<usize> = 4..6;
+    pub const FLG_OFF: Range<usize> = 6..8;
+    pub const TTL: usize = 8;
+    pub const PROTOCOL: usize = 9;
+    pub const CHECKSUM: Range<usize> = 10..12;
+    pub const SRC_ADDR: Range<usize> = 12..16;
+    pub const DST_ADDR: Range<usize> = 16..20;
+}
+
+/// Length of a header without options.
+pub const MIN_HEADER_LEN: usize = field::DST_ADDR.end;
+
+/// IP protocol numbers (shared with IPv6 next headers).
+pub mod protocol {
+    pub const HOPOPTS: u8 = 0;
+    pub const ICMP: u8 = 1;
+    pub const IPIP: u8 = 4;
+    pub const TCP: u8 = 6;
+    pub const UDP: u8 = 17;
+    pub const IPV6: u8 = 41;
+    pub const ROUTING: u8 = 43;
+    pub const FRAGMENT: u8 = 44;
+    pub const GRE: u8 = 47;
+    pub const ESP: u8 = 50;
+    pub const AH: u8 = 51;
+    pub const ICMPV6: u8 = 58;
+    pub const NO_NEXT: u8 = 59;
+    pub const DSTOPTS: u8 = 60;
+    pub const MOBILITY: u8 = 135;
+    pub const HIP: u8 = 139;
+    pub const SHIM6: u8 = 140;
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    #[inline]
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Packet { buffer }
+    }
+
+    #[inline]
+    pub fn new_checked(buffer: T) -> Result<Self, SkipReason> {
+        let p = Self::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+
+    /// `Truncated` when the header (options included) is not all captured,
+    /// `Malformed` when the IHL is below 5.
+    #[inline]
+    pub fn check_len(&self) -> Result<(), SkipReason> {
+        let len = self.buffer.as_ref().len();
+        if len < MIN_HEADER_LEN {
+            Err(SkipReason::Truncated)
+        } else if self.header_len() < MIN_HEADER_LEN {
+            Err(SkipReason::Malformed)
+        } else if len < self.header_len() {
+            Err(SkipReason::Truncated)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    #[inline]
+    pub fn version(&self) -> u8 {
+        self.buffer.as_ref()[field::VER_IHL] >> 4
+    }
+
+    /// Header length in bytes (IHL * 4).
+    #[inline]
+    pub fn header_len(&self) -> usize {
+        usize::from(self.buffer.as_ref()[field::VER_IHL] & 0x0f) * 4
+    }
+
+    #[inline]
+    pub fn dscp(&self) -> u8 {
+        self.buffer.as_ref()[field::DSCP_ECN] >> 2
+    }
+
+    #[inline]
+    pub fn ecn(&self) -> u8 {
+        self.buffer.as_ref()[field::DSCP_ECN] & 0x03
+    }
+
+    #[inline]
+    pub fn total_len(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::TOTAL_LEN.start)
+    }
+
+    #[inline]
+    pub fn ident(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::IDENT.start)
+    }
+
+    #[inline]
+    pub fn dont_frag(&self) -> bool {
+        self.buffer.as_ref()[field::FLG_OFF.start] & 0x40 != 0
+    }
+
+    #[inline]
+    pub fn more_frags(&self) -> bool {
+        self.buffer.as_ref()[field::FLG_OFF.start] & 0x20 != 0
+    }
+
+    /// Fragment offset in bytes.
+    #[inline]
+    pub fn frag_offset(&self) -> u32 {
+        u32::from(be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x1fff) * 8
+    }
+
+    /// True for any fragment, including the first (MF set, offset 0).
+    #[inline]
+    pub fn is_fragment(&self) -> bool {
+        be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x3fff != 0
+    }
+
+    #[inline]
+    pub fn ttl(&self) -> u8 {
+        self.buffer.as_ref()[field::TTL]
+    }
+
+    #[inline]
+    pub fn protocol(&self) -> u8 {
+        self.buffer.as_ref()[field::PROTOCOL]
+    }
+
+    #[inline]
+    pub fn checksum(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::CHECKSUM.start)
+    }
+
+    #[inline]
+    pub fn src_addr(&self) -> [u8; 4] {
+        let b = &self.buffer.as_ref()[field::SRC_ADDR];
+        [b[0], b[1], b[2], b[3]]
+    }
+
+    #[inline]
+    pub fn dst_addr(&self) -> [u8; 4] {
+        let b = &self.buffer.as_ref()[field::DST_ADDR];
+        [b[0], b[1], b[2], b[3]]
+    }
+
+    /// The header, options included.
+    #[inline]
+    pub fn header(&self) -> &[u8] {
+        &self.buffer.as_ref()[..self.header_len()]
+    }
+
+    #[inline]
+    pub fn options(&self) -> &[u8] {
+        &self.buffer.as_ref()[MIN_HEADER_LEN..self.header_len()]
+    }
+
+    /// True when the header checksum is right.
+    #[inline]
+    pub fn verify_checksum(&self) -> bool {
+        checksum::is_valid(checksum::sum(self.header(), 0))
+    }
+}
+
+impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
+    /// The captured payload, ending at the total length (link-layer padding
+    /// excluded) or at the end of the capture, whichever comes first.
+    #[inline]
+    pub fn payload(&self) -> &'a [u8] {
+        let b: &'a [u8] = self.buffer.as_ref();
+        let hl = self.header_len();
+        let end = usize::from(self.total_len()).clamp(hl, b.len());
+        &b[hl..end]
+    }
+}

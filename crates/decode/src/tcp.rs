@@ -1,0 +1,125 @@
+//! TCP header (RFC 9293).
+//!
+//! A passive probe takes segments as they come: no flag combination, port or
+//! option is rejected here. `check_len` only makes sure the header the data
+//! offset announces was captured.
+
+use crate::{be16, be32, SkipReason};
+
+pub use crate::tcp_flags as flags;
+
+mod field {
+    use core::ops::Range;
+    pub const SRC_PORT: Range<usize> = 0..2;
+    pub const DST_PORT: Range<usize> = 2..4;
+    pub const SEQ_NUM: Range<usize> = 4..8;
+    pub const ACK_NUM: Range<usize> = 8..12;
+    pub const DATA_OFF: usize = 12;
+    pub const FLAGS: usize = 13;
+    pub const WIN_SIZE: Range<usize> = 14..16;
+    pub const CHECKSUM: Range<usize> = 16..18;
+    pub const URGENT: Range<usize> = 18..20;
+}
+
+/// Length of a header without options.
+pub const MIN_HEADER_LEN: usize = field::URGENT.end;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    #[inline]
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Packet { buffer }
+    }
+
+    #[inline]
+    pub fn new_checked(buffer: T) -> Result<Self, SkipReason> {
+        let p = Self::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+
+    /// `Truncated` when the header (options included) is not all captured,
+    /// `Malformed` when the data offset is below 5.
+    #[inline]
+    pub fn check_len(&self) -> Result<(), SkipReason> {
+        let len = self.buffer.as_ref().len();
+        if len < MIN_HEADER_LEN {
+            Err(SkipReason::Truncated)
+        } else if self.header_len() < MIN_HEADER_LEN {
+            Err(SkipReason::Malformed)
+        } else if len < self.header_len() {
+            Err(SkipReason::Truncated)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    #[inline]
+    pub fn src_port(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::SRC_PORT.start)
+    }
+
+    #[inline]
+    pub fn dst_port(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::DST_PORT.start)
+    }
+
+    #[inline]
+    pub fn seq_number(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::SEQ_NUM.start)
+    }
+
+    #[inline]
+    pub fn ack_number(&self) -> u32 {
+        be32(self.buffer.as_ref(), field::ACK_NUM.start)
+    }
+
+    /// Header length in bytes (data offset * 4).
+    #[inline]
+    pub fn header_len(&self) -> usize {
+        usize::from(self.buffer.as_ref()[field::DATA_OFF] >> 4) * 4
+    }
+
+    /// Flag byte as on the wire; see [`crate::tcp_flags`]. The NS bit (RFC
+    /// 3540, historic) sits in the data-offset byte and is not included.
+    #[inline]
+    pub fn flags(&self) -> u8 {
+        self.buffer.as_ref()[field::FLAGS]
+    }
+
+    #[inline]
+    pub fn window_len(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::WIN_SIZE.start)
+    }
+
+    #[inline]
+    pub fn checksum(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::CHECKSUM.start)
+    }
+
+    #[inline]
+    pub fn urgent_at(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::URGENT.start)
+    }
+
+    #[inline]
+    pub fn options(&self) -> &[u8] {
+        &self.buffer.as_ref()[MIN_HEADER_LEN..self.header_len()]
+    }
+}
+
+impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
+    /// Captured bytes after the header.
+    #[inline]
+    pub fn payload(&self) -> &'a [u8] {
+        &self.buffer.as_ref()[self.header_len()..]
+    }
+}

@@ -1,0 +1,13 @@
+//! Records: the typed output of tracking, consumed by sinks.
+//!
+//! Records have a fixed schema (plain structs, no maps) so sinks can write
+//! them as columns or as Zeek-compatible text without guessing.
+
+mod community_id;
+mod conn;
+mod uid;
+
+pub use community_id::community_id_v1;
+pub use conn::{ConnRecord, ConnState, History, Proto};
+pub use uid::{Uid, UidGenerator};
+pub use wirelog_decode::IpAddr16;

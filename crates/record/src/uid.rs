@@ -1,0 +1,106 @@
+/// Zeek-style connection uids: "C" followed by a base62 rendering of 96 random bits.
+///
+/// A small xorshift generator is enough: uids must be unique within a run and
+/// unpredictable across runs, not cryptographically strong.
+pub struct UidGenerator {
+    state: [u64; 2],
+}
+
+impl UidGenerator {
+    pub fn new(seed: u64) -> Self {
+        // splitmix64 to spread a weak seed over both state words
+        let mut z = seed;
+        let mut next = || {
+            z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut x = z;
+            x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            x ^ (x >> 31)
+        };
+        let a = next();
+        let b = next();
+        UidGenerator { state: [a | 1, b] }
+    }
+
+    /// Seeds from the clock and the process id.
+    pub fn from_entropy() -> Self {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        Self::new(t ^ ((std::process::id() as u64) << 32))
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        // xorshift128+
+        let mut s1 = self.state[0];
+        let s0 = self.state[1];
+        self.state[0] = s0;
+        s1 ^= s1 << 23;
+        self.state[1] = s1 ^ s0 ^ (s1 >> 17) ^ (s0 >> 26);
+        self.state[1].wrapping_add(s0)
+    }
+
+    /// A new uid, as Zeek writes them (e.g. `CHhAvVGS1DHFjwGM9`).
+    pub fn next_uid(&mut self) -> Uid {
+        let hi = self.next_u64() as u128;
+        let lo = (self.next_u64() & 0xffff_ffff) as u128;
+        let mut v: u128 = (hi << 32) | lo;
+        const DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+        let mut buf = [0u8; 18];
+        let mut n = 0;
+        buf[0] = b'C';
+        let mut tmp = [0u8; 17];
+        while v > 0 && n < 17 {
+            tmp[n] = DIGITS[(v % 62) as usize];
+            v /= 62;
+            n += 1;
+        }
+        for i in 0..n {
+            buf[1 + i] = tmp[n - 1 - i];
+        }
+        Uid { bytes: buf, len: (n + 1) as u8 }
+    }
+}
+
+/// A connection uid, stored inline (no allocation).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Uid {
+    bytes: [u8; 18],
+    len: u8,
+}
+
+impl Uid {
+    pub fn as_str(&self) -> &str {
+        // Only ASCII base62 digits are ever written.
+        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("C")
+    }
+}
+
+impl std::fmt::Debug for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uids_look_like_zeeks_and_differ() {
+        let mut g = UidGenerator::new(42);
+        let a = g.next_uid();
+        let b = g.next_uid();
+        assert!(a.as_str().starts_with('C'));
+        assert!(a.as_str().len() >= 12 && a.as_str().len() <= 18, "{}", a);
+        assert!(a.as_str()[1..].bytes().all(|c| c.is_ascii_alphanumeric()));
+        assert_ne!(a, b);
+    }
+}

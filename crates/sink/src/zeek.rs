@@ -1,0 +1,292 @@
+use std::io::{self, Write};
+
+use wirelog_record::{ConnRecord, IpAddr16};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Zeek's tab-separated ASCII logs.
+    Tsv,
+    /// Zeek-style JSON lines.
+    Json,
+}
+
+const FIELDS: &[(&str, &str)] = &[
+    ("ts", "time"),
+    ("uid", "string"),
+    ("id.orig_h", "addr"),
+    ("id.orig_p", "port"),
+    ("id.resp_h", "addr"),
+    ("id.resp_p", "port"),
+    ("proto", "enum"),
+    ("service", "string"),
+    ("duration", "interval"),
+    ("orig_bytes", "count"),
+    ("resp_bytes", "count"),
+    ("conn_state", "string"),
+    ("local_orig", "bool"),
+    ("local_resp", "bool"),
+    ("missed_bytes", "count"),
+    ("history", "string"),
+    ("orig_pkts", "count"),
+    ("orig_ip_bytes", "count"),
+    ("resp_pkts", "count"),
+    ("resp_ip_bytes", "count"),
+    ("tunnel_parents", "set[string]"),
+    ("ip_proto", "count"),
+    ("community_id", "string"),
+];
+
+/// Writes conn records as they come, in Zeek's conn.log format.
+pub struct ConnLogWriter<W: Write> {
+    out: W,
+    format: LogFormat,
+    header_written: bool,
+    line: Vec<u8>,
+    rows: u64,
+}
+
+/// Seconds with six decimals, from nanoseconds, rounded to the microsecond.
+fn write_secs(buf: &mut Vec<u8>, ns: i64) {
+    let us = if ns >= 0 { (ns + 500) / 1000 } else { (ns - 500) / 1000 };
+    let (sign, us) = if us < 0 { ("-", -us) } else { ("", us) };
+    let _ = write!(buf, "{}{}.{:06}", sign, us / 1_000_000, us % 1_000_000);
+}
+
+fn write_addr(buf: &mut Vec<u8>, a: &IpAddr16) {
+    let _ = write!(buf, "{}", a.to_std());
+}
+
+/// Zeek's `#open`/`#close` timestamp format, in UTC.
+fn zeek_datetime(unix_secs: i64) -> String {
+    let days = unix_secs.div_euclid(86_400);
+    let secs = unix_secs.rem_euclid(86_400);
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!("{:04}-{:02}-{:02}-{:02}-{:02}-{:02}", y, m, d, secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+impl<W: Write> ConnLogWriter<W> {
+    pub fn new(out: W, format: LogFormat) -> Self {
+        ConnLogWriter { out, format, header_written: false, line: Vec::with_capacity(512), rows: 0 }
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    fn header(&mut self) -> io::Result<()> {
+        if self.header_written || self.format == LogFormat::Json {
+            self.header_written = true;
+            return Ok(());
+        }
+        self.header_written = true;
+        let names: Vec<&str> = FIELDS.iter().map(|f| f.0).collect();
+        let types: Vec<&str> = FIELDS.iter().map(|f| f.1).collect();
+        write!(
+            self.out,
+            "#separator \\x09\n#set_separator\t,\n#empty_field\t(empty)\n#unset_field\t-\n#path\tconn\n#open\t{}\n#fields\t{}\n#types\t{}\n",
+            zeek_datetime(now_secs()),
+            names.join("\t"),
+            types.join("\t")
+        )
+    }
+
+    pub fn write(&mut self, r: &ConnRecord) -> io::Result<()> {
+        self.header()?;
+        self.line.clear();
+        match self.format {
+            LogFormat::Tsv => self.tsv_line(r),
+            LogFormat::Json => self.json_line(r),
+        }
+        self.rows += 1;
+        self.out.write_all(&self.line)
+    }
+
+    fn tsv_line(&mut self, r: &ConnRecord) {
+        let b = &mut self.line;
+        let unset = |b: &mut Vec<u8>| b.extend_from_slice(b"-");
+        write_secs(b, r.ts_ns);
+        let _ = write!(b, "\t{}\t", r.uid);
+        write_addr(b, &r.orig_h);
+        let _ = write!(b, "\t{}\t", r.orig_p);
+        write_addr(b, &r.resp_h);
+        let _ = write!(b, "\t{}\t{}\t", r.resp_p, r.proto.as_str());
+        match r.service {
+            Some(s) => b.extend_from_slice(s.as_bytes()),
+            None => unset(b),
+        }
+        b.push(b'\t');
+        match r.duration_ns {
+            Some(d) => write_secs(b, d),
+            None => unset(b),
+        }
+        for v in [r.orig_bytes, r.resp_bytes] {
+            b.push(b'\t');
+            match v {
+                Some(v) => {
+                    let _ = write!(b, "{}", v);
+                }
+                None => unset(b),
+            }
+        }
+        let tf = |x: bool| if x { "T" } else { "F" };
+        let _ = write!(b, "\t{}\t{}\t{}\t{}\t", r.conn_state.as_str(), tf(r.local_orig), tf(r.local_resp), r.missed_bytes);
+        if r.history.is_empty() {
+            unset(b);
+        } else {
+            b.extend_from_slice(r.history.as_str().as_bytes());
+        }
+        let _ = writeln!(
+            b,
+            "\t{}\t{}\t{}\t{}\t-\t{}\t{}",
+            r.orig_pkts, r.orig_ip_bytes, r.resp_pkts, r.resp_ip_bytes, r.ip_proto, r.community_id
+        );
+    }
+
+    fn json_line(&mut self, r: &ConnRecord) {
+        let b = &mut self.line;
+        b.extend_from_slice(b"{\"ts\":");
+        write_secs(b, r.ts_ns);
+        let _ = write!(b, ",\"uid\":\"{}\",\"id.orig_h\":\"", r.uid);
+        write_addr(b, &r.orig_h);
+        let _ = write!(b, "\",\"id.orig_p\":{},\"id.resp_h\":\"", r.orig_p);
+        write_addr(b, &r.resp_h);
+        let _ = write!(b, "\",\"id.resp_p\":{},\"proto\":\"{}\"", r.resp_p, r.proto.as_str());
+        if let Some(s) = r.service {
+            let _ = write!(b, ",\"service\":\"{}\"", s);
+        }
+        if let Some(d) = r.duration_ns {
+            b.extend_from_slice(b",\"duration\":");
+            write_secs(b, d);
+        }
+        if let Some(v) = r.orig_bytes {
+            let _ = write!(b, ",\"orig_bytes\":{}", v);
+        }
+        if let Some(v) = r.resp_bytes {
+            let _ = write!(b, ",\"resp_bytes\":{}", v);
+        }
+        let _ = write!(
+            b,
+            ",\"conn_state\":\"{}\",\"local_orig\":{},\"local_resp\":{},\"missed_bytes\":{}",
+            r.conn_state.as_str(),
+            r.local_orig,
+            r.local_resp,
+            r.missed_bytes
+        );
+        if !r.history.is_empty() {
+            let _ = write!(b, ",\"history\":\"{}\"", r.history.as_str());
+        }
+        let _ = writeln!(
+            b,
+            ",\"orig_pkts\":{},\"orig_ip_bytes\":{},\"resp_pkts\":{},\"resp_ip_bytes\":{},\"ip_proto\":{},\"community_id\":\"{}\"}}",
+            r.orig_pkts, r.orig_ip_bytes, r.resp_pkts, r.resp_ip_bytes, r.ip_proto, r.community_id
+        );
+    }
+
+    /// Writes the `#close` line (TSV) and flushes.
+    pub fn finish(&mut self) -> io::Result<()> {
+        self.header()?;
+        if self.format == LogFormat::Tsv {
+            writeln!(self.out, "#close\t{}", zeek_datetime(now_secs()))?;
+        }
+        self.out.flush()
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelog_record::{ConnState, History, Proto, UidGenerator};
+
+    fn record() -> ConnRecord {
+        let mut h = History::new();
+        for c in b"ShADadFf" {
+            h.push(*c);
+        }
+        ConnRecord {
+            ts_ns: 1_300_000_000_123_456_789,
+            uid: UidGenerator::new(1).next_uid(),
+            orig_h: IpAddr16::from_v4([10, 0, 0, 1]),
+            orig_p: 40000,
+            resp_h: IpAddr16("2001:db8::1".parse::<std::net::Ipv6Addr>().unwrap().octets()),
+            resp_p: 80,
+            proto: Proto::Tcp,
+            service: None,
+            duration_ns: Some(60_991_770_000),
+            orig_bytes: Some(474),
+            resp_bytes: Some(23783),
+            conn_state: ConnState::SF,
+            local_orig: true,
+            local_resp: false,
+            missed_bytes: 0,
+            history: h,
+            orig_pkts: 17,
+            orig_ip_bytes: 1250,
+            resp_pkts: 22,
+            resp_ip_bytes: 28961,
+            ip_proto: 6,
+            community_id: "1:abc=".into(),
+            vlan: None,
+            inner_vlan: None,
+        }
+    }
+
+    #[test]
+    fn tsv_matches_zeek_layout() {
+        let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Tsv);
+        w.write(&record()).unwrap();
+        w.finish().unwrap();
+        let s = String::from_utf8(w.out).unwrap();
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines[0], "#separator \\x09");
+        assert!(lines[6].starts_with("#fields\tts\tuid\tid.orig_h\tid.orig_p"));
+        assert!(lines[7].starts_with("#types\ttime\tstring\taddr\tport"));
+        let row: Vec<&str> = lines[8].split('\t').collect();
+        assert_eq!(row.len(), FIELDS.len());
+        assert_eq!(row[0], "1300000000.123457");
+        assert_eq!(row[4], "2001:db8::1");
+        assert_eq!(row[7], "-");
+        assert_eq!(row[8], "60.991770");
+        assert_eq!(row[11], "SF");
+        assert_eq!(row[15], "ShADadFf");
+        assert!(lines[9].starts_with("#close\t"));
+    }
+
+    #[test]
+    fn json_omits_unset_fields() {
+        let mut r = record();
+        r.duration_ns = None;
+        r.orig_bytes = None;
+        r.resp_bytes = None;
+        let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Json);
+        w.write(&r).unwrap();
+        let s = String::from_utf8(w.out).unwrap();
+        assert!(s.starts_with("{\"ts\":1300000000.123457,\"uid\":\"C"));
+        assert!(!s.contains("duration"));
+        assert!(s.contains("\"id.resp_h\":\"2001:db8::1\""));
+        assert!(s.trim_end().ends_with("\"community_id\":\"1:abc=\"}"));
+    }
+
+    #[test]
+    fn zeek_dates() {
+        assert_eq!(zeek_datetime(0), "1970-01-01-00-00-00");
+        assert_eq!(zeek_datetime(1_700_000_000), "2023-11-14-22-13-20");
+    }
+}

@@ -1,0 +1,20 @@
+//! Track: connections with Zeek conn.log semantics.
+//!
+//! A pre-sized open-addressing table keyed by the connection tuple, a timer
+//! wheel on packet time, and per-protocol state (the TCP part follows Zeek's
+//! TCP analyzer). Packets go in through [`Tracker::packet`]; records of ended
+//! connections come out of [`Tracker::take_records`]. Nothing on the per-packet
+//! path allocates except a TCP connection's first out-of-order range.
+
+mod conn;
+mod history;
+mod key;
+mod ports;
+mod table;
+mod tcp;
+mod timer;
+mod tracker;
+
+pub use key::{ConnKey, Side};
+pub use ports::{PortSet, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS};
+pub use tracker::{TrackStats, Tracker, TrackerConfig};

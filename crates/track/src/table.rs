@@ -1,0 +1,234 @@
+//! The connection table: open addressing over a slab of connections.
+//!
+//! Slots hold `(tag << 32) | (index + 1)`; the tag is the upper half of the
+//! hash, so most non-matching slots are rejected without touching the slab.
+//! Linear probing with backward-shift deletion keeps chains short without
+//! tombstones. The slab and the slot array are sized once from the memory
+//! budget, so inserting never allocates on the packet path.
+
+use crate::key::{match_side, ConnKey, Side};
+
+pub struct ConnTable<T> {
+    slots: Vec<u64>,
+    mask: usize,
+    entries: Vec<Option<Entry<T>>>,
+    free: Vec<u32>,
+    len: usize,
+    capacity: usize,
+}
+
+pub struct Entry<T> {
+    pub key: ConnKey,
+    pub hash: u64,
+    pub value: T,
+}
+
+impl<T> ConnTable<T> {
+    /// A table for up to `capacity` connections (load factor <= 0.5).
+    pub fn with_capacity(capacity: usize) -> Self {
+        let capacity = capacity.max(16);
+        let nslots = (capacity * 2).next_power_of_two();
+        ConnTable {
+            slots: vec![0; nslots],
+            mask: nslots - 1,
+            entries: Vec::with_capacity(capacity.min(1 << 20)),
+            free: Vec::new(),
+            len: 0,
+            capacity,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.len >= self.capacity
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Hints the CPU to load the first slot of `hash`'s probe sequence.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        let i = hash as usize & self.mask;
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            // SAFETY: prefetch is a hint and never faults; the index is masked in bounds.
+            std::arch::x86_64::_mm_prefetch(self.slots.as_ptr().add(i) as *const i8, std::arch::x86_64::_MM_HINT_T0);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = i;
+    }
+
+    /// Finds the connection a packet with key `k` (hash `hash`) belongs to.
+    #[inline]
+    pub fn find(&self, k: &ConnKey, hash: u64) -> Option<(u32, Side)> {
+        let tag = hash >> 32;
+        let mut i = hash as usize & self.mask;
+        loop {
+            let s = self.slots[i];
+            if s == 0 {
+                return None;
+            }
+            if s >> 32 == tag {
+                let idx = (s as u32).wrapping_sub(1);
+                if let Some(Some(e)) = self.entries.get(idx as usize) {
+                    if let Some(side) = match_side(&e.key, k) {
+                        return Some((idx, side));
+                    }
+                }
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Inserts a connection known to be absent. The caller ensures `!is_full()`.
+    pub fn insert(&mut self, key: ConnKey, hash: u64, value: T) -> u32 {
+        debug_assert!(!self.is_full());
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.entries[i as usize] = Some(Entry { key, hash, value });
+                i
+            }
+            None => {
+                self.entries.push(Some(Entry { key, hash, value }));
+                (self.entries.len() - 1) as u32
+            }
+        };
+        let mut i = hash as usize & self.mask;
+        while self.slots[i] != 0 {
+            i = (i + 1) & self.mask;
+        }
+        self.slots[i] = (hash >> 32) << 32 | (idx as u64 + 1);
+        self.len += 1;
+        idx
+    }
+
+    #[inline]
+    pub fn get(&self, idx: u32) -> Option<&Entry<T>> {
+        self.entries.get(idx as usize).and_then(|e| e.as_ref())
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, idx: u32) -> Option<&mut Entry<T>> {
+        self.entries.get_mut(idx as usize).and_then(|e| e.as_mut())
+    }
+
+    /// Removes the entry at `idx` and returns it.
+    pub fn remove(&mut self, idx: u32) -> Option<Entry<T>> {
+        let entry = self.entries.get_mut(idx as usize)?.take()?;
+        let want = idx as u64 + 1;
+        let mut i = entry.hash as usize & self.mask;
+        while self.slots[i] as u32 as u64 != want {
+            i = (i + 1) & self.mask;
+        }
+        // Backward-shift deletion: pull later members of the run into the hole
+        // when their home slot allows it, so lookups never need tombstones.
+        let mut hole = i;
+        let mut j = (i + 1) & self.mask;
+        loop {
+            let s = self.slots[j];
+            if s == 0 {
+                break;
+            }
+            let e_idx = (s as u32).wrapping_sub(1) as usize;
+            let home = match &self.entries[e_idx] {
+                Some(e) => e.hash as usize & self.mask,
+                None => j,
+            };
+            // Move if home is not in the cyclic range (hole, j].
+            let in_range = if hole <= j { home > hole && home <= j } else { home > hole || home <= j };
+            if !in_range {
+                self.slots[hole] = s;
+                hole = j;
+            }
+            j = (j + 1) & self.mask;
+        }
+        self.slots[hole] = 0;
+        self.free.push(idx);
+        self.len -= 1;
+        Some(entry)
+    }
+
+    /// Indices of all live entries (for flushing at the end).
+    pub fn live_indices(&self) -> Vec<u32> {
+        self.entries.iter().enumerate().filter(|(_, e)| e.is_some()).map(|(i, _)| i as u32).collect()
+    }
+
+    /// A few live entries near a pseudo-random position: candidates for
+    /// eviction when the table is full (sampled LRU, as Redis does).
+    pub fn sample(&self, start: usize, n: usize, out: &mut Vec<u32>) {
+        out.clear();
+        let len = self.entries.len();
+        if len == 0 {
+            return;
+        }
+        let mut i = start % len;
+        let mut looked = 0;
+        while out.len() < n && looked < len.min(64 * n) {
+            if self.entries[i].is_some() {
+                out.push(i as u32);
+            }
+            i = (i + 1) % len;
+            looked += 1;
+        }
+    }
+
+    /// Bytes held per tracked connection by this table (slab entry + slots).
+    pub fn bytes_per_connection(&self) -> usize {
+        std::mem::size_of::<Option<Entry<T>>>() + self.slots.len() * 8 / self.capacity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelog_decode::IpAddr16;
+
+    fn key(i: u32) -> ConnKey {
+        ConnKey {
+            src: IpAddr16::from_v4(i.to_be_bytes()),
+            dst: IpAddr16::from_v4([192, 168, 0, 1]),
+            sport: (i % 60000) as u16,
+            dport: 443,
+            proto: 6,
+        }
+    }
+
+    #[test]
+    fn insert_find_remove_many() {
+        let mut t: ConnTable<u32> = ConnTable::with_capacity(5000);
+        let mut ids = Vec::new();
+        for i in 0..5000u32 {
+            let k = key(i);
+            let h = k.symmetric_hash(1) & 0xffff_0000_0000_03ff; // force collisions
+            assert!(t.find(&k, h).is_none());
+            ids.push(t.insert(k, h, i));
+        }
+        assert!(t.is_full());
+        for i in (0..5000u32).step_by(3) {
+            let k = key(i);
+            let h = k.symmetric_hash(1) & 0xffff_0000_0000_03ff;
+            let (idx, side) = t.find(&k.reversed(), h).expect("present");
+            assert_eq!(side, Side::Resp);
+            assert_eq!(t.remove(idx).unwrap().value, i);
+        }
+        for i in 0..5000u32 {
+            let k = key(i);
+            let h = k.symmetric_hash(1) & 0xffff_0000_0000_03ff;
+            let found = t.find(&k, h).map(|(idx, _)| t.get(idx).unwrap().value);
+            if i % 3 == 0 {
+                assert_eq!(found, None);
+            } else {
+                assert_eq!(found, Some(i));
+            }
+        }
+    }
+}

@@ -1,0 +1,967 @@
+//! TCP connection state with Zeek's semantics.
+//!
+//! This follows Zeek's TCP analyzer (TCPSessionAdapter, TCP_Endpoint and the
+//! TCP reassembler's gap accounting) rule by rule, because the point of the
+//! conn records is that they agree with Zeek's conn.log field for field:
+//! endpoint states drive `conn_state`, sequence numbers drive the byte
+//! counts, and acknowledgements of data never seen drive `missed_bytes`.
+//! Only what influences a logged field or the connection's lifetime is kept;
+//! Zeek's weirds and events are not modelled.
+
+use wirelog_decode::tcp_flags::{ACK, FIN, RST, SYN};
+use wirelog_record::ConnState;
+
+use crate::history::HistoryState;
+
+/// Zeek's `TOO_LARGE_SEQ_DELTA`: sequence jumps beyond this on SYN/RST are not trusted.
+const TOO_LARGE_SEQ_DELTA: i32 = 1_048_576;
+/// `tcp_max_initial_window`: unacked data after which delivered data is released.
+const MAX_INITIAL_WINDOW: u64 = 16_384;
+/// `tcp_max_above_hole_without_any_acks`.
+const MAX_ABOVE_HOLE_WITHOUT_ACKS: u64 = 16_384;
+/// `tcp_excessive_data_without_further_acks`.
+const EXCESSIVE_DATA_WITHOUT_ACKS: u64 = 10 * 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndpointState {
+    Inactive,
+    SynSent,
+    SynAckSent,
+    Partial,
+    Established,
+    Closed,
+    Reset,
+}
+
+use EndpointState::*;
+
+#[inline]
+fn seq_delta(a: u32, b: u32) -> i32 {
+    a.wrapping_sub(b) as i32
+}
+
+/// Byte ranges one endpoint sent that the reassembler still holds, and where
+/// in-order delivery has got to. Zeek's reassembler keeps the data; for the
+/// logged fields only the ranges matter.
+#[derive(Debug, Clone, Default)]
+struct Reassembly {
+    /// Next relative sequence number to deliver (Zeek's last_reassem_seq, starts at 1).
+    next_deliver: u64,
+    /// Everything below this has been acknowledged and released (Zeek's trim_seq).
+    trim: u64,
+    /// Received ranges at or above `trim`, sorted and merged.
+    ranges: Vec<(u64, u64)>,
+    skip_deliveries: bool,
+}
+
+impl Reassembly {
+    fn new() -> Self {
+        Reassembly { next_deliver: 1, trim: 1, ranges: Vec::new(), skip_deliveries: false }
+    }
+
+    fn buffered(&self) -> u64 {
+        self.ranges.iter().map(|(a, b)| b - a).sum()
+    }
+
+    /// Bytes held above a hole (Zeek's NumUndeliveredBytes).
+    fn undelivered_bytes(&self) -> u64 {
+        match self.ranges.last() {
+            Some(&(_, upper)) if upper > self.next_deliver => upper - self.next_deliver,
+            _ => 0,
+        }
+    }
+
+    fn has_blocks(&self) -> bool {
+        !self.ranges.is_empty()
+    }
+
+    /// Records newly received data and delivers whatever became contiguous.
+    /// Returns whether in-order delivery advanced.
+    fn insert(&mut self, mut seq: u64, upper: u64) -> bool {
+        if upper <= self.trim {
+            return false; // old data, already acknowledged
+        }
+        if seq < self.trim {
+            seq = self.trim;
+        }
+        // Merge into the sorted range list.
+        let i = self.ranges.partition_point(|r| r.1 < seq);
+        let mut lo = seq;
+        let mut hi = upper;
+        while i < self.ranges.len() && self.ranges[i].0 <= hi {
+            lo = lo.min(self.ranges[i].0);
+            hi = hi.max(self.ranges[i].1);
+            self.ranges.remove(i);
+        }
+        self.ranges.insert(i, (lo, hi));
+        let before = self.next_deliver;
+        self.deliver_contiguous();
+        self.next_deliver > before
+    }
+
+    fn deliver_contiguous(&mut self) {
+        for &(lo, hi) in &self.ranges {
+            if lo <= self.next_deliver && hi > self.next_deliver {
+                self.next_deliver = hi;
+            }
+        }
+    }
+
+    /// Releases data below `seq`, first reporting (through `gap`) any part of
+    /// it that was never received. Mirrors DataBlockList::Trim +
+    /// TCP_Reassembler::Undelivered.
+    fn trim_to(&mut self, seq: u64, is_partial: bool, mut gap: impl FnMut(u64)) {
+        if seq > self.next_deliver {
+            self.undelivered(seq, is_partial, &mut gap);
+        }
+        self.ranges.retain(|r| r.1 > seq);
+        if seq > self.trim {
+            self.trim = seq;
+        }
+    }
+
+    fn undelivered(&mut self, up_to: u64, is_partial: bool, gap: &mut impl FnMut(u64)) {
+        if up_to <= 2 && is_partial {
+            // A partial connection's faked initial sequence number: the "missing"
+            // first byte is an artefact, not a gap (Zeek ignores it the same way).
+            return;
+        }
+        if !self.skip_deliveries {
+            // Deliver blocks that start below up_to, reporting the holes before them.
+            loop {
+                let next = self.ranges.iter().find(|r| r.0 >= self.next_deliver && r.0 < up_to).copied();
+                let Some((lo, _)) = next else { break };
+                if lo > self.next_deliver {
+                    gap(lo - self.next_deliver);
+                }
+                self.next_deliver = lo;
+                self.deliver_contiguous();
+            }
+            if up_to > self.next_deliver {
+                gap(up_to - self.next_deliver);
+            }
+        }
+        if up_to > self.next_deliver {
+            self.next_deliver = up_to;
+        }
+    }
+}
+
+/// One side of a TCP connection (Zeek's TCP_Endpoint).
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub state: EndpointState,
+    pub prev_state: EndpointState,
+    pub did_close: bool,
+    start_seq: u32,
+    last_seq: u32,
+    ack_seq: u32,
+    seq_wraps: u32,
+    ack_wraps: u32,
+    fin_cnt: u32,
+    fin_seq: u64,
+    hist_last_syn: u64,
+    hist_last_fin: u64,
+    hist_last_rst: u64,
+    pub chk_cnt: u32,
+    rxmt_cnt: u32,
+    win0_cnt: u32,
+    gap_cnt: u32,
+    did_eof: bool,
+    reasm: Reassembly,
+}
+
+impl Endpoint {
+    fn new() -> Self {
+        Endpoint {
+            state: Inactive,
+            prev_state: Inactive,
+            did_close: false,
+            start_seq: 0,
+            last_seq: 0,
+            ack_seq: 0,
+            seq_wraps: 0,
+            ack_wraps: 0,
+            fin_cnt: 0,
+            fin_seq: 0,
+            hist_last_syn: 0,
+            hist_last_fin: 0,
+            hist_last_rst: 0,
+            chk_cnt: 0,
+            rxmt_cnt: 0,
+            win0_cnt: 0,
+            gap_cnt: 0,
+            did_eof: false,
+            reasm: Reassembly::new(),
+        }
+    }
+
+    #[inline]
+    fn full(seq: u32, wraps: u32) -> u64 {
+        ((wraps as u64) << 32) + seq as u64
+    }
+
+    #[inline]
+    fn to_relative(&self, seq: u32, wraps: u32) -> u64 {
+        Self::full(seq, wraps).wrapping_sub(self.start_seq as u64)
+    }
+
+    fn init_seqs(&mut self, start: u32, last: u32) {
+        self.start_seq = start;
+        self.ack_seq = start;
+        self.last_seq = last;
+    }
+
+    fn update_last_seq(&mut self, seq: u32) {
+        if seq < self.last_seq {
+            self.seq_wraps += 1;
+        }
+        self.last_seq = seq;
+    }
+
+    fn update_ack_seq(&mut self, seq: u32) {
+        if seq < self.ack_seq {
+            self.ack_wraps += 1;
+        }
+        self.ack_seq = seq;
+    }
+
+    fn no_data_acked(&self) -> bool {
+        let ack = Self::full(self.ack_seq, self.ack_wraps);
+        let start = self.start_seq as u64;
+        ack == start || ack == start + 1
+    }
+
+    /// Payload bytes sent, from sequence numbers (Zeek's TCP_Endpoint::Size).
+    pub fn size(&self, peer_state: EndpointState) -> u64 {
+        if self.prev_state == SynSent && self.state == Reset && peer_state == Inactive && !self.no_data_acked() {
+            return 0;
+        }
+        let last = Self::full(self.last_seq, self.seq_wraps);
+        let ack = Self::full(self.ack_seq, self.ack_wraps);
+        let start = self.start_seq as u64;
+        let mut size = if last > ack { last.wrapping_sub(start) } else { ack.wrapping_sub(start) };
+        if size != 0 {
+            size -= 1;
+        }
+        if self.fin_cnt > 0 && size != 0 {
+            size -= 1;
+        }
+        size
+    }
+
+    fn set_state(&mut self, s: EndpointState) {
+        if s != self.state {
+            self.prev_state = self.state;
+            self.state = s;
+        }
+    }
+
+    fn is_clean(&self) -> bool {
+        self.state == Established || (self.state == Closed && self.prev_state == Established)
+    }
+}
+
+fn is_handshake(s: EndpointState) -> bool {
+    matches!(s, Inactive | SynSent | SynAckSent)
+}
+
+/// What a packet did to the connection's lifetime, for the tracker's timers.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Effects {
+    /// The connection is now fully closed: delete it `close_delay` after its last activity.
+    pub close_complete: bool,
+    /// A RST after a FIN: delete `reset_delay` after this packet.
+    pub reset_timer: bool,
+    /// A half close: check for expiry one session-timer period after the last activity.
+    pub expire_check: bool,
+    /// First SYN of the originator: schedule the connection-attempt timer.
+    pub attempt_timer: bool,
+    /// A SYN answered a SYN-ACK that came first: swap the roles.
+    pub flip: bool,
+}
+
+/// The TCP part of a connection.
+#[derive(Debug, Clone)]
+pub struct TcpConn {
+    pub orig: Endpoint,
+    pub resp: Endpoint,
+    pub is_active: bool,
+    is_partial: bool,
+    first_packet_seen: u8,
+    close_deferred: bool,
+    deferred_gen_event: bool,
+    /// Both endpoints left the handshake: the long inactivity timeout applies.
+    pub past_handshake: bool,
+    pub missed_bytes: u64,
+    pub report_gaps_for_partial: bool,
+    /// Effects gathered while processing one packet; taken by the tracker.
+    fx: Effects,
+}
+
+/// A TCP segment's fields that matter for tracking.
+#[derive(Debug, Clone, Copy)]
+pub struct Segment {
+    pub flags: u8,
+    pub seq: u32,
+    pub ack: u32,
+    pub window: u16,
+    /// Payload length from the IP length fields.
+    pub len: u32,
+    /// Whether the whole payload was captured (the reassembler only takes complete segments).
+    pub payload_complete: bool,
+}
+
+impl TcpConn {
+    pub fn new(report_gaps_for_partial: bool) -> Self {
+        TcpConn {
+            orig: Endpoint::new(),
+            resp: Endpoint::new(),
+            is_active: true,
+            is_partial: false,
+            first_packet_seen: 0,
+            close_deferred: false,
+            deferred_gen_event: false,
+            past_handshake: false,
+            missed_bytes: 0,
+            report_gaps_for_partial,
+            fx: Effects::default(),
+        }
+    }
+
+    /// Swaps the roles of the endpoints (Zeek's FlipRoles on the TCP adapter).
+    pub fn flip(&mut self) {
+        std::mem::swap(&mut self.orig, &mut self.resp);
+        self.first_packet_seen = ((self.first_packet_seen & 1) << 1) | ((self.first_packet_seen & 2) >> 1);
+        self.is_partial = false;
+    }
+
+    fn ep(&mut self, is_orig: bool) -> (&mut Endpoint, &mut Endpoint) {
+        if is_orig {
+            (&mut self.orig, &mut self.resp)
+        } else {
+            (&mut self.resp, &mut self.orig)
+        }
+    }
+
+    fn set_state(&mut self, is_orig: bool, s: EndpointState) {
+        let (e, p) = self.ep(is_orig);
+        if s != e.state && !is_handshake(s) && is_handshake(e.state) && is_handshake(p.state) {
+            self.past_handshake = true;
+        }
+        let (e, _) = self.ep(is_orig);
+        e.set_state(s);
+    }
+
+    fn set_peer_state(&mut self, is_orig: bool, s: EndpointState) {
+        self.set_state(!is_orig, s)
+    }
+
+    /// Whether a SYN on an existing connection starts a new one (Zeek's IsReuse).
+    pub fn is_reuse(&self, seg: &Segment) -> bool {
+        if seg.flags & SYN == 0 {
+            return false;
+        }
+        let mut conn_orig = &self.orig;
+        if seg.flags & ACK != 0 {
+            if self.orig.state != Inactive {
+                return false; // not a half connection
+            }
+            conn_orig = &self.resp;
+        }
+        let is_closed = self.orig.did_close || self.resp.did_close;
+        if !is_closed {
+            if seg.seq == conn_orig.start_seq {
+                return false;
+            }
+            if seg.flags & ACK == 0
+                && conn_orig.state == SynAckSent
+                && self.resp.state == Inactive
+                && seg.seq == self.resp.start_seq
+            {
+                // A SYN and SYN-ACK seen in reversed order: not a reuse.
+                return false;
+            }
+        }
+        true
+    }
+
+    /// A segment whose checksum failed: only history and the counter change.
+    pub fn checksum_error(&mut self, is_orig: bool, hist: &mut HistoryState) {
+        let (e, _) = self.ep(is_orig);
+        e.chk_cnt += 1;
+        hist.scaled(is_orig, b'C', e.chk_cnt);
+    }
+
+    /// Processes one good segment (Zeek's TCPSessionAdapter::Process).
+    /// Returns whether the connection's last activity time advances, and the lifetime effects.
+    pub fn process(&mut self, is_orig: bool, seg: &Segment, hist: &mut HistoryState) -> (bool, Effects) {
+        let flags = seg.flags;
+        let syn = flags & SYN != 0;
+        let fin = flags & FIN != 0;
+        let rst = flags & RST != 0;
+        let ack = flags & ACK != 0;
+        let len = seg.len;
+        self.fx = Effects::default();
+
+        // SetPartialStatus
+        if is_orig {
+            if self.first_packet_seen & 1 == 0 {
+                self.is_partial = !syn || ack;
+            }
+        } else if self.first_packet_seen & 2 == 0 && !self.is_partial {
+            self.is_partial = !syn;
+        }
+
+        let mut seg_len: i64 = len as i64;
+        if syn {
+            seg_len += 1;
+        }
+        if fin {
+            seg_len += 1;
+        }
+        if rst {
+            seg_len -= len as i64;
+        }
+        let seq_one_past = seg.seq.wrapping_add(seg_len as u32);
+
+        // init_endpoint
+        {
+            let (e, _) = self.ep(is_orig);
+            match e.state {
+                Inactive => {
+                    if syn {
+                        e.ack_seq = seg.seq;
+                        e.start_seq = seg.seq;
+                        e.last_seq = seq_one_past;
+                    } else {
+                        e.ack_seq = seg.seq.wrapping_sub(1);
+                        e.start_seq = seg.seq.wrapping_sub(1);
+                        e.last_seq = seg.seq;
+                    }
+                }
+                SynSent | SynAckSent => {
+                    if syn && seg.seq != e.start_seq {
+                        e.init_seqs(seg.seq, seq_one_past);
+                    }
+                }
+                Established | Partial => {
+                    if syn {
+                        e.init_seqs(seg.seq, seq_one_past);
+                    }
+                }
+                Reset => {
+                    if syn && e.prev_state == Inactive {
+                        e.init_seqs(seg.seq, seq_one_past);
+                    }
+                }
+                Closed => {}
+            }
+        }
+
+        // get_relative_seq
+        let (rel_seq, seq_underflow) = {
+            let (e, _) = self.ep(is_orig);
+            relative_seq(e.start_seq, seg.seq, e.last_seq, e.seq_wraps, |s, w| e.to_relative(s, w))
+        };
+
+        update_history(flags, is_orig, self.ep(is_orig).0, hist, rel_seq, len);
+
+        // update_window: only zero windows reach the logs (history 'W').
+        {
+            let (e, p) = self.ep(is_orig);
+            if seg.window == 0 && !rst && p.state != Closed && e.state != Reset {
+                e.win0_cnt += 1;
+                hist.scaled(is_orig, b'W', e.win0_cnt);
+            }
+        }
+
+        let update_last_time = !self.orig.did_close || !self.resp.did_close;
+
+        if fin {
+            let (e, _) = self.ep(is_orig);
+            e.fin_cnt += 1;
+            e.fin_seq = rel_seq.wrapping_add(seg_len as u64);
+        }
+
+        let mut rel_ack: u64 = 0;
+        if ack {
+            let (_, p) = self.ep(is_orig);
+            if p.state == Inactive {
+                rel_ack = 1;
+                p.start_seq = seg.ack.wrapping_sub(1);
+                p.ack_seq = seg.ack.wrapping_sub(1);
+                p.last_seq = seg.ack.wrapping_sub(1);
+            } else {
+                let (r, underflow) = relative_seq(p.start_seq, seg.ack, p.ack_seq, p.ack_wraps, |s, w| p.to_relative(s, w));
+                if underflow {
+                    rel_ack = 0;
+                } else {
+                    rel_ack = r;
+                    if !rst {
+                        // update_ack_seq
+                        let delta = seq_delta(seg.ack, p.ack_seq);
+                        if seg.ack == 0 && delta > TOO_LARGE_SEQ_DELTA {
+                        } else if delta > 0 {
+                            p.update_ack_seq(seg.ack);
+                        }
+                    }
+                }
+            }
+        }
+
+        // update_last_seq
+        let delta_last = {
+            let (e, _) = self.ep(is_orig);
+            let delta_last = seq_delta(seq_one_past, e.last_seq);
+            if (syn || rst) && (delta_last > TOO_LARGE_SEQ_DELTA || delta_last < -TOO_LARGE_SEQ_DELTA) {
+            } else if fin && e.last_seq == e.start_seq.wrapping_add(1) {
+                e.update_last_seq(seq_one_past);
+            } else if e.state == Reset {
+            } else if delta_last > 0 {
+                e.update_last_seq(seq_one_past);
+            } else if len > 0 {
+                e.rxmt_cnt += 1;
+                hist.scaled(is_orig, b'T', e.rxmt_cnt);
+            }
+            delta_last
+        };
+
+        let (do_close, gen_event) = self.update_state_machine(is_orig, seg, delta_last);
+
+        if ack {
+            self.ack_received(!is_orig, rel_ack, hist);
+        }
+
+        // CheckPIA_FirstPacket
+        self.first_packet_seen |= if is_orig { 1 } else { 2 };
+
+        let rel_data_seq = if syn { rel_seq.wrapping_add(1) } else { rel_seq };
+        if len > 0 && !rst && !seq_underflow && seg.payload_complete {
+            self.data_sent(is_orig, rel_data_seq, len as u64);
+        }
+        self.check_eof(is_orig);
+
+        if do_close {
+            self.connection_closed(is_orig, gen_event);
+        }
+        (update_last_time, std::mem::take(&mut self.fx))
+    }
+
+    fn update_state_machine(&mut self, is_orig: bool, seg: &Segment, delta_last: i32) -> (bool, bool) {
+        let flags = seg.flags;
+        let syn = flags & SYN != 0;
+        let fin = flags & FIN != 0;
+        let rst = flags & RST != 0;
+        let ack = flags & ACK != 0;
+        let mut do_close = false;
+        let mut gen_event = false;
+        let (state, peer_state) = {
+            let (e, p) = self.ep(is_orig);
+            (e.state, p.state)
+        };
+        match state {
+            Inactive => {
+                if syn {
+                    if is_orig {
+                        self.set_state(is_orig, if ack { SynAckSent } else { SynSent });
+                        self.fx.attempt_timer = true;
+                    } else {
+                        if !ack {
+                            let base_is_start = seg.seq == self.ep(is_orig).0.start_seq;
+                            if peer_state == SynAckSent && base_is_start {
+                                // A SYN/SYN-ACK reversal: Zeek flips and establishes. The
+                                // tracker performs the flip (it owns the key and history).
+                                self.is_partial = false;
+                                self.set_peer_state(is_orig, Established);
+                                self.first_packet_seen |= if is_orig { 1 } else { 2 };
+                                self.fx.flip = true;
+                            }
+                        }
+                        if self.ep(is_orig).1.state == SynSent {
+                            self.set_peer_state(is_orig, Established);
+                        }
+                        self.set_state(is_orig, Established);
+                    }
+                }
+                if fin {
+                    self.set_state(is_orig, Closed);
+                    do_close = true;
+                    gen_event = true;
+                }
+                if rst {
+                    self.set_state(is_orig, Reset);
+                    let peer_state = self.ep(is_orig).1.state;
+                    let is_reject = if is_orig { peer_state == Established } else { matches!(peer_state, SynSent | SynAckSent) };
+                    do_close = true;
+                    gen_event = !is_reject;
+                }
+                if self.ep(is_orig).0.state == Inactive {
+                    let orig_state = self.orig.state;
+                    let peer_state = self.ep(is_orig).1.state;
+                    if !is_orig && seg.len == 0 && orig_state == SynSent {
+                        // An early ACK of the SYN before the SYN-ACK: not a partial connection.
+                    } else if ack && peer_state == Established {
+                        self.set_state(is_orig, Established);
+                        self.is_partial = false;
+                        self.first_packet_seen |= if is_orig { 1 } else { 2 };
+                    } else {
+                        self.set_state(is_orig, Partial);
+                    }
+                }
+            }
+            SynSent | SynAckSent => {
+                if fin {
+                    self.set_state(is_orig, Closed);
+                    do_close = true;
+                    gen_event = true;
+                }
+                if rst {
+                    self.set_state(is_orig, Reset);
+                    self.is_active = false; // ConnectionReset
+                    do_close = true;
+                }
+            }
+            Established | Partial => {
+                if syn && state == Partial && peer_state == Inactive && !ack {
+                    self.set_state(is_orig, SynSent);
+                }
+                if fin && !rst {
+                    self.set_state(is_orig, Closed);
+                    let p = self.ep(is_orig).1;
+                    if p.state == Reset && p.prev_state == Closed {
+                        // A FIN followed by a RST from the peer: that was a normal close.
+                        self.set_peer_state(is_orig, Closed);
+                    }
+                    do_close = true;
+                    gen_event = true;
+                }
+                if rst {
+                    self.set_state(is_orig, Reset);
+                    do_close = true;
+                    let p = self.ep(is_orig).1;
+                    if p.state != Reset || p.prev_state != Established {
+                        self.is_active = false;
+                    }
+                }
+            }
+            Closed => {
+                let _ = delta_last;
+                if rst && self.ep(is_orig).1.state != Closed {
+                    self.set_state(is_orig, Reset);
+                    if !self.ep(is_orig).0.did_close {
+                        do_close = true;
+                    }
+                    self.fx.reset_timer = true;
+                }
+            }
+            Reset => {}
+        }
+        (do_close, gen_event)
+    }
+
+    fn report_gap(&self) -> bool {
+        self.report_gaps_for_partial || (self.orig.is_clean() && self.resp.is_clean())
+    }
+
+    /// Data from `is_orig`'s side at relative sequence `seq` (Zeek's TCP_Reassembler::DataSent).
+    fn data_sent(&mut self, is_orig: bool, mut seq: u64, mut len: u64) {
+        let (e, p) = self.ep(is_orig);
+        if e.reasm.skip_deliveries {
+            return;
+        }
+        let ack = e.to_relative(e.ack_seq, e.ack_wraps);
+        let upper = seq + len;
+        if seq < ack {
+            if upper <= ack {
+                return;
+            }
+            len -= ack - seq;
+            seq = ack;
+        }
+        let _ = len;
+        let delivered = e.reasm.insert(seq, upper);
+        // BlockInserted's trimming when the peer seems not to acknowledge anything.
+        let peer_state = p.state;
+        if delivered && e.no_data_acked() && e.size(peer_state) > MAX_INITIAL_WINDOW {
+            let to = e.reasm.next_deliver;
+            e.reasm.ranges.retain(|r| r.1 > to);
+            if to > e.reasm.trim {
+                e.reasm.trim = to;
+            }
+        }
+        if e.no_data_acked() && e.reasm.undelivered_bytes() > MAX_ABOVE_HOLE_WITHOUT_ACKS {
+            e.reasm.ranges.clear();
+            e.reasm.skip_deliveries = true;
+        }
+        if e.reasm.buffered() > EXCESSIVE_DATA_WITHOUT_ACKS {
+            e.reasm.ranges.clear();
+            e.reasm.skip_deliveries = true;
+        }
+    }
+
+    /// `endp_is_orig`'s data was acknowledged up to relative `seq` (Zeek's AckReceived).
+    fn ack_received(&mut self, endp_is_orig: bool, mut seq: u64, hist: &mut HistoryState) {
+        let report = self.report_gap();
+        let clean = self.orig.is_clean() && self.resp.is_clean();
+        let is_partial = self.is_partial;
+        let mut missed = 0u64;
+        {
+            let (e, _) = self.ep(endp_is_orig);
+            if e.fin_cnt > 0 && seq >= e.fin_seq {
+                seq = e.fin_seq.wrapping_sub(1);
+            }
+            if seq <= e.reasm.trim {
+                return;
+            }
+            let mut gaps = 0u32;
+            e.reasm.trim_to(seq, is_partial, |n| {
+                if clean {
+                    gaps += 1;
+                }
+                if report {
+                    missed += n;
+                }
+            });
+            for _ in 0..gaps {
+                e.gap_cnt += 1;
+                hist.scaled(endp_is_orig, b'G', e.gap_cnt);
+            }
+        }
+        self.missed_bytes += missed;
+        self.check_eof(endp_is_orig);
+    }
+
+    /// Zeek's TCP_Reassembler::DataPending for `is_orig`'s side.
+    fn data_pending(&self, is_orig: bool) -> bool {
+        let (e, p) = if is_orig { (&self.orig, &self.resp) } else { (&self.resp, &self.orig) };
+        if e.reasm.skip_deliveries {
+            return false;
+        }
+        let delivered = (e.start_seq as u64).wrapping_add(e.reasm.next_deliver);
+        let last = Endpoint::full(e.last_seq, e.seq_wraps);
+        if last < delivered {
+            return false;
+        }
+        if delivered != last.wrapping_sub(1) && delivered != last {
+            return true;
+        }
+        e.state != Reset && p.reasm.has_blocks()
+    }
+
+    fn check_eof(&mut self, is_orig: bool) {
+        let pending = self.data_pending(is_orig);
+        let (e, _) = self.ep(is_orig);
+        if !e.did_eof && (e.fin_cnt > 0 || e.state == Closed || e.state == Reset) && !pending {
+            e.did_eof = true;
+            if self.close_deferred {
+                let gen = self.deferred_gen_event;
+                self.close_deferred = false;
+                self.connection_closed(is_orig, gen);
+            }
+        }
+    }
+
+    fn connection_closed(&mut self, is_orig: bool, gen_event: bool) {
+        if self.data_pending(is_orig) {
+            self.close_deferred = true;
+            if !self.deferred_gen_event {
+                self.deferred_gen_event = gen_event;
+            }
+            return;
+        }
+        self.close_deferred = false;
+        let (e, p) = self.ep(is_orig);
+        if e.did_close {
+            return;
+        }
+        e.did_close = true;
+        let close_complete = e.state == Reset || p.did_close || p.state == Inactive;
+        if close_complete {
+            let interesting = e.prev_state != Inactive || p.state != Inactive;
+            if interesting {
+                let gen = gen_event || self.deferred_gen_event;
+                self.deferred_gen_event = false;
+                if gen {
+                    self.is_active = false; // ConnectionFinished
+                }
+            }
+            self.fx.close_complete = true;
+        } else if e.prev_state != Inactive {
+            self.fx.expire_check = true;
+        }
+    }
+
+    /// Zeek's conn_state for TCP, a pure function of the endpoint states and history.
+    pub fn conn_state(&self, history: &str) -> ConnState {
+        let os = self.orig.state;
+        let rs = self.resp.state;
+        let o_inactive = matches!(os, Inactive | Partial);
+        let r_inactive = matches!(rs, Inactive | Partial);
+        if rs == Reset {
+            if matches!(os, SynSent | SynAckSent)
+                || (os == Reset && self.orig.size(rs) == 0 && self.resp.size(os) == 0)
+            {
+                ConnState::REJ
+            } else if o_inactive {
+                ConnState::RSTRH
+            } else {
+                ConnState::RSTR
+            }
+        } else if os == Reset {
+            if r_inactive {
+                if history_is_rstos0(history) {
+                    ConnState::RSTOS0
+                } else {
+                    ConnState::OTH
+                }
+            } else {
+                ConnState::RSTO
+            }
+        } else if rs == Closed && os == Closed {
+            ConnState::SF
+        } else if os == Closed {
+            if r_inactive {
+                ConnState::SH
+            } else {
+                ConnState::S2
+            }
+        } else if rs == Closed {
+            if o_inactive {
+                ConnState::SHR
+            } else {
+                ConnState::S3
+            }
+        } else if os == SynSent && rs == Inactive {
+            ConnState::S0
+        } else if os == Established && rs == Established {
+            ConnState::S1
+        } else {
+            ConnState::OTH
+        }
+    }
+
+    /// Zeek's ExpireTimer condition: true when the connection may be removed
+    /// once it has been idle for the linger period.
+    pub fn expire_condition(&self) -> bool {
+        let (o, r) = (&self.orig, &self.resp);
+        if o.did_close || r.did_close {
+            if (o.did_close && r.did_close)
+                || o.state == Reset
+                || r.state == Reset
+                || o.state == Inactive
+                || r.state == Inactive
+            {
+                return true;
+            }
+        }
+        o.state == Inactive && r.state == Inactive
+    }
+
+    /// Zeek's AttemptTimer condition: a SYN that got no answer.
+    pub fn attempt_condition(&self) -> bool {
+        self.is_active && matches!(self.orig.state, SynSent | SynAckSent) && self.resp.state == Inactive
+    }
+
+    pub fn orig_size(&self) -> u64 {
+        self.orig.size(self.resp.state)
+    }
+
+    pub fn resp_size(&self) -> u64 {
+        self.resp.size(self.orig.state)
+    }
+}
+
+/// The regular expression `^?S[^HAFGIQ]*R.*` of Zeek's conn_state, by hand.
+fn history_is_rstos0(h: &str) -> bool {
+    let b = h.as_bytes();
+    let mut i = 0;
+    if b.first() == Some(&b'^') {
+        i = 1;
+    }
+    if b.get(i) != Some(&b'S') {
+        return false;
+    }
+    for &c in &b[i + 1..] {
+        if c == b'R' {
+            return true;
+        }
+        if matches!(c, b'H' | b'A' | b'F' | b'G' | b'I' | b'Q') {
+            return false;
+        }
+    }
+    false
+}
+
+/// Zeek's get_relative_seq: the 64-bit sequence number relative to the
+/// endpoint's initial one, and whether it fell below it.
+fn relative_seq(start: u32, cur: u32, last: u32, mut wraps: u32, to_rel: impl Fn(u32, u32) -> u64) -> (u64, bool) {
+    let delta = seq_delta(cur, last);
+    if delta < 0 {
+        if wraps > 0 && cur > last {
+            wraps -= 1;
+        }
+    } else if delta > 0 && cur < last {
+        wraps += 1;
+    }
+    if wraps == 0 {
+        let d = seq_delta(cur, start);
+        return (d as i64 as u64, d < 0);
+    }
+    (to_rel(cur, wraps), false)
+}
+
+fn update_history(flags: u8, is_orig: bool, e: &mut Endpoint, hist: &mut HistoryState, rel_seq: u64, len: u32) {
+    use crate::history::mask::*;
+    let syn = flags & SYN != 0;
+    let fin = flags & FIN != 0;
+    let rst = flags & RST != 0;
+    let bits = syn as u8 + fin as u8 + rst as u8;
+    if bits > 1 {
+        if fin && rst {
+            hist.check(is_orig, FIN_RST_PKT, b'I');
+        } else {
+            hist.check(is_orig, MULTI_FLAG_PKT, b'Q');
+        }
+    } else if bits == 1 {
+        if syn {
+            let code = if flags & ACK != 0 { b'H' } else { b'S' };
+            if hist.check(is_orig, SYN_PKT, code) && rel_seq != e.hist_last_syn {
+                hist.add(is_orig, code);
+            }
+            e.hist_last_syn = rel_seq;
+        }
+        if fin {
+            let at = rel_seq.wrapping_add(len as u64);
+            if hist.check(is_orig, FIN_PKT, b'F') && at != e.hist_last_fin {
+                hist.add(is_orig, b'F');
+            }
+            e.hist_last_fin = at;
+        }
+        if rst {
+            if hist.check(is_orig, RST_PKT, b'R') && rel_seq != e.hist_last_rst {
+                hist.add(is_orig, b'R');
+            }
+            e.hist_last_rst = rel_seq;
+        }
+    } else if len > 0 {
+        hist.check(is_orig, DATA_PKT, b'D');
+    } else if flags & ACK != 0 {
+        hist.check(is_orig, ACK_PKT, b'A');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rstos0_pattern() {
+        assert!(history_is_rstos0("SR"));
+        assert!(history_is_rstos0("^SdR"));
+        assert!(history_is_rstos0("SaR"));
+        assert!(!history_is_rstos0("SaFR"));
+        assert!(!history_is_rstos0("R"));
+        assert!(history_is_rstos0("ShR")); // lowercase letters are not excluded
+    }
+}

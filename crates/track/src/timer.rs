@@ -1,0 +1,162 @@
+//! A hashed timer wheel driven by packet time.
+//!
+//! Connections are never touched by the wheel per packet: each one has a
+//! single pending check (its earliest possible deadline). When that check
+//! comes due the owner recomputes the real deadline from the connection's
+//! state and either expires it or schedules the next check, so a busy
+//! connection costs one wheel operation per timeout period, not per packet.
+//! Entries of the slot that covers "now" move to a small heap so deadlines
+//! fire in exact time order, as Zeek's timer manager fires them.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// One tick is 2^30 ns (about 1.07 s).
+const TICK_SHIFT: u32 = 30;
+const SLOTS: usize = 512;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TimerEntry {
+    pub deadline: i64,
+    pub idx: u32,
+    pub generation: u32,
+}
+
+pub struct TimerWheel {
+    slots: Vec<Vec<TimerEntry>>,
+    /// Entries of ticks up to `current_tick`, ordered by deadline.
+    due: BinaryHeap<Reverse<TimerEntry>>,
+    current_tick: i64,
+    started: bool,
+    len: usize,
+}
+
+impl Default for TimerWheel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TimerWheel {
+    pub fn new() -> Self {
+        TimerWheel { slots: (0..SLOTS).map(|_| Vec::new()).collect(), due: BinaryHeap::new(), current_tick: 0, started: false, len: 0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    fn tick_of(t: i64) -> i64 {
+        t >> TICK_SHIFT
+    }
+
+    pub fn schedule(&mut self, e: TimerEntry) {
+        if !self.started {
+            self.current_tick = Self::tick_of(e.deadline);
+            self.started = true;
+        }
+        self.len += 1;
+        let tick = Self::tick_of(e.deadline);
+        if tick <= self.current_tick {
+            self.due.push(Reverse(e));
+        } else {
+            self.slots[(tick as usize) % SLOTS].push(e);
+        }
+    }
+
+    /// Moves the wheel to `now` and hands every entry whose deadline is
+    /// `<= now` to `fire`, in deadline order. Entries that land in a wheel
+    /// slot but belong to a later revolution are put back.
+    pub fn advance(&mut self, now: i64, mut fire: impl FnMut(&mut Self, TimerEntry)) {
+        if !self.started {
+            return;
+        }
+        let target = Self::tick_of(now);
+        // Jumping over more than a revolution: every slot is visited once.
+        let steps = (target - self.current_tick).min(SLOTS as i64);
+        for _ in 0..steps {
+            self.current_tick += 1;
+            let slot = (self.current_tick as usize) % SLOTS;
+            let mut entries = std::mem::take(&mut self.slots[slot]);
+            for e in entries.drain(..) {
+                if Self::tick_of(e.deadline) <= target {
+                    self.due.push(Reverse(e));
+                } else {
+                    self.slots[slot].push(e);
+                }
+            }
+            // Keep the slot's buffer to avoid reallocating next revolution.
+            if self.slots[slot].is_empty() {
+                self.slots[slot] = entries;
+            }
+        }
+        if target > self.current_tick {
+            self.current_tick = target;
+        }
+        while let Some(Reverse(e)) = self.due.peek().copied() {
+            if e.deadline > now {
+                break;
+            }
+            self.due.pop();
+            self.len -= 1;
+            fire(self, e);
+        }
+    }
+
+    /// Removes and returns every pending entry (end of input).
+    pub fn drain_all(&mut self) -> Vec<TimerEntry> {
+        let mut all: Vec<TimerEntry> = self.due.drain().map(|Reverse(e)| e).collect();
+        for s in &mut self.slots {
+            all.append(s);
+        }
+        self.len = 0;
+        all.sort();
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn fires_in_deadline_order_and_only_when_due() {
+        let mut w = TimerWheel::new();
+        let base = 1_700_000_000 * S;
+        for (i, d) in [5, 1, 300, 2, 700].iter().enumerate() {
+            w.schedule(TimerEntry { deadline: base + d * S, idx: i as u32, generation: 0 });
+        }
+        let mut fired = Vec::new();
+        w.advance(base + 3 * S, |_, e| fired.push(e.idx));
+        assert_eq!(fired, vec![1, 3]);
+        w.advance(base + 299 * S, |_, e| fired.push(e.idx));
+        assert_eq!(fired, vec![1, 3, 0]);
+        // 700 s is past one revolution of the wheel (~549 s): must not fire early.
+        w.advance(base + 600 * S, |_, e| fired.push(e.idx));
+        assert_eq!(fired, vec![1, 3, 0, 2]);
+        w.advance(base + 700 * S, |_, e| fired.push(e.idx));
+        assert_eq!(fired, vec![1, 3, 0, 2, 4]);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn rescheduling_from_fire_works() {
+        let mut w = TimerWheel::new();
+        w.schedule(TimerEntry { deadline: 10 * S, idx: 0, generation: 0 });
+        let mut n = 0;
+        w.advance(100 * S, |w, e| {
+            n += 1;
+            if e.deadline < 50 * S {
+                w.schedule(TimerEntry { deadline: e.deadline + 10 * S, ..e });
+            }
+        });
+        assert_eq!(n, 5);
+    }
+}

@@ -1,0 +1,535 @@
+//! The connection tracker: packets in, conn records out.
+
+use wirelog_decode::{Checksum, IpPacket, Transport};
+use wirelog_record::{ConnRecord, UidGenerator};
+
+use crate::conn::{Conn, DatagramState, ProtoState};
+use crate::history::HistoryState;
+use crate::key::{ConnKey, Side};
+use crate::ports::{PortSet, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS};
+use crate::table::ConnTable;
+use crate::tcp::{Segment, TcpConn};
+use crate::timer::{TimerEntry, TimerWheel};
+
+const SEC: i64 = 1_000_000_000;
+
+/// Tracker settings; the defaults are Zeek's.
+#[derive(Clone)]
+pub struct TrackerConfig {
+    pub tcp_inactivity_ns: i64,
+    pub udp_inactivity_ns: i64,
+    pub icmp_inactivity_ns: i64,
+    /// `tcp_attempt_delay`: an unanswered SYN is reported after this long.
+    pub tcp_attempt_delay_ns: i64,
+    /// `tcp_close_delay`: a closed connection lingers this long before removal.
+    pub tcp_close_delay_ns: i64,
+    /// `tcp_reset_delay`.
+    pub tcp_reset_delay_ns: i64,
+    /// `tcp_connection_linger`: idle time before a half-closed connection may expire.
+    pub tcp_linger_ns: i64,
+    /// `tcp_SYN_timeout`: first expiry check after the connection starts.
+    pub tcp_syn_timeout_ns: i64,
+    /// `tcp_session_timer`: period of the expiry checks.
+    pub tcp_session_timer_ns: i64,
+    /// Upper bound on tracked connections; beyond it the least recently active are evicted.
+    pub max_connections: usize,
+    /// Count content gaps of connections that never completed a handshake (Zeek's
+    /// `report_gaps_for_partial`, off by default).
+    pub report_gaps_for_partial: bool,
+    pub tcp_server_ports: PortSet,
+    pub udp_server_ports: PortSet,
+    /// UDP flows to these responder ports are DNS sessions (where Zeek attaches its DNS analyzer).
+    pub dns_ports: PortSet,
+    /// Zeek's `dns_session_timeout`: a UDP DNS flow idle this long ends (0 disables).
+    pub dns_session_timeout_ns: i64,
+    /// Seed for uids; `None` draws one from the clock.
+    pub uid_seed: Option<u64>,
+}
+
+impl Default for TrackerConfig {
+    fn default() -> Self {
+        TrackerConfig {
+            tcp_inactivity_ns: 300 * SEC,
+            udp_inactivity_ns: 60 * SEC,
+            icmp_inactivity_ns: 60 * SEC,
+            tcp_attempt_delay_ns: 5 * SEC,
+            tcp_close_delay_ns: 5 * SEC,
+            tcp_reset_delay_ns: 5 * SEC,
+            tcp_linger_ns: 5 * SEC,
+            tcp_syn_timeout_ns: 5 * SEC,
+            tcp_session_timer_ns: 6 * SEC,
+            max_connections: 1 << 20,
+            report_gaps_for_partial: false,
+            tcp_server_ports: PortSet::from_ports(DEFAULT_TCP_SERVER_PORTS),
+            udp_server_ports: PortSet::from_ports(DEFAULT_UDP_SERVER_PORTS),
+            dns_ports: PortSet::from_ports(&[53, 137, 5353, 5355]),
+            dns_session_timeout_ns: 10 * SEC,
+            uid_seed: None,
+        }
+    }
+}
+
+/// Counters of what the tracker did with the packets it was given.
+#[derive(Debug, Default, Clone)]
+pub struct TrackStats {
+    pub packets: u64,
+    pub connections: u64,
+    /// Connections removed early because the table was full (their records are still written).
+    pub evicted: u64,
+    /// IP packets of protocols without connection semantics here (e.g. ESP, SCTP).
+    pub not_tracked: u64,
+    /// Packets dropped for a bad IPv4 header checksum (as Zeek drops them).
+    pub bad_ip_checksum: u64,
+    pub peak_connections: u64,
+}
+
+pub struct Tracker {
+    cfg: TrackerConfig,
+    table: ConnTable<Conn>,
+    wheel: TimerWheel,
+    uids: UidGenerator,
+    seed: u64,
+    out: Vec<ConnRecord>,
+    stats: TrackStats,
+    now: i64,
+    evict_cursor: usize,
+    sample: Vec<u32>,
+}
+
+/// ICMP types that pair with a reply; the key's second "port" is the counterpart.
+fn icmp_counterpart(v6: bool, t: u8, code: u8) -> u16 {
+    let c = if v6 {
+        match t {
+            128 => 129,
+            129 => 128,
+            133 => 134,
+            134 => 133,
+            135 => 136,
+            136 => 135,
+            130 => 131,
+            131 => 130,
+            139 => 140,
+            140 => 139,
+            144 => 145,
+            145 => 144,
+            _ => return code as u16,
+        }
+    } else {
+        match t {
+            8 => 0,
+            0 => 8,
+            13 => 14,
+            14 => 13,
+            15 => 16,
+            16 => 15,
+            10 => 9,
+            9 => 10,
+            17 => 18,
+            18 => 17,
+            _ => return code as u16,
+        }
+    };
+    c
+}
+
+impl Tracker {
+    pub fn new(cfg: TrackerConfig) -> Self {
+        let uids = match cfg.uid_seed {
+            Some(s) => UidGenerator::new(s),
+            None => UidGenerator::from_entropy(),
+        };
+        let seed = {
+            let mut g = match cfg.uid_seed {
+                Some(s) => UidGenerator::new(s ^ 0x5eed),
+                None => UidGenerator::from_entropy(),
+            };
+            let u = g.next_uid();
+            u.as_str().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+        };
+        Tracker {
+            table: ConnTable::with_capacity(cfg.max_connections),
+            cfg,
+            wheel: TimerWheel::new(),
+            uids,
+            seed,
+            out: Vec::new(),
+            stats: TrackStats::default(),
+            now: i64::MIN,
+            evict_cursor: 0,
+            sample: Vec::new(),
+        }
+    }
+
+    pub fn stats(&self) -> &TrackStats {
+        &self.stats
+    }
+
+    pub fn active_connections(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Bytes of tracker memory per tracked connection (slab entry + table slots).
+    pub fn bytes_per_connection(&self) -> usize {
+        self.table.bytes_per_connection()
+    }
+
+    /// Records of connections that ended since the last call.
+    pub fn take_records(&mut self) -> std::vec::Drain<'_, ConnRecord> {
+        self.out.drain(..)
+    }
+
+    pub fn pending_records(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Key of a packet, or None for protocols without connections here.
+    #[inline]
+    pub fn key_of(pkt: &IpPacket<'_>) -> Option<ConnKey> {
+        let (sport, dport) = match pkt.transport {
+            Transport::Tcp { sport, dport, .. } | Transport::Udp { sport, dport, .. } => (sport, dport),
+            Transport::Icmp { v6, icmp_type, code, .. } => (icmp_type as u16, icmp_counterpart(v6, icmp_type, code)),
+            Transport::Other { .. } => return None,
+        };
+        Some(ConnKey { src: pkt.src, dst: pkt.dst, sport, dport, proto: pkt.proto })
+    }
+
+    #[inline]
+    pub fn hash_of(&self, key: &ConnKey) -> u64 {
+        key.symmetric_hash(self.seed)
+    }
+
+    /// Prefetches the table slot a key will probe (call a few packets ahead).
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        self.table.prefetch(hash);
+    }
+
+    /// Runs timers up to packet time `now`.
+    pub fn advance(&mut self, now: i64) {
+        if now <= self.now {
+            return;
+        }
+        self.now = now;
+        let mut wheel = std::mem::take(&mut self.wheel);
+        wheel.advance(now, |w, e| self.on_timer(w, e, now));
+        self.wheel = wheel;
+    }
+
+    /// Processes one decoded packet at packet time `ts_ns`.
+    #[inline]
+    pub fn packet(&mut self, ts_ns: i64, pkt: &IpPacket<'_>) {
+        let Some(key) = Self::key_of(pkt) else {
+            self.stats.not_tracked += 1;
+            return;
+        };
+        let hash = self.hash_of(&key);
+        self.packet_keyed(ts_ns, pkt, &key, hash);
+    }
+
+    /// Like [`Tracker::packet`] with the key and hash already computed (batched callers).
+    pub fn packet_keyed(&mut self, ts_ns: i64, pkt: &IpPacket<'_>, key: &ConnKey, hash: u64) {
+        if ts_ns > self.now {
+            self.advance(ts_ns);
+        }
+        self.stats.packets += 1;
+        if pkt.checksum == Checksum::BadIp {
+            self.stats.bad_ip_checksum += 1;
+            return;
+        }
+        let seg = match pkt.transport {
+            Transport::Tcp { flags, seq, ack, window, payload_len, payload, .. } => Some(Segment {
+                flags,
+                seq,
+                ack,
+                window,
+                len: payload_len,
+                payload_complete: payload.len() as u32 >= payload_len,
+            }),
+            _ => None,
+        };
+
+        let (idx, side) = match self.table.find(key, hash) {
+            Some((idx, side)) => {
+                let reuse = match (&seg, &self.table.get(idx).map(|e| &e.value.state)) {
+                    (Some(s), Some(ProtoState::Tcp(t))) => t.is_reuse(s),
+                    _ => false,
+                };
+                if reuse {
+                    self.remove(idx);
+                    self.create(ts_ns, pkt, key, hash, seg.as_ref(), true)
+                } else {
+                    (idx, side)
+                }
+            }
+            None => self.create(ts_ns, pkt, key, hash, seg.as_ref(), false),
+        };
+        self.deliver(idx, side == Side::Orig, ts_ns, pkt, seg.as_ref());
+    }
+
+    fn create(&mut self, ts: i64, pkt: &IpPacket<'_>, key: &ConnKey, hash: u64, seg: Option<&Segment>, reused: bool) -> (u32, Side) {
+        if self.table.is_full() {
+            self.evict_one();
+        }
+        // Zeek's WantConnection: guess the originator when the first packet is not a SYN.
+        let flip = match (pkt.transport, seg) {
+            (Transport::Tcp { .. }, Some(s)) => {
+                let syn = s.flags & wirelog_decode::tcp_flags::SYN != 0;
+                let ack = s.flags & wirelog_decode::tcp_flags::ACK != 0;
+                if syn && !ack {
+                    false
+                } else if syn && ack && !reused {
+                    // A SYN-ACK comes from the responder. (Zeek's own baselines show it
+                    // flipping such connections, except when the SYN-ACK replaced a
+                    // connection through port reuse.)
+                    true
+                } else {
+                    let ports = &self.cfg.tcp_server_ports;
+                    if ports.contains(key.sport) {
+                        if ports.contains(key.dport) {
+                            !syn && key.sport < key.dport
+                        } else {
+                            true
+                        }
+                    } else {
+                        false
+                    }
+                }
+            }
+            (Transport::Udp { .. }, _) => {
+                self.cfg.udp_server_ports.contains(key.sport) && !self.cfg.udp_server_ports.contains(key.dport)
+            }
+            _ => false,
+        };
+        let state = match pkt.transport {
+            Transport::Tcp { .. } => ProtoState::Tcp(TcpConn::new(self.cfg.report_gaps_for_partial)),
+            Transport::Udp { .. } => ProtoState::Udp(DatagramState::new()),
+            _ => ProtoState::Icmp(DatagramState::new()),
+        };
+        let mut conn = Conn {
+            uid: self.uids.next_uid(),
+            start_ns: ts,
+            last_ns: ts,
+            seen_ns: ts,
+            orig_pkts: 0,
+            orig_ip_bytes: 0,
+            resp_pkts: 0,
+            resp_ip_bytes: 0,
+            hist: HistoryState::default(),
+            vlan: pkt.vlan,
+            inner_vlan: pkt.inner_vlan,
+            state,
+            attempt_at: i64::MAX,
+            delete_at: i64::MAX,
+            expire_extra_at: i64::MAX,
+            timers_cancelled: false,
+            scheduled_at: i64::MAX,
+            generation: 0,
+        };
+        let stored = if flip {
+            conn.hist.add_raw(b'^');
+            key.reversed()
+        } else {
+            *key
+        };
+        let idx = self.table.insert(stored, hash, conn);
+        self.stats.connections += 1;
+        self.stats.peak_connections = self.stats.peak_connections.max(self.table.len() as u64);
+        (idx, if flip { Side::Resp } else { Side::Orig })
+    }
+
+    fn deliver(&mut self, idx: u32, is_orig: bool, ts: i64, pkt: &IpPacket<'_>, seg: Option<&Segment>) {
+        let Some(entry) = self.table.get_mut(idx) else { return };
+        let conn = &mut entry.value;
+        conn.seen_ns = conn.seen_ns.max(ts);
+        let bad = pkt.checksum == Checksum::BadTransport;
+        let mut flip = false;
+        match (&mut conn.state, seg) {
+            (ProtoState::Tcp(t), Some(seg)) => {
+                if bad {
+                    t.checksum_error(is_orig, &mut conn.hist);
+                    return;
+                }
+                let (touch, fx) = t.process(is_orig, seg, &mut conn.hist);
+                if touch {
+                    conn.last_ns = ts;
+                }
+                if fx.attempt_timer {
+                    conn.attempt_at = ts + self.cfg.tcp_attempt_delay_ns;
+                }
+                if fx.close_complete {
+                    // Zeek cancels the analyzer's timers and deletes the connection
+                    // a close delay after its last activity.
+                    conn.timers_cancelled = true;
+                    conn.attempt_at = i64::MAX;
+                    conn.expire_extra_at = i64::MAX;
+                    conn.delete_at = conn.delete_at.min(conn.last_ns + self.cfg.tcp_close_delay_ns);
+                }
+                if fx.reset_timer {
+                    conn.delete_at = conn.delete_at.min(ts + self.cfg.tcp_reset_delay_ns);
+                }
+                if fx.expire_check && !conn.timers_cancelled {
+                    conn.expire_extra_at = conn.last_ns + self.cfg.tcp_session_timer_ns;
+                }
+                flip = fx.flip;
+            }
+            (ProtoState::Udp(d), _) => {
+                if bad {
+                    let c = if is_orig { &mut d.orig_chk } else { &mut d.resp_chk };
+                    *c += 1;
+                    let n = *c;
+                    conn.hist.scaled(is_orig, b'C', n);
+                    return;
+                }
+                conn.last_ns = ts;
+                conn.hist.check_raw(if is_orig { 0x1 } else { 0x2 }, if is_orig { b'D' } else { b'd' });
+                let len = match pkt.transport {
+                    Transport::Udp { payload_len, .. } => payload_len as i64,
+                    _ => 0,
+                };
+                d.add(is_orig, len);
+            }
+            (ProtoState::Icmp(d), _) => {
+                if bad {
+                    return;
+                }
+                conn.last_ns = ts;
+                let len = match pkt.transport {
+                    // Zeek counts the ICMP message after its 8-byte header.
+                    Transport::Icmp { payload_len, .. } => payload_len as i64 - 4,
+                    _ => 0,
+                };
+                d.add(is_orig, len);
+            }
+            _ => return,
+        }
+        if is_orig {
+            conn.orig_pkts += 1;
+            conn.orig_ip_bytes += pkt.ip_len as u64;
+        } else {
+            conn.resp_pkts += 1;
+            conn.resp_ip_bytes += pkt.ip_len as u64;
+        }
+        if flip {
+            self.flip(idx);
+        }
+        self.schedule(idx);
+    }
+
+    /// Swaps originator and responder of a connection (Zeek's FlipRoles).
+    fn flip(&mut self, idx: u32) {
+        let Some(e) = self.table.get_mut(idx) else { return };
+        e.key = e.key.reversed();
+        let c = &mut e.value;
+        std::mem::swap(&mut c.orig_pkts, &mut c.resp_pkts);
+        std::mem::swap(&mut c.orig_ip_bytes, &mut c.resp_ip_bytes);
+        if let ProtoState::Tcp(t) = &mut c.state {
+            t.flip();
+        }
+        c.hist.add_raw(b'^');
+    }
+
+    /// The earliest time the connection could be removed, given its state.
+    fn next_deadline(&self, key: &ConnKey, c: &Conn) -> i64 {
+        let mut d = c.delete_at;
+        match &c.state {
+            ProtoState::Tcp(t) => {
+                let timeout = if t.past_handshake { self.cfg.tcp_inactivity_ns } else { self.cfg.udp_inactivity_ns };
+                d = d.min(c.last_ns + timeout);
+                if c.attempt_at != i64::MAX && t.attempt_condition() {
+                    d = d.min(c.attempt_at);
+                }
+                if t.is_active && !c.timers_cancelled && t.expire_condition() {
+                    // Zeek checks at start + SYN timeout + k * session timer, and removes
+                    // once the connection has been idle longer than the linger time.
+                    let floor = (c.last_ns + self.cfg.tcp_linger_ns).max(c.seen_ns);
+                    let first = c.start_ns + self.cfg.tcp_syn_timeout_ns;
+                    let period = self.cfg.tcp_session_timer_ns;
+                    let grid = if first > floor { first } else { first + ((floor - first) / period + 1) * period };
+                    d = d.min(grid);
+                    if c.expire_extra_at != i64::MAX && c.expire_extra_at > floor {
+                        d = d.min(c.expire_extra_at);
+                    }
+                }
+            }
+            ProtoState::Udp(_) => {
+                d = d.min(c.last_ns + self.cfg.udp_inactivity_ns);
+                let period = self.cfg.dns_session_timeout_ns;
+                if period > 0 && self.cfg.dns_ports.contains(key.dport) {
+                    // Zeek's DNS analyzer checks every session timeout from the
+                    // start and ends the flow once idle for a second less than that.
+                    let floor = (c.last_ns + period - SEC).max(c.seen_ns + 1);
+                    let k = ((floor - c.start_ns) + period - 1).div_euclid(period).max(1);
+                    d = d.min(c.start_ns + k * period);
+                }
+            }
+            ProtoState::Icmp(_) => d = d.min(c.last_ns + self.cfg.icmp_inactivity_ns),
+        }
+        d
+    }
+
+    /// Makes sure a wheel entry exists no later than the connection's next deadline.
+    fn schedule(&mut self, idx: u32) {
+        let Some(e) = self.table.get(idx) else { return };
+        let d = self.next_deadline(&e.key, &e.value);
+        let c = &e.value;
+        if d < c.scheduled_at {
+            let generation = c.generation.wrapping_add(1);
+            if let Some(e) = self.table.get_mut(idx) {
+                e.value.scheduled_at = d;
+                e.value.generation = generation;
+            }
+            self.wheel.schedule(TimerEntry { deadline: d, idx, generation });
+        }
+    }
+
+    fn on_timer(&mut self, wheel: &mut TimerWheel, e: TimerEntry, now: i64) {
+        let Some(entry) = self.table.get_mut(e.idx) else { return };
+        if entry.value.generation != e.generation {
+            return; // superseded by an earlier deadline, or the slot was reused
+        }
+        if entry.value.attempt_at <= now {
+            let keep = matches!(&entry.value.state, ProtoState::Tcp(t) if t.attempt_condition());
+            if !keep {
+                entry.value.attempt_at = i64::MAX; // the attempt timer fired with nothing to do
+            }
+        }
+        let entry = self.table.get(e.idx).unwrap();
+        let d = self.next_deadline(&entry.key, &entry.value);
+        if d <= now {
+            self.remove(e.idx);
+        } else {
+            let entry = self.table.get_mut(e.idx).unwrap();
+            entry.value.scheduled_at = d;
+            entry.value.generation = entry.value.generation.wrapping_add(1);
+            wheel.schedule(TimerEntry { deadline: d, idx: e.idx, generation: entry.value.generation });
+        }
+    }
+
+    fn remove(&mut self, idx: u32) {
+        if let Some(e) = self.table.remove(idx) {
+            self.out.push(e.value.to_record(&e.key));
+        }
+    }
+
+    /// Table full: remove the least recently active of a few sampled connections.
+    fn evict_one(&mut self) {
+        self.evict_cursor = self.evict_cursor.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut sample = std::mem::take(&mut self.sample);
+        self.table.sample((self.evict_cursor >> 33) as usize, 8, &mut sample);
+        let victim = sample.iter().copied().min_by_key(|&i| self.table.get(i).map(|e| e.value.seen_ns).unwrap_or(i64::MAX));
+        self.sample = sample;
+        if let Some(v) = victim {
+            self.remove(v);
+            self.stats.evicted += 1;
+        }
+    }
+
+    /// End of input: every connection still open is written with its current
+    /// state, as Zeek does when it terminates.
+    pub fn finish(&mut self) {
+        self.wheel.drain_all();
+        for idx in self.table.live_indices() {
+            self.remove(idx);
+        }
+    }
+}

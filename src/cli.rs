@@ -1,0 +1,143 @@
+//! Command-line flags. Each flag's doc comment is its `--help` text.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "wirelog",
+    version,
+    about = "Passive network traffic probe: packets to Zeek-style connection records",
+    long_about = "wirelog reads packet captures (and, later, live interfaces) and turns packets into \
+                  connection records with Zeek conn.log semantics, written as Zeek TSV or JSON logs."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Read pcap/pcapng files (optionally gzip-compressed) and log their connections.
+    ///
+    /// Files are read in order as one stream; `-` reads standard input. Without
+    /// --logs, conn records are written to standard output in the chosen format.
+    Read(ReadArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormatArg {
+    /// Zeek's tab-separated log format (readable by zeek-cut).
+    Tsv,
+    /// One JSON object per line, with Zeek's field names.
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct ReadArgs {
+    /// Capture files: pcap or pcapng, plain or gzip-compressed; `-` for stdin.
+    #[arg(required = true, value_name = "CAPTURE")]
+    pub captures: Vec<PathBuf>,
+
+    /// Write conn.log into this directory (created if missing) instead of stdout.
+    #[arg(long, value_name = "DIR")]
+    pub logs: Option<PathBuf>,
+
+    /// Format of the logs.
+    #[arg(long, value_enum, default_value_t = LogFormatArg::Tsv)]
+    pub log_format: LogFormatArg,
+
+    /// Ignore checksums: use packets with bad IP/TCP/UDP/ICMP checksums for
+    /// connection state, like `zeek -C`. By default they are only counted
+    /// (history letter C/c), as Zeek does.
+    #[arg(short = 'C', long)]
+    pub ignore_checksums: bool,
+
+    /// Most connections tracked at once. When full, the least recently active
+    /// of a small sample is ended early (its record is written and counted as evicted).
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub max_connections: usize,
+
+    /// Inactivity timeout of TCP connections (Zeek: tcp_inactivity_timeout).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub tcp_timeout: Duration,
+
+    /// Inactivity timeout of UDP flows (Zeek: udp_inactivity_timeout).
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
+    pub udp_timeout: Duration,
+
+    /// Inactivity timeout of ICMP flows (Zeek: icmp_inactivity_timeout).
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
+    pub icmp_timeout: Duration,
+
+    /// Count content gaps (missed_bytes) also for connections whose handshake
+    /// was not seen (Zeek: report_gaps_for_partial).
+    #[arg(long)]
+    pub report_gaps_for_partial: bool,
+
+    /// Ports where servers listen, used to pick the originator of a connection
+    /// whose first packet is not a SYN (Zeek's likely_server_ports): `default`
+    /// (Zeek's default analyzers' ports), `none`, or a list such as
+    /// `tcp/80,udp/53,8000-8080` (a bare port means TCP and UDP).
+    #[arg(long, value_name = "LIST", default_value = "default")]
+    pub server_ports: String,
+
+    /// UDP DNS flows (port 53, 137, 5353, 5355) end after this long without
+    /// packets, like Zeek's dns_session_timeout; 0 disables it.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub dns_timeout: Duration,
+
+    /// Incomplete IP fragment series are dropped after this long (packet time).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub frag_timeout: Duration,
+
+    /// Seed for connection uids, for reproducible output (default: random).
+    #[arg(long, value_name = "N", hide = true)]
+    pub seed: Option<u64>,
+
+    /// No progress bar and no summary on stderr (problems are still reported).
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Parses `90`, `90s`, `5m`, `1h`, `250ms`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().map_err(|_| format!("'{s}' is not a duration (e.g. 90s, 5m, 1h)"))?;
+    let secs = match unit {
+        "" | "s" => v,
+        "ms" => v / 1000.0,
+        "m" => v * 60.0,
+        "h" => v * 3600.0,
+        "d" => v * 86400.0,
+        _ => return Err(format!("'{s}': unknown unit '{unit}' (use ms, s, m, h or d)")),
+    };
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(format!("'{s}' is not a duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("x").is_err());
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

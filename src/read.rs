@@ -1,0 +1,191 @@
+//! `wirelog read`: capture files -> decode -> track -> conn records -> logs.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use wirelog_decode::{DecodeConfig, Decoded, Decoder, SkipReason};
+use wirelog_record::ConnState;
+use wirelog_sink::{ConnLogWriter, LogFormat};
+use wirelog_source::CaptureReader;
+use wirelog_track::{PortSet, Tracker, TrackerConfig};
+
+use crate::cli::{LogFormatArg, ReadArgs};
+use crate::progress::Progress;
+
+/// Records are handed to the sink every this many packets, so logs grow as
+/// connections end rather than all at the end.
+const DRAIN_EVERY: u64 = 4096;
+
+/// Decode problems worth telling the user about, with where they first appeared.
+const REPORTED_SKIPS: [SkipReason; 4] =
+    [SkipReason::UnknownLinkType, SkipReason::Truncated, SkipReason::Malformed, SkipReason::TunnelNotDecoded];
+
+struct FirstSkip {
+    count: u64,
+    packet: u64,
+    offset: u64,
+}
+
+pub fn run(args: ReadArgs) -> Result<ExitCode> {
+    let format = match args.log_format {
+        LogFormatArg::Tsv => LogFormat::Tsv,
+        LogFormatArg::Json => LogFormat::Json,
+    };
+    let out: Box<dyn Write> = match &args.logs {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create log directory {}", dir.display()))?;
+            let path = dir.join("conn.log");
+            let f = File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
+            Box::new(BufWriter::with_capacity(1 << 16, f))
+        }
+        None => Box::new(BufWriter::with_capacity(1 << 16, io::stdout().lock())),
+    };
+    let mut sink = ConnLogWriter::new(out, format);
+
+    let mut decoder = Decoder::new(DecodeConfig {
+        verify_checksums: !args.ignore_checksums,
+        frag_timeout_ns: args.frag_timeout.as_nanos() as i64,
+        ..DecodeConfig::default()
+    });
+    let (tcp_server_ports, udp_server_ports) =
+        PortSet::parse_list(&args.server_ports).map_err(|e| anyhow::anyhow!("--server-ports: {e}"))?;
+    let mut tracker = Tracker::new(TrackerConfig {
+        tcp_server_ports,
+        udp_server_ports,
+        dns_session_timeout_ns: args.dns_timeout.as_nanos() as i64,
+        tcp_inactivity_ns: args.tcp_timeout.as_nanos() as i64,
+        udp_inactivity_ns: args.udp_timeout.as_nanos() as i64,
+        icmp_inactivity_ns: args.icmp_timeout.as_nanos() as i64,
+        max_connections: args.max_connections.max(1),
+        report_gaps_for_partial: args.report_gaps_for_partial,
+        uid_seed: args.seed,
+        ..TrackerConfig::default()
+    });
+
+    let total_bytes: Option<u64> = args
+        .captures
+        .iter()
+        .map(|p| if p.as_os_str() == "-" { None } else { std::fs::metadata(p).ok().map(|m| m.len()) })
+        .sum();
+    let progress = Progress::new(!args.quiet, total_bytes);
+    let mut bytes_before = 0u64;
+    let mut packets = 0u64;
+    let mut unreadable = 0usize;
+    let mut problems_reported = 0usize;
+    let mut state_counts = [0u64; ConnState::ALL.len()];
+    let mut write_records = |tracker: &mut Tracker, sink: &mut ConnLogWriter<Box<dyn Write>>| -> io::Result<()> {
+        for r in tracker.take_records() {
+            state_counts[r.conn_state as usize] += 1;
+            sink.write(&r)?;
+        }
+        Ok(())
+    };
+
+    for path in &args.captures {
+        let mut reader = match open(path) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("wirelog: {e}");
+                unreadable += 1;
+                continue;
+            }
+        };
+        let mut first_skips: Vec<(SkipReason, FirstSkip)> = Vec::new();
+        let mut file_packets = 0u64;
+        while let Some(p) = reader.next_packet() {
+            file_packets += 1;
+            match decoder.decode(p.linktype, p.ts_ns, p.data) {
+                Decoded::Ip(ip) => tracker.packet(p.ts_ns, &ip),
+                Decoded::Skipped(reason) => {
+                    if REPORTED_SKIPS.contains(&reason) {
+                        match first_skips.iter_mut().find(|(r, _)| *r == reason) {
+                            Some((_, s)) => s.count += 1,
+                            None => first_skips.push((reason, FirstSkip { count: 1, packet: file_packets, offset: 0 })),
+                        }
+                        if let Some((_, s)) = first_skips.iter_mut().find(|(r, s)| *r == reason && s.count == 1) {
+                            s.offset = reader.position();
+                        }
+                    }
+                }
+            }
+            if file_packets % DRAIN_EVERY == 0 {
+                write_records(&mut tracker, &mut sink)?;
+                progress.update(bytes_before + reader.position(), packets + file_packets);
+            }
+        }
+        packets += file_packets;
+        bytes_before += reader.position();
+        let name = reader.name().to_string();
+        for p in reader.problems() {
+            problems_reported += 1;
+            eprintln!(
+                "wirelog: {}: {} at byte {}: {}{}",
+                name,
+                p.kind.as_str(),
+                p.first_offset,
+                p.detail,
+                if p.count > 1 { format!(" ({} times)", p.count) } else { String::new() }
+            );
+        }
+        for (reason, s) in &first_skips {
+            problems_reported += 1;
+            eprintln!(
+                "wirelog: {}: {} packet(s) skipped: {}, first is packet {} (ending at byte {})",
+                name,
+                s.count,
+                reason.as_str(),
+                s.packet,
+                s.offset
+            );
+        }
+        write_records(&mut tracker, &mut sink)?;
+    }
+
+    tracker.finish();
+    write_records(&mut tracker, &mut sink)?;
+    sink.finish()?;
+    progress.finish();
+
+    if !args.quiet {
+        let st = tracker.stats();
+        let ds = decoder.stats();
+        let mut line = format!(
+            "wirelog: {} packets, {} connections ({} evicted), {} decoded",
+            packets, st.connections, st.evicted, ds.decoded
+        );
+        let skipped: Vec<String> =
+            ds.skipped_iter().filter(|(_, n)| *n > 0).map(|(r, n)| format!("{} {}", n, r.as_str())).collect();
+        if !skipped.is_empty() {
+            line.push_str(&format!("; not used: {}", skipped.join(", ")));
+        }
+        if st.not_tracked > 0 {
+            line.push_str(&format!("; {} IP packets of untracked protocols", st.not_tracked));
+        }
+        eprintln!("{line}");
+        let states: Vec<String> = ConnState::ALL
+            .iter()
+            .filter(|s| state_counts[**s as usize] > 0)
+            .map(|s| format!("{} {}", s.as_str(), state_counts[*s as usize]))
+            .collect();
+        if !states.is_empty() {
+            eprintln!("wirelog: conn_state: {}", states.join(", "));
+        }
+    }
+
+    // Non-zero only when nothing could be read at all.
+    if packets == 0 && (unreadable > 0 || problems_reported > 0) {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn open(path: &Path) -> Result<CaptureReader, wirelog_source::OpenError> {
+    if path.as_os_str() == "-" {
+        CaptureReader::from_reader("<stdin>", Box::new(io::stdin()))
+    } else {
+        CaptureReader::open(path)
+    }
+}
