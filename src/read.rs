@@ -19,9 +19,10 @@ use crate::progress::Progress;
 /// connections end rather than all at the end.
 const DRAIN_EVERY: u64 = 4096;
 
-/// Decode problems worth telling the user about, with where they first appeared.
-const REPORTED_SKIPS: [SkipReason; 4] =
-    [SkipReason::UnknownLinkType, SkipReason::Truncated, SkipReason::Malformed, SkipReason::TunnelNotDecoded];
+/// Problems with a file's packets worth a line of their own, with where they
+/// first appeared. (Packets that are fine but unused here, like tunnels not
+/// decoded yet or non-IP frames, are only counted in the summary.)
+const REPORTED_SKIPS: [SkipReason; 3] = [SkipReason::UnknownLinkType, SkipReason::Truncated, SkipReason::Malformed];
 
 struct FirstSkip {
     count: u64,
@@ -173,6 +174,18 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         if !states.is_empty() {
             eprintln!("wirelog: conn_state: {}", states.join(", "));
         }
+    }
+
+    // Like Zeek: a capture where most checksums are wrong was almost surely
+    // taken on a host with checksum offloading (or on loopback), where the
+    // kernel never fills them in; say how to read it.
+    let ds = decoder.stats();
+    if !args.ignore_checksums && ds.bad_transport_checksum > 0 && ds.bad_transport_checksum * 10 > ds.decoded {
+        eprintln!(
+            "wirelog: warning: {} of {} IP packets have bad checksums, likely from checksum offloading \
+             (or a loopback capture); their connections are incomplete. Use -C to ignore checksums.",
+            ds.bad_transport_checksum, ds.decoded
+        );
     }
 
     // Non-zero only when nothing could be read at all.

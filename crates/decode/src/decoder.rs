@@ -152,29 +152,54 @@ fn decode_packet<'a>(
     }
 }
 
-/// Addresses for the TCP/UDP/ICMPv6 pseudo-header.
-enum Pseudo {
-    V4([u8; 4], [u8; 4]),
-    V6([u8; 16], [u8; 16]),
+/// Source and destination as they sit in the IP header. Kept as a reference
+/// until the result is built: copies made early stay live across the whole
+/// walk and end up spilled to the stack.
+#[derive(Clone, Copy)]
+enum Addrs<'a> {
+    V4(&'a [u8; 8]),
+    V6(&'a [u8; 32]),
 }
 
-impl Pseudo {
+impl Addrs<'_> {
+    #[inline(always)]
+    fn src(&self) -> IpAddr16 {
+        match self {
+            Addrs::V4(a) => IpAddr16::from_v4([a[0], a[1], a[2], a[3]]),
+            Addrs::V6(a) => IpAddr16(*a.first_chunk().unwrap_or(&[0; 16])),
+        }
+    }
+
+    #[inline(always)]
+    fn dst(&self) -> IpAddr16 {
+        match self {
+            Addrs::V4(a) => IpAddr16::from_v4([a[4], a[5], a[6], a[7]]),
+            Addrs::V6(a) => IpAddr16(*a.last_chunk().unwrap_or(&[0; 16])),
+        }
+    }
+}
+
+/// Addresses for the TCP/UDP/ICMPv6 pseudo-header; for IPv6 the destination
+/// is the final one when a routing header names it.
+enum Pseudo<'a> {
+    V4(&'a [u8; 8]),
+    V6(IpAddr16, [u8; 16]),
+}
+
+impl Pseudo<'_> {
     #[inline]
     fn sum(&self, proto: u8, len: u32) -> u64 {
         match self {
-            Pseudo::V4(s, d) => checksum::pseudo_header_v4(s, d, proto, len),
-            Pseudo::V6(s, d) => checksum::pseudo_header_v6(s, d, proto, len),
+            Pseudo::V4(a) => {
+                checksum::pseudo_header_v4(&[a[0], a[1], a[2], a[3]], &[a[4], a[5], a[6], a[7]], proto, len)
+            }
+            Pseudo::V6(s, d) => checksum::pseudo_header_v6(&s.0, d, proto, len),
         }
     }
 }
 
 #[inline(always)]
-fn decode_v4<'a>(
-    cx: &mut Cx<'_>,
-    reasm: &'a mut Vec<u8>,
-    ip: &'a [u8],
-    vlans: Vlans,
-) -> Decoded<'a> {
+fn decode_v4<'a>(cx: &mut Cx<'_>, reasm: &'a mut Vec<u8>, ip: &'a [u8], vlans: Vlans) -> Decoded<'a> {
     let p = tri!(cx, ipv4::Packet::new_checked(ip));
     let hl = p.header_len();
     let mut total = usize::from(p.total_len());
@@ -192,20 +217,17 @@ fn decode_v4<'a>(
         return skip(cx, SkipReason::Malformed);
     }
     let ip_ok = !cx.verify || p.verify_checksum();
-    let (src, dst) = (p.src_addr(), p.dst_addr());
     // Declared lengths drive payload_len (a snaplen cut keeps them); the
     // captured slice stops at the total length (Ethernet padding excluded).
     let declared = (total - hl) as u32;
     let captured = &ip[hl..total.min(ip.len())];
+    let addrs = p.addrs();
     let mut hdr = IpHdr {
-        src: IpAddr16::from_v4(src),
-        dst: IpAddr16::from_v4(dst),
-        ip_version: 4,
+        addrs: Addrs::V4(addrs),
         proto: p.protocol(),
         ip_len: total as u32,
         ttl: p.ttl(),
-        vlan: vlans.outer,
-        inner_vlan: vlans.inner,
+        vlans,
         reassembled: false,
     };
     if p.is_fragment() {
@@ -215,13 +237,13 @@ fn decode_v4<'a>(
             return hdr.finish(cx, Checksum::BadIp, Transport::Other { payload_len: declared });
         }
         let frag = Fragment { offset: p.frag_offset(), more: p.more_frags(), data: captured };
-        let key = FragKey { src: hdr.src, dst: hdr.dst, id: u32::from(p.ident()), proto: hdr.proto, v6: false };
+        let key = FragKey { src: hdr.addrs.src(), dst: hdr.addrs.dst(), id: u32::from(p.ident()), proto: hdr.proto, v6: false };
         let first = FirstInfo { hdr_len: hl as u32, proto: hdr.proto, ttl: hdr.ttl, final_dst: [0; 16] };
         hdr.reassembled = true;
-        return fragment(cx, reasm, hdr, key, frag, declared, first, Pseudo::V4(src, dst));
+        return fragment(cx, reasm, hdr, key, frag, declared, first, Pseudo::V4(addrs));
     }
     let verify = if ip_ok { Verify::from(cx.verify) } else { Verify::BadIp };
-    transport(cx, &hdr, hdr.proto, false, captured, declared, &Pseudo::V4(src, dst), verify)
+    transport(cx, &hdr, hdr.proto, false, captured, declared, &Pseudo::V4(addrs), verify)
 }
 
 /// Where the IPv6 extension header chain ends.
@@ -272,12 +294,7 @@ fn walk_chain(mut nh: u8, payload: &[u8], declared: usize, final_dst: &mut [u8; 
 }
 
 #[inline(always)]
-fn decode_v6<'a>(
-    cx: &mut Cx<'_>,
-    reasm: &'a mut Vec<u8>,
-    ip: &'a [u8],
-    vlans: Vlans,
-) -> Decoded<'a> {
+fn decode_v6<'a>(cx: &mut Cx<'_>, reasm: &'a mut Vec<u8>, ip: &'a [u8], vlans: Vlans) -> Decoded<'a> {
     let p = tri!(cx, ipv6::Packet::new_checked(ip));
     let payload = p.payload();
     // Payload length 0: a jumbogram (RFC 2675) or an offloaded segment; the
@@ -286,24 +303,20 @@ fn decode_v6<'a>(
         0 => payload.len(),
         n => usize::from(n),
     };
-    let (src, dst) = (p.src_addr(), p.dst_addr());
     let mut hdr = IpHdr {
-        src: IpAddr16(src),
-        dst: IpAddr16(dst),
-        ip_version: 6,
+        addrs: Addrs::V6(p.addrs()),
         proto: p.next_header(),
         ip_len: (ipv6::HEADER_LEN + declared) as u32,
         ttl: p.hop_limit(),
-        vlan: vlans.outer,
-        inner_vlan: vlans.inner,
+        vlans,
         reassembled: false,
     };
-    let mut final_dst = dst;
+    let mut final_dst = hdr.addrs.dst().0;
     match tri!(cx, walk_chain(p.next_header(), payload, declared, &mut final_dst)) {
         Chain::Upper { proto, offset } => {
             hdr.proto = proto;
             let body = payload.get(offset..).unwrap_or_default();
-            let pseudo = Pseudo::V6(src, final_dst);
+            let pseudo = Pseudo::V6(hdr.addrs.src(), final_dst);
             transport(cx, &hdr, proto, true, body, (declared - offset) as u32, &pseudo, Verify::from(cx.verify))
         }
         Chain::Fragment { offset } => {
@@ -311,7 +324,7 @@ fn decode_v6<'a>(
             let start = offset + ipv6::FRAGMENT_HEADER_LEN;
             let body = payload.get(start..).unwrap_or_default();
             let frag = Fragment { offset: f.frag_offset(), more: f.more_frags(), data: body };
-            let key = FragKey { src: hdr.src, dst: hdr.dst, id: f.ident(), proto: 0, v6: true };
+            let key = FragKey { src: hdr.addrs.src(), dst: hdr.addrs.dst(), id: f.ident(), proto: 0, v6: true };
             let first = FirstInfo {
                 hdr_len: (ipv6::HEADER_LEN + offset) as u32,
                 proto: f.next_header(),
@@ -319,7 +332,8 @@ fn decode_v6<'a>(
                 final_dst,
             };
             hdr.reassembled = true;
-            fragment(cx, reasm, hdr, key, frag, (declared - start) as u32, first, Pseudo::V6(src, final_dst))
+            let pseudo = Pseudo::V6(key.src, final_dst);
+            fragment(cx, reasm, hdr, key, frag, (declared - start) as u32, first, pseudo)
         }
     }
 }
@@ -331,12 +345,12 @@ fn decode_v6<'a>(
 fn fragment<'a>(
     cx: &mut Cx<'_>,
     reasm: &'a mut Vec<u8>,
-    mut hdr: IpHdr,
+    mut hdr: IpHdr<'a>,
     key: FragKey,
     frag: Fragment<'_>,
     declared: u32,
     first: FirstInfo,
-    pseudo: Pseudo,
+    pseudo: Pseudo<'a>,
 ) -> Decoded<'a> {
     if (frag.data.len() as u32) < declared {
         // Cut by the snaplen: the datagram can never be whole (Zeek's
@@ -362,9 +376,10 @@ fn fragment<'a>(
     hdr.ttl = first.ttl;
     hdr.ip_len = first.hdr_len + total as u32;
     let (proto, body, pseudo) = if key.v6 {
+        // The fragmentable part may start with more extension headers.
         let mut final_dst = first.final_dst;
         match tri!(cx, walk_chain(first.proto, buf, total, &mut final_dst)) {
-            Chain::Upper { proto, offset } => (proto, &buf[offset..], Pseudo::V6(hdr.src.0, final_dst)),
+            Chain::Upper { proto, offset } => (proto, &buf[offset..], Pseudo::V6(key.src, final_dst)),
             // A fragment header inside a reassembled payload.
             Chain::Fragment { .. } => return skip(cx, SkipReason::Malformed),
         }
@@ -387,19 +402,16 @@ fn verify_l4(data: &[u8], len: u32, initial: u64) -> Checksum {
 
 /// Everything an [`IpPacket`] holds but the transport summary and checksum.
 #[derive(Clone, Copy)]
-struct IpHdr {
-    src: IpAddr16,
-    dst: IpAddr16,
-    ip_version: u8,
+struct IpHdr<'a> {
+    addrs: Addrs<'a>,
     proto: u8,
     ip_len: u32,
     ttl: u8,
-    vlan: Option<u16>,
-    inner_vlan: Option<u16>,
+    vlans: Vlans,
     reassembled: bool,
 }
 
-impl IpHdr {
+impl IpHdr<'_> {
     /// Counts the packet and returns it.
     #[inline(always)]
     fn finish<'a>(&self, cx: &mut Cx<'_>, checksum: Checksum, transport: Transport<'a>) -> Decoded<'a> {
@@ -412,14 +424,17 @@ impl IpHdr {
             _ => {}
         }
         Decoded::Ip(IpPacket {
-            src: self.src,
-            dst: self.dst,
-            ip_version: self.ip_version,
+            src: self.addrs.src(),
+            dst: self.addrs.dst(),
+            ip_version: match self.addrs {
+                Addrs::V4(_) => 4,
+                Addrs::V6(_) => 6,
+            },
             proto: self.proto,
             ip_len: self.ip_len,
             ttl: self.ttl,
-            vlan: self.vlan,
-            inner_vlan: self.inner_vlan,
+            vlan: self.vlans.outer,
+            inner_vlan: self.vlans.inner,
             reassembled: self.reassembled,
             checksum,
             transport,
@@ -456,12 +471,12 @@ impl From<bool> for Verify {
 #[inline(always)]
 fn transport<'a>(
     cx: &mut Cx<'_>,
-    hdr: &IpHdr,
+    hdr: &IpHdr<'_>,
     proto: u8,
     v6: bool,
     data: &'a [u8],
     declared: u32,
-    pseudo: &Pseudo,
+    pseudo: &Pseudo<'_>,
     verify: Verify,
 ) -> Decoded<'a> {
     let no_check = match verify {
@@ -606,5 +621,12 @@ mod tests {
             }
         }
         println!("{:?}", d.stats());
+    }
+}
+#[cfg(test)]
+mod size_probe {
+    #[test]
+    fn sizes() {
+        println!("IpPacket {} Decoded {} Transport {}", std::mem::size_of::<crate::IpPacket>(), std::mem::size_of::<crate::Decoded>(), std::mem::size_of::<crate::Transport>());
     }
 }

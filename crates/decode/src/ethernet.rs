@@ -67,6 +67,16 @@ impl<T: AsRef<[u8]>> Frame<T> {
         }
     }
 
+    /// The header as an array, so that getters compile without bounds
+    /// checks. Only valid after `check_len`.
+    #[inline(always)]
+    fn fixed(&self) -> &[u8; HEADER_LEN] {
+        match self.buffer.as_ref().first_chunk::<HEADER_LEN>() {
+            Some(a) => a,
+            None => &[0; HEADER_LEN],
+        }
+    }
+
     pub fn into_inner(self) -> T {
         self.buffer
     }
@@ -74,21 +84,21 @@ impl<T: AsRef<[u8]>> Frame<T> {
     #[inline]
     pub fn destination(&self) -> [u8; 6] {
         let mut a = [0; 6];
-        a.copy_from_slice(&self.buffer.as_ref()[field::DESTINATION]);
+        a.copy_from_slice(&self.fixed()[field::DESTINATION]);
         a
     }
 
     #[inline]
     pub fn source(&self) -> [u8; 6] {
         let mut a = [0; 6];
-        a.copy_from_slice(&self.buffer.as_ref()[field::SOURCE]);
+        a.copy_from_slice(&self.fixed()[field::SOURCE]);
         a
     }
 
     /// EtherType, or the 802.3 length when below [`ethertype::MIN_ETHERTYPE`].
     #[inline]
     pub fn ethertype(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::ETHERTYPE.start)
+        be16(self.fixed(), field::ETHERTYPE.start)
     }
 }
 

@@ -79,87 +79,97 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
     }
 
+    /// The fixed part of the header as an array, so that getters compile
+    /// without bounds checks. Only valid after `check_len`.
+    #[inline(always)]
+    fn fixed(&self) -> &[u8; MIN_HEADER_LEN] {
+        match self.buffer.as_ref().first_chunk::<MIN_HEADER_LEN>() {
+            Some(a) => a,
+            None => &[0; MIN_HEADER_LEN],
+        }
+    }
+
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     #[inline]
     pub fn version(&self) -> u8 {
-        self.buffer.as_ref()[field::VER_IHL] >> 4
+        self.fixed()[field::VER_IHL] >> 4
     }
 
     /// Header length in bytes (IHL * 4).
     #[inline]
     pub fn header_len(&self) -> usize {
-        usize::from(self.buffer.as_ref()[field::VER_IHL] & 0x0f) * 4
+        usize::from(self.fixed()[field::VER_IHL] & 0x0f) * 4
     }
 
     #[inline]
     pub fn dscp(&self) -> u8 {
-        self.buffer.as_ref()[field::DSCP_ECN] >> 2
+        self.fixed()[field::DSCP_ECN] >> 2
     }
 
     #[inline]
     pub fn ecn(&self) -> u8 {
-        self.buffer.as_ref()[field::DSCP_ECN] & 0x03
+        self.fixed()[field::DSCP_ECN] & 0x03
     }
 
     #[inline]
     pub fn total_len(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::TOTAL_LEN.start)
+        be16(self.fixed(), field::TOTAL_LEN.start)
     }
 
     #[inline]
     pub fn ident(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::IDENT.start)
+        be16(self.fixed(), field::IDENT.start)
     }
 
     #[inline]
     pub fn dont_frag(&self) -> bool {
-        self.buffer.as_ref()[field::FLG_OFF.start] & 0x40 != 0
+        self.fixed()[field::FLG_OFF.start] & 0x40 != 0
     }
 
     #[inline]
     pub fn more_frags(&self) -> bool {
-        self.buffer.as_ref()[field::FLG_OFF.start] & 0x20 != 0
+        self.fixed()[field::FLG_OFF.start] & 0x20 != 0
     }
 
     /// Fragment offset in bytes.
     #[inline]
     pub fn frag_offset(&self) -> u32 {
-        u32::from(be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x1fff) * 8
+        u32::from(be16(self.fixed(), field::FLG_OFF.start) & 0x1fff) * 8
     }
 
     /// True for any fragment, including the first (MF set, offset 0).
     #[inline]
     pub fn is_fragment(&self) -> bool {
-        be16(self.buffer.as_ref(), field::FLG_OFF.start) & 0x3fff != 0
+        be16(self.fixed(), field::FLG_OFF.start) & 0x3fff != 0
     }
 
     #[inline]
     pub fn ttl(&self) -> u8 {
-        self.buffer.as_ref()[field::TTL]
+        self.fixed()[field::TTL]
     }
 
     #[inline]
     pub fn protocol(&self) -> u8 {
-        self.buffer.as_ref()[field::PROTOCOL]
+        self.fixed()[field::PROTOCOL]
     }
 
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::CHECKSUM.start)
+        be16(self.fixed(), field::CHECKSUM.start)
     }
 
     #[inline]
     pub fn src_addr(&self) -> [u8; 4] {
-        let b = &self.buffer.as_ref()[field::SRC_ADDR];
+        let b = &self.fixed()[field::SRC_ADDR];
         [b[0], b[1], b[2], b[3]]
     }
 
     #[inline]
     pub fn dst_addr(&self) -> [u8; 4] {
-        let b = &self.buffer.as_ref()[field::DST_ADDR];
+        let b = &self.fixed()[field::DST_ADDR];
         [b[0], b[1], b[2], b[3]]
     }
 
@@ -182,6 +192,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
+    /// Source and destination addresses as on the wire (8 bytes).
+    #[inline]
+    pub fn addrs(&self) -> &'a [u8; 8] {
+        let b: &'a [u8] = self.buffer.as_ref();
+        match b.get(field::SRC_ADDR.start..).and_then(|b| b.first_chunk::<8>()) {
+            Some(a) => a,
+            None => &[0; 8],
+        }
+    }
+
     /// The captured payload, ending at the total length (link-layer padding
     /// excluded) or at the end of the capture, whichever comes first.
     #[inline]

@@ -43,6 +43,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
     }
 
+    /// The fixed part of the header as an array, so that getters compile
+    /// without bounds checks. Only valid after `check_len`.
+    #[inline(always)]
+    fn fixed(&self) -> &[u8; HEADER_LEN] {
+        match self.buffer.as_ref().first_chunk::<HEADER_LEN>() {
+            Some(a) => a,
+            None => &[0; HEADER_LEN],
+        }
+    }
+
     pub fn into_inner(self) -> T {
         self.buffer
     }
@@ -54,46 +64,56 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     #[inline]
     pub fn traffic_class(&self) -> u8 {
-        ((be32(self.buffer.as_ref(), field::VER_TC_FLOW.start) >> 20) & 0xff) as u8
+        ((be32(self.fixed(), field::VER_TC_FLOW.start) >> 20) & 0xff) as u8
     }
 
     #[inline]
     pub fn flow_label(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::VER_TC_FLOW.start) & 0x000f_ffff
+        be32(self.fixed(), field::VER_TC_FLOW.start) & 0x000f_ffff
     }
 
     /// Length after the fixed header (0 for a jumbogram).
     #[inline]
     pub fn payload_len(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::PAYLOAD_LEN.start)
+        be16(self.fixed(), field::PAYLOAD_LEN.start)
     }
 
     #[inline]
     pub fn next_header(&self) -> u8 {
-        self.buffer.as_ref()[field::NEXT_HEADER]
+        self.fixed()[field::NEXT_HEADER]
     }
 
     #[inline]
     pub fn hop_limit(&self) -> u8 {
-        self.buffer.as_ref()[field::HOP_LIMIT]
+        self.fixed()[field::HOP_LIMIT]
     }
 
     #[inline]
     pub fn src_addr(&self) -> [u8; 16] {
         let mut a = [0; 16];
-        a.copy_from_slice(&self.buffer.as_ref()[field::SRC_ADDR]);
+        a.copy_from_slice(&self.fixed()[field::SRC_ADDR]);
         a
     }
 
     #[inline]
     pub fn dst_addr(&self) -> [u8; 16] {
         let mut a = [0; 16];
-        a.copy_from_slice(&self.buffer.as_ref()[field::DST_ADDR]);
+        a.copy_from_slice(&self.fixed()[field::DST_ADDR]);
         a
     }
 }
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
+    /// Source and destination addresses as on the wire (32 bytes).
+    #[inline]
+    pub fn addrs(&self) -> &'a [u8; 32] {
+        let b: &'a [u8] = self.buffer.as_ref();
+        match b.get(field::SRC_ADDR.start..).and_then(|b| b.first_chunk::<32>()) {
+            Some(a) => a,
+            None => &[0; 32],
+        }
+    }
+
     /// Everything captured after the fixed header, ending at the payload
     /// length when it is set (link-layer padding excluded).
     #[inline]

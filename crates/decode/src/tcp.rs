@@ -58,56 +58,66 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
     }
 
+    /// The fixed part of the header as an array, so that getters compile
+    /// without bounds checks. Only valid after `check_len`.
+    #[inline(always)]
+    fn fixed(&self) -> &[u8; MIN_HEADER_LEN] {
+        match self.buffer.as_ref().first_chunk::<MIN_HEADER_LEN>() {
+            Some(a) => a,
+            None => &[0; MIN_HEADER_LEN],
+        }
+    }
+
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     #[inline]
     pub fn src_port(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::SRC_PORT.start)
+        be16(self.fixed(), field::SRC_PORT.start)
     }
 
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::DST_PORT.start)
+        be16(self.fixed(), field::DST_PORT.start)
     }
 
     #[inline]
     pub fn seq_number(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::SEQ_NUM.start)
+        be32(self.fixed(), field::SEQ_NUM.start)
     }
 
     #[inline]
     pub fn ack_number(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::ACK_NUM.start)
+        be32(self.fixed(), field::ACK_NUM.start)
     }
 
     /// Header length in bytes (data offset * 4).
     #[inline]
     pub fn header_len(&self) -> usize {
-        usize::from(self.buffer.as_ref()[field::DATA_OFF] >> 4) * 4
+        usize::from(self.fixed()[field::DATA_OFF] >> 4) * 4
     }
 
     /// Flag byte as on the wire; see [`crate::tcp_flags`]. The NS bit (RFC
     /// 3540, historic) sits in the data-offset byte and is not included.
     #[inline]
     pub fn flags(&self) -> u8 {
-        self.buffer.as_ref()[field::FLAGS]
+        self.fixed()[field::FLAGS]
     }
 
     #[inline]
     pub fn window_len(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::WIN_SIZE.start)
+        be16(self.fixed(), field::WIN_SIZE.start)
     }
 
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::CHECKSUM.start)
+        be16(self.fixed(), field::CHECKSUM.start)
     }
 
     #[inline]
     pub fn urgent_at(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::URGENT.start)
+        be16(self.fixed(), field::URGENT.start)
     }
 
     #[inline]

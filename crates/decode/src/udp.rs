@@ -39,30 +39,40 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
     }
 
+    /// The fixed part of the header as an array, so that getters compile
+    /// without bounds checks. Only valid after `check_len`.
+    #[inline(always)]
+    fn fixed(&self) -> &[u8; HEADER_LEN] {
+        match self.buffer.as_ref().first_chunk::<HEADER_LEN>() {
+            Some(a) => a,
+            None => &[0; HEADER_LEN],
+        }
+    }
+
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
     #[inline]
     pub fn src_port(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::SRC_PORT.start)
+        be16(self.fixed(), field::SRC_PORT.start)
     }
 
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::DST_PORT.start)
+        be16(self.fixed(), field::DST_PORT.start)
     }
 
     /// Header plus payload length as declared (0 in IPv6 jumbograms).
     #[inline]
     pub fn len(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::LENGTH.start)
+        be16(self.fixed(), field::LENGTH.start)
     }
 
     /// 0 means "not computed" over IPv4.
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::CHECKSUM.start)
+        be16(self.fixed(), field::CHECKSUM.start)
     }
 }
 

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite: installs the Debian packages the tests use (when run
+# as root and they are missing), then runs every test of the workspace.
+# Tests that start real servers (nginx, dnsmasq, MariaDB, ...) do so inside
+# network namespaces they create, which needs root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(tshark wireshark-common tcpdump iproute2 procps)
+missing=()
+for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "scripts/test.sh: missing Debian packages: ${missing[*]} (run as root to install them)" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Tests that need root (network namespaces) fail instead of skipping when this is set.
+export WIRELOG_REQUIRE_ALL_TESTS=${WIRELOG_REQUIRE_ALL_TESTS:-$([[ $(id -u) -eq 0 ]] && echo 1 || echo 0)}
+exec cargo test --release --workspace "$@"
