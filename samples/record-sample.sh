@@ -5,13 +5,16 @@
 # Writes samples/sample.pcap.gz and samples/sample.txt (what is in the capture, taken from
 # the tools' own outputs). Nothing leaves the machine: every server and client runs in a
 # private network namespace ($NS) and talks only to loopback addresses there; tcpdump
-# captures that namespace's lo, so the capture holds only this script's traffic.
+# captures that namespace's lo, so the capture holds only this script's traffic. lo's MTU
+# is set to 1500 in the namespace, and its segmentation offloads turned off, so that TCP
+# segments are Ethernet-sized (MSS 1460) as on a real network.
 #
 # Content (about 10 s of traffic):
 #   HTTP   nginx on 127.0.0.1:80 and [::1]:80 serving fixed files to curl: 4 requests on one
 #          keep-alive connection (HTML, CSS, a ~50 KB JSON file, a 404), 2 requests with
-#          "Connection: close", a HEAD, a POST, one request over IPv6, and a download of a
-#          rate-limited file that curl aborts after 2 s (--max-time), so it ends with a RST
+#          "Connection: close", a HEAD, a POST, 2 requests on one IPv6 connection, and a
+#          download that curl reads slowly (--limit-rate) and aborts after 2 s (--max-time):
+#          it closes with unread data in its socket buffer, so the connection ends with a RST
 #   DNS    dnsmasq on 127.0.0.53 and ::1 answering from a hosts file and --host-record/
 #          --mx-host: dig over UDP (A, AAAA, MX, NXDOMAIN) on IPv4 and IPv6, one over TCP
 #   SQL    MariaDB on 127.0.0.1:3306, mariadb client over TCP: a session that logs in and
@@ -34,7 +37,7 @@ die() { log "error: $*"; exit 1; }
 
 # ---- packages ------------------------------------------------------------------------------
 PKGS=(nginx dnsmasq-base dnsutils curl mariadb-server mariadb-client tcpdump tshark
-      wireshark-common iproute2 iputils-ping gzip)
+      wireshark-common iproute2 iputils-ping ethtool gzip)
 install_pkgs() {
     local missing=() p own_policy=0
     for p in "$@"; do
@@ -84,6 +87,10 @@ fi
 ip netns add "$NS"; NS_CREATED=1
 nsx() { ip netns exec "$NS" "$@"; }
 nsx ip link set lo up
+# Ethernet-sized packets: with lo's default 64 KiB MTU, and with segmentation offload (the
+# capture sees the unsegmented "super-packets"), a 50 KB response would be one or two packets
+nsx ip link set lo mtu 1500
+nsx ethtool -K lo tso off gso off gro off 2>/dev/null || log "warning: could not turn off segmentation offload on lo"
 # bg CMD...: start CMD in the namespace in the background; `ip netns exec` execs the
 # command, so $! is the server's own PID
 bg() { ip netns exec "$NS" "$@" & PIDS+=("$!"); LAST_PID=$!; }
@@ -124,11 +131,11 @@ EOF
 awk 'BEGIN {
     x = 20240601; hosts[0] = "www"; hosts[1] = "db"; hosts[2] = "mail"; hosts[3] = "cache"
     printf "{\"generated_by\":\"wirelog record-sample.sh\",\"items\":[\n"
-    for (i = 1; i <= 420; i++) {
+    for (i = 1; i <= 530; i++) {
         x = (x * 16807) % 2147483647; a = x
         x = (x * 16807) % 2147483647; b = x
         printf "  {\"id\":%d,\"host\":\"%s%d.demo.test\",\"port\":%d,\"rtt_us\":%d,\"token\":\"%08x%08x\"}%s\n",
-               i, hosts[a % 4], a % 97, 1024 + b % 60000, a % 250000, a, b, (i < 420 ? "," : "")
+               i, hosts[a % 4], a % 97, 1024 + b % 60000, a % 250000, a, b, (i < 530 ? "," : "")
     }
     printf "]}\n"
 }' >"$T/www/data/catalog.json"
@@ -184,7 +191,7 @@ http {
             return 201 '{"status":"stored"}\n';
         }
         location /slow/ {
-            limit_rate 16k;
+            limit_rate 32k;
         }
     }
 }
@@ -234,35 +241,40 @@ sleep 0.5
 
 # ---- capture ---------------------------------------------------------------------------------
 PCAP=$T/sample.pcap
-nsx tcpdump -i lo -n -Z root -s 0 -B 8192 -U -w "$PCAP" 2>"$T/tcpdump.log" &
+DNSMASQ_LOG0=$(wc -l <"$T/dnsmasq.log")
+# ip netns exec directly (not the nsx function), so that $! is tcpdump's own PID
+ip netns exec "$NS" tcpdump -i lo -n -Z root -s 0 -B 8192 -U -w "$PCAP" 2>"$T/tcpdump.log" &
 CAP_PID=$!; PIDS+=("$CAP_PID")
 wait_for 10 grep -q 'listening on' "$T/tcpdump.log" || { cat "$T/tcpdump.log" >&2; die "tcpdump did not start"; }
 sleep 0.3
 O=$T/out
-CURL=(timeout 20 curl -sS -o /dev/null -w '%{http_code} %{size_download} %{num_connects}\n')
+CURL=(timeout 20 curl -sS -w '%{http_code} %{size_download} %{num_connects}\n')
+N=(-o /dev/null)   # curl needs one -o per URL
 pause() { sleep 0.3; }
 
 log "HTTP"
 # four requests on one keep-alive connection (curl reuses the connection for all its URLs)
-nsx "${CURL[@]}" http://127.0.0.1/ http://127.0.0.1/style.css http://127.0.0.1/data/catalog.json \
-    http://127.0.0.1/missing.html >"$O/http_keepalive.txt" 2>&1 || true
+nsx "${CURL[@]}" "${N[@]}" http://127.0.0.1/ "${N[@]}" http://127.0.0.1/style.css \
+    "${N[@]}" http://127.0.0.1/data/catalog.json "${N[@]}" http://127.0.0.1/missing.html \
+    >"$O/http_keepalive.txt" 2>&1 || true
 pause
 # one request per connection, "Connection: close" (the server closes first)
-nsx "${CURL[@]}" -H 'Connection: close' http://127.0.0.1/index.html >"$O/http_close.txt" 2>&1 || true
-nsx "${CURL[@]}" -H 'Connection: close' http://127.0.0.1/old/page.html >>"$O/http_close.txt" 2>&1 || true
+nsx "${CURL[@]}" "${N[@]}" -H 'Connection: close' http://127.0.0.1/index.html >"$O/http_close.txt" 2>&1 || true
+nsx "${CURL[@]}" "${N[@]}" -H 'Connection: close' http://127.0.0.1/old/page.html >>"$O/http_close.txt" 2>&1 || true
 pause
-nsx "${CURL[@]}" -I http://127.0.0.1/data/catalog.json >"$O/http_head.txt" 2>&1 || true
+nsx "${CURL[@]}" "${N[@]}" -I http://127.0.0.1/data/catalog.json >"$O/http_head.txt" 2>&1 || true
 pause
-nsx "${CURL[@]}" -H 'Content-Type: application/json' \
+nsx "${CURL[@]}" "${N[@]}" -H 'Content-Type: application/json' \
     --data-binary '{"probe":"wirelog","host":"www.demo.test","rtt_us":120}' \
     http://127.0.0.1/api/report >"$O/http_post.txt" 2>&1 || true
 pause
-nsx "${CURL[@]}" -g 'http://[::1]/index.html' >"$O/http_v6.txt" 2>&1 || true
+nsx "${CURL[@]}" -g "${N[@]}" 'http://[::1]/index.html' "${N[@]}" 'http://[::1]/data/catalog.json' \
+    >"$O/http_v6.txt" 2>&1 || true
 pause
-# client abort: the file is sent at 16 KB/s, curl gives up after 2 s and closes; nginx's
-# next write gets a RST
+# client abort: nginx sends at 32 KB/s, curl reads at 4 KB/s and gives up after 2 s; it
+# closes the socket with unread data, so the kernel sends a RST instead of a FIN
 set +e
-nsx timeout 20 curl -sS -o /dev/null --max-time 2 -w '%{http_code} %{size_download} %{num_connects}\n' \
+nsx timeout 20 curl -sS -o /dev/null --limit-rate 4k --max-time 2 -w '%{http_code} %{size_download} %{num_connects}\n' \
     http://127.0.0.1/slow/firmware.bin >"$O/http_abort.txt" 2>&1
 echo "curl exit=$?" >>"$O/http_abort.txt"
 set -e
@@ -295,10 +307,10 @@ SELECT id, host, port, rtt_ms FROM probes ORDER BY rtt_ms DESC;
 SELECT host, rtt_ms FROM probe WHERE id = 1;
 UPDATE probes SET rtt_ms = 0.10 WHERE host = 'www.demo.test';
 SELECT COUNT(*) AS n, MAX(rtt_ms) AS worst FROM probes;"
-printf '%s\n' "$SQL_OK" >"$O/sql_statements.txt"
+printf '%s\n' "$SQL_OK" >"$O/sql_statements.txt"   # fed on stdin: -e would stop at the error
 MARIADB=(timeout 20 mariadb --no-defaults --protocol=TCP -h 127.0.0.1 -P 3306 --skip-ssl)
 set +e
-nsx "${MARIADB[@]}" -udemo -pdemo-pass -D demo --force -vvv -e "$SQL_OK" >"$O/sql_session.txt" 2>&1
+nsx "${MARIADB[@]}" -udemo -pdemo-pass -D demo --force --table -vvv <"$O/sql_statements.txt" >"$O/sql_session.txt" 2>&1
 echo "mariadb exit=$?" >>"$O/sql_session.txt"
 pause
 nsx "${MARIADB[@]}" -udemo -pwrong-password -D demo -e "SELECT 1" >"$O/sql_badlogin.txt" 2>&1
@@ -355,8 +367,10 @@ UDPC=$(tshark -n -r "$PCAP" -q -z conv,udp 2>/dev/null | grep -c '<->' || true)
     echo "    Connection: close, 2 requests:        $(tr '\n' ';' <"$O/http_close.txt")"
     echo "    HEAD:                                 $(tr '\n' ';' <"$O/http_head.txt")"
     echo "    POST:                                 $(tr '\n' ';' <"$O/http_post.txt")"
-    echo "    IPv6:                                 $(tr '\n' ';' <"$O/http_v6.txt")"
+    echo "    IPv6, 2 URLs on one connection:       $(tr '\n' ';' <"$O/http_v6.txt")"
     echo "    aborted download (--max-time 2):      $(tr '\n' ';' <"$O/http_abort.txt")"
+    echo "  nginx error log (aborted request):"
+    grep -E 'prematurely|reset by peer' "$T/nginx-error.log" | sed -E 's/^[0-9\/: ]+//; s/^/    /' || true
     echo
     echo "== DNS: $(ls "$O"/dig_*.txt | wc -l) queries with dig (server, transport, question -> status, answers)"
     for f in "$O"/dig_*.txt; do
@@ -369,18 +383,19 @@ UDPC=$(tshark -n -r "$PCAP" -q -z conv,udp 2>/dev/null | grep -c '<->' || true)
             /^;; ANSWER SECTION:/    { a = 1; next }
             a && /^$/                { a = 0 }
             a                        { ans = ans (ans ? ", " : "") $4 " " $5 (NF > 5 ? " " $6 : "") }
-            END { printf "  %-11s %-4s %-20s %-5s -> %s, %d answer(s)%s\n", srv, tr, qn, qt, st, an, (ans ? ": " ans : "") }
+            END { printf "  %-11s %-4s %-20s %-5s -> %s, %d answer(s)%s\n", srv, tr, qn, qt, st, an,
+                        (ans ? ": " ans : (st == "NOERROR" ? " (NODATA)" : "")) }
         ' "$f"
     done
     echo "  by status:"
     cat "$O"/dig_*.txt | awk '/^;; ->>HEADER<<-/{s=$6; sub(/,$/,"",s); print s}' | sort | uniq -c | sed 's/^ */    /'
-    echo "  dnsmasq log: $(grep -c 'query\[' "$T/dnsmasq.log" || true) queries received"
+    echo "  dnsmasq log: $(tail -n +$((DNSMASQ_LOG0 + 1)) "$T/dnsmasq.log" | grep -c 'query\[' || true) queries received during the capture"
     echo
     echo "== SQL: MariaDB, mariadb client over TCP to 127.0.0.1:3306, user demo, database demo"
     echo "  session 1 (login OK, --force), $(grep -c ';$' "$O/sql_statements.txt") statements:"
     sed 's/^/    /' "$O/sql_statements.txt"
-    echo "  client output (-vvv):"
-    grep -E '^(Query OK|[0-9]+ rows? in set|ERROR|Rows matched|mariadb exit)' "$O/sql_session.txt" | sed 's/^/    /'
+    echo "  client output (-vvv --table, statements elided):"
+    grep -vE '^(CREATE|INSERT|SELECT|UPDATE|-+$|[[:space:]]*$)' "$O/sql_session.txt" | sed 's/^/    /'
     echo "  session 2 (wrong password):"
     sed 's/^/    /' "$O/sql_badlogin.txt"
     echo

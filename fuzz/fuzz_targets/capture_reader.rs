@@ -27,10 +27,22 @@ impl Read for Chunked {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&first, rest)) = data.split_first() else { return };
-    let chunk = if first == 0 { usize::MAX } else { usize::from(first) };
-    let input = Chunked { data: rest.to_vec(), pos: 0, chunk };
-    let Ok(mut reader) = CaptureReader::from_reader("fuzz", Box::new(input)) else { return };
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
+    let chunk = if first == 0 {
+        usize::MAX
+    } else {
+        usize::from(first)
+    };
+    let input = Chunked {
+        data: rest.to_vec(),
+        pos: 0,
+        chunk,
+    };
+    let Ok(mut reader) = CaptureReader::from_reader("fuzz", Box::new(input)) else {
+        return;
+    };
     // gzip input may legitimately expand; the size bounds hold for the rest.
     let plain = !reader.is_gzip();
     let mut n = 0u64;

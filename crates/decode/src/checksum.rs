@@ -6,39 +6,39 @@
 
 /// Adds `data` to a running one's-complement sum.
 ///
-/// The bytes are summed as little-endian 32-bit words, which the compiler
-/// vectorises, and the folded result is byte-swapped back: the one's
-/// complement sum commutes with byte swapping (RFC 1071 section 2(B)), and 2^16
-/// is 1 modulo 2^16 - 1, so 32-bit words fold to the same 16-bit sum.
-/// `data` is treated as if it started at an even offset of the checksummed
-/// message; a trailing odd byte is padded with a zero byte (RFC 1071).
+/// The bytes are summed as little-endian 64-bit words with the carries kept
+/// in a `u128` (one add and one add-with-carry per 8 bytes), and the folded
+/// result is byte-swapped back: the one's complement sum commutes with byte
+/// swapping (RFC 1071 section 2(B)), and 2^16 is 1 modulo 2^16 - 1, so wide
+/// words fold to the same 16-bit sum. `data` is treated as if it started at
+/// an even offset of the checksummed message; a trailing odd byte is padded
+/// with a zero byte (RFC 1071).
 #[inline]
 pub fn sum(data: &[u8], acc: u64) -> u64 {
-    let mut le = 0u64;
-    let mut chunks = data.chunks_exact(4);
+    let mut wide = 0u128;
+    let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
-        le += u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+        let w: [u8; 8] = c.try_into().unwrap_or([0; 8]);
+        wide += u128::from(u64::from_le_bytes(w));
     }
     let rest = chunks.remainder();
-    let mut i = 0;
-    if rest.len() >= 2 {
-        le += u64::from(u16::from_le_bytes([rest[0], rest[1]]));
-        i = 2;
-    }
-    if let Some(&b) = rest.get(i) {
-        // The high byte of a big-endian word is the low byte of a little-endian one.
-        le += u64::from(b);
-    }
-    acc + u64::from(fold(le).swap_bytes())
+    let mut tail = [0u8; 8];
+    tail[..rest.len()].copy_from_slice(rest);
+    // A trailing odd byte lands in the low byte of a little-endian word, which
+    // is the high byte of the big-endian word RFC 1071 pads.
+    wide += u128::from(u64::from_le_bytes(tail));
+    let (lo, carry) = (wide as u64).overflowing_add((wide >> 64) as u64);
+    acc + u64::from(fold(lo).swap_bytes()) + u64::from(carry)
 }
 
 /// Folds a running sum to 16 bits (end-around carry).
 #[inline]
-pub fn fold(mut acc: u64) -> u16 {
-    while acc >> 16 != 0 {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
+pub fn fold(acc: u64) -> u16 {
+    // Add-with-carry at each width; a carry out leaves room for itself.
+    let (s, c) = (acc as u32).overflowing_add((acc >> 32) as u32);
+    let x = s.wrapping_add(u32::from(c));
+    let (s, c) = (x as u16).overflowing_add((x >> 16) as u16);
+    s.wrapping_add(u16::from(c))
 }
 
 /// The checksum field value for `data` (with its checksum field zeroed).
@@ -58,10 +58,7 @@ pub fn is_valid(acc: u64) -> bool {
 /// transport length (header + payload).
 #[inline]
 pub fn pseudo_header_v4(src: &[u8; 4], dst: &[u8; 4], proto: u8, len: u32) -> u64 {
-    u64::from(u32::from_be_bytes(*src))
-        + u64::from(u32::from_be_bytes(*dst))
-        + u64::from(proto)
-        + u64::from(len)
+    u64::from(u32::from_be_bytes(*src)) + u64::from(u32::from_be_bytes(*dst)) + u64::from(proto) + u64::from(len)
 }
 
 /// Sum of the IPv6 pseudo-header (RFC 8200 section 8.1): source, destination,
@@ -108,12 +105,47 @@ mod tests {
     #[test]
     fn ipv4_header() {
         let mut hdr = [
-            0x45, 0x00, 0x00, 0x40, 0xdf, 0x8e, 0x40, 0x00, 0x40, 0x06, 0x6d, 0xd3, 0x8d, 0x8e, 0xe4, 0x05,
-            0xc0, 0x96, 0xbb, 0x2b,
+            0x45, 0x00, 0x00, 0x40, 0xdf, 0x8e, 0x40, 0x00, 0x40, 0x06, 0x6d, 0xd3, 0x8d, 0x8e, 0xe4, 0x05, 0xc0, 0x96,
+            0xbb, 0x2b,
         ];
         assert!(is_valid(sum(&hdr, 0)));
         hdr[9] ^= 1;
         assert!(!is_valid(sum(&hdr, 0)));
+    }
+
+    /// Against a naive 16-bit big-endian sum, for every length and start
+    /// offset up to a few words, and extreme values that make carries.
+    #[test]
+    fn matches_naive_sum() {
+        fn naive(d: &[u8]) -> u16 {
+            let mut acc = 0u64;
+            for w in d.chunks(2) {
+                acc += u64::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+            }
+            while acc >> 16 != 0 {
+                acc = (acc & 0xffff) + (acc >> 16);
+            }
+            acc as u16
+        }
+        let mut x = 0x1234_5678u32;
+        let noise: Vec<u8> = (0..300)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        for data in [noise, vec![0xff; 300], vec![0; 300]] {
+            for start in 0..9 {
+                for len in 0..(300 - start) {
+                    let d = &data[start..start + len];
+                    assert_eq!(fold(sum(d, 0)), naive(d), "start {start} len {len}");
+                }
+            }
+        }
+        assert_eq!(fold(u64::MAX), 0xffff);
+        assert_eq!(fold(0x1_0000), 1);
     }
 
     #[test]

@@ -439,20 +439,84 @@ pub(crate) fn llc_network<'a>(data: &'a [u8], vlans: &mut Vlans) -> Result<(Net,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testpcap;
 
-    /// First packet of zeek/vlan_qinq/q-in-q.pcap (cut after the UDP header):
-    /// 802.1ad tag 5, 802.1Q tag 1000? no: see the assertions, read from tshark.
-    static QINQ_FRAME: [u8; 54] = [
-        0x00, 0x00, 0x0c, 0x07, 0xac, 0x01, 0x00, 0x1a, 0xa0, 0x6d, 0xb0, 0x4a, 0x81, 0x00, 0x00, 0x0a,
-        0x81, 0x00, 0x00, 0x14, 0x08, 0x00, 0x45, 0x00, 0x00, 0x2e, 0x4e, 0x2b, 0x00, 0x00, 0x80, 0x11,
-        0x00, 0x00, 0xac, 0x13, 0x33, 0x25, 0xac, 0x13, 0x33, 0x3f, 0xba, 0xc0, 0xba, 0xc0, 0x00, 0x1a,
-        0x00, 0x00, 0x81, 0x0b, 0x00, 0x0c,
+    /// zeek/vlan_qinq/q-in-q.pcap, packet 1: two 802.1Q tags (13, 10), IPv4/UDP.
+    static QINQ_FRAME: [u8; 68] = [
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0xc0, 0xe4, 0x01, 0x2c, 0xed, 0x81, 0x00, 0x00, 0x0d, 0x81, 0x00,
+        0x00, 0x0a, 0x08, 0x00, 0x45, 0x00, 0x00, 0x2e, 0x47, 0x96, 0x00, 0x00, 0x40, 0x11, 0x74, 0x9e, 0xac, 0x13,
+        0x33, 0x25, 0xac, 0x13, 0x33, 0x3f, 0xba, 0xc0, 0xba, 0xc0, 0x00, 0x1a, 0xb9, 0xda, 0x81, 0x0b, 0x00, 0x12,
+        0x01, 0x20, 0xff, 0xff, 0x00, 0xff, 0x10, 0x08, 0x0a, 0x1b, 0x59, 0x1a, 0x1b, 0x59,
+    ];
+
+    /// zeek/mpls_in_vlan/mpls-in-vlan.pcap, packet 3 (first 70 bytes): VLAN
+    /// 3399, MPLS labels 254 and 99, IPv4.
+    static MPLS_FRAME: [u8; 70] = [
+        0x00, 0x08, 0xe3, 0x41, 0x41, 0x41, 0x00, 0x08, 0xe3, 0x41, 0x41, 0x41, 0x81, 0x00, 0x0d, 0x47, 0x88, 0x47,
+        0x00, 0x0f, 0xe0, 0x3c, 0x00, 0x06, 0x31, 0x3c, 0x45, 0x00, 0x02, 0xc6, 0x58, 0xf6, 0x40, 0x00, 0x3d, 0x06,
+        0xb7, 0x2c, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0xef, 0x09, 0x00, 0x50, 0x9c, 0xc1, 0xe6, 0x76,
+        0x5f, 0x07, 0x2e, 0xd2, 0x80, 0x18, 0x63, 0x88, 0xc1, 0x94, 0x00, 0x00, 0x01, 0x01, 0x08, 0x0a,
     ];
 
     #[test]
-    fn placeholder_replaced_below() {
-        let _ = &QINQ_FRAME;
-        let _ = testpcap::read;
+    fn frame_and_tags() {
+        let f = Frame::new_checked(&QINQ_FRAME[..]).unwrap();
+        assert_eq!(f.destination(), [0xff; 6]);
+        assert_eq!(f.source(), [0x00, 0xc0, 0xe4, 0x01, 0x2c, 0xed]);
+        assert_eq!(f.ethertype(), ethertype::VLAN);
+        let outer = vlan::Tag::new_checked(f.payload()).unwrap();
+        assert_eq!((outer.vid(), outer.pcp(), outer.dei(), outer.ethertype()), (13, 0, false, ethertype::VLAN));
+        let inner = vlan::Tag::new_checked(outer.payload()).unwrap();
+        assert_eq!((inner.vid(), inner.ethertype()), (10, ethertype::IPV4));
+        assert_eq!(inner.payload()[0], 0x45);
+
+        let mut vl = Vlans::default();
+        let (net, ip) = network(&QINQ_FRAME, &mut vl).unwrap();
+        assert_eq!((net, ip.len(), vl.outer, vl.inner), (Net::V4, 46, Some(13), Some(10)));
+    }
+
+    #[test]
+    fn mpls_stack() {
+        let f = Frame::new_checked(&MPLS_FRAME[..]).unwrap();
+        let tag = vlan::Tag::new_checked(f.payload()).unwrap();
+        assert_eq!((tag.vid(), tag.ethertype()), (3399, ethertype::MPLS_UNICAST));
+        let l1 = mpls::Entry::new_checked(tag.payload()).unwrap();
+        assert_eq!((l1.label(), l1.traffic_class(), l1.bottom_of_stack(), l1.ttl()), (254, 0, false, 60));
+        let l2 = mpls::Entry::new_checked(l1.rest()).unwrap();
+        assert_eq!((l2.label(), l2.bottom_of_stack(), l2.ttl()), (99, true, 60));
+        let mut vl = Vlans::default();
+        let (net, ip) = network(&MPLS_FRAME, &mut vl).unwrap();
+        assert_eq!((net, ip[0], vl.outer), (Net::V4, 0x45, Some(3399)));
+    }
+
+    #[test]
+    fn llc_snap_header() {
+        // The LLC/SNAP part of zeek/llc_fddi_large/llc.pcap, packet 1.
+        let b = [0xaa, 0xaa, 0x03, 0x00, 0x00, 0x00, 0x08, 0x00, 0x45];
+        let h = llc::Header::new_checked(&b[..]).unwrap();
+        assert!(h.is_snap());
+        assert_eq!((h.dsap(), h.ssap(), h.control(), h.snap_oui(), h.snap_type()), (0xaa, 0xaa, 3, 0, 0x0800));
+        assert_eq!(h.payload(), &[0x45]);
+        // Spanning tree: plain LLC, U-format control.
+        let stp = [0x42, 0x42, 0x03, 0x00];
+        let h = llc::Header::new_checked(&stp[..]).unwrap();
+        assert!(!h.is_snap());
+        assert_eq!((h.header_len(), h.snap_type()), (3, 0));
+        assert_eq!(llc::Header::new_checked(&b[..5]).err(), Some(SkipReason::Truncated));
+    }
+
+    #[test]
+    fn short_buffers() {
+        for n in 0..QINQ_FRAME.len() {
+            let mut vl = Vlans::default();
+            let r = network(&QINQ_FRAME[..n], &mut vl);
+            if n < 22 {
+                assert_eq!(r.err(), Some(SkipReason::Truncated), "{n}");
+            } else {
+                assert_eq!(r.unwrap().1.len(), n - 22);
+            }
+        }
+        assert!(Frame::new_checked(&QINQ_FRAME[..13]).is_err());
+        assert!(vlan::Tag::new_checked(&[0u8; 3][..]).is_err());
+        assert!(mpls::Entry::new_checked(&[0u8; 3][..]).is_err());
     }
 }

@@ -71,7 +71,10 @@ pub(crate) enum Insert {
     Held,
     Dropped,
     /// The datagram is whole: `data` is its payload, exactly `total` bytes.
-    Complete { data: Vec<u8>, first: FirstInfo },
+    Complete {
+        data: Vec<u8>,
+        first: FirstInfo,
+    },
 }
 
 struct Datagram {

@@ -106,3 +106,28 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
         &self.buffer.as_ref()[HEADER_LEN..]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ICMP part of zeek/icmp_events/icmp-ping.pcap, packet 1: echo request.
+    static ECHO: [u8; 64] = [
+        0x08, 0x00, 0x69, 0x09, 0x88, 0x1c, 0x00, 0x00, 0x4f, 0x85, 0xe0, 0x43, 0x00, 0x0e, 0xeb, 0xff, 0x08, 0x09,
+        0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b,
+        0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b, 0x2c, 0x2d,
+        0x2e, 0x2f, 0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37,
+    ];
+
+    #[test]
+    fn fields() {
+        let i = Packet::new_checked(&ECHO[..]).unwrap();
+        assert_eq!((i.msg_type(), i.msg_code(), i.checksum()), (v4_type::ECHO_REQUEST, 0, 0x6909));
+        assert_eq!((i.echo_ident(), i.echo_seq_no()), (Some(34844), Some(0)));
+        assert_eq!(i.payload().len(), 60);
+        assert!(crate::checksum::is_valid(crate::checksum::sum(&ECHO, 0)));
+        let short = Packet::new_checked(&ECHO[..5]).unwrap();
+        assert_eq!(short.rest_of_header(), None);
+        assert_eq!(Packet::new_checked(&ECHO[..3]).err(), Some(SkipReason::Truncated));
+    }
+}

@@ -6,6 +6,46 @@
 //! the decoder's reassembly buffer). It never allocates per packet, never
 //! panics on any input, and never fails: a packet it cannot use is a
 //! [`Decoded::Skipped`] with a reason, which the caller counts.
+//!
+//! The views (`ethernet::Frame`, `ipv4::Packet`, `tcp::Packet`, ...) follow
+//! smoltcp: `new_unchecked` wraps, `check_len` validates every offset the
+//! getters read, `new_checked` does both, and no getter panics after a
+//! successful `check_len`. Nothing is rejected for odd flags or ports: this is
+//! a passive probe.
+//!
+//! Decisions that shape the results:
+//! - Tunnels (IP-in-IP, IPv6-in-IP, GRE, MPLS pseudowires) are
+//!   [`SkipReason::TunnelNotDecoded`], never the outer flow. UDP to the VXLAN,
+//!   GTP-U or Teredo ports stays plain UDP (see `decoder::transport`).
+//! - Checksums are verified only when [`DecodeConfig::verify_checksums`] is
+//!   set, as Zeek does: a bad IPv4 header checksum is [`Checksum::BadIp`], a
+//!   bad TCP/UDP/ICMP one [`Checksum::BadTransport`], and a segment cut by the
+//!   snaplen is [`Checksum::Unchecked`].
+//! - Lengths come from the headers (a snaplen cut keeps them; link padding is
+//!   ignored), and payload slices hold what was captured of them.
+//! - Fragments are reassembled first-wins within a memory budget and a
+//!   packet-time timeout (see [`DecodeStats`] for what gets counted where).
+//!
+//! ```
+//! use wirelog_decode::{DecodeConfig, Decoded, Decoder, LinkType, Transport};
+//!
+//! // A raw IPv4 UDP datagram (LINKTYPE_RAW): 10.0.0.1:1234 -> 10.0.0.2:53.
+//! let pkt = [
+//!     0x45, 0, 0, 30, 0, 1, 0, 0, 64, 17, 0x66, 0xcc, 10, 0, 0, 1, 10, 0, 0, 2, //
+//!     0x04, 0xd2, 0, 53, 0, 10, 0, 0, b'h', b'i',
+//! ];
+//! let mut d = Decoder::new(DecodeConfig::default());
+//! match d.decode(LinkType::RAW, 0, &pkt) {
+//!     Decoded::Ip(ip) => {
+//!         assert_eq!(ip.src.to_std().to_string(), "10.0.0.1");
+//!         // UDP checksum 0: not computed by the sender, fine over IPv4.
+//!         assert_eq!(ip.checksum, wirelog_decode::Checksum::Good);
+//!         assert!(matches!(ip.transport, Transport::Udp { dport: 53, payload_len: 2, .. }));
+//!     }
+//!     Decoded::Skipped(why) => panic!("{}", why.as_str()),
+//! }
+//! assert_eq!(d.stats().decoded, 1);
+//! ```
 
 pub use wirelog_source::{LinkType, TimestampNs};
 

@@ -58,7 +58,7 @@ pub(crate) fn network<'a>(lt: LinkType, data: &'a [u8], vlans: &mut Vlans) -> Re
         extra::C_HDLC => ppp::chdlc_network(data, vlans),
         LinkType::NFLOG => nflog::network(data),
         extra::FDDI => fddi::network(data, vlans),
-        _ => Err(SkipReason::UnknownLinkType)
+        _ => Err(SkipReason::UnknownLinkType),
     }
 }
 

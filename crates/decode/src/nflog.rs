@@ -171,12 +171,70 @@ pub(crate) fn network(data: &[u8]) -> Result<(Net, &[u8]), SkipReason> {
         family::INET6 => Net::V6,
         _ => Net::Any,
     };
+    let mut complete = true;
+    let mut any = false;
     for tlv in h.tlvs() {
         let tlv = tlv?;
         if tlv.tlv_type == tlv_type::PAYLOAD {
             return Ok((net, tlv.value));
         }
+        any = true;
+        complete &= tlv.value.len() == tlv.declared_len;
     }
-    // A log record without the packet (copy mode "none"): nothing to decode.
-    Err(SkipReason::NotIp)
+    if complete && any {
+        // A log record without the packet (copy mode "none"): nothing to decode.
+        Err(SkipReason::NotIp)
+    } else {
+        // Every record has TLVs: the capture stopped before the payload.
+        Err(SkipReason::Truncated)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// linktypes/zeek_nflog_http.pcap, packet 1: AF_INET, group 42, TLVs
+    /// PACKET_HDR, PREFIX, IFINDEX_OUTDEV, UID, GID, then the PAYLOAD (a TCP SYN).
+    static NFLOG_SYN: [u8; 108] = [
+        0x02, 0x00, 0x00, 0x2a, 0x08, 0x00, 0x01, 0x00, 0x00, 0x00, 0x03, 0x00, 0x05, 0x00, 0x0a, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x08, 0x00, 0x05, 0x00, 0x00, 0x00, 0x00, 0x02, 0x08, 0x00, 0x0b, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x08, 0x00, 0x0e, 0x00, 0x00, 0x00, 0x00, 0x00, 0x40, 0x00, 0x09, 0x00, 0x45, 0x00, 0x00, 0x3c, 0xe8, 0xef,
+        0x40, 0x00, 0x40, 0x06, 0x0f, 0xe3, 0x0a, 0x00, 0x02, 0x0f, 0x5d, 0xb8, 0xd8, 0x22, 0xc2, 0x62, 0x00, 0x50,
+        0x3f, 0x32, 0xba, 0xd1, 0x00, 0x00, 0x00, 0x00, 0xa0, 0x02, 0x72, 0x10, 0x42, 0x18, 0x00, 0x00, 0x02, 0x04,
+        0x05, 0xb4, 0x04, 0x02, 0x08, 0x0a, 0x00, 0x27, 0x52, 0x3e, 0x00, 0x00, 0x00, 0x00, 0x01, 0x03, 0x03, 0x07,
+    ];
+
+    #[test]
+    fn header_and_tlvs() {
+        let h = Header::new_checked(&NFLOG_SYN[..]).unwrap();
+        assert_eq!((h.family(), h.version(), h.resource_id()), (family::INET, 0, 42));
+        let tlvs: Vec<(u16, usize)> = h.tlvs().map(|t| t.map(|t| (t.tlv_type, t.value.len())).unwrap()).collect();
+        assert_eq!(
+            tlvs,
+            [
+                (tlv_type::PACKET_HDR, 4),
+                // A one-byte (empty, NUL-terminated) prefix, padded to 4.
+                (tlv_type::PREFIX, 1),
+                (tlv_type::IFINDEX_OUTDEV, 4),
+                (tlv_type::UID, 4),
+                (tlv_type::GID, 4),
+                (tlv_type::PAYLOAD, 60)
+            ]
+        );
+        let (net, ip) = network(&NFLOG_SYN).unwrap();
+        assert_eq!((net, ip.len(), ip[0]), (Net::V4, 60, 0x45));
+    }
+
+    #[test]
+    fn bad_tlvs() {
+        // A TLV length below its own header.
+        let bad = [2, 0, 0, 0, 2, 0, 1, 0];
+        assert_eq!(network(&bad).err(), Some(SkipReason::Malformed));
+        // Cut inside a TLV header, and inside the value before the payload.
+        assert_eq!(network(&NFLOG_SYN[..6]).err(), Some(SkipReason::Truncated));
+        assert_eq!(network(&NFLOG_SYN[..10]).err(), Some(SkipReason::Truncated));
+        // Cut inside the payload: the IP layer sees the cut.
+        assert_eq!(network(&NFLOG_SYN[..60]).unwrap().1.len(), 12);
+    }
 }

@@ -39,6 +39,10 @@ impl<T: AsRef<[u8]>> Header<T> {
     #[inline]
     pub fn check_len(&self) -> Result<(), SkipReason> {
         let b = self.buffer.as_ref();
+        if b == [ADDRESS] {
+            // The address byte, cut before the control byte.
+            return Err(SkipReason::Truncated);
+        }
         let start = self.protocol_offset();
         match b.get(start) {
             None => Err(SkipReason::Truncated),
@@ -272,4 +276,47 @@ pub(crate) fn pppoe_network(data: &[u8]) -> Result<(Net, &[u8]), SkipReason> {
         return Err(SkipReason::NotIp);
     }
     ppp_network(h.payload())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// linktypes/zeek_ppp_quic_interop_retry.pcap, packet 1: PPP without
+    /// address/control, protocol 0x0057, IPv6 neighbour solicitation.
+    static PPP_NS: [u8; 74] = [
+        0x00, 0x57, 0x60, 0x00, 0x00, 0x01, 0x00, 0x20, 0x3a, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x01, 0xff, 0x00, 0x00, 0x03, 0x87, 0x00, 0xe5, 0x47, 0x00, 0x00, 0x00, 0x00, 0xfd, 0x00, 0xca, 0xfe,
+        0xca, 0xfe, 0x00, 0x50, 0x02, 0x00, 0x00, 0xff, 0xfe, 0x00, 0x00, 0x03, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x03,
+    ];
+
+    #[test]
+    fn ppp_header() {
+        let h = Header::new_checked(&PPP_NS[..]).unwrap();
+        assert!(!h.has_address_control());
+        assert_eq!((h.protocol(), h.header_len(), h.payload().len()), (protocol::IPV6, 2, 72));
+        assert_eq!(ppp_network(&PPP_NS).unwrap().0, Net::V6);
+        let framed = [&[ADDRESS, CONTROL][..], &PPP_NS[..]].concat();
+        let h = Header::new_checked(&framed[..]).unwrap();
+        assert!(h.has_address_control());
+        assert_eq!((h.protocol(), h.header_len()), (protocol::IPV6, 4));
+        // Protocol field compression: one odd byte.
+        let h = Header::new_checked(&[0x21, 0x45][..]).unwrap();
+        assert_eq!((h.protocol(), h.header_len()), (protocol::IPV4, 1));
+        assert_eq!(Header::new_checked(&[0x00][..]).err(), Some(SkipReason::Truncated));
+        assert_eq!(Header::new_checked(&[][..]).err(), Some(SkipReason::Truncated));
+    }
+
+    #[test]
+    fn pppoe_and_chdlc() {
+        let s = [0x11, 0x00, 0x12, 0x34, 0x00, 0x4c];
+        let h = pppoe::Header::new_checked(&s[..]).unwrap();
+        assert_eq!((h.version(), h.pppoe_type(), h.code(), h.session_id(), h.length()), (1, 1, 0, 0x1234, 76));
+        let framed = [&s[..], &PPP_NS[..]].concat();
+        assert_eq!(pppoe_network(&framed).unwrap().1.len(), 72);
+        let c = chdlc::Header::new_checked(&[0x0f, 0x00, 0x86, 0xdd][..]).unwrap();
+        assert_eq!((c.address(), c.control(), c.protocol()), (0x0f, 0, 0x86dd));
+    }
 }

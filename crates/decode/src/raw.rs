@@ -24,3 +24,20 @@ pub(crate) fn announced(lt: LinkType) -> Net {
 pub fn ip_version(data: &[u8]) -> Option<u8> {
     data.first().map(|b| b >> 4)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announced_versions() {
+        assert_eq!(announced(LinkType::IPV4), Net::V4);
+        assert_eq!(announced(LinkType::IPV6), Net::V6);
+        for lt in [LinkType::RAW, LinkType::RAW_BSD12, LinkType::RAW_BSD14] {
+            assert_eq!(announced(lt), Net::Any);
+        }
+        assert_eq!(ip_version(&[0x45]), Some(4));
+        assert_eq!(ip_version(&[0x60, 0]), Some(6));
+        assert_eq!(ip_version(&[]), None);
+    }
+}

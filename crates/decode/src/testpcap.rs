@@ -36,7 +36,11 @@ fn read_pcap(d: &[u8]) -> Vec<TestPacket> {
     };
     let u32_at = |o: usize| {
         let b: [u8; 4] = d[o..o + 4].try_into().unwrap();
-        if le { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) }
+        if le {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        }
     };
     let linktype = LinkType(u32_at(20) & 0x0fff_ffff);
     let mut out = Vec::new();
@@ -66,7 +70,11 @@ fn read_pcapng(d: &[u8]) -> Vec<TestPacket> {
         let u32_at = |o: usize| if le { u32::from_le_bytes(raw(o)) } else { u32::from_be_bytes(raw(o)) };
         let u16_at = |o: usize| {
             let b: [u8; 2] = d[o..o + 2].try_into().unwrap();
-            if le { u16::from_le_bytes(b) } else { u16::from_be_bytes(b) }
+            if le {
+                u16::from_le_bytes(b)
+            } else {
+                u16::from_be_bytes(b)
+            }
         };
         let (ty, len) = (u32_at(off), u32_at(off + 4) as usize);
         assert!(len >= 12 && off + len <= d.len(), "bad pcapng block");

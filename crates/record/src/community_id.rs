@@ -54,7 +54,7 @@ pub fn community_id_v1(
     ip_proto: u8,
     sport: u16,
     dport: u16,
-) -> String {
+) -> CommunityId {
     let (mut sport, mut dport, one_way) = match ip_proto {
         1 => icmp_ports(false, sport, dport),
         58 => icmp_ports(true, sport, dport),
@@ -77,21 +77,54 @@ pub fn community_id_v1(
         h.update(&dport.to_be_bytes());
     }
     let digest = h.digest().bytes();
-    let mut out = String::with_capacity(30);
-    out.push_str("1:");
-    base64_into(&digest, &mut out);
+    let mut out = CommunityId { text: [0; 30] };
+    out.text[..2].copy_from_slice(b"1:");
+    base64_into(&digest, &mut out.text[2..]);
     out
 }
 
-fn base64_into(input: &[u8], out: &mut String) {
+/// A Community ID v1 string (`1:` + 28 base64 characters), stored inline.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CommunityId {
+    text: [u8; 30],
+}
+
+impl CommunityId {
+    pub fn as_str(&self) -> &str {
+        // Only ASCII is ever written.
+        std::str::from_utf8(&self.text).unwrap_or("")
+    }
+}
+
+impl std::fmt::Display for CommunityId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for CommunityId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for CommunityId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+/// Standard base64 of 20 bytes into exactly 28 characters.
+fn base64_into(input: &[u8; 20], out: &mut [u8]) {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for chunk in input.chunks(3) {
+    for (i, chunk) in input.chunks(3).enumerate() {
         let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
         let n = ((b[0] as u32) << 16) | ((b[1] as u32) << 8) | b[2] as u32;
-        out.push(T[(n >> 18) as usize & 63] as char);
-        out.push(T[(n >> 12) as usize & 63] as char);
-        out.push(if chunk.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
-        out.push(if chunk.len() > 2 { T[n as usize & 63] as char } else { '=' });
+        let o = &mut out[i * 4..i * 4 + 4];
+        o[0] = T[(n >> 18) as usize & 63];
+        o[1] = T[(n >> 12) as usize & 63];
+        o[2] = if chunk.len() > 1 { T[(n >> 6) as usize & 63] } else { b'=' };
+        o[3] = if chunk.len() > 2 { T[n as usize & 63] } else { b'=' };
     }
 }
 

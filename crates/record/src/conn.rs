@@ -1,4 +1,4 @@
-use crate::{IpAddr16, Uid};
+use crate::{CommunityId, IpAddr16, Uid};
 
 /// Transport protocol of a connection, as Zeek's `proto` column names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -148,7 +148,7 @@ pub struct ConnRecord {
     pub resp_pkts: u64,
     pub resp_ip_bytes: u64,
     pub ip_proto: u8,
-    pub community_id: String,
+    pub community_id: CommunityId,
     /// Outer 802.1Q VLAN and inner (Q-in-Q) VLAN of the first packet.
     pub vlan: Option<u16>,
     pub inner_vlan: Option<u16>,

@@ -7,7 +7,7 @@ mod community_id;
 mod conn;
 mod uid;
 
-pub use community_id::community_id_v1;
+pub use community_id::{community_id_v1, CommunityId};
 pub use conn::{ConnRecord, ConnState, History, Proto};
 pub use uid::{Uid, UidGenerator};
 pub use wirelog_decode::IpAddr16;

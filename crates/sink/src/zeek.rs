@@ -242,7 +242,13 @@ mod tests {
             resp_pkts: 22,
             resp_ip_bytes: 28961,
             ip_proto: 6,
-            community_id: "1:abc=".into(),
+            community_id: wirelog_record::community_id_v1(
+                &IpAddr16::from_v4([10, 0, 0, 1]),
+                &IpAddr16::from_v4([10, 0, 0, 2]),
+                6,
+                40000,
+                80,
+            ),
             vlan: None,
             inner_vlan: None,
         }
@@ -281,7 +287,7 @@ mod tests {
         assert!(s.starts_with("{\"ts\":1300000000.123457,\"uid\":\"C"));
         assert!(!s.contains("duration"));
         assert!(s.contains("\"id.resp_h\":\"2001:db8::1\""));
-        assert!(s.trim_end().ends_with("\"community_id\":\"1:abc=\"}"));
+        assert!(s.trim_end().ends_with(&format!("\"community_id\":\"{}\"}}", r.community_id)));
     }
 
     #[test]

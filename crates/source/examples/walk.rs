@@ -63,7 +63,11 @@ fn main() {
             }
         }
         if let Some((secs, packets, bytes)) = best {
-            let ns = if packets > 0 { secs * 1e9 / packets as f64 } else { 0.0 };
+            let ns = if packets > 0 {
+                secs * 1e9 / packets as f64
+            } else {
+                0.0
+            };
             println!(
                 "{f}: {packets} packets, {bytes} bytes, {:.3} ms, {ns:.1} ns/packet, {:.0} MB/s",
                 secs * 1e3,

@@ -34,11 +34,21 @@ pub struct OpenError {
 
 impl OpenError {
     pub(crate) fn new(name: &str, kind: OpenErrorKind, message: String) -> OpenError {
-        OpenError { name: name.to_owned(), kind, message, io: None }
+        OpenError {
+            name: name.to_owned(),
+            kind,
+            message,
+            io: None,
+        }
     }
 
     pub(crate) fn io(name: &str, kind: OpenErrorKind, err: io::Error) -> OpenError {
-        OpenError { name: name.to_owned(), kind, message: io_message(&err), io: Some(err) }
+        OpenError {
+            name: name.to_owned(),
+            kind,
+            message: io_message(&err),
+            io: Some(err),
+        }
     }
 
     /// The file name as given to `open` / `from_reader`.

@@ -97,8 +97,8 @@ pub(crate) enum Step {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TsConv {
     Mul(u64),
-    /// Finer than a nanosecond.
-    Div(u128),
+    /// Finer than a nanosecond: divide by 10^n (n <= 38, so it fits a u128).
+    Div10(u32),
     /// Units of 2^-n seconds.
     Pow2(u32),
     /// A resolution so fine that any 64-bit count is below one nanosecond.
@@ -114,7 +114,7 @@ impl TsConv {
         } else if n <= 9 {
             TsConv::Mul(10u64.pow(9 - n))
         } else if n - 9 <= 38 {
-            TsConv::Div(10u128.pow(n - 9))
+            TsConv::Div10(n - 9)
         } else {
             TsConv::Zero
         }
@@ -123,9 +123,20 @@ impl TsConv {
     #[inline]
     pub(crate) fn to_ns(self, units: u64) -> i64 {
         // Wrapping, not checked: a nonsense timestamp must not stop the read.
+        // Powers of 10 down to nanoseconds are nearly every file; keep them a
+        // multiply, not a jump table.
+        if let TsConv::Mul(f) = self {
+            return units.wrapping_mul(f) as i64;
+        }
+        self.to_ns_other(units)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn to_ns_other(self, units: u64) -> i64 {
         match self {
             TsConv::Mul(f) => units.wrapping_mul(f) as i64,
-            TsConv::Div(d) => (u128::from(units) / d) as i64,
+            TsConv::Div10(n) => (u128::from(units) / 10u128.pow(n)) as i64,
             TsConv::Pow2(n) => ((u128::from(units) * 1_000_000_000) >> n) as i64,
             TsConv::Zero => 0,
         }
@@ -174,7 +185,10 @@ mod tests {
         assert_eq!(TsConv::from_tsresol(9), TsConv::Mul(1));
         assert_eq!(TsConv::from_tsresol(0), TsConv::Mul(1_000_000_000));
         assert_eq!(TsConv::from_tsresol(6).to_ns(1_500_000), 1_500_000_000);
-        assert_eq!(TsConv::from_tsresol(12).to_ns(1_000_000_123_456), 1_000_000_123);
+        assert_eq!(
+            TsConv::from_tsresol(12).to_ns(1_000_000_123_456),
+            1_000_000_123
+        );
         // 2^-10 s units: 1024 units is one second, 1 unit is 976562.5 ns.
         assert_eq!(TsConv::from_tsresol(0x80 | 10).to_ns(1024), 1_000_000_000);
         assert_eq!(TsConv::from_tsresol(0x80 | 10).to_ns(1), 976_562);

@@ -146,7 +146,10 @@ impl Stream {
         let prefix = self.buf[self.start..self.end].to_vec();
         let raw: BoxRead = Box::new(io::Cursor::new(prefix).chain(c.inner));
         Stream {
-            src: Src::Gzip(MultiGzDecoder::new(Counting { inner: raw, count: 0 })),
+            src: Src::Gzip(MultiGzDecoder::new(Counting {
+                inner: raw,
+                count: 0,
+            })),
             buf: self.buf,
             start: 0,
             end: 0,

@@ -5,7 +5,11 @@
 //! a corrupt block, ...) never stop the read where it can go on: they are
 //! counted per [`ProblemKind`], with the file and byte offset of the first
 //! occurrence, and the caller reports them once per kind.
-
+//!
+//! Formats: pcap (micro- or nanosecond, either byte order), pcapng (any number
+//! of sections and interfaces), and either of them gzip-compressed. Regular
+//! files are memory-mapped and walked in place; gzip, pipes and stdin stream
+//! through one reusable buffer.
 //!
 //! ```no_run
 //! use wirelog_source::CaptureReader;
@@ -120,7 +124,10 @@ pub struct Interface {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FileFormat {
-    Pcap { nanosecond: bool, big_endian: bool },
+    Pcap {
+        nanosecond: bool,
+        big_endian: bool,
+    },
     /// Byte order may differ per section.
     Pcapng,
 }

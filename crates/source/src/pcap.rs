@@ -95,7 +95,13 @@ impl Pcap {
         let caplen = e.u32(bytes(h, 8));
         let orig_len = e.u32(bytes(h, 12));
         if caplen > self.max_caplen {
-            return Step::Fault(Fault::PcapCaplen { caplen, limit: self.max_caplen }, Resume::Stop);
+            return Step::Fault(
+                Fault::PcapCaplen {
+                    caplen,
+                    limit: self.max_caplen,
+                },
+                Resume::Stop,
+            );
         }
         let total = RECORD_HEADER_LEN + caplen as usize;
         if w.len() < total {
@@ -124,8 +130,16 @@ mod tests {
         let mut h = [0u8; 24];
         h[..4].copy_from_slice(&magic);
         let put = |v: u32| if be { v.to_be_bytes() } else { v.to_le_bytes() };
-        h[4..6].copy_from_slice(&if be { 2u16.to_be_bytes() } else { 2u16.to_le_bytes() });
-        h[6..8].copy_from_slice(&if be { 4u16.to_be_bytes() } else { 4u16.to_le_bytes() });
+        h[4..6].copy_from_slice(&if be {
+            2u16.to_be_bytes()
+        } else {
+            2u16.to_le_bytes()
+        });
+        h[6..8].copy_from_slice(&if be {
+            4u16.to_be_bytes()
+        } else {
+            4u16.to_le_bytes()
+        });
         h[16..20].copy_from_slice(&put(snaplen));
         h[20..24].copy_from_slice(&put(linktype));
         h
@@ -154,7 +168,9 @@ mod tests {
             assert_eq!(p.endian() == Endian::Big, be);
             assert_eq!(p.interfaces()[0].snaplen, 65535);
             let r = record(be, 10, 20, 3, 60, &[1, 2, 3]);
-            let Step::Packet(m) = p.step(&r) else { panic!() };
+            let Step::Packet(m) = p.step(&r) else {
+                panic!()
+            };
             assert_eq!(m.consumed, 19);
             assert_eq!(m.data_len, 3);
             assert_eq!(m.wire_len, 60);
@@ -181,15 +197,32 @@ mod tests {
         let r = record(false, 1, 0, MAX_SNAPLEN_FLOOR + 1, 0, &[]);
         assert!(matches!(
             p.step(&r),
-            Step::Fault(Fault::PcapCaplen { limit: MAX_SNAPLEN_FLOOR, .. }, Resume::Stop)
+            Step::Fault(
+                Fault::PcapCaplen {
+                    limit: MAX_SNAPLEN_FLOOR,
+                    ..
+                },
+                Resume::Stop
+            )
         ));
         // A huge snaplen in the header does not lift the sanity limit.
         let mut p = Pcap::from_header(&header(MAGIC_US_LE, false, u32::MAX, 1)).unwrap();
         let r = record(false, 1, 0, u32::MAX, 0, &[]);
-        assert!(matches!(p.step(&r), Step::Fault(Fault::PcapCaplen { limit: MAX_CAPLEN, .. }, _)));
+        assert!(matches!(
+            p.step(&r),
+            Step::Fault(
+                Fault::PcapCaplen {
+                    limit: MAX_CAPLEN,
+                    ..
+                },
+                _
+            )
+        ));
         // orig_len below caplen is lifted so that wire_len >= data.len().
         let r = record(false, 1, 0, 2, 1, &[0, 0]);
-        let Step::Packet(m) = p.step(&r) else { panic!() };
+        let Step::Packet(m) = p.step(&r) else {
+            panic!()
+        };
         assert_eq!(m.wire_len, 2);
     }
 }

@@ -103,6 +103,25 @@ impl Pcapng {
     /// One block from the start of `w`.
     #[inline]
     pub(crate) fn step(&mut self, w: &[u8], eof: bool) -> Step {
+        // Fast path: a whole, well-formed EPB, by far the most common block.
+        // Everything else, including every check that fails, goes the slow way.
+        if let (false, Some(h)) = (self.resync, w.first_chunk::<8>()) {
+            let e = self.endian;
+            let len = e.u32(bytes(h, 4));
+            if e.u32(bytes(h, 0)) == EPB && len & 3 == 0 && (32..=MAX_BLOCK_LEN).contains(&len) {
+                if let Some(block) = w.get(..len as usize) {
+                    if e.u32(bytes(block, len as usize - 4)) == len {
+                        let if_id = e.u32(bytes(block, 8));
+                        return self.packet(block, EPB, if_id, 28);
+                    }
+                }
+            }
+        }
+        self.step_slow(w, eof)
+    }
+
+    #[inline(never)]
+    fn step_slow(&mut self, w: &[u8], eof: bool) -> Step {
         if self.resync {
             if let Some(step) = self.resync_scan(w, eof) {
                 return step;
@@ -113,7 +132,7 @@ impl Pcapng {
         };
         // The SHB type is a byte palindrome, so it is recognised before the byte
         // order is known; its own byte-order magic then decides how to read it.
-        if *h.first_chunk::<4>().unwrap_or(&[0; 4]) == SHB_MAGIC {
+        if bytes::<4>(h, 0) == SHB_MAGIC {
             return self.section_header(w);
         }
         let e = self.endian;
@@ -123,7 +142,11 @@ impl Pcapng {
             return self.lost(Fault::BlockLen { btype, len });
         }
         if len > MAX_BLOCK_LEN {
-            return self.lost(Fault::BlockTooLong { btype, len, max: MAX_BLOCK_LEN });
+            return self.lost(Fault::BlockTooLong {
+                btype,
+                len,
+                max: MAX_BLOCK_LEN,
+            });
         }
         let total = len as usize;
         let Some(block) = w.get(..total) else {
@@ -131,11 +154,18 @@ impl Pcapng {
         };
         let trailer = e.u32(bytes(block, total - 4));
         if trailer != len {
-            return self.lost(Fault::BlockTrailer { btype, len, trailer });
+            return self.lost(Fault::BlockTrailer {
+                btype,
+                len,
+                trailer,
+            });
         }
         let min = min_len(btype);
         if len < min {
-            return Step::Fault(Fault::BlockTooShort { btype, len, min }, Resume::Skip(total));
+            return Step::Fault(
+                Fault::BlockTooShort { btype, len, min },
+                Resume::Skip(total),
+            );
         }
         match btype {
             EPB => {
@@ -165,14 +195,20 @@ impl Pcapng {
             return Step::Need(12);
         };
         let Some(e) = byte_order(bytes(h, 8)) else {
-            return self.lost(Fault::ByteOrderMagic { bom: u32::from_be_bytes(bytes(h, 8)) });
+            return self.lost(Fault::ByteOrderMagic {
+                bom: u32::from_be_bytes(bytes(h, 8)),
+            });
         };
         let len = e.u32(bytes(h, 4));
         if len & 3 != 0 || len < 12 {
             return self.lost(Fault::BlockLen { btype: SHB, len });
         }
         if len > MAX_BLOCK_LEN {
-            return self.lost(Fault::BlockTooLong { btype: SHB, len, max: MAX_BLOCK_LEN });
+            return self.lost(Fault::BlockTooLong {
+                btype: SHB,
+                len,
+                max: MAX_BLOCK_LEN,
+            });
         }
         let total = len as usize;
         let Some(block) = w.get(..total) else {
@@ -180,11 +216,22 @@ impl Pcapng {
         };
         let trailer = e.u32(bytes(block, total - 4));
         if trailer != len {
-            return self.lost(Fault::BlockTrailer { btype: SHB, len, trailer });
+            return self.lost(Fault::BlockTrailer {
+                btype: SHB,
+                len,
+                trailer,
+            });
         }
         if len < min_len(SHB) {
             let min = min_len(SHB);
-            return Step::Fault(Fault::BlockTooShort { btype: SHB, len, min }, Resume::Skip(total));
+            return Step::Fault(
+                Fault::BlockTooShort {
+                    btype: SHB,
+                    len,
+                    min,
+                },
+                Resume::Skip(total),
+            );
         }
         let major = e.u16(bytes(block, 12));
         let minor = e.u16(bytes(block, 14));
@@ -218,7 +265,9 @@ impl Pcapng {
             if code == OPT_END {
                 break;
             }
-            let Some(val) = opts.get(i..i + olen) else { break };
+            let Some(val) = opts.get(i..i + olen) else {
+                break;
+            };
             match (code, olen) {
                 (OPT_IF_TSRESOL, 1) => tsresol = val[0],
                 (OPT_IF_TSOFFSET, 8) => ts_offset_s = e.u64(bytes(val, 0)) as i64,
@@ -260,7 +309,14 @@ impl Pcapng {
         let orig_len = e.u32(bytes(b, 24));
         let room = (total - data_off - 4) as u32;
         if caplen > room {
-            return Step::Fault(Fault::CaplenExceedsBlock { btype, caplen, room }, Resume::Skip(total));
+            return Step::Fault(
+                Fault::CaplenExceedsBlock {
+                    btype,
+                    caplen,
+                    room,
+                },
+                Resume::Skip(total),
+            );
         }
         let iface = match self.iface(btype, if_id) {
             Ok(i) => i,
@@ -321,11 +377,21 @@ impl Pcapng {
                 Verdict::NeedMore(n) => return Some(Step::Need(n)),
             }
         }
-        Some(if w.is_empty() { Step::Need(4) } else { Step::Skip(w.len()) })
+        Some(if w.is_empty() {
+            Step::Need(4)
+        } else {
+            Step::Skip(w.len())
+        })
     }
 
     fn plausible(&self, b: &[u8], eof: bool) -> Verdict {
-        let more = |n: usize| if eof { Verdict::No } else { Verdict::NeedMore(n) };
+        let more = |n: usize| {
+            if eof {
+                Verdict::No
+            } else {
+                Verdict::NeedMore(n)
+            }
+        };
         // Decide with as few bytes as possible: most positions fail on the type.
         let Some(t) = b.first_chunk::<4>() else {
             return more(4);
@@ -376,7 +442,10 @@ pub(crate) mod tests {
 
     impl Builder {
         pub fn new(be: bool) -> Builder {
-            Builder { be, out: Vec::new() }
+            Builder {
+                be,
+                out: Vec::new(),
+            }
         }
         fn u32b(&self, v: u32) -> [u8; 4] {
             if self.be {
@@ -485,14 +554,21 @@ pub(crate) mod tests {
             b.shb()
                 .idb(1, 0, &[])
                 .idb(101, 128, &[(OPT_IF_TSRESOL, &[9]), (2, b"eth0")])
-                .idb(228, 0, &[(OPT_IF_TSRESOL, &[0x80 | 20]), (OPT_IF_TSOFFSET, &{
-                    let v = 100u64;
-                    if be {
-                        v.to_be_bytes()
-                    } else {
-                        v.to_le_bytes()
-                    }
-                })])
+                .idb(
+                    228,
+                    0,
+                    &[
+                        (OPT_IF_TSRESOL, &[0x80 | 20]),
+                        (OPT_IF_TSOFFSET, &{
+                            let v = 100u64;
+                            if be {
+                                v.to_be_bytes()
+                            } else {
+                                v.to_le_bytes()
+                            }
+                        }),
+                    ],
+                )
                 .epb(0, 1_000_001, 60, &[1; 60])
                 .epb(1, 1_000_000_001, 60, &[2; 60])
                 .epb(2, 1 << 20, 4, &[3; 4]);
@@ -502,7 +578,10 @@ pub(crate) mod tests {
             assert_eq!(m[0].ts_ns, 1_000_001_000);
             assert_eq!(m[1].ts_ns, 1_000_000_001);
             assert_eq!(m[2].ts_ns, 101_000_000_000);
-            assert_eq!([m[0].linktype.0, m[1].linktype.0, m[2].linktype.0], [1, 101, 228]);
+            assert_eq!(
+                [m[0].linktype.0, m[1].linktype.0, m[2].linktype.0],
+                [1, 101, 228]
+            );
             assert_eq!([m[0].if_id, m[1].if_id, m[2].if_id], [0, 1, 2]);
         }
     }
@@ -512,10 +591,17 @@ pub(crate) mod tests {
         let mut b = Builder::new(false);
         b.shb().idb(1, 0, &[]).epb(0, 1, 10, &[0; 10]);
         let mut b2 = Builder::new(true);
-        b2.shb().idb(113, 0, &[]).idb(1, 0, &[]).epb(1, 2, 10, &[0; 10]).epb(0, 3, 10, &[0; 10]);
+        b2.shb()
+            .idb(113, 0, &[])
+            .idb(1, 0, &[])
+            .epb(1, 2, 10, &[0; 10])
+            .epb(0, 3, 10, &[0; 10]);
         // Section 2 has only one interface before the reset: id 1 is unknown there.
         let mut b3 = Builder::new(false);
-        b3.shb().idb(228, 0, &[]).epb(1, 4, 10, &[0; 10]).epb(0, 5, 10, &[0; 10]);
+        b3.shb()
+            .idb(228, 0, &[])
+            .epb(1, 4, 10, &[0; 10])
+            .epb(0, 5, 10, &[0; 10]);
         let all = [b.out, b2.out, b3.out].concat();
         let (m, f) = walk(&all);
         assert_eq!(f.len(), 1);
@@ -532,14 +618,22 @@ pub(crate) mod tests {
                 _ => break,
             }
         }
-        let secs: Vec<_> = q.interfaces().iter().map(|i| (i.if_id, i.section)).collect();
+        let secs: Vec<_> = q
+            .interfaces()
+            .iter()
+            .map(|i| (i.if_id, i.section))
+            .collect();
         assert_eq!(secs, [(0, 0), (1, 1), (2, 1), (3, 2)]);
     }
 
     #[test]
     fn spb_uses_last_timestamp_and_snaplen() {
         let mut b = Builder::new(false);
-        b.shb().idb(1, 64, &[]).spb(100, &[7; 100]).epb(0, 5, 50, &[1; 50]).spb(40, &[8; 40]);
+        b.shb()
+            .idb(1, 64, &[])
+            .spb(100, &[7; 100])
+            .epb(0, 5, 50, &[1; 50])
+            .spb(40, &[8; 40]);
         let (m, f) = walk(&b.out);
         assert!(f.is_empty());
         assert_eq!(m.len(), 3);
@@ -559,13 +653,20 @@ pub(crate) mod tests {
         b.shb().idb(1, 0, &[]).pb(0, 7, 80, &[9; 20]);
         let (m, f) = walk(&b.out);
         assert!(f.is_empty());
-        assert_eq!((m[0].ts_ns, m[0].data_len, m[0].wire_len, m[0].data_off), (7000, 20, 80, 28));
+        assert_eq!(
+            (m[0].ts_ns, m[0].data_len, m[0].wire_len, m[0].data_off),
+            (7000, 20, 80, 28)
+        );
     }
 
     #[test]
     fn other_blocks_skipped() {
         let mut b = Builder::new(false);
-        b.shb().block(NRB, &[0; 20]).idb(1, 0, &[]).block(ISB, &[0; 24]).block(0x0BAD, &[1; 9]);
+        b.shb()
+            .block(NRB, &[0; 20])
+            .idb(1, 0, &[])
+            .block(ISB, &[0; 24])
+            .block(0x0BAD, &[1; 9]);
         b.block(0x8000_0001, &[]).epb(0, 1, 4, &[0; 4]);
         let (m, f) = walk(&b.out);
         assert!(f.is_empty());
@@ -609,7 +710,10 @@ pub(crate) mod tests {
         .concat();
         let (m, f) = walk(&all);
         assert_eq!(m.len(), 4, "{f:?}");
-        assert!(matches!(f[0], Fault::CaplenExceedsBlock { caplen: 100, .. }));
+        assert!(matches!(
+            f[0],
+            Fault::CaplenExceedsBlock { caplen: 100, .. }
+        ));
         assert!(matches!(f[1], Fault::BlockTrailer { trailer: 7, .. }));
         assert!(matches!(f[2], Fault::BlockLen { len: 33, .. }));
         assert!(matches!(f[3], Fault::BlockTooLong { .. }));
@@ -648,7 +752,10 @@ pub(crate) mod tests {
         // Once the whole block is there it is parsed as a block again (this
         // parser saw no IDB, hence the fault).
         let step = p.step(&b.out[epb_at..], false);
-        assert!(matches!(step, Step::Fault(Fault::UnknownInterface { .. }, Resume::Skip(40))));
+        assert!(matches!(
+            step,
+            Step::Fault(Fault::UnknownInterface { .. }, Resume::Skip(40))
+        ));
         assert!(!p.resync);
     }
 }

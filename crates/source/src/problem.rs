@@ -28,7 +28,11 @@ impl Unit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fault {
     /// Input ended after `have` of the `need` bytes the current record requires.
-    Truncated { have: usize, need: usize, unit: Unit },
+    Truncated {
+        have: usize,
+        need: usize,
+        unit: Unit,
+    },
     /// pcap record header claims more captured bytes than any sane writer produces.
     PcapCaplen { caplen: u32, limit: u32 },
     /// pcapng total length not a multiple of 4 or below the 12-byte minimum.
@@ -46,7 +50,11 @@ pub(crate) enum Fault {
     /// Packet block whose captured length does not fit in the block.
     CaplenExceedsBlock { btype: u32, caplen: u32, room: u32 },
     /// Packet block naming an interface the section never declared.
-    UnknownInterface { btype: u32, if_id: u32, declared: u32 },
+    UnknownInterface {
+        btype: u32,
+        if_id: u32,
+        declared: u32,
+    },
 }
 
 impl Fault {
@@ -84,10 +92,17 @@ impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Fault::Truncated { have, need, unit } => {
-                write!(f, "input ends {have} bytes into a {need}-byte {}", unit.as_str())
+                write!(
+                    f,
+                    "input ends {have} bytes into a {need}-byte {}",
+                    unit.as_str()
+                )
             }
             Fault::PcapCaplen { caplen, limit } => {
-                write!(f, "record captured length {caplen} exceeds limit {limit}; rest of file skipped")
+                write!(
+                    f,
+                    "record captured length {caplen} exceeds limit {limit}; rest of file skipped"
+                )
             }
             Fault::BlockLen { btype, len } => write!(
                 f,
@@ -99,7 +114,11 @@ impl fmt::Display for Fault {
                 "{} (type 0x{btype:x}) total length {len} exceeds limit {max}",
                 block_name(btype)
             ),
-            Fault::BlockTrailer { btype, len, trailer } => write!(
+            Fault::BlockTrailer {
+                btype,
+                len,
+                trailer,
+            } => write!(
                 f,
                 "{} (type 0x{btype:x}) total length {len} but trailing length {trailer}",
                 block_name(btype)
@@ -108,17 +127,31 @@ impl fmt::Display for Fault {
                 write!(f, "{} total length {len} < {min}", block_name(btype))
             }
             Fault::ByteOrderMagic { bom } => {
-                write!(f, "section header byte-order magic 0x{bom:08x} is not 0x1a2b3c4d")
+                write!(
+                    f,
+                    "section header byte-order magic 0x{bom:08x} is not 0x1a2b3c4d"
+                )
             }
             Fault::Version { major, minor } => {
-                write!(f, "unsupported pcapng version {major}.{minor}; rest of file skipped")
+                write!(
+                    f,
+                    "unsupported pcapng version {major}.{minor}; rest of file skipped"
+                )
             }
-            Fault::CaplenExceedsBlock { btype, caplen, room } => write!(
+            Fault::CaplenExceedsBlock {
+                btype,
+                caplen,
+                room,
+            } => write!(
                 f,
                 "{} captured length {caplen} exceeds the {room} bytes the block has room for",
                 block_name(btype)
             ),
-            Fault::UnknownInterface { btype, if_id, declared } => write!(
+            Fault::UnknownInterface {
+                btype,
+                if_id,
+                declared,
+            } => write!(
                 f,
                 "{} on interface {if_id}, but the section declares {declared} interface(s)",
                 block_name(btype)
@@ -140,7 +173,12 @@ impl Problems {
             p.count += 1;
             return;
         }
-        self.0.push(Problem { kind, count: 1, first_offset: offset, detail: detail.to_string() });
+        self.0.push(Problem {
+            kind,
+            count: 1,
+            first_offset: offset,
+            detail: detail.to_string(),
+        });
     }
 
     pub(crate) fn as_slice(&self) -> &[Problem] {
@@ -156,7 +194,11 @@ mod tests {
     fn one_entry_per_kind_keeps_first_offset_and_detail() {
         let mut p = Problems::default();
         let a = Fault::BlockLen { btype: 6, len: 13 };
-        let b = Fault::BlockTrailer { btype: 6, len: 32, trailer: 36 };
+        let b = Fault::BlockTrailer {
+            btype: 6,
+            len: 32,
+            trailer: 36,
+        };
         p.record(a.kind(), 100, &a);
         p.record(b.kind(), 200, &b);
         p.record(ProblemKind::Truncated, 300, &"x");
@@ -165,7 +207,10 @@ mod tests {
         assert_eq!(s[0].kind, ProblemKind::CorruptBlock);
         assert_eq!(s[0].count, 2);
         assert_eq!(s[0].first_offset, 100);
-        assert_eq!(s[0].detail, "enhanced packet block (type 0x6) has invalid total length 13");
+        assert_eq!(
+            s[0].detail,
+            "enhanced packet block (type 0x6) has invalid total length 13"
+        );
         assert_eq!(s[1].kind, ProblemKind::Truncated);
         assert_eq!(s[1].count, 1);
     }
@@ -173,14 +218,37 @@ mod tests {
     #[test]
     fn every_fault_maps_to_a_kind_and_formats() {
         let faults = [
-            Fault::Truncated { have: 3, need: 16, unit: Unit::PcapRecord },
-            Fault::PcapCaplen { caplen: 1 << 30, limit: 262_144 },
-            Fault::BlockTooLong { btype: 1, len: u32::MAX - 3, max: 1 },
-            Fault::BlockTooShort { btype: 6, len: 16, min: 32 },
+            Fault::Truncated {
+                have: 3,
+                need: 16,
+                unit: Unit::PcapRecord,
+            },
+            Fault::PcapCaplen {
+                caplen: 1 << 30,
+                limit: 262_144,
+            },
+            Fault::BlockTooLong {
+                btype: 1,
+                len: u32::MAX - 3,
+                max: 1,
+            },
+            Fault::BlockTooShort {
+                btype: 6,
+                len: 16,
+                min: 32,
+            },
             Fault::ByteOrderMagic { bom: 1 },
             Fault::Version { major: 2, minor: 0 },
-            Fault::CaplenExceedsBlock { btype: 6, caplen: 100, room: 4 },
-            Fault::UnknownInterface { btype: 6, if_id: 9, declared: 1 },
+            Fault::CaplenExceedsBlock {
+                btype: 6,
+                caplen: 100,
+                room: 4,
+            },
+            Fault::UnknownInterface {
+                btype: 6,
+                if_id: 9,
+                declared: 1,
+            },
         ];
         for f in faults {
             assert!(!f.to_string().is_empty());

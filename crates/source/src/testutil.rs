@@ -26,7 +26,11 @@ pub(crate) struct Trickle {
 
 impl Trickle {
     pub(crate) fn new(data: Vec<u8>, chunk: usize) -> Trickle {
-        Trickle { data, pos: 0, chunk: chunk.max(1) }
+        Trickle {
+            data,
+            pos: 0,
+            chunk: chunk.max(1),
+        }
     }
 }
 
@@ -78,7 +82,11 @@ pub(crate) fn drain(r: &mut CaptureReader) -> Summary {
     let mut h = DefaultHasher::new();
     let (mut first_ts, mut last_ts) = (None, None);
     while let Some(p) = r.next_packet() {
-        assert!(p.wire_len as usize >= p.data.len(), "{}: wire_len < data", r.name());
+        assert!(
+            p.wire_len as usize >= p.data.len(),
+            "{}: wire_len < data",
+            r.name()
+        );
         (p.ts_ns, p.wire_len, p.linktype.0, p.if_id, p.data).hash(&mut h);
         first_ts.get_or_insert(p.ts_ns);
         last_ts = Some(p.ts_ns);
@@ -133,7 +141,9 @@ impl Json {
                         *i += 1;
                         continue;
                     }
-                    let Json::Str(k) = Json::value(b, i) else { panic!("key") };
+                    let Json::Str(k) = Json::value(b, i) else {
+                        panic!("key")
+                    };
                     Json::ws(b, i);
                     assert_eq!(b[*i], b':');
                     *i += 1;
@@ -196,7 +206,9 @@ impl Json {
             }
             _ => {
                 let start = *i;
-                while *i < b.len() && matches!(b[*i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                while *i < b.len()
+                    && matches!(b[*i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
                     *i += 1;
                 }
                 Json::Num(std::str::from_utf8(&b[start..*i]).unwrap().parse().unwrap())
@@ -206,7 +218,11 @@ impl Json {
 
     pub(crate) fn get(&self, key: &str) -> &Json {
         match self {
-            Json::Obj(v) => v.iter().find(|(k, _)| k == key).map(|(_, v)| v).unwrap_or(&Json::Null),
+            Json::Obj(v) => v
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v)
+                .unwrap_or(&Json::Null),
             _ => &Json::Null,
         }
     }
@@ -269,7 +285,11 @@ pub(crate) fn records(b: &[u8]) -> (usize, Vec<Rec>) {
             let btype = rd(be, off);
             let len = rd(be, off + 4) as usize;
             off += len;
-            out.push(Rec { end: off, btype, is_packet: matches!(btype, 2 | 3 | 6) });
+            out.push(Rec {
+                end: off,
+                btype,
+                is_packet: matches!(btype, 2 | 3 | 6),
+            });
         }
         (0, out)
     } else {
@@ -277,7 +297,11 @@ pub(crate) fn records(b: &[u8]) -> (usize, Vec<Rec>) {
         let mut off = 24;
         while off + 16 <= b.len() {
             off += 16 + rd(be, off + 8) as usize;
-            out.push(Rec { end: off, btype: 0, is_packet: true });
+            out.push(Rec {
+                end: off,
+                btype: 0,
+                is_packet: true,
+            });
         }
         (24, out)
     }

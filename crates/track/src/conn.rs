@@ -3,6 +3,7 @@
 use wirelog_decode::IpAddr16;
 use wirelog_record::{community_id_v1, ConnRecord, ConnState, Proto, Uid};
 
+
 use crate::history::HistoryState;
 use crate::key::ConnKey;
 use crate::tcp::TcpConn;
@@ -47,7 +48,6 @@ pub enum ProtoState {
 
 #[derive(Debug, Clone)]
 pub struct Conn {
-    pub uid: Uid,
     pub start_ns: i64,
     /// Last time the connection made progress (Zeek's LastTime).
     pub last_ns: i64,
@@ -91,7 +91,9 @@ pub fn is_private(a: &IpAddr16) -> bool {
 }
 
 impl Conn {
-    pub fn to_record(&self, key: &ConnKey) -> ConnRecord {
+    /// The conn record; `uid` is minted by the caller (uids are random, so
+    /// minting one when the record is written is as good as at the first packet).
+    pub fn to_record(&self, key: &ConnKey, uid: Uid) -> ConnRecord {
         let history = self.hist.letters;
         let dur = self.last_ns - self.start_ns;
         let (proto, orig_size, resp_size, conn_state, missed) = match &self.state {
@@ -112,7 +114,7 @@ impl Conn {
         let has_dur = dur > 0;
         ConnRecord {
             ts_ns: self.start_ns,
-            uid: self.uid,
+            uid,
             orig_h: key.src,
             orig_p: key.sport,
             resp_h: key.dst,

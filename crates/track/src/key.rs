@@ -24,16 +24,14 @@ impl ConnKey {
     /// a second walk of the table.
     #[inline]
     pub fn symmetric_hash(&self, seed: u64) -> u64 {
-        let (a, pa, b, pb) = if (self.src.0, self.sport) <= (self.dst.0, self.dport) {
-            (&self.src.0, self.sport, &self.dst.0, self.dport)
-        } else {
-            (&self.dst.0, self.dport, &self.src.0, self.sport)
-        };
-        let w = |x: &[u8; 16], i: usize| u64::from_le_bytes(x[i..i + 8].try_into().unwrap());
-        // Two rounds of a multiply-xorshift mix over the 37 key bytes: the
-        // seed is random per process, so crafted tuples cannot aim at one chain.
+        let s = u128::from_ne_bytes(self.src.0);
+        let d = u128::from_ne_bytes(self.dst.0);
+        // Any total order works, as long as both directions pick the same endpoint first.
+        let (a, pa, b, pb) = if (s, self.sport) <= (d, self.dport) { (s, self.sport, d, self.dport) } else { (d, self.dport, s, self.sport) };
+        // A multiply-xorshift mix over the 37 key bytes: the seed is random
+        // per process, so crafted tuples cannot aim at one probe chain.
         let mut h = seed ^ ((pa as u64) << 16 | (pb as u64) << 32 | self.proto as u64);
-        for v in [w(a, 0), w(a, 8), w(b, 0), w(b, 8)] {
+        for v in [a as u64, (a >> 64) as u64, b as u64, (b >> 64) as u64] {
             h = (h ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             h ^= h >> 29;
         }

@@ -28,10 +28,16 @@ impl<T> ConnTable<T> {
     pub fn with_capacity(capacity: usize) -> Self {
         let capacity = capacity.max(16);
         let nslots = (capacity * 2).next_power_of_two();
+        let mut slots = vec![0; nslots];
+        let mut entries = Vec::with_capacity(capacity.min(1 << 20));
+        // Lookups land anywhere in these arrays: with 4 KiB pages every one is
+        // also a TLB miss once the table is large. Huge pages remove most of them.
+        advise_huge_pages(&mut slots);
+        advise_huge_pages(&mut entries);
         ConnTable {
-            slots: vec![0; nslots],
+            slots,
             mask: nslots - 1,
-            entries: Vec::with_capacity(capacity.min(1 << 20)),
+            entries,
             free: Vec::new(),
             len: 0,
             capacity,
@@ -123,9 +129,25 @@ impl<T> ConnTable<T> {
 
     /// Removes the entry at `idx` and returns it.
     pub fn remove(&mut self, idx: u32) -> Option<Entry<T>> {
-        let entry = self.entries.get_mut(idx as usize)?.take()?;
+        let mut out = None;
+        self.remove_slot(idx)?;
+        std::mem::swap(&mut out, &mut self.entries[idx as usize]);
+        out
+    }
+
+    /// Removes the entry at `idx` after passing it to `f`, without moving it out.
+    pub fn remove_with<R>(&mut self, idx: u32, f: impl FnOnce(&Entry<T>) -> R) -> Option<R> {
+        let r = f(self.entries.get(idx as usize)?.as_ref()?);
+        self.remove_slot(idx)?;
+        self.entries[idx as usize] = None;
+        Some(r)
+    }
+
+    /// Unlinks `idx` from the slot array and frees its slab index (the entry itself stays).
+    fn remove_slot(&mut self, idx: u32) -> Option<()> {
+        let hash = self.entries.get(idx as usize)?.as_ref()?.hash;
         let want = idx as u64 + 1;
-        let mut i = entry.hash as usize & self.mask;
+        let mut i = hash as usize & self.mask;
         while self.slots[i] as u32 as u64 != want {
             i = (i + 1) & self.mask;
         }
@@ -140,8 +162,8 @@ impl<T> ConnTable<T> {
             }
             let e_idx = (s as u32).wrapping_sub(1) as usize;
             let home = match &self.entries[e_idx] {
-                Some(e) => e.hash as usize & self.mask,
-                None => j,
+                Some(e) if e_idx != idx as usize => e.hash as usize & self.mask,
+                _ => j,
             };
             // Move if home is not in the cyclic range (hole, j].
             let in_range = if hole <= j { home > hole && home <= j } else { home > hole || home <= j };
@@ -154,7 +176,7 @@ impl<T> ConnTable<T> {
         self.slots[hole] = 0;
         self.free.push(idx);
         self.len -= 1;
-        Some(entry)
+        Some(())
     }
 
     /// Indices of all live entries (for flushing at the end).
@@ -184,6 +206,16 @@ impl<T> ConnTable<T> {
     /// Bytes held per tracked connection by this table (slab entry + slots).
     pub fn bytes_per_connection(&self) -> usize {
         std::mem::size_of::<Option<Entry<T>>>() + self.slots.len() * 8 / self.capacity
+    }
+}
+
+fn advise_huge_pages<X>(v: &mut Vec<X>) {
+    let bytes = v.capacity() * std::mem::size_of::<X>();
+    if bytes >= 4 << 20 {
+        // SAFETY: advice about memory this Vec owns; the kernel may ignore it.
+        unsafe {
+            libc::madvise(v.as_mut_ptr() as *mut libc::c_void, bytes, libc::MADV_HUGEPAGE);
+        }
     }
 }
 

@@ -40,69 +40,89 @@ fn seq_delta(a: u32, b: u32) -> i32 {
     a.wrapping_sub(b) as i32
 }
 
-/// Byte ranges one endpoint sent that the reassembler still holds, and where
-/// in-order delivery has got to. Zeek's reassembler keeps the data; for the
-/// logged fields only the ranges matter.
-#[derive(Debug, Clone, Default)]
+/// What Zeek's reassembler holds for one endpoint, as byte ranges (the data
+/// itself does not matter for the logged fields). Everything delivered and
+/// not yet acknowledged is the single range `[trim, next_deliver)`: gaps are
+/// only declared when acknowledgements pass them, which trims past them too.
+/// So only data above a hole needs a list, and that list exists only while
+/// out-of-order data is held.
+#[derive(Debug, Clone)]
 struct Reassembly {
     /// Next relative sequence number to deliver (Zeek's last_reassem_seq, starts at 1).
     next_deliver: u64,
     /// Everything below this has been acknowledged and released (Zeek's trim_seq).
     trim: u64,
-    /// Received ranges at or above `trim`, sorted and merged.
-    ranges: Vec<(u64, u64)>,
+    /// Received ranges above `next_deliver`, sorted and merged.
+    above_hole: Option<Box<Vec<(u64, u64)>>>,
     skip_deliveries: bool,
 }
 
 impl Reassembly {
     fn new() -> Self {
-        Reassembly { next_deliver: 1, trim: 1, ranges: Vec::new(), skip_deliveries: false }
+        Reassembly { next_deliver: 1, trim: 1, above_hole: None, skip_deliveries: false }
     }
 
+    fn ranges(&self) -> &[(u64, u64)] {
+        self.above_hole.as_deref().map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Bytes held, delivered or not (Zeek's block list DataSize).
     fn buffered(&self) -> u64 {
-        self.ranges.iter().map(|(a, b)| b - a).sum()
+        self.next_deliver.saturating_sub(self.trim) + self.ranges().iter().map(|(a, b)| b - a).sum::<u64>()
     }
 
     /// Bytes held above a hole (Zeek's NumUndeliveredBytes).
     fn undelivered_bytes(&self) -> u64 {
-        match self.ranges.last() {
-            Some(&(_, upper)) if upper > self.next_deliver => upper - self.next_deliver,
-            _ => 0,
-        }
+        self.ranges().last().map_or(0, |&(_, upper)| upper.saturating_sub(self.next_deliver))
     }
 
     fn has_blocks(&self) -> bool {
-        !self.ranges.is_empty()
+        self.next_deliver > self.trim || !self.ranges().is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.trim = self.next_deliver;
+        self.above_hole = None;
     }
 
     /// Records newly received data and delivers whatever became contiguous.
     /// Returns whether in-order delivery advanced.
-    fn insert(&mut self, mut seq: u64, upper: u64) -> bool {
-        if upper <= self.trim {
-            return false; // old data, already acknowledged
+    fn insert(&mut self, seq: u64, upper: u64) -> bool {
+        if upper <= self.trim || upper <= self.next_deliver {
+            return false; // old or already delivered data
         }
-        if seq < self.trim {
-            seq = self.trim;
+        let seq = seq.max(self.trim);
+        if seq <= self.next_deliver {
+            self.next_deliver = upper;
+            self.absorb();
+            return true;
         }
-        // Merge into the sorted range list.
-        let i = self.ranges.partition_point(|r| r.1 < seq);
-        let mut lo = seq;
-        let mut hi = upper;
-        while i < self.ranges.len() && self.ranges[i].0 <= hi {
-            lo = lo.min(self.ranges[i].0);
-            hi = hi.max(self.ranges[i].1);
-            self.ranges.remove(i);
+        let ranges = self.above_hole.get_or_insert_with(Default::default);
+        let mut i = ranges.partition_point(|r| r.1 < seq);
+        let (mut lo, mut hi) = (seq, upper);
+        while i < ranges.len() && ranges[i].0 <= hi {
+            lo = lo.min(ranges[i].0);
+            hi = hi.max(ranges[i].1);
+            ranges.remove(i);
         }
-        self.ranges.insert(i, (lo, hi));
-        let before = self.next_deliver;
-        self.deliver_contiguous();
-        self.next_deliver > before
+        ranges.insert(i, (lo, hi));
+        false
     }
 
-    fn deliver_contiguous(&mut self) {
-        for &(lo, hi) in &self.ranges {
-            if lo <= self.next_deliver && hi > self.next_deliver {
-                self.next_deliver = hi;
+    /// Moves ranges that became contiguous into the delivered range.
+    fn absorb(&mut self) {
+        if let Some(ranges) = &mut self.above_hole {
+            let mut n = 0;
+            for &(lo, hi) in ranges.iter() {
+                if lo > self.next_deliver {
+                    break;
+                }
+                self.next_deliver = self.next_deliver.max(hi);
+                n += 1;
+            }
+            ranges.drain(..n);
+            if ranges.is_empty() {
+                self.above_hole = None;
             }
         }
     }
@@ -114,7 +134,12 @@ impl Reassembly {
         if seq > self.next_deliver {
             self.undelivered(seq, is_partial, &mut gap);
         }
-        self.ranges.retain(|r| r.1 > seq);
+        if let Some(ranges) = &mut self.above_hole {
+            ranges.retain(|r| r.1 > seq);
+            if ranges.is_empty() {
+                self.above_hole = None;
+            }
+        }
         if seq > self.trim {
             self.trim = seq;
         }
@@ -128,14 +153,15 @@ impl Reassembly {
         }
         if !self.skip_deliveries {
             // Deliver blocks that start below up_to, reporting the holes before them.
-            loop {
-                let next = self.ranges.iter().find(|r| r.0 >= self.next_deliver && r.0 < up_to).copied();
-                let Some((lo, _)) = next else { break };
+            while let Some(&(lo, _)) = self.ranges().first() {
+                if lo >= up_to {
+                    break;
+                }
                 if lo > self.next_deliver {
                     gap(lo - self.next_deliver);
                 }
-                self.next_deliver = lo;
-                self.deliver_contiguous();
+                self.next_deliver = self.next_deliver.max(lo);
+                self.absorb();
             }
             if up_to > self.next_deliver {
                 gap(up_to - self.next_deliver);
@@ -160,9 +186,11 @@ pub struct Endpoint {
     ack_wraps: u32,
     fin_cnt: u32,
     fin_seq: u64,
-    hist_last_syn: u64,
-    hist_last_fin: u64,
-    hist_last_rst: u64,
+    // Low 32 bits of the relative sequence numbers of the last SYN/FIN/RST:
+    // enough to tell a retransmission from a new one.
+    hist_last_syn: u32,
+    hist_last_fin: u32,
+    hist_last_rst: u32,
     pub chk_cnt: u32,
     rxmt_cnt: u32,
     win0_cnt: u32,
@@ -279,6 +307,9 @@ pub struct Effects {
     pub attempt_timer: bool,
     /// A SYN answered a SYN-ACK that came first: swap the roles.
     pub flip: bool,
+    /// An endpoint changed state or closed: timers that depend on the state
+    /// (attempt, expiry) may now be due earlier.
+    pub state_changed: bool,
 }
 
 /// The TCP part of a connection.
@@ -345,6 +376,7 @@ impl TcpConn {
     }
 
     fn set_state(&mut self, is_orig: bool, s: EndpointState) {
+        self.fx.state_changed = true;
         let (e, p) = self.ep(is_orig);
         if s != e.state && !is_handshake(s) && is_handshake(e.state) && is_handshake(p.state) {
             self.past_handshake = true;
@@ -684,18 +716,15 @@ impl TcpConn {
         // BlockInserted's trimming when the peer seems not to acknowledge anything.
         let peer_state = p.state;
         if delivered && e.no_data_acked() && e.size(peer_state) > MAX_INITIAL_WINDOW {
-            let to = e.reasm.next_deliver;
-            e.reasm.ranges.retain(|r| r.1 > to);
-            if to > e.reasm.trim {
-                e.reasm.trim = to;
-            }
+            // Release delivered data (Zeek's TrimToSeq(last_reassem_seq)).
+            e.reasm.trim = e.reasm.next_deliver;
         }
         if e.no_data_acked() && e.reasm.undelivered_bytes() > MAX_ABOVE_HOLE_WITHOUT_ACKS {
-            e.reasm.ranges.clear();
+            e.reasm.clear();
             e.reasm.skip_deliveries = true;
         }
         if e.reasm.buffered() > EXCESSIVE_DATA_WITHOUT_ACKS {
-            e.reasm.ranges.clear();
+            e.reasm.clear();
             e.reasm.skip_deliveries = true;
         }
     }
@@ -777,8 +806,10 @@ impl TcpConn {
         }
         e.did_close = true;
         let close_complete = e.state == Reset || p.did_close || p.state == Inactive;
+        let interesting = e.prev_state != Inactive || p.state != Inactive;
+        let half_close_after_activity = e.prev_state != Inactive;
+        self.fx.state_changed = true;
         if close_complete {
-            let interesting = e.prev_state != Inactive || p.state != Inactive;
             if interesting {
                 let gen = gen_event || self.deferred_gen_event;
                 self.deferred_gen_event = false;
@@ -787,7 +818,7 @@ impl TcpConn {
                 }
             }
             self.fx.close_complete = true;
-        } else if e.prev_state != Inactive {
+        } else if half_close_after_activity {
             self.fx.expire_check = true;
         }
     }
@@ -926,23 +957,23 @@ fn update_history(flags: u8, is_orig: bool, e: &mut Endpoint, hist: &mut History
     } else if bits == 1 {
         if syn {
             let code = if flags & ACK != 0 { b'H' } else { b'S' };
-            if hist.check(is_orig, SYN_PKT, code) && rel_seq != e.hist_last_syn {
+            if hist.check(is_orig, SYN_PKT, code) && rel_seq as u32 != e.hist_last_syn {
                 hist.add(is_orig, code);
             }
-            e.hist_last_syn = rel_seq;
+            e.hist_last_syn = rel_seq as u32;
         }
         if fin {
-            let at = rel_seq.wrapping_add(len as u64);
+            let at = rel_seq.wrapping_add(len as u64) as u32;
             if hist.check(is_orig, FIN_PKT, b'F') && at != e.hist_last_fin {
                 hist.add(is_orig, b'F');
             }
             e.hist_last_fin = at;
         }
         if rst {
-            if hist.check(is_orig, RST_PKT, b'R') && rel_seq != e.hist_last_rst {
+            if hist.check(is_orig, RST_PKT, b'R') && rel_seq as u32 != e.hist_last_rst {
                 hist.add(is_orig, b'R');
             }
-            e.hist_last_rst = rel_seq;
+            e.hist_last_rst = rel_seq as u32;
         }
     } else if len > 0 {
         hist.check(is_orig, DATA_PKT, b'D');
@@ -954,6 +985,29 @@ fn update_history(flags: u8, is_orig: bool, e: &mut Endpoint, hist: &mut History
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reassembly_gaps_are_reported_once_acked() {
+        let mut r = Reassembly::new();
+        assert!(r.insert(1, 101)); // in order
+        assert!(!r.insert(201, 301)); // above a hole
+        assert!(!r.insert(50, 101)); // retransmission
+        assert_eq!(r.undelivered_bytes(), 200);
+        let mut gaps = Vec::new();
+        r.trim_to(401, false, |n| gaps.push(n));
+        assert_eq!(gaps, vec![100, 100]); // [101,201) and [301,401)
+        assert_eq!(r.next_deliver, 401);
+        assert!(!r.has_blocks());
+        // Filling the hole before the ack: no gap.
+        let mut r = Reassembly::new();
+        r.insert(101, 201);
+        r.insert(1, 101);
+        assert_eq!(r.next_deliver, 201);
+        let mut gaps = Vec::new();
+        r.trim_to(201, false, |n| gaps.push(n));
+        assert!(gaps.is_empty());
+        assert_eq!(r.buffered(), 0);
+    }
 
     #[test]
     fn rstos0_pattern() {

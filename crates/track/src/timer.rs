@@ -69,16 +69,31 @@ impl TimerWheel {
         }
     }
 
-    /// Moves the wheel to `now` and hands every entry whose deadline is
-    /// `<= now` to `fire`, in deadline order. Entries that land in a wheel
-    /// slot but belong to a later revolution are put back.
-    pub fn advance(&mut self, now: i64, mut fire: impl FnMut(&mut Self, TimerEntry)) {
+    /// True when advancing to `now` would fire nothing (the per-packet fast path).
+    #[inline]
+    pub fn nothing_due(&self, now: i64) -> bool {
+        !self.started
+            || (Self::tick_of(now) <= self.current_tick && self.due.peek().map_or(true, |Reverse(e)| e.deadline > now))
+    }
+
+    /// Moves the wheel to `now` and appends to `due` every entry whose
+    /// deadline is `<= now`, in deadline order. Entries that land in a wheel
+    /// slot but belong to a later revolution stay there. Cheap when nothing is due.
+    #[inline]
+    pub fn advance(&mut self, now: i64, due: &mut Vec<TimerEntry>) {
         if !self.started {
             return;
         }
         let target = Self::tick_of(now);
+        if target <= self.current_tick && self.due.peek().map_or(true, |Reverse(e)| e.deadline > now) {
+            return;
+        }
+        self.advance_slow(now, target, due);
+    }
+
+    fn advance_slow(&mut self, now: i64, target: i64, due: &mut Vec<TimerEntry>) {
         // Jumping over more than a revolution: every slot is visited once.
-        let steps = (target - self.current_tick).min(SLOTS as i64);
+        let steps = (target - self.current_tick).clamp(0, SLOTS as i64);
         for _ in 0..steps {
             self.current_tick += 1;
             let slot = (self.current_tick as usize) % SLOTS;
@@ -104,7 +119,7 @@ impl TimerWheel {
             }
             self.due.pop();
             self.len -= 1;
-            fire(self, e);
+            due.push(e);
         }
     }
 
@@ -133,16 +148,17 @@ mod tests {
         for (i, d) in [5, 1, 300, 2, 700].iter().enumerate() {
             w.schedule(TimerEntry { deadline: base + d * S, idx: i as u32, generation: 0 });
         }
-        let mut fired = Vec::new();
-        w.advance(base + 3 * S, |_, e| fired.push(e.idx));
-        assert_eq!(fired, vec![1, 3]);
-        w.advance(base + 299 * S, |_, e| fired.push(e.idx));
-        assert_eq!(fired, vec![1, 3, 0]);
+        let mut due = Vec::new();
+        let idx = |due: &Vec<TimerEntry>| due.iter().map(|e| e.idx).collect::<Vec<_>>();
+        w.advance(base + 3 * S, &mut due);
+        assert_eq!(idx(&due), vec![1, 3]);
+        w.advance(base + 299 * S, &mut due);
+        assert_eq!(idx(&due), vec![1, 3, 0]);
         // 700 s is past one revolution of the wheel (~549 s): must not fire early.
-        w.advance(base + 600 * S, |_, e| fired.push(e.idx));
-        assert_eq!(fired, vec![1, 3, 0, 2]);
-        w.advance(base + 700 * S, |_, e| fired.push(e.idx));
-        assert_eq!(fired, vec![1, 3, 0, 2, 4]);
+        w.advance(base + 600 * S, &mut due);
+        assert_eq!(idx(&due), vec![1, 3, 0, 2]);
+        w.advance(base + 700 * S, &mut due);
+        assert_eq!(idx(&due), vec![1, 3, 0, 2, 4]);
         assert!(w.is_empty());
     }
 
@@ -151,12 +167,20 @@ mod tests {
         let mut w = TimerWheel::new();
         w.schedule(TimerEntry { deadline: 10 * S, idx: 0, generation: 0 });
         let mut n = 0;
-        w.advance(100 * S, |w, e| {
-            n += 1;
-            if e.deadline < 50 * S {
-                w.schedule(TimerEntry { deadline: e.deadline + 10 * S, ..e });
+        let mut due = Vec::new();
+        loop {
+            due.clear();
+            w.advance(100 * S, &mut due);
+            if due.is_empty() {
+                break;
             }
-        });
+            for e in &due {
+                n += 1;
+                if e.deadline < 50 * S {
+                    w.schedule(TimerEntry { deadline: e.deadline + 10 * S, ..*e });
+                }
+            }
+        }
         assert_eq!(n, 5);
     }
 }

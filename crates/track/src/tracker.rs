@@ -94,6 +94,7 @@ pub struct Tracker {
     now: i64,
     evict_cursor: usize,
     sample: Vec<u32>,
+    due: Vec<TimerEntry>,
 }
 
 /// ICMP types that pair with a reply; the key's second "port" is the counterpart.
@@ -157,6 +158,7 @@ impl Tracker {
             now: i64::MIN,
             evict_cursor: 0,
             sample: Vec::new(),
+            due: Vec::new(),
         }
     }
 
@@ -205,14 +207,33 @@ impl Tracker {
     }
 
     /// Runs timers up to packet time `now`.
+    #[inline]
     pub fn advance(&mut self, now: i64) {
         if now <= self.now {
             return;
         }
         self.now = now;
-        let mut wheel = std::mem::take(&mut self.wheel);
-        wheel.advance(now, |w, e| self.on_timer(w, e, now));
-        self.wheel = wheel;
+        if self.wheel.nothing_due(now) {
+            return;
+        }
+        self.fire_due(now);
+    }
+
+    #[inline(never)]
+    fn fire_due(&mut self, now: i64) {
+        let mut due = std::mem::take(&mut self.due);
+        loop {
+            due.clear();
+            self.wheel.advance(now, &mut due);
+            if due.is_empty() {
+                break;
+            }
+            // A check may reschedule at a deadline that is already due: loop.
+            for &e in &due {
+                self.on_timer(e, now);
+            }
+        }
+        self.due = due;
     }
 
     /// Processes one decoded packet at packet time `ts_ns`.
@@ -248,7 +269,7 @@ impl Tracker {
             _ => None,
         };
 
-        let (idx, side) = match self.table.find(key, hash) {
+        let (idx, side, created) = match self.table.find(key, hash) {
             Some((idx, side)) => {
                 let reuse = match (&seg, &self.table.get(idx).map(|e| &e.value.state)) {
                     (Some(s), Some(ProtoState::Tcp(t))) => t.is_reuse(s),
@@ -256,14 +277,18 @@ impl Tracker {
                 };
                 if reuse {
                     self.remove(idx);
-                    self.create(ts_ns, pkt, key, hash, seg.as_ref(), true)
+                    let (i, s) = self.create(ts_ns, pkt, key, hash, seg.as_ref(), true);
+                    (i, s, true)
                 } else {
-                    (idx, side)
+                    (idx, side, false)
                 }
             }
-            None => self.create(ts_ns, pkt, key, hash, seg.as_ref(), false),
+            None => {
+                let (i, s) = self.create(ts_ns, pkt, key, hash, seg.as_ref(), false);
+                (i, s, true)
+            }
         };
-        self.deliver(idx, side == Side::Orig, ts_ns, pkt, seg.as_ref());
+        self.deliver(idx, side == Side::Orig, ts_ns, pkt, seg.as_ref(), created);
     }
 
     fn create(&mut self, ts: i64, pkt: &IpPacket<'_>, key: &ConnKey, hash: u64, seg: Option<&Segment>, reused: bool) -> (u32, Side) {
@@ -306,7 +331,6 @@ impl Tracker {
             _ => ProtoState::Icmp(DatagramState::new()),
         };
         let mut conn = Conn {
-            uid: self.uids.next_uid(),
             start_ns: ts,
             last_ns: ts,
             seen_ns: ts,
@@ -337,19 +361,27 @@ impl Tracker {
         (idx, if flip { Side::Resp } else { Side::Orig })
     }
 
-    fn deliver(&mut self, idx: u32, is_orig: bool, ts: i64, pkt: &IpPacket<'_>, seg: Option<&Segment>) {
+    fn deliver(&mut self, idx: u32, is_orig: bool, ts: i64, pkt: &IpPacket<'_>, seg: Option<&Segment>, created: bool) {
         let Some(entry) = self.table.get_mut(idx) else { return };
         let conn = &mut entry.value;
         conn.seen_ns = conn.seen_ns.max(ts);
         let bad = pkt.checksum == Checksum::BadTransport;
         let mut flip = false;
+        // Packets only push deadlines later, which the lazy wheel handles when the
+        // old deadline comes; only a new connection or a change that can bring a
+        // deadline earlier needs a wheel operation.
+        let mut reschedule = created;
         match (&mut conn.state, seg) {
             (ProtoState::Tcp(t), Some(seg)) => {
                 if bad {
                     t.checksum_error(is_orig, &mut conn.hist);
+                    if created {
+                        self.schedule(idx);
+                    }
                     return;
                 }
                 let (touch, fx) = t.process(is_orig, seg, &mut conn.hist);
+                reschedule |= fx.state_changed || fx.attempt_timer || fx.close_complete || fx.reset_timer || fx.expire_check;
                 if touch {
                     conn.last_ns = ts;
                 }
@@ -378,6 +410,9 @@ impl Tracker {
                     *c += 1;
                     let n = *c;
                     conn.hist.scaled(is_orig, b'C', n);
+                    if created {
+                        self.schedule(idx);
+                    }
                     return;
                 }
                 conn.last_ns = ts;
@@ -390,6 +425,9 @@ impl Tracker {
             }
             (ProtoState::Icmp(d), _) => {
                 if bad {
+                    if created {
+                        self.schedule(idx);
+                    }
                     return;
                 }
                 conn.last_ns = ts;
@@ -412,7 +450,9 @@ impl Tracker {
         if flip {
             self.flip(idx);
         }
-        self.schedule(idx);
+        if reschedule {
+            self.schedule(idx);
+        }
     }
 
     /// Swaps originator and responder of a connection (Zeek's FlipRoles).
@@ -482,7 +522,7 @@ impl Tracker {
         }
     }
 
-    fn on_timer(&mut self, wheel: &mut TimerWheel, e: TimerEntry, now: i64) {
+    fn on_timer(&mut self, e: TimerEntry, now: i64) {
         let Some(entry) = self.table.get_mut(e.idx) else { return };
         if entry.value.generation != e.generation {
             return; // superseded by an earlier deadline, or the slot was reused
@@ -501,13 +541,14 @@ impl Tracker {
             let entry = self.table.get_mut(e.idx).unwrap();
             entry.value.scheduled_at = d;
             entry.value.generation = entry.value.generation.wrapping_add(1);
-            wheel.schedule(TimerEntry { deadline: d, idx: e.idx, generation: entry.value.generation });
+            self.wheel.schedule(TimerEntry { deadline: d, idx: e.idx, generation: entry.value.generation });
         }
     }
 
     fn remove(&mut self, idx: u32) {
-        if let Some(e) = self.table.remove(idx) {
-            self.out.push(e.value.to_record(&e.key));
+        let uids = &mut self.uids;
+        if let Some(r) = self.table.remove_with(idx, |e| e.value.to_record(&e.key, uids.next_uid())) {
+            self.out.push(r);
         }
     }
 

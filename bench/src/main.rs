@@ -1,0 +1,310 @@
+//! wirelog's benchmark tools.
+//!
+//! `wirelog-bench pipeline [--copies N] [--snap B] [--reps R] PCAP...`
+//!   Loads real packets into memory, then times decode + connection tracking
+//!   over them (checksums not verified, as `wirelog read -C`), conn records
+//!   built and dropped. With `--copies N` every packet is replayed N times with
+//!   its addresses rewritten per copy, interleaved, so N times as many
+//!   connections are open at once. Prints one `key=value` line per run.
+//!
+//! `wirelog-bench scale --copies N [--snap B] IN.pcap OUT.pcap`
+//!   Writes the same scaled corpus as a pcap file, for tools that read files.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use wirelog_decode::{DecodeConfig, Decoded, Decoder};
+use wirelog_source::{CaptureReader, LinkType};
+use wirelog_track::{Tracker, TrackerConfig};
+
+struct Rec {
+    ts: i64,
+    off: usize,
+    len: u32,
+    wire_len: u32,
+    linktype: LinkType,
+}
+
+/// Packets held contiguously in memory, as a capture ring would hold them.
+struct Corpus {
+    data: Vec<u8>,
+    pkts: Vec<Rec>,
+}
+
+impl Corpus {
+    fn load(paths: &[PathBuf], snap: usize) -> Result<Corpus, String> {
+        let mut c = Corpus { data: Vec::new(), pkts: Vec::new() };
+        for p in paths {
+            let mut r = CaptureReader::open(p).map_err(|e| e.to_string())?;
+            while let Some(pkt) = r.next_packet() {
+                let n = pkt.data.len().min(snap);
+                c.pkts.push(Rec { ts: pkt.ts_ns, off: c.data.len(), len: n as u32, wire_len: pkt.wire_len, linktype: pkt.linktype });
+                c.data.extend_from_slice(&pkt.data[..n]);
+            }
+            for prob in r.problems() {
+                eprintln!("{}: {} at byte {}: {}", p.display(), prob.kind.as_str(), prob.first_offset, prob.detail);
+            }
+        }
+        Ok(c)
+    }
+
+    /// Every packet `copies` times (copy k right after copy k-1, same timestamp),
+    /// addresses rewritten so that copy k's connections are distinct from the others'.
+    fn scaled(&self, copies: usize) -> Corpus {
+        let mut out = Corpus { data: Vec::with_capacity(self.data.len() * copies), pkts: Vec::with_capacity(self.pkts.len() * copies) };
+        out.huge_pages();
+        for r in &self.pkts {
+            let bytes = &self.data[r.off..r.off + r.len as usize];
+            let ip_at = ip_offset(r.linktype, bytes);
+            for k in 0..copies {
+                let off = out.data.len();
+                out.data.extend_from_slice(bytes);
+                if let Some(at) = ip_at {
+                    rewrite_addresses(&mut out.data[off..], at, k as u16);
+                }
+                out.pkts.push(Rec { ts: r.ts, off, len: r.len, wire_len: r.wire_len, linktype: r.linktype });
+            }
+        }
+        out
+    }
+
+    /// Backs the packet bytes with transparent huge pages: a capture ring is a
+    /// few large blocks, not 4 KiB pages scattered over the address space.
+    fn huge_pages(&mut self) {
+        let len = self.data.capacity();
+        if len >= 2 << 20 {
+            // SAFETY: advice on memory this Vec owns; the kernel may ignore it.
+            unsafe {
+                libc::madvise(self.data.as_mut_ptr() as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+
+    fn bytes(&self, r: &Rec) -> &[u8] {
+        &self.data[r.off..r.off + r.len as usize]
+    }
+}
+
+/// Offset of the IP header for the link types the shared captures use.
+fn ip_offset(lt: LinkType, d: &[u8]) -> Option<usize> {
+    let mut at = match lt {
+        LinkType::ETHERNET => 12,
+        LinkType::LINUX_SLL => 14,
+        LinkType::LINUX_SLL2 => return Some(20),
+        LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => return Some(0),
+        LinkType::NULL | LinkType::LOOP => return Some(4),
+        _ => return None,
+    };
+    // Walk 802.1Q/802.1ad tags to the EtherType.
+    loop {
+        let et = u16::from_be_bytes([*d.get(at)?, *d.get(at + 1)?]);
+        match et {
+            0x8100 | 0x88a8 | 0x9100 => at += 4,
+            0x0800 | 0x86dd => return Some(at + 2),
+            _ => return None,
+        }
+    }
+}
+
+/// XORs the copy number into the middle of both addresses: the mapping is the
+/// same for source and destination, so both directions of a connection stay
+/// one connection, and the first octet (loopback/private ranges) is kept.
+fn rewrite_addresses(pkt: &mut [u8], at: usize, k: u16) {
+    let kb = k.to_be_bytes();
+    let Some(&v) = pkt.get(at) else { return };
+    let (src, dst, w) = match v >> 4 {
+        4 => (at + 12 + 1, at + 16 + 1, 2),
+        6 => (at + 8 + 10, at + 24 + 10, 2),
+        _ => return,
+    };
+    if pkt.len() < dst + w {
+        return;
+    }
+    for i in 0..w {
+        pkt[src + i] ^= kb[i];
+        pkt[dst + i] ^= kb[i];
+    }
+}
+
+const PREFETCH_AHEAD: usize = 4;
+
+#[inline]
+fn prefetch(d: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        // SAFETY: a prefetch is a hint and never faults.
+        std::arch::x86_64::_mm_prefetch(d.as_ptr() as *const i8, std::arch::x86_64::_MM_HINT_T0);
+        std::arch::x86_64::_mm_prefetch(d.as_ptr().wrapping_add(64) as *const i8, std::arch::x86_64::_MM_HINT_T0);
+    }
+}
+
+/// CPU time of this thread: unlike wall time it does not count the time
+/// other processes on a busy machine take the core away.
+fn thread_cpu_ns() -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+    }
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+fn max_rss_mb() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+/// Decoding alone, to split the pipeline's cost between its stages.
+fn run_decode_only(c: &Corpus) -> String {
+    let mut decoder = Decoder::new(DecodeConfig { verify_checksums: false, ..DecodeConfig::default() });
+    let mut sum = 0u64;
+    let cpu0 = thread_cpu_ns();
+    for (i, r) in c.pkts.iter().enumerate() {
+        if let Some(ahead) = c.pkts.get(i + PREFETCH_AHEAD) {
+            prefetch(&c.data[ahead.off..]);
+        }
+        if let Decoded::Ip(ip) = decoder.decode(r.linktype, r.ts, c.bytes(r)) {
+            sum = sum.wrapping_add(ip.ip_len as u64);
+        }
+    }
+    let cpu = (thread_cpu_ns() - cpu0) as f64;
+    format!("stage=decode packets={} cpu_ns_per_packet={:.1} checksum={}", c.pkts.len(), cpu / c.pkts.len() as f64, sum)
+}
+
+fn run_pipeline(c: &Corpus, max_connections: usize) -> String {
+    let mut decoder = Decoder::new(DecodeConfig { verify_checksums: false, ..DecodeConfig::default() });
+    let mut tracker = Tracker::new(TrackerConfig { max_connections, uid_seed: Some(1), ..TrackerConfig::default() });
+    let mut records = 0u64;
+    let cpu0 = thread_cpu_ns();
+    let t0 = Instant::now();
+    for (i, r) in c.pkts.iter().enumerate() {
+        // Packet headers are cold in memory (as in a capture ring): ask for the
+        // headers a few packets ahead while this one is processed.
+        if let Some(ahead) = c.pkts.get(i + PREFETCH_AHEAD) {
+            prefetch(&c.data[ahead.off..]);
+        }
+        if let Decoded::Ip(ip) = decoder.decode(r.linktype, r.ts, c.bytes(r)) {
+            tracker.packet(r.ts, &ip);
+        }
+        if i & 4095 == 0 {
+            records += tracker.take_records().count() as u64;
+        }
+    }
+    tracker.finish();
+    records += tracker.take_records().count() as u64;
+    let wall = t0.elapsed().as_nanos() as f64;
+    let cpu = (thread_cpu_ns() - cpu0) as f64;
+    let n = c.pkts.len() as f64;
+    let st = tracker.stats();
+    format!(
+        "packets={} ns_per_packet={:.1} cpu_ns_per_packet={:.1} wall_s={:.3} connections={} records={} peak_connections={} evicted={} bytes_per_connection={} max_rss_mb={:.0}",
+        c.pkts.len(),
+        wall / n,
+        cpu / n,
+        wall / 1e9,
+        st.connections,
+        records,
+        st.peak_connections,
+        st.evicted,
+        tracker.bytes_per_connection(),
+        max_rss_mb()
+    )
+}
+
+fn write_pcap(c: &Corpus, out: &Path) -> Result<(), String> {
+    let lt = c.pkts.first().map(|r| r.linktype).unwrap_or(LinkType::ETHERNET);
+    if c.pkts.iter().any(|r| r.linktype != lt) {
+        return Err("input mixes link types; a pcap file holds one".into());
+    }
+    let f = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let mut w = BufWriter::with_capacity(1 << 20, f);
+    let io = |e: std::io::Error| format!("{}: {e}", out.display());
+    // Nanosecond pcap, little endian.
+    w.write_all(&0xa1b2_3c4du32.to_le_bytes()).map_err(io)?;
+    w.write_all(&2u16.to_le_bytes()).map_err(io)?;
+    w.write_all(&4u16.to_le_bytes()).map_err(io)?;
+    w.write_all(&[0u8; 8]).map_err(io)?;
+    w.write_all(&262_144u32.to_le_bytes()).map_err(io)?;
+    w.write_all(&lt.0.to_le_bytes()).map_err(io)?;
+    for r in &c.pkts {
+        let secs = r.ts.div_euclid(1_000_000_000) as u32;
+        let nanos = r.ts.rem_euclid(1_000_000_000) as u32;
+        for v in [secs, nanos, r.len, r.wire_len] {
+            w.write_all(&v.to_le_bytes()).map_err(io)?;
+        }
+        w.write_all(c.bytes(r)).map_err(io)?;
+    }
+    w.flush().map_err(io)
+}
+
+struct Opts {
+    decode_only: bool,
+    copies: usize,
+    snap: usize,
+    reps: usize,
+    files: Vec<PathBuf>,
+}
+
+fn parse(args: &[String]) -> Result<Opts, String> {
+    let mut o = Opts { decode_only: false, copies: 1, snap: usize::MAX, reps: 3, files: Vec::new() };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut num = |name: &str| -> Result<usize, String> {
+            it.next().and_then(|v| v.parse().ok()).ok_or(format!("{name} needs a number"))
+        };
+        match a.as_str() {
+            "--copies" => o.copies = num("--copies")?.max(1),
+            "--snap" => o.snap = num("--snap")?.max(64),
+            "--reps" => o.reps = num("--reps")?.max(1),
+            "--decode-only" => o.decode_only = true,
+            s if s.starts_with("--") => return Err(format!("unknown option {s}")),
+            f => o.files.push(PathBuf::from(f)),
+        }
+    }
+    if o.files.is_empty() {
+        return Err("no capture given".into());
+    }
+    Ok(o)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] IN.pcap OUT.pcap";
+    let result = match args.first().map(String::as_str) {
+        Some("pipeline") => parse(&args[1..]).and_then(|o| {
+            let base = Corpus::load(&o.files, o.snap)?;
+            // Always copy once, into huge-page backed memory.
+            let c = base.scaled(o.copies);
+            eprintln!("loaded {} packets ({} MB) x{}", c.pkts.len(), c.data.len() >> 20, o.copies);
+            let max = (1usize << 20).max(c.pkts.len().min(8 << 20));
+            for _ in 0..o.reps {
+                if o.decode_only {
+                    println!("{}", run_decode_only(&c));
+                } else {
+                    println!("{}", run_pipeline(&c, max));
+                }
+            }
+            Ok(())
+        }),
+        Some("scale") => parse(&args[1..]).and_then(|o| {
+            if o.files.len() != 2 {
+                return Err("scale needs IN.pcap OUT.pcap".into());
+            }
+            let base = Corpus::load(&o.files[..1], o.snap)?;
+            let c = base.scaled(o.copies);
+            write_pcap(&c, &o.files[1])?;
+            eprintln!("wrote {} packets to {}", c.pkts.len(), o.files[1].display());
+            Ok(())
+        }),
+        _ => Err(usage.to_string()),
+    };
+    if let Err(e) = result {
+        eprintln!("wirelog-bench: {e}");
+        std::process::exit(2);
+    }
+}
