@@ -37,7 +37,7 @@ die() { log "error: $*"; exit 1; }
 
 # ---- packages ------------------------------------------------------------------------------
 PKGS=(nginx dnsmasq-base dnsutils curl mariadb-server mariadb-client tcpdump tshark
-      wireshark-common iproute2 iputils-ping ethtool gzip)
+      wireshark-common iproute2 iputils-ping ethtool gzip tcpreplay)
 install_pkgs() {
     local missing=() p own_policy=0
     for p in "$@"; do
@@ -242,8 +242,10 @@ sleep 0.5
 # ---- capture ---------------------------------------------------------------------------------
 PCAP=$T/sample.pcap
 DNSMASQ_LOG0=$(wc -l <"$T/dnsmasq.log")
-# ip netns exec directly (not the nsx function), so that $! is tcpdump's own PID
-ip netns exec "$NS" tcpdump -i lo -n -Z root -s 0 -B 8192 -U -w "$PCAP" 2>"$T/tcpdump.log" &
+# ip netns exec directly (not the nsx function), so that $! is tcpdump's own PID.
+# --immediate-mode: without it libpcap hands packets over in blocks (up to 1 s late), and
+# the packets still in the kernel's ring when tcpdump gets SIGINT are lost.
+ip netns exec "$NS" tcpdump -i lo -n -Z root -s 0 -B 8192 --immediate-mode -U -w "$PCAP" 2>"$T/tcpdump.log" &
 CAP_PID=$!; PIDS+=("$CAP_PID")
 wait_for 10 grep -q 'listening on' "$T/tcpdump.log" || { cat "$T/tcpdump.log" >&2; die "tcpdump did not start"; }
 sleep 0.3
@@ -321,7 +323,8 @@ pause
 log "refused connects, UDP to a closed port"
 nsx bash -c '
     for hp in 127.0.0.1/23 127.0.0.1/5432 127.0.0.1/8080 ::1/23 ::1/5432; do
-        if timeout 5 bash -c "exec 3<>/dev/tcp/$hp" 2>/dev/null; then r=connected; else r=failed; fi
+        if err=$(timeout 5 bash -c "exec 3<>/dev/tcp/$hp" 2>&1); then r=connected
+        else r=$(printf "%s\n" "$err" | grep -o "Connection refused" | head -n 1); r=${r:-failed}; fi
         echo "tcp ${hp%/*} port ${hp#*/}: $r"
     done
     for hp in 127.0.0.1/33434 ::1/33434; do
@@ -335,7 +338,7 @@ log "ICMP echo"
 nsx timeout 10 ping -c 3 -i 0.2 -n 127.0.0.1 >"$O/ping4.txt" 2>&1 || true
 nsx timeout 10 ping -6 -c 3 -i 0.2 -n ::1 >"$O/ping6.txt" 2>&1 || true
 
-sleep 0.5
+sleep 1
 kill -INT "$CAP_PID" 2>/dev/null || true
 wait "$CAP_PID" 2>/dev/null || true
 grep -E 'captured|dropped' "$T/tcpdump.log" >&2 || true
@@ -349,6 +352,14 @@ PKTS=$(capinfos -M -c "$PCAP" | awk -F: '/Number of packets/{gsub(/ /,"",$2);pri
 DUR=$(capinfos -M -u "$PCAP" | awk -F: '/Capture duration/{split($2,a," ");print a[1]}')
 TCPC=$(tshark -n -r "$PCAP" -q -z conv,tcp 2>/dev/null | grep -c '<->' || true)
 UDPC=$(tshark -n -r "$PCAP" -q -z conv,udp 2>/dev/null | grep -c '<->' || true)
+# cross-check: what the tools say was sent must be in the capture
+tcount() { tshark -n -r "$PCAP" -Y "$1" 2>/dev/null | wc -l; }
+C_HTTP=$(tcount 'http.request'); C_DNSQ=$(tcount 'dns.flags.response == 0')
+C_ECHO=$(tcount 'icmp.type == 0 || icmpv6.type == 129'); C_UNR=$(tcount 'icmp.type == 3 || icmpv6.type == 1')
+C_RST=$(tcount 'tcp.flags.reset == 1'); C_SQL=$(tcount 'mysql.command')
+N_HTTP=$(wc -l <"$T/access.log"); N_DNS=$(ls "$O"/dig_*.txt | wc -l)
+[[ $C_HTTP -eq $N_HTTP && $C_DNSQ -eq $N_DNS && $C_ECHO -eq 6 && $C_UNR -eq 2 && $C_RST -ge 6 ]] ||
+    die "capture incomplete: http=$C_HTTP/$N_HTTP dns=$C_DNSQ/$N_DNS echo-replies=$C_ECHO/6 unreachable=$C_UNR/2 rst=$C_RST/>=6"
 {
     echo "sample.pcap.gz - wirelog demo capture (real traffic, recorded by samples/record-sample.sh)"
     echo
@@ -357,6 +368,8 @@ UDPC=$(tshark -n -r "$PCAP" -q -z conv,udp 2>/dev/null | grep -c '<->' || true)
     echo "dnsmasq 127.0.0.53:53 and [::1]:53, MariaDB 127.0.0.1:3306."
     echo
     echo "capture: $PKTS packets (capinfos -c), ${DUR}s, $TCPC TCP and $UDPC UDP conversations (tshark -z conv)"
+    echo "tshark finds: $C_HTTP HTTP requests, $C_DNSQ DNS queries, $C_SQL MySQL commands, $C_RST TCP RSTs,"
+    echo "  $C_ECHO ICMP/ICMPv6 echo replies, $C_UNR ICMP/ICMPv6 port unreachable"
     echo
     echo "== HTTP: $(wc -l <"$T/access.log") requests (nginx access log: client \"request\" status bytes connection request-on-connection)"
     sed 's/^/  /' "$T/access.log"
@@ -407,7 +420,11 @@ UDPC=$(tshark -n -r "$PCAP" -q -z conv,udp 2>/dev/null | grep -c '<->' || true)
     grep -h -E 'packets transmitted' "$O/ping6.txt" | sed 's/^/  ::1:       /'
 } >"$T/sample.txt"
 
-gzip -9 -n -c "$PCAP" >"$T/sample.pcap.gz"
+# On lo the kernel never fills in TCP/UDP checksums (offloading), so the raw
+# capture would need -C. Recompute them, so the demo reads like a capture
+# from a NIC without offloading (packets are otherwise unchanged).
+tcprewrite --fixcsum --infile="$PCAP" --outfile="$T/fixed.pcap"
+gzip -9 -n -c "$T/fixed.pcap" >"$T/sample.pcap.gz"
 mv -f "$T/sample.pcap.gz" "$OUT_DIR/sample.pcap.gz"
 mv -f "$T/sample.txt" "$OUT_DIR/sample.txt"
 rm -f "$OUT_DIR/sample.pcap"

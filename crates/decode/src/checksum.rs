@@ -21,12 +21,22 @@ pub fn sum(data: &[u8], acc: u64) -> u64 {
         let w: [u8; 8] = c.try_into().unwrap_or([0; 8]);
         wide += u128::from(u64::from_le_bytes(w));
     }
-    let rest = chunks.remainder();
-    let mut tail = [0u8; 8];
-    tail[..rest.len()].copy_from_slice(rest);
-    // A trailing odd byte lands in the low byte of a little-endian word, which
-    // is the high byte of the big-endian word RFC 1071 pads.
-    wide += u128::from(u64::from_le_bytes(tail));
+    // The tail, without a variable-length copy (a memcpy call costs more than
+    // the sum of a short header).
+    let mut rest = chunks.remainder();
+    if let Some((w, r)) = rest.split_first_chunk::<4>() {
+        wide += u128::from(u32::from_le_bytes(*w));
+        rest = r;
+    }
+    if let Some((w, r)) = rest.split_first_chunk::<2>() {
+        wide += u128::from(u16::from_le_bytes(*w));
+        rest = r;
+    }
+    // A trailing odd byte is the low byte of a little-endian word, which is
+    // the high byte of the big-endian word RFC 1071 pads.
+    if let Some(&b) = rest.first() {
+        wide += u128::from(b);
+    }
     let (lo, carry) = (wide as u64).overflowing_add((wide >> 64) as u64);
     acc + u64::from(fold(lo).swap_bytes()) + u64::from(carry)
 }

@@ -48,16 +48,8 @@ impl<T> ConnTable<T> {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     pub fn is_full(&self) -> bool {
         self.len >= self.capacity
-    }
-
-    pub fn capacity(&self) -> usize {
-        self.capacity
     }
 
     /// Hints the CPU to load the first slot of `hash`'s probe sequence.
@@ -125,14 +117,6 @@ impl<T> ConnTable<T> {
     #[inline]
     pub fn get_mut(&mut self, idx: u32) -> Option<&mut Entry<T>> {
         self.entries.get_mut(idx as usize).and_then(|e| e.as_mut())
-    }
-
-    /// Removes the entry at `idx` and returns it.
-    pub fn remove(&mut self, idx: u32) -> Option<Entry<T>> {
-        let mut out = None;
-        self.remove_slot(idx)?;
-        std::mem::swap(&mut out, &mut self.entries[idx as usize]);
-        out
     }
 
     /// Removes the entry at `idx` after passing it to `f`, without moving it out.
@@ -250,7 +234,7 @@ mod tests {
             let h = k.symmetric_hash(1) & 0xffff_0000_0000_03ff;
             let (idx, side) = t.find(&k.reversed(), h).expect("present");
             assert_eq!(side, Side::Resp);
-            assert_eq!(t.remove(idx).unwrap().value, i);
+            assert_eq!(t.remove_with(idx, |e| e.value), Some(i));
         }
         for i in 0..5000u32 {
             let k = key(i);

@@ -98,7 +98,7 @@ impl Reassembly {
             return true;
         }
         let ranges = self.above_hole.get_or_insert_with(Default::default);
-        let mut i = ranges.partition_point(|r| r.1 < seq);
+        let i = ranges.partition_point(|r| r.1 < seq);
         let (mut lo, mut hi) = (seq, upper);
         while i < ranges.len() && ranges[i].0 <= hi {
             lo = lo.min(ranges[i].0);

@@ -42,10 +42,7 @@ impl TimerWheel {
         TimerWheel { slots: (0..SLOTS).map(|_| Vec::new()).collect(), due: BinaryHeap::new(), current_tick: 0, started: false, len: 0 }
     }
 
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

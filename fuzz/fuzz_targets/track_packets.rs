@@ -1,0 +1,63 @@
+//! Packet sequences through decode and connection tracking: no panic, and the
+//! tracker's output stays consistent with its input.
+//!
+//! The input is a series of `[flags][dt][len][bytes]` records: `flags` picks
+//! the link type (raw IPv4/IPv6 or Ethernet) and whether checksums are
+//! verified, `dt` advances packet time (up to ~4 minutes, so every timer
+//! fires), the bytes are one packet. Packets often belong to the same few
+//! connections because the fuzzer mutates one seed, so the TCP state machine,
+//! flips, reuse and gap accounting are all reached.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use wirelog_decode::{DecodeConfig, Decoded, Decoder, LinkType};
+use wirelog_track::{Tracker, TrackerConfig};
+
+fuzz_target!(|data: &[u8]| {
+    let verify = data.first().is_some_and(|b| b & 0x80 != 0);
+    let mut decoder = Decoder::new(DecodeConfig { verify_checksums: verify, ..DecodeConfig::default() });
+    let mut tracker = Tracker::new(TrackerConfig { max_connections: 16, uid_seed: Some(1), ..TrackerConfig::default() });
+    let mut ts: i64 = 1_700_000_000_000_000_000;
+    let mut rest = data;
+    let mut packets = 0u64;
+    while rest.len() >= 3 {
+        let (flags, dt, len) = (rest[0], rest[1], rest[2] as usize);
+        rest = &rest[3..];
+        let n = len.min(rest.len());
+        let (pkt, tail) = rest.split_at(n);
+        rest = tail;
+        // dt: low values are microseconds apart, high values jump seconds to minutes.
+        ts += if dt < 200 { dt as i64 * 1_000 } else { (dt as i64 - 199) * 5_000_000_000 };
+        let lt = match flags & 3 {
+            0 => LinkType::RAW,
+            1 => LinkType::ETHERNET,
+            2 => LinkType::IPV6,
+            _ => LinkType::IPV4,
+        };
+        packets += 1;
+        if let Decoded::Ip(ip) = decoder.decode(lt, ts, pkt) {
+            tracker.packet(ts, &ip);
+        }
+        for r in tracker.take_records() {
+            check(&r);
+        }
+    }
+    tracker.finish();
+    let mut total = 0u64;
+    for r in tracker.take_records() {
+        check(&r);
+        total += r.orig_pkts + r.resp_pkts;
+    }
+    assert!(total <= packets);
+    assert_eq!(tracker.active_connections(), 0);
+});
+
+fn check(r: &wirelog_record::ConnRecord) {
+    if let Some(d) = r.duration_ns {
+        assert!(d > 0);
+    }
+    assert_eq!(r.orig_bytes.is_some(), r.duration_ns.is_some());
+    assert!(r.community_id.as_str().starts_with("1:"));
+    assert!(!r.history.as_str().contains('\0'));
+}
