@@ -16,14 +16,13 @@
 #[inline]
 pub fn sum(data: &[u8], acc: u64) -> u64 {
     let mut wide = 0u128;
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let w: [u8; 8] = c.try_into().unwrap_or([0; 8]);
-        wide += u128::from(u64::from_le_bytes(w));
+    let mut rest = data;
+    while let Some((w, r)) = rest.split_first_chunk::<8>() {
+        wide += u128::from(u64::from_le_bytes(*w));
+        rest = r;
     }
     // The tail, without a variable-length copy (a memcpy call costs more than
     // the sum of a short header).
-    let mut rest = chunks.remainder();
     if let Some((w, r)) = rest.split_first_chunk::<4>() {
         wide += u128::from(u32::from_le_bytes(*w));
         rest = r;

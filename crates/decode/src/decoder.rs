@@ -182,7 +182,7 @@ enum Pseudo<'a> {
 }
 
 impl Pseudo<'_> {
-    #[inline]
+    #[inline(always)]
     fn sum(&self, proto: u8, len: u32) -> u64 {
         match self {
             Pseudo::V4(a) => {
