@@ -100,17 +100,14 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
             file_packets += 1;
             match decoder.decode(p.linktype, p.ts_ns, p.data) {
                 Decoded::Ip(ip) => tracker.packet(p.ts_ns, &ip),
-                Decoded::Skipped(reason) => {
-                    if REPORTED_SKIPS.contains(&reason) {
-                        match first_skips.iter_mut().find(|(r, _)| *r == reason) {
-                            Some((_, s)) => s.count += 1,
-                            None => first_skips.push((reason, FirstSkip { count: 1, packet: file_packets, offset: 0 })),
-                        }
-                        if let Some((_, s)) = first_skips.iter_mut().find(|(r, s)| *r == reason && s.count == 1) {
-                            s.offset = reader.position();
-                        }
+                Decoded::Skipped(reason) if REPORTED_SKIPS.contains(&reason) => {
+                    match first_skips.iter_mut().find(|(r, _)| *r == reason) {
+                        Some((_, s)) => s.count += 1,
+                        None => first_skips
+                            .push((reason, FirstSkip { count: 1, packet: file_packets, offset: reader.position() })),
                     }
                 }
+                Decoded::Skipped(_) => {}
             }
             if file_packets % DRAIN_EVERY == 0 {
                 write_records(&mut tracker, &mut sink)?;

@@ -731,18 +731,21 @@ impl TcpConn {
 
     /// `endp_is_orig`'s data was acknowledged up to relative `seq` (Zeek's AckReceived).
     fn ack_received(&mut self, endp_is_orig: bool, mut seq: u64, hist: &mut HistoryState) {
-        let report = self.report_gap();
-        let clean = self.orig.is_clean() && self.resp.is_clean();
-        let is_partial = self.is_partial;
-        let mut missed = 0u64;
         {
-            let (e, _) = self.ep(endp_is_orig);
+            let e = if endp_is_orig { &self.orig } else { &self.resp };
             if e.fin_cnt > 0 && seq >= e.fin_seq {
                 seq = e.fin_seq.wrapping_sub(1);
             }
             if seq <= e.reasm.trim {
                 return;
             }
+        }
+        let report = self.report_gap();
+        let clean = self.orig.is_clean() && self.resp.is_clean();
+        let is_partial = self.is_partial;
+        let mut missed = 0u64;
+        {
+            let (e, _) = self.ep(endp_is_orig);
             let mut gaps = 0u32;
             e.reasm.trim_to(seq, is_partial, |n| {
                 if clean {
@@ -779,9 +782,13 @@ impl TcpConn {
     }
 
     fn check_eof(&mut self, is_orig: bool) {
-        let pending = self.data_pending(is_orig);
-        let (e, _) = self.ep(is_orig);
-        if !e.did_eof && (e.fin_cnt > 0 || e.state == Closed || e.state == Reset) && !pending {
+        let e = if is_orig { &self.orig } else { &self.resp };
+        // Cheap tests first: data_pending only matters once this side is closing.
+        if e.did_eof || !(e.fin_cnt > 0 || e.state == Closed || e.state == Reset) || self.data_pending(is_orig) {
+            return;
+        }
+        {
+            let (e, _) = self.ep(is_orig);
             e.did_eof = true;
             if self.close_deferred {
                 let gen = self.deferred_gen_event;
