@@ -775,7 +775,10 @@ def render(ctx: dict) -> str:
                 cells = []
                 for k in keys:
                     m = p.med(k)
-                    cells.append(f"{m:g}" if m is not None else (p.runs[-1].get(k, "")))
+                    if m is None:
+                        cells.append(p.runs[-1].get(k, ""))
+                    else:
+                        cells.append(f"{int(m):,}" if m == int(m) else f"{m:.6g}")
                 L.append(f"| {p.label} | " + " | ".join(cells) + " |")
             L.append("")
 

@@ -94,6 +94,10 @@ impl CommunityId {
         // Only ASCII is ever written.
         std::str::from_utf8(&self.text).unwrap_or("")
     }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.text
+    }
 }
 
 impl std::fmt::Display for CommunityId {

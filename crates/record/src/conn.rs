@@ -100,7 +100,12 @@ impl History {
     }
 
     pub fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.letters[..self.len as usize]).unwrap_or("")
+        std::str::from_utf8(self.as_bytes()).unwrap_or("")
+    }
+
+    /// The letters as bytes (always ASCII).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.letters[..self.len as usize]
     }
 
     pub fn is_empty(&self) -> bool {

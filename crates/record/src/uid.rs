@@ -41,23 +41,32 @@ impl UidGenerator {
         self.state[1].wrapping_add(s0)
     }
 
-    /// A new uid, as Zeek writes them (e.g. `CHhAvVGS1DHFjwGM9`).
+    /// A new uid, as Zeek writes them (e.g. `CHhAvVGS1DHFjwGM9`): "C" and the
+    /// base62 digits of 96 random bits, kept as a 64-bit and a 32-bit part so
+    /// the conversion needs no 128-bit division.
     pub fn next_uid(&mut self) -> Uid {
-        let hi = self.next_u64() as u128;
-        let lo = (self.next_u64() & 0xffff_ffff) as u128;
-        let mut v: u128 = (hi << 32) | lo;
         const DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+        let mut hi = self.next_u64();
+        let mut lo = self.next_u64() & 0xffff_ffff;
         let mut buf = [0u8; 18];
-        let mut n = 0;
         buf[0] = b'C';
-        let mut tmp = [0u8; 17];
-        while v > 0 && n < 17 {
-            tmp[n] = DIGITS[(v % 62) as usize];
-            v /= 62;
-            n += 1;
+        // 62^11 > 2^64 and 62^6 > 2^32: 11 + 6 digits hold 96 bits.
+        let mut digits = [0u8; 17];
+        for d in digits[..6].iter_mut() {
+            *d = DIGITS[(lo % 62) as usize];
+            lo /= 62;
+        }
+        for d in digits[6..].iter_mut() {
+            *d = DIGITS[(hi % 62) as usize];
+            hi /= 62;
+        }
+        // Most significant first, leading zeros dropped (as Zeek does).
+        let mut n = 17;
+        while n > 1 && digits[n - 1] == b'0' {
+            n -= 1;
         }
         for i in 0..n {
-            buf[1 + i] = tmp[n - 1 - i];
+            buf[1 + i] = digits[n - 1 - i];
         }
         Uid { bytes: buf, len: (n + 1) as u8 }
     }
@@ -73,7 +82,11 @@ pub struct Uid {
 impl Uid {
     pub fn as_str(&self) -> &str {
         // Only ASCII base62 digits are ever written.
-        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("C")
+        std::str::from_utf8(self.as_bytes()).unwrap_or("C")
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
     }
 }
 

@@ -45,15 +45,56 @@ pub struct ConnLogWriter<W: Write> {
     rows: u64,
 }
 
+// Records are formatted by hand into a reused buffer: `write!` and Display
+// cost more than everything else on the per-connection path.
+
+/// Appends the decimal digits of `v`.
+#[inline]
+fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&tmp[i..]);
+}
+
 /// Seconds with six decimals, from nanoseconds, rounded to the microsecond.
 fn write_secs(buf: &mut Vec<u8>, ns: i64) {
     let us = if ns >= 0 { (ns + 500) / 1000 } else { (ns - 500) / 1000 };
-    let (sign, us) = if us < 0 { ("-", -us) } else { ("", us) };
-    let _ = write!(buf, "{}{}.{:06}", sign, us / 1_000_000, us % 1_000_000);
+    if us < 0 {
+        buf.push(b'-');
+    }
+    let us = us.unsigned_abs();
+    push_u64(buf, us / 1_000_000);
+    buf.push(b'.');
+    let frac = us % 1_000_000;
+    let mut digits = [b'0'; 6];
+    let mut f = frac;
+    for d in digits.iter_mut().rev() {
+        *d = b'0' + (f % 10) as u8;
+        f /= 10;
+    }
+    buf.extend_from_slice(&digits);
 }
 
 fn write_addr(buf: &mut Vec<u8>, a: &IpAddr16) {
-    let _ = write!(buf, "{}", a.to_std());
+    if a.is_v4() {
+        for (i, o) in a.0[12..].iter().enumerate() {
+            if i > 0 {
+                buf.push(b'.');
+            }
+            push_u64(buf, *o as u64);
+        }
+    } else {
+        use std::io::Write as _;
+        let _ = write!(buf, "{}", a.to_std());
+    }
 }
 
 /// Zeek's `#open`/`#close` timestamp format, in UTC.
@@ -117,83 +158,108 @@ impl<W: Write> ConnLogWriter<W> {
 
     fn tsv_line(&mut self, r: &ConnRecord) {
         let b = &mut self.line;
-        let unset = |b: &mut Vec<u8>| b.extend_from_slice(b"-");
+        let opt = |b: &mut Vec<u8>, v: Option<u64>| match v {
+            Some(v) => push_u64(b, v),
+            None => b.push(b'-'),
+        };
         write_secs(b, r.ts_ns);
-        let _ = write!(b, "\t{}\t", r.uid);
+        b.push(b'\t');
+        b.extend_from_slice(r.uid.as_bytes());
+        b.push(b'\t');
         write_addr(b, &r.orig_h);
-        let _ = write!(b, "\t{}\t", r.orig_p);
+        b.push(b'\t');
+        push_u64(b, r.orig_p as u64);
+        b.push(b'\t');
         write_addr(b, &r.resp_h);
-        let _ = write!(b, "\t{}\t{}\t", r.resp_p, r.proto.as_str());
-        match r.service {
-            Some(s) => b.extend_from_slice(s.as_bytes()),
-            None => unset(b),
-        }
+        b.push(b'\t');
+        push_u64(b, r.resp_p as u64);
+        b.push(b'\t');
+        b.extend_from_slice(r.proto.as_str().as_bytes());
+        b.push(b'\t');
+        b.extend_from_slice(r.service.unwrap_or("-").as_bytes());
         b.push(b'\t');
         match r.duration_ns {
             Some(d) => write_secs(b, d),
-            None => unset(b),
+            None => b.push(b'-'),
         }
-        for v in [r.orig_bytes, r.resp_bytes] {
-            b.push(b'\t');
-            match v {
-                Some(v) => {
-                    let _ = write!(b, "{}", v);
-                }
-                None => unset(b),
-            }
-        }
-        let tf = |x: bool| if x { "T" } else { "F" };
-        let _ = write!(b, "\t{}\t{}\t{}\t{}\t", r.conn_state.as_str(), tf(r.local_orig), tf(r.local_resp), r.missed_bytes);
+        b.push(b'\t');
+        opt(b, r.orig_bytes);
+        b.push(b'\t');
+        opt(b, r.resp_bytes);
+        b.push(b'\t');
+        b.extend_from_slice(r.conn_state.as_str().as_bytes());
+        b.extend_from_slice(if r.local_orig { b"\tT" } else { b"\tF" });
+        b.extend_from_slice(if r.local_resp { b"\tT\t" } else { b"\tF\t" });
+        push_u64(b, r.missed_bytes);
+        b.push(b'\t');
         if r.history.is_empty() {
-            unset(b);
+            b.push(b'-');
         } else {
-            b.extend_from_slice(r.history.as_str().as_bytes());
+            b.extend_from_slice(r.history.as_bytes());
         }
-        let _ = writeln!(
-            b,
-            "\t{}\t{}\t{}\t{}\t-\t{}\t{}",
-            r.orig_pkts, r.orig_ip_bytes, r.resp_pkts, r.resp_ip_bytes, r.ip_proto, r.community_id
-        );
+        for v in [r.orig_pkts, r.orig_ip_bytes, r.resp_pkts, r.resp_ip_bytes] {
+            b.push(b'\t');
+            push_u64(b, v);
+        }
+        b.extend_from_slice(b"\t-\t");
+        push_u64(b, r.ip_proto as u64);
+        b.push(b'\t');
+        b.extend_from_slice(r.community_id.as_bytes());
+        b.push(b'\n');
     }
 
     fn json_line(&mut self, r: &ConnRecord) {
         let b = &mut self.line;
+        let num = |b: &mut Vec<u8>, key: &[u8], v: u64| {
+            b.extend_from_slice(key);
+            push_u64(b, v);
+        };
         b.extend_from_slice(b"{\"ts\":");
         write_secs(b, r.ts_ns);
-        let _ = write!(b, ",\"uid\":\"{}\",\"id.orig_h\":\"", r.uid);
+        b.extend_from_slice(b",\"uid\":\"");
+        b.extend_from_slice(r.uid.as_bytes());
+        b.extend_from_slice(b"\",\"id.orig_h\":\"");
         write_addr(b, &r.orig_h);
-        let _ = write!(b, "\",\"id.orig_p\":{},\"id.resp_h\":\"", r.orig_p);
+        num(b, b"\",\"id.orig_p\":", r.orig_p as u64);
+        b.extend_from_slice(b",\"id.resp_h\":\"");
         write_addr(b, &r.resp_h);
-        let _ = write!(b, "\",\"id.resp_p\":{},\"proto\":\"{}\"", r.resp_p, r.proto.as_str());
+        num(b, b"\",\"id.resp_p\":", r.resp_p as u64);
+        b.extend_from_slice(b",\"proto\":\"");
+        b.extend_from_slice(r.proto.as_str().as_bytes());
+        b.push(b'"');
         if let Some(s) = r.service {
-            let _ = write!(b, ",\"service\":\"{}\"", s);
+            b.extend_from_slice(b",\"service\":\"");
+            b.extend_from_slice(s.as_bytes());
+            b.push(b'"');
         }
         if let Some(d) = r.duration_ns {
             b.extend_from_slice(b",\"duration\":");
             write_secs(b, d);
         }
         if let Some(v) = r.orig_bytes {
-            let _ = write!(b, ",\"orig_bytes\":{}", v);
+            num(b, b",\"orig_bytes\":", v);
         }
         if let Some(v) = r.resp_bytes {
-            let _ = write!(b, ",\"resp_bytes\":{}", v);
+            num(b, b",\"resp_bytes\":", v);
         }
-        let _ = write!(
-            b,
-            ",\"conn_state\":\"{}\",\"local_orig\":{},\"local_resp\":{},\"missed_bytes\":{}",
-            r.conn_state.as_str(),
-            r.local_orig,
-            r.local_resp,
-            r.missed_bytes
-        );
+        b.extend_from_slice(b",\"conn_state\":\"");
+        b.extend_from_slice(r.conn_state.as_str().as_bytes());
+        b.extend_from_slice(if r.local_orig { b"\",\"local_orig\":true" } else { b"\",\"local_orig\":false" });
+        b.extend_from_slice(if r.local_resp { b",\"local_resp\":true" } else { b",\"local_resp\":false" });
+        num(b, b",\"missed_bytes\":", r.missed_bytes);
         if !r.history.is_empty() {
-            let _ = write!(b, ",\"history\":\"{}\"", r.history.as_str());
+            b.extend_from_slice(b",\"history\":\"");
+            b.extend_from_slice(r.history.as_bytes());
+            b.push(b'"');
         }
-        let _ = writeln!(
-            b,
-            ",\"orig_pkts\":{},\"orig_ip_bytes\":{},\"resp_pkts\":{},\"resp_ip_bytes\":{},\"ip_proto\":{},\"community_id\":\"{}\"}}",
-            r.orig_pkts, r.orig_ip_bytes, r.resp_pkts, r.resp_ip_bytes, r.ip_proto, r.community_id
-        );
+        num(b, b",\"orig_pkts\":", r.orig_pkts);
+        num(b, b",\"orig_ip_bytes\":", r.orig_ip_bytes);
+        num(b, b",\"resp_pkts\":", r.resp_pkts);
+        num(b, b",\"resp_ip_bytes\":", r.resp_ip_bytes);
+        num(b, b",\"ip_proto\":", r.ip_proto as u64);
+        b.extend_from_slice(b",\"community_id\":\"");
+        b.extend_from_slice(r.community_id.as_bytes());
+        b.extend_from_slice(b"\"}\n");
     }
 
     /// Writes the `#close` line (TSV) and flushes.
@@ -288,6 +354,24 @@ mod tests {
         assert!(!s.contains("duration"));
         assert!(s.contains("\"id.resp_h\":\"2001:db8::1\""));
         assert!(s.trim_end().ends_with(&format!("\"community_id\":\"{}\"}}", r.community_id)));
+    }
+
+    #[test]
+    fn numbers_and_addresses() {
+        let mut b = Vec::new();
+        for v in [0u64, 7, 10, 65535, u64::MAX] {
+            b.clear();
+            push_u64(&mut b, v);
+            assert_eq!(String::from_utf8(b.clone()).unwrap(), v.to_string());
+        }
+        for (ns, want) in [(0, "0.000000"), (1_500, "0.000002"), (60_991_770_000, "60.991770"), (-1_000, "-0.000001")] {
+            b.clear();
+            write_secs(&mut b, ns);
+            assert_eq!(String::from_utf8(b.clone()).unwrap(), want);
+        }
+        b.clear();
+        write_addr(&mut b, &IpAddr16::from_v4([192, 168, 0, 1]));
+        assert_eq!(b, b"192.168.0.1");
     }
 
     #[test]

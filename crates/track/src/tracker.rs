@@ -574,3 +574,19 @@ impl Tracker {
         }
     }
 }
+
+#[cfg(test)]
+mod size_budget {
+    /// The per-connection memory reported in BENCHMARKS.md: a table entry
+    /// (key, hash, Zeek's per-endpoint TCP state, counters, history, timers)
+    /// plus two 8-byte slots. Growing it is a decision, not an accident.
+    #[test]
+    fn connection_entry_stays_within_budget() {
+        use std::mem::size_of;
+        let entry = size_of::<Option<crate::table::Entry<crate::conn::Conn>>>();
+        let tcp = size_of::<crate::tcp::TcpConn>();
+        println!("table entry {entry} B, of which TCP state {tcp} B");
+        assert!(entry <= 400, "connection entry grew to {entry} bytes");
+        assert!(tcp <= 216, "TCP state grew to {tcp} bytes");
+    }
+}
