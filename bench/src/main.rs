@@ -72,11 +72,14 @@ impl Corpus {
     /// Backs the packet bytes with transparent huge pages: a capture ring is a
     /// few large blocks, not 4 KiB pages scattered over the address space.
     fn huge_pages(&mut self) {
-        let len = self.data.capacity();
-        if len >= 2 << 20 {
-            // SAFETY: advice on memory this Vec owns; the kernel may ignore it.
+        const HUGE: usize = 2 << 20;
+        let start = self.data.as_mut_ptr() as usize;
+        let end = start + self.data.capacity();
+        let aligned = (start + HUGE - 1) & !(HUGE - 1);
+        if end > aligned + HUGE {
+            // SAFETY: advice on memory this Vec owns (aligned interior); the kernel may ignore it.
             unsafe {
-                libc::madvise(self.data.as_mut_ptr() as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+                libc::madvise(aligned as *mut libc::c_void, (end - aligned) & !(HUGE - 1), libc::MADV_HUGEPAGE);
             }
         }
     }

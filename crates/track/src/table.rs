@@ -193,12 +193,17 @@ impl<T> ConnTable<T> {
     }
 }
 
-fn advise_huge_pages<X>(v: &mut Vec<X>) {
-    let bytes = v.capacity() * std::mem::size_of::<X>();
-    if bytes >= 4 << 20 {
+/// Asks for transparent huge pages on the 2 MiB-aligned interior of a Vec's
+/// buffer (madvise needs an aligned start; the allocator's block is not).
+pub(crate) fn advise_huge_pages<X>(v: &mut Vec<X>) {
+    const HUGE: usize = 2 << 20;
+    let start = v.as_mut_ptr() as usize;
+    let end = start + v.capacity() * std::mem::size_of::<X>();
+    let aligned = (start + HUGE - 1) & !(HUGE - 1);
+    if end > aligned + HUGE {
         // SAFETY: advice about memory this Vec owns; the kernel may ignore it.
         unsafe {
-            libc::madvise(v.as_mut_ptr() as *mut libc::c_void, bytes, libc::MADV_HUGEPAGE);
+            libc::madvise(aligned as *mut libc::c_void, (end - aligned) & !(HUGE - 1), libc::MADV_HUGEPAGE);
         }
     }
 }

@@ -427,7 +427,70 @@ impl TcpConn {
 
     /// Processes one good segment (Zeek's TCPSessionAdapter::Process).
     /// Returns whether the connection's last activity time advances, and the lifetime effects.
+    #[inline]
     pub fn process(&mut self, is_orig: bool, seg: &Segment, hist: &mut HistoryState) -> (bool, Effects) {
+        let (e, p) = if is_orig { (&self.orig, &self.resp) } else { (&self.resp, &self.orig) };
+        if seg.flags & (SYN | FIN | RST) == 0
+            && self.first_packet_seen == 3
+            && e.state == Established
+            && p.state == Established
+            && !e.did_close
+            && !p.did_close
+            && e.fin_cnt == 0
+            && p.fin_cnt == 0
+        {
+            self.process_established(is_orig, seg, hist);
+            return (true, Effects::default());
+        }
+        self.process_general(is_orig, seg, hist)
+    }
+
+    /// The common case: a segment without SYN, FIN or RST on a connection whose
+    /// two sides are established and open. It performs the same steps as
+    /// [`Self::process_general`], minus those whose conditions cannot hold in
+    /// that state (endpoint initialisation, partial-status and state-machine
+    /// changes, FIN/RST bookkeeping, end-of-data checks).
+    fn process_established(&mut self, is_orig: bool, seg: &Segment, hist: &mut HistoryState) {
+        let len = seg.len;
+        let ack = seg.flags & ACK != 0;
+        let (e, p) = if is_orig { (&mut self.orig, &mut self.resp) } else { (&mut self.resp, &mut self.orig) };
+        let seq_one_past = seg.seq.wrapping_add(len);
+        let (rel_seq, seq_underflow) = relative_seq(e.start_seq, seg.seq, e.last_seq, e.seq_wraps, |s, w| e.to_relative(s, w));
+        if len > 0 {
+            hist.check(is_orig, crate::history::mask::DATA_PKT, b'D');
+        } else if ack {
+            hist.check(is_orig, crate::history::mask::ACK_PKT, b'A');
+        }
+        if seg.window == 0 {
+            e.win0_cnt += 1;
+            hist.scaled(is_orig, b'W', e.win0_cnt);
+        }
+        let mut rel_ack = 0;
+        if ack {
+            let (r, underflow) = relative_seq(p.start_seq, seg.ack, p.ack_seq, p.ack_wraps, |s, w| p.to_relative(s, w));
+            if !underflow {
+                rel_ack = r;
+                let delta = seq_delta(seg.ack, p.ack_seq);
+                if !(seg.ack == 0 && delta > TOO_LARGE_SEQ_DELTA) && delta > 0 {
+                    p.update_ack_seq(seg.ack);
+                }
+            }
+        }
+        if seq_delta(seq_one_past, e.last_seq) > 0 {
+            e.update_last_seq(seq_one_past);
+        } else if len > 0 {
+            e.rxmt_cnt += 1;
+            hist.scaled(is_orig, b'T', e.rxmt_cnt);
+        }
+        if ack {
+            self.ack_received(!is_orig, rel_ack, hist);
+        }
+        if len > 0 && !seq_underflow && seg.payload_complete {
+            self.data_sent(is_orig, rel_seq, len as u64);
+        }
+    }
+
+    fn process_general(&mut self, is_orig: bool, seg: &Segment, hist: &mut HistoryState) -> (bool, Effects) {
         let flags = seg.flags;
         let syn = flags & SYN != 0;
         let fin = flags & FIN != 0;
