@@ -153,3 +153,31 @@ fn logs_directory_gets_conn_log() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("cannot create log directory /proc/wirelog-cannot-write-here"), "{}", stderr(&o));
 }
+
+/// With a tiny memory budget, connections are evicted (counted in the summary),
+/// and every packet is still in exactly one written record.
+#[test]
+fn connection_budget_evicts_and_loses_nothing() {
+    let packets_in = |o: &Output| -> u64 {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                f[16].parse::<u64>().unwrap() + f[18].parse::<u64>().unwrap()
+            })
+            .sum()
+    };
+    let full = wirelog(&["read", sample().to_str().unwrap()], None);
+    let small = wirelog(&["read", "--max-connections", "4", sample().to_str().unwrap()], None);
+    assert!(small.status.success(), "{}", stderr(&small));
+    let evicted: u64 = stderr(&small)
+        .split(" evicted")
+        .next()
+        .and_then(|s| s.rsplit('(').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no eviction count: {}", stderr(&small)));
+    assert!(evicted > 0, "{}", stderr(&small));
+    assert!(records(&small) >= records(&full));
+    assert_eq!(packets_in(&small), packets_in(&full), "no packet lost to eviction");
+}
