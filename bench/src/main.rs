@@ -179,10 +179,15 @@ fn run_decode_only(c: &Corpus) -> String {
     format!("stage=decode packets={} cpu_ns_per_packet={:.1} checksum={}", c.pkts.len(), cpu / c.pkts.len() as f64, sum)
 }
 
-fn run_pipeline(c: &Corpus, max_connections: usize) -> String {
+const SLOT_AHEAD: usize = 16;
+const ENTRY_AHEAD: usize = 8;
+
+fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool) -> String {
     let mut decoder = Decoder::new(DecodeConfig { verify_checksums: false, ..DecodeConfig::default() });
     let mut tracker = Tracker::new(TrackerConfig { max_connections, uid_seed: Some(1), ..TrackerConfig::default() });
     let mut records = 0u64;
+    // Hashes of the packets SLOT_AHEAD ahead, so the entry stage reuses them.
+    let mut hashes = [u64::MAX; 32];
     let cpu0 = thread_cpu_ns();
     let t0 = Instant::now();
     for (i, r) in c.pkts.iter().enumerate() {
@@ -190,6 +195,21 @@ fn run_pipeline(c: &Corpus, max_connections: usize) -> String {
         // headers a few packets ahead while this one is processed.
         if let Some(ahead) = c.pkts.get(i + PREFETCH_AHEAD) {
             prefetch(&c.data[ahead.off..]);
+        }
+        if prefetch_table {
+            // Two-stage table prefetch: the slot SLOT_AHEAD packets ahead, the
+            // entry of the slot fetched ENTRY_AHEAD packets ago.
+            if let Some(ahead) = c.pkts.get(i + SLOT_AHEAD) {
+                let h = wirelog_decode::flow_hint(ahead.linktype, c.bytes(ahead)).map(|h| tracker.hint_hash(&h));
+                hashes[(i + SLOT_AHEAD) % 32] = h.unwrap_or(u64::MAX);
+                if let Some(h) = h {
+                    tracker.prefetch(h);
+                }
+            }
+            let h = hashes[(i + ENTRY_AHEAD) % 32];
+            if h != u64::MAX {
+                tracker.prefetch_entry(h);
+            }
         }
         if let Decoded::Ip(ip) = decoder.decode(r.linktype, r.ts, c.bytes(r)) {
             tracker.packet(r.ts, &ip);
@@ -247,6 +267,7 @@ fn write_pcap(c: &Corpus, out: &Path) -> Result<(), String> {
 
 struct Opts {
     decode_only: bool,
+    no_prefetch: bool,
     copies: usize,
     snap: usize,
     reps: usize,
@@ -254,7 +275,7 @@ struct Opts {
 }
 
 fn parse(args: &[String]) -> Result<Opts, String> {
-    let mut o = Opts { decode_only: false, copies: 1, snap: usize::MAX, reps: 3, files: Vec::new() };
+    let mut o = Opts { decode_only: false, no_prefetch: false, copies: 1, snap: usize::MAX, reps: 3, files: Vec::new() };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut num = |name: &str| -> Result<usize, String> {
@@ -265,6 +286,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--snap" => o.snap = num("--snap")?.max(64),
             "--reps" => o.reps = num("--reps")?.max(1),
             "--decode-only" => o.decode_only = true,
+            "--no-prefetch" => o.no_prefetch = true,
             s if s.starts_with("--") => return Err(format!("unknown option {s}")),
             f => o.files.push(PathBuf::from(f)),
         }
@@ -277,7 +299,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] IN.pcap OUT.pcap";
+    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--no-prefetch] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] IN.pcap OUT.pcap";
     let result = match args.first().map(String::as_str) {
         Some("pipeline") => parse(&args[1..]).and_then(|o| {
             let base = Corpus::load(&o.files, o.snap)?;
@@ -289,7 +311,7 @@ fn main() {
                 if o.decode_only {
                     println!("{}", run_decode_only(&c));
                 } else {
-                    println!("{}", run_pipeline(&c, max));
+                    println!("{} table_prefetch={}", run_pipeline(&c, max, !o.no_prefetch), !o.no_prefetch);
                 }
             }
             Ok(())

@@ -66,12 +66,14 @@ pub mod udp;
 
 mod decoder;
 mod frag;
+mod hint;
 mod link;
 
 #[cfg(test)]
 mod testpcap;
 
 pub use decoder::{DecodeStats, Decoder};
+pub use hint::{flow_hint, FlowHint};
 pub use link::SUPPORTED as SUPPORTED_LINKTYPES;
 
 /// Big-endian reads at fixed offsets, shared by the views. Callers have

@@ -65,6 +65,26 @@ impl<T> ConnTable<T> {
         let _ = i;
     }
 
+    /// Second prefetch stage, a few packets after [`ConnTable::prefetch`]: the
+    /// slot is cached by now, so read it and load the start of its entry.
+    #[inline]
+    pub fn prefetch_entry(&self, hash: u64) {
+        let s = self.slots[hash as usize & self.mask];
+        if s != 0 && s >> 32 == hash >> 32 {
+            let idx = (s as u32).wrapping_sub(1) as usize;
+            if idx < self.entries.len() {
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    // SAFETY: prefetches never fault; the pointer is within the slab.
+                    let p = self.entries.as_ptr().add(idx) as *const i8;
+                    for line in 0..4 {
+                        std::arch::x86_64::_mm_prefetch(p.wrapping_add(line * 64), std::arch::x86_64::_MM_HINT_T0);
+                    }
+                }
+            }
+        }
+    }
+
     /// Finds the connection a packet with key `k` (hash `hash`) belongs to.
     #[inline]
     pub fn find(&self, k: &ConnKey, hash: u64) -> Option<(u32, Side)> {

@@ -200,10 +200,22 @@ impl Tracker {
         key.symmetric_hash(self.seed)
     }
 
-    /// Prefetches the table slot a key will probe (call a few packets ahead).
+    /// Prefetches the table slot a key will probe (call ~16 packets ahead).
     #[inline]
     pub fn prefetch(&self, hash: u64) {
         self.table.prefetch(hash);
+    }
+
+    /// Prefetches the connection entry of a slot prefetched earlier (call ~8 packets ahead).
+    #[inline]
+    pub fn prefetch_entry(&self, hash: u64) {
+        self.table.prefetch_entry(hash);
+    }
+
+    /// The table hash of a packet's tuple, from a [`wirelog_decode::FlowHint`].
+    #[inline]
+    pub fn hint_hash(&self, h: &wirelog_decode::FlowHint) -> u64 {
+        ConnKey { src: h.src, dst: h.dst, sport: h.sport, dport: h.dport, proto: h.proto }.symmetric_hash(self.seed)
     }
 
     /// Runs timers up to packet time `now`.
