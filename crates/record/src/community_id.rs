@@ -7,39 +7,8 @@ use crate::IpAddr16;
 /// ICMP "port" mapping of the spec: request/reply types pair up, other
 /// messages are one-way (their code stands in for the destination port).
 fn icmp_ports(v6: bool, icmp_type: u16, code: u16) -> (u16, u16, bool) {
-    let counterpart = if v6 {
-        match icmp_type {
-            128 => Some(129),
-            129 => Some(128),
-            133 => Some(134),
-            134 => Some(133),
-            135 => Some(136),
-            136 => Some(135),
-            130 => Some(131),
-            131 => Some(130),
-            139 => Some(140),
-            140 => Some(139),
-            144 => Some(145),
-            145 => Some(144),
-            _ => None,
-        }
-    } else {
-        match icmp_type {
-            8 => Some(0),
-            0 => Some(8),
-            13 => Some(14),
-            14 => Some(13),
-            15 => Some(16),
-            16 => Some(15),
-            10 => Some(9),
-            9 => Some(10),
-            17 => Some(18),
-            18 => Some(17),
-            _ => None,
-        }
-    };
-    match counterpart {
-        Some(c) => (icmp_type, c, false),
+    match u8::try_from(icmp_type).ok().and_then(|t| wirelog_decode::icmp::counterpart(v6, t)) {
+        Some(c) => (icmp_type, c as u16, false),
         None => (icmp_type, code, true),
     }
 }

@@ -97,42 +97,6 @@ pub struct Tracker {
     due: Vec<TimerEntry>,
 }
 
-/// ICMP types that pair with a reply; the key's second "port" is the counterpart.
-fn icmp_counterpart(v6: bool, t: u8, code: u8) -> u16 {
-    let c = if v6 {
-        match t {
-            128 => 129,
-            129 => 128,
-            133 => 134,
-            134 => 133,
-            135 => 136,
-            136 => 135,
-            130 => 131,
-            131 => 130,
-            139 => 140,
-            140 => 139,
-            144 => 145,
-            145 => 144,
-            _ => return code as u16,
-        }
-    } else {
-        match t {
-            8 => 0,
-            0 => 8,
-            13 => 14,
-            14 => 13,
-            15 => 16,
-            16 => 15,
-            10 => 9,
-            9 => 10,
-            17 => 18,
-            18 => 17,
-            _ => return code as u16,
-        }
-    };
-    c
-}
-
 impl Tracker {
     pub fn new(cfg: TrackerConfig) -> Self {
         let uids = match cfg.uid_seed {
@@ -180,16 +144,15 @@ impl Tracker {
         self.out.drain(..)
     }
 
-    pub fn pending_records(&self) -> usize {
-        self.out.len()
-    }
-
     /// Key of a packet, or None for protocols without connections here.
     #[inline]
     pub fn key_of(pkt: &IpPacket<'_>) -> Option<ConnKey> {
         let (sport, dport) = match pkt.transport {
             Transport::Tcp { sport, dport, .. } | Transport::Udp { sport, dport, .. } => (sport, dport),
-            Transport::Icmp { v6, icmp_type, code, .. } => (icmp_type as u16, icmp_counterpart(v6, icmp_type, code)),
+            // Zeek's ICMP "ports": the type, and the answering type (or the code for one-way messages).
+            Transport::Icmp { v6, icmp_type, code, .. } => {
+                (icmp_type as u16, wirelog_decode::icmp::counterpart(v6, icmp_type).unwrap_or(code) as u16)
+            }
             Transport::Other { .. } => return None,
         };
         Some(ConnKey { src: pkt.src, dst: pkt.dst, sport, dport, proto: pkt.proto })
