@@ -41,7 +41,8 @@ pub struct ReadArgs {
     #[arg(required = true, value_name = "CAPTURE")]
     pub captures: Vec<PathBuf>,
 
-    /// Write conn.log into this directory (created if missing) instead of stdout.
+    /// Write conn.log and flows.log into this directory (created if missing)
+    /// instead of conn records to stdout.
     #[arg(long, value_name = "DIR")]
     pub logs: Option<PathBuf>,
 
@@ -88,6 +89,11 @@ pub struct ReadArgs {
     /// packets, like Zeek's dns_session_timeout; 0 disables it.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub dns_timeout: Duration,
+
+    /// Length of the flow time buckets, aligned to the wall clock (flows are
+    /// written to DIR/flows.log with --logs).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub flow_interval: Duration,
 
     /// Incomplete IP fragment series are dropped after this long (packet time).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use wirelog_decode::{DecodeConfig, Decoded, Decoder, SkipReason};
 use wirelog_record::ConnState;
-use wirelog_sink::{ConnLogWriter, LogFormat};
+use wirelog_sink::{ConnLogWriter, FlowLogWriter, LogFormat};
 use wirelog_source::CaptureReader;
 use wirelog_track::{PortSet, Tracker, TrackerConfig};
 
@@ -35,16 +35,20 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         LogFormatArg::Tsv => LogFormat::Tsv,
         LogFormatArg::Json => LogFormat::Json,
     };
-    let out: Box<dyn Write> = match &args.logs {
+    let create = |dir: &Path, name: &str| -> Result<Box<dyn Write>> {
+        let path = dir.join(name);
+        let f = File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(Box::new(BufWriter::with_capacity(1 << 16, f)))
+    };
+    let (out, flows_out): (Box<dyn Write>, Option<Box<dyn Write>>) = match &args.logs {
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create log directory {}", dir.display()))?;
-            let path = dir.join("conn.log");
-            let f = File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
-            Box::new(BufWriter::with_capacity(1 << 16, f))
+            (create(dir, "conn.log")?, Some(create(dir, "flows.log")?))
         }
-        None => Box::new(BufWriter::with_capacity(1 << 16, io::stdout().lock())),
+        None => (Box::new(BufWriter::with_capacity(1 << 16, io::stdout().lock())), None),
     };
     let mut sink = ConnLogWriter::new(out, format);
+    let mut flow_sink = flows_out.map(|o| FlowLogWriter::new(o, format));
 
     let mut decoder = Decoder::new(DecodeConfig {
         verify_checksums: !args.ignore_checksums,
@@ -63,6 +67,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         max_connections: args.max_connections.max(1),
         report_gaps_for_partial: args.report_gaps_for_partial,
         uid_seed: args.seed,
+        flow_interval_ns: args.flow_interval.as_nanos().max(1_000_000) as i64,
         ..TrackerConfig::default()
     });
 
@@ -77,10 +82,20 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     let mut unreadable = 0usize;
     let mut problems_reported = 0usize;
     let mut state_counts = [0u64; ConnState::ALL.len()];
-    let mut write_records = |tracker: &mut Tracker, sink: &mut ConnLogWriter<Box<dyn Write>>| -> io::Result<()> {
+    let mut flow_records = 0u64;
+    let mut write_records = |tracker: &mut Tracker,
+                             sink: &mut ConnLogWriter<Box<dyn Write>>,
+                             flow_sink: &mut Option<FlowLogWriter<Box<dyn Write>>>|
+     -> io::Result<()> {
         for r in tracker.take_records() {
             state_counts[r.conn_state as usize] += 1;
             sink.write(&r)?;
+        }
+        for f in tracker.take_flows() {
+            flow_records += 1;
+            if let Some(s) = flow_sink.as_mut() {
+                s.write(&f)?;
+            }
         }
         Ok(())
     };
@@ -99,7 +114,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         while let Some(p) = reader.next_packet() {
             file_packets += 1;
             match decoder.decode(p.linktype, p.ts_ns, p.data) {
-                Decoded::Ip(ip) => tracker.packet(p.ts_ns, &ip),
+                Decoded::Ip(ip) => tracker.packet(p.ts_ns, p.if_id as u16, &ip),
                 Decoded::Skipped(reason) if REPORTED_SKIPS.contains(&reason) => {
                     match first_skips.iter_mut().find(|(r, _)| *r == reason) {
                         Some((_, s)) => s.count += 1,
@@ -110,7 +125,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 Decoded::Skipped(_) => {}
             }
             if file_packets % DRAIN_EVERY == 0 {
-                write_records(&mut tracker, &mut sink)?;
+                write_records(&mut tracker, &mut sink, &mut flow_sink)?;
                 progress.update(bytes_before + reader.position(), packets + file_packets);
             }
         }
@@ -139,20 +154,23 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 s.offset
             );
         }
-        write_records(&mut tracker, &mut sink)?;
+        write_records(&mut tracker, &mut sink, &mut flow_sink)?;
     }
 
     tracker.finish();
-    write_records(&mut tracker, &mut sink)?;
+    write_records(&mut tracker, &mut sink, &mut flow_sink)?;
     sink.finish()?;
+    if let Some(s) = flow_sink.as_mut() {
+        s.finish()?;
+    }
     progress.finish();
 
     if !args.quiet {
         let st = tracker.stats();
         let ds = decoder.stats();
         let mut line = format!(
-            "wirelog: {} packets, {} connections ({} evicted), {} decoded",
-            packets, st.connections, st.evicted, ds.decoded
+            "wirelog: {} packets, {} connections ({} evicted), {} flow records, {} decoded",
+            packets, st.connections, st.evicted, flow_records, ds.decoded
         );
         let skipped: Vec<String> =
             ds.skipped_iter().filter(|(_, n)| *n > 0).map(|(r, n)| format!("{} {}", n, r.as_str())).collect();

@@ -130,7 +130,8 @@ fn rewrite_addresses(pkt: &mut [u8], at: usize, k: u16) {
     }
 }
 
-const PREFETCH_AHEAD: usize = 4;
+// Packet bytes are fetched before the table stage reads their tuple (SLOT_AHEAD).
+const PREFETCH_AHEAD: usize = 24;
 
 #[inline]
 fn prefetch(d: &[u8]) {
@@ -212,20 +213,22 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool) -> Str
             }
         }
         if let Decoded::Ip(ip) = decoder.decode(r.linktype, r.ts, c.bytes(r)) {
-            tracker.packet(r.ts, &ip);
+            tracker.packet(r.ts, 0, &ip);
         }
         if i & 4095 == 0 {
             records += tracker.take_records().count() as u64;
+            tracker.take_flows().for_each(drop);
         }
     }
     tracker.finish();
     records += tracker.take_records().count() as u64;
+    let flows = tracker.take_flows().count();
     let wall = t0.elapsed().as_nanos() as f64;
     let cpu = (thread_cpu_ns() - cpu0) as f64;
     let n = c.pkts.len() as f64;
     let st = tracker.stats();
     format!(
-        "packets={} ns_per_packet={:.1} cpu_ns_per_packet={:.1} wall_s={:.3} connections={} records={} peak_connections={} evicted={} bytes_per_connection={} max_rss_mb={:.0}",
+        "packets={} ns_per_packet={:.1} cpu_ns_per_packet={:.1} wall_s={:.3} connections={} records={} peak_connections={} evicted={} bytes_per_connection={} flows={} bytes_per_flow={} max_rss_mb={:.0}",
         c.pkts.len(),
         wall / n,
         cpu / n,
@@ -235,6 +238,8 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool) -> Str
         st.peak_connections,
         st.evicted,
         tracker.bytes_per_connection(),
+        flows,
+        tracker.bytes_per_flow(),
         max_rss_mb()
     )
 }

@@ -37,7 +37,7 @@ fuzz_target!(|data: &[u8]| {
         };
         packets += 1;
         if let Decoded::Ip(ip) = decoder.decode(lt, ts, pkt) {
-            tracker.packet(ts, &ip);
+            tracker.packet(ts, (flags >> 2 & 1) as u16, &ip);
         }
         for r in tracker.take_records() {
             check(&r);
@@ -50,6 +50,8 @@ fuzz_target!(|data: &[u8]| {
         total += r.orig_pkts + r.resp_pkts;
     }
     assert!(total <= packets);
+    let flow_pkts: u64 = tracker.take_flows().map(|f| f.pkts_in + f.pkts_out).sum();
+    assert!(flow_pkts <= packets && flow_pkts >= total, "flows {flow_pkts}, conns {total}, packets {packets}");
     assert_eq!(tracker.active_connections(), 0);
 });
 

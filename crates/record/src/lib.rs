@@ -1,13 +1,15 @@
-//! Records: the typed output of tracking, consumed by sinks.
+//! Records: the typed output of tracking (connections, flows), consumed by sinks.
 //!
 //! Records have a fixed schema (plain structs, no maps) so sinks can write
 //! them as columns or as Zeek-compatible text without guessing.
 
 mod community_id;
 mod conn;
+mod flow;
 mod uid;
 
 pub use community_id::{community_id_v1, CommunityId};
 pub use conn::{ConnRecord, ConnState, History, Proto};
+pub use flow::FlowRecord;
 pub use uid::{Uid, UidGenerator};
 pub use wirelog_decode::IpAddr16;

@@ -50,7 +50,7 @@ pub struct ConnLogWriter<W: Write> {
 
 /// Appends the decimal digits of `v`.
 #[inline]
-fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
     let mut tmp = [0u8; 20];
     let mut i = tmp.len();
     loop {
@@ -65,7 +65,7 @@ fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Seconds with six decimals, from nanoseconds, rounded to the microsecond.
-fn write_secs(buf: &mut Vec<u8>, ns: i64) {
+pub(crate) fn write_secs(buf: &mut Vec<u8>, ns: i64) {
     let us = if ns >= 0 { (ns + 500) / 1000 } else { (ns - 500) / 1000 };
     if us < 0 {
         buf.push(b'-');
@@ -83,7 +83,7 @@ fn write_secs(buf: &mut Vec<u8>, ns: i64) {
     buf.extend_from_slice(&digits);
 }
 
-fn write_addr(buf: &mut Vec<u8>, a: &IpAddr16) {
+pub(crate) fn write_addr(buf: &mut Vec<u8>, a: &IpAddr16) {
     if a.is_v4() {
         for (i, o) in a.0[12..].iter().enumerate() {
             if i > 0 {
@@ -98,7 +98,7 @@ fn write_addr(buf: &mut Vec<u8>, a: &IpAddr16) {
 }
 
 /// Zeek's `#open`/`#close` timestamp format, in UTC.
-fn zeek_datetime(unix_secs: i64) -> String {
+pub(crate) fn zeek_datetime(unix_secs: i64) -> String {
     let days = unix_secs.div_euclid(86_400);
     let secs = unix_secs.rem_euclid(86_400);
     // Civil date from days since the epoch (Howard Hinnant's algorithm).
@@ -115,7 +115,7 @@ fn zeek_datetime(unix_secs: i64) -> String {
     format!("{:04}-{:02}-{:02}-{:02}-{:02}-{:02}", y, m, d, secs / 3600, secs % 3600 / 60, secs % 60)
 }
 
-fn now_secs() -> i64 {
+pub(crate) fn now_secs() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 

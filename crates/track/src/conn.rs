@@ -69,6 +69,8 @@ pub struct Conn {
     pub expire_extra_at: i64,
     /// The analyzer timers were cancelled by a complete close.
     pub timers_cancelled: bool,
+    /// This connection's flow in the current bucket.
+    pub flow: crate::flow::FlowSlot,
     /// The deadline of the pending wheel entry, and its generation.
     pub scheduled_at: i64,
     pub generation: u32,

@@ -1,4 +1,4 @@
-//! Track: connections with Zeek conn.log semantics.
+//! Track: connections with Zeek conn.log semantics, and flows (goProbe-style aggregates).
 //!
 //! A pre-sized open-addressing table keyed by the connection tuple, a timer
 //! wheel on packet time, and per-protocol state (the TCP part follows Zeek's
@@ -7,6 +7,7 @@
 //! path allocates except a TCP connection's first out-of-order range.
 
 mod conn;
+mod flow;
 mod history;
 mod key;
 mod ports;
@@ -15,6 +16,7 @@ mod tcp;
 mod timer;
 mod tracker;
 
+pub use flow::{FlowKey, FlowSlot, FlowTable};
 pub use key::{ConnKey, Side};
 pub use ports::{PortSet, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS};
 pub use tracker::{TrackStats, Tracker, TrackerConfig};

@@ -4,6 +4,7 @@ use wirelog_decode::{Checksum, IpPacket, Transport};
 use wirelog_record::{ConnRecord, UidGenerator};
 
 use crate::conn::{Conn, DatagramState, ProtoState};
+use crate::flow::{FlowKey, FlowSlot, FlowTable};
 use crate::history::HistoryState;
 use crate::key::{ConnKey, Side};
 use crate::ports::{PortSet, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS};
@@ -44,6 +45,10 @@ pub struct TrackerConfig {
     pub dns_session_timeout_ns: i64,
     /// Seed for uids; `None` draws one from the clock.
     pub uid_seed: Option<u64>,
+    /// Length of a flow time bucket (aligned to the wall clock).
+    pub flow_interval_ns: i64,
+    /// Upper bound on flows per bucket; beyond it the bucket is written early.
+    pub max_flows: usize,
 }
 
 impl Default for TrackerConfig {
@@ -65,6 +70,8 @@ impl Default for TrackerConfig {
             dns_ports: PortSet::from_ports(&[53, 137, 5353, 5355]),
             dns_session_timeout_ns: 10 * SEC,
             uid_seed: None,
+            flow_interval_ns: 300 * SEC,
+            max_flows: 1 << 20,
         }
     }
 }
@@ -86,6 +93,7 @@ pub struct TrackStats {
 pub struct Tracker {
     cfg: TrackerConfig,
     table: ConnTable<Conn>,
+    flows: FlowTable,
     wheel: TimerWheel,
     uids: UidGenerator,
     seed: u64,
@@ -113,6 +121,7 @@ impl Tracker {
         };
         Tracker {
             table: ConnTable::with_capacity(cfg.max_connections),
+            flows: FlowTable::new(cfg.flow_interval_ns, cfg.max_flows, seed ^ 0xf10f),
             cfg,
             wheel: TimerWheel::new(),
             uids,
@@ -142,6 +151,26 @@ impl Tracker {
     /// Records of connections that ended since the last call.
     pub fn take_records(&mut self) -> std::vec::Drain<'_, ConnRecord> {
         self.out.drain(..)
+    }
+
+    /// Flow records of the buckets that ended since the last call.
+    pub fn take_flows(&mut self) -> std::vec::Drain<'_, wirelog_record::FlowRecord> {
+        self.flows.take_records()
+    }
+
+    /// Names the interface whose packets are passed with id `iface`.
+    pub fn set_iface_name(&mut self, iface: u16, name: &str) {
+        self.flows.set_iface_name(iface, name);
+    }
+
+    /// Flows written before their bucket ended because the flow table was full.
+    pub fn flows_emitted_early(&self) -> u64 {
+        self.flows.early_emits
+    }
+
+    /// Bytes of flow-table memory per flow.
+    pub fn bytes_per_flow(&self) -> usize {
+        self.flows.bytes_per_flow()
     }
 
     /// Key of a packet, or None for protocols without connections here.
@@ -211,22 +240,30 @@ impl Tracker {
         self.due = due;
     }
 
-    /// Processes one decoded packet at packet time `ts_ns`.
+    /// Processes one decoded packet at packet time `ts_ns`, captured on interface `iface`.
     #[inline]
-    pub fn packet(&mut self, ts_ns: i64, pkt: &IpPacket<'_>) {
+    pub fn packet(&mut self, ts_ns: i64, iface: u16, pkt: &IpPacket<'_>) {
         let Some(key) = Self::key_of(pkt) else {
             self.stats.not_tracked += 1;
+            if pkt.checksum != Checksum::BadIp {
+                // No connection semantics (ESP, GRE, ...): still traffic, counted as a flow
+                // from the sender, without a port.
+                self.flows.advance(ts_ns);
+                let fk = FlowKey { client: pkt.src, server: pkt.dst, server_port: 0, proto: pkt.proto, iface };
+                self.flows.count(&fk, true, pkt.ip_len, ts_ns);
+            }
             return;
         };
         let hash = self.hash_of(&key);
-        self.packet_keyed(ts_ns, pkt, &key, hash);
+        self.packet_keyed(ts_ns, iface, pkt, &key, hash);
     }
 
     /// Like [`Tracker::packet`] with the key and hash already computed (batched callers).
-    pub fn packet_keyed(&mut self, ts_ns: i64, pkt: &IpPacket<'_>, key: &ConnKey, hash: u64) {
+    pub fn packet_keyed(&mut self, ts_ns: i64, iface: u16, pkt: &IpPacket<'_>, key: &ConnKey, hash: u64) {
         if ts_ns > self.now {
             self.advance(ts_ns);
         }
+        self.flows.advance(ts_ns);
         self.stats.packets += 1;
         if pkt.checksum == Checksum::BadIp {
             self.stats.bad_ip_checksum += 1;
@@ -263,6 +300,7 @@ impl Tracker {
                 (i, s, true)
             }
         };
+        self.count_flow(idx, side == Side::Orig, iface, ts_ns, pkt);
         self.deliver(idx, side == Side::Orig, ts_ns, pkt, seg.as_ref(), created);
     }
 
@@ -321,6 +359,7 @@ impl Tracker {
             delete_at: i64::MAX,
             expire_extra_at: i64::MAX,
             timers_cancelled: false,
+            flow: FlowSlot::NONE,
             scheduled_at: i64::MAX,
             generation: 0,
         };
@@ -430,11 +469,28 @@ impl Tracker {
         }
     }
 
+    /// Counts the packet in its connection's flow: the originator is the client.
+    /// Every packet of the connection counts, bad checksums included: flows
+    /// account for traffic, conn records for what Zeek would make of it.
+    #[inline]
+    fn count_flow(&mut self, idx: u32, is_orig: bool, iface: u16, ts: i64, pkt: &IpPacket<'_>) {
+        let Some(e) = self.table.get_mut(idx) else { return };
+        if self.flows.count_cached(e.value.flow, is_orig, pkt.ip_len, ts) {
+            return;
+        }
+        // ICMP has no server port; the key's "ports" are message types.
+        let server_port = if matches!(pkt.transport, Transport::Icmp { .. }) { 0 } else { e.key.dport };
+        let fk = FlowKey { client: e.key.src, server: e.key.dst, server_port, proto: e.key.proto, iface };
+        e.value.flow = self.flows.count(&fk, is_orig, pkt.ip_len, ts);
+    }
+
     /// Swaps originator and responder of a connection (Zeek's FlipRoles).
     fn flip(&mut self, idx: u32) {
         let Some(e) = self.table.get_mut(idx) else { return };
         e.key = e.key.reversed();
         let c = &mut e.value;
+        // The client changed: later packets count in the other orientation's flow.
+        c.flow = FlowSlot::NONE;
         std::mem::swap(&mut c.orig_pkts, &mut c.resp_pkts);
         std::mem::swap(&mut c.orig_ip_bytes, &mut c.resp_ip_bytes);
         if let ProtoState::Tcp(t) = &mut c.state {
@@ -547,6 +603,7 @@ impl Tracker {
         for idx in self.table.live_indices() {
             self.remove(idx);
         }
+        self.flows.rotate();
     }
 }
 
@@ -561,7 +618,8 @@ mod size_budget {
         let entry = size_of::<Option<crate::table::Entry<crate::conn::Conn>>>();
         let tcp = size_of::<crate::tcp::TcpConn>();
         println!("table entry {entry} B, of which TCP state {tcp} B");
-        assert!(entry <= 400, "connection entry grew to {entry} bytes");
+        // 400 bytes of Zeek connection state + 8 for the connection's flow slot.
+        assert!(entry <= 408, "connection entry grew to {entry} bytes");
         assert!(tcp <= 216, "TCP state grew to {tcp} bytes");
     }
 }
