@@ -22,6 +22,12 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# DuckDB (from PyPI) reads the store in tests/store_duckdb.rs.
+if ! python3 -c 'import duckdb' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check duckdb 2>/dev/null ||
+        python3 -m pip install --quiet --disable-pip-version-check --break-system-packages duckdb
+fi
+
 # Tests that need root (network namespaces) fail instead of skipping when this is set.
 export WIRELOG_REQUIRE_ALL_TESTS=${WIRELOG_REQUIRE_ALL_TESTS:-$([[ $(id -u) -eq 0 ]] && echo 1 || echo 0)}
 exec cargo test --release --workspace "$@"

@@ -22,9 +22,82 @@ pub struct Cli {
 pub enum Command {
     /// Read pcap/pcapng files (optionally gzip-compressed) and log their connections.
     ///
-    /// Files are read in order as one stream; `-` reads standard input. Without
-    /// --logs, conn records are written to standard output in the chosen format.
+    /// Files are read in order as one stream; `-` reads standard input. Flows and
+    /// connections are written to the store (--store, default ./wirelog-data);
+    /// without --logs, conn records are also written to standard output.
     Read(ReadArgs),
+    /// Query the flows or connections in the store.
+    ///
+    /// Examples:
+    ///   wirelog query flows --last 1h
+    ///   wirelog query flows --where 'dport = 443 and sip in 10.0.0.0/8' --by sip,dip
+    ///   wirelog query conns --where 'conn_state = REJ' --by dip,dport --top 10
+    ///   wirelog query conns --by service --every 5m
+    Query(QueryArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum QueryKind {
+    Flows,
+    Conns,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// An aligned table with human units (the default on a terminal).
+    Table,
+    /// Comma-separated values with raw numbers (the default otherwise).
+    Csv,
+    /// JSON.
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct QueryArgs {
+    /// What to query.
+    #[arg(value_enum)]
+    pub kind: QueryKind,
+
+    /// Condition on any field: =, !=, <, >, <=, >=, in (lists, CIDRs), host/net
+    /// (either side), ~ (text contains), and/or/not, parentheses.
+    #[arg(long = "where", short = 'w', value_name = "EXPR")]
+    pub where_: Option<String>,
+
+    /// Group by these fields (comma-separated), e.g. sip,dip,dport.
+    #[arg(long, value_name = "FIELDS")]
+    pub by: Option<String>,
+
+    /// Sort by this aggregate or field (descending), e.g. bytes, packets, conns.
+    #[arg(long, value_name = "FIELD")]
+    pub sort: Option<String>,
+
+    /// Show at most N rows.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+
+    /// Only the last DURATION (e.g. 15m, 24h), relative to now.
+    #[arg(long, value_name = "DURATION", conflicts_with_all = ["from", "to"], value_parser = parse_duration)]
+    pub last: Option<Duration>,
+
+    /// Start of the time range (RFC 3339, e.g. 2026-11-22T13:00:00Z, or Unix seconds).
+    #[arg(long, value_name = "TIME")]
+    pub from: Option<String>,
+
+    /// End of the time range (exclusive).
+    #[arg(long, value_name = "TIME")]
+    pub to: Option<String>,
+
+    /// A time series with one row per interval (1m, 5m, 1h, ...).
+    #[arg(long, value_name = "DURATION")]
+    pub every: Option<String>,
+
+    /// Output format (default: table on a terminal, csv otherwise).
+    #[arg(long, value_enum)]
+    pub format: Option<OutputFormat>,
+
+    /// The store directory.
+    #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
+    pub store: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -40,6 +113,23 @@ pub struct ReadArgs {
     /// Capture files: pcap or pcapng, plain or gzip-compressed; `-` for stdin.
     #[arg(required = true, value_name = "CAPTURE")]
     pub captures: Vec<PathBuf>,
+
+    /// The store directory (created if missing): flows and connections as
+    /// time-partitioned Parquet files, read by `wirelog query` (and DuckDB, ClickHouse, pandas).
+    #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
+    pub store: PathBuf,
+
+    /// Do not write the store.
+    #[arg(long)]
+    pub no_store: bool,
+
+    /// Delete store partitions older than this (e.g. 30d).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub retain: Option<Duration>,
+
+    /// Delete the oldest store partitions while the store is larger than this (e.g. 10G).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub retain_size: Option<u64>,
 
     /// Write conn.log and flows.log into this directory (created if missing)
     /// instead of conn records to stdout.
@@ -108,6 +198,23 @@ pub struct ReadArgs {
     pub quiet: bool,
 }
 
+/// Parses `500M`, `10G`, `1T`, `4096` (bytes; K/M/G/T are powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim().trim_end_matches(['B', 'b']);
+    let (num, mult) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        Some('T' | 't') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("'{s}' is not a size (e.g. 500M, 10G)"))?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("'{s}' is not a size"));
+    }
+    Ok((v * mult as f64) as u64)
+}
+
 /// Parses `90`, `90s`, `5m`, `1h`, `250ms`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -139,6 +246,14 @@ mod tests {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("x").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("10G").unwrap(), 10 << 30);
+        assert_eq!(parse_size("500MB").unwrap(), 500 << 20);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("ten").is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 mod cli;
 mod progress;
+mod query;
 mod read;
 
 use std::process::ExitCode;
@@ -16,6 +17,7 @@ fn main() -> ExitCode {
     let args = cli::Cli::parse();
     let result = match args.command {
         cli::Command::Read(opts) => read::run(opts),
+        cli::Command::Query(opts) => query::run(opts),
     };
     match result {
         Ok(code) => code,

@@ -7,9 +7,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use wirelog_decode::{DecodeConfig, Decoded, Decoder, SkipReason};
-use wirelog_record::ConnState;
+use wirelog_record::{ConnRecord, ConnState, FlowRecord};
 use wirelog_sink::{ConnLogWriter, FlowLogWriter, LogFormat};
 use wirelog_source::CaptureReader;
+use wirelog_store::{Store, StoreOptions};
 use wirelog_track::{PortSet, Tracker, TrackerConfig};
 
 use crate::cli::{LogFormatArg, ReadArgs};
@@ -47,6 +48,12 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         }
         None => (Box::new(BufWriter::with_capacity(1 << 16, io::stdout().lock())), None),
     };
+    let mut store = if args.no_store {
+        None
+    } else {
+        let opts = StoreOptions { retain_age: args.retain, retain_bytes: args.retain_size, ..StoreOptions::default() };
+        Some(Store::open(&args.store, opts)?)
+    };
     let mut sink = ConnLogWriter::new(out, format);
     let mut flow_sink = flows_out.map(|o| FlowLogWriter::new(o, format));
 
@@ -83,19 +90,30 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     let mut problems_reported = 0usize;
     let mut state_counts = [0u64; ConnState::ALL.len()];
     let mut flow_records = 0u64;
+    let mut conn_buf: Vec<ConnRecord> = Vec::new();
+    let mut flow_buf: Vec<FlowRecord> = Vec::new();
     let mut write_records = |tracker: &mut Tracker,
                              sink: &mut ConnLogWriter<Box<dyn Write>>,
-                             flow_sink: &mut Option<FlowLogWriter<Box<dyn Write>>>|
-     -> io::Result<()> {
-        for r in tracker.take_records() {
+                             flow_sink: &mut Option<FlowLogWriter<Box<dyn Write>>>,
+                             store: &mut Option<Store>|
+     -> Result<()> {
+        conn_buf.clear();
+        flow_buf.clear();
+        conn_buf.extend(tracker.take_records());
+        flow_buf.extend(tracker.take_flows());
+        for r in &conn_buf {
             state_counts[r.conn_state as usize] += 1;
-            sink.write(&r)?;
+            sink.write(r)?;
         }
-        for f in tracker.take_flows() {
-            flow_records += 1;
-            if let Some(s) = flow_sink.as_mut() {
-                s.write(&f)?;
+        flow_records += flow_buf.len() as u64;
+        if let Some(s) = flow_sink.as_mut() {
+            for f in &flow_buf {
+                s.write(f)?;
             }
+        }
+        if let Some(st) = store.as_mut() {
+            st.append_conns(&conn_buf)?;
+            st.append_flows(&flow_buf)?;
         }
         Ok(())
     };
@@ -125,7 +143,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 Decoded::Skipped(_) => {}
             }
             if file_packets % DRAIN_EVERY == 0 {
-                write_records(&mut tracker, &mut sink, &mut flow_sink)?;
+                write_records(&mut tracker, &mut sink, &mut flow_sink, &mut store)?;
                 progress.update(bytes_before + reader.position(), packets + file_packets);
             }
         }
@@ -154,14 +172,17 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 s.offset
             );
         }
-        write_records(&mut tracker, &mut sink, &mut flow_sink)?;
+        write_records(&mut tracker, &mut sink, &mut flow_sink, &mut store)?;
     }
 
     tracker.finish();
-    write_records(&mut tracker, &mut sink, &mut flow_sink)?;
+    write_records(&mut tracker, &mut sink, &mut flow_sink, &mut store)?;
     sink.finish()?;
     if let Some(s) = flow_sink.as_mut() {
         s.finish()?;
+    }
+    if let Some(st) = store.take() {
+        st.close()?;
     }
     progress.finish();
 

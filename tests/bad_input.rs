@@ -7,8 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 fn wirelog(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    // The store is not what these tests are about (tests/store.rs is); keep
+    // parallel runs from sharing a data directory.
+    let mut all: Vec<&str> = args.to_vec();
+    if all.first() == Some(&"read") {
+        all.insert(1, "--no-store");
+    }
     let mut child = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(args)
+        .args(&all)
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -36,7 +36,7 @@ fn run(pcap: &Path, interval: &str, tag: &str) -> (Vec<Row>, Vec<Row>) {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("flows-{tag}-{interval}"));
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "-C", "--quiet", "--flow-interval", interval, "--logs"])
+        .args(["read", "-C", "--quiet", "--no-store", "--flow-interval", interval, "--logs"])
         .arg(&dir)
         .arg(pcap)
         .output()

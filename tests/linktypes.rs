@@ -26,7 +26,7 @@ fn capinfos_count(f: &Path) -> u64 {
 /// Runs `wirelog read` and returns (packets read, stderr lines other than the summary).
 fn wirelog_count(f: &Path) -> (u64, Vec<String>, bool) {
     let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "-C"])
+        .args(["read", "-C", "--no-store"])
         .arg(f)
         .output()
         .expect("run wirelog");

@@ -25,7 +25,7 @@ struct Conn {
 
 fn wirelog_conns(pcap: &Path) -> Vec<Conn> {
     let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "-C", "--quiet"])
+        .args(["read", "-C", "--quiet", "--no-store"])
         .arg(pcap)
         .output()
         .expect("run wirelog");

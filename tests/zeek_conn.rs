@@ -133,6 +133,7 @@ fn run_wirelog(pcap: &Path, flags: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
         .arg("read")
         .arg("--quiet")
+        .arg("--no-store")
         .args(["--seed", "1"])
         .args(flags)
         .arg(pcap)

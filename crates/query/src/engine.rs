@@ -1,0 +1,480 @@
+//! The engine: filter each batch to a selection, pack the group keys of the
+//! selected rows, hash them into the group table and add their counters; at
+//! the end, sort the groups and keep the top N.
+//!
+//! Per batch, dynamic dispatch happens once (`Box<dyn Grouper>`, chosen by key
+//! width); per row, the work is a hash of a few words, a probe and five adds.
+
+use std::cmp::Ordering;
+
+use wirelog_store::{Batch, Column};
+
+use crate::error::{QueryError, SchemaError, SchemaProblem};
+use crate::expr::{CmpOp, Expr, Operand, Pred, Test};
+use crate::field::{value_cols, Field};
+use crate::filter::{column, selected, Filter};
+use crate::hist::Hist;
+use crate::key::{KeyValue, Layout, Part, MAX_WORDS};
+use crate::spec::{Agg, Order, QuerySpec, SortKey};
+use crate::table::{same, Acc, Group, Table};
+
+/// One output row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// Start of the interval (time series only), ns.
+    pub time: Option<i64>,
+    /// The `--by` values, in `--by` order.
+    pub key: Vec<KeyValue>,
+    pub acc: Acc,
+    /// Duration p50, p95, p99 in ns (connections; `None` when no row of the
+    /// group had a duration).
+    pub duration: Option<[i64; 3]>,
+}
+
+/// What a query returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultTable {
+    pub kind: wirelog_store::Kind,
+    pub by: Vec<Field>,
+    pub every_ns: Option<i64>,
+    pub percentiles: bool,
+    pub sort: (SortKey, Order),
+    /// Sorted, at most `top` (for a time series: all intervals of the top
+    /// series, by time then by the series' rank).
+    pub rows: Vec<Row>,
+    /// Sums over every matching row, not only the rows shown.
+    pub total: Acc,
+    /// Groups found (series, for a time series) before `top` cut them.
+    pub groups: usize,
+    pub rows_scanned: u64,
+    pub rows_matched: u64,
+}
+
+trait Grouper: Send {
+    fn consume(&mut self, batch: &Batch, sel: &[u32]) -> Result<(), SchemaError>;
+    fn finish(self: Box<Self>, spec: &QuerySpec) -> (Vec<Row>, Acc, usize);
+    fn heap_bytes(&self) -> usize;
+    fn groups(&self) -> usize;
+}
+
+/// Runs one query over any number of batches.
+pub struct Engine {
+    spec: QuerySpec,
+    filter: Option<Filter>,
+    bitmap: Vec<u64>,
+    sel: Vec<u32>,
+    grouper: Box<dyn Grouper>,
+    rows_scanned: u64,
+    rows_matched: u64,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("spec", &self.spec).field("rows_scanned", &self.rows_scanned).finish()
+    }
+}
+
+impl Engine {
+    /// Fails only when the group key is too wide (more than 1024 bits of
+    /// `--by` fields), which `parse_query` already rejects.
+    pub fn new(spec: QuerySpec) -> Result<Engine, QueryError> {
+        let mut parts: Vec<Part> = Vec::new();
+        if let Some(every) = spec.every_ns {
+            parts.push(Part::Bucket { time: Field::time(spec.kind), every: every.max(1) });
+        }
+        parts.extend(spec.by.iter().map(|&f| Part::Field(f)));
+        let layout = Layout::new(&parts).map_err(|words| key_too_wide(&spec, words))?;
+        let hist = (spec.percentiles && spec.kind == wirelog_store::Kind::Conns).then(Hist::new);
+        let grouper: Box<dyn Grouper> = match layout.words {
+            1 => Box::new(GroupBy::<1>::new(spec.kind, layout, hist)),
+            2 => Box::new(GroupBy::<2>::new(spec.kind, layout, hist)),
+            3 => Box::new(GroupBy::<3>::new(spec.kind, layout, hist)),
+            4 => Box::new(GroupBy::<4>::new(spec.kind, layout, hist)),
+            5 => Box::new(GroupBy::<5>::new(spec.kind, layout, hist)),
+            6 => Box::new(GroupBy::<6>::new(spec.kind, layout, hist)),
+            7 | 8 => Box::new(GroupBy::<8>::new(spec.kind, layout, hist)),
+            9..=12 => Box::new(GroupBy::<12>::new(spec.kind, layout, hist)),
+            _ => Box::new(GroupBy::<MAX_WORDS>::new(spec.kind, layout, hist)),
+        };
+        let time = Field::time(spec.kind);
+        let range = spec.time_range.map(|(from, to)| {
+            let p = |op, v| Expr::Pred(Pred { operand: Operand::Field(time), test: Test::Int(op, v) });
+            Expr::And(vec![p(CmpOp::Ge, from), p(CmpOp::Lt, to)])
+        });
+        let filter = match (&spec.filter, range) {
+            (Some(f), Some(r)) => Some(Filter::new(&Expr::And(vec![r, f.clone()]))),
+            (Some(f), None) => Some(Filter::new(f)),
+            (None, Some(r)) => Some(Filter::new(&r)),
+            (None, None) => None,
+        };
+        Ok(Engine { spec, filter, bitmap: Vec::new(), sel: Vec::new(), grouper, rows_scanned: 0, rows_matched: 0 })
+    }
+
+    pub fn spec(&self) -> &QuerySpec {
+        &self.spec
+    }
+
+    /// Filters and aggregates one batch.
+    pub fn consume(&mut self, batch: &Batch) -> Result<(), SchemaError> {
+        if batch.kind != self.spec.kind {
+            return Err(SchemaError { column: "", problem: SchemaProblem::WrongKind });
+        }
+        let n = batch.rows();
+        if n == 0 {
+            return Ok(());
+        }
+        if n > u32::MAX as usize {
+            return Err(SchemaError { column: batch.columns[0].0, problem: SchemaProblem::Length });
+        }
+        self.rows_scanned += n as u64;
+        match &mut self.filter {
+            Some(f) => {
+                f.eval(batch, &mut self.bitmap)?;
+                selected(&self.bitmap, &mut self.sel);
+            }
+            None => {
+                self.sel.clear();
+                self.sel.extend(0..n as u32);
+            }
+        }
+        self.rows_matched += self.sel.len() as u64;
+        if self.sel.is_empty() {
+            return Ok(());
+        }
+        self.grouper.consume(batch, &self.sel)
+    }
+
+    /// Groups so far.
+    pub fn groups(&self) -> usize {
+        self.grouper.groups()
+    }
+
+    /// Heap bytes held by the group table (not counting string dictionaries
+    /// and histograms).
+    pub fn heap_bytes(&self) -> usize {
+        self.grouper.heap_bytes() + self.bitmap.capacity() * 8 + self.sel.capacity() * 4
+    }
+
+    pub fn finish(self) -> ResultTable {
+        let (rows, total, groups) = self.grouper.finish(&self.spec);
+        ResultTable {
+            kind: self.spec.kind,
+            by: self.spec.by.clone(),
+            every_ns: self.spec.every_ns,
+            percentiles: self.spec.percentiles && self.spec.kind == wirelog_store::Kind::Conns,
+            sort: self.spec.sort,
+            rows,
+            total,
+            groups,
+            rows_scanned: self.rows_scanned,
+            rows_matched: self.rows_matched,
+        }
+    }
+}
+
+fn key_too_wide(spec: &QuerySpec, words: usize) -> QueryError {
+    let names: Vec<&str> = spec.by.iter().map(|f| f.name()).collect();
+    let input = names.join(",");
+    QueryError::custom(
+        "--by",
+        &input,
+        1,
+        format!("group-by fields fitting {} bits", MAX_WORDS * 64),
+        format!("the group key needs {} bits, more than {}: group by fewer fields", words * 64, MAX_WORDS * 64),
+    )
+}
+
+/// A column as `&[u64]`: borrowed when it is `U64`, else widened into `buf`
+/// (an unset value counting 0).
+fn as_u64<'a>(col: &'a Column, buf: &'a mut Vec<u64>, name: &'static str) -> Result<&'a [u64], SchemaError> {
+    let widen = |buf: &'a mut Vec<u64>, it: &mut dyn Iterator<Item = u64>| {
+        buf.clear();
+        buf.extend(it);
+        &buf[..]
+    };
+    Ok(match col {
+        Column::U64(v) => v,
+        Column::U32(v) => widen(buf, &mut v.iter().map(|&x| x as u64)),
+        Column::U16(v) => widen(buf, &mut v.iter().map(|&x| x as u64)),
+        Column::U8(v) => widen(buf, &mut v.iter().map(|&x| x as u64)),
+        Column::OptU64(v) => widen(buf, &mut v.iter().map(|x| x.unwrap_or(0))),
+        _ => return Err(SchemaError { column: name, problem: SchemaProblem::WrongType }),
+    })
+}
+
+enum Durations<'a> {
+    Opt(&'a [Option<i64>]),
+    Set(&'a [i64]),
+}
+
+/// How far ahead the probe loop prefetches table slots (and half as far,
+/// the groups they point to).
+const PREFETCH: usize = 16;
+
+struct GroupBy<const N: usize> {
+    kind: wirelog_store::Kind,
+    layout: Layout,
+    table: Table<N>,
+    keys: Vec<[u64; N]>,
+    hashes: Vec<u64>,
+    hist: Option<Hist>,
+    bufs: [Vec<u64>; 5],
+}
+
+impl<const N: usize> GroupBy<N> {
+    fn new(kind: wirelog_store::Kind, layout: Layout, hist: Option<Hist>) -> Self {
+        GroupBy {
+            kind,
+            layout,
+            table: Table::new(),
+            keys: Vec::new(),
+            hashes: Vec::new(),
+            hist,
+            bufs: Default::default(),
+        }
+    }
+}
+
+impl<const N: usize> Grouper for GroupBy<N> {
+    fn consume(&mut self, batch: &Batch, sel: &[u32]) -> Result<(), SchemaError> {
+        let m = sel.len();
+        self.keys.clear();
+        self.keys.resize(m, [0; N]);
+        self.layout.write(&mut self.keys, batch, sel)?;
+        let table = &mut self.table;
+        self.hashes.clear();
+        self.hashes.extend(self.keys.iter().map(|k| table.hash(k)));
+
+        let v = value_cols(self.kind);
+        let [b0, b1, b2, b3, b4] = &mut self.bufs;
+        let bytes_out = as_u64(column(batch, v.bytes_out)?, b0, v.bytes_out)?;
+        let pkts_out = as_u64(column(batch, v.pkts_out)?, b1, v.pkts_out)?;
+        let bytes_in = as_u64(column(batch, v.bytes_in)?, b2, v.bytes_in)?;
+        let pkts_in = as_u64(column(batch, v.pkts_in)?, b3, v.pkts_in)?;
+        let conns = match v.conns {
+            Some(c) => Some(as_u64(column(batch, c)?, b4, c)?),
+            None => None,
+        };
+        // Checked before the loop, so a bad batch leaves the sums untouched.
+        let durations = match &self.hist {
+            Some(_) => match column(batch, "duration")? {
+                Column::OptI64(d) => Some(Durations::Opt(d)),
+                Column::I64(d) => Some(Durations::Set(d)),
+                _ => return Err(SchemaError { column: "duration", problem: SchemaProblem::WrongType }),
+            },
+            None => None,
+        };
+        let (keys, hashes) = (&self.keys, &self.hashes);
+        let mut g = usize::MAX;
+        for i in 0..m {
+            if let Some(&h) = hashes.get(i + PREFETCH) {
+                table.prefetch_slot(h);
+            }
+            if let Some(&h) = hashes.get(i + PREFETCH / 2) {
+                table.prefetch_group(h);
+            }
+            // The store sorts flows by (bucket, client, server, port): runs of
+            // one key are common, and the group of the previous row is at hand.
+            if i == 0 || hashes[i] != hashes[i - 1] || !same(&keys[i], &keys[i - 1]) {
+                g = table.find_or_insert(&keys[i], hashes[i]);
+            }
+            let r = sel[i] as usize;
+            let acc = &mut table.groups[g].acc;
+            acc.bytes_out = acc.bytes_out.wrapping_add(bytes_out[r]);
+            acc.pkts_out = acc.pkts_out.wrapping_add(pkts_out[r]);
+            acc.bytes_in = acc.bytes_in.wrapping_add(bytes_in[r]);
+            acc.pkts_in = acc.pkts_in.wrapping_add(pkts_in[r]);
+            acc.conns = acc.conns.wrapping_add(match conns {
+                Some(c) => c[r],
+                None => 1,
+            });
+            if let (Some(h), Some(d)) = (&mut self.hist, &durations) {
+                let d = match d {
+                    Durations::Opt(d) => d[r],
+                    Durations::Set(d) => Some(d[r]),
+                };
+                if let Some(d) = d {
+                    h.add(g as u32, d);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.table.heap_bytes() + self.keys.capacity() * N * 8 + self.hashes.capacity() * 8
+    }
+
+    fn groups(&self) -> usize {
+        self.table.groups.len()
+    }
+
+    fn finish(self: Box<Self>, spec: &QuerySpec) -> (Vec<Row>, Acc, usize) {
+        let this = *self;
+        let groups = &this.table.groups;
+        let layout = &this.layout;
+        let mut total = Acc::default();
+        for g in groups {
+            total.add(&g.acc);
+        }
+        let by_pct = matches!(spec.sort.0, SortKey::Agg(a) if a.is_percentile());
+        let mut rows = Vec::new();
+        let n_groups;
+        match layout.bucket_word() {
+            None => {
+                n_groups = groups.len();
+                let pct = match (&this.hist, by_pct) {
+                    (Some(h), true) => Some(h.percentiles(groups.len(), Some)),
+                    _ => None,
+                };
+                let order = ranked(groups, pct.as_deref(), layout, spec.sort, spec.top);
+                let mut row_of = vec![u32::MAX; groups.len()];
+                for (i, &g) in order.iter().enumerate() {
+                    row_of[g as usize] = i as u32;
+                }
+                let row_pct = this
+                    .hist
+                    .as_ref()
+                    .map(|h| h.percentiles(order.len(), |g| Some(row_of[g as usize]).filter(|&r| r != u32::MAX)));
+                for (i, &g) in order.iter().enumerate() {
+                    let grp = &groups[g as usize];
+                    rows.push(Row {
+                        time: None,
+                        key: layout.decode(&grp.key),
+                        acc: grp.acc,
+                        duration: row_pct.as_ref().and_then(|p| p[i]),
+                    });
+                }
+            }
+            Some(bw) => {
+                // Series: the key without its interval.
+                let mut series = Table::<N>::new();
+                let mut series_of = Vec::with_capacity(groups.len());
+                for g in groups {
+                    let mut k = g.key;
+                    k[bw] = 0;
+                    let h = series.hash(&k);
+                    let s = series.find_or_insert(&k, h);
+                    series.groups[s].acc.add(&g.acc);
+                    series_of.push(s as u32);
+                }
+                n_groups = series.groups.len();
+                let pct = match (&this.hist, by_pct) {
+                    (Some(h), true) => Some(h.percentiles(series.groups.len(), |g| Some(series_of[g as usize]))),
+                    _ => None,
+                };
+                let series_sort = match spec.sort {
+                    (SortKey::Time, _) => (SortKey::Time, Order::Asc),
+                    s => s,
+                };
+                let order = ranked(&series.groups, pct.as_deref(), layout, series_sort, spec.top);
+                let mut rank = vec![u32::MAX; series.groups.len()];
+                for (i, &s) in order.iter().enumerate() {
+                    rank[s as usize] = i as u32;
+                }
+                let mut chosen: Vec<(i64, u32, u32)> = groups
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(g, grp)| {
+                        let r = rank[series_of[g] as usize];
+                        (r != u32::MAX).then(|| (layout.bucket(&grp.key).unwrap_or(0), r, g as u32))
+                    })
+                    .collect();
+                let time_desc = spec.sort == (SortKey::Time, Order::Desc);
+                chosen.sort_unstable_by(|a, b| {
+                    let t = if time_desc { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) };
+                    t.then(a.1.cmp(&b.1))
+                });
+                let mut row_of = vec![u32::MAX; groups.len()];
+                for (i, c) in chosen.iter().enumerate() {
+                    row_of[c.2 as usize] = i as u32;
+                }
+                let row_pct = this
+                    .hist
+                    .as_ref()
+                    .map(|h| h.percentiles(chosen.len(), |g| Some(row_of[g as usize]).filter(|&r| r != u32::MAX)));
+                for (i, &(t, _, g)) in chosen.iter().enumerate() {
+                    let grp = &groups[g as usize];
+                    rows.push(Row {
+                        time: Some(t),
+                        key: layout.decode(&grp.key),
+                        acc: grp.acc,
+                        duration: row_pct.as_ref().and_then(|p| p[i]),
+                    });
+                }
+            }
+        }
+        (rows, total, n_groups)
+    }
+}
+
+fn agg_value(acc: &Acc, a: Agg) -> u64 {
+    match a {
+        Agg::Bytes => acc.bytes(),
+        Agg::BytesOut => acc.bytes_out,
+        Agg::BytesIn => acc.bytes_in,
+        Agg::Pkts => acc.pkts(),
+        Agg::PktsOut => acc.pkts_out,
+        Agg::PktsIn => acc.pkts_in,
+        Agg::Conns => acc.conns,
+        Agg::P50 | Agg::P95 | Agg::P99 => 0,
+    }
+}
+
+/// The indices of the groups to show, in output order: by the sort key, ties
+/// broken by the group-by values ascending, so the result never depends on
+/// hashing or batch order. A partial sort keeps the top N.
+fn ranked<const N: usize>(
+    groups: &[Group<N>],
+    pct: Option<&[Option<[i64; 3]>]>,
+    layout: &Layout,
+    (key, order): (SortKey, Order),
+    top: Option<usize>,
+) -> Vec<u32> {
+    let slot = match key {
+        SortKey::Field(f) => layout.slot_of(f),
+        _ => None,
+    };
+    // The aggregate sorted by, as an ascending u64 (complemented for
+    // descending order), next to the group index: the partial sort then
+    // compares a dense array and touches the groups only on ties.
+    let desc = order == Order::Desc;
+    let value = |i: usize, g: &Group<N>| -> u64 {
+        let v = match key {
+            SortKey::Agg(agg) if agg.is_percentile() => {
+                let k = match agg {
+                    Agg::P50 => 0,
+                    Agg::P95 => 1,
+                    _ => 2,
+                };
+                // Groups without durations sort below every duration.
+                pct.and_then(|p| p[i]).map_or(0, |p| p[k].max(0) as u64 + 1)
+            }
+            SortKey::Agg(agg) => agg_value(&g.acc, agg),
+            SortKey::Field(_) | SortKey::Time => return 0,
+        };
+        if desc {
+            !v
+        } else {
+            v
+        }
+    };
+    let cmp = |a: &(u64, u32), b: &(u64, u32)| -> Ordering {
+        a.0.cmp(&b.0).then_with(|| {
+            let (ka, kb) = (&groups[a.1 as usize].key, &groups[b.1 as usize].key);
+            let field = slot.map_or(Ordering::Equal, |s| layout.cmp_slot(s, ka, kb));
+            let field = if desc { field.reverse() } else { field };
+            field.then_with(|| layout.cmp_fields(ka, kb))
+        })
+    };
+    let mut idx: Vec<(u64, u32)> = groups.iter().enumerate().map(|(i, g)| (value(i, g), i as u32)).collect();
+    match top {
+        Some(n) if n < idx.len() => {
+            idx.select_nth_unstable_by(n, cmp);
+            idx.truncate(n);
+            idx.sort_unstable_by(cmp);
+        }
+        _ => idx.sort_unstable_by(cmp),
+    }
+    idx.into_iter().map(|(_, i)| i).collect::<Vec<u32>>()
+}

@@ -1,0 +1,271 @@
+//! The fields a query can name, per record kind: the store's columns, their
+//! aliases (goQuery's names for flows, Zeek's for connections), and what kind
+//! of value each one takes.
+//!
+//! The table here is the single place that knows the schema; the parser, the
+//! filter compiler, the key packer and the renderer all ask it.
+
+use wirelog_store::Kind;
+
+/// What a field holds, as far as the query language is concerned. The batch
+/// variant may be wider (an optional `U16` column arrives as `OptU64`); every
+/// integer variant is accepted for a `UInt` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ty {
+    /// Unsigned integer of at most `bits` bits (8, 16, 32 or 64).
+    UInt {
+        bits: u8,
+        unit: Unit,
+    },
+    /// A point in time, ns since the epoch (`I64`).
+    Time,
+    /// A duration in ns (`OptI64`: Zeek leaves it unset for some connections).
+    Duration,
+    /// An IPv4 (v4-mapped) or IPv6 address.
+    Ip,
+    Str,
+    Bool,
+}
+
+/// How an unsigned value is written and shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Unit {
+    /// Plain integer (ports, VLAN ids).
+    Plain,
+    /// Byte count: accepts `10k`, `5MB`, `2GiB`; shown as `1.2 MB`.
+    Bytes,
+    /// Packet or connection count: accepts `12k`, `3M`; shown as `12.3k`.
+    Count,
+    /// IP protocol number: accepts names (`tcp`); shown as a name.
+    Proto,
+}
+
+struct Def {
+    /// The store's column name, also the canonical name in output.
+    name: &'static str,
+    ty: Ty,
+    aliases: &'static [&'static str],
+}
+
+const U8P: Ty = Ty::UInt { bits: 8, unit: Unit::Proto };
+const U16: Ty = Ty::UInt { bits: 16, unit: Unit::Plain };
+const U32C: Ty = Ty::UInt { bits: 32, unit: Unit::Count };
+const U64B: Ty = Ty::UInt { bits: 64, unit: Unit::Bytes };
+const U64C: Ty = Ty::UInt { bits: 64, unit: Unit::Count };
+
+const fn def(name: &'static str, ty: Ty, aliases: &'static [&'static str]) -> Def {
+    Def { name, ty, aliases }
+}
+
+static FLOWS: &[Def] = &[
+    def("bucket", Ty::Time, &["time"]),
+    def("iface", Ty::Str, &[]),
+    def("client", Ty::Ip, &["sip", "src"]),
+    def("server", Ty::Ip, &["dip", "dst"]),
+    def("server_port", U16, &["dport"]),
+    def("proto", U8P, &[]),
+    def("bytes_out", U64B, &[]),
+    def("pkts_out", U64C, &["packets_out"]),
+    def("bytes_in", U64B, &[]),
+    def("pkts_in", U64C, &["packets_in"]),
+    def("first", Ty::Time, &[]),
+    def("last", Ty::Time, &[]),
+    def("conns", U32C, &[]),
+];
+
+static CONNS: &[Def] = &[
+    def("ts", Ty::Time, &["time"]),
+    def("uid", Ty::Str, &[]),
+    def("orig_h", Ty::Ip, &["id.orig_h", "sip", "src"]),
+    def("orig_p", U16, &["id.orig_p", "sport"]),
+    def("resp_h", Ty::Ip, &["id.resp_h", "dip", "dst"]),
+    def("resp_p", U16, &["id.resp_p", "dport"]),
+    // Zeek's transport name; a number given for `proto` compares `ip_proto`.
+    def("proto", Ty::Str, &[]),
+    def("service", Ty::Str, &[]),
+    def("duration", Ty::Duration, &[]),
+    def("orig_bytes", U64B, &[]),
+    def("resp_bytes", U64B, &[]),
+    def("conn_state", Ty::Str, &["state"]),
+    def("local_orig", Ty::Bool, &[]),
+    def("local_resp", Ty::Bool, &[]),
+    def("missed_bytes", U64B, &[]),
+    def("history", Ty::Str, &[]),
+    def("orig_pkts", U64C, &[]),
+    def("orig_ip_bytes", U64B, &[]),
+    def("resp_pkts", U64C, &[]),
+    def("resp_ip_bytes", U64B, &[]),
+    def("ip_proto", U8P, &[]),
+    def("community_id", Ty::Str, &[]),
+    def("vlan", U16, &[]),
+    def("inner_vlan", U16, &[]),
+];
+
+fn defs(kind: Kind) -> &'static [Def] {
+    match kind {
+        Kind::Flows => FLOWS,
+        Kind::Conns => CONNS,
+    }
+}
+
+/// One column of a record kind. Small and `Copy`: it is an index into the
+/// kind's static schema table.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Field {
+    kind: Kind,
+    idx: u8,
+}
+
+impl std::fmt::Debug for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.kind.as_str(), self.name())
+    }
+}
+
+impl std::fmt::Display for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Field {
+    /// The field called `name` (a column name or an alias, any case).
+    pub fn lookup(kind: Kind, name: &str) -> Option<Field> {
+        let lower = name.to_ascii_lowercase();
+        defs(kind)
+            .iter()
+            .position(|d| d.name == lower || d.aliases.contains(&lower.as_str()))
+            .map(|i| Field { kind, idx: i as u8 })
+    }
+
+    /// The field whose column is `name` exactly. Panics on an unknown name:
+    /// only for names that are constants in this crate.
+    pub(crate) fn col(kind: Kind, name: &str) -> Field {
+        let idx = defs(kind).iter().position(|d| d.name == name).expect("known column");
+        Field { kind, idx: idx as u8 }
+    }
+
+    /// All fields of a kind, in the store's column order.
+    pub fn all(kind: Kind) -> impl Iterator<Item = Field> {
+        (0..defs(kind).len()).map(move |i| Field { kind, idx: i as u8 })
+    }
+
+    pub fn kind(self) -> Kind {
+        self.kind
+    }
+
+    /// The store's column name.
+    pub fn name(self) -> &'static str {
+        defs(self.kind)[self.idx as usize].name
+    }
+
+    pub fn ty(self) -> Ty {
+        defs(self.kind)[self.idx as usize].ty
+    }
+
+    pub fn aliases(self) -> &'static [&'static str] {
+        defs(self.kind)[self.idx as usize].aliases
+    }
+
+    /// Whether the store may leave the value unset (an optional Parquet
+    /// column, read as `OptU64`/`OptI64`).
+    pub fn nullable(self) -> bool {
+        self.kind == Kind::Conns
+            && matches!(self.name(), "duration" | "orig_bytes" | "resp_bytes" | "vlan" | "inner_vlan")
+    }
+
+    /// The column a kind's time series and time ranges use.
+    pub fn time(kind: Kind) -> Field {
+        Field::col(kind, if kind == Kind::Flows { "bucket" } else { "ts" })
+    }
+
+    /// Every name a user may type for this kind, for "did you mean" hints.
+    pub(crate) fn all_names(kind: Kind) -> impl Iterator<Item = &'static str> {
+        defs(kind).iter().flat_map(|d| std::iter::once(d.name).chain(d.aliases.iter().copied()))
+    }
+}
+
+/// The per-direction value columns a kind's aggregates sum.
+pub(crate) struct ValueCols {
+    pub bytes_out: &'static str,
+    pub pkts_out: &'static str,
+    pub bytes_in: &'static str,
+    pub pkts_in: &'static str,
+    /// `None`: every row is one connection.
+    pub conns: Option<&'static str>,
+}
+
+pub(crate) fn value_cols(kind: Kind) -> ValueCols {
+    match kind {
+        Kind::Flows => ValueCols {
+            bytes_out: "bytes_out",
+            pkts_out: "pkts_out",
+            bytes_in: "bytes_in",
+            pkts_in: "pkts_in",
+            conns: Some("conns"),
+        },
+        Kind::Conns => ValueCols {
+            bytes_out: "orig_bytes",
+            pkts_out: "orig_pkts",
+            bytes_in: "resp_bytes",
+            pkts_in: "resp_pkts",
+            conns: None,
+        },
+    }
+}
+
+/// IP protocol names accepted for `proto`, and shown for its numbers.
+pub(crate) const PROTO_NAMES: &[(&str, u8)] = &[
+    ("icmp", 1),
+    ("igmp", 2),
+    ("tcp", 6),
+    ("udp", 17),
+    ("gre", 47),
+    ("esp", 50),
+    ("ah", 51),
+    ("icmp6", 58),
+    ("icmpv6", 58),
+    ("ipv6-icmp", 58),
+    ("ospf", 89),
+    ("pim", 103),
+    ("vrrp", 112),
+    ("sctp", 132),
+];
+
+pub(crate) fn proto_number(name: &str) -> Option<u8> {
+    let lower = name.to_ascii_lowercase();
+    PROTO_NAMES.iter().find(|(n, _)| *n == lower).map(|&(_, p)| p)
+}
+
+pub(crate) fn proto_name(p: u8) -> Option<&'static str> {
+    PROTO_NAMES.iter().find(|&&(_, n)| n == p).map(|&(name, _)| name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_resolve() {
+        assert_eq!(Field::lookup(Kind::Flows, "sip").unwrap().name(), "client");
+        assert_eq!(Field::lookup(Kind::Flows, "DPORT").unwrap().name(), "server_port");
+        assert_eq!(Field::lookup(Kind::Flows, "time").unwrap().name(), "bucket");
+        assert_eq!(Field::lookup(Kind::Conns, "id.orig_h").unwrap().name(), "orig_h");
+        assert_eq!(Field::lookup(Kind::Conns, "dport").unwrap().name(), "resp_p");
+        assert_eq!(Field::lookup(Kind::Conns, "sport").unwrap().name(), "orig_p");
+        assert!(Field::lookup(Kind::Flows, "history").is_none());
+    }
+
+    #[test]
+    fn schema_matches_store() {
+        // The store's schema is the source of truth for column names and order.
+        for kind in [Kind::Flows, Kind::Conns] {
+            let ours: Vec<_> = Field::all(kind).map(Field::name).collect();
+            let store: Vec<_> = wirelog_store::schema::columns(kind).iter().map(|c| c.name).collect();
+            assert_eq!(ours, store, "{kind:?}");
+        }
+        for n in Field::all_names(Kind::Conns).chain(Field::all_names(Kind::Flows)) {
+            assert_eq!(n, n.to_ascii_lowercase());
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! Output: an aligned table with human units for people, CSV and JSON with
+//! raw numbers for programs.
+//!
+//! Columns, in order: `time` (time series only), the `--by` fields, then
+//! `conns`, packets out/in/total, bytes out/in/total (for connections named as
+//! Zeek does: `orig_pkts`, `resp_bytes`, ...), and for connections
+//! `duration_p50`, `duration_p95`, `duration_p99`. The table adds `%` (share
+//! of all matching bytes) after `bytes` and a summary line at the end.
+//!
+//! - table: bytes as `1.2 MB` (powers of 1000), counts as `12.3k`, addresses
+//!   in their usual form (v4-mapped shown as IPv4), times RFC 3339 UTC,
+//!   protocol numbers as names, durations as `12.5ms`, unset values as `-`.
+//! - csv: RFC 4180, a header row, raw integers, protocol numbers, times RFC
+//!   3339 UTC, durations in seconds with 6 decimals (Zeek's unit), unset
+//!   values empty.
+//! - json: one array, one object per row and per line (`[`, rows separated by
+//!   `,\n`, `]`), so it is valid JSON and still greppable; values as in CSV
+//!   with unset values `null`.
+
+use std::io::{self, Write};
+use std::str::FromStr;
+
+use crate::engine::{ResultTable, Row};
+use crate::field::{proto_name, Field, Ty, Unit};
+use crate::key::KeyValue;
+use crate::spec::Agg;
+use crate::table::Acc;
+use crate::time::{format_duration, format_rfc3339};
+use crate::value::format_ip;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+}
+
+impl FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Format, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "table" => Ok(Format::Table),
+            "csv" => Ok(Format::Csv),
+            "json" => Ok(Format::Json),
+            _ => Err(format!("expected table, csv or json, found '{s}'")),
+        }
+    }
+}
+
+/// `table` when stdout is a terminal, else `csv`.
+pub fn default_format(is_terminal: bool) -> Format {
+    if is_terminal {
+        Format::Table
+    } else {
+        Format::Csv
+    }
+}
+
+/// `1.2 MB`: powers of 1000, one decimal.
+pub fn human_bytes(n: u64) -> String {
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    for unit in ["kB", "MB", "GB", "TB", "PB", "EB"] {
+        v /= 1000.0;
+        if v < 999.95 {
+            return format!("{v:.1} {unit}");
+        }
+    }
+    format!("{v:.1} EB")
+}
+
+/// `12.3k`: powers of 1000, one decimal.
+pub fn human_count(n: u64) -> String {
+    if n < 1000 {
+        return n.to_string();
+    }
+    let mut v = n as f64;
+    for unit in ["k", "M", "G", "T", "P", "E"] {
+        v /= 1000.0;
+        if v < 999.95 {
+            return format!("{v:.1}{unit}");
+        }
+    }
+    format!("{v:.1}E")
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Style {
+    Human,
+    Raw,
+}
+
+/// A cell: its text, and whether JSON writes it bare (numbers, booleans)
+/// rather than as a string.
+struct Cell {
+    text: String,
+    bare: bool,
+    null: bool,
+}
+
+fn cell(text: String, bare: bool) -> Cell {
+    Cell { text, bare, null: false }
+}
+
+fn null(style: Style) -> Cell {
+    Cell { text: if style == Style::Human { "-".into() } else { String::new() }, bare: false, null: true }
+}
+
+fn seconds(ns: i64) -> String {
+    format!(
+        "{}{}.{:06}",
+        if ns < 0 { "-" } else { "" },
+        ns.unsigned_abs() / 1_000_000_000,
+        ns.unsigned_abs() % 1_000_000_000 / 1000
+    )
+}
+
+fn key_cell(f: Field, v: &KeyValue, style: Style) -> Cell {
+    let human = style == Style::Human;
+    match (v, f.ty()) {
+        (KeyValue::Null, _) => null(style),
+        (KeyValue::Ip(a), _) => cell(format_ip(a), false),
+        (KeyValue::UInt(n), Ty::UInt { unit, .. }) if human => match unit {
+            Unit::Proto => cell(proto_name(*n as u8).map_or_else(|| n.to_string(), str::to_string), false),
+            Unit::Bytes => cell(human_bytes(*n), true),
+            Unit::Count => cell(human_count(*n), true),
+            Unit::Plain => cell(n.to_string(), true),
+        },
+        (KeyValue::UInt(n), _) => cell(n.to_string(), true),
+        (KeyValue::Int(t), Ty::Time) => cell(format_rfc3339(*t), false),
+        (KeyValue::Int(d), _) if human => cell(format_duration(*d), true),
+        (KeyValue::Int(d), _) => cell(seconds(*d), true),
+        (KeyValue::Str(s), _) if human && s.is_empty() => null(style),
+        (KeyValue::Str(s), _) => cell(s.clone(), false),
+        (KeyValue::Bool(b), _) => cell(b.to_string(), true),
+    }
+}
+
+const SUMS: [Agg; 7] = [Agg::Conns, Agg::PktsOut, Agg::PktsIn, Agg::Pkts, Agg::BytesOut, Agg::BytesIn, Agg::Bytes];
+const PCTS: [Agg; 3] = [Agg::P50, Agg::P95, Agg::P99];
+
+fn sum_value(acc: &Acc, a: Agg) -> u64 {
+    match a {
+        Agg::Conns => acc.conns,
+        Agg::PktsOut => acc.pkts_out,
+        Agg::PktsIn => acc.pkts_in,
+        Agg::Pkts => acc.pkts(),
+        Agg::BytesOut => acc.bytes_out,
+        Agg::BytesIn => acc.bytes_in,
+        Agg::Bytes => acc.bytes(),
+        _ => 0,
+    }
+}
+
+/// Column names, and whether each is right-aligned (numbers) in the table.
+fn header(t: &ResultTable, style: Style) -> Vec<(String, bool)> {
+    let mut h = Vec::new();
+    if t.every_ns.is_some() {
+        h.push(("time".to_string(), false));
+    }
+    for f in &t.by {
+        let numeric = matches!(f.ty(), Ty::Duration | Ty::UInt { unit: Unit::Plain | Unit::Bytes | Unit::Count, .. });
+        h.push((f.name().to_string(), numeric));
+    }
+    for a in SUMS {
+        h.push((a.name(t.kind).to_string(), true));
+        if a == Agg::Bytes && style == Style::Human {
+            h.push(("%".to_string(), true));
+        }
+    }
+    if t.percentiles {
+        h.extend(PCTS.iter().map(|a| (a.name(t.kind).to_string(), true)));
+    }
+    h
+}
+
+fn row_cells(t: &ResultTable, row: &Row, style: Style) -> Vec<Cell> {
+    let human = style == Style::Human;
+    let mut c = Vec::new();
+    if let Some(time) = row.time {
+        c.push(cell(format_rfc3339(time), false));
+    }
+    for (f, v) in t.by.iter().zip(&row.key) {
+        c.push(key_cell(*f, v, style));
+    }
+    for a in SUMS {
+        let v = sum_value(&row.acc, a);
+        let text = match (human, a) {
+            (false, _) => v.to_string(),
+            (true, Agg::BytesOut | Agg::BytesIn | Agg::Bytes) => human_bytes(v),
+            (true, _) => human_count(v),
+        };
+        c.push(cell(text, true));
+        if a == Agg::Bytes && human {
+            let total = t.total.bytes();
+            let pct = if total == 0 { 0.0 } else { v as f64 * 100.0 / total as f64 };
+            c.push(cell(format!("{pct:.2}"), true));
+        }
+    }
+    if t.percentiles {
+        for i in 0..3 {
+            match row.duration {
+                Some(d) if human => c.push(cell(format_duration(d[i]), true)),
+                Some(d) => c.push(cell(seconds(d[i]), true)),
+                None => c.push(null(style)),
+            }
+        }
+    }
+    c
+}
+
+/// Writes `table` in `format`.
+pub fn render(table: &ResultTable, format: Format, out: &mut dyn Write) -> io::Result<()> {
+    match format {
+        Format::Table => render_table(table, out),
+        Format::Csv => render_csv(table, out),
+        Format::Json => render_json(table, out),
+    }
+}
+
+fn render_table(t: &ResultTable, out: &mut dyn Write) -> io::Result<()> {
+    let head = header(t, Style::Human);
+    let rows: Vec<Vec<Cell>> = t.rows.iter().map(|r| row_cells(t, r, Style::Human)).collect();
+    let mut width: Vec<usize> = head.iter().map(|h| h.0.chars().count()).collect();
+    for r in &rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.text.chars().count());
+        }
+    }
+    let numeric: Vec<bool> = head.iter().map(|h| h.1).collect();
+    let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
+        let mut s = String::new();
+        for (i, text) in cells.enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            let pad = width[i].saturating_sub(text.chars().count());
+            if numeric[i] {
+                s.push_str(&" ".repeat(pad));
+                s.push_str(text);
+            } else {
+                s.push_str(text);
+                s.push_str(&" ".repeat(pad));
+            }
+        }
+        s.truncate(s.trim_end().len());
+        s
+    };
+    writeln!(out, "{}", line(&mut head.iter().map(|h| h.0.as_str())))?;
+    for r in &rows {
+        writeln!(out, "{}", line(&mut r.iter().map(|c| c.text.as_str())))?;
+    }
+    let what = if t.every_ns.is_some() { "series" } else { "groups" };
+    writeln!(
+        out,
+        "{} of {} {what}; {} of {} records matched; total {} conns, {} pkts, {}",
+        if t.every_ns.is_some() {
+            t.rows.iter().map(|r| &r.key).collect::<std::collections::BTreeSet<_>>().len()
+        } else {
+            t.rows.len()
+        },
+        t.groups,
+        human_count(t.rows_matched),
+        human_count(t.rows_scanned),
+        human_count(t.total.conns),
+        human_count(t.total.pkts()),
+        human_bytes(t.total.bytes()),
+    )
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn render_csv(t: &ResultTable, out: &mut dyn Write) -> io::Result<()> {
+    let head: Vec<String> = header(t, Style::Raw).iter().map(|h| csv_field(&h.0)).collect();
+    writeln!(out, "{}", head.join(","))?;
+    for r in &t.rows {
+        let cells: Vec<String> = row_cells(t, r, Style::Raw).iter().map(|c| csv_field(&c.text)).collect();
+        writeln!(out, "{}", cells.join(","))?;
+    }
+    Ok(())
+}
+
+fn json_string(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            '\r' => o.push_str("\\r"),
+            '\t' => o.push_str("\\t"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn render_json(t: &ResultTable, out: &mut dyn Write) -> io::Result<()> {
+    let head = header(t, Style::Raw);
+    if t.rows.is_empty() {
+        return writeln!(out, "[]");
+    }
+    writeln!(out, "[")?;
+    for (i, r) in t.rows.iter().enumerate() {
+        let cells = row_cells(t, r, Style::Raw);
+        let fields: Vec<String> = head
+            .iter()
+            .zip(&cells)
+            .map(|(h, c)| {
+                let v = if c.null {
+                    "null".to_string()
+                } else if c.bare {
+                    c.text.clone()
+                } else {
+                    json_string(&c.text)
+                };
+                format!("{}:{v}", json_string(&h.0))
+            })
+            .collect();
+        let sep = if i + 1 < t.rows.len() { "," } else { "" };
+        writeln!(out, "{{{}}}{sep}", fields.join(","))?;
+    }
+    writeln!(out, "]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(999), "999 B");
+        assert_eq!(human_bytes(1000), "1.0 kB");
+        assert_eq!(human_bytes(1_234_567), "1.2 MB");
+        assert_eq!(human_bytes(999_960), "1.0 MB");
+        assert_eq!(human_bytes(u64::MAX), "18.4 EB");
+        assert_eq!(human_count(12_345), "12.3k");
+        assert_eq!(human_count(999), "999");
+        assert_eq!(human_count(4_500_000), "4.5M");
+        assert_eq!(seconds(1_500_000), "0.001500");
+        assert_eq!(seconds(61_000_000_000), "61.000000");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(json_string("a\"b\\\n\u{1}"), "\"a\\\"b\\\\\\n\\u0001\"");
+        assert_eq!(default_format(true), Format::Table);
+        assert_eq!(default_format(false), Format::Csv);
+        assert_eq!("JSON".parse::<Format>(), Ok(Format::Json));
+        assert!("xml".parse::<Format>().is_err());
+    }
+}

@@ -1,0 +1,239 @@
+//! Writing rows to one Parquet file, atomically.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parquet::data_type::{
+    BoolType, ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType, Int32Type, Int64Type,
+};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::TypePtr;
+
+use crate::batch::Kind;
+use crate::error::StoreError;
+use crate::fsutil::{publish, remove_file_if_exists};
+
+/// Values of one column in Parquet's physical representation: only the
+/// non-null values, plus definition levels for optional columns.
+pub(crate) enum PqCol {
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    Bool(Vec<bool>),
+    Flba(Vec<FixedLenByteArray>),
+    Bytes(Vec<ByteArray>),
+}
+
+pub(crate) struct PqValues {
+    pub col: PqCol,
+    pub def: Option<Vec<i16>>,
+}
+
+/// Rows to be written: the write buffers and merged batches implement it.
+pub(crate) trait RowSource {
+    fn kind(&self) -> Kind;
+    fn len(&self) -> usize;
+    /// The partitioning time of a row (ns).
+    fn time_ns(&self, row: usize) -> i64;
+    /// Sorts row indices into file order.
+    fn sort_rows(&self, rows: &mut [u32]);
+    /// Column `col` (schema order) of the given rows.
+    fn values(&self, col: usize, rows: &[u32]) -> PqValues;
+}
+
+// ---- helpers to build column values ---------------------------------------
+
+pub(crate) fn req_i64(rows: &[u32], f: impl Fn(usize) -> i64) -> PqValues {
+    PqValues { col: PqCol::I64(rows.iter().map(|&r| f(r as usize)).collect()), def: None }
+}
+
+pub(crate) fn req_i32(rows: &[u32], f: impl Fn(usize) -> i32) -> PqValues {
+    PqValues { col: PqCol::I32(rows.iter().map(|&r| f(r as usize)).collect()), def: None }
+}
+
+pub(crate) fn req_bool(rows: &[u32], f: impl Fn(usize) -> bool) -> PqValues {
+    PqValues { col: PqCol::Bool(rows.iter().map(|&r| f(r as usize)).collect()), def: None }
+}
+
+pub(crate) fn opt_i64(rows: &[u32], f: impl Fn(usize) -> Option<i64>) -> PqValues {
+    let mut vals = Vec::with_capacity(rows.len());
+    let mut def = Vec::with_capacity(rows.len());
+    for &r in rows {
+        match f(r as usize) {
+            Some(v) => {
+                vals.push(v);
+                def.push(1);
+            }
+            None => def.push(0),
+        }
+    }
+    PqValues { col: PqCol::I64(vals), def: Some(def) }
+}
+
+pub(crate) fn opt_i32(rows: &[u32], f: impl Fn(usize) -> Option<i32>) -> PqValues {
+    let mut vals = Vec::with_capacity(rows.len());
+    let mut def = Vec::with_capacity(rows.len());
+    for &r in rows {
+        match f(r as usize) {
+            Some(v) => {
+                vals.push(v);
+                def.push(1);
+            }
+            None => def.push(0),
+        }
+    }
+    PqValues { col: PqCol::I32(vals), def: Some(def) }
+}
+
+/// IPs: one shared buffer, each value a slice of it (no allocation per value).
+pub(crate) fn req_ip(rows: &[u32], f: impl Fn(usize) -> [u8; 16]) -> PqValues {
+    let mut buf = Vec::with_capacity(rows.len() * 16);
+    for &r in rows {
+        buf.extend_from_slice(&f(r as usize));
+    }
+    let buf = Bytes::from(buf);
+    let vals =
+        (0..rows.len()).map(|i| FixedLenByteArray::from(ByteArray::from(buf.slice(i * 16..i * 16 + 16)))).collect();
+    PqValues { col: PqCol::Flba(vals), def: None }
+}
+
+/// Strings: one shared buffer, each value a slice of it. `optional` columns
+/// write `None` as null; required ones write it as "".
+pub(crate) fn strings<'a>(rows: &[u32], optional: bool, f: impl Fn(usize) -> Option<&'a [u8]>) -> PqValues {
+    let mut buf = Vec::new();
+    let mut ends = Vec::with_capacity(rows.len());
+    let mut def = Vec::with_capacity(if optional { rows.len() } else { 0 });
+    for &r in rows {
+        match f(r as usize) {
+            Some(s) => {
+                buf.extend_from_slice(s);
+                ends.push(buf.len());
+                if optional {
+                    def.push(1);
+                }
+            }
+            None if optional => def.push(0),
+            None => ends.push(buf.len()),
+        }
+    }
+    let buf = Bytes::from(buf);
+    let mut start = 0;
+    let vals = ends
+        .into_iter()
+        .map(|end| {
+            let v = ByteArray::from(buf.slice(start..end));
+            start = end;
+            v
+        })
+        .collect();
+    PqValues { col: PqCol::Bytes(vals), def: optional.then_some(def) }
+}
+
+// ---- files -----------------------------------------------------------------
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn unix_nanos() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+}
+
+/// A file written into a partition.
+#[derive(Debug, Clone)]
+pub struct WrittenFile {
+    pub path: PathBuf,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+/// Writes `rows` (already in file order) of `src` to a new file in `dir`
+/// (`<prefix>-<unix_nanos>-<seq>.parquet`): written under a hidden
+/// temporary name, fsynced, renamed, and the directory fsynced.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_file(
+    dir: &Path,
+    prefix: &str,
+    src: &dyn RowSource,
+    rows: &[u32],
+    schema: &TypePtr,
+    props: &Arc<WriterProperties>,
+    row_group_rows: usize,
+    kv: Vec<KeyValue>,
+    sync: bool,
+) -> Result<WrittenFile, StoreError> {
+    let (tmp, dst) = loop {
+        let stem = format!("{prefix}-{:019}-{:06}", unix_nanos(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let dst = dir.join(format!("{stem}.parquet"));
+        if !dst.exists() {
+            break (dir.join(format!(".{stem}.tmp")), dst);
+        }
+    };
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| StoreError::io(&tmp, "create", e))?;
+    let result = write_parquet(&tmp, file, src, rows, schema, props, row_group_rows, kv);
+    let file = match result {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = remove_file_if_exists(&tmp);
+            return Err(e);
+        }
+    };
+    let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if let Err(e) = publish(&file, &tmp, &dst, sync) {
+        let _ = remove_file_if_exists(&tmp);
+        return Err(e);
+    }
+    Ok(WrittenFile { path: dst, rows: rows.len() as u64, bytes })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_parquet(
+    path: &Path,
+    file: File,
+    src: &dyn RowSource,
+    rows: &[u32],
+    schema: &TypePtr,
+    props: &Arc<WriterProperties>,
+    row_group_rows: usize,
+    kv: Vec<KeyValue>,
+) -> Result<File, StoreError> {
+    let enc = |e: parquet::errors::ParquetError| StoreError::encode(path, e);
+    let mut w = SerializedFileWriter::new(BufWriter::with_capacity(1 << 20, file), schema.clone(), props.clone())
+        .map_err(enc)?;
+    w.append_key_value_metadata(KeyValue::new("wirelog.kind".into(), src.kind().as_str().to_string()));
+    w.append_key_value_metadata(KeyValue::new("wirelog.schema_version".into(), "1".to_string()));
+    for k in kv {
+        w.append_key_value_metadata(k);
+    }
+    let ncols = crate::schema::columns(src.kind()).len();
+    for chunk in rows.chunks(row_group_rows.max(1)) {
+        let mut rg = w.next_row_group().map_err(enc)?;
+        for c in 0..ncols {
+            let v = src.values(c, chunk);
+            let mut cw = rg
+                .next_column()
+                .map_err(enc)?
+                .ok_or_else(|| StoreError::encode(path, "schema has fewer columns than expected"))?;
+            let def = v.def.as_deref();
+            match &v.col {
+                PqCol::I32(x) => cw.typed::<Int32Type>().write_batch(x, def, None),
+                PqCol::I64(x) => cw.typed::<Int64Type>().write_batch(x, def, None),
+                PqCol::Bool(x) => cw.typed::<BoolType>().write_batch(x, def, None),
+                PqCol::Flba(x) => cw.typed::<FixedLenByteArrayType>().write_batch(x, def, None),
+                PqCol::Bytes(x) => cw.typed::<ByteArrayType>().write_batch(x, def, None),
+            }
+            .map_err(enc)?;
+            cw.close().map_err(enc)?;
+        }
+        rg.close().map_err(enc)?;
+    }
+    let buf = w.into_inner().map_err(enc)?;
+    buf.into_inner().map_err(|e| StoreError::io(path, "write", e.into_error()))
+}

@@ -1,0 +1,120 @@
+//! The store: records in time-partitioned Parquet files under one directory,
+//! and the columnar batches that queries read them back as.
+//!
+//! # Layout
+//!
+//! ```text
+//! <dir>/flows/date=YYYY-MM-DD/hour=HH/part-<unix_nanos>-<seq>.parquet     one per flush
+//! <dir>/flows/date=YYYY-MM-DD/hour=HH/compact-<unix_nanos>-<seq>.parquet  small files merged
+//! <dir>/conns/date=YYYY-MM-DD/hour=HH/...
+//! ```
+//!
+//! Partitions are hours (UTC) of the record's time: `bucket` for flows, `ts`
+//! for connections. Files are plain Parquet (data pages v1, zstd, min/max
+//! statistics per row group) readable as they are by DuckDB
+//! (`read_parquet('<dir>/flows/*/*/*.parquet', hive_partitioning=true)`),
+//! ClickHouse's `file()`/`s3()`, pandas/pyarrow and Polars. Names starting
+//! with `.` are work in progress (temporaries, partitions being deleted) and
+//! must be ignored by readers; globbing `*.parquet` does that.
+//!
+//! # Column types
+//!
+//! | content | Parquet | batch ([`Column`]) |
+//! |---|---|---|
+//! | times (`bucket`, `first`, `last`, `ts`) | INT64 TIMESTAMP(MICROS, UTC) | `I64`, ns |
+//! | `duration` (conns) | INT64, microseconds, OPTIONAL | `OptI64`, ns |
+//! | ports | INT32 INTEGER(16, unsigned) | `U16` (`vlan`, `inner_vlan`: OPTIONAL, `OptU64`) |
+//! | `proto` (flows), `ip_proto` | INT32 INTEGER(8, unsigned) | `U8` |
+//! | `conns` (flows) | INT32 INTEGER(32, unsigned) | `U32` |
+//! | counters | INT64 INTEGER(64, unsigned) | `U64` (`orig_bytes`, `resp_bytes`: OPTIONAL, `OptU64`) |
+//! | IP addresses | FIXED_LEN_BYTE_ARRAY(16), IPv4 as v4-mapped `::ffff:a.b.c.d` | `Ip` |
+//! | strings | BYTE_ARRAY UTF8 (`service` OPTIONAL: null reads as "") | `Str` |
+//! | `local_orig`, `local_resp` | BOOLEAN | `Bool` |
+//!
+//! Flow rows are sorted by (bucket, client, server, server_port) within a
+//! file, connection rows by ts. See [`schema::FLOWS`] and [`schema::CONNS`].
+//!
+//! # Writing
+//!
+//! [`Store`] buffers records as columns and writes one file per kind and
+//! hour partition touched when a buffer fills ([`StoreOptions::flush_rows`],
+//! [`StoreOptions::flush_bytes`]) or on [`Store::flush`]. One writer per
+//! directory (flock). [`Store::enforce_retention`] deletes whole hour
+//! partitions by age and size (also run by `flush` once a minute when limits
+//! are set); a [`Compactor`] thread merges the small files of closed hours.
+//!
+//! # Reading
+//!
+//! [`Store::scan`] / [`Store::scan_ref`] (no `Store` needed, readers take no
+//! lock) deliver [`Batch`]es of at most [`BATCH_ROWS`] rows with the
+//! requested columns in the requested order. Partitions outside the time
+//! range are not opened, row groups are skipped by their min/max statistics
+//! (time, and the `ranges` of the [`Scan`]), rows outside [from, to) are
+//! never returned, and only the requested columns are decoded (common
+//! encodings by this crate's own decoder straight into the typed vectors).
+//! `scan_ref` lends each batch and reuses its vectors: prefer it in loops.
+//!
+//! # Guarantees
+//!
+//! Files appear atomically (hidden temporary, fsync, rename, directory
+//! fsync): a crash loses at most the rows not yet flushed and never leaves a
+//! file a reader would trust half-written. Compaction and retention keep
+//! this crate's readers consistent (see [`compact`] and [`retention`]);
+//! tools that glob the files may count a partition twice during the instant
+//! between a merged file's rename and the removal of the files it replaces.
+
+mod batch;
+pub mod compact;
+mod encode;
+mod error;
+mod fastdecode;
+mod fsutil;
+pub mod layout;
+mod reader;
+pub mod retention;
+pub mod schema;
+#[doc(hidden)]
+pub mod synth;
+mod time;
+mod writer;
+
+pub use batch::{Batch, Column, Kind};
+pub use compact::{CompactOptions, CompactReport, Compactor, CompactorOptions, CompactorStatus};
+pub use error::StoreError;
+pub use layout::{list_partitions, Partition};
+pub use reader::{scan_ref, verify_file, Scan, ScanStats, BATCH_ROWS};
+pub use retention::RetentionReport;
+pub use writer::{Store, StoreOptions, WriteStats};
+
+use std::path::Path;
+
+impl Store {
+    /// Reads the store in `dir` (no `Store` needed: readers never lock).
+    /// Partitions outside the time range are not opened, row groups whose
+    /// statistics exclude the time range or a `ranges` constraint are
+    /// skipped, only the requested columns are decoded. Corrupt files are
+    /// skipped and counted in [`ScanStats::corrupt_files`] with a warning.
+    pub fn scan(
+        dir: &Path,
+        scan: &Scan,
+        each: impl FnMut(Batch) -> Result<(), StoreError>,
+    ) -> Result<ScanStats, StoreError> {
+        reader::scan(dir, scan, each)
+    }
+
+    /// Like [`Store::scan`], but lends each batch and reuses its column
+    /// vectors for the next one: no allocation per batch (the fast path).
+    pub fn scan_ref(
+        dir: &Path,
+        scan: &Scan,
+        each: impl FnMut(&Batch) -> Result<(), StoreError>,
+    ) -> Result<ScanStats, StoreError> {
+        reader::scan_ref(dir, scan, each)
+    }
+
+    /// Merges the small files of a closed hour partition into one (see
+    /// [`compact`] for the scheme), with default options.
+    pub fn compact_partition(path: &Path) -> Result<CompactReport, StoreError> {
+        compact::compact_partition(path, &CompactOptions::default())
+    }
+}

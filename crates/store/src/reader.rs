@@ -1,0 +1,742 @@
+//! Scans: the partitions of a time range, the row groups their statistics
+//! cannot exclude, and only the requested columns, decoded into batches.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
+use parquet::data_type::{
+    BoolType, ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType, Int32Type, Int64Type,
+};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::RowGroupMetaData;
+use parquet::file::reader::{FileReader, RowGroupReader};
+use parquet::file::serialized_reader::SerializedFileReader;
+use parquet::file::statistics::Statistics;
+
+use crate::batch::{Batch, Column, Kind};
+use crate::error::StoreError;
+use crate::fastdecode::{self, FastReader};
+use crate::fsutil::{is_data_file, list_dir};
+use crate::layout::list_partitions;
+use crate::schema::{self, ColSpec, ColType};
+use crate::time::NS_PER_US;
+
+/// Rows per batch handed to the callback (a row group is cut into batches
+/// this size, so decoded columns stay in cache while a query consumes them).
+pub const BATCH_ROWS: usize = 64 * 1024;
+
+/// What to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scan {
+    pub kind: Kind,
+    /// Rows with time (flows: `bucket`, conns: `ts`) >= from_ns ...
+    pub from_ns: Option<i64>,
+    /// ... and < to_ns. Exact: rows outside are never returned.
+    pub to_ns: Option<i64>,
+    /// Columns to decode, in the order the batches carry them.
+    pub columns: Vec<&'static str>,
+    /// (column, min, max): row groups whose statistics show no value in
+    /// [min, max] are skipped. Only for pruning: rows in the row groups that
+    /// are read are not filtered (the query does that). Applies to unsigned
+    /// integer columns (ports, proto, counters, vlan); ignored on others.
+    pub ranges: Vec<(&'static str, u64, u64)>,
+}
+
+impl Scan {
+    /// A scan of every row of `kind`, no columns yet.
+    pub fn new(kind: Kind) -> Scan {
+        Scan { kind, from_ns: None, to_ns: None, columns: Vec::new(), ranges: Vec::new() }
+    }
+    /// A scan of every column of `kind`, in schema order.
+    pub fn all_columns(kind: Kind) -> Scan {
+        Scan { columns: schema::columns(kind).iter().map(|c| c.name).collect(), ..Scan::new(kind) }
+    }
+    pub fn columns(mut self, cols: &[&'static str]) -> Scan {
+        self.columns = cols.to_vec();
+        self
+    }
+    pub fn time(mut self, from_ns: Option<i64>, to_ns: Option<i64>) -> Scan {
+        self.from_ns = from_ns;
+        self.to_ns = to_ns;
+        self
+    }
+    pub fn range(mut self, col: &'static str, min: u64, max: u64) -> Scan {
+        self.ranges.push((col, min, max));
+        self
+    }
+}
+
+/// What a scan did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanStats {
+    /// Hour partitions listed and opened.
+    pub partitions: u64,
+    /// Hour partitions outside the time range (not opened).
+    pub partitions_skipped: u64,
+    /// Files whose footer was read.
+    pub files: u64,
+    /// Files skipped because a compacted file in the same partition replaces them.
+    pub files_replaced: u64,
+    pub row_groups_read: u64,
+    pub row_groups_skipped: u64,
+    /// Rows delivered in batches.
+    pub rows: u64,
+    /// Compressed bytes of the column chunks read.
+    pub bytes_read: u64,
+    /// Files skipped (entirely or from the point of damage) as unreadable.
+    pub corrupt_files: u64,
+    /// One line per corrupt file: its path and what is wrong.
+    pub warnings: Vec<String>,
+}
+
+pub(crate) struct OpenFile {
+    pub name: String,
+    pub path: PathBuf,
+    pub reader: SerializedFileReader<File>,
+    pub replaces: Vec<String>,
+}
+
+pub(crate) const REPLACES_KEY: &str = "wirelog.replaces";
+
+fn replaces_of(r: &SerializedFileReader<File>) -> Vec<String> {
+    r.metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|k| k.key == REPLACES_KEY))
+        .and_then(|k| k.value.as_ref())
+        .map(|v| v.lines().filter(|l| !l.is_empty()).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// The live files of a partition, opened: files replaced by a compacted
+/// file are left out. The listing is checked against a second one taken
+/// after opening, so a concurrent compaction (new merged file, originals
+/// deleted) cannot make a file seem missing; a reader sees the partition
+/// either before or after it.
+pub(crate) fn snapshot(
+    pdir: &Path,
+    files_replaced: &mut u64,
+    corrupt: &mut Vec<(PathBuf, String)>,
+) -> Result<Vec<OpenFile>, StoreError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let names: Vec<(String, PathBuf)> = list_dir(pdir)?.into_iter().filter(|(n, _)| is_data_file(n)).collect();
+        let mut files = Vec::with_capacity(names.len());
+        let mut bad = Vec::new();
+        let mut vanished = false;
+        for (name, path) in &names {
+            let f = match File::open(path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    vanished = true;
+                    break;
+                }
+                Err(e) => return Err(StoreError::io(path, "open", e)),
+            };
+            match guard(|| SerializedFileReader::new(f).map_err(|e| e.to_string())) {
+                Ok(reader) => {
+                    let replaces = replaces_of(&reader);
+                    files.push(OpenFile { name: name.clone(), path: path.clone(), reader, replaces });
+                }
+                Err(e) => bad.push((name.clone(), path.clone(), e.to_string())),
+            }
+        }
+        let churn = if vanished {
+            true
+        } else {
+            let again = list_dir(pdir)?;
+            again
+                .iter()
+                .any(|(n, _)| n.starts_with("compact-") && is_data_file(n) && !names.iter().any(|(m, _)| m == n))
+        };
+        if churn && attempt < 10 {
+            continue;
+        }
+        let replaced: HashSet<&str> = files.iter().flat_map(|f| f.replaces.iter().map(String::as_str)).collect();
+        let replaced: HashSet<String> = replaced.into_iter().map(str::to_string).collect();
+        let before = files.len();
+        files.retain(|f| !replaced.contains(&f.name));
+        *files_replaced += (before - files.len()) as u64;
+        for (name, path, what) in bad {
+            if !replaced.contains(&name) {
+                corrupt.push((path, what));
+            }
+        }
+        return Ok(files);
+    }
+}
+
+// ---- decoding ------------------------------------------------------------------
+
+enum Typed {
+    I32(ColumnReaderImpl<Int32Type>),
+    I64(ColumnReaderImpl<Int64Type>),
+    Bool(ColumnReaderImpl<BoolType>),
+    Flba(ColumnReaderImpl<FixedLenByteArrayType>),
+    Bytes(ColumnReaderImpl<ByteArrayType>),
+    /// Our own decoder for the common required numeric and IP columns.
+    Fast(FastReader),
+}
+
+impl Typed {
+    fn new(r: ColumnReader) -> Result<Typed, String> {
+        Ok(match r {
+            ColumnReader::Int32ColumnReader(r) => Typed::I32(r),
+            ColumnReader::Int64ColumnReader(r) => Typed::I64(r),
+            ColumnReader::BoolColumnReader(r) => Typed::Bool(r),
+            ColumnReader::FixedLenByteArrayColumnReader(r) => Typed::Flba(r),
+            ColumnReader::ByteArrayColumnReader(r) => Typed::Bytes(r),
+            _ => return Err("unexpected physical type".into()),
+        })
+    }
+
+    /// The reader for column `idx` of a row group: the fast one when the
+    /// column is required and its encodings are ones it knows.
+    fn open(rgr: &dyn RowGroupReader, rg: &RowGroupMetaData, idx: usize, spec: &ColSpec) -> Result<Typed, String> {
+        let cc = rg.column(idx);
+        let descr = cc.column_descr();
+        let fast_type =
+            matches!(spec.ty, ColType::TimeUs | ColType::U8 | ColType::U16 | ColType::U32 | ColType::U64 | ColType::Ip);
+        if fast_type
+            && !spec.optional
+            && descr.max_def_level() == 0
+            && descr.max_rep_level() == 0
+            && fastdecode::supported(descr.physical_type(), descr.type_length(), cc.encodings())
+        {
+            let pages = rgr.get_column_page_reader(idx).map_err(|e| e.to_string())?;
+            return Ok(Typed::Fast(FastReader::new(pages, descr.physical_type())));
+        }
+        rgr.get_column_reader(idx).map_err(|e| e.to_string()).and_then(Typed::new)
+    }
+}
+
+/// Buffers reused across batches.
+#[derive(Default)]
+struct Scratch {
+    def: Vec<i16>,
+    i32s: Vec<i32>,
+    i64s: Vec<i64>,
+    flba: Vec<FixedLenByteArray>,
+    bytes: Vec<ByteArray>,
+}
+
+fn short(what: &str, got: usize, want: usize) -> ParquetError {
+    ParquetError::General(format!("column {what} ended after {got} of {want} rows"))
+}
+
+fn check(name: &str, (recs, _, _): (usize, usize, usize), n: usize) -> Result<(), ParquetError> {
+    if recs != n {
+        return Err(short(name, recs, n));
+    }
+    Ok(())
+}
+
+/// Spreads `vals` (non-null values only) over `def` levels into `out`.
+fn spread<T: Copy, U>(out: &mut Vec<Option<U>>, def: &[i16], vals: &[T], f: impl Fn(T) -> U) {
+    let mut it = vals.iter();
+    out.extend(def.iter().map(|&d| if d > 0 { it.next().map(|&v| f(v)) } else { None }));
+}
+
+fn type_err(name: &str) -> ParquetError {
+    ParquetError::General(format!("column {name} has an unexpected physical type"))
+}
+
+/// An empty column of the variant a column decodes to.
+pub(crate) fn empty_column(spec: &ColSpec) -> Column {
+    match (spec.ty, spec.optional) {
+        (ColType::TimeUs, _) => Column::I64(Vec::new()),
+        (ColType::DurUs, _) => Column::OptI64(Vec::new()),
+        (ColType::U8, _) => Column::U8(Vec::new()),
+        (ColType::U16, false) => Column::U16(Vec::new()),
+        (ColType::U32, _) => Column::U32(Vec::new()),
+        (ColType::U64, false) => Column::U64(Vec::new()),
+        (ColType::U16 | ColType::U64, true) => Column::OptU64(Vec::new()),
+        (ColType::Ip, _) => Column::Ip(Vec::new()),
+        (ColType::Str, _) => Column::Str(Vec::new()),
+        (ColType::Bool, _) => Column::Bool(Vec::new()),
+    }
+}
+
+fn clear_column(c: &mut Column) {
+    match c {
+        Column::U8(v) => v.clear(),
+        Column::U16(v) => v.clear(),
+        Column::U32(v) => v.clear(),
+        Column::U64(v) => v.clear(),
+        Column::OptU64(v) => v.clear(),
+        Column::I64(v) => v.clear(),
+        Column::OptI64(v) => v.clear(),
+        Column::Ip(v) => v.clear(),
+        Column::Str(v) => v.clear(),
+        Column::Bool(v) => v.clear(),
+    }
+}
+
+/// Decodes the next `n` rows of a column into `col` (its buffer reused).
+fn decode_into(r: &mut Typed, spec: &ColSpec, n: usize, s: &mut Scratch, col: &mut Column) -> Result<(), ParquetError> {
+    if std::mem::discriminant(col) != std::mem::discriminant(&empty_column(spec)) {
+        *col = empty_column(spec);
+    }
+    clear_column(col);
+    let name = spec.name;
+    // Integer values of the fast reader or the generic INT32/INT64 readers.
+    let ints = |r: &mut Typed, s: &mut Scratch, opt: bool| -> Result<(), ParquetError> {
+        s.i64s.clear();
+        s.def.clear();
+        match r {
+            Typed::Fast(f) => f.read_ints(n, &mut s.i64s),
+            Typed::I64(r) => check(name, r.read_records(n, opt.then_some(&mut s.def), None, &mut s.i64s)?, n),
+            Typed::I32(r) => {
+                s.i32s.clear();
+                check(name, r.read_records(n, opt.then_some(&mut s.def), None, &mut s.i32s)?, n)?;
+                s.i64s.extend(s.i32s.iter().map(|&v| v as i64));
+                Ok(())
+            }
+            _ => Err(type_err(name)),
+        }
+    };
+    match (spec.ty, col) {
+        (ColType::TimeUs, Column::I64(v)) => {
+            match r {
+                Typed::Fast(f) => f.read_ints(n, v)?,
+                Typed::I64(r) => check(name, r.read_records(n, None, None, v)?, n)?,
+                _ => return Err(type_err(name)),
+            }
+            for x in v.iter_mut() {
+                *x = x.wrapping_mul(NS_PER_US);
+            }
+        }
+        (ColType::DurUs, Column::OptI64(v)) => {
+            ints(r, s, true)?;
+            spread(v, &s.def, &s.i64s, |x: i64| x.wrapping_mul(NS_PER_US));
+        }
+        (ColType::U64, Column::U64(v)) => match r {
+            Typed::Fast(f) => f.read_ints(n, v)?,
+            _ => {
+                ints(r, s, false)?;
+                v.extend(s.i64s.iter().map(|&x| x as u64));
+            }
+        },
+        (ColType::U64, Column::OptU64(v)) => {
+            ints(r, s, true)?;
+            spread(v, &s.def, &s.i64s, |x: i64| x as u64);
+        }
+        (ColType::U32, Column::U32(v)) => match r {
+            Typed::Fast(f) => f.read_ints(n, v)?,
+            _ => {
+                ints(r, s, false)?;
+                v.extend(s.i64s.iter().map(|&x| x as u32));
+            }
+        },
+        (ColType::U16, Column::U16(v)) => match r {
+            Typed::Fast(f) => f.read_ints(n, v)?,
+            _ => {
+                ints(r, s, false)?;
+                v.extend(s.i64s.iter().map(|&x| x as u16));
+            }
+        },
+        (ColType::U16, Column::OptU64(v)) => {
+            ints(r, s, true)?;
+            spread(v, &s.def, &s.i64s, |x: i64| x as u16 as u64);
+        }
+        (ColType::U8, Column::U8(v)) => match r {
+            Typed::Fast(f) => f.read_ints(n, v)?,
+            _ => {
+                ints(r, s, false)?;
+                v.extend(s.i64s.iter().map(|&x| x as u8));
+            }
+        },
+        (ColType::Ip, Column::Ip(v)) => match r {
+            Typed::Fast(f) => f.read_ips(n, v)?,
+            Typed::Flba(r) => {
+                s.flba.clear();
+                check(name, r.read_records(n, None, None, &mut s.flba)?, n)?;
+                for x in &s.flba {
+                    let b: [u8; 16] = x
+                        .data()
+                        .try_into()
+                        .map_err(|_| ParquetError::General(format!("column {name}: value is not 16 bytes")))?;
+                    v.push(b);
+                }
+            }
+            _ => return Err(type_err(name)),
+        },
+        (ColType::Str, Column::Str(v)) => {
+            let Typed::Bytes(r) = r else { return Err(type_err(name)) };
+            s.bytes.clear();
+            s.def.clear();
+            check(name, r.read_records(n, spec.optional.then_some(&mut s.def), None, &mut s.bytes)?, n)?;
+            let text = |b: &ByteArray| match std::str::from_utf8(b.data()) {
+                Ok(t) => t.to_string(),
+                Err(_) => String::from_utf8_lossy(b.data()).into_owned(),
+            };
+            if spec.optional {
+                let mut it = s.bytes.iter();
+                v.extend(
+                    s.def.iter().map(|&d| if d > 0 { it.next().map(text).unwrap_or_default() } else { String::new() }),
+                );
+            } else {
+                v.extend(s.bytes.iter().map(text));
+            }
+        }
+        (ColType::Bool, Column::Bool(v)) => {
+            let Typed::Bool(r) = r else { return Err(type_err(name)) };
+            check(name, r.read_records(n, None, None, v)?, n)?;
+        }
+        _ => return Err(type_err(name)),
+    }
+    Ok(())
+}
+
+fn retain<T>(v: &mut Vec<T>, keep: &[bool]) {
+    let mut i = 0;
+    v.retain(|_| {
+        let k = keep[i];
+        i += 1;
+        k
+    });
+}
+
+fn filter_column(c: &mut Column, keep: &[bool]) {
+    match c {
+        Column::U8(v) => retain(v, keep),
+        Column::U16(v) => retain(v, keep),
+        Column::U32(v) => retain(v, keep),
+        Column::U64(v) => retain(v, keep),
+        Column::OptU64(v) => retain(v, keep),
+        Column::I64(v) => retain(v, keep),
+        Column::OptI64(v) => retain(v, keep),
+        Column::Ip(v) => retain(v, keep),
+        Column::Str(v) => retain(v, keep),
+        Column::Bool(v) => retain(v, keep),
+    }
+}
+
+// ---- pruning ---------------------------------------------------------------------
+
+/// min/max of a row group's column as i128 (signed for times, unsigned for
+/// unsigned integers), None when there are no statistics.
+fn stat_range(rg: &RowGroupMetaData, idx: usize, ty: ColType) -> Option<(i128, i128)> {
+    match rg.column(idx).statistics()? {
+        Statistics::Int64(s) => {
+            let (lo, hi) = (*s.min_opt()?, *s.max_opt()?);
+            Some(if ty == ColType::U64 { (lo as u64 as i128, hi as u64 as i128) } else { (lo as i128, hi as i128) })
+        }
+        Statistics::Int32(s) => {
+            let (lo, hi) = (*s.min_opt()?, *s.max_opt()?);
+            Some(match ty {
+                ColType::U8 | ColType::U16 | ColType::U32 => (lo as u32 as i128, hi as u32 as i128),
+                _ => (lo as i128, hi as i128),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Where the needed columns are in one file.
+struct FilePlan {
+    /// (spec, file column index) of the requested columns.
+    out: Vec<(&'static ColSpec, usize)>,
+    /// File column index of the time column.
+    time_idx: usize,
+    /// Position of the time column among `out`, if requested.
+    time_out: Option<usize>,
+    /// (file column index, type, min, max) pruning constraints.
+    ranges: Vec<(usize, ColType, u64, u64)>,
+}
+
+fn plan_file(r: &SerializedFileReader<File>, kind: Kind, scan: &Scan) -> Result<FilePlan, String> {
+    let descr = r.metadata().file_metadata().schema_descr();
+    let find = |name: &str| (0..descr.num_columns()).find(|&i| descr.column(i).name() == name);
+    let spec = |name: &str| schema::columns(kind).iter().find(|c| c.name == name).expect("validated");
+    let mut out = Vec::with_capacity(scan.columns.len());
+    for &c in &scan.columns {
+        let idx = find(c).ok_or_else(|| format!("no column {c}"))?;
+        out.push((spec(c), idx));
+    }
+    let tname = schema::time_column(kind);
+    let time_idx = find(tname).ok_or_else(|| format!("no column {tname}"))?;
+    let time_out = scan.columns.iter().position(|&c| c == tname);
+    let mut ranges = Vec::new();
+    for &(c, lo, hi) in &scan.ranges {
+        let sp = spec(c);
+        if matches!(sp.ty, ColType::U8 | ColType::U16 | ColType::U32 | ColType::U64) {
+            if let Some(i) = find(c) {
+                ranges.push((i, sp.ty, lo, hi));
+            }
+        }
+    }
+    Ok(FilePlan { out, time_idx, time_out, ranges })
+}
+
+/// Runs parquet decoding so that a panic inside the parquet crate on a
+/// damaged file becomes an error about that file, never a crash.
+fn guard<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| p.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown");
+            Err(format!("decoder failed: {msg}"))
+        }
+    }
+}
+
+enum FileOutcome {
+    Done,
+    Corrupt(String),
+}
+
+type Each<'a> = dyn FnMut(&mut Batch) -> Result<(), StoreError> + 'a;
+
+/// State reused across files and batches of one scan.
+struct Work {
+    scratch: Scratch,
+    batch: Batch,
+    times: Column,
+    keep: Vec<bool>,
+}
+
+impl Work {
+    fn new(kind: Kind) -> Work {
+        Work {
+            scratch: Scratch::default(),
+            batch: Batch { kind, columns: Vec::new() },
+            times: Column::I64(Vec::new()),
+            keep: Vec::new(),
+        }
+    }
+}
+
+/// Reads the row groups of one file the scan needs.
+fn scan_file(
+    f: &OpenFile,
+    scan: &Scan,
+    stats: &mut ScanStats,
+    w: &mut Work,
+    each: &mut Each<'_>,
+) -> Result<FileOutcome, StoreError> {
+    let plan = match plan_file(&f.reader, scan.kind, scan) {
+        Ok(p) => p,
+        Err(e) => return Ok(FileOutcome::Corrupt(format!("not a {} file of this store: {e}", scan.kind.as_str()))),
+    };
+    let time_spec = schema::columns(scan.kind).iter().find(|c| c.name == schema::time_column(scan.kind)).unwrap();
+    let from_us = scan.from_ns.map(|t| t.div_euclid(NS_PER_US) as i128);
+    // Rows have t < to_ns exactly when t_us < ceil(to_ns / 1000).
+    let to_us = scan.to_ns.map(|t| (t as i128 + NS_PER_US as i128 - 1).div_euclid(NS_PER_US as i128));
+    let meta = f.reader.metadata();
+    for rgi in 0..meta.num_row_groups() {
+        let rg = meta.row_group(rgi);
+        let n = rg.num_rows().max(0) as usize;
+        // Time pruning; `inside` when every row of the group is in range.
+        let mut inside = true;
+        let mut skip = false;
+        match stat_range(rg, plan.time_idx, ColType::TimeUs) {
+            Some((lo, hi)) => {
+                if from_us.is_some_and(|f| hi < f) || to_us.is_some_and(|t| lo >= t) {
+                    skip = true;
+                }
+                if from_us.is_some_and(|f| lo < f) || to_us.is_some_and(|t| hi >= t) {
+                    inside = false;
+                }
+            }
+            None => inside = from_us.is_none() && to_us.is_none(),
+        }
+        for &(idx, ty, lo, hi) in &plan.ranges {
+            if let Some((smin, smax)) = stat_range(rg, idx, ty) {
+                if smax < lo as i128 || smin > hi as i128 {
+                    skip = true;
+                }
+            }
+        }
+        if skip || n == 0 {
+            stats.row_groups_skipped += 1;
+            continue;
+        }
+        stats.row_groups_read += 1;
+        let rgr = match guard(|| f.reader.get_row_group(rgi).map_err(|e| e.to_string())) {
+            Ok(r) => r,
+            Err(e) => return Ok(FileOutcome::Corrupt(format!("row group {rgi}: {e}"))),
+        };
+        let mut readers = Vec::with_capacity(plan.out.len());
+        for &(spec, idx) in &plan.out {
+            stats.bytes_read += rg.column(idx).compressed_size().max(0) as u64;
+            match guard(|| Typed::open(&*rgr, rg, idx, spec)) {
+                Ok(r) => readers.push(r),
+                Err(e) => return Ok(FileOutcome::Corrupt(format!("row group {rgi}, column {}: {e}", spec.name))),
+            }
+        }
+        let mut time_reader = None;
+        if !inside && plan.time_out.is_none() {
+            stats.bytes_read += rg.column(plan.time_idx).compressed_size().max(0) as u64;
+            match guard(|| Typed::open(&*rgr, rg, plan.time_idx, time_spec)) {
+                Ok(r) => time_reader = Some(r),
+                Err(e) => return Ok(FileOutcome::Corrupt(format!("row group {rgi}, time column: {e}"))),
+            }
+        }
+        let mut done = 0;
+        while done < n {
+            let m = BATCH_ROWS.min(n - done);
+            // The batch keeps its column buffers from one batch to the next,
+            // unless the callback took them (`scan` hands batches over).
+            let same_shape = w.batch.columns.len() == plan.out.len()
+                && w.batch.columns.iter().zip(&plan.out).all(|((n, _), (spec, _))| *n == spec.name);
+            if !same_shape {
+                w.batch.columns = plan.out.iter().map(|(spec, _)| (spec.name, empty_column(spec))).collect();
+            }
+            for (r, (&(spec, _), (_, col))) in readers.iter_mut().zip(plan.out.iter().zip(w.batch.columns.iter_mut())) {
+                let scratch = &mut w.scratch;
+                if let Err(e) = guard(|| decode_into(r, spec, m, scratch, col).map_err(|e| e.to_string())) {
+                    return Ok(FileOutcome::Corrupt(format!("row group {rgi}, column {}: {e}", spec.name)));
+                }
+            }
+            if !inside {
+                if let Some(r) = time_reader.as_mut() {
+                    let (scratch, times) = (&mut w.scratch, &mut w.times);
+                    if let Err(e) = guard(|| decode_into(r, time_spec, m, scratch, times).map_err(|e| e.to_string())) {
+                        return Ok(FileOutcome::Corrupt(format!("row group {rgi}, time column: {e}")));
+                    }
+                }
+                let times: &[i64] = match plan.time_out {
+                    Some(i) => match &w.batch.columns[i].1 {
+                        Column::I64(v) => v,
+                        _ => unreachable!("time columns decode as I64"),
+                    },
+                    None => match &w.times {
+                        Column::I64(v) => v,
+                        _ => unreachable!("time columns decode as I64"),
+                    },
+                };
+                w.keep.clear();
+                w.keep.extend(
+                    times.iter().map(|&t| scan.from_ns.is_none_or(|f| t >= f) && scan.to_ns.is_none_or(|to| t < to)),
+                );
+                if !w.keep.iter().all(|&k| k) {
+                    for (_, c) in w.batch.columns.iter_mut() {
+                        filter_column(c, &w.keep);
+                    }
+                }
+            }
+            done += m;
+            let rows = w.batch.rows();
+            if rows > 0 {
+                stats.rows += rows as u64;
+                each(&mut w.batch)?;
+            }
+        }
+    }
+    Ok(FileOutcome::Done)
+}
+
+fn scan_core(dir: &Path, scan: &Scan, each: &mut Each<'_>) -> Result<ScanStats, StoreError> {
+    if scan.columns.is_empty() {
+        return Err(StoreError::Invalid("a scan needs at least one column".into()));
+    }
+    for &c in scan.columns.iter().chain(scan.ranges.iter().map(|(c, _, _)| c)) {
+        if schema::col_index(scan.kind, c).is_none() {
+            return Err(StoreError::UnknownColumn { kind: scan.kind.as_str(), column: c.to_string() });
+        }
+    }
+    let mut stats = ScanStats::default();
+    let mut w = Work::new(scan.kind);
+    let mut corrupt = Vec::new();
+    for p in list_partitions(dir, scan.kind)? {
+        if scan.from_ns.is_some_and(|f| p.end_ns() <= f) || scan.to_ns.is_some_and(|t| p.start_ns() >= t) {
+            stats.partitions_skipped += 1;
+            continue;
+        }
+        stats.partitions += 1;
+        let files = snapshot(&p.path, &mut stats.files_replaced, &mut corrupt)?;
+        for f in &files {
+            stats.files += 1;
+            if let FileOutcome::Corrupt(what) = scan_file(f, scan, &mut stats, &mut w, each)? {
+                corrupt.push((f.path.clone(), what));
+            }
+        }
+    }
+    for (path, what) in corrupt {
+        stats.corrupt_files += 1;
+        stats.warnings.push(format!("store: skipped corrupt file {}: {what}", path.display()));
+    }
+    Ok(stats)
+}
+
+/// Scans the store in `dir`: see [`Scan`]. Batches come partition by
+/// partition, oldest hour first; within an hour, file by file. Each batch is
+/// handed over (owned); `scan_ref` is faster as it reuses the buffers.
+pub fn scan(
+    dir: &Path,
+    scan: &Scan,
+    mut each: impl FnMut(Batch) -> Result<(), StoreError>,
+) -> Result<ScanStats, StoreError> {
+    scan_core(dir, scan, &mut |b: &mut Batch| each(Batch { kind: b.kind, columns: std::mem::take(&mut b.columns) }))
+}
+
+/// Like [`Store::scan`](crate::Store::scan), but lends each batch: its column vectors are reused for
+/// the next batch, so decoding allocates nothing once warmed up.
+pub fn scan_ref(
+    dir: &Path,
+    scan: &Scan,
+    mut each: impl FnMut(&Batch) -> Result<(), StoreError>,
+) -> Result<ScanStats, StoreError> {
+    scan_core(dir, scan, &mut |b: &mut Batch| each(b))
+}
+
+/// Reads every column of every row of one file, to check it is whole.
+/// Returns its kind and row count.
+pub fn verify_file(path: &Path) -> Result<(Kind, u64), StoreError> {
+    let f = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
+    let reader =
+        guard(|| SerializedFileReader::new(f).map_err(|e| e.to_string())).map_err(|e| StoreError::corrupt(path, e))?;
+    let kind = match reader
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|k| k.key == "wirelog.kind"))
+        .and_then(|k| k.value.as_deref())
+    {
+        Some("flows") => Kind::Flows,
+        Some("conns") => Kind::Conns,
+        other => return Err(StoreError::corrupt(path, format!("unknown wirelog.kind {other:?}"))),
+    };
+    let of = OpenFile { name: String::new(), path: path.to_path_buf(), reader, replaces: Vec::new() };
+    let scan = Scan::all_columns(kind);
+    let mut stats = ScanStats::default();
+    let mut rows = 0u64;
+    match scan_file(&of, &scan, &mut stats, &mut Work::new(kind), &mut |b: &mut Batch| {
+        rows += b.rows() as u64;
+        Ok(())
+    })? {
+        FileOutcome::Done => {}
+        FileOutcome::Corrupt(what) => return Err(StoreError::corrupt(path, what)),
+    }
+    let expect = of.reader.metadata().file_metadata().num_rows().max(0) as u64;
+    if rows != expect {
+        return Err(StoreError::corrupt(path, format!("read {rows} rows, footer says {expect}")));
+    }
+    Ok((kind, rows))
+}
+
+/// Reads all rows of the given open files (every column), for compaction.
+pub(crate) fn read_all(files: &[OpenFile], kind: Kind) -> Result<Vec<Batch>, StoreError> {
+    let scan = Scan::all_columns(kind);
+    let mut stats = ScanStats::default();
+    let mut w = Work::new(kind);
+    let mut out = Vec::new();
+    for f in files {
+        match scan_file(f, &scan, &mut stats, &mut w, &mut |b: &mut Batch| {
+            out.push(Batch { kind: b.kind, columns: std::mem::take(&mut b.columns) });
+            Ok(())
+        })? {
+            FileOutcome::Done => {}
+            FileOutcome::Corrupt(what) => return Err(StoreError::corrupt(&f.path, what)),
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,269 @@
+//! Deterministic, plausible records for tests and benchmarks (not part of
+//! the store's API).
+//!
+//! Flows: a few thousand hosts picked with Zipf-like skew (a few talk a lot,
+//! most rarely), servers with fixed service ports, counters with heavy
+//! tails, 5-minute buckets; a share of long-lived flows spans whole buckets.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use wirelog_record::{community_id_v1, ConnRecord, ConnState, FlowRecord, History, IpAddr16, Proto, UidGenerator};
+
+/// xorshift64*: small, fast, deterministic.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in [0, n).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() >> 32) * n) >> 32
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Samples ranks 0..n with probability ~ 1/(rank+1)^s.
+#[derive(Debug, Clone)]
+pub struct Zipf {
+    cdf: Vec<f64>,
+}
+
+impl Zipf {
+    pub fn new(n: usize, s: f64) -> Zipf {
+        let mut cdf = Vec::with_capacity(n);
+        let mut acc = 0.0;
+        for k in 0..n {
+            acc += 1.0 / ((k + 1) as f64).powf(s);
+            cdf.push(acc);
+        }
+        for c in cdf.iter_mut() {
+            *c /= acc;
+        }
+        Zipf { cdf }
+    }
+    pub fn sample(&self, rng: &mut Rng) -> usize {
+        let u = rng.unit();
+        self.cdf.partition_point(|&c| c < u).min(self.cdf.len() - 1)
+    }
+}
+
+fn v4(a: u8, b: u8, c: u8, d: u8) -> IpAddr16 {
+    IpAddr16::from_v4([a, b, c, d])
+}
+
+/// Service ports by popularity, with their IP protocol.
+const PORTS: &[(u16, u8)] = &[
+    (443, 6),
+    (53, 17),
+    (80, 6),
+    (3306, 6),
+    (5432, 6),
+    (6379, 6),
+    (22, 6),
+    (123, 17),
+    (8080, 6),
+    (9200, 6),
+    (25, 6),
+    (993, 6),
+    (8443, 6),
+    (0, 1),
+    (11211, 6),
+    (5672, 6),
+    (9092, 6),
+    (2181, 6),
+    (389, 6),
+    (636, 6),
+];
+
+/// Generator of flow rows.
+pub struct FlowGen {
+    rng: Rng,
+    clients: Vec<IpAddr16>,
+    servers: Vec<(IpAddr16, u16, u8)>,
+    client_z: Zipf,
+    server_z: Zipf,
+    ifaces: Vec<Arc<str>>,
+    pub bucket_ns: i64,
+    pub bucket_len_ns: i64,
+}
+
+impl FlowGen {
+    /// `hosts` distinct addresses (clients and servers), starting at `start_ns`.
+    pub fn new(seed: u64, hosts: usize, start_ns: i64) -> FlowGen {
+        let mut rng = Rng::new(seed);
+        let nc = (hosts * 2 / 3).max(1);
+        let ns = (hosts - nc.min(hosts)).max(1);
+        let clients = (0..nc).map(|i| v4(10, 1 + (i / 65536) as u8, (i / 256) as u8, (i % 256) as u8)).collect();
+        let port_z = Zipf::new(PORTS.len(), 1.2);
+        let servers = (0..ns)
+            .map(|i| {
+                let ip = if i % 10 == 9 {
+                    let mut b = [0u8; 16];
+                    b[0] = 0x20;
+                    b[1] = 0x01;
+                    b[2] = 0x0d;
+                    b[3] = 0xb8;
+                    b[8..16].copy_from_slice(&(rng.next_u64()).to_be_bytes());
+                    IpAddr16(b)
+                } else if i % 3 == 0 {
+                    v4(10, 200, (i / 256) as u8, (i % 256) as u8)
+                } else {
+                    let x = rng.next_u64();
+                    v4(23 + (x % 180) as u8, (x >> 8) as u8, (x >> 16) as u8, (x >> 24) as u8)
+                };
+                let (port, proto) = PORTS[port_z.sample(&mut rng)];
+                (ip, port, proto)
+            })
+            .collect();
+        FlowGen {
+            rng,
+            clients,
+            servers,
+            client_z: Zipf::new(nc, 1.1),
+            server_z: Zipf::new(ns, 1.1),
+            ifaces: vec![Arc::from("eth0"), Arc::from("eth1")],
+            bucket_ns: start_ns - start_ns.rem_euclid(300_000_000_000),
+            bucket_len_ns: 300_000_000_000,
+        }
+    }
+
+    fn heavy_f(&mut self, scale: f64, cap: f64) -> f64 {
+        // Pareto with alpha 1.2, capped.
+        let u = 1.0 - self.rng.unit();
+        (scale / u.powf(1.0 / 1.2)).min(cap)
+    }
+
+    fn heavy(&mut self, scale: f64, cap: f64) -> u64 {
+        self.heavy_f(scale, cap) as u64
+    }
+
+    /// The rows of one bucket (`n` distinct keys), then moves to the next bucket.
+    pub fn bucket(&mut self, n: usize) -> Vec<FlowRecord> {
+        let mut keys = HashSet::with_capacity(n);
+        let mut out = Vec::with_capacity(n);
+        let b = self.bucket_ns;
+        let len = self.bucket_len_ns;
+        let mut tries = 0;
+        while out.len() < n && tries < n * 20 {
+            tries += 1;
+            let c = self.client_z.sample(&mut self.rng);
+            let s = self.server_z.sample(&mut self.rng);
+            let iface = (self.rng.below(8) == 0) as usize;
+            if !keys.insert((c, s, iface)) {
+                continue;
+            }
+            let (server, port, proto) = self.servers[s];
+            let pkts_out = 1 + self.heavy(1.5, 5e6);
+            let pkts_in = if proto == 17 && self.rng.below(10) == 0 { 0 } else { 1 + self.heavy(1.5, 5e6) };
+            let size_out = match port {
+                53 => 70,
+                123 => 76,
+                0 => 84,
+                _ => 52 + self.rng.below(400),
+            };
+            let size_in = match port {
+                53 => 130,
+                123 => 76,
+                0 => 84,
+                _ => 52 + self.rng.below(1400),
+            };
+            let (first, last) = if pkts_out + pkts_in > 50 && self.rng.below(2) == 0 {
+                // Long-lived: the whole bucket.
+                (b + self.rng.below(2_000_000_000) as i64, b + len - 1 - self.rng.below(2_000_000_000) as i64)
+            } else {
+                let f = b + self.rng.below(len as u64) as i64;
+                let d = (self.heavy_f(0.002, 300.0) * 1e9) as i64 + self.rng.below(50_000_000) as i64;
+                (f, (f + d).min(b + len - 1))
+            };
+            out.push(FlowRecord {
+                bucket_ns: b,
+                iface: self.ifaces[iface].clone(),
+                client: self.clients[c],
+                server,
+                server_port: port,
+                proto,
+                bytes_out: pkts_out * size_out,
+                pkts_out,
+                bytes_in: pkts_in * size_in,
+                pkts_in,
+                // Capture times in µs (what the store keeps).
+                first_ns: first - first.rem_euclid(1000),
+                last_ns: last - last.rem_euclid(1000),
+                conns: 1 + self.heavy(0.3, 10_000.0) as u32,
+            });
+        }
+        self.bucket_ns += len;
+        out
+    }
+}
+
+/// Connection number `i` of a deterministic sequence: times increase with
+/// `i` (`step_ns` apart from `start_ns`), and `orig_pkts == i` identifies it.
+pub fn conn(i: u64, start_ns: i64, step_ns: i64, uids: &mut UidGenerator) -> ConnRecord {
+    let mut rng = Rng::new(i.wrapping_add(7));
+    let orig_h = v4(10, 0, (i >> 8) as u8 % 16, i as u8);
+    let resp_h = if i.is_multiple_of(7) {
+        let mut b = [0u8; 16];
+        b[0] = 0xfd;
+        b[15] = (i % 5) as u8;
+        IpAddr16(b)
+    } else {
+        v4(192, 168, 1, (i % 50) as u8)
+    };
+    let (proto, ip_proto, resp_p) = match i % 10 {
+        0..=5 => (Proto::Tcp, 6u8, [443u16, 80, 3306, 5432][(i % 4) as usize]),
+        6..=8 => (Proto::Udp, 17, 53),
+        _ => (Proto::Icmp, 1, 0),
+    };
+    let orig_p = if proto == Proto::Icmp { 8 } else { 32768 + (i % 28000) as u16 };
+    let resp_p = if proto == Proto::Icmp { 0 } else { resp_p };
+    let zero = i.is_multiple_of(13);
+    let mut history = History::new();
+    for &c in b"ShADadFf".iter().take(1 + (i % 8) as usize) {
+        history.push(c);
+    }
+    ConnRecord {
+        ts_ns: start_ns + i as i64 * step_ns,
+        uid: uids.next_uid(),
+        orig_h,
+        orig_p,
+        resp_h,
+        resp_p,
+        proto,
+        service: match resp_p {
+            443 => Some("ssl"),
+            80 => Some("http"),
+            53 => Some("dns"),
+            3306 => Some("mysql"),
+            _ => None,
+        },
+        duration_ns: (!zero).then(|| rng.below(30_000_000) as i64 * 1000),
+        orig_bytes: (!zero).then(|| rng.below(100_000)),
+        resp_bytes: (!zero).then(|| rng.below(1_000_000)),
+        conn_state: ConnState::ALL[(i % 13) as usize],
+        local_orig: true,
+        local_resp: !i.is_multiple_of(3),
+        missed_bytes: if i.is_multiple_of(50) { 1460 } else { 0 },
+        history,
+        orig_pkts: i,
+        orig_ip_bytes: 40 * i + 60,
+        resp_pkts: i % 100,
+        resp_ip_bytes: rng.below(2_000_000),
+        ip_proto,
+        community_id: community_id_v1(&orig_h, &resp_h, ip_proto, orig_p, resp_p),
+        vlan: i.is_multiple_of(4).then_some(100 + (i % 3) as u16),
+        inner_vlan: i.is_multiple_of(8).then_some(7),
+    }
+}

@@ -1,0 +1,578 @@
+//! The writer: records buffered as columns, flushed to one new file per
+//! partition touched.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parquet::file::properties::WriterProperties;
+use parquet::schema::types::TypePtr;
+use wirelog_record::{CommunityId, ConnRecord, ConnState, FlowRecord, History, Proto, Uid};
+
+use crate::batch::Kind;
+use crate::encode::{self, opt_i32, opt_i64, req_bool, req_i32, req_i64, req_ip, strings, PqValues, RowSource};
+use crate::error::StoreError;
+use crate::fsutil::{create_dirs_durable, DirLock};
+use crate::layout::partition_path;
+use crate::retention::{self, RetentionReport};
+use crate::schema;
+use crate::time::{hour_of, NS_PER_US};
+
+/// How the store writes and what it keeps.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Delete hour partitions that ended more than this long ago.
+    pub retain_age: Option<Duration>,
+    /// Delete the oldest hour partitions while the store is larger than this.
+    pub retain_bytes: Option<u64>,
+    /// Flush a kind when this many rows are buffered.
+    pub flush_rows: usize,
+    /// Flush a kind when its buffer holds about this many bytes.
+    pub flush_bytes: usize,
+    /// Rows per Parquet row group (at most).
+    pub row_group_rows: usize,
+    /// zstd level of the files.
+    pub zstd_level: i32,
+    /// fsync files and directories (turn off only in tests and benchmarks).
+    pub sync: bool,
+    /// How often `flush` applies retention on its own (when a limit is set).
+    pub retention_interval: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            retain_age: None,
+            retain_bytes: None,
+            flush_rows: 1 << 20,
+            flush_bytes: 64 << 20,
+            row_group_rows: 1 << 20,
+            zstd_level: 3,
+            sync: true,
+            retention_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Counters of what a store wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    pub files: u64,
+    pub rows: u64,
+    pub bytes: u64,
+    /// Retention passes run by `flush` that failed, and the last failure
+    /// (a failed retention pass never fails the flush: the rows are written).
+    pub retention_errors: u64,
+    pub last_retention_error: Option<String>,
+}
+
+// ---- buffers ----------------------------------------------------------------
+
+#[derive(Default)]
+struct FlowBuf {
+    bucket: Vec<i64>,
+    iface: Vec<u32>,
+    ifaces: Vec<Arc<str>>,
+    iface_ids: HashMap<Arc<str>, u32>,
+    client: Vec<[u8; 16]>,
+    server: Vec<[u8; 16]>,
+    server_port: Vec<u16>,
+    proto: Vec<u8>,
+    bytes_out: Vec<u64>,
+    pkts_out: Vec<u64>,
+    bytes_in: Vec<u64>,
+    pkts_in: Vec<u64>,
+    first: Vec<i64>,
+    last: Vec<i64>,
+    conns: Vec<u32>,
+}
+
+const FLOW_ROW_BYTES: usize = 8 + 4 + 16 + 16 + 2 + 1 + 4 * 8 + 8 + 8 + 4;
+
+impl FlowBuf {
+    fn push(&mut self, r: &FlowRecord) {
+        let id = match self.iface_ids.get(&r.iface) {
+            Some(&id) => id,
+            None => {
+                let id = self.ifaces.len() as u32;
+                self.ifaces.push(r.iface.clone());
+                self.iface_ids.insert(r.iface.clone(), id);
+                id
+            }
+        };
+        self.bucket.push(r.bucket_ns);
+        self.iface.push(id);
+        self.client.push(r.client.0);
+        self.server.push(r.server.0);
+        self.server_port.push(r.server_port);
+        self.proto.push(r.proto);
+        self.bytes_out.push(r.bytes_out);
+        self.pkts_out.push(r.pkts_out);
+        self.bytes_in.push(r.bytes_in);
+        self.pkts_in.push(r.pkts_in);
+        self.first.push(r.first_ns);
+        self.last.push(r.last_ns);
+        self.conns.push(r.conns);
+    }
+
+    fn clear(&mut self) {
+        let ifaces = std::mem::take(&mut self.ifaces);
+        let ids = std::mem::take(&mut self.iface_ids);
+        macro_rules! clear { ($($f:ident),*) => { $(self.$f.clear();)* } }
+        clear!(
+            bucket,
+            iface,
+            client,
+            server,
+            server_port,
+            proto,
+            bytes_out,
+            pkts_out,
+            bytes_in,
+            pkts_in,
+            first,
+            last,
+            conns
+        );
+        // Interface names stay interned while few (they repeat across flushes).
+        if ifaces.len() <= 1024 {
+            self.ifaces = ifaces;
+            self.iface_ids = ids;
+        }
+    }
+}
+
+fn us(ns: i64) -> i64 {
+    ns.div_euclid(NS_PER_US)
+}
+
+impl RowSource for FlowBuf {
+    fn kind(&self) -> Kind {
+        Kind::Flows
+    }
+    fn len(&self) -> usize {
+        self.bucket.len()
+    }
+    fn time_ns(&self, row: usize) -> i64 {
+        self.bucket[row]
+    }
+    fn sort_rows(&self, rows: &mut [u32]) {
+        rows.sort_unstable_by(|&a, &b| {
+            let (a, b) = (a as usize, b as usize);
+            self.bucket[a]
+                .cmp(&self.bucket[b])
+                .then_with(|| self.client[a].cmp(&self.client[b]))
+                .then_with(|| self.server[a].cmp(&self.server[b]))
+                .then_with(|| self.server_port[a].cmp(&self.server_port[b]))
+                .then_with(|| self.proto[a].cmp(&self.proto[b]))
+                .then_with(|| self.ifaces[self.iface[a] as usize].cmp(&self.ifaces[self.iface[b] as usize]))
+        });
+    }
+    fn values(&self, col: usize, rows: &[u32]) -> PqValues {
+        match schema::FLOWS[col].name {
+            "bucket" => req_i64(rows, |r| us(self.bucket[r])),
+            "iface" => strings(rows, false, |r| Some(self.ifaces[self.iface[r] as usize].as_bytes())),
+            "client" => req_ip(rows, |r| self.client[r]),
+            "server" => req_ip(rows, |r| self.server[r]),
+            "server_port" => req_i32(rows, |r| self.server_port[r] as i32),
+            "proto" => req_i32(rows, |r| self.proto[r] as i32),
+            "bytes_out" => req_i64(rows, |r| self.bytes_out[r] as i64),
+            "pkts_out" => req_i64(rows, |r| self.pkts_out[r] as i64),
+            "bytes_in" => req_i64(rows, |r| self.bytes_in[r] as i64),
+            "pkts_in" => req_i64(rows, |r| self.pkts_in[r] as i64),
+            "first" => req_i64(rows, |r| us(self.first[r])),
+            "last" => req_i64(rows, |r| us(self.last[r])),
+            "conns" => req_i32(rows, |r| self.conns[r] as i32),
+            other => unreachable!("flow column {other}"),
+        }
+    }
+}
+
+#[derive(Default)]
+struct ConnBuf {
+    ts: Vec<i64>,
+    uid: Vec<Uid>,
+    orig_h: Vec<[u8; 16]>,
+    orig_p: Vec<u16>,
+    resp_h: Vec<[u8; 16]>,
+    resp_p: Vec<u16>,
+    proto: Vec<Proto>,
+    service: Vec<Option<&'static str>>,
+    duration: Vec<Option<i64>>,
+    orig_bytes: Vec<Option<u64>>,
+    resp_bytes: Vec<Option<u64>>,
+    conn_state: Vec<ConnState>,
+    local_orig: Vec<bool>,
+    local_resp: Vec<bool>,
+    missed_bytes: Vec<u64>,
+    history: Vec<History>,
+    orig_pkts: Vec<u64>,
+    orig_ip_bytes: Vec<u64>,
+    resp_pkts: Vec<u64>,
+    resp_ip_bytes: Vec<u64>,
+    ip_proto: Vec<u8>,
+    community_id: Vec<CommunityId>,
+    vlan: Vec<Option<u16>>,
+    inner_vlan: Vec<Option<u16>>,
+}
+
+const CONN_ROW_BYTES: usize = std::mem::size_of::<ConnRecord>();
+
+impl ConnBuf {
+    fn push(&mut self, r: &ConnRecord) {
+        self.ts.push(r.ts_ns);
+        self.uid.push(r.uid);
+        self.orig_h.push(r.orig_h.0);
+        self.orig_p.push(r.orig_p);
+        self.resp_h.push(r.resp_h.0);
+        self.resp_p.push(r.resp_p);
+        self.proto.push(r.proto);
+        self.service.push(r.service);
+        self.duration.push(r.duration_ns);
+        self.orig_bytes.push(r.orig_bytes);
+        self.resp_bytes.push(r.resp_bytes);
+        self.conn_state.push(r.conn_state);
+        self.local_orig.push(r.local_orig);
+        self.local_resp.push(r.local_resp);
+        self.missed_bytes.push(r.missed_bytes);
+        self.history.push(r.history);
+        self.orig_pkts.push(r.orig_pkts);
+        self.orig_ip_bytes.push(r.orig_ip_bytes);
+        self.resp_pkts.push(r.resp_pkts);
+        self.resp_ip_bytes.push(r.resp_ip_bytes);
+        self.ip_proto.push(r.ip_proto);
+        self.community_id.push(r.community_id);
+        self.vlan.push(r.vlan);
+        self.inner_vlan.push(r.inner_vlan);
+    }
+
+    fn clear(&mut self) {
+        macro_rules! clear { ($($f:ident),*) => { $(self.$f.clear();)* } }
+        clear!(
+            ts,
+            uid,
+            orig_h,
+            orig_p,
+            resp_h,
+            resp_p,
+            proto,
+            service,
+            duration,
+            orig_bytes,
+            resp_bytes,
+            conn_state,
+            local_orig,
+            local_resp,
+            missed_bytes,
+            history,
+            orig_pkts,
+            orig_ip_bytes,
+            resp_pkts,
+            resp_ip_bytes,
+            ip_proto,
+            community_id,
+            vlan,
+            inner_vlan
+        );
+    }
+}
+
+impl RowSource for ConnBuf {
+    fn kind(&self) -> Kind {
+        Kind::Conns
+    }
+    fn len(&self) -> usize {
+        self.ts.len()
+    }
+    fn time_ns(&self, row: usize) -> i64 {
+        self.ts[row]
+    }
+    fn sort_rows(&self, rows: &mut [u32]) {
+        // Stable: equal times keep their arrival order.
+        rows.sort_by_key(|&r| self.ts[r as usize]);
+    }
+    fn values(&self, col: usize, rows: &[u32]) -> PqValues {
+        match schema::CONNS[col].name {
+            "ts" => req_i64(rows, |r| us(self.ts[r])),
+            "uid" => strings(rows, false, |r| Some(self.uid[r].as_str().as_bytes())),
+            "orig_h" => req_ip(rows, |r| self.orig_h[r]),
+            "orig_p" => req_i32(rows, |r| self.orig_p[r] as i32),
+            "resp_h" => req_ip(rows, |r| self.resp_h[r]),
+            "resp_p" => req_i32(rows, |r| self.resp_p[r] as i32),
+            "proto" => strings(rows, false, |r| Some(self.proto[r].as_str().as_bytes())),
+            "service" => strings(rows, true, |r| self.service[r].map(str::as_bytes)),
+            "duration" => opt_i64(rows, |r| self.duration[r].map(us)),
+            "orig_bytes" => opt_i64(rows, |r| self.orig_bytes[r].map(|v| v as i64)),
+            "resp_bytes" => opt_i64(rows, |r| self.resp_bytes[r].map(|v| v as i64)),
+            "conn_state" => strings(rows, false, |r| Some(self.conn_state[r].as_str().as_bytes())),
+            "local_orig" => req_bool(rows, |r| self.local_orig[r]),
+            "local_resp" => req_bool(rows, |r| self.local_resp[r]),
+            "missed_bytes" => req_i64(rows, |r| self.missed_bytes[r] as i64),
+            "history" => strings(rows, false, |r| Some(self.history[r].as_bytes())),
+            "orig_pkts" => req_i64(rows, |r| self.orig_pkts[r] as i64),
+            "orig_ip_bytes" => req_i64(rows, |r| self.orig_ip_bytes[r] as i64),
+            "resp_pkts" => req_i64(rows, |r| self.resp_pkts[r] as i64),
+            "resp_ip_bytes" => req_i64(rows, |r| self.resp_ip_bytes[r] as i64),
+            "ip_proto" => req_i32(rows, |r| self.ip_proto[r] as i32),
+            "community_id" => strings(rows, false, |r| Some(self.community_id[r].as_str().as_bytes())),
+            "vlan" => opt_i32(rows, |r| self.vlan[r].map(i32::from)),
+            "inner_vlan" => opt_i32(rows, |r| self.inner_vlan[r].map(i32::from)),
+            other => unreachable!("conn column {other}"),
+        }
+    }
+}
+
+// ---- the store ----------------------------------------------------------------
+
+/// Encoding settings of one kind, shared by flushes and compaction.
+#[derive(Clone)]
+pub(crate) struct FileFormat {
+    pub schema: TypePtr,
+    pub props: Arc<WriterProperties>,
+    pub row_group_rows: usize,
+    pub sync: bool,
+}
+
+impl FileFormat {
+    pub(crate) fn new(kind: Kind, zstd_level: i32, row_group_rows: usize, sync: bool) -> Result<Self, StoreError> {
+        Ok(FileFormat {
+            schema: schema::parquet_schema(kind),
+            props: schema::writer_properties(kind, zstd_level, row_group_rows)?,
+            row_group_rows: row_group_rows.max(1),
+            sync,
+        })
+    }
+}
+
+/// Sorts all rows of `src` into file order and writes one file per hour
+/// partition they fall in.
+pub(crate) fn write_partitioned(
+    dir: &Path,
+    prefix: &str,
+    src: &dyn RowSource,
+    fmt: &FileFormat,
+    kv: &[parquet::file::metadata::KeyValue],
+) -> Result<Vec<encode::WrittenFile>, StoreError> {
+    let n = src.len();
+    let mut rows: Vec<u32> = (0..n as u32).collect();
+    // Order by hour first (sorting by time already does, but conns sort
+    // stably by ts and flows by bucket first, so one sort is enough).
+    src.sort_rows(&mut rows);
+    let mut out: Vec<encode::WrittenFile> = Vec::new();
+    // All or nothing: on a failure the files this call already published are
+    // removed again, so a retry cannot write rows twice.
+    let undo = |out: &[encode::WrittenFile]| {
+        for f in out {
+            let _ = crate::fsutil::remove_file_if_exists(&f.path);
+        }
+    };
+    let mut start = 0;
+    while start < n {
+        let hour = hour_of(src.time_ns(rows[start] as usize));
+        let mut end = start + 1;
+        while end < n && hour_of(src.time_ns(rows[end] as usize)) == hour {
+            end += 1;
+        }
+        let pdir = partition_path(dir, src.kind(), hour);
+        let written = create_dirs_durable(&pdir).and_then(|()| {
+            encode::write_file(
+                &pdir,
+                prefix,
+                src,
+                &rows[start..end],
+                &fmt.schema,
+                &fmt.props,
+                fmt.row_group_rows,
+                kv.to_vec(),
+                fmt.sync,
+            )
+        });
+        match written {
+            Ok(f) => out.push(f),
+            Err(e) => {
+                undo(&out);
+                return Err(e);
+            }
+        }
+        start = end;
+    }
+    Ok(out)
+}
+
+/// The writing side of the store. One `Store` per data directory at a time
+/// (an flock on `<dir>/.writer.lock` enforces it); any number of readers.
+pub struct Store {
+    dir: PathBuf,
+    opts: StoreOptions,
+    flows: FlowBuf,
+    conns: ConnBuf,
+    flow_fmt: FileFormat,
+    conn_fmt: FileFormat,
+    stats: WriteStats,
+    last_retention: Option<Instant>,
+    _lock: DirLock,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.dir).field("stats", &self.stats).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (creating it if needed) the data directory for writing, and
+    /// cleans up what a crash left: temporary files and partitions that were
+    /// being deleted, and small files a finished compaction had replaced.
+    pub fn open(dir: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        if opts.flush_rows == 0 || opts.row_group_rows == 0 || opts.flush_bytes == 0 {
+            return Err(StoreError::Invalid("flush_rows, flush_bytes and row_group_rows must be > 0".into()));
+        }
+        if dir.exists() && !dir.is_dir() {
+            return Err(StoreError::io(dir, "use as data directory", std::io::Error::other("not a directory")));
+        }
+        create_dirs_durable(dir)?;
+        for kind in [Kind::Flows, Kind::Conns] {
+            create_dirs_durable(&dir.join(kind.as_str()))?;
+        }
+        let lock_path = dir.join(".writer.lock");
+        let lock = DirLock::try_lock(&lock_path)?.ok_or_else(|| {
+            StoreError::io(
+                dir,
+                "open for writing",
+                std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    "another wirelog process is writing to this data directory",
+                ),
+            )
+        })?;
+        crate::compact::recover(dir)?;
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            flow_fmt: FileFormat::new(Kind::Flows, opts.zstd_level, opts.row_group_rows, opts.sync)?,
+            conn_fmt: FileFormat::new(Kind::Conns, opts.zstd_level, opts.row_group_rows, opts.sync)?,
+            opts,
+            flows: FlowBuf::default(),
+            conns: ConnBuf::default(),
+            stats: WriteStats::default(),
+            last_retention: None,
+            _lock: lock,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn options(&self) -> &StoreOptions {
+        &self.opts
+    }
+
+    /// What this store has written so far.
+    pub fn stats(&self) -> &WriteStats {
+        &self.stats
+    }
+
+    /// Rows buffered and not yet flushed (flows, conns).
+    pub fn buffered(&self) -> (usize, usize) {
+        (self.flows.len(), self.conns.len())
+    }
+
+    fn flow_limit(&self) -> usize {
+        self.opts.flush_rows.min((self.opts.flush_bytes / FLOW_ROW_BYTES).max(1))
+    }
+
+    fn conn_limit(&self) -> usize {
+        self.opts.flush_rows.min((self.opts.flush_bytes / CONN_ROW_BYTES).max(1))
+    }
+
+    /// Buffers connections; writes them out when the buffer is full.
+    pub fn append_conns(&mut self, recs: &[ConnRecord]) -> Result<(), StoreError> {
+        let limit = self.conn_limit();
+        for r in recs {
+            self.conns.push(r);
+            if self.conns.len() >= limit {
+                self.flush_kind(Kind::Conns)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Buffers flows; writes them out when the buffer is full.
+    pub fn append_flows(&mut self, recs: &[FlowRecord]) -> Result<(), StoreError> {
+        let limit = self.flow_limit();
+        for r in recs {
+            self.flows.push(r);
+            if self.flows.len() >= limit {
+                self.flush_kind(Kind::Flows)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush_kind(&mut self, kind: Kind) -> Result<(), StoreError> {
+        let (src, fmt): (&dyn RowSource, &FileFormat) = match kind {
+            Kind::Flows => (&self.flows, &self.flow_fmt),
+            Kind::Conns => (&self.conns, &self.conn_fmt),
+        };
+        if src.len() == 0 {
+            return Ok(());
+        }
+        let files = write_partitioned(&self.dir, "part", src, fmt, &[])?;
+        for f in &files {
+            self.stats.files += 1;
+            self.stats.rows += f.rows;
+            self.stats.bytes += f.bytes;
+        }
+        // Only once everything is written: a failed flush keeps the rows
+        // buffered (and removed what it had written), so a retry writes them
+        // once.
+        match kind {
+            Kind::Flows => self.flows.clear(),
+            Kind::Conns => self.conns.clear(),
+        }
+        Ok(())
+    }
+
+    /// Writes every buffered row to new files (one per kind and hour
+    /// partition), durably; then applies retention if it is due.
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        self.flush_kind(Kind::Flows)?;
+        self.flush_kind(Kind::Conns)?;
+        if self.opts.retain_age.is_some() || self.opts.retain_bytes.is_some() {
+            let due = self.last_retention.is_none_or(|t| t.elapsed() >= self.opts.retention_interval);
+            if due {
+                if let Err(e) = self.enforce_retention(retention::now_ns()) {
+                    self.stats.retention_errors += 1;
+                    self.stats.last_retention_error = Some(e.to_string());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes and releases the directory.
+    pub fn close(mut self) -> Result<(), StoreError> {
+        self.flush()
+    }
+
+    /// Deletes whole hour partitions that ended before `now_ns - retain_age`,
+    /// then the oldest partitions while the store is larger than `retain_bytes`.
+    pub fn enforce_retention(&mut self, now_ns: i64) -> Result<RetentionReport, StoreError> {
+        self.last_retention = Some(Instant::now());
+        retention::enforce_retention(&self.dir, now_ns, self.opts.retain_age, self.opts.retain_bytes)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // Best effort for a store dropped without close (errors cannot be
+        // reported here: call close() to see them).
+        if self.flows.len() > 0 {
+            let _ = self.flush_kind(Kind::Flows);
+        }
+        if self.conns.len() > 0 {
+            let _ = self.flush_kind(Kind::Conns);
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! `wirelog query`: a query over the store -> scan with pruning -> engine -> output.
+
+use std::io::{self, IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use wirelog_query::{default_format, parse_query, parse_time_arg, render, Engine, Format};
+use wirelog_store::{Kind, Scan, Store};
+
+use crate::cli::{OutputFormat, QueryArgs, QueryKind};
+
+pub fn run(args: QueryArgs) -> Result<ExitCode> {
+    let kind = match args.kind {
+        QueryKind::Flows => Kind::Flows,
+        QueryKind::Conns => Kind::Conns,
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0);
+    // The query errors print the expression with a caret under the problem.
+    let fail = |e: wirelog_query::QueryError| anyhow::anyhow!("{e}");
+    let (from, to) = match (&args.last, &args.from, &args.to) {
+        (Some(d), _, _) => (Some(now - d.as_nanos() as i64), None),
+        (None, f, t) => (
+            f.as_deref().map(|s| parse_time_arg("--from", s, now)).transpose().map_err(fail)?,
+            t.as_deref().map(|s| parse_time_arg("--to", s, now)).transpose().map_err(fail)?,
+        ),
+    };
+    if let (Some(f), Some(t)) = (from, to) {
+        if f >= t {
+            bail!("--from must be before --to");
+        }
+    }
+    let mut spec = parse_query(kind, args.where_.as_deref(), args.by.as_deref(), args.sort.as_deref(), args.top, args.every.as_deref())
+        .map_err(fail)?;
+    if from.is_some() || to.is_some() {
+        spec.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
+    }
+    if !args.store.is_dir() {
+        bail!("{}: no store here (write one with `wirelog read --store {}`)", args.store.display(), args.store.display());
+    }
+
+    // Only the partitions in the range, the columns the query uses, and the
+    // row groups whose statistics can match are read.
+    let mut scan = Scan::new(kind).columns(&spec.needed_columns()).time(from, to);
+    for (col, lo, hi) in spec.numeric_ranges() {
+        scan = scan.range(col, lo, hi);
+    }
+    let mut engine = Engine::new(spec).map_err(fail)?;
+    let mut schema_problem = None;
+    let stats = Store::scan_ref(&args.store, &scan, |batch| {
+        if schema_problem.is_none() {
+            if let Err(e) = engine.consume(batch) {
+                schema_problem = Some(e);
+            }
+        }
+        Ok(())
+    })
+    .with_context(|| format!("cannot read the store {}", args.store.display()))?;
+    if let Some(e) = schema_problem {
+        bail!("{}: {e}", args.store.display());
+    }
+    for w in &stats.warnings {
+        eprintln!("wirelog: warning: {w}");
+    }
+    let table = engine.finish();
+    let format = match args.format {
+        Some(OutputFormat::Table) => Format::Table,
+        Some(OutputFormat::Csv) => Format::Csv,
+        Some(OutputFormat::Json) => Format::Json,
+        None => default_format(io::stdout().is_terminal()),
+    };
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    render(&table, format, &mut out)?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
