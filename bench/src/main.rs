@@ -9,6 +9,11 @@
 //!
 //! `wirelog-bench scale --copies N [--snap B] IN.pcap OUT.pcap`
 //!   Writes the same scaled corpus as a pcap file, for tools that read files.
+//!
+//! `wirelog-bench store --rows N --out DIR PCAP...`
+//!   Builds a store of at least N flow rows for query benchmarks: the flows of
+//!   the real capture (5-minute buckets), copied with their addresses rewritten
+//!   per copy and spread over the 288 buckets of a day, written with the store.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -244,6 +249,63 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool) -> Str
     )
 }
 
+/// The real flows of `c`, replicated to `rows` rows (see the module docs).
+///
+/// With `unique_clients`, every row's client address also gets its own value
+/// in the three low bytes (for group-bys over millions of distinct pairs).
+fn build_store(c: &Corpus, rows: usize, out: &Path, unique_clients: bool) -> Result<(), String> {
+    const BUCKET: i64 = 300_000_000_000;
+    let mut decoder = Decoder::new(DecodeConfig { verify_checksums: false, ..DecodeConfig::default() });
+    let mut tracker = Tracker::new(TrackerConfig { uid_seed: Some(1), flow_interval_ns: BUCKET, ..TrackerConfig::default() });
+    for r in &c.pkts {
+        if let Decoded::Ip(ip) = decoder.decode(r.linktype, r.ts, c.bytes(r)) {
+            tracker.packet(r.ts, 0, &ip);
+        }
+    }
+    tracker.finish();
+    tracker.take_records().for_each(drop);
+    let base: Vec<wirelog_record::FlowRecord> = tracker.take_flows().collect();
+    if base.is_empty() {
+        return Err("the capture has no flows".into());
+    }
+    let day0 = base[0].bucket_ns.div_euclid(86_400_000_000_000) * 86_400_000_000_000;
+    let mut store = wirelog_store::Store::open(out, wirelog_store::StoreOptions { sync: false, ..Default::default() })
+        .map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    let mut written = 0usize;
+    let mut batch = Vec::with_capacity(base.len());
+    let mut k: u32 = 0;
+    while written < rows {
+        batch.clear();
+        // Copy k: addresses rewritten (middle bytes XOR k, as `scale` does) and
+        // moved to bucket k % 288 of the day.
+        let kb = ((k / 288) as u16).to_be_bytes();
+        let shift = (k % 288) as i64 * BUCKET;
+        for f in &base {
+            let mut g = f.clone();
+            for a in [&mut g.client, &mut g.server] {
+                let at = if a.is_v4() { 13 } else { 10 };
+                a.0[at] ^= kb[0];
+                a.0[at + 1] ^= kb[1];
+            }
+            g.bucket_ns = day0 + shift;
+            g.first_ns = g.bucket_ns + (f.first_ns - f.bucket_ns).clamp(0, BUCKET - 1);
+            g.last_ns = g.bucket_ns + (f.last_ns - f.bucket_ns).clamp(0, BUCKET - 1);
+            if unique_clients {
+                let n = ((written + batch.len()) as u32).to_be_bytes();
+                g.client.0[13..16].copy_from_slice(&n[1..4]);
+            }
+            batch.push(g);
+        }
+        store.append_flows(&batch).map_err(|e| e.to_string())?;
+        written += batch.len();
+        k += 1;
+    }
+    store.close().map_err(|e| e.to_string())?;
+    println!("rows={} copies={} base_flows={} write_s={:.1} dir={}", written, k, base.len(), t0.elapsed().as_secs_f64(), out.display());
+    Ok(())
+}
+
 fn write_pcap(c: &Corpus, out: &Path) -> Result<(), String> {
     let lt = c.pkts.first().map(|r| r.linktype).unwrap_or(LinkType::ETHERNET);
     if c.pkts.iter().any(|r| r.linktype != lt) {
@@ -271,6 +333,9 @@ fn write_pcap(c: &Corpus, out: &Path) -> Result<(), String> {
 }
 
 struct Opts {
+    unique_clients: bool,
+    rows: usize,
+    out: Option<PathBuf>,
     decode_only: bool,
     no_prefetch: bool,
     copies: usize,
@@ -280,7 +345,7 @@ struct Opts {
 }
 
 fn parse(args: &[String]) -> Result<Opts, String> {
-    let mut o = Opts { decode_only: false, no_prefetch: false, copies: 1, snap: usize::MAX, reps: 3, files: Vec::new() };
+    let mut o = Opts { unique_clients: false, rows: 0, out: None, decode_only: false, no_prefetch: false, copies: 1, snap: usize::MAX, reps: 3, files: Vec::new() };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut num = |name: &str| -> Result<usize, String> {
@@ -291,6 +356,9 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--snap" => o.snap = num("--snap")?.max(64),
             "--reps" => o.reps = num("--reps")?.max(1),
             "--decode-only" => o.decode_only = true,
+            "--rows" => o.rows = num("--rows")?,
+            "--unique-clients" => o.unique_clients = true,
+            "--out" => o.out = Some(PathBuf::from(it.next().ok_or("--out needs a directory")?)),
             "--no-prefetch" => o.no_prefetch = true,
             s if s.starts_with("--") => return Err(format!("unknown option {s}")),
             f => o.files.push(PathBuf::from(f)),
@@ -304,7 +372,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--no-prefetch] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] IN.pcap OUT.pcap";
+    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--no-prefetch] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] IN.pcap OUT.pcap\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...";
     let result = match args.first().map(String::as_str) {
         Some("pipeline") => parse(&args[1..]).and_then(|o| {
             let base = Corpus::load(&o.files, o.snap)?;
@@ -320,6 +388,10 @@ fn main() {
                 }
             }
             Ok(())
+        }),
+        Some("store") => parse(&args[1..]).and_then(|o| {
+            let out = o.out.clone().ok_or("store needs --out DIR")?;
+            build_store(&Corpus::load(&o.files, usize::MAX)?, o.rows.max(1), &out, o.unique_clients)
         }),
         Some("scale") => parse(&args[1..]).and_then(|o| {
             if o.files.len() != 2 {
