@@ -142,7 +142,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 }
                 Decoded::Skipped(_) => {}
             }
-            if file_packets % DRAIN_EVERY == 0 {
+            if file_packets.is_multiple_of(DRAIN_EVERY) {
                 write_records(&mut tracker, &mut sink, &mut flow_sink, &mut store)?;
                 progress.update(bytes_before + reader.position(), packets + file_packets);
             }

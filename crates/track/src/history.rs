@@ -74,7 +74,7 @@ fn is_power_of_ten(mut n: u32) -> bool {
     if n == 0 {
         return false;
     }
-    while n % 10 == 0 {
+    while n.is_multiple_of(10) {
         n /= 10;
     }
     n == 1

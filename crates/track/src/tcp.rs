@@ -52,7 +52,9 @@ struct Reassembly {
     next_deliver: u64,
     /// Everything below this has been acknowledged and released (Zeek's trim_seq).
     trim: u64,
-    /// Received ranges above `next_deliver`, sorted and merged.
+    /// Received ranges above `next_deliver`, sorted and merged. Boxed: 8 bytes
+    /// per endpoint instead of a Vec's 24, for a list almost always absent.
+    #[allow(clippy::box_collection)]
     above_hole: Option<Box<Vec<(u64, u64)>>>,
     skip_deliveries: bool,
 }
@@ -269,9 +271,7 @@ impl Endpoint {
         let ack = Self::full(self.ack_seq, self.ack_wraps);
         let start = self.start_seq as u64;
         let mut size = if last > ack { last.wrapping_sub(start) } else { ack.wrapping_sub(start) };
-        if size != 0 {
-            size -= 1;
-        }
+        size = size.saturating_sub(1);
         if self.fin_cnt > 0 && size != 0 {
             size -= 1;
         }
@@ -609,7 +609,7 @@ impl TcpConn {
         let delta_last = {
             let (e, _) = self.ep(is_orig);
             let delta_last = seq_delta(seq_one_past, e.last_seq);
-            if (syn || rst) && (delta_last > TOO_LARGE_SEQ_DELTA || delta_last < -TOO_LARGE_SEQ_DELTA) {
+            if (syn || rst) && !(-TOO_LARGE_SEQ_DELTA..=TOO_LARGE_SEQ_DELTA).contains(&delta_last) {
             } else if fin && e.last_seq == e.start_seq.wrapping_add(1) {
                 e.update_last_seq(seq_one_past);
             } else if e.state == Reset {
@@ -946,16 +946,15 @@ impl TcpConn {
     /// once it has been idle for the linger period.
     pub fn expire_condition(&self) -> bool {
         let (o, r) = (&self.orig, &self.resp);
-        if o.did_close || r.did_close {
-            if (o.did_close && r.did_close)
+        if (o.did_close || r.did_close)
+            && ((o.did_close && r.did_close)
                 || o.state == Reset
                 || r.state == Reset
                 || o.state == Inactive
-                || r.state == Inactive
+                || r.state == Inactive)
             {
                 return true;
             }
-        }
         o.state == Inactive && r.state == Inactive
     }
 

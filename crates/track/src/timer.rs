@@ -70,7 +70,7 @@ impl TimerWheel {
     #[inline]
     pub fn nothing_due(&self, now: i64) -> bool {
         !self.started
-            || (Self::tick_of(now) <= self.current_tick && self.due.peek().map_or(true, |Reverse(e)| e.deadline > now))
+            || (Self::tick_of(now) <= self.current_tick && self.due.peek().is_none_or(|Reverse(e)| e.deadline > now))
     }
 
     /// Moves the wheel to `now` and appends to `due` every entry whose
@@ -82,7 +82,7 @@ impl TimerWheel {
             return;
         }
         let target = Self::tick_of(now);
-        if target <= self.current_tick && self.due.peek().map_or(true, |Reverse(e)| e.deadline > now) {
+        if target <= self.current_tick && self.due.peek().is_none_or(|Reverse(e)| e.deadline > now) {
             return;
         }
         self.advance_slow(now, target, due);

@@ -587,7 +587,7 @@ impl Tracker {
     fn evict_one(&mut self) {
         self.evict_cursor = self.evict_cursor.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let mut sample = std::mem::take(&mut self.sample);
-        self.table.sample((self.evict_cursor >> 33) as usize, 8, &mut sample);
+        self.table.sample(self.evict_cursor >> 33, 8, &mut sample);
         let victim = sample.iter().copied().min_by_key(|&i| self.table.get(i).map(|e| e.value.seen_ns).unwrap_or(i64::MAX));
         self.sample = sample;
         if let Some(v) = victim {
