@@ -56,6 +56,26 @@ impl Column {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Appends `other`'s values. Returns false, appending nothing, when the
+    /// two columns hold different types.
+    #[must_use]
+    pub fn append(&mut self, other: Column) -> bool {
+        match (self, other) {
+            (Column::U8(a), Column::U8(b)) => a.extend(b),
+            (Column::U16(a), Column::U16(b)) => a.extend(b),
+            (Column::U32(a), Column::U32(b)) => a.extend(b),
+            (Column::U64(a), Column::U64(b)) => a.extend(b),
+            (Column::OptU64(a), Column::OptU64(b)) => a.extend(b),
+            (Column::I64(a), Column::I64(b)) => a.extend(b),
+            (Column::OptI64(a), Column::OptI64(b)) => a.extend(b),
+            (Column::Ip(a), Column::Ip(b)) => a.extend(b),
+            (Column::Str(a), Column::Str(b)) => a.extend(b),
+            (Column::Bool(a), Column::Bool(b)) => a.extend(b),
+            _ => return false,
+        }
+        true
+    }
 }
 
 /// Rows of one kind, as named columns of equal length.

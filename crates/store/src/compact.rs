@@ -181,7 +181,10 @@ fn compact_locked(pdir: &Path, kind: Kind, opts: &CompactOptions) -> Result<Comp
         if group.len() < 2 {
             continue;
         }
-        let merged = MergedRows::new(kind, batches);
+        let merged = match MergedRows::new(kind, batches) {
+            Ok(m) => m,
+            Err(what) => return Err(StoreError::corrupt(pdir, what)),
+        };
         let names: Vec<&str> = group.iter().map(|f| f.name.as_str()).collect();
         let kv = [KeyValue::new(REPLACES_KEY.to_string(), names.join("\n"))];
         // All rows of a partition fall in its hour, so this writes one file
@@ -208,35 +211,21 @@ struct MergedRows {
     cols: Vec<Column>,
 }
 
-fn concat(a: &mut Column, b: Column) {
-    match (a, b) {
-        (Column::U8(a), Column::U8(b)) => a.extend(b),
-        (Column::U16(a), Column::U16(b)) => a.extend(b),
-        (Column::U32(a), Column::U32(b)) => a.extend(b),
-        (Column::U64(a), Column::U64(b)) => a.extend(b),
-        (Column::OptU64(a), Column::OptU64(b)) => a.extend(b),
-        (Column::I64(a), Column::I64(b)) => a.extend(b),
-        (Column::OptI64(a), Column::OptI64(b)) => a.extend(b),
-        (Column::Ip(a), Column::Ip(b)) => a.extend(b),
-        (Column::Str(a), Column::Str(b)) => a.extend(b),
-        (Column::Bool(a), Column::Bool(b)) => a.extend(b),
-        _ => unreachable!("batches of one kind have the same column types"),
-    }
-}
-
 impl MergedRows {
-    fn new(kind: Kind, batches: Vec<Batch>) -> MergedRows {
+    fn new(kind: Kind, batches: Vec<Batch>) -> Result<MergedRows, &'static str> {
         let mut cols: Vec<Column> = Vec::new();
         for b in batches {
             if cols.is_empty() {
                 cols = b.columns.into_iter().map(|(_, c)| c).collect();
             } else {
                 for (a, (_, c)) in cols.iter_mut().zip(b.columns) {
-                    concat(a, c);
+                    if !a.append(c) {
+                        return Err("files of one kind with different column types");
+                    }
                 }
             }
         }
-        MergedRows { kind, cols }
+        Ok(MergedRows { kind, cols })
     }
 
     fn col(&self, name: &str) -> &Column {

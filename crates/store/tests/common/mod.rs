@@ -75,19 +75,7 @@ pub fn collect(dir: &Path, scan: &Scan) -> (Vec<(&'static str, Column)>, ScanSta
 }
 
 pub fn append(a: &mut Column, b: Column) {
-    match (a, b) {
-        (Column::U8(a), Column::U8(b)) => a.extend(b),
-        (Column::U16(a), Column::U16(b)) => a.extend(b),
-        (Column::U32(a), Column::U32(b)) => a.extend(b),
-        (Column::U64(a), Column::U64(b)) => a.extend(b),
-        (Column::OptU64(a), Column::OptU64(b)) => a.extend(b),
-        (Column::I64(a), Column::I64(b)) => a.extend(b),
-        (Column::OptI64(a), Column::OptI64(b)) => a.extend(b),
-        (Column::Ip(a), Column::Ip(b)) => a.extend(b),
-        (Column::Str(a), Column::Str(b)) => a.extend(b),
-        (Column::Bool(a), Column::Bool(b)) => a.extend(b),
-        _ => panic!("column types differ"),
-    }
+    assert!(a.append(b), "column types differ");
 }
 
 pub fn u64s(cols: &[(&'static str, Column)], name: &str) -> Vec<u64> {
