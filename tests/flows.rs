@@ -14,20 +14,6 @@ use std::process::Command;
 
 type Row = HashMap<String, String>;
 
-fn read_log(p: &Path) -> Vec<Row> {
-    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    let mut fields: Vec<String> = Vec::new();
-    let mut rows = Vec::new();
-    for line in text.lines() {
-        if let Some(f) = line.strip_prefix("#fields\t") {
-            fields = f.split('\t').map(String::from).collect();
-        } else if !line.starts_with('#') {
-            rows.push(fields.iter().cloned().zip(line.split('\t').map(String::from)).collect());
-        }
-    }
-    rows
-}
-
 fn n(r: &Row, k: &str) -> u64 {
     r[k].parse().unwrap_or(0)
 }
@@ -42,7 +28,7 @@ fn run(pcap: &Path, interval: &str, tag: &str) -> (Vec<Row>, Vec<Row>) {
         .output()
         .expect("run wirelog");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    (read_log(&dir.join("conn.log")), read_log(&dir.join("flows.log")))
+    (common::read_log(&dir.join("conn.log")), common::read_log(&dir.join("flows.log")))
 }
 
 fn check_flows_equal_conns(pcap: &Path, tag: &str) {

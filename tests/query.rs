@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -15,27 +15,14 @@ fn wirelog(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn read_log(p: &Path) -> Vec<BTreeMap<String, String>> {
-    let text = std::fs::read_to_string(p).unwrap();
-    let mut fields: Vec<String> = Vec::new();
-    let mut rows = Vec::new();
-    for line in text.lines() {
-        if let Some(f) = line.strip_prefix("#fields\t") {
-            fields = f.split('\t').map(String::from).collect();
-        } else if !line.starts_with('#') {
-            rows.push(fields.iter().cloned().zip(line.split('\t').map(String::from)).collect());
-        }
-    }
-    rows
-}
 
-fn csv(text: &str) -> Vec<BTreeMap<String, String>> {
+fn csv(text: &str) -> Vec<HashMap<String, String>> {
     let mut lines = text.lines();
     let header: Vec<String> = lines.next().unwrap_or("").split(',').map(String::from).collect();
     lines.map(|l| header.iter().cloned().zip(l.split(',').map(String::from)).collect()).collect()
 }
 
-fn num(r: &BTreeMap<String, String>, k: &str) -> u64 {
+fn num(r: &HashMap<String, String>, k: &str) -> u64 {
     r.get(k).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no number {k} in {r:?}"))
 }
 
@@ -51,8 +38,8 @@ fn ingest(pcap: &Path, tag: &str) -> (PathBuf, PathBuf) {
 fn check(pcap: &Path, tag: &str) {
     let (store, logs) = ingest(pcap, tag);
     let s = store.to_str().unwrap();
-    let conns = read_log(&logs.join("conn.log"));
-    let flows = read_log(&logs.join("flows.log"));
+    let conns = common::read_log(&logs.join("conn.log"));
+    let flows = common::read_log(&logs.join("flows.log"));
 
     // 1. Totals: flows as stored and queried equal the conn records.
     let by_proto = csv(&wirelog(&["query", "flows", "--store", s, "--by", "proto", "--top", "0", "--format", "csv"]));

@@ -1,5 +1,9 @@
 //! Shared by the end-to-end tests: captures of real traffic made on demand.
 
+// Each test binary includes this module and uses a part of it.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -39,3 +43,18 @@ pub fn capture(script: &str, pcap: &str) -> Option<PathBuf> {
     Some(path)
 }
 
+
+/// Rows of a Zeek-style log written by wirelog (`#fields` header, tab-separated).
+pub fn read_log(p: &Path) -> Vec<HashMap<String, String>> {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let mut fields: Vec<String> = Vec::new();
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        if let Some(f) = line.strip_prefix("#fields\t") {
+            fields = f.split('\t').map(String::from).collect();
+        } else if !line.starts_with('#') {
+            rows.push(fields.iter().cloned().zip(line.split('\t').map(String::from)).collect());
+        }
+    }
+    rows
+}
