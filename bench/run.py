@@ -61,9 +61,10 @@ PEER_PKGS = ["tcpdump", "tshark", "wireshark-common", "softflowd", "pmacct", "ar
 # Each command runs under `/usr/bin/time -v bash -c CMD` with PCAP (the capture), W (a scratch
 # directory), NS (the network namespace) and WIRELOG in the environment. Commands and flags are
 # those of ../shared/bench/bench_offline.sh (except that tcpdump's one stderr line goes to $W/out
-# rather than /dev/null, so a failure can be shown); wirelog's is `wirelog read -C --quiet --logs DIR`.
+# rather than /dev/null, so a failure can be shown); wirelog's is `wirelog read -C --quiet --store DIR --logs DIR` (conn.log, flows.log and the
+# Parquet store all written, as by default).
 # PREP runs before every run (also inside loops, for every tool alike).
-PREP = 'rm -rf "$W/logs" "$W/nfp" "$W/out.argus" "$W/pm.csv"; mkdir -p "$W/nfp"'
+PREP = 'rm -rf "$W/logs" "$W/store" "$W/nfp" "$W/out.argus" "$W/pm.csv"; mkdir -p "$W/nfp"'
 
 
 @dataclass
@@ -76,7 +77,7 @@ class Tool:
 
 TOOLS = [
     Tool("cat", 'cat "$PCAP" >/dev/null', ["cat"]),
-    Tool("wirelog", '"$WIRELOG" read -C --quiet --logs "$W/logs" "$PCAP" >"$W/out" 2>&1', [],
+    Tool("wirelog", '"$WIRELOG" read -C --quiet --store "$W/store" --logs "$W/logs" "$PCAP" >"$W/out" 2>&1', [],
          "conn.log records"),
     Tool("tcpdump_w", 'tcpdump -r "$PCAP" -w /dev/null 2>"$W/out"', ["tcpdump"]),
     Tool("softflowd", 'ip netns exec "$NS" softflowd -r "$PCAP" -n 127.0.0.1:9995 -v 9 -6 -d -m 1000000 '

@@ -60,7 +60,8 @@ pub(crate) fn req_bool(rows: &[u32], f: impl Fn(usize) -> bool) -> PqValues {
     PqValues { col: PqCol::Bool(rows.iter().map(|&r| f(r as usize)).collect()), def: None }
 }
 
-pub(crate) fn opt_i64(rows: &[u32], f: impl Fn(usize) -> Option<i64>) -> PqValues {
+/// An OPTIONAL column: the present values, and a definition level per row.
+fn optional<T>(rows: &[u32], f: impl Fn(usize) -> Option<T>, wrap: fn(Vec<T>) -> PqCol) -> PqValues {
     let mut vals = Vec::with_capacity(rows.len());
     let mut def = Vec::with_capacity(rows.len());
     for &r in rows {
@@ -72,22 +73,15 @@ pub(crate) fn opt_i64(rows: &[u32], f: impl Fn(usize) -> Option<i64>) -> PqValue
             None => def.push(0),
         }
     }
-    PqValues { col: PqCol::I64(vals), def: Some(def) }
+    PqValues { col: wrap(vals), def: Some(def) }
+}
+
+pub(crate) fn opt_i64(rows: &[u32], f: impl Fn(usize) -> Option<i64>) -> PqValues {
+    optional(rows, f, PqCol::I64)
 }
 
 pub(crate) fn opt_i32(rows: &[u32], f: impl Fn(usize) -> Option<i32>) -> PqValues {
-    let mut vals = Vec::with_capacity(rows.len());
-    let mut def = Vec::with_capacity(rows.len());
-    for &r in rows {
-        match f(r as usize) {
-            Some(v) => {
-                vals.push(v);
-                def.push(1);
-            }
-            None => def.push(0),
-        }
-    }
-    PqValues { col: PqCol::I32(vals), def: Some(def) }
+    optional(rows, f, PqCol::I32)
 }
 
 /// IPs: one shared buffer, each value a slice of it (no allocation per value).

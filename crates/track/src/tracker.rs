@@ -283,8 +283,11 @@ impl Tracker {
 
         let (idx, side, created) = match self.table.find(key, hash) {
             Some((idx, side)) => {
-                let reuse = match (&seg, &self.table.get(idx).map(|e| &e.value.state)) {
-                    (Some(s), Some(ProtoState::Tcp(t))) => t.is_reuse(s),
+                // Only a SYN can start a new connection on a known tuple.
+                let reuse = match &seg {
+                    Some(s) if s.flags & wirelog_decode::tcp_flags::SYN != 0 => {
+                        matches!(self.table.get(idx).map(|e| &e.value.state), Some(ProtoState::Tcp(t)) if t.is_reuse(s))
+                    }
                     _ => false,
                 };
                 if reuse {
