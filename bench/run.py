@@ -35,6 +35,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import query_bench  # noqa: E402  (bench/query_bench.py, next to this file)
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED_BENCH = (REPO / ".." / "shared" / "bench").resolve()
 OUT_DIR = REPO / "bench" / "out"
@@ -785,6 +788,9 @@ def render(ctx: dict) -> str:
                 L.append(f"| {p.label} | " + " | ".join(cells) + " |")
             L.append("")
 
+    if ctx.get("query"):
+        L.extend(query_bench.render(ctx["query"]))
+
     # ---- (c) how
     L.append("## How this was measured\n")
     mi = ctx["machine"]
@@ -867,7 +873,7 @@ def parse_args(argv: list[str]):
         a.million_copies = 20 if a.quick else 160
     if a.reps < 1 or a.scale_copies < 1 or a.million_copies < 1 or a.loop_max < 1:
         ap.error("--reps, --scale-copies, --million-copies and --loop-max must be >= 1")
-    known = [t.name for t in TOOLS] + ["pipeline"]
+    known = [t.name for t in TOOLS] + ["pipeline", "query"]
     if a.only:
         sel = []
         for x in a.only.split(","):
@@ -921,6 +927,8 @@ def main(argv: list[str]) -> int:
             names_needed += ["mixed"]
         if "pipeline" in args.only:
             names_needed += ["http"]
+        if "query" in args.only:
+            names_needed += ["mixed"]
         names_needed = list(dict.fromkeys(names_needed))
         problems = ensure_captures(names_needed, peers, OUT_DIR)
         for n, pr in problems.items():
@@ -1056,6 +1064,17 @@ def main(argv: list[str]) -> int:
                 for i, r in enumerate(p.runs or [{}]):
                     cw.writerow([p.label, p.status, i + 1 if p.runs else "", *[r.get(k, "") for k in keys], *tv])
 
+        # store and query
+        qctx = None
+        if "query" in args.only:
+            if not have_bench:
+                notes.append("query benchmarks skipped: wirelog-bench is not available")
+            elif "mixed" in problems:
+                notes.append(f"query benchmarks skipped: mixed.pcap {problems['mixed']}")
+            else:
+                qctx = query_bench.run(WIRELOG, WIRELOG_BENCH, pdir / "mixed.pcap", work, args.reps, args.quick,
+                                       args.timeout, log)
+
         PROCS.cleanup()
         versions = tool_versions()
         finished = dt.datetime.now().astimezone()
@@ -1064,7 +1083,7 @@ def main(argv: list[str]) -> int:
                    e2e=e2e, pcaps=pcaps, tools=want_e2e, pipes=pipes, machine=machine,
                    load_end=" ".join(Path("/proc/loadavg").read_text().split()[:3]), versions=versions,
                    install=install_msg, build=build_msg, peers=peers, scale_cmd=scale_cmd, csv=csv_path,
-                   pcsv=pcsv)
+                   pcsv=pcsv, query=qctx)
         report = render(ctx)
         (OUT_DIR / "results.md").write_text(report)
         print(report)

@@ -5,6 +5,7 @@
 //! (source -> decode -> track -> record -> sink).
 
 mod cli;
+mod output;
 mod progress;
 mod query;
 mod read;

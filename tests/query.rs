@@ -10,29 +10,128 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn wirelog(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(args).output().expect("run wirelog");
-    assert!(out.status.success(), "wirelog {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(args)
+        .output()
+        .expect("run wirelog");
+    assert!(
+        out.status.success(),
+        "wirelog {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
-
 fn csv(text: &str) -> Vec<HashMap<String, String>> {
     let mut lines = text.lines();
-    let header: Vec<String> = lines.next().unwrap_or("").split(',').map(String::from).collect();
-    lines.map(|l| header.iter().cloned().zip(l.split(',').map(String::from)).collect()).collect()
+    let header: Vec<String> = lines
+        .next()
+        .unwrap_or("")
+        .split(',')
+        .map(String::from)
+        .collect();
+    lines
+        .map(|l| {
+            header
+                .iter()
+                .cloned()
+                .zip(l.split(',').map(String::from))
+                .collect()
+        })
+        .collect()
 }
 
 fn num(r: &HashMap<String, String>, k: &str) -> u64 {
-    r.get(k).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no number {k} in {r:?}"))
+    r.get(k)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no number {k} in {r:?}"))
 }
 
 /// Reads `pcap` into a fresh store and logs directory; returns (store, logs).
 fn ingest(pcap: &Path, tag: &str) -> (PathBuf, PathBuf) {
+    ingest_with(pcap, tag, &[])
+}
+
+fn ingest_with(pcap: &Path, tag: &str, extra: &[&str]) -> (PathBuf, PathBuf) {
     let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("query-{tag}"));
     let _ = std::fs::remove_dir_all(&base);
     let (store, logs) = (base.join("store"), base.join("logs"));
-    wirelog(&["read", "-C", "--quiet", "--store", store.to_str().unwrap(), "--logs", logs.to_str().unwrap(), pcap.to_str().unwrap()]);
+    let mut args = vec![
+        "read",
+        "-C",
+        "--quiet",
+        "--store",
+        store.to_str().unwrap(),
+        "--logs",
+        logs.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    args.push(pcap.to_str().unwrap());
+    wirelog(&args);
     (store, logs)
+}
+
+/// Seconds since the epoch of a `YYYY-MM-DDTHH:MM:SSZ` time as `query` prints it.
+fn epoch_secs(t: &str) -> i64 {
+    let n = |a: usize, b: usize| -> i64 {
+        t[a..b].parse().unwrap_or_else(|_| panic!("bad time {t:?}"))
+    };
+    let (y, m, d) = (n(0, 4), n(5, 7), n(8, 10));
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468;
+    days * 86400 + n(11, 13) * 3600 + n(14, 16) * 60 + n(17, 19)
+}
+
+/// `--every`: the time series of flows and of conns equals sums over the
+/// logs' records by the start of their interval.
+fn check_every(pcap: &Path, tag: &str) {
+    // 1 s flow buckets so a short capture spans many; 5 s series so each
+    // point sums several buckets.
+    let (store, logs) = ingest_with(pcap, tag, &["--flow-interval", "1s"]);
+    let s = store.to_str().unwrap();
+    let step = 5i64;
+
+    let mut want: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
+    for r in common::read_log(&logs.join("flows.log")) {
+        let bucket: f64 = r["bucket"].parse().unwrap();
+        let e = want
+            .entry((bucket as i64).div_euclid(step) * step)
+            .or_default();
+        e.0 += num(&r, "bytes_out") + num(&r, "bytes_in");
+        e.1 += num(&r, "pkts_out") + num(&r, "pkts_in");
+    }
+    let got: BTreeMap<i64, (u64, u64)> = csv(&wirelog(&[
+        "query", "flows", "--store", s, "--every", "5s", "--format", "csv",
+    ]))
+    .into_iter()
+    .map(|r| (epoch_secs(&r["time"]), (num(&r, "bytes"), num(&r, "pkts"))))
+    .collect();
+    println!("{tag}: flows --every 5s: {} points", got.len());
+    assert!(
+        want.len() > 1,
+        "{tag}: the capture should span several 5 s intervals"
+    );
+    assert_eq!(got, want, "{tag}: flows --every 5s vs flows.log");
+
+    let mut want: BTreeMap<i64, u64> = BTreeMap::new();
+    for r in common::read_log(&logs.join("conn.log")) {
+        let ts: f64 = r["ts"].parse().unwrap();
+        *want
+            .entry((ts.floor() as i64).div_euclid(step) * step)
+            .or_default() += 1;
+    }
+    let got: BTreeMap<i64, u64> = csv(&wirelog(&[
+        "query", "conns", "--store", s, "--every", "5s", "--format", "csv",
+    ]))
+    .into_iter()
+    .map(|r| (epoch_secs(&r["time"]), num(&r, "conns")))
+    .collect();
+    assert_eq!(got, want, "{tag}: conns --every 5s vs conn.log");
 }
 
 fn check(pcap: &Path, tag: &str) {
@@ -42,28 +141,65 @@ fn check(pcap: &Path, tag: &str) {
     let flows = common::read_log(&logs.join("flows.log"));
 
     // 1. Totals: flows as stored and queried equal the conn records.
-    let by_proto = csv(&wirelog(&["query", "flows", "--store", s, "--by", "proto", "--top", "0", "--format", "csv"]));
+    let by_proto = csv(&wirelog(&[
+        "query", "flows", "--store", s, "--by", "proto", "--top", "0", "--format", "csv",
+    ]));
     let q_bytes: u64 = by_proto.iter().map(|r| num(r, "bytes")).sum();
     let q_pkts: u64 = by_proto.iter().map(|r| num(r, "pkts")).sum();
-    let c_bytes: u64 = conns.iter().map(|r| num(r, "orig_ip_bytes") + num(r, "resp_ip_bytes")).sum();
-    let c_pkts: u64 = conns.iter().map(|r| num(r, "orig_pkts") + num(r, "resp_pkts")).sum();
+    let c_bytes: u64 = conns
+        .iter()
+        .map(|r| num(r, "orig_ip_bytes") + num(r, "resp_ip_bytes"))
+        .sum();
+    let c_pkts: u64 = conns
+        .iter()
+        .map(|r| num(r, "orig_pkts") + num(r, "resp_pkts"))
+        .sum();
     println!("{tag}: query flows {q_pkts} packets {q_bytes} bytes; conn records {c_pkts} packets {c_bytes} bytes");
-    assert_eq!((q_pkts, q_bytes), (c_pkts, c_bytes), "{tag}: query totals vs conn records");
-    let q_conns = csv(&wirelog(&["query", "conns", "--store", s, "--by", "proto", "--top", "0", "--format", "csv"]));
-    assert_eq!(q_conns.iter().map(|r| num(r, "conns")).sum::<u64>(), conns.len() as u64, "{tag}: conns in the store");
+    assert_eq!(
+        (q_pkts, q_bytes),
+        (c_pkts, c_bytes),
+        "{tag}: query totals vs conn records"
+    );
+    let q_conns = csv(&wirelog(&[
+        "query", "conns", "--store", s, "--by", "proto", "--top", "0", "--format", "csv",
+    ]));
+    assert_eq!(
+        q_conns.iter().map(|r| num(r, "conns")).sum::<u64>(),
+        conns.len() as u64,
+        "{tag}: conns in the store"
+    );
 
     // 2. A group-by with a filter against brute force over flows.log.
     let mut want: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
     for r in flows.iter().filter(|r| r["proto"] == "6") {
-        let e = want.entry((r["client"].clone(), r["server"].clone())).or_default();
+        let e = want
+            .entry((r["client"].clone(), r["server"].clone()))
+            .or_default();
         e.0 += num(r, "bytes_out") + num(r, "bytes_in");
         e.1 += num(r, "pkts_out") + num(r, "pkts_in");
     }
-    let got: BTreeMap<(String, String), (u64, u64)> =
-        csv(&wirelog(&["query", "flows", "--store", s, "--where", "proto = tcp", "--by", "sip,dip", "--top", "0", "--format", "csv"]))
-            .into_iter()
-            .map(|r| ((r["client"].clone(), r["server"].clone()), (num(&r, "bytes"), num(&r, "pkts"))))
-            .collect();
+    let got: BTreeMap<(String, String), (u64, u64)> = csv(&wirelog(&[
+        "query",
+        "flows",
+        "--store",
+        s,
+        "--where",
+        "proto = tcp",
+        "--by",
+        "sip,dip",
+        "--top",
+        "0",
+        "--format",
+        "csv",
+    ]))
+    .into_iter()
+    .map(|r| {
+        (
+            (r["client"].clone(), r["server"].clone()),
+            (num(&r, "bytes"), num(&r, "pkts")),
+        )
+    })
+    .collect();
     assert_eq!(got, want, "{tag}: tcp flows by sip,dip vs brute force");
 
     // 3. DuckDB over the same files.
@@ -71,18 +207,38 @@ fn check(pcap: &Path, tag: &str) {
         let sql = format!(
             "SELECT count(*), sum(bytes_out + bytes_in), sum(pkts_out + pkts_in) FROM read_parquet('{s}/flows/*/*/*.parquet', hive_partitioning=true)"
         );
-        let out = Command::new("python3").args(["-c", &format!("import duckdb; print(*duckdb.sql(\"{sql}\").fetchall()[0])")]).output().unwrap();
+        let out = Command::new("python3")
+            .args([
+                "-c",
+                &format!("import duckdb; print(*duckdb.sql(\"{sql}\").fetchall()[0])"),
+            ])
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        let v: Vec<u64> = text.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        let v: Vec<u64> = text
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
         println!("{tag}: duckdb {v:?}");
-        assert_eq!(v, vec![flows.len() as u64, q_bytes, q_pkts], "{tag}: DuckDB vs wirelog query");
+        assert_eq!(
+            v,
+            vec![flows.len() as u64, q_bytes, q_pkts],
+            "{tag}: DuckDB vs wirelog query"
+        );
     }
 }
 
 fn duckdb_ok() -> bool {
-    let ok = Command::new("python3").args(["-c", "import duckdb"]).status().map(|s| s.success()).unwrap_or(false);
+    let ok = Command::new("python3")
+        .args(["-c", "import duckdb"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
     if !ok {
-        assert!(std::env::var("WIRELOG_REQUIRE_ALL_TESTS").as_deref() != Ok("1"), "python3 duckdb is missing (pip install duckdb)");
+        assert!(
+            std::env::var("WIRELOG_REQUIRE_ALL_TESTS").as_deref() != Ok("1"),
+            "python3 duckdb is missing (pip install duckdb)"
+        );
         eprintln!("SKIPPED the DuckDB comparison: python3 duckdb is missing (pip install duckdb)");
     }
     ok
@@ -90,26 +246,65 @@ fn duckdb_ok() -> bool {
 
 #[test]
 fn demo_capture() {
-    check(&Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/sample.pcap.gz"), "sample");
+    check(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/sample.pcap.gz"),
+        "sample",
+    );
 }
 
 #[test]
 fn mixed_capture() {
-    let Some(p) = common::capture("gen_mixed.sh", "mixed.pcap") else { return };
+    let Some(p) = common::capture("gen_mixed.sh", "mixed.pcap") else {
+        return;
+    };
     check(&p, "mixed");
 }
 
 #[test]
 fn http_capture() {
-    let Some(p) = common::capture("gen_http.sh", "http.pcap") else { return };
+    let Some(p) = common::capture("gen_http.sh", "http.pcap") else {
+        return;
+    };
     check(&p, "http");
+}
+
+#[test]
+fn every_time_series() {
+    let Some(p) = common::capture("gen_http.sh", "http.pcap") else {
+        return;
+    };
+    check_every(&p, "http-every");
+}
+
+/// The Zeek reference traces: odd link layers, IPv6, half-duplex and
+/// flipped connections go through the store and the query unchanged.
+#[test]
+fn zeek_traces() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/zeek");
+    for (case, pcap) in [
+        ("ssh_half_duplex", "ssh.client-side-half-duplex.pcap"),
+        ("ftp_ipv6", "ipv6.pcap"),
+        ("llc_fddi_large", "llc.pcap"),
+        ("conn_size_flip", "ctu-64702-888.pcap"),
+        ("vlan_qinq", "q-in-q.pcap"),
+        ("pcapng_multi_interface", "pcapng-multi-interface.pcapng"),
+    ] {
+        check(&dir.join(case).join(pcap), &format!("zeek-{case}"));
+    }
 }
 
 #[test]
 fn bad_query_points_at_the_column() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("query-bad");
     let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["query", "flows", "--store", dir.to_str().unwrap(), "--where", "dport = 443 and sip in 10.0.0/8"])
+        .args([
+            "query",
+            "flows",
+            "--store",
+            dir.to_str().unwrap(),
+            "--where",
+            "dport = 443 and sip in 10.0.0/8",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

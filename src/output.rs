@@ -1,0 +1,221 @@
+//! The output stage: one thread takes batches of records from the packet
+//! path and writes the logs and the store, so formatting text and encoding
+//! Parquet never stall packet processing (on captures of many short
+//! connections that work is as large as tracking itself).
+//!
+//! The queue between the two is bounded: when the disk cannot keep up, the
+//! packet path waits (offline that is right; live, the kernel ring absorbs
+//! it and its drops are counted). Batches come back empty on a second
+//! channel so their vectors are reused instead of reallocated.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::thread::JoinHandle;
+
+use anyhow::{anyhow, Context, Result};
+use wirelog_record::{ConnRecord, ConnState, FlowRecord};
+use wirelog_sink::{ConnLogWriter, FlowLogWriter, LogFormat};
+use wirelog_store::compact::{Compactor, CompactorOptions};
+use wirelog_store::{Store, StoreOptions};
+
+/// Batches in flight between the packet path and the writer.
+const QUEUE_DEPTH: usize = 4;
+
+/// Where records go.
+pub struct OutputConfig {
+    /// Directory for conn.log and flows.log; `None` writes conn records to
+    /// standard output and no flows log.
+    pub logs: Option<PathBuf>,
+    pub format: LogFormat,
+    /// Store directory and options; `None` writes no store.
+    pub store: Option<(PathBuf, StoreOptions)>,
+}
+
+/// Records for the writer. Get empty ones from [`Output::batch`].
+#[derive(Default)]
+pub struct Batch {
+    pub conns: Vec<ConnRecord>,
+    pub flows: Vec<FlowRecord>,
+}
+
+impl Batch {
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty() && self.flows.is_empty()
+    }
+}
+
+/// What the writer wrote.
+#[derive(Default, Debug)]
+pub struct OutputSummary {
+    pub conns: u64,
+    pub flows: u64,
+    /// Connections per [`ConnState`], indexed by the state's discriminant.
+    pub states: [u64; ConnState::ALL.len()],
+}
+
+pub struct Output {
+    tx: Option<SyncSender<Batch>>,
+    recycled: Receiver<Batch>,
+    handle: Option<JoinHandle<Result<OutputSummary>>>,
+}
+
+type LogOut = Box<dyn Write + Send>;
+
+struct Writer {
+    conn_log: ConnLogWriter<LogOut>,
+    flow_log: Option<FlowLogWriter<LogOut>>,
+    store: Option<Store>,
+    compactor: Option<Compactor>,
+    summary: OutputSummary,
+}
+
+impl Output {
+    /// Opens every file (so a bad path is reported before any packet is
+    /// read) and starts the writer thread.
+    pub fn start(cfg: OutputConfig) -> Result<Output> {
+        let create = |dir: &Path, name: &str| -> Result<LogOut> {
+            let path = dir.join(name);
+            let f =
+                File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
+            Ok(Box::new(BufWriter::with_capacity(1 << 16, f)))
+        };
+        let (conn_out, flow_out): (LogOut, Option<LogOut>) = match &cfg.logs {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create log directory {}", dir.display()))?;
+                (create(dir, "conn.log")?, Some(create(dir, "flows.log")?))
+            }
+            None => (
+                Box::new(BufWriter::with_capacity(1 << 16, io::stdout())),
+                None,
+            ),
+        };
+        let (store, compactor) = match cfg.store {
+            Some((dir, opts)) => {
+                let store = Store::open(&dir, opts)?;
+                // Small files of closed hours (short runs, frequent flushes)
+                // are merged while we run, at low priority.
+                (
+                    Some(store),
+                    Some(Compactor::start(dir, CompactorOptions::default())),
+                )
+            }
+            None => (None, None),
+        };
+        let mut writer = Writer {
+            conn_log: ConnLogWriter::new(conn_out, cfg.format),
+            flow_log: flow_out.map(|o| FlowLogWriter::new(o, cfg.format)),
+            store,
+            compactor,
+            summary: OutputSummary::default(),
+        };
+        let (tx, rx) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH);
+        let (recycle_tx, recycled) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH + 1);
+        let handle = std::thread::Builder::new()
+            .name("wirelog-output".into())
+            .spawn(move || {
+                for mut batch in rx {
+                    writer.write(&batch)?;
+                    batch.conns.clear();
+                    batch.flows.clear();
+                    let _ = recycle_tx.try_send(batch);
+                }
+                writer.finish()
+            })
+            .context("cannot start the output thread")?;
+        Ok(Output {
+            tx: Some(tx),
+            recycled,
+            handle: Some(handle),
+        })
+    }
+
+    /// An empty batch, reusing the vectors of one already written when possible.
+    pub fn batch(&self) -> Batch {
+        self.recycled.try_recv().unwrap_or_default()
+    }
+
+    /// Queues a batch; waits while the writer is [`QUEUE_DEPTH`] batches behind.
+    pub fn send(&mut self, batch: Batch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let sent = self
+            .tx
+            .as_ref()
+            .map(|tx| tx.send(batch).is_ok())
+            .unwrap_or(false);
+        if sent {
+            return Ok(());
+        }
+        // The writer stopped: its error is the one to report.
+        Err(self
+            .join()
+            .err()
+            .unwrap_or_else(|| anyhow!("the output thread stopped")))
+    }
+
+    /// Writes what is queued, closes logs and store, and says what was written.
+    pub fn finish(mut self) -> Result<OutputSummary> {
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<OutputSummary> {
+        drop(self.tx.take());
+        match self.handle.take() {
+            Some(h) => h
+                .join()
+                .map_err(|_| anyhow!("the output thread panicked"))?,
+            None => Err(anyhow!("the output thread already stopped")),
+        }
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if self.handle.is_some() {
+            let _ = self.join();
+        }
+    }
+}
+
+impl Writer {
+    fn write(&mut self, batch: &Batch) -> Result<()> {
+        for r in &batch.conns {
+            self.summary.states[r.conn_state as usize] += 1;
+            self.conn_log.write(r)?;
+        }
+        self.summary.conns += batch.conns.len() as u64;
+        self.summary.flows += batch.flows.len() as u64;
+        if let Some(s) = self.flow_log.as_mut() {
+            for f in &batch.flows {
+                s.write(f)?;
+            }
+        }
+        if let Some(st) = self.store.as_mut() {
+            st.append_conns(&batch.conns)?;
+            st.append_flows(&batch.flows)?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<OutputSummary> {
+        self.conn_log.finish()?;
+        if let Some(s) = self.flow_log.as_mut() {
+            s.finish()?;
+        }
+        if let Some(st) = self.store.take() {
+            st.close()?;
+        }
+        if let Some(c) = self.compactor.take() {
+            // The pass in progress finishes; a later run picks up the rest.
+            let status = c.stop();
+            if let Some(e) = status.last_error {
+                eprintln!("wirelog: warning: store compaction: {e}");
+            }
+        }
+        Ok(self.summary)
+    }
+}
