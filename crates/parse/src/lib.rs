@@ -1,0 +1,234 @@
+//! Parse: in-order bytes of each direction of a connection in, transactions
+//! (one request and its response, with latency) out.
+//!
+//! The data flow is `track` (which connection, which direction) ->
+//! [`stream::Reassembler`] (TCP segments to in-order bytes, gaps reported) ->
+//! a [`StreamParser`] per connection (bytes to [`Transaction`]s). DNS over UDP
+//! skips the reassembler: [`dns::UdpDns`] takes whole datagrams.
+//!
+//! Parsers never panic and never allocate per packet on the common path; what
+//! they cannot parse is counted in [`ParseStats`], never silently dropped.
+//! After a gap a parser drops the message it was in and resynchronises at the
+//! next message boundary it can recognise.
+
+pub mod detect;
+pub mod dns;
+pub mod fingerprint;
+pub mod http;
+pub mod mysql;
+pub mod pgsql;
+pub mod redis;
+pub mod stream;
+
+#[cfg(test)]
+pub(crate) mod testutil;
+
+/// Direction of bytes within a connection, relative to its client (the
+/// connection's originator as the tracker decided it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dir {
+    /// Client to server: requests.
+    ToServer,
+    /// Server to client: responses.
+    ToClient,
+}
+
+/// The protocols parsed here; [`Protocol::service`] is the name Zeek puts in
+/// conn.log's `service` field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    Http,
+    Mysql,
+    Pgsql,
+    Redis,
+    Dns,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 5] = [Protocol::Http, Protocol::Mysql, Protocol::Pgsql, Protocol::Redis, Protocol::Dns];
+
+    pub fn service(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Mysql => "mysql",
+            Protocol::Pgsql => "postgresql",
+            Protocol::Redis => "redis",
+            Protocol::Dns => "dns",
+        }
+    }
+
+    /// Short name used on the command line and in the store (`wirelog query mysql`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Mysql => "mysql",
+            Protocol::Pgsql => "pgsql",
+            Protocol::Redis => "redis",
+            Protocol::Dns => "dns",
+        }
+    }
+
+    /// Default server ports (TCP; for DNS also UDP).
+    pub fn default_ports(self) -> &'static [u16] {
+        match self {
+            Protocol::Http => &[80, 8000, 8080, 8888],
+            Protocol::Mysql => &[3306],
+            Protocol::Pgsql => &[5432],
+            Protocol::Redis => &[6379],
+            Protocol::Dns => &[53, 5353],
+        }
+    }
+
+    /// A new parser for one TCP connection carrying this protocol.
+    pub fn stream_parser(self, cfg: &ParseConfig) -> Box<dyn StreamParser + Send> {
+        match self {
+            Protocol::Http => Box::new(http::HttpParser::new(cfg)),
+            Protocol::Mysql => Box::new(mysql::MysqlParser::new(cfg)),
+            Protocol::Pgsql => Box::new(pgsql::PgsqlParser::new(cfg)),
+            Protocol::Redis => Box::new(redis::RedisParser::new(cfg)),
+            Protocol::Dns => Box::new(dns::TcpDns::new(cfg)),
+        }
+    }
+}
+
+/// Settings shared by all parsers.
+#[derive(Clone, Debug)]
+pub struct ParseConfig {
+    /// Replace literals in SQL and values in HTTP query strings by `?` in the
+    /// recorded text (the fingerprint field is computed either way).
+    pub redact: bool,
+    /// Largest message header a parser buffers (HTTP header block, one SQL
+    /// statement, one RESP array header...) before giving up on the message
+    /// and counting it as unparsed.
+    pub max_header_bytes: usize,
+    /// Longest text kept in a record field (queries, URIs); longer text is cut
+    /// and the record says so.
+    pub max_text_bytes: usize,
+    /// HTTP headers kept by name (case-insensitive), besides the fixed fields.
+    pub http_headers: Vec<String>,
+    /// Transactions waiting for a response longer than this are reported unmatched.
+    pub transaction_timeout_ns: i64,
+}
+
+impl Default for ParseConfig {
+    fn default() -> Self {
+        ParseConfig {
+            redact: false,
+            max_header_bytes: 64 * 1024,
+            max_text_bytes: 4096,
+            http_headers: Vec::new(),
+            transaction_timeout_ns: 10_000_000_000,
+        }
+    }
+}
+
+/// One direction's part of a transaction: when its first and last byte were
+/// seen and how many application bytes it had.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Span {
+    pub first_ns: i64,
+    pub last_ns: i64,
+    pub bytes: u64,
+}
+
+/// How a transaction ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TxStatus {
+    /// Request and response, and the response says success.
+    Ok,
+    /// Request and response, and the response is an error (HTTP >= 400, SQL
+    /// error, RESP error, DNS rcode != 0).
+    Error,
+    /// A request without a response before the timeout or the connection's end.
+    NoResponse,
+    /// A response whose request was not seen (capture started mid-stream, gap).
+    NoRequest,
+}
+
+impl TxStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TxStatus::Ok => "ok",
+            TxStatus::Error => "error",
+            TxStatus::NoResponse => "no_response",
+            TxStatus::NoRequest => "no_request",
+        }
+    }
+}
+
+/// One request and its response (either may be missing, see [`TxStatus`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transaction {
+    pub request: Option<Span>,
+    pub response: Option<Span>,
+    pub status: TxStatus,
+    pub detail: Detail,
+}
+
+impl Transaction {
+    /// Time of the request's first byte, or of the response's when there is no request.
+    pub fn ts_ns(&self) -> i64 {
+        self.request.or(self.response).map_or(0, |s| s.first_ns)
+    }
+
+    /// First request byte to last response byte.
+    pub fn latency_ns(&self) -> Option<i64> {
+        Some(self.response?.last_ns - self.request?.first_ns)
+    }
+
+    /// First request byte to first response byte.
+    pub fn first_byte_latency_ns(&self) -> Option<i64> {
+        Some(self.response?.first_ns - self.request?.first_ns)
+    }
+}
+
+/// Protocol-specific fields of a transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Detail {
+    Http(http::HttpTx),
+    Mysql(mysql::MysqlTx),
+    Pgsql(pgsql::PgsqlTx),
+    Redis(redis::RedisTx),
+    Dns(dns::DnsTx),
+}
+
+/// What a parser could not use, counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParseStats {
+    /// Bytes skipped because they could not be parsed (garbage, oversized
+    /// headers, bytes after a gap until the next recognisable boundary).
+    pub unparsed_bytes: u64,
+    /// Gaps reported to the parser (bytes missing from the stream).
+    pub gaps: u64,
+    /// Times the parser found a message boundary again after losing it.
+    pub resyncs: u64,
+    /// Messages that parsed but could not be paired or made no sense in
+    /// context (e.g. a second response with no request pending).
+    pub malformed: u64,
+}
+
+/// A parser for one TCP connection: it gets the in-order bytes of each
+/// direction as they arrive and emits transactions as they complete.
+pub trait StreamParser {
+    /// `data` is the next in-order bytes of `dir`, all seen at `ts_ns` (the
+    /// packet's time). A message may span many calls; one call may hold many
+    /// messages (pipelining).
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>);
+
+    /// `len` bytes of `dir` are missing from the stream (not captured). The
+    /// parser abandons the message the gap falls in and resynchronises.
+    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>);
+
+    /// Time passes (called at least once a second of packet time): requests
+    /// older than the transaction timeout are emitted as `NoResponse`.
+    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>);
+
+    /// The connection ended: emit every pending request/response as unmatched.
+    fn finish(&mut self, ts_ns: i64, out: &mut Vec<Transaction>);
+
+    /// The protocol turned out not to be parseable (TLS, compressed MySQL,
+    /// not this protocol at all): the caller stops feeding bytes.
+    fn gave_up(&self) -> bool;
+
+    fn stats(&self) -> ParseStats;
+}

@@ -1,0 +1,1 @@
+//! TCP stream reassembly: placeholder until it lands.
