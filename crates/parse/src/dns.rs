@@ -252,7 +252,7 @@ impl<'a> Message<'a> {
                         out.push('.');
                     }
                     for &c in label {
-                        if c.is_ascii_graphic() && c != b'\\' {
+                        if c.is_ascii_graphic() && c != b'\\' && c != b'.' {
                             out.push(c as char);
                         } else {
                             let _ = write!(out, "\\{c:03}");
@@ -750,7 +750,7 @@ impl UdpDns {
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::testutil::{run_parser, tcp_events, udp_datagrams};
+    use crate::testutil::{run_parser, tcp_events, udp_datagrams, Ev};
 
     fn dns(t: &Transaction) -> &DnsTx {
         match &t.detail {
@@ -759,12 +759,214 @@ mod test {
         }
     }
 
-    fn udp(rel: &str, ports: &[u16]) -> Vec<Transaction> {
+    /// A message: header fields, then raw question/answer bytes.
+    fn msg(id: u16, flags: u16, counts: [u16; 4], body: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&id.to_be_bytes());
+        v.extend_from_slice(&flags.to_be_bytes());
+        for c in counts {
+            v.extend_from_slice(&c.to_be_bytes());
+        }
+        v.extend_from_slice(body);
+        v
+    }
+
+    const Q_EXAMPLE_A: &[u8] = b"\x07example\x03com\x00\x00\x01\x00\x01";
+
+    fn answer_a(ttl: u32, ip: [u8; 4]) -> Vec<u8> {
+        let mut v = vec![0xc0, 12, 0, 1, 0, 1];
+        v.extend_from_slice(&ttl.to_be_bytes());
+        v.extend_from_slice(&[0, 4]);
+        v.extend_from_slice(&ip);
+        v
+    }
+
+    #[test]
+    fn pairs_by_id_and_question() {
+        let cfg = ParseConfig {
+            transaction_timeout_ns: 100,
+            ..ParseConfig::default()
+        };
+        let mut u = UdpDns::new(&cfg);
+        let mut out = Vec::new();
+        let q1 = msg(1, 0x0100, [1, 0, 0, 0], Q_EXAMPLE_A);
+        let q2 = msg(2, 0x0100, [1, 0, 0, 0], Q_EXAMPLE_A);
+        let mut body = Q_EXAMPLE_A.to_vec();
+        body.extend(answer_a(300, [1, 2, 3, 4]));
+        let r2 = msg(2, 0x8180, [1, 1, 0, 0], &body);
+        let r9 = msg(9, 0x8183, [1, 0, 0, 0], Q_EXAMPLE_A);
+        u.datagram(Dir::ToServer, 0, &q1, &mut out);
+        u.datagram(Dir::ToServer, 1, &q2, &mut out);
+        u.datagram(Dir::ToClient, 5, &r2, &mut out);
+        assert_eq!(out.len(), 1);
+        let d = dns(&out[0]);
+        assert_eq!(
+            (d.id, d.qname.as_str(), d.qtype_name(), d.rcode_name()),
+            (2, "example.com", "A", "NOERROR")
+        );
+        assert!(d.qr && d.rd && d.ra && !d.aa);
+        assert_eq!(
+            d.answers,
+            vec![DnsAnswer {
+                name: "example.com".into(),
+                rtype: 1,
+                class: 1,
+                ttl: 300,
+                data: "1.2.3.4".into()
+            }]
+        );
+        assert_eq!(out[0].latency_ns(), Some(4));
+        u.datagram(Dir::ToClient, 6, &r9, &mut out);
+        assert_eq!(out[1].status, TxStatus::NoRequest);
+        assert_eq!(dns(&out[1]).rcode_name(), "NXDOMAIN");
+        u.expire(50, &mut out);
+        assert_eq!(out.len(), 2);
+        u.expire(101, &mut out);
+        assert_eq!(out.len(), 3);
+        assert_eq!((out[2].status, dns(&out[2]).id), (TxStatus::NoResponse, 1));
+    }
+
+    #[test]
+    fn names_compression_loops_and_truncation() {
+        // A pointer to itself, a forward pointer, a name over 255 bytes: all refused, no panic.
+        let looped = msg(1, 0x8180, [1, 0, 0, 0], b"\xc0\x0c\x00\x01\x00\x01");
+        assert!(parse(&looped).is_none());
+        let forward = msg(1, 0x8180, [1, 0, 0, 0], b"\xc0\x20\x00\x01\x00\x01");
+        assert!(parse(&forward).is_none());
+        let mut long = Vec::new();
+        for _ in 0..5 {
+            long.push(63u8);
+            long.extend(std::iter::repeat_n(b'a', 63));
+        }
+        long.extend_from_slice(b"\x00\x00\x01\x00\x01");
+        assert!(parse(&msg(1, 0, [1, 0, 0, 0], &long)).is_none());
+        // Odd bytes in labels are escaped.
+        let odd = msg(1, 0, [1, 0, 0, 0], b"\x03a.b\x00\x00\x01\x00\x01");
+        assert_eq!(parse(&odd).unwrap().tx.qname, "a\\046b");
+        // Answers cut short keep what was read; the header counts stay as sent.
+        let mut body = Q_EXAMPLE_A.to_vec();
+        body.extend(answer_a(1, [9, 9, 9, 9]));
+        body.extend(&answer_a(1, [8, 8, 8, 8])[..7]);
+        let p = parse(&msg(3, 0x8180, [1, 2, 0, 0], &body)).unwrap();
+        assert_eq!((p.tx.answers.len(), p.tx.answer_count), (1, 2));
+        assert!(parse(&[0u8; 11]).is_none());
+    }
+
+    #[test]
+    fn rdata_rendering() {
+        let mut body = Q_EXAMPLE_A.to_vec();
+        // CNAME -> www.example.com (compressed), MX 10 mail.example.com, TXT two strings, AAAA
+        body.extend_from_slice(b"\xc0\x0c\x00\x05\x00\x01\x00\x00\x00\x01\x00\x06\x03www\xc0\x0c");
+        body.extend_from_slice(
+            b"\xc0\x0c\x00\x0f\x00\x01\x00\x00\x00\x01\x00\x09\x00\x0a\x04mail\xc0\x0c",
+        );
+        body.extend_from_slice(b"\xc0\x0c\x00\x10\x00\x01\x00\x00\x00\x01\x00\x06\x02hi\x02yo");
+        body.extend_from_slice(b"\xc0\x0c\x00\x1c\x00\x01\x00\x00\x00\x01\x00\x10\x20\x01\x0d\xb8\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01");
+        let p = parse(&msg(3, 0x8180, [1, 4, 0, 0], &body)).unwrap();
+        let data: Vec<_> = p.tx.answers.iter().map(|a| a.data.as_str()).collect();
+        assert_eq!(
+            data,
+            [
+                "www.example.com",
+                "mail.example.com",
+                "TXT 2 hi TXT 2 yo",
+                "2001:db8::1"
+            ]
+        );
+    }
+
+    #[test]
+    fn tcp_split_messages_and_zone_transfer() {
+        let cfg = ParseConfig::default();
+        let q = msg(
+            7,
+            0,
+            [1, 0, 0, 0],
+            b"\x07example\x03com\x00\x00\xfc\x00\x01",
+        );
+        let soa = b"\xc0\x0c\x00\x06\x00\x01\x00\x00\x00\x01\x00\x1e\x02ns\xc0\x0c\x02hm\xc0\x0c\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x01";
+        let qsec = b"\x07example\x03com\x00\x00\xfc\x00\x01";
+        let mut b1 = qsec.to_vec();
+        b1.extend_from_slice(&soa[..]);
+        b1.extend(answer_a(1, [1, 1, 1, 1]));
+        let r1 = msg(7, 0x8400, [1, 2, 0, 0], &b1);
+        let mut b2 = qsec.to_vec();
+        b2.extend(answer_a(1, [2, 2, 2, 2]));
+        b2.extend_from_slice(&soa[..]);
+        let r2 = msg(7, 0x8400, [1, 2, 0, 0], &b2);
+        let framed = |m: &[u8]| {
+            let mut v = (m.len() as u16).to_be_bytes().to_vec();
+            v.extend_from_slice(m);
+            v
+        };
+        let mut resp = framed(&r1);
+        resp.extend(framed(&r2));
+        let qf = framed(&q);
+        for cut in 0..resp.len() {
+            let mut p = TcpDns::new(&cfg);
+            let mut out = Vec::new();
+            for c in qf.chunks(3) {
+                p.data(Dir::ToServer, 0, c, &mut out);
+            }
+            p.data(Dir::ToClient, 1, &resp[..cut], &mut out);
+            p.data(Dir::ToClient, 2, &resp[cut..], &mut out);
+            assert_eq!(out.len(), 1, "cut {cut}");
+            let d = dns(&out[0]);
+            assert_eq!(
+                (
+                    d.qtype_name(),
+                    d.answers.len(),
+                    d.response_messages,
+                    d.answer_count
+                ),
+                ("AXFR", 4, 2, 4)
+            );
+            assert_eq!(out[0].response.unwrap().bytes, resp.len() as u64);
+            p.finish(3, &mut out);
+            assert_eq!(out.len(), 1);
+        }
+    }
+
+    // ---- Packetbeat system-test facts ----
+
+    struct Facts {
+        name: String,
+        checked: u32,
+        failed: Vec<String>,
+    }
+
+    impl Facts {
+        fn new(name: &str) -> Self {
+            Facts {
+                name: name.into(),
+                checked: 0,
+                failed: Vec::new(),
+            }
+        }
+        fn eq<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, got: T, want: T) {
+            self.checked += 1;
+            if got != want {
+                self.failed
+                    .push(format!("{what}: got {got:?}, want {want:?}"));
+            }
+        }
+        fn done(self) {
+            eprintln!(
+                "{}: {} facts checked, {} agree",
+                self.name,
+                self.checked,
+                self.checked - self.failed.len() as u32
+            );
+            assert!(self.failed.is_empty(), "{}: {:#?}", self.name, self.failed);
+        }
+    }
+
+    fn udp(rel: &str) -> Vec<Transaction> {
         let cfg = ParseConfig::default();
         let mut flows: Vec<UdpDns> = Vec::new();
         let mut out = Vec::new();
         let mut last = 0;
-        for d in udp_datagrams(rel, ports) {
+        for d in udp_datagrams(rel, &[53]) {
             while flows.len() <= d.flow {
                 flows.push(UdpDns::new(&cfg));
             }
@@ -778,48 +980,342 @@ mod test {
         out
     }
 
+    /// Packetbeat's `query` field: "class IN, type A, google.com".
+    fn pb_query(d: &DnsTx) -> String {
+        let class = if d.qclass == 1 { "IN" } else { d.qclass_name() };
+        format!("class {class}, type {}, {}", d.qtype_name(), d.qname)
+    }
+
+    // Not mapped: ip/port/community_id/network.* (the tracker's record),
+    // event.start/end wall-clock strings (the Span timestamps are checked
+    // through the duration), `request`/`response` raw text options.
+
     #[test]
-    fn dump_all() {
+    fn pb_dns_google_com() {
+        let mut f = Facts::new("dns_google_com.pcap");
+        let t = udp("packetbeat/pcaps/dns_google_com.pcap");
+        f.eq("count", t.len(), 1);
+        let d = dns(&t[0]);
+        f.eq("source.bytes", t[0].request.unwrap().bytes, 28);
+        f.eq("destination.bytes", t[0].response.unwrap().bytes, 284);
+        f.eq(
+            "network.bytes",
+            t[0].request.unwrap().bytes + t[0].response.unwrap().bytes,
+            312,
+        );
+        f.eq("event.duration", t[0].latency_ns(), Some(61_782_000));
+        f.eq("method", d.opcode_name(), "query");
+        f.eq("query", pb_query(d), "class IN, type A, google.com".into());
+        f.eq("question.type", d.qtype_name(), "A");
+        f.eq("status", t[0].status, TxStatus::Ok);
+        f.eq("answers", d.answers.len(), 16);
+        f.eq("all A", d.answers.iter().all(|a| a.rtype == 1), true);
+        f.done();
+    }
+
+    #[test]
+    fn pb_dns_not_found() {
+        let mut f = Facts::new("dns_not_found.pcap");
+        let t = udp("packetbeat/pcaps/dns_not_found.pcap");
+        f.eq("count", t.len(), 1);
+        let d = dns(&t[0]);
+        f.eq("method", d.opcode_name(), "query");
+        f.eq(
+            "query",
+            pb_query(d),
+            "class IN, type A, nothing.elastic.co".into(),
+        );
+        f.eq("question.type", d.qtype_name(), "A");
+        f.eq("status", t[0].status, TxStatus::Error);
+        f.eq("response_code", d.rcode_name(), "NXDOMAIN");
+        f.eq("answers_count", d.answer_count, 0);
+        f.eq("authorities_count", d.authority_count, 1);
+        // test_include_authorities
+        f.eq("authorities", d.authorities.len(), 1);
+        f.done();
+    }
+
+    #[test]
+    fn pb_dns_ns_txt_ds() {
+        let mut f = Facts::new("dns_ns.pcap");
+        let t = udp("packetbeat/pcaps/dns_ns.pcap");
+        f.eq("count", t.len(), 1);
+        f.eq(
+            "query",
+            pb_query(dns(&t[0])),
+            "class IN, type NS, elastic.co".into(),
+        );
+        f.eq("question.type", dns(&t[0]).qtype_name(), "NS");
+        f.eq("status", t[0].status, TxStatus::Ok);
+        f.done();
+
+        let mut f = Facts::new("dns_txt.pcap");
+        let t = udp("packetbeat/pcaps/dns_txt.pcap");
+        f.eq("count", t.len(), 1);
+        let d = dns(&t[0]);
+        f.eq(
+            "query",
+            pb_query(d),
+            "class IN, type TXT, elastic.co".into(),
+        );
+        f.eq("question.type", d.qtype_name(), "TXT");
+        f.eq("status", t[0].status, TxStatus::Ok);
+        f.eq("answers", d.answers.len(), 2);
+        f.eq("all TXT", d.answers.iter().all(|a| a.rtype == 16), true);
+        // test_send_request_response: the response text holds the SPF include.
+        f.eq(
+            "spf answer",
+            d.answers
+                .iter()
+                .any(|a| a.data.contains("include:_spf.google.com")),
+            true,
+        );
+        f.done();
+
+        let mut f = Facts::new("dns_udp_edns_ds.pcap");
+        let t = udp("packetbeat/pcaps/dns_udp_edns_ds.pcap");
+        f.eq("count", t.len(), 1);
+        let d = dns(&t[0]);
+        f.eq("method", d.opcode_name(), "query");
+        f.eq("query", pb_query(d), "class IN, type DS, ietf.org".into());
+        f.eq("question.type", d.qtype_name(), "DS");
+        f.eq("status", t[0].status, TxStatus::Ok);
+        let e = d.edns.unwrap_or_default();
+        f.eq("opt.do", e.dnssec_ok, true);
+        f.eq("opt.version", e.version, 0);
+        f.eq("opt.udp_size", e.udp_size, 4000);
+        f.eq(
+            "opt.ext_rcode",
+            rcode_name((e.ext_rcode as u16) << 4),
+            "NOERROR",
+        );
+        f.eq("answers", d.answers.len(), 3);
+        f.eq(
+            "answers in ietf.org",
+            d.answers.iter().all(|a| a.name.contains("ietf.org")),
+            true,
+        );
+        f.done();
+    }
+
+    #[test]
+    fn pb_dns_tcp_axfr() {
+        let mut f = Facts::new("dns_tcp_axfr.pcap");
+        let ev = tcp_events("packetbeat/pcaps/dns_tcp_axfr.pcap", &[53]);
+        let cfg = ParseConfig::default();
+        let t: Vec<_> = run_parser(&ev, || Box::new(TcpDns::new(&cfg)))
+            .into_iter()
+            .flatten()
+            .collect();
+        f.eq("count", t.len(), 1);
+        let d = dns(&t[0]);
+        f.eq("method", d.opcode_name(), "query");
+        f.eq("query", pb_query(d), "class IN, type AXFR, etas.com".into());
+        f.eq("question.type", d.qtype_name(), "AXFR");
+        f.eq("status", t[0].status, TxStatus::Ok);
+        f.eq("answers", d.answers.len(), 4);
+        f.eq(
+            "answers in etas.com",
+            d.answers.iter().all(|a| a.name.contains("etas.com")),
+            true,
+        );
+        f.done();
+    }
+
+    #[test]
+    fn pb_golden_basic_auth_dns_event() {
+        let mut f = Facts::new("http_basicauth.pcap (golden DNS event)");
+        let t = udp("packetbeat/pcaps/http_basicauth.pcap");
+        f.eq("count", t.len(), 1);
+        let d = dns(&t[0]);
+        f.eq("id", d.id, 42715);
+        f.eq("op_code", d.opcode_name(), "query");
+        f.eq(
+            "question",
+            (d.qname.as_str(), d.qtype_name(), d.qclass),
+            ("www.example.com", "AAAA", 1),
+        );
+        f.eq("flags rd ra", (d.rd, d.ra), (true, true));
+        f.eq(
+            "flags aa tc ad cd",
+            (d.aa, d.tc, d.ad, d.cd),
+            (false, false, false, false),
+        );
+        f.eq("response_code", d.rcode_name(), "NOERROR");
+        f.eq(
+            "counts",
+            (d.answer_count, d.authority_count, d.additional_count),
+            (1, 0, 0),
+        );
+        let a = &d.answers[0];
+        f.eq(
+            "answer",
+            (a.name.as_str(), type_name(a.rtype), a.ttl, a.data.as_str()),
+            (
+                "www.example.com",
+                "AAAA",
+                21353,
+                "2606:2800:220:1:248:1893:25c8:1946",
+            ),
+        );
+        f.eq("source.bytes", t[0].request.unwrap().bytes, 33);
+        f.eq("destination.bytes", t[0].response.unwrap().bytes, 61);
+        f.eq("event.duration", t[0].latency_ns(), Some(20_690_000));
+        f.eq("status", t[0].status, TxStatus::Ok);
+        f.done();
+    }
+
+    #[test]
+    fn zeek_ipv6_frag_dns() {
+        let mut f = Facts::new("zeek ipv6_frag_dns (dns.log)");
+        let t = udp("zeek/ipv6_frag_dns/ipv6-fragmented-dns.pcap");
+        f.eq("count", t.len(), 3);
+        // trans_id, rtt, query, qtype, rcode, AA TC RD RA, number of answers, TTL
+        let rows: [(u16, Option<i64>, &str, u16, Option<&str>, [bool; 4], usize); 3] = [
+            (
+                3903,
+                Some(79_300_000),
+                "txtpadding_323.n1.netalyzr.icsi.berkeley.edu",
+                16,
+                Some("NOERROR"),
+                [true, false, true, false],
+                1,
+            ),
+            (
+                40849,
+                Some(5_084_025_000),
+                "txtpadding_3230.n1.netalyzr.icsi.berkeley.edu",
+                16,
+                Some("NOERROR"),
+                [true, false, true, false],
+                1,
+            ),
+            (
+                40849,
+                None,
+                "txtpadding_3230.n1.netalyzr.icsi.berkeley.edu",
+                16,
+                None,
+                [false, false, true, false],
+                0,
+            ),
+        ];
+        for (tx, (id, rtt, q, qt, rc, flags, n)) in t.iter().zip(rows) {
+            let d = dns(tx);
+            f.eq("trans_id", d.id, id);
+            f.eq("rtt", tx.latency_ns(), rtt);
+            f.eq("query", d.qname.as_str(), q);
+            f.eq(
+                "qtype",
+                (d.qtype, d.qtype_name(), d.qclass_name()),
+                (qt, "TXT", "C_INTERNET"),
+            );
+            f.eq("rcode", tx.response.map(|_| d.rcode_name()), rc);
+            f.eq("AA TC RD RA", [d.aa, d.tc, d.rd, d.ra], flags);
+            f.eq("answers", d.answers.len(), n);
+            if n > 0 {
+                f.eq("TTL", d.answers[0].ttl, 1);
+                f.eq("answer starts", d.answers[0].data.starts_with("TXT 33 This TXT record should be ignored TXT 21 As it is just padding TXT "), true);
+            }
+        }
+        // The answers column of dns.log, in full.
+        let log =
+            std::fs::read_to_string(crate::testutil::path("zeek/ipv6_frag_dns/dns.log")).unwrap();
+        let rows: Vec<Vec<&str>> = log
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split('\t').collect())
+            .collect();
+        f.eq("dns.log rows", rows.len(), 3);
+        for (tx, row) in t.iter().zip(&rows) {
+            let answers = dns(tx)
+                .answers
+                .iter()
+                .map(|a| a.data.as_str())
+                .collect::<Vec<_>>()
+                .join(",");
+            let answers = if answers.is_empty() {
+                "-".to_string()
+            } else {
+                answers
+            };
+            f.eq("answers column", answers.as_str(), row[21]);
+        }
+        f.done();
+    }
+
+    /// Real messages, cut, flipped and split at random, and pure garbage: no panic.
+    #[test]
+    fn fuzz_no_panic() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut msgs = Vec::new();
         for f in [
             "dns_google_com",
             "dns_not_found",
             "dns_ns",
             "dns_txt",
             "dns_udp_edns_ds",
-            "../../zeek/ipv6_frag_dns/ipv6-fragmented-dns",
         ] {
-            let txs = udp(&format!("packetbeat/pcaps/{f}.pcap"), &[53]);
-            eprintln!("== {f}: {}", txs.len());
-            for t in &txs {
-                let d = dns(t);
-                eprintln!("  {:?} id={} {} {} {} rcode={} an={} ns={} ar={} req={:?} resp={:?} lat={:?} edns={:?}", t.status, d.id, d.qname, d.qtype_name(), d.qclass, d.rcode_name(), d.answer_count, d.authority_count, d.additional_count, t.request.map(|s| s.bytes), t.response.map(|s| s.bytes), t.latency_ns(), d.edns);
-                for a in &d.answers {
-                    eprintln!(
-                        "     {} {} {} {}",
-                        a.name,
-                        type_name(a.rtype),
-                        a.ttl,
-                        &a.data[..a.data.len().min(80)]
-                    );
+            msgs.extend(
+                udp_datagrams(&format!("packetbeat/pcaps/{f}.pcap"), &[53])
+                    .into_iter()
+                    .map(|d| d.data),
+            );
+        }
+        msgs.extend(
+            udp_datagrams("zeek/ipv6_frag_dns/ipv6-fragmented-dns.pcap", &[53])
+                .into_iter()
+                .map(|d| d.data),
+        );
+        let cfg = ParseConfig::default();
+        let mut u = UdpDns::new(&cfg);
+        let mut out = Vec::new();
+        for m in &msgs {
+            for n in 0..=m.len() {
+                u.datagram(Dir::ToClient, 0, &m[..n], &mut out);
+            }
+            for _ in 0..200 {
+                let mut v = m.clone();
+                for _ in 0..1 + rand() % 4 {
+                    let i = (rand() as usize) % v.len();
+                    v[i] = rand() as u8;
                 }
+                u.datagram(Dir::ToClient, 0, &v, &mut out);
             }
         }
+        for _ in 0..2000 {
+            let g: Vec<u8> = (0..rand() % 600)
+                .map(|_| if rand() % 3 == 0 { 0xc0 } else { rand() as u8 })
+                .collect();
+            u.datagram(Dir::ToServer, 0, &g, &mut out);
+        }
+        u.finish(0, &mut out);
+        // TCP: the AXFR stream split at random with random gaps.
         let ev = tcp_events("packetbeat/pcaps/dns_tcp_axfr.pcap", &[53]);
-        let cfg = ParseConfig::default();
-        let txs: Vec<Transaction> = run_parser(&ev, || Box::new(TcpDns::new(&cfg)))
-            .into_iter()
-            .flatten()
-            .collect();
-        for t in &txs {
-            let d = dns(t);
-            eprintln!(
-                "  TCP {:?} {} {} an={} {:?}",
-                t.status,
-                d.qname,
-                d.qtype_name(),
-                d.answers.len(),
-                d.answers
-            );
+        for _ in 0..300 {
+            let mut p = TcpDns::new(&cfg);
+            let mut out = Vec::new();
+            for e in &ev {
+                if let Ev::Data { dir, data, .. } = e {
+                    let mut rest = &data[..];
+                    while !rest.is_empty() {
+                        let n = 1 + (rand() as usize) % rest.len();
+                        if rand() % 30 == 0 {
+                            p.gap(*dir, 0, n as u64, &mut out);
+                        } else {
+                            p.data(*dir, 0, &rest[..n], &mut out);
+                        }
+                        rest = &rest[n..];
+                    }
+                }
+            }
+            p.finish(0, &mut out);
         }
     }
 }
