@@ -45,7 +45,13 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 5] = [Protocol::Http, Protocol::Mysql, Protocol::Pgsql, Protocol::Redis, Protocol::Dns];
+    pub const ALL: [Protocol; 5] = [
+        Protocol::Http,
+        Protocol::Mysql,
+        Protocol::Pgsql,
+        Protocol::Redis,
+        Protocol::Dns,
+    ];
 
     pub fn service(self) -> &'static str {
         match self {

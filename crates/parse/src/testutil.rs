@@ -11,13 +11,27 @@ use crate::Dir;
 
 #[derive(Debug, Clone)]
 pub enum Ev {
-    Data { conn: usize, dir: Dir, ts_ns: i64, data: Vec<u8> },
-    Gap { conn: usize, dir: Dir, ts_ns: i64, len: u64 },
+    Data {
+        conn: usize,
+        dir: Dir,
+        ts_ns: i64,
+        data: Vec<u8>,
+    },
+    Gap {
+        conn: usize,
+        dir: Dir,
+        ts_ns: i64,
+        len: u64,
+    },
 }
 
 /// Absolute path of a file under `shared/testdata/`.
 pub fn path(rel: &str) -> String {
-    format!("{}/../../../shared/testdata/{}", env!("CARGO_MANIFEST_DIR"), rel)
+    format!(
+        "{}/../../../shared/testdata/{}",
+        env!("CARGO_MANIFEST_DIR"),
+        rel
+    )
 }
 
 /// Events of every TCP connection in `rel` (a path under shared/testdata).
@@ -25,18 +39,36 @@ pub fn path(rel: &str) -> String {
 /// Retransmitted bytes are dropped, holes become `Gap`s; segments are taken
 /// in capture order (out-of-order arrival is the reassembler's business).
 pub fn tcp_events(rel: &str, server_ports: &[u16]) -> Vec<Ev> {
-    let mut reader = CaptureReader::open(std::path::Path::new(&path(rel))).unwrap_or_else(|e| panic!("{rel}: {e}"));
-    let mut dec = Decoder::new(DecodeConfig { verify_checksums: false, ..DecodeConfig::default() });
+    let mut reader = CaptureReader::open(std::path::Path::new(&path(rel)))
+        .unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let mut dec = Decoder::new(DecodeConfig {
+        verify_checksums: false,
+        ..DecodeConfig::default()
+    });
     // key (client ip, client port, server ip, server port) -> conn index, next seq per dir
-    let mut conns: HashMap<(Vec<u8>, u16, Vec<u8>, u16), (usize, [Option<u32>; 2])> = HashMap::new();
+    let mut conns: HashMap<(Vec<u8>, u16, Vec<u8>, u16), (usize, [Option<u32>; 2])> =
+        HashMap::new();
     let mut out = Vec::new();
     while let Some(p) = reader.next_packet() {
         let ip = match dec.decode(p.linktype, p.ts_ns, p.data) {
             Decoded::Ip(ip) => ip,
             Decoded::Skipped(_) => continue,
         };
-        let Transport::Tcp { sport, dport, seq, flags, payload, .. } = ip.transport else { continue };
-        let (s, d) = (ip.src.to_std().to_string().into_bytes(), ip.dst.to_std().to_string().into_bytes());
+        let Transport::Tcp {
+            sport,
+            dport,
+            seq,
+            flags,
+            payload,
+            ..
+        } = ip.transport
+        else {
+            continue;
+        };
+        let (s, d) = (
+            ip.src.to_std().to_string().into_bytes(),
+            ip.dst.to_std().to_string().into_bytes(),
+        );
         let syn = flags & 0x02 != 0;
         let ack = flags & 0x10 != 0;
         let fwd = (s.clone(), sport, d.clone(), dport);
@@ -46,7 +78,8 @@ pub fn tcp_events(rel: &str, server_ports: &[u16]) -> Vec<Ev> {
             (fwd, Dir::ToServer)
         } else if conns.contains_key(&rev) {
             (rev, Dir::ToClient)
-        } else if (syn && !ack) || (!server_ports.contains(&sport) && server_ports.contains(&dport)) {
+        } else if (syn && !ack) || (!server_ports.contains(&sport) && server_ports.contains(&dport))
+        {
             conns.insert(fwd.clone(), (n, [None, None]));
             (fwd, Dir::ToServer)
         } else {
@@ -63,14 +96,29 @@ pub fn tcp_events(rel: &str, server_ports: &[u16]) -> Vec<Ev> {
         let end = data_seq.wrapping_add(payload.len() as u32);
         let ahead = data_seq.wrapping_sub(expected) as i32;
         if ahead > 0 {
-            out.push(Ev::Gap { conn: *conn, dir, ts_ns: p.ts_ns, len: ahead as u64 });
-            out.push(Ev::Data { conn: *conn, dir, ts_ns: p.ts_ns, data: payload.to_vec() });
+            out.push(Ev::Gap {
+                conn: *conn,
+                dir,
+                ts_ns: p.ts_ns,
+                len: ahead as u64,
+            });
+            out.push(Ev::Data {
+                conn: *conn,
+                dir,
+                ts_ns: p.ts_ns,
+                data: payload.to_vec(),
+            });
         } else {
             let skip = (-ahead) as usize;
             if skip >= payload.len() {
                 continue;
             }
-            out.push(Ev::Data { conn: *conn, dir, ts_ns: p.ts_ns, data: payload[skip..].to_vec() });
+            out.push(Ev::Data {
+                conn: *conn,
+                dir,
+                ts_ns: p.ts_ns,
+                data: payload[skip..].to_vec(),
+            });
         }
         next[i] = Some(end);
     }
@@ -95,15 +143,75 @@ pub fn run_parser(
             txs.push(Vec::new());
         }
         match ev {
-            Ev::Data { dir, ts_ns, data, .. } => {
+            Ev::Data {
+                dir, ts_ns, data, ..
+            } => {
                 last_ts = *ts_ns;
                 parsers[conn].data(*dir, *ts_ns, data, &mut txs[conn]);
             }
-            Ev::Gap { dir, ts_ns, len, .. } => parsers[conn].gap(*dir, *ts_ns, *len, &mut txs[conn]),
+            Ev::Gap {
+                dir, ts_ns, len, ..
+            } => parsers[conn].gap(*dir, *ts_ns, *len, &mut txs[conn]),
         }
     }
     for (p, t) in parsers.iter_mut().zip(txs.iter_mut()) {
         p.finish(last_ts, t);
     }
     txs
+}
+
+/// One UDP datagram of a shared capture, with its direction relative to the
+/// server port (`ToServer` when the destination port is one of `server_ports`).
+#[derive(Debug, Clone)]
+pub struct Datagram {
+    /// Index of the flow (client addr/port, server addr/port) in order of appearance.
+    pub flow: usize,
+    pub dir: Dir,
+    pub ts_ns: i64,
+    pub data: Vec<u8>,
+}
+
+/// Every UDP datagram of `rel` to or from one of `server_ports` (after IP
+/// fragment reassembly by the decoder).
+pub fn udp_datagrams(rel: &str, server_ports: &[u16]) -> Vec<Datagram> {
+    let mut reader = CaptureReader::open(std::path::Path::new(&path(rel)))
+        .unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let mut dec = Decoder::new(DecodeConfig {
+        verify_checksums: false,
+        ..DecodeConfig::default()
+    });
+    let mut flows: HashMap<(String, u16, String, u16), usize> = HashMap::new();
+    let mut out = Vec::new();
+    while let Some(p) = reader.next_packet() {
+        let ip = match dec.decode(p.linktype, p.ts_ns, p.data) {
+            Decoded::Ip(ip) => ip,
+            Decoded::Skipped(_) => continue,
+        };
+        let Transport::Udp {
+            sport,
+            dport,
+            payload,
+            ..
+        } = ip.transport
+        else {
+            continue;
+        };
+        let (s, d) = (ip.src.to_std().to_string(), ip.dst.to_std().to_string());
+        let (key, dir) = if server_ports.contains(&dport) {
+            ((s, sport, d, dport), Dir::ToServer)
+        } else if server_ports.contains(&sport) {
+            ((d, dport, s, sport), Dir::ToClient)
+        } else {
+            continue;
+        };
+        let n = flows.len();
+        let flow = *flows.entry(key).or_insert(n);
+        out.push(Datagram {
+            flow,
+            dir,
+            ts_ns: p.ts_ns,
+            data: payload.to_vec(),
+        });
+    }
+    out
 }
