@@ -1,4 +1,5 @@
-//! Records: the typed output of tracking (connections, flows), consumed by sinks.
+//! Records: the typed output of tracking (connections, flows, application
+//! transactions), consumed by sinks.
 //!
 //! Records have a fixed schema (plain structs, no maps) so sinks can write
 //! them as columns or as Zeek-compatible text without guessing.
@@ -6,10 +7,12 @@
 mod community_id;
 mod conn;
 mod flow;
+mod tx;
 mod uid;
 
 pub use community_id::{community_id_v1, CommunityId};
 pub use conn::{ConnRecord, ConnState, History, Proto};
 pub use flow::FlowRecord;
+pub use tx::TxRecord;
 pub use uid::{Uid, UidGenerator};
 pub use wirelog_decode::IpAddr16;

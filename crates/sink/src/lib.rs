@@ -1,5 +1,6 @@
-//! Sinks: where records go. For now, Zeek-compatible conn.log files and a
-//! flows.log in the same conventions.
+//! Sinks: where records go: Zeek-compatible conn.log files, and a flows.log
+//! and transaction logs (http.log, dns.log, mysql.log, ...) in the same
+//! conventions.
 //!
 //! The TSV form has Zeek's header lines (`#separator`, `#fields`, `#types`,
 //! ...) and field formatting, so `zeek-cut` and SIEM parsers written for Zeek
@@ -7,7 +8,9 @@
 //! names, unset fields omitted (as Zeek's JSON writer does).
 
 mod flows;
+mod tx;
 mod zeek;
 
 pub use flows::FlowLogWriter;
+pub use tx::{tx_log_name, TxLogWriter};
 pub use zeek::{ConnLogWriter, LogFormat};

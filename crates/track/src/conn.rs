@@ -54,7 +54,6 @@ pub enum ProtoState {
     Icmp(DatagramState),
 }
 
-#[derive(Debug, Clone)]
 pub struct Conn {
     pub start_ns: i64,
     /// Last time the connection made progress (Zeek's LastTime).
@@ -82,6 +81,10 @@ pub struct Conn {
     /// The deadline of the pending wheel entry, and its generation.
     pub scheduled_at: i64,
     pub generation: u32,
+    /// Application parsing, for connections whose protocol was recognised.
+    pub(crate) app: Option<Box<crate::app::AppState>>,
+    /// Content-detection progress (`app::PROBED_*`, `app::PROBE_DONE`).
+    pub(crate) app_probe: u8,
 }
 
 /// Is `a` in Zeek's private address space (which Zeek counts as local by default)?

@@ -5,7 +5,12 @@
 //! TCP analyzer). Packets go in through [`Tracker::packet`]; records of ended
 //! connections come out of [`Tracker::take_records`]. Nothing on the per-packet
 //! path allocates except a TCP connection's first out-of-order range.
+//!
+//! With [`TrackerConfig::app`] set, connections of recognised protocols also
+//! get their streams reassembled and parsed (see `app`); transactions come out
+//! of [`Tracker::take_transactions`].
 
+mod app;
 mod conn;
 mod flow;
 mod history;
@@ -16,6 +21,7 @@ mod tcp;
 mod timer;
 mod tracker;
 
+pub use app::{AppConfig, AppStats};
 pub use flow::{FlowKey, FlowSlot, FlowTable};
 pub use key::{ConnKey, Side};
 pub use ports::{PortSet, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS};

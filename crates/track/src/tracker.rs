@@ -1,8 +1,11 @@
 //! The connection tracker: packets in, conn records out.
 
 use wirelog_decode::{Checksum, IpPacket, Transport};
-use wirelog_record::{ConnRecord, UidGenerator};
+use wirelog_parse::stream::{Budget, SegFlags};
+use wirelog_parse::{Dir, Protocol, Transaction};
+use wirelog_record::{ConnRecord, Proto, TxRecord, UidGenerator};
 
+use crate::app::{protocol_index, AppConfig, AppState, AppStats, PROBED_ORIG, PROBED_RESP, PROBE_DONE};
 use crate::conn::{Conn, DatagramState, ProtoState};
 use crate::flow::{FlowKey, FlowSlot, FlowTable};
 use crate::history::HistoryState;
@@ -49,6 +52,8 @@ pub struct TrackerConfig {
     pub flow_interval_ns: i64,
     /// Upper bound on flows per bucket; beyond it the bucket is written early.
     pub max_flows: usize,
+    /// Application parsing (HTTP, MySQL, PostgreSQL, Redis, DNS); `None` = off.
+    pub app: Option<AppConfig>,
 }
 
 impl Default for TrackerConfig {
@@ -72,6 +77,7 @@ impl Default for TrackerConfig {
             uid_seed: None,
             flow_interval_ns: 300 * SEC,
             max_flows: 1 << 20,
+            app: None,
         }
     }
 }
@@ -103,6 +109,11 @@ pub struct Tracker {
     evict_cursor: usize,
     sample: Vec<u32>,
     due: Vec<TimerEntry>,
+    /// Out-of-order stream bytes, shared by every parsed connection.
+    budget: Budget,
+    tx_scratch: Vec<Transaction>,
+    txs: Vec<TxRecord>,
+    app_stats: AppStats,
 }
 
 impl Tracker {
@@ -121,6 +132,7 @@ impl Tracker {
                 (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
             })
         };
+        let cfg_budget = cfg.app.as_ref().map_or(0, |a| a.total_buffer_bytes);
         Tracker {
             table: ConnTable::with_capacity(cfg.max_connections),
             flows: FlowTable::new(cfg.flow_interval_ns, cfg.max_flows, seed ^ 0xf10f),
@@ -134,7 +146,21 @@ impl Tracker {
             evict_cursor: 0,
             sample: Vec::new(),
             due: Vec::new(),
+            budget: Budget::new(cfg_budget),
+            tx_scratch: Vec::new(),
+            txs: Vec::new(),
+            app_stats: AppStats::default(),
         }
+    }
+
+    /// What application parsing did so far.
+    pub fn app_stats(&self) -> &AppStats {
+        &self.app_stats
+    }
+
+    /// Transactions parsed since the last call.
+    pub fn take_transactions(&mut self) -> std::vec::Drain<'_, TxRecord> {
+        self.txs.drain(..)
     }
 
     pub fn stats(&self) -> &TrackStats {
@@ -420,6 +446,8 @@ impl Tracker {
             flow: FlowSlot::NONE,
             scheduled_at: i64::MAX,
             generation: 0,
+            app: None,
+            app_probe: if self.cfg.app.is_some() { 0 } else { PROBE_DONE },
         };
         let stored = if flip {
             conn.hist.add_raw(b'^');
@@ -548,6 +576,106 @@ impl Tracker {
         if reschedule {
             self.schedule(idx);
         }
+        self.feed_app(idx, is_orig != flip, ts, pkt);
+    }
+
+    /// Hands a packet's payload to the connection's parser, choosing the
+    /// protocol first if the connection has none yet.
+    #[inline]
+    fn feed_app(&mut self, idx: u32, is_orig: bool, ts: i64, pkt: &IpPacket<'_>) {
+        let Some(e) = self.table.get_mut(idx) else { return };
+        if e.value.app.is_none() && e.value.app_probe & PROBE_DONE != 0 {
+            return;
+        }
+        self.feed_app_slow(idx, is_orig, ts, pkt);
+    }
+
+    #[inline(never)]
+    fn feed_app_slow(&mut self, idx: u32, is_orig: bool, ts: i64, pkt: &IpPacket<'_>) {
+        let Some(cfg) = self.cfg.app.as_ref() else { return };
+        let Some(e) = self.table.get_mut(idx) else { return };
+        let dir = if is_orig { Dir::ToServer } else { Dir::ToClient };
+        let (tcp, payload) = match pkt.transport {
+            Transport::Tcp { flags, seq, payload, .. } => (Some((flags, seq)), payload),
+            Transport::Udp { payload, .. } => (None, payload),
+            _ => return,
+        };
+        if e.value.app.is_none() {
+            let syn = matches!(tcp, Some((f, _)) if f & wirelog_decode::tcp_flags::SYN != 0);
+            if payload.is_empty() && !syn {
+                return;
+            }
+            let by_port = cfg.ports.get(e.key.dport);
+            let app = match (tcp, by_port) {
+                (Some(_), Some(p)) => Some(AppState::new_stream(p, self.uids.next_uid(), cfg)),
+                (None, Some(Protocol::Dns)) => Some(AppState::new_udp_dns(self.uids.next_uid(), cfg)),
+                (None, _) => None,
+                (Some(_), None) if cfg.by_content && !payload.is_empty() => {
+                    let bit = if is_orig { PROBED_ORIG } else { PROBED_RESP };
+                    if e.value.app_probe & bit != 0 {
+                        return;
+                    }
+                    e.value.app_probe |= bit;
+                    match wirelog_parse::detect::by_content(dir, payload) {
+                        Some(p) => Some(AppState::new_stream(p, self.uids.next_uid(), cfg)),
+                        None if e.value.app_probe & (PROBED_ORIG | PROBED_RESP) == PROBED_ORIG | PROBED_RESP => {
+                            e.value.app_probe |= PROBE_DONE;
+                            return;
+                        }
+                        None => return,
+                    }
+                }
+                (Some(_), None) => {
+                    if !cfg.by_content {
+                        e.value.app_probe |= PROBE_DONE;
+                    }
+                    return;
+                }
+            };
+            match app {
+                Some(a) => {
+                    self.app_stats.connections[protocol_index(a.protocol)] += 1;
+                    e.value.app = Some(a);
+                }
+                None => {
+                    e.value.app_probe |= PROBE_DONE;
+                    return;
+                }
+            }
+        }
+        let Some(app) = e.value.app.as_mut() else { return };
+        match tcp {
+            Some((flags, seq)) => {
+                use wirelog_decode::tcp_flags::{FIN, RST, SYN};
+                let f = SegFlags { syn: flags & SYN != 0, fin: flags & FIN != 0, rst: flags & RST != 0 };
+                app.segment(dir, seq, ts, payload, f, &mut self.budget, &mut self.tx_scratch);
+            }
+            None => app.datagram(dir, ts, payload, &mut self.tx_scratch),
+        }
+        if !self.tx_scratch.is_empty() {
+            emit_transactions(&mut self.txs, &mut self.tx_scratch, app, &e.key, &mut self.app_stats);
+        }
+    }
+
+    /// Ends the parsing of a connection: what is pending becomes transactions.
+    /// Returns the service to report and the uid the parser used.
+    fn finish_app(&mut self, idx: u32) -> (Option<&'static str>, Option<wirelog_record::Uid>) {
+        let Some(e) = self.table.get_mut(idx) else { return (None, None) };
+        let Some(mut app) = e.value.app.take() else { return (None, None) };
+        let end = e.value.seen_ns.max(e.value.last_ns);
+        let (st, stopped) = app.finish(end, &mut self.budget, &mut self.tx_scratch);
+        emit_transactions(&mut self.txs, &mut self.tx_scratch, &mut app, &e.key, &mut self.app_stats);
+        let p = &mut self.app_stats.parse;
+        p.unparsed_bytes += st.unparsed_bytes;
+        p.gaps += st.gaps;
+        p.resyncs += st.resyncs;
+        p.malformed += st.malformed;
+        self.app_stats.gave_up += stopped as u64;
+        // Like Zeek, a service is named once its analyzer understood the
+        // traffic: here, once a transaction was parsed (or the protocol was
+        // recognised and then turned out encrypted or compressed).
+        let service = (app.transactions > 0 || stopped).then(|| app.protocol.service());
+        (service, Some(app.uid))
     }
 
     /// Counts the packet in its connection's flow: the originator is the client.
@@ -582,6 +710,17 @@ impl Tracker {
 
     /// Swaps originator and responder of a connection (Zeek's FlipRoles).
     fn flip(&mut self, idx: u32) {
+        // The parser's notion of request and response is now backwards: end
+        // it (its pending messages are written) and let detection start over.
+        if self.table.get(idx).is_some_and(|e| e.value.app.is_some()) {
+            let _ = self.finish_app(idx);
+            self.app_stats.flipped += 1;
+        }
+        if let Some(e) = self.table.get_mut(idx) {
+            if self.cfg.app.is_some() {
+                e.value.app_probe = 0;
+            }
+        }
         let Some(e) = self.table.get_mut(idx) else {
             return;
         };
@@ -695,11 +834,13 @@ impl Tracker {
     }
 
     fn remove(&mut self, idx: u32) {
+        let (service, uid) = self.finish_app(idx);
         let uids = &mut self.uids;
-        if let Some(r) = self
+        if let Some(mut r) = self
             .table
-            .remove_with(idx, |e| e.value.to_record(&e.key, uids.next_uid()))
+            .remove_with(idx, |e| e.value.to_record(&e.key, uid.unwrap_or_else(|| uids.next_uid())))
         {
+            r.service = service;
             self.out.push(r);
         }
     }
@@ -736,6 +877,28 @@ impl Tracker {
     }
 }
 
+fn emit_transactions(
+    txs: &mut Vec<TxRecord>,
+    scratch: &mut Vec<Transaction>,
+    app: &mut AppState,
+    key: &ConnKey,
+    stats: &mut AppStats,
+) {
+    let transport = if key.proto == 17 { Proto::Udp } else { Proto::Tcp };
+    app.transactions += scratch.len() as u64;
+    stats.transactions += scratch.len() as u64;
+    txs.extend(scratch.drain(..).map(|tx| TxRecord {
+        uid: app.uid,
+        orig_h: key.src,
+        orig_p: key.sport,
+        resp_h: key.dst,
+        resp_p: key.dport,
+        transport,
+        protocol: app.protocol,
+        tx,
+    }));
+}
+
 #[cfg(test)]
 mod size_budget {
     /// The per-connection memory reported in BENCHMARKS.md: a table entry
@@ -747,8 +910,10 @@ mod size_budget {
         let entry = size_of::<Option<crate::table::Entry<crate::conn::Conn>>>();
         let tcp = size_of::<crate::tcp::TcpConn>();
         println!("table entry {entry} B, of which TCP state {tcp} B");
-        // 400 bytes of Zeek connection state + 8 for the connection's flow slot.
-        assert!(entry <= 408, "connection entry grew to {entry} bytes");
+        // 400 bytes of Zeek connection state + 8 for the connection's flow
+        // slot + 8 for the pointer to its parser (null unless parsed; the probe
+        // byte fits in padding).
+        assert!(entry <= 416, "connection entry grew to {entry} bytes");
         assert!(tcp <= 216, "TCP state grew to {tcp} bytes");
     }
 }
