@@ -225,8 +225,9 @@ fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
             i = end;
             continue;
         }
-        let line_comment = (c == b'-' && s.get(i + 1) == Some(&b'-') && s.get(i + 2).is_none_or(|b| b.is_ascii_whitespace()))
-            || (c == b'#' && dialect == Dialect::Mysql);
+        let line_comment =
+            (c == b'-' && s.get(i + 1) == Some(&b'-') && s.get(i + 2).is_none_or(|b| b.is_ascii_whitespace()))
+                || (c == b'#' && dialect == Dialect::Mysql);
         if line_comment {
             let end = s[i..].iter().position(|&b| b == b'\n').map_or(s.len(), |p| i + p);
             if fp {
@@ -282,9 +283,7 @@ fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
         }
         // Numbers (with a unary sign when one fits).
         let starts_number = c.is_ascii_digit() || (c == b'.' && s.get(i + 1).is_some_and(|b| b.is_ascii_digit()));
-        let signed = (c == b'-' || c == b'+')
-            && s.get(i + 1).is_some_and(|b| b.is_ascii_digit())
-            && sign_is_unary(out);
+        let signed = (c == b'-' || c == b'+') && s.get(i + 1).is_some_and(|b| b.is_ascii_digit()) && sign_is_unary(out);
         if starts_number || signed {
             let start = if signed { i + 1 } else { i };
             let end = number_end(s, start);
@@ -312,7 +311,10 @@ fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
                 continue;
             }
             if fp {
-                if word.eq_ignore_ascii_case(b"null") || word.eq_ignore_ascii_case(b"true") || word.eq_ignore_ascii_case(b"false") {
+                if word.eq_ignore_ascii_case(b"null")
+                    || word.eq_ignore_ascii_case(b"true")
+                    || word.eq_ignore_ascii_case(b"false")
+                {
                     push_str(out, &mut space, b"?");
                 } else if word.iter().any(u8::is_ascii_digit) {
                     // pt replaces numbers inside words too (foo_1 -> foo_?).
@@ -405,25 +407,24 @@ fn collapse_lists(fp: &str) -> String {
         }
         // Groups separated by commas.
         let mut groups = Vec::new();
-        loop {
-            let Some(end) = group_end(s, j) else { break };
+        while let Some(end) = group_end(s, j) {
             groups.push((j, end));
             let k = skip_ws(s, end);
-            if s.get(k) == Some(&b',') {
-                let k2 = skip_ws(s, k + 1);
-                if s.get(k2) == Some(&b'(') && kw != b"in" {
-                    j = k2;
-                    continue;
-                }
+            let k2 = skip_ws(s, k + 1);
+            // Another row follows (`values (..), (..)`); IN has one list.
+            if s.get(k) == Some(&b',') && s.get(k2) == Some(&b'(') && kw != b"in" {
+                j = k2;
+            } else {
+                break;
             }
-            break;
         }
         let Some(&(g0, g0_end)) = groups.first() else {
             out.extend_from_slice(kw);
             i = after;
             continue;
         };
-        let only_placeholders = groups.iter().all(|&(a, b)| s[a + 1..b - 1].iter().all(|&c| matches!(c, b'?' | b',' | b' ')));
+        let only_placeholders =
+            groups.iter().all(|&(a, b)| s[a + 1..b - 1].iter().all(|&c| matches!(c, b'?' | b',' | b' ')));
         out.extend_from_slice(kw);
         if only_placeholders {
             out.extend_from_slice(b"(?+)");
@@ -438,7 +439,9 @@ fn collapse_lists(fp: &str) -> String {
 
 /// `limit ?, ?` / `limit ?,?` / `limit ? offset ?` -> `limit ?`.
 fn collapse_limit(fp: &str) -> String {
-    let Some(p) = fp.find("limit ?") else { return fp.to_string() };
+    let Some(p) = fp.find("limit ?") else {
+        return fp.to_string();
+    };
     if !word_at(fp.as_bytes(), p, b"limit") {
         return fp.to_string();
     }
@@ -454,7 +457,9 @@ fn collapse_limit(fp: &str) -> String {
 
 /// Drops ` asc` after the first `order by` (ascending is the default).
 fn drop_order_by_asc(fp: String) -> String {
-    let Some(p) = fp.find("order by ") else { return fp };
+    let Some(p) = fp.find("order by ") else {
+        return fp;
+    };
     let (head, tail) = fp.split_at(p);
     let mut out = String::with_capacity(fp.len());
     out.push_str(head);
@@ -484,7 +489,10 @@ mod tests {
             ("SELECT name, password FROM user WHERE id='12823';", "select name, password from user where id=?;"),
             ("select name,   password from user\n   where id=5;", "select name, password from user where id=?;"),
             ("SELECT * FROM tbl WHERE id IN (1, 2, 3)", "select * from tbl where id in(?+)"),
-            ("select * from foo where a in (5) and b in (5, 8,9 ,9 , 10)", "select * from foo where a in(?+) and b in(?+)"),
+            (
+                "select * from foo where a in (5) and b in (5, 8,9 ,9 , 10)",
+                "select * from foo where a in(?+) and b in(?+)",
+            ),
             ("insert into foo(a, b, c) values(2, 4, 5)", "insert into foo(a, b, c) values(?+)"),
             ("insert into foo(a, b, c) values(2, 4, 5) , (2,4,5)", "insert into foo(a, b, c) values(?+)"),
             ("insert into foo(a, b, c) value(2, 4, 5)", "insert into foo(a, b, c) value(?+)"),
@@ -501,7 +509,10 @@ mod tests {
             ("select 'a\\'b' from x", "select ? from x"),
             ("select 'it''s' from x", "select ? from x"),
             ("SELECT * FROM tbl1 WHERE id = NULL", "select * from tbl? where id = ?"),
-            ("select * from a where b = 0x123 and c = x'ff' and d = b'01'", "select * from a where b = ? and c = ? and d = ?"),
+            (
+                "select * from a where b = 0x123 and c = x'ff' and d = b'01'",
+                "select * from a where b = ? and c = ? and d = ?",
+            ),
             ("select * from t where a=1 -- comment", "select * from t where a=?"),
             ("select * from t /* hi */ where a=1 # mysql comment", "select * from t where a=?"),
             // pt keeps version hints but still replaces their number.
@@ -526,19 +537,46 @@ mod tests {
             "select \"col\" from t where id = ? and s = ?"
         );
         assert_eq!(fingerprint_dialect("select 1 # 2", Dialect::Postgres), "select ? # ?");
-        assert_eq!(redact_dialect("SELECT * from test where id = $1", Dialect::Postgres), "SELECT * from test where id = $1");
+        assert_eq!(
+            redact_dialect("SELECT * from test where id = $1", Dialect::Postgres),
+            "SELECT * from test where id = $1"
+        );
     }
 
     #[test]
     fn redact_keeps_text() {
-        assert_eq!(redact("SELECT name FROM user WHERE id='12823' AND x = 5"), "SELECT name FROM user WHERE id=? AND x = ?");
+        assert_eq!(
+            redact("SELECT name FROM user WHERE id='12823' AND x = 5"),
+            "SELECT name FROM user WHERE id=? AND x = ?"
+        );
         assert_eq!(redact("insert into t1 (a) values (0xFF, -3, 'x''y')"), "insert into t1 (a) values (?, ?, ?)");
         assert_eq!(redact("select  a  /* c */ from t"), "select  a  /* c */ from t");
     }
 
     #[test]
     fn odd_input_never_panics() {
-        for q in ["", "'", "\"", "`", "/*", "--", "x'", "$", "$a", "$a$", "0x", "1e", "1e+", "in (", "values (", "limit ?", "order by asc", "\u{e9}1\u{e9}", "call ", "use"] {
+        for q in [
+            "",
+            "'",
+            "\"",
+            "`",
+            "/*",
+            "--",
+            "x'",
+            "$",
+            "$a",
+            "$a$",
+            "0x",
+            "1e",
+            "1e+",
+            "in (",
+            "values (",
+            "limit ?",
+            "order by asc",
+            "\u{e9}1\u{e9}",
+            "call ",
+            "use",
+        ] {
             let _ = fingerprint(q);
             let _ = redact(q);
             let _ = fingerprint_dialect(q, Dialect::Postgres);
