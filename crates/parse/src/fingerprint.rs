@@ -1,6 +1,585 @@
-//! SQL fingerprints (pt-query-digest style): placeholder until it lands.
+//! SQL fingerprints in the style of pt-query-digest (Percona Toolkit's
+//! `QueryRewriter::fingerprint`) and literal redaction.
+//!
+//! Both walk the text once with a small lexer instead of pt's chain of
+//! regular expressions: the lexer knows where a string literal ends (escaped
+//! quotes, doubled quotes), so a quote inside a string never leaks the rest of
+//! the string into the output, and the cost is linear in the input.
+//!
+//! Rules of [`fingerprint`] (pt-query-digest's, in its order):
+//! - mysqldump's `SELECT /*!40001 SQL_NO_CACHE */ * FROM` -> `mysqldump`;
+//!   `call proc(...)` -> `call proc`; `use db` -> `use ?`;
+//! - comments `/* */` (not `/*! */` hints), `-- ` and `#` are dropped;
+//! - string literals (`'..'`, `".."` in MySQL), numbers (also inside words,
+//!   as pt does: `foo_1` -> `foo_?`), hex/bit literals, `NULL`, `TRUE`,
+//!   `FALSE` -> `?`;
+//! - whitespace collapsed to one space, everything lower-case;
+//! - `IN (?, ?, ?)` -> `in(?+)`, `VALUES (?, ?), (?, ?)` -> `values(?+)`; a
+//!   multi-row VALUES list keeps only its first row;
+//! - `LIMIT ?, ?` and `LIMIT ? OFFSET ?` -> `limit ?`; `ASC` after `ORDER BY`
+//!   dropped.
+//!
+//! Not done: pt's UNION folding (`/*repeat union*/`), which needs a
+//! backreference over the whole query and is rare in practice.
 
-/// The query's shape: literals replaced by `?`, whitespace collapsed, lower case.
+/// SQL dialect: what a double quote and a `$` mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// `"..."` is a string literal (MySQL's default sql_mode, and pt's view).
+    Mysql,
+    /// `"..."` is an identifier, `$1` a parameter, `$tag$...$tag$` a string.
+    Postgres,
+}
+
+/// The query's shape (MySQL dialect): see the module doc.
 pub fn fingerprint(sql: &str) -> String {
-    sql.to_string()
+    fingerprint_dialect(sql, Dialect::Mysql)
+}
+
+/// The query's shape for `dialect`.
+pub fn fingerprint_dialect(sql: &str, dialect: Dialect) -> String {
+    let trimmed = sql.trim_start();
+    if trimmed.starts_with("SELECT /*!40001 SQL_NO_CACHE */ * FROM `") {
+        return "mysqldump".to_string();
+    }
+    if let Some(call) = call_prefix(trimmed) {
+        return call;
+    }
+    if let Some(u) = use_db(trimmed) {
+        return u;
+    }
+    let mut out = String::with_capacity(sql.len().min(4096));
+    lex(sql.as_bytes(), dialect, Mode::Fingerprint, &mut out);
+    let out = collapse_lists(&out);
+    let out = collapse_limit(&out);
+    drop_order_by_asc(out)
+}
+
+/// `sql` with its literals (strings, numbers, hex and bit values) replaced by
+/// `?`; everything else (case, spacing, comments, identifiers) is kept.
+pub fn redact(sql: &str) -> String {
+    redact_dialect(sql, Dialect::Mysql)
+}
+
+/// [`redact`] for `dialect`.
+pub fn redact_dialect(sql: &str, dialect: Dialect) -> String {
+    let mut out = String::with_capacity(sql.len());
+    lex(sql.as_bytes(), dialect, Mode::Redact, &mut out);
+    out
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Fingerprint,
+    Redact,
+}
+
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+/// `call name(` -> `call name` (lower case), as pt does.
+fn call_prefix(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    if b.len() < 5 || !b[..4].eq_ignore_ascii_case(b"call") || !b[4].is_ascii_whitespace() {
+        return None;
+    }
+    let rest = s[4..].trim_start();
+    let end = rest.find(|c: char| c.is_whitespace() || c == '(')?;
+    if !rest[end..].starts_with('(') || end == 0 {
+        return None;
+    }
+    Some(format!("call {}", rest[..end].to_ascii_lowercase()))
+}
+
+/// `use db` (one word, nothing after) -> `use ?`.
+fn use_db(s: &str) -> Option<String> {
+    let t = s.trim_end().trim_end_matches(';').trim_end();
+    let b = t.as_bytes();
+    if b.len() < 5 || !b[..3].eq_ignore_ascii_case(b"use") || !b[3].is_ascii_whitespace() {
+        return None;
+    }
+    let db = t[3..].trim_start();
+    if db.is_empty() || db.contains(char::is_whitespace) {
+        return None;
+    }
+    Some("use ?".to_string())
+}
+
+/// End (exclusive) of a quoted literal opened at `i` by `q`: backslash
+/// escapes (MySQL) and doubled quotes are inside; an unterminated literal runs
+/// to the end.
+fn quoted_end(s: &[u8], i: usize, q: u8, backslash: bool) -> usize {
+    let mut j = i + 1;
+    while j < s.len() {
+        let c = s[j];
+        if backslash && c == b'\\' {
+            j += 2;
+            continue;
+        }
+        if c == q {
+            if s.get(j + 1) == Some(&q) {
+                j += 2;
+                continue;
+            }
+            return j + 1;
+        }
+        j += 1;
+    }
+    s.len()
+}
+
+/// End of a number literal starting at `i` (a digit, or `.` then a digit).
+fn number_end(s: &[u8], i: usize) -> usize {
+    let mut j = i;
+    if s[j] == b'0' && matches!(s.get(j + 1), Some(b'x' | b'X' | b'b' | b'B')) {
+        j += 2;
+        while j < s.len() && s[j].is_ascii_hexdigit() {
+            j += 1;
+        }
+        return j;
+    }
+    while j < s.len() && (s[j].is_ascii_digit() || s[j] == b'.') {
+        j += 1;
+    }
+    if j < s.len() && (s[j] == b'e' || s[j] == b'E') {
+        let mut k = j + 1;
+        if k < s.len() && (s[k] == b'+' || s[k] == b'-') {
+            k += 1;
+        }
+        if k < s.len() && s[k].is_ascii_digit() {
+            j = k;
+            while j < s.len() && s[j].is_ascii_digit() {
+                j += 1;
+            }
+        }
+    }
+    j
+}
+
+/// Last non-space byte written so far.
+fn last_sig(out: &str) -> Option<u8> {
+    out.bytes().rev().find(|b| !b.is_ascii_whitespace())
+}
+
+/// A sign right before a number is part of the literal when what precedes it
+/// cannot end an operand (`= -5`, `(-1`, `, +2`, start of text).
+fn sign_is_unary(out: &str) -> bool {
+    match last_sig(out) {
+        None => true,
+        Some(b) if is_ident(b) => {
+            // After a keyword (`select -5`, `and -1`) the sign is unary.
+            let t = out.trim_end();
+            let w = t.rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("");
+            const KW: [&str; 16] = [
+                "select", "where", "and", "or", "not", "by", "then", "else", "when", "values", "in", "between", "like",
+                "set", "limit", "return",
+            ];
+            KW.iter().any(|k| w.eq_ignore_ascii_case(k))
+        }
+        Some(b) => matches!(b, b'=' | b'<' | b'>' | b'(' | b',' | b'+' | b'-' | b'*' | b'/'),
+    }
+}
+
+fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
+    let fp = mode == Mode::Fingerprint;
+    let mut i = 0;
+    // A space is owed before the next token (fingerprint collapses runs).
+    let mut space = false;
+    let push_str = |out: &mut String, space: &mut bool, t: &[u8]| {
+        if *space && !out.is_empty() {
+            out.push(' ');
+        }
+        *space = false;
+        // Input may not be UTF-8 in places: keep what decodes, replace the rest.
+        match std::str::from_utf8(t) {
+            Ok(t) if fp => out.extend(t.chars().flat_map(|c| c.to_lowercase())),
+            Ok(t) => out.push_str(t),
+            Err(_) => out.push_str(&String::from_utf8_lossy(t)),
+        }
+    };
+    while i < s.len() {
+        let c = s[i];
+        // Whitespace.
+        if c.is_ascii_whitespace() {
+            let mut j = i;
+            while j < s.len() && s[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            if fp {
+                space = true;
+            } else {
+                push_str(out, &mut space, &s[i..j]);
+            }
+            i = j;
+            continue;
+        }
+        // Comments (MySQL optimizer hints `/*! ... */` are kept, as pt does).
+        if c == b'/' && s.get(i + 1) == Some(&b'*') && (s.get(i + 2) != Some(&b'!') || !fp) {
+            let end = s[i + 2..].windows(2).position(|w| w == b"*/").map_or(s.len(), |p| i + 2 + p + 2);
+            if fp {
+                space = true;
+            } else {
+                push_str(out, &mut space, &s[i..end]);
+            }
+            i = end;
+            continue;
+        }
+        let line_comment =
+            (c == b'-' && s.get(i + 1) == Some(&b'-') && s.get(i + 2).is_none_or(|b| b.is_ascii_whitespace()))
+                || (c == b'#' && dialect == Dialect::Mysql);
+        if line_comment {
+            let end = s[i..].iter().position(|&b| b == b'\n').map_or(s.len(), |p| i + p);
+            if fp {
+                space = true;
+            } else {
+                push_str(out, &mut space, &s[i..end]);
+            }
+            i = end;
+            continue;
+        }
+        // String literals.
+        let string_quote = c == b'\'' || (c == b'"' && dialect == Dialect::Mysql);
+        if string_quote {
+            let end = quoted_end(s, i, c, dialect == Dialect::Mysql);
+            push_str(out, &mut space, b"?");
+            i = end;
+            continue;
+        }
+        // Quoted identifiers.
+        if c == b'`' || c == b'"' {
+            let end = quoted_end(s, i, c, false);
+            push_str(out, &mut space, &s[i..end]);
+            i = end;
+            continue;
+        }
+        // Postgres: $1 parameters and $tag$ ... $tag$ strings.
+        if c == b'$' && dialect == Dialect::Postgres {
+            if s.get(i + 1).is_some_and(|b| b.is_ascii_digit()) {
+                let mut j = i + 1;
+                while j < s.len() && s[j].is_ascii_digit() {
+                    j += 1;
+                }
+                if fp {
+                    push_str(out, &mut space, b"?");
+                } else {
+                    push_str(out, &mut space, &s[i..j]);
+                }
+                i = j;
+                continue;
+            }
+            let mut j = i + 1;
+            while j < s.len() && (s[j].is_ascii_alphanumeric() || s[j] == b'_') {
+                j += 1;
+            }
+            if j < s.len() && s[j] == b'$' {
+                let tag = &s[i..=j];
+                let body = j + 1;
+                let end = s[body..].windows(tag.len()).position(|w| w == tag).map_or(s.len(), |p| body + p + tag.len());
+                push_str(out, &mut space, b"?");
+                i = end;
+                continue;
+            }
+        }
+        // Numbers (with a unary sign when one fits).
+        let starts_number = c.is_ascii_digit() || (c == b'.' && s.get(i + 1).is_some_and(|b| b.is_ascii_digit()));
+        let signed = (c == b'-' || c == b'+') && s.get(i + 1).is_some_and(|b| b.is_ascii_digit()) && sign_is_unary(out);
+        if starts_number || signed {
+            let start = if signed { i + 1 } else { i };
+            let end = number_end(s, start);
+            push_str(out, &mut space, b"?");
+            i = end;
+            continue;
+        }
+        // Words: keywords, identifiers, and literal prefixes (x'..', b'..', N'..', _utf8'..').
+        if is_ident(c) {
+            let mut j = i;
+            while j < s.len() && is_ident(s[j]) {
+                j += 1;
+            }
+            let word = &s[i..j];
+            if s.get(j) == Some(&b'\'')
+                && (word.eq_ignore_ascii_case(b"x")
+                    || word.eq_ignore_ascii_case(b"b")
+                    || word.eq_ignore_ascii_case(b"n")
+                    || word.eq_ignore_ascii_case(b"e")
+                    || word[0] == b'_')
+            {
+                let end = quoted_end(s, j, b'\'', dialect == Dialect::Mysql || word.eq_ignore_ascii_case(b"e"));
+                push_str(out, &mut space, b"?");
+                i = end;
+                continue;
+            }
+            if fp {
+                if word.eq_ignore_ascii_case(b"null")
+                    || word.eq_ignore_ascii_case(b"true")
+                    || word.eq_ignore_ascii_case(b"false")
+                {
+                    push_str(out, &mut space, b"?");
+                } else if word.iter().any(u8::is_ascii_digit) {
+                    // pt replaces numbers inside words too (foo_1 -> foo_?).
+                    if space && !out.is_empty() {
+                        out.push(' ');
+                    }
+                    space = false;
+                    let mut k = 0;
+                    while k < word.len() {
+                        if word[k].is_ascii_digit() {
+                            while k < word.len() && word[k].is_ascii_digit() {
+                                k += 1;
+                            }
+                            out.push('?');
+                        } else {
+                            let st = k;
+                            while k < word.len() && !word[k].is_ascii_digit() {
+                                k += 1;
+                            }
+                            push_str(out, &mut space, &word[st..k]);
+                        }
+                    }
+                } else {
+                    push_str(out, &mut space, word);
+                }
+            } else {
+                push_str(out, &mut space, word);
+            }
+            i = j;
+            continue;
+        }
+        // Any other byte (operators, punctuation); multi-byte UTF-8 is `is_ident`.
+        push_str(out, &mut space, &s[i..i + 1]);
+        i += 1;
+    }
+}
+
+/// Is `s[at..at+w.len()]` the word `w` with word boundaries on both sides?
+fn word_at(s: &[u8], at: usize, w: &[u8]) -> bool {
+    s.len() >= at + w.len()
+        && &s[at..at + w.len()] == w
+        && (at == 0 || !is_ident(s[at - 1]))
+        && s.get(at + w.len()).is_none_or(|&b| !is_ident(b))
+}
+
+/// End of a `( ... )` group opened at `i` (balanced, quotes already gone).
+fn group_end(s: &[u8], i: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (k, &b) in s.iter().enumerate().skip(i) {
+        match b {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(k + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn skip_ws(s: &[u8], mut i: usize) -> usize {
+    while i < s.len() && s[i] == b' ' {
+        i += 1;
+    }
+    i
+}
+
+/// `in (?, ?)` -> `in(?+)`; `values (?, ?), (?, ?)` -> `values(?+)`; other
+/// multi-row VALUES lists keep their first row only.
+fn collapse_lists(fp: &str) -> String {
+    let s = fp.as_bytes();
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        let kw = [&b"values"[..], b"value", b"in"].into_iter().find(|w| word_at(s, i, w));
+        let Some(kw) = kw else {
+            out.push(s[i]);
+            i += 1;
+            continue;
+        };
+        let after = i + kw.len();
+        let mut j = skip_ws(s, after);
+        if s.get(j) != Some(&b'(') {
+            out.extend_from_slice(kw);
+            i = after;
+            continue;
+        }
+        // Groups separated by commas.
+        let mut groups = Vec::new();
+        while let Some(end) = group_end(s, j) {
+            groups.push((j, end));
+            let k = skip_ws(s, end);
+            let k2 = skip_ws(s, k + 1);
+            // Another row follows (`values (..), (..)`); IN has one list.
+            if s.get(k) == Some(&b',') && s.get(k2) == Some(&b'(') && kw != b"in" {
+                j = k2;
+            } else {
+                break;
+            }
+        }
+        let Some(&(g0, g0_end)) = groups.first() else {
+            out.extend_from_slice(kw);
+            i = after;
+            continue;
+        };
+        let only_placeholders =
+            groups.iter().all(|&(a, b)| s[a + 1..b - 1].iter().all(|&c| matches!(c, b'?' | b',' | b' ')));
+        out.extend_from_slice(kw);
+        if only_placeholders {
+            out.extend_from_slice(b"(?+)");
+        } else {
+            out.extend_from_slice(&s[after..g0]);
+            out.extend_from_slice(&s[g0..g0_end]);
+        }
+        i = groups.last().map_or(g0_end, |g| g.1);
+    }
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// `limit ?, ?` / `limit ?,?` / `limit ? offset ?` -> `limit ?`.
+fn collapse_limit(fp: &str) -> String {
+    let Some(p) = fp.find("limit ?") else {
+        return fp.to_string();
+    };
+    if !word_at(fp.as_bytes(), p, b"limit") {
+        return fp.to_string();
+    }
+    let head = p + "limit ?".len();
+    let rest = &fp[head..];
+    for tail in [", ?", ",?", " offset ?"] {
+        if let Some(r) = rest.strip_prefix(tail) {
+            return format!("{}{}", &fp[..head], r);
+        }
+    }
+    fp.to_string()
+}
+
+/// Drops ` asc` after the first `order by` (ascending is the default).
+fn drop_order_by_asc(fp: String) -> String {
+    let Some(p) = fp.find("order by ") else {
+        return fp;
+    };
+    let (head, tail) = fp.split_at(p);
+    let mut out = String::with_capacity(fp.len());
+    out.push_str(head);
+    let t = tail.as_bytes();
+    let mut i = 0;
+    while i < t.len() {
+        if t[i] == b' ' && word_at(t, i + 1, b"asc") {
+            i += 4;
+            continue;
+        }
+        let ch_len = tail[i..].chars().next().map_or(1, char::len_utf8);
+        out.push_str(&tail[i..i + ch_len]);
+        i += ch_len;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Examples from pt-query-digest's documentation and Percona Toolkit's
+    // QueryRewriter tests.
+    #[test]
+    fn pt_examples() {
+        let cases = [
+            ("SELECT name, password FROM user WHERE id='12823';", "select name, password from user where id=?;"),
+            ("select name,   password from user\n   where id=5;", "select name, password from user where id=?;"),
+            ("SELECT * FROM tbl WHERE id IN (1, 2, 3)", "select * from tbl where id in(?+)"),
+            (
+                "select * from foo where a in (5) and b in (5, 8,9 ,9 , 10)",
+                "select * from foo where a in(?+) and b in(?+)",
+            ),
+            ("insert into foo(a, b, c) values(2, 4, 5)", "insert into foo(a, b, c) values(?+)"),
+            ("insert into foo(a, b, c) values(2, 4, 5) , (2,4,5)", "insert into foo(a, b, c) values(?+)"),
+            ("insert into foo(a, b, c) value(2, 4, 5)", "insert into foo(a, b, c) value(?+)"),
+            ("insert into foo values (1, now()), (2, now())", "insert into foo values (?, now())"),
+            ("select * from foo limit 5", "select * from foo limit ?"),
+            ("select * from foo limit 5, 10", "select * from foo limit ?"),
+            ("select * from foo limit 5 offset 10", "select * from foo limit ?"),
+            ("SELECT * from foo where a = 5 ORDER BY b ASC", "select * from foo where a = ? order by b"),
+            ("SELECT * from foo where a = 5 ORDER BY b ASC, c asc", "select * from foo where a = ? order by b, c"),
+            ("use `foo`", "use ?"),
+            ("USE foo", "use ?"),
+            ("select 'hello'\n", "select ?"),
+            ("select 'hello', \"hello\"", "select ?, ?"),
+            ("select 'a\\'b' from x", "select ? from x"),
+            ("select 'it''s' from x", "select ? from x"),
+            ("SELECT * FROM tbl1 WHERE id = NULL", "select * from tbl? where id = ?"),
+            (
+                "select * from a where b = 0x123 and c = x'ff' and d = b'01'",
+                "select * from a where b = ? and c = ? and d = ?",
+            ),
+            ("select * from t where a=1 -- comment", "select * from t where a=?"),
+            ("select * from t /* hi */ where a=1 # mysql comment", "select * from t where a=?"),
+            // pt keeps version hints but still replaces their number.
+            ("select /*!40001 SQL_NO_CACHE */ c from t", "select /*!? sql_no_cache */ c from t"),
+            ("select foo_1 from foo_2_3", "select foo_? from foo_?_?"),
+            ("select -5, 1.5e10, .5 from t where x = -1", "select ?, ?, ? from t where x = ?"),
+            ("select a-1 from t", "select a-? from t"),
+            ("select true, FALSE from t", "select ?, ? from t"),
+            ("CALL foo(1, 2, 3)", "call foo"),
+            ("SELECT /*!40001 SQL_NO_CACHE */ * FROM `film`", "mysqldump"),
+            ("   SELECT\t*\r\n FROM  t  ", "select * from t"),
+        ];
+        for (q, want) in cases {
+            assert_eq!(fingerprint(q), want, "query {q:?}");
+        }
+    }
+
+    #[test]
+    fn postgres_dialect() {
+        assert_eq!(
+            fingerprint_dialect("SELECT \"Col\" FROM t WHERE id = $1 AND s = $$x'y$$", Dialect::Postgres),
+            "select \"col\" from t where id = ? and s = ?"
+        );
+        assert_eq!(fingerprint_dialect("select 1 # 2", Dialect::Postgres), "select ? # ?");
+        assert_eq!(
+            redact_dialect("SELECT * from test where id = $1", Dialect::Postgres),
+            "SELECT * from test where id = $1"
+        );
+    }
+
+    #[test]
+    fn redact_keeps_text() {
+        assert_eq!(
+            redact("SELECT name FROM user WHERE id='12823' AND x = 5"),
+            "SELECT name FROM user WHERE id=? AND x = ?"
+        );
+        assert_eq!(redact("insert into t1 (a) values (0xFF, -3, 'x''y')"), "insert into t1 (a) values (?, ?, ?)");
+        assert_eq!(redact("select  a  /* c */ from t"), "select  a  /* c */ from t");
+    }
+
+    #[test]
+    fn odd_input_never_panics() {
+        for q in [
+            "",
+            "'",
+            "\"",
+            "`",
+            "/*",
+            "--",
+            "x'",
+            "$",
+            "$a",
+            "$a$",
+            "0x",
+            "1e",
+            "1e+",
+            "in (",
+            "values (",
+            "limit ?",
+            "order by asc",
+            "\u{e9}1\u{e9}",
+            "call ",
+            "use",
+        ] {
+            let _ = fingerprint(q);
+            let _ = redact(q);
+            let _ = fingerprint_dialect(q, Dialect::Postgres);
+        }
+    }
 }

@@ -1,40 +1,1184 @@
-//! Mysql: placeholder until the parser lands.
+//! MySQL / MariaDB client/server protocol: one transaction per command
+//! (and one `login` transaction for the handshake).
+//!
+//! Framing: every message is a packet `len:u24le seq:u8 payload`; a payload of
+//! exactly 0xffffff bytes continues in the next packet (messages >= 16 MiB).
+//! Packets are parsed straight from the caller's slice; only a packet that
+//! spans calls is buffered, and then only its first `keep` bytes (the query
+//! text up to `max_header_bytes`, 1 KiB of a server packet: enough for OK,
+//! ERR and EOF, while a result row is counted, never stored).
+//!
+//! The protocol is strictly request/response (no pipelining), so one command
+//! is in flight at a time. A client packet with sequence id 0 always starts
+//! a new command, which is also how the parser resynchronises after a gap:
+//! it drops bytes until a segment that starts with such a packet.
+//!
+//! What is not parsed: TLS (after the client's SSL request) and compressed
+//! connections (CLIENT_COMPRESS on both sides) make the parser give up; see
+//! [`MysqlParser::gave_up_reason`]. MySQL 8 query attributes in
+//! COM_STMT_EXECUTE are not decoded (the parameters are then left empty).
 
-use crate::{Dir, ParseConfig, ParseStats, StreamParser, Transaction};
+use std::collections::HashMap;
 
+use crate::fingerprint;
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+
+/// One MySQL command and its response.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct MysqlTx {}
-
-pub struct MysqlParser {
-    stats: ParseStats,
+pub struct MysqlTx {
+    /// Command name as Zeek's mysql.log writes it (`query`, `stmt_execute`,
+    /// `init_db`, `ping`, ... and `login` for the connection handshake).
+    pub command: &'static str,
+    /// SQL text (COM_QUERY, COM_STMT_PREPARE, and COM_STMT_EXECUTE with the
+    /// text of its prepared statement), or the argument of other commands
+    /// (database of COM_INIT_DB, table of COM_FIELD_LIST). Redacted when
+    /// `ParseConfig::redact`, cut to `max_text_bytes`.
+    pub query: Option<String>,
+    /// `query` was cut.
+    pub query_truncated: bool,
+    /// pt-query-digest fingerprint of the SQL text.
+    pub fingerprint: Option<String>,
+    pub statement_id: Option<u32>,
+    /// COM_STMT_EXECUTE parameter values as text (`?` each when redacting).
+    pub params: Vec<String>,
+    /// Current database when the command was sent.
+    pub database: Option<String>,
+    pub user: Option<String>,
+    pub server_version: Option<String>,
+    pub affected_rows: Option<u64>,
+    pub insert_id: Option<u64>,
+    /// Rows of the result set(s); for COM_STMT_PREPARE none.
+    pub num_rows: Option<u64>,
+    /// Columns of the (last) result set, or of the prepared statement.
+    pub num_fields: Option<u64>,
+    pub error_code: Option<u16>,
+    pub sql_state: Option<String>,
+    pub error_message: Option<String>,
 }
 
+<<<<<<< HEAD
 impl MysqlParser {
     pub fn new(_cfg: &ParseConfig) -> Self {
         MysqlParser {
             stats: ParseStats::default(),
+=======
+impl MysqlTx {
+    /// First word of the SQL text, upper case (Packetbeat's `method`), else
+    /// the command name upper case.
+    pub fn method(&self) -> String {
+        match self.query.as_deref().and_then(|q| q.split_whitespace().next()) {
+            Some(w) if self.command == "query" || self.command.starts_with("stmt_") => {
+                w.trim_end_matches(';').to_ascii_uppercase()
+            }
+            _ => self.command.to_ascii_uppercase(),
+>>>>>>> h-sql
         }
     }
 }
 
-/// True when `data`, the first bytes seen in `dir`, look like this protocol.
-pub fn looks_like(_dir: Dir, _data: &[u8]) -> bool {
-    false
+/// Why the parser stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GiveUp {
+    /// The client asked for TLS (SSL request packet).
+    Tls,
+    /// Both sides negotiated CLIENT_COMPRESS.
+    Compressed,
+}
+
+const CLIENT_CONNECT_WITH_DB: u32 = 0x8;
+const CLIENT_COMPRESS: u32 = 0x20;
+const CLIENT_PROTOCOL_41: u32 = 0x200;
+const CLIENT_SSL: u32 = 0x800;
+const CLIENT_SECURE_CONNECTION: u32 = 0x8000;
+const CLIENT_PLUGIN_AUTH_LENENC: u32 = 0x20_0000;
+const CLIENT_DEPRECATE_EOF: u32 = 0x100_0000;
+const SERVER_MORE_RESULTS_EXISTS: u16 = 0x0008;
+const MAX_PAYLOAD: usize = 0xff_ffff;
+/// Server packets kept when they span calls: OK, ERR (message <= 512 bytes),
+/// EOF and the greeting fit.
+const SERVER_KEEP: usize = 1024;
+/// Prepared statements remembered per connection.
+const MAX_STMTS: usize = 4096;
+
+const COM_QUIT: u8 = 0x01;
+const COM_INIT_DB: u8 = 0x02;
+const COM_QUERY: u8 = 0x03;
+const COM_FIELD_LIST: u8 = 0x04;
+const COM_STATISTICS: u8 = 0x09;
+const COM_CHANGE_USER: u8 = 0x11;
+const COM_STMT_PREPARE: u8 = 0x16;
+const COM_STMT_EXECUTE: u8 = 0x17;
+const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
+const COM_STMT_CLOSE: u8 = 0x19;
+/// Internal marker for the handshake's transaction.
+const LOGIN: u8 = 0xff;
+/// Internal marker for a response whose command was not seen.
+const UNKNOWN: u8 = 0xfe;
+
+fn command_name(cmd: u8) -> &'static str {
+    const NAMES: [&str; 32] = [
+        "sleep",
+        "quit",
+        "init_db",
+        "query",
+        "field_list",
+        "create_db",
+        "drop_db",
+        "refresh",
+        "shutdown",
+        "statistics",
+        "process_info",
+        "connect",
+        "process_kill",
+        "debug",
+        "ping",
+        "time",
+        "delayed_insert",
+        "change_user",
+        "binlog_dump",
+        "table_dump",
+        "connect_out",
+        "register_slave",
+        "stmt_prepare",
+        "stmt_execute",
+        "stmt_send_long_data",
+        "stmt_close",
+        "stmt_reset",
+        "set_option",
+        "stmt_fetch",
+        "daemon",
+        "binlog_dump_gtid",
+        "reset_connection",
+    ];
+    match cmd {
+        LOGIN => "login",
+        UNKNOWN => "unknown",
+        c => NAMES.get(c as usize).copied().unwrap_or("unknown"),
+    }
+}
+
+/// Commands the server never answers.
+fn no_response(cmd: u8) -> bool {
+    matches!(cmd, COM_QUIT | COM_STMT_CLOSE | COM_STMT_SEND_LONG_DATA)
+}
+
+/// Reads a length-encoded integer at `*pos`; None (and `*pos` unchanged) if
+/// it does not fit or is the NULL marker.
+fn lenenc(p: &[u8], pos: &mut usize) -> Option<u64> {
+    let first = *p.get(*pos)?;
+    let (n, width) = match first {
+        0..=0xfa => (first as u64, 1),
+        0xfc => (le(p.get(*pos + 1..*pos + 3)?), 3),
+        0xfd => (le(p.get(*pos + 1..*pos + 4)?), 4),
+        0xfe => (le(p.get(*pos + 1..*pos + 9)?), 9),
+        _ => return None,
+    };
+    *pos += width;
+    Some(n)
+}
+
+fn le(b: &[u8]) -> u64 {
+    b.iter().rev().fold(0u64, |acc, &x| (acc << 8) | x as u64)
+}
+
+fn u16_at(p: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(p.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn u32_at(p: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(p.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// NUL-terminated string at `*pos` (to the end if no NUL).
+fn cstr<'a>(p: &'a [u8], pos: &mut usize) -> &'a [u8] {
+    let rest = p.get(*pos..).unwrap_or(&[]);
+    let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+    *pos += (end + 1).min(rest.len());
+    &rest[..end]
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Cuts `s` to at most `max` bytes on a char boundary; true if it did.
+pub(crate) fn truncate(s: &mut String, max: usize) -> bool {
+    if s.len() <= max {
+        return false;
+    }
+    let mut end = max;
+    while end > 0 && !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    true
+}
+
+/// Per-direction packet framing state.
+#[derive(Default)]
+struct Framer {
+    hdr: [u8; 4],
+    hdr_len: usize,
+    /// Inside a packet's payload, `need` bytes still to come.
+    in_packet: bool,
+    need: usize,
+    len: usize,
+    seq: u8,
+    keep: usize,
+    buf: Vec<u8>,
+    first_ns: i64,
+    /// After a gap: bytes are dropped until a segment starts a packet.
+    hunting: bool,
+    /// The previous packet had a 0xffffff payload: this one continues it.
+    continued: bool,
+}
+
+impl Framer {
+    fn reset(&mut self) {
+        self.hdr_len = 0;
+        self.in_packet = false;
+        self.need = 0;
+        self.buf.clear();
+        self.continued = false;
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Nothing seen yet.
+    Init,
+    /// Server greeting seen, client handshake response expected.
+    Greeted,
+    /// Handshake response sent, waiting for the server's OK/ERR.
+    Auth,
+    Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resp {
+    First,
+    ColumnDefs(u64),
+    ColumnEof,
+    Rows,
+    PrepareParams { left: u64, cols: u64 },
+    PrepareParamsEof { cols: u64 },
+    PrepareCols(u64),
+    PrepareColsEof,
+    LocalInfile,
+    FieldList,
+}
+
+struct Pending {
+    cmd: u8,
+    tx: MysqlTx,
+    req: Option<Span>,
+    resp: Option<Span>,
+    state: Resp,
+    error: bool,
+    next_seq: u8,
+    /// Text of a COM_STMT_PREPARE, remembered under the id of its PREPARE_OK.
+    prepare_text: Option<String>,
+    /// Database named by COM_INIT_DB or `USE`, current once it succeeds.
+    new_db: Option<String>,
+}
+
+struct Stmt {
+    query: Option<String>,
+    fingerprint: Option<String>,
+    num_params: u16,
+    /// Parameter types of the last execute that sent them.
+    types: Vec<u8>,
+}
+
+pub struct MysqlParser {
+    cfg: ParseConfig,
+    stats: ParseStats,
+    fr: [Framer; 2],
+    phase: Phase,
+    server_caps: Option<u32>,
+    client_caps: Option<u32>,
+    /// None until known: from the handshake, or learnt from a result set.
+    deprecate_eof: Option<bool>,
+    user: Option<String>,
+    database: Option<String>,
+    server_version: Option<String>,
+    pending: Option<Pending>,
+    stmts: HashMap<u32, Stmt>,
+    gave_up: Option<GiveUp>,
+}
+
+fn di(dir: Dir) -> usize {
+    match dir {
+        Dir::ToServer => 0,
+        Dir::ToClient => 1,
+    }
+}
+
+fn add_span(span: &mut Option<Span>, first_ns: i64, last_ns: i64, bytes: u64) {
+    match span {
+        Some(s) => {
+            s.last_ns = s.last_ns.max(last_ns);
+            s.bytes += bytes;
+        }
+        None => *span = Some(Span { first_ns, last_ns, bytes }),
+    }
+}
+
+/// True when `data`, the first bytes seen in `dir`, look like this protocol:
+/// a server greeting (protocol 10, a version string starting with a digit),
+/// a client handshake response, or one whole client command packet.
+pub fn looks_like(dir: Dir, data: &[u8]) -> bool {
+    if data.len() < 5 {
+        return false;
+    }
+    let len = le(&data[..3]) as usize;
+    let seq = data[3];
+    let p = &data[4..];
+    match dir {
+        Dir::ToClient => {
+            if seq != 0 || p[0] != 0x0a || !(20..=1024).contains(&len) {
+                return false;
+            }
+            let mut pos = 1;
+            let v = cstr(p, &mut pos);
+            pos < p.len() && !v.is_empty() && v[0].is_ascii_digit() && v.iter().all(|b| b.is_ascii_graphic())
+        }
+        Dir::ToServer => {
+            if seq == 1 {
+                // Handshake response: protocol 4.1 caps, 23 zero filler bytes.
+                return (32..=4096).contains(&len)
+                    && p.len() >= 32
+                    && u32_at(p, 0).is_some_and(|c| c & CLIENT_PROTOCOL_41 != 0)
+                    && p[9..32].iter().all(|&b| b == 0);
+            }
+            if seq != 0 || len == 0 || 4 + len != data.len() {
+                return false;
+            }
+            match p[0] {
+                COM_QUERY | COM_STMT_PREPARE => {
+                    len >= 4
+                        && std::str::from_utf8(&p[1..])
+                            .is_ok_and(|s| s.chars().all(|c| !c.is_control() || c.is_whitespace()))
+                }
+                COM_INIT_DB => len >= 2 && p[1..].iter().all(|b| b.is_ascii_graphic()),
+                COM_QUIT | COM_PING_CODE | COM_STATISTICS => len == 1,
+                _ => false,
+            }
+        }
+    }
+}
+
+const COM_PING_CODE: u8 = 0x0e;
+
+impl MysqlParser {
+    pub fn new(cfg: &ParseConfig) -> Self {
+        MysqlParser {
+            cfg: cfg.clone(),
+            stats: ParseStats::default(),
+            fr: [Framer::default(), Framer::default()],
+            phase: Phase::Init,
+            server_caps: None,
+            client_caps: None,
+            deprecate_eof: None,
+            user: None,
+            database: None,
+            server_version: None,
+            pending: None,
+            stmts: HashMap::new(),
+            gave_up: None,
+        }
+    }
+
+    /// Why the parser gave up, if it did.
+    pub fn gave_up_reason(&self) -> Option<GiveUp> {
+        self.gave_up
+    }
+
+    fn keep_for(&self, dir: Dir, len: usize) -> usize {
+        let cap = match dir {
+            Dir::ToServer => self.cfg.max_header_bytes.max(64),
+            Dir::ToClient => SERVER_KEEP,
+        };
+        len.min(cap)
+    }
+
+    /// Text as recorded: redacted if asked, cut to `max_text_bytes`.
+    fn record_text(&self, raw: &[u8]) -> (String, bool, String) {
+        let s = String::from_utf8_lossy(raw);
+        let fp = fingerprint::fingerprint(&s);
+        let mut t = if self.cfg.redact { fingerprint::redact(&s) } else { s.into_owned() };
+        let cut = truncate(&mut t, self.cfg.max_text_bytes);
+        (t, cut, fp)
+    }
+
+    fn new_tx(&self, cmd: u8) -> MysqlTx {
+        MysqlTx {
+            command: command_name(cmd),
+            database: self.database.clone(),
+            user: self.user.clone(),
+            server_version: self.server_version.clone(),
+            ..MysqlTx::default()
+        }
+    }
+
+    fn emit(&mut self, p: Pending, status: Option<TxStatus>, out: &mut Vec<Transaction>) {
+        let status = status.unwrap_or(if p.req.is_none() {
+            TxStatus::NoRequest
+        } else if p.error {
+            TxStatus::Error
+        } else {
+            TxStatus::Ok
+        });
+        if status == TxStatus::Ok {
+            if let Some(db) = p.new_db {
+                self.database = Some(db);
+            }
+        }
+        out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Mysql(p.tx) });
+    }
+
+    /// Emits the command in flight, if any: as answered if a response began,
+    /// else as unanswered.
+    fn flush_pending(&mut self, out: &mut Vec<Transaction>) {
+        if let Some(p) = self.pending.take() {
+            let status = if p.resp.is_none() && p.req.is_some() { Some(TxStatus::NoResponse) } else { None };
+            self.emit(p, status, out);
+        }
+    }
+
+    fn packet(
+        &mut self,
+        dir: Dir,
+        seq: u8,
+        len: usize,
+        payload: &[u8],
+        (first_ns, last_ns): (i64, i64),
+        out: &mut Vec<Transaction>,
+    ) {
+        let d = di(dir);
+        let bytes = 4 + len as u64;
+        let continued = self.fr[d].continued;
+        self.fr[d].continued = len == MAX_PAYLOAD;
+        if continued {
+            // The rest of a >= 16 MiB message: only its bytes count.
+            if let Some(p) = self.pending.as_mut() {
+                let span = if dir == Dir::ToServer { &mut p.req } else { &mut p.resp };
+                add_span(span, first_ns, last_ns, bytes);
+                p.next_seq = seq.wrapping_add(1);
+            }
+            return;
+        }
+        match dir {
+            Dir::ToServer => self.client_packet(seq, len, payload, first_ns, last_ns, out),
+            Dir::ToClient => self.server_packet(seq, len, payload, first_ns, last_ns, out),
+        }
+    }
+
+    fn client_packet(
+        &mut self,
+        seq: u8,
+        len: usize,
+        p: &[u8],
+        first_ns: i64,
+        last_ns: i64,
+        out: &mut Vec<Transaction>,
+    ) {
+        let bytes = 4 + len as u64;
+        match self.phase {
+            Phase::Init | Phase::Greeted if seq == 1 => return self.handshake_response(len, p, first_ns, last_ns, out),
+            Phase::Init if seq == 0 => self.phase = Phase::Command,
+            Phase::Auth if seq != 0 => {
+                // More authentication data (auth switch response, ...).
+                if let Some(pd) = self.pending.as_mut() {
+                    add_span(&mut pd.req, first_ns, last_ns, bytes);
+                }
+                return;
+            }
+            Phase::Auth => {
+                // A command before the server's OK: the OK was not seen.
+                self.flush_pending(out);
+                self.phase = Phase::Command;
+            }
+            _ => {}
+        }
+        if seq != 0 {
+            // Continuation of the command in flight (LOCAL INFILE data,
+            // COM_CHANGE_USER auth exchange).
+            match self.pending.as_mut() {
+                Some(pd) if pd.req.is_some() => add_span(&mut pd.req, first_ns, last_ns, bytes),
+                _ => {
+                    self.stats.malformed += 1;
+                    self.stats.unparsed_bytes += bytes;
+                }
+            }
+            return;
+        }
+        self.flush_pending(out);
+        let Some(&cmd) = p.first() else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let mut tx = self.new_tx(cmd);
+        let arg = p.get(1..).unwrap_or(&[]);
+        let mut pd = Pending {
+            cmd,
+            tx: MysqlTx::default(),
+            req: Some(Span { first_ns, last_ns, bytes }),
+            resp: None,
+            state: Resp::First,
+            error: false,
+            next_seq: 1,
+            prepare_text: None,
+            new_db: None,
+        };
+        match cmd {
+            COM_QUERY | COM_STMT_PREPARE => {
+                let (t, cut, fp) = self.record_text(arg);
+                if cmd == COM_QUERY {
+                    pd.new_db = use_target(arg);
+                } else {
+                    pd.prepare_text = Some(t.clone());
+                }
+                tx.query = Some(t);
+                tx.query_truncated = cut || len > p.len();
+                tx.fingerprint = Some(fp);
+            }
+            COM_INIT_DB | COM_FIELD_LIST => {
+                let mut pos = 0;
+                let name = text(cstr(arg, &mut pos));
+                if cmd == COM_INIT_DB {
+                    pd.new_db = Some(name.clone());
+                }
+                tx.query = Some(name);
+            }
+            COM_CHANGE_USER => {
+                let mut pos = 0;
+                let user = text(cstr(arg, &mut pos));
+                self.user = Some(user.clone());
+                tx.user = Some(user);
+            }
+            COM_STMT_EXECUTE | COM_STMT_CLOSE | COM_STMT_SEND_LONG_DATA | 0x1a | 0x1c => {
+                if let Some(id) = u32_at(arg, 0) {
+                    tx.statement_id = Some(id);
+                    if let Some(st) = self.stmts.get_mut(&id) {
+                        tx.query = st.query.clone();
+                        tx.fingerprint = st.fingerprint.clone();
+                        if cmd == COM_STMT_EXECUTE {
+                            tx.params = exec_params(arg, st, self.cfg.redact, self.cfg.max_text_bytes);
+                        }
+                    }
+                    if cmd == COM_STMT_CLOSE {
+                        self.stmts.remove(&id);
+                    }
+                }
+            }
+            _ => {}
+        }
+        pd.tx = tx;
+        if no_response(cmd) {
+            self.emit(pd, Some(TxStatus::Ok), out);
+        } else {
+            self.pending = Some(pd);
+        }
+    }
+
+    fn handshake_response(&mut self, len: usize, p: &[u8], first_ns: i64, last_ns: i64, out: &mut Vec<Transaction>) {
+        self.flush_pending(out);
+        let Some(caps16) = u16_at(p, 0) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let mut caps = caps16 as u32;
+        let mut pos;
+        if caps & CLIENT_PROTOCOL_41 != 0 {
+            caps = u32_at(p, 0).unwrap_or(caps);
+            if caps & CLIENT_SSL != 0 && len <= 32 {
+                // SSL request: the rest of the connection is TLS.
+                self.gave_up = Some(GiveUp::Tls);
+                return;
+            }
+            pos = 32;
+        } else {
+            if caps & CLIENT_SSL != 0 && len <= 5 {
+                self.gave_up = Some(GiveUp::Tls);
+                return;
+            }
+            pos = 5;
+        }
+        let user = text(cstr(p, &mut pos));
+        if caps & CLIENT_PROTOCOL_41 != 0 {
+            if caps & CLIENT_PLUGIN_AUTH_LENENC != 0 {
+                let n = lenenc(p, &mut pos).unwrap_or(0);
+                pos = pos.saturating_add(n as usize);
+            } else if caps & CLIENT_SECURE_CONNECTION != 0 {
+                let n = p.get(pos).copied().unwrap_or(0) as usize;
+                pos += 1 + n;
+            } else {
+                cstr(p, &mut pos);
+            }
+        } else {
+            cstr(p, &mut pos);
+        }
+        let db = if caps & CLIENT_CONNECT_WITH_DB != 0 && pos < p.len() {
+            let d = cstr(p, &mut pos);
+            (!d.is_empty()).then(|| text(d))
+        } else {
+            None
+        };
+        self.client_caps = Some(caps);
+        let both = caps & self.server_caps.unwrap_or(caps);
+        self.deprecate_eof = Some(both & CLIENT_DEPRECATE_EOF != 0);
+        self.user = Some(user);
+        if db.is_some() {
+            self.database = db;
+        }
+        let tx = self.new_tx(LOGIN);
+        self.pending = Some(Pending {
+            cmd: LOGIN,
+            tx,
+            req: Some(Span { first_ns, last_ns, bytes: 4 + len as u64 }),
+            resp: None,
+            state: Resp::First,
+            error: false,
+            next_seq: 2,
+            prepare_text: None,
+            new_db: None,
+        });
+        self.phase = Phase::Auth;
+    }
+
+    fn greeting(&mut self, p: &[u8]) {
+        let mut pos = 1;
+        self.server_version = Some(text(cstr(p, &mut pos)));
+        // conn id (4), auth data part 1 (8), filler (1), caps low (2),
+        // charset (1), status (2), caps high (2).
+        pos += 13;
+        let lo = u16_at(p, pos).unwrap_or(0) as u32;
+        let hi = u16_at(p, pos + 5).unwrap_or(0) as u32;
+        self.server_caps = Some(lo | (hi << 16));
+        self.phase = Phase::Greeted;
+    }
+
+    fn server_packet(
+        &mut self,
+        seq: u8,
+        len: usize,
+        p: &[u8],
+        first_ns: i64,
+        last_ns: i64,
+        out: &mut Vec<Transaction>,
+    ) {
+        let bytes = 4 + len as u64;
+        let first = p.first().copied();
+        if self.phase == Phase::Init && seq == 0 && first == Some(0x0a) && self.pending.is_none() {
+            self.greeting(p);
+            return;
+        }
+        if self.pending.is_none() {
+            if seq == 1 || (self.phase == Phase::Init && seq == 0 && first == Some(0xff)) {
+                // A response whose command was not seen (capture started
+                // mid-stream, or a gap), or the server refusing the connection.
+                let tx = self.new_tx(UNKNOWN);
+                self.pending = Some(Pending {
+                    cmd: UNKNOWN,
+                    tx,
+                    req: None,
+                    resp: None,
+                    state: Resp::First,
+                    error: false,
+                    next_seq: seq,
+                    prepare_text: None,
+                    new_db: None,
+                });
+                if self.phase == Phase::Init {
+                    self.phase = Phase::Command;
+                }
+            } else {
+                self.stats.malformed += 1;
+                self.stats.unparsed_bytes += bytes;
+                return;
+            }
+        }
+        let deprecate = self.deprecate_eof;
+        let Some(pd) = self.pending.as_mut() else {
+            return;
+        };
+        if seq != pd.next_seq {
+            self.stats.malformed += 1;
+        }
+        pd.next_seq = seq.wrapping_add(1);
+        add_span(&mut pd.resp, first_ns, last_ns, bytes);
+        let first = first.unwrap_or(0);
+        let is_eof = first == 0xfe && len < 9;
+        let mut done = false;
+        let mut learnt_deprecate = None;
+        match pd.state {
+            Resp::First => {
+                if pd.cmd == LOGIN {
+                    match first {
+                        0x00 => done = true,
+                        0xff => {
+                            parse_err(p, &mut pd.tx);
+                            pd.error = true;
+                            done = true;
+                        }
+                        // Auth switch request / more auth data: keep waiting.
+                        _ => {}
+                    }
+                } else if first == 0xff {
+                    parse_err(p, &mut pd.tx);
+                    pd.error = true;
+                    done = true;
+                } else if first == 0x00 && pd.cmd == COM_STMT_PREPARE && len >= 12 {
+                    let id = u32_at(p, 1).unwrap_or(0);
+                    let cols = u16_at(p, 5).unwrap_or(0) as u64;
+                    let params = u16_at(p, 7).unwrap_or(0);
+                    pd.tx.statement_id = Some(id);
+                    pd.tx.num_fields = Some(cols);
+                    if self.stmts.len() >= MAX_STMTS {
+                        // A client that never closes statements: start over
+                        // rather than grow without bound.
+                        self.stmts.clear();
+                    }
+                    self.stmts.insert(
+                        id,
+                        Stmt {
+                            query: pd.prepare_text.take(),
+                            fingerprint: pd.tx.fingerprint.clone(),
+                            num_params: params,
+                            types: Vec::new(),
+                        },
+                    );
+                    pd.state = if params > 0 {
+                        Resp::PrepareParams { left: params as u64, cols }
+                    } else if cols > 0 {
+                        Resp::PrepareCols(cols)
+                    } else {
+                        done = true;
+                        Resp::First
+                    };
+                } else if first == 0x00 || (pd.cmd != UNKNOWN && is_eof && pd.cmd != COM_FIELD_LIST) {
+                    let more = if first == 0x00 { parse_ok(p, &mut pd.tx) } else { eof_more(p) };
+                    done = !more;
+                } else if first == 0xfb && pd.cmd == COM_QUERY {
+                    pd.state = Resp::LocalInfile;
+                } else if pd.cmd == COM_FIELD_LIST {
+                    if is_eof {
+                        done = true;
+                    } else {
+                        pd.tx.num_fields = Some(1);
+                        pd.state = Resp::FieldList;
+                    }
+                } else if pd.cmd == COM_STATISTICS {
+                    done = true;
+                } else {
+                    let mut pos = 0;
+                    match lenenc(p, &mut pos) {
+                        Some(n) if n > 0 => {
+                            pd.tx.num_fields = Some(n);
+                            pd.tx.num_rows.get_or_insert(0);
+                            pd.state = Resp::ColumnDefs(n);
+                        }
+                        _ => {
+                            self.stats.malformed += 1;
+                            done = true;
+                        }
+                    }
+                }
+            }
+            Resp::ColumnDefs(left) => {
+                pd.state = if left > 1 {
+                    Resp::ColumnDefs(left - 1)
+                } else if deprecate == Some(true) {
+                    Resp::Rows
+                } else {
+                    Resp::ColumnEof
+                };
+            }
+            Resp::ColumnEof => {
+                if is_eof {
+                    pd.state = Resp::Rows;
+                    learnt_deprecate = Some(false);
+                } else if first == 0xff {
+                    parse_err(p, &mut pd.tx);
+                    pd.error = true;
+                    done = true;
+                } else {
+                    // No EOF after the column definitions: the server
+                    // deprecated EOF (handshake not seen). This is a row.
+                    learnt_deprecate = Some(true);
+                    pd.state = Resp::Rows;
+                    *pd.tx.num_rows.get_or_insert(0) += 1;
+                }
+            }
+            Resp::Rows => {
+                let end = first == 0xfe && if deprecate == Some(true) { len < MAX_PAYLOAD } else { len < 9 };
+                if end {
+                    let more = if len < 9 && deprecate != Some(true) { eof_more(p) } else { parse_ok(p, &mut pd.tx) };
+                    if more {
+                        pd.state = Resp::First;
+                    } else {
+                        done = true;
+                    }
+                } else if first == 0xff {
+                    parse_err(p, &mut pd.tx);
+                    pd.error = true;
+                    done = true;
+                } else {
+                    *pd.tx.num_rows.get_or_insert(0) += 1;
+                }
+            }
+            Resp::PrepareParams { left, cols } => {
+                pd.state = if left > 1 {
+                    Resp::PrepareParams { left: left - 1, cols }
+                } else if deprecate == Some(true) {
+                    if cols > 0 {
+                        Resp::PrepareCols(cols)
+                    } else {
+                        done = true;
+                        Resp::First
+                    }
+                } else {
+                    Resp::PrepareParamsEof { cols }
+                };
+            }
+            Resp::PrepareParamsEof { cols } => {
+                if cols > 0 {
+                    pd.state = Resp::PrepareCols(cols);
+                } else {
+                    done = true;
+                }
+            }
+            Resp::PrepareCols(left) => {
+                if left > 1 {
+                    pd.state = Resp::PrepareCols(left - 1);
+                } else if deprecate == Some(true) {
+                    done = true;
+                } else {
+                    pd.state = Resp::PrepareColsEof;
+                }
+            }
+            Resp::PrepareColsEof => done = true,
+            Resp::LocalInfile => match first {
+                0x00 => {
+                    done = !parse_ok(p, &mut pd.tx);
+                }
+                0xff => {
+                    parse_err(p, &mut pd.tx);
+                    pd.error = true;
+                    done = true;
+                }
+                _ => self.stats.malformed += 1,
+            },
+            Resp::FieldList => {
+                if is_eof {
+                    done = true;
+                } else if first == 0xff {
+                    parse_err(p, &mut pd.tx);
+                    pd.error = true;
+                    done = true;
+                } else {
+                    *pd.tx.num_fields.get_or_insert(0) += 1;
+                }
+            }
+        }
+        if learnt_deprecate.is_some() && self.deprecate_eof.is_none() {
+            self.deprecate_eof = learnt_deprecate;
+        }
+        if done {
+            let Some(pd) = self.pending.take() else {
+                return;
+            };
+            let login = pd.cmd == LOGIN;
+            let ok = !pd.error;
+            self.emit(pd, None, out);
+            if login {
+                self.phase = Phase::Command;
+                let both = self.client_caps.unwrap_or(0) & self.server_caps.unwrap_or(0);
+                if ok && both & CLIENT_COMPRESS != 0 {
+                    self.gave_up = Some(GiveUp::Compressed);
+                }
+            }
+        }
+    }
+
+    /// After a gap, may `data` (the next bytes of `dir`) start a packet?
+    fn resync_ok(&self, dir: Dir, data: &[u8]) -> bool {
+        if data.len() < 5 {
+            return false;
+        }
+        let len = le(&data[..3]) as usize;
+        let seq = data[3];
+        match dir {
+            Dir::ToServer => {
+                seq == 0
+                    && len >= 1
+                    && data[4] <= 0x1f
+                    && (4 + len == data.len() || (data[4] == COM_QUERY && 4 + len > data.len()))
+            }
+            Dir::ToClient => seq == 1 && len >= 1 && self.pending.as_ref().is_some_and(|p| p.resp.is_none()),
+        }
+    }
+}
+
+/// `USE db` (optionally back-quoted): the database it selects.
+fn use_target(q: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(q).ok()?.trim();
+    let rest = s.get(..4).filter(|p| p.eq_ignore_ascii_case("use ")).map(|_| &s[4..])?;
+    let db = rest.trim().trim_end_matches(';').trim().trim_matches('`');
+    (!db.is_empty() && !db.contains(char::is_whitespace)).then(|| db.to_string())
+}
+
+/// OK packet: affected rows, last insert id; true if more results follow.
+fn parse_ok(p: &[u8], tx: &mut MysqlTx) -> bool {
+    let mut pos = 1;
+    let Some(affected) = lenenc(p, &mut pos) else {
+        return false;
+    };
+    let Some(id) = lenenc(p, &mut pos) else {
+        return false;
+    };
+    if p.first() == Some(&0x00) {
+        tx.affected_rows = Some(tx.affected_rows.unwrap_or(0) + affected);
+        tx.insert_id = Some(id);
+    }
+    u16_at(p, pos).is_some_and(|s| s & SERVER_MORE_RESULTS_EXISTS != 0)
+}
+
+/// Classic EOF packet: true if more results follow.
+fn eof_more(p: &[u8]) -> bool {
+    u16_at(p, 3).is_some_and(|s| s & SERVER_MORE_RESULTS_EXISTS != 0)
+}
+
+/// ERR packet: code, SQL state (protocol 4.1 `#XXXXX`), message.
+fn parse_err(p: &[u8], tx: &mut MysqlTx) {
+    tx.error_code = u16_at(p, 1);
+    let mut msg = p.get(3..).unwrap_or(&[]);
+    if msg.first() == Some(&b'#') && msg.len() >= 6 {
+        tx.sql_state = Some(text(&msg[1..6]));
+        msg = &msg[6..];
+    }
+    tx.error_message = Some(text(msg));
+}
+
+/// Parameters of a COM_STMT_EXECUTE (`arg` is the payload after the command
+/// byte): decoded as text for the common types, `?` each when redacting.
+fn exec_params(arg: &[u8], st: &mut Stmt, redact: bool, budget: usize) -> Vec<String> {
+    let n = st.num_params as usize;
+    if n == 0 {
+        return Vec::new();
+    }
+    // stmt id (4), flags (1), iteration count (4), NULL bitmap, bound flag.
+    let bitmap_at = 9;
+    let bitmap_len = n.div_ceil(8);
+    let Some(bitmap) = arg.get(bitmap_at..bitmap_at + bitmap_len) else {
+        return Vec::new();
+    };
+    let mut pos = bitmap_at + bitmap_len;
+    let Some(&bound) = arg.get(pos) else {
+        return Vec::new();
+    };
+    pos += 1;
+    if bound == 1 {
+        let Some(types) = arg.get(pos..pos + 2 * n) else {
+            return Vec::new();
+        };
+        st.types = types.to_vec();
+        pos += 2 * n;
+    }
+    if st.types.len() != 2 * n {
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(n);
+    let mut used = 0usize;
+    for i in 0..n {
+        if bitmap[i / 8] & (1 << (i % 8)) != 0 {
+            out.push("NULL".to_string());
+            continue;
+        }
+        let t = st.types[2 * i];
+        let unsigned = st.types[2 * i + 1] & 0x80 != 0;
+        let fixed = |w: usize, pos: &mut usize| -> Option<u64> {
+            let v = le(arg.get(*pos..*pos + w)?);
+            *pos += w;
+            Some(v)
+        };
+        let v = match t {
+            1 => fixed(1, &mut pos).map(|v| if unsigned { v.to_string() } else { (v as u8 as i8).to_string() }),
+            2 | 13 => fixed(2, &mut pos).map(|v| if unsigned { v.to_string() } else { (v as u16 as i16).to_string() }),
+            3 | 9 => fixed(4, &mut pos).map(|v| if unsigned { v.to_string() } else { (v as u32 as i32).to_string() }),
+            8 => fixed(8, &mut pos).map(|v| if unsigned { v.to_string() } else { (v as i64).to_string() }),
+            4 => fixed(4, &mut pos).map(|v| f32::from_bits(v as u32).to_string()),
+            5 => fixed(8, &mut pos).map(|v| f64::from_bits(v).to_string()),
+            6 => Some("NULL".to_string()),
+            7 | 10 | 12 => {
+                let l = *arg.get(pos).unwrap_or(&0) as usize;
+                let b = arg.get(pos + 1..pos + 1 + l);
+                pos += 1 + l;
+                b.map(|b| {
+                    let y = u16_at(b, 0).unwrap_or(0);
+                    let g = |k: usize| b.get(k).copied().unwrap_or(0);
+                    if l > 4 {
+                        format!("{y:04}-{:02}-{:02} {:02}:{:02}:{:02}", g(2), g(3), g(4), g(5), g(6))
+                    } else {
+                        format!("{y:04}-{:02}-{:02}", g(2), g(3))
+                    }
+                })
+            }
+            11 => {
+                let l = *arg.get(pos).unwrap_or(&0) as usize;
+                pos += 1 + l;
+                Some("time".to_string())
+            }
+            _ => {
+                // Decimal, strings, blobs, JSON, enum, set, bit, geometry.
+                let l = lenenc(arg, &mut pos).map(|l| l as usize);
+                l.and_then(|l| {
+                    let b = arg.get(pos..pos + l);
+                    pos += l;
+                    b.map(text)
+                })
+            }
+        };
+        let Some(mut v) = v else { break };
+        if redact {
+            v = "?".to_string();
+        }
+        let room = budget.saturating_sub(used);
+        truncate(&mut v, room);
+        used += v.len();
+        out.push(v);
+    }
+    out
 }
 
 impl StreamParser for MysqlParser {
-    fn data(&mut self, _dir: Dir, _ts_ns: i64, data: &[u8], _out: &mut Vec<Transaction>) {
-        self.stats.unparsed_bytes += data.len() as u64;
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+        let d = di(dir);
+        if self.gave_up.is_some() {
+            self.stats.unparsed_bytes += data.len() as u64;
+            return;
+        }
+        if self.fr[d].hunting {
+            if !self.resync_ok(dir, data) {
+                self.stats.unparsed_bytes += data.len() as u64;
+                return;
+            }
+            self.fr[d].hunting = false;
+            self.stats.resyncs += 1;
+        }
+        let mut data = data;
+        while !data.is_empty() {
+            if self.gave_up.is_some() {
+                self.stats.unparsed_bytes += data.len() as u64;
+                return;
+            }
+            let f = &mut self.fr[d];
+            if f.in_packet {
+                let n = f.need.min(data.len());
+                let room = f.keep.saturating_sub(f.buf.len());
+                f.buf.extend_from_slice(&data[..n.min(room)]);
+                f.need -= n;
+                data = &data[n..];
+                if f.need == 0 {
+                    f.in_packet = false;
+                    let buf = std::mem::take(&mut f.buf);
+                    let (seq, len, first) = (f.seq, f.len, f.first_ns);
+                    self.packet(dir, seq, len, &buf, (first, ts_ns), out);
+                    let f = &mut self.fr[d];
+                    f.buf = buf;
+                    f.buf.clear();
+                }
+                continue;
+            }
+            if f.hdr_len > 0 || data.len() < 4 {
+                if f.hdr_len == 0 {
+                    f.first_ns = ts_ns;
+                }
+                let n = (4 - f.hdr_len).min(data.len());
+                f.hdr[f.hdr_len..f.hdr_len + n].copy_from_slice(&data[..n]);
+                f.hdr_len += n;
+                data = &data[n..];
+                if f.hdr_len < 4 {
+                    return;
+                }
+                f.hdr_len = 0;
+                let len = le(&f.hdr[..3]) as usize;
+                let seq = f.hdr[3];
+                if len == 0 {
+                    let first = f.first_ns;
+                    self.packet(dir, seq, 0, &[], (first, ts_ns), out);
+                    continue;
+                }
+                let keep = self.keep_for(dir, len);
+                let f = &mut self.fr[d];
+                f.in_packet = true;
+                f.need = len;
+                f.len = len;
+                f.seq = seq;
+                f.keep = keep;
+                f.buf.clear();
+                continue;
+            }
+            let len = le(&data[..3]) as usize;
+            let seq = data[3];
+            if data.len() >= 4 + len {
+                let payload = &data[4..4 + len];
+                data = &data[4 + len..];
+                self.packet(dir, seq, len, payload, (ts_ns, ts_ns), out);
+            } else {
+                let keep = self.keep_for(dir, len);
+                let f = &mut self.fr[d];
+                let have = &data[4..];
+                f.in_packet = true;
+                f.need = len - have.len();
+                f.len = len;
+                f.seq = seq;
+                f.keep = keep;
+                f.first_ns = ts_ns;
+                f.buf.clear();
+                f.buf.extend_from_slice(&have[..have.len().min(keep)]);
+                return;
+            }
+        }
     }
-    fn gap(&mut self, _dir: Dir, _ts_ns: i64, _len: u64, _out: &mut Vec<Transaction>) {
+
+    fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, out: &mut Vec<Transaction>) {
         self.stats.gaps += 1;
+        let d = di(dir);
+        self.fr[d].reset();
+        self.fr[d].hunting = true;
+        if dir == Dir::ToClient {
+            // The response (or part of it) is lost: what we know of the
+            // command goes out as unanswered.
+            if let Some(mut p) = self.pending.take() {
+                p.resp = None;
+                self.emit(p, Some(TxStatus::NoResponse), out);
+            }
+        }
     }
-    fn expire(&mut self, _now_ns: i64, _out: &mut Vec<Transaction>) {}
-    fn finish(&mut self, _ts_ns: i64, _out: &mut Vec<Transaction>) {}
+
+    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+        let stale = self.pending.as_ref().is_some_and(|p| {
+            p.resp.is_none() && p.req.is_some_and(|r| now_ns - r.last_ns > self.cfg.transaction_timeout_ns)
+        });
+        if stale {
+            self.flush_pending(out);
+        }
+    }
+
+    fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+        self.flush_pending(out);
+    }
+
     fn gave_up(&self) -> bool {
-        true
+        self.gave_up.is_some()
     }
+
     fn stats(&self) -> ParseStats {
         self.stats
     }
 }
+
+#[cfg(test)]
+mod tests;

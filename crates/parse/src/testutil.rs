@@ -214,4 +214,118 @@ pub fn udp_datagrams(rel: &str, server_ports: &[u16]) -> Vec<Datagram> {
         });
     }
     out
+// ---- Helpers for the SQL and Redis parser tests (appended). ----
+
+/// Every transaction of `rel` parsed by `proto` with `cfg`, per connection.
+pub fn parse_pcap(
+    rel: &str,
+    ports: &[u16],
+    proto: crate::Protocol,
+    cfg: &crate::ParseConfig,
+) -> Vec<Vec<crate::Transaction>> {
+    let evs = tcp_events(rel, ports);
+    run_parser(&evs, || proto.stream_parser(cfg))
+}
+
+/// A small deterministic PRNG (xorshift64*), so stress tests need no crate.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        if n == 0 { 0 } else { (self.next() % n as u64) as usize }
+    }
+}
+
+/// Feeds `events` to fresh parsers in many damaged ways; the test passes if
+/// nothing panics. Variants: every prefix of the event list (each event cut
+/// at a byte position too, sampled for long streams), random re-chunking,
+/// flipped bytes, dropped chunks turned into gaps, expiry in between.
+pub fn stress(events: &[Ev], make: impl Fn() -> Box<dyn crate::StreamParser + Send>) {
+    let total: usize = events.iter().map(|e| if let Ev::Data { data, .. } = e { data.len() } else { 0 }).sum();
+    // Prefixes: cut after k whole events plus j bytes of event k.
+    let cuts: Vec<(usize, usize)> = {
+        let mut v = Vec::new();
+        for (k, e) in events.iter().enumerate() {
+            let n = if let Ev::Data { data, .. } = e { data.len() } else { 0 };
+            if total <= 20_000 {
+                for j in 0..=n {
+                    v.push((k, j));
+                }
+            } else {
+                for j in [0, 1, 3, 4, 5, n / 2, n.saturating_sub(1)] {
+                    if j <= n {
+                        v.push((k, j));
+                    }
+                }
+            }
+        }
+        v
+    };
+    for &(k, j) in &cuts {
+        let mut evs: Vec<Ev> = events[..k].to_vec();
+        if let Ev::Data { conn, dir, ts_ns, data } = &events[k] {
+            evs.push(Ev::Data { conn: *conn, dir: *dir, ts_ns: *ts_ns, data: data[..j].to_vec() });
+        }
+        run_parser(&evs, &make);
+    }
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for round in 0..60 {
+        let mut evs = Vec::new();
+        for e in events {
+            match e {
+                Ev::Data { conn, dir, ts_ns, data } => {
+                    let mut rest: &[u8] = data;
+                    while !rest.is_empty() {
+                        let n = 1 + rng.below(rest.len().min(if round % 2 == 0 { 7 } else { 1500 }));
+                        let mut piece = rest[..n].to_vec();
+                        rest = &rest[n..];
+                        match (round % 4, rng.below(20)) {
+                            (1, 0) => {
+                                let i = rng.below(piece.len());
+                                piece[i] ^= 1 << rng.below(8);
+                            }
+                            (2, 0) => {
+                                evs.push(Ev::Gap { conn: *conn, dir: *dir, ts_ns: *ts_ns, len: n as u64 });
+                                continue;
+                            }
+                            (3, 0) => {
+                                let i = rng.below(piece.len());
+                                piece[i] = rng.next() as u8;
+                                piece.truncate(i + 1);
+                            }
+                            _ => {}
+                        }
+                        evs.push(Ev::Data { conn: *conn, dir: *dir, ts_ns: *ts_ns, data: piece });
+                    }
+                }
+                g => evs.push(g.clone()),
+            }
+        }
+        // Also drive expiry: a parser per connection, expire at every event.
+        let mut ps: Vec<Box<dyn crate::StreamParser + Send>> = Vec::new();
+        let mut out = Vec::new();
+        for e in &evs {
+            let (conn, ts) = match e {
+                Ev::Data { conn, ts_ns, .. } | Ev::Gap { conn, ts_ns, .. } => (*conn, *ts_ns),
+            };
+            while ps.len() <= conn {
+                ps.push(make());
+            }
+            match e {
+                Ev::Data { dir, data, .. } => ps[conn].data(*dir, ts, data, &mut out),
+                Ev::Gap { dir, len, .. } => ps[conn].gap(*dir, ts, *len, &mut out),
+            }
+            ps[conn].expire(ts + (rng.below(3) as i64) * 20_000_000_000, &mut out);
+            let _ = ps[conn].stats();
+        }
+        for p in &mut ps {
+            p.finish(0, &mut out);
+        }
+    }
 }

@@ -1,0 +1,463 @@
+//! MySQL parser tests: hand-made packets for edge cases, the Packetbeat
+//! system-test pcaps (facts from shared/testdata/packetbeat/manifest.json),
+//! Zeek's mysql.log baseline, and damaged input.
+
+use super::*;
+use crate::Protocol;
+use crate::testutil::{parse_pcap, stress, tcp_events};
+
+fn all(rel: &str, port: u16) -> Vec<Transaction> {
+    parse_pcap(rel, &[port], Protocol::Mysql, &ParseConfig::default()).into_iter().flatten().collect()
+}
+
+fn my(t: &Transaction) -> &MysqlTx {
+    match &t.detail {
+        Detail::Mysql(m) => m,
+        d => panic!("not mysql: {d:?}"),
+    }
+}
+
+/// Packetbeat reports SQL commands only (no login, ping, quit).
+fn queries(txs: &[Transaction]) -> Vec<&Transaction> {
+    txs.iter().filter(|t| matches!(my(t).command, "query" | "stmt_prepare" | "stmt_execute")).collect()
+}
+
+fn pkt(seq: u8, payload: &[u8]) -> Vec<u8> {
+    let mut v = (payload.len() as u32).to_le_bytes()[..3].to_vec();
+    v.push(seq);
+    v.extend_from_slice(payload);
+    v
+}
+
+fn run(chunks: &[(Dir, Vec<u8>)], cfg: &ParseConfig) -> (Vec<Transaction>, MysqlParser) {
+    let mut p = MysqlParser::new(cfg);
+    let mut out = Vec::new();
+    for (i, (d, c)) in chunks.iter().enumerate() {
+        p.data(*d, i as i64 * 1000, c, &mut out);
+    }
+    p.finish(0, &mut out);
+    (out, p)
+}
+
+// ---- Packetbeat: test_0001_mysql_spaces ----
+#[test]
+fn pb_mysql_with_whitespaces() {
+    let txs = all("packetbeat/pcaps/mysql_with_whitespaces.pcap", 3306);
+    // Ours also has the login and the five COM_PINGs Packetbeat does not report.
+    assert_eq!(txs.len(), 13);
+    assert_eq!(my(&txs[0]).command, "login");
+    assert_eq!(my(&txs[0]).user.as_deref(), Some("root"));
+    assert_eq!(my(&txs[0]).server_version.as_deref(), Some("5.6.19"));
+    let q = queries(&txs);
+    assert_eq!(q.len(), 7);
+    assert_eq!(my(q[0]).method(), "SET");
+    assert_eq!(q[0].status, TxStatus::Ok);
+    assert_eq!(my(q[2]).method(), "DROP");
+    assert_eq!(q[2].status, TxStatus::Ok);
+    assert_eq!(my(q[3]).method(), "CREATE");
+    assert_eq!(q[3].status, TxStatus::Ok);
+    assert_eq!(my(q[5]).method(), "SELECT");
+    assert_eq!(q[5].status, TxStatus::Ok);
+    // Packetbeat's `path` "test.test" is database.table; we keep the
+    // database (from the handshake), not the table names.
+    assert_eq!(my(q[5]).database.as_deref(), Some("test"));
+    assert_eq!(q[5].response.unwrap().bytes, 118);
+    assert_eq!(my(q[5]).num_rows, Some(1));
+    assert_eq!(my(q[5]).num_fields, Some(2));
+    assert!(q.iter().all(|t| t.request.is_some() && t.response.is_some()));
+    assert_eq!(my(q[3]).fingerprint.as_deref(), Some("create table test (a varchar(?), b varchar(?))"));
+}
+
+// ---- Packetbeat: test_0017_mysql_long_result / test_0020 send options ----
+#[test]
+fn pb_mysql_long_result() {
+    let txs = all("packetbeat/pcaps/mysql_long_result.pcap", 3306);
+    assert_eq!(txs.len(), 1);
+    let m = my(&txs[0]);
+    assert_eq!(m.num_rows, Some(15));
+    assert_eq!(m.num_fields, Some(3));
+    assert_eq!(txs[0].status, TxStatus::Ok);
+    // Packetbeat's `response` text (rows as CSV, capped by max_rows and
+    // max_row_length) and `request` options have no counterpart: rows are
+    // counted, never stored.
+}
+
+#[test]
+fn pb_mysql_long_over_100k() {
+    let txs = all("packetbeat/pcaps/mysql_long.pcap", 3306);
+    assert_eq!(txs.len(), 1);
+    assert_eq!(my(&txs[0]).num_rows, Some(400));
+    assert_eq!(txs[0].status, TxStatus::Ok);
+    assert!(txs[0].response.unwrap().bytes > 100_000);
+}
+
+// ---- Packetbeat: test_0028_mysql_error ----
+#[test]
+fn pb_mysql_error() {
+    let txs = all("packetbeat/pcaps/mysql_err_database_not_selected.pcap", 3306);
+    assert_eq!(txs.len(), 1);
+    let m = my(&txs[0]);
+    assert_eq!(m.method(), "SELECT");
+    assert_eq!(txs[0].status, TxStatus::Error);
+    assert_eq!(m.error_code, Some(1046));
+    // Packetbeat joins them as "3D000: No database selected".
+    assert_eq!(m.sql_state.as_deref(), Some("3D000"));
+    assert_eq!(m.error_message.as_deref(), Some("No database selected"));
+}
+
+// ---- Packetbeat: test_0064_mysql_prepare_statement (port 3307) ----
+#[test]
+fn pb_mysql_prepare_statement() {
+    let txs = all("packetbeat/pcaps/mysql_prepare_statement.pcap", 3307);
+    assert_eq!(txs.len(), 2);
+    assert_eq!(my(&txs[0]).command, "stmt_prepare");
+    let e = my(&txs[1]);
+    assert_eq!(e.command, "stmt_execute");
+    assert_eq!(e.method(), "SELECT");
+    assert_eq!(txs[1].status, TxStatus::Ok);
+    assert_eq!(e.params.first().map(String::as_str), Some("A1224638"));
+    assert_eq!(e.num_rows, Some(1));
+    assert_eq!(e.statement_id, my(&txs[0]).statement_id);
+    assert!(e.query.as_deref().unwrap().starts_with("select distinct count(distinct purchasede0_.id)"));
+    assert!(txs.iter().all(|t| t.request.is_some() && t.response.is_some()));
+}
+
+// ---- Packetbeat: test_0064_mysql_windows_lineending ----
+#[test]
+fn pb_mysql_windows_lineending() {
+    let txs = all("packetbeat/pcaps/mysql_windows_lineending.pcap", 3306);
+    let q = queries(&txs);
+    assert_eq!(q.len(), 1);
+    assert_eq!(q[0].status, TxStatus::Ok);
+    assert_eq!(my(q[0]).method(), "SELECT");
+    // The COM_QUIT after it is ours only.
+    assert_eq!(my(txs.last().unwrap()).command, "quit");
+}
+
+// ---- Packetbeat: test_0067_mysql_connection_phase ----
+#[test]
+fn pb_mysql_connection_phase() {
+    let txs = all("packetbeat/pcaps/mysql_connection.pcap", 3306);
+    // Packetbeat reports only `SELECT DATABASE()` from this capture; we report
+    // every command: login (with an auth switch), 4 queries, init_db, quit.
+    let cmds: Vec<_> = txs.iter().map(|t| my(t).command).collect();
+    assert_eq!(cmds, ["login", "query", "query", "query", "init_db", "query", "query", "quit"]);
+    assert!(txs.iter().any(|t| my(t).query.as_deref() == Some("SELECT DATABASE()")));
+    assert_eq!(txs[0].status, TxStatus::Ok);
+    // The database selected by COM_INIT_DB is current afterwards.
+    assert_eq!(my(&txs[5]).database.as_deref(), Some("test"));
+}
+
+// ---- Zeek: scripts.base.protocols.mysql.wireshark mysql.log ----
+#[test]
+fn zeek_mysql_log() {
+    let txs = all("zeek/mysql/mysql.pcap", 3306);
+    let log = std::fs::read_to_string(crate::testutil::path("zeek/mysql/mysql.log")).unwrap();
+    let want: Vec<Vec<&str>> = log.lines().filter(|l| !l.starts_with('#')).map(|l| l.split('\t').collect()).collect();
+    assert_eq!(txs.len(), want.len());
+    for (t, w) in txs.iter().zip(&want) {
+        let m = my(t);
+        let (cmd, arg, success, rows) = (w[6], w[7], w[8], w[9]);
+        assert_eq!(m.command, cmd);
+        let ours = if cmd == "login" { m.user.clone() } else { m.query.clone() };
+        assert_eq!(ours.as_deref().unwrap_or(""), if arg == "(empty)" { "" } else { arg }, "{cmd}");
+        if success == "-" {
+            assert!(t.response.is_none());
+        } else {
+            assert_eq!(t.status == TxStatus::Ok, success == "T", "{arg}");
+            // Zeek's rows are the OK packet's affected rows (0 for result sets).
+            assert_eq!(m.affected_rows.unwrap_or(0).to_string(), rows, "{arg}");
+        }
+    }
+}
+
+#[test]
+fn zeek_mysql_encrypted_gives_up() {
+    let evs = tcp_events("zeek/mysql/encrypted.pcap", &[3306]);
+    let mut p = MysqlParser::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    for e in &evs {
+        if let crate::testutil::Ev::Data { dir, ts_ns, data, .. } = e {
+            if p.gave_up() {
+                break;
+            }
+            p.data(*dir, *ts_ns, data, &mut out);
+        }
+    }
+    assert_eq!(p.gave_up_reason(), Some(GiveUp::Tls));
+    // Zeek's mysql.log is empty for this connection too.
+    assert!(out.is_empty());
+}
+
+// ---- Hand-made edge cases ----
+
+fn greeting(caps: u32) -> Vec<u8> {
+    let mut g = vec![0x0a];
+    g.extend_from_slice(b"8.0.36\0");
+    g.extend_from_slice(&7u32.to_le_bytes());
+    g.extend_from_slice(b"abcdefgh\0");
+    g.extend_from_slice(&(caps as u16).to_le_bytes());
+    g.push(0x21);
+    g.extend_from_slice(&2u16.to_le_bytes());
+    g.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
+    g.push(21);
+    g.extend_from_slice(&[0; 10]);
+    g.extend_from_slice(b"ijklmnopqrst\0mysql_native_password\0");
+    pkt(0, &g)
+}
+
+fn hs_response(caps: u32, user: &str, db: Option<&str>) -> Vec<u8> {
+    let mut r = caps.to_le_bytes().to_vec();
+    r.extend_from_slice(&(1u32 << 24).to_le_bytes());
+    r.push(0x21);
+    r.extend_from_slice(&[0; 23]);
+    r.extend_from_slice(user.as_bytes());
+    r.push(0);
+    r.push(20);
+    r.extend_from_slice(&[7; 20]);
+    if let Some(db) = db {
+        r.extend_from_slice(db.as_bytes());
+        r.push(0);
+    }
+    pkt(1, &r)
+}
+
+const BASE_CAPS: u32 = CLIENT_PROTOCOL_41 | CLIENT_SECURE_CONNECTION | CLIENT_CONNECT_WITH_DB;
+
+fn ok(seq: u8, affected: u8, id: u8) -> Vec<u8> {
+    pkt(seq, &[0x00, affected, id, 2, 0, 0, 0])
+}
+
+fn coldef(seq: u8) -> Vec<u8> {
+    pkt(seq, b"\x03def\x04test\x01t\x01t\x01a\x01a\x0c\x21\x00\x0a\x00\x00\x00\xfd\x00\x00\x00\x00\x00")
+}
+
+#[test]
+fn handshake_and_deprecate_eof_result_set() {
+    let caps = BASE_CAPS | CLIENT_DEPRECATE_EOF;
+    let mut srv = coldef(2);
+    srv.splice(0..0, pkt(1, &[1]));
+    srv.extend(pkt(3, b"\x01x"));
+    srv.extend(pkt(4, b"\x00"));
+    srv.extend(pkt(5, b"\xfb"));
+    srv.extend(pkt(6, &[0xfe, 0, 0, 2, 0, 0, 0]));
+    let chunks = vec![
+        (Dir::ToClient, greeting(caps)),
+        (Dir::ToServer, hs_response(caps, "app", Some("shop"))),
+        (Dir::ToClient, ok(2, 0, 0)),
+        (Dir::ToServer, pkt(0, b"\x03SELECT a FROM t WHERE id = 5")),
+        (Dir::ToClient, srv),
+    ];
+    let (out, _) = run(&chunks, &ParseConfig::default());
+    assert_eq!(out.len(), 2);
+    let m = my(&out[1]);
+    assert_eq!(m.num_rows, Some(3));
+    assert_eq!(m.num_fields, Some(1));
+    assert_eq!(m.user.as_deref(), Some("app"));
+    assert_eq!(m.database.as_deref(), Some("shop"));
+    assert_eq!(m.server_version.as_deref(), Some("8.0.36"));
+    assert_eq!(m.fingerprint.as_deref(), Some("select a from t where id = ?"));
+}
+
+#[test]
+fn byte_by_byte_equals_whole() {
+    let caps = BASE_CAPS;
+    let mut srv = pkt(1, &[1]);
+    srv.extend(coldef(2));
+    srv.extend(pkt(3, &[0xfe, 0, 0, 2, 0]));
+    srv.extend(pkt(4, b"\x01x"));
+    srv.extend(pkt(5, &[0xfe, 0, 0, 2, 0]));
+    let chunks = vec![
+        (Dir::ToClient, greeting(caps)),
+        (Dir::ToServer, hs_response(caps, "u", None)),
+        (Dir::ToClient, ok(2, 0, 0)),
+        (Dir::ToServer, pkt(0, b"\x03select 1")),
+        (Dir::ToClient, srv),
+        (Dir::ToServer, pkt(0, b"\x03insert into t values (1)")),
+        (Dir::ToClient, ok(1, 1, 42)),
+    ];
+    let (whole, _) = run(&chunks, &ParseConfig::default());
+    let bytes: Vec<(Dir, Vec<u8>)> = chunks.iter().flat_map(|(d, c)| c.iter().map(move |b| (*d, vec![*b]))).collect();
+    let (split, _) = run(&bytes, &ParseConfig::default());
+    assert_eq!(whole.len(), 3);
+    let strip = |v: &[Transaction]| {
+        v.iter()
+            .map(|t| (t.status, t.request.map(|s| s.bytes), t.response.map(|s| s.bytes), t.detail.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(strip(&whole), strip(&split));
+    assert_eq!(my(&whole[2]).affected_rows, Some(1));
+    assert_eq!(my(&whole[2]).insert_id, Some(42));
+    assert_eq!(my(&whole[1]).num_rows, Some(1));
+}
+
+#[test]
+fn err_packet_and_use_tracking() {
+    let chunks = vec![
+        (Dir::ToServer, pkt(0, b"\x03USE `inventory`")),
+        (Dir::ToClient, ok(1, 0, 0)),
+        (Dir::ToServer, pkt(0, b"\x03select * from nope")),
+        (Dir::ToClient, pkt(1, b"\xff\x7a\x04#42S02Table 'inventory.nope' doesn't exist")),
+        (Dir::ToServer, pkt(0, b"\x0e")),
+        (Dir::ToClient, ok(1, 0, 0)),
+    ];
+    let (out, _) = run(&chunks, &ParseConfig::default());
+    assert_eq!(out.len(), 3);
+    assert_eq!(out[1].status, TxStatus::Error);
+    let m = my(&out[1]);
+    assert_eq!(m.database.as_deref(), Some("inventory"));
+    assert_eq!(m.error_code, Some(1146));
+    assert_eq!(m.sql_state.as_deref(), Some("42S02"));
+    assert_eq!(my(&out[2]).command, "ping");
+}
+
+#[test]
+fn ssl_request_gives_up() {
+    let caps = BASE_CAPS | CLIENT_SSL;
+    let mut r = caps.to_le_bytes().to_vec();
+    r.extend_from_slice(&[0; 28]);
+    let chunks =
+        vec![(Dir::ToClient, greeting(caps)), (Dir::ToServer, pkt(1, &r)), (Dir::ToClient, vec![0x16, 3, 1, 0, 5])];
+    let (out, p) = run(&chunks, &ParseConfig::default());
+    assert!(out.is_empty());
+    assert_eq!(p.gave_up_reason(), Some(GiveUp::Tls));
+    assert_eq!(p.stats().unparsed_bytes, 5);
+}
+
+#[test]
+fn compress_gives_up_after_login() {
+    let caps = BASE_CAPS | CLIENT_COMPRESS;
+    let chunks = vec![
+        (Dir::ToClient, greeting(caps)),
+        (Dir::ToServer, hs_response(caps, "u", None)),
+        (Dir::ToClient, ok(2, 0, 0)),
+        (Dir::ToServer, vec![1, 2, 3, 4, 5, 6, 7, 8]),
+    ];
+    let (out, p) = run(&chunks, &ParseConfig::default());
+    assert_eq!(out.len(), 1);
+    assert_eq!(p.gave_up_reason(), Some(GiveUp::Compressed));
+}
+
+#[test]
+fn redact_and_truncate() {
+    let cfg = ParseConfig { redact: true, max_text_bytes: 20, ..ParseConfig::default() };
+    let chunks = vec![
+        (Dir::ToServer, pkt(0, b"\x03select * from users where password = 'hunter2'")),
+        (Dir::ToClient, ok(1, 0, 0)),
+    ];
+    let (out, _) = run(&chunks, &cfg);
+    let m = my(&out[0]);
+    assert_eq!(m.query.as_deref(), Some("select * from users "));
+    assert!(m.query_truncated);
+    assert_eq!(m.fingerprint.as_deref(), Some("select * from users where password = ?"));
+}
+
+#[test]
+fn stmt_close_has_no_response_and_quit() {
+    let chunks = vec![(Dir::ToServer, pkt(0, b"\x19\x01\x00\x00\x00")), (Dir::ToServer, pkt(0, b"\x01"))];
+    let (out, _) = run(&chunks, &ParseConfig::default());
+    assert_eq!(out.len(), 2);
+    assert!(out.iter().all(|t| t.status == TxStatus::Ok && t.response.is_none()));
+}
+
+#[test]
+fn large_packet_continuation() {
+    // A 16 MiB - 1 payload row followed by its continuation counts as one row.
+    let mut srv = pkt(1, &[1]);
+    srv.extend(coldef(2));
+    srv.extend(pkt(3, &[0xfe, 0, 0, 2, 0]));
+    let mut big = vec![0xfc, 0xff, 0xff];
+    big.resize(MAX_PAYLOAD, b'x');
+    srv.extend(pkt(4, &big));
+    srv.extend(pkt(5, &[b'y'; 10]));
+    srv.extend(pkt(6, &[0xfe, 0, 0, 2, 0]));
+    let mut chunks = vec![(Dir::ToServer, pkt(0, b"\x03select blob from t"))];
+    for c in srv.chunks(1460) {
+        chunks.push((Dir::ToClient, c.to_vec()));
+    }
+    let (out, p) = run(&chunks, &ParseConfig::default());
+    assert_eq!(out.len(), 1);
+    assert_eq!(my(&out[0]).num_rows, Some(1));
+    assert_eq!(out[0].response.unwrap().bytes, srv.len() as u64);
+    assert_eq!(p.stats().malformed, 0);
+}
+
+#[test]
+fn gap_resync_on_next_command() {
+    let mut p = MysqlParser::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    p.data(Dir::ToServer, 1, &pkt(0, b"\x03select 1"), &mut out);
+    p.gap(Dir::ToClient, 2, 100, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].status, TxStatus::NoResponse);
+    // Tail of the lost response: dropped until a new command is answered.
+    p.data(Dir::ToClient, 3, b"\x05\x00\x00\x07\xfe\x00\x00\x02\x00", &mut out);
+    p.data(Dir::ToServer, 4, &pkt(0, b"\x03select 2"), &mut out);
+    p.data(Dir::ToClient, 5, &ok(1, 0, 0), &mut out);
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[1].status, TxStatus::Ok);
+    assert_eq!(p.stats().resyncs, 1);
+    assert_eq!(p.stats().unparsed_bytes, 9);
+    // A gap in the request direction: resync on the next seq-0 command.
+    p.gap(Dir::ToServer, 6, 10, &mut out);
+    p.data(Dir::ToServer, 7, b"garbage bytes", &mut out);
+    p.data(Dir::ToServer, 8, &pkt(0, b"\x03select 3"), &mut out);
+    p.data(Dir::ToClient, 9, &ok(1, 0, 0), &mut out);
+    assert_eq!(out.len(), 3);
+    assert_eq!(my(&out[2]).query.as_deref(), Some("select 3"));
+}
+
+#[test]
+fn timeout_and_no_request() {
+    let mut p = MysqlParser::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    p.data(Dir::ToClient, 0, &ok(1, 3, 0), &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].status, TxStatus::NoRequest);
+    p.data(Dir::ToServer, 1, &pkt(0, b"\x03select sleep(100)"), &mut out);
+    p.expire(5_000_000_000, &mut out);
+    assert_eq!(out.len(), 1);
+    p.expire(20_000_000_000, &mut out);
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[1].status, TxStatus::NoResponse);
+}
+
+#[test]
+fn looks_like_is_specific() {
+    assert!(looks_like(Dir::ToClient, &greeting(BASE_CAPS)));
+    assert!(looks_like(Dir::ToServer, &pkt(0, b"\x03select 1")));
+    assert!(looks_like(Dir::ToServer, &hs_response(BASE_CAPS, "u", None)));
+    for junk in [
+        &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+        b"HTTP/1.1 200 OK\r\n",
+        b"*1\r\n$4\r\nPING\r\n",
+        b"hello world\n",
+        b"+OK\r\n",
+    ] {
+        assert!(!looks_like(Dir::ToServer, junk), "{junk:?}");
+        assert!(!looks_like(Dir::ToClient, junk), "{junk:?}");
+    }
+    for f in ["mysql_connection.pcap", "mysql_with_whitespaces.pcap"] {
+        let evs = tcp_events(&format!("packetbeat/pcaps/{f}"), &[3306]);
+        let crate::testutil::Ev::Data { dir, data, .. } = &evs[0] else { panic!() };
+        assert!(looks_like(*dir, data), "{f}");
+    }
+}
+
+#[test]
+fn never_panics_on_damaged_streams() {
+    let cfg = ParseConfig { max_header_bytes: 512, max_text_bytes: 64, ..ParseConfig::default() };
+    for (f, port) in [
+        ("packetbeat/pcaps/mysql_connection.pcap", 3306),
+        ("packetbeat/pcaps/mysql_with_whitespaces.pcap", 3306),
+        ("packetbeat/pcaps/mysql_prepare_statement.pcap", 3307),
+        ("packetbeat/pcaps/mysql_long_result.pcap", 3306),
+        ("packetbeat/pcaps/mysql_long.pcap", 3306),
+        ("zeek/mysql/mysql.pcap", 3306),
+        ("zeek/mysql/encrypted.pcap", 3306),
+    ] {
+        let evs = tcp_events(f, &[port]);
+        stress(&evs, || Box::new(MysqlParser::new(&cfg)));
+    }
+}
