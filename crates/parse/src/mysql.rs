@@ -56,12 +56,6 @@ pub struct MysqlTx {
     pub error_message: Option<String>,
 }
 
-<<<<<<< HEAD
-impl MysqlParser {
-    pub fn new(_cfg: &ParseConfig) -> Self {
-        MysqlParser {
-            stats: ParseStats::default(),
-=======
 impl MysqlTx {
     /// First word of the SQL text, upper case (Packetbeat's `method`), else
     /// the command name upper case.
@@ -71,7 +65,6 @@ impl MysqlTx {
                 w.trim_end_matches(';').to_ascii_uppercase()
             }
             _ => self.command.to_ascii_uppercase(),
->>>>>>> h-sql
         }
     }
 }
