@@ -196,6 +196,78 @@ pub struct ReadArgs {
     /// No progress bar and no summary on stderr (problems are still reported).
     #[arg(short, long)]
     pub quiet: bool,
+
+    #[command(flatten)]
+    pub app: AppArgs,
+}
+
+/// Application parsing options (shared by the commands that track connections).
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Application transactions")]
+pub struct AppArgs {
+    /// Do not parse application protocols (no http.log, dns.log, mysql.log,
+    /// pgsql.log, redis.log; conn records keep an empty service).
+    #[arg(long)]
+    pub no_parse: bool,
+
+    /// Server ports of a protocol, replacing its defaults; repeatable, e.g.
+    /// `--ports mysql=3306,3307 --ports http=80,8080`. Defaults: http
+    /// 80,8000,8080,8888; mysql 3306; pgsql 5432; redis 6379; dns 53,5353.
+    #[arg(long, value_name = "PROTO=PORTS")]
+    pub ports: Vec<String>,
+
+    /// Recognise protocols only by port, not also by the first bytes of a
+    /// connection on other ports.
+    #[arg(long)]
+    pub no_detect: bool,
+
+    /// Replace literals in SQL statements and values in HTTP query strings by
+    /// `?` in the logs and the store (fingerprints are kept either way).
+    #[arg(long)]
+    pub redact: bool,
+
+    /// Keep this HTTP header (request and response) in http.log; repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub http_header: Vec<String>,
+
+    /// Most bytes of out-of-order TCP data buffered across all parsed
+    /// connections (e.g. 64M); beyond it holes are reported as gaps.
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
+    pub stream_memory: u64,
+}
+
+impl AppArgs {
+    /// The tracker's application settings, or None with --no-parse.
+    pub fn config(&self) -> Result<Option<wirelog_track::AppConfig>, String> {
+        if self.no_parse {
+            return Ok(None);
+        }
+        let mut cfg = wirelog_track::AppConfig {
+            by_content: !self.no_detect,
+            total_buffer_bytes: self.stream_memory as usize,
+            ..Default::default()
+        };
+        cfg.parse.redact = self.redact;
+        cfg.parse.http_headers = self.http_header.clone();
+        for spec in &self.ports {
+            let (name, list) = spec.split_once('=').ok_or_else(|| {
+                format!("--ports {spec}: expected PROTO=PORTS, e.g. mysql=3306,3307")
+            })?;
+            let proto = wirelog_parse::Protocol::ALL
+                .into_iter()
+                .find(|p| p.name() == name.trim())
+                .ok_or_else(|| format!("--ports {spec}: unknown protocol {name:?} (http, mysql, pgsql, redis, dns)"))?;
+            let mut ports = Vec::new();
+            for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                ports.push(
+                    p.parse::<u16>()
+                        .map_err(|_| format!("--ports {spec}: {p:?} is not a port"))?,
+                );
+            }
+            cfg.ports.set(proto, &ports);
+        }
+        Ok(Some(cfg))
+    }
 }
 
 /// Parses `500M`, `10G`, `1T`, `4096` (bytes; K/M/G/T are powers of 1024).

@@ -15,8 +15,9 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use anyhow::{anyhow, Context, Result};
-use wirelog_record::{ConnRecord, ConnState, FlowRecord};
-use wirelog_sink::{ConnLogWriter, FlowLogWriter, LogFormat};
+use wirelog_parse::Protocol;
+use wirelog_record::{ConnRecord, ConnState, FlowRecord, TxRecord};
+use wirelog_sink::{tx_log_name, ConnLogWriter, FlowLogWriter, LogFormat, TxLogWriter};
 use wirelog_store::compact::{Compactor, CompactorOptions};
 use wirelog_store::{Store, StoreOptions};
 
@@ -38,11 +39,18 @@ pub struct OutputConfig {
 pub struct Batch {
     pub conns: Vec<ConnRecord>,
     pub flows: Vec<FlowRecord>,
+    pub txs: Vec<TxRecord>,
 }
 
 impl Batch {
     pub fn is_empty(&self) -> bool {
-        self.conns.is_empty() && self.flows.is_empty()
+        self.conns.is_empty() && self.flows.is_empty() && self.txs.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.conns.clear();
+        self.flows.clear();
+        self.txs.clear();
     }
 }
 
@@ -53,6 +61,8 @@ pub struct OutputSummary {
     pub flows: u64,
     /// Connections per [`ConnState`], indexed by the state's discriminant.
     pub states: [u64; ConnState::ALL.len()],
+    /// Transactions per protocol, indexed like [`Protocol::ALL`].
+    pub txs: [u64; Protocol::ALL.len()],
 }
 
 pub struct Output {
@@ -66,6 +76,9 @@ type LogOut = Box<dyn Write + Send>;
 struct Writer {
     conn_log: ConnLogWriter<LogOut>,
     flow_log: Option<FlowLogWriter<LogOut>>,
+    /// Directory and format for the transaction logs, opened at their first record.
+    tx_logs: Option<(PathBuf, LogFormat)>,
+    tx_writers: Vec<(Protocol, TxLogWriter<LogOut>)>,
     store: Option<Store>,
     compactor: Option<Compactor>,
     summary: OutputSummary,
@@ -107,6 +120,8 @@ impl Output {
         let mut writer = Writer {
             conn_log: ConnLogWriter::new(conn_out, cfg.format),
             flow_log: flow_out.map(|o| FlowLogWriter::new(o, cfg.format)),
+            tx_logs: cfg.logs.clone().map(|d| (d, cfg.format)),
+            tx_writers: Vec::new(),
             store,
             compactor,
             summary: OutputSummary::default(),
@@ -118,8 +133,7 @@ impl Output {
             .spawn(move || {
                 for mut batch in rx {
                     writer.write(&batch)?;
-                    batch.conns.clear();
-                    batch.flows.clear();
+                    batch.clear();
                     let _ = recycle_tx.try_send(batch);
                 }
                 writer.finish()
@@ -198,13 +212,45 @@ impl Writer {
             st.append_conns(&batch.conns)?;
             st.append_flows(&batch.flows)?;
         }
+        for t in &batch.txs {
+            self.summary.txs[Protocol::ALL
+                .iter()
+                .position(|p| *p == t.protocol)
+                .unwrap_or(0)] += 1;
+            if let Some(w) = self.tx_writer(t.protocol)? {
+                w.write(t)?;
+            }
+        }
         Ok(())
+    }
+
+    /// The log of a protocol, created at its first transaction (like Zeek,
+    /// a log with nothing to say is not written).
+    fn tx_writer(&mut self, p: Protocol) -> Result<Option<&mut TxLogWriter<LogOut>>> {
+        let Some((dir, format)) = &self.tx_logs else {
+            return Ok(None);
+        };
+        let i = match self.tx_writers.iter().position(|(q, _)| *q == p) {
+            Some(i) => i,
+            None => {
+                let path = dir.join(tx_log_name(p));
+                let f = File::create(&path)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                let out: LogOut = Box::new(BufWriter::with_capacity(1 << 16, f));
+                self.tx_writers.push((p, TxLogWriter::new(out, *format, p)));
+                self.tx_writers.len() - 1
+            }
+        };
+        Ok(Some(&mut self.tx_writers[i].1))
     }
 
     fn finish(mut self) -> Result<OutputSummary> {
         self.conn_log.finish()?;
         if let Some(s) = self.flow_log.as_mut() {
             s.finish()?;
+        }
+        for (_, w) in &mut self.tx_writers {
+            w.finish()?;
         }
         if let Some(st) = self.store.take() {
             st.close()?;

@@ -73,6 +73,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         report_gaps_for_partial: args.report_gaps_for_partial,
         uid_seed: args.seed,
         flow_interval_ns: args.flow_interval.as_nanos().max(1_000_000) as i64,
+        app: args.app.config().map_err(|e| anyhow::anyhow!(e))?,
         ..TrackerConfig::default()
     });
 
@@ -194,6 +195,23 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         if !states.is_empty() {
             eprintln!("wirelog: conn_state: {}", states.join(", "));
         }
+        let txs: Vec<String> = wirelog_parse::Protocol::ALL
+            .iter()
+            .zip(summary.txs)
+            .filter(|(_, n)| *n > 0)
+            .map(|(p, n)| format!("{} {}", p.name(), n))
+            .collect();
+        if !txs.is_empty() {
+            let a = tracker.app_stats();
+            let mut line = format!("wirelog: transactions: {}", txs.join(", "));
+            if a.parse.unparsed_bytes > 0 || a.gave_up > 0 {
+                line.push_str(&format!(
+                    "; {} bytes not parsed, {} gaps, {} connections not parseable (TLS, compression)",
+                    a.parse.unparsed_bytes, a.parse.gaps, a.gave_up
+                ));
+            }
+            eprintln!("{line}");
+        }
     }
 
     // Like Zeek: a capture where most checksums are wrong was almost surely
@@ -223,6 +241,7 @@ fn drain(tracker: &mut Tracker, output: &mut Output) -> Result<()> {
     let mut batch = output.batch();
     batch.conns.extend(tracker.take_records());
     batch.flows.extend(tracker.take_flows());
+    batch.txs.extend(tracker.take_transactions());
     output.send(batch)
 }
 

@@ -11,7 +11,9 @@ pub struct PgsqlParser {
 
 impl PgsqlParser {
     pub fn new(_cfg: &ParseConfig) -> Self {
-        PgsqlParser { stats: ParseStats::default() }
+        PgsqlParser {
+            stats: ParseStats::default(),
+        }
     }
 }
 

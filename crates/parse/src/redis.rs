@@ -11,7 +11,9 @@ pub struct RedisParser {
 
 impl RedisParser {
     pub fn new(_cfg: &ParseConfig) -> Self {
-        RedisParser { stats: ParseStats::default() }
+        RedisParser {
+            stats: ParseStats::default(),
+        }
     }
 }
 

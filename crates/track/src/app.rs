@@ -93,7 +93,10 @@ impl AppState {
             uid,
             parser: AppParser::Stream {
                 parser: protocol.stream_parser(&cfg.parse),
-                streams: [Reassembler::new(cfg.stream_buffer_bytes), Reassembler::new(cfg.stream_buffer_bytes)],
+                streams: [
+                    Reassembler::new(cfg.stream_buffer_bytes),
+                    Reassembler::new(cfg.stream_buffer_bytes),
+                ],
             },
             stopped: false,
             transactions: 0,
@@ -101,7 +104,13 @@ impl AppState {
     }
 
     pub fn new_udp_dns(uid: Uid, cfg: &AppConfig) -> Box<AppState> {
-        Box::new(AppState { protocol: Protocol::Dns, uid, parser: AppParser::Udp(UdpDns::new(&cfg.parse)), stopped: false, transactions: 0 })
+        Box::new(AppState {
+            protocol: Protocol::Dns,
+            uid,
+            parser: AppParser::Udp(UdpDns::new(&cfg.parse)),
+            stopped: false,
+            transactions: 0,
+        })
     }
 
     /// One TCP segment of the connection.
@@ -119,7 +128,9 @@ impl AppState {
         if self.stopped {
             return;
         }
-        let AppParser::Stream { parser, streams } = &mut self.parser else { return };
+        let AppParser::Stream { parser, streams } = &mut self.parser else {
+            return;
+        };
         let stream = &mut streams[(dir == Dir::ToClient) as usize];
         stream.segment(seq, ts_ns, payload, flags, budget, &mut |c| match c {
             Chunk::Data { ts_ns, data } => parser.data(dir, ts_ns, data, out),
@@ -144,7 +155,12 @@ impl AppState {
 
     /// The connection ended at `ts_ns`: holes become gaps, pending requests
     /// and responses become unmatched transactions, buffers return to the budget.
-    pub fn finish(&mut self, ts_ns: i64, budget: &mut Budget, out: &mut Vec<Transaction>) -> (ParseStats, bool) {
+    pub fn finish(
+        &mut self,
+        ts_ns: i64,
+        budget: &mut Budget,
+        out: &mut Vec<Transaction>,
+    ) -> (ParseStats, bool) {
         match &mut self.parser {
             AppParser::Stream { parser, streams } => {
                 if !self.stopped {

@@ -5,7 +5,9 @@ use wirelog_parse::stream::{Budget, SegFlags};
 use wirelog_parse::{Dir, Protocol, Transaction};
 use wirelog_record::{ConnRecord, Proto, TxRecord, UidGenerator};
 
-use crate::app::{protocol_index, AppConfig, AppState, AppStats, PROBED_ORIG, PROBED_RESP, PROBE_DONE};
+use crate::app::{
+    protocol_index, AppConfig, AppState, AppStats, PROBED_ORIG, PROBED_RESP, PROBE_DONE,
+};
 use crate::conn::{Conn, DatagramState, ProtoState};
 use crate::flow::{FlowKey, FlowSlot, FlowTable};
 use crate::history::HistoryState;
@@ -447,7 +449,11 @@ impl Tracker {
             scheduled_at: i64::MAX,
             generation: 0,
             app: None,
-            app_probe: if self.cfg.app.is_some() { 0 } else { PROBE_DONE },
+            app_probe: if self.cfg.app.is_some() {
+                0
+            } else {
+                PROBE_DONE
+            },
         };
         let stored = if flip {
             conn.hist.add_raw(b'^');
@@ -583,7 +589,9 @@ impl Tracker {
     /// protocol first if the connection has none yet.
     #[inline]
     fn feed_app(&mut self, idx: u32, is_orig: bool, ts: i64, pkt: &IpPacket<'_>) {
-        let Some(e) = self.table.get_mut(idx) else { return };
+        let Some(e) = self.table.get_mut(idx) else {
+            return;
+        };
         if e.value.app.is_none() && e.value.app_probe & PROBE_DONE != 0 {
             return;
         }
@@ -592,11 +600,24 @@ impl Tracker {
 
     #[inline(never)]
     fn feed_app_slow(&mut self, idx: u32, is_orig: bool, ts: i64, pkt: &IpPacket<'_>) {
-        let Some(cfg) = self.cfg.app.as_ref() else { return };
-        let Some(e) = self.table.get_mut(idx) else { return };
-        let dir = if is_orig { Dir::ToServer } else { Dir::ToClient };
+        let Some(cfg) = self.cfg.app.as_ref() else {
+            return;
+        };
+        let Some(e) = self.table.get_mut(idx) else {
+            return;
+        };
+        let dir = if is_orig {
+            Dir::ToServer
+        } else {
+            Dir::ToClient
+        };
         let (tcp, payload) = match pkt.transport {
-            Transport::Tcp { flags, seq, payload, .. } => (Some((flags, seq)), payload),
+            Transport::Tcp {
+                flags,
+                seq,
+                payload,
+                ..
+            } => (Some((flags, seq)), payload),
             Transport::Udp { payload, .. } => (None, payload),
             _ => return,
         };
@@ -608,7 +629,9 @@ impl Tracker {
             let by_port = cfg.ports.get(e.key.dport);
             let app = match (tcp, by_port) {
                 (Some(_), Some(p)) => Some(AppState::new_stream(p, self.uids.next_uid(), cfg)),
-                (None, Some(Protocol::Dns)) => Some(AppState::new_udp_dns(self.uids.next_uid(), cfg)),
+                (None, Some(Protocol::Dns)) => {
+                    Some(AppState::new_udp_dns(self.uids.next_uid(), cfg))
+                }
                 (None, _) => None,
                 (Some(_), None) if cfg.by_content && !payload.is_empty() => {
                     let bit = if is_orig { PROBED_ORIG } else { PROBED_RESP };
@@ -618,7 +641,9 @@ impl Tracker {
                     e.value.app_probe |= bit;
                     match wirelog_parse::detect::by_content(dir, payload) {
                         Some(p) => Some(AppState::new_stream(p, self.uids.next_uid(), cfg)),
-                        None if e.value.app_probe & (PROBED_ORIG | PROBED_RESP) == PROBED_ORIG | PROBED_RESP => {
+                        None if e.value.app_probe & (PROBED_ORIG | PROBED_RESP)
+                            == PROBED_ORIG | PROBED_RESP =>
+                        {
                             e.value.app_probe |= PROBE_DONE;
                             return;
                         }
@@ -643,28 +668,58 @@ impl Tracker {
                 }
             }
         }
-        let Some(app) = e.value.app.as_mut() else { return };
+        let Some(app) = e.value.app.as_mut() else {
+            return;
+        };
         match tcp {
             Some((flags, seq)) => {
                 use wirelog_decode::tcp_flags::{FIN, RST, SYN};
-                let f = SegFlags { syn: flags & SYN != 0, fin: flags & FIN != 0, rst: flags & RST != 0 };
-                app.segment(dir, seq, ts, payload, f, &mut self.budget, &mut self.tx_scratch);
+                let f = SegFlags {
+                    syn: flags & SYN != 0,
+                    fin: flags & FIN != 0,
+                    rst: flags & RST != 0,
+                };
+                app.segment(
+                    dir,
+                    seq,
+                    ts,
+                    payload,
+                    f,
+                    &mut self.budget,
+                    &mut self.tx_scratch,
+                );
             }
             None => app.datagram(dir, ts, payload, &mut self.tx_scratch),
         }
         if !self.tx_scratch.is_empty() {
-            emit_transactions(&mut self.txs, &mut self.tx_scratch, app, &e.key, &mut self.app_stats);
+            emit_transactions(
+                &mut self.txs,
+                &mut self.tx_scratch,
+                app,
+                &e.key,
+                &mut self.app_stats,
+            );
         }
     }
 
     /// Ends the parsing of a connection: what is pending becomes transactions.
     /// Returns the service to report and the uid the parser used.
     fn finish_app(&mut self, idx: u32) -> (Option<&'static str>, Option<wirelog_record::Uid>) {
-        let Some(e) = self.table.get_mut(idx) else { return (None, None) };
-        let Some(mut app) = e.value.app.take() else { return (None, None) };
+        let Some(e) = self.table.get_mut(idx) else {
+            return (None, None);
+        };
+        let Some(mut app) = e.value.app.take() else {
+            return (None, None);
+        };
         let end = e.value.seen_ns.max(e.value.last_ns);
         let (st, stopped) = app.finish(end, &mut self.budget, &mut self.tx_scratch);
-        emit_transactions(&mut self.txs, &mut self.tx_scratch, &mut app, &e.key, &mut self.app_stats);
+        emit_transactions(
+            &mut self.txs,
+            &mut self.tx_scratch,
+            &mut app,
+            &e.key,
+            &mut self.app_stats,
+        );
         let p = &mut self.app_stats.parse;
         p.unparsed_bytes += st.unparsed_bytes;
         p.gaps += st.gaps;
@@ -836,10 +891,10 @@ impl Tracker {
     fn remove(&mut self, idx: u32) {
         let (service, uid) = self.finish_app(idx);
         let uids = &mut self.uids;
-        if let Some(mut r) = self
-            .table
-            .remove_with(idx, |e| e.value.to_record(&e.key, uid.unwrap_or_else(|| uids.next_uid())))
-        {
+        if let Some(mut r) = self.table.remove_with(idx, |e| {
+            e.value
+                .to_record(&e.key, uid.unwrap_or_else(|| uids.next_uid()))
+        }) {
             r.service = service;
             self.out.push(r);
         }
@@ -884,7 +939,11 @@ fn emit_transactions(
     key: &ConnKey,
     stats: &mut AppStats,
 ) {
-    let transport = if key.proto == 17 { Proto::Udp } else { Proto::Tcp };
+    let transport = if key.proto == 17 {
+        Proto::Udp
+    } else {
+        Proto::Tcp
+    };
     app.transactions += scratch.len() as u64;
     stats.transactions += scratch.len() as u64;
     txs.extend(scratch.drain(..).map(|tx| TxRecord {
