@@ -3,8 +3,8 @@
 //! Zeek's mysql.log baseline, and damaged input.
 
 use super::*;
-use crate::Protocol;
 use crate::testutil::{parse_pcap, stress, tcp_events};
+use crate::Protocol;
 
 fn all(rel: &str, port: u16) -> Vec<Transaction> {
     parse_pcap(rel, &[port], Protocol::Mysql, &ParseConfig::default()).into_iter().flatten().collect()
