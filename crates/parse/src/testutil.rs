@@ -147,7 +147,7 @@ pub fn stress(events: &[Ev], make: impl Fn() -> Box<dyn crate::StreamParser + Se
         let mut v = Vec::new();
         for (k, e) in events.iter().enumerate() {
             let n = if let Ev::Data { data, .. } = e { data.len() } else { 0 };
-            if total <= 20_000 {
+            if total <= 4_000 {
                 for j in 0..=n {
                     v.push((k, j));
                 }
