@@ -103,6 +103,8 @@ const COM_STMT_PREPARE: u8 = 0x16;
 const COM_STMT_EXECUTE: u8 = 0x17;
 const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
 const COM_STMT_CLOSE: u8 = 0x19;
+const COM_STMT_RESET: u8 = 0x1a;
+const COM_STMT_FETCH: u8 = 0x1c;
 /// Internal marker for the handshake's transaction.
 const LOGIN: u8 = 0xff;
 /// Internal marker for a response whose command was not seen.
@@ -484,6 +486,7 @@ impl MysqlParser {
                 // More authentication data (auth switch response, ...).
                 if let Some(pd) = self.pending.as_mut() {
                     add_span(&mut pd.req, first_ns, last_ns, bytes);
+                    pd.next_seq = seq.wrapping_add(1);
                 }
                 return;
             }
@@ -498,7 +501,11 @@ impl MysqlParser {
             // Continuation of the command in flight (LOCAL INFILE data,
             // COM_CHANGE_USER auth exchange).
             match self.pending.as_mut() {
-                Some(pd) if pd.req.is_some() => add_span(&mut pd.req, first_ns, last_ns, bytes),
+                Some(pd) if pd.req.is_some() => {
+                    add_span(&mut pd.req, first_ns, last_ns, bytes);
+                    // The server numbers its next packet after the client's.
+                    pd.next_seq = seq.wrapping_add(1);
+                }
                 _ => {
                     self.stats.malformed += 1;
                     self.stats.unparsed_bytes += bytes;
@@ -550,7 +557,7 @@ impl MysqlParser {
                 self.user = Some(user.clone());
                 tx.user = Some(user);
             }
-            COM_STMT_EXECUTE | COM_STMT_CLOSE | COM_STMT_SEND_LONG_DATA | 0x1a | 0x1c => {
+            COM_STMT_EXECUTE | COM_STMT_CLOSE | COM_STMT_SEND_LONG_DATA | COM_STMT_RESET | COM_STMT_FETCH => {
                 if let Some(id) = u32_at(arg, 0) {
                     tx.statement_id = Some(id);
                     if let Some(st) = self.stmts.get_mut(&id) {
@@ -750,7 +757,7 @@ impl MysqlParser {
                         done = true;
                         Resp::First
                     };
-                } else if first == 0x00 || (pd.cmd != UNKNOWN && is_eof && pd.cmd != COM_FIELD_LIST) {
+                } else if first == 0x00 || (is_eof && pd.cmd != COM_FIELD_LIST) {
                     let more = if first == 0x00 { parse_ok(p, &mut pd.tx) } else { eof_more(p) };
                     done = !more;
                 } else if first == 0xfb && pd.cmd == COM_QUERY {

@@ -169,6 +169,17 @@ pub fn stress(events: &[Ev], make: impl Fn() -> Box<dyn crate::StreamParser + Se
         run_parser(&evs, &make);
     }
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // Pure noise, and noise after the real stream's first bytes.
+    for round in 0..16 {
+        let mut evs: Vec<Ev> = if round % 2 == 0 { Vec::new() } else { events.iter().take(2).cloned().collect() };
+        for i in 0..40 {
+            let dir = if rng.below(2) == 0 { Dir::ToServer } else { Dir::ToClient };
+            let n = 1 + rng.below(300);
+            let data = (0..n).map(|_| rng.next() as u8).collect();
+            evs.push(Ev::Data { conn: 0, dir, ts_ns: i, data });
+        }
+        run_parser(&evs, &make);
+    }
     for round in 0..24 {
         let mut evs = Vec::new();
         for e in events {
@@ -222,4 +233,32 @@ pub fn stress(events: &[Ev], make: impl Fn() -> Box<dyn crate::StreamParser + Se
             p.finish(0, &mut out);
         }
     }
+}
+
+/// Like [`run_parser`], also returning the parsers' stats summed.
+pub fn stats_of(events: &[Ev], make: impl Fn() -> Box<dyn crate::StreamParser + Send>) -> crate::ParseStats {
+    let mut ps: Vec<Box<dyn crate::StreamParser + Send>> = Vec::new();
+    let mut out = Vec::new();
+    for e in events {
+        let conn = match e {
+            Ev::Data { conn, .. } | Ev::Gap { conn, .. } => *conn,
+        };
+        while ps.len() <= conn {
+            ps.push(make());
+        }
+        match e {
+            Ev::Data { dir, ts_ns, data, .. } => ps[conn].data(*dir, *ts_ns, data, &mut out),
+            Ev::Gap { dir, ts_ns, len, .. } => ps[conn].gap(*dir, *ts_ns, *len, &mut out),
+        }
+    }
+    let mut sum = crate::ParseStats::default();
+    for p in &mut ps {
+        p.finish(0, &mut out);
+        let s = p.stats();
+        sum.unparsed_bytes += s.unparsed_bytes;
+        sum.gaps += s.gaps;
+        sum.resyncs += s.resyncs;
+        sum.malformed += s.malformed;
+    }
+    sum
 }

@@ -461,3 +461,59 @@ fn never_panics_on_damaged_streams() {
         stress(&evs, || Box::new(MysqlParser::new(&cfg)));
     }
 }
+
+#[test]
+fn local_infile_multi_results_and_errors_mid_rows() {
+    let mut srv_rows = pkt(1, &[1]);
+    srv_rows.extend(coldef(2));
+    srv_rows.extend(pkt(3, &[0xfe, 0, 0, 0x0a, 0]));
+    srv_rows.extend(pkt(4, b"\x01a"));
+    srv_rows.extend(pkt(5, b"\xff\x25\x05#HY000Query execution was interrupted"));
+    let chunks = vec![
+        // LOAD DATA LOCAL INFILE: the server asks for the file, the client
+        // sends it and an empty packet, the server answers OK.
+        (Dir::ToServer, pkt(0, b"\x03LOAD DATA LOCAL INFILE 'x.csv' INTO TABLE t")),
+        (Dir::ToClient, pkt(1, b"\xfbx.csv")),
+        (Dir::ToServer, [pkt(2, b"1,2\n3,4\n"), pkt(3, b"")].concat()),
+        (Dir::ToClient, pkt(4, &[0, 2, 0, 2, 0, 0, 0])),
+        // Two statements: OK with SERVER_MORE_RESULTS_EXISTS, then OK.
+        (Dir::ToServer, pkt(0, b"\x03insert into t values (1); insert into t values (2)")),
+        (Dir::ToClient, [pkt(1, &[0, 1, 5, 0x0a, 0, 0, 0]), pkt(2, &[0, 1, 6, 2, 0, 0, 0])].concat()),
+        // A result set cut short by an error.
+        (Dir::ToServer, pkt(0, b"\x03select a from t")),
+        (Dir::ToClient, srv_rows),
+        (Dir::ToServer, pkt(0, b"\x04t\0")),
+        (Dir::ToClient, [coldef(1), coldef(2), pkt(3, &[0xfe, 0, 0, 2, 0])].concat()),
+    ];
+    let (out, p) = run(&chunks, &ParseConfig::default());
+    assert_eq!(out.len(), 4);
+    assert_eq!(out[0].status, TxStatus::Ok);
+    assert_eq!(my(&out[0]).affected_rows, Some(2));
+    assert_eq!(out[0].request.unwrap().bytes, chunks[0].1.len() as u64 + chunks[2].1.len() as u64);
+    assert_eq!(my(&out[1]).affected_rows, Some(2));
+    assert_eq!(my(&out[1]).insert_id, Some(6));
+    assert_eq!(out[2].status, TxStatus::Error);
+    assert_eq!(my(&out[2]).num_rows, Some(1));
+    assert_eq!(my(&out[2]).error_code, Some(1317));
+    assert_eq!(my(&out[3]).command, "field_list");
+    assert_eq!(my(&out[3]).num_fields, Some(2));
+    assert_eq!(p.stats().malformed, 0);
+}
+
+#[test]
+fn real_captures_parse_cleanly() {
+    for (f, port) in [
+        ("packetbeat/pcaps/mysql_connection.pcap", 3306),
+        ("packetbeat/pcaps/mysql_err_database_not_selected.pcap", 3306),
+        ("packetbeat/pcaps/mysql_with_whitespaces.pcap", 3306),
+        ("packetbeat/pcaps/mysql_prepare_statement.pcap", 3307),
+        ("packetbeat/pcaps/mysql_windows_lineending.pcap", 3306),
+        ("packetbeat/pcaps/mysql_long_result.pcap", 3306),
+        ("packetbeat/pcaps/mysql_long.pcap", 3306),
+        ("zeek/mysql/mysql.pcap", 3306),
+    ] {
+        let evs = tcp_events(f, &[port]);
+        let s = crate::testutil::stats_of(&evs, || Box::new(MysqlParser::new(&ParseConfig::default())));
+        assert_eq!(s, ParseStats::default(), "{f}");
+    }
+}

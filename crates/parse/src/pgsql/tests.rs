@@ -415,3 +415,36 @@ fn never_panics_on_damaged_streams() {
         stress(&evs, || Box::new(PgsqlParser::new(&cfg)));
     }
 }
+
+#[test]
+fn copy_in_and_notices() {
+    let chunks = vec![
+        (Dir::ToServer, msg(b'Q', b"COPY t FROM STDIN\0")),
+        (Dir::ToClient, msg(b'G', &[0, 0, 1, 0, 0])),
+        (Dir::ToServer, [msg(b'd', b"1\t2\n"), msg(b'c', b"")].concat()),
+        (Dir::ToClient, [msg(b'N', b"SNOTICE\0Mhi\0\0"), cc("COPY 1"), z()].concat()),
+    ];
+    let (out, p) = run(&chunks);
+    assert_eq!(out.len(), 1);
+    assert_eq!(pg(&out[0]).rows, Some(1));
+    assert_eq!(out[0].request.unwrap().bytes, (chunks[0].1.len() + chunks[2].1.len()) as u64);
+    assert_eq!(out[0].status, TxStatus::Ok);
+    assert_eq!(p.stats().malformed, 0);
+}
+
+#[test]
+fn real_captures_parse_cleanly() {
+    for f in [
+        "packetbeat/pcaps/pgsql_extended_query.pcap",
+        "packetbeat/pcaps/pgsql_insert.pcap",
+        "packetbeat/pcaps/pgsql_insert_error.pcap",
+        "packetbeat/pcaps/pgsql_long_result.pcap",
+        "packetbeat/pcaps/pgsql_request_response.pcap",
+        "zeek/postgresql/psql-create-insert-select-delete-drop.pcap",
+        "zeek/postgresql/greenhouse-app.pcap",
+    ] {
+        let evs = tcp_events(f, &[5432]);
+        let s = crate::testutil::stats_of(&evs, || Box::new(PgsqlParser::new(&ParseConfig::default())));
+        assert_eq!(s, ParseStats::default(), "{f}");
+    }
+}

@@ -240,3 +240,24 @@ fn never_panics_on_damaged_streams() {
         stress(&evs, || Box::new(RedisParser::new(&cfg)));
     }
 }
+
+#[test]
+fn inline_commands_and_nested_replies() {
+    let c: &[u8] = b"SET  k   v\r\nLRANGE l 0 -1\r\n";
+    let s: &[u8] = b"+OK\r\n*2\r\n*1\r\n:1\r\n|1\r\n+a\r\n+b\r\n$-1\r\n";
+    let (out, _) = run(&[(Dir::ToServer, c), (Dir::ToClient, s)], &ParseConfig::default());
+    assert_eq!(out.len(), 2);
+    assert_eq!((rd(&out[0]).command.as_str(), rd(&out[0]).args.as_str(), rd(&out[0]).num_args), ("SET", "k v", 2));
+    assert_eq!((rd(&out[1]).reply_type, rd(&out[1]).reply_len), (Some("array"), Some(2)));
+    assert_eq!(out[1].response.unwrap().bytes, s.len() as u64 - 5);
+}
+
+#[test]
+fn real_captures_parse_cleanly() {
+    for (f, port) in [("packetbeat/pcaps/redis_one_transaction.pcap", 6380), ("zeek/redis/django-cloud.pcapng", 10625)]
+    {
+        let evs = tcp_events(f, &[port]);
+        let s = crate::testutil::stats_of(&evs, || Box::new(RedisParser::new(&ParseConfig::default())));
+        assert_eq!(s, ParseStats::default(), "{f}");
+    }
+}
