@@ -261,3 +261,49 @@ fn real_captures_parse_cleanly() {
         assert_eq!(s, ParseStats::default(), "{f}");
     }
 }
+
+/// Content detection across protocols on real first bytes: each SQL/Redis
+/// capture is claimed by its own protocol, and no HTTP, TLS or DNS capture
+/// (nor the other two protocols') is claimed by the wrong one.
+#[test]
+fn content_detection_on_real_first_bytes() {
+    use crate::detect::by_content;
+    let ours = [
+        ("packetbeat/pcaps/mysql_connection.pcap", 3306, Protocol::Mysql),
+        ("packetbeat/pcaps/mysql_with_whitespaces.pcap", 3306, Protocol::Mysql),
+        ("packetbeat/pcaps/mysql_err_database_not_selected.pcap", 3306, Protocol::Mysql),
+        ("zeek/mysql/mysql.pcap", 3306, Protocol::Mysql),
+        ("packetbeat/pcaps/pgsql_extended_query.pcap", 5432, Protocol::Pgsql),
+        ("zeek/postgresql/greenhouse-app.pcap", 5432, Protocol::Pgsql),
+        ("zeek/postgresql/psql-create-insert-select-delete-drop.pcap", 5432, Protocol::Pgsql),
+        ("packetbeat/pcaps/redis_one_transaction.pcap", 6380, Protocol::Redis),
+        ("zeek/redis/django-cloud.pcapng", 10625, Protocol::Redis),
+    ];
+    for (f, port, proto) in ours {
+        let evs = tcp_events(f, &[port]);
+        let crate::testutil::Ev::Data { dir, data, .. } = &evs[0] else { panic!() };
+        assert_eq!(by_content(*dir, data), Some(proto), "{f}");
+    }
+    let others = [
+        "packetbeat/pcaps/http_post.pcap",
+        "packetbeat/pcaps/http_basicauth.pcap",
+        "packetbeat/pcaps/http_get_2k_file.pcap",
+        "packetbeat/pcaps/wsgi_loopback.pcap",
+        "packetbeat/pcaps/hide_secret_POST.pcap",
+        "packetbeat/pcaps/dns_tcp_axfr.pcap",
+        "zeek/mysql/encrypted.pcap",
+    ];
+    for f in others {
+        let evs = tcp_events(f, &[80, 8080, 8888, 8000, 53]);
+        for e in &evs {
+            let crate::testutil::Ev::Data { dir, data, .. } = e else { continue };
+            assert!(!crate::pgsql::looks_like(*dir, data) && !looks_like(*dir, data), "{f}");
+            // MySQL's own capture is MySQL until the TLS switch; its TLS records are not.
+            if !f.contains("mysql") {
+                assert!(!crate::mysql::looks_like(*dir, data), "{f}");
+            } else if data.first() == Some(&0x16) || data.first() == Some(&0x17) {
+                assert!(!crate::mysql::looks_like(*dir, data), "{f} TLS");
+            }
+        }
+    }
+}
