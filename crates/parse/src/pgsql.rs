@@ -298,6 +298,8 @@ enum Kind {
     Execute,
     /// A Sync'ed batch without Execute; completes at ReadyForQuery.
     Batch,
+    /// Terminate, CancelRequest: no answer expected.
+    NoReply,
     FunctionCall,
     Unknown,
 }
@@ -415,7 +417,7 @@ impl PgsqlParser {
                     TxStatus::NoRequest
                 } else if p.error {
                     TxStatus::Error
-                } else if p.resp.is_none() && p.kind != Kind::Batch && p.kind != Kind::Startup {
+                } else if p.resp.is_none() && p.kind != Kind::NoReply {
                     TxStatus::NoResponse
                 } else {
                     TxStatus::Ok
@@ -432,7 +434,7 @@ impl PgsqlParser {
     fn emit_now(&mut self, tx: PgsqlTx, req: Span, out: &mut Vec<Transaction>) {
         // Ordered after what is still pending, as it happened after it.
         self.push(Pending {
-            kind: Kind::Batch,
+            kind: Kind::NoReply,
             tx,
             req: Some(req),
             resp: None,
@@ -765,7 +767,8 @@ impl PgsqlParser {
                     if p.done || (p.batch > b && p.kind != Kind::Unknown) {
                         continue;
                     }
-                    if p.kind == Kind::Startup {
+                    if matches!(p.kind, Kind::Startup | Kind::Batch) {
+                        // ReadyForQuery is part of their answer.
                         add_span(&mut p.resp, s.first_ns, s.last_ns, s.bytes);
                     }
                     // An Execute still unanswered here was skipped by the

@@ -517,3 +517,30 @@ fn real_captures_parse_cleanly() {
         assert_eq!(s, ParseStats::default(), "{f}");
     }
 }
+
+/// Rough throughput of the three parsers over real captures (run with
+/// `cargo test --release -p wirelog-parse throughput -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn throughput() {
+    let cases: [(&str, u16, Protocol); 4] = [
+        ("packetbeat/pcaps/mysql_long.pcap", 3306, Protocol::Mysql),
+        ("zeek/mysql/mysql.pcap", 3306, Protocol::Mysql),
+        ("zeek/postgresql/greenhouse-app.pcap", 5432, Protocol::Pgsql),
+        ("zeek/redis/django-cloud.pcapng", 10625, Protocol::Redis),
+    ];
+    for (f, port, proto) in cases {
+        let evs = tcp_events(f, &[port]);
+        let bytes: usize =
+            evs.iter().map(|e| if let crate::testutil::Ev::Data { data, .. } = e { data.len() } else { 0 }).sum();
+        let cfg = ParseConfig::default();
+        let rounds = (50_000_000 / bytes.max(1)).max(1);
+        let t = std::time::Instant::now();
+        let mut n = 0;
+        for _ in 0..rounds {
+            n += crate::testutil::run_parser(&evs, || proto.stream_parser(&cfg)).iter().map(Vec::len).sum::<usize>();
+        }
+        let s = t.elapsed().as_secs_f64();
+        eprintln!("{f}: {:.0} MB/s, {:.0} k transactions/s", (bytes * rounds) as f64 / s / 1e6, n as f64 / s / 1e3);
+    }
+}

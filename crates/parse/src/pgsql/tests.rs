@@ -448,3 +448,19 @@ fn real_captures_parse_cleanly() {
         assert_eq!(s, ParseStats::default(), "{f}");
     }
 }
+
+#[test]
+fn unanswered_startup_and_batch_are_no_response() {
+    let chunks = vec![(Dir::ToServer, startup(&[("user", "u")]))];
+    let (out, _) = run(&chunks);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].status, TxStatus::NoResponse);
+    let chunks = vec![
+        (Dir::ToServer, [msg(b'C', b"Sx\0"), msg(b'S', b"")].concat()),
+        (Dir::ToClient, z()),
+        (Dir::ToServer, [msg(b'P', b"\0select 1\0\0\0"), msg(b'S', b""), msg(b'X', b"")].concat()),
+    ];
+    let (out, _) = run(&chunks);
+    let got: Vec<_> = out.iter().map(|t| (pg(t).kind, t.status)).collect();
+    assert_eq!(got, [("close", TxStatus::Ok), ("parse", TxStatus::NoResponse), ("terminate", TxStatus::Ok)]);
+}
