@@ -439,6 +439,8 @@ struct Pairer {
     timeout_ns: i64,
     pending: VecDeque<Pending>,
     stats: ParseStats,
+    /// Messages that parsed.
+    parsed: u64,
 }
 
 /// Queries kept waiting per flow; beyond it the oldest is reported unanswered.
@@ -486,6 +488,7 @@ impl Pairer {
             timeout_ns: cfg.transaction_timeout_ns,
             pending: VecDeque::new(),
             stats: ParseStats::default(),
+            parsed: 0,
         }
     }
 
@@ -495,6 +498,7 @@ impl Pairer {
             self.stats.unparsed_bytes += bytes;
             return;
         };
+        self.parsed += 1;
         let span = Span {
             first_ns: ts,
             last_ns: ts,
@@ -709,7 +713,10 @@ impl StreamParser for TcpDns {
     }
 
     fn gave_up(&self) -> bool {
+        // Both directions lost to gaps, or the first messages were all garbage
+        // (not DNS on this port).
         self.sides.iter().all(|s| s.lost)
+            || (self.pairer.parsed == 0 && self.pairer.stats.malformed >= 4)
     }
 
     fn stats(&self) -> ParseStats {
@@ -1171,7 +1178,16 @@ mod test {
         let t = udp("zeek/ipv6_frag_dns/ipv6-fragmented-dns.pcap");
         f.eq("count", t.len(), 3);
         // trans_id, rtt, query, qtype, rcode, AA TC RD RA, number of answers, TTL
-        let rows: [(u16, Option<i64>, &str, u16, Option<&str>, [bool; 4], usize); 3] = [
+        type Row<'a> = (
+            u16,
+            Option<i64>,
+            &'a str,
+            u16,
+            Option<&'a str>,
+            [bool; 4],
+            usize,
+        );
+        let rows: [Row; 3] = [
             (
                 3903,
                 Some(79_300_000),

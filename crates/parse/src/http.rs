@@ -177,7 +177,7 @@ struct Side {
     span: Span,
     body_len: u64,
     missing: u64,
-    /// Bytes skipped so far (counted in stats when dropped).
+    /// Messages read completely.
     messages: u64,
 }
 
@@ -216,6 +216,8 @@ pub struct HttpParser {
     cur: Option<(Option<Pending>, HttpTx)>,
     /// True once a message start was recognised in either direction.
     ever_parsed: bool,
+    /// 101 Switching Protocols or a successful CONNECT: what follows is not HTTP.
+    upgraded: bool,
 }
 
 impl HttpParser {
@@ -229,6 +231,7 @@ impl HttpParser {
             req_in_queue: false,
             cur: None,
             ever_parsed: false,
+            upgraded: false,
         }
     }
 
@@ -373,7 +376,6 @@ impl HttpParser {
         self.ever_parsed = true;
         let mut content_length: Option<u64> = None;
         let mut chunked = false;
-        let mut close = false;
         let mut kept = Vec::new();
         for line in lines {
             if line.is_empty() {
@@ -388,8 +390,6 @@ impl HttpParser {
                 content_length = parse_u64(value);
             } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
                 chunked = contains_ci(value, b"chunked");
-            } else if name.eq_ignore_ascii_case(b"connection") {
-                close = contains_ci(value, b"close");
             } else if name.eq_ignore_ascii_case(b"host") && dir == Dir::ToServer {
                 tx.host = self.text(value).0;
             } else if name.eq_ignore_ascii_case(b"user-agent") && dir == Dir::ToServer {
@@ -478,7 +478,13 @@ impl HttpParser {
                     self.req_in_queue = false;
                 }
                 let head_req = req.as_ref().is_some_and(|p| p.head_method);
-                let no_body = head_req || code == 204 || code == 304 || code == 101;
+                let connect = req
+                    .as_ref()
+                    .is_some_and(|p| p.tx.method.eq_ignore_ascii_case("CONNECT"));
+                if code == 101 || (connect && (200..300).contains(&code)) {
+                    self.upgraded = true;
+                }
+                let no_body = head_req || code == 204 || code == 304 || self.upgraded;
                 let body = if no_body {
                     None
                 } else if chunked {
@@ -490,7 +496,6 @@ impl HttpParser {
                         None => Some(Body::UntilClose),
                     }
                 };
-                let _ = close;
                 self.cur = Some((req, tx));
                 match body {
                     Some(b) => self.resp.state = State::Body(b),
@@ -978,6 +983,11 @@ fn redact_query(q: &[u8]) -> Vec<u8> {
 
 impl StreamParser for HttpParser {
     fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+        if self.upgraded {
+            // WebSocket, a CONNECT tunnel...: counted, not parsed.
+            self.stats.unparsed_bytes += data.len() as u64;
+            return;
+        }
         self.feed(dir, ts_ns, data, out);
     }
 
@@ -989,7 +999,10 @@ impl StreamParser for HttpParser {
     fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
         let timeout = self.cfg.transaction_timeout_ns;
         // Only complete requests wait for a response; the one being read is not expired.
-        let waiting = self.pending.len() - usize::from(self.req_in_queue);
+        let waiting = self
+            .pending
+            .len()
+            .saturating_sub(usize::from(self.req_in_queue));
         let mut n = 0;
         for p in self.pending.iter().take(waiting) {
             if now_ns - p.req.last_ns > timeout {
@@ -1044,7 +1057,7 @@ impl StreamParser for HttpParser {
     fn gave_up(&self) -> bool {
         // Not HTTP at all (TLS on port 80, another protocol): nothing ever parsed
         // and a fair amount of bytes seen.
-        !self.ever_parsed && self.stats.unparsed_bytes > 16 * 1024
+        self.upgraded || (!self.ever_parsed && self.stats.unparsed_bytes > 16 * 1024)
     }
 
     fn stats(&self) -> ParseStats {
@@ -1366,6 +1379,27 @@ mod test {
         assert_eq!(out.len(), 4);
         assert_eq!(out[3].status, TxStatus::NoRequest);
         assert!(p.stats().gaps == 3 && p.stats().resyncs >= 2);
+    }
+
+    #[test]
+    fn upgrade_stops_parsing() {
+        let (txs, st) = run(
+            &ParseConfig::default(),
+            &[
+                (S, b"GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\n"),
+                (
+                    C,
+                    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n",
+                ),
+                (C, b"\x81\x05hello"),
+            ],
+        );
+        assert_eq!(txs.len(), 1);
+        assert_eq!(
+            (http(&txs[0]).status_code, txs[0].status),
+            (101, TxStatus::Ok)
+        );
+        assert_eq!(st.unparsed_bytes, 7);
     }
 
     #[test]

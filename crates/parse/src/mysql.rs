@@ -11,9 +11,7 @@ pub struct MysqlParser {
 
 impl MysqlParser {
     pub fn new(_cfg: &ParseConfig) -> Self {
-        MysqlParser {
-            stats: ParseStats::default(),
-        }
+        MysqlParser { stats: ParseStats::default() }
     }
 }
 

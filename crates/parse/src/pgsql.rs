@@ -11,9 +11,7 @@ pub struct PgsqlParser {
 
 impl PgsqlParser {
     pub fn new(_cfg: &ParseConfig) -> Self {
-        PgsqlParser {
-            stats: ParseStats::default(),
-        }
+        PgsqlParser { stats: ParseStats::default() }
     }
 }
 

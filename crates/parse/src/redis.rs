@@ -11,9 +11,7 @@ pub struct RedisParser {
 
 impl RedisParser {
     pub fn new(_cfg: &ParseConfig) -> Self {
-        RedisParser {
-            stats: ParseStats::default(),
-        }
+        RedisParser { stats: ParseStats::default() }
     }
 }
 

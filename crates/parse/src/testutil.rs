@@ -11,27 +11,13 @@ use crate::Dir;
 
 #[derive(Debug, Clone)]
 pub enum Ev {
-    Data {
-        conn: usize,
-        dir: Dir,
-        ts_ns: i64,
-        data: Vec<u8>,
-    },
-    Gap {
-        conn: usize,
-        dir: Dir,
-        ts_ns: i64,
-        len: u64,
-    },
+    Data { conn: usize, dir: Dir, ts_ns: i64, data: Vec<u8> },
+    Gap { conn: usize, dir: Dir, ts_ns: i64, len: u64 },
 }
 
 /// Absolute path of a file under `shared/testdata/`.
 pub fn path(rel: &str) -> String {
-    format!(
-        "{}/../../../shared/testdata/{}",
-        env!("CARGO_MANIFEST_DIR"),
-        rel
-    )
+    format!("{}/../../../shared/testdata/{}", env!("CARGO_MANIFEST_DIR"), rel)
 }
 
 /// Events of every TCP connection in `rel` (a path under shared/testdata).
@@ -39,36 +25,18 @@ pub fn path(rel: &str) -> String {
 /// Retransmitted bytes are dropped, holes become `Gap`s; segments are taken
 /// in capture order (out-of-order arrival is the reassembler's business).
 pub fn tcp_events(rel: &str, server_ports: &[u16]) -> Vec<Ev> {
-    let mut reader = CaptureReader::open(std::path::Path::new(&path(rel)))
-        .unwrap_or_else(|e| panic!("{rel}: {e}"));
-    let mut dec = Decoder::new(DecodeConfig {
-        verify_checksums: false,
-        ..DecodeConfig::default()
-    });
+    let mut reader = CaptureReader::open(std::path::Path::new(&path(rel))).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let mut dec = Decoder::new(DecodeConfig { verify_checksums: false, ..DecodeConfig::default() });
     // key (client ip, client port, server ip, server port) -> conn index, next seq per dir
-    let mut conns: HashMap<(Vec<u8>, u16, Vec<u8>, u16), (usize, [Option<u32>; 2])> =
-        HashMap::new();
+    let mut conns: HashMap<(Vec<u8>, u16, Vec<u8>, u16), (usize, [Option<u32>; 2])> = HashMap::new();
     let mut out = Vec::new();
     while let Some(p) = reader.next_packet() {
         let ip = match dec.decode(p.linktype, p.ts_ns, p.data) {
             Decoded::Ip(ip) => ip,
             Decoded::Skipped(_) => continue,
         };
-        let Transport::Tcp {
-            sport,
-            dport,
-            seq,
-            flags,
-            payload,
-            ..
-        } = ip.transport
-        else {
-            continue;
-        };
-        let (s, d) = (
-            ip.src.to_std().to_string().into_bytes(),
-            ip.dst.to_std().to_string().into_bytes(),
-        );
+        let Transport::Tcp { sport, dport, seq, flags, payload, .. } = ip.transport else { continue };
+        let (s, d) = (ip.src.to_std().to_string().into_bytes(), ip.dst.to_std().to_string().into_bytes());
         let syn = flags & 0x02 != 0;
         let ack = flags & 0x10 != 0;
         let fwd = (s.clone(), sport, d.clone(), dport);
@@ -78,8 +46,7 @@ pub fn tcp_events(rel: &str, server_ports: &[u16]) -> Vec<Ev> {
             (fwd, Dir::ToServer)
         } else if conns.contains_key(&rev) {
             (rev, Dir::ToClient)
-        } else if (syn && !ack) || (!server_ports.contains(&sport) && server_ports.contains(&dport))
-        {
+        } else if (syn && !ack) || (!server_ports.contains(&sport) && server_ports.contains(&dport)) {
             conns.insert(fwd.clone(), (n, [None, None]));
             (fwd, Dir::ToServer)
         } else {
@@ -96,29 +63,14 @@ pub fn tcp_events(rel: &str, server_ports: &[u16]) -> Vec<Ev> {
         let end = data_seq.wrapping_add(payload.len() as u32);
         let ahead = data_seq.wrapping_sub(expected) as i32;
         if ahead > 0 {
-            out.push(Ev::Gap {
-                conn: *conn,
-                dir,
-                ts_ns: p.ts_ns,
-                len: ahead as u64,
-            });
-            out.push(Ev::Data {
-                conn: *conn,
-                dir,
-                ts_ns: p.ts_ns,
-                data: payload.to_vec(),
-            });
+            out.push(Ev::Gap { conn: *conn, dir, ts_ns: p.ts_ns, len: ahead as u64 });
+            out.push(Ev::Data { conn: *conn, dir, ts_ns: p.ts_ns, data: payload.to_vec() });
         } else {
             let skip = (-ahead) as usize;
             if skip >= payload.len() {
                 continue;
             }
-            out.push(Ev::Data {
-                conn: *conn,
-                dir,
-                ts_ns: p.ts_ns,
-                data: payload[skip..].to_vec(),
-            });
+            out.push(Ev::Data { conn: *conn, dir, ts_ns: p.ts_ns, data: payload[skip..].to_vec() });
         }
         next[i] = Some(end);
     }
@@ -143,15 +95,11 @@ pub fn run_parser(
             txs.push(Vec::new());
         }
         match ev {
-            Ev::Data {
-                dir, ts_ns, data, ..
-            } => {
+            Ev::Data { dir, ts_ns, data, .. } => {
                 last_ts = *ts_ns;
                 parsers[conn].data(*dir, *ts_ns, data, &mut txs[conn]);
             }
-            Ev::Gap {
-                dir, ts_ns, len, ..
-            } => parsers[conn].gap(*dir, *ts_ns, *len, &mut txs[conn]),
+            Ev::Gap { dir, ts_ns, len, .. } => parsers[conn].gap(*dir, *ts_ns, *len, &mut txs[conn]),
         }
     }
     for (p, t) in parsers.iter_mut().zip(txs.iter_mut()) {
@@ -211,6 +159,79 @@ pub fn udp_datagrams(rel: &str, server_ports: &[u16]) -> Vec<Datagram> {
             dir,
             ts_ns: p.ts_ns,
             data: payload.to_vec(),
+        });
+    }
+    out
+}
+
+/// One TCP segment of a shared capture as seen on the wire (for driving the
+/// reassembler): connection index and direction as in [`tcp_events`].
+#[derive(Debug, Clone)]
+pub struct TcpSeg {
+    pub conn: usize,
+    pub dir: Dir,
+    pub ts_ns: i64,
+    pub seq: u32,
+    pub flags: crate::stream::SegFlags,
+    pub payload: Vec<u8>,
+}
+
+/// Every TCP segment of `rel`, in capture order, retransmissions and all.
+pub fn tcp_segments(rel: &str, server_ports: &[u16]) -> Vec<TcpSeg> {
+    let mut reader = CaptureReader::open(std::path::Path::new(&path(rel)))
+        .unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let mut dec = Decoder::new(DecodeConfig {
+        verify_checksums: false,
+        ..DecodeConfig::default()
+    });
+    let mut conns: HashMap<(String, u16, String, u16), usize> = HashMap::new();
+    let mut out = Vec::new();
+    while let Some(p) = reader.next_packet() {
+        let ip = match dec.decode(p.linktype, p.ts_ns, p.data) {
+            Decoded::Ip(ip) => ip,
+            Decoded::Skipped(_) => continue,
+        };
+        let Transport::Tcp {
+            sport,
+            dport,
+            seq,
+            flags,
+            payload,
+            ..
+        } = ip.transport
+        else {
+            continue;
+        };
+        let (s, d) = (ip.src.to_std().to_string(), ip.dst.to_std().to_string());
+        let syn = flags & 0x02 != 0;
+        let ack = flags & 0x10 != 0;
+        let fwd = (s.clone(), sport, d.clone(), dport);
+        let rev = (d, dport, s, sport);
+        let n = conns.len();
+        let (conn, dir) = if let Some(&c) = conns.get(&fwd) {
+            (c, Dir::ToServer)
+        } else if let Some(&c) = conns.get(&rev) {
+            (c, Dir::ToClient)
+        } else if (syn && !ack) || (!server_ports.contains(&sport) && server_ports.contains(&dport))
+        {
+            conns.insert(fwd, n);
+            (n, Dir::ToServer)
+        } else {
+            conns.insert(rev, n);
+            (n, Dir::ToClient)
+        };
+        let flags = crate::stream::SegFlags {
+            syn,
+            fin: flags & 0x01 != 0,
+            rst: flags & 0x04 != 0,
+        };
+        out.push(TcpSeg {
+            conn,
+            dir,
+            ts_ns: p.ts_ns,
+            seq,
+            flags,
+            payload: payload.to_vec(),
         });
     }
     out
