@@ -1948,6 +1948,82 @@ mod test {
         assert_eq!(p_stats.unparsed_bytes, 0);
     }
 
+    /// Rough throughput (run with --release --ignored): the largest capture's
+    /// events parsed many times over.
+    #[test]
+    #[ignore]
+    fn throughput() {
+        let ev = tcp_events("zeek/http_no_crlf/no_crlf.pcap", &[80]);
+        let bytes: usize = ev
+            .iter()
+            .map(|e| {
+                if let Ev::Data { data, .. } = e {
+                    data.len()
+                } else {
+                    0
+                }
+            })
+            .sum();
+        let cfg = ParseConfig::default();
+        let rounds = 200;
+        let t0 = std::time::Instant::now();
+        let mut n = 0;
+        for _ in 0..rounds {
+            let mut p = HttpParser::new(&cfg);
+            let mut out = Vec::new();
+            for e in &ev {
+                if let Ev::Data {
+                    dir, ts_ns, data, ..
+                } = e
+                {
+                    p.data(*dir, *ts_ns, data, &mut out);
+                }
+            }
+            p.finish(0, &mut out);
+            n += out.len();
+        }
+        let s = t0.elapsed().as_secs_f64();
+        // Header-heavy: small pipelined messages in 1460-byte segments.
+        let mut req = Vec::new();
+        let mut resp = Vec::new();
+        for i in 0..2000 {
+            req.extend_from_slice(format!("GET /api/v1/items/{i}?page=2&sort=name HTTP/1.1\r\nHost: example.com\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64) Gecko/20100101 Firefox/120.0\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate\r\nCookie: session=abcdef0123456789; theme=dark\r\nConnection: keep-alive\r\n\r\n").as_bytes());
+            resp.extend_from_slice(b"HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Sun, 01 Feb 2015 20:53:22 GMT\r\nContent-Type: application/json\r\nContent-Length: 20\r\nCache-Control: no-cache\r\nConnection: keep-alive\r\n\r\n{\"id\":1,\"ok\":true}\n\n");
+        }
+        let t0 = std::time::Instant::now();
+        let rounds2 = 20;
+        for _ in 0..rounds2 {
+            let mut p = HttpParser::new(&cfg);
+            let mut out = Vec::new();
+            // Requests first (all pipelined), then responses: a response must
+            // not overtake its request in this single-threaded replay.
+            for x in req.chunks(1460) {
+                p.data(Dir::ToServer, 0, x, &mut out);
+            }
+            for y in resp.chunks(1460) {
+                p.data(Dir::ToClient, 0, y, &mut out);
+            }
+            p.finish(0, &mut out);
+            assert_eq!(out.len(), 2000);
+            assert!(out.iter().all(|t| t.status == TxStatus::Ok));
+        }
+        let s2 = t0.elapsed().as_secs_f64();
+        let b2 = (req.len() + resp.len()) * rounds2;
+        eprintln!(
+            "http small messages: {:.0} MB/s, {:.0} k tx/s",
+            b2 as f64 / s2 / 1e6,
+            (2000 * rounds2) as f64 / s2 / 1e3
+        );
+        eprintln!(
+            "http: {} MB in {:.3} s = {:.0} MB/s, {} events/round, {} tx",
+            bytes * rounds / 1_000_000,
+            s,
+            (bytes * rounds) as f64 / s / 1e6,
+            ev.len(),
+            n
+        );
+    }
+
     /// Real captures cut into random pieces, with random gaps and byte flips,
     /// through the reassembler-free parser: no panic, counters stay sane.
     #[test]

@@ -559,6 +559,51 @@ mod test {
         assert_eq!(b.used(), 0);
     }
 
+    /// Arbitrary sequence numbers, flags and sizes with tight limits: no
+    /// panic, memory stays within both limits, all of it returned at flush.
+    #[test]
+    fn garbage_never_panics() {
+        let mut rng = 0x0123_4567_89ab_cdefu64;
+        let mut rand = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let payload = [0xaau8; 3000];
+        let mut budget = Budget::new(5000);
+        let mut rs: Vec<Reassembler> = (0..4).map(|_| Reassembler::new(2000)).collect();
+        for _ in 0..20000 {
+            let r = &mut rs[(rand() % 4) as usize];
+            let base = r.next.unwrap_or(0);
+            let seq = match rand() % 4 {
+                0 => rand() as u32,
+                _ => base.wrapping_add((rand() % 6000) as u32).wrapping_sub(1000),
+            };
+            let len = (rand() % 1500) as usize;
+            let flags = SegFlags {
+                syn: rand() % 50 == 0,
+                fin: rand() % 50 == 0,
+                rst: rand() % 100 == 0,
+            };
+            r.segment(seq, 0, &payload[..len], flags, &mut budget, &mut |_| {});
+            assert!(r.buffered() <= 2000);
+            assert!(budget.used() <= 5000);
+            assert_eq!(
+                budget.used(),
+                rs.iter().map(|r| r.buffered()).sum::<usize>()
+            );
+            if rand() % 500 == 0 {
+                let r = &mut rs[(rand() % 4) as usize];
+                r.flush(0, &mut budget, &mut |_| {});
+            }
+        }
+        for r in &mut rs {
+            r.flush(0, &mut budget, &mut |_| {});
+        }
+        assert_eq!(budget.used(), 0);
+    }
+
     /// Random segmentation, reordering and duplication of a known stream:
     /// with enough buffer the output is the stream; never a panic.
     #[test]
