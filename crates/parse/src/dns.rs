@@ -621,6 +621,24 @@ fn emit_pending(p: Pending, out: &mut Vec<Transaction>) {
     }
 }
 
+/// Fuzzing entry: `data` as a UDP datagram (query and response) and as a
+/// TCP stream split at the position its first byte names. Must never panic.
+pub fn fuzz(data: &[u8]) {
+    let cfg = ParseConfig::default();
+    let mut out = Vec::new();
+    let mut u = UdpDns::new(&cfg);
+    u.datagram(Dir::ToServer, 0, data, &mut out);
+    u.datagram(Dir::ToClient, 1, data, &mut out);
+    u.finish(2, &mut out);
+    let mut t = TcpDns::new(&cfg);
+    let cut = data.first().map_or(0, |&b| b as usize).min(data.len());
+    for dir in [Dir::ToServer, Dir::ToClient] {
+        t.data(dir, 0, &data[..cut], &mut out);
+        t.data(dir, 1, &data[cut..], &mut out);
+    }
+    t.finish(2, &mut out);
+}
+
 /// DNS over TCP (2-byte length-prefixed messages).
 pub struct TcpDns {
     pairer: Pairer,
@@ -1305,11 +1323,15 @@ mod test {
                 u.datagram(Dir::ToClient, 0, &v, &mut out);
             }
         }
+        for m in &msgs {
+            fuzz(m);
+        }
         for _ in 0..2000 {
             let g: Vec<u8> = (0..rand() % 600)
                 .map(|_| if rand() % 3 == 0 { 0xc0 } else { rand() as u8 })
                 .collect();
             u.datagram(Dir::ToServer, 0, &g, &mut out);
+            fuzz(&g);
         }
         u.finish(0, &mut out);
         // TCP: the AXFR stream split at random with random gaps.

@@ -612,7 +612,7 @@ impl HttpParser {
             }
             Body::Chunked(c) => {
                 // A line: chunk size, the CRLF after data, or a trailer line.
-                let nl = data.iter().position(|&b| b == b'\n');
+                let nl = find_nl(data);
                 let s = self.side(dir);
                 let Some(nl) = nl else {
                     if s.buf.len() + data.len() > 1024 {
@@ -792,7 +792,7 @@ impl HttpParser {
                     }
                 }
             }
-            match data[i..].iter().position(|&b| b == b'\n') {
+            match find_nl(&data[i..]) {
                 Some(p) => {
                     self.stats.unparsed_bytes += (p + 1) as u64;
                     i += p + 1;
@@ -890,12 +890,34 @@ fn status_line(line: &[u8], tx: &mut HttpTx) -> bool {
     true
 }
 
+/// Position of the first `\n`, eight bytes at a time (header blocks are
+/// scanned on every message, so this loop is the parser's hot spot).
+#[inline]
+fn find_nl(hay: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    const NL: u64 = LO * b'\n' as u64;
+    let mut i = 0;
+    while i + 8 <= hay.len() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&hay[i..i + 8]);
+        let x = u64::from_le_bytes(w) ^ NL;
+        // A zero byte in x is a '\n' in the input (exact for the lowest one).
+        let z = x.wrapping_sub(LO) & !x & HI;
+        if z != 0 {
+            return Some(i + (z.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    hay[i..].iter().position(|&b| b == b'\n').map(|p| i + p)
+}
+
 /// Index just after the blank line ending a header block, searching for
 /// line ends from `from`. Accepts CRLF and bare LF line ends.
 fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
     while i < buf.len() {
-        let p = i + buf[i..].iter().position(|&b| b == b'\n')?;
+        let p = i + find_nl(&buf[i..])?;
         match (buf.get(p + 1), buf.get(p + 2)) {
             (Some(b'\n'), _) => return Some(p + 2),
             (Some(b'\r'), Some(b'\n')) => return Some(p + 3),
@@ -917,7 +939,7 @@ impl<'a> Iterator for Lines<'a> {
         if self.data.is_empty() {
             return None;
         }
-        let (line, rest) = match self.data.iter().position(|&b| b == b'\n') {
+        let (line, rest) = match find_nl(self.data) {
             Some(p) => (&self.data[..p], &self.data[p + 1..]),
             None => (self.data, &b""[..]),
         };
@@ -979,6 +1001,47 @@ fn redact_query(q: &[u8]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// Fuzzing entry: `data` is a script of steps for one connection. Each step
+/// is a control byte `c` (bit 0: direction; bits 1-2: 3 = a gap of `c >> 3`
+/// bytes, else data; bits 3-7: length - 1) followed by that many bytes. The
+/// first byte picks the configuration. Must never panic.
+pub fn fuzz(data: &[u8]) {
+    let Some((&conf, mut rest)) = data.split_first() else {
+        return;
+    };
+    let cfg = ParseConfig {
+        redact: conf & 1 != 0,
+        max_header_bytes: if conf & 2 != 0 { 64 } else { 64 * 1024 },
+        max_text_bytes: if conf & 4 != 0 { 3 } else { 4096 },
+        http_headers: vec!["host".into(), "cookie".into()],
+        transaction_timeout_ns: 5,
+    };
+    let mut p = HttpParser::new(&cfg);
+    let mut out = Vec::new();
+    let mut ts = 0;
+    while let Some((&c, r)) = rest.split_first() {
+        ts += 1;
+        let dir = if c & 1 == 0 {
+            Dir::ToServer
+        } else {
+            Dir::ToClient
+        };
+        let n = ((c >> 3) as usize + 1).min(r.len());
+        if (c >> 1) & 3 == 3 {
+            p.gap(dir, ts, (c >> 3) as u64, &mut out);
+            rest = r;
+        } else {
+            p.data(dir, ts, &r[..n], &mut out);
+            rest = &r[n..];
+        }
+        if c == 0xff {
+            p.expire(ts, &mut out);
+        }
+        out.clear();
+    }
+    p.finish(ts, &mut out);
 }
 
 impl StreamParser for HttpParser {
@@ -1400,6 +1463,20 @@ mod test {
             (101, TxStatus::Ok)
         );
         assert_eq!(st.unparsed_bytes, 7);
+    }
+
+    #[test]
+    fn find_nl_matches_naive() {
+        let mut v = vec![b'a'; 40];
+        for i in 0..40 {
+            v[i] = b'\n';
+            for start in 0..=i {
+                assert_eq!(find_nl(&v[start..]), Some(i - start));
+            }
+            v[i] = 0x8a; // high-bit bytes around must not match
+        }
+        assert_eq!(find_nl(&v), None);
+        assert_eq!(find_nl(b""), None);
     }
 
     #[test]
@@ -1991,7 +2068,7 @@ mod test {
             resp.extend_from_slice(b"HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Sun, 01 Feb 2015 20:53:22 GMT\r\nContent-Type: application/json\r\nContent-Length: 20\r\nCache-Control: no-cache\r\nConnection: keep-alive\r\n\r\n{\"id\":1,\"ok\":true}\n\n");
         }
         let t0 = std::time::Instant::now();
-        let rounds2 = 20;
+        let rounds2 = 200;
         for _ in 0..rounds2 {
             let mut p = HttpParser::new(&cfg);
             let mut out = Vec::new();
@@ -2106,6 +2183,16 @@ mod test {
                 p.gap(dir, 0, 3, &mut out);
                 p.data(dir, 0, &t[n..], &mut out);
                 p.finish(0, &mut out);
+            }
+        }
+        // The fuzzing entry over random scripts and over the capture's bytes.
+        for _ in 0..500 {
+            let g: Vec<u8> = (0..rand() % 2000).map(|_| rand() as u8).collect();
+            fuzz(&g);
+        }
+        for e in tcp_events("packetbeat/pcaps/wsgi_drum.pcap", &[8888]) {
+            if let Ev::Data { data, .. } = e {
+                fuzz(&data);
             }
         }
         for _ in 0..200 {
