@@ -70,8 +70,13 @@ pub enum Chunk<'a> {
 /// TCP flags the reassembler cares about.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SegFlags {
+    /// The segment's sequence number is the ISN; its data starts one later.
     pub syn: bool,
+    /// Marks where the stream ends ([`Reassembler::is_closed`]).
     pub fin: bool,
+    /// Carried for the caller's convenience: a reset does not end reassembly
+    /// by itself (a later retransmission may still fill holes); the caller
+    /// decides when to [`Reassembler::flush`].
     pub rst: bool,
 }
 
