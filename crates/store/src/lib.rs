@@ -76,6 +76,7 @@ pub mod schema;
 #[doc(hidden)]
 pub mod synth;
 mod time;
+mod tx;
 mod writer;
 
 pub use batch::{Batch, Column, Kind};
@@ -84,6 +85,9 @@ pub use error::StoreError;
 pub use layout::{list_partitions, Partition};
 pub use reader::{scan_ref, verify_file, Scan, ScanStats, BATCH_ROWS};
 pub use retention::RetentionReport;
+pub use schema::{tx_columns, ColSpec};
+pub use tx::{Cell, TxRow};
+pub use wirelog_record::IpAddr16;
 pub use writer::{Store, StoreOptions, WriteStats};
 
 use std::path::Path;
