@@ -422,3 +422,31 @@ fn tx_columns_name_the_extra_cells() {
         );
     }
 }
+
+#[test]
+fn retention_deletes_old_tx_partitions() {
+    let dir = tempdir("tx-retention");
+    let mut store = Store::open(&dir, fast_opts()).unwrap();
+    // Three hours of DNS and Redis.
+    for kind in [Kind::Dns, Kind::Redis] {
+        let rows = synth::tx_rows(kind, 300, T0, 36_000_000_000, 4);
+        store.append_tx(kind, &rows).unwrap();
+    }
+    store.close().unwrap();
+    assert_eq!(list_partitions(&dir, Kind::Dns).unwrap().len(), 3);
+    // At the end of the third hour, only the hour that ended less than an
+    // hour ago stays.
+    let r = wirelog_store::retention::enforce_retention(
+        &dir,
+        T0 + 3 * HOUR,
+        Some(std::time::Duration::from_secs(3600)),
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.partitions_deleted, 4, "{r:?}");
+    for kind in [Kind::Dns, Kind::Redis] {
+        let left = list_partitions(&dir, kind).unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].start_ns(), T0 + 2 * HOUR);
+    }
+}
