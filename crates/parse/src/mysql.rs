@@ -56,7 +56,6 @@ pub struct MysqlTx {
     pub error_message: Option<String>,
 }
 
-<<<<<<< HEAD
 impl MysqlTx {
     /// First word of the SQL text, upper case (Packetbeat's `method`), else
     /// the command name upper case.
@@ -67,11 +66,6 @@ impl MysqlTx {
             }
             _ => self.command.to_ascii_uppercase(),
         }
-=======
-impl MysqlParser {
-    pub fn new(_cfg: &ParseConfig) -> Self {
-        MysqlParser { stats: ParseStats::default() }
->>>>>>> h-http
     }
 }
 

@@ -74,7 +74,6 @@ pub struct PgsqlTx {
     pub error_message: Option<String>,
 }
 
-<<<<<<< HEAD
 impl PgsqlTx {
     /// First word of the query, upper case (Packetbeat's `method`), else the kind.
     pub fn method(&self) -> String {
@@ -82,11 +81,6 @@ impl PgsqlTx {
             Some(w) => w.trim_end_matches(';').to_ascii_uppercase(),
             None => self.kind.to_ascii_uppercase(),
         }
-=======
-impl PgsqlParser {
-    pub fn new(_cfg: &ParseConfig) -> Self {
-        PgsqlParser { stats: ParseStats::default() }
->>>>>>> h-http
     }
 }
 

@@ -51,7 +51,6 @@ pub struct RedisTx {
     pub reply_len: Option<i64>,
 }
 
-<<<<<<< HEAD
 /// Upper bound on open aggregates (nesting).
 const MAX_DEPTH: usize = 64;
 /// Reply bytes kept for display.
@@ -122,11 +121,6 @@ pub fn looks_like(dir: Dir, data: &[u8]) -> bool {
                     .any(|p| data.starts_with(p) && data.ends_with(b"\r\n"))
                 || (data.starts_with(b"%") && data.len() > 3 && data[1].is_ascii_digit() && data.ends_with(b"\r\n"))
         }
-=======
-impl RedisParser {
-    pub fn new(_cfg: &ParseConfig) -> Self {
-        RedisParser { stats: ParseStats::default() }
->>>>>>> h-http
     }
 }
 
