@@ -17,7 +17,15 @@ use wirelog_track::{Tracker, TrackerConfig};
 fuzz_target!(|data: &[u8]| {
     let verify = data.first().is_some_and(|b| b & 0x80 != 0);
     let mut decoder = Decoder::new(DecodeConfig { verify_checksums: verify, ..DecodeConfig::default() });
-    let mut tracker = Tracker::new(TrackerConfig { max_connections: 16, uid_seed: Some(1), ..TrackerConfig::default() });
+    // Bit 6 of the first byte turns application parsing on (reassembly and
+    // parsers behind the tracker, with a tiny stream budget).
+    let app = data.first().is_some_and(|b| b & 0x40 != 0).then(|| wirelog_track::AppConfig {
+        total_buffer_bytes: 4096,
+        stream_buffer_bytes: 1024,
+        ..wirelog_track::AppConfig::default()
+    });
+    let mut tracker =
+        Tracker::new(TrackerConfig { max_connections: 16, uid_seed: Some(1), app, ..TrackerConfig::default() });
     let mut ts: i64 = 1_700_000_000_000_000_000;
     let mut rest = data;
     let mut packets = 0u64;
@@ -53,6 +61,11 @@ fuzz_target!(|data: &[u8]| {
     let flow_pkts: u64 = tracker.take_flows().map(|f| f.pkts_in + f.pkts_out).sum();
     assert!(flow_pkts <= packets && flow_pkts >= total, "flows {flow_pkts}, conns {total}, packets {packets}");
     assert_eq!(tracker.active_connections(), 0);
+    for t in tracker.take_transactions() {
+        if let (Some(a), Some(b)) = (t.tx.request, t.tx.response) {
+            assert!(a.first_ns <= a.last_ns && b.first_ns <= b.last_ns);
+        }
+    }
 });
 
 fn check(r: &wirelog_record::ConnRecord) {

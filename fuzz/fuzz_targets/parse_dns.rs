@@ -1,0 +1,8 @@
+//! The dns parser on a script of data and gap steps in both directions
+//! (format in `wirelog_parse::dns::fuzz`): no input may panic.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| wirelog_parse::dns::fuzz(data));

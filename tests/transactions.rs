@@ -1,0 +1,312 @@
+//! Application transactions against what the real servers and clients said
+//! about the same traffic: nginx's access log, MariaDB's own status counters
+//! and dig's printed answers, all recorded by ../shared/bench's generators
+//! while they captured (the servers ran in network namespaces the generators
+//! created).
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Runs `wirelog read` on a capture and returns the rows of `log` (TSV).
+fn transactions(pcap: &Path, tag: &str, log: &str) -> Vec<HashMap<String, String>> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tx-{tag}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(["read", "-C", "--quiet", "--no-store", "--logs"])
+        .arg(&dir)
+        .arg(pcap)
+        .output()
+        .expect("run wirelog");
+    assert!(
+        out.status.success(),
+        "wirelog read {}: {}",
+        pcap.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    common::read_log(&dir.join(log))
+}
+
+fn results(name: &str) -> PathBuf {
+    common::peers_dir().join("results").join(name)
+}
+
+fn num(r: &HashMap<String, String>, k: &str) -> u64 {
+    r.get(k)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no number {k} in {r:?}"))
+}
+
+/// Every request nginx logged appears once in http.log with the same client
+/// port, method, URI, status and response size ($bytes_sent: headers and
+/// body as sent); the only exceptions are requests answered after the
+/// capture stopped.
+#[test]
+fn http_matches_nginx_access_log() {
+    let Some(pcap) = common::capture("gen_http.sh", "http.pcap") else {
+        return;
+    };
+    let recs = transactions(&pcap, "http", "http.log");
+    type Key = (u64, String, String, u64, u64);
+    let mut logged: HashMap<Key, Vec<f64>> = HashMap::new();
+    let access = std::fs::read_to_string(results("http.access.log"))
+        .expect("nginx access log of gen_http.sh");
+    for line in access.lines() {
+        // 1795335136.339 127.0.0.1:60586 "GET /static/1k.html HTTP/1.1" 200 318 567 rt=...
+        let (head, rest) = line.split_once(" \"").expect("access log line");
+        let (req, tail) = rest.split_once("\" ").expect("access log request");
+        let mut h = head.split(' ');
+        let t: f64 = h.next().unwrap().parse().unwrap();
+        let port: u64 = h
+            .next()
+            .unwrap()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let mut r = req.split(' ');
+        let (method, uri) = (r.next().unwrap().to_string(), r.next().unwrap().to_string());
+        let f: Vec<&str> = tail.split(' ').collect();
+        let (status, bytes_sent) = (f[0].parse().unwrap(), f[2].parse().unwrap());
+        logged
+            .entry((port, method, uri, status, bytes_sent))
+            .or_default()
+            .push(t);
+    }
+    let last_ts = recs
+        .iter()
+        .map(|r| r["ts"].parse::<f64>().unwrap())
+        .fold(0.0, f64::max);
+    let (mut matched, mut unanswered) = (0, 0);
+    for r in &recs {
+        if r["status"] == "no_response" {
+            // Its answer came after the capture stopped: nginx logged it then.
+            let answered_late = logged.iter().any(|(k, ts)| {
+                k.0 == num(r, "id.orig_p")
+                    && k.1 == r["method"]
+                    && k.2 == r["uri"]
+                    && ts.iter().any(|t| *t >= last_ts)
+            });
+            assert!(
+                answered_late,
+                "unanswered request not answered after the capture's end: {r:?}"
+            );
+            unanswered += 1;
+            continue;
+        }
+        let key = (
+            num(r, "id.orig_p"),
+            r["method"].clone(),
+            r["uri"].clone(),
+            num(r, "status_code"),
+            num(r, "response_bytes"),
+        );
+        let times = logged
+            .get_mut(&key)
+            .unwrap_or_else(|| panic!("http.log record not in nginx's log: {r:?}"));
+        assert!(
+            times.pop().is_some(),
+            "http.log has more records than nginx for {key:?}"
+        );
+        if times.is_empty() {
+            logged.remove(&key);
+        }
+        matched += 1;
+    }
+    // What nginx logged and wirelog did not: only responses finished after the
+    // last captured packet (nginx logs when a response completes).
+    let left: Vec<_> = logged
+        .iter()
+        .flat_map(|(k, ts)| ts.iter().map(move |t| (k, *t)))
+        .collect();
+    for (k, t) in &left {
+        assert!(*t >= last_ts - 0.005, "nginx logged {k:?} at {t}, before the capture ended ({last_ts}), but http.log lacks it");
+    }
+    println!("http: {matched} transactions equal to nginx's log, {unanswered} answered after the capture, {} logged by nginx after the capture's end", left.len());
+    assert!(
+        matched > 10_000,
+        "expected the ~11.6k requests of gen_http.sh, matched {matched}"
+    );
+}
+
+fn server_status(name: &str) -> HashMap<String, u64> {
+    let text = std::fs::read_to_string(results(name)).expect("server status of gen_mysql.sh");
+    text.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?.to_string(), w.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// MariaDB's own counters against mysql.log: prepared statements exactly;
+/// text queries per statement type within one in-flight query per
+/// connection (the capture stops while sysbench still runs).
+#[test]
+fn mysql_matches_server_counters() {
+    let Some(prepared) = common::capture("gen_mysql.sh", "mysql.pcap") else {
+        return;
+    };
+    let recs = transactions(&prepared, "mysql", "mysql.log");
+    let st = server_status("mysql.server_status.txt");
+    let count = |cmd: &str| recs.iter().filter(|r| r["cmd"] == cmd).count() as u64;
+    println!(
+        "mysql.pcap: stmt_execute {} (server {}), stmt_prepare {} (server {})",
+        count("stmt_execute"),
+        st["Com_stmt_execute"],
+        count("stmt_prepare"),
+        st["Com_stmt_prepare"]
+    );
+    assert_eq!(
+        count("stmt_execute"),
+        st["Com_stmt_execute"],
+        "COM_STMT_EXECUTE"
+    );
+    assert_eq!(
+        count("stmt_prepare"),
+        st["Com_stmt_prepare"],
+        "COM_STMT_PREPARE"
+    );
+    let bad: Vec<_> = recs
+        .iter()
+        .filter(|r| r["cmd"] == "stmt_execute" && (r["arg"] == "-" || r["fingerprint"] == "-"))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "executions without their statement text: {:?}",
+        &bad[..bad.len().min(3)]
+    );
+
+    let Some(text) = common::capture("gen_mysql.sh", "mysql_text.pcap") else {
+        return;
+    };
+    let recs = transactions(&text, "mysql_text", "mysql.log");
+    let st = server_status("mysql_text.server_status.txt");
+    let connections = recs.iter().filter(|r| r["cmd"] == "login").count() as u64;
+    for (word, counter) in [
+        ("SELECT", "Com_select"),
+        ("BEGIN", "Com_begin"),
+        ("COMMIT", "Com_commit"),
+    ] {
+        let ours = recs
+            .iter()
+            .filter(|r| {
+                r["cmd"] == "query"
+                    && r["arg"]
+                        .split_whitespace()
+                        .next()
+                        .is_some_and(|w| w.eq_ignore_ascii_case(word))
+            })
+            .count() as u64;
+        let server = st[counter];
+        println!("mysql_text.pcap: {word} {ours} (server {counter} {server})");
+        assert!(
+            ours <= server && ours + connections >= server,
+            "{word}: {ours} in mysql.log, {server} by the server's {counter}"
+        );
+        assert!(
+            ours as f64 >= server as f64 * 0.999,
+            "{word}: under 99.9% captured"
+        );
+    }
+    let failed = recs.iter().filter(|r| r["status"] == "error").count();
+    assert_eq!(failed, 0, "sysbench's queries all succeeded");
+}
+
+/// dig's printed answers (id, name, type, status, answer data) against dns.log.
+#[test]
+fn dns_matches_dig() {
+    let Some(pcap) = common::capture("gen_mixed.sh", "mixed.pcap") else {
+        return;
+    };
+    let recs = transactions(&pcap, "mixed", "dns.log");
+    let mut by_id: HashMap<(u64, String, String), &HashMap<String, String>> = HashMap::new();
+    for r in &recs {
+        by_id.insert(
+            (
+                num(r, "trans_id"),
+                r["query"].to_lowercase(),
+                r["qtype_name"].clone(),
+            ),
+            r,
+        );
+    }
+    let mut checked = 0;
+    for (file, proto) in [
+        ("mixed.dig_udp.txt", "udp"),
+        ("mixed.dig_tcp.txt", "tcp"),
+        ("mixed.dig_v6.txt", "udp"),
+    ] {
+        let text = std::fs::read_to_string(results(file)).expect("dig output of gen_mixed.sh");
+        for block in text.split("\n; <<>> DiG").skip(1) {
+            let Some(h) = block.lines().find(|l| l.starts_with(";; ->>HEADER<<-")) else {
+                continue;
+            };
+            let status = h
+                .split("status: ")
+                .nth(1)
+                .unwrap()
+                .split(',')
+                .next()
+                .unwrap()
+                .to_string();
+            let id: u64 = h.rsplit("id: ").next().unwrap().trim().parse().unwrap();
+            let q = block
+                .lines()
+                .skip_while(|l| !l.starts_with(";; QUESTION SECTION:"))
+                .nth(1)
+                .unwrap();
+            let qf: Vec<&str> = q.trim_start_matches(';').split_whitespace().collect();
+            let (qname, qtype) = (
+                qf[0].trim_end_matches('.').to_lowercase(),
+                qf[2].to_string(),
+            );
+            let answers: Vec<String> = block
+                .lines()
+                .skip_while(|l| !l.starts_with(";; ANSWER SECTION:"))
+                .skip(1)
+                .take_while(|l| !l.trim().is_empty())
+                .map(|l| {
+                    l.split_whitespace()
+                        .last()
+                        .unwrap()
+                        .trim_end_matches('.')
+                        .trim_matches('"')
+                        .to_string()
+                })
+                .collect();
+            let r = by_id
+                .get(&(id, qname.clone(), qtype.clone()))
+                .unwrap_or_else(|| {
+                    panic!("{file}: dig's answer id {id} {qname} {qtype} is not in dns.log")
+                });
+            assert_eq!(r["proto"], proto, "{qname}: transport");
+            assert_eq!(r["rcode_name"], status, "{qname} {qtype} id {id}: rcode");
+            let ours: Vec<String> = if r["answers"] == "-" {
+                vec![]
+            } else {
+                r["answers"].split(',').map(String::from).collect()
+            };
+            assert_eq!(
+                ours.len(),
+                answers.len(),
+                "{qname} {qtype}: answers {ours:?} vs dig {answers:?}"
+            );
+            for (o, d) in ours.iter().zip(&answers) {
+                assert!(
+                    o.trim_end_matches('.').ends_with(d.as_str()),
+                    "{qname} {qtype}: answer {o:?} vs dig's {d:?}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    println!("dns: {checked} of dig's answers found in dns.log with the same rcode and answers");
+    assert!(
+        checked > 1000,
+        "expected the gen_mixed.sh dig answers, checked {checked}"
+    );
+}
