@@ -63,6 +63,7 @@ const HTTP: &[(&str, &str)] = &[
     ("response_content_type", "string"),
     ("missed_bytes", "count"),
     ("headers", "vector[string]"),
+    ("response_headers", "vector[string]"),
 ];
 
 const DNS: &[(&str, &str)] = &[
@@ -83,6 +84,13 @@ const DNS: &[(&str, &str)] = &[
     ("Z", "count"),
     ("answers", "vector[string]"),
     ("TTLs", "vector[interval]"),
+    ("answer_names", "vector[string]"),
+    ("answer_types", "vector[string]"),
+    ("authority_count", "count"),
+    ("edns_udp_size", "count"),
+    ("edns_version", "count"),
+    ("edns_do", "bool"),
+    ("opcode_name", "string"),
 ];
 
 const MYSQL: &[(&str, &str)] = &[
@@ -99,6 +107,7 @@ const MYSQL: &[(&str, &str)] = &[
     ("error_code", "count"),
     ("sql_state", "string"),
     ("response", "string"),
+    ("params", "vector[string]"),
 ];
 
 const PGSQL: &[(&str, &str)] = &[
@@ -169,13 +178,12 @@ fn own_values<'a>(r: &'a TxRecord, v: &mut Vec<V<'a>>) {
             v.push(V::Count(Some(
                 h.request_missing_bytes + h.response_missing_bytes,
             )));
-            v.push(V::List(
-                h.headers
-                    .iter()
-                    .chain(&h.response_headers)
-                    .map(|(k, x)| format!("{k}: {x}"))
-                    .collect(),
-            ));
+            let kv = |hs: &[(String, String)]| -> Vec<String> {
+                hs.iter().map(|(k, x)| format!("{k}: {x}")).collect()
+            };
+            // Request and response headers apart: a name can be in both.
+            v.push(V::List(kv(&h.headers)));
+            v.push(V::List(kv(&h.response_headers)));
         }
         Detail::Dns(d) => {
             v.push(V::Str(Some(r.transport.as_str())));
@@ -201,6 +209,18 @@ fn own_values<'a>(r: &'a TxRecord, v: &mut Vec<V<'a>>) {
                     .map(|a| format!("{}.000000", a.ttl))
                     .collect(),
             ));
+            v.push(V::List(d.answers.iter().map(|a| a.name.clone()).collect()));
+            v.push(V::List(
+                d.answers
+                    .iter()
+                    .map(|a| wirelog_parse::dns::type_name(a.rtype).to_string())
+                    .collect(),
+            ));
+            v.push(V::Count(answered.then_some(d.authority_count as u64)));
+            v.push(V::Count(d.edns.map(|e| e.udp_size as u64)));
+            v.push(V::Count(d.edns.map(|e| e.version as u64)));
+            v.push(V::Bool(d.edns.map(|e| e.dnssec_ok)));
+            v.push(V::Str(Some(d.opcode_name())));
         }
         Detail::Mysql(m) => {
             v.push(V::Str(Some(m.command)));
@@ -220,6 +240,7 @@ fn own_values<'a>(r: &'a TxRecord, v: &mut Vec<V<'a>>) {
             v.push(V::Count(m.error_code.map(u64::from)));
             v.push(V::Str(m.sql_state.as_deref()));
             v.push(V::Str(m.error_message.as_deref()));
+            v.push(V::List(m.params.clone()));
         }
         Detail::Pgsql(p) => pgsql_values(p, v),
         Detail::Redis(x) => redis_values(x, v),
