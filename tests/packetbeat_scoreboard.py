@@ -186,8 +186,8 @@ MAPPING = [
     ("type", "the log's protocol (http, dns, mysql, pgsql, redis)"),
     ("status", "status: ok -> OK, error/no_response/no_request -> Error"),
     ("@timestamp, event.start", "ts (precision per timestamp_precision: ms by default)"),
-    ("event.end", "ts + latency"),
-    ("event.duration", "latency in ns"),
+    ("event.end", "ts + first_byte_latency"),
+    ("event.duration", "first_byte_latency in ns (Packetbeat: request's first packet to response's first packet)"),
     ("client.ip, source.ip", "id.orig_h"),
     ("client.port, source.port", "id.orig_p"),
     ("server.ip, destination.ip", "id.resp_h"),
@@ -240,7 +240,9 @@ MAPPING = [
     # dns.log
     ("dns.id", "trans_id"),
     ("dns.op_code", "opcode_name upper-cased"),
-    ("dns.question.name", "query"),
+    ("dns.question.name, resource", "query"),
+    ("dns.resolved_ip", "answers of type A/AAAA (also added to related.ip)"),
+    ("dns.header_flags", "those of AA, TC, RD, RA that are set (dns.log has no AD/CD)"),
     ("dns.question.type", "qtype_name"),
     ("dns.question.class", "qclass as IN/CH/HS/NONE/ANY"),
     ("dns.response_code", "rcode_name"),
@@ -279,7 +281,7 @@ PB_ONLY = [
     "http.request.body.content", "http.response.body.content",
     "http.request.mime_type", "http.response.mime_type",
     "source.mac", "destination.mac", "flow.", "transport",
-    "dns.authorities", "dns.additionals", "dns.resolved_ip", "dns.header_flags",
+    "dns.authorities", "dns.additionals",
     "dns.question.etld_plus_one", "dns.question.registered_domain",
     "dns.question.subdomain", "dns.question.top_level_domain", "dns.type",
     "dns.additionals_count", "dns.flags.authentic_data", "dns.flags.checking_disabled",
@@ -361,9 +363,12 @@ def common_tx(r, proto, conn_by_uid, prec):
     e["network.protocol"] = proto
     e["status"] = "OK" if r.get("status") == "ok" else "Error"
     e["@timestamp"] = e["event.start"] = fmt_ts(r["ts"], prec)
-    if "latency" in r:
-        e["event.duration"] = ns(r["latency"])
-        e["event.end"] = fmt_ts(decimal.Decimal(r["ts"]) + r["latency"], prec)
+    # Packetbeat times a transaction from the request's first packet to the
+    # response's first packet: wirelog's first_byte_latency
+    lat = r.get("first_byte_latency", r.get("latency"))
+    if lat is not None:
+        e["event.duration"] = ns(lat)
+        e["event.end"] = fmt_ts(decimal.Decimal(r["ts"]) + lat, prec)
     e["client.ip"] = e["source.ip"] = r["id.orig_h"]
     e["client.port"] = e["source.port"] = r["id.orig_p"]
     e["server.ip"] = e["destination.ip"] = r["id.resp_h"]
@@ -517,7 +522,7 @@ def map_dns(r, e):
         e["dns.id"] = r["trans_id"]
     cls = DNS_CLASS.get(r.get("qclass"), str(r.get("qclass")))
     if "query" in r:
-        e["dns.question.name"] = r["query"]
+        e["dns.question.name"] = e["resource"] = r["query"]
         e["query"] = "class %s, type %s, %s" % (cls, r.get("qtype_name"), r["query"])
     e["dns.question.class"] = cls
     if "qtype_name" in r:
@@ -541,16 +546,22 @@ def map_dns(r, e):
             ans.append(a)
         if ans:
             e["dns.answers"] = ans
+            resolved = [a["data"] for a in ans if a.get("type") in ("A", "AAAA")]
+            if resolved:
+                e["dns.resolved_ip"] = resolved
             e["related.ip"] = e["related.ip"] + [
-                a["data"] for a in ans if a.get("type") in ("A", "AAAA")
-                and a["data"] not in e["related.ip"]]
+                x for x in resolved if x not in e["related.ip"]]
         e["dns.answers_count"] = len(data)
     if "authority_count" in r:
         e["dns.authorities_count"] = r["authority_count"]
+    flags = []
     for src, dst in (("AA", "dns.flags.authoritative"), ("TC", "dns.flags.truncated_response"),
                      ("RD", "dns.flags.recursion_desired"), ("RA", "dns.flags.recursion_available")):
         if src in r:
             e[dst] = r[src]
+            if r[src]:
+                flags.append(src)
+    e["dns.header_flags"] = flags
     if "edns_udp_size" in r:
         e["dns.opt.udp_size"] = r["edns_udp_size"]
         if "edns_version" in r:
@@ -588,7 +599,7 @@ def icmp_event(c, prec):
         e["event.duration"] = ns(c["duration"])
         e["event.end"] = fmt_ts(decimal.Decimal(c["ts"]) + c["duration"], prec)
     e["client.ip"] = e["source.ip"] = c["id.orig_h"]
-    e["server.ip"] = e["destination.ip"] = c["id.resp_h"]
+    e["server.ip"] = e["destination.ip"] = e["path"] = c["id.resp_h"]
     e["related.ip"] = list(dict.fromkeys([c["id.orig_h"], c["id.resp_h"]]))
     e["network.type"] = "ipv6" if v6 else "ipv4"
     e["network.transport"] = IP_PROTO.get(c.get("ip_proto"), c.get("proto"))
@@ -1088,6 +1099,10 @@ def main(argv):
         print("%d stale reasons (the fact agrees now or no longer exists):" % len(stale))
         for s in stale:
             print("  " + s)
+    if "--json" in argv:
+        with open(argv[argv.index("--json") + 1], "w") as fh:
+            json.dump([{"suite": f.suite, "test": f.test, "statement": f.stmt, "result": f.result,
+                        "detail": f.detail, "reason": r} for f, r in rows], fh, indent=1)
     print()
     print("RESULT: %s" % ("ok" if ok else "FAILED"))
     return 0 if ok else 1
