@@ -93,19 +93,15 @@ HARNESS_KWARGS = {
 def map_config(kwargs):
     """Returns (wirelog args, harness settings, ignored kwargs)."""
     args = []
-    settings = {"timestamp_precision": "millisecond", "flows": False,
-                "disabled": set()}
+    settings = {"timestamp_precision": "millisecond", "flows": False}
     ignored = []
     headers = []
     redact = False
     for k, v in kwargs.items():
         proto, _, opt = k.partition("_")
         if proto in TX_PROTOS and opt == "ports":
-            ports = [str(p) for p in (v or [])]
-            if ports:
-                args += ["--ports", "%s=%s" % (proto, ",".join(ports))]
-            else:
-                settings["disabled"].add(proto)
+            # an empty list turns the protocol off (`--ports dns=`)
+            args += ["--ports", "%s=%s" % (proto, ",".join(str(p) for p in (v or [])))]
         elif k == "http_send_all_headers" and v:
             headers += ALL_HEADERS
         elif k == "http_send_headers":
@@ -660,8 +656,6 @@ def build_events(logs, settings):
     conn_by_uid = {c["uid"]: c for c in logs["conn"] if "uid" in c}
     evs = []
     for proto in TX_PROTOS:
-        if proto in settings["disabled"]:
-            continue
         for r in logs[proto]:
             if proto == "mysql" and r.get("cmd") not in MYSQL_PB_COMMANDS:
                 continue
