@@ -459,3 +459,94 @@ fn json_line(b: &mut Vec<u8>, names: &[&str], vals: &[V<'_>]) {
     }
     b.extend_from_slice(b"}\n");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelog_parse::dns::{DnsAnswer, DnsTx, Edns};
+    use wirelog_parse::http::HttpTx;
+    use wirelog_parse::{Span, Transaction};
+    use wirelog_record::{Proto, UidGenerator};
+
+    fn rec(protocol: Protocol, detail: Detail) -> TxRecord {
+        let span = |t: i64, bytes: u64| Span {
+            first_ns: t,
+            last_ns: t + 10,
+            bytes,
+        };
+        TxRecord {
+            uid: UidGenerator::new(1).next_uid(),
+            orig_h: IpAddr16::from_v4([10, 0, 0, 1]),
+            orig_p: 40000,
+            resp_h: IpAddr16::from_v4([10, 0, 0, 2]),
+            resp_p: 53,
+            transport: Proto::Udp,
+            protocol,
+            tx: Transaction {
+                request: Some(span(1_000_000_000, 28)),
+                response: Some(span(1_061_782_000, 284)),
+                status: TxStatus::Ok,
+                detail,
+            },
+        }
+    }
+
+    fn json(r: &TxRecord) -> String {
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Json, r.protocol);
+        w.write(r).unwrap();
+        String::from_utf8(w.out).unwrap()
+    }
+
+    #[test]
+    fn http_request_and_response_headers_apart() {
+        let h = HttpTx {
+            method: "GET".into(),
+            headers: vec![("content-type".into(), "a/b".into())],
+            response_headers: vec![("content-type".into(), "c/d".into())],
+            ..Default::default()
+        };
+        let s = json(&rec(Protocol::Http, Detail::Http(h)));
+        assert!(
+            s.contains(
+                r#""headers":["content-type: a/b"],"response_headers":["content-type: c/d"]"#
+            ),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn dns_answer_names_types_and_edns() {
+        let d = DnsTx {
+            qname: "ietf.org".into(),
+            qtype: 43,
+            qclass: 1,
+            answers: vec![DnsAnswer {
+                name: "ietf.org".into(),
+                rtype: 43,
+                class: 1,
+                ttl: 1800,
+                data: "45586 5 2 abc".into(),
+            }],
+            authority_count: 1,
+            edns: Some(Edns {
+                udp_size: 4000,
+                ext_rcode: 0,
+                version: 0,
+                dnssec_ok: true,
+            }),
+            ..Default::default()
+        };
+        let s = json(&rec(Protocol::Dns, Detail::Dns(d)));
+        for part in [
+            r#""answer_names":["ietf.org"]"#,
+            r#""answer_types":["DS"]"#,
+            r#""authority_count":1"#,
+            r#""edns_udp_size":4000"#,
+            r#""edns_version":0"#,
+            r#""edns_do":true"#,
+            r#""opcode_name":"query""#,
+        ] {
+            assert!(s.contains(part), "{part} not in {s}");
+        }
+    }
+}
