@@ -26,20 +26,35 @@ pub enum Command {
     /// connections are written to the store (--store, default ./wirelog-data);
     /// without --logs, conn records are also written to standard output.
     Read(ReadArgs),
-    /// Query the flows or connections in the store.
+    /// Query the flows, connections or application transactions in the store.
     ///
     /// Examples:
     ///   wirelog query flows --last 1h
     ///   wirelog query flows --where 'dport = 443 and sip in 10.0.0.0/8' --by sip,dip
     ///   wirelog query conns --where 'conn_state = REJ' --by dip,dport --top 10
     ///   wirelog query conns --by service --every 5m
+    ///   wirelog query mysql --by fingerprint --sort p99_latency --top 10
+    ///   wirelog query http --where 'status_code >= 500' --by host,uri
+    ///   wirelog query dns --where 'rcode_name != NOERROR and ip = 10.0.0.53'
     Query(QueryArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum QueryKind {
+    /// Flow counters per 5-minute bucket (goProbe style).
     Flows,
+    /// Connections (Zeek conn.log).
     Conns,
+    /// HTTP/1.x requests.
+    Http,
+    /// MySQL/MariaDB commands.
+    Mysql,
+    /// PostgreSQL queries.
+    Pgsql,
+    /// Redis commands.
+    Redis,
+    /// DNS queries.
+    Dns,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -59,7 +74,8 @@ pub struct QueryArgs {
     pub kind: QueryKind,
 
     /// Condition on any field: =, !=, <, >, <=, >=, in (lists, CIDRs), host/net
-    /// (either side), ~ (text contains), and/or/not, parentheses.
+    /// (either side; for transactions `ip`, since http has a `host` field),
+    /// ~ (text contains), and/or/not, parentheses.
     #[arg(long = "where", short = 'w', value_name = "EXPR")]
     pub where_: Option<String>,
 
@@ -67,7 +83,8 @@ pub struct QueryArgs {
     #[arg(long, value_name = "FIELDS")]
     pub by: Option<String>,
 
-    /// Sort by this aggregate or field (descending), e.g. bytes, packets, conns.
+    /// Sort by this aggregate or field (descending), e.g. bytes, packets, conns;
+    /// for transactions count, errors, p50/p95/p99 (latency_p99, p99_latency), avg.
     #[arg(long, value_name = "FIELD")]
     pub sort: Option<String>,
 

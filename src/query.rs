@@ -13,6 +13,11 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
     let kind = match args.kind {
         QueryKind::Flows => Kind::Flows,
         QueryKind::Conns => Kind::Conns,
+        QueryKind::Http => Kind::Http,
+        QueryKind::Mysql => Kind::Mysql,
+        QueryKind::Pgsql => Kind::Pgsql,
+        QueryKind::Redis => Kind::Redis,
+        QueryKind::Dns => Kind::Dns,
     };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

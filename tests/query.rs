@@ -312,3 +312,239 @@ fn bad_query_points_at_the_column() {
     assert!(err.contains("column 24"), "{err}"); // the "1" of the malformed CIDR
     assert!(err.contains("^"), "{err}");
 }
+
+/// Runs one DuckDB statement, returning its rows as text columns split on `|`.
+fn duckdb_rows(sql: &str) -> Vec<Vec<String>> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, duckdb\nfor r in duckdb.sql(sys.argv[1]).fetchall(): print('|'.join('' if x is None else str(x) for x in r))",
+            sql,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('|').map(String::from).collect())
+        .collect()
+}
+
+/// Seconds with 6 decimals (the CSV unit of durations) to ns.
+fn secs_ns(s: &str) -> i64 {
+    let (a, b) = s.split_once('.').unwrap_or((s, "0"));
+    a.parse::<i64>().unwrap() * 1_000_000_000
+        + format!("{b:0<6}")[..6].parse::<i64>().unwrap() * 1000
+}
+
+/// Transactions written through the store's API, then `wirelog query
+/// mysql|http|dns`: counts, errors and bytes per group as DuckDB computes
+/// them over the same files, latency percentiles within the histogram's
+/// bound of the exact nearest-rank value.
+#[test]
+fn transactions_query_like_duckdb() {
+    use wirelog_store::{synth, Kind, Store, StoreOptions};
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("query-tx");
+    let _ = std::fs::remove_dir_all(&base);
+    // 2026-11-20T09:00:00Z, two hours and a bit.
+    let t0 = 1_795_165_200_000_000_000i64;
+    let mut store = Store::open(
+        &base,
+        StoreOptions {
+            sync: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mysql = synth::tx_rows(Kind::Mysql, 5000, t0, 1_600_000_003, 21);
+    store.append_tx(Kind::Mysql, &mysql).unwrap();
+    let http = synth::tx_rows(Kind::Http, 4000, t0, 2_000_000_000, 22);
+    store.append_tx(Kind::Http, &http).unwrap();
+    let dns = synth::tx_rows(Kind::Dns, 3000, t0, 2_500_000_000, 23);
+    store.append_tx(Kind::Dns, &dns).unwrap();
+    store.close().unwrap();
+    let s = base.to_str().unwrap();
+
+    // mysql --by fingerprint --sort p99_latency
+    let out = wirelog(&[
+        "query",
+        "mysql",
+        "--store",
+        s,
+        "--by",
+        "fingerprint",
+        "--sort",
+        "p99_latency",
+        "--top",
+        "0",
+        "--format",
+        "csv",
+    ]);
+    let rows = csv(&out);
+    assert_eq!(rows.len(), 6, "{out}");
+    let p99: Vec<i64> = rows.iter().map(|r| secs_ns(&r["latency_p99"])).collect();
+    assert!(p99.windows(2).all(|w| w[0] >= w[1]), "{out}");
+    for r in &rows {
+        let fp = &r["fingerprint"];
+        let mut lat: Vec<i64> = mysql
+            .iter()
+            .filter(|m| matches!(&m.extra[2], wirelog_store::Cell::Str(Some(f)) if f == fp))
+            .filter_map(|m| m.latency_ns.map(|l| l / 1000 * 1000))
+            .collect();
+        lat.sort_unstable();
+        let n = lat.len() as u64;
+        for (col, p) in [
+            ("latency_p50", 50),
+            ("latency_p95", 95),
+            ("latency_p99", 99),
+        ] {
+            let exact = lat[((p * n).div_ceil(100).max(1) - 1) as usize];
+            let got = secs_ns(&r[col]);
+            assert!(
+                (got - exact).abs() as f64 <= (exact as f64 / 32.0).max(500.0) + 1000.0,
+                "{fp} {col}: {got} vs {exact}"
+            );
+        }
+        let avg = lat.iter().sum::<i64>() / n as i64;
+        assert!((secs_ns(&r["latency_avg"]) - avg).abs() < 1000, "{fp}");
+    }
+    let top = wirelog(&[
+        "query",
+        "mysql",
+        "--store",
+        s,
+        "--by",
+        "fingerprint",
+        "--sort",
+        "latency_p99",
+        "--top",
+        "2",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(csv(&top).len(), 2);
+    assert_eq!(csv(&top)[0]["fingerprint"], rows[0]["fingerprint"]);
+
+    // http --where 'status_code >= 500' --by host,uri
+    let out = wirelog(&[
+        "query",
+        "http",
+        "--store",
+        s,
+        "--where",
+        "status_code >= 500",
+        "--by",
+        "host,uri",
+        "--top",
+        "0",
+        "--format",
+        "csv",
+    ]);
+    let got: BTreeMap<(String, String), (u64, u64, u64, u64)> = csv(&out)
+        .iter()
+        .map(|r| {
+            (
+                (r["host"].clone(), r["uri"].clone()),
+                (
+                    num(r, "count"),
+                    num(r, "errors"),
+                    num(r, "request_bytes"),
+                    num(r, "response_bytes"),
+                ),
+            )
+        })
+        .collect();
+    assert!(!got.is_empty());
+    // Default: http by host, sorted by count.
+    let by_host = csv(&wirelog(&[
+        "query", "http", "--store", s, "--format", "csv",
+    ]));
+    assert!(by_host.len() == 6 && by_host[0].contains_key("host"));
+    let counts: Vec<u64> = by_host.iter().map(|r| num(r, "count")).collect();
+    assert!(counts.windows(2).all(|w| w[0] >= w[1]));
+    assert_eq!(counts.iter().sum::<u64>(), http.len() as u64);
+
+    // dns --every 10m
+    let series = csv(&wirelog(&[
+        "query",
+        "dns",
+        "--store",
+        s,
+        "--every",
+        "10m",
+        "--where",
+        "rcode_name = NXDOMAIN",
+        "--format",
+        "csv",
+    ]));
+    let nx = dns
+        .iter()
+        .filter(|r| r.extra[5] == wirelog_store::Cell::Str(Some("NXDOMAIN".into())))
+        .count() as u64;
+    assert_eq!(series.iter().map(|r| num(r, "count")).sum::<u64>(), nx);
+
+    if duckdb_ok() {
+        let src =
+            |k: &str| format!("read_parquet('{s}/{k}/*/*/*.parquet', hive_partitioning=true)");
+        let want: BTreeMap<(String, String), (u64, u64, u64, u64)> = duckdb_rows(&format!(
+            "SELECT host, uri, count(*), count(*) FILTER (WHERE status = 'error'), coalesce(sum(request_bytes), 0), coalesce(sum(response_bytes), 0) FROM {} WHERE status_code >= 500 GROUP BY ALL",
+            src("http")
+        ))
+        .into_iter()
+        .map(|r| {
+            let n = |i: usize| r[i].parse::<u64>().unwrap();
+            ((r[0].clone(), r[1].clone()), (n(2), n(3), n(4), n(5)))
+        })
+        .collect();
+        assert_eq!(got, want, "http by host,uri: wirelog vs DuckDB");
+        let want: BTreeMap<String, (u64, u64, u64)> = duckdb_rows(&format!(
+            "SELECT fingerprint, count(*), count(*) FILTER (WHERE status = 'error'), coalesce(sum(request_bytes), 0) FROM {} GROUP BY ALL",
+            src("mysql")
+        ))
+        .into_iter()
+        .map(|r| (r[0].clone(), (r[1].parse().unwrap(), r[2].parse().unwrap(), r[3].parse().unwrap())))
+        .collect();
+        let got: BTreeMap<String, (u64, u64, u64)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r["fingerprint"].clone(),
+                    (num(r, "count"), num(r, "errors"), num(r, "request_bytes")),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "mysql by fingerprint: wirelog vs DuckDB");
+        let want: BTreeMap<i64, u64> = duckdb_rows(&format!(
+            "SELECT epoch(time_bucket(INTERVAL 10 MINUTE, ts))::BIGINT, count(*) FROM {} WHERE rcode_name = 'NXDOMAIN' GROUP BY ALL",
+            src("dns")
+        ))
+        .into_iter()
+        .map(|r| (r[0].parse().unwrap(), r[1].parse().unwrap()))
+        .collect();
+        let got: BTreeMap<i64, u64> = series
+            .iter()
+            .map(|r| (epoch_secs(&r["time"]), num(r, "count")))
+            .collect();
+        assert_eq!(got, want, "dns every 10m: wirelog vs DuckDB");
+    }
+
+    // A bad transaction query points at the column.
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args([
+            "query",
+            "http",
+            "--store",
+            s,
+            "--where",
+            "status_code >= 5xx",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("column 16"), "{err}");
+}

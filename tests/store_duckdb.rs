@@ -570,3 +570,156 @@ mod serde_like {
         Err("unterminated string".into())
     }
 }
+
+/// Transactions of every kind, written by the store's own API (several
+/// flushes, two hours), read by DuckDB: the same counts, sums and types.
+#[test]
+fn duckdb_reads_transactions_as_written() {
+    use wirelog_store::{synth, Cell, Kind, TxRow};
+    if let Err(why) = duckdb_available() {
+        let msg = format!(
+            "duckdb for python3 is not installed ({why}); install it with: pip install duckdb"
+        );
+        if std::env::var("WIRELOG_REQUIRE_ALL_TESTS").as_deref() == Ok("1") {
+            panic!("{msg}");
+        }
+        eprintln!("SKIPPED store_duckdb (transactions): {msg}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("wirelog-store-duckdb-tx-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut s = Store::open(&dir, StoreOptions::default()).unwrap();
+    let mut all: Vec<(Kind, Vec<TxRow>)> = Vec::new();
+    for (i, kind) in Kind::TX.into_iter().enumerate() {
+        let rows = synth::tx_rows(kind, 2500, T0, 3_000_000_007, i as u64 + 1);
+        for chunk in rows.chunks(900) {
+            s.append_tx(kind, chunk).unwrap();
+            s.flush().unwrap();
+        }
+        all.push((kind, rows));
+    }
+    s.close().unwrap();
+
+    let mut py = script();
+    py.set_file_name("duckdb_tx_check.py");
+    let out = Command::new("python3")
+        .arg(py)
+        .arg(&dir)
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "duckdb_tx_check.py failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let j = serde_like::parse(text.trim()).unwrap_or_else(|e| panic!("bad JSON ({e}): {text}"));
+
+    let sum_opt = |rows: &[TxRow], f: &dyn Fn(&TxRow) -> Option<u64>| -> i128 {
+        rows.iter().filter_map(f).map(|x| x as i128).sum()
+    };
+    let cell_u64 = |r: &TxRow, i: usize| match &r.extra[i] {
+        Cell::U64(v) => *v,
+        other => panic!("{other:?}"),
+    };
+    let cell_str = |r: &TxRow, i: usize| match &r.extra[i] {
+        Cell::Str(v) => v.clone(),
+        other => panic!("{other:?}"),
+    };
+    let count =
+        |rows: &[TxRow], f: &dyn Fn(&TxRow) -> bool| rows.iter().filter(|r| f(r)).count() as i128;
+    let distinct = |rows: &[TxRow], i: usize| {
+        rows.iter()
+            .filter_map(|r| cell_str(r, i))
+            .collect::<std::collections::HashSet<_>>()
+            .len() as i128
+    };
+    for (kind, rows) in &all {
+        let k = kind.as_str();
+        let g = |key: &str| get(&j, &[k, key]);
+        assert_eq!(g("count"), rows.len() as i128, "{k}");
+        assert_eq!(g("uids"), rows.len() as i128, "{k}");
+        assert_eq!(
+            g("sum_request_bytes"),
+            sum_opt(rows, &|r| r.request_bytes),
+            "{k}"
+        );
+        assert_eq!(
+            g("sum_response_bytes"),
+            sum_opt(rows, &|r| r.response_bytes),
+            "{k}"
+        );
+        assert_eq!(
+            g("latency_count"),
+            count(rows, &|r| r.latency_ns.is_some()),
+            "{k}"
+        );
+        assert_eq!(
+            g("latency_sum_us"),
+            sum_opt(rows, &|r| r.latency_ns.map(|l| (l / 1000) as u64)),
+            "{k}"
+        );
+        assert_eq!(
+            g("first_byte_latency_sum_us"),
+            sum_opt(rows, &|r| r
+                .first_byte_latency_ns
+                .map(|l| (l / 1000) as u64)),
+            "{k}"
+        );
+        assert_eq!(g("errors"), count(rows, &|r| r.status == "error"), "{k}");
+        assert_eq!(g("min_ts_us"), (rows[0].ts_ns / 1000) as i128, "{k}");
+        assert_eq!(
+            g("max_ts_us"),
+            (rows.last().unwrap().ts_ns / 1000) as i128,
+            "{k}"
+        );
+        assert_eq!(g("partitions"), 3, "{k}");
+        let own = match kind {
+            Kind::Http => [
+                sum_opt(rows, &|r| cell_u64(r, 5)),
+                count(rows, &|r| cell_u64(r, 5).is_some_and(|c| c >= 500)),
+                count(rows, &|r| cell_str(r, 4).is_some()),
+            ],
+            Kind::Mysql => [
+                sum_opt(rows, &|r| cell_u64(r, 9)),
+                distinct(rows, 2),
+                sum_opt(rows, &|r| cell_u64(r, 5)),
+            ],
+            Kind::Pgsql => [
+                sum_opt(rows, &|r| cell_u64(r, 6)),
+                distinct(rows, 2),
+                count(rows, &|r| cell_str(r, 9).is_some()),
+            ],
+            Kind::Redis => [
+                count(rows, &|r| cell_str(r, 0).as_deref() == Some("GET")),
+                count(rows, &|r| cell_str(r, 3).is_some()),
+                distinct(rows, 1),
+            ],
+            _ => [
+                count(rows, &|r| r.extra[9] == Cell::Bool(true)),
+                sum_opt(rows, &|r| cell_u64(r, 1)),
+                count(rows, &|r| cell_str(r, 5).as_deref() == Some("NXDOMAIN")),
+            ],
+        };
+        assert_eq!([g("own1"), g("own2"), g("own3")], own, "{k}");
+        let ty = |col: &str| {
+            j.path(&[k, "types", col])
+                .as_str()
+                .unwrap_or_else(|| panic!("{k}.{col} type"))
+                .to_string()
+        };
+        assert_eq!(ty("ts"), "TIMESTAMP WITH TIME ZONE", "{k}");
+        assert_eq!(ty("latency"), "BIGINT", "{k}");
+        assert_eq!(ty("request_bytes"), "UBIGINT", "{k}");
+        assert_eq!(ty("server_port"), "USMALLINT", "{k}");
+        assert_eq!(ty("transport"), "UTINYINT", "{k}");
+        assert_eq!(ty("client"), "BLOB", "{k}");
+        assert_eq!(ty("status"), "VARCHAR", "{k}");
+        match kind {
+            Kind::Http => assert_eq!(ty("status_code"), "USMALLINT"),
+            Kind::Dns => assert_eq!(ty("aa"), "BOOLEAN"),
+            _ => {}
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -23,9 +23,7 @@ impl Default for PortMap {
 
 impl PortMap {
     pub fn empty() -> Self {
-        PortMap {
-            entries: Vec::new(),
-        }
+        PortMap { entries: Vec::new() }
     }
 
     /// Replaces the ports of `proto` with `ports`.
@@ -35,10 +33,7 @@ impl PortMap {
     }
 
     pub fn get(&self, port: u16) -> Option<Protocol> {
-        self.entries
-            .iter()
-            .find(|(p, _)| *p == port)
-            .map(|(_, proto)| *proto)
+        self.entries.iter().find(|(p, _)| *p == port).map(|(_, proto)| *proto)
     }
 }
 

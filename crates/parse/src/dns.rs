@@ -439,6 +439,8 @@ struct Pairer {
     timeout_ns: i64,
     pending: VecDeque<Pending>,
     stats: ParseStats,
+    /// Messages that parsed.
+    parsed: u64,
 }
 
 /// Queries kept waiting per flow; beyond it the oldest is reported unanswered.
@@ -486,6 +488,7 @@ impl Pairer {
             timeout_ns: cfg.transaction_timeout_ns,
             pending: VecDeque::new(),
             stats: ParseStats::default(),
+            parsed: 0,
         }
     }
 
@@ -495,6 +498,7 @@ impl Pairer {
             self.stats.unparsed_bytes += bytes;
             return;
         };
+        self.parsed += 1;
         let span = Span {
             first_ns: ts,
             last_ns: ts,
@@ -617,6 +621,24 @@ fn emit_pending(p: Pending, out: &mut Vec<Transaction>) {
     }
 }
 
+/// Fuzzing entry: `data` as a UDP datagram (query and response) and as a
+/// TCP stream split at the position its first byte names. Must never panic.
+pub fn fuzz(data: &[u8]) {
+    let cfg = ParseConfig::default();
+    let mut out = Vec::new();
+    let mut u = UdpDns::new(&cfg);
+    u.datagram(Dir::ToServer, 0, data, &mut out);
+    u.datagram(Dir::ToClient, 1, data, &mut out);
+    u.finish(2, &mut out);
+    let mut t = TcpDns::new(&cfg);
+    let cut = data.first().map_or(0, |&b| b as usize).min(data.len());
+    for dir in [Dir::ToServer, Dir::ToClient] {
+        t.data(dir, 0, &data[..cut], &mut out);
+        t.data(dir, 1, &data[cut..], &mut out);
+    }
+    t.finish(2, &mut out);
+}
+
 /// DNS over TCP (2-byte length-prefixed messages).
 pub struct TcpDns {
     pairer: Pairer,
@@ -709,7 +731,10 @@ impl StreamParser for TcpDns {
     }
 
     fn gave_up(&self) -> bool {
+        // Both directions lost to gaps, or the first messages were all garbage
+        // (not DNS on this port).
         self.sides.iter().all(|s| s.lost)
+            || (self.pairer.parsed == 0 && self.pairer.stats.malformed >= 4)
     }
 
     fn stats(&self) -> ParseStats {
@@ -1171,7 +1196,16 @@ mod test {
         let t = udp("zeek/ipv6_frag_dns/ipv6-fragmented-dns.pcap");
         f.eq("count", t.len(), 3);
         // trans_id, rtt, query, qtype, rcode, AA TC RD RA, number of answers, TTL
-        let rows: [(u16, Option<i64>, &str, u16, Option<&str>, [bool; 4], usize); 3] = [
+        type Row<'a> = (
+            u16,
+            Option<i64>,
+            &'a str,
+            u16,
+            Option<&'a str>,
+            [bool; 4],
+            usize,
+        );
+        let rows: [Row; 3] = [
             (
                 3903,
                 Some(79_300_000),
@@ -1289,11 +1323,15 @@ mod test {
                 u.datagram(Dir::ToClient, 0, &v, &mut out);
             }
         }
+        for m in &msgs {
+            fuzz(m);
+        }
         for _ in 0..2000 {
             let g: Vec<u8> = (0..rand() % 600)
                 .map(|_| if rand() % 3 == 0 { 0xc0 } else { rand() as u8 })
                 .collect();
             u.datagram(Dir::ToServer, 0, &g, &mut out);
+            fuzz(&g);
         }
         u.finish(0, &mut out);
         // TCP: the AXFR stream split at random with random gaps.

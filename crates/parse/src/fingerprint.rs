@@ -170,20 +170,14 @@ fn sign_is_unary(out: &str) -> bool {
         Some(b) if is_ident(b) => {
             // After a keyword (`select -5`, `and -1`) the sign is unary.
             let t = out.trim_end();
-            let w = t
-                .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .next()
-                .unwrap_or("");
+            let w = t.rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("");
             const KW: [&str; 16] = [
-                "select", "where", "and", "or", "not", "by", "then", "else", "when", "values",
-                "in", "between", "like", "set", "limit", "return",
+                "select", "where", "and", "or", "not", "by", "then", "else", "when", "values", "in", "between", "like",
+                "set", "limit", "return",
             ];
             KW.iter().any(|k| w.eq_ignore_ascii_case(k))
         }
-        Some(b) => matches!(
-            b,
-            b'=' | b'<' | b'>' | b'(' | b',' | b'+' | b'-' | b'*' | b'/'
-        ),
+        Some(b) => matches!(b, b'=' | b'<' | b'>' | b'(' | b',' | b'+' | b'-' | b'*' | b'/'),
     }
 }
 
@@ -222,10 +216,7 @@ fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
         }
         // Comments (MySQL optimizer hints `/*! ... */` are kept, as pt does).
         if c == b'/' && s.get(i + 1) == Some(&b'*') && (s.get(i + 2) != Some(&b'!') || !fp) {
-            let end = s[i + 2..]
-                .windows(2)
-                .position(|w| w == b"*/")
-                .map_or(s.len(), |p| i + 2 + p + 2);
+            let end = s[i + 2..].windows(2).position(|w| w == b"*/").map_or(s.len(), |p| i + 2 + p + 2);
             if fp {
                 space = true;
             } else {
@@ -234,15 +225,11 @@ fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
             i = end;
             continue;
         }
-        let line_comment = (c == b'-'
-            && s.get(i + 1) == Some(&b'-')
-            && s.get(i + 2).is_none_or(|b| b.is_ascii_whitespace()))
-            || (c == b'#' && dialect == Dialect::Mysql);
+        let line_comment =
+            (c == b'-' && s.get(i + 1) == Some(&b'-') && s.get(i + 2).is_none_or(|b| b.is_ascii_whitespace()))
+                || (c == b'#' && dialect == Dialect::Mysql);
         if line_comment {
-            let end = s[i..]
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(s.len(), |p| i + p);
+            let end = s[i..].iter().position(|&b| b == b'\n').map_or(s.len(), |p| i + p);
             if fp {
                 space = true;
             } else {
@@ -288,21 +275,15 @@ fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
             if j < s.len() && s[j] == b'$' {
                 let tag = &s[i..=j];
                 let body = j + 1;
-                let end = s[body..]
-                    .windows(tag.len())
-                    .position(|w| w == tag)
-                    .map_or(s.len(), |p| body + p + tag.len());
+                let end = s[body..].windows(tag.len()).position(|w| w == tag).map_or(s.len(), |p| body + p + tag.len());
                 push_str(out, &mut space, b"?");
                 i = end;
                 continue;
             }
         }
         // Numbers (with a unary sign when one fits).
-        let starts_number =
-            c.is_ascii_digit() || (c == b'.' && s.get(i + 1).is_some_and(|b| b.is_ascii_digit()));
-        let signed = (c == b'-' || c == b'+')
-            && s.get(i + 1).is_some_and(|b| b.is_ascii_digit())
-            && sign_is_unary(out);
+        let starts_number = c.is_ascii_digit() || (c == b'.' && s.get(i + 1).is_some_and(|b| b.is_ascii_digit()));
+        let signed = (c == b'-' || c == b'+') && s.get(i + 1).is_some_and(|b| b.is_ascii_digit()) && sign_is_unary(out);
         if starts_number || signed {
             let start = if signed { i + 1 } else { i };
             let end = number_end(s, start);
@@ -324,12 +305,7 @@ fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
                     || word.eq_ignore_ascii_case(b"e")
                     || word[0] == b'_')
             {
-                let end = quoted_end(
-                    s,
-                    j,
-                    b'\'',
-                    dialect == Dialect::Mysql || word.eq_ignore_ascii_case(b"e"),
-                );
+                let end = quoted_end(s, j, b'\'', dialect == Dialect::Mysql || word.eq_ignore_ascii_case(b"e"));
                 push_str(out, &mut space, b"?");
                 i = end;
                 continue;
@@ -416,9 +392,7 @@ fn collapse_lists(fp: &str) -> String {
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;
     while i < s.len() {
-        let kw = [&b"values"[..], b"value", b"in"]
-            .into_iter()
-            .find(|w| word_at(s, i, w));
+        let kw = [&b"values"[..], b"value", b"in"].into_iter().find(|w| word_at(s, i, w));
         let Some(kw) = kw else {
             out.push(s[i]);
             i += 1;
@@ -449,11 +423,8 @@ fn collapse_lists(fp: &str) -> String {
             i = after;
             continue;
         };
-        let only_placeholders = groups.iter().all(|&(a, b)| {
-            s[a + 1..b - 1]
-                .iter()
-                .all(|&c| matches!(c, b'?' | b',' | b' '))
-        });
+        let only_placeholders =
+            groups.iter().all(|&(a, b)| s[a + 1..b - 1].iter().all(|&c| matches!(c, b'?' | b',' | b' ')));
         out.extend_from_slice(kw);
         if only_placeholders {
             out.extend_from_slice(b"(?+)");
@@ -515,84 +486,39 @@ mod tests {
     #[test]
     fn pt_examples() {
         let cases = [
-            (
-                "SELECT name, password FROM user WHERE id='12823';",
-                "select name, password from user where id=?;",
-            ),
-            (
-                "select name,   password from user\n   where id=5;",
-                "select name, password from user where id=?;",
-            ),
-            (
-                "SELECT * FROM tbl WHERE id IN (1, 2, 3)",
-                "select * from tbl where id in(?+)",
-            ),
+            ("SELECT name, password FROM user WHERE id='12823';", "select name, password from user where id=?;"),
+            ("select name,   password from user\n   where id=5;", "select name, password from user where id=?;"),
+            ("SELECT * FROM tbl WHERE id IN (1, 2, 3)", "select * from tbl where id in(?+)"),
             (
                 "select * from foo where a in (5) and b in (5, 8,9 ,9 , 10)",
                 "select * from foo where a in(?+) and b in(?+)",
             ),
-            (
-                "insert into foo(a, b, c) values(2, 4, 5)",
-                "insert into foo(a, b, c) values(?+)",
-            ),
-            (
-                "insert into foo(a, b, c) values(2, 4, 5) , (2,4,5)",
-                "insert into foo(a, b, c) values(?+)",
-            ),
-            (
-                "insert into foo(a, b, c) value(2, 4, 5)",
-                "insert into foo(a, b, c) value(?+)",
-            ),
-            (
-                "insert into foo values (1, now()), (2, now())",
-                "insert into foo values (?, now())",
-            ),
+            ("insert into foo(a, b, c) values(2, 4, 5)", "insert into foo(a, b, c) values(?+)"),
+            ("insert into foo(a, b, c) values(2, 4, 5) , (2,4,5)", "insert into foo(a, b, c) values(?+)"),
+            ("insert into foo(a, b, c) value(2, 4, 5)", "insert into foo(a, b, c) value(?+)"),
+            ("insert into foo values (1, now()), (2, now())", "insert into foo values (?, now())"),
             ("select * from foo limit 5", "select * from foo limit ?"),
             ("select * from foo limit 5, 10", "select * from foo limit ?"),
-            (
-                "select * from foo limit 5 offset 10",
-                "select * from foo limit ?",
-            ),
-            (
-                "SELECT * from foo where a = 5 ORDER BY b ASC",
-                "select * from foo where a = ? order by b",
-            ),
-            (
-                "SELECT * from foo where a = 5 ORDER BY b ASC, c asc",
-                "select * from foo where a = ? order by b, c",
-            ),
+            ("select * from foo limit 5 offset 10", "select * from foo limit ?"),
+            ("SELECT * from foo where a = 5 ORDER BY b ASC", "select * from foo where a = ? order by b"),
+            ("SELECT * from foo where a = 5 ORDER BY b ASC, c asc", "select * from foo where a = ? order by b, c"),
             ("use `foo`", "use ?"),
             ("USE foo", "use ?"),
             ("select 'hello'\n", "select ?"),
             ("select 'hello', \"hello\"", "select ?, ?"),
             ("select 'a\\'b' from x", "select ? from x"),
             ("select 'it''s' from x", "select ? from x"),
-            (
-                "SELECT * FROM tbl1 WHERE id = NULL",
-                "select * from tbl? where id = ?",
-            ),
+            ("SELECT * FROM tbl1 WHERE id = NULL", "select * from tbl? where id = ?"),
             (
                 "select * from a where b = 0x123 and c = x'ff' and d = b'01'",
                 "select * from a where b = ? and c = ? and d = ?",
             ),
-            (
-                "select * from t where a=1 -- comment",
-                "select * from t where a=?",
-            ),
-            (
-                "select * from t /* hi */ where a=1 # mysql comment",
-                "select * from t where a=?",
-            ),
+            ("select * from t where a=1 -- comment", "select * from t where a=?"),
+            ("select * from t /* hi */ where a=1 # mysql comment", "select * from t where a=?"),
             // pt keeps version hints but still replaces their number.
-            (
-                "select /*!40001 SQL_NO_CACHE */ c from t",
-                "select /*!? sql_no_cache */ c from t",
-            ),
+            ("select /*!40001 SQL_NO_CACHE */ c from t", "select /*!? sql_no_cache */ c from t"),
             ("select foo_1 from foo_2_3", "select foo_? from foo_?_?"),
-            (
-                "select -5, 1.5e10, .5 from t where x = -1",
-                "select ?, ?, ? from t where x = ?",
-            ),
+            ("select -5, 1.5e10, .5 from t where x = -1", "select ?, ?, ? from t where x = ?"),
             ("select a-1 from t", "select a-? from t"),
             ("select true, FALSE from t", "select ?, ? from t"),
             ("CALL foo(1, 2, 3)", "call foo"),
@@ -607,16 +533,10 @@ mod tests {
     #[test]
     fn postgres_dialect() {
         assert_eq!(
-            fingerprint_dialect(
-                "SELECT \"Col\" FROM t WHERE id = $1 AND s = $$x'y$$",
-                Dialect::Postgres
-            ),
+            fingerprint_dialect("SELECT \"Col\" FROM t WHERE id = $1 AND s = $$x'y$$", Dialect::Postgres),
             "select \"col\" from t where id = ? and s = ?"
         );
-        assert_eq!(
-            fingerprint_dialect("select 1 # 2", Dialect::Postgres),
-            "select ? # ?"
-        );
+        assert_eq!(fingerprint_dialect("select 1 # 2", Dialect::Postgres), "select ? # ?");
         assert_eq!(
             redact_dialect("SELECT * from test where id = $1", Dialect::Postgres),
             "SELECT * from test where id = $1"
@@ -629,14 +549,8 @@ mod tests {
             redact("SELECT name FROM user WHERE id='12823' AND x = 5"),
             "SELECT name FROM user WHERE id=? AND x = ?"
         );
-        assert_eq!(
-            redact("insert into t1 (a) values (0xFF, -3, 'x''y')"),
-            "insert into t1 (a) values (?, ?, ?)"
-        );
-        assert_eq!(
-            redact("select  a  /* c */ from t"),
-            "select  a  /* c */ from t"
-        );
+        assert_eq!(redact("insert into t1 (a) values (0xFF, -3, 'x''y')"), "insert into t1 (a) values (?, ?, ?)");
+        assert_eq!(redact("select  a  /* c */ from t"), "select  a  /* c */ from t");
     }
 
     #[test]

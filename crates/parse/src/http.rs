@@ -177,7 +177,7 @@ struct Side {
     span: Span,
     body_len: u64,
     missing: u64,
-    /// Bytes skipped so far (counted in stats when dropped).
+    /// Messages read completely.
     messages: u64,
 }
 
@@ -216,6 +216,8 @@ pub struct HttpParser {
     cur: Option<(Option<Pending>, HttpTx)>,
     /// True once a message start was recognised in either direction.
     ever_parsed: bool,
+    /// 101 Switching Protocols or a successful CONNECT: what follows is not HTTP.
+    upgraded: bool,
 }
 
 impl HttpParser {
@@ -229,6 +231,7 @@ impl HttpParser {
             req_in_queue: false,
             cur: None,
             ever_parsed: false,
+            upgraded: false,
         }
     }
 
@@ -373,7 +376,6 @@ impl HttpParser {
         self.ever_parsed = true;
         let mut content_length: Option<u64> = None;
         let mut chunked = false;
-        let mut close = false;
         let mut kept = Vec::new();
         for line in lines {
             if line.is_empty() {
@@ -388,8 +390,6 @@ impl HttpParser {
                 content_length = parse_u64(value);
             } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
                 chunked = contains_ci(value, b"chunked");
-            } else if name.eq_ignore_ascii_case(b"connection") {
-                close = contains_ci(value, b"close");
             } else if name.eq_ignore_ascii_case(b"host") && dir == Dir::ToServer {
                 tx.host = self.text(value).0;
             } else if name.eq_ignore_ascii_case(b"user-agent") && dir == Dir::ToServer {
@@ -478,7 +478,13 @@ impl HttpParser {
                     self.req_in_queue = false;
                 }
                 let head_req = req.as_ref().is_some_and(|p| p.head_method);
-                let no_body = head_req || code == 204 || code == 304 || code == 101;
+                let connect = req
+                    .as_ref()
+                    .is_some_and(|p| p.tx.method.eq_ignore_ascii_case("CONNECT"));
+                if code == 101 || (connect && (200..300).contains(&code)) {
+                    self.upgraded = true;
+                }
+                let no_body = head_req || code == 204 || code == 304 || self.upgraded;
                 let body = if no_body {
                     None
                 } else if chunked {
@@ -490,7 +496,6 @@ impl HttpParser {
                         None => Some(Body::UntilClose),
                     }
                 };
-                let _ = close;
                 self.cur = Some((req, tx));
                 match body {
                     Some(b) => self.resp.state = State::Body(b),
@@ -607,7 +612,7 @@ impl HttpParser {
             }
             Body::Chunked(c) => {
                 // A line: chunk size, the CRLF after data, or a trailer line.
-                let nl = data.iter().position(|&b| b == b'\n');
+                let nl = find_nl(data);
                 let s = self.side(dir);
                 let Some(nl) = nl else {
                     if s.buf.len() + data.len() > 1024 {
@@ -787,7 +792,7 @@ impl HttpParser {
                     }
                 }
             }
-            match data[i..].iter().position(|&b| b == b'\n') {
+            match find_nl(&data[i..]) {
                 Some(p) => {
                     self.stats.unparsed_bytes += (p + 1) as u64;
                     i += p + 1;
@@ -885,12 +890,34 @@ fn status_line(line: &[u8], tx: &mut HttpTx) -> bool {
     true
 }
 
+/// Position of the first `\n`, eight bytes at a time (header blocks are
+/// scanned on every message, so this loop is the parser's hot spot).
+#[inline]
+fn find_nl(hay: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    const NL: u64 = LO * b'\n' as u64;
+    let mut i = 0;
+    while i + 8 <= hay.len() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&hay[i..i + 8]);
+        let x = u64::from_le_bytes(w) ^ NL;
+        // A zero byte in x is a '\n' in the input (exact for the lowest one).
+        let z = x.wrapping_sub(LO) & !x & HI;
+        if z != 0 {
+            return Some(i + (z.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    hay[i..].iter().position(|&b| b == b'\n').map(|p| i + p)
+}
+
 /// Index just after the blank line ending a header block, searching for
 /// line ends from `from`. Accepts CRLF and bare LF line ends.
 fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
     while i < buf.len() {
-        let p = i + buf[i..].iter().position(|&b| b == b'\n')?;
+        let p = i + find_nl(&buf[i..])?;
         match (buf.get(p + 1), buf.get(p + 2)) {
             (Some(b'\n'), _) => return Some(p + 2),
             (Some(b'\r'), Some(b'\n')) => return Some(p + 3),
@@ -912,7 +939,7 @@ impl<'a> Iterator for Lines<'a> {
         if self.data.is_empty() {
             return None;
         }
-        let (line, rest) = match self.data.iter().position(|&b| b == b'\n') {
+        let (line, rest) = match find_nl(self.data) {
             Some(p) => (&self.data[..p], &self.data[p + 1..]),
             None => (self.data, &b""[..]),
         };
@@ -976,8 +1003,54 @@ fn redact_query(q: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Fuzzing entry: `data` is a script of steps for one connection. Each step
+/// is a control byte `c` (bit 0: direction; bits 1-2: 3 = a gap of `c >> 3`
+/// bytes, else data; bits 3-7: length - 1) followed by that many bytes. The
+/// first byte picks the configuration. Must never panic.
+pub fn fuzz(data: &[u8]) {
+    let Some((&conf, mut rest)) = data.split_first() else {
+        return;
+    };
+    let cfg = ParseConfig {
+        redact: conf & 1 != 0,
+        max_header_bytes: if conf & 2 != 0 { 64 } else { 64 * 1024 },
+        max_text_bytes: if conf & 4 != 0 { 3 } else { 4096 },
+        http_headers: vec!["host".into(), "cookie".into()],
+        transaction_timeout_ns: 5,
+    };
+    let mut p = HttpParser::new(&cfg);
+    let mut out = Vec::new();
+    let mut ts = 0;
+    while let Some((&c, r)) = rest.split_first() {
+        ts += 1;
+        let dir = if c & 1 == 0 {
+            Dir::ToServer
+        } else {
+            Dir::ToClient
+        };
+        let n = ((c >> 3) as usize + 1).min(r.len());
+        if (c >> 1) & 3 == 3 {
+            p.gap(dir, ts, (c >> 3) as u64, &mut out);
+            rest = r;
+        } else {
+            p.data(dir, ts, &r[..n], &mut out);
+            rest = &r[n..];
+        }
+        if c == 0xff {
+            p.expire(ts, &mut out);
+        }
+        out.clear();
+    }
+    p.finish(ts, &mut out);
+}
+
 impl StreamParser for HttpParser {
     fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+        if self.upgraded {
+            // WebSocket, a CONNECT tunnel...: counted, not parsed.
+            self.stats.unparsed_bytes += data.len() as u64;
+            return;
+        }
         self.feed(dir, ts_ns, data, out);
     }
 
@@ -989,7 +1062,10 @@ impl StreamParser for HttpParser {
     fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
         let timeout = self.cfg.transaction_timeout_ns;
         // Only complete requests wait for a response; the one being read is not expired.
-        let waiting = self.pending.len() - usize::from(self.req_in_queue);
+        let waiting = self
+            .pending
+            .len()
+            .saturating_sub(usize::from(self.req_in_queue));
         let mut n = 0;
         for p in self.pending.iter().take(waiting) {
             if now_ns - p.req.last_ns > timeout {
@@ -1044,7 +1120,7 @@ impl StreamParser for HttpParser {
     fn gave_up(&self) -> bool {
         // Not HTTP at all (TLS on port 80, another protocol): nothing ever parsed
         // and a fair amount of bytes seen.
-        !self.ever_parsed && self.stats.unparsed_bytes > 16 * 1024
+        self.upgraded || (!self.ever_parsed && self.stats.unparsed_bytes > 16 * 1024)
     }
 
     fn stats(&self) -> ParseStats {
@@ -1366,6 +1442,41 @@ mod test {
         assert_eq!(out.len(), 4);
         assert_eq!(out[3].status, TxStatus::NoRequest);
         assert!(p.stats().gaps == 3 && p.stats().resyncs >= 2);
+    }
+
+    #[test]
+    fn upgrade_stops_parsing() {
+        let (txs, st) = run(
+            &ParseConfig::default(),
+            &[
+                (S, b"GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\n"),
+                (
+                    C,
+                    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n",
+                ),
+                (C, b"\x81\x05hello"),
+            ],
+        );
+        assert_eq!(txs.len(), 1);
+        assert_eq!(
+            (http(&txs[0]).status_code, txs[0].status),
+            (101, TxStatus::Ok)
+        );
+        assert_eq!(st.unparsed_bytes, 7);
+    }
+
+    #[test]
+    fn find_nl_matches_naive() {
+        let mut v = vec![b'a'; 40];
+        for i in 0..40 {
+            v[i] = b'\n';
+            for start in 0..=i {
+                assert_eq!(find_nl(&v[start..]), Some(i - start));
+            }
+            v[i] = 0x8a; // high-bit bytes around must not match
+        }
+        assert_eq!(find_nl(&v), None);
+        assert_eq!(find_nl(b""), None);
     }
 
     #[test]
@@ -1914,6 +2025,82 @@ mod test {
         assert_eq!(p_stats.unparsed_bytes, 0);
     }
 
+    /// Rough throughput (run with --release --ignored): the largest capture's
+    /// events parsed many times over.
+    #[test]
+    #[ignore]
+    fn throughput() {
+        let ev = tcp_events("zeek/http_no_crlf/no_crlf.pcap", &[80]);
+        let bytes: usize = ev
+            .iter()
+            .map(|e| {
+                if let Ev::Data { data, .. } = e {
+                    data.len()
+                } else {
+                    0
+                }
+            })
+            .sum();
+        let cfg = ParseConfig::default();
+        let rounds = 200;
+        let t0 = std::time::Instant::now();
+        let mut n = 0;
+        for _ in 0..rounds {
+            let mut p = HttpParser::new(&cfg);
+            let mut out = Vec::new();
+            for e in &ev {
+                if let Ev::Data {
+                    dir, ts_ns, data, ..
+                } = e
+                {
+                    p.data(*dir, *ts_ns, data, &mut out);
+                }
+            }
+            p.finish(0, &mut out);
+            n += out.len();
+        }
+        let s = t0.elapsed().as_secs_f64();
+        // Header-heavy: small pipelined messages in 1460-byte segments.
+        let mut req = Vec::new();
+        let mut resp = Vec::new();
+        for i in 0..2000 {
+            req.extend_from_slice(format!("GET /api/v1/items/{i}?page=2&sort=name HTTP/1.1\r\nHost: example.com\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64) Gecko/20100101 Firefox/120.0\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate\r\nCookie: session=abcdef0123456789; theme=dark\r\nConnection: keep-alive\r\n\r\n").as_bytes());
+            resp.extend_from_slice(b"HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Sun, 01 Feb 2015 20:53:22 GMT\r\nContent-Type: application/json\r\nContent-Length: 20\r\nCache-Control: no-cache\r\nConnection: keep-alive\r\n\r\n{\"id\":1,\"ok\":true}\n\n");
+        }
+        let t0 = std::time::Instant::now();
+        let rounds2 = 200;
+        for _ in 0..rounds2 {
+            let mut p = HttpParser::new(&cfg);
+            let mut out = Vec::new();
+            // Requests first (all pipelined), then responses: a response must
+            // not overtake its request in this single-threaded replay.
+            for x in req.chunks(1460) {
+                p.data(Dir::ToServer, 0, x, &mut out);
+            }
+            for y in resp.chunks(1460) {
+                p.data(Dir::ToClient, 0, y, &mut out);
+            }
+            p.finish(0, &mut out);
+            assert_eq!(out.len(), 2000);
+            assert!(out.iter().all(|t| t.status == TxStatus::Ok));
+        }
+        let s2 = t0.elapsed().as_secs_f64();
+        let b2 = (req.len() + resp.len()) * rounds2;
+        eprintln!(
+            "http small messages: {:.0} MB/s, {:.0} k tx/s",
+            b2 as f64 / s2 / 1e6,
+            (2000 * rounds2) as f64 / s2 / 1e3
+        );
+        eprintln!(
+            "http: {} MB in {:.3} s = {:.0} MB/s, {} events/round, {} tx",
+            bytes * rounds / 1_000_000,
+            s,
+            (bytes * rounds) as f64 / s / 1e6,
+            ev.len(),
+            n
+        );
+    }
+
     /// Real captures cut into random pieces, with random gaps and byte flips,
     /// through the reassembler-free parser: no panic, counters stay sane.
     #[test]
@@ -1996,6 +2183,16 @@ mod test {
                 p.gap(dir, 0, 3, &mut out);
                 p.data(dir, 0, &t[n..], &mut out);
                 p.finish(0, &mut out);
+            }
+        }
+        // The fuzzing entry over random scripts and over the capture's bytes.
+        for _ in 0..500 {
+            let g: Vec<u8> = (0..rand() % 2000).map(|_| rand() as u8).collect();
+            fuzz(&g);
+        }
+        for e in tcp_events("packetbeat/pcaps/wsgi_drum.pcap", &[8888]) {
+            if let Ev::Data { data, .. } = e {
+                fuzz(&data);
             }
         }
         for _ in 0..200 {

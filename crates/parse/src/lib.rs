@@ -45,13 +45,7 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 5] = [
-        Protocol::Http,
-        Protocol::Mysql,
-        Protocol::Pgsql,
-        Protocol::Redis,
-        Protocol::Dns,
-    ];
+    pub const ALL: [Protocol; 5] = [Protocol::Http, Protocol::Mysql, Protocol::Pgsql, Protocol::Redis, Protocol::Dns];
 
     pub fn service(self) -> &'static str {
         match self {

@@ -60,11 +60,7 @@ impl MysqlTx {
     /// First word of the SQL text, upper case (Packetbeat's `method`), else
     /// the command name upper case.
     pub fn method(&self) -> String {
-        match self
-            .query
-            .as_deref()
-            .and_then(|q| q.split_whitespace().next())
-        {
+        match self.query.as_deref().and_then(|q| q.split_whitespace().next()) {
             Some(w) if self.command == "query" || self.command.starts_with("stmt_") => {
                 w.trim_end_matches(';').to_ascii_uppercase()
             }
@@ -107,6 +103,8 @@ const COM_STMT_PREPARE: u8 = 0x16;
 const COM_STMT_EXECUTE: u8 = 0x17;
 const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
 const COM_STMT_CLOSE: u8 = 0x19;
+const COM_STMT_RESET: u8 = 0x1a;
+const COM_STMT_FETCH: u8 = 0x1c;
 /// Internal marker for the handshake's transaction.
 const LOGIN: u8 = 0xff;
 /// Internal marker for a response whose command was not seen.
@@ -317,13 +315,7 @@ fn add_span(span: &mut Option<Span>, first_ns: i64, last_ns: i64, bytes: u64) {
             s.last_ns = s.last_ns.max(last_ns);
             s.bytes += bytes;
         }
-        None => {
-            *span = Some(Span {
-                first_ns,
-                last_ns,
-                bytes,
-            })
-        }
+        None => *span = Some(Span { first_ns, last_ns, bytes }),
     }
 }
 
@@ -344,10 +336,7 @@ pub fn looks_like(dir: Dir, data: &[u8]) -> bool {
             }
             let mut pos = 1;
             let v = cstr(p, &mut pos);
-            pos < p.len()
-                && !v.is_empty()
-                && v[0].is_ascii_digit()
-                && v.iter().all(|b| b.is_ascii_graphic())
+            pos < p.len() && !v.is_empty() && v[0].is_ascii_digit() && v.iter().all(|b| b.is_ascii_graphic())
         }
         Dir::ToServer => {
             if seq == 1 {
@@ -412,11 +401,7 @@ impl MysqlParser {
     fn record_text(&self, raw: &[u8]) -> (String, bool, String) {
         let s = String::from_utf8_lossy(raw);
         let fp = fingerprint::fingerprint(&s);
-        let mut t = if self.cfg.redact {
-            fingerprint::redact(&s)
-        } else {
-            s.into_owned()
-        };
+        let mut t = if self.cfg.redact { fingerprint::redact(&s) } else { s.into_owned() };
         let cut = truncate(&mut t, self.cfg.max_text_bytes);
         (t, cut, fp)
     }
@@ -444,23 +429,14 @@ impl MysqlParser {
                 self.database = Some(db);
             }
         }
-        out.push(Transaction {
-            request: p.req,
-            response: p.resp,
-            status,
-            detail: Detail::Mysql(p.tx),
-        });
+        out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Mysql(p.tx) });
     }
 
     /// Emits the command in flight, if any: as answered if a response began,
     /// else as unanswered.
     fn flush_pending(&mut self, out: &mut Vec<Transaction>) {
         if let Some(p) = self.pending.take() {
-            let status = if p.resp.is_none() && p.req.is_some() {
-                Some(TxStatus::NoResponse)
-            } else {
-                None
-            };
+            let status = if p.resp.is_none() && p.req.is_some() { Some(TxStatus::NoResponse) } else { None };
             self.emit(p, status, out);
         }
     }
@@ -481,11 +457,7 @@ impl MysqlParser {
         if continued {
             // The rest of a >= 16 MiB message: only its bytes count.
             if let Some(p) = self.pending.as_mut() {
-                let span = if dir == Dir::ToServer {
-                    &mut p.req
-                } else {
-                    &mut p.resp
-                };
+                let span = if dir == Dir::ToServer { &mut p.req } else { &mut p.resp };
                 add_span(span, first_ns, last_ns, bytes);
                 p.next_seq = seq.wrapping_add(1);
             }
@@ -508,14 +480,13 @@ impl MysqlParser {
     ) {
         let bytes = 4 + len as u64;
         match self.phase {
-            Phase::Init | Phase::Greeted if seq == 1 => {
-                return self.handshake_response(len, p, first_ns, last_ns, out)
-            }
+            Phase::Init | Phase::Greeted if seq == 1 => return self.handshake_response(len, p, first_ns, last_ns, out),
             Phase::Init if seq == 0 => self.phase = Phase::Command,
             Phase::Auth if seq != 0 => {
                 // More authentication data (auth switch response, ...).
                 if let Some(pd) = self.pending.as_mut() {
                     add_span(&mut pd.req, first_ns, last_ns, bytes);
+                    pd.next_seq = seq.wrapping_add(1);
                 }
                 return;
             }
@@ -530,7 +501,11 @@ impl MysqlParser {
             // Continuation of the command in flight (LOCAL INFILE data,
             // COM_CHANGE_USER auth exchange).
             match self.pending.as_mut() {
-                Some(pd) if pd.req.is_some() => add_span(&mut pd.req, first_ns, last_ns, bytes),
+                Some(pd) if pd.req.is_some() => {
+                    add_span(&mut pd.req, first_ns, last_ns, bytes);
+                    // The server numbers its next packet after the client's.
+                    pd.next_seq = seq.wrapping_add(1);
+                }
                 _ => {
                     self.stats.malformed += 1;
                     self.stats.unparsed_bytes += bytes;
@@ -548,11 +523,7 @@ impl MysqlParser {
         let mut pd = Pending {
             cmd,
             tx: MysqlTx::default(),
-            req: Some(Span {
-                first_ns,
-                last_ns,
-                bytes,
-            }),
+            req: Some(Span { first_ns, last_ns, bytes }),
             resp: None,
             state: Resp::First,
             error: false,
@@ -586,15 +557,14 @@ impl MysqlParser {
                 self.user = Some(user.clone());
                 tx.user = Some(user);
             }
-            COM_STMT_EXECUTE | COM_STMT_CLOSE | COM_STMT_SEND_LONG_DATA | 0x1a | 0x1c => {
+            COM_STMT_EXECUTE | COM_STMT_CLOSE | COM_STMT_SEND_LONG_DATA | COM_STMT_RESET | COM_STMT_FETCH => {
                 if let Some(id) = u32_at(arg, 0) {
                     tx.statement_id = Some(id);
                     if let Some(st) = self.stmts.get_mut(&id) {
                         tx.query = st.query.clone();
                         tx.fingerprint = st.fingerprint.clone();
                         if cmd == COM_STMT_EXECUTE {
-                            tx.params =
-                                exec_params(arg, st, self.cfg.redact, self.cfg.max_text_bytes);
+                            tx.params = exec_params(arg, st, self.cfg.redact, self.cfg.max_text_bytes);
                         }
                     }
                     if cmd == COM_STMT_CLOSE {
@@ -612,14 +582,7 @@ impl MysqlParser {
         }
     }
 
-    fn handshake_response(
-        &mut self,
-        len: usize,
-        p: &[u8],
-        first_ns: i64,
-        last_ns: i64,
-        out: &mut Vec<Transaction>,
-    ) {
+    fn handshake_response(&mut self, len: usize, p: &[u8], first_ns: i64, last_ns: i64, out: &mut Vec<Transaction>) {
         self.flush_pending(out);
         let Some(caps16) = u16_at(p, 0) else {
             self.stats.malformed += 1;
@@ -673,11 +636,7 @@ impl MysqlParser {
         self.pending = Some(Pending {
             cmd: LOGIN,
             tx,
-            req: Some(Span {
-                first_ns,
-                last_ns,
-                bytes: 4 + len as u64,
-            }),
+            req: Some(Span { first_ns, last_ns, bytes: 4 + len as u64 }),
             resp: None,
             state: Resp::First,
             error: false,
@@ -791,23 +750,15 @@ impl MysqlParser {
                         },
                     );
                     pd.state = if params > 0 {
-                        Resp::PrepareParams {
-                            left: params as u64,
-                            cols,
-                        }
+                        Resp::PrepareParams { left: params as u64, cols }
                     } else if cols > 0 {
                         Resp::PrepareCols(cols)
                     } else {
                         done = true;
                         Resp::First
                     };
-                } else if first == 0x00 || (pd.cmd != UNKNOWN && is_eof && pd.cmd != COM_FIELD_LIST)
-                {
-                    let more = if first == 0x00 {
-                        parse_ok(p, &mut pd.tx)
-                    } else {
-                        eof_more(p)
-                    };
+                } else if first == 0x00 || (is_eof && pd.cmd != COM_FIELD_LIST) {
+                    let more = if first == 0x00 { parse_ok(p, &mut pd.tx) } else { eof_more(p) };
                     done = !more;
                 } else if first == 0xfb && pd.cmd == COM_QUERY {
                     pd.state = Resp::LocalInfile;
@@ -861,18 +812,9 @@ impl MysqlParser {
                 }
             }
             Resp::Rows => {
-                let end = first == 0xfe
-                    && if deprecate == Some(true) {
-                        len < MAX_PAYLOAD
-                    } else {
-                        len < 9
-                    };
+                let end = first == 0xfe && if deprecate == Some(true) { len < MAX_PAYLOAD } else { len < 9 };
                 if end {
-                    let more = if len < 9 && deprecate != Some(true) {
-                        eof_more(p)
-                    } else {
-                        parse_ok(p, &mut pd.tx)
-                    };
+                    let more = if len < 9 && deprecate != Some(true) { eof_more(p) } else { parse_ok(p, &mut pd.tx) };
                     if more {
                         pd.state = Resp::First;
                     } else {
@@ -888,10 +830,7 @@ impl MysqlParser {
             }
             Resp::PrepareParams { left, cols } => {
                 pd.state = if left > 1 {
-                    Resp::PrepareParams {
-                        left: left - 1,
-                        cols,
-                    }
+                    Resp::PrepareParams { left: left - 1, cols }
                 } else if deprecate == Some(true) {
                     if cols > 0 {
                         Resp::PrepareCols(cols)
@@ -977,9 +916,7 @@ impl MysqlParser {
                     && data[4] <= 0x1f
                     && (4 + len == data.len() || (data[4] == COM_QUERY && 4 + len > data.len()))
             }
-            Dir::ToClient => {
-                seq == 1 && len >= 1 && self.pending.as_ref().is_some_and(|p| p.resp.is_none())
-            }
+            Dir::ToClient => seq == 1 && len >= 1 && self.pending.as_ref().is_some_and(|p| p.resp.is_none()),
         }
     }
 }
@@ -987,10 +924,7 @@ impl MysqlParser {
 /// `USE db` (optionally back-quoted): the database it selects.
 fn use_target(q: &[u8]) -> Option<String> {
     let s = std::str::from_utf8(q).ok()?.trim();
-    let rest = s
-        .get(..4)
-        .filter(|p| p.eq_ignore_ascii_case("use "))
-        .map(|_| &s[4..])?;
+    let rest = s.get(..4).filter(|p| p.eq_ignore_ascii_case("use ")).map(|_| &s[4..])?;
     let db = rest.trim().trim_end_matches(';').trim().trim_matches('`');
     (!db.is_empty() && !db.contains(char::is_whitespace)).then(|| db.to_string())
 }
@@ -1070,34 +1004,10 @@ fn exec_params(arg: &[u8], st: &mut Stmt, redact: bool, budget: usize) -> Vec<St
             Some(v)
         };
         let v = match t {
-            1 => fixed(1, &mut pos).map(|v| {
-                if unsigned {
-                    v.to_string()
-                } else {
-                    (v as u8 as i8).to_string()
-                }
-            }),
-            2 | 13 => fixed(2, &mut pos).map(|v| {
-                if unsigned {
-                    v.to_string()
-                } else {
-                    (v as u16 as i16).to_string()
-                }
-            }),
-            3 | 9 => fixed(4, &mut pos).map(|v| {
-                if unsigned {
-                    v.to_string()
-                } else {
-                    (v as u32 as i32).to_string()
-                }
-            }),
-            8 => fixed(8, &mut pos).map(|v| {
-                if unsigned {
-                    v.to_string()
-                } else {
-                    (v as i64).to_string()
-                }
-            }),
+            1 => fixed(1, &mut pos).map(|v| if unsigned { v.to_string() } else { (v as u8 as i8).to_string() }),
+            2 | 13 => fixed(2, &mut pos).map(|v| if unsigned { v.to_string() } else { (v as u16 as i16).to_string() }),
+            3 | 9 => fixed(4, &mut pos).map(|v| if unsigned { v.to_string() } else { (v as u32 as i32).to_string() }),
+            8 => fixed(8, &mut pos).map(|v| if unsigned { v.to_string() } else { (v as i64).to_string() }),
             4 => fixed(4, &mut pos).map(|v| f32::from_bits(v as u32).to_string()),
             5 => fixed(8, &mut pos).map(|v| f64::from_bits(v).to_string()),
             6 => Some("NULL".to_string()),
@@ -1109,14 +1019,7 @@ fn exec_params(arg: &[u8], st: &mut Stmt, redact: bool, budget: usize) -> Vec<St
                     let y = u16_at(b, 0).unwrap_or(0);
                     let g = |k: usize| b.get(k).copied().unwrap_or(0);
                     if l > 4 {
-                        format!(
-                            "{y:04}-{:02}-{:02} {:02}:{:02}:{:02}",
-                            g(2),
-                            g(3),
-                            g(4),
-                            g(5),
-                            g(6)
-                        )
+                        format!("{y:04}-{:02}-{:02} {:02}:{:02}:{:02}", g(2), g(3), g(4), g(5), g(6))
                     } else {
                         format!("{y:04}-{:02}-{:02}", g(2), g(3))
                     }
@@ -1257,9 +1160,7 @@ impl StreamParser for MysqlParser {
 
     fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
         let stale = self.pending.as_ref().is_some_and(|p| {
-            p.resp.is_none()
-                && p.req
-                    .is_some_and(|r| now_ns - r.last_ns > self.cfg.transaction_timeout_ns)
+            p.resp.is_none() && p.req.is_some_and(|r| now_ns - r.last_ns > self.cfg.transaction_timeout_ns)
         });
         if stale {
             self.flush_pending(out);

@@ -11,9 +11,9 @@ use wirelog_store::{Batch, Column};
 
 use crate::error::{QueryError, SchemaError, SchemaProblem};
 use crate::expr::{CmpOp, Expr, Operand, Pred, Test};
-use crate::field::{value_cols, Field};
+use crate::field::{hist_col, value_cols, Field, ERRORS, ERROR_STATUS};
 use crate::filter::{column, selected, Filter};
-use crate::hist::Hist;
+use crate::hist::{Hist, Pct};
 use crate::key::{KeyValue, Layout, Part, MAX_WORDS};
 use crate::spec::{Agg, Order, QuerySpec, SortKey};
 use crate::table::{same, Acc, Group, Table};
@@ -26,9 +26,12 @@ pub struct Row {
     /// The `--by` values, in `--by` order.
     pub key: Vec<KeyValue>,
     pub acc: Acc,
-    /// Duration p50, p95, p99 in ns (connections; `None` when no row of the
-    /// group had a duration).
+    /// Duration (connections) or latency (transactions) p50, p95, p99 in
+    /// ns; `None` when no row of the group had one.
     pub duration: Option<[i64; 3]>,
+    /// Transactions: the mean latency in ns over the rows that have one
+    /// (`None` for other kinds, or when no row had a latency).
+    pub avg: Option<i64>,
 }
 
 /// What a query returns.
@@ -90,7 +93,7 @@ impl Engine {
         }
         parts.extend(spec.by.iter().map(|&f| Part::Field(f)));
         let layout = Layout::new(&parts).map_err(|words| key_too_wide(&spec, words))?;
-        let hist = (spec.percentiles && spec.kind == wirelog_store::Kind::Conns).then(Hist::new);
+        let hist = (spec.percentiles && hist_col(spec.kind).is_some()).then(Hist::new);
         let grouper: Box<dyn Grouper> = match layout.words {
             1 => Box::new(GroupBy::<1>::new(spec.kind, layout, hist)),
             2 => Box::new(GroupBy::<2>::new(spec.kind, layout, hist)),
@@ -186,7 +189,7 @@ impl Engine {
             kind: self.spec.kind,
             by: self.spec.by.clone(),
             every_ns: self.spec.every_ns,
-            percentiles: self.spec.percentiles && self.spec.kind == wirelog_store::Kind::Conns,
+            percentiles: self.spec.percentiles && hist_col(self.spec.kind).is_some(),
             sort: self.spec.sort,
             rows,
             total,
@@ -214,7 +217,8 @@ fn key_too_wide(spec: &QuerySpec, words: usize) -> QueryError {
 }
 
 /// A column as `&[u64]`: borrowed when it is `U64`, else widened into `buf`
-/// (an unset value counting 0).
+/// (an unset value counting 0, a negative duration 0); transactions'
+/// [`ERRORS`] column as 1 for an error, else 0.
 fn as_u64<'a>(
     col: &'a Column,
     buf: &'a mut Vec<u64>,
@@ -231,6 +235,10 @@ fn as_u64<'a>(
         Column::U16(v) => widen(buf, &mut v.iter().map(|&x| x as u64)),
         Column::U8(v) => widen(buf, &mut v.iter().map(|&x| x as u64)),
         Column::OptU64(v) => widen(buf, &mut v.iter().map(|x| x.unwrap_or(0))),
+        Column::OptI64(v) => widen(buf, &mut v.iter().map(|x| x.unwrap_or(0).max(0) as u64)),
+        Column::Str(v) if name == ERRORS => {
+            widen(buf, &mut v.iter().map(|s| (s == ERROR_STATUS) as u64))
+        }
         _ => {
             return Err(SchemaError {
                 column: name,
@@ -294,18 +302,18 @@ impl<const N: usize> Grouper for GroupBy<N> {
             None => None,
         };
         // Checked before the loop, so a bad batch leaves the sums untouched.
-        let durations = match &self.hist {
-            Some(_) => match column(batch, "duration")? {
+        let durations = match (&self.hist, hist_col(self.kind)) {
+            (Some(_), Some(name)) => match column(batch, name)? {
                 Column::OptI64(d) => Some(Durations::Opt(d)),
                 Column::I64(d) => Some(Durations::Set(d)),
                 _ => {
                     return Err(SchemaError {
-                        column: "duration",
+                        column: name,
                         problem: SchemaProblem::WrongType,
                     })
                 }
             },
-            None => None,
+            _ => None,
         };
         let (keys, hashes) = (&self.keys, &self.hashes);
         let mut g = usize::MAX;
@@ -360,7 +368,14 @@ impl<const N: usize> Grouper for GroupBy<N> {
         for g in groups {
             total.add(&g.acc);
         }
-        let by_pct = matches!(spec.sort.0, SortKey::Agg(a) if a.is_percentile());
+        let by_pct = matches!(spec.sort.0, SortKey::Agg(a) if a.needs_hist());
+        let tx = this.kind.is_tx();
+        // The mean latency of a transaction row: the latency sum over the
+        // number of latencies.
+        let avg = |acc: &Acc, p: Option<Pct>| {
+            p.filter(|_| tx)
+                .map(|p| (acc.latency_sum_ns() / p.n.max(1)) as i64)
+        };
         let mut rows = Vec::new();
         let n_groups;
         match layout.bucket_word() {
@@ -382,11 +397,13 @@ impl<const N: usize> Grouper for GroupBy<N> {
                 });
                 for (i, &g) in order.iter().enumerate() {
                     let grp = &groups[g as usize];
+                    let p = row_pct.as_ref().and_then(|p| p[i]);
                     rows.push(Row {
                         time: None,
                         key: layout.decode(&grp.key),
                         acc: grp.acc,
-                        duration: row_pct.as_ref().and_then(|p| p[i]),
+                        duration: p.map(|p| p.p),
+                        avg: avg(&grp.acc, p),
                     });
                 }
             }
@@ -452,11 +469,13 @@ impl<const N: usize> Grouper for GroupBy<N> {
                 });
                 for (i, &(t, _, g)) in chosen.iter().enumerate() {
                     let grp = &groups[g as usize];
+                    let p = row_pct.as_ref().and_then(|p| p[i]);
                     rows.push(Row {
                         time: Some(t),
                         key: layout.decode(&grp.key),
                         acc: grp.acc,
-                        duration: row_pct.as_ref().and_then(|p| p[i]),
+                        duration: p.map(|p| p.p),
+                        avg: avg(&grp.acc, p),
                     });
                 }
             }
@@ -474,7 +493,8 @@ fn agg_value(acc: &Acc, a: Agg) -> u64 {
         Agg::PktsOut => acc.pkts_out,
         Agg::PktsIn => acc.pkts_in,
         Agg::Conns => acc.conns,
-        Agg::P50 | Agg::P95 | Agg::P99 => 0,
+        Agg::Errors => acc.errors(),
+        Agg::P50 | Agg::P95 | Agg::P99 | Agg::Avg => 0,
     }
 }
 
@@ -483,7 +503,7 @@ fn agg_value(acc: &Acc, a: Agg) -> u64 {
 /// hashing or batch order. A partial sort keeps the top N.
 fn ranked<const N: usize>(
     groups: &[Group<N>],
-    pct: Option<&[Option<[i64; 3]>]>,
+    pct: Option<&[Option<Pct>]>,
     layout: &Layout,
     (key, order): (SortKey, Order),
     top: Option<usize>,
@@ -498,14 +518,17 @@ fn ranked<const N: usize>(
     let desc = order == Order::Desc;
     let value = |i: usize, g: &Group<N>| -> u64 {
         let v = match key {
-            SortKey::Agg(agg) if agg.is_percentile() => {
-                let k = match agg {
-                    Agg::P50 => 0,
-                    Agg::P95 => 1,
-                    _ => 2,
-                };
+            SortKey::Agg(agg) if agg.needs_hist() => {
                 // Groups without durations sort below every duration.
-                pct.and_then(|p| p[i]).map_or(0, |p| p[k].max(0) as u64 + 1)
+                pct.and_then(|p| p[i]).map_or(0, |p| {
+                    let v = match agg {
+                        Agg::P50 => p.p[0],
+                        Agg::P95 => p.p[1],
+                        Agg::P99 => p.p[2],
+                        _ => (g.acc.latency_sum_ns() / p.n.max(1)) as i64,
+                    };
+                    v.max(0) as u64 + 1
+                })
             }
             SortKey::Agg(agg) => agg_value(&g.acc, agg),
             SortKey::Field(_) | SortKey::Time => return 0,

@@ -45,6 +45,8 @@ struct Def {
     name: &'static str,
     ty: Ty,
     aliases: &'static [&'static str],
+    /// The store may leave it unset (`OptU64`/`OptI64`); optional text reads as "".
+    nullable: bool,
 }
 
 const U8P: Ty = Ty::UInt {
@@ -68,8 +70,28 @@ const U64C: Ty = Ty::UInt {
     unit: Unit::Count,
 };
 
+const U64: Ty = Ty::UInt {
+    bits: 64,
+    unit: Unit::Plain,
+};
+
 const fn def(name: &'static str, ty: Ty, aliases: &'static [&'static str]) -> Def {
-    Def { name, ty, aliases }
+    Def {
+        name,
+        ty,
+        aliases,
+        nullable: false,
+    }
+}
+
+/// A field the store may leave unset.
+const fn opt(name: &'static str, ty: Ty, aliases: &'static [&'static str]) -> Def {
+    Def {
+        name,
+        ty,
+        aliases,
+        nullable: true,
+    }
 }
 
 static FLOWS: &[Def] = &[
@@ -98,9 +120,9 @@ static CONNS: &[Def] = &[
     // Zeek's transport name; a number given for `proto` compares `ip_proto`.
     def("proto", Ty::Str, &[]),
     def("service", Ty::Str, &[]),
-    def("duration", Ty::Duration, &[]),
-    def("orig_bytes", U64B, &[]),
-    def("resp_bytes", U64B, &[]),
+    opt("duration", Ty::Duration, &[]),
+    opt("orig_bytes", U64B, &[]),
+    opt("resp_bytes", U64B, &[]),
     def("conn_state", Ty::Str, &["state"]),
     def("local_orig", Ty::Bool, &[]),
     def("local_resp", Ty::Bool, &[]),
@@ -112,14 +134,104 @@ static CONNS: &[Def] = &[
     def("resp_ip_bytes", U64B, &[]),
     def("ip_proto", U8P, &[]),
     def("community_id", Ty::Str, &[]),
-    def("vlan", U16, &[]),
-    def("inner_vlan", U16, &[]),
+    opt("vlan", U16, &[]),
+    opt("inner_vlan", U16, &[]),
+];
+
+/// The fields every transaction kind starts with, then its own.
+macro_rules! tx_defs {
+    ($($extra:expr),* $(,)?) => {
+        &[
+            def("ts", Ty::Time, &["time"]),
+            def("uid", Ty::Str, &[]),
+            def("client", Ty::Ip, &["sip", "src", "orig_h", "id.orig_h"]),
+            def("client_port", U16, &["sport", "orig_p", "id.orig_p"]),
+            def("server", Ty::Ip, &["dip", "dst", "resp_h", "id.resp_h"]),
+            def("server_port", U16, &["dport", "resp_p", "id.resp_p"]),
+            def("transport", U8P, &["proto"]),
+            def("status", Ty::Str, &[]),
+            opt("request_bytes", U64B, &["req_bytes"]),
+            opt("response_bytes", U64B, &["resp_bytes"]),
+            opt("latency", Ty::Duration, &[]),
+            opt("first_byte_latency", Ty::Duration, &["ttfb"]),
+            $($extra),*
+        ]
+    };
+}
+
+static HTTP: &[Def] = tx_defs![
+    def("method", Ty::Str, &[]),
+    def("host", Ty::Str, &[]),
+    def("uri", Ty::Str, &["url", "path"]),
+    def("version", Ty::Str, &[]),
+    def("user_agent", Ty::Str, &["ua"]),
+    opt("status_code", U16, &["code"]),
+    def("reason", Ty::Str, &[]),
+    opt("request_body_len", U64B, &[]),
+    opt("response_body_len", U64B, &[]),
+];
+
+static MYSQL: &[Def] = tx_defs![
+    def("command", Ty::Str, &["cmd"]),
+    def("query", Ty::Str, &[]),
+    def("fingerprint", Ty::Str, &["fp"]),
+    def("database", Ty::Str, &["db"]),
+    def("user", Ty::Str, &[]),
+    opt("affected_rows", U64C, &[]),
+    opt("insert_id", U64, &[]),
+    opt("num_rows", U64C, &["rows"]),
+    opt("num_fields", U64C, &[]),
+    opt("error_code", U64, &[]),
+    def("sql_state", Ty::Str, &[]),
+    def("error_message", Ty::Str, &[]),
+];
+
+static PGSQL: &[Def] = tx_defs![
+    def("command", Ty::Str, &["cmd"]),
+    def("query", Ty::Str, &[]),
+    def("fingerprint", Ty::Str, &["fp"]),
+    def("database", Ty::Str, &["db"]),
+    def("user", Ty::Str, &[]),
+    def("command_tag", Ty::Str, &["tag"]),
+    opt("rows", U64C, &["num_rows"]),
+    opt("num_fields", U64C, &[]),
+    def("error_severity", Ty::Str, &["severity"]),
+    def("error_code", Ty::Str, &[]),
+    def("error_message", Ty::Str, &[]),
+];
+
+static REDIS: &[Def] = tx_defs![
+    def("command", Ty::Str, &["cmd"]),
+    def("args", Ty::Str, &[]),
+    def("reply_type", Ty::Str, &[]),
+    def("reply", Ty::Str, &[]),
+];
+
+static DNS: &[Def] = tx_defs![
+    def("query", Ty::Str, &["qname", "name"]),
+    opt("qtype", U64, &[]),
+    def("qtype_name", Ty::Str, &["type"]),
+    opt("qclass", U64, &[]),
+    opt("rcode", U64, &[]),
+    def("rcode_name", Ty::Str, &[]),
+    opt("trans_id", U64, &["id"]),
+    def("answers", Ty::Str, &[]),
+    def("ttls", Ty::Str, &[]),
+    def("aa", Ty::Bool, &[]),
+    def("tc", Ty::Bool, &[]),
+    def("rd", Ty::Bool, &[]),
+    def("ra", Ty::Bool, &[]),
 ];
 
 fn defs(kind: Kind) -> &'static [Def] {
     match kind {
         Kind::Flows => FLOWS,
         Kind::Conns => CONNS,
+        Kind::Http => HTTP,
+        Kind::Mysql => MYSQL,
+        Kind::Pgsql => PGSQL,
+        Kind::Redis => REDIS,
+        Kind::Dns => DNS,
     }
 }
 
@@ -191,11 +303,7 @@ impl Field {
     /// Whether the store may leave the value unset (an optional Parquet
     /// column, read as `OptU64`/`OptI64`).
     pub fn nullable(self) -> bool {
-        self.kind == Kind::Conns
-            && matches!(
-                self.name(),
-                "duration" | "orig_bytes" | "resp_bytes" | "vlan" | "inner_vlan"
-            )
+        defs(self.kind)[self.idx as usize].nullable
     }
 
     /// The column a kind's time series and time ranges use.
@@ -212,13 +320,34 @@ impl Field {
 }
 
 /// The per-direction value columns a kind's aggregates sum.
+///
+/// Transactions reuse the slots: `bytes_out`/`bytes_in` are the request and
+/// response bytes, `pkts_out` is [`ERRORS`] (rows whose `status` is
+/// "error" count 1), `pkts_in` the `latency` (ns, unset counts 0), and every
+/// row is one transaction.
 pub(crate) struct ValueCols {
     pub bytes_out: &'static str,
     pub pkts_out: &'static str,
     pub bytes_in: &'static str,
     pub pkts_in: &'static str,
-    /// `None`: every row is one connection.
+    /// `None`: every row is one connection (transaction).
     pub conns: Option<&'static str>,
+}
+
+/// The value column of transactions that counts errors.
+pub(crate) const ERRORS: &str = "status";
+
+/// The status value [`ERRORS`] counts.
+pub(crate) const ERROR_STATUS: &str = "error";
+
+/// The column whose values feed the percentile histogram: connections'
+/// `duration`, transactions' `latency`.
+pub(crate) fn hist_col(kind: Kind) -> Option<&'static str> {
+    match kind {
+        Kind::Flows => None,
+        Kind::Conns => Some("duration"),
+        _ => Some("latency"),
+    }
 }
 
 pub(crate) fn value_cols(kind: Kind) -> ValueCols {
@@ -235,6 +364,13 @@ pub(crate) fn value_cols(kind: Kind) -> ValueCols {
             pkts_out: "orig_pkts",
             bytes_in: "resp_bytes",
             pkts_in: "resp_pkts",
+            conns: None,
+        },
+        _ => ValueCols {
+            bytes_out: "request_bytes",
+            pkts_out: ERRORS,
+            bytes_in: "response_bytes",
+            pkts_in: "latency",
             conns: None,
         },
     }
@@ -303,7 +439,7 @@ mod tests {
     #[test]
     fn schema_matches_store() {
         // The store's schema is the source of truth for column names and order.
-        for kind in [Kind::Flows, Kind::Conns] {
+        for kind in Kind::ALL {
             let ours: Vec<_> = Field::all(kind).map(Field::name).collect();
             let store: Vec<_> = wirelog_store::schema::columns(kind)
                 .iter()
@@ -311,8 +447,25 @@ mod tests {
                 .collect();
             assert_eq!(ours, store, "{kind:?}");
         }
-        for n in Field::all_names(Kind::Conns).chain(Field::all_names(Kind::Flows)) {
-            assert_eq!(n, n.to_ascii_lowercase());
+        for kind in Kind::ALL {
+            for n in Field::all_names(kind) {
+                assert_eq!(n, n.to_ascii_lowercase());
+                // A name means one field.
+                assert_eq!(
+                    Field::all_names(kind).filter(|m| *m == n).count(),
+                    1,
+                    "{kind:?} {n}"
+                );
+            }
+            // Nullable exactly where the store's column is optional and not text.
+            for (f, c) in Field::all(kind).zip(wirelog_store::schema::columns(kind)) {
+                assert_eq!(
+                    f.nullable(),
+                    c.is_optional() && f.ty() != Ty::Str,
+                    "{kind:?} {}",
+                    f.name()
+                );
+            }
         }
     }
 }

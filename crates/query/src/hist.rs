@@ -45,6 +45,14 @@ pub(crate) fn representative(b: u16) -> i64 {
     ((lo + hi) * 500) as i64
 }
 
+/// The percentiles of a group, and how many values they were taken over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pct {
+    /// p50, p95, p99, ns.
+    pub p: [i64; 3],
+    pub n: u64,
+}
+
 /// Counts per (group, bucket).
 #[derive(Debug)]
 pub(crate) struct Hist {
@@ -64,14 +72,15 @@ impl Hist {
             .or_insert(0) += 1;
     }
 
-    /// Percentiles per target, where `target(group)` maps a group to an output
-    /// index (or `None` to skip it): several groups may merge into one target
-    /// (the series of a time series).
+    /// Percentiles per target, and how many values it holds, where
+    /// `target(group)` maps a group to an output index (or `None` to skip
+    /// it): several groups may merge into one target (the series of a time
+    /// series).
     pub(crate) fn percentiles(
         &self,
         targets: usize,
         target: impl Fn(u32) -> Option<u32>,
-    ) -> Vec<Option<[i64; 3]>> {
+    ) -> Vec<Option<Pct>> {
         let mut entries: Vec<(u32, u16, u64)> = self
             .counts
             .iter()
@@ -97,7 +106,7 @@ impl Hist {
                     }
                 }
             }
-            out[t as usize] = Some(res);
+            out[t as usize] = Some(Pct { p: res, n });
             i = j;
         }
         out
@@ -143,14 +152,15 @@ mod tests {
         }
         h.add(1, 5_000);
         let p = h.percentiles(2, Some);
-        let [p50, p95, p99] = p[0].unwrap();
+        let [p50, p95, p99] = p[0].unwrap().p;
+        assert_eq!(p[0].unwrap().n, 100);
         for (got, want) in [(p50, 50e6), (p95, 95e6), (p99, 99e6)] {
             assert!((got as f64 - want).abs() <= want / 32.0, "{got} vs {want}");
         }
-        assert_eq!(p[1].unwrap(), [5_500; 3]);
+        assert_eq!(p[1].unwrap().p, [5_500; 3]);
         // Merging groups into one target.
         let p = h.percentiles(1, |_| Some(0));
-        assert!(p[0].unwrap()[0] > 40_000_000);
+        assert!(p[0].unwrap().p[0] > 40_000_000);
         // Skipped groups.
         let p = h.percentiles(2, |g| (g == 1).then_some(1));
         assert!(p[0].is_none() && p[1].is_some());

@@ -1,4 +1,4 @@
-//! wirelog's query language and engine: `wirelog query <flows|conns> [--where
+//! wirelog's query language and engine: `wirelog query <flows|conns|http|mysql|pgsql|redis|dns> [--where
 //! EXPR] [--by FIELDS] [--sort FIELD] [--top N] [--every DUR]` over the store's
 //! columnar batches.
 //!
@@ -59,6 +59,14 @@
 //! (either port on connections; `server_port` on flows), `bytes` and
 //! `pkts`/`packets` (out + in).
 //!
+//! Transactions (`http`, `mysql`, `pgsql`, `redis`, `dns`): the store's
+//! columns by name, with `sip`/`src`/`orig_h` (client), `dip`/`dst`/`resp_h`
+//! (server), `sport`, `dport`, `proto` (transport), `time` (ts), `ttfb`
+//! (first_byte_latency) and a few per kind (`code` for `status_code`, `fp`
+//! for `fingerprint`, `db`, `cmd`, `qname`, ...). `ip`/`net`/`addr` are
+//! either address, and so is `host` except for http, whose `host` is the
+//! Host header; `port` is either port, `bytes` request + response.
+//!
 //! **Values**, checked against the field:
 //! - addresses: `10.0.0.1`, `2001:db8::1`, CIDRs `10.0.0.0/8`, `fe80::/10`;
 //!   `=` with a CIDR means "in the block"; operators `=`, `!=`, `in`, `not in`;
@@ -88,6 +96,12 @@
 //! (flows' `conns` column; connection records). For connections it keeps
 //! duration p50/p95/p99 from a log-bucketed histogram, within
 //! max(3.125 %, 500 ns) of the exact nearest-rank value ([`hist`]).
+//! Transactions have `count`, `errors` (status "error"), `request_bytes`,
+//! `response_bytes`, `bytes`, latency p50/p95/p99 from the same histogram
+//! (`--sort` accepts `p99`, `latency_p99` and `p99_latency`) and
+//! `latency_avg` (exact mean over the rows with a latency); default key http
+//! `host`, mysql/pgsql `fingerprint`, redis `command`, dns
+//! `query,qtype_name`, sorted by count.
 //! `--every` adds the interval start (time floored to a multiple of the
 //! interval) to the key; `--top` then counts series, ranked by their total
 //! over the whole range, and rows come by time, then by series rank.

@@ -183,10 +183,26 @@ enum Target {
 
 const PSEUDO: &[&str] = &["host", "net", "addr", "port", "bytes", "pkts", "packets"];
 
+/// Names covering two columns of transactions. `host` is one of them except
+/// for HTTP, where it is the Host header: `ip` works for every kind.
+const TX_PSEUDO: &[&str] = &["ip", "host", "net", "addr", "port", "bytes"];
+
 fn resolve(kind: Kind, name: &str) -> Option<Target> {
     let lower = name.to_ascii_lowercase();
     let col = |n| Field::col(kind, n);
     let flows = kind == Kind::Flows;
+    if kind.is_tx() {
+        // A real column first (http's `host`).
+        if let Some(f) = Field::lookup(kind, &lower) {
+            return Some(Target::Field(f));
+        }
+        return Some(match lower.as_str() {
+            "ip" | "host" | "net" | "addr" => Target::EitherIp(col("client"), col("server")),
+            "port" => Target::EitherPort(col("client_port"), col("server_port")),
+            "bytes" => Target::Sum(col("request_bytes"), col("response_bytes")),
+            _ => return None,
+        });
+    }
     Some(match lower.as_str() {
         "host" | "net" | "addr" if flows => Target::EitherIp(col("client"), col("server")),
         "host" | "net" | "addr" => Target::EitherIp(col("orig_h"), col("resp_h")),
@@ -235,10 +251,14 @@ pub(crate) fn unknown_field(
     name: &str,
     extra: &[&'static str],
 ) -> QueryError {
-    let expected = if kind == Kind::Flows {
-        "a flow field name"
-    } else {
-        "a connection field name"
+    let expected = match kind {
+        Kind::Flows => "a flow field name",
+        Kind::Conns => "a connection field name",
+        Kind::Http => "an http field name",
+        Kind::Mysql => "a mysql field name",
+        Kind::Pgsql => "a pgsql field name",
+        Kind::Redis => "a redis field name",
+        Kind::Dns => "a dns field name",
     };
     let mut message = format!("expected {expected}, found unknown field '{name}'");
     match suggest(kind, name, extra) {
@@ -408,7 +428,8 @@ impl<'a> Parser<'a> {
             unreachable!("primary checked for a word")
         };
         let target = resolve(self.kind, name).ok_or_else(|| {
-            unknown_field(self.kind, FLAG, self.input, name_tok.col, name, PSEUDO)
+            let pseudo = if self.kind.is_tx() { TX_PSEUDO } else { PSEUDO };
+            unknown_field(self.kind, FLAG, self.input, name_tok.col, name, pseudo)
         })?;
 
         let op_tok = self.bump();

@@ -4,7 +4,9 @@
 //! Columns, in order: `time` (time series only), the `--by` fields, then
 //! `conns`, packets out/in/total, bytes out/in/total (for connections named as
 //! Zeek does: `orig_pkts`, `resp_bytes`, ...), and for connections
-//! `duration_p50`, `duration_p95`, `duration_p99`. The table adds `%` (share
+//! `duration_p50`, `duration_p95`, `duration_p99`. Transactions have `count`,
+//! `errors`, `request_bytes`, `response_bytes`, `bytes`, `latency_p50`,
+//! `latency_p95`, `latency_p99` and `latency_avg` instead. The table adds `%` (share
 //! of all matching bytes) after `bytes` and a summary line at the end.
 //!
 //! - table: bytes as `1.2 MB` (powers of 1000), counts as `12.3k`, addresses
@@ -163,11 +165,28 @@ const SUMS: [Agg; 7] = [
     Agg::BytesIn,
     Agg::Bytes,
 ];
+const TX_SUMS: [Agg; 5] = [
+    Agg::Conns,
+    Agg::Errors,
+    Agg::BytesOut,
+    Agg::BytesIn,
+    Agg::Bytes,
+];
 const PCTS: [Agg; 3] = [Agg::P50, Agg::P95, Agg::P99];
+
+/// The summed columns of a kind, in output order.
+fn sums(kind: wirelog_store::Kind) -> &'static [Agg] {
+    if kind.is_tx() {
+        &TX_SUMS
+    } else {
+        &SUMS
+    }
+}
 
 fn sum_value(acc: &Acc, a: Agg) -> u64 {
     match a {
         Agg::Conns => acc.conns,
+        Agg::Errors => acc.errors(),
         Agg::PktsOut => acc.pkts_out,
         Agg::PktsIn => acc.pkts_in,
         Agg::Pkts => acc.pkts(),
@@ -195,7 +214,7 @@ fn header(t: &ResultTable, style: Style) -> Vec<(String, bool)> {
         );
         h.push((f.name().to_string(), numeric));
     }
-    for a in SUMS {
+    for &a in sums(t.kind) {
         h.push((a.name(t.kind).to_string(), true));
         if a == Agg::Bytes && style == Style::Human {
             h.push(("%".to_string(), true));
@@ -203,6 +222,9 @@ fn header(t: &ResultTable, style: Style) -> Vec<(String, bool)> {
     }
     if t.percentiles {
         h.extend(PCTS.iter().map(|a| (a.name(t.kind).to_string(), true)));
+        if t.kind.is_tx() {
+            h.push((Agg::Avg.name(t.kind).to_string(), true));
+        }
     }
     h
 }
@@ -216,7 +238,7 @@ fn row_cells(t: &ResultTable, row: &Row, style: Style) -> Vec<Cell> {
     for (f, v) in t.by.iter().zip(&row.key) {
         c.push(key_cell(*f, v, style));
     }
-    for a in SUMS {
+    for &a in sums(t.kind) {
         let v = sum_value(&row.acc, a);
         let text = match (human, a) {
             (false, _) => v.to_string(),
@@ -239,6 +261,13 @@ fn row_cells(t: &ResultTable, row: &Row, style: Style) -> Vec<Cell> {
             match row.duration {
                 Some(d) if human => c.push(cell(format_duration(d[i]), true)),
                 Some(d) => c.push(cell(seconds(d[i]), true)),
+                None => c.push(null(style)),
+            }
+        }
+        if t.kind.is_tx() {
+            match row.avg {
+                Some(d) if human => c.push(cell(format_duration(d), true)),
+                Some(d) => c.push(cell(seconds(d), true)),
                 None => c.push(null(style)),
             }
         }
@@ -296,18 +325,30 @@ fn render_table(t: &ResultTable, out: &mut dyn Write) -> io::Result<()> {
     } else {
         "groups"
     };
+    let shown = if t.every_ns.is_some() {
+        t.rows
+            .iter()
+            .map(|r| &r.key)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    } else {
+        t.rows.len()
+    };
+    if t.kind.is_tx() {
+        return writeln!(
+            out,
+            "{shown} of {} {what}; {} of {} records matched; total {} transactions, {} errors, {}",
+            t.groups,
+            human_count(t.rows_matched),
+            human_count(t.rows_scanned),
+            human_count(t.total.conns),
+            human_count(t.total.errors()),
+            human_bytes(t.total.bytes()),
+        );
+    }
     writeln!(
         out,
-        "{} of {} {what}; {} of {} records matched; total {} conns, {} pkts, {}",
-        if t.every_ns.is_some() {
-            t.rows
-                .iter()
-                .map(|r| &r.key)
-                .collect::<std::collections::BTreeSet<_>>()
-                .len()
-        } else {
-            t.rows.len()
-        },
+        "{shown} of {} {what}; {} of {} records matched; total {} conns, {} pkts, {}",
         t.groups,
         human_count(t.rows_matched),
         human_count(t.rows_scanned),

@@ -18,23 +18,30 @@ pub const DEFAULT_TOP: usize = 10;
 pub enum Agg {
     /// Bytes both ways.
     Bytes,
-    /// Flows: client to server; connections: `orig_bytes`.
+    /// Flows: client to server; connections: `orig_bytes`; transactions:
+    /// `request_bytes`.
     BytesOut,
-    /// Flows: server to client; connections: `resp_bytes`.
+    /// Flows: server to client; connections: `resp_bytes`; transactions:
+    /// `response_bytes`.
     BytesIn,
     Pkts,
     PktsOut,
     PktsIn,
-    /// Connections: the flows' `conns` column summed, or connection records counted.
+    /// Connections: the flows' `conns` column summed, or connection records
+    /// counted; transactions: `count`, the transactions.
     Conns,
-    /// Duration percentiles (connections only).
+    /// Duration percentiles (connections), latency percentiles (transactions).
     P50,
     P95,
     P99,
+    /// Transactions whose status is "error" (transactions only).
+    Errors,
+    /// Mean latency of the transactions that have one (transactions only).
+    Avg,
 }
 
 impl Agg {
-    pub const ALL: [Agg; 10] = [
+    pub const ALL: [Agg; 12] = [
         Agg::Bytes,
         Agg::BytesOut,
         Agg::BytesIn,
@@ -45,11 +52,34 @@ impl Agg {
         Agg::P50,
         Agg::P95,
         Agg::P99,
+        Agg::Errors,
+        Agg::Avg,
     ];
+
+    /// Whether a kind has this aggregate.
+    pub fn available(self, kind: Kind) -> bool {
+        match self {
+            Agg::Bytes | Agg::BytesOut | Agg::BytesIn | Agg::Conns => true,
+            Agg::Pkts | Agg::PktsOut | Agg::PktsIn => !kind.is_tx(),
+            Agg::P50 | Agg::P95 | Agg::P99 => kind != Kind::Flows,
+            Agg::Errors | Agg::Avg => kind.is_tx(),
+        }
+    }
 
     /// The output column name.
     pub fn name(self, kind: Kind) -> &'static str {
         let conns = kind == Kind::Conns;
+        if kind.is_tx() {
+            match self {
+                Agg::BytesOut => return "request_bytes",
+                Agg::BytesIn => return "response_bytes",
+                Agg::Conns => return "count",
+                Agg::P50 => return "latency_p50",
+                Agg::P95 => return "latency_p95",
+                Agg::P99 => return "latency_p99",
+                _ => {}
+            }
+        }
         match self {
             Agg::Bytes => "bytes",
             Agg::BytesOut if conns => "orig_bytes",
@@ -65,11 +95,27 @@ impl Agg {
             Agg::P50 => "duration_p50",
             Agg::P95 => "duration_p95",
             Agg::P99 => "duration_p99",
+            Agg::Errors => "errors",
+            Agg::Avg => "latency_avg",
         }
     }
 
     fn lookup(kind: Kind, name: &str) -> Option<Agg> {
         let n = name.to_ascii_lowercase();
+        if kind.is_tx() {
+            return Some(match n.as_str() {
+                "count" | "transactions" | "requests" | "conns" => Agg::Conns,
+                "errors" => Agg::Errors,
+                "bytes" => Agg::Bytes,
+                "request_bytes" | "req_bytes" | "bytes_out" => Agg::BytesOut,
+                "response_bytes" | "resp_bytes" | "bytes_in" => Agg::BytesIn,
+                "p50" | "latency_p50" | "p50_latency" | "median" => Agg::P50,
+                "p95" | "latency_p95" | "p95_latency" => Agg::P95,
+                "p99" | "latency_p99" | "p99_latency" => Agg::P99,
+                "avg" | "mean" | "latency_avg" | "avg_latency" => Agg::Avg,
+                _ => return None,
+            });
+        }
         Some(match n.as_str() {
             "bytes" => Agg::Bytes,
             "bytes_out" | "orig_bytes" => Agg::BytesOut,
@@ -87,6 +133,11 @@ impl Agg {
 
     pub fn is_percentile(self) -> bool {
         matches!(self, Agg::P50 | Agg::P95 | Agg::P99)
+    }
+
+    /// Computed from the duration/latency histogram (percentiles, mean).
+    pub fn needs_hist(self) -> bool {
+        self.is_percentile() || self == Agg::Avg
     }
 }
 
@@ -118,7 +169,8 @@ pub struct QuerySpec {
     pub top: Option<usize>,
     /// Time series interval in ns.
     pub every_ns: Option<i64>,
-    /// Keep duration histograms and report p50/p95/p99 (connections only).
+    /// Keep duration (connections) or latency (transactions) histograms and
+    /// report p50/p95/p99 (and the mean latency of transactions).
     pub percentiles: bool,
     /// Only rows whose time (`bucket`/`ts`) is in `[from, to)`, ns. The store
     /// prunes files with it; the engine applies it exactly per row.
@@ -129,12 +181,12 @@ pub struct QuerySpec {
 ///
 /// - `where_`: the `--where` expression (see the crate docs for the grammar);
 ///   empty means no filter.
-/// - `by`: fields separated by commas or spaces. Absent: for flows
-///   `sip,dip,dport,proto`, for connections `orig_h,resp_h,resp_p,proto`; with
-///   `--every`, no fields (one total per interval).
+/// - `by`: fields separated by commas or spaces. Absent: see [`default_by`];
+///   with `--every`, no fields (one total per interval).
 /// - `sort`: `NAME`, `NAME:asc|desc` or `NAME asc|desc`, where `NAME` is an
 ///   aggregate or a `--by` field (`time` with `--every`). Aggregates sort
-///   descending by default, fields and time ascending. Default: `bytes`.
+///   descending by default, fields and time ascending. Default: `bytes`
+///   (transactions: `count`).
 /// - `top`: `None` gives [`DEFAULT_TOP`]; `Some(0)` means no limit.
 /// - `every`: a duration (`1m`, `5m`, `1h`) for a time series.
 pub fn parse_query(
@@ -157,6 +209,7 @@ pub fn parse_query(
     };
     let sort = match sort {
         Some(s) if !s.trim().is_empty() => parse_sort(kind, s, &by, every_ns.is_some())?,
+        _ if kind.is_tx() => (SortKey::Agg(Agg::Conns), Order::Desc),
         _ => (SortKey::Agg(Agg::Bytes), Order::Desc),
     };
     let top = match top {
@@ -171,16 +224,23 @@ pub fn parse_query(
         sort,
         top,
         every_ns,
-        percentiles: kind == Kind::Conns,
+        percentiles: kind != Kind::Flows,
         time_range: None,
     })
 }
 
-/// goQuery's top-talkers key.
+/// The key without `--by`: goQuery's top talkers for flows and connections
+/// (`sip,dip,dport,proto`, `orig_h,resp_h,resp_p,proto`); for transactions
+/// http `host`, mysql and pgsql `fingerprint`, redis `command`, dns
+/// `query,qtype_name`.
 pub fn default_by(kind: Kind) -> Vec<Field> {
     let names: &[&str] = match kind {
         Kind::Flows => &["client", "server", "server_port", "proto"],
         Kind::Conns => &["orig_h", "resp_h", "resp_p", "proto"],
+        Kind::Http => &["host"],
+        Kind::Mysql | Kind::Pgsql => &["fingerprint"],
+        Kind::Redis => &["command"],
+        Kind::Dns => &["query", "qtype_name"],
     };
     names.iter().map(|n| Field::col(kind, n)).collect()
 }
@@ -232,8 +292,10 @@ fn parse_by(kind: Kind, s: &str, every_ns: Option<i64>) -> Result<Vec<Field>, Qu
     }
     for (col, w) in words(s) {
         let Some(f) = Field::lookup(kind, &w) else {
-            if ["host", "net", "addr", "port", "bytes", "pkts", "packets"]
-                .contains(&w.to_ascii_lowercase().as_str())
+            if [
+                "host", "net", "addr", "ip", "port", "bytes", "pkts", "packets",
+            ]
+            .contains(&w.to_ascii_lowercase().as_str())
             {
                 return Err(QueryError::custom(
                     "--by",
@@ -310,7 +372,7 @@ fn parse_sort(
             _ => {
                 let mut names: Vec<&str> = Agg::ALL
                     .iter()
-                    .filter(|a| kind == Kind::Conns || !a.is_percentile())
+                    .filter(|a| a.available(kind))
                     .map(|a| a.name(kind))
                     .collect();
                 names.extend(by.iter().map(|f| f.name()));
@@ -433,8 +495,8 @@ impl QuerySpec {
         let mut names: Vec<&'static str> = fields.iter().map(|f| f.name()).collect();
         names.extend([v.bytes_out, v.pkts_out, v.bytes_in, v.pkts_in]);
         names.extend(v.conns);
-        if self.percentiles && self.kind == Kind::Conns {
-            names.push("duration");
+        if self.percentiles {
+            names.extend(crate::field::hist_col(self.kind));
         }
         let mut out = Vec::new();
         for n in names {

@@ -12,6 +12,10 @@
 use crate::hash::{hash_words, random_seed};
 
 /// Sums of one group.
+///
+/// Transactions reuse the packet slots (the group table stays as small as
+/// for flows): `pkts_out` counts errors ([`Acc::errors`]), `pkts_in` sums
+/// latencies in ns ([`Acc::latency_sum_ns`]); `conns` counts transactions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Acc {
     pub bytes_out: u64,
@@ -29,6 +33,16 @@ impl Acc {
 
     pub fn pkts(&self) -> u64 {
         self.pkts_out.wrapping_add(self.pkts_in)
+    }
+
+    /// Transactions: how many had status "error".
+    pub fn errors(&self) -> u64 {
+        self.pkts_out
+    }
+
+    /// Transactions: the sum of their latencies, ns.
+    pub fn latency_sum_ns(&self) -> u64 {
+        self.pkts_in
     }
 
     pub(crate) fn add(&mut self, o: &Acc) {

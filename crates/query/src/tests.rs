@@ -389,6 +389,7 @@ fn atom(rng: &mut Rng, kind: Kind) -> String {
     let common = match kind {
         Kind::Flows => rng.below(18),
         Kind::Conns => 100 + rng.below(22),
+        _ => return tx_atom(rng, kind),
     };
     match common {
         0 => format!("dport {} {}", rng.pick(&ops), port(rng)),
@@ -618,6 +619,17 @@ struct RefGroup {
     durations: Vec<i64>,
 }
 
+/// Exact percentiles, and for transactions the mean latency.
+type Stats = (Option<[i64; 3]>, Option<i64>);
+
+impl RefGroup {
+    fn stats(&mut self, tx: bool) -> Stats {
+        let avg = (tx && !self.durations.is_empty())
+            .then(|| (self.acc.latency_sum_ns() / self.durations.len() as u64) as i64);
+        (exact_pct(&mut self.durations), avg)
+    }
+}
+
 fn exact_pct(d: &mut [i64]) -> Option<[i64; 3]> {
     if d.is_empty() {
         return None;
@@ -636,6 +648,7 @@ fn agg_of(acc: &Acc, a: Agg) -> u64 {
         Agg::PktsOut => acc.pkts_out,
         Agg::PktsIn => acc.pkts_in,
         Agg::Conns => acc.conns,
+        Agg::Errors => acc.errors(),
         _ => unreachable!(),
     }
 }
@@ -643,6 +656,7 @@ fn agg_of(acc: &Acc, a: Agg) -> u64 {
 /// Computes the spec's answer row by row; percentiles exact.
 fn reference(spec: &QuerySpec, batches: &[Batch]) -> (Vec<Row>, Acc, usize) {
     let v = crate::field::value_cols(spec.kind);
+    let tx = spec.kind.is_tx();
     let mut groups: HashMap<(Option<i64>, Vec<KeyValue>), RefGroup> = HashMap::new();
     let mut total = Acc::default();
     for b in batches {
@@ -665,6 +679,9 @@ fn reference(spec: &QuerySpec, batches: &[Batch]) -> (Vec<Row>, Acc, usize) {
                 .collect();
             let num = |n: &str| match cell(b, n, r) {
                 V::U(x) => x.unwrap_or(0),
+                // Transactions: latency summed, errors counted.
+                V::I(x) => x.unwrap_or(0).max(0) as u64,
+                V::S(s) => (s == "error") as u64,
                 _ => panic!(),
             };
             let acc = Acc {
@@ -678,21 +695,22 @@ fn reference(spec: &QuerySpec, batches: &[Batch]) -> (Vec<Row>, Acc, usize) {
             let g = groups.entry((time, key)).or_default();
             g.acc.add(&acc);
             if spec.percentiles {
-                if let V::I(Some(d)) = cell(b, "duration", r) {
+                let col = crate::field::hist_col(spec.kind).unwrap();
+                if let V::I(Some(d)) = cell(b, col, r) {
                     g.durations.push(d);
                 }
             }
         }
     }
-    let sort_cmp = |a: &(Acc, Option<[i64; 3]>, &Vec<KeyValue>),
-                    b: &(Acc, Option<[i64; 3]>, &Vec<KeyValue>)| {
+    let sort_cmp = |a: &(Acc, Stats, &Vec<KeyValue>), b: &(Acc, Stats, &Vec<KeyValue>)| {
         let p = match spec.sort.0 {
+            SortKey::Agg(Agg::Avg) => a.1 .1.cmp(&b.1 .1),
             SortKey::Agg(agg) if agg.is_percentile() => {
                 let i = [Agg::P50, Agg::P95, Agg::P99]
                     .iter()
                     .position(|x| *x == agg)
                     .unwrap();
-                a.1.map(|p| p[i]).cmp(&b.1.map(|p| p[i]))
+                a.1 .0.map(|p| p[i]).cmp(&b.1 .0.map(|p| p[i]))
             }
             SortKey::Agg(agg) => agg_of(&a.0, agg).cmp(&agg_of(&b.0, agg)),
             SortKey::Field(f) => {
@@ -711,9 +729,9 @@ fn reference(spec: &QuerySpec, batches: &[Batch]) -> (Vec<Row>, Acc, usize) {
     let top = spec.top.unwrap_or(usize::MAX);
     match spec.every_ns {
         None => {
-            let mut rows: Vec<(Acc, Option<[i64; 3]>, Vec<KeyValue>)> = groups
+            let mut rows: Vec<(Acc, Stats, Vec<KeyValue>)> = groups
                 .into_iter()
-                .map(|((_, k), mut g)| (g.acc, exact_pct(&mut g.durations), k))
+                .map(|((_, k), mut g)| (g.acc, g.stats(tx), k))
                 .collect();
             let n = rows.len();
             rows.sort_by(|a, b| sort_cmp(&(a.0, a.1, &a.2), &(b.0, b.1, &b.2)));
@@ -724,7 +742,8 @@ fn reference(spec: &QuerySpec, batches: &[Batch]) -> (Vec<Row>, Acc, usize) {
                     time: None,
                     key,
                     acc,
-                    duration: d,
+                    duration: d.0,
+                    avg: d.1,
                 })
                 .collect();
             (rows, total, n)
@@ -737,9 +756,9 @@ fn reference(spec: &QuerySpec, batches: &[Batch]) -> (Vec<Row>, Acc, usize) {
                 s.durations.extend(&g.durations);
             }
             let n = series.len();
-            let mut ranked: Vec<(Acc, Option<[i64; 3]>, Vec<KeyValue>)> = series
+            let mut ranked: Vec<(Acc, Stats, Vec<KeyValue>)> = series
                 .into_iter()
-                .map(|(k, mut g)| (g.acc, exact_pct(&mut g.durations), k))
+                .map(|(k, mut g)| (g.acc, g.stats(tx), k))
                 .collect();
             ranked.sort_by(|a, b| sort_cmp(&(a.0, a.1, &a.2), &(b.0, b.1, &b.2)));
             ranked.truncate(top);
@@ -752,6 +771,7 @@ fn reference(spec: &QuerySpec, batches: &[Batch]) -> (Vec<Row>, Acc, usize) {
                 .into_iter()
                 .filter_map(|((t, k), mut g)| {
                     let r = *rank.get(&k)?;
+                    let (duration, avg) = g.stats(tx);
                     Some((
                         t.unwrap(),
                         r,
@@ -759,7 +779,8 @@ fn reference(spec: &QuerySpec, batches: &[Batch]) -> (Vec<Row>, Acc, usize) {
                             time: t,
                             key: k,
                             acc: g.acc,
-                            duration: exact_pct(&mut g.durations),
+                            duration,
+                            avg,
                         },
                     ))
                 })
@@ -829,7 +850,7 @@ fn check_group_by(spec: &QuerySpec, batches: &[Batch], label: &str) {
                 .iter()
                 .find(|w| w.key == r.key && w.time == r.time)
                 .unwrap();
-            assert_eq!(r.acc, w.acc, "{label}");
+            assert_eq!((r.acc, r.avg), (w.acc, w.avg), "{label}");
             match (r.duration, w.duration) {
                 (Some(g), Some(x)) => assert!(
                     g.iter().zip(x).all(|(g, x)| within(*g, x)),
@@ -844,8 +865,8 @@ fn check_group_by(spec: &QuerySpec, batches: &[Batch], label: &str) {
     assert_eq!(got.rows.len(), want.len(), "{label}");
     for (i, (g, w)) in got.rows.iter().zip(&want).enumerate() {
         assert_eq!(
-            (g.time, &g.key, g.acc),
-            (w.time, &w.key, w.acc),
+            (g.time, &g.key, g.acc, g.avg),
+            (w.time, &w.key, w.acc, w.avg),
             "{label}: row {i}"
         );
         match (g.duration, w.duration) {
@@ -905,6 +926,7 @@ fn group_by_matches_reference() {
         let (bys, sorts, batches) = match kind {
             Kind::Flows => (&flow_bys[..], &flow_sorts[..], &flows),
             Kind::Conns => (&conn_bys[..], &conn_sorts[..], &conns),
+            _ => unreachable!(),
         };
         let by = rng.pick(bys);
         let mut sort = rng.pick(sorts).to_string();
@@ -1449,4 +1471,417 @@ fn large_in_lists_use_the_sorted_paths() {
         }
         assert!(n > 0, "{w}");
     }
+}
+
+// ---- transactions ----
+
+/// Synthetic transactions of `kind` written to a store and read back (the
+/// batches a query sees): two hours and a bit.
+fn tx_batches(kind: Kind, n: u64, seed: u64) -> Vec<Batch> {
+    let dir = std::env::temp_dir().join(format!(
+        "wirelog-query-tx-{}-{seed}-{}",
+        kind.as_str(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut store = wirelog_store::Store::open(
+        &dir,
+        wirelog_store::StoreOptions {
+            sync: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let rows = wirelog_store::synth::tx_rows(kind, n, T0, 8_000_000_000 / 3, seed);
+    store.append_tx(kind, &rows).unwrap();
+    store.close().unwrap();
+    let mut out = Vec::new();
+    wirelog_store::Store::scan(&dir, &wirelog_store::Scan::all_columns(kind), |b| {
+        out.push(b);
+        Ok(())
+    })
+    .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    out
+}
+
+fn tx_atom(rng: &mut Rng, kind: Kind) -> String {
+    let ips = [
+        "10.0.1.5",
+        "192.168.1.1",
+        "192.168.1.2",
+        "2001::1",
+        "10.0.0.1",
+    ];
+    let nets = ["10.0.0.0/16", "192.168.1.0/30", "2001::/16", "0.0.0.0/0"];
+    let durs = ["100us", "1ms", "3ms", "20ms", "0.5s"];
+    let cmp = ["=", "!=", "<", "<=", ">", ">="];
+    if rng.chance(50) {
+        return match rng.below(14) {
+            0 => format!(
+                "status {} {}",
+                rng.pick(&["=", "!="]),
+                rng.pick(&["ok", "error", "no_response"])
+            ),
+            1 => format!("latency {} {}", rng.pick(&cmp[2..]), rng.pick(&durs)),
+            2 => format!(
+                "first_byte_latency {} {}",
+                rng.pick(&cmp[2..]),
+                rng.pick(&durs)
+            ),
+            3 => format!("request_bytes {} {}", rng.pick(&cmp), 40 + rng.below(400)),
+            4 => format!("bytes > {}", rng.below(20_000)),
+            5 => format!("response_bytes {} {}", rng.pick(&cmp), rng.below(20_000)),
+            6 => format!("ip = {}", rng.pick(&ips)),
+            7 => format!("ip in {}", rng.pick(&nets)),
+            8 => format!("sip in {}", rng.pick(&nets)),
+            9 => format!("dip != {}", rng.pick(&ips)),
+            10 => format!("sport {} {}", rng.pick(&cmp), 30_000 + rng.below(2000)),
+            11 => format!("transport = {}", rng.pick(&["tcp", "udp", "6", "17"])),
+            12 => format!("uid ~ {}", rng.pick(&["C", "a", "^C", "1$"])),
+            _ => format!("port in (53, 80, 3306, {})", 30_000 + rng.below(100)),
+        };
+    }
+    let pick = |rng: &mut Rng, xs: &[&str]| rng.pick(xs).to_string();
+    match kind {
+        Kind::Http => match rng.below(7) {
+            0 => format!(
+                "status_code {} {}",
+                rng.pick(&cmp),
+                pick(rng, &["200", "404", "500"])
+            ),
+            1 => "status_code in (200, 503)".into(),
+            2 => format!(
+                "host {} {}",
+                rng.pick(&["=", "!=", "~"]),
+                pick(rng, &["api.example.com", "example", "^www"])
+            ),
+            3 => format!("uri ~ {}", pick(rng, &["^/v1/items/1", "items", "0$"])),
+            4 => format!(
+                "method in ({})",
+                pick(rng, &["GET", "GET, POST", "PUT, DELETE"])
+            ),
+            5 => format!("user_agent = {}", pick(rng, &["\"\"", "curl/8.5.0"])),
+            _ => format!("response_body_len > {}", rng.below(10_000)),
+        },
+        Kind::Mysql => match rng.below(6) {
+            0 => format!("fingerprint ~ {}", pick(rng, &["SELECT", "^INSERT", "?$"])),
+            1 => "error_code = 1062".into(),
+            2 => format!("affected_rows {} {}", rng.pick(&cmp), rng.below(3)),
+            3 => format!("user = {}", pick(rng, &["app", "report"])),
+            4 => "num_rows > 10".into(),
+            _ => "sql_state != \"\"".into(),
+        },
+        Kind::Pgsql => match rng.below(5) {
+            0 => format!("command_tag ~ {}", pick(rng, &["^SELECT", "1$"])),
+            1 => format!("rows >= {}", rng.below(9)),
+            2 => "error_code = 23505".into(),
+            3 => format!("fingerprint ~ {}", pick(rng, &["$1", "now", "COMMIT"])),
+            _ => "error_severity = ERROR".into(),
+        },
+        Kind::Redis => match rng.below(4) {
+            0 => format!(
+                "command in ({})",
+                pick(rng, &["GET, SET", "INCR", "DEL, EXPIRE, HGETALL"])
+            ),
+            1 => format!(
+                "reply_type {} {}",
+                rng.pick(&["=", "!="]),
+                pick(rng, &["error", "bulk"])
+            ),
+            2 => format!("args ~ {}", pick(rng, &["key:1", "^key:2"])),
+            _ => "reply = \"\"".into(),
+        },
+        _ => match rng.below(8) {
+            0 => format!(
+                "qtype_name {} {}",
+                rng.pick(&["=", "!="]),
+                pick(rng, &["A", "AAAA", "MX"])
+            ),
+            1 => format!("rcode = {}", rng.below(4)),
+            2 => "rcode_name != NOERROR".into(),
+            3 => format!("aa = {}", pick(rng, &["true", "false"])),
+            4 => format!("query ~ {}", pick(rng, &["example.com$", "^api", "net"])),
+            5 => format!("trans_id < {}", rng.below(2000)),
+            6 => format!("host = {}", rng.pick(&ips)),
+            _ => format!("qtype in (1, {})", rng.pick(&[5u64, 28, 16])),
+        },
+    }
+}
+
+#[test]
+fn filter_matches_reference_on_tx() {
+    for (i, kind) in Kind::TX.into_iter().enumerate() {
+        let mut rng = Rng(40 + i as u64);
+        let batches = tx_batches(kind, 1500, i as u64 + 1);
+        check_filter(kind, &mut rng, &batches, 200);
+    }
+}
+
+#[test]
+fn group_by_matches_reference_on_tx() {
+    let mut rng = Rng(7);
+    for (i, kind) in Kind::TX.into_iter().enumerate() {
+        let batches = tx_batches(kind, 3000, i as u64 + 11);
+        let own: &[&str] = match kind {
+            Kind::Http => &["host", "host,uri", "status_code", "method,version"],
+            Kind::Mysql => &["fingerprint", "user,database", "error_code"],
+            Kind::Pgsql => &["fingerprint", "command_tag", "error_severity"],
+            Kind::Redis => &["command", "reply_type,command"],
+            _ => &["query,qtype_name", "rcode_name", "aa,rd"],
+        };
+        let common = [
+            "",
+            "status",
+            "server,server_port",
+            "client",
+            "latency",
+            "transport",
+        ];
+        let sorts = [
+            "",
+            "count",
+            "errors",
+            "p99_latency",
+            "latency_p50:asc",
+            "p95",
+            "latency_avg",
+            "avg_latency asc",
+            "request_bytes asc",
+            "bytes",
+            "response_bytes",
+        ];
+        for case in 0..60 {
+            let by = if rng.chance(50) {
+                rng.pick(own)
+            } else {
+                rng.pick(&common)
+            };
+            let sort = rng.pick(&sorts);
+            let every = rng.pick(&[None, None, Some("5m"), Some("1h")]);
+            let top = rng.pick(&[None, Some(0), Some(1), Some(3)]);
+            let w = if rng.chance(40) {
+                String::new()
+            } else {
+                random_expr(&mut rng, kind, 2)
+            };
+            let spec = parse_query(kind, Some(&w), Some(by), Some(sort), top, every)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let label = format!(
+                "case {case}: {kind:?} where {w:?} by {by:?} sort {sort:?} top {top:?} every {every:?}"
+            );
+            check_group_by(&spec, &batches, &label);
+        }
+    }
+}
+
+#[test]
+fn tx_queries_from_the_brief() {
+    let mysql = tx_batches(Kind::Mysql, 4000, 5);
+    let spec = parse_query(
+        Kind::Mysql,
+        None,
+        Some("fingerprint"),
+        Some("p99_latency"),
+        Some(10),
+        None,
+    )
+    .unwrap();
+    assert_eq!(spec.sort, (SortKey::Agg(Agg::P99), Order::Desc));
+    let t = run(&spec, &mysql);
+    assert!(!t.rows.is_empty() && t.rows.len() <= 10);
+    let p99: Vec<i64> = t.rows.iter().map(|r| r.duration.unwrap()[2]).collect();
+    assert!(p99.windows(2).all(|w| w[0] >= w[1]), "{p99:?}");
+    // Against the exact nearest-rank value of each group.
+    for r in &t.rows {
+        let KeyValue::Str(fp) = &r.key[0] else {
+            panic!()
+        };
+        let mut lat: Vec<i64> = Vec::new();
+        let mut errors = 0;
+        for b in &mysql {
+            let Column::Str(f) = b.column("fingerprint").unwrap() else {
+                panic!()
+            };
+            let Column::OptI64(l) = b.column("latency").unwrap() else {
+                panic!()
+            };
+            let Column::Str(st) = b.column("status").unwrap() else {
+                panic!()
+            };
+            for i in 0..b.rows() {
+                if &f[i] == fp {
+                    lat.extend(l[i]);
+                    errors += (st[i] == "error") as u64;
+                }
+            }
+        }
+        let exact = exact_pct(&mut lat).unwrap();
+        for (g, x) in r.duration.unwrap().iter().zip(exact) {
+            assert!(within(*g, x), "{fp}: {g} vs {x}");
+        }
+        assert_eq!(r.acc.errors(), errors);
+        let sum: i64 = lat.iter().sum();
+        assert_eq!(r.avg, Some(sum / lat.len() as i64));
+    }
+    let csv = out(&t, Format::Csv);
+    assert!(
+        csv.starts_with("fingerprint,count,errors,request_bytes,response_bytes,bytes,latency_p50,latency_p95,latency_p99,latency_avg\n"),
+        "{csv}"
+    );
+
+    let http = tx_batches(Kind::Http, 3000, 6);
+    let spec = parse_query(
+        Kind::Http,
+        Some("status_code >= 500"),
+        Some("host,uri"),
+        None,
+        Some(0),
+        None,
+    )
+    .unwrap();
+    assert_eq!(spec.numeric_ranges(), [("status_code", 500, u64::MAX)]);
+    let t = run(&spec, &http);
+    let mut want = 0;
+    for b in &http {
+        let Column::OptU64(c) = b.column("status_code").unwrap() else {
+            panic!()
+        };
+        want += c.iter().filter(|c| c.is_some_and(|c| c >= 500)).count() as u64;
+    }
+    assert!(want > 0);
+    assert_eq!(t.total.conns, want);
+    // Every 5xx is an error in the synthetic data.
+    assert_eq!(t.total.errors(), want);
+    assert_eq!(t.rows.iter().map(|r| r.acc.conns).sum::<u64>(), want);
+    let table = out(&t, Format::Table);
+    assert!(table.lines().next().unwrap().starts_with("host"), "{table}");
+    assert!(table.contains("transactions"), "{table}");
+    let json = out(&t, Format::Json);
+    assert!(json.contains("\"latency_avg\":"), "{json}");
+}
+
+#[test]
+fn tx_defaults_fields_and_errors() {
+    let names = |s: &QuerySpec| s.by.iter().map(|f| f.name()).collect::<Vec<_>>();
+    for (kind, by) in [
+        (Kind::Http, vec!["host"]),
+        (Kind::Mysql, vec!["fingerprint"]),
+        (Kind::Pgsql, vec!["fingerprint"]),
+        (Kind::Redis, vec!["command"]),
+        (Kind::Dns, vec!["query", "qtype_name"]),
+    ] {
+        let s = parse_query(kind, None, None, None, None, None).unwrap();
+        assert_eq!(names(&s), by);
+        assert_eq!(s.sort, (SortKey::Agg(Agg::Conns), Order::Desc));
+        assert!(s.percentiles);
+        // Aliases shared by every transaction kind.
+        for (alias, col) in [
+            ("sip", "client"),
+            ("dip", "server"),
+            ("sport", "client_port"),
+            ("dport", "server_port"),
+            ("time", "ts"),
+            ("proto", "transport"),
+        ] {
+            assert_eq!(Field::lookup(kind, alias).unwrap().name(), col);
+        }
+        let s = parse_query(
+            kind,
+            Some("dport = 5 and latency > 1ms"),
+            Some("sip"),
+            None,
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            s.needed_columns(),
+            [
+                "server_port",
+                "latency",
+                "client",
+                "request_bytes",
+                "status",
+                "response_bytes"
+            ]
+        );
+        // Either side: `ip`.
+        let e = parse_where(kind, "ip = 10.0.0.1").unwrap();
+        assert_eq!(e.to_string(), "client = 10.0.0.1 or server = 10.0.0.1");
+        for sort in [
+            "latency_p99",
+            "p99_latency",
+            "p50",
+            "errors",
+            "avg",
+            "count",
+            "transactions",
+        ] {
+            parse_query(kind, None, None, Some(sort), None, None).unwrap();
+        }
+        // Packets are not a transaction aggregate.
+        let e = parse_query(kind, None, None, Some("pkts"), None, None).unwrap_err();
+        assert_eq!(e.flag, "--sort");
+        assert!(
+            e.expected.contains("latency_p99") && e.expected.contains("errors"),
+            "{e}"
+        );
+    }
+    // `host`: http's Host header; the address on other kinds.
+    assert_eq!(
+        parse_where(Kind::Http, "host = example.com")
+            .unwrap()
+            .to_string(),
+        "host = \"example.com\""
+    );
+    assert_eq!(
+        parse_where(Kind::Dns, "host = 10.0.0.1")
+            .unwrap()
+            .to_string(),
+        "client = 10.0.0.1 or server = 10.0.0.1"
+    );
+    assert_eq!(
+        parse_where(Kind::Conns, "host = 10.0.0.1")
+            .unwrap()
+            .to_string(),
+        "orig_h = 10.0.0.1 or resp_h = 10.0.0.1"
+    );
+    // Errors point at the column.
+    let e = parse_where(Kind::Http, "status_code >= 5xx").unwrap_err();
+    assert_eq!(e.column, 16, "{e}");
+    let e = parse_where(Kind::Mysql, "latency > 1ms and fingerprnt ~ SELECT").unwrap_err();
+    assert_eq!(e.column, 19, "{e}");
+    assert!(e.message.contains("did you mean 'fingerprint'"), "{e}");
+    assert!(e.expected.contains("mysql field"), "{e}");
+    let e = parse_query(Kind::Redis, None, Some("command,ip"), None, None, None).unwrap_err();
+    assert_eq!((e.flag, e.column), ("--by", 9));
+    let e = parse_query(Kind::Dns, Some("aa = maybe"), None, None, None, None).unwrap_err();
+    assert_eq!(e.column, 6);
+}
+
+#[test]
+fn tx_time_series() {
+    let dns = tx_batches(Kind::Dns, 3000, 8);
+    let spec = parse_query(
+        Kind::Dns,
+        Some("status != no_response"),
+        Some("qtype_name"),
+        None,
+        Some(2),
+        Some("10m"),
+    )
+    .unwrap();
+    // Sums and means exact, percentiles within the bound.
+    check_group_by(&spec, &dns, "dns every 10m");
+    let t = run(&spec, &dns);
+    // Two series, every 10 minutes over the ~2.2 hours.
+    let times: std::collections::BTreeSet<i64> = t.rows.iter().map(|r| r.time.unwrap()).collect();
+    assert!(times.len() >= 13, "{times:?}");
+    assert!(times.iter().all(|t| t % 600_000_000_000 == 0));
+    let series: std::collections::BTreeSet<&Vec<KeyValue>> =
+        t.rows.iter().map(|r| &r.key).collect();
+    assert_eq!(series.len(), 2);
+    let csv = out(&t, Format::Csv);
+    assert!(csv.starts_with("time,qtype_name,count,errors,"), "{csv}");
 }

@@ -9,14 +9,54 @@
 pub enum Kind {
     Flows,
     Conns,
+    /// Application transactions (see [`crate::TxRow`]): HTTP/1.x requests.
+    Http,
+    /// MySQL/MariaDB commands.
+    Mysql,
+    /// PostgreSQL queries.
+    Pgsql,
+    /// Redis commands.
+    Redis,
+    /// DNS queries and their answers.
+    Dns,
 }
 
 impl Kind {
+    /// Every kind, in directory (and retention tie-break) order.
+    pub const ALL: [Kind; 7] = [
+        Kind::Flows,
+        Kind::Conns,
+        Kind::Http,
+        Kind::Mysql,
+        Kind::Pgsql,
+        Kind::Redis,
+        Kind::Dns,
+    ];
+
+    /// The transaction kinds, whose rows are [`crate::TxRow`]s.
+    pub const TX: [Kind; 5] = [Kind::Http, Kind::Mysql, Kind::Pgsql, Kind::Redis, Kind::Dns];
+
+    /// The directory name under the store, also the `wirelog.kind` of its files.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Flows => "flows",
             Kind::Conns => "conns",
+            Kind::Http => "http",
+            Kind::Mysql => "mysql",
+            Kind::Pgsql => "pgsql",
+            Kind::Redis => "redis",
+            Kind::Dns => "dns",
         }
+    }
+
+    /// The kind whose [`Kind::as_str`] is `name`.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// Whether rows of this kind are application transactions.
+    pub fn is_tx(self) -> bool {
+        !matches!(self, Kind::Flows | Kind::Conns)
     }
 }
 

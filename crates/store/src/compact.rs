@@ -296,7 +296,8 @@ impl RowSource for MergedRows {
                         ))
                 });
             }
-            Kind::Conns => {
+            _ => {
+                // Connections and transactions: by ts, stably.
                 let ts = i64s(self.col("ts"));
                 rows.sort_by_key(|&r| ts[r as usize]);
             }
@@ -331,7 +332,7 @@ impl RowSource for MergedRows {
 /// files a published merged file replaces.
 pub(crate) fn recover(dir: &Path) -> Result<(), StoreError> {
     let compact_lock = DirLock::try_lock(&dir.join(".compact.lock"))?;
-    for kind in [Kind::Flows, Kind::Conns] {
+    for kind in Kind::ALL {
         let kdir = kind_dir(dir, kind);
         for (dname, dpath) in list_dir(&kdir)? {
             if !dpath.is_dir() {
@@ -438,7 +439,7 @@ pub fn compact_closed_partitions(
     let Some(_lock) = DirLock::try_lock(&dir.join(".compact.lock"))? else {
         return Ok(total); // another compactor is at work
     };
-    for kind in [Kind::Flows, Kind::Conns] {
+    for kind in Kind::ALL {
         for p in list_partitions(dir, kind)? {
             if p.end_ns().saturating_add(settle_ns) > now_ns {
                 continue;

@@ -17,6 +17,13 @@ pub enum StoreError {
     Encode { path: PathBuf, what: String },
     /// A scan asked for a column the kind does not have.
     UnknownColumn { kind: &'static str, column: String },
+    /// A transaction row does not fit its kind's columns (wrong number or
+    /// type of `extra` cells): nothing of the call was buffered.
+    BadRow {
+        kind: &'static str,
+        column: String,
+        what: String,
+    },
     /// Bad options (zero sizes, bad compression level, ...).
     Invalid(String),
     /// The callback of a scan gave up; its message is passed through.
@@ -77,6 +84,9 @@ impl fmt::Display for StoreError {
             }
             StoreError::UnknownColumn { kind, column } => {
                 write!(f, "store: {kind} have no column named {column:?}")
+            }
+            StoreError::BadRow { kind, column, what } => {
+                write!(f, "store: bad {kind} row, column {column:?}: {what}")
             }
             StoreError::Invalid(m) => write!(f, "store: invalid options: {m}"),
             StoreError::Callback(m) => write!(f, "{m}"),

@@ -3,6 +3,7 @@
 //! ```text
 //! <dir>/flows/date=YYYY-MM-DD/hour=HH/part-<unix_nanos>-<seq>.parquet
 //! <dir>/conns/date=YYYY-MM-DD/hour=HH/part-<unix_nanos>-<seq>.parquet
+//! <dir>/{http,mysql,pgsql,redis,dns}/date=YYYY-MM-DD/hour=HH/...        (transactions)
 //!                                     compact-<unix_nanos>-<seq>.parquet   (merged small files)
 //!                                     .part-*.tmp / .compact-*.tmp         (being written: ignored)
 //! <dir>/flows/date=YYYY-MM-DD/.del-hour=HH-*                              (being deleted: ignored)
@@ -78,11 +79,7 @@ pub fn parse_partition_path(path: &Path) -> Option<Partition> {
     let hname = path.file_name()?.to_str()?;
     let date = path.parent()?;
     let dname = date.file_name()?.to_str()?;
-    let kind = match date.parent()?.file_name()?.to_str()? {
-        "flows" => Kind::Flows,
-        "conns" => Kind::Conns,
-        _ => return None,
-    };
+    let kind = Kind::from_name(date.parent()?.file_name()?.to_str()?)?;
     let hour = parse_date_dir(dname)? * 24 + parse_hour_dir(hname)?;
     Some(Partition {
         kind,

@@ -7,10 +7,11 @@
 //! <dir>/flows/date=YYYY-MM-DD/hour=HH/part-<unix_nanos>-<seq>.parquet     one per flush
 //! <dir>/flows/date=YYYY-MM-DD/hour=HH/compact-<unix_nanos>-<seq>.parquet  small files merged
 //! <dir>/conns/date=YYYY-MM-DD/hour=HH/...
+//! <dir>/{http,mysql,pgsql,redis,dns}/date=YYYY-MM-DD/hour=HH/...   (transactions)
 //! ```
 //!
 //! Partitions are hours (UTC) of the record's time: `bucket` for flows, `ts`
-//! for connections. Files are plain Parquet (data pages v1, zstd, min/max
+//! for connections and transactions. Files are plain Parquet (data pages v1, zstd, min/max
 //! statistics per row group) readable as they are by DuckDB
 //! (`read_parquet('<dir>/flows/*/*/*.parquet', hive_partitioning=true)`),
 //! ClickHouse's `file()`/`s3()`, pandas/pyarrow and Polars. Names starting
@@ -32,7 +33,22 @@
 //! | `local_orig`, `local_resp` | BOOLEAN | `Bool` |
 //!
 //! Flow rows are sorted by (bucket, client, server, server_port) within a
-//! file, connection rows by ts. See [`schema::FLOWS`] and [`schema::CONNS`].
+//! file, connection and transaction rows by ts. See [`schema::FLOWS`] and
+//! [`schema::CONNS`].
+//!
+//! # Transactions
+//!
+//! [`Kind::Http`], [`Kind::Mysql`], [`Kind::Pgsql`], [`Kind::Redis`] and
+//! [`Kind::Dns`] share twelve leading columns (`ts`, `uid`, `client`,
+//! `client_port`, `server`, `server_port`, `transport`, `status`,
+//! `request_bytes`, `response_bytes`, `latency`, `first_byte_latency`: the
+//! named fields of [`TxRow`]) followed by the kind's own ([`tx_columns`],
+//! given as [`Cell`]s in `TxRow::extra`): see [`schema::HTTP`],
+//! [`schema::MYSQL`], [`schema::PGSQL`], [`schema::REDIS`], [`schema::DNS`].
+//! [`Store::append_tx`] checks every row against them first; a wrong number
+//! or type of cells is a [`StoreError::BadRow`] naming the kind and column.
+//! Unset text is written as null and read back as "". Transactions are
+//! compacted and retained like the other kinds.
 //!
 //! # Writing
 //!
@@ -76,6 +92,7 @@ pub mod schema;
 #[doc(hidden)]
 pub mod synth;
 mod time;
+mod tx;
 mod writer;
 
 pub use batch::{Batch, Column, Kind};
@@ -84,6 +101,9 @@ pub use error::StoreError;
 pub use layout::{list_partitions, Partition};
 pub use reader::{scan_ref, verify_file, Scan, ScanStats, BATCH_ROWS};
 pub use retention::RetentionReport;
+pub use schema::{tx_columns, ColSpec};
+pub use tx::{Cell, TxRow};
+pub use wirelog_record::IpAddr16;
 pub use writer::{Store, StoreOptions, WriteStats};
 
 use std::path::Path;

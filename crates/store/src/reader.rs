@@ -843,19 +843,18 @@ pub fn verify_file(path: &Path) -> Result<(Kind, u64), StoreError> {
     let f = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
     let reader = guard(|| SerializedFileReader::new(f).map_err(|e| e.to_string()))
         .map_err(|e| StoreError::corrupt(path, e))?;
-    let kind = match reader
+    let name = reader
         .metadata()
         .file_metadata()
         .key_value_metadata()
         .and_then(|kv| kv.iter().find(|k| k.key == "wirelog.kind"))
-        .and_then(|k| k.value.as_deref())
-    {
-        Some("flows") => Kind::Flows,
-        Some("conns") => Kind::Conns,
-        other => {
+        .and_then(|k| k.value.as_deref());
+    let kind = match name.and_then(Kind::from_name) {
+        Some(k) => k,
+        None => {
             return Err(StoreError::corrupt(
                 path,
-                format!("unknown wirelog.kind {other:?}"),
+                format!("unknown wirelog.kind {name:?}"),
             ))
         }
     };

@@ -85,13 +85,13 @@ pub fn enforce_retention(
     retain_bytes: Option<u64>,
 ) -> Result<RetentionReport, StoreError> {
     let mut parts: Vec<(Partition, u64)> = Vec::new();
-    for kind in [Kind::Flows, Kind::Conns] {
+    for kind in Kind::ALL {
         for p in list_partitions(dir, kind)? {
             let b = dir_bytes(&p.path)?;
             parts.push((p, b));
         }
     }
-    parts.sort_by_key(|(p, _)| (p.hour, p.kind == Kind::Conns));
+    parts.sort_by_key(|(p, _)| (p.hour, Kind::ALL.iter().position(|&k| k == p.kind)));
     let mut report = RetentionReport::default();
     let mut total: u64 = parts.iter().map(|(_, b)| b).sum();
     let cutoff =

@@ -40,12 +40,31 @@ pub(crate) enum ColType {
 /// One column of a table.
 #[derive(Debug, Clone, Copy)]
 pub struct ColSpec {
+    /// The Parquet column name (also the query field name).
     pub name: &'static str,
     pub(crate) ty: ColType,
     pub(crate) optional: bool,
     /// Dictionary encoding (falls back to `encoding` when the dictionary grows too big).
     pub(crate) dict: bool,
     pub(crate) encoding: Encoding,
+}
+
+impl ColSpec {
+    /// What the column holds, as the [`crate::Cell`] variant a transaction's
+    /// `extra` must give for it: "u64", "duration", "string" or "bool".
+    pub fn cell_type(&self) -> &'static str {
+        match self.ty {
+            ColType::DurUs => "duration",
+            ColType::Str => "string",
+            ColType::Bool => "bool",
+            _ => "u64",
+        }
+    }
+
+    /// Whether the value may be unset (an OPTIONAL Parquet column).
+    pub fn is_optional(&self) -> bool {
+        self.optional
+    }
 }
 
 const fn col(
@@ -120,11 +139,128 @@ pub const CONNS: &[ColSpec] = &[
     col("inner_vlan", U16, true, true, PLAIN),
 ];
 
+/// A transaction table: the columns every transaction kind has (in this
+/// order, filled from [`crate::TxRow`]'s named fields), then the kind's own
+/// (filled from `TxRow::extra`). Rows are sorted by ts within a file.
+macro_rules! tx_table {
+    ($($extra:expr),* $(,)?) => {
+        &[
+            col("ts", TimeUs, false, false, DELTA),
+            // Connection uids are random strings: plain.
+            col("uid", Str, false, false, PLAIN),
+            col("client", Ip, false, true, PLAIN),
+            col("client_port", U16, false, false, PLAIN),
+            col("server", Ip, false, true, PLAIN),
+            col("server_port", U16, false, true, PLAIN),
+            col("transport", U8, false, true, PLAIN),
+            col("status", Str, false, true, PLAIN),
+            col("request_bytes", U64, true, true, PLAIN),
+            col("response_bytes", U64, true, true, PLAIN),
+            col("latency", DurUs, true, false, PLAIN),
+            col("first_byte_latency", DurUs, true, false, PLAIN),
+            $($extra),*
+        ]
+    };
+}
+
+/// How many columns every transaction kind starts with.
+pub const TX_COMMON: usize = 12;
+
+// Text: low-cardinality (methods, commands, names, codes) as dictionaries;
+// free text (URIs, queries, replies, messages) plain. Every extra column is
+// optional except DNS's flags.
+
+/// HTTP/1.x requests.
+pub const HTTP: &[ColSpec] = tx_table![
+    col("method", Str, true, true, PLAIN),
+    col("host", Str, true, true, PLAIN),
+    col("uri", Str, true, false, PLAIN),
+    col("version", Str, true, true, PLAIN),
+    col("user_agent", Str, true, true, PLAIN),
+    col("status_code", U16, true, true, PLAIN),
+    col("reason", Str, true, true, PLAIN),
+    col("request_body_len", U64, true, true, PLAIN),
+    col("response_body_len", U64, true, true, PLAIN),
+];
+
+/// MySQL/MariaDB commands.
+pub const MYSQL: &[ColSpec] = tx_table![
+    col("command", Str, true, true, PLAIN),
+    col("query", Str, true, false, PLAIN),
+    // Few distinct statements once literals are replaced: a dictionary.
+    col("fingerprint", Str, true, true, PLAIN),
+    col("database", Str, true, true, PLAIN),
+    col("user", Str, true, true, PLAIN),
+    col("affected_rows", U64, true, true, PLAIN),
+    col("insert_id", U64, true, false, PLAIN),
+    col("num_rows", U64, true, true, PLAIN),
+    col("num_fields", U64, true, true, PLAIN),
+    col("error_code", U64, true, true, PLAIN),
+    col("sql_state", Str, true, true, PLAIN),
+    col("error_message", Str, true, false, PLAIN),
+];
+
+/// PostgreSQL queries (simple and extended protocol).
+pub const PGSQL: &[ColSpec] = tx_table![
+    col("command", Str, true, true, PLAIN),
+    col("query", Str, true, false, PLAIN),
+    col("fingerprint", Str, true, true, PLAIN),
+    col("database", Str, true, true, PLAIN),
+    col("user", Str, true, true, PLAIN),
+    col("command_tag", Str, true, true, PLAIN),
+    col("rows", U64, true, true, PLAIN),
+    col("num_fields", U64, true, true, PLAIN),
+    col("error_severity", Str, true, true, PLAIN),
+    col("error_code", Str, true, true, PLAIN),
+    col("error_message", Str, true, false, PLAIN),
+];
+
+/// Redis commands (RESP).
+pub const REDIS: &[ColSpec] = tx_table![
+    col("command", Str, true, true, PLAIN),
+    col("args", Str, true, false, PLAIN),
+    col("reply_type", Str, true, true, PLAIN),
+    col("reply", Str, true, false, PLAIN),
+];
+
+/// DNS queries, paired with their responses by id.
+pub const DNS: &[ColSpec] = tx_table![
+    col("query", Str, true, true, PLAIN),
+    col("qtype", U64, true, true, PLAIN),
+    col("qtype_name", Str, true, true, PLAIN),
+    col("qclass", U64, true, true, PLAIN),
+    col("rcode", U64, true, true, PLAIN),
+    col("rcode_name", Str, true, true, PLAIN),
+    col("trans_id", U64, true, false, PLAIN),
+    // Comma-joined lists.
+    col("answers", Str, true, false, PLAIN),
+    col("ttls", Str, true, false, PLAIN),
+    col("aa", Bool, false, false, PLAIN),
+    col("tc", Bool, false, false, PLAIN),
+    col("rd", Bool, false, false, PLAIN),
+    col("ra", Bool, false, false, PLAIN),
+];
+
 /// The columns of a kind, in file order.
 pub fn columns(kind: Kind) -> &'static [ColSpec] {
     match kind {
         Kind::Flows => FLOWS,
         Kind::Conns => CONNS,
+        Kind::Http => HTTP,
+        Kind::Mysql => MYSQL,
+        Kind::Pgsql => PGSQL,
+        Kind::Redis => REDIS,
+        Kind::Dns => DNS,
+    }
+}
+
+/// The columns of a transaction kind that come from `TxRow::extra`, in the
+/// order the cells must be given. Empty for flows and connections.
+pub fn tx_columns(kind: Kind) -> &'static [ColSpec] {
+    if kind.is_tx() {
+        &columns(kind)[TX_COMMON..]
+    } else {
+        &[]
     }
 }
 
@@ -132,7 +268,7 @@ pub fn columns(kind: Kind) -> &'static [ColSpec] {
 pub fn time_column(kind: Kind) -> &'static str {
     match kind {
         Kind::Flows => "bucket",
-        Kind::Conns => "ts",
+        _ => "ts",
     }
 }
 
@@ -172,14 +308,10 @@ pub(crate) fn parquet_schema(kind: Kind) -> TypePtr {
         })
         .collect();
     Arc::new(
-        Type::group_type_builder(if kind == Kind::Flows {
-            "wirelog_flows"
-        } else {
-            "wirelog_conns"
-        })
-        .with_fields(fields)
-        .build()
-        .expect("static schema is valid"),
+        Type::group_type_builder(&format!("wirelog_{}", kind.as_str()))
+            .with_fields(fields)
+            .build()
+            .expect("static schema is valid"),
     )
 }
 
@@ -208,8 +340,8 @@ pub(crate) fn writer_properties(
         if enc != PLAIN {
             b = b.set_column_encoding(path.clone(), enc);
         }
-        if matches!(c.name, "uid" | "community_id") {
-            // Random strings: min/max prune nothing.
+        if matches!(c.name, "uid" | "community_id") || (c.ty == Str && !c.dict) {
+            // Random strings and free text: min/max prune nothing.
             b = b.set_column_statistics_enabled(path, EnabledStatistics::None);
         }
     }

@@ -288,3 +288,208 @@ pub fn conn(i: u64, start_ns: i64, step_ns: i64, uids: &mut UidGenerator) -> Con
         inner_vlan: i.is_multiple_of(8).then_some(7),
     }
 }
+
+/// Deterministic transactions of a transaction kind: `n` rows from
+/// `start_ns`, `step_ns` apart, a few clients and servers, Zipf-ish skew
+/// over a handful of hosts/statements/commands/names, about 5 % errors, a few
+/// without a response, latencies from 50 µs to ~2 s with a heavy tail.
+pub fn tx_rows(
+    kind: crate::Kind,
+    n: u64,
+    start_ns: i64,
+    step_ns: i64,
+    seed: u64,
+) -> Vec<crate::TxRow> {
+    use crate::{Cell, Kind, TxRow};
+    let mut rng = Rng::new(seed);
+    let mut uids = UidGenerator::new(seed);
+    let s = |v: &str| Cell::Str(Some(v.to_string()));
+    let (port, transport) = match kind {
+        Kind::Http => (80u16, 6u8),
+        Kind::Mysql => (3306, 6),
+        Kind::Pgsql => (5432, 6),
+        Kind::Redis => (6379, 6),
+        _ => (53, 17),
+    };
+    (0..n)
+        .map(|i| {
+            // Skewed choice among k: low indices often.
+            let mut pick = |k: u64| {
+                let u = rng.unit();
+                ((u * u * u) * k as f64) as u64
+            };
+            let which = pick(6);
+            let r = rng.below(1000);
+            let status = if r < 50 {
+                "error"
+            } else if r < 70 {
+                "no_response"
+            } else {
+                "ok"
+            };
+            let answered = status != "no_response";
+            // Latency: 50 µs .. ~2 s, heavy-tailed, depending on the statement.
+            let lat = (50_000.0
+                * (1.0 + which as f64)
+                * (1.0 / (1.0 - rng.unit() * 0.999)).powf(1.2)) as i64;
+            let latency_ns = answered.then_some(lat);
+            let req = 40 + rng.below(400);
+            let resp = answered.then(|| 20 + rng.below(20_000));
+            let extra = match kind {
+                Kind::Http => {
+                    let code = match status {
+                        "error" => Some(if r.is_multiple_of(2) { 500 } else { 503 }),
+                        "ok" => Some(if r.is_multiple_of(7) { 404 } else { 200 }),
+                        _ => None,
+                    };
+                    vec![
+                        s(["GET", "POST", "GET", "PUT", "GET", "DELETE"][which as usize]),
+                        s([
+                            "api.example.com",
+                            "www.example.com",
+                            "cdn.example.com",
+                            "auth.example.com",
+                            "img.example.com",
+                            "example.org",
+                        ][(i % 6) as usize]),
+                        s(&format!("/v1/items/{}", which * 10 + i % 3)),
+                        s("1.1"),
+                        if i % 4 == 0 {
+                            Cell::Str(None)
+                        } else {
+                            s("curl/8.5.0")
+                        },
+                        Cell::U64(code),
+                        Cell::Str(code.map(|c| if c == 200 { "OK" } else { "Error" }.to_string())),
+                        Cell::U64(Some(req / 2)),
+                        Cell::U64(resp.map(|r| r / 2)),
+                    ]
+                }
+                Kind::Mysql => {
+                    let fp = [
+                        "SELECT * FROM t WHERE id = ?",
+                        "INSERT INTO t VALUES (?)",
+                        "UPDATE t SET a = ? WHERE id = ?",
+                        "SELECT count(*) FROM u",
+                        "DELETE FROM t WHERE id = ?",
+                        "COMMIT",
+                    ][which as usize];
+                    let err = status == "error";
+                    vec![
+                        s("COM_QUERY"),
+                        s(&fp.replace('?', &(i % 97).to_string())),
+                        s(fp),
+                        s("shop"),
+                        s(if i % 3 == 0 { "app" } else { "report" }),
+                        Cell::U64((!err && answered).then_some(i % 3)),
+                        Cell::U64((which == 1 && !err).then_some(i)),
+                        Cell::U64((which == 0 && !err).then_some(i % 50)),
+                        Cell::U64((which == 0 && !err).then_some(4)),
+                        Cell::U64(err.then_some(1062)),
+                        Cell::Str(err.then(|| "23000".to_string())),
+                        Cell::Str(err.then(|| "Duplicate entry".to_string())),
+                    ]
+                }
+                Kind::Pgsql => {
+                    let fp = [
+                        "SELECT * FROM t WHERE id = $1",
+                        "INSERT INTO t VALUES ($1)",
+                        "UPDATE t SET a = $1",
+                        "SELECT now()",
+                        "BEGIN",
+                        "COMMIT",
+                    ][which as usize];
+                    let err = status == "error";
+                    vec![
+                        s("Query"),
+                        s(fp),
+                        s(fp),
+                        s("shop"),
+                        s("app"),
+                        Cell::Str((!err && answered).then(|| format!("SELECT {}", i % 9))),
+                        Cell::U64((!err && answered).then_some(i % 9)),
+                        Cell::U64((!err && answered).then_some(3)),
+                        Cell::Str(err.then(|| "ERROR".to_string())),
+                        Cell::Str(err.then(|| "23505".to_string())),
+                        Cell::Str(err.then(|| "duplicate key value".to_string())),
+                    ]
+                }
+                Kind::Redis => {
+                    let cmd = ["GET", "SET", "HGETALL", "INCR", "DEL", "EXPIRE"][which as usize];
+                    vec![
+                        s(cmd),
+                        s(&format!("key:{}", i % 31)),
+                        Cell::Str(
+                            answered.then(|| {
+                                if status == "error" { "error" } else { "bulk" }.to_string()
+                            }),
+                        ),
+                        Cell::Str(answered.then(|| "value".to_string())),
+                    ]
+                }
+                _ => {
+                    let (qt, qn) = [
+                        (1u64, "A"),
+                        (28, "AAAA"),
+                        (1, "A"),
+                        (5, "CNAME"),
+                        (15, "MX"),
+                        (16, "TXT"),
+                    ][which as usize];
+                    let rc = (status == "error").then_some(3u64);
+                    vec![
+                        s([
+                            "example.com",
+                            "api.example.com",
+                            "wirelog.invalid",
+                            "a.b.c.example.net",
+                            "mail.example.org",
+                            "x.example.com",
+                        ][(i % 6) as usize]),
+                        Cell::U64(Some(qt)),
+                        s(qn),
+                        Cell::U64(Some(1)),
+                        Cell::U64(answered.then(|| rc.unwrap_or(0))),
+                        Cell::Str(answered.then(|| {
+                            if rc.is_some() { "NXDOMAIN" } else { "NOERROR" }.to_string()
+                        })),
+                        Cell::U64(Some(i % 65536)),
+                        Cell::Str(
+                            (answered && rc.is_none())
+                                .then(|| "93.184.216.34,93.184.216.35".to_string()),
+                        ),
+                        Cell::Str((answered && rc.is_none()).then(|| "300,300".to_string())),
+                        Cell::Bool(i % 5 == 0),
+                        Cell::Bool(false),
+                        Cell::Bool(true),
+                        Cell::Bool(answered),
+                    ]
+                }
+            };
+            let client = IpAddr16::from_v4([10, 0, (i % 3) as u8, (i % 40) as u8 + 1]);
+            let server = if i % 9 == 0 {
+                let mut b = [0u8; 16];
+                b[..2].copy_from_slice(&[0x20, 0x01]);
+                b[15] = which as u8;
+                IpAddr16(b)
+            } else {
+                IpAddr16::from_v4([192, 168, 1, which as u8 + 1])
+            };
+            TxRow {
+                ts_ns: start_ns + i as i64 * step_ns,
+                uid: uids.next_uid().as_str().to_string(),
+                client,
+                client_port: 30_000 + (i % 30_000) as u16,
+                server,
+                server_port: port,
+                transport,
+                status,
+                request_bytes: Some(req),
+                response_bytes: resp,
+                latency_ns,
+                first_byte_latency_ns: latency_ns.map(|l| l / 2),
+                extra,
+            }
+        })
+        .collect()
+}

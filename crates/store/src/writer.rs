@@ -20,6 +20,7 @@ use crate::layout::partition_path;
 use crate::retention::{self, RetentionReport};
 use crate::schema;
 use crate::time::{hour_of, NS_PER_US};
+use crate::tx::{self, TxBuf, TxRow};
 
 /// How the store writes and what it keeps.
 #[derive(Debug, Clone)]
@@ -424,6 +425,8 @@ pub struct Store {
     conns: ConnBuf,
     flow_fmt: FileFormat,
     conn_fmt: FileFormat,
+    /// One buffer and format per transaction kind, in `Kind::TX` order.
+    tx: Vec<(TxBuf, FileFormat)>,
     stats: WriteStats,
     last_retention: Option<Instant>,
     _lock: DirLock,
@@ -471,7 +474,15 @@ impl Store {
             )
         })?;
         crate::compact::recover(dir)?;
+        let tx = Kind::TX
+            .iter()
+            .map(|&k| {
+                let fmt = FileFormat::new(k, opts.zstd_level, opts.row_group_rows, opts.sync)?;
+                Ok((TxBuf::new(k), fmt))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         Ok(Store {
+            tx,
             dir: dir.to_path_buf(),
             flow_fmt: FileFormat::new(
                 Kind::Flows,
@@ -512,6 +523,11 @@ impl Store {
         (self.flows.len(), self.conns.len())
     }
 
+    /// Transaction rows of `kind` buffered and not yet flushed.
+    pub fn buffered_tx(&self, kind: Kind) -> usize {
+        tx_slot(kind).map_or(0, |i| self.tx[i].0.len())
+    }
+
     fn flow_limit(&self) -> usize {
         self.opts
             .flush_rows
@@ -536,6 +552,30 @@ impl Store {
         Ok(())
     }
 
+    /// Buffers transactions of `kind` (one of [`Kind::TX`]); writes them out
+    /// when the buffer is full. Every row is checked first: when one does not
+    /// fit the kind (a wrong number or type of `extra` cells, see
+    /// [`crate::schema::tx_columns`]) the call fails with
+    /// [`StoreError::BadRow`] naming the kind and the column, and buffers
+    /// none of `rows`.
+    pub fn append_tx(&mut self, kind: Kind, rows: &[TxRow]) -> Result<(), StoreError> {
+        for r in rows {
+            tx::check(kind, r)?;
+        }
+        let Some(i) = tx_slot(kind) else {
+            return Ok(()); // no rows (check rejects every row of other kinds)
+        };
+        let limit = self.opts.flush_rows;
+        for r in rows {
+            self.tx[i].0.push(r);
+            let buf = &self.tx[i].0;
+            if buf.len() >= limit || buf.bytes >= self.opts.flush_bytes {
+                self.flush_kind(kind)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Buffers flows; writes them out when the buffer is full.
     pub fn append_flows(&mut self, recs: &[FlowRecord]) -> Result<(), StoreError> {
         let limit = self.flow_limit();
@@ -552,6 +592,10 @@ impl Store {
         let (src, fmt): (&dyn RowSource, &FileFormat) = match kind {
             Kind::Flows => (&self.flows, &self.flow_fmt),
             Kind::Conns => (&self.conns, &self.conn_fmt),
+            _ => {
+                let (b, f) = &self.tx[tx_slot(kind).expect("a transaction kind")];
+                (b, f)
+            }
         };
         if src.len() == 0 {
             return Ok(());
@@ -568,6 +612,9 @@ impl Store {
         match kind {
             Kind::Flows => self.flows.clear(),
             Kind::Conns => self.conns.clear(),
+            _ => self.tx[tx_slot(kind).expect("a transaction kind")]
+                .0
+                .clear(),
         }
         Ok(())
     }
@@ -575,8 +622,9 @@ impl Store {
     /// Writes every buffered row to new files (one per kind and hour
     /// partition), durably; then applies retention if it is due.
     pub fn flush(&mut self) -> Result<(), StoreError> {
-        self.flush_kind(Kind::Flows)?;
-        self.flush_kind(Kind::Conns)?;
+        for kind in Kind::ALL {
+            self.flush_kind(kind)?;
+        }
         if self.opts.retain_age.is_some() || self.opts.retain_bytes.is_some() {
             let due = self
                 .last_retention
@@ -619,5 +667,15 @@ impl Drop for Store {
         if self.conns.len() > 0 {
             let _ = self.flush_kind(Kind::Conns);
         }
+        for kind in Kind::TX {
+            if self.buffered_tx(kind) > 0 {
+                let _ = self.flush_kind(kind);
+            }
+        }
     }
+}
+
+/// Where a transaction kind's buffer sits in `Store::tx`.
+fn tx_slot(kind: Kind) -> Option<usize> {
+    Kind::TX.iter().position(|&k| k == kind)
 }

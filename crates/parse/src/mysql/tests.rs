@@ -7,10 +7,7 @@ use crate::testutil::{parse_pcap, stress, tcp_events};
 use crate::Protocol;
 
 fn all(rel: &str, port: u16) -> Vec<Transaction> {
-    parse_pcap(rel, &[port], Protocol::Mysql, &ParseConfig::default())
-        .into_iter()
-        .flatten()
-        .collect()
+    parse_pcap(rel, &[port], Protocol::Mysql, &ParseConfig::default()).into_iter().flatten().collect()
 }
 
 fn my(t: &Transaction) -> &MysqlTx {
@@ -22,9 +19,7 @@ fn my(t: &Transaction) -> &MysqlTx {
 
 /// Packetbeat reports SQL commands only (no login, ping, quit).
 fn queries(txs: &[Transaction]) -> Vec<&Transaction> {
-    txs.iter()
-        .filter(|t| matches!(my(t).command, "query" | "stmt_prepare" | "stmt_execute"))
-        .collect()
+    txs.iter().filter(|t| matches!(my(t).command, "query" | "stmt_prepare" | "stmt_execute")).collect()
 }
 
 fn pkt(seq: u8, payload: &[u8]) -> Vec<u8> {
@@ -69,13 +64,8 @@ fn pb_mysql_with_whitespaces() {
     assert_eq!(q[5].response.unwrap().bytes, 118);
     assert_eq!(my(q[5]).num_rows, Some(1));
     assert_eq!(my(q[5]).num_fields, Some(2));
-    assert!(q
-        .iter()
-        .all(|t| t.request.is_some() && t.response.is_some()));
-    assert_eq!(
-        my(q[3]).fingerprint.as_deref(),
-        Some("create table test (a varchar(?), b varchar(?))")
-    );
+    assert!(q.iter().all(|t| t.request.is_some() && t.response.is_some()));
+    assert_eq!(my(q[3]).fingerprint.as_deref(), Some("create table test (a varchar(?), b varchar(?))"));
 }
 
 // ---- Packetbeat: test_0017_mysql_long_result / test_0020 send options ----
@@ -104,10 +94,7 @@ fn pb_mysql_long_over_100k() {
 // ---- Packetbeat: test_0028_mysql_error ----
 #[test]
 fn pb_mysql_error() {
-    let txs = all(
-        "packetbeat/pcaps/mysql_err_database_not_selected.pcap",
-        3306,
-    );
+    let txs = all("packetbeat/pcaps/mysql_err_database_not_selected.pcap", 3306);
     assert_eq!(txs.len(), 1);
     let m = my(&txs[0]);
     assert_eq!(m.method(), "SELECT");
@@ -131,14 +118,8 @@ fn pb_mysql_prepare_statement() {
     assert_eq!(e.params.first().map(String::as_str), Some("A1224638"));
     assert_eq!(e.num_rows, Some(1));
     assert_eq!(e.statement_id, my(&txs[0]).statement_id);
-    assert!(e
-        .query
-        .as_deref()
-        .unwrap()
-        .starts_with("select distinct count(distinct purchasede0_.id)"));
-    assert!(txs
-        .iter()
-        .all(|t| t.request.is_some() && t.response.is_some()));
+    assert!(e.query.as_deref().unwrap().starts_with("select distinct count(distinct purchasede0_.id)"));
+    assert!(txs.iter().all(|t| t.request.is_some() && t.response.is_some()));
 }
 
 // ---- Packetbeat: test_0064_mysql_windows_lineending ----
@@ -160,13 +141,8 @@ fn pb_mysql_connection_phase() {
     // Packetbeat reports only `SELECT DATABASE()` from this capture; we report
     // every command: login (with an auth switch), 4 queries, init_db, quit.
     let cmds: Vec<_> = txs.iter().map(|t| my(t).command).collect();
-    assert_eq!(
-        cmds,
-        ["login", "query", "query", "query", "init_db", "query", "query", "quit"]
-    );
-    assert!(txs
-        .iter()
-        .any(|t| my(t).query.as_deref() == Some("SELECT DATABASE()")));
+    assert_eq!(cmds, ["login", "query", "query", "query", "init_db", "query", "query", "quit"]);
+    assert!(txs.iter().any(|t| my(t).query.as_deref() == Some("SELECT DATABASE()")));
     assert_eq!(txs[0].status, TxStatus::Ok);
     // The database selected by COM_INIT_DB is current afterwards.
     assert_eq!(my(&txs[5]).database.as_deref(), Some("test"));
@@ -177,26 +153,14 @@ fn pb_mysql_connection_phase() {
 fn zeek_mysql_log() {
     let txs = all("zeek/mysql/mysql.pcap", 3306);
     let log = std::fs::read_to_string(crate::testutil::path("zeek/mysql/mysql.log")).unwrap();
-    let want: Vec<Vec<&str>> = log
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| l.split('\t').collect())
-        .collect();
+    let want: Vec<Vec<&str>> = log.lines().filter(|l| !l.starts_with('#')).map(|l| l.split('\t').collect()).collect();
     assert_eq!(txs.len(), want.len());
     for (t, w) in txs.iter().zip(&want) {
         let m = my(t);
         let (cmd, arg, success, rows) = (w[6], w[7], w[8], w[9]);
         assert_eq!(m.command, cmd);
-        let ours = if cmd == "login" {
-            m.user.clone()
-        } else {
-            m.query.clone()
-        };
-        assert_eq!(
-            ours.as_deref().unwrap_or(""),
-            if arg == "(empty)" { "" } else { arg },
-            "{cmd}"
-        );
+        let ours = if cmd == "login" { m.user.clone() } else { m.query.clone() };
+        assert_eq!(ours.as_deref().unwrap_or(""), if arg == "(empty)" { "" } else { arg }, "{cmd}");
         if success == "-" {
             assert!(t.response.is_none());
         } else {
@@ -213,10 +177,7 @@ fn zeek_mysql_encrypted_gives_up() {
     let mut p = MysqlParser::new(&ParseConfig::default());
     let mut out = Vec::new();
     for e in &evs {
-        if let crate::testutil::Ev::Data {
-            dir, ts_ns, data, ..
-        } = e
-        {
+        if let crate::testutil::Ev::Data { dir, ts_ns, data, .. } = e {
             if p.gave_up() {
                 break;
             }
@@ -268,10 +229,7 @@ fn ok(seq: u8, affected: u8, id: u8) -> Vec<u8> {
 }
 
 fn coldef(seq: u8) -> Vec<u8> {
-    pkt(
-        seq,
-        b"\x03def\x04test\x01t\x01t\x01a\x01a\x0c\x21\x00\x0a\x00\x00\x00\xfd\x00\x00\x00\x00\x00",
-    )
+    pkt(seq, b"\x03def\x04test\x01t\x01t\x01a\x01a\x0c\x21\x00\x0a\x00\x00\x00\xfd\x00\x00\x00\x00\x00")
 }
 
 #[test]
@@ -298,10 +256,7 @@ fn handshake_and_deprecate_eof_result_set() {
     assert_eq!(m.user.as_deref(), Some("app"));
     assert_eq!(m.database.as_deref(), Some("shop"));
     assert_eq!(m.server_version.as_deref(), Some("8.0.36"));
-    assert_eq!(
-        m.fingerprint.as_deref(),
-        Some("select a from t where id = ?")
-    );
+    assert_eq!(m.fingerprint.as_deref(), Some("select a from t where id = ?"));
 }
 
 #[test]
@@ -322,22 +277,12 @@ fn byte_by_byte_equals_whole() {
         (Dir::ToClient, ok(1, 1, 42)),
     ];
     let (whole, _) = run(&chunks, &ParseConfig::default());
-    let bytes: Vec<(Dir, Vec<u8>)> = chunks
-        .iter()
-        .flat_map(|(d, c)| c.iter().map(move |b| (*d, vec![*b])))
-        .collect();
+    let bytes: Vec<(Dir, Vec<u8>)> = chunks.iter().flat_map(|(d, c)| c.iter().map(move |b| (*d, vec![*b]))).collect();
     let (split, _) = run(&bytes, &ParseConfig::default());
     assert_eq!(whole.len(), 3);
     let strip = |v: &[Transaction]| {
         v.iter()
-            .map(|t| {
-                (
-                    t.status,
-                    t.request.map(|s| s.bytes),
-                    t.response.map(|s| s.bytes),
-                    t.detail.clone(),
-                )
-            })
+            .map(|t| (t.status, t.request.map(|s| s.bytes), t.response.map(|s| s.bytes), t.detail.clone()))
             .collect::<Vec<_>>()
     };
     assert_eq!(strip(&whole), strip(&split));
@@ -352,10 +297,7 @@ fn err_packet_and_use_tracking() {
         (Dir::ToServer, pkt(0, b"\x03USE `inventory`")),
         (Dir::ToClient, ok(1, 0, 0)),
         (Dir::ToServer, pkt(0, b"\x03select * from nope")),
-        (
-            Dir::ToClient,
-            pkt(1, b"\xff\x7a\x04#42S02Table 'inventory.nope' doesn't exist"),
-        ),
+        (Dir::ToClient, pkt(1, b"\xff\x7a\x04#42S02Table 'inventory.nope' doesn't exist")),
         (Dir::ToServer, pkt(0, b"\x0e")),
         (Dir::ToClient, ok(1, 0, 0)),
     ];
@@ -374,11 +316,8 @@ fn ssl_request_gives_up() {
     let caps = BASE_CAPS | CLIENT_SSL;
     let mut r = caps.to_le_bytes().to_vec();
     r.extend_from_slice(&[0; 28]);
-    let chunks = vec![
-        (Dir::ToClient, greeting(caps)),
-        (Dir::ToServer, pkt(1, &r)),
-        (Dir::ToClient, vec![0x16, 3, 1, 0, 5]),
-    ];
+    let chunks =
+        vec![(Dir::ToClient, greeting(caps)), (Dir::ToServer, pkt(1, &r)), (Dir::ToClient, vec![0x16, 3, 1, 0, 5])];
     let (out, p) = run(&chunks, &ParseConfig::default());
     assert!(out.is_empty());
     assert_eq!(p.gave_up_reason(), Some(GiveUp::Tls));
@@ -401,39 +340,24 @@ fn compress_gives_up_after_login() {
 
 #[test]
 fn redact_and_truncate() {
-    let cfg = ParseConfig {
-        redact: true,
-        max_text_bytes: 20,
-        ..ParseConfig::default()
-    };
+    let cfg = ParseConfig { redact: true, max_text_bytes: 20, ..ParseConfig::default() };
     let chunks = vec![
-        (
-            Dir::ToServer,
-            pkt(0, b"\x03select * from users where password = 'hunter2'"),
-        ),
+        (Dir::ToServer, pkt(0, b"\x03select * from users where password = 'hunter2'")),
         (Dir::ToClient, ok(1, 0, 0)),
     ];
     let (out, _) = run(&chunks, &cfg);
     let m = my(&out[0]);
     assert_eq!(m.query.as_deref(), Some("select * from users "));
     assert!(m.query_truncated);
-    assert_eq!(
-        m.fingerprint.as_deref(),
-        Some("select * from users where password = ?")
-    );
+    assert_eq!(m.fingerprint.as_deref(), Some("select * from users where password = ?"));
 }
 
 #[test]
 fn stmt_close_has_no_response_and_quit() {
-    let chunks = vec![
-        (Dir::ToServer, pkt(0, b"\x19\x01\x00\x00\x00")),
-        (Dir::ToServer, pkt(0, b"\x01")),
-    ];
+    let chunks = vec![(Dir::ToServer, pkt(0, b"\x19\x01\x00\x00\x00")), (Dir::ToServer, pkt(0, b"\x01"))];
     let (out, _) = run(&chunks, &ParseConfig::default());
     assert_eq!(out.len(), 2);
-    assert!(out
-        .iter()
-        .all(|t| t.status == TxStatus::Ok && t.response.is_none()));
+    assert!(out.iter().all(|t| t.status == TxStatus::Ok && t.response.is_none()));
 }
 
 #[test]
@@ -467,12 +391,7 @@ fn gap_resync_on_next_command() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].status, TxStatus::NoResponse);
     // Tail of the lost response: dropped until a new command is answered.
-    p.data(
-        Dir::ToClient,
-        3,
-        b"\x05\x00\x00\x07\xfe\x00\x00\x02\x00",
-        &mut out,
-    );
+    p.data(Dir::ToClient, 3, b"\x05\x00\x00\x07\xfe\x00\x00\x02\x00", &mut out);
     p.data(Dir::ToServer, 4, &pkt(0, b"\x03select 2"), &mut out);
     p.data(Dir::ToClient, 5, &ok(1, 0, 0), &mut out);
     assert_eq!(out.len(), 2);
@@ -495,12 +414,7 @@ fn timeout_and_no_request() {
     p.data(Dir::ToClient, 0, &ok(1, 3, 0), &mut out);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].status, TxStatus::NoRequest);
-    p.data(
-        Dir::ToServer,
-        1,
-        &pkt(0, b"\x03select sleep(100)"),
-        &mut out,
-    );
+    p.data(Dir::ToServer, 1, &pkt(0, b"\x03select sleep(100)"), &mut out);
     p.expire(5_000_000_000, &mut out);
     assert_eq!(out.len(), 1);
     p.expire(20_000_000_000, &mut out);
@@ -512,10 +426,7 @@ fn timeout_and_no_request() {
 fn looks_like_is_specific() {
     assert!(looks_like(Dir::ToClient, &greeting(BASE_CAPS)));
     assert!(looks_like(Dir::ToServer, &pkt(0, b"\x03select 1")));
-    assert!(looks_like(
-        Dir::ToServer,
-        &hs_response(BASE_CAPS, "u", None)
-    ));
+    assert!(looks_like(Dir::ToServer, &hs_response(BASE_CAPS, "u", None)));
     for junk in [
         &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..],
         b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
@@ -529,20 +440,14 @@ fn looks_like_is_specific() {
     }
     for f in ["mysql_connection.pcap", "mysql_with_whitespaces.pcap"] {
         let evs = tcp_events(&format!("packetbeat/pcaps/{f}"), &[3306]);
-        let crate::testutil::Ev::Data { dir, data, .. } = &evs[0] else {
-            panic!()
-        };
+        let crate::testutil::Ev::Data { dir, data, .. } = &evs[0] else { panic!() };
         assert!(looks_like(*dir, data), "{f}");
     }
 }
 
 #[test]
 fn never_panics_on_damaged_streams() {
-    let cfg = ParseConfig {
-        max_header_bytes: 512,
-        max_text_bytes: 64,
-        ..ParseConfig::default()
-    };
+    let cfg = ParseConfig { max_header_bytes: 512, max_text_bytes: 64, ..ParseConfig::default() };
     for (f, port) in [
         ("packetbeat/pcaps/mysql_connection.pcap", 3306),
         ("packetbeat/pcaps/mysql_with_whitespaces.pcap", 3306),
@@ -554,5 +459,88 @@ fn never_panics_on_damaged_streams() {
     ] {
         let evs = tcp_events(f, &[port]);
         stress(&evs, || Box::new(MysqlParser::new(&cfg)));
+    }
+}
+
+#[test]
+fn local_infile_multi_results_and_errors_mid_rows() {
+    let mut srv_rows = pkt(1, &[1]);
+    srv_rows.extend(coldef(2));
+    srv_rows.extend(pkt(3, &[0xfe, 0, 0, 0x0a, 0]));
+    srv_rows.extend(pkt(4, b"\x01a"));
+    srv_rows.extend(pkt(5, b"\xff\x25\x05#HY000Query execution was interrupted"));
+    let chunks = vec![
+        // LOAD DATA LOCAL INFILE: the server asks for the file, the client
+        // sends it and an empty packet, the server answers OK.
+        (Dir::ToServer, pkt(0, b"\x03LOAD DATA LOCAL INFILE 'x.csv' INTO TABLE t")),
+        (Dir::ToClient, pkt(1, b"\xfbx.csv")),
+        (Dir::ToServer, [pkt(2, b"1,2\n3,4\n"), pkt(3, b"")].concat()),
+        (Dir::ToClient, pkt(4, &[0, 2, 0, 2, 0, 0, 0])),
+        // Two statements: OK with SERVER_MORE_RESULTS_EXISTS, then OK.
+        (Dir::ToServer, pkt(0, b"\x03insert into t values (1); insert into t values (2)")),
+        (Dir::ToClient, [pkt(1, &[0, 1, 5, 0x0a, 0, 0, 0]), pkt(2, &[0, 1, 6, 2, 0, 0, 0])].concat()),
+        // A result set cut short by an error.
+        (Dir::ToServer, pkt(0, b"\x03select a from t")),
+        (Dir::ToClient, srv_rows),
+        (Dir::ToServer, pkt(0, b"\x04t\0")),
+        (Dir::ToClient, [coldef(1), coldef(2), pkt(3, &[0xfe, 0, 0, 2, 0])].concat()),
+    ];
+    let (out, p) = run(&chunks, &ParseConfig::default());
+    assert_eq!(out.len(), 4);
+    assert_eq!(out[0].status, TxStatus::Ok);
+    assert_eq!(my(&out[0]).affected_rows, Some(2));
+    assert_eq!(out[0].request.unwrap().bytes, chunks[0].1.len() as u64 + chunks[2].1.len() as u64);
+    assert_eq!(my(&out[1]).affected_rows, Some(2));
+    assert_eq!(my(&out[1]).insert_id, Some(6));
+    assert_eq!(out[2].status, TxStatus::Error);
+    assert_eq!(my(&out[2]).num_rows, Some(1));
+    assert_eq!(my(&out[2]).error_code, Some(1317));
+    assert_eq!(my(&out[3]).command, "field_list");
+    assert_eq!(my(&out[3]).num_fields, Some(2));
+    assert_eq!(p.stats().malformed, 0);
+}
+
+#[test]
+fn real_captures_parse_cleanly() {
+    for (f, port) in [
+        ("packetbeat/pcaps/mysql_connection.pcap", 3306),
+        ("packetbeat/pcaps/mysql_err_database_not_selected.pcap", 3306),
+        ("packetbeat/pcaps/mysql_with_whitespaces.pcap", 3306),
+        ("packetbeat/pcaps/mysql_prepare_statement.pcap", 3307),
+        ("packetbeat/pcaps/mysql_windows_lineending.pcap", 3306),
+        ("packetbeat/pcaps/mysql_long_result.pcap", 3306),
+        ("packetbeat/pcaps/mysql_long.pcap", 3306),
+        ("zeek/mysql/mysql.pcap", 3306),
+    ] {
+        let evs = tcp_events(f, &[port]);
+        let s = crate::testutil::stats_of(&evs, || Box::new(MysqlParser::new(&ParseConfig::default())));
+        assert_eq!(s, ParseStats::default(), "{f}");
+    }
+}
+
+/// Rough throughput of the three parsers over real captures (run with
+/// `cargo test --release -p wirelog-parse throughput -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn throughput() {
+    let cases: [(&str, u16, Protocol); 4] = [
+        ("packetbeat/pcaps/mysql_long.pcap", 3306, Protocol::Mysql),
+        ("zeek/mysql/mysql.pcap", 3306, Protocol::Mysql),
+        ("zeek/postgresql/greenhouse-app.pcap", 5432, Protocol::Pgsql),
+        ("zeek/redis/django-cloud.pcapng", 10625, Protocol::Redis),
+    ];
+    for (f, port, proto) in cases {
+        let evs = tcp_events(f, &[port]);
+        let bytes: usize =
+            evs.iter().map(|e| if let crate::testutil::Ev::Data { data, .. } = e { data.len() } else { 0 }).sum();
+        let cfg = ParseConfig::default();
+        let rounds = (50_000_000 / bytes.max(1)).max(1);
+        let t = std::time::Instant::now();
+        let mut n = 0;
+        for _ in 0..rounds {
+            n += crate::testutil::run_parser(&evs, || proto.stream_parser(&cfg)).iter().map(Vec::len).sum::<usize>();
+        }
+        let s = t.elapsed().as_secs_f64();
+        eprintln!("{f}: {:.0} MB/s, {:.0} k transactions/s", (bytes * rounds) as f64 / s / 1e6, n as f64 / s / 1e3);
     }
 }

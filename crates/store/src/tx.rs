@@ -1,0 +1,296 @@
+//! Application transactions (HTTP, MySQL, PostgreSQL, Redis, DNS): the plain
+//! row the protocol parsers hand to the store, and its write buffer.
+//!
+//! Every transaction kind has the same leading columns (the named fields of
+//! [`TxRow`]) followed by its own, given as [`Cell`]s in `extra` in the order
+//! of [`tx_columns`](crate::schema::tx_columns).
+
+use wirelog_record::IpAddr16;
+
+use crate::batch::Kind;
+use crate::encode::RowSource;
+use crate::encode::{opt_i32, opt_i64, req_bool, req_i32, req_i64, req_ip, strings, PqValues};
+use crate::error::StoreError;
+use crate::schema::{self, ColType, TX_COMMON};
+use crate::time::NS_PER_US;
+
+/// One value of a transaction kind's own column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cell {
+    /// An unsigned integer column (`U16` ones must fit 16 bits).
+    U64(Option<u64>),
+    /// A duration, ns (stored as µs).
+    Dur(Option<i64>),
+    /// A text column; `None` is stored as null (read back as "").
+    Str(Option<String>),
+    Bool(bool),
+}
+
+/// One application transaction: a request and its response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxRow {
+    /// First request byte (or the response's when there was no request), ns.
+    pub ts_ns: i64,
+    /// The connection's uid (Zeek style).
+    pub uid: String,
+    pub client: IpAddr16,
+    pub client_port: u16,
+    pub server: IpAddr16,
+    pub server_port: u16,
+    /// IP protocol: 6 or 17.
+    pub transport: u8,
+    /// "ok" | "error" | "no_response" | "no_request".
+    pub status: &'static str,
+    pub request_bytes: Option<u64>,
+    pub response_bytes: Option<u64>,
+    /// First request byte to last response byte, ns.
+    pub latency_ns: Option<i64>,
+    /// First request byte to first response byte, ns.
+    pub first_byte_latency_ns: Option<i64>,
+    /// The kind's own columns, in schema order ([`crate::schema::tx_columns`]).
+    pub extra: Vec<Cell>,
+}
+
+/// Checks that `row.extra` fits the kind's own columns.
+pub(crate) fn check(kind: Kind, row: &TxRow) -> Result<(), StoreError> {
+    let cols = schema::tx_columns(kind);
+    let bad = |column: &str, what: String| StoreError::BadRow {
+        kind: kind.as_str(),
+        column: column.to_string(),
+        what,
+    };
+    if !kind.is_tx() {
+        return Err(bad("", "not a transaction kind".into()));
+    }
+    if row.extra.len() != cols.len() {
+        let column = cols.get(row.extra.len()).map_or("", |c| c.name);
+        return Err(bad(
+            column,
+            format!(
+                "{} extra cells given, the kind has {} ({})",
+                row.extra.len(),
+                cols.len(),
+                cols.iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    for (c, cell) in cols.iter().zip(&row.extra) {
+        let ok = match (c.ty, cell) {
+            (ColType::U16, Cell::U64(v)) => v.is_none_or(|v| v <= u16::MAX as u64),
+            (ColType::U64, Cell::U64(_)) => true,
+            (ColType::DurUs, Cell::Dur(_)) | (ColType::Str, Cell::Str(_)) => true,
+            (ColType::Bool, Cell::Bool(_)) => true,
+            _ => false,
+        };
+        // Every extra column but the booleans is optional: a `None` fits.
+        if !ok {
+            let got = match cell {
+                Cell::U64(Some(v)) if c.ty == ColType::U16 => format!("U64({v}), out of range"),
+                Cell::U64(_) => "a U64 cell".into(),
+                Cell::Dur(_) => "a Dur cell".into(),
+                Cell::Str(_) => "a Str cell".into(),
+                Cell::Bool(_) => "a Bool cell".into(),
+            };
+            return Err(bad(
+                c.name,
+                format!("expected a {} cell, got {got}", c.cell_type()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Strings of one column in one buffer.
+#[derive(Default)]
+struct Text {
+    bytes: Vec<u8>,
+    /// End offset of each value in `bytes`.
+    ends: Vec<usize>,
+    set: Vec<bool>,
+}
+
+impl Text {
+    fn push(&mut self, s: Option<&str>) {
+        if let Some(s) = s {
+            self.bytes.extend_from_slice(s.as_bytes());
+        }
+        self.ends.push(self.bytes.len());
+        self.set.push(s.is_some());
+    }
+    fn get(&self, r: usize) -> Option<&[u8]> {
+        let start = if r == 0 { 0 } else { self.ends[r - 1] };
+        self.set[r].then(|| &self.bytes[start..self.ends[r]])
+    }
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+        self.set.clear();
+    }
+}
+
+/// One buffered extra column.
+enum Extra {
+    U64(Vec<Option<u64>>),
+    Dur(Vec<Option<i64>>),
+    Str(Text),
+    Bool(Vec<bool>),
+}
+
+/// The write buffer of one transaction kind.
+pub(crate) struct TxBuf {
+    kind: Kind,
+    ts: Vec<i64>,
+    uid: Text,
+    client: Vec<[u8; 16]>,
+    client_port: Vec<u16>,
+    server: Vec<[u8; 16]>,
+    server_port: Vec<u16>,
+    transport: Vec<u8>,
+    status: Vec<&'static str>,
+    request_bytes: Vec<Option<u64>>,
+    response_bytes: Vec<Option<u64>>,
+    latency: Vec<Option<i64>>,
+    first_byte_latency: Vec<Option<i64>>,
+    extra: Vec<Extra>,
+    /// About how many bytes the buffer holds (for `flush_bytes`).
+    pub(crate) bytes: usize,
+}
+
+/// Fixed bytes of a buffered row, without the extra columns' text.
+const TX_ROW_BYTES: usize = 8 + 16 + 2 + 16 + 2 + 1 + 16 + 4 * 16;
+
+impl TxBuf {
+    pub(crate) fn new(kind: Kind) -> TxBuf {
+        let extra = schema::tx_columns(kind)
+            .iter()
+            .map(|c| match c.ty {
+                ColType::DurUs => Extra::Dur(Vec::new()),
+                ColType::Str => Extra::Str(Text::default()),
+                ColType::Bool => Extra::Bool(Vec::new()),
+                _ => Extra::U64(Vec::new()),
+            })
+            .collect();
+        TxBuf {
+            kind,
+            ts: Vec::new(),
+            uid: Text::default(),
+            client: Vec::new(),
+            client_port: Vec::new(),
+            server: Vec::new(),
+            server_port: Vec::new(),
+            transport: Vec::new(),
+            status: Vec::new(),
+            request_bytes: Vec::new(),
+            response_bytes: Vec::new(),
+            latency: Vec::new(),
+            first_byte_latency: Vec::new(),
+            extra,
+            bytes: 0,
+        }
+    }
+
+    /// Buffers a row already [`check`]ed against the kind.
+    pub(crate) fn push(&mut self, r: &TxRow) {
+        self.ts.push(r.ts_ns);
+        self.uid.push(Some(&r.uid));
+        self.client.push(r.client.0);
+        self.client_port.push(r.client_port);
+        self.server.push(r.server.0);
+        self.server_port.push(r.server_port);
+        self.transport.push(r.transport);
+        self.status.push(r.status);
+        self.request_bytes.push(r.request_bytes);
+        self.response_bytes.push(r.response_bytes);
+        self.latency.push(r.latency_ns);
+        self.first_byte_latency.push(r.first_byte_latency_ns);
+        self.bytes += TX_ROW_BYTES + r.uid.len() + self.extra.len() * 8;
+        for (col, cell) in self.extra.iter_mut().zip(&r.extra) {
+            match (col, cell) {
+                (Extra::U64(v), Cell::U64(x)) => v.push(*x),
+                (Extra::Dur(v), Cell::Dur(x)) => v.push(*x),
+                (Extra::Str(t), Cell::Str(x)) => {
+                    self.bytes += x.as_ref().map_or(0, String::len);
+                    t.push(x.as_deref());
+                }
+                (Extra::Bool(v), Cell::Bool(x)) => v.push(*x),
+                _ => unreachable!("row checked against the kind's columns"),
+            }
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        macro_rules! clear { ($($f:ident),*) => { $(self.$f.clear();)* } }
+        clear!(
+            ts,
+            uid,
+            client,
+            client_port,
+            server,
+            server_port,
+            transport,
+            status,
+            request_bytes,
+            response_bytes,
+            latency,
+            first_byte_latency
+        );
+        for c in &mut self.extra {
+            match c {
+                Extra::U64(v) => v.clear(),
+                Extra::Dur(v) => v.clear(),
+                Extra::Str(t) => t.clear(),
+                Extra::Bool(v) => v.clear(),
+            }
+        }
+        self.bytes = 0;
+    }
+}
+
+fn us(ns: i64) -> i64 {
+    ns.div_euclid(NS_PER_US)
+}
+
+impl RowSource for TxBuf {
+    fn kind(&self) -> Kind {
+        self.kind
+    }
+    fn len(&self) -> usize {
+        self.ts.len()
+    }
+    fn time_ns(&self, row: usize) -> i64 {
+        self.ts[row]
+    }
+    fn sort_rows(&self, rows: &mut [u32]) {
+        // Stable: equal times keep their arrival order.
+        rows.sort_by_key(|&r| self.ts[r as usize]);
+    }
+    fn values(&self, col: usize, rows: &[u32]) -> PqValues {
+        if col >= TX_COMMON {
+            let spec = &schema::columns(self.kind)[col];
+            return match &self.extra[col - TX_COMMON] {
+                Extra::U64(v) if spec.ty == ColType::U16 => {
+                    opt_i32(rows, |r| v[r].map(|x| x as i32))
+                }
+                Extra::U64(v) => opt_i64(rows, |r| v[r].map(|x| x as i64)),
+                Extra::Dur(v) => opt_i64(rows, |r| v[r].map(us)),
+                Extra::Str(t) => strings(rows, spec.optional, |r| t.get(r)),
+                Extra::Bool(v) => req_bool(rows, |r| v[r]),
+            };
+        }
+        match schema::columns(self.kind)[col].name {
+            "ts" => req_i64(rows, |r| us(self.ts[r])),
+            "uid" => strings(rows, false, |r| self.uid.get(r)),
+            "client" => req_ip(rows, |r| self.client[r]),
+            "client_port" => req_i32(rows, |r| self.client_port[r] as i32),
+            "server" => req_ip(rows, |r| self.server[r]),
+            "server_port" => req_i32(rows, |r| self.server_port[r] as i32),
+            "transport" => req_i32(rows, |r| self.transport[r] as i32),
+            "status" => strings(rows, false, |r| Some(self.status[r].as_bytes())),
+            "request_bytes" => opt_i64(rows, |r| self.request_bytes[r].map(|v| v as i64)),
+            "response_bytes" => opt_i64(rows, |r| self.response_bytes[r].map(|v| v as i64)),
+            "latency" => opt_i64(rows, |r| self.latency[r].map(us)),
+            "first_byte_latency" => opt_i64(rows, |r| self.first_byte_latency[r].map(us)),
+            other => unreachable!("transaction column {other}"),
+        }
+    }
+}

@@ -1,0 +1,452 @@
+//! Transactions (http, mysql, pgsql, redis, dns): written, read back,
+//! compacted, and bad rows rejected.
+
+mod common;
+
+use common::{fast_opts, tempdir, HOUR, T0};
+use wirelog_store::compact::{compact_partition, CompactOptions};
+use wirelog_store::{
+    list_partitions, schema, synth, tx_columns, Batch, Cell, Column, Kind, Scan, Store, StoreError,
+    StoreOptions, TxRow,
+};
+
+fn read_all(dir: &std::path::Path, kind: Kind) -> Vec<Batch> {
+    let mut out = Vec::new();
+    Store::scan(dir, &Scan::all_columns(kind), |b| {
+        out.push(b);
+        Ok(())
+    })
+    .unwrap();
+    out
+}
+
+fn col<'a>(bs: &'a [Batch], name: &str) -> Vec<&'a Column> {
+    bs.iter().map(|b| b.column(name).unwrap()).collect()
+}
+
+/// The common columns of a row, compared as a whole.
+type Common = (i64, String, [u8; 16], u16, [u8; 16], u16, u8, String);
+
+fn ip(a: &wirelog_store::IpAddr16) -> [u8; 16] {
+    a.0
+}
+
+#[test]
+fn every_kind_round_trips() {
+    let dir = tempdir("tx-roundtrip");
+    let mut store = Store::open(&dir, fast_opts()).unwrap();
+    let mut written = Vec::new();
+    for (s, kind) in Kind::TX.into_iter().enumerate() {
+        // Two hours, written out of order: files come back sorted by ts.
+        let mut rows = synth::tx_rows(kind, 700, T0, 10_000_000_000, s as u64 + 1);
+        rows.reverse();
+        store.append_tx(kind, &rows[..300]).unwrap();
+        store.flush().unwrap();
+        store.append_tx(kind, &rows[300..]).unwrap();
+        rows.reverse();
+        written.push((kind, rows));
+    }
+    store.close().unwrap();
+
+    for (kind, rows) in written {
+        assert!(dir.join(kind.as_str()).is_dir());
+        let parts = list_partitions(&dir, kind).unwrap();
+        assert_eq!(parts.len(), 2, "{kind:?}");
+        let bs = read_all(&dir, kind);
+        let n: usize = bs.iter().map(Batch::rows).sum();
+        assert_eq!(n, rows.len());
+        // Every column in schema order, with the batch types of the table.
+        let names: Vec<&str> = bs[0].columns.iter().map(|(n, _)| *n).collect();
+        let want: Vec<&str> = schema::columns(kind).iter().map(|c| c.name).collect();
+        assert_eq!(names, want);
+
+        // Rows of one file are sorted by ts; compare as multisets keyed by uid.
+        let mut got: Vec<Common> = Vec::new();
+        let mut extras: Vec<Vec<String>> = Vec::new();
+        for b in &bs {
+            let Column::I64(ts) = b.column("ts").unwrap() else {
+                panic!()
+            };
+            assert!(ts.windows(2).all(|w| w[0] <= w[1]) || bs.len() > 1);
+            let Column::Str(uid) = b.column("uid").unwrap() else {
+                panic!()
+            };
+            let Column::Ip(c) = b.column("client").unwrap() else {
+                panic!()
+            };
+            let Column::U16(cp) = b.column("client_port").unwrap() else {
+                panic!()
+            };
+            let Column::Ip(s) = b.column("server").unwrap() else {
+                panic!()
+            };
+            let Column::U16(sp) = b.column("server_port").unwrap() else {
+                panic!()
+            };
+            let Column::U8(tr) = b.column("transport").unwrap() else {
+                panic!()
+            };
+            let Column::Str(st) = b.column("status").unwrap() else {
+                panic!()
+            };
+            for i in 0..b.rows() {
+                got.push((
+                    ts[i],
+                    uid[i].clone(),
+                    c[i],
+                    cp[i],
+                    s[i],
+                    sp[i],
+                    tr[i],
+                    st[i].clone(),
+                ));
+                extras.push(
+                    b.columns[schema::TX_COMMON..]
+                        .iter()
+                        .map(|(_, c)| cell_text(c, i))
+                        .collect(),
+                );
+            }
+        }
+        let mut want: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.ts_ns,
+                    r.uid.clone(),
+                    ip(&r.client),
+                    r.client_port,
+                    ip(&r.server),
+                    r.server_port,
+                    r.transport,
+                    r.status.to_string(),
+                )
+            })
+            .collect();
+        let mut got_sorted = got.clone();
+        got_sorted.sort();
+        want.sort();
+        assert_eq!(got_sorted, want, "{kind:?}");
+        // Extra cells and the optional common columns, row by row (by uid).
+        let by_uid: std::collections::HashMap<&str, &TxRow> =
+            rows.iter().map(|r| (r.uid.as_str(), r)).collect();
+        let mut i = 0;
+        for b in &bs {
+            let Column::OptU64(rq) = b.column("request_bytes").unwrap() else {
+                panic!()
+            };
+            let Column::OptU64(rs) = b.column("response_bytes").unwrap() else {
+                panic!()
+            };
+            let Column::OptI64(lat) = b.column("latency").unwrap() else {
+                panic!()
+            };
+            let Column::OptI64(fb) = b.column("first_byte_latency").unwrap() else {
+                panic!()
+            };
+            for j in 0..b.rows() {
+                let r = by_uid[got[i].1.as_str()];
+                assert_eq!(rq[j], r.request_bytes);
+                assert_eq!(rs[j], r.response_bytes);
+                // Stored in µs.
+                assert_eq!(lat[j], r.latency_ns.map(|l| l / 1000 * 1000));
+                assert_eq!(fb[j], r.first_byte_latency_ns.map(|l| l / 1000 * 1000));
+                let want: Vec<String> = r.extra.iter().map(expected_text).collect();
+                assert_eq!(extras[i], want, "{kind:?} row {i}");
+                i += 1;
+            }
+        }
+    }
+}
+
+fn cell_text(c: &Column, i: usize) -> String {
+    match c {
+        Column::OptU64(v) => format!("{:?}", v[i]),
+        Column::OptI64(v) => format!("{:?}", v[i]),
+        Column::Str(v) => v[i].clone(),
+        Column::Bool(v) => v[i].to_string(),
+        other => panic!("unexpected extra column type {other:?}"),
+    }
+}
+
+fn expected_text(c: &Cell) -> String {
+    match c {
+        Cell::U64(v) => format!("{v:?}"),
+        Cell::Dur(v) => format!("{:?}", v.map(|d| d / 1000 * 1000)),
+        // Unset text reads back as "".
+        Cell::Str(v) => v.clone().unwrap_or_default(),
+        Cell::Bool(b) => b.to_string(),
+    }
+}
+
+#[test]
+fn time_range_and_numeric_pruning_work_on_tx() {
+    let dir = tempdir("tx-prune");
+    let mut store = Store::open(
+        &dir,
+        StoreOptions {
+            row_group_rows: 100,
+            ..fast_opts()
+        },
+    )
+    .unwrap();
+    let rows = synth::tx_rows(Kind::Http, 1000, T0, 5_000_000_000, 3);
+    store.append_tx(Kind::Http, &rows).unwrap();
+    store.close().unwrap();
+    let from = T0 + HOUR / 2;
+    let to = T0 + HOUR;
+    let scan = Scan::new(Kind::Http)
+        .columns(&["ts", "status_code"])
+        .time(Some(from), Some(to));
+    let mut n = 0;
+    Store::scan(&dir, &scan, |b| {
+        let Column::I64(ts) = b.column("ts").unwrap() else {
+            panic!()
+        };
+        assert!(ts.iter().all(|&t| t >= from && t < to));
+        n += b.rows();
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(
+        n,
+        rows.iter()
+            .filter(|r| r.ts_ns >= from && r.ts_ns < to)
+            .count()
+    );
+    // A range on the optional status_code (statistics over the set values).
+    let scan = Scan::new(Kind::Http)
+        .columns(&["status_code"])
+        .range("status_code", 500, 599);
+    let mut hits = 0;
+    Store::scan(&dir, &scan, |b| {
+        let Column::OptU64(c) = b.column("status_code").unwrap() else {
+            panic!()
+        };
+        hits += c.iter().filter(|c| c.is_some_and(|c| c >= 500)).count();
+        Ok(())
+    })
+    .unwrap();
+    let want = rows
+        .iter()
+        .filter(|r| matches!(r.extra[5], Cell::U64(Some(c)) if c >= 500))
+        .count();
+    assert_eq!(hits, want);
+}
+
+#[test]
+fn compaction_merges_tx_files() {
+    let dir = tempdir("tx-compact");
+    let mut store = Store::open(&dir, fast_opts()).unwrap();
+    let rows = synth::tx_rows(Kind::Mysql, 600, T0, 1_000_000_000, 9);
+    for chunk in rows.chunks(100) {
+        store.append_tx(Kind::Mysql, chunk).unwrap();
+        store.flush().unwrap();
+    }
+    store.close().unwrap();
+    let parts = list_partitions(&dir, Kind::Mysql).unwrap();
+    assert_eq!(parts.len(), 1);
+    let files = |p: &std::path::Path| {
+        std::fs::read_dir(p)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".parquet")
+            })
+            .count()
+    };
+    assert_eq!(files(&parts[0].path), 6);
+    let before = read_all(&dir, Kind::Mysql);
+    let r = compact_partition(&parts[0].path, &CompactOptions::default()).unwrap();
+    assert_eq!(r.files_merged, 6);
+    assert_eq!(r.rows, 600);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(files(&parts[0].path), 1);
+    let after = read_all(&dir, Kind::Mysql);
+    let sum = |bs: &[Batch], name: &str| -> u64 {
+        col(bs, name)
+            .iter()
+            .map(|c| match c {
+                Column::OptU64(v) => v.iter().flatten().sum::<u64>(),
+                _ => panic!(),
+            })
+            .sum()
+    };
+    for name in [
+        "request_bytes",
+        "response_bytes",
+        "affected_rows",
+        "error_code",
+    ] {
+        assert_eq!(sum(&before, name), sum(&after, name), "{name}");
+    }
+    let texts = |bs: &[Batch], name: &str| -> Vec<String> {
+        let mut v: Vec<String> = col(bs, name)
+            .iter()
+            .flat_map(|c| match c {
+                Column::Str(v) => v.clone(),
+                _ => panic!(),
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    for name in ["uid", "fingerprint", "error_message", "status"] {
+        assert_eq!(texts(&before, name), texts(&after, name), "{name}");
+    }
+    // The merged file is sorted by ts.
+    let Column::I64(ts) = after[0].column("ts").unwrap() else {
+        panic!()
+    };
+    assert!(ts.windows(2).all(|w| w[0] <= w[1]));
+    let (kind, n) = wirelog_store::verify_file(
+        &std::fs::read_dir(&parts[0].path)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!((kind, n), (Kind::Mysql, 600));
+}
+
+#[test]
+fn bad_extra_cells_are_errors_naming_kind_and_column() {
+    let dir = tempdir("tx-bad");
+    let mut store = Store::open(&dir, fast_opts()).unwrap();
+    let good = synth::tx_rows(Kind::Http, 3, T0, 1_000_000, 1);
+    let bad_row = |f: &dyn Fn(&mut TxRow)| {
+        let mut r = good[1].clone();
+        f(&mut r);
+        vec![good[0].clone(), r]
+    };
+    let check = |e: StoreError, column: &str| {
+        let StoreError::BadRow {
+            kind, column: c, ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!((*kind, c.as_str()), ("http", column), "{e}");
+        assert!(e.to_string().contains("http"), "{e}");
+    };
+    // Too few cells: names the first missing column.
+    let e = store
+        .append_tx(Kind::Http, &bad_row(&|r| r.extra.truncate(4)))
+        .unwrap_err();
+    check(e, "user_agent");
+    // Too many.
+    let e = store
+        .append_tx(Kind::Http, &bad_row(&|r| r.extra.push(Cell::Bool(true))))
+        .unwrap_err();
+    check(e, "");
+    // Wrong type.
+    let e = store
+        .append_tx(Kind::Http, &bad_row(&|r| r.extra[0] = Cell::U64(Some(1))))
+        .unwrap_err();
+    check(e, "method");
+    // A U16 column given a value that does not fit.
+    let e = store
+        .append_tx(
+            Kind::Http,
+            &bad_row(&|r| r.extra[5] = Cell::U64(Some(70_000))),
+        )
+        .unwrap_err();
+    check(e, "status_code");
+    // Rows of a kind's layout given for another kind.
+    let e = store.append_tx(Kind::Dns, &good).unwrap_err();
+    assert!(matches!(e, StoreError::BadRow { kind: "dns", .. }), "{e}");
+    // Not a transaction kind.
+    assert!(store.append_tx(Kind::Conns, &good).is_err());
+    // Nothing of the failed calls was buffered.
+    assert_eq!(store.buffered_tx(Kind::Http), 0);
+    store.append_tx(Kind::Http, &good).unwrap();
+    assert_eq!(store.buffered_tx(Kind::Http), 3);
+    store.close().unwrap();
+    let n: usize = read_all(&dir, Kind::Http).iter().map(Batch::rows).sum();
+    assert_eq!(n, 3);
+}
+
+#[test]
+fn tx_columns_name_the_extra_cells() {
+    let names = |k| tx_columns(k).iter().map(|c| c.name).collect::<Vec<_>>();
+    assert_eq!(
+        names(Kind::Http),
+        [
+            "method",
+            "host",
+            "uri",
+            "version",
+            "user_agent",
+            "status_code",
+            "reason",
+            "request_body_len",
+            "response_body_len"
+        ]
+    );
+    assert_eq!(
+        names(Kind::Redis),
+        ["command", "args", "reply_type", "reply"]
+    );
+    assert_eq!(tx_columns(Kind::Dns).len(), 13);
+    assert_eq!(tx_columns(Kind::Mysql).len(), 12);
+    assert_eq!(tx_columns(Kind::Pgsql).len(), 11);
+    assert!(tx_columns(Kind::Flows).is_empty());
+    assert_eq!(tx_columns(Kind::Dns)[9].cell_type(), "bool");
+    assert_eq!(tx_columns(Kind::Http)[5].cell_type(), "u64");
+    for k in Kind::TX {
+        assert_eq!(Kind::from_name(k.as_str()), Some(k));
+        let common: Vec<&str> = schema::columns(k)[..schema::TX_COMMON]
+            .iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(
+            common,
+            [
+                "ts",
+                "uid",
+                "client",
+                "client_port",
+                "server",
+                "server_port",
+                "transport",
+                "status",
+                "request_bytes",
+                "response_bytes",
+                "latency",
+                "first_byte_latency"
+            ]
+        );
+    }
+}
+
+#[test]
+fn retention_deletes_old_tx_partitions() {
+    let dir = tempdir("tx-retention");
+    let mut store = Store::open(&dir, fast_opts()).unwrap();
+    // Three hours of DNS and Redis.
+    for kind in [Kind::Dns, Kind::Redis] {
+        let rows = synth::tx_rows(kind, 300, T0, 36_000_000_000, 4);
+        store.append_tx(kind, &rows).unwrap();
+    }
+    store.close().unwrap();
+    assert_eq!(list_partitions(&dir, Kind::Dns).unwrap().len(), 3);
+    // At the end of the third hour, only the hour that ended less than an
+    // hour ago stays.
+    let r = wirelog_store::retention::enforce_retention(
+        &dir,
+        T0 + 3 * HOUR,
+        Some(std::time::Duration::from_secs(3600)),
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.partitions_deleted, 4, "{r:?}");
+    for kind in [Kind::Dns, Kind::Redis] {
+        let left = list_partitions(&dir, kind).unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].start_ns(), T0 + 2 * HOUR);
+    }
+}
