@@ -230,6 +230,8 @@ MAPPING = [
     ("(mysql.log records other than cmd query/stmt_prepare/stmt_execute)",
      "not mapped to events: Packetbeat publishes none for login, ping, quit, init_db, ..."),
     # pgsql.log / redis.log
+    ("(pgsql.log records of kind startup/ssl_request/cancel/terminate, and extended-protocol 'SET ...')",
+     "not mapped to events: Packetbeat publishes none for them"),
     ("pgsql.num_rows", "rows"),
     ("pgsql.error_code, pgsql.error_message, pgsql.error_severity", "error_code, error_message, error_severity"),
     ("redis.return_value", "reply"),
@@ -484,6 +486,19 @@ def map_mysql(r, e):
         e["mysql.error_message"] = ("%s: %s" % (r["sql_state"], msg)) if "sql_state" in r else msg
 
 
+def pgsql_published(r):
+    """Whether Packetbeat publishes an event for this pgsql.log record: not
+    for the session's startup, SSL/cancel requests or Terminate, and not for
+    extended-protocol statements starting with "SET " (its parseExtReq sets
+    toExport = false for them)."""
+    kind = r.get("kind")
+    if kind in ("startup", "ssl_request", "cancel", "terminate"):
+        return False
+    if kind in ("execute", "parse", "bind", "describe") and r.get("query", "").startswith("SET "):
+        return False
+    return True
+
+
 def map_pgsql(r, e):
     q = r.get("query")
     if q is not None:
@@ -658,6 +673,8 @@ def build_events(logs, settings):
     for proto in TX_PROTOS:
         for r in logs[proto]:
             if proto == "mysql" and r.get("cmd") not in MYSQL_PB_COMMANDS:
+                continue
+            if proto == "pgsql" and not pgsql_published(r):
                 continue
             e = common_tx(r, proto, conn_by_uid, prec)
             TX_MAP[proto](r, e)

@@ -247,16 +247,30 @@ fn own_values<'a>(r: &'a TxRecord, v: &mut Vec<V<'a>>) {
     }
 }
 
-fn pgsql_values<'a>(_p: &'a wirelog_parse::pgsql::PgsqlTx, v: &mut Vec<V<'a>>) {
-    for _ in PGSQL {
-        v.push(V::Str(None));
-    }
+fn pgsql_values<'a>(p: &'a wirelog_parse::pgsql::PgsqlTx, v: &mut Vec<V<'a>>) {
+    v.push(V::Str(opt_str(p.kind)));
+    v.push(V::Str(p.query.as_deref()));
+    v.push(V::Str(p.fingerprint.as_deref()));
+    v.push(V::Str(p.statement.as_deref()));
+    v.push(V::Str(p.database.as_deref()));
+    v.push(V::Str(p.user.as_deref()));
+    v.push(V::Str(p.application_name.as_deref()));
+    v.push(V::Str(p.command_tag.as_deref()));
+    // DataRow messages received (Packetbeat's num_rows); the command tag
+    // keeps the server's own count.
+    let had_rows = p.num_rows > 0 || p.num_fields.is_some();
+    v.push(V::Count(had_rows.then_some(p.num_rows)));
+    v.push(V::Count(p.num_fields.map(u64::from)));
+    v.push(V::Str(p.error_severity.as_deref()));
+    v.push(V::Str(p.error_code.as_deref()));
+    v.push(V::Str(p.error_message.as_deref()));
 }
 
-fn redis_values<'a>(_x: &'a wirelog_parse::redis::RedisTx, v: &mut Vec<V<'a>>) {
-    for _ in REDIS {
-        v.push(V::Str(None));
-    }
+fn redis_values<'a>(x: &'a wirelog_parse::redis::RedisTx, v: &mut Vec<V<'a>>) {
+    v.push(V::Str(opt_str(&x.command)));
+    v.push(V::Str(opt_str(&x.args)));
+    v.push(V::Str(x.reply_type));
+    v.push(V::Str(x.reply.as_deref()));
 }
 
 /// Writes the transactions of one protocol as they come.
