@@ -529,6 +529,38 @@ mod tests {
     }
 
     #[test]
+    fn pgsql_and_redis_columns() {
+        let p = wirelog_parse::pgsql::PgsqlTx {
+            kind: "query",
+            query: Some("select * from test".into()),
+            command_tag: Some("SELECT 4".into()),
+            rows: Some(4),
+            num_rows: 4,
+            num_fields: Some(3),
+            ..Default::default()
+        };
+        let s = json(&rec(Protocol::Pgsql, Detail::Pgsql(p)));
+        for part in [
+            r#""kind":"query","query":"select * from test""#,
+            r#""command_tag":"SELECT 4","rows":4,"num_fields":3"#,
+        ] {
+            assert!(s.contains(part), "{part} not in {s}");
+        }
+        let x = wirelog_parse::redis::RedisTx {
+            command: "SET".into(),
+            args: "key value".into(),
+            reply_type: Some("simple"),
+            reply: Some("OK".into()),
+            ..Default::default()
+        };
+        let s = json(&rec(Protocol::Redis, Detail::Redis(x)));
+        assert!(
+            s.contains(r#""cmd":"SET","args":"key value","reply_type":"simple","reply":"OK""#),
+            "{s}"
+        );
+    }
+
+    #[test]
     fn dns_answer_names_types_and_edns() {
         let d = DnsTx {
             qname: "ietf.org".into(),
