@@ -128,9 +128,12 @@ const PGSQL: &[(&str, &str)] = &[
 
 const REDIS: &[(&str, &str)] = &[
     ("cmd", "string"),
+    ("key", "string"),
     ("args", "string"),
+    ("num_args", "count"),
     ("reply_type", "string"),
     ("reply", "string"),
+    ("reply_len", "count"),
 ];
 
 /// The log's own fields (between the common head and tail).
@@ -248,7 +251,7 @@ fn own_values<'a>(r: &'a TxRecord, v: &mut Vec<V<'a>>) {
 }
 
 fn pgsql_values<'a>(p: &'a wirelog_parse::pgsql::PgsqlTx, v: &mut Vec<V<'a>>) {
-    v.push(V::Str(opt_str(p.kind)));
+    v.push(V::Str(Some(p.kind)));
     v.push(V::Str(p.query.as_deref()));
     v.push(V::Str(p.fingerprint.as_deref()));
     v.push(V::Str(p.statement.as_deref()));
@@ -256,10 +259,7 @@ fn pgsql_values<'a>(p: &'a wirelog_parse::pgsql::PgsqlTx, v: &mut Vec<V<'a>>) {
     v.push(V::Str(p.user.as_deref()));
     v.push(V::Str(p.application_name.as_deref()));
     v.push(V::Str(p.command_tag.as_deref()));
-    // DataRow messages received (Packetbeat's num_rows); the command tag
-    // keeps the server's own count.
-    let had_rows = p.num_rows > 0 || p.num_fields.is_some();
-    v.push(V::Count(had_rows.then_some(p.num_rows)));
+    v.push(V::Count(p.rows));
     v.push(V::Count(p.num_fields.map(u64::from)));
     v.push(V::Str(p.error_severity.as_deref()));
     v.push(V::Str(p.error_code.as_deref()));
@@ -268,9 +268,12 @@ fn pgsql_values<'a>(p: &'a wirelog_parse::pgsql::PgsqlTx, v: &mut Vec<V<'a>>) {
 
 fn redis_values<'a>(x: &'a wirelog_parse::redis::RedisTx, v: &mut Vec<V<'a>>) {
     v.push(V::Str(opt_str(&x.command)));
+    v.push(V::Str(x.key.as_deref()));
     v.push(V::Str(opt_str(&x.args)));
+    v.push(V::Count(Some(x.num_args)));
     v.push(V::Str(x.reply_type));
     v.push(V::Str(x.reply.as_deref()));
+    v.push(V::Count(x.reply_len.and_then(|l| u64::try_from(l).ok())));
 }
 
 /// Writes the transactions of one protocol as they come.
@@ -548,14 +551,18 @@ mod tests {
         }
         let x = wirelog_parse::redis::RedisTx {
             command: "SET".into(),
-            args: "key value".into(),
+            key: Some("k".into()),
+            args: "k v".into(),
+            num_args: 2,
             reply_type: Some("simple"),
             reply: Some("OK".into()),
             ..Default::default()
         };
         let s = json(&rec(Protocol::Redis, Detail::Redis(x)));
         assert!(
-            s.contains(r#""cmd":"SET","args":"key value","reply_type":"simple","reply":"OK""#),
+            s.contains(
+                r#""cmd":"SET","key":"k","args":"k v","num_args":2,"reply_type":"simple","reply":"OK""#
+            ),
             "{s}"
         );
     }

@@ -93,6 +93,7 @@ pub mod schema;
 pub mod synth;
 mod time;
 mod tx;
+mod tx_record;
 mod writer;
 
 pub use batch::{Batch, Column, Kind};
@@ -103,6 +104,7 @@ pub use reader::{scan_ref, verify_file, Scan, ScanStats, BATCH_ROWS};
 pub use retention::RetentionReport;
 pub use schema::{tx_columns, ColSpec};
 pub use tx::{Cell, TxRow};
+pub use tx_record::tx_kind;
 pub use wirelog_record::IpAddr16;
 pub use writer::{Store, StoreOptions, WriteStats};
 
