@@ -63,6 +63,7 @@ const HTTP: &[(&str, &str)] = &[
     ("response_content_type", "string"),
     ("missed_bytes", "count"),
     ("headers", "vector[string]"),
+    ("response_headers", "vector[string]"),
 ];
 
 const DNS: &[(&str, &str)] = &[
@@ -83,6 +84,13 @@ const DNS: &[(&str, &str)] = &[
     ("Z", "count"),
     ("answers", "vector[string]"),
     ("TTLs", "vector[interval]"),
+    ("answer_names", "vector[string]"),
+    ("answer_types", "vector[string]"),
+    ("authority_count", "count"),
+    ("edns_udp_size", "count"),
+    ("edns_version", "count"),
+    ("edns_do", "bool"),
+    ("opcode_name", "string"),
 ];
 
 const MYSQL: &[(&str, &str)] = &[
@@ -99,6 +107,7 @@ const MYSQL: &[(&str, &str)] = &[
     ("error_code", "count"),
     ("sql_state", "string"),
     ("response", "string"),
+    ("params", "vector[string]"),
 ];
 
 const PGSQL: &[(&str, &str)] = &[
@@ -119,9 +128,12 @@ const PGSQL: &[(&str, &str)] = &[
 
 const REDIS: &[(&str, &str)] = &[
     ("cmd", "string"),
+    ("key", "string"),
     ("args", "string"),
+    ("num_args", "count"),
     ("reply_type", "string"),
     ("reply", "string"),
+    ("reply_len", "count"),
 ];
 
 /// The log's own fields (between the common head and tail).
@@ -169,13 +181,12 @@ fn own_values<'a>(r: &'a TxRecord, v: &mut Vec<V<'a>>) {
             v.push(V::Count(Some(
                 h.request_missing_bytes + h.response_missing_bytes,
             )));
-            v.push(V::List(
-                h.headers
-                    .iter()
-                    .chain(&h.response_headers)
-                    .map(|(k, x)| format!("{k}: {x}"))
-                    .collect(),
-            ));
+            let kv = |hs: &[(String, String)]| -> Vec<String> {
+                hs.iter().map(|(k, x)| format!("{k}: {x}")).collect()
+            };
+            // Request and response headers apart: a name can be in both.
+            v.push(V::List(kv(&h.headers)));
+            v.push(V::List(kv(&h.response_headers)));
         }
         Detail::Dns(d) => {
             v.push(V::Str(Some(r.transport.as_str())));
@@ -201,6 +212,18 @@ fn own_values<'a>(r: &'a TxRecord, v: &mut Vec<V<'a>>) {
                     .map(|a| format!("{}.000000", a.ttl))
                     .collect(),
             ));
+            v.push(V::List(d.answers.iter().map(|a| a.name.clone()).collect()));
+            v.push(V::List(
+                d.answers
+                    .iter()
+                    .map(|a| wirelog_parse::dns::type_name(a.rtype).to_string())
+                    .collect(),
+            ));
+            v.push(V::Count(answered.then_some(d.authority_count as u64)));
+            v.push(V::Count(d.edns.map(|e| e.udp_size as u64)));
+            v.push(V::Count(d.edns.map(|e| e.version as u64)));
+            v.push(V::Bool(d.edns.map(|e| e.dnssec_ok)));
+            v.push(V::Str(Some(d.opcode_name())));
         }
         Detail::Mysql(m) => {
             v.push(V::Str(Some(m.command)));
@@ -220,6 +243,7 @@ fn own_values<'a>(r: &'a TxRecord, v: &mut Vec<V<'a>>) {
             v.push(V::Count(m.error_code.map(u64::from)));
             v.push(V::Str(m.sql_state.as_deref()));
             v.push(V::Str(m.error_message.as_deref()));
+            v.push(V::List(m.params.clone()));
         }
         Detail::Pgsql(p) => pgsql_values(p, v),
         Detail::Redis(x) => redis_values(x, v),
@@ -451,4 +475,131 @@ fn json_line(b: &mut Vec<u8>, names: &[&str], vals: &[V<'_>]) {
         }
     }
     b.extend_from_slice(b"}\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelog_parse::dns::{DnsAnswer, DnsTx, Edns};
+    use wirelog_parse::http::HttpTx;
+    use wirelog_parse::{Span, Transaction};
+    use wirelog_record::{Proto, UidGenerator};
+
+    fn rec(protocol: Protocol, detail: Detail) -> TxRecord {
+        let span = |t: i64, bytes: u64| Span {
+            first_ns: t,
+            last_ns: t + 10,
+            bytes,
+        };
+        TxRecord {
+            uid: UidGenerator::new(1).next_uid(),
+            orig_h: IpAddr16::from_v4([10, 0, 0, 1]),
+            orig_p: 40000,
+            resp_h: IpAddr16::from_v4([10, 0, 0, 2]),
+            resp_p: 53,
+            transport: Proto::Udp,
+            protocol,
+            tx: Transaction {
+                request: Some(span(1_000_000_000, 28)),
+                response: Some(span(1_061_782_000, 284)),
+                status: TxStatus::Ok,
+                detail,
+            },
+        }
+    }
+
+    fn json(r: &TxRecord) -> String {
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Json, r.protocol);
+        w.write(r).unwrap();
+        String::from_utf8(w.out).unwrap()
+    }
+
+    #[test]
+    fn http_request_and_response_headers_apart() {
+        let h = HttpTx {
+            method: "GET".into(),
+            headers: vec![("content-type".into(), "a/b".into())],
+            response_headers: vec![("content-type".into(), "c/d".into())],
+            ..Default::default()
+        };
+        let s = json(&rec(Protocol::Http, Detail::Http(h)));
+        assert!(
+            s.contains(
+                r#""headers":["content-type: a/b"],"response_headers":["content-type: c/d"]"#
+            ),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn pgsql_and_redis_columns() {
+        let p = wirelog_parse::pgsql::PgsqlTx {
+            kind: "query",
+            query: Some("select * from test".into()),
+            command_tag: Some("SELECT 4".into()),
+            rows: Some(4),
+            num_rows: 4,
+            num_fields: Some(3),
+            ..Default::default()
+        };
+        let s = json(&rec(Protocol::Pgsql, Detail::Pgsql(p)));
+        for part in [
+            r#""kind":"query","query":"select * from test""#,
+            r#""command_tag":"SELECT 4","rows":4,"num_fields":3"#,
+        ] {
+            assert!(s.contains(part), "{part} not in {s}");
+        }
+        let x = wirelog_parse::redis::RedisTx {
+            command: "SET".into(),
+            key: Some("k".into()),
+            args: "k v".into(),
+            num_args: 2,
+            reply_type: Some("simple"),
+            reply: Some("OK".into()),
+            ..Default::default()
+        };
+        let s = json(&rec(Protocol::Redis, Detail::Redis(x)));
+        assert!(
+            s.contains(
+                r#""cmd":"SET","key":"k","args":"k v","num_args":2,"reply_type":"simple","reply":"OK""#
+            ),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn dns_answer_names_types_and_edns() {
+        let d = DnsTx {
+            qname: "ietf.org".into(),
+            qtype: 43,
+            qclass: 1,
+            answers: vec![DnsAnswer {
+                name: "ietf.org".into(),
+                rtype: 43,
+                class: 1,
+                ttl: 1800,
+                data: "45586 5 2 abc".into(),
+            }],
+            authority_count: 1,
+            edns: Some(Edns {
+                udp_size: 4000,
+                ext_rcode: 0,
+                version: 0,
+                dnssec_ok: true,
+            }),
+            ..Default::default()
+        };
+        let s = json(&rec(Protocol::Dns, Detail::Dns(d)));
+        for part in [
+            r#""answer_names":["ietf.org"]"#,
+            r#""answer_types":["DS"]"#,
+            r#""authority_count":1"#,
+            r#""edns_udp_size":4000"#,
+            r#""edns_version":0"#,
+            r#""edns_do":true"#,
+            r#""opcode_name":"query""#,
+        ] {
+            assert!(s.contains(part), "{part} not in {s}");
+        }
+    }
 }
