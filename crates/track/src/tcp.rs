@@ -419,6 +419,14 @@ impl TcpConn {
             conn_orig = &self.resp;
         }
         let is_closed = self.orig.did_close || self.resp.did_close;
+        if is_closed && seg.flags & ACK == 0 && seg.seq == conn_orig.start_seq {
+            // A copy of the connection's own SYN (duplicated capture, e.g. a
+            // loopback or `-i any` capture seeing each packet twice, with
+            // copies arriving after the close): a new connection would use a
+            // new initial sequence number. Zeek starts a new connection here
+            // and logs the duplicated data twice; the copy belongs to the old one.
+            return false;
+        }
         if !is_closed {
             if seg.seq == conn_orig.start_seq {
                 return false;
