@@ -197,7 +197,8 @@ MAPPING = [
     ("network.community_id", "conn.log community_id of the same uid"),
     ("network.protocol", "the log's protocol"),
     ("error.message", "status no_request -> 'Unmatched response', no_response -> 'Unmatched request'; "
-                      "http missed_bytes > 0 -> 'Packet loss while capturing the request or response'"),
+                      "http request_missed_bytes / response_missed_bytes > 0 -> 'Packet loss while capturing the "
+                      "request' / '... the response'"),
     # http.log
     ("http.request.method, method", "method"),
     ("http.request.bytes, http.response.bytes", "request_bytes, response_bytes"),
@@ -454,8 +455,11 @@ def map_http(r, e):
     if r.get("status") != "no_response":
         e["http.response.headers"] = header_dict(r.get("response_headers"), r.get("response_body_len"),
                                                  r.get("response_content_type"))
-    if r.get("missed_bytes", 0) > 0 and "error.message" not in e:
-        e["error.message"] = "Packet loss while capturing the request or response"
+    if "error.message" not in e:
+        if r.get("request_missed_bytes", 0) > 0:
+            e["error.message"] = "Packet loss while capturing the request"
+        elif r.get("response_missed_bytes", 0) > 0:
+            e["error.message"] = "Packet loss while capturing the response"
 
 
 def mysql_method(cmd, arg):

@@ -61,7 +61,8 @@ const HTTP: &[(&str, &str)] = &[
     ("forwarded_for", "string"),
     ("request_content_type", "string"),
     ("response_content_type", "string"),
-    ("missed_bytes", "count"),
+    ("request_missed_bytes", "count"),
+    ("response_missed_bytes", "count"),
     ("headers", "vector[string]"),
     ("response_headers", "vector[string]"),
 ];
@@ -178,9 +179,8 @@ fn own_values<'a>(r: &'a TxRecord, v: &mut Vec<V<'a>>) {
             v.push(V::Str(opt_str(&h.forwarded_for)));
             v.push(V::Str(opt_str(&h.request_content_type)));
             v.push(V::Str(opt_str(&h.response_content_type)));
-            v.push(V::Count(Some(
-                h.request_missing_bytes + h.response_missing_bytes,
-            )));
+            v.push(V::Count(Some(h.request_missing_bytes)));
+            v.push(V::Count(Some(h.response_missing_bytes)));
             let kv = |hs: &[(String, String)]| -> Vec<String> {
                 hs.iter().map(|(k, x)| format!("{k}: {x}")).collect()
             };
