@@ -1056,7 +1056,11 @@ def main(argv: list[str]) -> int:
             few = [] if args.quick else [
                 Pipe("mysql (few flows)", [wb, "pipeline", "--reps", "5", str(pdir / "mysql.pcap")], "few"),
                 Pipe("mysql_text (few flows)", [wb, "pipeline", "--reps", "5", str(pdir / "mysql_text.pcap")], "few")]
-            pipes = few + [Pipe("http (3,751 short connections)", [wb, "pipeline", str(http)], "info"),
+            # The same with application parsing on (as `wirelog read` by default).
+            parsed = [] if args.quick else [
+                Pipe("mysql, parsing on", [wb, "pipeline", "--parse", "--reps", "5", str(pdir / "mysql.pcap")], "info"),
+                Pipe("http, parsing on", [wb, "pipeline", "--parse", str(http)], "info")]
+            pipes = few + parsed + [Pipe("http (3,751 short connections)", [wb, "pipeline", str(http)], "info"),
                      Pipe("mixed (8,087 short connections)", [wb, "pipeline", str(mixed)], "info"),
                      Pipe(f"mixed x{args.million_copies}"
                           + (f" snap {args.million_snap}" if args.million_snap else "")

@@ -1,11 +1,13 @@
 //! wirelog's benchmark tools.
 //!
-//! `wirelog-bench pipeline [--copies N] [--snap B] [--reps R] PCAP...`
+//! `wirelog-bench pipeline [--copies N] [--snap B] [--reps R] [--parse] PCAP...`
 //!   Loads real packets into memory, then times decode + connection tracking
 //!   over them (checksums not verified, as `wirelog read -C`), conn records
 //!   built and dropped. With `--copies N` every packet is replayed N times with
 //!   its addresses rewritten per copy, interleaved, so N times as many
-//!   connections are open at once. Prints one `key=value` line per run.
+//!   connections are open at once. With `--parse`, application parsing is on
+//!   (stream reassembly, HTTP/MySQL/PostgreSQL/Redis/DNS parsers), as in
+//!   `wirelog read`. Prints one `key=value` line per run.
 //!
 //! `wirelog-bench scale --copies N [--snap B] IN.pcap OUT.pcap`
 //!   Writes the same scaled corpus as a pcap file, for tools that read files.
@@ -230,7 +232,7 @@ fn run_decode_only(c: &Corpus) -> String {
 const SLOT_AHEAD: usize = 16;
 const ENTRY_AHEAD: usize = 8;
 
-fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool) -> String {
+fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool, parse: bool) -> String {
     let mut decoder = Decoder::new(DecodeConfig {
         verify_checksums: false,
         ..DecodeConfig::default()
@@ -238,9 +240,11 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool) -> Str
     let mut tracker = Tracker::new(TrackerConfig {
         max_connections,
         uid_seed: Some(1),
+        app: parse.then(wirelog_track::AppConfig::default),
         ..TrackerConfig::default()
     });
     let mut records = 0u64;
+    let mut transactions = 0u64;
     // Hashes of the packets SLOT_AHEAD ahead, so the entry stage reuses them.
     let mut hashes = [u64::MAX; 32];
     let cpu0 = thread_cpu_ns();
@@ -272,18 +276,20 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool) -> Str
         }
         if i & 4095 == 0 {
             records += tracker.take_records().count() as u64;
+            transactions += tracker.take_transactions().count() as u64;
             tracker.take_flows().for_each(drop);
         }
     }
     tracker.finish();
     records += tracker.take_records().count() as u64;
+    transactions += tracker.take_transactions().count() as u64;
     let flows = tracker.take_flows().count();
     let wall = t0.elapsed().as_nanos() as f64;
     let cpu = (thread_cpu_ns() - cpu0) as f64;
     let n = c.pkts.len() as f64;
     let st = tracker.stats();
     format!(
-        "packets={} ns_per_packet={:.1} cpu_ns_per_packet={:.1} wall_s={:.3} connections={} records={} peak_connections={} evicted={} bytes_per_connection={} flows={} bytes_per_flow={} max_rss_mb={:.0}",
+        "packets={} ns_per_packet={:.1} cpu_ns_per_packet={:.1} wall_s={:.3} connections={} records={} peak_connections={} evicted={} bytes_per_connection={} flows={} bytes_per_flow={} max_rss_mb={:.0} parse={} transactions={} stream_buffer_after={}",
         c.pkts.len(),
         wall / n,
         cpu / n,
@@ -295,7 +301,10 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool) -> Str
         tracker.bytes_per_connection(),
         flows,
         tracker.bytes_per_flow(),
-        max_rss_mb()
+        max_rss_mb(),
+        parse,
+        transactions,
+        tracker.stream_buffer_bytes()
     )
 }
 
@@ -412,6 +421,7 @@ struct Opts {
     out: Option<PathBuf>,
     decode_only: bool,
     prefetch: bool,
+    parse: bool,
     copies: usize,
     snap: usize,
     reps: usize,
@@ -425,6 +435,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         out: None,
         decode_only: false,
         prefetch: false,
+        parse: false,
         copies: 1,
         snap: usize::MAX,
         reps: 3,
@@ -448,6 +459,8 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             // Off by default, like `wirelog read`: it pays off only with very many
             // connections (6% at 1 M) and costs 20+ ns/packet with few.
             "--prefetch" => o.prefetch = true,
+            // Application parsing (reassembly + parsers), as `wirelog read` does by default.
+            "--parse" => o.parse = true,
             s if s.starts_with("--") => return Err(format!("unknown option {s}")),
             f => o.files.push(PathBuf::from(f)),
         }
@@ -460,7 +473,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] IN.pcap OUT.pcap\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...";
+    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] [--parse] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] IN.pcap OUT.pcap\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...";
     let result = match args.first().map(String::as_str) {
         Some("pipeline") => parse(&args[1..]).and_then(|o| {
             let base = Corpus::load(&o.files, o.snap)?;
@@ -479,7 +492,7 @@ fn main() {
                 } else {
                     println!(
                         "{} table_prefetch={}",
-                        run_pipeline(&c, max, o.prefetch),
+                        run_pipeline(&c, max, o.prefetch, o.parse),
                         o.prefetch
                     );
                 }

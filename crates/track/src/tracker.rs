@@ -155,6 +155,11 @@ impl Tracker {
         }
     }
 
+    /// Out-of-order stream bytes held right now (0 once every connection ended).
+    pub fn stream_buffer_bytes(&self) -> usize {
+        self.budget.used()
+    }
+
     /// What application parsing did so far.
     pub fn app_stats(&self) -> &AppStats {
         &self.app_stats
