@@ -36,6 +36,9 @@ pub const SKIP_EMPTY_TCP: &str = "(not tcp) \
      or (ip6 and ((ip6[6] != 6) or (ip6[53] & 0x07 != 0) \
                   or (ip6[4:2] - ((ip6[52] & 0xf0) >> 2) != 0)))";
 
+/// A compiled classic BPF program, ready for SO_ATTACH_FILTER.
+pub type Program = Vec<libc::sock_filter>;
+
 /// The expression to compile: the user's filter, the skip-empty-TCP filter,
 /// both as `(user) and (skip)`, or None for no filter.
 pub fn expression(user: Option<&str>, skip_empty_tcp: bool) -> Option<String> {

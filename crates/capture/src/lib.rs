@@ -8,6 +8,7 @@
 //!   `--skip-empty-tcp` filter.
 //! - [`privs`]: dropping to an unprivileged user once the sockets are open.
 //! - [`stats`]: counters shared between the workers and whoever prints them.
+//! - [`stop`]: SIGINT/SIGTERM turned into a flag plus an eventfd to poll on.
 //!
 //! ```no_run
 //! use wirelog_capture::{ring::{Ring, RingConfig}, Interface};
@@ -28,6 +29,7 @@ pub mod bpf;
 pub mod privs;
 pub mod ring;
 pub mod stats;
+pub mod stop;
 mod sys;
 
 use std::ffi::CString;

@@ -138,6 +138,8 @@ pub struct Ring {
     block_count: usize,
     cur: usize,
     framing: Framing,
+    /// Bound to every interface (`any`).
+    any: bool,
     /// Outgoing copies must be dropped in user space (loopback copies on
     /// `any`, or a kernel without PACKET_IGNORE_OUTGOING).
     drop_outgoing_loopback: bool,
@@ -276,6 +278,7 @@ impl Ring {
             block_count,
             cur: 0,
             framing: iface.framing,
+            any: iface.index == 0,
             drop_outgoing_loopback: iface.index == 0 || iface.is_loopback(),
             kstats: KernelStats::default(),
             shrunk_from: (size < wanted).then_some(wanted),
@@ -376,6 +379,12 @@ impl Ring {
         self.framing
     }
 
+    /// True when bound to every interface (`any`): packets then come from
+    /// many interfaces, named by [`Packet::ifindex`].
+    pub fn is_any(&self) -> bool {
+        self.any
+    }
+
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
@@ -468,6 +477,41 @@ pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> Result<usize, CaptureE
     Ok(r as usize)
 }
 
+/// The descriptors a worker sleeps on: its rings plus the stop eventfd.
+pub struct Waiter {
+    fds: Vec<libc::pollfd>,
+}
+
+impl Waiter {
+    pub fn new(rings: impl IntoIterator<Item = RawFd>, stop: RawFd) -> Waiter {
+        let mut fds: Vec<libc::pollfd> = rings
+            .into_iter()
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        fds.push(libc::pollfd {
+            fd: stop,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        Waiter { fds }
+    }
+
+    /// Sleeps until a ring has a block, the stop fd is readable (unless
+    /// `with_stop` is false), or `timeout_ms` passes.
+    pub fn wait(&mut self, timeout_ms: i32, with_stop: bool) -> Result<(), CaptureError> {
+        let n = if with_stop {
+            self.fds.len()
+        } else {
+            self.fds.len() - 1
+        };
+        poll(&mut self.fds[..n], timeout_ms).map(|_| ())
+    }
+}
+
 /// A retired block. Dropping it returns it to the kernel.
 pub struct Block<'r> {
     ring: &'r mut Ring,
@@ -543,6 +587,10 @@ impl Block<'_> {
 
     pub fn framing(&self) -> Framing {
         self.ring.framing
+    }
+
+    pub fn is_any(&self) -> bool {
+        self.ring.any
     }
 }
 

@@ -50,7 +50,9 @@ impl Operand {
         match self {
             Operand::Field(f) => f.name(),
             Operand::Sum(a, _) => match a.ty() {
-                Ty::UInt { unit: Unit::Bytes, .. } => "bytes",
+                Ty::UInt {
+                    unit: Unit::Bytes, ..
+                } => "bytes",
                 _ => "pkts",
             },
         }
@@ -127,7 +129,9 @@ fn quote(s: &str) -> String {
 
 fn uint_text(ty: Ty, v: u64) -> String {
     match ty {
-        Ty::UInt { unit: Unit::Proto, .. } => proto_name(v as u8).map_or_else(|| v.to_string(), str::to_string),
+        Ty::UInt {
+            unit: Unit::Proto, ..
+        } => proto_name(v as u8).map_or_else(|| v.to_string(), str::to_string),
         _ => v.to_string(),
     }
 }
@@ -163,7 +167,11 @@ impl fmt::Display for Pred {
             Test::StrMatch { pat, start, end } => {
                 format!(
                     "~ {}",
-                    quote(&format!("{}{pat}{}", if *start { "^" } else { "" }, if *end { "$" } else { "" }))
+                    quote(&format!(
+                        "{}{pat}{}",
+                        if *start { "^" } else { "" },
+                        if *end { "$" } else { "" }
+                    ))
                 )
             }
             Test::Bool(b) => format!("= {b}"),
@@ -187,7 +195,11 @@ impl fmt::Display for Expr {
                 child(e, f)
             }
             Expr::And(es) | Expr::Or(es) => {
-                let sep = if matches!(self, Expr::And(_)) { " and " } else { " or " };
+                let sep = if matches!(self, Expr::And(_)) {
+                    " and "
+                } else {
+                    " or "
+                };
                 for (i, e) in es.iter().enumerate() {
                     if i > 0 {
                         f.write_str(sep)?;
