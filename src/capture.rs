@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use wirelog_capture::privs::{self, User};
-use wirelog_capture::ring::{self, Ring, RingConfig, Waiter};
+use wirelog_capture::ring::{self, Ring, RingConfig, RingError, Waiter};
 use wirelog_capture::stats::{CaptureStats, WorkerCounters};
 use wirelog_capture::stop::Stop;
 use wirelog_capture::{bpf, now_ns, Framing, Interface};
@@ -180,7 +180,6 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
 
     let (tx, rx) = sync_channel::<Batch>(256);
     let writer = {
-        let stop = stop;
         let conn_sink = ConnLogWriter::new(conn_out, format);
         let flow_sink = flow_out.map(|o| FlowLogWriter::new(o, format));
         std::thread::Builder::new()
@@ -221,6 +220,8 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             stop,
             flow_interval_ns: tracker_cfg.flow_interval_ns,
             named_any: Vec::new(),
+            iface_names: names.clone(),
+            warned_down: Default::default(),
         };
         let h = std::thread::Builder::new()
             .name(format!("wirelog-w{id}"))
@@ -309,8 +310,8 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     }
     if !args.quiet {
         let why = match stop.signal() {
-            Some(s) if s == 2 => "SIGINT",
-            Some(s) if s == 15 => "SIGTERM",
+            Some(2) => "SIGINT",
+            Some(15) => "SIGTERM",
             Some(_) => "a signal",
             None => "end of --duration",
         };
@@ -372,6 +373,9 @@ struct Worker {
     flow_interval_ns: i64,
     /// ifindexes named so far on `any`.
     named_any: Vec<i32>,
+    iface_names: Vec<String>,
+    /// Interfaces already reported down.
+    warned_down: std::collections::HashSet<usize>,
 }
 
 impl Worker {
@@ -398,7 +402,9 @@ impl Worker {
                 if now >= d {
                     break;
                 }
-                waiter.wait(((d - now) / 1_000_000 + 1) as i32, false)?;
+                if let Some(e) = waiter.wait(((d - now) / 1_000_000 + 1) as i32, false)? {
+                    self.ring_error(e)?;
+                }
                 continue;
             }
             if now >= next_tick {
@@ -416,7 +422,9 @@ impl Worker {
                 bucket_end.min(now + MAX_IDLE_NS)
             };
             let timeout_ms = ((wake - now).max(0) / 1_000_000 + 1).min(i32::MAX as i64) as i32;
-            waiter.wait(timeout_ms, true)?;
+            if let Some(e) = waiter.wait(timeout_ms, true)? {
+                self.ring_error(e)?;
+            }
             if self.tracker.active_connections() == 0 && now_ns() >= wake {
                 // A bucket ended on an idle link: rotate it now.
                 self.tracker.advance(now_ns() - lag_ns);
@@ -498,6 +506,25 @@ impl Worker {
             } // the block goes back to the kernel here
         }
         any
+    }
+
+    /// A socket error: the interface went down (go on: capture resumes when
+    /// it comes back up) or disappeared (stop with an error).
+    fn ring_error(&mut self, e: RingError) -> Result<()> {
+        let (ring, pos) = &self.rings[e.ring];
+        let name = &self.iface_names[*pos];
+        if ring.interface_gone() {
+            bail!("interface {name} disappeared ({})", e.error);
+        }
+        if self.warned_down.insert(*pos) {
+            eprintln!(
+                "wirelog: interface {name}: {} (capture resumes when it is up)",
+                e.error
+            );
+        }
+        // A device that is down wakes nobody; avoid spinning if it keeps erroring.
+        std::thread::sleep(Duration::from_millis(100));
+        Ok(())
     }
 
     fn update_stats(&mut self) {

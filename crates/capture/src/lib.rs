@@ -214,6 +214,13 @@ fn hw_type_of(name: &str) -> Result<u16, CaptureError> {
     Ok(u16::from_ne_bytes([ifr[16], ifr[17]]))
 }
 
+/// True when an interface with this kernel index exists.
+pub fn interface_exists(index: u32) -> bool {
+    let mut buf = [0 as libc::c_char; libc::IFNAMSIZ];
+    // SAFETY: the buffer is IFNAMSIZ long, as if_indextoname requires.
+    !unsafe { libc::if_indextoname(index, buf.as_mut_ptr()) }.is_null()
+}
+
 /// Name of an interface by kernel index (for `any`), or `if<N>` when it is gone.
 pub fn interface_name(index: u32) -> String {
     let mut buf = [0 as libc::c_char; libc::IFNAMSIZ];

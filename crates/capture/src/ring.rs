@@ -140,6 +140,7 @@ pub struct Ring {
     framing: Framing,
     /// Bound to every interface (`any`).
     any: bool,
+    ifindex: u32,
     /// Outgoing copies must be dropped in user space (loopback copies on
     /// `any`, or a kernel without PACKET_IGNORE_OUTGOING).
     drop_outgoing_loopback: bool,
@@ -279,6 +280,7 @@ impl Ring {
             cur: 0,
             framing: iface.framing,
             any: iface.index == 0,
+            ifindex: iface.index,
             drop_outgoing_loopback: iface.index == 0 || iface.is_loopback(),
             kstats: KernelStats::default(),
             shrunk_from: (size < wanted).then_some(wanted),
@@ -389,6 +391,11 @@ impl Ring {
         self.fd.as_raw_fd()
     }
 
+    /// True when the interface the ring is bound to no longer exists.
+    pub fn interface_gone(&self) -> bool {
+        self.ifindex != 0 && !crate::interface_exists(self.ifindex)
+    }
+
     /// Blocks in poll() until a block is ready or `timeout_ms` passes
     /// (-1: forever). Returns true when a block is ready.
     pub fn wait(&self, timeout_ms: i32) -> Result<bool, CaptureError> {
@@ -482,6 +489,14 @@ pub struct Waiter {
     fds: Vec<libc::pollfd>,
 }
 
+/// A socket error reported by poll (POLLERR) on a ring.
+#[derive(Debug)]
+pub struct RingError {
+    /// Position of the ring in the list given to [`Waiter::new`].
+    pub ring: usize,
+    pub error: std::io::Error,
+}
+
 impl Waiter {
     pub fn new(rings: impl IntoIterator<Item = RawFd>, stop: RawFd) -> Waiter {
         let mut fds: Vec<libc::pollfd> = rings
@@ -501,14 +516,47 @@ impl Waiter {
     }
 
     /// Sleeps until a ring has a block, the stop fd is readable (unless
-    /// `with_stop` is false), or `timeout_ms` passes.
-    pub fn wait(&mut self, timeout_ms: i32, with_stop: bool) -> Result<(), CaptureError> {
+    /// `with_stop` is false), or `timeout_ms` passes. A pending socket error
+    /// (e.g. ENETDOWN when the interface goes down) is read, which clears it,
+    /// and returned: left pending, it would make every poll return at once.
+    pub fn wait(
+        &mut self,
+        timeout_ms: i32,
+        with_stop: bool,
+    ) -> Result<Option<RingError>, CaptureError> {
         let n = if with_stop {
             self.fds.len()
         } else {
             self.fds.len() - 1
         };
-        poll(&mut self.fds[..n], timeout_ms).map(|_| ())
+        for f in &mut self.fds {
+            f.revents = 0;
+        }
+        poll(&mut self.fds[..n], timeout_ms)?;
+        let rings = self.fds.len() - 1;
+        for (i, f) in self.fds[..rings].iter().enumerate() {
+            if f.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                let mut err: libc::c_int = 0;
+                let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+                // SAFETY: SO_ERROR into an int.
+                unsafe {
+                    libc::getsockopt(
+                        f.fd,
+                        libc::SOL_SOCKET,
+                        libc::SO_ERROR,
+                        (&mut err as *mut libc::c_int).cast(),
+                        &mut len,
+                    )
+                };
+                let error = if err != 0 {
+                    std::io::Error::from_raw_os_error(err)
+                } else {
+                    std::io::Error::other(format!("poll reported {:#x}", f.revents))
+                };
+                return Ok(Some(RingError { ring: i, error }));
+            }
+        }
+        Ok(None)
     }
 }
 
