@@ -163,6 +163,10 @@ impl Capture {
     /// Starts a capture on the a end, writing logs to `dir`, and returns once
     /// its sockets are open.
     fn start(ns: &Netns, dir: &Path, extra: &[&str]) -> Capture {
+        Self::start_on(ns, &ns.va, dir, extra)
+    }
+
+    fn start_on(ns: &Netns, iface: &str, dir: &Path, extra: &[&str]) -> Capture {
         let dir = &dir.join("capture");
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).unwrap();
@@ -557,12 +561,28 @@ fn idle(secs: u64) {
     std::thread::sleep(Duration::from_secs(secs));
     let (cpu1, vol1) = cpu_and_wakeups(cap.pid());
     let wall = t0.elapsed().as_secs_f64();
-    let rss = std::fs::read_to_string(format!("/proc/{}/status", cap.pid()))
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .unwrap()
-        .to_string();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", cap.pid())).unwrap();
+    let line = |k: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(k))
+            .unwrap()
+            .to_string()
+    };
+    let rss = line("VmRSS:");
+    // Started as root: now nobody, with no capability left.
+    assert!(
+        line("Uid:")
+            .split_whitespace()
+            .skip(1)
+            .all(|u| u == "65534"),
+        "{}",
+        line("Uid:")
+    );
+    assert_eq!(
+        line("CapEff:").split_whitespace().nth(1),
+        Some("0000000000000000")
+    );
     cap.stop();
     let cpu_share = (cpu1 - cpu0) as f64 / 1e9 / wall;
     let wakeups = (vol1 - vol0) as f64 / wall;
