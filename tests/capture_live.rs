@@ -179,7 +179,7 @@ impl Capture {
                 BIN,
                 "capture",
                 "-i",
-                &ns.va,
+                iface,
                 "--no-store",
                 "--logs",
             ])
