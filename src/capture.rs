@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -569,31 +569,50 @@ fn write_records(
     let (mut conns, mut flows) = (0u64, 0u64);
     let mut last_log_flush = Instant::now();
     let mut last_store_flush = Instant::now();
-    for b in rx {
-        for r in &b.conns {
-            conn_sink.write(r)?;
-        }
-        if let Some(s) = flow_sink.as_mut() {
-            for f in &b.flows {
-                s.write(f)?;
+    // Lines written but not yet flushed to the log files: wait at most
+    // LOG_FLUSH for more before flushing, otherwise sleep until records come.
+    let mut dirty = false;
+    loop {
+        let b = if dirty {
+            match rx.recv_timeout(LOG_FLUSH.saturating_sub(last_log_flush.elapsed())) {
+                Ok(b) => Some(b),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
             }
-        }
-        if let Some(st) = store.as_mut() {
-            st.append_conns(&b.conns)?;
-            st.append_flows(&b.flows)?;
-            if last_store_flush.elapsed() >= STORE_FLUSH {
-                st.flush()?;
-                last_store_flush = Instant::now();
+        } else {
+            match rx.recv() {
+                Ok(b) => Some(b),
+                Err(_) => break,
             }
+        };
+        if let Some(b) = b {
+            for r in &b.conns {
+                conn_sink.write(r)?;
+            }
+            if let Some(s) = flow_sink.as_mut() {
+                for f in &b.flows {
+                    s.write(f)?;
+                }
+            }
+            if let Some(st) = store.as_mut() {
+                st.append_conns(&b.conns)?;
+                st.append_flows(&b.flows)?;
+                if last_store_flush.elapsed() >= STORE_FLUSH {
+                    st.flush()?;
+                    last_store_flush = Instant::now();
+                }
+            }
+            conns += b.conns.len() as u64;
+            flows += b.flows.len() as u64;
+            dirty = true;
         }
-        conns += b.conns.len() as u64;
-        flows += b.flows.len() as u64;
-        if last_log_flush.elapsed() >= LOG_FLUSH {
+        if dirty && last_log_flush.elapsed() >= LOG_FLUSH {
             conn_sink.flush()?;
             if let Some(s) = flow_sink.as_mut() {
                 s.flush()?;
             }
             last_log_flush = Instant::now();
+            dirty = false;
         }
     }
     conn_sink.finish()?;

@@ -611,3 +611,40 @@ fn idle_probe_sleeps() {
 fn idle_probe_sleeps_60s() {
     idle(60);
 }
+
+/// Live timers run on the wall clock: on a link gone idle, the flow bucket
+/// ends and its flows reach flows.log (and UDP/ICMP connections expire)
+/// without another packet and before the capture stops.
+#[test]
+fn flow_buckets_end_on_an_idle_link() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("rotate");
+    let cap = Capture::start(
+        &ns,
+        &dir,
+        &["--flow-interval", "1s", "--icmp-timeout", "1s"],
+    );
+    ns.replay(&testdata("icmp_events/icmp-ping.pcap"));
+    let flows = cap.dir.join("logs/flows.log");
+    let conns = cap.dir.join("logs/conn.log");
+    // Bucket end (<= 1 s) + timer lag (150 ms) + log flush (<= 1 s), with margin.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(6)
+        && (read_log(&flows).is_empty() || read_log(&conns).is_empty())
+    {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (f, c) = (read_log(&flows), read_log(&conns));
+    eprintln!(
+        "flows and conn records after {:.1} s idle",
+        t0.elapsed().as_secs_f64()
+    );
+    cap.stop();
+    assert!(!f.is_empty(), "no flow record while still capturing");
+    assert_eq!(
+        c.len(),
+        1,
+        "the ping connection did not expire while capturing"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
