@@ -40,6 +40,7 @@ pub enum Command {
     ///   wirelog capture -i eth0 --logs /var/log/wirelog
     ///   wirelog capture -i any --filter 'not port 22' --workers 2
     ///   wirelog capture -i lo --skip-empty-tcp --duration 60s --no-store --logs /tmp/wl
+    #[command(verbatim_doc_comment)]
     Capture(CaptureArgs),
 }
 
