@@ -229,8 +229,9 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 262_144)]
     pub snaplen: u32,
 
-    /// Receive ring size per interface, split over the workers (e.g. 32M).
-    #[arg(long, value_name = "SIZE", default_value = "32M", value_parser = parse_size)]
+    /// Receive ring size per interface, split over the workers (it counts in
+    /// the RSS; at least 1 MiB per worker).
+    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
     pub ring_size: u64,
 
     /// Do not put interfaces in promiscuous mode.
