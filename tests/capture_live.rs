@@ -738,3 +738,59 @@ fn loopback_traffic_counted_once_and_stored() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A user filter runs in the kernel: only its packets reach the probe.
+#[test]
+fn user_filter_keeps_only_its_traffic() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("filter");
+    let echo = gunzip(
+        &testdata("echo_connections_large/echo-connections.pcap.gz"),
+        &dir,
+    );
+    let cap = Capture::start(&ns, &dir, &["--filter", "tcp port 3306"]);
+    ns.replay(&echo);
+    ns.replay(&testdata("mysql/mysql.pcap"));
+    let logs = cap.dir.join("logs/conn.log");
+    let err = cap.stop();
+    assert!(err.contains("kernel filter attached"), "{err}");
+    assert_eq!(packets_of(&err), 57, "{err}");
+    let conns = read_log(&logs);
+    assert_eq!(conns.len(), 1, "{conns:#?}");
+    assert_eq!(conns[0]["id.resp_p"], "3306");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A stalled probe with a small ring: the kernel drops, and the counters
+/// say so (kernel packets = processed + dropped).
+#[test]
+fn kernel_drops_are_counted() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("drops");
+    let echo = gunzip(
+        &testdata("echo_connections_large/echo-connections.pcap.gz"),
+        &dir,
+    );
+    let cap = Capture::start(&ns, &dir, &["--ring-size", "1M"]);
+    sh(&["kill", "-STOP", &cap.pid().to_string()]);
+    ns.replay(&echo); // 82,582 packets, ~12 MB of ring slots: far more than 1 MiB
+    sh(&["kill", "-CONT", &cap.pid().to_string()]);
+    let err = cap.stop();
+    let line = err
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("wirelog: stats: "))
+        .unwrap();
+    // "...; kernel: K packets, D dropped (...)"
+    let kernel_part: Vec<&str> = line.split("kernel: ").nth(1).unwrap().split(' ').collect();
+    let (processed, kernel, dropped): (u64, u64, u64) = (
+        packets_of(&err),
+        kernel_part[0].parse().unwrap(),
+        kernel_part[2].parse().unwrap(),
+    );
+    eprintln!("{line}");
+    assert!(dropped > 0, "{line}");
+    assert_eq!(kernel, 82_582, "{line}");
+    assert_eq!(processed + dropped, kernel, "{line}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
