@@ -456,6 +456,8 @@ fn skip_empty_tcp_keeps_bytes_with_fewer_packets() {
         testdata("mysql/mysql.pcap"),
         testdata("http_no_crlf/no_crlf.pcap"),
         testdata("postgresql/greenhouse-app.pcap"),
+        // IPv6, TCP right after the fixed header: the filter's IPv6 branch.
+        testdata("ftp_ipv6/ipv6.pcap"),
     ];
     let fields = [
         "proto",
