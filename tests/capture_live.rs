@@ -527,6 +527,37 @@ fn bad_filter_and_missing_interface_fail_cleanly() {
     let (code, err) = run(&["capture", "-i", "lo", "--no-store", "--workers", "0"]);
     assert_ne!(code, Some(0));
     assert_eq!(err.lines().count(), 1, "{err}");
+    // Without the right to open packet sockets (as nobody when run as root).
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let out = if is_root {
+        Command::new("runuser")
+            .args([
+                "-u",
+                "nobody",
+                "--",
+                BIN,
+                "capture",
+                "-i",
+                "lo",
+                "--no-store",
+            ])
+            .output()
+    } else {
+        Command::new(BIN)
+            .args(["capture", "-i", "lo", "--no-store"])
+            .output()
+    }
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(
+        err.trim(),
+        "wirelog: interface lo: socket(AF_PACKET): Operation not permitted (os error 1) \
+         (capturing needs root, or CAP_NET_RAW and CAP_NET_ADMIN)"
+    );
 }
 
 /// CPU time (ns, all threads, from schedstat) and voluntary context switches

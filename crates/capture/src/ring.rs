@@ -355,6 +355,11 @@ impl Ring {
             // socket's random txhash, different per direction.
             // FLAG_DEFRAG reassembles IPv4 fragments first, so a fragment
             // without ports cannot be sent to another worker than its flow's.
+            // IPv6 has no such flag: its fragments hash on the addresses only
+            // (the dissector stops at the fragment header), so a flow whose
+            // packets are partly fragmented (large DNS answers over IPv6) can
+            // be split between two workers (seen with ipv6-fragmented-dns.pcap
+            // and --workers 2). With one worker it is reassembled in user space.
             //
             // The group id is per network namespace and device; callers
             // derive it from the pid so two probes on one host do not share.
