@@ -43,6 +43,10 @@ const STORE_FLUSH: Duration = Duration::from_secs(300);
 /// Logs are flushed to the files at most this often.
 const LOG_FLUSH: Duration = Duration::from_secs(1);
 
+/// Blocks taken from one ring before the worker loop goes round (see
+/// `Worker::drain_rings`).
+const BLOCKS_PER_ROUND: usize = 8;
+
 /// Records from one worker, sent to the writer.
 struct Batch {
     conns: Vec<ConnRecord>,
@@ -431,7 +435,7 @@ impl Worker {
                 self.ship()?;
             }
         }
-        self.drain_rings();
+        while self.drain_rings() {}
         self.tracker.finish();
         self.update_stats();
         self.ship()?;
@@ -442,7 +446,9 @@ impl Worker {
         })
     }
 
-    /// Processes every retired block of every ring; true if any was.
+    /// Processes the retired blocks of every ring, at most
+    /// [`BLOCKS_PER_ROUND`] per ring so that a saturated link still lets the
+    /// loop ship records, run timers and see a stop; true if any block was.
     fn drain_rings(&mut self) -> bool {
         let Worker {
             rings,
@@ -455,7 +461,12 @@ impl Worker {
         let mut any = false;
         for (ring, pos) in rings.iter_mut() {
             let iface_pos = *pos as u16;
-            while let Some(mut block) = ring.next_block() {
+            let mut blocks = 0;
+            while blocks < BLOCKS_PER_ROUND {
+                let Some(mut block) = ring.next_block() else {
+                    break;
+                };
+                blocks += 1;
                 any = true;
                 let framing = block.framing();
                 let is_any = block.is_any();
