@@ -104,10 +104,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                 snaplen: args.snaplen,
                 promiscuous: !args.no_promisc,
                 fanout_group: (args.workers > 1).then(|| group_base.wrapping_add(i as u16)),
-                filter: programs
-                    .iter()
-                    .find(|(f, _)| *f == iface.framing)
-                    .map(|(_, p)| p.clone()),
+                filter: programs.iter().find(|(f, _)| *f == iface.framing).map(|(_, p)| p.clone()),
                 ..RingConfig::default()
             };
             let r = Ring::open(iface, &cfg)?;
@@ -138,27 +135,16 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     };
     let (conn_out, flow_out): (DynWrite, Option<DynWrite>) = match &args.logs {
         Some(dir) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create log directory {}", dir.display()))?;
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create log directory {}", dir.display()))?;
             owned_paths.push(dir.clone());
-            (
-                create(dir, "conn.log", &mut owned_paths)?,
-                Some(create(dir, "flows.log", &mut owned_paths)?),
-            )
+            (create(dir, "conn.log", &mut owned_paths)?, Some(create(dir, "flows.log", &mut owned_paths)?))
         }
-        None => (
-            Box::new(BufWriter::with_capacity(1 << 16, io::stdout())),
-            None,
-        ),
+        None => (Box::new(BufWriter::with_capacity(1 << 16, io::stdout())), None),
     };
     let store = if args.no_store {
         None
     } else {
-        let opts = StoreOptions {
-            retain_age: args.retain,
-            retain_bytes: args.retain_size,
-            ..StoreOptions::default()
-        };
+        let opts = StoreOptions { retain_age: args.retain, retain_bytes: args.retain_size, ..StoreOptions::default() };
         let s = Store::open(&args.store, opts)?;
         owned_paths.push(args.store.clone());
         Some(s)
@@ -167,8 +153,8 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     drop_privileges(args.user.as_deref(), &owned_paths)?;
 
     // Trackers.
-    let (tcp_server_ports, udp_server_ports) = PortSet::parse_list(&args.server_ports)
-        .map_err(|e| anyhow::anyhow!("--server-ports: {e}"))?;
+    let (tcp_server_ports, udp_server_ports) =
+        PortSet::parse_list(&args.server_ports).map_err(|e| anyhow::anyhow!("--server-ports: {e}"))?;
     let tracker_cfg = TrackerConfig {
         tcp_server_ports,
         udp_server_ports,
@@ -214,10 +200,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         }
         let w = Worker {
             rings,
-            decoder: Decoder::new(DecodeConfig {
-                verify_checksums: args.verify_checksums,
-                ..DecodeConfig::default()
-            }),
+            decoder: Decoder::new(DecodeConfig { verify_checksums: args.verify_checksums, ..DecodeConfig::default() }),
             tracker,
             counters: c,
             tx: tx.clone(),
@@ -246,17 +229,13 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             "wirelog: capturing on {} with {} worker(s){}",
             names.join(", "),
             args.workers,
-            expr.as_ref()
-                .map(|_| ", kernel filter attached")
-                .unwrap_or("")
+            expr.as_ref().map(|_| ", kernel filter attached").unwrap_or("")
         );
     }
 
     // Main thread: sleep until stopped, printing statistics on the way.
     let started = Instant::now();
-    let snapshot = || CaptureStats {
-        workers: counters.iter().map(|c| c.snapshot()).collect(),
-    };
+    let snapshot = || CaptureStats { workers: counters.iter().map(|c| c.snapshot()).collect() };
     let mut next_stats = (!args.stats_interval.is_zero()).then(|| started + args.stats_interval);
     loop {
         let now = Instant::now();
@@ -267,11 +246,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         if let Some(s) = next_stats {
             until = Some(until.map_or(s, |u| u.min(s)));
         }
-        let timeout = until.map_or(-1, |u| {
-            u.saturating_duration_since(now)
-                .as_millis()
-                .min(i32::MAX as u128) as i32
-        });
+        let timeout = until.map_or(-1, |u| u.saturating_duration_since(now).as_millis().min(i32::MAX as u128) as i32);
         if stop.wait(timeout)? {
             break;
         }
@@ -440,24 +415,14 @@ impl Worker {
         self.update_stats();
         self.ship()?;
         let ds = self.decoder.stats();
-        Ok(WorkerEnd {
-            decoded: ds.decoded,
-            bad_checksums: ds.bad_transport_checksum,
-        })
+        Ok(WorkerEnd { decoded: ds.decoded, bad_checksums: ds.bad_transport_checksum })
     }
 
     /// Processes the retired blocks of every ring, at most
     /// [`BLOCKS_PER_ROUND`] per ring so that a saturated link still lets the
     /// loop ship records, run timers and see a stop; true if any block was.
     fn drain_rings(&mut self) -> bool {
-        let Worker {
-            rings,
-            decoder,
-            tracker,
-            counters,
-            named_any,
-            ..
-        } = self;
+        let Worker { rings, decoder, tracker, counters, named_any, .. } = self;
         let mut any = false;
         for (ring, pos) in rings.iter_mut() {
             let iface_pos = *pos as u16;
@@ -486,10 +451,8 @@ impl Worker {
                     let iface = if is_any {
                         if !named_any.contains(&p.ifindex) {
                             named_any.push(p.ifindex);
-                            tracker.set_iface_name(
-                                p.ifindex as u16,
-                                &wirelog_capture::interface_name(p.ifindex as u32),
-                            );
+                            tracker
+                                .set_iface_name(p.ifindex as u16, &wirelog_capture::interface_name(p.ifindex as u32));
                         }
                         p.ifindex as u16
                     } else {
@@ -510,9 +473,7 @@ impl Worker {
                 }
                 counters.add_batch(packets, bytes);
                 if not_decoded > 0 {
-                    counters
-                        .not_decoded
-                        .fetch_add(not_decoded, std::sync::atomic::Ordering::Relaxed);
+                    counters.not_decoded.fetch_add(not_decoded, std::sync::atomic::Ordering::Relaxed);
                 }
             } // the block goes back to the kernel here
         }
@@ -528,10 +489,7 @@ impl Worker {
             bail!("interface {name} disappeared ({})", e.error);
         }
         if self.warned_down.insert(*pos) {
-            eprintln!(
-                "wirelog: interface {name}: {} (capture resumes when it is up)",
-                e.error
-            );
+            eprintln!("wirelog: interface {name}: {} (capture resumes when it is up)", e.error);
         }
         // A device that is down wakes nobody; avoid spinning if it keeps erroring.
         std::thread::sleep(Duration::from_millis(100));
@@ -552,8 +510,7 @@ impl Worker {
         c.kernel_drops.store(d, Relaxed);
         c.kernel_freezes.store(f, Relaxed);
         c.evicted.store(self.tracker.stats().evicted, Relaxed);
-        c.flows_early
-            .store(self.tracker.flows_emitted_early(), Relaxed);
+        c.flows_early.store(self.tracker.flows_emitted_early(), Relaxed);
     }
 
     /// Sends the records that ended since the last call, if any.
@@ -563,9 +520,7 @@ impl Worker {
         if conns.is_empty() && flows.is_empty() {
             return Ok(());
         }
-        self.tx
-            .send(Batch { conns, flows })
-            .map_err(|_| anyhow::anyhow!("the writer thread stopped"))
+        self.tx.send(Batch { conns, flows }).map_err(|_| anyhow::anyhow!("the writer thread stopped"))
     }
 }
 

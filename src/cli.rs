@@ -328,10 +328,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         Some('T' | 't') => (&t[..t.len() - 1], 1 << 40),
         _ => (t, 1),
     };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (e.g. 500M, 10G)"))?;
+    let v: f64 = num.trim().parse().map_err(|_| format!("'{s}' is not a size (e.g. 500M, 10G)"))?;
     if !(v.is_finite() && v >= 0.0) {
         return Err(format!("'{s}' is not a size"));
     }
@@ -341,24 +338,16 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Parses `90`, `90s`, `5m`, `1h`, `250ms`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration (e.g. 90s, 5m, 1h)"))?;
+    let v: f64 = num.parse().map_err(|_| format!("'{s}' is not a duration (e.g. 90s, 5m, 1h)"))?;
     let secs = match unit {
         "" | "s" => v,
         "ms" => v / 1000.0,
         "m" => v * 60.0,
         "h" => v * 3600.0,
         "d" => v * 86400.0,
-        _ => {
-            return Err(format!(
-                "'{s}': unknown unit '{unit}' (use ms, s, m, h or d)"
-            ))
-        }
+        _ => return Err(format!("'{s}': unknown unit '{unit}' (use ms, s, m, h or d)")),
     };
     if !(secs.is_finite() && secs >= 0.0) {
         return Err(format!("'{s}' is not a duration"));

@@ -13,10 +13,7 @@ impl Progress {
     pub fn new(enabled: bool, total_bytes: Option<u64>) -> Self {
         let target = ProgressDrawTarget::stderr();
         if !enabled || target.is_hidden() {
-            return Progress {
-                bar: None,
-                started: Instant::now(),
-            };
+            return Progress { bar: None, started: Instant::now() };
         }
         let bar = match total_bytes {
             Some(n) => ProgressBar::with_draw_target(Some(n), target),
@@ -30,10 +27,7 @@ impl Progress {
         if let Ok(style) = ProgressStyle::with_template(template) {
             bar.set_style(style);
         }
-        Progress {
-            bar: Some(bar),
-            started: Instant::now(),
-        }
+        Progress { bar: Some(bar), started: Instant::now() }
     }
 
     /// `bytes`: input consumed so far over all files; `packets`: packets read so far.
@@ -41,11 +35,7 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.set_position(bytes);
             let secs = self.started.elapsed().as_secs_f64().max(1e-3);
-            bar.set_message(format!(
-                "{} pkts, {:.2} Mpkt/s",
-                packets,
-                packets as f64 / secs / 1e6
-            ));
+            bar.set_message(format!("{} pkts, {:.2} Mpkt/s", packets, packets as f64 / secs / 1e6));
         }
     }
 

@@ -23,14 +23,8 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
     let (from, to) = match (&args.last, &args.from, &args.to) {
         (Some(d), _, _) => (Some(now - d.as_nanos() as i64), None),
         (None, f, t) => (
-            f.as_deref()
-                .map(|s| parse_time_arg("--from", s, now))
-                .transpose()
-                .map_err(fail)?,
-            t.as_deref()
-                .map(|s| parse_time_arg("--to", s, now))
-                .transpose()
-                .map_err(fail)?,
+            f.as_deref().map(|s| parse_time_arg("--from", s, now)).transpose().map_err(fail)?,
+            t.as_deref().map(|s| parse_time_arg("--to", s, now)).transpose().map_err(fail)?,
         ),
     };
     if let (Some(f), Some(t)) = (from, to) {
@@ -38,31 +32,18 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
             bail!("--from must be before --to");
         }
     }
-    let mut spec = parse_query(
-        kind,
-        args.where_.as_deref(),
-        args.by.as_deref(),
-        args.sort.as_deref(),
-        args.top,
-        args.every.as_deref(),
-    )
-    .map_err(fail)?;
+    let mut spec = parse_query(kind, args.where_.as_deref(), args.by.as_deref(), args.sort.as_deref(), args.top, args.every.as_deref())
+        .map_err(fail)?;
     if from.is_some() || to.is_some() {
         spec.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
     }
     if !args.store.is_dir() {
-        bail!(
-            "{}: no store here (write one with `wirelog read --store {}`)",
-            args.store.display(),
-            args.store.display()
-        );
+        bail!("{}: no store here (write one with `wirelog read --store {}`)", args.store.display(), args.store.display());
     }
 
     // Only the partitions in the range, the columns the query uses, and the
     // row groups whose statistics can match are read.
-    let mut scan = Scan::new(kind)
-        .columns(&spec.needed_columns())
-        .time(from, to);
+    let mut scan = Scan::new(kind).columns(&spec.needed_columns()).time(from, to);
     for (col, lo, hi) in spec.numeric_ranges() {
         scan = scan.range(col, lo, hi);
     }

@@ -23,11 +23,7 @@ const DRAIN_EVERY: u64 = 4096;
 /// Problems with a file's packets worth a line of their own, with where they
 /// first appeared. (Packets that are fine but unused here, like tunnels not
 /// decoded yet or non-IP frames, are only counted in the summary.)
-const REPORTED_SKIPS: [SkipReason; 3] = [
-    SkipReason::UnknownLinkType,
-    SkipReason::Truncated,
-    SkipReason::Malformed,
-];
+const REPORTED_SKIPS: [SkipReason; 3] = [SkipReason::UnknownLinkType, SkipReason::Truncated, SkipReason::Malformed];
 
 struct FirstSkip {
     count: u64,
@@ -47,23 +43,15 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     };
     let (out, flows_out): (Box<dyn Write>, Option<Box<dyn Write>>) = match &args.logs {
         Some(dir) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create log directory {}", dir.display()))?;
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create log directory {}", dir.display()))?;
             (create(dir, "conn.log")?, Some(create(dir, "flows.log")?))
         }
-        None => (
-            Box::new(BufWriter::with_capacity(1 << 16, io::stdout().lock())),
-            None,
-        ),
+        None => (Box::new(BufWriter::with_capacity(1 << 16, io::stdout().lock())), None),
     };
     let mut store = if args.no_store {
         None
     } else {
-        let opts = StoreOptions {
-            retain_age: args.retain,
-            retain_bytes: args.retain_size,
-            ..StoreOptions::default()
-        };
+        let opts = StoreOptions { retain_age: args.retain, retain_bytes: args.retain_size, ..StoreOptions::default() };
         Some(Store::open(&args.store, opts)?)
     };
     let mut sink = ConnLogWriter::new(out, format);
@@ -74,8 +62,8 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         frag_timeout_ns: args.frag_timeout.as_nanos() as i64,
         ..DecodeConfig::default()
     });
-    let (tcp_server_ports, udp_server_ports) = PortSet::parse_list(&args.server_ports)
-        .map_err(|e| anyhow::anyhow!("--server-ports: {e}"))?;
+    let (tcp_server_ports, udp_server_ports) =
+        PortSet::parse_list(&args.server_ports).map_err(|e| anyhow::anyhow!("--server-ports: {e}"))?;
     let mut tracker = Tracker::new(TrackerConfig {
         tcp_server_ports,
         udp_server_ports,
@@ -93,13 +81,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     let total_bytes: Option<u64> = args
         .captures
         .iter()
-        .map(|p| {
-            if p.as_os_str() == "-" {
-                None
-            } else {
-                std::fs::metadata(p).ok().map(|m| m.len())
-            }
-        })
+        .map(|p| if p.as_os_str() == "-" { None } else { std::fs::metadata(p).ok().map(|m| m.len()) })
         .sum();
     let progress = Progress::new(!args.quiet, total_bytes);
     let mut bytes_before = 0u64;
@@ -154,14 +136,8 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 Decoded::Skipped(reason) if REPORTED_SKIPS.contains(&reason) => {
                     match first_skips.iter_mut().find(|(r, _)| *r == reason) {
                         Some((_, s)) => s.count += 1,
-                        None => first_skips.push((
-                            reason,
-                            FirstSkip {
-                                count: 1,
-                                packet: file_packets,
-                                offset: reader.position(),
-                            },
-                        )),
+                        None => first_skips
+                            .push((reason, FirstSkip { count: 1, packet: file_packets, offset: reader.position() })),
                     }
                 }
                 Decoded::Skipped(_) => {}
@@ -182,11 +158,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 p.kind.as_str(),
                 p.first_offset,
                 p.detail,
-                if p.count > 1 {
-                    format!(" ({} times)", p.count)
-                } else {
-                    String::new()
-                }
+                if p.count > 1 { format!(" ({} times)", p.count) } else { String::new() }
             );
         }
         for (reason, s) in &first_skips {
@@ -221,19 +193,13 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
             "wirelog: {} packets, {} connections ({} evicted), {} flow records, {} decoded",
             packets, st.connections, st.evicted, flow_records, ds.decoded
         );
-        let skipped: Vec<String> = ds
-            .skipped_iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(r, n)| format!("{} {}", n, r.as_str()))
-            .collect();
+        let skipped: Vec<String> =
+            ds.skipped_iter().filter(|(_, n)| *n > 0).map(|(r, n)| format!("{} {}", n, r.as_str())).collect();
         if !skipped.is_empty() {
             line.push_str(&format!("; not used: {}", skipped.join(", ")));
         }
         if st.not_tracked > 0 {
-            line.push_str(&format!(
-                "; {} IP packets of untracked protocols",
-                st.not_tracked
-            ));
+            line.push_str(&format!("; {} IP packets of untracked protocols", st.not_tracked));
         }
         eprintln!("{line}");
         let states: Vec<String> = ConnState::ALL
@@ -250,10 +216,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     // taken on a host with checksum offloading (or on loopback), where the
     // kernel never fills them in; say how to read it.
     let ds = decoder.stats();
-    if !args.ignore_checksums
-        && ds.bad_transport_checksum > 0
-        && ds.bad_transport_checksum * 10 > ds.decoded
-    {
+    if !args.ignore_checksums && ds.bad_transport_checksum > 0 && ds.bad_transport_checksum * 10 > ds.decoded {
         eprintln!(
             "wirelog: warning: {} of {} IP packets have bad checksums, likely from checksum offloading \
              (or a loopback capture); their connections are incomplete. Use -C to ignore checksums.",

@@ -15,11 +15,7 @@ fn wirelog(args: &[&str], stdin: Option<&[u8]>) -> Output {
     }
     let mut child = Command::new(env!("CARGO_BIN_EXE_wirelog"))
         .args(&all)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -31,10 +27,7 @@ fn wirelog(args: &[&str], stdin: Option<&[u8]>) -> Output {
 }
 
 fn records(o: &Output) -> usize {
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .count()
+    String::from_utf8_lossy(&o.stdout).lines().filter(|l| !l.starts_with('#')).count()
 }
 
 fn stderr(o: &Output) -> String {
@@ -46,11 +39,7 @@ fn sample() -> PathBuf {
 }
 
 fn sample_bytes() -> Vec<u8> {
-    let out = Command::new("gzip")
-        .arg("-dc")
-        .arg(sample())
-        .output()
-        .expect("gzip");
+    let out = Command::new("gzip").arg("-dc").arg(sample()).output().expect("gzip");
     assert!(out.status.success());
     out.stdout
 }
@@ -66,11 +55,7 @@ fn temp(name: &str, data: &[u8]) -> PathBuf {
 #[test]
 fn usage_errors_and_a_clean_read() {
     let o = wirelog(&["read", "--quiet"], None);
-    assert_eq!(
-        o.status.code(),
-        Some(2),
-        "no capture given is a usage error"
-    );
+    assert_eq!(o.status.code(), Some(2), "no capture given is a usage error");
     assert!(stderr(&o).contains("<CAPTURE>"), "{}", stderr(&o));
     let o = wirelog(&["read", "--tcp-timeout", "5 parsecs", "x.pcap"], None);
     assert_eq!(o.status.code(), Some(2));
@@ -94,52 +79,27 @@ fn truncated_file_keeps_what_was_read() {
     let o = wirelog(&["read", cut.to_str().unwrap()], None);
     let err = stderr(&o);
     assert!(o.status.success(), "exit {:?}: {err}", o.status);
-    assert!(
-        err.contains(&format!("truncated.pcap: truncated file at byte {off}")),
-        "{err}"
-    );
-    assert_eq!(
-        err.matches("truncated file").count(),
-        1,
-        "one line per problem kind: {err}"
-    );
+    assert!(err.contains(&format!("truncated.pcap: truncated file at byte {off}")), "{err}");
+    assert_eq!(err.matches("truncated file").count(), 1, "one line per problem kind: {err}");
     assert!(err.contains("wirelog: 199 packets, "), "{err}");
     assert!(records(&o) > 0, "connections before the cut are logged");
 }
 
 #[test]
 fn garbage_alone_fails_garbage_among_good_files_does_not() {
-    let garbage = temp(
-        "garbage.pcap",
-        b"this is not a capture file at all, just text\n",
-    );
+    let garbage = temp("garbage.pcap", b"this is not a capture file at all, just text\n");
     let o = wirelog(&["read", garbage.to_str().unwrap()], None);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("garbage.pcap: not a pcap or pcapng file"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("garbage.pcap: not a pcap or pcapng file"), "{}", stderr(&o));
 
-    let o = wirelog(
-        &[
-            "read",
-            garbage.to_str().unwrap(),
-            sample().to_str().unwrap(),
-        ],
-        None,
-    );
+    let o = wirelog(&["read", garbage.to_str().unwrap(), sample().to_str().unwrap()], None);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("garbage.pcap"), "{}", stderr(&o));
     assert_eq!(records(&o), 29);
 
     let o = wirelog(&["read", "/nonexistent/trace.pcap"], None);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("/nonexistent/trace.pcap: No such file or directory"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("/nonexistent/trace.pcap: No such file or directory"), "{}", stderr(&o));
 }
 
 #[test]
@@ -150,14 +110,8 @@ fn corrupt_records_and_unknown_link_type_are_reported_once() {
     let odd = temp("user0.pcap", &data);
     let o = wirelog(&["read", odd.to_str().unwrap()], None);
     let err = stderr(&o);
-    assert!(
-        o.status.success(),
-        "packets were read, only not decodable: {err}"
-    );
-    assert!(
-        err.contains("user0.pcap: 341 packet(s) skipped: unknown link type, first is packet 1"),
-        "{err}"
-    );
+    assert!(o.status.success(), "packets were read, only not decodable: {err}");
+    assert!(err.contains("user0.pcap: 341 packet(s) skipped: unknown link type, first is packet 1"), "{err}");
     assert_eq!(records(&o), 0);
 
     // A record header with an absurd length in the middle of the file.
@@ -172,12 +126,7 @@ fn corrupt_records_and_unknown_link_type_are_reported_once() {
     let o = wirelog(&["read", bad.to_str().unwrap()], None);
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
-    assert!(
-        err.contains(&format!(
-            "lying.pcap: oversized packet record at byte {off}"
-        )),
-        "{err}"
-    );
+    assert!(err.contains(&format!("lying.pcap: oversized packet record at byte {off}")), "{err}");
     assert!(records(&o) > 0);
 }
 
@@ -187,32 +136,18 @@ fn stdin_and_gzip() {
     let o = wirelog(&["read", "-"], Some(&gz));
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(records(&o), 29);
-    let o = wirelog(
-        &["read", "--log-format", "json", "-"],
-        Some(&sample_bytes()),
-    );
+    let o = wirelog(&["read", "--log-format", "json", "-"], Some(&sample_bytes()));
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8(o.stdout).unwrap();
     assert_eq!(out.lines().count(), 29);
-    assert!(out
-        .lines()
-        .all(|l| l.starts_with("{\"ts\":") && l.ends_with('}')));
+    assert!(out.lines().all(|l| l.starts_with("{\"ts\":") && l.ends_with('}')));
 }
 
 #[test]
 fn logs_directory_gets_conn_log() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bad_input/logs");
     let _ = std::fs::remove_dir_all(&dir);
-    let o = wirelog(
-        &[
-            "read",
-            "--quiet",
-            "--logs",
-            dir.to_str().unwrap(),
-            sample().to_str().unwrap(),
-        ],
-        None,
-    );
+    let o = wirelog(&["read", "--quiet", "--logs", dir.to_str().unwrap(), sample().to_str().unwrap()], None);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(o.stdout.is_empty());
     let log = std::fs::read_to_string(dir.join("conn.log")).unwrap();
@@ -220,21 +155,9 @@ fn logs_directory_gets_conn_log() {
     assert!(log.lines().last().unwrap().starts_with("#close\t"));
     assert_eq!(log.lines().filter(|l| !l.starts_with('#')).count(), 29);
 
-    let o = wirelog(
-        &[
-            "read",
-            "--logs",
-            "/proc/wirelog-cannot-write-here",
-            sample().to_str().unwrap(),
-        ],
-        None,
-    );
+    let o = wirelog(&["read", "--logs", "/proc/wirelog-cannot-write-here", sample().to_str().unwrap()], None);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("cannot create log directory /proc/wirelog-cannot-write-here"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("cannot create log directory /proc/wirelog-cannot-write-here"), "{}", stderr(&o));
 }
 
 /// With a tiny memory budget, connections are evicted (counted in the summary),
@@ -252,10 +175,7 @@ fn connection_budget_evicts_and_loses_nothing() {
             .sum()
     };
     let full = wirelog(&["read", sample().to_str().unwrap()], None);
-    let small = wirelog(
-        &["read", "--max-connections", "4", sample().to_str().unwrap()],
-        None,
-    );
+    let small = wirelog(&["read", "--max-connections", "4", sample().to_str().unwrap()], None);
     assert!(small.status.success(), "{}", stderr(&small));
     let evicted: u64 = stderr(&small)
         .split(" evicted")
@@ -265,9 +185,5 @@ fn connection_budget_evicts_and_loses_nothing() {
         .unwrap_or_else(|| panic!("no eviction count: {}", stderr(&small)));
     assert!(evicted > 0, "{}", stderr(&small));
     assert!(records(&small) >= records(&full));
-    assert_eq!(
-        packets_in(&small),
-        packets_in(&full),
-        "no packet lost to eviction"
-    );
+    assert_eq!(packets_in(&small), packets_in(&full), "no packet lost to eviction");
 }

@@ -30,22 +30,12 @@ fn skip(why: &str) {
 }
 
 fn ok(cmd: &mut Command) -> bool {
-    cmd.stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 
 fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Two namespaces `a` (capture side) and `b` (replay side) joined by a veth
@@ -59,10 +49,7 @@ struct Netns {
 
 impl Netns {
     fn new() -> Option<Netns> {
-        let is_root = Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
         if !is_root {
             skip("live capture tests need root (network namespaces)");
             return None;
@@ -76,36 +63,19 @@ impl Netns {
             return None;
         }
         static N: AtomicU32 = AtomicU32::new(0);
-        let id = format!(
-            "{}{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let ns = Netns {
-            a: format!("wlca{id}"),
-            b: format!("wlcb{id}"),
-            va: format!("wca{id}"),
-            vb: format!("wcb{id}"),
-        };
+        let id = format!("{}{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let ns =
+            Netns { a: format!("wlca{id}"), b: format!("wlcb{id}"), va: format!("wca{id}"), vb: format!("wcb{id}") };
         sh(&["ip", "netns", "add", &ns.a]);
         sh(&["ip", "netns", "add", &ns.b]);
         sh(&[
-            "ip", "link", "add", &ns.va, "netns", &ns.a, "mtu", "9000", "type", "veth", "peer",
-            "name", &ns.vb, "netns", &ns.b, "mtu", "9000",
+            "ip", "link", "add", &ns.va, "netns", &ns.a, "mtu", "9000", "type", "veth", "peer", "name", &ns.vb,
+            "netns", &ns.b, "mtu", "9000",
         ]);
         for (n, v) in [(&ns.a, &ns.va), (&ns.b, &ns.vb)] {
             // No IPv6 on the pair: no neighbour or multicast-listener chatter
             // mixing with the replayed traffic (frames of any kind still pass).
-            sh(&[
-                "ip",
-                "netns",
-                "exec",
-                n,
-                "sysctl",
-                "-q",
-                "-w",
-                &format!("net.ipv6.conf.{v}.disable_ipv6=1"),
-            ]);
+            sh(&["ip", "netns", "exec", n, "sysctl", "-q", "-w", &format!("net.ipv6.conf.{v}.disable_ipv6=1")]);
             sh(&["ip", "-n", n, "link", "set", v, "up"]);
         }
         Some(ns)
@@ -114,25 +84,11 @@ impl Netns {
     /// Replays `pcap` into the b end as fast as it goes.
     fn replay(&self, pcap: &Path) {
         let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.b,
-                "tcpreplay",
-                "--topspeed",
-                "-q",
-                "-i",
-                &self.vb,
-            ])
+            .args(["netns", "exec", &self.b, "tcpreplay", "--topspeed", "-q", "-i", &self.vb])
             .arg(pcap)
             .output()
             .expect("run tcpreplay");
-        assert!(
-            out.status.success(),
-            "tcpreplay {}: {}",
-            pcap.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "tcpreplay {}: {}", pcap.display(), String::from_utf8_lossy(&out.stderr));
     }
 }
 
@@ -172,15 +128,9 @@ impl Capture {
         std::fs::create_dir_all(dir).unwrap();
         let logs = dir.join("logs");
         let mut child = Command::new("ip")
-            .args([
-                "netns", "exec", &ns.a, BIN, "capture", "-i", iface, "--logs",
-            ])
+            .args(["netns", "exec", &ns.a, BIN, "capture", "-i", iface, "--logs"])
             .arg(&logs)
-            .args(if extra.contains(&"--store") {
-                &[][..]
-            } else {
-                &["--no-store"][..]
-            })
+            .args(if extra.contains(&"--store") { &[][..] } else { &["--no-store"][..] })
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -189,20 +139,13 @@ impl Capture {
         let mut err = BufReader::new(child.stderr.take().unwrap());
         let mut first = String::new();
         err.read_line(&mut first).unwrap();
-        assert!(
-            first.contains("capturing on"),
-            "capture did not start: {first}"
-        );
+        assert!(first.contains("capturing on"), "capture did not start: {first}");
         let stderr = std::thread::spawn(move || {
             let mut rest = first;
             err.read_to_string(&mut rest).unwrap();
             rest
         });
-        Capture {
-            child,
-            stderr: Some(stderr),
-            dir: dir.to_path_buf(),
-        }
+        Capture { child, stderr: Some(stderr), dir: dir.to_path_buf() }
     }
 
     fn pid(&self) -> u32 {
@@ -233,15 +176,8 @@ fn read_conns(pcap: &Path, dir: &Path) -> Vec<BTreeMap<String, String>> {
         .arg(pcap)
         .output()
         .expect("run wirelog read");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    read_log(&logs.join("conn.log"))
-        .into_iter()
-        .map(|r| r.into_iter().collect())
-        .collect()
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    read_log(&logs.join("conn.log")).into_iter().map(|r| r.into_iter().collect()).collect()
 }
 
 /// The fields compared between live and file. Left out, on purpose: `ts` and
@@ -271,11 +207,7 @@ const COMPARED: &[&str] = &[
 ];
 
 fn key(r: &BTreeMap<String, String>, fields: &[&str]) -> String {
-    fields
-        .iter()
-        .map(|f| r.get(*f).map(String::as_str).unwrap_or("?"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    fields.iter().map(|f| r.get(*f).map(String::as_str).unwrap_or("?")).collect::<Vec<_>>().join(" ")
 }
 
 fn sorted(rows: &[BTreeMap<String, String>], fields: &[&str]) -> Vec<String> {
@@ -284,12 +216,7 @@ fn sorted(rows: &[BTreeMap<String, String>], fields: &[&str]) -> Vec<String> {
     v
 }
 
-fn assert_same(
-    what: &str,
-    live: &[BTreeMap<String, String>],
-    file: &[BTreeMap<String, String>],
-    fields: &[&str],
-) {
+fn assert_same(what: &str, live: &[BTreeMap<String, String>], file: &[BTreeMap<String, String>], fields: &[&str]) {
     let (l, f) = (sorted(live, fields), sorted(file, fields));
     if l != f {
         let only_live: Vec<&String> = l.iter().filter(|x| !f.contains(x)).collect();
@@ -305,62 +232,36 @@ fn assert_same(
 
 /// The packet count of the last stats line.
 fn packets_of(stderr: &str) -> u64 {
-    let line = stderr
-        .lines()
-        .rev()
-        .find(|l| l.starts_with("wirelog: stats: "))
-        .expect("a stats line");
-    line["wirelog: stats: ".len()..]
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    let line = stderr.lines().rev().find(|l| l.starts_with("wirelog: stats: ")).expect("a stats line");
+    line["wirelog: stats: ".len()..].split(' ').next().unwrap().parse().unwrap()
 }
 
 fn testdata(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/testdata/zeek")
-        .join(p)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/zeek").join(p)
 }
 
 /// samples/sample.pcap.gz, gunzipped (tcpreplay reads plain pcap only).
 fn sample_pcap(dir: &Path) -> PathBuf {
-    gunzip(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/sample.pcap.gz"),
-        dir,
-    )
+    gunzip(&Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/sample.pcap.gz"), dir)
 }
 
 fn gunzip(gz: &Path, dir: &Path) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let out = dir.join(gz.file_stem().unwrap());
-    let data = Command::new("gzip")
-        .arg("-dc")
-        .arg(gz)
-        .output()
-        .expect("gzip");
+    let data = Command::new("gzip").arg("-dc").arg(gz).output().expect("gzip");
     assert!(data.status.success());
     std::fs::write(&out, data.stdout).unwrap();
     out
 }
 
 /// Replays `pcap` while capturing with `extra` flags; returns (conns, stderr).
-fn live(
-    ns: &Netns,
-    pcap: &Path,
-    dir: &Path,
-    extra: &[&str],
-) -> (Vec<BTreeMap<String, String>>, String) {
+fn live(ns: &Netns, pcap: &Path, dir: &Path, extra: &[&str]) -> (Vec<BTreeMap<String, String>>, String) {
     let cap = Capture::start(ns, dir, extra);
     ns.replay(pcap);
     // The last partly filled block is retired within 100 ms; shutdown waits for it.
     let logs = cap.dir.join("logs/conn.log");
     let err = cap.stop();
-    let conns = read_log(&logs)
-        .into_iter()
-        .map(|r| r.into_iter().collect())
-        .collect();
+    let conns = read_log(&logs).into_iter().map(|r| r.into_iter().collect()).collect();
     (conns, err)
 }
 
@@ -393,11 +294,7 @@ fn replayed_captures_give_the_records_of_read() {
         let file = read_conns(pcap, &dir);
         assert!(!file.is_empty(), "{}: no records from read", pcap.display());
         assert_same(&pcap.display().to_string(), &live, &file, COMPARED);
-        assert!(
-            !err.contains("warning"),
-            "{}: unexpected stderr: {err}",
-            pcap.display()
-        );
+        assert!(!err.contains("warning"), "{}: unexpected stderr: {err}", pcap.display());
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -409,27 +306,12 @@ fn replayed_captures_give_the_records_of_read() {
 fn two_workers_give_the_same_records() {
     let Some(ns) = Netns::new() else { return };
     let dir = tmp("workers");
-    let pcaps = [
-        gunzip(
-            &testdata("echo_connections_large/echo-connections.pcap.gz"),
-            &dir,
-        ),
-        sample_pcap(&dir),
-    ];
+    let pcaps = [gunzip(&testdata("echo_connections_large/echo-connections.pcap.gz"), &dir), sample_pcap(&dir)];
     for pcap in &pcaps {
         let (live, err) = live(&ns, pcap, &dir, &["--workers", "2"]);
         let file = read_conns(pcap, &dir);
-        assert_same(
-            &format!("{} with 2 workers", pcap.display()),
-            &live,
-            &file,
-            COMPARED,
-        );
-        let stats = err
-            .lines()
-            .rev()
-            .find(|l| l.starts_with("wirelog: stats: "))
-            .unwrap();
+        assert_same(&format!("{} with 2 workers", pcap.display()), &live, &file, COMPARED);
+        let stats = err.lines().rev().find(|l| l.starts_with("wirelog: stats: ")).unwrap();
         let per: Vec<u64> = stats
             .split("workers: ")
             .nth(1)
@@ -438,10 +320,7 @@ fn two_workers_give_the_same_records() {
             .map(|w| w.split(' ').nth(1).unwrap().parse().unwrap())
             .collect();
         assert_eq!(per.len(), 2, "{stats}");
-        assert!(
-            per.iter().all(|&p| p > 0),
-            "a worker got no packets: {stats}"
-        );
+        assert!(per.iter().all(|&p| p > 0), "a worker got no packets: {stats}");
         assert!(stats.contains(" 0 dropped"), "kernel drops: {stats}");
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -459,35 +338,15 @@ fn skip_empty_tcp_keeps_bytes_with_fewer_packets() {
         // IPv6, TCP right after the fixed header: the filter's IPv6 branch.
         testdata("ftp_ipv6/ipv6.pcap"),
     ];
-    let fields = [
-        "proto",
-        "id.orig_h",
-        "id.orig_p",
-        "id.resp_h",
-        "id.resp_p",
-        "orig_bytes",
-        "resp_bytes",
-        "conn_state",
-    ];
+    let fields =
+        ["proto", "id.orig_h", "id.orig_p", "id.resp_h", "id.resp_p", "orig_bytes", "resp_bytes", "conn_state"];
     for pcap in &pcaps {
         let (all, err_all) = live(&ns, pcap, &dir, &[]);
         let (skipped, err_skip) = live(&ns, pcap, &dir, &["--skip-empty-tcp"]);
         let (n_all, n_skip) = (packets_of(&err_all), packets_of(&err_skip));
-        eprintln!(
-            "{}: {n_all} packets, {n_skip} with --skip-empty-tcp",
-            pcap.display()
-        );
-        assert!(
-            n_skip < n_all,
-            "{}: {n_skip} packets with --skip-empty-tcp, {n_all} without",
-            pcap.display()
-        );
-        assert_same(
-            &format!("{} --skip-empty-tcp", pcap.display()),
-            &skipped,
-            &all,
-            &fields,
-        );
+        eprintln!("{}: {n_all} packets, {n_skip} with --skip-empty-tcp", pcap.display());
+        assert!(n_skip < n_all, "{}: {n_skip} packets with --skip-empty-tcp, {n_all} without", pcap.display());
+        assert_same(&format!("{} --skip-empty-tcp", pcap.display()), &skipped, &all, &fields);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -498,28 +357,15 @@ fn skip_empty_tcp_keeps_bytes_with_fewer_packets() {
 fn bad_filter_and_missing_interface_fail_cleanly() {
     let run = |args: &[&str]| {
         let out = Command::new(BIN).args(args).output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
-    let (code, err) = run(&[
-        "capture",
-        "-i",
-        "lo",
-        "--no-store",
-        "--filter",
-        "tcp port eighty",
-    ]);
+    let (code, err) = run(&["capture", "-i", "lo", "--no-store", "--filter", "tcp port eighty"]);
     assert_ne!(code, Some(0));
     if err.contains("libpcap, which was not found") {
         skip("libpcap is not installed");
     } else {
         // libpcap's own message.
-        assert_eq!(
-            err.trim(),
-            "wirelog: bad filter 'tcp port eighty': unknown port 'eighty'"
-        );
+        assert_eq!(err.trim(), "wirelog: bad filter 'tcp port eighty': unknown port 'eighty'");
     }
     let (code, err) = run(&["capture", "-i", "nosuch0", "--no-store"]);
     assert_ne!(code, Some(0));
@@ -528,27 +374,11 @@ fn bad_filter_and_missing_interface_fail_cleanly() {
     assert_ne!(code, Some(0));
     assert_eq!(err.lines().count(), 1, "{err}");
     // Without the right to open packet sockets (as nobody when run as root).
-    let is_root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
     let out = if is_root {
-        Command::new("runuser")
-            .args([
-                "-u",
-                "nobody",
-                "--",
-                BIN,
-                "capture",
-                "-i",
-                "lo",
-                "--no-store",
-            ])
-            .output()
+        Command::new("runuser").args(["-u", "nobody", "--", BIN, "capture", "-i", "lo", "--no-store"]).output()
     } else {
-        Command::new(BIN)
-            .args(["capture", "-i", "lo", "--no-store"])
-            .output()
+        Command::new(BIN).args(["capture", "-i", "lo", "--no-store"]).output()
     }
     .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -570,10 +400,7 @@ fn cpu_and_wakeups(pid: u32) -> (u64, u64) {
             cpu += s.split(' ').next().unwrap().parse::<u64>().unwrap();
         }
         if let Ok(s) = std::fs::read_to_string(t.join("status")) {
-            if let Some(v) = s
-                .lines()
-                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            {
+            if let Some(v) = s.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")) {
                 vol += v.trim().parse::<u64>().unwrap();
             }
         }
@@ -592,39 +419,16 @@ fn idle(secs: u64) {
     let (cpu1, vol1) = cpu_and_wakeups(cap.pid());
     let wall = t0.elapsed().as_secs_f64();
     let status = std::fs::read_to_string(format!("/proc/{}/status", cap.pid())).unwrap();
-    let line = |k: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(k))
-            .unwrap()
-            .to_string()
-    };
+    let line = |k: &str| status.lines().find(|l| l.starts_with(k)).unwrap().to_string();
     let rss = line("VmRSS:");
     // Started as root: now nobody, with no capability left.
-    assert!(
-        line("Uid:")
-            .split_whitespace()
-            .skip(1)
-            .all(|u| u == "65534"),
-        "{}",
-        line("Uid:")
-    );
-    assert_eq!(
-        line("CapEff:").split_whitespace().nth(1),
-        Some("0000000000000000")
-    );
+    assert!(line("Uid:").split_whitespace().skip(1).all(|u| u == "65534"), "{}", line("Uid:"));
+    assert_eq!(line("CapEff:").split_whitespace().nth(1), Some("0000000000000000"));
     cap.stop();
     let cpu_share = (cpu1 - cpu0) as f64 / 1e9 / wall;
     let wakeups = (vol1 - vol0) as f64 / wall;
-    eprintln!(
-        "idle {wall:.1} s: CPU {:.4}% of a core, {wakeups:.2} wakeups/s, {rss}",
-        cpu_share * 100.0
-    );
-    assert!(
-        cpu_share <= 0.001,
-        "idle CPU {:.4}% > 0.1%",
-        cpu_share * 100.0
-    );
+    eprintln!("idle {wall:.1} s: CPU {:.4}% of a core, {wakeups:.2} wakeups/s, {rss}", cpu_share * 100.0);
+    assert!(cpu_share <= 0.001, "idle CPU {:.4}% > 0.1%", cpu_share * 100.0);
     assert!(wakeups <= 2.0, "{wakeups:.2} wakeups/s > 2");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -649,33 +453,20 @@ fn idle_probe_sleeps_60s() {
 fn flow_buckets_end_on_an_idle_link() {
     let Some(ns) = Netns::new() else { return };
     let dir = tmp("rotate");
-    let cap = Capture::start(
-        &ns,
-        &dir,
-        &["--flow-interval", "1s", "--icmp-timeout", "1s"],
-    );
+    let cap = Capture::start(&ns, &dir, &["--flow-interval", "1s", "--icmp-timeout", "1s"]);
     ns.replay(&testdata("icmp_events/icmp-ping.pcap"));
     let flows = cap.dir.join("logs/flows.log");
     let conns = cap.dir.join("logs/conn.log");
     // Bucket end (<= 1 s) + timer lag (150 ms) + log flush (<= 1 s), with margin.
     let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(6)
-        && (read_log(&flows).is_empty() || read_log(&conns).is_empty())
-    {
+    while t0.elapsed() < Duration::from_secs(6) && (read_log(&flows).is_empty() || read_log(&conns).is_empty()) {
         std::thread::sleep(Duration::from_millis(200));
     }
     let (f, c) = (read_log(&flows), read_log(&conns));
-    eprintln!(
-        "flows and conn records after {:.1} s idle",
-        t0.elapsed().as_secs_f64()
-    );
+    eprintln!("flows and conn records after {:.1} s idle", t0.elapsed().as_secs_f64());
     cap.stop();
     assert!(!f.is_empty(), "no flow record while still capturing");
-    assert_eq!(
-        c.len(),
-        1,
-        "the ping connection did not expire while capturing"
-    );
+    assert_eq!(c.len(), 1, "the ping connection did not expire while capturing");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -709,66 +500,28 @@ fn loopback_traffic_counted_once_and_stored() {
         \x20       m+=len(d)\n\
         \x20   k.close()\n\
         t.join()\n";
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns.a, "python3", "-c", script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "traffic: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new("ip").args(["netns", "exec", &ns.a, "python3", "-c", script]).output().unwrap();
+    assert!(out.status.success(), "traffic: {}", String::from_utf8_lossy(&out.stderr));
     let logs = cap.dir.join("logs/conn.log");
     cap.stop();
     let conns = read_log(&logs);
-    let tcp: Vec<_> = conns
-        .iter()
-        .filter(|r| r["proto"] == "tcp" && r["id.resp_p"] == "5555")
-        .collect();
+    let tcp: Vec<_> = conns.iter().filter(|r| r["proto"] == "tcp" && r["id.resp_p"] == "5555").collect();
     assert_eq!(tcp.len(), 20, "{conns:#?}");
     for r in &tcp {
-        assert_eq!(
-            (r["orig_bytes"].as_str(), r["resp_bytes"].as_str()),
-            ("1000", "300"),
-            "{r:?}"
-        );
+        assert_eq!((r["orig_bytes"].as_str(), r["resp_bytes"].as_str()), ("1000", "300"), "{r:?}");
         assert_eq!(r["conn_state"], "SF", "{r:?}");
         // Doubled packets would show as retransmissions and double counts.
-        let pkts: u64 =
-            r["orig_pkts"].parse::<u64>().unwrap() + r["resp_pkts"].parse::<u64>().unwrap();
+        let pkts: u64 = r["orig_pkts"].parse::<u64>().unwrap() + r["resp_pkts"].parse::<u64>().unwrap();
         assert!((7..=12).contains(&pkts), "{pkts} packets: {r:?}");
-        assert!(
-            !r["history"].contains('T') && !r["history"].contains('t'),
-            "retransmissions: {r:?}"
-        );
+        assert!(!r["history"].contains('T') && !r["history"].contains('t'), "retransmissions: {r:?}");
     }
     let q = Command::new(BIN)
-        .args([
-            "query",
-            "conns",
-            "--format",
-            "csv",
-            "--where",
-            "dport = 5555",
-            "--by",
-            "dport",
-            "--store",
-            &store_s,
-        ])
+        .args(["query", "conns", "--format", "csv", "--where", "dport = 5555", "--by", "dport", "--store", &store_s])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&q.stdout).into_owned();
-    assert!(
-        q.status.success(),
-        "query: {}",
-        String::from_utf8_lossy(&q.stderr)
-    );
-    assert!(
-        text.lines()
-            .nth(1)
-            .is_some_and(|l| l.starts_with("5555,20")),
-        "query output: {text}"
-    );
+    assert!(q.status.success(), "query: {}", String::from_utf8_lossy(&q.stderr));
+    assert!(text.lines().nth(1).is_some_and(|l| l.starts_with("5555,20")), "query output: {text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -777,10 +530,7 @@ fn loopback_traffic_counted_once_and_stored() {
 fn user_filter_keeps_only_its_traffic() {
     let Some(ns) = Netns::new() else { return };
     let dir = tmp("filter");
-    let echo = gunzip(
-        &testdata("echo_connections_large/echo-connections.pcap.gz"),
-        &dir,
-    );
+    let echo = gunzip(&testdata("echo_connections_large/echo-connections.pcap.gz"), &dir);
     let cap = Capture::start(&ns, &dir, &["--filter", "tcp port 3306"]);
     ns.replay(&echo);
     ns.replay(&testdata("mysql/mysql.pcap"));
@@ -800,27 +550,17 @@ fn user_filter_keeps_only_its_traffic() {
 fn kernel_drops_are_counted() {
     let Some(ns) = Netns::new() else { return };
     let dir = tmp("drops");
-    let echo = gunzip(
-        &testdata("echo_connections_large/echo-connections.pcap.gz"),
-        &dir,
-    );
+    let echo = gunzip(&testdata("echo_connections_large/echo-connections.pcap.gz"), &dir);
     let cap = Capture::start(&ns, &dir, &["--ring-size", "1M"]);
     sh(&["kill", "-STOP", &cap.pid().to_string()]);
     ns.replay(&echo); // 82,582 packets, ~12 MB of ring slots: far more than 1 MiB
     sh(&["kill", "-CONT", &cap.pid().to_string()]);
     let err = cap.stop();
-    let line = err
-        .lines()
-        .rev()
-        .find(|l| l.starts_with("wirelog: stats: "))
-        .unwrap();
+    let line = err.lines().rev().find(|l| l.starts_with("wirelog: stats: ")).unwrap();
     // "...; kernel: K packets, D dropped (...)"
     let kernel_part: Vec<&str> = line.split("kernel: ").nth(1).unwrap().split(' ').collect();
-    let (processed, kernel, dropped): (u64, u64, u64) = (
-        packets_of(&err),
-        kernel_part[0].parse().unwrap(),
-        kernel_part[2].parse().unwrap(),
-    );
+    let (processed, kernel, dropped): (u64, u64, u64) =
+        (packets_of(&err), kernel_part[0].parse().unwrap(), kernel_part[2].parse().unwrap());
     eprintln!("{line}");
     assert!(dropped > 0, "{line}");
     assert_eq!(kernel, 82_582, "{line}");

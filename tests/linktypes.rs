@@ -15,20 +15,12 @@ fn capinfos_count(f: &Path) -> u64 {
         .args(["-M", "-c"])
         .arg(f)
         .output()
-        .expect(
-            "capinfos must be installed (Debian package wireshark-common; .ci/run installs it)",
-        );
+        .expect("capinfos must be installed (Debian package wireshark-common; .ci/run installs it)");
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines()
         .find_map(|l| l.strip_prefix("Number of packets:"))
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| {
-            panic!(
-                "no packet count from capinfos for {}: {}",
-                f.display(),
-                text
-            )
-        })
+        .unwrap_or_else(|| panic!("no packet count from capinfos for {}: {}", f.display(), text))
 }
 
 /// Runs `wirelog read` and returns (packets read, stderr lines other than the summary).
@@ -55,11 +47,7 @@ fn wirelog_count(f: &Path) -> (u64, Vec<String>, bool) {
         }
         problems.push(line.to_string());
     }
-    (
-        packets.unwrap_or_else(|| panic!("no summary line for {}: {}", f.display(), err)),
-        problems,
-        out.status.success(),
-    )
+    (packets.unwrap_or_else(|| panic!("no summary line for {}: {}", f.display(), err)), problems, out.status.success())
 }
 
 #[test]
@@ -67,19 +55,10 @@ fn every_linktype_capture_reads_cleanly_with_capinfos_counts() {
     let mut files: Vec<PathBuf> = std::fs::read_dir(linktypes_dir())
         .expect("shared testdata")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            matches!(
-                p.extension().and_then(|e| e.to_str()),
-                Some("pcap" | "pcapng")
-            )
-        })
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("pcap" | "pcapng")))
         .collect();
     files.sort();
-    assert!(
-        files.len() >= 15,
-        "expected the shared link-type captures, found {}",
-        files.len()
-    );
+    assert!(files.len() >= 15, "expected the shared link-type captures, found {}", files.len());
     let mut failures = Vec::new();
     for f in &files {
         let want = capinfos_count(f);
@@ -90,9 +69,7 @@ fn every_linktype_capture_reads_cleanly_with_capinfos_counts() {
             failures.push(format!("{name}: non-zero exit"));
         }
         if got != want {
-            failures.push(format!(
-                "{name}: capinfos counts {want} packets, wirelog {got}"
-            ));
+            failures.push(format!("{name}: capinfos counts {want} packets, wirelog {got}"));
         }
         if !problems.is_empty() {
             failures.push(format!("{name}: problems reported: {problems:?}"));

@@ -29,11 +29,7 @@ fn wirelog_conns(pcap: &Path) -> Vec<Conn> {
         .arg(pcap)
         .output()
         .expect("run wirelog");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -57,10 +53,7 @@ fn tshark_conversations(pcap: &Path, kind: &str) -> usize {
         .arg(pcap)
         .output()
         .expect("tshark must be installed (scripts/test.sh installs it)");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains("<->"))
-        .count()
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains("<->")).count()
 }
 
 /// Each TCP conversation's state, classified from tshark's per-packet flags
@@ -70,22 +63,7 @@ fn tshark_tcp_states(pcap: &Path) -> BTreeMap<String, usize> {
     let out = Command::new("tshark")
         .args(["-n", "-r"])
         .arg(pcap)
-        .args([
-            "-Y",
-            "tcp",
-            "-T",
-            "fields",
-            "-e",
-            "tcp.stream",
-            "-e",
-            "ip.src",
-            "-e",
-            "ipv6.src",
-            "-e",
-            "tcp.srcport",
-            "-e",
-            "tcp.flags",
-        ])
+        .args(["-Y", "tcp", "-T", "fields", "-e", "tcp.stream", "-e", "ip.src", "-e", "ipv6.src", "-e", "tcp.srcport", "-e", "tcp.flags"])
         .output()
         .expect("tshark");
     #[derive(Default)]
@@ -104,17 +82,10 @@ fn tshark_tcp_states(pcap: &Path) -> BTreeMap<String, usize> {
         if f.len() < 5 {
             continue;
         }
-        let Ok(id) = f[0].parse::<u64>() else {
-            continue;
-        };
+        let Ok(id) = f[0].parse::<u64>() else { continue };
         let src = format!("{}{}:{}", f[1], f[2], f[3]);
         let flags = u16::from_str_radix(f[4].trim_start_matches("0x"), 16).unwrap_or(0);
-        let (fin, syn, rst, ack) = (
-            flags & 1 != 0,
-            flags & 2 != 0,
-            flags & 4 != 0,
-            flags & 16 != 0,
-        );
+        let (fin, syn, rst, ack) = (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0, flags & 16 != 0);
         let s = streams.entry(id).or_default();
         if s.orig.is_none() {
             s.orig = Some(src.clone());
@@ -173,9 +144,7 @@ fn tshark_tcp_states(pcap: &Path) -> BTreeMap<String, usize> {
 
 #[test]
 fn mixed_capture_agrees_with_tshark() {
-    let Some(pcap) = capture("gen_mixed.sh", "mixed.pcap") else {
-        return;
-    };
+    let Some(pcap) = capture("gen_mixed.sh", "mixed.pcap") else { return };
     let conns = wirelog_conns(&pcap);
     let mut ours: BTreeMap<String, usize> = BTreeMap::new();
     for c in conns.iter().filter(|c| c.proto == "tcp") {
@@ -185,54 +154,27 @@ fn mixed_capture_agrees_with_tshark() {
     let udp = conns.iter().filter(|c| c.proto == "udp").count();
     let theirs = tshark_tcp_states(&pcap);
     println!("mixed.pcap TCP states: wirelog {ours:?}, tshark {theirs:?}; UDP flows {udp}");
-    assert_eq!(
-        tcp,
-        tshark_conversations(&pcap, "tcp"),
-        "TCP connections vs tshark conv,tcp"
-    );
-    assert_eq!(
-        udp,
-        tshark_conversations(&pcap, "udp"),
-        "UDP flows vs tshark conv,udp"
-    );
-    assert_eq!(
-        ours, theirs,
-        "TCP connections per state, wirelog vs tshark's flags"
-    );
+    assert_eq!(tcp, tshark_conversations(&pcap, "tcp"), "TCP connections vs tshark conv,tcp");
+    assert_eq!(udp, tshark_conversations(&pcap, "udp"), "UDP flows vs tshark conv,udp");
+    assert_eq!(ours, theirs, "TCP connections per state, wirelog vs tshark's flags");
     // The script connects to closed ports 3300 times: each must be a rejected attempt.
-    let summary =
-        std::fs::read_to_string(peers_dir().join("results/mixed.summary.txt")).unwrap_or_default();
-    if let Some(n) = summary
-        .split("closed-port connects attempted=")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-    {
-        assert_eq!(
-            ours.get("REJ").copied().unwrap_or(0),
-            n.parse::<usize>().unwrap(),
-            "REJ vs connects to closed ports"
-        );
+    let summary = std::fs::read_to_string(peers_dir().join("results/mixed.summary.txt")).unwrap_or_default();
+    if let Some(n) = summary.split("closed-port connects attempted=").nth(1).and_then(|s| s.split_whitespace().next()) {
+        assert_eq!(ours.get("REJ").copied().unwrap_or(0), n.parse::<usize>().unwrap(), "REJ vs connects to closed ports");
     }
 }
 
 #[test]
 fn http_capture_has_every_connection_nginx_logged() {
-    let Some(pcap) = capture("gen_http.sh", "http.pcap") else {
-        return;
-    };
+    let Some(pcap) = capture("gen_http.sh", "http.pcap") else { return };
     let conns = wirelog_conns(&pcap);
     let tcp: Vec<&Conn> = conns.iter().filter(|c| c.proto == "tcp").collect();
-    assert_eq!(
-        tcp.len(),
-        tshark_conversations(&pcap, "tcp"),
-        "TCP connections vs tshark conv,tcp"
-    );
+    assert_eq!(tcp.len(), tshark_conversations(&pcap, "tcp"), "TCP connections vs tshark conv,tcp");
 
     // nginx's access log: one line per request with `conn=<serial>`; the time is
     // when the request was logged. Connections whose first request was logged
     // after the capture's last packet cannot be in the capture.
-    let log = std::fs::read_to_string(peers_dir().join("results/http.access.log"))
-        .expect("nginx access log");
+    let log = std::fs::read_to_string(peers_dir().join("results/http.access.log")).expect("nginx access log");
     let mut first_req: HashMap<String, f64> = HashMap::new();
     for line in log.lines() {
         let t: f64 = line.split_whitespace().next().unwrap().parse().unwrap();
@@ -242,11 +184,7 @@ fn http_capture_has_every_connection_nginx_logged() {
         }
     }
     let last_packet = tcp.iter().map(|c| c.ts).fold(0.0, f64::max);
-    let capinfos = Command::new("capinfos")
-        .args(["-M", "-e", "-S"])
-        .arg(&pcap)
-        .output()
-        .expect("capinfos");
+    let capinfos = Command::new("capinfos").args(["-M", "-e", "-S"]).arg(&pcap).output().expect("capinfos");
     let end: f64 = String::from_utf8_lossy(&capinfos.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("Last packet time:"))
@@ -254,14 +192,8 @@ fn http_capture_has_every_connection_nginx_logged() {
         .unwrap_or(last_packet);
     // nginx logs with millisecond resolution: a request within 2 ms of the end may fall either way.
     let inside = first_req.values().filter(|&&t| t < end - 0.002).count();
-    let edge = first_req
-        .values()
-        .filter(|&&t| (end - 0.002..=end + 0.002).contains(&t))
-        .count();
-    let with_requests = tcp
-        .iter()
-        .filter(|c| c.orig_bytes > 0 && c.resp_p == 8080)
-        .count();
+    let edge = first_req.values().filter(|&&t| (end - 0.002..=end + 0.002).contains(&t)).count();
+    let with_requests = tcp.iter().filter(|c| c.orig_bytes > 0 && c.resp_p == 8080).count();
     println!(
         "http.pcap: {} TCP connections, {} with request bytes; nginx logged {} connections, {} before the capture ended (+{} at the edge)",
         tcp.len(),

@@ -8,9 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
-use wirelog_record::{
-    community_id_v1, ConnRecord, ConnState, FlowRecord, History, IpAddr16, Proto, UidGenerator,
-};
+use wirelog_record::{community_id_v1, ConnRecord, ConnState, FlowRecord, History, IpAddr16, Proto, UidGenerator};
 use wirelog_store::{Store, StoreOptions};
 
 /// 2026-11-20T09:00:00Z
@@ -28,10 +26,7 @@ fn script() -> PathBuf {
 }
 
 fn duckdb_available() -> Result<(), String> {
-    match Command::new("python3")
-        .args(["-c", "import duckdb"])
-        .output()
-    {
+    match Command::new("python3").args(["-c", "import duckdb"]).output() {
         Ok(o) if o.status.success() => Ok(()),
         Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
         Err(e) => Err(format!("cannot run python3: {e}")),
@@ -75,11 +70,7 @@ fn conns() -> Vec<ConnRecord> {
         .map(|i| {
             let orig_h = IpAddr16::from_v4([10, 1, 0, (i % 200) as u8]);
             let resp_h = IpAddr16::from_v4([10, 2, 0, (i % 30) as u8]);
-            let (proto, ip_proto, resp_p) = if i % 3 == 0 {
-                (Proto::Udp, 17u8, 53u16)
-            } else {
-                (Proto::Tcp, 6, 443)
-            };
+            let (proto, ip_proto, resp_p) = if i % 3 == 0 { (Proto::Udp, 17u8, 53u16) } else { (Proto::Tcp, 6, 443) };
             let orig_p = 40000 + (i % 20000) as u16;
             let mut history = History::new();
             for &c in b"ShADadFf".iter().take(1 + (i % 8) as usize) {
@@ -104,11 +95,7 @@ fn conns() -> Vec<ConnRecord> {
                 duration_ns: (!zero).then_some(i as i64 * 1_000_000 + 999),
                 orig_bytes: (!zero).then_some(i * 10),
                 resp_bytes: (!zero).then_some(i * 20),
-                conn_state: if i % 4 == 0 {
-                    ConnState::S0
-                } else {
-                    ConnState::SF
-                },
+                conn_state: if i % 4 == 0 { ConnState::S0 } else { ConnState::SF },
                 local_orig: i % 2 == 0,
                 local_resp: true,
                 missed_bytes: 0,
@@ -127,17 +114,13 @@ fn conns() -> Vec<ConnRecord> {
 }
 
 fn get(v: &serde_like::Json, path: &[&str]) -> i128 {
-    v.path(path)
-        .as_int()
-        .unwrap_or_else(|| panic!("{path:?} missing in {v:?}"))
+    v.path(path).as_int().unwrap_or_else(|| panic!("{path:?} missing in {v:?}"))
 }
 
 #[test]
 fn duckdb_reads_the_store_as_written() {
     if let Err(why) = duckdb_available() {
-        let msg = format!(
-            "duckdb for python3 is not installed ({why}); install it with: pip install duckdb"
-        );
+        let msg = format!("duckdb for python3 is not installed ({why}); install it with: pip install duckdb");
         if std::env::var("WIRELOG_REQUIRE_ALL_TESTS").as_deref() == Ok("1") {
             panic!("{msg}");
         }
@@ -159,124 +142,48 @@ fn duckdb_reads_the_store_as_written() {
     }
     s.close().unwrap();
 
-    let out = Command::new("python3")
-        .arg(script())
-        .arg(&dir)
-        .output()
-        .expect("run python3");
-    assert!(
-        out.status.success(),
-        "duckdb_check.py failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new("python3").arg(script()).arg(&dir).output().expect("run python3");
+    assert!(out.status.success(), "duckdb_check.py failed:\n{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     let j = serde_like::parse(text.trim()).unwrap_or_else(|e| panic!("bad JSON ({e}): {text}"));
 
     let sum = |it: &mut dyn Iterator<Item = u64>| it.map(|x| x as i128).sum::<i128>();
     assert_eq!(get(&j, &["flows", "count"]), f.len() as i128);
-    assert_eq!(
-        get(&j, &["flows", "sum_bytes_out"]),
-        sum(&mut f.iter().map(|r| r.bytes_out))
-    );
-    assert_eq!(
-        get(&j, &["flows", "sum_pkts_in"]),
-        sum(&mut f.iter().map(|r| r.pkts_in))
-    );
-    assert_eq!(
-        get(&j, &["flows", "sum_bytes_in"]),
-        sum(&mut f.iter().map(|r| r.bytes_in))
-    );
-    assert_eq!(
-        get(&j, &["flows", "sum_pkts_out"]),
-        sum(&mut f.iter().map(|r| r.pkts_out))
-    );
-    assert_eq!(
-        get(&j, &["flows", "sum_conns"]),
-        sum(&mut f.iter().map(|r| r.conns as u64))
-    );
-    assert_eq!(
-        get(&j, &["flows", "min_bucket_us"]),
-        (f.iter().map(|r| r.bucket_ns).min().unwrap() / 1000) as i128
-    );
-    assert_eq!(
-        get(&j, &["flows", "max_last_us"]),
-        (f.iter().map(|r| r.last_ns).max().unwrap() / 1000) as i128
-    );
+    assert_eq!(get(&j, &["flows", "sum_bytes_out"]), sum(&mut f.iter().map(|r| r.bytes_out)));
+    assert_eq!(get(&j, &["flows", "sum_pkts_in"]), sum(&mut f.iter().map(|r| r.pkts_in)));
+    assert_eq!(get(&j, &["flows", "sum_bytes_in"]), sum(&mut f.iter().map(|r| r.bytes_in)));
+    assert_eq!(get(&j, &["flows", "sum_pkts_out"]), sum(&mut f.iter().map(|r| r.pkts_out)));
+    assert_eq!(get(&j, &["flows", "sum_conns"]), sum(&mut f.iter().map(|r| r.conns as u64)));
+    assert_eq!(get(&j, &["flows", "min_bucket_us"]), (f.iter().map(|r| r.bucket_ns).min().unwrap() / 1000) as i128);
+    assert_eq!(get(&j, &["flows", "max_last_us"]), (f.iter().map(|r| r.last_ns).max().unwrap() / 1000) as i128);
     assert_eq!(get(&j, &["flows", "partitions"]), 2);
-    assert_eq!(
-        get(&j, &["flows", "udp_rows"]),
-        f.iter().filter(|r| r.proto == 17).count() as i128
-    );
+    assert_eq!(get(&j, &["flows", "udp_rows"]), f.iter().filter(|r| r.proto == 17).count() as i128);
     assert_eq!(
         get(&j, &["flows", "port_443_bytes"]),
-        sum(&mut f
-            .iter()
-            .filter(|r| r.server_port == 443)
-            .map(|r| r.bytes_out))
+        sum(&mut f.iter().filter(|r| r.server_port == 443).map(|r| r.bytes_out))
     );
     // IPv4 is stored v4-mapped (::ffff:a.b.c.d), 16 bytes.
-    let min_v4 = f
-        .iter()
-        .filter(|r| r.client.is_v4())
-        .map(|r| r.client.0)
-        .min()
-        .unwrap();
+    let min_v4 = f.iter().filter(|r| r.client.is_v4()).map(|r| r.client.0).min().unwrap();
     let hex: String = min_v4.iter().map(|b| format!("{b:02X}")).collect();
     assert!(hex.starts_with("00000000000000000000FFFF0A00"), "{hex}");
-    assert_eq!(
-        j.path(&["flows", "first_v4_client_hex"]).as_str(),
-        Some(hex.as_str())
-    );
+    assert_eq!(j.path(&["flows", "first_v4_client_hex"]).as_str(), Some(hex.as_str()));
 
     assert_eq!(get(&j, &["conns", "count"]), c.len() as i128);
-    assert_eq!(
-        get(&j, &["conns", "sum_orig_ip_bytes"]),
-        sum(&mut c.iter().map(|r| r.orig_ip_bytes))
-    );
-    assert_eq!(
-        get(&j, &["conns", "sum_resp_ip_bytes"]),
-        sum(&mut c.iter().map(|r| r.resp_ip_bytes))
-    );
-    assert_eq!(
-        get(&j, &["conns", "sum_orig_pkts"]),
-        sum(&mut c.iter().map(|r| r.orig_pkts))
-    );
-    assert_eq!(
-        get(&j, &["conns", "sum_orig_bytes"]),
-        sum(&mut c.iter().filter_map(|r| r.orig_bytes))
-    );
-    assert_eq!(
-        get(&j, &["conns", "duration_count"]),
-        c.iter().filter(|r| r.duration_ns.is_some()).count() as i128
-    );
+    assert_eq!(get(&j, &["conns", "sum_orig_ip_bytes"]), sum(&mut c.iter().map(|r| r.orig_ip_bytes)));
+    assert_eq!(get(&j, &["conns", "sum_resp_ip_bytes"]), sum(&mut c.iter().map(|r| r.resp_ip_bytes)));
+    assert_eq!(get(&j, &["conns", "sum_orig_pkts"]), sum(&mut c.iter().map(|r| r.orig_pkts)));
+    assert_eq!(get(&j, &["conns", "sum_orig_bytes"]), sum(&mut c.iter().filter_map(|r| r.orig_bytes)));
+    assert_eq!(get(&j, &["conns", "duration_count"]), c.iter().filter(|r| r.duration_ns.is_some()).count() as i128);
     assert_eq!(
         get(&j, &["conns", "duration_sum_us"]),
-        c.iter()
-            .filter_map(|r| r.duration_ns)
-            .map(|d| (d / 1000) as i128)
-            .sum::<i128>()
+        c.iter().filter_map(|r| r.duration_ns).map(|d| (d / 1000) as i128).sum::<i128>()
     );
-    assert_eq!(
-        get(&j, &["conns", "min_ts_us"]),
-        (c[0].ts_ns / 1000) as i128
-    );
-    assert_eq!(
-        get(&j, &["conns", "dns"]),
-        c.iter().filter(|r| r.service == Some("dns")).count() as i128
-    );
-    assert_eq!(
-        get(&j, &["conns", "vlan_count"]),
-        c.iter().filter(|r| r.vlan.is_some()).count() as i128
-    );
+    assert_eq!(get(&j, &["conns", "min_ts_us"]), (c[0].ts_ns / 1000) as i128);
+    assert_eq!(get(&j, &["conns", "dns"]), c.iter().filter(|r| r.service == Some("dns")).count() as i128);
+    assert_eq!(get(&j, &["conns", "vlan_count"]), c.iter().filter(|r| r.vlan.is_some()).count() as i128);
     assert_eq!(get(&j, &["conns", "partitions"]), 2);
-    assert_eq!(
-        get(&j, &["conns", "sf_count"]),
-        c.iter().filter(|r| r.conn_state == ConnState::SF).count() as i128
-    );
-    assert_eq!(
-        get(&j, &["conns", "local_orig_count"]),
-        c.iter().filter(|r| r.local_orig).count() as i128
-    );
+    assert_eq!(get(&j, &["conns", "sf_count"]), c.iter().filter(|r| r.conn_state == ConnState::SF).count() as i128);
+    assert_eq!(get(&j, &["conns", "local_orig_count"]), c.iter().filter(|r| r.local_orig).count() as i128);
 
     // Types as DuckDB sees them.
     for (kind, col, want) in [
@@ -298,26 +205,14 @@ fn duckdb_reads_the_store_as_written() {
         ("conns", "ip_proto", "UTINYINT"),
         ("conns", "vlan", "USMALLINT"),
     ] {
-        assert_eq!(
-            j.path(&["types", kind, col]).as_str(),
-            Some(want),
-            "{kind}.{col}"
-        );
+        assert_eq!(j.path(&["types", kind, col]).as_str(), Some(want), "{kind}.{col}");
     }
 
     match j.path(&["pyarrow"]) {
-        serde_like::Json::Null => {
-            eprintln!("store_duckdb: pyarrow not installed, its check skipped")
-        }
+        serde_like::Json::Null => eprintln!("store_duckdb: pyarrow not installed, its check skipped"),
         p => {
-            assert_eq!(
-                p.path(&["rows"]).as_int(),
-                p.path(&["duckdb_rows"]).as_int()
-            );
-            assert_eq!(
-                p.path(&["bucket_type"]).as_str(),
-                Some("timestamp[us, tz=UTC]")
-            );
+            assert_eq!(p.path(&["rows"]).as_int(), p.path(&["duckdb_rows"]).as_int());
+            assert_eq!(p.path(&["bucket_type"]).as_str(), Some("timestamp[us, tz=UTC]"));
             assert_eq!(p.path(&["bytes_out_type"]).as_str(), Some("uint64"));
             if let Some(n) = j.path(&["pandas_rows"]).as_int() {
                 assert_eq!(Some(n), p.path(&["rows"]).as_int());
@@ -330,52 +225,23 @@ fn duckdb_reads_the_store_as_written() {
         }
         ch => {
             assert_eq!(get(ch, &["flows_count"]), f.len() as i128);
-            assert_eq!(
-                get(ch, &["flows_sum_bytes_out"]),
-                sum(&mut f.iter().map(|r| r.bytes_out))
-            );
-            assert_eq!(
-                get(ch, &["flows_sum_pkts_in"]),
-                sum(&mut f.iter().map(|r| r.pkts_in))
-            );
-            assert_eq!(
-                ch.path(&["bucket_type"]).as_str(),
-                Some("DateTime64(6, 'UTC')")
-            );
+            assert_eq!(get(ch, &["flows_sum_bytes_out"]), sum(&mut f.iter().map(|r| r.bytes_out)));
+            assert_eq!(get(ch, &["flows_sum_pkts_in"]), sum(&mut f.iter().map(|r| r.pkts_in)));
+            assert_eq!(ch.path(&["bucket_type"]).as_str(), Some("DateTime64(6, 'UTC')"));
             assert_eq!(ch.path(&["server_port_type"]).as_str(), Some("UInt16"));
             assert_eq!(ch.path(&["client_type"]).as_str(), Some("FixedString(16)"));
             assert_eq!(get(ch, &["conns_count"]), c.len() as i128);
-            assert_eq!(
-                get(ch, &["conns_sum_orig_ip_bytes"]),
-                sum(&mut c.iter().map(|r| r.orig_ip_bytes))
-            );
-            assert_eq!(
-                get(ch, &["conns_sum_orig_bytes"]),
-                sum(&mut c.iter().filter_map(|r| r.orig_bytes))
-            );
-            assert_eq!(
-                ch.path(&["orig_bytes_type"]).as_str(),
-                Some("Nullable(UInt64)")
-            );
+            assert_eq!(get(ch, &["conns_sum_orig_ip_bytes"]), sum(&mut c.iter().map(|r| r.orig_ip_bytes)));
+            assert_eq!(get(ch, &["conns_sum_orig_bytes"]), sum(&mut c.iter().filter_map(|r| r.orig_bytes)));
+            assert_eq!(ch.path(&["orig_bytes_type"]).as_str(), Some("Nullable(UInt64)"));
             assert_eq!(ch.path(&["ts_type"]).as_str(), Some("DateTime64(6, 'UTC')"));
-            assert_eq!(
-                get(ch, &["dns"]),
-                c.iter().filter(|r| r.service == Some("dns")).count() as i128
-            );
+            assert_eq!(get(ch, &["dns"]), c.iter().filter(|r| r.service == Some("dns")).count() as i128);
         }
     }
     eprintln!(
         "store_duckdb: checked with DuckDB{}{}",
-        if *j.path(&["pyarrow"]) != serde_like::Json::Null {
-            ", pyarrow"
-        } else {
-            ""
-        },
-        if *j.path(&["clickhouse"]) != serde_like::Json::Null {
-            ", ClickHouse (chdb)"
-        } else {
-            ""
-        }
+        if *j.path(&["pyarrow"]) != serde_like::Json::Null { ", pyarrow" } else { "" },
+        if *j.path(&["clickhouse"]) != serde_like::Json::Null { ", ClickHouse (chdb)" } else { "" }
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -400,11 +266,7 @@ mod serde_like {
             let mut v = self;
             for k in keys {
                 v = match v {
-                    Json::Obj(m) => m
-                        .iter()
-                        .find(|(n, _)| n == k)
-                        .map(|(_, x)| x)
-                        .unwrap_or(&NULL),
+                    Json::Obj(m) => m.iter().find(|(n, _)| n == k).map(|(_, x)| x).unwrap_or(&NULL),
                     _ => &NULL,
                 };
             }
@@ -454,9 +316,7 @@ mod serde_like {
                 }
                 loop {
                     ws(b, i);
-                    let Json::Str(k) = string(b, i)? else {
-                        unreachable!()
-                    };
+                    let Json::Str(k) = string(b, i)? else { unreachable!() };
                     ws(b, i);
                     if b.get(*i) != Some(&b':') {
                         return Err(format!("expected : at {i}"));
@@ -510,9 +370,7 @@ mod serde_like {
             }
             Some(_) => {
                 let start = *i;
-                while *i < b.len()
-                    && matches!(b[*i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
-                {
+                while *i < b.len() && matches!(b[*i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
                     *i += 1;
                 }
                 let t = std::str::from_utf8(&b[start..*i]).unwrap();
@@ -542,14 +400,10 @@ mod serde_like {
                         b'n' => s.push('\n'),
                         b't' => s.push('\t'),
                         b'u' => {
-                            let h =
-                                std::str::from_utf8(&b[*i..*i + 4]).map_err(|e| e.to_string())?;
+                            let h = std::str::from_utf8(&b[*i..*i + 4]).map_err(|e| e.to_string())?;
                             *i += 4;
                             s.push(
-                                char::from_u32(
-                                    u32::from_str_radix(h, 16).map_err(|e| e.to_string())?,
-                                )
-                                .unwrap_or('?'),
+                                char::from_u32(u32::from_str_radix(h, 16).map_err(|e| e.to_string())?).unwrap_or('?'),
                             );
                         }
                         other => s.push(other as char),

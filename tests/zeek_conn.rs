@@ -34,190 +34,40 @@ struct Case {
 }
 
 const CASES: &[Case] = &[
-    Case {
-        case: "tcp_miss_end_data",
-        expected: "conn.log",
-        pcap: "miss_end_data.pcap",
-        flags: &["--report-gaps-for-partial"],
-    },
-    Case {
-        case: "tcp_retransmit_rsto",
-        expected: "conn.log",
-        pcap: "retransmit-fast009.pcap",
-        flags: &["-C"],
-    },
+    Case { case: "tcp_miss_end_data", expected: "conn.log", pcap: "miss_end_data.pcap", flags: &["--report-gaps-for-partial"] },
+    Case { case: "tcp_retransmit_rsto", expected: "conn.log", pcap: "retransmit-fast009.pcap", flags: &["-C"] },
     // conn-all.log is Zeek with every due timer expired before the next packet
     // (max_timer_expires=0), which is what wirelog does.
-    Case {
-        case: "tcp_expire_timers",
-        expected: "conn-all.log",
-        pcap: "retransmit-timeout.pcapng",
-        flags: &["-C"],
-    },
-    Case {
-        case: "tcp_bad_checksum",
-        expected: "conn.syn-bad.cut",
-        pcap: "syn-bad.pcap",
-        flags: &[],
-    },
-    Case {
-        case: "tcp_bad_checksum",
-        expected: "conn.dns-corrupt.cut",
-        pcap: "dns-corrupt.pcap",
-        flags: &[],
-    },
-    Case {
-        case: "conn_size_flip",
-        expected: "conn.one-sided-2745.cut",
-        pcap: "one-sided-2745.pcap",
-        flags: &["-C"],
-    },
-    Case {
-        case: "conn_size_flip",
-        expected: "conn.ctu-64702-888.cut",
-        pcap: "ctu-64702-888.pcap",
-        flags: &["-C"],
-    },
-    Case {
-        case: "tcp_flip_without_syn",
-        expected: "conn.log",
-        pcap: "http-on-irc-port-missing-syn.pcapng",
-        flags: &[],
-    },
+    Case { case: "tcp_expire_timers", expected: "conn-all.log", pcap: "retransmit-timeout.pcapng", flags: &["-C"] },
+    Case { case: "tcp_bad_checksum", expected: "conn.syn-bad.cut", pcap: "syn-bad.pcap", flags: &[] },
+    Case { case: "tcp_bad_checksum", expected: "conn.dns-corrupt.cut", pcap: "dns-corrupt.pcap", flags: &[] },
+    Case { case: "conn_size_flip", expected: "conn.one-sided-2745.cut", pcap: "one-sided-2745.pcap", flags: &["-C"] },
+    Case { case: "conn_size_flip", expected: "conn.ctu-64702-888.cut", pcap: "ctu-64702-888.pcap", flags: &["-C"] },
+    Case { case: "tcp_flip_without_syn", expected: "conn.log", pcap: "http-on-irc-port-missing-syn.pcapng", flags: &[] },
     // Bare mode (-b) with only the conn scripts: Zeek knows no likely server ports.
-    Case {
-        case: "checksums_ignore_nets",
-        expected: "conn.log",
-        pcap: "localhost-bad-chksum.pcap",
-        flags: &["--server-ports", "none"],
-    },
+    Case { case: "checksums_ignore_nets", expected: "conn.log", pcap: "localhost-bad-chksum.pcap", flags: &["--server-ports", "none"] },
     // Zeek ignored checksums for 192.168.0.0/16, where every bad packet of this trace comes from.
-    Case {
-        case: "checksums_ignore_nets",
-        expected: "conn.ignore-checksums.log",
-        pcap: "localhost-bad-chksum.pcap",
-        flags: &["-C"],
-    },
-    Case {
-        case: "ssh_half_duplex",
-        expected: "conn.client-side.log",
-        pcap: "ssh.client-side-half-duplex.pcap",
-        flags: &[],
-    },
-    Case {
-        case: "ssh_half_duplex",
-        expected: "conn.server-side.log",
-        pcap: "ssh.server-side-half-duplex.pcap",
-        flags: &[],
-    },
-    Case {
-        case: "vlan_qinq",
-        expected: "conn.log",
-        pcap: "q-in-q.pcap",
-        flags: &[],
-    },
-    Case {
-        case: "vlan_qinq",
-        expected: "conn.vlan-logging.log",
-        pcap: "q-in-q.pcap",
-        flags: &[],
-    },
-    Case {
-        case: "mpls_in_vlan",
-        expected: "conn.log",
-        pcap: "mpls-in-vlan.pcap",
-        flags: &["-C"],
-    },
-    Case {
-        case: "ftp_ipv6",
-        expected: "conn.ipv6.log",
-        pcap: "ipv6.pcap",
-        flags: &[],
-    },
-    Case {
-        case: "ftp_ipv6",
-        expected: "conn.ipv4.log",
-        pcap: "ipv4.pcap",
-        flags: &[],
-    },
-    Case {
-        case: "ntp_misordered",
-        expected: "conn.log",
-        pcap: "misordered-ntp.pcap",
-        flags: &["-C"],
-    },
-    Case {
-        case: "http_no_crlf",
-        expected: "conn.log",
-        pcap: "no_crlf.pcap",
-        flags: &[],
-    },
-    Case {
-        case: "http_padding",
-        expected: "conn.log",
-        pcap: "tcp-http-with-padding.pcap",
-        flags: &["-C"],
-    },
-    Case {
-        case: "http_m57_long_gap",
-        expected: "conn.cut",
-        pcap: "m57-long-49583-80.pcap",
-        flags: &[],
-    },
-    Case {
-        case: "mysql",
-        expected: "conn.encrypted.log",
-        pcap: "encrypted.pcap",
-        flags: &[],
-    },
-    Case {
-        case: "postgresql",
-        expected: "conn.greenhouse.cut",
-        pcap: "greenhouse-app.pcap",
-        flags: &["-C"],
-    },
-    Case {
-        case: "postgresql",
-        expected: "conn.psql-create-insert-select.cut",
-        pcap: "psql-create-insert-select-delete-drop.pcap",
-        flags: &[],
-    },
-    Case {
-        case: "redis",
-        expected: "conn.log",
-        pcap: "django-cloud.pcapng",
-        flags: &[],
-    },
-    Case {
-        case: "pcapng_multi_interface",
-        expected: "conn.log",
-        pcap: "pcapng-multi-interface.pcapng",
-        flags: &["-C"],
-    },
-    Case {
-        case: "teredo_tunnel",
-        expected: "conn.log",
-        pcap: "Teredo.pcap",
-        flags: &[],
-    },
-    Case {
-        case: "llc_fddi_large",
-        expected: "conn.log",
-        pcap: "llc.pcap",
-        flags: &["-C"],
-    },
-    Case {
-        case: "gtp_outer_ip_frag",
-        expected: "conn.log",
-        pcap: "gtp1_gn_normal_incl_fragmentation.pcap",
-        flags: &["-C"],
-    },
-    Case {
-        case: "gtp_s3_tunnel",
-        expected: "conn.log",
-        pcap: "gtp2_different_udp_port.pcap",
-        flags: &["-C"],
-    },
+    Case { case: "checksums_ignore_nets", expected: "conn.ignore-checksums.log", pcap: "localhost-bad-chksum.pcap", flags: &["-C"] },
+    Case { case: "ssh_half_duplex", expected: "conn.client-side.log", pcap: "ssh.client-side-half-duplex.pcap", flags: &[] },
+    Case { case: "ssh_half_duplex", expected: "conn.server-side.log", pcap: "ssh.server-side-half-duplex.pcap", flags: &[] },
+    Case { case: "vlan_qinq", expected: "conn.log", pcap: "q-in-q.pcap", flags: &[] },
+    Case { case: "vlan_qinq", expected: "conn.vlan-logging.log", pcap: "q-in-q.pcap", flags: &[] },
+    Case { case: "mpls_in_vlan", expected: "conn.log", pcap: "mpls-in-vlan.pcap", flags: &["-C"] },
+    Case { case: "ftp_ipv6", expected: "conn.ipv6.log", pcap: "ipv6.pcap", flags: &[] },
+    Case { case: "ftp_ipv6", expected: "conn.ipv4.log", pcap: "ipv4.pcap", flags: &[] },
+    Case { case: "ntp_misordered", expected: "conn.log", pcap: "misordered-ntp.pcap", flags: &["-C"] },
+    Case { case: "http_no_crlf", expected: "conn.log", pcap: "no_crlf.pcap", flags: &[] },
+    Case { case: "http_padding", expected: "conn.log", pcap: "tcp-http-with-padding.pcap", flags: &["-C"] },
+    Case { case: "http_m57_long_gap", expected: "conn.cut", pcap: "m57-long-49583-80.pcap", flags: &[] },
+    Case { case: "mysql", expected: "conn.encrypted.log", pcap: "encrypted.pcap", flags: &[] },
+    Case { case: "postgresql", expected: "conn.greenhouse.cut", pcap: "greenhouse-app.pcap", flags: &["-C"] },
+    Case { case: "postgresql", expected: "conn.psql-create-insert-select.cut", pcap: "psql-create-insert-select-delete-drop.pcap", flags: &[] },
+    Case { case: "redis", expected: "conn.log", pcap: "django-cloud.pcapng", flags: &[] },
+    Case { case: "pcapng_multi_interface", expected: "conn.log", pcap: "pcapng-multi-interface.pcapng", flags: &["-C"] },
+    Case { case: "teredo_tunnel", expected: "conn.log", pcap: "Teredo.pcap", flags: &[] },
+    Case { case: "llc_fddi_large", expected: "conn.log", pcap: "llc.pcap", flags: &["-C"] },
+    Case { case: "gtp_outer_ip_frag", expected: "conn.log", pcap: "gtp1_gn_normal_incl_fragmentation.pcap", flags: &["-C"] },
+    Case { case: "gtp_s3_tunnel", expected: "conn.log", pcap: "gtp2_different_udp_port.pcap", flags: &["-C"] },
 ];
 
 /// Differences wirelog has on purpose, by case, record and field, with the reason.
@@ -226,10 +76,7 @@ fn exception(case: &str, expected: &str, row: &Row, field: &str) -> Option<&'sta
     // Zeek decapsulates tunnels and logs the inner connections (tunnel_parents
     // set); wirelog does not decode tunnels yet and counts such packets as
     // "tunnel not decoded", so inner connections are absent.
-    if row
-        .get("tunnel_parents")
-        .is_some_and(|t| t != "-" && t != "(empty)")
-    {
+    if row.get("tunnel_parents").is_some_and(|t| t != "-" && t != "(empty)") {
         return Some("inner connection of a tunnel: tunnel decapsulation not implemented yet");
     }
     match (case, field) {
@@ -237,9 +84,7 @@ fn exception(case: &str, expected: &str, row: &Row, field: &str) -> Option<&'sta
         // first packet, a server reply; wirelog has no NTP analyzer and keeps the
         // first sender as originator (as Zeek without the NTP script does), so
         // the record cannot be matched by its oriented tuple.
-        ("ntp_misordered", "*") => {
-            Some("flip done by Zeek's NTP analyzer, not by connection tracking")
-        }
+        ("ntp_misordered", "*") => Some("flip done by Zeek's NTP analyzer, not by connection tracking"),
         _ => None,
     }
 }
@@ -267,12 +112,7 @@ fn parse_log(text: &str) -> Vec<Row> {
         }
         match &fields {
             None => fields = Some(line.split('\t').map(String::from).collect()),
-            Some(f) => rows.push(
-                f.iter()
-                    .cloned()
-                    .zip(line.split('\t').map(String::from))
-                    .collect(),
-            ),
+            Some(f) => rows.push(f.iter().cloned().zip(line.split('\t').map(String::from)).collect()),
         }
     }
     rows
@@ -299,12 +139,7 @@ fn run_wirelog(pcap: &Path, flags: &[&str]) -> String {
         .arg(pcap)
         .output()
         .expect("run wirelog");
-    assert!(
-        out.status.success(),
-        "wirelog failed on {}: {}",
-        pcap.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "wirelog failed on {}: {}", pcap.display(), String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
@@ -328,34 +163,22 @@ fn conn_records_agree_with_zeek() {
         let expected_text = std::fs::read_to_string(dir.join(c.expected)).expect("expected file");
         let expected = parse_log(&expected_text);
         let ours = parse_log(&run_wirelog(&dir.join(c.pcap), c.flags));
-        let mut s = Score {
-            expected_rows: expected.len(),
-            ..Default::default()
-        };
+        let mut s = Score { expected_rows: expected.len(), ..Default::default() };
 
         // Group our records by tuple, in output order, to pair with Zeek's.
         let mut by_tuple: HashMap<String, Vec<&Row>> = HashMap::new();
         for r in &ours {
-            by_tuple
-                .entry(tuple(r).unwrap_or_default())
-                .or_default()
-                .push(r);
+            by_tuple.entry(tuple(r).unwrap_or_default()).or_default().push(r);
         }
         let mut next_of: HashMap<String, usize> = HashMap::new();
-        let have_ids = expected
-            .first()
-            .map(|r| r.contains_key("id.orig_h"))
-            .unwrap_or(false);
+        let have_ids = expected.first().map(|r| r.contains_key("id.orig_h")).unwrap_or(false);
         for (i, exp) in expected.iter().enumerate() {
             let mine = if have_ids {
                 // A tuple matches in either orientation only if wirelog picked the
                 // same originator; the orientation is part of what is compared.
                 let t = tuple(exp).unwrap();
                 let t_noproto = t.rsplit_once(' ').map(|(a, _)| a.to_string()).unwrap();
-                let key = by_tuple
-                    .keys()
-                    .find(|k| **k == t || (!exp.contains_key("proto") && k.starts_with(&t_noproto)))
-                    .cloned();
+                let key = by_tuple.keys().find(|k| **k == t || (!exp.contains_key("proto") && k.starts_with(&t_noproto))).cloned();
                 key.and_then(|k| {
                     let n = next_of.entry(k.clone()).or_insert(0);
                     let r = by_tuple.get(&k).and_then(|v| v.get(*n)).copied();
@@ -370,12 +193,7 @@ fn conn_records_agree_with_zeek() {
                     s.excepted_rows += 1;
                     let _ = why;
                 } else {
-                    failures.push(format!(
-                        "{}/{}: no wirelog record for {:?}",
-                        c.case,
-                        c.expected,
-                        tuple(exp)
-                    ));
+                    failures.push(format!("{}/{}: no wirelog record for {:?}", c.case, c.expected, tuple(exp)));
                 }
                 continue;
             };
@@ -388,26 +206,9 @@ fn conn_records_agree_with_zeek() {
                     s.agree += 1;
                 } else if let Some(why) = exception(c.case, c.expected, exp, f) {
                     s.excepted_fields += 1;
-                    eprintln!(
-                        "  excepted {}/{} {:?} {}: zeek {} wirelog {} ({})",
-                        c.case,
-                        c.expected,
-                        tuple(exp),
-                        f,
-                        want,
-                        got,
-                        why
-                    );
+                    eprintln!("  excepted {}/{} {:?} {}: zeek {} wirelog {} ({})", c.case, c.expected, tuple(exp), f, want, got, why);
                 } else {
-                    failures.push(format!(
-                        "{}/{} {:?} {}: zeek {} wirelog {}",
-                        c.case,
-                        c.expected,
-                        tuple(exp),
-                        f,
-                        want,
-                        got
-                    ));
+                    failures.push(format!("{}/{} {:?} {}: zeek {} wirelog {}", c.case, c.expected, tuple(exp), f, want, got));
                 }
             }
         }
@@ -447,11 +248,7 @@ fn conn_records_agree_with_zeek() {
         total.excepted_fields
     );
     if !failures.is_empty() {
-        panic!(
-            "{} disagreements with Zeek:\n{}",
-            failures.len(),
-            failures.join("\n")
-        );
+        panic!("{} disagreements with Zeek:\n{}", failures.len(), failures.join("\n"));
     }
 }
 
@@ -462,12 +259,7 @@ fn rst_behavior_agrees_with_zeek() {
     let dir = testdata().join("tcp_rst_behavior");
     let expected = std::fs::read_to_string(dir.join("expected_history_state.txt")).unwrap();
     let want: Vec<&str> = expected.lines().filter(|l| !l.starts_with('#')).collect();
-    let pcaps = [
-        "single-rst.pcap",
-        "syn-then-rst.pcap",
-        "syn-then-ack-then-rst.pcap",
-        "syn-then-stuff-then-rst.pcap",
-    ];
+    let pcaps = ["single-rst.pcap", "syn-then-rst.pcap", "syn-then-ack-then-rst.pcap", "syn-then-stuff-then-rst.pcap"];
     assert_eq!(want.len(), pcaps.len());
     for (pcap, want) in pcaps.iter().zip(want) {
         let rows = parse_log(&run_wirelog(&dir.join(pcap), &["-C"]));

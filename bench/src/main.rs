@@ -39,31 +39,16 @@ struct Corpus {
 
 impl Corpus {
     fn load(paths: &[PathBuf], snap: usize) -> Result<Corpus, String> {
-        let mut c = Corpus {
-            data: Vec::new(),
-            pkts: Vec::new(),
-        };
+        let mut c = Corpus { data: Vec::new(), pkts: Vec::new() };
         for p in paths {
             let mut r = CaptureReader::open(p).map_err(|e| e.to_string())?;
             while let Some(pkt) = r.next_packet() {
                 let n = pkt.data.len().min(snap);
-                c.pkts.push(Rec {
-                    ts: pkt.ts_ns,
-                    off: c.data.len(),
-                    len: n as u32,
-                    wire_len: pkt.wire_len,
-                    linktype: pkt.linktype,
-                });
+                c.pkts.push(Rec { ts: pkt.ts_ns, off: c.data.len(), len: n as u32, wire_len: pkt.wire_len, linktype: pkt.linktype });
                 c.data.extend_from_slice(&pkt.data[..n]);
             }
             for prob in r.problems() {
-                eprintln!(
-                    "{}: {} at byte {}: {}",
-                    p.display(),
-                    prob.kind.as_str(),
-                    prob.first_offset,
-                    prob.detail
-                );
+                eprintln!("{}: {} at byte {}: {}", p.display(), prob.kind.as_str(), prob.first_offset, prob.detail);
             }
         }
         Ok(c)
@@ -72,10 +57,7 @@ impl Corpus {
     /// Every packet `copies` times (copy k right after copy k-1, same timestamp),
     /// addresses rewritten so that copy k's connections are distinct from the others'.
     fn scaled(&self, copies: usize) -> Corpus {
-        let mut out = Corpus {
-            data: Vec::with_capacity(self.data.len() * copies),
-            pkts: Vec::with_capacity(self.pkts.len() * copies),
-        };
+        let mut out = Corpus { data: Vec::with_capacity(self.data.len() * copies), pkts: Vec::with_capacity(self.pkts.len() * copies) };
         out.huge_pages();
         for r in &self.pkts {
             let bytes = &self.data[r.off..r.off + r.len as usize];
@@ -86,13 +68,7 @@ impl Corpus {
                 if let Some(at) = ip_at {
                     rewrite_addresses(&mut out.data[off..], at, k as u16);
                 }
-                out.pkts.push(Rec {
-                    ts: r.ts,
-                    off,
-                    len: r.len,
-                    wire_len: r.wire_len,
-                    linktype: r.linktype,
-                });
+                out.pkts.push(Rec { ts: r.ts, off, len: r.len, wire_len: r.wire_len, linktype: r.linktype });
             }
         }
         out
@@ -108,11 +84,7 @@ impl Corpus {
         if end > aligned + HUGE {
             // SAFETY: advice on memory this Vec owns (aligned interior); the kernel may ignore it.
             unsafe {
-                libc::madvise(
-                    aligned as *mut libc::c_void,
-                    (end - aligned) & !(HUGE - 1),
-                    libc::MADV_HUGEPAGE,
-                );
+                libc::madvise(aligned as *mut libc::c_void, (end - aligned) & !(HUGE - 1), libc::MADV_HUGEPAGE);
             }
         }
     }
@@ -172,20 +144,14 @@ fn prefetch(d: &[u8]) {
     unsafe {
         // SAFETY: a prefetch is a hint and never faults.
         std::arch::x86_64::_mm_prefetch(d.as_ptr() as *const i8, std::arch::x86_64::_MM_HINT_T0);
-        std::arch::x86_64::_mm_prefetch(
-            d.as_ptr().wrapping_add(64) as *const i8,
-            std::arch::x86_64::_MM_HINT_T0,
-        );
+        std::arch::x86_64::_mm_prefetch(d.as_ptr().wrapping_add(64) as *const i8, std::arch::x86_64::_MM_HINT_T0);
     }
 }
 
 /// CPU time of this thread: unlike wall time it does not count the time
 /// other processes on a busy machine take the core away.
 fn thread_cpu_ns() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe {
         libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
@@ -204,10 +170,7 @@ fn max_rss_mb() -> f64 {
 
 /// Decoding alone, to split the pipeline's cost between its stages.
 fn run_decode_only(c: &Corpus) -> String {
-    let mut decoder = Decoder::new(DecodeConfig {
-        verify_checksums: false,
-        ..DecodeConfig::default()
-    });
+    let mut decoder = Decoder::new(DecodeConfig { verify_checksums: false, ..DecodeConfig::default() });
     let mut sum = 0u64;
     let cpu0 = thread_cpu_ns();
     for (i, r) in c.pkts.iter().enumerate() {
@@ -219,27 +182,15 @@ fn run_decode_only(c: &Corpus) -> String {
         }
     }
     let cpu = (thread_cpu_ns() - cpu0) as f64;
-    format!(
-        "stage=decode packets={} cpu_ns_per_packet={:.1} checksum={}",
-        c.pkts.len(),
-        cpu / c.pkts.len() as f64,
-        sum
-    )
+    format!("stage=decode packets={} cpu_ns_per_packet={:.1} checksum={}", c.pkts.len(), cpu / c.pkts.len() as f64, sum)
 }
 
 const SLOT_AHEAD: usize = 16;
 const ENTRY_AHEAD: usize = 8;
 
 fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool) -> String {
-    let mut decoder = Decoder::new(DecodeConfig {
-        verify_checksums: false,
-        ..DecodeConfig::default()
-    });
-    let mut tracker = Tracker::new(TrackerConfig {
-        max_connections,
-        uid_seed: Some(1),
-        ..TrackerConfig::default()
-    });
+    let mut decoder = Decoder::new(DecodeConfig { verify_checksums: false, ..DecodeConfig::default() });
+    let mut tracker = Tracker::new(TrackerConfig { max_connections, uid_seed: Some(1), ..TrackerConfig::default() });
     let mut records = 0u64;
     // Hashes of the packets SLOT_AHEAD ahead, so the entry stage reuses them.
     let mut hashes = [u64::MAX; 32];
@@ -255,8 +206,7 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool) -> Str
             // Two-stage table prefetch: the slot SLOT_AHEAD packets ahead, the
             // entry of the slot fetched ENTRY_AHEAD packets ago.
             if let Some(ahead) = c.pkts.get(i + SLOT_AHEAD) {
-                let h = wirelog_decode::flow_hint(ahead.linktype, c.bytes(ahead))
-                    .map(|h| tracker.hint_hash(&h));
+                let h = wirelog_decode::flow_hint(ahead.linktype, c.bytes(ahead)).map(|h| tracker.hint_hash(&h));
                 hashes[(i + SLOT_AHEAD) % 32] = h.unwrap_or(u64::MAX);
                 if let Some(h) = h {
                     tracker.prefetch(h);
@@ -305,15 +255,8 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool) -> Str
 /// in the three low bytes (for group-bys over millions of distinct pairs).
 fn build_store(c: &Corpus, rows: usize, out: &Path, unique_clients: bool) -> Result<(), String> {
     const BUCKET: i64 = 300_000_000_000;
-    let mut decoder = Decoder::new(DecodeConfig {
-        verify_checksums: false,
-        ..DecodeConfig::default()
-    });
-    let mut tracker = Tracker::new(TrackerConfig {
-        uid_seed: Some(1),
-        flow_interval_ns: BUCKET,
-        ..TrackerConfig::default()
-    });
+    let mut decoder = Decoder::new(DecodeConfig { verify_checksums: false, ..DecodeConfig::default() });
+    let mut tracker = Tracker::new(TrackerConfig { uid_seed: Some(1), flow_interval_ns: BUCKET, ..TrackerConfig::default() });
     for r in &c.pkts {
         if let Decoded::Ip(ip) = decoder.decode(r.linktype, r.ts, c.bytes(r)) {
             tracker.packet(r.ts, 0, &ip);
@@ -326,14 +269,8 @@ fn build_store(c: &Corpus, rows: usize, out: &Path, unique_clients: bool) -> Res
         return Err("the capture has no flows".into());
     }
     let day0 = base[0].bucket_ns.div_euclid(86_400_000_000_000) * 86_400_000_000_000;
-    let mut store = wirelog_store::Store::open(
-        out,
-        wirelog_store::StoreOptions {
-            sync: false,
-            ..Default::default()
-        },
-    )
-    .map_err(|e| e.to_string())?;
+    let mut store = wirelog_store::Store::open(out, wirelog_store::StoreOptions { sync: false, ..Default::default() })
+        .map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     let mut written = 0usize;
     let mut batch = Vec::with_capacity(base.len());
@@ -365,23 +302,12 @@ fn build_store(c: &Corpus, rows: usize, out: &Path, unique_clients: bool) -> Res
         k += 1;
     }
     store.close().map_err(|e| e.to_string())?;
-    println!(
-        "rows={} copies={} base_flows={} write_s={:.1} dir={}",
-        written,
-        k,
-        base.len(),
-        t0.elapsed().as_secs_f64(),
-        out.display()
-    );
+    println!("rows={} copies={} base_flows={} write_s={:.1} dir={}", written, k, base.len(), t0.elapsed().as_secs_f64(), out.display());
     Ok(())
 }
 
 fn write_pcap(c: &Corpus, out: &Path) -> Result<(), String> {
-    let lt = c
-        .pkts
-        .first()
-        .map(|r| r.linktype)
-        .unwrap_or(LinkType::ETHERNET);
+    let lt = c.pkts.first().map(|r| r.linktype).unwrap_or(LinkType::ETHERNET);
     if c.pkts.iter().any(|r| r.linktype != lt) {
         return Err("input mixes link types; a pcap file holds one".into());
     }
@@ -419,23 +345,11 @@ struct Opts {
 }
 
 fn parse(args: &[String]) -> Result<Opts, String> {
-    let mut o = Opts {
-        unique_clients: false,
-        rows: 0,
-        out: None,
-        decode_only: false,
-        prefetch: false,
-        copies: 1,
-        snap: usize::MAX,
-        reps: 3,
-        files: Vec::new(),
-    };
+    let mut o = Opts { unique_clients: false, rows: 0, out: None, decode_only: false, prefetch: false, copies: 1, snap: usize::MAX, reps: 3, files: Vec::new() };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut num = |name: &str| -> Result<usize, String> {
-            it.next()
-                .and_then(|v| v.parse().ok())
-                .ok_or(format!("{name} needs a number"))
+            it.next().and_then(|v| v.parse().ok()).ok_or(format!("{name} needs a number"))
         };
         match a.as_str() {
             "--copies" => o.copies = num("--copies")?.max(1),
@@ -466,34 +380,20 @@ fn main() {
             let base = Corpus::load(&o.files, o.snap)?;
             // Always copy once, into huge-page backed memory.
             let c = base.scaled(o.copies);
-            eprintln!(
-                "loaded {} packets ({} MB) x{}",
-                c.pkts.len(),
-                c.data.len() >> 20,
-                o.copies
-            );
+            eprintln!("loaded {} packets ({} MB) x{}", c.pkts.len(), c.data.len() >> 20, o.copies);
             let max = (1usize << 20).max(c.pkts.len().min(8 << 20));
             for _ in 0..o.reps {
                 if o.decode_only {
                     println!("{}", run_decode_only(&c));
                 } else {
-                    println!(
-                        "{} table_prefetch={}",
-                        run_pipeline(&c, max, o.prefetch),
-                        o.prefetch
-                    );
+                    println!("{} table_prefetch={}", run_pipeline(&c, max, o.prefetch), o.prefetch);
                 }
             }
             Ok(())
         }),
         Some("store") => parse(&args[1..]).and_then(|o| {
             let out = o.out.clone().ok_or("store needs --out DIR")?;
-            build_store(
-                &Corpus::load(&o.files, usize::MAX)?,
-                o.rows.max(1),
-                &out,
-                o.unique_clients,
-            )
+            build_store(&Corpus::load(&o.files, usize::MAX)?, o.rows.max(1), &out, o.unique_clients)
         }),
         Some("scale") => parse(&args[1..]).and_then(|o| {
             if o.files.len() != 2 {

@@ -25,25 +25,14 @@ pub fn capture(script: &str, pcap: &str) -> Option<PathBuf> {
     if path.exists() {
         return Some(path);
     }
-    let is_root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout.starts_with(b"0"))
-        .unwrap_or(false);
+    let is_root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
     if !is_root {
-        let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS")
-            .map(|v| v == "1")
-            .unwrap_or(false);
-        assert!(
-            !required,
-            "generating {pcap} needs root (network namespaces)"
-        );
+        let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS").map(|v| v == "1").unwrap_or(false);
+        assert!(!required, "generating {pcap} needs root (network namespaces)");
         eprintln!("SKIPPED: generating {pcap} needs root; run the suite as root (scripts/test.sh)");
         return None;
     }
-    let script_path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/bench")
-        .join(script);
+    let script_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/bench").join(script);
     let status = Command::new("bash")
         .arg(&script_path)
         .env("PEERS_DIR", &dir)
@@ -54,6 +43,7 @@ pub fn capture(script: &str, pcap: &str) -> Option<PathBuf> {
     Some(path)
 }
 
+
 /// Rows of a Zeek-style log written by wirelog (`#fields` header, tab-separated).
 pub fn read_log(p: &Path) -> Vec<HashMap<String, String>> {
     let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
@@ -63,13 +53,7 @@ pub fn read_log(p: &Path) -> Vec<HashMap<String, String>> {
         if let Some(f) = line.strip_prefix("#fields\t") {
             fields = f.split('\t').map(String::from).collect();
         } else if !line.starts_with('#') {
-            rows.push(
-                fields
-                    .iter()
-                    .cloned()
-                    .zip(line.split('\t').map(String::from))
-                    .collect(),
-            );
+            rows.push(fields.iter().cloned().zip(line.split('\t').map(String::from)).collect());
         }
     }
     rows

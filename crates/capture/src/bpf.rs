@@ -60,8 +60,7 @@ struct BpfProgram {
 const PCAP_NETMASK_UNKNOWN: u32 = 0xffff_ffff;
 
 type OpenDeadFn = unsafe extern "C" fn(c_int, c_int) -> *mut c_void;
-type CompileFn =
-    unsafe extern "C" fn(*mut c_void, *mut BpfProgram, *const c_char, c_int, u32) -> c_int;
+type CompileFn = unsafe extern "C" fn(*mut c_void, *mut BpfProgram, *const c_char, c_int, u32) -> c_int;
 type GetErrFn = unsafe extern "C" fn(*mut c_void) -> *mut c_char;
 type FreeCodeFn = unsafe extern "C" fn(*mut BpfProgram);
 type CloseFn = unsafe extern "C" fn(*mut c_void);
@@ -80,9 +79,7 @@ const LIBPCAP_NAMES: [&str; 3] = ["libpcap.so.0.8", "libpcap.so.1", "libpcap.so"
 
 fn libpcap() -> Result<&'static Libpcap, CaptureError> {
     static LIB: OnceLock<Result<Libpcap, String>> = OnceLock::new();
-    LIB.get_or_init(load)
-        .as_ref()
-        .map_err(|m| CaptureError::new(ErrorKind::Filter, m.clone()))
+    LIB.get_or_init(load).as_ref().map_err(|m| CaptureError::new(ErrorKind::Filter, m.clone()))
 }
 
 fn load() -> Result<Libpcap, String> {
@@ -114,60 +111,38 @@ fn load() -> Result<Libpcap, String> {
             });
         }
     }
-    Err(format!(
-        "filters need libpcap, which was not found (tried {}); install libpcap0.8",
-        LIBPCAP_NAMES.join(", ")
-    ))
+    Err(format!("filters need libpcap, which was not found (tried {}); install libpcap0.8", LIBPCAP_NAMES.join(", ")))
 }
 
 /// Compiles `expr` for sockets with `framing`, returning the classic BPF
 /// program ready for SO_ATTACH_FILTER. Accepting instructions return
 /// `snaplen`, which is how the kernel truncates packets.
-pub fn compile(
-    expr: &str,
-    framing: Framing,
-    snaplen: u32,
-) -> Result<Vec<libc::sock_filter>, CaptureError> {
+pub fn compile(expr: &str, framing: Framing, snaplen: u32) -> Result<Vec<libc::sock_filter>, CaptureError> {
     // pcap_compile is not thread-safe before libpcap 1.8.
     static COMPILE: Mutex<()> = Mutex::new(());
     let lib = libpcap()?;
-    let cexpr = CString::new(expr).map_err(|_| {
-        CaptureError::new(ErrorKind::Filter, "filter expression contains a NUL byte")
-    })?;
+    let cexpr = CString::new(expr)
+        .map_err(|_| CaptureError::new(ErrorKind::Filter, "filter expression contains a NUL byte"))?;
     let _guard = COMPILE.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: libpcap calls with valid arguments; the handle and program are
     // freed on every path below.
     unsafe {
         let p = (lib.open_dead)(framing.dlt(), snaplen.min(i32::MAX as u32) as c_int);
         if p.is_null() {
-            return Err(CaptureError::new(
-                ErrorKind::Filter,
-                "pcap_open_dead failed",
-            ));
+            return Err(CaptureError::new(ErrorKind::Filter, "pcap_open_dead failed"));
         }
-        let mut prog = BpfProgram {
-            bf_len: 0,
-            bf_insns: std::ptr::null_mut(),
-        };
+        let mut prog = BpfProgram { bf_len: 0, bf_insns: std::ptr::null_mut() };
         let r = (lib.compile)(p, &mut prog, cexpr.as_ptr(), 1, PCAP_NETMASK_UNKNOWN);
         if r != 0 {
-            let msg = CStr::from_ptr((lib.geterr)(p))
-                .to_string_lossy()
-                .into_owned();
+            let msg = CStr::from_ptr((lib.geterr)(p)).to_string_lossy().into_owned();
             (lib.close)(p);
-            return Err(CaptureError::new(
-                ErrorKind::Filter,
-                format!("bad filter '{expr}': {msg}"),
-            ));
+            return Err(CaptureError::new(ErrorKind::Filter, format!("bad filter '{expr}': {msg}")));
         }
         let insns = std::slice::from_raw_parts(prog.bf_insns, prog.bf_len as usize).to_vec();
         (lib.freecode)(&mut prog);
         (lib.close)(p);
         if insns.is_empty() || insns.len() > u16::MAX as usize {
-            return Err(CaptureError::new(
-                ErrorKind::Filter,
-                format!("filter '{expr}': {} instructions", insns.len()),
-            ));
+            return Err(CaptureError::new(ErrorKind::Filter, format!("filter '{expr}': {} instructions", insns.len())));
         }
         Ok(insns)
     }
@@ -297,9 +272,7 @@ mod tests {
     }
 
     fn ipv4(proto: u8, frag_off: u16, l4: &[u8]) -> Vec<u8> {
-        let mut h = vec![
-            0x45, 0, 0, 0, 0, 0, 0, 0, 64, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
-        ];
+        let mut h = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
         h[2..4].copy_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
         h[6..8].copy_from_slice(&frag_off.to_be_bytes());
         h.extend_from_slice(l4);
@@ -326,32 +299,17 @@ mod tests {
         hbh.extend_from_slice(&tcp(ACK, 0));
         vec![
             ("v4 empty ACK", 0x0800, ipv4(6, 0, &tcp(ACK, 0)), false),
-            (
-                "v4 ACK with payload",
-                0x0800,
-                ipv4(6, 0, &tcp(ACK, 10)),
-                true,
-            ),
+            ("v4 ACK with payload", 0x0800, ipv4(6, 0, &tcp(ACK, 10)), true),
             ("v4 SYN", 0x0800, ipv4(6, 0, &tcp(SYN, 0)), true),
             ("v4 FIN", 0x0800, ipv4(6, 0, &tcp(FIN | ACK, 0)), true),
             ("v4 RST", 0x0800, ipv4(6, 0, &tcp(RST, 0)), true),
-            (
-                "v4 non-first fragment",
-                0x0800,
-                ipv4(6, 100, &[0u8; 8]),
-                true,
-            ),
+            ("v4 non-first fragment", 0x0800, ipv4(6, 100, &[0u8; 8]), true),
             ("v4 UDP", 0x0800, ipv4(17, 0, &[0u8; 8]), true),
             ("v6 empty ACK", 0x86dd, ipv6(6, &tcp(ACK, 0)), false),
             ("v6 ACK with payload", 0x86dd, ipv6(6, &tcp(ACK, 1)), true),
             ("v6 SYN", 0x86dd, ipv6(6, &tcp(SYN | ACK, 0)), true),
             ("v6 FIN", 0x86dd, ipv6(6, &tcp(FIN, 0)), true),
-            (
-                "v6 empty ACK after hop-by-hop header",
-                0x86dd,
-                ipv6(0, &hbh),
-                true,
-            ),
+            ("v6 empty ACK after hop-by-hop header", 0x86dd, ipv6(0, &hbh), true),
             ("v6 UDP", 0x86dd, ipv6(17, &[0u8; 8]), true),
             ("ARP", 0x0806, vec![0u8; 28], true),
         ]
@@ -385,11 +343,7 @@ mod tests {
         };
         assert_ne!(run(&prog, &eth(0x0800, &ipv4(6, 0, &tcp(SYN, 0)))), 0);
         assert_eq!(run(&prog, &eth(0x0800, &ipv4(6, 0, &tcp(ACK, 0)))), 0);
-        assert_eq!(
-            run(&prog, &eth(0x0800, &ipv4(17, 0, &[0u8; 8]))),
-            0,
-            "UDP to port 0 is not port 80"
-        );
+        assert_eq!(run(&prog, &eth(0x0800, &ipv4(17, 0, &[0u8; 8]))), 0, "UDP to port 0 is not port 80");
         assert_eq!(expression(Some("  "), false), None);
         assert_eq!(expression(None, false), None);
     }
@@ -402,14 +356,8 @@ mod tests {
             }
             Err(e) => {
                 assert_eq!(e.kind, ErrorKind::Filter);
-                assert!(
-                    e.message.starts_with("bad filter 'tcp port eighty': "),
-                    "{e}"
-                );
-                assert!(
-                    e.message.len() > "bad filter 'tcp port eighty': ".len(),
-                    "{e}"
-                );
+                assert!(e.message.starts_with("bad filter 'tcp port eighty': "), "{e}");
+                assert!(e.message.len() > "bad filter 'tcp port eighty': ".len(), "{e}");
             }
             Ok(_) => panic!("compiled a bad expression"),
         }

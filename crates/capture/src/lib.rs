@@ -63,10 +63,7 @@ pub struct CaptureError {
 
 impl CaptureError {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        CaptureError {
-            kind,
-            message: message.into(),
-        }
+        CaptureError { kind, message: message.into() }
     }
 
     /// From the last OS error: `what` says which call on which object failed.
@@ -76,9 +73,7 @@ impl CaptureError {
 
     pub(crate) fn os(kind: ErrorKind, what: impl fmt::Display, err: io::Error) -> Self {
         let kind = match err.raw_os_error() {
-            Some(libc::EPERM | libc::EACCES) if kind != ErrorKind::Privileges => {
-                ErrorKind::Permission
-            }
+            Some(libc::EPERM | libc::EACCES) if kind != ErrorKind::Privileges => ErrorKind::Permission,
             _ => kind,
         };
         let hint = if kind == ErrorKind::Permission {
@@ -86,10 +81,7 @@ impl CaptureError {
         } else {
             ""
         };
-        CaptureError {
-            kind,
-            message: format!("{what}: {err}{hint}"),
-        }
+        CaptureError { kind, message: format!("{what}: {err}{hint}") }
     }
 }
 
@@ -148,19 +140,9 @@ impl Interface {
     /// Looks an interface up by name in the current network namespace.
     pub fn lookup(name: &str) -> Result<Interface, CaptureError> {
         if name == "any" {
-            return Ok(Interface {
-                name: name.into(),
-                index: 0,
-                hw_type: 0,
-                framing: Framing::Cooked,
-            });
+            return Ok(Interface { name: name.into(), index: 0, hw_type: 0, framing: Framing::Cooked });
         }
-        let no_such = || {
-            CaptureError::new(
-                ErrorKind::NoSuchInterface,
-                format!("interface {name}: no such interface"),
-            )
-        };
+        let no_such = || CaptureError::new(ErrorKind::NoSuchInterface, format!("interface {name}: no such interface"));
         let cname = CString::new(name).map_err(|_| no_such())?;
         if name.len() >= libc::IFNAMSIZ {
             return Err(no_such());
@@ -175,12 +157,7 @@ impl Interface {
             sys::ARPHRD_ETHER | sys::ARPHRD_LOOPBACK => Framing::Ethernet,
             _ => Framing::Cooked,
         };
-        Ok(Interface {
-            name: name.into(),
-            index,
-            hw_type,
-            framing,
-        })
+        Ok(Interface { name: name.into(), index, hw_type, framing })
     }
 
     pub fn is_loopback(&self) -> bool {
@@ -204,11 +181,7 @@ fn hw_type_of(name: &str) -> Result<u16, CaptureError> {
         let err = io::Error::last_os_error();
         libc::close(fd);
         if r < 0 {
-            return Err(CaptureError::os(
-                ErrorKind::NoSuchInterface,
-                format!("interface {name}"),
-                err,
-            ));
+            return Err(CaptureError::os(ErrorKind::NoSuchInterface, format!("interface {name}"), err));
         }
     }
     Ok(u16::from_ne_bytes([ifr[16], ifr[17]]))
@@ -230,18 +203,13 @@ pub fn interface_name(index: u32) -> String {
         return format!("if{index}");
     }
     // SAFETY: if_indextoname wrote a NUL-terminated name.
-    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
+    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
 }
 
 /// Wall-clock time in nanoseconds since the Unix epoch (the clock packet
 /// timestamps use).
 pub fn now_ns() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec

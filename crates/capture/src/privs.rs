@@ -18,46 +18,23 @@ pub struct User {
 impl User {
     /// Looks a user up by name (getpwnam_r), or by number.
     pub fn lookup(name: &str) -> Result<User, CaptureError> {
-        let unknown = || {
-            CaptureError::new(
-                ErrorKind::Privileges,
-                format!("--user {name}: no such user"),
-            )
-        };
+        let unknown = || CaptureError::new(ErrorKind::Privileges, format!("--user {name}: no such user"));
         let cname = CString::new(name).map_err(|_| unknown())?;
         let mut buf = vec![0 as libc::c_char; 16384];
         // SAFETY: passwd is plain data; zeroed is a valid value.
         let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
         let mut result: *mut libc::passwd = std::ptr::null_mut();
         // SAFETY: all pointers are valid for the sizes given.
-        let r = unsafe {
-            libc::getpwnam_r(
-                cname.as_ptr(),
-                &mut pw,
-                buf.as_mut_ptr(),
-                buf.len(),
-                &mut result,
-            )
-        };
+        let r = unsafe { libc::getpwnam_r(cname.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut result) };
         if r != 0 || result.is_null() {
             if let Ok(uid) = name.parse::<libc::uid_t>() {
-                return Ok(User {
-                    name: name.to_string(),
-                    uid,
-                    gid: uid,
-                });
+                return Ok(User { name: name.to_string(), uid, gid: uid });
             }
             return Err(unknown());
         }
         // SAFETY: getpwnam_r filled pw_name with a NUL-terminated string.
-        let pname = unsafe { CStr::from_ptr(pw.pw_name) }
-            .to_string_lossy()
-            .into_owned();
-        Ok(User {
-            name: pname,
-            uid: pw.pw_uid,
-            gid: pw.pw_gid,
-        })
+        let pname = unsafe { CStr::from_ptr(pw.pw_name) }.to_string_lossy().into_owned();
+        Ok(User { name: pname, uid: pw.pw_uid, gid: pw.pw_gid })
     }
 }
 
@@ -71,9 +48,8 @@ pub fn is_root() -> bool {
 /// root stays writable after the drop. Symlinks are not followed.
 pub fn chown_tree(path: &Path, user: &User) -> Result<(), CaptureError> {
     let chown = |p: &Path| -> Result<(), CaptureError> {
-        let c = CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| {
-            CaptureError::new(ErrorKind::Privileges, format!("{}: bad path", p.display()))
-        })?;
+        let c = CString::new(p.as_os_str().as_encoded_bytes())
+            .map_err(|_| CaptureError::new(ErrorKind::Privileges, format!("{}: bad path", p.display())))?;
         // SAFETY: valid NUL-terminated path.
         if unsafe { libc::lchown(c.as_ptr(), user.uid, user.gid) } != 0 {
             return Err(CaptureError::last_os(
@@ -87,8 +63,8 @@ pub fn chown_tree(path: &Path, user: &User) -> Result<(), CaptureError> {
     let meta = std::fs::symlink_metadata(path)
         .map_err(|e| CaptureError::os(ErrorKind::Privileges, format!("{}", path.display()), e))?;
     if meta.is_dir() {
-        let entries = std::fs::read_dir(path)
-            .map_err(|e| CaptureError::os(ErrorKind::Privileges, path.display(), e))?;
+        let entries =
+            std::fs::read_dir(path).map_err(|e| CaptureError::os(ErrorKind::Privileges, path.display(), e))?;
         for e in entries {
             let e = e.map_err(|e| CaptureError::os(ErrorKind::Privileges, path.display(), e))?;
             chown_tree(&e.path(), user)?;
@@ -102,10 +78,7 @@ pub fn chown_tree(path: &Path, user: &User) -> Result<(), CaptureError> {
 /// /proc/self/status). Call before starting threads.
 pub fn drop_to(user: &User) -> Result<(), CaptureError> {
     let fail = |what: &str| {
-        CaptureError::last_os(
-            ErrorKind::Privileges,
-            format!("dropping privileges to {}: {what}", user.name),
-        )
+        CaptureError::last_os(ErrorKind::Privileges, format!("dropping privileges to {}: {what}", user.name))
     };
     // SAFETY: plain syscalls.
     unsafe {
@@ -120,10 +93,7 @@ pub fn drop_to(user: &User) -> Result<(), CaptureError> {
         }
         // setuid(0) must now fail, or the drop did not stick.
         if user.uid != 0 && libc::setuid(0) == 0 {
-            return Err(CaptureError::new(
-                ErrorKind::Privileges,
-                "setuid(0) still succeeds after dropping privileges",
-            ));
+            return Err(CaptureError::new(ErrorKind::Privileges, "setuid(0) still succeeds after dropping privileges"));
         }
     }
     no_new_privs()?;
@@ -146,17 +116,11 @@ pub fn drop_capabilities() -> Result<(), CaptureError> {
         permitted: u32,
         inheritable: u32,
     }
-    let mut hdr = CapHeader {
-        version: 0x2008_0522,
-        pid: 0,
-    }; // _LINUX_CAPABILITY_VERSION_3
+    let mut hdr = CapHeader { version: 0x2008_0522, pid: 0 }; // _LINUX_CAPABILITY_VERSION_3
     let data = [CapData::default(); 2];
     // SAFETY: capset with a v3 header and two data words, as the ABI requires.
     if unsafe { libc::syscall(libc::SYS_capset, &mut hdr, data.as_ptr()) } != 0 {
-        return Err(CaptureError::last_os(
-            ErrorKind::Privileges,
-            "dropping capabilities (capset)",
-        ));
+        return Err(CaptureError::last_os(ErrorKind::Privileges, "dropping capabilities (capset)"));
     }
     no_new_privs()?;
     verify_no_capabilities()
@@ -165,10 +129,7 @@ pub fn drop_capabilities() -> Result<(), CaptureError> {
 fn no_new_privs() -> Result<(), CaptureError> {
     // SAFETY: plain prctl.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(CaptureError::last_os(
-            ErrorKind::Privileges,
-            "prctl(PR_SET_NO_NEW_PRIVS)",
-        ));
+        return Err(CaptureError::last_os(ErrorKind::Privileges, "prctl(PR_SET_NO_NEW_PRIVS)"));
     }
     Ok(())
 }
@@ -181,9 +142,7 @@ pub fn effective_capabilities() -> Result<u64, CaptureError> {
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .ok_or_else(|| {
-            CaptureError::new(ErrorKind::Privileges, "no CapEff line in /proc/self/status")
-        })
+        .ok_or_else(|| CaptureError::new(ErrorKind::Privileges, "no CapEff line in /proc/self/status"))
 }
 
 fn verify_no_capabilities() -> Result<(), CaptureError> {
@@ -241,9 +200,6 @@ mod tests {
         // SAFETY: waiting for our child.
         unsafe { libc::waitpid(pid, &mut status, 0) };
         std::fs::remove_dir_all(&dir).unwrap();
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "child failed: {status}"
-        );
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
     }
 }

@@ -165,13 +165,7 @@ impl Drop for Ring {
 fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, val: &T) -> std::io::Result<()> {
     // SAFETY: val points to a T of the given size.
     let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (val as *const T).cast(),
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
+        libc::setsockopt(fd, level, name, (val as *const T).cast(), std::mem::size_of::<T>() as libc::socklen_t)
     };
     if r < 0 {
         Err(std::io::Error::last_os_error())
@@ -194,10 +188,7 @@ impl Ring {
         // SAFETY: plain syscall; the fd is owned right after.
         let raw = unsafe { libc::socket(libc::AF_PACKET, sock_type | libc::SOCK_CLOEXEC, 0) };
         if raw < 0 {
-            return Err(CaptureError::last_os(
-                ErrorKind::Io,
-                what("socket(AF_PACKET)"),
-            ));
+            return Err(CaptureError::last_os(ErrorKind::Io, what("socket(AF_PACKET)")));
         }
         // SAFETY: raw is a fresh, valid descriptor.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -207,20 +198,11 @@ impl Ring {
 
         // The filter goes on before bind, so no unfiltered packet is queued.
         // Without a user filter, `ret #snaplen` applies the snaplen.
-        let keep_all = [libc::sock_filter {
-            code: 0x06,
-            jt: 0,
-            jf: 0,
-            k: cfg.snaplen,
-        }];
+        let keep_all = [libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: cfg.snaplen }];
         let prog: &[libc::sock_filter] = cfg.filter.as_deref().unwrap_or(&keep_all);
-        let fprog = libc::sock_fprog {
-            len: prog.len() as u16,
-            filter: prog.as_ptr() as *mut _,
-        };
-        setsockopt(fdr, libc::SOL_SOCKET, sys::SO_ATTACH_FILTER, &fprog).map_err(|e| {
-            CaptureError::os(ErrorKind::Filter, what("attaching the BPF filter"), e)
-        })?;
+        let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr() as *mut _ };
+        setsockopt(fdr, libc::SOL_SOCKET, sys::SO_ATTACH_FILTER, &fprog)
+            .map_err(|e| CaptureError::os(ErrorKind::Filter, what("attaching the BPF filter"), e))?;
         // Locked: once privileges are dropped, nothing in this process can
         // widen what the kernel hands over.
         let one: libc::c_int = 1;
@@ -245,9 +227,7 @@ impl Ring {
             };
             match setsockopt(fdr, libc::SOL_PACKET, sys::PACKET_RX_RING, &req) {
                 Ok(()) => break (bs, count),
-                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) && size / 2 >= MIN_RING => {
-                    size /= 2
-                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) && size / 2 >= MIN_RING => size /= 2,
                 Err(e) => {
                     return Err(CaptureError::os(
                         ErrorKind::Ring,
@@ -260,20 +240,10 @@ impl Ring {
         let map_len = block_size * block_count;
         // SAFETY: mapping the ring just configured on this socket.
         let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fdr,
-                0,
-            )
+            libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fdr, 0)
         };
         if map == libc::MAP_FAILED {
-            return Err(CaptureError::last_os(
-                ErrorKind::Ring,
-                what("mmap of the receive ring"),
-            ));
+            return Err(CaptureError::last_os(ErrorKind::Ring, what("mmap of the receive ring")));
         }
         let ring = Ring {
             fd,
@@ -305,11 +275,7 @@ impl Ring {
         };
         if r < 0 {
             let e = std::io::Error::last_os_error();
-            let kind = if e.raw_os_error() == Some(libc::ENODEV) {
-                ErrorKind::NoSuchInterface
-            } else {
-                ErrorKind::Io
-            };
+            let kind = if e.raw_os_error() == Some(libc::ENODEV) { ErrorKind::NoSuchInterface } else { ErrorKind::Io };
             return Err(CaptureError::os(kind, what("bind"), e));
         }
 
@@ -363,15 +329,9 @@ impl Ring {
             //
             // The group id is per network namespace and device; callers
             // derive it from the pid so two probes on one host do not share.
-            let val: u32 =
-                group as u32 | ((sys::PACKET_FANOUT_HASH | sys::PACKET_FANOUT_FLAG_DEFRAG) << 16);
-            setsockopt(fdr, libc::SOL_PACKET, sys::PACKET_FANOUT, &val).map_err(|e| {
-                CaptureError::os(
-                    ErrorKind::Io,
-                    what(&format!("PACKET_FANOUT group {group}")),
-                    e,
-                )
-            })?;
+            let val: u32 = group as u32 | ((sys::PACKET_FANOUT_HASH | sys::PACKET_FANOUT_FLAG_DEFRAG) << 16);
+            setsockopt(fdr, libc::SOL_PACKET, sys::PACKET_FANOUT, &val)
+                .map_err(|e| CaptureError::os(ErrorKind::Io, what(&format!("PACKET_FANOUT group {group}")), e))?;
         }
         Ok(ring)
     }
@@ -411,11 +371,7 @@ impl Ring {
         if self.block_ready() {
             return Ok(true);
         }
-        let mut pfd = [libc::pollfd {
-            fd: self.fd(),
-            events: libc::POLLIN | libc::POLLERR,
-            revents: 0,
-        }];
+        let mut pfd = [libc::pollfd { fd: self.fd(), events: libc::POLLIN | libc::POLLERR, revents: 0 }];
         poll(&mut pfd, timeout_ms)?;
         Ok(self.block_ready())
     }
@@ -446,12 +402,7 @@ impl Ring {
         // SAFETY: the block is ours (TP_STATUS_USER, acquire-ordered above).
         let (num, first) = unsafe { ((*desc).num_pkts, (*desc).offset_to_first_pkt) };
         let base = desc.cast::<u8>();
-        Some(Block {
-            ring: self,
-            base,
-            next: first as usize,
-            left: num,
-        })
+        Some(Block { ring: self, base, next: first as usize, left: num })
     }
 
     /// Kernel counters, cumulative since the socket opened. (The kernel
@@ -508,19 +459,9 @@ pub struct RingError {
 
 impl Waiter {
     pub fn new(rings: impl IntoIterator<Item = RawFd>, stop: RawFd) -> Waiter {
-        let mut fds: Vec<libc::pollfd> = rings
-            .into_iter()
-            .map(|fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        fds.push(libc::pollfd {
-            fd: stop,
-            events: libc::POLLIN,
-            revents: 0,
-        });
+        let mut fds: Vec<libc::pollfd> =
+            rings.into_iter().map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+        fds.push(libc::pollfd { fd: stop, events: libc::POLLIN, revents: 0 });
         Waiter { fds }
     }
 
@@ -528,16 +469,8 @@ impl Waiter {
     /// `with_stop` is false), or `timeout_ms` passes. A pending socket error
     /// (e.g. ENETDOWN when the interface goes down) is read, which clears it,
     /// and returned: left pending, it would make every poll return at once.
-    pub fn wait(
-        &mut self,
-        timeout_ms: i32,
-        with_stop: bool,
-    ) -> Result<Option<RingError>, CaptureError> {
-        let n = if with_stop {
-            self.fds.len()
-        } else {
-            self.fds.len() - 1
-        };
+    pub fn wait(&mut self, timeout_ms: i32, with_stop: bool) -> Result<Option<RingError>, CaptureError> {
+        let n = if with_stop { self.fds.len() } else { self.fds.len() - 1 };
         for f in &mut self.fds {
             f.revents = 0;
         }
@@ -598,28 +531,19 @@ impl Block<'_> {
             }
             // SAFETY: the header lies inside the block (checked above); the
             // kernel wrote it before retiring the block, and the block is ours.
-            let h: tpacket3_hdr =
-                unsafe { std::ptr::read_unaligned(self.base.add(self.next).cast()) };
+            let h: tpacket3_hdr = unsafe { std::ptr::read_unaligned(self.base.add(self.next).cast()) };
             // SAFETY: the sockaddr_ll follows the header (TPACKET_ALIGN(48) = 48).
-            let sll: libc::sockaddr_ll = unsafe {
-                std::ptr::read_unaligned(self.base.add(self.next + sys::TPACKET3_HDRLEN).cast())
-            };
+            let sll: libc::sockaddr_ll =
+                unsafe { std::ptr::read_unaligned(self.base.add(self.next + sys::TPACKET3_HDRLEN).cast()) };
             let start = self.next + h.tp_mac as usize;
             let end = start + h.tp_snaplen as usize;
             if end > bs {
                 break;
             }
             self.left -= 1;
-            self.next = if h.tp_next_offset == 0 {
-                bs
-            } else {
-                self.next + h.tp_next_offset as usize
-            };
+            self.next = if h.tp_next_offset == 0 { bs } else { self.next + h.tp_next_offset as usize };
             let outgoing = sll.sll_pkttype == sys::PACKET_OUTGOING;
-            if self.ring.drop_outgoing_loopback
-                && outgoing
-                && sll.sll_hatype == sys::ARPHRD_LOOPBACK
-            {
+            if self.ring.drop_outgoing_loopback && outgoing && sll.sll_hatype == sys::ARPHRD_LOOPBACK {
                 continue;
             }
             // SAFETY: [start, end) is inside the block, which stays ours (and
@@ -633,8 +557,7 @@ impl Block<'_> {
                 pkttype: sll.sll_pkttype,
                 hatype: sll.sll_hatype,
                 protocol: u16::from_be(sll.sll_protocol),
-                vlan_tci: (h.tp_status & sys::TP_STATUS_VLAN_VALID != 0)
-                    .then_some((h.tp_vlan_tci & 0x0fff) as u16),
+                vlan_tci: (h.tp_status & sys::TP_STATUS_VLAN_VALID != 0).then_some((h.tp_vlan_tci & 0x0fff) as u16),
                 rxhash: h.tp_rxhash,
             });
         }
@@ -656,9 +579,7 @@ impl Drop for Block<'_> {
         // Everything read from the block happens before the kernel may
         // reuse it.
         fence(Ordering::Release);
-        self.ring
-            .status(self.ring.cur)
-            .store(sys::TP_STATUS_KERNEL, Ordering::Release);
+        self.ring.status(self.ring.cur).store(sys::TP_STATUS_KERNEL, Ordering::Release);
         self.ring.cur = (self.ring.cur + 1) % self.ring.block_count;
     }
 }
@@ -682,16 +603,10 @@ mod tests {
         unsafe {
             let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
             assert!(fd >= 0);
-            assert_eq!(
-                libc::ioctl(fd, libc::SIOCGIFFLAGS as _, ifr.as_mut_ptr()),
-                0
-            );
+            assert_eq!(libc::ioctl(fd, libc::SIOCGIFFLAGS as _, ifr.as_mut_ptr()), 0);
             let flags = i16::from_ne_bytes([ifr[16], ifr[17]]) | libc::IFF_UP as i16;
             ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
-            assert_eq!(
-                libc::ioctl(fd, libc::SIOCSIFFLAGS as _, ifr.as_mut_ptr()),
-                0
-            );
+            assert_eq!(libc::ioctl(fd, libc::SIOCSIFFLAGS as _, ifr.as_mut_ptr()), 0);
             libc::close(fd);
         }
         true
@@ -702,10 +617,7 @@ mod tests {
             return false;
         }
         let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "this test needs root (a private network namespace)"
-        );
+        assert!(!required, "this test needs root (a private network namespace)");
         eprintln!("SKIPPED: needs root (a private network namespace)");
         true
     }
@@ -743,10 +655,7 @@ mod tests {
             fanout_group: Some(group),
             ..RingConfig::default()
         };
-        let mut rings = [
-            Ring::open(&lo, &cfg).unwrap(),
-            Ring::open(&lo, &cfg).unwrap(),
-        ];
+        let mut rings = [Ring::open(&lo, &cfg).unwrap(), Ring::open(&lo, &cfg).unwrap()];
 
         let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = server.local_addr().unwrap();
@@ -779,10 +688,7 @@ mod tests {
         for (i, ring) in rings.iter_mut().enumerate() {
             while let Some(mut b) = ring.next_block() {
                 while let Some(p) = b.next_packet() {
-                    assert!(
-                        !p.is_outgoing(),
-                        "an outgoing loopback copy was not ignored"
-                    );
+                    assert!(!p.is_outgoing(), "an outgoing loopback copy was not ignored");
                     let Some((_, sp, _, dp)) = tuple(p.data) else {
                         continue;
                     };
@@ -800,27 +706,15 @@ mod tests {
         assert_eq!(seen.len(), conns, "connections seen ({drops} kernel drops)");
         let mut per_ring = [0usize; 2];
         for (port, (rings_of, n)) in &seen {
-            assert!(
-                rings_of.iter().all(|r| *r == rings_of[0]),
-                "connection from port {port} split over rings"
-            );
+            assert!(rings_of.iter().all(|r| *r == rings_of[0]), "connection from port {port} split over rings");
             // SYN, SYN-ACK, ACK, 2 data, 2 ACKs (or piggybacked), FINs...: never
             // the doubled count loopback would give without ignoring outgoing copies.
-            assert!(
-                (6..=12).contains(n),
-                "connection from port {port}: {n} packets"
-            );
+            assert!((6..=12).contains(n), "connection from port {port}: {n} packets");
             per_ring[rings_of[0]] += 1;
         }
-        assert!(
-            per_ring[0] > 0 && per_ring[1] > 0,
-            "fanout used one ring only: {per_ring:?}"
-        );
+        assert!(per_ring[0] > 0 && per_ring[1] > 0, "fanout used one ring only: {per_ring:?}");
         let k: u64 = rings.iter_mut().map(|r| r.kernel_stats().packets).sum();
-        assert!(
-            k >= total as u64,
-            "kernel counted {k} packets, rings gave {total}"
-        );
+        assert!(k >= total as u64, "kernel counted {k} packets, rings gave {total}");
     }
 
     #[test]
@@ -828,15 +722,8 @@ mod tests {
         if skip_unless_root() {
             return;
         }
-        let iface = Interface {
-            name: "gone0".into(),
-            index: 999_999,
-            hw_type: 1,
-            framing: Framing::Ethernet,
-        };
-        let e = Ring::open(&iface, &RingConfig::default())
-            .err()
-            .expect("bind must fail");
+        let iface = Interface { name: "gone0".into(), index: 999_999, hw_type: 1, framing: Framing::Ethernet };
+        let e = Ring::open(&iface, &RingConfig::default()).err().expect("bind must fail");
         assert!(e.message.starts_with("interface gone0: "), "{e}");
     }
 }

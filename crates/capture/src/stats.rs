@@ -70,18 +70,16 @@ pub struct CaptureStats {
 
 impl CaptureStats {
     pub fn total(&self) -> WorkerStats {
-        self.workers
-            .iter()
-            .fold(WorkerStats::default(), |t, w| WorkerStats {
-                packets: t.packets + w.packets,
-                bytes: t.bytes + w.bytes,
-                kernel_packets: t.kernel_packets + w.kernel_packets,
-                kernel_drops: t.kernel_drops + w.kernel_drops,
-                kernel_freezes: t.kernel_freezes + w.kernel_freezes,
-                evicted: t.evicted + w.evicted,
-                flows_early: t.flows_early + w.flows_early,
-                not_decoded: t.not_decoded + w.not_decoded,
-            })
+        self.workers.iter().fold(WorkerStats::default(), |t, w| WorkerStats {
+            packets: t.packets + w.packets,
+            bytes: t.bytes + w.bytes,
+            kernel_packets: t.kernel_packets + w.kernel_packets,
+            kernel_drops: t.kernel_drops + w.kernel_drops,
+            kernel_freezes: t.kernel_freezes + w.kernel_freezes,
+            evicted: t.evicted + w.evicted,
+            flows_early: t.flows_early + w.flows_early,
+            not_decoded: t.not_decoded + w.not_decoded,
+        })
     }
 }
 
@@ -118,19 +116,11 @@ mod tests {
         let b = WorkerCounters::default();
         b.add_batch(2, 100);
         b.kernel_drops.fetch_add(1, Relaxed);
-        let s = CaptureStats {
-            workers: vec![a.snapshot(), b.snapshot()],
-        };
+        let s = CaptureStats { workers: vec![a.snapshot(), b.snapshot()] };
         assert_eq!(s.total().packets, 5);
         assert_eq!(s.total().bytes, 400);
         let line = s.to_string();
-        assert!(
-            line.starts_with("5 packets, 400 bytes; kernel: 0 packets, 1 dropped"),
-            "{line}"
-        );
-        assert!(
-            line.ends_with("workers: #0 3 packets 300 bytes, #1 2 packets 100 bytes"),
-            "{line}"
-        );
+        assert!(line.starts_with("5 packets, 400 bytes; kernel: 0 packets, 1 dropped"), "{line}");
+        assert!(line.ends_with("workers: #0 3 packets 300 bytes, #1 2 packets 100 bytes"), "{line}");
     }
 }

@@ -87,11 +87,7 @@ impl Stop {
         if self.is_set() {
             return Ok(true);
         }
-        let mut pfd = [libc::pollfd {
-            fd: self.fd,
-            events: libc::POLLIN,
-            revents: 0,
-        }];
+        let mut pfd = [libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 }];
         crate::ring::poll(&mut pfd, timeout_ms)?;
         Ok(self.is_set())
     }
@@ -99,10 +95,7 @@ impl Stop {
 
 /// CPU time (user + system) the whole process used so far, in nanoseconds.
 pub fn process_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

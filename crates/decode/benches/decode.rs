@@ -11,15 +11,11 @@ use wirelog_decode::{checksum, DecodeConfig, Decoded, Decoder, LinkType, Transpo
 /// A valid Ethernet/IPv4/TCP packet (checksums filled in) with `payload` bytes.
 fn packet(i: u32, payload: usize) -> Vec<u8> {
     let mut p = Vec::with_capacity(14 + 40 + payload);
-    p.extend_from_slice(&[
-        0x00, 0x10, 0xdb, 0x88, 0xd2, 0xef, 0xc8, 0xbc, 0xc8, 0x96, 0xd2, 0xa0, 0x08, 0x00,
-    ]);
+    p.extend_from_slice(&[0x00, 0x10, 0xdb, 0x88, 0xd2, 0xef, 0xc8, 0xbc, 0xc8, 0x96, 0xd2, 0xa0, 0x08, 0x00]);
     let total = (40 + payload) as u16;
     let src = [10, 0, (i >> 8) as u8, i as u8];
     let dst = [192, 168, 1, 1];
-    let mut ip = [
-        0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    ];
+    let mut ip = [0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     ip[2..4].copy_from_slice(&total.to_be_bytes());
     ip[12..16].copy_from_slice(&src);
     ip[16..20].copy_from_slice(&dst);
@@ -37,10 +33,7 @@ fn packet(i: u32, payload: usize) -> Vec<u8> {
     for (k, b) in tcp[20..].iter_mut().enumerate() {
         *b = (k as u32 ^ i) as u8;
     }
-    let sum = checksum::sum(
-        &tcp,
-        checksum::pseudo_header_v4(&src, &dst, 6, tcp.len() as u32),
-    );
+    let sum = checksum::sum(&tcp, checksum::pseudo_header_v4(&src, &dst, 6, tcp.len() as u32));
     tcp[16..18].copy_from_slice(&(!checksum::fold(sum)).to_be_bytes());
     p.extend_from_slice(&tcp);
     p
@@ -48,20 +41,14 @@ fn packet(i: u32, payload: usize) -> Vec<u8> {
 
 /// `cargo bench -p wirelog-decode -- WORD` runs only the cases whose name has WORD.
 fn selected(name: &str) -> bool {
-    std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .all(|w| name.contains(&w))
+    std::env::args().skip(1).filter(|a| !a.starts_with("--")).all(|w| name.contains(&w))
 }
 
 fn run(name: &str, packets: &[Vec<u8>], verify: bool) {
     if !selected(name) {
         return;
     }
-    let mut d = Decoder::new(DecodeConfig {
-        verify_checksums: verify,
-        ..Default::default()
-    });
+    let mut d = Decoder::new(DecodeConfig { verify_checksums: verify, ..Default::default() });
     let rounds = 200 * 4096 / packets.len();
     let mut best = f64::MAX;
     let mut sink = 0u64;
@@ -71,10 +58,7 @@ fn run(name: &str, packets: &[Vec<u8>], verify: bool) {
             for p in packets {
                 match d.decode(LinkType::ETHERNET, 0, black_box(p)) {
                     Decoded::Ip(ip) => {
-                        if let Transport::Tcp {
-                            seq, payload_len, ..
-                        } = ip.transport
-                        {
+                        if let Transport::Tcp { seq, payload_len, .. } = ip.transport {
                             sink = sink.wrapping_add(u64::from(seq) + u64::from(payload_len));
                         }
                     }
@@ -108,27 +92,18 @@ fn baseline(packets: &[Vec<u8>]) {
         best = best.min(t.elapsed().as_nanos() as f64 / (rounds * packets.len()) as f64);
     }
     black_box(sink);
-    println!(
-        "{:<45} {best:6.2} ns/packet",
-        "baseline: read 3 header bytes"
-    );
+    println!("{:<45} {best:6.2} ns/packet", "baseline: read 3 header bytes");
 }
 
 fn main() {
     // Mostly small packets, as on a real link (ACKs, requests), some full-size.
     let sizes = [0usize, 0, 0, 64, 200, 0, 1460, 0, 512, 0];
-    let mixed: Vec<Vec<u8>> = (0..4096u32)
-        .map(|i| packet(i, sizes[i as usize % sizes.len()]))
-        .collect();
+    let mixed: Vec<Vec<u8>> = (0..4096u32).map(|i| packet(i, sizes[i as usize % sizes.len()])).collect();
     let acks: Vec<Vec<u8>> = (0..4096u32).map(|i| packet(i, 0)).collect();
     baseline(&mixed);
     run("eth/ipv4/tcp, no checksum verification", &mixed, false);
     run("eth/ipv4/tcp, pure ACKs, no verification", &acks, false);
-    run(
-        "eth/ipv4/tcp, checksums verified (mixed sizes)",
-        &mixed,
-        true,
-    );
+    run("eth/ipv4/tcp, checksums verified (mixed sizes)", &mixed, true);
     run("eth/ipv4/tcp, checksums verified (pure ACKs)", &acks, true);
     // Few enough packets to stay in L1/L2: the decoder's own cost, without
     // cache misses on packet bytes.

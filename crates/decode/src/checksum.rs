@@ -67,10 +67,7 @@ pub fn is_valid(acc: u64) -> bool {
 /// transport length (header + payload).
 #[inline]
 pub fn pseudo_header_v4(src: &[u8; 4], dst: &[u8; 4], proto: u8, len: u32) -> u64 {
-    u64::from(u32::from_be_bytes(*src))
-        + u64::from(u32::from_be_bytes(*dst))
-        + u64::from(proto)
-        + u64::from(len)
+    u64::from(u32::from_be_bytes(*src)) + u64::from(u32::from_be_bytes(*dst)) + u64::from(proto) + u64::from(len)
 }
 
 /// Sum of the IPv6 pseudo-header (RFC 8200 section 8.1): source, destination,
@@ -99,11 +96,7 @@ mod tests {
         let data: Vec<u8> = (0..=255u8).cycle().take(1001).collect();
         let whole = fold(sum(&data, 0));
         for cut in (0..data.len()).step_by(2) {
-            assert_eq!(
-                fold(sum(&data[cut..], sum(&data[..cut], 0))),
-                whole,
-                "cut {cut}"
-            );
+            assert_eq!(fold(sum(&data[cut..], sum(&data[..cut], 0))), whole, "cut {cut}");
         }
         let mut padded = data.clone();
         padded.push(0);
@@ -121,8 +114,8 @@ mod tests {
     #[test]
     fn ipv4_header() {
         let mut hdr = [
-            0x45, 0x00, 0x00, 0x40, 0xdf, 0x8e, 0x40, 0x00, 0x40, 0x06, 0x6d, 0xd3, 0x8d, 0x8e,
-            0xe4, 0x05, 0xc0, 0x96, 0xbb, 0x2b,
+            0x45, 0x00, 0x00, 0x40, 0xdf, 0x8e, 0x40, 0x00, 0x40, 0x06, 0x6d, 0xd3, 0x8d, 0x8e, 0xe4, 0x05, 0xc0, 0x96,
+            0xbb, 0x2b,
         ];
         assert!(is_valid(sum(&hdr, 0)));
         hdr[9] ^= 1;
@@ -175,16 +168,10 @@ mod tests {
         bytes.extend_from_slice(&d);
         bytes.extend_from_slice(&1234u32.to_be_bytes());
         bytes.extend_from_slice(&[0, 0, 0, 17]);
-        assert_eq!(
-            fold(pseudo_header_v6(&s, &d, 17, 1234)),
-            fold(sum(&bytes, 0))
-        );
+        assert_eq!(fold(pseudo_header_v6(&s, &d, 17, 1234)), fold(sum(&bytes, 0)));
         let mut b4 = Vec::new();
         b4.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2, 0, 6]);
         b4.extend_from_slice(&40u16.to_be_bytes());
-        assert_eq!(
-            fold(pseudo_header_v4(&[10, 0, 0, 1], &[10, 0, 0, 2], 6, 40)),
-            fold(sum(&b4, 0))
-        );
+        assert_eq!(fold(pseudo_header_v4(&[10, 0, 0, 1], &[10, 0, 0, 2], 6, 40)), fold(sum(&b4, 0)));
     }
 }

@@ -3,8 +3,8 @@
 use crate::frag::{FirstInfo, FragKey, FragTable, Fragment, Insert, MAX_PAYLOAD};
 use crate::link::{self, Net, Vlans};
 use crate::{
-    checksum, icmp, ipv4, ipv6, tcp, udp, Checksum, DecodeConfig, Decoded, IpAddr16, IpPacket,
-    LinkType, SkipReason, TimestampNs, Transport,
+    checksum, icmp, ipv4, ipv6, tcp, udp, Checksum, DecodeConfig, Decoded, IpAddr16, IpPacket, LinkType, SkipReason,
+    TimestampNs, Transport,
 };
 use ipv4::protocol as proto;
 
@@ -43,9 +43,7 @@ impl DecodeStats {
 
     /// Every skip reason with its count, zero counts included.
     pub fn skipped_iter(&self) -> impl Iterator<Item = (SkipReason, u64)> + '_ {
-        SkipReason::ALL
-            .iter()
-            .map(|&r| (r, self.skipped[r.index()]))
+        SkipReason::ALL.iter().map(|&r| (r, self.skipped[r.index()]))
     }
 
     /// All packets seen.
@@ -98,25 +96,9 @@ impl Decoder {
     /// the packet is a fragment to hold. The result borrows `data`, or, for a
     /// reassembled datagram, the decoder.
     #[inline(always)]
-    pub fn decode<'a>(
-        &'a mut self,
-        linktype: LinkType,
-        ts_ns: TimestampNs,
-        data: &'a [u8],
-    ) -> Decoded<'a> {
-        let Decoder {
-            verify,
-            stats,
-            frags,
-            reasm,
-            ..
-        } = self;
-        let mut cx = Cx {
-            verify: *verify,
-            ts: ts_ns,
-            frags,
-            stats,
-        };
+    pub fn decode<'a>(&'a mut self, linktype: LinkType, ts_ns: TimestampNs, data: &'a [u8]) -> Decoded<'a> {
+        let Decoder { verify, stats, frags, reasm, .. } = self;
+        let mut cx = Cx { verify: *verify, ts: ts_ns, frags, stats };
         decode_packet(&mut cx, reasm, linktype, data)
     }
 }
@@ -154,17 +136,10 @@ struct Cx<'d> {
 }
 
 #[inline(always)]
-fn decode_packet<'a>(
-    cx: &mut Cx<'_>,
-    reasm: &'a mut Vec<u8>,
-    lt: LinkType,
-    data: &'a [u8],
-) -> Decoded<'a> {
+fn decode_packet<'a>(cx: &mut Cx<'_>, reasm: &'a mut Vec<u8>, lt: LinkType, data: &'a [u8]) -> Decoded<'a> {
     let mut vlans = Vlans::default();
     let (net, ip) = tri!(cx, link::network(lt, data, &mut vlans));
-    let Some(&first) = ip.first() else {
-        return skip(cx, SkipReason::Truncated);
-    };
+    let Some(&first) = ip.first() else { return skip(cx, SkipReason::Truncated) };
     match (net, first >> 4) {
         (Net::V4 | Net::Any, 4) => decode_v4(cx, reasm, ip, vlans),
         (Net::V6 | Net::Any, 6) => decode_v6(cx, reasm, ip, vlans),
@@ -210,24 +185,16 @@ impl Pseudo<'_> {
     #[inline(always)]
     fn sum(&self, proto: u8, len: u32) -> u64 {
         match self {
-            Pseudo::V4(a) => checksum::pseudo_header_v4(
-                &[a[0], a[1], a[2], a[3]],
-                &[a[4], a[5], a[6], a[7]],
-                proto,
-                len,
-            ),
+            Pseudo::V4(a) => {
+                checksum::pseudo_header_v4(&[a[0], a[1], a[2], a[3]], &[a[4], a[5], a[6], a[7]], proto, len)
+            }
             Pseudo::V6(s, d) => checksum::pseudo_header_v6(&s.0, d, proto, len),
         }
     }
 }
 
 #[inline(always)]
-fn decode_v4<'a>(
-    cx: &mut Cx<'_>,
-    reasm: &'a mut Vec<u8>,
-    ip: &'a [u8],
-    vlans: Vlans,
-) -> Decoded<'a> {
+fn decode_v4<'a>(cx: &mut Cx<'_>, reasm: &'a mut Vec<u8>, ip: &'a [u8], vlans: Vlans) -> Decoded<'a> {
     let p = tri!(cx, ipv4::Packet::new_checked(ip));
     let hl = p.header_len();
     let mut total = usize::from(p.total_len());
@@ -262,19 +229,9 @@ fn decode_v4<'a>(
         if !ip_ok {
             // Zeek drops it before reassembly; so do we, but report it like any
             // other packet with a bad header checksum.
-            return hdr.finish(
-                cx,
-                Checksum::BadIp,
-                Transport::Other {
-                    payload_len: declared,
-                },
-            );
+            return hdr.finish(cx, Checksum::BadIp, Transport::Other { payload_len: declared });
         }
-        let frag = Fragment {
-            offset: p.frag_offset(),
-            more: p.more_frags(),
-            data: captured,
-        };
+        let frag = Fragment { offset: p.frag_offset(), more: p.more_frags(), data: captured };
         let key = FragKey {
             src: hdr.addrs.src(),
             dst: hdr.addrs.dst(),
@@ -282,39 +239,12 @@ fn decode_v4<'a>(
             proto: hdr.proto,
             v6: false,
         };
-        let first = FirstInfo {
-            hdr_len: hl as u32,
-            proto: hdr.proto,
-            ttl: hdr.ttl,
-            final_dst: [0; 16],
-        };
+        let first = FirstInfo { hdr_len: hl as u32, proto: hdr.proto, ttl: hdr.ttl, final_dst: [0; 16] };
         hdr.reassembled = true;
-        return fragment(
-            cx,
-            reasm,
-            hdr,
-            key,
-            frag,
-            declared,
-            first,
-            Pseudo::V4(addrs),
-        );
+        return fragment(cx, reasm, hdr, key, frag, declared, first, Pseudo::V4(addrs));
     }
-    let verify = if ip_ok {
-        Verify::from(cx.verify)
-    } else {
-        Verify::BadIp
-    };
-    transport(
-        cx,
-        &hdr,
-        hdr.proto,
-        false,
-        captured,
-        declared,
-        &Pseudo::V4(addrs),
-        verify,
-    )
+    let verify = if ip_ok { Verify::from(cx.verify) } else { Verify::BadIp };
+    transport(cx, &hdr, hdr.proto, false, captured, declared, &Pseudo::V4(addrs), verify)
 }
 
 /// Where the IPv6 extension header chain ends.
@@ -330,23 +260,14 @@ enum Chain {
 /// of it. A header that runs past `declared` is malformed, one that runs past
 /// the capture is truncated.
 #[inline]
-fn walk_chain(
-    mut nh: u8,
-    payload: &[u8],
-    declared: usize,
-    final_dst: &mut [u8; 16],
-) -> Result<Chain, SkipReason> {
+fn walk_chain(mut nh: u8, payload: &[u8], declared: usize, final_dst: &mut [u8; 16]) -> Result<Chain, SkipReason> {
     let mut off = 0;
     // Bounded: every step consumes at least 8 bytes.
     while ipv6::is_extension(nh) {
         let rest = payload.get(off..).unwrap_or_default();
         let left = declared - off;
         if rest.len() < 2 {
-            return Err(if left < 2 {
-                SkipReason::Malformed
-            } else {
-                SkipReason::Truncated
-            });
+            return Err(if left < 2 { SkipReason::Malformed } else { SkipReason::Truncated });
         }
         let h = ipv6::ExtHeader::new_unchecked(rest, nh);
         let len = h.header_len();
@@ -370,19 +291,11 @@ fn walk_chain(
         }
         off += len;
     }
-    Ok(Chain::Upper {
-        proto: nh,
-        offset: off,
-    })
+    Ok(Chain::Upper { proto: nh, offset: off })
 }
 
 #[inline(always)]
-fn decode_v6<'a>(
-    cx: &mut Cx<'_>,
-    reasm: &'a mut Vec<u8>,
-    ip: &'a [u8],
-    vlans: Vlans,
-) -> Decoded<'a> {
+fn decode_v6<'a>(cx: &mut Cx<'_>, reasm: &'a mut Vec<u8>, ip: &'a [u8], vlans: Vlans) -> Decoded<'a> {
     let p = tri!(cx, ipv6::Packet::new_checked(ip));
     let payload = p.payload();
     // Payload length 0: a jumbogram (RFC 2675) or an offloaded segment; the
@@ -400,44 +313,19 @@ fn decode_v6<'a>(
         reassembled: false,
     };
     let mut final_dst = hdr.addrs.dst().0;
-    match tri!(
-        cx,
-        walk_chain(p.next_header(), payload, declared, &mut final_dst)
-    ) {
+    match tri!(cx, walk_chain(p.next_header(), payload, declared, &mut final_dst)) {
         Chain::Upper { proto, offset } => {
             hdr.proto = proto;
             let body = payload.get(offset..).unwrap_or_default();
             let pseudo = Pseudo::V6(hdr.addrs.src(), final_dst);
-            transport(
-                cx,
-                &hdr,
-                proto,
-                true,
-                body,
-                (declared - offset) as u32,
-                &pseudo,
-                Verify::from(cx.verify),
-            )
+            transport(cx, &hdr, proto, true, body, (declared - offset) as u32, &pseudo, Verify::from(cx.verify))
         }
         Chain::Fragment { offset } => {
-            let f = tri!(
-                cx,
-                ipv6::FragmentHeader::new_checked(payload.get(offset..).unwrap_or_default())
-            );
+            let f = tri!(cx, ipv6::FragmentHeader::new_checked(payload.get(offset..).unwrap_or_default()));
             let start = offset + ipv6::FRAGMENT_HEADER_LEN;
             let body = payload.get(start..).unwrap_or_default();
-            let frag = Fragment {
-                offset: f.frag_offset(),
-                more: f.more_frags(),
-                data: body,
-            };
-            let key = FragKey {
-                src: hdr.addrs.src(),
-                dst: hdr.addrs.dst(),
-                id: f.ident(),
-                proto: 0,
-                v6: true,
-            };
+            let frag = Fragment { offset: f.frag_offset(), more: f.more_frags(), data: body };
+            let key = FragKey { src: hdr.addrs.src(), dst: hdr.addrs.dst(), id: f.ident(), proto: 0, v6: true };
             let first = FirstInfo {
                 hdr_len: (ipv6::HEADER_LEN + offset) as u32,
                 proto: f.next_header(),
@@ -446,16 +334,7 @@ fn decode_v6<'a>(
             };
             hdr.reassembled = true;
             let pseudo = Pseudo::V6(key.src, final_dst);
-            fragment(
-                cx,
-                reasm,
-                hdr,
-                key,
-                frag,
-                (declared - start) as u32,
-                first,
-                pseudo,
-            )
+            fragment(cx, reasm, hdr, key, frag, (declared - start) as u32, first, pseudo)
         }
     }
 }
@@ -481,11 +360,7 @@ fn fragment<'a>(
     }
     // The datagram's headers plus this fragment's end must fit the 16-bit
     // length fields.
-    let unfrag = if key.v6 {
-        first.hdr_len - ipv6::HEADER_LEN as u32
-    } else {
-        first.hdr_len
-    };
+    let unfrag = if key.v6 { first.hdr_len - ipv6::HEADER_LEN as u32 } else { first.hdr_len };
     if unfrag + frag.offset + declared > MAX_PAYLOAD {
         return skip(cx, SkipReason::Malformed);
     }
@@ -505,9 +380,7 @@ fn fragment<'a>(
         // The fragmentable part may start with more extension headers.
         let mut final_dst = first.final_dst;
         match tri!(cx, walk_chain(first.proto, buf, total, &mut final_dst)) {
-            Chain::Upper { proto, offset } => {
-                (proto, &buf[offset..], Pseudo::V6(key.src, final_dst))
-            }
+            Chain::Upper { proto, offset } => (proto, &buf[offset..], Pseudo::V6(key.src, final_dst)),
             // A fragment header inside a reassembled payload.
             Chain::Fragment { .. } => return skip(cx, SkipReason::Malformed),
         }
@@ -515,16 +388,7 @@ fn fragment<'a>(
         (first.proto, buf, pseudo)
     };
     hdr.proto = proto;
-    transport(
-        cx,
-        &hdr,
-        proto,
-        key.v6,
-        body,
-        body.len() as u32,
-        &pseudo,
-        Verify::from(cx.verify),
-    )
+    transport(cx, &hdr, proto, key.v6, body, body.len() as u32, &pseudo, Verify::from(cx.verify))
 }
 
 /// Verifies a transport checksum over `len` bytes, if they were all captured.
@@ -551,12 +415,7 @@ struct IpHdr<'a> {
 impl IpHdr<'_> {
     /// Counts the packet and returns it.
     #[inline(always)]
-    fn finish<'a>(
-        &self,
-        cx: &mut Cx<'_>,
-        checksum: Checksum,
-        transport: Transport<'a>,
-    ) -> Decoded<'a> {
+    fn finish<'a>(&self, cx: &mut Cx<'_>, checksum: Checksum, transport: Transport<'a>) -> Decoded<'a> {
         let s = &mut *cx.stats;
         s.decoded += 1;
         s.reassembled += u64::from(self.reassembled);
@@ -674,11 +533,7 @@ fn transport<'a>(
             // jumbograms) or a value past the IP payload falls back to the IP
             // length.
             let ulen = u32::from(u.length());
-            let len = if (udp::HEADER_LEN as u32..=declared).contains(&ulen) {
-                ulen
-            } else {
-                declared
-            };
+            let len = if (udp::HEADER_LEN as u32..=declared).contains(&ulen) { ulen } else { declared };
             let ck = if verify != Verify::On {
                 no_check
             } else if u.checksum() == 0 && !v6 {
@@ -711,11 +566,7 @@ fn transport<'a>(
             let ck = if verify != Verify::On {
                 no_check
             } else {
-                let initial = if v6 {
-                    pseudo.sum(proto::ICMPV6, declared)
-                } else {
-                    0
-                };
+                let initial = if v6 { pseudo.sum(proto::ICMPV6, declared) } else { 0 };
                 verify_l4(data, declared, initial)
             };
             hdr.finish(
@@ -734,13 +585,7 @@ fn transport<'a>(
         // wrong, and the inner flow is not decoded yet. ESP (50) is not a
         // tunnel for connection purposes: it stays Other, as in Zeek.
         proto::IPIP | proto::IPV6 | proto::GRE => skip(cx, SkipReason::TunnelNotDecoded),
-        _ => hdr.finish(
-            cx,
-            no_check,
-            Transport::Other {
-                payload_len: declared,
-            },
-        ),
+        _ => hdr.finish(cx, no_check, Transport::Other { payload_len: declared }),
     }
 }
 
@@ -769,32 +614,10 @@ mod tests {
 
     #[derive(Debug, Clone, PartialEq, Eq)]
     enum T {
-        Tcp {
-            sport: u16,
-            dport: u16,
-            seq: u32,
-            ack: u32,
-            flags: u8,
-            window: u16,
-            len: u32,
-            cap: usize,
-        },
-        Udp {
-            sport: u16,
-            dport: u16,
-            len: u32,
-            cap: usize,
-        },
-        Icmp {
-            v6: bool,
-            ty: u8,
-            code: u8,
-            len: u32,
-            cap: usize,
-        },
-        Other {
-            len: u32,
-        },
+        Tcp { sport: u16, dport: u16, seq: u32, ack: u32, flags: u8, window: u16, len: u32, cap: usize },
+        Udp { sport: u16, dport: u16, len: u32, cap: usize },
+        Icmp { v6: bool, ty: u8, code: u8, len: u32, cap: usize },
+        Other { len: u32 },
     }
 
     type R = Result<Got, SkipReason>;
@@ -805,49 +628,15 @@ mod tests {
             Decoded::Skipped(r) => return Err(r),
         };
         let t = match p.transport {
-            Transport::Tcp {
-                sport,
-                dport,
-                seq,
-                ack,
-                flags,
-                window,
-                payload_len,
-                payload,
-            } => T::Tcp {
-                sport,
-                dport,
-                seq,
-                ack,
-                flags,
-                window,
-                len: payload_len,
-                cap: payload.len(),
-            },
-            Transport::Udp {
-                sport,
-                dport,
-                payload_len,
-                payload,
-            } => T::Udp {
-                sport,
-                dport,
-                len: payload_len,
-                cap: payload.len(),
-            },
-            Transport::Icmp {
-                v6,
-                icmp_type,
-                code,
-                payload_len,
-                payload,
-            } => T::Icmp {
-                v6,
-                ty: icmp_type,
-                code,
-                len: payload_len,
-                cap: payload.len(),
-            },
+            Transport::Tcp { sport, dport, seq, ack, flags, window, payload_len, payload } => {
+                T::Tcp { sport, dport, seq, ack, flags, window, len: payload_len, cap: payload.len() }
+            }
+            Transport::Udp { sport, dport, payload_len, payload } => {
+                T::Udp { sport, dport, len: payload_len, cap: payload.len() }
+            }
+            Transport::Icmp { v6, icmp_type, code, payload_len, payload } => {
+                T::Icmp { v6, ty: icmp_type, code, len: payload_len, cap: payload.len() }
+            }
             Transport::Other { payload_len } => T::Other { len: payload_len },
         };
         Ok(Got {
@@ -866,10 +655,7 @@ mod tests {
     }
 
     fn decoder(verify: bool) -> Decoder {
-        Decoder::new(DecodeConfig {
-            verify_checksums: verify,
-            ..Default::default()
-        })
+        Decoder::new(DecodeConfig { verify_checksums: verify, ..Default::default() })
     }
 
     fn one(d: &mut Decoder, lt: LinkType, data: &[u8]) -> R {
@@ -879,10 +665,7 @@ mod tests {
     /// Decodes a whole capture with one decoder.
     fn run(rel: &str, verify: bool) -> (Vec<R>, DecodeStats) {
         let mut d = decoder(verify);
-        let out = testpcap::read(rel)
-            .iter()
-            .map(|p| own(d.decode(p.linktype, p.ts_ns, &p.data)))
-            .collect();
+        let out = testpcap::read(rel).iter().map(|p| own(d.decode(p.linktype, p.ts_ns, &p.data))).collect();
         (out, d.stats().clone())
     }
 
@@ -900,24 +683,14 @@ mod tests {
 
     fn tcp(r: &R) -> (u16, u16, u32, u32, u8, u32) {
         match r.as_ref().unwrap().t {
-            T::Tcp {
-                sport,
-                dport,
-                seq,
-                ack,
-                flags,
-                len,
-                ..
-            } => (sport, dport, seq, ack, flags, len),
+            T::Tcp { sport, dport, seq, ack, flags, len, .. } => (sport, dport, seq, ack, flags, len),
             ref t => panic!("not TCP: {t:?}"),
         }
     }
 
     fn udp(r: &R) -> (u16, u16, u32) {
         match r.as_ref().unwrap().t {
-            T::Udp {
-                sport, dport, len, ..
-            } => (sport, dport, len),
+            T::Udp { sport, dport, len, .. } => (sport, dport, len),
             ref t => panic!("not UDP: {t:?}"),
         }
     }
@@ -973,29 +746,13 @@ mod tests {
         ];
         for (rel, [dec, re, bad_ip, bad_t], skipped) in table {
             let (out, st) = run(rel, true);
-            let got = [
-                st.decoded,
-                st.reassembled,
-                st.bad_ip_checksum,
-                st.bad_transport_checksum,
-            ];
-            assert_eq!(
-                (got, st.skipped),
-                ([*dec, *re, *bad_ip, *bad_t], *skipped),
-                "{rel}"
-            );
+            let got = [st.decoded, st.reassembled, st.bad_ip_checksum, st.bad_transport_checksum];
+            assert_eq!((got, st.skipped), ([*dec, *re, *bad_ip, *bad_t], *skipped), "{rel}");
             assert_eq!(st.packets(), out.len() as u64, "{rel}");
             // Without verification nothing is bad, and nothing else changes.
             let (out2, st2) = run(rel, false);
-            assert_eq!(
-                (st2.decoded, st2.skipped),
-                (st.decoded, st.skipped),
-                "{rel}"
-            );
-            assert!(
-                out2.iter().flatten().all(|g| g.checksum == Unchecked),
-                "{rel}"
-            );
+            assert_eq!((st2.decoded, st2.skipped), (st.decoded, st.skipped), "{rel}");
+            assert!(out2.iter().flatten().all(|g| g.checksum == Unchecked), "{rel}");
         }
     }
 
@@ -1008,15 +765,7 @@ mod tests {
             (g.src.as_str(), g.dst.as_str(), g.version, g.ip_len, g.ttl),
             ("172.19.51.37", "172.19.51.63", 4, 46, 64)
         );
-        assert_eq!(
-            g.t,
-            T::Udp {
-                sport: 47808,
-                dport: 47808,
-                len: 18,
-                cap: 18
-            }
-        );
+        assert_eq!(g.t, T::Udp { sport: 47808, dport: 47808, len: 18, cap: 18 });
         assert_eq!(g.checksum, Good);
         assert_eq!(out[4], Err(SkipReason::NotIp));
     }
@@ -1025,10 +774,7 @@ mod tests {
     fn mpls_in_vlan() {
         let (out, _) = run("zeek/mpls_in_vlan/mpls-in-vlan.pcap", true);
         let g = out[0].as_ref().unwrap();
-        assert_eq!(
-            (g.vlan, g.inner_vlan, g.ip_len, g.ttl, g.checksum),
-            (Some(3199), None, 257, 60, BadIp)
-        );
+        assert_eq!((g.vlan, g.inner_vlan, g.ip_len, g.ttl, g.checksum), (Some(3199), None, 257, 60, BadIp));
         assert_eq!(tcp(&out[0]), (19244, 80, 2191944293, 4144883607, 0x18, 205));
         assert_eq!(tcp(&out[1]), (80, 32828, 408724638, 2687550607, 0x10, 1448));
         assert_eq!(out[1].as_ref().unwrap().vlan, Some(0));
@@ -1036,9 +782,7 @@ mod tests {
         // Two labels (254, 99) on the third packet.
         assert_eq!(out[2].as_ref().unwrap().vlan, Some(3399));
         let (out, _) = run("zeek/mpls_in_vlan/mpls-in-vlan.pcap", false);
-        assert!(out
-            .iter()
-            .all(|r| r.as_ref().unwrap().checksum == Unchecked));
+        assert!(out.iter().all(|r| r.as_ref().unwrap().checksum == Unchecked));
     }
 
     #[test]
@@ -1048,10 +792,7 @@ mod tests {
         assert_eq!(tcp(&o[1]), (80, 46656, 3078856592, 797190860, 0x12, 0));
         assert_eq!(tcp(&o[2]), (46656, 80, 797190860, 3078856593, 0x10, 0));
         let g = o[1].as_ref().unwrap();
-        assert_eq!(
-            (g.src.as_str(), g.dst.as_str(), g.ip_len, g.ttl),
-            ("137.116.81.94", "131.155.215.69", 60, 117)
-        );
+        assert_eq!((g.src.as_str(), g.dst.as_str(), g.ip_len, g.ttl), ("137.116.81.94", "131.155.215.69", 60, 117));
         match g.t {
             T::Tcp { window, .. } => assert_eq!(window, 8192),
             _ => unreachable!(),
@@ -1059,35 +800,11 @@ mod tests {
 
         let (o, _) = run("linktypes/zeek_linux_dlt_sll2.pcap", true);
         let g = o[0].as_ref().unwrap();
-        assert_eq!(
-            (g.src.as_str(), g.ip_len, g.checksum),
-            ("192.0.2.1", 84, Good)
-        );
-        assert_eq!(
-            g.t,
-            T::Icmp {
-                v6: false,
-                ty: 8,
-                code: 0,
-                len: 60,
-                cap: 60
-            }
-        );
+        assert_eq!((g.src.as_str(), g.ip_len, g.checksum), ("192.0.2.1", 84, Good));
+        assert_eq!(g.t, T::Icmp { v6: false, ty: 8, code: 0, len: 60, cap: 60 });
         let g = o[2].as_ref().unwrap();
-        assert_eq!(
-            (g.src.as_str(), g.version, g.proto, g.ip_len),
-            ("fe80::8c36:6ff:fe44:acaf", 6, 58, 104)
-        );
-        assert_eq!(
-            g.t,
-            T::Icmp {
-                v6: true,
-                ty: 128,
-                code: 0,
-                len: 60,
-                cap: 60
-            }
-        );
+        assert_eq!((g.src.as_str(), g.version, g.proto, g.ip_len), ("fe80::8c36:6ff:fe44:acaf", 6, 58, 104));
+        assert_eq!(g.t, T::Icmp { v6: true, ty: 128, code: 0, len: 60, cap: 60 });
 
         let (o, _) = run("linktypes/tcpdump_tcp_rst_diag_null.pcap", true);
         assert_eq!(tcp(&o[0]), (39829, 8080, 1, 334797553, 0x14, 8));
@@ -1097,28 +814,16 @@ mod tests {
             ("192.0.2.1", "192.168.0.1", 255, BadTransport)
         );
 
-        for rel in [
-            "linktypes/tcpdump_LINKTYPE_RAW_ipv4.pcap",
-            "linktypes/tcpdump_LINKTYPE_IPV4.pcap",
-        ] {
+        for rel in ["linktypes/tcpdump_LINKTYPE_RAW_ipv4.pcap", "linktypes/tcpdump_LINKTYPE_IPV4.pcap"] {
             let (o, _) = run(rel, true);
             let g = o[0].as_ref().unwrap();
-            assert_eq!(
-                (g.src.as_str(), g.dst.as_str(), g.ip_len, g.checksum),
-                ("192.168.1.100", "9.9.9.9", 57, Good)
-            );
+            assert_eq!((g.src.as_str(), g.dst.as_str(), g.ip_len, g.checksum), ("192.168.1.100", "9.9.9.9", 57, Good));
             assert_eq!(udp(&o[0]), (12345, 53, 29));
         }
-        for rel in [
-            "linktypes/tcpdump_LINKTYPE_RAW_ipv6.pcap",
-            "linktypes/tcpdump_LINKTYPE_IPV6.pcap",
-        ] {
+        for rel in ["linktypes/tcpdump_LINKTYPE_RAW_ipv6.pcap", "linktypes/tcpdump_LINKTYPE_IPV6.pcap"] {
             let (o, _) = run(rel, true);
             let g = o[0].as_ref().unwrap();
-            assert_eq!(
-                (g.src.as_str(), g.dst.as_str(), g.ip_len, g.checksum),
-                ("2001:db8::1", "2620:fe::9", 77, Good)
-            );
+            assert_eq!((g.src.as_str(), g.dst.as_str(), g.ip_len, g.checksum), ("2001:db8::1", "2620:fe::9", 77, Good));
             assert_eq!(udp(&o[0]), (12345, 53, 29));
         }
 
@@ -1129,40 +834,20 @@ mod tests {
 
         let (o, _) = run("linktypes/zeek_ppp_quic_interop_retry.pcap", true);
         let g = o[0].as_ref().unwrap();
-        assert_eq!(
-            (g.src.as_str(), g.dst.as_str(), g.ip_len, g.ttl),
-            ("::", "ff02::1:ff00:3", 72, 255)
-        );
-        assert_eq!(
-            g.t,
-            T::Icmp {
-                v6: true,
-                ty: 135,
-                code: 0,
-                len: 28,
-                cap: 28
-            }
-        );
+        assert_eq!((g.src.as_str(), g.dst.as_str(), g.ip_len, g.ttl), ("::", "ff02::1:ff00:3", 72, 255));
+        assert_eq!(g.t, T::Icmp { v6: true, ty: 135, code: 0, len: 28, cap: 28 });
         assert_eq!(udp(&o[4]), (42834, 443, 1252));
 
         let (o, _) = run("zeek/llc_fddi_large/llc.pcap", true);
         let g = o[0].as_ref().unwrap();
-        assert_eq!(
-            (g.src.as_str(), g.dst.as_str(), g.ip_len, g.ttl),
-            ("128.3.140.132", "194.140.136.34", 40, 8)
-        );
+        assert_eq!((g.src.as_str(), g.dst.as_str(), g.ip_len, g.ttl), ("128.3.140.132", "194.140.136.34", 40, 8));
         assert_eq!(tcp(&o[0]), (2035, 80, 1388789261, 1388789261, 0x04, 0));
 
         let (o, _) = run("zeek/ftp_ipv6/ipv6.pcap", true);
         let g = o[0].as_ref().unwrap();
         assert_eq!(
             (g.src.as_str(), g.dst.as_str(), g.ip_len, g.checksum),
-            (
-                "2001:470:1f11:81f:c999:d94:aa7c:2e3e",
-                "2001:470:4867:99::21",
-                84,
-                Good
-            )
+            ("2001:470:1f11:81f:c999:d94:aa7c:2e3e", "2001:470:4867:99::21", 84, Good)
         );
         assert_eq!(tcp(&o[0]), (49185, 21, 646610527, 0, 0x02, 0));
         assert_eq!(tcp(&o[1]), (21, 49185, 108197924, 646610528, 0x12, 0));
@@ -1175,21 +860,12 @@ mod tests {
         assert_eq!(tcp(&o[0]), (59856, 80, 4263588410, 0, 0x02, 0));
         let (o, _) = run("zeek/tcp_bad_checksum/dns-corrupt.pcap", true);
         assert_eq!(udp(&o[0]), (34357, 53, 49));
-        assert!(o
-            .iter()
-            .all(|r| r.as_ref().unwrap().checksum == BadTransport));
+        assert!(o.iter().all(|r| r.as_ref().unwrap().checksum == BadTransport));
         // Wireshark's verdicts, packet by packet.
         let (o, _) = run("zeek/checksums_ignore_nets/localhost-bad-chksum.pcap", true);
-        let want = [
-            false, true, false, false, true, true, false, false, true, false,
-        ];
+        let want = [false, true, false, false, true, true, false, false, true, false];
         for (i, (r, good)) in o.iter().zip(want).enumerate() {
-            assert_eq!(
-                r.as_ref().unwrap().checksum,
-                if good { Good } else { BadTransport },
-                "packet {}",
-                i + 1
-            );
+            assert_eq!(r.as_ref().unwrap().checksum, if good { Good } else { BadTransport }, "packet {}", i + 1);
         }
     }
 
@@ -1212,19 +888,11 @@ mod tests {
             let r = one(&mut decoder(false), p.linktype, &p.data[..cut]);
             let g = r.as_ref().unwrap();
             assert_eq!(g.ip_len, 1500);
-            assert!(
-                matches!(g.t, T::Tcp { len: 1448, cap, .. } if cap == cut - 74),
-                "{:?}",
-                g.t
-            );
+            assert!(matches!(g.t, T::Tcp { len: 1448, cap, .. } if cap == cut - 74), "{:?}", g.t);
         }
         // Inside the TCP options, inside the TCP header, inside the IP header.
         for cut in [70, 50, 30] {
-            assert_eq!(
-                one(&mut decoder(false), p.linktype, &p.data[..cut]),
-                Err(SkipReason::Truncated),
-                "{cut}"
-            );
+            assert_eq!(one(&mut decoder(false), p.linktype, &p.data[..cut]), Err(SkipReason::Truncated), "{cut}");
         }
         // A cut segment cannot be verified; a good one cut only in its padding can.
         let p = nth("zeek/ftp_ipv6/ipv6.pcap", 4);
@@ -1261,10 +929,7 @@ mod tests {
         ip[0] = 0x44;
         assert_eq!(raw(&ip, false), Err(SkipReason::Malformed));
         // Wrong version for the link type.
-        assert_eq!(
-            one(&mut decoder(false), LinkType::IPV6, &good),
-            Err(SkipReason::Malformed)
-        );
+        assert_eq!(one(&mut decoder(false), LinkType::IPV6, &good), Err(SkipReason::Malformed));
         let mut ip = good.clone();
         ip[0] = 0x55;
         assert_eq!(raw(&ip, false), Err(SkipReason::Malformed));
@@ -1291,10 +956,7 @@ mod tests {
         // Empty, and one byte.
         assert_eq!(raw(&[], true), Err(SkipReason::Truncated));
         assert_eq!(raw(&[0x45], true), Err(SkipReason::Truncated));
-        assert_eq!(
-            one(&mut decoder(true), LinkType(147), &good),
-            Err(SkipReason::UnknownLinkType)
-        );
+        assert_eq!(one(&mut decoder(true), LinkType(147), &good), Err(SkipReason::UnknownLinkType));
     }
 
     #[test]
@@ -1302,10 +964,7 @@ mod tests {
         let (o, _) = run("linktypes/tcpdump_pptp_bigendian.pcap", true);
         assert_eq!(o[15], Err(SkipReason::TunnelNotDecoded));
         let good = ip_bytes("zeek/tcp_bad_checksum/syn-bad.pcap", 1);
-        for (proto, want) in [
-            (4, Err(SkipReason::TunnelNotDecoded)),
-            (41, Err(SkipReason::TunnelNotDecoded)),
-        ] {
+        for (proto, want) in [(4, Err(SkipReason::TunnelNotDecoded)), (41, Err(SkipReason::TunnelNotDecoded))] {
             let mut ip = good.clone();
             patch_v4(&mut ip, |ip| ip[9] = proto);
             assert_eq!(raw(&ip, true), want);
@@ -1318,24 +977,15 @@ mod tests {
         // UDP to the Teredo and GTP-U ports is plain UDP.
         let (o, _) = run("zeek/teredo_tunnel/Teredo.pcap", true);
         assert_eq!(udp(&o[5]), (3797, 3544, 77));
-        let (o, _) = run(
-            "zeek/gtp_outer_ip_frag/gtp1_gn_normal_incl_fragmentation.pcap",
-            true,
-        );
+        let (o, _) = run("zeek/gtp_outer_ip_frag/gtp1_gn_normal_incl_fragmentation.pcap", true);
         let g = o[0].as_ref().unwrap();
-        assert_eq!(
-            (g.src.as_str(), g.dst.as_str()),
-            ("239.114.155.111", "63.94.149.181")
-        );
+        assert_eq!((g.src.as_str(), g.dst.as_str()), ("239.114.155.111", "63.94.149.181"));
         assert_eq!(udp(&o[0]), (2152, 2152, 60));
         // MPLS over something else than IP (first nibble 0: a control word).
         let p = nth("zeek/mpls_in_vlan/mpls-in-vlan.pcap", 2);
         let mut f = p.data.clone();
         f[22] = 0x00;
-        assert_eq!(
-            one(&mut decoder(true), p.linktype, &f),
-            Err(SkipReason::TunnelNotDecoded)
-        );
+        assert_eq!(one(&mut decoder(true), p.linktype, &f), Err(SkipReason::TunnelNotDecoded));
     }
 
     /// IPv4 fragments of the real DNS query in tcpdump_LINKTYPE_RAW_ipv4.pcap
@@ -1363,11 +1013,7 @@ mod tests {
     }
 
     fn feed(d: &mut Decoder, frags: &[&[u8]], ts: &[i64]) -> Vec<R> {
-        frags
-            .iter()
-            .zip(ts)
-            .map(|(f, &t)| own(d.decode(LinkType::RAW, t, f)))
-            .collect()
+        frags.iter().zip(ts).map(|(f, &t)| own(d.decode(LinkType::RAW, t, f))).collect()
     }
 
     #[test]
@@ -1378,13 +1024,7 @@ mod tests {
         want_re.reassembled = true;
         assert_eq!(want.checksum, Good);
         let held = Err(SkipReason::FragmentHeld);
-        let orders: &[&[usize]] = &[
-            &[0, 1, 2],
-            &[2, 1, 0],
-            &[1, 0, 2],
-            &[0, 0, 2, 2, 1],
-            &[2, 0, 0, 1],
-        ];
+        let orders: &[&[usize]] = &[&[0, 1, 2], &[2, 1, 0], &[1, 0, 2], &[0, 0, 2, 2, 1], &[2, 0, 0, 1]];
         for order in orders {
             let mut d = decoder(true);
             let seq: Vec<&[u8]> = order.iter().map(|&i| &f[i][..]).collect();
@@ -1416,9 +1056,7 @@ mod tests {
         for b in &mut rogue[20..] {
             *b = !*b;
         }
-        patch_v4(&mut rogue, |r| {
-            r[6..8].copy_from_slice(&(0x2000u16 | 1).to_be_bytes())
-        });
+        patch_v4(&mut rogue, |r| r[6..8].copy_from_slice(&(0x2000u16 | 1).to_be_bytes()));
         let mut d = decoder(true);
         let out = feed(&mut d, &[&f[0], &rogue, &f[1], &f[2]], &[0; 4]);
         assert_eq!(out[3].as_ref().unwrap().checksum, BadTransport);
@@ -1432,50 +1070,29 @@ mod tests {
     #[test]
     fn ipv4_fragment_timeout_and_budget() {
         let (_, f) = v4_fragments(11, &[16, 8, 13]);
-        let cfg = DecodeConfig {
-            verify_checksums: true,
-            frag_timeout_ns: 1_000,
-            frag_max_bytes: 1 << 20,
-        };
+        let cfg = DecodeConfig { verify_checksums: true, frag_timeout_ns: 1_000, frag_max_bytes: 1 << 20 };
         let mut d = Decoder::new(cfg);
         let out = feed(&mut d, &[&f[0], &f[1], &f[2]], &[0, 500, 1_001]);
         assert_eq!(out, vec![Err(SkipReason::FragmentHeld); 3]);
-        assert_eq!(
-            (d.stats().frag_timed_out, d.stats().frag_fragments_dropped),
-            (1, 2)
-        );
+        assert_eq!((d.stats().frag_timed_out, d.stats().frag_fragments_dropped), (1, 2));
 
         // Room for one incomplete datagram only (256 bytes of overhead each):
         // a second one evicts the first.
         let (_, g) = v4_fragments(12, &[16, 8, 13]);
-        let cfg = DecodeConfig {
-            verify_checksums: true,
-            frag_timeout_ns: i64::MAX,
-            frag_max_bytes: 300,
-        };
+        let cfg = DecodeConfig { verify_checksums: true, frag_timeout_ns: i64::MAX, frag_max_bytes: 300 };
         let mut d = Decoder::new(cfg);
         let out = feed(&mut d, &[&f[0], &g[0]], &[0; 2]);
         assert_eq!(out, vec![Err(SkipReason::FragmentHeld); 2]);
-        assert_eq!(
-            (d.stats().frag_evicted, d.stats().frag_fragments_dropped),
-            (1, 1)
-        );
+        assert_eq!((d.stats().frag_evicted, d.stats().frag_fragments_dropped), (1, 1));
         assert!(d.fragments_held().1 <= 300);
         // The datagram that stayed completes.
         let out = feed(&mut d, &[&g[1], &g[2]], &[0; 2]);
         assert!(out[1].as_ref().unwrap().reassembled);
         assert_eq!(d.fragments_held(), (0, 0));
         // A fragment bigger than the whole budget is dropped at once.
-        let cfg = DecodeConfig {
-            verify_checksums: true,
-            frag_timeout_ns: i64::MAX,
-            frag_max_bytes: 100,
-        };
+        let cfg = DecodeConfig { verify_checksums: true, frag_timeout_ns: i64::MAX, frag_max_bytes: 100 };
         let mut d = Decoder::new(cfg);
-        assert_eq!(
-            feed(&mut d, &[&f[0]], &[0]),
-            vec![Err(SkipReason::FragmentDropped)]
-        );
+        assert_eq!(feed(&mut d, &[&f[0]], &[0]), vec![Err(SkipReason::FragmentDropped)]);
     }
 
     #[test]
@@ -1493,29 +1110,17 @@ mod tests {
             inner_vlan: None,
             reassembled: true,
             checksum: Good,
-            t: T::Udp {
-                sport: 53,
-                dport: 51851,
-                len: 3230,
-                cap: 3230,
-            },
+            t: T::Udp { sport: 53, dport: 51851, len: 3230, cap: 3230 },
         };
         for order in [[5, 6, 7], [7, 6, 5], [6, 5, 7], [5, 5, 7]] {
             let mut d = decoder(true);
-            let out: Vec<R> = order
-                .iter()
-                .map(|&i| own(d.decode(pk[i].linktype, pk[i].ts_ns, &pk[i].data)))
-                .collect();
+            let out: Vec<R> = order.iter().map(|&i| own(d.decode(pk[i].linktype, pk[i].ts_ns, &pk[i].data))).collect();
             if order == [5, 5, 7] {
                 // Packet 7 (index 6) never came: still held.
                 assert!(out.iter().all(|r| *r == Err(SkipReason::FragmentHeld)));
                 continue;
             }
-            assert_eq!(
-                out[..2],
-                [Err(SkipReason::FragmentHeld), Err(SkipReason::FragmentHeld)],
-                "{order:?}"
-            );
+            assert_eq!(out[..2], [Err(SkipReason::FragmentHeld), Err(SkipReason::FragmentHeld)], "{order:?}");
             assert_eq!(out[2], Ok(want.clone()), "{order:?}");
         }
         let (o, _) = run(rel, true);
@@ -1529,20 +1134,11 @@ mod tests {
         let pk = testpcap::read(rel);
         for order in [[3, 4], [4, 3]] {
             let mut d = decoder(false);
-            let out: Vec<R> = order
-                .iter()
-                .map(|&i| own(d.decode(pk[i].linktype, pk[i].ts_ns, &pk[i].data)))
-                .collect();
+            let out: Vec<R> = order.iter().map(|&i| own(d.decode(pk[i].linktype, pk[i].ts_ns, &pk[i].data))).collect();
             assert_eq!(out[0], Err(SkipReason::FragmentHeld));
             let g = out[1].as_ref().unwrap();
             assert_eq!(
-                (
-                    g.src.as_str(),
-                    g.dst.as_str(),
-                    g.ip_len,
-                    g.ttl,
-                    g.reassembled
-                ),
+                (g.src.as_str(), g.dst.as_str(), g.ip_len, g.ttl, g.reassembled),
                 ("239.114.155.111", "63.94.149.181", 1516, 61, true)
             );
             assert_eq!(udp(&out[1]), (2152, 2152, 1488));
@@ -1629,60 +1225,27 @@ mod tests {
 
         // PPPoE session over Ethernet, with and without compressed protocol.
         let pppoe = [0x11, 0x00, 0x12, 0x34, 0x00, 0x2e];
+        assert_eq!(dec(LinkType::ETHERNET, &cat(&[&mac, &[0x88, 0x64], &pppoe, &[0x00, 0x21], &ip])), Ok(want.clone()));
         assert_eq!(
-            dec(
-                LinkType::ETHERNET,
-                &cat(&[&mac, &[0x88, 0x64], &pppoe, &[0x00, 0x21], &ip])
-            ),
-            Ok(want.clone())
-        );
-        assert_eq!(
-            dec(
-                LinkType::ETHERNET,
-                &cat(&[&mac, &[0x88, 0x64], &pppoe, &[0x00, 0x57], &v6])
-            ),
+            dec(LinkType::ETHERNET, &cat(&[&mac, &[0x88, 0x64], &pppoe, &[0x00, 0x57], &v6])),
             Ok(want6.clone())
         );
         assert_eq!(
-            dec(
-                LinkType::ETHERNET,
-                &cat(&[&mac, &[0x88, 0x64], &pppoe, &[0xc0, 0x21], &ip])
-            ),
+            dec(LinkType::ETHERNET, &cat(&[&mac, &[0x88, 0x64], &pppoe, &[0xc0, 0x21], &ip])),
             Err(SkipReason::NotIp)
         );
-        assert_eq!(
-            dec(LinkType::PPP_ETHER, &cat(&[&pppoe, &[0x00, 0x21], &ip])),
-            Ok(want.clone())
-        );
+        assert_eq!(dec(LinkType::PPP_ETHER, &cat(&[&pppoe, &[0x00, 0x21], &ip])), Ok(want.clone()));
         // PPPoE discovery.
-        assert_eq!(
-            dec(
-                LinkType::ETHERNET,
-                &cat(&[&mac, &[0x88, 0x63], &pppoe, &ip])
-            ),
-            Err(SkipReason::NotIp)
-        );
+        assert_eq!(dec(LinkType::ETHERNET, &cat(&[&mac, &[0x88, 0x63], &pppoe, &ip])), Err(SkipReason::NotIp));
         // 802.3 with LLC/SNAP; LLC without SNAP (spanning tree).
         let len = ((8 + ip.len()) as u16).to_be_bytes();
         let snap = [0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00];
+        assert_eq!(dec(LinkType::ETHERNET, &cat(&[&mac, &len, &snap, &ip])), Ok(want.clone()));
         assert_eq!(
-            dec(LinkType::ETHERNET, &cat(&[&mac, &len, &snap, &ip])),
-            Ok(want.clone())
-        );
-        assert_eq!(
-            dec(
-                LinkType::ETHERNET,
-                &cat(&[&mac, &[0, 0x26], &[0x42, 0x42, 0x03], &[0; 35]])
-            ),
+            dec(LinkType::ETHERNET, &cat(&[&mac, &[0, 0x26], &[0x42, 0x42, 0x03], &[0; 35]])),
             Err(SkipReason::NotIp)
         );
-        assert_eq!(
-            dec(
-                LinkType::ETHERNET,
-                &cat(&[&mac, &len, &[0xaa, 0xaa, 0x03, 0, 0]])
-            ),
-            Err(SkipReason::Truncated)
-        );
+        assert_eq!(dec(LinkType::ETHERNET, &cat(&[&mac, &len, &[0xaa, 0xaa, 0x03, 0, 0]])), Err(SkipReason::Truncated));
         // 802.1ad + 802.1Q + 0x9100 triple tag: the outer two are kept.
         let f = cat(&[
             &mac,
@@ -1695,102 +1258,37 @@ mod tests {
         let g = dec(LinkType::ETHERNET, &f).unwrap();
         assert_eq!((g.vlan, g.inner_vlan), (Some(100), Some(200)));
         // MPLS label stack of two, bottom of stack on the second.
-        let f = cat(&[
-            &mac,
-            &[0x88, 0x47],
-            &[0, 0x10, 0x00, 64],
-            &[0, 0x20, 0x01, 64],
-            &v6,
-        ]);
+        let f = cat(&[&mac, &[0x88, 0x47], &[0, 0x10, 0x00, 64], &[0, 0x20, 0x01, 64], &v6]);
         assert_eq!(dec(LinkType::ETHERNET, &f), Ok(want6.clone()));
         // PPP: address/control present or not, protocol compressed or not.
-        for hdr in [
-            &[0xff, 0x03, 0x00, 0x21][..],
-            &[0x00, 0x21],
-            &[0x21],
-            &[0xff, 0x03, 0x21],
-        ] {
-            assert_eq!(
-                dec(LinkType::PPP, &cat(&[hdr, &ip])),
-                Ok(want.clone()),
-                "{hdr:?}"
-            );
-            assert_eq!(
-                dec(LinkType::PPP_HDLC, &cat(&[hdr, &ip])),
-                Ok(want.clone()),
-                "{hdr:?}"
-            );
+        for hdr in [&[0xff, 0x03, 0x00, 0x21][..], &[0x00, 0x21], &[0x21], &[0xff, 0x03, 0x21]] {
+            assert_eq!(dec(LinkType::PPP, &cat(&[hdr, &ip])), Ok(want.clone()), "{hdr:?}");
+            assert_eq!(dec(LinkType::PPP_HDLC, &cat(&[hdr, &ip])), Ok(want.clone()), "{hdr:?}");
         }
-        assert_eq!(
-            dec(LinkType::PPP, &cat(&[&[0xff, 0x03, 0x00, 0x57], &v6])),
-            Ok(want6.clone())
-        );
+        assert_eq!(dec(LinkType::PPP, &cat(&[&[0xff, 0x03, 0x00, 0x57], &v6])), Ok(want6.clone()));
         assert_eq!(dec(LinkType::PPP, &[0xff]), Err(SkipReason::Truncated));
-        assert_eq!(
-            dec(LinkType::PPP, &[0xff, 0x03, 0x00]),
-            Err(SkipReason::Truncated)
-        );
+        assert_eq!(dec(LinkType::PPP, &[0xff, 0x03, 0x00]), Err(SkipReason::Truncated));
         // Cisco HDLC, on its own link type and inside PPP_HDLC.
         for lt in [extra::C_HDLC, LinkType::PPP_HDLC] {
-            assert_eq!(
-                dec(lt, &cat(&[&[0x0f, 0x00, 0x08, 0x00], &ip])),
-                Ok(want.clone())
-            );
-            assert_eq!(
-                dec(lt, &cat(&[&[0x8f, 0x00, 0x86, 0xdd], &v6])),
-                Ok(want6.clone())
-            );
+            assert_eq!(dec(lt, &cat(&[&[0x0f, 0x00, 0x08, 0x00], &ip])), Ok(want.clone()));
+            assert_eq!(dec(lt, &cat(&[&[0x8f, 0x00, 0x86, 0xdd], &v6])), Ok(want6.clone()));
         }
         // BSD loopback: either byte order for NULL, network order for LOOP,
         // and the three AF_INET6 values.
-        assert_eq!(
-            dec(LinkType::NULL, &cat(&[&[2, 0, 0, 0], &ip])),
-            Ok(want.clone())
-        );
-        assert_eq!(
-            dec(LinkType::NULL, &cat(&[&[0, 0, 0, 2], &ip])),
-            Ok(want.clone())
-        );
+        assert_eq!(dec(LinkType::NULL, &cat(&[&[2, 0, 0, 0], &ip])), Ok(want.clone()));
+        assert_eq!(dec(LinkType::NULL, &cat(&[&[0, 0, 0, 2], &ip])), Ok(want.clone()));
         for af in [24u32, 28, 30] {
-            assert_eq!(
-                dec(LinkType::NULL, &cat(&[&af.to_le_bytes(), &v6])),
-                Ok(want6.clone())
-            );
-            assert_eq!(
-                dec(LinkType::NULL, &cat(&[&af.to_be_bytes(), &v6])),
-                Ok(want6.clone())
-            );
-            assert_eq!(
-                dec(LinkType::LOOP, &cat(&[&af.to_be_bytes(), &v6])),
-                Ok(want6.clone())
-            );
+            assert_eq!(dec(LinkType::NULL, &cat(&[&af.to_le_bytes(), &v6])), Ok(want6.clone()));
+            assert_eq!(dec(LinkType::NULL, &cat(&[&af.to_be_bytes(), &v6])), Ok(want6.clone()));
+            assert_eq!(dec(LinkType::LOOP, &cat(&[&af.to_be_bytes(), &v6])), Ok(want6.clone()));
         }
-        assert_eq!(
-            dec(LinkType::LOOP, &cat(&[&2u32.to_le_bytes(), &ip])),
-            Err(SkipReason::NotIp)
-        );
-        assert_eq!(
-            dec(LinkType::NULL, &cat(&[&[7, 0, 0, 0], &ip])),
-            Err(SkipReason::NotIp)
-        );
+        assert_eq!(dec(LinkType::LOOP, &cat(&[&2u32.to_le_bytes(), &ip])), Err(SkipReason::NotIp));
+        assert_eq!(dec(LinkType::NULL, &cat(&[&[7, 0, 0, 0], &ip])), Err(SkipReason::NotIp));
         // Linux cooked v1 carrying LLC/SNAP (protocol 4), and netlink.
-        let sll = |proto: [u8; 2], arphrd: [u8; 2]| {
-            cat(&[&[0, 0], &arphrd, &[0, 6], &[1, 2, 3, 4, 5, 6, 0, 0], &proto])
-        };
-        assert_eq!(
-            dec(
-                LinkType::LINUX_SLL,
-                &cat(&[&sll([0, 4], [0, 1]), &snap, &ip])
-            ),
-            Ok(want.clone())
-        );
-        assert_eq!(
-            dec(
-                LinkType::LINUX_SLL,
-                &cat(&[&sll([0x08, 0], [0x03, 0x38]), &ip])
-            ),
-            Err(SkipReason::NotIp)
-        );
+        let sll =
+            |proto: [u8; 2], arphrd: [u8; 2]| cat(&[&[0, 0], &arphrd, &[0, 6], &[1, 2, 3, 4, 5, 6, 0, 0], &proto]);
+        assert_eq!(dec(LinkType::LINUX_SLL, &cat(&[&sll([0, 4], [0, 1]), &snap, &ip])), Ok(want.clone()));
+        assert_eq!(dec(LinkType::LINUX_SLL, &cat(&[&sll([0x08, 0], [0x03, 0x38]), &ip])), Err(SkipReason::NotIp));
         // Raw link types insist on their version.
         assert_eq!(dec(LinkType::IPV4, &v6), Err(SkipReason::Malformed));
         assert_eq!(dec(LinkType::RAW_BSD12, &v6), Ok(want6.clone()));
@@ -1819,18 +1317,9 @@ mod tests {
         // A record without the payload TLV carries no packet; one cut before
         // it is truncated.
         let no_payload = cat4(&p.data[..4], &[8, 0, 1, 0, 0, 0, 0, 0]);
-        assert_eq!(
-            one(&mut decoder(true), p.linktype, &no_payload),
-            Err(SkipReason::NotIp)
-        );
-        assert_eq!(
-            one(&mut decoder(true), p.linktype, &no_payload[..10]),
-            Err(SkipReason::Truncated)
-        );
-        assert_eq!(
-            one(&mut decoder(true), p.linktype, &p.data[..4]),
-            Err(SkipReason::Truncated)
-        );
+        assert_eq!(one(&mut decoder(true), p.linktype, &no_payload), Err(SkipReason::NotIp));
+        assert_eq!(one(&mut decoder(true), p.linktype, &no_payload[..10]), Err(SkipReason::Truncated));
+        assert_eq!(one(&mut decoder(true), p.linktype, &p.data[..4]), Err(SkipReason::Truncated));
     }
 
     fn cat4(a: &[u8], b: &[u8]) -> Vec<u8> {
@@ -1877,17 +1366,9 @@ mod tests {
                                 let mut c = c.clone();
                                 // Only the captured lengths and the checksum verdict may differ.
                                 c.t = match (c.t, &f.t) {
-                                    (T::Tcp { cap, .. }, T::Tcp { cap: fc, .. }) if cap <= *fc => {
-                                        f.t.clone()
-                                    }
-                                    (T::Udp { cap, .. }, T::Udp { cap: fc, .. }) if cap <= *fc => {
-                                        f.t.clone()
-                                    }
-                                    (T::Icmp { cap, .. }, T::Icmp { cap: fc, .. })
-                                        if cap <= *fc =>
-                                    {
-                                        f.t.clone()
-                                    }
+                                    (T::Tcp { cap, .. }, T::Tcp { cap: fc, .. }) if cap <= *fc => f.t.clone(),
+                                    (T::Udp { cap, .. }, T::Udp { cap: fc, .. }) if cap <= *fc => f.t.clone(),
+                                    (T::Icmp { cap, .. }, T::Icmp { cap: fc, .. }) if cap <= *fc => f.t.clone(),
                                     (t, _) => t,
                                 };
                                 if c.checksum == Unchecked {

@@ -302,10 +302,7 @@ pub mod llc {
         }
 
         fn header_len_unchecked(&self, b: &[u8]) -> usize {
-            if b[field::DSAP] == SAP_SNAP
-                && b[field::SSAP] == SAP_SNAP
-                && b[field::CONTROL] == CONTROL_UI
-            {
+            if b[field::DSAP] == SAP_SNAP && b[field::SSAP] == SAP_SNAP && b[field::CONTROL] == CONTROL_UI {
                 SNAP_HEADER_LEN
             } else if b[field::CONTROL] & 0x03 == 0x03 {
                 // U-format control field: one byte.
@@ -372,10 +369,7 @@ pub mod llc {
 
 /// Strips an Ethernet frame down to its network layer.
 #[inline(always)]
-pub(crate) fn network<'a>(
-    data: &'a [u8],
-    vlans: &mut Vlans,
-) -> Result<(Net, &'a [u8]), SkipReason> {
+pub(crate) fn network<'a>(data: &'a [u8], vlans: &mut Vlans) -> Result<(Net, &'a [u8]), SkipReason> {
     let frame = Frame::new_checked(data)?;
     let ty = frame.ethertype();
     if ty < ethertype::MIN_ETHERTYPE {
@@ -431,10 +425,7 @@ fn mpls_network(mut data: &[u8]) -> Result<(Net, &[u8]), SkipReason> {
 
 /// An 802.2 LLC payload (802.3 frames, FDDI, Linux cooked LLC): only SNAP with
 /// an EtherType can carry IP here.
-pub(crate) fn llc_network<'a>(
-    data: &'a [u8],
-    vlans: &mut Vlans,
-) -> Result<(Net, &'a [u8]), SkipReason> {
+pub(crate) fn llc_network<'a>(data: &'a [u8], vlans: &mut Vlans) -> Result<(Net, &'a [u8]), SkipReason> {
     let h = llc::Header::new_checked(data)?;
     // OUI 0 is RFC 1042 encapsulation, 0x0000f8 the 802.1H bridge tunnel: both
     // carry EtherTypes. Other OUIs use private protocol ids.
@@ -451,21 +442,19 @@ mod tests {
 
     /// zeek/vlan_qinq/q-in-q.pcap, packet 1: two 802.1Q tags (13, 10), IPv4/UDP.
     static QINQ_FRAME: [u8; 68] = [
-        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0xc0, 0xe4, 0x01, 0x2c, 0xed, 0x81, 0x00, 0x00,
-        0x0d, 0x81, 0x00, 0x00, 0x0a, 0x08, 0x00, 0x45, 0x00, 0x00, 0x2e, 0x47, 0x96, 0x00, 0x00,
-        0x40, 0x11, 0x74, 0x9e, 0xac, 0x13, 0x33, 0x25, 0xac, 0x13, 0x33, 0x3f, 0xba, 0xc0, 0xba,
-        0xc0, 0x00, 0x1a, 0xb9, 0xda, 0x81, 0x0b, 0x00, 0x12, 0x01, 0x20, 0xff, 0xff, 0x00, 0xff,
-        0x10, 0x08, 0x0a, 0x1b, 0x59, 0x1a, 0x1b, 0x59,
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0xc0, 0xe4, 0x01, 0x2c, 0xed, 0x81, 0x00, 0x00, 0x0d, 0x81, 0x00,
+        0x00, 0x0a, 0x08, 0x00, 0x45, 0x00, 0x00, 0x2e, 0x47, 0x96, 0x00, 0x00, 0x40, 0x11, 0x74, 0x9e, 0xac, 0x13,
+        0x33, 0x25, 0xac, 0x13, 0x33, 0x3f, 0xba, 0xc0, 0xba, 0xc0, 0x00, 0x1a, 0xb9, 0xda, 0x81, 0x0b, 0x00, 0x12,
+        0x01, 0x20, 0xff, 0xff, 0x00, 0xff, 0x10, 0x08, 0x0a, 0x1b, 0x59, 0x1a, 0x1b, 0x59,
     ];
 
     /// zeek/mpls_in_vlan/mpls-in-vlan.pcap, packet 3 (first 70 bytes): VLAN
     /// 3399, MPLS labels 254 and 99, IPv4.
     static MPLS_FRAME: [u8; 70] = [
-        0x00, 0x08, 0xe3, 0x41, 0x41, 0x41, 0x00, 0x08, 0xe3, 0x41, 0x41, 0x41, 0x81, 0x00, 0x0d,
-        0x47, 0x88, 0x47, 0x00, 0x0f, 0xe0, 0x3c, 0x00, 0x06, 0x31, 0x3c, 0x45, 0x00, 0x02, 0xc6,
-        0x58, 0xf6, 0x40, 0x00, 0x3d, 0x06, 0xb7, 0x2c, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41,
-        0x41, 0xef, 0x09, 0x00, 0x50, 0x9c, 0xc1, 0xe6, 0x76, 0x5f, 0x07, 0x2e, 0xd2, 0x80, 0x18,
-        0x63, 0x88, 0xc1, 0x94, 0x00, 0x00, 0x01, 0x01, 0x08, 0x0a,
+        0x00, 0x08, 0xe3, 0x41, 0x41, 0x41, 0x00, 0x08, 0xe3, 0x41, 0x41, 0x41, 0x81, 0x00, 0x0d, 0x47, 0x88, 0x47,
+        0x00, 0x0f, 0xe0, 0x3c, 0x00, 0x06, 0x31, 0x3c, 0x45, 0x00, 0x02, 0xc6, 0x58, 0xf6, 0x40, 0x00, 0x3d, 0x06,
+        0xb7, 0x2c, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0xef, 0x09, 0x00, 0x50, 0x9c, 0xc1, 0xe6, 0x76,
+        0x5f, 0x07, 0x2e, 0xd2, 0x80, 0x18, 0x63, 0x88, 0xc1, 0x94, 0x00, 0x00, 0x01, 0x01, 0x08, 0x0a,
     ];
 
     #[test]
@@ -475,40 +464,23 @@ mod tests {
         assert_eq!(f.source(), [0x00, 0xc0, 0xe4, 0x01, 0x2c, 0xed]);
         assert_eq!(f.ethertype(), ethertype::VLAN);
         let outer = vlan::Tag::new_checked(f.payload()).unwrap();
-        assert_eq!(
-            (outer.vid(), outer.pcp(), outer.dei(), outer.ethertype()),
-            (13, 0, false, ethertype::VLAN)
-        );
+        assert_eq!((outer.vid(), outer.pcp(), outer.dei(), outer.ethertype()), (13, 0, false, ethertype::VLAN));
         let inner = vlan::Tag::new_checked(outer.payload()).unwrap();
         assert_eq!((inner.vid(), inner.ethertype()), (10, ethertype::IPV4));
         assert_eq!(inner.payload()[0], 0x45);
 
         let mut vl = Vlans::default();
         let (net, ip) = network(&QINQ_FRAME, &mut vl).unwrap();
-        assert_eq!(
-            (net, ip.len(), vl.outer, vl.inner),
-            (Net::V4, 46, Some(13), Some(10))
-        );
+        assert_eq!((net, ip.len(), vl.outer, vl.inner), (Net::V4, 46, Some(13), Some(10)));
     }
 
     #[test]
     fn mpls_stack() {
         let f = Frame::new_checked(&MPLS_FRAME[..]).unwrap();
         let tag = vlan::Tag::new_checked(f.payload()).unwrap();
-        assert_eq!(
-            (tag.vid(), tag.ethertype()),
-            (3399, ethertype::MPLS_UNICAST)
-        );
+        assert_eq!((tag.vid(), tag.ethertype()), (3399, ethertype::MPLS_UNICAST));
         let l1 = mpls::Entry::new_checked(tag.payload()).unwrap();
-        assert_eq!(
-            (
-                l1.label(),
-                l1.traffic_class(),
-                l1.bottom_of_stack(),
-                l1.ttl()
-            ),
-            (254, 0, false, 60)
-        );
+        assert_eq!((l1.label(), l1.traffic_class(), l1.bottom_of_stack(), l1.ttl()), (254, 0, false, 60));
         let l2 = mpls::Entry::new_checked(l1.rest()).unwrap();
         assert_eq!((l2.label(), l2.bottom_of_stack(), l2.ttl()), (99, true, 60));
         let mut vl = Vlans::default();
@@ -522,20 +494,14 @@ mod tests {
         let b = [0xaa, 0xaa, 0x03, 0x00, 0x00, 0x00, 0x08, 0x00, 0x45];
         let h = llc::Header::new_checked(&b[..]).unwrap();
         assert!(h.is_snap());
-        assert_eq!(
-            (h.dsap(), h.ssap(), h.control(), h.snap_oui(), h.snap_type()),
-            (0xaa, 0xaa, 3, 0, 0x0800)
-        );
+        assert_eq!((h.dsap(), h.ssap(), h.control(), h.snap_oui(), h.snap_type()), (0xaa, 0xaa, 3, 0, 0x0800));
         assert_eq!(h.payload(), &[0x45]);
         // Spanning tree: plain LLC, U-format control.
         let stp = [0x42, 0x42, 0x03, 0x00];
         let h = llc::Header::new_checked(&stp[..]).unwrap();
         assert!(!h.is_snap());
         assert_eq!((h.header_len(), h.snap_type()), (3, 0));
-        assert_eq!(
-            llc::Header::new_checked(&b[..5]).err(),
-            Some(SkipReason::Truncated)
-        );
+        assert_eq!(llc::Header::new_checked(&b[..5]).err(), Some(SkipReason::Truncated));
     }
 
     #[test]

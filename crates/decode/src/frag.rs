@@ -186,8 +186,7 @@ impl FragTable {
     fn compact(&mut self) {
         if self.order.len() > 2 * self.map.len() + 64 {
             let map = &self.map;
-            self.order
-                .retain(|(k, g)| map.get(k).is_some_and(|d| d.gen == *g));
+            self.order.retain(|(k, g)| map.get(k).is_some_and(|d| d.gen == *g));
         }
     }
 
@@ -206,18 +205,12 @@ impl FragTable {
 
         let have_len = self.map.get(&key).map(|d| d.data.len());
         let need = (end as usize).saturating_sub(have_len.unwrap_or(0))
-            + if have_len.is_none() {
-                DATAGRAM_OVERHEAD
-            } else {
-                0
-            };
+            + if have_len.is_none() { DATAGRAM_OVERHEAD } else { 0 };
         if need > self.max_bytes {
             return Insert::Dropped;
         }
         while self.bytes + need > self.max_bytes {
-            let Some((victim, d)) = self.pop_oldest() else {
-                break;
-            };
+            let Some((victim, d)) = self.pop_oldest() else { break };
             stats.frag_evicted += 1;
             self.release(d, stats);
             if victim == key {
@@ -301,16 +294,9 @@ impl FragTable {
         if !d.is_complete() {
             return Insert::Held;
         }
-        let Some(d) = self.map.remove(&key) else {
-            return Insert::Held;
-        };
+        let Some(d) = self.map.remove(&key) else { return Insert::Held };
         self.bytes -= d.cost();
-        let Datagram {
-            data,
-            mut have,
-            first,
-            ..
-        } = d;
+        let Datagram { data, mut have, first, .. } = d;
         if self.range_pool.len() < POOL_LEN {
             have.clear();
             self.range_pool.push(have);
@@ -351,35 +337,12 @@ mod tests {
     }
 
     fn first() -> Option<FirstInfo> {
-        Some(FirstInfo {
-            hdr_len: 20,
-            proto: 17,
-            ttl: 64,
-            final_dst: [0; 16],
-        })
+        Some(FirstInfo { hdr_len: 20, proto: 17, ttl: 64, final_dst: [0; 16] })
     }
 
-    fn put(
-        t: &mut FragTable,
-        st: &mut DecodeStats,
-        id: u32,
-        ts: i64,
-        off: u32,
-        more: bool,
-        data: &[u8],
-    ) -> Insert {
+    fn put(t: &mut FragTable, st: &mut DecodeStats, id: u32, ts: i64, off: u32, more: bool, data: &[u8]) -> Insert {
         let f = if off == 0 { first() } else { None };
-        t.insert(
-            key(id),
-            ts,
-            Fragment {
-                offset: off,
-                more,
-                data,
-            },
-            f,
-            st,
-        )
+        t.insert(key(id), ts, Fragment { offset: off, more, data }, f, st)
     }
 
     fn complete(r: Insert) -> Vec<u8> {
@@ -409,36 +372,15 @@ mod tests {
         let payload: Vec<u8> = (0..40u8).collect();
         let mut st = DecodeStats::default();
         let mut t = FragTable::new(1 << 20, 1_000);
-        assert!(matches!(
-            put(&mut t, &mut st, 1, 0, 0, true, &payload[..16]),
-            Insert::Held
-        ));
-        assert!(matches!(
-            put(&mut t, &mut st, 1, 0, 16, true, &payload[16..32]),
-            Insert::Held
-        ));
-        assert_eq!(
-            complete(put(&mut t, &mut st, 1, 0, 32, false, &payload[32..])),
-            payload
-        );
+        assert!(matches!(put(&mut t, &mut st, 1, 0, 0, true, &payload[..16]), Insert::Held));
+        assert!(matches!(put(&mut t, &mut st, 1, 0, 16, true, &payload[16..32]), Insert::Held));
+        assert_eq!(complete(put(&mut t, &mut st, 1, 0, 32, false, &payload[32..])), payload);
         assert_eq!(t.held(), (0, 0));
 
-        assert!(matches!(
-            put(&mut t, &mut st, 2, 0, 32, false, &payload[32..]),
-            Insert::Held
-        ));
-        assert!(matches!(
-            put(&mut t, &mut st, 2, 0, 32, false, &payload[32..]),
-            Insert::Held
-        ));
-        assert!(matches!(
-            put(&mut t, &mut st, 2, 0, 16, true, &payload[16..32]),
-            Insert::Held
-        ));
-        assert_eq!(
-            complete(put(&mut t, &mut st, 2, 0, 0, true, &payload[..16])),
-            payload
-        );
+        assert!(matches!(put(&mut t, &mut st, 2, 0, 32, false, &payload[32..]), Insert::Held));
+        assert!(matches!(put(&mut t, &mut st, 2, 0, 32, false, &payload[32..]), Insert::Held));
+        assert!(matches!(put(&mut t, &mut st, 2, 0, 16, true, &payload[16..32]), Insert::Held));
+        assert_eq!(complete(put(&mut t, &mut st, 2, 0, 0, true, &payload[..16])), payload);
         assert_eq!(t.held(), (0, 0));
     }
 
@@ -446,15 +388,9 @@ mod tests {
     fn overlap_first_wins() {
         let mut st = DecodeStats::default();
         let mut t = FragTable::new(1 << 20, 1_000);
-        assert!(matches!(
-            put(&mut t, &mut st, 1, 0, 8, true, &[1; 16]),
-            Insert::Held
-        ));
+        assert!(matches!(put(&mut t, &mut st, 1, 0, 8, true, &[1; 16]), Insert::Held));
         // Overlaps both ends of the held piece with different bytes.
-        assert!(matches!(
-            put(&mut t, &mut st, 1, 0, 0, true, &[2; 32]),
-            Insert::Held
-        ));
+        assert!(matches!(put(&mut t, &mut st, 1, 0, 0, true, &[2; 32]), Insert::Held));
         let got = complete(put(&mut t, &mut st, 1, 0, 32, false, &[3; 8]));
         let mut want = vec![2; 8];
         want.extend_from_slice(&[1; 16]);
@@ -467,49 +403,25 @@ mod tests {
     fn inconsistent_end_dropped() {
         let mut st = DecodeStats::default();
         let mut t = FragTable::new(1 << 20, 1_000);
-        assert!(matches!(
-            put(&mut t, &mut st, 1, 0, 16, false, &[1; 8]),
-            Insert::Held
-        ));
-        assert!(matches!(
-            put(&mut t, &mut st, 1, 0, 16, false, &[1; 16]),
-            Insert::Dropped
-        ));
-        assert!(matches!(
-            put(&mut t, &mut st, 1, 0, 24, true, &[1; 8]),
-            Insert::Dropped
-        ));
-        assert_eq!(
-            complete(put(&mut t, &mut st, 1, 0, 0, true, &[0; 16])).len(),
-            24
-        );
+        assert!(matches!(put(&mut t, &mut st, 1, 0, 16, false, &[1; 8]), Insert::Held));
+        assert!(matches!(put(&mut t, &mut st, 1, 0, 16, false, &[1; 16]), Insert::Dropped));
+        assert!(matches!(put(&mut t, &mut st, 1, 0, 24, true, &[1; 8]), Insert::Dropped));
+        assert_eq!(complete(put(&mut t, &mut st, 1, 0, 0, true, &[0; 16])).len(), 24);
     }
 
     #[test]
     fn timeout() {
         let mut st = DecodeStats::default();
         let mut t = FragTable::new(1 << 20, 1_000);
-        assert!(matches!(
-            put(&mut t, &mut st, 1, 0, 0, true, &[0; 8]),
-            Insert::Held
-        ));
-        assert!(matches!(
-            put(&mut t, &mut st, 2, 500, 0, true, &[0; 8]),
-            Insert::Held
-        ));
+        assert!(matches!(put(&mut t, &mut st, 1, 0, 0, true, &[0; 8]), Insert::Held));
+        assert!(matches!(put(&mut t, &mut st, 2, 500, 0, true, &[0; 8]), Insert::Held));
         // Datagram 1 is too old by now: its first piece is gone.
-        assert!(matches!(
-            put(&mut t, &mut st, 1, 1_001, 8, false, &[0; 8]),
-            Insert::Held
-        ));
+        assert!(matches!(put(&mut t, &mut st, 1, 1_001, 8, false, &[0; 8]), Insert::Held));
         assert_eq!(st.frag_timed_out, 1);
         assert_eq!(st.frag_fragments_dropped, 1);
         assert_eq!(t.held().0, 2);
         // Datagram 2 is still within its time.
-        assert_eq!(
-            complete(put(&mut t, &mut st, 2, 1_400, 8, false, &[0; 8])).len(),
-            16
-        );
+        assert_eq!(complete(put(&mut t, &mut st, 2, 1_400, 8, false, &[0; 8])).len(), 16);
     }
 
     #[test]
@@ -518,30 +430,18 @@ mod tests {
         let budget = 3 * (DATAGRAM_OVERHEAD + 1000);
         let mut t = FragTable::new(budget, i64::MAX);
         for id in 0..3 {
-            assert!(matches!(
-                put(&mut t, &mut st, id, 0, 0, true, &[0; 1000]),
-                Insert::Held
-            ));
+            assert!(matches!(put(&mut t, &mut st, id, 0, 0, true, &[0; 1000]), Insert::Held));
         }
         assert_eq!(t.held(), (3, budget));
-        assert!(matches!(
-            put(&mut t, &mut st, 3, 0, 0, true, &[0; 1000]),
-            Insert::Held
-        ));
+        assert!(matches!(put(&mut t, &mut st, 3, 0, 0, true, &[0; 1000]), Insert::Held));
         assert_eq!(st.frag_evicted, 1);
         assert_eq!(t.held(), (3, budget));
         // Datagram 0 went: its last piece starts a new datagram that never completes.
-        assert!(matches!(
-            put(&mut t, &mut st, 0, 0, 1000, false, &[0; 8]),
-            Insert::Held
-        ));
+        assert!(matches!(put(&mut t, &mut st, 0, 0, 1000, false, &[0; 8]), Insert::Held));
         assert!(t.held().1 <= budget);
         // A fragment bigger than the whole budget is refused outright.
         let mut small = FragTable::new(512, i64::MAX);
-        assert!(matches!(
-            put(&mut small, &mut st, 9, 0, 0, true, &[0; 1000]),
-            Insert::Dropped
-        ));
+        assert!(matches!(put(&mut small, &mut st, 9, 0, 0, true, &[0; 1000]), Insert::Dropped));
         assert_eq!(small.held(), (0, 0));
     }
 

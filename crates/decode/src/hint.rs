@@ -87,37 +87,21 @@ mod tests {
     /// tuple as the full decode.
     #[test]
     fn hints_agree_with_decoding() {
-        for rel in [
-            "zeek/ftp_ipv6/ipv6.pcap",
-            "zeek/ftp_ipv6/ipv4.pcap",
-            "zeek/vlan_qinq/q-in-q.pcap",
-            "zeek/http_padding/tcp-http-with-padding.pcap",
-        ] {
-            let mut d = Decoder::new(DecodeConfig {
-                verify_checksums: false,
-                ..DecodeConfig::default()
-            });
+        for rel in ["zeek/ftp_ipv6/ipv6.pcap", "zeek/ftp_ipv6/ipv4.pcap", "zeek/vlan_qinq/q-in-q.pcap", "zeek/http_padding/tcp-http-with-padding.pcap"] {
+            let mut d = Decoder::new(DecodeConfig { verify_checksums: false, ..DecodeConfig::default() });
             let mut hinted = 0;
             for p in crate::testpcap::read(rel) {
                 let hint = flow_hint(p.linktype, &p.data);
                 if let (Some(h), Decoded::Ip(ip)) = (hint, d.decode(p.linktype, p.ts_ns, &p.data)) {
                     let (sport, dport) = match ip.transport {
-                        Transport::Tcp { sport, dport, .. }
-                        | Transport::Udp { sport, dport, .. } => (sport, dport),
+                        Transport::Tcp { sport, dport, .. } | Transport::Udp { sport, dport, .. } => (sport, dport),
                         _ => panic!("{rel}: hint for a non-TCP/UDP packet"),
                     };
-                    assert_eq!(
-                        (h.src, h.dst, h.sport, h.dport, h.proto),
-                        (ip.src, ip.dst, sport, dport, ip.proto),
-                        "{rel}"
-                    );
+                    assert_eq!((h.src, h.dst, h.sport, h.dport, h.proto), (ip.src, ip.dst, sport, dport, ip.proto), "{rel}");
                     hinted += 1;
                 }
             }
-            assert!(
-                hinted > 0 || rel.contains("q-in-q"),
-                "{rel}: no packet hinted"
-            );
+            assert!(hinted > 0 || rel.contains("q-in-q"), "{rel}: no packet hinted");
         }
     }
 }

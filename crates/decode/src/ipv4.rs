@@ -202,10 +202,7 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     #[inline]
     pub fn addrs(&self) -> &'a [u8; 8] {
         let b: &'a [u8] = self.buffer.as_ref();
-        match b
-            .get(field::SRC_ADDR.start..)
-            .and_then(|b| b.first_chunk::<8>())
-        {
+        match b.get(field::SRC_ADDR.start..).and_then(|b| b.first_chunk::<8>()) {
             Some(a) => a,
             None => &[0; 8],
         }
@@ -229,44 +226,22 @@ mod tests {
     /// zeek/tcp_bad_checksum/syn-bad.pcap, packet 1, from the IP header on
     /// (the TCP checksum is the bad one; the IP header is fine).
     static SYN: [u8; 64] = [
-        0x45, 0x00, 0x00, 0x40, 0xdf, 0x8e, 0x40, 0x00, 0x40, 0x06, 0x6d, 0xd3, 0x8d, 0x8e, 0xe4,
-        0x05, 0xc0, 0x96, 0xbb, 0x2b, 0xe9, 0xd0, 0x00, 0x50, 0xfe, 0x21, 0x32, 0x3a, 0x00, 0x00,
-        0x00, 0x00, 0xb0, 0x02, 0xff, 0xff, 0x99, 0x99, 0x00, 0x00, 0x02, 0x04, 0x05, 0xb4, 0x01,
-        0x03, 0x03, 0x04, 0x01, 0x01, 0x08, 0x0a, 0x16, 0x4a, 0xdd, 0x20, 0x00, 0x00, 0x00, 0x00,
-        0x04, 0x02, 0x00, 0x00,
+        0x45, 0x00, 0x00, 0x40, 0xdf, 0x8e, 0x40, 0x00, 0x40, 0x06, 0x6d, 0xd3, 0x8d, 0x8e, 0xe4, 0x05, 0xc0, 0x96,
+        0xbb, 0x2b, 0xe9, 0xd0, 0x00, 0x50, 0xfe, 0x21, 0x32, 0x3a, 0x00, 0x00, 0x00, 0x00, 0xb0, 0x02, 0xff, 0xff,
+        0x99, 0x99, 0x00, 0x00, 0x02, 0x04, 0x05, 0xb4, 0x01, 0x03, 0x03, 0x04, 0x01, 0x01, 0x08, 0x0a, 0x16, 0x4a,
+        0xdd, 0x20, 0x00, 0x00, 0x00, 0x00, 0x04, 0x02, 0x00, 0x00,
     ];
 
     #[test]
     fn fields() {
         let p = Packet::new_checked(&SYN[..]).unwrap();
+        assert_eq!((p.version(), p.header_len(), p.dscp(), p.ecn(), p.total_len()), (4, 20, 0, 0, 64));
         assert_eq!(
-            (
-                p.version(),
-                p.header_len(),
-                p.dscp(),
-                p.ecn(),
-                p.total_len()
-            ),
-            (4, 20, 0, 0, 64)
-        );
-        assert_eq!(
-            (
-                p.ident(),
-                p.dont_frag(),
-                p.more_frags(),
-                p.frag_offset(),
-                p.is_fragment()
-            ),
+            (p.ident(), p.dont_frag(), p.more_frags(), p.frag_offset(), p.is_fragment()),
             (0xdf8e, true, false, 0, false)
         );
-        assert_eq!(
-            (p.ttl(), p.protocol(), p.checksum()),
-            (64, protocol::TCP, 0x6dd3)
-        );
-        assert_eq!(
-            (p.src_addr(), p.dst_addr()),
-            ([141, 142, 228, 5], [192, 150, 187, 43])
-        );
+        assert_eq!((p.ttl(), p.protocol(), p.checksum()), (64, protocol::TCP, 0x6dd3));
+        assert_eq!((p.src_addr(), p.dst_addr()), ([141, 142, 228, 5], [192, 150, 187, 43]));
         assert_eq!(p.addrs(), &[141, 142, 228, 5, 192, 150, 187, 43]);
         assert!(p.verify_checksum());
         assert_eq!((p.options(), p.payload().len()), (&[][..], 44));
@@ -277,39 +252,21 @@ mod tests {
         // Padding after the datagram is not payload; a cut leaves what is there.
         let mut padded = SYN.to_vec();
         padded.extend_from_slice(&[0; 6]);
-        assert_eq!(
-            Packet::new_checked(&padded[..]).unwrap().payload().len(),
-            44
-        );
+        assert_eq!(Packet::new_checked(&padded[..]).unwrap().payload().len(), 44);
         assert_eq!(Packet::new_checked(&SYN[..30]).unwrap().payload().len(), 10);
-        assert_eq!(
-            Packet::new_checked(&SYN[..19]).err(),
-            Some(SkipReason::Truncated)
-        );
+        assert_eq!(Packet::new_checked(&SYN[..19]).err(), Some(SkipReason::Truncated));
         let mut opts = SYN;
         opts[0] = 0x46;
-        assert_eq!(
-            Packet::new_checked(&opts[..23]).err(),
-            Some(SkipReason::Truncated)
-        );
-        assert_eq!(
-            Packet::new_checked(&opts[..]).unwrap().options(),
-            &SYN[20..24]
-        );
+        assert_eq!(Packet::new_checked(&opts[..23]).err(), Some(SkipReason::Truncated));
+        assert_eq!(Packet::new_checked(&opts[..]).unwrap().options(), &SYN[20..24]);
         opts[0] = 0x44;
-        assert_eq!(
-            Packet::new_checked(&opts[..]).err(),
-            Some(SkipReason::Malformed)
-        );
+        assert_eq!(Packet::new_checked(&opts[..]).err(), Some(SkipReason::Malformed));
         // A fragment: MF set, offset 185 * 8.
         let mut frag = SYN;
         frag[6] = 0x20;
         frag[7] = 185;
         let p = Packet::new_unchecked(&frag[..]);
-        assert_eq!(
-            (p.more_frags(), p.frag_offset(), p.is_fragment()),
-            (true, 1480, true)
-        );
+        assert_eq!((p.more_frags(), p.frag_offset(), p.is_fragment()), (true, 1480, true));
         assert!(!p.verify_checksum());
     }
 }

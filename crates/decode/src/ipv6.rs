@@ -108,10 +108,7 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     #[inline]
     pub fn addrs(&self) -> &'a [u8; 32] {
         let b: &'a [u8] = self.buffer.as_ref();
-        match b
-            .get(field::SRC_ADDR.start..)
-            .and_then(|b| b.first_chunk::<32>())
-        {
+        match b.get(field::SRC_ADDR.start..).and_then(|b| b.first_chunk::<32>()) {
             Some(a) => a,
             None => &[0; 32],
         }
@@ -298,115 +295,52 @@ mod tests {
 
     /// zeek/ftp_ipv6/ipv6.pcap, packet 1, from the IPv6 header on: a TCP SYN.
     static SYN6: [u8; 84] = [
-        0x60, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x06, 0x40, 0x20, 0x01, 0x04, 0x70, 0x1f, 0x11, 0x08,
-        0x1f, 0xc9, 0x99, 0x0d, 0x94, 0xaa, 0x7c, 0x2e, 0x3e, 0x20, 0x01, 0x04, 0x70, 0x48, 0x67,
-        0x00, 0x99, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x21, 0xc0, 0x21, 0x00, 0x15, 0x26,
-        0x8a, 0x7e, 0x5f, 0x00, 0x00, 0x00, 0x00, 0xb0, 0x02, 0xff, 0xff, 0x44, 0x89, 0x00, 0x00,
-        0x02, 0x04, 0x05, 0xa0, 0x01, 0x03, 0x03, 0x01, 0x01, 0x01, 0x08, 0x0a, 0x3a, 0x01, 0xea,
-        0x4e, 0x00, 0x00, 0x00, 0x00, 0x04, 0x02, 0x00, 0x00,
+        0x60, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x06, 0x40, 0x20, 0x01, 0x04, 0x70, 0x1f, 0x11, 0x08, 0x1f, 0xc9, 0x99,
+        0x0d, 0x94, 0xaa, 0x7c, 0x2e, 0x3e, 0x20, 0x01, 0x04, 0x70, 0x48, 0x67, 0x00, 0x99, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x21, 0xc0, 0x21, 0x00, 0x15, 0x26, 0x8a, 0x7e, 0x5f, 0x00, 0x00, 0x00, 0x00, 0xb0, 0x02,
+        0xff, 0xff, 0x44, 0x89, 0x00, 0x00, 0x02, 0x04, 0x05, 0xa0, 0x01, 0x03, 0x03, 0x01, 0x01, 0x01, 0x08, 0x0a,
+        0x3a, 0x01, 0xea, 0x4e, 0x00, 0x00, 0x00, 0x00, 0x04, 0x02, 0x00, 0x00,
     ];
 
     #[test]
     fn fields() {
         let p = Packet::new_checked(&SYN6[..]).unwrap();
-        assert_eq!(
-            (
-                p.version(),
-                p.traffic_class(),
-                p.flow_label(),
-                p.payload_len()
-            ),
-            (6, 0, 0, 44)
-        );
+        assert_eq!((p.version(), p.traffic_class(), p.flow_label(), p.payload_len()), (6, 0, 0, 44));
         assert_eq!((p.next_header(), p.hop_limit()), (protocol::TCP, 64));
-        assert_eq!(
-            std::net::Ipv6Addr::from(p.src_addr()).to_string(),
-            "2001:470:1f11:81f:c999:d94:aa7c:2e3e"
-        );
-        assert_eq!(
-            std::net::Ipv6Addr::from(p.dst_addr()).to_string(),
-            "2001:470:4867:99::21"
-        );
+        assert_eq!(std::net::Ipv6Addr::from(p.src_addr()).to_string(), "2001:470:1f11:81f:c999:d94:aa7c:2e3e");
+        assert_eq!(std::net::Ipv6Addr::from(p.dst_addr()).to_string(), "2001:470:4867:99::21");
         assert_eq!(&p.addrs()[..16], &p.src_addr());
         assert_eq!(p.payload().len(), 44);
-        assert_eq!(
-            Packet::new_checked(&SYN6[..39]).err(),
-            Some(SkipReason::Truncated)
-        );
-        assert_eq!(
-            Packet::new_checked(&SYN6[..50]).unwrap().payload().len(),
-            10
-        );
+        assert_eq!(Packet::new_checked(&SYN6[..39]).err(), Some(SkipReason::Truncated));
+        assert_eq!(Packet::new_checked(&SYN6[..50]).unwrap().payload().len(), 10);
     }
 
     #[test]
     fn extension_headers() {
-        assert!(
-            is_extension(protocol::HOPOPTS)
-                && is_extension(protocol::SHIM6)
-                && is_extension(protocol::AH)
-        );
-        assert!(
-            !is_extension(protocol::ESP)
-                && !is_extension(protocol::TCP)
-                && !is_extension(protocol::NO_NEXT)
-        );
+        assert!(is_extension(protocol::HOPOPTS) && is_extension(protocol::SHIM6) && is_extension(protocol::AH));
+        assert!(!is_extension(protocol::ESP) && !is_extension(protocol::TCP) && !is_extension(protocol::NO_NEXT));
         let hbh = [6, 0, 1, 4, 0, 0, 0, 0];
         let h = ExtHeader::new_checked(&hbh[..], protocol::HOPOPTS).unwrap();
-        assert_eq!(
-            (
-                h.next_header(),
-                h.header_len(),
-                h.data().len(),
-                h.final_destination()
-            ),
-            (6, 8, 6, None)
-        );
+        assert_eq!((h.next_header(), h.header_len(), h.data().len(), h.final_destination()), (6, 8, 6, None));
         // AH counts 4-byte units, plus 2.
-        let ah = [
-            6, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-        ];
-        assert_eq!(
-            ExtHeader::new_checked(&ah[..], protocol::AH)
-                .unwrap()
-                .header_len(),
-            24
-        );
-        assert_eq!(
-            ExtHeader::new_checked(&ah[..20], protocol::AH).err(),
-            Some(SkipReason::Truncated)
-        );
+        let ah = [6, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(ExtHeader::new_checked(&ah[..], protocol::AH).unwrap().header_len(), 24);
+        assert_eq!(ExtHeader::new_checked(&ah[..20], protocol::AH).err(), Some(SkipReason::Truncated));
         // Routing type 2 with one segment left names the final destination.
         let mut rh = vec![6, 2, 2, 1, 0, 0, 0, 0];
         rh.extend_from_slice(&SYN6[24..40]);
         let h = ExtHeader::new_checked(&rh[..], protocol::ROUTING).unwrap();
-        assert_eq!(
-            h.final_destination(),
-            Some(<[u8; 16]>::try_from(&SYN6[24..40]).unwrap())
-        );
+        assert_eq!(h.final_destination(), Some(<[u8; 16]>::try_from(&SYN6[24..40]).unwrap()));
         rh[3] = 0;
-        assert_eq!(
-            ExtHeader::new_checked(&rh[..], protocol::ROUTING)
-                .unwrap()
-                .final_destination(),
-            None
-        );
+        assert_eq!(ExtHeader::new_checked(&rh[..], protocol::ROUTING).unwrap().final_destination(), None);
         // Fragment header: offset 2896, last fragment, id 1 (as in
         // zeek/ipv6_frag_dns/ipv6-fragmented-dns.pcap, packet 4).
         let f = [17, 0, 0x0b, 0x50, 0, 0, 0, 1];
         let f = FragmentHeader::new_checked(&f[..]).unwrap();
         assert_eq!(
-            (
-                f.next_header(),
-                f.frag_offset(),
-                f.more_frags(),
-                f.ident(),
-                f.is_atomic()
-            ),
+            (f.next_header(), f.frag_offset(), f.more_frags(), f.ident(), f.is_atomic()),
             (17, 2896, false, 1, false)
         );
-        assert!(FragmentHeader::new_checked(&[17, 0, 0, 0, 0, 0, 0, 9][..])
-            .unwrap()
-            .is_atomic());
+        assert!(FragmentHeader::new_checked(&[17, 0, 0, 0, 0, 0, 0, 9][..]).unwrap().is_atomic());
     }
 }

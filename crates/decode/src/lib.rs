@@ -105,9 +105,7 @@ impl IpAddr16 {
     }
     pub fn to_std(&self) -> std::net::IpAddr {
         if self.is_v4() {
-            std::net::IpAddr::V4(std::net::Ipv4Addr::new(
-                self.0[12], self.0[13], self.0[14], self.0[15],
-            ))
+            std::net::IpAddr::V4(std::net::Ipv4Addr::new(self.0[12], self.0[13], self.0[14], self.0[15]))
         } else {
             std::net::IpAddr::V6(std::net::Ipv6Addr::from(self.0))
         }
@@ -271,10 +269,6 @@ pub struct DecodeConfig {
 
 impl Default for DecodeConfig {
     fn default() -> Self {
-        DecodeConfig {
-            verify_checksums: true,
-            frag_timeout_ns: 60_000_000_000,
-            frag_max_bytes: 16 << 20,
-        }
+        DecodeConfig { verify_checksums: true, frag_timeout_ns: 60_000_000_000, frag_max_bytes: 16 << 20 }
     }
 }

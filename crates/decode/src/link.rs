@@ -42,20 +42,14 @@ pub(crate) mod extra {
 /// Strips the link layer. `Ok` holds the announced IP version and the bytes
 /// from the IP header on (possibly with link-layer padding at the end).
 #[inline(always)]
-pub(crate) fn network<'a>(
-    lt: LinkType,
-    data: &'a [u8],
-    vlans: &mut Vlans,
-) -> Result<(Net, &'a [u8]), SkipReason> {
+pub(crate) fn network<'a>(lt: LinkType, data: &'a [u8], vlans: &mut Vlans) -> Result<(Net, &'a [u8]), SkipReason> {
     match lt {
         LinkType::ETHERNET => ethernet::network(data, vlans),
         LinkType::LINUX_SLL => sll::network(data, vlans),
         LinkType::LINUX_SLL2 => sll2::network(data, vlans),
-        LinkType::RAW
-        | LinkType::RAW_BSD12
-        | LinkType::RAW_BSD14
-        | LinkType::IPV4
-        | LinkType::IPV6 => Ok((raw::announced(lt), data)),
+        LinkType::RAW | LinkType::RAW_BSD12 | LinkType::RAW_BSD14 | LinkType::IPV4 | LinkType::IPV6 => {
+            Ok((raw::announced(lt), data))
+        }
         LinkType::NULL => null::network(data, false),
         LinkType::LOOP => null::network(data, true),
         LinkType::PPP => ppp::ppp_network(data),

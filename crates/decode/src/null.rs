@@ -83,16 +83,10 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Header<&'a T> {
 #[inline]
 pub(crate) fn network(data: &[u8], network_order: bool) -> Result<(Net, &[u8]), SkipReason> {
     let h = Header::new_checked(data)?;
-    let af = if network_order {
-        h.family_be()
-    } else {
-        h.family_any_order()
-    };
+    let af = if network_order { h.family_be() } else { h.family_any_order() };
     match af {
         family::INET => Ok((Net::V4, h.payload())),
-        family::INET6_BSD | family::INET6_FREEBSD | family::INET6_DARWIN => {
-            Ok((Net::V6, h.payload()))
-        }
+        family::INET6_BSD | family::INET6_FREEBSD | family::INET6_DARWIN => Ok((Net::V6, h.payload())),
         _ => Err(SkipReason::NotIp),
     }
 }
@@ -103,19 +97,15 @@ mod tests {
 
     /// linktypes/tcpdump_tcp_rst_diag_null.pcap: AF_INET little-endian, IPv4 RST.
     static NULL_RST: [u8; 52] = [
-        0x02, 0x00, 0x00, 0x00, 0x45, 0x00, 0x00, 0x30, 0x00, 0x00, 0x00, 0x00, 0xff, 0x06, 0x39,
-        0x1d, 0xc0, 0x00, 0x02, 0x01, 0xc0, 0xa8, 0x00, 0x01, 0x9b, 0x95, 0x1f, 0x90, 0x00, 0x00,
-        0x00, 0x01, 0x13, 0xf4, 0x9a, 0xf1, 0x50, 0x14, 0x00, 0x00, 0x86, 0xa8, 0x00, 0x00, 0x33,
-        0xaa, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
+        0x02, 0x00, 0x00, 0x00, 0x45, 0x00, 0x00, 0x30, 0x00, 0x00, 0x00, 0x00, 0xff, 0x06, 0x39, 0x1d, 0xc0, 0x00,
+        0x02, 0x01, 0xc0, 0xa8, 0x00, 0x01, 0x9b, 0x95, 0x1f, 0x90, 0x00, 0x00, 0x00, 0x01, 0x13, 0xf4, 0x9a, 0xf1,
+        0x50, 0x14, 0x00, 0x00, 0x86, 0xa8, 0x00, 0x00, 0x33, 0xaa, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
     ];
 
     #[test]
     fn families() {
         let h = Header::new_checked(&NULL_RST[..]).unwrap();
-        assert_eq!(
-            (h.family_any_order(), h.family_be()),
-            (family::INET, 0x0200_0000)
-        );
+        assert_eq!((h.family_any_order(), h.family_be()), (family::INET, 0x0200_0000));
         let (net, ip) = network(&NULL_RST, false).unwrap();
         assert_eq!((net, ip.len()), (Net::V4, 48));
         // The same family written by a big-endian host, and as LINKTYPE_LOOP.
@@ -123,9 +113,6 @@ mod tests {
         assert_eq!(Header::new_checked(&be[..]).unwrap().family_any_order(), 2);
         assert_eq!(network(&be, true).unwrap().0, Net::V4);
         assert_eq!(network(&NULL_RST, true).err(), Some(SkipReason::NotIp));
-        assert_eq!(
-            network(&NULL_RST[..3], false).err(),
-            Some(SkipReason::Truncated)
-        );
+        assert_eq!(network(&NULL_RST[..3], false).err(), Some(SkipReason::Truncated));
     }
 }

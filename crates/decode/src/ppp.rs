@@ -250,23 +250,15 @@ pub(crate) fn ppp_network(data: &[u8]) -> Result<(Net, &[u8]), SkipReason> {
 /// LINKTYPE_PPP_HDLC: PPP in HDLC-like framing, or Cisco HDLC; the first
 /// byte tells them apart.
 #[inline]
-pub(crate) fn hdlc_network<'a>(
-    data: &'a [u8],
-    vlans: &mut Vlans,
-) -> Result<(Net, &'a [u8]), SkipReason> {
+pub(crate) fn hdlc_network<'a>(data: &'a [u8], vlans: &mut Vlans) -> Result<(Net, &'a [u8]), SkipReason> {
     match data.first() {
-        Some(&chdlc::ADDRESS_UNICAST) | Some(&chdlc::ADDRESS_BROADCAST) => {
-            chdlc_network(data, vlans)
-        }
+        Some(&chdlc::ADDRESS_UNICAST) | Some(&chdlc::ADDRESS_BROADCAST) => chdlc_network(data, vlans),
         _ => ppp_network(data),
     }
 }
 
 #[inline]
-pub(crate) fn chdlc_network<'a>(
-    data: &'a [u8],
-    vlans: &mut Vlans,
-) -> Result<(Net, &'a [u8]), SkipReason> {
+pub(crate) fn chdlc_network<'a>(data: &'a [u8], vlans: &mut Vlans) -> Result<(Net, &'a [u8]), SkipReason> {
     let h = chdlc::Header::new_checked(data)?;
     match h.protocol() {
         p if p < ethernet::ethertype::MIN_ETHERTYPE => Err(SkipReason::NotIp),
@@ -293,21 +285,18 @@ mod tests {
     /// linktypes/zeek_ppp_quic_interop_retry.pcap, packet 1: PPP without
     /// address/control, protocol 0x0057, IPv6 neighbour solicitation.
     static PPP_NS: [u8; 74] = [
-        0x00, 0x57, 0x60, 0x00, 0x00, 0x01, 0x00, 0x20, 0x3a, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0x02, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x00, 0x00, 0x03, 0x87, 0x00, 0xe5,
-        0x47, 0x00, 0x00, 0x00, 0x00, 0xfd, 0x00, 0xca, 0xfe, 0xca, 0xfe, 0x00, 0x50, 0x02, 0x00,
-        0x00, 0xff, 0xfe, 0x00, 0x00, 0x03, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03,
+        0x00, 0x57, 0x60, 0x00, 0x00, 0x01, 0x00, 0x20, 0x3a, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x01, 0xff, 0x00, 0x00, 0x03, 0x87, 0x00, 0xe5, 0x47, 0x00, 0x00, 0x00, 0x00, 0xfd, 0x00, 0xca, 0xfe,
+        0xca, 0xfe, 0x00, 0x50, 0x02, 0x00, 0x00, 0xff, 0xfe, 0x00, 0x00, 0x03, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x03,
     ];
 
     #[test]
     fn ppp_header() {
         let h = Header::new_checked(&PPP_NS[..]).unwrap();
         assert!(!h.has_address_control());
-        assert_eq!(
-            (h.protocol(), h.header_len(), h.payload().len()),
-            (protocol::IPV6, 2, 72)
-        );
+        assert_eq!((h.protocol(), h.header_len(), h.payload().len()), (protocol::IPV6, 2, 72));
         assert_eq!(ppp_network(&PPP_NS).unwrap().0, Net::V6);
         let framed = [&[ADDRESS, CONTROL][..], &PPP_NS[..]].concat();
         let h = Header::new_checked(&framed[..]).unwrap();
@@ -316,30 +305,15 @@ mod tests {
         // Protocol field compression: one odd byte.
         let h = Header::new_checked(&[0x21, 0x45][..]).unwrap();
         assert_eq!((h.protocol(), h.header_len()), (protocol::IPV4, 1));
-        assert_eq!(
-            Header::new_checked(&[0x00][..]).err(),
-            Some(SkipReason::Truncated)
-        );
-        assert_eq!(
-            Header::new_checked(&[][..]).err(),
-            Some(SkipReason::Truncated)
-        );
+        assert_eq!(Header::new_checked(&[0x00][..]).err(), Some(SkipReason::Truncated));
+        assert_eq!(Header::new_checked(&[][..]).err(), Some(SkipReason::Truncated));
     }
 
     #[test]
     fn pppoe_and_chdlc() {
         let s = [0x11, 0x00, 0x12, 0x34, 0x00, 0x4c];
         let h = pppoe::Header::new_checked(&s[..]).unwrap();
-        assert_eq!(
-            (
-                h.version(),
-                h.pppoe_type(),
-                h.code(),
-                h.session_id(),
-                h.length()
-            ),
-            (1, 1, 0, 0x1234, 76)
-        );
+        assert_eq!((h.version(), h.pppoe_type(), h.code(), h.session_id(), h.length()), (1, 1, 0, 0x1234, 76));
         let framed = [&s[..], &PPP_NS[..]].concat();
         assert_eq!(pppoe_network(&framed).unwrap().1.len(), 72);
         let c = chdlc::Header::new_checked(&[0x0f, 0x00, 0x86, 0xdd][..]).unwrap();

@@ -90,10 +90,7 @@ impl<'a, T: AsRef<[u8]> + ?Sized> Header<&'a T> {
 }
 
 #[inline]
-pub(crate) fn network<'a>(
-    data: &'a [u8],
-    vlans: &mut Vlans,
-) -> Result<(Net, &'a [u8]), SkipReason> {
+pub(crate) fn network<'a>(data: &'a [u8], vlans: &mut Vlans) -> Result<(Net, &'a [u8]), SkipReason> {
     let h = Header::new_checked(data)?;
     sll::by_protocol(h.arphrd_type(), h.protocol(), h.payload(), vlans)
 }
@@ -104,28 +101,18 @@ mod tests {
 
     /// linktypes/zeek_linux_dlt_sll2.pcap, packet 1 (first 48 bytes): ICMP echo on loopback.
     static SLL2_ICMP: [u8; 48] = [
-        0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x03, 0x04, 0x00, 0x06, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x45, 0x00, 0x00, 0x54, 0xaf, 0x8c, 0x40, 0x00, 0x40, 0x01,
-        0x07, 0x1a, 0xc0, 0x00, 0x02, 0x01, 0xc0, 0x00, 0x02, 0x01, 0x08, 0x00, 0x66, 0xb4, 0x00,
-        0x08, 0x00, 0x01,
+        0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x03, 0x04, 0x00, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x45, 0x00, 0x00, 0x54, 0xaf, 0x8c, 0x40, 0x00, 0x40, 0x01, 0x07, 0x1a, 0xc0, 0x00, 0x02, 0x01,
+        0xc0, 0x00, 0x02, 0x01, 0x08, 0x00, 0x66, 0xb4, 0x00, 0x08, 0x00, 0x01,
     ];
 
     #[test]
     fn header() {
         let h = Header::new_checked(&SLL2_ICMP[..]).unwrap();
-        assert_eq!(
-            (h.protocol(), h.reserved(), h.if_index(), h.arphrd_type()),
-            (0x0800, 0, 1, 772)
-        );
-        assert_eq!(
-            (h.packet_type(), h.link_addr_len(), h.link_addr()),
-            (0, 6, &[0u8; 6][..])
-        );
+        assert_eq!((h.protocol(), h.reserved(), h.if_index(), h.arphrd_type()), (0x0800, 0, 1, 772));
+        assert_eq!((h.packet_type(), h.link_addr_len(), h.link_addr()), (0, 6, &[0u8; 6][..]));
         let (net, ip) = network(&SLL2_ICMP, &mut Vlans::default()).unwrap();
         assert_eq!((net, ip[0], ip.len()), (Net::V4, 0x45, 28));
-        assert_eq!(
-            network(&SLL2_ICMP[..19], &mut Vlans::default()).err(),
-            Some(SkipReason::Truncated)
-        );
+        assert_eq!(network(&SLL2_ICMP[..19], &mut Vlans::default()).err(), Some(SkipReason::Truncated));
     }
 }

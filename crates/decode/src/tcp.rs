@@ -140,26 +140,17 @@ mod tests {
 
     /// The TCP header of zeek/tcp_bad_checksum/syn-bad.pcap, packet 1.
     static SYN: [u8; 44] = [
-        0xe9, 0xd0, 0x00, 0x50, 0xfe, 0x21, 0x32, 0x3a, 0x00, 0x00, 0x00, 0x00, 0xb0, 0x02, 0xff,
-        0xff, 0x99, 0x99, 0x00, 0x00, 0x02, 0x04, 0x05, 0xb4, 0x01, 0x03, 0x03, 0x04, 0x01, 0x01,
-        0x08, 0x0a, 0x16, 0x4a, 0xdd, 0x20, 0x00, 0x00, 0x00, 0x00, 0x04, 0x02, 0x00, 0x00,
+        0xe9, 0xd0, 0x00, 0x50, 0xfe, 0x21, 0x32, 0x3a, 0x00, 0x00, 0x00, 0x00, 0xb0, 0x02, 0xff, 0xff, 0x99, 0x99,
+        0x00, 0x00, 0x02, 0x04, 0x05, 0xb4, 0x01, 0x03, 0x03, 0x04, 0x01, 0x01, 0x08, 0x0a, 0x16, 0x4a, 0xdd, 0x20,
+        0x00, 0x00, 0x00, 0x00, 0x04, 0x02, 0x00, 0x00,
     ];
 
     #[test]
     fn fields() {
         let t = Packet::new_checked(&SYN[..]).unwrap();
+        assert_eq!((t.src_port(), t.dst_port(), t.seq_number(), t.ack_number()), (59856, 80, 4263588410, 0));
         assert_eq!(
-            (t.src_port(), t.dst_port(), t.seq_number(), t.ack_number()),
-            (59856, 80, 4263588410, 0)
-        );
-        assert_eq!(
-            (
-                t.header_len(),
-                t.flags(),
-                t.window_len(),
-                t.checksum(),
-                t.urgent_at()
-            ),
+            (t.header_len(), t.flags(), t.window_len(), t.checksum(), t.urgent_at()),
             (44, flags::SYN, 65535, 0x9999, 0)
         );
         assert_eq!(&t.options()[..4], &[0x02, 0x04, 0x05, 0xb4]);
@@ -168,20 +159,11 @@ mod tests {
 
     #[test]
     fn check_len() {
-        assert_eq!(
-            Packet::new_checked(&SYN[..19]).err(),
-            Some(SkipReason::Truncated)
-        );
-        assert_eq!(
-            Packet::new_checked(&SYN[..43]).err(),
-            Some(SkipReason::Truncated)
-        );
+        assert_eq!(Packet::new_checked(&SYN[..19]).err(), Some(SkipReason::Truncated));
+        assert_eq!(Packet::new_checked(&SYN[..43]).err(), Some(SkipReason::Truncated));
         let mut short = SYN;
         short[12] = 0x40;
-        assert_eq!(
-            Packet::new_checked(&short[..]).err(),
-            Some(SkipReason::Malformed)
-        );
+        assert_eq!(Packet::new_checked(&short[..]).err(), Some(SkipReason::Malformed));
         // Getters of an unchecked short view read zeros, never panic.
         let t = Packet::new_unchecked(&SYN[..3]);
         assert_eq!((t.seq_number(), t.flags()), (0, 0));

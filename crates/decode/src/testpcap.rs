@@ -12,11 +12,7 @@ pub struct TestPacket {
 
 /// Absolute path of a file under `shared/testdata/`.
 pub fn path(rel: &str) -> String {
-    format!(
-        "{}/../../../shared/testdata/{}",
-        env!("CARGO_MANIFEST_DIR"),
-        rel
-    )
+    format!("{}/../../../shared/testdata/{}", env!("CARGO_MANIFEST_DIR"), rel)
 }
 
 /// All packets of a pcap or pcapng file under `shared/testdata/`.
@@ -50,19 +46,11 @@ fn read_pcap(d: &[u8]) -> Vec<TestPacket> {
     let mut out = Vec::new();
     let mut off = 24;
     while off + 16 <= d.len() {
-        let (sec, frac, cap) = (
-            u32_at(off) as i64,
-            u32_at(off + 4) as i64,
-            u32_at(off + 8) as usize,
-        );
+        let (sec, frac, cap) = (u32_at(off) as i64, u32_at(off + 4) as i64, u32_at(off + 8) as usize);
         let ts_ns = sec * 1_000_000_000 + if nano { frac } else { frac * 1000 };
         off += 16;
         let end = (off + cap).min(d.len());
-        out.push(TestPacket {
-            ts_ns,
-            linktype,
-            data: d[off..end].to_vec(),
-        });
+        out.push(TestPacket { ts_ns, linktype, data: d[off..end].to_vec() });
         off = end;
     }
     out
@@ -79,13 +67,7 @@ fn read_pcapng(d: &[u8]) -> Vec<TestPacket> {
             le = raw(off + 8) == [0x4d, 0x3c, 0x2b, 0x1a];
             ifaces.clear();
         }
-        let u32_at = |o: usize| {
-            if le {
-                u32::from_le_bytes(raw(o))
-            } else {
-                u32::from_be_bytes(raw(o))
-            }
-        };
+        let u32_at = |o: usize| if le { u32::from_le_bytes(raw(o)) } else { u32::from_be_bytes(raw(o)) };
         let u16_at = |o: usize| {
             let b: [u8; 2] = d[o..o + 2].try_into().unwrap();
             if le {
@@ -109,11 +91,7 @@ fn read_pcapng(d: &[u8]) -> Vec<TestPacket> {
                     }
                     if code == 9 {
                         let v = d[o + 4];
-                        res = if v & 0x80 == 0 {
-                            10i64.pow(9u32.saturating_sub(v as u32))
-                        } else {
-                            1
-                        };
+                        res = if v & 0x80 == 0 { 10i64.pow(9u32.saturating_sub(v as u32)) } else { 1 };
                     }
                     o += 4 + ((olen + 3) & !3);
                 }
@@ -125,20 +103,12 @@ fn read_pcapng(d: &[u8]) -> Vec<TestPacket> {
                 let cap = u32_at(body + 12) as usize;
                 let (linktype, res) = ifaces[if_id];
                 let data = d[body + 20..body + 20 + cap].to_vec();
-                out.push(TestPacket {
-                    ts_ns: ts as i64 * res,
-                    linktype,
-                    data,
-                });
+                out.push(TestPacket { ts_ns: ts as i64 * res, linktype, data });
             }
             3 => {
                 let cap = (len - 16).min(u32_at(body) as usize);
                 let (linktype, _) = ifaces[0];
-                out.push(TestPacket {
-                    ts_ns: 0,
-                    linktype,
-                    data: d[body + 4..body + 4 + cap].to_vec(),
-                });
+                out.push(TestPacket { ts_ns: 0, linktype, data: d[body + 4..body + 4 + cap].to_vec() });
             }
             _ => {}
         }

@@ -90,27 +90,19 @@ mod tests {
 
     /// The UDP part of linktypes/tcpdump_LINKTYPE_RAW_ipv4.pcap: a DNS query.
     static DNS: [u8; 37] = [
-        0x30, 0x39, 0x00, 0x35, 0x00, 0x25, 0x19, 0x76, 0x12, 0x34, 0x01, 0x00, 0x00, 0x01, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x07, 0x65, 0x78, 0x61, 0x6d, 0x70, 0x6c, 0x65, 0x03, 0x63,
-        0x6f, 0x6d, 0x00, 0x00, 0x01, 0x00, 0x01,
+        0x30, 0x39, 0x00, 0x35, 0x00, 0x25, 0x19, 0x76, 0x12, 0x34, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x07, 0x65, 0x78, 0x61, 0x6d, 0x70, 0x6c, 0x65, 0x03, 0x63, 0x6f, 0x6d, 0x00, 0x00, 0x01, 0x00,
+        0x01,
     ];
 
     #[test]
     fn fields() {
         let u = Packet::new_checked(&DNS[..]).unwrap();
-        assert_eq!(
-            (u.src_port(), u.dst_port(), u.length(), u.checksum()),
-            (12345, 53, 37, 0x1976)
-        );
+        assert_eq!((u.src_port(), u.dst_port(), u.length(), u.checksum()), (12345, 53, 37, 0x1976));
         assert_eq!(u.payload().len(), 29);
-        assert_eq!(
-            Packet::new_checked(&DNS[..7]).err(),
-            Some(SkipReason::Truncated)
-        );
+        assert_eq!(Packet::new_checked(&DNS[..7]).err(), Some(SkipReason::Truncated));
         // The checksum verifies with the pseudo-header of 192.168.1.100 -> 9.9.9.9.
         let pseudo = crate::checksum::pseudo_header_v4(&[192, 168, 1, 100], &[9, 9, 9, 9], 17, 37);
-        assert!(crate::checksum::is_valid(crate::checksum::sum(
-            &DNS, pseudo
-        )));
+        assert!(crate::checksum::is_valid(crate::checksum::sum(&DNS, pseudo)));
     }
 }

@@ -57,13 +57,7 @@ enum Traffic {
     TwoMillionPairs,
 }
 
-fn flow_batch(
-    rng: &mut Rng,
-    traffic: Traffic,
-    first_row: usize,
-    n: usize,
-    columns: &[&'static str],
-) -> Batch {
+fn flow_batch(rng: &mut Rng, traffic: Traffic, first_row: usize, n: usize, columns: &[&'static str]) -> Batch {
     let mut client = Vec::with_capacity(n);
     let mut server = Vec::with_capacity(n);
     let mut port = Vec::with_capacity(n);
@@ -71,14 +65,8 @@ fn flow_batch(
         match traffic {
             Traffic::FewHosts | Traffic::FewHostsSorted => {
                 let c = rng.below(2000) as u32;
-                client.push(v4(if c & 1 == 0 {
-                    0x0a00_0000 + c
-                } else {
-                    0xac10_0000 + c
-                }));
-                server.push(v4(
-                    0xc0a8_0000 + (c * 7919 + rng.below(8) as u32 * 131) % 3000
-                ));
+                client.push(v4(if c & 1 == 0 { 0x0a00_0000 + c } else { 0xac10_0000 + c }));
+                server.push(v4(0xc0a8_0000 + (c * 7919 + rng.below(8) as u32 * 131) % 3000));
                 port.push(match rng.below(10) {
                     0..=3 => 443,
                     4 | 5 => 80,
@@ -113,20 +101,15 @@ fn flow_batch(
             "bytes_out" | "bytes_in" => Column::U64((0..n).map(|_| rng.below(100_000)).collect()),
             "pkts_out" | "pkts_in" => Column::U64((0..n).map(|_| rng.below(100)).collect()),
             "conns" => Column::U32((0..n).map(|_| 1 + rng.below(4) as u32).collect()),
-            "bucket" => Column::I64(vec![
-                1_714_564_800_000_000_000
-                    + (first_row / 1_000_000) as i64 * 300_000_000_000;
-                n
-            ]),
+            "bucket" => {
+                Column::I64(vec![1_714_564_800_000_000_000 + (first_row / 1_000_000) as i64 * 300_000_000_000; n])
+            }
             "iface" => Column::Str(vec!["eth0".to_string(); n]),
             other => panic!("no generator for {other}"),
         };
         cols.push((c, col));
     }
-    Batch {
-        kind: Kind::Flows,
-        columns: cols,
-    }
+    Batch { kind: Kind::Flows, columns: cols }
 }
 
 fn conn_batch(rng: &mut Rng, first_row: usize, n: usize, columns: &[&'static str]) -> Batch {
@@ -135,63 +118,31 @@ fn conn_batch(rng: &mut Rng, first_row: usize, n: usize, columns: &[&'static str
     let mut cols = Vec::new();
     for &c in columns {
         let col = match c {
-            "orig_h" => Column::Ip(
-                (0..n)
-                    .map(|_| v4(0x0a00_0000 + rng.below(2000) as u32))
-                    .collect(),
-            ),
-            "resp_h" => Column::Ip(
-                (0..n)
-                    .map(|_| v4(0xc0a8_0000 + rng.below(3000) as u32))
-                    .collect(),
-            ),
-            "resp_p" => Column::U16(
-                (0..n)
-                    .map(|_| [443, 80, 53, 22, 3306][rng.below(5) as usize])
-                    .collect(),
-            ),
-            "proto" => Column::Str(
-                (0..n)
-                    .map(|_| if rng.below(10) < 8 { "tcp" } else { "udp" }.to_string())
-                    .collect(),
-            ),
-            "service" => Column::Str(
-                (0..n)
-                    .map(|_| services[rng.below(6) as usize].to_string())
-                    .collect(),
-            ),
-            "conn_state" => Column::Str(
-                (0..n)
-                    .map(|_| states[rng.below(6) as usize].to_string())
-                    .collect(),
-            ),
+            "orig_h" => Column::Ip((0..n).map(|_| v4(0x0a00_0000 + rng.below(2000) as u32)).collect()),
+            "resp_h" => Column::Ip((0..n).map(|_| v4(0xc0a8_0000 + rng.below(3000) as u32)).collect()),
+            "resp_p" => Column::U16((0..n).map(|_| [443, 80, 53, 22, 3306][rng.below(5) as usize]).collect()),
+            "proto" => Column::Str((0..n).map(|_| if rng.below(10) < 8 { "tcp" } else { "udp" }.to_string()).collect()),
+            "service" => Column::Str((0..n).map(|_| services[rng.below(6) as usize].to_string()).collect()),
+            "conn_state" => Column::Str((0..n).map(|_| states[rng.below(6) as usize].to_string()).collect()),
             "duration" => Column::OptI64(
                 (0..n)
                     .map(|_| {
-                        (rng.below(10) > 0)
-                            .then(|| 10i64.pow(rng.below(7) as u32 + 3) * (1 + rng.below(9) as i64))
+                        (rng.below(10) > 0).then(|| 10i64.pow(rng.below(7) as u32 + 3) * (1 + rng.below(9) as i64))
                     })
                     .collect(),
             ),
-            "orig_bytes" | "resp_bytes" => Column::OptU64(
-                (0..n)
-                    .map(|_| (rng.below(10) > 0).then(|| rng.below(100_000)))
-                    .collect(),
-            ),
+            "orig_bytes" | "resp_bytes" => {
+                Column::OptU64((0..n).map(|_| (rng.below(10) > 0).then(|| rng.below(100_000))).collect())
+            }
             "orig_pkts" | "resp_pkts" => Column::U64((0..n).map(|_| rng.below(100)).collect()),
-            "ts" => Column::I64(
-                (0..n)
-                    .map(|i| 1_714_564_800_000_000_000 + (first_row + i) as i64 * 1_000_000)
-                    .collect(),
-            ),
+            "ts" => {
+                Column::I64((0..n).map(|i| 1_714_564_800_000_000_000 + (first_row + i) as i64 * 1_000_000).collect())
+            }
             other => panic!("no generator for {other}"),
         };
         cols.push((c, col));
     }
-    Batch {
-        kind: Kind::Conns,
-        columns: cols,
-    }
+    Batch { kind: Kind::Conns, columns: cols }
 }
 
 struct Case {
@@ -252,9 +203,7 @@ fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
 }
@@ -301,18 +250,10 @@ fn run_case(c: &Case, rows: usize) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let get = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let get = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
     let rows: usize = get("--rows").map_or(10_000_000, |r| r.parse().expect("--rows N"));
     if let Some(name) = get("--case") {
-        let c = cases()
-            .into_iter()
-            .find(|c| c.name == name)
-            .expect("known case");
+        let c = cases().into_iter().find(|c| c.name == name).expect("known case");
         run_case(&c, rows);
         return;
     }
@@ -322,10 +263,7 @@ fn main() {
     }
     let exe = std::env::current_exe().unwrap();
     for c in cases() {
-        let status = Command::new(&exe)
-            .args(["--case", c.name, "--rows", &rows.to_string()])
-            .status()
-            .unwrap();
+        let status = Command::new(&exe).args(["--case", c.name, "--rows", &rows.to_string()]).status().unwrap();
         assert!(status.success(), "case {} failed", c.name);
     }
 }

@@ -70,10 +70,7 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
-            .field("spec", &self.spec)
-            .field("rows_scanned", &self.rows_scanned)
-            .finish()
+        f.debug_struct("Engine").field("spec", &self.spec).field("rows_scanned", &self.rows_scanned).finish()
     }
 }
 
@@ -83,10 +80,7 @@ impl Engine {
     pub fn new(spec: QuerySpec) -> Result<Engine, QueryError> {
         let mut parts: Vec<Part> = Vec::new();
         if let Some(every) = spec.every_ns {
-            parts.push(Part::Bucket {
-                time: Field::time(spec.kind),
-                every: every.max(1),
-            });
+            parts.push(Part::Bucket { time: Field::time(spec.kind), every: every.max(1) });
         }
         parts.extend(spec.by.iter().map(|&f| Part::Field(f)));
         let layout = Layout::new(&parts).map_err(|words| key_too_wide(&spec, words))?;
@@ -104,12 +98,7 @@ impl Engine {
         };
         let time = Field::time(spec.kind);
         let range = spec.time_range.map(|(from, to)| {
-            let p = |op, v| {
-                Expr::Pred(Pred {
-                    operand: Operand::Field(time),
-                    test: Test::Int(op, v),
-                })
-            };
+            let p = |op, v| Expr::Pred(Pred { operand: Operand::Field(time), test: Test::Int(op, v) });
             Expr::And(vec![p(CmpOp::Ge, from), p(CmpOp::Lt, to)])
         });
         let filter = match (&spec.filter, range) {
@@ -118,15 +107,7 @@ impl Engine {
             (None, Some(r)) => Some(Filter::new(&r)),
             (None, None) => None,
         };
-        Ok(Engine {
-            spec,
-            filter,
-            bitmap: Vec::new(),
-            sel: Vec::new(),
-            grouper,
-            rows_scanned: 0,
-            rows_matched: 0,
-        })
+        Ok(Engine { spec, filter, bitmap: Vec::new(), sel: Vec::new(), grouper, rows_scanned: 0, rows_matched: 0 })
     }
 
     pub fn spec(&self) -> &QuerySpec {
@@ -136,20 +117,14 @@ impl Engine {
     /// Filters and aggregates one batch.
     pub fn consume(&mut self, batch: &Batch) -> Result<(), SchemaError> {
         if batch.kind != self.spec.kind {
-            return Err(SchemaError {
-                column: "",
-                problem: SchemaProblem::WrongKind,
-            });
+            return Err(SchemaError { column: "", problem: SchemaProblem::WrongKind });
         }
         let n = batch.rows();
         if n == 0 {
             return Ok(());
         }
         if n > u32::MAX as usize {
-            return Err(SchemaError {
-                column: batch.columns[0].0,
-                problem: SchemaProblem::Length,
-            });
+            return Err(SchemaError { column: batch.columns[0].0, problem: SchemaProblem::Length });
         }
         self.rows_scanned += n as u64;
         match &mut self.filter {
@@ -205,21 +180,13 @@ fn key_too_wide(spec: &QuerySpec, words: usize) -> QueryError {
         &input,
         1,
         format!("group-by fields fitting {} bits", MAX_WORDS * 64),
-        format!(
-            "the group key needs {} bits, more than {}: group by fewer fields",
-            words * 64,
-            MAX_WORDS * 64
-        ),
+        format!("the group key needs {} bits, more than {}: group by fewer fields", words * 64, MAX_WORDS * 64),
     )
 }
 
 /// A column as `&[u64]`: borrowed when it is `U64`, else widened into `buf`
 /// (an unset value counting 0).
-fn as_u64<'a>(
-    col: &'a Column,
-    buf: &'a mut Vec<u64>,
-    name: &'static str,
-) -> Result<&'a [u64], SchemaError> {
+fn as_u64<'a>(col: &'a Column, buf: &'a mut Vec<u64>, name: &'static str) -> Result<&'a [u64], SchemaError> {
     let widen = |buf: &'a mut Vec<u64>, it: &mut dyn Iterator<Item = u64>| {
         buf.clear();
         buf.extend(it);
@@ -231,12 +198,7 @@ fn as_u64<'a>(
         Column::U16(v) => widen(buf, &mut v.iter().map(|&x| x as u64)),
         Column::U8(v) => widen(buf, &mut v.iter().map(|&x| x as u64)),
         Column::OptU64(v) => widen(buf, &mut v.iter().map(|x| x.unwrap_or(0))),
-        _ => {
-            return Err(SchemaError {
-                column: name,
-                problem: SchemaProblem::WrongType,
-            })
-        }
+        _ => return Err(SchemaError { column: name, problem: SchemaProblem::WrongType }),
     })
 }
 
@@ -298,12 +260,7 @@ impl<const N: usize> Grouper for GroupBy<N> {
             Some(_) => match column(batch, "duration")? {
                 Column::OptI64(d) => Some(Durations::Opt(d)),
                 Column::I64(d) => Some(Durations::Set(d)),
-                _ => {
-                    return Err(SchemaError {
-                        column: "duration",
-                        problem: SchemaProblem::WrongType,
-                    })
-                }
+                _ => return Err(SchemaError { column: "duration", problem: SchemaProblem::WrongType }),
             },
             None => None,
         };
@@ -375,11 +332,10 @@ impl<const N: usize> Grouper for GroupBy<N> {
                 for (i, &g) in order.iter().enumerate() {
                     row_of[g as usize] = i as u32;
                 }
-                let row_pct = this.hist.as_ref().map(|h| {
-                    h.percentiles(order.len(), |g| {
-                        Some(row_of[g as usize]).filter(|&r| r != u32::MAX)
-                    })
-                });
+                let row_pct = this
+                    .hist
+                    .as_ref()
+                    .map(|h| h.percentiles(order.len(), |g| Some(row_of[g as usize]).filter(|&r| r != u32::MAX)));
                 for (i, &g) in order.iter().enumerate() {
                     let grp = &groups[g as usize];
                     rows.push(Row {
@@ -404,22 +360,14 @@ impl<const N: usize> Grouper for GroupBy<N> {
                 }
                 n_groups = series.groups.len();
                 let pct = match (&this.hist, by_pct) {
-                    (Some(h), true) => {
-                        Some(h.percentiles(series.groups.len(), |g| Some(series_of[g as usize])))
-                    }
+                    (Some(h), true) => Some(h.percentiles(series.groups.len(), |g| Some(series_of[g as usize]))),
                     _ => None,
                 };
                 let series_sort = match spec.sort {
                     (SortKey::Time, _) => (SortKey::Time, Order::Asc),
                     s => s,
                 };
-                let order = ranked(
-                    &series.groups,
-                    pct.as_deref(),
-                    layout,
-                    series_sort,
-                    spec.top,
-                );
+                let order = ranked(&series.groups, pct.as_deref(), layout, series_sort, spec.top);
                 let mut rank = vec![u32::MAX; series.groups.len()];
                 for (i, &s) in order.iter().enumerate() {
                     rank[s as usize] = i as u32;
@@ -434,22 +382,17 @@ impl<const N: usize> Grouper for GroupBy<N> {
                     .collect();
                 let time_desc = spec.sort == (SortKey::Time, Order::Desc);
                 chosen.sort_unstable_by(|a, b| {
-                    let t = if time_desc {
-                        b.0.cmp(&a.0)
-                    } else {
-                        a.0.cmp(&b.0)
-                    };
+                    let t = if time_desc { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) };
                     t.then(a.1.cmp(&b.1))
                 });
                 let mut row_of = vec![u32::MAX; groups.len()];
                 for (i, c) in chosen.iter().enumerate() {
                     row_of[c.2 as usize] = i as u32;
                 }
-                let row_pct = this.hist.as_ref().map(|h| {
-                    h.percentiles(chosen.len(), |g| {
-                        Some(row_of[g as usize]).filter(|&r| r != u32::MAX)
-                    })
-                });
+                let row_pct = this
+                    .hist
+                    .as_ref()
+                    .map(|h| h.percentiles(chosen.len(), |g| Some(row_of[g as usize]).filter(|&r| r != u32::MAX)));
                 for (i, &(t, _, g)) in chosen.iter().enumerate() {
                     let grp = &groups[g as usize];
                     rows.push(Row {
@@ -524,11 +467,7 @@ fn ranked<const N: usize>(
             field.then_with(|| layout.cmp_fields(ka, kb))
         })
     };
-    let mut idx: Vec<(u64, u32)> = groups
-        .iter()
-        .enumerate()
-        .map(|(i, g)| (value(i, g), i as u32))
-        .collect();
+    let mut idx: Vec<(u64, u32)> = groups.iter().enumerate().map(|(i, g)| (value(i, g), i as u32)).collect();
     match top {
         Some(n) if n < idx.len() => {
             idx.select_nth_unstable_by(n, cmp);

@@ -37,13 +37,7 @@ impl QueryError {
     ) -> Self {
         let expected = expected.into();
         let message = format!("expected {expected}, found {found}");
-        QueryError {
-            flag,
-            input: input.to_string(),
-            column,
-            expected,
-            message,
-        }
+        QueryError { flag, input: input.to_string(), column, expected, message }
     }
 
     /// An error whose message is not of the "expected X, found Y" shape.
@@ -54,29 +48,15 @@ impl QueryError {
         expected: impl Into<String>,
         message: impl Into<String>,
     ) -> Self {
-        QueryError {
-            flag,
-            input: input.to_string(),
-            column,
-            expected: expected.into(),
-            message: message.into(),
-        }
+        QueryError { flag, input: input.to_string(), column, expected: expected.into(), message: message.into() }
     }
 }
 
 impl fmt::Display for QueryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "error in {} at column {}: {}",
-            self.flag, self.column, self.message
-        )?;
+        writeln!(f, "error in {} at column {}: {}", self.flag, self.column, self.message)?;
         // Tabs and newlines would break the caret's alignment.
-        let shown: String = self
-            .input
-            .chars()
-            .map(|c| if c.is_whitespace() { ' ' } else { c })
-            .collect();
+        let shown: String = self.input.chars().map(|c| if c.is_whitespace() { ' ' } else { c }).collect();
         writeln!(f, "  {shown}")?;
         write!(f, "  {:>width$}", "^", width = self.column.max(1))
     }
@@ -125,21 +105,12 @@ mod tests {
 
     #[test]
     fn caret_under_column() {
-        let e = QueryError::new(
-            "--where",
-            "dport = 443 and",
-            16,
-            "a condition after 'and'",
-            "end of input",
-        );
+        let e = QueryError::new("--where", "dport = 443 and", 16, "a condition after 'and'", "end of input");
         assert_eq!(
             e.to_string(),
             "error in --where at column 16: expected a condition after 'and', found end of input\n  dport = 443 and\n                 ^"
         );
         let e = QueryError::new("--where", "x", 1, "a field name", "'x'");
-        assert_eq!(
-            e.to_string(),
-            "error in --where at column 1: expected a field name, found 'x'\n  x\n  ^"
-        );
+        assert_eq!(e.to_string(), "error in --where at column 1: expected a field name, found 'x'\n  x\n  ^");
     }
 }

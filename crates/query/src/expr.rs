@@ -50,9 +50,7 @@ impl Operand {
         match self {
             Operand::Field(f) => f.name(),
             Operand::Sum(a, _) => match a.ty() {
-                Ty::UInt {
-                    unit: Unit::Bytes, ..
-                } => "bytes",
+                Ty::UInt { unit: Unit::Bytes, .. } => "bytes",
                 _ => "pkts",
             },
         }
@@ -129,9 +127,7 @@ fn quote(s: &str) -> String {
 
 fn uint_text(ty: Ty, v: u64) -> String {
     match ty {
-        Ty::UInt {
-            unit: Unit::Proto, ..
-        } => proto_name(v as u8).map_or_else(|| v.to_string(), str::to_string),
+        Ty::UInt { unit: Unit::Proto, .. } => proto_name(v as u8).map_or_else(|| v.to_string(), str::to_string),
         _ => v.to_string(),
     }
 }
@@ -167,11 +163,7 @@ impl fmt::Display for Pred {
             Test::StrMatch { pat, start, end } => {
                 format!(
                     "~ {}",
-                    quote(&format!(
-                        "{}{pat}{}",
-                        if *start { "^" } else { "" },
-                        if *end { "$" } else { "" }
-                    ))
+                    quote(&format!("{}{pat}{}", if *start { "^" } else { "" }, if *end { "$" } else { "" }))
                 )
             }
             Test::Bool(b) => format!("= {b}"),
@@ -195,11 +187,7 @@ impl fmt::Display for Expr {
                 child(e, f)
             }
             Expr::And(es) | Expr::Or(es) => {
-                let sep = if matches!(self, Expr::And(_)) {
-                    " and "
-                } else {
-                    " or "
-                };
+                let sep = if matches!(self, Expr::And(_)) { " and " } else { " or " };
                 for (i, e) in es.iter().enumerate() {
                     if i > 0 {
                         f.write_str(sep)?;

@@ -47,26 +47,11 @@ struct Def {
     aliases: &'static [&'static str],
 }
 
-const U8P: Ty = Ty::UInt {
-    bits: 8,
-    unit: Unit::Proto,
-};
-const U16: Ty = Ty::UInt {
-    bits: 16,
-    unit: Unit::Plain,
-};
-const U32C: Ty = Ty::UInt {
-    bits: 32,
-    unit: Unit::Count,
-};
-const U64B: Ty = Ty::UInt {
-    bits: 64,
-    unit: Unit::Bytes,
-};
-const U64C: Ty = Ty::UInt {
-    bits: 64,
-    unit: Unit::Count,
-};
+const U8P: Ty = Ty::UInt { bits: 8, unit: Unit::Proto };
+const U16: Ty = Ty::UInt { bits: 16, unit: Unit::Plain };
+const U32C: Ty = Ty::UInt { bits: 32, unit: Unit::Count };
+const U64B: Ty = Ty::UInt { bits: 64, unit: Unit::Bytes };
+const U64C: Ty = Ty::UInt { bits: 64, unit: Unit::Count };
 
 const fn def(name: &'static str, ty: Ty, aliases: &'static [&'static str]) -> Def {
     Def { name, ty, aliases }
@@ -156,14 +141,8 @@ impl Field {
     /// The field whose column is `name` exactly. Panics on an unknown name:
     /// only for names that are constants in this crate.
     pub(crate) fn col(kind: Kind, name: &str) -> Field {
-        let idx = defs(kind)
-            .iter()
-            .position(|d| d.name == name)
-            .expect("known column");
-        Field {
-            kind,
-            idx: idx as u8,
-        }
+        let idx = defs(kind).iter().position(|d| d.name == name).expect("known column");
+        Field { kind, idx: idx as u8 }
     }
 
     /// All fields of a kind, in the store's column order.
@@ -192,10 +171,7 @@ impl Field {
     /// column, read as `OptU64`/`OptI64`).
     pub fn nullable(self) -> bool {
         self.kind == Kind::Conns
-            && matches!(
-                self.name(),
-                "duration" | "orig_bytes" | "resp_bytes" | "vlan" | "inner_vlan"
-            )
+            && matches!(self.name(), "duration" | "orig_bytes" | "resp_bytes" | "vlan" | "inner_vlan")
     }
 
     /// The column a kind's time series and time ranges use.
@@ -205,9 +181,7 @@ impl Field {
 
     /// Every name a user may type for this kind, for "did you mean" hints.
     pub(crate) fn all_names(kind: Kind) -> impl Iterator<Item = &'static str> {
-        defs(kind)
-            .iter()
-            .flat_map(|d| std::iter::once(d.name).chain(d.aliases.iter().copied()))
+        defs(kind).iter().flat_map(|d| std::iter::once(d.name).chain(d.aliases.iter().copied()))
     }
 }
 
@@ -260,17 +234,11 @@ pub(crate) const PROTO_NAMES: &[(&str, u8)] = &[
 
 pub(crate) fn proto_number(name: &str) -> Option<u8> {
     let lower = name.to_ascii_lowercase();
-    PROTO_NAMES
-        .iter()
-        .find(|(n, _)| *n == lower)
-        .map(|&(_, p)| p)
+    PROTO_NAMES.iter().find(|(n, _)| *n == lower).map(|&(_, p)| p)
 }
 
 pub(crate) fn proto_name(p: u8) -> Option<&'static str> {
-    PROTO_NAMES
-        .iter()
-        .find(|&&(_, n)| n == p)
-        .map(|&(name, _)| name)
+    PROTO_NAMES.iter().find(|&&(_, n)| n == p).map(|&(name, _)| name)
 }
 
 #[cfg(test)]
@@ -280,23 +248,11 @@ mod tests {
     #[test]
     fn aliases_resolve() {
         assert_eq!(Field::lookup(Kind::Flows, "sip").unwrap().name(), "client");
-        assert_eq!(
-            Field::lookup(Kind::Flows, "DPORT").unwrap().name(),
-            "server_port"
-        );
+        assert_eq!(Field::lookup(Kind::Flows, "DPORT").unwrap().name(), "server_port");
         assert_eq!(Field::lookup(Kind::Flows, "time").unwrap().name(), "bucket");
-        assert_eq!(
-            Field::lookup(Kind::Conns, "id.orig_h").unwrap().name(),
-            "orig_h"
-        );
-        assert_eq!(
-            Field::lookup(Kind::Conns, "dport").unwrap().name(),
-            "resp_p"
-        );
-        assert_eq!(
-            Field::lookup(Kind::Conns, "sport").unwrap().name(),
-            "orig_p"
-        );
+        assert_eq!(Field::lookup(Kind::Conns, "id.orig_h").unwrap().name(), "orig_h");
+        assert_eq!(Field::lookup(Kind::Conns, "dport").unwrap().name(), "resp_p");
+        assert_eq!(Field::lookup(Kind::Conns, "sport").unwrap().name(), "orig_p");
         assert!(Field::lookup(Kind::Flows, "history").is_none());
     }
 
@@ -305,10 +261,7 @@ mod tests {
         // The store's schema is the source of truth for column names and order.
         for kind in [Kind::Flows, Kind::Conns] {
             let ours: Vec<_> = Field::all(kind).map(Field::name).collect();
-            let store: Vec<_> = wirelog_store::schema::columns(kind)
-                .iter()
-                .map(|c| c.name)
-                .collect();
+            let store: Vec<_> = wirelog_store::schema::columns(kind).iter().map(|c| c.name).collect();
             assert_eq!(ours, store, "{kind:?}");
         }
         for n in Field::all_names(Kind::Conns).chain(Field::all_names(Kind::Flows)) {

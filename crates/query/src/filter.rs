@@ -65,10 +65,7 @@ struct NetTest {
 impl NetTest {
     fn new(nets: &[Net]) -> NetTest {
         let n_hosts = nets.iter().filter(|n| n.prefix == 128).count();
-        let mut t = NetTest {
-            nets: Vec::new(),
-            hosts: Vec::new(),
-        };
+        let mut t = NetTest { nets: Vec::new(), hosts: Vec::new() };
         for n in nets {
             if n.prefix == 128 && n_hosts > LINEAR_MAX {
                 t.hosts.push(n.base());
@@ -85,8 +82,7 @@ impl NetTest {
 
     #[inline]
     fn contains(&self, a: u128) -> bool {
-        self.nets.iter().any(|&(m, b)| a & m == b)
-            || (!self.hosts.is_empty() && self.hosts.binary_search(&a).is_ok())
+        self.nets.iter().any(|&(m, b)| a & m == b) || (!self.hosts.is_empty() && self.hosts.binary_search(&a).is_ok())
     }
 }
 
@@ -115,13 +111,7 @@ fn fill<T>(src: &[T], out: &mut [u64], f: impl Fn(&T) -> bool) {
 
 /// `fill` with the operator matched once, outside the loop.
 #[inline(always)]
-fn fill_cmp<T: Copy, V: PartialOrd + Copy>(
-    src: &[T],
-    out: &mut [u64],
-    op: CmpOp,
-    v: V,
-    conv: impl Fn(T) -> Option<V>,
-) {
+fn fill_cmp<T: Copy, V: PartialOrd + Copy>(src: &[T], out: &mut [u64], op: CmpOp, v: V, conv: impl Fn(T) -> Option<V>) {
     match op {
         CmpOp::Eq => fill(src, out, |&x| conv(x).is_some_and(|x| x == v)),
         CmpOp::Lt => fill(src, out, |&x| conv(x).is_some_and(|x| x < v)),
@@ -140,23 +130,14 @@ fn set_contains<T: Ord + Copy>(set: &[T], x: T) -> bool {
 }
 
 fn wrong(col: &'static str) -> SchemaError {
-    SchemaError {
-        column: col,
-        problem: SchemaProblem::WrongType,
-    }
+    SchemaError { column: col, problem: SchemaProblem::WrongType }
 }
 
 /// Looks a column up and checks its length.
 pub(crate) fn column<'b>(batch: &'b Batch, name: &'static str) -> Result<&'b Column, SchemaError> {
-    let c = batch.column(name).ok_or(SchemaError {
-        column: name,
-        problem: SchemaProblem::Missing,
-    })?;
+    let c = batch.column(name).ok_or(SchemaError { column: name, problem: SchemaProblem::Missing })?;
     if c.len() != batch.rows() {
-        return Err(SchemaError {
-            column: name,
-            problem: SchemaProblem::Length,
-        });
+        return Err(SchemaError { column: name, problem: SchemaProblem::Length });
     }
     Ok(c)
 }
@@ -211,15 +192,11 @@ impl Leaf {
             (LTest::USet(set), Column::U16(s)) => fill(s, out, |&x| set_contains(set, x as u64)),
             (LTest::USet(set), Column::U32(s)) => fill(s, out, |&x| set_contains(set, x as u64)),
             (LTest::USet(set), Column::U64(s)) => fill(s, out, |&x| set_contains(set, x)),
-            (LTest::USet(set), Column::OptU64(s)) => {
-                fill(s, out, |&x| x.is_some_and(|x| set_contains(set, x)))
-            }
+            (LTest::USet(set), Column::OptU64(s)) => fill(s, out, |&x| x.is_some_and(|x| set_contains(set, x))),
             (LTest::ICmp(op, v), Column::I64(s)) => fill_cmp(s, out, *op, *v, Some),
             (LTest::ICmp(op, v), Column::OptI64(s)) => fill_cmp(s, out, *op, *v, |x| x),
             (LTest::ISet(set), Column::I64(s)) => fill(s, out, |&x| set_contains(set, x)),
-            (LTest::ISet(set), Column::OptI64(s)) => {
-                fill(s, out, |&x| x.is_some_and(|x| set_contains(set, x)))
-            }
+            (LTest::ISet(set), Column::OptI64(s)) => fill(s, out, |&x| x.is_some_and(|x| set_contains(set, x))),
             (LTest::Net(t), Column::Ip(s)) => {
                 if let ([(m, b)], []) = (t.nets.as_slice(), t.hosts.as_slice()) {
                     let (m, b) = (*m, *b);
@@ -234,9 +211,7 @@ impl Leaf {
                 } else if set.len() <= LINEAR_MAX {
                     fill(s.as_slice(), out, |x: &String| set.iter().any(|v| v == x))
                 } else {
-                    fill(s.as_slice(), out, |x: &String| {
-                        set.binary_search_by(|v| v.as_str().cmp(x)).is_ok()
-                    })
+                    fill(s.as_slice(), out, |x: &String| set.binary_search_by(|v| v.as_str().cmp(x)).is_ok())
                 }
             }
             (LTest::StrMatch { pat, start, end }, Column::Str(s)) => {
@@ -305,19 +280,10 @@ fn compile(e: &Expr) -> Node {
                     ss.dedup();
                     LTest::StrIn(ss)
                 }
-                Test::StrMatch { pat, start, end } => LTest::StrMatch {
-                    pat: pat.clone(),
-                    start: *start,
-                    end: *end,
-                },
+                Test::StrMatch { pat, start, end } => LTest::StrMatch { pat: pat.clone(), start: *start, end: *end },
                 Test::Bool(b) => LTest::Bool(*b),
             };
-            Node::Leaf(Leaf {
-                col,
-                col2,
-                test,
-                sum: Vec::new(),
-            })
+            Node::Leaf(Leaf { col, col2, test, sum: Vec::new() })
         }
         Expr::Not(inner) => match compile(inner) {
             Node::Not(x) => *x,
@@ -427,9 +393,7 @@ fn combine(
         let settled = if and {
             out.iter().all(|&w| w == 0)
         } else {
-            out.iter()
-                .enumerate()
-                .all(|(i, &w)| w == if i == last { tail_mask(n) } else { u64::MAX })
+            out.iter().enumerate().all(|(i, &w)| w == if i == last { tail_mask(n) } else { u64::MAX })
         };
         if settled {
             break;

@@ -48,10 +48,7 @@ impl Hasher for FastHasher {
         let rem = chunks.remainder();
         let mut last = [0u8; 8];
         last[..rem.len()].copy_from_slice(rem);
-        self.h = mix(
-            self.h ^ u64::from_le_bytes(last) ^ ((bytes.len() as u64) << 56),
-            K1,
-        );
+        self.h = mix(self.h ^ u64::from_le_bytes(last) ^ ((bytes.len() as u64) << 56), K1);
     }
 
     #[inline]
@@ -87,9 +84,7 @@ pub(crate) struct FastBuild {
 
 impl FastBuild {
     pub(crate) fn new() -> FastBuild {
-        FastBuild {
-            seed: random_seed(),
-        }
+        FastBuild { seed: random_seed() }
     }
 }
 

@@ -58,25 +58,15 @@ impl Hist {
 
     #[inline]
     pub(crate) fn add(&mut self, group: u32, ns: i64) {
-        *self
-            .counts
-            .entry((group as u64) << 16 | bucket(ns) as u64)
-            .or_insert(0) += 1;
+        *self.counts.entry((group as u64) << 16 | bucket(ns) as u64).or_insert(0) += 1;
     }
 
     /// Percentiles per target, where `target(group)` maps a group to an output
     /// index (or `None` to skip it): several groups may merge into one target
     /// (the series of a time series).
-    pub(crate) fn percentiles(
-        &self,
-        targets: usize,
-        target: impl Fn(u32) -> Option<u32>,
-    ) -> Vec<Option<[i64; 3]>> {
-        let mut entries: Vec<(u32, u16, u64)> = self
-            .counts
-            .iter()
-            .filter_map(|(&k, &c)| target((k >> 16) as u32).map(|t| (t, k as u16, c)))
-            .collect();
+    pub(crate) fn percentiles(&self, targets: usize, target: impl Fn(u32) -> Option<u32>) -> Vec<Option<[i64; 3]>> {
+        let mut entries: Vec<(u32, u16, u64)> =
+            self.counts.iter().filter_map(|(&k, &c)| target((k >> 16) as u32).map(|t| (t, k as u16, c))).collect();
         entries.sort_unstable();
         let mut out = vec![None; targets];
         let mut i = 0;

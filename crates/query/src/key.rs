@@ -116,10 +116,7 @@ pub(crate) struct StrDict {
 
 impl StrDict {
     fn new() -> StrDict {
-        StrDict {
-            map: fast_map(),
-            names: Vec::new(),
-        }
+        StrDict { map: fast_map(), names: Vec::new() }
     }
 
     #[inline]
@@ -151,32 +148,20 @@ impl Alloc {
     fn whole(&mut self, n: usize) -> Piece {
         let w = self.words;
         self.words += n;
-        Piece {
-            word: w,
-            shift: 0,
-            bits: 64,
-        }
+        Piece { word: w, shift: 0, bits: 64 }
     }
 
     fn small(&mut self, bits: u32) -> Piece {
         for p in &mut self.partial {
             if p.1 + bits <= 64 {
-                let piece = Piece {
-                    word: p.0,
-                    shift: p.1,
-                    bits,
-                };
+                let piece = Piece { word: p.0, shift: p.1, bits };
                 p.1 += bits;
                 return piece;
             }
         }
         let w = self.whole(1).word;
         self.partial.push((w, bits));
-        Piece {
-            word: w,
-            shift: 0,
-            bits,
-        }
+        Piece { word: w, shift: 0, bits }
     }
 }
 
@@ -196,10 +181,7 @@ impl Layout {
                 },
             }
         };
-        let mut a = Alloc {
-            words: 0,
-            partial: Vec::new(),
-        };
+        let mut a = Alloc { words: 0, partial: Vec::new() };
         let mut pieces: Vec<Option<Piece>> = vec![None; parts.len()];
         // Whole words first so the small pieces can share what is left.
         for want in [128, 64] {
@@ -221,30 +203,17 @@ impl Layout {
             } else {
                 0
             };
-            slots.push(Slot {
-                part: *p,
-                enc,
-                val,
-                present,
-                dict,
-            });
+            slots.push(Slot { part: *p, enc, val, present, dict });
         }
         if a.words > MAX_WORDS {
             return Err(a.words);
         }
-        Ok(Layout {
-            slots,
-            words: a.words.max(1),
-            dicts: (0..n_dicts).map(|_| StrDict::new()).collect(),
-        })
+        Ok(Layout { slots, words: a.words.max(1), dicts: (0..n_dicts).map(|_| StrDict::new()).collect() })
     }
 
     /// The word holding the time-series interval, if any.
     pub(crate) fn bucket_word(&self) -> Option<usize> {
-        self.slots
-            .iter()
-            .find(|s| matches!(s.part, Part::Bucket { .. }))
-            .map(|s| s.val.word)
+        self.slots.iter().find(|s| matches!(s.part, Part::Bucket { .. })).map(|s| s.val.word)
     }
 
     /// Fills `keys[i]` from row `sel[i]` of `batch`; `keys` must be zeroed.
@@ -267,15 +236,9 @@ impl Layout {
                         k[w + 1] = u64::from_be_bytes(a[8..].try_into().unwrap());
                     }
                 }
-                (Enc::UInt, _, Column::U8(s)) => {
-                    put_all(keys, sel, s, val, present, |x| Some(x as u64))
-                }
-                (Enc::UInt, _, Column::U16(s)) => {
-                    put_all(keys, sel, s, val, present, |x| Some(x as u64))
-                }
-                (Enc::UInt, _, Column::U32(s)) => {
-                    put_all(keys, sel, s, val, present, |x| Some(x as u64))
-                }
+                (Enc::UInt, _, Column::U8(s)) => put_all(keys, sel, s, val, present, |x| Some(x as u64)),
+                (Enc::UInt, _, Column::U16(s)) => put_all(keys, sel, s, val, present, |x| Some(x as u64)),
+                (Enc::UInt, _, Column::U32(s)) => put_all(keys, sel, s, val, present, |x| Some(x as u64)),
                 (Enc::UInt, _, Column::U64(s)) => put_all(keys, sel, s, val, present, Some),
                 (Enc::UInt, _, Column::OptU64(s)) => put_all(keys, sel, s, val, present, |x| x),
                 (Enc::Signed, Part::Bucket { every, .. }, Column::I64(src)) => {
@@ -314,15 +277,8 @@ impl Layout {
                         val.put(k, id as u64);
                     }
                 }
-                (Enc::Bool, _, Column::Bool(s)) => {
-                    put_all(keys, sel, s, val, present, |x| Some(x as u64))
-                }
-                _ => {
-                    return Err(SchemaError {
-                        column: name,
-                        problem: SchemaProblem::WrongType,
-                    })
-                }
+                (Enc::Bool, _, Column::Bool(s)) => put_all(keys, sel, s, val, present, |x| Some(x as u64)),
+                _ => return Err(SchemaError { column: name, problem: SchemaProblem::WrongType }),
             }
         }
         Ok(())
@@ -330,10 +286,7 @@ impl Layout {
 
     /// The interval start of a time-series key.
     pub(crate) fn bucket(&self, key: &[u64]) -> Option<i64> {
-        self.slots
-            .iter()
-            .find(|s| matches!(s.part, Part::Bucket { .. }))
-            .map(|s| (s.val.get(key) ^ SIGN) as i64)
+        self.slots.iter().find(|s| matches!(s.part, Part::Bucket { .. })).map(|s| (s.val.get(key) ^ SIGN) as i64)
     }
 
     /// The group-by values of a key (time-series interval left out), in
@@ -451,18 +404,10 @@ mod tests {
             .collect();
         let l = Layout::new(&parts).unwrap();
         assert_eq!(l.words, 5);
-        let parts: Vec<Part> = [
-            "orig_h",
-            "resp_h",
-            "resp_p",
-            "proto",
-            "vlan",
-            "duration",
-            "local_orig",
-        ]
-        .iter()
-        .map(|n| Part::Field(Field::col(Kind::Conns, n)))
-        .collect();
+        let parts: Vec<Part> = ["orig_h", "resp_h", "resp_p", "proto", "vlan", "duration", "local_orig"]
+            .iter()
+            .map(|n| Part::Field(Field::col(Kind::Conns, n)))
+            .collect();
         // 2 + 2 addresses, 1 duration, then port 16 + proto id 32 + vlan 16+1 + flags in one word... and a spill.
         let l = Layout::new(&parts).unwrap();
         assert!(l.words <= 7, "{}", l.words);

@@ -140,18 +140,10 @@ fn lex(input: &str) -> Result<Vec<Token>, QueryError> {
                 (Tok::Word(chars[i..j].iter().collect()), j - i)
             }
         };
-        toks.push(Token {
-            tok,
-            col,
-            text: chars[i..i + len].iter().collect(),
-        });
+        toks.push(Token { tok, col, text: chars[i..i + len].iter().collect() });
         i += len;
     }
-    toks.push(Token {
-        tok: Tok::End,
-        col: chars.len() + 1,
-        text: String::new(),
-    });
+    toks.push(Token { tok: Tok::End, col: chars.len() + 1, text: String::new() });
     Ok(toks)
 }
 
@@ -207,9 +199,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, &cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + (ca != cb) as usize)
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + (ca != cb) as usize).min(prev[j + 1] + 1).min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -235,11 +225,7 @@ pub(crate) fn unknown_field(
     name: &str,
     extra: &[&'static str],
 ) -> QueryError {
-    let expected = if kind == Kind::Flows {
-        "a flow field name"
-    } else {
-        "a connection field name"
-    };
+    let expected = if kind == Kind::Flows { "a flow field name" } else { "a connection field name" };
     let mut message = format!("expected {expected}, found unknown field '{name}'");
     match suggest(kind, name, extra) {
         Some(s) => message.push_str(&format!(" (did you mean '{s}'?)")),
@@ -268,13 +254,7 @@ struct Parser<'a> {
 /// Parses a `--where` expression for records of `kind`.
 pub fn parse_where(kind: Kind, input: &str) -> Result<Expr, QueryError> {
     let toks = lex(input)?;
-    let mut p = Parser {
-        kind,
-        input,
-        toks,
-        pos: 0,
-        depth: 0,
-    };
+    let mut p = Parser { kind, input, toks, pos: 0, depth: 0 };
     let e = p.or_expr(None)?;
     let t = p.peek();
     if t.tok != Tok::End {
@@ -331,11 +311,7 @@ impl<'a> Parser<'a> {
                 break;
             }
         }
-        Ok(if parts.len() == 1 {
-            parts.pop().unwrap()
-        } else {
-            Expr::Or(parts)
-        })
+        Ok(if parts.len() == 1 { parts.pop().unwrap() } else { Expr::Or(parts) })
     }
 
     fn and_expr(&mut self, after: Option<&str>) -> Result<Expr, QueryError> {
@@ -349,11 +325,7 @@ impl<'a> Parser<'a> {
                 break;
             }
         }
-        Ok(if parts.len() == 1 {
-            parts.pop().unwrap()
-        } else {
-            Expr::And(parts)
-        })
+        Ok(if parts.len() == 1 { parts.pop().unwrap() } else { Expr::And(parts) })
     }
 
     fn unary(&mut self, after: Option<&str>) -> Result<Expr, QueryError> {
@@ -378,20 +350,13 @@ impl<'a> Parser<'a> {
                 self.depth -= 1;
                 let close = self.peek();
                 if close.tok != Tok::RParen {
-                    let expected =
-                        format!("')' to close the '(' at column {}, or 'and'/'or'", t.col);
+                    let expected = format!("')' to close the '(' at column {}, or 'and'/'or'", t.col);
                     return Err(self.err(close.col, expected, &describe(close)));
                 }
                 self.bump();
                 Ok(e)
             }
-            Tok::Word(w)
-                if !["and", "or", "in"]
-                    .iter()
-                    .any(|k| w.eq_ignore_ascii_case(k)) =>
-            {
-                self.condition()
-            }
+            Tok::Word(w) if !["and", "or", "in"].iter().any(|k| w.eq_ignore_ascii_case(k)) => self.condition(),
             _ => {
                 let expected = match after {
                     Some(a) => format!("a condition after '{a}'"),
@@ -404,12 +369,9 @@ impl<'a> Parser<'a> {
 
     fn condition(&mut self) -> Result<Expr, QueryError> {
         let name_tok = self.bump();
-        let Tok::Word(name) = &name_tok.tok else {
-            unreachable!("primary checked for a word")
-        };
-        let target = resolve(self.kind, name).ok_or_else(|| {
-            unknown_field(self.kind, FLAG, self.input, name_tok.col, name, PSEUDO)
-        })?;
+        let Tok::Word(name) = &name_tok.tok else { unreachable!("primary checked for a word") };
+        let target = resolve(self.kind, name)
+            .ok_or_else(|| unknown_field(self.kind, FLAG, self.input, name_tok.col, name, PSEUDO))?;
 
         let op_tok = self.bump();
         let op = match &op_tok.tok {
@@ -420,16 +382,11 @@ impl<'a> Parser<'a> {
                 Op::NotIn
             }
             _ => {
-                let expected =
-                    format!("an operator (=, !=, <, <=, >, >=, ~, !~, in) after '{name}'");
+                let expected = format!("an operator (=, !=, <, <=, >, >=, ~, !~, in) after '{name}'");
                 return Err(self.err(op_tok.col, expected, &describe(&op_tok)));
             }
         };
-        let op_text = if op == Op::NotIn {
-            "not in".to_string()
-        } else {
-            op_tok.text.clone()
-        };
+        let op_text = if op == Op::NotIn { "not in".to_string() } else { op_tok.text.clone() };
 
         let mut vals = Vec::new();
         if matches!(op, Op::In | Op::NotIn) && self.peek().tok == Tok::LParen {
@@ -441,8 +398,7 @@ impl<'a> Parser<'a> {
                     Tok::Comma => continue,
                     Tok::RParen => break,
                     _ => {
-                        let expected =
-                            format!("',' or ')' to close the list opened at column {}", open.col);
+                        let expected = format!("',' or ')' to close the list opened at column {}", open.col);
                         return Err(self.err(t.col, expected, &describe(&t)));
                     }
                 }
@@ -458,24 +414,14 @@ impl<'a> Parser<'a> {
         match t.tok {
             Tok::Word(w) | Tok::Quoted(w) => {
                 self.bump();
-                Ok(Val {
-                    text: w,
-                    col: t.col,
-                })
+                Ok(Val { text: w, col: t.col })
             }
             _ => Err(self.err(t.col, format!("a value after '{after}'"), &describe(&t))),
         }
     }
 
     /// Turns `target op values` into a typed expression.
-    fn lower(
-        &self,
-        target: Target,
-        op: Op,
-        op_text: &str,
-        op_col: usize,
-        vals: &[Val],
-    ) -> Result<Expr, QueryError> {
+    fn lower(&self, target: Target, op: Op, op_text: &str, op_col: usize, vals: &[Val]) -> Result<Expr, QueryError> {
         let negate = matches!(op, Op::Ne | Op::NotMatch | Op::NotIn);
         let pos = match op {
             Op::Ne | Op::In | Op::NotIn => Op::Eq,
@@ -496,13 +442,7 @@ impl<'a> Parser<'a> {
 
     /// `proto` on connections: names (`tcp`) compare Zeek's text column, numbers
     /// compare `ip_proto`; a list may mix both.
-    fn conn_proto(
-        &self,
-        op: Op,
-        op_text: &str,
-        op_col: usize,
-        vals: &[Val],
-    ) -> Result<Expr, QueryError> {
+    fn conn_proto(&self, op: Op, op_text: &str, op_col: usize, vals: &[Val]) -> Result<Expr, QueryError> {
         let text = Operand::Field(Field::col(self.kind, "proto"));
         let number = Operand::Field(Field::col(self.kind, "ip_proto"));
         let numeric = |v: &Val| !v.text.is_empty() && v.text.bytes().all(|b| b.is_ascii_digit());
@@ -512,19 +452,10 @@ impl<'a> Parser<'a> {
                 let names: Vec<Val> = vals
                     .iter()
                     .filter(|v| !numeric(v))
-                    .map(|v| Val {
-                        text: v.text.to_ascii_lowercase(),
-                        col: v.col,
-                    })
+                    .map(|v| Val { text: v.text.to_ascii_lowercase(), col: v.col })
                     .collect();
-                let nums: Vec<Val> = vals
-                    .iter()
-                    .filter(|v| numeric(v))
-                    .map(|v| Val {
-                        text: v.text.clone(),
-                        col: v.col,
-                    })
-                    .collect();
+                let nums: Vec<Val> =
+                    vals.iter().filter(|v| numeric(v)).map(|v| Val { text: v.text.clone(), col: v.col }).collect();
                 let mut parts = Vec::new();
                 if !names.is_empty() {
                     parts.push(self.positive(text, op, op_text, op_col, &names)?);
@@ -532,11 +463,7 @@ impl<'a> Parser<'a> {
                 if !nums.is_empty() {
                     parts.push(self.positive(number, op, op_text, op_col, &nums)?);
                 }
-                Ok(if parts.len() == 1 {
-                    parts.pop().unwrap()
-                } else {
-                    Expr::Or(parts)
-                })
+                Ok(if parts.len() == 1 { parts.pop().unwrap() } else { Expr::Or(parts) })
             }
             _ => self.positive(number, op, op_text, op_col, vals),
         }
@@ -578,9 +505,7 @@ impl<'a> Parser<'a> {
                 let expected = match unit {
                     Unit::Plain if bits == 16 => "a port number (0-65535)".to_string(),
                     Unit::Plain => format!("a number (0-{})", u64::MAX >> (64 - bits)),
-                    Unit::Proto => {
-                        "a protocol name (tcp, udp, icmp, ...) or number (0-255)".to_string()
-                    }
+                    Unit::Proto => "a protocol name (tcp, udp, icmp, ...) or number (0-255)".to_string(),
                     Unit::Bytes => "a byte count (e.g. 1500, 10k, 5MB, 2GiB)".to_string(),
                     Unit::Count => "a count (e.g. 100, 12k, 3M)".to_string(),
                 };
@@ -596,17 +521,11 @@ impl<'a> Parser<'a> {
                     return Err(bad_op("=, !=, <, <=, >, >= or in", "a time or duration"));
                 };
                 let nums = if ty == Ty::Time {
-                    self.each(
-                        vals,
-                        "a time (2024-05-01T12:00:00Z, 2024-05-01 or Unix seconds)",
-                        parse_time,
-                    )?
+                    self.each(vals, "a time (2024-05-01T12:00:00Z, 2024-05-01 or Unix seconds)", parse_time)?
                 } else {
-                    self.each(
-                        vals,
-                        "a duration (e.g. 500ms, 1.5s, 2m; a bare number is seconds)",
-                        |s| parse_duration(s, true),
-                    )?
+                    self.each(vals, "a duration (e.g. 500ms, 1.5s, 2m; a bare number is seconds)", |s| {
+                        parse_duration(s, true)
+                    })?
                 };
                 if nums.len() == 1 {
                     Test::Int(cmp, nums[0])
@@ -630,10 +549,7 @@ impl<'a> Parser<'a> {
                             ))
                         }
                         Err(NetError::Prefix(max)) => {
-                            let slash = v
-                                .text
-                                .find('/')
-                                .map_or(0, |i| v.text[..i].chars().count() + 1);
+                            let slash = v.text.find('/').map_or(0, |i| v.text[..i].chars().count() + 1);
                             return Err(self.err(
                                 v.col + slash,
                                 format!("a prefix length 0-{max}"),
@@ -652,11 +568,7 @@ impl<'a> Parser<'a> {
                     let rest = if start { &s[1..] } else { &s[..] };
                     let end = rest.ends_with('$');
                     let pat = if end { &rest[..rest.len() - 1] } else { rest };
-                    Test::StrMatch {
-                        pat: pat.to_string(),
-                        start,
-                        end,
-                    }
+                    Test::StrMatch { pat: pat.to_string(), start, end }
                 }
                 _ => return Err(bad_op("=, !=, ~, !~, in or not in", "text")),
             },
@@ -670,17 +582,8 @@ impl<'a> Parser<'a> {
         Ok(Expr::Pred(Pred { operand, test }))
     }
 
-    fn each<T>(
-        &self,
-        vals: &[Val],
-        expected: &str,
-        parse: impl Fn(&str) -> Option<T>,
-    ) -> Result<Vec<T>, QueryError> {
-        vals.iter()
-            .map(|v| {
-                parse(&v.text).ok_or_else(|| self.err(v.col, expected, &format!("'{}'", v.text)))
-            })
-            .collect()
+    fn each<T>(&self, vals: &[Val], expected: &str, parse: impl Fn(&str) -> Option<T>) -> Result<Vec<T>, QueryError> {
+        vals.iter().map(|v| parse(&v.text).ok_or_else(|| self.err(v.col, expected, &format!("'{}'", v.text)))).collect()
     }
 }
 
@@ -698,9 +601,7 @@ mod tests {
     }
 
     fn text(kind: Kind, s: &str) -> String {
-        parse_where(kind, s)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .to_string()
+        parse_where(kind, s).unwrap_or_else(|e| panic!("{e}")).to_string()
     }
 
     #[test]
@@ -714,23 +615,14 @@ mod tests {
         assert_eq!(text(k, "dport <= 1024"), "server_port <= 1024");
         assert_eq!(text(k, "dport > 1024"), "server_port > 1024");
         assert_eq!(text(k, "dport >= 1024"), "server_port >= 1024");
-        assert_eq!(
-            text(k, "dport in (80, 443,8080)"),
-            "server_port in (80, 443, 8080)"
-        );
-        assert_eq!(
-            text(k, "dport not in (80, 443)"),
-            "not server_port in (80, 443)"
-        );
+        assert_eq!(text(k, "dport in (80, 443,8080)"), "server_port in (80, 443, 8080)");
+        assert_eq!(text(k, "dport not in (80, 443)"), "not server_port in (80, 443)");
         assert_eq!(text(k, "dport in 443"), "server_port = 443");
         assert_eq!(text(k, "iface ~ eth"), "iface ~ \"eth\"");
         assert_eq!(text(k, "iface !~ '^eth'"), "not iface ~ \"^eth\"");
         assert_eq!(text(k, "iface = \"a b\\\"c\""), "iface = \"a b\\\"c\"");
         assert_eq!(text(Kind::Conns, "local_orig = T"), "local_orig = true");
-        assert_eq!(
-            text(Kind::Conns, "local_orig != false"),
-            "not local_orig = false"
-        );
+        assert_eq!(text(Kind::Conns, "local_orig != false"), "not local_orig = false");
     }
 
     #[test]
@@ -752,14 +644,8 @@ mod tests {
             text(k, "dport = 1 || dport = 2 && dport = 3"),
             "server_port = 1 or (server_port = 2 and server_port = 3)"
         );
-        assert_eq!(
-            text(k, "not dport = 1 and dport = 2"),
-            "not server_port = 1 and server_port = 2"
-        );
-        assert_eq!(
-            text(k, "not (dport = 1 and dport = 2)"),
-            "not (server_port = 1 and server_port = 2)"
-        );
+        assert_eq!(text(k, "not dport = 1 and dport = 2"), "not server_port = 1 and server_port = 2");
+        assert_eq!(text(k, "not (dport = 1 and dport = 2)"), "not (server_port = 1 and server_port = 2)");
         assert_eq!(text(k, "!dport = 1"), "not server_port = 1");
         assert_eq!(text(k, "not not dport = 1"), "not not server_port = 1");
         assert_eq!(text(k, "((dport = 1))"), "server_port = 1");
@@ -772,52 +658,22 @@ mod tests {
     #[test]
     fn addresses_and_networks() {
         let e = flows("sip in 10.0.0.0/8");
-        let Expr::Pred(Pred {
-            operand: Operand::Field(f),
-            test: Test::Net(nets),
-        }) = &e
-        else {
-            panic!("{e:?}")
-        };
+        let Expr::Pred(Pred { operand: Operand::Field(f), test: Test::Net(nets) }) = &e else { panic!("{e:?}") };
         assert_eq!(f.name(), "client");
         assert_eq!(nets.len(), 1);
         assert!(nets[0].contains(&v4(10, 9, 8, 7)));
-        assert_eq!(
-            text(Kind::Flows, "dip = 192.168.1.1"),
-            "server = 192.168.1.1"
-        );
-        assert_eq!(
-            text(Kind::Flows, "dip = 192.168.0.0/16"),
-            "server = 192.168.0.0/16"
-        );
+        assert_eq!(text(Kind::Flows, "dip = 192.168.1.1"), "server = 192.168.1.1");
+        assert_eq!(text(Kind::Flows, "dip = 192.168.0.0/16"), "server = 192.168.0.0/16");
         assert_eq!(
             text(Kind::Flows, "sip in (10.0.0.0/8, 2001:db8::/32, ::1)"),
             "client in (10.0.0.0/8, 2001:db8::/32, ::1)"
         );
-        assert_eq!(
-            text(Kind::Flows, "host = 10.0.0.1"),
-            "client = 10.0.0.1 or server = 10.0.0.1"
-        );
-        assert_eq!(
-            text(Kind::Flows, "net = 10.0.0.0/8"),
-            "client = 10.0.0.0/8 or server = 10.0.0.0/8"
-        );
-        assert_eq!(
-            text(Kind::Flows, "host != 10.0.0.1"),
-            "not (client = 10.0.0.1 or server = 10.0.0.1)"
-        );
-        assert_eq!(
-            text(Kind::Conns, "host = fe80::1"),
-            "orig_h = fe80::1 or resp_h = fe80::1"
-        );
-        assert_eq!(
-            text(Kind::Conns, "id.orig_h in fe80::/10"),
-            "orig_h = fe80::/10"
-        );
-        assert_eq!(
-            text(Kind::Conns, "sip in ::ffff:10.0.0.0/104"),
-            "orig_h = 10.0.0.0/8"
-        );
+        assert_eq!(text(Kind::Flows, "host = 10.0.0.1"), "client = 10.0.0.1 or server = 10.0.0.1");
+        assert_eq!(text(Kind::Flows, "net = 10.0.0.0/8"), "client = 10.0.0.0/8 or server = 10.0.0.0/8");
+        assert_eq!(text(Kind::Flows, "host != 10.0.0.1"), "not (client = 10.0.0.1 or server = 10.0.0.1)");
+        assert_eq!(text(Kind::Conns, "host = fe80::1"), "orig_h = fe80::1 or resp_h = fe80::1");
+        assert_eq!(text(Kind::Conns, "id.orig_h in fe80::/10"), "orig_h = fe80::/10");
+        assert_eq!(text(Kind::Conns, "sip in ::ffff:10.0.0.0/104"), "orig_h = 10.0.0.0/8");
     }
 
     #[test]
@@ -825,51 +681,26 @@ mod tests {
         assert_eq!(text(Kind::Flows, "proto = udp"), "proto = udp");
         assert_eq!(text(Kind::Flows, "proto = 17"), "proto = udp");
         assert_eq!(text(Kind::Flows, "bytes > 10k"), "bytes > 10000");
-        assert_eq!(
-            text(Kind::Flows, "bytes_out >= 5MB"),
-            "bytes_out >= 5000000"
-        );
+        assert_eq!(text(Kind::Flows, "bytes_out >= 5MB"), "bytes_out >= 5000000");
         assert_eq!(text(Kind::Flows, "pkts < 12k"), "pkts < 12000");
-        assert_eq!(
-            text(Kind::Flows, "time >= 2024-05-01T12:00:00Z"),
-            "bucket >= 2024-05-01T12:00:00Z"
-        );
-        assert_eq!(
-            text(Kind::Flows, "first < 1714564800"),
-            "first < 2024-05-01T12:00:00Z"
-        );
+        assert_eq!(text(Kind::Flows, "time >= 2024-05-01T12:00:00Z"), "bucket >= 2024-05-01T12:00:00Z");
+        assert_eq!(text(Kind::Flows, "first < 1714564800"), "first < 2024-05-01T12:00:00Z");
         assert_eq!(text(Kind::Conns, "duration > 500ms"), "duration > 500ms");
         assert_eq!(text(Kind::Conns, "duration > 2"), "duration > 2s");
         assert_eq!(text(Kind::Conns, "proto = tcp"), "proto = \"tcp\"");
         assert_eq!(text(Kind::Conns, "proto = TCP"), "proto = \"tcp\"");
         assert_eq!(text(Kind::Conns, "proto = 6"), "ip_proto = tcp");
-        assert_eq!(
-            text(Kind::Conns, "proto in (udp, 6)"),
-            "proto = \"udp\" or ip_proto = tcp"
-        );
+        assert_eq!(text(Kind::Conns, "proto in (udp, 6)"), "proto = \"udp\" or ip_proto = tcp");
         assert_eq!(text(Kind::Conns, "port = 53"), "orig_p = 53 or resp_p = 53");
         assert_eq!(text(Kind::Flows, "port = 53"), "server_port = 53");
         assert_eq!(text(Kind::Conns, "history ~ \"^Sh\""), "history ~ \"^Sh\"");
         assert_eq!(text(Kind::Conns, "history ~ d$"), "history ~ \"d$\"");
         assert_eq!(text(Kind::Conns, "service = \"\""), "service = \"\"");
-        assert_eq!(
-            text(Kind::Conns, "conn_state in (SF, S0)"),
-            "conn_state in (\"SF\", \"S0\")"
-        );
-        assert_eq!(
-            text(Kind::Conns, "orig_bytes > 1KiB and vlan = 10"),
-            "orig_bytes > 1024 and vlan = 10"
-        );
-        assert_eq!(
-            text(Kind::Conns, "dport = 443 and sport > 1024"),
-            "resp_p = 443 and orig_p > 1024"
-        );
-        let Expr::Pred(p) = conns("bytes > 1") else {
-            panic!()
-        };
-        assert!(
-            matches!(p.operand, Operand::Sum(a, b) if a.name() == "orig_bytes" && b.name() == "resp_bytes")
-        );
+        assert_eq!(text(Kind::Conns, "conn_state in (SF, S0)"), "conn_state in (\"SF\", \"S0\")");
+        assert_eq!(text(Kind::Conns, "orig_bytes > 1KiB and vlan = 10"), "orig_bytes > 1024 and vlan = 10");
+        assert_eq!(text(Kind::Conns, "dport = 443 and sport > 1024"), "resp_p = 443 and orig_p > 1024");
+        let Expr::Pred(p) = conns("bytes > 1") else { panic!() };
+        assert!(matches!(p.operand, Operand::Sum(a, b) if a.name() == "orig_bytes" && b.name() == "resp_bytes"));
     }
 
     #[test]
@@ -889,10 +720,7 @@ mod tests {
     fn bad(kind: Kind, input: &str, column: usize, expected: &str) {
         let e = parse_where(kind, input).expect_err(input);
         assert_eq!(e.column, column, "column for {input:?}: {e}");
-        assert!(
-            e.expected.contains(expected),
-            "expected {expected:?} for {input:?}, got {e}"
-        );
+        assert!(e.expected.contains(expected), "expected {expected:?} for {input:?}, got {e}");
         // The caret lands under the reported column.
         let caret_line = e.to_string().lines().nth(2).unwrap().to_string();
         assert_eq!(caret_line.len(), 2 + column, "{e}");
@@ -923,18 +751,8 @@ mod tests {
         bad(f, "iface = \"eth0", 9, "a closing \"");
         bad(f, "dport 443", 7, "an operator");
         bad(f, "and dport = 1", 1, "a condition");
-        bad(
-            f,
-            "dport = 1 & dport = 2",
-            11,
-            "'and', 'or' or end of input",
-        );
-        bad(
-            f,
-            "dport = 1 and (proto = tcp or)",
-            30,
-            "a condition after 'or'",
-        );
+        bad(f, "dport = 1 & dport = 2", 11, "'and', 'or' or end of input");
+        bad(f, "dport = 1 and (proto = tcp or)", 30, "a condition after 'or'");
         bad(f, "not", 4, "a condition after 'not'");
         bad(f, "proto = ftp", 9, "a protocol name");
         bad(f, "time > yesterday", 8, "a time");

@@ -102,23 +102,11 @@ struct Cell {
 }
 
 fn cell(text: String, bare: bool) -> Cell {
-    Cell {
-        text,
-        bare,
-        null: false,
-    }
+    Cell { text, bare, null: false }
 }
 
 fn null(style: Style) -> Cell {
-    Cell {
-        text: if style == Style::Human {
-            "-".into()
-        } else {
-            String::new()
-        },
-        bare: false,
-        null: true,
-    }
+    Cell { text: if style == Style::Human { "-".into() } else { String::new() }, bare: false, null: true }
 }
 
 fn seconds(ns: i64) -> String {
@@ -136,10 +124,7 @@ fn key_cell(f: Field, v: &KeyValue, style: Style) -> Cell {
         (KeyValue::Null, _) => null(style),
         (KeyValue::Ip(a), _) => cell(format_ip(a), false),
         (KeyValue::UInt(n), Ty::UInt { unit, .. }) if human => match unit {
-            Unit::Proto => cell(
-                proto_name(*n as u8).map_or_else(|| n.to_string(), str::to_string),
-                false,
-            ),
+            Unit::Proto => cell(proto_name(*n as u8).map_or_else(|| n.to_string(), str::to_string), false),
             Unit::Bytes => cell(human_bytes(*n), true),
             Unit::Count => cell(human_count(*n), true),
             Unit::Plain => cell(n.to_string(), true),
@@ -154,15 +139,7 @@ fn key_cell(f: Field, v: &KeyValue, style: Style) -> Cell {
     }
 }
 
-const SUMS: [Agg; 7] = [
-    Agg::Conns,
-    Agg::PktsOut,
-    Agg::PktsIn,
-    Agg::Pkts,
-    Agg::BytesOut,
-    Agg::BytesIn,
-    Agg::Bytes,
-];
+const SUMS: [Agg; 7] = [Agg::Conns, Agg::PktsOut, Agg::PktsIn, Agg::Pkts, Agg::BytesOut, Agg::BytesIn, Agg::Bytes];
 const PCTS: [Agg; 3] = [Agg::P50, Agg::P95, Agg::P99];
 
 fn sum_value(acc: &Acc, a: Agg) -> u64 {
@@ -185,14 +162,7 @@ fn header(t: &ResultTable, style: Style) -> Vec<(String, bool)> {
         h.push(("time".to_string(), false));
     }
     for f in &t.by {
-        let numeric = matches!(
-            f.ty(),
-            Ty::Duration
-                | Ty::UInt {
-                    unit: Unit::Plain | Unit::Bytes | Unit::Count,
-                    ..
-                }
-        );
+        let numeric = matches!(f.ty(), Ty::Duration | Ty::UInt { unit: Unit::Plain | Unit::Bytes | Unit::Count, .. });
         h.push((f.name().to_string(), numeric));
     }
     for a in SUMS {
@@ -226,11 +196,7 @@ fn row_cells(t: &ResultTable, row: &Row, style: Style) -> Vec<Cell> {
         c.push(cell(text, true));
         if a == Agg::Bytes && human {
             let total = t.total.bytes();
-            let pct = if total == 0 {
-                0.0
-            } else {
-                v as f64 * 100.0 / total as f64
-            };
+            let pct = if total == 0 { 0.0 } else { v as f64 * 100.0 / total as f64 };
             c.push(cell(format!("{pct:.2}"), true));
         }
     }
@@ -257,11 +223,7 @@ pub fn render(table: &ResultTable, format: Format, out: &mut dyn Write) -> io::R
 
 fn render_table(t: &ResultTable, out: &mut dyn Write) -> io::Result<()> {
     let head = header(t, Style::Human);
-    let rows: Vec<Vec<Cell>> = t
-        .rows
-        .iter()
-        .map(|r| row_cells(t, r, Style::Human))
-        .collect();
+    let rows: Vec<Vec<Cell>> = t.rows.iter().map(|r| row_cells(t, r, Style::Human)).collect();
     let mut width: Vec<usize> = head.iter().map(|h| h.0.chars().count()).collect();
     for r in &rows {
         for (w, c) in width.iter_mut().zip(r) {
@@ -291,20 +253,12 @@ fn render_table(t: &ResultTable, out: &mut dyn Write) -> io::Result<()> {
     for r in &rows {
         writeln!(out, "{}", line(&mut r.iter().map(|c| c.text.as_str())))?;
     }
-    let what = if t.every_ns.is_some() {
-        "series"
-    } else {
-        "groups"
-    };
+    let what = if t.every_ns.is_some() { "series" } else { "groups" };
     writeln!(
         out,
         "{} of {} {what}; {} of {} records matched; total {} conns, {} pkts, {}",
         if t.every_ns.is_some() {
-            t.rows
-                .iter()
-                .map(|r| &r.key)
-                .collect::<std::collections::BTreeSet<_>>()
-                .len()
+            t.rows.iter().map(|r| &r.key).collect::<std::collections::BTreeSet<_>>().len()
         } else {
             t.rows.len()
         },
@@ -326,16 +280,10 @@ fn csv_field(s: &str) -> String {
 }
 
 fn render_csv(t: &ResultTable, out: &mut dyn Write) -> io::Result<()> {
-    let head: Vec<String> = header(t, Style::Raw)
-        .iter()
-        .map(|h| csv_field(&h.0))
-        .collect();
+    let head: Vec<String> = header(t, Style::Raw).iter().map(|h| csv_field(&h.0)).collect();
     writeln!(out, "{}", head.join(","))?;
     for r in &t.rows {
-        let cells: Vec<String> = row_cells(t, r, Style::Raw)
-            .iter()
-            .map(|c| csv_field(&c.text))
-            .collect();
+        let cells: Vec<String> = row_cells(t, r, Style::Raw).iter().map(|c| csv_field(&c.text)).collect();
         writeln!(out, "{}", cells.join(","))?;
     }
     Ok(())

@@ -164,16 +164,7 @@ pub fn parse_query(
         Some(0) => None,
         Some(n) => Some(n),
     };
-    Ok(QuerySpec {
-        kind,
-        filter,
-        by,
-        sort,
-        top,
-        every_ns,
-        percentiles: kind == Kind::Conns,
-        time_range: None,
-    })
+    Ok(QuerySpec { kind, filter, by, sort, top, every_ns, percentiles: kind == Kind::Conns, time_range: None })
 }
 
 /// goQuery's top-talkers key.
@@ -225,16 +216,11 @@ fn parse_by(kind: Kind, s: &str, every_ns: Option<i64>) -> Result<Vec<Field>, Qu
     let mut fields = Vec::new();
     let mut parts: Vec<Part> = Vec::new();
     if let Some(every) = every_ns {
-        parts.push(Part::Bucket {
-            time: Field::time(kind),
-            every,
-        });
+        parts.push(Part::Bucket { time: Field::time(kind), every });
     }
     for (col, w) in words(s) {
         let Some(f) = Field::lookup(kind, &w) else {
-            if ["host", "net", "addr", "port", "bytes", "pkts", "packets"]
-                .contains(&w.to_ascii_lowercase().as_str())
-            {
+            if ["host", "net", "addr", "port", "bytes", "pkts", "packets"].contains(&w.to_ascii_lowercase().as_str()) {
                 return Err(QueryError::custom(
                     "--by",
                     s,
@@ -269,36 +255,17 @@ fn parse_by(kind: Kind, s: &str, every_ns: Option<i64>) -> Result<Vec<Field>, Qu
     Ok(fields)
 }
 
-fn parse_sort(
-    kind: Kind,
-    s: &str,
-    by: &[Field],
-    series: bool,
-) -> Result<(SortKey, Order), QueryError> {
+fn parse_sort(kind: Kind, s: &str, by: &[Field], series: bool) -> Result<(SortKey, Order), QueryError> {
     let ws = words(&s.replace(':', " "));
     let (col, name) = ws.first().cloned().unwrap_or((1, String::new()));
     let order = match ws.get(1) {
         None => None,
         Some((_, o)) if o.eq_ignore_ascii_case("asc") => Some(Order::Asc),
         Some((_, o)) if o.eq_ignore_ascii_case("desc") => Some(Order::Desc),
-        Some((c, o)) => {
-            return Err(QueryError::new(
-                "--sort",
-                s,
-                *c,
-                "'asc' or 'desc'",
-                &format!("'{o}'"),
-            ))
-        }
+        Some((c, o)) => return Err(QueryError::new("--sort", s, *c, "'asc' or 'desc'", &format!("'{o}'"))),
     };
     if let Some((c, o)) = ws.get(2) {
-        return Err(QueryError::new(
-            "--sort",
-            s,
-            *c,
-            "end of input",
-            &format!("'{o}'"),
-        ));
+        return Err(QueryError::new("--sort", s, *c, "end of input", &format!("'{o}'")));
     }
     let key = if let Some(a) = Agg::lookup(kind, &name) {
         SortKey::Agg(a)
@@ -327,11 +294,7 @@ fn parse_sort(
             }
         }
     };
-    let order = order.unwrap_or(if matches!(key, SortKey::Agg(_)) {
-        Order::Desc
-    } else {
-        Order::Asc
-    });
+    let order = order.unwrap_or(if matches!(key, SortKey::Agg(_)) { Order::Desc } else { Order::Asc });
     Ok((key, order))
 }
 
@@ -344,9 +307,7 @@ type Range = (Field, u128, u128);
 fn implied(e: &Expr) -> Vec<Range> {
     match e {
         Expr::Pred(p) => {
-            let Operand::Field(f) = p.operand else {
-                return Vec::new();
-            };
+            let Operand::Field(f) = p.operand else { return Vec::new() };
             let r = match &p.test {
                 Test::UInt(op, v) => {
                     let v = *v as u128;
@@ -361,16 +322,12 @@ fn implied(e: &Expr) -> Vec<Range> {
                         CmpOp::Ge => (v, max),
                     }
                 }
-                Test::UIntIn(vs) if !vs.is_empty() => (
-                    *vs.iter().min().unwrap() as u128,
-                    *vs.iter().max().unwrap() as u128,
-                ),
+                Test::UIntIn(vs) if !vs.is_empty() => {
+                    (*vs.iter().min().unwrap() as u128, *vs.iter().max().unwrap() as u128)
+                }
                 Test::Net(nets) if !nets.is_empty() => {
                     let rs: Vec<(u128, u128)> = nets.iter().map(|n: &Net| n.range()).collect();
-                    (
-                        rs.iter().map(|r| r.0).min().unwrap(),
-                        rs.iter().map(|r| r.1).max().unwrap(),
-                    )
+                    (rs.iter().map(|r| r.0).min().unwrap(), rs.iter().map(|r| r.1).max().unwrap())
                 }
                 _ => return Vec::new(),
             };
@@ -392,9 +349,7 @@ fn implied(e: &Expr) -> Vec<Range> {
         }
         Expr::Or(es) => {
             let mut iter = es.iter().map(implied);
-            let Some(mut out) = iter.next() else {
-                return Vec::new();
-            };
+            let Some(mut out) = iter.next() else { return Vec::new() };
             for rs in iter {
                 out = out
                     .into_iter()
@@ -450,9 +405,7 @@ impl QuerySpec {
     /// store can skip a row group whose min/max statistics miss one. `lo > hi`
     /// means no row can match. E.g. `dport = 443` gives `("server_port", 443, 443)`.
     pub fn numeric_ranges(&self) -> Vec<(&'static str, u64, u64)> {
-        let Some(f) = &self.filter else {
-            return Vec::new();
-        };
+        let Some(f) = &self.filter else { return Vec::new() };
         implied(f)
             .into_iter()
             .filter(|r| matches!(r.0.ty(), Ty::UInt { .. }))
@@ -463,9 +416,7 @@ impl QuerySpec {
     /// The same for address columns, as 16-byte (v4-mapped) bounds:
     /// `sip in 10.0.0.0/8` gives `("client", ::ffff:10.0.0.0, ::ffff:10.255.255.255)`.
     pub fn ip_ranges(&self) -> Vec<(&'static str, [u8; 16], [u8; 16])> {
-        let Some(f) = &self.filter else {
-            return Vec::new();
-        };
+        let Some(f) = &self.filter else { return Vec::new() };
         implied(f)
             .into_iter()
             .filter(|r| r.0.ty() == Ty::Ip)
@@ -492,59 +443,27 @@ mod tests {
     #[test]
     fn defaults() {
         let s = q(Kind::Flows, None, None, None, None).unwrap();
-        assert_eq!(
-            s.by.iter().map(|f| f.name()).collect::<Vec<_>>(),
-            ["client", "server", "server_port", "proto"]
-        );
+        assert_eq!(s.by.iter().map(|f| f.name()).collect::<Vec<_>>(), ["client", "server", "server_port", "proto"]);
         assert_eq!(s.sort, (SortKey::Agg(Agg::Bytes), Order::Desc));
         assert_eq!(s.top, Some(DEFAULT_TOP));
         assert!(!s.percentiles);
         let s = q(Kind::Conns, Some("  "), None, None, None).unwrap();
-        assert_eq!(
-            s.by.iter().map(|f| f.name()).collect::<Vec<_>>(),
-            ["orig_h", "resp_h", "resp_p", "proto"]
-        );
+        assert_eq!(s.by.iter().map(|f| f.name()).collect::<Vec<_>>(), ["orig_h", "resp_h", "resp_p", "proto"]);
         assert!(s.filter.is_none() && s.percentiles);
         let s = q(Kind::Flows, None, None, None, Some("5m")).unwrap();
         assert!(s.by.is_empty());
         assert_eq!(s.every_ns, Some(300_000_000_000));
-        assert_eq!(
-            parse_query(Kind::Flows, None, None, None, Some(0), None)
-                .unwrap()
-                .top,
-            None
-        );
-        assert_eq!(
-            parse_query(Kind::Flows, None, None, None, Some(3), None)
-                .unwrap()
-                .top,
-            Some(3)
-        );
+        assert_eq!(parse_query(Kind::Flows, None, None, None, Some(0), None).unwrap().top, None);
+        assert_eq!(parse_query(Kind::Flows, None, None, None, Some(3), None).unwrap().top, Some(3));
     }
 
     #[test]
     fn by_and_sort() {
-        let s = q(
-            Kind::Flows,
-            None,
-            Some("sip, dport iface,sip"),
-            Some("pkts:asc"),
-            None,
-        )
-        .unwrap();
-        assert_eq!(
-            s.by.iter().map(|f| f.name()).collect::<Vec<_>>(),
-            ["client", "server_port", "iface"]
-        );
+        let s = q(Kind::Flows, None, Some("sip, dport iface,sip"), Some("pkts:asc"), None).unwrap();
+        assert_eq!(s.by.iter().map(|f| f.name()).collect::<Vec<_>>(), ["client", "server_port", "iface"]);
         assert_eq!(s.sort, (SortKey::Agg(Agg::Pkts), Order::Asc));
         let s = q(Kind::Flows, None, Some("sip,dport"), Some("dport"), None).unwrap();
-        assert_eq!(
-            s.sort,
-            (
-                SortKey::Field(Field::col(Kind::Flows, "server_port")),
-                Order::Asc
-            )
-        );
+        assert_eq!(s.sort, (SortKey::Field(Field::col(Kind::Flows, "server_port")), Order::Asc));
         let s = q(Kind::Flows, None, Some("sip"), Some("sip desc"), None).unwrap();
         assert_eq!(s.sort.1, Order::Desc);
         let s = q(Kind::Conns, None, Some("service"), Some("p95"), None).unwrap();
@@ -571,55 +490,22 @@ mod tests {
 
     #[test]
     fn columns_needed() {
-        let mut s = q(
-            Kind::Flows,
-            Some("dport = 443 and bytes > 1k"),
-            Some("sip"),
-            None,
-            Some("1m"),
-        )
-        .unwrap();
+        let mut s = q(Kind::Flows, Some("dport = 443 and bytes > 1k"), Some("sip"), None, Some("1m")).unwrap();
         assert_eq!(
             s.needed_columns(),
-            [
-                "server_port",
-                "bytes_out",
-                "bytes_in",
-                "bucket",
-                "client",
-                "pkts_out",
-                "pkts_in",
-                "conns"
-            ]
+            ["server_port", "bytes_out", "bytes_in", "bucket", "client", "pkts_out", "pkts_in", "conns"]
         );
         s.time_range = Some((0, 1));
         assert!(s.needed_columns().contains(&"bucket"));
         let s = q(Kind::Conns, None, Some("service"), None, None).unwrap();
-        assert_eq!(
-            s.needed_columns(),
-            [
-                "service",
-                "orig_bytes",
-                "orig_pkts",
-                "resp_bytes",
-                "resp_pkts",
-                "duration"
-            ]
-        );
+        assert_eq!(s.needed_columns(), ["service", "orig_bytes", "orig_pkts", "resp_bytes", "resp_pkts", "duration"]);
     }
 
     #[test]
     fn ranges_for_pruning() {
-        let r = |w: &str| {
-            q(Kind::Flows, Some(w), None, None, None)
-                .unwrap()
-                .numeric_ranges()
-        };
+        let r = |w: &str| q(Kind::Flows, Some(w), None, None, None).unwrap().numeric_ranges();
         assert_eq!(r("dport = 443"), [("server_port", 443, 443)]);
-        assert_eq!(
-            r("dport >= 1000 and dport < 2000 and proto = tcp"),
-            [("server_port", 1000, 1999), ("proto", 6, 6)]
-        );
+        assert_eq!(r("dport >= 1000 and dport < 2000 and proto = tcp"), [("server_port", 1000, 1999), ("proto", 6, 6)]);
         assert_eq!(r("dport in (80, 443, 8080)"), [("server_port", 80, 8080)]);
         assert_eq!(r("dport = 80 or dport = 443"), [("server_port", 80, 443)]);
         assert_eq!(r("dport = 80 or proto = udp"), []);
@@ -632,26 +518,9 @@ mod tests {
             r("(dport = 1 and proto = tcp) or (dport = 5 and proto = udp)"),
             [("server_port", 1, 5), ("proto", 6, 17)]
         );
-        let s = q(
-            Kind::Flows,
-            Some("sip in 10.0.0.0/8 and host = 1.2.3.4"),
-            None,
-            None,
-            None,
-        )
-        .unwrap();
-        assert_eq!(
-            s.ip_ranges(),
-            [("client", v4(10, 0, 0, 0), v4(10, 255, 255, 255))]
-        );
-        let s = q(
-            Kind::Conns,
-            Some("proto = 6 and dport = 53"),
-            None,
-            None,
-            None,
-        )
-        .unwrap();
+        let s = q(Kind::Flows, Some("sip in 10.0.0.0/8 and host = 1.2.3.4"), None, None, None).unwrap();
+        assert_eq!(s.ip_ranges(), [("client", v4(10, 0, 0, 0), v4(10, 255, 255, 255))]);
+        let s = q(Kind::Conns, Some("proto = 6 and dport = 53"), None, None, None).unwrap();
         assert_eq!(s.numeric_ranges(), [("ip_proto", 6, 6), ("resp_p", 53, 53)]);
     }
 }

@@ -81,12 +81,7 @@ pub(crate) fn same<const N: usize>(a: &[u64; N], b: &[u64; N]) -> bool {
 
 impl<const N: usize> Table<N> {
     pub fn new() -> Self {
-        Table {
-            slots: vec![0; MIN_SLOTS],
-            mask: MIN_SLOTS - 1,
-            groups: Vec::new(),
-            seed: random_seed(),
-        }
+        Table { slots: vec![0; MIN_SLOTS], mask: MIN_SLOTS - 1, groups: Vec::new(), seed: random_seed() }
     }
 
     #[inline(always)]
@@ -107,10 +102,7 @@ impl<const N: usize> Table<N> {
     pub fn prefetch_group(&self, h: u64) {
         let s = self.slots[h as usize & self.mask];
         if s != 0 {
-            let p = self
-                .groups
-                .as_ptr()
-                .wrapping_add((s as u32 as usize).wrapping_sub(1)) as *const u8;
+            let p = self.groups.as_ptr().wrapping_add((s as u32 as usize).wrapping_sub(1)) as *const u8;
             prefetch(p);
             prefetch(p.wrapping_add(64));
         }
@@ -140,10 +132,7 @@ impl<const N: usize> Table<N> {
     fn insert(&mut self, slot: usize, tag: u64, key: &[u64; N]) -> usize {
         let g = self.groups.len();
         assert!(g < u32::MAX as usize - 1, "more than 4 billion groups");
-        self.groups.push(Group {
-            key: *key,
-            acc: Acc::default(),
-        });
+        self.groups.push(Group { key: *key, acc: Acc::default() });
         self.slots[slot] = tag << 32 | (g as u64 + 1);
         // At most 3/4 full: linear probing stays short.
         if self.groups.len() * 4 > self.slots.len() * 3 {

@@ -55,15 +55,7 @@ fn addr_pool() -> Vec<[u8; 16]> {
         v.push(v4(192, 168, 1, i));
         v.push(v4(8, 8, 8, i));
     }
-    for s in [
-        "2001:db8::1",
-        "2001:db8::2",
-        "2001:db8:1::5",
-        "fe80::1",
-        "::1",
-        "::ffff:0:0",
-        "::",
-    ] {
+    for s in ["2001:db8::1", "2001:db8::2", "2001:db8:1::5", "fe80::1", "::1", "::ffff:0:0", "::"] {
         v.push(ip16(s.parse().unwrap()));
     }
     v
@@ -75,61 +67,25 @@ const IFACES: [&str; 4] = ["eth0", "eth1", "wlan0", "file:0"];
 fn flows_batch(rng: &mut Rng, n: usize) -> Batch {
     let pool = addr_pool();
     let bucket: Vec<i64> = (0..n).map(|_| T0 + rng.below(6) as i64 * 5 * MIN).collect();
-    let first: Vec<i64> = bucket
-        .iter()
-        .map(|b| b + rng.below(300_000_000_000) as i64)
-        .collect();
-    let last: Vec<i64> = first
-        .iter()
-        .map(|f| f + rng.below(10_000_000_000) as i64)
-        .collect();
-    let big = |rng: &mut Rng| {
-        if rng.chance(20) {
-            rng.below(10_000_000)
-        } else {
-            rng.below(3000)
-        }
-    };
+    let first: Vec<i64> = bucket.iter().map(|b| b + rng.below(300_000_000_000) as i64).collect();
+    let last: Vec<i64> = first.iter().map(|f| f + rng.below(10_000_000_000) as i64).collect();
+    let big = |rng: &mut Rng| if rng.chance(20) { rng.below(10_000_000) } else { rng.below(3000) };
     Batch {
         kind: Kind::Flows,
         columns: vec![
             ("bucket", Column::I64(bucket)),
-            (
-                "iface",
-                Column::Str((0..n).map(|_| rng.pick(&IFACES).to_string()).collect()),
-            ),
-            (
-                "client",
-                Column::Ip((0..n).map(|_| rng.pick(&pool)).collect()),
-            ),
-            (
-                "server",
-                Column::Ip((0..n).map(|_| rng.pick(&pool)).collect()),
-            ),
-            (
-                "server_port",
-                Column::U16((0..n).map(|_| rng.pick(&PORTS)).collect()),
-            ),
-            (
-                "proto",
-                Column::U8((0..n).map(|_| rng.pick(&[6u8, 17, 1, 58])).collect()),
-            ),
+            ("iface", Column::Str((0..n).map(|_| rng.pick(&IFACES).to_string()).collect())),
+            ("client", Column::Ip((0..n).map(|_| rng.pick(&pool)).collect())),
+            ("server", Column::Ip((0..n).map(|_| rng.pick(&pool)).collect())),
+            ("server_port", Column::U16((0..n).map(|_| rng.pick(&PORTS)).collect())),
+            ("proto", Column::U8((0..n).map(|_| rng.pick(&[6u8, 17, 1, 58])).collect())),
             ("bytes_out", Column::U64((0..n).map(|_| big(rng)).collect())),
-            (
-                "pkts_out",
-                Column::U64((0..n).map(|_| rng.below(100)).collect()),
-            ),
+            ("pkts_out", Column::U64((0..n).map(|_| rng.below(100)).collect())),
             ("bytes_in", Column::U64((0..n).map(|_| big(rng)).collect())),
-            (
-                "pkts_in",
-                Column::U64((0..n).map(|_| rng.below(100)).collect()),
-            ),
+            ("pkts_in", Column::U64((0..n).map(|_| rng.below(100)).collect())),
             ("first", Column::I64(first)),
             ("last", Column::I64(last)),
-            (
-                "conns",
-                Column::U32((0..n).map(|_| rng.below(5) as u32 + 1).collect()),
-            ),
+            ("conns", Column::U32((0..n).map(|_| rng.below(5) as u32 + 1).collect())),
         ],
     }
 }
@@ -138,13 +94,7 @@ fn conns_batch(rng: &mut Rng, n: usize) -> Batch {
     let pool = addr_pool();
     let protos: Vec<(&str, u8)> = vec![("tcp", 6), ("udp", 17), ("icmp", 1), ("icmp", 58)];
     let pr: Vec<(&str, u8)> = (0..n).map(|_| rng.pick(&protos)).collect();
-    let opt = |rng: &mut Rng, pct_none: u64, max: u64| {
-        if rng.chance(pct_none) {
-            None
-        } else {
-            Some(rng.below(max))
-        }
-    };
+    let opt = |rng: &mut Rng, pct_none: u64, max: u64| if rng.chance(pct_none) { None } else { Some(rng.below(max)) };
     let histories = ["ShADadFf", "S", "Dd", "^hADad", "ShAdDaFr", "", "D"];
     let states = ["SF", "S0", "REJ", "RSTO", "OTH", "SH"];
     let services = ["", "", "http", "dns", "ssl", "http,ssl"];
@@ -154,53 +104,23 @@ fn conns_batch(rng: &mut Rng, n: usize) -> Batch {
             (
                 "ts",
                 Column::I64(
-                    (0..n)
-                        .map(|i| T0 + i as i64 * 7_000_000_000 + rng.below(90 * MIN as u64) as i64)
-                        .collect(),
+                    (0..n).map(|i| T0 + i as i64 * 7_000_000_000 + rng.below(90 * MIN as u64) as i64).collect(),
                 ),
             ),
-            (
-                "uid",
-                Column::Str(
-                    (0..n)
-                        .map(|_| format!("C{:x}", rng.below(1 << 20)))
-                        .collect(),
-                ),
-            ),
-            (
-                "orig_h",
-                Column::Ip((0..n).map(|_| rng.pick(&pool)).collect()),
-            ),
+            ("uid", Column::Str((0..n).map(|_| format!("C{:x}", rng.below(1 << 20))).collect())),
+            ("orig_h", Column::Ip((0..n).map(|_| rng.pick(&pool)).collect())),
             (
                 "orig_p",
                 Column::U16(
                     (0..n)
-                        .map(|_| {
-                            if rng.chance(50) {
-                                rng.pick(&PORTS)
-                            } else {
-                                40000 + rng.below(100) as u16
-                            }
-                        })
+                        .map(|_| if rng.chance(50) { rng.pick(&PORTS) } else { 40000 + rng.below(100) as u16 })
                         .collect(),
                 ),
             ),
-            (
-                "resp_h",
-                Column::Ip((0..n).map(|_| rng.pick(&pool)).collect()),
-            ),
-            (
-                "resp_p",
-                Column::U16((0..n).map(|_| rng.pick(&PORTS)).collect()),
-            ),
-            (
-                "proto",
-                Column::Str(pr.iter().map(|p| p.0.to_string()).collect()),
-            ),
-            (
-                "service",
-                Column::Str((0..n).map(|_| rng.pick(&services).to_string()).collect()),
-            ),
+            ("resp_h", Column::Ip((0..n).map(|_| rng.pick(&pool)).collect())),
+            ("resp_p", Column::U16((0..n).map(|_| rng.pick(&PORTS)).collect())),
+            ("proto", Column::Str(pr.iter().map(|p| p.0.to_string()).collect())),
+            ("service", Column::Str((0..n).map(|_| rng.pick(&services).to_string()).collect())),
             (
                 "duration",
                 Column::OptI64(
@@ -209,93 +129,33 @@ fn conns_batch(rng: &mut Rng, n: usize) -> Batch {
                             (!rng.chance(15)).then(|| {
                                 // Log-uniform over 1 µs .. 100 s.
                                 let e = rng.below(8) as u32;
-                                (10i64.pow(e) * (1 + rng.below(9) as i64)) * 1000
-                                    + rng.below(1000) as i64
+                                (10i64.pow(e) * (1 + rng.below(9) as i64)) * 1000 + rng.below(1000) as i64
                             })
                         })
                         .collect(),
                 ),
             ),
-            (
-                "orig_bytes",
-                Column::OptU64((0..n).map(|_| opt(rng, 10, 20_000)).collect()),
-            ),
-            (
-                "resp_bytes",
-                Column::OptU64((0..n).map(|_| opt(rng, 10, 2_000_000)).collect()),
-            ),
-            (
-                "conn_state",
-                Column::Str((0..n).map(|_| rng.pick(&states).to_string()).collect()),
-            ),
-            (
-                "local_orig",
-                Column::Bool((0..n).map(|_| rng.chance(50)).collect()),
-            ),
-            (
-                "local_resp",
-                Column::Bool((0..n).map(|_| rng.chance(30)).collect()),
-            ),
-            (
-                "missed_bytes",
-                Column::U64(
-                    (0..n)
-                        .map(|_| if rng.chance(90) { 0 } else { rng.below(5000) })
-                        .collect(),
-                ),
-            ),
-            (
-                "history",
-                Column::Str((0..n).map(|_| rng.pick(&histories).to_string()).collect()),
-            ),
-            (
-                "orig_pkts",
-                Column::U64((0..n).map(|_| rng.below(50)).collect()),
-            ),
-            (
-                "orig_ip_bytes",
-                Column::U64((0..n).map(|_| rng.below(30_000)).collect()),
-            ),
-            (
-                "resp_pkts",
-                Column::U64((0..n).map(|_| rng.below(50)).collect()),
-            ),
-            (
-                "resp_ip_bytes",
-                Column::U64((0..n).map(|_| rng.below(3_000_000)).collect()),
-            ),
+            ("orig_bytes", Column::OptU64((0..n).map(|_| opt(rng, 10, 20_000)).collect())),
+            ("resp_bytes", Column::OptU64((0..n).map(|_| opt(rng, 10, 2_000_000)).collect())),
+            ("conn_state", Column::Str((0..n).map(|_| rng.pick(&states).to_string()).collect())),
+            ("local_orig", Column::Bool((0..n).map(|_| rng.chance(50)).collect())),
+            ("local_resp", Column::Bool((0..n).map(|_| rng.chance(30)).collect())),
+            ("missed_bytes", Column::U64((0..n).map(|_| if rng.chance(90) { 0 } else { rng.below(5000) }).collect())),
+            ("history", Column::Str((0..n).map(|_| rng.pick(&histories).to_string()).collect())),
+            ("orig_pkts", Column::U64((0..n).map(|_| rng.below(50)).collect())),
+            ("orig_ip_bytes", Column::U64((0..n).map(|_| rng.below(30_000)).collect())),
+            ("resp_pkts", Column::U64((0..n).map(|_| rng.below(50)).collect())),
+            ("resp_ip_bytes", Column::U64((0..n).map(|_| rng.below(3_000_000)).collect())),
             ("ip_proto", Column::U8(pr.iter().map(|p| p.1).collect())),
-            (
-                "community_id",
-                Column::Str(
-                    (0..n)
-                        .map(|_| format!("1:{:x}=", rng.below(1 << 30)))
-                        .collect(),
-                ),
-            ),
+            ("community_id", Column::Str((0..n).map(|_| format!("1:{:x}=", rng.below(1 << 30))).collect())),
             // Optional columns arrive widened, as the store reads them.
             (
                 "vlan",
                 Column::OptU64(
-                    (0..n)
-                        .map(|_| {
-                            if rng.chance(60) {
-                                None
-                            } else {
-                                Some(rng.pick(&[10u64, 20, 4095]))
-                            }
-                        })
-                        .collect(),
+                    (0..n).map(|_| if rng.chance(60) { None } else { Some(rng.pick(&[10u64, 20, 4095])) }).collect(),
                 ),
             ),
-            (
-                "inner_vlan",
-                Column::OptU64(
-                    (0..n)
-                        .map(|_| if rng.chance(90) { None } else { Some(7) })
-                        .collect(),
-                ),
-            ),
+            ("inner_vlan", Column::OptU64((0..n).map(|_| if rng.chance(90) { None } else { Some(7) }).collect())),
         ],
     }
 }
@@ -383,139 +243,52 @@ fn atom(rng: &mut Rng, kind: Kind) -> String {
         ])
         .to_string()
     };
-    let time = |rng: &mut Rng| {
-        crate::time::format_rfc3339(T0 + rng.below(6) as i64 * 5 * MIN + rng.below(3) as i64 * MIN)
-    };
+    let time =
+        |rng: &mut Rng| crate::time::format_rfc3339(T0 + rng.below(6) as i64 * 5 * MIN + rng.below(3) as i64 * MIN);
     let common = match kind {
         Kind::Flows => rng.below(18),
         Kind::Conns => 100 + rng.below(22),
     };
     match common {
         0 => format!("dport {} {}", rng.pick(&ops), port(rng)),
-        1 => format!(
-            "dport {} ({})",
-            rng.pick(&["in", "not in"]),
-            list(rng, &port)
-        ),
+        1 => format!("dport {} ({})", rng.pick(&["in", "not in"]), list(rng, &port)),
         2 => format!("sip in {}", net(rng)),
         3 => format!("dip {} {}", rng.pick(&["=", "!="]), ip(rng)),
         4 => format!("host = {}", ip(rng)),
         5 => format!("net != {}", net(rng)),
-        6 => format!(
-            "sip in ({})",
-            list(rng, &|r: &mut Rng| if r.chance(70) {
-                ip(r)
-            } else {
-                net(r)
-            })
-        ),
-        7 => format!(
-            "proto {} {}",
-            rng.pick(&["=", "!="]),
-            rng.pick(&["tcp", "udp", "17", "icmp6", "1"])
-        ),
-        8 => format!(
-            "iface ~ {}",
-            rng.pick(&["eth", "^eth", "0$", "^eth0$", "an", "\"\""])
-        ),
+        6 => format!("sip in ({})", list(rng, &|r: &mut Rng| if r.chance(70) { ip(r) } else { net(r) })),
+        7 => format!("proto {} {}", rng.pick(&["=", "!="]), rng.pick(&["tcp", "udp", "17", "icmp6", "1"])),
+        8 => format!("iface ~ {}", rng.pick(&["eth", "^eth", "0$", "^eth0$", "an", "\"\""])),
         9 => format!("iface {} {}", rng.pick(&["=", "!="]), rng.pick(&IFACES)),
-        10 => format!(
-            "iface in ({})",
-            list(rng, &|r: &mut Rng| r.pick(&IFACES).to_string())
-        ),
-        11 => format!(
-            "bytes {} {}",
-            rng.pick(&ops),
-            rng.pick(&["1k", "5000", "2MB", "0"])
-        ),
-        12 => format!(
-            "bytes_out {} {}",
-            rng.pick(&ops),
-            rng.pick(&["100", "2k", "1MiB"])
-        ),
-        13 => format!(
-            "pkts {} {}",
-            rng.pick(&ops),
-            rng.pick(&["10", "100", "150"])
-        ),
+        10 => format!("iface in ({})", list(rng, &|r: &mut Rng| r.pick(&IFACES).to_string())),
+        11 => format!("bytes {} {}", rng.pick(&ops), rng.pick(&["1k", "5000", "2MB", "0"])),
+        12 => format!("bytes_out {} {}", rng.pick(&ops), rng.pick(&["100", "2k", "1MiB"])),
+        13 => format!("pkts {} {}", rng.pick(&ops), rng.pick(&["10", "100", "150"])),
         14 => format!("conns {} {}", rng.pick(&ops), rng.below(6)),
         15 => format!("time {} {}", rng.pick(&ops), time(rng)),
         16 => format!("first {} {}", rng.pick(&["<", ">="]), time(rng)),
-        17 => format!(
-            "proto in ({})",
-            list(rng, &|r: &mut Rng| r
-                .pick(&["tcp", "udp", "6", "58"])
-                .to_string())
-        ),
+        17 => format!("proto in ({})", list(rng, &|r: &mut Rng| r.pick(&["tcp", "udp", "6", "58"]).to_string())),
         100 => format!("dport {} {}", rng.pick(&ops), port(rng)),
         101 => format!("port in ({})", list(rng, &port)),
-        102 => format!(
-            "sport {} {}",
-            rng.pick(&ops),
-            rng.pick(&["1024", "40050", "22"])
-        ),
-        103 => format!(
-            "proto {} {}",
-            rng.pick(&["=", "!="]),
-            rng.pick(&["tcp", "udp", "icmp", "6", "17", "58"])
-        ),
+        102 => format!("sport {} {}", rng.pick(&ops), rng.pick(&["1024", "40050", "22"])),
+        103 => format!("proto {} {}", rng.pick(&["=", "!="]), rng.pick(&["tcp", "udp", "icmp", "6", "17", "58"])),
         104 => {
-            format!(
-                "proto in ({})",
-                list(rng, &|r: &mut Rng| r
-                    .pick(&["tcp", "udp", "6", "1", "icmp"])
-                    .to_string())
-            )
+            format!("proto in ({})", list(rng, &|r: &mut Rng| r.pick(&["tcp", "udp", "6", "1", "icmp"]).to_string()))
         }
-        105 => format!(
-            "history {} {}",
-            rng.pick(&["~", "!~"]),
-            rng.pick(&["^Sh", "d$", "A", "^h", "\"\"", "^$"])
-        ),
-        106 => format!(
-            "service {} {}",
-            rng.pick(&["=", "!="]),
-            rng.pick(&["\"\"", "dns", "http", "'http,ssl'"])
-        ),
-        107 => format!(
-            "conn_state in ({})",
-            list(rng, &|r: &mut Rng| r
-                .pick(&["SF", "S0", "REJ", "OTH"])
-                .to_string())
-        ),
-        108 => format!(
-            "duration {} {}",
-            rng.pick(&ops),
-            rng.pick(&["500ms", "2", "1us", "10s", "0.05"])
-        ),
-        109 => format!(
-            "orig_bytes {} {}",
-            rng.pick(&ops),
-            rng.pick(&["1k", "0", "10000"])
-        ),
+        105 => format!("history {} {}", rng.pick(&["~", "!~"]), rng.pick(&["^Sh", "d$", "A", "^h", "\"\"", "^$"])),
+        106 => format!("service {} {}", rng.pick(&["=", "!="]), rng.pick(&["\"\"", "dns", "http", "'http,ssl'"])),
+        107 => format!("conn_state in ({})", list(rng, &|r: &mut Rng| r.pick(&["SF", "S0", "REJ", "OTH"]).to_string())),
+        108 => format!("duration {} {}", rng.pick(&ops), rng.pick(&["500ms", "2", "1us", "10s", "0.05"])),
+        109 => format!("orig_bytes {} {}", rng.pick(&ops), rng.pick(&["1k", "0", "10000"])),
         110 => format!("bytes {} {}", rng.pick(&ops), rng.pick(&["5k", "1MB"])),
-        111 => format!(
-            "local_orig {} {}",
-            rng.pick(&["=", "!="]),
-            rng.pick(&["T", "false"])
-        ),
-        112 => format!(
-            "vlan {} {}",
-            rng.pick(&["=", "!=", ">", "<"]),
-            rng.pick(&["10", "20", "4095"])
-        ),
-        113 => format!(
-            "vlan in ({})",
-            list(rng, &|r: &mut Rng| r.pick(&["10", "20", "30"]).to_string())
-        ),
+        111 => format!("local_orig {} {}", rng.pick(&["=", "!="]), rng.pick(&["T", "false"])),
+        112 => format!("vlan {} {}", rng.pick(&["=", "!=", ">", "<"]), rng.pick(&["10", "20", "4095"])),
+        113 => format!("vlan in ({})", list(rng, &|r: &mut Rng| r.pick(&["10", "20", "30"]).to_string())),
         114 => format!("uid ~ {}", rng.pick(&["C1", "^C", "a$"])),
         115 => format!("host in ({})", list(rng, &ip)),
         116 => format!("orig_h in {}", net(rng)),
         117 => format!("ts {} {}", rng.pick(&ops), time(rng)),
-        118 => format!(
-            "duration in ({})",
-            list(rng, &|r: &mut Rng| r.pick(&["1s", "5ms"]).to_string())
-        ),
+        118 => format!("duration in ({})", list(rng, &|r: &mut Rng| r.pick(&["1s", "5ms"]).to_string())),
         119 => format!("missed_bytes > {}", rng.below(3000)),
         120 => format!("inner_vlan = {}", rng.pick(&["7", "0"])),
         _ => format!("pkts {} {}", rng.pick(&ops), rng.below(100)),
@@ -528,22 +301,9 @@ fn random_expr(rng: &mut Rng, kind: Kind, depth: u32) -> String {
     }
     match rng.below(4) {
         0 => format!("not ({})", random_expr(rng, kind, depth - 1)),
-        1 => format!(
-            "({}) or ({})",
-            random_expr(rng, kind, depth - 1),
-            random_expr(rng, kind, depth - 1)
-        ),
-        2 => format!(
-            "{} and {} or {}",
-            atom(rng, kind),
-            random_expr(rng, kind, depth - 1),
-            atom(rng, kind)
-        ),
-        _ => format!(
-            "({}) and ({})",
-            random_expr(rng, kind, depth - 1),
-            random_expr(rng, kind, depth - 1)
-        ),
+        1 => format!("({}) or ({})", random_expr(rng, kind, depth - 1), random_expr(rng, kind, depth - 1)),
+        2 => format!("{} and {} or {}", atom(rng, kind), random_expr(rng, kind, depth - 1), atom(rng, kind)),
+        _ => format!("({}) and ({})", random_expr(rng, kind, depth - 1), random_expr(rng, kind, depth - 1)),
     }
 }
 
@@ -561,12 +321,7 @@ fn check_filter(kind: Kind, rng: &mut Rng, batches: &[Batch], cases: usize) {
             for r in 0..b.rows() {
                 let got = bits[r / 64] >> (r % 64) & 1 == 1;
                 let want = ref_eval(&e, b, r);
-                assert_eq!(
-                    got,
-                    want,
-                    "row {r} of {} for {text}\n  parsed: {e}",
-                    b.rows()
-                );
+                assert_eq!(got, want, "row {r} of {} for {text}\n  parsed: {e}", b.rows());
                 matched += want as usize;
                 total += 1;
             }
@@ -577,10 +332,7 @@ fn check_filter(kind: Kind, rng: &mut Rng, batches: &[Batch], cases: usize) {
         }
     }
     // The random expressions are neither all-true nor all-false.
-    assert!(
-        matched > total / 20 && matched < total * 19 / 20,
-        "{matched} of {total}"
-    );
+    assert!(matched > total / 20 && matched < total * 19 / 20, "{matched} of {total}");
 }
 
 const SIZES: [usize; 7] = [0, 1, 63, 64, 65, 200, 1000];
@@ -653,16 +405,10 @@ fn reference(spec: &QuerySpec, batches: &[Batch]) -> (Vec<Row>, Acc, usize) {
                 }
             }
             let time = spec.every_ns.map(|e| {
-                let V::I(Some(t)) = cell(b, Field::time(spec.kind).name(), r) else {
-                    panic!()
-                };
+                let V::I(Some(t)) = cell(b, Field::time(spec.kind).name(), r) else { panic!() };
                 t.div_euclid(e) * e
             });
-            let key: Vec<KeyValue> = spec
-                .by
-                .iter()
-                .map(|&f| key_value(cell(b, f.name(), r)))
-                .collect();
+            let key: Vec<KeyValue> = spec.by.iter().map(|&f| key_value(cell(b, f.name(), r))).collect();
             let num = |n: &str| match cell(b, n, r) {
                 V::U(x) => x.unwrap_or(0),
                 _ => panic!(),
@@ -684,14 +430,10 @@ fn reference(spec: &QuerySpec, batches: &[Batch]) -> (Vec<Row>, Acc, usize) {
             }
         }
     }
-    let sort_cmp = |a: &(Acc, Option<[i64; 3]>, &Vec<KeyValue>),
-                    b: &(Acc, Option<[i64; 3]>, &Vec<KeyValue>)| {
+    let sort_cmp = |a: &(Acc, Option<[i64; 3]>, &Vec<KeyValue>), b: &(Acc, Option<[i64; 3]>, &Vec<KeyValue>)| {
         let p = match spec.sort.0 {
             SortKey::Agg(agg) if agg.is_percentile() => {
-                let i = [Agg::P50, Agg::P95, Agg::P99]
-                    .iter()
-                    .position(|x| *x == agg)
-                    .unwrap();
+                let i = [Agg::P50, Agg::P95, Agg::P99].iter().position(|x| *x == agg).unwrap();
                 a.1.map(|p| p[i]).cmp(&b.1.map(|p| p[i]))
             }
             SortKey::Agg(agg) => agg_of(&a.0, agg).cmp(&agg_of(&b.0, agg)),
@@ -701,32 +443,18 @@ fn reference(spec: &QuerySpec, batches: &[Batch]) -> (Vec<Row>, Acc, usize) {
             }
             SortKey::Time => Ordering::Equal,
         };
-        let p = if spec.sort.1 == Order::Desc && spec.sort.0 != SortKey::Time {
-            p.reverse()
-        } else {
-            p
-        };
+        let p = if spec.sort.1 == Order::Desc && spec.sort.0 != SortKey::Time { p.reverse() } else { p };
         p.then_with(|| a.2.cmp(b.2))
     };
     let top = spec.top.unwrap_or(usize::MAX);
     match spec.every_ns {
         None => {
-            let mut rows: Vec<(Acc, Option<[i64; 3]>, Vec<KeyValue>)> = groups
-                .into_iter()
-                .map(|((_, k), mut g)| (g.acc, exact_pct(&mut g.durations), k))
-                .collect();
+            let mut rows: Vec<(Acc, Option<[i64; 3]>, Vec<KeyValue>)> =
+                groups.into_iter().map(|((_, k), mut g)| (g.acc, exact_pct(&mut g.durations), k)).collect();
             let n = rows.len();
             rows.sort_by(|a, b| sort_cmp(&(a.0, a.1, &a.2), &(b.0, b.1, &b.2)));
             rows.truncate(top);
-            let rows = rows
-                .into_iter()
-                .map(|(acc, d, key)| Row {
-                    time: None,
-                    key,
-                    acc,
-                    duration: d,
-                })
-                .collect();
+            let rows = rows.into_iter().map(|(acc, d, key)| Row { time: None, key, acc, duration: d }).collect();
             (rows, total, n)
         }
         Some(_) => {
@@ -737,37 +465,20 @@ fn reference(spec: &QuerySpec, batches: &[Batch]) -> (Vec<Row>, Acc, usize) {
                 s.durations.extend(&g.durations);
             }
             let n = series.len();
-            let mut ranked: Vec<(Acc, Option<[i64; 3]>, Vec<KeyValue>)> = series
-                .into_iter()
-                .map(|(k, mut g)| (g.acc, exact_pct(&mut g.durations), k))
-                .collect();
+            let mut ranked: Vec<(Acc, Option<[i64; 3]>, Vec<KeyValue>)> =
+                series.into_iter().map(|(k, mut g)| (g.acc, exact_pct(&mut g.durations), k)).collect();
             ranked.sort_by(|a, b| sort_cmp(&(a.0, a.1, &a.2), &(b.0, b.1, &b.2)));
             ranked.truncate(top);
-            let rank: HashMap<Vec<KeyValue>, usize> = ranked
-                .into_iter()
-                .enumerate()
-                .map(|(i, r)| (r.2, i))
-                .collect();
+            let rank: HashMap<Vec<KeyValue>, usize> = ranked.into_iter().enumerate().map(|(i, r)| (r.2, i)).collect();
             let mut rows: Vec<(i64, usize, Row)> = groups
                 .into_iter()
                 .filter_map(|((t, k), mut g)| {
                     let r = *rank.get(&k)?;
-                    Some((
-                        t.unwrap(),
-                        r,
-                        Row {
-                            time: t,
-                            key: k,
-                            acc: g.acc,
-                            duration: exact_pct(&mut g.durations),
-                        },
-                    ))
+                    Some((t.unwrap(), r, Row { time: t, key: k, acc: g.acc, duration: exact_pct(&mut g.durations) }))
                 })
                 .collect();
             let desc = spec.sort == (SortKey::Time, Order::Desc);
-            rows.sort_by(|a, b| {
-                if desc { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) }.then(a.1.cmp(&b.1))
-            });
+            rows.sort_by(|a, b| if desc { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) }.then(a.1.cmp(&b.1)));
             (rows.into_iter().map(|r| r.2).collect(), total, n)
         }
     }
@@ -797,44 +508,24 @@ fn check_group_by(spec: &QuerySpec, batches: &[Batch], label: &str) {
         // the reported values.
         if spec.every_ns.is_none() {
             assert_eq!(got.rows.len(), want.len(), "{label}");
-            let SortKey::Agg(a) = spec.sort.0 else {
-                unreachable!()
-            };
-            let i = [Agg::P50, Agg::P95, Agg::P99]
-                .iter()
-                .position(|x| *x == a)
-                .unwrap();
-            let vals: Vec<Option<i64>> =
-                got.rows.iter().map(|r| r.duration.map(|d| d[i])).collect();
+            let SortKey::Agg(a) = spec.sort.0 else { unreachable!() };
+            let i = [Agg::P50, Agg::P95, Agg::P99].iter().position(|x| *x == a).unwrap();
+            let vals: Vec<Option<i64>> = got.rows.iter().map(|r| r.duration.map(|d| d[i])).collect();
             for w in vals.windows(2) {
-                assert!(
-                    if spec.sort.1 == Order::Desc {
-                        w[0] >= w[1]
-                    } else {
-                        w[0] <= w[1]
-                    },
-                    "{label}: {vals:?}"
-                );
+                assert!(if spec.sort.1 == Order::Desc { w[0] >= w[1] } else { w[0] <= w[1] }, "{label}: {vals:?}");
             }
         } else {
-            let series: std::collections::HashSet<&Vec<KeyValue>> =
-                got.rows.iter().map(|r| &r.key).collect();
+            let series: std::collections::HashSet<&Vec<KeyValue>> = got.rows.iter().map(|r| &r.key).collect();
             assert!(series.len() <= spec.top.unwrap_or(usize::MAX), "{label}");
         }
         let mut all = spec.clone();
         all.top = None;
         let (every_row, _, _) = reference(&all, batches);
         for r in &got.rows {
-            let w = every_row
-                .iter()
-                .find(|w| w.key == r.key && w.time == r.time)
-                .unwrap();
+            let w = every_row.iter().find(|w| w.key == r.key && w.time == r.time).unwrap();
             assert_eq!(r.acc, w.acc, "{label}");
             match (r.duration, w.duration) {
-                (Some(g), Some(x)) => assert!(
-                    g.iter().zip(x).all(|(g, x)| within(*g, x)),
-                    "{label}: {g:?} vs {x:?}"
-                ),
+                (Some(g), Some(x)) => assert!(g.iter().zip(x).all(|(g, x)| within(*g, x)), "{label}: {g:?} vs {x:?}"),
                 (None, None) => {}
                 other => panic!("{label}: {other:?}"),
             }
@@ -843,17 +534,10 @@ fn check_group_by(spec: &QuerySpec, batches: &[Batch], label: &str) {
     }
     assert_eq!(got.rows.len(), want.len(), "{label}");
     for (i, (g, w)) in got.rows.iter().zip(&want).enumerate() {
-        assert_eq!(
-            (g.time, &g.key, g.acc),
-            (w.time, &w.key, w.acc),
-            "{label}: row {i}"
-        );
+        assert_eq!((g.time, &g.key, g.acc), (w.time, &w.key, w.acc), "{label}: row {i}");
         match (g.duration, w.duration) {
             (Some(gd), Some(wd)) => {
-                assert!(
-                    gd.iter().zip(wd).all(|(g, x)| within(*g, x)),
-                    "{label}: row {i}: {gd:?} vs {wd:?}"
-                )
+                assert!(gd.iter().zip(wd).all(|(g, x)| within(*g, x)), "{label}: row {i}: {gd:?} vs {wd:?}")
             }
             (None, None) => {}
             other => panic!("{label}: row {i}: {other:?}"),
@@ -864,25 +548,10 @@ fn check_group_by(spec: &QuerySpec, batches: &[Batch], label: &str) {
 #[test]
 fn group_by_matches_reference() {
     let mut rng = Rng(3);
-    let flows: Vec<Batch> = [500, 64, 1, 0, 3000]
-        .iter()
-        .map(|&n| flows_batch(&mut rng, n))
-        .collect();
-    let conns: Vec<Batch> = [700, 65, 0, 2500]
-        .iter()
-        .map(|&n| conns_batch(&mut rng, n))
-        .collect();
-    let flow_bys = [
-        "",
-        "sip",
-        "sip,dip",
-        "dport,proto",
-        "iface",
-        "time",
-        "sip,dip,dport,proto,iface",
-        "first",
-        "conns,bytes_out",
-    ];
+    let flows: Vec<Batch> = [500, 64, 1, 0, 3000].iter().map(|&n| flows_batch(&mut rng, n)).collect();
+    let conns: Vec<Batch> = [700, 65, 0, 2500].iter().map(|&n| conns_batch(&mut rng, n)).collect();
+    let flow_bys =
+        ["", "sip", "sip,dip", "dport,proto", "iface", "time", "sip,dip,dport,proto,iface", "first", "conns,bytes_out"];
     let conn_bys = [
         "",
         "service",
@@ -897,11 +566,7 @@ fn group_by_matches_reference() {
     let flow_sorts = ["", "pkts", "bytes_in:asc", "conns desc", "packets_out"];
     let conn_sorts = ["", "conns", "resp_bytes", "p95", "p50:asc", "orig_pkts asc"];
     for case in 0..400 {
-        let kind = if case % 2 == 0 {
-            Kind::Flows
-        } else {
-            Kind::Conns
-        };
+        let kind = if case % 2 == 0 { Kind::Flows } else { Kind::Conns };
         let (bys, sorts, batches) = match kind {
             Kind::Flows => (&flow_bys[..], &flow_sorts[..], &flows),
             Kind::Conns => (&conn_bys[..], &conn_sorts[..], &conns),
@@ -910,27 +575,16 @@ fn group_by_matches_reference() {
         let mut sort = rng.pick(sorts).to_string();
         // Sometimes sort by a group-by field.
         if !by.is_empty() && rng.chance(20) {
-            sort = format!(
-                "{} {}",
-                by.split(',').next().unwrap(),
-                rng.pick(&["asc", "desc"])
-            );
+            sort = format!("{} {}", by.split(',').next().unwrap(), rng.pick(&["asc", "desc"]));
         }
         let every = rng.pick(&[None, None, Some("5m"), Some("1m"), Some("1h"), Some("7m")]);
         if every.is_some() && rng.chance(20) {
             sort = format!("time {}", rng.pick(&["asc", "desc"]));
         }
         let top = rng.pick(&[None, Some(0), Some(1), Some(3), Some(25)]);
-        let w = if rng.chance(30) {
-            String::new()
-        } else {
-            random_expr(&mut rng, kind, 2)
-        };
-        let spec = parse_query(kind, Some(&w), Some(by), Some(&sort), top, every)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let label = format!(
-            "case {case}: {kind:?} where {w:?} by {by:?} sort {sort:?} top {top:?} every {every:?}"
-        );
+        let w = if rng.chance(30) { String::new() } else { random_expr(&mut rng, kind, 2) };
+        let spec = parse_query(kind, Some(&w), Some(by), Some(&sort), top, every).unwrap_or_else(|e| panic!("{e}"));
+        let label = format!("case {case}: {kind:?} where {w:?} by {by:?} sort {sort:?} top {top:?} every {every:?}");
         check_group_by(&spec, batches, &label);
     }
 }
@@ -939,15 +593,7 @@ fn group_by_matches_reference() {
 fn time_range_is_exact_per_row() {
     let mut rng = Rng(4);
     let batches: Vec<Batch> = (0..3).map(|_| flows_batch(&mut rng, 400)).collect();
-    let mut spec = parse_query(
-        Kind::Flows,
-        Some("proto = tcp"),
-        Some("time"),
-        None,
-        Some(0),
-        None,
-    )
-    .unwrap();
+    let mut spec = parse_query(Kind::Flows, Some("proto = tcp"), Some("time"), None, Some(0), None).unwrap();
     spec.time_range = Some((T0 + 5 * MIN, T0 + 20 * MIN));
     let got = run(&spec, &batches);
     let times: Vec<i64> = got
@@ -959,9 +605,7 @@ fn time_range_is_exact_per_row() {
         })
         .collect();
     assert_eq!(times.len(), 3, "{times:?}");
-    assert!(times
-        .iter()
-        .all(|&t| (T0 + 5 * MIN..T0 + 20 * MIN).contains(&t)));
+    assert!(times.iter().all(|&t| (T0 + 5 * MIN..T0 + 20 * MIN).contains(&t)));
     // Same as writing the range into the filter.
     let w = format!(
         "proto = tcp and time >= {} and time < {}",
@@ -985,48 +629,23 @@ fn schema_problems_are_errors() {
     missing.columns.retain(|(n, _)| *n != "server_port");
     assert_eq!(
         e.consume(&missing).unwrap_err(),
-        SchemaError {
-            column: "server_port",
-            problem: SchemaProblem::Missing
-        }
+        SchemaError { column: "server_port", problem: SchemaProblem::Missing }
     );
     let mut wrong = b.clone();
-    wrong
-        .columns
-        .iter_mut()
-        .find(|(n, _)| *n == "server_port")
-        .unwrap()
-        .1 = Column::Str(vec![String::new(); 10]);
-    assert_eq!(
-        e.consume(&wrong).unwrap_err().problem,
-        SchemaProblem::WrongType
-    );
+    wrong.columns.iter_mut().find(|(n, _)| *n == "server_port").unwrap().1 = Column::Str(vec![String::new(); 10]);
+    assert_eq!(e.consume(&wrong).unwrap_err().problem, SchemaProblem::WrongType);
     let mut short = b.clone();
-    short
-        .columns
-        .iter_mut()
-        .find(|(n, _)| *n == "client")
-        .unwrap()
-        .1 = Column::Ip(vec![[0; 16]; 3]);
-    let mut e2 =
-        Engine::new(parse_query(Kind::Flows, None, None, None, None, None).unwrap()).unwrap();
-    assert_eq!(
-        e2.consume(&short).unwrap_err().problem,
-        SchemaProblem::Length
-    );
+    short.columns.iter_mut().find(|(n, _)| *n == "client").unwrap().1 = Column::Ip(vec![[0; 16]; 3]);
+    let mut e2 = Engine::new(parse_query(Kind::Flows, None, None, None, None, None).unwrap()).unwrap();
+    assert_eq!(e2.consume(&short).unwrap_err().problem, SchemaProblem::Length);
     // A batch holding only the needed columns is enough.
     let mut narrow = b.clone();
-    narrow
-        .columns
-        .retain(|(n, _)| spec.needed_columns().contains(n));
+    narrow.columns.retain(|(n, _)| spec.needed_columns().contains(n));
     assert!(e.consume(&narrow).is_ok());
     // Wider integer types are accepted for a field.
     let mut wide = narrow.clone();
-    wide.columns
-        .iter_mut()
-        .find(|(n, _)| *n == "server_port")
-        .unwrap()
-        .1 = match &narrow.column("server_port").unwrap() {
+    wide.columns.iter_mut().find(|(n, _)| *n == "server_port").unwrap().1 = match &narrow.column("server_port").unwrap()
+    {
         Column::U16(v) => Column::U64(v.iter().map(|&x| x as u64).collect()),
         _ => unreachable!(),
     };
@@ -1058,29 +677,10 @@ fn golden_flows() -> Batch {
     Batch {
         kind: Kind::Flows,
         columns: vec![
-            (
-                "bucket",
-                Column::I64(vec![T0, T0, T0 + 5 * MIN, T0 + 5 * MIN]),
-            ),
+            ("bucket", Column::I64(vec![T0, T0, T0 + 5 * MIN, T0 + 5 * MIN])),
             ("iface", Column::Str(vec!["eth0".into(); 4])),
-            (
-                "client",
-                Column::Ip(vec![
-                    ip("10.0.0.1"),
-                    ip("10.0.0.2"),
-                    ip("10.0.0.1"),
-                    ip("2001:db8::1"),
-                ]),
-            ),
-            (
-                "server",
-                Column::Ip(vec![
-                    ip("10.0.0.9"),
-                    ip("10.0.0.9"),
-                    ip("10.0.0.9"),
-                    ip("2001:db8::53"),
-                ]),
-            ),
+            ("client", Column::Ip(vec![ip("10.0.0.1"), ip("10.0.0.2"), ip("10.0.0.1"), ip("2001:db8::1")])),
+            ("server", Column::Ip(vec![ip("10.0.0.9"), ip("10.0.0.9"), ip("10.0.0.9"), ip("2001:db8::53")])),
             ("server_port", Column::U16(vec![443, 443, 443, 53])),
             ("proto", Column::U8(vec![6, 6, 6, 17])),
             ("bytes_out", Column::U64(vec![1_500, 200, 2_000_000, 80])),
@@ -1135,15 +735,7 @@ client,server,server_port,proto,conns,pkts_out,pkts_in,pkts,bytes_out,bytes_in,b
     );
 
     // A time series, top 1 series.
-    let spec = parse_query(
-        Kind::Flows,
-        Some("proto = tcp"),
-        Some("sip"),
-        None,
-        Some(1),
-        Some("5m"),
-    )
-    .unwrap();
+    let spec = parse_query(Kind::Flows, Some("proto = tcp"), Some("sip"), None, Some(1), Some("5m")).unwrap();
     let t = run(&spec, &[golden_flows()]);
     assert_eq!(
         out(&t, Format::Csv),
@@ -1182,51 +774,16 @@ fn golden_conn_outputs() {
     let b = Batch {
         kind: Kind::Conns,
         columns: vec![
-            (
-                "service",
-                Column::Str(vec![
-                    "dns".into(),
-                    "dns".into(),
-                    "".into(),
-                    "say \"hi\", ok".into(),
-                ]),
-            ),
-            (
-                "orig_bytes",
-                Column::OptU64(vec![Some(40), Some(42), None, Some(1)]),
-            ),
+            ("service", Column::Str(vec!["dns".into(), "dns".into(), "".into(), "say \"hi\", ok".into()])),
+            ("orig_bytes", Column::OptU64(vec![Some(40), Some(42), None, Some(1)])),
             ("orig_pkts", Column::U64(vec![1, 1, 3, 1])),
-            (
-                "resp_bytes",
-                Column::OptU64(vec![Some(100), Some(120), None, Some(2)]),
-            ),
+            ("resp_bytes", Column::OptU64(vec![Some(100), Some(120), None, Some(2)])),
             ("resp_pkts", Column::U64(vec![1, 1, 0, 1])),
-            (
-                "duration",
-                Column::OptI64(vec![Some(2 * ms), Some(40 * ms), None, Some(1_500 * ms)]),
-            ),
+            ("duration", Column::OptI64(vec![Some(2 * ms), Some(40 * ms), None, Some(1_500 * ms)])),
         ],
     };
-    let spec = parse_query(
-        Kind::Conns,
-        None,
-        Some("service"),
-        Some("conns"),
-        None,
-        None,
-    )
-    .unwrap();
-    assert_eq!(
-        spec.needed_columns(),
-        [
-            "service",
-            "orig_bytes",
-            "orig_pkts",
-            "resp_bytes",
-            "resp_pkts",
-            "duration"
-        ]
-    );
+    let spec = parse_query(Kind::Conns, None, Some("service"), Some("conns"), None, None).unwrap();
+    assert_eq!(spec.needed_columns(), ["service", "orig_bytes", "orig_pkts", "resp_bytes", "resp_pkts", "duration"]);
     let t = run(&spec, &[b]);
     assert_eq!(
         out(&t, Format::Table),
@@ -1281,25 +838,12 @@ fn percentiles_within_stated_bound_on_many_samples() {
             ("duration", Column::OptI64(durations.clone())),
         ],
     };
-    let spec = parse_query(
-        Kind::Conns,
-        None,
-        Some("service"),
-        Some("service"),
-        Some(0),
-        None,
-    )
-    .unwrap();
+    let spec = parse_query(Kind::Conns, None, Some("service"), Some("service"), Some(0), None).unwrap();
     let t = run(&spec, &[b]);
     assert_eq!(t.rows.len(), 7);
     for row in &t.rows {
-        let KeyValue::Str(g) = &row.key[0] else {
-            panic!()
-        };
-        let mut d: Vec<i64> = (0..n)
-            .filter(|&i| &groups[i] == g)
-            .map(|i| durations[i].unwrap())
-            .collect();
+        let KeyValue::Str(g) = &row.key[0] else { panic!() };
+        let mut d: Vec<i64> = (0..n).filter(|&i| &groups[i] == g).map(|i| durations[i].unwrap()).collect();
         let exact = exact_pct(&mut d).unwrap();
         let got = row.duration.unwrap();
         for i in 0..3 {
@@ -1321,14 +865,10 @@ fn expr_fields_and_types() {
                 Ty::Str => format!("{} ~ \"\"", f.name()),
                 Ty::Bool => format!("{} = true", f.name()),
             };
-            let spec = parse_query(kind, Some(&cond), Some(f.name()), None, None, None)
-                .unwrap_or_else(|e| panic!("{e}"));
+            let spec =
+                parse_query(kind, Some(&cond), Some(f.name()), None, None, None).unwrap_or_else(|e| panic!("{e}"));
             let mut rng = Rng(7);
-            let b = if kind == Kind::Flows {
-                flows_batch(&mut rng, 100)
-            } else {
-                conns_batch(&mut rng, 100)
-            };
+            let b = if kind == Kind::Flows { flows_batch(&mut rng, 100) } else { conns_batch(&mut rng, 100) };
             check_group_by(&spec, &[b], &cond);
         }
     }
@@ -1350,10 +890,7 @@ fn json_and_csv_value_types() {
     let t = run(&spec, &[b]);
     let json = out(&t, Format::Json);
     let first = json.lines().nth(1).unwrap();
-    assert!(
-        first.starts_with("{\"local_orig\":false,\"vlan\":"),
-        "{first}"
-    );
+    assert!(first.starts_with("{\"local_orig\":false,\"vlan\":"), "{first}");
     assert!(first.contains("\"ts\":\"2024-05-01T"), "{first}");
     // Unset vlan sorts first and is null in JSON, empty in CSV, '-' in the table.
     assert!(first.contains("\"vlan\":null"), "{first}");
@@ -1370,18 +907,9 @@ fn cli_time_helpers() {
     assert_eq!(crate::parse_last("15m").unwrap(), 15 * MIN);
     assert_eq!(crate::parse_last("0s").unwrap_err().flag, "--last");
     assert_eq!(crate::parse_time_arg("--from", "now", now).unwrap(), now);
-    assert_eq!(
-        crate::parse_time_arg("--from", "now-1h", now).unwrap(),
-        now - 60 * MIN
-    );
-    assert_eq!(
-        crate::parse_time_arg("--from", "-30m", now).unwrap(),
-        now - 30 * MIN
-    );
-    assert_eq!(
-        crate::parse_time_arg("--to", "2024-05-01T12:00:00Z", 0).unwrap(),
-        T0
-    );
+    assert_eq!(crate::parse_time_arg("--from", "now-1h", now).unwrap(), now - 60 * MIN);
+    assert_eq!(crate::parse_time_arg("--from", "-30m", now).unwrap(), now - 30 * MIN);
+    assert_eq!(crate::parse_time_arg("--to", "2024-05-01T12:00:00Z", 0).unwrap(), T0);
     let e = crate::parse_time_arg("--to", "tomorrow", now).unwrap_err();
     assert_eq!((e.flag, e.column), ("--to", 1));
 }
@@ -1398,30 +926,13 @@ fn engine_is_send() {
 fn large_in_lists_use_the_sorted_paths() {
     let mut rng = Rng(9);
     let b = conns_batch(&mut rng, 300);
-    let Some(Column::Str(uids)) = b.column("uid") else {
-        panic!()
-    };
-    let Some(Column::Ip(hosts)) = b.column("orig_h") else {
-        panic!()
-    };
-    let Some(Column::OptU64(bytes)) = b.column("orig_bytes") else {
-        panic!()
-    };
-    let Some(Column::I64(ts)) = b.column("ts") else {
-        panic!()
-    };
+    let Some(Column::Str(uids)) = b.column("uid") else { panic!() };
+    let Some(Column::Ip(hosts)) = b.column("orig_h") else { panic!() };
+    let Some(Column::OptU64(bytes)) = b.column("orig_bytes") else { panic!() };
+    let Some(Column::I64(ts)) = b.column("ts") else { panic!() };
     let quoted: Vec<String> = uids.iter().step_by(7).map(|u| format!("\"{u}\"")).collect();
-    let ips: Vec<String> = hosts
-        .iter()
-        .step_by(11)
-        .map(crate::value::format_ip)
-        .collect();
-    let nums: Vec<String> = bytes
-        .iter()
-        .step_by(5)
-        .flatten()
-        .map(|n| n.to_string())
-        .collect();
+    let ips: Vec<String> = hosts.iter().step_by(11).map(crate::value::format_ip).collect();
+    let nums: Vec<String> = bytes.iter().step_by(5).flatten().map(|n| n.to_string()).collect();
     for w in [
         format!("uid in ({})", quoted.join(", ")),
         format!("uid not in ({})", quoted.join(", ")),
@@ -1430,11 +941,7 @@ fn large_in_lists_use_the_sorted_paths() {
         format!("orig_bytes in ({})", nums.join(", ")),
         format!(
             "ts in ({})",
-            ts.iter()
-                .step_by(13)
-                .map(|&t| crate::time::format_rfc3339(t))
-                .collect::<Vec<_>>()
-                .join(", ")
+            ts.iter().step_by(13).map(|&t| crate::time::format_rfc3339(t)).collect::<Vec<_>>().join(", ")
         ),
     ] {
         let e = parse_where(Kind::Conns, &w).unwrap();

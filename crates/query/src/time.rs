@@ -36,12 +36,7 @@ pub fn format_rfc3339(ns: i64) -> String {
     let frac = ns.rem_euclid(NS);
     let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
     let sod = secs.rem_euclid(86_400);
-    let mut s = format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60
-    );
+    let mut s = format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}", sod / 3600, sod / 60 % 60, sod % 60);
     if frac != 0 {
         let digits = format!("{frac:09}");
         s.push('.');
@@ -86,9 +81,7 @@ pub fn parse_time(s: &str) -> Option<i64> {
         (c, 0)
     } else if let Some(i) = rest.rfind(['+', '-']) {
         let off = &rest[i + 1..];
-        let (oh, om) = off
-            .split_once(':')
-            .unwrap_or((off.get(..2)?, off.get(2..)?));
+        let (oh, om) = off.split_once(':').unwrap_or((off.get(..2)?, off.get(2..)?));
         let (oh, om) = (num(oh)? as i64, num(om)? as i64);
         if oh > 23 || om > 59 {
             return None;
@@ -111,8 +104,7 @@ pub fn parse_time(s: &str) -> Option<i64> {
     if hms.next().is_some() || h > 23 || mi > 59 || sec > 60 {
         return None;
     }
-    ns =
-        ns.checked_add((h as i64 * 3600 + mi as i64 * 60 + sec as i64 - offset_s) * NS + frac_ns)?;
+    ns = ns.checked_add((h as i64 * 3600 + mi as i64 * 60 + sec as i64 - offset_s) * NS + frac_ns)?;
     Some(ns)
 }
 
@@ -141,11 +133,7 @@ fn parse_unix(s: &str) -> Option<i64> {
     if whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    whole
-        .parse::<i64>()
-        .ok()?
-        .checked_mul(NS)?
-        .checked_add(parse_frac(frac)?)
+    whole.parse::<i64>().ok()?.checked_mul(NS)?.checked_add(parse_frac(frac)?)
 }
 
 /// A duration: a sequence of `<number><unit>` with units `ns`, `us` (or `µs`),
@@ -162,14 +150,10 @@ pub fn parse_duration(s: &str, bare_seconds: bool) -> Option<i64> {
     let mut rest = s;
     let mut total: i64 = 0;
     while !rest.is_empty() {
-        let n_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
+        let n_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let number = &rest[..n_end];
         rest = &rest[n_end..];
-        let u_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
+        let u_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
         let unit = &rest[..u_end];
         rest = &rest[u_end..];
         let scale: i64 = match unit {
@@ -193,17 +177,10 @@ fn scaled(number: &str, scale: i64) -> Option<i64> {
     if whole.is_empty() && frac.is_empty() {
         return None;
     }
-    if !whole.bytes().all(|b| b.is_ascii_digit())
-        || !frac.bytes().all(|b| b.is_ascii_digit())
-        || frac.len() > 18
-    {
+    if !whole.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) || frac.len() > 18 {
         return None;
     }
-    let w: i64 = if whole.is_empty() {
-        0
-    } else {
-        whole.parse().ok()?
-    };
+    let w: i64 = if whole.is_empty() { 0 } else { whole.parse().ok()? };
     let mut v = w.checked_mul(scale)?;
     if !frac.is_empty() {
         let f: i128 = frac.parse().ok()?;
@@ -233,13 +210,7 @@ pub fn format_duration(ns: i64) -> String {
 
 /// A duration in the query language's own syntax (exact): `90s`, `1500ms`.
 pub(crate) fn format_duration_exact(ns: i64) -> String {
-    for (unit, scale) in [
-        ("h", 3600 * NS),
-        ("m", 60 * NS),
-        ("s", NS),
-        ("ms", 1_000_000),
-        ("us", 1_000),
-    ] {
+    for (unit, scale) in [("h", 3600 * NS), ("m", 60 * NS), ("s", NS), ("ms", 1_000_000), ("us", 1_000)] {
         if ns != 0 && ns % scale == 0 {
             return format!("{}{unit}", ns / scale);
         }
@@ -255,24 +226,10 @@ mod tests {
     fn rfc3339_round_trip() {
         assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_rfc3339(1_714_564_800 * NS), "2024-05-01T12:00:00Z");
-        assert_eq!(
-            format_rfc3339(1_714_564_800 * NS + 250_000_000),
-            "2024-05-01T12:00:00.25Z"
-        );
+        assert_eq!(format_rfc3339(1_714_564_800 * NS + 250_000_000), "2024-05-01T12:00:00.25Z");
         assert_eq!(format_rfc3339(-1), "1969-12-31T23:59:59.999999999Z");
-        for ns in [
-            0,
-            1,
-            951_782_400 * NS,
-            1_709_164_800 * NS + 7,
-            4_102_444_800 * NS,
-        ] {
-            assert_eq!(
-                parse_time(&format_rfc3339(ns)),
-                Some(ns),
-                "{}",
-                format_rfc3339(ns)
-            );
+        for ns in [0, 1, 951_782_400 * NS, 1_709_164_800 * NS + 7, 4_102_444_800 * NS] {
+            assert_eq!(parse_time(&format_rfc3339(ns)), Some(ns), "{}", format_rfc3339(ns));
         }
         // Every day over a few years, leap days included.
         for day in -800..2000 {
@@ -292,21 +249,10 @@ mod tests {
         assert_eq!(parse_time("2024-05-01"), Some(t - 12 * 3600 * NS));
         assert_eq!(parse_time("1714564800"), Some(t));
         assert_eq!(parse_time("1714564800.5"), Some(t + NS / 2));
-        for bad in [
-            "2024-13-01",
-            "2024-02-30",
-            "2024-05-01T25:00Z",
-            "24-05-01",
-            "yesterday",
-            "",
-            "2024-05-01T12",
-        ] {
+        for bad in ["2024-13-01", "2024-02-30", "2024-05-01T25:00Z", "24-05-01", "yesterday", "", "2024-05-01T12"] {
             assert_eq!(parse_time(bad), None, "{bad}");
         }
-        assert_eq!(
-            parse_time("2024-02-29"),
-            Some(days_from_civil(2024, 2, 29) * 86_400 * NS)
-        );
+        assert_eq!(parse_time("2024-02-29"), Some(days_from_civil(2024, 2, 29) * 86_400 * NS));
     }
 
     #[test]

@@ -102,10 +102,7 @@ pub fn parse_net(s: &str) -> Result<Net, NetError> {
         }
         Some(_) => return Err(NetError::Prefix(max)),
     };
-    Ok(Net {
-        addr: ip16(ip),
-        prefix: prefix + offset,
-    })
+    Ok(Net { addr: ip16(ip), prefix: prefix + offset })
 }
 
 /// An unsigned number of a field with `unit`, at most `bits` wide.
@@ -132,9 +129,7 @@ fn plain(s: &str) -> Option<u64> {
 }
 
 fn with_multiplier(s: &str, bytes: bool) -> Option<u64> {
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (number, suffix) = s.split_at(split);
     let mult: u64 = match suffix {
         "" => 1,
@@ -154,10 +149,7 @@ fn with_multiplier(s: &str, bytes: bool) -> Option<u64> {
         _ => return None,
     };
     let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty()
-        || !whole.bytes().all(|b| b.is_ascii_digit())
-        || !frac.bytes().all(|b| b.is_ascii_digit())
-    {
+    if whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     if !frac.is_empty() && mult == 1 {
@@ -209,10 +201,7 @@ mod tests {
         assert_eq!(v6.to_string(), "2001:db8::/32");
         let all = parse_net("::/0").unwrap();
         assert!(all.contains(&v4(1, 2, 3, 4)));
-        assert_eq!(
-            parse_net("::ffff:10.0.0.1").unwrap().to_string(),
-            "10.0.0.1"
-        );
+        assert_eq!(parse_net("::ffff:10.0.0.1").unwrap().to_string(), "10.0.0.1");
         assert_eq!(parse_net("10.0.0.0/33"), Err(NetError::Prefix(32)));
         assert_eq!(parse_net("::/129"), Err(NetError::Prefix(128)));
         assert_eq!(parse_net("10.0.0.0/"), Err(NetError::Prefix(32)));
@@ -220,10 +209,7 @@ mod tests {
         assert_eq!(parse_net("host"), Err(NetError::Address));
         assert_eq!(
             parse_net("10.0.0.0/8").unwrap().range(),
-            (
-                u128::from_be_bytes(v4(10, 0, 0, 0)),
-                u128::from_be_bytes(v4(10, 255, 255, 255))
-            )
+            (u128::from_be_bytes(v4(10, 0, 0, 0)), u128::from_be_bytes(v4(10, 255, 255, 255)))
         );
     }
 

@@ -7,10 +7,7 @@ use crate::IpAddr16;
 /// ICMP "port" mapping of the spec: request/reply types pair up, other
 /// messages are one-way (their code stands in for the destination port).
 fn icmp_ports(v6: bool, icmp_type: u16, code: u16) -> (u16, u16, bool) {
-    match u8::try_from(icmp_type)
-        .ok()
-        .and_then(|t| wirelog_decode::icmp::counterpart(v6, t))
-    {
+    match u8::try_from(icmp_type).ok().and_then(|t| wirelog_decode::icmp::counterpart(v6, t)) {
         Some(c) => (icmp_type, c as u16, false),
         None => (icmp_type, code, true),
     }
@@ -33,11 +30,7 @@ pub fn community_id_v1(
         _ => (sport, dport, false),
     };
     let v4 = src.is_v4() && dst.is_v4();
-    let (mut a, mut b): (&[u8], &[u8]) = if v4 {
-        (&src.0[12..], &dst.0[12..])
-    } else {
-        (&src.0[..], &dst.0[..])
-    };
+    let (mut a, mut b): (&[u8], &[u8]) = if v4 { (&src.0[12..], &dst.0[12..]) } else { (&src.0[..], &dst.0[..]) };
     let has_ports = matches!(ip_proto, 1 | 6 | 17 | 58 | 132);
     if !one_way && (a, sport) > (b, dport) {
         std::mem::swap(&mut a, &mut b);
@@ -98,25 +91,13 @@ impl PartialEq<&str> for CommunityId {
 fn base64_into(input: &[u8; 20], out: &mut [u8]) {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     for (i, chunk) in input.chunks(3).enumerate() {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
         let n = ((b[0] as u32) << 16) | ((b[1] as u32) << 8) | b[2] as u32;
         let o = &mut out[i * 4..i * 4 + 4];
         o[0] = T[(n >> 18) as usize & 63];
         o[1] = T[(n >> 12) as usize & 63];
-        o[2] = if chunk.len() > 1 {
-            T[(n >> 6) as usize & 63]
-        } else {
-            b'='
-        };
-        o[3] = if chunk.len() > 2 {
-            T[n as usize & 63]
-        } else {
-            b'='
-        };
+        o[2] = if chunk.len() > 1 { T[(n >> 6) as usize & 63] } else { b'=' };
+        o[3] = if chunk.len() > 2 { T[n as usize & 63] } else { b'=' };
     }
 }
 
@@ -147,22 +128,10 @@ mod tests {
             community_id_v1(&ip("8.8.8.8"), &ip("192.168.1.52"), 17, 53, 54585),
             "1:d/FP5EW3wiY1vCndhwleRRKHowQ="
         );
+        assert_eq!(community_id_v1(&ip("192.168.0.89"), &ip("192.168.0.1"), 1, 8, 0), "1:X0snYXpgwiv9TZtqg64sgzUn6Dk=");
+        assert_eq!(community_id_v1(&ip("192.168.0.1"), &ip("192.168.0.89"), 1, 0, 0), "1:X0snYXpgwiv9TZtqg64sgzUn6Dk=");
         assert_eq!(
-            community_id_v1(&ip("192.168.0.89"), &ip("192.168.0.1"), 1, 8, 0),
-            "1:X0snYXpgwiv9TZtqg64sgzUn6Dk="
-        );
-        assert_eq!(
-            community_id_v1(&ip("192.168.0.1"), &ip("192.168.0.89"), 1, 0, 0),
-            "1:X0snYXpgwiv9TZtqg64sgzUn6Dk="
-        );
-        assert_eq!(
-            community_id_v1(
-                &ip("fe80::200:86ff:fe05:80da"),
-                &ip("fe80::260:97ff:fe07:69ea"),
-                58,
-                135,
-                0
-            ),
+            community_id_v1(&ip("fe80::200:86ff:fe05:80da"), &ip("fe80::260:97ff:fe07:69ea"), 58, 135, 0),
             "1:dGHyGvjMfljg6Bppwm3bg0LO8TY="
         );
     }

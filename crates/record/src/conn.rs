@@ -86,11 +86,7 @@ impl History {
     pub const CAPACITY: usize = 22;
 
     pub const fn new() -> Self {
-        History {
-            letters: [0; History::CAPACITY],
-            len: 0,
-            truncated: false,
-        }
+        History { letters: [0; History::CAPACITY], len: 0, truncated: false }
     }
 
     #[inline]

@@ -68,10 +68,7 @@ impl UidGenerator {
         for i in 0..n {
             buf[1 + i] = digits[n - 1 - i];
         }
-        Uid {
-            bytes: buf,
-            len: (n + 1) as u8,
-        }
+        Uid { bytes: buf, len: (n + 1) as u8 }
     }
 }
 

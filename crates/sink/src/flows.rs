@@ -33,12 +33,7 @@ pub struct FlowLogWriter<W: Write> {
 
 impl<W: Write> FlowLogWriter<W> {
     pub fn new(out: W, format: LogFormat) -> Self {
-        FlowLogWriter {
-            out,
-            format,
-            header_written: false,
-            line: Vec::with_capacity(256),
-        }
+        FlowLogWriter { out, format, header_written: false, line: Vec::with_capacity(256) }
     }
 
     fn header(&mut self) -> io::Result<()> {
@@ -81,14 +76,10 @@ impl<W: Write> FlowLogWriter<W> {
             first = false;
         };
         field(b, "bucket", false, &|b| write_secs(b, r.bucket_ns));
-        field(b, "iface", true, &|b| {
-            b.extend_from_slice(r.iface.as_bytes())
-        });
+        field(b, "iface", true, &|b| b.extend_from_slice(r.iface.as_bytes()));
         field(b, "client", true, &|b| write_addr(b, &r.client));
         field(b, "server", true, &|b| write_addr(b, &r.server));
-        field(b, "server_port", false, &|b| {
-            push_u64(b, r.server_port as u64)
-        });
+        field(b, "server_port", false, &|b| push_u64(b, r.server_port as u64));
         field(b, "proto", false, &|b| push_u64(b, r.proto as u64));
         field(b, "bytes_out", false, &|b| push_u64(b, r.bytes_out));
         field(b, "pkts_out", false, &|b| push_u64(b, r.pkts_out));
@@ -147,12 +138,7 @@ mod tests {
         let mut w = FlowLogWriter::new(Vec::new(), LogFormat::Json);
         w.write(&r).unwrap();
         let s = String::from_utf8(w.out).unwrap();
-        assert!(
-            s.starts_with(
-                "{\"bucket\":1700000100.000000,\"iface\":\"eth0\",\"client\":\"10.0.0.1\""
-            ),
-            "{s}"
-        );
+        assert!(s.starts_with("{\"bucket\":1700000100.000000,\"iface\":\"eth0\",\"client\":\"10.0.0.1\""), "{s}");
         assert!(s.trim_end().ends_with("\"conns\":1}"));
     }
 }

@@ -66,11 +66,7 @@ pub(crate) fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
 
 /// Seconds with six decimals, from nanoseconds, rounded to the microsecond.
 pub(crate) fn write_secs(buf: &mut Vec<u8>, ns: i64) {
-    let us = if ns >= 0 {
-        (ns + 500) / 1000
-    } else {
-        (ns - 500) / 1000
-    };
+    let us = if ns >= 0 { (ns + 500) / 1000 } else { (ns - 500) / 1000 };
     if us < 0 {
         buf.push(b'-');
     }
@@ -116,33 +112,16 @@ pub(crate) fn zeek_datetime(unix_secs: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{:04}-{:02}-{:02}-{:02}-{:02}-{:02}",
-        y,
-        m,
-        d,
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
+    format!("{:04}-{:02}-{:02}-{:02}-{:02}-{:02}", y, m, d, secs / 3600, secs % 3600 / 60, secs % 60)
 }
 
 pub(crate) fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
 impl<W: Write> ConnLogWriter<W> {
     pub fn new(out: W, format: LogFormat) -> Self {
-        ConnLogWriter {
-            out,
-            format,
-            header_written: false,
-            line: Vec::with_capacity(512),
-            rows: 0,
-        }
+        ConnLogWriter { out, format, header_written: false, line: Vec::with_capacity(512), rows: 0 }
     }
 
     pub fn rows(&self) -> u64 {
@@ -265,16 +244,8 @@ impl<W: Write> ConnLogWriter<W> {
         }
         b.extend_from_slice(b",\"conn_state\":\"");
         b.extend_from_slice(r.conn_state.as_str().as_bytes());
-        b.extend_from_slice(if r.local_orig {
-            b"\",\"local_orig\":true"
-        } else {
-            b"\",\"local_orig\":false"
-        });
-        b.extend_from_slice(if r.local_resp {
-            b",\"local_resp\":true"
-        } else {
-            b",\"local_resp\":false"
-        });
+        b.extend_from_slice(if r.local_orig { b"\",\"local_orig\":true" } else { b"\",\"local_orig\":false" });
+        b.extend_from_slice(if r.local_resp { b",\"local_resp\":true" } else { b",\"local_resp\":false" });
         num(b, b",\"missed_bytes\":", r.missed_bytes);
         if !r.history.is_empty() {
             b.extend_from_slice(b",\"history\":\"");
@@ -320,12 +291,7 @@ mod tests {
             uid: UidGenerator::new(1).next_uid(),
             orig_h: IpAddr16::from_v4([10, 0, 0, 1]),
             orig_p: 40000,
-            resp_h: IpAddr16(
-                "2001:db8::1"
-                    .parse::<std::net::Ipv6Addr>()
-                    .unwrap()
-                    .octets(),
-            ),
+            resp_h: IpAddr16("2001:db8::1".parse::<std::net::Ipv6Addr>().unwrap().octets()),
             resp_p: 80,
             proto: Proto::Tcp,
             service: None,
@@ -387,9 +353,7 @@ mod tests {
         assert!(s.starts_with("{\"ts\":1300000000.123457,\"uid\":\"C"));
         assert!(!s.contains("duration"));
         assert!(s.contains("\"id.resp_h\":\"2001:db8::1\""));
-        assert!(s
-            .trim_end()
-            .ends_with(&format!("\"community_id\":\"{}\"}}", r.community_id)));
+        assert!(s.trim_end().ends_with(&format!("\"community_id\":\"{}\"}}", r.community_id)));
     }
 
     #[test]
@@ -400,12 +364,7 @@ mod tests {
             push_u64(&mut b, v);
             assert_eq!(String::from_utf8(b.clone()).unwrap(), v.to_string());
         }
-        for (ns, want) in [
-            (0, "0.000000"),
-            (1_500, "0.000002"),
-            (60_991_770_000, "60.991770"),
-            (-1_000, "-0.000001"),
-        ] {
+        for (ns, want) in [(0, "0.000000"), (1_500, "0.000002"), (60_991_770_000, "60.991770"), (-1_000, "-0.000001")] {
             b.clear();
             write_secs(&mut b, ns);
             assert_eq!(String::from_utf8(b.clone()).unwrap(), want);

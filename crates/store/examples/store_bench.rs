@@ -43,29 +43,16 @@ fn column_bytes(dir: &std::path::Path) -> (BTreeMap<String, u64>, u64, u64, u64)
 
 fn report(label: &str, dir: &std::path::Path) {
     let (per, files, total, rows) = column_bytes(dir);
-    println!(
-        "{label}: {rows} rows in {files} files, {total} bytes: {:.2} bytes/row",
-        total as f64 / rows as f64
-    );
-    let line: Vec<String> = per
-        .iter()
-        .map(|(k, v)| format!("{k}={:.2}", *v as f64 / rows as f64))
-        .collect();
+    println!("{label}: {rows} rows in {files} files, {total} bytes: {:.2} bytes/row", total as f64 / rows as f64);
+    let line: Vec<String> = per.iter().map(|(k, v)| format!("{k}={:.2}", *v as f64 / rows as f64)).collect();
     println!("  per column (B/row): {}", line.join(" "));
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let rows: usize = args
-        .get(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000_000);
+    let rows: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
     let per_bucket: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20_000);
-    let dir = PathBuf::from(
-        args.get(3)
-            .cloned()
-            .unwrap_or_else(|| "/tmp/wirelog-store-bench".into()),
-    );
+    let dir = PathBuf::from(args.get(3).cloned().unwrap_or_else(|| "/tmp/wirelog-store-bench".into()));
     if let Ok(col) = std::env::var("WIRELOG_SCAN_ONLY") {
         // Profile one column scan of an existing store.
         let name: &'static str = Box::leak(col.into_boxed_str());
@@ -78,10 +65,7 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
     let start_ns = 1_795_338_000_000_000_000; // 2026-11-22T09:00:00Z
     let mut g = FlowGen::new(42, 5000, start_ns);
-    let opts = StoreOptions {
-        sync: false,
-        ..Default::default()
-    };
+    let opts = StoreOptions { sync: false, ..Default::default() };
     let mut store = Store::open(&dir, opts).unwrap();
     let t = Instant::now();
     let mut gen_time = std::time::Duration::ZERO;
@@ -104,24 +88,15 @@ fn main() {
     report("per-bucket files", &dir);
     let t = Instant::now();
     for p in list_partitions(&dir, Kind::Flows).unwrap() {
-        wirelog_store::compact::compact_partition(
-            &p.path,
-            &CompactOptions {
-                sync: false,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        wirelog_store::compact::compact_partition(&p.path, &CompactOptions { sync: false, ..Default::default() })
+            .unwrap();
     }
     println!("compacted in {:.2} s", t.elapsed().as_secs_f64());
     report("hourly files after compaction", &dir);
 
     let runs: &[(&str, &[&'static str])] = &[
         ("bytes_out+pkts_in (u64,u64)", &["bytes_out", "pkts_in"]),
-        (
-            "server_port+bytes_out (u16,u64)",
-            &["server_port", "bytes_out"],
-        ),
+        ("server_port+bytes_out (u16,u64)", &["server_port", "bytes_out"]),
         ("server+bytes_out (ip,u64)", &["server", "bytes_out"]),
         ("bucket+bytes_in (time,u64)", &["bucket", "bytes_in"]),
     ];
@@ -144,11 +119,7 @@ fn main() {
             .unwrap();
             best = best.min(t.elapsed().as_secs_f64());
         }
-        println!(
-            "scan {label}: {n} rows in {:.3} s: {:.1} M rows/s (sum {sum})",
-            best,
-            n as f64 / best / 1e6
-        );
+        println!("scan {label}: {n} rows in {:.3} s: {:.1} M rows/s (sum {sum})", best, n as f64 / best / 1e6);
     }
     if std::env::var("WIRELOG_BENCH_COLS").is_ok() {
         for c in wirelog_store::schema::FLOWS {
@@ -159,11 +130,7 @@ fn main() {
                 Store::scan_ref(&dir, &scan, |_| Ok(())).unwrap();
                 best = best.min(t.elapsed().as_secs_f64());
             }
-            println!(
-                "  column {}: {:.1} ns/row",
-                c.name,
-                best * 1e9 / rows as f64
-            );
+            println!("  column {}: {:.1} ns/row", c.name, best * 1e9 / rows as f64);
         }
     }
     // The owning API (a new batch each time) for comparison.
@@ -177,10 +144,7 @@ fn main() {
         })
         .unwrap();
         let s = t.elapsed().as_secs_f64();
-        println!(
-            "scan (owned batches) bytes_out+pkts_in: {n} rows in {s:.3} s: {:.1} M rows/s",
-            n as f64 / s / 1e6
-        );
+        println!("scan (owned batches) bytes_out+pkts_in: {n} rows in {s:.3} s: {:.1} M rows/s", n as f64 / s / 1e6);
     }
     // A filtered group-by: sum(bytes_out) by server_port where proto = 6.
     let scan = Scan::new(Kind::Flows).columns(&["proto", "server_port", "bytes_out"]);
@@ -188,11 +152,9 @@ fn main() {
     let mut sums = vec![0u64; 65536];
     let mut n = 0;
     Store::scan_ref(&dir, &scan, |b| {
-        let (Some(Column::U8(p)), Some(Column::U16(port)), Some(Column::U64(by))) = (
-            b.column("proto"),
-            b.column("server_port"),
-            b.column("bytes_out"),
-        ) else {
+        let (Some(Column::U8(p)), Some(Column::U16(port)), Some(Column::U64(by))) =
+            (b.column("proto"), b.column("server_port"), b.column("bytes_out"))
+        else {
             panic!()
         };
         n += p.len();
@@ -205,9 +167,6 @@ fn main() {
     })
     .unwrap();
     let s = t.elapsed().as_secs_f64();
-    println!(
-        "filtered group-by (3 columns): {n} rows in {s:.3} s: {:.1} M rows/s",
-        n as f64 / s / 1e6
-    );
+    println!("filtered group-by (3 columns): {n} rows in {s:.3} s: {:.1} M rows/s", n as f64 / s / 1e6);
 }
 // (single-column timings are printed when WIRELOG_BENCH_COLS is set)

@@ -91,9 +91,6 @@ impl Batch {
     }
 
     pub fn column(&self, name: &str) -> Option<&Column> {
-        self.columns
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, c)| c)
+        self.columns.iter().find(|(n, _)| *n == name).map(|(_, c)| c)
     }
 }

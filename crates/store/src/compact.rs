@@ -28,9 +28,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::reader::FileReader;
 
 use crate::batch::{Batch, Column, Kind};
-use crate::encode::{
-    opt_i32, opt_i64, req_bool, req_i32, req_i64, req_ip, strings, PqValues, RowSource,
-};
+use crate::encode::{opt_i32, opt_i64, req_bool, req_i32, req_i64, req_ip, strings, PqValues, RowSource};
 use crate::error::StoreError;
 use crate::fsutil::{is_data_file, list_dir, remove_file_if_exists, sync_dir, DirLock};
 use crate::layout::{kind_dir, list_partitions, parse_partition_path};
@@ -108,9 +106,8 @@ fn data_dir_of(partition: &Path) -> Option<PathBuf> {
 /// Merges the small files of one hour partition (`<dir>/<kind>/date=../hour=..`).
 /// Safe while a `Store` writes (new files are left alone) and while readers scan.
 pub fn compact_partition(path: &Path, opts: &CompactOptions) -> Result<CompactReport, StoreError> {
-    let part = parse_partition_path(path).ok_or_else(|| {
-        StoreError::Invalid(format!("{} is not a partition directory", path.display()))
-    })?;
+    let part = parse_partition_path(path)
+        .ok_or_else(|| StoreError::Invalid(format!("{} is not a partition directory", path.display())))?;
     let data_dir = data_dir_of(path).unwrap_or_default();
     let _lock = DirLock::lock(&data_dir.join(".compact.lock"))?;
     compact_locked(path, part.kind, opts)
@@ -120,24 +117,14 @@ fn file_len(p: &Path) -> u64 {
     std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
 }
 
-fn compact_locked(
-    pdir: &Path,
-    kind: Kind,
-    opts: &CompactOptions,
-) -> Result<CompactReport, StoreError> {
-    let mut report = CompactReport {
-        partitions: 1,
-        ..Default::default()
-    };
+fn compact_locked(pdir: &Path, kind: Kind, opts: &CompactOptions) -> Result<CompactReport, StoreError> {
+    let mut report = CompactReport { partitions: 1, ..Default::default() };
     let mut replaced = 0;
     let mut corrupt = Vec::new();
     let files = snapshot(pdir, &mut replaced, &mut corrupt)?;
     for (path, what) in &corrupt {
         report.unreadable += 1;
-        report.errors.push(format!(
-            "store: left unreadable file {} alone: {what}",
-            path.display()
-        ));
+        report.errors.push(format!("store: left unreadable file {} alone: {what}", path.display()));
     }
     // Leftovers of an interrupted compaction.
     let mut removed_any = false;
@@ -156,9 +143,7 @@ fn compact_locked(
     // files are never merged (nor deleted): they stay for inspection.
     let mut small: Vec<_> = files
         .iter()
-        .filter(|f| {
-            (f.reader.metadata().file_metadata().num_rows().max(0) as u64) < opts.small_file_rows
-        })
+        .filter(|f| (f.reader.metadata().file_metadata().num_rows().max(0) as u64) < opts.small_file_rows)
         .collect();
     small.sort_by(|a, b| a.name.cmp(&b.name));
     let mut groups: Vec<Vec<&crate::reader::OpenFile>> = Vec::new();
@@ -188,9 +173,7 @@ fn compact_locked(
                 }
                 Err(e) => {
                     report.unreadable += 1;
-                    report
-                        .errors
-                        .push(format!("store: left unreadable file alone: {e}"));
+                    report.errors.push(format!("store: left unreadable file alone: {e}"));
                 }
             }
         }
@@ -279,21 +262,15 @@ impl RowSource for MergedRows {
                 let bucket = i64s(self.col("bucket"));
                 let client = ips(self.col("client"));
                 let server = ips(self.col("server"));
-                let (Column::U16(port), Column::U8(proto), Column::Str(iface)) = (
-                    self.col("server_port"),
-                    self.col("proto"),
-                    self.col("iface"),
-                ) else {
+                let (Column::U16(port), Column::U8(proto), Column::Str(iface)) =
+                    (self.col("server_port"), self.col("proto"), self.col("iface"))
+                else {
                     unreachable!()
                 };
                 rows.sort_unstable_by(|&a, &b| {
                     let (a, b) = (a as usize, b as usize);
-                    (
-                        bucket[a], &client[a], &server[a], port[a], proto[a], &iface[a],
-                    )
-                        .cmp(&(
-                            bucket[b], &client[b], &server[b], port[b], proto[b], &iface[b],
-                        ))
+                    (bucket[a], &client[a], &server[a], port[a], proto[a], &iface[a])
+                        .cmp(&(bucket[b], &client[b], &server[b], port[b], proto[b], &iface[b]))
                 });
             }
             Kind::Conns => {
@@ -343,8 +320,7 @@ pub(crate) fn recover(dir: &Path) -> Result<(), StoreError> {
             }
             for (hname, hpath) in list_dir(&dpath)? {
                 if hname.starts_with(".del-") {
-                    std::fs::remove_dir_all(&hpath)
-                        .map_err(|e| StoreError::io(&hpath, "remove", e))?;
+                    std::fs::remove_dir_all(&hpath).map_err(|e| StoreError::io(&hpath, "remove", e))?;
                 }
             }
         }
@@ -363,13 +339,8 @@ pub(crate) fn recover(dir: &Path) -> Result<(), StoreError> {
                         continue;
                     }
                     // A merged file that cannot be read replaces nothing.
-                    let Ok(f) = std::fs::File::open(path) else {
-                        continue;
-                    };
-                    let Ok(r) = parquet::file::serialized_reader::SerializedFileReader::new(f)
-                    else {
-                        continue;
-                    };
+                    let Ok(f) = std::fs::File::open(path) else { continue };
+                    let Ok(r) = parquet::file::serialized_reader::SerializedFileReader::new(f) else { continue };
                     let replaces: Vec<String> = r
                         .metadata()
                         .file_metadata()
@@ -443,11 +414,8 @@ pub fn compact_closed_partitions(
             if p.end_ns().saturating_add(settle_ns) > now_ns {
                 continue;
             }
-            let names: Vec<String> = list_dir(&p.path)?
-                .into_iter()
-                .map(|(n, _)| n)
-                .filter(|n| is_data_file(n))
-                .collect();
+            let names: Vec<String> =
+                list_dir(&p.path)?.into_iter().map(|(n, _)| n).filter(|n| is_data_file(n)).collect();
             if names.len() < 2 || seen.get(&p.path) == Some(&names) {
                 continue;
             }
@@ -459,11 +427,8 @@ pub fn compact_closed_partitions(
                     continue;
                 }
             }
-            let after: Vec<String> = list_dir(&p.path)?
-                .into_iter()
-                .map(|(n, _)| n)
-                .filter(|n| is_data_file(n))
-                .collect();
+            let after: Vec<String> =
+                list_dir(&p.path)?.into_iter().map(|(n, _)| n).filter(|n| is_data_file(n)).collect();
             seen.insert(p.path.clone(), after);
         }
     }
@@ -480,10 +445,7 @@ pub struct Compactor {
 
 impl Compactor {
     pub fn start(dir: PathBuf, opts: CompactorOptions) -> Compactor {
-        let shared = Arc::new((
-            Mutex::new((false, CompactorStatus::default())),
-            Condvar::new(),
-        ));
+        let shared = Arc::new((Mutex::new((false, CompactorStatus::default())), Condvar::new()));
         let sh = shared.clone();
         let handle = std::thread::Builder::new()
             .name("wirelog-compact".into())
@@ -491,13 +453,7 @@ impl Compactor {
                 lower_thread_priority();
                 let mut seen = HashMap::new();
                 loop {
-                    let r = compact_closed_partitions(
-                        &dir,
-                        now_ns(),
-                        opts.settle,
-                        &opts.compact,
-                        &mut seen,
-                    );
+                    let r = compact_closed_partitions(&dir, now_ns(), opts.settle, &opts.compact, &mut seen);
                     let (lock, cv) = &*sh;
                     let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
                     g.1.passes += 1;
@@ -514,38 +470,26 @@ impl Compactor {
                     if g.0 {
                         return;
                     }
-                    let (g2, _) = cv
-                        .wait_timeout(g, opts.interval)
-                        .unwrap_or_else(|e| e.into_inner());
+                    let (g2, _) = cv.wait_timeout(g, opts.interval).unwrap_or_else(|e| e.into_inner());
                     if g2.0 {
                         return;
                     }
                 }
             })
             .expect("spawn compactor thread");
-        Compactor {
-            shared,
-            handle: Some(handle),
-        }
+        Compactor { shared, handle: Some(handle) }
     }
 
     /// What it has done so far.
     pub fn status(&self) -> CompactorStatus {
-        self.shared
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .1
-            .clone()
+        self.shared.0.lock().unwrap_or_else(|e| e.into_inner()).1.clone()
     }
 
     /// Waits until at least `passes` passes are complete (for tests and shutdown).
     pub fn wait_passes(&self, passes: u64, timeout: Duration) -> CompactorStatus {
         let (lock, cv) = &*self.shared;
         let g = lock.lock().unwrap_or_else(|e| e.into_inner());
-        let (g, _) = cv
-            .wait_timeout_while(g, timeout, |s| s.1.passes < passes)
-            .unwrap_or_else(|e| e.into_inner());
+        let (g, _) = cv.wait_timeout_while(g, timeout, |s| s.1.passes < passes).unwrap_or_else(|e| e.into_inner());
         g.1.clone()
     }
 

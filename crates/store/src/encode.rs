@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parquet::data_type::{
-    BoolType, ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType, Int32Type,
-    Int64Type,
+    BoolType, ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType, Int32Type, Int64Type,
 };
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
@@ -50,32 +49,19 @@ pub(crate) trait RowSource {
 // ---- helpers to build column values ---------------------------------------
 
 pub(crate) fn req_i64(rows: &[u32], f: impl Fn(usize) -> i64) -> PqValues {
-    PqValues {
-        col: PqCol::I64(rows.iter().map(|&r| f(r as usize)).collect()),
-        def: None,
-    }
+    PqValues { col: PqCol::I64(rows.iter().map(|&r| f(r as usize)).collect()), def: None }
 }
 
 pub(crate) fn req_i32(rows: &[u32], f: impl Fn(usize) -> i32) -> PqValues {
-    PqValues {
-        col: PqCol::I32(rows.iter().map(|&r| f(r as usize)).collect()),
-        def: None,
-    }
+    PqValues { col: PqCol::I32(rows.iter().map(|&r| f(r as usize)).collect()), def: None }
 }
 
 pub(crate) fn req_bool(rows: &[u32], f: impl Fn(usize) -> bool) -> PqValues {
-    PqValues {
-        col: PqCol::Bool(rows.iter().map(|&r| f(r as usize)).collect()),
-        def: None,
-    }
+    PqValues { col: PqCol::Bool(rows.iter().map(|&r| f(r as usize)).collect()), def: None }
 }
 
 /// An OPTIONAL column: the present values, and a definition level per row.
-fn optional<T>(
-    rows: &[u32],
-    f: impl Fn(usize) -> Option<T>,
-    wrap: fn(Vec<T>) -> PqCol,
-) -> PqValues {
+fn optional<T>(rows: &[u32], f: impl Fn(usize) -> Option<T>, wrap: fn(Vec<T>) -> PqCol) -> PqValues {
     let mut vals = Vec::with_capacity(rows.len());
     let mut def = Vec::with_capacity(rows.len());
     for &r in rows {
@@ -87,10 +73,7 @@ fn optional<T>(
             None => def.push(0),
         }
     }
-    PqValues {
-        col: wrap(vals),
-        def: Some(def),
-    }
+    PqValues { col: wrap(vals), def: Some(def) }
 }
 
 pub(crate) fn opt_i64(rows: &[u32], f: impl Fn(usize) -> Option<i64>) -> PqValues {
@@ -108,22 +91,14 @@ pub(crate) fn req_ip(rows: &[u32], f: impl Fn(usize) -> [u8; 16]) -> PqValues {
         buf.extend_from_slice(&f(r as usize));
     }
     let buf = Bytes::from(buf);
-    let vals = (0..rows.len())
-        .map(|i| FixedLenByteArray::from(ByteArray::from(buf.slice(i * 16..i * 16 + 16))))
-        .collect();
-    PqValues {
-        col: PqCol::Flba(vals),
-        def: None,
-    }
+    let vals =
+        (0..rows.len()).map(|i| FixedLenByteArray::from(ByteArray::from(buf.slice(i * 16..i * 16 + 16)))).collect();
+    PqValues { col: PqCol::Flba(vals), def: None }
 }
 
 /// Strings: one shared buffer, each value a slice of it. `optional` columns
 /// write `None` as null; required ones write it as "".
-pub(crate) fn strings<'a>(
-    rows: &[u32],
-    optional: bool,
-    f: impl Fn(usize) -> Option<&'a [u8]>,
-) -> PqValues {
+pub(crate) fn strings<'a>(rows: &[u32], optional: bool, f: impl Fn(usize) -> Option<&'a [u8]>) -> PqValues {
     let mut buf = Vec::new();
     let mut ends = Vec::with_capacity(rows.len());
     let mut def = Vec::with_capacity(if optional { rows.len() } else { 0 });
@@ -150,10 +125,7 @@ pub(crate) fn strings<'a>(
             v
         })
         .collect();
-    PqValues {
-        col: PqCol::Bytes(vals),
-        def: optional.then_some(def),
-    }
+    PqValues { col: PqCol::Bytes(vals), def: optional.then_some(def) }
 }
 
 // ---- files -----------------------------------------------------------------
@@ -161,10 +133,7 @@ pub(crate) fn strings<'a>(
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 fn unix_nanos() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
 }
 
 /// A file written into a partition.
@@ -191,11 +160,7 @@ pub(crate) fn write_file(
     sync: bool,
 ) -> Result<WrittenFile, StoreError> {
     let (tmp, dst) = loop {
-        let stem = format!(
-            "{prefix}-{:019}-{:06}",
-            unix_nanos(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
+        let stem = format!("{prefix}-{:019}-{:06}", unix_nanos(), SEQ.fetch_add(1, Ordering::Relaxed));
         let dst = dir.join(format!("{stem}.parquet"));
         if !dst.exists() {
             break (dir.join(format!(".{stem}.tmp")), dst);
@@ -219,11 +184,7 @@ pub(crate) fn write_file(
         let _ = remove_file_if_exists(&tmp);
         return Err(e);
     }
-    Ok(WrittenFile {
-        path: dst,
-        rows: rows.len() as u64,
-        bytes,
-    })
+    Ok(WrittenFile { path: dst, rows: rows.len() as u64, bytes })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -238,20 +199,10 @@ fn write_parquet(
     kv: Vec<KeyValue>,
 ) -> Result<File, StoreError> {
     let enc = |e: parquet::errors::ParquetError| StoreError::encode(path, e);
-    let mut w = SerializedFileWriter::new(
-        BufWriter::with_capacity(1 << 20, file),
-        schema.clone(),
-        props.clone(),
-    )
-    .map_err(enc)?;
-    w.append_key_value_metadata(KeyValue::new(
-        "wirelog.kind".into(),
-        src.kind().as_str().to_string(),
-    ));
-    w.append_key_value_metadata(KeyValue::new(
-        "wirelog.schema_version".into(),
-        "1".to_string(),
-    ));
+    let mut w = SerializedFileWriter::new(BufWriter::with_capacity(1 << 20, file), schema.clone(), props.clone())
+        .map_err(enc)?;
+    w.append_key_value_metadata(KeyValue::new("wirelog.kind".into(), src.kind().as_str().to_string()));
+    w.append_key_value_metadata(KeyValue::new("wirelog.schema_version".into(), "1".to_string()));
     for k in kv {
         w.append_key_value_metadata(k);
     }
@@ -260,17 +211,16 @@ fn write_parquet(
         let mut rg = w.next_row_group().map_err(enc)?;
         for c in 0..ncols {
             let v = src.values(c, chunk);
-            let mut cw = rg.next_column().map_err(enc)?.ok_or_else(|| {
-                StoreError::encode(path, "schema has fewer columns than expected")
-            })?;
+            let mut cw = rg
+                .next_column()
+                .map_err(enc)?
+                .ok_or_else(|| StoreError::encode(path, "schema has fewer columns than expected"))?;
             let def = v.def.as_deref();
             match &v.col {
                 PqCol::I32(x) => cw.typed::<Int32Type>().write_batch(x, def, None),
                 PqCol::I64(x) => cw.typed::<Int64Type>().write_batch(x, def, None),
                 PqCol::Bool(x) => cw.typed::<BoolType>().write_batch(x, def, None),
-                PqCol::Flba(x) => cw
-                    .typed::<FixedLenByteArrayType>()
-                    .write_batch(x, def, None),
+                PqCol::Flba(x) => cw.typed::<FixedLenByteArrayType>().write_batch(x, def, None),
                 PqCol::Bytes(x) => cw.typed::<ByteArrayType>().write_batch(x, def, None),
             }
             .map_err(enc)?;
@@ -279,6 +229,5 @@ fn write_parquet(
         rg.close().map_err(enc)?;
     }
     let buf = w.into_inner().map_err(enc)?;
-    buf.into_inner()
-        .map_err(|e| StoreError::io(path, "write", e.into_error()))
+    buf.into_inner().map_err(|e| StoreError::io(path, "write", e.into_error()))
 }

@@ -6,11 +6,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug)]
 pub enum StoreError {
     /// A file system operation failed (create, write, fsync, rename, list, ...).
-    Io {
-        path: PathBuf,
-        op: &'static str,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, op: &'static str, source: std::io::Error },
     /// A file is not valid Parquet, or not a file of this store's schema.
     Corrupt { path: PathBuf, what: String },
     /// Encoding a file failed (a bug or an exhausted resource, not bad input).
@@ -25,30 +21,20 @@ pub enum StoreError {
 
 impl StoreError {
     pub(crate) fn io(path: &Path, op: &'static str, source: std::io::Error) -> Self {
-        StoreError::Io {
-            path: path.to_path_buf(),
-            op,
-            source,
-        }
+        StoreError::Io { path: path.to_path_buf(), op, source }
     }
     pub(crate) fn corrupt(path: &Path, what: impl fmt::Display) -> Self {
-        StoreError::Corrupt {
-            path: path.to_path_buf(),
-            what: what.to_string(),
-        }
+        StoreError::Corrupt { path: path.to_path_buf(), what: what.to_string() }
     }
     pub(crate) fn encode(path: &Path, what: impl fmt::Display) -> Self {
-        StoreError::Encode {
-            path: path.to_path_buf(),
-            what: what.to_string(),
-        }
+        StoreError::Encode { path: path.to_path_buf(), what: what.to_string() }
     }
     /// The path the error is about, when there is one.
     pub fn path(&self) -> Option<&Path> {
         match self {
-            StoreError::Io { path, .. }
-            | StoreError::Corrupt { path, .. }
-            | StoreError::Encode { path, .. } => Some(path),
+            StoreError::Io { path, .. } | StoreError::Corrupt { path, .. } | StoreError::Encode { path, .. } => {
+                Some(path)
+            }
             _ => None,
         }
     }
@@ -59,9 +45,7 @@ impl fmt::Display for StoreError {
         match self {
             StoreError::Io { path, op, source } => {
                 let hint = match source.raw_os_error() {
-                    Some(libc::EACCES) | Some(libc::EPERM) => {
-                        " (is the data directory writable by this user?)"
-                    }
+                    Some(libc::EACCES) | Some(libc::EPERM) => " (is the data directory writable by this user?)",
                     Some(libc::ENOSPC) => " (the disk is full: lower the retention limits)",
                     Some(libc::EROFS) => " (the file system is mounted read-only)",
                     Some(libc::ENOTDIR) => " (a path component is not a directory)",
@@ -69,12 +53,8 @@ impl fmt::Display for StoreError {
                 };
                 write!(f, "store: cannot {op} {}: {source}{hint}", path.display())
             }
-            StoreError::Corrupt { path, what } => {
-                write!(f, "store: corrupt file {}: {what}", path.display())
-            }
-            StoreError::Encode { path, what } => {
-                write!(f, "store: cannot encode {}: {what}", path.display())
-            }
+            StoreError::Corrupt { path, what } => write!(f, "store: corrupt file {}: {what}", path.display()),
+            StoreError::Encode { path, what } => write!(f, "store: cannot encode {}: {what}", path.display()),
             StoreError::UnknownColumn { kind, column } => {
                 write!(f, "store: {kind} have no column named {column:?}")
             }

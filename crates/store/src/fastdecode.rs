@@ -18,22 +18,13 @@ fn err(m: impl Into<String>) -> ParquetError {
 }
 
 /// Whether the fast path can read a column chunk with these encodings.
-pub(crate) fn supported(
-    phys: PhysicalType,
-    type_len: i32,
-    encodings: impl Iterator<Item = Encoding>,
-) -> bool {
+pub(crate) fn supported(phys: PhysicalType, type_len: i32, encodings: impl Iterator<Item = Encoding>) -> bool {
     let phys_ok = matches!(phys, PhysicalType::INT32 | PhysicalType::INT64)
         || (phys == PhysicalType::FIXED_LEN_BYTE_ARRAY && type_len == 16);
     phys_ok
         && encodings.into_iter().all(|e| {
-            matches!(
-                e,
-                Encoding::PLAIN
-                    | Encoding::PLAIN_DICTIONARY
-                    | Encoding::RLE_DICTIONARY
-                    | Encoding::RLE
-            ) || (e == Encoding::DELTA_BINARY_PACKED && phys != PhysicalType::FIXED_LEN_BYTE_ARRAY)
+            matches!(e, Encoding::PLAIN | Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY | Encoding::RLE)
+                || (e == Encoding::DELTA_BINARY_PACKED && phys != PhysicalType::FIXED_LEN_BYTE_ARRAY)
         })
 }
 
@@ -148,10 +139,7 @@ fn gather<D: Copy, T>(dict: &[D], idx: &[u32], out: &mut Vec<T>, f: impl Fn(D) -
         return Err(err("dictionary index out of range"));
     }
     // SAFETY: every index is below dict.len() (checked above).
-    out.extend(
-        idx.iter()
-            .map(|&i| f(unsafe { *dict.get_unchecked(i as usize) })),
-    );
+    out.extend(idx.iter().map(|&i| f(unsafe { *dict.get_unchecked(i as usize) })));
     Ok(())
 }
 
@@ -172,15 +160,7 @@ impl Rle {
         if bw > 32 {
             return Err(err(format!("dictionary index bit width {bw}")));
         }
-        Ok(Rle {
-            buf,
-            pos,
-            bw,
-            rle_left: 0,
-            rle_value: 0,
-            bp_bit: 0,
-            bp_left: 0,
-        })
+        Ok(Rle { buf, pos, bw, rle_left: 0, rle_value: 0, bp_bit: 0, bp_left: 0 })
     }
 
     fn next_run(&mut self) -> Result<()> {
@@ -191,11 +171,7 @@ impl Rle {
             if self.pos + bytes > self.buf.len() {
                 // Writers may end a page's last run early: use what is there.
                 let avail = self.buf.len() - self.pos;
-                self.bp_left = if self.bw == 0 {
-                    groups * 8
-                } else {
-                    avail * 8 / self.bw as usize
-                };
+                self.bp_left = if self.bw == 0 { groups * 8 } else { avail * 8 / self.bw as usize };
             } else {
                 self.bp_left = groups * 8;
             }
@@ -235,12 +211,7 @@ impl Rle {
                 n -= k;
             } else {
                 let k = self.bp_left.min(n);
-                f(Run::Packed {
-                    buf: &self.buf,
-                    bit: self.bp_bit,
-                    bw: self.bw,
-                    count: k,
-                })?;
+                f(Run::Packed { buf: &self.buf, bit: self.bp_bit, bw: self.bw, count: k })?;
                 self.bp_bit += k * self.bw as usize;
                 self.bp_left -= k;
                 n -= k;
@@ -252,12 +223,7 @@ impl Rle {
 
 enum Run<'a> {
     Repeat(u32, usize),
-    Packed {
-        buf: &'a [u8],
-        bit: usize,
-        bw: u32,
-        count: usize,
-    },
+    Packed { buf: &'a [u8], bit: usize, bw: u32, count: usize },
 }
 
 /// DELTA_BINARY_PACKED.
@@ -284,11 +250,7 @@ impl Delta {
         let miniblocks = uleb(&buf, &mut pos)? as usize;
         let total = uleb(&buf, &mut pos)? as usize;
         let first = zigzag(uleb(&buf, &mut pos)?);
-        if miniblocks == 0
-            || block_size == 0
-            || !block_size.is_multiple_of(miniblocks)
-            || block_size > 1 << 20
-        {
+        if miniblocks == 0 || block_size == 0 || !block_size.is_multiple_of(miniblocks) || block_size > 1 << 20 {
             return Err(err("bad DELTA_BINARY_PACKED header"));
         }
         let per_mini = block_size / miniblocks;
@@ -317,8 +279,7 @@ impl Delta {
                 return Err(err("truncated DELTA_BINARY_PACKED block"));
             }
             self.widths.clear();
-            self.widths
-                .extend_from_slice(&self.buf[self.pos..self.pos + self.miniblocks]);
+            self.widths.extend_from_slice(&self.buf[self.pos..self.pos + self.miniblocks]);
             self.pos += self.miniblocks;
             self.mini = 0;
         } else {
@@ -332,12 +293,7 @@ impl Delta {
         let avail = self.buf.len().saturating_sub(self.pos);
         // The last miniblock may be cut short by a writer; missing bytes read as 0
         // (only values past the end would use them).
-        unpack(
-            &self.buf[self.pos..self.pos + bytes.min(avail)],
-            0,
-            bw,
-            &mut self.vals,
-        );
+        unpack(&self.buf[self.pos..self.pos + bytes.min(avail)], 0, bw, &mut self.vals);
         self.pos += bytes.min(avail);
         self.used = 0;
         let _ = self.block_size;
@@ -412,14 +368,7 @@ pub(crate) struct FastReader {
 
 impl FastReader {
     pub(crate) fn new(pages: Box<dyn PageReader>, phys: PhysicalType) -> FastReader {
-        FastReader {
-            pages,
-            phys,
-            dict_int: Vec::new(),
-            dict_ip: Vec::new(),
-            state: PageState::Empty,
-            idx: Vec::new(),
-        }
+        FastReader { pages, phys, dict_int: Vec::new(), dict_ip: Vec::new(), state: PageState::Empty, idx: Vec::new() }
     }
 
     fn width(&self) -> usize {
@@ -437,23 +386,14 @@ impl FastReader {
         }
         match self.phys {
             PhysicalType::INT32 => {
-                self.dict_int = buf[..n * 4]
-                    .chunks_exact(4)
-                    .map(|c| i32::from_le_bytes(c.try_into().unwrap()) as i64)
-                    .collect()
+                self.dict_int =
+                    buf[..n * 4].chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap()) as i64).collect()
             }
             PhysicalType::INT64 => {
-                self.dict_int = buf[..n * 8]
-                    .chunks_exact(8)
-                    .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-                    .collect()
+                self.dict_int =
+                    buf[..n * 8].chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()
             }
-            _ => {
-                self.dict_ip = buf[..n * 16]
-                    .chunks_exact(16)
-                    .map(|c| c.try_into().unwrap())
-                    .collect()
-            }
+            _ => self.dict_ip = buf[..n * 16].chunks_exact(16).map(|c| c.try_into().unwrap()).collect(),
         }
         Ok(())
     }
@@ -461,29 +401,16 @@ impl FastReader {
     /// Moves to the next data page (reading a dictionary page on the way).
     fn next_page(&mut self) -> Result<()> {
         loop {
-            let page = self
-                .pages
-                .get_next_page()?
-                .ok_or_else(|| err("column chunk ends early"))?;
+            let page = self.pages.get_next_page()?.ok_or_else(|| err("column chunk ends early"))?;
             let (buf, num_values, encoding, skip) = match page {
-                Page::DictionaryPage {
-                    buf,
-                    num_values,
-                    encoding,
-                    ..
-                } => {
+                Page::DictionaryPage { buf, num_values, encoding, .. } => {
                     if !matches!(encoding, Encoding::PLAIN | Encoding::PLAIN_DICTIONARY) {
                         return Err(err(format!("dictionary page encoding {encoding}")));
                     }
                     self.load_dict(&buf, num_values as usize)?;
                     continue;
                 }
-                Page::DataPage {
-                    buf,
-                    num_values,
-                    encoding,
-                    ..
-                } => (buf, num_values as usize, encoding, 0),
+                Page::DataPage { buf, num_values, encoding, .. } => (buf, num_values as usize, encoding, 0),
                 Page::DataPageV2 {
                     buf,
                     num_values,
@@ -496,12 +423,7 @@ impl FastReader {
                     if num_nulls != 0 {
                         return Err(err("nulls in a required column"));
                     }
-                    (
-                        buf,
-                        num_values as usize,
-                        encoding,
-                        (def_levels_byte_len + rep_levels_byte_len) as usize,
-                    )
+                    (buf, num_values as usize, encoding, (def_levels_byte_len + rep_levels_byte_len) as usize)
                 }
             };
             if skip > buf.len() {
@@ -512,29 +434,14 @@ impl FastReader {
                     if buf.len() - skip < num_values * self.width() {
                         return Err(err("PLAIN page shorter than its values"));
                     }
-                    PageState::Plain {
-                        buf,
-                        pos: skip,
-                        left: num_values,
-                    }
+                    PageState::Plain { buf, pos: skip, left: num_values }
                 }
                 Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY => {
-                    let bw = *buf
-                        .get(skip)
-                        .ok_or_else(|| err("empty dictionary-encoded page"))?
-                        as u32;
-                    PageState::Dict {
-                        rle: Rle::new(buf, skip + 1, bw)?,
-                        left: num_values,
-                    }
+                    let bw = *buf.get(skip).ok_or_else(|| err("empty dictionary-encoded page"))? as u32;
+                    PageState::Dict { rle: Rle::new(buf, skip + 1, bw)?, left: num_values }
                 }
-                Encoding::DELTA_BINARY_PACKED
-                    if self.phys != PhysicalType::FIXED_LEN_BYTE_ARRAY =>
-                {
-                    PageState::Delta {
-                        d: Delta::new(buf, skip)?,
-                        left: num_values,
-                    }
+                Encoding::DELTA_BINARY_PACKED if self.phys != PhysicalType::FIXED_LEN_BYTE_ARRAY => {
+                    PageState::Delta { d: Delta::new(buf, skip)?, left: num_values }
                 }
                 e => return Err(err(format!("unsupported page encoding {e}"))),
             };
@@ -545,9 +452,7 @@ impl FastReader {
     fn left(&self) -> usize {
         match &self.state {
             PageState::Empty => 0,
-            PageState::Plain { left, .. }
-            | PageState::Dict { left, .. }
-            | PageState::Delta { left, .. } => *left,
+            PageState::Plain { left, .. } | PageState::Dict { left, .. } | PageState::Delta { left, .. } => *left,
         }
     }
 
@@ -561,11 +466,7 @@ impl FastReader {
         }
     }
 
-    fn read_ints_w<T: IntOut, const W32: bool>(
-        &mut self,
-        mut n: usize,
-        out: &mut Vec<T>,
-    ) -> Result<()> {
+    fn read_ints_w<T: IntOut, const W32: bool>(&mut self, mut n: usize, out: &mut Vec<T>) -> Result<()> {
         out.reserve(n);
         while n > 0 {
             if self.left() == 0 {
@@ -577,15 +478,17 @@ impl FastReader {
                 PageState::Empty => unreachable!(),
                 PageState::Plain { buf, pos, left } => {
                     if W32 {
-                        out.extend(buf[*pos..*pos + 4 * k].chunks_exact(4).map(|c| {
-                            T::conv::<true>(i32::from_le_bytes(c.try_into().unwrap()) as i64)
-                        }));
+                        out.extend(
+                            buf[*pos..*pos + 4 * k]
+                                .chunks_exact(4)
+                                .map(|c| T::conv::<true>(i32::from_le_bytes(c.try_into().unwrap()) as i64)),
+                        );
                         *pos += 4 * k;
                     } else {
                         out.extend(
-                            buf[*pos..*pos + 8 * k].chunks_exact(8).map(|c| {
-                                T::conv::<false>(i64::from_le_bytes(c.try_into().unwrap()))
-                            }),
+                            buf[*pos..*pos + 8 * k]
+                                .chunks_exact(8)
+                                .map(|c| T::conv::<false>(i64::from_le_bytes(c.try_into().unwrap()))),
                         );
                         *pos += 8 * k;
                     }
@@ -597,17 +500,10 @@ impl FastReader {
                     rle.read(k, |run| {
                         match run {
                             Run::Repeat(i, c) => {
-                                let v = *dict
-                                    .get(i as usize)
-                                    .ok_or_else(|| err("dictionary index out of range"))?;
+                                let v = *dict.get(i as usize).ok_or_else(|| err("dictionary index out of range"))?;
                                 out.extend(std::iter::repeat_n(T::conv::<W32>(v), c));
                             }
-                            Run::Packed {
-                                buf,
-                                bit,
-                                bw,
-                                count,
-                            } => {
+                            Run::Packed { buf, bit, bw, count } => {
                                 idx.resize(count, 0);
                                 unpack_idx(buf, bit, bw, idx);
                                 gather(dict, idx, out, T::conv::<W32>)?;
@@ -639,11 +535,7 @@ impl FastReader {
             match &mut self.state {
                 PageState::Empty | PageState::Delta { .. } => unreachable!(),
                 PageState::Plain { buf, pos, left } => {
-                    out.extend(
-                        buf[*pos..*pos + 16 * k]
-                            .chunks_exact(16)
-                            .map(|c| <[u8; 16]>::try_from(c).unwrap()),
-                    );
+                    out.extend(buf[*pos..*pos + 16 * k].chunks_exact(16).map(|c| <[u8; 16]>::try_from(c).unwrap()));
                     *pos += 16 * k;
                     *left -= k;
                 }
@@ -653,17 +545,10 @@ impl FastReader {
                     rle.read(k, |run| {
                         match run {
                             Run::Repeat(i, c) => {
-                                let v = *dict
-                                    .get(i as usize)
-                                    .ok_or_else(|| err("dictionary index out of range"))?;
+                                let v = *dict.get(i as usize).ok_or_else(|| err("dictionary index out of range"))?;
                                 out.extend(std::iter::repeat_n(v, c));
                             }
-                            Run::Packed {
-                                buf,
-                                bit,
-                                bw,
-                                count,
-                            } => {
+                            Run::Packed { buf, bit, bw, count } => {
                                 idx.resize(count, 0);
                                 unpack_idx(buf, bit, bw, idx);
                                 gather(dict, idx, out, |v| v)?;

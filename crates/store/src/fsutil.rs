@@ -9,8 +9,7 @@ use crate::error::StoreError;
 /// fsyncs a directory so that entries created, renamed or removed in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     let f = File::open(dir).map_err(|e| StoreError::io(dir, "open directory", e))?;
-    f.sync_all()
-        .map_err(|e| StoreError::io(dir, "fsync directory", e))
+    f.sync_all().map_err(|e| StoreError::io(dir, "fsync directory", e))
 }
 
 /// Creates `dir` and its missing parents, fsyncing each parent whose
@@ -98,8 +97,7 @@ pub(crate) fn is_data_file(name: &str) -> bool {
 /// fsync the file, rename it, fsync the directory.
 pub(crate) fn publish(file: &File, tmp: &Path, dst: &Path, sync: bool) -> Result<(), StoreError> {
     if sync {
-        file.sync_all()
-            .map_err(|e| StoreError::io(tmp, "fsync", e))?;
+        file.sync_all().map_err(|e| StoreError::io(tmp, "fsync", e))?;
     }
     std::fs::rename(tmp, dst).map_err(|e| StoreError::io(dst, "rename temporary file into", e))?;
     if sync {

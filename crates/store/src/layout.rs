@@ -50,22 +50,14 @@ pub(crate) fn partition_path(dir: &Path, kind: Kind, hour: i64) -> PathBuf {
 pub fn list_partitions(dir: &Path, kind: Kind) -> Result<Vec<Partition>, StoreError> {
     let mut out = Vec::new();
     for (dname, dpath) in list_dir(&kind_dir(dir, kind))? {
-        let Some(days) = parse_date_dir(&dname) else {
-            continue;
-        };
+        let Some(days) = parse_date_dir(&dname) else { continue };
         if !dpath.is_dir() {
             continue;
         }
         for (hname, hpath) in list_dir(&dpath)? {
-            let Some(h) = parse_hour_dir(&hname) else {
-                continue;
-            };
+            let Some(h) = parse_hour_dir(&hname) else { continue };
             if hpath.is_dir() {
-                out.push(Partition {
-                    kind,
-                    hour: days * 24 + h,
-                    path: hpath,
-                });
+                out.push(Partition { kind, hour: days * 24 + h, path: hpath });
             }
         }
     }
@@ -84,9 +76,5 @@ pub fn parse_partition_path(path: &Path) -> Option<Partition> {
         _ => return None,
     };
     let hour = parse_date_dir(dname)? * 24 + parse_hour_dir(hname)?;
-    Some(Partition {
-        kind,
-        hour,
-        path: path.to_path_buf(),
-    })
+    Some(Partition { kind, hour, path: path.to_path_buf() })
 }

@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
 use parquet::data_type::{
-    BoolType, ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType, Int32Type,
-    Int64Type,
+    BoolType, ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType, Int32Type, Int64Type,
 };
 use parquet::errors::ParquetError;
 use parquet::file::metadata::RowGroupMetaData;
@@ -48,20 +47,11 @@ pub struct Scan {
 impl Scan {
     /// A scan of every row of `kind`, no columns yet.
     pub fn new(kind: Kind) -> Scan {
-        Scan {
-            kind,
-            from_ns: None,
-            to_ns: None,
-            columns: Vec::new(),
-            ranges: Vec::new(),
-        }
+        Scan { kind, from_ns: None, to_ns: None, columns: Vec::new(), ranges: Vec::new() }
     }
     /// A scan of every column of `kind`, in schema order.
     pub fn all_columns(kind: Kind) -> Scan {
-        Scan {
-            columns: schema::columns(kind).iter().map(|c| c.name).collect(),
-            ..Scan::new(kind)
-        }
+        Scan { columns: schema::columns(kind).iter().map(|c| c.name).collect(), ..Scan::new(kind) }
     }
     pub fn columns(mut self, cols: &[&'static str]) -> Scan {
         self.columns = cols.to_vec();
@@ -116,12 +106,7 @@ fn replaces_of(r: &SerializedFileReader<File>) -> Vec<String> {
         .key_value_metadata()
         .and_then(|kv| kv.iter().find(|k| k.key == REPLACES_KEY))
         .and_then(|k| k.value.as_ref())
-        .map(|v| {
-            v.lines()
-                .filter(|l| !l.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
+        .map(|v| v.lines().filter(|l| !l.is_empty()).map(str::to_string).collect())
         .unwrap_or_default()
 }
 
@@ -138,10 +123,7 @@ pub(crate) fn snapshot(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let names: Vec<(String, PathBuf)> = list_dir(pdir)?
-            .into_iter()
-            .filter(|(n, _)| is_data_file(n))
-            .collect();
+        let names: Vec<(String, PathBuf)> = list_dir(pdir)?.into_iter().filter(|(n, _)| is_data_file(n)).collect();
         let mut files = Vec::with_capacity(names.len());
         let mut bad = Vec::new();
         let mut vanished = false;
@@ -157,12 +139,7 @@ pub(crate) fn snapshot(
             match guard(|| SerializedFileReader::new(f).map_err(|e| e.to_string())) {
                 Ok(reader) => {
                     let replaces = replaces_of(&reader);
-                    files.push(OpenFile {
-                        name: name.clone(),
-                        path: path.clone(),
-                        reader,
-                        replaces,
-                    });
+                    files.push(OpenFile { name: name.clone(), path: path.clone(), reader, replaces });
                 }
                 Err(e) => bad.push((name.clone(), path.clone(), e.to_string())),
             }
@@ -171,17 +148,14 @@ pub(crate) fn snapshot(
             true
         } else {
             let again = list_dir(pdir)?;
-            again.iter().any(|(n, _)| {
-                n.starts_with("compact-") && is_data_file(n) && !names.iter().any(|(m, _)| m == n)
-            })
+            again
+                .iter()
+                .any(|(n, _)| n.starts_with("compact-") && is_data_file(n) && !names.iter().any(|(m, _)| m == n))
         };
         if churn && attempt < 10 {
             continue;
         }
-        let replaced: HashSet<&str> = files
-            .iter()
-            .flat_map(|f| f.replaces.iter().map(String::as_str))
-            .collect();
+        let replaced: HashSet<&str> = files.iter().flat_map(|f| f.replaces.iter().map(String::as_str)).collect();
         let replaced: HashSet<String> = replaced.into_iter().map(str::to_string).collect();
         let before = files.len();
         files.retain(|f| !replaced.contains(&f.name));
@@ -221,23 +195,11 @@ impl Typed {
 
     /// The reader for column `idx` of a row group: the fast one when the
     /// column is required and its encodings are ones it knows.
-    fn open(
-        rgr: &dyn RowGroupReader,
-        rg: &RowGroupMetaData,
-        idx: usize,
-        spec: &ColSpec,
-    ) -> Result<Typed, String> {
+    fn open(rgr: &dyn RowGroupReader, rg: &RowGroupMetaData, idx: usize, spec: &ColSpec) -> Result<Typed, String> {
         let cc = rg.column(idx);
         let descr = cc.column_descr();
-        let fast_type = matches!(
-            spec.ty,
-            ColType::TimeUs
-                | ColType::U8
-                | ColType::U16
-                | ColType::U32
-                | ColType::U64
-                | ColType::Ip
-        );
+        let fast_type =
+            matches!(spec.ty, ColType::TimeUs | ColType::U8 | ColType::U16 | ColType::U32 | ColType::U64 | ColType::Ip);
         if fast_type
             && !spec.optional
             && descr.max_def_level() == 0
@@ -247,9 +209,7 @@ impl Typed {
             let pages = rgr.get_column_page_reader(idx).map_err(|e| e.to_string())?;
             return Ok(Typed::Fast(FastReader::new(pages, descr.physical_type())));
         }
-        rgr.get_column_reader(idx)
-            .map_err(|e| e.to_string())
-            .and_then(Typed::new)
+        rgr.get_column_reader(idx).map_err(|e| e.to_string()).and_then(Typed::new)
     }
 }
 
@@ -277,13 +237,7 @@ fn check(name: &str, (recs, _, _): (usize, usize, usize), n: usize) -> Result<()
 /// Spreads `vals` (non-null values only) over `def` levels into `out`.
 fn spread<T: Copy, U>(out: &mut Vec<Option<U>>, def: &[i16], vals: &[T], f: impl Fn(T) -> U) {
     let mut it = vals.iter();
-    out.extend(def.iter().map(|&d| {
-        if d > 0 {
-            it.next().map(|&v| f(v))
-        } else {
-            None
-        }
-    }));
+    out.extend(def.iter().map(|&d| if d > 0 { it.next().map(|&v| f(v)) } else { None }));
 }
 
 fn type_err(name: &str) -> ParquetError {
@@ -322,13 +276,7 @@ fn clear_column(c: &mut Column) {
 }
 
 /// Decodes the next `n` rows of a column into `col` (its buffer reused).
-fn decode_into(
-    r: &mut Typed,
-    spec: &ColSpec,
-    n: usize,
-    s: &mut Scratch,
-    col: &mut Column,
-) -> Result<(), ParquetError> {
+fn decode_into(r: &mut Typed, spec: &ColSpec, n: usize, s: &mut Scratch, col: &mut Column) -> Result<(), ParquetError> {
     if std::mem::discriminant(col) != std::mem::discriminant(&empty_column(spec)) {
         *col = empty_column(spec);
     }
@@ -340,18 +288,10 @@ fn decode_into(
         s.def.clear();
         match r {
             Typed::Fast(f) => f.read_ints(n, &mut s.i64s),
-            Typed::I64(r) => check(
-                name,
-                r.read_records(n, opt.then_some(&mut s.def), None, &mut s.i64s)?,
-                n,
-            ),
+            Typed::I64(r) => check(name, r.read_records(n, opt.then_some(&mut s.def), None, &mut s.i64s)?, n),
             Typed::I32(r) => {
                 s.i32s.clear();
-                check(
-                    name,
-                    r.read_records(n, opt.then_some(&mut s.def), None, &mut s.i32s)?,
-                    n,
-                )?;
+                check(name, r.read_records(n, opt.then_some(&mut s.def), None, &mut s.i32s)?, n)?;
                 s.i64s.extend(s.i32s.iter().map(|&v| v as i64));
                 Ok(())
             }
@@ -415,46 +355,35 @@ fn decode_into(
                 s.flba.clear();
                 check(name, r.read_records(n, None, None, &mut s.flba)?, n)?;
                 for x in &s.flba {
-                    let b: [u8; 16] = x.data().try_into().map_err(|_| {
-                        ParquetError::General(format!("column {name}: value is not 16 bytes"))
-                    })?;
+                    let b: [u8; 16] = x
+                        .data()
+                        .try_into()
+                        .map_err(|_| ParquetError::General(format!("column {name}: value is not 16 bytes")))?;
                     v.push(b);
                 }
             }
             _ => return Err(type_err(name)),
         },
         (ColType::Str, Column::Str(v)) => {
-            let Typed::Bytes(r) = r else {
-                return Err(type_err(name));
-            };
+            let Typed::Bytes(r) = r else { return Err(type_err(name)) };
             s.bytes.clear();
             s.def.clear();
-            check(
-                name,
-                r.read_records(n, spec.optional.then_some(&mut s.def), None, &mut s.bytes)?,
-                n,
-            )?;
+            check(name, r.read_records(n, spec.optional.then_some(&mut s.def), None, &mut s.bytes)?, n)?;
             let text = |b: &ByteArray| match std::str::from_utf8(b.data()) {
                 Ok(t) => t.to_string(),
                 Err(_) => String::from_utf8_lossy(b.data()).into_owned(),
             };
             if spec.optional {
                 let mut it = s.bytes.iter();
-                v.extend(s.def.iter().map(|&d| {
-                    if d > 0 {
-                        it.next().map(text).unwrap_or_default()
-                    } else {
-                        String::new()
-                    }
-                }));
+                v.extend(
+                    s.def.iter().map(|&d| if d > 0 { it.next().map(text).unwrap_or_default() } else { String::new() }),
+                );
             } else {
                 v.extend(s.bytes.iter().map(text));
             }
         }
         (ColType::Bool, Column::Bool(v)) => {
-            let Typed::Bool(r) = r else {
-                return Err(type_err(name));
-            };
+            let Typed::Bool(r) = r else { return Err(type_err(name)) };
             check(name, r.read_records(n, None, None, v)?, n)?;
         }
         _ => return Err(type_err(name)),
@@ -494,11 +423,7 @@ fn stat_range(rg: &RowGroupMetaData, idx: usize, ty: ColType) -> Option<(i128, i
     match rg.column(idx).statistics()? {
         Statistics::Int64(s) => {
             let (lo, hi) = (*s.min_opt()?, *s.max_opt()?);
-            Some(if ty == ColType::U64 {
-                (lo as u64 as i128, hi as u64 as i128)
-            } else {
-                (lo as i128, hi as i128)
-            })
+            Some(if ty == ColType::U64 { (lo as u64 as i128, hi as u64 as i128) } else { (lo as i128, hi as i128) })
         }
         Statistics::Int32(s) => {
             let (lo, hi) = (*s.min_opt()?, *s.max_opt()?);
@@ -526,12 +451,7 @@ struct FilePlan {
 fn plan_file(r: &SerializedFileReader<File>, kind: Kind, scan: &Scan) -> Result<FilePlan, String> {
     let descr = r.metadata().file_metadata().schema_descr();
     let find = |name: &str| (0..descr.num_columns()).find(|&i| descr.column(i).name() == name);
-    let spec = |name: &str| {
-        schema::columns(kind)
-            .iter()
-            .find(|c| c.name == name)
-            .expect("validated")
-    };
+    let spec = |name: &str| schema::columns(kind).iter().find(|c| c.name == name).expect("validated");
     let mut out = Vec::with_capacity(scan.columns.len());
     for &c in &scan.columns {
         let idx = find(c).ok_or_else(|| format!("no column {c}"))?;
@@ -543,21 +463,13 @@ fn plan_file(r: &SerializedFileReader<File>, kind: Kind, scan: &Scan) -> Result<
     let mut ranges = Vec::new();
     for &(c, lo, hi) in &scan.ranges {
         let sp = spec(c);
-        if matches!(
-            sp.ty,
-            ColType::U8 | ColType::U16 | ColType::U32 | ColType::U64
-        ) {
+        if matches!(sp.ty, ColType::U8 | ColType::U16 | ColType::U32 | ColType::U64) {
             if let Some(i) = find(c) {
                 ranges.push((i, sp.ty, lo, hi));
             }
         }
     }
-    Ok(FilePlan {
-        out,
-        time_idx,
-        time_out,
-        ranges,
-    })
+    Ok(FilePlan { out, time_idx, time_out, ranges })
 }
 
 /// Runs parquet decoding so that a panic inside the parquet crate on a
@@ -595,10 +507,7 @@ impl Work {
     fn new(kind: Kind) -> Work {
         Work {
             scratch: Scratch::default(),
-            batch: Batch {
-                kind,
-                columns: Vec::new(),
-            },
+            batch: Batch { kind, columns: Vec::new() },
             times: Column::I64(Vec::new()),
             keep: Vec::new(),
         }
@@ -615,22 +524,12 @@ fn scan_file(
 ) -> Result<FileOutcome, StoreError> {
     let plan = match plan_file(&f.reader, scan.kind, scan) {
         Ok(p) => p,
-        Err(e) => {
-            return Ok(FileOutcome::Corrupt(format!(
-                "not a {} file of this store: {e}",
-                scan.kind.as_str()
-            )))
-        }
+        Err(e) => return Ok(FileOutcome::Corrupt(format!("not a {} file of this store: {e}", scan.kind.as_str()))),
     };
-    let time_spec = schema::columns(scan.kind)
-        .iter()
-        .find(|c| c.name == schema::time_column(scan.kind))
-        .unwrap();
+    let time_spec = schema::columns(scan.kind).iter().find(|c| c.name == schema::time_column(scan.kind)).unwrap();
     let from_us = scan.from_ns.map(|t| t.div_euclid(NS_PER_US) as i128);
     // Rows have t < to_ns exactly when t_us < ceil(to_ns / 1000).
-    let to_us = scan
-        .to_ns
-        .map(|t| (t as i128 + NS_PER_US as i128 - 1).div_euclid(NS_PER_US as i128));
+    let to_us = scan.to_ns.map(|t| (t as i128 + NS_PER_US as i128 - 1).div_euclid(NS_PER_US as i128));
     let meta = f.reader.metadata();
     for rgi in 0..meta.num_row_groups() {
         let rg = meta.row_group(rgi);
@@ -670,12 +569,7 @@ fn scan_file(
             stats.bytes_read += rg.column(idx).compressed_size().max(0) as u64;
             match guard(|| Typed::open(&*rgr, rg, idx, spec)) {
                 Ok(r) => readers.push(r),
-                Err(e) => {
-                    return Ok(FileOutcome::Corrupt(format!(
-                        "row group {rgi}, column {}: {e}",
-                        spec.name
-                    )))
-                }
+                Err(e) => return Ok(FileOutcome::Corrupt(format!("row group {rgi}, column {}: {e}", spec.name))),
             }
         }
         let mut time_reader = None;
@@ -683,11 +577,7 @@ fn scan_file(
             stats.bytes_read += rg.column(plan.time_idx).compressed_size().max(0) as u64;
             match guard(|| Typed::open(&*rgr, rg, plan.time_idx, time_spec)) {
                 Ok(r) => time_reader = Some(r),
-                Err(e) => {
-                    return Ok(FileOutcome::Corrupt(format!(
-                        "row group {rgi}, time column: {e}"
-                    )))
-                }
+                Err(e) => return Ok(FileOutcome::Corrupt(format!("row group {rgi}, time column: {e}"))),
             }
         }
         let mut done = 0;
@@ -696,41 +586,21 @@ fn scan_file(
             // The batch keeps its column buffers from one batch to the next,
             // unless the callback took them (`scan` hands batches over).
             let same_shape = w.batch.columns.len() == plan.out.len()
-                && w.batch
-                    .columns
-                    .iter()
-                    .zip(&plan.out)
-                    .all(|((n, _), (spec, _))| *n == spec.name);
+                && w.batch.columns.iter().zip(&plan.out).all(|((n, _), (spec, _))| *n == spec.name);
             if !same_shape {
-                w.batch.columns = plan
-                    .out
-                    .iter()
-                    .map(|(spec, _)| (spec.name, empty_column(spec)))
-                    .collect();
+                w.batch.columns = plan.out.iter().map(|(spec, _)| (spec.name, empty_column(spec))).collect();
             }
-            for (r, (&(spec, _), (_, col))) in readers
-                .iter_mut()
-                .zip(plan.out.iter().zip(w.batch.columns.iter_mut()))
-            {
+            for (r, (&(spec, _), (_, col))) in readers.iter_mut().zip(plan.out.iter().zip(w.batch.columns.iter_mut())) {
                 let scratch = &mut w.scratch;
-                if let Err(e) =
-                    guard(|| decode_into(r, spec, m, scratch, col).map_err(|e| e.to_string()))
-                {
-                    return Ok(FileOutcome::Corrupt(format!(
-                        "row group {rgi}, column {}: {e}",
-                        spec.name
-                    )));
+                if let Err(e) = guard(|| decode_into(r, spec, m, scratch, col).map_err(|e| e.to_string())) {
+                    return Ok(FileOutcome::Corrupt(format!("row group {rgi}, column {}: {e}", spec.name)));
                 }
             }
             if !inside {
                 if let Some(r) = time_reader.as_mut() {
                     let (scratch, times) = (&mut w.scratch, &mut w.times);
-                    if let Err(e) = guard(|| {
-                        decode_into(r, time_spec, m, scratch, times).map_err(|e| e.to_string())
-                    }) {
-                        return Ok(FileOutcome::Corrupt(format!(
-                            "row group {rgi}, time column: {e}"
-                        )));
+                    if let Err(e) = guard(|| decode_into(r, time_spec, m, scratch, times).map_err(|e| e.to_string())) {
+                        return Ok(FileOutcome::Corrupt(format!("row group {rgi}, time column: {e}")));
                     }
                 }
                 let times: &[i64] = match plan.time_out {
@@ -744,9 +614,9 @@ fn scan_file(
                     },
                 };
                 w.keep.clear();
-                w.keep.extend(times.iter().map(|&t| {
-                    scan.from_ns.is_none_or(|f| t >= f) && scan.to_ns.is_none_or(|to| t < to)
-                }));
+                w.keep.extend(
+                    times.iter().map(|&t| scan.from_ns.is_none_or(|f| t >= f) && scan.to_ns.is_none_or(|to| t < to)),
+                );
                 if !w.keep.iter().all(|&k| k) {
                     for (_, c) in w.batch.columns.iter_mut() {
                         filter_column(c, &w.keep);
@@ -766,29 +636,18 @@ fn scan_file(
 
 fn scan_core(dir: &Path, scan: &Scan, each: &mut Each<'_>) -> Result<ScanStats, StoreError> {
     if scan.columns.is_empty() {
-        return Err(StoreError::Invalid(
-            "a scan needs at least one column".into(),
-        ));
+        return Err(StoreError::Invalid("a scan needs at least one column".into()));
     }
-    for &c in scan
-        .columns
-        .iter()
-        .chain(scan.ranges.iter().map(|(c, _, _)| c))
-    {
+    for &c in scan.columns.iter().chain(scan.ranges.iter().map(|(c, _, _)| c)) {
         if schema::col_index(scan.kind, c).is_none() {
-            return Err(StoreError::UnknownColumn {
-                kind: scan.kind.as_str(),
-                column: c.to_string(),
-            });
+            return Err(StoreError::UnknownColumn { kind: scan.kind.as_str(), column: c.to_string() });
         }
     }
     let mut stats = ScanStats::default();
     let mut w = Work::new(scan.kind);
     let mut corrupt = Vec::new();
     for p in list_partitions(dir, scan.kind)? {
-        if scan.from_ns.is_some_and(|f| p.end_ns() <= f)
-            || scan.to_ns.is_some_and(|t| p.start_ns() >= t)
-        {
+        if scan.from_ns.is_some_and(|f| p.end_ns() <= f) || scan.to_ns.is_some_and(|t| p.start_ns() >= t) {
             stats.partitions_skipped += 1;
             continue;
         }
@@ -803,10 +662,7 @@ fn scan_core(dir: &Path, scan: &Scan, each: &mut Each<'_>) -> Result<ScanStats, 
     }
     for (path, what) in corrupt {
         stats.corrupt_files += 1;
-        stats.warnings.push(format!(
-            "store: skipped corrupt file {}: {what}",
-            path.display()
-        ));
+        stats.warnings.push(format!("store: skipped corrupt file {}: {what}", path.display()));
     }
     Ok(stats)
 }
@@ -819,12 +675,7 @@ pub fn scan(
     scan: &Scan,
     mut each: impl FnMut(Batch) -> Result<(), StoreError>,
 ) -> Result<ScanStats, StoreError> {
-    scan_core(dir, scan, &mut |b: &mut Batch| {
-        each(Batch {
-            kind: b.kind,
-            columns: std::mem::take(&mut b.columns),
-        })
-    })
+    scan_core(dir, scan, &mut |b: &mut Batch| each(Batch { kind: b.kind, columns: std::mem::take(&mut b.columns) }))
 }
 
 /// Like [`Store::scan`](crate::Store::scan), but lends each batch: its column vectors are reused for
@@ -841,8 +692,8 @@ pub fn scan_ref(
 /// Returns its kind and row count.
 pub fn verify_file(path: &Path) -> Result<(Kind, u64), StoreError> {
     let f = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
-    let reader = guard(|| SerializedFileReader::new(f).map_err(|e| e.to_string()))
-        .map_err(|e| StoreError::corrupt(path, e))?;
+    let reader =
+        guard(|| SerializedFileReader::new(f).map_err(|e| e.to_string())).map_err(|e| StoreError::corrupt(path, e))?;
     let kind = match reader
         .metadata()
         .file_metadata()
@@ -852,41 +703,22 @@ pub fn verify_file(path: &Path) -> Result<(Kind, u64), StoreError> {
     {
         Some("flows") => Kind::Flows,
         Some("conns") => Kind::Conns,
-        other => {
-            return Err(StoreError::corrupt(
-                path,
-                format!("unknown wirelog.kind {other:?}"),
-            ))
-        }
+        other => return Err(StoreError::corrupt(path, format!("unknown wirelog.kind {other:?}"))),
     };
-    let of = OpenFile {
-        name: String::new(),
-        path: path.to_path_buf(),
-        reader,
-        replaces: Vec::new(),
-    };
+    let of = OpenFile { name: String::new(), path: path.to_path_buf(), reader, replaces: Vec::new() };
     let scan = Scan::all_columns(kind);
     let mut stats = ScanStats::default();
     let mut rows = 0u64;
-    match scan_file(
-        &of,
-        &scan,
-        &mut stats,
-        &mut Work::new(kind),
-        &mut |b: &mut Batch| {
-            rows += b.rows() as u64;
-            Ok(())
-        },
-    )? {
+    match scan_file(&of, &scan, &mut stats, &mut Work::new(kind), &mut |b: &mut Batch| {
+        rows += b.rows() as u64;
+        Ok(())
+    })? {
         FileOutcome::Done => {}
         FileOutcome::Corrupt(what) => return Err(StoreError::corrupt(path, what)),
     }
     let expect = of.reader.metadata().file_metadata().num_rows().max(0) as u64;
     if rows != expect {
-        return Err(StoreError::corrupt(
-            path,
-            format!("read {rows} rows, footer says {expect}"),
-        ));
+        return Err(StoreError::corrupt(path, format!("read {rows} rows, footer says {expect}")));
     }
     Ok((kind, rows))
 }
@@ -899,10 +731,7 @@ pub(crate) fn read_all(files: &[OpenFile], kind: Kind) -> Result<Vec<Batch>, Sto
     let mut out = Vec::new();
     for f in files {
         match scan_file(f, &scan, &mut stats, &mut w, &mut |b: &mut Batch| {
-            out.push(Batch {
-                kind: b.kind,
-                columns: std::mem::take(&mut b.columns),
-            });
+            out.push(Batch { kind: b.kind, columns: std::mem::take(&mut b.columns) });
             Ok(())
         })? {
             FileOutcome::Done => {}

@@ -23,10 +23,7 @@ pub struct RetentionReport {
 
 /// The wall clock, ns since the epoch.
 pub fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
 /// Bytes of the files in a directory (not recursive: partitions are flat).
@@ -45,14 +42,8 @@ pub fn dir_bytes(dir: &Path) -> Result<u64, StoreError> {
 
 /// Deletes a partition directory: hidden rename first, then removal.
 pub fn delete_partition(p: &Partition) -> Result<(), StoreError> {
-    let Some(parent) = p.path.parent() else {
-        return Ok(());
-    };
-    let name = p
-        .path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("hour");
+    let Some(parent) = p.path.parent() else { return Ok(()) };
+    let name = p.path.file_name().and_then(|n| n.to_str()).unwrap_or("hour");
     let hidden = parent.join(format!(".del-{name}-{}", now_ns()));
     match std::fs::rename(&p.path, &hidden) {
         Ok(()) => {}
@@ -94,8 +85,7 @@ pub fn enforce_retention(
     parts.sort_by_key(|(p, _)| (p.hour, p.kind == Kind::Conns));
     let mut report = RetentionReport::default();
     let mut total: u64 = parts.iter().map(|(_, b)| b).sum();
-    let cutoff =
-        retain_age.map(|a| now_ns.saturating_sub(a.as_nanos().min(i64::MAX as u128) as i64));
+    let cutoff = retain_age.map(|a| now_ns.saturating_sub(a.as_nanos().min(i64::MAX as u128) as i64));
     for (p, bytes) in &parts {
         let too_old = cutoff.is_some_and(|c| p.end_ns() <= c);
         let too_big = retain_bytes.is_some_and(|max| total > max);

@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use parquet::basic::{
-    Compression, Encoding, LogicalType, Repetition, TimeUnit, Type as PhysicalType, ZstdLevel,
-};
+use parquet::basic::{Compression, Encoding, LogicalType, Repetition, TimeUnit, Type as PhysicalType, ZstdLevel};
 use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 use parquet::schema::types::{ColumnPath, Type, TypePtr};
@@ -48,20 +46,8 @@ pub struct ColSpec {
     pub(crate) encoding: Encoding,
 }
 
-const fn col(
-    name: &'static str,
-    ty: ColType,
-    optional: bool,
-    dict: bool,
-    encoding: Encoding,
-) -> ColSpec {
-    ColSpec {
-        name,
-        ty,
-        optional,
-        dict,
-        encoding,
-    }
+const fn col(name: &'static str, ty: ColType, optional: bool, dict: bool, encoding: Encoding) -> ColSpec {
+    ColSpec { name, ty, optional, dict, encoding }
 }
 
 use ColType::*;
@@ -145,10 +131,7 @@ pub(crate) fn parquet_schema(kind: Kind) -> TypePtr {
         .iter()
         .map(|c| {
             let (phys, logical) = match c.ty {
-                TimeUs => (
-                    PhysicalType::INT64,
-                    Some(LogicalType::timestamp(true, TimeUnit::MICROS)),
-                ),
+                TimeUs => (PhysicalType::INT64, Some(LogicalType::timestamp(true, TimeUnit::MICROS))),
                 DurUs => (PhysicalType::INT64, None),
                 U8 => (PhysicalType::INT32, Some(LogicalType::integer(8, false))),
                 U16 => (PhysicalType::INT32, Some(LogicalType::integer(16, false))),
@@ -159,11 +142,7 @@ pub(crate) fn parquet_schema(kind: Kind) -> TypePtr {
                 Bool => (PhysicalType::BOOLEAN, None),
             };
             let mut b = Type::primitive_type_builder(c.name, phys)
-                .with_repetition(if c.optional {
-                    Repetition::OPTIONAL
-                } else {
-                    Repetition::REQUIRED
-                })
+                .with_repetition(if c.optional { Repetition::OPTIONAL } else { Repetition::REQUIRED })
                 .with_logical_type(logical);
             if c.ty == Ip {
                 b = b.with_length(16);
@@ -172,14 +151,10 @@ pub(crate) fn parquet_schema(kind: Kind) -> TypePtr {
         })
         .collect();
     Arc::new(
-        Type::group_type_builder(if kind == Kind::Flows {
-            "wirelog_flows"
-        } else {
-            "wirelog_conns"
-        })
-        .with_fields(fields)
-        .build()
-        .expect("static schema is valid"),
+        Type::group_type_builder(if kind == Kind::Flows { "wirelog_flows" } else { "wirelog_conns" })
+            .with_fields(fields)
+            .build()
+            .expect("static schema is valid"),
     )
 }
 
@@ -188,8 +163,7 @@ pub(crate) fn writer_properties(
     zstd_level: i32,
     row_group_rows: usize,
 ) -> Result<Arc<WriterProperties>, StoreError> {
-    let level = ZstdLevel::try_new(zstd_level)
-        .map_err(|e| StoreError::Invalid(format!("zstd level: {e}")))?;
+    let level = ZstdLevel::try_new(zstd_level).map_err(|e| StoreError::Invalid(format!("zstd level: {e}")))?;
     let mut b = WriterProperties::builder()
         // Data pages v1: read by every Parquet reader, old and new.
         .set_writer_version(WriterVersion::PARQUET_1_0)

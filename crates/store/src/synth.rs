@@ -8,9 +8,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use wirelog_record::{
-    community_id_v1, ConnRecord, ConnState, FlowRecord, History, IpAddr16, Proto, UidGenerator,
-};
+use wirelog_record::{community_id_v1, ConnRecord, ConnState, FlowRecord, History, IpAddr16, Proto, UidGenerator};
 
 /// xorshift64*: small, fast, deterministic.
 #[derive(Debug, Clone)]
@@ -107,9 +105,7 @@ impl FlowGen {
         let mut rng = Rng::new(seed);
         let nc = (hosts * 2 / 3).max(1);
         let ns = (hosts - nc.min(hosts)).max(1);
-        let clients = (0..nc)
-            .map(|i| v4(10, 1 + (i / 65536) as u8, (i / 256) as u8, (i % 256) as u8))
-            .collect();
+        let clients = (0..nc).map(|i| v4(10, 1 + (i / 65536) as u8, (i / 256) as u8, (i % 256) as u8)).collect();
         let port_z = Zipf::new(PORTS.len(), 1.2);
         let servers = (0..ns)
             .map(|i| {
@@ -125,12 +121,7 @@ impl FlowGen {
                     v4(10, 200, (i / 256) as u8, (i % 256) as u8)
                 } else {
                     let x = rng.next_u64();
-                    v4(
-                        23 + (x % 180) as u8,
-                        (x >> 8) as u8,
-                        (x >> 16) as u8,
-                        (x >> 24) as u8,
-                    )
+                    v4(23 + (x % 180) as u8, (x >> 8) as u8, (x >> 16) as u8, (x >> 24) as u8)
                 };
                 let (port, proto) = PORTS[port_z.sample(&mut rng)];
                 (ip, port, proto)
@@ -175,11 +166,7 @@ impl FlowGen {
             }
             let (server, port, proto) = self.servers[s];
             let pkts_out = 1 + self.heavy(1.5, 5e6);
-            let pkts_in = if proto == 17 && self.rng.below(10) == 0 {
-                0
-            } else {
-                1 + self.heavy(1.5, 5e6)
-            };
+            let pkts_in = if proto == 17 && self.rng.below(10) == 0 { 0 } else { 1 + self.heavy(1.5, 5e6) };
             let size_out = match port {
                 53 => 70,
                 123 => 76,
@@ -194,14 +181,10 @@ impl FlowGen {
             };
             let (first, last) = if pkts_out + pkts_in > 50 && self.rng.below(2) == 0 {
                 // Long-lived: the whole bucket.
-                (
-                    b + self.rng.below(2_000_000_000) as i64,
-                    b + len - 1 - self.rng.below(2_000_000_000) as i64,
-                )
+                (b + self.rng.below(2_000_000_000) as i64, b + len - 1 - self.rng.below(2_000_000_000) as i64)
             } else {
                 let f = b + self.rng.below(len as u64) as i64;
-                let d =
-                    (self.heavy_f(0.002, 300.0) * 1e9) as i64 + self.rng.below(50_000_000) as i64;
+                let d = (self.heavy_f(0.002, 300.0) * 1e9) as i64 + self.rng.below(50_000_000) as i64;
                 (f, (f + d).min(b + len - 1))
             };
             out.push(FlowRecord {
@@ -244,11 +227,7 @@ pub fn conn(i: u64, start_ns: i64, step_ns: i64, uids: &mut UidGenerator) -> Con
         6..=8 => (Proto::Udp, 17, 53),
         _ => (Proto::Icmp, 1, 0),
     };
-    let orig_p = if proto == Proto::Icmp {
-        8
-    } else {
-        32768 + (i % 28000) as u16
-    };
+    let orig_p = if proto == Proto::Icmp { 8 } else { 32768 + (i % 28000) as u16 };
     let resp_p = if proto == Proto::Icmp { 0 } else { resp_p };
     let zero = i.is_multiple_of(13);
     let mut history = History::new();

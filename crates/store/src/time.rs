@@ -37,10 +37,7 @@ pub(crate) fn hour_of(ns: i64) -> i64 {
 /// `date=YYYY-MM-DD/hour=HH` of an hour since the epoch.
 pub(crate) fn partition_name(hour: i64) -> (String, String) {
     let (y, m, d) = civil_from_days(hour.div_euclid(24));
-    (
-        format!("date={y:04}-{m:02}-{d:02}"),
-        format!("hour={:02}", hour.rem_euclid(24)),
-    )
+    (format!("date={y:04}-{m:02}-{d:02}"), format!("hour={:02}", hour.rem_euclid(24)))
 }
 
 /// Parses `date=YYYY-MM-DD` into days since the epoch.
@@ -68,18 +65,7 @@ mod tests {
 
     #[test]
     fn civil_round_trip() {
-        for days in [
-            -800_000i64,
-            -1,
-            0,
-            1,
-            59,
-            60,
-            365,
-            10_957,
-            20_779,
-            2_932_896,
-        ] {
+        for days in [-800_000i64, -1, 0, 1, 59, 60, 365, 10_957, 20_779, 2_932_896] {
             let (y, m, d) = civil_from_days(days);
             assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
         }

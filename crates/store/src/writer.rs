@@ -11,9 +11,7 @@ use parquet::schema::types::TypePtr;
 use wirelog_record::{CommunityId, ConnRecord, ConnState, FlowRecord, History, Proto, Uid};
 
 use crate::batch::Kind;
-use crate::encode::{
-    self, opt_i32, opt_i64, req_bool, req_i32, req_i64, req_ip, strings, PqValues, RowSource,
-};
+use crate::encode::{self, opt_i32, opt_i64, req_bool, req_i32, req_i64, req_ip, strings, PqValues, RowSource};
 use crate::error::StoreError;
 use crate::fsutil::{create_dirs_durable, DirLock};
 use crate::layout::partition_path;
@@ -168,17 +166,13 @@ impl RowSource for FlowBuf {
                 .then_with(|| self.server[a].cmp(&self.server[b]))
                 .then_with(|| self.server_port[a].cmp(&self.server_port[b]))
                 .then_with(|| self.proto[a].cmp(&self.proto[b]))
-                .then_with(|| {
-                    self.ifaces[self.iface[a] as usize].cmp(&self.ifaces[self.iface[b] as usize])
-                })
+                .then_with(|| self.ifaces[self.iface[a] as usize].cmp(&self.ifaces[self.iface[b] as usize]))
         });
     }
     fn values(&self, col: usize, rows: &[u32]) -> PqValues {
         match schema::FLOWS[col].name {
             "bucket" => req_i64(rows, |r| us(self.bucket[r])),
-            "iface" => strings(rows, false, |r| {
-                Some(self.ifaces[self.iface[r] as usize].as_bytes())
-            }),
+            "iface" => strings(rows, false, |r| Some(self.ifaces[self.iface[r] as usize].as_bytes())),
             "client" => req_ip(rows, |r| self.client[r]),
             "server" => req_ip(rows, |r| self.server[r]),
             "server_port" => req_i32(rows, |r| self.server_port[r] as i32),
@@ -311,9 +305,7 @@ impl RowSource for ConnBuf {
             "duration" => opt_i64(rows, |r| self.duration[r].map(us)),
             "orig_bytes" => opt_i64(rows, |r| self.orig_bytes[r].map(|v| v as i64)),
             "resp_bytes" => opt_i64(rows, |r| self.resp_bytes[r].map(|v| v as i64)),
-            "conn_state" => strings(rows, false, |r| {
-                Some(self.conn_state[r].as_str().as_bytes())
-            }),
+            "conn_state" => strings(rows, false, |r| Some(self.conn_state[r].as_str().as_bytes())),
             "local_orig" => req_bool(rows, |r| self.local_orig[r]),
             "local_resp" => req_bool(rows, |r| self.local_resp[r]),
             "missed_bytes" => req_i64(rows, |r| self.missed_bytes[r] as i64),
@@ -323,9 +315,7 @@ impl RowSource for ConnBuf {
             "resp_pkts" => req_i64(rows, |r| self.resp_pkts[r] as i64),
             "resp_ip_bytes" => req_i64(rows, |r| self.resp_ip_bytes[r] as i64),
             "ip_proto" => req_i32(rows, |r| self.ip_proto[r] as i32),
-            "community_id" => strings(rows, false, |r| {
-                Some(self.community_id[r].as_str().as_bytes())
-            }),
+            "community_id" => strings(rows, false, |r| Some(self.community_id[r].as_str().as_bytes())),
             "vlan" => opt_i32(rows, |r| self.vlan[r].map(i32::from)),
             "inner_vlan" => opt_i32(rows, |r| self.inner_vlan[r].map(i32::from)),
             other => unreachable!("conn column {other}"),
@@ -345,12 +335,7 @@ pub(crate) struct FileFormat {
 }
 
 impl FileFormat {
-    pub(crate) fn new(
-        kind: Kind,
-        zstd_level: i32,
-        row_group_rows: usize,
-        sync: bool,
-    ) -> Result<Self, StoreError> {
+    pub(crate) fn new(kind: Kind, zstd_level: i32, row_group_rows: usize, sync: bool) -> Result<Self, StoreError> {
         Ok(FileFormat {
             schema: schema::parquet_schema(kind),
             props: schema::writer_properties(kind, zstd_level, row_group_rows)?,
@@ -431,10 +416,7 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("dir", &self.dir)
-            .field("stats", &self.stats)
-            .finish_non_exhaustive()
+        f.debug_struct("Store").field("dir", &self.dir).field("stats", &self.stats).finish_non_exhaustive()
     }
 }
 
@@ -444,16 +426,10 @@ impl Store {
     /// being deleted, and small files a finished compaction had replaced.
     pub fn open(dir: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
         if opts.flush_rows == 0 || opts.row_group_rows == 0 || opts.flush_bytes == 0 {
-            return Err(StoreError::Invalid(
-                "flush_rows, flush_bytes and row_group_rows must be > 0".into(),
-            ));
+            return Err(StoreError::Invalid("flush_rows, flush_bytes and row_group_rows must be > 0".into()));
         }
         if dir.exists() && !dir.is_dir() {
-            return Err(StoreError::io(
-                dir,
-                "use as data directory",
-                std::io::Error::other("not a directory"),
-            ));
+            return Err(StoreError::io(dir, "use as data directory", std::io::Error::other("not a directory")));
         }
         create_dirs_durable(dir)?;
         for kind in [Kind::Flows, Kind::Conns] {
@@ -473,18 +449,8 @@ impl Store {
         crate::compact::recover(dir)?;
         Ok(Store {
             dir: dir.to_path_buf(),
-            flow_fmt: FileFormat::new(
-                Kind::Flows,
-                opts.zstd_level,
-                opts.row_group_rows,
-                opts.sync,
-            )?,
-            conn_fmt: FileFormat::new(
-                Kind::Conns,
-                opts.zstd_level,
-                opts.row_group_rows,
-                opts.sync,
-            )?,
+            flow_fmt: FileFormat::new(Kind::Flows, opts.zstd_level, opts.row_group_rows, opts.sync)?,
+            conn_fmt: FileFormat::new(Kind::Conns, opts.zstd_level, opts.row_group_rows, opts.sync)?,
             opts,
             flows: FlowBuf::default(),
             conns: ConnBuf::default(),
@@ -513,15 +479,11 @@ impl Store {
     }
 
     fn flow_limit(&self) -> usize {
-        self.opts
-            .flush_rows
-            .min((self.opts.flush_bytes / FLOW_ROW_BYTES).max(1))
+        self.opts.flush_rows.min((self.opts.flush_bytes / FLOW_ROW_BYTES).max(1))
     }
 
     fn conn_limit(&self) -> usize {
-        self.opts
-            .flush_rows
-            .min((self.opts.flush_bytes / CONN_ROW_BYTES).max(1))
+        self.opts.flush_rows.min((self.opts.flush_bytes / CONN_ROW_BYTES).max(1))
     }
 
     /// Buffers connections; writes them out when the buffer is full.
@@ -578,9 +540,7 @@ impl Store {
         self.flush_kind(Kind::Flows)?;
         self.flush_kind(Kind::Conns)?;
         if self.opts.retain_age.is_some() || self.opts.retain_bytes.is_some() {
-            let due = self
-                .last_retention
-                .is_none_or(|t| t.elapsed() >= self.opts.retention_interval);
+            let due = self.last_retention.is_none_or(|t| t.elapsed() >= self.opts.retention_interval);
             if due {
                 if let Err(e) = self.enforce_retention(retention::now_ns()) {
                     self.stats.retention_errors += 1;
@@ -600,12 +560,7 @@ impl Store {
     /// then the oldest partitions while the store is larger than `retain_bytes`.
     pub fn enforce_retention(&mut self, now_ns: i64) -> Result<RetentionReport, StoreError> {
         self.last_retention = Some(Instant::now());
-        retention::enforce_retention(
-            &self.dir,
-            now_ns,
-            self.opts.retain_age,
-            self.opts.retain_bytes,
-        )
+        retention::enforce_retention(&self.dir, now_ns, self.opts.retain_age, self.opts.retain_bytes)
     }
 }
 

@@ -12,16 +12,10 @@ use parquet::file::reader::FileReader;
 use parquet::file::serialized_reader::SerializedFileReader;
 use wirelog_store::compact::{compact_closed_partitions, compact_partition};
 use wirelog_store::{
-    list_partitions, retention, CompactOptions, Compactor, CompactorOptions, Kind, Store,
-    StoreOptions,
+    list_partitions, retention, CompactOptions, Compactor, CompactorOptions, Kind, Store, StoreOptions,
 };
 
-fn small_files_store(
-    name: &str,
-    hours: i64,
-    flushes_per_hour: i64,
-    rows_per_flush: u64,
-) -> std::path::PathBuf {
+fn small_files_store(name: &str, hours: i64, flushes_per_hour: i64, rows_per_flush: u64) -> std::path::PathBuf {
     let dir = tempdir(name);
     let mut s = Store::open(&dir, fast_opts()).unwrap();
     let mut i = 0u64;
@@ -31,8 +25,7 @@ fn small_files_store(
             let recs: Vec<_> = (0..rows_per_flush).map(|k| flow(i + k, t)).collect();
             i += rows_per_flush;
             s.append_flows(&recs).unwrap();
-            s.append_conns(&conns(rows_per_flush / 4, t, 1_000_000))
-                .unwrap();
+            s.append_conns(&conns(rows_per_flush / 4, t, 1_000_000)).unwrap();
             s.flush().unwrap();
         }
     }
@@ -41,10 +34,7 @@ fn small_files_store(
 }
 
 fn opts() -> CompactOptions {
-    CompactOptions {
-        sync: false,
-        ..Default::default()
-    }
+    CompactOptions { sync: false, ..Default::default() }
 }
 
 #[test]
@@ -67,21 +57,10 @@ fn compaction_keeps_counts_and_totals() {
     let files = data_files(&dir);
     assert_eq!(files.len(), 6, "{files:?}");
     for f in &files {
-        assert!(f
-            .file_name()
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .starts_with("compact-"));
+        assert!(f.file_name().unwrap().to_str().unwrap().starts_with("compact-"));
         let r = SerializedFileReader::new(std::fs::File::open(f).unwrap()).unwrap();
         let kv = r.metadata().file_metadata().key_value_metadata().unwrap();
-        let replaces = kv
-            .iter()
-            .find(|k| k.key == "wirelog.replaces")
-            .unwrap()
-            .value
-            .clone()
-            .unwrap();
+        let replaces = kv.iter().find(|k| k.key == "wirelog.replaces").unwrap().value.clone().unwrap();
         assert_eq!(replaces.lines().count(), 12);
         wirelog_store::verify_file(f).unwrap();
     }
@@ -97,12 +76,7 @@ fn compaction_keeps_counts_and_totals() {
     // Late data into a compacted hour, then compaction again: the new
     // merged file replaces the old merged one and the late file.
     let mut s = Store::open(&dir, fast_opts()).unwrap();
-    s.append_flows(
-        &(0..100)
-            .map(|k| flow(1_000_000 + k, T0 + 5))
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
+    s.append_flows(&(0..100).map(|k| flow(1_000_000 + k, T0 + 5)).collect::<Vec<_>>()).unwrap();
     s.close().unwrap();
     let r = compact_partition(&p.path, &opts()).unwrap();
     assert_eq!((r.files_merged, r.files_written), (2, 1));
@@ -120,11 +94,7 @@ fn compaction_leaves_unreadable_files_alone() {
     // A file whose footer is garbage, and one whose pages are damaged.
     std::fs::write(p.path.join("part-0-bad.parquet"), b"not parquet at all").unwrap();
     let files = data_files(&p.path);
-    let victim = files
-        .iter()
-        .find(|f| !f.ends_with("part-0-bad.parquet"))
-        .unwrap()
-        .clone();
+    let victim = files.iter().find(|f| !f.ends_with("part-0-bad.parquet")).unwrap().clone();
     let mut b = std::fs::read(&victim).unwrap();
     let len = b.len();
     for i in (100..len / 2).step_by(13) {
@@ -134,23 +104,16 @@ fn compaction_leaves_unreadable_files_alone() {
     let r = compact_partition(&p.path, &opts()).unwrap();
     assert_eq!(r.unreadable, 2, "{r:?}");
     assert_eq!(r.files_merged, 4, "{r:?}");
-    assert!(
-        r.errors.iter().any(|e| e.contains("part-0-bad.parquet")),
-        "{r:?}"
-    );
+    assert!(r.errors.iter().any(|e| e.contains("part-0-bad.parquet")), "{r:?}");
     // The bad files are still there, untouched; the good rows all readable.
     assert!(p.path.join("part-0-bad.parquet").exists());
     assert_eq!(std::fs::read(&victim).unwrap(), b);
     let (rows, _) = {
         let mut n = 0u64;
-        let stats = Store::scan(
-            &dir,
-            &wirelog_store::Scan::new(Kind::Flows).columns(&["bytes_out"]),
-            |b| {
-                n += b.rows() as u64;
-                Ok(())
-            },
-        )
+        let stats = Store::scan(&dir, &wirelog_store::Scan::new(Kind::Flows).columns(&["bytes_out"]), |b| {
+            n += b.rows() as u64;
+            Ok(())
+        })
         .unwrap();
         assert_eq!(stats.corrupt_files, 2, "{stats:?}");
         (n, ())
@@ -167,10 +130,7 @@ fn crash_mid_compaction_loses_and_duplicates_nothing() {
     let p = &parts[0];
     // Keep copies of the originals, compact, then put them back: the state a
     // crash after the rename and before the deletions leaves.
-    let originals: Vec<_> = data_files(&p.path)
-        .into_iter()
-        .map(|f| (f.clone(), std::fs::read(&f).unwrap()))
-        .collect();
+    let originals: Vec<_> = data_files(&p.path).into_iter().map(|f| (f.clone(), std::fs::read(&f).unwrap())).collect();
     compact_partition(&p.path, &opts()).unwrap();
     for (f, b) in &originals {
         std::fs::write(f, b).unwrap();
@@ -180,26 +140,16 @@ fn crash_mid_compaction_loses_and_duplicates_nothing() {
     assert_eq!(data_files(&p.path).len(), 7);
     // Readers see every row once.
     assert_eq!(sum_u64(&dir, Kind::Flows, "bytes_out"), before);
-    let stats = Store::scan(
-        &dir,
-        &wirelog_store::Scan::new(Kind::Flows).columns(&["bucket"]),
-        |_| Ok(()),
-    )
-    .unwrap();
+    let stats = Store::scan(&dir, &wirelog_store::Scan::new(Kind::Flows).columns(&["bucket"]), |_| Ok(())).unwrap();
     assert_eq!(stats.files_replaced, 6);
     // Opening the store cleans up: originals and temporary gone.
     drop(Store::open(&dir, fast_opts()).unwrap());
     assert_eq!(data_files(&p.path).len(), 1);
-    assert!(all_files(&p.path)
-        .iter()
-        .all(|f| !f.to_string_lossy().ends_with(".tmp")));
+    assert!(all_files(&p.path).iter().all(|f| !f.to_string_lossy().ends_with(".tmp")));
     assert_eq!(sum_u64(&dir, Kind::Flows, "bytes_out"), before);
     // So does the next compaction, when the store is not reopened.
     let q = &parts[1];
-    let originals: Vec<_> = data_files(&q.path)
-        .into_iter()
-        .map(|f| (f.clone(), std::fs::read(&f).unwrap()))
-        .collect();
+    let originals: Vec<_> = data_files(&q.path).into_iter().map(|f| (f.clone(), std::fs::read(&f).unwrap())).collect();
     compact_partition(&q.path, &opts()).unwrap();
     for (f, b) in &originals {
         std::fs::write(f, b).unwrap();
@@ -222,11 +172,7 @@ fn readers_see_consistent_totals_while_compaction_runs() {
         readers.push(std::thread::spawn(move || {
             let mut scans = 0;
             while !stop.load(Ordering::Relaxed) || scans < 3 {
-                assert_eq!(
-                    sum_u64(&dir, Kind::Flows, "bytes_out"),
-                    before,
-                    "scan {scans}"
-                );
+                assert_eq!(sum_u64(&dir, Kind::Flows, "bytes_out"), before, "scan {scans}");
                 scans += 1;
             }
             scans
@@ -235,10 +181,7 @@ fn readers_see_consistent_totals_while_compaction_runs() {
     // Compact hour by hour, several times over (each pass re-merges with a
     // small max so merged files get merged again).
     for round in 0..3 {
-        let o = CompactOptions {
-            max_merge_rows: 1000 * (round + 1),
-            ..opts()
-        };
+        let o = CompactOptions { max_merge_rows: 1000 * (round + 1), ..opts() };
         for p in list_partitions(&dir, Kind::Flows).unwrap() {
             compact_partition(&p.path, &o).unwrap();
         }
@@ -257,11 +200,7 @@ fn background_compactor_merges_closed_partitions_while_writing() {
     let before = sum_u64(&dir, Kind::Flows, "bytes_out");
     let c = Compactor::start(
         dir.clone(),
-        CompactorOptions {
-            interval: Duration::from_millis(20),
-            settle: Duration::ZERO,
-            compact: opts(),
-        },
+        CompactorOptions { interval: Duration::from_millis(20), settle: Duration::ZERO, compact: opts() },
     );
     // The writer keeps writing (into the current hour) meanwhile.
     let now = retention::now_ns();
@@ -290,8 +229,7 @@ fn background_compactor_merges_closed_partitions_while_writing() {
     let r = compact_closed_partitions(&dir, now, Duration::ZERO, &opts(), &mut seen).unwrap();
     assert_eq!(r.files_merged, 0);
     // Once the current hour is closed, its 10 small files are merged too.
-    let r =
-        compact_closed_partitions(&dir, now + HOUR, Duration::ZERO, &opts(), &mut seen).unwrap();
+    let r = compact_closed_partitions(&dir, now + HOUR, Duration::ZERO, &opts(), &mut seen).unwrap();
     assert_eq!(r.files_merged, 10);
     assert_eq!(sum_u64(&dir, Kind::Flows, "bytes_out"), (rows, sum));
     std::fs::remove_dir_all(&dir).unwrap();
@@ -302,23 +240,14 @@ fn retention_by_age_and_size_deletes_whole_oldest_partitions() {
     let dir = small_files_store("retention", 10, 2, 400);
     let parts = list_partitions(&dir, Kind::Flows).unwrap();
     assert_eq!(parts.len(), 10);
-    let mut s = Store::open(
-        &dir,
-        StoreOptions {
-            retain_age: Some(Duration::from_secs(3 * 3600)),
-            ..fast_opts()
-        },
-    )
-    .unwrap();
+    let mut s =
+        Store::open(&dir, StoreOptions { retain_age: Some(Duration::from_secs(3 * 3600)), ..fast_opts() }).unwrap();
     // "Now" is the end of hour 9: hours ending more than 3 h ago (0..=6) go.
     let now = T0 + 10 * HOUR;
     let r = s.enforce_retention(now).unwrap();
     assert_eq!(r.partitions_deleted, 2 * 7, "{r:?}");
     let left = list_partitions(&dir, Kind::Flows).unwrap();
-    assert_eq!(
-        left.iter().map(|p| p.hour).collect::<Vec<_>>(),
-        parts[7..].iter().map(|p| p.hour).collect::<Vec<_>>()
-    );
+    assert_eq!(left.iter().map(|p| p.hour).collect::<Vec<_>>(), parts[7..].iter().map(|p| p.hour).collect::<Vec<_>>());
     // Rows of the kept hours are all there.
     let (rows, _) = sum_u64(&dir, Kind::Flows, "bytes_out");
     assert_eq!(rows, 3 * 2 * 400);
@@ -336,20 +265,12 @@ fn retention_by_age_and_size_deletes_whole_oldest_partitions() {
     let left = list_partitions(&dir, Kind::Flows).unwrap();
     assert_eq!(left.last().unwrap().hour, parts[9].hour, "newest kept");
     // No hidden leftovers, no empty date directories.
-    assert!(all_files(&dir)
-        .iter()
-        .all(|f| !f.to_string_lossy().contains(".del-")));
+    assert!(all_files(&dir).iter().all(|f| !f.to_string_lossy().contains(".del-")));
 
     // Automatic retention on flush.
-    let mut s = Store::open(
-        &dir,
-        StoreOptions {
-            retain_bytes: Some(1),
-            retention_interval: Duration::ZERO,
-            ..fast_opts()
-        },
-    )
-    .unwrap();
+    let mut s =
+        Store::open(&dir, StoreOptions { retain_bytes: Some(1), retention_interval: Duration::ZERO, ..fast_opts() })
+            .unwrap();
     s.append_flows(&[flow(1, T0)]).unwrap();
     s.flush().unwrap();
     s.close().unwrap();

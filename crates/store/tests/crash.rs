@@ -16,9 +16,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use wirelog_record::UidGenerator;
 use wirelog_store::synth::{self, Rng};
-use wirelog_store::{
-    Column, CompactOptions, Compactor, CompactorOptions, Kind, Scan, Store, StoreOptions,
-};
+use wirelog_store::{Column, CompactOptions, Compactor, CompactorOptions, Kind, Scan, Store, StoreOptions};
 
 const CHILD_ENV: &str = "WIRELOG_STORE_CRASH_CHILD";
 /// Records 10 ms apart: 360 000 per hour partition.
@@ -30,9 +28,7 @@ const BATCH: u64 = 700;
 /// The writer, when started by the test below; nothing otherwise.
 #[test]
 fn crash_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
+    let Ok(spec) = std::env::var(CHILD_ENV) else { return };
     let mut it = spec.split('|');
     let dir = std::path::PathBuf::from(it.next().unwrap());
     let mut nf: u64 = it.next().unwrap().parse().unwrap();
@@ -43,11 +39,7 @@ fn crash_child() {
         CompactorOptions {
             interval: Duration::from_millis(5),
             settle: Duration::ZERO,
-            compact: CompactOptions {
-                small_file_rows: 100_000,
-                max_merge_rows: 200_000,
-                ..Default::default()
-            },
+            compact: CompactOptions { small_file_rows: 100_000, max_merge_rows: 200_000, ..Default::default() },
         },
     );
     let mut uids = UidGenerator::new(nc);
@@ -57,12 +49,8 @@ fn crash_child() {
             std::thread::sleep(Duration::from_millis(10));
             continue;
         }
-        let flows: Vec<_> = (nf..nf + BATCH)
-            .map(|i| flow(i, T0 + i as i64 * STEP_NS))
-            .collect();
-        let conns: Vec<_> = (nc..nc + BATCH / 2)
-            .map(|i| synth::conn(i, T0, STEP_NS, &mut uids))
-            .collect();
+        let flows: Vec<_> = (nf..nf + BATCH).map(|i| flow(i, T0 + i as i64 * STEP_NS)).collect();
+        let conns: Vec<_> = (nc..nc + BATCH / 2).map(|i| synth::conn(i, T0, STEP_NS, &mut uids)).collect();
         store.append_flows(&flows).unwrap();
         store.append_conns(&conns).unwrap();
         store.flush().unwrap();
@@ -91,10 +79,7 @@ fn numbers(dir: &Path, kind: Kind, col: &'static str) -> Vec<u64> {
 
 fn assert_prefix(v: &[u64], what: &str) -> u64 {
     for (i, &x) in v.iter().enumerate() {
-        assert_eq!(
-            x, i as u64,
-            "{what}: record {i} missing or duplicated (found {x})"
-        );
+        assert_eq!(x, i as u64, "{what}: record {i} missing or duplicated (found {x})");
     }
     v.len() as u64
 }
@@ -141,10 +126,7 @@ fn kill_9_at_random_points_loses_only_unflushed_records() {
             }
         }
         // What a crash may leave: temporaries, replaced files.
-        let leftovers = all_files(&dir)
-            .iter()
-            .filter(|f| f.to_string_lossy().ends_with(".tmp"))
-            .count();
+        let leftovers = all_files(&dir).iter().filter(|f| f.to_string_lossy().ends_with(".tmp")).count();
         if leftovers > 0 {
             kills_mid_write += 1;
         }
@@ -152,30 +134,18 @@ fn kill_9_at_random_points_loses_only_unflushed_records() {
         drop(Store::open(&dir, StoreOptions::default()).unwrap());
         for f in all_files(&dir) {
             let name = f.file_name().unwrap().to_string_lossy().into_owned();
-            assert!(
-                !name.ends_with(".tmp") && !name.starts_with(".del-"),
-                "round {round}: {name} left after open"
-            );
+            assert!(!name.ends_with(".tmp") && !name.starts_with(".del-"), "round {round}: {name} left after open");
             if name.ends_with(".parquet") {
                 wirelog_store::verify_file(&f).unwrap_or_else(|e| panic!("round {round}: {e}"));
             }
         }
         let nf = assert_prefix(&numbers(&dir, Kind::Flows, "bytes_out"), "flows");
         let nc = assert_prefix(&numbers(&dir, Kind::Conns, "orig_pkts"), "conns");
-        assert!(
-            nf >= reported.0 && nc >= reported.1,
-            "round {round}: flushed {reported:?}, found ({nf}, {nc})"
-        );
-        assert!(
-            nf >= kf && nc >= kc,
-            "round {round}: went back from ({kf}, {kc}) to ({nf}, {nc})"
-        );
+        assert!(nf >= reported.0 && nc >= reported.1, "round {round}: flushed {reported:?}, found ({nf}, {nc})");
+        assert!(nf >= kf && nc >= kc, "round {round}: went back from ({kf}, {kc}) to ({nf}, {nc})");
         kf = nf;
         kc = nc;
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "crash test too slow"
-        );
+        assert!(started.elapsed() < Duration::from_secs(120), "crash test too slow");
     }
     eprintln!(
         "crash test: {rounds} kills, {kills_mid_write} left temporaries, {kf} flows and {kc} conns survived, {:.1} s",

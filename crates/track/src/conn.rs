@@ -3,6 +3,7 @@
 use wirelog_decode::IpAddr16;
 use wirelog_record::{community_id_v1, ConnRecord, ConnState, Proto, Uid};
 
+
 use crate::history::HistoryState;
 use crate::key::ConnKey;
 use crate::tcp::TcpConn;
@@ -19,20 +20,11 @@ pub struct DatagramState {
 
 impl DatagramState {
     pub fn new() -> Self {
-        DatagramState {
-            orig_len: -1,
-            resp_len: -1,
-            orig_chk: 0,
-            resp_chk: 0,
-        }
+        DatagramState { orig_len: -1, resp_len: -1, orig_chk: 0, resp_chk: 0 }
     }
 
     pub fn add(&mut self, is_orig: bool, len: i64) {
-        let l = if is_orig {
-            &mut self.orig_len
-        } else {
-            &mut self.resp_len
-        };
+        let l = if is_orig { &mut self.orig_len } else { &mut self.resp_len };
         if *l < 0 {
             *l = len;
         } else {
@@ -96,9 +88,7 @@ pub fn is_private(a: &IpAddr16) -> bool {
             || (o[0] == 169 && o[1] == 254)
     } else {
         let b = &a.0;
-        (b[0] & 0xfe) == 0xfc
-            || (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
-            || a.0 == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+        (b[0] & 0xfe) == 0xfc || (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) || a.0 == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
     }
 }
 
@@ -109,13 +99,9 @@ impl Conn {
         let history = self.hist.letters;
         let dur = self.last_ns - self.start_ns;
         let (proto, orig_size, resp_size, conn_state, missed) = match &self.state {
-            ProtoState::Tcp(t) => (
-                Proto::Tcp,
-                t.orig_size(),
-                t.resp_size(),
-                t.conn_state(history.as_str()),
-                t.missed_bytes,
-            ),
+            ProtoState::Tcp(t) => {
+                (Proto::Tcp, t.orig_size(), t.resp_size(), t.conn_state(history.as_str()), t.missed_bytes)
+            }
             ProtoState::Udp(d) => {
                 let st = match (d.orig_len >= 0, d.resp_len >= 0) {
                     (true, true) => ConnState::SF,
@@ -123,21 +109,9 @@ impl Conn {
                     (false, true) => ConnState::SHR,
                     (false, false) => ConnState::OTH,
                 };
-                (
-                    Proto::Udp,
-                    d.orig_len.max(0) as u64,
-                    d.resp_len.max(0) as u64,
-                    st,
-                    0,
-                )
+                (Proto::Udp, d.orig_len.max(0) as u64, d.resp_len.max(0) as u64, st, 0)
             }
-            ProtoState::Icmp(d) => (
-                Proto::Icmp,
-                d.orig_len.max(0) as u64,
-                d.resp_len.max(0) as u64,
-                ConnState::OTH,
-                0,
-            ),
+            ProtoState::Icmp(d) => (Proto::Icmp, d.orig_len.max(0) as u64, d.resp_len.max(0) as u64, ConnState::OTH, 0),
         };
         let has_dur = dur > 0;
         ConnRecord {

@@ -32,10 +32,7 @@ impl FlowKey {
     fn hash(&self, seed: u64) -> u64 {
         let c = u128::from_ne_bytes(self.client.0);
         let s = u128::from_ne_bytes(self.server.0);
-        let mut h = seed
-            ^ ((self.server_port as u64) << 24
-                | (self.proto as u64) << 8
-                | (self.iface as u64) << 40);
+        let mut h = seed ^ ((self.server_port as u64) << 24 | (self.proto as u64) << 8 | (self.iface as u64) << 40);
         for v in [c as u64, (c >> 64) as u64, s as u64, (s >> 64) as u64] {
             h = (h ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             h ^= h >> 29;
@@ -85,10 +82,7 @@ pub struct FlowSlot {
 }
 
 impl FlowSlot {
-    pub const NONE: FlowSlot = FlowSlot {
-        epoch: u32::MAX,
-        index: u32::MAX,
-    };
+    pub const NONE: FlowSlot = FlowSlot { epoch: u32::MAX, index: u32::MAX };
 }
 
 pub struct FlowTable {
@@ -181,13 +175,7 @@ impl FlowTable {
     /// Counts a packet through a connection's cached slot; false when the
     /// slot is stale and [`FlowTable::count`] must be called with the key.
     #[inline]
-    pub fn count_cached(
-        &mut self,
-        slot: FlowSlot,
-        from_client: bool,
-        ip_bytes: u32,
-        ts_ns: i64,
-    ) -> bool {
+    pub fn count_cached(&mut self, slot: FlowSlot, from_client: bool, ip_bytes: u32, ts_ns: i64) -> bool {
         if slot.epoch != self.epoch {
             return false;
         }
@@ -202,21 +190,12 @@ impl FlowTable {
 
     /// Counts a packet of `key`'s flow (a connection's first in this bucket,
     /// counting one more connection) and returns the slot to cache.
-    pub fn count(
-        &mut self,
-        key: &FlowKey,
-        from_client: bool,
-        ip_bytes: u32,
-        ts_ns: i64,
-    ) -> FlowSlot {
+    pub fn count(&mut self, key: &FlowKey, from_client: bool, ip_bytes: u32, ts_ns: i64) -> FlowSlot {
         let index = self.lookup_or_insert(key, ts_ns);
         let e = &mut self.entries[index as usize];
         e.conns += 1;
         e.add(from_client, ip_bytes, ts_ns);
-        FlowSlot {
-            epoch: self.epoch,
-            index,
-        }
+        FlowSlot { epoch: self.epoch, index }
     }
 
     fn lookup_or_insert(&mut self, key: &FlowKey, ts_ns: i64) -> u32 {
@@ -268,10 +247,7 @@ impl FlowTable {
 fn to_record(e: &FlowEntry, bucket_ns: i64, ifaces: &[Arc<str>]) -> FlowRecord {
     FlowRecord {
         bucket_ns,
-        iface: ifaces
-            .get(e.key.iface as usize)
-            .cloned()
-            .unwrap_or_else(|| Arc::from(format!("if{}", e.key.iface).as_str())),
+        iface: ifaces.get(e.key.iface as usize).cloned().unwrap_or_else(|| Arc::from(format!("if{}", e.key.iface).as_str())),
         client: e.key.client,
         server: e.key.server,
         server_port: e.key.server_port,
@@ -291,13 +267,7 @@ mod tests {
     use super::*;
 
     fn key(c: u8, port: u16) -> FlowKey {
-        FlowKey {
-            client: IpAddr16::from_v4([10, 0, 0, c]),
-            server: IpAddr16::from_v4([10, 0, 1, 1]),
-            server_port: port,
-            proto: 6,
-            iface: 0,
-        }
+        FlowKey { client: IpAddr16::from_v4([10, 0, 0, c]), server: IpAddr16::from_v4([10, 0, 1, 1]), server_port: port, proto: 6, iface: 0 }
     }
 
     const MIN: i64 = 60_000_000_000;
@@ -316,20 +286,14 @@ mod tests {
         // Next bucket: everything so far is emitted, aligned to the wall clock.
         let next = (t0 / (5 * MIN) + 1) * 5 * MIN;
         t.advance(next);
-        assert!(
-            !t.count_cached(s, true, 40, next),
-            "a slot of the last bucket is stale"
-        );
+        assert!(!t.count_cached(s, true, 40, next), "a slot of the last bucket is stale");
         t.count(&key(1, 80), true, 40, next);
         let mut recs: Vec<FlowRecord> = t.take_records().collect();
         recs.sort_by_key(|r| r.server_port);
         assert_eq!(recs.len(), 2);
         let r = &recs[0];
         assert_eq!(r.bucket_ns % (5 * MIN), 0);
-        assert_eq!(
-            (r.bytes_out, r.pkts_out, r.bytes_in, r.pkts_in, r.conns),
-            (172, 3, 1500, 1, 2)
-        );
+        assert_eq!((r.bytes_out, r.pkts_out, r.bytes_in, r.pkts_in, r.conns), (172, 3, 1500, 1, 2));
         assert_eq!((r.first_ns, r.last_ns), (t0, t0 + 3000));
         t.rotate();
         let r: Vec<FlowRecord> = t.take_records().collect();

@@ -15,13 +15,7 @@ pub struct ConnKey {
 impl ConnKey {
     #[inline]
     pub fn reversed(&self) -> ConnKey {
-        ConnKey {
-            src: self.dst,
-            dst: self.src,
-            sport: self.dport,
-            dport: self.sport,
-            proto: self.proto,
-        }
+        ConnKey { src: self.dst, dst: self.src, sport: self.dport, dport: self.sport, proto: self.proto }
     }
 
     /// Hash that is the same for both directions of a connection, so one probe
@@ -33,11 +27,7 @@ impl ConnKey {
         let s = u128::from_ne_bytes(self.src.0);
         let d = u128::from_ne_bytes(self.dst.0);
         // Any total order works, as long as both directions pick the same endpoint first.
-        let (a, pa, b, pb) = if (s, self.sport) <= (d, self.dport) {
-            (s, self.sport, d, self.dport)
-        } else {
-            (d, self.dport, s, self.sport)
-        };
+        let (a, pa, b, pb) = if (s, self.sport) <= (d, self.dport) { (s, self.sport, d, self.dport) } else { (d, self.dport, s, self.sport) };
         // A multiply-xorshift mix over the 37 key bytes: the seed is random
         // per process, so crafted tuples cannot aim at one probe chain.
         let mut h = seed ^ ((pa as u64) << 16 | (pb as u64) << 32 | self.proto as u64);
@@ -63,17 +53,9 @@ pub fn match_side(stored: &ConnKey, pkt: &ConnKey) -> Option<Side> {
     if stored.proto != pkt.proto {
         return None;
     }
-    if stored.sport == pkt.sport
-        && stored.dport == pkt.dport
-        && stored.src == pkt.src
-        && stored.dst == pkt.dst
-    {
+    if stored.sport == pkt.sport && stored.dport == pkt.dport && stored.src == pkt.src && stored.dst == pkt.dst {
         Some(Side::Orig)
-    } else if stored.sport == pkt.dport
-        && stored.dport == pkt.sport
-        && stored.src == pkt.dst
-        && stored.dst == pkt.src
-    {
+    } else if stored.sport == pkt.dport && stored.dport == pkt.sport && stored.src == pkt.dst && stored.dst == pkt.src {
         Some(Side::Resp)
     } else {
         None

@@ -9,9 +9,7 @@ pub struct PortSet {
 
 impl PortSet {
     pub fn empty() -> Self {
-        PortSet {
-            bits: Box::new([0; 1024]),
-        }
+        PortSet { bits: Box::new([0; 1024]) }
     }
 
     pub fn from_ports(ports: &[u16]) -> Self {
@@ -34,16 +32,16 @@ impl PortSet {
 
 /// TCP ports Zeek's default scripts register analyzers for.
 pub const DEFAULT_TCP_SERVER_PORTS: &[u16] = &[
-    21, 22, 23, 25, 53, 80, 81, 88, 110, 111, 135, 139, 143, 179, 389, 443, 445, 465, 502, 563,
-    585, 587, 614, 631, 636, 989, 990, 992, 993, 994, 995, 1080, 1433, 1521, 1723, 1883, 2049,
-    2811, 3128, 3268, 3306, 3389, 5060, 5222, 5223, 5269, 5432, 5672, 6379, 6443, 6666, 6667, 6668,
-    6669, 7000, 8000, 8080, 8443, 8888, 9042, 9092, 9200, 11211, 20000, 27017,
+    21, 22, 23, 25, 53, 80, 81, 88, 110, 111, 135, 139, 143, 179, 389, 443, 445, 465, 502, 563, 585, 587, 614, 631,
+    636, 989, 990, 992, 993, 994, 995, 1080, 1433, 1521, 1723, 1883, 2049, 2811, 3128, 3268, 3306, 3389, 5060, 5222,
+    5223, 5269, 5432, 5672, 6379, 6443, 6666, 6667, 6668, 6669, 7000, 8000, 8080, 8443, 8888, 9042, 9092, 9200, 11211,
+    20000, 27017,
 ];
 
 /// UDP ports Zeek's default scripts register analyzers for.
 pub const DEFAULT_UDP_SERVER_PORTS: &[u16] = &[
-    53, 67, 68, 69, 88, 123, 137, 161, 162, 389, 443, 500, 514, 1812, 1813, 2123, 2152, 3544, 4500,
-    4789, 5060, 5353, 5355, 6081,
+    53, 67, 68, 69, 88, 123, 137, 161, 162, 389, 443, 500, 514, 1812, 1813, 2123, 2152, 3544, 4500, 4789, 5060,
+    5353, 5355, 6081,
 ];
 
 impl PortSet {
@@ -52,12 +50,7 @@ impl PortSet {
     /// (a bare port applies to both protocols). Returns (tcp, udp).
     pub fn parse_list(spec: &str) -> Result<(PortSet, PortSet), String> {
         match spec.trim() {
-            "default" => {
-                return Ok((
-                    PortSet::from_ports(DEFAULT_TCP_SERVER_PORTS),
-                    PortSet::from_ports(DEFAULT_UDP_SERVER_PORTS),
-                ))
-            }
+            "default" => return Ok((PortSet::from_ports(DEFAULT_TCP_SERVER_PORTS), PortSet::from_ports(DEFAULT_UDP_SERVER_PORTS))),
             "none" | "" => return Ok((PortSet::empty(), PortSet::empty())),
             _ => {}
         }
@@ -71,11 +64,7 @@ impl PortSet {
                 Some((a, b)) => (a, b),
                 None => (range, range),
             };
-            let parse = |s: &str| {
-                s.trim()
-                    .parse::<u16>()
-                    .map_err(|_| format!("'{item}': '{s}' is not a port number"))
-            };
+            let parse = |s: &str| s.trim().parse::<u16>().map_err(|_| format!("'{item}': '{s}' is not a port number"));
             let (lo, hi) = (parse(lo)?, parse(hi)?);
             if lo > hi {
                 return Err(format!("'{item}': empty port range"));
@@ -88,11 +77,7 @@ impl PortSet {
                         tcp.insert(p);
                         udp.insert(p);
                     }
-                    Some(other) => {
-                        return Err(format!(
-                            "'{item}': unknown protocol '{other}' (use tcp or udp)"
-                        ))
-                    }
+                    Some(other) => return Err(format!("'{item}': unknown protocol '{other}' (use tcp or udp)")),
                 }
             }
         }

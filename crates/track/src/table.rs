@@ -59,10 +59,7 @@ impl<T> ConnTable<T> {
         #[cfg(target_arch = "x86_64")]
         unsafe {
             // SAFETY: prefetch is a hint and never faults; the index is masked in bounds.
-            std::arch::x86_64::_mm_prefetch(
-                self.slots.as_ptr().add(i) as *const i8,
-                std::arch::x86_64::_MM_HINT_T0,
-            );
+            std::arch::x86_64::_mm_prefetch(self.slots.as_ptr().add(i) as *const i8, std::arch::x86_64::_MM_HINT_T0);
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = i;
@@ -81,10 +78,7 @@ impl<T> ConnTable<T> {
                     // SAFETY: prefetches never fault; the pointer is within the slab.
                     let p = self.entries.as_ptr().add(idx) as *const i8;
                     for line in 0..4 {
-                        std::arch::x86_64::_mm_prefetch(
-                            p.wrapping_add(line * 64),
-                            std::arch::x86_64::_MM_HINT_T0,
-                        );
+                        std::arch::x86_64::_mm_prefetch(p.wrapping_add(line * 64), std::arch::x86_64::_MM_HINT_T0);
                     }
                 }
             }
@@ -176,11 +170,7 @@ impl<T> ConnTable<T> {
                 _ => j,
             };
             // Move if home is not in the cyclic range (hole, j].
-            let in_range = if hole <= j {
-                home > hole && home <= j
-            } else {
-                home > hole || home <= j
-            };
+            let in_range = if hole <= j { home > hole && home <= j } else { home > hole || home <= j };
             if !in_range {
                 self.slots[hole] = s;
                 hole = j;
@@ -195,12 +185,7 @@ impl<T> ConnTable<T> {
 
     /// Indices of all live entries (for flushing at the end).
     pub fn live_indices(&self) -> Vec<u32> {
-        self.entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.is_some())
-            .map(|(i, _)| i as u32)
-            .collect()
+        self.entries.iter().enumerate().filter(|(_, e)| e.is_some()).map(|(i, _)| i as u32).collect()
     }
 
     /// A few live entries near a pseudo-random position: candidates for
@@ -238,11 +223,7 @@ pub(crate) fn advise_huge_pages<X>(v: &mut Vec<X>) {
     if end > aligned + HUGE {
         // SAFETY: advice about memory this Vec owns; the kernel may ignore it.
         unsafe {
-            libc::madvise(
-                aligned as *mut libc::c_void,
-                (end - aligned) & !(HUGE - 1),
-                libc::MADV_HUGEPAGE,
-            );
+            libc::madvise(aligned as *mut libc::c_void, (end - aligned) & !(HUGE - 1), libc::MADV_HUGEPAGE);
         }
     }
 }

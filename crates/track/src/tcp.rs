@@ -61,12 +61,7 @@ struct Reassembly {
 
 impl Reassembly {
     fn new() -> Self {
-        Reassembly {
-            next_deliver: 1,
-            trim: 1,
-            above_hole: None,
-            skip_deliveries: false,
-        }
+        Reassembly { next_deliver: 1, trim: 1, above_hole: None, skip_deliveries: false }
     }
 
     fn ranges(&self) -> &[(u64, u64)] {
@@ -75,15 +70,12 @@ impl Reassembly {
 
     /// Bytes held, delivered or not (Zeek's block list DataSize).
     fn buffered(&self) -> u64 {
-        self.next_deliver.saturating_sub(self.trim)
-            + self.ranges().iter().map(|(a, b)| b - a).sum::<u64>()
+        self.next_deliver.saturating_sub(self.trim) + self.ranges().iter().map(|(a, b)| b - a).sum::<u64>()
     }
 
     /// Bytes held above a hole (Zeek's NumUndeliveredBytes).
     fn undelivered_bytes(&self) -> u64 {
-        self.ranges()
-            .last()
-            .map_or(0, |&(_, upper)| upper.saturating_sub(self.next_deliver))
+        self.ranges().last().map_or(0, |&(_, upper)| upper.saturating_sub(self.next_deliver))
     }
 
     fn has_blocks(&self) -> bool {
@@ -272,21 +264,13 @@ impl Endpoint {
 
     /// Payload bytes sent, from sequence numbers (Zeek's TCP_Endpoint::Size).
     pub fn size(&self, peer_state: EndpointState) -> u64 {
-        if self.prev_state == SynSent
-            && self.state == Reset
-            && peer_state == Inactive
-            && !self.no_data_acked()
-        {
+        if self.prev_state == SynSent && self.state == Reset && peer_state == Inactive && !self.no_data_acked() {
             return 0;
         }
         let last = Self::full(self.last_seq, self.seq_wraps);
         let ack = Self::full(self.ack_seq, self.ack_wraps);
         let start = self.start_seq as u64;
-        let mut size = if last > ack {
-            last.wrapping_sub(start)
-        } else {
-            ack.wrapping_sub(start)
-        };
+        let mut size = if last > ack { last.wrapping_sub(start) } else { ack.wrapping_sub(start) };
         size = size.saturating_sub(1);
         if self.fin_cnt > 0 && size != 0 {
             size -= 1;
@@ -379,8 +363,7 @@ impl TcpConn {
     /// Swaps the roles of the endpoints (Zeek's FlipRoles on the TCP adapter).
     pub fn flip(&mut self) {
         std::mem::swap(&mut self.orig, &mut self.resp);
-        self.first_packet_seen =
-            ((self.first_packet_seen & 1) << 1) | ((self.first_packet_seen & 2) >> 1);
+        self.first_packet_seen = ((self.first_packet_seen & 1) << 1) | ((self.first_packet_seen & 2) >> 1);
         self.is_partial = false;
     }
 
@@ -445,17 +428,8 @@ impl TcpConn {
     /// Processes one good segment (Zeek's TCPSessionAdapter::Process).
     /// Returns whether the connection's last activity time advances, and the lifetime effects.
     #[inline]
-    pub fn process(
-        &mut self,
-        is_orig: bool,
-        seg: &Segment,
-        hist: &mut HistoryState,
-    ) -> (bool, Effects) {
-        let (e, p) = if is_orig {
-            (&self.orig, &self.resp)
-        } else {
-            (&self.resp, &self.orig)
-        };
+    pub fn process(&mut self, is_orig: bool, seg: &Segment, hist: &mut HistoryState) -> (bool, Effects) {
+        let (e, p) = if is_orig { (&self.orig, &self.resp) } else { (&self.resp, &self.orig) };
         if seg.flags & (SYN | FIN | RST) == 0
             && self.first_packet_seen == 3
             && e.state == Established
@@ -479,16 +453,9 @@ impl TcpConn {
     fn process_established(&mut self, is_orig: bool, seg: &Segment, hist: &mut HistoryState) {
         let len = seg.len;
         let ack = seg.flags & ACK != 0;
-        let (e, p) = if is_orig {
-            (&mut self.orig, &mut self.resp)
-        } else {
-            (&mut self.resp, &mut self.orig)
-        };
+        let (e, p) = if is_orig { (&mut self.orig, &mut self.resp) } else { (&mut self.resp, &mut self.orig) };
         let seq_one_past = seg.seq.wrapping_add(len);
-        let (rel_seq, seq_underflow) =
-            relative_seq(e.start_seq, seg.seq, e.last_seq, e.seq_wraps, |s, w| {
-                e.to_relative(s, w)
-            });
+        let (rel_seq, seq_underflow) = relative_seq(e.start_seq, seg.seq, e.last_seq, e.seq_wraps, |s, w| e.to_relative(s, w));
         if len > 0 {
             hist.check(is_orig, crate::history::mask::DATA_PKT, b'D');
         } else if ack {
@@ -500,10 +467,7 @@ impl TcpConn {
         }
         let mut rel_ack = 0;
         if ack {
-            let (r, underflow) =
-                relative_seq(p.start_seq, seg.ack, p.ack_seq, p.ack_wraps, |s, w| {
-                    p.to_relative(s, w)
-                });
+            let (r, underflow) = relative_seq(p.start_seq, seg.ack, p.ack_seq, p.ack_wraps, |s, w| p.to_relative(s, w));
             if !underflow {
                 rel_ack = r;
                 let delta = seq_delta(seg.ack, p.ack_seq);
@@ -526,12 +490,7 @@ impl TcpConn {
         }
     }
 
-    fn process_general(
-        &mut self,
-        is_orig: bool,
-        seg: &Segment,
-        hist: &mut HistoryState,
-    ) -> (bool, Effects) {
+    fn process_general(&mut self, is_orig: bool, seg: &Segment, hist: &mut HistoryState) -> (bool, Effects) {
         let flags = seg.flags;
         let syn = flags & SYN != 0;
         let fin = flags & FIN != 0;
@@ -598,9 +557,7 @@ impl TcpConn {
         // get_relative_seq
         let (rel_seq, seq_underflow) = {
             let (e, _) = self.ep(is_orig);
-            relative_seq(e.start_seq, seg.seq, e.last_seq, e.seq_wraps, |s, w| {
-                e.to_relative(s, w)
-            })
+            relative_seq(e.start_seq, seg.seq, e.last_seq, e.seq_wraps, |s, w| e.to_relative(s, w))
         };
 
         update_history(flags, is_orig, self.ep(is_orig).0, hist, rel_seq, len);
@@ -631,10 +588,7 @@ impl TcpConn {
                 p.ack_seq = seg.ack.wrapping_sub(1);
                 p.last_seq = seg.ack.wrapping_sub(1);
             } else {
-                let (r, underflow) =
-                    relative_seq(p.start_seq, seg.ack, p.ack_seq, p.ack_wraps, |s, w| {
-                        p.to_relative(s, w)
-                    });
+                let (r, underflow) = relative_seq(p.start_seq, seg.ack, p.ack_seq, p.ack_wraps, |s, w| p.to_relative(s, w));
                 if underflow {
                     rel_ack = 0;
                 } else {
@@ -677,11 +631,7 @@ impl TcpConn {
         // CheckPIA_FirstPacket
         self.first_packet_seen |= if is_orig { 1 } else { 2 };
 
-        let rel_data_seq = if syn {
-            rel_seq.wrapping_add(1)
-        } else {
-            rel_seq
-        };
+        let rel_data_seq = if syn { rel_seq.wrapping_add(1) } else { rel_seq };
         if len > 0 && !rst && !seq_underflow && seg.payload_complete {
             self.data_sent(is_orig, rel_data_seq, len as u64);
         }
@@ -693,12 +643,7 @@ impl TcpConn {
         (update_last_time, std::mem::take(&mut self.fx))
     }
 
-    fn update_state_machine(
-        &mut self,
-        is_orig: bool,
-        seg: &Segment,
-        delta_last: i32,
-    ) -> (bool, bool) {
+    fn update_state_machine(&mut self, is_orig: bool, seg: &Segment, delta_last: i32) -> (bool, bool) {
         let flags = seg.flags;
         let syn = flags & SYN != 0;
         let fin = flags & FIN != 0;
@@ -742,11 +687,7 @@ impl TcpConn {
                 if rst {
                     self.set_state(is_orig, Reset);
                     let peer_state = self.ep(is_orig).1.state;
-                    let is_reject = if is_orig {
-                        peer_state == Established
-                    } else {
-                        matches!(peer_state, SynSent | SynAckSent)
-                    };
+                    let is_reject = if is_orig { peer_state == Established } else { matches!(peer_state, SynSent | SynAckSent) };
                     do_close = true;
                     gen_event = !is_reject;
                 }
@@ -888,11 +829,7 @@ impl TcpConn {
 
     /// Zeek's TCP_Reassembler::DataPending for `is_orig`'s side.
     fn data_pending(&self, is_orig: bool) -> bool {
-        let (e, p) = if is_orig {
-            (&self.orig, &self.resp)
-        } else {
-            (&self.resp, &self.orig)
-        };
+        let (e, p) = if is_orig { (&self.orig, &self.resp) } else { (&self.resp, &self.orig) };
         if e.reasm.skip_deliveries {
             return false;
         }
@@ -910,10 +847,7 @@ impl TcpConn {
     fn check_eof(&mut self, is_orig: bool) {
         let e = if is_orig { &self.orig } else { &self.resp };
         // Cheap tests first: data_pending only matters once this side is closing.
-        if e.did_eof
-            || !(e.fin_cnt > 0 || e.state == Closed || e.state == Reset)
-            || self.data_pending(is_orig)
-        {
+        if e.did_eof || !(e.fin_cnt > 0 || e.state == Closed || e.state == Reset) || self.data_pending(is_orig) {
             return;
         }
         {
@@ -1018,17 +952,15 @@ impl TcpConn {
                 || r.state == Reset
                 || o.state == Inactive
                 || r.state == Inactive)
-        {
-            return true;
-        }
+            {
+                return true;
+            }
         o.state == Inactive && r.state == Inactive
     }
 
     /// Zeek's AttemptTimer condition: a SYN that got no answer.
     pub fn attempt_condition(&self) -> bool {
-        self.is_active
-            && matches!(self.orig.state, SynSent | SynAckSent)
-            && self.resp.state == Inactive
+        self.is_active && matches!(self.orig.state, SynSent | SynAckSent) && self.resp.state == Inactive
     }
 
     pub fn orig_size(&self) -> u64 {
@@ -1063,13 +995,7 @@ fn history_is_rstos0(h: &str) -> bool {
 
 /// Zeek's get_relative_seq: the 64-bit sequence number relative to the
 /// endpoint's initial one, and whether it fell below it.
-fn relative_seq(
-    start: u32,
-    cur: u32,
-    last: u32,
-    mut wraps: u32,
-    to_rel: impl Fn(u32, u32) -> u64,
-) -> (u64, bool) {
+fn relative_seq(start: u32, cur: u32, last: u32, mut wraps: u32, to_rel: impl Fn(u32, u32) -> u64) -> (u64, bool) {
     let delta = seq_delta(cur, last);
     if delta < 0 {
         if wraps > 0 && cur > last {
@@ -1085,14 +1011,7 @@ fn relative_seq(
     (to_rel(cur, wraps), false)
 }
 
-fn update_history(
-    flags: u8,
-    is_orig: bool,
-    e: &mut Endpoint,
-    hist: &mut HistoryState,
-    rel_seq: u64,
-    len: u32,
-) {
+fn update_history(flags: u8, is_orig: bool, e: &mut Endpoint, hist: &mut HistoryState, rel_seq: u64, len: u32) {
     use crate::history::mask::*;
     let syn = flags & SYN != 0;
     let fin = flags & FIN != 0;

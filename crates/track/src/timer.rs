@@ -39,13 +39,7 @@ impl Default for TimerWheel {
 
 impl TimerWheel {
     pub fn new() -> Self {
-        TimerWheel {
-            slots: (0..SLOTS).map(|_| Vec::new()).collect(),
-            due: BinaryHeap::new(),
-            current_tick: 0,
-            started: false,
-            len: 0,
-        }
+        TimerWheel { slots: (0..SLOTS).map(|_| Vec::new()).collect(), due: BinaryHeap::new(), current_tick: 0, started: false, len: 0 }
     }
 
     #[cfg(test)]
@@ -76,8 +70,7 @@ impl TimerWheel {
     #[inline]
     pub fn nothing_due(&self, now: i64) -> bool {
         !self.started
-            || (Self::tick_of(now) <= self.current_tick
-                && self.due.peek().is_none_or(|Reverse(e)| e.deadline > now))
+            || (Self::tick_of(now) <= self.current_tick && self.due.peek().is_none_or(|Reverse(e)| e.deadline > now))
     }
 
     /// Moves the wheel to `now` and appends to `due` every entry whose
@@ -89,8 +82,7 @@ impl TimerWheel {
             return;
         }
         let target = Self::tick_of(now);
-        if target <= self.current_tick && self.due.peek().is_none_or(|Reverse(e)| e.deadline > now)
-        {
+        if target <= self.current_tick && self.due.peek().is_none_or(|Reverse(e)| e.deadline > now) {
             return;
         }
         self.advance_slow(now, target, due);
@@ -151,11 +143,7 @@ mod tests {
         let mut w = TimerWheel::new();
         let base = 1_700_000_000 * S;
         for (i, d) in [5, 1, 300, 2, 700].iter().enumerate() {
-            w.schedule(TimerEntry {
-                deadline: base + d * S,
-                idx: i as u32,
-                generation: 0,
-            });
+            w.schedule(TimerEntry { deadline: base + d * S, idx: i as u32, generation: 0 });
         }
         let mut due = Vec::new();
         let idx = |due: &Vec<TimerEntry>| due.iter().map(|e| e.idx).collect::<Vec<_>>();
@@ -174,11 +162,7 @@ mod tests {
     #[test]
     fn rescheduling_from_fire_works() {
         let mut w = TimerWheel::new();
-        w.schedule(TimerEntry {
-            deadline: 10 * S,
-            idx: 0,
-            generation: 0,
-        });
+        w.schedule(TimerEntry { deadline: 10 * S, idx: 0, generation: 0 });
         let mut n = 0;
         let mut due = Vec::new();
         loop {
@@ -190,10 +174,7 @@ mod tests {
             for e in &due {
                 n += 1;
                 if e.deadline < 50 * S {
-                    w.schedule(TimerEntry {
-                        deadline: e.deadline + 10 * S,
-                        ..*e
-                    });
+                    w.schedule(TimerEntry { deadline: e.deadline + 10 * S, ..*e });
                 }
             }
         }

@@ -117,9 +117,7 @@ impl Tracker {
                 None => UidGenerator::from_entropy(),
             };
             let u = g.next_uid();
-            u.as_str().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-            })
+            u.as_str().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
         };
         Tracker {
             table: ConnTable::with_capacity(cfg.max_connections),
@@ -179,28 +177,14 @@ impl Tracker {
     #[inline]
     pub fn key_of(pkt: &IpPacket<'_>) -> Option<ConnKey> {
         let (sport, dport) = match pkt.transport {
-            Transport::Tcp { sport, dport, .. } | Transport::Udp { sport, dport, .. } => {
-                (sport, dport)
-            }
+            Transport::Tcp { sport, dport, .. } | Transport::Udp { sport, dport, .. } => (sport, dport),
             // Zeek's ICMP "ports": the type, and the answering type (or the code for one-way messages).
-            Transport::Icmp {
-                v6,
-                icmp_type,
-                code,
-                ..
-            } => (
-                icmp_type as u16,
-                wirelog_decode::icmp::counterpart(v6, icmp_type).unwrap_or(code) as u16,
-            ),
+            Transport::Icmp { v6, icmp_type, code, .. } => {
+                (icmp_type as u16, wirelog_decode::icmp::counterpart(v6, icmp_type).unwrap_or(code) as u16)
+            }
             Transport::Other { .. } => return None,
         };
-        Some(ConnKey {
-            src: pkt.src,
-            dst: pkt.dst,
-            sport,
-            dport,
-            proto: pkt.proto,
-        })
+        Some(ConnKey { src: pkt.src, dst: pkt.dst, sport, dport, proto: pkt.proto })
     }
 
     #[inline]
@@ -223,14 +207,7 @@ impl Tracker {
     /// The table hash of a packet's tuple, from a [`wirelog_decode::FlowHint`].
     #[inline]
     pub fn hint_hash(&self, h: &wirelog_decode::FlowHint) -> u64 {
-        ConnKey {
-            src: h.src,
-            dst: h.dst,
-            sport: h.sport,
-            dport: h.dport,
-            proto: h.proto,
-        }
-        .symmetric_hash(self.seed)
+        ConnKey { src: h.src, dst: h.dst, sport: h.sport, dport: h.dport, proto: h.proto }.symmetric_hash(self.seed)
     }
 
     /// Runs timers up to packet time `now`, and ends the flow bucket if `now`
@@ -274,13 +251,7 @@ impl Tracker {
                 // No connection semantics (ESP, GRE, ...): still traffic, counted as a flow
                 // from the sender, without a port.
                 self.flows.advance(ts_ns);
-                let fk = FlowKey {
-                    client: pkt.src,
-                    server: pkt.dst,
-                    server_port: 0,
-                    proto: pkt.proto,
-                    iface,
-                };
+                let fk = FlowKey { client: pkt.src, server: pkt.dst, server_port: 0, proto: pkt.proto, iface };
                 self.flows.count(&fk, true, pkt.ip_len, ts_ns);
             }
             return;
@@ -290,14 +261,7 @@ impl Tracker {
     }
 
     /// Like [`Tracker::packet`] with the key and hash already computed (batched callers).
-    pub fn packet_keyed(
-        &mut self,
-        ts_ns: i64,
-        iface: u16,
-        pkt: &IpPacket<'_>,
-        key: &ConnKey,
-        hash: u64,
-    ) {
+    pub fn packet_keyed(&mut self, ts_ns: i64, iface: u16, pkt: &IpPacket<'_>, key: &ConnKey, hash: u64) {
         if ts_ns > self.now {
             self.advance(ts_ns);
         }
@@ -308,15 +272,7 @@ impl Tracker {
             return;
         }
         let seg = match pkt.transport {
-            Transport::Tcp {
-                flags,
-                seq,
-                ack,
-                window,
-                payload_len,
-                payload,
-                ..
-            } => Some(Segment {
+            Transport::Tcp { flags, seq, ack, window, payload_len, payload, .. } => Some(Segment {
                 flags,
                 seq,
                 ack,
@@ -353,15 +309,7 @@ impl Tracker {
         self.deliver(idx, side == Side::Orig, ts_ns, pkt, seg.as_ref(), created);
     }
 
-    fn create(
-        &mut self,
-        ts: i64,
-        pkt: &IpPacket<'_>,
-        key: &ConnKey,
-        hash: u64,
-        seg: Option<&Segment>,
-        reused: bool,
-    ) -> (u32, Side) {
+    fn create(&mut self, ts: i64, pkt: &IpPacket<'_>, key: &ConnKey, hash: u64, seg: Option<&Segment>, reused: bool) -> (u32, Side) {
         if self.table.is_full() {
             self.evict_one();
         }
@@ -391,15 +339,12 @@ impl Tracker {
                 }
             }
             (Transport::Udp { .. }, _) => {
-                self.cfg.udp_server_ports.contains(key.sport)
-                    && !self.cfg.udp_server_ports.contains(key.dport)
+                self.cfg.udp_server_ports.contains(key.sport) && !self.cfg.udp_server_ports.contains(key.dport)
             }
             _ => false,
         };
         let state = match pkt.transport {
-            Transport::Tcp { .. } => {
-                ProtoState::Tcp(TcpConn::new(self.cfg.report_gaps_for_partial))
-            }
+            Transport::Tcp { .. } => ProtoState::Tcp(TcpConn::new(self.cfg.report_gaps_for_partial)),
             Transport::Udp { .. } => ProtoState::Udp(DatagramState::new()),
             _ => ProtoState::Icmp(DatagramState::new()),
         };
@@ -435,18 +380,8 @@ impl Tracker {
         (idx, if flip { Side::Resp } else { Side::Orig })
     }
 
-    fn deliver(
-        &mut self,
-        idx: u32,
-        is_orig: bool,
-        ts: i64,
-        pkt: &IpPacket<'_>,
-        seg: Option<&Segment>,
-        created: bool,
-    ) {
-        let Some(entry) = self.table.get_mut(idx) else {
-            return;
-        };
+    fn deliver(&mut self, idx: u32, is_orig: bool, ts: i64, pkt: &IpPacket<'_>, seg: Option<&Segment>, created: bool) {
+        let Some(entry) = self.table.get_mut(idx) else { return };
         let conn = &mut entry.value;
         conn.seen_ns = conn.seen_ns.max(ts);
         let bad = pkt.checksum == Checksum::BadTransport;
@@ -465,11 +400,7 @@ impl Tracker {
                     return;
                 }
                 let (touch, fx) = t.process(is_orig, seg, &mut conn.hist);
-                reschedule |= fx.state_changed
-                    || fx.attempt_timer
-                    || fx.close_complete
-                    || fx.reset_timer
-                    || fx.expire_check;
+                reschedule |= fx.state_changed || fx.attempt_timer || fx.close_complete || fx.reset_timer || fx.expire_check;
                 if touch {
                     conn.last_ns = ts;
                 }
@@ -482,9 +413,7 @@ impl Tracker {
                     conn.timers_cancelled = true;
                     conn.attempt_at = i64::MAX;
                     conn.expire_extra_at = i64::MAX;
-                    conn.delete_at = conn
-                        .delete_at
-                        .min(conn.last_ns + self.cfg.tcp_close_delay_ns);
+                    conn.delete_at = conn.delete_at.min(conn.last_ns + self.cfg.tcp_close_delay_ns);
                 }
                 if fx.reset_timer {
                     conn.delete_at = conn.delete_at.min(ts + self.cfg.tcp_reset_delay_ns);
@@ -496,11 +425,7 @@ impl Tracker {
             }
             (ProtoState::Udp(d), _) => {
                 if bad {
-                    let c = if is_orig {
-                        &mut d.orig_chk
-                    } else {
-                        &mut d.resp_chk
-                    };
+                    let c = if is_orig { &mut d.orig_chk } else { &mut d.resp_chk };
                     *c += 1;
                     let n = *c;
                     conn.hist.scaled(is_orig, b'C', n);
@@ -510,10 +435,7 @@ impl Tracker {
                     return;
                 }
                 conn.last_ns = ts;
-                conn.hist.check_raw(
-                    if is_orig { 0x1 } else { 0x2 },
-                    if is_orig { b'D' } else { b'd' },
-                );
+                conn.hist.check_raw(if is_orig { 0x1 } else { 0x2 }, if is_orig { b'D' } else { b'd' });
                 let len = match pkt.transport {
                     Transport::Udp { payload_len, .. } => payload_len as i64,
                     _ => 0,
@@ -557,36 +479,19 @@ impl Tracker {
     /// account for traffic, conn records for what Zeek would make of it.
     #[inline]
     fn count_flow(&mut self, idx: u32, is_orig: bool, iface: u16, ts: i64, pkt: &IpPacket<'_>) {
-        let Some(e) = self.table.get_mut(idx) else {
-            return;
-        };
-        if self
-            .flows
-            .count_cached(e.value.flow, is_orig, pkt.ip_len, ts)
-        {
+        let Some(e) = self.table.get_mut(idx) else { return };
+        if self.flows.count_cached(e.value.flow, is_orig, pkt.ip_len, ts) {
             return;
         }
         // ICMP has no server port; the key's "ports" are message types.
-        let server_port = if matches!(pkt.transport, Transport::Icmp { .. }) {
-            0
-        } else {
-            e.key.dport
-        };
-        let fk = FlowKey {
-            client: e.key.src,
-            server: e.key.dst,
-            server_port,
-            proto: e.key.proto,
-            iface,
-        };
+        let server_port = if matches!(pkt.transport, Transport::Icmp { .. }) { 0 } else { e.key.dport };
+        let fk = FlowKey { client: e.key.src, server: e.key.dst, server_port, proto: e.key.proto, iface };
         e.value.flow = self.flows.count(&fk, is_orig, pkt.ip_len, ts);
     }
 
     /// Swaps originator and responder of a connection (Zeek's FlipRoles).
     fn flip(&mut self, idx: u32) {
-        let Some(e) = self.table.get_mut(idx) else {
-            return;
-        };
+        let Some(e) = self.table.get_mut(idx) else { return };
         e.key = e.key.reversed();
         let c = &mut e.value;
         // The client changed: later packets count in the other orientation's flow.
@@ -604,11 +509,7 @@ impl Tracker {
         let mut d = c.delete_at;
         match &c.state {
             ProtoState::Tcp(t) => {
-                let timeout = if t.past_handshake {
-                    self.cfg.tcp_inactivity_ns
-                } else {
-                    self.cfg.udp_inactivity_ns
-                };
+                let timeout = if t.past_handshake { self.cfg.tcp_inactivity_ns } else { self.cfg.udp_inactivity_ns };
                 d = d.min(c.last_ns + timeout);
                 if c.attempt_at != i64::MAX && t.attempt_condition() {
                     d = d.min(c.attempt_at);
@@ -619,11 +520,7 @@ impl Tracker {
                     let floor = (c.last_ns + self.cfg.tcp_linger_ns).max(c.seen_ns);
                     let first = c.start_ns + self.cfg.tcp_syn_timeout_ns;
                     let period = self.cfg.tcp_session_timer_ns;
-                    let grid = if first > floor {
-                        first
-                    } else {
-                        first + ((floor - first) / period + 1) * period
-                    };
+                    let grid = if first > floor { first } else { first + ((floor - first) / period + 1) * period };
                     d = d.min(grid);
                     if c.expire_extra_at != i64::MAX && c.expire_extra_at > floor {
                         d = d.min(c.expire_extra_at);
@@ -637,9 +534,7 @@ impl Tracker {
                     // Zeek's DNS analyzer checks every session timeout from the
                     // start and ends the flow once idle for a second less than that.
                     let floor = (c.last_ns + period - SEC).max(c.seen_ns + 1);
-                    let k = ((floor - c.start_ns) + period - 1)
-                        .div_euclid(period)
-                        .max(1);
+                    let k = ((floor - c.start_ns) + period - 1).div_euclid(period).max(1);
                     d = d.min(c.start_ns + k * period);
                 }
             }
@@ -659,18 +554,12 @@ impl Tracker {
                 e.value.scheduled_at = d;
                 e.value.generation = generation;
             }
-            self.wheel.schedule(TimerEntry {
-                deadline: d,
-                idx,
-                generation,
-            });
+            self.wheel.schedule(TimerEntry { deadline: d, idx, generation });
         }
     }
 
     fn on_timer(&mut self, e: TimerEntry, now: i64) {
-        let Some(entry) = self.table.get_mut(e.idx) else {
-            return;
-        };
+        let Some(entry) = self.table.get_mut(e.idx) else { return };
         if entry.value.generation != e.generation {
             return; // superseded by an earlier deadline, or the slot was reused
         }
@@ -688,38 +577,23 @@ impl Tracker {
             let entry = self.table.get_mut(e.idx).unwrap();
             entry.value.scheduled_at = d;
             entry.value.generation = entry.value.generation.wrapping_add(1);
-            self.wheel.schedule(TimerEntry {
-                deadline: d,
-                idx: e.idx,
-                generation: entry.value.generation,
-            });
+            self.wheel.schedule(TimerEntry { deadline: d, idx: e.idx, generation: entry.value.generation });
         }
     }
 
     fn remove(&mut self, idx: u32) {
         let uids = &mut self.uids;
-        if let Some(r) = self
-            .table
-            .remove_with(idx, |e| e.value.to_record(&e.key, uids.next_uid()))
-        {
+        if let Some(r) = self.table.remove_with(idx, |e| e.value.to_record(&e.key, uids.next_uid())) {
             self.out.push(r);
         }
     }
 
     /// Table full: remove the least recently active of a few sampled connections.
     fn evict_one(&mut self) {
-        self.evict_cursor = self
-            .evict_cursor
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.evict_cursor = self.evict_cursor.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let mut sample = std::mem::take(&mut self.sample);
         self.table.sample(self.evict_cursor >> 33, 8, &mut sample);
-        let victim = sample.iter().copied().min_by_key(|&i| {
-            self.table
-                .get(i)
-                .map(|e| e.value.seen_ns)
-                .unwrap_or(i64::MAX)
-        });
+        let victim = sample.iter().copied().min_by_key(|&i| self.table.get(i).map(|e| e.value.seen_ns).unwrap_or(i64::MAX));
         self.sample = sample;
         if let Some(v) = victim {
             self.remove(v);

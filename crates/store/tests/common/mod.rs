@@ -19,10 +19,7 @@ pub fn tempdir(name: &str) -> PathBuf {
 }
 
 pub fn fast_opts() -> StoreOptions {
-    StoreOptions {
-        sync: false,
-        ..Default::default()
-    }
+    StoreOptions { sync: false, ..Default::default() }
 }
 
 /// A flow whose `bytes_out` is its number (for prefix checks) and whose
@@ -57,9 +54,7 @@ pub fn flow(i: u64, t_ns: i64) -> FlowRecord {
 
 pub fn conns(n: u64, start_ns: i64, step_ns: i64) -> Vec<wirelog_record::ConnRecord> {
     let mut uids = UidGenerator::new(7);
-    (0..n)
-        .map(|i| synth::conn(i, start_ns, step_ns, &mut uids))
-        .collect()
+    (0..n).map(|i| synth::conn(i, start_ns, step_ns, &mut uids)).collect()
 }
 
 /// All batches of a scan, concatenated per column.
