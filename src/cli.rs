@@ -37,6 +37,14 @@ pub enum Command {
     ///   wirelog query http --where 'status_code >= 500' --by host,uri
     ///   wirelog query dns --where 'rcode_name != NOERROR and ip = 10.0.0.53'
     Query(QueryArgs),
+    /// Capture live traffic from network interfaces until SIGINT/SIGTERM (or --duration).
+    ///
+    /// Examples:
+    ///   wirelog capture -i eth0 --logs /var/log/wirelog
+    ///   wirelog capture -i any --filter 'not port 22' --workers 2
+    ///   wirelog capture -i lo --skip-empty-tcp --duration 60s --no-store --logs /tmp/wl
+    #[command(verbatim_doc_comment)]
+    Capture(CaptureArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -285,6 +293,118 @@ impl AppArgs {
         }
         Ok(Some(cfg))
     }
+}
+
+#[derive(Args, Debug)]
+pub struct CaptureArgs {
+    /// Interface to capture on (repeatable); `any` captures all of them.
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", required = true)]
+    pub interfaces: Vec<String>,
+
+    /// tcpdump filter expression, compiled by libpcap and run in the kernel.
+    #[arg(short = 'f', long, value_name = "EXPR")]
+    pub filter: Option<String>,
+
+    /// Drop, in the kernel, TCP segments without payload unless they carry
+    /// SYN, FIN or RST (IPv4, and IPv6 without extension headers).
+    #[arg(long)]
+    pub skip_empty_tcp: bool,
+
+    /// Worker threads; packets are spread over them by a flow-symmetric hash.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub workers: usize,
+
+    /// Bytes kept of each packet.
+    #[arg(long, value_name = "BYTES", default_value_t = 262_144)]
+    pub snaplen: u32,
+
+    /// Receive ring size per interface, split over the workers (it counts in
+    /// the RSS; at least 1 MiB per worker).
+    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
+    pub ring_size: u64,
+
+    /// Do not put interfaces in promiscuous mode.
+    #[arg(long)]
+    pub no_promisc: bool,
+
+    /// The store directory (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
+    pub store: PathBuf,
+
+    /// Do not write the store.
+    #[arg(long)]
+    pub no_store: bool,
+
+    /// Delete store partitions older than this (e.g. 30d).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub retain: Option<Duration>,
+
+    /// Delete the oldest store partitions while the store is larger than this (e.g. 10G).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub retain_size: Option<u64>,
+
+    /// Write conn.log and flows.log into this directory (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub logs: Option<PathBuf>,
+
+    /// Format of the logs.
+    #[arg(long, value_enum, default_value_t = LogFormatArg::Tsv)]
+    pub log_format: LogFormatArg,
+
+    /// Verify IP/TCP/UDP/ICMP checksums. Off by default live: with checksum
+    /// offloading the host's own packets are captured before their checksums
+    /// are filled in.
+    #[arg(long)]
+    pub verify_checksums: bool,
+
+    /// Print statistics to stderr this often (0: only on exit).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub stats_interval: Duration,
+
+    /// Run as this user once the capture sockets are open (default: nobody
+    /// when started as root; `root` keeps root).
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+
+    /// Stop after this long (default: run until SIGINT/SIGTERM).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Most connections tracked at once, per worker.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub max_connections: usize,
+
+    /// Inactivity timeout of TCP connections.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub tcp_timeout: Duration,
+
+    /// Inactivity timeout of UDP flows.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
+    pub udp_timeout: Duration,
+
+    /// Inactivity timeout of ICMP flows.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
+    pub icmp_timeout: Duration,
+
+    /// Ports where servers listen (as for `read`).
+    #[arg(long, value_name = "LIST", default_value = "default")]
+    pub server_ports: String,
+
+    /// UDP DNS flows end after this long without packets; 0 disables it.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub dns_timeout: Duration,
+
+    /// Length of the flow time buckets, aligned to the wall clock.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub flow_interval: Duration,
+
+    /// Seed for connection uids (default: random).
+    #[arg(long, value_name = "N", hide = true)]
+    pub seed: Option<u64>,
+
+    /// No statistics on stderr (errors are still reported).
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// Parses `500M`, `10G`, `1T`, `4096` (bytes; K/M/G/T are powers of 1024).

@@ -4,6 +4,7 @@
 //! the exit code. The pipeline stages live in the workspace crates
 //! (source -> decode -> track -> record -> sink).
 
+mod capture;
 mod cli;
 mod output;
 mod progress;
@@ -19,6 +20,7 @@ fn main() -> ExitCode {
     let result = match args.command {
         cli::Command::Read(opts) => read::run(opts),
         cli::Command::Query(opts) => query::run(opts),
+        cli::Command::Capture(opts) => capture::run(opts),
     };
     match result {
         Ok(code) => code,

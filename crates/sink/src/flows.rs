@@ -111,6 +111,10 @@ impl<W: Write> FlowLogWriter<W> {
         }
         self.out.flush()
     }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
 }
 
 #[cfg(test)]

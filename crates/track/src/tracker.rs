@@ -266,13 +266,15 @@ impl Tracker {
         .symmetric_hash(self.seed)
     }
 
-    /// Runs timers up to packet time `now`.
+    /// Runs timers up to packet time `now`, and ends the flow bucket if `now`
+    /// is past it (live capture calls this on an idle link with the clock).
     #[inline]
     pub fn advance(&mut self, now: i64) {
         if now <= self.now {
             return;
         }
         self.now = now;
+        self.flows.advance(now);
         if self.wheel.nothing_due(now) {
             return;
         }

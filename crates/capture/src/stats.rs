@@ -1,0 +1,126 @@
+//! Counters of a live capture, written by each worker (once per block, with
+//! relaxed atomics: nothing is shared per packet) and read by whoever prints
+//! them (every `--stats-interval`, on exit, later a metrics endpoint).
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// One worker's counters.
+#[derive(Debug, Default)]
+pub struct WorkerCounters {
+    /// Packets taken from the ring (after the kernel filter).
+    pub packets: AtomicU64,
+    /// Their wire length.
+    pub bytes: AtomicU64,
+    /// Packets the kernel passed to this worker's sockets (PACKET_STATISTICS
+    /// tp_packets, which includes the drops).
+    pub kernel_packets: AtomicU64,
+    /// Packets the kernel dropped because the ring was full.
+    pub kernel_drops: AtomicU64,
+    /// Times a ring was full.
+    pub kernel_freezes: AtomicU64,
+    /// Connections ended early because the connection table was full.
+    pub evicted: AtomicU64,
+    /// Flows written before their bucket ended because the flow table was full.
+    pub flows_early: AtomicU64,
+    /// Packets not decoded (non-IP, truncated, malformed, unknown link).
+    pub not_decoded: AtomicU64,
+}
+
+/// A plain copy of one worker's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    pub packets: u64,
+    pub bytes: u64,
+    pub kernel_packets: u64,
+    pub kernel_drops: u64,
+    pub kernel_freezes: u64,
+    pub evicted: u64,
+    pub flows_early: u64,
+    pub not_decoded: u64,
+}
+
+impl WorkerCounters {
+    pub fn snapshot(&self) -> WorkerStats {
+        WorkerStats {
+            packets: self.packets.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            kernel_packets: self.kernel_packets.load(Relaxed),
+            kernel_drops: self.kernel_drops.load(Relaxed),
+            kernel_freezes: self.kernel_freezes.load(Relaxed),
+            evicted: self.evicted.load(Relaxed),
+            flows_early: self.flows_early.load(Relaxed),
+            not_decoded: self.not_decoded.load(Relaxed),
+        }
+    }
+
+    /// Adds a batch (one block) of packets.
+    #[inline]
+    pub fn add_batch(&self, packets: u64, bytes: u64) {
+        self.packets.fetch_add(packets, Relaxed);
+        self.bytes.fetch_add(bytes, Relaxed);
+    }
+}
+
+/// Counters of all workers.
+#[derive(Debug, Clone, Default)]
+pub struct CaptureStats {
+    pub workers: Vec<WorkerStats>,
+}
+
+impl CaptureStats {
+    pub fn total(&self) -> WorkerStats {
+        self.workers.iter().fold(WorkerStats::default(), |t, w| WorkerStats {
+            packets: t.packets + w.packets,
+            bytes: t.bytes + w.bytes,
+            kernel_packets: t.kernel_packets + w.kernel_packets,
+            kernel_drops: t.kernel_drops + w.kernel_drops,
+            kernel_freezes: t.kernel_freezes + w.kernel_freezes,
+            evicted: t.evicted + w.evicted,
+            flows_early: t.flows_early + w.flows_early,
+            not_decoded: t.not_decoded + w.not_decoded,
+        })
+    }
+}
+
+/// One line: totals, then per-worker packets/bytes when there are several.
+impl fmt::Display for CaptureStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = self.total();
+        write!(
+            f,
+            "{} packets, {} bytes; kernel: {} packets, {} dropped ({} ring-full events); probe: {} connections evicted, {} flows written early, {} packets not decoded",
+            t.packets, t.bytes, t.kernel_packets, t.kernel_drops, t.kernel_freezes, t.evicted, t.flows_early, t.not_decoded
+        )?;
+        if self.workers.len() > 1 {
+            let per: Vec<String> = self
+                .workers
+                .iter()
+                .enumerate()
+                .map(|(i, w)| format!("#{i} {} packets {} bytes", w.packets, w.bytes))
+                .collect();
+            write!(f, "; workers: {}", per.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_and_line() {
+        let a = WorkerCounters::default();
+        a.add_batch(3, 300);
+        let b = WorkerCounters::default();
+        b.add_batch(2, 100);
+        b.kernel_drops.fetch_add(1, Relaxed);
+        let s = CaptureStats { workers: vec![a.snapshot(), b.snapshot()] };
+        assert_eq!(s.total().packets, 5);
+        assert_eq!(s.total().bytes, 400);
+        let line = s.to_string();
+        assert!(line.starts_with("5 packets, 400 bytes; kernel: 0 packets, 1 dropped"), "{line}");
+        assert!(line.ends_with("workers: #0 3 packets 300 bytes, #1 2 packets 100 bytes"), "{line}");
+    }
+}

@@ -1,0 +1,592 @@
+//! `wirelog capture`: live interfaces -> decode -> track -> records -> logs/store.
+//!
+//! Threads: one worker per `--workers`, each owning one ring per interface
+//! (joined in a PACKET_FANOUT group per interface when there are several
+//! workers), its own decoder and tracker, so nothing is shared per packet;
+//! one writer thread receiving record batches over a channel; the main
+//! thread waits for a signal or `--duration` and prints statistics.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use wirelog_capture::privs::{self, User};
+use wirelog_capture::ring::{self, Ring, RingConfig, RingError, Waiter};
+use wirelog_capture::stats::{CaptureStats, WorkerCounters};
+use wirelog_capture::stop::Stop;
+use wirelog_capture::{bpf, now_ns, Framing, Interface};
+use wirelog_decode::{DecodeConfig, Decoded, Decoder, SkipReason};
+use wirelog_record::{ConnRecord, FlowRecord};
+use wirelog_sink::{ConnLogWriter, FlowLogWriter, LogFormat};
+use wirelog_source::LinkType;
+use wirelog_store::{Store, StoreOptions};
+use wirelog_track::{PortSet, Tracker, TrackerConfig};
+
+use crate::cli::{CaptureArgs, LogFormatArg};
+
+/// Timers run at most this often while connections are open (the tracker's
+/// timer wheel ticks every ~1.07 s, so running it more often gains nothing).
+const TICK_NS: i64 = 1_000_000_000;
+
+/// Idle workers with nothing tracked sleep at most this long.
+const MAX_IDLE_NS: i64 = 60_000_000_000;
+
+/// The store is flushed to Parquet files this often (and on exit).
+const STORE_FLUSH: Duration = Duration::from_secs(300);
+
+/// Logs are flushed to the files at most this often.
+const LOG_FLUSH: Duration = Duration::from_secs(1);
+
+/// Blocks taken from one ring before the worker loop goes round (see
+/// `Worker::drain_rings`).
+const BLOCKS_PER_ROUND: usize = 8;
+
+/// Records from one worker, sent to the writer.
+struct Batch {
+    conns: Vec<ConnRecord>,
+    flows: Vec<FlowRecord>,
+}
+
+type DynWrite = Box<dyn Write + Send>;
+
+pub fn run(args: CaptureArgs) -> Result<ExitCode> {
+    if args.workers == 0 || args.workers > 256 {
+        bail!("--workers must be between 1 and 256");
+    }
+    if args.snaplen < 64 {
+        bail!("--snaplen must be at least 64");
+    }
+    let stop = Stop::install()?;
+
+    // Interfaces, then filters: everything that can be wrong with the
+    // command line fails before any socket opens.
+    let mut ifaces: Vec<Interface> = Vec::new();
+    for name in &args.interfaces {
+        if ifaces.iter().any(|i| &i.name == name) {
+            continue;
+        }
+        ifaces.push(Interface::lookup(name)?);
+    }
+    if ifaces.len() > 1 && ifaces.iter().any(|i| i.index == 0) {
+        bail!("-i any already captures every interface; give it alone");
+    }
+    let expr = bpf::expression(args.filter.as_deref(), args.skip_empty_tcp);
+    let mut programs: Vec<(Framing, bpf::Program)> = Vec::new();
+    if let Some(e) = &expr {
+        for iface in &ifaces {
+            if !programs.iter().any(|(f, _)| *f == iface.framing) {
+                programs.push((iface.framing, bpf::compile(e, iface.framing, args.snaplen)?));
+            }
+        }
+    }
+
+    // Rings: per worker, one per interface. The ring size is per interface,
+    // split over the workers.
+    let per_socket = (args.ring_size as usize / args.workers).max(1 << 20);
+    let mut block_size = ring::DEFAULT_BLOCK_SIZE;
+    while per_socket / block_size < 8 && block_size > 64 << 10 {
+        block_size /= 2;
+    }
+    let group_base = std::process::id() as u16;
+    let mut worker_rings: Vec<Vec<(Ring, usize)>> = Vec::new();
+    for _ in 0..args.workers {
+        let mut rings = Vec::new();
+        for (i, iface) in ifaces.iter().enumerate() {
+            let cfg = RingConfig {
+                block_size,
+                ring_size: per_socket,
+                snaplen: args.snaplen,
+                promiscuous: !args.no_promisc,
+                fanout_group: (args.workers > 1).then(|| group_base.wrapping_add(i as u16)),
+                filter: programs.iter().find(|(f, _)| *f == iface.framing).map(|(_, p)| p.clone()),
+                ..RingConfig::default()
+            };
+            let r = Ring::open(iface, &cfg)?;
+            if let Some(wanted) = r.shrunk_from() {
+                eprintln!(
+                    "wirelog: interface {}: not enough memory for a {} MiB ring, using {} MiB",
+                    iface.name,
+                    wanted >> 20,
+                    r.size() >> 20
+                );
+            }
+            rings.push((r, i));
+        }
+        worker_rings.push(rings);
+    }
+
+    // Outputs, created while still privileged.
+    let format = match args.log_format {
+        LogFormatArg::Tsv => LogFormat::Tsv,
+        LogFormatArg::Json => LogFormat::Json,
+    };
+    let mut owned_paths: Vec<PathBuf> = Vec::new();
+    let create = |dir: &Path, name: &str, owned: &mut Vec<PathBuf>| -> Result<DynWrite> {
+        let path = dir.join(name);
+        let f = File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
+        owned.push(path);
+        Ok(Box::new(BufWriter::with_capacity(1 << 16, f)))
+    };
+    let (conn_out, flow_out): (DynWrite, Option<DynWrite>) = match &args.logs {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create log directory {}", dir.display()))?;
+            owned_paths.push(dir.clone());
+            (create(dir, "conn.log", &mut owned_paths)?, Some(create(dir, "flows.log", &mut owned_paths)?))
+        }
+        None => (Box::new(BufWriter::with_capacity(1 << 16, io::stdout())), None),
+    };
+    let store = if args.no_store {
+        None
+    } else {
+        let opts = StoreOptions { retain_age: args.retain, retain_bytes: args.retain_size, ..StoreOptions::default() };
+        let s = Store::open(&args.store, opts)?;
+        owned_paths.push(args.store.clone());
+        Some(s)
+    };
+
+    drop_privileges(args.user.as_deref(), &owned_paths)?;
+
+    // Trackers.
+    let (tcp_server_ports, udp_server_ports) =
+        PortSet::parse_list(&args.server_ports).map_err(|e| anyhow::anyhow!("--server-ports: {e}"))?;
+    let tracker_cfg = TrackerConfig {
+        tcp_server_ports,
+        udp_server_ports,
+        dns_session_timeout_ns: args.dns_timeout.as_nanos() as i64,
+        tcp_inactivity_ns: args.tcp_timeout.as_nanos() as i64,
+        udp_inactivity_ns: args.udp_timeout.as_nanos() as i64,
+        icmp_inactivity_ns: args.icmp_timeout.as_nanos() as i64,
+        max_connections: args.max_connections.max(1),
+        uid_seed: args.seed,
+        flow_interval_ns: args.flow_interval.as_nanos().max(1_000_000) as i64,
+        ..TrackerConfig::default()
+    };
+
+    let (tx, rx) = sync_channel::<Batch>(256);
+    let writer = {
+        let conn_sink = ConnLogWriter::new(conn_out, format);
+        let flow_sink = flow_out.map(|o| FlowLogWriter::new(o, format));
+        std::thread::Builder::new()
+            .name("wirelog-writer".into())
+            .spawn(move || {
+                let r = write_records(rx, conn_sink, flow_sink, store);
+                if r.is_err() {
+                    stop.trigger();
+                }
+                r
+            })
+            .context("cannot start the writer thread")?
+    };
+
+    let names: Vec<String> = ifaces.iter().map(|i| i.name.clone()).collect();
+    let mut counters: Vec<Arc<WorkerCounters>> = Vec::new();
+    let mut workers: Vec<JoinHandle<Result<WorkerEnd>>> = Vec::new();
+    for (id, rings) in worker_rings.into_iter().enumerate() {
+        let c = Arc::new(WorkerCounters::default());
+        counters.push(c.clone());
+        let mut tracker = Tracker::new(TrackerConfig {
+            // Distinct uid streams per worker when seeded.
+            uid_seed: tracker_cfg.uid_seed.map(|s| s.wrapping_add(id as u64)),
+            ..tracker_cfg.clone()
+        });
+        for (i, n) in names.iter().enumerate() {
+            tracker.set_iface_name(i as u16, n);
+        }
+        let w = Worker {
+            rings,
+            decoder: Decoder::new(DecodeConfig { verify_checksums: args.verify_checksums, ..DecodeConfig::default() }),
+            tracker,
+            counters: c,
+            tx: tx.clone(),
+            stop,
+            flow_interval_ns: tracker_cfg.flow_interval_ns,
+            named_any: Vec::new(),
+            iface_names: names.clone(),
+            warned_down: Default::default(),
+        };
+        let h = std::thread::Builder::new()
+            .name(format!("wirelog-w{id}"))
+            .spawn(move || {
+                let r = w.run();
+                if r.is_err() {
+                    stop.trigger();
+                }
+                r
+            })
+            .context("cannot start a worker thread")?;
+        workers.push(h);
+    }
+    drop(tx);
+
+    if !args.quiet {
+        eprintln!(
+            "wirelog: capturing on {} with {} worker(s){}",
+            names.join(", "),
+            args.workers,
+            expr.as_ref().map(|_| ", kernel filter attached").unwrap_or("")
+        );
+    }
+
+    // Main thread: sleep until stopped, printing statistics on the way.
+    let started = Instant::now();
+    let snapshot = || CaptureStats { workers: counters.iter().map(|c| c.snapshot()).collect() };
+    let mut next_stats = (!args.stats_interval.is_zero()).then(|| started + args.stats_interval);
+    loop {
+        let now = Instant::now();
+        if args.duration.is_some_and(|d| now >= started + d) {
+            stop.trigger();
+        }
+        let mut until = args.duration.map(|d| started + d);
+        if let Some(s) = next_stats {
+            until = Some(until.map_or(s, |u| u.min(s)));
+        }
+        let timeout = until.map_or(-1, |u| u.saturating_duration_since(now).as_millis().min(i32::MAX as u128) as i32);
+        if stop.wait(timeout)? {
+            break;
+        }
+        if let Some(s) = next_stats {
+            if Instant::now() >= s {
+                if !args.quiet {
+                    eprintln!("wirelog: stats: {}", snapshot());
+                }
+                next_stats = Some(s + args.stats_interval);
+            }
+        }
+    }
+
+    let mut first_err: Option<anyhow::Error> = None;
+    let mut ends: Vec<WorkerEnd> = Vec::new();
+    for h in workers {
+        match h.join() {
+            Ok(Ok(e)) => ends.push(e),
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert(anyhow::anyhow!("a worker thread panicked"));
+            }
+        }
+    }
+    let written = match writer.join() {
+        Ok(Ok(w)) => Some(w),
+        Ok(Err(e)) => {
+            first_err.get_or_insert(e);
+            None
+        }
+        Err(_) => {
+            first_err.get_or_insert(anyhow::anyhow!("the writer thread panicked"));
+            None
+        }
+    };
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    if !args.quiet {
+        let why = match stop.signal() {
+            Some(2) => "SIGINT",
+            Some(15) => "SIGTERM",
+            Some(_) => "a signal",
+            None => "end of --duration",
+        };
+        let (conns, flows) = written.unwrap_or((0, 0));
+        eprintln!(
+            "wirelog: stopped by {why} after {:.1} s: {conns} connections, {flows} flow records",
+            started.elapsed().as_secs_f64()
+        );
+        eprintln!("wirelog: stats: {}", snapshot());
+        let bad: u64 = ends.iter().map(|e| e.bad_checksums).sum();
+        let decoded: u64 = ends.iter().map(|e| e.decoded).sum();
+        if args.verify_checksums && bad > 0 && bad * 10 > decoded {
+            eprintln!(
+                "wirelog: warning: {bad} of {decoded} IP packets have bad checksums, likely from checksum offloading; \
+                 run without --verify-checksums"
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Gives the outputs to the unprivileged user and becomes it. As root the
+/// default user is `nobody`; `--user root` keeps root. Not as root (e.g. with
+/// file capabilities), capabilities are dropped.
+fn drop_privileges(user: Option<&str>, owned: &[PathBuf]) -> Result<()> {
+    if !privs::is_root() {
+        if let Some(u) = user {
+            bail!("--user {u}: changing user needs root");
+        }
+        privs::drop_capabilities()?;
+        return Ok(());
+    }
+    let name = user.unwrap_or("nobody");
+    let u = User::lookup(name)?;
+    if u.uid == 0 {
+        return Ok(());
+    }
+    for p in owned {
+        privs::chown_tree(p, &u)?;
+    }
+    privs::drop_to(&u)?;
+    Ok(())
+}
+
+/// What a worker reports when it ends.
+struct WorkerEnd {
+    decoded: u64,
+    bad_checksums: u64,
+}
+
+struct Worker {
+    /// (ring, interface position in the -i list)
+    rings: Vec<(Ring, usize)>,
+    decoder: Decoder,
+    tracker: Tracker,
+    counters: Arc<WorkerCounters>,
+    tx: SyncSender<Batch>,
+    stop: Stop,
+    flow_interval_ns: i64,
+    /// ifindexes named so far on `any`.
+    named_any: Vec<i32>,
+    iface_names: Vec<String>,
+    /// Interfaces already reported down.
+    warned_down: std::collections::HashSet<usize>,
+}
+
+impl Worker {
+    fn run(mut self) -> Result<WorkerEnd> {
+        let retire_ns = ring::DEFAULT_RETIRE_MS as i64 * 1_000_000;
+        // Packets in a block the kernel has not retired yet are at most this
+        // old: timers run this far behind the wall clock, so they never run
+        // ahead of packets still to come.
+        let lag_ns = retire_ns + 50_000_000;
+        let mut waiter = Waiter::new(self.rings.iter().map(|(r, _)| r.fd()), self.stop.fd());
+        let mut next_tick = now_ns() + TICK_NS;
+        let mut drain_until: Option<i64> = None;
+        loop {
+            if self.drain_rings() {
+                self.ship()?;
+            }
+            let now = now_ns();
+            if drain_until.is_none() && self.stop.is_set() {
+                // The kernel retires the last, partly filled block within the
+                // retire timeout: wait that long for it, then finish.
+                drain_until = Some(now + lag_ns);
+            }
+            if let Some(d) = drain_until {
+                if now >= d {
+                    break;
+                }
+                if let Some(e) = waiter.wait(((d - now) / 1_000_000 + 1) as i32, false)? {
+                    self.ring_error(e)?;
+                }
+                continue;
+            }
+            if now >= next_tick {
+                self.tracker.advance(now - lag_ns);
+                self.update_stats();
+                self.ship()?;
+                next_tick = now + TICK_NS;
+            }
+            let wake = if self.tracker.active_connections() > 0 {
+                next_tick
+            } else {
+                // Nothing to expire: only the flow bucket's end matters.
+                let iv = self.flow_interval_ns;
+                let bucket_end = ((now - lag_ns).div_euclid(iv) + 1) * iv + lag_ns;
+                bucket_end.min(now + MAX_IDLE_NS)
+            };
+            let timeout_ms = ((wake - now).max(0) / 1_000_000 + 1).min(i32::MAX as i64) as i32;
+            if let Some(e) = waiter.wait(timeout_ms, true)? {
+                self.ring_error(e)?;
+            }
+            if self.tracker.active_connections() == 0 && now_ns() >= wake {
+                // A bucket ended on an idle link: rotate it now.
+                self.tracker.advance(now_ns() - lag_ns);
+                self.ship()?;
+            }
+        }
+        while self.drain_rings() {}
+        self.tracker.finish();
+        self.update_stats();
+        self.ship()?;
+        let ds = self.decoder.stats();
+        Ok(WorkerEnd { decoded: ds.decoded, bad_checksums: ds.bad_transport_checksum })
+    }
+
+    /// Processes the retired blocks of every ring, at most
+    /// [`BLOCKS_PER_ROUND`] per ring so that a saturated link still lets the
+    /// loop ship records, run timers and see a stop; true if any block was.
+    fn drain_rings(&mut self) -> bool {
+        let Worker { rings, decoder, tracker, counters, named_any, .. } = self;
+        let mut any = false;
+        for (ring, pos) in rings.iter_mut() {
+            let iface_pos = *pos as u16;
+            let mut blocks = 0;
+            while blocks < BLOCKS_PER_ROUND {
+                let Some(mut block) = ring.next_block() else {
+                    break;
+                };
+                blocks += 1;
+                any = true;
+                let framing = block.framing();
+                let is_any = block.is_any();
+                let (mut packets, mut bytes, mut not_decoded) = (0u64, 0u64, 0u64);
+                while let Some(p) = block.next_packet() {
+                    packets += 1;
+                    bytes += p.wire_len as u64;
+                    let linktype = match framing {
+                        Framing::Ethernet => LinkType::ETHERNET,
+                        Framing::Cooked if p.is_ip() => LinkType::RAW,
+                        Framing::Cooked => {
+                            not_decoded += 1;
+                            continue;
+                        }
+                    };
+                    // On `any`, the interface is the packet's own.
+                    let iface = if is_any {
+                        if !named_any.contains(&p.ifindex) {
+                            named_any.push(p.ifindex);
+                            tracker
+                                .set_iface_name(p.ifindex as u16, &wirelog_capture::interface_name(p.ifindex as u32));
+                        }
+                        p.ifindex as u16
+                    } else {
+                        iface_pos
+                    };
+                    match decoder.decode(linktype, p.ts_ns, p.data) {
+                        Decoded::Ip(mut ip) => {
+                            if let Some(v) = p.vlan_tci {
+                                // The kernel took the outer tag out of the frame.
+                                ip.inner_vlan = ip.vlan;
+                                ip.vlan = Some(v);
+                            }
+                            tracker.packet(p.ts_ns, iface, &ip);
+                        }
+                        Decoded::Skipped(SkipReason::FragmentHeld) => {}
+                        Decoded::Skipped(_) => not_decoded += 1,
+                    }
+                }
+                counters.add_batch(packets, bytes);
+                if not_decoded > 0 {
+                    counters.not_decoded.fetch_add(not_decoded, std::sync::atomic::Ordering::Relaxed);
+                }
+            } // the block goes back to the kernel here
+        }
+        any
+    }
+
+    /// A socket error: the interface went down (go on: capture resumes when
+    /// it comes back up) or disappeared (stop with an error).
+    fn ring_error(&mut self, e: RingError) -> Result<()> {
+        let (ring, pos) = &self.rings[e.ring];
+        let name = &self.iface_names[*pos];
+        if ring.interface_gone() {
+            bail!("interface {name} disappeared ({})", e.error);
+        }
+        if self.warned_down.insert(*pos) {
+            eprintln!("wirelog: interface {name}: {} (capture resumes when it is up)", e.error);
+        }
+        // A device that is down wakes nobody; avoid spinning if it keeps erroring.
+        std::thread::sleep(Duration::from_millis(100));
+        Ok(())
+    }
+
+    fn update_stats(&mut self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (mut p, mut d, mut f) = (0, 0, 0);
+        for (r, _) in self.rings.iter_mut() {
+            let k = r.kernel_stats();
+            p += k.packets;
+            d += k.drops;
+            f += k.freeze_q_cnt;
+        }
+        let c = &self.counters;
+        c.kernel_packets.store(p, Relaxed);
+        c.kernel_drops.store(d, Relaxed);
+        c.kernel_freezes.store(f, Relaxed);
+        c.evicted.store(self.tracker.stats().evicted, Relaxed);
+        c.flows_early.store(self.tracker.flows_emitted_early(), Relaxed);
+    }
+
+    /// Sends the records that ended since the last call, if any.
+    fn ship(&mut self) -> Result<()> {
+        let conns: Vec<ConnRecord> = self.tracker.take_records().collect();
+        let flows: Vec<FlowRecord> = self.tracker.take_flows().collect();
+        if conns.is_empty() && flows.is_empty() {
+            return Ok(());
+        }
+        self.tx.send(Batch { conns, flows }).map_err(|_| anyhow::anyhow!("the writer thread stopped"))
+    }
+}
+
+/// The writer thread: every record from every worker into the logs and the
+/// store. Returns (connections, flow records) written.
+fn write_records(
+    rx: Receiver<Batch>,
+    mut conn_sink: ConnLogWriter<DynWrite>,
+    mut flow_sink: Option<FlowLogWriter<DynWrite>>,
+    mut store: Option<Store>,
+) -> Result<(u64, u64)> {
+    let (mut conns, mut flows) = (0u64, 0u64);
+    let mut last_log_flush = Instant::now();
+    let mut last_store_flush = Instant::now();
+    // Lines written but not yet flushed to the log files: wait at most
+    // LOG_FLUSH for more before flushing, otherwise sleep until records come.
+    let mut dirty = false;
+    loop {
+        let b = if dirty {
+            match rx.recv_timeout(LOG_FLUSH.saturating_sub(last_log_flush.elapsed())) {
+                Ok(b) => Some(b),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match rx.recv() {
+                Ok(b) => Some(b),
+                Err(_) => break,
+            }
+        };
+        if let Some(b) = b {
+            for r in &b.conns {
+                conn_sink.write(r)?;
+            }
+            if let Some(s) = flow_sink.as_mut() {
+                for f in &b.flows {
+                    s.write(f)?;
+                }
+            }
+            if let Some(st) = store.as_mut() {
+                st.append_conns(&b.conns)?;
+                st.append_flows(&b.flows)?;
+                if last_store_flush.elapsed() >= STORE_FLUSH {
+                    st.flush()?;
+                    last_store_flush = Instant::now();
+                }
+            }
+            conns += b.conns.len() as u64;
+            flows += b.flows.len() as u64;
+            dirty = true;
+        }
+        if dirty && last_log_flush.elapsed() >= LOG_FLUSH {
+            conn_sink.flush()?;
+            if let Some(s) = flow_sink.as_mut() {
+                s.flush()?;
+            }
+            last_log_flush = Instant::now();
+            dirty = false;
+        }
+    }
+    conn_sink.finish()?;
+    if let Some(s) = flow_sink.as_mut() {
+        s.finish()?;
+    }
+    if let Some(st) = store.take() {
+        st.close()?;
+    }
+    Ok((conns, flows))
+}

@@ -1,0 +1,569 @@
+//! `wirelog capture` on real interfaces: two network namespaces joined by a
+//! veth pair (created per test, removed on drop even when a test panics);
+//! captures are replayed with tcpreplay into one end and captured on the
+//! other, and the records compared with `wirelog read` of the same file.
+//!
+//! These tests need root, `ip netns` and tcpreplay. Without them they are
+//! skipped with a message, unless WIRELOG_REQUIRE_ALL_TESTS=1 (CI), where a
+//! missing requirement fails the test.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use common::read_log;
+
+const BIN: &str = env!("CARGO_BIN_EXE_wirelog");
+
+fn required() -> bool {
+    std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1")
+}
+
+fn skip(why: &str) {
+    assert!(!required(), "WIRELOG_REQUIRE_ALL_TESTS=1 but {why}");
+    eprintln!("SKIPPED: {why}");
+}
+
+fn ok(cmd: &mut Command) -> bool {
+    cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+fn sh(args: &[&str]) {
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Two namespaces `a` (capture side) and `b` (replay side) joined by a veth
+/// pair; deleted on drop.
+struct Netns {
+    a: String,
+    b: String,
+    va: String,
+    vb: String,
+}
+
+impl Netns {
+    fn new() -> Option<Netns> {
+        let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        if !is_root {
+            skip("live capture tests need root (network namespaces)");
+            return None;
+        }
+        if !ok(Command::new("ip").args(["netns", "list"])) {
+            skip("`ip netns` is not available");
+            return None;
+        }
+        if !ok(Command::new("tcpreplay").arg("--version")) {
+            skip("tcpreplay is not installed");
+            return None;
+        }
+        static N: AtomicU32 = AtomicU32::new(0);
+        let id = format!("{}{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let ns =
+            Netns { a: format!("wlca{id}"), b: format!("wlcb{id}"), va: format!("wca{id}"), vb: format!("wcb{id}") };
+        sh(&["ip", "netns", "add", &ns.a]);
+        sh(&["ip", "netns", "add", &ns.b]);
+        sh(&[
+            "ip", "link", "add", &ns.va, "netns", &ns.a, "mtu", "9000", "type", "veth", "peer", "name", &ns.vb,
+            "netns", &ns.b, "mtu", "9000",
+        ]);
+        for (n, v) in [(&ns.a, &ns.va), (&ns.b, &ns.vb)] {
+            // No IPv6 on the pair: no neighbour or multicast-listener chatter
+            // mixing with the replayed traffic (frames of any kind still pass).
+            sh(&["ip", "netns", "exec", n, "sysctl", "-q", "-w", &format!("net.ipv6.conf.{v}.disable_ipv6=1")]);
+            sh(&["ip", "-n", n, "link", "set", v, "up"]);
+        }
+        Some(ns)
+    }
+
+    /// Replays `pcap` into the b end as fast as it goes.
+    fn replay(&self, pcap: &Path) {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.b, "tcpreplay", "--topspeed", "-q", "-i", &self.vb])
+            .arg(pcap)
+            .output()
+            .expect("run tcpreplay");
+        assert!(out.status.success(), "tcpreplay {}: {}", pcap.display(), String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Deleting a namespace deletes the veth end inside it (and its peer).
+        let _ = Command::new("ip").args(["netns", "del", &self.a]).status();
+        let _ = Command::new("ip").args(["netns", "del", &self.b]).status();
+    }
+}
+
+/// A running `wirelog capture` in namespace a.
+struct Capture {
+    child: Child,
+    stderr: Option<std::thread::JoinHandle<String>>,
+    dir: PathBuf,
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        // Only when a test failed before stop(): no capture outlives its test.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Capture {
+    /// Starts a capture on the a end, writing logs to `dir`, and returns once
+    /// its sockets are open.
+    fn start(ns: &Netns, dir: &Path, extra: &[&str]) -> Capture {
+        Self::start_on(ns, &ns.va, dir, extra)
+    }
+
+    fn start_on(ns: &Netns, iface: &str, dir: &Path, extra: &[&str]) -> Capture {
+        let dir = &dir.join("capture");
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).unwrap();
+        let logs = dir.join("logs");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &ns.a, BIN, "capture", "-i", iface, "--logs"])
+            .arg(&logs)
+            .args(if extra.contains(&"--store") { &[][..] } else { &["--no-store"][..] })
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start wirelog capture");
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut first = String::new();
+        err.read_line(&mut first).unwrap();
+        assert!(first.contains("capturing on"), "capture did not start: {first}");
+        let stderr = std::thread::spawn(move || {
+            let mut rest = first;
+            err.read_to_string(&mut rest).unwrap();
+            rest
+        });
+        Capture { child, stderr: Some(stderr), dir: dir.to_path_buf() }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGINT, then the exit status must be 0. Returns stderr.
+    fn stop(mut self) -> String {
+        // `ip netns exec` execs the command: the child's pid is wirelog's.
+        sh(&["kill", "-INT", &self.child.id().to_string()]);
+        let status = self.child.wait().unwrap();
+        let err = self.stderr.take().unwrap().join().unwrap();
+        assert!(status.success(), "capture exited with {status}: {err}");
+        err
+    }
+}
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("wirelog-capture-{}-{name}", std::process::id()))
+}
+
+/// `wirelog read` of a capture: its conn records.
+fn read_conns(pcap: &Path, dir: &Path) -> Vec<BTreeMap<String, String>> {
+    let logs = dir.join("read-logs");
+    let out = Command::new(BIN)
+        .args(["read", "-C", "--quiet", "--no-store", "--logs"])
+        .arg(&logs)
+        .arg(pcap)
+        .output()
+        .expect("run wirelog read");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    read_log(&logs.join("conn.log")).into_iter().map(|r| r.into_iter().collect()).collect()
+}
+
+/// The fields compared between live and file. Left out, on purpose: `ts` and
+/// `duration` (live timestamps are the replay's, and --topspeed squeezes
+/// the gaps) and `uid` (random).
+const COMPARED: &[&str] = &[
+    "proto",
+    "id.orig_h",
+    "id.orig_p",
+    "id.resp_h",
+    "id.resp_p",
+    "service",
+    "orig_bytes",
+    "resp_bytes",
+    "conn_state",
+    "local_orig",
+    "local_resp",
+    "missed_bytes",
+    "history",
+    "orig_pkts",
+    "orig_ip_bytes",
+    "resp_pkts",
+    "resp_ip_bytes",
+    "tunnel_parents",
+    "vlan",
+    "inner_vlan",
+];
+
+fn key(r: &BTreeMap<String, String>, fields: &[&str]) -> String {
+    fields.iter().map(|f| r.get(*f).map(String::as_str).unwrap_or("?")).collect::<Vec<_>>().join(" ")
+}
+
+fn sorted(rows: &[BTreeMap<String, String>], fields: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = rows.iter().map(|r| key(r, fields)).collect();
+    v.sort();
+    v
+}
+
+fn assert_same(what: &str, live: &[BTreeMap<String, String>], file: &[BTreeMap<String, String>], fields: &[&str]) {
+    let (l, f) = (sorted(live, fields), sorted(file, fields));
+    if l != f {
+        let only_live: Vec<&String> = l.iter().filter(|x| !f.contains(x)).collect();
+        let only_file: Vec<&String> = f.iter().filter(|x| !l.contains(x)).collect();
+        panic!(
+            "{what}: live and file records differ ({} vs {})\nfields: {}\nonly live: {only_live:#?}\nonly file: {only_file:#?}",
+            l.len(),
+            f.len(),
+            fields.join(" ")
+        );
+    }
+}
+
+/// The packet count of the last stats line.
+fn packets_of(stderr: &str) -> u64 {
+    let line = stderr.lines().rev().find(|l| l.starts_with("wirelog: stats: ")).expect("a stats line");
+    line["wirelog: stats: ".len()..].split(' ').next().unwrap().parse().unwrap()
+}
+
+fn testdata(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/zeek").join(p)
+}
+
+/// samples/sample.pcap.gz, gunzipped (tcpreplay reads plain pcap only).
+fn sample_pcap(dir: &Path) -> PathBuf {
+    gunzip(&Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/sample.pcap.gz"), dir)
+}
+
+fn gunzip(gz: &Path, dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let out = dir.join(gz.file_stem().unwrap());
+    let data = Command::new("gzip").arg("-dc").arg(gz).output().expect("gzip");
+    assert!(data.status.success());
+    std::fs::write(&out, data.stdout).unwrap();
+    out
+}
+
+/// Replays `pcap` while capturing with `extra` flags; returns (conns, stderr).
+fn live(ns: &Netns, pcap: &Path, dir: &Path, extra: &[&str]) -> (Vec<BTreeMap<String, String>>, String) {
+    let cap = Capture::start(ns, dir, extra);
+    ns.replay(pcap);
+    // The last partly filled block is retired within 100 ms; shutdown waits for it.
+    let logs = cap.dir.join("logs/conn.log");
+    let err = cap.stop();
+    let conns = read_log(&logs).into_iter().map(|r| r.into_iter().collect()).collect();
+    (conns, err)
+}
+
+/// Every record of the replayed file, live, equals `wirelog read`'s.
+#[test]
+fn replayed_captures_give_the_records_of_read() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("replay");
+    let mut pcaps: Vec<PathBuf> = [
+        "mysql/mysql.pcap",
+        "postgresql/greenhouse-app.pcap",
+        "postgresql/psql-create-insert-select-delete-drop.pcap",
+        "http_m57_long_gap/m57-long-49583-80.pcap",
+        "http_no_crlf/no_crlf.pcap",
+        "http_padding/tcp-http-with-padding.pcap",
+        "ftp_ipv6/ipv4.pcap",
+        "ftp_ipv6/ipv6.pcap",
+        "icmp_events/icmp-ping.pcap",
+        "tcp_rst_behavior/syn-then-stuff-then-rst.pcap",
+        "tcp_miss_end_data/miss_end_data.pcap",
+        "vlan_qinq/q-in-q.pcap",
+        "ipv6_frag_dns/ipv6-fragmented-dns.pcap",
+    ]
+    .iter()
+    .map(|p| testdata(p))
+    .collect();
+    pcaps.push(sample_pcap(&dir));
+    for pcap in &pcaps {
+        let (live, err) = live(&ns, pcap, &dir, &[]);
+        let file = read_conns(pcap, &dir);
+        assert!(!file.is_empty(), "{}: no records from read", pcap.display());
+        assert_same(&pcap.display().to_string(), &live, &file, COMPARED);
+        assert!(!err.contains("warning"), "{}: unexpected stderr: {err}", pcap.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With two workers, the same records as with one (and as read): both
+/// directions of every connection reached the same worker, or they would
+/// show up as two half connections. Both workers got packets.
+#[test]
+fn two_workers_give_the_same_records() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("workers");
+    let pcaps = [gunzip(&testdata("echo_connections_large/echo-connections.pcap.gz"), &dir), sample_pcap(&dir)];
+    for pcap in &pcaps {
+        let (live, err) = live(&ns, pcap, &dir, &["--workers", "2"]);
+        let file = read_conns(pcap, &dir);
+        assert_same(&format!("{} with 2 workers", pcap.display()), &live, &file, COMPARED);
+        let stats = err.lines().rev().find(|l| l.starts_with("wirelog: stats: ")).unwrap();
+        let per: Vec<u64> = stats
+            .split("workers: ")
+            .nth(1)
+            .expect("per-worker counters")
+            .split(", ")
+            .map(|w| w.split(' ').nth(1).unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(per.len(), 2, "{stats}");
+        assert!(per.iter().all(|&p| p > 0), "a worker got no packets: {stats}");
+        assert!(stats.contains(" 0 dropped"), "kernel drops: {stats}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// --skip-empty-tcp: fewer packets reach the probe, the same bytes and states.
+#[test]
+fn skip_empty_tcp_keeps_bytes_with_fewer_packets() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("skip");
+    let pcaps = [
+        testdata("mysql/mysql.pcap"),
+        testdata("http_no_crlf/no_crlf.pcap"),
+        testdata("postgresql/greenhouse-app.pcap"),
+        // IPv6, TCP right after the fixed header: the filter's IPv6 branch.
+        testdata("ftp_ipv6/ipv6.pcap"),
+    ];
+    let fields =
+        ["proto", "id.orig_h", "id.orig_p", "id.resp_h", "id.resp_p", "orig_bytes", "resp_bytes", "conn_state"];
+    for pcap in &pcaps {
+        let (all, err_all) = live(&ns, pcap, &dir, &[]);
+        let (skipped, err_skip) = live(&ns, pcap, &dir, &["--skip-empty-tcp"]);
+        let (n_all, n_skip) = (packets_of(&err_all), packets_of(&err_skip));
+        eprintln!("{}: {n_all} packets, {n_skip} with --skip-empty-tcp", pcap.display());
+        assert!(n_skip < n_all, "{}: {n_skip} packets with --skip-empty-tcp, {n_all} without", pcap.display());
+        assert_same(&format!("{} --skip-empty-tcp", pcap.display()), &skipped, &all, &fields);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Bad input fails before capturing, with one clear line and a non-zero
+/// exit (no root needed: nothing is opened).
+#[test]
+fn bad_filter_and_missing_interface_fail_cleanly() {
+    let run = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["capture", "-i", "lo", "--no-store", "--filter", "tcp port eighty"]);
+    assert_ne!(code, Some(0));
+    if err.contains("libpcap, which was not found") {
+        skip("libpcap is not installed");
+    } else {
+        // libpcap's own message.
+        assert_eq!(err.trim(), "wirelog: bad filter 'tcp port eighty': unknown port 'eighty'");
+    }
+    let (code, err) = run(&["capture", "-i", "nosuch0", "--no-store"]);
+    assert_ne!(code, Some(0));
+    assert_eq!(err.trim(), "wirelog: interface nosuch0: no such interface");
+    let (code, err) = run(&["capture", "-i", "lo", "--no-store", "--workers", "0"]);
+    assert_ne!(code, Some(0));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // Without the right to open packet sockets (as nobody when run as root).
+    let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let out = if is_root {
+        Command::new("runuser").args(["-u", "nobody", "--", BIN, "capture", "-i", "lo", "--no-store"]).output()
+    } else {
+        Command::new(BIN).args(["capture", "-i", "lo", "--no-store"]).output()
+    }
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(
+        err.trim(),
+        "wirelog: interface lo: socket(AF_PACKET): Operation not permitted (os error 1) \
+         (capturing needs root, or CAP_NET_RAW and CAP_NET_ADMIN)"
+    );
+}
+
+/// CPU time (ns, all threads, from schedstat) and voluntary context switches
+/// (all threads) of a process.
+fn cpu_and_wakeups(pid: u32) -> (u64, u64) {
+    let (mut cpu, mut vol) = (0, 0);
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().path();
+        if let Ok(s) = std::fs::read_to_string(t.join("schedstat")) {
+            cpu += s.split(' ').next().unwrap().parse::<u64>().unwrap();
+        }
+        if let Ok(s) = std::fs::read_to_string(t.join("status")) {
+            if let Some(v) = s.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")) {
+                vol += v.trim().parse::<u64>().unwrap();
+            }
+        }
+    }
+    (cpu, vol)
+}
+
+fn idle(secs: u64) {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp(&format!("idle{secs}"));
+    let cap = Capture::start(&ns, &dir, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    let (cpu0, vol0) = cpu_and_wakeups(cap.pid());
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(secs));
+    let (cpu1, vol1) = cpu_and_wakeups(cap.pid());
+    let wall = t0.elapsed().as_secs_f64();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", cap.pid())).unwrap();
+    let line = |k: &str| status.lines().find(|l| l.starts_with(k)).unwrap().to_string();
+    let rss = line("VmRSS:");
+    // Started as root: now nobody, with no capability left.
+    assert!(line("Uid:").split_whitespace().skip(1).all(|u| u == "65534"), "{}", line("Uid:"));
+    assert_eq!(line("CapEff:").split_whitespace().nth(1), Some("0000000000000000"));
+    cap.stop();
+    let cpu_share = (cpu1 - cpu0) as f64 / 1e9 / wall;
+    let wakeups = (vol1 - vol0) as f64 / wall;
+    eprintln!("idle {wall:.1} s: CPU {:.4}% of a core, {wakeups:.2} wakeups/s, {rss}", cpu_share * 100.0);
+    assert!(cpu_share <= 0.001, "idle CPU {:.4}% > 0.1%", cpu_share * 100.0);
+    assert!(wakeups <= 2.0, "{wakeups:.2} wakeups/s > 2");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An idle interface: the probe sleeps (short version of the 60 s test).
+#[test]
+fn idle_probe_sleeps() {
+    idle(10);
+}
+
+/// The issue's full 60 s idle measurement (slow: run with --ignored).
+#[test]
+#[ignore]
+fn idle_probe_sleeps_60s() {
+    idle(60);
+}
+
+/// Live timers run on the wall clock: on a link gone idle, the flow bucket
+/// ends and its flows reach flows.log (and UDP/ICMP connections expire)
+/// without another packet and before the capture stops.
+#[test]
+fn flow_buckets_end_on_an_idle_link() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("rotate");
+    let cap = Capture::start(&ns, &dir, &["--flow-interval", "1s", "--icmp-timeout", "1s"]);
+    ns.replay(&testdata("icmp_events/icmp-ping.pcap"));
+    let flows = cap.dir.join("logs/flows.log");
+    let conns = cap.dir.join("logs/conn.log");
+    // Bucket end (<= 1 s) + timer lag (150 ms) + log flush (<= 1 s), with margin.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(6) && (read_log(&flows).is_empty() || read_log(&conns).is_empty()) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (f, c) = (read_log(&flows), read_log(&conns));
+    eprintln!("flows and conn records after {:.1} s idle", t0.elapsed().as_secs_f64());
+    cap.stop();
+    assert!(!f.is_empty(), "no flow record while still capturing");
+    assert_eq!(c.len(), 1, "the ping connection did not expire while capturing");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Loopback with real TCP traffic (each packet passes lo twice, going out
+/// and coming in: counted once), with two workers, writing the store as
+/// `nobody` after the privilege drop: `wirelog query` finds the connections.
+#[test]
+fn loopback_traffic_counted_once_and_stored() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("lo");
+    sh(&["ip", "-n", &ns.a, "link", "set", "lo", "up"]);
+    let store = dir.join("store");
+    let _ = std::fs::remove_dir_all(&store);
+    let store_s = store.to_str().unwrap().to_string();
+    let cap = Capture::start_on(&ns, "lo", &dir, &["--workers", "2", "--store", &store_s]);
+    // 20 connections: the client sends 1000 bytes, the server answers 300.
+    let script = "import socket,threading\n\
+        s=socket.socket(); s.bind(('127.0.0.1',5555)); s.listen(32)\n\
+        def serve():\n\
+        \x20   for _ in range(20):\n\
+        \x20       c,_=s.accept(); n=0\n\
+        \x20       while n<1000: n+=len(c.recv(4096))\n\
+        \x20       c.sendall(b'y'*300); c.close()\n\
+        t=threading.Thread(target=serve); t.start()\n\
+        for _ in range(20):\n\
+        \x20   k=socket.create_connection(('127.0.0.1',5555)); k.sendall(b'x'*1000)\n\
+        \x20   m=0\n\
+        \x20   while m<300:\n\
+        \x20       d=k.recv(4096)\n\
+        \x20       if not d: break\n\
+        \x20       m+=len(d)\n\
+        \x20   k.close()\n\
+        t.join()\n";
+    let out = Command::new("ip").args(["netns", "exec", &ns.a, "python3", "-c", script]).output().unwrap();
+    assert!(out.status.success(), "traffic: {}", String::from_utf8_lossy(&out.stderr));
+    let logs = cap.dir.join("logs/conn.log");
+    cap.stop();
+    let conns = read_log(&logs);
+    let tcp: Vec<_> = conns.iter().filter(|r| r["proto"] == "tcp" && r["id.resp_p"] == "5555").collect();
+    assert_eq!(tcp.len(), 20, "{conns:#?}");
+    for r in &tcp {
+        assert_eq!((r["orig_bytes"].as_str(), r["resp_bytes"].as_str()), ("1000", "300"), "{r:?}");
+        assert_eq!(r["conn_state"], "SF", "{r:?}");
+        // Doubled packets would show as retransmissions and double counts.
+        let pkts: u64 = r["orig_pkts"].parse::<u64>().unwrap() + r["resp_pkts"].parse::<u64>().unwrap();
+        assert!((7..=12).contains(&pkts), "{pkts} packets: {r:?}");
+        assert!(!r["history"].contains('T') && !r["history"].contains('t'), "retransmissions: {r:?}");
+    }
+    let q = Command::new(BIN)
+        .args(["query", "conns", "--format", "csv", "--where", "dport = 5555", "--by", "dport", "--store", &store_s])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&q.stdout).into_owned();
+    assert!(q.status.success(), "query: {}", String::from_utf8_lossy(&q.stderr));
+    assert!(text.lines().nth(1).is_some_and(|l| l.starts_with("5555,20")), "query output: {text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A user filter runs in the kernel: only its packets reach the probe.
+#[test]
+fn user_filter_keeps_only_its_traffic() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("filter");
+    let echo = gunzip(&testdata("echo_connections_large/echo-connections.pcap.gz"), &dir);
+    let cap = Capture::start(&ns, &dir, &["--filter", "tcp port 3306"]);
+    ns.replay(&echo);
+    ns.replay(&testdata("mysql/mysql.pcap"));
+    let logs = cap.dir.join("logs/conn.log");
+    let err = cap.stop();
+    assert!(err.contains("kernel filter attached"), "{err}");
+    assert_eq!(packets_of(&err), 57, "{err}");
+    let conns = read_log(&logs);
+    assert_eq!(conns.len(), 1, "{conns:#?}");
+    assert_eq!(conns[0]["id.resp_p"], "3306");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A stalled probe with a small ring: the kernel drops, and the counters
+/// say so (kernel packets = processed + dropped).
+#[test]
+fn kernel_drops_are_counted() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("drops");
+    let echo = gunzip(&testdata("echo_connections_large/echo-connections.pcap.gz"), &dir);
+    let cap = Capture::start(&ns, &dir, &["--ring-size", "1M"]);
+    sh(&["kill", "-STOP", &cap.pid().to_string()]);
+    ns.replay(&echo); // 82,582 packets, ~12 MB of ring slots: far more than 1 MiB
+    sh(&["kill", "-CONT", &cap.pid().to_string()]);
+    let err = cap.stop();
+    let line = err.lines().rev().find(|l| l.starts_with("wirelog: stats: ")).unwrap();
+    // "...; kernel: K packets, D dropped (...)"
+    let kernel_part: Vec<&str> = line.split("kernel: ").nth(1).unwrap().split(' ').collect();
+    let (processed, kernel, dropped): (u64, u64, u64) =
+        (packets_of(&err), kernel_part[0].parse().unwrap(), kernel_part[2].parse().unwrap());
+    eprintln!("{line}");
+    assert!(dropped > 0, "{line}");
+    assert_eq!(kernel, 82_582, "{line}");
+    assert_eq!(processed + dropped, kernel, "{line}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
