@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(tshark wireshark-common tcpdump iproute2 procps)
+PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -3,14 +3,11 @@
 //! Threads: one worker per `--workers`, each owning one ring per interface
 //! (joined in a PACKET_FANOUT group per interface when there are several
 //! workers), its own decoder and tracker, so nothing is shared per packet;
-//! one writer thread receiving record batches over a channel; the main
+//! one output thread (see `output`) receiving record batches; the main
 //! thread waits for a signal or `--duration` and prints statistics.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -22,13 +19,13 @@ use wirelog_capture::stats::{CaptureStats, WorkerCounters};
 use wirelog_capture::stop::Stop;
 use wirelog_capture::{bpf, now_ns, Framing, Interface};
 use wirelog_decode::{DecodeConfig, Decoded, Decoder, SkipReason};
-use wirelog_record::{ConnRecord, FlowRecord};
-use wirelog_sink::{ConnLogWriter, FlowLogWriter, LogFormat};
+use wirelog_sink::LogFormat;
 use wirelog_source::LinkType;
-use wirelog_store::{Store, StoreOptions};
+use wirelog_store::StoreOptions;
 use wirelog_track::{PortSet, Tracker, TrackerConfig};
 
 use crate::cli::{CaptureArgs, LogFormatArg};
+use crate::output::{Batch, BatchSender, Output, OutputConfig};
 
 /// Timers run at most this often while connections are open (the tracker's
 /// timer wheel ticks every ~1.07 s, so running it more often gains nothing).
@@ -37,23 +34,9 @@ const TICK_NS: i64 = 1_000_000_000;
 /// Idle workers with nothing tracked sleep at most this long.
 const MAX_IDLE_NS: i64 = 60_000_000_000;
 
-/// The store is flushed to Parquet files this often (and on exit).
-const STORE_FLUSH: Duration = Duration::from_secs(300);
-
-/// Logs are flushed to the files at most this often.
-const LOG_FLUSH: Duration = Duration::from_secs(1);
-
 /// Blocks taken from one ring before the worker loop goes round (see
 /// `Worker::drain_rings`).
 const BLOCKS_PER_ROUND: usize = 8;
-
-/// Records from one worker, sent to the writer.
-struct Batch {
-    conns: Vec<ConnRecord>,
-    flows: Vec<FlowRecord>,
-}
-
-type DynWrite = Box<dyn Write + Send>;
 
 pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     if args.workers == 0 || args.workers > 256 {
@@ -126,29 +109,12 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         LogFormatArg::Tsv => LogFormat::Tsv,
         LogFormatArg::Json => LogFormat::Json,
     };
-    let mut owned_paths: Vec<PathBuf> = Vec::new();
-    let create = |dir: &Path, name: &str, owned: &mut Vec<PathBuf>| -> Result<DynWrite> {
-        let path = dir.join(name);
-        let f = File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
-        owned.push(path);
-        Ok(Box::new(BufWriter::with_capacity(1 << 16, f)))
-    };
-    let (conn_out, flow_out): (DynWrite, Option<DynWrite>) = match &args.logs {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create log directory {}", dir.display()))?;
-            owned_paths.push(dir.clone());
-            (create(dir, "conn.log", &mut owned_paths)?, Some(create(dir, "flows.log", &mut owned_paths)?))
-        }
-        None => (Box::new(BufWriter::with_capacity(1 << 16, io::stdout())), None),
-    };
-    let store = if args.no_store {
-        None
-    } else {
+    let store = (!args.no_store).then(|| {
         let opts = StoreOptions { retain_age: args.retain, retain_bytes: args.retain_size, ..StoreOptions::default() };
-        let s = Store::open(&args.store, opts)?;
-        owned_paths.push(args.store.clone());
-        Some(s)
-    };
+        (args.store.clone(), opts)
+    });
+    let output = Output::start(OutputConfig { logs: args.logs.clone(), format, store })?;
+    let owned_paths = output.paths().to_vec();
 
     drop_privileges(args.user.as_deref(), &owned_paths)?;
 
@@ -165,23 +131,8 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         max_connections: args.max_connections.max(1),
         uid_seed: args.seed,
         flow_interval_ns: args.flow_interval.as_nanos().max(1_000_000) as i64,
+        app: args.app.config().map_err(|e| anyhow::anyhow!(e))?,
         ..TrackerConfig::default()
-    };
-
-    let (tx, rx) = sync_channel::<Batch>(256);
-    let writer = {
-        let conn_sink = ConnLogWriter::new(conn_out, format);
-        let flow_sink = flow_out.map(|o| FlowLogWriter::new(o, format));
-        std::thread::Builder::new()
-            .name("wirelog-writer".into())
-            .spawn(move || {
-                let r = write_records(rx, conn_sink, flow_sink, store);
-                if r.is_err() {
-                    stop.trigger();
-                }
-                r
-            })
-            .context("cannot start the writer thread")?
     };
 
     let names: Vec<String> = ifaces.iter().map(|i| i.name.clone()).collect();
@@ -203,7 +154,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             decoder: Decoder::new(DecodeConfig { verify_checksums: args.verify_checksums, ..DecodeConfig::default() }),
             tracker,
             counters: c,
-            tx: tx.clone(),
+            tx: output.sender(),
             stop,
             flow_interval_ns: tracker_cfg.flow_interval_ns,
             named_any: Vec::new(),
@@ -222,7 +173,6 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             .context("cannot start a worker thread")?;
         workers.push(h);
     }
-    drop(tx);
 
     if !args.quiet {
         eprintln!(
@@ -273,14 +223,12 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             }
         }
     }
-    let written = match writer.join() {
-        Ok(Ok(w)) => Some(w),
-        Ok(Err(e)) => {
-            first_err.get_or_insert(e);
-            None
-        }
-        Err(_) => {
-            first_err.get_or_insert(anyhow::anyhow!("the writer thread panicked"));
+    // The workers are done: the output writes what is queued and closes.
+    let written = match output.finish() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            // The writer's own error explains a worker's "output stopped".
+            first_err = Some(e);
             None
         }
     };
@@ -294,10 +242,13 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             Some(_) => "a signal",
             None => "end of --duration",
         };
-        let (conns, flows) = written.unwrap_or((0, 0));
+        let w = written.unwrap_or_default();
+        let txs: u64 = w.txs.iter().sum();
         eprintln!(
-            "wirelog: stopped by {why} after {:.1} s: {conns} connections, {flows} flow records",
-            started.elapsed().as_secs_f64()
+            "wirelog: stopped by {why} after {:.1} s: {} connections, {} flow records, {txs} transactions",
+            started.elapsed().as_secs_f64(),
+            w.conns,
+            w.flows
         );
         eprintln!("wirelog: stats: {}", snapshot());
         let bad: u64 = ends.iter().map(|e| e.bad_checksums).sum();
@@ -347,7 +298,7 @@ struct Worker {
     decoder: Decoder,
     tracker: Tracker,
     counters: Arc<WorkerCounters>,
-    tx: SyncSender<Batch>,
+    tx: BatchSender,
     stop: Stop,
     flow_interval_ns: i64,
     /// ifindexes named so far on `any`.
@@ -515,78 +466,11 @@ impl Worker {
 
     /// Sends the records that ended since the last call, if any.
     fn ship(&mut self) -> Result<()> {
-        let conns: Vec<ConnRecord> = self.tracker.take_records().collect();
-        let flows: Vec<FlowRecord> = self.tracker.take_flows().collect();
-        if conns.is_empty() && flows.is_empty() {
-            return Ok(());
-        }
-        self.tx.send(Batch { conns, flows }).map_err(|_| anyhow::anyhow!("the writer thread stopped"))
-    }
-}
-
-/// The writer thread: every record from every worker into the logs and the
-/// store. Returns (connections, flow records) written.
-fn write_records(
-    rx: Receiver<Batch>,
-    mut conn_sink: ConnLogWriter<DynWrite>,
-    mut flow_sink: Option<FlowLogWriter<DynWrite>>,
-    mut store: Option<Store>,
-) -> Result<(u64, u64)> {
-    let (mut conns, mut flows) = (0u64, 0u64);
-    let mut last_log_flush = Instant::now();
-    let mut last_store_flush = Instant::now();
-    // Lines written but not yet flushed to the log files: wait at most
-    // LOG_FLUSH for more before flushing, otherwise sleep until records come.
-    let mut dirty = false;
-    loop {
-        let b = if dirty {
-            match rx.recv_timeout(LOG_FLUSH.saturating_sub(last_log_flush.elapsed())) {
-                Ok(b) => Some(b),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
-        } else {
-            match rx.recv() {
-                Ok(b) => Some(b),
-                Err(_) => break,
-            }
+        let batch = Batch {
+            conns: self.tracker.take_records().collect(),
+            flows: self.tracker.take_flows().collect(),
+            txs: self.tracker.take_transactions().collect(),
         };
-        if let Some(b) = b {
-            for r in &b.conns {
-                conn_sink.write(r)?;
-            }
-            if let Some(s) = flow_sink.as_mut() {
-                for f in &b.flows {
-                    s.write(f)?;
-                }
-            }
-            if let Some(st) = store.as_mut() {
-                st.append_conns(&b.conns)?;
-                st.append_flows(&b.flows)?;
-                if last_store_flush.elapsed() >= STORE_FLUSH {
-                    st.flush()?;
-                    last_store_flush = Instant::now();
-                }
-            }
-            conns += b.conns.len() as u64;
-            flows += b.flows.len() as u64;
-            dirty = true;
-        }
-        if dirty && last_log_flush.elapsed() >= LOG_FLUSH {
-            conn_sink.flush()?;
-            if let Some(s) = flow_sink.as_mut() {
-                s.flush()?;
-            }
-            last_log_flush = Instant::now();
-            dirty = false;
-        }
+        self.tx.send(batch)
     }
-    conn_sink.finish()?;
-    if let Some(s) = flow_sink.as_mut() {
-        s.finish()?;
-    }
-    if let Some(st) = store.take() {
-        st.close()?;
-    }
-    Ok((conns, flows))
 }

@@ -405,6 +405,9 @@ pub struct CaptureArgs {
     /// No statistics on stderr (errors are still reported).
     #[arg(short, long)]
     pub quiet: bool,
+
+    #[command(flatten)]
+    pub app: AppArgs,
 }
 
 /// Parses `500M`, `10G`, `1T`, `4096` (bytes; K/M/G/T are powers of 1024).

@@ -11,8 +11,9 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use wirelog_parse::Protocol;
@@ -21,8 +22,17 @@ use wirelog_sink::{tx_log_name, ConnLogWriter, FlowLogWriter, LogFormat, TxLogWr
 use wirelog_store::compact::{Compactor, CompactorOptions};
 use wirelog_store::{tx_kind, Store, StoreOptions, TxRow};
 
-/// Batches in flight between the packet path and the writer.
-const QUEUE_DEPTH: usize = 4;
+/// Batches in flight between the packet path and the writer (per producer
+/// about one; live capture has one producer per worker).
+const QUEUE_DEPTH: usize = 16;
+
+/// Log lines written are flushed to their files within this long, so `tail -f`
+/// on a live probe's logs follows the traffic.
+const LOG_FLUSH: Duration = Duration::from_secs(1);
+
+/// The store's buffers are written to Parquet files at least this often
+/// while running: a crash loses at most this much (plus what is queued).
+const STORE_FLUSH: Duration = Duration::from_secs(300);
 
 /// Where records go.
 pub struct OutputConfig {
@@ -69,6 +79,24 @@ pub struct Output {
     tx: Option<SyncSender<Batch>>,
     recycled: Receiver<Batch>,
     handle: Option<JoinHandle<Result<OutputSummary>>>,
+    /// Directories and files created for the output (to hand to the user
+    /// live capture drops privileges to).
+    paths: Vec<PathBuf>,
+}
+
+/// A handle for another thread to queue batches (live capture's workers).
+#[derive(Clone)]
+pub struct BatchSender(SyncSender<Batch>);
+
+impl BatchSender {
+    /// Queues a batch; waits while the writer is behind. Fails only when the
+    /// writer stopped (its error is reported by [`Output::finish`]).
+    pub fn send(&self, batch: Batch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.0.send(batch).map_err(|_| anyhow!("the output thread stopped"))
+    }
 }
 
 type LogOut = Box<dyn Write + Send>;
@@ -89,10 +117,12 @@ impl Output {
     /// Opens every file (so a bad path is reported before any packet is
     /// read) and starts the writer thread.
     pub fn start(cfg: OutputConfig) -> Result<Output> {
-        let create = |dir: &Path, name: &str| -> Result<LogOut> {
+        let mut paths = Vec::new();
+        let mut create = |dir: &Path, name: &str| -> Result<LogOut> {
             let path = dir.join(name);
             let f =
                 File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
+            paths.push(path);
             Ok(Box::new(BufWriter::with_capacity(1 << 16, f)))
         };
         let (conn_out, flow_out): (LogOut, Option<LogOut>) = match &cfg.logs {
@@ -106,9 +136,13 @@ impl Output {
                 None,
             ),
         };
+        if let Some(dir) = &cfg.logs {
+            paths.push(dir.clone());
+        }
         let (store, compactor) = match cfg.store {
             Some((dir, opts)) => {
                 let store = Store::open(&dir, opts)?;
+                paths.push(dir.clone());
                 // Small files of closed hours (short runs, frequent flushes)
                 // are merged while we run, at low priority.
                 (
@@ -133,19 +167,54 @@ impl Output {
         let handle = std::thread::Builder::new()
             .name("wirelog-output".into())
             .spawn(move || {
-                for mut batch in rx {
-                    writer.write(&batch)?;
-                    batch.clear();
-                    let _ = recycle_tx.try_send(batch);
+                let mut last_log_flush = Instant::now();
+                let mut last_store_flush = Instant::now();
+                // Lines written but not flushed yet: wait at most LOG_FLUSH
+                // for more, otherwise sleep until records come.
+                let mut dirty = false;
+                loop {
+                    let next = if dirty {
+                        match rx.recv_timeout(LOG_FLUSH.saturating_sub(last_log_flush.elapsed())) {
+                            Ok(b) => Some(b),
+                            Err(RecvTimeoutError::Timeout) => None,
+                            Err(RecvTimeoutError::Disconnected) => break,
+                        }
+                    } else {
+                        match rx.recv() {
+                            Ok(b) => Some(b),
+                            Err(_) => break,
+                        }
+                    };
+                    if let Some(mut batch) = next {
+                        writer.write(&batch)?;
+                        batch.clear();
+                        let _ = recycle_tx.try_send(batch);
+                        dirty = true;
+                        if last_store_flush.elapsed() >= STORE_FLUSH {
+                            writer.flush_store()?;
+                            last_store_flush = Instant::now();
+                        }
+                    }
+                    if dirty && last_log_flush.elapsed() >= LOG_FLUSH {
+                        writer.flush_logs()?;
+                        last_log_flush = Instant::now();
+                        dirty = false;
+                    }
                 }
                 writer.finish()
             })
             .context("cannot start the output thread")?;
-        Ok(Output {
-            tx: Some(tx),
-            recycled,
-            handle: Some(handle),
-        })
+        Ok(Output { tx: Some(tx), recycled, handle: Some(handle), paths })
+    }
+
+    /// The directories and files the output created.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    /// A handle for other threads to queue batches.
+    pub fn sender(&self) -> BatchSender {
+        BatchSender(self.tx.clone().expect("output running"))
     }
 
     /// An empty batch, reusing the vectors of one already written when possible.
@@ -259,6 +328,24 @@ impl Writer {
             }
         };
         Ok(Some(&mut self.tx_writers[i].1))
+    }
+
+    fn flush_logs(&mut self) -> Result<()> {
+        self.conn_log.flush()?;
+        if let Some(s) = self.flow_log.as_mut() {
+            s.flush()?;
+        }
+        for (_, w) in &mut self.tx_writers {
+            w.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush_store(&mut self) -> Result<()> {
+        if let Some(st) = self.store.as_mut() {
+            st.flush()?;
+        }
+        Ok(())
     }
 
     fn finish(mut self) -> Result<OutputSummary> {

@@ -353,6 +353,10 @@ impl<W: Write> TxLogWriter<W> {
         self.out.write_all(&self.line)
     }
 
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
     /// Writes the `#close` line (TSV) and flushes.
     pub fn finish(&mut self) -> io::Result<()> {
         self.header()?;
