@@ -138,6 +138,15 @@ impl Output {
         };
         if let Some(dir) = &cfg.logs {
             paths.push(dir.clone());
+            // Transaction logs appear only when there is something to log;
+            // ones left from an earlier run would read as this run's.
+            for p in Protocol::ALL {
+                let old = dir.join(tx_log_name(p));
+                if old.exists() {
+                    std::fs::remove_file(&old)
+                        .with_context(|| format!("cannot replace {}", old.display()))?;
+                }
+            }
         }
         let (store, compactor) = match cfg.store {
             Some((dir, opts)) => {

@@ -289,14 +289,41 @@ fn replayed_captures_give_the_records_of_read() {
     .map(|p| testdata(p))
     .collect();
     pcaps.push(sample_pcap(&dir));
+    let mut txs = 0;
     for pcap in &pcaps {
         let (live, err) = live(&ns, pcap, &dir, &[]);
         let file = read_conns(pcap, &dir);
         assert!(!file.is_empty(), "{}: no records from read", pcap.display());
         assert_same(&pcap.display().to_string(), &live, &file, COMPARED);
         assert!(!err.contains("warning"), "{}: unexpected stderr: {err}", pcap.display());
+        txs += assert_same_transactions(&pcap.display().to_string(), &dir.join("capture/logs"), &dir.join("read-logs"));
     }
+    // HTTP, MySQL, PostgreSQL and DNS are all among the replayed traces.
+    assert!(txs > 100, "only {txs} transactions compared");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Application transactions live equal those of `wirelog read`: every field
+/// but the times (the replay's own) and the uids (random). Returns how many
+/// were compared.
+fn assert_same_transactions(what: &str, live: &Path, file: &Path) -> usize {
+    let mut n = 0;
+    for log in ["http.log", "dns.log", "mysql.log", "pgsql.log", "redis.log"] {
+        let rows = |p: &Path| -> Vec<BTreeMap<String, String>> {
+            if p.exists() {
+                read_log(p).into_iter().map(|r| r.into_iter().collect()).collect()
+            } else {
+                Vec::new()
+            }
+        };
+        let (l, f) = (rows(&live.join(log)), rows(&file.join(log)));
+        let Some(first) = f.first().or(l.first()) else { continue };
+        let times = ["ts", "uid", "latency", "first_byte_latency", "rtt"];
+        let fields: Vec<&str> = first.keys().map(String::as_str).filter(|k| !times.contains(k)).collect();
+        assert_same(&format!("{what}: {log}"), &l, &f, &fields);
+        n += f.len();
+    }
+    n
 }
 
 /// With two workers, the same records as with one (and as read): both
