@@ -158,9 +158,23 @@ fn server_status(name: &str) -> HashMap<String, u64> {
         .collect()
 }
 
-/// MariaDB's own counters against mysql.log: prepared statements exactly;
-/// text queries per statement type within one in-flight query per
-/// connection (the capture stops while sysbench still runs).
+/// Never more statements than the server ran, and at least 99.9% of them
+/// (SPEC's bar). Not always all: in runs on a loaded machine the capture
+/// itself lacked 4 of 95,456 executions and 17 of 49,062 text commands, with
+/// no kernel drops reported, and pt-query-digest over the same captures
+/// counted what mysql.log has.
+fn assert_captured(what: &str, ours: u64, server: u64, counter: &str) {
+    assert!(
+        ours <= server,
+        "{what}: {ours} in mysql.log, more than the server's {counter} {server}"
+    );
+    assert!(
+        ours as f64 >= server as f64 * 0.999,
+        "{what}: {ours} of the server's {counter} {server}: under 99.9%"
+    );
+}
+
+/// MariaDB's own counters against mysql.log, per statement type.
 #[test]
 fn mysql_matches_server_counters() {
     let Some(prepared) = common::capture("gen_mysql.sh", "mysql.pcap") else {
@@ -176,16 +190,12 @@ fn mysql_matches_server_counters() {
         count("stmt_prepare"),
         st["Com_stmt_prepare"]
     );
-    assert_eq!(
-        count("stmt_execute"),
-        st["Com_stmt_execute"],
-        "COM_STMT_EXECUTE"
-    );
-    assert_eq!(
-        count("stmt_prepare"),
-        st["Com_stmt_prepare"],
-        "COM_STMT_PREPARE"
-    );
+    for (cmd, counter) in [
+        ("stmt_execute", "Com_stmt_execute"),
+        ("stmt_prepare", "Com_stmt_prepare"),
+    ] {
+        assert_captured(cmd, count(cmd), st[counter], counter);
+    }
     let bad: Vec<_> = recs
         .iter()
         .filter(|r| r["cmd"] == "stmt_execute" && (r["arg"] == "-" || r["fingerprint"] == "-"))
@@ -223,17 +233,7 @@ fn mysql_matches_server_counters() {
             .count() as u64;
         let server = st[counter];
         println!("mysql_text.pcap: {word} {ours} (server {counter} {server})");
-        // Never more than the server ran. (Fewer happens: in one run the
-        // capture itself lacked 17 of 49,062 commands, and pt-query-digest
-        // over the same capture found exactly what mysql.log has.)
-        assert!(
-            ours <= server,
-            "{word}: {ours} in mysql.log, {server} by the server's {counter}"
-        );
-        assert!(
-            ours as f64 >= server as f64 * 0.999,
-            "{word}: under 99.9% captured"
-        );
+        assert_captured(word, ours, server, counter);
     }
     let failed = recs.iter().filter(|r| r["status"] == "error").count();
     assert_eq!(failed, 0, "sysbench's queries all succeeded");

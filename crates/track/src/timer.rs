@@ -22,6 +22,9 @@ pub struct TimerEntry {
     pub generation: u32,
 }
 
+/// Entries a drained slot keeps room for (6 KiB).
+const KEEP_SLOT_CAPACITY: usize = 256;
+
 pub struct TimerWheel {
     slots: Vec<Vec<TimerEntry>>,
     /// Entries of ticks up to `current_tick`, ordered by deadline.
@@ -110,8 +113,10 @@ impl TimerWheel {
                     self.slots[slot].push(e);
                 }
             }
-            // Keep the slot's buffer to avoid reallocating next revolution.
-            if self.slots[slot].is_empty() {
+            // Keep the slot's buffer to avoid reallocating next revolution,
+            // unless a burst made it large: every slot keeping a burst's
+            // worth would hold memory long after those connections ended.
+            if self.slots[slot].is_empty() && entries.capacity() <= KEEP_SLOT_CAPACITY {
                 self.slots[slot] = entries;
             }
         }
@@ -125,6 +130,9 @@ impl TimerWheel {
             self.due.pop();
             self.len -= 1;
             due.push(e);
+        }
+        if self.due.is_empty() && self.due.capacity() > KEEP_SLOT_CAPACITY * 16 {
+            self.due.shrink_to(KEEP_SLOT_CAPACITY);
         }
     }
 

@@ -1,0 +1,111 @@
+#!/bin/bash
+# bench/overhead.sh - what capturing costs a busy MariaDB: sysbench oltp_read_only (4 threads,
+# unthrottled) over loopback inside a private network namespace, with each capture running in the
+# same namespace, interleaved and repeated ROUNDS times (the method of
+# ../shared/bench/bench_overhead.sh, whose helpers are used in place):
+#   none              no capture
+#   tcpdump_w         tcpdump -i lo -w FILE tcp port 3306 (ring of 2 x 100 MB files)
+#   tcpdump_s128      the same with -s 128
+#   wirelog           wirelog capture -i lo: conns, flows and MySQL statements (mysql.log and the store)
+#   wirelog_noparse   the same with --no-parse (conns and flows only)
+# Reports TPS and p95 latency relative to no capture, and the capturer's CPU seconds.
+# usage: bench/overhead.sh   (env: SB_TIME=30 ROUNDS=3 SCENARIOS="...")
+set -euo pipefail
+REPO=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
+NS=${NS:-wl_ovh$$}
+PEERS_DIR=${PEERS_DIR:-$REPO/target/wirelog-peers}
+source "$REPO/../shared/bench/common.sh"
+
+SB_TIME=${SB_TIME:-30}
+SB_THREADS=${SB_THREADS:-4}
+ROUNDS=${ROUNDS:-3}
+SCENARIOS=${SCENARIOS:-"none tcpdump_w tcpdump_s128 wirelog wirelog_noparse"}
+WIRELOG=${WIRELOG:-$REPO/target/release/wirelog}
+OUT=$REPO/bench/out
+mkdir -p "$OUT"
+[[ -x $WIRELOG ]] || { echo "build first: cargo build --release" >&2; exit 1; }
+
+install_pkgs "${PKGS_ALL[@]}"
+ensure_ns
+start_mariadb
+sysbench_prepare
+OV=$(mktemp -d /tmp/wirelog-overhead.XXXXXX)
+EXTRA_CLEANUP+=("rm -rf $OV")
+CSV=$OUT/overhead_runs.csv
+echo "round,scenario,tps,qps,lat_avg_ms,lat_p95_ms,capture_cpu_s,mariadbd_cpu_s,capture_rss_mb,loadavg1" >"$CSV"
+
+sb() { nsx sysbench oltp_read_only "${SB_MYSQL[@]}" --tables="$SB_TABLES" --table-size="$SB_ROWS" \
+          --threads="$SB_THREADS" --percentile=95 "$@"; }
+# CPU of a process and all its threads (utime + stime), in ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+rss_mb() { awk '/VmHWM/{printf "%.0f", $2 / 1024}' "/proc/$1/status" 2>/dev/null || echo -; }
+HZ=$(getconf CLK_TCK)
+
+log "warm-up 10 s"
+sb --time=10 run >/dev/null
+
+start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
+    local sc=$1
+    rm -rf "${OV:?}"/*
+    case $sc in
+    none) CAP_PID=""; return ;;
+    tcpdump_w)    ip netns exec "$NS" tcpdump -i lo -Z root -s 0 -C 100 -W 2 -w "$OV/cap" tcp port "$MYSQL_PORT" 2>"$OV/cap.err" & ;;
+    tcpdump_s128) ip netns exec "$NS" tcpdump -i lo -Z root -s 128 -C 100 -W 2 -w "$OV/cap" tcp port "$MYSQL_PORT" 2>"$OV/cap.err" & ;;
+    wirelog)      ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_noparse) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --no-parse --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    *) echo "unknown scenario $sc" >&2; exit 1 ;;
+    esac
+    CAP_PID=$!; PIDS+=("$CAP_PID")
+    for _ in $(seq 1 50); do grep -Eq 'listening on|capturing on' "$OV/cap.err" 2>/dev/null && break; sleep 0.1; done
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+    for sc in $SCENARIOS; do
+        start_capture_scenario "$sc"
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        m0=$(cpu_ticks "$MYSQL_PID"); c0=0; [[ -n $CAP_PID ]] && c0=$(cpu_ticks "$CAP_PID")
+        sb --time="$SB_TIME" run >"$OV/sb.txt"
+        m1=$(cpu_ticks "$MYSQL_PID"); c1=0; rss=-
+        if [[ -n $CAP_PID ]]; then
+            c1=$(cpu_ticks "$CAP_PID"); rss=$(rss_mb "$CAP_PID")
+            kill -INT "$CAP_PID"; wait "$CAP_PID" 2>/dev/null || true
+        fi
+        f=$OV/sb.txt
+        tps=$(awk '/transactions:/{gsub(/\(/,"",$3); print $3}' "$f")
+        qps=$(awk '/queries:/ && /per sec/{gsub(/\(/,"",$3); print $3}' "$f")
+        avg=$(awk '/avg:/{print $2}' "$f")
+        p95=$(awk '/95th percentile:/{print $3}' "$f")
+        ccpu=$(echo "scale=2; ($c1 - $c0) / $HZ" | bc)
+        mcpu=$(echo "scale=2; ($m1 - $m0) / $HZ" | bc)
+        if [[ $sc == wirelog* ]]; then
+            txs=$(grep -vc '^#' "$OV/logs/mysql.log" 2>/dev/null || echo 0)
+            log "  wirelog: $(grep -E 'stopped by|stats:' "$OV/cap.err" | tail -2 | tr '\n' ' ') mysql.log records: $txs"
+        fi
+        echo "$round,$sc,$tps,$qps,$avg,$p95,$ccpu,$mcpu,$rss,$load" >>"$CSV"
+        log "round $round $sc: tps=$tps p95=${p95}ms capture_cpu=${ccpu}s mariadbd_cpu=${mcpu}s rss=${rss}MB load=$load"
+    done
+done
+
+python3 - "$CSV" "$OUT/overhead_summary.md" "$SB_THREADS" "$SB_TIME" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+scen = list(dict.fromkeys(r["scenario"] for r in rows))
+def med(sc, k):
+    v = [float(r[k]) for r in rows if r["scenario"] == sc and r[k] not in ("-", "")]
+    return statistics.median(v) if v else float("nan")
+base_tps, base_p95 = med("none", "tps"), med("none", "lat_p95_ms")
+o = open(sys.argv[2], "w")
+o.write(f"sysbench oltp_read_only, {sys.argv[3]} threads, {sys.argv[4]} s per run, unthrottled; medians over rounds\n\n")
+o.write("| scenario | runs | TPS | p95 ms | TPS lost vs none | p95 vs none | capturer CPU s | mariadbd CPU s | capturer peak RSS MB |\n")
+o.write("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+for sc in scen:
+    n = sum(1 for r in rows if r["scenario"] == sc)
+    tps, p95 = med(sc, "tps"), med(sc, "lat_p95_ms")
+    o.write(f"| {sc} | {n} | {tps:.0f} | {p95:.2f} | {100 * (1 - tps / base_tps):.1f}% | {p95 / base_p95:.2f}x | "
+            f"{med(sc, 'capture_cpu_s'):.1f} | {med(sc, 'mariadbd_cpu_s'):.1f} | {med(sc, 'capture_rss_mb'):.0f} |\n")
+o.close()
+print(open(sys.argv[2]).read())
+PY
+log "done: $OUT/overhead_summary.md, $CSV"
