@@ -158,19 +158,25 @@ fn server_status(name: &str) -> HashMap<String, u64> {
         .collect()
 }
 
-/// Never more statements than the server ran, and at least 99.9% of them
-/// (SPEC's bar). Not always all: in runs on a loaded machine the capture
-/// itself lacked 4 of 95,456 executions and 17 of 49,062 text commands, with
-/// no kernel drops reported, and pt-query-digest over the same captures
-/// counted what mysql.log has.
+/// Statements of one sysbench oltp_read_only transaction (BEGIN, 14
+/// SELECTs, COMMIT) times its 4 connections: what can be in flight when the
+/// generator's tcpdump stops. Its SIGINT drops what the kernel still holds
+/// for it, so the capture's tail (each connection's last statements and its
+/// FIN) is missing while the server counted them; pt-query-digest over the
+/// same capture finds exactly the statements mysql.log has.
+const IN_FLIGHT_AT_CAPTURE_END: u64 = 4 * 16;
+
+/// Never more statements than the server ran, and none missing but what the
+/// capture's end can cut off.
 fn assert_captured(what: &str, ours: u64, server: u64, counter: &str) {
     assert!(
         ours <= server,
         "{what}: {ours} in mysql.log, more than the server's {counter} {server}"
     );
     assert!(
-        ours as f64 >= server as f64 * 0.999,
-        "{what}: {ours} of the server's {counter} {server}: under 99.9%"
+        server - ours <= IN_FLIGHT_AT_CAPTURE_END,
+        "{what}: {ours} in mysql.log, {} fewer than the server's {counter} {server}",
+        server - ours
     );
 }
 
