@@ -9,9 +9,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[command(
     name = "wirelog",
     version,
-    about = "Passive network traffic probe: packets to Zeek-style connection records",
-    long_about = "wirelog reads packet captures (and, later, live interfaces) and turns packets into \
-                  connection records with Zeek conn.log semantics, written as Zeek TSV or JSON logs."
+    about = "Passive network traffic probe: packets to flows, Zeek-style connections and application transactions",
+    long_about = "wirelog reads packet captures or live interfaces and turns packets into flows, \
+                  connection records with Zeek conn.log semantics and application transactions \
+                  (HTTP, MySQL, PostgreSQL, Redis, DNS, with latency), written as Zeek TSV or JSON \
+                  logs and to an embedded Parquet store that `wirelog query` reads."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -22,9 +24,9 @@ pub struct Cli {
 pub enum Command {
     /// Read pcap/pcapng files (optionally gzip-compressed) and log their connections.
     ///
-    /// Files are read in order as one stream; `-` reads standard input. Flows and
-    /// connections are written to the store (--store, default ./wirelog-data);
-    /// without --logs, conn records are also written to standard output.
+    /// Files are read in order as one stream; `-` reads standard input. Flows,
+    /// connections and transactions are written to the store (--store, default
+    /// ./wirelog-data); without --logs, conn records are also written to standard output.
     Read(ReadArgs),
     /// Query the flows, connections or application transactions in the store.
     ///
@@ -156,8 +158,9 @@ pub struct ReadArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub retain_size: Option<u64>,
 
-    /// Write conn.log and flows.log into this directory (created if missing)
-    /// instead of conn records to stdout.
+    /// Write conn.log, flows.log and the transaction logs (http.log, dns.log,
+    /// mysql.log, pgsql.log, redis.log) into this directory (created if
+    /// missing) instead of conn records to stdout.
     #[arg(long, value_name = "DIR")]
     pub logs: Option<PathBuf>,
 
@@ -343,7 +346,8 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub retain_size: Option<u64>,
 
-    /// Write conn.log and flows.log into this directory (created if missing).
+    /// Write conn.log, flows.log and the transaction logs (http.log, dns.log,
+    /// mysql.log, pgsql.log, redis.log) into this directory (created if missing).
     #[arg(long, value_name = "DIR")]
     pub logs: Option<PathBuf>,
 
