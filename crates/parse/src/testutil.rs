@@ -28,7 +28,9 @@ pub fn tcp_events(rel: &str, server_ports: &[u16]) -> Vec<Ev> {
     let mut reader = CaptureReader::open(std::path::Path::new(&path(rel))).unwrap_or_else(|e| panic!("{rel}: {e}"));
     let mut dec = Decoder::new(DecodeConfig { verify_checksums: false, ..DecodeConfig::default() });
     // key (client ip, client port, server ip, server port) -> conn index, next seq per dir
-    let mut conns: HashMap<(Vec<u8>, u16, Vec<u8>, u16), (usize, [Option<u32>; 2])> = HashMap::new();
+    // (client, client port, server, server port) -> (index, next seq per direction)
+    type Tuple = (Vec<u8>, u16, Vec<u8>, u16);
+    let mut conns: HashMap<Tuple, (usize, [Option<u32>; 2])> = HashMap::new();
     let mut out = Vec::new();
     while let Some(p) = reader.next_packet() {
         let ip = match dec.decode(p.linktype, p.ts_ns, p.data) {
