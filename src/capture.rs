@@ -19,13 +19,11 @@ use wirelog_capture::stats::{CaptureStats, WorkerCounters};
 use wirelog_capture::stop::Stop;
 use wirelog_capture::{bpf, now_ns, Framing, Interface};
 use wirelog_decode::{DecodeConfig, Decoded, Decoder, SkipReason};
-use wirelog_sink::LogFormat;
 use wirelog_source::LinkType;
-use wirelog_store::StoreOptions;
-use wirelog_track::{PortSet, Tracker, TrackerConfig};
+use wirelog_track::{Tracker, TrackerConfig};
 
-use crate::cli::{CaptureArgs, LogFormatArg};
-use crate::output::{Batch, BatchSender, Output, OutputConfig};
+use crate::cli::CaptureArgs;
+use crate::output::{Batch, BatchSender, Output};
 
 /// Timers run at most this often while connections are open (the tracker's
 /// timer wheel ticks every ~1.07 s, so running it more often gains nothing).
@@ -104,36 +102,14 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         worker_rings.push(rings);
     }
 
+    // Bad tracking options fail before anything is written.
+    let tracker_cfg = args.track.tracker_config(&args.app).map_err(|e| anyhow::anyhow!(e))?;
+
     // Outputs, created while still privileged.
-    let format = match args.log_format {
-        LogFormatArg::Tsv => LogFormat::Tsv,
-        LogFormatArg::Json => LogFormat::Json,
-    };
-    let store = (!args.no_store).then(|| {
-        let opts = StoreOptions { retain_age: args.retain, retain_bytes: args.retain_size, ..StoreOptions::default() };
-        (args.store.clone(), opts)
-    });
-    let output = Output::start(OutputConfig { logs: args.logs.clone(), format, store })?;
+    let output = Output::start(args.output.config())?;
     let owned_paths = output.paths().to_vec();
 
     drop_privileges(args.user.as_deref(), &owned_paths)?;
-
-    // Trackers.
-    let (tcp_server_ports, udp_server_ports) =
-        PortSet::parse_list(&args.server_ports).map_err(|e| anyhow::anyhow!("--server-ports: {e}"))?;
-    let tracker_cfg = TrackerConfig {
-        tcp_server_ports,
-        udp_server_ports,
-        dns_session_timeout_ns: args.dns_timeout.as_nanos() as i64,
-        tcp_inactivity_ns: args.tcp_timeout.as_nanos() as i64,
-        udp_inactivity_ns: args.udp_timeout.as_nanos() as i64,
-        icmp_inactivity_ns: args.icmp_timeout.as_nanos() as i64,
-        max_connections: args.max_connections.max(1),
-        uid_seed: args.seed,
-        flow_interval_ns: args.flow_interval.as_nanos().max(1_000_000) as i64,
-        app: args.app.config().map_err(|e| anyhow::anyhow!(e))?,
-        ..TrackerConfig::default()
-    };
 
     let names: Vec<String> = ifaces.iter().map(|i| i.name.clone()).collect();
     let mut counters: Vec<Arc<WorkerCounters>> = Vec::new();

@@ -4,6 +4,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use wirelog_sink::LogFormat;
+use wirelog_store::StoreOptions;
+use wirelog_track::{PortSet, TrackerConfig};
+
+use crate::output::OutputConfig;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -141,8 +146,35 @@ pub struct ReadArgs {
     #[arg(required = true, value_name = "CAPTURE")]
     pub captures: Vec<PathBuf>,
 
-    /// The store directory (created if missing): flows and connections as
-    /// time-partitioned Parquet files, read by `wirelog query` (and DuckDB, ClickHouse, pandas).
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Ignore checksums: use packets with bad IP/TCP/UDP/ICMP checksums for
+    /// connection state, like `zeek -C`. By default they are only counted
+    /// (history letter C/c), as Zeek does.
+    #[arg(short = 'C', long)]
+    pub ignore_checksums: bool,
+
+    #[command(flatten)]
+    pub track: TrackArgs,
+
+    /// Incomplete IP fragment series are dropped after this long (packet time).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub frag_timeout: Duration,
+
+    /// No progress bar and no summary on stderr (problems are still reported).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    #[command(flatten)]
+    pub app: AppArgs,
+}
+
+/// Where records go (shared by `read` and `capture`).
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// The store directory (created if missing): flows, connections and
+    /// transactions as time-partitioned Parquet files, read by `wirelog query` (and DuckDB, ClickHouse, pandas).
     #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
     pub store: PathBuf,
 
@@ -167,15 +199,28 @@ pub struct ReadArgs {
     /// Format of the logs.
     #[arg(long, value_enum, default_value_t = LogFormatArg::Tsv)]
     pub log_format: LogFormatArg,
+}
 
-    /// Ignore checksums: use packets with bad IP/TCP/UDP/ICMP checksums for
-    /// connection state, like `zeek -C`. By default they are only counted
-    /// (history letter C/c), as Zeek does.
-    #[arg(short = 'C', long)]
-    pub ignore_checksums: bool,
+impl OutputArgs {
+    pub fn config(&self) -> OutputConfig {
+        let format = match self.log_format {
+            LogFormatArg::Tsv => LogFormat::Tsv,
+            LogFormatArg::Json => LogFormat::Json,
+        };
+        let store = (!self.no_store).then(|| {
+            let opts = StoreOptions { retain_age: self.retain, retain_bytes: self.retain_size, ..StoreOptions::default() };
+            (self.store.clone(), opts)
+        });
+        OutputConfig { logs: self.logs.clone(), format, store }
+    }
+}
 
-    /// Most connections tracked at once. When full, the least recently active
-    /// of a small sample is ended early (its record is written and counted as evicted).
+/// Connection and flow tracking options (shared by `read` and `capture`).
+#[derive(Args, Debug, Clone)]
+pub struct TrackArgs {
+    /// Most connections tracked at once (per worker when capturing). When full,
+    /// the least recently active of a small sample is ended early (its record
+    /// is written and counted as evicted).
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     pub max_connections: usize,
 
@@ -213,20 +258,31 @@ pub struct ReadArgs {
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     pub flow_interval: Duration,
 
-    /// Incomplete IP fragment series are dropped after this long (packet time).
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
-    pub frag_timeout: Duration,
-
     /// Seed for connection uids, for reproducible output (default: random).
     #[arg(long, value_name = "N", hide = true)]
     pub seed: Option<u64>,
+}
 
-    /// No progress bar and no summary on stderr (problems are still reported).
-    #[arg(short, long)]
-    pub quiet: bool,
-
-    #[command(flatten)]
-    pub app: AppArgs,
+impl TrackArgs {
+    /// The tracker's settings, with the application parsing of `app`.
+    pub fn tracker_config(&self, app: &AppArgs) -> Result<TrackerConfig, String> {
+        let (tcp_server_ports, udp_server_ports) =
+            PortSet::parse_list(&self.server_ports).map_err(|e| format!("--server-ports: {e}"))?;
+        Ok(TrackerConfig {
+            tcp_server_ports,
+            udp_server_ports,
+            dns_session_timeout_ns: self.dns_timeout.as_nanos() as i64,
+            tcp_inactivity_ns: self.tcp_timeout.as_nanos() as i64,
+            udp_inactivity_ns: self.udp_timeout.as_nanos() as i64,
+            icmp_inactivity_ns: self.icmp_timeout.as_nanos() as i64,
+            max_connections: self.max_connections.max(1),
+            report_gaps_for_partial: self.report_gaps_for_partial,
+            uid_seed: self.seed,
+            flow_interval_ns: self.flow_interval.as_nanos().max(1_000_000) as i64,
+            app: app.config()?,
+            ..TrackerConfig::default()
+        })
+    }
 }
 
 /// Application parsing options (shared by the commands that track connections).
@@ -330,30 +386,8 @@ pub struct CaptureArgs {
     #[arg(long)]
     pub no_promisc: bool,
 
-    /// The store directory (created if missing).
-    #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
-    pub store: PathBuf,
-
-    /// Do not write the store.
-    #[arg(long)]
-    pub no_store: bool,
-
-    /// Delete store partitions older than this (e.g. 30d).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub retain: Option<Duration>,
-
-    /// Delete the oldest store partitions while the store is larger than this (e.g. 10G).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub retain_size: Option<u64>,
-
-    /// Write conn.log, flows.log and the transaction logs (http.log, dns.log,
-    /// mysql.log, pgsql.log, redis.log) into this directory (created if missing).
-    #[arg(long, value_name = "DIR")]
-    pub logs: Option<PathBuf>,
-
-    /// Format of the logs.
-    #[arg(long, value_enum, default_value_t = LogFormatArg::Tsv)]
-    pub log_format: LogFormatArg,
+    #[command(flatten)]
+    pub output: OutputArgs,
 
     /// Verify IP/TCP/UDP/ICMP checksums. Off by default live: with checksum
     /// offloading the host's own packets are captured before their checksums
@@ -374,37 +408,8 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
-    /// Most connections tracked at once, per worker.
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
-    pub max_connections: usize,
-
-    /// Inactivity timeout of TCP connections.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
-    pub tcp_timeout: Duration,
-
-    /// Inactivity timeout of UDP flows.
-    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
-    pub udp_timeout: Duration,
-
-    /// Inactivity timeout of ICMP flows.
-    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
-    pub icmp_timeout: Duration,
-
-    /// Ports where servers listen (as for `read`).
-    #[arg(long, value_name = "LIST", default_value = "default")]
-    pub server_ports: String,
-
-    /// UDP DNS flows end after this long without packets; 0 disables it.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
-    pub dns_timeout: Duration,
-
-    /// Length of the flow time buckets, aligned to the wall clock.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
-    pub flow_interval: Duration,
-
-    /// Seed for connection uids (default: random).
-    #[arg(long, value_name = "N", hide = true)]
-    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub track: TrackArgs,
 
     /// No statistics on stderr (errors are still reported).
     #[arg(short, long)]

@@ -8,13 +8,11 @@ use std::process::ExitCode;
 use anyhow::Result;
 use wirelog_decode::{DecodeConfig, Decoded, Decoder, SkipReason};
 use wirelog_record::ConnState;
-use wirelog_sink::LogFormat;
 use wirelog_source::CaptureReader;
-use wirelog_store::StoreOptions;
-use wirelog_track::{PortSet, Tracker, TrackerConfig};
+use wirelog_track::Tracker;
 
-use crate::cli::{LogFormatArg, ReadArgs};
-use crate::output::{Output, OutputConfig};
+use crate::cli::ReadArgs;
+use crate::output::Output;
 use crate::progress::Progress;
 
 /// Records are handed to the sink every this many packets, so logs grow as
@@ -37,45 +35,16 @@ struct FirstSkip {
 }
 
 pub fn run(args: ReadArgs) -> Result<ExitCode> {
-    let format = match args.log_format {
-        LogFormatArg::Tsv => LogFormat::Tsv,
-        LogFormatArg::Json => LogFormat::Json,
-    };
-    let store = (!args.no_store).then(|| {
-        let opts = StoreOptions {
-            retain_age: args.retain,
-            retain_bytes: args.retain_size,
-            ..StoreOptions::default()
-        };
-        (args.store.clone(), opts)
-    });
-    let mut output = Output::start(OutputConfig {
-        logs: args.logs.clone(),
-        format,
-        store,
-    })?;
+    let mut output = Output::start(args.output.config())?;
 
     let mut decoder = Decoder::new(DecodeConfig {
         verify_checksums: !args.ignore_checksums,
         frag_timeout_ns: args.frag_timeout.as_nanos() as i64,
         ..DecodeConfig::default()
     });
-    let (tcp_server_ports, udp_server_ports) = PortSet::parse_list(&args.server_ports)
-        .map_err(|e| anyhow::anyhow!("--server-ports: {e}"))?;
-    let mut tracker = Tracker::new(TrackerConfig {
-        tcp_server_ports,
-        udp_server_ports,
-        dns_session_timeout_ns: args.dns_timeout.as_nanos() as i64,
-        tcp_inactivity_ns: args.tcp_timeout.as_nanos() as i64,
-        udp_inactivity_ns: args.udp_timeout.as_nanos() as i64,
-        icmp_inactivity_ns: args.icmp_timeout.as_nanos() as i64,
-        max_connections: args.max_connections.max(1),
-        report_gaps_for_partial: args.report_gaps_for_partial,
-        uid_seed: args.seed,
-        flow_interval_ns: args.flow_interval.as_nanos().max(1_000_000) as i64,
-        app: args.app.config().map_err(|e| anyhow::anyhow!(e))?,
-        ..TrackerConfig::default()
-    });
+    let mut tracker = Tracker::new(
+        args.track.tracker_config(&args.app).map_err(|e| anyhow::anyhow!(e))?,
+    );
 
     let total_bytes: Option<u64> = args
         .captures

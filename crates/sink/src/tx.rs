@@ -284,10 +284,18 @@ pub struct TxLogWriter<W: Write> {
     header_written: bool,
     line: Vec<u8>,
     rows: u64,
+    /// Field names in order, for the header and the JSON keys.
+    names: Vec<&'static str>,
 }
 
 impl<W: Write> TxLogWriter<W> {
     pub fn new(out: W, format: LogFormat, protocol: Protocol) -> Self {
+        let names = COMMON_HEAD
+            .iter()
+            .chain(own_fields(protocol))
+            .chain(COMMON_TAIL)
+            .map(|f| f.0)
+            .collect();
         TxLogWriter {
             out,
             format,
@@ -295,6 +303,7 @@ impl<W: Write> TxLogWriter<W> {
             header_written: false,
             line: Vec::with_capacity(512),
             rows: 0,
+            names,
         }
     }
 
@@ -313,14 +322,13 @@ impl<W: Write> TxLogWriter<W> {
         if std::mem::replace(&mut self.header_written, true) || self.format == LogFormat::Json {
             return Ok(());
         }
-        let names: Vec<&str> = self.fields().map(|f| f.0).collect();
         let types: Vec<&str> = self.fields().map(|f| f.1).collect();
         write!(
             self.out,
             "#separator \\x09\n#set_separator\t,\n#empty_field\t(empty)\n#unset_field\t-\n#path\t{}\n#open\t{}\n#fields\t{}\n#types\t{}\n",
             self.protocol.name(),
             zeek_datetime(now_secs()),
-            names.join("\t"),
+            self.names.join("\t"),
             types.join("\t")
         )
     }
@@ -342,12 +350,11 @@ impl<W: Write> TxLogWriter<W> {
         vals.push(V::Count(tx.response.map(|s| s.bytes)));
         vals.push(V::Interval(tx.latency_ns()));
         vals.push(V::Interval(tx.first_byte_latency_ns()));
-        let names: Vec<&str> = self.fields().map(|f| f.0).collect();
-        debug_assert_eq!(names.len(), vals.len(), "{} fields", self.protocol.name());
+        debug_assert_eq!(self.names.len(), vals.len(), "{} fields", self.protocol.name());
         self.line.clear();
         match self.format {
             LogFormat::Tsv => tsv_line(&mut self.line, &vals),
-            LogFormat::Json => json_line(&mut self.line, &names, &vals),
+            LogFormat::Json => json_line(&mut self.line, &self.names, &vals),
         }
         self.rows += 1;
         self.out.write_all(&self.line)

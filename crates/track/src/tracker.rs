@@ -583,30 +583,25 @@ impl Tracker {
             conn.resp_pkts += 1;
             conn.resp_ip_bytes += pkt.ip_len as u64;
         }
+        // Decided while the entry is at hand: connections with nothing to
+        // parse (most of them) cost no second table access. A flip restarts
+        // detection, so it always goes on.
+        let parse = flip || conn.app.is_some() || conn.app_probe & PROBE_DONE == 0;
         if flip {
             self.flip(idx);
         }
         if reschedule {
             self.schedule(idx);
         }
-        self.feed_app(idx, is_orig != flip, ts, pkt);
+        if parse {
+            self.feed_app(idx, is_orig != flip, ts, pkt);
+        }
     }
 
     /// Hands a packet's payload to the connection's parser, choosing the
     /// protocol first if the connection has none yet.
-    #[inline]
-    fn feed_app(&mut self, idx: u32, is_orig: bool, ts: i64, pkt: &IpPacket<'_>) {
-        let Some(e) = self.table.get_mut(idx) else {
-            return;
-        };
-        if e.value.app.is_none() && e.value.app_probe & PROBE_DONE != 0 {
-            return;
-        }
-        self.feed_app_slow(idx, is_orig, ts, pkt);
-    }
-
     #[inline(never)]
-    fn feed_app_slow(&mut self, idx: u32, is_orig: bool, ts: i64, pkt: &IpPacket<'_>) {
+    fn feed_app(&mut self, idx: u32, is_orig: bool, ts: i64, pkt: &IpPacket<'_>) {
         let Some(cfg) = self.cfg.app.as_ref() else {
             return;
         };
