@@ -501,7 +501,7 @@ impl HttpParser {
                 self.cur = Some((req, tx));
                 match body {
                     Some(b) => self.resp.state = State::Body(b),
-                    None => self.end_response(ts, out),
+                    None => self.end_response(ts, true, out),
                 }
             }
         }
@@ -687,7 +687,7 @@ impl HttpParser {
     fn end_message(&mut self, dir: Dir, ts: i64, out: &mut Vec<Transaction>) {
         match dir {
             Dir::ToServer => self.end_request(ts),
-            Dir::ToClient => self.end_response(ts, out),
+            Dir::ToClient => self.end_response(ts, true, out),
         }
     }
 
@@ -706,7 +706,9 @@ impl HttpParser {
         self.req_in_queue = false;
     }
 
-    fn end_response(&mut self, ts: i64, out: &mut Vec<Transaction>) {
+    /// `complete` is false when the stream ended inside a body whose end the
+    /// headers declared (Content-Length or chunked): the response was cut short.
+    fn end_response(&mut self, ts: i64, complete: bool, out: &mut Vec<Transaction>) {
         let s = &mut self.resp;
         s.state = State::Idle;
         s.messages += 1;
@@ -717,7 +719,9 @@ impl HttpParser {
         tx.response_body_len = s.body_len;
         tx.response_missing_bytes = s.missing;
         let resp = s.span;
-        let status = if tx.status_code >= 400 {
+        let status = if !complete {
+            TxStatus::Partial
+        } else if tx.status_code >= 400 {
             TxStatus::Error
         } else {
             TxStatus::Ok
@@ -1089,10 +1093,17 @@ impl StreamParser for HttpParser {
     }
 
     fn finish(&mut self, ts_ns: i64, out: &mut Vec<Transaction>) {
-        // A response read until the connection's end is complete now; any
-        // other partial response ends with what was read.
+        // A response read until the connection's end is complete now; one
+        // cut short before its declared end says so, with the declared bytes
+        // not seen counted as missing.
         match self.resp.state {
-            State::Body(_) => self.end_response(ts_ns, out),
+            State::Body(Body::UntilClose) => self.end_response(ts_ns, true, out),
+            State::Body(body) => {
+                if let Body::Length(left) = body {
+                    self.resp.missing += left;
+                }
+                self.end_response(ts_ns, false, out)
+            }
             State::Head => self.stats.unparsed_bytes += self.resp.span.bytes,
             _ => {}
         }
@@ -1296,6 +1307,35 @@ mod test {
             (txs[2].status, http(&txs[2]).path.as_str()),
             (TxStatus::NoResponse, "/never")
         );
+    }
+
+    #[test]
+    fn response_cut_short_is_partial() {
+        let cfg = ParseConfig::default();
+        // The stream ends 6 bytes before the declared Content-Length, and
+        // inside a chunked body: both responses are partial, never "ok".
+        let (txs, _) = run(
+            &cfg,
+            &[
+                (S, b"GET /big HTTP/1.1\r\n\r\n"),
+                (C, b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcd"),
+            ],
+        );
+        assert_eq!(txs.len(), 1);
+        let h = http(&txs[0]);
+        assert_eq!(txs[0].status, TxStatus::Partial);
+        assert_eq!((h.response_body_len, h.response_missing_bytes), (4, 6));
+        let (txs, _) = run(
+            &cfg,
+            &[
+                (S, b"GET /c HTTP/1.1\r\n\r\n"),
+                (C, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n"),
+            ],
+        );
+        assert_eq!((txs.len(), txs[0].status), (1, TxStatus::Partial));
+        // Read until close: complete when the stream ends.
+        let (txs, _) = run(&cfg, &[(S, b"GET / HTTP/1.0\r\n\r\n"), (C, b"HTTP/1.0 200 OK\r\n\r\nbody")]);
+        assert_eq!((txs.len(), txs[0].status), (1, TxStatus::Ok));
     }
 
     #[test]

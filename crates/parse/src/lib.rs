@@ -143,6 +143,10 @@ pub enum TxStatus {
     NoResponse,
     /// A response whose request was not seen (capture started mid-stream, gap).
     NoRequest,
+    /// Request and the start of a response, but the stream ended (connection
+    /// closed, capture stopped) before the response's declared end: sizes and
+    /// latency cover only what was seen.
+    Partial,
 }
 
 impl TxStatus {
@@ -152,6 +156,7 @@ impl TxStatus {
             TxStatus::Error => "error",
             TxStatus::NoResponse => "no_response",
             TxStatus::NoRequest => "no_request",
+            TxStatus::Partial => "partial",
         }
     }
 }

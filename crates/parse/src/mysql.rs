@@ -432,11 +432,15 @@ impl MysqlParser {
         out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Mysql(p.tx) });
     }
 
-    /// Emits the command in flight, if any: as answered if a response began,
-    /// else as unanswered.
+    /// Emits the command in flight, if any: a finished response is never
+    /// left pending, so one that began is partial; none at all is unanswered.
     fn flush_pending(&mut self, out: &mut Vec<Transaction>) {
         if let Some(p) = self.pending.take() {
-            let status = if p.resp.is_none() && p.req.is_some() { Some(TxStatus::NoResponse) } else { None };
+            let status = match (p.req, p.resp) {
+                (Some(_), None) => Some(TxStatus::NoResponse),
+                (Some(_), Some(_)) if !p.error => Some(TxStatus::Partial),
+                _ => None,
+            };
             self.emit(p, status, out);
         }
     }

@@ -316,6 +316,20 @@ struct Pending {
     stmts: VecDeque<String>,
 }
 
+impl Pending {
+    fn status(&self) -> TxStatus {
+        if self.req.is_none() {
+            TxStatus::NoRequest
+        } else if self.error {
+            TxStatus::Error
+        } else if self.resp.is_none() && self.kind != Kind::NoReply {
+            TxStatus::NoResponse
+        } else {
+            TxStatus::Ok
+        }
+    }
+}
+
 pub struct PgsqlParser {
     cfg: ParseConfig,
     stats: ParseStats,
@@ -413,15 +427,7 @@ impl PgsqlParser {
     fn emit_done(&mut self, out: &mut Vec<Transaction>) {
         while self.pending.front().is_some_and(|p| p.done) {
             if let Some(p) = self.pending.pop_front() {
-                let status = if p.req.is_none() {
-                    TxStatus::NoRequest
-                } else if p.error {
-                    TxStatus::Error
-                } else if p.resp.is_none() && p.kind != Kind::NoReply {
-                    TxStatus::NoResponse
-                } else {
-                    TxStatus::Ok
-                };
+                let status = p.status();
                 out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Pgsql(p.tx) });
             }
         }
@@ -1028,10 +1034,15 @@ impl StreamParser for PgsqlParser {
     }
 
     fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
-        for p in self.pending.iter_mut() {
-            p.done = true;
+        // The stream ended: a command whose response began but did not finish
+        // (no ReadyForQuery / CommandComplete yet) was answered only in part.
+        for p in self.pending.drain(..) {
+            let status = match p.status() {
+                TxStatus::Ok if !p.done && p.resp.is_some() => TxStatus::Partial,
+                s => s,
+            };
+            out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Pgsql(p.tx) });
         }
-        self.emit_done(out);
     }
 
     fn gave_up(&self) -> bool {

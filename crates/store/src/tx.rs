@@ -39,7 +39,7 @@ pub struct TxRow {
     pub server_port: u16,
     /// IP protocol: 6 or 17.
     pub transport: u8,
-    /// "ok" | "error" | "no_response" | "no_request".
+    /// "ok" | "error" | "no_response" | "no_request" | "partial".
     pub status: &'static str,
     pub request_bytes: Option<u64>,
     pub response_bytes: Option<u64>,
