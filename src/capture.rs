@@ -23,7 +23,7 @@ use wirelog_source::LinkType;
 use wirelog_track::{Tracker, TrackerConfig};
 
 use crate::cli::CaptureArgs;
-use crate::output::{Batch, BatchSender, Output};
+use crate::output::{Batch, BatchSender, Output, OutputConfig};
 
 /// Timers run at most this often while connections are open (the tracker's
 /// timer wheel ticks every ~1.07 s, so running it more often gains nothing).
@@ -103,10 +103,11 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     }
 
     // Bad tracking options fail before anything is written.
-    let tracker_cfg = args.track.tracker_config(&args.app).map_err(|e| anyhow::anyhow!(e))?;
+    let mut tracker_cfg = args.track.tracker_config(&args.app).map_err(|e| anyhow::anyhow!(e))?;
+    tracker_cfg.empty_tcp_skipped = args.skip_empty_tcp;
 
     // Outputs, created while still privileged.
-    let output = Output::start(args.output.config())?;
+    let output = Output::start(OutputConfig { empty_tcp_note: args.skip_empty_tcp, ..args.output.config() })?;
     let owned_paths = output.paths().to_vec();
 
     drop_privileges(args.user.as_deref(), &owned_paths)?;

@@ -211,7 +211,7 @@ impl OutputArgs {
             let opts = StoreOptions { retain_age: self.retain, retain_bytes: self.retain_size, ..StoreOptions::default() };
             (self.store.clone(), opts)
         });
-        OutputConfig { logs: self.logs.clone(), format, store }
+        OutputConfig { logs: self.logs.clone(), format, store, empty_tcp_note: false }
     }
 }
 
@@ -365,7 +365,9 @@ pub struct CaptureArgs {
     pub filter: Option<String>,
 
     /// Drop, in the kernel, TCP segments without payload unless they carry
-    /// SYN, FIN or RST (IPv4, and IPv6 without extension headers).
+    /// SYN, FIN or RST (IPv4, and IPv6 without extension headers). Bytes and
+    /// states are unchanged; packet counts and history lack the pure ACKs,
+    /// which conn records note in an `empty_tcp_skipped` column.
     #[arg(long)]
     pub skip_empty_tcp: bool,
 

@@ -42,6 +42,8 @@ pub struct OutputConfig {
     pub format: LogFormat,
     /// Store directory and options; `None` writes no store.
     pub store: Option<(PathBuf, StoreOptions)>,
+    /// conn.log gets the `empty_tcp_skipped` column (capture --skip-empty-tcp).
+    pub empty_tcp_note: bool,
 }
 
 /// Records for the writer. Get empty ones from [`Output::batch`].
@@ -162,7 +164,7 @@ impl Output {
             None => (None, None),
         };
         let mut writer = Writer {
-            conn_log: ConnLogWriter::new(conn_out, cfg.format),
+            conn_log: ConnLogWriter::new(conn_out, cfg.format).with_empty_tcp_note(cfg.empty_tcp_note),
             flow_log: flow_out.map(|o| FlowLogWriter::new(o, cfg.format)),
             tx_logs: cfg.logs.clone().map(|d| (d, cfg.format)),
             tx_writers: Vec::new(),

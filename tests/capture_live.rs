@@ -374,6 +374,13 @@ fn skip_empty_tcp_keeps_bytes_with_fewer_packets() {
         eprintln!("{}: {n_all} packets, {n_skip} with --skip-empty-tcp", pcap.display());
         assert!(n_skip < n_all, "{}: {n_skip} packets with --skip-empty-tcp, {n_all} without", pcap.display());
         assert_same(&format!("{} --skip-empty-tcp", pcap.display()), &skipped, &all, &fields);
+        // Every TCP record says its packet counts lack the pure ACKs; without
+        // the option conn.log keeps exactly Zeek's columns.
+        for r in &skipped {
+            let expect = if r["proto"] == "tcp" { "T" } else { "-" };
+            assert_eq!(r.get("empty_tcp_skipped").map(String::as_str), Some(expect), "{r:?}");
+        }
+        assert!(all.iter().all(|r| !r.contains_key("empty_tcp_skipped")));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -121,6 +121,7 @@ fn conns() -> Vec<ConnRecord> {
                 community_id: community_id_v1(&orig_h, &resp_h, ip_proto, orig_p, resp_p),
                 vlan: (i % 5 == 0).then_some(10),
                 inner_vlan: None,
+                empty_tcp_skipped: false,
             }
         })
         .collect()

@@ -136,6 +136,7 @@ static CONNS: &[Def] = &[
     def("community_id", Ty::Str, &[]),
     opt("vlan", U16, &[]),
     opt("inner_vlan", U16, &[]),
+    def("empty_tcp_skipped", Ty::Bool, &[]),
 ];
 
 /// The fields every transaction kind starts with, then its own.

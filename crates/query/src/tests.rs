@@ -296,6 +296,10 @@ fn conns_batch(rng: &mut Rng, n: usize) -> Batch {
                         .collect(),
                 ),
             ),
+            (
+                "empty_tcp_skipped",
+                Column::Bool((0..n).map(|_| rng.chance(20)).collect()),
+            ),
         ],
     }
 }

@@ -161,4 +161,7 @@ pub struct ConnRecord {
     /// Outer 802.1Q VLAN and inner (Q-in-Q) VLAN of the first packet.
     pub vlan: Option<u16>,
     pub inner_vlan: Option<u16>,
+    /// Captured with TCP segments without payload or SYN/FIN/RST dropped
+    /// (`--skip-empty-tcp`): packet counts and history lack pure ACKs.
+    pub empty_tcp_skipped: bool,
 }

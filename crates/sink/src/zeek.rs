@@ -1,6 +1,6 @@
 use std::io::{self, Write};
 
-use wirelog_record::{ConnRecord, IpAddr16};
+use wirelog_record::{ConnRecord, IpAddr16, Proto};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -36,10 +36,15 @@ const FIELDS: &[(&str, &str)] = &[
     ("community_id", "string"),
 ];
 
+const EMPTY_TCP_FIELD: (&str, &str) = ("empty_tcp_skipped", "bool");
+
 /// Writes conn records as they come, in Zeek's conn.log format.
 pub struct ConnLogWriter<W: Write> {
     out: W,
     format: LogFormat,
+    /// Adds the `empty_tcp_skipped` column (capture --skip-empty-tcp); off,
+    /// the log has exactly Zeek's columns.
+    empty_tcp_note: bool,
     header_written: bool,
     line: Vec<u8>,
     rows: u64,
@@ -139,10 +144,19 @@ impl<W: Write> ConnLogWriter<W> {
         ConnLogWriter {
             out,
             format,
+            empty_tcp_note: false,
             header_written: false,
             line: Vec::with_capacity(512),
             rows: 0,
         }
+    }
+
+    /// With `--skip-empty-tcp`: every record says whether pure ACKs were
+    /// dropped before it was tracked (T for TCP, `-` where it does not apply),
+    /// as Zeek logs gain a column when a script adds a field.
+    pub fn with_empty_tcp_note(mut self, on: bool) -> Self {
+        self.empty_tcp_note = on;
+        self
     }
 
     pub fn rows(&self) -> u64 {
@@ -155,8 +169,9 @@ impl<W: Write> ConnLogWriter<W> {
             return Ok(());
         }
         self.header_written = true;
-        let names: Vec<&str> = FIELDS.iter().map(|f| f.0).collect();
-        let types: Vec<&str> = FIELDS.iter().map(|f| f.1).collect();
+        let note = self.empty_tcp_note.then_some(EMPTY_TCP_FIELD);
+        let names: Vec<&str> = FIELDS.iter().chain(note.iter()).map(|f| f.0).collect();
+        let types: Vec<&str> = FIELDS.iter().chain(note.iter()).map(|f| f.1).collect();
         write!(
             self.out,
             "#separator \\x09\n#set_separator\t,\n#empty_field\t(empty)\n#unset_field\t-\n#path\tconn\n#open\t{}\n#fields\t{}\n#types\t{}\n",
@@ -226,6 +241,13 @@ impl<W: Write> ConnLogWriter<W> {
         push_u64(b, r.ip_proto as u64);
         b.push(b'\t');
         b.extend_from_slice(r.community_id.as_bytes());
+        if self.empty_tcp_note {
+            b.extend_from_slice(match (r.proto, r.empty_tcp_skipped) {
+                (Proto::Tcp, true) => b"\tT",
+                (Proto::Tcp, false) => b"\tF",
+                _ => b"\t-",
+            });
+        }
         b.push(b'\n');
     }
 
@@ -288,7 +310,15 @@ impl<W: Write> ConnLogWriter<W> {
         num(b, b",\"ip_proto\":", r.ip_proto as u64);
         b.extend_from_slice(b",\"community_id\":\"");
         b.extend_from_slice(r.community_id.as_bytes());
-        b.extend_from_slice(b"\"}\n");
+        b.push(b'"');
+        if self.empty_tcp_note && r.proto == Proto::Tcp {
+            b.extend_from_slice(if r.empty_tcp_skipped {
+                b",\"empty_tcp_skipped\":true"
+            } else {
+                b",\"empty_tcp_skipped\":false"
+            });
+        }
+        b.extend_from_slice(b"}\n");
     }
 
     /// Writes the `#close` line (TSV) and flushes.
@@ -351,7 +381,31 @@ mod tests {
             ),
             vlan: None,
             inner_vlan: None,
+            empty_tcp_skipped: false,
         }
+    }
+
+    #[test]
+    fn empty_tcp_note_is_a_column_only_when_asked() {
+        let mut r = record();
+        r.empty_tcp_skipped = true;
+        let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Tsv).with_empty_tcp_note(true);
+        w.write(&r).unwrap();
+        r.proto = Proto::Udp;
+        w.write(&r).unwrap();
+        let s = String::from_utf8(w.out).unwrap();
+        let lines: Vec<&str> = s.lines().collect();
+        assert!(lines[6].ends_with("\tcommunity_id\tempty_tcp_skipped"));
+        assert!(lines[7].ends_with("\tstring\tbool"));
+        assert!(lines[8].ends_with("\tT") && lines[9].ends_with("\t-"));
+        let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Json).with_empty_tcp_note(true);
+        r.proto = Proto::Tcp;
+        w.write(&r).unwrap();
+        assert!(String::from_utf8(w.out).unwrap().ends_with(",\"empty_tcp_skipped\":true}\n"));
+        // Without the option, Zeek's columns only, whatever the record says.
+        let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Tsv);
+        w.write(&r).unwrap();
+        assert!(!String::from_utf8(w.out).unwrap().contains("empty_tcp"));
     }
 
     #[test]

@@ -30,7 +30,7 @@
 //! | counters | INT64 INTEGER(64, unsigned) | `U64` (`orig_bytes`, `resp_bytes`: OPTIONAL, `OptU64`) |
 //! | IP addresses | FIXED_LEN_BYTE_ARRAY(16), IPv4 as v4-mapped `::ffff:a.b.c.d` | `Ip` |
 //! | strings | BYTE_ARRAY UTF8 (`service` OPTIONAL: null reads as "") | `Str` |
-//! | `local_orig`, `local_resp` | BOOLEAN | `Bool` |
+//! | `local_orig`, `local_resp`, `empty_tcp_skipped` | BOOLEAN | `Bool` |
 //!
 //! Flow rows are sorted by (bucket, client, server, server_port) within a
 //! file, connection and transaction rows by ts. See [`schema::FLOWS`] and

@@ -137,6 +137,8 @@ pub const CONNS: &[ColSpec] = &[
     col("community_id", Str, false, false, PLAIN),
     col("vlan", U16, true, true, PLAIN),
     col("inner_vlan", U16, true, true, PLAIN),
+    // capture --skip-empty-tcp: packet counts and history lack pure ACKs.
+    col("empty_tcp_skipped", Bool, false, false, PLAIN),
 ];
 
 /// A transaction table: the columns every transaction kind has (in this

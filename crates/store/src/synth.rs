@@ -286,6 +286,7 @@ pub fn conn(i: u64, start_ns: i64, step_ns: i64, uids: &mut UidGenerator) -> Con
         community_id: community_id_v1(&orig_h, &resp_h, ip_proto, orig_p, resp_p),
         vlan: i.is_multiple_of(4).then_some(100 + (i % 3) as u16),
         inner_vlan: i.is_multiple_of(8).then_some(7),
+        empty_tcp_skipped: false,
     }
 }
 

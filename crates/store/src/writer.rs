@@ -222,6 +222,7 @@ struct ConnBuf {
     community_id: Vec<CommunityId>,
     vlan: Vec<Option<u16>>,
     inner_vlan: Vec<Option<u16>>,
+    empty_tcp_skipped: Vec<bool>,
 }
 
 const CONN_ROW_BYTES: usize = std::mem::size_of::<ConnRecord>();
@@ -252,6 +253,7 @@ impl ConnBuf {
         self.community_id.push(r.community_id);
         self.vlan.push(r.vlan);
         self.inner_vlan.push(r.inner_vlan);
+        self.empty_tcp_skipped.push(r.empty_tcp_skipped);
     }
 
     fn clear(&mut self) {
@@ -280,7 +282,8 @@ impl ConnBuf {
             ip_proto,
             community_id,
             vlan,
-            inner_vlan
+            inner_vlan,
+            empty_tcp_skipped
         );
     }
 }
@@ -329,6 +332,7 @@ impl RowSource for ConnBuf {
             }),
             "vlan" => opt_i32(rows, |r| self.vlan[r].map(i32::from)),
             "inner_vlan" => opt_i32(rows, |r| self.inner_vlan[r].map(i32::from)),
+            "empty_tcp_skipped" => req_bool(rows, |r| self.empty_tcp_skipped[r]),
             other => unreachable!("conn column {other}"),
         }
     }

@@ -168,6 +168,7 @@ impl Conn {
             community_id: community_id_v1(&key.src, &key.dst, key.proto, key.sport, key.dport),
             vlan: self.vlan,
             inner_vlan: self.inner_vlan,
+            empty_tcp_skipped: false,
         }
     }
 }

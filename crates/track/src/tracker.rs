@@ -56,6 +56,12 @@ pub struct TrackerConfig {
     pub max_flows: usize,
     /// Application parsing (HTTP, MySQL, PostgreSQL, Redis, DNS); `None` = off.
     pub app: Option<AppConfig>,
+    /// TCP segments without payload and without SYN/FIN/RST never reach the
+    /// tracker (`capture --skip-empty-tcp` drops them in the kernel). Nothing
+    /// waits for them: byte counts come from sequence numbers and a
+    /// connection is closed by its FINs/RST, as without the filter. TCP conn
+    /// records say so, because packet counts and history then lack pure ACKs.
+    pub empty_tcp_skipped: bool,
 }
 
 impl Default for TrackerConfig {
@@ -80,6 +86,7 @@ impl Default for TrackerConfig {
             flow_interval_ns: 300 * SEC,
             max_flows: 1 << 20,
             app: None,
+            empty_tcp_skipped: false,
         }
     }
 }
@@ -898,6 +905,7 @@ impl Tracker {
                 .to_record(&e.key, uid.unwrap_or_else(|| uids.next_uid()))
         }) {
             r.service = service;
+            r.empty_tcp_skipped = self.cfg.empty_tcp_skipped && r.proto == Proto::Tcp;
             self.out.push(r);
         }
     }
