@@ -419,6 +419,13 @@ pub struct CaptureArgs {
 
     #[command(flatten)]
     pub app: AppArgs,
+
+    /// Read options from FILE, one `option = value` per line (names as the
+    /// long options above without dashes, flags `= true`, repeatable options
+    /// on several lines, `#` comments); options on the command line replace
+    /// the file's. See README, "Configuration file".
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Parses `500M`, `10G`, `1T`, `4096` (bytes; K/M/G/T are powers of 1024).

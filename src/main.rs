@@ -6,6 +6,7 @@
 
 mod capture;
 mod cli;
+mod config;
 mod output;
 mod progress;
 mod query;
@@ -16,7 +17,24 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let args = cli::Cli::parse();
+    let argv = match config::expand(std::env::args_os().collect()) {
+        Ok(a) => a,
+        Err(err) => {
+            eprintln!("wirelog: {err:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let from_file = argv.len() != std::env::args_os().len();
+    let args = match cli::Cli::try_parse_from(argv) {
+        Ok(a) => a,
+        Err(e) if from_file && e.use_stderr() => {
+            // clap names the option; say where its value may have come from.
+            let _ = e.print();
+            eprintln!("(options were also read from the --config file)");
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
     let result = match args.command {
         cli::Command::Read(opts) => read::run(opts),
         cli::Command::Query(opts) => query::run(opts),

@@ -385,6 +385,39 @@ fn skip_empty_tcp_keeps_bytes_with_fewer_packets() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// --config: the file's options apply, the command line's -i replaces the
+/// file's interfaces.
+#[test]
+fn config_file_options_apply_and_the_command_line_wins() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("config");
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("capture.conf");
+    std::fs::write(
+        &conf,
+        "# as an operator would write it\ninterface = nosuch0   # replaced by -i\n\
+         skip-empty-tcp = true\nworkers = 2\nfilter = \"tcp\"\n",
+    )
+    .unwrap();
+    let pcap = testdata("http_no_crlf/no_crlf.pcap");
+    let (conns, err) = live(&ns, &pcap, &dir, &["--config", conf.to_str().unwrap()]);
+    let file = read_conns(&pcap, &dir);
+    assert!(!conns.is_empty());
+    // skip-empty-tcp from the file: the note column, the same bytes and states.
+    assert!(conns.iter().all(|r| r.get("empty_tcp_skipped").map(String::as_str) == Some("T")), "{conns:?}");
+    let tcp: Vec<_> = file.into_iter().filter(|r| r["proto"] == "tcp").collect();
+    assert_same(
+        "--config",
+        &conns,
+        &tcp,
+        &["id.orig_h", "id.orig_p", "id.resp_p", "orig_bytes", "resp_bytes", "conn_state"],
+    );
+    // workers = 2 from the file.
+    let stats = err.lines().rev().find(|l| l.starts_with("wirelog: stats: ")).unwrap();
+    assert_eq!(stats.split("workers: ").nth(1).expect("per-worker counters").split(", ").count(), 2, "{stats}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Bad input fails before capturing, with one clear line and a non-zero
 /// exit (no root needed: nothing is opened).
 #[test]
@@ -407,6 +440,19 @@ fn bad_filter_and_missing_interface_fail_cleanly() {
     let (code, err) = run(&["capture", "-i", "lo", "--no-store", "--workers", "0"]);
     assert_ne!(code, Some(0));
     assert_eq!(err.lines().count(), 1, "{err}");
+    // A config file's mistakes are named by file and line.
+    let conf = tmp("bad.conf");
+    std::fs::write(&conf, "workers = 2\ncolour = red\n").unwrap();
+    let (code, err) = run(&["capture", "-i", "lo", "--no-store", "--config", conf.to_str().unwrap()]);
+    assert_ne!(code, Some(0));
+    assert_eq!(
+        err.trim(),
+        format!("wirelog: {}:2: unknown option \"colour\" (see `wirelog capture --help`)", conf.display())
+    );
+    let (code, err) = run(&["capture", "-i", "lo", "--config", "/nonexistent/wirelog.conf"]);
+    assert_ne!(code, Some(0));
+    assert_eq!(err.trim(), "wirelog: --config /nonexistent/wirelog.conf: No such file or directory (os error 2)");
+    let _ = std::fs::remove_file(&conf);
     // Without the right to open packet sockets (as nobody when run as root).
     let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
     let out = if is_root {
