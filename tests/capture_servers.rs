@@ -429,7 +429,8 @@ fn parse_access(line: &str) -> Access {
 /// is once in http.log with the same client port, method, URI, status and
 /// response size ($bytes_sent, headers included), and http.log has nothing
 /// else; conn.log has as many connections to the server as nginx accepted,
-/// and each carries the bytes nginx logged for its requests and responses.
+/// and each carries the bytes nginx logged for its requests and responses;
+/// the store (`wirelog query http`) has the same requests and bytes.
 #[test]
 fn nginx_access_log_equals_http_log() {
     if !requirements(&["nginx", "wrk", "curl"]) {
@@ -575,6 +576,34 @@ fn nginx_access_log_equals_http_log() {
         t0.elapsed().as_secs_f64()
     );
     assert!(http.len() > 300, "too few requests for a meaningful comparison: {}", http.len());
+    // The store has the same requests: `wirelog query` counts them per status.
+    let q = Command::new(BIN)
+        .args(["query", "http", "--by", "status_code", "--format", "csv", "--store"])
+        .arg(dir.join("store"))
+        .output()
+        .expect("run wirelog query");
+    assert!(q.status.success(), "query: {}", String::from_utf8_lossy(&q.stderr));
+    let text = String::from_utf8_lossy(&q.stdout).into_owned();
+    let head: Vec<&str> = text.lines().next().unwrap_or("").split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name} in {text}"));
+    let (sc, cnt, rb) = (col("status_code"), col("count"), col("response_bytes"));
+    let stored: BTreeMap<u64, (u64, u64)> = text
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let n = |i: usize| f[i].parse::<u64>().unwrap_or_else(|_| panic!("query row {l}"));
+            (n(sc), (n(cnt), n(rb)))
+        })
+        .collect();
+    let mut expected: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for a in &access {
+        let e = expected.entry(a.status).or_default();
+        e.0 += 1;
+        e.1 += a.bytes_sent;
+    }
+    assert_eq!(stored, expected, "the store's (requests, response bytes) per status vs nginx's log");
+    println!("nginx: the store's requests and response bytes per status equal nginx's log: {stored:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -755,7 +784,11 @@ fn mariadb_counters_equal_mysql_log() {
         let executed_verb = count_by(&recs, |r| if r["cmd"] == "stmt_execute" { verb(r) } else { String::new() });
         let mut pairs: Vec<(String, i64, i64)> = Vec::new();
         let mut pair = |what: &str, ours: i64, counter: &str| {
-            pairs.push((what.to_string(), ours, d.get(counter).copied().unwrap_or(0)));
+            pairs.push((
+                what.to_string(),
+                ours,
+                *d.get(counter).unwrap_or_else(|| panic!("no {counter} in SHOW GLOBAL STATUS")),
+            ));
         };
         let c = |m: &BTreeMap<String, i64>, k: &str| m.get(k).copied().unwrap_or(0);
         // Statements run by COM_QUERY or COM_STMT_EXECUTE count in the
