@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps)
+PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps
+      # the servers and clients of tests/capture_servers.rs
+      nginx wrk curl mariadb-server mariadb-client sysbench dnsmasq-base dnsutils)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -18,8 +20,21 @@ if ((${#missing[@]})); then
     fi
     export DEBIAN_FRONTEND=noninteractive
     echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+    # The packages' own daemons (nginx, MariaDB) are not started on the host:
+    # the tests start their servers themselves, in namespaces.
+    own_policy=0
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod 755 /usr/sbin/policy-rc.d
+        own_policy=1
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    if ((own_policy)); then
+        rm -f /usr/sbin/policy-rc.d
+        trap - EXIT
+    fi
 fi
 
 # DuckDB (from PyPI) reads the store in tests/store_duckdb.rs.
