@@ -363,7 +363,7 @@ impl Worker {
                 any = true;
                 let framing = block.framing();
                 let is_any = block.is_any();
-                let (mut packets, mut bytes, mut not_decoded) = (0u64, 0u64, 0u64);
+                let (mut packets, mut bytes, mut not_ip, mut not_decoded) = (0u64, 0u64, 0u64, 0u64);
                 while let Some(p) = block.next_packet() {
                     packets += 1;
                     bytes += p.wire_len as u64;
@@ -371,7 +371,7 @@ impl Worker {
                         Framing::Ethernet => LinkType::ETHERNET,
                         Framing::Cooked if p.is_ip() => LinkType::RAW,
                         Framing::Cooked => {
-                            not_decoded += 1;
+                            not_ip += 1;
                             continue;
                         }
                     };
@@ -396,10 +396,14 @@ impl Worker {
                             tracker.packet(p.ts_ns, iface, &ip);
                         }
                         Decoded::Skipped(SkipReason::FragmentHeld) => {}
+                        Decoded::Skipped(SkipReason::NotIp) => not_ip += 1,
                         Decoded::Skipped(_) => not_decoded += 1,
                     }
                 }
                 counters.add_batch(packets, bytes);
+                if not_ip > 0 {
+                    counters.not_ip.fetch_add(not_ip, std::sync::atomic::Ordering::Relaxed);
+                }
                 if not_decoded > 0 {
                     counters.not_decoded.fetch_add(not_decoded, std::sync::atomic::Ordering::Relaxed);
                 }

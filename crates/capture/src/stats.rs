@@ -23,7 +23,11 @@ pub struct WorkerCounters {
     pub evicted: AtomicU64,
     /// Flows written before their bucket ended because the flow table was full.
     pub flows_early: AtomicU64,
-    /// Packets not decoded (non-IP, truncated, malformed, unknown link).
+    /// Packets that are not IP (ARP, LLDP, STP...): expected on any link,
+    /// counted apart so that `not_decoded` means something went wrong.
+    pub not_ip: AtomicU64,
+    /// IP packets not decoded (truncated, malformed, tunnels not decoded,
+    /// fragments dropped).
     pub not_decoded: AtomicU64,
 }
 
@@ -37,6 +41,7 @@ pub struct WorkerStats {
     pub kernel_freezes: u64,
     pub evicted: u64,
     pub flows_early: u64,
+    pub not_ip: u64,
     pub not_decoded: u64,
 }
 
@@ -50,6 +55,7 @@ impl WorkerCounters {
             kernel_freezes: self.kernel_freezes.load(Relaxed),
             evicted: self.evicted.load(Relaxed),
             flows_early: self.flows_early.load(Relaxed),
+            not_ip: self.not_ip.load(Relaxed),
             not_decoded: self.not_decoded.load(Relaxed),
         }
     }
@@ -78,6 +84,7 @@ impl CaptureStats {
             kernel_freezes: t.kernel_freezes + w.kernel_freezes,
             evicted: t.evicted + w.evicted,
             flows_early: t.flows_early + w.flows_early,
+            not_ip: t.not_ip + w.not_ip,
             not_decoded: t.not_decoded + w.not_decoded,
         })
     }
@@ -89,8 +96,8 @@ impl fmt::Display for CaptureStats {
         let t = self.total();
         write!(
             f,
-            "{} packets, {} bytes; kernel: {} packets, {} dropped ({} ring-full events); probe: {} connections evicted, {} flows written early, {} packets not decoded",
-            t.packets, t.bytes, t.kernel_packets, t.kernel_drops, t.kernel_freezes, t.evicted, t.flows_early, t.not_decoded
+            "{} packets, {} bytes; kernel: {} packets, {} dropped ({} ring-full events); probe: {} connections evicted, {} flows written early, {} packets not IP, {} packets not decoded",
+            t.packets, t.bytes, t.kernel_packets, t.kernel_drops, t.kernel_freezes, t.evicted, t.flows_early, t.not_ip, t.not_decoded
         )?;
         if self.workers.len() > 1 {
             let per: Vec<String> = self
