@@ -50,8 +50,8 @@ pub fn fingerprint_dialect(sql: &str, dialect: Dialect) -> String {
     }
     let mut out = String::with_capacity(sql.len().min(4096));
     lex(sql.as_bytes(), dialect, Mode::Fingerprint, &mut out);
-    let out = collapse_lists(&out);
-    let out = collapse_limit(&out);
+    let out = collapse_lists(out);
+    let out = collapse_limit(out);
     drop_order_by_asc(out)
 }
 
@@ -193,6 +193,8 @@ fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
         *space = false;
         // Input may not be UTF-8 in places: keep what decodes, replace the rest.
         match std::str::from_utf8(t) {
+            // ASCII lower-cases byte for byte (Unicode's mapping agrees there).
+            Ok(t) if fp && t.is_ascii() => out.extend(t.bytes().map(|b| b.to_ascii_lowercase() as char)),
             Ok(t) if fp => out.extend(t.chars().flat_map(|c| c.to_lowercase())),
             Ok(t) => out.push_str(t),
             Err(_) => out.push_str(&String::from_utf8_lossy(t)),
@@ -386,22 +388,32 @@ fn skip_ws(s: &[u8], mut i: usize) -> usize {
 }
 
 /// `in (?, ?)` -> `in(?+)`; `values (?, ?), (?, ?)` -> `values(?+)`; other
-/// multi-row VALUES lists keep their first row only.
-fn collapse_lists(fp: &str) -> String {
+/// multi-row VALUES lists keep their first row only. Most statements have no
+/// such list: they are returned as they are, without a copy.
+fn collapse_lists(fp: String) -> String {
     let s = fp.as_bytes();
-    let mut out = Vec::with_capacity(s.len());
+    // Built from the first list on.
+    let mut out: Option<Vec<u8>> = None;
     let mut i = 0;
     while i < s.len() {
-        let kw = [&b"values"[..], b"value", b"in"].into_iter().find(|w| word_at(s, i, w));
+        let kw = if matches!(s[i], b'v' | b'i') {
+            [&b"values"[..], b"value", b"in"].into_iter().find(|w| word_at(s, i, w))
+        } else {
+            None
+        };
         let Some(kw) = kw else {
-            out.push(s[i]);
+            if let Some(out) = out.as_mut() {
+                out.push(s[i]);
+            }
             i += 1;
             continue;
         };
         let after = i + kw.len();
         let mut j = skip_ws(s, after);
         if s.get(j) != Some(&b'(') {
-            out.extend_from_slice(kw);
+            if let Some(out) = out.as_mut() {
+                out.extend_from_slice(kw);
+            }
             i = after;
             continue;
         }
@@ -419,10 +431,17 @@ fn collapse_lists(fp: &str) -> String {
             }
         }
         let Some(&(g0, g0_end)) = groups.first() else {
-            out.extend_from_slice(kw);
+            if let Some(out) = out.as_mut() {
+                out.extend_from_slice(kw);
+            }
             i = after;
             continue;
         };
+        let out = out.get_or_insert_with(|| {
+            let mut o = Vec::with_capacity(s.len());
+            o.extend_from_slice(&s[..i]);
+            o
+        });
         let only_placeholders =
             groups.iter().all(|&(a, b)| s[a + 1..b - 1].iter().all(|&c| matches!(c, b'?' | b',' | b' ')));
         out.extend_from_slice(kw);
@@ -434,25 +453,28 @@ fn collapse_lists(fp: &str) -> String {
         }
         i = groups.last().map_or(g0_end, |g| g.1);
     }
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    match out {
+        None => fp,
+        Some(out) => String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    }
 }
 
 /// `limit ?, ?` / `limit ?,?` / `limit ? offset ?` -> `limit ?`.
-fn collapse_limit(fp: &str) -> String {
+fn collapse_limit(mut fp: String) -> String {
     let Some(p) = fp.find("limit ?") else {
-        return fp.to_string();
+        return fp;
     };
     if !word_at(fp.as_bytes(), p, b"limit") {
-        return fp.to_string();
+        return fp;
     }
     let head = p + "limit ?".len();
-    let rest = &fp[head..];
     for tail in [", ?", ",?", " offset ?"] {
-        if let Some(r) = rest.strip_prefix(tail) {
-            return format!("{}{}", &fp[..head], r);
+        if fp[head..].starts_with(tail) {
+            fp.replace_range(head..head + tail.len(), "");
+            return fp;
         }
     }
-    fp.to_string()
+    fp
 }
 
 /// Drops ` asc` after the first `order by` (ascending is the default).
@@ -461,9 +483,12 @@ fn drop_order_by_asc(fp: String) -> String {
         return fp;
     };
     let (head, tail) = fp.split_at(p);
+    let t = tail.as_bytes();
+    if !(0..t.len()).any(|i| t[i] == b' ' && word_at(t, i + 1, b"asc")) {
+        return fp;
+    }
     let mut out = String::with_capacity(fp.len());
     out.push_str(head);
-    let t = tail.as_bytes();
     let mut i = 0;
     while i < t.len() {
         if t[i] == b' ' && word_at(t, i + 1, b"asc") {

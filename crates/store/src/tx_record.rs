@@ -185,7 +185,11 @@ mod tests {
     use wirelog_record::{IpAddr16, UidGenerator};
 
     fn rec(protocol: Protocol, detail: Detail) -> TxRecord {
-        let span = |t: i64| Span { first_ns: t, last_ns: t + 10, bytes: 20 };
+        let span = |t: i64| Span {
+            first_ns: t,
+            last_ns: t + 10,
+            bytes: 20,
+        };
         TxRecord {
             uid: UidGenerator::new(1).next_uid(),
             orig_h: IpAddr16::from_v4([10, 0, 0, 1]),
@@ -208,17 +212,52 @@ mod tests {
         let dns = DnsTx {
             qname: "a.example".into(),
             answers: vec![
-                DnsAnswer { name: "a.example".into(), rtype: 1, class: 1, ttl: 60, data: "1.2.3.4".into() },
-                DnsAnswer { name: "a.example".into(), rtype: 1, class: 1, ttl: 30, data: "5.6.7.8".into() },
+                DnsAnswer {
+                    name: "a.example".into(),
+                    rtype: 1,
+                    class: 1,
+                    ttl: 60,
+                    data: "1.2.3.4".into(),
+                },
+                DnsAnswer {
+                    name: "a.example".into(),
+                    rtype: 1,
+                    class: 1,
+                    ttl: 30,
+                    data: "5.6.7.8".into(),
+                },
             ],
             ..Default::default()
         };
-        let mysql = MysqlTx { command: "query", query: Some("select 1".into()), ..Default::default() };
+        let mysql = MysqlTx {
+            command: "query",
+            query: Some("select 1".into()),
+            ..Default::default()
+        };
         let records = [
-            rec(Protocol::Http, Detail::Http(HttpTx { method: "GET".into(), status_code: 200, ..Default::default() })),
+            rec(
+                Protocol::Http,
+                Detail::Http(HttpTx {
+                    method: "GET".into(),
+                    status_code: 200,
+                    ..Default::default()
+                }),
+            ),
             rec(Protocol::Mysql, Detail::Mysql(mysql)),
-            rec(Protocol::Pgsql, Detail::Pgsql(PgsqlTx { kind: "query", ..Default::default() })),
-            rec(Protocol::Redis, Detail::Redis(RedisTx { command: "GET".into(), ..Default::default() })),
+            rec(
+                Protocol::Pgsql,
+                Detail::Pgsql(PgsqlTx {
+                    kind: "query",
+                    ..Default::default()
+                }),
+            ),
+            rec(
+                Protocol::Redis,
+                Detail::Redis(RedisTx {
+                    command: "GET".into(),
+                    ..Default::default()
+                }),
+            ),
             rec(Protocol::Dns, Detail::Dns(dns)),
         ];
         for r in &records {

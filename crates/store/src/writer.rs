@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::TypePtr;
-use wirelog_record::{CommunityId, ConnRecord, ConnState, FlowRecord, History, Proto, TxRecord, Uid};
+use wirelog_record::{
+    CommunityId, ConnRecord, ConnState, FlowRecord, History, Proto, TxRecord, Uid,
+};
 
 use crate::batch::Kind;
 use crate::encode::{
