@@ -194,7 +194,11 @@ fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
         // Input may not be UTF-8 in places: keep what decodes, replace the rest.
         match std::str::from_utf8(t) {
             // ASCII lower-cases byte for byte (Unicode's mapping agrees there).
-            Ok(t) if fp && t.is_ascii() => out.extend(t.bytes().map(|b| b.to_ascii_lowercase() as char)),
+            Ok(t) if fp && t.is_ascii() => {
+                let start = out.len();
+                out.push_str(t);
+                out[start..].make_ascii_lowercase();
+            }
             Ok(t) if fp => out.extend(t.chars().flat_map(|c| c.to_lowercase())),
             Ok(t) => out.push_str(t),
             Err(_) => out.push_str(&String::from_utf8_lossy(t)),

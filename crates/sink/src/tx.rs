@@ -504,6 +504,20 @@ fn push_hex_escape(b: &mut Vec<u8>, c: u8) {
     b.extend_from_slice(&[b'\\', b'x', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]);
 }
 
+/// Bytes [`tsv_text`] escapes anywhere: control bytes (the tab separator
+/// among them), DEL and the backslash; one lookup per byte of text.
+static TSV_ESCAPED: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = true;
+        c += 1;
+    }
+    t[0x7f] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
 /// Zeek's ASCII escaping: separators, backslashes and non-printable bytes
 /// become `\xNN`, so one record stays one line whatever the traffic held.
 fn tsv_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
@@ -519,7 +533,7 @@ fn tsv_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
     let s = s.as_bytes();
     let mut run = 0;
     for (i, &c) in s.iter().enumerate() {
-        if c == b'\t' || c == b'\\' || c < 0x20 || c == 0x7f || (in_set && c == b',') {
+        if TSV_ESCAPED[c as usize] || (in_set && c == b',') {
             b.extend_from_slice(&s[run..i]);
             push_hex_escape(b, c);
             run = i + 1;
