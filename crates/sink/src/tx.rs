@@ -529,17 +529,38 @@ fn tsv_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
         b.extend_from_slice(b"\\x2d");
         return;
     }
-    // Runs between escaped bytes are copied whole: text rarely needs any.
+    // Runs between escaped bytes are copied whole: text rarely needs any,
+    // so eight bytes at a time are checked while none does.
     let s = s.as_bytes();
     let mut run = 0;
-    for (i, &c) in s.iter().enumerate() {
+    let mut i = 0;
+    while i < s.len() {
+        if let Some(w) = s.get(i..i + 8) {
+            if !tsv_escapes_any(u64::from_le_bytes(w.try_into().unwrap_or_default()), in_set) {
+                i += 8;
+                continue;
+            }
+        }
+        let c = s[i];
         if TSV_ESCAPED[c as usize] || (in_set && c == b',') {
             b.extend_from_slice(&s[run..i]);
             push_hex_escape(b, c);
             run = i + 1;
         }
+        i += 1;
     }
     b.extend_from_slice(&s[run..]);
+}
+
+/// Whether any of the eight bytes in `w` is one [`tsv_text`] escapes (exact:
+/// the classic "has a byte less than n" / "has a zero byte" word tests).
+fn tsv_escapes_any(w: u64, in_set: bool) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * n as u64) & !x & HIGH;
+    let equal = |v: u8| below(w ^ (ONES * v as u64), 1);
+    let set_sep = if in_set { equal(b',') } else { 0 };
+    below(w, 0x20) | equal(b'\\') | equal(0x7f) | set_sep != 0
 }
 
 fn json_str(b: &mut Vec<u8>, s: &str) {
@@ -741,5 +762,30 @@ mod tests {
         let s = json(&r);
         assert!(s.starts_with("{\"ts\":1.000000,\"uid\":\""), "{s}");
         assert!(s.ends_with(",\"params\":[\"1\",\"a,b\"],\"status\":\"ok\",\"request_bytes\":28,\"response_bytes\":284,\"latency\":0.061782,\"first_byte_latency\":0.061782}\n"), "{s}");
+    }
+
+    #[test]
+    fn word_test_agrees_with_the_byte_table() {
+        for c in 0..=255u8 {
+            for at in 0..8 {
+                let mut w = *b"abcdefgh";
+                w[at] = c;
+                for in_set in [false, true] {
+                    let want = TSV_ESCAPED[c as usize] || (in_set && c == b',');
+                    assert_eq!(
+                        tsv_escapes_any(u64::from_le_bytes(w), in_set),
+                        want,
+                        "{c:#x} at {at}"
+                    );
+                }
+            }
+        }
+        let mut b = Vec::new();
+        tsv_text(
+            &mut b,
+            "select * from t where a = 'x\ty' and b in (1,2)",
+            true,
+        );
+        assert_eq!(b, b"select * from t where a = 'x\\x09y' and b in (1\\x2c2)");
     }
 }
