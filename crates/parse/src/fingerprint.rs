@@ -191,14 +191,15 @@ fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
             out.push(' ');
         }
         *space = false;
+        // Tokens are nearly always ASCII: copied (and lower-cased, which
+        // Unicode's mapping agrees with there) byte for byte, without the
+        // UTF-8 check a token's few bytes would cost more than.
+        if fp && t.is_ascii() {
+            out.extend(t.iter().map(|&b| char::from(b.to_ascii_lowercase())));
+            return;
+        }
         // Input may not be UTF-8 in places: keep what decodes, replace the rest.
         match std::str::from_utf8(t) {
-            // ASCII lower-cases byte for byte (Unicode's mapping agrees there).
-            Ok(t) if fp && t.is_ascii() => {
-                let start = out.len();
-                out.push_str(t);
-                out[start..].make_ascii_lowercase();
-            }
             Ok(t) if fp => out.extend(t.chars().flat_map(|c| c.to_lowercase())),
             Ok(t) => out.push_str(t),
             Err(_) => out.push_str(&String::from_utf8_lossy(t)),
@@ -463,9 +464,17 @@ fn collapse_lists(fp: String) -> String {
     }
 }
 
+/// `str::find` for the short ASCII needles here: sets up no searcher, which
+/// costs more than scanning a statement's few dozen bytes.
+fn find(haystack: &str, needle: &str) -> Option<usize> {
+    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
+    let first = *n.first()?;
+    (0..(h.len() + 1).saturating_sub(n.len())).find(|&i| h[i] == first && h[i..].starts_with(n))
+}
+
 /// `limit ?, ?` / `limit ?,?` / `limit ? offset ?` -> `limit ?`.
 fn collapse_limit(mut fp: String) -> String {
-    let Some(p) = fp.find("limit ?") else {
+    let Some(p) = find(&fp, "limit ?") else {
         return fp;
     };
     if !word_at(fp.as_bytes(), p, b"limit") {
@@ -483,7 +492,7 @@ fn collapse_limit(mut fp: String) -> String {
 
 /// Drops ` asc` after the first `order by` (ascending is the default).
 fn drop_order_by_asc(fp: String) -> String {
-    let Some(p) = fp.find("order by ") else {
+    let Some(p) = find(&fp, "order by ") else {
         return fp;
     };
     let (head, tail) = fp.split_at(p);
