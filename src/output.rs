@@ -20,7 +20,7 @@ use wirelog_parse::Protocol;
 use wirelog_record::{ConnRecord, ConnState, FlowRecord, TxRecord};
 use wirelog_sink::{tx_log_name, ConnLogWriter, FlowLogWriter, LogFormat, TxLogWriter};
 use wirelog_store::compact::{Compactor, CompactorOptions};
-use wirelog_store::{tx_kind, Store, StoreOptions, TxRow};
+use wirelog_store::{Store, StoreOptions};
 
 /// Batches in flight between the packet path and the writer (per producer
 /// about one; live capture has one producer per worker).
@@ -109,7 +109,6 @@ struct Writer {
     /// Directory and format for the transaction logs, opened at their first record.
     tx_logs: Option<(PathBuf, LogFormat)>,
     tx_writers: Vec<(Protocol, TxLogWriter<LogOut>)>,
-    tx_rows: Vec<TxRow>,
     store: Option<Store>,
     compactor: Option<Compactor>,
     summary: OutputSummary,
@@ -168,7 +167,6 @@ impl Output {
             flow_log: flow_out.map(|o| FlowLogWriter::new(o, cfg.format)),
             tx_logs: cfg.logs.clone().map(|d| (d, cfg.format)),
             tx_writers: Vec::new(),
-            tx_rows: Vec::new(),
             store,
             compactor,
             summary: OutputSummary::default(),
@@ -304,19 +302,7 @@ impl Writer {
             }
         }
         if let Some(st) = self.store.as_mut() {
-            // One append per kind: the store checks and buffers rows in bulk.
-            for p in Protocol::ALL {
-                self.tx_rows.clear();
-                let rows = batch
-                    .txs
-                    .iter()
-                    .filter(|t| t.protocol == p)
-                    .map(TxRow::from_record);
-                self.tx_rows.extend(rows);
-                if !self.tx_rows.is_empty() {
-                    st.append_tx(tx_kind(p), &self.tx_rows)?;
-                }
-            }
+            st.append_tx_records(&batch.txs)?;
         }
         Ok(())
     }

@@ -24,15 +24,18 @@
 mod streams;
 
 /// Counts live heap bytes, so `streams` can tell memory held from memory the
-/// allocator merely kept (RSS). One relaxed atomic per allocation: nothing on
-/// the measured packet paths allocates per packet.
+/// allocator merely kept (RSS), and allocation calls, so `pipeline` can say
+/// what each transaction costs the allocator. Relaxed atomics per allocation:
+/// nothing on the measured packet paths allocates per packet.
 struct CountingAlloc;
 
 static LIVE_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static ALLOC_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 // SAFETY: forwards to the system allocator unchanged; only counts sizes.
 unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+        ALLOC_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         LIVE_BYTES.fetch_add(l.size(), std::sync::atomic::Ordering::Relaxed);
         std::alloc::System.alloc(l)
     }
@@ -41,6 +44,7 @@ unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
         std::alloc::System.dealloc(p, l)
     }
     unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
+        ALLOC_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         LIVE_BYTES.fetch_add(new, std::sync::atomic::Ordering::Relaxed);
         LIVE_BYTES.fetch_sub(l.size(), std::sync::atomic::Ordering::Relaxed);
         std::alloc::System.realloc(p, l, new)
@@ -53,6 +57,11 @@ static ALLOC: CountingAlloc = CountingAlloc;
 /// Heap bytes currently allocated by this process.
 pub fn live_heap_bytes() -> usize {
     LIVE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Allocation and reallocation calls so far.
+pub fn alloc_calls() -> usize {
+    ALLOC_CALLS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 use std::io::{BufWriter, Write};
@@ -285,6 +294,7 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool, parse:
     let mut transactions = 0u64;
     // Hashes of the packets SLOT_AHEAD ahead, so the entry stage reuses them.
     let mut hashes = [u64::MAX; 32];
+    let allocs0 = alloc_calls();
     let cpu0 = thread_cpu_ns();
     let t0 = Instant::now();
     for (i, r) in c.pkts.iter().enumerate() {
@@ -324,10 +334,11 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool, parse:
     let flows = tracker.take_flows().count();
     let wall = t0.elapsed().as_nanos() as f64;
     let cpu = (thread_cpu_ns() - cpu0) as f64;
+    let allocs = alloc_calls() - allocs0;
     let n = c.pkts.len() as f64;
     let st = tracker.stats();
     format!(
-        "packets={} ns_per_packet={:.1} cpu_ns_per_packet={:.1} wall_s={:.3} connections={} records={} peak_connections={} evicted={} bytes_per_connection={} flows={} bytes_per_flow={} max_rss_mb={:.0} parse={} transactions={} stream_buffer_after={}",
+        "packets={} ns_per_packet={:.1} cpu_ns_per_packet={:.1} wall_s={:.3} connections={} records={} peak_connections={} evicted={} bytes_per_connection={} flows={} bytes_per_flow={} max_rss_mb={:.0} parse={} transactions={} stream_buffer_after={} allocs={} allocs_per_transaction={:.2}",
         c.pkts.len(),
         wall / n,
         cpu / n,
@@ -342,7 +353,9 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool, parse:
         max_rss_mb(),
         parse,
         transactions,
-        tracker.stream_buffer_bytes()
+        tracker.stream_buffer_bytes(),
+        allocs,
+        allocs as f64 / transactions.max(1) as f64
     )
 }
 

@@ -50,8 +50,8 @@ pub fn fingerprint_dialect(sql: &str, dialect: Dialect) -> String {
     }
     let mut out = String::with_capacity(sql.len().min(4096));
     lex(sql.as_bytes(), dialect, Mode::Fingerprint, &mut out);
-    let out = collapse_lists(&out);
-    let out = collapse_limit(&out);
+    let out = collapse_lists(out);
+    let out = collapse_limit(out);
     drop_order_by_asc(out)
 }
 
@@ -191,6 +191,13 @@ fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
             out.push(' ');
         }
         *space = false;
+        // Tokens are nearly always ASCII: copied (and lower-cased, which
+        // Unicode's mapping agrees with there) byte for byte, without the
+        // UTF-8 check a token's few bytes would cost more than.
+        if fp && t.is_ascii() {
+            out.extend(t.iter().map(|&b| char::from(b.to_ascii_lowercase())));
+            return;
+        }
         // Input may not be UTF-8 in places: keep what decodes, replace the rest.
         match std::str::from_utf8(t) {
             Ok(t) if fp => out.extend(t.chars().flat_map(|c| c.to_lowercase())),
@@ -386,22 +393,32 @@ fn skip_ws(s: &[u8], mut i: usize) -> usize {
 }
 
 /// `in (?, ?)` -> `in(?+)`; `values (?, ?), (?, ?)` -> `values(?+)`; other
-/// multi-row VALUES lists keep their first row only.
-fn collapse_lists(fp: &str) -> String {
+/// multi-row VALUES lists keep their first row only. Most statements have no
+/// such list: they are returned as they are, without a copy.
+fn collapse_lists(fp: String) -> String {
     let s = fp.as_bytes();
-    let mut out = Vec::with_capacity(s.len());
+    // Built from the first list on.
+    let mut out: Option<Vec<u8>> = None;
     let mut i = 0;
     while i < s.len() {
-        let kw = [&b"values"[..], b"value", b"in"].into_iter().find(|w| word_at(s, i, w));
+        let kw = if matches!(s[i], b'v' | b'i') {
+            [&b"values"[..], b"value", b"in"].into_iter().find(|w| word_at(s, i, w))
+        } else {
+            None
+        };
         let Some(kw) = kw else {
-            out.push(s[i]);
+            if let Some(out) = out.as_mut() {
+                out.push(s[i]);
+            }
             i += 1;
             continue;
         };
         let after = i + kw.len();
         let mut j = skip_ws(s, after);
         if s.get(j) != Some(&b'(') {
-            out.extend_from_slice(kw);
+            if let Some(out) = out.as_mut() {
+                out.extend_from_slice(kw);
+            }
             i = after;
             continue;
         }
@@ -419,10 +436,17 @@ fn collapse_lists(fp: &str) -> String {
             }
         }
         let Some(&(g0, g0_end)) = groups.first() else {
-            out.extend_from_slice(kw);
+            if let Some(out) = out.as_mut() {
+                out.extend_from_slice(kw);
+            }
             i = after;
             continue;
         };
+        let out = out.get_or_insert_with(|| {
+            let mut o = Vec::with_capacity(s.len());
+            o.extend_from_slice(&s[..i]);
+            o
+        });
         let only_placeholders =
             groups.iter().all(|&(a, b)| s[a + 1..b - 1].iter().all(|&c| matches!(c, b'?' | b',' | b' ')));
         out.extend_from_slice(kw);
@@ -434,36 +458,50 @@ fn collapse_lists(fp: &str) -> String {
         }
         i = groups.last().map_or(g0_end, |g| g.1);
     }
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    match out {
+        None => fp,
+        Some(out) => String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    }
+}
+
+/// `str::find` for the short ASCII needles here: sets up no searcher, which
+/// costs more than scanning a statement's few dozen bytes.
+fn find(haystack: &str, needle: &str) -> Option<usize> {
+    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
+    let first = *n.first()?;
+    (0..(h.len() + 1).saturating_sub(n.len())).find(|&i| h[i] == first && h[i..].starts_with(n))
 }
 
 /// `limit ?, ?` / `limit ?,?` / `limit ? offset ?` -> `limit ?`.
-fn collapse_limit(fp: &str) -> String {
-    let Some(p) = fp.find("limit ?") else {
-        return fp.to_string();
+fn collapse_limit(mut fp: String) -> String {
+    let Some(p) = find(&fp, "limit ?") else {
+        return fp;
     };
     if !word_at(fp.as_bytes(), p, b"limit") {
-        return fp.to_string();
+        return fp;
     }
     let head = p + "limit ?".len();
-    let rest = &fp[head..];
     for tail in [", ?", ",?", " offset ?"] {
-        if let Some(r) = rest.strip_prefix(tail) {
-            return format!("{}{}", &fp[..head], r);
+        if fp[head..].starts_with(tail) {
+            fp.replace_range(head..head + tail.len(), "");
+            return fp;
         }
     }
-    fp.to_string()
+    fp
 }
 
 /// Drops ` asc` after the first `order by` (ascending is the default).
 fn drop_order_by_asc(fp: String) -> String {
-    let Some(p) = fp.find("order by ") else {
+    let Some(p) = find(&fp, "order by ") else {
         return fp;
     };
     let (head, tail) = fp.split_at(p);
+    let t = tail.as_bytes();
+    if !(0..t.len()).any(|i| t[i] == b' ' && word_at(t, i + 1, b"asc")) {
+        return fp;
+    }
     let mut out = String::with_capacity(fp.len());
     out.push_str(head);
-    let t = tail.as_bytes();
     let mut i = 0;
     while i < t.len() {
         if t[i] == b' ' && word_at(t, i + 1, b"asc") {

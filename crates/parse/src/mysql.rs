@@ -19,6 +19,7 @@
 //! COM_STMT_EXECUTE are not decoded (the parameters are then left empty).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::fingerprint;
 use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
@@ -41,10 +42,11 @@ pub struct MysqlTx {
     pub statement_id: Option<u32>,
     /// COM_STMT_EXECUTE parameter values as text (`?` each when redacting).
     pub params: Vec<String>,
-    /// Current database when the command was sent.
-    pub database: Option<String>,
-    pub user: Option<String>,
-    pub server_version: Option<String>,
+    /// Current database when the command was sent. Shared with the
+    /// connection's other transactions (these three are per connection).
+    pub database: Option<Arc<str>>,
+    pub user: Option<Arc<str>>,
+    pub server_version: Option<Arc<str>>,
     pub affected_rows: Option<u64>,
     pub insert_id: Option<u64>,
     /// Rows of the result set(s); for COM_STMT_PREPARE none.
@@ -294,9 +296,9 @@ pub struct MysqlParser {
     client_caps: Option<u32>,
     /// None until known: from the handshake, or learnt from a result set.
     deprecate_eof: Option<bool>,
-    user: Option<String>,
-    database: Option<String>,
-    server_version: Option<String>,
+    user: Option<Arc<str>>,
+    database: Option<Arc<str>>,
+    server_version: Option<Arc<str>>,
     pending: Option<Pending>,
     stmts: HashMap<u32, Stmt>,
     gave_up: Option<GiveUp>,
@@ -426,7 +428,7 @@ impl MysqlParser {
         });
         if status == TxStatus::Ok {
             if let Some(db) = p.new_db {
-                self.database = Some(db);
+                self.database = Some(db.into());
             }
         }
         out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Mysql(p.tx) });
@@ -557,7 +559,7 @@ impl MysqlParser {
             }
             COM_CHANGE_USER => {
                 let mut pos = 0;
-                let user = text(cstr(arg, &mut pos));
+                let user: Arc<str> = text(cstr(arg, &mut pos)).into();
                 self.user = Some(user.clone());
                 tx.user = Some(user);
             }
@@ -632,9 +634,9 @@ impl MysqlParser {
         self.client_caps = Some(caps);
         let both = caps & self.server_caps.unwrap_or(caps);
         self.deprecate_eof = Some(both & CLIENT_DEPRECATE_EOF != 0);
-        self.user = Some(user);
+        self.user = Some(user.into());
         if db.is_some() {
-            self.database = db;
+            self.database = db.map(Into::into);
         }
         let tx = self.new_tx(LOGIN);
         self.pending = Some(Pending {
@@ -653,7 +655,7 @@ impl MysqlParser {
 
     fn greeting(&mut self, p: &[u8]) {
         let mut pos = 1;
-        self.server_version = Some(text(cstr(p, &mut pos)));
+        self.server_version = Some(text(cstr(p, &mut pos)).into());
         // conn id (4), auth data part 1 (8), filler (1), caps low (2),
         // charset (1), status (2), caps high (2).
         pos += 13;

@@ -4,10 +4,12 @@
 //! mysql.log), so `zeek-cut` and existing parsers keep working; the latency
 //! and size fields every transaction has come last.
 //!
-//! Transactions are fewer than packets by orders of magnitude, so records
-//! are turned into a small list of values first and formatted from it: one
-//! formatter for both formats and all five logs.
+//! Each record's fields are written in order through one [`Line`], which
+//! formats every value straight into the output line in either format: one
+//! formatter for both formats and all five logs, and no per-record
+//! allocation (a busy database makes tens of thousands of records a second).
 
+use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use wirelog_parse::{Detail, Protocol, TxStatus};
@@ -15,19 +17,6 @@ use wirelog_record::{IpAddr16, TxRecord};
 
 use crate::zeek::{now_secs, push_u64, write_addr, write_secs, zeek_datetime};
 use crate::LogFormat;
-
-/// One field's value.
-enum V<'a> {
-    Time(i64),
-    Interval(Option<i64>),
-    Count(Option<u64>),
-    Str(Option<&'a str>),
-    Addr(&'a IpAddr16),
-    Port(u16),
-    Bool(Option<bool>),
-    /// A Zeek vector/set: comma-separated in TSV, an array in JSON.
-    List(Vec<String>),
-}
 
 const COMMON_HEAD: &[(&str, &str)] = &[
     ("ts", "time"),
@@ -161,119 +150,242 @@ fn nonzero(v: u64) -> Option<u64> {
     (v != 0).then_some(v)
 }
 
-fn own_values<'a>(r: &'a TxRecord, v: &mut Vec<V<'a>>) {
+/// Formats one record's fields, in order, straight into a line: TSV writes
+/// unset fields as `-`, JSON leaves them out (as Zeek's JSON writer does).
+struct Line<'a> {
+    b: &'a mut Vec<u8>,
+    names: &'a [&'static str],
+    json: bool,
+    /// Index of the next field.
+    i: usize,
+    /// A JSON field was written (the next one needs a comma).
+    any: bool,
+    /// Holds one list item while it is escaped.
+    scratch: &'a mut String,
+}
+
+impl Line<'_> {
+    /// Writes what comes before the next field's value; false if the value
+    /// is not to be written (unset: TSV's `-` is written here).
+    fn field(&mut self, set: bool) -> bool {
+        let i = self.i;
+        self.i += 1;
+        if self.json {
+            if !set {
+                return false;
+            }
+            if std::mem::replace(&mut self.any, true) {
+                self.b.push(b',');
+            }
+            json_str(self.b, self.names[i]);
+            self.b.push(b':');
+            return true;
+        }
+        if i > 0 {
+            self.b.push(b'\t');
+        }
+        if !set {
+            self.b.push(b'-');
+        }
+        set
+    }
+
+    fn time(&mut self, t: i64) {
+        if self.field(true) {
+            write_secs(self.b, t);
+        }
+    }
+
+    fn interval(&mut self, d: Option<i64>) {
+        if self.field(d.is_some()) {
+            write_secs(self.b, d.unwrap_or(0));
+        }
+    }
+
+    fn count(&mut self, n: Option<u64>) {
+        if self.field(n.is_some()) {
+            push_u64(self.b, n.unwrap_or(0));
+        }
+    }
+
+    fn str(&mut self, s: Option<&str>) {
+        if self.field(s.is_some()) {
+            let s = s.unwrap_or("");
+            if self.json {
+                json_str(self.b, s);
+            } else {
+                tsv_text(self.b, s, false);
+            }
+        }
+    }
+
+    fn addr(&mut self, a: &IpAddr16) {
+        if self.field(true) {
+            if self.json {
+                self.b.push(b'"');
+                write_addr(self.b, a);
+                self.b.push(b'"');
+            } else {
+                write_addr(self.b, a);
+            }
+        }
+    }
+
+    fn port(&mut self, p: u16) {
+        if self.field(true) {
+            push_u64(self.b, p as u64);
+        }
+    }
+
+    fn bool(&mut self, x: Option<bool>) {
+        if self.field(x.is_some()) {
+            self.b
+                .extend_from_slice(match (self.json, x == Some(true)) {
+                    (true, true) => b"true",
+                    (true, false) => b"false",
+                    (false, true) => b"T",
+                    (false, false) => b"F",
+                });
+        }
+    }
+
+    /// A Zeek vector/set, each item's text made by `item`: comma-separated
+    /// in TSV (`-` when empty), an array in JSON.
+    fn list<T>(&mut self, items: &[T], item: impl Fn(&T, &mut String)) {
+        let json = self.json;
+        if !self.field(json || !items.is_empty()) {
+            return;
+        }
+        if json {
+            self.b.push(b'[');
+        }
+        for (j, it) in items.iter().enumerate() {
+            if j > 0 {
+                self.b.push(b',');
+            }
+            self.scratch.clear();
+            item(it, self.scratch);
+            if json {
+                json_str(self.b, self.scratch);
+            } else {
+                tsv_text(self.b, self.scratch, true);
+            }
+        }
+        if json {
+            self.b.push(b']');
+        }
+    }
+}
+
+fn own_values(r: &TxRecord, v: &mut Line<'_>) {
     let tx = &r.tx;
     match &tx.detail {
         Detail::Http(h) => {
-            v.push(V::Str(opt_str(&h.method)));
-            v.push(V::Str(opt_str(&h.host)));
-            v.push(V::Str(opt_str(&h.uri)));
-            v.push(V::Str(opt_str(&h.referrer)));
-            v.push(V::Str(opt_str(&h.version)));
-            v.push(V::Str(opt_str(&h.user_agent)));
-            v.push(V::Count(tx.request.map(|_| h.request_body_len)));
-            v.push(V::Count(tx.response.map(|_| h.response_body_len)));
-            v.push(V::Count(nonzero(h.status_code as u64)));
-            v.push(V::Str(opt_str(&h.reason)));
-            v.push(V::Count(nonzero(h.info_code as u64)));
-            v.push(V::Str(opt_str(&h.forwarded_for)));
-            v.push(V::Str(opt_str(&h.request_content_type)));
-            v.push(V::Str(opt_str(&h.response_content_type)));
-            v.push(V::Count(Some(h.request_missing_bytes)));
-            v.push(V::Count(Some(h.response_missing_bytes)));
-            let kv = |hs: &[(String, String)]| -> Vec<String> {
-                hs.iter().map(|(k, x)| format!("{k}: {x}")).collect()
+            v.str(opt_str(&h.method));
+            v.str(opt_str(&h.host));
+            v.str(opt_str(&h.uri));
+            v.str(opt_str(&h.referrer));
+            v.str(opt_str(&h.version));
+            v.str(opt_str(&h.user_agent));
+            v.count(tx.request.map(|_| h.request_body_len));
+            v.count(tx.response.map(|_| h.response_body_len));
+            v.count(nonzero(h.status_code as u64));
+            v.str(opt_str(&h.reason));
+            v.count(nonzero(h.info_code as u64));
+            v.str(opt_str(&h.forwarded_for));
+            v.str(opt_str(&h.request_content_type));
+            v.str(opt_str(&h.response_content_type));
+            v.count(Some(h.request_missing_bytes));
+            v.count(Some(h.response_missing_bytes));
+            let kv = |(k, x): &(String, String), s: &mut String| {
+                s.push_str(k);
+                s.push_str(": ");
+                s.push_str(x);
             };
             // Request and response headers apart: a name can be in both.
-            v.push(V::List(kv(&h.headers)));
-            v.push(V::List(kv(&h.response_headers)));
+            v.list(&h.headers, kv);
+            v.list(&h.response_headers, kv);
         }
         Detail::Dns(d) => {
-            v.push(V::Str(Some(r.transport.as_str())));
-            v.push(V::Count(Some(d.id as u64)));
-            v.push(V::Interval(tx.latency_ns()));
-            v.push(V::Str(opt_str(&d.qname)));
-            v.push(V::Count(Some(d.qclass as u64)));
-            v.push(V::Str(Some(d.qclass_name())));
-            v.push(V::Count(Some(d.qtype as u64)));
-            v.push(V::Str(Some(d.qtype_name())));
+            v.str(Some(r.transport.as_str()));
+            v.count(Some(d.id as u64));
+            v.interval(tx.latency_ns());
+            v.str(opt_str(&d.qname));
+            v.count(Some(d.qclass as u64));
+            v.str(Some(d.qclass_name()));
+            v.count(Some(d.qtype as u64));
+            v.str(Some(d.qtype_name()));
             let answered = tx.response.is_some();
-            v.push(V::Count(answered.then_some(d.rcode as u64)));
-            v.push(V::Str(answered.then(|| d.rcode_name())));
-            v.push(V::Bool(Some(d.aa)));
-            v.push(V::Bool(Some(d.tc)));
-            v.push(V::Bool(Some(d.rd)));
-            v.push(V::Bool(Some(d.ra)));
-            v.push(V::Count(Some(d.z as u64)));
-            v.push(V::List(d.answers.iter().map(|a| a.data.clone()).collect()));
-            v.push(V::List(
-                d.answers
-                    .iter()
-                    .map(|a| format!("{}.000000", a.ttl))
-                    .collect(),
-            ));
-            v.push(V::List(d.answers.iter().map(|a| a.name.clone()).collect()));
-            v.push(V::List(
-                d.answers
-                    .iter()
-                    .map(|a| wirelog_parse::dns::type_name(a.rtype).to_string())
-                    .collect(),
-            ));
-            v.push(V::Count(answered.then_some(d.authority_count as u64)));
-            v.push(V::Count(d.edns.map(|e| e.udp_size as u64)));
-            v.push(V::Count(d.edns.map(|e| e.version as u64)));
-            v.push(V::Bool(d.edns.map(|e| e.dnssec_ok)));
-            v.push(V::Str(Some(d.opcode_name())));
+            v.count(answered.then_some(d.rcode as u64));
+            v.str(answered.then(|| d.rcode_name()));
+            v.bool(Some(d.aa));
+            v.bool(Some(d.tc));
+            v.bool(Some(d.rd));
+            v.bool(Some(d.ra));
+            v.count(Some(d.z as u64));
+            v.list(&d.answers, |a, s| s.push_str(&a.data));
+            v.list(&d.answers, |a, s| {
+                let _ = write!(s, "{}.000000", a.ttl);
+            });
+            v.list(&d.answers, |a, s| s.push_str(&a.name));
+            v.list(&d.answers, |a, s| {
+                s.push_str(wirelog_parse::dns::type_name(a.rtype))
+            });
+            v.count(answered.then_some(d.authority_count as u64));
+            v.count(d.edns.map(|e| e.udp_size as u64));
+            v.count(d.edns.map(|e| e.version as u64));
+            v.bool(d.edns.map(|e| e.dnssec_ok));
+            v.str(Some(d.opcode_name()));
         }
         Detail::Mysql(m) => {
-            v.push(V::Str(Some(m.command)));
-            v.push(V::Str(m.query.as_deref()));
-            v.push(V::Str(m.fingerprint.as_deref()));
-            v.push(V::Str(m.database.as_deref()));
-            v.push(V::Str(m.user.as_deref()));
-            v.push(V::Bool(match tx.status {
+            v.str(Some(m.command));
+            v.str(m.query.as_deref());
+            v.str(m.fingerprint.as_deref());
+            v.str(m.database.as_deref());
+            v.str(m.user.as_deref());
+            v.bool(match tx.status {
                 TxStatus::Ok => Some(true),
                 TxStatus::Error => Some(false),
                 _ => None,
-            }));
-            v.push(V::Count(m.num_rows));
-            v.push(V::Count(m.affected_rows));
-            v.push(V::Count(m.insert_id));
-            v.push(V::Count(m.num_fields));
-            v.push(V::Count(m.error_code.map(u64::from)));
-            v.push(V::Str(m.sql_state.as_deref()));
-            v.push(V::Str(m.error_message.as_deref()));
-            v.push(V::List(m.params.clone()));
+            });
+            v.count(m.num_rows);
+            v.count(m.affected_rows);
+            v.count(m.insert_id);
+            v.count(m.num_fields);
+            v.count(m.error_code.map(u64::from));
+            v.str(m.sql_state.as_deref());
+            v.str(m.error_message.as_deref());
+            v.list(&m.params, |p, s| s.push_str(p));
         }
         Detail::Pgsql(p) => pgsql_values(p, v),
         Detail::Redis(x) => redis_values(x, v),
     }
 }
 
-fn pgsql_values<'a>(p: &'a wirelog_parse::pgsql::PgsqlTx, v: &mut Vec<V<'a>>) {
-    v.push(V::Str(Some(p.kind)));
-    v.push(V::Str(p.query.as_deref()));
-    v.push(V::Str(p.fingerprint.as_deref()));
-    v.push(V::Str(p.statement.as_deref()));
-    v.push(V::Str(p.database.as_deref()));
-    v.push(V::Str(p.user.as_deref()));
-    v.push(V::Str(p.application_name.as_deref()));
-    v.push(V::Str(p.command_tag.as_deref()));
-    v.push(V::Count(p.rows));
-    v.push(V::Count(p.num_fields.map(u64::from)));
-    v.push(V::Str(p.error_severity.as_deref()));
-    v.push(V::Str(p.error_code.as_deref()));
-    v.push(V::Str(p.error_message.as_deref()));
+fn pgsql_values(p: &wirelog_parse::pgsql::PgsqlTx, v: &mut Line<'_>) {
+    v.str(Some(p.kind));
+    v.str(p.query.as_deref());
+    v.str(p.fingerprint.as_deref());
+    v.str(p.statement.as_deref());
+    v.str(p.database.as_deref());
+    v.str(p.user.as_deref());
+    v.str(p.application_name.as_deref());
+    v.str(p.command_tag.as_deref());
+    v.count(p.rows);
+    v.count(p.num_fields.map(u64::from));
+    v.str(p.error_severity.as_deref());
+    v.str(p.error_code.as_deref());
+    v.str(p.error_message.as_deref());
 }
 
-fn redis_values<'a>(x: &'a wirelog_parse::redis::RedisTx, v: &mut Vec<V<'a>>) {
-    v.push(V::Str(opt_str(&x.command)));
-    v.push(V::Str(x.key.as_deref()));
-    v.push(V::Str(opt_str(&x.args)));
-    v.push(V::Count(Some(x.num_args)));
-    v.push(V::Str(x.reply_type));
-    v.push(V::Str(x.reply.as_deref()));
-    v.push(V::Count(x.reply_len.and_then(|l| u64::try_from(l).ok())));
+fn redis_values(x: &wirelog_parse::redis::RedisTx, v: &mut Line<'_>) {
+    v.str(opt_str(&x.command));
+    v.str(x.key.as_deref());
+    v.str(opt_str(&x.args));
+    v.count(Some(x.num_args));
+    v.str(x.reply_type);
+    v.str(x.reply.as_deref());
+    v.count(x.reply_len.and_then(|l| u64::try_from(l).ok()));
 }
 
 /// Writes the transactions of one protocol as they come.
@@ -283,6 +395,8 @@ pub struct TxLogWriter<W: Write> {
     protocol: Protocol,
     header_written: bool,
     line: Vec<u8>,
+    /// One list item's text (see [`Line::list`]), kept between records.
+    scratch: String,
     rows: u64,
     /// Field names in order, for the header and the JSON keys.
     names: Vec<&'static str>,
@@ -302,6 +416,7 @@ impl<W: Write> TxLogWriter<W> {
             protocol,
             header_written: false,
             line: Vec::with_capacity(512),
+            scratch: String::new(),
             rows: 0,
             names,
         }
@@ -337,25 +452,34 @@ impl<W: Write> TxLogWriter<W> {
         debug_assert_eq!(r.protocol, self.protocol);
         self.header()?;
         let tx = &r.tx;
-        let mut vals: Vec<V<'_>> = Vec::with_capacity(40);
-        vals.push(V::Time(tx.ts_ns()));
-        vals.push(V::Str(Some(r.uid.as_str())));
-        vals.push(V::Addr(&r.orig_h));
-        vals.push(V::Port(r.orig_p));
-        vals.push(V::Addr(&r.resp_h));
-        vals.push(V::Port(r.resp_p));
-        own_values(r, &mut vals);
-        vals.push(V::Str(Some(tx.status.as_str())));
-        vals.push(V::Count(tx.request.map(|s| s.bytes)));
-        vals.push(V::Count(tx.response.map(|s| s.bytes)));
-        vals.push(V::Interval(tx.latency_ns()));
-        vals.push(V::Interval(tx.first_byte_latency_ns()));
-        debug_assert_eq!(self.names.len(), vals.len(), "{} fields", self.protocol.name());
         self.line.clear();
-        match self.format {
-            LogFormat::Tsv => tsv_line(&mut self.line, &vals),
-            LogFormat::Json => json_line(&mut self.line, &self.names, &vals),
+        let json = self.format == LogFormat::Json;
+        if json {
+            self.line.push(b'{');
         }
+        let mut v = Line {
+            b: &mut self.line,
+            names: &self.names,
+            json,
+            i: 0,
+            any: false,
+            scratch: &mut self.scratch,
+        };
+        v.time(tx.ts_ns());
+        v.str(Some(r.uid.as_str()));
+        v.addr(&r.orig_h);
+        v.port(r.orig_p);
+        v.addr(&r.resp_h);
+        v.port(r.resp_p);
+        own_values(r, &mut v);
+        v.str(Some(tx.status.as_str()));
+        v.count(tx.request.map(|s| s.bytes));
+        v.count(tx.response.map(|s| s.bytes));
+        v.interval(tx.latency_ns());
+        v.interval(tx.first_byte_latency_ns());
+        debug_assert_eq!(self.names.len(), v.i, "{} fields", self.protocol.name());
+        self.line
+            .extend_from_slice(if json { b"}\n" } else { b"\n" });
         self.rows += 1;
         self.out.write_all(&self.line)
     }
@@ -374,6 +498,26 @@ impl<W: Write> TxLogWriter<W> {
     }
 }
 
+/// `\xNN`, lower-case hex, as Zeek writes an escaped byte.
+fn push_hex_escape(b: &mut Vec<u8>, c: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    b.extend_from_slice(&[b'\\', b'x', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]);
+}
+
+/// Bytes [`tsv_text`] escapes anywhere: control bytes (the tab separator
+/// among them), DEL and the backslash; one lookup per byte of text.
+static TSV_ESCAPED: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = true;
+        c += 1;
+    }
+    t[0x7f] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
 /// Zeek's ASCII escaping: separators, backslashes and non-printable bytes
 /// become `\xNN`, so one record stays one line whatever the traffic held.
 fn tsv_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
@@ -385,107 +529,68 @@ fn tsv_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
         b.extend_from_slice(b"\\x2d");
         return;
     }
-    for &c in s.as_bytes() {
-        if c == b'\t' || c == b'\\' || c < 0x20 || c == 0x7f || (in_set && c == b',') {
-            b.extend_from_slice(format!("\\x{c:02x}").as_bytes());
-        } else {
-            b.push(c);
+    // Runs between escaped bytes are copied whole: text rarely needs any,
+    // so eight bytes at a time are checked while none does.
+    let s = s.as_bytes();
+    let mut run = 0;
+    let mut i = 0;
+    while i < s.len() {
+        if let Some(w) = s.get(i..i + 8) {
+            if !tsv_escapes_any(u64::from_le_bytes(w.try_into().unwrap_or_default()), in_set) {
+                i += 8;
+                continue;
+            }
         }
+        let c = s[i];
+        if TSV_ESCAPED[c as usize] || (in_set && c == b',') {
+            b.extend_from_slice(&s[run..i]);
+            push_hex_escape(b, c);
+            run = i + 1;
+        }
+        i += 1;
     }
+    b.extend_from_slice(&s[run..]);
 }
 
-fn tsv_line(b: &mut Vec<u8>, vals: &[V<'_>]) {
-    for (i, v) in vals.iter().enumerate() {
-        if i > 0 {
-            b.push(b'\t');
-        }
-        match v {
-            V::Time(t) => write_secs(b, *t),
-            V::Interval(Some(d)) => write_secs(b, *d),
-            V::Count(Some(n)) => push_u64(b, *n),
-            V::Str(Some(s)) => tsv_text(b, s, false),
-            V::Addr(a) => write_addr(b, a),
-            V::Port(p) => push_u64(b, *p as u64),
-            V::Bool(Some(x)) => b.push(if *x { b'T' } else { b'F' }),
-            V::List(items) if items.is_empty() => b.push(b'-'),
-            V::List(items) => {
-                for (j, it) in items.iter().enumerate() {
-                    if j > 0 {
-                        b.push(b',');
-                    }
-                    tsv_text(b, it, true);
-                }
-            }
-            V::Interval(None) | V::Count(None) | V::Str(None) | V::Bool(None) => b.push(b'-'),
-        }
-    }
-    b.push(b'\n');
+/// Whether any of the eight bytes in `w` is one [`tsv_text`] escapes (exact:
+/// the classic "has a byte less than n" / "has a zero byte" word tests).
+fn tsv_escapes_any(w: u64, in_set: bool) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * n as u64) & !x & HIGH;
+    let equal = |v: u8| below(w ^ (ONES * v as u64), 1);
+    let set_sep = if in_set { equal(b',') } else { 0 };
+    below(w, 0x20) | equal(b'\\') | equal(0x7f) | set_sep != 0
 }
 
 fn json_str(b: &mut Vec<u8>, s: &str) {
     b.push(b'"');
-    for c in s.chars() {
-        match c {
-            '"' => b.extend_from_slice(b"\\\""),
-            '\\' => b.extend_from_slice(b"\\\\"),
-            '\n' => b.extend_from_slice(b"\\n"),
-            '\r' => b.extend_from_slice(b"\\r"),
-            '\t' => b.extend_from_slice(b"\\t"),
-            c if (c as u32) < 0x20 => {
-                b.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes())
-            }
-            c => {
-                let mut tmp = [0u8; 4];
-                b.extend_from_slice(c.encode_utf8(&mut tmp).as_bytes());
-            }
+    // Only ASCII bytes are escaped, so bytes of multi-byte characters (all
+    // >= 0x80) are copied as they are, with the runs between escapes.
+    let s = s.as_bytes();
+    let mut run = 0;
+    for (i, &c) in s.iter().enumerate() {
+        let esc: &[u8] = match c {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            c if c < 0x20 => b"",
+            _ => continue,
+        };
+        b.extend_from_slice(&s[run..i]);
+        if esc.is_empty() {
+            b.extend_from_slice(b"\\u00");
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            b.extend_from_slice(&[HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]);
+        } else {
+            b.extend_from_slice(esc);
         }
+        run = i + 1;
     }
+    b.extend_from_slice(&s[run..]);
     b.push(b'"');
-}
-
-/// One JSON object per line, unset fields omitted (as Zeek's JSON writer does).
-fn json_line(b: &mut Vec<u8>, names: &[&str], vals: &[V<'_>]) {
-    b.push(b'{');
-    let mut first = true;
-    for (name, v) in names.iter().zip(vals) {
-        let set = !matches!(
-            v,
-            V::Interval(None) | V::Count(None) | V::Str(None) | V::Bool(None)
-        );
-        if !set {
-            continue;
-        }
-        if !first {
-            b.push(b',');
-        }
-        first = false;
-        json_str(b, name);
-        b.push(b':');
-        match v {
-            V::Time(t) | V::Interval(Some(t)) => write_secs(b, *t),
-            V::Count(Some(n)) => push_u64(b, *n),
-            V::Str(Some(s)) => json_str(b, s),
-            V::Addr(a) => {
-                b.push(b'"');
-                write_addr(b, a);
-                b.push(b'"');
-            }
-            V::Port(p) => push_u64(b, *p as u64),
-            V::Bool(Some(x)) => b.extend_from_slice(if *x { b"true" } else { b"false" }),
-            V::List(items) => {
-                b.push(b'[');
-                for (j, it) in items.iter().enumerate() {
-                    if j > 0 {
-                        b.push(b',');
-                    }
-                    json_str(b, it);
-                }
-                b.push(b']');
-            }
-            V::Interval(None) | V::Count(None) | V::Str(None) | V::Bool(None) => {}
-        }
-    }
-    b.extend_from_slice(b"}\n");
 }
 
 #[cfg(test)]
@@ -612,5 +717,75 @@ mod tests {
         ] {
             assert!(s.contains(part), "{part} not in {s}");
         }
+    }
+
+    #[test]
+    fn escaping_keeps_zeek_conventions() {
+        let tsv = |s: &str, in_set: bool| {
+            let mut b = Vec::new();
+            tsv_text(&mut b, s, in_set);
+            String::from_utf8(b).unwrap()
+        };
+        assert_eq!(tsv("", false), "(empty)");
+        assert_eq!(tsv("-", false), "\\x2d");
+        assert_eq!(
+            tsv("a\tb\\c\nd\u{7f}e,f", false),
+            "a\\x09b\\x5cc\\x0ad\\x7fe,f"
+        );
+        assert_eq!(tsv("a,b\u{e9}", true), "a\\x2cb\u{e9}");
+        let json = |s: &str| {
+            let mut b = Vec::new();
+            json_str(&mut b, s);
+            String::from_utf8(b).unwrap()
+        };
+        assert_eq!(
+            json("a\"b\\c\n\r\t\u{1}\u{7f}\u{e9}"),
+            "\"a\\\"b\\\\c\\n\\r\\t\\u0001\u{7f}\u{e9}\""
+        );
+    }
+
+    #[test]
+    fn tsv_and_json_lines_of_one_record() {
+        let m = wirelog_parse::mysql::MysqlTx {
+            command: "stmt_execute",
+            query: Some("select ?".into()),
+            params: vec!["1".into(), "a,b".into()],
+            num_rows: Some(1),
+            ..Default::default()
+        };
+        let r = rec(Protocol::Mysql, Detail::Mysql(m));
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol);
+        w.write(&r).unwrap();
+        let out = String::from_utf8(w.out).unwrap();
+        let line = out.lines().last().unwrap();
+        assert!(line.ends_with("\tstmt_execute\tselect ?\t-\t-\t-\tT\t1\t-\t-\t-\t-\t-\t-\t1,a\\x2cb\tok\t28\t284\t0.061782\t0.061782"), "{line}");
+        let s = json(&r);
+        assert!(s.starts_with("{\"ts\":1.000000,\"uid\":\""), "{s}");
+        assert!(s.ends_with(",\"params\":[\"1\",\"a,b\"],\"status\":\"ok\",\"request_bytes\":28,\"response_bytes\":284,\"latency\":0.061782,\"first_byte_latency\":0.061782}\n"), "{s}");
+    }
+
+    #[test]
+    fn word_test_agrees_with_the_byte_table() {
+        for c in 0..=255u8 {
+            for at in 0..8 {
+                let mut w = *b"abcdefgh";
+                w[at] = c;
+                for in_set in [false, true] {
+                    let want = TSV_ESCAPED[c as usize] || (in_set && c == b',');
+                    assert_eq!(
+                        tsv_escapes_any(u64::from_le_bytes(w), in_set),
+                        want,
+                        "{c:#x} at {at}"
+                    );
+                }
+            }
+        }
+        let mut b = Vec::new();
+        tsv_text(
+            &mut b,
+            "select * from t where a = 'x\ty' and b in (1,2)",
+            true,
+        );
+        assert_eq!(b, b"select * from t where a = 'x\\x09y' and b in (1\\x2c2)");
     }
 }

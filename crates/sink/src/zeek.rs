@@ -70,36 +70,62 @@ pub(crate) fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Seconds with six decimals, from nanoseconds, rounded to the microsecond.
+/// Composed on the stack and appended at once: every record has several.
 pub(crate) fn write_secs(buf: &mut Vec<u8>, ns: i64) {
     let us = if ns >= 0 {
         (ns + 500) / 1000
     } else {
         (ns - 500) / 1000
     };
-    if us < 0 {
-        buf.push(b'-');
-    }
-    let us = us.unsigned_abs();
-    push_u64(buf, us / 1_000_000);
-    buf.push(b'.');
-    let frac = us % 1_000_000;
-    let mut digits = [b'0'; 6];
-    let mut f = frac;
-    for d in digits.iter_mut().rev() {
-        *d = b'0' + (f % 10) as u8;
+    // Sign, 20 digits, point, 6 decimals.
+    let mut tmp = [0u8; 28];
+    let mut i = tmp.len();
+    let mut f = us.unsigned_abs() % 1_000_000;
+    for _ in 0..6 {
+        i -= 1;
+        tmp[i] = b'0' + (f % 10) as u8;
         f /= 10;
     }
-    buf.extend_from_slice(&digits);
+    i -= 1;
+    tmp[i] = b'.';
+    let mut v = us.unsigned_abs() / 1_000_000;
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    if us < 0 {
+        i -= 1;
+        tmp[i] = b'-';
+    }
+    buf.extend_from_slice(&tmp[i..]);
 }
 
 pub(crate) fn write_addr(buf: &mut Vec<u8>, a: &IpAddr16) {
     if a.is_v4() {
-        for (i, o) in a.0[12..].iter().enumerate() {
+        // Dotted quad composed on the stack: one append instead of seven.
+        let mut tmp = [0u8; 15];
+        let mut n = 0;
+        for (i, &o) in a.0[12..].iter().enumerate() {
             if i > 0 {
-                buf.push(b'.');
+                tmp[n] = b'.';
+                n += 1;
             }
-            push_u64(buf, *o as u64);
+            if o >= 100 {
+                tmp[n] = b'0' + o / 100;
+                n += 1;
+            }
+            if o >= 10 {
+                tmp[n] = b'0' + o / 10 % 10;
+                n += 1;
+            }
+            tmp[n] = b'0' + o % 10;
+            n += 1;
         }
+        buf.extend_from_slice(&tmp[..n]);
     } else {
         use std::io::Write as _;
         let _ = write!(buf, "{}", a.to_std());
@@ -473,5 +499,49 @@ mod tests {
     fn zeek_dates() {
         assert_eq!(zeek_datetime(0), "1970-01-01-00-00-00");
         assert_eq!(zeek_datetime(1_700_000_000), "2023-11-14-22-13-20");
+    }
+
+    #[test]
+    fn secs_and_v4_addresses_match_std_formatting() {
+        for ns in [
+            0i64,
+            499,
+            500,
+            -499,
+            -500,
+            -1_500_000_000,
+            999_999_999,
+            1_795_335_577_286_776_123,
+            i64::MAX - 1000,
+            i64::MIN + 1000,
+        ] {
+            let us = if ns >= 0 {
+                (ns + 500) / 1000
+            } else {
+                (ns - 500) / 1000
+            };
+            let sign = if us < 0 { "-" } else { "" };
+            let (a, f) = (us.unsigned_abs() / 1_000_000, us.unsigned_abs() % 1_000_000);
+            let mut b = Vec::new();
+            write_secs(&mut b, ns);
+            assert_eq!(
+                String::from_utf8(b).unwrap(),
+                format!("{sign}{a}.{f:06}"),
+                "{ns}"
+            );
+        }
+        for o in [
+            [0, 0, 0, 0],
+            [1, 9, 10, 99],
+            [100, 199, 200, 255],
+            [127, 0, 0, 1],
+        ] {
+            let mut b = Vec::new();
+            write_addr(&mut b, &IpAddr16::from_v4(o));
+            assert_eq!(
+                String::from_utf8(b).unwrap(),
+                std::net::Ipv4Addr::from(o).to_string()
+            );
+        }
     }
 }

@@ -103,7 +103,7 @@ pub use layout::{list_partitions, Partition};
 pub use reader::{scan_ref, verify_file, Scan, ScanStats, BATCH_ROWS};
 pub use retention::RetentionReport;
 pub use schema::{tx_columns, ColSpec};
-pub use tx::{Cell, TxRow};
+pub use tx::{Cell, CellRef, TxRow};
 pub use tx_record::tx_kind;
 pub use wirelog_record::IpAddr16;
 pub use writer::{Store, StoreOptions, WriteStats};

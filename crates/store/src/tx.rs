@@ -26,6 +26,54 @@ pub enum Cell {
     Bool(bool),
 }
 
+/// A [`Cell`] whose text is borrowed: what the store buffers a value from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CellRef<'a> {
+    U64(Option<u64>),
+    Dur(Option<i64>),
+    Str(Option<&'a str>),
+    Bool(bool),
+}
+
+impl Cell {
+    pub fn as_ref(&self) -> CellRef<'_> {
+        match self {
+            Cell::U64(v) => CellRef::U64(*v),
+            Cell::Dur(v) => CellRef::Dur(*v),
+            Cell::Str(v) => CellRef::Str(v.as_deref()),
+            Cell::Bool(v) => CellRef::Bool(*v),
+        }
+    }
+}
+
+impl From<CellRef<'_>> for Cell {
+    fn from(c: CellRef<'_>) -> Cell {
+        match c {
+            CellRef::U64(v) => Cell::U64(v),
+            CellRef::Dur(v) => Cell::Dur(v),
+            CellRef::Str(v) => Cell::Str(v.map(str::to_string)),
+            CellRef::Bool(v) => Cell::Bool(v),
+        }
+    }
+}
+
+/// The leading columns of a row, borrowed (see [`TxRow`]'s fields).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Common<'a> {
+    pub ts_ns: i64,
+    pub uid: &'a str,
+    pub client: IpAddr16,
+    pub client_port: u16,
+    pub server: IpAddr16,
+    pub server_port: u16,
+    pub transport: u8,
+    pub status: &'static str,
+    pub request_bytes: Option<u64>,
+    pub response_bytes: Option<u64>,
+    pub latency_ns: Option<i64>,
+    pub first_byte_latency_ns: Option<i64>,
+}
+
 /// One application transaction: a request and its response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxRow {
@@ -49,6 +97,25 @@ pub struct TxRow {
     pub first_byte_latency_ns: Option<i64>,
     /// The kind's own columns, in schema order ([`crate::schema::tx_columns`]).
     pub extra: Vec<Cell>,
+}
+
+impl TxRow {
+    pub(crate) fn common(&self) -> Common<'_> {
+        Common {
+            ts_ns: self.ts_ns,
+            uid: &self.uid,
+            client: self.client,
+            client_port: self.client_port,
+            server: self.server,
+            server_port: self.server_port,
+            transport: self.transport,
+            status: self.status,
+            request_bytes: self.request_bytes,
+            response_bytes: self.response_bytes,
+            latency_ns: self.latency_ns,
+            first_byte_latency_ns: self.first_byte_latency_ns,
+        }
+    }
 }
 
 /// Checks that `row.extra` fits the kind's own columns.
@@ -191,8 +258,18 @@ impl TxBuf {
 
     /// Buffers a row already [`check`]ed against the kind.
     pub(crate) fn push(&mut self, r: &TxRow) {
+        self.push_common(r.common());
+        for (i, cell) in r.extra.iter().enumerate() {
+            self.push_extra(i, cell.as_ref());
+        }
+    }
+
+    /// Buffers the leading columns of a row; its extra columns follow, each
+    /// with [`TxBuf::push_extra`], so a row can be buffered straight from
+    /// borrowed values.
+    pub(crate) fn push_common(&mut self, r: Common<'_>) {
         self.ts.push(r.ts_ns);
-        self.uid.push(Some(&r.uid));
+        self.uid.push(Some(r.uid));
         self.client.push(r.client.0);
         self.client_port.push(r.client_port);
         self.server.push(r.server.0);
@@ -204,17 +281,20 @@ impl TxBuf {
         self.latency.push(r.latency_ns);
         self.first_byte_latency.push(r.first_byte_latency_ns);
         self.bytes += TX_ROW_BYTES + r.uid.len() + self.extra.len() * 8;
-        for (col, cell) in self.extra.iter_mut().zip(&r.extra) {
-            match (col, cell) {
-                (Extra::U64(v), Cell::U64(x)) => v.push(*x),
-                (Extra::Dur(v), Cell::Dur(x)) => v.push(*x),
-                (Extra::Str(t), Cell::Str(x)) => {
-                    self.bytes += x.as_ref().map_or(0, String::len);
-                    t.push(x.as_deref());
-                }
-                (Extra::Bool(v), Cell::Bool(x)) => v.push(*x),
-                _ => unreachable!("row checked against the kind's columns"),
+    }
+
+    /// Buffers the value of extra column `col` of the row being pushed; the
+    /// cell must fit the column (rows are checked, records map by the schema).
+    pub(crate) fn push_extra(&mut self, col: usize, cell: CellRef<'_>) {
+        match (&mut self.extra[col], cell) {
+            (Extra::U64(v), CellRef::U64(x)) => v.push(x),
+            (Extra::Dur(v), CellRef::Dur(x)) => v.push(x),
+            (Extra::Str(t), CellRef::Str(x)) => {
+                self.bytes += x.map_or(0, str::len);
+                t.push(x);
             }
+            (Extra::Bool(v), CellRef::Bool(x)) => v.push(x),
+            _ => unreachable!("row checked against the kind's columns"),
         }
     }
 

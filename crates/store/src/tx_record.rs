@@ -2,11 +2,14 @@
 //! maps each protocol's fields onto its columns, in
 //! [`tx_columns`](crate::schema::tx_columns) order.
 
+use std::fmt::Write;
+
 use wirelog_parse::{Detail, Protocol};
 use wirelog_record::{Proto, TxRecord};
 
 use crate::batch::Kind;
-use crate::tx::{Cell, TxRow};
+use crate::schema;
+use crate::tx::{Cell, CellRef, Common, TxBuf, TxRow};
 
 /// The store kind of a protocol's transactions.
 pub fn tx_kind(p: Protocol) -> Kind {
@@ -19,102 +22,259 @@ pub fn tx_kind(p: Protocol) -> Kind {
     }
 }
 
-fn s(v: &str) -> Cell {
-    Cell::Str((!v.is_empty()).then(|| v.to_string()))
+fn s(v: &str) -> CellRef<'_> {
+    CellRef::Str((!v.is_empty()).then_some(v))
 }
 
-fn so(v: Option<&str>) -> Cell {
-    Cell::Str(v.map(str::to_string))
+fn so(v: Option<&str>) -> CellRef<'_> {
+    CellRef::Str(v)
 }
 
-fn n(v: Option<u64>) -> Cell {
-    Cell::U64(v)
+fn n(v: Option<u64>) -> CellRef<'static> {
+    CellRef::U64(v)
+}
+
+/// The kind's own columns of a record, in schema order, handed to `f` one at
+/// a time (borrowed, so the store copies text once, into its buffer).
+fn extra_cells(r: &TxRecord, f: &mut impl FnMut(CellRef<'_>)) {
+    let tx = &r.tx;
+    match &tx.detail {
+        Detail::Http(h) => {
+            f(s(&h.method));
+            f(s(&h.host));
+            f(s(&h.uri));
+            f(s(&h.version));
+            f(s(&h.user_agent));
+            f(n((h.status_code != 0).then_some(h.status_code as u64)));
+            f(s(&h.reason));
+            f(n(tx.request.map(|_| h.request_body_len)));
+            f(n(tx.response.map(|_| h.response_body_len)));
+        }
+        Detail::Mysql(m) => {
+            f(CellRef::Str(Some(m.command)));
+            f(so(m.query.as_deref()));
+            f(so(m.fingerprint.as_deref()));
+            f(so(m.database.as_deref()));
+            f(so(m.user.as_deref()));
+            f(n(m.affected_rows));
+            f(n(m.insert_id));
+            f(n(m.num_rows));
+            f(n(m.num_fields));
+            f(n(m.error_code.map(u64::from)));
+            f(so(m.sql_state.as_deref()));
+            f(so(m.error_message.as_deref()));
+        }
+        Detail::Pgsql(p) => {
+            f(CellRef::Str(Some(p.kind)));
+            f(so(p.query.as_deref()));
+            f(so(p.fingerprint.as_deref()));
+            f(so(p.database.as_deref()));
+            f(so(p.user.as_deref()));
+            f(so(p.command_tag.as_deref()));
+            f(n(p.rows));
+            f(n(p.num_fields.map(u64::from)));
+            f(so(p.error_severity.as_deref()));
+            f(so(p.error_code.as_deref()));
+            f(so(p.error_message.as_deref()));
+        }
+        Detail::Redis(x) => {
+            f(s(&x.command));
+            f(s(&x.args));
+            f(so(x.reply_type));
+            f(so(x.reply.as_deref()));
+        }
+        Detail::Dns(d) => {
+            let answered = tx.response.is_some();
+            let mut list = String::new();
+            f(s(&d.qname));
+            f(n(Some(d.qtype as u64)));
+            f(CellRef::Str(Some(d.qtype_name())));
+            f(n(Some(d.qclass as u64)));
+            f(n(answered.then_some(d.rcode as u64)));
+            f(CellRef::Str(answered.then(|| d.rcode_name())));
+            f(n(Some(d.id as u64)));
+            for (i, a) in d.answers.iter().enumerate() {
+                if i > 0 {
+                    list.push(',');
+                }
+                list.push_str(&a.data);
+            }
+            f(s(&list));
+            list.clear();
+            for (i, a) in d.answers.iter().enumerate() {
+                if i > 0 {
+                    list.push(',');
+                }
+                let _ = write!(list, "{}", a.ttl);
+            }
+            f(s(&list));
+            f(CellRef::Bool(d.aa));
+            f(CellRef::Bool(d.tc));
+            f(CellRef::Bool(d.rd));
+            f(CellRef::Bool(d.ra));
+        }
+    }
+}
+
+/// The leading columns of a record.
+fn common(r: &TxRecord) -> Common<'_> {
+    let tx = &r.tx;
+    Common {
+        ts_ns: tx.ts_ns(),
+        uid: r.uid.as_str(),
+        client: r.orig_h,
+        client_port: r.orig_p,
+        server: r.resp_h,
+        server_port: r.resp_p,
+        transport: if r.transport == Proto::Udp { 17 } else { 6 },
+        status: tx.status.as_str(),
+        request_bytes: tx.request.map(|x| x.bytes),
+        response_bytes: tx.response.map(|x| x.bytes),
+        latency_ns: tx.latency_ns(),
+        first_byte_latency_ns: tx.first_byte_latency_ns(),
+    }
 }
 
 impl TxRow {
     /// The row of a transaction record.
     pub fn from_record(r: &TxRecord) -> TxRow {
-        let tx = &r.tx;
-        let extra = match &tx.detail {
-            Detail::Http(h) => vec![
-                s(&h.method),
-                s(&h.host),
-                s(&h.uri),
-                s(&h.version),
-                s(&h.user_agent),
-                n((h.status_code != 0).then_some(h.status_code as u64)),
-                s(&h.reason),
-                n(tx.request.map(|_| h.request_body_len)),
-                n(tx.response.map(|_| h.response_body_len)),
-            ],
-            Detail::Mysql(m) => vec![
-                Cell::Str(Some(m.command.to_string())),
-                so(m.query.as_deref()),
-                so(m.fingerprint.as_deref()),
-                so(m.database.as_deref()),
-                so(m.user.as_deref()),
-                n(m.affected_rows),
-                n(m.insert_id),
-                n(m.num_rows),
-                n(m.num_fields),
-                n(m.error_code.map(u64::from)),
-                so(m.sql_state.as_deref()),
-                so(m.error_message.as_deref()),
-            ],
-            Detail::Pgsql(p) => vec![
-                Cell::Str(Some(p.kind.to_string())),
-                so(p.query.as_deref()),
-                so(p.fingerprint.as_deref()),
-                so(p.database.as_deref()),
-                so(p.user.as_deref()),
-                so(p.command_tag.as_deref()),
-                n(p.rows),
-                n(p.num_fields.map(u64::from)),
-                so(p.error_severity.as_deref()),
-                so(p.error_code.as_deref()),
-                so(p.error_message.as_deref()),
-            ],
-            Detail::Redis(x) => vec![
-                s(&x.command),
-                s(&x.args),
-                so(x.reply_type),
-                so(x.reply.as_deref()),
-            ],
-            Detail::Dns(d) => {
-                let answered = tx.response.is_some();
-                let answers: Vec<&str> = d.answers.iter().map(|a| a.data.as_str()).collect();
-                let ttls: Vec<String> = d.answers.iter().map(|a| a.ttl.to_string()).collect();
-                vec![
-                    s(&d.qname),
-                    n(Some(d.qtype as u64)),
-                    Cell::Str(Some(d.qtype_name().to_string())),
-                    n(Some(d.qclass as u64)),
-                    n(answered.then_some(d.rcode as u64)),
-                    Cell::Str(answered.then(|| d.rcode_name().to_string())),
-                    n(Some(d.id as u64)),
-                    s(&answers.join(",")),
-                    s(&ttls.join(",")),
-                    Cell::Bool(d.aa),
-                    Cell::Bool(d.tc),
-                    Cell::Bool(d.rd),
-                    Cell::Bool(d.ra),
-                ]
-            }
-        };
+        let c = common(r);
+        let mut extra = Vec::new();
+        extra_cells(r, &mut |cell| extra.push(Cell::from(cell)));
         TxRow {
-            ts_ns: tx.ts_ns(),
-            uid: r.uid.as_str().to_string(),
-            client: r.orig_h,
-            client_port: r.orig_p,
-            server: r.resp_h,
-            server_port: r.resp_p,
-            transport: if r.transport == Proto::Udp { 17 } else { 6 },
-            status: tx.status.as_str(),
-            request_bytes: tx.request.map(|x| x.bytes),
-            response_bytes: tx.response.map(|x| x.bytes),
-            latency_ns: tx.latency_ns(),
-            first_byte_latency_ns: tx.first_byte_latency_ns(),
+            ts_ns: c.ts_ns,
+            uid: c.uid.to_string(),
+            client: c.client,
+            client_port: c.client_port,
+            server: c.server,
+            server_port: c.server_port,
+            transport: c.transport,
+            status: c.status,
+            request_bytes: c.request_bytes,
+            response_bytes: c.response_bytes,
+            latency_ns: c.latency_ns,
+            first_byte_latency_ns: c.first_byte_latency_ns,
             extra,
         }
+    }
+}
+
+impl TxBuf {
+    /// Buffers a record of the buffer's kind as [`TxBuf::push`] buffers
+    /// [`TxRow::from_record`] of it, without building the row.
+    pub(crate) fn push_record(&mut self, r: &TxRecord) {
+        self.push_common(common(r));
+        let mut col = 0;
+        extra_cells(r, &mut |cell| {
+            self.push_extra(col, cell);
+            col += 1;
+        });
+        debug_assert_eq!(col, schema::tx_columns(tx_kind(r.protocol)).len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelog_parse::dns::{DnsAnswer, DnsTx};
+    use wirelog_parse::http::HttpTx;
+    use wirelog_parse::mysql::MysqlTx;
+    use wirelog_parse::pgsql::PgsqlTx;
+    use wirelog_parse::redis::RedisTx;
+    use wirelog_parse::{Span, Transaction, TxStatus};
+    use wirelog_record::{IpAddr16, UidGenerator};
+
+    fn rec(protocol: Protocol, detail: Detail) -> TxRecord {
+        let span = |t: i64| Span {
+            first_ns: t,
+            last_ns: t + 10,
+            bytes: 20,
+        };
+        TxRecord {
+            uid: UidGenerator::new(1).next_uid(),
+            orig_h: IpAddr16::from_v4([10, 0, 0, 1]),
+            orig_p: 40000,
+            resp_h: IpAddr16::from_v4([10, 0, 0, 2]),
+            resp_p: 3306,
+            transport: Proto::Tcp,
+            protocol,
+            tx: Transaction {
+                request: Some(span(1_000)),
+                response: Some(span(2_000)),
+                status: TxStatus::Ok,
+                detail,
+            },
+        }
+    }
+
+    #[test]
+    fn every_kind_maps_onto_its_columns() {
+        let dns = DnsTx {
+            qname: "a.example".into(),
+            answers: vec![
+                DnsAnswer {
+                    name: "a.example".into(),
+                    rtype: 1,
+                    class: 1,
+                    ttl: 60,
+                    data: "1.2.3.4".into(),
+                },
+                DnsAnswer {
+                    name: "a.example".into(),
+                    rtype: 1,
+                    class: 1,
+                    ttl: 30,
+                    data: "5.6.7.8".into(),
+                },
+            ],
+            ..Default::default()
+        };
+        let mysql = MysqlTx {
+            command: "query",
+            query: Some("select 1".into()),
+            ..Default::default()
+        };
+        let records = [
+            rec(
+                Protocol::Http,
+                Detail::Http(HttpTx {
+                    method: "GET".into(),
+                    status_code: 200,
+                    ..Default::default()
+                }),
+            ),
+            rec(Protocol::Mysql, Detail::Mysql(mysql)),
+            rec(
+                Protocol::Pgsql,
+                Detail::Pgsql(PgsqlTx {
+                    kind: "query",
+                    ..Default::default()
+                }),
+            ),
+            rec(
+                Protocol::Redis,
+                Detail::Redis(RedisTx {
+                    command: "GET".into(),
+                    ..Default::default()
+                }),
+            ),
+            rec(Protocol::Dns, Detail::Dns(dns)),
+        ];
+        for r in &records {
+            let row = TxRow::from_record(r);
+            crate::tx::check(tx_kind(r.protocol), &row).unwrap();
+            let mut buf = TxBuf::new(tx_kind(r.protocol));
+            buf.push_record(r);
+            let mut from_row = TxBuf::new(tx_kind(r.protocol));
+            from_row.push(&row);
+            assert_eq!(buf.bytes, from_row.bytes, "{:?}", r.protocol);
+        }
+        let dns_row = TxRow::from_record(&records[4]);
+        let text = |i: usize| match &dns_row.extra[i] {
+            Cell::Str(s) => s.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(text(7).as_deref(), Some("1.2.3.4,5.6.7.8"));
+        assert_eq!(text(8).as_deref(), Some("60,30"));
     }
 }

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::TypePtr;
-use wirelog_record::{CommunityId, ConnRecord, ConnState, FlowRecord, History, Proto, Uid};
+use wirelog_record::{
+    CommunityId, ConnRecord, ConnState, FlowRecord, History, Proto, TxRecord, Uid,
+};
 
 use crate::batch::Kind;
 use crate::encode::{
@@ -21,6 +23,7 @@ use crate::retention::{self, RetentionReport};
 use crate::schema;
 use crate::time::{hour_of, NS_PER_US};
 use crate::tx::{self, TxBuf, TxRow};
+use crate::tx_record::tx_kind;
 
 /// How the store writes and what it keeps.
 #[derive(Debug, Clone)]
@@ -572,6 +575,23 @@ impl Store {
         let limit = self.opts.flush_rows;
         for r in rows {
             self.tx[i].0.push(r);
+            let buf = &self.tx[i].0;
+            if buf.len() >= limit || buf.bytes >= self.opts.flush_bytes {
+                self.flush_kind(kind)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Buffers transaction records, each in its protocol's kind, as
+    /// [`Store::append_tx`] would buffer their [`TxRow::from_record`] rows
+    /// (the rows are not built: their text is copied once, into the buffer).
+    pub fn append_tx_records(&mut self, recs: &[TxRecord]) -> Result<(), StoreError> {
+        let limit = self.opts.flush_rows;
+        for r in recs {
+            let kind = tx_kind(r.protocol);
+            let i = tx_slot(kind).expect("every protocol has a transaction kind");
+            self.tx[i].0.push_record(r);
             let buf = &self.tx[i].0;
             if buf.len() >= limit || buf.bytes >= self.opts.flush_bytes {
                 self.flush_kind(kind)?;

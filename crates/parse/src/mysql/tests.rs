@@ -159,8 +159,8 @@ fn zeek_mysql_log() {
         let m = my(t);
         let (cmd, arg, success, rows) = (w[6], w[7], w[8], w[9]);
         assert_eq!(m.command, cmd);
-        let ours = if cmd == "login" { m.user.clone() } else { m.query.clone() };
-        assert_eq!(ours.as_deref().unwrap_or(""), if arg == "(empty)" { "" } else { arg }, "{cmd}");
+        let ours = if cmd == "login" { m.user.as_deref() } else { m.query.as_deref() };
+        assert_eq!(ours.unwrap_or(""), if arg == "(empty)" { "" } else { arg }, "{cmd}");
         if success == "-" {
             assert!(t.response.is_none());
         } else {
