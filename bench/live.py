@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "bench" / "out"
 CORPUS = OUT / "live-corpus"
-WIRELOG = REPO / "target" / "release" / "wirelog"
+WIRELOG = Path(os.environ.get("WIRELOG") or REPO / "target" / "release" / "wirelog")
 BENCH = REPO / "target" / "release" / "wirelog-bench"
 TESTDATA = REPO.parent / "shared" / "testdata" / "zeek"
 
@@ -101,7 +101,7 @@ def corpora() -> dict[str, tuple[Path, str]]:
             src.write_bytes(g.read())
         must([str(BENCH), "scale", "--copies", "10", str(src), str(few)])
         src.unlink()
-    out["few"] = (few, "echo-connections trace x10 (addresses rewritten per copy): 500 TCP connections")
+    out["few"] = (few, "echo-connections trace x10 (addresses rewritten per copy): 825,820 packets, 5,000 TCP connections")
     for name, flows, packets in [("50k", 50_000, 400_000), ("500k", 500_000, 1_000_000)]:
         p = CORPUS / f"udp_{name}.pcap"
         if not p.exists():
@@ -217,16 +217,17 @@ def replay(v: Veth, pcap: Path, parallel: int) -> float:
 
 # ---- the measurements ------------------------------------------------------------------------
 
-def cpu_runs(reps: int, rows: list[dict]) -> list[dict]:
-    corp = corpora()
+def cpu_runs(reps: int, rows: list[dict], extra: list[str], only: set[str], workers_list: list[int],
+             parallels: list[int]) -> list[dict]:
+    corp = {k: v for k, v in corpora().items() if not only or k in only}
     v = Veth(1500)
     try:
         for name, (pcap, desc) in corp.items():
             n_file = pcap_packets(pcap)
-            for workers in (1, 2):
-                for parallel in (1, 2):
+            for workers in workers_list:
+                for parallel in parallels:
                     for rep in range(reps):
-                        cap = Capturer(v, OUT / "live-work", ["--workers", str(workers), "--ring-size", "64M"])
+                        cap = Capturer(v, OUT / "live-work", ["--workers", str(workers), "--ring-size", "64M", *extra])
                         c0 = task_ns(cap.p.pid)
                         wall = replay(v, pcap, parallel)
                         # The last block is retired within 100 ms of the last packet.
@@ -327,7 +328,7 @@ def median_of(rows: list[dict], key: str) -> str:
 
 def render(rows, corp, idle, skips, reps) -> str:
     out = [f"Live capture, {time.strftime('%Y-%m-%d %H:%M %Z')}, {os.cpu_count()} cores, "
-           f"`bench/live.py --reps {reps}`; medians (range) of {reps} runs.", ""]
+           f"`bench/live.py {' '.join(sys.argv[1:])}`; medians (range) of {reps} runs.", ""]
     if rows:
         out += ["| corpus | workers | replays in parallel | packets/s captured | ns CPU/packet | kernel drops | "
                 "peak RSS MB |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -358,6 +359,10 @@ def main() -> int:
     ap.add_argument("--only", default="cpu,idle,skip", help="cpu, idle, skip (comma-separated)")
     ap.add_argument("--idle-secs", type=int, default=20, help="idle measurement length (default 20)")
     ap.add_argument("--no-build", action="store_true", help="use the binaries in target/release")
+    ap.add_argument("--corpora", default="", help="cpu: only these corpora (few,50k,500k; default all)")
+    ap.add_argument("--workers", default="1,2", help="cpu: worker counts (default 1,2)")
+    ap.add_argument("--parallel", default="1,2", help="cpu: replays at once (default 1,2)")
+    ap.add_argument("--extra", default="", help="cpu: more capture options, e.g. --extra=--no-parse")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("live.py: needs root (network namespaces, packet sockets)")
@@ -372,7 +377,9 @@ def main() -> int:
     only = set(a.only.split(","))
     OUT.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
-    corp = cpu_runs(a.reps, rows) if "cpu" in only else []
+    corp = cpu_runs(a.reps, rows, a.extra.split(), set(filter(None, a.corpora.split(","))),
+                    [int(x) for x in a.workers.split(",")], [int(x) for x in a.parallel.split(",")]) \
+        if "cpu" in only else []
     idle = idle_run(a.idle_secs) if "idle" in only else None
     skips = skip_runs() if "skip" in only else []
     shutil.rmtree(OUT / "live-work", ignore_errors=True)
