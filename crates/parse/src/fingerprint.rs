@@ -61,6 +61,16 @@ pub fn redact(sql: &str) -> String {
     redact_dialect(sql, Dialect::Mysql)
 }
 
+/// SQL text as a transaction records it: (the text, redacted when
+/// `cfg.redact`, cut to `cfg.max_text_bytes`; whether it was cut; its
+/// fingerprint, always taken from the whole text).
+pub(crate) fn recorded_sql(raw: &str, dialect: Dialect, cfg: &crate::ParseConfig) -> (String, bool, String) {
+    let fp = fingerprint_dialect(raw, dialect);
+    let mut text = if cfg.redact { redact_dialect(raw, dialect) } else { raw.to_string() };
+    let cut = crate::truncate(&mut text, cfg.max_text_bytes);
+    (text, cut, fp)
+}
+
 /// [`redact`] for `dialect`.
 pub fn redact_dialect(sql: &str, dialect: Dialect) -> String {
     let mut out = String::with_capacity(sql.len());

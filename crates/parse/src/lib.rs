@@ -237,3 +237,16 @@ pub trait StreamParser {
 
     fn stats(&self) -> ParseStats;
 }
+
+/// Cuts `s` to at most `max` bytes on a char boundary; true if it did.
+pub(crate) fn truncate(s: &mut String, max: usize) -> bool {
+    if s.len() <= max {
+        return false;
+    }
+    let mut end = max;
+    while end > 0 && !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    true
+}

@@ -21,8 +21,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::fingerprint;
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::fingerprint::{self, Dialect};
+use crate::{truncate, Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
 
 /// One MySQL command and its response.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -196,19 +196,6 @@ fn cstr<'a>(p: &'a [u8], pos: &mut usize) -> &'a [u8] {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// Cuts `s` to at most `max` bytes on a char boundary; true if it did.
-pub(crate) fn truncate(s: &mut String, max: usize) -> bool {
-    if s.len() <= max {
-        return false;
-    }
-    let mut end = max;
-    while end > 0 && !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.truncate(end);
-    true
 }
 
 /// Per-direction packet framing state.
@@ -401,11 +388,7 @@ impl MysqlParser {
 
     /// Text as recorded: redacted if asked, cut to `max_text_bytes`.
     fn record_text(&self, raw: &[u8]) -> (String, bool, String) {
-        let s = String::from_utf8_lossy(raw);
-        let fp = fingerprint::fingerprint(&s);
-        let mut t = if self.cfg.redact { fingerprint::redact(&s) } else { s.into_owned() };
-        let cut = truncate(&mut t, self.cfg.max_text_bytes);
-        (t, cut, fp)
+        fingerprint::recorded_sql(&String::from_utf8_lossy(raw), Dialect::Mysql, &self.cfg)
     }
 
     fn new_tx(&self, cmd: u8) -> MysqlTx {

@@ -37,7 +37,6 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::fingerprint::{self, Dialect};
-use crate::mysql::truncate;
 use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
 
 /// One PostgreSQL transaction (see the module doc for the kinds).
@@ -395,10 +394,7 @@ impl PgsqlParser {
 
     /// (recorded text, cut, fingerprint) of SQL text.
     fn record_text(&self, raw: &str) -> (String, bool, String) {
-        let fp = fingerprint::fingerprint_dialect(raw, Dialect::Postgres);
-        let mut t = if self.cfg.redact { fingerprint::redact_dialect(raw, Dialect::Postgres) } else { raw.to_string() };
-        let cut = truncate(&mut t, self.cfg.max_text_bytes);
-        (t, cut, fp)
+        fingerprint::recorded_sql(raw, Dialect::Postgres, &self.cfg)
     }
 
     fn set_query(&self, tx: &mut PgsqlTx, raw: &str, cut_before: bool) {

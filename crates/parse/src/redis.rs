@@ -24,7 +24,7 @@
 
 use std::collections::VecDeque;
 
-use crate::mysql::truncate;
+use crate::truncate;
 use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
 
 /// One command and its reply.

@@ -7,8 +7,8 @@
 //! hashes kept in the slab) while the table fills, up to the size the
 //! connection budget needs: a probe tracking a few thousand connections keeps
 //! its slots in a few cache-resident pages instead of spreading them over a
-//! 16 MiB array sized for a million (measured live: 240 -> 200 ns/packet with
-//! 5,000 connections). Growth happens at most log2(budget / 4096) times.
+//! 16 MiB array sized for a million (BENCHMARKS.md, "Live capture": the A/B
+//! with 5,000 connections). Growth happens at most log2(budget / 4096) times.
 
 use crate::key::{match_side, ConnKey, Side};
 
