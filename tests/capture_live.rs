@@ -10,32 +10,17 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use common::live::{is_root, last_stats, sh, skip, LiveCapture, BIN};
 use common::read_log;
-
-const BIN: &str = env!("CARGO_BIN_EXE_wirelog");
-
-fn required() -> bool {
-    std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1")
-}
-
-fn skip(why: &str) {
-    assert!(!required(), "WIRELOG_REQUIRE_ALL_TESTS=1 but {why}");
-    eprintln!("SKIPPED: {why}");
-}
 
 fn ok(cmd: &mut Command) -> bool {
     cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Two namespaces `a` (capture side) and `b` (replay side) joined by a veth
@@ -49,8 +34,7 @@ struct Netns {
 
 impl Netns {
     fn new() -> Option<Netns> {
-        let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-        if !is_root {
+        if !is_root() {
             skip("live capture tests need root (network namespaces)");
             return None;
         }
@@ -100,19 +84,10 @@ impl Drop for Netns {
     }
 }
 
-/// A running `wirelog capture` in namespace a.
+/// A running `wirelog capture` in namespace a, writing logs under `dir`.
 struct Capture {
-    child: Child,
-    stderr: Option<std::thread::JoinHandle<String>>,
+    cap: LiveCapture,
     dir: PathBuf,
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        // Only when a test failed before stop(): no capture outlives its test.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Capture {
@@ -127,39 +102,21 @@ impl Capture {
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).unwrap();
         let logs = dir.join("logs");
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &ns.a, BIN, "capture", "-i", iface, "--logs"])
-            .arg(&logs)
-            .args(if extra.contains(&"--store") { &[][..] } else { &["--no-store"][..] })
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start wirelog capture");
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut first = String::new();
-        err.read_line(&mut first).unwrap();
-        assert!(first.contains("capturing on"), "capture did not start: {first}");
-        let stderr = std::thread::spawn(move || {
-            let mut rest = first;
-            err.read_to_string(&mut rest).unwrap();
-            rest
-        });
-        Capture { child, stderr: Some(stderr), dir: dir.to_path_buf() }
+        let mut args: Vec<&OsStr> = vec![OsStr::new("--logs"), logs.as_os_str()];
+        if !extra.contains(&"--store") {
+            args.push(OsStr::new("--no-store"));
+        }
+        args.extend(extra.iter().map(OsStr::new));
+        Capture { cap: LiveCapture::start(&ns.a, iface, &args), dir: dir.to_path_buf() }
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.cap.pid()
     }
 
     /// SIGINT, then the exit status must be 0. Returns stderr.
-    fn stop(mut self) -> String {
-        // `ip netns exec` execs the command: the child's pid is wirelog's.
-        sh(&["kill", "-INT", &self.child.id().to_string()]);
-        let status = self.child.wait().unwrap();
-        let err = self.stderr.take().unwrap().join().unwrap();
-        assert!(status.success(), "capture exited with {status}: {err}");
-        err
+    fn stop(self) -> String {
+        self.cap.stop()
     }
 }
 
@@ -232,7 +189,7 @@ fn assert_same(what: &str, live: &[BTreeMap<String, String>], file: &[BTreeMap<S
 
 /// The packet count of the last stats line.
 fn packets_of(stderr: &str) -> u64 {
-    let line = stderr.lines().rev().find(|l| l.starts_with("wirelog: stats: ")).expect("a stats line");
+    let line = last_stats(stderr);
     line["wirelog: stats: ".len()..].split(' ').next().unwrap().parse().unwrap()
 }
 
@@ -338,7 +295,7 @@ fn two_workers_give_the_same_records() {
         let (live, err) = live(&ns, pcap, &dir, &["--workers", "2"]);
         let file = read_conns(pcap, &dir);
         assert_same(&format!("{} with 2 workers", pcap.display()), &live, &file, COMPARED);
-        let stats = err.lines().rev().find(|l| l.starts_with("wirelog: stats: ")).unwrap();
+        let stats = last_stats(&err);
         let per: Vec<u64> = stats
             .split("workers: ")
             .nth(1)
@@ -413,7 +370,7 @@ fn config_file_options_apply_and_the_command_line_wins() {
         &["id.orig_h", "id.orig_p", "id.resp_p", "orig_bytes", "resp_bytes", "conn_state"],
     );
     // workers = 2 from the file.
-    let stats = err.lines().rev().find(|l| l.starts_with("wirelog: stats: ")).unwrap();
+    let stats = last_stats(&err);
     assert_eq!(stats.split("workers: ").nth(1).expect("per-worker counters").split(", ").count(), 2, "{stats}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -636,7 +593,7 @@ fn kernel_drops_are_counted() {
     ns.replay(&echo); // 82,582 packets, ~12 MB of ring slots: far more than 1 MiB
     sh(&["kill", "-CONT", &cap.pid().to_string()]);
     let err = cap.stop();
-    let line = err.lines().rev().find(|l| l.starts_with("wirelog: stats: ")).unwrap();
+    let line = last_stats(&err);
     // "...; kernel: K packets, D dropped (...)"
     let kernel_part: Vec<&str> = line.split("kernel: ").nth(1).unwrap().split(' ').collect();
     let (processed, kernel, dropped): (u64, u64, u64) =

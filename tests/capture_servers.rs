@@ -16,35 +16,19 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use common::live::{is_root, last_stats, sh, skip, LiveCapture, BIN};
 use common::read_log;
-
-const BIN: &str = env!("CARGO_BIN_EXE_wirelog");
 /// Addresses on the veth pair (each test has its own namespaces, so they
 /// never clash).
 const SERVER_IP: &str = "192.168.77.1";
 const CLIENT_IP: &str = "192.168.77.2";
 
 type Row = HashMap<String, String>;
-
-fn required() -> bool {
-    std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1")
-}
-
-fn skip(why: &str) {
-    assert!(!required(), "WIRELOG_REQUIRE_ALL_TESTS=1 but {why}");
-    eprintln!("SKIPPED: {why}");
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
 
 fn have(prog: &str) -> bool {
     Command::new("sh")
@@ -57,8 +41,7 @@ fn have(prog: &str) -> bool {
 /// Root, `ip netns` and the given programs, or a skip (failure under
 /// WIRELOG_REQUIRE_ALL_TESTS=1).
 fn requirements(progs: &[&str]) -> bool {
-    let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-    if !is_root {
+    if !is_root() {
         skip("live server tests need root (network namespaces)");
         return false;
     }
@@ -174,18 +157,9 @@ impl Drop for Server {
 
 /// A running `wirelog capture` on the client end of the veth pair.
 struct Capture {
-    child: Child,
-    stderr: Option<std::thread::JoinHandle<String>>,
+    cap: LiveCapture,
     logs: PathBuf,
     started: Instant,
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        // Only when a test failed before stop(): no capture outlives its test.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Capture {
@@ -195,41 +169,21 @@ impl Capture {
         let (logs, store) = (dir.join("logs"), dir.join("store"));
         let _ = std::fs::remove_dir_all(&logs);
         let _ = std::fs::remove_dir_all(&store);
-        let mut child = Netns::cmd(&ns.c, &[BIN, "capture", "-i", &ns.vc])
-            .arg("--logs")
-            .arg(&logs)
-            .arg("--store")
-            .arg(&store)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start wirelog capture");
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut first = String::new();
-        err.read_line(&mut first).unwrap();
-        assert!(first.contains("capturing on"), "capture did not start: {first}");
-        let stderr = std::thread::spawn(move || {
-            let mut rest = first;
-            err.read_to_string(&mut rest).unwrap();
-            rest
-        });
-        Capture { child, stderr: Some(stderr), logs, started: Instant::now() }
+        let args = ["--logs".as_ref(), logs.as_os_str(), "--store".as_ref(), store.as_os_str()];
+        Capture { cap: LiveCapture::start(&ns.c, &ns.vc, &args), logs, started: Instant::now() }
     }
 
     /// SIGINT; the exit status must be 0 and the kernel must have dropped
     /// nothing (a drop would explain a difference without being one).
     /// Returns the logs' directory.
-    fn stop(mut self) -> PathBuf {
-        sh(&["kill", "-INT", &self.child.id().to_string()]);
-        let status = self.child.wait().unwrap();
-        let err = self.stderr.take().unwrap().join().unwrap();
-        assert!(status.success(), "capture exited with {status}: {err}");
-        let stats = err.lines().rev().find(|l| l.starts_with("wirelog: stats: ")).expect("a stats line");
+    fn stop(self) -> PathBuf {
+        let err = self.cap.stop();
+        let stats = last_stats(&err);
         eprintln!("captured for {:.1} s: {stats}", self.started.elapsed().as_secs_f64());
         assert!(stats.contains(" 0 dropped"), "kernel drops: {stats}");
         // ARP on the pair is not IP; every IP packet of real servers decodes.
         assert!(stats.ends_with(" 0 packets not decoded"), "{stats}");
-        self.logs.clone()
+        self.logs
     }
 }
 

@@ -3,6 +3,8 @@
 // Each test binary includes this module and uses a part of it.
 #![allow(dead_code)]
 
+pub mod live;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
