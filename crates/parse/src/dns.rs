@@ -775,7 +775,7 @@ impl UdpDns {
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::testutil::{run_parser, tcp_events, udp_datagrams, Ev};
+    use crate::testutil::{run_parser, tcp_events, udp_datagrams, Ev, Facts};
 
     fn dns(t: &Transaction) -> &DnsTx {
         match &t.detail {
@@ -953,38 +953,6 @@ mod test {
     }
 
     // ---- Packetbeat system-test facts ----
-
-    struct Facts {
-        name: String,
-        checked: u32,
-        failed: Vec<String>,
-    }
-
-    impl Facts {
-        fn new(name: &str) -> Self {
-            Facts {
-                name: name.into(),
-                checked: 0,
-                failed: Vec::new(),
-            }
-        }
-        fn eq<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, got: T, want: T) {
-            self.checked += 1;
-            if got != want {
-                self.failed
-                    .push(format!("{what}: got {got:?}, want {want:?}"));
-            }
-        }
-        fn done(self) {
-            eprintln!(
-                "{}: {} facts checked, {} agree",
-                self.name,
-                self.checked,
-                self.checked - self.failed.len() as u32
-            );
-            assert!(self.failed.is_empty(), "{}: {:#?}", self.name, self.failed);
-        }
-    }
 
     fn udp(rel: &str) -> Vec<Transaction> {
         let cfg = ParseConfig::default();

@@ -1144,7 +1144,7 @@ impl StreamParser for HttpParser {
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::testutil::{run_parser, tcp_events, Ev};
+    use crate::testutil::{run_parser, tcp_events, Ev, Facts};
 
     fn http(t: &Transaction) -> &HttpTx {
         match &t.detail {
@@ -1537,39 +1537,6 @@ mod test {
     }
 
     // ---- Packetbeat system-test facts over the shared pcaps ----
-
-    /// Facts checked against a reference, counted per capture.
-    struct Facts {
-        name: String,
-        checked: u32,
-        failed: Vec<String>,
-    }
-
-    impl Facts {
-        fn new(name: &str) -> Self {
-            Facts {
-                name: name.into(),
-                checked: 0,
-                failed: Vec::new(),
-            }
-        }
-        fn eq<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, got: T, want: T) {
-            self.checked += 1;
-            if got != want {
-                self.failed
-                    .push(format!("{what}: got {got:?}, want {want:?}"));
-            }
-        }
-        fn done(self) {
-            eprintln!(
-                "{}: {} facts checked, {} agree",
-                self.name,
-                self.checked,
-                self.checked - self.failed.len() as u32
-            );
-            assert!(self.failed.is_empty(), "{}: {:#?}", self.name, self.failed);
-        }
-    }
 
     fn pcap(rel: &str, ports: &[u16], cfg: &ParseConfig) -> Vec<Transaction> {
         let ev = tcp_events(rel, ports);

@@ -393,3 +393,29 @@ pub fn stats_of(events: &[Ev], make: impl Fn() -> Box<dyn crate::StreamParser + 
     }
     sum
 }
+
+/// Facts checked against a reference (a Packetbeat system test, a Zeek
+/// log), counted per capture; every disagreement is listed when it is done.
+pub struct Facts {
+    name: String,
+    checked: u32,
+    failed: Vec<String>,
+}
+
+impl Facts {
+    pub fn new(name: &str) -> Self {
+        Facts { name: name.into(), checked: 0, failed: Vec::new() }
+    }
+
+    pub fn eq<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, got: T, want: T) {
+        self.checked += 1;
+        if got != want {
+            self.failed.push(format!("{what}: got {got:?}, want {want:?}"));
+        }
+    }
+
+    pub fn done(self) {
+        eprintln!("{}: {} facts checked, {} agree", self.name, self.checked, self.checked - self.failed.len() as u32);
+        assert!(self.failed.is_empty(), "{}: {:#?}", self.name, self.failed);
+    }
+}
