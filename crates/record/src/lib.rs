@@ -4,6 +4,7 @@
 //! Records have a fixed schema (plain structs, no maps) so sinks can write
 //! them as columns or as Zeek-compatible text without guessing.
 
+pub mod civil;
 mod community_id;
 mod conn;
 mod flow;
