@@ -316,6 +316,11 @@ struct Pending {
 }
 
 impl Pending {
+    /// A transaction opened by a client message of client batch `batch`.
+    fn new(kind: Kind, tx: PgsqlTx, req: Option<Span>, batch: u64) -> Pending {
+        Pending { kind, tx, req, resp: None, error: false, batch, done: false, stmts: VecDeque::new() }
+    }
+
     fn status(&self) -> TxStatus {
         if self.req.is_none() {
             TxStatus::NoRequest
@@ -435,16 +440,7 @@ impl PgsqlParser {
 
     fn emit_now(&mut self, tx: PgsqlTx, req: Span, out: &mut Vec<Transaction>) {
         // Ordered after what is still pending, as it happened after it.
-        self.push(Pending {
-            kind: Kind::NoReply,
-            tx,
-            req: Some(req),
-            resp: None,
-            error: false,
-            batch: u64::MAX,
-            done: true,
-            stmts: VecDeque::new(),
-        });
+        self.push(Pending { done: true, ..Pending::new(Kind::NoReply, tx, Some(req), u64::MAX) });
         self.emit_done(out);
     }
 
@@ -491,16 +487,7 @@ impl PgsqlParser {
                 let tx = self.new_tx("startup");
                 let batch = self.client_batch;
                 self.client_batch += 1;
-                self.push(Pending {
-                    kind: Kind::Startup,
-                    tx,
-                    req: Some(span),
-                    resp: None,
-                    error: false,
-                    batch,
-                    done: false,
-                    stmts: VecDeque::new(),
-                });
+                self.push(Pending::new(Kind::Startup, tx, Some(span), batch));
             }
             _ => {
                 // Not a startup-phase message: the capture began mid-session.
@@ -526,16 +513,7 @@ impl PgsqlParser {
                 self.acc_first = None;
                 let batch = self.client_batch;
                 self.client_batch += 1;
-                self.push(Pending {
-                    kind: Kind::Query,
-                    tx,
-                    req,
-                    resp: None,
-                    error: false,
-                    batch,
-                    done: false,
-                    stmts: rest,
-                });
+                self.push(Pending { stmts: rest, ..Pending::new(Kind::Query, tx, req, batch) });
             }
             b'P' => {
                 let mut pos = 0;
@@ -585,16 +563,7 @@ impl PgsqlParser {
                 self.acc_first = None;
                 self.acc_query = None;
                 let batch = self.client_batch;
-                self.push(Pending {
-                    kind: Kind::Execute,
-                    tx,
-                    req,
-                    resp: None,
-                    error: false,
-                    batch,
-                    done: false,
-                    stmts: VecDeque::new(),
-                });
+                self.push(Pending::new(Kind::Execute, tx, req, batch));
             }
             b'S' => {
                 let batch = self.client_batch;
@@ -606,16 +575,7 @@ impl PgsqlParser {
                     }
                     let mut req = self.acc.take();
                     merge(&mut req, Some(span));
-                    self.push(Pending {
-                        kind: Kind::Batch,
-                        tx,
-                        req,
-                        resp: None,
-                        error: false,
-                        batch,
-                        done: false,
-                        stmts: VecDeque::new(),
-                    });
+                    self.push(Pending::new(Kind::Batch, tx, req, batch));
                 } else if let Some(p) = self.pending.back_mut().filter(|p| p.batch == batch && !p.done) {
                     merge(&mut p.req, Some(span));
                 }
@@ -624,16 +584,7 @@ impl PgsqlParser {
                 let tx = self.new_tx("function_call");
                 let batch = self.client_batch;
                 self.client_batch += 1;
-                self.push(Pending {
-                    kind: Kind::FunctionCall,
-                    tx,
-                    req: Some(span),
-                    resp: None,
-                    error: false,
-                    batch,
-                    done: false,
-                    stmts: VecDeque::new(),
-                });
+                self.push(Pending::new(Kind::FunctionCall, tx, Some(span), batch));
             }
             b'X' => {
                 let tx = self.new_tx("terminate");
@@ -668,16 +619,7 @@ impl PgsqlParser {
         if !self.pending.iter().any(|p| !p.done) {
             let tx = self.new_tx("unknown");
             let batch = self.server_batch;
-            self.pending.push_back(Pending {
-                kind: Kind::Unknown,
-                tx,
-                req: None,
-                resp: None,
-                error: false,
-                batch,
-                done: false,
-                stmts: VecDeque::new(),
-            });
+            self.pending.push_back(Pending::new(Kind::Unknown, tx, None, batch));
         }
         self.pending.iter().position(|p| !p.done).unwrap_or(0)
     }
@@ -853,14 +795,9 @@ impl StreamParser for PgsqlParser {
                         tx.command_tag = Some("N".to_string());
                         let resp = Span { first_ns: ts_ns, last_ns: ts_ns, bytes: 1 };
                         self.push(Pending {
-                            kind: Kind::Batch,
-                            tx,
-                            req: Some(req),
                             resp: Some(resp),
-                            error: false,
-                            batch: u64::MAX,
                             done: true,
-                            stmts: VecDeque::new(),
+                            ..Pending::new(Kind::Batch, tx, Some(req), u64::MAX)
                         });
                         self.emit_done(out);
                         data = &data[1..];
