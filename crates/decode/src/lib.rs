@@ -66,6 +66,7 @@ pub mod udp;
 
 mod decoder;
 mod frag;
+#[cfg(any(test, feature = "bench"))]
 mod hint;
 mod link;
 
@@ -73,6 +74,7 @@ mod link;
 mod testpcap;
 
 pub use decoder::{DecodeStats, Decoder};
+#[cfg(feature = "bench")]
 pub use hint::{flow_hint, FlowHint};
 pub use link::SUPPORTED as SUPPORTED_LINKTYPES;
 

@@ -621,6 +621,7 @@ fn emit_pending(p: Pending, out: &mut Vec<Transaction>) {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 /// Fuzzing entry: `data` as a UDP datagram (query and response) and as a
 /// TCP stream split at the position its first byte names. Must never panic.
 pub fn fuzz(data: &[u8]) {

@@ -1009,6 +1009,7 @@ fn redact_query(q: &[u8]) -> Vec<u8> {
     out
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 /// Fuzzing entry: `data` is a script of steps for one connection. Each step
 /// is a control byte `c` (bit 0: direction; bits 1-2: 3 = a gap of `c >> 3`
 /// bytes, else data; bits 3-7: length - 1) followed by that many bytes. The

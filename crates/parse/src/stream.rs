@@ -354,6 +354,7 @@ impl Reassembler {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 /// Fuzzing entry: `data` is a list of 4-byte segment descriptions for one
 /// stream (sequence offset from the first byte, u16 LE; length; flags) with
 /// tight memory limits. Must never panic, and memory accounting must balance.

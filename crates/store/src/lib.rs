@@ -89,7 +89,7 @@ pub mod layout;
 mod reader;
 pub mod retention;
 pub mod schema;
-#[doc(hidden)]
+#[cfg(feature = "synth")]
 pub mod synth;
 mod time;
 mod tx;

@@ -63,6 +63,7 @@ impl<T> ConnTable<T> {
         self.len >= self.capacity
     }
 
+    #[cfg(feature = "bench")]
     /// Hints the CPU to load the first slot of `hash`'s probe sequence.
     #[inline]
     pub fn prefetch(&self, hash: u64) {
@@ -79,6 +80,7 @@ impl<T> ConnTable<T> {
         let _ = i;
     }
 
+    #[cfg(feature = "bench")]
     /// Second prefetch stage, a few packets after [`ConnTable::prefetch`]: the
     /// slot is cached by now, so read it and load the start of its entry.
     #[inline]

@@ -249,18 +249,21 @@ impl Tracker {
     }
 
     /// Prefetches the table slot a key will probe (call ~16 packets ahead).
+    #[cfg(feature = "bench")]
     #[inline]
     pub fn prefetch(&self, hash: u64) {
         self.table.prefetch(hash);
     }
 
     /// Prefetches the connection entry of a slot prefetched earlier (call ~8 packets ahead).
+    #[cfg(feature = "bench")]
     #[inline]
     pub fn prefetch_entry(&self, hash: u64) {
         self.table.prefetch_entry(hash);
     }
 
     /// The table hash of a packet's tuple, from a [`wirelog_decode::FlowHint`].
+    #[cfg(feature = "bench")]
     #[inline]
     pub fn hint_hash(&self, h: &wirelog_decode::FlowHint) -> u64 {
         ConnKey {
