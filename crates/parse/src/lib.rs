@@ -80,14 +80,71 @@ impl Protocol {
     }
 
     /// A new parser for one TCP connection carrying this protocol.
-    pub fn stream_parser(self, cfg: &ParseConfig) -> Box<dyn StreamParser + Send> {
+    pub fn stream_parser(self, cfg: &ParseConfig) -> ConnParser {
         match self {
-            Protocol::Http => Box::new(http::HttpParser::new(cfg)),
-            Protocol::Mysql => Box::new(mysql::MysqlParser::new(cfg)),
-            Protocol::Pgsql => Box::new(pgsql::PgsqlParser::new(cfg)),
-            Protocol::Redis => Box::new(redis::RedisParser::new(cfg)),
-            Protocol::Dns => Box::new(dns::TcpDns::new(cfg)),
+            Protocol::Http => ConnParser::Http(http::HttpParser::new(cfg)),
+            Protocol::Mysql => ConnParser::Mysql(mysql::MysqlParser::new(cfg)),
+            Protocol::Pgsql => ConnParser::Pgsql(pgsql::PgsqlParser::new(cfg)),
+            Protocol::Redis => ConnParser::Redis(redis::RedisParser::new(cfg)),
+            Protocol::Dns => ConnParser::Dns(dns::TcpDns::new(cfg)),
         }
+    }
+}
+
+/// The parser of one connection, a closed set dispatched by `match` (the
+/// per-packet path stays monomorphic; no vtable call per segment). It lives
+/// inside the connection's boxed application state, so the largest variant
+/// costs no extra allocation.
+pub enum ConnParser {
+    Http(http::HttpParser),
+    Mysql(mysql::MysqlParser),
+    Pgsql(pgsql::PgsqlParser),
+    Redis(redis::RedisParser),
+    Dns(dns::TcpDns),
+}
+
+/// Calls the same method on whichever parser a [`ConnParser`] holds.
+macro_rules! each_parser {
+    ($self:expr, $p:ident => $e:expr) => {
+        match $self {
+            ConnParser::Http($p) => $e,
+            ConnParser::Mysql($p) => $e,
+            ConnParser::Pgsql($p) => $e,
+            ConnParser::Redis($p) => $e,
+            ConnParser::Dns($p) => $e,
+        }
+    };
+}
+
+impl StreamParser for ConnParser {
+    #[inline]
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+        each_parser!(self, p => p.data(dir, ts_ns, data, out))
+    }
+
+    #[inline]
+    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+        each_parser!(self, p => p.gap(dir, ts_ns, len, out))
+    }
+
+    #[inline]
+    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+        each_parser!(self, p => p.expire(now_ns, out))
+    }
+
+    #[inline]
+    fn finish(&mut self, ts_ns: i64, out: &mut Vec<Transaction>) {
+        each_parser!(self, p => p.finish(ts_ns, out))
+    }
+
+    #[inline]
+    fn gave_up(&self) -> bool {
+        each_parser!(self, p => p.gave_up())
+    }
+
+    #[inline]
+    fn stats(&self) -> ParseStats {
+        each_parser!(self, p => p.stats())
     }
 }
 

@@ -249,7 +249,7 @@ pub fn parse_pcap(
     cfg: &crate::ParseConfig,
 ) -> Vec<Vec<crate::Transaction>> {
     let evs = tcp_events(rel, ports);
-    run_parser(&evs, || proto.stream_parser(cfg))
+    run_parser(&evs, || Box::new(proto.stream_parser(cfg)))
 }
 
 /// A small deterministic PRNG (xorshift64*), so stress tests need no crate.

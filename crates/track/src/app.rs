@@ -11,7 +11,7 @@
 use wirelog_parse::detect::PortMap;
 use wirelog_parse::dns::UdpDns;
 use wirelog_parse::stream::{Budget, Chunk, Reassembler, SegFlags};
-use wirelog_parse::{Dir, ParseConfig, ParseStats, Protocol, StreamParser, Transaction};
+use wirelog_parse::{ConnParser, Dir, ParseConfig, ParseStats, Protocol, StreamParser, Transaction};
 use wirelog_record::Uid;
 
 /// Application parsing settings.
@@ -42,7 +42,7 @@ impl Default for AppConfig {
 
 pub(crate) enum AppParser {
     Stream {
-        parser: Box<dyn StreamParser + Send>,
+        parser: ConnParser,
         /// Client-to-server and server-to-client streams.
         streams: [Reassembler; 2],
     },

@@ -538,7 +538,7 @@ fn throughput() {
         let t = std::time::Instant::now();
         let mut n = 0;
         for _ in 0..rounds {
-            n += crate::testutil::run_parser(&evs, || proto.stream_parser(&cfg)).iter().map(Vec::len).sum::<usize>();
+            n += crate::testutil::run_parser(&evs, || Box::new(proto.stream_parser(&cfg))).iter().map(Vec::len).sum::<usize>();
         }
         let s = t.elapsed().as_secs_f64();
         eprintln!("{f}: {:.0} MB/s, {:.0} k transactions/s", (bytes * rounds) as f64 / s / 1e6, n as f64 / s / 1e3);
