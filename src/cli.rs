@@ -140,6 +140,54 @@ pub enum LogFormatArg {
     Json,
 }
 
+/// `--checksums MODE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ChecksumsArg {
+    /// Verify, but use packets whose TCP/UDP checksum was never computed
+    /// (offloaded: the field holds the pseudo-header sum, as on loopback and
+    /// on a host's own outgoing packets); reject the other bad ones as Zeek does.
+    Auto,
+    /// Zeek's default: every bad checksum makes its packet unusable.
+    Verify,
+    /// Use every packet whatever its checksums, like `zeek -C`.
+    Ignore,
+}
+
+#[derive(Args, Debug)]
+pub struct ChecksumArgs {
+    /// How IP/TCP/UDP/ICMP checksums are treated. A packet with a bad checksum
+    /// is only counted (history letter C/c), as Zeek does; `auto` tells
+    /// offloaded checksums (never computed by the sender) from bad ones.
+    /// `--verify-checksums` (older capture flag) is the same as `verify`.
+    #[arg(long, value_enum, value_name = "MODE", default_value = "auto")]
+    pub checksums: ChecksumsArg,
+
+    /// Same as --checksums ignore (`zeek -C`).
+    #[arg(short = 'C', long, conflicts_with_all = ["checksums", "verify_checksums"])]
+    pub ignore_checksums: bool,
+
+    /// Hidden alias of --checksums verify, kept for older command lines.
+    #[arg(long, hide = true, conflicts_with = "checksums")]
+    pub verify_checksums: bool,
+}
+
+impl ChecksumArgs {
+    pub fn mode(&self) -> wirelog_decode::ChecksumMode {
+        use wirelog_decode::ChecksumMode as M;
+        if self.ignore_checksums {
+            return M::Ignore;
+        }
+        if self.verify_checksums {
+            return M::Verify;
+        }
+        match self.checksums {
+            ChecksumsArg::Auto => M::Auto,
+            ChecksumsArg::Verify => M::Verify,
+            ChecksumsArg::Ignore => M::Ignore,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ReadArgs {
     /// Capture files: pcap or pcapng, plain or gzip-compressed; `-` for stdin.
@@ -149,11 +197,8 @@ pub struct ReadArgs {
     #[command(flatten)]
     pub output: OutputArgs,
 
-    /// Ignore checksums: use packets with bad IP/TCP/UDP/ICMP checksums for
-    /// connection state, like `zeek -C`. By default they are only counted
-    /// (history letter C/c), as Zeek does.
-    #[arg(short = 'C', long)]
-    pub ignore_checksums: bool,
+    #[command(flatten)]
+    pub checksums: ChecksumArgs,
 
     #[command(flatten)]
     pub track: TrackArgs,
@@ -391,11 +436,8 @@ pub struct CaptureArgs {
     #[command(flatten)]
     pub output: OutputArgs,
 
-    /// Verify IP/TCP/UDP/ICMP checksums. Off by default live: with checksum
-    /// offloading the host's own packets are captured before their checksums
-    /// are filled in.
-    #[arg(long)]
-    pub verify_checksums: bool,
+    #[command(flatten)]
+    pub checksums: ChecksumArgs,
 
     /// Print statistics to stderr this often (0: only on exit).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
