@@ -289,7 +289,9 @@ pub struct TrackArgs {
     /// Ports where servers listen, used to pick the originator of a connection
     /// whose first packet is not a SYN (Zeek's likely_server_ports): `default`
     /// (Zeek's default analyzers' ports), `none`, or a list such as
-    /// `tcp/80,udp/53,8000-8080` (a bare port means TCP and UDP).
+    /// `tcp/80,udp/53,8000-8080` (a bare port means TCP and UDP);
+    /// `default,tcp/13001` extends the defaults. Ports named with --ports
+    /// are server ports too.
     #[arg(long, value_name = "LIST", default_value = "default")]
     pub server_ports: String,
 
@@ -311,8 +313,21 @@ pub struct TrackArgs {
 impl TrackArgs {
     /// The tracker's settings, with the application parsing of `app`.
     pub fn tracker_config(&self, app: &AppArgs) -> Result<TrackerConfig, String> {
-        let (tcp_server_ports, udp_server_ports) =
+        let (mut tcp_server_ports, mut udp_server_ports) =
             PortSet::parse_list(&self.server_ports).map_err(|e| format!("--server-ports: {e}"))?;
+        // A port named for a protocol is where its server listens: it orients
+        // connections too (a capture that starts mid-connection, a server
+        // that speaks first).
+        if !app.no_parse {
+            for (proto, ports) in app.named_ports()? {
+                for &p in &ports {
+                    tcp_server_ports.insert(p);
+                    if proto == wirelog_parse::Protocol::Dns {
+                        udp_server_ports.insert(p);
+                    }
+                }
+            }
+        }
         Ok(TrackerConfig {
             tcp_server_ports,
             udp_server_ports,
@@ -378,6 +393,15 @@ impl AppArgs {
         };
         cfg.parse.redact = self.redact;
         cfg.parse.http_headers = self.http_header.clone();
+        for (proto, ports) in self.named_ports()? {
+            cfg.ports.set(proto, &ports);
+        }
+        Ok(Some(cfg))
+    }
+
+    /// The `--ports PROTO=PORTS` lists, parsed.
+    pub fn named_ports(&self) -> Result<Vec<(wirelog_parse::Protocol, Vec<u16>)>, String> {
+        let mut named = Vec::new();
         for spec in &self.ports {
             let (name, list) = spec.split_once('=').ok_or_else(|| {
                 format!("--ports {spec}: expected PROTO=PORTS, e.g. mysql=3306,3307")
@@ -393,9 +417,9 @@ impl AppArgs {
                         .map_err(|_| format!("--ports {spec}: {p:?} is not a port"))?,
                 );
             }
-            cfg.ports.set(proto, &ports);
+            named.push((proto, ports));
         }
-        Ok(Some(cfg))
+        Ok(named)
     }
 }
 
