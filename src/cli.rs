@@ -43,6 +43,7 @@ pub enum Command {
     ///   wirelog query mysql --by fingerprint --sort p99_latency --top 10
     ///   wirelog query http --where 'status_code >= 500' --by host,uri
     ///   wirelog query dns --where 'rcode_name != NOERROR and ip = 10.0.0.53'
+    #[command(verbatim_doc_comment)]
     Query(QueryArgs),
     /// Capture live traffic from network interfaces until SIGINT/SIGTERM (or --duration).
     ///
