@@ -427,7 +427,7 @@ def tool_count(tool: str, w: Path) -> str:
         return m[-1] if m else "?"
 
     try:
-        if tool == "wirelog":
+        if tool in ("wirelog", "wirelog_auto"):
             def records(name: str) -> int:
                 try:
                     with open(w / "logs" / name, errors="replace") as f:

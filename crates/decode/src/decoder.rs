@@ -561,17 +561,24 @@ fn fragment<'a>(
 }
 
 /// Verifies a transport checksum over `len` bytes, if they were all captured.
-/// With `offload`, a failed checksum whose field (at `field`) holds the
-/// offload signature is [`Checksum::Offloaded`]: only then is it looked at,
-/// so valid packets pay nothing for it.
+///
+/// With `offload`, the field (at `field`) is first compared with the offload
+/// signature, which costs one compare against the pseudo-header sum already
+/// at hand; only a field without it pays for the sum over the whole segment.
+/// Loopback and host captures are mostly offloaded, so checking the
+/// signature after a failed full sum would pay for both on nearly every
+/// packet. A correct checksum that happens to equal the signature (about 1
+/// in 65536 segments) is then counted as offloaded instead of good: harmless,
+/// since both are used. [`ChecksumMode::Verify`] (`offload` false) never
+/// looks at the signature and stays Zeek's verdict bit for bit.
 #[inline]
 fn verify_l4(data: &[u8], len: u32, initial: u64, field: usize, offload: bool) -> Checksum {
     match data.get(..len as usize) {
         None => Checksum::Unchecked,
-        Some(seg) if checksum::is_valid(checksum::sum(seg, initial)) => Checksum::Good,
         Some(seg) if offload && checksum::is_offload_signature(seg, field, initial) => {
             Checksum::Offloaded
         }
+        Some(seg) if checksum::is_valid(checksum::sum(seg, initial)) => Checksum::Good,
         Some(_) => Checksum::BadTransport,
     }
 }

@@ -188,8 +188,10 @@ pub enum ChecksumMode {
     /// holds the folded one's-complement sum of the pseudo-header alone, not
     /// complemented. Every loopback capture and every capture of a host's own
     /// outgoing packets with transmit offload looks like this. The signature
-    /// is only looked at after the full checksum failed, so valid packets
-    /// cost nothing more than in [`ChecksumMode::Verify`].
+    /// is compared first (one 16-bit compare), so an offloaded packet costs
+    /// less than verifying it; only other packets pay for the full sum. A
+    /// correct checksum equal to the signature (1 in 65536) is counted as
+    /// offloaded rather than good; both are used.
     #[default]
     Auto,
     /// Zeek's behaviour: any wrong checksum makes the packet unusable.
