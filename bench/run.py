@@ -85,6 +85,9 @@ TOOLS = [
     Tool("cat", 'cat "$PCAP" >/dev/null', ["cat"]),
     Tool("wirelog", '"$WIRELOG" read -C --quiet --store "$W/store" --logs "$W/logs" "$PCAP" >"$W/out" 2>&1', [],
          "conn.log records"),
+    # The default checksum mode (auto: offloaded checksums accepted), beside -C.
+    Tool("wirelog_auto", '"$WIRELOG" read --quiet --store "$W/store" --logs "$W/logs" "$PCAP" >"$W/out" 2>&1', [],
+         "conn.log records"),
     Tool("tcpdump_w", 'tcpdump -r "$PCAP" -w /dev/null 2>"$W/out"', ["tcpdump"]),
     Tool("softflowd", 'ip netns exec "$NS" softflowd -r "$PCAP" -n 127.0.0.1:9995 -v 9 -6 -d -m 1000000 '
          '>"$W/out" 2>&1', ["softflowd", "nfcapd", "ip"], "bidir flows (all protocols)"),
@@ -424,7 +427,7 @@ def tool_count(tool: str, w: Path) -> str:
         return m[-1] if m else "?"
 
     try:
-        if tool == "wirelog":
+        if tool in ("wirelog", "wirelog_auto"):
             def records(name: str) -> int:
                 try:
                     with open(w / "logs" / name, errors="replace") as f:

@@ -18,7 +18,7 @@ use wirelog_capture::ring::{self, Ring, RingConfig, RingError, Waiter};
 use wirelog_capture::stats::{CaptureStats, WorkerCounters};
 use wirelog_capture::stop::Stop;
 use wirelog_capture::{bpf, now_ns, Framing, Interface};
-use wirelog_decode::{DecodeConfig, Decoded, Decoder, SkipReason};
+use wirelog_decode::{DecodeConfig, Decoded, Decoder, KernelChecksum, SkipReason};
 use wirelog_source::LinkType;
 use wirelog_track::{Tracker, TrackerConfig};
 
@@ -128,7 +128,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         }
         let w = Worker {
             rings,
-            decoder: Decoder::new(DecodeConfig { verify_checksums: args.verify_checksums, ..DecodeConfig::default() }),
+            decoder: Decoder::new(DecodeConfig { checksums: args.checksums.mode(), ..DecodeConfig::default() }),
             tracker,
             counters: c,
             tx: output.sender(),
@@ -230,11 +230,13 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         eprintln!("wirelog: stats: {}", snapshot());
         let bad: u64 = ends.iter().map(|e| e.bad_checksums).sum();
         let decoded: u64 = ends.iter().map(|e| e.decoded).sum();
-        if args.verify_checksums && bad > 0 && bad * 10 > decoded {
-            eprintln!(
-                "wirelog: warning: {bad} of {decoded} IP packets have bad checksums, likely from checksum offloading; \
-                 run without --verify-checksums"
-            );
+        if bad > 0 && bad * 10 > decoded {
+            let hint = if args.checksums.mode() == wirelog_decode::ChecksumMode::Verify {
+                "likely from checksum offloading; --checksums auto (the default) accepts offloaded checksums"
+            } else {
+                "and they are not offloaded checksums; -C ignores checksums"
+            };
+            eprintln!("wirelog: warning: {bad} of {decoded} IP packets have bad checksums, {hint}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -343,7 +345,7 @@ impl Worker {
         self.update_stats();
         self.ship()?;
         let ds = self.decoder.stats();
-        Ok(WorkerEnd { decoded: ds.decoded, bad_checksums: ds.bad_transport_checksum })
+        Ok(WorkerEnd { decoded: ds.decoded, bad_checksums: ds.bad_ip_checksum + ds.bad_transport_checksum })
     }
 
     /// Processes the retired blocks of every ring, at most
@@ -386,7 +388,14 @@ impl Worker {
                     } else {
                         iface_pos
                     };
-                    match decoder.decode(linktype, p.ts_ns, p.data) {
+                    let kernel = if p.checksum_not_ready() {
+                        KernelChecksum::NotReady
+                    } else if p.checksum_valid() {
+                        KernelChecksum::Valid
+                    } else {
+                        KernelChecksum::Unknown
+                    };
+                    match decoder.decode_with(linktype, p.ts_ns, p.data, kernel) {
                         Decoded::Ip(mut ip) => {
                             if let Some(v) = p.vlan_tci {
                                 // The kernel took the outer tag out of the frame.
@@ -443,6 +452,10 @@ impl Worker {
         c.kernel_freezes.store(f, Relaxed);
         c.evicted.store(self.tracker.stats().evicted, Relaxed);
         c.flows_early.store(self.tracker.flows_emitted_early(), Relaxed);
+        let ds = self.decoder.stats();
+        c.checksum_valid.store(ds.good_checksum, Relaxed);
+        c.checksum_offloaded.store(ds.offloaded_checksum, Relaxed);
+        c.checksum_bad.store(ds.bad_ip_checksum + ds.bad_transport_checksum, Relaxed);
     }
 
     /// Sends the records that ended since the last call, if any.

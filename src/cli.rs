@@ -43,6 +43,7 @@ pub enum Command {
     ///   wirelog query mysql --by fingerprint --sort p99_latency --top 10
     ///   wirelog query http --where 'status_code >= 500' --by host,uri
     ///   wirelog query dns --where 'rcode_name != NOERROR and ip = 10.0.0.53'
+    #[command(verbatim_doc_comment)]
     Query(QueryArgs),
     /// Capture live traffic from network interfaces until SIGINT/SIGTERM (or --duration).
     ///
@@ -140,6 +141,54 @@ pub enum LogFormatArg {
     Json,
 }
 
+/// `--checksums MODE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ChecksumsArg {
+    /// Verify, but use packets whose TCP/UDP checksum was never computed
+    /// (offloaded: the field holds the pseudo-header sum, as on loopback and
+    /// on a host's own outgoing packets); reject the other bad ones as Zeek does.
+    Auto,
+    /// Zeek's default: every bad checksum makes its packet unusable.
+    Verify,
+    /// Use every packet whatever its checksums, like `zeek -C`.
+    Ignore,
+}
+
+#[derive(Args, Debug)]
+pub struct ChecksumArgs {
+    /// How IP/TCP/UDP/ICMP checksums are treated. A packet with a bad checksum
+    /// is only counted (history letter C/c), as Zeek does; `auto` tells
+    /// offloaded checksums (never computed by the sender) from bad ones.
+    /// `--verify-checksums` (older capture flag) is the same as `verify`.
+    #[arg(long, value_enum, value_name = "MODE", default_value = "auto")]
+    pub checksums: ChecksumsArg,
+
+    /// Same as --checksums ignore (`zeek -C`).
+    #[arg(short = 'C', long, conflicts_with_all = ["checksums", "verify_checksums"])]
+    pub ignore_checksums: bool,
+
+    /// Hidden alias of --checksums verify, kept for older command lines.
+    #[arg(long, hide = true, conflicts_with = "checksums")]
+    pub verify_checksums: bool,
+}
+
+impl ChecksumArgs {
+    pub fn mode(&self) -> wirelog_decode::ChecksumMode {
+        use wirelog_decode::ChecksumMode as M;
+        if self.ignore_checksums {
+            return M::Ignore;
+        }
+        if self.verify_checksums {
+            return M::Verify;
+        }
+        match self.checksums {
+            ChecksumsArg::Auto => M::Auto,
+            ChecksumsArg::Verify => M::Verify,
+            ChecksumsArg::Ignore => M::Ignore,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ReadArgs {
     /// Capture files: pcap or pcapng, plain or gzip-compressed; `-` for stdin.
@@ -149,11 +198,8 @@ pub struct ReadArgs {
     #[command(flatten)]
     pub output: OutputArgs,
 
-    /// Ignore checksums: use packets with bad IP/TCP/UDP/ICMP checksums for
-    /// connection state, like `zeek -C`. By default they are only counted
-    /// (history letter C/c), as Zeek does.
-    #[arg(short = 'C', long)]
-    pub ignore_checksums: bool,
+    #[command(flatten)]
+    pub checksums: ChecksumArgs,
 
     #[command(flatten)]
     pub track: TrackArgs,
@@ -244,7 +290,9 @@ pub struct TrackArgs {
     /// Ports where servers listen, used to pick the originator of a connection
     /// whose first packet is not a SYN (Zeek's likely_server_ports): `default`
     /// (Zeek's default analyzers' ports), `none`, or a list such as
-    /// `tcp/80,udp/53,8000-8080` (a bare port means TCP and UDP).
+    /// `tcp/80,udp/53,8000-8080` (a bare port means TCP and UDP);
+    /// `default,tcp/13001` extends the defaults. Ports named with --ports
+    /// are server ports too.
     #[arg(long, value_name = "LIST", default_value = "default")]
     pub server_ports: String,
 
@@ -266,8 +314,21 @@ pub struct TrackArgs {
 impl TrackArgs {
     /// The tracker's settings, with the application parsing of `app`.
     pub fn tracker_config(&self, app: &AppArgs) -> Result<TrackerConfig, String> {
-        let (tcp_server_ports, udp_server_ports) =
+        let (mut tcp_server_ports, mut udp_server_ports) =
             PortSet::parse_list(&self.server_ports).map_err(|e| format!("--server-ports: {e}"))?;
+        // A port named for a protocol is where its server listens: it orients
+        // connections too (a capture that starts mid-connection, a server
+        // that speaks first).
+        if !app.no_parse {
+            for (proto, ports) in app.named_ports()? {
+                for &p in &ports {
+                    tcp_server_ports.insert(p);
+                    if proto == wirelog_parse::Protocol::Dns {
+                        udp_server_ports.insert(p);
+                    }
+                }
+            }
+        }
         Ok(TrackerConfig {
             tcp_server_ports,
             udp_server_ports,
@@ -333,6 +394,15 @@ impl AppArgs {
         };
         cfg.parse.redact = self.redact;
         cfg.parse.http_headers = self.http_header.clone();
+        for (proto, ports) in self.named_ports()? {
+            cfg.ports.set(proto, &ports);
+        }
+        Ok(Some(cfg))
+    }
+
+    /// The `--ports PROTO=PORTS` lists, parsed.
+    pub fn named_ports(&self) -> Result<Vec<(wirelog_parse::Protocol, Vec<u16>)>, String> {
+        let mut named = Vec::new();
         for spec in &self.ports {
             let (name, list) = spec.split_once('=').ok_or_else(|| {
                 format!("--ports {spec}: expected PROTO=PORTS, e.g. mysql=3306,3307")
@@ -348,9 +418,9 @@ impl AppArgs {
                         .map_err(|_| format!("--ports {spec}: {p:?} is not a port"))?,
                 );
             }
-            cfg.ports.set(proto, &ports);
+            named.push((proto, ports));
         }
-        Ok(Some(cfg))
+        Ok(named)
     }
 }
 
@@ -391,11 +461,8 @@ pub struct CaptureArgs {
     #[command(flatten)]
     pub output: OutputArgs,
 
-    /// Verify IP/TCP/UDP/ICMP checksums. Off by default live: with checksum
-    /// offloading the host's own packets are captured before their checksums
-    /// are filled in.
-    #[arg(long)]
-    pub verify_checksums: bool,
+    #[command(flatten)]
+    pub checksums: ChecksumArgs,
 
     /// Print statistics to stderr this often (0: only on exit).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use wirelog_decode::{DecodeConfig, Decoded, Decoder, SkipReason};
+use wirelog_decode::{ChecksumMode, DecodeConfig, DecodeStats, Decoded, Decoder, SkipReason};
 use wirelog_record::ConnState;
 use wirelog_source::CaptureReader;
 use wirelog_track::Tracker;
@@ -38,7 +38,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     let mut output = Output::start(args.output.config())?;
 
     let mut decoder = Decoder::new(DecodeConfig {
-        verify_checksums: !args.ignore_checksums,
+        checksums: args.checksums.mode(),
         frag_timeout_ns: args.frag_timeout.as_nanos() as i64,
         ..DecodeConfig::default()
     });
@@ -156,6 +156,9 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
             ));
         }
         eprintln!("{line}");
+        if let Some(c) = checksum_line(ds, args.checksums.mode()) {
+            eprintln!("wirelog: {c}");
+        }
         let states: Vec<String> = ConnState::ALL
             .iter()
             .filter(|s| summary.states[**s as usize] > 0)
@@ -183,18 +186,21 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         }
     }
 
-    // Like Zeek: a capture where most checksums are wrong was almost surely
-    // taken on a host with checksum offloading (or on loopback), where the
-    // kernel never fills them in; say how to read it.
+    // Like Zeek: when most checksums are wrong, the capture's packets were
+    // changed after the sender computed them (a middlebox rewriting without
+    // fixing, a broken capture tool), or, in verify mode, offloaded; say how
+    // to read it anyway. Offloaded checksums in auto mode are not wrong.
     let ds = decoder.stats();
-    if !args.ignore_checksums
-        && ds.bad_transport_checksum > 0
-        && ds.bad_transport_checksum * 10 > ds.decoded
-    {
+    let bad = ds.bad_transport_checksum + ds.bad_ip_checksum;
+    if bad > 0 && bad * 10 > ds.decoded {
+        let hint = match args.checksums.mode() {
+            ChecksumMode::Verify => "likely from checksum offloading (or a loopback capture); \
+                                     --checksums auto (the default) accepts offloaded checksums, -C ignores all",
+            _ => "and they are not offloaded checksums; -C ignores checksums",
+        };
         eprintln!(
-            "wirelog: warning: {} of {} IP packets have bad checksums, likely from checksum offloading \
-             (or a loopback capture); their connections are incomplete. Use -C to ignore checksums.",
-            ds.bad_transport_checksum, ds.decoded
+            "wirelog: warning: {bad} of {} IP packets have bad checksums, {hint}; their connections are incomplete.",
+            ds.decoded
         );
     }
 
@@ -203,6 +209,23 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The checksum verdicts of the summary, unless checksums were ignored.
+pub fn checksum_line(ds: &DecodeStats, mode: ChecksumMode) -> Option<String> {
+    (mode != ChecksumMode::Ignore).then(|| {
+        format!(
+            "checksums ({}): {} valid, {} offloaded, {} bad",
+            match mode {
+                ChecksumMode::Auto => "auto",
+                ChecksumMode::Verify => "verify",
+                ChecksumMode::Ignore => "ignore",
+            },
+            ds.good_checksum,
+            ds.offloaded_checksum,
+            ds.bad_ip_checksum + ds.bad_transport_checksum
+        )
+    })
 }
 
 /// Hands the records of ended connections and flow buckets to the writer.

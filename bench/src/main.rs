@@ -68,7 +68,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use wirelog_decode::{DecodeConfig, Decoded, Decoder};
+use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder};
 use wirelog_source::{CaptureReader, LinkType};
 use wirelog_track::{Tracker, TrackerConfig};
 
@@ -254,7 +254,7 @@ fn max_rss_mb() -> f64 {
 /// Decoding alone, to split the pipeline's cost between its stages.
 fn run_decode_only(c: &Corpus) -> String {
     let mut decoder = Decoder::new(DecodeConfig {
-        verify_checksums: false,
+        checksums: ChecksumMode::Ignore,
         ..DecodeConfig::default()
     });
     let mut sum = 0u64;
@@ -281,7 +281,7 @@ const ENTRY_AHEAD: usize = 8;
 
 fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool, parse: bool) -> String {
     let mut decoder = Decoder::new(DecodeConfig {
-        verify_checksums: false,
+        checksums: ChecksumMode::Ignore,
         ..DecodeConfig::default()
     });
     let mut tracker = Tracker::new(TrackerConfig {
@@ -366,7 +366,7 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool, parse:
 fn build_store(c: &Corpus, rows: usize, out: &Path, unique_clients: bool) -> Result<(), String> {
     const BUCKET: i64 = 300_000_000_000;
     let mut decoder = Decoder::new(DecodeConfig {
-        verify_checksums: false,
+        checksums: ChecksumMode::Ignore,
         ..DecodeConfig::default()
     });
     let mut tracker = Tracker::new(TrackerConfig {

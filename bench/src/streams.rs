@@ -11,7 +11,7 @@
 //! held at the peak and after the end. "No growth" means every round ends
 //! with the heap of the first.
 
-use wirelog_decode::{DecodeConfig, Decoded, Decoder};
+use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder};
 use wirelog_source::LinkType;
 use wirelog_track::{AppConfig, Tracker, TrackerConfig};
 
@@ -75,7 +75,7 @@ const ACK: u8 = 0x10;
 
 pub fn run(conns: usize, rounds: usize, parse: bool) -> Result<(), String> {
     let mut decoder = Decoder::new(DecodeConfig {
-        verify_checksums: false,
+        checksums: ChecksumMode::Ignore,
         ..DecodeConfig::default()
     });
     let mut tracker = Tracker::new(TrackerConfig {

@@ -16,7 +16,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wirelog_decode::{DecodeConfig, Decoded, Decoder, LinkType, Transport, SUPPORTED_LINKTYPES};
+use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType, Transport, SUPPORTED_LINKTYPES};
 
 /// Decodes one packet and checks what can be checked without an oracle.
 fn check(d: &mut Decoder, lt: LinkType, ts: i64, data: &[u8]) {
@@ -119,8 +119,8 @@ fuzz_target!(|data: &[u8]| {
     let lt = SUPPORTED_LINKTYPES[usize::from(lt_byte) % SUPPORTED_LINKTYPES.len()];
     match mode {
         0..=0x3f => {
-            for verify in [true, false] {
-                let mut d = Decoder::new(DecodeConfig { verify_checksums: verify, ..Default::default() });
+            for checksums in [ChecksumMode::Verify, ChecksumMode::Ignore, ChecksumMode::Auto] {
+                let mut d = Decoder::new(DecodeConfig { checksums, ..Default::default() });
                 check(&mut d, lt, 0, rest);
                 // Unknown link types are refused, never misread.
                 let r = d.decode(LinkType(0xffff), 0, rest);
@@ -129,7 +129,7 @@ fuzz_target!(|data: &[u8]| {
         }
         0x40..=0x7f => {
             let cfg = DecodeConfig {
-                verify_checksums: mode & 1 == 1,
+                checksums: if mode & 1 == 1 { ChecksumMode::Verify } else { ChecksumMode::Ignore },
                 frag_timeout_ns: 1_000,
                 frag_max_bytes: 64 + usize::from(mode & 0x3e) * 64,
             };
@@ -150,7 +150,7 @@ fuzz_target!(|data: &[u8]| {
             if frags.is_empty() {
                 return;
             }
-            let mut d = Decoder::new(DecodeConfig { verify_checksums: mode & 0x08 != 0, ..Default::default() });
+            let mut d = Decoder::new(DecodeConfig { checksums: if mode & 0x08 != 0 { ChecksumMode::Verify } else { ChecksumMode::Ignore }, ..Default::default() });
             // Orders: as cut, reversed, rotated, or with every piece twice.
             let n = frags.len();
             let order: Vec<usize> = match (mode >> 4) & 0x03 {

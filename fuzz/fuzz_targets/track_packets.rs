@@ -11,12 +11,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wirelog_decode::{DecodeConfig, Decoded, Decoder, LinkType};
+use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType};
 use wirelog_track::{Tracker, TrackerConfig};
 
 fuzz_target!(|data: &[u8]| {
     let verify = data.first().is_some_and(|b| b & 0x80 != 0);
-    let mut decoder = Decoder::new(DecodeConfig { verify_checksums: verify, ..DecodeConfig::default() });
+    let mut decoder = Decoder::new(DecodeConfig { checksums: if verify { ChecksumMode::Verify } else { ChecksumMode::Ignore }, ..DecodeConfig::default() });
     // Bit 6 of the first byte turns application parsing on (reassembly and
     // parsers behind the tracker, with a tiny stream budget).
     let app = data.first().is_some_and(|b| b & 0x40 != 0).then(|| wirelog_track::AppConfig {

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod live;
+pub mod lo;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -113,9 +113,25 @@ pub struct Packet<'a> {
     pub vlan_tci: Option<u16>,
     /// The kernel's flow hash of the packet (the one fanout uses).
     pub rxhash: u32,
+    /// `tp_status`, for its checksum flags (see [`Packet::checksum_valid`]).
+    pub status: u32,
 }
 
 impl Packet<'_> {
+    /// The kernel verified the transport checksum (TP_STATUS_CSUM_VALID: the
+    /// NIC or the stack did; never set on outgoing packets).
+    #[inline]
+    pub fn checksum_valid(&self) -> bool {
+        self.status & sys::TP_STATUS_CSUM_VALID != 0
+    }
+
+    /// The transport checksum is not filled in yet (TP_STATUS_CSUMNOTREADY:
+    /// CHECKSUM_PARTIAL, computed later by the NIC, or never on loopback).
+    #[inline]
+    pub fn checksum_not_ready(&self) -> bool {
+        self.status & sys::TP_STATUS_CSUMNOTREADY != 0
+    }
+
     /// True for a copy of a packet this host sent.
     pub fn is_outgoing(&self) -> bool {
         self.pkttype == sys::PACKET_OUTGOING
@@ -559,6 +575,7 @@ impl Block<'_> {
                 protocol: u16::from_be(sll.sll_protocol),
                 vlan_tci: (h.tp_status & sys::TP_STATUS_VLAN_VALID != 0).then_some((h.tp_vlan_tci & 0x0fff) as u16),
                 rxhash: h.tp_rxhash,
+                status: h.tp_status,
             });
         }
         self.left = 0;

@@ -29,6 +29,12 @@ pub struct WorkerCounters {
     /// IP packets not decoded (truncated, malformed, tunnels not decoded,
     /// fragments dropped).
     pub not_decoded: AtomicU64,
+    /// Decoded packets whose checksums were valid (or the kernel said so).
+    pub checksum_valid: AtomicU64,
+    /// Decoded packets whose TCP/UDP checksum was offloaded (never computed).
+    pub checksum_offloaded: AtomicU64,
+    /// Decoded packets with a bad IP or transport checksum (not used).
+    pub checksum_bad: AtomicU64,
 }
 
 /// A plain copy of one worker's counters.
@@ -43,6 +49,9 @@ pub struct WorkerStats {
     pub flows_early: u64,
     pub not_ip: u64,
     pub not_decoded: u64,
+    pub checksum_valid: u64,
+    pub checksum_offloaded: u64,
+    pub checksum_bad: u64,
 }
 
 impl WorkerCounters {
@@ -57,6 +66,9 @@ impl WorkerCounters {
             flows_early: self.flows_early.load(Relaxed),
             not_ip: self.not_ip.load(Relaxed),
             not_decoded: self.not_decoded.load(Relaxed),
+            checksum_valid: self.checksum_valid.load(Relaxed),
+            checksum_offloaded: self.checksum_offloaded.load(Relaxed),
+            checksum_bad: self.checksum_bad.load(Relaxed),
         }
     }
 
@@ -86,6 +98,9 @@ impl CaptureStats {
             flows_early: t.flows_early + w.flows_early,
             not_ip: t.not_ip + w.not_ip,
             not_decoded: t.not_decoded + w.not_decoded,
+            checksum_valid: t.checksum_valid + w.checksum_valid,
+            checksum_offloaded: t.checksum_offloaded + w.checksum_offloaded,
+            checksum_bad: t.checksum_bad + w.checksum_bad,
         })
     }
 }
@@ -96,8 +111,9 @@ impl fmt::Display for CaptureStats {
         let t = self.total();
         write!(
             f,
-            "{} packets, {} bytes; kernel: {} packets, {} dropped ({} ring-full events); probe: {} connections evicted, {} flows written early, {} packets not IP, {} packets not decoded",
-            t.packets, t.bytes, t.kernel_packets, t.kernel_drops, t.kernel_freezes, t.evicted, t.flows_early, t.not_ip, t.not_decoded
+            "{} packets, {} bytes; kernel: {} packets, {} dropped ({} ring-full events); probe: {} connections evicted, {} flows written early, checksums {} valid {} offloaded {} bad, {} packets not IP, {} packets not decoded",
+            t.packets, t.bytes, t.kernel_packets, t.kernel_drops, t.kernel_freezes, t.evicted, t.flows_early,
+            t.checksum_valid, t.checksum_offloaded, t.checksum_bad, t.not_ip, t.not_decoded
         )?;
         if self.workers.len() > 1 {
             let per: Vec<String> = self

@@ -20,6 +20,10 @@ pub const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
 pub const TP_STATUS_KERNEL: u32 = 0;
 pub const TP_STATUS_USER: u32 = 1;
 pub const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+/// The packet is CHECKSUM_PARTIAL: its transport checksum is not filled in.
+pub const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
+/// The NIC or the stack verified the transport checksum (received packets).
+pub const TP_STATUS_CSUM_VALID: u32 = 1 << 7;
 
 /// `sll_pkttype` values (linux/if_packet.h).
 pub const PACKET_OUTGOING: u8 = 4;

@@ -6,7 +6,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use wirelog_decode::{checksum, DecodeConfig, Decoded, Decoder, LinkType, Transport};
+use wirelog_decode::{checksum, ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType, Transport};
 
 /// A valid Ethernet/IPv4/TCP packet (checksums filled in) with `payload` bytes.
 fn packet(i: u32, payload: usize) -> Vec<u8> {
@@ -59,7 +59,7 @@ fn run(name: &str, packets: &[Vec<u8>], verify: bool) {
         return;
     }
     let mut d = Decoder::new(DecodeConfig {
-        verify_checksums: verify,
+        checksums: if verify { ChecksumMode::Verify } else { ChecksumMode::Ignore },
         ..Default::default()
     });
     let rounds = 200 * 4096 / packets.len();

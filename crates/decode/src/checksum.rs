@@ -63,6 +63,20 @@ pub fn is_valid(acc: u64) -> bool {
     fold(acc) == 0xffff
 }
 
+/// True when the checksum field at `field` of a TCP or UDP segment holds the
+/// offload signature: the folded sum of the pseudo-header alone (`pseudo`),
+/// not complemented. That is what Linux writes for CHECKSUM_PARTIAL
+/// (`tcp_v4_send_check`, `udp4_hwcsum` store `~csum_tcpudp_magic(.., 0)`)
+/// so that the NIC only has to add the segment's bytes; a capture taken
+/// before the NIC (any outgoing packet, all of loopback) keeps it.
+#[inline]
+pub fn is_offload_signature(segment: &[u8], field: usize, pseudo: u64) -> bool {
+    match segment.get(field..field + 2) {
+        Some(&[hi, lo]) => u16::from_be_bytes([hi, lo]) == fold(pseudo),
+        _ => false,
+    }
+}
+
 /// Sum of the IPv4 pseudo-header: source, destination, zero, protocol, and the
 /// transport length (header + payload).
 #[inline]

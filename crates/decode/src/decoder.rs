@@ -3,8 +3,8 @@
 use crate::frag::{FirstInfo, FragKey, FragTable, Fragment, Insert, MAX_PAYLOAD};
 use crate::link::{self, Net, Vlans};
 use crate::{
-    checksum, icmp, ipv4, ipv6, tcp, udp, Checksum, DecodeConfig, Decoded, IpAddr16, IpPacket,
-    LinkType, SkipReason, TimestampNs, Transport,
+    checksum, icmp, ipv4, ipv6, tcp, udp, Checksum, ChecksumMode, DecodeConfig, Decoded,
+    IpAddr16, IpPacket, KernelChecksum, LinkType, SkipReason, TimestampNs, Transport,
 };
 use ipv4::protocol as proto;
 
@@ -19,6 +19,10 @@ pub struct DecodeStats {
     pub decoded: u64,
     /// Of `decoded`, datagrams reassembled from fragments.
     pub reassembled: u64,
+    /// Of `decoded`, packets with [`Checksum::Good`].
+    pub good_checksum: u64,
+    /// Of `decoded`, packets with [`Checksum::Offloaded`].
+    pub offloaded_checksum: u64,
     /// Of `decoded`, packets with [`Checksum::BadIp`].
     pub bad_ip_checksum: u64,
     /// Of `decoded`, packets with [`Checksum::BadTransport`].
@@ -60,7 +64,7 @@ impl DecodeStats {
 /// one datagram must go through the same decoder) and the buffer that
 /// reassembled datagrams are returned in.
 pub struct Decoder {
-    verify: bool,
+    mode: ChecksumMode,
     cfg: DecodeConfig,
     stats: DecodeStats,
     frags: FragTable,
@@ -71,7 +75,7 @@ pub struct Decoder {
 impl Decoder {
     pub fn new(cfg: DecodeConfig) -> Decoder {
         Decoder {
-            verify: cfg.verify_checksums,
+            mode: cfg.checksums,
             frags: FragTable::new(cfg.frag_max_bytes, cfg.frag_timeout_ns),
             cfg,
             stats: DecodeStats::default(),
@@ -104,15 +108,37 @@ impl Decoder {
         ts_ns: TimestampNs,
         data: &'a [u8],
     ) -> Decoded<'a> {
+        self.decode_with(linktype, ts_ns, data, KernelChecksum::Unknown)
+    }
+
+    /// [`Decoder::decode`] for a packet whose transport checksum the
+    /// capturing kernel already knows about. In [`ChecksumMode::Auto`] that
+    /// replaces the transport checksum work; [`ChecksumMode::Verify`] checks
+    /// anyway, as Zeek would.
+    #[inline(always)]
+    pub fn decode_with<'a>(
+        &'a mut self,
+        linktype: LinkType,
+        ts_ns: TimestampNs,
+        data: &'a [u8],
+        kernel: KernelChecksum,
+    ) -> Decoded<'a> {
         let Decoder {
-            verify,
+            mode,
             stats,
             frags,
             reasm,
             ..
         } = self;
+        let verify = match (*mode, kernel) {
+            (ChecksumMode::Ignore, _) => Verify::Off,
+            (ChecksumMode::Verify, _) => Verify::On,
+            (ChecksumMode::Auto, KernelChecksum::Unknown) => Verify::Auto,
+            (ChecksumMode::Auto, KernelChecksum::Valid) => Verify::KernelValid,
+            (ChecksumMode::Auto, KernelChecksum::NotReady) => Verify::KernelNotReady,
+        };
         let mut cx = Cx {
-            verify: *verify,
+            verify,
             ts: ts_ns,
             frags,
             stats,
@@ -147,7 +173,7 @@ fn skip<'a>(cx: &mut Cx<'_>, r: SkipReason) -> Decoded<'a> {
 /// The decoder's parts one packet needs, borrowed apart from the
 /// reassembly buffer that the result may borrow.
 struct Cx<'d> {
-    verify: bool,
+    verify: Verify,
     ts: TimestampNs,
     frags: &'d mut FragTable,
     stats: &'d mut DecodeStats,
@@ -236,15 +262,22 @@ fn decode_v4<'a>(
         // the sending host. Like Zeek: trust the capture when checksums are
         // not verified, otherwise the packet is unusable (its checksums are
         // not filled in either).
-        if cx.verify {
-            return skip(cx, SkipReason::Malformed);
+        // In auto mode such a packet comes from the capturing host itself,
+        // which filled in no checksum either: use it, unchecked.
+        match cx.verify {
+            Verify::On => return skip(cx, SkipReason::Malformed),
+            _ => cx.verify = Verify::Off,
         }
         total = ip.len();
     }
     if total < hl {
         return skip(cx, SkipReason::Malformed);
     }
-    let ip_ok = !cx.verify || p.verify_checksum();
+    // A header checksum left zero was offloaded too: BSD and macOS loopback
+    // captures (CSUM_IP) carry it beside the transport signature.
+    let ip_ok = cx.verify == Verify::Off
+        || p.verify_checksum()
+        || (cx.verify != Verify::On && p.checksum() == 0);
     // Declared lengths drive payload_len (a snaplen cut keeps them); the
     // captured slice stops at the total length (Ethernet padding excluded).
     let declared = (total - hl) as u32;
@@ -301,7 +334,7 @@ fn decode_v4<'a>(
         );
     }
     let verify = if ip_ok {
-        Verify::from(cx.verify)
+        cx.verify
     } else {
         Verify::BadIp
     };
@@ -416,7 +449,7 @@ fn decode_v6<'a>(
                 body,
                 (declared - offset) as u32,
                 &pseudo,
-                Verify::from(cx.verify),
+                cx.verify,
             )
         }
         Chain::Fragment { offset } => {
@@ -523,15 +556,28 @@ fn fragment<'a>(
         body,
         body.len() as u32,
         &pseudo,
-        Verify::from(cx.verify),
+        cx.verify,
     )
 }
 
 /// Verifies a transport checksum over `len` bytes, if they were all captured.
+///
+/// With `offload`, the field (at `field`) is first compared with the offload
+/// signature, which costs one compare against the pseudo-header sum already
+/// at hand; only a field without it pays for the sum over the whole segment.
+/// Loopback and host captures are mostly offloaded, so checking the
+/// signature after a failed full sum would pay for both on nearly every
+/// packet. A correct checksum that happens to equal the signature (about 1
+/// in 65536 segments) is then counted as offloaded instead of good: harmless,
+/// since both are used. [`ChecksumMode::Verify`] (`offload` false) never
+/// looks at the signature and stays Zeek's verdict bit for bit.
 #[inline]
-fn verify_l4(data: &[u8], len: u32, initial: u64) -> Checksum {
+fn verify_l4(data: &[u8], len: u32, initial: u64, field: usize, offload: bool) -> Checksum {
     match data.get(..len as usize) {
         None => Checksum::Unchecked,
+        Some(seg) if offload && checksum::is_offload_signature(seg, field, initial) => {
+            Checksum::Offloaded
+        }
         Some(seg) if checksum::is_valid(checksum::sum(seg, initial)) => Checksum::Good,
         Some(_) => Checksum::BadTransport,
     }
@@ -561,9 +607,11 @@ impl IpHdr<'_> {
         s.decoded += 1;
         s.reassembled += u64::from(self.reassembled);
         match checksum {
+            Checksum::Good => s.good_checksum += 1,
+            Checksum::Offloaded => s.offloaded_checksum += 1,
             Checksum::BadIp => s.bad_ip_checksum += 1,
             Checksum::BadTransport => s.bad_transport_checksum += 1,
-            _ => {}
+            Checksum::Unchecked => {}
         }
         Decoded::Ip(IpPacket {
             src: self.addrs.src(),
@@ -584,24 +632,21 @@ impl IpHdr<'_> {
     }
 }
 
-/// What to do about the transport checksum.
+/// What to do about the checksums of one packet.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Verify {
+    /// [`ChecksumMode::Ignore`].
     Off,
+    /// [`ChecksumMode::Verify`].
     On,
+    /// [`ChecksumMode::Auto`]: verify, accept the offload signature.
+    Auto,
+    /// Auto, and the kernel verified the transport checksum: no work.
+    KernelValid,
+    /// Auto, and the kernel says the transport checksum is not filled in.
+    KernelNotReady,
     /// The IPv4 header checksum already failed: report that, skip the rest.
     BadIp,
-}
-
-impl From<bool> for Verify {
-    #[inline(always)]
-    fn from(on: bool) -> Self {
-        if on {
-            Verify::On
-        } else {
-            Verify::Off
-        }
-    }
 }
 
 /// Summarises the transport header into the finished packet. `data` is what
@@ -624,8 +669,8 @@ fn transport<'a>(
 ) -> Decoded<'a> {
     let no_check = match verify {
         Verify::Off => Checksum::Unchecked,
-        Verify::On => Checksum::Good,
         Verify::BadIp => Checksum::BadIp,
+        Verify::On | Verify::Auto | Verify::KernelValid | Verify::KernelNotReady => Checksum::Good,
     };
     match proto {
         proto::TCP => {
@@ -645,10 +690,16 @@ fn transport<'a>(
             if hl as usize > data.len() {
                 return skip(cx, SkipReason::Truncated);
             }
-            let ck = if verify == Verify::On {
-                verify_l4(data, declared, pseudo.sum(proto::TCP, declared))
-            } else {
-                no_check
+            let ck = match verify {
+                Verify::On | Verify::Auto => verify_l4(
+                    data,
+                    declared,
+                    pseudo.sum(proto::TCP, declared),
+                    tcp::CHECKSUM_AT,
+                    verify == Verify::Auto,
+                ),
+                Verify::KernelNotReady => Checksum::Offloaded,
+                _ => no_check,
             };
             hdr.finish(
                 cx,
@@ -679,13 +730,18 @@ fn transport<'a>(
             } else {
                 declared
             };
-            let ck = if verify != Verify::On {
-                no_check
-            } else if u.checksum() == 0 && !v6 {
+            let ck = match verify {
                 // Not computed by the sender (allowed over IPv4 only).
-                Checksum::Good
-            } else {
-                verify_l4(data, len, pseudo.sum(proto::UDP, len))
+                Verify::On | Verify::Auto if u.checksum() == 0 && !v6 => Checksum::Good,
+                Verify::On | Verify::Auto => verify_l4(
+                    data,
+                    len,
+                    pseudo.sum(proto::UDP, len),
+                    udp::CHECKSUM_AT,
+                    verify == Verify::Auto,
+                ),
+                Verify::KernelNotReady => Checksum::Offloaded,
+                _ => no_check,
             };
             let end = (len as usize).min(data.len());
             // Ports 4789 (VXLAN), 2152 (GTP-U) and 3544 (Teredo) are
@@ -708,15 +764,18 @@ fn transport<'a>(
                 return skip(cx, SkipReason::Malformed);
             }
             let i = tri!(cx, icmp::Packet::new_checked(data));
-            let ck = if verify != Verify::On {
-                no_check
-            } else {
-                let initial = if v6 {
-                    pseudo.sum(proto::ICMPV6, declared)
-                } else {
-                    0
-                };
-                verify_l4(data, declared, initial)
+            // ICMP has no offload signature: the stack always computes it.
+            let ck = match verify {
+                Verify::On | Verify::Auto => {
+                    let initial = if v6 {
+                        pseudo.sum(proto::ICMPV6, declared)
+                    } else {
+                        0
+                    };
+                    verify_l4(data, declared, initial, icmp::CHECKSUM_AT, false)
+                }
+                Verify::KernelNotReady => Checksum::Offloaded,
+                _ => no_check,
             };
             hdr.finish(
                 cx,
@@ -867,7 +926,7 @@ mod tests {
 
     fn decoder(verify: bool) -> Decoder {
         Decoder::new(DecodeConfig {
-            verify_checksums: verify,
+            checksums: if verify { ChecksumMode::Verify } else { ChecksumMode::Ignore },
             ..Default::default()
         })
     }
@@ -1193,6 +1252,125 @@ mod tests {
         }
     }
 
+    fn decoder_mode(checksums: ChecksumMode) -> Decoder {
+        Decoder::new(DecodeConfig {
+            checksums,
+            ..Default::default()
+        })
+    }
+
+    fn verdicts(rel: &str, mode: ChecksumMode) -> (Vec<Checksum>, DecodeStats) {
+        let mut d = decoder_mode(mode);
+        let v = testpcap::read(rel)
+            .iter()
+            .map(|p| own(d.decode(p.linktype, p.ts_ns, &p.data)).unwrap().checksum)
+            .collect();
+        (v, d.stats().clone())
+    }
+
+    /// Offset of the TCP/UDP checksum field in an Ethernet frame with IPv4.
+    fn l4_checksum_at(frame: &[u8], proto_field: usize) -> usize {
+        14 + usize::from(frame[14] & 0x0f) * 4 + proto_field
+    }
+
+    /// Real captures: every wrong checksum of Zeek's localhost capture and of
+    /// Packetbeat's loopback captures holds the offload signature, the
+    /// corrupt ones of Zeek's tcp_bad_checksum do not.
+    #[test]
+    fn offload_signature_in_real_captures() {
+        use ChecksumMode::{Auto, Verify};
+        let (v, st) = verdicts("zeek/checksums_ignore_nets/localhost-bad-chksum.pcap", Auto);
+        let (strict, _) = verdicts("zeek/checksums_ignore_nets/localhost-bad-chksum.pcap", Verify);
+        for (a, s) in v.iter().zip(&strict) {
+            assert_eq!(*a, if *s == BadTransport { Checksum::Offloaded } else { *s });
+        }
+        assert_eq!(
+            (st.good_checksum, st.offloaded_checksum, st.bad_transport_checksum),
+            (4, 6, 0)
+        );
+        for rel in ["zeek/tcp_bad_checksum/syn-bad.pcap", "zeek/tcp_bad_checksum/dns-corrupt.pcap"] {
+            let (v, _) = verdicts(rel, Auto);
+            assert!(v.iter().all(|c| *c == BadTransport), "{rel}");
+        }
+        // macOS loopback (NULL link type), TCP: 2 IPv6 and 31 IPv4 packets,
+        // the IPv4 ones with a zero header checksum (offloaded as well).
+        let (v, st) = verdicts("packetbeat/pcaps/http_get_2k_file.pcap", Auto);
+        assert!(v.iter().all(|c| *c == Checksum::Offloaded), "{v:?}");
+        assert_eq!((st.offloaded_checksum, st.bad_transport_checksum, st.bad_ip_checksum), (33, 0, 0));
+        let (_, st) = verdicts("packetbeat/pcaps/http_get_2k_file.pcap", Verify);
+        assert_eq!((st.offloaded_checksum, st.bad_transport_checksum, st.bad_ip_checksum), (0, 2, 31));
+        // Linux loopback (raw IP), every packet offloaded.
+        let (v, _) = verdicts("packetbeat/pcaps/mysql_connection.pcap", Auto);
+        assert_eq!(v, [Checksum::Offloaded; 18]);
+        // A zero IPv4 header checksum on a packet with a real one is bad.
+        let mut syn = nth("zeek/tcp_bad_checksum/syn-bad.pcap", 1);
+        syn.data[14 + 10] = 0;
+        syn.data[14 + 11] = 0;
+        assert_eq!(one(&mut decoder_mode(Verify), syn.linktype, &syn.data).unwrap().checksum, BadIp);
+        let (v, _) = verdicts("packetbeat/pcaps/dns_udp_edns_ds.pcap", Auto);
+        assert_eq!(v, [Checksum::Offloaded, Good]);
+    }
+
+    /// The signature is the folded pseudo-header sum itself: its complement,
+    /// or any other value, is corruption; a valid packet rewritten to carry
+    /// the signature is offloaded in auto and bad in verify.
+    #[test]
+    fn offload_signature_exact_form() {
+        use ChecksumMode::{Auto, Ignore, Verify};
+        let rel = "zeek/checksums_ignore_nets/localhost-bad-chksum.pcap";
+        let offloaded = nth(rel, 1);
+        let at = l4_checksum_at(&offloaded.data, tcp::CHECKSUM_AT);
+        let field = u16::from_be_bytes([offloaded.data[at], offloaded.data[at + 1]]);
+        let check = |data: &[u8], mode| one(&mut decoder_mode(mode), offloaded.linktype, data).unwrap().checksum;
+        assert_eq!(check(&offloaded.data, Auto), Checksum::Offloaded);
+        for other in [!field, field.wrapping_add(1), field ^ 0x0100] {
+            let mut d = offloaded.data.clone();
+            d[at..at + 2].copy_from_slice(&other.to_be_bytes());
+            assert_eq!(check(&d, Auto), BadTransport, "{other:#06x}");
+            assert_eq!(check(&d, Ignore), Unchecked);
+        }
+        // Packet 2 is valid; give it its signature.
+        let good = nth(rel, 2);
+        assert_eq!(check(&good.data, Auto), Good);
+        let at = l4_checksum_at(&good.data, tcp::CHECKSUM_AT);
+        let ip = &good.data[14..];
+        let hl = usize::from(ip[0] & 0x0f) * 4;
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        let pseudo = checksum::pseudo_header_v4(
+            &[ip[12], ip[13], ip[14], ip[15]],
+            &[ip[16], ip[17], ip[18], ip[19]],
+            6,
+            (total - hl) as u32,
+        );
+        let mut d = good.data.clone();
+        d[at..at + 2].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
+        assert_eq!(check(&d, Auto), Checksum::Offloaded);
+        assert_eq!(check(&d, Verify), BadTransport);
+    }
+
+    /// The ring's flags replace the transport checksum work in auto mode
+    /// only; verify checks anyway, as Zeek would.
+    #[test]
+    fn kernel_checksum_flags() {
+        use ChecksumMode::{Auto, Verify};
+        let corrupt = nth("zeek/tcp_bad_checksum/syn-bad.pcap", 1);
+        let mut d = decoder_mode(Auto);
+        let with = |mode, k| {
+            let mut d = decoder_mode(mode);
+            own(d.decode_with(corrupt.linktype, 0, &corrupt.data, k)).unwrap().checksum
+        };
+        assert_eq!(with(Auto, KernelChecksum::Valid), Good);
+        assert_eq!(with(Auto, KernelChecksum::NotReady), Checksum::Offloaded);
+        assert_eq!(with(Auto, KernelChecksum::Unknown), BadTransport);
+        assert_eq!(with(Verify, KernelChecksum::Valid), BadTransport);
+        assert_eq!(with(Verify, KernelChecksum::NotReady), BadTransport);
+        // The IPv4 header checksum is the stack's own: still checked.
+        let mut bad_ip = corrupt.data.clone();
+        bad_ip[14 + 8] ^= 1; // TTL
+        let r = own(d.decode_with(corrupt.linktype, 0, &bad_ip, KernelChecksum::Valid));
+        assert_eq!(r.unwrap().checksum, BadIp);
+    }
+
     #[test]
     fn padding_is_not_payload() {
         // 60-byte frame, 40-byte IP datagram: 6 bytes of Ethernet padding.
@@ -1433,7 +1611,7 @@ mod tests {
     fn ipv4_fragment_timeout_and_budget() {
         let (_, f) = v4_fragments(11, &[16, 8, 13]);
         let cfg = DecodeConfig {
-            verify_checksums: true,
+            checksums: ChecksumMode::Verify,
             frag_timeout_ns: 1_000,
             frag_max_bytes: 1 << 20,
         };
@@ -1449,7 +1627,7 @@ mod tests {
         // a second one evicts the first.
         let (_, g) = v4_fragments(12, &[16, 8, 13]);
         let cfg = DecodeConfig {
-            verify_checksums: true,
+            checksums: ChecksumMode::Verify,
             frag_timeout_ns: i64::MAX,
             frag_max_bytes: 300,
         };
@@ -1467,7 +1645,7 @@ mod tests {
         assert_eq!(d.fragments_held(), (0, 0));
         // A fragment bigger than the whole budget is dropped at once.
         let cfg = DecodeConfig {
-            verify_checksums: true,
+            checksums: ChecksumMode::Verify,
             frag_timeout_ns: i64::MAX,
             frag_max_bytes: 100,
         };

@@ -81,7 +81,7 @@ pub fn flow_hint(lt: LinkType, data: &[u8]) -> Option<FlowHint> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DecodeConfig, Decoded, Decoder, Transport};
+    use crate::{ChecksumMode, DecodeConfig, Decoded, Decoder, Transport};
 
     /// On every packet of real captures, a hint (when given) names the same
     /// tuple as the full decode.
@@ -94,7 +94,7 @@ mod tests {
             "zeek/http_padding/tcp-http-with-padding.pcap",
         ] {
             let mut d = Decoder::new(DecodeConfig {
-                verify_checksums: false,
+                checksums: ChecksumMode::Ignore,
                 ..DecodeConfig::default()
             });
             let mut hinted = 0;

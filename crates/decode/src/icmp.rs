@@ -12,6 +12,8 @@ mod field {
 }
 
 /// Type, code and checksum: the part every message has.
+/// Offset of the checksum field.
+pub const CHECKSUM_AT: usize = field::CHECKSUM.start;
 pub const HEADER_LEN: usize = field::CHECKSUM.end;
 
 pub mod v4_type {

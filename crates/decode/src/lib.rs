@@ -17,10 +17,11 @@
 //! - Tunnels (IP-in-IP, IPv6-in-IP, GRE, MPLS pseudowires) are
 //!   [`SkipReason::TunnelNotDecoded`], never the outer flow. UDP to the VXLAN,
 //!   GTP-U or Teredo ports stays plain UDP (see `decoder::transport`).
-//! - Checksums are verified only when [`DecodeConfig::verify_checksums`] is
-//!   set, as Zeek does: a bad IPv4 header checksum is [`Checksum::BadIp`], a
-//!   bad TCP/UDP/ICMP one [`Checksum::BadTransport`], and a segment cut by the
-//!   snaplen is [`Checksum::Unchecked`].
+//! - Checksums follow [`DecodeConfig::checksums`]: a bad IPv4 header checksum
+//!   is [`Checksum::BadIp`], a bad TCP/UDP/ICMP one [`Checksum::BadTransport`]
+//!   (as Zeek), except that in [`ChecksumMode::Auto`] a TCP/UDP checksum the
+//!   sender offloaded is [`Checksum::Offloaded`]; a segment cut by the snaplen
+//!   is [`Checksum::Unchecked`].
 //! - Lengths come from the headers (a snaplen cut keeps them; link padding is
 //!   ignored), and payload slices hold what was captured of them.
 //! - Fragments are reassembled first-wins within a memory budget and a
@@ -175,6 +176,44 @@ pub enum Checksum {
     BadIp,
     /// The TCP/UDP/ICMP checksum is wrong.
     BadTransport,
+    /// The TCP/UDP checksum was never computed: the field holds the offload
+    /// signature (see [`ChecksumMode::Auto`]), or the kernel said so
+    /// ([`KernelChecksum::NotReady`]). The packet is as good as a valid one.
+    Offloaded,
+}
+
+/// How checksums are treated (`--checksums`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChecksumMode {
+    /// Verify, but accept a TCP/UDP checksum that was never computed because
+    /// the sender offloaded it: on Linux (CHECKSUM_PARTIAL) the field then
+    /// holds the folded one's-complement sum of the pseudo-header alone, not
+    /// complemented. Every loopback capture and every capture of a host's own
+    /// outgoing packets with transmit offload looks like this. The signature
+    /// is compared first (one 16-bit compare), so an offloaded packet costs
+    /// less than verifying it; only other packets pay for the full sum. A
+    /// correct checksum equal to the signature (1 in 65536) is counted as
+    /// offloaded rather than good; both are used.
+    #[default]
+    Auto,
+    /// Zeek's behaviour: any wrong checksum makes the packet unusable.
+    Verify,
+    /// Zeek's `-C`: checksums are not looked at.
+    Ignore,
+}
+
+/// What the capturing kernel says about a packet's transport checksum
+/// (AF_PACKET `tp_status`); files carry no such word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KernelChecksum {
+    /// Nothing known: check it.
+    #[default]
+    Unknown,
+    /// `TP_STATUS_CSUM_VALID`: the NIC or the stack already verified it.
+    Valid,
+    /// `TP_STATUS_CSUMNOTREADY`: the packet is CHECKSUM_PARTIAL, its
+    /// checksum is filled in later (by the NIC, or never on loopback).
+    NotReady,
 }
 
 /// A decoded IP packet.
@@ -263,8 +302,8 @@ pub enum Decoded<'a> {
 /// Decoder settings.
 #[derive(Debug, Clone)]
 pub struct DecodeConfig {
-    /// Verify IPv4 header and TCP/UDP/ICMP checksums (Zeek's default). `-C` turns it off.
-    pub verify_checksums: bool,
+    /// How IPv4 header and TCP/UDP/ICMP checksums are treated.
+    pub checksums: ChecksumMode,
     /// Fragments of an incomplete datagram are dropped after this long (packet time).
     pub frag_timeout_ns: i64,
     /// Upper bound on bytes held in incomplete datagrams.
@@ -274,7 +313,7 @@ pub struct DecodeConfig {
 impl Default for DecodeConfig {
     fn default() -> Self {
         DecodeConfig {
-            verify_checksums: true,
+            checksums: ChecksumMode::Auto,
             frag_timeout_ns: 60_000_000_000,
             frag_max_bytes: 16 << 20,
         }

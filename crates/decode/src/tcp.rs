@@ -22,6 +22,8 @@ mod field {
 }
 
 /// Length of a header without options.
+/// Offset of the checksum field.
+pub const CHECKSUM_AT: usize = field::CHECKSUM.start;
 pub const MIN_HEADER_LEN: usize = field::URGENT.end;
 
 #[derive(Debug, Clone, Copy)]

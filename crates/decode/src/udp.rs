@@ -10,6 +10,8 @@ mod field {
     pub const CHECKSUM: Range<usize> = 6..8;
 }
 
+/// Offset of the checksum field.
+pub const CHECKSUM_AT: usize = field::CHECKSUM.start;
 pub const HEADER_LEN: usize = field::CHECKSUM.end;
 
 #[derive(Debug, Clone, Copy)]

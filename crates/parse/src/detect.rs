@@ -57,3 +57,44 @@ pub fn by_content(dir: Dir, data: &[u8]) -> Option<Protocol> {
     }
     None
 }
+
+/// The protocol whose *server greeting* `data` is, when those are the first
+/// bytes an originator sent: the tracker then has the roles backwards (the
+/// capture missed the handshake and the server spoke first) and flips the
+/// connection. Of the protocols parsed here only MySQL/MariaDB has a greeting
+/// (handshake v10: a 4-byte header with sequence 0, protocol byte 0x0a, a
+/// NUL-terminated version string); HTTP, PostgreSQL, Redis and DNS clients
+/// speak first.
+pub fn server_greeting(data: &[u8]) -> Option<Protocol> {
+    crate::mysql::looks_like(Dir::ToClient, data).then_some(Protocol::Mysql)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greeting_is_not_a_request() {
+        // MariaDB 10.11's handshake v10 as captured (scramble bytes zeroed).
+        let mut g = vec![0x0a];
+        g.extend_from_slice(b"5.5.5-10.11.6-MariaDB-0+deb12u1\0");
+        g.extend_from_slice(&[0x08, 0, 0, 0]);
+        g.extend_from_slice(&[0x41; 8]);
+        g.push(0);
+        g.extend_from_slice(&[0xfe, 0xf7, 0x2d, 0x02, 0x00, 0xff, 0x81, 0x15]);
+        g.extend_from_slice(&[0; 10]);
+        g.extend_from_slice(&[0x42; 12]);
+        g.push(0);
+        g.extend_from_slice(b"mysql_native_password\0");
+        let mut pkt = (g.len() as u32).to_le_bytes()[..3].to_vec();
+        pkt.push(0);
+        pkt.extend_from_slice(&g);
+        assert_eq!(server_greeting(&pkt), Some(Protocol::Mysql));
+        assert_eq!(by_content(Dir::ToServer, &pkt), None);
+        assert_eq!(by_content(Dir::ToClient, &pkt), Some(Protocol::Mysql));
+        // A client's first query is no greeting.
+        let q = [6, 0, 0, 0, 3, b's', b'e', b'l', b'e', b'c'];
+        assert_eq!(server_greeting(&q), None);
+        assert_eq!(server_greeting(b"GET / HTTP/1.1\r\n\r\n"), None);
+    }
+}

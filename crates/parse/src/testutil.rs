@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use wirelog_decode::{DecodeConfig, Decoded, Decoder, Transport};
+use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, Transport};
 use wirelog_source::CaptureReader;
 
 use crate::Dir;
@@ -26,7 +26,7 @@ pub fn path(rel: &str) -> String {
 /// in capture order (out-of-order arrival is the reassembler's business).
 pub fn tcp_events(rel: &str, server_ports: &[u16]) -> Vec<Ev> {
     let mut reader = CaptureReader::open(std::path::Path::new(&path(rel))).unwrap_or_else(|e| panic!("{rel}: {e}"));
-    let mut dec = Decoder::new(DecodeConfig { verify_checksums: false, ..DecodeConfig::default() });
+    let mut dec = Decoder::new(DecodeConfig { checksums: ChecksumMode::Ignore, ..DecodeConfig::default() });
     // key (client ip, client port, server ip, server port) -> conn index, next seq per dir
     // (client, client port, server, server port) -> (index, next seq per direction)
     type Tuple = (Vec<u8>, u16, Vec<u8>, u16);
@@ -127,7 +127,7 @@ pub fn udp_datagrams(rel: &str, server_ports: &[u16]) -> Vec<Datagram> {
     let mut reader = CaptureReader::open(std::path::Path::new(&path(rel)))
         .unwrap_or_else(|e| panic!("{rel}: {e}"));
     let mut dec = Decoder::new(DecodeConfig {
-        verify_checksums: false,
+        checksums: ChecksumMode::Ignore,
         ..DecodeConfig::default()
     });
     let mut flows: HashMap<(String, u16, String, u16), usize> = HashMap::new();
@@ -183,7 +183,7 @@ pub fn tcp_segments(rel: &str, server_ports: &[u16]) -> Vec<TcpSeg> {
     let mut reader = CaptureReader::open(std::path::Path::new(&path(rel)))
         .unwrap_or_else(|e| panic!("{rel}: {e}"));
     let mut dec = Decoder::new(DecodeConfig {
-        verify_checksums: false,
+        checksums: ChecksumMode::Ignore,
         ..DecodeConfig::default()
     });
     let mut conns: HashMap<(String, u16, String, u16), usize> = HashMap::new();

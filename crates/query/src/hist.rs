@@ -10,6 +10,10 @@
 //! 3.125 % (or half a microsecond for durations under 16 µs), where "exact" is
 //! the nearest-rank percentile (the ⌈p·n/100⌉-th smallest duration).
 //!
+//! A reported percentile is also clamped to the group's observed minimum and
+//! maximum (which only brings it closer to the exact value): a group of one
+//! reports its own value, never a bucket midpoint beside it.
+//!
 //! Only non-empty buckets are stored, in one map keyed by (group, bucket), so a
 //! group with a few distinct durations costs a few entries, not a fixed array.
 
@@ -53,10 +57,10 @@ pub(crate) struct Pct {
     pub n: u64,
 }
 
-/// Counts per (group, bucket).
+/// Per (group, bucket): how many values, the smallest and the largest (ns).
 #[derive(Debug)]
 pub(crate) struct Hist {
-    counts: FastMap<u64, u64>,
+    counts: FastMap<u64, (u64, i64, i64)>,
 }
 
 impl Hist {
@@ -66,10 +70,13 @@ impl Hist {
 
     #[inline]
     pub(crate) fn add(&mut self, group: u32, ns: i64) {
-        *self
+        let e = self
             .counts
             .entry((group as u64) << 16 | bucket(ns) as u64)
-            .or_insert(0) += 1;
+            .or_insert((0, ns, ns));
+        e.0 += 1;
+        e.1 = e.1.min(ns);
+        e.2 = e.2.max(ns);
     }
 
     /// Percentiles per target, and how many values it holds, where
@@ -81,10 +88,12 @@ impl Hist {
         targets: usize,
         target: impl Fn(u32) -> Option<u32>,
     ) -> Vec<Option<Pct>> {
-        let mut entries: Vec<(u32, u16, u64)> = self
+        let mut entries: Vec<(u32, u16, u64, i64, i64)> = self
             .counts
             .iter()
-            .filter_map(|(&k, &c)| target((k >> 16) as u32).map(|t| (t, k as u16, c)))
+            .filter_map(|(&k, &(c, lo, hi))| {
+                target((k >> 16) as u32).map(|t| (t, k as u16, c, lo, hi))
+            })
             .collect();
         entries.sort_unstable();
         let mut out = vec![None; targets];
@@ -94,6 +103,8 @@ impl Hist {
             let j = i + entries[i..].iter().take_while(|e| e.0 == t).count();
             let run = &entries[i..j];
             let n: u64 = run.iter().map(|e| e.2).sum();
+            let lo = run.iter().map(|e| e.3).min().unwrap_or(0);
+            let hi = run.iter().map(|e| e.4).max().unwrap_or(0);
             let mut res = [0i64; 3];
             for (r, p) in res.iter_mut().zip(PERCENTILES) {
                 let rank = (p * n).div_ceil(100).max(1);
@@ -101,7 +112,7 @@ impl Hist {
                 for e in run {
                     cum += e.2;
                     if cum >= rank {
-                        *r = representative(e.1);
+                        *r = representative(e.1).clamp(lo, hi);
                         break;
                     }
                 }
@@ -116,6 +127,21 @@ impl Hist {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A group of one reports its own value; a group's percentiles never
+    /// leave its [min, max].
+    #[test]
+    fn percentiles_within_observed_range() {
+        let mut h = Hist::new();
+        h.add(0, 29_000_000);
+        for ns in [1_000_123, 1_000_456, 1_000_789] {
+            h.add(1, ns);
+        }
+        let out = h.percentiles(2, Some);
+        assert_eq!(out[0].unwrap().p, [29_000_000; 3]);
+        let p = out[1].unwrap().p;
+        assert!(p.iter().all(|v| (1_000_123..=1_000_789).contains(v)), "{p:?}");
+    }
 
     #[test]
     fn buckets_are_monotonic_and_bounded() {
@@ -157,7 +183,8 @@ mod tests {
         for (got, want) in [(p50, 50e6), (p95, 95e6), (p99, 99e6)] {
             assert!((got as f64 - want).abs() <= want / 32.0, "{got} vs {want}");
         }
-        assert_eq!(p[1].unwrap().p, [5_500; 3]);
+        // A group of one: its own value, not the bucket midpoint (5.5 µs).
+        assert_eq!(p[1].unwrap().p, [5_000; 3]);
         // Merging groups into one target.
         let p = h.percentiles(1, |_| Some(0));
         assert!(p[0].unwrap().p[0] > 40_000_000);

@@ -1260,7 +1260,7 @@ fn golden_conn_outputs() {
 service       conns  orig_pkts  resp_pkts  pkts  orig_bytes  resp_bytes  bytes      %  duration_p50  duration_p95  duration_p99
 dns               2          2          2     4        82 B       220 B  302 B  99.02         2.0ms        39.9ms        39.9ms
 -                 1          3          0     3         0 B         0 B    0 B   0.00             -             -             -
-say \"hi\", ok      1          1          1     2         1 B         2 B    3 B   0.98         1.47s         1.47s         1.47s
+say \"hi\", ok      1          1          1     2         1 B         2 B    3 B   0.98         1.50s         1.50s         1.50s
 3 of 3 groups; 4 of 4 records matched; total 4 conns, 9 pkts, 305 B
 "
     );
@@ -1270,7 +1270,7 @@ say \"hi\", ok      1          1          1     2         1 B         2 B    3 B
 service,conns,orig_pkts,resp_pkts,pkts,orig_bytes,resp_bytes,bytes,duration_p50,duration_p95,duration_p99
 dns,2,2,2,4,82,220,302,0.002016,0.039936,0.039936
 ,1,3,0,3,0,0,0,,,
-\"say \"\"hi\"\", ok\",1,1,1,2,1,2,3,1.474560,1.474560,1.474560
+\"say \"\"hi\"\", ok\",1,1,1,2,1,2,3,1.500000,1.500000,1.500000
 "
     );
     assert_eq!(
@@ -1279,7 +1279,7 @@ dns,2,2,2,4,82,220,302,0.002016,0.039936,0.039936
 [
 {\"service\":\"dns\",\"conns\":2,\"orig_pkts\":2,\"resp_pkts\":2,\"pkts\":4,\"orig_bytes\":82,\"resp_bytes\":220,\"bytes\":302,\"duration_p50\":0.002016,\"duration_p95\":0.039936,\"duration_p99\":0.039936},
 {\"service\":\"\",\"conns\":1,\"orig_pkts\":3,\"resp_pkts\":0,\"pkts\":3,\"orig_bytes\":0,\"resp_bytes\":0,\"bytes\":0,\"duration_p50\":null,\"duration_p95\":null,\"duration_p99\":null},
-{\"service\":\"say \\\"hi\\\", ok\",\"conns\":1,\"orig_pkts\":1,\"resp_pkts\":1,\"pkts\":2,\"orig_bytes\":1,\"resp_bytes\":2,\"bytes\":3,\"duration_p50\":1.474560,\"duration_p95\":1.474560,\"duration_p99\":1.474560}
+{\"service\":\"say \\\"hi\\\", ok\",\"conns\":1,\"orig_pkts\":1,\"resp_pkts\":1,\"pkts\":2,\"orig_bytes\":1,\"resp_bytes\":2,\"bytes\":3,\"duration_p50\":1.500000,\"duration_p95\":1.500000,\"duration_p99\":1.500000}
 ]
 "
     );

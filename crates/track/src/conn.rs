@@ -87,22 +87,61 @@ pub struct Conn {
     pub(crate) app_probe: u8,
 }
 
+/// Zeek's `Site::private_address_space` (scripts/base/utils/site.zeek, the
+/// IANA IPv4 and IPv6 special-purpose registries), which Zeek copies into
+/// `Site::local_nets` by default (`private_address_space_is_local`): the
+/// networks behind `local_orig`/`local_resp`. IPv4 blocks, as (network, prefix).
+const PRIVATE_V4: &[([u8; 4], u8)] = &[
+    ([0, 0, 0, 0], 8),         // "this network", RFC 791
+    ([10, 0, 0, 0], 8),        // private use, RFC 1918
+    ([100, 64, 0, 0], 10),     // shared address space (CGN), RFC 6598
+    ([127, 0, 0, 0], 8),       // loopback, RFC 1122
+    ([169, 254, 0, 0], 16),    // link local, RFC 3927
+    ([172, 16, 0, 0], 12),     // private use, RFC 1918
+    ([192, 0, 0, 0], 24),      // IETF protocol assignments, RFC 6890
+    ([192, 0, 2, 0], 24),      // TEST-NET-1, RFC 5737
+    ([192, 168, 0, 0], 16),    // private use, RFC 1918
+    ([198, 18, 0, 0], 15),     // benchmarking, RFC 2544
+    ([198, 51, 100, 0], 24),   // TEST-NET-2, RFC 5737
+    ([203, 0, 113, 0], 24),    // TEST-NET-3, RFC 5737
+    ([240, 0, 0, 0], 4),       // reserved, RFC 1112
+    ([255, 255, 255, 255], 32), // limited broadcast, RFC 919/8190
+];
+
+/// The IPv6 blocks of the same list (each IPv4 block above also appears
+/// there as its 6to4 form, 2002:V4::/16+prefix, handled from `PRIVATE_V4`).
+const PRIVATE_V6: &[([u8; 16], u8)] = &[
+    ([0; 16], 128),                                                  // unspecified, RFC 4291
+    ([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], 128),         // loopback, RFC 4291
+    ([0, 0x64, 0xff, 0x9b, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 48), // IPv4-IPv6 translation, RFC 8215
+    ([1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 64),          // discard-only, RFC 6666
+    ([0x20, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 23),       // IETF protocol assignments, RFC 2928
+    ([0x20, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 48),       // benchmarking, RFC 5180
+    ([0x20, 1, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 32), // documentation, RFC 3849
+    ([0xfc, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 7),        // unique local, RFC 4193
+    ([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 10),    // link-local unicast, RFC 4291
+];
+
+/// True when the first `bits` bits of `a` and `net` agree.
+fn prefix_match(a: &[u8], net: &[u8], bits: u8) -> bool {
+    let (whole, rest) = (usize::from(bits / 8), bits % 8);
+    a[..whole] == net[..whole]
+        && (rest == 0 || (a[whole] ^ net[whole]) & (0xff << (8 - rest)) == 0)
+}
+
 /// Is `a` in Zeek's private address space (which Zeek counts as local by default)?
 pub fn is_private(a: &IpAddr16) -> bool {
+    let v4_private = |v4: &[u8]| PRIVATE_V4.iter().any(|(net, bits)| prefix_match(v4, net, *bits));
     if a.is_v4() {
-        let o = &a.0[12..];
-        o[0] == 10
-            || o[0] == 127
-            || (o[0] == 172 && (o[1] & 0xf0) == 16)
-            || (o[0] == 192 && o[1] == 168)
-            || (o[0] == 100 && (o[1] & 0xc0) == 64)
-            || (o[0] == 169 && o[1] == 254)
-    } else {
-        let b = &a.0;
-        (b[0] & 0xfe) == 0xfc
-            || (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
-            || a.0 == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+        return v4_private(&a.0[12..]);
     }
+    let b = &a.0;
+    // 6to4 (2002::/16) embeds an IPv4 address in bits 16..48: Zeek lists the
+    // 6to4 form of every IPv4 block.
+    if b[0] == 0x20 && b[1] == 0x02 && v4_private(&b[2..6]) {
+        return true;
+    }
+    PRIVATE_V6.iter().any(|(net, bits)| prefix_match(b, net, *bits))
 }
 
 impl Conn {
@@ -169,6 +208,42 @@ impl Conn {
             vlan: self.vlan,
             inner_vlan: self.inner_vlan,
             empty_tcp_skipped: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn private(s: &str) -> bool {
+        let ip: std::net::IpAddr = s.parse().unwrap();
+        let a = match ip {
+            std::net::IpAddr::V4(v4) => IpAddr16::from_v4(v4.octets()),
+            std::net::IpAddr::V6(v6) => IpAddr16(v6.octets()),
+        };
+        is_private(&a)
+    }
+
+    /// Edges of Zeek's Site::private_address_space blocks.
+    #[test]
+    fn zeek_private_address_space() {
+        for yes in [
+            "0.0.0.0", "0.255.255.255", "10.1.2.3", "100.64.0.1", "100.127.255.255", "127.0.0.1",
+            "169.254.1.1", "172.31.255.255", "192.0.0.9", "192.0.2.1", "192.168.1.1", "198.19.0.1",
+            "198.51.100.7", "203.0.113.9", "240.0.0.1", "255.255.255.254", "255.255.255.255", "::",
+            "::1", "64:ff9b:1::1", "100::1", "2001::1", "2001:1ff::1", "2001:2::1", "2001:db8::1",
+            "fd00::1", "fe80::1", "febf::1", "2002:a01:203::1", "2002:c0a8:101::", "2002:ffff:ffff::",
+            "2002:6440::", "2002:7f00::1",
+        ] {
+            assert!(private(yes), "{yes}");
+        }
+        for no in [
+            "1.1.1.1", "100.128.0.1", "100.63.255.255", "172.32.0.1", "192.0.1.1", "192.169.0.1",
+            "198.20.0.1", "223.255.255.255", "8.8.8.8", "2001:200::1", "2001:4860::8888", "fec0::1",
+            "2002:808:808::", "::2", "2a00::1",
+        ] {
+            assert!(!private(no), "{no}");
         }
     }
 }

@@ -653,6 +653,18 @@ impl Tracker {
                     e.value.app_probe |= bit;
                     match wirelog_parse::detect::by_content(dir, payload) {
                         Some(p) => Some(AppState::new_stream(p, self.uids.next_uid(), cfg)),
+                        // The originator's first bytes are a server's greeting
+                        // (MySQL handshake): the capture missed the handshake
+                        // and guessed the roles wrong. Flip as Zeek does when
+                        // an analyzer confirms the responder (history `^`),
+                        // then detect again from the server's side.
+                        None if is_orig
+                            && wirelog_parse::detect::server_greeting(payload).is_some() =>
+                        {
+                            self.flip(idx);
+                            self.feed_app(idx, false, ts, pkt);
+                            return;
+                        }
                         None if e.value.app_probe & (PROBED_ORIG | PROBED_RESP)
                             == PROBED_ORIG | PROBED_RESP =>
                         {

@@ -1,0 +1,150 @@
+//! One network namespace with only its loopback up, for tests that capture
+//! `lo` with tcpdump (the way a user captures their own host: every TCP/UDP
+//! checksum offloaded). Processes started in it are stopped by PID on drop;
+//! the namespace is deleted on drop.
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use super::live::sh;
+
+pub struct LoNs {
+    pub name: String,
+}
+
+impl LoNs {
+    pub fn new(tag: &str) -> LoNs {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!("wl{tag}{}x{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        sh(&["ip", "netns", "add", &name]);
+        let ns = LoNs { name };
+        sh(&["ip", "-n", &ns.name, "link", "set", "lo", "up"]);
+        ns
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name]).args(args);
+        c
+    }
+
+    /// Runs a program in the namespace to its end; it must succeed.
+    pub fn run(&self, args: &[&str]) -> Output {
+        let out = self.cmd(args).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "{args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        out
+    }
+
+    /// Starts a long-running program in the namespace, output to `log`.
+    pub fn spawn(&self, name: &'static str, args: &[&str], log: &Path) -> Proc {
+        let f = std::fs::File::create(log).unwrap();
+        let child = self
+            .cmd(args)
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        Proc { name, child }
+    }
+
+    /// tcpdump on the namespace's `lo` into `pcap` (whole packets, written
+    /// as they come); returns once tcpdump says it is listening.
+    pub fn tcpdump(&self, pcap: &Path, filter: &[&str]) -> Proc {
+        let log = pcap.with_extension("tcpdump.log");
+        let mut args = vec!["tcpdump", "-i", "lo", "-n", "-s", "0", "-U", "-w", pcap.to_str().unwrap()];
+        args.extend_from_slice(filter);
+        let mut p = self.spawn("tcpdump", &args, &log);
+        wait_for("tcpdump", Duration::from_secs(20), || {
+            assert!(p.alive(), "tcpdump exited: {}", std::fs::read_to_string(&log).unwrap_or_default());
+            std::fs::read_to_string(&log).unwrap_or_default().contains("listening on")
+        });
+        p
+    }
+}
+
+impl Drop for LoNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+    }
+}
+
+/// A process started by a test; SIGTERM (then SIGKILL) by PID on drop.
+pub struct Proc {
+    pub name: &'static str,
+    pub child: Child,
+}
+
+impl Proc {
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// SIGINT and wait (tcpdump flushes its file and exits).
+    pub fn interrupt(mut self) {
+        let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) && self.alive() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // `ip netns exec` execs the program: the child's pid is the program's.
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).stderr(Stdio::null()).status();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            if !self.alive() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("{} did not stop on SIGTERM: killed", self.name);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until `file` has not grown for a second (at most 30 s): tcpdump
+/// exits on SIGINT without writing what it has not read yet, and on a busy
+/// machine it can lag the traffic by seconds.
+pub fn settle(file: &Path) {
+    let size = || std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    let t0 = Instant::now();
+    let (mut last, mut since) = (size(), Instant::now());
+    while t0.elapsed() < Duration::from_secs(30) && since.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = size();
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+    }
+}
+
+/// Polls `f` every 100 ms for at most `limit`.
+pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < limit, "{what}: not ready after {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// True if `prog` is on PATH or in /usr/sbin.
+pub fn have(prog: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {prog} || test -x /usr/sbin/{prog}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
