@@ -358,11 +358,13 @@ pub struct AppArgs {
     /// Server ports of a protocol, replacing its defaults; repeatable, e.g.
     /// `--ports mysql=3306,3307 --ports http=80,8080`. Defaults: http
     /// 80,8000,8080,8888; mysql 3306; pgsql 5432; redis 6379; dns 53,5353.
+    /// These ports are server ports for orientation too.
     #[arg(long, value_name = "PROTO=PORTS")]
     pub ports: Vec<String>,
 
     /// Recognise protocols only by port, not also by the first bytes of a
-    /// connection on other ports.
+    /// connection on other ports (which also recognise a server speaking
+    /// first, a MySQL greeting, and swap the connection's roles, history ^).
     #[arg(long)]
     pub no_detect: bool,
 

@@ -16,6 +16,13 @@ key), counted as
   not mappable   it is about something wirelog does not have by design
                  (a Packetbeat-only field, raw request/response text, ...).
 
+Every test is run twice: with Packetbeat's configuration mapped onto wirelog
+options (plus -C: Packetbeat does not verify checksums), and with no options
+at all. The board prints both columns and lists the tests whose facts agree
+only with the configuration, with what explains it (headers kept only when
+named, redaction, a protocol turned off, a non-default port, bad checksums
+that are not offloaded); a difference no option explains fails the run.
+
 Every fact that does not agree needs a reason in tests/packetbeat_reasons.json
 (keyed by "file::method", then by statement); the script exits 1 when one is
 missing, or when a listed reason has become stale (its fact now agrees or is
@@ -132,30 +139,46 @@ def map_config(kwargs):
 # ---------------------------------------------------------------------------
 
 class Runner:
-    def __init__(self, binary, data):
+    """Runs wirelog on a case's pcap. `bare`: with no options at all (no
+    -C, no --ports, no headers, no redaction): what a user gets who tells
+    wirelog nothing. Only the harness's plumbing stays (JSON logs in a
+    scratch directory, no store, flows for the whole capture)."""
+
+    def __init__(self, binary, data, bare=False):
         self.binary = binary
         self.data = data
+        self.bare = bare
         self.cache = {}
+        # per pcap: packets with bad checksums that are not offloaded (bare runs)
+        self.bad = {}
         self.tmp = tempfile.mkdtemp(prefix="wirelog-pb-")
 
     def close(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def run(self, pcap, args):
+        if self.bare:
+            args = []
         key = (pcap, tuple(args))
         if key in self.cache:
             return self.cache[key]
         out = os.path.join(self.tmp, "run%d" % len(self.cache))
         path = os.path.join(self.data, "pcaps", pcap)
-        cmd = [self.binary, "read", "--no-store", "--quiet", "--logs", out,
-               "--log-format", "json", "--flow-interval", "24h",
-               # Packetbeat does not verify checksums (loopback captures
-               # and checksum offload leave them wrong)
-               "-C"] + args + [path]
+        cmd = [self.binary, "read", "--no-store", "--logs", out,
+               "--log-format", "json", "--flow-interval", "24h"]
+        if not self.bare:
+            # Packetbeat does not verify checksums (loopback captures
+            # and checksum offload leave them wrong)
+            cmd += ["--quiet", "-C"]
+        cmd += args + [path]
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if p.returncode != 0:
             raise RuntimeError("wirelog failed (%d): %s\n%s" % (
                 p.returncode, " ".join(cmd), p.stderr.decode(errors="replace")))
+        if self.bare:
+            m = re.search(r"checksums \(auto\): \d+ valid, \d+ offloaded, (\d+) bad",
+                          p.stderr.decode(errors="replace"))
+            self.bad[pcap] = int(m.group(1)) if m else 0
         logs = {}
         for name in ("conn", "flows") + TX_PROTOS:
             f = os.path.join(out, name + ".log")
@@ -765,6 +788,8 @@ class Suite:
         self.runner = runner
         self.facts = facts
         self.ignored = set()
+        # test -> [(pcap, wirelog args of Packetbeat's configuration)]
+        self.used = {}
 
     def run_test(self, method):
         ctx = FakeSelf(self, method)
@@ -793,6 +818,7 @@ class FakeSelf:
             self.render_config_template()
         args, settings = self.options
         logs, _cmd = self.suite.runner.run(pcap, args)
+        self.suite.used.setdefault(self.current_test, []).append((pcap, args))
         self.events = build_events(logs, settings)
 
     def read_output(self, types=None, required_fields=None, output_file=None, **_):
@@ -921,7 +947,7 @@ def flatten(d, prefix="", out=None, keep=()):
     return out
 
 
-def golden(data, manifest, runner, facts):
+def golden(data, manifest, runner, facts, used):
     for g in manifest.get("golden", []):
         with open(os.path.join(data, g["expected"])) as fh:
             expected = json.load(fh)
@@ -929,6 +955,7 @@ def golden(data, manifest, runner, facts):
         logs, _ = runner.run(g["pcap"], args)
         evs = build_events(logs, settings)
         test = "golden::%s" % os.path.basename(g["expected"])
+        used.setdefault(test, []).append((g["pcap"], args))
         drop = set(re.findall(r"[\w@.]+", g["comparison"].split("keys:", 1)[1].split(";")[0]))
 
         def rec(key, result, detail):
@@ -990,6 +1017,71 @@ def golden(data, manifest, runner, facts):
 # Report
 # ---------------------------------------------------------------------------
 
+DEFAULT_PORTS = {"http": {80, 8000, 8080, 8888}, "mysql": {3306}, "pgsql": {5432},
+                 "redis": {6379}, "dns": {53, 5353}}
+
+
+def why_bare_differs(runs, bad):
+    """What Packetbeat's configuration gave that no options do not, for the
+    runs of one test: its options with an effect, and bad checksums."""
+    why = []
+    for pcap, args in runs:
+        for i, a in enumerate(args):
+            if a == "--ports":
+                proto, _, ports = args[i + 1].partition("=")
+                ps = {int(p) for p in ports.split(",") if p}
+                if not ps:
+                    why.append("the configuration turns %s off (%s)" % (proto, args[i + 1]))
+                elif not ps <= DEFAULT_PORTS.get(proto, set()):
+                    why.append("non-default %s port(s) %s" % (proto, ",".join(map(str, sorted(ps)))))
+            elif a == "--http-header":
+                why.append("headers are kept only when named (--http-header)")
+            elif a == "--redact":
+                why.append("redaction asked (--redact)")
+        if bad.get(pcap):
+            why.append("%s: %d packets with bad checksums that are not offloaded (rejected "
+                       "without -C, as Zeek does)" % (pcap, bad[pcap]))
+    out = []
+    for w in why:
+        if w not in out:
+            out.append(w)
+    return out or ["no option of the test explains it"]
+
+
+def report_bare(facts, bare_facts, used, bad, crashed):
+    """Which tests' facts agree with Packetbeat's configuration but not with
+    no options at all, and why."""
+    bare = {(f.test, f.stmt): f for f in bare_facts}
+    lost, won = {}, {}
+    for f in facts:
+        b = bare.get((f.test, f.stmt))
+        res = b.result if b else "missing"
+        if f.result == "agree" and res != "agree":
+            lost.setdefault(f.test, []).append((f, b))
+        elif f.result != "agree" and res == "agree":
+            won.setdefault(f.test, []).append(f)
+    unexplained = []
+    n = sum(len(v) for v in lost.values())
+    print("With no options at all, %d facts of %d tests no longer agree:" % (n, len(lost)))
+    for test in sorted(lost):
+        fs = lost[test]
+        why = why_bare_differs(used.get(test, []), bad)
+        if why == ["no option of the test explains it"]:
+            unexplained.append(test)
+        print("  %s: %d facts; why: %s" % (test, len(fs), "; ".join(why)))
+        f, b = fs[0]
+        print("      e.g. %s -> %s" % (f.stmt[:100], (b.detail if b else "not reached")[:160]))
+    if won:
+        print("Facts that agree only with no options: %s" % ", ".join(
+            "%s (%d)" % (t, len(v)) for t, v in sorted(won.items())))
+    if crashed:
+        print("wirelog failed with no options on:")
+        for c in crashed:
+            print("  " + c)
+    print()
+    return unexplained + ["(no options) " + c for c in crashed]
+
+
 def load_reasons():
     with open(REASONS_FILE) as fh:
         doc = json.load(fh)
@@ -1009,29 +1101,41 @@ def main(argv):
     data = find_data()
     with open(os.path.join(data, "manifest.json")) as fh:
         manifest = json.load(fh)
-    runner = Runner(binary, data)
     facts = []
     counts = {}
     ignored = set()
     crashed = []
-    try:
-        for proto, files in manifest["protocols"].items():
-            for fe in files:
-                suite = Suite(proto, fe, runner, facts)
-                for t in fe["tests"]:
-                    if not t["is_test"]:
-                        continue
-                    counts.setdefault(proto, 0)
-                    counts[proto] += 1
-                    try:
-                        suite.run_test(t["method"])
-                    except RuntimeError as ex:
-                        crashed.append("%s::%s: %s" % (suite.file, t["method"], ex))
-                ignored |= suite.ignored
-        golden(data, manifest, runner, facts)
-        counts["golden"] = len(manifest.get("golden", []))
-    finally:
-        runner.close()
+    used = {}
+    # The same facts with no options at all (second column).
+    bare_facts = []
+    bare_crashed = []
+    bare_runner = None
+    for bare in (False, True):
+        runner = Runner(binary, data, bare=bare)
+        out_facts, out_crashed = (bare_facts, bare_crashed) if bare else (facts, crashed)
+        try:
+            for proto, files in manifest["protocols"].items():
+                for fe in files:
+                    suite = Suite(proto, fe, runner, out_facts)
+                    for t in fe["tests"]:
+                        if not t["is_test"]:
+                            continue
+                        if not bare:
+                            counts.setdefault(proto, 0)
+                            counts[proto] += 1
+                        try:
+                            suite.run_test(t["method"])
+                        except RuntimeError as ex:
+                            out_crashed.append("%s::%s: %s" % (suite.file, t["method"], ex))
+                    if not bare:
+                        ignored |= suite.ignored
+                        used.update(suite.used)
+            golden(data, manifest, runner, out_facts, used if not bare else {})
+            counts["golden"] = len(manifest.get("golden", []))
+        finally:
+            runner.close()
+        if bare:
+            bare_runner = runner
 
     field_reasons, fact_reasons = load_reasons()
     used_fields = set()
@@ -1067,21 +1171,27 @@ def main(argv):
 
     print("Packetbeat scoreboard (wirelog %s, data %s)" % (binary, data))
     print()
-    hdr = "%-8s %6s %6s %9s %12s %13s" % ("protocol", "tests", "facts", "agreeing", "disagreeing", "not mappable")
+    print("Columns: with Packetbeat's configuration of each test (its ports, headers, redaction; -C);")
+    print("'agreeing, no options': the same facts with wirelog given no option at all.")
+    print()
+    hdr = "%-8s %6s %6s %9s %12s %13s %22s" % ("protocol", "tests", "facts", "agreeing", "disagreeing",
+                                               "not mappable", "agreeing, no options")
     print(hdr)
     print("-" * len(hdr))
-    tot = [0, 0, 0, 0, 0]
+    tot = [0, 0, 0, 0, 0, 0]
     for proto in list(manifest["protocols"]) + ["golden"]:
         fs = [f for f in facts if f.suite == proto]
         a = sum(f.result == "agree" for f in fs)
         d = sum(f.result == "disagree" for f in fs)
         n = sum(f.result == "not mappable" for f in fs)
-        row = [counts.get(proto, 0), len(fs), a, d, n]
+        b = sum(f.result == "agree" for f in bare_facts if f.suite == proto)
+        row = [counts.get(proto, 0), len(fs), a, d, n, b]
         tot = [x + y for x, y in zip(tot, row)]
-        print("%-8s %6d %6d %9d %12d %13d" % tuple([proto] + row))
+        print("%-8s %6d %6d %9d %12d %13d %22d" % tuple([proto] + row))
     print("-" * len(hdr))
-    print("%-8s %6d %6d %9d %12d %13d" % tuple(["total"] + tot))
+    print("%-8s %6d %6d %9d %12d %13d %22d" % tuple(["total"] + tot))
     print()
+    unexplained = report_bare(facts, bare_facts, used, bare_runner.bad, bare_crashed)
     if ignored:
         print("Packetbeat options with no wirelog meaning (ignored): %s" % ", ".join(sorted(ignored)))
         print()
@@ -1096,6 +1206,11 @@ def main(argv):
             if f.result == "agree":
                 print("  %s: %s" % (f.test, f.stmt))
     ok = True
+    if unexplained:
+        ok = False
+        print()
+        print("With no options, facts stop agreeing where no option of the test explains it "
+              "(a capture that needs a flag to be read right): %s" % ", ".join(unexplained))
     if crashed:
         ok = False
         print()
