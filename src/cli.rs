@@ -146,6 +146,17 @@ pub struct ReadArgs {
     #[arg(required = true, value_name = "CAPTURE")]
     pub captures: Vec<PathBuf>,
 
+    /// Only packets matching this tcpdump filter expression (e.g. `port 80`,
+    /// `host 10.0.0.1 and tcp`, `vlan 100`), compiled by libpcap for each link
+    /// type of the input and run on every packet before it is decoded.
+    #[arg(short = 'f', long, value_name = "EXPR")]
+    pub filter: Option<String>,
+
+    /// Read captures the store already holds (by content) again, which counts
+    /// their traffic twice; without it such a read is refused.
+    #[arg(long)]
+    pub again: bool,
+
     #[command(flatten)]
     pub output: OutputArgs,
 

@@ -1,0 +1,258 @@
+//! The command line tells the truth, through the binary: `read -f` keeps the
+//! packets tcpdump keeps, nothing is created for a run that cannot start, a
+//! store refuses to count a capture twice, `wirelog store` shows and checks
+//! what a store holds, cut query output says so, and table, CSV and JSON
+//! carry the same numbers in the same words.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn wirelog_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run wirelog")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A fresh directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli_truth").join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The demo capture, uncompressed (tcpdump does not read gzip).
+fn sample_pcap(dir: &Path) -> PathBuf {
+    let out = Command::new("gzip")
+        .arg("-dc")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/sample.pcap.gz"))
+        .output()
+        .expect("gzip");
+    assert!(out.status.success());
+    let p = dir.join("sample.pcap");
+    std::fs::write(&p, out.stdout).unwrap();
+    p
+}
+
+fn have_tcpdump() -> bool {
+    Command::new("tcpdump").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// tcpdump's count of packets matching `expr`, None when it refuses the
+/// expression for this file.
+fn tcpdump_count(file: &Path, expr: &str) -> Option<u64> {
+    let o = Command::new("tcpdump").arg("-r").arg(file).arg("--count").arg(expr).output().unwrap();
+    if !o.status.success() {
+        return None;
+    }
+    let out = text(&o.stdout);
+    let n = out.split_whitespace().next().unwrap_or_else(|| panic!("tcpdump --count said {out:?}"));
+    Some(n.parse().unwrap())
+}
+
+/// wirelog's count from its summary line, None when it refused the filter.
+fn wirelog_count(dir: &Path, file: &Path, expr: &str) -> Option<u64> {
+    let o = wirelog_in(dir, &["read", "--no-store", "-f", expr, file.to_str().unwrap()]);
+    let err = text(&o.stderr);
+    if !o.status.success() {
+        assert!(err.contains("filter") || err.contains(expr), "{expr}: {err}");
+        return None;
+    }
+    let i = err.find(" matched the filter").unwrap_or_else(|| panic!("{expr}: no count in {err}"));
+    let n = err[..i].rsplit('(').next().unwrap();
+    Some(n.parse().unwrap())
+}
+
+fn shared(rel: &str) -> PathBuf {
+    Path::new("/work/shared/testdata").join(rel)
+}
+
+#[test]
+fn read_filter_keeps_what_tcpdump_keeps() {
+    if !have_tcpdump() {
+        eprintln!("SKIPPED: tcpdump not installed");
+        return;
+    }
+    let dir = scratch("filter");
+    let mut files = vec![sample_pcap(&dir)];
+    for rel in [
+        "zeek/vlan_qinq/q-in-q.pcap",
+        "zeek/mpls_in_vlan/mpls-in-vlan.pcap",
+        "packetbeat/pcaps/http_over_vlan.pcap",
+        "packetbeat/pcaps/802.1q-q-in-q-icmp.pcap",
+        "zeek/ftp_ipv6/ipv6.pcap",
+        "zeek/ipv6_frag_dns/ipv6-fragmented-dns.pcap",
+        "zeek/http_no_crlf/no_crlf.pcap",
+        "zeek/mysql/mysql.pcap",
+        "zeek/gtp_outer_ip_frag/gtp1_gn_normal_incl_fragmentation.pcap",
+        "zeek/llc_fddi_large/llc.pcap",
+        "linktypes/tcpdump_LINKTYPE_RAW_ipv4.pcap",
+        "linktypes/tcpdump_LINKTYPE_IPV6.pcap",
+        "linktypes/tcpdump_tcp_handshake_nano_sll.pcap",
+        "linktypes/tcpdump_tcp_rst_diag_null.pcap",
+        "linktypes/zeek_linux_dlt_sll2.pcap",
+        "zeek/redis/django-cloud.pcapng",
+    ] {
+        let p = shared(rel);
+        if p.exists() {
+            files.push(p);
+        } else {
+            eprintln!("note: {} missing", p.display());
+        }
+    }
+    let exprs = [
+        "tcp",
+        "udp",
+        "icmp or icmp6",
+        "ip6",
+        "not ip and not ip6",
+        "host 127.0.0.1",
+        "src host ::1",
+        "net 10.0.0.0/8",
+        "dst net 172.16.0.0/12 or src net 192.168.0.0/16",
+        "port 80",
+        "udp port 53",
+        "portrange 1-1023",
+        "tcp dst portrange 3000-9000",
+        "vlan",
+        "vlan 13",
+        "vlan and vlan 10",
+        "vlan 1 and tcp",
+        "vlan and mpls",
+        "ip proto 17",
+        "tcp[tcpflags] & (tcp-syn|tcp-fin) != 0",
+        "tcp[13] = 0x12",
+        "tcp[tcpflags] & tcp-push != 0 and tcp dst port 80",
+        "ip[8] < 64",
+        "ip[6:2] & 0x3fff != 0",
+        "ip6[6] = 44",
+        "tcp[((tcp[12:1] & 0xf0) >> 2):4] = 0x47455420",
+        "len > 100",
+        "greater 1000",
+        "less 80",
+        "ether multicast",
+        "ip6 net fe80::/10",
+    ];
+    let mut matched_somewhere: BTreeMap<&str, u64> = BTreeMap::new();
+    for file in &files {
+        for expr in exprs {
+            let want = tcpdump_count(file, expr);
+            let got = wirelog_count(&dir, file, expr);
+            assert_eq!(got, want, "{} with '{expr}' (None: refused)", file.display());
+            *matched_somewhere.entry(expr).or_default() += got.unwrap_or(0);
+        }
+    }
+    eprintln!("packets matched per expression over {} files: {matched_somewhere:?}", files.len());
+    let useful = matched_somewhere.values().filter(|n| **n > 0).count();
+    assert!(useful >= 25, "expressions that matched some packet: {matched_somewhere:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn trailing_filter_words_get_a_hint_and_create_nothing() {
+    let dir = scratch("hint");
+    let pcap = sample_pcap(&dir);
+    let o = wirelog_in(&dir, &["read", pcap.to_str().unwrap(), "port", "80"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("did you mean `-f 'port 80'`?"), "{}", text(&o.stderr));
+    assert!(o.stdout.is_empty(), "no conn.log header: {}", text(&o.stdout));
+    assert!(!dir.join("wirelog-data").exists());
+    // A bad filter is named, before anything is created.
+    let o = wirelog_in(&dir, &["read", "-f", "port eighty", pcap.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("port eighty"), "{}", text(&o.stderr));
+    assert!(!dir.join("wirelog-data").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_inputs_leave_no_directory_and_print_nothing() {
+    let dir = scratch("bad");
+    std::fs::write(dir.join("empty.pcap"), b"").unwrap();
+    std::fs::write(dir.join("text.pcap"), b"this is not a capture\n").unwrap();
+    for input in ["missing.pcap", "empty.pcap", "text.pcap"] {
+        let o = wirelog_in(&dir, &["read", input]);
+        assert_eq!(o.status.code(), Some(1), "{input}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains(input), "{input}: {}", text(&o.stderr));
+        assert!(o.stdout.is_empty(), "{input}: {}", text(&o.stdout));
+        let mut left: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+        left.sort();
+        assert_eq!(left, ["empty.pcap", "text.pcap"], "{input}");
+    }
+    // --logs naming a file.
+    let pcap = sample_pcap(&dir);
+    let o = wirelog_in(&dir, &["read", "--logs", "text.pcap", pcap.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--logs text.pcap: is a file, not a directory"), "{}", text(&o.stderr));
+    assert!(!dir.join("wirelog-data").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every file of a directory tree with its size.
+fn listing(dir: &Path) -> BTreeMap<PathBuf, u64> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                out.insert(e.path(), m.len());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_second_read_is_refused_and_the_store_is_unchanged() {
+    let dir = scratch("again");
+    let pcap = sample_pcap(&dir);
+    let store = dir.join("wirelog-data");
+    let o = wirelog_in(&dir, &["read", "--logs", "logs", "sample.pcap"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let before = listing(&store);
+    // Same bytes under another name.
+    std::fs::copy(&pcap, dir.join("copy.pcap")).unwrap();
+    let o = wirelog_in(&dir, &["read", "--logs", "logs", "copy.pcap"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("copy.pcap: already in the store wirelog-data"), "{err}");
+    assert!(err.contains("as sample.pcap (341 packets from 2026-11-22T08:28:48.240535Z"), "{err}");
+    assert!(err.contains("--again"), "{err}");
+    assert_eq!(listing(&store), before, "nothing in the store changed");
+    // The same file twice on one command line.
+    let o = wirelog_in(&dir, &["read", "--store", "other", "sample.pcap", "copy.pcap"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("copy.pcap: same content as sample.pcap"), "{}", text(&o.stderr));
+    assert!(!dir.join("other").exists());
+    // --again reads it, and conns double.
+    let count = |dir: &Path| {
+        let o = wirelog_in(dir, &["query", "conns", "--format", "csv"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let one = count(&dir);
+    let o = wirelog_in(&dir, &["read", "--again", "--logs", "logs", "copy.pcap"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let two = count(&dir);
+    let records = |csv: &str| -> u64 {
+        let mut lines = csv.lines();
+        let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let i = head.iter().position(|h| *h == "conns").unwrap_or_else(|| panic!("{csv}"));
+        lines.map(|l| l.split(',').nth(i).unwrap().parse::<u64>().unwrap()).sum()
+    };
+    assert_eq!(records(&two), 2 * records(&one), "{one}\n{two}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
