@@ -52,6 +52,22 @@ pub enum Command {
     ///   wirelog capture -i lo --skip-empty-tcp --duration 60s --no-store --logs /tmp/wl
     #[command(verbatim_doc_comment)]
     Capture(CaptureArgs),
+    /// Show what a store holds: partitions, files, rows and bytes per kind,
+    /// time range, the captures ingested and retention; `--check` reads
+    /// every file back (exit 1 naming the bad ones).
+    Store(StoreArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct StoreArgs {
+    /// The store directory.
+    #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
+    pub store: PathBuf,
+
+    /// Read every file back whole (every column of every row); exit 1 and
+    /// name each file that does not.
+    #[arg(long)]
+    pub check: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -256,3 +256,61 @@ fn a_second_read_is_refused_and_the_store_is_unchanged() {
     assert_eq!(records(&two), 2 * records(&one), "{one}\n{two}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn store_shows_what_it_holds_and_check_names_bad_files() {
+    let dir = scratch("store");
+    sample_pcap(&dir);
+    let o = wirelog_in(&dir, &["read", "--retain", "30d", "--logs", "logs", "sample.pcap"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = wirelog_in(&dir, &["store", "--check"]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("files checked"), "{}", text(&o.stderr));
+    // Rows per kind equal the records of the logs of the same run.
+    let log_records = |name: &str| {
+        std::fs::read_to_string(dir.join("logs").join(name))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .count() as u64
+    };
+    let rows = |kind: &str| -> u64 {
+        let line = out.lines().find(|l| l.starts_with(&format!("{kind} "))).unwrap_or_else(|| panic!("{out}"));
+        line.split_whitespace().nth(3).unwrap().parse().unwrap()
+    };
+    assert_eq!(rows("conns"), log_records("conn.log"), "{out}");
+    assert_eq!(rows("flows"), log_records("flows.log"), "{out}");
+    assert_eq!(rows("http"), log_records("http.log"), "{out}");
+    assert!(out.contains("sources ingested: 1\n"), "{out}");
+    assert!(out.contains("sample.pcap  341 packets, 2026-11-22T08:28:48.240535Z .. "), "{out}");
+    assert!(out.contains("retention: age 30d, size none"), "{out}");
+    // A damaged file: --check names it and fails.
+    let conns = dir.join("wirelog-data/conns");
+    let mut victim = None;
+    let mut stack = vec![conns];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                victim = Some(p);
+            }
+        }
+    }
+    let victim = victim.expect("a conns file");
+    let bytes = std::fs::read(&victim).unwrap();
+    let mut damaged = bytes.clone();
+    for b in &mut damaged[8..bytes.len() / 2] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&victim, &damaged).unwrap();
+    let o = wirelog_in(&dir, &["store", "--check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    let rel = victim.strip_prefix(&dir).unwrap();
+    assert!(err.contains(&format!("corrupt file {}: ", rel.display())), "{err}");
+    assert!(err.contains("1 of 5 files are bad"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -102,7 +102,7 @@ pub use compact::{CompactOptions, CompactReport, Compactor, CompactorOptions, Co
 pub use error::StoreError;
 pub use ingest::{identify, read_ingests, Ingest};
 pub use layout::{list_partitions, Partition};
-pub use reader::{scan_ref, verify_file, Scan, ScanStats, BATCH_ROWS};
+pub use reader::{file_summary, partition_files, scan_ref, verify_file, FileSummary, Scan, ScanStats, BATCH_ROWS};
 pub use retention::RetentionReport;
 pub use schema::{tx_columns, ColSpec};
 pub use tx::{Cell, CellRef, TxRow};
