@@ -119,7 +119,9 @@ pub struct QueryArgs {
     #[arg(long, value_name = "FIELD")]
     pub sort: Option<String>,
 
-    /// Show at most N rows.
+    /// Show at most N groups (series with --every) [default: 10]; 0 shows
+    /// all. When groups are left out, a line on standard error says how many,
+    /// in every format.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
 
