@@ -314,3 +314,210 @@ fn store_shows_what_it_holds_and_check_names_bad_files() {
     assert!(err.contains("1 of 5 files are bad"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A store of the demo capture, read once per test that needs one.
+fn demo_store(name: &str) -> PathBuf {
+    let dir = scratch(name);
+    sample_pcap(&dir);
+    let o = wirelog_in(&dir, &["read", "--quiet", "--no-parse", "sample.pcap"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    dir
+}
+
+#[test]
+fn a_cut_query_says_so_on_stderr_in_every_format() {
+    let dir = demo_store("cut");
+    // Piped: the default format is CSV; 15 flow groups, 10 shown by default.
+    let all = wirelog_in(&dir, &["query", "flows", "--top", "0"]);
+    assert!(all.status.success(), "{}", text(&all.stderr));
+    let groups = text(&all.stdout).lines().count() - 1;
+    assert!(groups > 10, "the demo capture has more than 10 flow groups: {}", text(&all.stdout));
+    assert!(all.stderr.is_empty(), "nothing cut, nothing said: {}", text(&all.stderr));
+    let note = format!("wirelog: 10 of {groups} groups shown (--top 10; --top 0 shows all)\n");
+    for format in [None, Some("csv"), Some("json"), Some("table")] {
+        let mut args = vec!["query", "flows"];
+        if let Some(f) = format {
+            args.extend(["--format", f]);
+        }
+        let o = wirelog_in(&dir, &args);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert_eq!(text(&o.stderr), note, "{format:?}");
+        let out = text(&o.stdout);
+        let rows = match format {
+            Some("json") => out.lines().filter(|l| l.starts_with('{')).count(),
+            // Header and the summary line.
+            Some("table") => out.lines().count() - 2,
+            _ => out.lines().count() - 1,
+        };
+        assert_eq!(rows, 10, "{format:?}: {out}");
+    }
+    let o = wirelog_in(&dir, &["query", "flows", "--top", "3", "--format", "json"]);
+    assert_eq!(text(&o.stderr), format!("wirelog: 3 of {groups} groups shown (--top 3; --top 0 shows all)\n"));
+    // --help states the default.
+    let o = wirelog_in(&dir, &["query", "--help"]);
+    let help = text(&o.stdout);
+    assert!(help.contains("[default: 10]") && help.contains("0 shows") && help.contains("all"), "{help}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Rows of a query in one format, as maps from column to the value's text
+/// (JSON strings unquoted; the table's `%` column and summary line left out).
+fn rows_of(dir: &Path, args: &[&str], format: &str) -> Vec<BTreeMap<String, String>> {
+    let mut all = vec!["query"];
+    all.extend_from_slice(args);
+    all.extend(["--top", "0", "--format", format]);
+    let o = wirelog_in(dir, &all);
+    assert!(o.status.success(), "{all:?}: {}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let split = |l: &str| -> Vec<String> {
+        match format {
+            "csv" => l.split(',').map(str::to_string).collect(),
+            _ => l.split_whitespace().map(str::to_string).collect(),
+        }
+    };
+    match format {
+        "json" => out
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| {
+                let body = l.trim_end_matches(',').trim_start_matches('{').trim_end_matches('}');
+                body.split(',')
+                    .map(|kv| {
+                        let (k, v) = kv.split_once(':').unwrap();
+                        let v = if v == "null" { "" } else { v.trim_matches('"') };
+                        (k.trim_matches('"').to_string(), v.to_string())
+                    })
+                    .collect()
+            })
+            .collect(),
+        _ => {
+            let mut lines = out.lines();
+            let head = split(lines.next().unwrap());
+            let body: Vec<&str> = lines.collect();
+            let body = if format == "table" { &body[..body.len() - 1] } else { &body[..] };
+            body.iter()
+                .map(|l| {
+                    head.iter()
+                        .cloned()
+                        .zip(split(l))
+                        .filter(|(k, _)| k != "%")
+                        .map(|(k, v)| (k, if format == "table" && v == "-" { String::new() } else { v }))
+                        .collect()
+                })
+                .collect()
+        }
+    }
+}
+
+#[test]
+fn table_csv_and_json_carry_the_same_values_in_the_same_words() {
+    let dir = scratch("formats");
+    sample_pcap(&dir);
+    let o = wirelog_in(&dir, &["read", "--quiet", "sample.pcap"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for args in [
+        &["flows", "--by", "proto"][..],
+        &["conns", "--by", "proto,conn_state"],
+        &["conns", "--by", "resp_p", "--every", "1m"],
+        &["mysql", "--by", "command"],
+        &["http", "--by", "method,status_code"],
+        &["dns", "--by", "qtype_name,rcode_name"],
+    ] {
+        let csv = rows_of(&dir, args, "csv");
+        assert!(!csv.is_empty(), "{args:?}");
+        assert_eq!(rows_of(&dir, args, "json"), csv, "{args:?}: JSON vs CSV");
+        assert_eq!(rows_of(&dir, args, "table"), csv, "{args:?}: table vs CSV");
+        for r in &csv {
+            if let Some(p) = r.get("proto") {
+                assert!(["tcp", "udp", "icmp", "ipv6-icmp", "icmp6"].contains(&p.as_str()), "{args:?}: {r:?}");
+            }
+            for (k, v) in r {
+                if k.ends_with("_s") && !v.is_empty() {
+                    let (_, frac) = v.split_once('.').unwrap_or_else(|| panic!("{k}={v}"));
+                    assert_eq!(frac.len(), 6, "{k}={v}: seconds with 6 decimals");
+                }
+                if ["conns", "count", "pkts", "bytes", "orig_bytes", "resp_bytes"].contains(&k.as_str()) {
+                    assert!(v.parse::<u64>().is_ok(), "{k}={v}: an exact count");
+                }
+            }
+        }
+    }
+    // The same totals as the conn log: exact counts in the table's summary.
+    let o = wirelog_in(&dir, &["query", "conns", "--format", "table", "--top", "1"]);
+    let out = text(&o.stdout);
+    assert!(out.lines().last().unwrap().contains("of 29 records matched; total 29 conns"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn login_commands_have_a_named_group() {
+    let dir = scratch("login");
+    sample_pcap(&dir);
+    let pg = shared("zeek/postgresql/psql-create-insert-select-delete-drop.pcap");
+    let mut args = vec!["read", "--quiet", "-C", "sample.pcap"];
+    if pg.exists() {
+        args.push(pg.to_str().unwrap());
+    }
+    let o = wirelog_in(&dir, &args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for (kind, logins) in [("mysql", 2u64), ("pgsql", if pg.exists() { 1 } else { 0 })] {
+        let rows = rows_of(&dir, &[kind], "csv");
+        assert!(rows.iter().all(|r| !r["fingerprint"].is_empty()), "{kind}: an unnamed group: {rows:?}");
+        let login: u64 =
+            rows.iter().filter(|r| r["fingerprint"] == "<login>").map(|r| r["count"].parse::<u64>().unwrap()).sum();
+        // Each login transaction, counted by command, is in the group.
+        let field = "command";
+        let by_cmd = rows_of(&dir, &[kind, "--by", field], "csv");
+        let want: u64 = by_cmd
+            .iter()
+            .filter(|r| ["login", "startup"].contains(&r[field].as_str()))
+            .map(|r| r["count"].parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(login, want, "{kind}: {rows:?} vs {by_cmd:?}");
+        assert!(login >= logins, "{kind}: {rows:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn help_puts_options_under_their_headings() {
+    let dir = scratch("help");
+    let headings = |cmd: &str| -> BTreeMap<String, String> {
+        let o = wirelog_in(&dir, &[cmd, "--help"]);
+        let help = text(&o.stdout);
+        let mut heading = String::new();
+        let mut out = BTreeMap::new();
+        for l in help.lines() {
+            if !l.starts_with(' ') && l.ends_with(':') {
+                heading = l.trim_end_matches(':').to_string();
+            } else if let Some(long) = l.trim_start().split_whitespace().find(|w| w.starts_with("--")) {
+                out.insert(long.trim_end_matches(',').to_string(), heading.clone());
+            }
+        }
+        out
+    };
+    let capture = headings("capture");
+    for (opt, heading) in [
+        ("--config", "Options"),
+        ("--quiet", "Options"),
+        ("--interface", "Capture"),
+        ("--filter", "Capture"),
+        ("--store", "Output"),
+        ("--tcp-timeout", "Connection tracking"),
+        ("--redact", "Application transactions"),
+    ] {
+        assert_eq!(capture.get(opt).map(String::as_str), Some(heading), "capture {opt}: {capture:?}");
+    }
+    let read = headings("read");
+    for (opt, heading) in [
+        ("--quiet", "Options"),
+        ("--filter", "Input"),
+        ("--again", "Input"),
+        ("--logs", "Output"),
+        ("--max-connections", "Connection tracking"),
+        ("--no-parse", "Application transactions"),
+    ] {
+        assert_eq!(read.get(opt).map(String::as_str), Some(heading), "read {opt}: {read:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
