@@ -18,8 +18,12 @@ use crate::{CaptureError, ErrorKind};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     LdImm,
-    LdAbs(u8),
-    LdInd(u8),
+    LdAbsW,
+    LdAbsH,
+    LdAbsB,
+    LdIndW,
+    LdIndH,
+    LdIndB,
     LdLen,
     LdMem,
     LdxImm,
@@ -31,7 +35,13 @@ enum Op {
     Alu(Alu, Src),
     Neg,
     Ja,
-    Jmp(Cond, Src),
+    // The comparisons with a constant, what libpcap emits almost always,
+    // each its own variant: one dispatch per instruction.
+    JeqK,
+    JgtK,
+    JgeK,
+    JsetK,
+    JmpX(Cond),
     RetK,
     RetA,
     Tax,
@@ -92,18 +102,22 @@ impl Program {
         let mut insns = Vec::with_capacity(n);
         for (pc, i) in code.iter().enumerate() {
             let src = if i.code & 0x08 != 0 { Src::X } else { Src::K };
-            let size = |c: u16| match c & 0x18 {
-                0x00 => Some(4u8),
-                0x08 => Some(2),
-                0x10 => Some(1),
-                _ => None,
-            };
             let bad = || format!("instruction {pc}: unsupported opcode {:#06x}", i.code);
             let op = match i.code & 0x07 {
                 0x00 => match i.code & 0xe0 {
                     0x00 => Op::LdImm,
-                    0x20 => Op::LdAbs(size(i.code).ok_or_else(bad)?),
-                    0x40 => Op::LdInd(size(i.code).ok_or_else(bad)?),
+                    0x20 => match i.code & 0x18 {
+                        0x00 => Op::LdAbsW,
+                        0x08 => Op::LdAbsH,
+                        0x10 => Op::LdAbsB,
+                        _ => return Err(bad()),
+                    },
+                    0x40 => match i.code & 0x18 {
+                        0x00 => Op::LdIndW,
+                        0x08 => Op::LdIndH,
+                        0x10 => Op::LdIndB,
+                        _ => return Err(bad()),
+                    },
                     0x60 => Op::LdMem,
                     0x80 => Op::LdLen,
                     _ => return Err(bad()),
@@ -158,7 +172,13 @@ impl Program {
                     if pc + 1 + i.jt.max(i.jf) as usize >= n {
                         return Err(format!("instruction {pc}: jump out of the program"));
                     }
-                    Op::Jmp(cond, src)
+                    match (cond, src) {
+                        (Cond::Eq, Src::K) => Op::JeqK,
+                        (Cond::Gt, Src::K) => Op::JgtK,
+                        (Cond::Ge, Src::K) => Op::JgeK,
+                        (Cond::Set, Src::K) => Op::JsetK,
+                        (c, Src::X) => Op::JmpX(c),
+                    }
                 }
                 0x06 => match i.code & 0x18 {
                     0x00 => Op::RetK,
@@ -196,12 +216,28 @@ impl Program {
             pc += 1;
             match i.op {
                 Op::LdImm => a = i.k,
-                Op::LdAbs(size) => match load(pkt, i.k as usize, size) {
+                Op::LdAbsW => match load::<4>(pkt, i.k as usize) {
                     Some(v) => a = v,
                     None => return 0,
                 },
-                Op::LdInd(size) => match load(pkt, x as usize + i.k as usize, size) {
+                Op::LdAbsH => match load::<2>(pkt, i.k as usize) {
                     Some(v) => a = v,
+                    None => return 0,
+                },
+                Op::LdAbsB => match pkt.get(i.k as usize) {
+                    Some(&v) => a = v as u32,
+                    None => return 0,
+                },
+                Op::LdIndW => match load::<4>(pkt, x as usize + i.k as usize) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                Op::LdIndH => match load::<2>(pkt, x as usize + i.k as usize) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                Op::LdIndB => match pkt.get(x as usize + i.k as usize) {
+                    Some(&v) => a = v as u32,
                     None => return 0,
                 },
                 Op::LdLen => a = wire_len,
@@ -234,13 +270,16 @@ impl Program {
                 }
                 Op::Neg => a = a.wrapping_neg(),
                 Op::Ja => pc += i.k as usize,
-                Op::Jmp(cond, src) => {
-                    let v = if src == Src::X { x } else { i.k };
+                Op::JeqK => pc += if a == i.k { i.jt } else { i.jf } as usize,
+                Op::JgtK => pc += if a > i.k { i.jt } else { i.jf } as usize,
+                Op::JgeK => pc += if a >= i.k { i.jt } else { i.jf } as usize,
+                Op::JsetK => pc += if a & i.k != 0 { i.jt } else { i.jf } as usize,
+                Op::JmpX(cond) => {
                     let taken = match cond {
-                        Cond::Eq => a == v,
-                        Cond::Gt => a > v,
-                        Cond::Ge => a >= v,
-                        Cond::Set => a & v != 0,
+                        Cond::Eq => a == x,
+                        Cond::Gt => a > x,
+                        Cond::Ge => a >= x,
+                        Cond::Set => a & x != 0,
                     };
                     pc += if taken { i.jt } else { i.jf } as usize;
                 }
@@ -253,14 +292,11 @@ impl Program {
     }
 }
 
-/// A big-endian load of `size` bytes at `off`, None past the captured bytes.
+/// A big-endian load of N (2 or 4) bytes at `off`, None past the captured bytes.
 #[inline(always)]
-fn load(pkt: &[u8], off: usize, size: u8) -> Option<u32> {
-    match size {
-        4 => pkt.get(off..off.checked_add(4)?).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-        2 => pkt.get(off..off.checked_add(2)?).map(|b| u16::from_be_bytes([b[0], b[1]]) as u32),
-        _ => pkt.get(off).map(|&b| b as u32),
-    }
+fn load<const N: usize>(pkt: &[u8], off: usize) -> Option<u32> {
+    let b: &[u8; N] = pkt.get(off..off.checked_add(N)?)?.try_into().ok()?;
+    Some(b.iter().fold(0u32, |v, &c| (v << 8) | c as u32))
 }
 
 /// Snaplen given to libpcap when compiling: the accept value only, which a
