@@ -8,7 +8,9 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use wirelog_query::time::format_rfc3339;
 use wirelog_store::retention::recorded_limits;
-use wirelog_store::{file_summary, list_partitions, partition_files, read_ingests, verify_file, Kind};
+use wirelog_store::{
+    file_summary, list_partitions, partition_files, read_ingests, verify_file, Kind,
+};
 
 use crate::cli::StoreArgs;
 
@@ -24,7 +26,11 @@ struct KindTotals {
 pub fn run(args: StoreArgs) -> Result<ExitCode> {
     let dir = &args.store;
     if !dir.is_dir() {
-        bail!("{}: no store here (write one with `wirelog read --store {}`)", dir.display(), dir.display());
+        bail!(
+            "{}: no store here (write one with `wirelog read --store {}`)",
+            dir.display(),
+            dir.display()
+        );
     }
     let mut out = io::stdout().lock();
     // One message per bad file, each naming it.
@@ -33,7 +39,11 @@ pub fn run(args: StoreArgs) -> Result<ExitCode> {
     let mut rows_total = 0u64;
     let mut files_total = 0u64;
     writeln!(out, "store {}", dir.display())?;
-    writeln!(out, "{:<6} {:>10} {:>7} {:>12} {:>14}  time range (UTC)", "kind", "partitions", "files", "rows", "bytes")?;
+    writeln!(
+        out,
+        "{:<6} {:>10} {:>7} {:>12} {:>14}  time range (UTC)",
+        "kind", "partitions", "files", "rows", "bytes"
+    )?;
     for kind in Kind::ALL {
         let mut t = KindTotals::default();
         for p in list_partitions(dir, kind)? {
@@ -51,7 +61,8 @@ pub fn run(args: StoreArgs) -> Result<ExitCode> {
                     Ok(s) => {
                         t.rows += s.rows;
                         if let Some((lo, hi)) = s.time_range {
-                            t.range = Some(t.range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+                            t.range =
+                                Some(t.range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
                         }
                     }
                     Err(e) => {
@@ -90,7 +101,11 @@ pub fn run(args: StoreArgs) -> Result<ExitCode> {
     let ingests = read_ingests(dir)?;
     writeln!(out, "sources ingested: {}", ingests.len())?;
     for i in &ingests {
-        let filter = if i.filter.is_empty() { String::new() } else { format!(" filter '{}'", i.filter) };
+        let filter = if i.filter.is_empty() {
+            String::new()
+        } else {
+            format!(" filter '{}'", i.filter)
+        };
         writeln!(
             out,
             "  {}  {}  {} packets, {} .. {}{}  ({})",
@@ -105,15 +120,24 @@ pub fn run(args: StoreArgs) -> Result<ExitCode> {
     }
     match recorded_limits(dir)? {
         Some(l) if l.age.is_some() || l.bytes.is_some() => {
-            let age = l.age.map(|a| seconds(a.as_secs())).unwrap_or_else(|| "none".into());
-            let size = l.bytes.map(|b| format!("{b} bytes")).unwrap_or_else(|| "none".into());
+            let age = l
+                .age
+                .map(|a| seconds(a.as_secs()))
+                .unwrap_or_else(|| "none".into());
+            let size = l
+                .bytes
+                .map(|b| format!("{b} bytes"))
+                .unwrap_or_else(|| "none".into());
             writeln!(
                 out,
                 "retention: age {age}, size {size} (as last set by a writer, {}; applied while one writes)",
                 format_rfc3339(l.set_ns - l.set_ns.rem_euclid(1_000_000_000))
             )?;
         }
-        _ => writeln!(out, "retention: none set (kept until deleted; see --retain, --retain-size)")?,
+        _ => writeln!(
+            out,
+            "retention: none set (kept until deleted; see --retain, --retain-size)"
+        )?,
     }
     out.flush()?;
     drop(out);
@@ -130,7 +154,10 @@ pub fn run(args: StoreArgs) -> Result<ExitCode> {
         for m in &bad {
             eprintln!("wirelog: {m}");
         }
-        eprintln!("wirelog: {} bad files (run with --check to read every file)", bad.len());
+        eprintln!(
+            "wirelog: {} bad files (run with --check to read every file)",
+            bad.len()
+        );
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

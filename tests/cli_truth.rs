@@ -23,7 +23,9 @@ fn text(b: &[u8]) -> String {
 
 /// A fresh directory for one test.
 fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli_truth").join(name);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli_truth")
+        .join(name);
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -43,30 +45,50 @@ fn sample_pcap(dir: &Path) -> PathBuf {
 }
 
 fn have_tcpdump() -> bool {
-    Command::new("tcpdump").arg("--version").output().is_ok_and(|o| o.status.success())
+    Command::new("tcpdump")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// tcpdump's count of packets matching `expr`, None when it refuses the
 /// expression for this file.
 fn tcpdump_count(file: &Path, expr: &str) -> Option<u64> {
-    let o = Command::new("tcpdump").arg("-r").arg(file).arg("--count").arg(expr).output().unwrap();
+    let o = Command::new("tcpdump")
+        .arg("-r")
+        .arg(file)
+        .arg("--count")
+        .arg(expr)
+        .output()
+        .unwrap();
     if !o.status.success() {
         return None;
     }
     let out = text(&o.stdout);
-    let n = out.split_whitespace().next().unwrap_or_else(|| panic!("tcpdump --count said {out:?}"));
+    let n = out
+        .split_whitespace()
+        .next()
+        .unwrap_or_else(|| panic!("tcpdump --count said {out:?}"));
     Some(n.parse().unwrap())
 }
 
 /// wirelog's count from its summary line, None when it refused the filter.
 fn wirelog_count(dir: &Path, file: &Path, expr: &str) -> Option<u64> {
-    let o = wirelog_in(dir, &["read", "--no-store", "-f", expr, file.to_str().unwrap()]);
+    let o = wirelog_in(
+        dir,
+        &["read", "--no-store", "-f", expr, file.to_str().unwrap()],
+    );
     let err = text(&o.stderr);
     if !o.status.success() {
-        assert!(err.contains("filter") || err.contains(expr), "{expr}: {err}");
+        assert!(
+            err.contains("filter") || err.contains(expr),
+            "{expr}: {err}"
+        );
         return None;
     }
-    let i = err.find(" matched the filter").unwrap_or_else(|| panic!("{expr}: no count in {err}"));
+    let i = err
+        .find(" matched the filter")
+        .unwrap_or_else(|| panic!("{expr}: no count in {err}"));
     let n = err[..i].rsplit('(').next().unwrap();
     Some(n.parse().unwrap())
 }
@@ -146,13 +168,24 @@ fn read_filter_keeps_what_tcpdump_keeps() {
         for expr in exprs {
             let want = tcpdump_count(file, expr);
             let got = wirelog_count(&dir, file, expr);
-            assert_eq!(got, want, "{} with '{expr}' (None: refused)", file.display());
+            assert_eq!(
+                got,
+                want,
+                "{} with '{expr}' (None: refused)",
+                file.display()
+            );
             *matched_somewhere.entry(expr).or_default() += got.unwrap_or(0);
         }
     }
-    eprintln!("packets matched per expression over {} files: {matched_somewhere:?}", files.len());
+    eprintln!(
+        "packets matched per expression over {} files: {matched_somewhere:?}",
+        files.len()
+    );
     let useful = matched_somewhere.values().filter(|n| **n > 0).count();
-    assert!(useful >= 25, "expressions that matched some packet: {matched_somewhere:?}");
+    assert!(
+        useful >= 25,
+        "expressions that matched some packet: {matched_somewhere:?}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -162,13 +195,25 @@ fn trailing_filter_words_get_a_hint_and_create_nothing() {
     let pcap = sample_pcap(&dir);
     let o = wirelog_in(&dir, &["read", pcap.to_str().unwrap(), "port", "80"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("did you mean `-f 'port 80'`?"), "{}", text(&o.stderr));
-    assert!(o.stdout.is_empty(), "no conn.log header: {}", text(&o.stdout));
+    assert!(
+        text(&o.stderr).contains("did you mean `-f 'port 80'`?"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(
+        o.stdout.is_empty(),
+        "no conn.log header: {}",
+        text(&o.stdout)
+    );
     assert!(!dir.join("wirelog-data").exists());
     // A bad filter is named, before anything is created.
     let o = wirelog_in(&dir, &["read", "-f", "port eighty", pcap.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("port eighty"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("port eighty"),
+        "{}",
+        text(&o.stderr)
+    );
     assert!(!dir.join("wirelog-data").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -181,18 +226,31 @@ fn bad_inputs_leave_no_directory_and_print_nothing() {
     for input in ["missing.pcap", "empty.pcap", "text.pcap"] {
         let o = wirelog_in(&dir, &["read", input]);
         assert_eq!(o.status.code(), Some(1), "{input}: {}", text(&o.stderr));
-        assert!(text(&o.stderr).contains(input), "{input}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(input),
+            "{input}: {}",
+            text(&o.stderr)
+        );
         assert!(o.stdout.is_empty(), "{input}: {}", text(&o.stdout));
-        let mut left: Vec<String> =
-            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into())
+            .collect();
         left.sort();
         assert_eq!(left, ["empty.pcap", "text.pcap"], "{input}");
     }
     // --logs naming a file.
     let pcap = sample_pcap(&dir);
-    let o = wirelog_in(&dir, &["read", "--logs", "text.pcap", pcap.to_str().unwrap()]);
+    let o = wirelog_in(
+        &dir,
+        &["read", "--logs", "text.pcap", pcap.to_str().unwrap()],
+    );
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("--logs text.pcap: is a file, not a directory"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("--logs text.pcap: is a file, not a directory"),
+        "{}",
+        text(&o.stderr)
+    );
     assert!(!dir.join("wirelog-data").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -228,14 +286,27 @@ fn a_second_read_is_refused_and_the_store_is_unchanged() {
     let o = wirelog_in(&dir, &["read", "--logs", "logs", "copy.pcap"]);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("copy.pcap: already in the store wirelog-data"), "{err}");
-    assert!(err.contains("as sample.pcap (341 packets from 2026-11-22T08:28:48.240535Z"), "{err}");
+    assert!(
+        err.contains("copy.pcap: already in the store wirelog-data"),
+        "{err}"
+    );
+    assert!(
+        err.contains("as sample.pcap (341 packets from 2026-11-22T08:28:48.240535Z"),
+        "{err}"
+    );
     assert!(err.contains("--again"), "{err}");
     assert_eq!(listing(&store), before, "nothing in the store changed");
     // The same file twice on one command line.
-    let o = wirelog_in(&dir, &["read", "--store", "other", "sample.pcap", "copy.pcap"]);
+    let o = wirelog_in(
+        &dir,
+        &["read", "--store", "other", "sample.pcap", "copy.pcap"],
+    );
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("copy.pcap: same content as sample.pcap"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("copy.pcap: same content as sample.pcap"),
+        "{}",
+        text(&o.stderr)
+    );
     assert!(!dir.join("other").exists());
     // --again reads it, and conns double.
     let count = |dir: &Path| {
@@ -250,8 +321,13 @@ fn a_second_read_is_refused_and_the_store_is_unchanged() {
     let records = |csv: &str| -> u64 {
         let mut lines = csv.lines();
         let head: Vec<&str> = lines.next().unwrap().split(',').collect();
-        let i = head.iter().position(|h| *h == "conns").unwrap_or_else(|| panic!("{csv}"));
-        lines.map(|l| l.split(',').nth(i).unwrap().parse::<u64>().unwrap()).sum()
+        let i = head
+            .iter()
+            .position(|h| *h == "conns")
+            .unwrap_or_else(|| panic!("{csv}"));
+        lines
+            .map(|l| l.split(',').nth(i).unwrap().parse::<u64>().unwrap())
+            .sum()
     };
     assert_eq!(records(&two), 2 * records(&one), "{one}\n{two}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -261,12 +337,19 @@ fn a_second_read_is_refused_and_the_store_is_unchanged() {
 fn store_shows_what_it_holds_and_check_names_bad_files() {
     let dir = scratch("store");
     sample_pcap(&dir);
-    let o = wirelog_in(&dir, &["read", "--retain", "30d", "--logs", "logs", "sample.pcap"]);
+    let o = wirelog_in(
+        &dir,
+        &["read", "--retain", "30d", "--logs", "logs", "sample.pcap"],
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let o = wirelog_in(&dir, &["store", "--check"]);
     let out = text(&o.stdout);
     assert!(o.status.success(), "{out}{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("files checked"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("files checked"),
+        "{}",
+        text(&o.stderr)
+    );
     // Rows per kind equal the records of the logs of the same run.
     let log_records = |name: &str| {
         std::fs::read_to_string(dir.join("logs").join(name))
@@ -276,14 +359,20 @@ fn store_shows_what_it_holds_and_check_names_bad_files() {
             .count() as u64
     };
     let rows = |kind: &str| -> u64 {
-        let line = out.lines().find(|l| l.starts_with(&format!("{kind} "))).unwrap_or_else(|| panic!("{out}"));
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{kind} ")))
+            .unwrap_or_else(|| panic!("{out}"));
         line.split_whitespace().nth(3).unwrap().parse().unwrap()
     };
     assert_eq!(rows("conns"), log_records("conn.log"), "{out}");
     assert_eq!(rows("flows"), log_records("flows.log"), "{out}");
     assert_eq!(rows("http"), log_records("http.log"), "{out}");
     assert!(out.contains("sources ingested: 1\n"), "{out}");
-    assert!(out.contains("sample.pcap  341 packets, 2026-11-22T08:28:48.240535Z .. "), "{out}");
+    assert!(
+        out.contains("sample.pcap  341 packets, 2026-11-22T08:28:48.240535Z .. "),
+        "{out}"
+    );
     assert!(out.contains("retention: age 30d, size none"), "{out}");
     // A damaged file: --check names it and fails.
     let conns = dir.join("wirelog-data/conns");
@@ -310,7 +399,10 @@ fn store_shows_what_it_holds_and_check_names_bad_files() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     let err = text(&o.stderr);
     let rel = victim.strip_prefix(&dir).unwrap();
-    assert!(err.contains(&format!("corrupt file {}: ", rel.display())), "{err}");
+    assert!(
+        err.contains(&format!("corrupt file {}: ", rel.display())),
+        "{err}"
+    );
     assert!(err.contains("1 of 5 files are bad"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -331,8 +423,16 @@ fn a_cut_query_says_so_on_stderr_in_every_format() {
     let all = wirelog_in(&dir, &["query", "flows", "--top", "0"]);
     assert!(all.status.success(), "{}", text(&all.stderr));
     let groups = text(&all.stdout).lines().count() - 1;
-    assert!(groups > 10, "the demo capture has more than 10 flow groups: {}", text(&all.stdout));
-    assert!(all.stderr.is_empty(), "nothing cut, nothing said: {}", text(&all.stderr));
+    assert!(
+        groups > 10,
+        "the demo capture has more than 10 flow groups: {}",
+        text(&all.stdout)
+    );
+    assert!(
+        all.stderr.is_empty(),
+        "nothing cut, nothing said: {}",
+        text(&all.stderr)
+    );
     let note = format!("wirelog: 10 of {groups} groups shown (--top 10; --top 0 shows all)\n");
     for format in [None, Some("csv"), Some("json"), Some("table")] {
         let mut args = vec!["query", "flows"];
@@ -352,11 +452,17 @@ fn a_cut_query_says_so_on_stderr_in_every_format() {
         assert_eq!(rows, 10, "{format:?}: {out}");
     }
     let o = wirelog_in(&dir, &["query", "flows", "--top", "3", "--format", "json"]);
-    assert_eq!(text(&o.stderr), format!("wirelog: 3 of {groups} groups shown (--top 3; --top 0 shows all)\n"));
+    assert_eq!(
+        text(&o.stderr),
+        format!("wirelog: 3 of {groups} groups shown (--top 3; --top 0 shows all)\n")
+    );
     // --help states the default.
     let o = wirelog_in(&dir, &["query", "--help"]);
     let help = text(&o.stdout);
-    assert!(help.contains("[default: 10]") && help.contains("0 shows") && help.contains("all"), "{help}");
+    assert!(
+        help.contains("[default: 10]") && help.contains("0 shows") && help.contains("all"),
+        "{help}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -380,7 +486,10 @@ fn rows_of(dir: &Path, args: &[&str], format: &str) -> Vec<BTreeMap<String, Stri
             .lines()
             .filter(|l| l.starts_with('{'))
             .map(|l| {
-                let body = l.trim_end_matches(',').trim_start_matches('{').trim_end_matches('}');
+                let body = l
+                    .trim_end_matches(',')
+                    .trim_start_matches('{')
+                    .trim_end_matches('}');
                 body.split(',')
                     .map(|kv| {
                         let (k, v) = kv.split_once(':').unwrap();
@@ -394,14 +503,27 @@ fn rows_of(dir: &Path, args: &[&str], format: &str) -> Vec<BTreeMap<String, Stri
             let mut lines = out.lines();
             let head = split(lines.next().unwrap());
             let body: Vec<&str> = lines.collect();
-            let body = if format == "table" { &body[..body.len() - 1] } else { &body[..] };
+            let body = if format == "table" {
+                &body[..body.len() - 1]
+            } else {
+                &body[..]
+            };
             body.iter()
                 .map(|l| {
                     head.iter()
                         .cloned()
                         .zip(split(l))
                         .filter(|(k, _)| k != "%")
-                        .map(|(k, v)| (k, if format == "table" && v == "-" { String::new() } else { v }))
+                        .map(|(k, v)| {
+                            (
+                                k,
+                                if format == "table" && v == "-" {
+                                    String::new()
+                                } else {
+                                    v
+                                },
+                            )
+                        })
                         .collect()
                 })
                 .collect()
@@ -429,14 +551,26 @@ fn table_csv_and_json_carry_the_same_values_in_the_same_words() {
         assert_eq!(rows_of(&dir, args, "table"), csv, "{args:?}: table vs CSV");
         for r in &csv {
             if let Some(p) = r.get("proto") {
-                assert!(["tcp", "udp", "icmp", "ipv6-icmp", "icmp6"].contains(&p.as_str()), "{args:?}: {r:?}");
+                assert!(
+                    ["tcp", "udp", "icmp", "ipv6-icmp", "icmp6"].contains(&p.as_str()),
+                    "{args:?}: {r:?}"
+                );
             }
             for (k, v) in r {
                 if k.ends_with("_s") && !v.is_empty() {
                     let (_, frac) = v.split_once('.').unwrap_or_else(|| panic!("{k}={v}"));
                     assert_eq!(frac.len(), 6, "{k}={v}: seconds with 6 decimals");
                 }
-                if ["conns", "count", "pkts", "bytes", "orig_bytes", "resp_bytes"].contains(&k.as_str()) {
+                if [
+                    "conns",
+                    "count",
+                    "pkts",
+                    "bytes",
+                    "orig_bytes",
+                    "resp_bytes",
+                ]
+                .contains(&k.as_str())
+                {
                     assert!(v.parse::<u64>().is_ok(), "{k}={v}: an exact count");
                 }
             }
@@ -445,7 +579,13 @@ fn table_csv_and_json_carry_the_same_values_in_the_same_words() {
     // The same totals as the conn log: exact counts in the table's summary.
     let o = wirelog_in(&dir, &["query", "conns", "--format", "table", "--top", "1"]);
     let out = text(&o.stdout);
-    assert!(out.lines().last().unwrap().contains("of 29 records matched; total 29 conns"), "{out}");
+    assert!(
+        out.lines()
+            .last()
+            .unwrap()
+            .contains("of 29 records matched; total 29 conns"),
+        "{out}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -462,9 +602,15 @@ fn login_commands_have_a_named_group() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     for (kind, logins) in [("mysql", 2u64), ("pgsql", if pg.exists() { 1 } else { 0 })] {
         let rows = rows_of(&dir, &[kind], "csv");
-        assert!(rows.iter().all(|r| !r["fingerprint"].is_empty()), "{kind}: an unnamed group: {rows:?}");
-        let login: u64 =
-            rows.iter().filter(|r| r["fingerprint"] == "<login>").map(|r| r["count"].parse::<u64>().unwrap()).sum();
+        assert!(
+            rows.iter().all(|r| !r["fingerprint"].is_empty()),
+            "{kind}: an unnamed group: {rows:?}"
+        );
+        let login: u64 = rows
+            .iter()
+            .filter(|r| r["fingerprint"] == "<login>")
+            .map(|r| r["count"].parse::<u64>().unwrap())
+            .sum();
         // Each login transaction, counted by command, is in the group.
         let field = "command";
         let by_cmd = rows_of(&dir, &[kind, "--by", field], "csv");
@@ -490,7 +636,7 @@ fn help_puts_options_under_their_headings() {
         for l in help.lines() {
             if !l.starts_with(' ') && l.ends_with(':') {
                 heading = l.trim_end_matches(':').to_string();
-            } else if let Some(long) = l.trim_start().split_whitespace().find(|w| w.starts_with("--")) {
+            } else if let Some(long) = l.split_whitespace().find(|w| w.starts_with("--")) {
                 out.insert(long.trim_end_matches(',').to_string(), heading.clone());
             }
         }
@@ -506,7 +652,11 @@ fn help_puts_options_under_their_headings() {
         ("--tcp-timeout", "Connection tracking"),
         ("--redact", "Application transactions"),
     ] {
-        assert_eq!(capture.get(opt).map(String::as_str), Some(heading), "capture {opt}: {capture:?}");
+        assert_eq!(
+            capture.get(opt).map(String::as_str),
+            Some(heading),
+            "capture {opt}: {capture:?}"
+        );
     }
     let read = headings("read");
     for (opt, heading) in [
@@ -517,7 +667,11 @@ fn help_puts_options_under_their_headings() {
         ("--max-connections", "Connection tracking"),
         ("--no-parse", "Application transactions"),
     ] {
-        assert_eq!(read.get(opt).map(String::as_str), Some(heading), "read {opt}: {read:?}");
+        assert_eq!(
+            read.get(opt).map(String::as_str),
+            Some(heading),
+            "read {opt}: {read:?}"
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

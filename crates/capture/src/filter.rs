@@ -142,7 +142,12 @@ impl Program {
                         0x60 => Alu::Lsh,
                         0x70 => Alu::Rsh,
                         0x80 => {
-                            insns.push(Insn { op: Op::Neg, jt: 0, jf: 0, k: 0 });
+                            insns.push(Insn {
+                                op: Op::Neg,
+                                jt: 0,
+                                jf: 0,
+                                k: 0,
+                            });
                             continue;
                         }
                         0x90 => Alu::Mod,
@@ -160,7 +165,12 @@ impl Program {
                             if (i.k as usize) >= n - pc - 1 {
                                 return Err(format!("instruction {pc}: jump out of the program"));
                             }
-                            insns.push(Insn { op: Op::Ja, jt: 0, jf: 0, k: i.k });
+                            insns.push(Insn {
+                                op: Op::Ja,
+                                jt: 0,
+                                jf: 0,
+                                k: i.k,
+                            });
                             continue;
                         }
                         0x10 => Cond::Eq,
@@ -192,14 +202,24 @@ impl Program {
                 },
             };
             if matches!(op, Op::LdMem | Op::LdxMem | Op::St | Op::Stx) && i.k >= MEM_WORDS {
-                return Err(format!("instruction {pc}: scratch slot {} out of range", i.k));
+                return Err(format!(
+                    "instruction {pc}: scratch slot {} out of range",
+                    i.k
+                ));
             }
-            insns.push(Insn { op, jt: i.jt, jf: i.jf, k: i.k });
+            insns.push(Insn {
+                op,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            });
         }
         if !matches!(insns[n - 1].op, Op::RetK | Op::RetA) {
             return Err("the program does not end with a return".into());
         }
-        Ok(Program { insns: insns.into_boxed_slice() })
+        Ok(Program {
+            insns: insns.into_boxed_slice(),
+        })
     }
 
     /// Runs the program on a packet's captured bytes (`wire_len`: its length
@@ -318,9 +338,16 @@ pub struct FileFilter {
 impl FileFilter {
     /// Checks that libpcap is there and the expression parses (for Ethernet).
     pub fn new(expr: &str) -> Result<FileFilter, CaptureError> {
-        let mut f = FileFilter { expr: expr.trim().to_string(), programs: Vec::new(), last: 0 };
+        let mut f = FileFilter {
+            expr: expr.trim().to_string(),
+            programs: Vec::new(),
+            last: 0,
+        };
         if f.expr.is_empty() {
-            return Err(CaptureError::new(ErrorKind::Filter, "empty filter expression"));
+            return Err(CaptureError::new(
+                ErrorKind::Filter,
+                "empty filter expression",
+            ));
         }
         f.prepare(1)?;
         Ok(f)
@@ -343,7 +370,9 @@ impl FileFilter {
     /// Link types met whose packets the expression could not be compiled
     /// for, with libpcap's reason.
     pub fn failures(&self) -> impl Iterator<Item = (u32, &str)> {
-        self.programs.iter().filter_map(|(lt, r)| r.as_ref().err().map(|m| (*lt, m.as_str())))
+        self.programs
+            .iter()
+            .filter_map(|(lt, r)| r.as_ref().err().map(|m| (*lt, m.as_str())))
     }
 
     fn index(&mut self, linktype: u32) -> usize {
@@ -353,7 +382,8 @@ impl FileFilter {
         let prog = compile_dlt(&self.expr, dlt_of_linktype(linktype), COMPILE_SNAPLEN)
             .map_err(|e| format!("{} (link type {linktype})", e.message))
             .and_then(|code| {
-                Program::new(&code).map_err(|m| format!("filter '{}': libpcap's program: {m}", self.expr))
+                Program::new(&code)
+                    .map_err(|m| format!("filter '{}': libpcap's program: {m}", self.expr))
             });
         self.programs.push((linktype, prog));
         self.programs.len() - 1
@@ -362,7 +392,11 @@ impl FileFilter {
     /// Whether the packet passes the filter.
     #[inline]
     pub fn matches(&mut self, linktype: u32, pkt: &[u8], wire_len: u32) -> bool {
-        if self.programs.get(self.last).is_none_or(|(lt, _)| *lt != linktype) {
+        if self
+            .programs
+            .get(self.last)
+            .is_none_or(|(lt, _)| *lt != linktype)
+        {
             self.last = self.index(linktype);
         }
         match &self.programs[self.last].1 {
@@ -410,22 +444,66 @@ mod tests {
         let p = Program::new(&[ins(0x80, 0, 0, 0), ins(0x16, 0, 0, 0)]).unwrap();
         assert_eq!(p.run(&[0u8; 10], 1500), 1500);
         // ldx #0; div x; ret #1: division by zero rejects.
-        let p = Program::new(&[ins(0x01, 0, 0, 0), ins(0x3c, 0, 0, 0), ins(0x06, 0, 0, 1)]).unwrap();
+        let p =
+            Program::new(&[ins(0x01, 0, 0, 0), ins(0x3c, 0, 0, 0), ins(0x06, 0, 0, 1)]).unwrap();
         assert_eq!(p.run(&[], 0), 0);
     }
 
     #[test]
     fn agrees_with_the_reference_interpreter() {
-        let exprs = ["tcp port 80", "udp and len > 100", "ip[8] < 64", "tcp[tcpflags] & tcp-syn != 0"];
+        let exprs = [
+            "tcp port 80",
+            "udp and len > 100",
+            "ip[8] < 64",
+            "tcp[tcpflags] & tcp-syn != 0",
+        ];
         let mut frames: Vec<Vec<u8>> = Vec::new();
         for seed in 0u32..64 {
             let mut f = vec![0u8; 12];
             f.extend_from_slice(&0x0800u16.to_be_bytes());
             let proto = if seed % 2 == 0 { 6 } else { 17 };
-            f.extend_from_slice(&[0x45, 0, 0, 60, 0, 0, 0, 0, (seed * 7) as u8, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+            f.extend_from_slice(&[
+                0x45,
+                0,
+                0,
+                60,
+                0,
+                0,
+                0,
+                0,
+                (seed * 7) as u8,
+                proto,
+                0,
+                0,
+                10,
+                0,
+                0,
+                1,
+                10,
+                0,
+                0,
+                2,
+            ]);
             f.extend_from_slice(&((1000 + seed) as u16).to_be_bytes());
             f.extend_from_slice(&(if seed % 3 == 0 { 80u16 } else { 443 }).to_be_bytes());
-            f.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0x50, (seed % 32) as u8, 0, 0, 0, 0, 0, 0]);
+            f.extend_from_slice(&[
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0x50,
+                (seed % 32) as u8,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+            ]);
             f.resize(14 + 40 + (seed as usize * 5) % 90, 0);
             frames.push(f);
         }

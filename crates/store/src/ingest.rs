@@ -96,7 +96,10 @@ pub fn read_ingests(dir: &Path) -> Result<Vec<Ingest>, StoreError> {
         if f.len() != 7 {
             return Err(bad("expected 7 tab-separated fields"));
         }
-        let int = |s: &str, what: &str| s.parse::<i64>().map_err(|_| bad(&format!("{what} {s:?} is not a number")));
+        let int = |s: &str, what: &str| {
+            s.parse::<i64>()
+                .map_err(|_| bad(&format!("{what} {s:?} is not a number")))
+        };
         out.push(Ingest {
             identity: f[0].to_string(),
             packets: int(f[1], "packets")?.max(0) as u64,
@@ -135,13 +138,17 @@ pub(crate) fn append_ingests(dir: &Path, new: &[Ingest]) -> Result<(), StoreErro
     let dst = dir.join(INGESTED_FILE);
     let tmp: PathBuf = dir.join(format!(".{INGESTED_FILE}.tmp"));
     let mut f = File::create(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
-    f.write_all(text.as_bytes()).map_err(|e| StoreError::io(&tmp, "write", e))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| StoreError::io(&tmp, "write", e))?;
     publish(&f, &tmp, &dst, true)
 }
 
 /// Paths may hold tabs, newlines and backslashes: written escaped.
 fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('\t', "\\t").replace('\n', "\\n").replace('\r', "\\r")
+    s.replace('\\', "\\\\")
+        .replace('\t', "\\t")
+        .replace('\n', "\\n")
+        .replace('\r', "\\r")
 }
 
 fn unescape(s: &str) -> String {
@@ -186,7 +193,11 @@ mod tests {
         let mut changed = big.clone();
         *changed.last_mut().unwrap() ^= 1;
         std::fs::write(&b, &changed).unwrap();
-        assert_ne!(identify(&a).unwrap(), identify(&b).unwrap(), "the tail counts");
+        assert_ne!(
+            identify(&a).unwrap(),
+            identify(&b).unwrap(),
+            "the tail counts"
+        );
         std::fs::write(&b, &big[..100]).unwrap();
         assert!(identify(&b).unwrap().starts_with("100-"));
         std::fs::remove_dir_all(&d).unwrap();
@@ -206,7 +217,11 @@ mod tests {
             filter: "port 80".into(),
         };
         append_ingests(&d, std::slice::from_ref(&one)).unwrap();
-        let two = Ingest { identity: "11-01".into(), path: "b.pcap".into(), ..one.clone() };
+        let two = Ingest {
+            identity: "11-01".into(),
+            path: "b.pcap".into(),
+            ..one.clone()
+        };
         append_ingests(&d, std::slice::from_ref(&two)).unwrap();
         assert_eq!(read_ingests(&d).unwrap(), vec![one, two]);
         std::fs::write(d.join(INGESTED_FILE), "x\ty\n").unwrap();

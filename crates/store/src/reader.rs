@@ -931,10 +931,12 @@ pub fn file_summary(path: &Path) -> Result<FileSummary, StoreError> {
     Ok(FileSummary { kind, rows: meta.file_metadata().num_rows().max(0) as u64, time_range: range })
 }
 
+/// Files of a partition that do not open as Parquet, with what is wrong.
+pub type BadFiles = Vec<(PathBuf, String)>;
+
 /// The live data files of a partition directory (files a finished
-/// compaction replaced left out), and the ones that do not open as Parquet
-/// with what is wrong.
-pub fn partition_files(pdir: &Path) -> Result<(Vec<PathBuf>, Vec<(PathBuf, String)>), StoreError> {
+/// compaction replaced left out), and the ones that do not open as Parquet.
+pub fn partition_files(pdir: &Path) -> Result<(Vec<PathBuf>, BadFiles), StoreError> {
     let mut replaced = 0;
     let mut corrupt = Vec::new();
     let files = snapshot(pdir, &mut replaced, &mut corrupt)?;
