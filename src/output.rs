@@ -144,7 +144,23 @@ impl Output {
     /// read) and starts the writer thread.
     pub fn start(cfg: OutputConfig) -> Result<Output> {
         cfg.check()?;
-        let mut paths = Vec::new();
+        let mut store_path = None;
+        // The store first: its lock is what another process may hold, and
+        // a refusal must leave no log behind.
+        let (store, compactor) = match cfg.store {
+            Some((dir, opts)) => {
+                let store = Store::open(&dir, opts)?;
+                store_path = Some(dir.clone());
+                // Small files of closed hours (short runs, frequent flushes)
+                // are merged while we run, at low priority.
+                (
+                    Some(store),
+                    Some(Compactor::start(dir, CompactorOptions::default())),
+                )
+            }
+            None => (None, None),
+        };
+        let mut paths: Vec<PathBuf> = store_path.into_iter().collect();
         let mut create = |dir: &Path, name: &str| -> Result<LogOut> {
             let path = dir.join(name);
             let f =
@@ -175,19 +191,6 @@ impl Output {
                 }
             }
         }
-        let (store, compactor) = match cfg.store {
-            Some((dir, opts)) => {
-                let store = Store::open(&dir, opts)?;
-                paths.push(dir.clone());
-                // Small files of closed hours (short runs, frequent flushes)
-                // are merged while we run, at low priority.
-                (
-                    Some(store),
-                    Some(Compactor::start(dir, CompactorOptions::default())),
-                )
-            }
-            None => (None, None),
-        };
         let mut writer = Writer {
             conn_log: ConnLogWriter::new(conn_out, cfg.format).with_empty_tcp_note(cfg.empty_tcp_note),
             flow_log: flow_out.map(|o| FlowLogWriter::new(o, cfg.format)),

@@ -308,6 +308,27 @@ fn a_second_read_is_refused_and_the_store_is_unchanged() {
         text(&o.stderr)
     );
     assert!(!dir.join("other").exists());
+    // Another writer holds the store: refused before any log is created.
+    if Command::new("flock").arg("--version").output().is_ok() {
+        // --no-fork: the lock holder is this very process, gone when killed.
+        let mut holder = Command::new("flock")
+            .arg("--no-fork")
+            .arg(store.join(".writer.lock"))
+            .args(["sh", "-c", "echo held; exec sleep 30"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(holder.stdout.take().unwrap()), &mut line).unwrap();
+        assert_eq!(line, "held\n");
+        let o = wirelog_in(&dir, &["read", "--again", "--logs", "logs2", "copy.pcap"]);
+        let _ = holder.kill();
+        let _ = holder.wait();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("another wirelog process is writing"), "{}", text(&o.stderr));
+        assert!(!dir.join("logs2").exists(), "no log directory for a refused run");
+        assert_eq!(listing(&store), before, "nothing in the store changed");
+    }
     // --again reads it, and conns double.
     let count = |dir: &Path| {
         let o = wirelog_in(dir, &["query", "conns", "--format", "csv"]);
