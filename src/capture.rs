@@ -464,6 +464,7 @@ impl Worker {
             conns: self.tracker.take_records().collect(),
             flows: self.tracker.take_flows().collect(),
             txs: self.tracker.take_transactions().collect(),
+            ingests: Vec::new(),
         };
         self.tx.send(batch)
     }

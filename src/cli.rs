@@ -53,6 +53,22 @@ pub enum Command {
     ///   wirelog capture -i lo --skip-empty-tcp --duration 60s --no-store --logs /tmp/wl
     #[command(verbatim_doc_comment)]
     Capture(CaptureArgs),
+    /// Show what a store holds: partitions, files, rows and bytes per kind,
+    /// time range, the captures ingested and retention; `--check` reads
+    /// every file back (exit 1 naming the bad ones).
+    Store(StoreArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct StoreArgs {
+    /// The store directory.
+    #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
+    pub store: PathBuf,
+
+    /// Read every file back whole (every column of every row); exit 1 and
+    /// name each file that does not.
+    #[arg(long)]
+    pub check: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -104,7 +120,9 @@ pub struct QueryArgs {
     #[arg(long, value_name = "FIELD")]
     pub sort: Option<String>,
 
-    /// Show at most N rows.
+    /// Show at most N groups (series with --every) [default: 10]; 0 shows
+    /// all. When groups are left out, a line on standard error says how many,
+    /// in every format.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
 
@@ -155,6 +173,7 @@ pub enum ChecksumsArg {
 }
 
 #[derive(Args, Debug)]
+#[command(next_help_heading = "Input")]
 pub struct ChecksumArgs {
     /// How IP/TCP/UDP/ICMP checksums are treated. A packet with a bad checksum
     /// is only counted (history letter C/c), as Zeek does; `auto` tells
@@ -195,6 +214,21 @@ pub struct ReadArgs {
     #[arg(required = true, value_name = "CAPTURE")]
     pub captures: Vec<PathBuf>,
 
+    /// No progress bar and no summary on stderr (problems are still reported).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Only packets matching this tcpdump filter expression (e.g. `port 80`,
+    /// `host 10.0.0.1 and tcp`, `vlan 100`), compiled by libpcap for each link
+    /// type of the input and run on every packet before it is decoded.
+    #[arg(short = 'f', long, value_name = "EXPR", help_heading = "Input")]
+    pub filter: Option<String>,
+
+    /// Read captures the store already holds (by content) again, which counts
+    /// their traffic twice; without it such a read is refused.
+    #[arg(long, help_heading = "Input")]
+    pub again: bool,
+
     #[command(flatten)]
     pub output: OutputArgs,
 
@@ -205,12 +239,8 @@ pub struct ReadArgs {
     pub track: TrackArgs,
 
     /// Incomplete IP fragment series are dropped after this long (packet time).
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration, help_heading = "Input")]
     pub frag_timeout: Duration,
-
-    /// No progress bar and no summary on stderr (problems are still reported).
-    #[arg(short, long)]
-    pub quiet: bool,
 
     #[command(flatten)]
     pub app: AppArgs,
@@ -218,6 +248,7 @@ pub struct ReadArgs {
 
 /// Where records go (shared by `read` and `capture`).
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Output")]
 pub struct OutputArgs {
     /// The store directory (created if missing): flows, connections and
     /// transactions as time-partitioned Parquet files, read by `wirelog query` (and DuckDB, ClickHouse, pandas).
@@ -263,6 +294,7 @@ impl OutputArgs {
 
 /// Connection and flow tracking options (shared by `read` and `capture`).
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Connection tracking")]
 pub struct TrackArgs {
     /// Most connections tracked at once (per worker when capturing). When full,
     /// the least recently active of a small sample is ended early (its record
@@ -428,36 +460,51 @@ impl AppArgs {
 
 #[derive(Args, Debug)]
 pub struct CaptureArgs {
+    /// Read options from FILE, one `option = value` per line (names as the
+    /// long options of this command without dashes, flags `= true`, repeatable options
+    /// on several lines, `#` comments); options on the command line replace
+    /// the file's. See README, "Configuration file".
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Print statistics to stderr this often (0: only on exit).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub stats_interval: Duration,
+
+    /// No statistics on stderr (errors are still reported).
+    #[arg(short, long)]
+    pub quiet: bool,
+
     /// Interface to capture on (repeatable); `any` captures all of them.
-    #[arg(short = 'i', long = "interface", value_name = "IFACE", required = true)]
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", required = true, help_heading = "Capture")]
     pub interfaces: Vec<String>,
 
     /// tcpdump filter expression, compiled by libpcap and run in the kernel.
-    #[arg(short = 'f', long, value_name = "EXPR")]
+    #[arg(short = 'f', long, value_name = "EXPR", help_heading = "Capture")]
     pub filter: Option<String>,
 
     /// Drop, in the kernel, TCP segments without payload unless they carry
     /// SYN, FIN or RST (IPv4, and IPv6 without extension headers). Bytes and
     /// states are unchanged; packet counts and history lack the pure ACKs,
     /// which conn records note in an `empty_tcp_skipped` column.
-    #[arg(long)]
+    #[arg(long, help_heading = "Capture")]
     pub skip_empty_tcp: bool,
 
     /// Worker threads; packets are spread over them by a flow-symmetric hash.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Capture")]
     pub workers: usize,
 
     /// Bytes kept of each packet.
-    #[arg(long, value_name = "BYTES", default_value_t = 262_144)]
+    #[arg(long, value_name = "BYTES", default_value_t = 262_144, help_heading = "Capture")]
     pub snaplen: u32,
 
     /// Receive ring size per interface, split over the workers (it counts in
     /// the RSS; at least 1 MiB per worker).
-    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size, help_heading = "Capture")]
     pub ring_size: u64,
 
     /// Do not put interfaces in promiscuous mode.
-    #[arg(long)]
+    #[arg(long, help_heading = "Capture")]
     pub no_promisc: bool,
 
     #[command(flatten)]
@@ -466,35 +513,20 @@ pub struct CaptureArgs {
     #[command(flatten)]
     pub checksums: ChecksumArgs,
 
-    /// Print statistics to stderr this often (0: only on exit).
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
-    pub stats_interval: Duration,
-
     /// Run as this user once the capture sockets are open (default: nobody
     /// when started as root; `root` keeps root).
-    #[arg(long, value_name = "USER")]
+    #[arg(long, value_name = "USER", help_heading = "Capture")]
     pub user: Option<String>,
 
     /// Stop after this long (default: run until SIGINT/SIGTERM).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Capture")]
     pub duration: Option<Duration>,
 
     #[command(flatten)]
     pub track: TrackArgs,
 
-    /// No statistics on stderr (errors are still reported).
-    #[arg(short, long)]
-    pub quiet: bool,
-
     #[command(flatten)]
     pub app: AppArgs,
-
-    /// Read options from FILE, one `option = value` per line (names as the
-    /// long options above without dashes, flags `= true`, repeatable options
-    /// on several lines, `#` comments); options on the command line replace
-    /// the file's. See README, "Configuration file".
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
 }
 
 /// Parses `500M`, `10G`, `1T`, `4096` (bytes; K/M/G/T are powers of 1024).

@@ -11,6 +11,7 @@ mod output;
 mod progress;
 mod query;
 mod read;
+mod store;
 
 use std::process::ExitCode;
 
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
         cli::Command::Read(opts) => read::run(opts),
         cli::Command::Query(opts) => query::run(opts),
         cli::Command::Capture(opts) => capture::run(opts),
+        cli::Command::Store(opts) => store::run(opts),
     };
     match result {
         Ok(code) => code,

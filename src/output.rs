@@ -20,7 +20,7 @@ use wirelog_parse::Protocol;
 use wirelog_record::{ConnRecord, ConnState, FlowRecord, TxRecord};
 use wirelog_sink::{tx_log_name, ConnLogWriter, FlowLogWriter, LogFormat, TxLogWriter};
 use wirelog_store::compact::{Compactor, CompactorOptions};
-use wirelog_store::{Store, StoreOptions};
+use wirelog_store::{Ingest, Store, StoreOptions};
 
 /// Batches in flight between the packet path and the writer (per producer
 /// about one; live capture has one producer per worker).
@@ -52,17 +52,21 @@ pub struct Batch {
     pub conns: Vec<ConnRecord>,
     pub flows: Vec<FlowRecord>,
     pub txs: Vec<TxRecord>,
+    /// Captures whose records are all in this batch or earlier ones: listed
+    /// in the store once those are written.
+    pub ingests: Vec<Ingest>,
 }
 
 impl Batch {
     pub fn is_empty(&self) -> bool {
-        self.conns.is_empty() && self.flows.is_empty() && self.txs.is_empty()
+        self.conns.is_empty() && self.flows.is_empty() && self.txs.is_empty() && self.ingests.is_empty()
     }
 
     fn clear(&mut self) {
         self.conns.clear();
         self.flows.clear();
         self.txs.clear();
+        self.ingests.clear();
     }
 }
 
@@ -111,14 +115,52 @@ struct Writer {
     tx_writers: Vec<(Protocol, TxLogWriter<LogOut>)>,
     store: Option<Store>,
     compactor: Option<Compactor>,
+    ingests: Vec<Ingest>,
     summary: OutputSummary,
+}
+
+impl OutputConfig {
+    /// Checks the output paths without creating anything: an existing path
+    /// where a directory is wanted must be a directory.
+    pub fn check(&self) -> Result<()> {
+        let not_dir = |opt: &str, dir: &Path| -> Result<()> {
+            match std::fs::metadata(dir) {
+                Ok(m) if !m.is_dir() => Err(anyhow!("{opt} {}: is a file, not a directory", dir.display())),
+                _ => Ok(()),
+            }
+        };
+        if let Some(dir) = &self.logs {
+            not_dir("--logs", dir)?;
+        }
+        if let Some((dir, _)) = &self.store {
+            not_dir("--store", dir)?;
+        }
+        Ok(())
+    }
 }
 
 impl Output {
     /// Opens every file (so a bad path is reported before any packet is
     /// read) and starts the writer thread.
     pub fn start(cfg: OutputConfig) -> Result<Output> {
-        let mut paths = Vec::new();
+        cfg.check()?;
+        let mut store_path = None;
+        // The store first: its lock is what another process may hold, and
+        // a refusal must leave no log behind.
+        let (store, compactor) = match cfg.store {
+            Some((dir, opts)) => {
+                let store = Store::open(&dir, opts)?;
+                store_path = Some(dir.clone());
+                // Small files of closed hours (short runs, frequent flushes)
+                // are merged while we run, at low priority.
+                (
+                    Some(store),
+                    Some(Compactor::start(dir, CompactorOptions::default())),
+                )
+            }
+            None => (None, None),
+        };
+        let mut paths: Vec<PathBuf> = store_path.into_iter().collect();
         let mut create = |dir: &Path, name: &str| -> Result<LogOut> {
             let path = dir.join(name);
             let f =
@@ -149,19 +191,6 @@ impl Output {
                 }
             }
         }
-        let (store, compactor) = match cfg.store {
-            Some((dir, opts)) => {
-                let store = Store::open(&dir, opts)?;
-                paths.push(dir.clone());
-                // Small files of closed hours (short runs, frequent flushes)
-                // are merged while we run, at low priority.
-                (
-                    Some(store),
-                    Some(Compactor::start(dir, CompactorOptions::default())),
-                )
-            }
-            None => (None, None),
-        };
         let mut writer = Writer {
             conn_log: ConnLogWriter::new(conn_out, cfg.format).with_empty_tcp_note(cfg.empty_tcp_note),
             flow_log: flow_out.map(|o| FlowLogWriter::new(o, cfg.format)),
@@ -169,6 +198,7 @@ impl Output {
             tx_writers: Vec::new(),
             store,
             compactor,
+            ingests: Vec::new(),
             summary: OutputSummary::default(),
         };
         let (tx, rx) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH);
@@ -304,6 +334,7 @@ impl Writer {
         if let Some(st) = self.store.as_mut() {
             st.append_tx_records(&batch.txs)?;
         }
+        self.ingests.extend_from_slice(&batch.ingests);
         Ok(())
     }
 
@@ -353,7 +384,8 @@ impl Writer {
         for (_, w) in &mut self.tx_writers {
             w.finish()?;
         }
-        if let Some(st) = self.store.take() {
+        if let Some(mut st) = self.store.take() {
+            st.record_ingests(&self.ingests)?;
             st.close()?;
         }
         if let Some(c) = self.compactor.take() {

@@ -4,7 +4,8 @@ use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use wirelog_query::{default_format, parse_query, parse_time_arg, render, Engine, Format};
+use wirelog_query::render::cut_note;
+use wirelog_query::{default_format, parse_query, parse_time_arg, render, Engine, Format, DEFAULT_TOP};
 use wirelog_store::{Kind, Scan, Store};
 
 use crate::cli::{OutputFormat, QueryArgs, QueryKind};
@@ -98,5 +99,8 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
     let mut out = io::BufWriter::new(io::stdout().lock());
     render(&table, format, &mut out)?;
     out.flush()?;
+    if let Some(note) = cut_note(&table, args.top.unwrap_or(DEFAULT_TOP)) {
+        eprintln!("wirelog: {note}");
+    }
     Ok(ExitCode::SUCCESS)
 }

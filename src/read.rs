@@ -2,13 +2,16 @@
 //! (logs and store, written on their own thread).
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{anyhow, bail, Context, Result};
+use wirelog_capture::filter::FileFilter;
 use wirelog_decode::{ChecksumMode, DecodeConfig, DecodeStats, Decoded, Decoder, SkipReason};
 use wirelog_record::ConnState;
+use wirelog_query::time::format_rfc3339;
 use wirelog_source::CaptureReader;
+use wirelog_store::{identify, read_ingests, Ingest};
 use wirelog_track::Tracker;
 
 use crate::cli::ReadArgs;
@@ -34,50 +37,72 @@ struct FirstSkip {
     offset: u64,
 }
 
+/// An input opened and recognised before anything is created.
+struct Input {
+    reader: CaptureReader,
+    /// Content identity when the input is a regular file and a store is
+    /// written (stdin and pipes cannot be recognised again).
+    identity: Option<String>,
+    path: PathBuf,
+}
+
 pub fn run(args: ReadArgs) -> Result<ExitCode> {
-    let mut output = Output::start(args.output.config())?;
+    // Everything that can be wrong with the command is found before any
+    // directory, lock, log header or file is created.
+    let out_cfg = args.output.config();
+    let tracker_cfg = args.track.tracker_config(&args.app).map_err(|e| anyhow!(e))?;
+    let mut filter = match &args.filter {
+        Some(expr) => Some(FileFilter::new(expr).map_err(|e| anyhow!("--filter: {e}"))?),
+        None => None,
+    };
+    let (mut inputs, unreadable) = open_inputs(&args.captures)?;
+    if inputs.is_empty() {
+        return Ok(ExitCode::from(1));
+    }
+    if let Some(f) = filter.as_mut() {
+        for input in &inputs {
+            for i in input.reader.interfaces() {
+                f.prepare(i.linktype.0)
+                    .map_err(|e| anyhow!("{}: {}", input.reader.name(), e.message))?;
+            }
+        }
+    }
+    out_cfg.check()?;
+    if let Some((dir, _)) = &out_cfg.store {
+        check_not_ingested(dir, &mut inputs, args.again)?;
+    }
+    let mut output = Output::start(out_cfg)?;
 
     let mut decoder = Decoder::new(DecodeConfig {
         checksums: args.checksums.mode(),
         frag_timeout_ns: args.frag_timeout.as_nanos() as i64,
         ..DecodeConfig::default()
     });
-    let mut tracker = Tracker::new(
-        args.track.tracker_config(&args.app).map_err(|e| anyhow::anyhow!(e))?,
-    );
+    let mut tracker = Tracker::new(tracker_cfg);
 
-    let total_bytes: Option<u64> = args
-        .captures
-        .iter()
-        .map(|p| {
-            if p.as_os_str() == "-" {
-                None
-            } else {
-                std::fs::metadata(p).ok().map(|m| m.len())
-            }
-        })
-        .sum();
+    let total_bytes: Option<u64> = inputs.iter().map(|i| i.reader.total_len()).sum();
     let progress = Progress::new(!args.quiet, total_bytes);
     let mut bytes_before = 0u64;
     let mut packets = 0u64;
-    let mut unreadable = 0usize;
+    let mut matched = 0u64;
     let mut problems_reported = 0usize;
-    for path in &args.captures {
-        let mut reader = match open(path) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("wirelog: {e}");
-                unreadable += 1;
-                continue;
-            }
-        };
+    let mut ingests = Vec::new();
+    for Input { mut reader, identity, path } in inputs {
         let mut first_skips: Vec<(SkipReason, FirstSkip)> = Vec::new();
         let mut file_packets = 0u64;
+        let (mut first_ns, mut last_ns) = (i64::MAX, i64::MIN);
         while let Some(p) = reader.next_packet() {
             file_packets += 1;
-            match decoder.decode(p.linktype, p.ts_ns, p.data) {
-                Decoded::Ip(ip) => tracker.packet(p.ts_ns, p.if_id as u16, &ip),
-                Decoded::Skipped(reason) if REPORTED_SKIPS.contains(&reason) => {
+            first_ns = first_ns.min(p.ts_ns);
+            last_ns = last_ns.max(p.ts_ns);
+            let keep = match filter.as_mut() {
+                Some(f) => f.matches(p.linktype.0, p.data, p.wire_len),
+                None => true,
+            };
+            matched += keep as u64;
+            match keep.then(|| decoder.decode(p.linktype, p.ts_ns, p.data)) {
+                Some(Decoded::Ip(ip)) => tracker.packet(p.ts_ns, p.if_id as u16, &ip),
+                Some(Decoded::Skipped(reason)) if REPORTED_SKIPS.contains(&reason) => {
                     match first_skips.iter_mut().find(|(r, _)| *r == reason) {
                         Some((_, s)) => s.count += 1,
                         None => first_skips.push((
@@ -90,7 +115,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                         )),
                     }
                 }
-                Decoded::Skipped(_) => {}
+                Some(Decoded::Skipped(_)) | None => {}
             }
             if file_packets.is_multiple_of(DRAIN_EVERY) {
                 drain(&mut tracker, &mut output)?;
@@ -100,6 +125,17 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         packets += file_packets;
         bytes_before += reader.position();
         let name = reader.name().to_string();
+        if let Some(identity) = identity {
+            ingests.push(Ingest {
+                identity,
+                path: path.display().to_string(),
+                packets: file_packets,
+                first_ns: if file_packets > 0 { first_ns } else { 0 },
+                last_ns: if file_packets > 0 { last_ns } else { 0 },
+                ingested_ns: wirelog_store::retention::now_ns(),
+                filter: args.filter.clone().unwrap_or_default(),
+            });
+        }
         for p in reader.problems() {
             problems_reported += 1;
             eprintln!(
@@ -128,18 +164,30 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         }
         drain(&mut tracker, &mut output)?;
     }
+    if let Some(f) = &filter {
+        for (linktype, why) in f.failures() {
+            eprintln!("wirelog: warning: packets of link type {linktype} never match: {why}");
+        }
+    }
 
     tracker.finish();
     drain(&mut tracker, &mut output)?;
+    let mut last = output.batch();
+    last.ingests = ingests;
+    output.send(last)?;
     let summary = output.finish()?;
     progress.finish();
 
     if !args.quiet {
         let st = tracker.stats();
         let ds = decoder.stats();
+        let matched = match &filter {
+            Some(f) => format!(" ({matched} matched the filter '{}')", f.expression()),
+            None => String::new(),
+        };
         let mut line = format!(
-            "wirelog: {} packets, {} connections ({} evicted), {} flow records, {} decoded",
-            packets, st.connections, st.evicted, summary.flows, ds.decoded
+            "wirelog: {} packets{}, {} connections ({} evicted), {} flow records, {} decoded",
+            packets, matched, st.connections, st.evicted, summary.flows, ds.decoded
         );
         let skipped: Vec<String> = ds
             .skipped_iter()
@@ -243,4 +291,75 @@ fn open(path: &Path) -> Result<CaptureReader, wirelog_source::OpenError> {
     } else {
         CaptureReader::open(path)
     }
+}
+
+/// Opens every input. Unreadable ones are reported and left out (the others
+/// are still read), except trailing arguments that are no files but read as
+/// a filter expression: `read x.pcap port 80` is tcpdump's habit for `-f`.
+fn open_inputs(paths: &[PathBuf]) -> Result<(Vec<Input>, usize)> {
+    let missing = |p: &PathBuf| p.as_os_str() != "-" && std::fs::symlink_metadata(p).is_err();
+    let trailing = paths.iter().rev().take_while(|p| missing(p)).count();
+    for start in paths.len() - trailing..paths.len() {
+        let words: Vec<String> = paths[start..].iter().map(|p| p.display().to_string()).collect();
+        let expr = words.join(" ");
+        if FileFilter::new(&expr).is_ok() {
+            bail!(
+                "{}: No such file or directory; did you mean `-f '{}'`?",
+                paths[start].display(),
+                expr.replace('\'', "'\\''")
+            );
+        }
+    }
+    let mut inputs = Vec::new();
+    let mut unreadable = 0;
+    for path in paths {
+        match open(path) {
+            Ok(reader) => inputs.push(Input { reader, identity: None, path: path.clone() }),
+            Err(e) => {
+                eprintln!("wirelog: {e}");
+                unreadable += 1;
+            }
+        }
+    }
+    Ok((inputs, unreadable))
+}
+
+/// Refuses inputs the store already holds (or given twice), naming the
+/// earlier ingest, unless `again`; sets the identity of each regular file.
+fn check_not_ingested(store: &Path, inputs: &mut [Input], again: bool) -> Result<()> {
+    let earlier = if store.is_dir() { read_ingests(store)? } else { Vec::new() };
+    for i in 0..inputs.len() {
+        let path = inputs[i].path.clone();
+        if path.as_os_str() == "-" || !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let id = identify(&path).with_context(|| format!("{}: cannot read", path.display()))?;
+        if !again {
+            if let Some(e) = earlier.iter().rev().find(|e| e.identity == id) {
+                let filter = if e.filter.is_empty() { String::new() } else { format!(", filter '{}'", e.filter) };
+                bail!(
+                    "{}: already in the store {}: read on {} as {} ({} packets from {} to {}{}); \
+                     reading it again would count its traffic twice (--again reads it anyway)",
+                    path.display(),
+                    store.display(),
+                    format_rfc3339(e.ingested_ns - e.ingested_ns % 1_000_000_000),
+                    e.path,
+                    e.packets,
+                    format_rfc3339(e.first_ns),
+                    format_rfc3339(e.last_ns),
+                    filter
+                );
+            }
+            if let Some(j) = inputs[..i].iter().position(|o| o.identity.as_deref() == Some(&id)) {
+                bail!(
+                    "{}: same content as {}, given earlier on the command line; \
+                     reading both would count its traffic twice (--again reads it anyway)",
+                    path.display(),
+                    inputs[j].path.display()
+                );
+            }
+        }
+        inputs[i].identity = Some(id);
+    }
+    Ok(())
 }

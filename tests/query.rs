@@ -386,7 +386,7 @@ fn transactions_query_like_duckdb() {
     ]);
     let rows = csv(&out);
     assert_eq!(rows.len(), 6, "{out}");
-    let p99: Vec<i64> = rows.iter().map(|r| secs_ns(&r["latency_p99"])).collect();
+    let p99: Vec<i64> = rows.iter().map(|r| secs_ns(&r["latency_p99_s"])).collect();
     assert!(p99.windows(2).all(|w| w[0] >= w[1]), "{out}");
     for r in &rows {
         let fp = &r["fingerprint"];
@@ -398,9 +398,9 @@ fn transactions_query_like_duckdb() {
         lat.sort_unstable();
         let n = lat.len() as u64;
         for (col, p) in [
-            ("latency_p50", 50),
-            ("latency_p95", 95),
-            ("latency_p99", 99),
+            ("latency_p50_s", 50),
+            ("latency_p95_s", 95),
+            ("latency_p99_s", 99),
         ] {
             let exact = lat[((p * n).div_ceil(100).max(1) - 1) as usize];
             let got = secs_ns(&r[col]);
@@ -410,7 +410,7 @@ fn transactions_query_like_duckdb() {
             );
         }
         let avg = lat.iter().sum::<i64>() / n as i64;
-        assert!((secs_ns(&r["latency_avg"]) - avg).abs() < 1000, "{fp}");
+        assert!((secs_ns(&r["latency_avg_s"]) - avg).abs() < 1000, "{fp}");
     }
     let top = wirelog(&[
         "query",

@@ -12,6 +12,10 @@
 //! `wirelog-bench scale --copies N [--snap B] IN.pcap OUT.pcap`
 //!   Writes the same scaled corpus as a pcap file, for tools that read files.
 //!
+//! `wirelog-bench filter EXPR [--copies N] [--reps R] PCAP...`
+//!   Times the `read -f` filter alone (libpcap's program run by our classic
+//!   BPF interpreter) over packets in memory.
+//!
 //! `wirelog-bench streams --conns N [--rounds R]`
 //!   Memory with N parsed HTTP connections open at once and after they end
 //!   (see `streams`).
@@ -276,6 +280,23 @@ fn run_decode_only(c: &Corpus) -> String {
     )
 }
 
+/// `read -f`: the file filter alone over packets in memory.
+fn run_filter(c: &Corpus, f: &mut wirelog_capture::filter::FileFilter) -> String {
+    let mut matched = 0u64;
+    let cpu0 = thread_cpu_ns();
+    for r in &c.pkts {
+        matched += f.matches(r.linktype.0, c.bytes(r), r.wire_len) as u64;
+    }
+    let cpu = (thread_cpu_ns() - cpu0) as f64;
+    format!(
+        "stage=filter expr={:?} packets={} matched={} cpu_ns_per_packet={:.1}",
+        f.expression(),
+        c.pkts.len(),
+        matched,
+        cpu / c.pkts.len() as f64
+    )
+}
+
 const SLOT_AHEAD: usize = 16;
 const ENTRY_AHEAD: usize = 8;
 
@@ -524,7 +545,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] [--parse] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] IN.pcap OUT.pcap\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...\n       wirelog-bench streams [--conns N] [--rounds R] [--no-parse]";
+    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] [--parse] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] IN.pcap OUT.pcap\n       wirelog-bench filter EXPR [--copies N] [--reps R] PCAP...\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...\n       wirelog-bench streams [--conns N] [--rounds R] [--no-parse]";
     let result = match args.first().map(String::as_str) {
         Some("pipeline") => parse(&args[1..]).and_then(|o| {
             let base = Corpus::load(&o.files, o.snap)?;
@@ -547,6 +568,14 @@ fn main() {
                         o.prefetch
                     );
                 }
+            }
+            Ok(())
+        }),
+        Some("filter") if args.len() > 2 => parse(&args[2..]).and_then(|o| {
+            let c = Corpus::load(&o.files, o.snap)?.scaled(o.copies);
+            let mut f = wirelog_capture::filter::FileFilter::new(&args[1]).map_err(|e| e.to_string())?;
+            for _ in 0..o.reps {
+                println!("{}", run_filter(&c, &mut f));
             }
             Ok(())
         }),

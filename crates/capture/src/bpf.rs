@@ -118,6 +118,12 @@ fn load() -> Result<Libpcap, String> {
 /// program ready for SO_ATTACH_FILTER. Accepting instructions return
 /// `snaplen`, which is how the kernel truncates packets.
 pub fn compile(expr: &str, framing: Framing, snaplen: u32) -> Result<Vec<libc::sock_filter>, CaptureError> {
+    compile_dlt(expr, framing.dlt(), snaplen)
+}
+
+/// Compiles `expr` for packets of libpcap data link type `dlt` (DLT_*,
+/// not LINKTYPE_*: see [`dlt_of_linktype`]).
+pub fn compile_dlt(expr: &str, dlt: i32, snaplen: u32) -> Result<Vec<libc::sock_filter>, CaptureError> {
     // pcap_compile is not thread-safe before libpcap 1.8.
     static COMPILE: Mutex<()> = Mutex::new(());
     let lib = libpcap()?;
@@ -127,7 +133,7 @@ pub fn compile(expr: &str, framing: Framing, snaplen: u32) -> Result<Vec<libc::s
     // SAFETY: libpcap calls with valid arguments; the handle and program are
     // freed on every path below.
     unsafe {
-        let p = (lib.open_dead)(framing.dlt(), snaplen.min(i32::MAX as u32) as c_int);
+        let p = (lib.open_dead)(dlt, snaplen.min(i32::MAX as u32) as c_int);
         if p.is_null() {
             return Err(CaptureError::new(ErrorKind::Filter, "pcap_open_dead failed"));
         }
@@ -145,6 +151,18 @@ pub fn compile(expr: &str, framing: Framing, snaplen: u32) -> Result<Vec<libc::s
             return Err(CaptureError::new(ErrorKind::Filter, format!("filter '{expr}': {} instructions", insns.len())));
         }
         Ok(insns)
+    }
+}
+
+/// The DLT_* value libpcap uses for a file's LINKTYPE_* value: they are the
+/// same number except for the few whose DLT differs between systems
+/// (libpcap's `linktype_to_dlt`).
+pub fn dlt_of_linktype(linktype: u32) -> i32 {
+    match linktype {
+        // LINKTYPE_ATM_RFC1483, LINKTYPE_RAW: DLT_ATM_RFC1483, DLT_RAW on Linux.
+        100 => 11,
+        101 => 12,
+        other => other.min(i32::MAX as u32) as i32,
     }
 }
 

@@ -6,6 +6,8 @@
 //! - [`bpf`]: tcpdump expressions compiled to classic BPF by libpcap, loaded
 //!   at run time with `dlopen` (no build-time dependency on libpcap), and the
 //!   `--skip-empty-tcp` filter.
+//! - [`filter`]: the same expressions on packets read from files, run by a
+//!   classic BPF interpreter of our own.
 //! - [`privs`]: dropping to an unprivileged user once the sockets are open.
 //! - [`stats`]: counters shared between the workers and whoever prints them.
 //! - [`stop`]: SIGINT/SIGTERM turned into a flag plus an eventfd to poll on.
@@ -26,6 +28,7 @@
 //! ```
 
 pub mod bpf;
+pub mod filter;
 pub mod privs;
 pub mod ring;
 pub mod stats;

@@ -525,6 +525,17 @@ fn drop_order_by_asc(fp: String) -> String {
     out
 }
 
+/// The fingerprint of a command that carries no SQL (handshake, quit, ping,
+/// ...), so a group-by on fingerprints names its group instead of leaving
+/// it empty: `<login>` for the connection handshake (MySQL `login`,
+/// PostgreSQL `startup`), `<name>` for the others.
+pub(crate) fn command_group(name: &str) -> String {
+    match name {
+        "login" | "startup" => "<login>".to_string(),
+        other => format!("<{other}>"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -414,7 +414,13 @@ impl MysqlParser {
                 self.database = Some(db.into());
             }
         }
-        out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Mysql(p.tx) });
+        let mut tx = p.tx;
+        // Commands that may carry SQL keep an empty fingerprint when the
+        // text is unknown (an execution whose prepare was not seen).
+        if tx.fingerprint.is_none() && !matches!(tx.command, "query" | "stmt_prepare" | "stmt_execute") {
+            tx.fingerprint = Some(fingerprint::command_group(tx.command));
+        }
+        out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Mysql(tx) });
     }
 
     /// Emits the command in flight, if any: a finished response is never

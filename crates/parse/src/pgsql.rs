@@ -429,7 +429,7 @@ impl PgsqlParser {
         while self.pending.front().is_some_and(|p| p.done) {
             if let Some(p) = self.pending.pop_front() {
                 let status = p.status();
-                out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Pgsql(p.tx) });
+                out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Pgsql(named(p.tx)) });
             }
         }
     }
@@ -974,7 +974,7 @@ impl StreamParser for PgsqlParser {
                 TxStatus::Ok if !p.done && p.resp.is_some() => TxStatus::Partial,
                 s => s,
             };
-            out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Pgsql(p.tx) });
+            out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Pgsql(named(p.tx)) });
         }
     }
 
@@ -985,6 +985,16 @@ impl StreamParser for PgsqlParser {
     fn stats(&self) -> ParseStats {
         self.stats
     }
+}
+
+/// Transactions that carry no SQL get their kind as fingerprint (see
+/// [`fingerprint::command_group`]); ones that may carry SQL keep an empty
+/// fingerprint when the text is unknown.
+fn named(mut tx: PgsqlTx) -> PgsqlTx {
+    if tx.fingerprint.is_none() && !matches!(tx.kind, "query" | "parse" | "execute" | "bind" | "unknown") {
+        tx.fingerprint = Some(fingerprint::command_group(tx.kind));
+    }
+    tx
 }
 
 #[cfg(test)]

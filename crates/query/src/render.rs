@@ -1,23 +1,26 @@
-//! Output: an aligned table with human units for people, CSV and JSON with
-//! raw numbers for programs.
+//! Output: an aligned table for people, CSV and JSON for programs, all
+//! three with the same values in the same words.
 //!
 //! Columns, in order: `time` (time series only), the `--by` fields, then
 //! `conns`, packets out/in/total, bytes out/in/total (for connections named as
 //! Zeek does: `orig_pkts`, `resp_bytes`, ...), and for connections
-//! `duration_p50`, `duration_p95`, `duration_p99`. Transactions have `count`,
-//! `errors`, `request_bytes`, `response_bytes`, `bytes`, `latency_p50`,
-//! `latency_p95`, `latency_p99` and `latency_avg` instead. The table adds `%` (share
-//! of all matching bytes) after `bytes` and a summary line at the end.
+//! `duration_p50_s`, `duration_p95_s`, `duration_p99_s`. Transactions have
+//! `count`, `errors`, `request_bytes`, `response_bytes`, `bytes`,
+//! `latency_p50_s`, `latency_p95_s`, `latency_p99_s` and `latency_avg_s`
+//! instead. The table adds `%` (share of all matching bytes) after `bytes` and
+//! a summary line at the end.
 //!
-//! - table: bytes as `1.2 MB` (powers of 1000), counts as `12.3k`, addresses
-//!   in their usual form (v4-mapped shown as IPv4), times RFC 3339 UTC,
-//!   protocol numbers as names, durations as `12.5ms`, unset values as `-`.
-//! - csv: RFC 4180, a header row, raw integers, protocol numbers, times RFC
-//!   3339 UTC, durations in seconds with 6 decimals (Zeek's unit), unset
-//!   values empty.
-//! - json: one array, one object per row and per line (`[`, rows separated by
-//!   `,\n`, `]`), so it is valid JSON and still greppable; values as in CSV
-//!   with unset values `null`.
+//! One vocabulary in every format:
+//! - counts and bytes are exact integers (bytes in bytes);
+//! - durations and latencies are seconds with 6 decimals (Zeek's unit), in
+//!   columns whose name ends in `_s` (a `--by` duration field keeps its name);
+//! - `proto` is the protocol's name (`tcp`, `udp`, `icmp`, `ipv6-icmp`, ...; a
+//!   number only when it has no name);
+//! - times are RFC 3339 UTC, addresses in their usual form (v4-mapped as IPv4).
+//!
+//! Unset values are `-` in the table, empty in CSV, `null` in JSON. CSV is
+//! RFC 4180 with a header row; JSON is one array, one object per row and per
+//! line (`[`, rows separated by `,\n`, `]`), valid JSON and still greppable.
 
 use std::io::{self, Write};
 use std::str::FromStr;
@@ -27,7 +30,7 @@ use crate::field::{proto_name, Field, Ty, Unit};
 use crate::key::KeyValue;
 use crate::spec::Agg;
 use crate::table::Acc;
-use crate::time::{format_duration, format_rfc3339};
+use crate::time::format_rfc3339;
 use crate::value::format_ip;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,36 +60,6 @@ pub fn default_format(is_terminal: bool) -> Format {
     } else {
         Format::Csv
     }
-}
-
-/// `1.2 MB`: powers of 1000, one decimal.
-pub fn human_bytes(n: u64) -> String {
-    if n < 1000 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64;
-    for unit in ["kB", "MB", "GB", "TB", "PB", "EB"] {
-        v /= 1000.0;
-        if v < 999.95 {
-            return format!("{v:.1} {unit}");
-        }
-    }
-    format!("{v:.1} EB")
-}
-
-/// `12.3k`: powers of 1000, one decimal.
-pub fn human_count(n: u64) -> String {
-    if n < 1000 {
-        return n.to_string();
-    }
-    let mut v = n as f64;
-    for unit in ["k", "M", "G", "T", "P", "E"] {
-        v /= 1000.0;
-        if v < 999.95 {
-            return format!("{v:.1}{unit}");
-        }
-    }
-    format!("{v:.1}E")
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -133,24 +106,16 @@ fn seconds(ns: i64) -> String {
 }
 
 fn key_cell(f: Field, v: &KeyValue, style: Style) -> Cell {
-    let human = style == Style::Human;
     match (v, f.ty()) {
         (KeyValue::Null, _) => null(style),
         (KeyValue::Ip(a), _) => cell(format_ip(a), false),
-        (KeyValue::UInt(n), Ty::UInt { unit, .. }) if human => match unit {
-            Unit::Proto => cell(
-                proto_name(*n as u8).map_or_else(|| n.to_string(), str::to_string),
-                false,
-            ),
-            Unit::Bytes => cell(human_bytes(*n), true),
-            Unit::Count => cell(human_count(*n), true),
-            Unit::Plain => cell(n.to_string(), true),
-        },
+        (KeyValue::UInt(n), Ty::UInt { unit: Unit::Proto, .. }) => {
+            cell(proto_name(*n as u8).map_or_else(|| n.to_string(), str::to_string), false)
+        }
         (KeyValue::UInt(n), _) => cell(n.to_string(), true),
         (KeyValue::Int(t), Ty::Time) => cell(format_rfc3339(*t), false),
-        (KeyValue::Int(d), _) if human => cell(format_duration(*d), true),
         (KeyValue::Int(d), _) => cell(seconds(*d), true),
-        (KeyValue::Str(s), _) if human && s.is_empty() => null(style),
+        (KeyValue::Str(s), _) if style == Style::Human && s.is_empty() => null(style),
         (KeyValue::Str(s), _) => cell(s.clone(), false),
         (KeyValue::Bool(b), _) => cell(b.to_string(), true),
     }
@@ -240,12 +205,7 @@ fn row_cells(t: &ResultTable, row: &Row, style: Style) -> Vec<Cell> {
     }
     for &a in sums(t.kind) {
         let v = sum_value(&row.acc, a);
-        let text = match (human, a) {
-            (false, _) => v.to_string(),
-            (true, Agg::BytesOut | Agg::BytesIn | Agg::Bytes) => human_bytes(v),
-            (true, _) => human_count(v),
-        };
-        c.push(cell(text, true));
+        c.push(cell(v.to_string(), true));
         if a == Agg::Bytes && human {
             let total = t.total.bytes();
             let pct = if total == 0 {
@@ -259,14 +219,12 @@ fn row_cells(t: &ResultTable, row: &Row, style: Style) -> Vec<Cell> {
     if t.percentiles {
         for i in 0..3 {
             match row.duration {
-                Some(d) if human => c.push(cell(format_duration(d[i]), true)),
                 Some(d) => c.push(cell(seconds(d[i]), true)),
                 None => c.push(null(style)),
             }
         }
         if t.kind.is_tx() {
             match row.avg {
-                Some(d) if human => c.push(cell(format_duration(d), true)),
                 Some(d) => c.push(cell(seconds(d), true)),
                 None => c.push(null(style)),
             }
@@ -320,42 +278,48 @@ fn render_table(t: &ResultTable, out: &mut dyn Write) -> io::Result<()> {
     for r in &rows {
         writeln!(out, "{}", line(&mut r.iter().map(|c| c.text.as_str())))?;
     }
-    let what = if t.every_ns.is_some() {
-        "series"
-    } else {
-        "groups"
-    };
-    let shown = if t.every_ns.is_some() {
-        t.rows
-            .iter()
-            .map(|r| &r.key)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len()
-    } else {
-        t.rows.len()
-    };
+    let (shown, what) = shown(t);
     if t.kind.is_tx() {
         return writeln!(
             out,
-            "{shown} of {} {what}; {} of {} records matched; total {} transactions, {} errors, {}",
+            "{shown} of {} {what}; {} of {} records matched; total {} transactions, {} errors, {} bytes",
             t.groups,
-            human_count(t.rows_matched),
-            human_count(t.rows_scanned),
-            human_count(t.total.conns),
-            human_count(t.total.errors()),
-            human_bytes(t.total.bytes()),
+            t.rows_matched,
+            t.rows_scanned,
+            t.total.conns,
+            t.total.errors(),
+            t.total.bytes(),
         );
     }
     writeln!(
         out,
-        "{shown} of {} {what}; {} of {} records matched; total {} conns, {} pkts, {}",
+        "{shown} of {} {what}; {} of {} records matched; total {} conns, {} pkts, {} bytes",
         t.groups,
-        human_count(t.rows_matched),
-        human_count(t.rows_scanned),
-        human_count(t.total.conns),
-        human_count(t.total.pkts()),
-        human_bytes(t.total.bytes()),
+        t.rows_matched,
+        t.rows_scanned,
+        t.total.conns,
+        t.total.pkts(),
+        t.total.bytes(),
     )
+}
+
+/// Groups (or series of a time series) shown, and which of the two.
+fn shown(t: &ResultTable) -> (usize, &'static str) {
+    if t.every_ns.is_some() {
+        let series = t.rows.iter().map(|r| &r.key).collect::<std::collections::BTreeSet<_>>().len();
+        (series, "series")
+    } else {
+        (t.rows.len(), "groups")
+    }
+}
+
+/// When `--top` left groups out: the line that says so (for standard
+/// error, whatever the format, so a script counting rows is not misled).
+pub fn cut_note(t: &ResultTable, top: usize) -> Option<String> {
+    let (shown, what) = shown(t);
+    (shown < t.groups).then(|| {
+        format!("{shown} of {} {what} shown (--top {top}; --top 0 shows all)", t.groups)
+    })
 }
 
 fn csv_field(s: &str) -> String {
@@ -434,15 +398,6 @@ mod tests {
 
     #[test]
     fn units() {
-        assert_eq!(human_bytes(0), "0 B");
-        assert_eq!(human_bytes(999), "999 B");
-        assert_eq!(human_bytes(1000), "1.0 kB");
-        assert_eq!(human_bytes(1_234_567), "1.2 MB");
-        assert_eq!(human_bytes(999_960), "1.0 MB");
-        assert_eq!(human_bytes(u64::MAX), "18.4 EB");
-        assert_eq!(human_count(12_345), "12.3k");
-        assert_eq!(human_count(999), "999");
-        assert_eq!(human_count(4_500_000), "4.5M");
         assert_eq!(seconds(1_500_000), "0.001500");
         assert_eq!(seconds(61_000_000_000), "61.000000");
         assert_eq!(csv_field("a,b"), "\"a,b\"");

@@ -74,9 +74,9 @@ impl Agg {
                 Agg::BytesOut => return "request_bytes",
                 Agg::BytesIn => return "response_bytes",
                 Agg::Conns => return "count",
-                Agg::P50 => return "latency_p50",
-                Agg::P95 => return "latency_p95",
-                Agg::P99 => return "latency_p99",
+                Agg::P50 => return "latency_p50_s",
+                Agg::P95 => return "latency_p95_s",
+                Agg::P99 => return "latency_p99_s",
                 _ => {}
             }
         }
@@ -92,11 +92,11 @@ impl Agg {
             Agg::PktsIn if conns => "resp_pkts",
             Agg::PktsIn => "pkts_in",
             Agg::Conns => "conns",
-            Agg::P50 => "duration_p50",
-            Agg::P95 => "duration_p95",
-            Agg::P99 => "duration_p99",
+            Agg::P50 => "duration_p50_s",
+            Agg::P95 => "duration_p95_s",
+            Agg::P99 => "duration_p99_s",
             Agg::Errors => "errors",
-            Agg::Avg => "latency_avg",
+            Agg::Avg => "latency_avg_s",
         }
     }
 
@@ -109,10 +109,10 @@ impl Agg {
                 "bytes" => Agg::Bytes,
                 "request_bytes" | "req_bytes" | "bytes_out" => Agg::BytesOut,
                 "response_bytes" | "resp_bytes" | "bytes_in" => Agg::BytesIn,
-                "p50" | "latency_p50" | "p50_latency" | "median" => Agg::P50,
-                "p95" | "latency_p95" | "p95_latency" => Agg::P95,
-                "p99" | "latency_p99" | "p99_latency" => Agg::P99,
-                "avg" | "mean" | "latency_avg" | "avg_latency" => Agg::Avg,
+                "p50" | "latency_p50" | "latency_p50_s" | "p50_latency" | "median" => Agg::P50,
+                "p95" | "latency_p95" | "latency_p95_s" | "p95_latency" => Agg::P95,
+                "p99" | "latency_p99" | "latency_p99_s" | "p99_latency" => Agg::P99,
+                "avg" | "mean" | "latency_avg" | "latency_avg_s" | "avg_latency" => Agg::Avg,
                 _ => return None,
             });
         }
@@ -124,9 +124,9 @@ impl Agg {
             "pkts_out" | "packets_out" | "orig_pkts" => Agg::PktsOut,
             "pkts_in" | "packets_in" | "resp_pkts" => Agg::PktsIn,
             "conns" | "count" => Agg::Conns,
-            "p50" | "duration_p50" | "median" if kind == Kind::Conns => Agg::P50,
-            "p95" | "duration_p95" if kind == Kind::Conns => Agg::P95,
-            "p99" | "duration_p99" if kind == Kind::Conns => Agg::P99,
+            "p50" | "duration_p50" | "duration_p50_s" | "median" if kind == Kind::Conns => Agg::P50,
+            "p95" | "duration_p95" | "duration_p95_s" if kind == Kind::Conns => Agg::P95,
+            "p99" | "duration_p99" | "duration_p99_s" if kind == Kind::Conns => Agg::P99,
             _ => return None,
         })
     }

@@ -1133,29 +1133,29 @@ fn golden_flow_outputs() {
     assert_eq!(
         out(&t, Format::Table),
         "\
-client       server        server_port  proto  conns  pkts_out  pkts_in   pkts  bytes_out  bytes_in    bytes       %
-10.0.0.1     10.0.0.9              443  tcp        4      1.5k    30.0k  31.5k     2.0 MB   40.0 MB  42.0 MB  100.00
-10.0.0.2     10.0.0.9              443  tcp        1         2        1      3      200 B     100 B    300 B    0.00
-2001:db8::1  2001:db8::53           53  udp        1         1        1      2       80 B     120 B    200 B    0.00
-3 of 3 groups; 4 of 4 records matched; total 6 conns, 31.5k pkts, 42.0 MB
+client       server        server_port  proto  conns  pkts_out  pkts_in   pkts  bytes_out  bytes_in     bytes       %
+10.0.0.1     10.0.0.9              443  tcp        4      1510    30025  31535    2001500  40030000  42031500  100.00
+10.0.0.2     10.0.0.9              443  tcp        1         2        1      3        200       100       300    0.00
+2001:db8::1  2001:db8::53           53  udp        1         1        1      2         80       120       200    0.00
+3 of 3 groups; 4 of 4 records matched; total 6 conns, 31540 pkts, 42032000 bytes
 "
     );
     assert_eq!(
         out(&t, Format::Csv),
         "\
 client,server,server_port,proto,conns,pkts_out,pkts_in,pkts,bytes_out,bytes_in,bytes
-10.0.0.1,10.0.0.9,443,6,4,1510,30025,31535,2001500,40030000,42031500
-10.0.0.2,10.0.0.9,443,6,1,2,1,3,200,100,300
-2001:db8::1,2001:db8::53,53,17,1,1,1,2,80,120,200
+10.0.0.1,10.0.0.9,443,tcp,4,1510,30025,31535,2001500,40030000,42031500
+10.0.0.2,10.0.0.9,443,tcp,1,2,1,3,200,100,300
+2001:db8::1,2001:db8::53,53,udp,1,1,1,2,80,120,200
 "
     );
     assert_eq!(
         out(&t, Format::Json),
         "\
 [
-{\"client\":\"10.0.0.1\",\"server\":\"10.0.0.9\",\"server_port\":443,\"proto\":6,\"conns\":4,\"pkts_out\":1510,\"pkts_in\":30025,\"pkts\":31535,\"bytes_out\":2001500,\"bytes_in\":40030000,\"bytes\":42031500},
-{\"client\":\"10.0.0.2\",\"server\":\"10.0.0.9\",\"server_port\":443,\"proto\":6,\"conns\":1,\"pkts_out\":2,\"pkts_in\":1,\"pkts\":3,\"bytes_out\":200,\"bytes_in\":100,\"bytes\":300},
-{\"client\":\"2001:db8::1\",\"server\":\"2001:db8::53\",\"server_port\":53,\"proto\":17,\"conns\":1,\"pkts_out\":1,\"pkts_in\":1,\"pkts\":2,\"bytes_out\":80,\"bytes_in\":120,\"bytes\":200}
+{\"client\":\"10.0.0.1\",\"server\":\"10.0.0.9\",\"server_port\":443,\"proto\":\"tcp\",\"conns\":4,\"pkts_out\":1510,\"pkts_in\":30025,\"pkts\":31535,\"bytes_out\":2001500,\"bytes_in\":40030000,\"bytes\":42031500},
+{\"client\":\"10.0.0.2\",\"server\":\"10.0.0.9\",\"server_port\":443,\"proto\":\"tcp\",\"conns\":1,\"pkts_out\":2,\"pkts_in\":1,\"pkts\":3,\"bytes_out\":200,\"bytes_in\":100,\"bytes\":300},
+{\"client\":\"2001:db8::1\",\"server\":\"2001:db8::53\",\"server_port\":53,\"proto\":\"udp\",\"conns\":1,\"pkts_out\":1,\"pkts_in\":1,\"pkts\":2,\"bytes_out\":80,\"bytes_in\":120,\"bytes\":200}
 ]
 "
     );
@@ -1182,10 +1182,10 @@ time,client,conns,pkts_out,pkts_in,pkts,bytes_out,bytes_in,bytes
     assert_eq!(
         out(&t, Format::Table),
         "\
-time                  client    conns  pkts_out  pkts_in   pkts  bytes_out  bytes_in    bytes      %
-2024-05-01T12:00:00Z  10.0.0.1      1        10       25     35     1.5 kB   30.0 kB  31.5 kB   0.07
-2024-05-01T12:05:00Z  10.0.0.1      3      1.5k    30.0k  31.5k     2.0 MB   40.0 MB  42.0 MB  99.92
-1 of 2 series; 3 of 4 records matched; total 5 conns, 31.5k pkts, 42.0 MB
+time                  client    conns  pkts_out  pkts_in   pkts  bytes_out  bytes_in     bytes      %
+2024-05-01T12:00:00Z  10.0.0.1      1        10       25     35       1500     30000     31500   0.07
+2024-05-01T12:05:00Z  10.0.0.1      3      1500    30000  31500    2000000  40000000  42000000  99.92
+1 of 2 series; 3 of 4 records matched; total 5 conns, 31538 pkts, 42031800 bytes
 "
     );
     // No rows.
@@ -1198,7 +1198,7 @@ time                  client    conns  pkts_out  pkts_in   pkts  bytes_out  byte
     );
     assert_eq!(
         out(&t, Format::Table),
-        "client  server  server_port  proto  conns  pkts_out  pkts_in  pkts  bytes_out  bytes_in  bytes  %\n0 of 0 groups; 0 of 4 records matched; total 0 conns, 0 pkts, 0 B\n"
+        "client  server  server_port  proto  conns  pkts_out  pkts_in  pkts  bytes_out  bytes_in  bytes  %\n0 of 0 groups; 0 of 4 records matched; total 0 conns, 0 pkts, 0 bytes\n"
     );
 }
 
@@ -1257,17 +1257,17 @@ fn golden_conn_outputs() {
     assert_eq!(
         out(&t, Format::Table),
         "\
-service       conns  orig_pkts  resp_pkts  pkts  orig_bytes  resp_bytes  bytes      %  duration_p50  duration_p95  duration_p99
-dns               2          2          2     4        82 B       220 B  302 B  99.02         2.0ms        39.9ms        39.9ms
--                 1          3          0     3         0 B         0 B    0 B   0.00             -             -             -
-say \"hi\", ok      1          1          1     2         1 B         2 B    3 B   0.98         1.50s         1.50s         1.50s
-3 of 3 groups; 4 of 4 records matched; total 4 conns, 9 pkts, 305 B
+service       conns  orig_pkts  resp_pkts  pkts  orig_bytes  resp_bytes  bytes      %  duration_p50_s  duration_p95_s  duration_p99_s
+dns               2          2          2     4          82         220    302  99.02        0.002016        0.039936        0.039936
+-                 1          3          0     3           0           0      0   0.00               -               -               -
+say \"hi\", ok      1          1          1     2           1           2      3   0.98        1.500000        1.500000        1.500000
+3 of 3 groups; 4 of 4 records matched; total 4 conns, 9 pkts, 305 bytes
 "
     );
     assert_eq!(
         out(&t, Format::Csv),
         "\
-service,conns,orig_pkts,resp_pkts,pkts,orig_bytes,resp_bytes,bytes,duration_p50,duration_p95,duration_p99
+service,conns,orig_pkts,resp_pkts,pkts,orig_bytes,resp_bytes,bytes,duration_p50_s,duration_p95_s,duration_p99_s
 dns,2,2,2,4,82,220,302,0.002016,0.039936,0.039936
 ,1,3,0,3,0,0,0,,,
 \"say \"\"hi\"\", ok\",1,1,1,2,1,2,3,1.500000,1.500000,1.500000
@@ -1277,9 +1277,9 @@ dns,2,2,2,4,82,220,302,0.002016,0.039936,0.039936
         out(&t, Format::Json),
         "\
 [
-{\"service\":\"dns\",\"conns\":2,\"orig_pkts\":2,\"resp_pkts\":2,\"pkts\":4,\"orig_bytes\":82,\"resp_bytes\":220,\"bytes\":302,\"duration_p50\":0.002016,\"duration_p95\":0.039936,\"duration_p99\":0.039936},
-{\"service\":\"\",\"conns\":1,\"orig_pkts\":3,\"resp_pkts\":0,\"pkts\":3,\"orig_bytes\":0,\"resp_bytes\":0,\"bytes\":0,\"duration_p50\":null,\"duration_p95\":null,\"duration_p99\":null},
-{\"service\":\"say \\\"hi\\\", ok\",\"conns\":1,\"orig_pkts\":1,\"resp_pkts\":1,\"pkts\":2,\"orig_bytes\":1,\"resp_bytes\":2,\"bytes\":3,\"duration_p50\":1.500000,\"duration_p95\":1.500000,\"duration_p99\":1.500000}
+{\"service\":\"dns\",\"conns\":2,\"orig_pkts\":2,\"resp_pkts\":2,\"pkts\":4,\"orig_bytes\":82,\"resp_bytes\":220,\"bytes\":302,\"duration_p50_s\":0.002016,\"duration_p95_s\":0.039936,\"duration_p99_s\":0.039936},
+{\"service\":\"\",\"conns\":1,\"orig_pkts\":3,\"resp_pkts\":0,\"pkts\":3,\"orig_bytes\":0,\"resp_bytes\":0,\"bytes\":0,\"duration_p50_s\":null,\"duration_p95_s\":null,\"duration_p99_s\":null},
+{\"service\":\"say \\\"hi\\\", ok\",\"conns\":1,\"orig_pkts\":1,\"resp_pkts\":1,\"pkts\":2,\"orig_bytes\":1,\"resp_bytes\":2,\"bytes\":3,\"duration_p50_s\":1.500000,\"duration_p95_s\":1.500000,\"duration_p99_s\":1.500000}
 ]
 "
     );
@@ -1730,7 +1730,7 @@ fn tx_queries_from_the_brief() {
     }
     let csv = out(&t, Format::Csv);
     assert!(
-        csv.starts_with("fingerprint,count,errors,request_bytes,response_bytes,bytes,latency_p50,latency_p95,latency_p99,latency_avg\n"),
+        csv.starts_with("fingerprint,count,errors,request_bytes,response_bytes,bytes,latency_p50_s,latency_p95_s,latency_p99_s,latency_avg_s\n"),
         "{csv}"
     );
 
@@ -1762,7 +1762,7 @@ fn tx_queries_from_the_brief() {
     assert!(table.lines().next().unwrap().starts_with("host"), "{table}");
     assert!(table.contains("transactions"), "{table}");
     let json = out(&t, Format::Json);
-    assert!(json.contains("\"latency_avg\":"), "{json}");
+    assert!(json.contains("\"latency_avg_s\":"), "{json}");
 }
 
 #[test]
@@ -1889,3 +1889,4 @@ fn tx_time_series() {
     let csv = out(&t, Format::Csv);
     assert!(csv.starts_with("time,qtype_name,count,errors,"), "{csv}");
 }
+

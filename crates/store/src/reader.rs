@@ -890,6 +890,59 @@ pub fn verify_file(path: &Path) -> Result<(Kind, u64), StoreError> {
     Ok((kind, rows))
 }
 
+/// What a file's footer says: its kind, rows, and the range of its time
+/// column (ns; None without statistics). Reads no data pages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSummary {
+    pub kind: Kind,
+    pub rows: u64,
+    pub time_range: Option<(i64, i64)>,
+}
+
+/// The footer of one file (see [`FileSummary`]).
+pub fn file_summary(path: &Path) -> Result<FileSummary, StoreError> {
+    let f = File::open(path).map_err(|e| StoreError::io(path, "open", e))?;
+    let reader = guard(|| SerializedFileReader::new(f).map_err(|e| e.to_string()))
+        .map_err(|e| StoreError::corrupt(path, e))?;
+    let meta = reader.metadata();
+    let name = meta
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|k| k.key == "wirelog.kind"))
+        .and_then(|k| k.value.as_deref());
+    let Some(kind) = name.and_then(Kind::from_name) else {
+        return Err(StoreError::corrupt(path, format!("unknown wirelog.kind {name:?}")));
+    };
+    let descr = meta.file_metadata().schema_descr();
+    let tname = schema::time_column(kind);
+    let idx = (0..descr.num_columns())
+        .find(|&i| descr.column(i).name() == tname)
+        .ok_or_else(|| StoreError::corrupt(path, format!("no column {tname}")))?;
+    let mut range: Option<(i64, i64)> = None;
+    for rg in meta.row_groups() {
+        // Times are stored in microseconds.
+        let Some((lo, hi)) = stat_range(rg, idx, ColType::TimeUs) else {
+            range = None;
+            break;
+        };
+        let (lo, hi) = ((lo as i64).saturating_mul(1000), (hi as i64).saturating_mul(1000));
+        range = Some(range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+    }
+    Ok(FileSummary { kind, rows: meta.file_metadata().num_rows().max(0) as u64, time_range: range })
+}
+
+/// Files of a partition that do not open as Parquet, with what is wrong.
+pub type BadFiles = Vec<(PathBuf, String)>;
+
+/// The live data files of a partition directory (files a finished
+/// compaction replaced left out), and the ones that do not open as Parquet.
+pub fn partition_files(pdir: &Path) -> Result<(Vec<PathBuf>, BadFiles), StoreError> {
+    let mut replaced = 0;
+    let mut corrupt = Vec::new();
+    let files = snapshot(pdir, &mut replaced, &mut corrupt)?;
+    Ok((files.into_iter().map(|f| f.path).collect(), corrupt))
+}
+
 /// Reads all rows of the given open files (every column), for compaction.
 pub(crate) fn read_all(files: &[OpenFile], kind: Kind) -> Result<Vec<Batch>, StoreError> {
     let scan = Scan::all_columns(kind);

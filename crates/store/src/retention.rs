@@ -29,6 +29,55 @@ pub fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
+/// Where the last retention limits given to a writer are kept, for
+/// `wirelog store` to show: `<age seconds or ->\t<bytes or ->\t<set at ns>`.
+const LIMITS_FILE: &str = "retention.tsv";
+
+/// The retention limits a writer of this store was last opened with, and
+/// when (limits are options of each run; the store applies them while a
+/// writer has it open).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedLimits {
+    pub age: Option<Duration>,
+    pub bytes: Option<u64>,
+    pub set_ns: i64,
+}
+
+pub(crate) fn record_limits(dir: &Path, age: Option<Duration>, bytes: Option<u64>) -> Result<(), StoreError> {
+    let dash = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+    let text = format!("{}\t{}\t{}\n", dash(age.map(|a| a.as_secs())), dash(bytes), now_ns());
+    let dst = dir.join(LIMITS_FILE);
+    let tmp = dir.join(format!(".{LIMITS_FILE}.tmp"));
+    let mut f = std::fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
+    std::io::Write::write_all(&mut f, text.as_bytes()).map_err(|e| StoreError::io(&tmp, "write", e))?;
+    crate::fsutil::publish(&f, &tmp, &dst, true)
+}
+
+/// The limits recorded by [`record_limits`], None when no run set any.
+pub fn recorded_limits(dir: &Path) -> Result<Option<RecordedLimits>, StoreError> {
+    let path = dir.join(LIMITS_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io(&path, "read", e)),
+    };
+    let f: Vec<&str> = text.trim_end().split('\t').collect();
+    let num = |s: &str| -> Result<Option<u64>, StoreError> {
+        if s == "-" {
+            return Ok(None);
+        }
+        s.parse().map(Some).map_err(|_| StoreError::corrupt(&path, format!("{s:?} is not a number")))
+    };
+    if f.len() != 3 {
+        return Err(StoreError::corrupt(&path, "expected 3 tab-separated fields"));
+    }
+    Ok(Some(RecordedLimits {
+        age: num(f[0])?.map(Duration::from_secs),
+        bytes: num(f[1])?,
+        set_ns: num(f[2])?.unwrap_or(0) as i64,
+    }))
+}
+
 /// Bytes of the files in a directory (not recursive: partitions are flat).
 pub fn dir_bytes(dir: &Path) -> Result<u64, StoreError> {
     let mut total = 0;

@@ -481,6 +481,9 @@ impl Store {
             )
         })?;
         crate::compact::recover(dir)?;
+        if opts.retain_age.is_some() || opts.retain_bytes.is_some() {
+            retention::record_limits(dir, opts.retain_age, opts.retain_bytes)?;
+        }
         let tx = Kind::TX
             .iter()
             .map(|&k| {
@@ -661,6 +664,15 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// Flushes every buffered row, then records the captures they came from
+    /// in the store's list of ingests (see [`crate::ingest`]).
+    pub fn record_ingests(&mut self, ingests: &[crate::ingest::Ingest]) -> Result<(), StoreError> {
+        for kind in Kind::ALL {
+            self.flush_kind(kind)?;
+        }
+        crate::ingest::append_ingests(&self.dir, ingests)
     }
 
     /// Flushes and releases the directory.
