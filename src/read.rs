@@ -35,6 +35,9 @@ struct FirstSkip {
 }
 
 pub fn run(args: ReadArgs) -> Result<ExitCode> {
+    if args.processes {
+        eprintln!("wirelog: note: capture files carry no process information; --processes records none (it works with `capture`)");
+    }
     let mut output = Output::start(args.output.config())?;
 
     let mut decoder = Decoder::new(DecodeConfig {

@@ -22,6 +22,9 @@ struct Pid {
     inodes: Vec<u64>,
 }
 
+/// Processes remembered as recently asked about.
+const HOT: usize = 32;
+
 #[derive(Default)]
 pub struct FdIndex {
     by_inode: HashMap<u64, u32>,
@@ -29,12 +32,28 @@ pub struct FdIndex {
     /// Cursor for re-reading processes of a uid round-robin, so a budget
     /// smaller than the uid's processes still reaches all of them.
     rescan_from: u32,
+    /// Processes whose sockets were asked about lately, latest last: the
+    /// ones likely to open the next (servers accepting, clients in a loop)
+    /// are read again first.
+    hot: Vec<u32>,
     pub stats: IndexStats,
 }
 
 impl FdIndex {
     pub fn lookup(&self, inode: u64) -> Option<u32> {
         self.by_inode.get(&inode).copied()
+    }
+
+    /// A socket of `pid` was asked about: read it again first next time.
+    pub fn touch(&mut self, pid: u32) {
+        if self.hot.last() == Some(&pid) {
+            return;
+        }
+        self.hot.retain(|&p| p != pid);
+        if self.hot.len() >= HOT {
+            self.hot.remove(0);
+        }
+        self.hot.push(pid);
     }
 
     /// Lists /proc: reads the fds of new processes, forgets ended ones.
@@ -67,7 +86,14 @@ impl FdIndex {
     /// Reads again the fds of up to `budget` known processes running as
     /// `uid`; returns how many were read.
     pub fn rescan_uid(&mut self, uid: u32, budget: usize) -> usize {
-        let mut pids: Vec<u32> = self.pids.iter().filter(|(_, p)| p.uid == uid).map(|(&k, _)| k).collect();
+        let hot: Vec<u32> =
+            self.hot.iter().rev().copied().filter(|p| self.pids.get(p).is_some_and(|e| e.uid == uid)).take(budget).collect();
+        for &p in &hot {
+            self.scan(p);
+        }
+        let budget = budget - hot.len();
+        let mut pids: Vec<u32> =
+            self.pids.iter().filter(|(k, p)| p.uid == uid && !hot.contains(k)).map(|(&k, _)| k).collect();
         pids.sort_unstable();
         let start = pids.partition_point(|&p| p < self.rescan_from);
         let take: Vec<u32> = pids[start..].iter().chain(&pids[..start]).take(budget).copied().collect();
@@ -77,7 +103,7 @@ impl FdIndex {
         for &p in &take {
             self.scan(p);
         }
-        take.len()
+        hot.len() + take.len()
     }
 
     fn forget(&mut self, pid: u32) {

@@ -117,6 +117,10 @@ const MAX_OWNERS: usize = 1 << 20;
 const QUEUE_BATCHES: usize = 64;
 /// Processes re-read per uid and batch when an inode is still unknown.
 const RESCAN_BUDGET: usize = 64;
+/// Rounds an end whose process was not found is asked about again, and
+/// how long apart.
+const RETRIES: u8 = 4;
+const RETRY_AFTER: Duration = Duration::from_millis(20);
 
 #[derive(Default)]
 struct Maps {
@@ -210,18 +214,20 @@ impl Owners {
     }
 }
 
-/// The resolver thread.
+/// The resolver: opened first (so outputs can hold its [`Owners`] and
+/// workers its [`ConnSender`]), its thread spawned once privileges are
+/// settled ([`Resolver::spawn`]).
 pub struct Resolver {
     sender: ConnSender,
     owners: Owners,
+    pending: Option<(SockDiag, Receiver<Vec<NewConn>>)>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl Resolver {
-    /// Opens the sock_diag socket (in the calling thread's network
-    /// namespace) and starts the resolver thread. Call it where the thread
-    /// may keep the right to read other users' /proc/PID/fd.
-    pub fn start() -> std::io::Result<Resolver> {
+    /// Opens the sock_diag socket, in the calling thread's network
+    /// namespace (the one whose sockets are asked about).
+    pub fn open() -> std::io::Result<Resolver> {
         let diag = SockDiag::open()?;
         let shared = Arc::new(Shared {
             maps: Mutex::new(Maps::default()),
@@ -230,15 +236,31 @@ impl Resolver {
             stats: Stats::default(),
         });
         let (tx, rx) = sync_channel(QUEUE_BATCHES);
-        let s = shared.clone();
-        let handle = std::thread::Builder::new()
-            .name("wirelog-procs".into())
-            .spawn(move || Worker::new(diag, s).run(rx))?;
         Ok(Resolver {
             sender: ConnSender { tx, shared: shared.clone() },
             owners: Owners { shared },
-            handle: Some(handle),
+            pending: Some((diag, rx)),
+            handle: None,
         })
+    }
+
+    /// Opens and spawns at once.
+    pub fn start() -> std::io::Result<Resolver> {
+        let mut r = Resolver::open()?;
+        r.spawn()?;
+        Ok(r)
+    }
+
+    /// Starts the thread. It inherits the calling thread's credentials:
+    /// call it from a thread allowed to read other users' /proc/PID/fd.
+    pub fn spawn(&mut self) -> std::io::Result<()> {
+        let Some((diag, rx)) = self.pending.take() else {
+            return Ok(());
+        };
+        let s = self.owners.shared.clone();
+        self.handle =
+            Some(std::thread::Builder::new().name("wirelog-procs".into()).spawn(move || Worker::new(diag, s).run(rx))?);
+        Ok(())
     }
 
     pub fn sender(&self) -> ConnSender {
@@ -252,8 +274,9 @@ impl Resolver {
     /// Stops the thread once the queued connections are resolved (every
     /// sender must have been dropped, or it waits for them).
     pub fn stop(self) {
-        let Resolver { sender, handle, .. } = self;
+        let Resolver { sender, handle, pending, .. } = self;
         drop(sender);
+        drop(pending);
         if let Some(h) = handle {
             let _ = h.join();
         }
@@ -270,6 +293,8 @@ struct Worker {
     local: Vec<[u8; 16]>,
     local_read: Instant,
     new_pids: Vec<u32>,
+    /// Ends with a socket but no process found yet, and the rounds left.
+    retry: Vec<(Tuple, u8)>,
 }
 
 impl Worker {
@@ -283,6 +308,7 @@ impl Worker {
             local: local::addresses(),
             local_read: Instant::now(),
             new_pids: Vec::new(),
+            retry: Vec::new(),
         }
     }
 
@@ -292,17 +318,35 @@ impl Worker {
         self.publish_stats();
         let mut pending: Vec<NewConn> = Vec::new();
         loop {
-            match rx.recv_timeout(Duration::from_secs(1)) {
+            // Ends whose socket exists but whose process was not found yet
+            // are asked again soon (the index reaches more processes each
+            // round).
+            let wait = if self.retry.is_empty() { Duration::from_secs(1) } else { RETRY_AFTER };
+            let mut disconnected = false;
+            match rx.recv_timeout(wait) {
                 Ok(b) => pending.extend(b),
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => disconnected = true,
             }
             while let Ok(b) = rx.try_recv() {
                 pending.extend(b);
             }
+            if pending.is_empty() && self.retry.is_empty() {
+                if disconnected {
+                    break;
+                }
+                continue;
+            }
             let n = pending.len() as u64;
             self.resolve(&pending);
             pending.clear();
+            if disconnected && self.retry.is_empty() {
+                self.publish_stats();
+                let mut p = self.shared.progress.lock().unwrap();
+                p.1 += n;
+                self.shared.done.notify_all();
+                break;
+            }
             self.publish_stats();
             let mut p = self.shared.progress.lock().unwrap();
             p.1 += n;
@@ -328,6 +372,13 @@ impl Worker {
 
     fn resolve(&mut self, conns: &[NewConn]) {
         let mut ends: Vec<Tuple> = Vec::with_capacity(conns.len() * 2);
+        let retry = std::mem::take(&mut self.retry);
+        let mut rounds: HashMap<Tuple, u8> = HashMap::new();
+        for (t, left) in retry {
+            ends.push(t);
+            rounds.insert(t, left);
+        }
+        let retried = ends.len();
         for c in conns {
             if c.proto != 6 && c.proto != 17 {
                 continue;
@@ -348,7 +399,7 @@ impl Worker {
             }
             found.extend(chunk.iter().copied().zip(answers.iter().copied()));
         }
-        self.shared.stats.asked.fetch_add(ends.len() as u64, Relaxed);
+        self.shared.stats.asked.fetch_add((ends.len() - retried) as u64, Relaxed);
         // Inodes not indexed yet: one listing for new processes, then the
         // processes of each missing socket's uid, within a budget.
         let missing = |idx: &FdIndex, found: &[(Tuple, Answer)]| -> Vec<u32> {
@@ -393,9 +444,15 @@ impl Worker {
                 Some(o)
             });
             let Some(owner) = owner else {
-                self.shared.stats.unresolved.fetch_add(1, Relaxed);
+                let left = rounds.get(&t).copied().unwrap_or(RETRIES);
+                if left > 0 {
+                    self.retry.push((t, left - 1));
+                } else {
+                    self.shared.stats.unresolved.fetch_add(1, Relaxed);
+                }
                 continue;
             };
+            self.index.touch(owner.pid);
             if by_listener {
                 self.shared.stats.by_listener.fetch_add(1, Relaxed);
             } else {
