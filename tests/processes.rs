@@ -91,6 +91,16 @@ impl Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        // SIGTERM first: nginx's master then stops its workers (SIGKILL
+        // would leave them running, orphaned).
+        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(3) {
+            if self.0.try_wait().is_ok_and(|s| s.is_some()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
