@@ -83,13 +83,20 @@ impl FdIndex {
         }
     }
 
-    /// Reads again the fds of up to `budget` known processes running as
-    /// `uid`; returns how many were read.
-    pub fn rescan_uid(&mut self, uid: u32, budget: usize) -> usize {
+    /// Reads again the fds of known processes running as `uid`, the ones
+    /// asked about lately first, until every inode of `wanted` is indexed
+    /// or `budget` processes were read; returns how many were.
+    pub fn rescan_uid(&mut self, uid: u32, budget: usize, wanted: &[u64]) -> usize {
+        let all_found = |idx: &FdIndex| wanted.iter().all(|i| idx.by_inode.contains_key(i));
         let hot: Vec<u32> =
             self.hot.iter().rev().copied().filter(|p| self.pids.get(p).is_some_and(|e| e.uid == uid)).take(budget).collect();
+        let mut read = 0;
         for &p in &hot {
             self.scan(p);
+            read += 1;
+            if all_found(self) {
+                return read;
+            }
         }
         let budget = budget - hot.len();
         let mut pids: Vec<u32> =
@@ -102,8 +109,12 @@ impl FdIndex {
         }
         for &p in &take {
             self.scan(p);
+            read += 1;
+            if all_found(self) {
+                break;
+            }
         }
-        hot.len() + take.len()
+        read
     }
 
     fn forget(&mut self, pid: u32) {
@@ -188,7 +199,7 @@ mod tests {
         while idx.lookup(inode).is_none() {
             budget_rounds += 1;
             assert!(budget_rounds < 10_000, "never found");
-            idx.rescan_uid(uid, 64);
+            idx.rescan_uid(uid, 64, &[inode]);
         }
         assert_eq!(idx.lookup(inode), Some(std::process::id()));
     }

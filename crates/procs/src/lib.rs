@@ -402,27 +402,30 @@ impl Worker {
         self.shared.stats.asked.fetch_add((ends.len() - retried) as u64, Relaxed);
         // Inodes not indexed yet: one listing for new processes, then the
         // processes of each missing socket's uid, within a budget.
-        let missing = |idx: &FdIndex, found: &[(Tuple, Answer)]| -> Vec<u32> {
-            let mut uids: Vec<u32> = found
+        // (uid, inode) of the sockets not indexed yet.
+        let missing = |idx: &FdIndex, found: &[(Tuple, Answer)]| -> Vec<(u32, u64)> {
+            let mut m: Vec<(u32, u64)> = found
                 .iter()
                 .filter_map(|(_, a)| match *a {
                     Answer::Socket { inode, uid } | Answer::Listener { inode, uid } if idx.lookup(inode).is_none() => {
-                        Some(uid)
+                        Some((uid, inode))
                     }
                     _ => None,
                 })
                 .collect();
-            uids.sort_unstable();
-            uids.dedup();
-            uids
+            m.sort_unstable();
+            m.dedup();
+            m
         };
         if !missing(&self.index, &found).is_empty() {
             self.index.refresh_new(&mut self.new_pids);
             for p in &self.new_pids {
                 self.owners.remove(p);
             }
-            for uid in missing(&self.index, &found) {
-                self.index.rescan_uid(uid, RESCAN_BUDGET);
+            let still = missing(&self.index, &found);
+            for group in still.chunk_by(|a, b| a.0 == b.0) {
+                let inodes: Vec<u64> = group.iter().map(|g| g.1).collect();
+                self.index.rescan_uid(group[0].0, RESCAN_BUDGET, &inodes);
             }
         }
         let mut m = self.shared.maps.lock().unwrap();
