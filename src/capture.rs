@@ -19,6 +19,7 @@ use wirelog_capture::stats::{CaptureStats, WorkerCounters};
 use wirelog_capture::stop::Stop;
 use wirelog_capture::{bpf, now_ns, Framing, Interface};
 use wirelog_decode::{DecodeConfig, Decoded, Decoder, KernelChecksum, SkipReason};
+use wirelog_procs::{ConnSender, Resolver};
 use wirelog_source::LinkType;
 use wirelog_track::{Tracker, TrackerConfig};
 
@@ -35,6 +36,11 @@ const MAX_IDLE_NS: i64 = 60_000_000_000;
 /// Blocks taken from one ring before the worker loop goes round (see
 /// `Worker::drain_rings`).
 const BLOCKS_PER_ROUND: usize = 8;
+
+/// New connections a worker queues for the process resolver between two
+/// shipments (one round of at most `BLOCKS_PER_ROUND` blocks per ring);
+/// beyond it they are counted, not queued.
+const NEW_CONNS_PER_ROUND: usize = 16_384;
 
 pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     if args.workers == 0 || args.workers > 256 {
@@ -106,11 +112,24 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     let mut tracker_cfg = args.track.tracker_config(&args.app).map_err(|e| anyhow::anyhow!(e))?;
     tracker_cfg.empty_tcp_skipped = args.skip_empty_tcp;
 
+    // The process resolver asks the kernel about sockets of this network
+    // namespace: its socket opens here, its thread starts once privileges
+    // are settled.
+    let mut resolver = if args.processes {
+        Some(Resolver::open().context("--processes: cannot open a NETLINK_SOCK_DIAG socket")?)
+    } else {
+        None
+    };
+
     // Outputs, created while still privileged.
-    let output = Output::start(OutputConfig { empty_tcp_note: args.skip_empty_tcp, ..args.output.config() })?;
+    let output = Output::start(OutputConfig {
+        empty_tcp_note: args.skip_empty_tcp,
+        processes: resolver.as_ref().map(|r| r.owners()),
+        ..args.output.config()
+    })?;
     let owned_paths = output.paths().to_vec();
 
-    drop_privileges(args.user.as_deref(), &owned_paths)?;
+    drop_privileges(args.user.as_deref(), &owned_paths, resolver.as_mut())?;
 
     let names: Vec<String> = ifaces.iter().map(|i| i.name.clone()).collect();
     let mut counters: Vec<Arc<WorkerCounters>> = Vec::new();
@@ -126,6 +145,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         for (i, n) in names.iter().enumerate() {
             tracker.set_iface_name(i as u16, n);
         }
+        if resolver.is_some() {
+            tracker.queue_new_connections(NEW_CONNS_PER_ROUND);
+        }
         let w = Worker {
             rings,
             decoder: Decoder::new(DecodeConfig { checksums: args.checksums.mode(), ..DecodeConfig::default() }),
@@ -137,6 +159,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             named_any: Vec::new(),
             iface_names: names.clone(),
             warned_down: Default::default(),
+            procs: resolver.as_ref().map(|r| r.sender()),
         };
         let h = std::thread::Builder::new()
             .name(format!("wirelog-w{id}"))
@@ -209,6 +232,11 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             None
         }
     };
+    let procs_stats = resolver.map(|r| {
+        let owners = r.owners();
+        r.stop();
+        owners.stats().to_string()
+    });
     if let Some(e) = first_err {
         return Err(e);
     }
@@ -228,6 +256,10 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             w.flows
         );
         eprintln!("wirelog: stats: {}", snapshot());
+        if let Some(p) = procs_stats {
+            let dropped: u64 = ends.iter().map(|e| e.new_conns_dropped).sum();
+            eprintln!("wirelog: processes: {p}; {dropped} new connections not queued (worker queue full)");
+        }
         let bad: u64 = ends.iter().map(|e| e.bad_checksums).sum();
         let decoded: u64 = ends.iter().map(|e| e.decoded).sum();
         if bad > 0 && bad * 10 > decoded {
@@ -245,23 +277,41 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
 /// Gives the outputs to the unprivileged user and becomes it. As root the
 /// default user is `nobody`; `--user root` keeps root. Not as root (e.g. with
 /// file capabilities), capabilities are dropped.
-fn drop_privileges(user: Option<&str>, owned: &[PathBuf]) -> Result<()> {
+///
+/// With `--processes` the resolver's thread is started here: as the new
+/// user but keeping the two capabilities reading /proc/PID/fd of every
+/// process takes, which this thread then gives up before any worker starts.
+fn drop_privileges(user: Option<&str>, owned: &[PathBuf], resolver: Option<&mut Resolver>) -> Result<()> {
+    let spawn = |r: Option<&mut Resolver>| -> Result<()> {
+        if let Some(r) = r {
+            r.spawn().context("cannot start the process resolver thread")?;
+        }
+        Ok(())
+    };
     if !privs::is_root() {
         if let Some(u) = user {
             bail!("--user {u}: changing user needs root");
         }
+        spawn(resolver)?;
         privs::drop_capabilities()?;
         return Ok(());
     }
     let name = user.unwrap_or("nobody");
     let u = User::lookup(name)?;
     if u.uid == 0 {
-        return Ok(());
+        return spawn(resolver);
     }
     for p in owned {
         privs::chown_tree(p, &u)?;
     }
-    privs::drop_to(&u)?;
+    match resolver {
+        None => privs::drop_to(&u)?,
+        Some(r) => {
+            privs::drop_to_keeping(&u, privs::CAPS_READ_PROCS)?;
+            spawn(Some(r))?;
+            privs::drop_capabilities()?;
+        }
+    }
     Ok(())
 }
 
@@ -269,6 +319,7 @@ fn drop_privileges(user: Option<&str>, owned: &[PathBuf]) -> Result<()> {
 struct WorkerEnd {
     decoded: u64,
     bad_checksums: u64,
+    new_conns_dropped: u64,
 }
 
 struct Worker {
@@ -285,6 +336,8 @@ struct Worker {
     iface_names: Vec<String>,
     /// Interfaces already reported down.
     warned_down: std::collections::HashSet<usize>,
+    /// capture --processes: new connections go to the resolver.
+    procs: Option<ConnSender>,
 }
 
 impl Worker {
@@ -345,7 +398,11 @@ impl Worker {
         self.update_stats();
         self.ship()?;
         let ds = self.decoder.stats();
-        Ok(WorkerEnd { decoded: ds.decoded, bad_checksums: ds.bad_ip_checksum + ds.bad_transport_checksum })
+        Ok(WorkerEnd {
+            decoded: ds.decoded,
+            bad_checksums: ds.bad_ip_checksum + ds.bad_transport_checksum,
+            new_conns_dropped: self.tracker.stats().new_conns_dropped,
+        })
     }
 
     /// Processes the retired blocks of every ring, at most
@@ -460,6 +517,13 @@ impl Worker {
 
     /// Sends the records that ended since the last call, if any.
     fn ship(&mut self) -> Result<()> {
+        // New connections before the records that may end them, so the
+        // writer finds them resolved (it waits for what was queued first).
+        if let Some(p) = &self.procs {
+            let mut new = Vec::new();
+            self.tracker.take_new_connections(&mut new);
+            p.send(new);
+        }
         let batch = Batch {
             conns: self.tracker.take_records().collect(),
             flows: self.tracker.take_flows().collect(),

@@ -235,6 +235,11 @@ pub struct ReadArgs {
     #[command(flatten)]
     pub checksums: ChecksumArgs,
 
+    /// Accepted for symmetry with `capture`: a capture file holds no process
+    /// information, so none is recorded (a note says so).
+    #[arg(long)]
+    pub processes: bool,
+
     #[command(flatten)]
     pub track: TrackArgs,
 
@@ -288,7 +293,7 @@ impl OutputArgs {
             let opts = StoreOptions { retain_age: self.retain, retain_bytes: self.retain_size, ..StoreOptions::default() };
             (self.store.clone(), opts)
         });
-        OutputConfig { logs: self.logs.clone(), format, store, empty_tcp_note: false }
+        OutputConfig { logs: self.logs.clone(), format, store, empty_tcp_note: false, processes: None }
     }
 }
 
@@ -512,6 +517,14 @@ pub struct CaptureArgs {
 
     #[command(flatten)]
     pub checksums: ChecksumArgs,
+
+    /// Name the process, user and container behind each local end of every
+    /// connection and transaction (sock_diag and /proc, off the packet path);
+    /// adds orig_/resp_ pid, proc, exe, user, container and pod columns to
+    /// the logs. The resolving thread keeps CAP_SYS_PTRACE and
+    /// CAP_DAC_READ_SEARCH after privileges are dropped.
+    #[arg(long)]
+    pub processes: bool,
 
     /// Run as this user once the capture sockets are open (default: nobody
     /// when started as root; `root` keeps root).

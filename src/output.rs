@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use wirelog_parse::Protocol;
+use wirelog_procs::Owners;
 use wirelog_record::{ConnRecord, ConnState, FlowRecord, TxRecord};
 use wirelog_sink::{tx_log_name, ConnLogWriter, FlowLogWriter, LogFormat, TxLogWriter};
 use wirelog_store::compact::{Compactor, CompactorOptions};
@@ -44,7 +45,15 @@ pub struct OutputConfig {
     pub store: Option<(PathBuf, StoreOptions)>,
     /// conn.log gets the `empty_tcp_skipped` column (capture --skip-empty-tcp).
     pub empty_tcp_note: bool,
+    /// capture --processes: records get their ends' owners from the
+    /// resolver, and logs the process columns.
+    pub processes: Option<Owners>,
 }
+
+/// How long the writer waits for the resolver to catch up with the
+/// connections queued before a batch (it resolves a batch in milliseconds;
+/// past this, records are written without the owners still missing).
+const PROCS_SYNC: Duration = Duration::from_millis(500);
 
 /// Records for the writer. Get empty ones from [`Output::batch`].
 #[derive(Default)]
@@ -117,6 +126,7 @@ struct Writer {
     compactor: Option<Compactor>,
     ingests: Vec<Ingest>,
     summary: OutputSummary,
+    owners: Option<Owners>,
 }
 
 impl OutputConfig {
@@ -192,7 +202,9 @@ impl Output {
             }
         }
         let mut writer = Writer {
-            conn_log: ConnLogWriter::new(conn_out, cfg.format).with_empty_tcp_note(cfg.empty_tcp_note),
+            conn_log: ConnLogWriter::new(conn_out, cfg.format)
+                .with_empty_tcp_note(cfg.empty_tcp_note)
+                .with_processes(cfg.processes.is_some()),
             flow_log: flow_out.map(|o| FlowLogWriter::new(o, cfg.format)),
             tx_logs: cfg.logs.clone().map(|d| (d, cfg.format)),
             tx_writers: Vec::new(),
@@ -200,6 +212,7 @@ impl Output {
             compactor,
             ingests: Vec::new(),
             summary: OutputSummary::default(),
+            owners: cfg.processes,
         };
         let (tx, rx) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH);
         let (recycle_tx, recycled) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH + 1);
@@ -225,7 +238,7 @@ impl Output {
                         }
                     };
                     if let Some(mut batch) = next {
-                        writer.write(&batch)?;
+                        writer.write(&mut batch)?;
                         batch.clear();
                         let _ = recycle_tx.try_send(batch);
                         dirty = true;
@@ -306,7 +319,10 @@ impl Drop for Output {
 }
 
 impl Writer {
-    fn write(&mut self, batch: &Batch) -> Result<()> {
+    fn write(&mut self, batch: &mut Batch) -> Result<()> {
+        if let Some(o) = &self.owners {
+            own(o, batch);
+        }
         for r in &batch.conns {
             self.summary.states[r.conn_state as usize] += 1;
             self.conn_log.write(r)?;
@@ -335,6 +351,12 @@ impl Writer {
             st.append_tx_records(&batch.txs)?;
         }
         self.ingests.extend_from_slice(&batch.ingests);
+        if let Some(o) = &self.owners {
+            // Written: the owners of these connections are not needed again.
+            for r in &batch.conns {
+                o.forget(r.ip_proto, r.orig_h.0, r.orig_p, r.resp_h.0, r.resp_p);
+            }
+        }
         Ok(())
     }
 
@@ -351,7 +373,7 @@ impl Writer {
                 let f = File::create(&path)
                     .with_context(|| format!("cannot write {}", path.display()))?;
                 let out: LogOut = Box::new(BufWriter::with_capacity(1 << 16, f));
-                self.tx_writers.push((p, TxLogWriter::new(out, *format, p)));
+                self.tx_writers.push((p, TxLogWriter::new(out, *format, p).with_processes(self.owners.is_some())));
                 self.tx_writers.len() - 1
             }
         };
@@ -396,5 +418,20 @@ impl Writer {
             }
         }
         Ok(self.summary)
+    }
+}
+
+/// Gives each record the owners of its local ends, once the resolver has
+/// seen every connection queued before the batch.
+fn own(o: &Owners, batch: &mut Batch) {
+    o.sync(PROCS_SYNC);
+    for r in &mut batch.conns {
+        r.orig_proc = o.get(r.ip_proto, r.orig_h.0, r.orig_p, r.resp_h.0, r.resp_p);
+        r.resp_proc = o.get(r.ip_proto, r.resp_h.0, r.resp_p, r.orig_h.0, r.orig_p);
+    }
+    for t in &mut batch.txs {
+        let proto = if t.transport == wirelog_record::Proto::Udp { 17 } else { 6 };
+        t.orig_proc = o.get(proto, t.orig_h.0, t.orig_p, t.resp_h.0, t.resp_p);
+        t.resp_proc = o.get(proto, t.resp_h.0, t.resp_p, t.orig_h.0, t.orig_p);
     }
 }

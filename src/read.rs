@@ -71,6 +71,9 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     if let Some((dir, _)) = &out_cfg.store {
         check_not_ingested(dir, &mut inputs, args.again)?;
     }
+    if args.processes {
+        eprintln!("wirelog: note: capture files carry no process information; --processes records none (it works with `capture`)");
+    }
     let mut output = Output::start(out_cfg)?;
 
     let mut decoder = Decoder::new(DecodeConfig {

@@ -122,6 +122,8 @@ fn conns() -> Vec<ConnRecord> {
                 vlan: (i % 5 == 0).then_some(10),
                 inner_vlan: None,
                 empty_tcp_skipped: false,
+                orig_proc: None,
+                resp_proc: None,
             }
         })
         .collect()

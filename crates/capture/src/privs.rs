@@ -77,6 +77,12 @@ pub fn chown_tree(path: &Path, user: &User) -> Result<(), CaptureError> {
 /// new privileges via exec, and no capabilities left (checked in
 /// /proc/self/status). Call before starting threads.
 pub fn drop_to(user: &User) -> Result<(), CaptureError> {
+    drop_to_inner(user)?;
+    no_new_privs()?;
+    verify_no_capabilities()
+}
+
+fn drop_to_inner(user: &User) -> Result<(), CaptureError> {
     let fail = |what: &str| {
         CaptureError::last_os(ErrorKind::Privileges, format!("dropping privileges to {}: {what}", user.name))
     };
@@ -96,8 +102,57 @@ pub fn drop_to(user: &User) -> Result<(), CaptureError> {
             return Err(CaptureError::new(ErrorKind::Privileges, "setuid(0) still succeeds after dropping privileges"));
         }
     }
-    no_new_privs()?;
-    verify_no_capabilities()
+    Ok(())
+}
+
+/// CAP_DAC_READ_SEARCH and CAP_SYS_PTRACE: what reading other users'
+/// /proc/PID/fd takes (`capture --processes`).
+pub const CAPS_READ_PROCS: u64 = (1 << 2) | (1 << 19);
+
+/// Like [`drop_to`], but the calling thread keeps the capabilities in
+/// `keep` (and only them, if it had them); threads it starts next inherit
+/// them until [`drop_capabilities`] clears them in the caller. Other
+/// threads already running keep none.
+pub fn drop_to_keeping(user: &User, keep: u64) -> Result<(), CaptureError> {
+    // SAFETY: plain prctl; keeps the permitted set across setuid, for this
+    // thread only.
+    if unsafe { libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) } != 0 {
+        return Err(CaptureError::last_os(ErrorKind::Privileges, "prctl(PR_SET_KEEPCAPS)"));
+    }
+    let dropped = drop_to_inner(user);
+    // SAFETY: as above.
+    unsafe { libc::prctl(libc::PR_SET_KEEPCAPS, 0, 0, 0, 0) };
+    dropped?;
+    set_capabilities(keep)?;
+    no_new_privs()
+}
+
+/// Sets the calling thread's effective and permitted capabilities to
+/// `caps` (bits as in CapEff), inheritable none.
+fn set_capabilities(caps: u64) -> Result<(), CaptureError> {
+    #[repr(C)]
+    struct CapHeader {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Default, Clone, Copy)]
+    struct CapData {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut hdr = CapHeader { version: 0x2008_0522, pid: 0 }; // _LINUX_CAPABILITY_VERSION_3
+    let (lo, hi) = (caps as u32, (caps >> 32) as u32);
+    let data = [
+        CapData { effective: lo, permitted: lo, inheritable: 0 },
+        CapData { effective: hi, permitted: hi, inheritable: 0 },
+    ];
+    // SAFETY: capset with a v3 header and two data words, as the ABI requires.
+    if unsafe { libc::syscall(libc::SYS_capset, &mut hdr, data.as_ptr()) } != 0 {
+        return Err(CaptureError::last_os(ErrorKind::Privileges, "setting capabilities (capset)"));
+    }
+    Ok(())
 }
 
 /// For a non-root process started with file capabilities (setcap

@@ -137,6 +137,19 @@ static CONNS: &[Def] = &[
     opt("vlan", U16, &[]),
     opt("inner_vlan", U16, &[]),
     def("empty_tcp_skipped", Ty::Bool, &[]),
+    // capture --processes: the owner of each local end.
+    opt("orig_pid", U64, &[]),
+    def("orig_proc", Ty::Str, &[]),
+    def("orig_exe", Ty::Str, &[]),
+    def("orig_user", Ty::Str, &[]),
+    def("orig_container", Ty::Str, &[]),
+    def("orig_pod", Ty::Str, &[]),
+    opt("resp_pid", U64, &[]),
+    def("resp_proc", Ty::Str, &[]),
+    def("resp_exe", Ty::Str, &[]),
+    def("resp_user", Ty::Str, &[]),
+    def("resp_container", Ty::Str, &[]),
+    def("resp_pod", Ty::Str, &[]),
 ];
 
 /// The fields every transaction kind starts with, then its own.

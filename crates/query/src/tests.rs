@@ -300,6 +300,19 @@ fn conns_batch(rng: &mut Rng, n: usize) -> Batch {
                 "empty_tcp_skipped",
                 Column::Bool((0..n).map(|_| rng.chance(20)).collect()),
             ),
+            // Owners: most ends unknown (remote), a few programs.
+            ("orig_pid", Column::OptU64((0..n).map(|_| (!rng.chance(50)).then(|| rng.pick(&[101u64, 202, 303]))).collect())),
+            ("orig_proc", Column::Str((0..n).map(|_| rng.pick(&["", "", "curl", "python3"]).to_string()).collect())),
+            ("orig_exe", Column::Str((0..n).map(|_| rng.pick(&["", "/usr/bin/curl"]).to_string()).collect())),
+            ("orig_user", Column::Str((0..n).map(|_| rng.pick(&["", "root", "www-data"]).to_string()).collect())),
+            ("orig_container", Column::Str((0..n).map(|_| rng.pick(&["", "nginx.service"]).to_string()).collect())),
+            ("orig_pod", Column::Str((0..n).map(|_| rng.pick(&["", "burstable/0f1e"]).to_string()).collect())),
+            ("resp_pid", Column::OptU64((0..n).map(|_| (!rng.chance(30)).then(|| rng.pick(&[404u64, 505]))).collect())),
+            ("resp_proc", Column::Str((0..n).map(|_| rng.pick(&["", "nginx", "mariadbd"]).to_string()).collect())),
+            ("resp_exe", Column::Str((0..n).map(|_| rng.pick(&["", "/usr/sbin/nginx"]).to_string()).collect())),
+            ("resp_user", Column::Str((0..n).map(|_| rng.pick(&["", "www-data", "mysql"]).to_string()).collect())),
+            ("resp_container", Column::Str((0..n).map(|_| rng.pick(&["", "docker:ab"]).to_string()).collect())),
+            ("resp_pod", Column::Str((0..n).map(|_| rng.pick(&["", "besteffort/9a"]).to_string()).collect())),
         ],
     }
 }

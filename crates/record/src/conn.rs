@@ -164,4 +164,8 @@ pub struct ConnRecord {
     /// Captured with TCP segments without payload or SYN/FIN/RST dropped
     /// (`--skip-empty-tcp`): packet counts and history lack pure ACKs.
     pub empty_tcp_skipped: bool,
+    /// The processes behind the originator's and responder's ends when they
+    /// are local (live capture with `--processes`).
+    pub orig_proc: crate::Proc,
+    pub resp_proc: crate::Proc,
 }

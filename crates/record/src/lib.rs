@@ -17,3 +17,8 @@ pub use flow::FlowRecord;
 pub use tx::TxRecord;
 pub use uid::{Uid, UidGenerator};
 pub use wirelog_decode::IpAddr16;
+pub use wirelog_procs::Owner as ProcOwner;
+
+/// The process behind one end of a record, shared by every record of the
+/// connection (live capture with `--processes` only).
+pub type Proc = Option<std::sync::Arc<ProcOwner>>;

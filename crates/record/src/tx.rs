@@ -18,4 +18,7 @@ pub struct TxRecord {
     pub transport: Proto,
     pub protocol: Protocol,
     pub tx: Transaction,
+    /// The processes behind the client and server ends (see `ConnRecord`).
+    pub orig_proc: crate::Proc,
+    pub resp_proc: crate::Proc,
 }

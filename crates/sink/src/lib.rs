@@ -8,6 +8,7 @@
 //! names, unset fields omitted (as Zeek's JSON writer does).
 
 mod flows;
+mod procs;
 mod tx;
 mod zeek;
 

@@ -400,6 +400,8 @@ pub struct TxLogWriter<W: Write> {
     rows: u64,
     /// Field names in order, for the header and the JSON keys.
     names: Vec<&'static str>,
+    /// The process columns (capture --processes) follow Zeek's.
+    processes: bool,
 }
 
 impl<W: Write> TxLogWriter<W> {
@@ -419,7 +421,14 @@ impl<W: Write> TxLogWriter<W> {
             scratch: String::new(),
             rows: 0,
             names,
+            processes: false,
         }
+    }
+
+    /// Adds the process columns (capture --processes) after the log's own.
+    pub fn with_processes(mut self, on: bool) -> Self {
+        self.processes = on;
+        self
     }
 
     pub fn rows(&self) -> u64 {
@@ -437,13 +446,15 @@ impl<W: Write> TxLogWriter<W> {
         if std::mem::replace(&mut self.header_written, true) || self.format == LogFormat::Json {
             return Ok(());
         }
-        let types: Vec<&str> = self.fields().map(|f| f.1).collect();
+        let extra = if self.processes { crate::procs::FIELDS } else { &[] };
+        let types: Vec<&str> = self.fields().chain(extra).map(|f| f.1).collect();
+        let names: Vec<&str> = self.names.iter().copied().chain(extra.iter().map(|f| f.0)).collect();
         write!(
             self.out,
             "#separator \\x09\n#set_separator\t,\n#empty_field\t(empty)\n#unset_field\t-\n#path\t{}\n#open\t{}\n#fields\t{}\n#types\t{}\n",
             self.protocol.name(),
             zeek_datetime(now_secs()),
-            self.names.join("\t"),
+            names.join("\t"),
             types.join("\t")
         )
     }
@@ -478,6 +489,13 @@ impl<W: Write> TxLogWriter<W> {
         v.interval(tx.latency_ns());
         v.interval(tx.first_byte_latency_ns());
         debug_assert_eq!(self.names.len(), v.i, "{} fields", self.protocol.name());
+        if self.processes {
+            if json {
+                crate::procs::json(&mut self.line, &r.orig_proc, &r.resp_proc);
+            } else {
+                crate::procs::tsv(&mut self.line, &r.orig_proc, &r.resp_proc);
+            }
+        }
         self.line
             .extend_from_slice(if json { b"}\n" } else { b"\n" });
         self.rows += 1;
@@ -520,7 +538,7 @@ static TSV_ESCAPED: [bool; 256] = {
 
 /// Zeek's ASCII escaping: separators, backslashes and non-printable bytes
 /// become `\xNN`, so one record stays one line whatever the traffic held.
-fn tsv_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
+pub(crate) fn tsv_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
     if s.is_empty() {
         b.extend_from_slice(b"(empty)");
         return;
@@ -563,7 +581,7 @@ fn tsv_escapes_any(w: u64, in_set: bool) -> bool {
     below(w, 0x20) | equal(b'\\') | equal(0x7f) | set_sep != 0
 }
 
-fn json_str(b: &mut Vec<u8>, s: &str) {
+pub(crate) fn json_str(b: &mut Vec<u8>, s: &str) {
     b.push(b'"');
     // Only ASCII bytes are escaped, so bytes of multi-byte characters (all
     // >= 0x80) are copied as they are, with the runs between escapes.
@@ -615,6 +633,8 @@ mod tests {
             resp_p: 53,
             transport: Proto::Udp,
             protocol,
+            orig_proc: None,
+            resp_proc: None,
             tx: Transaction {
                 request: Some(span(1_000_000_000, 28)),
                 response: Some(span(1_061_782_000, 284)),

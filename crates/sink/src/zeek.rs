@@ -45,6 +45,8 @@ pub struct ConnLogWriter<W: Write> {
     /// Adds the `empty_tcp_skipped` column (capture --skip-empty-tcp); off,
     /// the log has exactly Zeek's columns.
     empty_tcp_note: bool,
+    /// Adds the process columns (capture --processes).
+    processes: bool,
     header_written: bool,
     line: Vec<u8>,
     rows: u64,
@@ -161,6 +163,7 @@ impl<W: Write> ConnLogWriter<W> {
             out,
             format,
             empty_tcp_note: false,
+            processes: false,
             header_written: false,
             line: Vec::with_capacity(512),
             rows: 0,
@@ -175,6 +178,13 @@ impl<W: Write> ConnLogWriter<W> {
         self
     }
 
+    /// With `capture --processes`: the process, user and container of each
+    /// local end, in columns after Zeek's (see `procs`).
+    pub fn with_processes(mut self, on: bool) -> Self {
+        self.processes = on;
+        self
+    }
+
     pub fn rows(&self) -> u64 {
         self.rows
     }
@@ -186,8 +196,9 @@ impl<W: Write> ConnLogWriter<W> {
         }
         self.header_written = true;
         let note = self.empty_tcp_note.then_some(EMPTY_TCP_FIELD);
-        let names: Vec<&str> = FIELDS.iter().chain(note.iter()).map(|f| f.0).collect();
-        let types: Vec<&str> = FIELDS.iter().chain(note.iter()).map(|f| f.1).collect();
+        let procs = if self.processes { crate::procs::FIELDS } else { &[] };
+        let names: Vec<&str> = FIELDS.iter().chain(note.iter()).chain(procs).map(|f| f.0).collect();
+        let types: Vec<&str> = FIELDS.iter().chain(note.iter()).chain(procs).map(|f| f.1).collect();
         write!(
             self.out,
             "#separator \\x09\n#set_separator\t,\n#empty_field\t(empty)\n#unset_field\t-\n#path\tconn\n#open\t{}\n#fields\t{}\n#types\t{}\n",
@@ -264,6 +275,9 @@ impl<W: Write> ConnLogWriter<W> {
                 _ => b"\t-",
             });
         }
+        if self.processes {
+            crate::procs::tsv(b, &r.orig_proc, &r.resp_proc);
+        }
         b.push(b'\n');
     }
 
@@ -334,6 +348,9 @@ impl<W: Write> ConnLogWriter<W> {
                 b",\"empty_tcp_skipped\":false"
             });
         }
+        if self.processes {
+            crate::procs::json(b, &r.orig_proc, &r.resp_proc);
+        }
         b.extend_from_slice(b"}\n");
     }
 
@@ -398,7 +415,36 @@ mod tests {
             vlan: None,
             inner_vlan: None,
             empty_tcp_skipped: false,
+            orig_proc: None,
+            resp_proc: None,
         }
+    }
+
+    #[test]
+    fn process_columns_follow_zeeks_only_when_asked() {
+        let mut r = record();
+        r.resp_proc = Some(std::sync::Arc::new(wirelog_record::ProcOwner {
+            pid: 4242,
+            name: "nginx".into(),
+            exe: "/usr/sbin/nginx".into(),
+            uid: 33,
+            user: "www-data".into(),
+            container: "nginx.service".into(),
+            pod: String::new(),
+        }));
+        let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Tsv).with_processes(true);
+        w.write(&r).unwrap();
+        let text = String::from_utf8(w.out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[6].ends_with("\tcommunity_id\torig_pid\torig_proc\torig_exe\torig_user\torig_container\torig_pod\tresp_pid\tresp_proc\tresp_exe\tresp_user\tresp_container\tresp_pod"));
+        assert!(lines[8].ends_with("\t-\t-\t-\t-\t-\t-\t4242\tnginx\t/usr/sbin/nginx\twww-data\tnginx.service\t-"), "{}", lines[8]);
+        let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Json).with_processes(true);
+        w.write(&r).unwrap();
+        let text = String::from_utf8(w.out).unwrap();
+        assert!(text.ends_with(",\"resp_pid\":4242,\"resp_proc\":\"nginx\",\"resp_exe\":\"/usr/sbin/nginx\",\"resp_user\":\"www-data\",\"resp_container\":\"nginx.service\"}\n"), "{text}");
+        let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Tsv);
+        w.write(&r).unwrap();
+        assert!(!String::from_utf8(w.out).unwrap().contains("nginx"));
     }
 
     #[test]

@@ -139,6 +139,20 @@ pub const CONNS: &[ColSpec] = &[
     col("inner_vlan", U16, true, true, PLAIN),
     // capture --skip-empty-tcp: packet counts and history lack pure ACKs.
     col("empty_tcp_skipped", Bool, false, false, PLAIN),
+    // capture --processes: the owner of each local end (unset when unknown
+    // or not local). Few programs and users per host: dictionaries.
+    col("orig_pid", U64, true, true, PLAIN),
+    col("orig_proc", Str, true, true, PLAIN),
+    col("orig_exe", Str, true, true, PLAIN),
+    col("orig_user", Str, true, true, PLAIN),
+    col("orig_container", Str, true, true, PLAIN),
+    col("orig_pod", Str, true, true, PLAIN),
+    col("resp_pid", U64, true, true, PLAIN),
+    col("resp_proc", Str, true, true, PLAIN),
+    col("resp_exe", Str, true, true, PLAIN),
+    col("resp_user", Str, true, true, PLAIN),
+    col("resp_container", Str, true, true, PLAIN),
+    col("resp_pod", Str, true, true, PLAIN),
 ];
 
 /// A transaction table: the columns every transaction kind has (in this

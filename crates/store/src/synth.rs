@@ -287,6 +287,8 @@ pub fn conn(i: u64, start_ns: i64, step_ns: i64, uids: &mut UidGenerator) -> Con
         vlan: i.is_multiple_of(4).then_some(100 + (i % 3) as u16),
         inner_vlan: i.is_multiple_of(8).then_some(7),
         empty_tcp_skipped: false,
+        orig_proc: None,
+        resp_proc: None,
     }
 }
 

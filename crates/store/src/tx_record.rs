@@ -198,6 +198,8 @@ mod tests {
             resp_p: 3306,
             transport: Proto::Tcp,
             protocol,
+            orig_proc: None,
+            resp_proc: None,
             tx: Transaction {
                 request: Some(span(1_000)),
                 response: Some(span(2_000)),

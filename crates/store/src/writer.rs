@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::TypePtr;
 use wirelog_record::{
-    CommunityId, ConnRecord, ConnState, FlowRecord, History, Proto, TxRecord, Uid,
+    CommunityId, ConnRecord, ConnState, FlowRecord, History, Proc, ProcOwner, Proto, TxRecord, Uid,
 };
 
 use crate::batch::Kind;
@@ -226,6 +226,8 @@ struct ConnBuf {
     vlan: Vec<Option<u16>>,
     inner_vlan: Vec<Option<u16>>,
     empty_tcp_skipped: Vec<bool>,
+    orig_proc: Vec<Proc>,
+    resp_proc: Vec<Proc>,
 }
 
 const CONN_ROW_BYTES: usize = std::mem::size_of::<ConnRecord>();
@@ -257,6 +259,8 @@ impl ConnBuf {
         self.vlan.push(r.vlan);
         self.inner_vlan.push(r.inner_vlan);
         self.empty_tcp_skipped.push(r.empty_tcp_skipped);
+        self.orig_proc.push(r.orig_proc.clone());
+        self.resp_proc.push(r.resp_proc.clone());
     }
 
     fn clear(&mut self) {
@@ -286,7 +290,9 @@ impl ConnBuf {
             community_id,
             vlan,
             inner_vlan,
-            empty_tcp_skipped
+            empty_tcp_skipped,
+            orig_proc,
+            resp_proc
         );
     }
 }
@@ -336,6 +342,21 @@ impl RowSource for ConnBuf {
             "vlan" => opt_i32(rows, |r| self.vlan[r].map(i32::from)),
             "inner_vlan" => opt_i32(rows, |r| self.inner_vlan[r].map(i32::from)),
             "empty_tcp_skipped" => req_bool(rows, |r| self.empty_tcp_skipped[r]),
+            name if name.starts_with("orig_") || name.starts_with("resp_") => {
+                let procs = if name.starts_with("orig_") { &self.orig_proc } else { &self.resp_proc };
+                let text = |f: fn(&ProcOwner) -> &str| {
+                    strings(rows, true, move |r| procs[r].as_deref().map(f).filter(|s| !s.is_empty()).map(str::as_bytes))
+                };
+                match &name[5..] {
+                    "pid" => opt_i64(rows, |r| procs[r].as_ref().map(|o| o.pid as i64)),
+                    "proc" => text(|o| &o.name),
+                    "exe" => text(|o| &o.exe),
+                    "user" => text(|o| &o.user),
+                    "container" => text(|o| &o.container),
+                    "pod" => text(|o| &o.pod),
+                    other => unreachable!("conn column {name} ({other})"),
+                }
+            }
             other => unreachable!("conn column {other}"),
         }
     }

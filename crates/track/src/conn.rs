@@ -208,6 +208,8 @@ impl Conn {
             vlan: self.vlan,
             inner_vlan: self.inner_vlan,
             empty_tcp_skipped: false,
+            orig_proc: None,
+            resp_proc: None,
         }
     }
 }

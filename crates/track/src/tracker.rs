@@ -3,6 +3,7 @@
 use wirelog_decode::{Checksum, IpPacket, Transport};
 use wirelog_parse::stream::{Budget, SegFlags};
 use wirelog_parse::{Dir, Protocol, Transaction};
+use wirelog_procs::NewConn;
 use wirelog_record::{ConnRecord, Proto, TxRecord, UidGenerator};
 
 use crate::app::{
@@ -103,6 +104,9 @@ pub struct TrackStats {
     /// Packets dropped for a bad IPv4 header checksum (as Zeek drops them).
     pub bad_ip_checksum: u64,
     pub peak_connections: u64,
+    /// New connections not queued for process resolution because the queue
+    /// was full (see [`Tracker::queue_new_connections`]).
+    pub new_conns_dropped: u64,
 }
 
 pub struct Tracker {
@@ -123,6 +127,10 @@ pub struct Tracker {
     tx_scratch: Vec<Transaction>,
     txs: Vec<TxRecord>,
     app_stats: AppStats,
+    /// New connections for the process resolver, at most `new_conns_cap`
+    /// between two takes (0: not collected).
+    new_conns: Vec<NewConn>,
+    new_conns_cap: usize,
 }
 
 impl Tracker {
@@ -159,7 +167,30 @@ impl Tracker {
             tx_scratch: Vec::new(),
             txs: Vec::new(),
             app_stats: AppStats::default(),
+            new_conns: Vec::new(),
+            new_conns_cap: 0,
         }
+    }
+
+    /// Collects the tuple of every connection created, at most `cap`
+    /// between two [`Tracker::take_new_connections`] (beyond it they are
+    /// counted in `new_conns_dropped`): the only work process resolution
+    /// adds to the packet path, once per connection, never per packet.
+    pub fn queue_new_connections(&mut self, cap: usize) {
+        self.new_conns_cap = cap;
+        self.new_conns = Vec::with_capacity(cap);
+    }
+
+    /// Swaps the connections created since the last call into `into`
+    /// (cleared first).
+    pub fn take_new_connections(&mut self, into: &mut Vec<NewConn>) {
+        into.clear();
+        if self.new_conns.is_empty() {
+            return;
+        }
+        std::mem::swap(into, &mut self.new_conns);
+        // One allocation per take with new connections, none per connection.
+        self.new_conns.reserve(self.new_conns_cap);
     }
 
     /// Out-of-order stream bytes held right now (0 once every connection ended).
@@ -480,6 +511,20 @@ impl Tracker {
         };
         let idx = self.table.insert(stored, hash, conn);
         self.stats.connections += 1;
+        if self.new_conns_cap > 0 {
+            if self.new_conns.len() < self.new_conns_cap {
+                self.new_conns.push(NewConn {
+                    ts_ns: ts,
+                    proto: stored.proto,
+                    src: stored.src.0,
+                    sport: stored.sport,
+                    dst: stored.dst.0,
+                    dport: stored.dport,
+                });
+            } else {
+                self.stats.new_conns_dropped += 1;
+            }
+        }
         self.stats.peak_connections = self.stats.peak_connections.max(self.table.len() as u64);
         (idx, if flip { Side::Resp } else { Side::Orig })
     }
@@ -980,6 +1025,8 @@ fn emit_transactions(
         transport,
         protocol: app.protocol,
         tx,
+        orig_proc: None,
+        resp_proc: None,
     }));
 }
 

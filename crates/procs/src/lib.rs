@@ -1,0 +1,543 @@
+//! Who is talking: the process, user and container behind each local end
+//! of a connection, found off the packet path.
+//!
+//! The packet path only queues the tuple of each new connection
+//! ([`ConnSender::send`], never blocking: a full queue is a counted drop).
+//! A resolver thread asks the kernel for the sockets of those tuples in
+//! batches (`diag`), maps socket inodes to processes through an index of
+//! /proc/PID/fd kept up to date incrementally (`fdindex`), reads each
+//! process's name, user and cgroup once (`owner`), and keeps the answer per
+//! connection end until the record of the connection has been written
+//! ([`Owners`]).
+
+mod diag;
+mod fdindex;
+mod local;
+mod owner;
+
+pub use diag::{Answer, SockDiag};
+pub use fdindex::{FdIndex, IndexStats};
+pub use local::addresses as local_addresses;
+pub use owner::{container_of, Owner, Users};
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// IPv4 as an IPv4-mapped IPv6 address, the form records use.
+pub fn v4_mapped(b: [u8; 4]) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[10] = 0xff;
+    a[11] = 0xff;
+    a[12..].copy_from_slice(&b);
+    a
+}
+
+pub fn is_v4(a: &[u8; 16]) -> bool {
+    a[..10] == [0; 10] && a[10] == 0xff && a[11] == 0xff
+}
+
+/// One end of a connection seen from the host: the local address and port
+/// first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Tuple {
+    pub proto: u8,
+    pub local: [u8; 16],
+    pub local_port: u16,
+    pub remote: [u8; 16],
+    pub remote_port: u16,
+}
+
+/// A connection the tracker just created, as queued by the packet path.
+#[derive(Debug, Clone, Copy)]
+pub struct NewConn {
+    pub ts_ns: i64,
+    pub proto: u8,
+    pub src: [u8; 16],
+    pub sport: u16,
+    pub dst: [u8; 16],
+    pub dport: u16,
+}
+
+/// Counters of the resolver, readable while it runs.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Connections queued by the packet path, and those dropped because the
+    /// queue was full.
+    pub queued: AtomicU64,
+    pub dropped: AtomicU64,
+    /// Local ends asked about, and found: by their own socket, by the
+    /// listening socket of their port (the connection was gone).
+    pub asked: AtomicU64,
+    pub by_socket: AtomicU64,
+    pub by_listener: AtomicU64,
+    /// Ends whose socket was gone or whose process was not found.
+    pub unresolved: AtomicU64,
+    /// Ends not found by their own socket that took the last owner seen on
+    /// their (server) port.
+    pub by_port: AtomicU64,
+    /// Owners dropped because the map was full.
+    pub map_full: AtomicU64,
+    pub listings: AtomicU64,
+    pub pid_scans: AtomicU64,
+    pub fd_links: AtomicU64,
+    /// CPU time of the resolver thread, ns.
+    pub cpu_ns: AtomicU64,
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        write!(
+            f,
+            "{} connections queued, {} dropped (queue full); {} local ends asked: {} by socket, {} by listener, \
+             {} by port, {} unresolved; {} /proc listings, {} processes read, {} fd links; resolver CPU {:.3} s",
+            g(&self.queued),
+            g(&self.dropped),
+            g(&self.asked),
+            g(&self.by_socket),
+            g(&self.by_listener),
+            g(&self.by_port),
+            g(&self.unresolved),
+            g(&self.listings),
+            g(&self.pid_scans),
+            g(&self.fd_links),
+            g(&self.cpu_ns) as f64 / 1e9
+        )
+    }
+}
+
+/// Owners kept for connections whose record was not written yet; beyond
+/// this, new owners are dropped (counted).
+const MAX_OWNERS: usize = 1 << 20;
+/// Batches of new connections in flight to the resolver, per sender.
+const QUEUE_BATCHES: usize = 64;
+/// Processes re-read per uid and batch when an inode is still unknown.
+const RESCAN_BUDGET: usize = 64;
+/// Rounds an end whose process was not found is asked about again, and
+/// how long apart.
+const RETRIES: u8 = 4;
+const RETRY_AFTER: Duration = Duration::from_millis(20);
+
+#[derive(Default)]
+struct Maps {
+    /// Owner of each resolved local end.
+    ends: HashMap<Tuple, Arc<Owner>>,
+    /// Last owner seen on a local server port (proto, addr, port); `None`
+    /// once two different programs were seen on it.
+    ports: HashMap<(u8, [u8; 16], u16), Option<Arc<Owner>>>,
+}
+
+struct Shared {
+    maps: Mutex<Maps>,
+    /// Connections enqueued / processed, for [`Owners::sync`].
+    progress: Mutex<(u64, u64)>,
+    done: Condvar,
+    stats: Stats,
+}
+
+/// Hands new connections to the resolver (one per capture worker).
+#[derive(Clone)]
+pub struct ConnSender {
+    tx: SyncSender<Vec<NewConn>>,
+    shared: Arc<Shared>,
+}
+
+impl ConnSender {
+    /// Queues a batch without waiting; a full queue drops it (counted).
+    pub fn send(&self, batch: Vec<NewConn>) {
+        if batch.is_empty() {
+            return;
+        }
+        let n = batch.len() as u64;
+        self.shared.stats.queued.fetch_add(n, Relaxed);
+        let mut p = self.shared.progress.lock().unwrap();
+        match self.tx.try_send(batch) {
+            Ok(()) => p.0 += n,
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.shared.stats.dropped.fetch_add(n, Relaxed);
+            }
+        }
+    }
+}
+
+/// The output side: owners of connection ends, by tuple.
+#[derive(Clone)]
+pub struct Owners {
+    shared: Arc<Shared>,
+}
+
+impl Owners {
+    /// Waits (at most `limit`) until every connection queued before this
+    /// call has been resolved, so records written next find their owners.
+    pub fn sync(&self, limit: Duration) {
+        let mut p = self.shared.progress.lock().unwrap();
+        let want = p.0;
+        let until = Instant::now() + limit;
+        while p.1 < want {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            p = self.shared.done.wait_timeout(p, left).unwrap().0;
+        }
+    }
+
+    /// The owner of the end `local:local_port` of a connection to
+    /// `remote:remote_port`: its own socket's, else the last one seen on
+    /// its port when that port is a server port with one program on it.
+    pub fn get(&self, proto: u8, local: [u8; 16], local_port: u16, remote: [u8; 16], remote_port: u16) -> Option<Arc<Owner>> {
+        let m = self.shared.maps.lock().unwrap();
+        let t = Tuple { proto, local, local_port, remote, remote_port };
+        if let Some(o) = m.ends.get(&t) {
+            return Some(o.clone());
+        }
+        let o = m.ports.get(&(proto, local, local_port)).cloned().flatten();
+        if o.is_some() {
+            self.shared.stats.by_port.fetch_add(1, Relaxed);
+        }
+        o
+    }
+
+    /// The connection's record was written: its ends are no longer needed.
+    pub fn forget(&self, proto: u8, a: [u8; 16], ap: u16, b: [u8; 16], bp: u16) {
+        let mut m = self.shared.maps.lock().unwrap();
+        m.ends.remove(&Tuple { proto, local: a, local_port: ap, remote: b, remote_port: bp });
+        m.ends.remove(&Tuple { proto, local: b, local_port: bp, remote: a, remote_port: ap });
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.shared.stats
+    }
+}
+
+/// The resolver: opened first (so outputs can hold its [`Owners`] and
+/// workers its [`ConnSender`]), its thread spawned once privileges are
+/// settled ([`Resolver::spawn`]).
+pub struct Resolver {
+    sender: ConnSender,
+    owners: Owners,
+    pending: Option<(SockDiag, Receiver<Vec<NewConn>>)>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Resolver {
+    /// Opens the sock_diag socket, in the calling thread's network
+    /// namespace (the one whose sockets are asked about).
+    pub fn open() -> std::io::Result<Resolver> {
+        let diag = SockDiag::open()?;
+        let shared = Arc::new(Shared {
+            maps: Mutex::new(Maps::default()),
+            progress: Mutex::new((0, 0)),
+            done: Condvar::new(),
+            stats: Stats::default(),
+        });
+        let (tx, rx) = sync_channel(QUEUE_BATCHES);
+        Ok(Resolver {
+            sender: ConnSender { tx, shared: shared.clone() },
+            owners: Owners { shared },
+            pending: Some((diag, rx)),
+            handle: None,
+        })
+    }
+
+    /// Opens and spawns at once.
+    pub fn start() -> std::io::Result<Resolver> {
+        let mut r = Resolver::open()?;
+        r.spawn()?;
+        Ok(r)
+    }
+
+    /// Starts the thread. It inherits the calling thread's credentials:
+    /// call it from a thread allowed to read other users' /proc/PID/fd.
+    pub fn spawn(&mut self) -> std::io::Result<()> {
+        let Some((diag, rx)) = self.pending.take() else {
+            return Ok(());
+        };
+        let s = self.owners.shared.clone();
+        self.handle =
+            Some(std::thread::Builder::new().name("wirelog-procs".into()).spawn(move || Worker::new(diag, s).run(rx))?);
+        Ok(())
+    }
+
+    pub fn sender(&self) -> ConnSender {
+        self.sender.clone()
+    }
+
+    pub fn owners(&self) -> Owners {
+        self.owners.clone()
+    }
+
+    /// Stops the thread once the queued connections are resolved (every
+    /// sender must have been dropped, or it waits for them).
+    pub fn stop(self) {
+        let Resolver { sender, handle, pending, .. } = self;
+        drop(sender);
+        drop(pending);
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+}
+
+struct Worker {
+    diag: SockDiag,
+    shared: Arc<Shared>,
+    index: FdIndex,
+    users: Users,
+    /// Owner details per pid, read once.
+    owners: HashMap<u32, Arc<Owner>>,
+    local: Vec<[u8; 16]>,
+    local_read: Instant,
+    new_pids: Vec<u32>,
+    /// Ends with a socket but no process found yet, and the rounds left.
+    retry: Vec<(Tuple, u8)>,
+}
+
+impl Worker {
+    fn new(diag: SockDiag, shared: Arc<Shared>) -> Worker {
+        Worker {
+            diag,
+            shared,
+            index: FdIndex::default(),
+            users: Users::default(),
+            owners: HashMap::new(),
+            local: local::addresses(),
+            local_read: Instant::now(),
+            new_pids: Vec::new(),
+            retry: Vec::new(),
+        }
+    }
+
+    fn run(mut self, rx: Receiver<Vec<NewConn>>) {
+        // The first listing, before any connection waits for it.
+        self.index.refresh_new(&mut self.new_pids);
+        self.publish_stats();
+        let mut pending: Vec<NewConn> = Vec::new();
+        loop {
+            // Ends whose socket exists but whose process was not found yet
+            // are asked again soon (the index reaches more processes each
+            // round).
+            let wait = if self.retry.is_empty() { Duration::from_secs(1) } else { RETRY_AFTER };
+            let mut disconnected = false;
+            match rx.recv_timeout(wait) {
+                Ok(b) => pending.extend(b),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => disconnected = true,
+            }
+            while let Ok(b) = rx.try_recv() {
+                pending.extend(b);
+            }
+            if pending.is_empty() && self.retry.is_empty() {
+                if disconnected {
+                    break;
+                }
+                continue;
+            }
+            let n = pending.len() as u64;
+            self.resolve(&pending);
+            pending.clear();
+            if disconnected && self.retry.is_empty() {
+                self.publish_stats();
+                let mut p = self.shared.progress.lock().unwrap();
+                p.1 += n;
+                self.shared.done.notify_all();
+                break;
+            }
+            self.publish_stats();
+            let mut p = self.shared.progress.lock().unwrap();
+            p.1 += n;
+            self.shared.done.notify_all();
+        }
+    }
+
+    fn is_local(&mut self, a: &[u8; 16]) -> bool {
+        if (is_v4(a) && a[12] == 127) || *a == std::net::Ipv6Addr::LOCALHOST.octets() {
+            return true;
+        }
+        if self.local.binary_search(a).is_ok() {
+            return true;
+        }
+        // Addresses come and go (DHCP, containers): look again, rarely.
+        if self.local_read.elapsed() > Duration::from_secs(5) {
+            self.local = local::addresses();
+            self.local_read = Instant::now();
+            return self.local.binary_search(a).is_ok();
+        }
+        false
+    }
+
+    fn resolve(&mut self, conns: &[NewConn]) {
+        let mut ends: Vec<Tuple> = Vec::with_capacity(conns.len() * 2);
+        let retry = std::mem::take(&mut self.retry);
+        let mut rounds: HashMap<Tuple, u8> = HashMap::new();
+        for (t, left) in retry {
+            ends.push(t);
+            rounds.insert(t, left);
+        }
+        let retried = ends.len();
+        for c in conns {
+            if c.proto != 6 && c.proto != 17 {
+                continue;
+            }
+            if self.is_local(&c.src) {
+                ends.push(Tuple { proto: c.proto, local: c.src, local_port: c.sport, remote: c.dst, remote_port: c.dport });
+            }
+            if self.is_local(&c.dst) {
+                ends.push(Tuple { proto: c.proto, local: c.dst, local_port: c.dport, remote: c.src, remote_port: c.sport });
+            }
+        }
+        let mut answers = Vec::new();
+        let mut found: Vec<(Tuple, Answer)> = Vec::with_capacity(ends.len());
+        for chunk in ends.chunks(diag::BATCH) {
+            if self.diag.query(chunk, &mut answers).is_err() {
+                answers.clear();
+                answers.resize(chunk.len(), Answer::Gone);
+            }
+            found.extend(chunk.iter().copied().zip(answers.iter().copied()));
+        }
+        self.shared.stats.asked.fetch_add((ends.len() - retried) as u64, Relaxed);
+        // Inodes not indexed yet: one listing for new processes, then the
+        // processes of each missing socket's uid, within a budget.
+        // (uid, inode) of the sockets not indexed yet.
+        let missing = |idx: &FdIndex, found: &[(Tuple, Answer)]| -> Vec<(u32, u64)> {
+            let mut m: Vec<(u32, u64)> = found
+                .iter()
+                .filter_map(|(_, a)| match *a {
+                    Answer::Socket { inode, uid } | Answer::Listener { inode, uid } if idx.lookup(inode).is_none() => {
+                        Some((uid, inode))
+                    }
+                    _ => None,
+                })
+                .collect();
+            m.sort_unstable();
+            m.dedup();
+            m
+        };
+        if !missing(&self.index, &found).is_empty() {
+            self.index.refresh_new(&mut self.new_pids);
+            for p in &self.new_pids {
+                self.owners.remove(p);
+            }
+            let still = missing(&self.index, &found);
+            for group in still.chunk_by(|a, b| a.0 == b.0) {
+                let inodes: Vec<u64> = group.iter().map(|g| g.1).collect();
+                self.index.rescan_uid(group[0].0, RESCAN_BUDGET, &inodes);
+            }
+        }
+        let mut m = self.shared.maps.lock().unwrap();
+        for (t, a) in found {
+            let (inode, by_listener) = match a {
+                Answer::Socket { inode, .. } => (inode, false),
+                Answer::Listener { inode, .. } => (inode, true),
+                Answer::Gone => {
+                    self.shared.stats.unresolved.fetch_add(1, Relaxed);
+                    continue;
+                }
+            };
+            let owner = self.index.lookup(inode).and_then(|pid| {
+                if let Some(o) = self.owners.get(&pid) {
+                    return Some(o.clone());
+                }
+                let o = Arc::new(owner::read(pid, &mut self.users)?);
+                self.owners.insert(pid, o.clone());
+                Some(o)
+            });
+            let Some(owner) = owner else {
+                let left = rounds.get(&t).copied().unwrap_or(RETRIES);
+                if left > 0 {
+                    self.retry.push((t, left - 1));
+                } else {
+                    self.shared.stats.unresolved.fetch_add(1, Relaxed);
+                }
+                continue;
+            };
+            self.index.touch(owner.pid);
+            if by_listener {
+                self.shared.stats.by_listener.fetch_add(1, Relaxed);
+            } else {
+                self.shared.stats.by_socket.fetch_add(1, Relaxed);
+            }
+            // A port with a listener is a server port: remember its owner
+            // for connections that end before they are resolved.
+            if by_listener || t.local_port < t.remote_port && t.local_port < 32768 {
+                let key = (t.proto, t.local, t.local_port);
+                match m.ports.get(&key) {
+                    None => {
+                        m.ports.insert(key, Some(owner.clone()));
+                    }
+                    Some(Some(prev)) if prev.name != owner.name || prev.exe != owner.exe => {
+                        m.ports.insert(key, None);
+                    }
+                    _ => {}
+                }
+            }
+            if m.ends.len() >= MAX_OWNERS {
+                self.shared.stats.map_full.fetch_add(1, Relaxed);
+                continue;
+            }
+            m.ends.insert(t, owner);
+        }
+        drop(m);
+        // Processes that ended stay cached only while indexed.
+        if self.owners.len() > 4 * self.index.processes() + 1024 {
+            let idx = &self.index;
+            self.owners.retain(|_, o| idx.lookup_pid(o.pid));
+        }
+    }
+
+    fn publish_stats(&self) {
+        let s = &self.shared.stats;
+        s.listings.store(self.index.stats.listings, Relaxed);
+        s.pid_scans.store(self.index.stats.pid_scans, Relaxed);
+        s.fd_links.store(self.index.stats.fd_links, Relaxed);
+        s.cpu_ns.store(thread_cpu_ns(), Relaxed);
+    }
+}
+
+/// CPU time of the calling thread, ns.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime fills the timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+
+    fn parts(a: SocketAddr) -> ([u8; 16], u16) {
+        match a {
+            SocketAddr::V4(a) => (v4_mapped(a.ip().octets()), a.port()),
+            SocketAddr::V6(a) => (a.ip().octets(), a.port()),
+        }
+    }
+
+    #[test]
+    fn resolves_both_ends_of_a_local_connection_to_this_process() {
+        let r = Resolver::start().unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let _s = l.accept().unwrap();
+        let (ca, cp) = parts(c.local_addr().unwrap());
+        let (sa, sp) = parts(l.local_addr().unwrap());
+        r.sender().send(vec![NewConn { ts_ns: 0, proto: 6, src: ca, sport: cp, dst: sa, dport: sp }]);
+        let owners = r.owners();
+        owners.sync(Duration::from_secs(10));
+        let me = std::process::id();
+        let orig = owners.get(6, ca, cp, sa, sp).expect("client end");
+        let resp = owners.get(6, sa, sp, ca, cp).expect("server end");
+        assert_eq!((orig.pid, resp.pid), (me, me));
+        assert_eq!(orig.exe, std::env::current_exe().unwrap().to_string_lossy());
+        owners.forget(6, ca, cp, sa, sp);
+        assert!(owners.get(6, ca, cp, sa, sp).is_none());
+        let st = owners.stats();
+        assert_eq!(st.by_socket.load(Relaxed), 2, "{st}");
+        r.stop();
+    }
+}

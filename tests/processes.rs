@@ -1,0 +1,489 @@
+//! `wirelog capture --processes`: real servers (nginx, dnsmasq, a Python
+//! HTTP server) and clients (curl, Python) started by the test in a network
+//! namespace of its own, captured on its loopback (both ends local). Each
+//! connection's ends must name the pid and program the test started, and
+//! agree with what `ss -tnpH` printed while the connections were open.
+//!
+//! Needs root, `ip netns`, nginx, dnsmasq, curl, ss and python3.
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::live::{is_root, sh, skip, LiveCapture, BIN};
+use common::read_log;
+
+type Row = HashMap<String, String>;
+
+fn have(prog: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {prog} || test -x /usr/sbin/{prog}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn requirements(progs: &[&str]) -> bool {
+    if !is_root() {
+        skip("process attribution tests need root (network namespaces, /proc of every process)");
+        return false;
+    }
+    let missing: Vec<&str> = progs.iter().copied().filter(|p| !have(p)).collect();
+    if !missing.is_empty() {
+        skip(&format!("not installed: {} (scripts/test.sh installs them)", missing.join(", ")));
+        return false;
+    }
+    true
+}
+
+/// A namespace with only `lo`, up; deleted on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        let n = format!("wlp{tag}{}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &n]).stderr(Stdio::null()).status();
+        sh(&["ip", "netns", "add", &n]);
+        sh(&["ip", "-n", &n, "link", "set", "lo", "up"]);
+        Netns(n)
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0]).args(args);
+        c
+    }
+
+    /// Starts a program in the namespace; `ip netns exec` execs it, so the
+    /// child's pid is the program's.
+    fn spawn(&self, args: &[&str], log: &Path) -> Proc {
+        let f = std::fs::File::create(log).unwrap();
+        let child = self
+            .cmd(args)
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        Proc(child)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// A process the test started, killed on drop.
+struct Proc(Child);
+
+impl Proc {
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // SIGTERM first: nginx's master then stops its workers (SIGKILL
+        // would leave them running, orphaned).
+        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(3) {
+            if self.0.try_wait().is_ok_and(|s| s.is_some()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wirelog-procs-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(15), "{what} did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn port_open(ns: &Netns, port: u16, udp: bool) -> bool {
+    let out = ns.cmd(&["ss", if udp { "-uanH" } else { "-tlnH" }]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).contains(&format!("127.0.0.1:{port} "))
+}
+
+/// Children of `pid` (nginx's workers).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        if after.split(' ').nth(1).and_then(|s| s.parse::<u32>().ok()) == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A threaded HTTP server answering each request after 300 ms (so its
+/// clients' sockets live long enough to be asked about) and a client that
+/// keeps its connections and DNS socket open a while.
+const PY_SERVER: &str = r#"
+import socket, sys, threading, time
+def serve(c):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = c.recv(4096)
+        if not d:
+            break
+        data += d
+    time.sleep(0.3)
+    c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+    c.close()
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", int(sys.argv[1])))
+l.listen(64)
+while True:
+    c, _ = l.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+
+const PY_CLIENT: &str = r#"
+import socket, struct, sys, time
+web, nginx, dns = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+for port in (web, nginx, web):
+    s = socket.create_connection(("127.0.0.1", port))
+    time.sleep(0.3)
+    s.sendall(b"GET / HTTP/1.0\r\nHost: t\r\n\r\n")
+    while s.recv(4096):
+        pass
+    s.close()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.connect(("127.0.0.1", dns))
+q = struct.pack(">HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0) + b"\x04test\x07example\x00" + struct.pack(">HH", 1, 1)
+u.send(q)
+u.settimeout(5)
+u.recv(512)
+time.sleep(0.3)
+u.close()
+"#;
+
+fn nginx_conf(dir: &Path, port: u16) -> String {
+    let d = dir.display();
+    format!(
+        "worker_processes 2;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/nginx.err;\nevents {{ worker_connections 1024; }}\n\
+         http {{\n access_log off;\n client_body_temp_path {d}/body;\n proxy_temp_path {d}/proxy;\n fastcgi_temp_path {d}/fcgi;\n \
+         uwsgi_temp_path {d}/uwsgi;\n scgi_temp_path {d}/scgi;\n server {{\n  listen 127.0.0.1:{port};\n  \
+         location / {{ return 200 \"ok\\n\"; }}\n }}\n}}\n"
+    )
+}
+
+/// Sockets `ss -tnpH` / `ss -unpH` lists, sampled while the run goes on:
+/// (local, peer) -> (program, pids).
+type SsView = HashMap<(String, String), (String, BTreeSet<u32>)>;
+
+fn sample_ss(ns: &str, view: &Mutex<SsView>) {
+    for flag in ["-tnpH", "-unpH"] {
+        let Ok(out) = Command::new("ip").args(["netns", "exec", ns, "ss", flag]).output() else {
+            return;
+        };
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 6 {
+                continue;
+            }
+            let users = f[5..].join(" ");
+            let Some(start) = users.find("((\"") else { continue };
+            let name: String = users[start + 3..].chars().take_while(|&c| c != '"').collect();
+            let pids: BTreeSet<u32> = users
+                .split("pid=")
+                .skip(1)
+                .filter_map(|p| p.split(',').next()?.parse().ok())
+                .collect();
+            let mut v = view.lock().unwrap();
+            let e = v.entry((f[3].to_string(), f[4].to_string())).or_insert((name, BTreeSet::new()));
+            e.1.extend(pids);
+        }
+    }
+}
+
+fn capture_args(dir: &Path) -> Vec<std::ffi::OsString> {
+    let logs = dir.join("logs");
+    let store = dir.join("store");
+    ["--processes", "--stats-interval", "0", "--logs"]
+        .iter()
+        .map(|s| OsStr::new(s).to_os_string())
+        .chain([logs.into_os_string(), "--store".into(), store.into_os_string()])
+        .collect()
+}
+
+fn end(r: &Row, side: &str) -> (Option<u32>, String) {
+    (r[&format!("{side}_pid")].parse().ok(), r[&format!("{side}_proc")].clone())
+}
+
+/// nginx, dnsmasq and a Python server; curl and a Python client: every
+/// connection's ends name the process the test started, and what `ss -p`
+/// saw during the run.
+#[test]
+fn servers_and_clients_are_named_by_pid_and_program() {
+    if !requirements(&["nginx", "dnsmasq", "curl", "ss", "python3"]) {
+        return;
+    }
+    let dir = tmp("named");
+    let ns = Netns::new("n");
+    let (web, ngx, dns) = (8081u16, 8080u16, 5353u16);
+    std::fs::write(dir.join("server.py"), PY_SERVER).unwrap();
+    std::fs::write(dir.join("client.py"), PY_CLIENT).unwrap();
+    std::fs::write(dir.join("nginx.conf"), nginx_conf(&dir, ngx)).unwrap();
+    let nginx = ns.spawn(&["nginx", "-c", dir.join("nginx.conf").to_str().unwrap()], &dir.join("nginx.out"));
+    let py = ns.spawn(&["python3", dir.join("server.py").to_str().unwrap(), &web.to_string()], &dir.join("py.out"));
+    let dnsmasq = ns.spawn(
+        &[
+            "dnsmasq",
+            "--keep-in-foreground",
+            "--no-hosts",
+            "--no-resolv",
+            "--conf-file=/dev/null",
+            "--listen-address=127.0.0.1",
+            "--bind-interfaces",
+            &format!("--port={dns}"),
+            "--address=/test.example/10.1.2.3",
+            "--user=root",
+            &format!("--pid-file={}", dir.join("dnsmasq.pid").display()),
+        ],
+        &dir.join("dnsmasq.out"),
+    );
+    wait_for("nginx", || port_open(&ns, ngx, false));
+    wait_for("python server", || port_open(&ns, web, false));
+    wait_for("dnsmasq", || port_open(&ns, dns, true));
+    let mut nginx_pids: BTreeSet<u32> = children(nginx.pid()).into_iter().collect();
+    nginx_pids.insert(nginx.pid());
+
+    let cap = LiveCapture::start(&ns.0, "lo", &capture_args(&dir).iter().map(|s| s.as_os_str()).collect::<Vec<_>>());
+    let view = Arc::new(Mutex::new(SsView::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (view, done, n) = (view.clone(), done.clone(), ns.0.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                sample_ss(&n, &view);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    // Clients, each with a pid the test knows.
+    let mut curls: Vec<u32> = Vec::new();
+    for _ in 0..3 {
+        let mut c = ns
+            .cmd(&["curl", "-s", "-o", "/dev/null", &format!("http://127.0.0.1:{web}/")])
+            .spawn()
+            .unwrap();
+        curls.push(c.id());
+        assert!(c.wait().unwrap().success());
+    }
+    let mut client = ns
+        .cmd(&["python3", dir.join("client.py").to_str().unwrap(), &web.to_string(), &ngx.to_string(), &dns.to_string()])
+        .spawn()
+        .unwrap();
+    let client_pid = client.id();
+    assert!(client.wait().unwrap().success(), "the python client failed");
+    std::thread::sleep(Duration::from_millis(300));
+    done.store(true, Ordering::Relaxed);
+    sampler.join().unwrap();
+    let err = cap.stop();
+    let py_pid = py.pid();
+    drop((nginx, py));
+    let dnsmasq_pid = dnsmasq.pid();
+    drop(dnsmasq);
+
+    let rows: Vec<Row> = read_log(&dir.join("logs/conn.log"));
+    let mut checked = 0;
+    for r in &rows {
+        let (rport, proto) = (r["id.resp_p"].parse::<u16>().unwrap(), r["proto"].as_str());
+        let (resp_pid, resp_proc) = end(r, "resp");
+        let (orig_pid, orig_proc) = end(r, "orig");
+        let who = format!("{} {}:{} -> {rport}", proto, r["id.orig_h"], r["id.orig_p"]);
+        match (proto, rport) {
+            ("tcp", p) if p == web => {
+                assert_eq!((resp_pid, resp_proc.as_str()), (Some(py_pid), "python3"), "{who}: {err}");
+            }
+            ("tcp", p) if p == ngx => {
+                assert_eq!(resp_proc, "nginx", "{who}");
+                assert!(nginx_pids.contains(&resp_pid.unwrap()), "{who}: {resp_pid:?} not in {nginx_pids:?}");
+            }
+            ("udp", p) if p == dns => {
+                assert_eq!((resp_pid, resp_proc.as_str()), (Some(dnsmasq_pid), "dnsmasq"), "{who}");
+            }
+            _ => continue,
+        }
+        // Every client here is the test's own: curl (three runs) or the
+        // Python client.
+        let client_ok = match orig_proc.as_str() {
+            "curl" => curls.contains(&orig_pid.unwrap()),
+            "python3" => orig_pid == Some(client_pid),
+            _ => false,
+        };
+        assert!(client_ok, "{who}: client end named {orig_proc} {orig_pid:?}, curls {curls:?}, client {client_pid}");
+        // And what ss saw, for both ends of the connection when it saw them.
+        let v = view.lock().unwrap();
+        for (local, peer, pid, name) in [
+            (format!("{}:{}", r["id.orig_h"], r["id.orig_p"]), format!("{}:{}", r["id.resp_h"], rport), orig_pid, &orig_proc),
+            (format!("{}:{}", r["id.resp_h"], rport), format!("{}:{}", r["id.orig_h"], r["id.orig_p"]), resp_pid, &resp_proc),
+        ] {
+            if let Some((ss_name, ss_pids)) = v.get(&(local.clone(), peer.clone())) {
+                assert_eq!(ss_name, name, "{who}: ss says {ss_name} {ss_pids:?} for {local}");
+                assert!(ss_pids.contains(&pid.unwrap()), "{who}: ss says {ss_pids:?} for {local}, we {pid:?}");
+                checked += 1;
+            }
+        }
+    }
+    let conns = |port: u16| rows.iter().filter(|r| r["id.resp_p"] == port.to_string()).count();
+    assert_eq!(conns(web), 5, "3 curl + 2 python connections to the python server");
+    assert_eq!(conns(ngx), 1);
+    assert_eq!(conns(dns), 1);
+    assert!(checked >= 6, "only {checked} connection ends were seen by ss too");
+    println!("processes: {} connections, every end named right; {checked} ends confirmed by ss -p", rows.len());
+
+    // The store holds the same owners, and queries name them.
+    let out = Command::new(BIN)
+        .args(["query", "conns", "--store", dir.join("store").to_str().unwrap(), "--where", "resp_proc = \"python3\""])
+        .args(["--by", "orig_proc", "--format", "csv", "--top", "0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let by: HashMap<&str, u64> =
+        text.lines().skip(1).filter_map(|l| { let f: Vec<&str> = l.split(',').collect(); Some((f[0], f[1].parse().ok()?)) }).collect();
+    assert_eq!((by.get("curl"), by.get("python3")), (Some(&3), Some(&2)), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// 2,000 curl runs against nginx, each connection well under a millisecond:
+/// the share of ends attributed is printed. nginx's end is always found
+/// (through its listening socket when the connection is gone); curl's is
+/// found only when its socket still exists when the resolver asks, which a
+/// sub-millisecond connection rarely does without an eBPF hook at connect
+/// time (not built yet).
+#[test]
+fn short_curl_connections_attribution_share() {
+    if !requirements(&["nginx", "curl", "ss"]) {
+        return;
+    }
+    let dir = tmp("short");
+    let ns = Netns::new("s");
+    let port = 8080u16;
+    std::fs::write(dir.join("nginx.conf"), nginx_conf(&dir, port)).unwrap();
+    let nginx = ns.spawn(&["nginx", "-c", dir.join("nginx.conf").to_str().unwrap()], &dir.join("nginx.out"));
+    wait_for("nginx", || port_open(&ns, port, false));
+    let cap = LiveCapture::start(&ns.0, "lo", &capture_args(&dir).iter().map(|s| s.as_os_str()).collect::<Vec<_>>());
+    let n = 2000;
+    let t = Instant::now();
+    let status = ns
+        .cmd(&["sh", "-c", &format!("i=0; while [ $i -lt {n} ]; do curl -s -o /dev/null http://127.0.0.1:{port}/ || exit 1; i=$((i+1)); done")])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let secs = t.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(300));
+    let err = cap.stop();
+    drop(nginx);
+    let rows: Vec<Row> = read_log(&dir.join("logs/conn.log"))
+        .into_iter()
+        .filter(|r| r["id.resp_p"] == port.to_string())
+        .collect();
+    assert_eq!(rows.len(), n, "conn.log has every curl connection");
+    let resp = rows.iter().filter(|r| r["resp_proc"] == "nginx").count();
+    let orig = rows.iter().filter(|r| r["orig_proc"] == "curl").count();
+    let wrong = rows.iter().filter(|r| !matches!(r["orig_proc"].as_str(), "curl" | "-")).count();
+    let pct = |k: usize| 100.0 * k as f64 / n as f64;
+    println!(
+        "processes: {n} curl connections in {secs:.1} s: server end (nginx) attributed {:.1}%, client end (curl) {:.1}%, \
+         both {:.1}%\n{}",
+        pct(resp),
+        pct(orig),
+        pct(rows.iter().filter(|r| r["resp_proc"] == "nginx" && r["orig_proc"] == "curl").count()),
+        err.lines().find(|l| l.starts_with("wirelog: processes:")).unwrap_or("")
+    );
+    // Never a wrong name: an end is curl's or unknown.
+    assert_eq!(wrong, 0, "client ends named after another program");
+    assert!(pct(resp) >= 99.0, "nginx's end attributed for {:.1}% only", pct(resp));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A process in a cgroup the test creates is reported with that cgroup.
+#[test]
+fn a_cgroup_made_by_the_test_names_the_process() {
+    if !requirements(&["python3"]) {
+        return;
+    }
+    // cgroup v2, mounted alone or beside v1 (hybrid).
+    let root = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.join("cgroup.procs").exists() && p.join("cgroup.subtree_control").exists());
+    let Some(root) = root else {
+        skip("no cgroup v2 hierarchy to create a cgroup in");
+        return;
+    };
+    let name = format!("wltest-{}", std::process::id());
+    let cg = root.join(&name);
+    let _ = std::fs::remove_dir(&cg);
+    std::fs::create_dir(&cg).unwrap();
+    struct Rmdir(PathBuf);
+    impl Drop for Rmdir {
+        fn drop(&mut self) {
+            // Its processes are gone by now (killed before this runs).
+            for _ in 0..50 {
+                if std::fs::remove_dir(&self.0).is_ok() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    let dir = tmp("cgroup");
+    let ns = Netns::new("c");
+    let port = 8082u16;
+    std::fs::write(dir.join("server.py"), PY_SERVER).unwrap();
+    let server = ns.spawn(&["python3", dir.join("server.py").to_str().unwrap(), &port.to_string()], &dir.join("py.out"));
+    let _rm = Rmdir(cg.clone());
+    std::fs::write(cg.join("cgroup.procs"), server.pid().to_string()).unwrap();
+    wait_for("python server", || port_open(&ns, port, false));
+    let cap = LiveCapture::start(&ns.0, "lo", &capture_args(&dir).iter().map(|s| s.as_os_str()).collect::<Vec<_>>());
+    let out = ns
+        .cmd(&["python3", "-c", &format!("import socket,time\ns=socket.create_connection(('127.0.0.1',{port}))\ntime.sleep(0.3)\ns.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\nwhile s.recv(99): pass")])
+        .status()
+        .unwrap();
+    assert!(out.success());
+    std::thread::sleep(Duration::from_millis(300));
+    cap.stop();
+    let server_pid = server.pid();
+    drop(server);
+    let rows: Vec<Row> = read_log(&dir.join("logs/conn.log"));
+    let r = rows.iter().find(|r| r["id.resp_p"] == port.to_string()).expect("the connection");
+    assert_eq!(r["resp_pid"], server_pid.to_string());
+    assert_eq!(r["resp_container"], format!("/{name}"), "the server's cgroup");
+    assert_ne!(r["orig_container"], format!("/{name}"), "the client is not in it");
+    println!("processes: pid {server_pid} in cgroup /{name} reported as {}", r["resp_container"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
