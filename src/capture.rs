@@ -23,6 +23,7 @@ use wirelog_source::LinkType;
 use wirelog_track::{Tracker, TrackerConfig};
 
 use crate::cli::CaptureArgs;
+use crate::limits;
 use crate::output::{Batch, BatchSender, Output, OutputConfig};
 
 /// Timers run at most this often while connections are open (the tracker's
@@ -37,12 +38,7 @@ const MAX_IDLE_NS: i64 = 60_000_000_000;
 const BLOCKS_PER_ROUND: usize = 8;
 
 pub fn run(args: CaptureArgs) -> Result<ExitCode> {
-    if args.workers == 0 || args.workers > 256 {
-        bail!("--workers must be between 1 and 256");
-    }
-    if args.snaplen < 64 {
-        bail!("--snaplen must be at least 64");
-    }
+    args.check()?;
     let stop = Stop::install()?;
 
     // Interfaces, then filters: everything that can be wrong with the
@@ -70,6 +66,13 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     // Rings: per worker, one per interface. The ring size is per interface,
     // split over the workers.
     let per_socket = (args.ring_size as usize / args.workers).max(1 << 20);
+    let sockets = args.workers * ifaces.len();
+    limits::check_ring_memory(
+        (per_socket as u64).saturating_mul(sockets as u64),
+        per_socket as u64,
+        sockets,
+        args.force_ring_size,
+    )?;
     let mut block_size = ring::DEFAULT_BLOCK_SIZE;
     while per_socket / block_size < 8 && block_size > 64 << 10 {
         block_size /= 2;

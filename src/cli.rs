@@ -8,7 +8,12 @@ use wirelog_sink::LogFormat;
 use wirelog_store::StoreOptions;
 use wirelog_track::{PortSet, TrackerConfig};
 
+use crate::limits;
 use crate::output::OutputConfig;
+
+/// Most connections a tracker may be asked to hold (far beyond any memory:
+/// a larger count is a typo).
+pub const MAX_CONNECTIONS: u64 = 1 << 28;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -202,6 +207,17 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
+    /// Rejects sizes and durations out of their range, naming the option.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if let Some(r) = self.retain {
+            limits::duration_in_range("--retain", r, Duration::from_secs(60), Duration::from_secs(100 * 365 * 86400))?;
+        }
+        if let Some(r) = self.retain_size {
+            limits::size_in_range("--retain-size", r, 1 << 20, 1 << 60)?;
+        }
+        Ok(())
+    }
+
     pub fn config(&self) -> OutputConfig {
         let format = match self.log_format {
             LogFormatArg::Tsv => LogFormat::Tsv,
@@ -264,6 +280,20 @@ pub struct TrackArgs {
 }
 
 impl TrackArgs {
+    /// Rejects counts and durations out of their range, naming the option.
+    pub fn check(&self) -> anyhow::Result<()> {
+        let (sec, day) = (Duration::from_secs(1), Duration::from_secs(86400));
+        limits::in_range("--max-connections", self.max_connections as u64, 1, MAX_CONNECTIONS)?;
+        limits::duration_in_range("--tcp-timeout", self.tcp_timeout, sec, 30 * day)?;
+        limits::duration_in_range("--udp-timeout", self.udp_timeout, sec, 30 * day)?;
+        limits::duration_in_range("--icmp-timeout", self.icmp_timeout, sec, 30 * day)?;
+        limits::duration_in_range("--flow-interval", self.flow_interval, sec, day)?;
+        if !self.dns_timeout.is_zero() {
+            limits::duration_in_range("--dns-timeout", self.dns_timeout, Duration::from_millis(1), day)?;
+        }
+        Ok(())
+    }
+
     /// The tracker's settings, with the application parsing of `app`.
     pub fn tracker_config(&self, app: &AppArgs) -> Result<TrackerConfig, String> {
         let (tcp_server_ports, udp_server_ports) =
@@ -321,6 +351,11 @@ pub struct AppArgs {
 }
 
 impl AppArgs {
+    /// Rejects sizes out of their range, naming the option.
+    pub fn check(&self) -> anyhow::Result<()> {
+        limits::size_in_range("--stream-memory", self.stream_memory, 64 << 10, 1 << 40)
+    }
+
     /// The tracker's application settings, or None with --no-parse.
     pub fn config(&self) -> Result<Option<wirelog_track::AppConfig>, String> {
         if self.no_parse {
@@ -354,6 +389,35 @@ impl AppArgs {
     }
 }
 
+impl ReadArgs {
+    /// Every numeric option in its range, before anything is opened.
+    pub fn check(&self) -> anyhow::Result<()> {
+        limits::duration_in_range("--frag-timeout", self.frag_timeout, Duration::from_millis(1), Duration::from_secs(86400))?;
+        self.output.check()?;
+        self.track.check()?;
+        self.app.check()
+    }
+}
+
+impl CaptureArgs {
+    /// Every numeric option in its range, before any socket opens (the ring
+    /// against the machine's memory is checked once the interfaces are known).
+    pub fn check(&self) -> anyhow::Result<()> {
+        limits::in_range("--workers", self.workers as u64, 1, limits::MAX_WORKERS as u64)?;
+        limits::in_range("--snaplen", self.snaplen as u64, 64, limits::MAX_SNAPLEN as u64)?;
+        let min_ring = limits::MIN_RING_PER_SOCKET * self.workers as u64;
+        if self.ring_size < min_ring {
+            limits::size_in_range("--ring-size", self.ring_size, min_ring, u64::MAX)?;
+        }
+        if let Some(d) = self.duration {
+            limits::duration_in_range("--duration", d, Duration::from_millis(1), Duration::from_secs(100 * 365 * 86400))?;
+        }
+        self.output.check()?;
+        self.track.check()?;
+        self.app.check()
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct CaptureArgs {
     /// Interface to capture on (repeatable); `any` captures all of them.
@@ -380,9 +444,14 @@ pub struct CaptureArgs {
     pub snaplen: u32,
 
     /// Receive ring size per interface, split over the workers (it counts in
-    /// the RSS; at least 1 MiB per worker).
+    /// the RSS; at least 1 MiB per worker). Rings taking more than half of
+    /// the memory available (MemAvailable) are refused.
     #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
     pub ring_size: u64,
+
+    /// Take a --ring-size larger than half of the memory available.
+    #[arg(long)]
+    pub force_ring_size: bool,
 
     /// Do not put interfaces in promiscuous mode.
     #[arg(long)]

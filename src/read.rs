@@ -35,6 +35,7 @@ struct FirstSkip {
 }
 
 pub fn run(args: ReadArgs) -> Result<ExitCode> {
+    args.check()?;
     let mut output = Output::start(args.output.config())?;
 
     let mut decoder = Decoder::new(DecodeConfig {
