@@ -112,6 +112,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     // Outputs, created while still privileged.
     let output = Output::start(OutputConfig { empty_tcp_note: args.skip_empty_tcp, ..args.output.config() })?;
     let owned_paths = output.paths().to_vec();
+    let dropped = output.dropped_counter();
 
     drop_privileges(args.user.as_deref(), &owned_paths)?;
 
@@ -183,7 +184,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         if let Some(s) = next_stats {
             if Instant::now() >= s {
                 if !args.quiet {
-                    eprintln!("wirelog: stats: {}", snapshot());
+                    eprintln!("wirelog: stats: {}{}", snapshot(), dropped_note(&dropped));
                 }
                 next_stats = Some(s + args.stats_interval);
             }
@@ -212,17 +213,15 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             None
         }
     };
-    if let Some(e) = first_err {
-        return Err(e);
-    }
     if !args.quiet {
         let why = match stop.signal() {
+            _ if first_err.is_some() => "an error",
             Some(2) => "SIGINT",
             Some(15) => "SIGTERM",
             Some(_) => "a signal",
             None => "end of --duration",
         };
-        let w = written.unwrap_or_default();
+        let w = written.as_ref().cloned().unwrap_or_default();
         let txs: u64 = w.txs.iter().sum();
         eprintln!(
             "wirelog: stopped by {why} after {:.1} s: {} connections, {} flow records, {txs} transactions",
@@ -230,7 +229,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             w.conns,
             w.flows
         );
-        eprintln!("wirelog: stats: {}", snapshot());
+        eprintln!("wirelog: stats: {}{}", snapshot(), dropped_note(&dropped));
         let bad: u64 = ends.iter().map(|e| e.bad_checksums).sum();
         let decoded: u64 = ends.iter().map(|e| e.decoded).sum();
         if args.verify_checksums && bad > 0 && bad * 10 > decoded {
@@ -240,7 +239,26 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             );
         }
     }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    if let Some(w) = written.filter(|w| w.dropped() > 0) {
+        eprintln!(
+            "wirelog: {} records could not be written, the disk stayed full: {}",
+            w.dropped(),
+            w.dropped_text()
+        );
+        return Ok(ExitCode::from(crate::output::EXIT_PARTIAL));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The stats line's note of records lost to a full disk (empty when none).
+fn dropped_note(dropped: &std::sync::atomic::AtomicU64) -> String {
+    match dropped.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => String::new(),
+        n => format!(", {n} records dropped (disk full)"),
+    }
 }
 
 /// Gives the outputs to the unprivileged user and becomes it. As root the

@@ -9,7 +9,7 @@ use wirelog_store::StoreOptions;
 use wirelog_track::{PortSet, TrackerConfig};
 
 use crate::limits;
-use crate::output::OutputConfig;
+use crate::output::{MinFree, OutputConfig};
 
 /// Most connections a tracker may be asked to hold (far beyond any memory:
 /// a larger count is a typo).
@@ -37,6 +37,10 @@ pub enum Command {
     /// Files are read in order as one stream; `-` reads standard input. Flows,
     /// connections and transactions are written to the store (--store, default
     /// ./wirelog-data); without --logs, conn records are also written to standard output.
+    ///
+    /// Exit codes: 0 success; 1 nothing could be read; 2 error; 3 partial: the
+    /// disk stayed full and some records could not be written (counted in the
+    /// summary; everything written is whole).
     Read(ReadArgs),
     /// Query the flows, connections or application transactions in the store.
     ///
@@ -204,6 +208,15 @@ pub struct OutputArgs {
     /// Format of the logs.
     #[arg(long, value_enum, default_value_t = LogFormatArg::Tsv)]
     pub log_format: LogFormatArg,
+
+    /// Free space to leave on the disks of the store and the logs, a size
+    /// (500M) or a percentage of the file system (5%); default 5%, at most
+    /// 256M. Below it the store's oldest partitions are deleted when a
+    /// retention limit (--retain, --retain-size) is set; otherwise writing
+    /// pauses, records waiting in memory up to a bound and beyond it dropped
+    /// and counted (exit code 3). `0` turns the floor off.
+    #[arg(long, value_name = "SIZE|PCT", value_parser = parse_min_free)]
+    pub min_free: Option<MinFree>,
 }
 
 impl OutputArgs {
@@ -227,7 +240,13 @@ impl OutputArgs {
             let opts = StoreOptions { retain_age: self.retain, retain_bytes: self.retain_size, ..StoreOptions::default() };
             (self.store.clone(), opts)
         });
-        OutputConfig { logs: self.logs.clone(), format, store, empty_tcp_note: false }
+        OutputConfig {
+            logs: self.logs.clone(),
+            format,
+            store,
+            empty_tcp_note: false,
+            min_free: self.min_free.unwrap_or(MinFree::Auto),
+        }
     }
 }
 
@@ -515,6 +534,20 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         return Err(format!("'{s}' is not a size"));
     }
     Ok((v * mult as f64) as u64)
+}
+
+/// Parses `--min-free`: a size (`500M`) or a percentage (`5%`).
+pub fn parse_min_free(s: &str) -> Result<MinFree, String> {
+    match s.trim().strip_suffix('%') {
+        Some(p) => {
+            let v: f64 = p.trim().parse().map_err(|_| format!("'{s}' is not a percentage (e.g. 5%)"))?;
+            if !(0.0..=50.0).contains(&v) {
+                return Err(format!("'{s}': the free-space floor must be between 0% and 50%"));
+            }
+            Ok(MinFree::Percent(v))
+        }
+        None => parse_size(s).map(MinFree::Bytes),
+    }
 }
 
 /// Parses `90`, `90s`, `5m`, `1h`, `250ms`.

@@ -12,7 +12,7 @@ use wirelog_source::CaptureReader;
 use wirelog_track::Tracker;
 
 use crate::cli::ReadArgs;
-use crate::output::Output;
+use crate::output::{Output, OutputSummary};
 use crate::progress::Progress;
 
 /// Records are handed to the sink every this many packets, so logs grow as
@@ -63,7 +63,10 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     let mut packets = 0u64;
     let mut unreadable = 0usize;
     let mut problems_reported = 0usize;
-    for path in &args.captures {
+    // A failure (an unwritable disk, say) ends the reading, and the summary
+    // of what was read and written is still printed.
+    let mut failed: Option<anyhow::Error> = None;
+    'files: for path in &args.captures {
         let mut reader = match open(path) {
             Ok(r) => r,
             Err(e) => {
@@ -94,7 +97,11 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 Decoded::Skipped(_) => {}
             }
             if file_packets.is_multiple_of(DRAIN_EVERY) {
-                drain(&mut tracker, &mut output)?;
+                if let Err(e) = drain(&mut tracker, &mut output) {
+                    failed = Some(e);
+                    packets += file_packets;
+                    break 'files;
+                }
                 progress.update(bytes_before + reader.position(), packets + file_packets);
             }
         }
@@ -127,12 +134,23 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 s.offset
             );
         }
-        drain(&mut tracker, &mut output)?;
+        if let Err(e) = drain(&mut tracker, &mut output) {
+            failed = Some(e);
+            break;
+        }
     }
 
-    tracker.finish();
-    drain(&mut tracker, &mut output)?;
-    let summary = output.finish()?;
+    let summary = match failed {
+        None => {
+            tracker.finish();
+            drain(&mut tracker, &mut output).and_then(|()| output.finish())
+        }
+        Some(e) => Err(e),
+    };
+    let (summary, failed) = match summary {
+        Ok(s) => (s, None),
+        Err(e) => (OutputSummary::default(), Some(e)),
+    };
     progress.finish();
 
     if !args.quiet {
@@ -197,6 +215,18 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
              (or a loopback capture); their connections are incomplete. Use -C to ignore checksums.",
             ds.bad_transport_checksum, ds.decoded
         );
+    }
+
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if summary.dropped() > 0 {
+        eprintln!(
+            "wirelog: {} records could not be written, the disk stayed full: {}",
+            summary.dropped(),
+            summary.dropped_text()
+        );
+        return Ok(ExitCode::from(crate::output::EXIT_PARTIAL));
     }
 
     // Non-zero only when nothing could be read at all.

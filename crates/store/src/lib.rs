@@ -99,6 +99,7 @@ mod writer;
 pub use batch::{Batch, Column, Kind};
 pub use compact::{CompactOptions, CompactReport, Compactor, CompactorOptions, CompactorStatus};
 pub use error::StoreError;
+pub use fsutil::{disk_space, DiskSpace};
 pub use layout::{list_partitions, Partition};
 pub use reader::{scan_ref, verify_file, Scan, ScanStats, BATCH_ROWS};
 pub use retention::RetentionReport;
