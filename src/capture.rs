@@ -162,6 +162,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             args.workers,
             expr.as_ref().map(|_| ", kernel filter attached").unwrap_or("")
         );
+        eprintln!("{} (per worker)", crate::read::memory_line(&args.track, &args.app));
     }
 
     // Main thread: sleep until stopped, printing statistics on the way.

@@ -253,11 +253,19 @@ impl OutputArgs {
 /// Connection and flow tracking options (shared by `read` and `capture`).
 #[derive(Args, Debug, Clone)]
 pub struct TrackArgs {
-    /// Most connections tracked at once (per worker when capturing). When full,
-    /// the least recently active of a small sample is ended early (its record
-    /// is written and counted as evicted).
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
-    pub max_connections: usize,
+    /// Memory for the tracker's tables (per worker when capturing): the
+    /// connection table (3/4 of what --stream-memory leaves), the flow table
+    /// (1/4) and the out-of-order stream buffers (--stream-memory). The
+    /// connection limit derived from it is printed at start and in the summary.
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = parse_size)]
+    pub memory: u64,
+
+    /// Most connections tracked at once (per worker when capturing), lowering
+    /// the limit --memory gives (default: that limit). When full, the least
+    /// recently active of a small sample is ended early (its record is written
+    /// and counted as evicted).
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
 
     /// Inactivity timeout of TCP connections (Zeek: tcp_inactivity_timeout).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
@@ -302,7 +310,10 @@ impl TrackArgs {
     /// Rejects counts and durations out of their range, naming the option.
     pub fn check(&self) -> anyhow::Result<()> {
         let (sec, day) = (Duration::from_secs(1), Duration::from_secs(86400));
-        limits::in_range("--max-connections", self.max_connections as u64, 1, MAX_CONNECTIONS)?;
+        if let Some(n) = self.max_connections {
+            limits::in_range("--max-connections", n as u64, 1, MAX_CONNECTIONS)?;
+        }
+        limits::size_in_range("--memory", self.memory, 16 << 20, 1 << 44)?;
         limits::duration_in_range("--tcp-timeout", self.tcp_timeout, sec, 30 * day)?;
         limits::duration_in_range("--udp-timeout", self.udp_timeout, sec, 30 * day)?;
         limits::duration_in_range("--icmp-timeout", self.icmp_timeout, sec, 30 * day)?;
@@ -313,8 +324,26 @@ impl TrackArgs {
         Ok(())
     }
 
+    /// How --memory is shared: (connections, flows per bucket, stream bytes).
+    pub fn budget(&self, app: &AppArgs) -> Result<(usize, usize, u64), String> {
+        let stream = if app.no_parse { 0 } else { app.stream_memory };
+        if stream > self.memory / 2 {
+            return Err(format!(
+                "--stream-memory {} is more than half of --memory {}: raise --memory or lower --stream-memory",
+                limits::human(stream),
+                limits::human(self.memory)
+            ));
+        }
+        let rest = self.memory - stream;
+        let conns = (rest / 4 * 3 / wirelog_track::Tracker::table_bytes_per_connection() as u64) as usize;
+        let flows = (rest / 4 / wirelog_track::Tracker::table_bytes_per_flow() as u64) as usize;
+        let conns = self.max_connections.map_or(conns, |m| m.min(conns)).max(1);
+        Ok((conns, flows.max(1024), stream))
+    }
+
     /// The tracker's settings, with the application parsing of `app`.
     pub fn tracker_config(&self, app: &AppArgs) -> Result<TrackerConfig, String> {
+        let (max_connections, max_flows, _) = self.budget(app)?;
         let (tcp_server_ports, udp_server_ports) =
             PortSet::parse_list(&self.server_ports).map_err(|e| format!("--server-ports: {e}"))?;
         Ok(TrackerConfig {
@@ -324,7 +353,8 @@ impl TrackArgs {
             tcp_inactivity_ns: self.tcp_timeout.as_nanos() as i64,
             udp_inactivity_ns: self.udp_timeout.as_nanos() as i64,
             icmp_inactivity_ns: self.icmp_timeout.as_nanos() as i64,
-            max_connections: self.max_connections.max(1),
+            max_connections,
+            max_flows,
             report_gaps_for_partial: self.report_gaps_for_partial,
             uid_seed: self.seed,
             flow_interval_ns: self.flow_interval.as_nanos().max(1_000_000) as i64,

@@ -47,6 +47,11 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         args.track.tracker_config(&args.app).map_err(|e| anyhow::anyhow!(e))?,
     );
 
+    let budget = memory_line(&args.track, &args.app);
+    if !args.quiet {
+        eprintln!("{budget}");
+    }
+
     let total_bytes: Option<u64> = args
         .captures
         .iter()
@@ -175,6 +180,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
             ));
         }
         eprintln!("{line}");
+        eprintln!("{budget}, {} evicted", st.evicted);
         let states: Vec<String> = ConnState::ALL
             .iter()
             .filter(|s| summary.states[**s as usize] > 0)
@@ -234,6 +240,18 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What --memory gives the tracker, for stderr at start and in the summary.
+pub fn memory_line(track: &crate::cli::TrackArgs, app: &crate::cli::AppArgs) -> String {
+    match track.budget(app) {
+        Ok((conns, flows, stream)) => format!(
+            "wirelog: memory budget {}: up to {conns} connections, {flows} flows per bucket, {} of stream buffers",
+            crate::limits::human(track.memory),
+            crate::limits::human(stream)
+        ),
+        Err(e) => format!("wirelog: {e}"),
+    }
 }
 
 /// Hands the records of ended connections and flow buckets to the writer.

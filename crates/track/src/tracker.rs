@@ -210,6 +210,18 @@ impl Tracker {
         self.flows.early_emits
     }
 
+    /// Bytes of table memory a tracked connection takes at most (its slab
+    /// entry and its share of the slot array at full load), before any
+    /// parser state: what a memory budget in bytes is divided by.
+    pub const fn table_bytes_per_connection() -> usize {
+        std::mem::size_of::<Option<crate::table::Entry<Conn>>>() + 2 * 8
+    }
+
+    /// Bytes a flow of the flow table takes at most.
+    pub const fn table_bytes_per_flow() -> usize {
+        crate::flow::FlowTable::max_bytes_per_flow()
+    }
+
     /// Bytes of flow-table memory per flow.
     pub fn bytes_per_flow(&self) -> usize {
         self.flows.bytes_per_flow()
