@@ -243,6 +243,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     if let Some(e) = first_err {
         return Err(e);
     }
+    if let Some(t) = written.as_ref().and_then(|w| w.space_text()) {
+        eprintln!("{t}");
+    }
     if let Some(w) = written.filter(|w| w.dropped() > 0) {
         eprintln!(
             "wirelog: {} records could not be written, the disk stayed full: {}",

@@ -59,6 +59,9 @@ pub enum Command {
     ///   wirelog capture -i eth0 --logs /var/log/wirelog
     ///   wirelog capture -i any --filter 'not port 22' --workers 2
     ///   wirelog capture -i lo --skip-empty-tcp --duration 60s --no-store --logs /tmp/wl
+    ///
+    /// Exit codes: 0 success; 2 error; 3 partial: the disk stayed full and
+    /// some records could not be written (counted; everything written is whole).
     #[command(verbatim_doc_comment)]
     Capture(CaptureArgs),
 }

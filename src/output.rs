@@ -126,6 +126,16 @@ impl OutputSummary {
         self.store_dropped.iter().sum::<u64>() + self.log_dropped.iter().map(|(_, n)| n).sum::<u64>()
     }
 
+    /// What a full or nearly full disk did, when it did anything.
+    pub fn space_text(&self) -> Option<String> {
+        (self.space_failures + self.pauses + self.freed_partitions > 0).then(|| {
+            format!(
+                "wirelog: disk: {} writes found no space, {} waited below --min-free, {} store partitions deleted to keep it",
+                self.space_failures, self.pauses, self.freed_partitions
+            )
+        })
+    }
+
     /// "conns 120, flows 3" for the store, "conn.log 120" for the logs.
     pub fn dropped_text(&self) -> String {
         let mut parts: Vec<String> = Kind::ALL

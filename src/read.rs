@@ -226,6 +226,9 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     if let Some(e) = failed {
         return Err(e);
     }
+    if let Some(t) = summary.space_text() {
+        eprintln!("{t}");
+    }
     if summary.dropped() > 0 {
         eprintln!(
             "wirelog: {} records could not be written, the disk stayed full: {}",

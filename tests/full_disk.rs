@@ -15,7 +15,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::synthetic_pcap;
+use common::{synthetic_pcap, synthetic_pcap_at};
 
 const BIN: &str = env!("CARGO_BIN_EXE_wirelog");
 const EXIT_PARTIAL: i32 = 3;
@@ -137,7 +137,13 @@ fn log_records(path: &Path) -> u64 {
 
 /// Rows of a kind in a store, as DuckDB reads the files (each must be readable).
 fn store_rows(store: &Path, kind: &str) -> u64 {
-    let glob = store.join(kind).join("*/*/*.parquet");
+    store_rows_in(store, kind, "*")
+}
+
+/// Rows of a kind in the partitions of dates matching `date` (a glob).
+fn store_rows_in(store: &Path, kind: &str, date: &str) -> u64 {
+    let glob = store.join(kind).join(format!("date={date}")).join("*/*.parquet");
+    let glob = if date == "*" { store.join(kind).join("*/*/*.parquet") } else { glob };
     if std::fs::read_dir(store.join(kind)).map_or(true, |mut d| d.next().is_none()) {
         return 0;
     }
@@ -271,4 +277,46 @@ fn space_freed_during_the_run_loses_nothing() {
     assert_eq!(store_rows(&s, "conns"), want.conns);
     assert_eq!(store_rows(&s, "flows"), want.flows);
     no_temporaries(&t.dir);
+}
+
+/// Fills a file system until `left` bytes are available.
+fn fill_until(dir: &Path, left: u64) -> PathBuf {
+    let filler = dir.join("filler");
+    let n = free_bytes(dir).saturating_sub(left);
+    std::fs::write(&filler, vec![0u8; n as usize]).unwrap();
+    filler
+}
+
+#[test]
+fn the_free_space_floor_deletes_oldest_partitions_or_pauses() {
+    if !is_root() {
+        return skip("mounting tmpfs needs root");
+    }
+    let old = synthetic_pcap_at(40_000, 1_600_000_000); // 2020
+    let new = synthetic_pcap(40_000); // 2023
+    let t = Tmpfs::mount("floor", "12m");
+    let s = t.dir.join("store");
+    let store = s.to_str().unwrap();
+    let r = read(&["--store", store], &old, None);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(store_rows_in(&s, "conns", "2020-*"), 40_000);
+
+    // Below the floor and no retention limit: nothing is deleted, writing
+    // pauses, and what could not be written is counted (exit 3).
+    let filler = fill_until(&t.dir, 1 << 20);
+    let r = read(&["--store", store, "--min-free", "2M"], &new, None);
+    assert_eq!(r.code, Some(EXIT_PARTIAL), "{}", r.stderr);
+    assert!(r.stderr.contains("below --min-free"), "{}", r.stderr);
+    assert_eq!(store_rows_in(&s, "conns", "2020-*"), 40_000, "nothing old deleted");
+    assert_eq!(store_rows_in(&s, "conns", "2023-*") + dropped(&r.stderr, "store conns"), 40_000);
+    assert!(free_bytes(&t.dir) >= 1 << 19, "the floor held");
+
+    // With a retention limit, the oldest partitions make room.
+    let r = read(&["--store", store, "--min-free", "2M", "--retain-size", "1T"], &new, None);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("store partitions deleted to keep it"), "{}", r.stderr);
+    assert!(store_rows_in(&s, "conns", "2020-*") < 40_000, "old partitions went first");
+    assert!(store_rows_in(&s, "conns", "2023-*") >= 40_000, "the new rows are all there");
+    no_temporaries(&t.dir);
+    drop(std::fs::remove_file(filler));
 }

@@ -80,6 +80,11 @@ pub fn read_log(p: &Path) -> Vec<HashMap<String, String>> {
 /// A pcap of `n` UDP connections (distinct client addresses), 10 ms apart,
 /// each one packet with a 32-byte payload.
 pub fn synthetic_pcap(n: u32) -> Vec<u8> {
+    synthetic_pcap_at(n, 1_700_000_000)
+}
+
+/// [`synthetic_pcap`] starting at `start_s` (Unix seconds).
+pub fn synthetic_pcap_at(n: u32, start_s: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(24 + n as usize * 90);
     out.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
     out.extend_from_slice(&2u16.to_le_bytes());
@@ -88,7 +93,7 @@ pub fn synthetic_pcap(n: u32) -> Vec<u8> {
     out.extend_from_slice(&65535u32.to_le_bytes());
     out.extend_from_slice(&1u32.to_le_bytes()); // Ethernet
     for i in 0..n {
-        let t_us = 1_700_000_000_000_000u64 + i as u64 * 10_000;
+        let t_us = start_s * 1_000_000 + i as u64 * 10_000;
         let mut f = Vec::with_capacity(74);
         f.extend_from_slice(&[0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00]);
         let src = [10, (i >> 16) as u8, (i >> 8) as u8, i as u8];

@@ -479,6 +479,9 @@ pub struct Store {
     published: Vec<Vec<bool>>,
     /// While the disk is full: no flush is tried before this.
     retry_at: Option<Instant>,
+    /// Partitions this store wrote to: the free-space floor never deletes
+    /// them (it makes room for new rows, not by removing them).
+    written_parts: std::collections::HashSet<PathBuf>,
     _lock: DirLock,
 }
 
@@ -553,6 +556,7 @@ impl Store {
             last_retention: None,
             published: vec![Vec::new(); Kind::ALL.len()],
             retry_at: None,
+            written_parts: Default::default(),
             _lock: lock,
         })
     }
@@ -686,6 +690,9 @@ impl Store {
 
     /// Flushes `kind`; lack of space is not an error but a wait (counted).
     fn flush_or_wait(&mut self, kind: Kind) -> Result<(), StoreError> {
+        if self.unwritten(kind) == 0 {
+            return Ok(());
+        }
         if !self.make_room() {
             self.stats.pauses += 1;
             self.retry_at = Some(Instant::now() + SPACE_RETRY);
@@ -730,7 +737,7 @@ impl Store {
             return false;
         };
         parts.sort_by_key(|p| (p.hour, Kind::ALL.iter().position(|&k| k == p.kind)));
-        for p in &parts {
+        for p in parts.iter().filter(|p| !self.written_parts.contains(&p.path)) {
             if free() >= floor {
                 break;
             }
@@ -771,6 +778,9 @@ impl Store {
         let mut out = Vec::new();
         let result = write_hours(&self.dir, "part", src, &rows, fmt, &[], &mut out);
         for (_, f) in &out {
+            if let Some(dir) = f.path.parent() {
+                self.written_parts.insert(dir.to_path_buf());
+            }
             self.stats.files += 1;
             self.stats.rows += f.rows;
             self.stats.bytes += f.bytes;
