@@ -147,8 +147,14 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
 
     let summary = match failed {
         None => {
-            tracker.finish();
-            drain(&mut tracker, &mut output).and_then(|()| output.finish())
+            // Connections still open end in steps, their records handed on
+            // as they come: the records of a full table never sit in memory
+            // at once (they would count against --memory's constant).
+            let mut r = Ok(());
+            while r.is_ok() && !tracker.finish_some(DRAIN_EVERY as usize) {
+                r = drain(&mut tracker, &mut output);
+            }
+            r.and_then(|()| drain(&mut tracker, &mut output)).and_then(|()| output.finish())
         }
         Some(e) => Err(e),
     };

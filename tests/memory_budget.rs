@@ -26,6 +26,7 @@ fn one_million_connections_stay_within_the_memory_budget() {
         .arg(BIN)
         .args(["read", "--no-store", "--memory", "128M", "--udp-timeout", "30d"])
         .arg(&pcap)
+        .stdout(std::process::Stdio::null())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
