@@ -24,6 +24,7 @@ use wirelog_source::LinkType;
 use wirelog_track::{Tracker, TrackerConfig};
 
 use crate::cli::CaptureArgs;
+use crate::limits;
 use crate::output::{Batch, BatchSender, Output, OutputConfig};
 
 /// Timers run at most this often while connections are open (the tracker's
@@ -43,12 +44,7 @@ const BLOCKS_PER_ROUND: usize = 8;
 const NEW_CONNS_PER_ROUND: usize = 16_384;
 
 pub fn run(args: CaptureArgs) -> Result<ExitCode> {
-    if args.workers == 0 || args.workers > 256 {
-        bail!("--workers must be between 1 and 256");
-    }
-    if args.snaplen < 64 {
-        bail!("--snaplen must be at least 64");
-    }
+    args.check()?;
     let stop = Stop::install()?;
 
     // Interfaces, then filters: everything that can be wrong with the
@@ -76,6 +72,13 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     // Rings: per worker, one per interface. The ring size is per interface,
     // split over the workers.
     let per_socket = (args.ring_size as usize / args.workers).max(1 << 20);
+    let sockets = args.workers * ifaces.len();
+    limits::check_ring_memory(
+        (per_socket as u64).saturating_mul(sockets as u64),
+        per_socket as u64,
+        sockets,
+        args.force_ring_size,
+    )?;
     let mut block_size = ring::DEFAULT_BLOCK_SIZE;
     while per_socket / block_size < 8 && block_size > 64 << 10 {
         block_size /= 2;
@@ -128,6 +131,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         ..args.output.config()
     })?;
     let owned_paths = output.paths().to_vec();
+    let dropped = output.dropped_counter();
 
     drop_privileges(args.user.as_deref(), &owned_paths, resolver.as_mut())?;
 
@@ -181,6 +185,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             args.workers,
             expr.as_ref().map(|_| ", kernel filter attached").unwrap_or("")
         );
+        eprintln!("{} (per worker)", crate::read::memory_line(&args.track, &args.app));
     }
 
     // Main thread: sleep until stopped, printing statistics on the way.
@@ -203,7 +208,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         if let Some(s) = next_stats {
             if Instant::now() >= s {
                 if !args.quiet {
-                    eprintln!("wirelog: stats: {}", snapshot());
+                    eprintln!("wirelog: stats: {}{}", snapshot(), dropped_note(&dropped));
                 }
                 next_stats = Some(s + args.stats_interval);
             }
@@ -237,17 +242,15 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         r.stop();
         owners.stats().to_string()
     });
-    if let Some(e) = first_err {
-        return Err(e);
-    }
     if !args.quiet {
         let why = match stop.signal() {
+            _ if first_err.is_some() => "an error",
             Some(2) => "SIGINT",
             Some(15) => "SIGTERM",
             Some(_) => "a signal",
             None => "end of --duration",
         };
-        let w = written.unwrap_or_default();
+        let w = written.as_ref().cloned().unwrap_or_default();
         let txs: u64 = w.txs.iter().sum();
         eprintln!(
             "wirelog: stopped by {why} after {:.1} s: {} connections, {} flow records, {txs} transactions",
@@ -255,7 +258,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             w.conns,
             w.flows
         );
-        eprintln!("wirelog: stats: {}", snapshot());
+        eprintln!("wirelog: stats: {}{}", snapshot(), dropped_note(&dropped));
         if let Some(p) = procs_stats {
             let dropped: u64 = ends.iter().map(|e| e.new_conns_dropped).sum();
             eprintln!("wirelog: processes: {p}; {dropped} new connections not queued (worker queue full)");
@@ -271,7 +274,29 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             eprintln!("wirelog: warning: {bad} of {decoded} IP packets have bad checksums, {hint}");
         }
     }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    if let Some(t) = written.as_ref().and_then(|w| w.space_text()) {
+        eprintln!("{t}");
+    }
+    if let Some(w) = written.filter(|w| w.dropped() > 0) {
+        eprintln!(
+            "wirelog: {} records could not be written, the disk stayed full: {}",
+            w.dropped(),
+            w.dropped_text()
+        );
+        return Ok(ExitCode::from(crate::output::EXIT_PARTIAL));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The stats line's note of records lost to a full disk (empty when none).
+fn dropped_note(dropped: &std::sync::atomic::AtomicU64) -> String {
+    match dropped.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => String::new(),
+        n => format!(", {n} records dropped (disk full)"),
+    }
 }
 
 /// Gives the outputs to the unprivileged user and becomes it. As root the

@@ -8,7 +8,12 @@ use wirelog_sink::LogFormat;
 use wirelog_store::StoreOptions;
 use wirelog_track::{PortSet, TrackerConfig};
 
-use crate::output::OutputConfig;
+use crate::limits;
+use crate::output::{MinFree, OutputConfig};
+
+/// Most connections a tracker may be asked to hold (far beyond any memory:
+/// a larger count is a typo).
+pub const MAX_CONNECTIONS: u64 = 1 << 28;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -32,6 +37,10 @@ pub enum Command {
     /// Files are read in order as one stream; `-` reads standard input. Flows,
     /// connections and transactions are written to the store (--store, default
     /// ./wirelog-data); without --logs, conn records are also written to standard output.
+    ///
+    /// Exit codes: 0 success; 1 nothing could be read; 2 error; 3 partial: the
+    /// disk stayed full and some records could not be written (counted in the
+    /// summary; everything written is whole).
     Read(ReadArgs),
     /// Query the flows, connections or application transactions in the store.
     ///
@@ -51,6 +60,9 @@ pub enum Command {
     ///   wirelog capture -i eth0 --logs /var/log/wirelog
     ///   wirelog capture -i any --filter 'not port 22' --workers 2
     ///   wirelog capture -i lo --skip-empty-tcp --duration 60s --no-store --logs /tmp/wl
+    ///
+    /// Exit codes: 0 success; 2 error; 3 partial: the disk stayed full and
+    /// some records could not be written (counted; everything written is whole).
     #[command(verbatim_doc_comment)]
     Capture(CaptureArgs),
     /// Show what a store holds: partitions, files, rows and bytes per kind,
@@ -281,9 +293,29 @@ pub struct OutputArgs {
     /// Format of the logs.
     #[arg(long, value_enum, default_value_t = LogFormatArg::Tsv)]
     pub log_format: LogFormatArg,
+
+    /// Free space to leave on the disks of the store and the logs, a size
+    /// (500M) or a percentage of the file system (5%); default 5%, at most
+    /// 256M. Below it the store's oldest partitions are deleted when a
+    /// retention limit (--retain, --retain-size) is set; otherwise writing
+    /// pauses, records waiting in memory up to a bound and beyond it dropped
+    /// and counted (exit code 3). `0` turns the floor off.
+    #[arg(long, value_name = "SIZE|PCT", value_parser = parse_min_free)]
+    pub min_free: Option<MinFree>,
 }
 
 impl OutputArgs {
+    /// Rejects sizes and durations out of their range, naming the option.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if let Some(r) = self.retain {
+            limits::duration_in_range("--retain", r, Duration::from_secs(60), Duration::from_secs(100 * 365 * 86400))?;
+        }
+        if let Some(r) = self.retain_size {
+            limits::size_in_range("--retain-size", r, 1 << 20, 1 << 60)?;
+        }
+        Ok(())
+    }
+
     pub fn config(&self) -> OutputConfig {
         let format = match self.log_format {
             LogFormatArg::Tsv => LogFormat::Tsv,
@@ -293,7 +325,14 @@ impl OutputArgs {
             let opts = StoreOptions { retain_age: self.retain, retain_bytes: self.retain_size, ..StoreOptions::default() };
             (self.store.clone(), opts)
         });
-        OutputConfig { logs: self.logs.clone(), format, store, empty_tcp_note: false, processes: None }
+        OutputConfig {
+            logs: self.logs.clone(),
+            format,
+            store,
+            empty_tcp_note: false,
+            processes: None,
+            min_free: self.min_free.unwrap_or(MinFree::Auto),
+        }
     }
 }
 
@@ -301,11 +340,19 @@ impl OutputArgs {
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Connection tracking")]
 pub struct TrackArgs {
-    /// Most connections tracked at once (per worker when capturing). When full,
-    /// the least recently active of a small sample is ended early (its record
-    /// is written and counted as evicted).
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
-    pub max_connections: usize,
+    /// Memory for the tracker's tables (per worker when capturing): the
+    /// connection table (3/4 of what --stream-memory leaves), the flow table
+    /// (1/4) and the out-of-order stream buffers (--stream-memory). The
+    /// connection limit derived from it is printed at start and in the summary.
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = parse_size)]
+    pub memory: u64,
+
+    /// Most connections tracked at once (per worker when capturing), lowering
+    /// the limit --memory gives (default: that limit). When full, the least
+    /// recently active of a small sample is ended early (its record is written
+    /// and counted as evicted).
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
 
     /// Inactivity timeout of TCP connections (Zeek: tcp_inactivity_timeout).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
@@ -349,8 +396,43 @@ pub struct TrackArgs {
 }
 
 impl TrackArgs {
+    /// Rejects counts and durations out of their range, naming the option.
+    pub fn check(&self) -> anyhow::Result<()> {
+        let (sec, day) = (Duration::from_secs(1), Duration::from_secs(86400));
+        if let Some(n) = self.max_connections {
+            limits::in_range("--max-connections", n as u64, 1, MAX_CONNECTIONS)?;
+        }
+        limits::size_in_range("--memory", self.memory, 16 << 20, 1 << 44)?;
+        limits::duration_in_range("--tcp-timeout", self.tcp_timeout, sec, 30 * day)?;
+        limits::duration_in_range("--udp-timeout", self.udp_timeout, sec, 30 * day)?;
+        limits::duration_in_range("--icmp-timeout", self.icmp_timeout, sec, 30 * day)?;
+        limits::duration_in_range("--flow-interval", self.flow_interval, sec, day)?;
+        if !self.dns_timeout.is_zero() {
+            limits::duration_in_range("--dns-timeout", self.dns_timeout, Duration::from_millis(1), day)?;
+        }
+        Ok(())
+    }
+
+    /// How --memory is shared: (connections, flows per bucket, stream bytes).
+    pub fn budget(&self, app: &AppArgs) -> Result<(usize, usize, u64), String> {
+        let stream = if app.no_parse { 0 } else { app.stream_memory };
+        if stream > self.memory / 2 {
+            return Err(format!(
+                "--stream-memory {} is more than half of --memory {}: raise --memory or lower --stream-memory",
+                limits::human(stream),
+                limits::human(self.memory)
+            ));
+        }
+        let rest = self.memory - stream;
+        let conns = (rest / 4 * 3 / wirelog_track::Tracker::table_bytes_per_connection() as u64) as usize;
+        let flows = (rest / 4 / wirelog_track::Tracker::table_bytes_per_flow() as u64) as usize;
+        let conns = self.max_connections.map_or(conns, |m| m.min(conns)).max(1);
+        Ok((conns, flows.max(1024), stream))
+    }
+
     /// The tracker's settings, with the application parsing of `app`.
     pub fn tracker_config(&self, app: &AppArgs) -> Result<TrackerConfig, String> {
+        let (max_connections, max_flows, _) = self.budget(app)?;
         let (mut tcp_server_ports, mut udp_server_ports) =
             PortSet::parse_list(&self.server_ports).map_err(|e| format!("--server-ports: {e}"))?;
         // A port named for a protocol is where its server listens: it orients
@@ -373,7 +455,8 @@ impl TrackArgs {
             tcp_inactivity_ns: self.tcp_timeout.as_nanos() as i64,
             udp_inactivity_ns: self.udp_timeout.as_nanos() as i64,
             icmp_inactivity_ns: self.icmp_timeout.as_nanos() as i64,
-            max_connections: self.max_connections.max(1),
+            max_connections,
+            max_flows,
             report_gaps_for_partial: self.report_gaps_for_partial,
             uid_seed: self.seed,
             flow_interval_ns: self.flow_interval.as_nanos().max(1_000_000) as i64,
@@ -421,6 +504,11 @@ pub struct AppArgs {
 }
 
 impl AppArgs {
+    /// Rejects sizes out of their range, naming the option.
+    pub fn check(&self) -> anyhow::Result<()> {
+        limits::size_in_range("--stream-memory", self.stream_memory, 64 << 10, 1 << 40)
+    }
+
     /// The tracker's application settings, or None with --no-parse.
     pub fn config(&self) -> Result<Option<wirelog_track::AppConfig>, String> {
         if self.no_parse {
@@ -460,6 +548,35 @@ impl AppArgs {
             named.push((proto, ports));
         }
         Ok(named)
+    }
+}
+
+impl ReadArgs {
+    /// Every numeric option in its range, before anything is opened.
+    pub fn check(&self) -> anyhow::Result<()> {
+        limits::duration_in_range("--frag-timeout", self.frag_timeout, Duration::from_millis(1), Duration::from_secs(86400))?;
+        self.output.check()?;
+        self.track.check()?;
+        self.app.check()
+    }
+}
+
+impl CaptureArgs {
+    /// Every numeric option in its range, before any socket opens (the ring
+    /// against the machine's memory is checked once the interfaces are known).
+    pub fn check(&self) -> anyhow::Result<()> {
+        limits::in_range("--workers", self.workers as u64, 1, limits::MAX_WORKERS as u64)?;
+        limits::in_range("--snaplen", self.snaplen as u64, 64, limits::MAX_SNAPLEN as u64)?;
+        let min_ring = limits::MIN_RING_PER_SOCKET * self.workers as u64;
+        if self.ring_size < min_ring {
+            limits::size_in_range("--ring-size", self.ring_size, min_ring, u64::MAX)?;
+        }
+        if let Some(d) = self.duration {
+            limits::duration_in_range("--duration", d, Duration::from_millis(1), Duration::from_secs(100 * 365 * 86400))?;
+        }
+        self.output.check()?;
+        self.track.check()?;
+        self.app.check()
     }
 }
 
@@ -504,9 +621,14 @@ pub struct CaptureArgs {
     pub snaplen: u32,
 
     /// Receive ring size per interface, split over the workers (it counts in
-    /// the RSS; at least 1 MiB per worker).
+    /// the RSS; at least 1 MiB per worker). Rings taking more than half of
+    /// the memory available (MemAvailable) are refused.
     #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size, help_heading = "Capture")]
     pub ring_size: u64,
+
+    /// Take a --ring-size larger than half of the memory available.
+    #[arg(long, help_heading = "Capture")]
+    pub force_ring_size: bool,
 
     /// Do not put interfaces in promiscuous mode.
     #[arg(long, help_heading = "Capture")]
@@ -560,6 +682,20 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         return Err(format!("'{s}' is not a size"));
     }
     Ok((v * mult as f64) as u64)
+}
+
+/// Parses `--min-free`: a size (`500M`) or a percentage (`5%`).
+pub fn parse_min_free(s: &str) -> Result<MinFree, String> {
+    match s.trim().strip_suffix('%') {
+        Some(p) => {
+            let v: f64 = p.trim().parse().map_err(|_| format!("'{s}' is not a percentage (e.g. 5%)"))?;
+            if !(0.0..=50.0).contains(&v) {
+                return Err(format!("'{s}': the free-space floor must be between 0% and 50%"));
+            }
+            Ok(MinFree::Percent(v))
+        }
+        None => parse_size(s).map(MinFree::Bytes),
+    }
 }
 
 /// Parses `90`, `90s`, `5m`, `1h`, `250ms`.

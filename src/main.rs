@@ -7,6 +7,7 @@
 mod capture;
 mod cli;
 mod config;
+mod limits;
 mod output;
 mod progress;
 mod query;

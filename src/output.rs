@@ -8,10 +8,11 @@
 //! it and its drops are counted). Batches come back empty on a second
 //! channel so their vectors are reused instead of reallocated.
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -19,9 +20,9 @@ use anyhow::{anyhow, Context, Result};
 use wirelog_parse::Protocol;
 use wirelog_procs::Owners;
 use wirelog_record::{ConnRecord, ConnState, FlowRecord, TxRecord};
-use wirelog_sink::{tx_log_name, ConnLogWriter, FlowLogWriter, LogFormat, TxLogWriter};
+use wirelog_sink::{tx_log_name, ConnLogWriter, FlowLogWriter, LogFile, LogFormat, TxLogWriter};
 use wirelog_store::compact::{Compactor, CompactorOptions};
-use wirelog_store::{Ingest, Store, StoreOptions};
+use wirelog_store::{Ingest, Kind, Store, StoreOptions};
 
 /// Batches in flight between the packet path and the writer (per producer
 /// about one; live capture has one producer per worker).
@@ -34,6 +35,37 @@ const LOG_FLUSH: Duration = Duration::from_secs(1);
 /// The store's buffers are written to Parquet files at least this often
 /// while running: a crash loses at most this much (plus what is queued).
 const STORE_FLUSH: Duration = Duration::from_secs(300);
+
+/// Exit code of a run that lost records because the disk stayed full
+/// (every record that was written is whole; the summary says what is missing).
+pub const EXIT_PARTIAL: u8 = 3;
+
+/// Bytes of lines one log file keeps in memory while its disk is full;
+/// beyond, lines are dropped and counted.
+const LOG_PENDING: usize = 8 << 20;
+
+/// The free space to leave on the file systems written to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MinFree {
+    /// 5% of the file system, at most 256 MiB.
+    Auto,
+    Bytes(u64),
+    /// Percent of the file system's size.
+    Percent(f64),
+}
+
+impl MinFree {
+    /// The floor in bytes for the file system holding `dir`.
+    pub fn bytes_for(self, dir: &Path) -> u64 {
+        match self {
+            MinFree::Auto => MinFree::Percent(5.0).bytes_for(dir).min(256 << 20),
+            MinFree::Bytes(b) => b,
+            MinFree::Percent(p) => wirelog_store::disk_space(dir)
+                .map(|d| (d.total as f64 * p / 100.0) as u64)
+                .unwrap_or(0),
+        }
+    }
+}
 
 /// Where records go.
 pub struct OutputConfig {
@@ -48,6 +80,8 @@ pub struct OutputConfig {
     /// capture --processes: records get their ends' owners from the
     /// resolver, and logs the process columns.
     pub processes: Option<Owners>,
+    /// Free space left on the disks of the logs and the store.
+    pub min_free: MinFree,
 }
 
 /// How long the writer waits for the resolver to catch up with the
@@ -80,7 +114,7 @@ impl Batch {
 }
 
 /// What the writer wrote.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone)]
 pub struct OutputSummary {
     pub conns: u64,
     pub flows: u64,
@@ -88,6 +122,44 @@ pub struct OutputSummary {
     pub states: [u64; ConnState::ALL.len()],
     /// Transactions per protocol, indexed like [`Protocol::ALL`].
     pub txs: [u64; Protocol::ALL.len()],
+    /// Store rows dropped per kind (the disk stayed full), like [`Kind::ALL`].
+    pub store_dropped: [u64; Kind::ALL.len()],
+    /// Log lines dropped per file name (the disk stayed full).
+    pub log_dropped: Vec<(String, u64)>,
+    /// Writes that found the disk full, or were put off by --min-free.
+    pub space_failures: u64,
+    pub pauses: u64,
+    /// Store partitions deleted to keep --min-free.
+    pub freed_partitions: u64,
+}
+
+impl OutputSummary {
+    /// Records dropped, store rows and log lines together.
+    pub fn dropped(&self) -> u64 {
+        self.store_dropped.iter().sum::<u64>() + self.log_dropped.iter().map(|(_, n)| n).sum::<u64>()
+    }
+
+    /// What a full or nearly full disk did, when it did anything.
+    pub fn space_text(&self) -> Option<String> {
+        (self.space_failures + self.pauses + self.freed_partitions > 0).then(|| {
+            format!(
+                "wirelog: disk: {} writes found no space, {} waited below --min-free, {} store partitions deleted to keep it",
+                self.space_failures, self.pauses, self.freed_partitions
+            )
+        })
+    }
+
+    /// "conns 120, flows 3" for the store, "conn.log 120" for the logs.
+    pub fn dropped_text(&self) -> String {
+        let mut parts: Vec<String> = Kind::ALL
+            .iter()
+            .zip(self.store_dropped)
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("store {} {n}", k.as_str()))
+            .collect();
+        parts.extend(self.log_dropped.iter().filter(|(_, n)| *n > 0).map(|(f, n)| format!("{f} {n}")));
+        parts.join(", ")
+    }
 }
 
 pub struct Output {
@@ -97,6 +169,8 @@ pub struct Output {
     /// Directories and files created for the output (to hand to the user
     /// live capture drops privileges to).
     paths: Vec<PathBuf>,
+    /// Records dropped so far for lack of space (for the stats line).
+    dropped: Arc<AtomicU64>,
 }
 
 /// A handle for another thread to queue batches (live capture's workers).
@@ -114,7 +188,35 @@ impl BatchSender {
     }
 }
 
-type LogOut = Box<dyn Write + Send>;
+/// Standard output, or a log file that keeps whole lines on a full disk.
+enum LogOut {
+    Stdout(BufWriter<io::Stdout>),
+    File(LogFile),
+}
+
+impl Write for LogOut {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            LogOut::Stdout(w) => w.write(b),
+            LogOut::File(f) => f.write(b),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            LogOut::Stdout(w) => w.flush(),
+            LogOut::File(f) => f.flush(),
+        }
+    }
+}
+
+impl LogOut {
+    fn file(&mut self) -> Option<&mut LogFile> {
+        match self {
+            LogOut::File(f) => Some(f),
+            LogOut::Stdout(_) => None,
+        }
+    }
+}
 
 struct Writer {
     conn_log: ConnLogWriter<LogOut>,
@@ -126,6 +228,11 @@ struct Writer {
     compactor: Option<Compactor>,
     ingests: Vec<Ingest>,
     summary: OutputSummary,
+    /// Free-space floor of the log directory, bytes.
+    log_min_free: u64,
+    /// A "disk full" warning is out and no "resumed" yet.
+    warned_full: bool,
+    dropped: Arc<AtomicU64>,
     owners: Option<Owners>,
 }
 
@@ -158,7 +265,11 @@ impl Output {
         // The store first: its lock is what another process may hold, and
         // a refusal must leave no log behind.
         let (store, compactor) = match cfg.store {
-            Some((dir, opts)) => {
+            Some((dir, mut opts)) => {
+                if opts.min_free_bytes == 0 {
+                    let _ = std::fs::create_dir_all(&dir);
+                    opts.min_free_bytes = cfg.min_free.bytes_for(&dir);
+                }
                 let store = Store::open(&dir, opts)?;
                 store_path = Some(dir.clone());
                 // Small files of closed hours (short runs, frequent flushes)
@@ -171,12 +282,15 @@ impl Output {
             None => (None, None),
         };
         let mut paths: Vec<PathBuf> = store_path.into_iter().collect();
+        let log_min_free = cfg.logs.as_deref().map_or(0, |d| {
+            let _ = std::fs::create_dir_all(d);
+            cfg.min_free.bytes_for(d)
+        });
         let mut create = |dir: &Path, name: &str| -> Result<LogOut> {
             let path = dir.join(name);
-            let f =
-                File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
+            let f = LogFile::create(&path, LOG_PENDING, log_min_free)?;
             paths.push(path);
-            Ok(Box::new(BufWriter::with_capacity(1 << 16, f)))
+            Ok(LogOut::File(f))
         };
         let (conn_out, flow_out): (LogOut, Option<LogOut>) = match &cfg.logs {
             Some(dir) => {
@@ -184,10 +298,7 @@ impl Output {
                     .with_context(|| format!("cannot create log directory {}", dir.display()))?;
                 (create(dir, "conn.log")?, Some(create(dir, "flows.log")?))
             }
-            None => (
-                Box::new(BufWriter::with_capacity(1 << 16, io::stdout())),
-                None,
-            ),
+            None => (LogOut::Stdout(BufWriter::with_capacity(1 << 16, io::stdout())), None),
         };
         if let Some(dir) = &cfg.logs {
             paths.push(dir.clone());
@@ -213,7 +324,11 @@ impl Output {
             ingests: Vec::new(),
             summary: OutputSummary::default(),
             owners: cfg.processes,
+            log_min_free,
+            warned_full: false,
+            dropped: Arc::new(AtomicU64::new(0)),
         };
+        let dropped = writer.dropped.clone();
         let (tx, rx) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH);
         let (recycle_tx, recycled) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH + 1);
         let handle = std::thread::Builder::new()
@@ -237,6 +352,9 @@ impl Output {
                             Err(_) => break,
                         }
                     };
+                    if next.is_none() {
+                        writer.retry()?;
+                    }
                     if let Some(mut batch) = next {
                         writer.write(&mut batch)?;
                         batch.clear();
@@ -250,18 +368,26 @@ impl Output {
                     if dirty && last_log_flush.elapsed() >= LOG_FLUSH {
                         writer.flush_logs()?;
                         last_log_flush = Instant::now();
-                        dirty = false;
+                        // While the disk is full, wake up to retry.
+                        dirty = writer.waiting();
                     }
+                    writer.report_space();
                 }
                 writer.finish()
             })
             .context("cannot start the output thread")?;
-        Ok(Output { tx: Some(tx), recycled, handle: Some(handle), paths })
+        Ok(Output { tx: Some(tx), recycled, handle: Some(handle), paths, dropped })
     }
 
     /// The directories and files the output created.
     pub fn paths(&self) -> &[PathBuf] {
         &self.paths
+    }
+
+    /// Records dropped so far because the disk stayed full (store rows and
+    /// log lines), updated as the writer goes.
+    pub fn dropped_counter(&self) -> Arc<AtomicU64> {
+        self.dropped.clone()
     }
 
     /// A handle for other threads to queue batches.
@@ -370,9 +496,7 @@ impl Writer {
             Some(i) => i,
             None => {
                 let path = dir.join(tx_log_name(p));
-                let f = File::create(&path)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                let out: LogOut = Box::new(BufWriter::with_capacity(1 << 16, f));
+                let out = LogOut::File(LogFile::create(&path, LOG_PENDING, self.log_min_free)?);
                 self.tx_writers.push((p, TxLogWriter::new(out, *format, p).with_processes(self.owners.is_some())));
                 self.tx_writers.len() - 1
             }
@@ -391,6 +515,77 @@ impl Writer {
         Ok(())
     }
 
+    /// The log files (not standard output).
+    fn log_files(&mut self) -> Vec<&mut LogFile> {
+        let mut logs: Vec<&mut LogOut> = vec![self.conn_log.get_mut()];
+        if let Some(f) = self.flow_log.as_mut() {
+            logs.push(f.get_mut());
+        }
+        for (_, w) in &mut self.tx_writers {
+            logs.push(w.get_mut());
+        }
+        logs.into_iter().filter_map(LogOut::file).collect()
+    }
+
+    /// True while records wait in memory for disk space.
+    fn waiting(&mut self) -> bool {
+        self.store.as_ref().is_some_and(Store::waiting) || self.log_files().iter().any(|f| f.waiting())
+    }
+
+    /// Tries again what waits for space.
+    fn retry(&mut self) -> Result<()> {
+        if let Some(st) = self.store.as_mut() {
+            if st.waiting() {
+                st.retry()?;
+            }
+        }
+        for f in self.log_files() {
+            if f.waiting() {
+                f.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Says once when the disk fills up (naming the file) and when writing
+    /// resumes; keeps the dropped counter current.
+    fn report_space(&mut self) {
+        let mut dropped = 0;
+        let mut why: Option<String> = None;
+        if let Some(st) = self.store.as_ref() {
+            let s = st.stats();
+            dropped += s.dropped_total();
+            if st.waiting() {
+                why = Some(s.last_space_error.clone().unwrap_or_else(|| {
+                    format!("store {}: free space below --min-free", st.dir().display())
+                }));
+            }
+        }
+        for f in self.log_files() {
+            dropped += f.stats().dropped;
+            if f.waiting() && why.is_none() {
+                why = Some(f.stats().last_error.clone().unwrap_or_else(|| {
+                    format!("{}: free space below --min-free", f.path().display())
+                }));
+            }
+        }
+        self.dropped.store(dropped, Ordering::Relaxed);
+        match why {
+            Some(w) if !self.warned_full => {
+                eprintln!(
+                    "wirelog: warning: {w}; records wait in memory and are written when space returns \
+                     (beyond the bound they are dropped and counted)"
+                );
+                self.warned_full = true;
+            }
+            None if self.warned_full => {
+                eprintln!("wirelog: disk space is back, writing resumed");
+                self.warned_full = false;
+            }
+            _ => {}
+        }
+    }
+
     fn flush_store(&mut self) -> Result<()> {
         if let Some(st) = self.store.as_mut() {
             st.flush()?;
@@ -407,9 +602,37 @@ impl Writer {
             w.finish()?;
         }
         if let Some(mut st) = self.store.take() {
-            st.record_ingests(&self.ingests)?;
-            st.close()?;
+            if !st.record_ingests(&self.ingests)? && !self.ingests.is_empty() {
+                eprintln!(
+                    "wirelog: warning: the capture is not recorded as ingested: some of its rows could not be written; \
+                     reading it again is allowed"
+                );
+            }
+            let stats = st.close()?;
+            self.summary.store_dropped = stats.dropped;
+            self.summary.space_failures += stats.space_failures;
+            self.summary.pauses += stats.pauses;
+            self.summary.freed_partitions = stats.freed_partitions;
         }
+        self.report_space();
+        // What still waits for space in the logs is given up, counted.
+        let mut logs: Vec<&mut LogOut> = vec![self.conn_log.get_mut()];
+        if let Some(f) = self.flow_log.as_mut() {
+            logs.push(f.get_mut());
+        }
+        for (_, w) in &mut self.tx_writers {
+            logs.push(w.get_mut());
+        }
+        for f in logs.into_iter().filter_map(LogOut::file) {
+            let st = f.abandon_pending();
+            let name = f.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            self.summary.space_failures += st.space_failures;
+            self.summary.pauses += st.pauses;
+            if st.dropped > 0 {
+                self.summary.log_dropped.push((name, st.dropped));
+            }
+        }
+        self.dropped.store(self.summary.dropped(), Ordering::Relaxed);
         if let Some(c) = self.compactor.take() {
             // The pass in progress finishes; a later run picks up the rest.
             let status = c.stop();

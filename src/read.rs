@@ -15,7 +15,7 @@ use wirelog_store::{identify, read_ingests, Ingest};
 use wirelog_track::Tracker;
 
 use crate::cli::ReadArgs;
-use crate::output::Output;
+use crate::output::{Output, OutputSummary};
 use crate::progress::Progress;
 
 /// Records are handed to the sink every this many packets, so logs grow as
@@ -47,6 +47,7 @@ struct Input {
 }
 
 pub fn run(args: ReadArgs) -> Result<ExitCode> {
+    args.check()?;
     // Everything that can be wrong with the command is found before any
     // directory, lock, log header or file is created.
     let out_cfg = args.output.config();
@@ -83,6 +84,11 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     });
     let mut tracker = Tracker::new(tracker_cfg);
 
+    let budget = memory_line(&args.track, &args.app);
+    if !args.quiet {
+        eprintln!("{budget}");
+    }
+
     let total_bytes: Option<u64> = inputs.iter().map(|i| i.reader.total_len()).sum();
     let progress = Progress::new(!args.quiet, total_bytes);
     let mut bytes_before = 0u64;
@@ -90,7 +96,10 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     let mut matched = 0u64;
     let mut problems_reported = 0usize;
     let mut ingests = Vec::new();
-    for Input { mut reader, identity, path } in inputs {
+    // A failure (an unwritable disk, say) ends the reading, and the summary
+    // of what was read and written is still printed.
+    let mut failed: Option<anyhow::Error> = None;
+    'files: for Input { mut reader, identity, path } in inputs {
         let mut first_skips: Vec<(SkipReason, FirstSkip)> = Vec::new();
         let mut file_packets = 0u64;
         let (mut first_ns, mut last_ns) = (i64::MAX, i64::MIN);
@@ -121,7 +130,11 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 Some(Decoded::Skipped(_)) | None => {}
             }
             if file_packets.is_multiple_of(DRAIN_EVERY) {
-                drain(&mut tracker, &mut output)?;
+                if let Err(e) = drain(&mut tracker, &mut output) {
+                    failed = Some(e);
+                    packets += file_packets;
+                    break 'files;
+                }
                 progress.update(bytes_before + reader.position(), packets + file_packets);
             }
         }
@@ -165,7 +178,10 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 s.offset
             );
         }
-        drain(&mut tracker, &mut output)?;
+        if let Err(e) = drain(&mut tracker, &mut output) {
+            failed = Some(e);
+            break;
+        }
     }
     if let Some(f) = &filter {
         for (linktype, why) in f.failures() {
@@ -173,12 +189,29 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         }
     }
 
-    tracker.finish();
-    drain(&mut tracker, &mut output)?;
-    let mut last = output.batch();
-    last.ingests = ingests;
-    output.send(last)?;
-    let summary = output.finish()?;
+    let summary = match failed {
+        None => {
+            // Connections still open end in steps, their records handed on
+            // as they come: the records of a full table never sit in memory
+            // at once (they would count against --memory's constant).
+            let mut r = Ok(());
+            while r.is_ok() && !tracker.finish_some(DRAIN_EVERY as usize) {
+                r = drain(&mut tracker, &mut output);
+            }
+            r.and_then(|()| drain(&mut tracker, &mut output))
+                .and_then(|()| {
+                    let mut last = output.batch();
+                    last.ingests = ingests;
+                    output.send(last)
+                })
+                .and_then(|()| output.finish())
+        }
+        Some(e) => Err(e),
+    };
+    let (summary, failed) = match summary {
+        Ok(s) => (s, None),
+        Err(e) => (OutputSummary::default(), Some(e)),
+    };
     progress.finish();
 
     if !args.quiet {
@@ -210,6 +243,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         if let Some(c) = checksum_line(ds, args.checksums.mode()) {
             eprintln!("wirelog: {c}");
         }
+        eprintln!("{budget}, {} evicted", st.evicted);
         let states: Vec<String> = ConnState::ALL
             .iter()
             .filter(|s| summary.states[**s as usize] > 0)
@@ -255,6 +289,21 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         );
     }
 
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if let Some(t) = summary.space_text() {
+        eprintln!("{t}");
+    }
+    if summary.dropped() > 0 {
+        eprintln!(
+            "wirelog: {} records could not be written, the disk stayed full: {}",
+            summary.dropped(),
+            summary.dropped_text()
+        );
+        return Ok(ExitCode::from(crate::output::EXIT_PARTIAL));
+    }
+
     // Non-zero only when nothing could be read at all.
     if packets == 0 && (unreadable > 0 || problems_reported > 0) {
         return Ok(ExitCode::from(1));
@@ -277,6 +326,18 @@ pub fn checksum_line(ds: &DecodeStats, mode: ChecksumMode) -> Option<String> {
             ds.bad_ip_checksum + ds.bad_transport_checksum
         )
     })
+}
+
+/// What --memory gives the tracker, for stderr at start and in the summary.
+pub fn memory_line(track: &crate::cli::TrackArgs, app: &crate::cli::AppArgs) -> String {
+    match track.budget(app) {
+        Ok((conns, flows, stream)) => format!(
+            "wirelog: memory budget {}: up to {conns} connections, {flows} flows per bucket, {} of stream buffers",
+            crate::limits::human(track.memory),
+            crate::limits::human(stream)
+        ),
+        Err(e) => format!("wirelog: {e}"),
+    }
 }
 
 /// Hands the records of ended connections and flow buckets to the writer.

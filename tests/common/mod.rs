@@ -77,3 +77,66 @@ pub fn read_log(p: &Path) -> Vec<HashMap<String, String>> {
     }
     rows
 }
+
+/// A pcap of `n` UDP connections (distinct client addresses), 10 ms apart,
+/// each one packet with a 32-byte payload.
+pub fn synthetic_pcap(n: u32) -> Vec<u8> {
+    synthetic_pcap_at(n, 1_700_000_000)
+}
+
+/// [`synthetic_pcap`] starting at `start_s` (Unix seconds).
+pub fn synthetic_pcap_at(n: u32, start_s: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(24 + n as usize * 90);
+    out.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&65535u32.to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes()); // Ethernet
+    for i in 0..n {
+        let t_us = start_s * 1_000_000 + i as u64 * 10_000;
+        let mut f = Vec::with_capacity(74);
+        f.extend_from_slice(&[0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00]);
+        let src = [10, (i >> 16) as u8, (i >> 8) as u8, i as u8];
+        let dst = [10, 200, 0, 1];
+        let mut ip = vec![0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, 17, 0, 0];
+        ip.extend_from_slice(&src);
+        ip.extend_from_slice(&dst);
+        let sum = checksum(&ip, 0);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        f.extend_from_slice(&ip);
+        let payload = [0x5au8; 32];
+        let mut udp = Vec::with_capacity(40);
+        udp.extend_from_slice(&40000u16.to_be_bytes());
+        udp.extend_from_slice(&9999u16.to_be_bytes());
+        udp.extend_from_slice(&40u16.to_be_bytes());
+        udp.extend_from_slice(&[0, 0]);
+        udp.extend_from_slice(&payload);
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&src);
+        pseudo.extend_from_slice(&dst);
+        pseudo.extend_from_slice(&[0, 17, 0, 40]);
+        let sum = checksum(&udp, sum_words(&pseudo));
+        udp[6..8].copy_from_slice(&sum.to_be_bytes());
+        f.extend_from_slice(&udp);
+        out.extend_from_slice(&((t_us / 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&((t_us % 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&f);
+    }
+    out
+}
+
+fn sum_words(b: &[u8]) -> u32 {
+    b.chunks(2).map(|c| u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0))).sum()
+}
+
+fn checksum(b: &[u8], init: u32) -> u16 {
+    let mut s = init + sum_words(b);
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+

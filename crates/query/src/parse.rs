@@ -471,7 +471,7 @@ impl<'a> Parser<'a> {
         } else {
             vals.push(self.value(&op_text)?);
         }
-        self.lower(target, op, &op_text, op_tok.col, &vals)
+        self.lower(name, target, op, &op_text, op_tok.col, &vals)
     }
 
     fn value(&mut self, after: &str) -> Result<Val, QueryError> {
@@ -491,6 +491,7 @@ impl<'a> Parser<'a> {
     /// Turns `target op values` into a typed expression.
     fn lower(
         &self,
+        name: &str,
         target: Target,
         op: Op,
         op_text: &str,
@@ -504,13 +505,13 @@ impl<'a> Parser<'a> {
             o => o,
         };
         let e = match target {
-            Target::Field(f) => self.positive(Operand::Field(f), pos, op_text, op_col, vals)?,
-            Target::Sum(a, b) => self.positive(Operand::Sum(a, b), pos, op_text, op_col, vals)?,
+            Target::Field(f) => self.positive(name, Operand::Field(f), pos, op_text, op_col, vals)?,
+            Target::Sum(a, b) => self.positive(name, Operand::Sum(a, b), pos, op_text, op_col, vals)?,
             Target::EitherIp(a, b) | Target::EitherPort(a, b) => Expr::Or(vec![
-                self.positive(Operand::Field(a), pos, op_text, op_col, vals)?,
-                self.positive(Operand::Field(b), pos, op_text, op_col, vals)?,
+                self.positive(name, Operand::Field(a), pos, op_text, op_col, vals)?,
+                self.positive(name, Operand::Field(b), pos, op_text, op_col, vals)?,
             ]),
-            Target::ConnProto => self.conn_proto(pos, op_text, op_col, vals)?,
+            Target::ConnProto => self.conn_proto(name, pos, op_text, op_col, vals)?,
         };
         Ok(if negate { Expr::Not(Box::new(e)) } else { e })
     }
@@ -519,6 +520,7 @@ impl<'a> Parser<'a> {
     /// compare `ip_proto`; a list may mix both.
     fn conn_proto(
         &self,
+        name: &str,
         op: Op,
         op_text: &str,
         op_col: usize,
@@ -528,7 +530,7 @@ impl<'a> Parser<'a> {
         let number = Operand::Field(Field::col(self.kind, "ip_proto"));
         let numeric = |v: &Val| !v.text.is_empty() && v.text.bytes().all(|b| b.is_ascii_digit());
         match op {
-            Op::Match => self.positive(text, op, op_text, op_col, vals),
+            Op::Match => self.positive(name, text, op, op_text, op_col, vals),
             Op::Eq => {
                 let names: Vec<Val> = vals
                     .iter()
@@ -548,10 +550,10 @@ impl<'a> Parser<'a> {
                     .collect();
                 let mut parts = Vec::new();
                 if !names.is_empty() {
-                    parts.push(self.positive(text, op, op_text, op_col, &names)?);
+                    parts.push(self.positive(name, text, op, op_text, op_col, &names)?);
                 }
                 if !nums.is_empty() {
-                    parts.push(self.positive(number, op, op_text, op_col, &nums)?);
+                    parts.push(self.positive(name, number, op, op_text, op_col, &nums)?);
                 }
                 Ok(if parts.len() == 1 {
                     parts.pop().unwrap()
@@ -559,7 +561,7 @@ impl<'a> Parser<'a> {
                     Expr::Or(parts)
                 })
             }
-            _ => self.positive(number, op, op_text, op_col, vals),
+            _ => self.positive(name, number, op, op_text, op_col, vals),
         }
     }
 
@@ -567,6 +569,7 @@ impl<'a> Parser<'a> {
     /// ordering.
     fn positive(
         &self,
+        name: &str,
         operand: Operand,
         op: Op,
         op_text: &str,
@@ -597,7 +600,9 @@ impl<'a> Parser<'a> {
                     return Err(bad_op("=, !=, <, <=, >, >= or in", "a number"));
                 };
                 let expected = match unit {
-                    Unit::Plain if bits == 16 => "a port number (0-65535)".to_string(),
+                    Unit::Plain if bits == 16 && (name.contains("port") || name.ends_with("_p")) => {
+                        "a port number (0-65535)".to_string()
+                    }
                     Unit::Plain => format!("a number (0-{})", u64::MAX >> (64 - bits)),
                     Unit::Proto => {
                         "a protocol name (tcp, udp, icmp, ...) or number (0-255)".to_string()
@@ -605,7 +610,7 @@ impl<'a> Parser<'a> {
                     Unit::Bytes => "a byte count (e.g. 1500, 10k, 5MB, 2GiB)".to_string(),
                     Unit::Count => "a count (e.g. 100, 12k, 3M)".to_string(),
                 };
-                let nums = self.each(vals, &expected, |s| parse_uint(s, unit, bits))?;
+                let nums = self.each(name, vals, &expected, |s| parse_uint(s, unit, bits))?;
                 if nums.len() == 1 {
                     Test::UInt(cmp, nums[0])
                 } else {
@@ -618,12 +623,14 @@ impl<'a> Parser<'a> {
                 };
                 let nums = if ty == Ty::Time {
                     self.each(
+                        name,
                         vals,
                         "a time (2024-05-01T12:00:00Z, 2024-05-01 or Unix seconds)",
                         parse_time,
                     )?
                 } else {
                     self.each(
+                        name,
                         vals,
                         "a duration (e.g. 500ms, 1.5s, 2m; a bare number is seconds)",
                         |s| parse_duration(s, true),
@@ -644,10 +651,10 @@ impl<'a> Parser<'a> {
                     match parse_net(&v.text) {
                         Ok(n) => nets.push(n),
                         Err(NetError::Address) => {
-                            return Err(self.err(
-                                v.col,
+                            return Err(self.type_err(
+                                name,
+                                v,
                                 "an IP address or CIDR (e.g. 10.0.0.0/8, 2001:db8::/32)",
-                                &format!("'{}'", v.text),
                             ))
                         }
                         Err(NetError::Prefix(max)) => {
@@ -685,7 +692,7 @@ impl<'a> Parser<'a> {
                 if op != Op::Eq || vals.len() != 1 {
                     return Err(bad_op("= or !=", "a true/false field"));
                 }
-                Test::Bool(self.each(vals, "true or false", parse_bool)?[0])
+                Test::Bool(self.each(name, vals, "true or false", parse_bool)?[0])
             }
         };
         Ok(Expr::Pred(Pred { operand, test }))
@@ -693,15 +700,26 @@ impl<'a> Parser<'a> {
 
     fn each<T>(
         &self,
+        name: &str,
         vals: &[Val],
         expected: &str,
         parse: impl Fn(&str) -> Option<T>,
     ) -> Result<Vec<T>, QueryError> {
         vals.iter()
-            .map(|v| {
-                parse(&v.text).ok_or_else(|| self.err(v.col, expected, &format!("'{}'", v.text)))
-            })
+            .map(|v| parse(&v.text).ok_or_else(|| self.type_err(name, v, expected)))
             .collect()
+    }
+
+    /// A value that does not fit its field: the message names the field as
+    /// typed and its type ("status_code is a number (0-65535), found 'abc'").
+    fn type_err(&self, name: &str, v: &Val, expected: &str) -> QueryError {
+        QueryError::custom(
+            FLAG,
+            self.input,
+            v.col,
+            expected,
+            format!("{name} is {expected}, found '{}'", v.text),
+        )
     }
 }
 
@@ -929,6 +947,12 @@ mod tests {
         bad(f, "dprt = 443", 1, "field name");
         bad(f, "dport = abc", 9, "a port number (0-65535)");
         bad(f, "dport = 70000", 9, "a port number");
+        let e = parse_where(Kind::Http, "status_code >= abc").unwrap_err().to_string();
+        assert!(e.contains("status_code is a number (0-65535), found 'abc'"), "{e}");
+        let e = parse_where(Kind::Conns, "duration > soon").unwrap_err().to_string();
+        assert!(e.contains("duration is a duration"), "{e}");
+        let e = parse_where(Kind::Flows, "sip = nowhere").unwrap_err().to_string();
+        assert!(e.contains("sip is an IP address or CIDR"), "{e}");
         bad(f, "(dport = 443", 13, "')' to close the '(' at column 1");
         bad(f, "dport = 443)", 12, "end of input");
         bad(f, "sip = 10.0.0.256", 7, "an IP address or CIDR");

@@ -112,6 +112,11 @@ impl<W: Write> FlowLogWriter<W> {
         self.out.flush()
     }
 
+    /// The output the lines go to.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }

@@ -7,11 +7,13 @@
 //! read it unchanged. The JSON form is one object per line with Zeek's field
 //! names, unset fields omitted (as Zeek's JSON writer does).
 
+mod file;
 mod flows;
 mod procs;
 mod tx;
 mod zeek;
 
+pub use file::{available, LogFile, LogFileStats};
 pub use flows::FlowLogWriter;
 pub use tx::{tx_log_name, TxLogWriter};
 pub use zeek::{ConnLogWriter, LogFormat};

@@ -502,6 +502,11 @@ impl<W: Write> TxLogWriter<W> {
         self.out.write_all(&self.line)
     }
 
+    /// The output the lines go to.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }

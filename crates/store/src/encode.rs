@@ -237,7 +237,15 @@ fn write_parquet(
     row_group_rows: usize,
     kv: Vec<KeyValue>,
 ) -> Result<File, StoreError> {
-    let enc = |e: parquet::errors::ParquetError| StoreError::encode(path, e);
+    // Writing the file is done by the Parquet writer: its I/O errors come
+    // back wrapped, and are unwrapped so that a full disk is seen as such.
+    let enc = |e: parquet::errors::ParquetError| match e {
+        parquet::errors::ParquetError::External(inner) => match inner.downcast::<std::io::Error>() {
+            Ok(io) => StoreError::io(path, "write", *io),
+            Err(other) => StoreError::encode(path, other),
+        },
+        e => StoreError::encode(path, e),
+    };
     let mut w = SerializedFileWriter::new(
         BufWriter::with_capacity(1 << 20, file),
         schema.clone(),

@@ -50,6 +50,13 @@ impl StoreError {
             what: what.to_string(),
         }
     }
+    /// The file system is full (ENOSPC) or the quota spent (EDQUOT): the
+    /// write may succeed later, once space is freed.
+    pub fn is_out_of_space(&self) -> bool {
+        matches!(self, StoreError::Io { source, .. }
+            if matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)))
+    }
+
     /// The path the error is about, when there is one.
     pub fn path(&self) -> Option<&Path> {
         match self {

@@ -140,3 +140,29 @@ pub(crate) fn list_dir(dir: &Path) -> Result<Vec<(String, PathBuf)>, StoreError>
     out.sort();
     Ok(out)
 }
+
+/// Space on the file system holding a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskSpace {
+    /// Bytes an unprivileged writer may still use.
+    pub available: u64,
+    /// Size of the file system.
+    pub total: u64,
+}
+
+/// statvfs of the file system holding `path`.
+pub fn disk_space(path: &Path) -> std::io::Result<DiskSpace> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: statvfs fills the zeroed struct; c is a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let frsize = st.f_frsize as u64;
+    Ok(DiskSpace {
+        available: (st.f_bavail as u64).saturating_mul(frsize),
+        total: (st.f_blocks as u64).saturating_mul(frsize),
+    })
+}

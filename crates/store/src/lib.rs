@@ -101,6 +101,7 @@ pub use batch::{Batch, Column, Kind};
 pub use compact::{CompactOptions, CompactReport, Compactor, CompactorOptions, CompactorStatus};
 pub use error::StoreError;
 pub use ingest::{identify, read_ingests, Ingest};
+pub use fsutil::{disk_space, DiskSpace};
 pub use layout::{list_partitions, Partition};
 pub use reader::{file_summary, partition_files, scan_ref, verify_file, FileSummary, Scan, ScanStats, BATCH_ROWS};
 pub use retention::RetentionReport;

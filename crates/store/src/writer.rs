@@ -18,7 +18,7 @@ use crate::encode::{
 };
 use crate::error::StoreError;
 use crate::fsutil::{create_dirs_durable, DirLock};
-use crate::layout::partition_path;
+use crate::layout::{list_partitions, partition_path};
 use crate::retention::{self, RetentionReport};
 use crate::schema;
 use crate::time::{hour_of, NS_PER_US};
@@ -44,6 +44,10 @@ pub struct StoreOptions {
     pub sync: bool,
     /// How often `flush` applies retention on its own (when a limit is set).
     pub retention_interval: Duration,
+    /// Free space to leave on the file system: below it, retention (when a
+    /// limit is set) deletes the oldest partitions, and otherwise writing
+    /// pauses, rows staying buffered (0: no floor).
+    pub min_free_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -57,6 +61,7 @@ impl Default for StoreOptions {
             zstd_level: 3,
             sync: true,
             retention_interval: Duration::from_secs(60),
+            min_free_bytes: 0,
         }
     }
 }
@@ -71,6 +76,26 @@ pub struct WriteStats {
     /// (a failed retention pass never fails the flush: the rows are written).
     pub retention_errors: u64,
     pub last_retention_error: Option<String>,
+    /// Rows dropped per kind (in [`Kind::ALL`] order): the disk stayed full
+    /// while a kind's buffer was at its bound (twice the flush size), or at
+    /// close.
+    pub dropped: [u64; Kind::ALL.len()],
+    /// Flushes that failed for lack of space (ENOSPC, EDQUOT) and were kept
+    /// for a retry, and the last such error.
+    pub space_failures: u64,
+    pub last_space_error: Option<String>,
+    /// Flushes put off because free space was below `min_free_bytes`.
+    pub pauses: u64,
+    /// Partitions (and their bytes) deleted to keep `min_free_bytes`.
+    pub freed_partitions: u64,
+    pub freed_bytes: u64,
+}
+
+impl WriteStats {
+    /// All rows dropped.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.iter().sum()
+    }
 }
 
 // ---- buffers ----------------------------------------------------------------
@@ -390,7 +415,7 @@ impl FileFormat {
 }
 
 /// Sorts all rows of `src` into file order and writes one file per hour
-/// partition they fall in.
+/// partition they fall in: all or nothing (compaction relies on it).
 pub(crate) fn write_partitioned(
     dir: &Path,
     prefix: &str,
@@ -398,19 +423,34 @@ pub(crate) fn write_partitioned(
     fmt: &FileFormat,
     kv: &[parquet::file::metadata::KeyValue],
 ) -> Result<Vec<encode::WrittenFile>, StoreError> {
-    let n = src.len();
-    let mut rows: Vec<u32> = (0..n as u32).collect();
-    // Order by hour first (sorting by time already does, but conns sort
-    // stably by ts and flows by bucket first, so one sort is enough).
+    let mut rows: Vec<u32> = (0..src.len() as u32).collect();
     src.sort_rows(&mut rows);
-    let mut out: Vec<encode::WrittenFile> = Vec::new();
-    // All or nothing: on a failure the files this call already published are
-    // removed again, so a retry cannot write rows twice.
-    let undo = |out: &[encode::WrittenFile]| {
-        for f in out {
-            let _ = crate::fsutil::remove_file_if_exists(&f.path);
+    let mut out = Vec::new();
+    match write_hours(dir, prefix, src, &rows, fmt, kv, &mut out) {
+        Ok(()) => Ok(out.into_iter().map(|(_, f)| f).collect()),
+        Err(e) => {
+            // On a failure the files this call already published are removed
+            // again, so a retry cannot write rows twice.
+            for (_, f) in &out {
+                let _ = crate::fsutil::remove_file_if_exists(&f.path);
+            }
+            Err(e)
         }
-    };
+    }
+}
+
+/// Writes `rows` (sorted into file order) as one file per hour partition,
+/// pushing each published file with its hour to `out` as it appears.
+fn write_hours(
+    dir: &Path,
+    prefix: &str,
+    src: &dyn RowSource,
+    rows: &[u32],
+    fmt: &FileFormat,
+    kv: &[parquet::file::metadata::KeyValue],
+    out: &mut Vec<(std::ops::Range<usize>, encode::WrittenFile)>,
+) -> Result<(), StoreError> {
+    let n = rows.len();
     let mut start = 0;
     while start < n {
         let hour = hour_of(src.time_ns(rows[start] as usize));
@@ -419,30 +459,27 @@ pub(crate) fn write_partitioned(
             end += 1;
         }
         let pdir = partition_path(dir, src.kind(), hour);
-        let written = create_dirs_durable(&pdir).and_then(|()| {
-            encode::write_file(
-                &pdir,
-                prefix,
-                src,
-                &rows[start..end],
-                &fmt.schema,
-                &fmt.props,
-                fmt.row_group_rows,
-                kv.to_vec(),
-                fmt.sync,
-            )
-        });
-        match written {
-            Ok(f) => out.push(f),
-            Err(e) => {
-                undo(&out);
-                return Err(e);
-            }
-        }
+        create_dirs_durable(&pdir)?;
+        let f = encode::write_file(
+            &pdir,
+            prefix,
+            src,
+            &rows[start..end],
+            &fmt.schema,
+            &fmt.props,
+            fmt.row_group_rows,
+            kv.to_vec(),
+            fmt.sync,
+        )?;
+        out.push((start..end, f));
         start = end;
     }
-    Ok(out)
+    Ok(())
 }
+
+/// How long a kind whose flush found no space waits before trying again
+/// (rows keep being buffered, up to twice the flush size, meanwhile).
+const SPACE_RETRY: Duration = Duration::from_secs(1);
 
 /// The writing side of the store. One `Store` per data directory at a time
 /// (an flock on `<dir>/.writer.lock` enforces it); any number of readers.
@@ -457,6 +494,15 @@ pub struct Store {
     tx: Vec<(TxBuf, FileFormat)>,
     stats: WriteStats,
     last_retention: Option<Instant>,
+    /// Per kind ([`Kind::ALL`] order): rows a half-failed flush already
+    /// published (by index in the buffer), so a retry writes each row once
+    /// and never removes a complete file.
+    published: Vec<Vec<bool>>,
+    /// While the disk is full: no flush is tried before this.
+    retry_at: Option<Instant>,
+    /// Partitions this store wrote to: the free-space floor never deletes
+    /// them (it makes room for new rows, not by removing them).
+    written_parts: std::collections::HashSet<PathBuf>,
     _lock: DirLock,
 }
 
@@ -532,6 +578,9 @@ impl Store {
             conns: ConnBuf::default(),
             stats: WriteStats::default(),
             last_retention: None,
+            published: vec![Vec::new(); Kind::ALL.len()],
+            retry_at: None,
+            written_parts: Default::default(),
             _lock: lock,
         })
     }
@@ -575,9 +624,13 @@ impl Store {
     pub fn append_conns(&mut self, recs: &[ConnRecord]) -> Result<(), StoreError> {
         let limit = self.conn_limit();
         for r in recs {
+            if self.conns.len() >= 2 * limit {
+                self.stats.dropped[kind_slot(Kind::Conns)] += 1;
+                continue;
+            }
             self.conns.push(r);
             if self.conns.len() >= limit {
-                self.flush_kind(Kind::Conns)?;
+                self.flush_full(Kind::Conns)?;
             }
         }
         Ok(())
@@ -598,10 +651,15 @@ impl Store {
         };
         let limit = self.opts.flush_rows;
         for r in rows {
+            let buf = &self.tx[i].0;
+            if buf.len() >= 2 * limit || buf.bytes >= 2 * self.opts.flush_bytes {
+                self.stats.dropped[kind_slot(kind)] += 1;
+                continue;
+            }
             self.tx[i].0.push(r);
             let buf = &self.tx[i].0;
             if buf.len() >= limit || buf.bytes >= self.opts.flush_bytes {
-                self.flush_kind(kind)?;
+                self.flush_full(kind)?;
             }
         }
         Ok(())
@@ -615,10 +673,15 @@ impl Store {
         for r in recs {
             let kind = tx_kind(r.protocol);
             let i = tx_slot(kind).expect("every protocol has a transaction kind");
+            let buf = &self.tx[i].0;
+            if buf.len() >= 2 * limit || buf.bytes >= 2 * self.opts.flush_bytes {
+                self.stats.dropped[kind_slot(kind)] += 1;
+                continue;
+            }
             self.tx[i].0.push_record(r);
             let buf = &self.tx[i].0;
             if buf.len() >= limit || buf.bytes >= self.opts.flush_bytes {
-                self.flush_kind(kind)?;
+                self.flush_full(kind)?;
             }
         }
         Ok(())
@@ -628,15 +691,98 @@ impl Store {
     pub fn append_flows(&mut self, recs: &[FlowRecord]) -> Result<(), StoreError> {
         let limit = self.flow_limit();
         for r in recs {
+            if self.flows.len() >= 2 * limit {
+                self.stats.dropped[kind_slot(Kind::Flows)] += 1;
+                continue;
+            }
             self.flows.push(r);
             if self.flows.len() >= limit {
-                self.flush_kind(Kind::Flows)?;
+                self.flush_full(Kind::Flows)?;
             }
         }
         Ok(())
     }
 
+    /// A full buffer: flushed, unless the disk is full, in which case the
+    /// rows stay buffered (up to the bound) until the next try.
+    fn flush_full(&mut self, kind: Kind) -> Result<(), StoreError> {
+        if self.retry_at.is_some_and(|t| Instant::now() < t) {
+            return Ok(());
+        }
+        self.flush_or_wait(kind)
+    }
+
+    /// Flushes `kind`; lack of space is not an error but a wait (counted).
+    fn flush_or_wait(&mut self, kind: Kind) -> Result<(), StoreError> {
+        if self.unwritten(kind) == 0 {
+            return Ok(());
+        }
+        if !self.make_room() {
+            self.stats.pauses += 1;
+            self.retry_at = Some(Instant::now() + SPACE_RETRY);
+            return Ok(());
+        }
+        match self.flush_kind(kind) {
+            Ok(()) => {
+                self.retry_at = None;
+                Ok(())
+            }
+            Err(e) if e.is_out_of_space() => {
+                self.stats.space_failures += 1;
+                self.stats.last_space_error = Some(e.to_string());
+                self.retry_at = Some(Instant::now() + SPACE_RETRY);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Keeps `min_free_bytes` free: when below it, deletes the oldest
+    /// partitions if a retention limit is set (the operator allowed the
+    /// store to delete data); false when there is still too little space.
+    fn make_room(&mut self) -> bool {
+        let floor = self.opts.min_free_bytes;
+        if floor == 0 {
+            return true;
+        }
+        let free = || crate::fsutil::disk_space(&self.dir).map(|d| d.available).unwrap_or(u64::MAX);
+        if free() >= floor {
+            return true;
+        }
+        if self.opts.retain_age.is_none() && self.opts.retain_bytes.is_none() {
+            return false;
+        }
+        let Ok(mut parts) = Kind::ALL
+            .iter()
+            .map(|&k| list_partitions(&self.dir, k))
+            .collect::<Result<Vec<_>, _>>()
+            .map(|v| v.into_iter().flatten().collect::<Vec<_>>())
+        else {
+            return false;
+        };
+        parts.sort_by_key(|p| (p.hour, Kind::ALL.iter().position(|&k| k == p.kind)));
+        for p in parts.iter().filter(|p| !self.written_parts.contains(&p.path)) {
+            if free() >= floor {
+                break;
+            }
+            let bytes = retention::dir_bytes(&p.path).unwrap_or(0);
+            match retention::delete_partition(p) {
+                Ok(()) => {
+                    self.stats.freed_partitions += 1;
+                    self.stats.freed_bytes += bytes;
+                }
+                Err(e) => {
+                    self.stats.retention_errors += 1;
+                    self.stats.last_retention_error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        free() >= floor
+    }
+
     fn flush_kind(&mut self, kind: Kind) -> Result<(), StoreError> {
+        let slot = kind_slot(kind);
         let (src, fmt): (&dyn RowSource, &FileFormat) = match kind {
             Kind::Flows => (&self.flows, &self.flow_fmt),
             Kind::Conns => (&self.conns, &self.conn_fmt),
@@ -648,15 +794,35 @@ impl Store {
         if src.len() == 0 {
             return Ok(());
         }
-        let files = write_partitioned(&self.dir, "part", src, fmt, &[])?;
-        for f in &files {
+        let done = &self.published[slot];
+        let mut rows: Vec<u32> = (0..src.len() as u32)
+            .filter(|&r| !done.get(r as usize).copied().unwrap_or(false))
+            .collect();
+        src.sort_rows(&mut rows);
+        let mut out = Vec::new();
+        let result = write_hours(&self.dir, "part", src, &rows, fmt, &[], &mut out);
+        for (_, f) in &out {
+            if let Some(dir) = f.path.parent() {
+                self.written_parts.insert(dir.to_path_buf());
+            }
             self.stats.files += 1;
             self.stats.rows += f.rows;
             self.stats.bytes += f.bytes;
         }
-        // Only once everything is written: a failed flush keeps the rows
-        // buffered (and removed what it had written), so a retry writes them
-        // once.
+        if let Err(e) = result {
+            // The files already published are complete and stay; their rows
+            // are marked so a retry writes only the rest.
+            let len = src.len();
+            let done = &mut self.published[slot];
+            done.resize(len, false);
+            for (range, _) in &out {
+                for &r in &rows[range.clone()] {
+                    done[r as usize] = true;
+                }
+            }
+            return Err(e);
+        }
+        self.published[slot].clear();
         match kind {
             Kind::Flows => self.flows.clear(),
             Kind::Conns => self.conns.clear(),
@@ -667,11 +833,50 @@ impl Store {
         Ok(())
     }
 
+    /// Rows of `kind` buffered and not in any file yet.
+    fn unwritten(&self, kind: Kind) -> usize {
+        let len = match kind {
+            Kind::Flows => self.flows.len(),
+            Kind::Conns => self.conns.len(),
+            _ => self.buffered_tx(kind),
+        };
+        len - self.published[kind_slot(kind)].iter().filter(|d| **d).count()
+    }
+
+    /// Tries now to write what waits for space (the output calls it every
+    /// second or so while [`Store::waiting`]).
+    pub fn retry(&mut self) -> Result<(), StoreError> {
+        if self.retry_at.is_some_and(|t| Instant::now() < t) {
+            return Ok(());
+        }
+        self.retry_at = None;
+        for kind in Kind::ALL {
+            let full = match kind {
+                Kind::Flows => self.flows.len() >= self.flow_limit(),
+                Kind::Conns => self.conns.len() >= self.conn_limit(),
+                _ => self.buffered_tx(kind) >= self.opts.flush_rows,
+            };
+            if full || !self.published[kind_slot(kind)].is_empty() {
+                self.flush_or_wait(kind)?;
+                if self.retry_at.is_some() {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// True while rows wait for space (a flush failed or was paused).
+    pub fn waiting(&self) -> bool {
+        self.retry_at.is_some()
+    }
+
     /// Writes every buffered row to new files (one per kind and hour
     /// partition), durably; then applies retention if it is due.
     pub fn flush(&mut self) -> Result<(), StoreError> {
+        self.retry_at = None;
         for kind in Kind::ALL {
-            self.flush_kind(kind)?;
+            self.flush_or_wait(kind)?;
         }
         if self.opts.retain_age.is_some() || self.opts.retain_bytes.is_some() {
             let due = self
@@ -688,17 +893,34 @@ impl Store {
     }
 
     /// Flushes every buffered row, then records the captures they came from
-    /// in the store's list of ingests (see [`crate::ingest`]).
-    pub fn record_ingests(&mut self, ingests: &[crate::ingest::Ingest]) -> Result<(), StoreError> {
-        for kind in Kind::ALL {
-            self.flush_kind(kind)?;
+    /// in the store's list of ingests (see [`crate::ingest`]), but only when
+    /// every row reached a file: a capture whose rows were dropped or still
+    /// wait for space is not complete in the store, and recording it would
+    /// refuse the read that could complete it. Returns whether it recorded.
+    pub fn record_ingests(&mut self, ingests: &[crate::ingest::Ingest]) -> Result<bool, StoreError> {
+        self.flush()?;
+        let complete = self.stats.dropped_total() == 0 && Kind::ALL.iter().all(|&k| self.unwritten(k) == 0);
+        if complete {
+            crate::ingest::append_ingests(&self.dir, ingests)?;
         }
-        crate::ingest::append_ingests(&self.dir, ingests)
+        Ok(complete)
     }
 
-    /// Flushes and releases the directory.
-    pub fn close(mut self) -> Result<(), StoreError> {
-        self.flush()
+    /// Flushes and releases the directory. Rows that still find no space
+    /// are dropped and counted in [`WriteStats::dropped`].
+    pub fn close(mut self) -> Result<WriteStats, StoreError> {
+        self.flush()?;
+        for kind in Kind::ALL {
+            let n = self.unwritten(kind);
+            self.stats.dropped[kind_slot(kind)] += n as u64;
+            self.published[kind_slot(kind)].clear();
+            match kind {
+                Kind::Flows => self.flows.clear(),
+                Kind::Conns => self.conns.clear(),
+                _ => self.tx[tx_slot(kind).expect("a transaction kind")].0.clear(),
+            }
+        }
+        Ok(self.stats.clone())
     }
 
     /// Deletes whole hour partitions that ended before `now_ns - retain_age`,
@@ -730,6 +952,11 @@ impl Drop for Store {
             }
         }
     }
+}
+
+/// Where a kind's counters sit in per-kind arrays ([`Kind::ALL`] order).
+fn kind_slot(kind: Kind) -> usize {
+    Kind::ALL.iter().position(|&k| k == kind).expect("every kind is in Kind::ALL")
 }
 
 /// Where a transaction kind's buffer sits in `Store::tx`.

@@ -534,7 +534,7 @@ fn corrupt_files_are_skipped_with_warnings_never_a_panic() {
 }
 
 #[test]
-fn a_failed_flush_writes_nothing_and_a_retry_writes_everything_once() {
+fn a_failed_flush_keeps_complete_files_and_a_retry_writes_the_rest_once() {
     let dir = tempdir("flushfail");
     let mut s = Store::open(&dir, fast_opts()).unwrap();
     // Rows for hours 0 and 1; hour 1's partition cannot be created (a file
@@ -548,7 +548,10 @@ fn a_failed_flush_writes_nothing_and_a_retry_writes_everything_once() {
     s.append_flows(&recs).unwrap();
     let e = s.flush().unwrap_err();
     assert!(e.to_string().contains("hour=10"), "{e}");
-    assert!(data_files(&dir).is_empty(), "{:?}", data_files(&dir));
+    // Hour 0's file was complete: it stays (a failed flush never deletes a
+    // complete file), and holds its 500 rows.
+    assert_eq!(data_files(&dir).len(), 1, "{:?}", data_files(&dir));
+    assert_eq!(sum_u64(&dir, Kind::Flows, "bytes_out").0, 500);
     assert_eq!(s.buffered().0, 1000);
     std::fs::remove_file(&blocker).unwrap();
     s.flush().unwrap();

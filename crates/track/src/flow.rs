@@ -260,6 +260,11 @@ impl FlowTable {
     }
 
     /// Bytes of table memory per flow (entry + two slots).
+    /// Bytes a flow takes at most (its entry and its slots at full load).
+    pub const fn max_bytes_per_flow() -> usize {
+        std::mem::size_of::<FlowEntry>() + 4 * 4
+    }
+
     pub fn bytes_per_flow(&self) -> usize {
         std::mem::size_of::<FlowEntry>() + self.slots.len() * 4 / self.max_flows
     }

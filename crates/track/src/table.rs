@@ -59,6 +59,11 @@ impl<T> ConnTable<T> {
         self.len
     }
 
+    /// Most connections the table holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     pub fn is_full(&self) -> bool {
         self.len >= self.capacity
     }

@@ -51,6 +51,29 @@ impl TimerWheel {
         }
     }
 
+    /// Entries pending, stale ones (of ended connections) included.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Keeps only the entries `keep` accepts: removes the stale checks of
+    /// connections ended early (evicted), which would otherwise stay until
+    /// their deadline, however far, and grow with every eviction.
+    pub fn retain(&mut self, mut keep: impl FnMut(&TimerEntry) -> bool) {
+        let mut len = 0;
+        for s in &mut self.slots {
+            s.retain(|e| keep(e));
+            len += s.len();
+        }
+        let due: Vec<Reverse<TimerEntry>> = std::mem::take(&mut self.due)
+            .into_iter()
+            .filter(|Reverse(e)| keep(e))
+            .collect();
+        len += due.len();
+        self.due = due.into();
+        self.len = len;
+    }
+
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0

@@ -120,6 +120,8 @@ pub struct Tracker {
     stats: TrackStats,
     now: i64,
     evict_cursor: usize,
+    /// The timer wheel is cleared of stale checks when it grows past this.
+    compact_wheel_at: usize,
     sample: Vec<u32>,
     due: Vec<TimerEntry>,
     /// Out-of-order stream bytes, shared by every parsed connection.
@@ -161,6 +163,7 @@ impl Tracker {
             stats: TrackStats::default(),
             now: i64::MIN,
             evict_cursor: 0,
+            compact_wheel_at: 0,
             sample: Vec::new(),
             due: Vec::new(),
             budget: Budget::new(cfg_budget),
@@ -239,6 +242,18 @@ impl Tracker {
     /// Flows written before their bucket ended because the flow table was full.
     pub fn flows_emitted_early(&self) -> u64 {
         self.flows.early_emits
+    }
+
+    /// Bytes of table memory a tracked connection takes at most (its slab
+    /// entry and its share of the slot array at full load), before any
+    /// parser state: what a memory budget in bytes is divided by.
+    pub const fn table_bytes_per_connection() -> usize {
+        std::mem::size_of::<Option<crate::table::Entry<Conn>>>() + 2 * 8
+    }
+
+    /// Bytes a flow of the flow table takes at most.
+    pub const fn table_bytes_per_flow() -> usize {
+        crate::flow::FlowTable::max_bytes_per_flow()
     }
 
     /// Bytes of flow-table memory per flow.
@@ -988,17 +1003,44 @@ impl Tracker {
         if let Some(v) = victim {
             self.remove(v);
             self.stats.evicted += 1;
+            // The checks of evicted connections stay in the wheel until
+            // their deadline: dropped once they outnumber the table, so the
+            // wheel stays within the memory budget (amortised: at most once
+            // per table-full of evictions).
+            if self.wheel.len() > self.compact_wheel_at.max(2 * self.table.capacity() + 4096) {
+                let table = &self.table;
+                self.wheel.retain(|e| {
+                    table.get(e.idx).is_some_and(|c| {
+                        c.value.generation == e.generation && c.value.scheduled_at == e.deadline
+                    })
+                });
+                self.compact_wheel_at = 2 * self.wheel.len();
+            }
         }
     }
 
     /// End of input: every connection still open is written with its current
     /// state, as Zeek does when it terminates.
     pub fn finish(&mut self) {
+        while !self.finish_some(usize::MAX) {}
+    }
+
+    /// [`Tracker::finish`] in steps: ends at most `max` open connections per
+    /// call and says when none is left (the flow buckets are then written
+    /// too). Taking the records between steps keeps the end of a large
+    /// table from holding every record in memory at once.
+    pub fn finish_some(&mut self, max: usize) -> bool {
         self.wheel.drain_all();
-        for idx in self.table.live_indices() {
+        let mut live = self.table.live_indices();
+        live.truncate(max);
+        if live.is_empty() {
+            self.flows.rotate();
+            return true;
+        }
+        for idx in live {
             self.remove(idx);
         }
-        self.flows.rotate();
+        false
     }
 }
 

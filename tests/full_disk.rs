@@ -1,0 +1,322 @@
+//! A full disk, made for real: tmpfs data directories of a few MB (mounted
+//! by the test, unmounted by a guard), a synthetic capture of many UDP
+//! connections, and `wirelog read` writing the store, the logs or both.
+//! Whatever is written is whole (no half line in a log, every Parquet file
+//! readable by DuckDB, no temporary left), what could not be written is
+//! counted exactly (written + dropped = produced, produced taken from a run
+//! on a roomy disk), the summary is printed and the exit code is the
+//! documented 3. A second run frees space during the run and loses nothing.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+mod common;
+
+use common::{synthetic_pcap, synthetic_pcap_at};
+
+const BIN: &str = env!("CARGO_BIN_EXE_wirelog");
+const EXIT_PARTIAL: i32 = 3;
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"))
+}
+
+fn skip(why: &str) {
+    let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
+    assert!(!required, "WIRELOG_REQUIRE_ALL_TESTS=1 but {why}");
+    eprintln!("SKIPPED: {why}");
+}
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
+struct Tmpfs {
+    dir: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(name: &str, size: &str) -> Tmpfs {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("full-disk-{}-{name}-{seq}", std::process::id()));
+        let _ = Command::new("umount").arg(&dir).output();
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mount tmpfs: {}", String::from_utf8_lossy(&out.stderr));
+        Tmpfs { dir }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).status();
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+struct Run {
+    code: Option<i32>,
+    stderr: String,
+}
+
+/// `wirelog read -` fed `pcap` on stdin; `midway` runs after the first
+/// `split` bytes, once stderr said `wait_for` (if given).
+fn read(args: &[&str], pcap: &[u8], split: Option<(usize, &str, &dyn Fn())>) -> Run {
+    let mut child = Command::new(BIN)
+        .arg("read")
+        .args(args)
+        .args(["--udp-timeout", "1s", "--seed", "1", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    match split {
+        Some((at, wait_for, midway)) => {
+            stdin.write_all(&pcap[..at]).unwrap();
+            stdin.flush().unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match rx.recv_timeout(left) {
+                    Ok(l) if l.contains(wait_for) => break,
+                    Ok(_) => {}
+                    Err(_) => {
+                        let _ = child.kill();
+                        panic!("wirelog never said {wait_for:?}");
+                    }
+                }
+            }
+            midway();
+            stdin.write_all(&pcap[at..]).unwrap();
+        }
+        None => stdin.write_all(pcap).unwrap(),
+    }
+    drop(stdin);
+    let status = child.wait().unwrap();
+    Run { code: status.code(), stderr: reader.join().unwrap() }
+}
+
+/// Record lines of a log; every line of it must be whole (the header's
+/// field count), and the file must end with a line end.
+fn log_records(path: &Path) -> u64 {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return 0;
+    };
+    assert!(text.is_empty() || text.ends_with('\n'), "{} ends inside a line", path.display());
+    let fields = text
+        .lines()
+        .find(|l| l.starts_with("#fields"))
+        .map(|l| l.split('\t').count() - 1);
+    let mut n = 0;
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        if let Some(f) = fields {
+            assert_eq!(l.split('\t').count(), f, "a cut line in {}: {l:?}", path.display());
+        }
+        n += 1;
+    }
+    n
+}
+
+/// Rows of a kind in a store, as DuckDB reads the files (each must be readable).
+fn store_rows(store: &Path, kind: &str) -> u64 {
+    store_rows_in(store, kind, "*")
+}
+
+/// Rows of a kind in the partitions of dates matching `date` (a glob).
+fn store_rows_in(store: &Path, kind: &str, date: &str) -> u64 {
+    let glob = store.join(kind).join(format!("date={date}")).join("*/*.parquet");
+    let glob = if date == "*" { store.join(kind).join("*/*/*.parquet") } else { glob };
+    if std::fs::read_dir(store.join(kind)).map_or(true, |mut d| d.next().is_none()) {
+        return 0;
+    }
+    let script = format!(
+        "import duckdb,glob\nprint(duckdb.connect().execute(\"select count(*) from read_parquet('{0}')\").fetchone()[0] if glob.glob('{0}') else 0)",
+        glob.display()
+    );
+    let out = Command::new("python3").arg("-c").arg(&script).output().unwrap();
+    assert!(out.status.success(), "duckdb on {}: {}", glob.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+fn no_temporaries(dir: &Path) {
+    let out = Command::new("find").arg(dir).args(["-name", "*.tmp"]).output().unwrap();
+    assert!(out.stdout.is_empty(), "temporaries left: {}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// "store conns 120, conn.log 7" from the summary's dropped line.
+fn dropped(stderr: &str, what: &str) -> u64 {
+    let Some(line) = stderr.lines().find(|l| l.contains("could not be written")) else {
+        return 0;
+    };
+    let list = line.rsplit(": ").next().unwrap();
+    list.split(", ")
+        .filter_map(|p| p.rsplit_once(' '))
+        .find(|(name, _)| *name == what)
+        .map_or(0, |(_, n)| n.parse().unwrap())
+}
+
+/// What a roomy disk holds after the same run.
+struct Expected {
+    conn_log: u64,
+    flows_log: u64,
+    conns: u64,
+    flows: u64,
+}
+
+fn roomy(pcap: &[u8]) -> Expected {
+    let t = Tmpfs::mount("roomy", "256m");
+    let (s, l) = (t.dir.join("store"), t.dir.join("logs"));
+    let r = read(&["--store", s.to_str().unwrap(), "--logs", l.to_str().unwrap()], pcap, None);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let e = Expected {
+        conn_log: log_records(&l.join("conn.log")),
+        flows_log: log_records(&l.join("flows.log")),
+        conns: store_rows(&s, "conns"),
+        flows: store_rows(&s, "flows"),
+    };
+    assert!(e.conn_log >= 40_000 && e.conns == e.conn_log && e.flows > 0, "{}", r.stderr);
+    e
+}
+
+#[test]
+fn a_full_disk_loses_nothing_written_and_counts_the_rest() {
+    if !is_root() {
+        return skip("mounting tmpfs needs root");
+    }
+    let pcap = synthetic_pcap(40_000);
+    let want = roomy(&pcap);
+
+    // The store alone on a 1 MB disk (conn records go to stdout).
+    let t = Tmpfs::mount("store", "1m");
+    let s = t.dir.join("store");
+    let r = read(&["--store", s.to_str().unwrap()], &pcap, None);
+    assert_eq!(r.code, Some(EXIT_PARTIAL), "{}", r.stderr);
+    assert!(r.stderr.contains("wirelog: 40000 packets"), "summary printed: {}", r.stderr);
+    assert_eq!(store_rows(&s, "conns") + dropped(&r.stderr, "store conns"), want.conns, "{}", r.stderr);
+    assert_eq!(store_rows(&s, "flows") + dropped(&r.stderr, "store flows"), want.flows, "{}", r.stderr);
+    assert!(dropped(&r.stderr, "store conns") > 0, "the disk was too small: {}", r.stderr);
+    no_temporaries(&t.dir);
+    drop(t);
+
+    // The logs alone on a 2 MB disk.
+    let t = Tmpfs::mount("logs", "2m");
+    let l = t.dir.join("logs");
+    let r = read(&["--no-store", "--logs", l.to_str().unwrap()], &pcap, None);
+    assert_eq!(r.code, Some(EXIT_PARTIAL), "{}", r.stderr);
+    assert!(r.stderr.contains("wirelog: 40000 packets"), "{}", r.stderr);
+    assert!(r.stderr.contains("conn.log"), "the warning names the file: {}", r.stderr);
+    assert_eq!(log_records(&l.join("conn.log")) + dropped(&r.stderr, "conn.log"), want.conn_log, "{}", r.stderr);
+    assert_eq!(log_records(&l.join("flows.log")) + dropped(&r.stderr, "flows.log"), want.flows_log, "{}", r.stderr);
+    // The default floor (5%) is kept: the disk is never filled to its last byte.
+    let avail = free_bytes(&t.dir);
+    assert!(avail > 0, "the disk was filled to the last byte");
+    drop(t);
+
+    // Both on one 3 MB disk, no floor: real ENOSPC errors.
+    let t = Tmpfs::mount("both", "3m");
+    let (s, l) = (t.dir.join("store"), t.dir.join("logs"));
+    let r = read(&["--min-free", "0", "--store", s.to_str().unwrap(), "--logs", l.to_str().unwrap()], &pcap, None);
+    assert_eq!(r.code, Some(EXIT_PARTIAL), "{}", r.stderr);
+    assert!(r.stderr.contains("No space left on device"), "{}", r.stderr);
+    assert_eq!(log_records(&l.join("conn.log")) + dropped(&r.stderr, "conn.log"), want.conn_log, "{}", r.stderr);
+    assert_eq!(store_rows(&s, "conns") + dropped(&r.stderr, "store conns"), want.conns, "{}", r.stderr);
+    assert_eq!(store_rows(&s, "flows") + dropped(&r.stderr, "store flows"), want.flows, "{}", r.stderr);
+    no_temporaries(&t.dir);
+    // `query` reads what was written, and says nothing is wrong with it.
+    let q = Command::new(BIN).args(["query", "conns", "--by", "proto", "--format", "csv", "--store"]).arg(&s).output().unwrap();
+    assert!(q.status.success(), "{}", String::from_utf8_lossy(&q.stderr));
+}
+
+fn free_bytes(dir: &Path) -> u64 {
+    let out = Command::new("df").args(["-B1", "--output=avail"]).arg(dir).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn space_freed_during_the_run_loses_nothing() {
+    if !is_root() {
+        return skip("mounting tmpfs needs root");
+    }
+    let pcap = synthetic_pcap(40_000);
+    let want = roomy(&pcap);
+    let t = Tmpfs::mount("freed", "16m");
+    // A filler takes most of the disk; it is deleted once wirelog reports
+    // that it waits for space.
+    let filler = t.dir.join("filler");
+    std::fs::write(&filler, vec![0u8; 15 << 20]).unwrap();
+    let (s, l) = (t.dir.join("store"), t.dir.join("logs"));
+    let free = || std::fs::remove_file(&filler).unwrap();
+    let r = read(
+        &["--min-free", "0", "--store", s.to_str().unwrap(), "--logs", l.to_str().unwrap()],
+        &pcap,
+        Some((pcap.len() * 3 / 4, "records wait in memory", &free)),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("writing resumed"), "{}", r.stderr);
+    assert!(!r.stderr.contains("could not be written"), "{}", r.stderr);
+    assert_eq!(log_records(&l.join("conn.log")), want.conn_log);
+    assert_eq!(log_records(&l.join("flows.log")), want.flows_log);
+    assert_eq!(store_rows(&s, "conns"), want.conns);
+    assert_eq!(store_rows(&s, "flows"), want.flows);
+    no_temporaries(&t.dir);
+}
+
+/// Fills a file system until `left` bytes are available.
+fn fill_until(dir: &Path, left: u64) -> PathBuf {
+    let filler = dir.join("filler");
+    let n = free_bytes(dir).saturating_sub(left);
+    std::fs::write(&filler, vec![0u8; n as usize]).unwrap();
+    filler
+}
+
+#[test]
+fn the_free_space_floor_deletes_oldest_partitions_or_pauses() {
+    if !is_root() {
+        return skip("mounting tmpfs needs root");
+    }
+    let old = synthetic_pcap_at(40_000, 1_600_000_000); // 2020
+    let new = synthetic_pcap(40_000); // 2023
+    let t = Tmpfs::mount("floor", "12m");
+    let s = t.dir.join("store");
+    let store = s.to_str().unwrap();
+    let r = read(&["--store", store], &old, None);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(store_rows_in(&s, "conns", "2020-*"), 40_000);
+
+    // Below the floor and no retention limit: nothing is deleted, writing
+    // pauses, and what could not be written is counted (exit 3).
+    let filler = fill_until(&t.dir, 1 << 20);
+    let r = read(&["--store", store, "--min-free", "2M"], &new, None);
+    assert_eq!(r.code, Some(EXIT_PARTIAL), "{}", r.stderr);
+    assert!(r.stderr.contains("below --min-free"), "{}", r.stderr);
+    assert_eq!(store_rows_in(&s, "conns", "2020-*"), 40_000, "nothing old deleted");
+    assert_eq!(store_rows_in(&s, "conns", "2023-*") + dropped(&r.stderr, "store conns"), 40_000);
+    assert!(free_bytes(&t.dir) >= 1 << 19, "the floor held");
+
+    // With a retention limit, the oldest partitions make room.
+    let r = read(&["--store", store, "--min-free", "2M", "--retain-size", "1T"], &new, None);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("store partitions deleted to keep it"), "{}", r.stderr);
+    assert!(store_rows_in(&s, "conns", "2020-*") < 40_000, "old partitions went first");
+    assert!(store_rows_in(&s, "conns", "2023-*") >= 40_000, "the new rows are all there");
+    no_temporaries(&t.dir);
+    drop(std::fs::remove_file(filler));
+}
