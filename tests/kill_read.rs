@@ -15,7 +15,8 @@ const KILLS: usize = 10;
 
 fn read(store: &Path, pcap: &Path) -> std::process::Child {
     Command::new(BIN)
-        .args(["read", "-q", "--udp-timeout", "1s", "--store"])
+        // --again: every run reads the same capture into the same store on purpose.
+        .args(["read", "-q", "--again", "--udp-timeout", "1s", "--store"])
         .arg(store)
         .arg(pcap)
         .stdout(Stdio::null())
