@@ -92,7 +92,7 @@ pub fn starts_tls(b: &[u8], client: bool) -> bool {
     }
     let len = u16::from_be_bytes([b[3], b[4]]) as usize;
     match b[0] {
-        CT_HANDSHAKE => (4..=MAX_RECORD).contains(&len) && b[5] == if client { HS_CLIENT_HELLO } else { HS_SERVER_HELLO },
+        CT_HANDSHAKE => (1..=MAX_RECORD).contains(&len) && b[5] == if client { HS_CLIENT_HELLO } else { HS_SERVER_HELLO },
         CT_ALERT => !client && len == 2 && b[5] <= 2,
         _ => false,
     }

@@ -217,7 +217,20 @@ fn ssl_columns(h: &TlsHandshake) -> Vec<(&'static str, String)> {
         ("last_alert", opt(h.last_alert_name())),
         ("ssl_history", h.ssl_history.clone()),
         ("cert_chain_fps", h.server_cert_fps().map_or("-".into(), |v| if v.is_empty() { "(empty)".into() } else { v.join(",") })),
+        ("client_cert_chain_fps", client_fps(h)),
     ]
+}
+
+/// Zeek: `-` when no certificate was seen on the connection, `(empty)` when
+/// only the server sent some.
+fn client_fps(h: &TlsHandshake) -> String {
+    let client: Vec<String> = h.client_certs.iter().flat_map(|c| c.certs.iter().map(|d| sha256_hex(d))).collect();
+    let any = h.server_certs.as_ref().is_some_and(|c| c.count > 0) || !client.is_empty();
+    match (any, client.is_empty()) {
+        (false, _) => "-".into(),
+        (true, true) => "(empty)".into(),
+        (true, false) => client.join(","),
+    }
 }
 
 /// ssl.log fields of every Zeek case's TCP connections agree with the baseline.
@@ -353,6 +366,63 @@ fn chunking_does_not_change_results() {
         for max in [1, 3, 7, 100, 2000] {
             let got = run(&rechunk(&evs, &mut rng, max));
             assert!(got == want, "{pcap}: chunks of at most {max} differ: {:?}", got.iter().map(|h| h.len()).collect::<Vec<_>>());
+        }
+    }
+}
+
+/// Re-frames the plaintext handshake records at the start of a direction's
+/// bytes so that every record carries at most `k` bytes of handshake data:
+/// messages then span several records. Stops at the first non-handshake
+/// record (the rest is copied as is).
+fn refragment(stream: &[u8], k: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = stream;
+    while rest.len() >= 5 && rest[0] == 22 {
+        let len = u16::from_be_bytes([rest[3], rest[4]]) as usize;
+        if rest.len() < 5 + len {
+            break;
+        }
+        for piece in rest[5..5 + len].chunks(k) {
+            out.extend_from_slice(&[22, rest[1], rest[2], 0, piece.len() as u8]);
+            out.extend_from_slice(piece);
+        }
+        rest = &rest[5 + len..];
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
+/// Handshake messages split over many records give the same result as
+/// whole ones (both directions, TLS 1.0 to 1.3, STARTTLS).
+#[test]
+fn messages_split_over_records() {
+    for pcap in [
+        "tls10_sni_basic/tls-conn-with-extensions.pcap",
+        "tls12_ecdhe/ecdhe.pcap",
+        "tls13_psk_resumption/tls13_psk_succesfull.pcap",
+        "ja4_tls12_single_hello/tls12.pcap",
+        "x509_cert_repeat/google-cert-repeat.pcap",
+    ] {
+        let (evs, _) = events(pcap);
+        let merged = coalesce(&evs);
+        let want: Vec<Vec<TlsHandshake>> =
+            run(&merged).into_iter().map(|c| c.into_iter().map(|h| TlsHandshake { ts_ns: 0, ..h }).collect()).collect();
+        for k in [1, 5, 200] {
+            // Only the first event of each direction is re-framed (the
+            // hellos and the server's first flight), one connection at a time.
+            let mut seen = std::collections::HashSet::new();
+            let evs2: Vec<Ev> = merged
+                .iter()
+                .map(|e| match e {
+                    Ev::Data { conn, dir, ts_ns, data } if seen.insert((*conn, *dir)) => {
+                        Ev::Data { conn: *conn, dir: *dir, ts_ns: *ts_ns, data: refragment(data, k) }
+                    }
+                    e => e.clone(),
+                })
+                .collect();
+            let got: Vec<Vec<TlsHandshake>> =
+                run(&evs2).into_iter().map(|c| c.into_iter().map(|h| TlsHandshake { ts_ns: 0, ..h }).collect()).collect();
+            assert!(got == want, "{pcap}: records of {k} bytes differ");
         }
     }
 }
