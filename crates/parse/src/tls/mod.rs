@@ -18,13 +18,17 @@
 //! ChangeCipherSpec and an encrypted record follows; TLS 1.3 when both
 //! sides sent application-data records after the ServerHello.
 
+mod ja3;
 mod ja4;
+mod md5;
 mod parser;
 mod sha256;
 #[cfg(test)]
 mod tests;
 
+pub use ja3::{ja3, ja3s, Ja3};
 pub use ja4::{ja4, Ja4};
+pub use md5::md5_hex;
 pub use parser::{
     alert_name, cipher_name, group_name, is_grease, version_name, ClientHello, RecordError, ServerHello,
 };
@@ -125,6 +129,14 @@ impl TlsHandshake {
     /// SHA-256 fingerprints of the kept server certificates (`cert_chain_fps`).
     pub fn server_cert_fps(&self) -> Option<Vec<String>> {
         self.server_certs.as_ref().map(|c| c.certs.iter().map(|d| sha256_hex(d)).collect())
+    }
+    /// JA3 of the first ClientHello.
+    pub fn ja3(&self) -> Option<Ja3> {
+        self.client_hello.as_ref().filter(|c| !c.sslv2).map(ja3)
+    }
+    /// JA3S of the ServerHello.
+    pub fn ja3s(&self) -> Option<Ja3> {
+        self.server_hello.as_ref().map(ja3s)
     }
     /// The client sent at least one certificate.
     pub fn client_cert_sent(&self) -> bool {
@@ -585,7 +597,11 @@ impl TlsParser {
             self.hs.curve = Some(g);
         }
         if sh.retry {
+            // Only TLS 1.3 retries; the CCS a compatibility-mode server sends
+            // right after it must not switch the server side to ciphertext,
+            // the real ServerHello follows in plaintext.
             self.hs.hello_retry = true;
+            self.tls13 = true;
             return;
         }
         if let Some(p) = &sh.alpn {

@@ -142,7 +142,7 @@ fn ja4_matches_foxio() {
         ("ja4_socks_tls10", "socks-https-example.pcap"),
         ("ja4_browser_many_hellos", "tls-handshake.pcapng"),
     ];
-    let (mut total, mut agree) = (0, 0);
+    let (mut total, mut agree, mut hrr) = (0, 0, 0);
     let mut failed = Vec::new();
     for (case, pcap) in cases {
         let (hss, tuples) = parse_pcap(&format!("{case}/{pcap}"));
@@ -164,6 +164,16 @@ fn ja4_matches_foxio() {
             } else {
                 failed.push(format!("{case} {key:?}: got {got_s:?}, want {want}"));
             }
+            let h = by_tuple.get(&key).and_then(|h| h.first());
+            if h.is_some_and(|h| h.hello_retry) {
+                hrr += 1;
+                // After the retry: the real ServerHello, the second ClientHello.
+                let h = h.unwrap();
+                assert_eq!(h.client_hellos, 2, "{key:?}");
+                assert!(h.server_hello.as_ref().is_some_and(|s| !s.retry), "{key:?}");
+                assert_eq!(h.version_name().as_deref(), Some("TLSv13"), "{key:?}");
+                assert!(h.ssl_history.starts_with("Cj") && h.ssl_history[2..].contains("Cs"), "{key:?} {}", h.ssl_history);
+            }
             if let (Some(g), Some(wr)) = (&got, r.get("ja4_r")) {
                 if &g.ja4_r != wr {
                     failed.push(format!("{case} {key:?} ja4_r: got {}, want {wr}", g.ja4_r));
@@ -176,6 +186,7 @@ fn ja4_matches_foxio() {
     }
     eprintln!("JA4 total: {agree}/{total}");
     assert!(failed.is_empty(), "{failed:#?}");
+    assert!(hrr >= 5, "the five HelloRetryRequest connections: {hrr}");
     assert!(total >= 65, "expected at least 65 TCP rows, found {total}");
 }
 
@@ -600,4 +611,78 @@ fn debug_dump() {
             eprintln!("{t:?} {:?} {:?} {:?} {} est={} hist={}", x.version_name(), x.cipher_name(), x.curve_name(), x.resumed, x.established, x.ssl_history);
         }
     }
+}
+
+#[test]
+fn md5_vectors() {
+    assert_eq!(md5_hex(b""), "d41d8cd98f00b204e9800998ecf8427e");
+    assert_eq!(md5_hex(b"abc"), "900150983cd24fb0d6963f7d28e17f72");
+    assert_eq!(
+        md5_hex(b"12345678901234567890123456789012345678901234567890123456789012345678901234567890"),
+        "57edf4a22be3c955ac49da2e2107b67a"
+    );
+}
+
+/// JA3 and JA3S of every TCP hello equal tshark's (files ja3.tshark.tsv in
+/// every case folder): the first ClientHello and the last ServerHello of
+/// each connection.
+#[test]
+fn ja3_matches_tshark() {
+    let root = testutil::path(DIR);
+    let mut cases: Vec<_> = std::fs::read_dir(&root).unwrap().filter_map(|e| e.ok()).filter(|e| e.path().is_dir()).collect();
+    cases.sort_by_key(|e| e.file_name());
+    let mut failed = Vec::new();
+    let (mut all_n, mut all_ok) = (0, 0);
+    for case in cases {
+        let case = case.file_name().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(format!("{root}/{case}/ja3.tshark.tsv")).unwrap();
+        let mut lines = text.lines();
+        let cols: Vec<&str> = lines.next().unwrap().split('\t').collect();
+        let rows: Vec<HashMap<&str, &str>> = lines.map(|l| cols.iter().copied().zip(l.split('\t')).collect()).collect();
+        let mut pcaps: Vec<String> = std::fs::read_dir(format!("{root}/{case}"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".pcap") || n.ends_with(".pcapng"))
+            .collect();
+        pcaps.sort();
+        let (mut n, mut ok) = (0, 0);
+        for pcap in &pcaps {
+            let (hss, tuples) = parse_pcap(&format!("{case}/{pcap}"));
+            let by_tuple: HashMap<&Tuple, &Vec<TlsHandshake>> = tuples.iter().zip(&hss).collect();
+            let mine = rows.iter().filter(|r| r["transport"] == "tcp" && r.get("pcap").is_none_or(|p| p == pcap));
+            // First client row, last server row per connection.
+            let mut want: HashMap<(Tuple, bool), &str> = HashMap::new();
+            for r in mine {
+                let client = r["hello"] == "client";
+                let (a, ap, b, bp) = (r["src"], r["src_port"], r["dst"], r["dst_port"]);
+                let t: Tuple = if client {
+                    (a.into(), ap.parse().unwrap(), b.into(), bp.parse().unwrap())
+                } else {
+                    (b.into(), bp.parse().unwrap(), a.into(), ap.parse().unwrap())
+                };
+                if client {
+                    want.entry((t, true)).or_insert(r["ja3_md5"]);
+                } else {
+                    want.insert((t, false), r["ja3_md5"]);
+                }
+            }
+            for ((t, client), md5) in want {
+                n += 1;
+                let h = by_tuple.get(&t).and_then(|v| v.first());
+                let got = h.and_then(|h| if client { h.ja3() } else { h.ja3s() }).map(|j| j.md5);
+                if got.as_deref() == Some(md5) {
+                    ok += 1;
+                } else {
+                    let s = h.and_then(|h| if client { h.ja3() } else { h.ja3s() }).map(|j| j.string);
+                    failed.push(format!("{case}/{pcap} {t:?} client={client}: got {got:?} ({s:?}), want {md5}"));
+                }
+            }
+        }
+        eprintln!("{case}: JA3/JA3S {ok}/{n} agree");
+        all_n += n;
+        all_ok += ok;
+    }
+    eprintln!("JA3/JA3S total: {all_ok}/{all_n}");
+    assert!(failed.is_empty(), "{failed:#?}");
 }
