@@ -698,3 +698,49 @@ impl StreamParser for TlsParser {
         self.stats
     }
 }
+
+/// Fuzzing entry: `data` is a script of steps for one connection. Each step
+/// is a control byte `c` (bit 0: direction; bits 1-2: 3 = a gap of `c >> 3`
+/// bytes, else data; bits 3-7: length - 1) followed by that many bytes. The
+/// first byte picks the limits. Must never panic, and the buffers must stay
+/// within the limits.
+pub fn fuzz(data: &[u8]) {
+    let Some((&conf, mut rest)) = data.split_first() else {
+        return;
+    };
+    let limits = TlsLimits {
+        max_message: if conf & 1 != 0 { 64 } else { 4096 },
+        max_preamble: if conf & 2 != 0 { 8 } else { 1024 },
+        max_certs: (conf >> 2 & 3) as usize,
+        max_cert_bytes: if conf & 16 != 0 { 100 } else { 4096 },
+    };
+    let mut p = TlsParser::with_limits(limits);
+    let mut out = Vec::new();
+    let mut ts = 0;
+    while let Some((&c, r)) = rest.split_first() {
+        ts += 1;
+        let dir = if c & 1 == 0 { Dir::ToServer } else { Dir::ToClient };
+        let n = ((c >> 3) as usize + 1).min(r.len());
+        if (c >> 1) & 3 == 3 {
+            p.gap(dir, ts, (c >> 3) as u64, &mut out);
+            rest = r;
+        } else {
+            p.data(dir, ts, &r[..n], &mut out);
+            rest = &r[n..];
+        }
+        // A message under reassembly never exceeds the cap plus one record.
+        assert!(p.sides.iter().all(|s| s.msg.len() <= limits.max_message + 4 + MAX_RECORD && s.carry.len() <= 5));
+        let _ = p.stats();
+        let _ = p.gave_up();
+    }
+    p.finish(ts, &mut out);
+    let hs = p.take_handshakes();
+    assert!(hs.len() <= 1 && out.is_empty());
+    for h in &hs {
+        for c in h.server_certs.iter().chain(&h.client_certs) {
+            assert!(c.certs.len() <= limits.max_certs && c.certs.len() <= c.count);
+            assert!(c.certs.iter().map(Vec::len).sum::<usize>() <= limits.max_cert_bytes);
+        }
+        let _ = (h.ja3(), h.ja3s(), h.version_name(), h.cipher_name(), h.curve_name(), h.last_alert_name());
+    }
+}

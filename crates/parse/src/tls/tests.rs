@@ -686,3 +686,33 @@ fn ja3_matches_tshark() {
     eprintln!("JA3/JA3S total: {all_ok}/{all_n}");
     assert!(failed.is_empty(), "{failed:#?}");
 }
+
+/// The fuzz entry on scripts built from real streams (each event a step,
+/// so the records are valid and then damaged) and on noise, as a smoke run
+/// of `fuzz/fuzz_targets/parse_tls.rs` without cargo-fuzz.
+#[test]
+fn fuzz_entry_smoke() {
+    let mut rng = Rng(0xf022_7e11);
+    for pcap in ["tls12_ecdhe/ecdhe.pcap", "starttls_databases/encrypted.pcap", "tls13_psk_resumption/tls13_psk_succesfull.pcap"] {
+        let (evs, _) = events(pcap);
+        for round in 0..64u8 {
+            let mut script = vec![round];
+            for e in evs.iter().filter(|e| matches!(e, Ev::Data { conn: 0, .. })) {
+                let Ev::Data { dir, data, .. } = e else { continue };
+                for piece in data.chunks(32) {
+                    let mut piece = piece.to_vec();
+                    if rng.below(10) == 0 {
+                        let i = rng.below(piece.len());
+                        piece[i] = rng.next() as u8;
+                    }
+                    let d = if *dir == Dir::ToServer { 0 } else { 1 };
+                    script.push((((piece.len() - 1) as u8) << 3) | d);
+                    script.extend_from_slice(&piece);
+                }
+            }
+            fuzz(&script);
+            let noise: Vec<u8> = (0..rng.below(2000)).map(|_| rng.next() as u8).collect();
+            fuzz(&noise);
+        }
+    }
+}
