@@ -545,6 +545,66 @@ fn oversized_message_is_bounded() {
     assert!(!hs[0].established);
 }
 
+/// A ClientHello handshake message with the given ciphers and extensions.
+fn client_hello_msg(session_id: &[u8], ciphers: &[u16], exts: &[(u16, Vec<u8>)]) -> Vec<u8> {
+    let mut body = vec![3, 3];
+    body.extend_from_slice(&[1; 32]);
+    body.push(session_id.len() as u8);
+    body.extend_from_slice(session_id);
+    body.extend_from_slice(&((ciphers.len() * 2) as u16).to_be_bytes());
+    for c in ciphers {
+        body.extend_from_slice(&c.to_be_bytes());
+    }
+    body.extend_from_slice(&[1, 0]);
+    let mut e = Vec::new();
+    for (t, d) in exts {
+        e.extend_from_slice(&t.to_be_bytes());
+        e.extend_from_slice(&(d.len() as u16).to_be_bytes());
+        e.extend_from_slice(d);
+    }
+    body.extend_from_slice(&(e.len() as u16).to_be_bytes());
+    body.extend_from_slice(&e);
+    let mut m = vec![1, 0, (body.len() >> 8) as u8, body.len() as u8];
+    m.extend_from_slice(&body);
+    m
+}
+
+/// GREASE everywhere, ECH, PSK, ALPN with one character, a signature list
+/// with GREASE: the parsed fields and the JA4 rules.
+#[test]
+fn client_hello_fields_and_ja4_rules() {
+    let exts = vec![
+        (0x3a3a, vec![]),                                   // GREASE extension
+        (0x0010, vec![0, 4, 1, b'x', 1, b'y']),             // ALPN "x", "y"
+        (0x002b, vec![6, 0x7a, 0x7a, 3, 4, 3, 3]),          // supported_versions with GREASE
+        (0x000d, vec![0, 6, 0x0a, 0x0a, 4, 3, 8, 4]),       // signature_algorithms with GREASE
+        (0x0022, vec![0, 2, 6, 3]),                         // delegated_credentials: not signatures
+        (0xfe0d, vec![0, 0, 1, 0, 1]),                      // encrypted_client_hello
+        (0x002d, vec![1, 1]),                               // psk_key_exchange_modes
+        (0x0029, vec![0, 0]),                               // pre_shared_key (last)
+    ];
+    let msg = client_hello_msg(&[], &[0x1a1a, 0x1301, 0x00ff], &exts);
+    let ch = super::parser::client_hello(&msg[4..]).unwrap();
+    assert!(ch.ech && ch.pre_shared_key && ch.server_name.is_none());
+    assert_eq!(ch.alpn, vec![b"x".to_vec(), b"y".to_vec()]);
+    assert_eq!(ch.signature_algorithms, vec![0x0a0a, 0x0403, 0x0804]);
+    let j = ja4(&ch);
+    // No SNI -> i; 2 ciphers and 7 extensions without GREASE; ALPN "x" -> xx.
+    assert!(j.ja4.starts_with("t13i0207xx_"), "{}", j.ja4);
+    assert_eq!(j.ja4_r, "t13i0207xx_00ff,1301_000d,0022,0029,002b,002d,fe0d_0403,0804");
+    // A record carrying the message, split into three records.
+    let mut p = TlsParser::with_limits(TlsLimits::default());
+    let mut out = Vec::new();
+    for piece in msg.chunks(msg.len() / 3 + 1) {
+        let mut rec = vec![22, 3, 1, 0, piece.len() as u8];
+        rec.extend_from_slice(piece);
+        p.data(Dir::ToServer, 1, &rec, &mut out);
+    }
+    p.finish(2, &mut out);
+    let h = &p.take_handshakes()[0];
+    assert!(h.ech && h.ja4.as_ref() == Some(&j) && h.ssl_history == "C");
+}
+
 #[test]
 fn sslv2_client_hello_is_recognised() {
     // SSLv2 record: len, type 1, version 3.1, 2 cipher specs, no session id, 16-byte challenge.
@@ -577,34 +637,84 @@ fn plaintext_is_not_tls() {
     assert!(p.take_handshakes().is_empty());
 }
 
-/// Micro benchmark: ns per handshake parsed (every TCP handshake of the
-/// browser capture, replayed in memory). Run with
+/// Micro benchmark: ns per handshake parsed (each connection's events up to
+/// the end of its handshake, as the reassembler delivers them, replayed in
+/// memory through a fresh parser), and ns per 1448-byte chunk after the
+/// handshake. Run with
 /// `cargo test --release -p wirelog-parse tls::tests::bench_handshake -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn bench_handshake() {
-    let evs = coalesce(&events("ja4_browser_many_hellos/tls-handshake.pcapng").0);
-    let conns = run(&evs).iter().filter(|h| !h.is_empty()).count();
-    let rounds = 2000;
-    let t = std::time::Instant::now();
-    let mut n = 0;
-    for _ in 0..rounds {
-        n += run(&evs).len();
+    for pcap in ["ja4_browser_many_hellos/tls-handshake.pcapng", "x509_cert_repeat/google-cert-repeat.pcap"] {
+        let (evs, _) = events(pcap);
+        // Per connection: its events until the handshake is done.
+        let mut conns: Vec<Vec<&Ev>> = Vec::new();
+        let mut probe: Vec<TlsParser> = Vec::new();
+        let mut out = Vec::new();
+        for e in &evs {
+            let (c, dir, data) = match e {
+                Ev::Data { conn, dir, data, .. } => (*conn, *dir, data),
+                Ev::Gap { .. } => continue,
+            };
+            while conns.len() <= c {
+                conns.push(Vec::new());
+                probe.push(TlsParser::with_limits(TlsLimits::default()));
+            }
+            if !probe[c].handshake_done() {
+                probe[c].data(dir, 0, data, &mut out);
+                conns[c].push(e);
+            }
+        }
+        // Connections with a handshake (established, or ended by the capture).
+        let conns: Vec<Vec<&Ev>> =
+            conns.into_iter().zip(&probe).filter(|(_, p)| p.current().client_hello.is_some() || p.handshake_done()).map(|(c, _)| c).collect();
+        let bytes: usize = conns.iter().flatten().map(|e| if let Ev::Data { data, .. } = e { data.len() } else { 0 }).sum();
+        let rounds = 3000;
+        let t = std::time::Instant::now();
+        let mut n = 0;
+        for _ in 0..rounds {
+            for c in &conns {
+                let mut p = TlsParser::with_limits(TlsLimits::default());
+                for e in c {
+                    if let Ev::Data { dir, ts_ns, data, .. } = e {
+                        p.data(*dir, *ts_ns, data, &mut out);
+                    }
+                }
+                p.finish(0, &mut out);
+                n += p.take_handshakes().len();
+            }
+        }
+        let el = t.elapsed().as_nanos() as f64;
+        assert_eq!(n, conns.len() * rounds);
+        eprintln!(
+            "{pcap}: {} handshakes ({bytes} bytes) x {rounds}: {:.0} ns per handshake",
+            conns.len(),
+            el / n as f64
+        );
     }
-    let el = t.elapsed().as_nanos() as f64;
-    let bytes: usize = evs.iter().map(|e| if let Ev::Data { data, .. } = e { data.len() } else { 0 }).sum();
-    eprintln!(
-        "{} handshakes x {rounds}: {:.0} ns per handshake ({} connections, {bytes} bytes per round)",
-        conns,
-        el / (conns * rounds) as f64,
-        n / rounds
-    );
+    // After the handshake: 1448-byte chunks of application-data records.
+    let mut p = TlsParser::with_limits(TlsLimits::default());
+    let mut out = Vec::new();
+    p.data(Dir::ToServer, 1, &client_hello_record(), &mut out);
+    p.data(Dir::ToClient, 2, &server_flight_tls12(), &mut out);
+    p.data(Dir::ToServer, 3, &[22, 3, 3, 0, 4, 16, 0, 0, 0, 20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 3, 1, 2, 3], &mut out);
+    p.data(Dir::ToClient, 4, &[20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 2, 9, 9], &mut out);
+    assert!(p.handshake_done());
+    let chunk = vec![0x17u8; 1448];
+    let k = 20_000_000;
+    let t = std::time::Instant::now();
+    for _ in 0..k {
+        p.data(Dir::ToClient, 5, std::hint::black_box(&chunk), &mut out);
+    }
+    eprintln!("after the handshake: {:.2} ns per 1448-byte chunk", t.elapsed().as_nanos() as f64 / k as f64);
 }
 
+/// Prints what the parser finds in one capture:
+/// `TLS_PCAP=case/file.pcap cargo test --release -p wirelog-parse tls::tests::debug_dump -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn debug_dump() {
-    let pcap = std::env::var("TLS_PCAP").unwrap();
+    let pcap = std::env::var("TLS_PCAP").expect("TLS_PCAP=<case>/<pcap> under shared/testdata/tls");
     let (hss, tuples) = parse_pcap(&pcap);
     for (h, t) in hss.iter().zip(&tuples) {
         for x in h {
