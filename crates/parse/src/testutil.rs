@@ -28,10 +28,13 @@ pub fn tcp_events(rel: &str, server_ports: &[u16]) -> Vec<Ev> {
     tcp_events_with_tuples(rel, server_ports).0
 }
 
+/// (client address, client port, server address, server port).
+pub type ConnTuple = (String, u16, String, u16);
+
 /// Like [`tcp_events`], also returning each connection's (client address,
 /// client port, server address, server port), indexed by `conn`, so results
 /// can be matched with other tools' logs by 4-tuple.
-pub fn tcp_events_with_tuples(rel: &str, server_ports: &[u16]) -> (Vec<Ev>, Vec<(String, u16, String, u16)>) {
+pub fn tcp_events_with_tuples(rel: &str, server_ports: &[u16]) -> (Vec<Ev>, Vec<ConnTuple>) {
     let mut reader = CaptureReader::open(std::path::Path::new(&path(rel))).unwrap_or_else(|e| panic!("{rel}: {e}"));
     let mut dec = Decoder::new(DecodeConfig { verify_checksums: false, ..DecodeConfig::default() });
     // key (client ip, client port, server ip, server port) -> conn index, next seq per dir

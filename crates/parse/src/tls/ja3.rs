@@ -36,12 +36,18 @@ pub fn ja3(ch: &ClientHello) -> Ja3 {
     join(&mut s, no_grease(&ch.groups));
     s.push(',');
     join(&mut s, ch.point_formats.iter().map(|&x| x as u32));
-    Ja3 { md5: md5_hex(s.as_bytes()), string: s }
+    Ja3 {
+        md5: md5_hex(s.as_bytes()),
+        string: s,
+    }
 }
 
 /// `version,cipher,extensions` of a ServerHello.
 pub fn ja3s(sh: &ServerHello) -> Ja3 {
     let mut s = format!("{},{},", sh.version, sh.cipher);
     join(&mut s, no_grease(&sh.extensions));
-    Ja3 { md5: md5_hex(s.as_bytes()), string: s }
+    Ja3 {
+        md5: md5_hex(s.as_bytes()),
+        string: s,
+    }
 }

@@ -34,7 +34,11 @@ fn version_code(v: u16) -> &'static str {
 }
 
 fn alpn_char(b: u8) -> char {
-    if b.is_ascii() { b as char } else { '9' }
+    if b.is_ascii() {
+        b as char
+    } else {
+        '9'
+    }
 }
 
 fn hex_list(v: &[u16]) -> String {
@@ -65,8 +69,17 @@ pub fn ja4(ch: &ClientHello) -> Ja4 {
         .filter(|&v| !is_grease(v))
         .max()
         .unwrap_or(ch.version);
-    let sni = if ch.extensions.contains(&EXT_SERVER_NAME) { 'd' } else { 'i' };
-    let mut ciphers: Vec<u16> = ch.ciphers.iter().copied().filter(|&c| !is_grease(c)).collect();
+    let sni = if ch.extensions.contains(&EXT_SERVER_NAME) {
+        'd'
+    } else {
+        'i'
+    };
+    let mut ciphers: Vec<u16> = ch
+        .ciphers
+        .iter()
+        .copied()
+        .filter(|&c| !is_grease(c))
+        .collect();
     let ext_count = ch.extensions.iter().filter(|&&e| !is_grease(e)).count();
     let alpn = match ch.alpn.first() {
         Some(p) if !p.is_empty() => [alpn_char(p[0]), alpn_char(p[p.len() - 1])],
@@ -89,14 +102,30 @@ pub fn ja4(ch: &ClientHello) -> Ja4 {
         .filter(|&e| !is_grease(e) && e != EXT_SERVER_NAME && e != EXT_ALPN)
         .collect();
     exts.sort_unstable();
-    let sigs: Vec<u16> = ch.signature_algorithms.iter().copied().filter(|&s| !is_grease(s)).collect();
+    let sigs: Vec<u16> = ch
+        .signature_algorithms
+        .iter()
+        .copied()
+        .filter(|&s| !is_grease(s))
+        .collect();
     let cipher_s = hex_list(&ciphers);
     let mut ext_s = hex_list(&exts);
     if !sigs.is_empty() {
         ext_s.push('_');
         ext_s.push_str(&hex_list(&sigs));
     }
-    let b = if ciphers.is_empty() { "000000000000".to_string() } else { hash12(&cipher_s) };
-    let c = if exts.is_empty() { "000000000000".to_string() } else { hash12(&ext_s) };
-    Ja4 { ja4: format!("{a}_{b}_{c}"), ja4_r: format!("{a}_{cipher_s}_{ext_s}") }
+    let b = if ciphers.is_empty() {
+        "000000000000".to_string()
+    } else {
+        hash12(&cipher_s)
+    };
+    let c = if exts.is_empty() {
+        "000000000000".to_string()
+    } else {
+        hash12(&ext_s)
+    };
+    Ja4 {
+        ja4: format!("{a}_{b}_{c}"),
+        ja4_r: format!("{a}_{cipher_s}_{ext_s}"),
+    }
 }

@@ -30,7 +30,8 @@ pub use ja3::{ja3, ja3s, Ja3};
 pub use ja4::{ja4, Ja4};
 pub use md5::md5_hex;
 pub use parser::{
-    alert_name, cipher_name, group_name, is_grease, version_name, ClientHello, RecordError, ServerHello,
+    alert_name, cipher_name, group_name, is_grease, version_name, ClientHello, RecordError,
+    ServerHello,
 };
 pub use sha256::{sha256, sha256_hex};
 
@@ -54,7 +55,12 @@ pub struct TlsLimits {
 
 impl Default for TlsLimits {
     fn default() -> Self {
-        TlsLimits { max_message: 256 * 1024, max_preamble: 64 * 1024, max_certs: 10, max_cert_bytes: 256 * 1024 }
+        TlsLimits {
+            max_message: 256 * 1024,
+            max_preamble: 64 * 1024,
+            max_certs: 10,
+            max_cert_bytes: 256 * 1024,
+        }
     }
 }
 
@@ -128,7 +134,9 @@ impl TlsHandshake {
     }
     /// SHA-256 fingerprints of the kept server certificates (`cert_chain_fps`).
     pub fn server_cert_fps(&self) -> Option<Vec<String>> {
-        self.server_certs.as_ref().map(|c| c.certs.iter().map(|d| sha256_hex(d)).collect())
+        self.server_certs
+            .as_ref()
+            .map(|c| c.certs.iter().map(|d| sha256_hex(d)).collect())
     }
     /// JA3 of the first ClientHello.
     pub fn ja3(&self) -> Option<Ja3> {
@@ -274,12 +282,19 @@ impl TlsParser {
     /// Capacity of the buffers the parser holds (for the "never buffered
     /// after the handshake" check).
     pub fn buffered_capacity(&self) -> usize {
-        self.sides.iter().map(|s| s.msg.capacity() + s.carry.capacity()).sum()
+        self.sides
+            .iter()
+            .map(|s| s.msg.capacity() + s.carry.capacity())
+            .sum()
     }
 
     fn history(&mut self, i: usize, letter: u8) {
         if self.hs.ssl_history.len() < 100 {
-            let c = if i == 0 { letter.to_ascii_uppercase() } else { letter.to_ascii_lowercase() };
+            let c = if i == 0 {
+                letter.to_ascii_uppercase()
+            } else {
+                letter.to_ascii_lowercase()
+            };
             self.hs.ssl_history.push(c as char);
         }
     }
@@ -440,7 +455,8 @@ impl TlsParser {
                 // client changes ciphers without a key exchange.
                 if i == 0 && !self.client_kex {
                     if let Some(ch) = &self.hs.client_hello {
-                        if ch.session_id.is_empty() && ch.session_ticket_len.is_some_and(|n| n > 0) {
+                        if ch.session_id.is_empty() && ch.session_ticket_len.is_some_and(|n| n > 0)
+                        {
                             self.hs.resumed = true;
                         }
                     }
@@ -456,7 +472,11 @@ impl TlsParser {
         match s.rec_type {
             CT_ALERT if s.rec_len == 2 && s.alert_len == 2 => {
                 let (level, description) = (s.alert[0], s.alert[1]);
-                self.hs.last_alert = Some(Alert { level, description, from_client: i == 0 });
+                self.hs.last_alert = Some(Alert {
+                    level,
+                    description,
+                    from_client: i == 0,
+                });
                 self.history(i, b'L');
             }
             CT_CCS => {}
@@ -465,7 +485,9 @@ impl TlsParser {
             _ => {}
         }
         let both = |f: fn(&Side) -> bool| self.sides.iter().all(f);
-        if !self.tls13 && both(|s| s.ccs) && self.sides[i].cipher_record || self.tls13 && both(|s| s.cipher_record) {
+        if !self.tls13 && both(|s| s.ccs) && self.sides[i].cipher_record
+            || self.tls13 && both(|s| s.cipher_record)
+        {
             self.hs.established = true;
             self.emit();
         }
@@ -548,7 +570,10 @@ impl TlsParser {
             },
             (_, HS_CERTIFICATE) => match certificates(body) {
                 Some(list) => {
-                    let mut chain = CertChain { certs: Vec::new(), count: list.len() };
+                    let mut chain = CertChain {
+                        certs: Vec::new(),
+                        count: list.len(),
+                    };
                     let mut kept = 0;
                     for der in list.into_iter().take(self.limits.max_certs) {
                         kept += der.len();
@@ -565,11 +590,10 @@ impl TlsParser {
                 }
                 None => self.stats.malformed += 1,
             },
-            (1, HS_SERVER_KEY_EXCHANGE) => {
-                if self.hs.cipher.is_some_and(cipher_is_ecdhe) {
-                    if let Some(g) = ske_named_curve(body) {
-                        self.hs.curve = Some(g);
-                    }
+            // Only an ECDHE key exchange starts with ECParameters.
+            (1, HS_SERVER_KEY_EXCHANGE) if self.hs.cipher.is_some_and(cipher_is_ecdhe) => {
+                if let Some(g) = ske_named_curve(body) {
+                    self.hs.curve = Some(g);
                 }
             }
             (1, 13) => self.hs.client_cert_requested = true,
@@ -615,8 +639,12 @@ impl TlsParser {
         // TLS 1.3 server echoes it for middlebox compatibility). As Zeek,
         // only 0x0304 and the 0x7fNN drafts count as TLS 1.3 here, an
         // all-zero id counts as none.
-        let sid_ok = |c: &ClientHello| !c.session_id.is_empty() && c.session_id.iter().any(|&b| b != 0);
-        if version != 0x0304 && version >> 8 != 0x7f && ch.is_some_and(|c| sid_ok(c) && c.session_id == sh.session_id) {
+        let sid_ok =
+            |c: &ClientHello| !c.session_id.is_empty() && c.session_id.iter().any(|&b| b != 0);
+        if version != 0x0304
+            && version >> 8 != 0x7f
+            && ch.is_some_and(|c| sid_ok(c) && c.session_id == sh.session_id)
+        {
             self.hs.resumed = true;
         }
         if is_tls13(version) {
@@ -665,7 +693,7 @@ impl StreamParser for TlsParser {
             Phase::Record
                 if s.hdr_len == 5
                     && (s.rec_left as u64) >= len
-                    && !(s.rec_type == CT_HANDSHAKE && !s.encrypted)
+                    && (s.encrypted || s.rec_type != CT_HANDSHAKE)
                     && s.rec_type != CT_ALERT =>
             {
                 s.rec_left -= len as usize;
@@ -690,6 +718,11 @@ impl StreamParser for TlsParser {
         }
     }
 
+    /// True when nothing more can be learnt (not TLS, or a violation stopped
+    /// both directions before the handshake completed). The caller should
+    /// still call `finish` and [`TlsParser::take_handshakes`]: what was seen
+    /// before is reported. After an established handshake this stays false
+    /// and bytes are only counted.
     fn gave_up(&self) -> bool {
         self.not_tls || (!self.emitted && self.sides.iter().all(|s| s.phase == Phase::Count))
     }
@@ -719,7 +752,11 @@ pub fn fuzz(data: &[u8]) {
     let mut ts = 0;
     while let Some((&c, r)) = rest.split_first() {
         ts += 1;
-        let dir = if c & 1 == 0 { Dir::ToServer } else { Dir::ToClient };
+        let dir = if c & 1 == 0 {
+            Dir::ToServer
+        } else {
+            Dir::ToClient
+        };
         let n = ((c >> 3) as usize + 1).min(r.len());
         if (c >> 1) & 3 == 3 {
             p.gap(dir, ts, (c >> 3) as u64, &mut out);
@@ -729,7 +766,10 @@ pub fn fuzz(data: &[u8]) {
             rest = &r[n..];
         }
         // A message under reassembly never exceeds the cap plus one record.
-        assert!(p.sides.iter().all(|s| s.msg.len() <= limits.max_message + 4 + MAX_RECORD && s.carry.len() <= 5));
+        assert!(p
+            .sides
+            .iter()
+            .all(|s| s.msg.len() <= limits.max_message + 4 + MAX_RECORD && s.carry.len() <= 5));
         let _ = p.stats();
         let _ = p.gave_up();
     }
@@ -741,6 +781,13 @@ pub fn fuzz(data: &[u8]) {
             assert!(c.certs.len() <= limits.max_certs && c.certs.len() <= c.count);
             assert!(c.certs.iter().map(Vec::len).sum::<usize>() <= limits.max_cert_bytes);
         }
-        let _ = (h.ja3(), h.ja3s(), h.version_name(), h.cipher_name(), h.curve_name(), h.last_alert_name());
+        let _ = (
+            h.ja3(),
+            h.ja3s(),
+            h.version_name(),
+            h.cipher_name(),
+            h.curve_name(),
+            h.last_alert_name(),
+        );
     }
 }

@@ -37,8 +37,8 @@ pub const MAX_RECORD: usize = (1 << 14) + 2048;
 
 /// The ServerHello random of a HelloRetryRequest: SHA-256("HelloRetryRequest").
 pub const HRR_RANDOM: [u8; 32] = [
-    0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91, 0xc2, 0xa2, 0x11,
-    0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+    0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
+    0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
 ];
 
 /// GREASE values (RFC 8701): 0x0a0a, 0x1a1a, ... 0xfafa.
@@ -92,7 +92,15 @@ pub fn starts_tls(b: &[u8], client: bool) -> bool {
     }
     let len = u16::from_be_bytes([b[3], b[4]]) as usize;
     match b[0] {
-        CT_HANDSHAKE => (1..=MAX_RECORD).contains(&len) && b[5] == if client { HS_CLIENT_HELLO } else { HS_SERVER_HELLO },
+        CT_HANDSHAKE => {
+            (1..=MAX_RECORD).contains(&len)
+                && b[5]
+                    == if client {
+                        HS_CLIENT_HELLO
+                    } else {
+                        HS_SERVER_HELLO
+                    }
+        }
         CT_ALERT => !client && len == 2 && b[5] <= 2,
         _ => false,
     }
@@ -199,7 +207,10 @@ pub struct ClientHello {
 /// Parses a ClientHello body (after the 4-byte handshake header).
 pub fn client_hello(body: &[u8]) -> Option<ClientHello> {
     let mut r = Reader::new(body);
-    let mut ch = ClientHello { version: r.u16()?, ..ClientHello::default() };
+    let mut ch = ClientHello {
+        version: r.u16()?,
+        ..ClientHello::default()
+    };
     r.bytes(32)?;
     ch.session_id = r.vec8()?.to_vec();
     ch.ciphers = u16s(r.vec16()?).collect();
@@ -226,10 +237,14 @@ pub fn client_hello(body: &[u8]) -> Option<ClientHello> {
                     ch.alpn.push(p.to_vec());
                 }
             }
-            EXT_SUPPORTED_VERSIONS => ch.supported_versions = u16s(e.vec8().unwrap_or(&[])).collect(),
+            EXT_SUPPORTED_VERSIONS => {
+                ch.supported_versions = u16s(e.vec8().unwrap_or(&[])).collect()
+            }
             EXT_SUPPORTED_GROUPS => ch.groups = u16s(e.vec16().unwrap_or(&[])).collect(),
             EXT_EC_POINT_FORMATS => ch.point_formats = e.vec8().unwrap_or(&[]).to_vec(),
-            EXT_SIGNATURE_ALGORITHMS => ch.signature_algorithms = u16s(e.vec16().unwrap_or(&[])).collect(),
+            EXT_SIGNATURE_ALGORITHMS => {
+                ch.signature_algorithms = u16s(e.vec16().unwrap_or(&[])).collect()
+            }
             EXT_KEY_SHARE => {
                 let mut list = Reader::new(e.vec16().unwrap_or(&[]));
                 while let (Some(g), Some(_)) = (list.u16(), list.vec16()) {
@@ -258,9 +273,18 @@ pub fn sslv2_client_hello(body: &[u8]) -> Option<ClientHello> {
     let specs = r.bytes(cs)?;
     let session_id = r.bytes(sid)?.to_vec();
     r.bytes(chal)?;
-    let ciphers =
-        specs.chunks_exact(3).filter(|c| c[0] == 0).map(|c| u16::from_be_bytes([c[1], c[2]])).collect();
-    Some(ClientHello { version, session_id, ciphers, sslv2: true, ..ClientHello::default() })
+    let ciphers = specs
+        .chunks_exact(3)
+        .filter(|c| c[0] == 0)
+        .map(|c| u16::from_be_bytes([c[1], c[2]]))
+        .collect();
+    Some(ClientHello {
+        version,
+        session_id,
+        ciphers,
+        sslv2: true,
+        ..ClientHello::default()
+    })
 }
 
 /// What the ServerHello says.
@@ -308,7 +332,11 @@ pub fn server_hello(body: &[u8]) -> Option<ServerHello> {
         Some((&[][..], cipher, extensions(ext)?))
     };
     let is_old_draft = version >> 8 == 0x7f && (version & 0xff) < 22;
-    let (sid, cipher, exts) = if is_old_draft { draft().or(legacy)? } else { legacy.or_else(draft)? };
+    let (sid, cipher, exts) = if is_old_draft {
+        draft().or(legacy)?
+    } else {
+        legacy.or_else(draft)?
+    };
     let mut sh = ServerHello {
         version,
         retry: random == HRR_RANDOM,
@@ -405,7 +433,8 @@ pub fn cipher_name(c: u16) -> String {
 /// Whether the suite's key exchange is ephemeral elliptic-curve
 /// Diffie-Hellman, i.e. its ServerKeyExchange starts with ECParameters.
 pub fn cipher_is_ecdhe(c: u16) -> bool {
-    cipher_name_known(c).is_some_and(|n| n.starts_with("TLS_ECDHE_") || n.starts_with("TLS_ECDH_anon_"))
+    cipher_name_known(c)
+        .is_some_and(|n| n.starts_with("TLS_ECDHE_") || n.starts_with("TLS_ECDH_anon_"))
 }
 
 pub fn cipher_name_known(c: u16) -> Option<&'static str> {
@@ -537,9 +566,28 @@ pub fn cipher_name_known(c: u16) -> Option<&'static str> {
 /// Name of a supported group / named curve (`unknown-<decimal>` otherwise).
 pub fn group_name(g: u16) -> String {
     const SECT: [&str; 22] = [
-        "sect163k1", "sect163r1", "sect163r2", "sect193r1", "sect193r2", "sect233k1", "sect233r1", "sect239k1",
-        "sect283k1", "sect283r1", "sect409k1", "sect409r1", "sect571k1", "sect571r1", "secp160k1", "secp160r1",
-        "secp160r2", "secp192k1", "secp192r1", "secp224k1", "secp224r1", "secp256k1",
+        "sect163k1",
+        "sect163r1",
+        "sect163r2",
+        "sect193r1",
+        "sect193r2",
+        "sect233k1",
+        "sect233r1",
+        "sect239k1",
+        "sect283k1",
+        "sect283r1",
+        "sect409k1",
+        "sect409r1",
+        "sect571k1",
+        "sect571r1",
+        "secp160k1",
+        "secp160r1",
+        "secp160r2",
+        "secp192k1",
+        "secp192r1",
+        "secp224k1",
+        "secp224r1",
+        "secp256k1",
     ];
     let n = match g {
         1..=22 => SECT[g as usize - 1],

@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use super::*;
 use crate::testutil::{self, Ev, Rng};
 
-const PORTS: &[u16] = &[443, 5228, 8443, 25, 143, 110, 3306, 5432, 1080, 3000, 465, 993, 995];
+const PORTS: &[u16] = &[
+    443, 5228, 8443, 25, 143, 110, 3306, 5432, 1080, 3000, 465, 993, 995,
+];
 const DIR: &str = "tls";
 
 type Tuple = (String, u16, String, u16);
@@ -24,8 +26,12 @@ fn run(events: &[Ev]) -> Vec<Vec<TlsHandshake>> {
             ps.push(TlsParser::with_limits(TlsLimits::default()));
         }
         match e {
-            Ev::Data { dir, ts_ns, data, .. } => ps[conn].data(*dir, *ts_ns, data, &mut out),
-            Ev::Gap { dir, ts_ns, len, .. } => ps[conn].gap(*dir, *ts_ns, *len, &mut out),
+            Ev::Data {
+                dir, ts_ns, data, ..
+            } => ps[conn].data(*dir, *ts_ns, data, &mut out),
+            Ev::Gap {
+                dir, ts_ns, len, ..
+            } => ps[conn].gap(*dir, *ts_ns, *len, &mut out),
         }
     }
     assert!(out.is_empty(), "the TLS parser emits no transactions");
@@ -55,21 +61,52 @@ fn events(rel: &str) -> (Vec<Ev>, Vec<Tuple>) {
         }
         let (conn, dir) = (s.conn, s.dir);
         let d = if dir == Dir::ToServer { 0 } else { 1 };
-        streams[conn][d].segment(s.seq, s.ts_ns, &s.payload, s.flags, &mut budget, &mut |c| match c {
-            Chunk::Data { ts_ns, data } => out.push(Ev::Data { conn, dir, ts_ns, data: data.to_vec() }),
-            Chunk::Gap { ts_ns, len } => out.push(Ev::Gap { conn, dir, ts_ns, len }),
-        });
+        streams[conn][d].segment(
+            s.seq,
+            s.ts_ns,
+            &s.payload,
+            s.flags,
+            &mut budget,
+            &mut |c| match c {
+                Chunk::Data { ts_ns, data } => out.push(Ev::Data {
+                    conn,
+                    dir,
+                    ts_ns,
+                    data: data.to_vec(),
+                }),
+                Chunk::Gap { ts_ns, len } => out.push(Ev::Gap {
+                    conn,
+                    dir,
+                    ts_ns,
+                    len,
+                }),
+            },
+        );
         last = s.ts_ns;
     }
     for (conn, st) in streams.iter_mut().enumerate() {
         for (d, dir) in [Dir::ToServer, Dir::ToClient].into_iter().enumerate() {
             st[d].flush(last, &mut budget, &mut |c| match c {
-                Chunk::Data { ts_ns, data } => out.push(Ev::Data { conn, dir, ts_ns, data: data.to_vec() }),
-                Chunk::Gap { ts_ns, len } => out.push(Ev::Gap { conn, dir, ts_ns, len }),
+                Chunk::Data { ts_ns, data } => out.push(Ev::Data {
+                    conn,
+                    dir,
+                    ts_ns,
+                    data: data.to_vec(),
+                }),
+                Chunk::Gap { ts_ns, len } => out.push(Ev::Gap {
+                    conn,
+                    dir,
+                    ts_ns,
+                    len,
+                }),
             });
         }
     }
-    assert_eq!(tuples.len(), streams.len(), "{rel}: connection numbering differs");
+    assert_eq!(
+        tuples.len(),
+        streams.len(),
+        "{rel}: connection numbering differs"
+    );
     (out, tuples)
 }
 
@@ -81,7 +118,8 @@ fn parse_pcap(rel: &str) -> (Vec<Vec<TlsHandshake>>, Vec<Tuple>) {
 /// Rows of a pretty-printed `ja4_expected.json` as key -> raw value (quotes
 /// stripped); the file is one key per line, so no JSON parser is needed.
 fn ja4_rows(case: &str) -> Vec<HashMap<String, String>> {
-    let text = std::fs::read_to_string(testutil::path(&format!("{DIR}/{case}/ja4_expected.json"))).unwrap();
+    let text = std::fs::read_to_string(testutil::path(&format!("{DIR}/{case}/ja4_expected.json")))
+        .unwrap();
     let body = &text[text.find("\"rows\"").expect("rows")..];
     let mut rows = Vec::new();
     let mut cur: Option<HashMap<String, String>> = None;
@@ -111,8 +149,14 @@ fn ja4_rows(case: &str) -> Vec<HashMap<String, String>> {
 
 #[test]
 fn sha256_vectors() {
-    assert_eq!(sha256_hex(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    assert_eq!(
+        sha256_hex(b""),
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    );
+    assert_eq!(
+        sha256_hex(b"abc"),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
     assert_eq!(
         sha256_hex(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
@@ -156,8 +200,16 @@ fn ja4_matches_foxio() {
             }
             let Some(want) = r.get("ja4") else { continue };
             n += 1;
-            let key = (r["src"].clone(), r["src_port"].parse().unwrap(), r["dst"].clone(), r["dst_port"].parse().unwrap());
-            let got = by_tuple.get(&key).and_then(|h| h.first()).and_then(|h| h.ja4.clone());
+            let key = (
+                r["src"].clone(),
+                r["src_port"].parse().unwrap(),
+                r["dst"].clone(),
+                r["dst_port"].parse().unwrap(),
+            );
+            let got = by_tuple
+                .get(&key)
+                .and_then(|h| h.first())
+                .and_then(|h| h.ja4.clone());
             let got_s = got.as_ref().map(|j| j.ja4.as_str());
             if got_s == Some(want.as_str()) {
                 ok += 1;
@@ -172,7 +224,11 @@ fn ja4_matches_foxio() {
                 assert_eq!(h.client_hellos, 2, "{key:?}");
                 assert!(h.server_hello.as_ref().is_some_and(|s| !s.retry), "{key:?}");
                 assert_eq!(h.version_name().as_deref(), Some("TLSv13"), "{key:?}");
-                assert!(h.ssl_history.starts_with("Cj") && h.ssl_history[2..].contains("Cs"), "{key:?} {}", h.ssl_history);
+                assert!(
+                    h.ssl_history.starts_with("Cj") && h.ssl_history[2..].contains("Cs"),
+                    "{key:?} {}",
+                    h.ssl_history
+                );
             }
             if let (Some(g), Some(wr)) = (&got, r.get("ja4_r")) {
                 if &g.ja4_r != wr {
@@ -201,7 +257,13 @@ fn zeek_rows(rel: &str) -> Vec<HashMap<String, String>> {
         } else if line.starts_with("ts\tuid\t") {
             fields = line.split('\t').map(str::to_string).collect();
         } else if !line.starts_with('#') && !fields.is_empty() && !line.is_empty() {
-            rows.push(fields.iter().cloned().zip(line.split('\t').map(str::to_string)).collect());
+            rows.push(
+                fields
+                    .iter()
+                    .cloned()
+                    .zip(line.split('\t').map(str::to_string))
+                    .collect(),
+            );
         }
     }
     rows
@@ -227,7 +289,16 @@ fn ssl_columns(h: &TlsHandshake) -> Vec<(&'static str, String)> {
         ("next_protocol", opt(h.next_protocol.clone())),
         ("last_alert", opt(h.last_alert_name())),
         ("ssl_history", h.ssl_history.clone()),
-        ("cert_chain_fps", h.server_cert_fps().map_or("-".into(), |v| if v.is_empty() { "(empty)".into() } else { v.join(",") })),
+        (
+            "cert_chain_fps",
+            h.server_cert_fps().map_or("-".into(), |v| {
+                if v.is_empty() {
+                    "(empty)".into()
+                } else {
+                    v.join(",")
+                }
+            }),
+        ),
         ("client_cert_chain_fps", client_fps(h)),
     ]
 }
@@ -235,7 +306,11 @@ fn ssl_columns(h: &TlsHandshake) -> Vec<(&'static str, String)> {
 /// Zeek: `-` when no certificate was seen on the connection, `(empty)` when
 /// only the server sent some.
 fn client_fps(h: &TlsHandshake) -> String {
-    let client: Vec<String> = h.client_certs.iter().flat_map(|c| c.certs.iter().map(|d| sha256_hex(d))).collect();
+    let client: Vec<String> = h
+        .client_certs
+        .iter()
+        .flat_map(|c| c.certs.iter().map(|d| sha256_hex(d)))
+        .collect();
     let any = h.server_certs.as_ref().is_some_and(|c| c.count > 0) || !client.is_empty();
     match (any, client.is_empty()) {
         (false, _) => "-".into(),
@@ -248,31 +323,99 @@ fn client_fps(h: &TlsHandshake) -> String {
 #[test]
 fn ssl_fields_match_zeek() {
     let cases: &[(&str, &str, &str)] = &[
-        ("tls10_sni_basic", "tls-conn-with-extensions.pcap", "ssl.log"),
+        (
+            "tls10_sni_basic",
+            "tls-conn-with-extensions.pcap",
+            "ssl.log",
+        ),
         ("tls11_no_sni", "tls1_1.pcap", "ssl.log"),
         ("tls12_rsa_chain", "tls1.2.pcap", "ssl.log"),
         ("tls12_ecdhe", "ecdhe.pcap", "ssl.log"),
         ("tls12_ecdsa", "ecdsa-cert.pcap", "ssl.log"),
-        ("tls12_failures", "tls-1.2-handshake-failure.pcap", "ssl.handshake-failure.log"),
-        ("tls12_failures", "tls1.2-late-protocol-error.pcap", "ssl.late-protocol-error.log"),
-        ("tls12_alpn_ocsp_sct", "signed_certificate_timestamp.pcap", "ssl-all.log"),
-        ("tls12_alpn_ocsp_sct", "signed_certificate_timestamp-2.pcap", "ssl-all.log"),
-        ("tls13_psk_resumption", "tls13_psk_succesfull.pcap", "ssl.log"),
-        ("tls13_drafts", "tls13draft16-chrome55.0.2879.0-canary-aborted.pcap", "ssl.draft16-chrome55-aborted.log"),
-        ("tls13_drafts", "tls13draft16-chrome55.0.2879.0-canary.pcap", "ssl.draft16-chrome55.log"),
-        ("tls13_drafts", "tls13draft16-ff52.a01-aborted.pcap", "ssl.draft16-ff52-aborted.log"),
-        ("tls13_drafts", "tls13draft16-ff52.a01.pcap", "ssl.draft16-ff52.log"),
-        ("tls13_drafts", "tls13draft23-chrome67.0.3368.0-canary.pcap", "ssl.draft23.log"),
-        ("tls13_drafts", "chrome-63.0.3211.0-canary-tls_experiment.pcap", "ssl.experiment.log"),
+        (
+            "tls12_failures",
+            "tls-1.2-handshake-failure.pcap",
+            "ssl.handshake-failure.log",
+        ),
+        (
+            "tls12_failures",
+            "tls1.2-late-protocol-error.pcap",
+            "ssl.late-protocol-error.log",
+        ),
+        (
+            "tls12_alpn_ocsp_sct",
+            "signed_certificate_timestamp.pcap",
+            "ssl-all.log",
+        ),
+        (
+            "tls12_alpn_ocsp_sct",
+            "signed_certificate_timestamp-2.pcap",
+            "ssl-all.log",
+        ),
+        (
+            "tls13_psk_resumption",
+            "tls13_psk_succesfull.pcap",
+            "ssl.log",
+        ),
+        (
+            "tls13_drafts",
+            "tls13draft16-chrome55.0.2879.0-canary-aborted.pcap",
+            "ssl.draft16-chrome55-aborted.log",
+        ),
+        (
+            "tls13_drafts",
+            "tls13draft16-chrome55.0.2879.0-canary.pcap",
+            "ssl.draft16-chrome55.log",
+        ),
+        (
+            "tls13_drafts",
+            "tls13draft16-ff52.a01-aborted.pcap",
+            "ssl.draft16-ff52-aborted.log",
+        ),
+        (
+            "tls13_drafts",
+            "tls13draft16-ff52.a01.pcap",
+            "ssl.draft16-ff52.log",
+        ),
+        (
+            "tls13_drafts",
+            "tls13draft23-chrome67.0.3368.0-canary.pcap",
+            "ssl.draft23.log",
+        ),
+        (
+            "tls13_drafts",
+            "chrome-63.0.3211.0-canary-tls_experiment.pcap",
+            "ssl.experiment.log",
+        ),
         ("starttls_smtp", "smtp-starttls.pcap", "ssl.log"),
         ("starttls_imap", "imap-starttls.pcap", "ssl.log"),
         ("starttls_pop3", "pop3-starttls.pcap", "ssl.log"),
         ("x509_cert_repeat", "google-cert-repeat.pcap", "ssl.log"),
-        ("cert_request_ipv6", "certificate-request-failed.pcap", "ssl.log"),
-        ("starttls_databases", "encrypted.pcap", "ssl.mysql-encrypted.log"),
-        ("starttls_databases", "tls-12-amazon-rds.pcap", "ssl.mysql-rds-tls12.log"),
-        ("starttls_databases", "tls-13-amazon-rds.pcap", "ssl.mysql-rds-tls13.log"),
-        ("starttls_databases", "psql-aws-ssl-require.pcap", "ssl.postgresql-rds.cut"),
+        (
+            "cert_request_ipv6",
+            "certificate-request-failed.pcap",
+            "ssl.log",
+        ),
+        (
+            "starttls_databases",
+            "encrypted.pcap",
+            "ssl.mysql-encrypted.log",
+        ),
+        (
+            "starttls_databases",
+            "tls-12-amazon-rds.pcap",
+            "ssl.mysql-rds-tls12.log",
+        ),
+        (
+            "starttls_databases",
+            "tls-13-amazon-rds.pcap",
+            "ssl.mysql-rds-tls13.log",
+        ),
+        (
+            "starttls_databases",
+            "psql-aws-ssl-require.pcap",
+            "ssl.postgresql-rds.cut",
+        ),
     ];
     let mut failed = Vec::new();
     let (mut all_n, mut all_ok) = (0, 0);
@@ -301,13 +444,17 @@ fn ssl_fields_match_zeek() {
                 if &got == want {
                     ok += 1;
                 } else {
-                    failed.push(format!("{case}/{pcap} {key:?} {col}: got {got}, want {want}"));
+                    failed.push(format!(
+                        "{case}/{pcap} {key:?} {col}: got {got}, want {want}"
+                    ));
                 }
             }
         }
         eprintln!("{case}/{pcap}: {ok}/{n} ssl.log fields agree");
         if n == 0 {
-            failed.push(format!("{case}/{pcap}: no row of {log} matched a connection: {tuples:?}"));
+            failed.push(format!(
+                "{case}/{pcap}: no row of {log} matched a connection: {tuples:?}"
+            ));
         }
         all_n += n;
         all_ok += ok;
@@ -321,11 +468,21 @@ fn rechunk(events: &[Ev], rng: &mut Rng, max: usize) -> Vec<Ev> {
     let mut out = Vec::new();
     for e in events {
         match e {
-            Ev::Data { conn, dir, ts_ns, data } => {
+            Ev::Data {
+                conn,
+                dir,
+                ts_ns,
+                data,
+            } => {
                 let mut rest: &[u8] = data;
                 while !rest.is_empty() {
                     let n = 1 + rng.below(rest.len().min(max));
-                    out.push(Ev::Data { conn: *conn, dir: *dir, ts_ns: *ts_ns, data: rest[..n].to_vec() });
+                    out.push(Ev::Data {
+                        conn: *conn,
+                        dir: *dir,
+                        ts_ns: *ts_ns,
+                        data: rest[..n].to_vec(),
+                    });
                     rest = &rest[n..];
                 }
             }
@@ -340,7 +497,18 @@ fn rechunk(events: &[Ev], rng: &mut Rng, max: usize) -> Vec<Ev> {
 fn coalesce(events: &[Ev]) -> Vec<Ev> {
     let mut out: Vec<Ev> = Vec::new();
     for e in events {
-        if let (Some(Ev::Data { conn: c0, dir: d0, data: buf, .. }), Ev::Data { conn, dir, data, .. }) = (out.last_mut(), e) {
+        if let (
+            Some(Ev::Data {
+                conn: c0,
+                dir: d0,
+                data: buf,
+                ..
+            }),
+            Ev::Data {
+                conn, dir, data, ..
+            },
+        ) = (out.last_mut(), e)
+        {
             if c0 == conn && d0 == dir {
                 buf.extend_from_slice(data);
                 continue;
@@ -368,15 +536,31 @@ fn chunking_does_not_change_results() {
     for pcap in pcaps {
         let (evs, _) = events(pcap);
         let want = run(&evs);
-        assert!(want.iter().any(|h| !h.is_empty()), "{pcap}: no handshake at all");
+        assert!(
+            want.iter().any(|h| !h.is_empty()),
+            "{pcap}: no handshake at all"
+        );
         // Merged events carry the first piece's time: compare without ts.
         let no_ts = |v: Vec<Vec<TlsHandshake>>| -> Vec<Vec<TlsHandshake>> {
-            v.into_iter().map(|c| c.into_iter().map(|h| TlsHandshake { ts_ns: 0, ..h }).collect()).collect()
+            v.into_iter()
+                .map(|c| {
+                    c.into_iter()
+                        .map(|h| TlsHandshake { ts_ns: 0, ..h })
+                        .collect()
+                })
+                .collect()
         };
-        assert!(no_ts(run(&coalesce(&evs))) == no_ts(want.clone()), "{pcap}: coalesced differs");
+        assert!(
+            no_ts(run(&coalesce(&evs))) == no_ts(want.clone()),
+            "{pcap}: coalesced differs"
+        );
         for max in [1, 3, 7, 100, 2000] {
             let got = run(&rechunk(&evs, &mut rng, max));
-            assert!(got == want, "{pcap}: chunks of at most {max} differ: {:?}", got.iter().map(|h| h.len()).collect::<Vec<_>>());
+            assert!(
+                got == want,
+                "{pcap}: chunks of at most {max} differ: {:?}",
+                got.iter().map(|h| h.len()).collect::<Vec<_>>()
+            );
         }
     }
 }
@@ -416,8 +600,14 @@ fn messages_split_over_records() {
     ] {
         let (evs, _) = events(pcap);
         let merged = coalesce(&evs);
-        let want: Vec<Vec<TlsHandshake>> =
-            run(&merged).into_iter().map(|c| c.into_iter().map(|h| TlsHandshake { ts_ns: 0, ..h }).collect()).collect();
+        let want: Vec<Vec<TlsHandshake>> = run(&merged)
+            .into_iter()
+            .map(|c| {
+                c.into_iter()
+                    .map(|h| TlsHandshake { ts_ns: 0, ..h })
+                    .collect()
+            })
+            .collect();
         for k in [1, 5, 200] {
             // Only the first event of each direction is re-framed (the
             // hellos and the server's first flight), one connection at a time.
@@ -425,14 +615,28 @@ fn messages_split_over_records() {
             let evs2: Vec<Ev> = merged
                 .iter()
                 .map(|e| match e {
-                    Ev::Data { conn, dir, ts_ns, data } if seen.insert((*conn, *dir)) => {
-                        Ev::Data { conn: *conn, dir: *dir, ts_ns: *ts_ns, data: refragment(data, k) }
-                    }
+                    Ev::Data {
+                        conn,
+                        dir,
+                        ts_ns,
+                        data,
+                    } if seen.insert((*conn, *dir)) => Ev::Data {
+                        conn: *conn,
+                        dir: *dir,
+                        ts_ns: *ts_ns,
+                        data: refragment(data, k),
+                    },
                     e => e.clone(),
                 })
                 .collect();
-            let got: Vec<Vec<TlsHandshake>> =
-                run(&evs2).into_iter().map(|c| c.into_iter().map(|h| TlsHandshake { ts_ns: 0, ..h }).collect()).collect();
+            let got: Vec<Vec<TlsHandshake>> = run(&evs2)
+                .into_iter()
+                .map(|c| {
+                    c.into_iter()
+                        .map(|h| TlsHandshake { ts_ns: 0, ..h })
+                        .collect()
+                })
+                .collect();
             assert!(got == want, "{pcap}: records of {k} bytes differ");
         }
     }
@@ -440,9 +644,15 @@ fn messages_split_over_records() {
 
 #[test]
 fn damaged_input_never_panics() {
-    for pcap in ["tls12_ecdhe/ecdhe.pcap", "starttls_pop3/pop3-starttls.pcap", "tls13_drafts/tls13draft23-chrome67.0.3368.0-canary.pcap"] {
+    for pcap in [
+        "tls12_ecdhe/ecdhe.pcap",
+        "starttls_pop3/pop3-starttls.pcap",
+        "tls13_drafts/tls13draft23-chrome67.0.3368.0-canary.pcap",
+    ] {
         let (evs, _) = events(pcap);
-        testutil::stress(&evs, || Box::new(TlsParser::with_limits(TlsLimits::default())));
+        testutil::stress(&evs, || {
+            Box::new(TlsParser::with_limits(TlsLimits::default()))
+        });
     }
 }
 
@@ -489,15 +699,32 @@ fn application_data_is_counted_not_buffered() {
     let mut out = Vec::new();
     p.data(Dir::ToServer, 1, &client_hello_record(), &mut out);
     p.data(Dir::ToClient, 2, &server_flight_tls12(), &mut out);
-    p.data(Dir::ToServer, 3, &[16, 0, 0, 0, 20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 3, 1, 2, 3][5..], &mut out); // stray bytes
+    p.data(
+        Dir::ToServer,
+        3,
+        &[16, 0, 0, 0, 20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 3, 1, 2, 3][5..],
+        &mut out,
+    ); // stray bytes
     let mut p = TlsParser::with_limits(TlsLimits::default());
     p.data(Dir::ToServer, 1, &client_hello_record(), &mut out);
     p.data(Dir::ToClient, 2, &server_flight_tls12(), &mut out);
     // Client: ClientKeyExchange, CCS, encrypted Finished.
-    p.data(Dir::ToServer, 3, &[22, 3, 3, 0, 4, 16, 0, 0, 0, 20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 3, 1, 2, 3], &mut out);
+    p.data(
+        Dir::ToServer,
+        3,
+        &[
+            22, 3, 3, 0, 4, 16, 0, 0, 0, 20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 3, 1, 2, 3,
+        ],
+        &mut out,
+    );
     assert!(!p.handshake_done());
     // Server: CCS, encrypted Finished: established.
-    p.data(Dir::ToClient, 4, &[20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 2, 9, 9], &mut out);
+    p.data(
+        Dir::ToClient,
+        4,
+        &[20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 2, 9, 9],
+        &mut out,
+    );
     assert!(p.handshake_done());
     let hs = p.take_handshakes();
     assert_eq!(hs.len(), 1);
@@ -505,11 +732,14 @@ fn application_data_is_counted_not_buffered() {
     assert!(h.established && !h.resumed);
     assert_eq!(h.ssl_history, "CsnGIi");
     assert_eq!(h.server_name.as_deref(), Some("example.org"));
-    assert_eq!(h.cipher_name().as_deref(), Some("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"));
+    assert_eq!(
+        h.cipher_name().as_deref(),
+        Some("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256")
+    );
     assert_eq!(p.buffered_capacity(), 0);
     // 10 MB of application data in 16 KiB records, fed in odd chunks.
     let mut rec = vec![23, 3, 3, 0x40, 0];
-    rec.extend(std::iter::repeat(0xab).take(0x4000));
+    rec.extend(std::iter::repeat_n(0xab, 0x4000));
     let mut sent = 0u64;
     for k in 0..600 {
         let chunk = &rec[k % 7..];
@@ -526,12 +756,15 @@ fn application_data_is_counted_not_buffered() {
 /// direction is given up; nothing near the declared size is allocated.
 #[test]
 fn oversized_message_is_bounded() {
-    let mut p = TlsParser::with_limits(TlsLimits { max_message: 1000, ..TlsLimits::default() });
+    let mut p = TlsParser::with_limits(TlsLimits {
+        max_message: 1000,
+        ..TlsLimits::default()
+    });
     let mut out = Vec::new();
     p.data(Dir::ToServer, 1, &client_hello_record(), &mut out);
     // A Certificate message declaring 16 MB, in a record.
     let mut rec = vec![22, 3, 3, 0x40, 0, 11, 0xff, 0xff, 0xff];
-    rec.extend(std::iter::repeat(0).take(0x4000 - 4));
+    rec.extend(std::iter::repeat_n(0, 0x4000 - 4));
     // ServerHello first, so the server side is in the handshake.
     p.data(Dir::ToClient, 2, &server_flight_tls12(), &mut out);
     for _ in 0..10 {
@@ -574,14 +807,14 @@ fn client_hello_msg(session_id: &[u8], ciphers: &[u16], exts: &[(u16, Vec<u8>)])
 #[test]
 fn client_hello_fields_and_ja4_rules() {
     let exts = vec![
-        (0x3a3a, vec![]),                                   // GREASE extension
-        (0x0010, vec![0, 4, 1, b'x', 1, b'y']),             // ALPN "x", "y"
-        (0x002b, vec![6, 0x7a, 0x7a, 3, 4, 3, 3]),          // supported_versions with GREASE
-        (0x000d, vec![0, 6, 0x0a, 0x0a, 4, 3, 8, 4]),       // signature_algorithms with GREASE
-        (0x0022, vec![0, 2, 6, 3]),                         // delegated_credentials: not signatures
-        (0xfe0d, vec![0, 0, 1, 0, 1]),                      // encrypted_client_hello
-        (0x002d, vec![1, 1]),                               // psk_key_exchange_modes
-        (0x0029, vec![0, 0]),                               // pre_shared_key (last)
+        (0x3a3a, vec![]),                             // GREASE extension
+        (0x0010, vec![0, 4, 1, b'x', 1, b'y']),       // ALPN "x", "y"
+        (0x002b, vec![6, 0x7a, 0x7a, 3, 4, 3, 3]),    // supported_versions with GREASE
+        (0x000d, vec![0, 6, 0x0a, 0x0a, 4, 3, 8, 4]), // signature_algorithms with GREASE
+        (0x0022, vec![0, 2, 6, 3]),                   // delegated_credentials: not signatures
+        (0xfe0d, vec![0, 0, 1, 0, 1]),                // encrypted_client_hello
+        (0x002d, vec![1, 1]),                         // psk_key_exchange_modes
+        (0x0029, vec![0, 0]),                         // pre_shared_key (last)
     ];
     let msg = client_hello_msg(&[], &[0x1a1a, 0x1301, 0x00ff], &exts);
     let ch = super::parser::client_hello(&msg[4..]).unwrap();
@@ -591,7 +824,10 @@ fn client_hello_fields_and_ja4_rules() {
     let j = ja4(&ch);
     // No SNI -> i; 2 ciphers and 7 extensions without GREASE; ALPN "x" -> xx.
     assert!(j.ja4.starts_with("t13i0207xx_"), "{}", j.ja4);
-    assert_eq!(j.ja4_r, "t13i0207xx_00ff,1301_000d,0022,0029,002b,002d,fe0d_0403,0804");
+    assert_eq!(
+        j.ja4_r,
+        "t13i0207xx_00ff,1301_000d,0022,0029,002b,002d,fe0d_0403,0804"
+    );
     // A record carrying the message, split into three records.
     let mut p = TlsParser::with_limits(TlsLimits::default());
     let mut out = Vec::new();
@@ -608,7 +844,9 @@ fn client_hello_fields_and_ja4_rules() {
 #[test]
 fn sslv2_client_hello_is_recognised() {
     // SSLv2 record: len, type 1, version 3.1, 2 cipher specs, no session id, 16-byte challenge.
-    let mut body = vec![1, 3, 1, 0, 6, 0, 0, 0, 16, 0x00, 0x00, 0x2f, 0x07, 0x00, 0xc0];
+    let mut body = vec![
+        1, 3, 1, 0, 6, 0, 0, 0, 16, 0x00, 0x00, 0x2f, 0x07, 0x00, 0xc0,
+    ];
     body.extend_from_slice(&[5; 16]);
     let mut rec = vec![0x80 | (body.len() >> 8) as u8, body.len() as u8];
     rec.extend_from_slice(&body);
@@ -627,10 +865,18 @@ fn sslv2_client_hello_is_recognised() {
 
 #[test]
 fn plaintext_is_not_tls() {
-    let mut p = TlsParser::with_limits(TlsLimits { max_preamble: 4096, ..TlsLimits::default() });
+    let mut p = TlsParser::with_limits(TlsLimits {
+        max_preamble: 4096,
+        ..TlsLimits::default()
+    });
     let mut out = Vec::new();
     for _ in 0..300 {
-        p.data(Dir::ToServer, 1, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", &mut out);
+        p.data(
+            Dir::ToServer,
+            1,
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+            &mut out,
+        );
     }
     assert!(p.gave_up());
     p.finish(2, &mut out);
@@ -645,7 +891,10 @@ fn plaintext_is_not_tls() {
 #[test]
 #[ignore]
 fn bench_handshake() {
-    for pcap in ["ja4_browser_many_hellos/tls-handshake.pcapng", "x509_cert_repeat/google-cert-repeat.pcap"] {
+    for pcap in [
+        "ja4_browser_many_hellos/tls-handshake.pcapng",
+        "x509_cert_repeat/google-cert-repeat.pcap",
+    ] {
         let (evs, _) = events(pcap);
         // Per connection: its events until the handshake is done.
         let mut conns: Vec<Vec<&Ev>> = Vec::new();
@@ -653,7 +902,9 @@ fn bench_handshake() {
         let mut out = Vec::new();
         for e in &evs {
             let (c, dir, data) = match e {
-                Ev::Data { conn, dir, data, .. } => (*conn, *dir, data),
+                Ev::Data {
+                    conn, dir, data, ..
+                } => (*conn, *dir, data),
                 Ev::Gap { .. } => continue,
             };
             while conns.len() <= c {
@@ -666,9 +917,23 @@ fn bench_handshake() {
             }
         }
         // Connections with a handshake (established, or ended by the capture).
-        let conns: Vec<Vec<&Ev>> =
-            conns.into_iter().zip(&probe).filter(|(_, p)| p.current().client_hello.is_some() || p.handshake_done()).map(|(c, _)| c).collect();
-        let bytes: usize = conns.iter().flatten().map(|e| if let Ev::Data { data, .. } = e { data.len() } else { 0 }).sum();
+        let conns: Vec<Vec<&Ev>> = conns
+            .into_iter()
+            .zip(&probe)
+            .filter(|(_, p)| p.current().client_hello.is_some() || p.handshake_done())
+            .map(|(c, _)| c)
+            .collect();
+        let bytes: usize = conns
+            .iter()
+            .flatten()
+            .map(|e| {
+                if let Ev::Data { data, .. } = e {
+                    data.len()
+                } else {
+                    0
+                }
+            })
+            .sum();
         let rounds = 3000;
         let t = std::time::Instant::now();
         let mut n = 0;
@@ -676,7 +941,10 @@ fn bench_handshake() {
             for c in &conns {
                 let mut p = TlsParser::with_limits(TlsLimits::default());
                 for e in c {
-                    if let Ev::Data { dir, ts_ns, data, .. } = e {
+                    if let Ev::Data {
+                        dir, ts_ns, data, ..
+                    } = e
+                    {
                         p.data(*dir, *ts_ns, data, &mut out);
                     }
                 }
@@ -697,8 +965,20 @@ fn bench_handshake() {
     let mut out = Vec::new();
     p.data(Dir::ToServer, 1, &client_hello_record(), &mut out);
     p.data(Dir::ToClient, 2, &server_flight_tls12(), &mut out);
-    p.data(Dir::ToServer, 3, &[22, 3, 3, 0, 4, 16, 0, 0, 0, 20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 3, 1, 2, 3], &mut out);
-    p.data(Dir::ToClient, 4, &[20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 2, 9, 9], &mut out);
+    p.data(
+        Dir::ToServer,
+        3,
+        &[
+            22, 3, 3, 0, 4, 16, 0, 0, 0, 20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 3, 1, 2, 3,
+        ],
+        &mut out,
+    );
+    p.data(
+        Dir::ToClient,
+        4,
+        &[20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 2, 9, 9],
+        &mut out,
+    );
     assert!(p.handshake_done());
     let chunk = vec![0x17u8; 1448];
     let k = 20_000_000;
@@ -706,7 +986,10 @@ fn bench_handshake() {
     for _ in 0..k {
         p.data(Dir::ToClient, 5, std::hint::black_box(&chunk), &mut out);
     }
-    eprintln!("after the handshake: {:.2} ns per 1448-byte chunk", t.elapsed().as_nanos() as f64 / k as f64);
+    eprintln!(
+        "after the handshake: {:.2} ns per 1448-byte chunk",
+        t.elapsed().as_nanos() as f64 / k as f64
+    );
 }
 
 /// Prints what the parser finds in one capture:
@@ -718,7 +1001,15 @@ fn debug_dump() {
     let (hss, tuples) = parse_pcap(&pcap);
     for (h, t) in hss.iter().zip(&tuples) {
         for x in h {
-            eprintln!("{t:?} {:?} {:?} {:?} {} est={} hist={}", x.version_name(), x.cipher_name(), x.curve_name(), x.resumed, x.established, x.ssl_history);
+            eprintln!(
+                "{t:?} {:?} {:?} {:?} {} est={} hist={}",
+                x.version_name(),
+                x.cipher_name(),
+                x.curve_name(),
+                x.resumed,
+                x.established,
+                x.ssl_history
+            );
         }
     }
 }
@@ -728,7 +1019,9 @@ fn md5_vectors() {
     assert_eq!(md5_hex(b""), "d41d8cd98f00b204e9800998ecf8427e");
     assert_eq!(md5_hex(b"abc"), "900150983cd24fb0d6963f7d28e17f72");
     assert_eq!(
-        md5_hex(b"12345678901234567890123456789012345678901234567890123456789012345678901234567890"),
+        md5_hex(
+            b"12345678901234567890123456789012345678901234567890123456789012345678901234567890"
+        ),
         "57edf4a22be3c955ac49da2e2107b67a"
     );
 }
@@ -739,7 +1032,11 @@ fn md5_vectors() {
 #[test]
 fn ja3_matches_tshark() {
     let root = testutil::path(DIR);
-    let mut cases: Vec<_> = std::fs::read_dir(&root).unwrap().filter_map(|e| e.ok()).filter(|e| e.path().is_dir()).collect();
+    let mut cases: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .collect();
     cases.sort_by_key(|e| e.file_name());
     let mut failed = Vec::new();
     let (mut all_n, mut all_ok) = (0, 0);
@@ -748,7 +1045,9 @@ fn ja3_matches_tshark() {
         let text = std::fs::read_to_string(format!("{root}/{case}/ja3.tshark.tsv")).unwrap();
         let mut lines = text.lines();
         let cols: Vec<&str> = lines.next().unwrap().split('\t').collect();
-        let rows: Vec<HashMap<&str, &str>> = lines.map(|l| cols.iter().copied().zip(l.split('\t')).collect()).collect();
+        let rows: Vec<HashMap<&str, &str>> = lines
+            .map(|l| cols.iter().copied().zip(l.split('\t')).collect())
+            .collect();
         let mut pcaps: Vec<String> = std::fs::read_dir(format!("{root}/{case}"))
             .unwrap()
             .filter_map(|e| e.ok())
@@ -760,7 +1059,9 @@ fn ja3_matches_tshark() {
         for pcap in &pcaps {
             let (hss, tuples) = parse_pcap(&format!("{case}/{pcap}"));
             let by_tuple: HashMap<&Tuple, &Vec<TlsHandshake>> = tuples.iter().zip(&hss).collect();
-            let mine = rows.iter().filter(|r| r["transport"] == "tcp" && r.get("pcap").is_none_or(|p| p == pcap));
+            let mine = rows
+                .iter()
+                .filter(|r| r["transport"] == "tcp" && r.get("pcap").is_none_or(|p| p == pcap));
             // First client row, last server row per connection.
             let mut want: HashMap<(Tuple, bool), &str> = HashMap::new();
             for r in mine {
@@ -780,12 +1081,18 @@ fn ja3_matches_tshark() {
             for ((t, client), md5) in want {
                 n += 1;
                 let h = by_tuple.get(&t).and_then(|v| v.first());
-                let got = h.and_then(|h| if client { h.ja3() } else { h.ja3s() }).map(|j| j.md5);
+                let got = h
+                    .and_then(|h| if client { h.ja3() } else { h.ja3s() })
+                    .map(|j| j.md5);
                 if got.as_deref() == Some(md5) {
                     ok += 1;
                 } else {
-                    let s = h.and_then(|h| if client { h.ja3() } else { h.ja3s() }).map(|j| j.string);
-                    failed.push(format!("{case}/{pcap} {t:?} client={client}: got {got:?} ({s:?}), want {md5}"));
+                    let s = h
+                        .and_then(|h| if client { h.ja3() } else { h.ja3s() })
+                        .map(|j| j.string);
+                    failed.push(format!(
+                        "{case}/{pcap} {t:?} client={client}: got {got:?} ({s:?}), want {md5}"
+                    ));
                 }
             }
         }
@@ -803,12 +1110,18 @@ fn ja3_matches_tshark() {
 #[test]
 fn fuzz_entry_smoke() {
     let mut rng = Rng(0xf022_7e11);
-    for pcap in ["tls12_ecdhe/ecdhe.pcap", "starttls_databases/encrypted.pcap", "tls13_psk_resumption/tls13_psk_succesfull.pcap"] {
+    for pcap in [
+        "tls12_ecdhe/ecdhe.pcap",
+        "starttls_databases/encrypted.pcap",
+        "tls13_psk_resumption/tls13_psk_succesfull.pcap",
+    ] {
         let (evs, _) = events(pcap);
         for round in 0..64u8 {
             let mut script = vec![round];
             for e in evs.iter().filter(|e| matches!(e, Ev::Data { conn: 0, .. })) {
-                let Ev::Data { dir, data, .. } = e else { continue };
+                let Ev::Data { dir, data, .. } = e else {
+                    continue;
+                };
                 for piece in data.chunks(32) {
                     let mut piece = piece.to_vec();
                     if rng.below(10) == 0 {
