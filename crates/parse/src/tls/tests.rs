@@ -1139,3 +1139,92 @@ fn fuzz_entry_smoke() {
         }
     }
 }
+
+fn list<T: std::fmt::Display>(v: impl IntoIterator<Item = T>) -> String {
+    let s: Vec<String> = v.into_iter().map(|x| x.to_string()).collect();
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s.join(",")
+    }
+}
+
+/// The raw hello fields of Zeek's ssl-log-ext policy (the inputs of the
+/// next round's extra columns and of JA3) agree with its baselines.
+#[test]
+fn hello_fields_match_zeek_ssl_log_ext() {
+    let cases = [
+        ("tls11_no_sni", "tls1_1.pcap", "ssl-log-ext.log"),
+        ("tls12_ecdhe", "ecdhe.pcap", "ssl-log-ext.log"),
+        (
+            "tls13_drafts",
+            "tls13draft23-chrome67.0.3368.0-canary.pcap",
+            "ssl-log-ext.draft23.log",
+        ),
+    ];
+    let mut failed = Vec::new();
+    let (mut n, mut ok) = (0, 0);
+    for (case, pcap, log) in cases {
+        let (hss, tuples) = parse_pcap(&format!("{case}/{pcap}"));
+        let by_tuple: HashMap<&Tuple, &Vec<TlsHandshake>> = tuples.iter().zip(&hss).collect();
+        for row in zeek_rows(&format!("{case}/{log}")) {
+            let key = (
+                row["id.orig_h"].clone(),
+                row["id.orig_p"].parse().unwrap(),
+                row["id.resp_h"].clone(),
+                row["id.resp_p"].parse().unwrap(),
+            );
+            let h = by_tuple
+                .get(&key)
+                .and_then(|v| v.first())
+                .expect("a handshake");
+            let (ch, sh) = (
+                h.client_hello.as_ref().unwrap(),
+                h.server_hello.as_ref().unwrap(),
+            );
+            let cols = [
+                ("server_version", sh.version.to_string()),
+                ("client_version", ch.version.to_string()),
+                ("client_ciphers", list(&ch.ciphers)),
+                ("ssl_client_exts", list(&ch.extensions)),
+                ("ssl_server_exts", list(&sh.extensions)),
+                ("point_formats", list(&ch.point_formats)),
+                ("client_curves", list(&ch.groups)),
+                (
+                    "orig_alpn",
+                    list(
+                        ch.alpn
+                            .iter()
+                            .map(|a| String::from_utf8_lossy(a).into_owned()),
+                    ),
+                ),
+                ("client_supported_versions", list(&ch.supported_versions)),
+                ("server_supported_version", list(sh.selected_version)),
+                ("client_key_share_groups", list(&ch.key_share_groups)),
+                ("server_key_share_group", list(sh.key_share_group)),
+                ("client_comp_methods", list(&ch.compression)),
+                (
+                    "sigalgs",
+                    list(ch.signature_algorithms.iter().map(|s| s & 0xff)),
+                ),
+                (
+                    "hashalgs",
+                    list(ch.signature_algorithms.iter().map(|s| s >> 8)),
+                ),
+            ];
+            for (col, got) in cols {
+                n += 1;
+                if got == row[col] {
+                    ok += 1;
+                } else {
+                    failed.push(format!(
+                        "{case} {key:?} {col}: got {got}, want {}",
+                        row[col]
+                    ));
+                }
+            }
+        }
+    }
+    eprintln!("ssl-log-ext hello fields: {ok}/{n} agree");
+    assert!(n >= 45 && failed.is_empty(), "{failed:#?}");
+}
