@@ -1228,3 +1228,34 @@ fn hello_fields_match_zeek_ssl_log_ext() {
     eprintln!("ssl-log-ext hello fields: {ok}/{n} agree");
     assert!(n >= 45 && failed.is_empty(), "{failed:#?}");
 }
+
+/// Where a handshake's time goes: the ClientHello parse and JA4 alone.
+#[test]
+#[ignore]
+fn bench_parts() {
+    let (evs, _) = events("ja4_tls12_single_hello/tls12.pcap");
+    let Ev::Data { data, .. } = &evs[0] else {
+        panic!()
+    };
+    let body = &data[9..];
+    let k = 200_000;
+    let t = std::time::Instant::now();
+    for _ in 0..k {
+        std::hint::black_box(super::parser::client_hello(std::hint::black_box(body)));
+    }
+    eprintln!(
+        "client_hello parse: {:.0} ns",
+        t.elapsed().as_nanos() as f64 / k as f64
+    );
+    let ch = super::parser::client_hello(body).unwrap();
+    let t = std::time::Instant::now();
+    for _ in 0..k {
+        std::hint::black_box(ja4(std::hint::black_box(&ch)));
+    }
+    eprintln!("ja4: {:.0} ns", t.elapsed().as_nanos() as f64 / k as f64);
+    let t = std::time::Instant::now();
+    for _ in 0..k {
+        std::hint::black_box(ja3(std::hint::black_box(&ch)));
+    }
+    eprintln!("ja3: {:.0} ns", t.elapsed().as_nanos() as f64 / k as f64);
+}
