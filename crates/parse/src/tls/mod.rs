@@ -358,7 +358,7 @@ impl TlsParser {
             s.phase = Phase::Record;
             self.start(ts);
             if p < carried {
-                let left = self.record(i, ts, &buf[p..carried]);
+                let left = self.record(i, &buf[p..carried]);
                 debug_assert!(left.is_empty());
                 return data;
             }
@@ -397,7 +397,7 @@ impl TlsParser {
         &data[n..]
     }
 
-    fn record<'a>(&mut self, i: usize, ts: i64, mut data: &'a [u8]) -> &'a [u8] {
+    fn record<'a>(&mut self, i: usize, mut data: &'a [u8]) -> &'a [u8] {
         let s = &mut self.sides[i];
         if s.hdr_len < 5 {
             let n = (5 - s.hdr_len).min(data.len());
@@ -427,7 +427,7 @@ impl TlsParser {
         let body = &data[..n];
         s.rec_left -= n;
         match s.rec_type {
-            CT_HANDSHAKE if !s.encrypted => self.handshake_bytes(i, ts, body),
+            CT_HANDSHAKE if !s.encrypted => self.handshake_bytes(i, body),
             CT_ALERT if s.rec_len == 2 => {
                 let k = body.len().min(2 - s.alert_len);
                 s.alert[s.alert_len..s.alert_len + k].copy_from_slice(&body[..k]);
@@ -493,7 +493,7 @@ impl TlsParser {
         }
     }
 
-    fn handshake_bytes(&mut self, i: usize, ts: i64, body: &[u8]) {
+    fn handshake_bytes(&mut self, i: usize, body: &[u8]) {
         let mut rest = body;
         if self.sides[i].msg.is_empty() {
             // Common case: whole messages inside this record, parsed in place.
@@ -506,7 +506,7 @@ impl TlsParser {
                 if rest.len() < 4 + len {
                     break;
                 }
-                self.on_message(i, ts, rest[0], &rest[4..4 + len]);
+                self.on_message(i, rest[0], &rest[4..4 + len]);
                 rest = &rest[4 + len..];
                 if self.sides[i].phase != Phase::Record || self.sides[i].encrypted {
                     return;
@@ -528,7 +528,7 @@ impl TlsParser {
             if m.len() < 4 + len {
                 break;
             }
-            self.on_message(i, ts, m[0], &m[4..4 + len]);
+            self.on_message(i, m[0], &m[4..4 + len]);
             off += 4 + len;
             if self.sides[i].phase != Phase::Record || self.sides[i].encrypted {
                 return;
@@ -556,7 +556,7 @@ impl TlsParser {
         self.fail(1 - i);
     }
 
-    fn on_message(&mut self, i: usize, _ts: i64, typ: u8, body: &[u8]) {
+    fn on_message(&mut self, i: usize, typ: u8, body: &[u8]) {
         let retry = typ == HS_SERVER_HELLO && body.get(2..34).is_some_and(|r| r == HRR_RANDOM);
         self.history(i, if retry { b'J' } else { history_letter(typ) });
         match (i, typ) {
@@ -672,7 +672,7 @@ impl StreamParser for TlsParser {
             rest = match self.sides[i].phase {
                 Phase::Seek => self.seek(i, ts_ns, rest),
                 Phase::Sslv2(need) => self.sslv2(i, need, rest),
-                Phase::Record => self.record(i, ts_ns, rest),
+                Phase::Record => self.record(i, rest),
                 Phase::Count => {
                     if self.emitted {
                         self.sides[i].bytes_after += rest.len() as u64;
