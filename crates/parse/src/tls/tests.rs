@@ -1259,3 +1259,61 @@ fn bench_parts() {
     }
     eprintln!("ja3: {:.0} ns", t.elapsed().as_nanos() as f64 / k as f64);
 }
+
+/// Every certificate in Zeek's x509 logs is among the DER certificates the
+/// parser kept (same SHA-256), and `host_cert`/`client_cert` agree with the
+/// position and sender: the input of the x509 round.
+#[test]
+fn certificates_match_zeek_x509_logs() {
+    let root = testutil::path(DIR);
+    let mut cases: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    cases.sort();
+    let (mut n, mut ok) = (0, 0);
+    let mut failed = Vec::new();
+    for case in cases {
+        let files: Vec<String> = std::fs::read_dir(format!("{root}/{case}"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        // (fingerprint, host_cert, client_cert) of every certificate we kept.
+        let mut ours = std::collections::HashSet::new();
+        for pcap in files
+            .iter()
+            .filter(|f| f.ends_with(".pcap") || f.ends_with(".pcapng"))
+        {
+            for h in parse_pcap(&format!("{case}/{pcap}")).0.iter().flatten() {
+                for (chain, client) in [(&h.server_certs, "F"), (&h.client_certs, "T")] {
+                    for (i, der) in chain.iter().flat_map(|c| c.certs.iter()).enumerate() {
+                        ours.insert((sha256_hex(der), if i == 0 { "T" } else { "F" }, client));
+                    }
+                }
+            }
+        }
+        for log in files
+            .iter()
+            .filter(|f| f.starts_with("x509") && f.ends_with(".log"))
+        {
+            for row in zeek_rows(&format!("{case}/{log}")) {
+                n += 1;
+                let key = (
+                    row["fingerprint"].clone(),
+                    row["host_cert"].as_str(),
+                    row["client_cert"].as_str(),
+                );
+                if ours.contains(&(key.0.clone(), key.1, key.2)) {
+                    ok += 1;
+                } else {
+                    failed.push(format!("{case}/{log}: {key:?} not kept"));
+                }
+            }
+        }
+    }
+    eprintln!("x509 certificates kept: {ok}/{n}");
+    assert!(n >= 20 && failed.is_empty(), "{failed:#?}");
+}
