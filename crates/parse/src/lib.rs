@@ -19,6 +19,7 @@ pub mod mysql;
 pub mod pgsql;
 pub mod redis;
 pub mod stream;
+pub mod tls;
 
 #[cfg(test)]
 pub(crate) mod testutil;

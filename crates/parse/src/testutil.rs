@@ -25,6 +25,16 @@ pub fn path(rel: &str) -> String {
 /// Retransmitted bytes are dropped, holes become `Gap`s; segments are taken
 /// in capture order (out-of-order arrival is the reassembler's business).
 pub fn tcp_events(rel: &str, server_ports: &[u16]) -> Vec<Ev> {
+    tcp_events_with_tuples(rel, server_ports).0
+}
+
+/// (client address, client port, server address, server port).
+pub type ConnTuple = (String, u16, String, u16);
+
+/// Like [`tcp_events`], also returning each connection's (client address,
+/// client port, server address, server port), indexed by `conn`, so results
+/// can be matched with other tools' logs by 4-tuple.
+pub fn tcp_events_with_tuples(rel: &str, server_ports: &[u16]) -> (Vec<Ev>, Vec<ConnTuple>) {
     let mut reader = CaptureReader::open(std::path::Path::new(&path(rel))).unwrap_or_else(|e| panic!("{rel}: {e}"));
     let mut dec = Decoder::new(DecodeConfig { checksums: ChecksumMode::Ignore, ..DecodeConfig::default() });
     // key (client ip, client port, server ip, server port) -> conn index, next seq per dir
@@ -76,7 +86,11 @@ pub fn tcp_events(rel: &str, server_ports: &[u16]) -> Vec<Ev> {
         }
         next[i] = Some(end);
     }
-    out
+    let mut tuples = vec![(String::new(), 0, String::new(), 0); conns.len()];
+    for ((c, cp, s, sp), (i, _)) in conns {
+        tuples[i] = (String::from_utf8_lossy(&c).into_owned(), cp, String::from_utf8_lossy(&s).into_owned(), sp);
+    }
+    (out, tuples)
 }
 
 /// Runs one parser per connection over `events` and returns every
