@@ -159,24 +159,7 @@ fn set_capabilities(caps: u64) -> Result<(), CaptureError> {
 /// cap_net_raw,cap_net_admin+ep): clears every capability once the sockets
 /// are open.
 pub fn drop_capabilities() -> Result<(), CaptureError> {
-    #[repr(C)]
-    struct CapHeader {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Default, Clone, Copy)]
-    struct CapData {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let mut hdr = CapHeader { version: 0x2008_0522, pid: 0 }; // _LINUX_CAPABILITY_VERSION_3
-    let data = [CapData::default(); 2];
-    // SAFETY: capset with a v3 header and two data words, as the ABI requires.
-    if unsafe { libc::syscall(libc::SYS_capset, &mut hdr, data.as_ptr()) } != 0 {
-        return Err(CaptureError::last_os(ErrorKind::Privileges, "dropping capabilities (capset)"));
-    }
+    set_capabilities(0)?;
     no_new_privs()?;
     verify_no_capabilities()
 }

@@ -1015,7 +1015,7 @@ fn redact_query(q: &[u8]) -> Vec<u8> {
 /// bytes, else data; bits 3-7: length - 1) followed by that many bytes. The
 /// first byte picks the configuration. Must never panic.
 pub fn fuzz(data: &[u8]) {
-    let Some((&conf, mut rest)) = data.split_first() else {
+    let Some((&conf, rest)) = data.split_first() else {
         return;
     };
     let cfg = ParseConfig {
@@ -1028,20 +1028,11 @@ pub fn fuzz(data: &[u8]) {
     let mut p = HttpParser::new(&cfg);
     let mut out = Vec::new();
     let mut ts = 0;
-    while let Some((&c, r)) = rest.split_first() {
+    for (c, step) in crate::fuzz_steps(rest) {
         ts += 1;
-        let dir = if c & 1 == 0 {
-            Dir::ToServer
-        } else {
-            Dir::ToClient
-        };
-        let n = ((c >> 3) as usize + 1).min(r.len());
-        if (c >> 1) & 3 == 3 {
-            p.gap(dir, ts, (c >> 3) as u64, &mut out);
-            rest = r;
-        } else {
-            p.data(dir, ts, &r[..n], &mut out);
-            rest = &r[n..];
+        match step {
+            crate::FuzzStep::Data(dir, d) => p.data(dir, ts, d, &mut out),
+            crate::FuzzStep::Gap(dir, n) => p.gap(dir, ts, n, &mut out),
         }
         if c == 0xff {
             p.expire(ts, &mut out);

@@ -149,6 +149,33 @@ impl StreamParser for ConnParser {
     }
 }
 
+/// One step of a fuzzing script (see [`fuzz_steps`]).
+#[cfg(any(test, feature = "fuzzing"))]
+pub enum FuzzStep<'a> {
+    Data(Dir, &'a [u8]),
+    Gap(Dir, u64),
+}
+
+/// The steps of a stream parser's fuzzing script, shared by the parsers'
+/// `fuzz` entries: each step is a control byte `c` (bit 0: direction; bits
+/// 1-2: 3 = a gap of `c >> 3` bytes, else data; bits 3-7: length - 1)
+/// followed by that many bytes. Yields the control byte with each step.
+#[cfg(any(test, feature = "fuzzing"))]
+pub fn fuzz_steps(mut rest: &[u8]) -> impl Iterator<Item = (u8, FuzzStep<'_>)> {
+    std::iter::from_fn(move || {
+        let (&c, r) = rest.split_first()?;
+        let dir = if c & 1 == 0 { Dir::ToServer } else { Dir::ToClient };
+        if (c >> 1) & 3 == 3 {
+            rest = r;
+            Some((c, FuzzStep::Gap(dir, (c >> 3) as u64)))
+        } else {
+            let n = ((c >> 3) as usize + 1).min(r.len());
+            rest = &r[n..];
+            Some((c, FuzzStep::Data(dir, &r[..n])))
+        }
+    })
+}
+
 /// Settings shared by all parsers.
 #[derive(Clone, Debug)]
 pub struct ParseConfig {

@@ -732,13 +732,14 @@ impl StreamParser for TlsParser {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 /// Fuzzing entry: `data` is a script of steps for one connection. Each step
 /// is a control byte `c` (bit 0: direction; bits 1-2: 3 = a gap of `c >> 3`
 /// bytes, else data; bits 3-7: length - 1) followed by that many bytes. The
 /// first byte picks the limits. Must never panic, and the buffers must stay
 /// within the limits.
 pub fn fuzz(data: &[u8]) {
-    let Some((&conf, mut rest)) = data.split_first() else {
+    let Some((&conf, rest)) = data.split_first() else {
         return;
     };
     let limits = TlsLimits {
@@ -750,20 +751,11 @@ pub fn fuzz(data: &[u8]) {
     let mut p = TlsParser::with_limits(limits);
     let mut out = Vec::new();
     let mut ts = 0;
-    while let Some((&c, r)) = rest.split_first() {
+    for (_, step) in crate::fuzz_steps(rest) {
         ts += 1;
-        let dir = if c & 1 == 0 {
-            Dir::ToServer
-        } else {
-            Dir::ToClient
-        };
-        let n = ((c >> 3) as usize + 1).min(r.len());
-        if (c >> 1) & 3 == 3 {
-            p.gap(dir, ts, (c >> 3) as u64, &mut out);
-            rest = r;
-        } else {
-            p.data(dir, ts, &r[..n], &mut out);
-            rest = &r[n..];
+        match step {
+            crate::FuzzStep::Data(dir, d) => p.data(dir, ts, d, &mut out),
+            crate::FuzzStep::Gap(dir, n) => p.gap(dir, ts, n, &mut out),
         }
         // A message under reassembly never exceeds the cap plus one record.
         assert!(p
