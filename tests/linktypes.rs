@@ -50,7 +50,10 @@ fn wirelog_count(f: &Path) -> (u64, Vec<String>, bool) {
                 }
             }
             // Summary lines, not problems.
-            if rest.starts_with("conn_state:") || rest.starts_with("transactions:") {
+            if rest.starts_with("conn_state:")
+                || rest.starts_with("transactions:")
+                || rest.starts_with("memory budget ")
+            {
                 continue;
             }
         }
