@@ -616,16 +616,15 @@ impl Writer {
         }
         self.report_space();
         // What still waits for space in the logs is given up, counted.
-        let mut logs: Vec<&mut LogOut> = vec![self.conn_log.get_mut()];
-        if let Some(f) = self.flow_log.as_mut() {
-            logs.push(f.get_mut());
-        }
-        for (_, w) in &mut self.tx_writers {
-            logs.push(w.get_mut());
-        }
-        for f in logs.into_iter().filter_map(LogOut::file) {
-            let st = f.abandon_pending();
-            let name = f.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let abandoned: Vec<_> = self
+            .log_files()
+            .into_iter()
+            .map(|f| {
+                let name = f.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                (name, f.abandon_pending())
+            })
+            .collect();
+        for (name, st) in abandoned {
             self.summary.space_failures += st.space_failures;
             self.summary.pauses += st.pauses;
             if st.dropped > 0 {

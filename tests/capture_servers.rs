@@ -17,11 +17,12 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use common::live::{is_root, last_stats, sh, skip, LiveCapture, BIN};
+use common::lo::{have, Proc};
 use common::read_log;
 /// Addresses on the veth pair (each test has its own namespaces, so they
 /// never clash).
@@ -29,14 +30,6 @@ const SERVER_IP: &str = "192.168.77.1";
 const CLIENT_IP: &str = "192.168.77.2";
 
 type Row = HashMap<String, String>;
-
-fn have(prog: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {prog} || test -x /usr/sbin/{prog}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 /// Root, `ip netns` and the given programs, or a skip (failure under
 /// WIRELOG_REQUIRE_ALL_TESTS=1).
@@ -105,7 +98,7 @@ impl Netns {
     }
 
     /// Starts a server in the server namespace, its output to `log`.
-    fn server(&self, name: &'static str, args: &[&str], log: &Path) -> Server {
+    fn server(&self, name: &'static str, args: &[&str], log: &Path) -> Proc {
         let f = std::fs::File::create(log).unwrap();
         let child = Self::cmd(&self.s, args)
             .stdin(Stdio::null())
@@ -113,7 +106,7 @@ impl Netns {
             .stderr(f)
             .spawn()
             .unwrap_or_else(|e| panic!("start {name}: {e}"));
-        Server { name, child }
+        Proc { name, child }
     }
 }
 
@@ -122,36 +115,6 @@ impl Drop for Netns {
         // Deleting a namespace deletes the veth end inside it (and its peer).
         let _ = Command::new("ip").args(["netns", "del", &self.s]).status();
         let _ = Command::new("ip").args(["netns", "del", &self.c]).status();
-    }
-}
-
-/// A server process started by a test; stopped on drop.
-struct Server {
-    name: &'static str,
-    child: Child,
-}
-
-impl Server {
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // `ip netns exec` execs the server: the child's pid is the server's.
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(10) {
-            if !self.alive() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!("{} did not stop on SIGTERM: killed", self.name);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -794,7 +757,7 @@ fn mariadb_counters_equal_mysql_log() {
 
 /// dnsmasq's "queries answered locally" and "queries forwarded" counters,
 /// which it writes to its log on SIGUSR1.
-fn dnsmasq_answered(server: &Server, log: &Path) -> u64 {
+fn dnsmasq_answered(server: &Proc, log: &Path) -> u64 {
     let text = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
     let lines_before = text(log).lines().count();
     sh(&["kill", "-USR1", &server.child.id().to_string()]);

@@ -11,23 +11,16 @@ mod common;
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::live::{is_root, sh, skip, LiveCapture, BIN};
+use common::lo::{have, Proc};
 use common::read_log;
 
 type Row = HashMap<String, String>;
-
-fn have(prog: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {prog} || test -x /usr/sbin/{prog}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 fn requirements(progs: &[&str]) -> bool {
     if !is_root() {
@@ -70,39 +63,13 @@ impl Netns {
             .stderr(f)
             .spawn()
             .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-        Proc(child)
+        Proc { name: "test process", child }
     }
 }
 
 impl Drop for Netns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-/// A process the test started, killed on drop.
-struct Proc(Child);
-
-impl Proc {
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // SIGTERM first: nginx's master then stops its workers (SIGKILL
-        // would leave them running, orphaned).
-        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(3) {
-            if self.0.try_wait().is_ok_and(|s| s.is_some()) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

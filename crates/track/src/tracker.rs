@@ -192,8 +192,10 @@ impl Tracker {
             return;
         }
         std::mem::swap(into, &mut self.new_conns);
-        // One allocation per take with new connections, none per connection.
-        self.new_conns.reserve(self.new_conns_cap);
+        // One allocation per take with new connections, none per connection
+        // while the rate holds: sized like the batch just taken, not like the
+        // cap (16 k entries, ~0.9 MB, would be allocated on every ship).
+        self.new_conns.reserve(into.len().min(self.new_conns_cap));
     }
 
     /// Out-of-order stream bytes held right now (0 once every connection ended).
