@@ -234,14 +234,18 @@ impl<T> ConnTable<T> {
         Some(())
     }
 
-    /// Indices of all live entries (for flushing at the end).
-    pub fn live_indices(&self) -> Vec<u32> {
-        self.entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.is_some())
-            .map(|(i, _)| i as u32)
-            .collect()
+    /// Up to `max` live entries at index `from` or after, and the index to
+    /// go on from: ending a large table in steps visits each slab entry once.
+    pub fn live_from(&self, from: usize, max: usize) -> (Vec<u32>, usize) {
+        let mut out = Vec::new();
+        let mut i = from;
+        while i < self.entries.len() && out.len() < max {
+            if self.entries[i].is_some() {
+                out.push(i as u32);
+            }
+            i += 1;
+        }
+        (out, i)
     }
 
     /// A few live entries near a pseudo-random position: candidates for

@@ -133,6 +133,8 @@ pub struct Tracker {
     /// between two takes (0: not collected).
     new_conns: Vec<NewConn>,
     new_conns_cap: usize,
+    /// Where [`Tracker::finish_some`] goes on in the slab.
+    finish_from: usize,
 }
 
 impl Tracker {
@@ -172,6 +174,7 @@ impl Tracker {
             app_stats: AppStats::default(),
             new_conns: Vec::new(),
             new_conns_cap: 0,
+            finish_from: 0,
         }
     }
 
@@ -1033,9 +1036,10 @@ impl Tracker {
     /// table from holding every record in memory at once.
     pub fn finish_some(&mut self, max: usize) -> bool {
         self.wheel.drain_all();
-        let mut live = self.table.live_indices();
-        live.truncate(max);
+        let (live, next) = self.table.live_from(self.finish_from, max);
+        self.finish_from = next;
         if live.is_empty() {
+            self.finish_from = 0;
             self.flows.rotate();
             return true;
         }
