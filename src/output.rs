@@ -234,6 +234,8 @@ struct Writer {
     warned_full: bool,
     dropped: Arc<AtomicU64>,
     owners: Option<Owners>,
+    /// The resolver missed the last wait (see `write`).
+    procs_behind: bool,
 }
 
 impl OutputConfig {
@@ -324,6 +326,7 @@ impl Output {
             ingests: Vec::new(),
             summary: OutputSummary::default(),
             owners: cfg.processes,
+            procs_behind: false,
             log_min_free,
             warned_full: false,
             dropped: Arc::new(AtomicU64::new(0)),
@@ -447,7 +450,12 @@ impl Drop for Output {
 impl Writer {
     fn write(&mut self, batch: &mut Batch) -> Result<()> {
         if let Some(o) = &self.owners {
-            own(o, batch);
+            // A resolver that fell behind is waited for once, not on every
+            // batch: the capture workers wait for this thread when its queue
+            // is full, and must not wait for /proc. Until it has caught up,
+            // records go out with the owners known so far.
+            let limit = if self.procs_behind { Duration::ZERO } else { PROCS_SYNC };
+            self.procs_behind = !own(o, batch, limit);
         }
         for r in &batch.conns {
             self.summary.states[r.conn_state as usize] += 1;
@@ -645,8 +653,9 @@ impl Writer {
 
 /// Gives each record the owners of its local ends, once the resolver has
 /// seen every connection queued before the batch.
-fn own(o: &Owners, batch: &mut Batch) {
-    o.sync(PROCS_SYNC);
+/// False when the resolver had not caught up within `limit`.
+fn own(o: &Owners, batch: &mut Batch, limit: Duration) -> bool {
+    let caught_up = o.sync(limit);
     for r in &mut batch.conns {
         r.orig_proc = o.get(r.ip_proto, r.orig_h.0, r.orig_p, r.resp_h.0, r.resp_p);
         r.resp_proc = o.get(r.ip_proto, r.resp_h.0, r.resp_p, r.orig_h.0, r.orig_p);
@@ -656,4 +665,5 @@ fn own(o: &Owners, batch: &mut Batch) {
         t.orig_proc = o.get(proto, t.orig_h.0, t.orig_p, t.resp_h.0, t.resp_p);
         t.resp_proc = o.get(proto, t.resp_h.0, t.resp_p, t.orig_h.0, t.orig_p);
     }
+    caught_up
 }

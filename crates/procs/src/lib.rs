@@ -172,18 +172,20 @@ pub struct Owners {
 
 impl Owners {
     /// Waits (at most `limit`) until every connection queued before this
-    /// call has been resolved, so records written next find their owners.
-    pub fn sync(&self, limit: Duration) {
+    /// call has been resolved, so records written next find their owners;
+    /// false when the resolver is still behind.
+    pub fn sync(&self, limit: Duration) -> bool {
         let mut p = self.shared.progress.lock().unwrap();
         let want = p.0;
         let until = Instant::now() + limit;
         while p.1 < want {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return;
+                return false;
             }
             p = self.shared.done.wait_timeout(p, left).unwrap().0;
         }
+        true
     }
 
     /// The owner of the end `local:local_port` of a connection to
@@ -428,7 +430,9 @@ impl Worker {
                 self.index.rescan_uid(group[0].0, RESCAN_BUDGET, &inodes);
             }
         }
-        let mut m = self.shared.maps.lock().unwrap();
+        // Owners are read from /proc before the maps are locked: the output
+        // thread looks owners up under that lock for every record.
+        let mut resolved: Vec<(Tuple, Arc<Owner>, bool)> = Vec::with_capacity(found.len());
         for (t, a) in found {
             let (inode, by_listener) = match a {
                 Answer::Socket { inode, .. } => (inode, false),
@@ -461,6 +465,10 @@ impl Worker {
             } else {
                 self.shared.stats.by_socket.fetch_add(1, Relaxed);
             }
+            resolved.push((t, owner, by_listener));
+        }
+        let mut m = self.shared.maps.lock().unwrap();
+        for (t, owner, by_listener) in resolved {
             // A port with a listener is a server port: remember its owner
             // for connections that end before they are resolved.
             if by_listener || t.local_port < t.remote_port && t.local_port < 32768 {
