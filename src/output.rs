@@ -19,10 +19,12 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use wirelog_parse::Protocol;
 use wirelog_procs::Owners;
-use wirelog_record::{ConnRecord, ConnState, FlowRecord, TxRecord};
+pub use wirelog_record::Batch;
+use wirelog_record::ConnState;
 use wirelog_sink::{tx_log_name, ConnLogWriter, FlowLogWriter, LogFile, LogFormat, TxLogWriter};
 use wirelog_store::compact::{Compactor, CompactorOptions};
-use wirelog_store::{Ingest, Kind, Store, StoreOptions};
+use wirelog_record::Ingest;
+use wirelog_store::{Kind, Store, StoreOptions};
 
 /// Batches in flight between the packet path and the writer (per producer
 /// about one; live capture has one producer per worker).
@@ -88,30 +90,6 @@ pub struct OutputConfig {
 /// connections queued before a batch (it resolves a batch in milliseconds;
 /// past this, records are written without the owners still missing).
 const PROCS_SYNC: Duration = Duration::from_millis(500);
-
-/// Records for the writer. Get empty ones from [`Output::batch`].
-#[derive(Default)]
-pub struct Batch {
-    pub conns: Vec<ConnRecord>,
-    pub flows: Vec<FlowRecord>,
-    pub txs: Vec<TxRecord>,
-    /// Captures whose records are all in this batch or earlier ones: listed
-    /// in the store once those are written.
-    pub ingests: Vec<Ingest>,
-}
-
-impl Batch {
-    pub fn is_empty(&self) -> bool {
-        self.conns.is_empty() && self.flows.is_empty() && self.txs.is_empty() && self.ingests.is_empty()
-    }
-
-    fn clear(&mut self) {
-        self.conns.clear();
-        self.flows.clear();
-        self.txs.clear();
-        self.ingests.clear();
-    }
-}
 
 /// What the writer wrote.
 #[derive(Default, Debug, Clone)]

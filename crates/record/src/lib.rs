@@ -4,6 +4,7 @@
 //! Records have a fixed schema (plain structs, no maps) so sinks can write
 //! them as columns or as Zeek-compatible text without guessing.
 
+mod batch;
 pub mod civil;
 mod community_id;
 mod conn;
@@ -11,6 +12,7 @@ mod flow;
 mod tx;
 mod uid;
 
+pub use batch::{Batch, Ingest};
 pub use community_id::{community_id_v1, CommunityId};
 pub use conn::{ConnRecord, ConnState, History, Proto};
 pub use flow::FlowRecord;

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::fsutil::publish;
 use crate::StoreError;
+pub use wirelog_record::Ingest;
 
 /// Name of the registry inside the store directory.
 pub const INGESTED_FILE: &str = "ingested.tsv";
@@ -24,22 +25,6 @@ const HEADER: &str = "#fields\tidentity\tpackets\tfirst_ns\tlast_ns\tingested_ns
 /// first packets' timestamps and the last ones'), cheap for any size.
 const EDGE_BYTES: u64 = 1 << 20;
 
-/// One capture read into the store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ingest {
-    /// Content identity: [`identify`] of the file.
-    pub identity: String,
-    /// The path as given when it was read.
-    pub path: String,
-    pub packets: u64,
-    /// Time of the first and last packet (ns since the epoch; 0 without packets).
-    pub first_ns: i64,
-    pub last_ns: i64,
-    /// When it was read (ns since the epoch).
-    pub ingested_ns: i64,
-    /// The packet filter it was read with ("" for none).
-    pub filter: String,
-}
 
 /// The content identity of a capture file: its size and a 64-bit FNV-1a
 /// hash of its first and last MiB (the whole file when smaller than 2 MiB),
