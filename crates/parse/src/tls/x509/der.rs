@@ -47,7 +47,10 @@ impl<'a> Der<'a> {
     /// The next element, whatever its tag.
     pub fn any(&mut self, field: &'static str) -> Result<Tlv<'a>, X509Error> {
         let err = |kind| X509Error { field, kind };
-        let (&tag, after) = self.rest.split_first().ok_or(err(X509ErrorKind::Truncated))?;
+        let (&tag, after) = self
+            .rest
+            .split_first()
+            .ok_or(err(X509ErrorKind::Truncated))?;
         if tag & 0x1f == 0x1f {
             return Err(err(X509ErrorKind::HighTagNumber));
         }
@@ -84,7 +87,10 @@ impl<'a> Der<'a> {
         match self.peek_tag() {
             Some(t) if t != tag => Err(X509Error {
                 field,
-                kind: X509ErrorKind::UnexpectedTag { expected: tag, found: t },
+                kind: X509ErrorKind::UnexpectedTag {
+                    expected: tag,
+                    found: t,
+                },
             }),
             _ => self.any(field),
         }
@@ -106,11 +112,20 @@ impl<'a> Der<'a> {
 }
 
 /// The contents of a BIT STRING without its unused-bits octet.
-pub(super) fn bit_string<'a>(content: &'a [u8], field: &'static str) -> Result<&'a [u8], X509Error> {
+pub(super) fn bit_string<'a>(
+    content: &'a [u8],
+    field: &'static str,
+) -> Result<&'a [u8], X509Error> {
     match content.split_first() {
         Some((&unused, bits)) if unused < 8 && (unused == 0 || !bits.is_empty()) => Ok(bits),
-        Some(_) => Err(X509Error { field, kind: X509ErrorKind::BadValue }),
-        None => Err(X509Error { field, kind: X509ErrorKind::Truncated }),
+        Some(_) => Err(X509Error {
+            field,
+            kind: X509ErrorKind::BadValue,
+        }),
+        None => Err(X509Error {
+            field,
+            kind: X509ErrorKind::Truncated,
+        }),
     }
 }
 
@@ -123,7 +138,14 @@ pub(super) fn integer(content: &[u8], field: &'static str) -> Result<(Vec<u8>, b
     let (&first, rest) = content.split_first().ok_or(err(X509ErrorKind::BadValue))?;
     let neg = first & 0x80 != 0;
     if rest.is_empty() {
-        return Ok((vec![if neg { (first ^ 0xff).wrapping_add(1) } else { first }], neg));
+        return Ok((
+            vec![if neg {
+                (first ^ 0xff).wrapping_add(1)
+            } else {
+                first
+            }],
+            neg,
+        ));
     }
     let pad = match first {
         0 => true,

@@ -19,7 +19,9 @@ mod tests;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use der::{Der, BIT_STRING, BOOLEAN, GENERALIZED_TIME, INTEGER, OCTET_STRING, OID, SEQUENCE, UTC_TIME};
+use der::{
+    Der, BIT_STRING, BOOLEAN, GENERALIZED_TIME, INTEGER, OCTET_STRING, OID, SEQUENCE, UTC_TIME,
+};
 
 /// What was wrong with a certificate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,7 +216,10 @@ impl Certificate {
         let mut first_san = true;
         while !list.is_empty() {
             let mut ext = list.enter(SEQUENCE, "extension")?;
-            let id = oid::dotted(ext.expect(OID, "extension.extnID")?.content, "extension.extnID")?;
+            let id = oid::dotted(
+                ext.expect(OID, "extension.extnID")?.content,
+                "extension.extnID",
+            )?;
             ext.optional(BOOLEAN, "extension.critical")?;
             let value = ext.expect(OCTET_STRING, "extension.extnValue")?.content;
             // An extension that cannot be read is skipped, as Zeek does
@@ -223,7 +228,8 @@ impl Certificate {
                 let san = subject_alt_names(value);
                 if first_san {
                     first_san = false;
-                    self.host_names = HostNames::San(san.as_ref().map_or(Vec::new(), |s| s.1.clone()));
+                    self.host_names =
+                        HostNames::San(san.as_ref().map_or(Vec::new(), |s| s.1.clone()));
                 }
                 if let Some((s, _)) = san {
                     self.san = Some(s);
@@ -244,8 +250,12 @@ impl Certificate {
     /// commonName; each compared by [`hostname_matches`].
     pub fn matches_hostname(&self, hostname: &str) -> bool {
         match &self.host_names {
-            HostNames::San(names) => names.iter().any(|n| hostname_matches(hostname.as_bytes(), n)),
-            HostNames::Cn(cn) => cn.as_ref().is_some_and(|cn| hostname_matches(hostname.as_bytes(), cn.as_bytes())),
+            HostNames::San(names) => names
+                .iter()
+                .any(|n| hostname_matches(hostname.as_bytes(), n)),
+            HostNames::Cn(cn) => cn
+                .as_ref()
+                .is_some_and(|cn| hostname_matches(hostname.as_bytes(), cn.as_bytes())),
         }
     }
 }
@@ -286,10 +296,17 @@ pub fn hostname_matches(hostname: &[u8], certname: &[u8]) -> bool {
 }
 
 /// An AlgorithmIdentifier: dotted OID and the parameters, if any.
-fn algorithm<'a>(d: &mut Der<'a>, field: &'static str) -> Result<(String, Option<der::Tlv<'a>>), X509Error> {
+fn algorithm<'a>(
+    d: &mut Der<'a>,
+    field: &'static str,
+) -> Result<(String, Option<der::Tlv<'a>>), X509Error> {
     let mut seq = d.enter(SEQUENCE, field)?;
     let id = oid::dotted(seq.expect(OID, field)?.content, field)?;
-    let params = if seq.is_empty() { None } else { Some(seq.any(field)?) };
+    let params = if seq.is_empty() {
+        None
+    } else {
+        Some(seq.any(field)?)
+    };
     Ok((id, params))
 }
 
@@ -339,7 +356,10 @@ fn time(d: &mut Der<'_>, field: &'static str) -> Result<i64, X509Error> {
         found => {
             return Err(X509Error {
                 field,
-                kind: X509ErrorKind::UnexpectedTag { expected: UTC_TIME, found },
+                kind: X509ErrorKind::UnexpectedTag {
+                    expected: UTC_TIME,
+                    found,
+                },
             })
         }
     }
@@ -381,7 +401,8 @@ fn time(d: &mut Der<'_>, field: &'static str) -> Result<i64, X509Error> {
     let mon = d(4) * 10 + d(5) - 1;
     let (year, mon) = (year + mon.div_euclid(12), mon.rem_euclid(12));
     let days = days_from_civil(year, mon + 1) + d(6) * 10 + d(7) - 1;
-    let secs = days * 86400 + (d(8) * 10 + d(9)) * 3600 + (d(10) * 10 + d(11)) * 60 + d(12) * 10 + d(13);
+    let secs =
+        days * 86400 + (d(8) * 10 + d(9)) * 3600 + (d(10) * 10 + d(11)) * 60 + d(12) * 10 + d(13);
     // mktime's result 0 doubles as its error value, and Zeek keeps 0 then.
     Ok(if secs == 0 { 0 } else { secs + offset })
 }
@@ -414,9 +435,18 @@ fn public_key(alg: &str, params: Option<der::Tlv<'_>>, bits: &[u8]) -> Option<Ke
         oid::RSA | oid::MD5_WITH_RSA | oid::RSA_X500 => {
             let mut d = Der::new(bits);
             let mut seq = d.enter(SEQUENCE, "").ok()?;
-            let n = der::integer(seq.expect(INTEGER, "").ok()?.content, "").ok()?.0;
-            let e = der::integer(seq.expect(INTEGER, "").ok()?.content, "").ok()?.0;
-            Some(Key { kind: "rsa", bits: nonzero(der::num_bits(&n)), exponent: Some(der::decimal(&e)), curve: None })
+            let n = der::integer(seq.expect(INTEGER, "").ok()?.content, "")
+                .ok()?
+                .0;
+            let e = der::integer(seq.expect(INTEGER, "").ok()?.content, "")
+                .ok()?
+                .0;
+            Some(Key {
+                kind: "rsa",
+                bits: nonzero(der::num_bits(&n)),
+                exponent: Some(der::decimal(&e)),
+                curve: None,
+            })
         }
         oid::DSA | oid::DSA_OLD => {
             let mut d = Der::new(bits);
@@ -424,11 +454,20 @@ fn public_key(alg: &str, params: Option<der::Tlv<'_>>, bits: &[u8]) -> Option<Ke
             let p = match params {
                 Some(t) if t.tag == SEQUENCE => {
                     let mut seq = Der::new(t.content);
-                    Some(der::integer(seq.expect(INTEGER, "").ok()?.content, "").ok()?.0)
+                    Some(
+                        der::integer(seq.expect(INTEGER, "").ok()?.content, "")
+                            .ok()?
+                            .0,
+                    )
                 }
                 _ => None,
             };
-            Some(Key { kind: "dsa", bits: p.and_then(|p| nonzero(der::num_bits(&p))), exponent: None, curve: None })
+            Some(Key {
+                kind: "dsa",
+                bits: p.and_then(|p| nonzero(der::num_bits(&p))),
+                exponent: None,
+                curve: None,
+            })
         }
         oid::EC => {
             let params = params?;
@@ -436,7 +475,12 @@ fn public_key(alg: &str, params: Option<der::Tlv<'_>>, bits: &[u8]) -> Option<Ke
                 return None;
             }
             let (name, order_bits) = oid::curve(&oid::dotted(params.content, "").ok()?)?;
-            Some(Key { kind: "ecdsa", bits: Some(order_bits), exponent: None, curve: Some(name) })
+            Some(Key {
+                kind: "ecdsa",
+                bits: Some(order_bits),
+                exponent: None,
+                curve: Some(name),
+            })
         }
         _ => None,
     }

@@ -95,13 +95,25 @@ fn print_value(out: &mut String, tag: u8, content: &[u8], raw: &[u8], dump: bool
     let chars: Vec<u32> = match width {
         0 => content.iter().map(|&b| b as u32).collect(),
         1 => content.iter().map(|&b| b as u32).collect(),
-        2 => content.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).collect(),
-        _ => content.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        2 => content
+            .chunks_exact(2)
+            .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+            .collect(),
+        _ => content
+            .chunks_exact(4)
+            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
     };
     let n = chars.len();
     for (i, &c) in chars.iter().enumerate() {
         // The last character's flag wins for a one-character value.
-        let edge = if i + 1 == n { LAST } else if i == 0 { FIRST } else { 0 };
+        let edge = if i + 1 == n {
+            LAST
+        } else if i == 0 {
+            FIRST
+        } else {
+            0
+        };
         if width == 0 {
             push_escaped(out, c as u8, edge);
         } else {
@@ -136,7 +148,13 @@ fn entries<'a>(name: &'a [u8], field: &'static str) -> Result<Vec<Entry<'a>>, X5
             let mut atv = atvs.enter(SEQUENCE, field)?;
             let oid = oid::dotted(atv.expect(OID, field)?.content, field)?;
             let v = atv.any(field)?;
-            out.push(Entry { set, oid, tag: v.tag, content: v.content, raw: v.raw });
+            out.push(Entry {
+                set,
+                oid,
+                tag: v.tag,
+                content: v.content,
+                raw: v.raw,
+            });
         }
         set += 1;
     }
@@ -169,16 +187,27 @@ pub(super) fn format(name: &[u8], field: &'static str) -> Result<String, X509Err
 /// The last commonName of a Name as `ASN1_STRING_print` and `BIO_gets`
 /// give it to Zeek: the raw bytes, every one outside printable ASCII (bar
 /// CR and LF) as `.`, cut after the first LF.
-pub(super) fn last_common_name(name: &[u8], field: &'static str) -> Result<Option<String>, X509Error> {
+pub(super) fn last_common_name(
+    name: &[u8],
+    field: &'static str,
+) -> Result<Option<String>, X509Error> {
     let entries = entries(name, field)?;
     let Some(e) = entries.iter().rev().find(|e| e.oid == oid::COMMON_NAME) else {
         return Ok(None);
     };
     // ASN1_STRING keeps a SEQUENCE or SET value as its whole encoding.
-    let data = if e.tag == SEQUENCE || e.tag == SET { e.raw } else { e.content };
+    let data = if e.tag == SEQUENCE || e.tag == SET {
+        e.raw
+    } else {
+        e.content
+    };
     let mut out = String::new();
     for &b in data {
-        let c = if b > b'~' || (b < b' ' && b != b'\n' && b != b'\r') { '.' } else { b as char };
+        let c = if b > b'~' || (b < b' ' && b != b'\n' && b != b'\r') {
+            '.'
+        } else {
+            b as char
+        };
         out.push(c);
         if c == '\n' || out.len() == MAX_TEXT {
             break;

@@ -10,7 +10,10 @@ use super::{X509Error, X509ErrorKind};
 /// `d2i_ASN1_OBJECT` refuses (empty, a sub-identifier padded with 0x80, a
 /// last octet with the continuation bit) are errors.
 pub(super) fn dotted(content: &[u8], field: &'static str) -> Result<String, X509Error> {
-    let bad = X509Error { field, kind: X509ErrorKind::BadValue };
+    let bad = X509Error {
+        field,
+        kind: X509ErrorKind::BadValue,
+    };
     if content.is_empty() || content[content.len() - 1] & 0x80 != 0 {
         return Err(bad);
     }
@@ -102,7 +105,7 @@ const ALGORITHMS: &[(&str, &str)] = &[
 ];
 
 /// OpenSSL short names of name attributes (`XN_FLAG_FN_SN`).
-const ATTRIBUTES: &[(&str, &str)] = &[
+pub(super) const ATTRIBUTES: &[(&str, &str)] = &[
     ("2.5.4.3", "CN"),
     ("2.5.4.4", "SN"),
     ("2.5.4.5", "serialNumber"),
@@ -224,7 +227,10 @@ pub(super) fn attribute_name(dotted: &str) -> Option<&'static str> {
 
 /// Short name and order bits of a named curve OpenSSL knows.
 pub(super) fn curve(dotted: &str) -> Option<(&'static str, u32)> {
-    CURVES.iter().find(|(o, ..)| *o == dotted).map(|&(_, n, b)| (n, b))
+    CURVES
+        .iter()
+        .find(|(o, ..)| *o == dotted)
+        .map(|&(_, n, b)| (n, b))
 }
 
 pub(super) const RSA: &str = "1.2.840.113549.1.1.1";

@@ -10,7 +10,9 @@ use crate::testutil::{self, Ev, Rng};
 use crate::tls::{TlsHandshake, TlsLimits, TlsParser};
 use crate::{Dir, StreamParser};
 
-const PORTS: &[u16] = &[443, 5228, 8443, 8888, 25, 143, 110, 3306, 5432, 465, 993, 995];
+const PORTS: &[u16] = &[
+    443, 5228, 8443, 8888, 25, 143, 110, 3306, 5432, 465, 993, 995,
+];
 
 type Tuple = (String, u16, String, u16);
 
@@ -26,8 +28,18 @@ fn handshakes(rel: &str) -> Vec<(Tuple, TlsHandshake)> {
     let mut events = Vec::new();
     let mut last = 0;
     let push = |conn: usize, dir: Dir, c: Chunk<'_>, out: &mut Vec<Ev>| match c {
-        Chunk::Data { ts_ns, data } => out.push(Ev::Data { conn, dir, ts_ns, data: data.to_vec() }),
-        Chunk::Gap { ts_ns, len } => out.push(Ev::Gap { conn, dir, ts_ns, len }),
+        Chunk::Data { ts_ns, data } => out.push(Ev::Data {
+            conn,
+            dir,
+            ts_ns,
+            data: data.to_vec(),
+        }),
+        Chunk::Gap { ts_ns, len } => out.push(Ev::Gap {
+            conn,
+            dir,
+            ts_ns,
+            len,
+        }),
     };
     for s in &segs {
         while streams.len() <= s.conn {
@@ -44,12 +56,24 @@ fn handshakes(rel: &str) -> Vec<(Tuple, TlsHandshake)> {
             st[d].flush(last, &mut budget, &mut |c| push(conn, dir, c, &mut events));
         }
     }
-    let mut parsers: Vec<TlsParser> = (0..streams.len()).map(|_| TlsParser::with_limits(TlsLimits::default())).collect();
+    let mut parsers: Vec<TlsParser> = (0..streams.len())
+        .map(|_| TlsParser::with_limits(TlsLimits::default()))
+        .collect();
     let mut out = Vec::new();
     for e in &events {
         match e {
-            Ev::Data { conn, dir, ts_ns, data } => parsers[*conn].data(*dir, *ts_ns, data, &mut out),
-            Ev::Gap { conn, dir, ts_ns, len } => parsers[*conn].gap(*dir, *ts_ns, *len, &mut out),
+            Ev::Data {
+                conn,
+                dir,
+                ts_ns,
+                data,
+            } => parsers[*conn].data(*dir, *ts_ns, data, &mut out),
+            Ev::Gap {
+                conn,
+                dir,
+                ts_ns,
+                len,
+            } => parsers[*conn].gap(*dir, *ts_ns, *len, &mut out),
         }
     }
     let mut all = Vec::new();
@@ -71,7 +95,13 @@ fn zeek_rows(rel: &str) -> Vec<HashMap<String, String>> {
         if let Some(f) = line.strip_prefix("#fields\t") {
             fields = f.split('\t').map(str::to_string).collect();
         } else if !line.starts_with('#') && !fields.is_empty() && !line.is_empty() {
-            rows.push(fields.iter().cloned().zip(line.split('\t').map(str::to_string)).collect());
+            rows.push(
+                fields
+                    .iter()
+                    .cloned()
+                    .zip(line.split('\t').map(str::to_string))
+                    .collect(),
+            );
         }
     }
     rows
@@ -138,10 +168,20 @@ fn columns(c: &Certificate, host: bool, client: bool) -> Vec<(&'static str, Stri
         ("san.email", list(san.and_then(|s| s.email.as_ref()))),
         (
             "san.ip",
-            list(san.and_then(|s| s.ip.as_ref()).map(|v| v.iter().map(addr_text).collect()).as_ref()),
+            list(
+                san.and_then(|s| s.ip.as_ref())
+                    .map(|v| v.iter().map(addr_text).collect())
+                    .as_ref(),
+            ),
         ),
-        ("basic_constraints.ca", opt(c.basic_constraints.map(|b| tf(b.ca)))),
-        ("basic_constraints.path_len", opt(c.basic_constraints.and_then(|b| b.path_len))),
+        (
+            "basic_constraints.ca",
+            opt(c.basic_constraints.map(|b| tf(b.ca))),
+        ),
+        (
+            "basic_constraints.path_len",
+            opt(c.basic_constraints.and_then(|b| b.path_len)),
+        ),
         ("host_cert", tf(host)),
         ("client_cert", tf(client)),
     ]
@@ -152,7 +192,9 @@ fn base64(data: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut o = String::new();
     for c in data.chunks(3) {
-        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
         for i in 0..4 {
             if i <= c.len() {
                 o.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -166,19 +208,35 @@ fn base64(data: &[u8]) -> String {
 
 /// The x509.log baselines: (case, pcap, log).
 const X509_LOGS: &[(&str, &str, &str)] = &[
-    ("tls10_sni_basic", "tls-conn-with-extensions.pcap", "x509.log"),
+    (
+        "tls10_sni_basic",
+        "tls-conn-with-extensions.pcap",
+        "x509.log",
+    ),
     ("tls11_no_sni", "tls1_1.pcap", "x509.log"),
     ("tls12_rsa_chain", "tls1.2.pcap", "x509.log"),
     ("tls12_ecdhe", "ecdhe.pcap", "x509.log"),
     ("tls12_ecdhe", "ecdhe.pcap", "x509.base64.log"),
     ("tls12_ecdsa", "ecdsa-cert.pcap", "x509.log"),
-    ("tls12_failures", "tls1.2-late-protocol-error.pcap", "x509.late-protocol-error.log"),
+    (
+        "tls12_failures",
+        "tls1.2-late-protocol-error.pcap",
+        "x509.late-protocol-error.log",
+    ),
     ("starttls_smtp", "smtp-starttls.pcap", "x509.log"),
     ("starttls_imap", "imap-starttls.pcap", "x509.log"),
     ("starttls_pop3", "pop3-starttls.pcap", "x509.log"),
     ("x509_cert_repeat", "google-cert-repeat.pcap", "x509.log"),
-    ("starttls_databases", "encrypted.pcap", "x509.mysql-encrypted.log"),
-    ("starttls_databases", "tls-12-amazon-rds.pcap", "x509.mysql-rds-tls12.log"),
+    (
+        "starttls_databases",
+        "encrypted.pcap",
+        "x509.mysql-encrypted.log",
+    ),
+    (
+        "starttls_databases",
+        "tls-12-amazon-rds.pcap",
+        "x509.mysql-rds-tls12.log",
+    ),
 ];
 
 /// The certificates of a capture in the order Zeek logs them: handshakes
@@ -209,11 +267,17 @@ fn x509_logs_match_zeek() {
         let ours = logged_certs(&format!("{case}/{pcap}"));
         let want = zeek_rows(&format!("{case}/{log}"));
         if ours.len() != want.len() {
-            failed.push(format!("{case}/{log}: {} certificates, Zeek logs {}", ours.len(), want.len()));
+            failed.push(format!(
+                "{case}/{log}: {} certificates, Zeek logs {}",
+                ours.len(),
+                want.len()
+            ));
         }
         for (i, row) in want.iter().enumerate() {
             rows += 1;
-            let Some((der, host, client)) = ours.get(i) else { continue };
+            let Some((der, host, client)) = ours.get(i) else {
+                continue;
+            };
             let c = match Certificate::parse(der) {
                 Ok(c) => c,
                 Err(e) => {
@@ -232,7 +296,10 @@ fn x509_logs_match_zeek() {
                     fields_ok += 1;
                 } else {
                     all = false;
-                    failed.push(format!("{case}/{log} row {i} {name}: got {got:?}, Zeek {:?}", row[name]));
+                    failed.push(format!(
+                        "{case}/{log} row {i} {name}: got {got:?}, Zeek {:?}",
+                        row[name]
+                    ));
                 }
             }
             rows_ok += usize::from(all);
@@ -247,17 +314,23 @@ fn x509_logs_match_zeek() {
 /// common_name test, or `No CN`.
 #[test]
 fn common_names_match_zeek() {
-    let want: Vec<String> = std::fs::read_to_string(testutil::path("tls/tls10_sni_basic/common_name.stdout"))
-        .unwrap()
-        .lines()
-        .skip(1)
-        .map(str::to_string)
-        .collect();
+    let want: Vec<String> =
+        std::fs::read_to_string(testutil::path("tls/tls10_sni_basic/common_name.stdout"))
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(str::to_string)
+            .collect();
     let mut got = Vec::new();
     for pcap in ["tls-conn-with-extensions.pcap", "cert-no-cn.pcap"] {
         for (_, h) in handshakes(&format!("tls10_sni_basic/{pcap}")) {
             for der in h.server_certs.iter().flat_map(|c| c.certs.iter()) {
-                got.push(Certificate::parse(der).unwrap().cn.unwrap_or_else(|| "No CN".into()));
+                got.push(
+                    Certificate::parse(der)
+                        .unwrap()
+                        .cn
+                        .unwrap_or_else(|| "No CN".into()),
+                );
             }
         }
     }
@@ -269,30 +342,77 @@ fn common_names_match_zeek() {
 #[test]
 fn ssl_log_certificate_columns_match_zeek() {
     let logs: &[(&str, &[&str], &str)] = &[
-        ("tls10_sni_basic", &["tls-conn-with-extensions.pcap"], "ssl.log"),
+        (
+            "tls10_sni_basic",
+            &["tls-conn-with-extensions.pcap"],
+            "ssl.log",
+        ),
         ("tls11_no_sni", &["tls1_1.pcap"], "ssl.log"),
         ("tls12_rsa_chain", &["tls1.2.pcap"], "ssl.log"),
         ("tls12_ecdhe", &["ecdhe.pcap"], "ssl.log"),
         ("tls12_ecdsa", &["ecdsa-cert.pcap"], "ssl.log"),
-        ("tls12_failures", &["tls-1.2-handshake-failure.pcap"], "ssl.handshake-failure.log"),
-        ("tls12_failures", &["tls1.2-late-protocol-error.pcap"], "ssl.late-protocol-error.log"),
+        (
+            "tls12_failures",
+            &["tls-1.2-handshake-failure.pcap"],
+            "ssl.handshake-failure.log",
+        ),
+        (
+            "tls12_failures",
+            &["tls1.2-late-protocol-error.pcap"],
+            "ssl.late-protocol-error.log",
+        ),
         (
             "tls12_alpn_ocsp_sct",
-            &["signed_certificate_timestamp.pcap", "signed_certificate_timestamp-2.pcap"],
+            &[
+                "signed_certificate_timestamp.pcap",
+                "signed_certificate_timestamp-2.pcap",
+            ],
             "ssl-all.log",
         ),
-        ("tls13_psk_resumption", &["tls13_psk_succesfull.pcap"], "ssl.log"),
-        ("tls13_drafts", &["tls13draft16-chrome55.0.2879.0-canary.pcap"], "ssl.draft16-chrome55.log"),
-        ("tls13_drafts", &["tls13draft16-ff52.a01.pcap"], "ssl.draft16-ff52.log"),
-        ("tls13_drafts", &["tls13draft23-chrome67.0.3368.0-canary.pcap"], "ssl.draft23.log"),
+        (
+            "tls13_psk_resumption",
+            &["tls13_psk_succesfull.pcap"],
+            "ssl.log",
+        ),
+        (
+            "tls13_drafts",
+            &["tls13draft16-chrome55.0.2879.0-canary.pcap"],
+            "ssl.draft16-chrome55.log",
+        ),
+        (
+            "tls13_drafts",
+            &["tls13draft16-ff52.a01.pcap"],
+            "ssl.draft16-ff52.log",
+        ),
+        (
+            "tls13_drafts",
+            &["tls13draft23-chrome67.0.3368.0-canary.pcap"],
+            "ssl.draft23.log",
+        ),
         ("starttls_smtp", &["smtp-starttls.pcap"], "ssl.log"),
         ("starttls_imap", &["imap-starttls.pcap"], "ssl.log"),
         ("starttls_pop3", &["pop3-starttls.pcap"], "ssl.log"),
         ("x509_cert_repeat", &["google-cert-repeat.pcap"], "ssl.log"),
-        ("cert_request_ipv6", &["certificate-request-failed.pcap"], "ssl.log"),
-        ("starttls_databases", &["encrypted.pcap"], "ssl.mysql-encrypted.log"),
-        ("starttls_databases", &["tls-12-amazon-rds.pcap"], "ssl.mysql-rds-tls12.log"),
-        ("starttls_databases", &["tls-13-amazon-rds.pcap"], "ssl.mysql-rds-tls13.log"),
+        (
+            "cert_request_ipv6",
+            &["certificate-request-failed.pcap"],
+            "ssl.log",
+        ),
+        (
+            "starttls_databases",
+            &["encrypted.pcap"],
+            "ssl.mysql-encrypted.log",
+        ),
+        (
+            "starttls_databases",
+            &["tls-12-amazon-rds.pcap"],
+            "ssl.mysql-rds-tls12.log",
+        ),
+        (
+            "starttls_databases",
+            &["tls-13-amazon-rds.pcap"],
+            "ssl.mysql-rds-tls13.log",
+        ),
     ];
     let mut f = testutil::Facts::new("ssl.log certificate columns");
     let (mut set, mut subjects) = (0, 0);
@@ -321,16 +441,33 @@ fn ssl_log_certificate_columns_match_zeek() {
                 .and_then(|d| Certificate::parse(d).ok());
             let sni = sni_matches_cert(h.server_name.as_deref(), leaf.as_ref());
             set += usize::from(sni.is_some());
-            f.eq(&format!("{case}/{log} {t:?} sni_matches_cert"), opt(sni.map(tf)), row["sni_matches_cert"].clone());
+            f.eq(
+                &format!("{case}/{log} {t:?} sni_matches_cert"),
+                opt(sni.map(tf)),
+                row["sni_matches_cert"].clone(),
+            );
             if row.contains_key("subject") {
                 subjects += 1;
-                let (s, i) = leaf.as_ref().map_or(("-".into(), "-".into()), |c| (esc(&c.subject, false), esc(&c.issuer, false)));
-                f.eq(&format!("{case}/{log} {t:?} subject"), s, row["subject"].clone());
-                f.eq(&format!("{case}/{log} {t:?} issuer"), i, row["issuer"].clone());
+                let (s, i) = leaf.as_ref().map_or(("-".into(), "-".into()), |c| {
+                    (esc(&c.subject, false), esc(&c.issuer, false))
+                });
+                f.eq(
+                    &format!("{case}/{log} {t:?} subject"),
+                    s,
+                    row["subject"].clone(),
+                );
+                f.eq(
+                    &format!("{case}/{log} {t:?} issuer"),
+                    i,
+                    row["issuer"].clone(),
+                );
             }
         }
     }
-    assert!(set >= 7 && subjects >= 1, "sni_matches_cert set {set} times, subject columns {subjects}");
+    assert!(
+        set >= 7 && subjects >= 1,
+        "sni_matches_cert set {set} times, subject columns {subjects}"
+    );
     f.done();
 }
 
@@ -357,7 +494,11 @@ fn hostname_rules() {
         ("www.zeek.org", "w*w.zeek.org", false),
     ];
     for &(h, c, want) in cases {
-        assert_eq!(hostname_matches(h.as_bytes(), c.as_bytes()), want, "{h} vs {c}");
+        assert_eq!(
+            hostname_matches(h.as_bytes(), c.as_bytes()),
+            want,
+            "{h} vs {c}"
+        );
     }
 }
 
@@ -404,4 +545,227 @@ fn damaged_certificates_never_panic() {
     fuzz(&[]);
     fuzz(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff]);
     fuzz(&[0x30, 0x80, 0, 0]);
+}
+
+/// Runs the openssl command line tool; panics with its stderr on failure.
+fn openssl(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the openssl command (Debian package openssl)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A value after `label` on a line of `openssl x509 -text` output.
+fn after<'a>(text: &'a str, label: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(label))
+        .map(str::trim)
+}
+
+/// Certificates made here by OpenSSL with awkward names (every escaped
+/// character, control bytes, non-ASCII text as UTF8String, T61String and
+/// BMPString, multi-valued RDNs, every attribute of the table, an unknown
+/// attribute), long serials and RSA/DSA/EC/Ed25519 keys: subject, issuer
+/// and serial equal what `openssl x509 -nameopt RFC2253` prints (the
+/// printer Zeek calls), algorithms and key sizes what `-text` says, SANs
+/// and basic constraints what was asked for.
+#[test]
+fn generated_certificates_match_openssl() {
+    let dir = std::env::temp_dir().join(format!("wirelog-x509-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.as_path();
+    openssl(
+        d,
+        &[
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:1024",
+            "-pkeyopt",
+            "rsa_keygen_pubexp:3",
+            "-out",
+            "rsa.pem",
+        ],
+    );
+    openssl(
+        d,
+        &["genpkey", "-algorithm", "ED25519", "-out", "ed25519.pem"],
+    );
+    openssl(d, &["dsaparam", "-genkey", "-out", "dsa.pem", "1024"]);
+    // string_mask default: PrintableString where it fits, else T61String
+    // (Latin-1) or BMPString.
+    std::fs::write(
+        dir.join("mask.cnf"),
+        "[req]\ndistinguished_name = dn\nstring_mask = default\n[dn]\n",
+    )
+    .unwrap();
+    let mut keys = vec![
+        ("rsa.pem", "-sha1"),
+        ("ed25519.pem", ""),
+        ("dsa.pem", "-sha256"),
+    ];
+    for curve in [
+        "prime256v1",
+        "secp384r1",
+        "secp521r1",
+        "secp256k1",
+        "brainpoolP256r1",
+    ] {
+        let f = format!("ec-{curve}.pem");
+        openssl(
+            d,
+            &[
+                "genpkey",
+                "-algorithm",
+                "EC",
+                "-pkeyopt",
+                &format!("ec_paramgen_curve:{curve}"),
+                "-out",
+                &f,
+            ],
+        );
+        keys.push((Box::leak(f.into_boxed_str()), "-sha384"));
+    }
+    let attrs: String = oid::ATTRIBUTES
+        .iter()
+        .filter(|(o, _)| *o != "2.5.4.6" && *o != "1.3.6.1.4.1.311.60.2.1.3")
+        .map(|(o, _)| format!("/{o}=v"))
+        .collect();
+    let subjects: Vec<(String, &[&str])> = vec![
+        (
+            "/CN=a,b+c\"d;e<f>g\\\\h=i/O= lead/OU=#hash/L=trail /ST=x#y/C=DE".into(),
+            &["-utf8"],
+        ),
+        (
+            "/CN=\u{e9}t\u{e9} \u{fc}ber/O=\u{416}\u{436}/OU=tab\there\u{7f}del".into(),
+            &["-utf8"],
+        ),
+        (
+            "/CN=\u{e9}t\u{e9}/O=\u{416}\u{436}/OU=#/L= ".into(),
+            &["-utf8", "-config", "mask.cnf"],
+        ),
+        (
+            "/CN=one+OU=two+O=three/C=US+ST=Somewhere/L=x".into(),
+            &["-multivalue-rdn"],
+        ),
+        (format!("/CN=all{attrs}/1.2.3.4.5=unknown"), &[]),
+    ];
+    let mut checked = 0;
+    for (i, (key, digest)) in keys.iter().enumerate() {
+        for (j, (subj, extra)) in subjects.iter().enumerate() {
+            // Every subject with the RSA key, every key with the first subject.
+            if i != 0 && j != 0 {
+                continue;
+            }
+            let serial = ["0x00ff", "0x0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "1", "0x7f"][j % 4];
+            let mut args = vec![
+                "req",
+                "-x509",
+                "-new",
+                "-key",
+                key,
+                "-subj",
+                subj,
+                "-set_serial",
+                serial,
+                "-days",
+                "30",
+                "-outform",
+                "DER",
+                "-out",
+                "c.der",
+            ];
+            args.extend_from_slice(extra);
+            if !digest.is_empty() {
+                args.push(digest);
+            }
+            args.extend_from_slice(&["-addext", "subjectAltName=DNS:a.example,DNS:*.b.example,IP:10.0.0.1,IP:2001:db8::1,IP:::ffff:1.2.3.4,IP:::1.2.3.4,email:x@y.z,URI:http://u/p,otherName:1.2.3.4;UTF8:x"]);
+            args.extend_from_slice(&["-addext", "basicConstraints=critical,CA:TRUE,pathlen:3"]);
+            openssl(d, &args);
+            let der = std::fs::read(dir.join("c.der")).unwrap();
+            let c = Certificate::parse(&der).unwrap_or_else(|e| panic!("{subj}: {e}"));
+            let want = openssl(
+                d,
+                &[
+                    "x509", "-inform", "DER", "-in", "c.der", "-noout", "-nameopt", "RFC2253",
+                    "-subject", "-issuer", "-serial",
+                ],
+            );
+            assert_eq!(
+                format!(
+                    "subject={}\nissuer={}\nserial={}\n",
+                    c.subject, c.issuer, c.serial
+                ),
+                want,
+                "{subj}"
+            );
+            let text = openssl(
+                d,
+                &["x509", "-inform", "DER", "-in", "c.der", "-noout", "-text"],
+            );
+            assert_eq!(
+                Some(c.key_alg.as_str()),
+                after(&text, "Public Key Algorithm:"),
+                "{key}"
+            );
+            assert_eq!(
+                Some(c.sig_alg.as_str()),
+                after(&text, "Signature Algorithm:"),
+                "{key}"
+            );
+            let bits = after(&text, "Public-Key: (")
+                .map(|s| s.trim_end_matches(" bit)").parse::<u32>().unwrap());
+            let (kind, exp, curve) = match *key {
+                "rsa.pem" => (Some("rsa"), Some("3".to_string()), None),
+                "dsa.pem" => (Some("dsa"), None, None),
+                "ed25519.pem" => (None, None, None),
+                k => (
+                    Some("ecdsa"),
+                    None,
+                    after(&text, "ASN1 OID:")
+                        .map(|s| s.to_string())
+                        .filter(|_| k.starts_with("ec-")),
+                ),
+            };
+            assert_eq!(c.key_type, kind, "{key}");
+            assert_eq!(c.exponent, exp, "{key}");
+            assert_eq!(c.curve.map(str::to_string), curve, "{key}");
+            assert_eq!(
+                c.key_length,
+                if kind.is_some() { bits } else { None },
+                "{key}"
+            );
+            let san = c.san.clone().unwrap();
+            assert_eq!(
+                san.dns,
+                Some(vec!["a.example".into(), "*.b.example".into()])
+            );
+            let ips: Vec<String> = san.ip.unwrap().iter().map(addr_text).collect();
+            assert_eq!(ips, ["10.0.0.1", "2001:db8::1", "1.2.3.4", "::1.2.3.4"]);
+            assert_eq!(san.email, Some(vec!["x@y.z".into()]));
+            assert_eq!(san.uri, Some(vec!["http://u/p".into()]));
+            assert!(san.other_fields);
+            assert_eq!(
+                c.basic_constraints,
+                Some(BasicConstraints {
+                    ca: true,
+                    path_len: Some(3)
+                })
+            );
+            assert_eq!(c.version, 3);
+            assert!(c.matches_hostname("x.b.example") && !c.matches_hostname("b.example"));
+            assert!(c.not_valid_after - c.not_valid_before == 30 * 86400);
+            checked += 1;
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(checked, keys.len() + subjects.len() - 1);
 }
