@@ -565,15 +565,16 @@ pub fn addr_text(a: &IpAddr) -> String {
 /// Fuzzing entry: any bytes as a certificate. Must never panic, and every
 /// derived value must be computable.
 pub fn fuzz(data: &[u8]) {
-    if let Ok(c) = Certificate::parse(data) {
-        let _ = c.matches_hostname("www.example.com");
-        let _ = sni_matches_cert(Some("a.b.c"), Some(&c));
-        if let Some(ips) = c.san.as_ref().and_then(|s| s.ip.as_ref()) {
-            for a in ips {
+    match Certificate::parse(data) {
+        Ok(c) => {
+            let _ = c.matches_hostname("www.example.com");
+            let _ = sni_matches_cert(Some("a.b.c"), Some(&c));
+            for a in c.san.iter().flat_map(|s| s.ip.iter().flatten()) {
                 let _ = addr_text(a);
             }
         }
-    } else if let Err(e) = Certificate::parse(data) {
-        let _ = e.to_string();
+        Err(e) => {
+            let _ = e.to_string();
+        }
     }
 }

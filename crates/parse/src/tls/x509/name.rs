@@ -86,15 +86,14 @@ fn print_value(out: &mut String, tag: u8, content: &[u8], raw: &[u8], dump: bool
         return true;
     }
     let width = width as usize;
-    if width > 1 && content.len() % width != 0 {
+    if width > 1 && !content.len().is_multiple_of(width) {
         return false;
     }
     // UTF8String bytes and 1-byte strings (converted from Latin-1) differ
     // only for bytes above 0x7f, which are escaped either way, but the
     // conversion doubles them: é in a T61String prints as \C3\A9.
     let chars: Vec<u32> = match width {
-        0 => content.iter().map(|&b| b as u32).collect(),
-        1 => content.iter().map(|&b| b as u32).collect(),
+        0 | 1 => content.iter().map(|&b| b as u32).collect(),
         2 => content
             .chunks_exact(2)
             .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
