@@ -4,8 +4,7 @@
 
 use std::fmt::Write;
 
-use wirelog_parse::{Detail, Protocol};
-use wirelog_record::{Proto, TxRecord};
+use wirelog_record::{Detail, Proto, Protocol, TxRecord};
 
 use crate::batch::Kind;
 use crate::schema;
@@ -176,12 +175,12 @@ impl TxBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wirelog_parse::dns::{DnsAnswer, DnsTx};
-    use wirelog_parse::http::HttpTx;
-    use wirelog_parse::mysql::MysqlTx;
-    use wirelog_parse::pgsql::PgsqlTx;
-    use wirelog_parse::redis::RedisTx;
-    use wirelog_parse::{Span, Transaction, TxStatus};
+    use wirelog_record::dns::{DnsAnswer, DnsTx};
+    use wirelog_record::http::HttpTx;
+    use wirelog_record::mysql::MysqlTx;
+    use wirelog_record::pgsql::PgsqlTx;
+    use wirelog_record::redis::RedisTx;
+    use wirelog_record::{Span, Transaction, TxStatus};
     use wirelog_record::{IpAddr16, UidGenerator};
 
     fn rec(protocol: Protocol, detail: Detail) -> TxRecord {
