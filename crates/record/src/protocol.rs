@@ -10,7 +10,7 @@
 /// Declares [`Protocol`] and its table in one list, so a variant cannot exist
 /// without its row.
 macro_rules! protocols {
-    ($($(#[$doc:meta])* $v:ident { name: $name:literal, service: $service:literal, ports: $ports:expr $(,)? })*) => {
+    ($($(#[$doc:meta])* $v:ident { name: $name:literal, service: $service:literal, ports: $ports:expr, what: $what:literal $(,)? })*) => {
         /// The protocols parsed; [`Protocol::ALL`] is their order everywhere
         /// (store directories, summaries, query kinds).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -36,6 +36,13 @@ macro_rules! protocols {
                 }
             }
 
+            /// What one transaction is, for people (`wirelog query --help`).
+            pub const fn what(self) -> &'static str {
+                match self {
+                    $(Protocol::$v => $what,)*
+                }
+            }
+
             /// Default server ports (TCP; for DNS also UDP).
             pub const fn default_ports(self) -> &'static [u16] {
                 match self {
@@ -46,18 +53,28 @@ macro_rules! protocols {
     };
 }
 
-protocols! {
-    /// HTTP/1.0 and 1.1.
-    Http { name: "http", service: "http", ports: &[80, 8000, 8080, 8888] }
-    /// MySQL and MariaDB.
-    Mysql { name: "mysql", service: "mysql", ports: &[3306] }
-    /// PostgreSQL (frontend/backend protocol v3).
-    Pgsql { name: "pgsql", service: "postgresql", ports: &[5432] }
-    /// Redis (RESP2 and RESP3).
-    Redis { name: "redis", service: "redis", ports: &[6379] }
-    /// DNS over UDP and TCP.
-    Dns { name: "dns", service: "dns", ports: &[53, 5353] }
+/// The table itself: hands every row to the macro `$m` (by name), which is
+/// how [`Protocol`] here and the store's `Kind` are generated from the same
+/// rows. A row: `Variant { name, service, ports, what }`.
+#[macro_export]
+macro_rules! protocol_table {
+    ($m:ident) => {
+        $m! {
+            /// HTTP/1.0 and 1.1.
+            Http { name: "http", service: "http", ports: &[80, 8000, 8080, 8888], what: "HTTP/1.x requests" }
+            /// MySQL and MariaDB.
+            Mysql { name: "mysql", service: "mysql", ports: &[3306], what: "MySQL/MariaDB commands" }
+            /// PostgreSQL (frontend/backend protocol v3).
+            Pgsql { name: "pgsql", service: "postgresql", ports: &[5432], what: "PostgreSQL queries" }
+            /// Redis (RESP2 and RESP3).
+            Redis { name: "redis", service: "redis", ports: &[6379], what: "Redis commands" }
+            /// DNS over UDP and TCP.
+            Dns { name: "dns", service: "dns", ports: &[53, 5353], what: "DNS queries" }
+        }
+    };
 }
+
+protocol_table!(protocols);
 
 impl Protocol {
     /// The protocol whose [`Protocol::name`] is `name`.

@@ -12,13 +12,7 @@ use crate::tx::{Cell, CellRef, Common, TxBuf, TxRow};
 
 /// The store kind of a protocol's transactions.
 pub fn tx_kind(p: Protocol) -> Kind {
-    match p {
-        Protocol::Http => Kind::Http,
-        Protocol::Mysql => Kind::Mysql,
-        Protocol::Pgsql => Kind::Pgsql,
-        Protocol::Redis => Kind::Redis,
-        Protocol::Dns => Kind::Dns,
-    }
+    Kind::tx(p)
 }
 
 fn s(v: &str) -> CellRef<'_> {
