@@ -14,7 +14,7 @@ use std::io::{self, Write};
 
 use wirelog_record::{Detail, IpAddr16, Protocol, TxRecord, TxStatus};
 
-use crate::zeek::{now_secs, push_u64, write_addr, write_secs, zeek_datetime};
+use crate::zeek::{push_u64, write_addr, write_secs, zeek_close, zeek_header};
 use crate::LogFormat;
 
 const COMMON_HEAD: &[(&str, &str)] = &[
@@ -434,28 +434,11 @@ impl<W: Write> TxLogWriter<W> {
         self.rows
     }
 
-    fn fields(&self) -> impl Iterator<Item = &'static (&'static str, &'static str)> {
-        COMMON_HEAD
-            .iter()
-            .chain(own_fields(self.protocol))
-            .chain(COMMON_TAIL)
-    }
-
     fn header(&mut self) -> io::Result<()> {
-        if std::mem::replace(&mut self.header_written, true) || self.format == LogFormat::Json {
-            return Ok(());
-        }
         let extra = if self.processes { crate::procs::FIELDS } else { &[] };
-        let types: Vec<&str> = self.fields().chain(extra).map(|f| f.1).collect();
-        let names: Vec<&str> = self.names.iter().copied().chain(extra.iter().map(|f| f.0)).collect();
-        write!(
-            self.out,
-            "#separator \\x09\n#set_separator\t,\n#empty_field\t(empty)\n#unset_field\t-\n#path\t{}\n#open\t{}\n#fields\t{}\n#types\t{}\n",
-            self.protocol.name(),
-            zeek_datetime(now_secs()),
-            names.join("\t"),
-            types.join("\t")
-        )
+        let fields = COMMON_HEAD.iter().chain(own_fields(self.protocol)).chain(COMMON_TAIL).chain(extra);
+        let name = self.protocol.name();
+        zeek_header(&mut self.out, self.format, &mut self.header_written, name, fields)
     }
 
     pub fn write(&mut self, r: &TxRecord) -> io::Result<()> {
@@ -513,10 +496,7 @@ impl<W: Write> TxLogWriter<W> {
     /// Writes the `#close` line (TSV) and flushes.
     pub fn finish(&mut self) -> io::Result<()> {
         self.header()?;
-        if self.format == LogFormat::Tsv {
-            writeln!(self.out, "#close\t{}", zeek_datetime(now_secs()))?;
-        }
-        self.out.flush()
+        zeek_close(&mut self.out, self.format)
     }
 }
 
