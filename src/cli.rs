@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use wirelog_sink::LogFormat;
-use wirelog_store::StoreOptions;
+use wirelog_store::{Kind, StoreOptions};
 use wirelog_track::{PortSet, TrackerConfig};
 
 use crate::limits;
@@ -83,22 +84,35 @@ pub struct StoreArgs {
     pub check: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum QueryKind {
-    /// Flow counters per 5-minute bucket (goProbe style).
-    Flows,
-    /// Connections (Zeek conn.log).
-    Conns,
-    /// HTTP/1.x requests.
-    Http,
-    /// MySQL/MariaDB commands.
-    Mysql,
-    /// PostgreSQL queries.
-    Pgsql,
-    /// Redis commands.
-    Redis,
-    /// DNS queries.
-    Dns,
+/// What to query: flows, connections, or the transactions of a protocol of
+/// the protocol table (`wirelog_record::Protocol`), so a new protocol is a
+/// query kind without a change here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryKind(pub Kind);
+
+static QUERY_KINDS: [QueryKind; Kind::ALL.len()] = {
+    let mut all = [QueryKind(Kind::Flows); Kind::ALL.len()];
+    let mut i = 0;
+    while i < Kind::ALL.len() {
+        all[i] = QueryKind(Kind::ALL[i]);
+        i += 1;
+    }
+    all
+};
+
+impl ValueEnum for QueryKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &QUERY_KINDS
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self.0.protocol() {
+            Some(p) => p.what(),
+            None if self.0 == Kind::Flows => "Flow counters per 5-minute bucket (goProbe style)",
+            None => "Connections (Zeek conn.log)",
+        };
+        Some(PossibleValue::new(self.0.as_str()).help(help))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -6,20 +6,12 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use wirelog_query::render::cut_note;
 use wirelog_query::{default_format, parse_query, parse_time_arg, render, Engine, Format, DEFAULT_TOP};
-use wirelog_store::{Kind, Scan, Store};
+use wirelog_store::{Scan, Store};
 
 use crate::cli::{OutputFormat, QueryArgs, QueryKind};
 
 pub fn run(args: QueryArgs) -> Result<ExitCode> {
-    let kind = match args.kind {
-        QueryKind::Flows => Kind::Flows,
-        QueryKind::Conns => Kind::Conns,
-        QueryKind::Http => Kind::Http,
-        QueryKind::Mysql => Kind::Mysql,
-        QueryKind::Pgsql => Kind::Pgsql,
-        QueryKind::Redis => Kind::Redis,
-        QueryKind::Dns => Kind::Dns,
-    };
+    let QueryKind(kind) = args.kind;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)

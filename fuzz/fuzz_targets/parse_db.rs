@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wirelog_parse::{Dir, ParseConfig, Protocol};
+use wirelog_parse::{Dir, ParseConfig, Protocol, ProtocolParser};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&conf, mut rest)) = data.split_first() else { return };

@@ -24,6 +24,10 @@ pub mod tls;
 #[cfg(test)]
 pub(crate) mod testutil;
 
+// What parsers produce is defined below them, in `record`, so the sinks, the
+// store and queries read transactions without depending on the parsers.
+pub use wirelog_record::{Detail, Protocol, Span, Transaction, TxStatus};
+
 /// Direction of bytes within a connection, relative to its client (the
 /// connection's originator as the tracker decided it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -34,54 +38,14 @@ pub enum Dir {
     ToClient,
 }
 
-/// The protocols parsed here; [`Protocol::service`] is the name Zeek puts in
-/// conn.log's `service` field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Protocol {
-    Http,
-    Mysql,
-    Pgsql,
-    Redis,
-    Dns,
+/// A new parser for one TCP connection of a protocol (the protocol table is
+/// `wirelog_record::Protocol`; which parser reads it is decided here).
+pub trait ProtocolParser {
+    fn stream_parser(self, cfg: &ParseConfig) -> ConnParser;
 }
 
-impl Protocol {
-    pub const ALL: [Protocol; 5] = [Protocol::Http, Protocol::Mysql, Protocol::Pgsql, Protocol::Redis, Protocol::Dns];
-
-    pub fn service(self) -> &'static str {
-        match self {
-            Protocol::Http => "http",
-            Protocol::Mysql => "mysql",
-            Protocol::Pgsql => "postgresql",
-            Protocol::Redis => "redis",
-            Protocol::Dns => "dns",
-        }
-    }
-
-    /// Short name used on the command line and in the store (`wirelog query mysql`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Http => "http",
-            Protocol::Mysql => "mysql",
-            Protocol::Pgsql => "pgsql",
-            Protocol::Redis => "redis",
-            Protocol::Dns => "dns",
-        }
-    }
-
-    /// Default server ports (TCP; for DNS also UDP).
-    pub fn default_ports(self) -> &'static [u16] {
-        match self {
-            Protocol::Http => &[80, 8000, 8080, 8888],
-            Protocol::Mysql => &[3306],
-            Protocol::Pgsql => &[5432],
-            Protocol::Redis => &[6379],
-            Protocol::Dns => &[53, 5353],
-        }
-    }
-
-    /// A new parser for one TCP connection carrying this protocol.
-    pub fn stream_parser(self, cfg: &ParseConfig) -> ConnParser {
+impl ProtocolParser for Protocol {
+    fn stream_parser(self, cfg: &ParseConfig) -> ConnParser {
         match self {
             Protocol::Http => ConnParser::Http(http::HttpParser::new(cfg)),
             Protocol::Mysql => ConnParser::Mysql(mysql::MysqlParser::new(cfg)),
@@ -205,81 +169,6 @@ impl Default for ParseConfig {
             transaction_timeout_ns: 10_000_000_000,
         }
     }
-}
-
-/// One direction's part of a transaction: when its first and last byte were
-/// seen and how many application bytes it had.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Span {
-    pub first_ns: i64,
-    pub last_ns: i64,
-    pub bytes: u64,
-}
-
-/// How a transaction ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TxStatus {
-    /// Request and response, and the response says success.
-    Ok,
-    /// Request and response, and the response is an error (HTTP >= 400, SQL
-    /// error, RESP error, DNS rcode != 0).
-    Error,
-    /// A request without a response before the timeout or the connection's end.
-    NoResponse,
-    /// A response whose request was not seen (capture started mid-stream, gap).
-    NoRequest,
-    /// Request and the start of a response, but the stream ended (connection
-    /// closed, capture stopped) before the response's declared end: sizes and
-    /// latency cover only what was seen.
-    Partial,
-}
-
-impl TxStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TxStatus::Ok => "ok",
-            TxStatus::Error => "error",
-            TxStatus::NoResponse => "no_response",
-            TxStatus::NoRequest => "no_request",
-            TxStatus::Partial => "partial",
-        }
-    }
-}
-
-/// One request and its response (either may be missing, see [`TxStatus`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Transaction {
-    pub request: Option<Span>,
-    pub response: Option<Span>,
-    pub status: TxStatus,
-    pub detail: Detail,
-}
-
-impl Transaction {
-    /// Time of the request's first byte, or of the response's when there is no request.
-    pub fn ts_ns(&self) -> i64 {
-        self.request.or(self.response).map_or(0, |s| s.first_ns)
-    }
-
-    /// First request byte to last response byte.
-    pub fn latency_ns(&self) -> Option<i64> {
-        Some(self.response?.last_ns - self.request?.first_ns)
-    }
-
-    /// First request byte to first response byte.
-    pub fn first_byte_latency_ns(&self) -> Option<i64> {
-        Some(self.response?.first_ns - self.request?.first_ns)
-    }
-}
-
-/// Protocol-specific fields of a transaction.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Detail {
-    Http(http::HttpTx),
-    Mysql(mysql::MysqlTx),
-    Pgsql(pgsql::PgsqlTx),
-    Redis(redis::RedisTx),
-    Dns(dns::DnsTx),
 }
 
 /// What a parser could not use, counted.

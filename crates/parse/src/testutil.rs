@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, Transport};
 use wirelog_source::CaptureReader;
 
-use crate::Dir;
+use crate::{Dir, ProtocolParser};
 
 #[derive(Debug, Clone)]
 pub enum Ev {

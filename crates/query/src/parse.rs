@@ -251,14 +251,14 @@ pub(crate) fn unknown_field(
     name: &str,
     extra: &[&'static str],
 ) -> QueryError {
-    let expected = match kind {
-        Kind::Flows => "a flow field name",
-        Kind::Conns => "a connection field name",
-        Kind::Http => "an http field name",
-        Kind::Mysql => "a mysql field name",
-        Kind::Pgsql => "a pgsql field name",
-        Kind::Redis => "a redis field name",
-        Kind::Dns => "a dns field name",
+    let expected = match kind.protocol() {
+        None if kind == Kind::Flows => "a flow field name".to_string(),
+        None => "a connection field name".to_string(),
+        Some(p) => {
+            // Said as letters ("aitch-tee-tee-pee") or as a word ("redis").
+            let article = if p.name().starts_with(['a', 'e', 'i', 'o', 'u']) || p.name() == "http" { "an" } else { "a" };
+            format!("{article} {} field name", p.name())
+        }
     };
     let mut message = format!("expected {expected}, found unknown field '{name}'");
     match suggest(kind, name, extra) {

@@ -1,5 +1,6 @@
 //! Records: the typed output of tracking (connections, flows, application
-//! transactions), consumed by sinks.
+//! transactions), produced by `track` and `parse`, consumed by sinks, the
+//! store and queries; and the protocol table ([`Protocol`]).
 //!
 //! Records have a fixed schema (plain structs, no maps) so sinks can write
 //! them as columns or as Zeek-compatible text without guessing.
@@ -9,6 +10,7 @@ pub mod civil;
 mod community_id;
 mod conn;
 mod flow;
+mod protocol;
 mod tx;
 mod uid;
 
@@ -16,7 +18,8 @@ pub use batch::{Batch, Ingest};
 pub use community_id::{community_id_v1, CommunityId};
 pub use conn::{ConnRecord, ConnState, History, Proto};
 pub use flow::FlowRecord;
-pub use tx::TxRecord;
+pub use protocol::Protocol;
+pub use tx::{dns, http, mysql, pgsql, redis, Detail, Span, Transaction, TxRecord, TxStatus};
 pub use uid::{Uid, UidGenerator};
 pub use wirelog_decode::IpAddr16;
 pub use wirelog_procs::Owner as ProcOwner;

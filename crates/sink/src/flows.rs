@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use wirelog_record::FlowRecord;
 
-use crate::zeek::{now_secs, push_u64, write_addr, write_secs, zeek_datetime};
+use crate::zeek::{push_u64, write_addr, write_secs, zeek_close, zeek_header};
 use crate::LogFormat;
 
 const FIELDS: &[(&str, &str)] = &[
@@ -42,18 +42,7 @@ impl<W: Write> FlowLogWriter<W> {
     }
 
     fn header(&mut self) -> io::Result<()> {
-        if std::mem::replace(&mut self.header_written, true) || self.format == LogFormat::Json {
-            return Ok(());
-        }
-        let names: Vec<&str> = FIELDS.iter().map(|f| f.0).collect();
-        let types: Vec<&str> = FIELDS.iter().map(|f| f.1).collect();
-        write!(
-            self.out,
-            "#separator \\x09\n#set_separator\t,\n#empty_field\t(empty)\n#unset_field\t-\n#path\tflows\n#open\t{}\n#fields\t{}\n#types\t{}\n",
-            zeek_datetime(now_secs()),
-            names.join("\t"),
-            types.join("\t")
-        )
+        zeek_header(&mut self.out, self.format, &mut self.header_written, "flows", FIELDS.iter())
     }
 
     pub fn write(&mut self, r: &FlowRecord) -> io::Result<()> {
@@ -106,10 +95,7 @@ impl<W: Write> FlowLogWriter<W> {
 
     pub fn finish(&mut self) -> io::Result<()> {
         self.header()?;
-        if self.format == LogFormat::Tsv {
-            writeln!(self.out, "#close\t{}", zeek_datetime(now_secs()))?;
-        }
-        self.out.flush()
+        zeek_close(&mut self.out, self.format)
     }
 
     /// The output the lines go to.

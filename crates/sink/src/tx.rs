@@ -12,10 +12,9 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use wirelog_parse::{Detail, Protocol, TxStatus};
-use wirelog_record::{IpAddr16, TxRecord};
+use wirelog_record::{Detail, IpAddr16, Protocol, TxRecord, TxStatus};
 
-use crate::zeek::{now_secs, push_u64, write_addr, write_secs, zeek_datetime};
+use crate::zeek::{push_u64, write_addr, write_secs, zeek_close, zeek_header};
 use crate::LogFormat;
 
 const COMMON_HEAD: &[(&str, &str)] = &[
@@ -329,7 +328,7 @@ fn own_values(r: &TxRecord, v: &mut Line<'_>) {
             });
             v.list(&d.answers, |a, s| s.push_str(&a.name));
             v.list(&d.answers, |a, s| {
-                s.push_str(wirelog_parse::dns::type_name(a.rtype))
+                s.push_str(wirelog_record::dns::type_name(a.rtype))
             });
             v.count(answered.then_some(d.authority_count as u64));
             v.count(d.edns.map(|e| e.udp_size as u64));
@@ -362,7 +361,7 @@ fn own_values(r: &TxRecord, v: &mut Line<'_>) {
     }
 }
 
-fn pgsql_values(p: &wirelog_parse::pgsql::PgsqlTx, v: &mut Line<'_>) {
+fn pgsql_values(p: &wirelog_record::pgsql::PgsqlTx, v: &mut Line<'_>) {
     v.str(Some(p.kind));
     v.str(p.query.as_deref());
     v.str(p.fingerprint.as_deref());
@@ -378,7 +377,7 @@ fn pgsql_values(p: &wirelog_parse::pgsql::PgsqlTx, v: &mut Line<'_>) {
     v.str(p.error_message.as_deref());
 }
 
-fn redis_values(x: &wirelog_parse::redis::RedisTx, v: &mut Line<'_>) {
+fn redis_values(x: &wirelog_record::redis::RedisTx, v: &mut Line<'_>) {
     v.str(opt_str(&x.command));
     v.str(x.key.as_deref());
     v.str(opt_str(&x.args));
@@ -435,28 +434,11 @@ impl<W: Write> TxLogWriter<W> {
         self.rows
     }
 
-    fn fields(&self) -> impl Iterator<Item = &'static (&'static str, &'static str)> {
-        COMMON_HEAD
-            .iter()
-            .chain(own_fields(self.protocol))
-            .chain(COMMON_TAIL)
-    }
-
     fn header(&mut self) -> io::Result<()> {
-        if std::mem::replace(&mut self.header_written, true) || self.format == LogFormat::Json {
-            return Ok(());
-        }
         let extra = if self.processes { crate::procs::FIELDS } else { &[] };
-        let types: Vec<&str> = self.fields().chain(extra).map(|f| f.1).collect();
-        let names: Vec<&str> = self.names.iter().copied().chain(extra.iter().map(|f| f.0)).collect();
-        write!(
-            self.out,
-            "#separator \\x09\n#set_separator\t,\n#empty_field\t(empty)\n#unset_field\t-\n#path\t{}\n#open\t{}\n#fields\t{}\n#types\t{}\n",
-            self.protocol.name(),
-            zeek_datetime(now_secs()),
-            names.join("\t"),
-            types.join("\t")
-        )
+        let fields = COMMON_HEAD.iter().chain(own_fields(self.protocol)).chain(COMMON_TAIL).chain(extra);
+        let name = self.protocol.name();
+        zeek_header(&mut self.out, self.format, &mut self.header_written, name, fields)
     }
 
     pub fn write(&mut self, r: &TxRecord) -> io::Result<()> {
@@ -514,10 +496,7 @@ impl<W: Write> TxLogWriter<W> {
     /// Writes the `#close` line (TSV) and flushes.
     pub fn finish(&mut self) -> io::Result<()> {
         self.header()?;
-        if self.format == LogFormat::Tsv {
-            writeln!(self.out, "#close\t{}", zeek_datetime(now_secs()))?;
-        }
-        self.out.flush()
+        zeek_close(&mut self.out, self.format)
     }
 }
 
@@ -619,9 +598,9 @@ pub(crate) fn json_str(b: &mut Vec<u8>, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wirelog_parse::dns::{DnsAnswer, DnsTx, Edns};
-    use wirelog_parse::http::HttpTx;
-    use wirelog_parse::{Span, Transaction};
+    use wirelog_record::dns::{DnsAnswer, DnsTx, Edns};
+    use wirelog_record::http::HttpTx;
+    use wirelog_record::{Span, Transaction};
     use wirelog_record::{Proto, UidGenerator};
 
     fn rec(protocol: Protocol, detail: Detail) -> TxRecord {
@@ -674,7 +653,7 @@ mod tests {
 
     #[test]
     fn pgsql_and_redis_columns() {
-        let p = wirelog_parse::pgsql::PgsqlTx {
+        let p = wirelog_record::pgsql::PgsqlTx {
             kind: "query",
             query: Some("select * from test".into()),
             command_tag: Some("SELECT 4".into()),
@@ -690,7 +669,7 @@ mod tests {
         ] {
             assert!(s.contains(part), "{part} not in {s}");
         }
-        let x = wirelog_parse::redis::RedisTx {
+        let x = wirelog_record::redis::RedisTx {
             command: "SET".into(),
             key: Some("k".into()),
             args: "k v".into(),
@@ -771,7 +750,7 @@ mod tests {
 
     #[test]
     fn tsv_and_json_lines_of_one_record() {
-        let m = wirelog_parse::mysql::MysqlTx {
+        let m = wirelog_record::mysql::MysqlTx {
             command: "stmt_execute",
             query: Some("select ?".into()),
             params: vec!["1".into(), "a,b".into()],

@@ -134,6 +134,38 @@ pub(crate) fn write_addr(buf: &mut Vec<u8>, a: &IpAddr16) {
     }
 }
 
+/// Writes a Zeek log's header block (TSV; JSON has none) the first time it
+/// is called for a file: `*written` says whether it was. One place for the
+/// header of conn.log, flows.log and the transaction logs.
+pub(crate) fn zeek_header<'a, W: Write>(
+    out: &mut W,
+    format: LogFormat,
+    written: &mut bool,
+    path: &str,
+    fields: impl Iterator<Item = &'a (&'static str, &'static str)> + Clone,
+) -> io::Result<()> {
+    if std::mem::replace(written, true) || format == LogFormat::Json {
+        return Ok(());
+    }
+    let names: Vec<&str> = fields.clone().map(|f| f.0).collect();
+    let types: Vec<&str> = fields.map(|f| f.1).collect();
+    write!(
+        out,
+        "#separator \\x09\n#set_separator\t,\n#empty_field\t(empty)\n#unset_field\t-\n#path\t{path}\n#open\t{}\n#fields\t{}\n#types\t{}\n",
+        zeek_datetime(now_secs()),
+        names.join("\t"),
+        types.join("\t")
+    )
+}
+
+/// Ends a Zeek log: the `#close` line (TSV), then a flush.
+pub(crate) fn zeek_close<W: Write>(out: &mut W, format: LogFormat) -> io::Result<()> {
+    if format == LogFormat::Tsv {
+        writeln!(out, "#close\t{}", zeek_datetime(now_secs()))?;
+    }
+    out.flush()
+}
+
 /// Zeek's `#open`/`#close` timestamp format, in UTC.
 pub(crate) fn zeek_datetime(unix_secs: i64) -> String {
     let days = unix_secs.div_euclid(86_400);
@@ -190,22 +222,10 @@ impl<W: Write> ConnLogWriter<W> {
     }
 
     fn header(&mut self) -> io::Result<()> {
-        if self.header_written || self.format == LogFormat::Json {
-            self.header_written = true;
-            return Ok(());
-        }
-        self.header_written = true;
         let note = self.empty_tcp_note.then_some(EMPTY_TCP_FIELD);
         let procs = if self.processes { crate::procs::FIELDS } else { &[] };
-        let names: Vec<&str> = FIELDS.iter().chain(note.iter()).chain(procs).map(|f| f.0).collect();
-        let types: Vec<&str> = FIELDS.iter().chain(note.iter()).chain(procs).map(|f| f.1).collect();
-        write!(
-            self.out,
-            "#separator \\x09\n#set_separator\t,\n#empty_field\t(empty)\n#unset_field\t-\n#path\tconn\n#open\t{}\n#fields\t{}\n#types\t{}\n",
-            zeek_datetime(now_secs()),
-            names.join("\t"),
-            types.join("\t")
-        )
+        let fields = FIELDS.iter().chain(note.iter()).chain(procs);
+        zeek_header(&mut self.out, self.format, &mut self.header_written, "conn", fields)
     }
 
     pub fn write(&mut self, r: &ConnRecord) -> io::Result<()> {
@@ -357,10 +377,7 @@ impl<W: Write> ConnLogWriter<W> {
     /// Writes the `#close` line (TSV) and flushes.
     pub fn finish(&mut self) -> io::Result<()> {
         self.header()?;
-        if self.format == LogFormat::Tsv {
-            writeln!(self.out, "#close\t{}", zeek_datetime(now_secs()))?;
-        }
-        self.out.flush()
+        zeek_close(&mut self.out, self.format)
     }
 
     /// The output the lines go to.

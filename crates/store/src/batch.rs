@@ -4,48 +4,57 @@
 //! filter or an aggregate is a loop over a slice of integers, not a walk
 //! over rows of dynamic values.
 
-/// The record kinds the store keeps, one table (and directory) each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
-    Flows,
-    Conns,
-    /// Application transactions (see [`crate::TxRow`]): HTTP/1.x requests.
-    Http,
-    /// MySQL/MariaDB commands.
-    Mysql,
-    /// PostgreSQL queries.
-    Pgsql,
-    /// Redis commands.
-    Redis,
-    /// DNS queries and their answers.
-    Dns,
+use wirelog_record::Protocol;
+
+/// Declares [`Kind`] from the protocol table's rows (see
+/// `wirelog_record::protocol_table`): one kind per protocol, after flows and
+/// connections.
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $v:ident { $($row:tt)* })*) => {
+        /// The record kinds the store keeps, one table (and directory) each:
+        /// flows, connections, and the transactions of each protocol
+        /// ([`Protocol::ALL`]), whose rows are [`crate::TxRow`]s.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Kind {
+            Flows,
+            Conns,
+            $($(#[$doc])* $v,)*
+        }
+
+        impl Kind {
+            /// Every kind, in directory (and retention tie-break) order.
+            pub const ALL: [Kind; 2 + Protocol::ALL.len()] = [Kind::Flows, Kind::Conns, $(Kind::$v),*];
+
+            /// The transaction kinds, in [`Protocol::ALL`] order.
+            pub const TX: [Kind; Protocol::ALL.len()] = [$(Kind::$v),*];
+
+            /// The kind of a protocol's transactions.
+            pub const fn tx(p: Protocol) -> Kind {
+                match p {
+                    $(Protocol::$v => Kind::$v,)*
+                }
+            }
+
+            /// The protocol of a transaction kind.
+            pub const fn protocol(self) -> Option<Protocol> {
+                match self {
+                    Kind::Flows | Kind::Conns => None,
+                    $(Kind::$v => Some(Protocol::$v),)*
+                }
+            }
+        }
+    };
 }
 
+wirelog_record::protocol_table!(kinds);
+
 impl Kind {
-    /// Every kind, in directory (and retention tie-break) order.
-    pub const ALL: [Kind; 7] = [
-        Kind::Flows,
-        Kind::Conns,
-        Kind::Http,
-        Kind::Mysql,
-        Kind::Pgsql,
-        Kind::Redis,
-        Kind::Dns,
-    ];
-
-    /// The transaction kinds, whose rows are [`crate::TxRow`]s.
-    pub const TX: [Kind; 5] = [Kind::Http, Kind::Mysql, Kind::Pgsql, Kind::Redis, Kind::Dns];
-
     /// The directory name under the store, also the `wirelog.kind` of its files.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Flows => "flows",
-            Kind::Conns => "conns",
-            Kind::Http => "http",
-            Kind::Mysql => "mysql",
-            Kind::Pgsql => "pgsql",
-            Kind::Redis => "redis",
-            Kind::Dns => "dns",
+        match self.protocol() {
+            Some(p) => p.name(),
+            None if self == Kind::Flows => "flows",
+            None => "conns",
         }
     }
 
@@ -56,7 +65,7 @@ impl Kind {
 
     /// Whether rows of this kind are application transactions.
     pub fn is_tx(self) -> bool {
-        !matches!(self, Kind::Flows | Kind::Conns)
+        self.protocol().is_some()
     }
 }
 

@@ -4,8 +4,7 @@
 
 use std::fmt::Write;
 
-use wirelog_parse::{Detail, Protocol};
-use wirelog_record::{Proto, TxRecord};
+use wirelog_record::{Detail, Proto, Protocol, TxRecord};
 
 use crate::batch::Kind;
 use crate::schema;
@@ -13,13 +12,7 @@ use crate::tx::{Cell, CellRef, Common, TxBuf, TxRow};
 
 /// The store kind of a protocol's transactions.
 pub fn tx_kind(p: Protocol) -> Kind {
-    match p {
-        Protocol::Http => Kind::Http,
-        Protocol::Mysql => Kind::Mysql,
-        Protocol::Pgsql => Kind::Pgsql,
-        Protocol::Redis => Kind::Redis,
-        Protocol::Dns => Kind::Dns,
-    }
+    Kind::tx(p)
 }
 
 fn s(v: &str) -> CellRef<'_> {
@@ -176,12 +169,12 @@ impl TxBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wirelog_parse::dns::{DnsAnswer, DnsTx};
-    use wirelog_parse::http::HttpTx;
-    use wirelog_parse::mysql::MysqlTx;
-    use wirelog_parse::pgsql::PgsqlTx;
-    use wirelog_parse::redis::RedisTx;
-    use wirelog_parse::{Span, Transaction, TxStatus};
+    use wirelog_record::dns::{DnsAnswer, DnsTx};
+    use wirelog_record::http::HttpTx;
+    use wirelog_record::mysql::MysqlTx;
+    use wirelog_record::pgsql::PgsqlTx;
+    use wirelog_record::redis::RedisTx;
+    use wirelog_record::{Span, Transaction, TxStatus};
     use wirelog_record::{IpAddr16, UidGenerator};
 
     fn rec(protocol: Protocol, detail: Detail) -> TxRecord {

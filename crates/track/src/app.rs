@@ -11,7 +11,7 @@
 use wirelog_parse::detect::PortMap;
 use wirelog_parse::dns::UdpDns;
 use wirelog_parse::stream::{Budget, Chunk, Reassembler, SegFlags};
-use wirelog_parse::{ConnParser, Dir, ParseConfig, ParseStats, Protocol, StreamParser, Transaction};
+use wirelog_parse::{ConnParser, Dir, ParseConfig, ParseStats, Protocol, ProtocolParser, StreamParser, Transaction};
 use wirelog_record::Uid;
 
 /// Application parsing settings.

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::testutil::{parse_pcap, stress, tcp_events};
-use crate::Protocol;
+use crate::{Protocol, ProtocolParser};
 
 fn all(rel: &str, port: u16) -> Vec<Transaction> {
     parse_pcap(rel, &[port], Protocol::Mysql, &ParseConfig::default()).into_iter().flatten().collect()

@@ -1,0 +1,107 @@
+//! The protocol table: every application protocol wirelog parses, with the
+//! names the rest of the code derives from it (the store's kinds and their
+//! directories, the log file names, the query command's kinds, conn.log's
+//! `service`) and the ports a connection is expected on.
+//!
+//! Adding a protocol adds one entry here; its parser (`wirelog_parse`), its
+//! detail type ([`crate::Detail`]) and the columns it writes (`wirelog_sink`'s
+//! transaction log, `wirelog_store`'s schema) are the other places.
+
+/// Declares [`Protocol`] and its table in one list, so a variant cannot exist
+/// without its row.
+macro_rules! protocols {
+    ($($(#[$doc:meta])* $v:ident { name: $name:literal, service: $service:literal, ports: $ports:expr, what: $what:literal $(,)? })*) => {
+        /// The protocols parsed; [`Protocol::ALL`] is their order everywhere
+        /// (store directories, summaries, query kinds).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Protocol {
+            $($(#[$doc])* $v,)*
+        }
+
+        impl Protocol {
+            pub const ALL: [Protocol; [$(Protocol::$v),*].len()] = [$(Protocol::$v),*];
+
+            /// Short name: the command line's (`wirelog query mysql`), the
+            /// store's directory, the log's file stem (`mysql.log`).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Protocol::$v => $name,)*
+                }
+            }
+
+            /// The name Zeek puts in conn.log's `service` field.
+            pub const fn service(self) -> &'static str {
+                match self {
+                    $(Protocol::$v => $service,)*
+                }
+            }
+
+            /// What one transaction is, for people (`wirelog query --help`).
+            pub const fn what(self) -> &'static str {
+                match self {
+                    $(Protocol::$v => $what,)*
+                }
+            }
+
+            /// Default server ports (TCP; for DNS also UDP).
+            pub const fn default_ports(self) -> &'static [u16] {
+                match self {
+                    $(Protocol::$v => $ports,)*
+                }
+            }
+        }
+    };
+}
+
+/// The table itself: hands every row to the macro `$m` (by name), which is
+/// how [`Protocol`] here and the store's `Kind` are generated from the same
+/// rows. A row: `Variant { name, service, ports, what }`.
+#[macro_export]
+macro_rules! protocol_table {
+    ($m:ident) => {
+        $m! {
+            /// HTTP/1.0 and 1.1.
+            Http { name: "http", service: "http", ports: &[80, 8000, 8080, 8888], what: "HTTP/1.x requests" }
+            /// MySQL and MariaDB.
+            Mysql { name: "mysql", service: "mysql", ports: &[3306], what: "MySQL/MariaDB commands" }
+            /// PostgreSQL (frontend/backend protocol v3).
+            Pgsql { name: "pgsql", service: "postgresql", ports: &[5432], what: "PostgreSQL queries" }
+            /// Redis (RESP2 and RESP3).
+            Redis { name: "redis", service: "redis", ports: &[6379], what: "Redis commands" }
+            /// DNS over UDP and TCP.
+            Dns { name: "dns", service: "dns", ports: &[53, 5353], what: "DNS queries" }
+        }
+    };
+}
+
+protocol_table!(protocols);
+
+impl Protocol {
+    /// The protocol whose [`Protocol::name`] is `name`.
+    pub fn from_name(name: &str) -> Option<Protocol> {
+        Protocol::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Its position in [`Protocol::ALL`] (for per-protocol counters).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_round_trip() {
+        for (i, p) in Protocol::ALL.into_iter().enumerate() {
+            assert_eq!(p.index(), i);
+            assert_eq!(Protocol::from_name(p.name()), Some(p));
+            assert!(!p.default_ports().is_empty());
+        }
+        let mut names: Vec<_> = Protocol::ALL.iter().map(|p| p.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Protocol::ALL.len());
+    }
+}

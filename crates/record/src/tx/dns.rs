@@ -1,0 +1,146 @@
+//! What a DNS transaction records (filled in by `wirelog_parse::dns`), and
+//! the names Zeek gives the numbers in it.
+
+/// One resource record, rendered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DnsAnswer {
+    pub name: String,
+    pub rtype: u16,
+    pub class: u16,
+    pub ttl: u32,
+    /// Record data as text (address, name, `TXT <len> <text>`...).
+    pub data: String,
+}
+
+/// EDNS(0) OPT pseudo-record of the response (else of the query).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Edns {
+    pub udp_size: u16,
+    /// Upper 8 bits of the extended rcode (full rcode = ext << 4 | header rcode).
+    pub ext_rcode: u8,
+    pub version: u8,
+    pub dnssec_ok: bool,
+}
+
+/// The facts kept per DNS transaction.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DnsTx {
+    pub id: u16,
+    pub opcode: u8,
+    /// Header flags of the response (of the query when there is none).
+    pub qr: bool,
+    pub aa: bool,
+    pub tc: bool,
+    pub rd: bool,
+    pub ra: bool,
+    pub z: bool,
+    pub ad: bool,
+    pub cd: bool,
+    /// First question (lower-case not forced; as sent, without the final dot).
+    pub qname: String,
+    pub qtype: u16,
+    pub qclass: u16,
+    /// Response code (with the EDNS extension when present); 0 without response.
+    pub rcode: u16,
+    pub answers: Vec<DnsAnswer>,
+    pub authorities: Vec<DnsAnswer>,
+    /// Counts from the response header (summed over the messages of a zone transfer).
+    pub answer_count: u32,
+    pub authority_count: u32,
+    pub additional_count: u32,
+    pub edns: Option<Edns>,
+    /// Response messages merged into this transaction (more than one for AXFR/IXFR over TCP).
+    pub response_messages: u32,
+}
+
+impl DnsTx {
+    pub fn qtype_name(&self) -> &'static str {
+        type_name(self.qtype)
+    }
+    pub fn qclass_name(&self) -> &'static str {
+        class_name(self.qclass)
+    }
+    pub fn rcode_name(&self) -> &'static str {
+        rcode_name(self.rcode)
+    }
+    pub fn opcode_name(&self) -> &'static str {
+        opcode_name(self.opcode)
+    }
+    /// TTLs of the answers, in order.
+    pub fn ttls(&self) -> impl Iterator<Item = u32> + '_ {
+        self.answers.iter().map(|a| a.ttl)
+    }
+}
+
+pub fn type_name(t: u16) -> &'static str {
+    match t {
+        1 => "A",
+        2 => "NS",
+        5 => "CNAME",
+        6 => "SOA",
+        12 => "PTR",
+        13 => "HINFO",
+        15 => "MX",
+        16 => "TXT",
+        28 => "AAAA",
+        33 => "SRV",
+        35 => "NAPTR",
+        39 => "DNAME",
+        41 => "OPT",
+        43 => "DS",
+        46 => "RRSIG",
+        47 => "NSEC",
+        48 => "DNSKEY",
+        50 => "NSEC3",
+        51 => "NSEC3PARAM",
+        52 => "TLSA",
+        64 => "SVCB",
+        65 => "HTTPS",
+        99 => "SPF",
+        251 => "IXFR",
+        252 => "AXFR",
+        255 => "*",
+        257 => "CAA",
+        _ => "unknown",
+    }
+}
+
+pub fn class_name(c: u16) -> &'static str {
+    match c {
+        1 => "C_INTERNET",
+        3 => "C_CHAOS",
+        4 => "C_HESIOD",
+        254 => "C_NONE",
+        255 => "C_ANY",
+        _ => "unknown",
+    }
+}
+
+pub fn rcode_name(r: u16) -> &'static str {
+    match r {
+        0 => "NOERROR",
+        1 => "FORMERR",
+        2 => "SERVFAIL",
+        3 => "NXDOMAIN",
+        4 => "NOTIMP",
+        5 => "REFUSED",
+        6 => "YXDOMAIN",
+        7 => "YXRRSET",
+        8 => "NXRRSET",
+        9 => "NOTAUTH",
+        10 => "NOTZONE",
+        16 => "BADVERS",
+        _ => "unknown",
+    }
+}
+
+pub fn opcode_name(o: u8) -> &'static str {
+    match o {
+        0 => "query",
+        1 => "iquery",
+        2 => "status",
+        4 => "notify",
+        5 => "update",
+        _ => "unknown",
+    }
+}

@@ -1,0 +1,106 @@
+//! Transactions: one request and its response as a parser reports it
+//! ([`Transaction`], with the protocol's own fields in [`Detail`]), and the
+//! record of one, tagged with its connection ([`TxRecord`]).
+
+pub mod dns;
+pub mod http;
+pub mod mysql;
+pub mod pgsql;
+pub mod redis;
+
+use wirelog_decode::IpAddr16;
+
+use crate::{Proto, Protocol, Uid};
+
+/// One direction's part of a transaction: when its first and last byte were
+/// seen and how many application bytes it had.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Span {
+    pub first_ns: i64,
+    pub last_ns: i64,
+    pub bytes: u64,
+}
+
+/// How a transaction ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TxStatus {
+    /// Request and response, and the response says success.
+    Ok,
+    /// Request and response, and the response is an error (HTTP >= 400, SQL
+    /// error, RESP error, DNS rcode != 0).
+    Error,
+    /// A request without a response before the timeout or the connection's end.
+    NoResponse,
+    /// A response whose request was not seen (capture started mid-stream, gap).
+    NoRequest,
+    /// Request and the start of a response, but the stream ended (connection
+    /// closed, capture stopped) before the response's declared end: sizes and
+    /// latency cover only what was seen.
+    Partial,
+}
+
+impl TxStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TxStatus::Ok => "ok",
+            TxStatus::Error => "error",
+            TxStatus::NoResponse => "no_response",
+            TxStatus::NoRequest => "no_request",
+            TxStatus::Partial => "partial",
+        }
+    }
+}
+
+/// One request and its response (either may be missing, see [`TxStatus`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transaction {
+    pub request: Option<Span>,
+    pub response: Option<Span>,
+    pub status: TxStatus,
+    pub detail: Detail,
+}
+
+impl Transaction {
+    /// Time of the request's first byte, or of the response's when there is no request.
+    pub fn ts_ns(&self) -> i64 {
+        self.request.or(self.response).map_or(0, |s| s.first_ns)
+    }
+
+    /// First request byte to last response byte.
+    pub fn latency_ns(&self) -> Option<i64> {
+        Some(self.response?.last_ns - self.request?.first_ns)
+    }
+
+    /// First request byte to first response byte.
+    pub fn first_byte_latency_ns(&self) -> Option<i64> {
+        Some(self.response?.first_ns - self.request?.first_ns)
+    }
+}
+
+/// Protocol-specific fields of a transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Detail {
+    Http(crate::http::HttpTx),
+    Mysql(crate::mysql::MysqlTx),
+    Pgsql(crate::pgsql::PgsqlTx),
+    Redis(crate::redis::RedisTx),
+    Dns(crate::dns::DnsTx),
+}
+
+
+#[derive(Debug, Clone)]
+pub struct TxRecord {
+    /// The uid of the connection (the same as in its conn record).
+    pub uid: Uid,
+    /// Client (the connection's originator) and server.
+    pub orig_h: IpAddr16,
+    pub orig_p: u16,
+    pub resp_h: IpAddr16,
+    pub resp_p: u16,
+    pub transport: Proto,
+    pub protocol: Protocol,
+    pub tx: Transaction,
+    /// The processes behind the client and server ends (see `ConnRecord`).
+    pub orig_proc: crate::Proc,
+    pub resp_proc: crate::Proc,
+}
