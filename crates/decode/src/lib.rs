@@ -30,7 +30,7 @@
 //!   packet-time timeout (see [`DecodeStats`] for what gets counted where).
 //!
 //! ```
-//! use wirelog_decode::{DecodeConfig, Decoded, Decoder, LinkType, Transport};
+//! use wirelog_decode::{DecodeConfig, Decoded, Decoder, LinkType, Packet, Transport};
 //!
 //! // A raw IPv4 UDP datagram (LINKTYPE_RAW): 10.0.0.1:1234 -> 10.0.0.2:53.
 //! let pkt = [
@@ -38,7 +38,7 @@
 //!     0x04, 0xd2, 0, 53, 0, 10, 0, 0, b'h', b'i',
 //! ];
 //! let mut d = Decoder::new(DecodeConfig::default());
-//! match d.decode(LinkType::RAW, 0, &pkt) {
+//! match d.packet(&Packet::new(LinkType::RAW, 0, &pkt)) {
 //!     Decoded::Ip(ip) => {
 //!         assert_eq!(ip.src.to_std().to_string(), "10.0.0.1");
 //!         // UDP checksum 0: not computed by the sender, fine over IPv4.
