@@ -70,26 +70,48 @@ fn same_records_as_decoder_and_tracker_by_hand() {
     assert_eq!(probe.active_connections(), 0);
 }
 
-/// A batch is appended to, and a cleared one is reused without losing records.
+/// A batch is appended to; an empty one is swapped with the probe's own
+/// vectors, so records are never copied and allocations circulate.
 #[test]
 fn drain_appends_and_batches_are_reused() {
-    let mut probe = Probe::new(config());
+    let mut whole = Probe::new(config());
     let mut r = sample();
     while let Some(p) = r.next_packet() {
-        let _ = probe.packet(&p);
+        let _ = whole.packet(&p);
     }
-    probe.finish();
+    whole.finish();
+    let mut all = Batch::default();
+    whole.drain(&mut all);
+
+    // Drained in two steps into the same batch: the second appends.
+    let mut probe = Probe::new(config());
+    let mut r = sample();
     let mut b = Batch::default();
+    let mut n = 0;
+    while let Some(p) = r.next_packet() {
+        let _ = probe.packet(&p);
+        n += 1;
+        if n % 50 == 0 {
+            probe.drain(&mut b);
+        }
+    }
+    let count = |b: &Batch| b.conns.len() + b.flows.len() + b.txs.len();
+    let first = count(&b);
+    probe.finish();
     probe.drain(&mut b);
-    let conns = b.conns.len();
-    assert!(conns > 0);
+    assert!(first > 0 && count(&b) > first, "{first} then {}", count(&b));
+    assert_eq!(dump(&b), dump(&all));
     probe.drain(&mut b);
-    assert_eq!(b.conns.len(), conns, "a second drain adds nothing");
-    let cap = b.conns.capacity();
+    assert_eq!(dump(&b), dump(&all), "a second drain adds nothing");
+
+    // The batch's vector goes to the probe and comes back on the next drain.
+    let p = b.conns.as_ptr();
     b.clear();
     probe.drain(&mut b);
     assert!(b.is_empty());
-    assert_eq!(b.conns.capacity(), cap);
+    b.clear();
+    probe.drain(&mut b);
+    assert_eq!(b.conns.as_ptr(), p);
 }
 
 /// A raw IPv4 UDP datagram from 10.0.0.1:1234 to 10.0.0.2:53.
