@@ -1,8 +1,8 @@
-//! `wirelog capture`: live interfaces -> decode -> track -> records -> logs/store.
+//! `wirelog capture`: live interfaces -> probe (decode, track, parse) -> records -> logs/store.
 //!
 //! Threads: one worker per `--workers`, each owning one ring per interface
 //! (joined in a PACKET_FANOUT group per interface when there are several
-//! workers), its own decoder and tracker, so nothing is shared per packet;
+//! workers) and its own probe, so nothing is shared per packet;
 //! one output thread (see `output`) receiving record batches; the main
 //! thread waits for a signal or `--duration` and prints statistics.
 
@@ -18,10 +18,8 @@ use wirelog_capture::ring::{self, Ring, RingConfig, RingError, Waiter};
 use wirelog_capture::stats::{CaptureStats, WorkerCounters};
 use wirelog_capture::stop::Stop;
 use wirelog_capture::{bpf, now_ns, Framing, Interface};
-use wirelog_decode::{DecodeConfig, Decoded, Decoder, KernelChecksum, SkipReason};
+use wirelog_probe::{Probe, ProbeConfig, SkipReason, TrackerConfig};
 use wirelog_procs::{ConnSender, Resolver};
-use wirelog_source::LinkType;
-use wirelog_track::{Tracker, TrackerConfig};
 
 use crate::cli::CaptureArgs;
 use crate::limits;
@@ -59,7 +57,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     if ifaces.len() > 1 && ifaces.iter().any(|i| i.index == 0) {
         bail!("-i any already captures every interface; give it alone");
     }
-    let expr = bpf::expression(args.filter.as_deref(), args.skip_empty_tcp);
+    let expr = bpf::expression(args.filter.as_deref(), args.probe.skip_empty_tcp);
     let mut programs: Vec<(Framing, bpf::Program)> = Vec::new();
     if let Some(e) = &expr {
         for iface in &ifaces {
@@ -95,6 +93,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                 promiscuous: !args.no_promisc,
                 fanout_group: (args.workers > 1).then(|| group_base.wrapping_add(i as u16)),
                 filter: programs.iter().find(|(f, _)| *f == iface.framing).map(|(_, p)| p.clone()),
+                if_id: i as u32,
                 ..RingConfig::default()
             };
             let r = Ring::open(iface, &cfg)?;
@@ -112,8 +111,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     }
 
     // Bad tracking options fail before anything is written.
-    let mut tracker_cfg = args.track.tracker_config(&args.app).map_err(|e| anyhow::anyhow!(e))?;
-    tracker_cfg.empty_tcp_skipped = args.skip_empty_tcp;
+    let probe_cfg = args.probe.config().map_err(|e| anyhow::anyhow!(e))?;
 
     // The process resolver asks the kernel about sockets of this network
     // namespace: its socket opens here, its thread starts once privileges
@@ -126,7 +124,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
 
     // Outputs, created while still privileged.
     let output = Output::start(OutputConfig {
-        empty_tcp_note: args.skip_empty_tcp,
+        empty_tcp_note: args.probe.skip_empty_tcp,
         processes: resolver.as_ref().map(|r| r.owners()),
         ..args.output.config()
     })?;
@@ -141,26 +139,33 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     for (id, rings) in worker_rings.into_iter().enumerate() {
         let c = Arc::new(WorkerCounters::default());
         counters.push(c.clone());
-        let mut tracker = Tracker::new(TrackerConfig {
-            // Distinct uid streams per worker when seeded.
-            uid_seed: tracker_cfg.uid_seed.map(|s| s.wrapping_add(id as u64)),
-            ..tracker_cfg.clone()
+        let mut probe = Probe::new(ProbeConfig {
+            track: TrackerConfig {
+                // Distinct uid streams per worker when seeded.
+                uid_seed: probe_cfg.track.uid_seed.map(|s| s.wrapping_add(id as u64)),
+                ..probe_cfg.track.clone()
+            },
+            ..probe_cfg.clone()
         });
         for (i, n) in names.iter().enumerate() {
-            tracker.set_iface_name(i as u16, n);
+            probe.set_iface_name(i as u32, n);
+        }
+        if ifaces.iter().any(|i| i.index == 0) {
+            // On `any` packets carry their own ifindex: named when first seen.
+            probe.name_interfaces_with(wirelog_capture::interface_name);
         }
         if resolver.is_some() {
-            tracker.queue_new_connections(NEW_CONNS_PER_ROUND);
+            probe.queue_new_connections(NEW_CONNS_PER_ROUND);
         }
+        let tx = output.sender();
         let w = Worker {
             rings,
-            decoder: Decoder::new(DecodeConfig { checksums: args.checksums.mode(), ..DecodeConfig::default() }),
-            tracker,
+            probe,
             counters: c,
-            tx: output.sender(),
+            batch: tx.batch(),
+            tx,
             stop,
-            flow_interval_ns: tracker_cfg.flow_interval_ns,
-            named_any: Vec::new(),
+            flow_interval_ns: probe_cfg.track.flow_interval_ns,
             iface_names: names.clone(),
             warned_down: Default::default(),
             procs: resolver.as_ref().map(|r| r.sender()),
@@ -185,7 +190,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             args.workers,
             expr.as_ref().map(|_| ", kernel filter attached").unwrap_or("")
         );
-        eprintln!("{} (per worker)", crate::read::memory_line(&args.track, &args.app));
+        eprintln!("{} (per worker)", crate::read::memory_line(&args.probe));
     }
 
     // Main thread: sleep until stopped, printing statistics on the way.
@@ -266,7 +271,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         let bad: u64 = ends.iter().map(|e| e.bad_checksums).sum();
         let decoded: u64 = ends.iter().map(|e| e.decoded).sum();
         if bad > 0 && bad * 10 > decoded {
-            let hint = if args.checksums.mode() == wirelog_decode::ChecksumMode::Verify {
+            let hint = if args.probe.checksums.mode() == wirelog_decode::ChecksumMode::Verify {
                 "likely from checksum offloading; --checksums auto (the default) accepts offloaded checksums"
             } else {
                 "and they are not offloaded checksums; -C ignores checksums"
@@ -350,14 +355,14 @@ struct WorkerEnd {
 struct Worker {
     /// (ring, interface position in the -i list)
     rings: Vec<(Ring, usize)>,
-    decoder: Decoder,
-    tracker: Tracker,
+    probe: Probe,
     counters: Arc<WorkerCounters>,
+    /// Records collect here until shipped; replaced by one the output
+    /// stage gave back empty.
+    batch: Batch,
     tx: BatchSender,
     stop: Stop,
     flow_interval_ns: i64,
-    /// ifindexes named so far on `any`.
-    named_any: Vec<i32>,
     iface_names: Vec<String>,
     /// Interfaces already reported down.
     warned_down: std::collections::HashSet<usize>,
@@ -395,12 +400,12 @@ impl Worker {
                 continue;
             }
             if now >= next_tick {
-                self.tracker.advance(now - lag_ns);
+                self.probe.advance(now - lag_ns);
                 self.update_stats();
                 self.ship()?;
                 next_tick = now + TICK_NS;
             }
-            let wake = if self.tracker.active_connections() > 0 {
+            let wake = if self.probe.active_connections() > 0 {
                 next_tick
             } else {
                 // Nothing to expire: only the flow bucket's end matters.
@@ -412,21 +417,21 @@ impl Worker {
             if let Some(e) = waiter.wait(timeout_ms, true)? {
                 self.ring_error(e)?;
             }
-            if self.tracker.active_connections() == 0 && now_ns() >= wake {
+            if self.probe.active_connections() == 0 && now_ns() >= wake {
                 // A bucket ended on an idle link: rotate it now.
-                self.tracker.advance(now_ns() - lag_ns);
+                self.probe.advance(now_ns() - lag_ns);
                 self.ship()?;
             }
         }
         while self.drain_rings() {}
-        self.tracker.finish();
+        self.probe.finish();
         self.update_stats();
         self.ship()?;
-        let ds = self.decoder.stats();
+        let ds = self.probe.decode_stats();
         Ok(WorkerEnd {
             decoded: ds.decoded,
             bad_checksums: ds.bad_ip_checksum + ds.bad_transport_checksum,
-            new_conns_dropped: self.tracker.stats().new_conns_dropped,
+            new_conns_dropped: self.probe.track_stats().new_conns_dropped,
         })
     }
 
@@ -434,10 +439,9 @@ impl Worker {
     /// [`BLOCKS_PER_ROUND`] per ring so that a saturated link still lets the
     /// loop ship records, run timers and see a stop; true if any block was.
     fn drain_rings(&mut self) -> bool {
-        let Worker { rings, decoder, tracker, counters, named_any, .. } = self;
+        let Worker { rings, probe, counters, .. } = self;
         let mut any = false;
-        for (ring, pos) in rings.iter_mut() {
-            let iface_pos = *pos as u16;
+        for (ring, _) in rings.iter_mut() {
             let mut blocks = 0;
             while blocks < BLOCKS_PER_ROUND {
                 let Some(mut block) = ring.next_block() else {
@@ -445,50 +449,18 @@ impl Worker {
                 };
                 blocks += 1;
                 any = true;
-                let framing = block.framing();
-                let is_any = block.is_any();
                 let (mut packets, mut bytes, mut not_ip, mut not_decoded) = (0u64, 0u64, 0u64, 0u64);
                 while let Some(p) = block.next_packet() {
                     packets += 1;
                     bytes += p.wire_len as u64;
-                    let linktype = match framing {
-                        Framing::Ethernet => LinkType::ETHERNET,
-                        Framing::Cooked if p.is_ip() => LinkType::RAW,
-                        Framing::Cooked => {
-                            not_ip += 1;
-                            continue;
-                        }
+                    let Some(pkt) = p.packet() else {
+                        not_ip += 1;
+                        continue;
                     };
-                    // On `any`, the interface is the packet's own.
-                    let iface = if is_any {
-                        if !named_any.contains(&p.ifindex) {
-                            named_any.push(p.ifindex);
-                            tracker
-                                .set_iface_name(p.ifindex as u16, &wirelog_capture::interface_name(p.ifindex as u32));
-                        }
-                        p.ifindex as u16
-                    } else {
-                        iface_pos
-                    };
-                    let kernel = if p.checksum_not_ready() {
-                        KernelChecksum::NotReady
-                    } else if p.checksum_valid() {
-                        KernelChecksum::Valid
-                    } else {
-                        KernelChecksum::Unknown
-                    };
-                    match decoder.decode_with(linktype, p.ts_ns, p.data, kernel) {
-                        Decoded::Ip(mut ip) => {
-                            if let Some(v) = p.vlan_tci {
-                                // The kernel took the outer tag out of the frame.
-                                ip.inner_vlan = ip.vlan;
-                                ip.vlan = Some(v);
-                            }
-                            tracker.packet(p.ts_ns, iface, &ip);
-                        }
-                        Decoded::Skipped(SkipReason::FragmentHeld) => {}
-                        Decoded::Skipped(SkipReason::NotIp) => not_ip += 1,
-                        Decoded::Skipped(_) => not_decoded += 1,
+                    match probe.packet(&pkt) {
+                        Ok(()) | Err(SkipReason::FragmentHeld) => {}
+                        Err(SkipReason::NotIp) => not_ip += 1,
+                        Err(_) => not_decoded += 1,
                     }
                 }
                 counters.add_batch(packets, bytes);
@@ -532,9 +504,9 @@ impl Worker {
         c.kernel_packets.store(p, Relaxed);
         c.kernel_drops.store(d, Relaxed);
         c.kernel_freezes.store(f, Relaxed);
-        c.evicted.store(self.tracker.stats().evicted, Relaxed);
-        c.flows_early.store(self.tracker.flows_emitted_early(), Relaxed);
-        let ds = self.decoder.stats();
+        c.evicted.store(self.probe.track_stats().evicted, Relaxed);
+        c.flows_early.store(self.probe.tracker().flows_emitted_early(), Relaxed);
+        let ds = self.probe.decode_stats();
         c.checksum_valid.store(ds.good_checksum, Relaxed);
         c.checksum_offloaded.store(ds.offloaded_checksum, Relaxed);
         c.checksum_bad.store(ds.bad_ip_checksum + ds.bad_transport_checksum, Relaxed);
@@ -546,15 +518,14 @@ impl Worker {
         // writer finds them resolved (it waits for what was queued first).
         if let Some(p) = &self.procs {
             let mut new = Vec::new();
-            self.tracker.take_new_connections(&mut new);
+            self.probe.take_new_connections(&mut new);
             p.send(new);
         }
-        let batch = Batch {
-            conns: self.tracker.take_records().collect(),
-            flows: self.tracker.take_flows().collect(),
-            txs: self.tracker.take_transactions().collect(),
-            ingests: Vec::new(),
-        };
-        self.tx.send(batch)
+        self.probe.drain(&mut self.batch);
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let full = std::mem::replace(&mut self.batch, self.tx.batch());
+        self.tx.send(full)
     }
 }

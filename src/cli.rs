@@ -9,6 +9,7 @@ use wirelog_sink::LogFormat;
 use wirelog_store::{Kind, StoreOptions};
 use wirelog_track::{PortSet, TrackerConfig};
 
+
 use crate::limits;
 use crate::output::{MinFree, OutputConfig};
 
@@ -198,7 +199,7 @@ pub enum ChecksumsArg {
     Ignore,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Input")]
 pub struct ChecksumArgs {
     /// How IP/TCP/UDP/ICMP checksums are treated. A packet with a bad checksum
@@ -258,23 +259,59 @@ pub struct ReadArgs {
     #[command(flatten)]
     pub output: OutputArgs,
 
-    #[command(flatten)]
-    pub checksums: ChecksumArgs,
-
     /// Accepted for symmetry with `capture`: a capture file holds no process
     /// information, so none is recorded (a note says so).
     #[arg(long)]
     pub processes: bool,
 
     #[command(flatten)]
-    pub track: TrackArgs,
+    pub probe: ProbeArgs,
+}
+
+/// What the probe makes of packets: checksums, fragments, tracking and
+/// parsing (shared by `read` and `capture`: same flags, same defaults).
+#[derive(Args, Debug, Clone)]
+pub struct ProbeArgs {
+    #[command(flatten)]
+    pub checksums: ChecksumArgs,
 
     /// Incomplete IP fragment series are dropped after this long (packet time).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration, help_heading = "Input")]
     pub frag_timeout: Duration,
 
+    /// Drop TCP segments without payload unless they carry SYN, FIN or RST
+    /// (IPv4, and IPv6 without extension headers): in the kernel when
+    /// capturing, before decoding when reading. Bytes and states are
+    /// unchanged; packet counts and history lack the pure ACKs, which conn
+    /// records note in an `empty_tcp_skipped` column.
+    #[arg(long, help_heading = "Input")]
+    pub skip_empty_tcp: bool,
+
+    #[command(flatten)]
+    pub track: TrackArgs,
+
     #[command(flatten)]
     pub app: AppArgs,
+}
+
+impl ProbeArgs {
+    /// Rejects counts, sizes and durations out of their range, naming the option.
+    pub fn check(&self) -> anyhow::Result<()> {
+        limits::duration_in_range("--frag-timeout", self.frag_timeout, Duration::from_millis(1), Duration::from_secs(86400))?;
+        self.track.check()?;
+        self.app.check()
+    }
+
+    /// The probe's settings, built once for every packet stream of the command.
+    pub fn config(&self) -> Result<wirelog_probe::ProbeConfig, String> {
+        let mut track = self.track.tracker_config(&self.app)?;
+        track.empty_tcp_skipped = self.skip_empty_tcp;
+        Ok(wirelog_probe::ProbeConfig {
+            checksums: self.checksums.mode(),
+            frag_timeout_ns: self.frag_timeout.as_nanos() as i64,
+            track,
+        })
+    }
 }
 
 /// Where records go (shared by `read` and `capture`).
@@ -568,10 +605,8 @@ impl AppArgs {
 impl ReadArgs {
     /// Every numeric option in its range, before anything is opened.
     pub fn check(&self) -> anyhow::Result<()> {
-        limits::duration_in_range("--frag-timeout", self.frag_timeout, Duration::from_millis(1), Duration::from_secs(86400))?;
         self.output.check()?;
-        self.track.check()?;
-        self.app.check()
+        self.probe.check()
     }
 }
 
@@ -589,8 +624,7 @@ impl CaptureArgs {
             limits::duration_in_range("--duration", d, Duration::from_millis(1), Duration::from_secs(100 * 365 * 86400))?;
         }
         self.output.check()?;
-        self.track.check()?;
-        self.app.check()
+        self.probe.check()
     }
 }
 
@@ -619,13 +653,6 @@ pub struct CaptureArgs {
     #[arg(short = 'f', long, value_name = "EXPR", help_heading = "Capture")]
     pub filter: Option<String>,
 
-    /// Drop, in the kernel, TCP segments without payload unless they carry
-    /// SYN, FIN or RST (IPv4, and IPv6 without extension headers). Bytes and
-    /// states are unchanged; packet counts and history lack the pure ACKs,
-    /// which conn records note in an `empty_tcp_skipped` column.
-    #[arg(long, help_heading = "Capture")]
-    pub skip_empty_tcp: bool,
-
     /// Worker threads; packets are spread over them by a flow-symmetric hash.
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = "Capture")]
     pub workers: usize,
@@ -651,9 +678,6 @@ pub struct CaptureArgs {
     #[command(flatten)]
     pub output: OutputArgs,
 
-    #[command(flatten)]
-    pub checksums: ChecksumArgs,
-
     /// Name the process, user and container behind each local end of every
     /// connection and transaction (sock_diag and /proc, off the packet path);
     /// adds orig_/resp_ pid, proc, exe, user, container and pod columns to
@@ -672,10 +696,7 @@ pub struct CaptureArgs {
     pub duration: Option<Duration>,
 
     #[command(flatten)]
-    pub track: TrackArgs,
-
-    #[command(flatten)]
-    pub app: AppArgs,
+    pub probe: ProbeArgs,
 }
 
 /// Parses `500M`, `10G`, `1T`, `4096` (bytes; K/M/G/T are powers of 1024).

@@ -12,7 +12,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -142,7 +142,8 @@ impl OutputSummary {
 
 pub struct Output {
     tx: Option<SyncSender<Batch>>,
-    recycled: Receiver<Batch>,
+    /// Written batches coming back empty, for any producer to refill.
+    recycled: Arc<Mutex<Receiver<Batch>>>,
     handle: Option<JoinHandle<Result<OutputSummary>>>,
     /// Directories and files created for the output (to hand to the user
     /// live capture drops privileges to).
@@ -153,7 +154,10 @@ pub struct Output {
 
 /// A handle for another thread to queue batches (live capture's workers).
 #[derive(Clone)]
-pub struct BatchSender(SyncSender<Batch>);
+pub struct BatchSender {
+    tx: SyncSender<Batch>,
+    recycled: Arc<Mutex<Receiver<Batch>>>,
+}
 
 impl BatchSender {
     /// Queues a batch; waits while the writer is behind. Fails only when the
@@ -162,8 +166,19 @@ impl BatchSender {
         if batch.is_empty() {
             return Ok(());
         }
-        self.0.send(batch).map_err(|_| anyhow!("the output thread stopped"))
+        self.tx.send(batch).map_err(|_| anyhow!("the output thread stopped"))
     }
+
+    /// An empty batch, reusing the vectors of one already written when possible.
+    pub fn batch(&self) -> Batch {
+        recycled(&self.recycled)
+    }
+}
+
+/// A batch the writer gave back, or a new one (once per ship: the lock is
+/// never contended for long).
+fn recycled(r: &Mutex<Receiver<Batch>>) -> Batch {
+    r.lock().ok().and_then(|r| r.try_recv().ok()).unwrap_or_default()
 }
 
 /// Standard output, or a log file that keeps whole lines on a full disk.
@@ -357,7 +372,7 @@ impl Output {
                 writer.finish()
             })
             .context("cannot start the output thread")?;
-        Ok(Output { tx: Some(tx), recycled, handle: Some(handle), paths, dropped })
+        Ok(Output { tx: Some(tx), recycled: Arc::new(Mutex::new(recycled)), handle: Some(handle), paths, dropped })
     }
 
     /// The directories and files the output created.
@@ -373,12 +388,12 @@ impl Output {
 
     /// A handle for other threads to queue batches.
     pub fn sender(&self) -> BatchSender {
-        BatchSender(self.tx.clone().expect("output running"))
+        BatchSender { tx: self.tx.clone().expect("output running"), recycled: self.recycled.clone() }
     }
 
     /// An empty batch, reusing the vectors of one already written when possible.
     pub fn batch(&self) -> Batch {
-        self.recycled.try_recv().unwrap_or_default()
+        recycled(&self.recycled)
     }
 
     /// Queues a batch; waits while the writer is [`QUEUE_DEPTH`] batches behind.

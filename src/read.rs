@@ -1,4 +1,4 @@
-//! `wirelog read`: capture files -> decode -> track -> records -> output
+//! `wirelog read`: capture files -> probe (decode, track, parse) -> records -> output
 //! (logs and store, written on their own thread).
 
 use std::io;
@@ -6,16 +6,17 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
+use wirelog_capture::bpf;
 use wirelog_capture::filter::FileFilter;
-use wirelog_decode::{ChecksumMode, DecodeConfig, DecodeStats, Decoded, Decoder, SkipReason};
+use wirelog_decode::{ChecksumMode, DecodeStats};
+use wirelog_probe::{Probe, SkipReason};
 use wirelog_record::ConnState;
 use wirelog_query::time::format_rfc3339;
 use wirelog_source::CaptureReader;
 use wirelog_store::{identify, read_ingests, Ingest};
-use wirelog_track::Tracker;
 
 use crate::cli::ReadArgs;
-use crate::output::{Output, OutputSummary};
+use crate::output::{Output, OutputConfig, OutputSummary};
 use crate::progress::Progress;
 
 /// Records are handed to the sink every this many packets, so logs grow as
@@ -50,9 +51,15 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     args.check()?;
     // Everything that can be wrong with the command is found before any
     // directory, lock, log header or file is created.
-    let out_cfg = args.output.config();
-    let tracker_cfg = args.track.tracker_config(&args.app).map_err(|e| anyhow!(e))?;
-    let mut filter = match &args.filter {
+    let out_cfg = OutputConfig { empty_tcp_note: args.probe.skip_empty_tcp, ..args.output.config() };
+    let probe_cfg = args.probe.config().map_err(|e| anyhow!(e))?;
+    // --skip-empty-tcp is the filter capture attaches in the kernel, run
+    // here with the user's own.
+    let expr = match args.probe.skip_empty_tcp {
+        true => bpf::expression(args.filter.as_deref(), true),
+        false => args.filter.clone(),
+    };
+    let mut filter = match &expr {
         Some(expr) => Some(FileFilter::new(expr).map_err(|e| anyhow!("--filter: {e}"))?),
         None => None,
     };
@@ -77,14 +84,9 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     }
     let mut output = Output::start(out_cfg)?;
 
-    let mut decoder = Decoder::new(DecodeConfig {
-        checksums: args.checksums.mode(),
-        frag_timeout_ns: args.frag_timeout.as_nanos() as i64,
-        ..DecodeConfig::default()
-    });
-    let mut tracker = Tracker::new(tracker_cfg);
+    let mut probe = Probe::new(probe_cfg);
 
-    let budget = memory_line(&args.track, &args.app);
+    let budget = memory_line(&args.probe);
     if !args.quiet {
         eprintln!("{budget}");
     }
@@ -112,9 +114,8 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 None => true,
             };
             matched += keep as u64;
-            match keep.then(|| decoder.decode(p.linktype, p.ts_ns, p.data)) {
-                Some(Decoded::Ip(ip)) => tracker.packet(p.ts_ns, p.if_id as u16, &ip),
-                Some(Decoded::Skipped(reason)) if REPORTED_SKIPS.contains(&reason) => {
+            match keep.then(|| probe.packet(&p)) {
+                Some(Err(reason)) if REPORTED_SKIPS.contains(&reason) => {
                     match first_skips.iter_mut().find(|(r, _)| *r == reason) {
                         Some((_, s)) => s.count += 1,
                         None => first_skips.push((
@@ -127,10 +128,10 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                         )),
                     }
                 }
-                Some(Decoded::Skipped(_)) | None => {}
+                Some(_) | None => {}
             }
             if file_packets.is_multiple_of(DRAIN_EVERY) {
-                if let Err(e) = drain(&mut tracker, &mut output) {
+                if let Err(e) = drain(&mut probe, &mut output) {
                     failed = Some(e);
                     packets += file_packets;
                     break 'files;
@@ -149,7 +150,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 first_ns: if file_packets > 0 { first_ns } else { 0 },
                 last_ns: if file_packets > 0 { last_ns } else { 0 },
                 ingested_ns: wirelog_store::retention::now_ns(),
-                filter: args.filter.clone().unwrap_or_default(),
+                filter: expr.clone().unwrap_or_default(),
             });
         }
         for p in reader.problems() {
@@ -178,7 +179,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 s.offset
             );
         }
-        if let Err(e) = drain(&mut tracker, &mut output) {
+        if let Err(e) = drain(&mut probe, &mut output) {
             failed = Some(e);
             break;
         }
@@ -195,10 +196,10 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
             // as they come: the records of a full table never sit in memory
             // at once (they would count against --memory's constant).
             let mut r = Ok(());
-            while r.is_ok() && !tracker.finish_some(DRAIN_EVERY as usize) {
-                r = drain(&mut tracker, &mut output);
+            while r.is_ok() && !probe.finish_some(DRAIN_EVERY as usize) {
+                r = drain(&mut probe, &mut output);
             }
-            r.and_then(|()| drain(&mut tracker, &mut output))
+            r.and_then(|()| drain(&mut probe, &mut output))
                 .and_then(|()| {
                     let mut last = output.batch();
                     last.ingests = ingests;
@@ -215,8 +216,8 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     progress.finish();
 
     if !args.quiet {
-        let st = tracker.stats();
-        let ds = decoder.stats();
+        let st = probe.track_stats();
+        let ds = probe.decode_stats();
         let matched = match &filter {
             Some(f) => format!(" ({matched} matched the filter '{}')", f.expression()),
             None => String::new(),
@@ -240,7 +241,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
             ));
         }
         eprintln!("{line}");
-        if let Some(c) = checksum_line(ds, args.checksums.mode()) {
+        if let Some(c) = checksum_line(ds, args.probe.checksums.mode()) {
             eprintln!("wirelog: {c}");
         }
         eprintln!("{budget}, {} evicted", st.evicted);
@@ -259,7 +260,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
             .map(|(p, n)| format!("{} {}", p.name(), n))
             .collect();
         if !txs.is_empty() {
-            let a = tracker.app_stats();
+            let a = probe.app_stats();
             let mut line = format!("wirelog: transactions: {}", txs.join(", "));
             if a.parse.unparsed_bytes > 0 || a.gave_up > 0 {
                 line.push_str(&format!(
@@ -275,10 +276,10 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     // changed after the sender computed them (a middlebox rewriting without
     // fixing, a broken capture tool), or, in verify mode, offloaded; say how
     // to read it anyway. Offloaded checksums in auto mode are not wrong.
-    let ds = decoder.stats();
+    let ds = probe.decode_stats();
     let bad = ds.bad_transport_checksum + ds.bad_ip_checksum;
     if bad > 0 && bad * 10 > ds.decoded {
-        let hint = match args.checksums.mode() {
+        let hint = match args.probe.checksums.mode() {
             ChecksumMode::Verify => "likely from checksum offloading (or a loopback capture); \
                                      --checksums auto (the default) accepts offloaded checksums, -C ignores all",
             _ => "and they are not offloaded checksums; -C ignores checksums",
@@ -329,8 +330,9 @@ pub fn checksum_line(ds: &DecodeStats, mode: ChecksumMode) -> Option<String> {
 }
 
 /// What --memory gives the tracker, for stderr at start and in the summary.
-pub fn memory_line(track: &crate::cli::TrackArgs, app: &crate::cli::AppArgs) -> String {
-    match track.budget(app) {
+pub fn memory_line(probe: &crate::cli::ProbeArgs) -> String {
+    let track = &probe.track;
+    match track.budget(&probe.app) {
         Ok((conns, flows, stream)) => format!(
             "wirelog: memory budget {}: up to {conns} connections, {flows} flows per bucket, {} of stream buffers",
             crate::limits::human(track.memory),
@@ -340,12 +342,11 @@ pub fn memory_line(track: &crate::cli::TrackArgs, app: &crate::cli::AppArgs) -> 
     }
 }
 
-/// Hands the records of ended connections and flow buckets to the writer.
-fn drain(tracker: &mut Tracker, output: &mut Output) -> Result<()> {
+/// Hands the records of ended connections and flow buckets to the writer,
+/// in a batch it gave back empty.
+fn drain(probe: &mut Probe, output: &mut Output) -> Result<()> {
     let mut batch = output.batch();
-    batch.conns.extend(tracker.take_records());
-    batch.flows.extend(tracker.take_flows());
-    batch.txs.extend(tracker.take_transactions());
+    probe.drain(&mut batch);
     output.send(batch)
 }
 

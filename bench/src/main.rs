@@ -73,8 +73,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder};
-use wirelog_source::{CaptureReader, LinkType};
-use wirelog_track::{Tracker, TrackerConfig};
+use wirelog_packet::{LinkType, Packet};
+use wirelog_probe::{AppConfig, Probe, ProbeConfig, TrackerConfig};
+use wirelog_record::Batch;
+use wirelog_source::CaptureReader;
 
 struct Rec {
     ts: i64,
@@ -173,6 +175,20 @@ impl Corpus {
     fn bytes(&self, r: &Rec) -> &[u8] {
         &self.data[r.off..r.off + r.len as usize]
     }
+
+    #[inline]
+    fn packet(&self, r: &Rec) -> Packet<'_> {
+        Packet { wire_len: r.wire_len, ..Packet::new(r.linktype, r.ts, self.bytes(r)) }
+    }
+}
+
+/// A probe as `wirelog read -C` makes one, with uids seeded.
+fn probe(track: TrackerConfig) -> Probe {
+    Probe::new(ProbeConfig {
+        checksums: ChecksumMode::Ignore,
+        track: TrackerConfig { uid_seed: Some(1), ..track },
+        ..ProbeConfig::default()
+    })
 }
 
 /// Offset of the IP header for the link types the shared captures use.
@@ -267,7 +283,7 @@ fn run_decode_only(c: &Corpus) -> String {
         if let Some(ahead) = c.pkts.get(i + PREFETCH_AHEAD) {
             prefetch(&c.data[ahead.off..]);
         }
-        if let Decoded::Ip(ip) = decoder.decode(r.linktype, r.ts, c.bytes(r)) {
+        if let Decoded::Ip(ip) = decoder.packet(&c.packet(r)) {
             sum = sum.wrapping_add(ip.ip_len as u64);
         }
     }
@@ -301,16 +317,13 @@ const SLOT_AHEAD: usize = 16;
 const ENTRY_AHEAD: usize = 8;
 
 fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool, parse: bool) -> String {
-    let mut decoder = Decoder::new(DecodeConfig {
-        checksums: ChecksumMode::Ignore,
-        ..DecodeConfig::default()
-    });
-    let mut tracker = Tracker::new(TrackerConfig {
+    let mut probe = probe(TrackerConfig {
         max_connections,
-        uid_seed: Some(1),
-        app: parse.then(wirelog_track::AppConfig::default),
+        app: parse.then(AppConfig::default),
         ..TrackerConfig::default()
     });
+    // Records are drained into one reused batch, counted and dropped.
+    let mut batch = Batch::default();
     let mut records = 0u64;
     let mut transactions = 0u64;
     // Hashes of the packets SLOT_AHEAD ahead, so the entry stage reuses them.
@@ -328,36 +341,33 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool, parse:
             // Two-stage table prefetch: the slot SLOT_AHEAD packets ahead, the
             // entry of the slot fetched ENTRY_AHEAD packets ago.
             if let Some(ahead) = c.pkts.get(i + SLOT_AHEAD) {
-                let h = wirelog_decode::flow_hint(ahead.linktype, c.bytes(ahead))
-                    .map(|h| tracker.hint_hash(&h));
-                hashes[(i + SLOT_AHEAD) % 32] = h.unwrap_or(u64::MAX);
-                if let Some(h) = h {
-                    tracker.prefetch(h);
-                }
+                hashes[(i + SLOT_AHEAD) % 32] = probe.prefetch_slot(&c.packet(ahead)).unwrap_or(u64::MAX);
             }
             let h = hashes[(i + ENTRY_AHEAD) % 32];
             if h != u64::MAX {
-                tracker.prefetch_entry(h);
+                probe.prefetch_entry(h);
             }
         }
-        if let Decoded::Ip(ip) = decoder.decode(r.linktype, r.ts, c.bytes(r)) {
-            tracker.packet(r.ts, 0, &ip);
-        }
+        let _ = probe.packet(&c.packet(r));
         if i & 4095 == 0 {
-            records += tracker.take_records().count() as u64;
-            transactions += tracker.take_transactions().count() as u64;
-            tracker.take_flows().for_each(drop);
+            probe.drain(&mut batch);
+            records += batch.conns.len() as u64;
+            transactions += batch.txs.len() as u64;
+            batch.clear();
         }
     }
-    tracker.finish();
-    records += tracker.take_records().count() as u64;
-    transactions += tracker.take_transactions().count() as u64;
-    let flows = tracker.take_flows().count();
+    probe.finish();
+    probe.drain(&mut batch);
+    records += batch.conns.len() as u64;
+    transactions += batch.txs.len() as u64;
+    let flows = batch.flows.len();
+    batch.clear();
     let wall = t0.elapsed().as_nanos() as f64;
     let cpu = (thread_cpu_ns() - cpu0) as f64;
     let allocs = alloc_calls() - allocs0;
     let n = c.pkts.len() as f64;
-    let st = tracker.stats();
+    let st = probe.track_stats();
+    let tracker = probe.tracker();
     format!(
         "packets={} ns_per_packet={:.1} cpu_ns_per_packet={:.1} wall_s={:.3} connections={} records={} peak_connections={} evicted={} bytes_per_connection={} flows={} bytes_per_flow={} max_rss_mb={:.0} parse={} transactions={} stream_buffer_after={} allocs={} allocs_per_transaction={:.2}",
         c.pkts.len(),
@@ -386,23 +396,14 @@ fn run_pipeline(c: &Corpus, max_connections: usize, prefetch_table: bool, parse:
 /// in the three low bytes (for group-bys over millions of distinct pairs).
 fn build_store(c: &Corpus, rows: usize, out: &Path, unique_clients: bool) -> Result<(), String> {
     const BUCKET: i64 = 300_000_000_000;
-    let mut decoder = Decoder::new(DecodeConfig {
-        checksums: ChecksumMode::Ignore,
-        ..DecodeConfig::default()
-    });
-    let mut tracker = Tracker::new(TrackerConfig {
-        uid_seed: Some(1),
-        flow_interval_ns: BUCKET,
-        ..TrackerConfig::default()
-    });
+    let mut probe = probe(TrackerConfig { flow_interval_ns: BUCKET, ..TrackerConfig::default() });
     for r in &c.pkts {
-        if let Decoded::Ip(ip) = decoder.decode(r.linktype, r.ts, c.bytes(r)) {
-            tracker.packet(r.ts, 0, &ip);
-        }
+        let _ = probe.packet(&c.packet(r));
     }
-    tracker.finish();
-    tracker.take_records().for_each(drop);
-    let base: Vec<wirelog_record::FlowRecord> = tracker.take_flows().collect();
+    probe.finish();
+    let mut batch = Batch::default();
+    probe.drain(&mut batch);
+    let base = batch.flows;
     if base.is_empty() {
         return Err("the capture has no flows".into());
     }

@@ -11,9 +11,9 @@
 //! held at the peak and after the end. "No growth" means every round ends
 //! with the heap of the first.
 
-use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder};
-use wirelog_source::LinkType;
-use wirelog_track::{AppConfig, Tracker, TrackerConfig};
+use wirelog_packet::{LinkType, Packet};
+use wirelog_probe::{AppConfig, ChecksumMode, Probe, ProbeConfig, TrackerConfig};
+use wirelog_record::Batch;
 
 const BODY: usize = 3000;
 const SEC: i64 = 1_000_000_000;
@@ -74,15 +74,15 @@ const PSH_ACK: u8 = 0x18;
 const ACK: u8 = 0x10;
 
 pub fn run(conns: usize, rounds: usize, parse: bool) -> Result<(), String> {
-    let mut decoder = Decoder::new(DecodeConfig {
+    let mut tracker = Probe::new(ProbeConfig {
         checksums: ChecksumMode::Ignore,
-        ..DecodeConfig::default()
-    });
-    let mut tracker = Tracker::new(TrackerConfig {
-        max_connections: conns.max(1 << 16) * 2,
-        uid_seed: Some(1),
-        app: parse.then(AppConfig::default),
-        ..TrackerConfig::default()
+        track: TrackerConfig {
+            max_connections: conns.max(1 << 16) * 2,
+            uid_seed: Some(1),
+            app: parse.then(AppConfig::default),
+            ..TrackerConfig::default()
+        },
+        ..ProbeConfig::default()
     });
     let mut buf = Vec::with_capacity(4096);
     let mut ts: i64 = 1_700_000_000 * SEC;
@@ -106,10 +106,8 @@ pub fn run(conns: usize, rounds: usize, parse: bool) -> Result<(), String> {
             ]
         };
         let port = |i: usize| 1024 + (i & 0xff) as u16 * 200 + (i >> 24) as u16;
-        let mut feed = |tracker: &mut Tracker, buf: &[u8], ts: i64| {
-            if let Decoded::Ip(ip) = decoder.decode(LinkType::IPV4, ts, buf) {
-                tracker.packet(ts, 0, &ip);
-            }
+        let feed = |tracker: &mut Probe, buf: &[u8], ts: i64| {
+            let _ = tracker.packet(&Packet::new(LinkType::IPV4, ts, buf));
         };
         let requests: Vec<String> = (0..conns)
             .map(|i| {
@@ -185,7 +183,7 @@ pub fn run(conns: usize, rounds: usize, parse: bool) -> Result<(), String> {
         }
         let open_rss = rss_mb();
         let open_heap = crate::live_heap_bytes();
-        let held = tracker.stream_buffer_bytes();
+        let held = tracker.tracker().stream_buffer_bytes();
         let live = tracker.active_connections();
         // Complete and close everything.
         for (i, req) in requests.iter().enumerate() {
@@ -211,15 +209,16 @@ pub fn run(conns: usize, rounds: usize, parse: bool) -> Result<(), String> {
         // Let the close timers remove every connection.
         ts += 60 * SEC;
         tracker.advance(ts);
-        let records = tracker.take_records().count();
-        let txs: Vec<_> = tracker.take_transactions().collect();
-        let ok = txs
+        let mut batch = Batch::default();
+        tracker.drain(&mut batch);
+        let records = batch.conns.len();
+        let ok = batch
+            .txs
             .iter()
             .filter(|t| t.tx.status == wirelog_parse::TxStatus::Ok)
             .count();
-        tracker.take_flows().for_each(drop);
-        let n_txs = txs.len();
-        drop(txs);
+        let n_txs = batch.txs.len();
+        drop(batch);
         drop(requests);
         let heap_after = crate::live_heap_bytes();
         println!(
@@ -234,7 +233,7 @@ pub fn run(conns: usize, rounds: usize, parse: bool) -> Result<(), String> {
             n_txs,
             ok,
             tracker.active_connections(),
-            tracker.stream_buffer_bytes(),
+            tracker.tracker().stream_buffer_bytes(),
             rss_mb(),
             heap_after as f64 / 1048576.0,
             heap_start as f64 / 1048576.0

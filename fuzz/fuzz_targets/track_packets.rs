@@ -11,24 +11,32 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType};
-use wirelog_track::{Tracker, TrackerConfig};
+use wirelog_packet::{LinkType, Packet};
+use wirelog_probe::{AppConfig, ChecksumMode, Probe, ProbeConfig, TrackerConfig};
+use wirelog_record::Batch;
 
 fuzz_target!(|data: &[u8]| {
     let verify = data.first().is_some_and(|b| b & 0x80 != 0);
-    let mut decoder = Decoder::new(DecodeConfig { checksums: if verify { ChecksumMode::Verify } else { ChecksumMode::Ignore }, ..DecodeConfig::default() });
     // Bit 6 of the first byte turns application parsing on (reassembly and
     // parsers behind the tracker, with a tiny stream budget).
-    let app = data.first().is_some_and(|b| b & 0x40 != 0).then(|| wirelog_track::AppConfig {
+    let app = data.first().is_some_and(|b| b & 0x40 != 0).then(|| AppConfig {
         total_buffer_bytes: 4096,
         stream_buffer_bytes: 1024,
-        ..wirelog_track::AppConfig::default()
+        ..AppConfig::default()
     });
-    let mut tracker =
-        Tracker::new(TrackerConfig { max_connections: 16, uid_seed: Some(1), app, ..TrackerConfig::default() });
+    let mut probe = Probe::new(ProbeConfig {
+        checksums: if verify { ChecksumMode::Verify } else { ChecksumMode::Ignore },
+        track: TrackerConfig { max_connections: 16, uid_seed: Some(1), app, ..TrackerConfig::default() },
+        ..ProbeConfig::default()
+    });
+    let mut batch = Batch::default();
     let mut ts: i64 = 1_700_000_000_000_000_000;
     let mut rest = data;
     let mut packets = 0u64;
+    // Packets of the connections open at the end, of every flow, and every
+    // transaction, as they are drained.
+    let (mut total, mut flow_pkts) = (0u64, 0u64);
+    let mut txs = Vec::new();
     while rest.len() >= 3 {
         let (flags, dt, len) = (rest[0], rest[1], rest[2] as usize);
         rest = &rest[3..];
@@ -44,24 +52,27 @@ fuzz_target!(|data: &[u8]| {
             _ => LinkType::IPV4,
         };
         packets += 1;
-        if let Decoded::Ip(ip) = decoder.decode(lt, ts, pkt) {
-            tracker.packet(ts, (flags >> 2 & 1) as u16, &ip);
+        let _ = probe.packet(&Packet { if_id: (flags >> 2 & 1) as u32, ..Packet::new(lt, ts, pkt) });
+        probe.drain(&mut batch);
+        for r in &batch.conns {
+            check(r);
         }
-        for r in tracker.take_records() {
-            check(&r);
-        }
+        flow_pkts += batch.flows.iter().map(|f| f.pkts_in + f.pkts_out).sum::<u64>();
+        txs.append(&mut batch.txs);
+        batch.clear();
     }
-    tracker.finish();
-    let mut total = 0u64;
-    for r in tracker.take_records() {
-        check(&r);
+    probe.finish();
+    probe.drain(&mut batch);
+    for r in &batch.conns {
+        check(r);
         total += r.orig_pkts + r.resp_pkts;
     }
     assert!(total <= packets);
-    let flow_pkts: u64 = tracker.take_flows().map(|f| f.pkts_in + f.pkts_out).sum();
+    flow_pkts += batch.flows.iter().map(|f| f.pkts_in + f.pkts_out).sum::<u64>();
     assert!(flow_pkts <= packets && flow_pkts >= total, "flows {flow_pkts}, conns {total}, packets {packets}");
-    assert_eq!(tracker.active_connections(), 0);
-    for t in tracker.take_transactions() {
+    assert_eq!(probe.active_connections(), 0);
+    txs.append(&mut batch.txs);
+    for t in txs {
         if let (Some(a), Some(b)) = (t.tx.request, t.tx.response) {
             assert!(a.first_ns <= a.last_ns && b.first_ns <= b.last_ns);
         }

@@ -16,6 +16,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, Ordering};
 
 use crate::sys::{self, tpacket3_hdr, tpacket_block_desc, tpacket_req3, tpacket_stats_v3};
+use wirelog_packet::{KernelChecksum, LinkType};
+
 use crate::{CaptureError, ErrorKind, Framing, Interface};
 
 /// Default ring per interface: 16 blocks of 1 MiB (split over the workers).
@@ -62,6 +64,10 @@ pub struct RingConfig {
     /// A classic BPF program to attach; None attaches one that keeps every
     /// packet (and applies the snaplen).
     pub filter: Option<Vec<libc::sock_filter>>,
+    /// The interface id the ring's packets carry ([`Packet::packet`]): the
+    /// interface's position among those captured. On `any` each packet
+    /// carries its own kernel ifindex instead.
+    pub if_id: u32,
 }
 
 impl Default for RingConfig {
@@ -74,6 +80,7 @@ impl Default for RingConfig {
             promiscuous: true,
             fanout_group: None,
             filter: None,
+            if_id: 0,
         }
     }
 }
@@ -108,16 +115,44 @@ pub struct Packet<'a> {
     /// `sll_protocol`: the EtherType, host byte order.
     pub protocol: u16,
     /// 802.1Q tag the NIC or kernel stripped from the frame (`tp_vlan_tci`),
-    /// so the frame in `data` no longer carries it: the caller adds it back
-    /// to the decoded packet as its outer VLAN.
+    /// so the frame in `data` no longer carries it: the decoder takes it as
+    /// the packet's outer VLAN.
     pub vlan_tci: Option<u16>,
     /// The kernel's flow hash of the packet (the one fanout uses).
     pub rxhash: u32,
     /// `tp_status`, for its checksum flags (see [`Packet::checksum_valid`]).
     pub status: u32,
+    /// What `data` starts with, from the ring's framing; `None` for a cooked
+    /// packet that is not IP (by `sll_protocol`).
+    pub linktype: Option<LinkType>,
+    /// The interface id the packet carries on (see [`RingConfig::if_id`]).
+    pub if_id: u32,
 }
 
-impl Packet<'_> {
+impl<'a> Packet<'a> {
+    /// The packet as the decoder takes it (link type, interface, offloaded
+    /// VLAN, checksum status filled in), or `None` for a cooked packet that
+    /// is not IP: there is no link header to say what it is.
+    #[inline]
+    pub fn packet(&self) -> Option<wirelog_packet::Packet<'a>> {
+        let checksum = if self.checksum_not_ready() {
+            KernelChecksum::NotReady
+        } else if self.checksum_valid() {
+            KernelChecksum::Valid
+        } else {
+            KernelChecksum::Unknown
+        };
+        Some(wirelog_packet::Packet {
+            ts_ns: self.ts_ns,
+            wire_len: self.wire_len,
+            linktype: self.linktype?,
+            if_id: self.if_id,
+            vlan_tci: self.vlan_tci,
+            checksum,
+            data: self.data,
+        })
+    }
+
     /// The kernel verified the transport checksum (TP_STATUS_CSUM_VALID: the
     /// NIC or the stack did; never set on outgoing packets).
     #[inline]
@@ -160,6 +195,8 @@ pub struct Ring {
     /// Bound to every interface (`any`).
     any: bool,
     ifindex: u32,
+    /// See [`RingConfig::if_id`].
+    if_id: u32,
     /// Outgoing copies must be dropped in user space (loopback copies on
     /// `any`, or a kernel without PACKET_IGNORE_OUTGOING).
     drop_outgoing_loopback: bool,
@@ -270,6 +307,7 @@ impl Ring {
             cur: 0,
             framing: iface.framing,
             any: iface.index == 0,
+            if_id: cfg.if_id,
             ifindex: iface.index,
             drop_outgoing_loopback: iface.index == 0 || iface.is_loopback(),
             kstats: KernelStats::default(),
@@ -565,6 +603,12 @@ impl Block<'_> {
             // SAFETY: [start, end) is inside the block, which stays ours (and
             // unmodified by the kernel) while `self` is borrowed.
             let data = unsafe { std::slice::from_raw_parts(self.base.add(start), end - start) };
+            let protocol = u16::from_be(sll.sll_protocol);
+            let linktype = match self.ring.framing {
+                Framing::Ethernet => Some(LinkType::ETHERNET),
+                Framing::Cooked if protocol == sys::ETH_P_IP || protocol == sys::ETH_P_IPV6 => Some(LinkType::RAW),
+                Framing::Cooked => None,
+            };
             return Some(Packet {
                 ts_ns: h.tp_sec as i64 * 1_000_000_000 + h.tp_nsec as i64,
                 wire_len: h.tp_len,
@@ -572,10 +616,12 @@ impl Block<'_> {
                 ifindex: sll.sll_ifindex,
                 pkttype: sll.sll_pkttype,
                 hatype: sll.sll_hatype,
-                protocol: u16::from_be(sll.sll_protocol),
+                protocol,
                 vlan_tci: (h.tp_status & sys::TP_STATUS_VLAN_VALID != 0).then_some((h.tp_vlan_tci & 0x0fff) as u16),
                 rxhash: h.tp_rxhash,
                 status: h.tp_status,
+                linktype,
+                if_id: if self.ring.any { sll.sll_ifindex as u32 } else { self.ring.if_id },
             });
         }
         self.left = 0;

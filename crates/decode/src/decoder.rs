@@ -4,7 +4,7 @@ use crate::frag::{FirstInfo, FragKey, FragTable, Fragment, Insert, MAX_PAYLOAD};
 use crate::link::{self, Net, Vlans};
 use crate::{
     checksum, icmp, ipv4, ipv6, tcp, udp, Checksum, ChecksumMode, DecodeConfig, Decoded,
-    IpAddr16, IpPacket, KernelChecksum, LinkType, SkipReason, TimestampNs, Transport,
+    IpAddr16, IpPacket, KernelChecksum, LinkType, Packet, SkipReason, TimestampNs, Transport,
 };
 use ipv4::protocol as proto;
 
@@ -99,8 +99,21 @@ impl Decoder {
 
     /// Decodes one packet. Never panics and never fails: a packet that cannot
     /// be used comes back as [`Decoded::Skipped`]. It does not allocate unless
-    /// the packet is a fragment to hold. The result borrows `data`, or, for a
-    /// reassembled datagram, the decoder.
+    /// the packet is a fragment to hold. The result borrows the packet's
+    /// bytes, or, for a reassembled datagram, the decoder.
+    ///
+    /// The kernel's checksum status of the packet replaces checksum work in
+    /// [`ChecksumMode::Auto`] (see [`Decoder::decode_with`]), and a VLAN tag
+    /// the kernel took out of the frame is the packet's outer VLAN (a tag
+    /// still in the frame is then its inner one).
+    #[inline(always)]
+    pub fn packet<'a>(&'a mut self, p: &Packet<'a>) -> Decoded<'a> {
+        let vlans = Vlans { outer: p.vlan_tci, inner: None };
+        self.decode_in(p.linktype, p.ts_ns, p.data, p.checksum, vlans)
+    }
+
+    /// [`Decoder::packet`] for bytes as a file holds them (no offloaded
+    /// VLAN, checksum status unknown).
     #[inline(always)]
     pub fn decode<'a>(
         &'a mut self,
@@ -108,7 +121,7 @@ impl Decoder {
         ts_ns: TimestampNs,
         data: &'a [u8],
     ) -> Decoded<'a> {
-        self.decode_with(linktype, ts_ns, data, KernelChecksum::Unknown)
+        self.decode_in(linktype, ts_ns, data, KernelChecksum::Unknown, Vlans::default())
     }
 
     /// [`Decoder::decode`] for a packet whose transport checksum the
@@ -122,6 +135,18 @@ impl Decoder {
         ts_ns: TimestampNs,
         data: &'a [u8],
         kernel: KernelChecksum,
+    ) -> Decoded<'a> {
+        self.decode_in(linktype, ts_ns, data, kernel, Vlans::default())
+    }
+
+    #[inline(always)]
+    fn decode_in<'a>(
+        &'a mut self,
+        linktype: LinkType,
+        ts_ns: TimestampNs,
+        data: &'a [u8],
+        kernel: KernelChecksum,
+        vlans: Vlans,
     ) -> Decoded<'a> {
         let Decoder {
             mode,
@@ -143,7 +168,7 @@ impl Decoder {
             frags,
             stats,
         };
-        decode_packet(&mut cx, reasm, linktype, data)
+        decode_packet(&mut cx, reasm, linktype, data, vlans)
     }
 }
 
@@ -185,8 +210,8 @@ fn decode_packet<'a>(
     reasm: &'a mut Vec<u8>,
     lt: LinkType,
     data: &'a [u8],
+    mut vlans: Vlans,
 ) -> Decoded<'a> {
-    let mut vlans = Vlans::default();
     let (net, ip) = tri!(cx, link::network(lt, data, &mut vlans));
     let Some(&first) = ip.first() else {
         return skip(cx, SkipReason::Truncated);
@@ -1369,6 +1394,30 @@ mod tests {
         bad_ip[14 + 8] ^= 1; // TTL
         let r = own(d.decode_with(corrupt.linktype, 0, &bad_ip, KernelChecksum::Valid));
         assert_eq!(r.unwrap().checksum, BadIp);
+    }
+
+    /// A live packet's VLAN tag taken out by the kernel is its outer VLAN,
+    /// a tag still in the frame the inner one; its checksum status is used
+    /// as `decode_with` uses it.
+    #[test]
+    fn packet_carries_offloaded_vlan_and_checksum() {
+        let qinq = nth("zeek/vlan_qinq/q-in-q.pcap", 1);
+        let mut d = decoder(true);
+        let file = own(d.packet(&Packet::new(qinq.linktype, 0, &qinq.data))).unwrap();
+        assert_eq!((file.vlan, file.inner_vlan), (Some(13), Some(10)));
+        let live = Packet { vlan_tci: Some(7), ..Packet::new(qinq.linktype, 0, &qinq.data) };
+        let got = own(d.packet(&live)).unwrap();
+        assert_eq!((got.vlan, got.inner_vlan), (Some(7), Some(13)));
+        let plain = nth("zeek/tcp_bad_checksum/syn-bad.pcap", 1);
+        let live = Packet { vlan_tci: Some(7), ..Packet::new(plain.linktype, 0, &plain.data) };
+        let got = own(d.packet(&live)).unwrap();
+        assert_eq!((got.vlan, got.inner_vlan), (Some(7), None));
+        let mut d = decoder_mode(ChecksumMode::Auto);
+        assert_eq!(own(d.packet(&live)).unwrap().checksum, BadTransport);
+        let valid = Packet { checksum: KernelChecksum::Valid, ..live };
+        assert_eq!(own(d.packet(&valid)).unwrap().checksum, Good);
+        let partial = Packet { checksum: KernelChecksum::NotReady, ..live };
+        assert_eq!(own(d.packet(&partial)).unwrap().checksum, Checksum::Offloaded);
     }
 
     #[test]

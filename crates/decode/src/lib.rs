@@ -1,7 +1,9 @@
 //! Decode: link layer -> IP (with fragment reassembly) -> transport header summary.
 //!
-//! Each protocol has a zero-copy view in its own module. [`Decoder::decode`]
-//! walks the layers of one packet and returns a small [`IpPacket`] summary
+//! Each protocol has a zero-copy view in its own module. [`Decoder::packet`]
+//! walks the layers of one [`Packet`] (what a file reader or a live ring
+//! produced: bytes, link type, and live the VLAN tag the kernel took out of
+//! the frame and the checksum status it knows) and returns a small [`IpPacket`] summary
 //! that borrows the packet's bytes (or, for a reassembled fragment series,
 //! the decoder's reassembly buffer). It never allocates per packet, never
 //! panics on any input, and never fails: a packet it cannot use is a
@@ -28,7 +30,7 @@
 //!   packet-time timeout (see [`DecodeStats`] for what gets counted where).
 //!
 //! ```
-//! use wirelog_decode::{DecodeConfig, Decoded, Decoder, LinkType, Transport};
+//! use wirelog_decode::{DecodeConfig, Decoded, Decoder, LinkType, Packet, Transport};
 //!
 //! // A raw IPv4 UDP datagram (LINKTYPE_RAW): 10.0.0.1:1234 -> 10.0.0.2:53.
 //! let pkt = [
@@ -36,7 +38,7 @@
 //!     0x04, 0xd2, 0, 53, 0, 10, 0, 0, b'h', b'i',
 //! ];
 //! let mut d = Decoder::new(DecodeConfig::default());
-//! match d.decode(LinkType::RAW, 0, &pkt) {
+//! match d.packet(&Packet::new(LinkType::RAW, 0, &pkt)) {
 //!     Decoded::Ip(ip) => {
 //!         assert_eq!(ip.src.to_std().to_string(), "10.0.0.1");
 //!         // UDP checksum 0: not computed by the sender, fine over IPv4.
@@ -48,7 +50,7 @@
 //! assert_eq!(d.stats().decoded, 1);
 //! ```
 
-pub use wirelog_source::{LinkType, TimestampNs};
+pub use wirelog_packet::{KernelChecksum, LinkType, Packet, TimestampNs};
 
 pub mod checksum;
 pub mod ethernet;
@@ -200,20 +202,6 @@ pub enum ChecksumMode {
     Verify,
     /// Zeek's `-C`: checksums are not looked at.
     Ignore,
-}
-
-/// What the capturing kernel says about a packet's transport checksum
-/// (AF_PACKET `tp_status`); files carry no such word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KernelChecksum {
-    /// Nothing known: check it.
-    #[default]
-    Unknown,
-    /// `TP_STATUS_CSUM_VALID`: the NIC or the stack already verified it.
-    Valid,
-    /// `TP_STATUS_CSUMNOTREADY`: the packet is CHECKSUM_PARTIAL, its
-    /// checksum is filled in later (by the NIC, or never on loopback).
-    NotReady,
 }
 
 /// A decoded IP packet.

@@ -31,7 +31,7 @@ impl Vlans {
     }
 }
 
-/// LINKTYPE values handled here that `wirelog_source::LinkType` has no
+/// LINKTYPE values handled here that `wirelog_packet::LinkType` has no
 /// constant for.
 pub(crate) mod extra {
     use crate::LinkType;

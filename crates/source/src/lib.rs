@@ -29,7 +29,6 @@
 mod error;
 mod format;
 mod input;
-mod linktype;
 mod pcap;
 mod pcapng;
 mod problem;
@@ -38,24 +37,10 @@ mod reader;
 mod testutil;
 
 pub use error::{OpenError, OpenErrorKind};
-pub use linktype::LinkType;
 pub use reader::CaptureReader;
-
-/// Packet time: nanoseconds since the Unix epoch (UTC).
-pub type TimestampNs = i64;
-
-/// One captured packet, borrowed from the source's buffer.
-#[derive(Debug, Clone, Copy)]
-pub struct Packet<'a> {
-    pub ts_ns: TimestampNs,
-    /// Length of the packet on the wire (may exceed `data.len()` when the snaplen cut it).
-    /// Never less than `data.len()`: a record claiming so gets `data.len()` here.
-    pub wire_len: u32,
-    pub linktype: LinkType,
-    /// Interface index within the capture stream (pcapng IDB order; 0 for pcap).
-    pub if_id: u32,
-    pub data: &'a [u8],
-}
+/// The packet type, link types and time are `wirelog-packet`'s, shared with
+/// live capture and the decoder.
+pub use wirelog_packet::{KernelChecksum, LinkType, Packet, TimestampNs};
 
 /// What can be wrong with a capture file. Each kind is reported once, with a count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -172,6 +172,8 @@ impl CaptureReader {
             wire_len: meta.wire_len,
             linktype: meta.linktype,
             if_id: meta.if_id,
+            vlan_tci: None,
+            checksum: crate::KernelChecksum::Unknown,
             data,
         })
     }

@@ -259,6 +259,12 @@ impl FlowTable {
         self.out.drain(..)
     }
 
+    /// [`FlowTable::take_records`], appended to `into` (see
+    /// [`crate::Tracker::move_records_into`]).
+    pub fn move_records_into(&mut self, into: &mut Vec<FlowRecord>) {
+        crate::tracker::move_all(&mut self.out, into);
+    }
+
     /// Bytes of table memory per flow (entry + two slots).
     /// Bytes a flow takes at most (its entry and its slots at full load).
     pub const fn max_bytes_per_flow() -> usize {

@@ -1,0 +1,192 @@
+use std::path::Path;
+
+use wirelog_source::CaptureReader;
+
+use super::*;
+
+fn sample() -> CaptureReader {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/sample.pcap.gz");
+    CaptureReader::open(&p).expect("samples/sample.pcap.gz")
+}
+
+fn config() -> ProbeConfig {
+    ProbeConfig {
+        track: TrackerConfig { uid_seed: Some(7), app: Some(AppConfig::default()), ..TrackerConfig::default() },
+        ..ProbeConfig::default()
+    }
+}
+
+/// Everything a batch holds, as text (records carry no equality of their own).
+fn dump(b: &Batch) -> Vec<String> {
+    let mut v: Vec<String> = b.conns.iter().map(|r| format!("{r:?}")).collect();
+    v.extend(b.flows.iter().map(|f| format!("{f:?}")));
+    v.extend(b.txs.iter().map(|t| format!("{t:?}")));
+    v.sort();
+    v
+}
+
+/// The probe makes exactly what its decoder and tracker make when driven by
+/// hand (the loop `read` had before), on a real capture, draining as it goes.
+#[test]
+fn same_records_as_decoder_and_tracker_by_hand() {
+    let cfg = config();
+    let mut probe = Probe::new(cfg.clone());
+    let mut got = Batch::default();
+    let mut r = sample();
+    let mut n = 0u64;
+    let mut skipped = 0u64;
+    while let Some(p) = r.next_packet() {
+        n += 1;
+        skipped += probe.packet(&p).is_err() as u64;
+        if n % 100 == 0 {
+            probe.drain(&mut got);
+        }
+    }
+    while !probe.finish_some(10) {
+        probe.drain(&mut got);
+    }
+    probe.drain(&mut got);
+
+    let mut decoder = Decoder::new(DecodeConfig { checksums: cfg.checksums, ..DecodeConfig::default() });
+    let mut tracker = Tracker::new(cfg.track);
+    let mut r = sample();
+    while let Some(p) = r.next_packet() {
+        if let Decoded::Ip(ip) = decoder.decode(p.linktype, p.ts_ns, p.data) {
+            tracker.packet(p.ts_ns, p.if_id as u16, &ip);
+        }
+    }
+    tracker.finish();
+    let mut want = Batch::default();
+    want.conns.extend(tracker.take_records());
+    want.flows.extend(tracker.take_flows());
+    want.txs.extend(tracker.take_transactions());
+
+    assert!(n > 100 && !want.conns.is_empty() && !want.txs.is_empty(), "the sample has traffic");
+    assert_eq!(dump(&got), dump(&want));
+    assert_eq!(probe.decode_stats(), decoder.stats());
+    assert_eq!(probe.decode_stats().packets(), n);
+    assert_eq!(probe.decode_stats().packets() - probe.decode_stats().decoded, skipped);
+    assert_eq!(probe.track_stats().connections, tracker.stats().connections);
+    assert_eq!(probe.active_connections(), 0);
+}
+
+/// A batch is appended to; an empty one is swapped with the probe's own
+/// vectors, so records are never copied and allocations circulate.
+#[test]
+fn drain_appends_and_batches_are_reused() {
+    let mut whole = Probe::new(config());
+    let mut r = sample();
+    while let Some(p) = r.next_packet() {
+        let _ = whole.packet(&p);
+    }
+    whole.finish();
+    let mut all = Batch::default();
+    whole.drain(&mut all);
+
+    // Drained in two steps into the same batch: the second appends.
+    let mut probe = Probe::new(config());
+    let mut r = sample();
+    let mut b = Batch::default();
+    let mut n = 0;
+    while let Some(p) = r.next_packet() {
+        let _ = probe.packet(&p);
+        n += 1;
+        if n % 50 == 0 {
+            probe.drain(&mut b);
+        }
+    }
+    let count = |b: &Batch| b.conns.len() + b.flows.len() + b.txs.len();
+    let first = count(&b);
+    probe.finish();
+    probe.drain(&mut b);
+    assert!(first > 0 && count(&b) > first, "{first} then {}", count(&b));
+    assert_eq!(dump(&b), dump(&all));
+    probe.drain(&mut b);
+    assert_eq!(dump(&b), dump(&all), "a second drain adds nothing");
+
+    // The batch's vector goes to the probe and comes back on the next drain.
+    let p = b.conns.as_ptr();
+    b.clear();
+    probe.drain(&mut b);
+    assert!(b.is_empty());
+    b.clear();
+    probe.drain(&mut b);
+    assert_eq!(b.conns.as_ptr(), p);
+}
+
+/// A raw IPv4 UDP datagram from 10.0.0.1:1234 to 10.0.0.2:53.
+const UDP: [u8; 30] = [
+    0x45, 0, 0, 30, 0, 1, 0, 0, 64, 17, 0x66, 0xcc, 10, 0, 0, 1, 10, 0, 0, 2, //
+    0x04, 0xd2, 0, 53, 0, 10, 0, 0, b'h', b'i',
+];
+
+/// [`UDP`] between other ports (its UDP checksum is 0: not computed).
+fn udp(sport: u16, dport: u16) -> [u8; 30] {
+    let mut u = UDP;
+    u[20..22].copy_from_slice(&sport.to_be_bytes());
+    u[22..24].copy_from_slice(&dport.to_be_bytes());
+    u
+}
+
+/// Live `any`: interfaces are named the first time one of their packets is
+/// tracked, once each; ids given names up front keep them; the packet's
+/// offloaded VLAN reaches the record.
+#[test]
+fn interfaces_named_once_and_offloaded_vlan_kept() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    fn namer(id: u32) -> String {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        format!("eth{id}")
+    }
+    let mut probe = Probe::new(ProbeConfig { checksums: ChecksumMode::Ignore, ..config() });
+    probe.name_interfaces_with(namer);
+    let t0 = 1_700_000_000_000_000_000i64;
+    for (i, id) in [3u32, 3, 5, 3, 5, 5].into_iter().enumerate() {
+        let bytes = udp(1000 + id as u16, 53);
+        let p = Packet { if_id: id, vlan_tci: Some(42), ..Packet::new(LinkType::RAW, t0 + i as i64, &bytes) };
+        assert_eq!(probe.packet(&p), Ok(()));
+    }
+    // Not IP: skipped with its reason, and never named.
+    let junk = Packet { if_id: 9, ..Packet::new(LinkType::RAW, t0, &[0x10; 20]) };
+    assert_eq!(probe.packet(&junk), Err(SkipReason::Malformed));
+    assert_eq!(CALLS.load(Ordering::Relaxed), 2);
+    probe.finish();
+    let mut b = Batch::default();
+    probe.drain(&mut b);
+    let mut ifaces: Vec<&str> = b.flows.iter().map(|f| &*f.iface).collect();
+    ifaces.sort();
+    assert_eq!(ifaces, ["eth3", "eth5"]);
+    assert_eq!(b.conns.len(), 2, "one connection per interface");
+    assert!(b.conns.iter().all(|c| (c.vlan, c.inner_vlan) == (Some(42), None)));
+
+    let mut probe = Probe::new(config());
+    probe.set_iface_name(1, "lo");
+    let (a, b) = (udp(1001, 53), udp(1002, 53));
+    let _ = probe.packet(&Packet { if_id: 1, ..Packet::new(LinkType::RAW, t0, &a) });
+    let _ = probe.packet(&Packet { if_id: 2, ..Packet::new(LinkType::RAW, t0, &b) });
+    probe.finish();
+    let mut b = Batch::default();
+    probe.drain(&mut b);
+    let mut ifaces: Vec<&str> = b.flows.iter().map(|f| &*f.iface).collect();
+    ifaces.sort();
+    assert_eq!(ifaces, ["if2", "lo"]);
+}
+
+/// Timers run on `advance` without packets: a UDP flow ends after its
+/// inactivity timeout (a minute).
+#[test]
+fn advance_runs_timers() {
+    let mut probe = Probe::new(config());
+    let t0 = 1_700_000_000_000_000_000i64;
+    let u = udp(1234, 9999);
+    assert_eq!(probe.packet(&Packet::new(LinkType::RAW, t0, &u)), Ok(()));
+    assert_eq!(probe.active_connections(), 1);
+    probe.advance(t0 + 30_000_000_000);
+    assert_eq!(probe.active_connections(), 1);
+    probe.advance(t0 + 600_000_000_000);
+    assert_eq!(probe.active_connections(), 0);
+    let mut b = Batch::default();
+    probe.drain(&mut b);
+    assert_eq!(b.conns.len(), 1);
+}
