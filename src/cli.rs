@@ -332,6 +332,7 @@ impl OutputArgs {
             empty_tcp_note: false,
             processes: None,
             min_free: self.min_free.unwrap_or(MinFree::Auto),
+            clickhouse: None,
         }
     }
 }
