@@ -120,7 +120,7 @@ def decompress(data):
         size, raw_size = struct.unpack_from("<II", data, i + 17)
         block = data[i + 16:i + 16 + size]
         h = CityHash128(block)
-        if struct.pack("<QQ", h & (2**64 - 1), h >> 64) != checksum:
+        if struct.pack("<QQ", h >> 64, h & (2**64 - 1)) != checksum:
             raise ChError(40, "Code: 40. DB::Exception: Checksum doesn't match: corrupted data. (CHECKSUM_DOESNT_MATCH)")
         payload = block[9:]
         if method == 0x82:
