@@ -610,7 +610,6 @@ impl Writer {
     }
 
     fn finish(mut self) -> Result<OutputSummary> {
-        self.summary.clickhouse = self.clickhouse.as_mut().map(|c| c.finish());
         self.conn_log.finish()?;
         if let Some(s) = self.flow_log.as_mut() {
             s.finish()?;
@@ -649,6 +648,8 @@ impl Writer {
             }
         }
         self.dropped.store(self.summary.dropped(), Ordering::Relaxed);
+        // Last: the logs and the store are whole before waiting for ClickHouse.
+        self.summary.clickhouse = self.clickhouse.as_mut().map(|c| c.finish());
         if let Some(c) = self.compactor.take() {
             // The pass in progress finishes; a later run picks up the rest.
             let status = c.stop();

@@ -295,6 +295,13 @@ impl ClickHouseSink {
         if let Some(tx) = self.tx.take() {
             let _ = tx.send(Msg::Close(Instant::now() + self.cfg.drain));
         }
+        let waiting = self.shared.spool.lock().unwrap().len();
+        if waiting > 0 {
+            eprintln!(
+                "wirelog: clickhouse: {waiting} batches wait for ClickHouse; retrying for up to {:?} (--clickhouse-drain), then they stay in the spool for the next run",
+                self.cfg.drain
+            );
+        }
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
