@@ -273,6 +273,47 @@ fn read_into_clickhouse_equals_the_store() {
     // (TabSeparated escapes the quotes.)
     assert_eq!(row.trim(), "IPv6\tDateTime64(6, \\'UTC\\')\t1");
     assert!(std::fs::read_dir(&spool).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().ends_with(".batch")));
+
+    // One query, two backends: the same answer, byte for byte.
+    let questions: &[&[&str]] = &[
+        &["flows"],
+        &["flows", "--by", "proto,dport", "--top", "0"],
+        &["flows", "--where", "dport = 443 or dport = 80", "--by", "sip,dip", "--top", "5"],
+        &["flows", "--where", "sip in 192.168.0.0/16 or (sip = ::1 and bytes > 10k)", "--by", "dip", "--sort", "packets"],
+        &["flows", "--every", "5m", "--by", "dport", "--top", "3"],
+        &["conns", "--by", "conn_state", "--top", "0"],
+        &["conns", "--where", "orig_bytes != 0 and not proto = udp", "--by", "resp_p", "--sort", "duration_p99"],
+        &["conns", "--where", "history ~ '^Sh' and duration > 100ms", "--by", "orig_h,resp_h"],
+        &["conns", "--where", "service = \"\"", "--every", "1m"],
+        &["conns", "--where", "host = 127.0.0.1 or net = fe80::/10", "--by", "proto"],
+        &["http", "--by", "host,status_code", "--top", "0"],
+        &["http", "--where", "status_code >= 400 or method = POST", "--by", "uri", "--sort", "p95"],
+        &["mysql", "--sort", "p99", "--top", "3"],
+        &["mysql", "--where", "error_code > 0", "--by", "error_code,fingerprint"],
+        &["pgsql"],
+        &["redis", "--by", "command", "--every", "1h"],
+        &["dns", "--where", "rcode_name != NOERROR", "--by", "query"],
+        &["dns", "--by", "qtype_name", "--from", "2000-01-01", "--to", "2100-01-01"],
+    ];
+    for q in questions {
+        let local = Command::new(BIN)
+            .arg("query")
+            .args(*q)
+            .args(["--format", "csv", "--store", store.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let mut args: Vec<&str> = vec!["query"];
+        args.extend(q.iter());
+        args.extend(["--format", "csv", "--probe", "probe-a"]);
+        let remote = ch.wirelog(&args);
+        assert!(local.status.success() && remote.status.success(), "{q:?}: {} / {}", stderr(&local), stderr(&remote));
+        assert_eq!(String::from_utf8_lossy(&remote.stdout), String::from_utf8_lossy(&local.stdout), "{q:?}");
+        assert!(String::from_utf8_lossy(&local.stdout).lines().count() >= 2, "{q:?} answered nothing: {}", String::from_utf8_lossy(&local.stdout));
+        assert_eq!(stderr(&remote), stderr(&local), "{q:?}");
+    }
+    // Another probe's name: nothing.
+    let o = ch.wirelog(&["query", "conns", "--format", "csv", "--probe", "nobody"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1, "{}", String::from_utf8_lossy(&o.stdout));
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -423,6 +464,27 @@ fn two_probes_into_one_database_per_probe_and_fleet_wide() {
     for (t, n) in &all {
         assert_eq!(*n, ca[t] + cb[t], "{t}");
     }
+    // The same query per probe (= its own store) and fleet-wide.
+    let q = |extra: &[&str]| {
+        let mut a = vec!["query", "conns", "--by", "proto", "--format", "csv"];
+        a.extend(extra);
+        a.extend(auth);
+        let o = ch.wirelog(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let local = |store: &Path| {
+        let o = Command::new(BIN)
+            .args(["query", "conns", "--by", "proto", "--format", "csv", "--store", store.to_str().unwrap()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert_eq!(q(&["--probe", "alpha"]), local(&store_a));
+    assert_eq!(q(&["--probe", "beta"]), local(&store_b));
+    let fleet = csv(&q(&[]));
+    let total: u64 = fleet.iter().map(|r| r["conns"].parse::<u64>().unwrap()).sum();
+    assert_eq!(total, all["conns"]);
     let _ = std::fs::remove_dir_all(&d);
 }
 

@@ -9,6 +9,7 @@
 //! and hands batches to its own sender thread.
 
 mod client;
+pub mod query;
 mod rows;
 pub mod schema;
 mod sink;
