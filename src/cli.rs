@@ -39,8 +39,9 @@ pub enum Command {
     /// ./wirelog-data); without --logs, conn records are also written to standard output.
     ///
     /// Exit codes: 0 success; 1 nothing could be read; 2 error; 3 partial: the
-    /// disk stayed full and some records could not be written (counted in the
-    /// summary; everything written is whole).
+    /// disk stayed full and some records could not be written, or the
+    /// ClickHouse spool was full (counted in the summary; everything written
+    /// is whole).
     Read(ReadArgs),
     /// Query the flows, connections or application transactions in the store.
     ///
@@ -62,7 +63,8 @@ pub enum Command {
     ///   wirelog capture -i lo --skip-empty-tcp --duration 60s --no-store --logs /tmp/wl
     ///
     /// Exit codes: 0 success; 2 error; 3 partial: the disk stayed full and
-    /// some records could not be written (counted; everything written is whole).
+    /// some records could not be written, or the ClickHouse spool was full
+    /// (counted; everything written is whole).
     #[command(verbatim_doc_comment)]
     Capture(CaptureArgs),
     /// Show what a store holds: partitions, files, rows and bytes per kind,
@@ -157,7 +159,8 @@ pub struct ClickhouseSinkArgs {
     pub probe_name: Option<String>,
 
     /// Batches ClickHouse did not take wait here (default: clickhouse-spool
-    /// in the store directory, else in --logs, else ./wirelog-spool).
+    /// in the store directory, else in the log directory, else
+    /// ./wirelog-spool).
     #[arg(long, value_name = "DIR")]
     pub spool_dir: Option<PathBuf>,
 
