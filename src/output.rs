@@ -266,9 +266,10 @@ impl Output {
             }
             None => (None, None),
         };
+        let spool = cfg.clickhouse.as_ref().map(|c| c.spool_dir.clone());
         let clickhouse = cfg.clickhouse.map(wirelog_clickhouse::ClickHouseSink::start).transpose()?;
         let health = clickhouse.as_ref().map(|c| c.health_sender());
-        let mut paths: Vec<PathBuf> = store_path.into_iter().collect();
+        let mut paths: Vec<PathBuf> = store_path.into_iter().chain(spool).collect();
         let log_min_free = cfg.logs.as_deref().map_or(0, |d| {
             let _ = std::fs::create_dir_all(d);
             cfg.min_free.bytes_for(d)

@@ -521,3 +521,75 @@ fn init_upgrades_what_it_can_and_names_what_it_cannot() {
     let ddl = String::from_utf8_lossy(&o.stdout);
     assert!(ddl.contains("ReplicatedMergeTree") && ddl.contains("ENGINE = Distributed(`fleet`"), "{ddl}");
 }
+
+#[test]
+fn a_full_spool_drops_counts_and_says_so() {
+    let Some(ch) = Ch::new("full") else { return };
+    let Some(mixed) = common::capture("gen_mixed.sh", "mixed.pcap") else { return };
+    ch.init();
+    ch.ctl("down");
+    let d = tmp("full");
+    let (store, spool) = (d.join("store"), d.join("spool"));
+    let caps = [mixed.display().to_string()];
+    let mut args = read_args(store.to_str().unwrap(), "p", spool.to_str().unwrap(), &caps);
+    args.extend(["--spool-size", "1M", "--clickhouse-batch-rows", "1000", "--clickhouse-drain", "1s"]);
+    let o = ch.wirelog(&args);
+    let err = stderr(&o);
+    // The store is whole; ClickHouse's share is partial: exit code 3.
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("the spool is full (--spool-size)"), "{err}");
+    let dropped: u64 = err
+        .split("; ")
+        .find_map(|p| p.strip_suffix(" batches DROPPED (spool full)"))
+        .and_then(|p| p.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no dropped count in {err}"));
+    assert!(dropped > 0);
+    let size: u64 = std::fs::read_dir(&spool).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
+    assert!(size <= 1 << 20, "spool {size} bytes");
+    ch.ctl("up");
+    let o = ch.wirelog(&["clickhouse", "flush", "--spool-dir", spool.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // What arrived plus what was counted as dropped is everything the store holds.
+    let arrived: u64 = ch.counts(None).values().sum();
+    let o = Command::new(BIN).args(["store", "--store", store.to_str().unwrap()]).output().unwrap();
+    let listing = String::from_utf8_lossy(&o.stdout);
+    let local: u64 = listing
+        .lines()
+        .filter(|l| ["flows ", "conns ", "http ", "mysql ", "pgsql ", "redis ", "dns "].iter().any(|k| l.starts_with(k)))
+        .map(|l| l.split_whitespace().nth(3).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(arrived > 0, "nothing arrived");
+    assert_eq!(arrived + dropped, local, "{listing}\n{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Health rows while capturing (on the host's loopback, where the probe's
+/// own inserts to the endpoint are the traffic).
+#[test]
+fn capture_sends_health_rows() {
+    if !common::live::is_root() {
+        common::live::skip("live capture needs root");
+        return;
+    }
+    let Some(ch) = Ch::new("health") else { return };
+    ch.init();
+    let d = tmp("health");
+    let spool = d.join("spool");
+    let filter = format!("tcp port {}", ch.port);
+    let o = ch.wirelog(&[
+        "capture", "-i", "lo", "-q", "--duration", "4s", "--no-store", "--logs", d.join("logs").to_str().unwrap(),
+        "-f", &filter, "--probe-name", "h1", "--spool-dir", spool.to_str().unwrap(),
+        "--clickhouse-health-interval", "1s", "--clickhouse-batch-age", "1s",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = ch.sql("SELECT count(), countIf(rss_bytes > 1000000), sum(packets) > 0, max(interval_s), min(probe = 'h1' AND iface = 'lo') FROM health");
+    let f: Vec<&str> = rows.trim().split('\t').collect();
+    let n: u64 = f[0].parse().unwrap();
+    assert!(n >= 3, "{rows}");
+    assert_eq!(f[1].parse::<u64>().unwrap(), n, "{rows}");
+    assert_eq!(&f[2..], ["1", "1", "1"], "{rows}");
+    // Connections to the endpoint itself were recorded too, tagged with the interface.
+    assert!(ch.counts(Some("h1"))["conns"] > 0);
+    let _ = std::fs::remove_dir_all(&d);
+}
