@@ -72,6 +72,9 @@ impl ChType {
 
 use ChType::*;
 
+/// Columns as (name, type), in insert order.
+type Cols = &'static [(&'static str, ChType)];
+
 /// Identity of the row's probe, first in every table so one table holds a fleet.
 const IDENTITY: &[(&str, ChType)] = &[("probe", Lc), ("iface", Lc)];
 
@@ -253,7 +256,7 @@ impl Table {
     }
 
     /// The table's own columns after `probe` and `iface`.
-    fn own(self) -> (&'static [(&'static str, ChType)], &'static [(&'static str, ChType)]) {
+    fn own(self) -> (Cols, Cols) {
         match self {
             Table::Store(Kind::Flows) => (FLOWS, &[]),
             Table::Store(Kind::Conns) => (CONNS, &[]),
