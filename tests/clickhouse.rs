@@ -453,7 +453,7 @@ fn two_probes_into_one_database_per_probe_and_fleet_wide() {
             .collect();
         args.extend(auth.map(String::from));
         args.extend(["--clickhouse".into(), ch.url(), "--clickhouse-database".into(), "fleet".into()]);
-        (Command::new(BIN).args(&args).spawn().unwrap(), store)
+        (Command::new(BIN).args(&args).stdout(Stdio::null()).spawn().unwrap(), store)
     };
     let (mut a, store_a) = run("alpha", half_a);
     let (mut b, store_b) = run("beta", half_b);

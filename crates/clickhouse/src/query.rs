@@ -6,9 +6,13 @@
 //! the server scans, prunes (partitions by day, the primary key) and filters;
 //! the rows that match come back as RowBinary and go through the same engine
 //! as the store's batches (grouping, top-N with the rest, percentiles, time
-//! series). The answers are therefore identical, percentiles included; what
-//! crosses the network is the matching rows' needed columns, not the
-//! aggregate (moving GROUP BY to the server is the next step).
+//! series). The answers are therefore identical, percentiles included.
+//!
+//! Flows, whose aggregates are all sums, are also grouped by the server
+//! (`GROUP BY` the `--by` fields and the `--every` interval, `sum()` of the
+//! counters), so one row per group crosses the network. Connections and
+//! transactions (counts per row, duration and latency percentiles) come row
+//! by row, with only the columns the query needs.
 
 use std::fmt::Write;
 
@@ -108,6 +112,55 @@ pub fn where_sql(table: Table, e: &Expr) -> String {
     }
 }
 
+/// Flows' aggregates are sums of their columns (connections, packets and
+/// bytes per direction), so ClickHouse can add them up per group: the
+/// engine then adds up partial sums, which gives the same totals. Rows come
+/// back one per group (and interval), not one per flow record.
+const FLOW_SUMS: [&str; 5] = ["conns", "pkts_out", "pkts_in", "bytes_out", "bytes_in"];
+
+/// The grouped statement for a flows query; `None` when the rows must come
+/// one by one (other kinds: counts and percentiles need each row).
+pub fn flows_sql(server: &Server, spec: &QuerySpec, probes: &[String]) -> Option<(String, Vec<(&'static str, ChType)>)> {
+    if spec.kind != Kind::Flows || spec.every_ns.is_some_and(|e| e % 1000 != 0 || e <= 0) {
+        return None;
+    }
+    let table = Table::Store(Kind::Flows);
+    let mut cols: Vec<(&'static str, ChType)> = Vec::new();
+    let mut exprs: Vec<String> = Vec::new();
+    if let Some(every) = spec.every_ns {
+        // The interval start, as the engine floors it (from the epoch).
+        let us = every / 1000;
+        cols.push(("bucket", ChType::Time));
+        exprs.push(format!(
+            "fromUnixTimestamp64Micro(intDiv(toUnixTimestamp64Micro(`bucket`), {us}) * {us}, 'UTC') AS `bucket`"
+        ));
+    }
+    for f in &spec.by {
+        let c = table.columns().find(|(n, _)| *n == f.name())?;
+        if FLOW_SUMS.contains(&c.0) {
+            return None;
+        }
+        if !cols.contains(&c) {
+            cols.push(c);
+            exprs.push(format!("`{}`", c.0));
+        }
+    }
+    let keys: Vec<String> = cols.iter().map(|(n, _)| format!("`{n}`")).collect();
+    for s in FLOW_SUMS {
+        cols.push((s, ChType::U64));
+        exprs.push(format!("sum(`{s}`)"));
+    }
+    let mut sql = format!("SELECT {} FROM {}", exprs.join(", "), server.table(table));
+    let conds = conditions(table, spec, probes);
+    if !conds.is_empty() {
+        let _ = write!(sql, " WHERE {}", conds.join(" AND "));
+    }
+    if !keys.is_empty() {
+        let _ = write!(sql, " GROUP BY {}", keys.join(", "));
+    }
+    Some((sql, cols))
+}
+
 /// The statement fetching what `spec` reads, with `probes` (empty: all).
 pub fn select_sql(server: &Server, spec: &QuerySpec, probes: &[String]) -> (String, Vec<(&'static str, ChType)>) {
     let table = Table::Store(spec.kind);
@@ -123,6 +176,17 @@ pub fn select_sql(server: &Server, spec: &QuerySpec, probes: &[String]) -> (Stri
         // A count of rows still needs one column to count.
         cols.push(table.columns().nth(2).unwrap());
     }
+    let conds = conditions(table, spec, probes);
+    let names: Vec<String> = cols.iter().map(|(n, _)| format!("`{n}`")).collect();
+    let mut sql = format!("SELECT {} FROM {}", names.join(", "), server.table(table));
+    if !conds.is_empty() {
+        let _ = write!(sql, " WHERE {}", conds.join(" AND "));
+    }
+    (sql, cols)
+}
+
+/// Probes, time range and filter as SQL conditions.
+fn conditions(table: Table, spec: &QuerySpec, probes: &[String]) -> Vec<String> {
     let mut conds = Vec::new();
     if !probes.is_empty() {
         let p: Vec<String> = probes.iter().map(|p| literal(p)).collect();
@@ -140,12 +204,47 @@ pub fn select_sql(server: &Server, spec: &QuerySpec, probes: &[String]) -> (Stri
     if let Some(f) = &spec.filter {
         conds.push(where_sql(table, f));
     }
-    let names: Vec<String> = cols.iter().map(|(n, _)| format!("`{n}`")).collect();
-    let mut sql = format!("SELECT {} FROM {}", names.join(", "), server.table(table));
-    if !conds.is_empty() {
-        let _ = write!(sql, " WHERE {}", conds.join(" AND "));
+    conds
+}
+
+/// Flows' `conns` column is 32 bits in the engine's batches: a group's sum
+/// beyond that is handed over as several rows of the same group.
+fn conns_to_u32(columns: &mut [(&'static str, Column)]) {
+    let Some(i) = columns.iter().position(|(n, _)| *n == "conns") else {
+        return;
+    };
+    let Column::U64(sums) = std::mem::replace(&mut columns[i].1, Column::U32(Vec::new())) else {
+        return;
+    };
+    let mut out: Vec<u32> = Vec::with_capacity(sums.len());
+    let mut extra: Vec<(usize, u32)> = Vec::new();
+    for (r, mut c) in sums.into_iter().enumerate() {
+        out.push(c.min(u32::MAX as u64) as u32);
+        c -= c.min(u32::MAX as u64);
+        while c > 0 {
+            let part = c.min(u32::MAX as u64);
+            extra.push((r, part as u32));
+            c -= part;
+        }
     }
-    (sql, cols)
+    columns[i].1 = Column::U32(out);
+    for (r, part) in extra {
+        for (j, (_, col)) in columns.iter_mut().enumerate() {
+            match col {
+                Column::U32(v) if j == i => v.push(part),
+                Column::U64(v) => v.push(0),
+                Column::U8(v) => v.push(v[r]),
+                Column::U16(v) => v.push(v[r]),
+                Column::U32(v) => v.push(v[r]),
+                Column::I64(v) => v.push(v[r]),
+                Column::Ip(v) => v.push(v[r]),
+                Column::Str(v) => v.push(v[r].clone()),
+                Column::Bool(v) => v.push(v[r]),
+                Column::OptU64(v) => v.push(v[r]),
+                Column::OptI64(v) => v.push(v[r]),
+            }
+        }
+    }
 }
 
 fn empty(ty: ChType) -> Column {
@@ -229,7 +328,20 @@ fn push(col: &mut Column, ty: ChType, b: &[u8]) {
 /// Runs `spec` against ClickHouse, feeding the engine; returns the engine.
 pub fn run(server: &Server, spec: QuerySpec, probes: &[String]) -> Result<Engine, ChError> {
     let kind: Kind = spec.kind;
-    let (sql, cols) = select_sql(server, &spec, probes);
+    let mut spec = spec;
+    let (sql, cols, grouped) = match flows_sql(server, &spec, probes) {
+        Some((sql, cols)) => {
+            // The server applied the filter and the time range to every
+            // row before adding them up; the engine only merges groups.
+            spec.filter = None;
+            spec.time_range = None;
+            (sql, cols, true)
+        }
+        None => {
+            let (sql, cols) = select_sql(server, &spec, probes);
+            (sql, cols, false)
+        }
+    };
     let mut engine = Engine::new(spec).map_err(|e| ChError(e.to_string()))?;
     let rt = runtime().map_err(|e| ChError(format!("cannot start the ClickHouse client: {e}")))?;
     let client = server.client().with_compression(clickhouse::Compression::None);
@@ -239,7 +351,10 @@ pub fn run(server: &Server, spec: QuerySpec, probes: &[String]) -> Result<Engine
         let mut columns: Vec<(&'static str, Column)> = cols.iter().map(|(n, t)| (*n, empty(*t))).collect();
         let mut rows = 0;
         let mut flush = |columns: &mut Vec<(&'static str, Column)>, rows: &mut usize| -> Result<(), ChError> {
-            let full = std::mem::replace(columns, cols.iter().map(|(n, t)| (*n, empty(*t))).collect());
+            let mut full = std::mem::replace(columns, cols.iter().map(|(n, t)| (*n, empty(*t))).collect());
+            if grouped {
+                conns_to_u32(&mut full);
+            }
             engine.consume(&Batch { kind, columns: full }).map_err(|e| ChError(e.to_string()))?;
             *rows = 0;
             Ok(())
@@ -314,5 +429,23 @@ mod tests {
             "{sql}"
         );
         assert!(sql.contains("startsWith(`history`, 'Sh')"), "{sql}");
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_sum_beyond_32_bits_becomes_several_rows_of_its_group() {
+        let mut cols = vec![
+            ("server_port", Column::U16(vec![443, 80])),
+            ("conns", Column::U64(vec![u32::MAX as u64 * 2 + 5, 7])),
+            ("bytes_out", Column::U64(vec![100, 200])),
+        ];
+        conns_to_u32(&mut cols);
+        assert_eq!(cols[0].1, Column::U16(vec![443, 80, 443, 443]));
+        assert_eq!(cols[1].1, Column::U32(vec![u32::MAX, 7, u32::MAX, 5]));
+        assert_eq!(cols[2].1, Column::U64(vec![100, 200, 0, 0]));
     }
 }
