@@ -32,6 +32,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import socketserver
 import struct
@@ -304,6 +305,8 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
 
 
 def main():
+    # A SIGTERM (a test harness stopping us) also removes the data directory.
+    signal.signal(signal.SIGTERM, lambda *_: (shutil.rmtree(DATA_DIR, ignore_errors=True), os._exit(0)))
     control = Server(("127.0.0.1", 0), ControlHandler)
     threading.Thread(target=control.serve_forever, daemon=True).start()
     print("control %d" % control.server_address[1], flush=True)
