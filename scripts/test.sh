@@ -43,6 +43,13 @@ if ! python3 -c 'import duckdb' 2>/dev/null; then
         python3 -m pip install --quiet --disable-pip-version-check --break-system-packages duckdb
 fi
 
+# The ClickHouse engine in-process (chdb, from PyPI) behind tests/clickhouse/endpoint.py, with what
+# it needs to read the LZ4-framed bodies the clickhouse crate sends.
+if ! python3 -c 'import chdb, lz4, clickhouse_cityhash, zstandard' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check chdb-core lz4 clickhouse-cityhash zstandard 2>/dev/null ||
+        python3 -m pip install --quiet --disable-pip-version-check --break-system-packages chdb-core lz4 clickhouse-cityhash zstandard
+fi
+
 # Tests that need root (network namespaces) fail instead of skipping when this is set.
 export WIRELOG_REQUIRE_ALL_TESTS=${WIRELOG_REQUIRE_ALL_TESTS:-$([[ $(id -u) -eq 0 ]] && echo 1 || echo 0)}
 exec cargo test --release --workspace "$@"

@@ -126,8 +126,10 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     let output = Output::start(OutputConfig {
         empty_tcp_note: args.probe.skip_empty_tcp,
         processes: resolver.as_ref().map(|r| r.owners()),
+        clickhouse: crate::clickhouse::sink_config(&args.output, &args.interfaces.join(","))?,
         ..args.output.config()
     })?;
+    let health = output.health();
     let owned_paths = output.paths().to_vec();
     let dropped = output.dropped_counter();
 
@@ -197,13 +199,16 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let snapshot = || CaptureStats { workers: counters.iter().map(|c| c.snapshot()).collect() };
     let mut next_stats = (!args.stats_interval.is_zero()).then(|| started + args.stats_interval);
+    let health_every = args.output.clickhouse.clickhouse_health_interval;
+    let mut next_health = health.as_ref().map(|_| started + health_every);
+    let mut health_base = (crate::clickhouse::Usage::now(), snapshot().total(), 0u64, started);
     loop {
         let now = Instant::now();
         if args.duration.is_some_and(|d| now >= started + d) {
             stop.trigger();
         }
         let mut until = args.duration.map(|d| started + d);
-        if let Some(s) = next_stats {
+        for s in [next_stats, next_health].into_iter().flatten() {
             until = Some(until.map_or(s, |u| u.min(s)));
         }
         let timeout = until.map_or(-1, |u| u.saturating_duration_since(now).as_millis().min(i32::MAX as u128) as i32);
@@ -216,6 +221,15 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                     eprintln!("wirelog: stats: {}{}", snapshot(), dropped_note(&dropped));
                 }
                 next_stats = Some(s + args.stats_interval);
+            }
+        }
+        if let (Some(h), Some(at)) = (&health, next_health) {
+            if Instant::now() >= at {
+                let probe_drops = dropped.load(std::sync::atomic::Ordering::Relaxed);
+                let now = (crate::clickhouse::Usage::now(), snapshot().total(), probe_drops, Instant::now());
+                h.push(crate::clickhouse::health_row(&health_base, &now));
+                health_base = now;
+                next_health = Some(at + health_every);
             }
         }
     }
@@ -281,6 +295,14 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     }
     if let Some(e) = first_err {
         return Err(e);
+    }
+    if let Some(c) = written.as_ref().and_then(|w| w.clickhouse.as_ref()) {
+        if !args.quiet || c.dropped_rows + c.left_batches > 0 {
+            eprintln!("{}", c.text());
+        }
+        if c.dropped_rows > 0 {
+            return Ok(ExitCode::from(crate::output::EXIT_PARTIAL));
+        }
     }
     if let Some(t) = written.as_ref().and_then(|w| w.space_text()) {
         eprintln!("{t}");

@@ -41,8 +41,9 @@ pub enum Command {
     /// ./wirelog-data); without --logs, conn records are also written to standard output.
     ///
     /// Exit codes: 0 success; 1 nothing could be read; 2 error; 3 partial: the
-    /// disk stayed full and some records could not be written (counted in the
-    /// summary; everything written is whole).
+    /// disk stayed full and some records could not be written, or the
+    /// ClickHouse spool was full (counted in the summary; everything written
+    /// is whole).
     Read(ReadArgs),
     /// Query the flows, connections or application transactions in the store.
     ///
@@ -64,13 +65,132 @@ pub enum Command {
     ///   wirelog capture -i lo --skip-empty-tcp --duration 60s --no-store --logs /tmp/wl
     ///
     /// Exit codes: 0 success; 2 error; 3 partial: the disk stayed full and
-    /// some records could not be written (counted; everything written is whole).
+    /// some records could not be written, or the ClickHouse spool was full
+    /// (counted; everything written is whole).
     #[command(verbatim_doc_comment)]
     Capture(CaptureArgs),
     /// Show what a store holds: partitions, files, rows and bytes per kind,
     /// time range, the captures ingested and retention; `--check` reads
     /// every file back (exit 1 naming the bad ones).
     Store(StoreArgs),
+    /// Prepare a ClickHouse database for a fleet of probes (`init`) or send
+    /// a spool left by an earlier run (`flush`). See README, "Fleet".
+    #[command(subcommand)]
+    Clickhouse(ClickhouseCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClickhouseCommand {
+    /// Create the database and tables (MergeTree by day, ORDER BY probe and
+    /// server, LowCardinality, IPv6, DateTime64, codecs, TTL from --retain)
+    /// or upgrade them to this wirelog's schema version; says what it cannot do.
+    Init(ClickhouseInitArgs),
+    /// Send the batches waiting in a spool directory, in order, and exit.
+    Flush(ClickhouseFlushArgs),
+}
+
+/// Where ClickHouse is (shared by `clickhouse init`, `flush` and the sink).
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "ClickHouse")]
+pub struct ClickhouseServerArgs {
+    /// ClickHouse's HTTP interface, e.g. http://clickhouse:8123.
+    #[arg(long = "clickhouse", value_name = "URL")]
+    pub url: Option<String>,
+
+    /// ClickHouse user (default: the server's default user).
+    #[arg(long, value_name = "USER")]
+    pub clickhouse_user: Option<String>,
+
+    /// Read the ClickHouse password from this file (first line); without
+    /// it, the WIRELOG_CLICKHOUSE_PASSWORD environment variable is used.
+    #[arg(long, value_name = "FILE")]
+    pub clickhouse_password_file: Option<PathBuf>,
+
+    /// The ClickHouse database.
+    #[arg(long, value_name = "NAME", default_value = "wirelog")]
+    pub clickhouse_database: String,
+
+    /// One ClickHouse request (an insert, a query) taking longer fails (and is retried).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub clickhouse_timeout: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct ClickhouseInitArgs {
+    #[command(flatten)]
+    pub server: ClickhouseServerArgs,
+
+    /// Create ReplicatedMergeTree tables `<table>_local` on every node of
+    /// this cluster and Distributed tables over them.
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
+
+    /// ClickHouse deletes rows older than this (a TTL on every table); on an
+    /// existing database the TTL is changed to it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub retain: Option<Duration>,
+
+    /// Print the statements instead of running them.
+    #[arg(long)]
+    pub print: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ClickhouseFlushArgs {
+    #[command(flatten)]
+    pub server: ClickhouseServerArgs,
+
+    /// The spool directory to send.
+    #[arg(long, value_name = "DIR", required = true)]
+    pub spool_dir: PathBuf,
+
+    /// Give up (leaving the rest spooled) after this long.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub wait: Duration,
+}
+
+/// The ClickHouse sink of `read` and `capture`.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "ClickHouse")]
+pub struct ClickhouseSinkArgs {
+    #[command(flatten)]
+    pub server: ClickhouseServerArgs,
+
+    /// This probe's name in every row it sends (default: the host name).
+    #[arg(long, value_name = "NAME")]
+    pub probe_name: Option<String>,
+
+    /// Batches ClickHouse did not take wait here (default: clickhouse-spool
+    /// in the store directory, else in the log directory, else
+    /// ./wirelog-spool).
+    #[arg(long, value_name = "DIR")]
+    pub spool_dir: Option<PathBuf>,
+
+    /// Most disk the spool takes; batches beyond are dropped and counted.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
+    pub spool_size: u64,
+
+    /// A table's batch is sent at this many rows...
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub clickhouse_batch_rows: u64,
+
+    /// ...or this many bytes (RowBinary, before compression)...
+    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = parse_size)]
+    pub clickhouse_batch_bytes: u64,
+
+    /// ...or when its first row is this old, whichever comes first.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub clickhouse_batch_age: Duration,
+
+    /// At the end of the run, keep retrying what is spooled this long; what
+    /// is left waits in the spool for the next run (or `clickhouse flush`).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub clickhouse_drain: Duration,
+
+    /// `capture` sends a health row (CPU, RSS, packets, drops, evictions,
+    /// parse quality) this often.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
+    pub clickhouse_health_interval: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -176,6 +296,15 @@ pub struct QueryArgs {
     /// The store directory.
     #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
     pub store: PathBuf,
+
+    /// Ask ClickHouse (the tables `--clickhouse` probes write) instead of the
+    /// store: the same query translated to SQL, over the whole fleet unless --probe.
+    #[command(flatten)]
+    pub clickhouse: ClickhouseServerArgs,
+
+    /// Only the rows of these probes (comma-separated; with --clickhouse).
+    #[arg(long, value_name = "NAMES", requires = "url")]
+    pub probe: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -353,6 +482,9 @@ pub struct OutputArgs {
     /// and counted (exit code 3). `0` turns the floor off.
     #[arg(long, value_name = "SIZE|PCT", value_parser = parse_min_free)]
     pub min_free: Option<MinFree>,
+
+    #[command(flatten)]
+    pub clickhouse: ClickhouseSinkArgs,
 }
 
 impl OutputArgs {
@@ -383,6 +515,7 @@ impl OutputArgs {
             empty_tcp_note: false,
             processes: None,
             min_free: self.min_free.unwrap_or(MinFree::Auto),
+            clickhouse: None,
         }
     }
 }

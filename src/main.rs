@@ -6,6 +6,7 @@
 
 mod capture;
 mod cli;
+mod clickhouse;
 mod config;
 mod limits;
 mod output;
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
         cli::Command::Query(opts) => query::run(opts),
         cli::Command::Capture(opts) => capture::run(opts),
         cli::Command::Store(opts) => store::run(opts),
+        cli::Command::Clickhouse(cmd) => clickhouse::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -84,6 +84,8 @@ pub struct OutputConfig {
     pub processes: Option<Owners>,
     /// Free space left on the disks of the logs and the store.
     pub min_free: MinFree,
+    /// --clickhouse: the ClickHouse sink's settings.
+    pub clickhouse: Option<wirelog_clickhouse::Config>,
 }
 
 /// How long the writer waits for the resolver to catch up with the
@@ -109,6 +111,7 @@ pub struct OutputSummary {
     pub pauses: u64,
     /// Store partitions deleted to keep --min-free.
     pub freed_partitions: u64,
+    pub clickhouse: Option<wirelog_clickhouse::Summary>,
 }
 
 impl OutputSummary {
@@ -150,6 +153,7 @@ pub struct Output {
     paths: Vec<PathBuf>,
     /// Records dropped so far for lack of space (for the stats line).
     dropped: Arc<AtomicU64>,
+    health: Option<wirelog_clickhouse::HealthSender>,
 }
 
 /// A handle for another thread to queue batches (live capture's workers).
@@ -229,6 +233,7 @@ struct Writer {
     owners: Option<Owners>,
     /// The resolver missed the last wait (see `write`).
     procs_behind: bool,
+    clickhouse: Option<wirelog_clickhouse::ClickHouseSink>,
 }
 
 impl OutputConfig {
@@ -276,7 +281,10 @@ impl Output {
             }
             None => (None, None),
         };
-        let mut paths: Vec<PathBuf> = store_path.into_iter().collect();
+        let spool = cfg.clickhouse.as_ref().map(|c| c.spool_dir.clone());
+        let clickhouse = cfg.clickhouse.map(wirelog_clickhouse::ClickHouseSink::start).transpose()?;
+        let health = clickhouse.as_ref().map(|c| c.health_sender());
+        let mut paths: Vec<PathBuf> = store_path.into_iter().chain(spool).collect();
         let log_min_free = cfg.logs.as_deref().map_or(0, |d| {
             let _ = std::fs::create_dir_all(d);
             cfg.min_free.bytes_for(d)
@@ -323,6 +331,7 @@ impl Output {
             log_min_free,
             warned_full: false,
             dropped: Arc::new(AtomicU64::new(0)),
+            clickhouse,
         };
         let dropped = writer.dropped.clone();
         let (tx, rx) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH);
@@ -335,9 +344,17 @@ impl Output {
                 // Lines written but not flushed yet: wait at most LOG_FLUSH
                 // for more, otherwise sleep until records come.
                 let mut dirty = false;
+                let mut last_tick = Instant::now();
                 loop {
                     let next = if dirty {
                         match rx.recv_timeout(LOG_FLUSH.saturating_sub(last_log_flush.elapsed())) {
+                            Ok(b) => Some(b),
+                            Err(RecvTimeoutError::Timeout) => None,
+                            Err(RecvTimeoutError::Disconnected) => break,
+                        }
+                    } else if writer.clickhouse.is_some() {
+                        // The ClickHouse sink sends batches by age: tick while idle.
+                        match rx.recv_timeout(LOG_FLUSH) {
                             Ok(b) => Some(b),
                             Err(RecvTimeoutError::Timeout) => None,
                             Err(RecvTimeoutError::Disconnected) => break,
@@ -348,6 +365,12 @@ impl Output {
                             Err(_) => break,
                         }
                     };
+                    if last_tick.elapsed() >= LOG_FLUSH {
+                        last_tick = Instant::now();
+                        if let Some(c) = writer.clickhouse.as_mut() {
+                            wirelog_sink::Sink::tick(c, last_tick)?;
+                        }
+                    }
                     if next.is_none() {
                         writer.retry()?;
                     }
@@ -372,7 +395,7 @@ impl Output {
                 writer.finish()
             })
             .context("cannot start the output thread")?;
-        Ok(Output { tx: Some(tx), recycled: Arc::new(Mutex::new(recycled)), handle: Some(handle), paths, dropped })
+        Ok(Output { tx: Some(tx), recycled: Arc::new(Mutex::new(recycled)), handle: Some(handle), paths, dropped, health })
     }
 
     /// The directories and files the output created.
@@ -384,6 +407,11 @@ impl Output {
     /// log lines), updated as the writer goes.
     pub fn dropped_counter(&self) -> Arc<AtomicU64> {
         self.dropped.clone()
+    }
+
+    /// Where capture's statistics loop hands health rows (with --clickhouse).
+    pub fn health(&self) -> Option<wirelog_clickhouse::HealthSender> {
+        self.health.clone()
     }
 
     /// A handle for other threads to queue batches.
@@ -476,6 +504,9 @@ impl Writer {
         }
         if let Some(st) = self.store.as_mut() {
             st.append_tx_records(&batch.txs)?;
+        }
+        if let Some(c) = self.clickhouse.as_mut() {
+            wirelog_sink::Sink::write(c, batch)?;
         }
         self.ingests.extend_from_slice(&batch.ingests);
         if let Some(o) = &self.owners {
@@ -633,6 +664,8 @@ impl Writer {
             }
         }
         self.dropped.store(self.summary.dropped(), Ordering::Relaxed);
+        // Last: the logs and the store are whole before waiting for ClickHouse.
+        self.summary.clickhouse = self.clickhouse.as_mut().map(|c| c.finish());
         if let Some(c) = self.compactor.take() {
             // The pass in progress finishes; a later run picks up the rest.
             let status = c.stop();

@@ -48,6 +48,16 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
     if from.is_some() || to.is_some() {
         spec.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
     }
+    if let Some(server) = crate::clickhouse::server(&args.clickhouse)? {
+        let probes: Vec<String> = args
+            .probe
+            .as_deref()
+            .map(|p| p.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+            .unwrap_or_default();
+        let engine = wirelog_clickhouse::query::run(&server, spec, &probes)
+            .map_err(|e| anyhow::anyhow!("clickhouse {}: {e}", server.url))?;
+        return print(engine, &args);
+    }
     if !args.store.is_dir() {
         bail!(
             "{}: no store here (write one with `wirelog read --store {}`)",
@@ -81,6 +91,11 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
     for w in &stats.warnings {
         eprintln!("wirelog: warning: {w}");
     }
+    print(engine, &args)
+}
+
+/// Renders the result in the chosen format (and says what --top left out).
+fn print(engine: Engine, args: &QueryArgs) -> Result<ExitCode> {
     let table = engine.finish();
     let format = match args.format {
         Some(OutputFormat::Table) => Format::Table,

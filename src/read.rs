@@ -51,7 +51,15 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     args.check()?;
     // Everything that can be wrong with the command is found before any
     // directory, lock, log header or file is created.
-    let out_cfg = OutputConfig { empty_tcp_note: args.probe.skip_empty_tcp, ..args.output.config() };
+    let mut out_cfg = OutputConfig { empty_tcp_note: args.probe.skip_empty_tcp, ..args.output.config() };
+    // ClickHouse rows name the capture files they came from (flows carry
+    // `file:IFID` like the store).
+    let files: Vec<String> = args
+        .captures
+        .iter()
+        .map(|p| p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned()))
+        .collect();
+    out_cfg.clickhouse = crate::clickhouse::sink_config(&args.output, &files.join(","))?;
     let probe_cfg = args.probe.config().map_err(|e| anyhow!(e))?;
     // --skip-empty-tcp is the filter capture attaches in the kernel, run
     // here with the user's own.
@@ -292,6 +300,14 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
 
     if let Some(e) = failed {
         return Err(e);
+    }
+    if let Some(c) = &summary.clickhouse {
+        if !args.quiet || c.dropped_rows + c.left_batches > 0 {
+            eprintln!("{}", c.text());
+        }
+        if c.dropped_rows > 0 {
+            return Ok(ExitCode::from(crate::output::EXIT_PARTIAL));
+        }
     }
     if let Some(t) = summary.space_text() {
         eprintln!("{t}");

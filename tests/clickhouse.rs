@@ -1,0 +1,595 @@
+//! `read --clickhouse` into a real ClickHouse engine (chdb behind
+//! tests/clickhouse/endpoint.py, one endpoint shared by this file, a data
+//! port and a database per test): what arrives equals the local store
+//! (`wirelog query`), every record exactly once through refusals, 500s in
+//! the middle of a batch, inserts applied but never answered, an outage, a
+//! SIGKILL with batches spooled and a restart; two probes into one database;
+//! `clickhouse init` upgrades or says what it cannot do.
+//!
+//! Needs python3 with chdb-core, lz4, clickhouse-cityhash (scripts/test.sh
+//! installs them). Without them the tests fail when
+//! WIRELOG_REQUIRE_ALL_TESTS=1 and are skipped (loudly) otherwise.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_wirelog");
+
+/// The endpoint process; it exits when our end of its stdin closes (this
+/// test process ends) and removes its data directory.
+struct Endpoint {
+    control: u16,
+    _stdin: Mutex<ChildStdin>,
+    _child: Mutex<Child>,
+}
+
+static ENDPOINT: OnceLock<Option<Endpoint>> = OnceLock::new();
+
+fn endpoint_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clickhouse/endpoint.py")
+}
+
+fn endpoint() -> Option<&'static Endpoint> {
+    ENDPOINT
+        .get_or_init(|| {
+            let ok = Command::new("python3")
+                .args(["-c", "import chdb, lz4, clickhouse_cityhash"])
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if !ok {
+                common::live::skip("python3 with chdb-core, lz4 and clickhouse-cityhash is missing (scripts/test.sh installs them)");
+                return None;
+            }
+            let mut child = Command::new("python3")
+                .arg(endpoint_script())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("start the endpoint");
+            let stdin = child.stdin.take().unwrap();
+            let mut line = String::new();
+            BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+            let control = line
+                .strip_prefix("control ")
+                .and_then(|p| p.trim().parse().ok())
+                .unwrap_or_else(|| panic!("endpoint said {line:?}"));
+            Some(Endpoint { control, _stdin: Mutex::new(stdin), _child: Mutex::new(child) })
+        })
+        .as_ref()
+}
+
+/// One HTTP request on loopback: (status, body).
+fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the endpoint");
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+/// A data port of its own and a database of its own for one test.
+struct Ch {
+    control: u16,
+    port: u16,
+    db: String,
+}
+
+impl Ch {
+    fn new(db: &str) -> Option<Ch> {
+        Ch::with_auth(db, "")
+    }
+
+    fn with_auth(db: &str, query: &str) -> Option<Ch> {
+        let e = endpoint()?;
+        let (st, port) = http(e.control, "GET", &format!("/port/new{query}"), "");
+        assert_eq!(st, 200);
+        Some(Ch { control: e.control, port: port.trim().parse().unwrap(), db: db.to_string() })
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn ctl(&self, cmd: &str) {
+        let (st, body) = http(self.control, "GET", &format!("/port/{}/{cmd}", self.port), "");
+        assert_eq!(st, 200, "{cmd}: {body}");
+    }
+
+    fn stats(&self) -> String {
+        http(self.control, "GET", &format!("/port/{}/stats", self.port), "").1
+    }
+
+    /// A statement run by the engine directly (not through the data port).
+    fn sql(&self, q: &str) -> String {
+        let (st, body) = http(self.control, "POST", &format!("/sql?database={}", self.db), q);
+        assert_eq!(st, 200, "{q}: {body}");
+        body
+    }
+
+    fn wirelog(&self, args: &[&str]) -> Output {
+        let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        all.extend(["--clickhouse".into(), self.url(), "--clickhouse-database".into(), self.db.clone()]);
+        Command::new(BIN).args(&all).output().expect("run wirelog")
+    }
+
+    fn init(&self) {
+        let o = self.wirelog(&["clickhouse", "init"]);
+        assert!(o.status.success(), "init: {}", String::from_utf8_lossy(&o.stderr));
+    }
+
+    /// Rows per probe: {table: count}.
+    fn counts(&self, probe: Option<&str>) -> BTreeMap<String, u64> {
+        let w = probe.map(|p| format!(" WHERE probe = '{p}'")).unwrap_or_default();
+        ["flows", "conns", "http", "mysql", "pgsql", "redis", "dns"]
+            .iter()
+            .map(|t| (t.to_string(), self.sql(&format!("SELECT count() FROM {t}{w}")).trim().parse().unwrap()))
+            .collect()
+    }
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wirelog-ch-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Small real captures of every protocol (Packetbeat's test captures).
+fn small_captures() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/packetbeat/pcaps");
+    let mut v: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
+        .map(|p| p.display().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+fn csv(text: &str) -> Vec<BTreeMap<String, String>> {
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().unwrap_or("").split(',').map(str::to_string).collect();
+    lines
+        .map(|l| {
+            // Quoted fields (fingerprints) may hold commas: numbers are last.
+            let mut vals: Vec<String> = Vec::new();
+            let mut cur = String::new();
+            let mut quoted = false;
+            for c in l.chars() {
+                match c {
+                    '"' => quoted = !quoted,
+                    ',' if !quoted => vals.push(std::mem::take(&mut cur)),
+                    c => cur.push(c),
+                }
+            }
+            vals.push(cur);
+            header.iter().cloned().zip(vals).collect()
+        })
+        .collect()
+}
+
+/// Totals of a kind in the local store, through `wirelog query` (every group).
+fn store_totals(store: &Path, kind: &str, cols: &[&str]) -> Vec<u64> {
+    let o = Command::new(BIN)
+        .args(["query", kind, "--store", store.to_str().unwrap(), "--format", "csv", "--top", "0"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "query {kind}: {}", String::from_utf8_lossy(&o.stderr));
+    let rows = csv(&String::from_utf8_lossy(&o.stdout));
+    cols.iter()
+        .map(|c| rows.iter().map(|r| r.get(*c).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)).sum())
+        .collect()
+}
+
+/// The same totals in ClickHouse.
+fn ch_totals(ch: &Ch, kind: &str, exprs: &[&str], probe: Option<&str>) -> Vec<u64> {
+    let w = probe.map(|p| format!(" WHERE probe = '{p}'")).unwrap_or_default();
+    let out = ch.sql(&format!("SELECT {} FROM {kind}{w}", exprs.join(", ")));
+    out.trim().split('\t').map(|v| v.parse().unwrap_or_else(|_| panic!("{kind}: {out:?}"))).collect()
+}
+
+/// Every table's count and sums in ClickHouse (for `probe`) equal the store's.
+fn assert_equals_store(ch: &Ch, store: &Path, probe: Option<&str>) {
+    let checks: &[(&str, &[&str], &[&str])] = &[
+        (
+            "flows",
+            &["conns", "pkts_out", "pkts_in", "bytes_out", "bytes_in"],
+            &["sum(conns)", "sum(pkts_out)", "sum(pkts_in)", "sum(bytes_out)", "sum(bytes_in)"],
+        ),
+        (
+            "conns",
+            &["conns", "orig_pkts", "resp_pkts", "orig_bytes", "resp_bytes"],
+            &["count()", "sum(orig_pkts)", "sum(resp_pkts)", "sum(ifNull(orig_bytes, 0))", "sum(ifNull(resp_bytes, 0))"],
+        ),
+    ];
+    for (kind, cols, exprs) in checks {
+        assert_eq!(ch_totals(ch, kind, exprs, probe), store_totals(store, kind, cols), "{kind} ({probe:?})");
+    }
+    for kind in ["http", "mysql", "pgsql", "redis", "dns"] {
+        assert_eq!(
+            ch_totals(ch, kind, &["count()", "sum(ifNull(request_bytes, 0))", "sum(ifNull(response_bytes, 0))"], probe),
+            store_totals(store, kind, &["count", "request_bytes", "response_bytes"]),
+            "{kind} ({probe:?})"
+        );
+    }
+    // Exactly once: no connection twice.
+    let w = probe.map(|p| format!(" WHERE probe = '{p}'")).unwrap_or_default();
+    let dup = ch.sql(&format!("SELECT count() - uniqExact(uid) FROM conns{w}"));
+    assert_eq!(dup.trim(), "0", "connections in ClickHouse more than once");
+}
+
+fn read_args<'a>(store: &'a str, probe: &'a str, spool: &'a str, caps: &'a [String]) -> Vec<&'a str> {
+    let mut a = vec!["read", "-q", "--store", store, "--probe-name", probe, "--spool-dir", spool];
+    a.extend(caps.iter().map(String::as_str));
+    a
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn read_into_clickhouse_equals_the_store() {
+    let Some(ch) = Ch::new("e2e") else { return };
+    let Some(mixed) = common::capture("gen_mixed.sh", "mixed.pcap") else { return };
+    ch.init();
+    let d = tmp("e2e");
+    let (store, spool) = (d.join("store"), d.join("spool"));
+    let mut caps = small_captures();
+    caps.push(mixed.display().to_string());
+    let mut args = read_args(store.to_str().unwrap(), "probe-a", spool.to_str().unwrap(), &caps);
+    // Small batches: many inserts, each with its own token.
+    args.extend(["--clickhouse-batch-rows", "5000"]);
+    let o = ch.wirelog(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_equals_store(&ch, &store, Some("probe-a"));
+    let counts = ch.counts(None);
+    for (t, n) in &counts {
+        assert!(*n > 0, "no {t} rows: {counts:?}");
+    }
+    // Identity: every row names the probe and where it came from.
+    assert_eq!(ch.sql("SELECT DISTINCT probe FROM conns").trim(), "probe-a");
+    let ifaces = ch.sql("SELECT DISTINCT iface FROM http ORDER BY iface");
+    assert!(ifaces.contains("mixed.pcap") && ifaces.contains("http_post.pcap"), "{ifaces}");
+    // Types the engine checked: addresses as IPv6, times as DateTime64.
+    let row = ch.sql("SELECT toTypeName(orig_h), toTypeName(ts), min(ts) > '2000-01-01' FROM conns GROUP BY 1, 2");
+    // (TabSeparated escapes the quotes.)
+    assert_eq!(row.trim(), "IPv6\tDateTime64(6, \\'UTC\\')\t1");
+    assert!(std::fs::read_dir(&spool).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().ends_with(".batch")));
+
+    // One query, two backends: the same answer, byte for byte.
+    let questions: &[&[&str]] = &[
+        &["flows"],
+        &["flows", "--by", "proto,dport", "--top", "0"],
+        &["flows", "--where", "dport = 443 or dport = 80", "--by", "sip,dip", "--top", "5"],
+        &["flows", "--where", "sip in 192.168.0.0/16 or (sip = ::1 and bytes > 10k)", "--by", "dip", "--sort", "packets"],
+        &["flows", "--every", "5m", "--by", "dport", "--top", "3"],
+        &["conns", "--by", "conn_state", "--top", "0"],
+        &["conns", "--where", "orig_bytes != 0 and not proto = udp", "--by", "resp_p", "--sort", "duration_p99"],
+        &["conns", "--where", "history ~ '^Sh' and duration > 100ms", "--by", "orig_h,resp_h"],
+        &["conns", "--where", "service = \"\"", "--every", "1m"],
+        &["conns", "--where", "host = 127.0.0.1 or net = fe80::/10", "--by", "proto"],
+        &["http", "--by", "host,status_code", "--top", "0"],
+        &["http", "--where", "status_code >= 400 or method = POST", "--by", "uri", "--sort", "p95"],
+        &["mysql", "--sort", "p99", "--top", "3"],
+        &["mysql", "--where", "error_code > 0", "--by", "error_code,fingerprint"],
+        &["pgsql"],
+        &["redis", "--by", "command", "--every", "1h"],
+        &["dns", "--where", "rcode_name != NOERROR", "--by", "query"],
+        &["dns", "--by", "qtype_name", "--from", "2000-01-01", "--to", "2100-01-01"],
+    ];
+    for q in questions {
+        let local = Command::new(BIN)
+            .arg("query")
+            .args(*q)
+            .args(["--format", "csv", "--store", store.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let mut args: Vec<&str> = vec!["query"];
+        args.extend(q.iter());
+        args.extend(["--format", "csv", "--probe", "probe-a"]);
+        let remote = ch.wirelog(&args);
+        assert!(local.status.success() && remote.status.success(), "{q:?}: {} / {}", stderr(&local), stderr(&remote));
+        assert_eq!(String::from_utf8_lossy(&remote.stdout), String::from_utf8_lossy(&local.stdout), "{q:?}");
+        assert!(String::from_utf8_lossy(&local.stdout).lines().count() >= 2, "{q:?} answered nothing: {}", String::from_utf8_lossy(&local.stdout));
+        assert_eq!(stderr(&remote), stderr(&local), "{q:?}");
+    }
+    // Another probe's name: nothing.
+    let o = ch.wirelog(&["query", "conns", "--format", "csv", "--probe", "nobody"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1, "{}", String::from_utf8_lossy(&o.stdout));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn refused_then_flushed_later_exactly_once() {
+    let Some(ch) = Ch::new("refused") else { return };
+    ch.init();
+    ch.ctl("down");
+    let d = tmp("refused");
+    let (store, spool) = (d.join("store"), d.join("spool"));
+    let caps = small_captures();
+    let mut args = read_args(store.to_str().unwrap(), "p", spool.to_str().unwrap(), &caps);
+    args.extend(["--clickhouse-drain", "1s", "--clickhouse-batch-rows", "50"]);
+    let o = ch.wirelog(&args);
+    // The local store is written whatever ClickHouse does; the run says
+    // what waits in the spool.
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("wait in the spool"), "{}", stderr(&o));
+    ch.ctl("up");
+    assert_eq!(ch.counts(None).values().sum::<u64>(), 0);
+    let o = ch.wirelog(&["clickhouse", "flush", "--spool-dir", spool.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_equals_store(&ch, &store, Some("p"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn failures_mid_batch_unanswered_inserts_and_an_outage_lose_and_double_nothing() {
+    let Some(ch) = Ch::new("faults") else { return };
+    ch.init();
+    // Two inserts fail half-way with a 500, then one is applied but never
+    // answered (the probe times out and sends it again: same token), one
+    // connection is dropped without an answer; then the port goes away for
+    // 3 s in the middle of the run.
+    ch.ctl("fault?mode=fail500&count=2");
+    ch.ctl("fault?mode=hang&count=1");
+    ch.ctl("fault?mode=drop&count=1");
+    let d = tmp("faults");
+    let (store, spool) = (d.join("store"), d.join("spool"));
+    let caps = small_captures();
+    let mut args = read_args(store.to_str().unwrap(), "p", spool.to_str().unwrap(), &caps);
+    args.extend(["--clickhouse-batch-rows", "20", "--clickhouse-timeout", "2s", "--clickhouse-drain", "60s"]);
+    let o = ch.wirelog(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_equals_store(&ch, &store, Some("p"));
+    let stats = ch.stats();
+    assert!(stats.contains("\"faults\": 4"), "{stats}");
+
+    // An outage: down for 3 s while a second probe runs; it retries with
+    // backoff and delivers everything when the server is back.
+    ch.ctl("down?secs=3");
+    let store2 = d.join("store2");
+    let spool2 = d.join("spool2");
+    let mut args = read_args(store2.to_str().unwrap(), "q", spool2.to_str().unwrap(), &caps);
+    args.extend(["--clickhouse-batch-rows", "20", "--clickhouse-drain", "60s"]);
+    let t = Instant::now();
+    let o = ch.wirelog(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(t.elapsed() >= Duration::from_secs(2), "the outage was not seen");
+    assert_equals_store(&ch, &store2, Some("q"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn sigkill_with_batches_spooled_then_restart_delivers_each_record_once() {
+    let Some(ch) = Ch::new("sigkill") else { return };
+    ch.init();
+    ch.ctl("down");
+    let d = tmp("sigkill");
+    let (store, spool) = (d.join("store"), d.join("spool"));
+    let caps = small_captures();
+    let mut args: Vec<String> = read_args(store.to_str().unwrap(), "p", spool.to_str().unwrap(), &caps)
+        .into_iter()
+        .map(String::from)
+        .collect();
+    args.extend(["--clickhouse-batch-rows", "30", "--clickhouse-drain", "120s"].map(String::from));
+    args.extend(["--clickhouse".into(), ch.url(), "--clickhouse-database".into(), ch.db.clone()]);
+    let mut child = Command::new(BIN).args(&args).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    // Wait until the run is draining (logs and store complete, every batch
+    // spooled), then kill it without a chance to clean up.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let t = Instant::now();
+    while !line.contains("batches wait for ClickHouse") {
+        line.clear();
+        if err.read_line(&mut line).unwrap() == 0 || t.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the run never waited for ClickHouse");
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let spooled = std::fs::read_dir(&spool)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".batch"))
+        .count();
+    assert!(spooled > 1, "{spooled} batches spooled");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Back, but the first insert is applied and never answered: the
+    // restarted probe sends it again with the token from the spool file.
+    ch.ctl("up");
+    ch.ctl("fault?mode=hang&count=1");
+    let o = ch.wirelog(&["clickhouse", "flush", "--spool-dir", spool.to_str().unwrap(), "--clickhouse-timeout", "2s"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("from an earlier run"), "{}", stderr(&o));
+    assert_equals_store(&ch, &store, Some("p"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn two_probes_into_one_database_per_probe_and_fleet_wide() {
+    let Some(ch) = Ch::with_auth("fleet", "?user=probe&password=s3cret") else { return };
+    let d = tmp("fleet");
+    // Wrong password: a clear error naming the server's complaint.
+    let o = Command::new(BIN)
+        .args(["clickhouse", "init", "--clickhouse", &ch.url(), "--clickhouse-database", "fleet", "--clickhouse-user", "probe"])
+        .env("WIRELOG_CLICKHOUSE_PASSWORD", "wrong")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("Authentication failed"), "{}", stderr(&o));
+    let pw = d.join("pw");
+    std::fs::write(&pw, "s3cret\n").unwrap();
+    let auth = ["--clickhouse-user", "probe", "--clickhouse-password-file", pw.to_str().unwrap()];
+    let mut init = vec!["clickhouse", "init"];
+    init.extend(auth);
+    let o = ch.wirelog(&init);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let caps = small_captures();
+    let (half_a, half_b) = caps.split_at(caps.len() / 2);
+    let run = |name: &str, caps: &[String]| {
+        let store = d.join(format!("store-{name}"));
+        let spool = d.join(format!("spool-{name}"));
+        let mut args: Vec<String> = read_args(store.to_str().unwrap(), name, spool.to_str().unwrap(), caps)
+            .into_iter()
+            .map(String::from)
+            .collect();
+        args.extend(auth.map(String::from));
+        args.extend(["--clickhouse".into(), ch.url(), "--clickhouse-database".into(), "fleet".into()]);
+        (Command::new(BIN).args(&args).stdout(Stdio::null()).spawn().unwrap(), store)
+    };
+    let (mut a, store_a) = run("alpha", half_a);
+    let (mut b, store_b) = run("beta", half_b);
+    assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
+    assert_equals_store(&ch, &store_a, Some("alpha"));
+    assert_equals_store(&ch, &store_b, Some("beta"));
+    let (ca, cb, all) = (ch.counts(Some("alpha")), ch.counts(Some("beta")), ch.counts(None));
+    for (t, n) in &all {
+        assert_eq!(*n, ca[t] + cb[t], "{t}");
+    }
+    // The same query per probe (= its own store) and fleet-wide.
+    let q = |extra: &[&str]| {
+        let mut a = vec!["query", "conns", "--by", "proto", "--format", "csv"];
+        a.extend(extra);
+        a.extend(auth);
+        let o = ch.wirelog(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let local = |store: &Path| {
+        let o = Command::new(BIN)
+            .args(["query", "conns", "--by", "proto", "--format", "csv", "--store", store.to_str().unwrap()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert_eq!(q(&["--probe", "alpha"]), local(&store_a));
+    assert_eq!(q(&["--probe", "beta"]), local(&store_b));
+    let fleet = csv(&q(&[]));
+    let total: u64 = fleet.iter().map(|r| r["conns"].parse::<u64>().unwrap()).sum();
+    assert_eq!(total, all["conns"]);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn init_upgrades_what_it_can_and_names_what_it_cannot() {
+    let Some(ch) = Ch::new("schema") else { return };
+    ch.init();
+    assert_eq!(ch.sql("SELECT max(version) FROM wirelog_schema").trim(), "1");
+    // A table with the deduplication window, partitioned by day, TTL on --retain.
+    let o = ch.wirelog(&["clickhouse", "init", "--retain", "30d"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ddl = ch.sql("SELECT create_table_query FROM system.tables WHERE database = 'schema' AND name = 'flows'");
+    for want in ["PARTITION BY toDate(bucket)", "non_replicated_deduplication_window = 10000", "TTL toDateTime(bucket) + toIntervalSecond(2592000)", "LowCardinality(String)", "CODEC(Delta(8), ZSTD(1))"] {
+        assert!(ddl.contains(want), "{want} not in {ddl}");
+    }
+    // A column gone missing is added back.
+    ch.sql("ALTER TABLE http DROP COLUMN user_agent");
+    let o = ch.wirelog(&["clickhouse", "init"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("1 missing columns added"), "{}", stderr(&o));
+    assert_eq!(ch.sql("SELECT count() FROM system.columns WHERE database = 'schema' AND table = 'http' AND name = 'user_agent'").trim(), "1");
+    // A column of another type, and a newer schema: said, nothing changed.
+    ch.sql("ALTER TABLE dns MODIFY COLUMN qtype Nullable(String)");
+    let o = ch.wirelog(&["clickhouse", "init"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("dns.qtype is Nullable(String), wirelog writes Nullable(UInt64)"), "{}", stderr(&o));
+    ch.sql("ALTER TABLE dns MODIFY COLUMN qtype Nullable(UInt64)");
+    ch.sql("INSERT INTO wirelog_schema (version, wirelog) VALUES (99, 'future')");
+    let o = ch.wirelog(&["clickhouse", "init"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("schema version 99"), "{}", stderr(&o));
+    // The cluster layout, as printed.
+    let o = ch.wirelog(&["clickhouse", "init", "--cluster", "fleet", "--print"]);
+    let ddl = String::from_utf8_lossy(&o.stdout);
+    assert!(ddl.contains("ReplicatedMergeTree") && ddl.contains("ENGINE = Distributed(`fleet`"), "{ddl}");
+}
+
+#[test]
+fn a_full_spool_drops_counts_and_says_so() {
+    let Some(ch) = Ch::new("full") else { return };
+    let Some(mixed) = common::capture("gen_mixed.sh", "mixed.pcap") else { return };
+    ch.init();
+    ch.ctl("down");
+    let d = tmp("full");
+    let (store, spool) = (d.join("store"), d.join("spool"));
+    let caps = [mixed.display().to_string()];
+    let mut args = read_args(store.to_str().unwrap(), "p", spool.to_str().unwrap(), &caps);
+    args.extend(["--spool-size", "1M", "--clickhouse-batch-rows", "1000", "--clickhouse-drain", "1s"]);
+    let o = ch.wirelog(&args);
+    let err = stderr(&o);
+    // The store is whole; ClickHouse's share is partial: exit code 3.
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("the spool is full (--spool-size)"), "{err}");
+    let dropped: u64 = err
+        .split("; ")
+        .find_map(|p| p.strip_suffix(" batches DROPPED (spool full)"))
+        .and_then(|p| p.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no dropped count in {err}"));
+    assert!(dropped > 0);
+    let size: u64 = std::fs::read_dir(&spool).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
+    assert!(size <= 1 << 20, "spool {size} bytes");
+    ch.ctl("up");
+    let o = ch.wirelog(&["clickhouse", "flush", "--spool-dir", spool.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // What arrived plus what was counted as dropped is everything the store holds.
+    let arrived: u64 = ch.counts(None).values().sum();
+    let o = Command::new(BIN).args(["store", "--store", store.to_str().unwrap()]).output().unwrap();
+    let listing = String::from_utf8_lossy(&o.stdout);
+    let local: u64 = listing
+        .lines()
+        .filter(|l| ["flows ", "conns ", "http ", "mysql ", "pgsql ", "redis ", "dns "].iter().any(|k| l.starts_with(k)))
+        .map(|l| l.split_whitespace().nth(3).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(arrived > 0, "nothing arrived");
+    assert_eq!(arrived + dropped, local, "{listing}\n{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Health rows while capturing (on the host's loopback, where the probe's
+/// own inserts to the endpoint are the traffic).
+#[test]
+fn capture_sends_health_rows() {
+    if !common::live::is_root() {
+        common::live::skip("live capture needs root");
+        return;
+    }
+    let Some(ch) = Ch::new("health") else { return };
+    ch.init();
+    let d = tmp("health");
+    let spool = d.join("spool");
+    let filter = format!("tcp port {}", ch.port);
+    let o = ch.wirelog(&[
+        "capture", "-i", "lo", "-q", "--duration", "4s", "--no-store", "--logs", d.join("logs").to_str().unwrap(),
+        "-f", &filter, "--probe-name", "h1", "--spool-dir", spool.to_str().unwrap(),
+        "--clickhouse-health-interval", "1s", "--clickhouse-batch-age", "1s",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = ch.sql("SELECT count(), countIf(rss_bytes > 1000000), sum(packets) > 0, max(interval_s), min(probe = 'h1' AND iface = 'lo') FROM health");
+    let f: Vec<&str> = rows.trim().split('\t').collect();
+    let n: u64 = f[0].parse().unwrap();
+    assert!(n >= 3, "{rows}");
+    assert_eq!(f[1].parse::<u64>().unwrap(), n, "{rows}");
+    assert_eq!(&f[2..], ["1", "1", "1"], "{rows}");
+    // Connections to the endpoint itself were recorded too, tagged with the interface.
+    assert!(ch.counts(Some("h1"))["conns"] > 0);
+    let _ = std::fs::remove_dir_all(&d);
+}
