@@ -65,10 +65,77 @@ pub enum Command {
     /// some records could not be written (counted; everything written is whole).
     #[command(verbatim_doc_comment)]
     Capture(CaptureArgs),
+    /// Serve the web UI, the HTTP API and Prometheus metrics over a store.
+    ///
+    /// Open http://127.0.0.1:9180/ in a browser. The API answers with the
+    /// engine of `wirelog query` (see README, "Web UI and API"). Listening on
+    /// an address other than loopback needs --token or --token-file.
+    ///
+    /// Examples:
+    ///   wirelog read samples/sample.pcap.gz && wirelog serve
+    ///   wirelog serve --store /var/lib/wirelog --listen 0.0.0.0:9180 --token-file /etc/wirelog/token
+    #[command(verbatim_doc_comment)]
+    Serve(ServeArgs),
     /// Show what a store holds: partitions, files, rows and bytes per kind,
     /// time range, the captures ingested and retention; `--check` reads
     /// every file back (exit 1 naming the bad ones).
     Store(StoreArgs),
+}
+
+/// Who may reach the server: `--token`/`--token-file` (shared by `serve`
+/// and `capture --listen/--metrics-listen`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct TokenArgs {
+    /// Require this token on every request (header `Authorization: Bearer
+    /// TOKEN`, or `?token=TOKEN` in a link); needed to listen on an address
+    /// other than loopback. At least 16 characters.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "token_file", help_heading = "Server")]
+    pub token: Option<String>,
+
+    /// Read the token from FILE (its first line), so it is not seen in `ps`.
+    #[arg(long, value_name = "FILE", help_heading = "Server")]
+    pub token_file: Option<PathBuf>,
+}
+
+impl TokenArgs {
+    pub fn token(&self) -> anyhow::Result<Option<String>> {
+        use anyhow::Context;
+        match (&self.token, &self.token_file) {
+            (Some(t), _) => Ok(Some(t.clone())),
+            (None, Some(f)) => {
+                let text = std::fs::read_to_string(f)
+                    .with_context(|| format!("--token-file {}: cannot read it", f.display()))?;
+                let t = text.lines().next().unwrap_or("").trim().to_string();
+                if t.is_empty() {
+                    anyhow::bail!("--token-file {}: the first line is empty", f.display());
+                }
+                Ok(Some(t))
+            }
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The store directory.
+    #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
+    pub store: PathBuf,
+
+    /// Address and port to listen on (port 0: any free port, printed on start).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9180", help_heading = "Server")]
+    pub listen: std::net::SocketAddr,
+
+    #[command(flatten)]
+    pub token: TokenArgs,
+
+    /// Abandon a query (HTTP 503) that runs longer than this.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration, help_heading = "Server")]
+    pub query_timeout: Duration,
+
+    /// Most rows one API answer may hold.
+    #[arg(long, value_name = "N", default_value_t = 10_000, help_heading = "Server")]
+    pub max_rows: usize,
 }
 
 #[derive(Args, Debug)]
