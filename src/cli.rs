@@ -643,6 +643,7 @@ impl CaptureArgs {
         }
         self.output.check()?;
         self.track.check()?;
+        self.serve.check()?;
         self.app.check()
     }
 }
@@ -729,6 +730,41 @@ pub struct CaptureArgs {
 
     #[command(flatten)]
     pub app: AppArgs,
+
+    #[command(flatten)]
+    pub serve: CaptureServeArgs,
+}
+
+/// `capture --listen` / `--metrics-listen`: the server of `wirelog serve`
+/// inside the running probe, on its own thread and runtime.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CaptureServeArgs {
+    /// Serve the web UI, the API (over this capture's store) and /metrics
+    /// with the capture's live counters on ADDR (e.g. 127.0.0.1:9180).
+    #[arg(long, value_name = "ADDR", help_heading = "Server")]
+    pub listen: Option<std::net::SocketAddr>,
+
+    /// Serve only Prometheus /metrics (the live counters) on ADDR.
+    #[arg(long, value_name = "ADDR", help_heading = "Server")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+
+    #[command(flatten)]
+    pub token: TokenArgs,
+}
+
+impl CaptureServeArgs {
+    pub fn check(&self) -> anyhow::Result<()> {
+        let token = self.token.token()?;
+        for (flag, addr) in [("--listen", self.listen), ("--metrics-listen", self.metrics_listen)] {
+            if let Some(a) = addr {
+                wirelog_serve::check_listen(&a, token.as_deref(), flag).map_err(|e| anyhow::anyhow!(e))?;
+            }
+        }
+        if self.listen.is_some() && self.listen == self.metrics_listen {
+            anyhow::bail!("--metrics-listen: the same address as --listen (which serves /metrics too)");
+        }
+        Ok(())
+    }
 }
 
 /// Parses `500M`, `10G`, `1T`, `4096` (bytes; K/M/G/T are powers of 1024).
