@@ -87,7 +87,8 @@ pub fn start_in_capture(
         let Some(addr) = addr else { continue };
         let s = wirelog_serve::start(Options {
             listen: addr,
-            store: if api { store.clone() } else { None },
+            // The metrics-only server reads the store's footers too (rows, files, bytes).
+            store: store.clone(),
             token: token.clone(),
             api,
             live: Some(live.clone()),

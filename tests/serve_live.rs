@@ -204,6 +204,8 @@ fn metrics_equal_the_stats_line_and_the_ui_shows_live_health() {
     assert_eq!(total(&metrics, "wirelog_records_dropped_total"), 0);
     assert!(metrics.keys().any(|(n, _)| n == "wirelog_build_info"));
     assert!(total(&metrics, "process_resident_memory_bytes") > 1 << 20);
+    // The capture's store, as far as it is written (the first flush is at exit or after 5 minutes).
+    assert!(metrics.contains_key(&("wirelog_store_rows".to_string(), "kind=\"conns\"".to_string())));
     // No address in any label.
     for (n, l) in metrics.keys() {
         assert!(!l.contains("127.0.0.1") && !l.contains("::"), "{n}{{{l}}} has an address label");

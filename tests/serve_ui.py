@@ -327,6 +327,13 @@ def main():
             lines = b.js("document.querySelectorAll('#h-pps polyline, #h-drops polyline').length")
             check(lines == 3, f"live health charts: {lines} lines")
         b.screenshot(f"{out}/ui-health.png")
+        # refresh=1 redraws by itself: the uptime moves without any navigation.
+        b.hash("view=health&refresh=1", "health with refresh")
+        up0 = b.js("document.querySelector('[data-figure=uptime] dd').textContent")
+        time.sleep(2.5)
+        b.wait_ready("health refreshed")
+        up1 = b.js("document.querySelector('[data-figure=uptime] dd').textContent")
+        check(up0 != up1, f"refresh=1 did not redraw: uptime {up0!r} then {up1!r}")
     finally:
         b.close()
     if FAILS:

@@ -259,8 +259,10 @@ async function healthView(s, main) {
 
 // --- render loop ---
 let generation = 0;
+let lastRender = Date.now();
 async function render() {
   const g = ++generation;
+  lastRender = Date.now();
   const s = state();
   const view = s.view || "overview";
   document.body.dataset.ready = "0";
@@ -286,4 +288,11 @@ async function render() {
 
 window.addEventListener("hashchange", render);
 render();
-if (state().refresh) setInterval(render, Number(state().refresh) * 1e3);
+// `refresh=N` in the hash: redraw every N seconds, with the store's extent read again.
+setInterval(() => {
+  const every = Number(state().refresh || 0) * 1e3;
+  if (every > 0 && Date.now() - lastRender >= every && document.body.dataset.ready === "1") {
+    extent = null;
+    render();
+  }
+}, 500);
