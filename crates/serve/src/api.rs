@@ -255,6 +255,16 @@ fn store_dir(state: &State) -> Result<PathBuf, ApiError> {
 
 /// Runs one query on a blocking thread, within the limits.
 pub(crate) async fn run(state: &Arc<State>, spec: QuerySpec) -> Result<ResultTable, ApiError> {
+    run_by(state, spec, Instant::now() + state.opts.limits.timeout).await
+}
+
+/// Like [`run`], for a request that runs several queries: they share one
+/// deadline, so the request as a whole keeps the time limit.
+pub(crate) async fn run_by(
+    state: &Arc<State>,
+    spec: QuerySpec,
+    deadline: Instant,
+) -> Result<ResultTable, ApiError> {
     let dir = store_dir(state)?;
     let limits = state.opts.limits;
     let _permit = state.gate.acquire().await.map_err(|_| {
@@ -264,14 +274,19 @@ pub(crate) async fn run(state: &Arc<State>, spec: QuerySpec) -> Result<ResultTab
             "the server is stopping",
         )
     })?;
-    tokio::task::spawn_blocking(move || execute(&dir, spec, limits))
+    tokio::task::spawn_blocking(move || execute(&dir, spec, limits, deadline))
         .await
         .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "the query failed"))?
 }
 
 /// What `wirelog query` does: prune by time and ranges, read only the
 /// needed columns, feed the engine; abandoned past the time or memory limit.
-fn execute(dir: &Path, spec: QuerySpec, limits: Limits) -> Result<ResultTable, ApiError> {
+fn execute(
+    dir: &Path,
+    spec: QuerySpec,
+    limits: Limits,
+    deadline: Instant,
+) -> Result<ResultTable, ApiError> {
     let (from, to) = match spec.time_range {
         Some((f, t)) => ((f != i64::MIN).then_some(f), (t != i64::MAX).then_some(t)),
         None => (None, None),
@@ -284,7 +299,6 @@ fn execute(dir: &Path, spec: QuerySpec, limits: Limits) -> Result<ResultTable, A
         scan = scan.range(col, lo, hi);
     }
     let mut engine = Engine::new(spec).map_err(ApiError::query)?;
-    let deadline = Instant::now() + limits.timeout;
     let mut problem = None;
     if !dir.join(kind.as_str()).is_dir() {
         return Ok(engine.finish());
@@ -535,6 +549,7 @@ async fn sequence(
         ));
     }
     let max = state.opts.limits.max_rows;
+    let deadline = Instant::now() + state.opts.limits.timeout;
     let mut conn = Value::Null;
     let mut calls: Vec<Value> = Vec::new();
     for kind in std::iter::once(Kind::Conns).chain(Kind::TX) {
@@ -547,7 +562,7 @@ async fn sequence(
             None,
         )
         .map_err(ApiError::query)?;
-        let t = run(&state, spec).await?;
+        let t = run_by(&state, spec, deadline).await?;
         for r in &t.rows {
             let mut v: Value = serde_json::from_str(&json_row(&t, r)).unwrap_or(Value::Null);
             if kind == Kind::Conns {
@@ -576,6 +591,7 @@ async fn service_map(
     let range = (from.is_some() || to.is_some())
         .then(|| (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
     let mut tables = Vec::new();
+    let deadline = Instant::now() + state.opts.limits.timeout;
     for kind in std::iter::once(Kind::Conns).chain(Kind::TX) {
         let by = if kind == Kind::Conns {
             "orig_h,resp_h,resp_p,service"
@@ -590,7 +606,7 @@ async fn service_map(
         let mut spec = parse_query(kind, None, Some(by), Some(sort), Some(top), None)
             .map_err(ApiError::query)?;
         spec.time_range = range;
-        let t = run(&state, spec).await?;
+        let t = run_by(&state, spec, deadline).await?;
         tables.push(t);
     }
     Ok(json_response(map::build(&tables).to_string()))
@@ -619,4 +635,66 @@ async fn health_now(AxState(state): AxState<Arc<State>>) -> Response {
         .await
         .unwrap_or(Value::Null);
     json_response(body.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelog_store::synth::FlowGen;
+    use wirelog_store::StoreOptions;
+
+    fn flows_store(tag: &str, buckets: usize) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("wirelog-serve-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut st = Store::open(&dir, StoreOptions::default()).unwrap();
+        let mut g = FlowGen::new(7, 1000, 1_700_000_000_000_000_000);
+        for _ in 0..buckets {
+            st.append_flows(&g.bucket(20_000)).unwrap();
+        }
+        st.flush().unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_query_past_its_deadline_is_stopped_with_503() {
+        let dir = flows_store("limits", 20);
+        let spec = parse_query(Kind::Flows, None, Some("sip,dip"), None, Some(10), None).unwrap();
+        let limits = Limits::default();
+        let done = execute(
+            &dir,
+            spec.clone(),
+            limits,
+            Instant::now() + Duration::from_secs(60),
+        )
+        .unwrap();
+        assert!(done.rows_scanned >= 400_000, "{}", done.rows_scanned);
+        let e = execute(&dir, spec, limits, Instant::now()).unwrap_err();
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(e.message.contains("longer than 10 s"), "{}", e.message);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn params_name_what_is_wrong() {
+        let raw = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let e = Params::new(raw(&[("kind", "x"), ("kind", "y")]), &["kind"])
+            .err()
+            .unwrap();
+        assert_eq!(e.parameter.as_deref(), Some("kind"));
+        let p = Params::new(
+            raw(&[("kind", "conns"), ("top", "12"), ("token", "ignored")]),
+            &["kind", "top"],
+        )
+        .unwrap();
+        assert_eq!(p.kind().unwrap(), Kind::Conns);
+        assert_eq!(
+            p.usize("top", 10).err().unwrap().parameter.as_deref(),
+            Some("top")
+        );
+        assert_eq!(p.usize("top", 100).unwrap(), Some(12));
+    }
 }
