@@ -170,6 +170,9 @@ fn metrics_equal_the_stats_line_and_the_ui_shows_live_health() {
         .status()
         .unwrap();
     assert!(status.success(), "UI checks on the live capture failed");
+    if std::env::var_os("WIRELOG_UPDATE_DOCS").is_some() {
+        std::fs::copy(ui_out.join("ui-health.png"), root.join("docs/ui-live-health.png")).unwrap();
+    }
     let health: serde_json::Value = serde_json::from_str(&ns.get("http://127.0.0.1:9180/api/health").unwrap()).unwrap();
     assert_eq!(health["live"]["workers"].as_array().unwrap().len(), 2);
 

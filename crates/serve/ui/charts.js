@@ -186,7 +186,7 @@ export function serviceMap(host, nodes, edges, onEdge) {
 // Calls of one connection as a sequence diagram: client and server
 // lifelines, each call an arrow down and its answer back, at its time.
 export function sequence(host, conn, calls) {
-  const W = 1000, top = 50, rowH = 44;
+  const W = 1000, top = 56, rowH = 58;
   const H = top + calls.length * rowH + 20;
   const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "sequence", id: "sequence-svg" },
     el("defs", {}, el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto-start-reverse" }, el("path", { d: "M 0 0 L 10 5 L 0 10 z" }))));
@@ -203,8 +203,8 @@ export function sequence(host, conn, calls) {
     const answer = c.status_code ?? c.rcode_name ?? c.status;
     svg.append(el("line", { x1: cx, x2: sx, y1: y, y2: y, class: "call", "marker-end": "url(#arrow)" }));
     svg.append(el("text", { x: (cx + sx) / 2, y: y - 4, "text-anchor": "middle", class: "call-label", text: `${c.ts.slice(11, 26)}  ${what}`.slice(0, 90) }));
-    svg.append(el("line", { x1: sx, x2: cx, y1: y + 16, y2: y + 16, class: `reply ${c.status === "error" ? "error" : ""}`, "marker-end": "url(#arrow)" }));
-    svg.append(el("text", { x: (cx + sx) / 2, y: y + 28, "text-anchor": "middle", class: "reply-label", "data-latency": c.latency, text: `${answer} in ${fmtSecs(c.latency)}` }));
+    svg.append(el("line", { x1: sx, x2: cx, y1: y + 18, y2: y + 18, class: `reply ${c.status === "error" ? "error" : ""}`, "marker-end": "url(#arrow)" }));
+    svg.append(el("text", { x: (cx + sx) / 2, y: y + 31, "text-anchor": "middle", class: "reply-label", "data-latency": c.latency, text: `${answer} in ${fmtSecs(c.latency)}` }));
   });
   host.replaceChildren(svg);
 }
