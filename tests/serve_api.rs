@@ -1,7 +1,7 @@
 //! `wirelog serve`'s API against `wirelog query` on stores built by `wirelog
 //! read` from real captures: the demo capture (samples/sample.pcap.gz:
 //! HTTP, DNS, MySQL over loopback) plus Packetbeat's pgsql_extended_query.pcap
-//! and redis_one_transaction.pcap (shared testdata), so every kind has rows.
+//! and redis_one_transaction.pcap (../shared/testdata/packetbeat), so every kind has rows.
 //! The same question asked both ways must give the same rows; bad parameters
 //! give 400 naming the parameter; the token is required off loopback.
 
@@ -16,7 +16,7 @@ use serde_json::Value;
 
 fn captures() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let pb = Path::new("/work/shared/testdata/packetbeat/pcaps");
+    let pb = root.join("../shared/testdata/packetbeat/pcaps");
     vec![
         root.join("samples/sample.pcap.gz"),
         pb.join("pgsql_extended_query.pcap"),
