@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 
 PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       # the servers and clients of tests/capture_servers.rs
-      nginx wrk curl mariadb-server mariadb-client sysbench dnsmasq-base dnsutils)
+      nginx wrk curl mariadb-server mariadb-client sysbench dnsmasq-base dnsutils
+      # the browser of tests/serve_ui.rs (headless, driven over its DevTools pipe)
+      chromium)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

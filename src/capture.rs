@@ -136,11 +136,14 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     drop_privileges(args.user.as_deref(), &owned_paths, resolver.as_mut())?;
 
     let names: Vec<String> = ifaces.iter().map(|i| i.name.clone()).collect();
-    let mut counters: Vec<Arc<WorkerCounters>> = Vec::new();
+    let counters: Vec<Arc<WorkerCounters>> = (0..args.workers).map(|_| Arc::default()).collect();
+    // --listen / --metrics-listen: bound before any worker starts, so a taken
+    // port fails cleanly; they only read the counters.
+    let store_dir = (!args.output.no_store).then(|| args.output.store.clone());
+    let servers = crate::serve::start_in_capture(&args.serve, store_dir, &counters, &names, &dropped)?;
     let mut workers: Vec<JoinHandle<Result<WorkerEnd>>> = Vec::new();
     for (id, rings) in worker_rings.into_iter().enumerate() {
-        let c = Arc::new(WorkerCounters::default());
-        counters.push(c.clone());
+        let c = counters[id].clone();
         let mut probe = Probe::new(ProbeConfig {
             track: TrackerConfig {
                 // Distinct uid streams per worker when seeded.

@@ -69,6 +69,17 @@ pub enum Command {
     /// (counted; everything written is whole).
     #[command(verbatim_doc_comment)]
     Capture(CaptureArgs),
+    /// Serve the web UI, the HTTP API and Prometheus metrics over a store.
+    ///
+    /// Open http://127.0.0.1:9180/ in a browser. The API answers with the
+    /// engine of `wirelog query` (see README, "Web UI and API"). Listening on
+    /// an address other than loopback needs --token or --token-file.
+    ///
+    /// Examples:
+    ///   wirelog read samples/sample.pcap.gz && wirelog serve
+    ///   wirelog serve --store /var/lib/wirelog --listen 0.0.0.0:9180 --token-file /etc/wirelog/token
+    #[command(verbatim_doc_comment)]
+    Serve(ServeArgs),
     /// Show what a store holds: partitions, files, rows and bytes per kind,
     /// time range, the captures ingested and retention; `--check` reads
     /// every file back (exit 1 naming the bad ones).
@@ -191,6 +202,62 @@ pub struct ClickhouseSinkArgs {
     /// parse quality) this often.
     #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
     pub clickhouse_health_interval: Duration,
+}
+
+/// Who may reach the server: `--token`/`--token-file` (shared by `serve`
+/// and `capture --listen/--metrics-listen`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct TokenArgs {
+    /// Require this token on every request (header `Authorization: Bearer
+    /// TOKEN`, or `?token=TOKEN` in a link); needed to listen on an address
+    /// other than loopback. At least 16 characters.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "token_file", help_heading = "Server")]
+    pub token: Option<String>,
+
+    /// Read the token from FILE (its first line), so it is not seen in `ps`.
+    #[arg(long, value_name = "FILE", help_heading = "Server")]
+    pub token_file: Option<PathBuf>,
+}
+
+impl TokenArgs {
+    pub fn token(&self) -> anyhow::Result<Option<String>> {
+        use anyhow::Context;
+        match (&self.token, &self.token_file) {
+            (Some(t), _) => Ok(Some(t.clone())),
+            (None, Some(f)) => {
+                let text = std::fs::read_to_string(f)
+                    .with_context(|| format!("--token-file {}: cannot read it", f.display()))?;
+                let t = text.lines().next().unwrap_or("").trim().to_string();
+                if t.is_empty() {
+                    anyhow::bail!("--token-file {}: the first line is empty", f.display());
+                }
+                Ok(Some(t))
+            }
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The store directory.
+    #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
+    pub store: PathBuf,
+
+    /// Address and port to listen on (port 0: any free port, printed on start).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9180", help_heading = "Server")]
+    pub listen: std::net::SocketAddr,
+
+    #[command(flatten)]
+    pub token: TokenArgs,
+
+    /// Abandon a query (HTTP 503) that runs longer than this.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration, help_heading = "Server")]
+    pub query_timeout: Duration,
+
+    /// Most rows one API answer may hold.
+    #[arg(long, value_name = "N", default_value_t = 10_000, help_heading = "Server")]
+    pub max_rows: usize,
 }
 
 #[derive(Args, Debug)]
@@ -757,7 +824,8 @@ impl CaptureArgs {
             limits::duration_in_range("--duration", d, Duration::from_millis(1), Duration::from_secs(100 * 365 * 86400))?;
         }
         self.output.check()?;
-        self.probe.check()
+        self.probe.check()?;
+        self.serve.check()
     }
 }
 
@@ -830,6 +898,41 @@ pub struct CaptureArgs {
 
     #[command(flatten)]
     pub probe: ProbeArgs,
+
+    #[command(flatten)]
+    pub serve: CaptureServeArgs,
+}
+
+/// `capture --listen` / `--metrics-listen`: the server of `wirelog serve`
+/// inside the running probe, on its own thread and runtime.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CaptureServeArgs {
+    /// Serve the web UI, the API (over this capture's store) and /metrics
+    /// with the capture's live counters on ADDR (e.g. 127.0.0.1:9180).
+    #[arg(long, value_name = "ADDR", help_heading = "Server")]
+    pub listen: Option<std::net::SocketAddr>,
+
+    /// Serve only Prometheus /metrics (the live counters) on ADDR.
+    #[arg(long, value_name = "ADDR", help_heading = "Server")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+
+    #[command(flatten)]
+    pub token: TokenArgs,
+}
+
+impl CaptureServeArgs {
+    pub fn check(&self) -> anyhow::Result<()> {
+        let token = self.token.token()?;
+        for (flag, addr) in [("--listen", self.listen), ("--metrics-listen", self.metrics_listen)] {
+            if let Some(a) = addr {
+                wirelog_serve::check_listen(&a, token.as_deref(), flag).map_err(|e| anyhow::anyhow!(e))?;
+            }
+        }
+        if self.listen.is_some() && self.listen == self.metrics_listen {
+            anyhow::bail!("--metrics-listen: the same address as --listen (which serves /metrics too)");
+        }
+        Ok(())
+    }
 }
 
 /// Parses `500M`, `10G`, `1T`, `4096` (bytes; K/M/G/T are powers of 1024).

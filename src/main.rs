@@ -13,6 +13,7 @@ mod output;
 mod progress;
 mod query;
 mod read;
+mod serve;
 mod store;
 
 use std::process::ExitCode;
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
         cli::Command::Read(opts) => read::run(opts),
         cli::Command::Query(opts) => query::run(opts),
         cli::Command::Capture(opts) => capture::run(opts),
+        cli::Command::Serve(opts) => serve::run(opts),
         cli::Command::Store(opts) => store::run(opts),
         cli::Command::Clickhouse(cmd) => clickhouse::run(cmd),
     };

@@ -5,6 +5,7 @@
 
 pub mod live;
 pub mod lo;
+pub mod serve;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -371,25 +371,41 @@ fn render_json(t: &ResultTable, out: &mut dyn Write) -> io::Result<()> {
     }
     writeln!(out, "[")?;
     for (i, r) in t.rows.iter().enumerate() {
-        let cells = row_cells(t, r, Style::Raw);
-        let fields: Vec<String> = head
-            .iter()
-            .zip(&cells)
-            .map(|(h, c)| {
-                let v = if c.null {
-                    "null".to_string()
-                } else if c.bare {
-                    c.text.clone()
-                } else {
-                    json_string(&c.text)
-                };
-                format!("{}:{v}", json_string(&h.0))
-            })
-            .collect();
         let sep = if i + 1 < t.rows.len() { "," } else { "" };
-        writeln!(out, "{{{}}}{sep}", fields.join(","))?;
+        writeln!(out, "{}{sep}", json_object(t, &head, r))?;
     }
     writeln!(out, "]")
+}
+
+fn json_object(t: &ResultTable, head: &[(String, bool)], r: &Row) -> String {
+    let cells = row_cells(t, r, Style::Raw);
+    let fields: Vec<String> = head
+        .iter()
+        .zip(&cells)
+        .map(|(h, c)| {
+            let v = if c.null {
+                "null".to_string()
+            } else if c.bare {
+                c.text.clone()
+            } else {
+                json_string(&c.text)
+            };
+            format!("{}:{v}", json_string(&h.0))
+        })
+        .collect();
+    format!("{{{}}}", fields.join(","))
+}
+
+/// The column names of `table` as CSV and JSON write them, in order (also
+/// when there are no rows).
+pub fn columns(table: &ResultTable) -> Vec<String> {
+    header(table, Style::Raw).into_iter().map(|h| h.0).collect()
+}
+
+/// One row as the JSON object [`render`] writes for it with
+/// [`Format::Json`] (the HTTP API answers in the same words as the CLI).
+pub fn json_row(table: &ResultTable, row: &Row) -> String {
+    json_object(table, &header(table, Style::Raw), row)
 }
 
 #[cfg(test)]

@@ -1,0 +1,700 @@
+//! The JSON API: one endpoint per question, each answered by the query
+//! engine of `wirelog query` over the store.
+//!
+//! | endpoint | answer |
+//! |---|---|
+//! | `/api/query?kind=&where=&by=&sort=&top=&every=&from=&to=` | `wirelog query`'s rows, plus `other` (the groups `top` left out, summed) and `total` |
+//! | `/api/records?kind=&where=&from=&to=&limit=` | the records behind a chart (grouped by every field that tells records apart), by time |
+//! | `/api/sequence?uid=` | the connection and its transactions, in order, with their timing |
+//! | `/api/map?from=&to=` | service map: nodes (hosts, services) and edges (calls per protocol) |
+//! | `/api/extent` | per kind: rows, files, bytes, first and last time |
+//! | `/api/health` | the process (and a live capture's counters), now and over time |
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Query, State as AxState};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde_json::{json, Value};
+use wirelog_query::render::{columns, json_row};
+use wirelog_query::{
+    parse_query, parse_time_arg, Engine, KeyValue, QueryError, QuerySpec, ResultTable, Row,
+};
+use wirelog_store::{Kind, Scan, Store, StoreError};
+
+use crate::health::Sample;
+use crate::{auth, health, map, metrics, ui, Limits, Options};
+
+/// Engine memory one query may hold (group table and histograms).
+const MAX_QUERY_BYTES: usize = 256 << 20;
+
+pub(crate) struct State {
+    pub opts: Options,
+    pub token: Option<Vec<u8>>,
+    pub started: Instant,
+    pub history: Mutex<VecDeque<Sample>>,
+    gate: tokio::sync::Semaphore,
+    extent: Mutex<Option<(Instant, Arc<Vec<health::KindExtent>>)>>,
+}
+
+impl State {
+    pub fn new(opts: Options) -> State {
+        State {
+            token: opts.token.as_ref().map(|t| t.as_bytes().to_vec()),
+            opts,
+            started: Instant::now(),
+            history: Mutex::new(VecDeque::new()),
+            gate: tokio::sync::Semaphore::new(crate::QUERY_THREADS),
+            extent: Mutex::new(None),
+        }
+    }
+
+    /// The store's extent, read from the files' footers at most every 5 s.
+    pub fn extent(&self) -> Arc<Vec<health::KindExtent>> {
+        let mut g = self.extent.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, e)) = g.as_ref() {
+            if at.elapsed() < Duration::from_secs(5) {
+                return e.clone();
+            }
+        }
+        let e = Arc::new(match &self.opts.store {
+            Some(dir) => health::extent(dir),
+            None => Vec::new(),
+        });
+        *g = Some((Instant::now(), e.clone()));
+        e
+    }
+}
+
+pub(crate) fn router(state: Arc<State>) -> Router {
+    let mut r = Router::new().route("/metrics", get(metrics::handler));
+    if state.opts.api {
+        r = r
+            .route("/api/query", get(query))
+            .route("/api/records", get(records))
+            .route("/api/sequence", get(sequence))
+            .route("/api/map", get(service_map))
+            .route("/api/extent", get(extent))
+            .route("/api/health", get(health_now))
+            .route("/", get(ui::index))
+            .route("/ui/{file}", get(ui::asset));
+    }
+    r.fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::check,
+        ))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        None,
+        "no such endpoint (see /api/... in the README)",
+    )
+}
+
+/// A refused request: the status, the parameter at fault, and why.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    parameter: Option<String>,
+    message: String,
+}
+
+impl ApiError {
+    pub fn new(
+        status: StatusCode,
+        parameter: Option<&str>,
+        message: impl Into<String>,
+    ) -> ApiError {
+        ApiError {
+            status,
+            parameter: parameter.map(str::to_string),
+            message: message.into(),
+        }
+    }
+
+    pub fn bad(parameter: &str, message: impl Into<String>) -> ApiError {
+        let m = message.into();
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            Some(parameter),
+            format!("parameter '{parameter}': {m}"),
+        )
+    }
+
+    fn query(e: QueryError) -> ApiError {
+        let p = e.flag.trim_start_matches('-');
+        let mut a = ApiError::bad(p, e.to_string());
+        a.parameter = Some(p.to_string());
+        a
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": self.message, "parameter": self.parameter});
+        (
+            self.status,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response()
+    }
+}
+
+pub(crate) fn json_response(body: String) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The query string, each name once, only names the endpoint knows.
+pub(crate) struct Params(HashMap<String, String>);
+
+impl Params {
+    fn new(raw: Vec<(String, String)>, known: &[&str]) -> Result<Params, ApiError> {
+        let mut m = HashMap::new();
+        for (k, v) in raw {
+            if k == "token" {
+                continue;
+            }
+            if !known.contains(&k.as_str()) {
+                return Err(ApiError::bad(
+                    &k,
+                    format!("unknown; this endpoint takes {}", known.join(", ")),
+                ));
+            }
+            if m.insert(k.clone(), v).is_some() {
+                return Err(ApiError::bad(&k, "given twice"));
+            }
+        }
+        Ok(Params(m))
+    }
+
+    fn get(&self, k: &str) -> Option<&str> {
+        self.0
+            .get(k)
+            .map(String::as_str)
+            .filter(|s| !s.trim().is_empty())
+    }
+
+    fn kind(&self) -> Result<Kind, ApiError> {
+        let k = self.get("kind").ok_or_else(|| {
+            ApiError::bad(
+                "kind",
+                "missing; one of flows, conns, http, mysql, pgsql, redis, dns",
+            )
+        })?;
+        Kind::from_name(k).ok_or_else(|| {
+            ApiError::bad(
+                "kind",
+                format!("'{k}' is not one of flows, conns, http, mysql, pgsql, redis, dns"),
+            )
+        })
+    }
+
+    fn usize(&self, k: &str, max: usize) -> Result<Option<usize>, ApiError> {
+        match self.get(k) {
+            None => Ok(None),
+            Some(s) => match s.trim().parse::<usize>() {
+                Ok(n) if n <= max => Ok(Some(n)),
+                Ok(_) => Err(ApiError::bad(k, format!("at most {max}"))),
+                Err(_) => Err(ApiError::bad(k, format!("'{s}' is not a whole number"))),
+            },
+        }
+    }
+
+    /// `from`/`to` as ns: the times `wirelog query --from/--to` takes.
+    fn range(&self) -> Result<(Option<i64>, Option<i64>), ApiError> {
+        let now = now_ns();
+        let t = |k: &'static str, flag: &'static str| {
+            self.get(k)
+                .map(|s| parse_time_arg(flag, s, now))
+                .transpose()
+                .map_err(ApiError::query)
+        };
+        let (from, to) = (t("from", "--from")?, t("to", "--to")?);
+        if let (Some(f), Some(t)) = (from, to) {
+            if f >= t {
+                return Err(ApiError::bad("from", "must be before 'to'"));
+            }
+        }
+        Ok((from, to))
+    }
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+fn store_dir(state: &State) -> Result<PathBuf, ApiError> {
+    state.opts.store.clone().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            None,
+            "this server has no store (capture --no-store)",
+        )
+    })
+}
+
+/// Runs one query on a blocking thread, within the limits.
+pub(crate) async fn run(state: &Arc<State>, spec: QuerySpec) -> Result<ResultTable, ApiError> {
+    run_by(state, spec, Instant::now() + state.opts.limits.timeout).await
+}
+
+/// Like [`run`], for a request that runs several queries: they share one
+/// deadline, so the request as a whole keeps the time limit.
+pub(crate) async fn run_by(
+    state: &Arc<State>,
+    spec: QuerySpec,
+    deadline: Instant,
+) -> Result<ResultTable, ApiError> {
+    let dir = store_dir(state)?;
+    let limits = state.opts.limits;
+    let _permit = state.gate.acquire().await.map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            None,
+            "the server is stopping",
+        )
+    })?;
+    tokio::task::spawn_blocking(move || execute(&dir, spec, limits, deadline))
+        .await
+        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "the query failed"))?
+}
+
+/// What `wirelog query` does: prune by time and ranges, read only the
+/// needed columns, feed the engine; abandoned past the time or memory limit.
+fn execute(
+    dir: &Path,
+    spec: QuerySpec,
+    limits: Limits,
+    deadline: Instant,
+) -> Result<ResultTable, ApiError> {
+    let (from, to) = match spec.time_range {
+        Some((f, t)) => ((f != i64::MIN).then_some(f), (t != i64::MAX).then_some(t)),
+        None => (None, None),
+    };
+    let kind = spec.kind;
+    let mut scan = Scan::new(kind)
+        .columns(&spec.needed_columns())
+        .time(from, to);
+    for (col, lo, hi) in spec.numeric_ranges() {
+        scan = scan.range(col, lo, hi);
+    }
+    let mut engine = Engine::new(spec).map_err(ApiError::query)?;
+    let mut problem = None;
+    if !dir.join(kind.as_str()).is_dir() {
+        return Ok(engine.finish());
+    }
+    let res = Store::scan_ref(dir, &scan, |batch| {
+        if let Err(e) = engine.consume(batch) {
+            problem = Some(e.to_string());
+            return Err(StoreError::Callback("schema".into()));
+        }
+        if Instant::now() > deadline {
+            return Err(StoreError::Callback("time".into()));
+        }
+        if engine.heap_bytes() > MAX_QUERY_BYTES {
+            return Err(StoreError::Callback("memory".into()));
+        }
+        Ok(())
+    });
+    match res {
+        Ok(_) => Ok(engine.finish()),
+        Err(StoreError::Callback(why)) if why == "time" => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            None,
+            format!(
+                "the query ran longer than {} s and was stopped; narrow 'from'/'to' or 'where'",
+                limits.timeout.as_secs_f64()
+            ),
+        )),
+        Err(StoreError::Callback(why)) if why == "memory" => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            None,
+            format!(
+                "the query needed more than {} MiB of groups and was stopped; group by fewer fields or narrow 'where'",
+                MAX_QUERY_BYTES >> 20
+            ),
+        )),
+        Err(StoreError::Callback(_)) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            None,
+            format!("{}: {}", dir.display(), problem.unwrap_or_default()),
+        )),
+        Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, format!("cannot read the store: {e}"))),
+    }
+}
+
+/// A table holding `rows`, for rendering a summary row without `time`.
+fn plain(t: &ResultTable) -> ResultTable {
+    ResultTable {
+        kind: t.kind,
+        by: t.by.clone(),
+        every_ns: None,
+        percentiles: t.percentiles,
+        sort: t.sort,
+        rows: Vec::new(),
+        total: t.total,
+        groups: t.groups,
+        rows_scanned: t.rows_scanned,
+        rows_matched: t.rows_matched,
+    }
+}
+
+fn summary_row(t: &ResultTable, acc: wirelog_query::Acc) -> Row {
+    Row {
+        time: None,
+        key: vec![KeyValue::Null; t.by.len()],
+        acc,
+        duration: None,
+        avg: None,
+    }
+}
+
+/// The envelope: `columns`, `rows` (the objects of `wirelog query --format
+/// json`), `other` (sums of the groups `top` left out; not for time series),
+/// `total`, and the counts.
+pub(crate) fn table_json(t: &ResultTable, truncated: bool, started: Instant) -> String {
+    let rows: Vec<String> = t.rows.iter().map(|r| json_row(t, r)).collect();
+    let p = plain(t);
+    let total = json_row(&p, &summary_row(t, t.total));
+    let other = if t.every_ns.is_none() && t.rows.len() < t.groups {
+        let mut shown = wirelog_query::Acc::default();
+        for r in &t.rows {
+            shown.bytes_out += r.acc.bytes_out;
+            shown.bytes_in += r.acc.bytes_in;
+            shown.pkts_out += r.acc.pkts_out;
+            shown.pkts_in += r.acc.pkts_in;
+            shown.conns += r.acc.conns;
+        }
+        let rest = wirelog_query::Acc {
+            bytes_out: t.total.bytes_out.saturating_sub(shown.bytes_out),
+            bytes_in: t.total.bytes_in.saturating_sub(shown.bytes_in),
+            pkts_out: t.total.pkts_out.saturating_sub(shown.pkts_out),
+            pkts_in: t.total.pkts_in.saturating_sub(shown.pkts_in),
+            conns: t.total.conns.saturating_sub(shown.conns),
+        };
+        json_row(&p, &summary_row(t, rest))
+    } else {
+        "null".to_string()
+    };
+    let series = if t.every_ns.is_some() {
+        t.rows
+            .iter()
+            .map(|r| &r.key)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    } else {
+        t.rows.len()
+    };
+    format!(
+        "{{\"kind\":\"{}\",\"columns\":{},\"rows\":[{}],\"other\":{},\"total\":{},\"groups\":{},\"shown\":{},\"rows_scanned\":{},\"rows_matched\":{},\"truncated\":{},\"every_s\":{},\"elapsed_ms\":{:.3}}}",
+        t.kind.as_str(),
+        serde_json::to_string(&columns(t)).unwrap_or_default(),
+        rows.join(",\n"),
+        other,
+        total,
+        t.groups,
+        series,
+        t.rows_scanned,
+        t.rows_matched,
+        truncated,
+        t.every_ns.map_or("null".to_string(), |e| (e as f64 / 1e9).to_string()),
+        started.elapsed().as_secs_f64() * 1e3,
+    )
+}
+
+const QUERY_PARAMS: &[&str] = &["kind", "where", "by", "sort", "top", "every", "from", "to"];
+
+/// Parses `/api/query`'s parameters as `wirelog query` parses its flags.
+fn parse_spec(p: &Params, limits: &Limits) -> Result<QuerySpec, ApiError> {
+    let kind = p.kind()?;
+    let top = p.usize("top", limits.max_rows)?;
+    let top = match top {
+        Some(0) => Some(limits.max_rows),
+        t => t,
+    };
+    let mut spec = parse_query(
+        kind,
+        p.get("where"),
+        p.get("by"),
+        p.get("sort"),
+        top,
+        p.get("every"),
+    )
+    .map_err(ApiError::query)?;
+    let (from, to) = p.range()?;
+    if from.is_some() || to.is_some() {
+        spec.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
+    }
+    if let (Some(every), Some(f), Some(t)) = (spec.every_ns, from, to) {
+        let n = (t - f) / every.max(1);
+        if n as usize > limits.max_intervals {
+            return Err(ApiError::bad(
+                "every",
+                format!(
+                    "{n} intervals between 'from' and 'to'; at most {}",
+                    limits.max_intervals
+                ),
+            ));
+        }
+    }
+    Ok(spec)
+}
+
+/// Cuts a time series to the row limit (series x intervals).
+fn cap(mut t: ResultTable, max: usize) -> (ResultTable, bool) {
+    let cut = t.rows.len() > max;
+    t.rows.truncate(max);
+    (t, cut)
+}
+
+async fn query(
+    AxState(state): AxState<Arc<State>>,
+    Query(raw): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    let started = Instant::now();
+    let p = Params::new(raw, QUERY_PARAMS)?;
+    let spec = parse_spec(&p, &state.opts.limits)?;
+    let t = run(&state, spec).await?;
+    let (t, cut) = cap(t, state.opts.limits.max_rows);
+    Ok(json_response(table_json(&t, cut, started)))
+}
+
+/// The fields that tell one record from another, for the drill-down
+/// (grouping by them gives the records themselves, through the same engine).
+pub(crate) fn record_fields(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Flows => "bucket,client,server,server_port,proto",
+        Kind::Conns => "ts,uid,orig_h,orig_p,resp_h,resp_p,proto,service,duration,conn_state,history",
+        Kind::Http => "ts,uid,client,client_port,server,server_port,status,latency,method,host,uri,status_code",
+        Kind::Mysql | Kind::Pgsql => {
+            "ts,uid,client,client_port,server,server_port,status,latency,command,query,error_message"
+        }
+        Kind::Redis => "ts,uid,client,client_port,server,server_port,status,latency,command,args,reply_type",
+        Kind::Dns => "ts,uid,client,client_port,server,server_port,status,latency,query,qtype_name,rcode_name,answers",
+    }
+}
+
+fn time_field(kind: Kind) -> &'static str {
+    if kind == Kind::Flows {
+        "bucket"
+    } else {
+        "ts"
+    }
+}
+
+async fn records(
+    AxState(state): AxState<Arc<State>>,
+    Query(raw): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    let started = Instant::now();
+    let p = Params::new(raw, &["kind", "where", "from", "to", "limit"])?;
+    let kind = p.kind()?;
+    let limit = p
+        .usize("limit", state.opts.limits.max_rows)?
+        .unwrap_or(100)
+        .max(1);
+    let mut spec = parse_query(
+        kind,
+        p.get("where"),
+        Some(record_fields(kind)),
+        Some(time_field(kind)),
+        Some(limit),
+        None,
+    )
+    .map_err(ApiError::query)?;
+    let (from, to) = p.range()?;
+    if from.is_some() || to.is_some() {
+        spec.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
+    }
+    let t = run(&state, spec).await?;
+    Ok(json_response(table_json(
+        &t,
+        t.rows.len() < t.groups,
+        started,
+    )))
+}
+
+async fn sequence(
+    AxState(state): AxState<Arc<State>>,
+    Query(raw): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    let p = Params::new(raw, &["uid"])?;
+    let uid = p
+        .get("uid")
+        .ok_or_else(|| ApiError::bad("uid", "missing (a connection's uid, e.g. C1a2b3...)"))?;
+    if uid.len() > 64 || !uid.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(ApiError::bad(
+            "uid",
+            format!("'{uid}' is not a uid (letters and digits)"),
+        ));
+    }
+    let max = state.opts.limits.max_rows;
+    let deadline = Instant::now() + state.opts.limits.timeout;
+    let mut conn = Value::Null;
+    let mut calls: Vec<Value> = Vec::new();
+    for kind in std::iter::once(Kind::Conns).chain(Kind::TX) {
+        let spec = parse_query(
+            kind,
+            Some(&format!("uid = \"{uid}\"")),
+            Some(record_fields(kind)),
+            Some("ts"),
+            Some(max),
+            None,
+        )
+        .map_err(ApiError::query)?;
+        let t = run_by(&state, spec, deadline).await?;
+        for r in &t.rows {
+            let mut v: Value = serde_json::from_str(&json_row(&t, r)).unwrap_or(Value::Null);
+            if kind == Kind::Conns {
+                conn = v;
+                continue;
+            }
+            if let Value::Object(m) = &mut v {
+                m.insert("kind".into(), Value::String(kind.as_str().into()));
+            }
+            calls.push(v);
+        }
+    }
+    calls.sort_by(|a, b| a["ts"].as_str().cmp(&b["ts"].as_str()));
+    Ok(json_response(
+        json!({"uid": uid, "conn": conn, "calls": calls}).to_string(),
+    ))
+}
+
+async fn service_map(
+    AxState(state): AxState<Arc<State>>,
+    Query(raw): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    let p = Params::new(raw, &["from", "to", "top"])?;
+    let (from, to) = p.range()?;
+    let top = p.usize("top", 2000)?.unwrap_or(200).max(1);
+    let range = (from.is_some() || to.is_some())
+        .then(|| (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
+    let mut tables = Vec::new();
+    let deadline = Instant::now() + state.opts.limits.timeout;
+    for kind in std::iter::once(Kind::Conns).chain(Kind::TX) {
+        let by = if kind == Kind::Conns {
+            "orig_h,resp_h,resp_p,service"
+        } else {
+            "client,server,server_port"
+        };
+        let sort = if kind == Kind::Conns {
+            "conns"
+        } else {
+            "count"
+        };
+        let mut spec = parse_query(kind, None, Some(by), Some(sort), Some(top), None)
+            .map_err(ApiError::query)?;
+        spec.time_range = range;
+        let t = run_by(&state, spec, deadline).await?;
+        tables.push(t);
+    }
+    Ok(json_response(map::build(&tables).to_string()))
+}
+
+async fn extent(AxState(state): AxState<Arc<State>>) -> Result<Response, ApiError> {
+    store_dir(&state)?;
+    let s = state.clone();
+    let e = tokio::task::spawn_blocking(move || s.extent())
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                None,
+                "cannot read the store",
+            )
+        })?;
+    Ok(json_response(
+        serde_json::to_string(&*e).unwrap_or_default(),
+    ))
+}
+
+async fn health_now(AxState(state): AxState<Arc<State>>) -> Response {
+    let s = state.clone();
+    let body = tokio::task::spawn_blocking(move || health::report(&s))
+        .await
+        .unwrap_or(Value::Null);
+    json_response(body.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelog_store::synth::FlowGen;
+    use wirelog_store::StoreOptions;
+
+    fn flows_store(tag: &str, buckets: usize) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("wirelog-serve-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut st = Store::open(&dir, StoreOptions::default()).unwrap();
+        let mut g = FlowGen::new(7, 1000, 1_700_000_000_000_000_000);
+        for _ in 0..buckets {
+            st.append_flows(&g.bucket(20_000)).unwrap();
+        }
+        st.flush().unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_query_past_its_deadline_is_stopped_with_503() {
+        let dir = flows_store("limits", 20);
+        let spec = parse_query(Kind::Flows, None, Some("sip,dip"), None, Some(10), None).unwrap();
+        let limits = Limits::default();
+        let done = execute(
+            &dir,
+            spec.clone(),
+            limits,
+            Instant::now() + Duration::from_secs(60),
+        )
+        .unwrap();
+        assert!(done.rows_scanned >= 400_000, "{}", done.rows_scanned);
+        let e = execute(&dir, spec, limits, Instant::now()).unwrap_err();
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(e.message.contains("longer than 10 s"), "{}", e.message);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn params_name_what_is_wrong() {
+        let raw = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let e = Params::new(raw(&[("kind", "x"), ("kind", "y")]), &["kind"])
+            .err()
+            .unwrap();
+        assert_eq!(e.parameter.as_deref(), Some("kind"));
+        let p = Params::new(
+            raw(&[("kind", "conns"), ("top", "12"), ("token", "ignored")]),
+            &["kind", "top"],
+        )
+        .unwrap();
+        assert_eq!(p.kind().unwrap(), Kind::Conns);
+        assert_eq!(
+            p.usize("top", 10).err().unwrap().parameter.as_deref(),
+            Some("top")
+        );
+        assert_eq!(p.usize("top", 100).unwrap(), Some(12));
+    }
+}

@@ -1,0 +1,175 @@
+//! The probe's health: this process's CPU and memory, a live capture's
+//! counters, and what the store holds; sampled every [`SAMPLE_EVERY`] into a
+//! ring of [`SAMPLES`] so the UI can draw them over time.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use wirelog_store::{file_summary, list_partitions, partition_files, Kind};
+
+use crate::api::State;
+use crate::procstat;
+
+pub(crate) const SAMPLE_EVERY: Duration = Duration::from_secs(2);
+/// One hour at one sample every 2 s.
+pub(crate) const SAMPLES: usize = 1800;
+
+/// A running capture's counters, read when a page or a scrape asks (never
+/// pushed from the packet path).
+pub trait Live: Send + Sync + 'static {
+    fn snapshot(&self) -> LiveSnapshot;
+}
+
+impl<F: Fn() -> LiveSnapshot + Send + Sync + 'static> Live for F {
+    fn snapshot(&self) -> LiveSnapshot {
+        self()
+    }
+}
+
+/// What a capture's stats line says, per worker.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LiveSnapshot {
+    pub interfaces: Vec<String>,
+    pub workers: Vec<WorkerLive>,
+    /// Records the output could not write (disk full).
+    pub records_dropped: u64,
+}
+
+/// One worker's counters (see `wirelog_capture::stats::WorkerCounters`).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct WorkerLive {
+    pub packets: u64,
+    pub bytes: u64,
+    pub kernel_packets: u64,
+    pub kernel_drops: u64,
+    pub kernel_freezes: u64,
+    pub evicted: u64,
+    pub flows_early: u64,
+    pub not_ip: u64,
+    pub not_decoded: u64,
+    pub checksum_valid: u64,
+    pub checksum_offloaded: u64,
+    pub checksum_bad: u64,
+}
+
+impl LiveSnapshot {
+    pub fn total(&self) -> WorkerLive {
+        let mut t = WorkerLive::default();
+        for w in &self.workers {
+            t.packets += w.packets;
+            t.bytes += w.bytes;
+            t.kernel_packets += w.kernel_packets;
+            t.kernel_drops += w.kernel_drops;
+            t.kernel_freezes += w.kernel_freezes;
+            t.evicted += w.evicted;
+            t.flows_early += w.flows_early;
+            t.not_ip += w.not_ip;
+            t.not_decoded += w.not_decoded;
+            t.checksum_valid += w.checksum_valid;
+            t.checksum_offloaded += w.checksum_offloaded;
+            t.checksum_bad += w.checksum_bad;
+        }
+        t
+    }
+}
+
+/// One kind in the store: from the files' footers, no rows read.
+#[derive(Debug, Clone, Serialize)]
+pub struct KindExtent {
+    pub kind: &'static str,
+    pub files: u64,
+    pub rows: u64,
+    pub bytes: u64,
+    /// First and last record time, ns since the epoch.
+    pub first_ns: Option<i64>,
+    pub last_ns: Option<i64>,
+}
+
+pub(crate) fn extent(dir: &Path) -> Vec<KindExtent> {
+    Kind::ALL
+        .iter()
+        .map(|&kind| {
+            let mut e = KindExtent {
+                kind: kind.as_str(),
+                files: 0,
+                rows: 0,
+                bytes: 0,
+                first_ns: None,
+                last_ns: None,
+            };
+            for p in list_partitions(dir, kind).unwrap_or_default() {
+                let Ok((files, _)) = partition_files(&p.path) else {
+                    continue;
+                };
+                for f in files {
+                    let Ok(s) = file_summary(&f) else { continue };
+                    e.files += 1;
+                    e.rows += s.rows;
+                    e.bytes += std::fs::metadata(&f).map_or(0, |m| m.len());
+                    if let Some((a, b)) = s.time_range {
+                        e.first_ns = Some(e.first_ns.map_or(a, |x| x.min(a)));
+                        e.last_ns = Some(e.last_ns.map_or(b, |x| x.max(b)));
+                    }
+                }
+            }
+            e
+        })
+        .collect()
+}
+
+/// One point of the health history.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Sample {
+    pub t: f64,
+    pub cpu_seconds: f64,
+    pub rss_bytes: u64,
+    pub live: Option<WorkerLive>,
+}
+
+fn sample(state: &State) -> Sample {
+    let (cpu, rss) = procstat::read();
+    Sample {
+        t: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
+        cpu_seconds: cpu,
+        rss_bytes: rss,
+        live: state.opts.live.as_ref().map(|l| l.snapshot().total()),
+    }
+}
+
+pub(crate) async fn sample_loop(state: Arc<State>) {
+    let mut tick = tokio::time::interval(SAMPLE_EVERY);
+    loop {
+        tick.tick().await;
+        let s = sample(&state);
+        let mut h = state.history.lock().unwrap_or_else(|e| e.into_inner());
+        if h.len() == SAMPLES {
+            h.pop_front();
+        }
+        h.push_back(s);
+    }
+}
+
+pub(crate) fn report(state: &State) -> Value {
+    let now = sample(state);
+    let history: Vec<Sample> = state
+        .history
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .cloned()
+        .collect();
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_s": state.started.elapsed().as_secs_f64(),
+        "now": now,
+        "live": state.opts.live.as_ref().map(|l| l.snapshot()),
+        "store": state.opts.store.as_ref().map(|_| (*state.extent()).clone()),
+        "sample_every_s": SAMPLE_EVERY.as_secs_f64(),
+        "history": history,
+    })
+}

@@ -1,0 +1,151 @@
+//! `wirelog serve` and `capture --listen`: an HTTP API, the web UI and
+//! Prometheus metrics over a store (and the live counters of a running
+//! capture).
+//!
+//! The server runs on its own thread with its own single-threaded tokio
+//! runtime; queries run on at most [`QUERY_THREADS`] blocking threads of that
+//! runtime, each with a row limit and a time limit ([`Limits`]), so a page
+//! can never stall the probe. Nothing here is on the packet path: a capture
+//! hands over a [`Live`] source, read when a page or a scrape asks.
+//!
+//! Every answer to a question about records comes from `wirelog_query`'s
+//! engine, the one `wirelog query` runs: the rows of `/api/query` are the
+//! objects `wirelog query --format json` prints for the same parameters.
+//!
+//! Security: a non-loopback address needs a token ([`check_listen`]); the
+//! token is checked in constant time on every request (API, UI, metrics);
+//! no CORS headers are sent and every endpoint is GET only.
+
+mod api;
+mod auth;
+mod health;
+mod map;
+mod metrics;
+mod procstat;
+mod ui;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub use health::{Live, LiveSnapshot, WorkerLive};
+
+/// Queries run at once; more wait (each request still has its time limit).
+pub const QUERY_THREADS: usize = 2;
+
+/// What one query may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Rows (groups, or series x intervals) one answer may hold.
+    pub max_rows: usize,
+    /// Wall time a query may scan before it is abandoned (503).
+    pub timeout: Duration,
+    /// Intervals a time series may have (`(to - from) / every`).
+    pub max_intervals: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_rows: 10_000,
+            timeout: Duration::from_secs(10),
+            max_intervals: 5_000,
+        }
+    }
+}
+
+/// What to serve.
+pub struct Options {
+    pub listen: SocketAddr,
+    /// The store the API reads (`None`: metrics and health only).
+    pub store: Option<PathBuf>,
+    /// Required on every request when set.
+    pub token: Option<String>,
+    /// Serve the UI and the API (`false`: `/metrics` only, for
+    /// `capture --metrics-listen`).
+    pub api: bool,
+    pub live: Option<Arc<dyn Live>>,
+    pub limits: Limits,
+}
+
+/// Loopback needs nothing; any other address needs a token.
+pub fn check_listen(addr: &SocketAddr, token: Option<&str>, flag: &str) -> Result<(), String> {
+    if let Some(t) = token {
+        if t.trim().is_empty() {
+            return Err(format!("{flag}: the token is empty"));
+        }
+        if t.len() < 16 {
+            return Err(format!(
+                "{flag}: the token has {} characters; give at least 16",
+                t.len()
+            ));
+        }
+    }
+    if addr.ip().is_loopback() || token.is_some() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{flag} {addr}: not a loopback address; anyone who reaches it could read the records, so give --token or --token-file too"
+        ))
+    }
+}
+
+/// A running server.
+pub struct Server {
+    addr: SocketAddr,
+    thread: JoinHandle<Result<(), String>>,
+}
+
+impl Server {
+    /// The bound address (the real port when 0 was asked for).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Waits until the server stops (it stops only on an I/O error).
+    pub fn join(self) -> Result<(), String> {
+        self.thread
+            .join()
+            .unwrap_or_else(|_| Err("the server thread panicked".into()))
+    }
+}
+
+/// Binds `opts.listen` (errors come back here, before any thread starts)
+/// and serves on a thread of its own.
+pub fn start(opts: Options) -> Result<Server, String> {
+    check_listen(&opts.listen, opts.token.as_deref(), "--listen")?;
+    let listener = TcpListener::bind(opts.listen)
+        .map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("{}: {e}", opts.listen))?;
+    let thread = std::thread::Builder::new()
+        .name("wirelog-serve".into())
+        .spawn(move || run(listener, opts))
+        .map_err(|e| format!("cannot start the server thread: {e}"))?;
+    Ok(Server { addr, thread })
+}
+
+fn run(listener: TcpListener, opts: Options) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .max_blocking_threads(QUERY_THREADS + 1)
+        .thread_name("wirelog-serve-q")
+        .build()
+        .map_err(|e| format!("cannot start the server's runtime: {e}"))?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+        let state = Arc::new(api::State::new(opts));
+        tokio::spawn(health::sample_loop(state.clone()));
+        let app = api::router(state);
+        axum::serve(listener, app)
+            .await
+            .map_err(|e| format!("server: {e}"))
+    })
+}

@@ -1,0 +1,230 @@
+//! `/metrics`: Prometheus text (OpenMetrics) from `prometheus-client`.
+//!
+//! Nothing is counted here: each scrape builds a registry from the figures
+//! of the moment (a capture's worker counters, the store's footers, this
+//! process's /proc), so the packet path never touches a metric. Counters end
+//! in `_total`, sizes are in bytes, times in seconds, and no label holds an
+//! address.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::api::State as AppState;
+use crate::procstat;
+
+type Labels = Vec<(String, String)>;
+
+fn counters(
+    reg: &mut Registry,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    values: &[(Labels, u64)],
+) {
+    let fam: Family<Labels, Counter> = Family::default();
+    for (l, v) in values {
+        fam.get_or_create(l).inc_by(*v);
+    }
+    match unit {
+        Some(u) => reg.register_with_unit(name, help, u, fam),
+        None => reg.register(name, help, fam),
+    }
+}
+
+fn gauges(
+    reg: &mut Registry,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    values: &[(Labels, i64)],
+) {
+    let fam: Family<Labels, Gauge> = Family::default();
+    for (l, v) in values {
+        fam.get_or_create(l).set(*v);
+    }
+    match unit {
+        Some(u) => reg.register_with_unit(name, help, u, fam),
+        None => reg.register(name, help, fam),
+    }
+}
+
+pub(crate) fn text(state: &AppState) -> String {
+    let mut reg = Registry::default();
+    reg.register(
+        "wirelog_build",
+        "wirelog's version",
+        Info::new(vec![(
+            "version".to_string(),
+            env!("CARGO_PKG_VERSION").to_string(),
+        )]),
+    );
+    let (cpu, rss) = procstat::read();
+    let cpu_c: Counter<f64, std::sync::atomic::AtomicU64> = Counter::default();
+    cpu_c.inc_by(cpu);
+    reg.register_with_unit(
+        "process_cpu",
+        "CPU time of this process, user + system",
+        Unit::Seconds,
+        cpu_c,
+    );
+    let rss_g: Gauge = Gauge::default();
+    rss_g.set(rss as i64);
+    reg.register_with_unit(
+        "process_resident_memory",
+        "Resident memory of this process",
+        Unit::Bytes,
+        rss_g,
+    );
+
+    if let Some(live) = &state.opts.live {
+        let s = live.snapshot();
+        let per = |f: fn(&crate::WorkerLive) -> u64| -> Vec<(Labels, u64)> {
+            s.workers
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (vec![("worker".to_string(), i.to_string())], f(w)))
+                .collect()
+        };
+        counters(
+            &mut reg,
+            "wirelog_packets",
+            "Packets taken from the rings (after the kernel filter)",
+            None,
+            &per(|w| w.packets),
+        );
+        counters(
+            &mut reg,
+            "wirelog_captured",
+            "Wire length of the packets taken",
+            Some(Unit::Bytes),
+            &per(|w| w.bytes),
+        );
+        counters(
+            &mut reg,
+            "wirelog_kernel_packets",
+            "Packets the kernel passed to the sockets (with the drops)",
+            None,
+            &per(|w| w.kernel_packets),
+        );
+        counters(
+            &mut reg,
+            "wirelog_kernel_drops",
+            "Packets the kernel dropped because a ring was full",
+            None,
+            &per(|w| w.kernel_drops),
+        );
+        counters(
+            &mut reg,
+            "wirelog_kernel_ring_full",
+            "Times a ring was full",
+            None,
+            &per(|w| w.kernel_freezes),
+        );
+        counters(
+            &mut reg,
+            "wirelog_connections_evicted",
+            "Connections ended early because the table was full (probe drops)",
+            None,
+            &per(|w| w.evicted),
+        );
+        counters(
+            &mut reg,
+            "wirelog_flows_written_early",
+            "Flows written before their bucket ended because the flow table was full",
+            None,
+            &per(|w| w.flows_early),
+        );
+        counters(
+            &mut reg,
+            "wirelog_packets_not_ip",
+            "Packets that are not IP",
+            None,
+            &per(|w| w.not_ip),
+        );
+        counters(
+            &mut reg,
+            "wirelog_packets_not_decoded",
+            "IP packets not decoded (truncated, malformed, tunnels, fragments dropped)",
+            None,
+            &per(|w| w.not_decoded),
+        );
+        counters(
+            &mut reg,
+            "wirelog_checksum_bad",
+            "Packets with a bad IP or transport checksum",
+            None,
+            &per(|w| w.checksum_bad),
+        );
+        counters(
+            &mut reg,
+            "wirelog_checksum_offloaded",
+            "Packets whose transport checksum was offloaded",
+            None,
+            &per(|w| w.checksum_offloaded),
+        );
+        let dropped: Counter = Counter::default();
+        dropped.inc_by(s.records_dropped);
+        reg.register(
+            "wirelog_records_dropped",
+            "Records the output could not write (disk full)",
+            dropped,
+        );
+    }
+
+    if state.opts.store.is_some() {
+        let e = state.extent();
+        let by_kind = |f: fn(&crate::health::KindExtent) -> u64| -> Vec<(Labels, i64)> {
+            e.iter()
+                .map(|k| (vec![("kind".to_string(), k.kind.to_string())], f(k) as i64))
+                .collect()
+        };
+        gauges(
+            &mut reg,
+            "wirelog_store_rows",
+            "Rows in the store",
+            None,
+            &by_kind(|k| k.rows),
+        );
+        gauges(
+            &mut reg,
+            "wirelog_store_files",
+            "Parquet files in the store",
+            None,
+            &by_kind(|k| k.files),
+        );
+        gauges(
+            &mut reg,
+            "wirelog_store_size",
+            "Size of the store's files",
+            Some(Unit::Bytes),
+            &by_kind(|k| k.bytes),
+        );
+    }
+    let mut out = String::new();
+    let _ = encode(&mut out, &reg);
+    out
+}
+
+pub(crate) async fn handler(State(state): State<Arc<AppState>>) -> Response {
+    let s = state.clone();
+    let body = tokio::task::spawn_blocking(move || text(&s))
+        .await
+        .unwrap_or_default();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}

@@ -1,0 +1,109 @@
+//! `wirelog serve`: the web UI, the API and the metrics over a store, until killed.
+
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Result};
+use wirelog_serve::{Limits, Options};
+
+use crate::cli::ServeArgs;
+
+pub fn run(args: ServeArgs) -> Result<ExitCode> {
+    let token = args.token.token()?;
+    wirelog_serve::check_listen(&args.listen, token.as_deref(), "--listen").map_err(|e| anyhow!(e))?;
+    crate::limits::duration_in_range(
+        "--query-timeout",
+        args.query_timeout,
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(3600),
+    )?;
+    crate::limits::in_range("--max-rows", args.max_rows as u64, 1, 1_000_000)?;
+    if !args.store.is_dir() {
+        bail!(
+            "{}: no store here (write one with `wirelog read --store {}`)",
+            args.store.display(),
+            args.store.display()
+        );
+    }
+    let server = wirelog_serve::start(Options {
+        listen: args.listen,
+        store: Some(args.store.clone()),
+        token,
+        api: true,
+        live: None,
+        limits: Limits {
+            max_rows: args.max_rows,
+            timeout: args.query_timeout,
+            ..Limits::default()
+        },
+    })
+    .map_err(|e| anyhow!(e))?;
+    eprintln!(
+        "wirelog: serving {} on http://{}/ (API under /api/, metrics at /metrics)",
+        args.store.display(),
+        server.addr()
+    );
+    server.join().map_err(|e| anyhow!(e))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `capture --listen` / `--metrics-listen`: servers on their own thread and
+/// runtime, reading the workers' counters (relaxed atomics the workers
+/// already publish once per block) only when a page or a scrape asks.
+pub fn start_in_capture(
+    args: &crate::cli::CaptureServeArgs,
+    store: Option<std::path::PathBuf>,
+    counters: &[std::sync::Arc<wirelog_capture::stats::WorkerCounters>],
+    interfaces: &[String],
+    dropped: &std::sync::Arc<std::sync::atomic::AtomicU64>,
+) -> Result<Vec<(wirelog_serve::Server, bool)>> {
+    let (counters, interfaces, dropped) = (counters.to_vec(), interfaces.to_vec(), dropped.clone());
+    let live: std::sync::Arc<dyn wirelog_serve::Live> = std::sync::Arc::new(move || wirelog_serve::LiveSnapshot {
+        interfaces: interfaces.clone(),
+        workers: counters
+            .iter()
+            .map(|c| {
+                let s = c.snapshot();
+                wirelog_serve::WorkerLive {
+                    packets: s.packets,
+                    bytes: s.bytes,
+                    kernel_packets: s.kernel_packets,
+                    kernel_drops: s.kernel_drops,
+                    kernel_freezes: s.kernel_freezes,
+                    evicted: s.evicted,
+                    flows_early: s.flows_early,
+                    not_ip: s.not_ip,
+                    not_decoded: s.not_decoded,
+                    checksum_valid: s.checksum_valid,
+                    checksum_offloaded: s.checksum_offloaded,
+                    checksum_bad: s.checksum_bad,
+                }
+            })
+            .collect(),
+        records_dropped: dropped.load(std::sync::atomic::Ordering::Relaxed),
+    });
+    let token = args.token.token()?;
+    let mut servers = Vec::new();
+    for (addr, api) in [(args.listen, true), (args.metrics_listen, false)] {
+        let Some(addr) = addr else { continue };
+        let s = wirelog_serve::start(Options {
+            listen: addr,
+            // The metrics-only server reads the store's footers too (rows, files, bytes).
+            store: store.clone(),
+            token: token.clone(),
+            api,
+            live: Some(live.clone()),
+            limits: Limits::default(),
+        })
+        .map_err(|e| anyhow!(e))?;
+        servers.push((s, api));
+    }
+    Ok(servers)
+}
+
+/// The line per server, after the capture's own "capturing on" line.
+pub fn announce(servers: &[(wirelog_serve::Server, bool)]) {
+    for (s, api) in servers {
+        let what = if *api { "web UI, API and metrics" } else { "metrics" };
+        eprintln!("wirelog: {what} on http://{}/", s.addr());
+    }
+}

@@ -1,0 +1,227 @@
+//! `capture --listen` and `--metrics-listen` on a real interface: a veth pair
+//! between two network namespaces (made per test, deleted on drop), the demo
+//! capture replayed into one end with tcpreplay, `wirelog capture` with two
+//! workers on the other. `/metrics` is parsed as Prometheus text and its
+//! counters must equal the capture's own stats line; the UI (headless
+//! Chromium inside the namespace) shows the live health.
+//!
+//! Needs root, `ip netns`, tcpreplay and curl (skipped otherwise, unless
+//! WIRELOG_REQUIRE_ALL_TESTS=1).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::live::{is_root, last_stats, sh, skip, LiveCapture};
+
+struct Netns {
+    a: String,
+    b: String,
+    va: String,
+    vb: String,
+}
+
+fn ok(cmd: &mut Command) -> bool {
+    cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+impl Netns {
+    fn new() -> Option<Netns> {
+        if !is_root() {
+            skip("serve_live needs root (network namespaces)");
+            return None;
+        }
+        for (prog, arg) in [("ip", "-V"), ("tcpreplay", "--version"), ("curl", "--version")] {
+            if !ok(Command::new(prog).arg(arg)) {
+                skip(&format!("{prog} is not installed"));
+                return None;
+            }
+        }
+        let id = std::process::id();
+        let ns = Netns { a: format!("wlsa{id}"), b: format!("wlsb{id}"), va: format!("wsa{id}"), vb: format!("wsb{id}") };
+        sh(&["ip", "netns", "add", &ns.a]);
+        sh(&["ip", "netns", "add", &ns.b]);
+        sh(&["ip", "link", "add", &ns.va, "netns", &ns.a, "type", "veth", "peer", "name", &ns.vb, "netns", &ns.b]);
+        for (n, v) in [(&ns.a, &ns.va), (&ns.b, &ns.vb)] {
+            // Only the replayed frames on the pair: no IPv6 chatter.
+            sh(&["ip", "netns", "exec", n, "sysctl", "-q", "-w", &format!("net.ipv6.conf.{v}.disable_ipv6=1")]);
+            sh(&["ip", "-n", n, "link", "set", v, "up"]);
+            sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
+        }
+        Some(ns)
+    }
+
+    /// `curl` inside namespace a (where the server's loopback is).
+    fn get(&self, url: &str) -> Option<String> {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.a, "curl", "-s", "-f", "--max-time", "20", url])
+            .output()
+            .ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).to_string())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.a]).status();
+        let _ = Command::new("ip").args(["netns", "del", &self.b]).status();
+    }
+}
+
+/// Prometheus text format: `name{labels} value` lines, comments skipped;
+/// returns (name, labels) -> value.
+fn parse_metrics(text: &str) -> BTreeMap<(String, String), f64> {
+    let mut m = BTreeMap::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad metrics line {line:?}"));
+        let (name, labels) = match series.find('{') {
+            Some(i) => (&series[..i], series[i + 1..].trim_end_matches('}')),
+            None => (series, ""),
+        };
+        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "bad metric name {name:?}");
+        let v: f64 = value.parse().unwrap_or_else(|_| panic!("bad value in {line:?}"));
+        m.insert((name.to_string(), labels.to_string()), v);
+    }
+    m
+}
+
+fn total(m: &BTreeMap<(String, String), f64>, name: &str) -> u64 {
+    let v: Vec<f64> = m.iter().filter(|((n, _), _)| n == name).map(|(_, v)| *v).collect();
+    assert!(!v.is_empty(), "no metric {name}");
+    v.iter().sum::<f64>() as u64
+}
+
+/// The numbers of a stats line, in order: packets, bytes, kernel packets,
+/// kernel drops, ring-full events, evicted, flows early, checksums valid,
+/// offloaded, bad, not IP, not decoded, then per worker packets and bytes.
+fn stats_numbers(line: &str) -> Vec<u64> {
+    line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).filter_map(|s| s.parse().ok()).collect()
+}
+
+#[test]
+fn metrics_equal_the_stats_line_and_the_ui_shows_live_health() {
+    let Some(ns) = Netns::new() else { return };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-live");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("sample.pcap");
+    let gz = Command::new("gzip").arg("-dc").arg(root.join("samples/sample.pcap.gz")).output().unwrap();
+    std::fs::write(&pcap, gz.stdout).unwrap();
+    let store = dir.join("store");
+    let args: Vec<&OsStr> = [
+        "--store", store.to_str().unwrap(), "--workers", "2", "--stats-interval", "0",
+        "--tcp-timeout", "1s", "--udp-timeout", "1s", "--icmp-timeout", "1s",
+        "--listen", "127.0.0.1:9180", "--metrics-listen", "127.0.0.1:9181",
+    ]
+    .into_iter()
+    .map(OsStr::new)
+    .collect();
+    let cap = LiveCapture::start(&ns.a, &ns.va, &args);
+
+    // Both servers answer; the metrics-only one has no API.
+    let t0 = Instant::now();
+    while ns.get("http://127.0.0.1:9181/metrics").is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "metrics server did not answer");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(ns.get("http://127.0.0.1:9181/api/health").is_none(), "--metrics-listen serves only /metrics");
+    assert!(ns.get("http://127.0.0.1:9180/api/health").is_some());
+
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.b, "tcpreplay", "--topspeed", "-q", "-i", &ns.vb])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "tcpreplay: {}", String::from_utf8_lossy(&out.stderr));
+
+    // Until the counters settle (the workers publish them once per tick).
+    let mut last = BTreeMap::new();
+    let t0 = Instant::now();
+    let metrics = loop {
+        std::thread::sleep(Duration::from_millis(1500));
+        let m = ns.get("http://127.0.0.1:9181/metrics").expect("scrape");
+        let p = parse_metrics(&m);
+        let settled = total(&p, "wirelog_packets_total") > 300
+            && total(&p, "wirelog_kernel_packets_total") >= total(&p, "wirelog_packets_total");
+        let ours: BTreeMap<_, _> = p.iter().filter(|((n, _), _)| n.starts_with("wirelog_")).map(|(k, v)| (k.clone(), *v)).collect();
+        if settled && ours == last {
+            break p;
+        }
+        last = ours;
+        assert!(t0.elapsed() < Duration::from_secs(60), "metrics did not settle:\n{m}");
+    };
+
+    // The UI in a browser inside the namespace: views and live health.
+    let ui_out = root.join("target/test-artifacts/ui-live");
+    let status = Command::new("ip")
+        .args(["netns", "exec", &ns.a, "timeout", "600", "python3"])
+        .arg(root.join("tests/serve_ui.py"))
+        .arg("http://127.0.0.1:9180")
+        .arg(&ui_out)
+        .arg("--live")
+        .status()
+        .unwrap();
+    assert!(status.success(), "UI checks on the live capture failed");
+    if std::env::var_os("WIRELOG_UPDATE_DOCS").is_some() {
+        std::fs::copy(ui_out.join("ui-health.png"), root.join("docs/ui-live-health.png")).unwrap();
+    }
+    let health: serde_json::Value = serde_json::from_str(&ns.get("http://127.0.0.1:9180/api/health").unwrap()).unwrap();
+    assert_eq!(health["live"]["workers"].as_array().unwrap().len(), 2);
+
+    let err = cap.stop();
+    let stats = last_stats(&err);
+    let n = stats_numbers(stats);
+    assert!(n.len() >= 12 + 6, "{stats}");
+    let want = [
+        ("wirelog_packets_total", n[0]),
+        ("wirelog_captured_bytes_total", n[1]),
+        ("wirelog_kernel_packets_total", n[2]),
+        ("wirelog_kernel_drops_total", n[3]),
+        ("wirelog_kernel_ring_full_total", n[4]),
+        ("wirelog_connections_evicted_total", n[5]),
+        ("wirelog_flows_written_early_total", n[6]),
+        ("wirelog_checksum_offloaded_total", n[8]),
+        ("wirelog_checksum_bad_total", n[9]),
+        ("wirelog_packets_not_ip_total", n[10]),
+        ("wirelog_packets_not_decoded_total", n[11]),
+    ];
+    for (name, v) in want {
+        assert_eq!(total(&metrics, name), v, "{name} vs the stats line: {stats}");
+    }
+    // Per worker: "#0 N packets N bytes, #1 N packets N bytes".
+    for w in 0..2u64 {
+        let i = 12 + 3 * w as usize;
+        assert_eq!(n[i], w, "{stats}");
+        let l = format!("worker=\"{w}\"");
+        assert_eq!(metrics[&("wirelog_packets_total".to_string(), l.clone())] as u64, n[i + 1], "worker {w} packets");
+        assert_eq!(metrics[&("wirelog_captured_bytes_total".to_string(), l)] as u64, n[i + 2], "worker {w} bytes");
+    }
+    assert_eq!(total(&metrics, "wirelog_records_dropped_total"), 0);
+    assert!(metrics.keys().any(|(n, _)| n == "wirelog_build_info"));
+    assert!(total(&metrics, "process_resident_memory_bytes") > 1 << 20);
+    // The capture's store, as far as it is written (the first flush is at exit or after 5 minutes).
+    assert!(metrics.contains_key(&("wirelog_store_rows".to_string(), "kind=\"conns\"".to_string())));
+    // No address in any label.
+    for (n, l) in metrics.keys() {
+        assert!(!l.contains("127.0.0.1") && !l.contains("::"), "{n}{{{l}}} has an address label");
+    }
+}
+
+#[test]
+fn capture_listen_off_loopback_needs_a_token() {
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(["capture", "-i", "lo", "--no-store", "--metrics-listen", "0.0.0.0:9181", "--duration", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--metrics-listen 0.0.0.0:9181") && err.contains("--token"), "{err}");
+}

@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""Drives headless Chromium over its DevTools pipe (--remote-debugging-pipe:
+NUL-separated JSON on fds 3 and 4, no extra packages) through wirelog's UI,
+checks the numbers the pages show against the JSON API, and saves
+screenshots.
+
+usage: serve_ui.py URL OUTDIR [--token T] [--live]
+  URL     the server, e.g. http://127.0.0.1:9180
+  OUTDIR  where the screenshots go (ui-<view>.png)
+  --live  a capture --listen server: checks the health view's live figures
+Exit 0 when every check passed; prints what failed otherwise.
+"""
+
+import base64
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+FAILS = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+class Browser:
+    def __init__(self):
+        exe = shutil.which("chromium") or shutil.which("chromium-browser")
+        if not exe:
+            sys.exit("chromium is not installed (scripts/test.sh installs it)")
+        self.profile = tempfile.mkdtemp(prefix="wirelog-ui-")
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        # Above 10 so that placing them at 3 and 4 in the child clobbers nothing.
+        hi_r = fcntl.fcntl(to_child_r, fcntl.F_DUPFD, 10)
+        hi_w = fcntl.fcntl(from_child_w, fcntl.F_DUPFD, 10)
+
+        def place():
+            os.dup2(hi_r, 3)
+            os.dup2(hi_w, 4)
+
+        self.proc = subprocess.Popen(
+            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+             "--remote-debugging-pipe", f"--user-data-dir={self.profile}",
+             "--window-size=1280,900", "about:blank"],
+            pass_fds=(3, 4), preexec_fn=place,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for fd in (to_child_r, from_child_w, hi_r, hi_w):
+            os.close(fd)
+        self.w = os.fdopen(to_child_w, "wb", buffering=0)
+        self.r = os.fdopen(from_child_r, "rb", buffering=0)
+        self.buf = b""
+        self.next_id = 0
+        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self.page("Page.enable")
+        self.page("Emulation.setDeviceMetricsOverride",
+                  {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+
+    def _read(self):
+        while b"\0" not in self.buf:
+            chunk = self.r.read(65536)
+            if not chunk:
+                raise RuntimeError("chromium closed its DevTools pipe")
+            self.buf += chunk
+        msg, self.buf = self.buf.split(b"\0", 1)
+        return json.loads(msg)
+
+    def call(self, method, params=None, session=None):
+        self.next_id += 1
+        msg = {"id": self.next_id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        self.w.write(json.dumps(msg).encode() + b"\0")
+        while True:
+            m = self._read()
+            if m.get("id") == self.next_id:
+                if "error" in m:
+                    raise RuntimeError(f"{method}: {m['error']}")
+                return m.get("result", {})
+
+    def page(self, method, params=None):
+        return self.call(method, params, self.session)
+
+    def js(self, expr):
+        r = self.page("Runtime.evaluate", {"expression": expr, "returnByValue": True, "awaitPromise": True})
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"{expr[:80]}: {r['exceptionDetails']}")
+        return r["result"].get("value")
+
+    def wait_ready(self, what, timeout=30, error_ok=False):
+        end = time.time() + timeout
+        while time.time() < end:
+            if self.js("document.readyState === 'complete' && document.body && document.body.dataset.ready === '1'"):
+                err = self.js("document.getElementById('error').textContent")
+                check(error_ok or not err, f"{what}: the page shows an error: {err}")
+                return err
+            time.sleep(0.1)
+        check(False, f"{what}: not rendered within {timeout} s")
+
+    def open(self, url, what):
+        self.page("Page.navigate", {"url": url})
+        time.sleep(0.2)
+        self.wait_ready(what)
+
+    def hash(self, h, what):
+        """Goes to a view by its hash, as a link would."""
+        self.js(f"document.body.dataset.ready = 'x'; location.hash = {json.dumps(h)}; true")
+        self.wait_ready(what)
+
+    def after(self, action_js, what, error_ok=False):
+        """Runs JS that changes the view (a click, a submit) and waits for it."""
+        self.js("document.body.dataset.ready = 'x'; true")
+        self.js(action_js)
+        return self.wait_ready(what, error_ok=error_ok)
+
+    def screenshot(self, path):
+        height = self.js("Math.min(3000, Math.ceil(document.documentElement.scrollHeight))") or 900
+        self.page("Emulation.setDeviceMetricsOverride",
+                  {"width": 1280, "height": max(900, height), "deviceScaleFactor": 1, "mobile": False})
+        time.sleep(0.2)
+        data = self.page("Page.captureScreenshot", {"format": "png"})["data"]
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+        self.page("Emulation.setDeviceMetricsOverride",
+                  {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+
+    def mouse(self, kind, x, y, buttons):
+        self.page("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left",
+                                               "buttons": buttons, "clickCount": 1})
+
+    def close(self):
+        try:
+            self.call("Browser.close")
+        except Exception:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+class Api:
+    def __init__(self, base, token):
+        self.base, self.token = base, token
+
+    def get(self, path, **params):
+        q = urllib.parse.urlencode({k: v for k, v in params.items() if v not in (None, "")})
+        req = urllib.request.Request(f"{self.base}/api/{path}?{q}")
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read())
+
+
+def fmt_num(n):
+    """charts.js's fmtNum for whole numbers."""
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e4, "k")):
+        if abs(n) >= div:
+            return f"{n / div:.1f}{suffix}"
+    return str(n)
+
+
+def dom_list(b, el_id):
+    return b.js(f"[...document.querySelectorAll('#{el_id} li')].map(li => [li.dataset.key, Number(li.dataset.value)])")
+
+
+def api_list(api, by, rng):
+    t = api.get("query", kind="conns", by=by, top=10, **rng)
+    rows = [[str(r[by] if r[by] is not None else ""), r["bytes"]] for r in t["rows"]]
+    if t["other"]:
+        rows.append(["(other)", t["other"]["bytes"]])
+    return rows
+
+
+def check_overview(b, api, rng, what, nonempty=True):
+    for el_id, by in [("top-talkers", "orig_h"), ("top-services", "service"), ("top-ports", "resp_p"), ("top-servers", "resp_h")]:
+        got, want = dom_list(b, el_id), api_list(api, by, rng)
+        check(got == want, f"{what}: #{el_id} shows {got}, the API says {want}")
+        check(not nonempty or len(got) > 0, f"{what}: #{el_id} is empty")
+
+
+def main():
+    args = sys.argv[1:]
+    base, out = args[0].rstrip("/"), args[1]
+    token = args[args.index("--token") + 1] if "--token" in args else None
+    live = "--live" in args
+    os.makedirs(out, exist_ok=True)
+    api = Api(base, token)
+    b = Browser()
+    try:
+        start = base + "/" + (f"?token={urllib.parse.quote(token)}" if token else "")
+        b.open(start + "#view=overview", "overview")
+        whole = api.get("query", kind="conns", by="proto", top=0)["total"]["bytes"]
+        shown = b.js("Number(document.getElementById('timeline-total').dataset.value)")
+        check(shown == whole, f"timeline: {shown} bytes, the API's conns total is {whole}")
+        bars = b.js("document.querySelectorAll('#timeline-svg rect.bar').length")
+        check(live or bars > 1, f"timeline has {bars} bars")
+        check_overview(b, api, {}, "overview", nonempty=not live)
+        b.screenshot(f"{out}/ui-overview.png")
+
+        if not live:
+            # Drag across the middle of the timeline with real mouse events.
+            box = b.js("(() => { const r = document.getElementById('timeline-svg').getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })()")
+            x0, x1, y = box[0] + box[2] * 0.30, box[0] + box[2] * 0.70, box[1] + box[3] * 0.5
+            b.js("document.body.dataset.ready = 'x'; true")
+            b.mouse("mouseMoved", x0, y, 0)
+            b.mouse("mousePressed", x0, y, 1)
+            for i in range(1, 11):
+                b.mouse("mouseMoved", x0 + (x1 - x0) * i / 10, y, 1)
+            b.mouse("mouseReleased", x1, y, 0)
+            b.wait_ready("after the drag")
+            h = dict(urllib.parse.parse_qsl(b.js("location.hash.slice(1)")))
+            check("from" in h and "to" in h, f"the drag wrote no from/to into the URL: {h}")
+            rng = {"from": h.get("from"), "to": h.get("to")}
+            shown_range = b.js("[document.getElementById('range').dataset.from, document.getElementById('range').dataset.to]")
+            check(shown_range == [rng["from"], rng["to"]], f"range shown {shown_range} vs URL {rng}")
+            sel = b.js("document.querySelector('#timeline-svg rect.selection').getAttribute('width')")
+            check(float(sel) > 100, f"selection rectangle width {sel}")
+            check_overview(b, api, rng, "overview after the drag")
+            part = api.get("query", kind="conns", by="proto", top=0, **rng)["total"]["bytes"]
+            check(0 < part < whole, f"the selection holds {part} of {whole} bytes: not a strict part")
+            talkers = sum(v for _, v in dom_list(b, "top-talkers"))
+            check(talkers == part, f"top talkers after the drag sum to {talkers}, the selection has {part}")
+            b.screenshot(f"{out}/ui-selection.png")
+            # The selection carries to the other views through their links.
+            b.after("document.querySelector('#nav a[data-view=tx]').click()", "tx view from the nav")
+            h2 = dict(urllib.parse.parse_qsl(b.js("location.hash.slice(1)")))
+            check(h2.get("from") == rng["from"] and h2.get("to") == rng["to"], f"tx view lost the range: {h2}")
+            kind = h2.get("kind") or "http"
+            got = b.js("Number(document.getElementById('tx-total').dataset.count)")
+            want = api.get("query", kind=kind, by="status", top=0, **rng)["total"]["count"]
+            check(got == want, f"tx view in the selection: {got} transactions, API {want}")
+            b.after("document.querySelector('#range + button').click()", "clear the selection")
+            check("from" not in b.js("location.hash"), "clear left the range in the URL")
+
+        # A live capture writes its store every 5 minutes: its views are the
+        # overview (checked above) and the health.
+        if not live:
+            # Transactions by protocol.
+            kinds = [k["kind"] for k in api.get("extent") if k["kind"] not in ("flows", "conns") and k["rows"] > 0]
+            check(live or len(kinds) >= 3, f"transaction kinds in the store: {kinds}")
+            for kind in kinds:
+                b.hash(f"view=tx&kind={kind}", f"tx {kind}")
+                got = b.js("[Number(document.getElementById('tx-total').dataset.count), Number(document.getElementById('tx-total').dataset.errors)]")
+                t = api.get("query", kind=kind, by="status", top=0)["total"]
+                check(got == [t["count"], t["errors"]], f"tx {kind}: page {got}, API {[t['count'], t['errors']]}")
+                fp = {"http": "host,uri", "mysql": "fingerprint", "pgsql": "fingerprint", "redis": "command", "dns": "query,qtype_name"}[kind]
+                first = fp.split(",")[0]
+                slow = api.get("query", kind=kind, by=fp, sort="p99", top=10)
+                got_rows = b.js(f"[...document.querySelectorAll('#tx-slowest tbody tr')].map(tr => [tr.querySelector('td[data-col={first}]').textContent, tr.querySelector('td[data-col=latency_p99_s]').textContent])")
+                want_rows = [[r[first] if r[first] not in (None, "") else ("-" if r[first] is None else ""), str(r["latency_p99_s"]) if r["latency_p99_s"] is not None else "-"] for r in slow["rows"]]
+                # JSON numbers print as JS numbers: compare as floats.
+                norm = lambda rows: [[a, float(p) if p not in ("-", "") else None] for a, p in rows]
+                check(norm(got_rows) == norm(want_rows), f"tx {kind} slowest: page {got_rows}, API {want_rows}")
+                lines = b.js("document.querySelectorAll('#tx-latency polyline').length")
+                check(lines == 3, f"tx {kind}: {lines} latency lines")
+                if kind == "http":
+                    b.screenshot(f"{out}/ui-transactions.png")
+                    # Drill-down from the slowest table to its records.
+                    b.after("document.querySelector('#tx-slowest td.link').click()", "drill-down from slowest")
+                    h = dict(urllib.parse.parse_qsl(b.js("location.hash.slice(1)")))
+                    recs = api.get("records", kind="http", where=h.get("where"), limit=500)
+                    n = b.js("Number(document.getElementById('grid-count').dataset.rows)")
+                    check(h.get("view") == "records" and n == len(recs["rows"]) and n > 0, f"drill-down {h}: {n} rows, API {len(recs['rows'])}")
+
+            # Connections grid with a filter typed in the query language.
+            b.hash("view=conns", "conns")
+            flt = "resp_p = 80 or resp_p = 53" if not live else "proto = tcp"
+            b.after(f"document.getElementById('filter').value = {json.dumps(flt)}; document.querySelector('form.filter').requestSubmit(); true", "conns filtered")
+            recs = api.get("records", kind="conns", where=flt, limit=500)
+            uids = b.js("[...document.querySelectorAll('#grid td[data-col=uid]')].map(td => td.textContent)")
+            check(uids == [r["uid"] for r in recs["rows"]] and len(uids) > 0, f"conns grid {flt}: page {uids}, API {[r['uid'] for r in recs['rows']]}")
+            bad = b.after("document.getElementById('filter').value = 'resp_p = '; document.querySelector('form.filter').requestSubmit(); true", "bad filter", error_ok=True)
+            check("where" in (bad or ""), f"a bad filter shows the API's message naming 'where': {bad!r}")
+            b.hash("view=conns&where=" + urllib.parse.quote(flt), "conns filtered again")
+            b.screenshot(f"{out}/ui-connections.png")
+
+            # Sequence of the connection with the most transactions.
+            best = None
+            for kind in kinds:
+                for r in api.get("query", kind=kind, by="uid", top=1)["rows"]:
+                    if not best or r["count"] > best[1]:
+                        best = (r["uid"], r["count"])
+            if check(best is not None, "no transactions to show a sequence of"):
+                uid = best[0]
+                b.hash(f"view=conns&where=uid%20%3D%20{uid}", "conn of the sequence")
+                b.after("document.querySelector('#grid td[data-col=uid]').click()", "sequence")
+                seq = api.get("sequence", uid=uid)
+                got = b.js("Number(document.getElementById('sequence').dataset.calls)")
+                lat = b.js("[...document.querySelectorAll('#sequence-svg .reply-label')].map(t => t.dataset.latency)")
+                check(got == len(seq["calls"]) == best[1], f"sequence {uid}: page {got}, API {len(seq['calls'])}, query {best[1]}")
+                want_lat = [c["latency"] for c in seq["calls"]]
+                check([None if x is None else float(x) for x in lat] == want_lat, f"sequence latencies: page {lat}, API {want_lat}")
+                b.screenshot(f"{out}/ui-sequence.png")
+
+            # Service map.
+            b.hash("view=map", "map")
+            m = api.get("map")
+            got = b.js("[...document.querySelectorAll('#map-svg path.edge')].map(p => [p.dataset.from, p.dataset.to, p.dataset.protocol, Number(p.dataset.count)])")
+            want = [[e["from"], e["to"], e["protocol"], e["count"]] for e in m["edges"]]
+            check(got == want and len(got) > 0, f"map edges: page {got}, API {want}")
+            b.screenshot(f"{out}/ui-map.png")
+
+        # Health.
+        b.hash("view=health", "health")
+        rss = b.js("document.querySelector('[data-figure=rss] dd').textContent")
+        check(rss and rss != "-", f"health RSS {rss!r}")
+        if live:
+            h = api.get("health")
+            total = sum(w["packets"] for w in h["live"]["workers"])
+            pk = b.js("document.querySelector('[data-figure=packets] dd').textContent")
+            check(total > 0 and pk == fmt_num(total), f"live health packets {pk!r}, API {total}")
+            lines = b.js("document.querySelectorAll('#h-pps polyline, #h-drops polyline').length")
+            check(lines == 3, f"live health charts: {lines} lines")
+        b.screenshot(f"{out}/ui-health.png")
+        # refresh=1 redraws by itself: the uptime moves without any navigation.
+        b.hash("view=health&refresh=1", "health with refresh")
+        up0 = b.js("document.querySelector('[data-figure=uptime] dd').textContent")
+        time.sleep(2.5)
+        b.wait_ready("health refreshed")
+        up1 = b.js("document.querySelector('[data-figure=uptime] dd').textContent")
+        check(up0 != up1, f"refresh=1 did not redraw: uptime {up0!r} then {up1!r}")
+    finally:
+        b.close()
+    if FAILS:
+        print(f"{len(FAILS)} UI checks failed", flush=True)
+        sys.exit(1)
+    print("UI checks passed", flush=True)
+
+
+if __name__ == "__main__":
+    main()

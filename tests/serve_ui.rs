@@ -1,0 +1,57 @@
+//! The web UI in a real browser: headless Chromium (Debian `chromium`),
+//! driven over its DevTools pipe by tests/serve_ui.py, loads every view of
+//! `wirelog serve` over a store built from the demo capture, checks the
+//! numbers each page shows against the API, drags across the timeline with
+//! mouse events and checks that the selection lands in the URL and drives
+//! the other views. Screenshots go to target/test-artifacts/ui/
+//! (`WIRELOG_UPDATE_DOCS=1` also copies them to docs/ for the README).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn ui_views_show_what_the_api_says() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let st = common::serve::store("ui", &[&root.join("samples/sample.pcap.gz")]);
+    let srv = common::serve::start(&["serve", "--store", st.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let out = root.join("target/test-artifacts/ui");
+    let status = Command::new("timeout")
+        .args(["600", "python3"])
+        .arg(root.join("tests/serve_ui.py"))
+        .arg(format!("http://{}", srv.addr))
+        .arg(&out)
+        .status()
+        .expect("run tests/serve_ui.py");
+    assert!(status.success(), "UI checks failed (see the FAIL lines above)");
+    for v in ["overview", "selection", "transactions", "connections", "sequence", "map", "health"] {
+        let png = out.join(format!("ui-{v}.png"));
+        let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("{}: {e}", png.display()));
+        assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000, "{} is not a screenshot", png.display());
+        if std::env::var_os("WIRELOG_UPDATE_DOCS").is_some() {
+            std::fs::create_dir_all(root.join("docs")).unwrap();
+            std::fs::copy(&png, root.join(format!("docs/ui-{v}.png"))).unwrap();
+        }
+    }
+}
+
+/// With a token, a link carrying `?token=` opens the UI: its scripts and API
+/// calls then go through with the cookie it sets.
+#[test]
+fn ui_works_with_a_token() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let st = common::serve::store("ui-token", &[&root.join("samples/sample.pcap.gz")]);
+    let token = "ui-test-token-0123456789abcdef";
+    let srv = common::serve::start(&["serve", "--store", st.to_str().unwrap(), "--listen", "0.0.0.0:0", "--token", token]);
+    let out = root.join("target/test-artifacts/ui-token");
+    let status = Command::new("timeout")
+        .args(["600", "python3"])
+        .arg(root.join("tests/serve_ui.py"))
+        .arg(format!("http://127.0.0.1:{}", srv.addr.port()))
+        .arg(&out)
+        .args(["--token", token])
+        .status()
+        .expect("run tests/serve_ui.py");
+    assert!(status.success(), "UI checks with a token failed");
+}
