@@ -196,6 +196,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             expr.as_ref().map(|_| ", kernel filter attached").unwrap_or("")
         );
         eprintln!("{} (per worker)", crate::read::memory_line(&args.probe));
+        crate::serve::announce(&servers);
     }
 
     // Main thread: sleep until stopped, printing statistics on the way.
