@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use common::live::{is_root, last_stats, sh, skip, LiveCapture, BIN};
-use common::read_log;
+use common::{gunzip, read_log, sample_pcap};
 
 fn ok(cmd: &mut Command) -> bool {
     cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
@@ -195,20 +195,6 @@ fn packets_of(stderr: &str) -> u64 {
 
 fn testdata(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/zeek").join(p)
-}
-
-/// samples/sample.pcap.gz, gunzipped (tcpreplay reads plain pcap only).
-fn sample_pcap(dir: &Path) -> PathBuf {
-    gunzip(&Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/sample.pcap.gz"), dir)
-}
-
-fn gunzip(gz: &Path, dir: &Path) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let out = dir.join(gz.file_stem().unwrap());
-    let data = Command::new("gzip").arg("-dc").arg(gz).output().expect("gzip");
-    assert!(data.status.success());
-    std::fs::write(&out, data.stdout).unwrap();
-    out
 }
 
 /// Replays `pcap` while capturing with `extra` flags; returns (conns, stderr).

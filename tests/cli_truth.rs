@@ -4,6 +4,9 @@
 //! what a store holds, cut query output says so, and table, CSV and JSON
 //! carry the same numbers in the same words.
 
+mod common;
+
+use common::sample_pcap;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -23,25 +26,7 @@ fn text(b: &[u8]) -> String {
 
 /// A fresh directory for one test.
 fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli_truth")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// The demo capture, uncompressed (tcpdump does not read gzip).
-fn sample_pcap(dir: &Path) -> PathBuf {
-    let out = Command::new("gzip")
-        .arg("-dc")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/sample.pcap.gz"))
-        .output()
-        .expect("gzip");
-    assert!(out.status.success());
-    let p = dir.join("sample.pcap");
-    std::fs::write(&p, out.stdout).unwrap();
-    p
+    common::scratch("cli_truth", name)
 }
 
 fn have_tcpdump() -> bool {

@@ -4,6 +4,9 @@
 //! keeps exactly the packets tcpdump keeps for the filter `capture
 //! --skip-empty-tcp` attaches in the kernel, with the same bytes and states.
 
+mod common;
+
+use common::sample_pcap;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -21,23 +24,7 @@ fn text(b: &[u8]) -> String {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("probe_flags").join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// The demo capture, uncompressed (tcpdump does not read gzip).
-fn sample_pcap(dir: &Path) -> PathBuf {
-    let out = Command::new("gzip")
-        .arg("-dc")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/sample.pcap.gz"))
-        .output()
-        .expect("gzip");
-    assert!(out.status.success());
-    let p = dir.join("sample.pcap");
-    std::fs::write(&p, out.stdout).unwrap();
-    p
+    common::scratch("probe_flags", name)
 }
 
 /// Each long option of a subcommand's help with its default (`None` when it

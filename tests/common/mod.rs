@@ -14,6 +14,30 @@ use std::sync::Mutex;
 
 static GENERATE: Mutex<()> = Mutex::new(());
 
+/// A fresh, empty directory for one test: `<target tmp>/<suite>/<name>`.
+pub fn scratch(suite: &str, name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(suite).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `gz` decompressed into `dir` under its name without `.gz` (tcpdump and
+/// tcpreplay read plain captures only).
+pub fn gunzip(gz: &Path, dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let out = dir.join(gz.file_stem().unwrap());
+    let data = Command::new("gzip").arg("-dc").arg(gz).output().expect("gzip");
+    assert!(data.status.success(), "gzip -dc {}", gz.display());
+    std::fs::write(&out, data.stdout).unwrap();
+    out
+}
+
+/// The demo capture, samples/sample.pcap.gz, decompressed into `dir`.
+pub fn sample_pcap(dir: &Path) -> PathBuf {
+    gunzip(&Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/sample.pcap.gz"), dir)
+}
+
 pub fn peers_dir() -> PathBuf {
     std::env::var_os("WIRELOG_PEERS_DIR")
         .map(PathBuf::from)
