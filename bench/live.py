@@ -8,8 +8,16 @@ The method of goProbe's figures quoted in issue 4: two network namespaces joined
 capturer from /proc (every thread's run time from schedstat, in ns) divided by the packets it
 captured. Needs root, ip, tcpreplay; Python 3 standard library only.
 
-usage: bench/live.py [--reps N] [--only cpu,idle,skip] [--no-build]
-Writes bench/out/live.md (a table for BENCHMARKS.md) and bench/out/live_runs.csv (every run).
+`--only listen` (issue 12) and `--only clickhouse` (issue 15) replay the `few` corpus --loop times
+into two captures, alternating in one run so the machine's load hits both alike: without and with
+`--listen` while bench/ui_poll.py asks what an open UI refreshing every second asks; without and with
+`--clickhouse` into tests/clickhouse/endpoint.py (chdb) in the capture's namespace, rows counted in
+chdb afterwards. CPU per thread (worker threads, the server's, the sink's) and the whole process's
+until exit (wait4's rusage: includes the final store flush and the sink's drain).
+
+usage: bench/live.py [--reps N] [--only cpu,idle,skip,listen,clickhouse] [--loop N] [--no-build]
+Writes bench/out/live.md (a table for BENCHMARKS.md) and bench/out/live_runs.csv (every run;
+bench/out/live_pairs.csv for listen/clickhouse).
 """
 
 from __future__ import annotations
@@ -137,6 +145,8 @@ class Veth:
         for ns, v in [(self.a, self.va), (self.b, self.vb)]:
             must(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", f"net.ipv6.conf.{v}.disable_ipv6=1"])
             must(["ip", "-n", ns, "link", "set", v, "up"])
+        # The UI server and the ClickHouse endpoint listen on the capture namespace's loopback.
+        must(["ip", "-n", self.a, "link", "set", "lo", "up"])
 
     def close(self) -> None:
         for ns in (self.a, self.b):
@@ -174,9 +184,11 @@ def status_kb(pid: int, field: str) -> int:
 
 
 class Capturer:
-    def __init__(self, v: Veth, work: Path, args: list[str]):
+    def __init__(self, v: Veth, work: Path, args: list[str], seed: Path | None = None):
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
+        if seed is not None:
+            shutil.copytree(seed, work / "store")
         self.work = work
         self.err_path = work / "stderr"
         self.err = open(self.err_path, "w+")
@@ -192,21 +204,25 @@ class Capturer:
 
     def stop(self) -> dict[str, int]:
         self.p.send_signal(signal.SIGINT)
-        if self.p.wait(timeout=120) != 0:
+        # wait4, not wait: the rusage of the whole run, every thread, to the last flush.
+        _, status, ru = os.wait4(self.p.pid, 0)
+        self.p.returncode = os.waitstatus_to_exitcode(status)
+        if self.p.returncode != 0:
             sys.exit(f"live.py: capture exited {self.p.returncode}: {self.err_path.read_text()}")
         text = self.err_path.read_text()
         line = [x for x in text.splitlines() if x.startswith("wirelog: stats: ")][-1]
         m = re.search(r"stats: (\d+) packets, (\d+) bytes; kernel: (\d+) packets, (\d+) dropped", line)
         per = [int(x) for x in re.findall(r"#\d+ (\d+) packets", line)]
         return {"packets": int(m[1]), "kernel_packets": int(m[3]), "drops": int(m[4]),
-                "worker_min": min(per) if per else int(m[1])}
+                "worker_min": min(per) if per else int(m[1]),
+                "life_cpu_ns": int((ru.ru_utime + ru.ru_stime) * 1e9)}
 
 
-def replay(v: Veth, pcap: Path, parallel: int) -> float:
-    """Wall seconds for `parallel` tcpreplay --topspeed runs of pcap at once."""
+def replay(v: Veth, pcap: Path, parallel: int, loop: int = 1) -> float:
+    """Wall seconds for `parallel` tcpreplay --topspeed runs of pcap (each `loop` times) at once."""
     t0 = time.time()
     procs = [subprocess.Popen(["ip", "netns", "exec", v.b, "tcpreplay", "--topspeed", "-q", "-i", v.vb,
-                               str(pcap)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               f"--loop={loop}", str(pcap)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
              for _ in range(parallel)]
     for p in procs:
         _, err = p.communicate()
@@ -320,6 +336,146 @@ def skip_runs() -> list[dict]:
     return out
 
 
+# ---- side by side: --listen with a polling UI, --clickhouse -------------------------------------
+
+ENDPOINT = REPO / "tests" / "clickhouse" / "endpoint.py"
+LISTEN = "127.0.0.1:19180"
+
+
+def per_thread(pid: int) -> dict[str, int]:
+    """Run time (ns) per thread group: worker (wirelog-w*), serve (wirelog-serve*), the others by name."""
+    out: dict[str, int] = {}
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (t / "comm").read_text().strip()
+            ns = int((t / "schedstat").read_text().split()[0])
+        except (OSError, ValueError):
+            continue
+        key = "worker" if name.startswith("wirelog-w") else "serve" if name.startswith("wirelog-serve") else name
+        out[key] = out.get(key, 0) + ns
+    return out
+
+
+class Chdb:
+    """tests/clickhouse/endpoint.py in the capture namespace; it exits when its stdin closes."""
+
+    def __init__(self, ns: str):
+        self.ns = ns
+        self.p = subprocess.Popen(["ip", "netns", "exec", ns, "python3", str(ENDPOINT)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        if not line.startswith("control "):
+            sys.exit(f"live.py: the ClickHouse endpoint said {line!r} (needs python3 chdb, lz4, clickhouse_cityhash)")
+        self.control = int(line.split()[1])
+
+    def curl(self, path: str, data: str | None = None) -> str:
+        cmd = ["ip", "netns", "exec", self.ns, "curl", "-sf", f"http://127.0.0.1:{self.control}{path}"]
+        return must(cmd + (["--data-binary", data] if data is not None else []))
+
+    def new_port(self) -> int:
+        return int(self.curl("/port/new").strip())
+
+    def rows(self, db: str) -> dict[str, int]:
+        text = self.curl("/sql", f"SELECT table, sum(rows) FROM system.parts WHERE database = '{db}' AND active "
+                                 "GROUP BY table ORDER BY table")
+        return {t: int(n) for t, n in (line.split("\t") for line in text.splitlines() if line)}
+
+    def close(self) -> None:
+        self.p.stdin.close()
+        self.p.wait(timeout=60)
+
+
+def seed_store(pcap: Path) -> Path:
+    """A store with the corpus's records read once, so the UI's questions read files, not nothing."""
+    seed = CORPUS / "seed-store"
+    if not seed.exists():
+        tmp = CORPUS / "seed-store.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        must([str(WIRELOG), "read", "-q", "--store", str(tmp), "--no-parse", str(pcap)])
+        tmp.rename(seed)
+    return seed
+
+
+def pair_runs(mode: str, reps: int, loop: int, pairs: list[dict]) -> None:
+    pcap, _ = corpora()["few"]
+    n_file = pcap_packets(pcap)
+    v = Veth(1500)
+    ch = Chdb(v.a) if mode == "clickhouse" else None
+    seed = seed_store(pcap) if mode == "listen" else None
+    try:
+        for rep in range(reps):
+            for on in (False, True):
+                extra, db = [], f"bench{rep}"
+                if on and mode == "listen":
+                    extra = ["--listen", LISTEN]
+                if on and ch is not None:
+                    url = f"http://127.0.0.1:{ch.new_port()}"
+                    must(["ip", "netns", "exec", v.a, str(WIRELOG), "clickhouse", "init", "--clickhouse", url,
+                          "--clickhouse-database", db])
+                    extra = ["--clickhouse", url, "--clickhouse-database", db]
+                cap = Capturer(v, OUT / "live-work", ["--workers", "1", "--ring-size", "64M", *extra], seed)
+                poll = None
+                if on and mode == "listen":
+                    poll = subprocess.Popen(["ip", "netns", "exec", v.a, "python3", str(REPO / "bench" / "ui_poll.py"),
+                                             f"http://{LISTEN}"], stdout=subprocess.PIPE, text=True)
+                # Both sides wait alike: the poller is in its steady once-a-second rhythm at the start.
+                time.sleep(1.5)
+                c0 = per_thread(cap.p.pid)
+                wall = replay(v, pcap, 1, loop)
+                time.sleep(0.3)
+                c1 = per_thread(cap.p.pid)
+                polled = ""
+                if poll is not None:
+                    poll.send_signal(signal.SIGTERM)
+                    polled = poll.communicate(timeout=60)[0].strip()
+                st = cap.stop()
+                d = {k: c1.get(k, 0) - c0.get(k, 0) for k in c1}
+                pk = max(st["packets"], 1)
+                row = {"mode": mode, "on": on, "rep": rep, "sent": n_file * loop, "captured": st["packets"],
+                       "drops": st["drops"], "wall_s": round(wall, 3), "pps": round(st["packets"] / wall),
+                       "ns_per_packet": round(sum(d.values()) / pk, 1),
+                       "worker_ns_per_packet": round(d.get("worker", 0) / pk, 1),
+                       "serve_ms": round(d.get("serve", 0) / 1e6, 1),
+                       "sink_ms": round(d.get("wirelog-clickho", 0) / 1e6, 1),  # comm holds 15 characters
+                       "life_ns_per_packet": round(st["life_cpu_ns"] / pk, 1), "polled": polled,
+                       "threads_ms": ";".join(f"{k}={x / 1e6:.1f}" for k, x in sorted(d.items()))}
+                if on and ch is not None:
+                    rows = ch.rows(db)
+                    local = must([str(WIRELOG), "store", "--store", str(cap.work / "store")])
+                    row["ch_rows"] = ";".join(f"{t}={n}" for t, n in rows.items())
+                    row["local_store"] = " | ".join(x.strip() for x in local.splitlines() if x.strip())
+                pairs.append(row)
+                log(f"{mode} {'on ' if on else 'off'} rep{rep}: {row['captured']:,}/{row['sent']:,} packets, "
+                    f"{row['drops']} dropped, {row['ns_per_packet']} ns/packet (worker {row['worker_ns_per_packet']}), "
+                    f"to exit {row['life_ns_per_packet']}; {row['threads_ms']} {polled} {row.get('ch_rows', '')}")
+    finally:
+        if ch is not None:
+            ch.close()
+        v.close()
+
+
+def render_pairs(pairs: list[dict], reps: int, loop: int) -> str:
+    out = [f"Side by side, {time.strftime('%Y-%m-%d %H:%M %Z')}, load average {os.getloadavg()[0]:.1f} at the end, "
+           f"`bench/live.py {' '.join(sys.argv[1:])}`; `few` corpus x{loop} per run, 1 worker, medians (range) "
+           f"of {reps} alternating runs.", "",
+           "| mode | side | packets/s | ns CPU/packet, process (replay window) | worker threads ns/packet | "
+           "server / sink thread ms | ns CPU/packet, process to exit | kernel drops |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for mode in dict.fromkeys(r["mode"] for r in pairs):
+        for on in (False, True):
+            rs = [r for r in pairs if r["mode"] == mode and r["on"] == on]
+            if not rs:
+                continue
+            side = ("--listen + UI polling" if mode == "listen" else "--clickhouse") if on else "off"
+            thr = median_of(rs, "serve_ms" if mode == "listen" else "sink_ms")
+            pps = [r["pps"] for r in rs]
+            out.append(f"| {mode} | {side} | {statistics.median(pps):,.0f} ({min(pps):,}-{max(pps):,}) | {median_of(rs, 'ns_per_packet')} | "
+                       f"{median_of(rs, 'worker_ns_per_packet')} | {thr} | {median_of(rs, 'life_ns_per_packet')} | "
+                       f"{sum(r['drops'] for r in rs)} |")
+    out.append("")
+    return "\n".join(out)
+
+
 def median_of(rows: list[dict], key: str) -> str:
     vals = [r[key] for r in rows]
     return f"{statistics.median(vals):g}" if len(vals) == 1 else \
@@ -356,7 +512,9 @@ def render(rows, corp, idle, skips, reps) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=3, help="runs per configuration (default 3)")
-    ap.add_argument("--only", default="cpu,idle,skip", help="cpu, idle, skip (comma-separated)")
+    ap.add_argument("--only", default="cpu,idle,skip",
+                    help="cpu, idle, skip, listen, clickhouse (comma-separated; default cpu,idle,skip)")
+    ap.add_argument("--loop", type=int, default=3, help="listen, clickhouse: replays of the corpus per run (default 3)")
     ap.add_argument("--idle-secs", type=int, default=20, help="idle measurement length (default 20)")
     ap.add_argument("--no-build", action="store_true", help="use the binaries in target/release")
     ap.add_argument("--corpora", default="", help="cpu: only these corpora (few,50k,500k; default all)")
@@ -382,13 +540,23 @@ def main() -> int:
         if "cpu" in only else []
     idle = idle_run(a.idle_secs) if "idle" in only else None
     skips = skip_runs() if "skip" in only else []
+    pairs: list[dict] = []
+    for mode in ("listen", "clickhouse"):
+        if mode in only:
+            pair_runs(mode, a.reps, a.loop, pairs)
     shutil.rmtree(OUT / "live-work", ignore_errors=True)
     if rows:
         with open(OUT / "live_runs.csv", "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
-    md = render(rows, corp, idle, skips, a.reps)
+    if pairs:
+        keys = list(dict.fromkeys(k for r in pairs for k in r))
+        with open(OUT / "live_pairs.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(pairs)
+    md = render(rows, corp, idle, skips, a.reps) + (render_pairs(pairs, a.reps, a.loop) if pairs else "")
     (OUT / "live.md").write_text(md)
     print(md)
     return 0
