@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time
+PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       # the servers and clients of tests/capture_servers.rs
       nginx wrk curl mariadb-server mariadb-client sysbench dnsmasq-base dnsutils)
 missing=()

@@ -23,6 +23,7 @@ mod ja4;
 mod md5;
 mod parser;
 mod sha256;
+pub mod x509;
 #[cfg(test)]
 mod tests;
 
