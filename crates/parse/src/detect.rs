@@ -43,6 +43,11 @@ pub fn by_content(dir: Dir, data: &[u8]) -> Option<Protocol> {
     if data.is_empty() {
         return None;
     }
+    // First: a ClientHello record is the most specific signature, and its
+    // first bytes could pass for a MySQL packet header.
+    if crate::tls::looks_like(dir, data) {
+        return Some(Protocol::Tls);
+    }
     if crate::pgsql::looks_like(dir, data) {
         return Some(Protocol::Pgsql);
     }

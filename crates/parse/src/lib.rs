@@ -1,5 +1,5 @@
 //! Parse: in-order bytes of each direction of a connection in, transactions
-//! (one request and its response, with latency) out.
+//! (one request and its response, with latency; for TLS one handshake) out.
 //!
 //! The data flow is `track` (which connection, which direction) ->
 //! [`stream::Reassembler`] (TCP segments to in-order bytes, gaps reported) ->
@@ -52,6 +52,7 @@ impl ProtocolParser for Protocol {
             Protocol::Pgsql => ConnParser::Pgsql(pgsql::PgsqlParser::new(cfg)),
             Protocol::Redis => ConnParser::Redis(redis::RedisParser::new(cfg)),
             Protocol::Dns => ConnParser::Dns(dns::TcpDns::new(cfg)),
+            Protocol::Tls => ConnParser::Tls(Box::new(tls::TlsConn::new(cfg))),
         }
     }
 }
@@ -66,6 +67,8 @@ pub enum ConnParser {
     Pgsql(pgsql::PgsqlParser),
     Redis(redis::RedisParser),
     Dns(dns::TcpDns),
+    /// Boxed: a TLS session's handshake state is several times the others'.
+    Tls(Box<tls::TlsConn>),
 }
 
 /// Calls the same method on whichever parser a [`ConnParser`] holds.
@@ -77,6 +80,7 @@ macro_rules! each_parser {
             ConnParser::Pgsql($p) => $e,
             ConnParser::Redis($p) => $e,
             ConnParser::Dns($p) => $e,
+            ConnParser::Tls($p) => $e,
         }
     };
 }

@@ -72,7 +72,7 @@ pub(crate) const PROBE_DONE: u8 = 4;
 #[derive(Debug, Default, Clone)]
 pub struct AppStats {
     /// Connections parsed, per protocol (indexed like [`Protocol::ALL`]).
-    pub connections: [u64; 5],
+    pub connections: [u64; Protocol::ALL.len()],
     pub transactions: u64,
     /// Parsers that gave up (TLS, compressed MySQL, not the protocol after all).
     pub gave_up: u64,

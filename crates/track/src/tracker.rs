@@ -817,8 +817,9 @@ impl Tracker {
         self.app_stats.gave_up += stopped as u64;
         // Like Zeek, a service is named once its analyzer understood the
         // traffic: here, once a transaction was parsed (or the protocol was
-        // recognised and then turned out encrypted or compressed).
-        let service = (app.transactions > 0 || stopped).then(|| app.protocol.service());
+        // recognised and then turned out encrypted or compressed; not TLS:
+        // a port-443 stream that is not TLS is no "ssl").
+        let service = (app.transactions > 0 || stopped && app.protocol != Protocol::Tls).then(|| app.protocol.service());
         (service, Some(app.uid))
     }
 

@@ -7,6 +7,7 @@ pub mod http;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
+pub mod tls;
 
 use wirelog_decode::IpAddr16;
 
@@ -85,6 +86,7 @@ pub enum Detail {
     Pgsql(crate::pgsql::PgsqlTx),
     Redis(crate::redis::RedisTx),
     Dns(crate::dns::DnsTx),
+    Tls(crate::tls::TlsTx),
 }
 
 
