@@ -491,7 +491,10 @@ pub struct AppArgs {
 
     /// Server ports of a protocol, replacing its defaults; repeatable, e.g.
     /// `--ports mysql=3306,3307 --ports http=80,8080`. Defaults: http
-    /// 80,8000,8080,8888; mysql 3306; pgsql 5432; redis 6379; dns 53,5353.
+    /// 80,8000,8080,8888; mysql 3306; pgsql 5432; redis 6379; dns 53,5353;
+    /// tls 443,465,563,585,614,636,853,989,990,992,993,994,995,5061,5223,5986,8443
+    /// (Zeek's SSL ports and a few more). `tls=25,143` also reads STARTTLS
+    /// handshakes after SMTP's or IMAP's plaintext.
     /// These ports are server ports for orientation too.
     #[arg(long, value_name = "PROTO=PORTS")]
     pub ports: Vec<String>,
@@ -551,7 +554,10 @@ impl AppArgs {
             let proto = wirelog_parse::Protocol::ALL
                 .into_iter()
                 .find(|p| p.name() == name.trim())
-                .ok_or_else(|| format!("--ports {spec}: unknown protocol {name:?} (http, mysql, pgsql, redis, dns)"))?;
+                .ok_or_else(|| {
+                    let known: Vec<&str> = wirelog_parse::Protocol::ALL.iter().map(|p| p.name()).collect();
+                    format!("--ports {spec}: unknown protocol {name:?} ({})", known.join(", "))
+                })?;
             let mut ports = Vec::new();
             for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                 ports.push(

@@ -85,10 +85,41 @@ macro_rules! each_parser {
     };
 }
 
+impl ConnParser {
+    /// conn.log's `service` for a connection of `protocol` parsed by this
+    /// (`mysql,ssl` once TLS was found inside MySQL).
+    pub fn service(&self, protocol: Protocol) -> &'static str {
+        match self {
+            ConnParser::Tls(t) => t.service(),
+            _ => protocol.service(),
+        }
+    }
+
+    /// STARTTLS: when the MySQL or PostgreSQL parser stopped because the
+    /// client asked for TLS and got it, the TLS parser takes the connection
+    /// over and reads `data` (the chunk in which TLS was agreed; what is
+    /// left of the request is skipped as preamble).
+    #[cold]
+    fn hand_over(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+        let outer = match self {
+            ConnParser::Mysql(p) if p.gave_up_reason() == Some(mysql::GiveUp::Tls) => Protocol::Mysql,
+            ConnParser::Pgsql(p) if p.gave_up_reason() == Some(pgsql::GiveUp::Tls) => Protocol::Pgsql,
+            _ => return,
+        };
+        let before = self.stats();
+        let mut tls = Box::new(tls::TlsConn::starttls(&ParseConfig::default(), outer, before));
+        tls.data(dir, ts_ns, data, out);
+        *self = ConnParser::Tls(tls);
+    }
+}
+
 impl StreamParser for ConnParser {
     #[inline]
     fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
-        each_parser!(self, p => p.data(dir, ts_ns, data, out))
+        each_parser!(self, p => p.data(dir, ts_ns, data, out));
+        if matches!(self, ConnParser::Mysql(_) | ConnParser::Pgsql(_)) && self.gave_up() {
+            self.hand_over(dir, ts_ns, data, out);
+        }
     }
 
     #[inline]

@@ -36,6 +36,15 @@ macro_rules! protocols {
                 }
             }
 
+            /// conn.log's `service` when TLS was found inside the protocol
+            /// (MySQL's SSL request, PostgreSQL's SSLRequest): Zeek names
+            /// both analyzers, `mysql,ssl`.
+            pub const fn service_over_tls(self) -> &'static str {
+                match self {
+                    $(Protocol::$v => concat!($service, ",ssl"),)*
+                }
+            }
+
             /// The stem of its log file (`ssl` for `ssl.log`): Zeek's log
             /// name where Zeek has the log, else the short name.
             pub const fn log(self) -> &'static str {

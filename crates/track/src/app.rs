@@ -113,6 +113,14 @@ impl AppState {
         })
     }
 
+    /// conn.log's `service` (`mysql,ssl` when TLS was found inside MySQL).
+    pub fn service(&self) -> &'static str {
+        match &self.parser {
+            AppParser::Stream { parser, .. } => parser.service(self.protocol),
+            AppParser::Udp(_) => self.protocol.service(),
+        }
+    }
+
     /// One TCP segment of the connection.
     #[allow(clippy::too_many_arguments)]
     pub fn segment(

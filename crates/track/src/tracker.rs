@@ -819,7 +819,7 @@ impl Tracker {
         // traffic: here, once a transaction was parsed (or the protocol was
         // recognised and then turned out encrypted or compressed; not TLS:
         // a port-443 stream that is not TLS is no "ssl").
-        let service = (app.transactions > 0 || stopped && app.protocol != Protocol::Tls).then(|| app.protocol.service());
+        let service = (app.transactions > 0 || stopped && app.protocol != Protocol::Tls).then(|| app.service());
         (service, Some(app.uid))
     }
 
@@ -1072,7 +1072,7 @@ fn emit_transactions(
         resp_h: key.dst,
         resp_p: key.dport,
         transport,
-        protocol: app.protocol,
+        protocol: tx.detail.protocol(),
         tx,
         orig_proc: None,
         resp_proc: None,

@@ -6,7 +6,7 @@
 use wirelog_record::tls::TlsTx;
 
 use super::{TlsHandshake, TlsParser};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Protocol, Span, StreamParser, Transaction, TxStatus};
 
 /// First and last time handshake bytes were seen in one direction.
 #[derive(Clone, Copy, Debug, Default)]
@@ -20,6 +20,10 @@ struct Seen {
 pub struct TlsConn {
     inner: TlsParser,
     seen: [Seen; 2],
+    /// The protocol that asked for TLS (STARTTLS), if any, and what its
+    /// parser had counted before handing over.
+    inside: Option<(Protocol, ParseStats)>,
+    handshakes: u32,
 }
 
 impl TlsConn {
@@ -27,6 +31,28 @@ impl TlsConn {
         TlsConn {
             inner: TlsParser::new(cfg),
             seen: [Seen::default(); 2],
+            inside: None,
+            handshakes: 0,
+        }
+    }
+
+    /// TLS that `outer`'s parser saw requested (its SSL request): the TLS
+    /// parser seeks the handshake from here, skipping what is left of the
+    /// request as preamble.
+    pub fn starttls(cfg: &ParseConfig, outer: Protocol, before: ParseStats) -> Self {
+        TlsConn {
+            inside: Some((outer, before)),
+            ..TlsConn::new(cfg)
+        }
+    }
+
+    /// conn.log's `service`: `mysql,ssl` once a handshake was found inside
+    /// MySQL; the outer protocol's own before that.
+    pub fn service(&self) -> &'static str {
+        match self.inside {
+            Some((outer, _)) if self.handshakes == 0 => outer.service(),
+            Some((outer, _)) => outer.service_over_tls(),
+            None => Protocol::Tls.service(),
         }
     }
 
@@ -48,6 +74,7 @@ impl TlsConn {
             };
             let request = span(0, Dir::ToServer);
             let response = span(1, Dir::ToClient);
+            self.handshakes += 1;
             out.push(transaction(hs, request, response));
         }
     }
@@ -137,7 +164,14 @@ impl StreamParser for TlsConn {
     }
 
     fn stats(&self) -> ParseStats {
-        self.inner.stats()
+        let mut s = self.inner.stats();
+        if let Some((_, b)) = self.inside {
+            s.unparsed_bytes += b.unparsed_bytes;
+            s.gaps += b.gaps;
+            s.resyncs += b.resyncs;
+            s.malformed += b.malformed;
+        }
+        s
     }
 }
 

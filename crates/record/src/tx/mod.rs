@@ -89,6 +89,21 @@ pub enum Detail {
     Tls(crate::tls::TlsTx),
 }
 
+impl Detail {
+    /// The protocol whose transaction this is (a connection's parser may
+    /// hand over: TLS inside MySQL is a TLS transaction).
+    pub fn protocol(&self) -> Protocol {
+        match self {
+            Detail::Http(_) => Protocol::Http,
+            Detail::Mysql(_) => Protocol::Mysql,
+            Detail::Pgsql(_) => Protocol::Pgsql,
+            Detail::Redis(_) => Protocol::Redis,
+            Detail::Dns(_) => Protocol::Dns,
+            Detail::Tls(_) => Protocol::Tls,
+        }
+    }
+}
+
 
 #[derive(Debug, Clone)]
 pub struct TxRecord {
