@@ -53,6 +53,9 @@ pub enum Command {
     ///   wirelog query mysql --by fingerprint --sort p99_latency --top 10
     ///   wirelog query http --where 'status_code >= 500' --by host,uri
     ///   wirelog query dns --where 'rcode_name != NOERROR and ip = 10.0.0.53'
+    ///   wirelog query tls --by server_name,version,ja4
+    ///   wirelog query tls --where 'established = false' --by server_name,last_alert
+    ///   wirelog query tls --where 'not_valid_after < 1798761600' --by server_name,subject
     #[command(verbatim_doc_comment)]
     Query(QueryArgs),
     /// Capture live traffic from network interfaces until SIGINT/SIGTERM (or --duration).
