@@ -52,7 +52,7 @@ impl ProtocolParser for Protocol {
             Protocol::Pgsql => ConnParser::Pgsql(pgsql::PgsqlParser::new(cfg)),
             Protocol::Redis => ConnParser::Redis(redis::RedisParser::new(cfg)),
             Protocol::Dns => ConnParser::Dns(dns::TcpDns::new(cfg)),
-            Protocol::Tls => ConnParser::Tls(Box::new(tls::TlsConn::new(cfg))),
+            Protocol::Tls => ConnParser::Tls(tls::TlsConn::new(cfg)),
         }
     }
 }
@@ -67,8 +67,7 @@ pub enum ConnParser {
     Pgsql(pgsql::PgsqlParser),
     Redis(redis::RedisParser),
     Dns(dns::TcpDns),
-    /// Boxed: a TLS session's handshake state is several times the others'.
-    Tls(Box<tls::TlsConn>),
+    Tls(tls::TlsConn),
 }
 
 /// Calls the same method on whichever parser a [`ConnParser`] holds.
@@ -107,7 +106,7 @@ impl ConnParser {
             _ => return,
         };
         let before = self.stats();
-        let mut tls = Box::new(tls::TlsConn::starttls(&ParseConfig::default(), outer, before));
+        let mut tls = tls::TlsConn::starttls(&ParseConfig::default(), outer, before);
         tls.data(dir, ts_ns, data, out);
         *self = ConnParser::Tls(tls);
     }
