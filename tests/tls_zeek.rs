@@ -552,3 +552,90 @@ fn ja4_column_matches_foxio() {
     assert!(total >= 65, "expected at least 65 TCP rows, found {total}");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The JSON logs carry what the TSV logs carry: every line is valid JSON
+/// (checked by Python's parser), a field is present exactly when the TSV
+/// column is set, and text and list values are the same.
+#[test]
+fn json_logs_match_tsv_logs() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("x509_cert_repeat", "google-cert-repeat.pcap", &["-C"]),
+        ("starttls_databases", "tls-12-amazon-rds.pcap", &[]),
+        ("tls12_alpn_ocsp_sct", "signed_certificate_timestamp.pcap", &[]),
+        ("ja4_browser_many_hellos", "tls-handshake.pcapng", &[]),
+    ];
+    let mut compared = 0;
+    for (n, &(case, pcap, flags)) in cases.iter().enumerate() {
+        let dir = testdata().join(case);
+        let tsv = run_wirelog(&dir.join(pcap), flags, &format!("json-tsv-{n}"));
+        let mut jflags = flags.to_vec();
+        jflags.extend(["--log-format", "json"]);
+        let tmp = tempdir(&format!("json-{n}"));
+        let logs = tmp.0.join("logs");
+        let st = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+            .args(["read", "--quiet", "--no-store", "--seed", "1", "--logs"])
+            .arg(&logs)
+            .args(&jflags)
+            .arg(dir.join(pcap))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        for name in ["ssl.log", "x509.log"] {
+            let path = logs.join(name);
+            if !path.exists() {
+                assert!(tsv[name].is_empty(), "{case}: {name} only in TSV");
+                continue;
+            }
+            // Python prints each record as key<TAB>value lines (lists joined
+            // by commas, booleans as T/F, text as is), records separated by
+            // an empty line.
+            let out = Command::new("python3")
+                .arg("-c")
+                .arg(
+                    "import json,sys\n\
+                     for l in open(sys.argv[1]):\n\
+                     \x20   r=json.loads(l)\n\
+                     \x20   for k,v in r.items():\n\
+                     \x20       if isinstance(v,bool): v='T' if v else 'F'\n\
+                     \x20       elif isinstance(v,list): v=','.join(map(str,v)) if v else '(empty)'\n\
+                     \x20       elif isinstance(v,str): v=v if v else '(empty)'\n\
+                     \x20       else: v='#'\n\
+                     \x20       print(k+'\\t'+v)\n\
+                     \x20   print()\n",
+                )
+                .arg(&path)
+                .output()
+                .expect("python3");
+            assert!(out.status.success(), "{case}/{name}: {}", String::from_utf8_lossy(&out.stderr));
+            let text = String::from_utf8(out.stdout).unwrap();
+            let json: Vec<Row> = text
+                .split("\n\n")
+                .filter(|r| !r.trim().is_empty())
+                .map(|r| {
+                    r.lines()
+                        .filter_map(|l| l.split_once('\t'))
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect()
+                })
+                .collect();
+            assert_eq!(json.len(), tsv[name].len(), "{case}/{name}: rows");
+            for (j, t) in json.iter().zip(&tsv[name]) {
+                for (k, tv) in t {
+                    match j.get(k) {
+                        None => assert_eq!(tv, "-", "{case}/{name} {k}: set in TSV only"),
+                        // Numbers are written by one formatter for both.
+                        Some(jv) if jv == "#" => {}
+                        // Plain text is not escaped in JSON; compare where TSV did not escape.
+                        Some(jv) if !tv.contains('\\') && k != "uid" => {
+                            assert_eq!(jv, tv, "{case}/{name} {k}");
+                            compared += 1;
+                        }
+                        Some(_) => {}
+                    }
+                }
+                assert!(j.keys().all(|k| t.contains_key(k)), "{case}/{name}: a JSON key not in TSV");
+            }
+        }
+    }
+    assert!(compared > 500, "{compared} values compared");
+}
