@@ -94,6 +94,12 @@ impl ConnParser {
         }
     }
 
+    /// The parser has read all it wanted (a TLS handshake is over): it
+    /// reports `gave_up` so reassembly stops, but nothing was left unparsed.
+    pub fn done(&self) -> bool {
+        matches!(self, ConnParser::Tls(t) if t.handshake_done())
+    }
+
     /// STARTTLS: when the MySQL or PostgreSQL parser stopped because the
     /// client asked for TLS and got it, the TLS parser takes the connection
     /// over and reads `data` (the chunk in which TLS was agreed; what is

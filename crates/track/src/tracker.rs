@@ -814,7 +814,7 @@ impl Tracker {
         p.gaps += st.gaps;
         p.resyncs += st.resyncs;
         p.malformed += st.malformed;
-        self.app_stats.gave_up += stopped as u64;
+        self.app_stats.gave_up += (stopped && !app.parser_done()) as u64;
         // Like Zeek, a service is named once its analyzer understood the
         // traffic: here, once a transaction was parsed (or the protocol was
         // recognised and then turned out encrypted or compressed; not TLS:
