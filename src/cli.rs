@@ -55,6 +55,9 @@ pub enum Command {
     ///   wirelog query mysql --by fingerprint --sort p99_latency --top 10
     ///   wirelog query http --where 'status_code >= 500' --by host,uri
     ///   wirelog query dns --where 'rcode_name != NOERROR and ip = 10.0.0.53'
+    ///   wirelog query tls --by server_name,version,ja4
+    ///   wirelog query tls --where 'established = false' --by server_name,last_alert
+    ///   wirelog query tls --where 'not_valid_after < 1798761600' --by server_name,subject
     #[command(verbatim_doc_comment)]
     Query(QueryArgs),
     /// Capture live traffic from network interfaces until SIGINT/SIGTERM (or --duration).
@@ -728,7 +731,10 @@ pub struct AppArgs {
 
     /// Server ports of a protocol, replacing its defaults; repeatable, e.g.
     /// `--ports mysql=3306,3307 --ports http=80,8080`. Defaults: http
-    /// 80,8000,8080,8888; mysql 3306; pgsql 5432; redis 6379; dns 53,5353.
+    /// 80,8000,8080,8888; mysql 3306; pgsql 5432; redis 6379; dns 53,5353;
+    /// tls 443,465,563,585,614,636,853,989,990,992,993,994,995,5061,5223,5986,8443
+    /// (Zeek's SSL ports and a few more). `tls=25,143` also reads STARTTLS
+    /// handshakes after SMTP's or IMAP's plaintext.
     /// These ports are server ports for orientation too.
     #[arg(long, value_name = "PROTO=PORTS")]
     pub ports: Vec<String>,
@@ -788,7 +794,10 @@ impl AppArgs {
             let proto = wirelog_parse::Protocol::ALL
                 .into_iter()
                 .find(|p| p.name() == name.trim())
-                .ok_or_else(|| format!("--ports {spec}: unknown protocol {name:?} (http, mysql, pgsql, redis, dns)"))?;
+                .ok_or_else(|| {
+                    let known: Vec<&str> = wirelog_parse::Protocol::ALL.iter().map(|p| p.name()).collect();
+                    format!("--ports {spec}: unknown protocol {name:?} ({})", known.join(", "))
+                })?;
             let mut ports = Vec::new();
             for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                 ports.push(

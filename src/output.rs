@@ -21,7 +21,7 @@ use wirelog_parse::Protocol;
 use wirelog_procs::Owners;
 pub use wirelog_record::Batch;
 use wirelog_record::ConnState;
-use wirelog_sink::{tx_log_name, ConnLogWriter, FlowLogWriter, LogFile, LogFormat, TxLogWriter};
+use wirelog_sink::{tx_log_name, ConnLogWriter, FlowLogWriter, LogFile, LogFormat, OpenLog, TxLogWriter};
 use wirelog_store::compact::{Compactor, CompactorOptions};
 use wirelog_record::Ingest;
 use wirelog_store::{Kind, Store, StoreOptions};
@@ -307,8 +307,8 @@ impl Output {
             paths.push(dir.clone());
             // Transaction logs appear only when there is something to log;
             // ones left from an earlier run would read as this run's.
-            for p in Protocol::ALL {
-                let old = dir.join(tx_log_name(p));
+            for name in Protocol::ALL.map(tx_log_name).into_iter().chain(["x509.log".into()]) {
+                let old = dir.join(name);
                 if old.exists() {
                     std::fs::remove_file(&old)
                         .with_context(|| format!("cannot replace {}", old.display()))?;
@@ -529,7 +529,9 @@ impl Writer {
             None => {
                 let path = dir.join(tx_log_name(p));
                 let out = LogOut::File(LogFile::create(&path, LOG_PENDING, self.log_min_free)?);
-                self.tx_writers.push((p, TxLogWriter::new(out, *format, p).with_processes(self.owners.is_some())));
+                let (x509, min_free) = (dir.join("x509.log"), self.log_min_free);
+                let open_x509: OpenLog<LogOut> = Box::new(move || Ok(LogOut::File(LogFile::create(&x509, LOG_PENDING, min_free)?)));
+                self.tx_writers.push((p, TxLogWriter::new(out, *format, p).with_processes(self.owners.is_some()).with_x509(open_x509)));
                 self.tx_writers.len() - 1
             }
         };
@@ -554,7 +556,9 @@ impl Writer {
             logs.push(f.get_mut());
         }
         for (_, w) in &mut self.tx_writers {
-            logs.push(w.get_mut());
+            let (out, x509) = w.outputs_mut();
+            logs.push(out);
+            logs.extend(x509);
         }
         logs.into_iter().filter_map(LogOut::file).collect()
     }

@@ -32,6 +32,7 @@ own = {
     "pgsql": "coalesce(sum(\"rows\"), 0), count(DISTINCT fingerprint), count(error_code)",
     "redis": "count(*) FILTER (WHERE command = 'GET'), count(reply), count(DISTINCT args)",
     "dns": "count(*) FILTER (WHERE aa), coalesce(sum(qtype), 0), count(*) FILTER (WHERE rcode_name = 'NXDOMAIN')",
+    "tls": "count(*) FILTER (WHERE established), coalesce(sum(not_valid_after), 0), count(DISTINCT ja4)",
 }
 out = {}
 for kind, extra in own.items():

@@ -698,6 +698,11 @@ fn duckdb_reads_transactions_as_written() {
                 count(rows, &|r| cell_str(r, 3).is_some()),
                 distinct(rows, 1),
             ],
+            Kind::Tls => [
+                count(rows, &|r| r.extra[7] == Cell::Bool(true)),
+                sum_opt(rows, &|r| cell_u64(r, 13)),
+                distinct(rows, 14),
+            ],
             _ => [
                 count(rows, &|r| r.extra[9] == Cell::Bool(true)),
                 sum_opt(rows, &|r| cell_u64(r, 1)),

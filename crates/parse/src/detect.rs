@@ -43,6 +43,11 @@ pub fn by_content(dir: Dir, data: &[u8]) -> Option<Protocol> {
     if data.is_empty() {
         return None;
     }
+    // First: a ClientHello record is the most specific signature, and its
+    // first bytes could pass for a MySQL packet header.
+    if crate::tls::looks_like(dir, data) {
+        return Some(Protocol::Tls);
+    }
     if crate::pgsql::looks_like(dir, data) {
         return Some(Protocol::Pgsql);
     }
@@ -96,5 +101,23 @@ mod tests {
         let q = [6, 0, 0, 0, 3, b's', b'e', b'l', b'e', b'c'];
         assert_eq!(server_greeting(&q), None);
         assert_eq!(server_greeting(b"GET / HTTP/1.1\r\n\r\n"), None);
+    }
+
+    #[test]
+    fn client_hello_is_tls() {
+        // A ClientHello record header (TLS 1.0 record version, as clients
+        // send) and the handshake type; the body does not matter here.
+        let mut ch = vec![22, 3, 1, 0, 0x60, 1, 0, 0, 0x5c, 3, 3];
+        ch.extend_from_slice(&[0; 32]);
+        assert_eq!(by_content(Dir::ToServer, &ch), Some(Protocol::Tls));
+        // A server's first record is not a client's.
+        assert_eq!(by_content(Dir::ToClient, &ch), None);
+        ch[5] = 2;
+        assert_eq!(by_content(Dir::ToServer, &ch), None);
+        // Not a record version.
+        let mut bad = ch.clone();
+        bad[5] = 1;
+        bad[1] = 4;
+        assert_eq!(by_content(Dir::ToServer, &bad), None);
     }
 }

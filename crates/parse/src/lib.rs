@@ -1,5 +1,5 @@
 //! Parse: in-order bytes of each direction of a connection in, transactions
-//! (one request and its response, with latency) out.
+//! (one request and its response, with latency; for TLS one handshake) out.
 //!
 //! The data flow is `track` (which connection, which direction) ->
 //! [`stream::Reassembler`] (TCP segments to in-order bytes, gaps reported) ->
@@ -52,6 +52,7 @@ impl ProtocolParser for Protocol {
             Protocol::Pgsql => ConnParser::Pgsql(pgsql::PgsqlParser::new(cfg)),
             Protocol::Redis => ConnParser::Redis(redis::RedisParser::new(cfg)),
             Protocol::Dns => ConnParser::Dns(dns::TcpDns::new(cfg)),
+            Protocol::Tls => ConnParser::Tls(tls::TlsConn::new(cfg)),
         }
     }
 }
@@ -66,6 +67,7 @@ pub enum ConnParser {
     Pgsql(pgsql::PgsqlParser),
     Redis(redis::RedisParser),
     Dns(dns::TcpDns),
+    Tls(tls::TlsConn),
 }
 
 /// Calls the same method on whichever parser a [`ConnParser`] holds.
@@ -77,14 +79,52 @@ macro_rules! each_parser {
             ConnParser::Pgsql($p) => $e,
             ConnParser::Redis($p) => $e,
             ConnParser::Dns($p) => $e,
+            ConnParser::Tls($p) => $e,
         }
     };
+}
+
+impl ConnParser {
+    /// conn.log's `service` for a connection of `protocol` parsed by this
+    /// (`mysql,ssl` once TLS was found inside MySQL).
+    pub fn service(&self, protocol: Protocol) -> &'static str {
+        match self {
+            ConnParser::Tls(t) => t.service(),
+            _ => protocol.service(),
+        }
+    }
+
+    /// The parser has read all it wanted (a TLS handshake is over): it
+    /// reports `gave_up` so reassembly stops, but nothing was left unparsed.
+    pub fn done(&self) -> bool {
+        matches!(self, ConnParser::Tls(t) if t.handshake_done())
+    }
+
+    /// STARTTLS: when the MySQL or PostgreSQL parser stopped because the
+    /// client asked for TLS and got it, the TLS parser takes the connection
+    /// over and reads `data` (the chunk in which TLS was agreed; what is
+    /// left of the request is skipped as preamble).
+    #[cold]
+    fn hand_over(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+        let outer = match self {
+            ConnParser::Mysql(p) if p.gave_up_reason() == Some(mysql::GiveUp::Tls) => Protocol::Mysql,
+            ConnParser::Pgsql(p) if p.gave_up_reason() == Some(pgsql::GiveUp::Tls) => Protocol::Pgsql,
+            _ => return,
+        };
+        let before = self.stats();
+        let mut tls = tls::TlsConn::starttls(&ParseConfig::default(), outer, before);
+        tls.data(dir, ts_ns, data, out);
+        *self = ConnParser::Tls(tls);
+    }
 }
 
 impl StreamParser for ConnParser {
     #[inline]
     fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
-        each_parser!(self, p => p.data(dir, ts_ns, data, out))
+        each_parser!(self, p => p.data(dir, ts_ns, data, out));
+        if matches!(self, ConnParser::Mysql(_) | ConnParser::Pgsql(_)) && self.gave_up() {
+            self.hand_over(dir, ts_ns, data, out);
+        }
     }
 
     #[inline]

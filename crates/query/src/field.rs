@@ -237,6 +237,28 @@ static DNS: &[Def] = tx_defs![
     def("ra", Ty::Bool, &[]),
 ];
 
+static TLS: &[Def] = tx_defs![
+    def("version", Ty::Str, &[]),
+    def("cipher", Ty::Str, &[]),
+    def("curve", Ty::Str, &[]),
+    def("server_name", Ty::Str, &["sni"]),
+    def("resumed", Ty::Bool, &[]),
+    def("last_alert", Ty::Str, &["alert"]),
+    def("next_protocol", Ty::Str, &["alpn"]),
+    def("established", Ty::Bool, &[]),
+    def("ssl_history", Ty::Str, &["history"]),
+    def("cert_chain_fps", Ty::Str, &[]),
+    def("client_cert_chain_fps", Ty::Str, &[]),
+    def("subject", Ty::Str, &[]),
+    def("issuer", Ty::Str, &[]),
+    opt("not_valid_after", U64, &["expires"]),
+    def("ja4", Ty::Str, &[]),
+    def("ja3", Ty::Str, &[]),
+    def("ja3s", Ty::Str, &[]),
+    def("client_versions", Ty::Str, &[]),
+    def("client_alpn", Ty::Str, &[]),
+];
+
 fn defs(kind: Kind) -> &'static [Def] {
     match kind {
         Kind::Flows => FLOWS,
@@ -246,6 +268,7 @@ fn defs(kind: Kind) -> &'static [Def] {
         Kind::Pgsql => PGSQL,
         Kind::Redis => REDIS,
         Kind::Dns => DNS,
+        Kind::Tls => TLS,
     }
 }
 

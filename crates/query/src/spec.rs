@@ -232,7 +232,7 @@ pub fn parse_query(
 /// The key without `--by`: goQuery's top talkers for flows and connections
 /// (`sip,dip,dport,proto`, `orig_h,resp_h,resp_p,proto`); for transactions
 /// http `host`, mysql and pgsql `fingerprint`, redis `command`, dns
-/// `query,qtype_name`.
+/// `query,qtype_name`, tls `server_name`.
 pub fn default_by(kind: Kind) -> Vec<Field> {
     let names: &[&str] = match kind {
         Kind::Flows => &["client", "server", "server_port", "proto"],
@@ -241,6 +241,7 @@ pub fn default_by(kind: Kind) -> Vec<Field> {
         Kind::Mysql | Kind::Pgsql => &["fingerprint"],
         Kind::Redis => &["command"],
         Kind::Dns => &["query", "qtype_name"],
+        Kind::Tls => &["server_name"],
     };
     names.iter().map(|n| Field::col(kind, n)).collect()
 }

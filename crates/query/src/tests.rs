@@ -1609,6 +1609,19 @@ fn tx_atom(rng: &mut Rng, kind: Kind) -> String {
             2 => format!("args ~ {}", pick(rng, &["key:1", "^key:2"])),
             _ => "reply = \"\"".into(),
         },
+        Kind::Tls => match rng.below(7) {
+            0 => format!(
+                "server_name {} {}",
+                rng.pick(&["=", "!=", "~"]),
+                pick(rng, &["api.example.com", "example", "^www", "\"\""])
+            ),
+            1 => format!("version = {}", pick(rng, &["TLSv12", "TLSv13"])),
+            2 => format!("established = {}", pick(rng, &["true", "false"])),
+            3 => format!("not_valid_after < {}", 1_700_000_000 + rng.below(200) * 86_400),
+            4 => format!("ja4 ~ {}", pick(rng, &["^t13", "h2_", "h1"])),
+            5 => "last_alert != \"\"".into(),
+            _ => format!("resumed = {}", pick(rng, &["true", "false"])),
+        },
         _ => match rng.below(8) {
             0 => format!(
                 "qtype_name {} {}",
@@ -1645,6 +1658,7 @@ fn group_by_matches_reference_on_tx() {
             Kind::Mysql => &["fingerprint", "user,database", "error_code"],
             Kind::Pgsql => &["fingerprint", "command_tag", "error_severity"],
             Kind::Redis => &["command", "reply_type,command"],
+            Kind::Tls => &["server_name", "version,cipher", "ja4", "established,resumed"],
             _ => &["query,qtype_name", "rcode_name", "aa,rd"],
         };
         let common = [

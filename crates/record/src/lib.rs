@@ -1,6 +1,8 @@
 //! Records: the typed output of tracking (connections, flows, application
 //! transactions), produced by `track` and `parse`, consumed by sinks, the
-//! store and queries; and the protocol table ([`Protocol`]).
+//! store and queries; and the protocol table ([`Protocol`]). Also the X.509
+//! decoder ([`x509`]): TLS records carry certificates as DER, and the output
+//! side (sinks, store) decodes them, off the packet path.
 //!
 //! Records have a fixed schema (plain structs, no maps) so sinks can write
 //! them as columns or as Zeek-compatible text without guessing.
@@ -11,15 +13,17 @@ mod community_id;
 mod conn;
 mod flow;
 mod protocol;
+pub mod sha256;
 mod tx;
 mod uid;
+pub mod x509;
 
 pub use batch::{Batch, Ingest};
 pub use community_id::{community_id_v1, CommunityId};
 pub use conn::{ConnRecord, ConnState, History, Proto};
 pub use flow::FlowRecord;
 pub use protocol::Protocol;
-pub use tx::{dns, http, mysql, pgsql, redis, Detail, Span, Transaction, TxRecord, TxStatus};
+pub use tx::{dns, http, mysql, pgsql, redis, tls, Detail, Span, Transaction, TxRecord, TxStatus};
 pub use uid::{Uid, UidGenerator};
 pub use wirelog_decode::IpAddr16;
 pub use wirelog_procs::Owner as ProcOwner;

@@ -10,7 +10,7 @@
 /// Declares [`Protocol`] and its table in one list, so a variant cannot exist
 /// without its row.
 macro_rules! protocols {
-    ($($(#[$doc:meta])* $v:ident { name: $name:literal, service: $service:literal, ports: $ports:expr, what: $what:literal $(,)? })*) => {
+    ($($(#[$doc:meta])* $v:ident { name: $name:literal, service: $service:literal, log: $log:literal, ports: $ports:expr, what: $what:literal $(,)? })*) => {
         /// The protocols parsed; [`Protocol::ALL`] is their order everywhere
         /// (store directories, summaries, query kinds).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -36,6 +36,23 @@ macro_rules! protocols {
                 }
             }
 
+            /// conn.log's `service` when TLS was found inside the protocol
+            /// (MySQL's SSL request, PostgreSQL's SSLRequest): Zeek names
+            /// both analyzers, `mysql,ssl`.
+            pub const fn service_over_tls(self) -> &'static str {
+                match self {
+                    $(Protocol::$v => concat!($service, ",ssl"),)*
+                }
+            }
+
+            /// The stem of its log file (`ssl` for `ssl.log`): Zeek's log
+            /// name where Zeek has the log, else the short name.
+            pub const fn log(self) -> &'static str {
+                match self {
+                    $(Protocol::$v => $log,)*
+                }
+            }
+
             /// What one transaction is, for people (`wirelog query --help`).
             pub const fn what(self) -> &'static str {
                 match self {
@@ -55,21 +72,26 @@ macro_rules! protocols {
 
 /// The table itself: hands every row to the macro `$m` (by name), which is
 /// how [`Protocol`] here and the store's `Kind` are generated from the same
-/// rows. A row: `Variant { name, service, ports, what }`.
+/// rows. A row: `Variant { name, service, log, ports, what }`.
 #[macro_export]
 macro_rules! protocol_table {
     ($m:ident) => {
         $m! {
             /// HTTP/1.0 and 1.1.
-            Http { name: "http", service: "http", ports: &[80, 8000, 8080, 8888], what: "HTTP/1.x requests" }
+            Http { name: "http", service: "http", log: "http", ports: &[80, 8000, 8080, 8888], what: "HTTP/1.x requests" }
             /// MySQL and MariaDB.
-            Mysql { name: "mysql", service: "mysql", ports: &[3306], what: "MySQL/MariaDB commands" }
+            Mysql { name: "mysql", service: "mysql", log: "mysql", ports: &[3306], what: "MySQL/MariaDB commands" }
             /// PostgreSQL (frontend/backend protocol v3).
-            Pgsql { name: "pgsql", service: "postgresql", ports: &[5432], what: "PostgreSQL queries" }
+            Pgsql { name: "pgsql", service: "postgresql", log: "pgsql", ports: &[5432], what: "PostgreSQL queries" }
             /// Redis (RESP2 and RESP3).
-            Redis { name: "redis", service: "redis", ports: &[6379], what: "Redis commands" }
+            Redis { name: "redis", service: "redis", log: "redis", ports: &[6379], what: "Redis commands" }
             /// DNS over UDP and TCP.
-            Dns { name: "dns", service: "dns", ports: &[53, 5353], what: "DNS queries" }
+            Dns { name: "dns", service: "dns", log: "dns", ports: &[53, 5353], what: "DNS queries" }
+            /// TLS (SSL 3.0 to TLS 1.3) handshakes, one per TLS session. Ports:
+            /// Zeek's `SSL::ssl_ports` (base/protocols/ssl/main.zeek: 443, 465,
+            /// 563, 585, 614, 636, 989, 990, 992, 993, 995, 5223) plus DNS over
+            /// TLS (853), IRCS (994), SIP-TLS (5061), WinRM (5986) and 8443.
+            Tls { name: "tls", service: "ssl", log: "ssl", ports: &[443, 465, 563, 585, 614, 636, 853, 989, 990, 992, 993, 994, 995, 5061, 5223, 5986, 8443], what: "TLS handshakes" }
         }
     };
 }
@@ -103,5 +125,9 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), Protocol::ALL.len());
+        let mut logs: Vec<_> = Protocol::ALL.iter().map(|p| p.log()).collect();
+        logs.sort();
+        logs.dedup();
+        assert_eq!(logs.len(), Protocol::ALL.len());
     }
 }

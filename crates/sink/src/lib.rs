@@ -1,6 +1,6 @@
 //! Sinks: where records go: Zeek-compatible conn.log files, and a flows.log
-//! and transaction logs (http.log, dns.log, mysql.log, ...) in the same
-//! conventions.
+//! and transaction logs (http.log, dns.log, mysql.log, ssl.log with its
+//! x509.log, ...) in the same conventions.
 //!
 //! The TSV form has Zeek's header lines (`#separator`, `#fields`, `#types`,
 //! ...) and field formatting, so `zeek-cut` and SIEM parsers written for Zeek
@@ -10,11 +10,13 @@
 mod file;
 mod flows;
 mod procs;
+mod tls;
 mod tx;
 mod zeek;
 
 pub use file::{available, LogFile, LogFileStats};
 pub use flows::FlowLogWriter;
+pub use tls::{OpenLog, X509LogWriter};
 pub use tx::{tx_log_name, TxLogWriter};
 pub use zeek::{ConnLogWriter, LogFormat};
 

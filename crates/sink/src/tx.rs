@@ -115,6 +115,33 @@ const PGSQL: &[(&str, &str)] = &[
     ("error_message", "string"),
 ];
 
+/// Zeek's ssl.log columns in Zeek's order, then ours (an extension, as
+/// Zeek's own policies add theirs after the base columns): the leaf's
+/// subject, issuer and expiry, the client fingerprints, and the client's
+/// offered versions and ALPN under Zeek's ssl-log-ext names.
+const SSL: &[(&str, &str)] = &[
+    ("version", "string"),
+    ("cipher", "string"),
+    ("curve", "string"),
+    ("server_name", "string"),
+    ("resumed", "bool"),
+    ("last_alert", "string"),
+    ("next_protocol", "string"),
+    ("established", "bool"),
+    ("ssl_history", "string"),
+    ("cert_chain_fps", "vector[string]"),
+    ("client_cert_chain_fps", "vector[string]"),
+    ("sni_matches_cert", "bool"),
+    ("subject", "string"),
+    ("issuer", "string"),
+    ("not_valid_after", "time"),
+    ("ja4", "string"),
+    ("ja3", "string"),
+    ("ja3s", "string"),
+    ("client_supported_versions", "vector[count]"),
+    ("orig_alpn", "vector[string]"),
+];
+
 const REDIS: &[(&str, &str)] = &[
     ("cmd", "string"),
     ("key", "string"),
@@ -133,12 +160,13 @@ fn own_fields(p: Protocol) -> &'static [(&'static str, &'static str)] {
         Protocol::Mysql => MYSQL,
         Protocol::Pgsql => PGSQL,
         Protocol::Redis => REDIS,
+        Protocol::Tls => SSL,
     }
 }
 
 /// The file name of a protocol's log (`http.log`, ...).
 pub fn tx_log_name(p: Protocol) -> String {
-    format!("{}.log", p.name())
+    format!("{}.log", p.log())
 }
 
 fn opt_str(s: &str) -> Option<&str> {
@@ -151,22 +179,22 @@ fn nonzero(v: u64) -> Option<u64> {
 
 /// Formats one record's fields, in order, straight into a line: TSV writes
 /// unset fields as `-`, JSON leaves them out (as Zeek's JSON writer does).
-struct Line<'a> {
-    b: &'a mut Vec<u8>,
-    names: &'a [&'static str],
-    json: bool,
+pub(crate) struct Line<'a> {
+    pub(crate) b: &'a mut Vec<u8>,
+    pub(crate) names: &'a [&'static str],
+    pub(crate) json: bool,
     /// Index of the next field.
-    i: usize,
+    pub(crate) i: usize,
     /// A JSON field was written (the next one needs a comma).
-    any: bool,
+    pub(crate) any: bool,
     /// Holds one list item while it is escaped.
-    scratch: &'a mut String,
+    pub(crate) scratch: &'a mut String,
 }
 
 impl Line<'_> {
     /// Writes what comes before the next field's value; false if the value
     /// is not to be written (unset: TSV's `-` is written here).
-    fn field(&mut self, set: bool) -> bool {
+    pub(crate) fn field(&mut self, set: bool) -> bool {
         let i = self.i;
         self.i += 1;
         if self.json {
@@ -189,25 +217,25 @@ impl Line<'_> {
         set
     }
 
-    fn time(&mut self, t: i64) {
+    pub(crate) fn time(&mut self, t: i64) {
         if self.field(true) {
             write_secs(self.b, t);
         }
     }
 
-    fn interval(&mut self, d: Option<i64>) {
+    pub(crate) fn interval(&mut self, d: Option<i64>) {
         if self.field(d.is_some()) {
             write_secs(self.b, d.unwrap_or(0));
         }
     }
 
-    fn count(&mut self, n: Option<u64>) {
+    pub(crate) fn count(&mut self, n: Option<u64>) {
         if self.field(n.is_some()) {
             push_u64(self.b, n.unwrap_or(0));
         }
     }
 
-    fn str(&mut self, s: Option<&str>) {
+    pub(crate) fn str(&mut self, s: Option<&str>) {
         if self.field(s.is_some()) {
             let s = s.unwrap_or("");
             if self.json {
@@ -218,7 +246,7 @@ impl Line<'_> {
         }
     }
 
-    fn addr(&mut self, a: &IpAddr16) {
+    pub(crate) fn addr(&mut self, a: &IpAddr16) {
         if self.field(true) {
             if self.json {
                 self.b.push(b'"');
@@ -230,13 +258,13 @@ impl Line<'_> {
         }
     }
 
-    fn port(&mut self, p: u16) {
+    pub(crate) fn port(&mut self, p: u16) {
         if self.field(true) {
             push_u64(self.b, p as u64);
         }
     }
 
-    fn bool(&mut self, x: Option<bool>) {
+    pub(crate) fn bool(&mut self, x: Option<bool>) {
         if self.field(x.is_some()) {
             self.b
                 .extend_from_slice(match (self.json, x == Some(true)) {
@@ -250,7 +278,7 @@ impl Line<'_> {
 
     /// A Zeek vector/set, each item's text made by `item`: comma-separated
     /// in TSV (`-` when empty), an array in JSON.
-    fn list<T>(&mut self, items: &[T], item: impl Fn(&T, &mut String)) {
+    pub(crate) fn list<T>(&mut self, items: &[T], item: impl Fn(&T, &mut String)) {
         let json = self.json;
         if !self.field(json || !items.is_empty()) {
             return;
@@ -358,6 +386,7 @@ fn own_values(r: &TxRecord, v: &mut Line<'_>) {
         }
         Detail::Pgsql(p) => pgsql_values(p, v),
         Detail::Redis(x) => redis_values(x, v),
+        Detail::Tls(t) => crate::tls::ssl_values(t, v),
     }
 }
 
@@ -401,6 +430,8 @@ pub struct TxLogWriter<W: Write> {
     names: Vec<&'static str>,
     /// The process columns (capture --processes) follow Zeek's.
     processes: bool,
+    /// ssl.log's companion, x509.log (see [`TxLogWriter::with_x509`]).
+    x509: Option<crate::tls::X509LogWriter<W>>,
 }
 
 impl<W: Write> TxLogWriter<W> {
@@ -421,7 +452,22 @@ impl<W: Write> TxLogWriter<W> {
             rows: 0,
             names,
             processes: false,
+            x509: None,
         }
+    }
+
+    /// For ssl.log: also writes the certificates of each record to x509.log,
+    /// opened by `open` when its first row comes.
+    pub fn with_x509(mut self, open: crate::tls::OpenLog<W>) -> Self {
+        if self.protocol == Protocol::Tls {
+            self.x509 = Some(crate::tls::X509LogWriter::new(open, self.format));
+        }
+        self
+    }
+
+    /// The log's output and x509.log's, once that was opened.
+    pub fn outputs_mut(&mut self) -> (&mut W, Option<&mut W>) {
+        (&mut self.out, self.x509.as_mut().and_then(|x| x.get_mut()))
     }
 
     /// Adds the process columns (capture --processes) after the log's own.
@@ -437,7 +483,7 @@ impl<W: Write> TxLogWriter<W> {
     fn header(&mut self) -> io::Result<()> {
         let extra = if self.processes { crate::procs::FIELDS } else { &[] };
         let fields = COMMON_HEAD.iter().chain(own_fields(self.protocol)).chain(COMMON_TAIL).chain(extra);
-        let name = self.protocol.name();
+        let name = self.protocol.log();
         zeek_header(&mut self.out, self.format, &mut self.header_written, name, fields)
     }
 
@@ -481,7 +527,11 @@ impl<W: Write> TxLogWriter<W> {
         self.line
             .extend_from_slice(if json { b"}\n" } else { b"\n" });
         self.rows += 1;
-        self.out.write_all(&self.line)
+        self.out.write_all(&self.line)?;
+        match &mut self.x509 {
+            Some(x) => x.write(r),
+            None => Ok(()),
+        }
     }
 
     /// The output the lines go to.
@@ -490,11 +540,17 @@ impl<W: Write> TxLogWriter<W> {
     }
 
     pub fn flush(&mut self) -> io::Result<()> {
+        if let Some(x) = &mut self.x509 {
+            x.flush()?;
+        }
         self.out.flush()
     }
 
     /// Writes the `#close` line (TSV) and flushes.
     pub fn finish(&mut self) -> io::Result<()> {
+        if let Some(x) = &mut self.x509 {
+            x.finish()?;
+        }
         self.header()?;
         zeek_close(&mut self.out, self.format)
     }

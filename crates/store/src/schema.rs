@@ -257,6 +257,32 @@ pub const DNS: &[ColSpec] = tx_table![
     col("ra", Bool, false, false, PLAIN),
 ];
 
+/// TLS handshakes, one per TLS session (ssl.log's fields and ours).
+pub const TLS: &[ColSpec] = tx_table![
+    col("version", Str, true, true, PLAIN),
+    col("cipher", Str, true, true, PLAIN),
+    col("curve", Str, true, true, PLAIN),
+    col("server_name", Str, true, true, PLAIN),
+    col("resumed", Bool, false, false, PLAIN),
+    col("last_alert", Str, true, true, PLAIN),
+    col("next_protocol", Str, true, true, PLAIN),
+    col("established", Bool, false, false, PLAIN),
+    col("ssl_history", Str, true, true, PLAIN),
+    // Comma-joined SHA-256 fingerprints, leaf first.
+    col("cert_chain_fps", Str, true, false, PLAIN),
+    col("client_cert_chain_fps", Str, true, false, PLAIN),
+    // The server's leaf certificate; not_valid_after in Unix seconds.
+    col("subject", Str, true, true, PLAIN),
+    col("issuer", Str, true, true, PLAIN),
+    col("not_valid_after", U64, true, true, PLAIN),
+    col("ja4", Str, true, true, PLAIN),
+    col("ja3", Str, true, true, PLAIN),
+    col("ja3s", Str, true, true, PLAIN),
+    // Comma-joined: supported_versions as numbers, ALPN offers.
+    col("client_versions", Str, true, true, PLAIN),
+    col("client_alpn", Str, true, true, PLAIN),
+];
+
 /// The columns of a kind, in file order.
 pub fn columns(kind: Kind) -> &'static [ColSpec] {
     match kind {
@@ -267,6 +293,7 @@ pub fn columns(kind: Kind) -> &'static [ColSpec] {
         Kind::Pgsql => PGSQL,
         Kind::Redis => REDIS,
         Kind::Dns => DNS,
+        Kind::Tls => TLS,
     }
 }
 

@@ -312,6 +312,7 @@ pub fn tx_rows(
         Kind::Mysql => (3306, 6),
         Kind::Pgsql => (5432, 6),
         Kind::Redis => (6379, 6),
+        Kind::Tls => (443, 6),
         _ => (53, 17),
     };
     (0..n)
@@ -428,6 +429,45 @@ pub fn tx_rows(
                             }),
                         ),
                         Cell::Str(answered.then(|| "value".to_string())),
+                    ]
+                }
+                Kind::Tls => {
+                    let names = [
+                        "api.example.com",
+                        "www.example.com",
+                        "cdn.example.com",
+                        "auth.example.com",
+                        "img.example.com",
+                        "example.org",
+                    ];
+                    let name = names[which as usize];
+                    let tls13 = which % 2 == 0;
+                    let ok = status == "ok";
+                    let fp = format!("{:064x}", which + 1);
+                    vec![
+                        Cell::Str(answered.then(|| if tls13 { "TLSv13" } else { "TLSv12" }.to_string())),
+                        Cell::Str(answered.then(|| {
+                            if tls13 { "TLS_AES_128_GCM_SHA256" } else { "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" }
+                                .to_string()
+                        })),
+                        Cell::Str(answered.then(|| "x25519".to_string())),
+                        if i % 5 == 0 { Cell::Str(None) } else { s(name) },
+                        Cell::Bool(i % 11 == 0),
+                        Cell::Str((status == "error").then(|| "handshake_failure".to_string())),
+                        Cell::Str(ok.then(|| if i % 2 == 0 { "h2" } else { "http/1.1" }.to_string())),
+                        Cell::Bool(ok),
+                        s(if tls13 { "CsiI" } else { "CsxknGIti" }),
+                        Cell::Str((answered && !tls13).then(|| fp.clone())),
+                        Cell::Str((answered && !tls13).then(String::new)),
+                        Cell::Str((answered && !tls13).then(|| format!("CN={name}"))),
+                        Cell::Str((answered && !tls13).then(|| "CN=Example CA,O=Example,C=US".to_string())),
+                        Cell::U64((answered && !tls13).then_some(1_700_000_000 + which * 86_400 * 30)),
+                        s(["t13d1516h2_8daaf6152771_b0da82dd1658", "t12d1209h1_d34a8e72043a_b39be8c56a14"]
+                            [(which % 2) as usize]),
+                        s(&format!("{:032x}", which + 7)),
+                        Cell::Str(answered.then(|| format!("{:032x}", which + 9))),
+                        s(if tls13 { "772,771" } else { "" }),
+                        s("h2,http/1.1"),
                     ]
                 }
                 _ => {

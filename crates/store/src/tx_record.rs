@@ -106,6 +106,36 @@ fn extra_cells(r: &TxRecord, f: &mut impl FnMut(CellRef<'_>)) {
             f(CellRef::Bool(d.rd));
             f(CellRef::Bool(d.ra));
         }
+        Detail::Tls(t) => {
+            f(so(t.version.as_deref()));
+            f(so(t.cipher.as_deref()));
+            f(so(t.curve.as_deref()));
+            f(so(t.server_name.as_deref()));
+            f(CellRef::Bool(t.resumed));
+            f(so(t.last_alert.as_deref()));
+            f(so(t.next_protocol.as_deref()));
+            f(CellRef::Bool(t.established));
+            f(s(&t.ssl_history));
+            let fps = |v: Option<Vec<&str>>| v.map(|v| v.join(","));
+            f(so(fps(t.cert_chain_fps()).as_deref()));
+            f(so(fps(t.client_cert_chain_fps()).as_deref()));
+            let leaf = t.leaf();
+            f(so(leaf.map(|c| c.subject.as_str())));
+            f(so(leaf.map(|c| c.issuer.as_str())));
+            f(n(leaf.and_then(|c| u64::try_from(c.not_valid_after).ok())));
+            f(so(t.ja4.as_deref()));
+            f(so(t.ja3.as_deref()));
+            f(so(t.ja3s.as_deref()));
+            let mut list = String::new();
+            for (i, v) in t.client_versions.iter().enumerate() {
+                if i > 0 {
+                    list.push(',');
+                }
+                let _ = write!(list, "{v}");
+            }
+            f(s(&list));
+            f(s(&t.client_alpn.join(",")));
+        }
     }
 }
 

@@ -72,9 +72,10 @@ pub(crate) const PROBE_DONE: u8 = 4;
 #[derive(Debug, Default, Clone)]
 pub struct AppStats {
     /// Connections parsed, per protocol (indexed like [`Protocol::ALL`]).
-    pub connections: [u64; 5],
+    pub connections: [u64; Protocol::ALL.len()],
     pub transactions: u64,
-    /// Parsers that gave up (TLS, compressed MySQL, not the protocol after all).
+    /// Parsers that gave up (compressed MySQL, not the protocol after all);
+    /// a TLS parser done after its handshake is not one.
     pub gave_up: u64,
     /// What parsers could not use, summed over ended connections.
     pub parse: ParseStats,
@@ -111,6 +112,20 @@ impl AppState {
             stopped: false,
             transactions: 0,
         })
+    }
+
+    /// Whether the parser stopped because it had read all it wanted (a TLS
+    /// handshake), not because it could not parse.
+    pub fn parser_done(&self) -> bool {
+        matches!(&self.parser, AppParser::Stream { parser, .. } if parser.done())
+    }
+
+    /// conn.log's `service` (`mysql,ssl` when TLS was found inside MySQL).
+    pub fn service(&self) -> &'static str {
+        match &self.parser {
+            AppParser::Stream { parser, .. } => parser.service(self.protocol),
+            AppParser::Udp(_) => self.protocol.service(),
+        }
     }
 
     /// One TCP segment of the connection.

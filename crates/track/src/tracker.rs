@@ -826,11 +826,12 @@ impl Tracker {
         p.gaps += st.gaps;
         p.resyncs += st.resyncs;
         p.malformed += st.malformed;
-        self.app_stats.gave_up += stopped as u64;
+        self.app_stats.gave_up += (stopped && !app.parser_done()) as u64;
         // Like Zeek, a service is named once its analyzer understood the
         // traffic: here, once a transaction was parsed (or the protocol was
-        // recognised and then turned out encrypted or compressed).
-        let service = (app.transactions > 0 || stopped).then(|| app.protocol.service());
+        // recognised and then turned out encrypted or compressed; not TLS:
+        // a port-443 stream that is not TLS is no "ssl").
+        let service = (app.transactions > 0 || stopped && app.protocol != Protocol::Tls).then(|| app.service());
         (service, Some(app.uid))
     }
 
@@ -1092,7 +1093,7 @@ fn emit_transactions(
         resp_h: key.dst,
         resp_p: key.dport,
         transport,
-        protocol: app.protocol,
+        protocol: tx.detail.protocol(),
         tx,
         orig_proc: None,
         resp_proc: None,

@@ -7,7 +7,7 @@
 //! not the hex form the revised specification text describes.
 
 use super::parser::{is_grease, ClientHello, EXT_ALPN, EXT_SERVER_NAME};
-use super::sha256::sha256;
+use wirelog_record::sha256::sha256;
 
 /// The fingerprint and its raw (unhashed) form.
 #[derive(Clone, Debug, PartialEq, Eq)]

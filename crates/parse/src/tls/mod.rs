@@ -18,15 +18,23 @@
 //! ChangeCipherSpec and an encrypted record follows; TLS 1.3 when both
 //! sides sent application-data records after the ServerHello.
 
+mod conn;
 mod ja3;
 mod ja4;
 mod md5;
 mod parser;
-mod sha256;
-pub mod x509;
+/// X.509 decoding lives in `record` (the output side decodes certificates
+/// for x509.log, off the packet path); its tests against Zeek run here,
+/// next to the handshake parser that finds the certificates.
+pub mod x509 {
+    pub use wirelog_record::x509::*;
+    #[cfg(test)]
+    mod tests;
+}
 #[cfg(test)]
 mod tests;
 
+pub use conn::{looks_like, transaction, TlsConn};
 pub use ja3::{ja3, ja3s, Ja3};
 pub use ja4::{ja4, Ja4};
 pub use md5::md5_hex;
@@ -34,7 +42,7 @@ pub use parser::{
     alert_name, cipher_name, group_name, is_grease, version_name, ClientHello, RecordError,
     ServerHello,
 };
-pub use sha256::{sha256, sha256_hex};
+pub use wirelog_record::sha256::{sha256, sha256_hex};
 
 use parser::*;
 

@@ -752,6 +752,67 @@ fn application_data_is_counted_not_buffered() {
     assert!(!p.gave_up());
 }
 
+/// As a connection's parser: one transaction when the handshake is over,
+/// with the handshake's spans, and then done (the caller stops
+/// reassembling); a plaintext stream on a TLS port yields nothing.
+#[test]
+fn tls_conn_emits_one_transaction_and_stops() {
+    use crate::{Detail, ParseConfig, TxStatus};
+    let mut c = TlsConn::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    c.data(Dir::ToServer, 10, &client_hello_record(), &mut out);
+    c.data(Dir::ToClient, 20, &server_flight_tls12(), &mut out);
+    let kex = [22, 3, 3, 0, 4, 16, 0, 0, 0, 20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 3, 1, 2, 3];
+    c.data(Dir::ToServer, 30, &kex, &mut out);
+    assert!(out.is_empty() && !c.gave_up());
+    c.data(Dir::ToClient, 40, &[20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 2, 9, 9], &mut out);
+    assert_eq!(out.len(), 1);
+    assert!(c.gave_up(), "done after the handshake: the reassembler stops");
+    let tx = &out[0];
+    assert_eq!(tx.status, TxStatus::Ok);
+    let (req, resp) = (tx.request.unwrap(), tx.response.unwrap());
+    assert_eq!((req.first_ns, req.last_ns), (10, 30));
+    assert_eq!((resp.first_ns, resp.last_ns), (20, 40));
+    assert_eq!(req.bytes, (client_hello_record().len() + kex.len()) as u64);
+    let Detail::Tls(t) = &tx.detail else { panic!("{:?}", tx.detail) };
+    assert_eq!(t.server_name.as_deref(), Some("example.org"));
+    assert_eq!(t.version.as_deref(), Some("TLSv12"));
+    assert!(t.established && t.ja4.as_deref().is_some_and(|j| j.starts_with("t12d")));
+    assert_eq!(t.cert_chain_fps(), None);
+    assert_eq!(t.client_cert_chain_fps(), None);
+    c.finish(50, &mut out);
+    assert_eq!(out.len(), 1, "finish after the handshake adds nothing");
+
+    let mut c = TlsConn::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    for _ in 0..20 {
+        c.data(Dir::ToServer, 1, &[b'x'; 4000], &mut out);
+    }
+    assert!(c.gave_up() && out.is_empty());
+    c.finish(2, &mut out);
+    assert!(out.is_empty());
+}
+
+/// STARTTLS: a PostgreSQL connection whose SSLRequest is answered `S` is
+/// handed to the TLS parser, which records the handshake after it.
+#[test]
+fn pgsql_ssl_request_hands_over_to_tls() {
+    use crate::{ConnParser, Detail, ParseConfig, Protocol, ProtocolParser};
+    let mut c = Protocol::Pgsql.stream_parser(&ParseConfig::default());
+    let mut out = Vec::new();
+    c.data(Dir::ToServer, 1, &[0, 0, 0, 8, 4, 0xd2, 0x16, 0x2f], &mut out);
+    c.data(Dir::ToClient, 2, b"S", &mut out);
+    assert!(matches!(c, ConnParser::Tls(_)));
+    assert_eq!(c.service(Protocol::Pgsql), "postgresql");
+    c.data(Dir::ToServer, 3, &client_hello_record(), &mut out);
+    c.data(Dir::ToClient, 4, &server_flight_tls12(), &mut out);
+    c.finish(5, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].detail.protocol(), Protocol::Tls);
+    assert!(matches!(&out[0].detail, Detail::Tls(t) if t.server_name.as_deref() == Some("example.org")));
+    assert_eq!(c.service(Protocol::Pgsql), "postgresql,ssl");
+}
+
 /// A handshake message beyond the cap is counted as malformed and the
 /// direction is given up; nothing near the declared size is allocated.
 #[test]

@@ -7,6 +7,7 @@ pub mod http;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
+pub mod tls;
 
 use wirelog_decode::IpAddr16;
 
@@ -85,6 +86,22 @@ pub enum Detail {
     Pgsql(crate::pgsql::PgsqlTx),
     Redis(crate::redis::RedisTx),
     Dns(crate::dns::DnsTx),
+    Tls(crate::tls::TlsTx),
+}
+
+impl Detail {
+    /// The protocol whose transaction this is (a connection's parser may
+    /// hand over: TLS inside MySQL is a TLS transaction).
+    pub fn protocol(&self) -> Protocol {
+        match self {
+            Detail::Http(_) => Protocol::Http,
+            Detail::Mysql(_) => Protocol::Mysql,
+            Detail::Pgsql(_) => Protocol::Pgsql,
+            Detail::Redis(_) => Protocol::Redis,
+            Detail::Dns(_) => Protocol::Dns,
+            Detail::Tls(_) => Protocol::Tls,
+        }
+    }
 }
 
 

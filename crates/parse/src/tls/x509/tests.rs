@@ -634,7 +634,7 @@ fn generated_certificates_match_openssl() {
         );
         keys.push((Box::leak(f.into_boxed_str()), "-sha384"));
     }
-    let attrs: String = oid::ATTRIBUTES
+    let attrs: String = NAME_ATTRIBUTES
         .iter()
         .filter(|(o, _)| *o != "2.5.4.6" && *o != "1.3.6.1.4.1.311.60.2.1.3")
         .map(|(o, _)| format!("/{o}=v"))

@@ -105,7 +105,7 @@ const ALGORITHMS: &[(&str, &str)] = &[
 ];
 
 /// OpenSSL short names of name attributes (`XN_FLAG_FN_SN`).
-pub(super) const ATTRIBUTES: &[(&str, &str)] = &[
+pub const ATTRIBUTES: &[(&str, &str)] = &[
     ("2.5.4.3", "CN"),
     ("2.5.4.4", "SN"),
     ("2.5.4.5", "serialNumber"),

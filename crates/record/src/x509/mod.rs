@@ -13,8 +13,9 @@
 mod der;
 mod name;
 mod oid;
-#[cfg(test)]
-mod tests;
+
+/// The name attributes printed by name (OpenSSL's short names), by OID.
+pub use oid::ATTRIBUTES as NAME_ATTRIBUTES;
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -177,7 +178,7 @@ impl Certificate {
         let extensions = tbs.optional(0xa3, "extensions")?;
 
         let mut c = Certificate {
-            fingerprint: super::sha256_hex(der),
+            fingerprint: crate::sha256::sha256_hex(der),
             version: (version as u64).wrapping_add(1),
             serial,
             subject: name::format(subject.content, "subject")?,

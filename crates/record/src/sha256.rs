@@ -1,6 +1,6 @@
-//! SHA-256 (FIPS 180-4), written here because the parse crate takes no
-//! dependency: JA4 hashes two short strings per connection and the
-//! certificate fingerprints hash a few KiB, so a plain implementation is
+//! SHA-256 (FIPS 180-4), written here because the record and parse crates
+//! take no such dependency: JA4 hashes two short strings per connection and
+//! the certificate fingerprints hash a few KiB, so a plain implementation is
 //! plenty.
 
 const K: [u32; 64] = [

@@ -1,0 +1,181 @@
+//! The TLS parser as one connection's [`StreamParser`]: each handshake
+//! becomes a transaction ([`Detail::Tls`]) as soon as it is over, and the
+//! connection then reports itself done so the reassembler stops delivering
+//! (application data is counted by the connection record, never buffered).
+
+use wirelog_record::tls::TlsTx;
+
+use super::{TlsHandshake, TlsParser};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Protocol, Span, StreamParser, Transaction, TxStatus};
+
+/// First and last time handshake bytes were seen in one direction.
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    first_ns: i64,
+    last_ns: i64,
+    any: bool,
+}
+
+/// A [`TlsParser`] that emits its handshakes as transactions.
+pub struct TlsConn {
+    inner: TlsParser,
+    seen: [Seen; 2],
+    /// The protocol that asked for TLS (STARTTLS), if any, and what its
+    /// parser had counted before handing over.
+    inside: Option<(Protocol, ParseStats)>,
+    handshakes: u32,
+}
+
+impl TlsConn {
+    pub fn new(cfg: &ParseConfig) -> Self {
+        TlsConn {
+            inner: TlsParser::new(cfg),
+            seen: [Seen::default(); 2],
+            inside: None,
+            handshakes: 0,
+        }
+    }
+
+    /// TLS that `outer`'s parser saw requested (its SSL request): the TLS
+    /// parser seeks the handshake from here, skipping what is left of the
+    /// request as preamble.
+    pub fn starttls(cfg: &ParseConfig, outer: Protocol, before: ParseStats) -> Self {
+        TlsConn {
+            inside: Some((outer, before)),
+            ..TlsConn::new(cfg)
+        }
+    }
+
+    /// conn.log's `service`: `mysql,ssl` once a handshake was found inside
+    /// MySQL; the outer protocol's own before that.
+    pub fn service(&self) -> &'static str {
+        match self.inside {
+            Some((outer, _)) if self.handshakes == 0 => outer.service(),
+            Some((outer, _)) => outer.service_over_tls(),
+            None => Protocol::Tls.service(),
+        }
+    }
+
+    /// Whether the handshake is over (nothing more to parse).
+    pub fn handshake_done(&self) -> bool {
+        self.inner.handshake_done()
+    }
+
+    fn drain(&mut self, out: &mut Vec<Transaction>) {
+        for hs in self.inner.take_handshakes() {
+            let span = |i: usize, dir: Dir| {
+                let s = self.seen[i];
+                let (bytes, after) = self.inner.bytes(dir);
+                s.any.then_some(Span {
+                    first_ns: s.first_ns,
+                    last_ns: s.last_ns,
+                    bytes: bytes - after,
+                })
+            };
+            let request = span(0, Dir::ToServer);
+            let response = span(1, Dir::ToClient);
+            self.handshakes += 1;
+            out.push(transaction(hs, request, response));
+        }
+    }
+}
+
+/// The transaction of one handshake: `ok` when established, `error` when
+/// it ended with an alert, else unanswered or cut short.
+pub fn transaction(hs: TlsHandshake, request: Option<Span>, response: Option<Span>) -> Transaction {
+    let status = if hs.established {
+        TxStatus::Ok
+    } else if hs.client_hello.is_some() && hs.server_hello.is_none() && hs.last_alert.is_none() {
+        TxStatus::NoResponse
+    } else if hs.client_hello.is_none() {
+        TxStatus::NoRequest
+    } else if hs.last_alert.is_some() {
+        TxStatus::Error
+    } else {
+        TxStatus::Partial
+    };
+    let ch = hs.client_hello.as_ref();
+    let tx = TlsTx {
+        version: hs.version_name(),
+        cipher: hs.cipher_name(),
+        curve: hs.curve_name(),
+        server_name: hs.server_name.clone(),
+        resumed: hs.resumed,
+        last_alert: hs.last_alert_name(),
+        next_protocol: hs.next_protocol.clone(),
+        established: hs.established,
+        ja4: hs.ja4.as_ref().map(|j| j.ja4.clone()),
+        ja3: hs.ja3().map(|j| j.md5),
+        ja3s: hs.ja3s().map(|j| j.md5),
+        client_versions: ch.map(|c| c.supported_versions.clone()).unwrap_or_default(),
+        client_alpn: ch
+            .map(|c| c.alpn.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect())
+            .unwrap_or_default(),
+        ssl_history: hs.ssl_history,
+        server_certs: hs.server_certs.map(|c| c.certs),
+        client_certs: hs.client_certs.map(|c| c.certs),
+        ..TlsTx::default()
+    };
+    Transaction {
+        request,
+        response,
+        status,
+        detail: Detail::Tls(tx),
+    }
+}
+
+impl StreamParser for TlsConn {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+        if !self.inner.handshake_done() {
+            let s = &mut self.seen[(dir == Dir::ToClient) as usize];
+            if !s.any {
+                s.any = true;
+                s.first_ns = ts_ns;
+            }
+            s.last_ns = ts_ns;
+        }
+        self.inner.data(dir, ts_ns, data, out);
+        if self.inner.gave_up() {
+            // What was learnt before a violation is still reported.
+            self.inner.finish(ts_ns, out);
+        }
+        self.drain(out);
+    }
+
+    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+        self.inner.gap(dir, ts_ns, len, out);
+        if self.inner.gave_up() {
+            self.inner.finish(ts_ns, out);
+        }
+        self.drain(out);
+    }
+
+    fn expire(&mut self, _now_ns: i64, _out: &mut Vec<Transaction>) {}
+
+    fn finish(&mut self, ts_ns: i64, out: &mut Vec<Transaction>) {
+        self.inner.finish(ts_ns, out);
+        self.drain(out);
+    }
+
+    /// Not TLS, or the handshake is over: either way nothing more is parsed
+    /// and the caller stops reassembling this connection.
+    fn gave_up(&self) -> bool {
+        self.inner.gave_up() || self.inner.handshake_done()
+    }
+
+    fn stats(&self) -> ParseStats {
+        let mut s = self.inner.stats();
+        if let Some((_, b)) = self.inside {
+            s.unparsed_bytes += b.unparsed_bytes;
+            s.gaps += b.gaps;
+            s.resyncs += b.resyncs;
+            s.malformed += b.malformed;
+        }
+        s
+    }
+}
+
+/// A client's first bytes that open a TLS handshake (a ClientHello record).
+pub fn looks_like(dir: Dir, data: &[u8]) -> bool {
+    dir == Dir::ToServer && super::parser::starts_tls(data, true)
+}

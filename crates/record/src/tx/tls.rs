@@ -1,0 +1,127 @@
+//! What a TLS session records (filled in by `wirelog_parse::tls`): the
+//! handshake's facts in the terms of Zeek's ssl.log, the client's
+//! fingerprints and offers, and the certificates as sent (DER), which the
+//! output side decodes for x509.log, the leaf's subject/issuer and
+//! `sni_matches_cert`.
+
+use std::sync::OnceLock;
+
+use crate::sha256::sha256_hex;
+use crate::x509::{self, Certificate};
+
+/// One TLS session's handshake (one "transaction" per session).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TlsTx {
+    /// Version the server chose, as Zeek names it (`TLSv12`, `TLSv13`).
+    pub version: Option<String>,
+    pub cipher: Option<String>,
+    pub curve: Option<String>,
+    /// SNI of the first ClientHello.
+    pub server_name: Option<String>,
+    pub resumed: bool,
+    /// Name of the last plaintext alert (`handshake_failure`).
+    pub last_alert: Option<String>,
+    /// ALPN protocol the server chose.
+    pub next_protocol: Option<String>,
+    pub established: bool,
+    /// Zeek's ssl_history letters (client upper case).
+    pub ssl_history: String,
+    /// JA4 of the first ClientHello (FoxIO's `ja4`).
+    pub ja4: Option<String>,
+    /// JA3 and JA3S, as MD5 hex.
+    pub ja3: Option<String>,
+    pub ja3s: Option<String>,
+    /// The client's `supported_versions` (raw numbers, as Zeek's
+    /// ssl-log-ext `client_supported_versions`).
+    pub client_versions: Vec<u16>,
+    /// The client's ALPN offers (Zeek's ssl-log-ext `orig_alpn`).
+    pub client_alpn: Vec<String>,
+    /// The server's Certificate message (DER, in order); `None` when none
+    /// was seen in plaintext (TLS 1.3 encrypts it).
+    pub server_certs: Option<Vec<Vec<u8>>>,
+    /// The client's Certificate message, possibly empty.
+    pub client_certs: Option<Vec<Vec<u8>>>,
+    /// The certificates decoded, once, by whichever output reads them first
+    /// (log writer or store); start it empty (`Default`).
+    pub decoded: CertCache,
+}
+
+/// The decoded chains of a [`TlsTx`], filled on first use.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CertCache(OnceLock<Decoded>);
+
+/// One certificate of a chain, decoded on the output side.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertInfo {
+    /// SHA-256 of the DER (Zeek's fingerprint).
+    pub fingerprint: String,
+    /// `None` when the DER does not decode (Zeek logs no x509 row then).
+    pub cert: Option<Certificate>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Decoded {
+    server: Vec<CertInfo>,
+    client: Vec<CertInfo>,
+}
+
+fn decode(chain: Option<&Vec<Vec<u8>>>) -> Vec<CertInfo> {
+    chain
+        .into_iter()
+        .flatten()
+        .map(|der| match Certificate::parse(der) {
+            Ok(c) => CertInfo {
+                fingerprint: c.fingerprint.clone(),
+                cert: Some(c),
+            },
+            Err(_) => CertInfo {
+                fingerprint: sha256_hex(der),
+                cert: None,
+            },
+        })
+        .collect()
+}
+
+impl TlsTx {
+    fn decoded(&self) -> &Decoded {
+        self.decoded.0.get_or_init(|| Decoded {
+            server: decode(self.server_certs.as_ref()),
+            client: decode(self.client_certs.as_ref()),
+        })
+    }
+
+    /// The server's chain, decoded.
+    pub fn server_chain(&self) -> &[CertInfo] {
+        &self.decoded().server
+    }
+
+    /// The client's chain, decoded.
+    pub fn client_chain(&self) -> &[CertInfo] {
+        &self.decoded().client
+    }
+
+    /// The server's leaf certificate, if sent in plaintext and decodable.
+    pub fn leaf(&self) -> Option<&Certificate> {
+        self.server_chain().first()?.cert.as_ref()
+    }
+
+    /// `cert_chain_fps`: set once the server sent a Certificate message.
+    pub fn cert_chain_fps(&self) -> Option<Vec<&str>> {
+        self.server_certs.as_ref()?;
+        Some(self.server_chain().iter().map(|c| c.fingerprint.as_str()).collect())
+    }
+
+    /// `client_cert_chain_fps`: as Zeek, unset when no certificate was seen on
+    /// the connection, empty when only the server sent some.
+    pub fn client_cert_chain_fps(&self) -> Option<Vec<&str>> {
+        if self.server_chain().is_empty() && self.client_chain().is_empty() {
+            return None;
+        }
+        Some(self.client_chain().iter().map(|c| c.fingerprint.as_str()).collect())
+    }
+
+    /// Zeek's `sni_matches_cert`: unset without SNI or leaf.
+    pub fn sni_matches_cert(&self) -> Option<bool> {
+        x509::sni_matches_cert(self.server_name.as_deref(), self.leaf())
+    }
+}

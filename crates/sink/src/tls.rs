@@ -1,0 +1,309 @@
+//! The TLS logs: ssl.log's values (its fields are in `tx.rs` with the other
+//! transaction logs) and x509.log, one row per certificate the way Zeek logs
+//! them: decoded here, on the output thread, and each (fingerprint, host or
+//! client role) logged again only a day after it was last logged.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use wirelog_record::tls::{CertInfo, TlsTx};
+use wirelog_record::x509::addr_text;
+use wirelog_record::{Detail, TxRecord};
+
+use crate::tx::{json_str, Line};
+use crate::zeek::{push_u64, write_secs, zeek_close, zeek_header};
+use crate::LogFormat;
+
+/// Zeek's text escaping for the TLS logs (its ASCII writer): a backslash
+/// doubled, bytes outside printable ASCII as `\xNN`, a comma inside a set as
+/// `\x2c`; `(empty)` for an empty string, `\x2d` for a lone `-`.
+fn zeek_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    if s.is_empty() {
+        b.extend_from_slice(b"(empty)");
+        return;
+    }
+    if s == "-" {
+        b.extend_from_slice(b"\\x2d");
+        return;
+    }
+    for &c in s.as_bytes() {
+        match c {
+            b'\\' => b.extend_from_slice(b"\\\\"),
+            b',' if in_set => b.extend_from_slice(b"\\x2c"),
+            0x20..=0x7e => b.push(c),
+            _ => b.extend_from_slice(&[b'\\', b'x', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]),
+        }
+    }
+}
+
+impl Line<'_> {
+    /// A string with Zeek's escaping (TSV) or as JSON.
+    fn ztext(&mut self, s: Option<&str>) {
+        if self.field(s.is_some()) {
+            let s = s.unwrap_or("");
+            if self.json {
+                json_str(self.b, s);
+            } else {
+                zeek_text(self.b, s, false);
+            }
+        }
+    }
+
+    /// A vector that may be unset (`-`) or set and empty (`(empty)` in TSV,
+    /// `[]` in JSON), as Zeek distinguishes them.
+    fn zlist<T>(&mut self, items: Option<&[T]>, item: impl Fn(&T, &mut String)) {
+        if !self.field(items.is_some()) {
+            return;
+        }
+        let items = items.unwrap_or(&[]);
+        if self.json {
+            self.b.push(b'[');
+        } else if items.is_empty() {
+            self.b.extend_from_slice(b"(empty)");
+            return;
+        }
+        for (j, it) in items.iter().enumerate() {
+            if j > 0 {
+                self.b.push(b',');
+            }
+            self.scratch.clear();
+            item(it, self.scratch);
+            if self.json {
+                json_str(self.b, self.scratch);
+            } else {
+                zeek_text(self.b, self.scratch, true);
+            }
+        }
+        if self.json {
+            self.b.push(b']');
+        }
+    }
+
+    /// A vector of counts (JSON numbers).
+    fn zcounts(&mut self, items: &[u16]) {
+        if !self.field(!items.is_empty()) {
+            return;
+        }
+        if self.json {
+            self.b.push(b'[');
+        }
+        for (j, &n) in items.iter().enumerate() {
+            if j > 0 {
+                self.b.push(b',');
+            }
+            push_u64(self.b, n as u64);
+        }
+        if self.json {
+            self.b.push(b']');
+        }
+    }
+
+    fn opt_time(&mut self, t: Option<i64>) {
+        if self.field(t.is_some()) {
+            write_secs(self.b, t.unwrap_or(0));
+        }
+    }
+}
+
+/// ssl.log's own columns (see `SSL` in `tx.rs`), in order.
+pub(crate) fn ssl_values(t: &TlsTx, v: &mut Line<'_>) {
+    v.ztext(t.version.as_deref());
+    v.ztext(t.cipher.as_deref());
+    v.ztext(t.curve.as_deref());
+    v.ztext(t.server_name.as_deref());
+    v.bool(Some(t.resumed));
+    v.ztext(t.last_alert.as_deref());
+    v.ztext(t.next_protocol.as_deref());
+    v.bool(Some(t.established));
+    v.ztext(Some(&t.ssl_history));
+    let fp = |s: &&str, o: &mut String| o.push_str(s);
+    v.zlist(t.cert_chain_fps().as_deref(), fp);
+    v.zlist(t.client_cert_chain_fps().as_deref(), fp);
+    v.bool(t.sni_matches_cert());
+    let leaf = t.leaf();
+    v.ztext(leaf.map(|c| c.subject.as_str()));
+    v.ztext(leaf.map(|c| c.issuer.as_str()));
+    v.opt_time(leaf.map(|c| c.not_valid_after.saturating_mul(1_000_000_000)));
+    v.ztext(t.ja4.as_deref());
+    v.ztext(t.ja3.as_deref());
+    v.ztext(t.ja3s.as_deref());
+    v.zcounts(&t.client_versions);
+    let alpn = (!t.client_alpn.is_empty()).then_some(t.client_alpn.as_slice());
+    v.zlist(alpn, |s, o| o.push_str(s));
+}
+
+/// x509.log's columns, as Zeek's (its `certificate.*`, `san.*` and
+/// `basic_constraints.*` records flattened, as its writers do).
+const X509: &[(&str, &str)] = &[
+    ("ts", "time"),
+    ("fingerprint", "string"),
+    ("certificate.version", "count"),
+    ("certificate.serial", "string"),
+    ("certificate.subject", "string"),
+    ("certificate.issuer", "string"),
+    ("certificate.not_valid_before", "time"),
+    ("certificate.not_valid_after", "time"),
+    ("certificate.key_alg", "string"),
+    ("certificate.sig_alg", "string"),
+    ("certificate.key_type", "string"),
+    ("certificate.key_length", "count"),
+    ("certificate.exponent", "string"),
+    ("certificate.curve", "string"),
+    ("san.dns", "vector[string]"),
+    ("san.uri", "vector[string]"),
+    ("san.email", "vector[string]"),
+    ("san.ip", "vector[addr]"),
+    ("basic_constraints.ca", "bool"),
+    ("basic_constraints.path_len", "count"),
+    ("host_cert", "bool"),
+    ("client_cert", "bool"),
+];
+
+/// Zeek logs a known certificate again once this much time has passed
+/// (`X509::relog_known_certificates_after`, one day).
+const RELOG_NS: i64 = 86_400_000_000_000;
+
+/// Certificates remembered for de-duplication before the oldest are
+/// forgotten (a certificate forgotten is at worst logged once more).
+const MAX_KNOWN: usize = 100_000;
+
+/// Opens x509.log when its first row comes (a capture without plaintext
+/// certificates has none, as with Zeek).
+pub type OpenLog<W> = Box<dyn FnMut() -> io::Result<W> + Send>;
+
+/// Writes x509.log: each certificate of the TLS records it is given, once
+/// per (fingerprint, host_cert, client_cert) a day.
+pub struct X509LogWriter<W: Write> {
+    open: OpenLog<W>,
+    out: Option<W>,
+    format: LogFormat,
+    header_written: bool,
+    names: Vec<&'static str>,
+    line: Vec<u8>,
+    scratch: String,
+    /// When each (fingerprint, host, client) was last logged.
+    known: HashMap<(String, bool, bool), i64>,
+    rows: u64,
+}
+
+impl<W: Write> X509LogWriter<W> {
+    pub fn new(open: OpenLog<W>, format: LogFormat) -> Self {
+        X509LogWriter {
+            open,
+            out: None,
+            format,
+            header_written: false,
+            names: X509.iter().map(|f| f.0).collect(),
+            line: Vec::with_capacity(1024),
+            scratch: String::new(),
+            known: HashMap::new(),
+            rows: 0,
+        }
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// The certificates of one TLS record (other records are ignored).
+    pub fn write(&mut self, r: &TxRecord) -> io::Result<()> {
+        let Detail::Tls(t) = &r.tx.detail else {
+            return Ok(());
+        };
+        let server_ts = r.tx.response.map_or(r.tx.ts_ns(), |s| s.first_ns);
+        let client_ts = r.tx.request.map_or(r.tx.ts_ns(), |s| s.last_ns);
+        for (chain, client, ts) in [(t.server_chain(), false, server_ts), (t.client_chain(), true, client_ts)] {
+            for (i, c) in chain.iter().enumerate() {
+                self.cert(c, i == 0, client, ts)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn cert(&mut self, info: &CertInfo, host: bool, client: bool, ts: i64) -> io::Result<()> {
+        let Some(c) = &info.cert else {
+            return Ok(());
+        };
+        let key = (info.fingerprint.clone(), host, client);
+        if let Some(&last) = self.known.get(&key) {
+            if ts.saturating_sub(last) < RELOG_NS {
+                return Ok(());
+            }
+        }
+        if self.known.len() >= MAX_KNOWN {
+            self.known.retain(|_, &mut t| ts.saturating_sub(t) < RELOG_NS);
+            if self.known.len() >= MAX_KNOWN {
+                self.known.clear();
+            }
+        }
+        self.known.insert(key, ts);
+        if self.out.is_none() {
+            self.out = Some((self.open)()?);
+        }
+        let json = self.format == LogFormat::Json;
+        self.line.clear();
+        if json {
+            self.line.push(b'{');
+        }
+        let mut v = Line {
+            b: &mut self.line,
+            names: &self.names,
+            json,
+            i: 0,
+            any: false,
+            scratch: &mut self.scratch,
+        };
+        let secs = |t: i64| t.saturating_mul(1_000_000_000);
+        v.time(ts);
+        v.ztext(Some(&c.fingerprint));
+        v.count(Some(c.version));
+        v.ztext(Some(&c.serial));
+        v.ztext(Some(&c.subject));
+        v.ztext(Some(&c.issuer));
+        v.time(secs(c.not_valid_before));
+        v.time(secs(c.not_valid_after));
+        v.ztext(Some(&c.key_alg));
+        v.ztext(Some(&c.sig_alg));
+        v.ztext(c.key_type);
+        v.count(c.key_length.map(u64::from));
+        v.ztext(c.exponent.as_deref());
+        v.ztext(c.curve);
+        let san = c.san.as_ref();
+        let text = |s: &String, o: &mut String| o.push_str(s);
+        v.zlist(san.and_then(|s| s.dns.as_deref()), text);
+        v.zlist(san.and_then(|s| s.uri.as_deref()), text);
+        v.zlist(san.and_then(|s| s.email.as_deref()), text);
+        v.zlist(san.and_then(|s| s.ip.as_deref()), |a, o| o.push_str(&addr_text(a)));
+        v.bool(c.basic_constraints.map(|b| b.ca));
+        v.count(c.basic_constraints.and_then(|b| b.path_len));
+        v.bool(Some(host));
+        v.bool(Some(client));
+        debug_assert_eq!(v.i, self.names.len());
+        self.line.extend_from_slice(if json { b"}\n" } else { b"\n" });
+        let out = self.out.as_mut().expect("opened above");
+        zeek_header(out, self.format, &mut self.header_written, "x509", X509.iter())?;
+        self.rows += 1;
+        out.write_all(&self.line)
+    }
+
+    /// The file, once opened.
+    pub fn get_mut(&mut self) -> Option<&mut W> {
+        self.out.as_mut()
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        match &mut self.out {
+            Some(o) => o.flush(),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes the `#close` line (TSV) and flushes, if the log was opened.
+    pub fn finish(&mut self) -> io::Result<()> {
+        match &mut self.out {
+            Some(o) => zeek_close(o, self.format),
+            None => Ok(()),
+        }
+    }
+}
