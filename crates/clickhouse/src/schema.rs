@@ -208,6 +208,28 @@ const DNS: &[(&str, ChType)] = &[
     ("ra", Bool),
 ];
 
+const TLS: &[(&str, ChType)] = &[
+    ("version", Lc),
+    ("cipher", Lc),
+    ("curve", Lc),
+    ("server_name", Lc),
+    ("resumed", Bool),
+    ("last_alert", Lc),
+    ("next_protocol", Lc),
+    ("established", Bool),
+    ("ssl_history", Lc),
+    ("cert_chain_fps", Str),
+    ("client_cert_chain_fps", Str),
+    ("subject", Lc),
+    ("issuer", Lc),
+    ("not_valid_after", OptU64),
+    ("ja4", Lc),
+    ("ja3", Lc),
+    ("ja3s", Lc),
+    ("client_versions", Lc),
+    ("client_alpn", Lc),
+];
+
 /// The probe's own health, one row a minute while capturing: what a fleet
 /// view sums (CPU) and averages (RSS) over a group of probes.
 const HEALTH: &[(&str, ChType)] = &[
@@ -233,7 +255,7 @@ pub enum Table {
 }
 
 impl Table {
-    pub const ALL: [Table; 8] = [
+    pub const ALL: [Table; 9] = [
         Table::Store(Kind::Flows),
         Table::Store(Kind::Conns),
         Table::Store(Kind::Http),
@@ -241,6 +263,7 @@ impl Table {
         Table::Store(Kind::Pgsql),
         Table::Store(Kind::Redis),
         Table::Store(Kind::Dns),
+        Table::Store(Kind::Tls),
         Table::Health,
     ];
 
@@ -265,6 +288,7 @@ impl Table {
             Table::Store(Kind::Pgsql) => (TX_COMMON, PGSQL),
             Table::Store(Kind::Redis) => (TX_COMMON, REDIS),
             Table::Store(Kind::Dns) => (TX_COMMON, DNS),
+            Table::Store(Kind::Tls) => (TX_COMMON, TLS),
             Table::Health => (HEALTH, &[]),
         }
     }

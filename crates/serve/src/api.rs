@@ -192,18 +192,9 @@ impl Params {
     }
 
     fn kind(&self) -> Result<Kind, ApiError> {
-        let k = self.get("kind").ok_or_else(|| {
-            ApiError::bad(
-                "kind",
-                "missing; one of flows, conns, http, mysql, pgsql, redis, dns",
-            )
-        })?;
-        Kind::from_name(k).ok_or_else(|| {
-            ApiError::bad(
-                "kind",
-                format!("'{k}' is not one of flows, conns, http, mysql, pgsql, redis, dns"),
-            )
-        })
+        let kinds = || Kind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ");
+        let k = self.get("kind").ok_or_else(|| ApiError::bad("kind", format!("missing; one of {}", kinds())))?;
+        Kind::from_name(k).ok_or_else(|| ApiError::bad("kind", format!("'{k}' is not one of {}", kinds())))
     }
 
     fn usize(&self, k: &str, max: usize) -> Result<Option<usize>, ApiError> {
@@ -491,6 +482,7 @@ pub(crate) fn record_fields(kind: Kind) -> &'static str {
         }
         Kind::Redis => "ts,uid,client,client_port,server,server_port,status,latency,command,args,reply_type",
         Kind::Dns => "ts,uid,client,client_port,server,server_port,status,latency,query,qtype_name,rcode_name,answers",
+        Kind::Tls => "ts,uid,client,client_port,server,server_port,status,latency,version,cipher,server_name,established,ja4",
     }
 }
 

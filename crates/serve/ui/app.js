@@ -3,10 +3,10 @@
 
 import { el, fmtNum, fmtBytes, fmtSecs, timeline, lineChart, barList, serviceMap, sequence } from "./charts.js";
 
-const TX = ["http", "mysql", "pgsql", "redis", "dns"];
+const TX = ["http", "mysql", "pgsql", "redis", "dns", "tls"];
 const VIEWS = { overview: "Overview", tx: "Transactions", conns: "Connections", map: "Service map", health: "Health" };
 // The field a transaction kind's slowest statements are grouped by.
-const FINGERPRINT = { http: "host,uri", mysql: "fingerprint", pgsql: "fingerprint", redis: "command", dns: "query,qtype_name" };
+const FINGERPRINT = { http: "host,uri", mysql: "fingerprint", pgsql: "fingerprint", redis: "command", dns: "query,qtype_name", tls: "server_name,version" };
 const STEPS = ["1ms", "5ms", "10ms", "50ms", "100ms", "500ms", "1s", "5s", "10s", "30s", "1m", "5m", "15m", "1h", "6h", "1d"];
 
 function stepMs(s) {
