@@ -32,7 +32,9 @@ fn zeek_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
             b'\\' => b.extend_from_slice(b"\\\\"),
             b',' if in_set => b.extend_from_slice(b"\\x2c"),
             0x20..=0x7e => b.push(c),
-            _ => b.extend_from_slice(&[b'\\', b'x', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]),
+            _ => {
+                b.extend_from_slice(&[b'\\', b'x', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]])
+            }
         }
     }
 }
@@ -213,7 +215,10 @@ impl<W: Write> X509LogWriter<W> {
         };
         let server_ts = r.tx.response.map_or(r.tx.ts_ns(), |s| s.first_ns);
         let client_ts = r.tx.request.map_or(r.tx.ts_ns(), |s| s.last_ns);
-        for (chain, client, ts) in [(t.server_chain(), false, server_ts), (t.client_chain(), true, client_ts)] {
+        for (chain, client, ts) in [
+            (t.server_chain(), false, server_ts),
+            (t.client_chain(), true, client_ts),
+        ] {
             for (i, c) in chain.iter().enumerate() {
                 self.cert(c, i == 0, client, ts)?;
             }
@@ -232,7 +237,8 @@ impl<W: Write> X509LogWriter<W> {
             }
         }
         if self.known.len() >= MAX_KNOWN {
-            self.known.retain(|_, &mut t| ts.saturating_sub(t) < RELOG_NS);
+            self.known
+                .retain(|_, &mut t| ts.saturating_sub(t) < RELOG_NS);
             if self.known.len() >= MAX_KNOWN {
                 self.known.clear();
             }
@@ -274,15 +280,24 @@ impl<W: Write> X509LogWriter<W> {
         v.zlist(san.and_then(|s| s.dns.as_deref()), text);
         v.zlist(san.and_then(|s| s.uri.as_deref()), text);
         v.zlist(san.and_then(|s| s.email.as_deref()), text);
-        v.zlist(san.and_then(|s| s.ip.as_deref()), |a, o| o.push_str(&addr_text(a)));
+        v.zlist(san.and_then(|s| s.ip.as_deref()), |a, o| {
+            o.push_str(&addr_text(a))
+        });
         v.bool(c.basic_constraints.map(|b| b.ca));
         v.count(c.basic_constraints.and_then(|b| b.path_len));
         v.bool(Some(host));
         v.bool(Some(client));
         debug_assert_eq!(v.i, self.names.len());
-        self.line.extend_from_slice(if json { b"}\n" } else { b"\n" });
+        self.line
+            .extend_from_slice(if json { b"}\n" } else { b"\n" });
         let out = self.out.as_mut().expect("opened above");
-        zeek_header(out, self.format, &mut self.header_written, "x509", X509.iter())?;
+        zeek_header(
+            out,
+            self.format,
+            &mut self.header_written,
+            "x509",
+            X509.iter(),
+        )?;
         self.rows += 1;
         out.write_all(&self.line)
     }
