@@ -24,24 +24,38 @@ fn rows(text: &str) -> Vec<Row> {
         if let Some(f) = l.strip_prefix("#fields\t") {
             fields = f.split('\t').map(String::from).collect();
         } else if !l.starts_with('#') && !l.is_empty() {
-            out.push(fields.iter().cloned().zip(l.split('\t').map(String::from)).collect());
+            out.push(
+                fields
+                    .iter()
+                    .cloned()
+                    .zip(l.split('\t').map(String::from))
+                    .collect(),
+            );
         }
     }
     out
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// The text after `key` on the first line that has it.
 fn after<'a>(s: &'a str, key: &str) -> Option<&'a str> {
-    s.lines().find_map(|l| l.split_once(key).map(|(_, r)| r.trim()))
+    s.lines()
+        .find_map(|l| l.split_once(key).map(|(_, r)| r.trim()))
 }
 
 /// OpenSSL's cipher name to the IANA name Zeek logs (`openssl ciphers -stdname`).
 fn iana(openssl_name: &str) -> String {
-    let out = Command::new("openssl").args(["ciphers", "-stdname", "ALL"]).output().unwrap();
+    let out = Command::new("openssl")
+        .args(["ciphers", "-stdname", "ALL"])
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| {
@@ -63,25 +77,51 @@ fn records_match_what_the_clients_printed() {
         eprintln!("skipped: needs root, openssl, curl and tcpdump");
         return;
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tls-live-{}", std::process::id()));
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tls-live-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
     let names = ["tls12.test", "tls13.test", "resume.test"];
     let san: Vec<String> = names.iter().map(|n| format!("DNS:{n}")).collect();
     let gen = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
-        .args(["-keyout", &p("key.pem"), "-out", &p("cert.pem"), "-days", "30"])
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ])
+        .args([
+            "-keyout",
+            &p("key.pem"),
+            "-out",
+            &p("cert.pem"),
+            "-days",
+            "30",
+        ])
         .args(["-subj", "/O=wirelog tests/CN=wirelog.test"])
         .args(["-addext", &format!("subjectAltName={}", san.join(","))])
         .output()
         .unwrap();
     assert!(gen.status.success(), "{}", text(&gen));
     let fp = Command::new("openssl")
-        .args(["x509", "-noout", "-fingerprint", "-sha256", "-in", &p("cert.pem")])
+        .args([
+            "x509",
+            "-noout",
+            "-fingerprint",
+            "-sha256",
+            "-in",
+            &p("cert.pem"),
+        ])
         .output()
         .unwrap();
-    let fp = after(&String::from_utf8_lossy(&fp.stdout), "=").unwrap().replace(':', "").to_lowercase();
+    let fp = after(&String::from_utf8_lossy(&fp.stdout), "=")
+        .unwrap()
+        .replace(':', "")
+        .to_lowercase();
 
     let ns = LoNs::new("tls");
     let pcap = dir.join("tls.pcap");
@@ -89,16 +129,39 @@ fn records_match_what_the_clients_printed() {
     let slog = dir.join("s_server.log");
     let _server = ns.spawn(
         "openssl s_server",
-        &["openssl", "s_server", "-accept", "443", "-cert", &p("cert.pem"), "-key", &p("key.pem"), "-www", "-alpn", "http/1.1"],
+        &[
+            "openssl",
+            "s_server",
+            "-accept",
+            "443",
+            "-cert",
+            &p("cert.pem"),
+            "-key",
+            &p("key.pem"),
+            "-www",
+            "-alpn",
+            "http/1.1",
+        ],
         &slog,
     );
     wait_for("s_server", Duration::from_secs(20), || {
-        std::fs::read_to_string(&slog).unwrap_or_default().contains("ACCEPT")
+        std::fs::read_to_string(&slog)
+            .unwrap_or_default()
+            .contains("ACCEPT")
     });
     let curl = |name: &str, tls: &[&str]| {
         let resolve = format!("{name}:443:127.0.0.1");
         let url = format!("https://{name}/");
-        let mut args = vec!["curl", "-sS", "-v", "-k", "--http1.1", "--resolve", &resolve, &url];
+        let mut args = vec![
+            "curl",
+            "-sS",
+            "-v",
+            "-k",
+            "--http1.1",
+            "--resolve",
+            &resolve,
+            &url,
+        ];
         args.extend_from_slice(tls);
         let o = ns.cmd(&args).output().unwrap();
         assert!(o.status.success(), "curl {name}: {}", text(&o));
@@ -107,16 +170,34 @@ fn records_match_what_the_clients_printed() {
     let c12 = curl("tls12.test", &["--tls-max", "1.2"]);
     let c13 = curl("tls13.test", &["--tlsv1.3"]);
     let s_client = |extra: &[&str]| {
-        let mut args = vec!["openssl", "s_client", "-connect", "127.0.0.1:443", "-tls1_2"];
+        let mut args = vec![
+            "openssl",
+            "s_client",
+            "-connect",
+            "127.0.0.1:443",
+            "-tls1_2",
+        ];
         args.extend_from_slice(extra);
-        let o = ns.cmd(&args).stdin(std::process::Stdio::null()).output().unwrap();
+        let o = ns
+            .cmd(&args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
         text(&o)
     };
     let first = s_client(&["-servername", "resume.test", "-sess_out", &p("sess.pem")]);
     let second = s_client(&["-servername", "resume.test", "-sess_in", &p("sess.pem")]);
     let old = {
         let o = ns
-            .cmd(&["openssl", "s_client", "-connect", "127.0.0.1:443", "-tls1_1", "-servername", "old.test"])
+            .cmd(&[
+                "openssl",
+                "s_client",
+                "-connect",
+                "127.0.0.1:443",
+                "-tls1_1",
+                "-servername",
+                "old.test",
+            ])
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
@@ -144,8 +225,15 @@ fn records_match_what_the_clients_printed() {
     let conn = after(&c12, "SSL connection using").unwrap(); // "TLSv1.2 / ECDHE-ECDSA-AES256-GCM-SHA384 ..."
     let mut w = conn.split(" / ");
     assert_eq!(r["version"], zeek_version(w.next().unwrap()));
-    assert_eq!(r["cipher"], iana(w.next().unwrap().split_whitespace().next().unwrap()));
-    assert!(c12.contains("ALPN: server accepted http/1.1") || c12.contains("ALPN, server accepted to use http/1.1"), "{c12}");
+    assert_eq!(
+        r["cipher"],
+        iana(w.next().unwrap().split_whitespace().next().unwrap())
+    );
+    assert!(
+        c12.contains("ALPN: server accepted http/1.1")
+            || c12.contains("ALPN, server accepted to use http/1.1"),
+        "{c12}"
+    );
     assert_eq!(r["next_protocol"], "http/1.1");
     assert_eq!(r["established"], "T");
     assert_eq!(r["cert_chain_fps"], fp);
@@ -159,20 +247,35 @@ fn records_match_what_the_clients_printed() {
     let conn = after(&c13, "SSL connection using").unwrap();
     let mut w = conn.split(" / ");
     assert_eq!(r["version"], zeek_version(w.next().unwrap()));
-    assert_eq!(r["cipher"], w.next().unwrap().split_whitespace().next().unwrap());
+    assert_eq!(
+        r["cipher"],
+        w.next().unwrap().split_whitespace().next().unwrap()
+    );
     assert_eq!(r["established"], "T");
-    assert_eq!((r["next_protocol"].as_str(), r["cert_chain_fps"].as_str()), ("-", "-"));
-    assert!(r["ja4"].starts_with("t13d") && r["client_supported_versions"].contains("772"), "{r:?}");
+    assert_eq!(
+        (r["next_protocol"].as_str(), r["cert_chain_fps"].as_str()),
+        ("-", "-")
+    );
+    assert!(
+        r["ja4"].starts_with("t13d") && r["client_supported_versions"].contains("772"),
+        "{r:?}"
+    );
 
     // s_client, a TLS 1.2 session and its resumption, as s_client said.
     let rs = by_name("resume.test");
     assert_eq!(rs.len(), 2);
     assert!(first.contains("New, TLSv1.2"), "{first}");
     assert!(second.contains("Reused, TLSv1.2"), "{second}");
-    assert_eq!((rs[0]["resumed"].as_str(), rs[1]["resumed"].as_str()), ("F", "T"));
+    assert_eq!(
+        (rs[0]["resumed"].as_str(), rs[1]["resumed"].as_str()),
+        ("F", "T")
+    );
     assert_eq!(rs[0]["cipher"], iana(after(&first, "Cipher    :").unwrap()));
     assert_eq!(rs[0]["cert_chain_fps"], fp);
-    assert_eq!(rs[1]["cert_chain_fps"], "-", "a resumed session sends no certificate");
+    assert_eq!(
+        rs[1]["cert_chain_fps"], "-",
+        "a resumed session sends no certificate"
+    );
 
     // s_client, TLS 1.1 refused: the server's alert.
     let r = by_name("old.test")[0];
@@ -181,7 +284,10 @@ fn records_match_what_the_clients_printed() {
         .and_then(|a| a.split(':').next())
         .unwrap_or_else(|| panic!("no alert in {old}"))
         .replace(' ', "_");
-    assert_eq!((r["established"].as_str(), r["last_alert"].as_str()), ("F", alert.as_str()));
+    assert_eq!(
+        (r["established"].as_str(), r["last_alert"].as_str()),
+        ("F", alert.as_str())
+    );
     assert_eq!(r["status"], "error");
 
     // x509.log: the one certificate, once (Zeek's de-duplication), with its SANs.

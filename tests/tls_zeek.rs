@@ -47,7 +47,11 @@ const CASES: &[Case] = &[
         case: "tls11_no_sni",
         pcap: "tls1_1.pcap",
         flags: &[],
-        expected: &[(Ssl, "ssl.log"), (X509, "x509.log"), (Ssl, "ssl-log-ext.log")],
+        expected: &[
+            (Ssl, "ssl.log"),
+            (X509, "x509.log"),
+            (Ssl, "ssl-log-ext.log"),
+        ],
     },
     Case {
         case: "tls12_rsa_chain",
@@ -216,30 +220,69 @@ const CASES: &[Case] = &[
         case: "starttls_databases",
         pcap: "psql-aws-ssl-require.pcap",
         flags: &[],
-        expected: &[(Ssl, "ssl.postgresql-rds.cut"), (Conn, "conn.postgresql-rds.cut")],
+        expected: &[
+            (Ssl, "ssl.postgresql-rds.cut"),
+            (Conn, "conn.postgresql-rds.cut"),
+        ],
     },
 ];
 
 /// Zeek columns wirelog does not write, with the reason (not compared).
 const NOT_WRITTEN: &[(&str, &str)] = &[
-    ("validation_status", "certificate validation against a CA store (policy validate-certs) is not implemented"),
-    ("valid_ct_logs", "SCT validation (policy validate-sct) is not implemented"),
-    ("valid_ct_operators", "SCT validation (policy validate-sct) is not implemented"),
-    ("requested_client_certificate_authorities", "policy certificate-request-info is not implemented"),
-    ("cert", "policy log-certs-base64 (the DER as base64) is not written"),
-    ("server_version", "ssl-log-ext raw hello fields: checked at the parser level (tls::tests), not logged"),
-    ("client_version", "ssl-log-ext raw hello fields: checked at the parser level, not logged"),
-    ("client_ciphers", "ssl-log-ext raw hello fields: checked at the parser level, not logged"),
-    ("ssl_client_exts", "ssl-log-ext raw hello fields: checked at the parser level, not logged"),
-    ("ssl_server_exts", "ssl-log-ext raw hello fields: checked at the parser level, not logged"),
+    (
+        "validation_status",
+        "certificate validation against a CA store (policy validate-certs) is not implemented",
+    ),
+    (
+        "valid_ct_logs",
+        "SCT validation (policy validate-sct) is not implemented",
+    ),
+    (
+        "valid_ct_operators",
+        "SCT validation (policy validate-sct) is not implemented",
+    ),
+    (
+        "requested_client_certificate_authorities",
+        "policy certificate-request-info is not implemented",
+    ),
+    (
+        "cert",
+        "policy log-certs-base64 (the DER as base64) is not written",
+    ),
+    (
+        "server_version",
+        "ssl-log-ext raw hello fields: checked at the parser level (tls::tests), not logged",
+    ),
+    (
+        "client_version",
+        "ssl-log-ext raw hello fields: checked at the parser level, not logged",
+    ),
+    (
+        "client_ciphers",
+        "ssl-log-ext raw hello fields: checked at the parser level, not logged",
+    ),
+    (
+        "ssl_client_exts",
+        "ssl-log-ext raw hello fields: checked at the parser level, not logged",
+    ),
+    (
+        "ssl_server_exts",
+        "ssl-log-ext raw hello fields: checked at the parser level, not logged",
+    ),
     ("ticket_lifetime_hint", "ssl-log-ext field not logged"),
     ("dh_param_size", "ssl-log-ext field not logged"),
     ("point_formats", "ssl-log-ext field not logged"),
     ("client_curves", "ssl-log-ext field not logged"),
-    ("server_supported_version", "ssl-log-ext field not logged (ssl.log's version has it)"),
+    (
+        "server_supported_version",
+        "ssl-log-ext field not logged (ssl.log's version has it)",
+    ),
     ("psk_key_exchange_modes", "ssl-log-ext field not logged"),
     ("client_key_share_groups", "ssl-log-ext field not logged"),
-    ("server_key_share_group", "ssl-log-ext field not logged (ssl.log's curve has it)"),
+    (
+        "server_key_share_group",
+        "ssl-log-ext field not logged (ssl.log's curve has it)",
+    ),
     ("client_comp_methods", "ssl-log-ext field not logged"),
     ("sigalgs", "ssl-log-ext field not logged"),
     ("hashalgs", "ssl-log-ext field not logged"),
@@ -282,7 +325,12 @@ fn parse_log(text: &str) -> Vec<Row> {
         }
         match &fields {
             None => fields = Some(line.split('\t').map(String::from).collect()),
-            Some(f) => rows.push(f.iter().cloned().zip(line.split('\t').map(String::from)).collect()),
+            Some(f) => rows.push(
+                f.iter()
+                    .cloned()
+                    .zip(line.split('\t').map(String::from))
+                    .collect(),
+            ),
         }
     }
     rows
@@ -290,12 +338,23 @@ fn parse_log(text: &str) -> Vec<Row> {
 
 fn tuple(r: &Row) -> String {
     let g = |k: &str| r.get(k).map(String::as_str).unwrap_or("?");
-    format!("{} {} {} {}", g("id.orig_h"), g("id.orig_p"), g("id.resp_h"), g("id.resp_p"))
+    format!(
+        "{} {} {} {}",
+        g("id.orig_h"),
+        g("id.orig_p"),
+        g("id.resp_h"),
+        g("id.resp_p")
+    )
 }
 
 fn cert_key(r: &Row) -> String {
     let g = |k: &str| r.get(k).map(String::as_str).unwrap_or("?");
-    format!("{} {} {}", g("fingerprint"), g("host_cert"), g("client_cert"))
+    format!(
+        "{} {} {}",
+        g("fingerprint"),
+        g("host_cert"),
+        g("client_cert")
+    )
 }
 
 /// A directory removed when dropped.
@@ -381,8 +440,7 @@ fn ssl_and_x509_logs_agree_with_zeek() {
                 X509 => ("x509.log", cert_key),
                 Conn => ("conn.log", tuple),
             };
-            let mine: HashMap<String, &Row> =
-                ours[our_name].iter().map(|r| (key(r), r)).collect();
+            let mine: HashMap<String, &Row> = ours[our_name].iter().map(|r| (key(r), r)).collect();
             let pcap_tuples: HashSet<String> = ours["conn.log"].iter().map(tuple).collect();
             let mut s = Score::default();
             for want in &expected {
@@ -416,7 +474,11 @@ fn ssl_and_x509_logs_agree_with_zeek() {
                         s.agree += 1;
                     } else if let Some(why) = exception(c.case, log, col, zv, ov) {
                         s.excepted += 1;
-                        reasons.push(format!("{}/{file} {} {col}: ours {ov}, Zeek {zv}: {why}", c.case, key(want)));
+                        reasons.push(format!(
+                            "{}/{file} {} {col}: ours {ov}, Zeek {zv}: {why}",
+                            c.case,
+                            key(want)
+                        ));
                     } else {
                         failures.push(format!(
                             "{}/{file} {} {col}: ours {ov:?}, Zeek {zv:?}",
@@ -458,7 +520,10 @@ fn ssl_and_x509_logs_agree_with_zeek() {
                 .add(s);
         }
     }
-    eprintln!("{:<22} {:<52} {:>11} {:>13} {:>3}", "case", "expected (pcap)", "rows", "fields", "exc");
+    eprintln!(
+        "{:<22} {:<52} {:>11} {:>13} {:>3}",
+        "case", "expected (pcap)", "rows", "fields", "exc"
+    );
     for l in &board {
         eprintln!("{l}");
     }
@@ -479,7 +544,12 @@ fn ssl_and_x509_logs_agree_with_zeek() {
     for c in cols {
         eprintln!("not written: {c}: {}", not_written[c]);
     }
-    assert!(failures.is_empty(), "{} disagreements:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} disagreements:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Rows of a pretty-printed `ja4_expected.json` (one key per line; nested
@@ -520,7 +590,11 @@ fn ja4_column_matches_foxio() {
         ("ja4_non_ascii_alpn", "tls-non-ascii-alpn.pcapng", &[]),
         // TLS through a SOCKS proxy: the first bytes are the SOCKS request,
         // so the proxy's port is named as a TLS port.
-        ("ja4_socks_tls10", "socks-https-example.pcap", &["--ports", "tls=1080"]),
+        (
+            "ja4_socks_tls10",
+            "socks-https-example.pcap",
+            &["--ports", "tls=1080"],
+        ),
         ("ja4_browser_many_hellos", "tls-handshake.pcapng", &[]),
     ];
     let (mut total, mut agree) = (0, 0);
@@ -528,7 +602,8 @@ fn ja4_column_matches_foxio() {
     for (n, &(case, pcap, flags)) in cases.iter().enumerate() {
         let dir = testdata().join(case);
         let ours = run_wirelog(&dir.join(pcap), flags, &format!("ja4-{n}"));
-        let by_tuple: HashMap<String, &Row> = ours["ssl.log"].iter().map(|r| (tuple(r), r)).collect();
+        let by_tuple: HashMap<String, &Row> =
+            ours["ssl.log"].iter().map(|r| (tuple(r), r)).collect();
         let (mut k, mut ok) = (0, 0);
         for r in ja4_rows(&dir.join("ja4_expected.json")) {
             if r["transport"] != "tcp" {
@@ -536,7 +611,10 @@ fn ja4_column_matches_foxio() {
             }
             let Some(want) = r.get("ja4") else { continue };
             k += 1;
-            let key = format!("{} {} {} {}", r["src"], r["src_port"], r["dst"], r["dst_port"]);
+            let key = format!(
+                "{} {} {} {}",
+                r["src"], r["src_port"], r["dst"], r["dst_port"]
+            );
             let got = by_tuple.get(&key).and_then(|row| row.get("ja4"));
             if got == Some(want) {
                 ok += 1;
@@ -561,7 +639,11 @@ fn json_logs_match_tsv_logs() {
     let cases: &[(&str, &str, &[&str])] = &[
         ("x509_cert_repeat", "google-cert-repeat.pcap", &["-C"]),
         ("starttls_databases", "tls-12-amazon-rds.pcap", &[]),
-        ("tls12_alpn_ocsp_sct", "signed_certificate_timestamp.pcap", &[]),
+        (
+            "tls12_alpn_ocsp_sct",
+            "signed_certificate_timestamp.pcap",
+            &[],
+        ),
         ("ja4_browser_many_hellos", "tls-handshake.pcapng", &[]),
     ];
     let mut compared = 0;
@@ -606,7 +688,11 @@ fn json_logs_match_tsv_logs() {
                 .arg(&path)
                 .output()
                 .expect("python3");
-            assert!(out.status.success(), "{case}/{name}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{case}/{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             let text = String::from_utf8(out.stdout).unwrap();
             let json: Vec<Row> = text
                 .split("\n\n")
@@ -633,7 +719,10 @@ fn json_logs_match_tsv_logs() {
                         Some(_) => {}
                     }
                 }
-                assert!(j.keys().all(|k| t.contains_key(k)), "{case}/{name}: a JSON key not in TSV");
+                assert!(
+                    j.keys().all(|k| t.contains_key(k)),
+                    "{case}/{name}: a JSON key not in TSV"
+                );
             }
         }
     }

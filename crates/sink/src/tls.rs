@@ -32,7 +32,9 @@ fn zeek_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
             b'\\' => b.extend_from_slice(b"\\\\"),
             b',' if in_set => b.extend_from_slice(b"\\x2c"),
             0x20..=0x7e => b.push(c),
-            _ => b.extend_from_slice(&[b'\\', b'x', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]),
+            _ => {
+                b.extend_from_slice(&[b'\\', b'x', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]])
+            }
         }
     }
 }
@@ -213,7 +215,10 @@ impl<W: Write> X509LogWriter<W> {
         };
         let server_ts = r.tx.response.map_or(r.tx.ts_ns(), |s| s.first_ns);
         let client_ts = r.tx.request.map_or(r.tx.ts_ns(), |s| s.last_ns);
-        for (chain, client, ts) in [(t.server_chain(), false, server_ts), (t.client_chain(), true, client_ts)] {
+        for (chain, client, ts) in [
+            (t.server_chain(), false, server_ts),
+            (t.client_chain(), true, client_ts),
+        ] {
             for (i, c) in chain.iter().enumerate() {
                 self.cert(c, i == 0, client, ts)?;
             }
@@ -232,7 +237,8 @@ impl<W: Write> X509LogWriter<W> {
             }
         }
         if self.known.len() >= MAX_KNOWN {
-            self.known.retain(|_, &mut t| ts.saturating_sub(t) < RELOG_NS);
+            self.known
+                .retain(|_, &mut t| ts.saturating_sub(t) < RELOG_NS);
             if self.known.len() >= MAX_KNOWN {
                 self.known.clear();
             }
@@ -274,15 +280,24 @@ impl<W: Write> X509LogWriter<W> {
         v.zlist(san.and_then(|s| s.dns.as_deref()), text);
         v.zlist(san.and_then(|s| s.uri.as_deref()), text);
         v.zlist(san.and_then(|s| s.email.as_deref()), text);
-        v.zlist(san.and_then(|s| s.ip.as_deref()), |a, o| o.push_str(&addr_text(a)));
+        v.zlist(san.and_then(|s| s.ip.as_deref()), |a, o| {
+            o.push_str(&addr_text(a))
+        });
         v.bool(c.basic_constraints.map(|b| b.ca));
         v.count(c.basic_constraints.and_then(|b| b.path_len));
         v.bool(Some(host));
         v.bool(Some(client));
         debug_assert_eq!(v.i, self.names.len());
-        self.line.extend_from_slice(if json { b"}\n" } else { b"\n" });
+        self.line
+            .extend_from_slice(if json { b"}\n" } else { b"\n" });
         let out = self.out.as_mut().expect("opened above");
-        zeek_header(out, self.format, &mut self.header_written, "x509", X509.iter())?;
+        zeek_header(
+            out,
+            self.format,
+            &mut self.header_written,
+            "x509",
+            X509.iter(),
+        )?;
         self.rows += 1;
         out.write_all(&self.line)
     }
@@ -305,5 +320,148 @@ impl<W: Write> X509LogWriter<W> {
             Some(o) => zeek_close(o, self.format),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelog_record::tls::TlsTx;
+    use wirelog_record::{IpAddr16, Proto, Protocol, Span, Transaction, TxStatus, UidGenerator};
+
+    /// The DER certificates of Zeek's `tls12_ecdhe` case (the base64 `cert`
+    /// column of its x509.base64.log), leaf first.
+    fn zeek_certs() -> Vec<Vec<u8>> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/testdata/tls/tls12_ecdhe/x509.base64.log"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| unbase64(l.rsplit('\t').next().unwrap()))
+            .collect()
+    }
+
+    fn unbase64(s: &str) -> Vec<u8> {
+        let v = |c: u8| match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            _ => 63,
+        };
+        let mut out = Vec::new();
+        for q in s.trim_end_matches('=').as_bytes().chunks(4) {
+            let mut n = 0u32;
+            for (i, &c) in q.iter().enumerate() {
+                n |= (v(c) as u32) << (18 - 6 * i);
+            }
+            out.extend_from_slice(&n.to_be_bytes()[1..q.len()]);
+        }
+        out
+    }
+
+    fn record(ts_ns: i64, server: Vec<Vec<u8>>, client: Option<Vec<Vec<u8>>>) -> TxRecord {
+        let span = Span {
+            first_ns: ts_ns,
+            last_ns: ts_ns + 1000,
+            bytes: 100,
+        };
+        TxRecord {
+            uid: UidGenerator::new(1).next_uid(),
+            orig_h: IpAddr16::from_v4([10, 0, 0, 1]),
+            orig_p: 40000,
+            resp_h: IpAddr16::from_v4([10, 0, 0, 2]),
+            resp_p: 443,
+            transport: Proto::Tcp,
+            protocol: Protocol::Tls,
+            tx: Transaction {
+                request: Some(span),
+                response: Some(span),
+                status: TxStatus::Ok,
+                detail: Detail::Tls(TlsTx {
+                    server_name: Some("www.example.org".into()),
+                    server_certs: Some(server),
+                    client_certs: client,
+                    ..TlsTx::default()
+                }),
+            },
+            orig_proc: None,
+            resp_proc: None,
+        }
+    }
+
+    /// Zeek's de-duplication: a (fingerprint, host_cert, client_cert) once
+    /// a day; the same certificate as a client's is another row; undecodable
+    /// DER is no row; x509.log opens only with its first row.
+    #[test]
+    fn x509_rows_once_a_day_per_role() {
+        let certs = zeek_certs();
+        assert_eq!(certs.len(), 3);
+        let opened = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let o = opened.clone();
+        let mut w = X509LogWriter::new(
+            Box::new(move || {
+                o.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(Vec::new())
+            }),
+            LogFormat::Tsv,
+        );
+        let day = 86_400_000_000_000i64;
+        w.write(&record(0, vec![b"not a certificate".to_vec()], None))
+            .unwrap();
+        assert_eq!(
+            (w.rows(), opened.load(std::sync::atomic::Ordering::Relaxed)),
+            (0, 0)
+        );
+        w.write(&record(1, certs.clone(), None)).unwrap();
+        assert_eq!(w.rows(), 3);
+        // The same chain an hour later: known.
+        w.write(&record(day / 24, certs.clone(), None)).unwrap();
+        assert_eq!(w.rows(), 3);
+        // The leaf sent by a client: a new (fingerprint, role).
+        w.write(&record(
+            day / 12,
+            certs.clone(),
+            Some(vec![certs[0].clone()]),
+        ))
+        .unwrap();
+        assert_eq!(w.rows(), 4);
+        // A day after they were logged: logged again.
+        w.write(&record(day + 1, certs.clone(), None)).unwrap();
+        assert_eq!(w.rows(), 7);
+        assert_eq!(opened.load(std::sync::atomic::Ordering::Relaxed), 1);
+        let text = String::from_utf8(w.get_mut().unwrap().clone()).unwrap();
+        let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(rows.len(), 7);
+        // host_cert, client_cert of the client's leaf row.
+        assert!(rows[3].ends_with("\tT\tT"), "{}", rows[3]);
+        assert!(rows[0].ends_with("\tT\tF") && rows[1].ends_with("\tF\tF"));
+        assert!(text.contains("#path\tx509"));
+    }
+
+    /// ssl.log's certificate columns from the decoded chain.
+    #[test]
+    fn ssl_leaf_columns() {
+        let certs = zeek_certs();
+        let r = record(0, certs.clone(), None);
+        let mut w = crate::TxLogWriter::new(Vec::new(), LogFormat::Json, Protocol::Tls);
+        w.write(&r).unwrap();
+        let line = String::from_utf8(w.get_mut().clone()).unwrap();
+        let Detail::Tls(t) = &r.tx.detail else {
+            unreachable!()
+        };
+        let leaf = t.leaf().unwrap();
+        assert!(
+            line.contains(&format!("\"subject\":\"{}\"", leaf.subject)),
+            "{line}"
+        );
+        assert!(
+            line.contains(&format!("\"cert_chain_fps\":[\"{}\"", leaf.fingerprint)),
+            "{line}"
+        );
+        assert!(line.contains("\"client_cert_chain_fps\":[]"), "{line}");
+        assert!(line.contains("\"sni_matches_cert\":"), "{line}");
     }
 }

@@ -6,7 +6,9 @@
 use wirelog_record::tls::TlsTx;
 
 use super::{TlsHandshake, TlsParser};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Protocol, Span, StreamParser, Transaction, TxStatus};
+use crate::{
+    Detail, Dir, ParseConfig, ParseStats, Protocol, Span, StreamParser, Transaction, TxStatus,
+};
 
 /// First and last time handshake bytes were seen in one direction.
 #[derive(Clone, Copy, Debug, Default)]
@@ -109,7 +111,12 @@ pub fn transaction(hs: TlsHandshake, request: Option<Span>, response: Option<Spa
         ja3s: hs.ja3s().map(|j| j.md5),
         client_versions: ch.map(|c| c.supported_versions.clone()).unwrap_or_default(),
         client_alpn: ch
-            .map(|c| c.alpn.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect())
+            .map(|c| {
+                c.alpn
+                    .iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect()
+            })
             .unwrap_or_default(),
         ssl_history: hs.ssl_history,
         server_certs: hs.server_certs.map(|c| c.certs),

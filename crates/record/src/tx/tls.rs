@@ -108,7 +108,12 @@ impl TlsTx {
     /// `cert_chain_fps`: set once the server sent a Certificate message.
     pub fn cert_chain_fps(&self) -> Option<Vec<&str>> {
         self.server_certs.as_ref()?;
-        Some(self.server_chain().iter().map(|c| c.fingerprint.as_str()).collect())
+        Some(
+            self.server_chain()
+                .iter()
+                .map(|c| c.fingerprint.as_str())
+                .collect(),
+        )
     }
 
     /// `client_cert_chain_fps`: as Zeek, unset when no certificate was seen on
@@ -117,7 +122,12 @@ impl TlsTx {
         if self.server_chain().is_empty() && self.client_chain().is_empty() {
             return None;
         }
-        Some(self.client_chain().iter().map(|c| c.fingerprint.as_str()).collect())
+        Some(
+            self.client_chain()
+                .iter()
+                .map(|c| c.fingerprint.as_str())
+                .collect(),
+        )
     }
 
     /// Zeek's `sni_matches_cert`: unset without SNI or leaf.
