@@ -798,3 +798,28 @@ fn own(o: &Owners, batch: &mut Batch, limit: Duration) -> bool {
     }
     caught_up
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tx_status_order_matches_its_index() {
+        for (i, s) in TX_STATUS.iter().enumerate() {
+            assert_eq!(status_index(*s), i, "{}", s.as_str());
+        }
+    }
+
+    #[test]
+    fn flushes_land_in_their_bucket() {
+        let live = OutputLive::default();
+        live.flushed(Duration::from_micros(500));
+        live.flushed(Duration::from_millis(1));
+        live.flushed(Duration::from_millis(70));
+        live.flushed(Duration::from_secs(60));
+        let n: Vec<u64> = live.flushes.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        // <= 1 ms twice, <= 100 ms once, above 30 s once.
+        assert_eq!(n, [2, 0, 0, 0, 1, 0, 0, 0, 0, 1]);
+        assert_eq!(live.flush_ns.load(Ordering::Relaxed), 60_071_500_000);
+    }
+}
