@@ -140,7 +140,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     // --listen / --metrics-listen: bound before any worker starts, so a taken
     // port fails cleanly; they only read the counters.
     let store_dir = (!args.output.no_store).then(|| args.output.store.clone());
-    let servers = crate::serve::start_in_capture(&args.serve, store_dir, &counters, &names, &dropped)?;
+    let servers = crate::serve::start_in_capture(&args.serve, store_dir, &counters, &names, &dropped, output.live())?;
     let mut workers: Vec<JoinHandle<Result<WorkerEnd>>> = Vec::new();
     for (id, rings) in worker_rings.into_iter().enumerate() {
         let c = counters[id].clone();
@@ -282,6 +282,18 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             w.flows
         );
         eprintln!("wirelog: stats: {}{}", snapshot(), dropped_note(&dropped));
+        // The figures `/metrics` publishes live, as `read` prints them.
+        if let Some(t) = w.states_text() {
+            eprintln!("wirelog: conn_state: {t}");
+        }
+        if let Some(t) = w.txs_text() {
+            eprintln!("wirelog: transactions: {t}");
+        }
+        let a = snapshot().total();
+        eprintln!(
+            "wirelog: parsing: {} streams, {} gaps, {} bytes not parsed, {} parsers gave up",
+            a.streams_parsed, a.parse_gaps, a.unparsed_bytes, a.parsers_gave_up
+        );
         if let Some(p) = procs_stats {
             let dropped: u64 = ends.iter().map(|e| e.new_conns_dropped).sum();
             eprintln!("wirelog: processes: {p}; {dropped} new connections not queued (worker queue full)");
@@ -536,6 +548,12 @@ impl Worker {
         c.checksum_valid.store(ds.good_checksum, Relaxed);
         c.checksum_offloaded.store(ds.offloaded_checksum, Relaxed);
         c.checksum_bad.store(ds.bad_ip_checksum + ds.bad_transport_checksum, Relaxed);
+        c.conns_open.store(self.probe.active_connections() as u64, Relaxed);
+        let a = self.probe.app_stats();
+        c.streams_parsed.store(a.connections.iter().sum(), Relaxed);
+        c.parse_gaps.store(a.parse.gaps, Relaxed);
+        c.unparsed_bytes.store(a.parse.unparsed_bytes, Relaxed);
+        c.parsers_gave_up.store(a.gave_up, Relaxed);
     }
 
     /// Sends the records that ended since the last call, if any.

@@ -20,7 +20,7 @@ use anyhow::{anyhow, Context, Result};
 use wirelog_parse::Protocol;
 use wirelog_procs::Owners;
 pub use wirelog_record::Batch;
-use wirelog_record::ConnState;
+use wirelog_record::{ConnState, TxStatus};
 use wirelog_sink::{tx_log_name, ConnLogWriter, FlowLogWriter, LogFile, LogFormat, OpenLog, TxLogWriter};
 use wirelog_store::compact::{Compactor, CompactorOptions};
 use wirelog_record::Ingest;
@@ -120,6 +120,27 @@ impl OutputSummary {
         self.store_dropped.iter().sum::<u64>() + self.log_dropped.iter().map(|(_, n)| n).sum::<u64>()
     }
 
+    /// "SF 12, S0 3": connections per state, the states seen only.
+    pub fn states_text(&self) -> Option<String> {
+        let parts: Vec<String> = ConnState::ALL
+            .iter()
+            .filter(|s| self.states[**s as usize] > 0)
+            .map(|s| format!("{} {}", s.as_str(), self.states[*s as usize]))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// "http 5, dns 10": transactions per protocol, the protocols seen only.
+    pub fn txs_text(&self) -> Option<String> {
+        let parts: Vec<String> = Protocol::ALL
+            .iter()
+            .zip(self.txs)
+            .filter(|(_, n)| *n > 0)
+            .map(|(p, n)| format!("{} {}", p.name(), n))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
     /// What a full or nearly full disk did, when it did anything.
     pub fn space_text(&self) -> Option<String> {
         (self.space_failures + self.pauses + self.freed_partitions > 0).then(|| {
@@ -143,7 +164,58 @@ impl OutputSummary {
     }
 }
 
+/// What the output thread has written so far, for `/metrics`: stored once
+/// per batch (or per flush) with relaxed atomics, read only when scraped.
+#[derive(Debug, Default)]
+pub struct OutputLive {
+    /// Connections ended, per [`ConnState`] (indexed by its discriminant).
+    pub states: [AtomicU64; ConnState::ALL.len()],
+    /// Transactions per protocol ([`Protocol::ALL`]) and status ([`TX_STATUS`]).
+    pub txs: [[AtomicU64; TX_STATUS.len()]; Protocol::ALL.len()],
+    pub store_rows: AtomicU64,
+    pub store_bytes: AtomicU64,
+    pub store_files: AtomicU64,
+    /// Store flushes per [`FLUSH_BUCKETS`] bound (the last: above them all),
+    /// not cumulative, and their summed duration in nanoseconds.
+    pub flushes: [AtomicU64; FLUSH_BUCKETS.len() + 1],
+    pub flush_ns: AtomicU64,
+}
+
+/// Every [`TxStatus`], in the order of [`OutputLive::txs`].
+pub const TX_STATUS: [TxStatus; 5] =
+    [TxStatus::Ok, TxStatus::Error, TxStatus::NoResponse, TxStatus::NoRequest, TxStatus::Partial];
+
+fn status_index(s: TxStatus) -> usize {
+    // Exhaustive: a new status fails to compile here, not at run time.
+    match s {
+        TxStatus::Ok => 0,
+        TxStatus::Error => 1,
+        TxStatus::NoResponse => 2,
+        TxStatus::NoRequest => 3,
+        TxStatus::Partial => 4,
+    }
+}
+
+/// Upper bounds of the store flush latency histogram, seconds.
+pub const FLUSH_BUCKETS: [f64; 9] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0];
+
+impl OutputLive {
+    fn flushed(&self, took: Duration) {
+        let s = took.as_secs_f64();
+        let i = FLUSH_BUCKETS.iter().position(|b| s <= *b).unwrap_or(FLUSH_BUCKETS.len());
+        self.flushes[i].fetch_add(1, Ordering::Relaxed);
+        self.flush_ns.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn store_written(&self, w: &wirelog_store::WriteStats) {
+        self.store_rows.store(w.rows, Ordering::Relaxed);
+        self.store_bytes.store(w.bytes, Ordering::Relaxed);
+        self.store_files.store(w.files, Ordering::Relaxed);
+    }
+}
+
 pub struct Output {
+    live: Arc<OutputLive>,
     tx: Option<SyncSender<Batch>>,
     /// Written batches coming back empty, for any producer to refill.
     recycled: Arc<Mutex<Receiver<Batch>>>,
@@ -230,6 +302,9 @@ struct Writer {
     /// A "disk full" warning is out and no "resumed" yet.
     warned_full: bool,
     dropped: Arc<AtomicU64>,
+    live: Arc<OutputLive>,
+    /// Transactions per protocol and status (published to `live`).
+    tx_status: [[u64; TX_STATUS.len()]; Protocol::ALL.len()],
     owners: Option<Owners>,
     /// The resolver missed the last wait (see `write`).
     procs_behind: bool,
@@ -331,9 +406,12 @@ impl Output {
             log_min_free,
             warned_full: false,
             dropped: Arc::new(AtomicU64::new(0)),
+            live: Arc::default(),
+            tx_status: Default::default(),
             clickhouse,
         };
         let dropped = writer.dropped.clone();
+        let live = writer.live.clone();
         let (tx, rx) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH);
         let (recycle_tx, recycled) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH + 1);
         let handle = std::thread::Builder::new()
@@ -395,12 +473,17 @@ impl Output {
                 writer.finish()
             })
             .context("cannot start the output thread")?;
-        Ok(Output { tx: Some(tx), recycled: Arc::new(Mutex::new(recycled)), handle: Some(handle), paths, dropped, health })
+        Ok(Output { live, tx: Some(tx), recycled: Arc::new(Mutex::new(recycled)), handle: Some(handle), paths, dropped, health })
     }
 
     /// The directories and files the output created.
     pub fn paths(&self) -> &[PathBuf] {
         &self.paths
+    }
+
+    /// What the writer has written so far (for `/metrics`).
+    pub fn live(&self) -> Arc<OutputLive> {
+        self.live.clone()
     }
 
     /// Records dropped so far because the disk stayed full (store rows and
@@ -494,10 +577,9 @@ impl Writer {
             st.append_flows(&batch.flows)?;
         }
         for t in &batch.txs {
-            self.summary.txs[Protocol::ALL
-                .iter()
-                .position(|p| *p == t.protocol)
-                .unwrap_or(0)] += 1;
+            let p = Protocol::ALL.iter().position(|p| *p == t.protocol).unwrap_or(0);
+            self.summary.txs[p] += 1;
+            self.tx_status[p][status_index(t.tx.status)] += 1;
             if let Some(w) = self.tx_writer(t.protocol)? {
                 w.write(t)?;
             }
@@ -509,6 +591,7 @@ impl Writer {
             wirelog_sink::Sink::write(c, batch)?;
         }
         self.ingests.extend_from_slice(&batch.ingests);
+        self.publish();
         if let Some(o) = &self.owners {
             // Written: the owners of these connections are not needed again.
             for r in &batch.conns {
@@ -624,9 +707,24 @@ impl Writer {
 
     fn flush_store(&mut self) -> Result<()> {
         if let Some(st) = self.store.as_mut() {
+            let t = Instant::now();
             st.flush()?;
+            self.live.flushed(t.elapsed());
+            self.live.store_written(st.stats());
         }
         Ok(())
+    }
+
+    /// Once per batch: the running totals to the atomics `/metrics` reads.
+    fn publish(&self) {
+        for (a, n) in self.live.states.iter().zip(self.summary.states) {
+            a.store(n, Ordering::Relaxed);
+        }
+        for (row, counts) in self.live.txs.iter().zip(&self.tx_status) {
+            for (a, n) in row.iter().zip(counts) {
+                a.store(*n, Ordering::Relaxed);
+            }
+        }
     }
 
     fn finish(mut self) -> Result<OutputSummary> {
@@ -644,7 +742,10 @@ impl Writer {
                      reading it again is allowed"
                 );
             }
+            let t = Instant::now();
             let stats = st.close()?;
+            self.live.flushed(t.elapsed());
+            self.live.store_written(&stats);
             self.summary.store_dropped = stats.dropped;
             self.summary.space_failures += stats.space_failures;
             self.summary.pauses += stats.pauses;
@@ -696,4 +797,29 @@ fn own(o: &Owners, batch: &mut Batch, limit: Duration) -> bool {
         t.resp_proc = o.get(proto, t.resp_h.0, t.resp_p, t.orig_h.0, t.orig_p);
     }
     caught_up
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tx_status_order_matches_its_index() {
+        for (i, s) in TX_STATUS.iter().enumerate() {
+            assert_eq!(status_index(*s), i, "{}", s.as_str());
+        }
+    }
+
+    #[test]
+    fn flushes_land_in_their_bucket() {
+        let live = OutputLive::default();
+        live.flushed(Duration::from_micros(500));
+        live.flushed(Duration::from_millis(1));
+        live.flushed(Duration::from_millis(70));
+        live.flushed(Duration::from_secs(60));
+        let n: Vec<u64> = live.flushes.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        // <= 1 ms twice, <= 100 ms once, above 30 s once.
+        assert_eq!(n, [2, 0, 0, 0, 1, 0, 0, 0, 0, 1]);
+        assert_eq!(live.flush_ns.load(Ordering::Relaxed), 60_071_500_000);
+    }
 }

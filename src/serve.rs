@@ -55,8 +55,10 @@ pub fn start_in_capture(
     counters: &[std::sync::Arc<wirelog_capture::stats::WorkerCounters>],
     interfaces: &[String],
     dropped: &std::sync::Arc<std::sync::atomic::AtomicU64>,
+    output: std::sync::Arc<crate::output::OutputLive>,
 ) -> Result<Vec<(wirelog_serve::Server, bool)>> {
     let (counters, interfaces, dropped) = (counters.to_vec(), interfaces.to_vec(), dropped.clone());
+    let has_store = store.is_some();
     let live: std::sync::Arc<dyn wirelog_serve::Live> = std::sync::Arc::new(move || wirelog_serve::LiveSnapshot {
         interfaces: interfaces.clone(),
         workers: counters
@@ -76,10 +78,16 @@ pub fn start_in_capture(
                     checksum_valid: s.checksum_valid,
                     checksum_offloaded: s.checksum_offloaded,
                     checksum_bad: s.checksum_bad,
+                    conns_open: s.conns_open,
+                    streams_parsed: s.streams_parsed,
+                    parse_gaps: s.parse_gaps,
+                    unparsed_bytes: s.unparsed_bytes,
+                    parsers_gave_up: s.parsers_gave_up,
                 }
             })
             .collect(),
         records_dropped: dropped.load(std::sync::atomic::Ordering::Relaxed),
+        ..output_snapshot(&output, has_store)
     });
     let token = args.token.token()?;
     let mut servers = Vec::new();
@@ -98,6 +106,38 @@ pub fn start_in_capture(
         servers.push((s, api));
     }
     Ok(servers)
+}
+
+/// The output thread's figures: connections per state, transactions per
+/// protocol and status, the store's writes and flush times.
+fn output_snapshot(o: &crate::output::OutputLive, has_store: bool) -> wirelog_serve::LiveSnapshot {
+    use crate::output::{FLUSH_BUCKETS, TX_STATUS};
+    use std::sync::atomic::Ordering::Relaxed;
+    let conns_ended = wirelog_record::ConnState::ALL
+        .iter()
+        .zip(&o.states)
+        .map(|(s, a)| (s.as_str(), a.load(Relaxed)))
+        .collect();
+    let mut transactions = Vec::new();
+    for (p, row) in wirelog_parse::Protocol::ALL.iter().zip(&o.txs) {
+        for (s, a) in TX_STATUS.iter().zip(row) {
+            transactions.push((p.name(), s.as_str(), a.load(Relaxed)));
+        }
+    }
+    let store = has_store.then(|| wirelog_serve::StoreWritten {
+        rows: o.store_rows.load(Relaxed),
+        bytes: o.store_bytes.load(Relaxed),
+        files: o.store_files.load(Relaxed),
+        flush_buckets: FLUSH_BUCKETS
+            .iter()
+            .copied()
+            .chain([f64::MAX])
+            .zip(&o.flushes)
+            .map(|(b, a)| (b, a.load(Relaxed)))
+            .collect(),
+        flush_seconds: o.flush_ns.load(Relaxed) as f64 / 1e9,
+    });
+    wirelog_serve::LiveSnapshot { conns_ended, transactions, store, ..Default::default() }
 }
 
 /// The line per server, after the capture's own "capturing on" line.

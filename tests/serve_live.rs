@@ -149,8 +149,11 @@ fn metrics_equal_the_stats_line_and_the_ui_shows_live_health() {
         std::thread::sleep(Duration::from_millis(1500));
         let m = ns.get("http://127.0.0.1:9181/metrics").expect("scrape");
         let p = parse_metrics(&m);
+        // Every connection timed out (1 s) and was written: the ended
+        // counters then equal the capture's final figures.
         let settled = total(&p, "wirelog_packets_total") > 300
-            && total(&p, "wirelog_kernel_packets_total") >= total(&p, "wirelog_packets_total");
+            && total(&p, "wirelog_kernel_packets_total") >= total(&p, "wirelog_packets_total")
+            && total(&p, "wirelog_connections_open") == 0;
         let ours: BTreeMap<_, _> = p.iter().filter(|((n, _), _)| n.starts_with("wirelog_")).map(|(k, v)| (k.clone(), *v)).collect();
         if settled && ours == last {
             break p;
@@ -175,6 +178,8 @@ fn metrics_equal_the_stats_line_and_the_ui_shows_live_health() {
     }
     let health: serde_json::Value = serde_json::from_str(&ns.get("http://127.0.0.1:9180/api/health").unwrap()).unwrap();
     assert_eq!(health["live"]["workers"].as_array().unwrap().len(), 2);
+    assert!(health["live"]["conns_ended"].as_array().is_some_and(|a| !a.is_empty()), "{health}");
+    assert!(health["live"]["store"]["flush_buckets"].is_array(), "{health}");
 
     let err = cap.stop();
     let stats = last_stats(&err);
@@ -204,6 +209,7 @@ fn metrics_equal_the_stats_line_and_the_ui_shows_live_health() {
         assert_eq!(metrics[&("wirelog_packets_total".to_string(), l.clone())] as u64, n[i + 1], "worker {w} packets");
         assert_eq!(metrics[&("wirelog_captured_bytes_total".to_string(), l)] as u64, n[i + 2], "worker {w} bytes");
     }
+    output_metrics_equal_the_final_lines(&metrics, &err);
     assert_eq!(total(&metrics, "wirelog_records_dropped_total"), 0);
     assert!(metrics.keys().any(|(n, _)| n == "wirelog_build_info"));
     assert!(total(&metrics, "process_resident_memory_bytes") > 1 << 20);
@@ -213,6 +219,68 @@ fn metrics_equal_the_stats_line_and_the_ui_shows_live_health() {
     for (n, l) in metrics.keys() {
         assert!(!l.contains("127.0.0.1") && !l.contains("::"), "{n}{{{l}}} has an address label");
     }
+}
+
+/// The line of `stderr` starting with `prefix`, without it.
+fn line_after<'a>(stderr: &'a str, prefix: &str) -> Option<&'a str> {
+    stderr.lines().rev().find_map(|l| l.strip_prefix(prefix))
+}
+
+/// "SF 12, S0 3" -> {SF: 12, S0: 3}.
+fn named_counts(list: &str) -> BTreeMap<String, u64> {
+    list.split(", ")
+        .map(|p| {
+            let (k, v) = p.rsplit_once(' ').unwrap_or_else(|| panic!("bad count {p:?} in {list:?}"));
+            (k.to_string(), v.parse().unwrap_or_else(|_| panic!("bad count {p:?}")))
+        })
+        .collect()
+}
+
+/// The output thread's and the parsers' counters against the lines the
+/// capture prints when it stops (its own totals, computed apart).
+fn output_metrics_equal_the_final_lines(metrics: &BTreeMap<(String, String), f64>, err: &str) {
+    // "stopped by SIGINT after 9.1 s: 120 connections, 40 flow records, 30 transactions"
+    let stopped = line_after(err, "wirelog: stopped by ").expect("a stopped line");
+    let n = stats_numbers(stopped.split_once(": ").expect("stopped line").1);
+    let (conns, txs) = (n[0], n[2]);
+    assert!(conns > 0 && txs > 0, "the demo capture has connections and transactions: {stopped}");
+    assert_eq!(total(metrics, "wirelog_connections_ended_total"), conns, "{stopped}");
+    assert_eq!(total(metrics, "wirelog_transactions_total"), txs, "{stopped}");
+
+    let states = named_counts(line_after(err, "wirelog: conn_state: ").expect("a conn_state line"));
+    for ((name, labels), v) in metrics.iter().filter(|((n, _), _)| n == "wirelog_connections_ended_total") {
+        let state = labels.strip_prefix("state=\"").and_then(|l| l.strip_suffix('"')).expect(labels);
+        assert_eq!(*v as u64, states.get(state).copied().unwrap_or(0), "{name}{{{labels}}}");
+    }
+    let per_proto = named_counts(line_after(err, "wirelog: transactions: ").expect("a transactions line"));
+    let mut by_proto: BTreeMap<String, u64> = BTreeMap::new();
+    for ((_, labels), v) in metrics.iter().filter(|((n, _), _)| n == "wirelog_transactions_total") {
+        let proto = labels.split(',').find_map(|l| l.strip_prefix("protocol=\"")).expect(labels).trim_end_matches('"');
+        assert!(labels.contains("status=\""), "{labels}");
+        *by_proto.entry(proto.to_string()).or_default() += *v as u64;
+    }
+    by_proto.retain(|_, v| *v > 0);
+    assert_eq!(by_proto, per_proto, "transactions per protocol");
+
+    // "parsing: 12 streams, 0 gaps, 0 bytes not parsed, 0 parsers gave up"
+    let parsing = line_after(err, "wirelog: parsing: ").expect("a parsing line");
+    let p = stats_numbers(parsing);
+    assert!(p[0] > 0, "{parsing}");
+    for (name, v) in [
+        ("wirelog_parse_streams_total", p[0]),
+        ("wirelog_parse_gaps_total", p[1]),
+        ("wirelog_parse_unparsed_bytes_total", p[2]),
+        ("wirelog_parse_gave_up_total", p[3]),
+    ] {
+        assert_eq!(total(metrics, name), v, "{name} vs {parsing}");
+    }
+
+    // The store is flushed at exit (or every 5 minutes): what this run wrote
+    // so far is what the files' footers hold, and the flush histogram is whole.
+    assert_eq!(total(metrics, "wirelog_store_written_rows_total"), total(metrics, "wirelog_store_rows"));
+    let count = total(metrics, "wirelog_store_flush_seconds_count");
+    assert_eq!(metrics[&("wirelog_store_flush_seconds_bucket".to_string(), "le=\"+Inf\"".to_string())] as u64, count);
+    assert!(metrics.contains_key(&("wirelog_store_flush_seconds_sum".to_string(), String::new())));
 }
 
 #[test]

@@ -35,6 +35,16 @@ pub struct WorkerCounters {
     pub checksum_offloaded: AtomicU64,
     /// Decoded packets with a bad IP or transport checksum (not used).
     pub checksum_bad: AtomicU64,
+    /// Connections in this worker's table now (a gauge).
+    pub conns_open: AtomicU64,
+    /// Application streams given to a parser (connections parsed).
+    pub streams_parsed: AtomicU64,
+    /// Gaps (missing stream bytes) the parsers were told of, over ended connections.
+    pub parse_gaps: AtomicU64,
+    /// Stream bytes the parsers skipped as unparseable, over ended connections.
+    pub unparsed_bytes: AtomicU64,
+    /// Parsers that gave up on their connection (compression, not the protocol).
+    pub parsers_gave_up: AtomicU64,
 }
 
 /// A plain copy of one worker's counters.
@@ -52,6 +62,11 @@ pub struct WorkerStats {
     pub checksum_valid: u64,
     pub checksum_offloaded: u64,
     pub checksum_bad: u64,
+    pub conns_open: u64,
+    pub streams_parsed: u64,
+    pub parse_gaps: u64,
+    pub unparsed_bytes: u64,
+    pub parsers_gave_up: u64,
 }
 
 impl WorkerCounters {
@@ -69,6 +84,11 @@ impl WorkerCounters {
             checksum_valid: self.checksum_valid.load(Relaxed),
             checksum_offloaded: self.checksum_offloaded.load(Relaxed),
             checksum_bad: self.checksum_bad.load(Relaxed),
+            conns_open: self.conns_open.load(Relaxed),
+            streams_parsed: self.streams_parsed.load(Relaxed),
+            parse_gaps: self.parse_gaps.load(Relaxed),
+            unparsed_bytes: self.unparsed_bytes.load(Relaxed),
+            parsers_gave_up: self.parsers_gave_up.load(Relaxed),
         }
     }
 
@@ -101,6 +121,11 @@ impl CaptureStats {
             checksum_valid: t.checksum_valid + w.checksum_valid,
             checksum_offloaded: t.checksum_offloaded + w.checksum_offloaded,
             checksum_bad: t.checksum_bad + w.checksum_bad,
+            conns_open: t.conns_open + w.conns_open,
+            streams_parsed: t.streams_parsed + w.streams_parsed,
+            parse_gaps: t.parse_gaps + w.parse_gaps,
+            unparsed_bytes: t.unparsed_bytes + w.unparsed_bytes,
+            parsers_gave_up: t.parsers_gave_up + w.parsers_gave_up,
         })
     }
 }

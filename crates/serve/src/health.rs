@@ -36,6 +36,24 @@ pub struct LiveSnapshot {
     pub workers: Vec<WorkerLive>,
     /// Records the output could not write (disk full).
     pub records_dropped: u64,
+    /// Connections ended (written) per conn_state, Zeek's names.
+    pub conns_ended: Vec<(&'static str, u64)>,
+    /// Transactions written per (protocol, status).
+    pub transactions: Vec<(&'static str, &'static str, u64)>,
+    /// What this run wrote to the store (`None`: no store).
+    pub store: Option<StoreWritten>,
+}
+
+/// The store writer's figures of this run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StoreWritten {
+    pub rows: u64,
+    pub bytes: u64,
+    pub files: u64,
+    /// Flushes per upper bound in seconds (`f64::MAX`: above the others),
+    /// not cumulative.
+    pub flush_buckets: Vec<(f64, u64)>,
+    pub flush_seconds: f64,
 }
 
 /// One worker's counters (see `wirelog_capture::stats::WorkerCounters`).
@@ -53,6 +71,12 @@ pub struct WorkerLive {
     pub checksum_valid: u64,
     pub checksum_offloaded: u64,
     pub checksum_bad: u64,
+    /// Connections tracked now (a gauge).
+    pub conns_open: u64,
+    pub streams_parsed: u64,
+    pub parse_gaps: u64,
+    pub unparsed_bytes: u64,
+    pub parsers_gave_up: u64,
 }
 
 impl LiveSnapshot {
@@ -71,6 +95,11 @@ impl LiveSnapshot {
             t.checksum_valid += w.checksum_valid;
             t.checksum_offloaded += w.checksum_offloaded;
             t.checksum_bad += w.checksum_bad;
+            t.conns_open += w.conns_open;
+            t.streams_parsed += w.streams_parsed;
+            t.parse_gaps += w.parse_gaps;
+            t.unparsed_bytes += w.unparsed_bytes;
+            t.parsers_gave_up += w.parsers_gave_up;
         }
         t
     }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-pub use health::{Live, LiveSnapshot, WorkerLive};
+pub use health::{Live, LiveSnapshot, StoreWritten, WorkerLive};
 
 /// Queries run at once; more wait (each request still has its time limit).
 pub const QUERY_THREADS: usize = 2;

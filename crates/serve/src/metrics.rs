@@ -12,6 +12,8 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -22,6 +24,30 @@ use crate::api::State as AppState;
 use crate::procstat;
 
 type Labels = Vec<(String, String)>;
+
+/// A histogram whose buckets were counted elsewhere (the output thread's
+/// atomics): `prometheus-client`'s own only counts by `observe`.
+#[derive(Debug)]
+struct ConstHistogram {
+    sum: f64,
+    count: u64,
+    /// (upper bound, count), not cumulative; `f64::MAX` is +Inf.
+    buckets: Vec<(f64, u64)>,
+}
+
+impl EncodeMetric for ConstHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_histogram::<NoLabelSet>(self.sum, self.count, &self.buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+fn label(k: &str, v: &str) -> Labels {
+    vec![(k.to_string(), v.to_string())]
+}
 
 fn counters(
     reg: &mut Registry,
@@ -171,6 +197,81 @@ pub(crate) fn text(state: &AppState) -> String {
             None,
             &per(|w| w.checksum_offloaded),
         );
+        let open: Vec<(Labels, i64)> =
+            per(|w| w.conns_open).into_iter().map(|(l, v)| (l, v as i64)).collect();
+        gauges(&mut reg, "wirelog_connections_open", "Connections tracked now", None, &open);
+        let ended: Vec<(Labels, u64)> = s.conns_ended.iter().map(|(st, n)| (label("state", st), *n)).collect();
+        counters(
+            &mut reg,
+            "wirelog_connections_ended",
+            "Connections ended and written, by Zeek conn_state",
+            None,
+            &ended,
+        );
+        let txs: Vec<(Labels, u64)> = s
+            .transactions
+            .iter()
+            .map(|(p, st, n)| {
+                (vec![("protocol".to_string(), p.to_string()), ("status".to_string(), st.to_string())], *n)
+            })
+            .collect();
+        counters(
+            &mut reg,
+            "wirelog_transactions",
+            "Transactions written, by protocol and status",
+            None,
+            &txs,
+        );
+        counters(
+            &mut reg,
+            "wirelog_parse_streams",
+            "Connections given to an application parser",
+            None,
+            &per(|w| w.streams_parsed),
+        );
+        counters(
+            &mut reg,
+            "wirelog_parse_gaps",
+            "Gaps (missing bytes) in parsed streams, over ended connections",
+            None,
+            &per(|w| w.parse_gaps),
+        );
+        counters(
+            &mut reg,
+            "wirelog_parse_unparsed",
+            "Stream bytes the parsers could not parse, over ended connections",
+            Some(Unit::Bytes),
+            &per(|w| w.unparsed_bytes),
+        );
+        counters(
+            &mut reg,
+            "wirelog_parse_gave_up",
+            "Parsers that gave up on their connection (compression, not the protocol)",
+            None,
+            &per(|w| w.parsers_gave_up),
+        );
+        if let Some(st) = &s.store {
+            let one = |v: u64| vec![(Labels::new(), v)];
+            counters(&mut reg, "wirelog_store_written_rows", "Rows this run wrote to the store", None, &one(st.rows));
+            counters(
+                &mut reg,
+                "wirelog_store_written",
+                "Parquet bytes this run wrote to the store",
+                Some(Unit::Bytes),
+                &one(st.bytes),
+            );
+            counters(&mut reg, "wirelog_store_written_files", "Files this run wrote to the store", None, &one(st.files));
+            reg.register_with_unit(
+                "wirelog_store_flush",
+                "Time of each store flush (buffers to Parquet files)",
+                Unit::Seconds,
+                ConstHistogram {
+                    sum: st.flush_seconds,
+                    count: st.flush_buckets.iter().map(|(_, n)| n).sum(),
+                    buckets: st.flush_buckets.clone(),
+                },
+            );
+        }
         let dropped: Counter = Counter::default();
         dropped.inc_by(s.records_dropped);
         reg.register(
