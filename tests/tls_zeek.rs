@@ -11,6 +11,9 @@
 //! the reason in `NOT_WRITTEN`. The scoreboard is printed (`--nocapture`) and
 //! recorded in BENCHMARKS.md.
 
+mod common;
+
+use common::parse_log;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -306,34 +309,6 @@ fn exception(case: &str, log: Log, field: &str, zeek: &str, ours: &str) -> Optio
 
 fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/tls")
-}
-
-/// A Zeek log (`#fields` header) or a zeek-cut output (first line is the header).
-fn parse_log(text: &str) -> Vec<Row> {
-    let mut fields: Option<Vec<String>> = None;
-    let mut rows = Vec::new();
-    for line in text.lines() {
-        if line.starts_with("###") || line.is_empty() {
-            continue;
-        }
-        if let Some(f) = line.strip_prefix("#fields\t") {
-            fields = Some(f.split('\t').map(String::from).collect());
-            continue;
-        }
-        if line.starts_with('#') {
-            continue;
-        }
-        match &fields {
-            None => fields = Some(line.split('\t').map(String::from).collect()),
-            Some(f) => rows.push(
-                f.iter()
-                    .cloned()
-                    .zip(line.split('\t').map(String::from))
-                    .collect(),
-            ),
-        }
-    }
-    rows
 }
 
 fn tuple(r: &Row) -> String {

@@ -9,6 +9,9 @@
 //! difference is listed in `exception()` with its reason. The scoreboard is
 //! printed (run with `--nocapture` to see it) and recorded in BENCHMARKS.md.
 
+mod common;
+
+use common::parse_log;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -253,34 +256,6 @@ type Row = HashMap<String, String>;
 
 fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/zeek")
-}
-
-/// Reads a Zeek log (`#fields` header) or a zeek-cut output (first line is the header).
-fn parse_log(text: &str) -> Vec<Row> {
-    let mut fields: Option<Vec<String>> = None;
-    let mut rows = Vec::new();
-    for line in text.lines() {
-        if line.starts_with("###") || line.is_empty() {
-            continue;
-        }
-        if let Some(f) = line.strip_prefix("#fields\t") {
-            fields = Some(f.split('\t').map(String::from).collect());
-            continue;
-        }
-        if line.starts_with('#') {
-            continue;
-        }
-        match &fields {
-            None => fields = Some(line.split('\t').map(String::from).collect()),
-            Some(f) => rows.push(
-                f.iter()
-                    .cloned()
-                    .zip(line.split('\t').map(String::from))
-                    .collect(),
-            ),
-        }
-    }
-    rows
 }
 
 fn tuple(r: &Row) -> Option<String> {

@@ -103,6 +103,31 @@ pub fn read_log(p: &Path) -> Vec<HashMap<String, String>> {
     rows
 }
 
+/// Rows of a Zeek log's text (after its `#fields` header) or of zeek-cut's
+/// output (whose first line is the header), by field name; comment and
+/// empty lines skipped.
+pub fn parse_log(text: &str) -> Vec<HashMap<String, String>> {
+    let mut fields: Option<Vec<String>> = None;
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(f) = line.strip_prefix("#fields\t") {
+            fields = Some(f.split('\t').map(String::from).collect());
+            continue;
+        }
+        if line.starts_with('#') {
+            continue;
+        }
+        match &fields {
+            None => fields = Some(line.split('\t').map(String::from).collect()),
+            Some(f) => rows.push(f.iter().cloned().zip(line.split('\t').map(String::from)).collect()),
+        }
+    }
+    rows
+}
+
 /// A pcap of `n` UDP connections (distinct client addresses), 10 ms apart,
 /// each one packet with a 32-byte payload.
 pub fn synthetic_pcap(n: u32) -> Vec<u8> {
