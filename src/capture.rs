@@ -23,7 +23,7 @@ use wirelog_procs::{ConnSender, Resolver};
 
 use crate::cli::CaptureArgs;
 use crate::limits;
-use crate::output::{Batch, BatchSender, Output, OutputConfig};
+use crate::output::{Batch, BatchSender, OutputConfig};
 
 /// Timers run at most this often while connections are open (the tracker's
 /// timer wheel ticks every ~1.07 s, so running it more often gains nothing).
@@ -123,14 +123,13 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     };
 
     // Outputs, created while still privileged.
-    let output = Output::start(OutputConfig {
+    let started = crate::output::start(OutputConfig {
         empty_tcp_note: args.probe.skip_empty_tcp,
         processes: resolver.as_ref().map(|r| r.owners()),
         clickhouse: crate::clickhouse::sink_config(&args.output, &args.interfaces.join(","))?,
         ..args.output.config()
     })?;
-    let health = output.health();
-    let owned_paths = output.paths().to_vec();
+    let (output, owned_paths, health) = (started.output, started.paths, started.health);
     let dropped = output.dropped_counter();
 
     drop_privileges(args.user.as_deref(), &owned_paths, resolver.as_mut())?;
@@ -256,7 +255,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         Ok(w) => Some(w),
         Err(e) => {
             // The writer's own error explains a worker's "output stopped".
-            first_err = Some(e);
+            first_err = Some(e.into());
             None
         }
     };
@@ -312,23 +311,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     if let Some(e) = first_err {
         return Err(e);
     }
-    if let Some(c) = written.as_ref().and_then(|w| w.clickhouse.as_ref()) {
-        if !args.quiet || c.dropped_rows + c.left_batches > 0 {
-            eprintln!("{}", c.text());
-        }
-        if c.dropped_rows > 0 {
-            return Ok(ExitCode::from(crate::output::EXIT_PARTIAL));
-        }
-    }
-    if let Some(t) = written.as_ref().and_then(|w| w.space_text()) {
-        eprintln!("{t}");
-    }
-    if let Some(w) = written.filter(|w| w.dropped() > 0) {
-        eprintln!(
-            "wirelog: {} records could not be written, the disk stayed full: {}",
-            w.dropped(),
-            w.dropped_text()
-        );
+    if written.as_ref().is_some_and(|w| crate::output::report(w, args.quiet)) {
         return Ok(ExitCode::from(crate::output::EXIT_PARTIAL));
     }
     Ok(ExitCode::SUCCESS)
@@ -570,6 +553,6 @@ impl Worker {
             return Ok(());
         }
         let full = std::mem::replace(&mut self.batch, self.tx.batch());
-        self.tx.send(full)
+        Ok(self.tx.send(full)?)
     }
 }

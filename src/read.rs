@@ -10,13 +10,13 @@ use wirelog_capture::bpf;
 use wirelog_capture::filter::FileFilter;
 use wirelog_decode::{ChecksumMode, DecodeStats};
 use wirelog_probe::{Probe, SkipReason};
-use wirelog_record::ConnState;
 use wirelog_query::time::format_rfc3339;
 use wirelog_source::CaptureReader;
 use wirelog_store::{identify, read_ingests, Ingest};
 
 use crate::cli::ReadArgs;
-use crate::output::{Output, OutputConfig, OutputSummary};
+use crate::output::{Output, OutputConfig};
+use wirelog_sink::Summary;
 use crate::progress::Progress;
 
 /// Records are handed to the sink every this many packets, so logs grow as
@@ -90,7 +90,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     if args.processes {
         eprintln!("wirelog: note: capture files carry no process information; --processes records none (it works with `capture`)");
     }
-    let mut output = Output::start(out_cfg)?;
+    let mut output = crate::output::start(out_cfg)?.output;
 
     let mut probe = Probe::new(probe_cfg);
 
@@ -211,15 +211,15 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 .and_then(|()| {
                     let mut last = output.batch();
                     last.ingests = ingests;
-                    output.send(last)
+                    output.send(last).map_err(anyhow::Error::from)
                 })
-                .and_then(|()| output.finish())
+                .and_then(|()| Ok(output.finish()?))
         }
         Some(e) => Err(e),
     };
     let (summary, failed) = match summary {
         Ok(s) => (s, None),
-        Err(e) => (OutputSummary::default(), Some(e)),
+        Err(e) => (Summary::default(), Some(e)),
     };
     progress.finish();
 
@@ -253,23 +253,12 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
             eprintln!("wirelog: {c}");
         }
         eprintln!("{budget}, {} evicted", st.evicted);
-        let states: Vec<String> = ConnState::ALL
-            .iter()
-            .filter(|s| summary.states[**s as usize] > 0)
-            .map(|s| format!("{} {}", s.as_str(), summary.states[*s as usize]))
-            .collect();
-        if !states.is_empty() {
-            eprintln!("wirelog: conn_state: {}", states.join(", "));
+        if let Some(t) = summary.states_text() {
+            eprintln!("wirelog: conn_state: {t}");
         }
-        let txs: Vec<String> = wirelog_parse::Protocol::ALL
-            .iter()
-            .zip(summary.txs)
-            .filter(|(_, n)| *n > 0)
-            .map(|(p, n)| format!("{} {}", p.name(), n))
-            .collect();
-        if !txs.is_empty() {
+        if let Some(txs) = summary.txs_text() {
             let a = probe.app_stats();
-            let mut line = format!("wirelog: transactions: {}", txs.join(", "));
+            let mut line = format!("wirelog: transactions: {txs}");
             if a.parse.unparsed_bytes > 0 || a.gave_up > 0 {
                 line.push_str(&format!(
                     "; {} bytes not parsed, {} gaps, {} connections not parseable (TLS, compression)",
@@ -301,23 +290,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     if let Some(e) = failed {
         return Err(e);
     }
-    if let Some(c) = &summary.clickhouse {
-        if !args.quiet || c.dropped_rows + c.left_batches > 0 {
-            eprintln!("{}", c.text());
-        }
-        if c.dropped_rows > 0 {
-            return Ok(ExitCode::from(crate::output::EXIT_PARTIAL));
-        }
-    }
-    if let Some(t) = summary.space_text() {
-        eprintln!("{t}");
-    }
-    if summary.dropped() > 0 {
-        eprintln!(
-            "wirelog: {} records could not be written, the disk stayed full: {}",
-            summary.dropped(),
-            summary.dropped_text()
-        );
+    if crate::output::report(&summary, args.quiet) {
         return Ok(ExitCode::from(crate::output::EXIT_PARTIAL));
     }
 
@@ -363,7 +336,7 @@ pub fn memory_line(probe: &crate::cli::ProbeArgs) -> String {
 fn drain(probe: &mut Probe, output: &mut Output) -> Result<()> {
     let mut batch = output.batch();
     probe.drain(&mut batch);
-    output.send(batch)
+    Ok(output.send(batch)?)
 }
 
 fn open(path: &Path) -> Result<CaptureReader, wirelog_source::OpenError> {

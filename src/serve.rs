@@ -55,7 +55,7 @@ pub fn start_in_capture(
     counters: &[std::sync::Arc<wirelog_capture::stats::WorkerCounters>],
     interfaces: &[String],
     dropped: &std::sync::Arc<std::sync::atomic::AtomicU64>,
-    output: std::sync::Arc<crate::output::OutputLive>,
+    output: std::sync::Arc<wirelog_sink::Live>,
 ) -> Result<Vec<(wirelog_serve::Server, bool)>> {
     let (counters, interfaces, dropped) = (counters.to_vec(), interfaces.to_vec(), dropped.clone());
     let has_store = store.is_some();
@@ -63,28 +63,7 @@ pub fn start_in_capture(
         interfaces: interfaces.clone(),
         workers: counters
             .iter()
-            .map(|c| {
-                let s = c.snapshot();
-                wirelog_serve::WorkerLive {
-                    packets: s.packets,
-                    bytes: s.bytes,
-                    kernel_packets: s.kernel_packets,
-                    kernel_drops: s.kernel_drops,
-                    kernel_freezes: s.kernel_freezes,
-                    evicted: s.evicted,
-                    flows_early: s.flows_early,
-                    not_ip: s.not_ip,
-                    not_decoded: s.not_decoded,
-                    checksum_valid: s.checksum_valid,
-                    checksum_offloaded: s.checksum_offloaded,
-                    checksum_bad: s.checksum_bad,
-                    conns_open: s.conns_open,
-                    streams_parsed: s.streams_parsed,
-                    parse_gaps: s.parse_gaps,
-                    unparsed_bytes: s.unparsed_bytes,
-                    parsers_gave_up: s.parsers_gave_up,
-                }
-            })
+            .map(|c| c.snapshot())
             .collect(),
         records_dropped: dropped.load(std::sync::atomic::Ordering::Relaxed),
         ..output_snapshot(&output, has_store)
@@ -110,8 +89,8 @@ pub fn start_in_capture(
 
 /// The output thread's figures: connections per state, transactions per
 /// protocol and status, the store's writes and flush times.
-fn output_snapshot(o: &crate::output::OutputLive, has_store: bool) -> wirelog_serve::LiveSnapshot {
-    use crate::output::{FLUSH_BUCKETS, TX_STATUS};
+fn output_snapshot(o: &wirelog_sink::Live, has_store: bool) -> wirelog_serve::LiveSnapshot {
+    use wirelog_sink::{FLUSH_BUCKETS, TX_STATUS};
     use std::sync::atomic::Ordering::Relaxed;
     let conns_ended = wirelog_record::ConnState::ALL
         .iter()

@@ -47,8 +47,10 @@ pub struct WorkerCounters {
     pub parsers_gave_up: AtomicU64,
 }
 
-/// A plain copy of one worker's counters.
+/// A plain copy of one worker's counters: what the stats line prints and
+/// what `/metrics` and `/api/health` publish (with the `serde` feature).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct WorkerStats {
     pub packets: u64,
     pub bytes: u64,
@@ -106,9 +108,9 @@ pub struct CaptureStats {
     pub workers: Vec<WorkerStats>,
 }
 
-impl CaptureStats {
-    pub fn total(&self) -> WorkerStats {
-        self.workers.iter().fold(WorkerStats::default(), |t, w| WorkerStats {
+impl<'a> std::iter::Sum<&'a WorkerStats> for WorkerStats {
+    fn sum<I: Iterator<Item = &'a WorkerStats>>(iter: I) -> WorkerStats {
+        iter.fold(WorkerStats::default(), |t, w| WorkerStats {
             packets: t.packets + w.packets,
             bytes: t.bytes + w.bytes,
             kernel_packets: t.kernel_packets + w.kernel_packets,
@@ -127,6 +129,12 @@ impl CaptureStats {
             unparsed_bytes: t.unparsed_bytes + w.unparsed_bytes,
             parsers_gave_up: t.parsers_gave_up + w.parsers_gave_up,
         })
+    }
+}
+
+impl CaptureStats {
+    pub fn total(&self) -> WorkerStats {
+        self.workers.iter().sum()
     }
 }
 

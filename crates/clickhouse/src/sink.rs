@@ -401,9 +401,14 @@ impl wirelog_sink::Sink for ClickHouseSink {
         Ok(())
     }
 
-    fn close(&mut self) -> io::Result<()> {
-        self.finish();
-        Ok(())
+    fn close(&mut self) -> io::Result<wirelog_sink::SinkEnd> {
+        let s = self.finish();
+        let report = wirelog_sink::Report {
+            text: s.text(),
+            always: s.dropped_rows + s.left_batches > 0,
+            lost: s.dropped_rows > 0,
+        };
+        Ok(wirelog_sink::SinkEnd { report: Some(report), ..Default::default() })
     }
 }
 

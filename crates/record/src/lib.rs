@@ -13,6 +13,7 @@ mod community_id;
 mod conn;
 mod flow;
 mod protocol;
+pub mod md5;
 pub mod sha256;
 mod tx;
 mod uid;

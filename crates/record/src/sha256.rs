@@ -57,22 +57,39 @@ fn compress(h: &mut [u32; 8], block: &[u8]) {
     }
 }
 
-/// SHA-256 digest of `data`.
-pub fn sha256(data: &[u8]) -> [u8; 32] {
-    let mut h = H0;
-    let mut blocks = data.chunks_exact(64);
-    for b in &mut blocks {
-        compress(&mut h, b);
+/// Feeds `data` to `compress` in 64-byte blocks, then the Merkle-Damgard
+/// padding (0x80, zeros, the bit length as `length` encodes it) that MD5
+/// and SHA-256 share.
+pub(crate) fn blocks(data: &[u8], length: impl Fn(u64) -> [u8; 8], mut compress: impl FnMut(&[u8])) {
+    let mut full = data.chunks_exact(64);
+    for b in &mut full {
+        compress(b);
     }
-    let rest = blocks.remainder();
+    let rest = full.remainder();
     let mut tail = [0u8; 128];
     tail[..rest.len()].copy_from_slice(rest);
     tail[rest.len()] = 0x80;
     let n = if rest.len() < 56 { 64 } else { 128 };
-    tail[n - 8..n].copy_from_slice(&((data.len() as u64) * 8).to_be_bytes());
+    tail[n - 8..n].copy_from_slice(&length((data.len() as u64) * 8));
     for b in tail[..n].chunks_exact(64) {
-        compress(&mut h, b);
+        compress(b);
     }
+}
+
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: impl IntoIterator<Item = u8>) -> String {
+    let mut s = String::new();
+    for b in bytes {
+        s.push(char::from_digit((b >> 4) as u32, 16).unwrap_or('0'));
+        s.push(char::from_digit((b & 15) as u32, 16).unwrap_or('0'));
+    }
+    s
+}
+
+/// SHA-256 digest of `data`.
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    let mut h = H0;
+    blocks(data, u64::to_be_bytes, |b| compress(&mut h, b));
     let mut out = [0u8; 32];
     for (o, v) in out.chunks_exact_mut(4).zip(h) {
         o.copy_from_slice(&v.to_be_bytes());
@@ -82,10 +99,21 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
 
 /// Lower-case hex of the SHA-256 of `data`.
 pub fn sha256_hex(data: &[u8]) -> String {
-    let mut s = String::with_capacity(64);
-    for b in sha256(data) {
-        s.push(char::from_digit((b >> 4) as u32, 16).unwrap_or('0'));
-        s.push(char::from_digit((b & 15) as u32, 16).unwrap_or('0'));
+    hex(sha256(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sha256_hex;
+
+    #[test]
+    fn fips_180_vectors() {
+        // FIPS 180-4's examples: one block, two blocks (padding spills over).
+        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            sha256_hex(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+        );
+        assert_eq!(sha256_hex(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     }
-    s
 }

@@ -56,52 +56,12 @@ pub struct StoreWritten {
     pub flush_seconds: f64,
 }
 
-/// One worker's counters (see `wirelog_capture::stats::WorkerCounters`).
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct WorkerLive {
-    pub packets: u64,
-    pub bytes: u64,
-    pub kernel_packets: u64,
-    pub kernel_drops: u64,
-    pub kernel_freezes: u64,
-    pub evicted: u64,
-    pub flows_early: u64,
-    pub not_ip: u64,
-    pub not_decoded: u64,
-    pub checksum_valid: u64,
-    pub checksum_offloaded: u64,
-    pub checksum_bad: u64,
-    /// Connections tracked now (a gauge).
-    pub conns_open: u64,
-    pub streams_parsed: u64,
-    pub parse_gaps: u64,
-    pub unparsed_bytes: u64,
-    pub parsers_gave_up: u64,
-}
+/// One worker's counters, as the capture's stats line has them.
+pub use wirelog_capture::stats::WorkerStats as WorkerLive;
 
 impl LiveSnapshot {
     pub fn total(&self) -> WorkerLive {
-        let mut t = WorkerLive::default();
-        for w in &self.workers {
-            t.packets += w.packets;
-            t.bytes += w.bytes;
-            t.kernel_packets += w.kernel_packets;
-            t.kernel_drops += w.kernel_drops;
-            t.kernel_freezes += w.kernel_freezes;
-            t.evicted += w.evicted;
-            t.flows_early += w.flows_early;
-            t.not_ip += w.not_ip;
-            t.not_decoded += w.not_decoded;
-            t.checksum_valid += w.checksum_valid;
-            t.checksum_offloaded += w.checksum_offloaded;
-            t.checksum_bad += w.checksum_bad;
-            t.conns_open += w.conns_open;
-            t.streams_parsed += w.streams_parsed;
-            t.parse_gaps += w.parse_gaps;
-            t.unparsed_bytes += w.unparsed_bytes;
-            t.parsers_gave_up += w.parsers_gave_up;
-        }
-        t
+        self.workers.iter().sum()
     }
 }
 

@@ -170,6 +170,8 @@ const RELOG_NS: i64 = 86_400_000_000_000;
 /// forgotten (a certificate forgotten is at worst logged once more).
 const MAX_KNOWN: usize = 100_000;
 
+const X509_LOG: &str = "x509.log";
+
 /// Opens x509.log when its first row comes (a capture without plaintext
 /// certificates has none, as with Zeek).
 pub type OpenLog<W> = Box<dyn FnMut() -> io::Result<W> + Send>;
@@ -248,18 +250,7 @@ impl<W: Write> X509LogWriter<W> {
             self.out = Some((self.open)()?);
         }
         let json = self.format == LogFormat::Json;
-        self.line.clear();
-        if json {
-            self.line.push(b'{');
-        }
-        let mut v = Line {
-            b: &mut self.line,
-            names: &self.names,
-            json,
-            i: 0,
-            any: false,
-            scratch: &mut self.scratch,
-        };
+        let mut v = Line::start(&mut self.line, &self.names, json, &mut self.scratch);
         let secs = |t: i64| t.saturating_mul(1_000_000_000);
         v.time(ts);
         v.ztext(Some(&c.fingerprint));
@@ -320,6 +311,40 @@ impl<W: Write> X509LogWriter<W> {
             Some(o) => zeek_close(o, self.format),
             None => Ok(()),
         }
+    }
+}
+
+impl X509LogWriter<crate::LogOut> {
+    /// x509.log in the log directory, created at its first row (one left by
+    /// an earlier run is removed now).
+    pub fn in_dir(dir: crate::LogDir) -> io::Result<Self> {
+        dir.remove_stale(X509_LOG)?;
+        let format = dir.format;
+        Ok(X509LogWriter::new(Box::new(move || dir.create(X509_LOG)), format))
+    }
+}
+
+/// x509.log as a sink: the certificates of each batch's TLS transactions.
+impl crate::Sink for X509LogWriter<crate::LogOut> {
+    fn name(&self) -> &str {
+        X509_LOG
+    }
+
+    fn write(&mut self, batch: &wirelog_record::Batch) -> io::Result<()> {
+        batch.txs.iter().try_for_each(|r| X509LogWriter::write(self, r))
+    }
+
+    fn tick(&mut self, _now: std::time::Instant) -> io::Result<()> {
+        self.flush()
+    }
+
+    fn space(&self) -> crate::Space {
+        crate::out::space(self.out.as_ref())
+    }
+
+    fn close(&mut self) -> io::Result<crate::SinkEnd> {
+        self.finish()?;
+        Ok(crate::out::abandon(self.out.as_mut()))
     }
 }
 

@@ -191,7 +191,17 @@ pub(crate) struct Line<'a> {
     pub(crate) scratch: &'a mut String,
 }
 
-impl Line<'_> {
+impl<'a> Line<'a> {
+    /// A new line in `b` (cleared; a JSON object opened) with the fields
+    /// `names`.
+    pub(crate) fn start(b: &'a mut Vec<u8>, names: &'a [&'static str], json: bool, scratch: &'a mut String) -> Self {
+        b.clear();
+        if json {
+            b.push(b'{');
+        }
+        Line { b, names, json, i: 0, any: false, scratch }
+    }
+
     /// Writes what comes before the next field's value; false if the value
     /// is not to be written (unset: TSV's `-` is written here).
     pub(crate) fn field(&mut self, set: bool) -> bool {
@@ -430,8 +440,6 @@ pub struct TxLogWriter<W: Write> {
     names: Vec<&'static str>,
     /// The process columns (capture --processes) follow Zeek's.
     processes: bool,
-    /// ssl.log's companion, x509.log (see [`TxLogWriter::with_x509`]).
-    x509: Option<crate::tls::X509LogWriter<W>>,
 }
 
 impl<W: Write> TxLogWriter<W> {
@@ -452,22 +460,7 @@ impl<W: Write> TxLogWriter<W> {
             rows: 0,
             names,
             processes: false,
-            x509: None,
         }
-    }
-
-    /// For ssl.log: also writes the certificates of each record to x509.log,
-    /// opened by `open` when its first row comes.
-    pub fn with_x509(mut self, open: crate::tls::OpenLog<W>) -> Self {
-        if self.protocol == Protocol::Tls {
-            self.x509 = Some(crate::tls::X509LogWriter::new(open, self.format));
-        }
-        self
-    }
-
-    /// The log's output and x509.log's, once that was opened.
-    pub fn outputs_mut(&mut self) -> (&mut W, Option<&mut W>) {
-        (&mut self.out, self.x509.as_mut().and_then(|x| x.get_mut()))
     }
 
     /// Adds the process columns (capture --processes) after the log's own.
@@ -491,19 +484,8 @@ impl<W: Write> TxLogWriter<W> {
         debug_assert_eq!(r.protocol, self.protocol);
         self.header()?;
         let tx = &r.tx;
-        self.line.clear();
         let json = self.format == LogFormat::Json;
-        if json {
-            self.line.push(b'{');
-        }
-        let mut v = Line {
-            b: &mut self.line,
-            names: &self.names,
-            json,
-            i: 0,
-            any: false,
-            scratch: &mut self.scratch,
-        };
+        let mut v = Line::start(&mut self.line, &self.names, json, &mut self.scratch);
         v.time(tx.ts_ns());
         v.str(Some(r.uid.as_str()));
         v.addr(&r.orig_h);
@@ -527,11 +509,7 @@ impl<W: Write> TxLogWriter<W> {
         self.line
             .extend_from_slice(if json { b"}\n" } else { b"\n" });
         self.rows += 1;
-        self.out.write_all(&self.line)?;
-        match &mut self.x509 {
-            Some(x) => x.write(r),
-            None => Ok(()),
-        }
+        self.out.write_all(&self.line)
     }
 
     /// The output the lines go to.
@@ -540,19 +518,73 @@ impl<W: Write> TxLogWriter<W> {
     }
 
     pub fn flush(&mut self) -> io::Result<()> {
-        if let Some(x) = &mut self.x509 {
-            x.flush()?;
-        }
         self.out.flush()
     }
 
     /// Writes the `#close` line (TSV) and flushes.
     pub fn finish(&mut self) -> io::Result<()> {
-        if let Some(x) = &mut self.x509 {
-            x.finish()?;
-        }
         self.header()?;
         zeek_close(&mut self.out, self.format)
+    }
+}
+
+/// The transaction logs as one sink: each protocol's log is created in the
+/// log directory at its first transaction (like Zeek, a log with nothing to
+/// say is not written).
+pub struct TxLogs {
+    dir: crate::LogDir,
+    processes: bool,
+    writers: Vec<(Protocol, TxLogWriter<crate::LogOut>)>,
+}
+
+impl TxLogs {
+    /// Removes the transaction logs an earlier run left in `dir`; with
+    /// `processes`, lines get the process columns.
+    pub fn new(dir: crate::LogDir, processes: bool) -> io::Result<TxLogs> {
+        for p in Protocol::ALL {
+            dir.remove_stale(&tx_log_name(p))?;
+        }
+        Ok(TxLogs { dir, processes, writers: Vec::new() })
+    }
+
+    fn writer(&mut self, p: Protocol) -> io::Result<&mut TxLogWriter<crate::LogOut>> {
+        let i = match self.writers.iter().position(|(q, _)| *q == p) {
+            Some(i) => i,
+            None => {
+                let out = self.dir.create(&tx_log_name(p))?;
+                let w = TxLogWriter::new(out, self.dir.format, p).with_processes(self.processes);
+                self.writers.push((p, w));
+                self.writers.len() - 1
+            }
+        };
+        Ok(&mut self.writers[i].1)
+    }
+
+    fn outputs(&self) -> impl Iterator<Item = &crate::LogOut> {
+        self.writers.iter().map(|(_, w)| &w.out)
+    }
+}
+
+impl crate::Sink for TxLogs {
+    fn name(&self) -> &str {
+        "transaction logs"
+    }
+
+    fn write(&mut self, batch: &wirelog_record::Batch) -> io::Result<()> {
+        batch.txs.iter().try_for_each(|t| self.writer(t.protocol)?.write(t))
+    }
+
+    fn tick(&mut self, _now: std::time::Instant) -> io::Result<()> {
+        self.writers.iter_mut().try_for_each(|(_, w)| w.flush())
+    }
+
+    fn space(&self) -> crate::Space {
+        crate::out::space(self.outputs())
+    }
+
+    fn close(&mut self) -> io::Result<crate::SinkEnd> {
+        self.writers.iter_mut().try_for_each(|(_, w)| w.finish())?;
+        Ok(crate::out::abandon(self.writers.iter_mut().map(|(_, w)| &mut w.out)))
     }
 }
 

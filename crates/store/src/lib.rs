@@ -90,6 +90,7 @@ pub mod layout;
 mod reader;
 pub mod retention;
 pub mod schema;
+mod sink;
 #[cfg(feature = "synth")]
 pub mod synth;
 mod time;
@@ -106,6 +107,7 @@ pub use layout::{list_partitions, Partition};
 pub use reader::{file_summary, partition_files, scan_ref, verify_file, FileSummary, Scan, ScanStats, BATCH_ROWS};
 pub use retention::RetentionReport;
 pub use schema::{tx_columns, ColSpec};
+pub use sink::StoreSink;
 pub use tx::{Cell, CellRef, TxRow};
 pub use tx_record::tx_kind;
 pub use wirelog_record::IpAddr16;

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::md5::md5_hex;
+use wirelog_record::md5::md5_hex;
 use super::parser::{is_grease, ClientHello, ServerHello};
 
 /// A JA3 or JA3S string and its MD5.

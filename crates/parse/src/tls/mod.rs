@@ -21,7 +21,6 @@
 mod conn;
 mod ja3;
 mod ja4;
-mod md5;
 mod parser;
 /// X.509 decoding lives in `record` (the output side decodes certificates
 /// for x509.log, off the packet path); its tests against Zeek run here,
@@ -37,7 +36,7 @@ mod tests;
 pub use conn::{looks_like, transaction, TlsConn};
 pub use ja3::{ja3, ja3s, Ja3};
 pub use ja4::{ja4, Ja4};
-pub use md5::md5_hex;
+pub use wirelog_record::md5::md5_hex;
 pub use parser::{
     alert_name, cipher_name, group_name, is_grease, version_name, ClientHello, RecordError,
     ServerHello,

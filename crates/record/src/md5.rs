@@ -51,25 +51,27 @@ fn compress(h: &mut [u32; 4], block: &[u8]) {
 /// Lower-case hex MD5 of `data`.
 pub fn md5_hex(data: &[u8]) -> String {
     let mut h: [u32; 4] = [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476];
-    let mut blocks = data.chunks_exact(64);
-    for b in &mut blocks {
-        compress(&mut h, b);
+    crate::sha256::blocks(data, u64::to_le_bytes, |b| compress(&mut h, b));
+    crate::sha256::hex(h.iter().flat_map(|v| v.to_le_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::md5_hex;
+
+    #[test]
+    fn rfc_1321_vectors() {
+        // RFC 1321, appendix A.5: one block, a padding that spills into a
+        // second block, and several blocks.
+        assert_eq!(md5_hex(b""), "d41d8cd98f00b204e9800998ecf8427e");
+        assert_eq!(md5_hex(b"abc"), "900150983cd24fb0d6963f7d28e17f72");
+        assert_eq!(
+            md5_hex(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"),
+            "d174ab98d277d9f5a5611c2c9f419d9f"
+        );
+        assert_eq!(
+            md5_hex(b"12345678901234567890123456789012345678901234567890123456789012345678901234567890"),
+            "57edf4a22be3c955ac49da2e2107b67a"
+        );
     }
-    let rest = blocks.remainder();
-    let mut tail = [0u8; 128];
-    tail[..rest.len()].copy_from_slice(rest);
-    tail[rest.len()] = 0x80;
-    let n = if rest.len() < 56 { 64 } else { 128 };
-    tail[n - 8..n].copy_from_slice(&((data.len() as u64) * 8).to_le_bytes());
-    for b in tail[..n].chunks_exact(64) {
-        compress(&mut h, b);
-    }
-    let mut s = String::with_capacity(32);
-    for v in h {
-        for b in v.to_le_bytes() {
-            s.push(char::from_digit((b >> 4) as u32, 16).unwrap_or('0'));
-            s.push(char::from_digit((b & 15) as u32, 16).unwrap_or('0'));
-        }
-    }
-    s
 }

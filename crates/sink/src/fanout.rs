@@ -1,0 +1,290 @@
+//! The fan-out: every batch counted once, given its owners, then handed to
+//! each sink in order; the run's summary and the live counters.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wirelog_procs::Owners;
+use wirelog_record::{Batch, ConnState, Protocol, TxStatus};
+
+use crate::{Sink, SinkEnd};
+
+/// How long the fan-out waits for the resolver to catch up with the
+/// connections queued before a batch (it resolves a batch in milliseconds;
+/// past this, records are written without the owners still missing).
+const PROCS_SYNC: Duration = Duration::from_millis(500);
+
+/// Every [`TxStatus`], in the order of [`Live::txs`].
+pub const TX_STATUS: [TxStatus; 5] =
+    [TxStatus::Ok, TxStatus::Error, TxStatus::NoResponse, TxStatus::NoRequest, TxStatus::Partial];
+
+fn status_index(s: TxStatus) -> usize {
+    // Exhaustive: a new status fails to compile here, not at run time.
+    match s {
+        TxStatus::Ok => 0,
+        TxStatus::Error => 1,
+        TxStatus::NoResponse => 2,
+        TxStatus::NoRequest => 3,
+        TxStatus::Partial => 4,
+    }
+}
+
+/// Upper bounds of the store flush latency histogram, seconds.
+pub const FLUSH_BUCKETS: [f64; 9] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0];
+
+/// What the output stage has written so far, for `/metrics`: stored once
+/// per batch (or per store flush) with relaxed atomics, read only when
+/// scraped.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// Connections ended, per [`ConnState`] (indexed by its discriminant).
+    pub states: [AtomicU64; ConnState::ALL.len()],
+    /// Transactions per protocol ([`Protocol::ALL`]) and status ([`TX_STATUS`]).
+    pub txs: [[AtomicU64; TX_STATUS.len()]; Protocol::ALL.len()],
+    /// The store's rows, bytes and files written (published by the store sink).
+    pub store_rows: AtomicU64,
+    pub store_bytes: AtomicU64,
+    pub store_files: AtomicU64,
+    /// Store flushes per [`FLUSH_BUCKETS`] bound (the last: above them all),
+    /// not cumulative, and their summed duration in nanoseconds.
+    pub flushes: [AtomicU64; FLUSH_BUCKETS.len() + 1],
+    pub flush_ns: AtomicU64,
+}
+
+impl Live {
+    /// One store flush that took `took`.
+    pub fn flushed(&self, took: Duration) {
+        let s = took.as_secs_f64();
+        let i = FLUSH_BUCKETS.iter().position(|b| s <= *b).unwrap_or(FLUSH_BUCKETS.len());
+        self.flushes[i].fetch_add(1, Ordering::Relaxed);
+        self.flush_ns.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The store's totals so far.
+    pub fn store_written(&self, rows: u64, bytes: u64, files: u64) {
+        self.store_rows.store(rows, Ordering::Relaxed);
+        self.store_bytes.store(bytes, Ordering::Relaxed);
+        self.store_files.store(files, Ordering::Relaxed);
+    }
+}
+
+/// What the output stage wrote: the records it was given, and what each
+/// sink said at its close.
+#[derive(Default, Debug, Clone)]
+pub struct Summary {
+    pub conns: u64,
+    pub flows: u64,
+    /// Connections per [`ConnState`], indexed by the state's discriminant.
+    pub states: [u64; ConnState::ALL.len()],
+    /// Transactions per protocol, indexed like [`Protocol::ALL`].
+    pub txs: [u64; Protocol::ALL.len()],
+    /// Each sink's name and end, in the order they were given.
+    pub sinks: Vec<(String, SinkEnd)>,
+}
+
+impl Summary {
+    /// Records dropped because the disk stayed full, all sinks together.
+    pub fn dropped(&self) -> u64 {
+        self.sinks.iter().flat_map(|(_, e)| &e.dropped).map(|(_, n)| n).sum()
+    }
+
+    /// "store conns 120, conn.log 3": what was dropped, where.
+    pub fn dropped_text(&self) -> String {
+        let parts: Vec<String> =
+            self.sinks.iter().flat_map(|(_, e)| &e.dropped).map(|(f, n)| format!("{f} {n}")).collect();
+        parts.join(", ")
+    }
+
+    /// "SF 12, S0 3": connections per state, the states seen only.
+    pub fn states_text(&self) -> Option<String> {
+        let parts: Vec<String> = ConnState::ALL
+            .iter()
+            .filter(|s| self.states[**s as usize] > 0)
+            .map(|s| format!("{} {}", s.as_str(), self.states[*s as usize]))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// "http 5, dns 10": transactions per protocol, the protocols seen only.
+    pub fn txs_text(&self) -> Option<String> {
+        let parts: Vec<String> = Protocol::ALL
+            .iter()
+            .zip(self.txs)
+            .filter(|(_, n)| *n > 0)
+            .map(|(p, n)| format!("{} {}", p.name(), n))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// What a full or nearly full disk did, when it did anything.
+    pub fn space_text(&self) -> Option<String> {
+        let sum = |f: fn(&SinkEnd) -> u64| self.sinks.iter().map(|(_, e)| f(e)).sum::<u64>();
+        let (failures, pauses, freed) =
+            (sum(|e| e.space_failures), sum(|e| e.pauses), sum(|e| e.freed_partitions));
+        (failures + pauses + freed > 0).then(|| {
+            format!(
+                "wirelog: disk: {failures} writes found no space, {pauses} waited below --min-free, {freed} store partitions deleted to keep it"
+            )
+        })
+    }
+
+    /// The sinks' own summary lines, with whether each is shown under `--quiet`.
+    pub fn reports(&self) -> impl Iterator<Item = &crate::Report> {
+        self.sinks.iter().filter_map(|(_, e)| e.report.as_ref())
+    }
+
+    /// A sink lost records (the disk stayed full, a spool overflowed): the
+    /// run is "partial".
+    pub fn partial(&self) -> bool {
+        self.dropped() > 0 || self.reports().any(|r| r.lost)
+    }
+}
+
+/// The sinks of a run and what is done to every batch before them.
+pub(crate) struct Fanout {
+    sinks: Vec<Box<dyn Sink>>,
+    summary: Summary,
+    /// Transactions per protocol and status (published to `live`).
+    tx_status: [[u64; TX_STATUS.len()]; Protocol::ALL.len()],
+    live: Arc<Live>,
+    /// Records dropped so far for lack of space, all sinks (the stats line).
+    dropped: Arc<AtomicU64>,
+    /// A "disk full" warning is out and no "resumed" yet.
+    warned_full: bool,
+    owners: Option<Owners>,
+    /// The resolver missed the last wait (see `write`).
+    procs_behind: bool,
+}
+
+impl Fanout {
+    pub(crate) fn new(sinks: Vec<Box<dyn Sink>>, owners: Option<Owners>, live: Arc<Live>, dropped: Arc<AtomicU64>) -> Self {
+        Fanout {
+            sinks,
+            summary: Summary::default(),
+            tx_status: Default::default(),
+            live,
+            dropped,
+            warned_full: false,
+            owners,
+            procs_behind: false,
+        }
+    }
+
+    pub(crate) fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
+        if let Some(o) = &self.owners {
+            // A resolver that fell behind is waited for once, not on every
+            // batch: the capture workers wait for this thread when its queue
+            // is full, and must not wait for /proc. Until it has caught up,
+            // records go out with the owners known so far.
+            let limit = if self.procs_behind { Duration::ZERO } else { PROCS_SYNC };
+            self.procs_behind = !crate::procs::own(o, batch, limit);
+        }
+        self.count(batch);
+        for s in &mut self.sinks {
+            s.write(batch)?;
+        }
+        if let Some(o) = &self.owners {
+            // Written: the owners of these connections are not needed again.
+            for r in &batch.conns {
+                o.forget(r.ip_proto, r.orig_h.0, r.orig_p, r.resp_h.0, r.resp_p);
+            }
+        }
+        Ok(())
+    }
+
+    /// The run's totals, and the live counters from them.
+    fn count(&mut self, batch: &Batch) {
+        for r in &batch.conns {
+            self.summary.states[r.conn_state as usize] += 1;
+        }
+        self.summary.conns += batch.conns.len() as u64;
+        self.summary.flows += batch.flows.len() as u64;
+        for t in &batch.txs {
+            let p = Protocol::ALL.iter().position(|p| *p == t.protocol).unwrap_or(0);
+            self.summary.txs[p] += 1;
+            self.tx_status[p][status_index(t.tx.status)] += 1;
+        }
+        for (a, n) in self.live.states.iter().zip(self.summary.states) {
+            a.store(n, Ordering::Relaxed);
+        }
+        for (row, counts) in self.live.txs.iter().zip(&self.tx_status) {
+            for (a, n) in row.iter().zip(counts) {
+                a.store(*n, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub(crate) fn tick(&mut self, now: Instant) -> io::Result<()> {
+        self.sinks.iter_mut().try_for_each(|s| s.tick(now))
+    }
+
+    /// Says once when the disk fills up (naming the file) and when writing
+    /// resumes; keeps the dropped counter current.
+    pub(crate) fn report_space(&mut self) {
+        let mut dropped = 0;
+        let mut why: Option<String> = None;
+        for s in &self.sinks {
+            let sp = s.space();
+            dropped += sp.dropped;
+            why = why.or(sp.waiting);
+        }
+        self.dropped.store(dropped, Ordering::Relaxed);
+        match why {
+            Some(w) if !self.warned_full => {
+                eprintln!(
+                    "wirelog: warning: {w}; records wait in memory and are written when space returns \
+                     (beyond the bound they are dropped and counted)"
+                );
+                self.warned_full = true;
+            }
+            None if self.warned_full => {
+                eprintln!("wirelog: disk space is back, writing resumed");
+                self.warned_full = false;
+            }
+            _ => {}
+        }
+    }
+
+    /// Closes the sinks in order (a sink that waits on a network, given
+    /// last, finds the files already whole).
+    pub(crate) fn close(mut self) -> io::Result<Summary> {
+        for s in &mut self.sinks {
+            let end = s.close()?;
+            self.summary.sinks.push((s.name().to_string(), end));
+        }
+        self.dropped.store(self.summary.dropped(), Ordering::Relaxed);
+        // The sinks' last flush wrote what waited: the disk came back before
+        // the end (what stayed unwritten is in the summary instead).
+        if self.warned_full && self.summary.dropped() == 0 {
+            eprintln!("wirelog: disk space is back, writing resumed");
+        }
+        Ok(self.summary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tx_status_order_matches_its_index() {
+        for (i, s) in TX_STATUS.iter().enumerate() {
+            assert_eq!(status_index(*s), i, "{}", s.as_str());
+        }
+    }
+
+    #[test]
+    fn flushes_land_in_their_bucket() {
+        let live = Live::default();
+        live.flushed(Duration::from_micros(500));
+        live.flushed(Duration::from_millis(1));
+        live.flushed(Duration::from_millis(70));
+        live.flushed(Duration::from_secs(60));
+        let n: Vec<u64> = live.flushes.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        // <= 1 ms twice, <= 100 ms once, above 30 s once.
+        assert_eq!(n, [2, 0, 0, 0, 1, 0, 0, 0, 0, 1]);
+        assert_eq!(live.flush_ns.load(Ordering::Relaxed), 60_071_500_000);
+    }
+}

@@ -1,0 +1,121 @@
+//! Where a log's lines go: standard output, or a [`LogFile`] in the log
+//! directory that keeps whole lines when its disk is full; and what the log
+//! sinks share about those files (space, retries, what was dropped).
+
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::{LogFile, LogFormat, SinkEnd, Space};
+
+/// Bytes of lines one log file keeps in memory while its disk is full;
+/// beyond, lines are dropped and counted.
+const LOG_PENDING: usize = 8 << 20;
+
+/// Standard output, or a log file that keeps whole lines on a full disk.
+pub enum LogOut {
+    Stdout(BufWriter<io::Stdout>),
+    File(LogFile),
+}
+
+impl LogOut {
+    pub fn stdout() -> LogOut {
+        LogOut::Stdout(BufWriter::with_capacity(1 << 16, io::stdout()))
+    }
+
+    pub fn file(&self) -> Option<&LogFile> {
+        match self {
+            LogOut::File(f) => Some(f),
+            LogOut::Stdout(_) => None,
+        }
+    }
+
+    pub fn file_mut(&mut self) -> Option<&mut LogFile> {
+        match self {
+            LogOut::File(f) => Some(f),
+            LogOut::Stdout(_) => None,
+        }
+    }
+}
+
+impl Write for LogOut {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            LogOut::Stdout(w) => w.write(b),
+            LogOut::File(f) => f.write(b),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            LogOut::Stdout(w) => w.flush(),
+            LogOut::File(f) => f.flush(),
+        }
+    }
+}
+
+/// The log directory: where log files are created, in which format, and the
+/// free space they leave on its disk.
+#[derive(Debug, Clone)]
+pub struct LogDir {
+    pub dir: PathBuf,
+    pub format: LogFormat,
+    /// Writing pauses while the file system has less than this available.
+    pub min_free: u64,
+}
+
+impl LogDir {
+    /// Creates (truncates) the log `name` in the directory.
+    pub fn create(&self, name: &str) -> io::Result<LogOut> {
+        Ok(LogOut::File(LogFile::create(&self.dir.join(name), LOG_PENDING, self.min_free)?))
+    }
+
+    /// Removes a log an earlier run left, before this run writes anything:
+    /// logs that appear only when there is something to log would otherwise
+    /// read as this run's.
+    pub fn remove_stale(&self, name: &str) -> io::Result<()> {
+        let old = self.dir.join(name);
+        match std::fs::remove_file(&old) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                Err(io::Error::new(e.kind(), format!("cannot replace {}: {e}", old.display())))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// The disk-space state of a sink's log files: the lines dropped, and the
+/// first file that waits for space, named.
+pub(crate) fn space<'a>(files: impl IntoIterator<Item = &'a LogOut>) -> Space {
+    let mut s = Space::default();
+    for f in files.into_iter().filter_map(LogOut::file) {
+        s.dropped += f.stats().dropped;
+        if f.waiting() && s.waiting.is_none() {
+            s.waiting = Some(
+                f.stats()
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| format!("{}: free space below --min-free", f.path().display())),
+            );
+        }
+    }
+    s
+}
+
+/// At close, after the last flush: what still waits for space is given up,
+/// counted per file.
+pub(crate) fn abandon<'a>(files: impl IntoIterator<Item = &'a mut LogOut>) -> SinkEnd {
+    let mut end = SinkEnd::default();
+    for f in files.into_iter().filter_map(LogOut::file_mut) {
+        let name = f.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let st = f.abandon_pending();
+        end.space_failures += st.space_failures;
+        end.pauses += st.pauses;
+        if st.dropped > 0 {
+            end.dropped.push((name, st.dropped));
+        }
+    }
+    end
+}

@@ -1,0 +1,168 @@
+//! The output stage's thread: takes batches of records from the packet path
+//! and hands them to the sinks, so formatting text and encoding Parquet
+//! never stall packet processing (on captures of many short connections
+//! that work is as large as tracking itself).
+//!
+//! The queue between the two is bounded: when the disk cannot keep up, the
+//! packet path waits (offline that is right; live, the kernel ring absorbs
+//! it and its drops are counted). Batches come back empty on a second
+//! channel so their vectors are reused instead of reallocated.
+
+use std::io;
+use std::sync::atomic::AtomicU64;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use wirelog_procs::Owners;
+use wirelog_record::Batch;
+
+use crate::fanout::{Fanout, Live, Summary};
+use crate::Sink;
+
+/// Batches in flight between the packet path and the writer (per producer
+/// about one; live capture has one producer per worker).
+const QUEUE_DEPTH: usize = 16;
+
+/// How often the sinks are ticked: log lines written are flushed to their
+/// files within this long, so `tail -f` on a live probe's logs follows the
+/// traffic.
+const TICK: Duration = Duration::from_secs(1);
+
+fn stopped() -> io::Error {
+    io::Error::other("the output thread stopped")
+}
+
+/// The output stage: its thread, the queue to it, and what it publishes.
+pub struct Output {
+    live: Arc<Live>,
+    tx: Option<SyncSender<Batch>>,
+    /// Written batches coming back empty, for any producer to refill.
+    recycled: Arc<Mutex<Receiver<Batch>>>,
+    handle: Option<JoinHandle<io::Result<Summary>>>,
+    /// Records dropped so far for lack of space (for the stats line).
+    dropped: Arc<AtomicU64>,
+}
+
+/// A handle for another thread to queue batches (live capture's workers).
+#[derive(Clone)]
+pub struct BatchSender {
+    tx: SyncSender<Batch>,
+    recycled: Arc<Mutex<Receiver<Batch>>>,
+}
+
+impl BatchSender {
+    /// Queues a batch; waits while the writer is behind. Fails only when the
+    /// writer stopped (its error is reported by [`Output::finish`]).
+    pub fn send(&self, batch: Batch) -> io::Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.tx.send(batch).map_err(|_| stopped())
+    }
+
+    /// An empty batch, reusing the vectors of one already written when possible.
+    pub fn batch(&self) -> Batch {
+        recycled(&self.recycled)
+    }
+}
+
+/// A batch the writer gave back, or a new one (once per ship: the lock is
+/// never contended for long).
+fn recycled(r: &Mutex<Receiver<Batch>>) -> Batch {
+    r.lock().ok().and_then(|r| r.try_recv().ok()).unwrap_or_default()
+}
+
+impl Output {
+    /// Starts the thread that hands every batch to `sinks`, in their order
+    /// (a sink that waits on a network goes last: at the end the files are
+    /// whole before it waits). With `owners` (`capture --processes`) records
+    /// get the owners of their local ends first. `live` is where the
+    /// counters `/metrics` reads go (the store sink publishes to it too).
+    pub fn start(sinks: Vec<Box<dyn Sink>>, owners: Option<Owners>, live: Arc<Live>) -> io::Result<Output> {
+        let dropped = Arc::new(AtomicU64::new(0));
+        let mut fanout = Fanout::new(sinks, owners, live.clone(), dropped.clone());
+        let (tx, rx) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH);
+        let (recycle_tx, recycled) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH + 1);
+        let handle = std::thread::Builder::new()
+            .name("wirelog-output".into())
+            .spawn(move || {
+                let mut last_tick = Instant::now();
+                loop {
+                    match rx.recv_timeout(TICK.saturating_sub(last_tick.elapsed())) {
+                        Ok(mut batch) => {
+                            fanout.write(&mut batch)?;
+                            batch.clear();
+                            let _ = recycle_tx.try_send(batch);
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                    if last_tick.elapsed() >= TICK {
+                        last_tick = Instant::now();
+                        fanout.tick(last_tick)?;
+                    }
+                    fanout.report_space();
+                }
+                fanout.close()
+            })
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot start the output thread: {e}")))?;
+        Ok(Output { live, tx: Some(tx), recycled: Arc::new(Mutex::new(recycled)), handle: Some(handle), dropped })
+    }
+
+    /// What the writer has written so far (for `/metrics`).
+    pub fn live(&self) -> Arc<Live> {
+        self.live.clone()
+    }
+
+    /// Records dropped so far because the disk stayed full (store rows and
+    /// log lines), updated as the writer goes.
+    pub fn dropped_counter(&self) -> Arc<AtomicU64> {
+        self.dropped.clone()
+    }
+
+    /// A handle for other threads to queue batches.
+    pub fn sender(&self) -> BatchSender {
+        BatchSender { tx: self.tx.clone().expect("output running"), recycled: self.recycled.clone() }
+    }
+
+    /// An empty batch, reusing the vectors of one already written when possible.
+    pub fn batch(&self) -> Batch {
+        recycled(&self.recycled)
+    }
+
+    /// Queues a batch; waits while the writer is [`QUEUE_DEPTH`] batches behind.
+    pub fn send(&mut self, batch: Batch) -> io::Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let sent = self.tx.as_ref().map(|tx| tx.send(batch).is_ok()).unwrap_or(false);
+        if sent {
+            return Ok(());
+        }
+        // The writer stopped: its error is the one to report.
+        Err(self.join().err().unwrap_or_else(stopped))
+    }
+
+    /// Writes what is queued, closes every sink, and says what was written.
+    pub fn finish(mut self) -> io::Result<Summary> {
+        self.join()
+    }
+
+    fn join(&mut self) -> io::Result<Summary> {
+        drop(self.tx.take());
+        match self.handle.take() {
+            Some(h) => h.join().map_err(|_| io::Error::other("the output thread panicked"))?,
+            None => Err(io::Error::other("the output thread already stopped")),
+        }
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if self.handle.is_some() {
+            let _ = self.join();
+        }
+    }
+}

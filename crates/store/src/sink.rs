@@ -1,0 +1,140 @@
+//! The store as one of the output stage's sinks: records appended as they
+//! come, Parquet files written at least every [`STORE_FLUSH`], small files
+//! of closed hours compacted in the background, and the captures read
+//! listed once every one of their rows is in a file.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wirelog_record::{Batch, Ingest};
+use wirelog_sink::{Live, Sink, SinkEnd, Space};
+
+use crate::compact::{Compactor, CompactorOptions};
+use crate::{Kind, Store, StoreError, StoreOptions, WriteStats};
+
+/// The store's buffers are written to Parquet files at least this often
+/// while running: a crash loses at most this much (plus what is queued).
+const STORE_FLUSH: Duration = Duration::from_secs(300);
+
+fn io_error(e: StoreError) -> io::Error {
+    io::Error::other(e)
+}
+
+pub struct StoreSink {
+    /// Taken at close.
+    store: Option<Store>,
+    compactor: Option<Compactor>,
+    /// Captures whose records have all been given (listed at close).
+    ingests: Vec<Ingest>,
+    last_flush: Instant,
+    live: Arc<Live>,
+}
+
+impl StoreSink {
+    /// Opens (locks) the store in `dir` and starts compacting it at low
+    /// priority; flushes are published to `live`.
+    pub fn open(dir: &Path, opts: StoreOptions, live: Arc<Live>) -> Result<StoreSink, StoreError> {
+        let store = Store::open(dir, opts)?;
+        // Small files of closed hours (short runs, frequent flushes) are
+        // merged while we run.
+        let compactor = Compactor::start(dir.to_path_buf(), CompactorOptions::default());
+        Ok(StoreSink {
+            store: Some(store),
+            compactor: Some(compactor),
+            ingests: Vec::new(),
+            last_flush: Instant::now(),
+            live,
+        })
+    }
+
+    fn published(&self, took: Duration, stats: &WriteStats) {
+        self.live.flushed(took);
+        self.live.store_written(stats.rows, stats.bytes, stats.files);
+    }
+
+    fn flush_if_due(&mut self) -> io::Result<()> {
+        if self.last_flush.elapsed() < STORE_FLUSH {
+            return Ok(());
+        }
+        if let Some(st) = self.store.as_mut() {
+            let t = Instant::now();
+            st.flush().map_err(io_error)?;
+            let took = t.elapsed();
+            let stats = st.stats().clone();
+            self.published(took, &stats);
+        }
+        self.last_flush = Instant::now();
+        Ok(())
+    }
+}
+
+impl Sink for StoreSink {
+    fn name(&self) -> &str {
+        "store"
+    }
+
+    fn write(&mut self, batch: &Batch) -> io::Result<()> {
+        if let Some(st) = self.store.as_mut() {
+            st.append_conns(&batch.conns).map_err(io_error)?;
+            st.append_flows(&batch.flows).map_err(io_error)?;
+            st.append_tx_records(&batch.txs).map_err(io_error)?;
+        }
+        self.ingests.extend_from_slice(&batch.ingests);
+        self.flush_if_due()
+    }
+
+    fn tick(&mut self, _now: Instant) -> io::Result<()> {
+        if let Some(st) = self.store.as_mut().filter(|st| st.waiting()) {
+            st.retry().map_err(io_error)?;
+        }
+        self.flush_if_due()
+    }
+
+    fn space(&self) -> Space {
+        let Some(st) = self.store.as_ref() else {
+            return Space::default();
+        };
+        let s = st.stats();
+        Space {
+            dropped: s.dropped_total(),
+            waiting: st.waiting().then(|| {
+                s.last_space_error
+                    .clone()
+                    .unwrap_or_else(|| format!("store {}: free space below --min-free", st.dir().display()))
+            }),
+        }
+    }
+
+    fn close(&mut self) -> io::Result<SinkEnd> {
+        let mut end = SinkEnd::default();
+        if let Some(mut st) = self.store.take() {
+            if !st.record_ingests(&self.ingests).map_err(io_error)? && !self.ingests.is_empty() {
+                eprintln!(
+                    "wirelog: warning: the capture is not recorded as ingested: some of its rows could not be written; \
+                     reading it again is allowed"
+                );
+            }
+            let t = Instant::now();
+            let stats = st.close().map_err(io_error)?;
+            self.published(t.elapsed(), &stats);
+            end.dropped = Kind::ALL
+                .iter()
+                .zip(stats.dropped)
+                .filter(|(_, n)| *n > 0)
+                .map(|(k, n)| (format!("store {}", k.as_str()), n))
+                .collect();
+            end.space_failures = stats.space_failures;
+            end.pauses = stats.pauses;
+            end.freed_partitions = stats.freed_partitions;
+        }
+        if let Some(c) = self.compactor.take() {
+            // The pass in progress finishes; a later run picks up the rest.
+            if let Some(e) = c.stop().last_error {
+                eprintln!("wirelog: warning: store compaction: {e}");
+            }
+        }
+        Ok(end)
+    }
+}
