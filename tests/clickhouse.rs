@@ -294,6 +294,26 @@ fn read_into_clickhouse_equals_the_store() {
         &["redis", "--by", "command", "--every", "1h"],
         &["dns", "--where", "rcode_name != NOERROR", "--by", "query"],
         &["dns", "--by", "qtype_name", "--from", "2000-01-01", "--to", "2100-01-01"],
+        // Grouped by ClickHouse: fields of each kind, nullable keys, time
+        // series, every percentile and the mean as sort keys, top-N with
+        // groups left out (the note on standard error says how many).
+        &["conns", "--by", "service", "--sort", "p95", "--top", "2"],
+        &["conns", "--by", "orig_h,resp_p,proto", "--every", "5m", "--sort", "duration_p50", "--top", "3"],
+        &["conns", "--by", "duration", "--top", "5", "--sort", "conns"],
+        &["conns", "--by", "vlan,local_orig,conn_state", "--sort", "duration_p99:asc", "--top", "0"],
+        &["conns", "--by", "ts", "--every", "1h", "--top", "3"],
+        &["conns", "--where", "duration > 1ms", "--every", "1m", "--sort", "p50", "--top", "0"],
+        &["http", "--by", "method,status_code", "--every", "1m", "--sort", "latency_avg", "--top", "0"],
+        &["http", "--by", "host", "--sort", "p50:asc", "--top", "2"],
+        &["http", "--where", "uri ~ ?", "--by", "uri", "--top", "0"],
+        &["mysql", "--by", "command,status", "--sort", "errors", "--top", "0"],
+        &["mysql", "--by", "server,server_port", "--every", "5m", "--sort", "p95"],
+        &["pgsql", "--by", "command_tag,status", "--sort", "p99", "--top", "2"],
+        &["redis", "--by", "reply_type", "--sort", "latency_p50:asc", "--top", "0"],
+        &["redis", "--by", "client", "--sort", "bytes", "--top", "1"],
+        &["dns", "--by", "qtype_name,rcode_name", "--every", "5m", "--sort", "p99", "--top", "2"],
+        &["dns", "--by", "latency", "--sort", "count", "--top", "4"],
+        &["flows", "--by", "iface", "--every", "1h", "--sort", "conns"],
     ];
     for q in questions {
         let local = Command::new(BIN)
@@ -482,6 +502,7 @@ fn two_probes_into_one_database_per_probe_and_fleet_wide() {
     };
     assert_eq!(q(&["--probe", "alpha"]), local(&store_a));
     assert_eq!(q(&["--probe", "beta"]), local(&store_b));
+    assert_eq!(q(&["--probe", "alpha,beta"]), q(&[]));
     let fleet = csv(&q(&[]));
     let total: u64 = fleet.iter().map(|r| r["conns"].parse::<u64>().unwrap()).sum();
     assert_eq!(total, all["conns"]);
