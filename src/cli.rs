@@ -247,6 +247,16 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
     pub store: PathBuf,
 
+    /// Answer the API and the UI from ClickHouse (the tables `--clickhouse`
+    /// probes write) instead of the store: the same questions translated to
+    /// SQL, over the whole fleet unless --probe.
+    #[command(flatten)]
+    pub clickhouse: ClickhouseServerArgs,
+
+    /// Only the rows of these probes (comma-separated; with --clickhouse).
+    #[arg(long, value_name = "NAMES", requires = "url")]
+    pub probe: Option<String>,
+
     /// Address and port to listen on (port 0: any free port, printed on start).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9180", help_heading = "Server")]
     pub listen: std::net::SocketAddr,

@@ -49,11 +49,7 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
         spec.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
     }
     if let Some(server) = crate::clickhouse::server(&args.clickhouse)? {
-        let probes: Vec<String> = args
-            .probe
-            .as_deref()
-            .map(|p| p.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
-            .unwrap_or_default();
+        let probes = probe_names(args.probe.as_deref());
         let engine = wirelog_clickhouse::query::run(&server, spec, &probes)
             .map_err(|e| anyhow::anyhow!("clickhouse {}: {e}", server.url))?;
         return print(engine, &args);
@@ -92,6 +88,12 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
         eprintln!("wirelog: warning: {w}");
     }
     print(engine, &args)
+}
+
+/// `--probe a,b`: the names, blanks dropped (none: every probe).
+pub fn probe_names(arg: Option<&str>) -> Vec<String> {
+    arg.map(|p| p.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+        .unwrap_or_default()
 }
 
 /// Renders the result in the chosen format (and says what --top left out).

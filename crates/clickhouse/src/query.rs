@@ -20,7 +20,7 @@ use std::fmt::Write;
 
 use wirelog_query::value::Net;
 use wirelog_query::{CmpOp, Engine, Expr, Operand, Partial, QuerySpec, Test};
-use wirelog_store::{Batch, Column};
+use wirelog_store::{Batch, Column, Kind};
 
 use crate::client::{runtime, ChError, Server};
 use crate::schema::{literal, ChType, Table};
@@ -319,10 +319,67 @@ async fn fetch_records(
     Ok((engine, moved))
 }
 
+/// What one kind's table holds: rows, first and last record time (ns),
+/// and its active parts and their compressed bytes (the whole table: parts
+/// are not per probe).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableExtent {
+    pub kind: Kind,
+    pub rows: u64,
+    pub first_ns: Option<i64>,
+    pub last_ns: Option<i64>,
+    pub parts: u64,
+    pub bytes: u64,
+}
+
+/// Every kind's [`TableExtent`], of `probes` (empty: all), in one statement.
+pub fn extent(server: &Server, probes: &[String]) -> Result<Vec<TableExtent>, ChError> {
+    let filter = if probes.is_empty() {
+        String::new()
+    } else {
+        let p: Vec<String> = probes.iter().map(|p| literal(p)).collect();
+        format!(" WHERE probe IN ({})", p.join(", "))
+    };
+    let parts: Vec<String> = Kind::ALL
+        .iter()
+        .map(|&k| {
+            let t = Table::Store(k);
+            let time = t.time_column();
+            format!(
+                "SELECT {}, count(), toUnixTimestamp64Micro(min(`{time}`)), toUnixTimestamp64Micro(max(`{time}`)), \
+                 (SELECT count(), sum(data_compressed_bytes) FROM system.parts WHERE active AND database = {} AND table = {}) \
+                 FROM {}{filter}",
+                literal(k.as_str()),
+                literal(&server.database),
+                literal(t.name()),
+                server.table(t),
+            )
+        })
+        .collect();
+    let text = crate::client::run_sql(server, &[parts.join(" UNION ALL ")])?;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let bad = || ChError(format!("unexpected extent row from ClickHouse: {line:?}"));
+        let kind = f.first().and_then(|k| Kind::from_name(k)).ok_or_else(bad)?;
+        let num = |i: usize| f.get(i).and_then(|v| v.trim_matches(|c| c == '(' || c == ')').parse::<i64>().ok());
+        let rows = num(1).ok_or_else(bad)? as u64;
+        // The parts' tuple comes as "(N,B)".
+        let (parts, bytes) = f
+            .get(4)
+            .and_then(|t| t.trim_matches(|c| c == '(' || c == ')').split_once(','))
+            .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+            .unwrap_or((0, 0));
+        let time = |i: usize| num(i).filter(|_| rows > 0).map(|us| us.saturating_mul(1000));
+        out.push(TableExtent { kind, rows, first_ns: time(2), last_ns: time(3), parts, bytes });
+    }
+    out.sort_by_key(|e| Kind::ALL.iter().position(|k| *k == e.kind));
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wirelog_store::Kind;
 
     #[test]
     fn filters_translate_with_unset_values_and_blocks() {
