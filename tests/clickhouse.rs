@@ -642,6 +642,42 @@ fn init_upgrades_what_it_can_and_names_what_it_cannot() {
     assert!(ddl.contains("ReplicatedMergeTree") && ddl.contains("ENGINE = Distributed(`fleet`"), "{ddl}");
 }
 
+/// `--cluster`: every statement parses in the real engine, and the layout
+/// runs in chdb configured with the cluster and the macros, with what needs
+/// Keeper left out (ON CLUSTER; ReplicatedMergeTree as MergeTree, its path
+/// and replica checked): the Distributed tables are created over the local
+/// ones with the same columns (tests/clickhouse/cluster_ddl.py).
+#[test]
+fn cluster_ddl_parses_and_runs_as_far_as_one_process_can() {
+    if endpoint().is_none() {
+        return;
+    }
+    let o = Command::new(BIN)
+        .args(["clickhouse", "init", "--clickhouse", "http://127.0.0.1:1", "--cluster", "fleet", "--retain", "90d", "--print"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut child = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clickhouse/cluster_ddl.py"))
+        .arg("fleet")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&o.stdout).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["parsed"], v["statements"], "{v}");
+    let tables = v["tables"].as_object().unwrap();
+    for t in ["flows", "conns", "http", "mysql", "pgsql", "redis", "dns", "tls", "health", "wirelog_schema"] {
+        assert_eq!(tables[t], "Distributed", "{v}");
+        assert_eq!(tables[&format!("{t}_local")], "MergeTree", "{v}");
+        assert_eq!(v["distributed"][t], true, "{t}: columns differ from {t}_local: {v}");
+    }
+}
+
 #[test]
 fn a_full_spool_drops_counts_and_says_so() {
     let Some(ch) = Ch::new("full") else { return };
