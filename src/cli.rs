@@ -72,15 +72,18 @@ pub enum Command {
     /// (counted; everything written is whole).
     #[command(verbatim_doc_comment)]
     Capture(CaptureArgs),
-    /// Serve the web UI, the HTTP API and Prometheus metrics over a store.
+    /// Serve the web UI, the HTTP API and Prometheus metrics over a store (or ClickHouse).
     ///
     /// Open http://127.0.0.1:9180/ in a browser. The API answers with the
-    /// engine of `wirelog query` (see README, "Web UI and API"). Listening on
-    /// an address other than loopback needs --token or --token-file.
+    /// engine of `wirelog query` (see README, "Web UI and API"); with
+    /// --clickhouse, over the fleet's ClickHouse tables instead of the store,
+    /// as `wirelog query --clickhouse` (README, "Fleet"). Listening on an
+    /// address other than loopback needs --token or --token-file.
     ///
     /// Examples:
     ///   wirelog read samples/sample.pcap.gz && wirelog serve
     ///   wirelog serve --store /var/lib/wirelog --listen 0.0.0.0:9180 --token-file /etc/wirelog/token
+    ///   wirelog serve --clickhouse http://clickhouse:8123 --probe web-3,web-4
     #[command(verbatim_doc_comment)]
     Serve(ServeArgs),
     /// Show what a store holds: partitions, files, rows and bytes per kind,

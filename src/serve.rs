@@ -97,9 +97,9 @@ impl Backend for ClickHouse {
                 None => Ok(()),
             }
         };
-        let res = wirelog_clickhouse::query::run_measured(&server, spec, &self.probes, &mut check);
+        let res = wirelog_clickhouse::query::run_checked(&server, spec, &self.probes, &mut check);
         match (res, over) {
-            (Ok((engine, _)), _) => Ok(engine.finish()),
+            (Ok(engine), _) => Ok(engine.finish()),
             (Err(_), Some(why)) => Err(why),
             (Err(_), None) if Instant::now() >= deadline => Err(BackendError::Time),
             (Err(e), None) => Err(BackendError::Failed(e.to_string())),

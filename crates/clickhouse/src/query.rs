@@ -166,31 +166,19 @@ fn conditions(table: Table, spec: &QuerySpec, probes: &[String]) -> Vec<String> 
     conds
 }
 
-/// What one query moved, for the benchmarks and `--verbose`-style notes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Moved {
-    /// Rows that crossed the network (groups, or records).
-    pub rows: u64,
-    /// Bytes of the answer (uncompressed RowBinary).
-    pub bytes: u64,
-    /// Whether ClickHouse grouped (false: records came one by one).
-    pub grouped: bool,
-}
-
 /// Runs `spec` against ClickHouse, feeding the engine; returns the engine.
 pub fn run(server: &Server, spec: QuerySpec, probes: &[String]) -> Result<Engine, ChError> {
-    run_measured(server, spec, probes, &mut |_| Ok(())).map(|(e, _)| e)
+    run_checked(server, spec, probes, &mut |_| Ok(()))
 }
 
 /// [`run`], with `check` called on the engine after each batch (a caller's
-/// time or memory limit: its error stops the query), and what crossed the
-/// network.
-pub fn run_measured(
+/// time or memory limit: its error stops the query).
+pub fn run_checked(
     server: &Server,
     spec: QuerySpec,
     probes: &[String],
     check: &mut dyn FnMut(&Engine) -> Result<(), ChError>,
-) -> Result<(Engine, Moved), ChError> {
+) -> Result<Engine, ChError> {
     let rt = runtime().map_err(|e| ChError(format!("cannot start the ClickHouse client: {e}")))?;
     let client = server.client().with_compression(clickhouse::Compression::None);
     match grouped::grouped_sql(server, &spec, probes) {
@@ -217,7 +205,7 @@ async fn fetch_groups(
     g: grouped::Grouped,
     mut engine: Engine,
     check: &mut dyn FnMut(&Engine) -> Result<(), ChError>,
-) -> Result<(Engine, Moved), ChError> {
+) -> Result<Engine, ChError> {
     let kind = engine.spec().kind;
     let mut cells: Vec<Cell> = g.keys.iter().map(|&(_, t)| Cell::Col(t)).collect();
     let n_keys = cells.len();
@@ -229,7 +217,6 @@ async fn fetch_groups(
     let mut keys = fresh();
     let mut sums: Vec<(wirelog_query::Acc, u64)> = Vec::new();
     let mut hist: Vec<(u32, u64, i64, i64)> = Vec::new();
-    let mut moved = Moved { grouped: true, ..Moved::default() };
     let mut flush = |keys: &mut Vec<(&'static str, Column)>,
                      sums: &mut Vec<(wirelog_query::Acc, u64)>,
                      hist: &mut Vec<(u32, u64, i64, i64)>,
@@ -243,8 +230,7 @@ async fn fetch_groups(
         hist.clear();
         check(engine)
     };
-    moved.bytes = stream(server, client, &g.sql, &cells, |row| {
-        moved.rows += 1;
+    stream(server, client, &g.sql, &cells, |row| {
         let u = |i: usize| u64::from_le_bytes(le(row.cell(n_keys + i)));
         let records = u(0);
         // A question without `--by` or `--every` is one aggregate, which
@@ -278,7 +264,7 @@ async fn fetch_groups(
     if !sums.is_empty() {
         flush(&mut keys, &mut sums, &mut hist, &mut engine)?;
     }
-    Ok((engine, moved))
+    Ok(engine)
 }
 
 /// The matching records, with the columns the query reads, into the engine.
@@ -289,20 +275,18 @@ async fn fetch_records(
     probes: &[String],
     mut engine: Engine,
     check: &mut dyn FnMut(&Engine) -> Result<(), ChError>,
-) -> Result<(Engine, Moved), ChError> {
+) -> Result<Engine, ChError> {
     let (sql, cols) = select_sql(server, spec, probes);
     let kind = spec.kind;
     let cells: Vec<Cell> = cols.iter().map(|&(_, t)| Cell::Col(t)).collect();
     let fresh = || cols.iter().map(|&(n, t)| (n, empty(t))).collect::<Vec<(&'static str, Column)>>();
     let mut columns = fresh();
     let mut rows = 0;
-    let mut moved = Moved::default();
-    moved.bytes = stream(server, client, &sql, &cells, |row| {
+    stream(server, client, &sql, &cells, |row| {
         for (i, ((_, col), &(_, ty))) in columns.iter_mut().zip(&cols).enumerate() {
             push(col, ty, row.cell(i));
         }
         rows += 1;
-        moved.rows += 1;
         if rows >= BATCH_ROWS {
             let batch = Batch { kind, columns: std::mem::replace(&mut columns, fresh()) };
             engine.consume(&batch).map_err(|e| ChError(e.to_string()))?;
@@ -316,7 +300,7 @@ async fn fetch_records(
         let batch = Batch { kind, columns: std::mem::replace(&mut columns, fresh()) };
         engine.consume(&batch).map_err(|e| ChError(e.to_string()))?;
     }
-    Ok((engine, moved))
+    Ok(engine)
 }
 
 /// What one kind's table holds: rows, first and last record time (ns),

@@ -131,20 +131,18 @@ impl<'a> RowRef<'a> {
     }
 }
 
-/// Runs `sql` and hands each whole row to `row`, in order; returns the
-/// bytes received.
+/// Runs `sql` and hands each whole row to `row`, in order.
 pub(super) async fn stream(
     server: &Server,
     client: &clickhouse::Client,
     sql: &str,
     cells: &[Cell],
     mut row: impl FnMut(RowRef) -> Result<(), ChError>,
-) -> Result<u64, ChError> {
+) -> Result<(), ChError> {
     // Raw: a `?` inside a quoted value is text, not a bind placeholder.
     let mut cursor = client.query_raw(sql).fetch_bytes("RowBinary").map_err(|e| ChError(e.to_string()))?;
     let mut buf: Vec<u8> = Vec::new();
     let mut ends: Vec<(usize, usize)> = Vec::with_capacity(cells.len());
-    let mut received = 0u64;
     loop {
         let chunk = tokio::time::timeout(server.timeout, cursor.next())
             .await
@@ -152,7 +150,6 @@ pub(super) async fn stream(
             .map_err(|e| ChError(e.to_string()))?;
         let done = chunk.is_none();
         if let Some(c) = chunk {
-            received += c.len() as u64;
             buf.extend_from_slice(&c);
         }
         let mut at = 0;
@@ -177,7 +174,7 @@ pub(super) async fn stream(
             if !buf.is_empty() {
                 return Err(ChError(format!("ClickHouse's answer ends inside a row ({} bytes left)", buf.len())));
             }
-            return Ok(received);
+            return Ok(());
         }
     }
 }
