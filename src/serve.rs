@@ -99,7 +99,7 @@ impl Backend for ClickHouse {
         };
         let res = wirelog_clickhouse::query::run_checked(&server, spec, &self.probes, &mut check);
         match (res, over) {
-            (Ok(engine), _) => Ok(engine.finish()),
+            (Ok(table), _) => Ok(table),
             (Err(_), Some(why)) => Err(why),
             (Err(_), None) if Instant::now() >= deadline => Err(BackendError::Time),
             (Err(e), None) => Err(BackendError::Failed(e.to_string())),

@@ -8,8 +8,10 @@
 //! group's sums and, for connections and transactions, its duration
 //! (latency) histogram in the engine's buckets ([`grouped`]). The engine
 //! then merges those groups ([`wirelog_query::Partial`]) and does what is
-//! left: top-N and the rest, the percentiles from the histogram, the order
-//! of a time series. The same sums and the same histogram give the same
+//! left: the percentiles from the histogram, the order of a time series,
+//! and top-N when it is by a percentile or the mean. Top-N by a sum or a
+//! field is ranked by ClickHouse in the engine's order, and only N groups
+//! cross, with the whole answer's totals and group count. The same sums and the same histogram give the same
 //! answer, byte for byte, percentiles included.
 //!
 //! Only an `--every` that is not whole microseconds (ClickHouse keeps
@@ -19,7 +21,7 @@
 use std::fmt::Write;
 
 use wirelog_query::value::Net;
-use wirelog_query::{CmpOp, Engine, Expr, Operand, Partial, QuerySpec, Test};
+use wirelog_query::{CmpOp, Engine, Expr, Operand, Partial, QuerySpec, ResultTable, Test};
 use wirelog_store::{Batch, Column, Kind};
 
 use crate::client::{runtime, ChError, Server};
@@ -166,9 +168,17 @@ fn conditions(table: Table, spec: &QuerySpec, probes: &[String]) -> Vec<String> 
     conds
 }
 
-/// Runs `spec` against ClickHouse, feeding the engine; returns the engine.
-pub fn run(server: &Server, spec: QuerySpec, probes: &[String]) -> Result<Engine, ChError> {
+/// Runs `spec` against ClickHouse, feeding the engine; returns its answer.
+pub fn run(server: &Server, spec: QuerySpec, probes: &[String]) -> Result<ResultTable, ChError> {
     run_checked(server, spec, probes, &mut |_| Ok(()))
+}
+
+/// The whole answer's figures when ClickHouse sent only the top groups.
+#[derive(Debug, Clone, Copy)]
+struct Whole {
+    groups: u64,
+    records: u64,
+    total: wirelog_query::Acc,
 }
 
 /// [`run`], with `check` called on the engine after each batch (a caller's
@@ -178,7 +188,7 @@ pub fn run_checked(
     spec: QuerySpec,
     probes: &[String],
     check: &mut dyn FnMut(&Engine) -> Result<(), ChError>,
-) -> Result<Engine, ChError> {
+) -> Result<ResultTable, ChError> {
     let rt = runtime().map_err(|e| ChError(format!("cannot start the ClickHouse client: {e}")))?;
     let client = server.client().with_compression(clickhouse::Compression::None);
     match grouped::grouped_sql(server, &spec, probes) {
@@ -189,11 +199,19 @@ pub fn run_checked(
             spec.filter = None;
             spec.time_range = None;
             let engine = Engine::new(spec).map_err(|e| ChError(e.to_string()))?;
-            rt.block_on(fetch_groups(server, &client, g, engine, check))
+            let (engine, whole) = rt.block_on(fetch_groups(server, &client, g, engine, check))?;
+            let mut t = engine.finish();
+            if let Some(w) = whole {
+                t.groups = w.groups as usize;
+                t.total = w.total;
+                t.rows_matched = w.records;
+                t.rows_scanned = w.records;
+            }
+            Ok(t)
         }
         None => {
             let engine = Engine::new(spec.clone()).map_err(|e| ChError(e.to_string()))?;
-            rt.block_on(fetch_records(server, &client, &spec, probes, engine, check))
+            rt.block_on(fetch_records(server, &client, &spec, probes, engine, check)).map(Engine::finish)
         }
     }
 }
@@ -205,7 +223,7 @@ async fn fetch_groups(
     g: grouped::Grouped,
     mut engine: Engine,
     check: &mut dyn FnMut(&Engine) -> Result<(), ChError>,
-) -> Result<Engine, ChError> {
+) -> Result<(Engine, Option<Whole>), ChError> {
     let kind = engine.spec().kind;
     let mut cells: Vec<Cell> = g.keys.iter().map(|&(_, t)| Cell::Col(t)).collect();
     let n_keys = cells.len();
@@ -213,6 +231,11 @@ async fn fetch_groups(
     if g.hist {
         cells.push(Cell::Runs);
     }
+    let at_whole = cells.len();
+    if g.top {
+        cells.extend([Cell::U64; 7]);
+    }
+    let mut whole: Option<Whole> = None;
     let fresh = || g.keys.iter().map(|&(n, t)| (n, empty(t))).collect::<Vec<(&'static str, Column)>>();
     let mut keys = fresh();
     let mut sums: Vec<(wirelog_query::Acc, u64)> = Vec::new();
@@ -232,6 +255,11 @@ async fn fetch_groups(
     };
     stream(server, client, &g.sql, &cells, |row| {
         let u = |i: usize| u64::from_le_bytes(le(row.cell(n_keys + i)));
+        if g.top && whole.is_none() {
+            let w = |i: usize| u64::from_le_bytes(le(row.cell(at_whole + i)));
+            let total = wirelog_query::Acc { bytes_out: w(2), pkts_out: w(3), bytes_in: w(4), pkts_in: w(5), conns: w(6) };
+            whole = Some(Whole { groups: w(0), records: w(1), total });
+        }
         let records = u(0);
         // A question without `--by` or `--every` is one aggregate, which
         // SQL answers with a row even when nothing matched.
@@ -264,7 +292,7 @@ async fn fetch_groups(
     if !sums.is_empty() {
         flush(&mut keys, &mut sums, &mut hist, &mut engine)?;
     }
-    Ok(engine)
+    Ok((engine, whole))
 }
 
 /// The matching records, with the columns the query reads, into the engine.

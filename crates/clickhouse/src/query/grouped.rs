@@ -10,7 +10,7 @@
 
 use std::fmt::Write;
 
-use wirelog_query::QuerySpec;
+use wirelog_query::{Agg, Order, QuerySpec, SortKey};
 use wirelog_store::Kind;
 
 use super::conditions;
@@ -24,6 +24,44 @@ pub(super) struct Grouped {
     pub keys: Vec<(&'static str, ChType)>,
     /// The rows end with the histogram runs.
     pub hist: bool,
+    /// ClickHouse ranked the groups and sent only the top N; each row then
+    /// ends with the whole answer's group count, record count and five sums.
+    pub top: bool,
+}
+
+/// The sort order as SQL over the grouped row (`wl_t0`..`wl_t4`: the sums,
+/// `wl_k*`: the keys in `--by` order), exactly the engine's: the sort key,
+/// then every `--by` field ascending, unset values first (a field sorted
+/// descending puts them last, as its reversed comparison does). Addresses
+/// (IPv6 compares by bytes, big-endian), text (bytes), numbers and booleans
+/// order alike in both. `None` for what only the engine ranks (percentiles,
+/// the mean, time series).
+fn order_sql(spec: &QuerySpec, keys: &[(&'static str, ChType)]) -> Option<String> {
+    let desc = spec.sort.1 == Order::Desc;
+    let dir = if desc { "DESC" } else { "ASC" };
+    let key_of = |name: &str| keys.iter().position(|(n, _)| *n == name).map(|i| format!("wl_k{i}"));
+    let first = match spec.sort.0 {
+        SortKey::Agg(a) => {
+            let v = match a {
+                Agg::Bytes => "wl_t0 + wl_t2",
+                Agg::BytesOut => "wl_t0",
+                Agg::PktsOut | Agg::Errors => "wl_t1",
+                Agg::BytesIn => "wl_t2",
+                Agg::PktsIn => "wl_t3",
+                Agg::Pkts => "wl_t1 + wl_t3",
+                Agg::Conns => "wl_t4",
+                Agg::P50 | Agg::P95 | Agg::P99 | Agg::Avg => return None,
+            };
+            format!("{v} {dir}")
+        }
+        SortKey::Field(f) => format!("{} {dir} NULLS {}", key_of(f.name())?, if desc { "LAST" } else { "FIRST" }),
+        SortKey::Time => return None,
+    };
+    let mut parts = vec![first];
+    for f in &spec.by {
+        parts.push(format!("{} ASC NULLS FIRST", key_of(f.name())?));
+    }
+    Some(parts.join(", "))
 }
 
 /// Per kind, what the engine adds up for each record, as SQL over one row
@@ -122,16 +160,31 @@ pub(super) fn grouped_sql(server: &Server, spec: &QuerySpec, probes: &[String]) 
         let _ = write!(inner, " GROUP BY {}", inner_keys.join(", "));
     }
     let mut outer: Vec<String> = aliases.clone();
-    outer.push("toUInt64(sum(wl_n))".into());
-    outer.extend((0..5).map(|i| format!("toUInt64(sum(wl_s{i}))")));
+    outer.push("toUInt64(sum(wl_n)) AS wl_r".into());
+    outer.extend((0..5).map(|i| format!("toUInt64(sum(wl_s{i})) AS wl_t{i}")));
     if hist_col.is_some() {
         outer.push(
             "groupArrayIf(tuple(toUInt64(wl_n), toInt64(ifNull(wl_lo, 0)), toInt64(ifNull(wl_hi, 0))), wl_hb >= 0)".into(),
         );
     }
+    // Top-N by a sum or a field: ranked here, so only N groups cross the
+    // network; the totals and the group count of the whole answer ride
+    // along (window functions over the groups, before the LIMIT).
+    let top = match (spec.top, spec.every_ns, aliases.is_empty()) {
+        (Some(n), None, false) => order_sql(spec, &keys).map(|o| (n, o)),
+        _ => None,
+    };
+    if top.is_some() {
+        outer.push("count() OVER ()".into());
+        outer.push("toUInt64(sum(sum(wl_n)) OVER ())".into());
+        outer.extend((0..5).map(|i| format!("toUInt64(sum(sum(wl_s{i})) OVER ())")));
+    }
     let mut sql = format!("SELECT {} FROM ({inner})", outer.join(", "));
     if !aliases.is_empty() {
         let _ = write!(sql, " GROUP BY {}", aliases.join(", "));
     }
-    Some(Grouped { sql, keys, hist: hist_col.is_some() })
+    if let Some((n, order)) = &top {
+        let _ = write!(sql, " ORDER BY {order} LIMIT {n}");
+    }
+    Some(Grouped { sql, keys, hist: hist_col.is_some(), top: top.is_some() })
 }
