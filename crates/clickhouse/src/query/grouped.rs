@@ -188,3 +188,40 @@ pub(super) fn grouped_sql(server: &Server, spec: &QuerySpec, probes: &[String]) 
     }
     Some(Grouped { sql, keys, hist: hist_col.is_some(), top: top.is_some() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sql(kind: Kind, by: &str, sort: Option<&str>, top: Option<usize>, every: Option<&str>) -> Grouped {
+        let server = Server {
+            url: "http://127.0.0.1:8123".into(),
+            user: None,
+            password: None,
+            database: "w".into(),
+            timeout: std::time::Duration::from_secs(1),
+        };
+        let spec = wirelog_query::parse_query(kind, None, Some(by), sort, top, every).unwrap();
+        grouped_sql(&server, &spec, &[]).unwrap()
+    }
+
+    /// Top-N is ranked in SQL only where SQL's order is the engine's: by a
+    /// sum or a field, no time series; a percentile or the mean is ranked
+    /// by the engine over every group.
+    #[test]
+    fn top_n_in_sql_only_by_sums_and_fields() {
+        let g = sql(Kind::Conns, "service,vlan", Some("bytes"), Some(3), None);
+        assert!(g.top && g.hist);
+        assert!(g.sql.ends_with("ORDER BY wl_t0 + wl_t2 DESC, wl_k0 ASC NULLS FIRST, wl_k1 ASC NULLS FIRST LIMIT 3"), "{}", g.sql);
+        let g = sql(Kind::Conns, "service,vlan", Some("vlan desc"), Some(2), None);
+        assert!(g.sql.ends_with("ORDER BY wl_k1 DESC NULLS LAST, wl_k0 ASC NULLS FIRST, wl_k1 ASC NULLS FIRST LIMIT 2"), "{}", g.sql);
+        for (sort, top, every) in [(Some("p95"), Some(3), None), (Some("latency_avg"), Some(3), None), (None, Some(3), Some("5m")), (None, Some(0), None)] {
+            let g = sql(Kind::Http, "host", sort, top, every);
+            assert!(!g.top && !g.sql.contains("LIMIT"), "{sort:?} {top:?} {every:?}: {}", g.sql);
+        }
+        // Flows: no histogram; the interval is floored from the epoch.
+        let g = sql(Kind::Flows, "dport", None, Some(0), Some("1m"));
+        assert!(!g.hist && g.sql.contains("positiveModulo(toUnixTimestamp64Micro(`bucket`), 60000000)"), "{}", g.sql);
+        assert_eq!(g.keys, [("server_port", ChType::U16), ("bucket", ChType::Time)]);
+    }
+}
