@@ -72,15 +72,18 @@ pub enum Command {
     /// (counted; everything written is whole).
     #[command(verbatim_doc_comment)]
     Capture(CaptureArgs),
-    /// Serve the web UI, the HTTP API and Prometheus metrics over a store.
+    /// Serve the web UI, the HTTP API and Prometheus metrics over a store (or ClickHouse).
     ///
     /// Open http://127.0.0.1:9180/ in a browser. The API answers with the
-    /// engine of `wirelog query` (see README, "Web UI and API"). Listening on
-    /// an address other than loopback needs --token or --token-file.
+    /// engine of `wirelog query` (see README, "Web UI and API"); with
+    /// --clickhouse, over the fleet's ClickHouse tables instead of the store,
+    /// as `wirelog query --clickhouse` (README, "Fleet"). Listening on an
+    /// address other than loopback needs --token or --token-file.
     ///
     /// Examples:
     ///   wirelog read samples/sample.pcap.gz && wirelog serve
     ///   wirelog serve --store /var/lib/wirelog --listen 0.0.0.0:9180 --token-file /etc/wirelog/token
+    ///   wirelog serve --clickhouse http://clickhouse:8123 --probe web-3,web-4
     #[command(verbatim_doc_comment)]
     Serve(ServeArgs),
     /// Show what a store holds: partitions, files, rows and bytes per kind,
@@ -246,6 +249,16 @@ pub struct ServeArgs {
     /// The store directory.
     #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
     pub store: PathBuf,
+
+    /// Answer the API and the UI from ClickHouse (the tables `--clickhouse`
+    /// probes write) instead of the store: the same questions translated to
+    /// SQL, over the whole fleet unless --probe.
+    #[command(flatten)]
+    pub clickhouse: ClickhouseServerArgs,
+
+    /// Only the rows of these probes (comma-separated; with --clickhouse).
+    #[arg(long, value_name = "NAMES", requires = "url")]
+    pub probe: Option<String>,
 
     /// Address and port to listen on (port 0: any free port, printed on start).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9180", help_heading = "Server")]

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use wirelog_query::render::cut_note;
-use wirelog_query::{default_format, parse_query, parse_time_arg, render, Engine, Format, DEFAULT_TOP};
+use wirelog_query::{default_format, parse_query, parse_time_arg, render, Engine, Format, ResultTable, DEFAULT_TOP};
 use wirelog_store::{Scan, Store};
 
 use crate::cli::{OutputFormat, QueryArgs, QueryKind};
@@ -49,14 +49,10 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
         spec.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
     }
     if let Some(server) = crate::clickhouse::server(&args.clickhouse)? {
-        let probes: Vec<String> = args
-            .probe
-            .as_deref()
-            .map(|p| p.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
-            .unwrap_or_default();
-        let engine = wirelog_clickhouse::query::run(&server, spec, &probes)
+        let probes = probe_names(args.probe.as_deref());
+        let table = wirelog_clickhouse::query::run(&server, spec, &probes)
             .map_err(|e| anyhow::anyhow!("clickhouse {}: {e}", server.url))?;
-        return print(engine, &args);
+        return print(table, &args);
     }
     if !args.store.is_dir() {
         bail!(
@@ -91,12 +87,17 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
     for w in &stats.warnings {
         eprintln!("wirelog: warning: {w}");
     }
-    print(engine, &args)
+    print(engine.finish(), &args)
+}
+
+/// `--probe a,b`: the names, blanks dropped (none: every probe).
+pub fn probe_names(arg: Option<&str>) -> Vec<String> {
+    arg.map(|p| p.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+        .unwrap_or_default()
 }
 
 /// Renders the result in the chosen format (and says what --top left out).
-fn print(engine: Engine, args: &QueryArgs) -> Result<ExitCode> {
-    let table = engine.finish();
+fn print(table: ResultTable, args: &QueryArgs) -> Result<ExitCode> {
     let format = match args.format {
         Some(OutputFormat::Table) => Format::Table,
         Some(OutputFormat::Csv) => Format::Csv,

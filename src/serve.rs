@@ -1,9 +1,12 @@
-//! `wirelog serve`: the web UI, the API and the metrics over a store, until killed.
+//! `wirelog serve`: the web UI, the API and the metrics over a store (or
+//! ClickHouse, `--clickhouse`), until killed.
 
 use std::process::ExitCode;
+use std::time::Instant;
 
 use anyhow::{anyhow, bail, Result};
-use wirelog_serve::{Limits, Options};
+use wirelog_query::{QuerySpec, ResultTable};
+use wirelog_serve::{Backend, BackendError, KindExtent, Limits, Options};
 
 use crate::cli::ServeArgs;
 
@@ -17,16 +20,28 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         std::time::Duration::from_secs(3600),
     )?;
     crate::limits::in_range("--max-rows", args.max_rows as u64, 1, 1_000_000)?;
-    if !args.store.is_dir() {
+    let backend = match crate::clickhouse::server(&args.clickhouse)? {
+        Some(server) => {
+            let probes = crate::query::probe_names(args.probe.as_deref());
+            // Fail now, not on the first page: is it there, are the tables?
+            wirelog_clickhouse::query::extent(&server, &probes)
+                .map_err(|e| anyhow!("clickhouse {}: {e}", server.url))?;
+            Some(std::sync::Arc::new(ClickHouse { server, probes }) as std::sync::Arc<dyn Backend>)
+        }
+        None => None,
+    };
+    if backend.is_none() && !args.store.is_dir() {
         bail!(
             "{}: no store here (write one with `wirelog read --store {}`)",
             args.store.display(),
             args.store.display()
         );
     }
+    let what = backend.as_ref().map(|b| b.name());
     let server = wirelog_serve::start(Options {
         listen: args.listen,
-        store: Some(args.store.clone()),
+        store: backend.is_none().then(|| args.store.clone()),
+        backend,
         token,
         api: true,
         live: None,
@@ -37,13 +52,74 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         },
     })
     .map_err(|e| anyhow!(e))?;
-    eprintln!(
-        "wirelog: serving {} on http://{}/ (API under /api/, metrics at /metrics)",
-        args.store.display(),
-        server.addr()
-    );
+    // The listening address comes first: scripts take the first URL.
+    match what {
+        Some(b) => eprintln!("wirelog: serving on http://{}/ (API under /api/, metrics at /metrics), answered by {b}", server.addr()),
+        None => eprintln!(
+            "wirelog: serving {} on http://{}/ (API under /api/, metrics at /metrics)",
+            args.store.display(),
+            server.addr()
+        ),
+    }
     server.join().map_err(|e| anyhow!(e))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `serve --clickhouse`: the API's queries run by ClickHouse (grouped there)
+/// and finished by the same engine.
+struct ClickHouse {
+    server: wirelog_clickhouse::Server,
+    probes: Vec<String>,
+}
+
+impl Backend for ClickHouse {
+    fn name(&self) -> String {
+        format!("ClickHouse {} (database {})", self.server.url, self.server.database)
+    }
+
+    fn run(&self, spec: QuerySpec, deadline: Instant, max_bytes: usize) -> Result<ResultTable, BackendError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(BackendError::Time);
+        }
+        // No request to ClickHouse outlives the API's own deadline.
+        let mut server = self.server.clone();
+        server.timeout = server.timeout.min(left);
+        let mut over = None;
+        let mut check = |e: &wirelog_query::Engine| {
+            if Instant::now() > deadline {
+                over = Some(BackendError::Time);
+            } else if e.heap_bytes() > max_bytes {
+                over = Some(BackendError::Memory);
+            }
+            match over {
+                Some(_) => Err(wirelog_clickhouse::ChError("stopped".into())),
+                None => Ok(()),
+            }
+        };
+        let res = wirelog_clickhouse::query::run_checked(&server, spec, &self.probes, &mut check);
+        match (res, over) {
+            (Ok(table), _) => Ok(table),
+            (Err(_), Some(why)) => Err(why),
+            (Err(_), None) if Instant::now() >= deadline => Err(BackendError::Time),
+            (Err(e), None) => Err(BackendError::Failed(e.to_string())),
+        }
+    }
+
+    fn extent(&self) -> Result<Vec<KindExtent>, String> {
+        let e = wirelog_clickhouse::query::extent(&self.server, &self.probes).map_err(|e| e.to_string())?;
+        Ok(e
+            .into_iter()
+            .map(|t| KindExtent {
+                kind: t.kind.as_str(),
+                files: t.parts,
+                rows: t.rows,
+                bytes: t.bytes,
+                first_ns: t.first_ns,
+                last_ns: t.last_ns,
+            })
+            .collect())
+    }
 }
 
 /// `capture --listen` / `--metrics-listen`: servers on their own thread and
@@ -76,6 +152,7 @@ pub fn start_in_capture(
             listen: addr,
             // The metrics-only server reads the store's footers too (rows, files, bytes).
             store: store.clone(),
+            backend: None,
             token: token.clone(),
             api,
             live: Some(live.clone()),

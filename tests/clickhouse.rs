@@ -294,6 +294,26 @@ fn read_into_clickhouse_equals_the_store() {
         &["redis", "--by", "command", "--every", "1h"],
         &["dns", "--where", "rcode_name != NOERROR", "--by", "query"],
         &["dns", "--by", "qtype_name", "--from", "2000-01-01", "--to", "2100-01-01"],
+        // Grouped by ClickHouse: fields of each kind, nullable keys, time
+        // series, every percentile and the mean as sort keys, top-N with
+        // groups left out (the note on standard error says how many).
+        &["conns", "--by", "service", "--sort", "p95", "--top", "2"],
+        &["conns", "--by", "orig_h,resp_p,proto", "--every", "5m", "--sort", "duration_p50", "--top", "3"],
+        &["conns", "--by", "duration", "--top", "5", "--sort", "conns"],
+        &["conns", "--by", "vlan,local_orig,conn_state", "--sort", "duration_p99:asc", "--top", "0"],
+        &["conns", "--by", "ts", "--every", "1h", "--top", "3"],
+        &["conns", "--where", "duration > 1ms", "--every", "1m", "--sort", "p50", "--top", "0"],
+        &["http", "--by", "method,status_code", "--every", "1m", "--sort", "latency_avg", "--top", "0"],
+        &["http", "--by", "host", "--sort", "p50:asc", "--top", "2"],
+        &["http", "--where", "uri ~ ?", "--by", "uri", "--top", "0"],
+        &["mysql", "--by", "command,status", "--sort", "errors", "--top", "0"],
+        &["mysql", "--by", "server,server_port", "--every", "5m", "--sort", "p95"],
+        &["pgsql", "--by", "command_tag,status", "--sort", "p99", "--top", "2"],
+        &["redis", "--by", "reply_type", "--sort", "latency_p50:asc", "--top", "0"],
+        &["redis", "--by", "client", "--sort", "bytes", "--top", "1"],
+        &["dns", "--by", "qtype_name,rcode_name", "--every", "5m", "--sort", "p99", "--top", "2"],
+        &["dns", "--by", "latency", "--sort", "count", "--top", "4"],
+        &["flows", "--by", "iface", "--every", "1h", "--sort", "conns"],
     ];
     for q in questions {
         let local = Command::new(BIN)
@@ -482,10 +502,110 @@ fn two_probes_into_one_database_per_probe_and_fleet_wide() {
     };
     assert_eq!(q(&["--probe", "alpha"]), local(&store_a));
     assert_eq!(q(&["--probe", "beta"]), local(&store_b));
+    assert_eq!(q(&["--probe", "alpha,beta"]), q(&[]));
     let fleet = csv(&q(&[]));
     let total: u64 = fleet.iter().map(|r| r["conns"].parse::<u64>().unwrap()).sum();
     assert_eq!(total, all["conns"]);
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// An API answer without what differs by backend for the same records:
+/// the time it took and the rows scanned (the store counts the rows of the
+/// row groups it read, ClickHouse only what matched).
+fn comparable(mut v: serde_json::Value) -> serde_json::Value {
+    if let Some(o) = v.as_object_mut() {
+        o.remove("elapsed_ms");
+        o.remove("rows_scanned");
+    }
+    v
+}
+
+fn api_json(addr: std::net::SocketAddr, path: &str) -> serde_json::Value {
+    let (status, body) = common::serve::get(addr, path);
+    assert_eq!(status, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+}
+
+#[test]
+fn serve_from_clickhouse_answers_as_serve_from_the_store() {
+    let Some(ch) = Ch::new("serve") else { return };
+    ch.init();
+    let d = tmp("serve");
+    let caps = small_captures();
+    // Two probes into ClickHouse; the store holds probe-a's records only.
+    let (store, spool) = (d.join("store"), d.join("spool"));
+    let o = ch.wirelog(&read_args(store.to_str().unwrap(), "probe-a", spool.to_str().unwrap(), &caps));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (store_b, spool_b) = (d.join("store-b"), d.join("spool-b"));
+    let o = ch.wirelog(&read_args(store_b.to_str().unwrap(), "probe-b", spool_b.to_str().unwrap(), &caps[..3]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let local = common::serve::start(&["serve", "--store", store.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let url = ch.url();
+    let remote = common::serve::start(&[
+        "serve", "--clickhouse", &url, "--clickhouse-database", &ch.db, "--probe", "probe-a", "--listen", "127.0.0.1:0",
+    ]);
+    let questions = [
+        "/api/query?kind=conns",
+        "/api/query?kind=conns&by=service&sort=p95&top=2",
+        "/api/query?kind=conns&by=proto&every=1h&sort=duration_p99",
+        "/api/query?kind=flows&by=dport&top=3",
+        "/api/query?kind=http&by=host,status_code&top=0",
+        "/api/query?kind=http&where=status_code%20%3E%3D%20400&by=uri",
+        "/api/query?kind=mysql&sort=p99&top=3",
+        "/api/query?kind=pgsql&by=command_tag",
+        "/api/query?kind=redis&by=command&every=1m",
+        "/api/query?kind=dns&by=qtype_name,rcode_name&sort=latency_avg&top=2",
+        "/api/query?kind=dns&by=query&from=2000-01-01&to=2100-01-01",
+        "/api/records?kind=http&limit=1000",
+        "/api/records?kind=conns&limit=5",
+        "/api/map",
+    ];
+    let mut rows = 0;
+    for q in questions {
+        let want = comparable(api_json(local.addr, q));
+        let got = comparable(api_json(remote.addr, q));
+        assert_eq!(got, want, "{q}");
+        rows += want["rows"].as_array().map_or(0, |r| r.len());
+    }
+    assert!(rows > 100, "only {rows} rows compared");
+    // A connection's sequence: the same conn and calls.
+    let recs = api_json(local.addr, "/api/records?kind=mysql&limit=1000");
+    let uid = recs["rows"][0]["uid"].as_str().unwrap().to_string();
+    let q = format!("/api/sequence?uid={uid}");
+    let want = api_json(local.addr, &q);
+    assert!(!want["calls"].as_array().unwrap().is_empty(), "{want}");
+    assert_eq!(api_json(remote.addr, &q), want, "{q}");
+    // The extent: rows and times per kind as the store's (files and bytes
+    // are ClickHouse's parts, not Parquet files).
+    let (want, got) = (api_json(local.addr, "/api/extent"), api_json(remote.addr, "/api/extent"));
+    for (w, g) in want.as_array().unwrap().iter().zip(got.as_array().unwrap()) {
+        for k in ["kind", "rows", "first_ns", "last_ns"] {
+            assert_eq!(g[k], w[k], "extent {k}: {g} vs {w}");
+        }
+    }
+    // Fleet-wide: both probes' records.
+    let fleet = common::serve::start(&["serve", "--clickhouse", &url, "--clickhouse-database", &ch.db, "--listen", "127.0.0.1:0"]);
+    let all = api_json(fleet.addr, "/api/query?kind=conns&by=proto&top=0");
+    let (a, b) = (counts_of(&ch, "probe-a"), counts_of(&ch, "probe-b"));
+    assert_eq!(all["total"]["conns"].as_u64(), Some(a + b), "{all}");
+    // ClickHouse away: 502 naming it, not a hang or an empty answer.
+    ch.ctl("down");
+    let (status, body) = common::serve::get(remote.addr, "/api/query?kind=conns");
+    ch.ctl("up");
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("ClickHouse http://127.0.0.1:"), "{body}");
+    // Not there at all: serve says so at start.
+    let o = Command::new(BIN)
+        .args(["serve", "--clickhouse", &url, "--clickhouse-database", "nosuchdb", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("nosuchdb"), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+fn counts_of(ch: &Ch, probe: &str) -> u64 {
+    ch.sql(&format!("SELECT count() FROM conns WHERE probe = '{probe}'")).trim().parse().unwrap()
 }
 
 #[test]
@@ -520,6 +640,42 @@ fn init_upgrades_what_it_can_and_names_what_it_cannot() {
     let o = ch.wirelog(&["clickhouse", "init", "--cluster", "fleet", "--print"]);
     let ddl = String::from_utf8_lossy(&o.stdout);
     assert!(ddl.contains("ReplicatedMergeTree") && ddl.contains("ENGINE = Distributed(`fleet`"), "{ddl}");
+}
+
+/// `--cluster`: every statement parses in the real engine, and the layout
+/// runs in chdb configured with the cluster and the macros, with what needs
+/// Keeper left out (ON CLUSTER; ReplicatedMergeTree as MergeTree, its path
+/// and replica checked): the Distributed tables are created over the local
+/// ones with the same columns (tests/clickhouse/cluster_ddl.py).
+#[test]
+fn cluster_ddl_parses_and_runs_as_far_as_one_process_can() {
+    if endpoint().is_none() {
+        return;
+    }
+    let o = Command::new(BIN)
+        .args(["clickhouse", "init", "--clickhouse", "http://127.0.0.1:1", "--cluster", "fleet", "--retain", "90d", "--print"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut child = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clickhouse/cluster_ddl.py"))
+        .arg("fleet")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&o.stdout).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["parsed"], v["statements"], "{v}");
+    let tables = v["tables"].as_object().unwrap();
+    for t in ["flows", "conns", "http", "mysql", "pgsql", "redis", "dns", "tls", "health", "wirelog_schema"] {
+        assert_eq!(tables[t], "Distributed", "{v}");
+        assert_eq!(tables[&format!("{t}_local")], "MergeTree", "{v}");
+        assert_eq!(v["distributed"][t], true, "{t}: columns differ from {t}_local: {v}");
+    }
 }
 
 #[test]

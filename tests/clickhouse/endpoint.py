@@ -19,7 +19,8 @@ other. A control server (its port printed first) takes:
         fail500  read half the body, answer 500 with an exception, execute nothing
         hang     execute the INSERT, then never answer (the client times out)
         drop     read the body, close the connection without an answer
-  GET /port/P/stats                    inserts executed and faults served
+  GET /port/P/stats                    inserts executed, faults served, answers to queries
+                                       (count, bytes, the last statement)
   POST /sql  (body: SQL; ?database=D)  run a statement, TSV back (test assertions)
 The endpoint exits when its standard input closes (the test process ended)
 and removes its data directory.
@@ -140,7 +141,10 @@ class Port:
     def __init__(self, user=None, password=None):
         self.user, self.password = user, password
         self.faults = []  # modes, consumed one per INSERT
-        self.stats = {"inserts": 0, "rows": 0, "faults": 0, "requests": 0}
+        # selects: answers to queries; select_bytes: their bodies; last_select: the
+        # statement of the last one (benchmarks count its rows through /sql).
+        self.stats = {"inserts": 0, "rows": 0, "faults": 0, "requests": 0,
+                      "selects": 0, "select_bytes": 0, "last_select": ""}
         self.server = None
         self.port = 0
         self.up()
@@ -241,6 +245,9 @@ class DataHandler(http.server.BaseHTTPRequestHandler):
             else:
                 text = sql + ("\n" if sql and body else "") + body.decode("utf-8", "replace")
                 out, rows = run(text, p.get("database"), settings, fmt=p.get("default_format", "TabSeparated"))
+                port.stats["selects"] += 1
+                port.stats["select_bytes"] += len(out)
+                port.stats["last_select"] = text
                 summary = {"written_rows": str(rows), "read_rows": "0"}
         except ChError as e:
             self.fail(e)

@@ -1,27 +1,36 @@
-//! `wirelog query --clickhouse`: the query language over the ClickHouse
-//! tables, answering exactly as over the local store.
+//! `wirelog query --clickhouse` (and `serve --clickhouse`): the query
+//! language over the ClickHouse tables, answering exactly as over the local
+//! store.
 //!
-//! The filter (`--where`), the time range and `--probe` are translated to a
-//! ClickHouse `WHERE` and only the columns the query reads are selected, so
-//! the server scans, prunes (partitions by day, the primary key) and filters;
-//! the rows that match come back as RowBinary and go through the same engine
-//! as the store's batches (grouping, top-N with the rest, percentiles, time
-//! series). The answers are therefore identical, percentiles included.
+//! The filter (`--where`), the time range and `--probe` become a ClickHouse
+//! `WHERE`, and the server groups (`GROUP BY` the `--by` fields and the
+//! `--every` interval): one row per group crosses the network, with the
+//! group's sums and, for connections and transactions, its duration
+//! (latency) histogram in the engine's buckets ([`grouped`]). The engine
+//! then merges those groups ([`wirelog_query::Partial`]) and does what is
+//! left: the percentiles from the histogram, the order of a time series,
+//! and top-N when it is by a percentile or the mean. Top-N by a sum or a
+//! field is ranked by ClickHouse in the engine's order, and only N groups
+//! cross, with the whole answer's totals and group count. The same sums and the same histogram give the same
+//! answer, byte for byte, percentiles included.
 //!
-//! Flows, whose aggregates are all sums, are also grouped by the server
-//! (`GROUP BY` the `--by` fields and the `--every` interval, `sum()` of the
-//! counters), so one row per group crosses the network. Connections and
-//! transactions (counts per row, duration and latency percentiles) come row
-//! by row, with only the columns the query needs.
+//! Only an `--every` that is not whole microseconds (ClickHouse keeps
+//! times in µs) brings the matching records themselves, with just the
+//! columns the query reads, through the same engine.
 
 use std::fmt::Write;
 
 use wirelog_query::value::Net;
-use wirelog_query::{CmpOp, Engine, Expr, Operand, QuerySpec, Test};
+use wirelog_query::{CmpOp, Engine, Expr, Operand, Partial, QuerySpec, ResultTable, Test};
 use wirelog_store::{Batch, Column, Kind};
 
 use crate::client::{runtime, ChError, Server};
 use crate::schema::{literal, ChType, Table};
+
+mod grouped;
+mod rowbinary;
+
+use rowbinary::{empty, le, push, runs, stream, Cell};
 
 /// Rows handed to the engine at a time.
 const BATCH_ROWS: usize = 65_536;
@@ -112,56 +121,8 @@ pub fn where_sql(table: Table, e: &Expr) -> String {
     }
 }
 
-/// Flows' aggregates are sums of their columns (connections, packets and
-/// bytes per direction), so ClickHouse can add them up per group: the
-/// engine then adds up partial sums, which gives the same totals. Rows come
-/// back one per group (and interval), not one per flow record.
-const FLOW_SUMS: [&str; 5] = ["conns", "pkts_out", "pkts_in", "bytes_out", "bytes_in"];
-
-/// The grouped statement for a flows query; `None` when the rows must come
-/// one by one (other kinds: counts and percentiles need each row).
-pub fn flows_sql(server: &Server, spec: &QuerySpec, probes: &[String]) -> Option<(String, Vec<(&'static str, ChType)>)> {
-    if spec.kind != Kind::Flows || spec.every_ns.is_some_and(|e| e % 1000 != 0 || e <= 0) {
-        return None;
-    }
-    let table = Table::Store(Kind::Flows);
-    let mut cols: Vec<(&'static str, ChType)> = Vec::new();
-    let mut exprs: Vec<String> = Vec::new();
-    if let Some(every) = spec.every_ns {
-        // The interval start, as the engine floors it (from the epoch).
-        let us = every / 1000;
-        cols.push(("bucket", ChType::Time));
-        exprs.push(format!(
-            "fromUnixTimestamp64Micro(intDiv(toUnixTimestamp64Micro(`bucket`), {us}) * {us}, 'UTC') AS `bucket`"
-        ));
-    }
-    for f in &spec.by {
-        let c = table.columns().find(|(n, _)| *n == f.name())?;
-        if FLOW_SUMS.contains(&c.0) {
-            return None;
-        }
-        if !cols.contains(&c) {
-            cols.push(c);
-            exprs.push(format!("`{}`", c.0));
-        }
-    }
-    let keys: Vec<String> = cols.iter().map(|(n, _)| format!("`{n}`")).collect();
-    for s in FLOW_SUMS {
-        cols.push((s, ChType::U64));
-        exprs.push(format!("sum(`{s}`)"));
-    }
-    let mut sql = format!("SELECT {} FROM {}", exprs.join(", "), server.table(table));
-    let conds = conditions(table, spec, probes);
-    if !conds.is_empty() {
-        let _ = write!(sql, " WHERE {}", conds.join(" AND "));
-    }
-    if !keys.is_empty() {
-        let _ = write!(sql, " GROUP BY {}", keys.join(", "));
-    }
-    Some((sql, cols))
-}
-
-/// The statement fetching what `spec` reads, with `probes` (empty: all).
+/// The statement fetching the records `spec` reads, only the columns it
+/// needs, with `probes` (empty: all).
 pub fn select_sql(server: &Server, spec: &QuerySpec, probes: &[String]) -> (String, Vec<(&'static str, ChType)>) {
     let table = Table::Store(spec.kind);
     let mut cols: Vec<(&'static str, ChType)> = Vec::new();
@@ -207,204 +168,225 @@ fn conditions(table: Table, spec: &QuerySpec, probes: &[String]) -> Vec<String> 
     conds
 }
 
-/// Flows' `conns` column is 32 bits in the engine's batches: a group's sum
-/// beyond that is handed over as several rows of the same group.
-fn conns_to_u32(columns: &mut [(&'static str, Column)]) {
-    let Some(i) = columns.iter().position(|(n, _)| *n == "conns") else {
-        return;
-    };
-    let Column::U64(sums) = std::mem::replace(&mut columns[i].1, Column::U32(Vec::new())) else {
-        return;
-    };
-    let mut out: Vec<u32> = Vec::with_capacity(sums.len());
-    let mut extra: Vec<(usize, u32)> = Vec::new();
-    for (r, mut c) in sums.into_iter().enumerate() {
-        out.push(c.min(u32::MAX as u64) as u32);
-        c -= c.min(u32::MAX as u64);
-        while c > 0 {
-            let part = c.min(u32::MAX as u64);
-            extra.push((r, part as u32));
-            c -= part;
-        }
-    }
-    columns[i].1 = Column::U32(out);
-    for (r, part) in extra {
-        for (j, (_, col)) in columns.iter_mut().enumerate() {
-            match col {
-                Column::U32(v) if j == i => v.push(part),
-                Column::U64(v) => v.push(0),
-                Column::U8(v) => v.push(v[r]),
-                Column::U16(v) => v.push(v[r]),
-                Column::U32(v) => v.push(v[r]),
-                Column::I64(v) => v.push(v[r]),
-                Column::Ip(v) => v.push(v[r]),
-                Column::Str(v) => v.push(v[r].clone()),
-                Column::Bool(v) => v.push(v[r]),
-                Column::OptU64(v) => v.push(v[r]),
-                Column::OptI64(v) => v.push(v[r]),
-            }
-        }
-    }
+/// Runs `spec` against ClickHouse, feeding the engine; returns its answer.
+pub fn run(server: &Server, spec: QuerySpec, probes: &[String]) -> Result<ResultTable, ChError> {
+    run_checked(server, spec, probes, &mut |_| Ok(()))
 }
 
-fn empty(ty: ChType) -> Column {
-    match ty {
-        ChType::Time => Column::I64(Vec::new()),
-        ChType::Dur => Column::OptI64(Vec::new()),
-        ChType::U8 => Column::U8(Vec::new()),
-        ChType::U16 => Column::U16(Vec::new()),
-        ChType::U32 => Column::U32(Vec::new()),
-        ChType::U64 => Column::U64(Vec::new()),
-        ChType::OptU64 | ChType::OptU16 => Column::OptU64(Vec::new()),
-        ChType::Ip => Column::Ip(Vec::new()),
-        ChType::Str | ChType::Lc => Column::Str(Vec::new()),
-        ChType::Bool => Column::Bool(Vec::new()),
-    }
+/// The whole answer's figures when ClickHouse sent only the top groups.
+#[derive(Debug, Clone, Copy)]
+struct Whole {
+    groups: u64,
+    records: u64,
+    total: wirelog_query::Acc,
 }
 
-/// Length of one RowBinary value of `ty` at the start of `b`; `None` when
-/// `b` ends first.
-fn value_len(ty: ChType, b: &[u8]) -> Option<usize> {
-    let fixed = |n: usize| (b.len() >= n).then_some(n);
-    match ty {
-        ChType::Time | ChType::U64 => fixed(8),
-        ChType::U8 | ChType::Bool => fixed(1),
-        ChType::U16 => fixed(2),
-        ChType::U32 => fixed(4),
-        ChType::Ip => fixed(16),
-        ChType::Dur | ChType::OptU64 => match b.first()? {
-            0 => fixed(9),
-            _ => Some(1),
-        },
-        ChType::OptU16 => match b.first()? {
-            0 => fixed(3),
-            _ => Some(1),
-        },
-        ChType::Str | ChType::Lc => {
-            let (mut n, mut shift, mut i) = (0u64, 0, 0);
-            loop {
-                let byte = *b.get(i)?;
-                n |= ((byte & 0x7f) as u64) << shift;
-                i += 1;
-                if byte & 0x80 == 0 {
-                    break;
-                }
-                shift += 7;
-                if shift > 63 {
-                    return None;
-                }
-            }
-            let end = i.checked_add(n as usize)?;
-            (b.len() >= end).then_some(end)
-        }
-    }
-}
-
-fn le<const N: usize>(b: &[u8]) -> [u8; N] {
-    b[..N].try_into().unwrap()
-}
-
-/// Appends one value (whose length `value_len` checked) to its column.
-fn push(col: &mut Column, ty: ChType, b: &[u8]) {
-    match (col, ty) {
-        (Column::I64(v), ChType::Time) => v.push(i64::from_le_bytes(le(b)) * 1000),
-        (Column::OptI64(v), _) => v.push((b[0] == 0).then(|| i64::from_le_bytes(le(&b[1..])) * 1000)),
-        (Column::U8(v), _) => v.push(b[0]),
-        (Column::U16(v), _) => v.push(u16::from_le_bytes(le(b))),
-        (Column::U32(v), _) => v.push(u32::from_le_bytes(le(b))),
-        (Column::U64(v), _) => v.push(u64::from_le_bytes(le(b))),
-        (Column::OptU64(v), ChType::OptU16) => v.push((b[0] == 0).then(|| u16::from_le_bytes(le(&b[1..])) as u64)),
-        (Column::OptU64(v), _) => v.push((b[0] == 0).then(|| u64::from_le_bytes(le(&b[1..])))),
-        (Column::Ip(v), _) => v.push(le(b)),
-        (Column::Str(v), _) => {
-            let start = b.iter().position(|x| x & 0x80 == 0).map_or(b.len(), |i| i + 1);
-            v.push(String::from_utf8_lossy(&b[start..]).into_owned());
-        }
-        (Column::Bool(v), _) => v.push(b[0] != 0),
-        (c, ty) => unreachable!("column {c:?} for {ty:?}"),
-    }
-}
-
-/// Runs `spec` against ClickHouse, feeding the engine; returns the engine.
-pub fn run(server: &Server, spec: QuerySpec, probes: &[String]) -> Result<Engine, ChError> {
-    let kind: Kind = spec.kind;
-    let mut spec = spec;
-    let (sql, cols, grouped) = match flows_sql(server, &spec, probes) {
-        Some((sql, cols)) => {
-            // The server applied the filter and the time range to every
-            // row before adding them up; the engine only merges groups.
-            spec.filter = None;
-            spec.time_range = None;
-            (sql, cols, true)
-        }
-        None => {
-            let (sql, cols) = select_sql(server, &spec, probes);
-            (sql, cols, false)
-        }
-    };
-    let mut engine = Engine::new(spec).map_err(|e| ChError(e.to_string()))?;
+/// [`run`], with `check` called on the engine after each batch (a caller's
+/// time or memory limit: its error stops the query).
+pub fn run_checked(
+    server: &Server,
+    spec: QuerySpec,
+    probes: &[String],
+    check: &mut dyn FnMut(&Engine) -> Result<(), ChError>,
+) -> Result<ResultTable, ChError> {
     let rt = runtime().map_err(|e| ChError(format!("cannot start the ClickHouse client: {e}")))?;
     let client = server.client().with_compression(clickhouse::Compression::None);
-    rt.block_on(async {
-        let mut cursor = client.query(&sql).fetch_bytes("RowBinary").map_err(|e| ChError(e.to_string()))?;
-        let mut buf: Vec<u8> = Vec::new();
-        let mut columns: Vec<(&'static str, Column)> = cols.iter().map(|(n, t)| (*n, empty(*t))).collect();
-        let mut rows = 0;
-        let mut flush = |columns: &mut Vec<(&'static str, Column)>, rows: &mut usize| -> Result<(), ChError> {
-            let mut full = std::mem::replace(columns, cols.iter().map(|(n, t)| (*n, empty(*t))).collect());
-            if grouped {
-                conns_to_u32(&mut full);
+    match grouped::grouped_sql(server, &spec, probes) {
+        Some(g) => {
+            // The server applied the filter and the time range to every
+            // record before grouping; the engine only merges groups.
+            let mut spec = spec;
+            spec.filter = None;
+            spec.time_range = None;
+            let engine = Engine::new(spec).map_err(|e| ChError(e.to_string()))?;
+            let (engine, whole) = rt.block_on(fetch_groups(server, &client, g, engine, check))?;
+            let mut t = engine.finish();
+            if let Some(w) = whole {
+                t.groups = w.groups as usize;
+                t.total = w.total;
+                t.rows_matched = w.records;
+                t.rows_scanned = w.records;
             }
-            engine.consume(&Batch { kind, columns: full }).map_err(|e| ChError(e.to_string()))?;
-            *rows = 0;
-            Ok(())
-        };
-        loop {
-            let chunk = tokio::time::timeout(server.timeout, cursor.next())
-                .await
-                .map_err(|_| ChError(format!("no data from ClickHouse within {:?}", server.timeout)))?
-                .map_err(|e| ChError(e.to_string()))?;
-            let done = chunk.is_none();
-            if let Some(c) = chunk {
-                buf.extend_from_slice(&c);
-            }
-            let mut at = 0;
-            'rows: loop {
-                // A row is taken only when all of it has arrived.
-                let mut ends = Vec::with_capacity(cols.len());
-                let mut p = at;
-                for (_, ty) in &cols {
-                    match value_len(*ty, &buf[p..]) {
-                        Some(n) => {
-                            ends.push((p, p + n));
-                            p += n;
-                        }
-                        None => break 'rows,
-                    }
+            Ok(t)
+        }
+        None => {
+            let engine = Engine::new(spec.clone()).map_err(|e| ChError(e.to_string()))?;
+            rt.block_on(fetch_records(server, &client, &spec, probes, engine, check)).map(Engine::finish)
+        }
+    }
+}
+
+/// The groups ClickHouse formed, merged into the engine batch by batch.
+async fn fetch_groups(
+    server: &Server,
+    client: &clickhouse::Client,
+    g: grouped::Grouped,
+    mut engine: Engine,
+    check: &mut dyn FnMut(&Engine) -> Result<(), ChError>,
+) -> Result<(Engine, Option<Whole>), ChError> {
+    let kind = engine.spec().kind;
+    let mut cells: Vec<Cell> = g.keys.iter().map(|&(_, t)| Cell::Col(t)).collect();
+    let n_keys = cells.len();
+    cells.extend([Cell::U64; 6]);
+    if g.hist {
+        cells.push(Cell::Runs);
+    }
+    let at_whole = cells.len();
+    if g.top {
+        cells.extend([Cell::U64; 7]);
+    }
+    let mut whole: Option<Whole> = None;
+    let fresh = || g.keys.iter().map(|&(n, t)| (n, empty(t))).collect::<Vec<(&'static str, Column)>>();
+    let mut keys = fresh();
+    let mut sums: Vec<(wirelog_query::Acc, u64)> = Vec::new();
+    let mut hist: Vec<(u32, u64, i64, i64)> = Vec::new();
+    let mut flush = |keys: &mut Vec<(&'static str, Column)>,
+                     sums: &mut Vec<(wirelog_query::Acc, u64)>,
+                     hist: &mut Vec<(u32, u64, i64, i64)>,
+                     engine: &mut Engine|
+     -> Result<(), ChError> {
+        let batch = Batch { kind, columns: std::mem::replace(keys, fresh()) };
+        engine
+            .consume_partial(&Partial { keys: &batch, sums, hist })
+            .map_err(|e| ChError(e.to_string()))?;
+        sums.clear();
+        hist.clear();
+        check(engine)
+    };
+    stream(server, client, &g.sql, &cells, |row| {
+        let u = |i: usize| u64::from_le_bytes(le(row.cell(n_keys + i)));
+        if g.top && whole.is_none() {
+            let w = |i: usize| u64::from_le_bytes(le(row.cell(at_whole + i)));
+            let total = wirelog_query::Acc { bytes_out: w(2), pkts_out: w(3), bytes_in: w(4), pkts_in: w(5), conns: w(6) };
+            whole = Some(Whole { groups: w(0), records: w(1), total });
+        }
+        let records = u(0);
+        // A question without `--by` or `--every` is one aggregate, which
+        // SQL answers with a row even when nothing matched.
+        if records == 0 {
+            return Ok(());
+        }
+        let r = sums.len() as u32;
+        for (i, ((_, col), &(_, ty))) in keys.iter_mut().zip(&g.keys).enumerate() {
+            push(col, ty, row.cell(i));
+        }
+        let acc = wirelog_query::Acc { bytes_out: u(1), pkts_out: u(2), bytes_in: u(3), pkts_in: u(4), conns: u(5) };
+        sums.push((acc, records));
+        if g.hist {
+            for (count, lo, hi) in runs(row.cell(n_keys + 6)) {
+                let (lo, hi) = (lo.saturating_mul(1000), hi.saturating_mul(1000));
+                if wirelog_query::hist::bucket(lo) != wirelog_query::hist::bucket(hi) {
+                    return Err(ChError(format!(
+                        "ClickHouse put {lo} ns and {hi} ns in one histogram bucket; the engine does not (report this)"
+                    )));
                 }
-                for ((_, col), ((_, ty), (s, e))) in columns.iter_mut().zip(cols.iter().zip(ends)) {
-                    push(col, *ty, &buf[s..e]);
-                }
-                at = p;
-                rows += 1;
-                if rows >= BATCH_ROWS {
-                    flush(&mut columns, &mut rows)?;
-                }
-            }
-            buf.drain(..at);
-            if done {
-                if !buf.is_empty() {
-                    return Err(ChError(format!("ClickHouse's answer ends inside a row ({} bytes left)", buf.len())));
-                }
-                break;
+                hist.push((r, count, lo, hi));
             }
         }
-        if rows > 0 {
-            flush(&mut columns, &mut rows)?;
+        if sums.len() >= BATCH_ROWS {
+            flush(&mut keys, &mut sums, &mut hist, &mut engine)?;
         }
-        Ok::<(), ChError>(())
-    })?;
+        Ok(())
+    })
+    .await?;
+    if !sums.is_empty() {
+        flush(&mut keys, &mut sums, &mut hist, &mut engine)?;
+    }
+    Ok((engine, whole))
+}
+
+/// The matching records, with the columns the query reads, into the engine.
+async fn fetch_records(
+    server: &Server,
+    client: &clickhouse::Client,
+    spec: &QuerySpec,
+    probes: &[String],
+    mut engine: Engine,
+    check: &mut dyn FnMut(&Engine) -> Result<(), ChError>,
+) -> Result<Engine, ChError> {
+    let (sql, cols) = select_sql(server, spec, probes);
+    let kind = spec.kind;
+    let cells: Vec<Cell> = cols.iter().map(|&(_, t)| Cell::Col(t)).collect();
+    let fresh = || cols.iter().map(|&(n, t)| (n, empty(t))).collect::<Vec<(&'static str, Column)>>();
+    let mut columns = fresh();
+    let mut rows = 0;
+    stream(server, client, &sql, &cells, |row| {
+        for (i, ((_, col), &(_, ty))) in columns.iter_mut().zip(&cols).enumerate() {
+            push(col, ty, row.cell(i));
+        }
+        rows += 1;
+        if rows >= BATCH_ROWS {
+            let batch = Batch { kind, columns: std::mem::replace(&mut columns, fresh()) };
+            engine.consume(&batch).map_err(|e| ChError(e.to_string()))?;
+            rows = 0;
+            check(&engine)?;
+        }
+        Ok(())
+    })
+    .await?;
+    if rows > 0 {
+        let batch = Batch { kind, columns: std::mem::replace(&mut columns, fresh()) };
+        engine.consume(&batch).map_err(|e| ChError(e.to_string()))?;
+    }
     Ok(engine)
+}
+
+/// What one kind's table holds: rows, first and last record time (ns),
+/// and its active parts and their compressed bytes (the whole table: parts
+/// are not per probe).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableExtent {
+    pub kind: Kind,
+    pub rows: u64,
+    pub first_ns: Option<i64>,
+    pub last_ns: Option<i64>,
+    pub parts: u64,
+    pub bytes: u64,
+}
+
+/// Every kind's [`TableExtent`], of `probes` (empty: all), in one statement.
+pub fn extent(server: &Server, probes: &[String]) -> Result<Vec<TableExtent>, ChError> {
+    let filter = if probes.is_empty() {
+        String::new()
+    } else {
+        let p: Vec<String> = probes.iter().map(|p| literal(p)).collect();
+        format!(" WHERE probe IN ({})", p.join(", "))
+    };
+    let parts: Vec<String> = Kind::ALL
+        .iter()
+        .map(|&k| {
+            let t = Table::Store(k);
+            let time = t.time_column();
+            format!(
+                "SELECT {}, count(), toUnixTimestamp64Micro(min(`{time}`)), toUnixTimestamp64Micro(max(`{time}`)), \
+                 (SELECT count(), sum(data_compressed_bytes) FROM system.parts WHERE active AND database = {} AND table = {}) \
+                 FROM {}{filter}",
+                literal(k.as_str()),
+                literal(&server.database),
+                literal(t.name()),
+                server.table(t),
+            )
+        })
+        .collect();
+    let text = crate::client::run_sql(server, &[parts.join(" UNION ALL ")])?;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let bad = || ChError(format!("unexpected extent row from ClickHouse: {line:?}"));
+        let kind = f.first().and_then(|k| Kind::from_name(k)).ok_or_else(bad)?;
+        let num = |i: usize| f.get(i).and_then(|v| v.trim_matches(|c| c == '(' || c == ')').parse::<i64>().ok());
+        let rows = num(1).ok_or_else(bad)? as u64;
+        // The parts' tuple comes as "(N,B)".
+        let (parts, bytes) = f
+            .get(4)
+            .and_then(|t| t.trim_matches(|c| c == '(' || c == ')').split_once(','))
+            .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+            .unwrap_or((0, 0));
+        let time = |i: usize| num(i).filter(|_| rows > 0).map(|us| us.saturating_mul(1000));
+        out.push(TableExtent { kind, rows, first_ns: time(2), last_ns: time(3), parts, bytes });
+    }
+    out.sort_by_key(|e| Kind::ALL.iter().position(|k| *k == e.kind));
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -429,23 +411,5 @@ mod tests {
             "{sql}"
         );
         assert!(sql.contains("startsWith(`history`, 'Sh')"), "{sql}");
-    }
-}
-
-#[cfg(test)]
-mod split_tests {
-    use super::*;
-
-    #[test]
-    fn a_connection_sum_beyond_32_bits_becomes_several_rows_of_its_group() {
-        let mut cols = vec![
-            ("server_port", Column::U16(vec![443, 80])),
-            ("conns", Column::U64(vec![u32::MAX as u64 * 2 + 5, 7])),
-            ("bytes_out", Column::U64(vec![100, 200])),
-        ];
-        conns_to_u32(&mut cols);
-        assert_eq!(cols[0].1, Column::U16(vec![443, 80, 443, 443]));
-        assert_eq!(cols[1].1, Column::U32(vec![u32::MAX, 7, u32::MAX, 5]));
-        assert_eq!(cols[2].1, Column::U64(vec![100, 200, 0, 0]));
     }
 }

@@ -53,8 +53,25 @@ pub struct ResultTable {
     pub rows_matched: u64,
 }
 
+/// Groups another backend already formed (a database's `GROUP BY` over the
+/// records that passed the filter and the time range), merged as if their
+/// records had been consumed one by one: the same sums, the same
+/// histograms, so the same answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Partial<'a> {
+    /// One row per group: the `--by` columns and, for a time series, the
+    /// time column (any time in the interval; the engine floors it).
+    pub keys: &'a Batch,
+    /// Per row: the group's sums and how many records it holds.
+    pub sums: &'a [(Acc, u64)],
+    /// Histogram runs: (row, count, smallest, largest), durations
+    /// (latencies) in ns, all of one run in one [`crate::hist::bucket`].
+    pub hist: &'a [(u32, u64, i64, i64)],
+}
+
 trait Grouper: Send {
     fn consume(&mut self, batch: &Batch, sel: &[u32]) -> Result<(), SchemaError>;
+    fn merge(&mut self, p: &Partial) -> Result<(), SchemaError>;
     fn finish(self: Box<Self>, spec: &QuerySpec) -> (Vec<Row>, Acc, usize);
     fn heap_bytes(&self) -> usize;
     fn groups(&self) -> usize;
@@ -172,6 +189,35 @@ impl Engine {
         self.grouper.consume(batch, &self.sel)
     }
 
+    /// Merges groups formed elsewhere ([`Partial`]). The filter and the
+    /// time range are not applied to them: the backend that formed them
+    /// did, so give this engine a spec without them.
+    pub fn consume_partial(&mut self, p: &Partial) -> Result<(), SchemaError> {
+        if p.keys.kind != self.spec.kind {
+            return Err(SchemaError {
+                column: "",
+                problem: SchemaProblem::WrongKind,
+            });
+        }
+        let n = p.sums.len();
+        if n == 0 {
+            return Ok(());
+        }
+        if n > u32::MAX as usize
+            || p.keys.columns.iter().any(|(_, c)| c.len() != n)
+            || p.hist.iter().any(|h| h.0 as usize >= n)
+        {
+            return Err(SchemaError {
+                column: p.keys.columns.first().map_or("", |c| c.0),
+                problem: SchemaProblem::Length,
+            });
+        }
+        let records: u64 = p.sums.iter().map(|s| s.1).sum();
+        self.rows_scanned += records;
+        self.rows_matched += records;
+        self.grouper.merge(p)
+    }
+
     /// Groups so far.
     pub fn groups(&self) -> usize {
         self.grouper.groups()
@@ -265,6 +311,8 @@ struct GroupBy<const N: usize> {
     hashes: Vec<u64>,
     hist: Option<Hist>,
     bufs: [Vec<u64>; 5],
+    /// `merge`'s rows, then their groups.
+    sel: Vec<u32>,
 }
 
 impl<const N: usize> GroupBy<N> {
@@ -277,6 +325,7 @@ impl<const N: usize> GroupBy<N> {
             hashes: Vec::new(),
             hist,
             bufs: Default::default(),
+            sel: Vec::new(),
         }
     }
 }
@@ -347,6 +396,28 @@ impl<const N: usize> Grouper for GroupBy<N> {
                 if let Some(d) = d {
                     h.add(g as u32, d);
                 }
+            }
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, p: &Partial) -> Result<(), SchemaError> {
+        let m = p.sums.len();
+        self.sel.clear();
+        self.sel.extend(0..m as u32);
+        self.keys.clear();
+        self.keys.resize(m, [0; N]);
+        self.layout.write(&mut self.keys, p.keys, &self.sel)?;
+        // `sel` now maps each row to its group.
+        for (i, (acc, _)) in p.sums.iter().enumerate() {
+            let h = self.table.hash(&self.keys[i]);
+            let g = self.table.find_or_insert(&self.keys[i], h);
+            self.table.groups[g].acc.add(acc);
+            self.sel[i] = g as u32;
+        }
+        if let Some(h) = &mut self.hist {
+            for &(row, count, lo, hi) in p.hist {
+                h.add_run(self.sel[row as usize], count, lo, hi);
             }
         }
         Ok(())

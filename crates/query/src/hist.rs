@@ -22,8 +22,10 @@ use crate::hash::{fast_map, FastMap};
 /// The percentiles reported: p50, p95, p99.
 pub const PERCENTILES: [u64; 3] = [50, 95, 99];
 
+/// The histogram bucket of a duration in ns (public so that another
+/// backend grouping durations by bucket can check it agrees).
 #[inline]
-pub(crate) fn bucket(ns: i64) -> u16 {
+pub fn bucket(ns: i64) -> u16 {
     let us = (ns.max(0) / 1000) as u64;
     if us < 16 {
         return us as u16;
@@ -77,6 +79,19 @@ impl Hist {
         e.0 += 1;
         e.1 = e.1.min(ns);
         e.2 = e.2.max(ns);
+    }
+
+    /// Adds `count` values of one bucket whose smallest is `lo` and largest
+    /// `hi` (ns), as `count` calls of [`Hist::add`] would; the caller makes
+    /// sure `bucket(lo) == bucket(hi)`.
+    pub(crate) fn add_run(&mut self, group: u32, count: u64, lo: i64, hi: i64) {
+        let e = self
+            .counts
+            .entry((group as u64) << 16 | bucket(lo) as u64)
+            .or_insert((0, lo, hi));
+        e.0 += count;
+        e.1 = e.1.min(lo);
+        e.2 = e.2.max(hi);
     }
 
     /// Percentiles per target, and how many values it holds, where

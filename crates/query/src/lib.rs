@@ -128,7 +128,7 @@ pub mod value;
 #[cfg(test)]
 mod tests;
 
-pub use engine::{Engine, ResultTable, Row};
+pub use engine::{Engine, Partial, ResultTable, Row};
 pub use error::{QueryError, SchemaError, SchemaProblem};
 pub use expr::{CmpOp, Expr, Operand, Pred, Test};
 pub use field::{Field, Ty, Unit};

@@ -1917,3 +1917,131 @@ fn tx_time_series() {
     assert!(csv.starts_with("time,qtype_name,count,errors,"), "{csv}");
 }
 
+
+// ---- groups formed elsewhere (a database's GROUP BY) ----
+
+fn gather(col: &Column, rows: &[usize]) -> Column {
+    fn g<T: Clone>(v: &[T], rows: &[usize]) -> Vec<T> {
+        rows.iter().map(|&r| v[r].clone()).collect()
+    }
+    match col {
+        Column::U8(v) => Column::U8(g(v, rows)),
+        Column::U16(v) => Column::U16(g(v, rows)),
+        Column::U32(v) => Column::U32(g(v, rows)),
+        Column::U64(v) => Column::U64(g(v, rows)),
+        Column::OptU64(v) => Column::OptU64(g(v, rows)),
+        Column::I64(v) => Column::I64(g(v, rows)),
+        Column::OptI64(v) => Column::OptI64(g(v, rows)),
+        Column::Ip(v) => Column::Ip(g(v, rows)),
+        Column::Str(v) => Column::Str(g(v, rows)),
+        Column::Bool(v) => Column::Bool(g(v, rows)),
+    }
+}
+
+/// What a backend grouping one batch by (interval, `--by` values, duration
+/// bucket) hands over: one row per group (its first record's key columns),
+/// its sums and record count, and (count, min, max) per duration bucket.
+fn partial_of(spec: &QuerySpec, b: &Batch) -> (Batch, Vec<(Acc, u64)>, Vec<(u32, u64, i64, i64)>) {
+    let v = crate::field::value_cols(spec.kind);
+    let time = Field::time(spec.kind).name();
+    let num = |n: &str, r: usize| match cell(b, n, r) {
+        V::U(x) => x.unwrap_or(0),
+        V::I(x) => x.unwrap_or(0).max(0) as u64,
+        V::S(s) => (s == "error") as u64,
+        _ => unreachable!(),
+    };
+    let mut index: HashMap<(Option<i64>, Vec<KeyValue>), usize> = HashMap::new();
+    let mut first: Vec<usize> = Vec::new();
+    let mut sums: Vec<(Acc, u64)> = Vec::new();
+    let mut runs: HashMap<(usize, u16), (u64, i64, i64)> = HashMap::new();
+    for r in 0..b.rows() {
+        let t = spec.every_ns.map(|e| match cell(b, time, r) {
+            V::I(Some(t)) => t.div_euclid(e),
+            _ => panic!(),
+        });
+        let key = spec.by.iter().map(|&f| key_value(cell(b, f.name(), r))).collect();
+        let g = *index.entry((t, key)).or_insert_with(|| {
+            first.push(r);
+            sums.push((Acc::default(), 0));
+            first.len() - 1
+        });
+        let (acc, n) = &mut sums[g];
+        *n += 1;
+        acc.bytes_out += num(v.bytes_out, r);
+        acc.pkts_out += num(v.pkts_out, r);
+        acc.bytes_in += num(v.bytes_in, r);
+        acc.pkts_in += num(v.pkts_in, r);
+        acc.conns += v.conns.map_or(1, |c| num(c, r));
+        if let Some(h) = crate::field::hist_col(spec.kind) {
+            if let V::I(Some(d)) = cell(b, h, r) {
+                let e = runs.entry((g, crate::hist::bucket(d))).or_insert((0, d, d));
+                *e = (e.0 + 1, e.1.min(d), e.2.max(d));
+            }
+        }
+    }
+    let mut names: Vec<&'static str> = spec.by.iter().map(|f| f.name()).collect();
+    if spec.every_ns.is_some() {
+        names.push(time);
+    }
+    let keys = Batch {
+        kind: spec.kind,
+        columns: names
+            .iter()
+            .map(|&n| (n, gather(b.column(n).unwrap(), &first)))
+            .collect(),
+    };
+    let hist = runs.into_iter().map(|((g, _), (c, lo, hi))| (g as u32, c, lo, hi)).collect();
+    (keys, sums, hist)
+}
+
+/// Merging groups formed per batch elsewhere gives the answer consuming
+/// the records gives, percentiles and all (what `query --clickhouse`
+/// relies on for its server-side GROUP BY).
+#[test]
+fn partial_groups_merge_to_the_same_answer() {
+    let mut rng = Rng(21);
+    let conns: Vec<Batch> = (0..3).map(|_| conns_batch(&mut rng, 2000)).collect();
+    let flows: Vec<Batch> = (0..3).map(|_| flows_batch(&mut rng, 2000)).collect();
+    let dns = tx_batches(Kind::Dns, 3000, 5);
+    let http = tx_batches(Kind::Http, 3000, 6);
+    let cases: &[(Kind, &[Batch], &str, &str, Option<usize>, Option<&str>)] = &[
+        (Kind::Conns, &conns, "proto", "p99", Some(0), None),
+        (Kind::Conns, &conns, "orig_h,resp_p", "", Some(5), None),
+        (Kind::Conns, &conns, "service,vlan", "duration_p50:asc", Some(3), Some("5m")),
+        (Kind::Conns, &conns, "duration", "conns", None, None),
+        (Kind::Flows, &flows, "sip,dport", "", Some(4), None),
+        (Kind::Flows, &flows, "iface", "pkts", None, Some("5m")),
+        (Kind::Dns, &dns, "query,qtype_name", "p95", Some(0), None),
+        (Kind::Dns, &dns, "rcode_name", "latency_avg", Some(2), Some("1h")),
+        (Kind::Http, &http, "host,status_code", "errors", Some(3), None),
+        (Kind::Http, &http, "", "", None, Some("5m")),
+    ];
+    for &(kind, batches, by, sort, top, every) in cases {
+        let spec = parse_query(kind, None, Some(by), Some(sort), top, every).unwrap();
+        let want = run(&spec, batches);
+        let mut e = Engine::new(spec.clone()).unwrap();
+        for b in batches {
+            let (keys, sums, hist) = partial_of(&spec, b);
+            e.consume_partial(&crate::Partial { keys: &keys, sums: &sums, hist: &hist })
+                .unwrap();
+        }
+        let got = e.finish();
+        let label = format!("{kind:?} by {by:?} sort {sort:?} top {top:?} every {every:?}");
+        assert_eq!(got.rows, want.rows, "{label}");
+        assert_eq!((got.total, got.groups, got.rows_matched), (want.total, want.groups, want.rows_matched), "{label}");
+        assert!(!got.rows.is_empty(), "{label}");
+    }
+    // A group's sums beyond 32 bits arrive whole.
+    let spec = parse_query(Kind::Flows, None, Some("dport"), None, None, None).unwrap();
+    let mut e = Engine::new(spec).unwrap();
+    let keys = Batch { kind: Kind::Flows, columns: vec![("server_port", Column::U16(vec![443]))] };
+    let acc = Acc { conns: u32::MAX as u64 * 3, ..Acc::default() };
+    e.consume_partial(&crate::Partial { keys: &keys, sums: &[(acc, 7)], hist: &[] }).unwrap();
+    let t = e.finish();
+    assert_eq!((t.rows[0].acc.conns, t.rows_matched), (u32::MAX as u64 * 3, 7));
+    // A histogram run naming a row that is not there is refused.
+    let mut e = Engine::new(parse_query(Kind::Conns, None, Some("proto"), None, None, None).unwrap()).unwrap();
+    let keys = Batch { kind: Kind::Conns, columns: vec![("proto", Column::Str(vec!["tcp".into()]))] };
+    let err = e.consume_partial(&crate::Partial { keys: &keys, sums: &[(Acc::default(), 1)], hist: &[(1, 1, 5, 5)] });
+    assert!(err.is_err());
+}

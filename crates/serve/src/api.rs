@@ -54,20 +54,22 @@ impl State {
         }
     }
 
-    /// The store's extent, read from the files' footers at most every 5 s.
-    pub fn extent(&self) -> Arc<Vec<health::KindExtent>> {
+    /// The store's extent, read from the files' footers (or asked of the
+    /// backend) at most every 5 s.
+    pub fn extent(&self) -> Result<Arc<Vec<health::KindExtent>>, String> {
         let mut g = self.extent.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((at, e)) = g.as_ref() {
             if at.elapsed() < Duration::from_secs(5) {
-                return e.clone();
+                return Ok(e.clone());
             }
         }
-        let e = Arc::new(match &self.opts.store {
-            Some(dir) => health::extent(dir),
-            None => Vec::new(),
+        let e = Arc::new(match (&self.opts.backend, &self.opts.store) {
+            (Some(b), _) => b.extent()?,
+            (None, Some(dir)) => health::extent(dir),
+            (None, None) => Vec::new(),
         });
         *g = Some((Instant::now(), e.clone()));
-        e
+        Ok(e)
     }
 }
 
@@ -256,7 +258,11 @@ pub(crate) async fn run_by(
     spec: QuerySpec,
     deadline: Instant,
 ) -> Result<ResultTable, ApiError> {
-    let dir = store_dir(state)?;
+    let backend = state.opts.backend.clone();
+    let dir = match backend {
+        Some(_) => PathBuf::new(),
+        None => store_dir(state)?,
+    };
     let limits = state.opts.limits;
     let _permit = state.gate.acquire().await.map_err(|_| {
         ApiError::new(
@@ -265,9 +271,48 @@ pub(crate) async fn run_by(
             "the server is stopping",
         )
     })?;
-    tokio::task::spawn_blocking(move || execute(&dir, spec, limits, deadline))
-        .await
-        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "the query failed"))?
+    tokio::task::spawn_blocking(move || match backend {
+        Some(b) => b
+            .run(spec, deadline, MAX_QUERY_BYTES)
+            .map_err(|e| backend_error(&*b, e, limits)),
+        None => execute(&dir, spec, limits, deadline),
+    })
+    .await
+    .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "the query failed"))?
+}
+
+fn too_long(limits: Limits) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        None,
+        format!(
+            "the query ran longer than {} s and was stopped; narrow 'from'/'to' or 'where'",
+            limits.timeout.as_secs_f64()
+        ),
+    )
+}
+
+fn too_big() -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        None,
+        format!(
+            "the query needed more than {} MiB of groups and was stopped; group by fewer fields or narrow 'where'",
+            MAX_QUERY_BYTES >> 20
+        ),
+    )
+}
+
+/// A backend's failure as the API says it: the limits as for the store; a
+/// failure of the server behind us as 502, naming it.
+fn backend_error(b: &dyn crate::Backend, e: crate::BackendError, limits: Limits) -> ApiError {
+    match e {
+        crate::BackendError::Time => too_long(limits),
+        crate::BackendError::Memory => too_big(),
+        crate::BackendError::Failed(m) => {
+            ApiError::new(StatusCode::BAD_GATEWAY, None, format!("{}: {m}", b.name()))
+        }
+    }
 }
 
 /// What `wirelog query` does: prune by time and ranges, read only the
@@ -309,22 +354,8 @@ fn execute(
     });
     match res {
         Ok(_) => Ok(engine.finish()),
-        Err(StoreError::Callback(why)) if why == "time" => Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            None,
-            format!(
-                "the query ran longer than {} s and was stopped; narrow 'from'/'to' or 'where'",
-                limits.timeout.as_secs_f64()
-            ),
-        )),
-        Err(StoreError::Callback(why)) if why == "memory" => Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            None,
-            format!(
-                "the query needed more than {} MiB of groups and was stopped; group by fewer fields or narrow 'where'",
-                MAX_QUERY_BYTES >> 20
-            ),
-        )),
+        Err(StoreError::Callback(why)) if why == "time" => Err(too_long(limits)),
+        Err(StoreError::Callback(why)) if why == "memory" => Err(too_big()),
         Err(StoreError::Callback(_)) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             None,
@@ -605,7 +636,9 @@ async fn service_map(
 }
 
 async fn extent(AxState(state): AxState<Arc<State>>) -> Result<Response, ApiError> {
-    store_dir(&state)?;
+    if state.opts.backend.is_none() {
+        store_dir(&state)?;
+    }
     let s = state.clone();
     let e = tokio::task::spawn_blocking(move || s.extent())
         .await
@@ -615,6 +648,10 @@ async fn extent(AxState(state): AxState<Arc<State>>) -> Result<Response, ApiErro
                 None,
                 "cannot read the store",
             )
+        })?
+        .map_err(|m| {
+            let name = state.opts.backend.as_ref().map(|b| b.name()).unwrap_or_default();
+            ApiError::new(StatusCode::BAD_GATEWAY, None, format!("/api/extent: {name}: {m}"))
         })?;
     Ok(json_response(
         serde_json::to_string(&*e).unwrap_or_default(),

@@ -157,7 +157,8 @@ pub(crate) fn report(state: &State) -> Value {
         "uptime_s": state.started.elapsed().as_secs_f64(),
         "now": now,
         "live": state.opts.live.as_ref().map(|l| l.snapshot()),
-        "store": state.opts.store.as_ref().map(|_| (*state.extent()).clone()),
+        "store": state.opts.store.as_ref().map(|_| (*state.extent().unwrap_or_default()).clone()),
+        "backend": state.opts.backend.as_ref().map(|b| b.name()),
         "sample_every_s": SAMPLE_EVERY.as_secs_f64(),
         "history": history,
     })

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-pub use health::{Live, LiveSnapshot, StoreWritten, WorkerLive};
+pub use health::{KindExtent, Live, LiveSnapshot, StoreWritten, WorkerLive};
 
 /// Queries run at once; more wait (each request still has its time limit).
 pub const QUERY_THREADS: usize = 2;
@@ -56,11 +56,43 @@ impl Default for Limits {
     }
 }
 
+/// Why a [`Backend`] did not answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendError {
+    /// The deadline passed (503, as for the store).
+    Time,
+    /// The engine's groups outgrew the byte limit given (503).
+    Memory,
+    /// The backend failed (502: the server behind us did).
+    Failed(String),
+}
+
+/// Where the API's questions go instead of the local store (`serve
+/// --clickhouse`): the same `QuerySpec`s every endpoint builds, answered by
+/// another backend with the same engine's `ResultTable`s.
+pub trait Backend: Send + Sync {
+    /// What it is, for messages ("ClickHouse http://host:8123, database wirelog").
+    fn name(&self) -> String;
+    /// Answers one query by `deadline`, the engine within `max_bytes` of groups.
+    fn run(
+        &self,
+        spec: wirelog_query::QuerySpec,
+        deadline: std::time::Instant,
+        max_bytes: usize,
+    ) -> Result<wirelog_query::ResultTable, BackendError>;
+    /// Per kind: rows, first and last time (files and bytes as the backend
+    /// counts its storage), for `/api/extent` and the UI's timeline.
+    fn extent(&self) -> Result<Vec<KindExtent>, String>;
+}
+
 /// What to serve.
 pub struct Options {
     pub listen: SocketAddr,
-    /// The store the API reads (`None`: metrics and health only).
+    /// The store the API reads (`None`: metrics and health only, unless
+    /// `backend`).
     pub store: Option<PathBuf>,
+    /// Answers the API instead of the store.
+    pub backend: Option<Arc<dyn Backend>>,
     /// Required on every request when set.
     pub token: Option<String>,
     /// Serve the UI and the API (`false`: `/metrics` only, for

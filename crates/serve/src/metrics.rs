@@ -282,7 +282,7 @@ pub(crate) fn text(state: &AppState) -> String {
     }
 
     if state.opts.store.is_some() {
-        let e = state.extent();
+        let e = state.extent().unwrap_or_default();
         let by_kind = |f: fn(&crate::health::KindExtent) -> u64| -> Vec<(Labels, i64)> {
             e.iter()
                 .map(|k| (vec![("kind".to_string(), k.kind.to_string())], f(k) as i64))
