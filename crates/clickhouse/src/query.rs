@@ -328,6 +328,9 @@ fn push(col: &mut Column, ty: ChType, b: &[u8]) {
 /// Runs `spec` against ClickHouse, feeding the engine; returns the engine.
 pub fn run(server: &Server, spec: QuerySpec, probes: &[String]) -> Result<Engine, ChError> {
     let kind: Kind = spec.kind;
+    if !Table::ALL.contains(&Table::Store(kind)) {
+        return Err(ChError(format!("{} is not sent to ClickHouse (ask the local store)", kind.as_str())));
+    }
     let mut spec = spec;
     let (sql, cols, grouped) = match flows_sql(server, &spec, probes) {
         Some((sql, cols)) => {
