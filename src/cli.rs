@@ -58,6 +58,8 @@ pub enum Command {
     ///   wirelog query tls --by server_name,version,ja4
     ///   wirelog query tls --where 'established = false' --by server_name,last_alert
     ///   wirelog query tls --where 'not_valid_after < 1798761600' --by server_name,subject
+    ///   wirelog query x509 --expiring 30d --by subject,san_dns,not_valid_after
+    ///   wirelog query mysql --where 'resp_proc = "mysqld"' --by orig_proc   (capture --processes)
     #[command(verbatim_doc_comment)]
     Query(QueryArgs),
     /// Capture live traffic from network interfaces until SIGINT/SIGTERM (or --duration).
