@@ -58,6 +58,8 @@ pub enum Command {
     ///   wirelog query tls --by server_name,version,ja4
     ///   wirelog query tls --where 'established = false' --by server_name,last_alert
     ///   wirelog query tls --where 'not_valid_after < 1798761600' --by server_name,subject
+    ///   wirelog query x509 --expiring 30d --by subject,san_dns,not_valid_after
+    ///   wirelog query mysql --where 'resp_proc = "mysqld"' --by orig_proc   (capture --processes)
     #[command(verbatim_doc_comment)]
     Query(QueryArgs),
     /// Capture live traffic from network interfaces until SIGINT/SIGTERM (or --duration).
@@ -313,6 +315,9 @@ impl ValueEnum for QueryKind {
         let help = match self.0.protocol() {
             Some(p) => p.what(),
             None if self.0 == Kind::Flows => "Flow counters per 5-minute bucket (goProbe style)",
+            None if self.0 == Kind::X509 => {
+                "Certificates TLS handshakes showed (x509.log's columns), one row per certificate, role and hour"
+            }
             None => "Connections (Zeek conn.log)",
         };
         Some(PossibleValue::new(self.0.as_str()).help(help))
@@ -371,6 +376,12 @@ pub struct QueryArgs {
     /// A time series with one row per interval (1m, 5m, 1h, ...).
     #[arg(long, value_name = "DURATION")]
     pub every: Option<String>,
+
+    /// x509 and tls: only certificates whose not_valid_after is before now
+    /// + DURATION (e.g. 30d), already expired ones included; the same as
+    /// `--where 'not_valid_after < <Unix seconds>'` added to --where.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub expiring: Option<Duration>,
 
     /// Output format (default: table on a terminal, csv otherwise).
     #[arg(long, value_enum)]

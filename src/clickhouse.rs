@@ -197,14 +197,16 @@ fn init(a: ClickhouseInitArgs) -> Result<ExitCode> {
         if have.is_empty() {
             continue;
         }
+        let mut prev = None;
         for (col, ty) in t.columns() {
             match have.iter().find(|c| c.1 == col) {
                 Some(c) if c.2 != ty.sql() && !(ty.sql().starts_with("DateTime64") && c.2.starts_with("DateTime64(6")) => {
                     cannot.push(format!("{name}.{col} is {}, wirelog writes {} (change it by hand: ALTER TABLE ... MODIFY COLUMN)", c.2, ty.sql()));
                 }
                 Some(_) => {}
-                None => add.push((t, col, ty)),
+                None => add.push((t, col, ty, prev)),
             }
+            prev = Some(col);
         }
     }
     if !cannot.is_empty() {
@@ -213,15 +215,18 @@ fn init(a: ClickhouseInitArgs) -> Result<ExitCode> {
     let existed = version.is_some();
     ch(&create)?;
     let mut changes = Vec::new();
-    for (t, col, ty) in &add {
+    for (t, col, ty, after) in &add {
         let on = layout.cluster.as_deref().map(|c| format!(" ON CLUSTER {}", schema::ident(c))).unwrap_or_default();
         let mut tables = vec![layout.expected_engine(*t).0];
         if layout.cluster.is_some() {
             tables.push(t.name().to_string());
         }
         for tb in tables {
+            // In the schema's place, so RowBinary (which names no columns)
+            // fits an upgraded table as it fits a new one.
+            let after = after.map(|a| format!(" AFTER {}", schema::ident(a))).unwrap_or_else(|| " FIRST".into());
             changes.push(format!(
-                "ALTER TABLE {}.{}{on} ADD COLUMN IF NOT EXISTS {} {}",
+                "ALTER TABLE {}.{}{on} ADD COLUMN IF NOT EXISTS {} {}{after}",
                 schema::ident(&server.database),
                 schema::ident(&tb),
                 schema::ident(col),

@@ -36,9 +36,23 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
             bail!("--from must be before --to");
         }
     }
+    let where_ = match (args.expiring, args.where_.as_deref()) {
+        (Some(_), _) if !matches!(kind, wirelog_store::Kind::X509 | wirelog_store::Kind::Tls) => {
+            bail!("--expiring applies to `query x509` and `query tls` (certificates), not `query {}`", kind.as_str())
+        }
+        (Some(d), w) => {
+            let until = now / 1_000_000_000 + d.as_secs() as i64;
+            let cond = format!("not_valid_after < {until}");
+            Some(match w.filter(|w| !w.trim().is_empty()) {
+                Some(w) => format!("({w}) and {cond}"),
+                None => cond,
+            })
+        }
+        (None, w) => w.map(str::to_string),
+    };
     let mut spec = parse_query(
         kind,
-        args.where_.as_deref(),
+        where_.as_deref(),
         args.by.as_deref(),
         args.sort.as_deref(),
         args.top,

@@ -612,7 +612,7 @@ fn counts_of(ch: &Ch, probe: &str) -> u64 {
 fn init_upgrades_what_it_can_and_names_what_it_cannot() {
     let Some(ch) = Ch::new("schema") else { return };
     ch.init();
-    assert_eq!(ch.sql("SELECT max(version) FROM wirelog_schema").trim(), "1");
+    assert_eq!(ch.sql("SELECT max(version) FROM wirelog_schema").trim(), wirelog_clickhouse::SCHEMA_VERSION.to_string());
     // A table with the deduplication window, partitioned by day, TTL on --retain.
     let o = ch.wirelog(&["clickhouse", "init", "--retain", "30d"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -626,6 +626,25 @@ fn init_upgrades_what_it_can_and_names_what_it_cannot() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("1 missing columns added"), "{}", stderr(&o));
     assert_eq!(ch.sql("SELECT count() FROM system.columns WHERE database = 'schema' AND table = 'http' AND name = 'user_agent'").trim(), "1");
+    // A version 1 database (transaction tables without the owner columns)
+    // is upgraded: the columns are added in the schema's place, so inserts
+    // (RowBinary, no column list) fit.
+    let owners = ["pid", "proc", "exe", "user", "container", "pod"];
+    for side in ["orig", "resp"] {
+        for o in owners {
+            ch.sql(&format!("ALTER TABLE http DROP COLUMN {side}_{o}"));
+        }
+    }
+    ch.sql("TRUNCATE TABLE wirelog_schema");
+    ch.sql("INSERT INTO wirelog_schema (version, wirelog) VALUES (1, 'old')");
+    let o = ch.wirelog(&["clickhouse", "init"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("upgraded from schema version 1 to 2"), "{}", stderr(&o));
+    let cols = ch.sql("SELECT name FROM system.columns WHERE database = 'schema' AND table = 'http' ORDER BY position");
+    let cols: Vec<&str> = cols.lines().collect();
+    let want: Vec<String> = ["orig", "resp"].iter().flat_map(|s| owners.map(|o| format!("{s}_{o}"))).collect();
+    assert_eq!(cols[cols.len() - 12..], want, "{cols:?}");
+    assert_eq!(cols[cols.len() - 13], "response_body_len", "{cols:?}");
     // A column of another type, and a newer schema: said, nothing changed.
     ch.sql("ALTER TABLE dns MODIFY COLUMN qtype Nullable(String)");
     let o = ch.wirelog(&["clickhouse", "init"]);

@@ -331,17 +331,32 @@ fn servers_and_clients_are_named_by_pid_and_program() {
     assert!(checked >= 6, "only {checked} connection ends were seen by ss too");
     println!("processes: {} connections, every end named right; {checked} ends confirmed by ss -p", rows.len());
 
-    // The store holds the same owners, and queries name them.
-    let out = Command::new(BIN)
-        .args(["query", "conns", "--store", dir.join("store").to_str().unwrap(), "--where", "resp_proc = \"python3\""])
-        .args(["--by", "orig_proc", "--format", "csv", "--top", "0"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let by: HashMap<&str, u64> =
-        text.lines().skip(1).filter_map(|l| { let f: Vec<&str> = l.split(',').collect(); Some((f[0], f[1].parse().ok()?)) }).collect();
-    assert_eq!((by.get("curl"), by.get("python3")), (Some(&3), Some(&2)), "{text}");
+    // The store holds the same owners, on connections and on every
+    // transaction kind, and queries filter and group by them.
+    let store = dir.join("store");
+    let by_owner = |kind: &str, filter: &str| -> HashMap<String, u64> {
+        let out = Command::new(BIN)
+            .args(["query", kind, "--store", store.to_str().unwrap(), "--where", filter])
+            .args(["--by", "orig_proc", "--format", "csv", "--top", "0"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        text.lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                Some((f[0].to_string(), f[1].parse().ok()?))
+            })
+            .collect()
+    };
+    let counts = |pairs: &[(&str, u64)]| pairs.iter().map(|&(k, v)| (k.to_string(), v)).collect::<HashMap<_, _>>();
+    assert_eq!(by_owner("conns", "resp_proc = \"python3\""), counts(&[("curl", 3), ("python3", 2)]));
+    // nginx answered the Python client's one request; the Python server
+    // answered curl's three and the Python client's two.
+    assert_eq!(by_owner("http", "resp_proc = \"nginx\""), counts(&[("python3", 1)]));
+    assert_eq!(by_owner("http", "resp_proc = \"python3\""), counts(&[("curl", 3), ("python3", 2)]));
+    assert_eq!(by_owner("dns", "resp_proc = \"dnsmasq\" and resp_pid > 0"), counts(&[("python3", 1)]));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -6,6 +6,7 @@
 pub mod live;
 pub mod lo;
 pub mod serve;
+pub mod tls_cases;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

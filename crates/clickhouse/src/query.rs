@@ -189,6 +189,9 @@ pub fn run_checked(
     probes: &[String],
     check: &mut dyn FnMut(&Engine) -> Result<(), ChError>,
 ) -> Result<ResultTable, ChError> {
+    if !Table::ALL.contains(&Table::Store(spec.kind)) {
+        return Err(ChError(format!("{} is not sent to ClickHouse (ask the local store)", spec.kind.as_str())));
+    }
     let rt = runtime().map_err(|e| ChError(format!("cannot start the ClickHouse client: {e}")))?;
     let client = server.client().with_compression(clickhouse::Compression::None);
     match grouped::grouped_sql(server, &spec, probes) {

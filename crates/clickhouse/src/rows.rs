@@ -9,9 +9,9 @@
 //! one byte; `LowCardinality` changes nothing on the wire.
 
 use wirelog_record::{ConnRecord, FlowRecord, Proc, TxRecord};
-use wirelog_store::{Cell, TxRow};
+use wirelog_store::{tx_columns, Cell, TxRow};
 
-use crate::schema::{ChType, Table};
+use crate::schema::{ch_type, ChType, Table};
 
 /// Microseconds, rounded down like the store.
 fn us(ns: i64) -> i64 {
@@ -178,17 +178,22 @@ impl Rows {
         self.opt_u64(row.response_bytes);
         self.dur(row.latency_ns);
         self.dur(row.first_byte_latency_ns);
-        for ((_, ty), cell) in table.tx_extra().iter().zip(&row.extra) {
-            match (ty, cell) {
+        let Table::Store(kind) = table else {
+            unreachable!("transactions go to a store kind's table")
+        };
+        for (spec, cell) in tx_columns(kind).iter().zip(&row.extra) {
+            match (ch_type(kind, spec), cell) {
                 (ChType::OptU64, Cell::U64(v)) => self.opt_u64(*v),
                 (ChType::OptU16, Cell::U64(v)) => self.opt_u16(v.map(|v| v.min(u16::MAX as u64) as u16)),
                 (ChType::Dur, Cell::Dur(v)) => self.dur(*v),
                 (ChType::Str | ChType::Lc, Cell::Str(v)) => self.str(v.as_deref().unwrap_or("")),
                 (ChType::Bool, Cell::Bool(v)) => self.bool(*v),
-                // The schema test ties the two lists; a mismatch is a bug here.
+                // Cells are the store's, checked against the same columns.
                 (ty, cell) => unreachable!("{}: column type {ty:?} for {cell:?}", table.name()),
             }
         }
+        self.owner(&row.orig_proc);
+        self.owner(&row.resp_proc);
         self.rows += 1;
     }
 

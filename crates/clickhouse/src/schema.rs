@@ -5,15 +5,22 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use wirelog_store::Kind;
+use wirelog_store::schema::ColType;
+use wirelog_store::{ColSpec, Kind};
 
 /// The schema version this wirelog writes; `init` records it in
-/// `wirelog_schema` and upgrades older databases with [`MIGRATIONS`].
-pub const SCHEMA_VERSION: u32 = 1;
+/// `wirelog_schema` and upgrades older databases: tables a version added
+/// are created, columns it added are added (in their place), and
+/// [`MIGRATIONS`] holds whatever else a version needs.
+///
+/// - 1: flows, conns, one table per transaction kind, health.
+/// - 2: the owner columns (`orig_pid` ... `resp_pod`, `capture --processes`)
+///   at the end of every transaction table.
+pub const SCHEMA_VERSION: u32 = 2;
 
-/// Statements that take a database from version `n - 1` to `n` (index
-/// `n - 2`; version 1 is created whole). Empty while there is one version.
-pub const MIGRATIONS: &[&[&str]] = &[];
+/// Statements beyond added tables and columns that take a database from
+/// version `n - 1` to `n` (index `n - 2`; version 1 is created whole).
+pub const MIGRATIONS: &[&[&str]] = &[&[]];
 
 /// A column's ClickHouse type, which also decides its RowBinary encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,157 +85,35 @@ type Cols = &'static [(&'static str, ChType)];
 /// Identity of the row's probe, first in every table so one table holds a fleet.
 const IDENTITY: &[(&str, ChType)] = &[("probe", Lc), ("iface", Lc)];
 
-const FLOWS: &[(&str, ChType)] = &[
-    ("bucket", Time),
-    ("client", Ip),
-    ("server", Ip),
-    ("server_port", U16),
-    ("proto", U8),
-    ("bytes_out", U64),
-    ("pkts_out", U64),
-    ("bytes_in", U64),
-    ("pkts_in", U64),
-    ("first", Time),
-    ("last", Time),
-    ("conns", U32),
-];
+/// The ClickHouse type of a store column: the store's schema
+/// (`wirelog_store::schema`) is the one list of columns, so a column added
+/// there reaches ClickHouse (and `clickhouse init` adds it to an existing
+/// table) by itself. Text the store keeps as a dictionary is
+/// `LowCardinality`, other text plain `String`.
+pub fn ch_type(kind: Kind, c: &ColSpec) -> ChType {
+    match (c.col_type(), c.is_optional()) {
+        (ColType::TimeUs, _) => Time,
+        (ColType::DurUs, _) => Dur,
+        (ColType::U8, _) => U8,
+        (ColType::U16, false) => U16,
+        (ColType::U16, true) => OptU16,
+        (ColType::U32, _) => U32,
+        (ColType::U64, false) => U64,
+        (ColType::U64, true) => OptU64,
+        (ColType::Ip, _) => Ip,
+        (ColType::Bool, _) => Bool,
+        (ColType::Str, _) if c.is_dictionary() && !too_many_values(kind, c.name) => Lc,
+        (ColType::Str, _) => Str,
+    }
+}
 
-const CONNS: &[(&str, ChType)] = &[
-    ("ts", Time),
-    ("uid", Str),
-    ("orig_h", Ip),
-    ("orig_p", U16),
-    ("resp_h", Ip),
-    ("resp_p", U16),
-    ("proto", Lc),
-    ("service", Lc),
-    ("duration", Dur),
-    ("orig_bytes", OptU64),
-    ("resp_bytes", OptU64),
-    ("conn_state", Lc),
-    ("local_orig", Bool),
-    ("local_resp", Bool),
-    ("missed_bytes", U64),
-    ("history", Lc),
-    ("orig_pkts", U64),
-    ("orig_ip_bytes", U64),
-    ("resp_pkts", U64),
-    ("resp_ip_bytes", U64),
-    ("ip_proto", U8),
-    ("community_id", Str),
-    ("vlan", OptU16),
-    ("inner_vlan", OptU16),
-    ("empty_tcp_skipped", Bool),
-    ("orig_pid", OptU64),
-    ("orig_proc", Lc),
-    ("orig_exe", Lc),
-    ("orig_user", Lc),
-    ("orig_container", Lc),
-    ("orig_pod", Lc),
-    ("resp_pid", OptU64),
-    ("resp_proc", Lc),
-    ("resp_exe", Lc),
-    ("resp_user", Lc),
-    ("resp_container", Lc),
-    ("resp_pod", Lc),
-];
-
-/// The columns every transaction table starts with (the store's `TxRow` fields).
-const TX_COMMON: &[(&str, ChType)] = &[
-    ("ts", Time),
-    ("uid", Str),
-    ("client", Ip),
-    ("client_port", U16),
-    ("server", Ip),
-    ("server_port", U16),
-    ("transport", U8),
-    ("status", Lc),
-    ("request_bytes", OptU64),
-    ("response_bytes", OptU64),
-    ("latency", Dur),
-    ("first_byte_latency", Dur),
-];
-
-const HTTP: &[(&str, ChType)] = &[
-    ("method", Lc),
-    ("host", Lc),
-    ("uri", Str),
-    ("version", Lc),
-    ("user_agent", Lc),
-    ("status_code", OptU16),
-    ("reason", Lc),
-    ("request_body_len", OptU64),
-    ("response_body_len", OptU64),
-];
-
-const MYSQL: &[(&str, ChType)] = &[
-    ("command", Lc),
-    ("query", Str),
-    ("fingerprint", Str),
-    ("database", Lc),
-    ("user", Lc),
-    ("affected_rows", OptU64),
-    ("insert_id", OptU64),
-    ("num_rows", OptU64),
-    ("num_fields", OptU64),
-    ("error_code", OptU64),
-    ("sql_state", Lc),
-    ("error_message", Str),
-];
-
-const PGSQL: &[(&str, ChType)] = &[
-    ("command", Lc),
-    ("query", Str),
-    ("fingerprint", Str),
-    ("database", Lc),
-    ("user", Lc),
-    ("command_tag", Lc),
-    ("rows", OptU64),
-    ("num_fields", OptU64),
-    ("error_severity", Lc),
-    ("error_code", Lc),
-    ("error_message", Str),
-];
-
-const REDIS: &[(&str, ChType)] = &[("command", Lc), ("args", Str), ("reply_type", Lc), ("reply", Str)];
-
-const DNS: &[(&str, ChType)] = &[
-    ("query", Str),
-    ("qtype", OptU64),
-    ("qtype_name", Lc),
-    ("qclass", OptU64),
-    ("rcode", OptU64),
-    ("rcode_name", Lc),
-    ("trans_id", OptU64),
-    ("answers", Str),
-    ("ttls", Str),
-    ("aa", Bool),
-    ("tc", Bool),
-    ("rd", Bool),
-    ("ra", Bool),
-];
-
-const TLS: &[(&str, ChType)] = &[
-    ("version", Lc),
-    ("cipher", Lc),
-    ("curve", Lc),
-    ("server_name", Lc),
-    ("resumed", Bool),
-    ("last_alert", Lc),
-    ("next_protocol", Lc),
-    ("established", Bool),
-    ("ssl_history", Lc),
-    ("cert_chain_fps", Str),
-    ("client_cert_chain_fps", Str),
-    ("subject", Lc),
-    ("issuer", Lc),
-    ("not_valid_after", OptU64),
-    ("ja4", Lc),
-    ("ja3", Lc),
-    ("ja3s", Lc),
-    ("client_versions", Lc),
-    ("client_alpn", Lc),
-];
+/// Text columns a Parquet dictionary suits (few values per file) but
+/// LowCardinality does not: their distinct values across a day's part (query
+/// fingerprints, DNS names) pass the ~10k where ClickHouse advises against
+/// it.
+fn too_many_values(kind: Kind, name: &str) -> bool {
+    matches!((kind, name), (Kind::Mysql | Kind::Pgsql, "fingerprint") | (Kind::Dns, "query"))
+}
 
 /// The probe's own health, one row a minute while capturing: what a fleet
 /// view sums (CPU) and averages (RSS) over a group of probes.
@@ -255,17 +140,21 @@ pub enum Table {
 }
 
 impl Table {
-    pub const ALL: [Table; 9] = [
-        Table::Store(Kind::Flows),
-        Table::Store(Kind::Conns),
-        Table::Store(Kind::Http),
-        Table::Store(Kind::Mysql),
-        Table::Store(Kind::Pgsql),
-        Table::Store(Kind::Redis),
-        Table::Store(Kind::Dns),
-        Table::Store(Kind::Tls),
-        Table::Health,
-    ];
+    /// A table per store kind ([`Kind::ALL`] order) but certificates, then
+    /// health. Certificates (the store's x509 kind) are not sent to
+    /// ClickHouse yet: the sink has no de-duplicating writer for them.
+    pub const ALL: [Table; Kind::ALL.len()] = {
+        let mut all = [Table::Health; Kind::ALL.len()];
+        let (mut i, mut n) = (0, 0);
+        while i < Kind::ALL.len() {
+            if !matches!(Kind::ALL[i], Kind::X509) {
+                all[n] = Table::Store(Kind::ALL[i]);
+                n += 1;
+            }
+            i += 1;
+        }
+        all
+    };
 
     pub fn name(self) -> &'static str {
         match self {
@@ -278,31 +167,22 @@ impl Table {
         Table::ALL.into_iter().find(|t| t.name() == name)
     }
 
-    /// The table's own columns after `probe` and `iface`.
-    fn own(self) -> (Cols, Cols) {
-        match self {
-            Table::Store(Kind::Flows) => (FLOWS, &[]),
-            Table::Store(Kind::Conns) => (CONNS, &[]),
-            Table::Store(Kind::Http) => (TX_COMMON, HTTP),
-            Table::Store(Kind::Mysql) => (TX_COMMON, MYSQL),
-            Table::Store(Kind::Pgsql) => (TX_COMMON, PGSQL),
-            Table::Store(Kind::Redis) => (TX_COMMON, REDIS),
-            Table::Store(Kind::Dns) => (TX_COMMON, DNS),
-            Table::Store(Kind::Tls) => (TX_COMMON, TLS),
-            Table::Health => (HEALTH, &[]),
-        }
-    }
-
-    /// Every column in insert order.
+    /// Every column in insert order: the probe's identity, then the store
+    /// kind's columns (its `iface` is the identity's) or the health row's.
     pub fn columns(self) -> impl Iterator<Item = (&'static str, ChType)> {
-        let (a, b) = self.own();
-        IDENTITY.iter().chain(a).chain(b).copied()
-    }
-
-    /// The kind's own transaction columns (after the common ones), whose
-    /// values come from the store's `TxRow::extra` cells in this order.
-    pub fn tx_extra(self) -> &'static [(&'static str, ChType)] {
-        self.own().1
+        let (store, health): (&'static [ColSpec], Cols) = match self {
+            Table::Store(k) => (wirelog_store::schema::columns(k), &[]),
+            Table::Health => (&[], HEALTH),
+        };
+        let kind = match self {
+            Table::Store(k) => k,
+            Table::Health => Kind::Flows,
+        };
+        IDENTITY
+            .iter()
+            .copied()
+            .chain(store.iter().filter(|c| c.name != "iface").map(move |c| (c.name, ch_type(kind, c))))
+            .chain(health.iter().copied())
     }
 
     pub fn time_column(self) -> &'static str {
@@ -491,6 +371,45 @@ mod tests {
                 wirelog_store::schema::columns(k).iter().map(|c| c.name).filter(|n| *n != "iface").collect();
             assert_eq!(ours, store, "{}", k.as_str());
         }
+    }
+
+    /// The types derived from the store's schema are the ones a version 1
+    /// database has (so `init` upgrades it instead of refusing), and the
+    /// owner columns end every transaction table.
+    #[test]
+    fn derived_types() {
+        let ty = |k: Kind, c: &str| {
+            Table::Store(k).columns().find(|(n, _)| *n == c).map(|(_, t)| t.sql()).unwrap_or("missing")
+        };
+        for (k, c, want) in [
+            (Kind::Flows, "bucket", "DateTime64(6, 'UTC')"),
+            (Kind::Flows, "server_port", "UInt16"),
+            (Kind::Flows, "conns", "UInt32"),
+            (Kind::Conns, "uid", "String"),
+            (Kind::Conns, "service", "LowCardinality(String)"),
+            (Kind::Conns, "duration", "Nullable(Int64)"),
+            (Kind::Conns, "vlan", "Nullable(UInt16)"),
+            (Kind::Conns, "orig_pid", "Nullable(UInt64)"),
+            (Kind::Conns, "community_id", "String"),
+            (Kind::Http, "status_code", "Nullable(UInt16)"),
+            (Kind::Http, "uri", "String"),
+            (Kind::Mysql, "fingerprint", "String"),
+            (Kind::Pgsql, "fingerprint", "String"),
+            (Kind::Dns, "query", "String"),
+            (Kind::Dns, "aa", "Bool"),
+            (Kind::Tls, "subject", "LowCardinality(String)"),
+            (Kind::Tls, "cert_chain_fps", "String"),
+            (Kind::Tls, "resp_proc", "LowCardinality(String)"),
+        ] {
+            assert_eq!(ty(k, c), want, "{}.{c}", k.as_str());
+        }
+        for k in Kind::TX {
+            let names: Vec<&str> = Table::Store(k).columns().map(|(n, _)| n).collect();
+            assert_eq!(names[names.len() - 12..][0], "orig_pid", "{}", k.as_str());
+            assert_eq!(*names.last().unwrap(), "resp_pod", "{}", k.as_str());
+        }
+        assert_eq!(Table::ALL.len(), Kind::ALL.len());
+        assert!(!Table::ALL.contains(&Table::Store(Kind::X509)));
     }
 
     #[test]

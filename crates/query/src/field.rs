@@ -110,7 +110,29 @@ static FLOWS: &[Def] = &[
     def("conns", U32C, &[]),
 ];
 
-static CONNS: &[Def] = &[
+/// A kind's fields, then the owners of both ends (`capture --processes`),
+/// the last columns of connections and of every transaction kind.
+macro_rules! with_owners {
+    ($($def:expr),* $(,)?) => {
+        &[
+            $($def,)*
+            opt("orig_pid", U64, &[]),
+            def("orig_proc", Ty::Str, &[]),
+            def("orig_exe", Ty::Str, &[]),
+            def("orig_user", Ty::Str, &[]),
+            def("orig_container", Ty::Str, &[]),
+            def("orig_pod", Ty::Str, &[]),
+            opt("resp_pid", U64, &[]),
+            def("resp_proc", Ty::Str, &[]),
+            def("resp_exe", Ty::Str, &[]),
+            def("resp_user", Ty::Str, &[]),
+            def("resp_container", Ty::Str, &[]),
+            def("resp_pod", Ty::Str, &[]),
+        ]
+    };
+}
+
+static CONNS: &[Def] = with_owners![
     def("ts", Ty::Time, &["time"]),
     def("uid", Ty::Str, &[]),
     def("orig_h", Ty::Ip, &["id.orig_h", "sip", "src"]),
@@ -137,25 +159,12 @@ static CONNS: &[Def] = &[
     opt("vlan", U16, &[]),
     opt("inner_vlan", U16, &[]),
     def("empty_tcp_skipped", Ty::Bool, &[]),
-    // capture --processes: the owner of each local end.
-    opt("orig_pid", U64, &[]),
-    def("orig_proc", Ty::Str, &[]),
-    def("orig_exe", Ty::Str, &[]),
-    def("orig_user", Ty::Str, &[]),
-    def("orig_container", Ty::Str, &[]),
-    def("orig_pod", Ty::Str, &[]),
-    opt("resp_pid", U64, &[]),
-    def("resp_proc", Ty::Str, &[]),
-    def("resp_exe", Ty::Str, &[]),
-    def("resp_user", Ty::Str, &[]),
-    def("resp_container", Ty::Str, &[]),
-    def("resp_pod", Ty::Str, &[]),
 ];
 
 /// The fields every transaction kind starts with, then its own.
 macro_rules! tx_defs {
     ($($extra:expr),* $(,)?) => {
-        &[
+        with_owners![
             def("ts", Ty::Time, &["time"]),
             def("uid", Ty::Str, &[]),
             def("client", Ty::Ip, &["sip", "src", "orig_h", "id.orig_h"]),
@@ -259,6 +268,33 @@ static TLS: &[Def] = tx_defs![
     def("client_alpn", Ty::Str, &[]),
 ];
 
+/// Certificates (the store's x509 kind); times in Unix seconds.
+static X509: &[Def] = &[
+    def("ts", Ty::Time, &["time"]),
+    def("fingerprint", Ty::Str, &["fp"]),
+    def("role", Ty::Str, &[]),
+    def("host_cert", Ty::Bool, &[]),
+    def("handshakes", U64C, &[]),
+    def("version", U64, &[]),
+    def("serial", Ty::Str, &[]),
+    def("subject", Ty::Str, &[]),
+    def("issuer", Ty::Str, &[]),
+    opt("not_valid_before", U64, &[]),
+    opt("not_valid_after", U64, &["expires"]),
+    def("key_alg", Ty::Str, &[]),
+    def("sig_alg", Ty::Str, &[]),
+    def("key_type", Ty::Str, &[]),
+    opt("key_length", U64, &[]),
+    def("exponent", Ty::Str, &[]),
+    def("curve", Ty::Str, &[]),
+    def("san_dns", Ty::Str, &["san"]),
+    def("san_uri", Ty::Str, &[]),
+    def("san_email", Ty::Str, &[]),
+    def("san_ip", Ty::Str, &[]),
+    def("basic_constraints_ca", Ty::Bool, &["ca"]),
+    opt("basic_constraints_path_len", U64, &["path_len"]),
+];
+
 fn defs(kind: Kind) -> &'static [Def] {
     match kind {
         Kind::Flows => FLOWS,
@@ -269,6 +305,7 @@ fn defs(kind: Kind) -> &'static [Def] {
         Kind::Redis => REDIS,
         Kind::Dns => DNS,
         Kind::Tls => TLS,
+        Kind::X509 => X509,
     }
 }
 
@@ -381,7 +418,7 @@ pub(crate) const ERROR_STATUS: &str = "error";
 /// `duration`, transactions' `latency`.
 pub(crate) fn hist_col(kind: Kind) -> Option<&'static str> {
     match kind {
-        Kind::Flows => None,
+        Kind::Flows | Kind::X509 => None,
         Kind::Conns => Some("duration"),
         _ => Some("latency"),
     }
@@ -402,6 +439,15 @@ pub(crate) fn value_cols(kind: Kind) -> ValueCols {
             bytes_in: "resp_bytes",
             pkts_in: "resp_pkts",
             conns: None,
+        },
+        // Certificates have no bytes or packets: every slot reads the
+        // handshake count, and only its sum is shown (`handshakes`).
+        Kind::X509 => ValueCols {
+            bytes_out: "handshakes",
+            pkts_out: "handshakes",
+            bytes_in: "handshakes",
+            pkts_in: "handshakes",
+            conns: Some("handshakes"),
         },
         _ => ValueCols {
             bytes_out: "request_bytes",

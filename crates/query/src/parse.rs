@@ -191,6 +191,10 @@ fn resolve(kind: Kind, name: &str) -> Option<Target> {
     let lower = name.to_ascii_lowercase();
     let col = |n| Field::col(kind, n);
     let flows = kind == Kind::Flows;
+    if kind == Kind::X509 {
+        // Certificates have no addresses or ports: their columns only.
+        return Field::lookup(kind, &lower).map(Target::Field);
+    }
     if kind.is_tx() {
         // A real column first (http's `host`).
         if let Some(f) = Field::lookup(kind, &lower) {
@@ -253,6 +257,7 @@ pub(crate) fn unknown_field(
 ) -> QueryError {
     let expected = match kind.protocol() {
         None if kind == Kind::Flows => "a flow field name".to_string(),
+        None if kind == Kind::X509 => "a certificate field name".to_string(),
         None => "a connection field name".to_string(),
         Some(p) => {
             // Said as letters ("aitch-tee-tee-pee") or as a word ("redis").

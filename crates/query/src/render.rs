@@ -138,10 +138,14 @@ const TX_SUMS: [Agg; 5] = [
     Agg::Bytes,
 ];
 const PCTS: [Agg; 3] = [Agg::P50, Agg::P95, Agg::P99];
+/// Certificates: the handshakes that showed them.
+const X509_SUMS: [Agg; 1] = [Agg::Conns];
 
 /// The summed columns of a kind, in output order.
 fn sums(kind: wirelog_store::Kind) -> &'static [Agg] {
-    if kind.is_tx() {
+    if kind == wirelog_store::Kind::X509 {
+        &X509_SUMS
+    } else if kind.is_tx() {
         &TX_SUMS
     } else {
         &SUMS
@@ -279,6 +283,13 @@ fn render_table(t: &ResultTable, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "{}", line(&mut r.iter().map(|c| c.text.as_str())))?;
     }
     let (shown, what) = shown(t);
+    if t.kind == wirelog_store::Kind::X509 {
+        return writeln!(
+            out,
+            "{shown} of {} {what}; {} of {} certificate rows matched; total {} handshakes",
+            t.groups, t.rows_matched, t.rows_scanned, t.total.conns,
+        );
+    }
     if t.kind.is_tx() {
         return writeln!(
             out,

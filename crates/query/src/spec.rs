@@ -58,6 +58,9 @@ impl Agg {
 
     /// Whether a kind has this aggregate.
     pub fn available(self, kind: Kind) -> bool {
+        if kind == Kind::X509 {
+            return self == Agg::Conns;
+        }
         match self {
             Agg::Bytes | Agg::BytesOut | Agg::BytesIn | Agg::Conns => true,
             Agg::Pkts | Agg::PktsOut | Agg::PktsIn => !kind.is_tx(),
@@ -69,6 +72,9 @@ impl Agg {
     /// The output column name.
     pub fn name(self, kind: Kind) -> &'static str {
         let conns = kind == Kind::Conns;
+        if kind == Kind::X509 {
+            return "handshakes";
+        }
         if kind.is_tx() {
             match self {
                 Agg::BytesOut => return "request_bytes",
@@ -102,6 +108,9 @@ impl Agg {
 
     fn lookup(kind: Kind, name: &str) -> Option<Agg> {
         let n = name.to_ascii_lowercase();
+        if kind == Kind::X509 {
+            return matches!(n.as_str(), "handshakes" | "count").then_some(Agg::Conns);
+        }
         if kind.is_tx() {
             return Some(match n.as_str() {
                 "count" | "transactions" | "requests" | "conns" => Agg::Conns,
@@ -209,7 +218,7 @@ pub fn parse_query(
     };
     let sort = match sort {
         Some(s) if !s.trim().is_empty() => parse_sort(kind, s, &by, every_ns.is_some())?,
-        _ if kind.is_tx() => (SortKey::Agg(Agg::Conns), Order::Desc),
+        _ if kind.is_tx() || kind == Kind::X509 => (SortKey::Agg(Agg::Conns), Order::Desc),
         _ => (SortKey::Agg(Agg::Bytes), Order::Desc),
     };
     let top = match top {
@@ -224,7 +233,7 @@ pub fn parse_query(
         sort,
         top,
         every_ns,
-        percentiles: kind != Kind::Flows,
+        percentiles: kind != Kind::Flows && kind != Kind::X509,
         time_range: None,
     })
 }
@@ -232,7 +241,8 @@ pub fn parse_query(
 /// The key without `--by`: goQuery's top talkers for flows and connections
 /// (`sip,dip,dport,proto`, `orig_h,resp_h,resp_p,proto`); for transactions
 /// http `host`, mysql and pgsql `fingerprint`, redis `command`, dns
-/// `query,qtype_name`, tls `server_name`.
+/// `query,qtype_name`, tls `server_name`; certificates by `subject,
+/// issuer, not_valid_after`.
 pub fn default_by(kind: Kind) -> Vec<Field> {
     let names: &[&str] = match kind {
         Kind::Flows => &["client", "server", "server_port", "proto"],
@@ -242,6 +252,7 @@ pub fn default_by(kind: Kind) -> Vec<Field> {
         Kind::Redis => &["command"],
         Kind::Dns => &["query", "qtype_name"],
         Kind::Tls => &["server_name"],
+        Kind::X509 => &["subject", "issuer", "not_valid_after"],
     };
     names.iter().map(|n| Field::col(kind, n)).collect()
 }

@@ -2044,4 +2044,58 @@ fn partial_groups_merge_to_the_same_answer() {
     let keys = Batch { kind: Kind::Conns, columns: vec![("proto", Column::Str(vec!["tcp".into()]))] };
     let err = e.consume_partial(&crate::Partial { keys: &keys, sums: &[(Acc::default(), 1)], hist: &[(1, 1, 5, 5)] });
     assert!(err.is_err());
+
+/// `capture --processes` owners on transactions: filtered and grouped by
+/// like any column, unknown owners grouping as "".
+#[test]
+fn transactions_filter_and_group_by_process_owner() {
+    use std::sync::Arc;
+    use wirelog_record::ProcOwner;
+    let dir = std::env::temp_dir().join(format!("wirelog-query-owners-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut store = wirelog_store::Store::open(&dir, wirelog_store::StoreOptions { sync: false, ..Default::default() })
+        .unwrap();
+    let owner = |name: &str, pid: u32| Some(Arc::new(ProcOwner { pid, name: name.into(), ..Default::default() }));
+    let mut rows = wirelog_store::synth::tx_rows(Kind::Http, 60, T0, 1_000_000, 7);
+    for (i, r) in rows.iter_mut().enumerate() {
+        r.resp_proc = if i % 3 == 0 { owner("nginx", 10) } else { owner("python3", 20) };
+        r.orig_proc = match i % 4 {
+            0 => owner("curl", 30 + i as u32),
+            1 => None,
+            _ => owner("python3", 40),
+        };
+    }
+    store.append_tx(Kind::Http, &rows).unwrap();
+    store.close().unwrap();
+    let mut batches = Vec::new();
+    wirelog_store::Store::scan(&dir, &wirelog_store::Scan::all_columns(Kind::Http), |b| {
+        batches.push(b);
+        Ok(())
+    })
+    .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let spec = parse_query(Kind::Http, Some("resp_proc = \"nginx\""), Some("orig_proc"), None, Some(0), None).unwrap();
+    let got = run(&spec, &batches);
+    let mut counts: Vec<(String, u64)> = got
+        .rows
+        .iter()
+        .map(|r| match &r.key[0] {
+            KeyValue::Str(s) => (s.clone(), r.acc.conns),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    counts.sort();
+    let want = |f: &dyn Fn(usize) -> bool| (0..60).filter(|&i| i % 3 == 0 && f(i)).count() as u64;
+    assert_eq!(
+        counts,
+        [
+            (String::new(), want(&|i| i % 4 == 1)),
+            ("curl".to_string(), want(&|i| i % 4 == 0)),
+            ("python3".to_string(), want(&|i| i % 4 >= 2)),
+        ]
+    );
+    let spec = parse_query(Kind::Http, Some("orig_pid >= 30 and orig_pid < 40"), Some("resp_pid"), None, Some(0), None)
+        .unwrap();
+    let got = run(&spec, &batches);
+    assert_eq!(got.total.conns, (0..60).filter(|i| i % 4 == 0 && 30 + i < 40).count() as u64);
 }

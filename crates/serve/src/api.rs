@@ -514,6 +514,7 @@ pub(crate) fn record_fields(kind: Kind) -> &'static str {
         Kind::Redis => "ts,uid,client,client_port,server,server_port,status,latency,command,args,reply_type",
         Kind::Dns => "ts,uid,client,client_port,server,server_port,status,latency,query,qtype_name,rcode_name,answers",
         Kind::Tls => "ts,uid,client,client_port,server,server_port,status,latency,version,cipher,server_name,established,ja4",
+        Kind::X509 => "ts,fingerprint,role,host_cert,subject,issuer,not_valid_before,not_valid_after,san_dns",
     }
 }
 

@@ -6,9 +6,9 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use wirelog_record::tls::{CertInfo, TlsTx};
+use wirelog_record::tls::{shown_chains, CertInfo, TlsTx};
 use wirelog_record::x509::addr_text;
-use wirelog_record::{Detail, TxRecord};
+use wirelog_record::TxRecord;
 
 use crate::tx::{json_str, Line};
 use crate::zeek::{push_u64, write_secs, zeek_close, zeek_header};
@@ -212,17 +212,12 @@ impl<W: Write> X509LogWriter<W> {
 
     /// The certificates of one TLS record (other records are ignored).
     pub fn write(&mut self, r: &TxRecord) -> io::Result<()> {
-        let Detail::Tls(t) = &r.tx.detail else {
+        let Some(chains) = shown_chains(r) else {
             return Ok(());
         };
-        let server_ts = r.tx.response.map_or(r.tx.ts_ns(), |s| s.first_ns);
-        let client_ts = r.tx.request.map_or(r.tx.ts_ns(), |s| s.last_ns);
-        for (chain, client, ts) in [
-            (t.server_chain(), false, server_ts),
-            (t.client_chain(), true, client_ts),
-        ] {
-            for (i, c) in chain.iter().enumerate() {
-                self.cert(c, i == 0, client, ts)?;
+        for chain in chains {
+            for (i, c) in chain.certs.iter().enumerate() {
+                self.cert(c, i == 0, chain.client, chain.ts_ns)?;
             }
         }
         Ok(())
@@ -352,7 +347,7 @@ impl crate::Sink for X509LogWriter<crate::LogOut> {
 mod tests {
     use super::*;
     use wirelog_record::tls::TlsTx;
-    use wirelog_record::{IpAddr16, Proto, Protocol, Span, Transaction, TxStatus, UidGenerator};
+    use wirelog_record::{Detail, IpAddr16, Proto, Protocol, Span, Transaction, TxStatus, UidGenerator};
 
     /// The DER certificates of Zeek's `tls12_ecdhe` case (the base64 `cert`
     /// column of its x509.base64.log), leaf first.

@@ -12,18 +12,22 @@ use wirelog_record::Protocol;
 macro_rules! kinds {
     ($($(#[$doc:meta])* $v:ident { $($row:tt)* })*) => {
         /// The record kinds the store keeps, one table (and directory) each:
-        /// flows, connections, and the transactions of each protocol
-        /// ([`Protocol::ALL`]), whose rows are [`crate::TxRow`]s.
+        /// flows, connections, the transactions of each protocol
+        /// ([`Protocol::ALL`]), whose rows are [`crate::TxRow`]s, and the
+        /// certificates TLS handshakes showed (outside the protocol table:
+        /// they come from TLS transactions, not from a parser of their own).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Kind {
             Flows,
             Conns,
             $($(#[$doc])* $v,)*
+            /// X.509 certificates, one row per certificate, role and hour.
+            X509,
         }
 
         impl Kind {
             /// Every kind, in directory (and retention tie-break) order.
-            pub const ALL: [Kind; 2 + Protocol::ALL.len()] = [Kind::Flows, Kind::Conns, $(Kind::$v),*];
+            pub const ALL: [Kind; 3 + Protocol::ALL.len()] = [Kind::Flows, Kind::Conns, $(Kind::$v,)* Kind::X509];
 
             /// The transaction kinds, in [`Protocol::ALL`] order.
             pub const TX: [Kind; Protocol::ALL.len()] = [$(Kind::$v),*];
@@ -38,7 +42,7 @@ macro_rules! kinds {
             /// The protocol of a transaction kind.
             pub const fn protocol(self) -> Option<Protocol> {
                 match self {
-                    Kind::Flows | Kind::Conns => None,
+                    Kind::Flows | Kind::Conns | Kind::X509 => None,
                     $(Kind::$v => Some(Protocol::$v),)*
                 }
             }
@@ -51,10 +55,11 @@ wirelog_record::protocol_table!(kinds);
 impl Kind {
     /// The directory name under the store, also the `wirelog.kind` of its files.
     pub fn as_str(self) -> &'static str {
-        match self.protocol() {
-            Some(p) => p.name(),
-            None if self == Kind::Flows => "flows",
-            None => "conns",
+        match self {
+            Kind::Flows => "flows",
+            Kind::Conns => "conns",
+            Kind::X509 => "x509",
+            _ => self.protocol().expect("a transaction kind").name(),
         }
     }
 

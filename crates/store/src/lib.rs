@@ -50,6 +50,14 @@
 //! Unset text is written as null and read back as "". Transactions are
 //! compacted and retained like the other kinds.
 //!
+//! # Certificates
+//!
+//! [`Kind::X509`] (`<dir>/x509/...`, outside the protocol table) holds the
+//! certificates TLS transactions showed, x509.log's columns (see
+//! [`schema::X509`]), one row per (fingerprint, role, host_cert) and hour
+//! with the count of handshakes that showed it; [`Store::append_tx_records`]
+//! fills it from TLS records, decoding each certificate once.
+//!
 //! # Writing
 //!
 //! [`Store`] buffers records as columns and writes one file per kind and
@@ -97,6 +105,7 @@ mod time;
 mod tx;
 mod tx_record;
 mod writer;
+mod x509;
 
 pub use batch::{Batch, Column, Kind};
 pub use compact::{CompactOptions, CompactReport, Compactor, CompactorOptions, CompactorStatus};

@@ -321,6 +321,26 @@ fn clear_column(c: &mut Column) {
     }
 }
 
+/// Whether a column reads back with an unset value (a missing optional
+/// number or duration, text read as "").
+fn can_be_unset(spec: &ColSpec) -> bool {
+    spec.optional && matches!(spec.ty, ColType::DurUs | ColType::U16 | ColType::U64 | ColType::Str)
+}
+
+/// `n` rows of an optional column a file does not have, all unset.
+fn unset_column(spec: &ColSpec, n: usize, col: &mut Column) {
+    if std::mem::discriminant(col) != std::mem::discriminant(&empty_column(spec)) {
+        *col = empty_column(spec);
+    }
+    clear_column(col);
+    match col {
+        Column::OptU64(v) => v.resize(n, None),
+        Column::OptI64(v) => v.resize(n, None),
+        Column::Str(v) => v.resize(n, String::new()),
+        _ => unreachable!("{}: only optional columns may be missing", spec.name),
+    }
+}
+
 /// Decodes the next `n` rows of a column into `col` (its buffer reused).
 fn decode_into(
     r: &mut Typed,
@@ -513,8 +533,9 @@ fn stat_range(rg: &RowGroupMetaData, idx: usize, ty: ColType) -> Option<(i128, i
 
 /// Where the needed columns are in one file.
 struct FilePlan {
-    /// (spec, file column index) of the requested columns.
-    out: Vec<(&'static ColSpec, usize)>,
+    /// (spec, file column index) of the requested columns; no index for an
+    /// optional column the file predates (read as unset).
+    out: Vec<(&'static ColSpec, Option<usize>)>,
     /// File column index of the time column.
     time_idx: usize,
     /// Position of the time column among `out`, if requested.
@@ -534,8 +555,14 @@ fn plan_file(r: &SerializedFileReader<File>, kind: Kind, scan: &Scan) -> Result<
     };
     let mut out = Vec::with_capacity(scan.columns.len());
     for &c in &scan.columns {
-        let idx = find(c).ok_or_else(|| format!("no column {c}"))?;
-        out.push((spec(c), idx));
+        // A file written before an optional column existed reads as if
+        // every row left it unset; a required column must be there.
+        let sp = spec(c);
+        let idx = find(c);
+        if idx.is_none() && !can_be_unset(sp) {
+            return Err(format!("no column {c}"));
+        }
+        out.push((sp, idx));
     }
     let tname = schema::time_column(kind);
     let time_idx = find(tname).ok_or_else(|| format!("no column {tname}"))?;
@@ -667,9 +694,13 @@ fn scan_file(
         };
         let mut readers = Vec::with_capacity(plan.out.len());
         for &(spec, idx) in &plan.out {
+            let Some(idx) = idx else {
+                readers.push(None);
+                continue;
+            };
             stats.bytes_read += rg.column(idx).compressed_size().max(0) as u64;
             match guard(|| Typed::open(&*rgr, rg, idx, spec)) {
-                Ok(r) => readers.push(r),
+                Ok(r) => readers.push(Some(r)),
                 Err(e) => {
                     return Ok(FileOutcome::Corrupt(format!(
                         "row group {rgi}, column {}: {e}",
@@ -712,6 +743,10 @@ fn scan_file(
                 .iter_mut()
                 .zip(plan.out.iter().zip(w.batch.columns.iter_mut()))
             {
+                let Some(r) = r else {
+                    unset_column(spec, m, col);
+                    continue;
+                };
                 let scratch = &mut w.scratch;
                 if let Err(e) =
                     guard(|| decode_into(r, spec, m, scratch, col).map_err(|e| e.to_string()))

@@ -15,7 +15,7 @@ use crate::error::StoreError;
 
 /// What a column holds; decides its Parquet types and its batch variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ColType {
+pub enum ColType {
     /// INT64 TIMESTAMP(MICROS, UTC); batch `I64` in ns.
     TimeUs,
     /// INT64 microseconds (no logical type: Parquet has no usable duration);
@@ -65,6 +65,17 @@ impl ColSpec {
     pub fn is_optional(&self) -> bool {
         self.optional
     }
+
+    /// What the column holds (its Parquet and batch types follow from it).
+    pub fn col_type(&self) -> ColType {
+        self.ty
+    }
+
+    /// Whether the column is dictionary-encoded: chosen for values that
+    /// repeat (names, codes, states), not for random or free text.
+    pub fn is_dictionary(&self) -> bool {
+        self.dict
+    }
 }
 
 const fn col(
@@ -85,6 +96,34 @@ const fn col(
 
 use ColType::*;
 use Encoding::{DELTA_BINARY_PACKED as DELTA, PLAIN};
+
+/// A table whose last columns are the owners of a record's two ends
+/// (`capture --processes`: connections and every transaction kind), unset
+/// when unknown or not local, and in files written before they existed.
+/// Few programs and users per host: dictionaries.
+macro_rules! with_owners {
+    ($($col:expr),* $(,)?) => {
+        &[
+            $($col,)*
+            col("orig_pid", U64, true, true, PLAIN),
+            col("orig_proc", Str, true, true, PLAIN),
+            col("orig_exe", Str, true, true, PLAIN),
+            col("orig_user", Str, true, true, PLAIN),
+            col("orig_container", Str, true, true, PLAIN),
+            col("orig_pod", Str, true, true, PLAIN),
+            col("resp_pid", U64, true, true, PLAIN),
+            col("resp_proc", Str, true, true, PLAIN),
+            col("resp_exe", Str, true, true, PLAIN),
+            col("resp_user", Str, true, true, PLAIN),
+            col("resp_container", Str, true, true, PLAIN),
+            col("resp_pod", Str, true, true, PLAIN),
+        ]
+    };
+}
+
+/// How many owner columns end a connection or transaction table (see
+/// `with_owners!`).
+pub const OWNER_COLS: usize = 12;
 
 /// Flows: goProbe-style per-bucket counters. Rows are sorted by
 /// (bucket, client, server, server_port, proto, iface) within a file.
@@ -110,7 +149,7 @@ pub const FLOWS: &[ColSpec] = &[
 ];
 
 /// Connections: Zeek conn.log fields. Rows are sorted by ts within a file.
-pub const CONNS: &[ColSpec] = &[
+pub const CONNS: &[ColSpec] = with_owners![
     col("ts", TimeUs, false, false, DELTA),
     // Random strings: plain (a dictionary would only grow).
     col("uid", Str, false, false, PLAIN),
@@ -139,28 +178,15 @@ pub const CONNS: &[ColSpec] = &[
     col("inner_vlan", U16, true, true, PLAIN),
     // capture --skip-empty-tcp: packet counts and history lack pure ACKs.
     col("empty_tcp_skipped", Bool, false, false, PLAIN),
-    // capture --processes: the owner of each local end (unset when unknown
-    // or not local). Few programs and users per host: dictionaries.
-    col("orig_pid", U64, true, true, PLAIN),
-    col("orig_proc", Str, true, true, PLAIN),
-    col("orig_exe", Str, true, true, PLAIN),
-    col("orig_user", Str, true, true, PLAIN),
-    col("orig_container", Str, true, true, PLAIN),
-    col("orig_pod", Str, true, true, PLAIN),
-    col("resp_pid", U64, true, true, PLAIN),
-    col("resp_proc", Str, true, true, PLAIN),
-    col("resp_exe", Str, true, true, PLAIN),
-    col("resp_user", Str, true, true, PLAIN),
-    col("resp_container", Str, true, true, PLAIN),
-    col("resp_pod", Str, true, true, PLAIN),
 ];
 
 /// A transaction table: the columns every transaction kind has (in this
 /// order, filled from [`crate::TxRow`]'s named fields), then the kind's own
-/// (filled from `TxRow::extra`). Rows are sorted by ts within a file.
+/// (filled from `TxRow::extra`), then the owners of both ends (`TxRow`'s
+/// `orig_proc`/`resp_proc`). Rows are sorted by ts within a file.
 macro_rules! tx_table {
     ($($extra:expr),* $(,)?) => {
-        &[
+        with_owners![
             col("ts", TimeUs, false, false, DELTA),
             // Connection uids are random strings: plain.
             col("uid", Str, false, false, PLAIN),
@@ -179,7 +205,8 @@ macro_rules! tx_table {
     };
 }
 
-/// How many columns every transaction kind starts with.
+/// How many columns every transaction kind starts with (it ends with
+/// [`OWNER_COLS`] more).
 pub const TX_COMMON: usize = 12;
 
 // Text: low-cardinality (methods, commands, names, codes) as dictionaries;
@@ -283,6 +310,42 @@ pub const TLS: &[ColSpec] = tx_table![
     col("client_alpn", Str, true, true, PLAIN),
 ];
 
+/// Certificates TLS handshakes showed in plaintext (TLS <= 1.2): x509.log's
+/// columns, one row per (fingerprint, role, host_cert) and hour, with when
+/// it was first seen in that hour and how many handshakes showed it.
+pub const X509: &[ColSpec] = &[
+    col("ts", TimeUs, false, false, DELTA),
+    // SHA-256 hex: random.
+    col("fingerprint", Str, false, false, PLAIN),
+    // "server" or "client": whose Certificate message it was in.
+    col("role", Str, false, true, PLAIN),
+    // The first certificate of its chain (Zeek's host_cert for servers).
+    col("host_cert", Bool, false, false, PLAIN),
+    col("handshakes", U64, false, true, PLAIN),
+    col("version", U64, false, true, PLAIN),
+    col("serial", Str, false, false, PLAIN),
+    col("subject", Str, false, true, PLAIN),
+    col("issuer", Str, false, true, PLAIN),
+    // Unix seconds (unset before 1970): certificates reach year 9999,
+    // past what a nanosecond time holds.
+    col("not_valid_before", U64, true, true, PLAIN),
+    col("not_valid_after", U64, true, true, PLAIN),
+    col("key_alg", Str, false, true, PLAIN),
+    col("sig_alg", Str, false, true, PLAIN),
+    col("key_type", Str, true, true, PLAIN),
+    col("key_length", U64, true, true, PLAIN),
+    col("exponent", Str, true, true, PLAIN),
+    col("curve", Str, true, true, PLAIN),
+    // Subject alternative names, comma-joined.
+    col("san_dns", Str, true, false, PLAIN),
+    col("san_uri", Str, true, false, PLAIN),
+    col("san_email", Str, true, false, PLAIN),
+    col("san_ip", Str, true, false, PLAIN),
+    // Basic constraints: ca is false when the extension is absent.
+    col("basic_constraints_ca", Bool, false, false, PLAIN),
+    col("basic_constraints_path_len", U64, true, true, PLAIN),
+];
+
 /// The columns of a kind, in file order.
 pub fn columns(kind: Kind) -> &'static [ColSpec] {
     match kind {
@@ -294,6 +357,7 @@ pub fn columns(kind: Kind) -> &'static [ColSpec] {
         Kind::Redis => REDIS,
         Kind::Dns => DNS,
         Kind::Tls => TLS,
+        Kind::X509 => X509,
     }
 }
 
@@ -301,7 +365,8 @@ pub fn columns(kind: Kind) -> &'static [ColSpec] {
 /// order the cells must be given. Empty for flows and connections.
 pub fn tx_columns(kind: Kind) -> &'static [ColSpec] {
     if kind.is_tx() {
-        &columns(kind)[TX_COMMON..]
+        let all = columns(kind);
+        &all[TX_COMMON..all.len() - OWNER_COLS]
     } else {
         &[]
     }
@@ -320,7 +385,13 @@ pub(crate) fn col_index(kind: Kind, name: &str) -> Option<usize> {
 }
 
 pub(crate) fn parquet_schema(kind: Kind) -> TypePtr {
-    let fields = columns(kind)
+    parquet_schema_of(kind, columns(kind))
+}
+
+/// The Parquet schema of `cols` (a kind's columns, or in tests a prefix of
+/// them: a file written before the others existed).
+pub(crate) fn parquet_schema_of(kind: Kind, cols: &[ColSpec]) -> TypePtr {
+    let fields = cols
         .iter()
         .map(|c| {
             let (phys, logical) = match c.ty {

@@ -532,6 +532,8 @@ pub fn tx_rows(
                 latency_ns,
                 first_byte_latency_ns: latency_ns.map(|l| l / 2),
                 extra,
+                orig_proc: None,
+                resp_proc: None,
             }
         })
         .collect()

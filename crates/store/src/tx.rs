@@ -5,13 +5,15 @@
 //! [`TxRow`]) followed by its own, given as [`Cell`]s in `extra` in the order
 //! of [`tx_columns`](crate::schema::tx_columns).
 
-use wirelog_record::IpAddr16;
+use wirelog_record::{IpAddr16, Proc};
 
 use crate::batch::Kind;
 use crate::encode::RowSource;
-use crate::encode::{opt_i32, opt_i64, req_bool, req_i32, req_i64, req_ip, strings, PqValues};
+use crate::encode::{
+    opt_i32, opt_i64, owner_values, req_bool, req_i32, req_i64, req_ip, strings, PqValues,
+};
 use crate::error::StoreError;
-use crate::schema::{self, ColType, TX_COMMON};
+use crate::schema::{self, ColType, OWNER_COLS, TX_COMMON};
 use crate::time::NS_PER_US;
 
 /// One value of a transaction kind's own column.
@@ -72,6 +74,8 @@ pub(crate) struct Common<'a> {
     pub response_bytes: Option<u64>,
     pub latency_ns: Option<i64>,
     pub first_byte_latency_ns: Option<i64>,
+    pub orig_proc: &'a Proc,
+    pub resp_proc: &'a Proc,
 }
 
 /// One application transaction: a request and its response.
@@ -97,6 +101,10 @@ pub struct TxRow {
     pub first_byte_latency_ns: Option<i64>,
     /// The kind's own columns, in schema order ([`crate::schema::tx_columns`]).
     pub extra: Vec<Cell>,
+    /// The process behind each end, when `capture --processes` found it
+    /// (the last columns of every transaction kind).
+    pub orig_proc: Proc,
+    pub resp_proc: Proc,
 }
 
 impl TxRow {
@@ -114,6 +122,8 @@ impl TxRow {
             response_bytes: self.response_bytes,
             latency_ns: self.latency_ns,
             first_byte_latency_ns: self.first_byte_latency_ns,
+            orig_proc: &self.orig_proc,
+            resp_proc: &self.resp_proc,
         }
     }
 }
@@ -219,12 +229,15 @@ pub(crate) struct TxBuf {
     latency: Vec<Option<i64>>,
     first_byte_latency: Vec<Option<i64>>,
     extra: Vec<Extra>,
+    orig_proc: Vec<Proc>,
+    resp_proc: Vec<Proc>,
     /// About how many bytes the buffer holds (for `flush_bytes`).
     pub(crate) bytes: usize,
 }
 
-/// Fixed bytes of a buffered row, without the extra columns' text.
-const TX_ROW_BYTES: usize = 8 + 16 + 2 + 16 + 2 + 1 + 16 + 4 * 16;
+/// Fixed bytes of a buffered row, without the extra columns' text (an
+/// owner is shared, one pointer per end).
+const TX_ROW_BYTES: usize = 8 + 16 + 2 + 16 + 2 + 1 + 16 + 4 * 16 + 2 * 8;
 
 impl TxBuf {
     pub(crate) fn new(kind: Kind) -> TxBuf {
@@ -252,6 +265,8 @@ impl TxBuf {
             latency: Vec::new(),
             first_byte_latency: Vec::new(),
             extra,
+            orig_proc: Vec::new(),
+            resp_proc: Vec::new(),
             bytes: 0,
         }
     }
@@ -280,6 +295,8 @@ impl TxBuf {
         self.response_bytes.push(r.response_bytes);
         self.latency.push(r.latency_ns);
         self.first_byte_latency.push(r.first_byte_latency_ns);
+        self.orig_proc.push(r.orig_proc.clone());
+        self.resp_proc.push(r.resp_proc.clone());
         self.bytes += TX_ROW_BYTES + r.uid.len() + self.extra.len() * 8;
     }
 
@@ -312,7 +329,9 @@ impl TxBuf {
             request_bytes,
             response_bytes,
             latency,
-            first_byte_latency
+            first_byte_latency,
+            orig_proc,
+            resp_proc
         );
         for c in &mut self.extra {
             match c {
@@ -345,8 +364,12 @@ impl RowSource for TxBuf {
         rows.sort_by_key(|&r| self.ts[r as usize]);
     }
     fn values(&self, col: usize, rows: &[u32]) -> PqValues {
+        let all = schema::columns(self.kind);
+        if col >= all.len() - OWNER_COLS {
+            return owner_values(all[col].name, &self.orig_proc, &self.resp_proc, rows);
+        }
         if col >= TX_COMMON {
-            let spec = &schema::columns(self.kind)[col];
+            let spec = &all[col];
             return match &self.extra[col - TX_COMMON] {
                 Extra::U64(v) if spec.ty == ColType::U16 => {
                     opt_i32(rows, |r| v[r].map(|x| x as i32))

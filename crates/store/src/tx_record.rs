@@ -155,6 +155,8 @@ fn common(r: &TxRecord) -> Common<'_> {
         response_bytes: tx.response.map(|x| x.bytes),
         latency_ns: tx.latency_ns(),
         first_byte_latency_ns: tx.first_byte_latency_ns(),
+        orig_proc: &r.orig_proc,
+        resp_proc: &r.resp_proc,
     }
 }
 
@@ -178,6 +180,8 @@ impl TxRow {
             latency_ns: c.latency_ns,
             first_byte_latency_ns: c.first_byte_latency_ns,
             extra,
+            orig_proc: r.orig_proc.clone(),
+            resp_proc: r.resp_proc.clone(),
         }
     }
 }
@@ -301,5 +305,132 @@ mod tests {
         };
         assert_eq!(text(7).as_deref(), Some("1.2.3.4,5.6.7.8"));
         assert_eq!(text(8).as_deref(), Some("60,30"));
+    }
+
+    fn owner(pid: u32, name: &str) -> wirelog_record::Proc {
+        Some(std::sync::Arc::new(wirelog_record::ProcOwner {
+            pid,
+            name: name.into(),
+            exe: format!("/usr/sbin/{name}"),
+            user: "www-data".into(),
+            container: "docker:0123abcd".into(),
+            ..Default::default()
+        }))
+    }
+
+    fn tmpdir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("wirelog-txrec-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn http(owners: (wirelog_record::Proc, wirelog_record::Proc)) -> TxRecord {
+        let mut r = rec(
+            Protocol::Http,
+            Detail::Http(HttpTx {
+                method: "GET".into(),
+                ..Default::default()
+            }),
+        );
+        (r.orig_proc, r.resp_proc) = owners;
+        r
+    }
+
+    fn owner_columns(dir: &std::path::Path) -> Vec<(Option<u64>, String, String, String, Option<u64>, String)> {
+        let scan = crate::Scan::new(Kind::Http).columns(&[
+            "orig_pid",
+            "orig_proc",
+            "orig_container",
+            "resp_user",
+            "resp_pid",
+            "resp_exe",
+        ]);
+        let mut out = Vec::new();
+        crate::Store::scan(dir, &scan, |b| {
+            use crate::Column::{OptU64, Str};
+            let [(_, OptU64(op)), (_, Str(on)), (_, Str(oc)), (_, Str(ru)), (_, OptU64(rp)), (_, Str(re))] =
+                &b.columns[..]
+            else {
+                panic!("{:?}", b.columns)
+            };
+            for i in 0..b.rows() {
+                out.push((op[i], on[i].clone(), oc[i].clone(), ru[i].clone(), rp[i], re[i].clone()));
+            }
+            Ok(())
+        })
+        .unwrap();
+        out
+    }
+
+    /// `capture --processes` owners reach every transaction kind's last
+    /// columns and read back; unknown owners read as unset.
+    #[test]
+    fn owners_are_stored_with_transactions() {
+        let dir = tmpdir("owners");
+        let mut st = crate::Store::open(&dir, crate::StoreOptions { sync: false, ..Default::default() }).unwrap();
+        st.append_tx_records(&[http((owner(7, "curl"), owner(42, "nginx"))), http((None, None))]).unwrap();
+        let row = TxRow::from_record(&http((None, owner(42, "nginx"))));
+        st.append_tx(Kind::Http, &[row]).unwrap();
+        st.close().unwrap();
+        let mut got = owner_columns(&dir);
+        got.sort();
+        let s = |v: &str| v.to_string();
+        assert_eq!(
+            got,
+            [
+                (None, s(""), s(""), s(""), None, s("")),
+                (None, s(""), s(""), s("www-data"), Some(42), s("/usr/sbin/nginx")),
+                (Some(7), s("curl"), s("docker:0123abcd"), s("www-data"), Some(42), s("/usr/sbin/nginx")),
+            ]
+        );
+        for k in Kind::TX {
+            let cols = schema::columns(k);
+            let owners: Vec<&str> = cols[cols.len() - schema::OWNER_COLS..].iter().map(|c| c.name).collect();
+            let conns: Vec<&str> =
+                schema::CONNS[schema::CONNS.len() - schema::OWNER_COLS..].iter().map(|c| c.name).collect();
+            assert_eq!(owners, conns, "{k:?}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A transaction file written before the owner columns existed still
+    /// reads (and compacts): its rows have no owner.
+    #[test]
+    fn files_without_owner_columns_read_as_unset() {
+        use crate::encode::RowSource;
+        let dir = tmpdir("old");
+        let cols = schema::columns(Kind::Http);
+        let old = &cols[..cols.len() - schema::OWNER_COLS];
+        let mut buf = TxBuf::new(Kind::Http);
+        buf.push_record(&http((owner(7, "curl"), owner(42, "nginx"))));
+        buf.push_record(&http((None, None)));
+        let pdir = crate::layout::partition_path(&dir, Kind::Http, crate::time::hour_of(buf.time_ns(0)));
+        std::fs::create_dir_all(&pdir).unwrap();
+        crate::encode::write_file(
+            &pdir,
+            "part",
+            &buf,
+            &[0, 1],
+            &schema::parquet_schema_of(Kind::Http, old),
+            &schema::writer_properties(Kind::Http, 3, 1000).unwrap(),
+            1000,
+            Vec::new(),
+            false,
+        )
+        .unwrap();
+        let empty = (None, String::new(), String::new(), String::new(), None, String::new());
+        assert_eq!(owner_columns(&dir), [empty.clone(), empty.clone()]);
+        // Mixed with a file that has them, in one compacted file.
+        let mut st = crate::Store::open(&dir, crate::StoreOptions { sync: false, ..Default::default() }).unwrap();
+        st.append_tx_records(&[http((owner(7, "curl"), None))]).unwrap();
+        st.close().unwrap();
+        let report = crate::Store::compact_partition(&pdir).unwrap();
+        assert!(report.files_merged >= 2, "{report:?}");
+        let mut got = owner_columns(&dir);
+        got.sort();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[2].1, "curl");
+        assert_eq!(&got[..2], [empty.clone(), empty]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

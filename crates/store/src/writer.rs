@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::TypePtr;
 use wirelog_record::{
-    CommunityId, ConnRecord, ConnState, FlowRecord, History, Proc, ProcOwner, Proto, TxRecord, Uid,
+    CommunityId, ConnRecord, ConnState, FlowRecord, History, Proc, Proto, TxRecord, Uid,
 };
 
 use crate::batch::Kind;
 use crate::encode::{
-    self, opt_i32, opt_i64, req_bool, req_i32, req_i64, req_ip, strings, PqValues, RowSource,
+    self, opt_i32, opt_i64, owner_values, req_bool, req_i32, req_i64, req_ip, strings, PqValues,
+    RowSource,
 };
 use crate::error::StoreError;
 use crate::fsutil::{create_dirs_durable, DirLock};
@@ -24,6 +25,7 @@ use crate::schema;
 use crate::time::{hour_of, NS_PER_US};
 use crate::tx::{self, TxBuf, TxRow};
 use crate::tx_record::tx_kind;
+use crate::x509::X509Buf;
 
 /// How the store writes and what it keeps.
 #[derive(Debug, Clone)]
@@ -368,19 +370,7 @@ impl RowSource for ConnBuf {
             "inner_vlan" => opt_i32(rows, |r| self.inner_vlan[r].map(i32::from)),
             "empty_tcp_skipped" => req_bool(rows, |r| self.empty_tcp_skipped[r]),
             name if name.starts_with("orig_") || name.starts_with("resp_") => {
-                let procs = if name.starts_with("orig_") { &self.orig_proc } else { &self.resp_proc };
-                let text = |f: fn(&ProcOwner) -> &str| {
-                    strings(rows, true, move |r| procs[r].as_deref().map(f).filter(|s| !s.is_empty()).map(str::as_bytes))
-                };
-                match &name[5..] {
-                    "pid" => opt_i64(rows, |r| procs[r].as_ref().map(|o| o.pid as i64)),
-                    "proc" => text(|o| &o.name),
-                    "exe" => text(|o| &o.exe),
-                    "user" => text(|o| &o.user),
-                    "container" => text(|o| &o.container),
-                    "pod" => text(|o| &o.pod),
-                    other => unreachable!("conn column {name} ({other})"),
-                }
+                owner_values(name, &self.orig_proc, &self.resp_proc, rows)
             }
             other => unreachable!("conn column {other}"),
         }
@@ -490,6 +480,9 @@ pub struct Store {
     conns: ConnBuf,
     flow_fmt: FileFormat,
     conn_fmt: FileFormat,
+    /// Certificates of TLS transactions, deduplicated (see [`crate::x509`]).
+    x509: X509Buf,
+    x509_fmt: FileFormat,
     /// One buffer and format per transaction kind, in `Kind::TX` order.
     tx: Vec<(TxBuf, FileFormat)>,
     stats: WriteStats,
@@ -573,6 +566,8 @@ impl Store {
                 opts.row_group_rows,
                 opts.sync,
             )?,
+            x509: X509Buf::default(),
+            x509_fmt: FileFormat::new(Kind::X509, opts.zstd_level, opts.row_group_rows, opts.sync)?,
             opts,
             flows: FlowBuf::default(),
             conns: ConnBuf::default(),
@@ -667,10 +662,15 @@ impl Store {
 
     /// Buffers transaction records, each in its protocol's kind, as
     /// [`Store::append_tx`] would buffer their [`TxRow::from_record`] rows
-    /// (the rows are not built: their text is copied once, into the buffer).
+    /// (the rows are not built: their text is copied once, into the buffer);
+    /// the certificates of TLS records go to [`Kind::X509`], once per
+    /// certificate, role and hour (see [`crate::x509`]).
     pub fn append_tx_records(&mut self, recs: &[TxRecord]) -> Result<(), StoreError> {
         let limit = self.opts.flush_rows;
         for r in recs {
+            if r.protocol == wirelog_record::Protocol::Tls {
+                self.append_certs(r)?;
+            }
             let kind = tx_kind(r.protocol);
             let i = tx_slot(kind).expect("every protocol has a transaction kind");
             let buf = &self.tx[i].0;
@@ -683,6 +683,20 @@ impl Store {
             if buf.len() >= limit || buf.bytes >= self.opts.flush_bytes {
                 self.flush_full(kind)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Buffers the certificates of a TLS record.
+    fn append_certs(&mut self, r: &TxRecord) -> Result<(), StoreError> {
+        let limit = self.opts.flush_rows;
+        if self.x509.len() >= 2 * limit || self.x509.bytes >= 2 * self.opts.flush_bytes {
+            self.stats.dropped[kind_slot(Kind::X509)] += 1;
+            return Ok(());
+        }
+        self.x509.push_record(r);
+        if self.x509.len() >= limit || self.x509.bytes >= self.opts.flush_bytes {
+            self.flush_full(Kind::X509)?;
         }
         Ok(())
     }
@@ -786,6 +800,7 @@ impl Store {
         let (src, fmt): (&dyn RowSource, &FileFormat) = match kind {
             Kind::Flows => (&self.flows, &self.flow_fmt),
             Kind::Conns => (&self.conns, &self.conn_fmt),
+            Kind::X509 => (&self.x509, &self.x509_fmt),
             _ => {
                 let (b, f) = &self.tx[tx_slot(kind).expect("a transaction kind")];
                 (b, f)
@@ -826,6 +841,7 @@ impl Store {
         match kind {
             Kind::Flows => self.flows.clear(),
             Kind::Conns => self.conns.clear(),
+            Kind::X509 => self.x509.clear(),
             _ => self.tx[tx_slot(kind).expect("a transaction kind")]
                 .0
                 .clear(),
@@ -838,6 +854,7 @@ impl Store {
         let len = match kind {
             Kind::Flows => self.flows.len(),
             Kind::Conns => self.conns.len(),
+            Kind::X509 => self.x509.len(),
             _ => self.buffered_tx(kind),
         };
         len - self.published[kind_slot(kind)].iter().filter(|d| **d).count()
@@ -854,6 +871,7 @@ impl Store {
             let full = match kind {
                 Kind::Flows => self.flows.len() >= self.flow_limit(),
                 Kind::Conns => self.conns.len() >= self.conn_limit(),
+                Kind::X509 => self.x509.len() >= self.opts.flush_rows,
                 _ => self.buffered_tx(kind) >= self.opts.flush_rows,
             };
             if full || !self.published[kind_slot(kind)].is_empty() {
@@ -917,6 +935,7 @@ impl Store {
             match kind {
                 Kind::Flows => self.flows.clear(),
                 Kind::Conns => self.conns.clear(),
+                Kind::X509 => self.x509.discard(),
                 _ => self.tx[tx_slot(kind).expect("a transaction kind")].0.clear(),
             }
         }
@@ -945,6 +964,9 @@ impl Drop for Store {
         }
         if self.conns.len() > 0 {
             let _ = self.flush_kind(Kind::Conns);
+        }
+        if self.x509.len() > 0 {
+            let _ = self.flush_kind(Kind::X509);
         }
         for kind in Kind::TX {
             if self.buffered_tx(kind) > 0 {

@@ -101,7 +101,7 @@ fn every_kind_round_trips() {
                     st[i].clone(),
                 ));
                 extras.push(
-                    b.columns[schema::TX_COMMON..]
+                    b.columns[schema::TX_COMMON..schema::TX_COMMON + tx_columns(kind).len()]
                         .iter()
                         .map(|(_, c)| cell_text(c, i))
                         .collect(),

@@ -135,3 +135,34 @@ impl TlsTx {
         x509::sni_matches_cert(self.server_name.as_deref(), self.leaf())
     }
 }
+
+/// A certificate chain a TLS handshake showed, with who sent it and when.
+pub struct ShownChain<'a> {
+    pub certs: &'a [CertInfo],
+    /// The client's chain (else the server's).
+    pub client: bool,
+    /// When it was seen, as Zeek's x509.log times it: the server's
+    /// response started, the client's request (its handshake flight) ended.
+    pub ts_ns: i64,
+}
+
+/// The server's and the client's chains of a TLS record, decoded once
+/// (through [`TlsTx`]'s cache); `None` for other records.
+pub fn shown_chains(r: &crate::TxRecord) -> Option<[ShownChain<'_>; 2]> {
+    let crate::Detail::Tls(t) = &r.tx.detail else {
+        return None;
+    };
+    let tx = &r.tx;
+    Some([
+        ShownChain {
+            certs: t.server_chain(),
+            client: false,
+            ts_ns: tx.response.map_or(tx.ts_ns(), |s| s.first_ns),
+        },
+        ShownChain {
+            certs: t.client_chain(),
+            client: true,
+            ts_ns: tx.request.map_or(tx.ts_ns(), |s| s.last_ns),
+        },
+    ])
+}
