@@ -130,7 +130,11 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         ..args.output.config()
     })?;
     let health = output.health();
-    let owned_paths = output.paths().to_vec();
+    let mut owned_paths = output.paths().to_vec();
+    // --pcap-dir: the writer's directory is made (and given away) with the outputs.
+    let keeping = args.pcap.start()?;
+    let pcap_counters = keeping.as_ref().map(|k| k.counters());
+    owned_paths.extend(keeping.as_ref().map(|k| k.dir.clone()));
     let dropped = output.dropped_counter();
 
     drop_privileges(args.user.as_deref(), &owned_paths, resolver.as_mut())?;
@@ -161,6 +165,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         }
         if resolver.is_some() {
             probe.queue_new_connections(NEW_CONNS_PER_ROUND);
+        }
+        if let Some(k) = &keeping {
+            k.attach(&mut probe)?;
         }
         let tx = output.sender();
         let w = Worker {
@@ -223,6 +230,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             if Instant::now() >= s {
                 if !args.quiet {
                     eprintln!("wirelog: stats: {}{}", snapshot(), dropped_note(&dropped));
+                    if let Some(c) = &pcap_counters {
+                        eprintln!("wirelog: {}", c.text());
+                    }
                 }
                 next_stats = Some(s + args.stats_interval);
             }
@@ -250,6 +260,12 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                 first_err.get_or_insert(anyhow::anyhow!("a worker thread panicked"));
             }
         }
+    }
+    // The workers are done (their probes no longer keep packets): the pcap
+    // writer writes what is queued and closes its file.
+    let pcap_end = keeping.map(|k| k.finish());
+    if let Some(Err(e)) = pcap_end.as_ref().map(|r| r.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))) {
+        first_err.get_or_insert(e);
     }
     // The workers are done: the output writes what is queued and closes.
     let written = match output.finish() {
@@ -282,6 +298,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             w.flows
         );
         eprintln!("wirelog: stats: {}{}", snapshot(), dropped_note(&dropped));
+        if let Some(Ok(line)) = &pcap_end {
+            eprintln!("{line}");
+        }
         // The figures `/metrics` publishes live, as `read` prints them.
         if let Some(t) = w.states_text() {
             eprintln!("wirelog: conn_state: {t}");
