@@ -244,17 +244,26 @@ impl Writer {
                 break p;
             }
         };
-        let file = OpenOptions::new().write(true).create_new(true).open(&path)?;
-        let mut index = OpenOptions::new().write(true).create_new(true).open(index_path(&path))?;
-        index.write_all(&INDEX_HEADER)?;
-        let mut buf = Vec::with_capacity(CHUNK + (256 << 10));
-        buf.extend_from_slice(&PCAP_NS_MAGIC.to_le_bytes());
-        buf.extend_from_slice(&2u16.to_le_bytes());
-        buf.extend_from_slice(&4u16.to_le_bytes());
-        buf.extend_from_slice(&0u32.to_le_bytes()); // thiszone
-        buf.extend_from_slice(&0u32.to_le_bytes()); // sigfigs
-        buf.extend_from_slice(&self.cfg.snaplen.to_le_bytes());
-        buf.extend_from_slice(&linktype.to_le_bytes());
+        // Both files appear under their names with their headers written, so
+        // a reader (or a kill) never meets one without its header.
+        let with_header = |dest: &std::path::Path, header: &[u8]| -> io::Result<File> {
+            let part = dest.with_file_name(format!(".{}.part", dest.file_name().unwrap_or_default().to_string_lossy()));
+            let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&part)?;
+            f.write_all(header)?;
+            std::fs::rename(&part, dest)?;
+            Ok(f)
+        };
+        let mut header = Vec::with_capacity(24);
+        header.extend_from_slice(&PCAP_NS_MAGIC.to_le_bytes());
+        header.extend_from_slice(&2u16.to_le_bytes());
+        header.extend_from_slice(&4u16.to_le_bytes());
+        header.extend_from_slice(&0u32.to_le_bytes()); // thiszone
+        header.extend_from_slice(&0u32.to_le_bytes()); // sigfigs
+        header.extend_from_slice(&self.cfg.snaplen.to_le_bytes());
+        header.extend_from_slice(&linktype.to_le_bytes());
+        // The index first: a pcap file is never without one.
+        let index = with_header(&index_path(&path), &INDEX_HEADER)?;
+        let file = with_header(&path, &header)?;
         self.counters.files.fetch_add(1, Relaxed);
         self.open = Some(OpenFile {
             path: path.clone(),
@@ -263,10 +272,10 @@ impl Writer {
             linktype,
             bucket,
             packets: 0,
-            len: buf.len() as u64,
-            buf,
+            len: header.len() as u64,
+            buf: Vec::with_capacity(CHUNK + (256 << 10)),
             buf_packets: 0,
-            written: 0,
+            written: header.len() as u64,
             durable: 0,
             pending: VecDeque::new(),
             block: BlockBuilder::default(),
