@@ -137,9 +137,9 @@ impl Probe {
                     name_interface(&mut self.tracker, &mut self.named, self.namer, p.if_id);
                     self.last_named = p.if_id;
                 }
-                self.tracker.packet(p.ts_ns, p.if_id as u16, &ip);
-                if let Some(k) = self.keeper.as_mut() {
-                    k.offer(p, self.tracker.keep_verdict());
+                match self.keeper.as_mut() {
+                    None => self.tracker.packet(p.ts_ns, p.if_id as u16, &ip),
+                    Some(k) => k.offer(p, self.tracker.packet_kept(p.ts_ns, p.if_id as u16, &ip)),
                 }
                 Ok(())
             }
