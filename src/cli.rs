@@ -352,17 +352,8 @@ pub struct QueryArgs {
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
 
-    /// Only the last DURATION (e.g. 15m, 24h), relative to now.
-    #[arg(long, value_name = "DURATION", conflicts_with_all = ["from", "to"], value_parser = parse_duration)]
-    pub last: Option<Duration>,
-
-    /// Start of the time range (RFC 3339, e.g. 2026-11-22T13:00:00Z, or Unix seconds).
-    #[arg(long, value_name = "TIME")]
-    pub from: Option<String>,
-
-    /// End of the time range (exclusive).
-    #[arg(long, value_name = "TIME")]
-    pub to: Option<String>,
+    #[command(flatten)]
+    pub time: TimeRangeArgs,
 
     /// A time series with one row per interval (1m, 5m, 1h, ...).
     #[arg(long, value_name = "DURATION")]
@@ -982,6 +973,22 @@ pub enum PcapConns {
     Parsed,
 }
 
+/// The time range of a query over the store (`query`, `pcap`).
+#[derive(Args, Debug, Clone)]
+pub struct TimeRangeArgs {
+    /// Only the last DURATION (e.g. 15m, 24h), relative to now.
+    #[arg(long, value_name = "DURATION", conflicts_with_all = ["from", "to"], value_parser = parse_duration)]
+    pub last: Option<Duration>,
+
+    /// Start of the time range (RFC 3339, e.g. 2026-11-22T13:00:00Z, or Unix seconds).
+    #[arg(long, value_name = "TIME")]
+    pub from: Option<String>,
+
+    /// End of the time range (exclusive).
+    #[arg(long, value_name = "TIME")]
+    pub to: Option<String>,
+}
+
 #[derive(Args, Debug)]
 pub struct PcapQueryArgs {
     /// Which records select the connections: conns (default) or a
@@ -993,17 +1000,8 @@ pub struct PcapQueryArgs {
     #[arg(long = "where", short = 'w', value_name = "EXPR")]
     pub where_: Option<String>,
 
-    /// Only records of the last DURATION (e.g. 15m, 24h), relative to now.
-    #[arg(long, value_name = "DURATION", conflicts_with_all = ["from", "to"], value_parser = parse_duration)]
-    pub last: Option<Duration>,
-
-    /// Start of the time range (RFC 3339 or Unix seconds).
-    #[arg(long, value_name = "TIME")]
-    pub from: Option<String>,
-
-    /// End of the time range (exclusive).
-    #[arg(long, value_name = "TIME")]
-    pub to: Option<String>,
+    #[command(flatten)]
+    pub time: TimeRangeArgs,
 
     /// The store directory.
     #[arg(long, value_name = "DIR", default_value = "wirelog-data")]

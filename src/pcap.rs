@@ -127,7 +127,7 @@ pub fn run(args: PcapQueryArgs) -> Result<ExitCode> {
     if kind == wirelog_store::Kind::Flows {
         bail!("flows: flow records name no connection; select with conns or a protocol's transactions");
     }
-    let (from, to) = crate::query::time_range(args.last, args.from.as_deref(), args.to.as_deref())?;
+    let (from, to) = crate::query::time_range(&args.time)?;
     let mut spec = parse_query(kind, args.where_.as_deref(), Some("uid"), None, Some(0), None)
         .map_err(|e| anyhow!("{e}"))?;
     if from.is_some() || to.is_some() {

@@ -13,7 +13,7 @@ use crate::cli::{OutputFormat, QueryArgs, QueryKind};
 pub fn run(args: QueryArgs) -> Result<ExitCode> {
     let QueryKind(kind) = args.kind;
     let fail = |e: wirelog_query::QueryError| anyhow::anyhow!("{e}");
-    let (from, to) = time_range(args.last, args.from.as_deref(), args.to.as_deref())?;
+    let (from, to) = time_range(&args.time)?;
     let mut spec = parse_query(
         kind,
         args.where_.as_deref(),
@@ -41,7 +41,8 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
 }
 
 /// `--last`, or `--from`/`--to`, as a range of ns since the epoch.
-pub fn time_range(last: Option<std::time::Duration>, from: Option<&str>, to: Option<&str>) -> Result<(Option<i64>, Option<i64>)> {
+pub fn time_range(range: &crate::cli::TimeRangeArgs) -> Result<(Option<i64>, Option<i64>)> {
+    let (last, from, to) = (range.last, range.from.as_deref(), range.to.as_deref());
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)
