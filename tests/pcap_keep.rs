@@ -334,3 +334,51 @@ fn sigkill_leaves_every_file_readable_and_the_index_within_the_data() {
     assert!(o.status.success() && err.contains("truncated file"), "{err}");
     assert!(err.contains(&format!("wirelog: {} packets", recs.len())), "{err}");
 }
+
+#[test]
+fn filter_snaplen_and_parsed_connections() {
+    let dir = scratch("pcap_keep", "select");
+    let input = sample_pcap(&dir);
+    // --pcap-filter and --pcap-snaplen: tcpdump's udp packets, 100 bytes of each.
+    let pd = dir.join("udp");
+    wirelog(&["read", s(&input), "--no-store", "--logs", s(&dir.join("l1")), "--pcap-dir", s(&pd), "--pcap-filter", "udp", "--pcap-snaplen", "100"]);
+    let expected = dir.join("udp.pcap");
+    let st = Command::new("tcpdump").args(["-r", s(&input), "-w", s(&expected), "udp"]).stderr(Stdio::null()).status().unwrap();
+    assert!(st.success());
+    let want: Vec<(i64, u32, Vec<u8>)> =
+        read_pcap(&expected).0.into_iter().map(|r| (r.ts_ns, r.orig_len, r.data[..r.data.len().min(100)].to_vec())).collect();
+    let got: Vec<(i64, u32, Vec<u8>)> = kept_records(&pd).into_iter().map(|r| (r.ts_ns, r.orig_len, r.data)).collect();
+    assert!(!want.is_empty() && want.iter().any(|w| w.2.len() < w.1 as usize), "the snaplen should cut some");
+    assert_eq!(got, want);
+    // --pcap-conns parsed: only connections with a parser, under their records' uids.
+    let pd = dir.join("parsed");
+    let logs = dir.join("l2");
+    wirelog(&["read", s(&input), "--no-store", "--logs", s(&logs), "--pcap-dir", s(&pd), "--pcap-conns", "parsed"]);
+    let parsed: BTreeSet<String> = ["http.log", "mysql.log", "pgsql.log", "redis.log", "dns.log", "ssl.log"]
+        .iter()
+        .filter(|l| logs.join(l).exists())
+        .flat_map(|l| read_log(&logs.join(l)).into_iter().map(|r| r["uid"].clone()))
+        .collect();
+    let mut indexed = BTreeSet::new();
+    let mut offsets = 0;
+    for f in kept_files(&pd) {
+        for (uid, o) in read_index(&f.with_extension("idx")).0 {
+            offsets += o.len();
+            indexed.insert(uid);
+        }
+    }
+    assert!(!parsed.is_empty());
+    // Every kept packet is indexed (none of no connection): those of the
+    // connections that made transactions, and of connections to a parser's
+    // port that carried no payload (a parser is chosen by port at the SYN).
+    assert_eq!(offsets, kept_records(&pd).len());
+    assert!(indexed.is_superset(&parsed));
+    let conns = read_log(&logs.join("conn.log"));
+    for uid in indexed.difference(&parsed) {
+        let c = conns.iter().find(|c| &c["uid"] == uid).unwrap();
+        assert!(["80", "8080", "3306", "5432", "6379", "443"].contains(&c["id.resp_p"].as_str()), "{c:?}");
+        assert!(["0", "-"].contains(&c["orig_bytes"].as_str()) && ["0", "-"].contains(&c["resp_bytes"].as_str()), "{c:?}");
+    }
+    // A connection of no parser (the ICMP and UDP probes of sample.pcap) is not kept.
+    assert!(conns.iter().any(|c| !indexed.contains(&c["uid"]) && !parsed.contains(&c["uid"])));
+}
