@@ -153,7 +153,10 @@ pub fn run(args: PcapQueryArgs) -> Result<ExitCode> {
             std::fs::File::create(&args.output).with_context(|| format!("{}: cannot create", args.output.display()))?,
         )
     };
-    let s = wirelog_pcapdir::extract::extract(&args.pcap_dir, &uids, from, &mut out)
+    // A connection selected by its start has no packet before `from`; one
+    // selected by a transaction may have begun long before it.
+    let first_packet = if kind == wirelog_store::Kind::Conns { from } else { None };
+    let s = wirelog_pcapdir::extract::extract(&args.pcap_dir, &uids, first_packet, &mut out)
         .with_context(|| format!("cannot extract from {}", args.pcap_dir.display()))?;
     out.flush()?;
     for w in &s.warnings {
