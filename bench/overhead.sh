@@ -8,7 +8,10 @@
 #   tcpdump_s128      the same with -s 128
 #   wirelog           wirelog capture -i lo: conns, flows and MySQL statements (mysql.log and the store)
 #   wirelog_noparse   the same with --no-parse (conns and flows only)
-# Reports TPS and p95 latency relative to no capture, and the capturer's CPU seconds.
+#   wirelog_pcap      wirelog with --pcap-dir: every packet kept (ring of 2 x 100 MB files)
+#   wirelog_pcap16k   the same with --pcap-cutoff 16K
+# Reports TPS and p95 latency relative to no capture, the worst one-second TPS, the capturer's CPU
+# seconds and the bytes it left on disk (pcap files, logs and store).
 # usage: bench/overhead.sh   (env: SB_TIME=30 ROUNDS=3 SCENARIOS="...")
 set -euo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
@@ -19,7 +22,7 @@ source "$REPO/../shared/bench/common.sh"
 SB_TIME=${SB_TIME:-30}
 SB_THREADS=${SB_THREADS:-4}
 ROUNDS=${ROUNDS:-3}
-SCENARIOS=${SCENARIOS:-"none tcpdump_w tcpdump_s128 wirelog wirelog_noparse"}
+SCENARIOS=${SCENARIOS:-"none tcpdump_w tcpdump_s128 wirelog wirelog_noparse wirelog_pcap wirelog_pcap16k"}
 WIRELOG=${WIRELOG:-$REPO/target/release/wirelog}
 OUT=$REPO/bench/out
 mkdir -p "$OUT"
@@ -32,10 +35,10 @@ sysbench_prepare
 OV=$(mktemp -d /tmp/wirelog-overhead.XXXXXX)
 EXTRA_CLEANUP+=("rm -rf $OV")
 CSV=$OUT/overhead_runs.csv
-echo "round,scenario,tps,qps,lat_avg_ms,lat_p95_ms,capture_cpu_s,mariadbd_cpu_s,capture_rss_mb,loadavg1" >"$CSV"
+echo "round,scenario,tps,qps,lat_avg_ms,lat_p95_ms,capture_cpu_s,mariadbd_cpu_s,capture_rss_mb,loadavg1,min_tps_1s,disk_mb" >"$CSV"
 
 sb() { nsx sysbench oltp_read_only "${SB_MYSQL[@]}" --tables="$SB_TABLES" --table-size="$SB_ROWS" \
-          --threads="$SB_THREADS" --percentile=95 "$@"; }
+          --threads="$SB_THREADS" --percentile=95 --report-interval=1 "$@"; }
 # CPU of a process and all its threads (utime + stime), in ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 rss_mb() { awk '/VmHWM/{printf "%.0f", $2 / 1024}' "/proc/$1/status" 2>/dev/null || echo -; }
@@ -55,6 +58,12 @@ start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
                       --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_noparse) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --no-parse --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_pcap) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --store "$OV/store" --logs "$OV/logs" --pcap-dir "$OV/pcap" --pcap-file-size 100M \
+                      --pcap-keep count=2 2>"$OV/cap.err" & ;;
+    wirelog_pcap16k) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --store "$OV/store" --logs "$OV/logs" --pcap-dir "$OV/pcap" --pcap-file-size 100M \
+                      --pcap-keep count=2 --pcap-cutoff 16K 2>"$OV/cap.err" & ;;
     *) echo "unknown scenario $sc" >&2; exit 1 ;;
     esac
     CAP_PID=$!; PIDS+=("$CAP_PID")
@@ -77,14 +86,18 @@ for round in $(seq 1 "$ROUNDS"); do
         qps=$(awk '/queries:/ && /per sec/{gsub(/\(/,"",$3); print $3}' "$f")
         avg=$(awk '/avg:/{print $2}' "$f")
         p95=$(awk '/95th percentile:/{print $3}' "$f")
+        # The worst one-second interval (the stalls a page-cache flush causes).
+        mintps=$(awk '/^\[ *[0-9]+s \]/{for (i = 1; i < NF; i++) if ($i == "tps:") print $(i + 1)}' "$f" | sort -n | head -1)
+        # Disk bytes the capturer wrote (deleted ring files not counted: a lower bound).
+        disk=$(du -sm "$OV" 2>/dev/null | cut -f1)
         ccpu=$(echo "scale=2; ($c1 - $c0) / $HZ" | bc)
         mcpu=$(echo "scale=2; ($m1 - $m0) / $HZ" | bc)
         if [[ $sc == wirelog* ]]; then
             txs=$(grep -vc '^#' "$OV/logs/mysql.log" 2>/dev/null || echo 0)
-            log "  wirelog: $(grep -E 'stopped by|stats:' "$OV/cap.err" | tail -2 | tr '\n' ' ') mysql.log records: $txs"
+            log "  wirelog: $(grep -E 'stopped by|stats:|pcap:' "$OV/cap.err" | tail -3 | tr '\n' ' ') mysql.log records: $txs"
         fi
-        echo "$round,$sc,$tps,$qps,$avg,$p95,$ccpu,$mcpu,$rss,$load" >>"$CSV"
-        log "round $round $sc: tps=$tps p95=${p95}ms capture_cpu=${ccpu}s mariadbd_cpu=${mcpu}s rss=${rss}MB load=$load"
+        echo "$round,$sc,$tps,$qps,$avg,$p95,$ccpu,$mcpu,$rss,$load,$mintps,$disk" >>"$CSV"
+        log "round $round $sc: tps=$tps min_1s=$mintps p95=${p95}ms capture_cpu=${ccpu}s mariadbd_cpu=${mcpu}s rss=${rss}MB disk=${disk}MB load=$load"
     done
 done
 
@@ -98,13 +111,14 @@ def med(sc, k):
 base_tps, base_p95 = med("none", "tps"), med("none", "lat_p95_ms")
 o = open(sys.argv[2], "w")
 o.write(f"sysbench oltp_read_only, {sys.argv[3]} threads, {sys.argv[4]} s per run, unthrottled; medians over rounds\n\n")
-o.write("| scenario | runs | TPS | p95 ms | TPS lost vs none | p95 vs none | capturer CPU s | mariadbd CPU s | capturer peak RSS MB |\n")
-o.write("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+o.write("| scenario | runs | TPS | p95 ms | TPS lost vs none | p95 vs none | worst 1 s TPS | capturer CPU s | mariadbd CPU s | capturer peak RSS MB | disk MB |\n")
+o.write("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 for sc in scen:
     n = sum(1 for r in rows if r["scenario"] == sc)
     tps, p95 = med(sc, "tps"), med(sc, "lat_p95_ms")
     o.write(f"| {sc} | {n} | {tps:.0f} | {p95:.2f} | {100 * (1 - tps / base_tps):.1f}% | {p95 / base_p95:.2f}x | "
-            f"{med(sc, 'capture_cpu_s'):.1f} | {med(sc, 'mariadbd_cpu_s'):.1f} | {med(sc, 'capture_rss_mb'):.0f} |\n")
+            f"{med(sc, 'min_tps_1s'):.0f} | {med(sc, 'capture_cpu_s'):.1f} | {med(sc, 'mariadbd_cpu_s'):.1f} | "
+            f"{med(sc, 'capture_rss_mb'):.0f} | {med(sc, 'disk_mb'):.0f} |\n")
 o.close()
 print(open(sys.argv[2]).read())
 PY

@@ -129,7 +129,11 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         clickhouse: crate::clickhouse::sink_config(&args.output, &args.interfaces.join(","))?,
         ..args.output.config()
     })?;
-    let (output, owned_paths, health) = (started.output, started.paths, started.health);
+    let (output, mut owned_paths, health) = (started.output, started.paths, started.health);
+    // --pcap-dir: the writer's directory is made (and given away) with the outputs.
+    let keeping = args.pcap.start()?;
+    let pcap_counters = keeping.as_ref().map(|k| k.counters());
+    owned_paths.extend(keeping.as_ref().map(|k| k.dir.clone()));
     let dropped = output.dropped_counter();
 
     drop_privileges(args.user.as_deref(), &owned_paths, resolver.as_mut())?;
@@ -160,6 +164,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         }
         if resolver.is_some() {
             probe.queue_new_connections(NEW_CONNS_PER_ROUND);
+        }
+        if let Some(k) = &keeping {
+            k.attach(&mut probe)?;
         }
         let tx = output.sender();
         let w = Worker {
@@ -222,6 +229,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             if Instant::now() >= s {
                 if !args.quiet {
                     eprintln!("wirelog: stats: {}{}", snapshot(), dropped_note(&dropped));
+                    if let Some(c) = &pcap_counters {
+                        eprintln!("wirelog: {}", c.text());
+                    }
                 }
                 next_stats = Some(s + args.stats_interval);
             }
@@ -249,6 +259,12 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                 first_err.get_or_insert(anyhow::anyhow!("a worker thread panicked"));
             }
         }
+    }
+    // The workers are done (their probes no longer keep packets): the pcap
+    // writer writes what is queued and closes its file.
+    let pcap_end = keeping.map(|k| k.finish());
+    if let Some(Err(e)) = pcap_end.as_ref().map(|r| r.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))) {
+        first_err.get_or_insert(e);
     }
     // The workers are done: the output writes what is queued and closes.
     let written = match output.finish() {
@@ -281,6 +297,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             w.flows
         );
         eprintln!("wirelog: stats: {}{}", snapshot(), dropped_note(&dropped));
+        if let Some(Ok(line)) = &pcap_end {
+            eprintln!("{line}");
+        }
         // The figures `/metrics` publishes live, as `read` prints them.
         if let Some(t) = w.states_text() {
             eprintln!("wirelog: conn_state: {t}");

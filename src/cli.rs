@@ -92,6 +92,15 @@ pub enum Command {
     /// time range, the captures ingested and retention; `--check` reads
     /// every file back (exit 1 naming the bad ones).
     Store(StoreArgs),
+    /// Write the kept packets (`--pcap-dir`) of the connections a query
+    /// selects to one pcap file, in time order, found through the index.
+    ///
+    /// Examples:
+    ///   wirelog pcap --where 'uid = CHhAvVGS1DHFjwGM9' -o one.pcap
+    ///   wirelog pcap conns --where 'resp_p = 3306 and duration > 1s' --last 1h -o slow.pcap
+    ///   wirelog pcap mysql --where 'latency > 1s' --last 1h -o slow-queries.pcap
+    #[command(verbatim_doc_comment)]
+    Pcap(PcapQueryArgs),
     /// Prepare a ClickHouse database for a fleet of probes (`init`) or send
     /// a spool left by an earlier run (`flush`). See README, "Fleet".
     #[command(subcommand)]
@@ -361,17 +370,8 @@ pub struct QueryArgs {
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
 
-    /// Only the last DURATION (e.g. 15m, 24h), relative to now.
-    #[arg(long, value_name = "DURATION", conflicts_with_all = ["from", "to"], value_parser = parse_duration)]
-    pub last: Option<Duration>,
-
-    /// Start of the time range (RFC 3339, e.g. 2026-11-22T13:00:00Z, or Unix seconds).
-    #[arg(long, value_name = "TIME")]
-    pub from: Option<String>,
-
-    /// End of the time range (exclusive).
-    #[arg(long, value_name = "TIME")]
-    pub to: Option<String>,
+    #[command(flatten)]
+    pub time: TimeRangeArgs,
 
     /// A time series with one row per interval (1m, 5m, 1h, ...).
     #[arg(long, value_name = "DURATION")]
@@ -489,6 +489,9 @@ pub struct ReadArgs {
 
     #[command(flatten)]
     pub probe: ProbeArgs,
+
+    #[command(flatten)]
+    pub pcap: PcapArgs,
 }
 
 /// What the probe makes of packets: checksums, fragments, tracking and
@@ -839,7 +842,8 @@ impl ReadArgs {
     /// Every numeric option in its range, before anything is opened.
     pub fn check(&self) -> anyhow::Result<()> {
         self.output.check()?;
-        self.probe.check()
+        self.probe.check()?;
+        self.pcap.check()
     }
 }
 
@@ -858,6 +862,7 @@ impl CaptureArgs {
         }
         self.output.check()?;
         self.probe.check()?;
+        self.pcap.check()?;
         self.serve.check()
     }
 }
@@ -933,7 +938,106 @@ pub struct CaptureArgs {
     pub probe: ProbeArgs,
 
     #[command(flatten)]
+    pub pcap: PcapArgs,
+
+    #[command(flatten)]
     pub serve: CaptureServeArgs,
+}
+
+/// Keeping packets (`--pcap-dir`), shared by `read` and `capture`.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Keeping packets")]
+pub struct PcapArgs {
+    /// Keep packets in nanosecond pcap files in DIR (created if missing),
+    /// each with an index of its connections' uids for `wirelog pcap`.
+    /// Written on a thread of their own; what it cannot take in time is
+    /// dropped from the files (counted), never from the records.
+    #[arg(long, value_name = "DIR")]
+    pub pcap_dir: Option<PathBuf>,
+
+    /// Start a new file before one grows past SIZE.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = parse_size, requires = "pcap_dir")]
+    pub pcap_file_size: u64,
+
+    /// Also start a new file at every multiple of DURATION since the epoch
+    /// (packet time; 1h: on the hour).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "pcap_dir")]
+    pub pcap_rotate: Option<Duration>,
+
+    /// Delete the oldest files beyond these bounds: count=N (files),
+    /// size=SIZE (all files, the open one counted at --pcap-file-size),
+    /// age=DURATION (packet time), e.g. count=100,size=50G,age=7d. The open
+    /// file is never deleted.
+    #[arg(long, value_name = "BOUNDS", requires = "pcap_dir")]
+    pub pcap_keep: Option<String>,
+
+    /// Which connections' packets: all (and packets of no connection), or
+    /// parsed (connections with a protocol parser, from the packet that
+    /// chose the parser on).
+    #[arg(long, value_enum, value_name = "WHICH", default_value_t = PcapConns::All, requires = "pcap_dir")]
+    pub pcap_conns: PcapConns,
+
+    /// Keep only the first SIZE of payload of each side of a connection
+    /// (the packet crossing it whole), plus every packet with SYN, FIN or RST.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "pcap_dir")]
+    pub pcap_cutoff: Option<u64>,
+
+    /// Bytes kept of each packet.
+    #[arg(long, value_name = "BYTES", default_value_t = 262_144, requires = "pcap_dir")]
+    pub pcap_snaplen: u32,
+
+    /// Keep only packets matching this tcpdump filter expression too.
+    #[arg(long, value_name = "EXPR", requires = "pcap_dir")]
+    pub pcap_filter: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PcapConns {
+    All,
+    Parsed,
+}
+
+/// The time range of a query over the store (`query`, `pcap`).
+#[derive(Args, Debug, Clone)]
+pub struct TimeRangeArgs {
+    /// Only the last DURATION (e.g. 15m, 24h), relative to now.
+    #[arg(long, value_name = "DURATION", conflicts_with_all = ["from", "to"], value_parser = parse_duration)]
+    pub last: Option<Duration>,
+
+    /// Start of the time range (RFC 3339, e.g. 2026-11-22T13:00:00Z, or Unix seconds).
+    #[arg(long, value_name = "TIME")]
+    pub from: Option<String>,
+
+    /// End of the time range (exclusive).
+    #[arg(long, value_name = "TIME")]
+    pub to: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PcapQueryArgs {
+    /// Which records select the connections: conns (default) or a
+    /// protocol's transactions (their connections' packets are written).
+    #[arg(value_enum, default_value = "conns")]
+    pub kind: QueryKind,
+
+    /// Condition on any field of the records, as `wirelog query --where`.
+    #[arg(long = "where", short = 'w', value_name = "EXPR")]
+    pub where_: Option<String>,
+
+    #[command(flatten)]
+    pub time: TimeRangeArgs,
+
+    /// The store directory.
+    #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
+    pub store: PathBuf,
+
+    /// The directory `--pcap-dir` wrote.
+    #[arg(long, value_name = "DIR", required = true)]
+    pub pcap_dir: PathBuf,
+
+    /// The pcap file to write (`-`: standard output).
+    #[arg(short = 'o', long, value_name = "FILE", required = true)]
+    pub output: PathBuf,
 }
 
 /// `capture --listen` / `--metrics-listen`: the server of `wirelog serve`

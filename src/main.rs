@@ -10,6 +10,7 @@ mod clickhouse;
 mod config;
 mod limits;
 mod output;
+mod pcap;
 mod progress;
 mod query;
 mod read;
@@ -46,6 +47,7 @@ fn main() -> ExitCode {
         cli::Command::Serve(opts) => serve::run(opts),
         cli::Command::Store(opts) => store::run(opts),
         cli::Command::Clickhouse(cmd) => clickhouse::run(cmd),
+        cli::Command::Pcap(opts) => pcap::run(opts),
     };
     match result {
         Ok(code) => code,

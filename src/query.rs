@@ -10,38 +10,24 @@ use wirelog_store::{Scan, Store};
 
 use crate::cli::{OutputFormat, QueryArgs, QueryKind};
 
-pub fn run(args: QueryArgs) -> Result<ExitCode> {
-    let QueryKind(kind) = args.kind;
-    let now = std::time::SystemTime::now()
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+pub fn run(args: QueryArgs) -> Result<ExitCode> {
+    let QueryKind(kind) = args.kind;
     // The query errors print the expression with a caret under the problem.
     let fail = |e: wirelog_query::QueryError| anyhow::anyhow!("{e}");
-    let (from, to) = match (&args.last, &args.from, &args.to) {
-        (Some(d), _, _) => (Some(now - d.as_nanos() as i64), None),
-        (None, f, t) => (
-            f.as_deref()
-                .map(|s| parse_time_arg("--from", s, now))
-                .transpose()
-                .map_err(fail)?,
-            t.as_deref()
-                .map(|s| parse_time_arg("--to", s, now))
-                .transpose()
-                .map_err(fail)?,
-        ),
-    };
-    if let (Some(f), Some(t)) = (from, to) {
-        if f >= t {
-            bail!("--from must be before --to");
-        }
-    }
+    let (from, to) = time_range(&args.time)?;
     let where_ = match (args.expiring, args.where_.as_deref()) {
         (Some(_), _) if !matches!(kind, wirelog_store::Kind::X509 | wirelog_store::Kind::Tls) => {
             bail!("--expiring applies to `query x509` and `query tls` (certificates), not `query {}`", kind.as_str())
         }
         (Some(d), w) => {
-            let until = now / 1_000_000_000 + d.as_secs() as i64;
+            let until = now_ns() / 1_000_000_000 + d.as_secs() as i64;
             let cond = format!("not_valid_after < {until}");
             Some(match w.filter(|w| !w.trim().is_empty()) {
                 Some(w) => format!("({w}) and {cond}"),
@@ -68,11 +54,39 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
             .map_err(|e| anyhow::anyhow!("clickhouse {}: {e}", server.url))?;
         return print(table, &args);
     }
-    if !args.store.is_dir() {
+    let engine = run_store(&args.store, spec, from, to)?;
+    print(engine.finish(), &args)
+}
+
+/// `--last`, or `--from`/`--to`, as a range of ns since the epoch.
+pub fn time_range(range: &crate::cli::TimeRangeArgs) -> Result<(Option<i64>, Option<i64>)> {
+    let (last, from, to) = (range.last, range.from.as_deref(), range.to.as_deref());
+    let now = now_ns();
+    let fail = |e: wirelog_query::QueryError| anyhow::anyhow!("{e}");
+    let (from, to) = match last {
+        Some(d) => (Some(now - d.as_nanos() as i64), None),
+        None => (
+            from.map(|s| parse_time_arg("--from", s, now)).transpose().map_err(fail)?,
+            to.map(|s| parse_time_arg("--to", s, now)).transpose().map_err(fail)?,
+        ),
+    };
+    if let (Some(f), Some(t)) = (from, to) {
+        if f >= t {
+            bail!("--from must be before --to");
+        }
+    }
+    Ok((from, to))
+}
+
+/// Runs `spec` over the store in `store`, restricted to `[from, to)`.
+pub fn run_store(store: &std::path::Path, spec: wirelog_query::QuerySpec, from: Option<i64>, to: Option<i64>) -> Result<Engine> {
+    let kind = spec.kind;
+    let fail = |e: wirelog_query::QueryError| anyhow::anyhow!("{e}");
+    if !store.is_dir() {
         bail!(
             "{}: no store here (write one with `wirelog read --store {}`)",
-            args.store.display(),
-            args.store.display()
+            store.display(),
+            store.display()
         );
     }
 
@@ -86,7 +100,7 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
     }
     let mut engine = Engine::new(spec).map_err(fail)?;
     let mut schema_problem = None;
-    let stats = Store::scan_ref(&args.store, &scan, |batch| {
+    let stats = Store::scan_ref(store, &scan, |batch| {
         if schema_problem.is_none() {
             if let Err(e) = engine.consume(batch) {
                 schema_problem = Some(e);
@@ -94,14 +108,14 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
         }
         Ok(())
     })
-    .with_context(|| format!("cannot read the store {}", args.store.display()))?;
+    .with_context(|| format!("cannot read the store {}", store.display()))?;
     if let Some(e) = schema_problem {
-        bail!("{}: {e}", args.store.display());
+        bail!("{}: {e}", store.display());
     }
     for w in &stats.warnings {
         eprintln!("wirelog: warning: {w}");
     }
-    print(engine.finish(), &args)
+    Ok(engine)
 }
 
 /// `--probe a,b`: the names, blanks dropped (none: every probe).

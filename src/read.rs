@@ -93,6 +93,11 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     let mut output = crate::output::start(out_cfg)?.output;
 
     let mut probe = Probe::new(probe_cfg);
+    // --pcap-dir: packets the rules keep go to a writer thread.
+    let keeping = args.pcap.start()?;
+    if let Some(k) = &keeping {
+        k.attach(&mut probe)?;
+    }
 
     let budget = memory_line(&args.probe);
     if !args.quiet {
@@ -222,6 +227,8 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         Err(e) => (Summary::default(), Some(e)),
     };
     progress.finish();
+    probe.stop_keeping();
+    let pcap_end = keeping.map(|k| k.finish());
 
     if !args.quiet {
         let st = probe.track_stats();
@@ -287,6 +294,15 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         );
     }
 
+    // --pcap-dir: what was kept, cut and dropped.
+    let failed = match pcap_end {
+        Some(Ok(line)) if !args.quiet => {
+            eprintln!("{line}");
+            failed
+        }
+        Some(Err(e)) => failed.or(Some(e)),
+        _ => failed,
+    };
     if let Some(e) = failed {
         return Err(e);
     }

@@ -593,3 +593,40 @@ fn kernel_drops_are_counted() {
     assert_eq!(processed + dropped, kernel, "{line}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `capture --pcap-dir` (two workers, privileges dropped to nobody): the
+/// kept files hold exactly the replayed frames, and their index names the
+/// uids of the capture's own conn records.
+#[test]
+fn capture_keeps_the_replayed_packets_indexed_by_record_uid() {
+    use common::kept::{kept_files, kept_records, read_index, read_pcap};
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("pcapdir");
+    for pcap in [sample_pcap(&dir), testdata("http_no_crlf/no_crlf.pcap")] {
+        let pd = dir.join("pcap");
+        let _ = std::fs::remove_dir_all(&pd);
+        let pd_s = pd.to_str().unwrap();
+        let (live, err) = live(&ns, &pcap, &dir, &["-C", "--workers", "2", "--pcap-dir", pd_s, "--pcap-file-size", "256K"]);
+        let frames = |recs: Vec<common::kept::Rec>| {
+            let mut v: Vec<(u32, Vec<u8>)> = recs.into_iter().map(|r| (r.orig_len, r.data)).collect();
+            v.sort();
+            v
+        };
+        let want = frames(read_pcap(&pcap).0);
+        assert_eq!(frames(kept_records(&pd)), want, "{}", pcap.display());
+        assert!(err.contains(&format!("pcap: {} packets kept, 0 cut, 0 dropped", want.len())), "{err}");
+        let uids: std::collections::BTreeSet<&str> = live.iter().map(|c| c["uid"].as_str()).collect();
+        let mut indexed = std::collections::BTreeSet::new();
+        for f in kept_files(&pd) {
+            indexed.extend(read_index(&f.with_extension("idx")).0.into_keys());
+        }
+        assert!(!indexed.is_empty());
+        for u in &indexed {
+            assert!(uids.contains(u.as_str()), "{}: index uid {u} is no conn record's", pcap.display());
+        }
+        for u in uids {
+            assert!(indexed.contains(u), "{}: conn {u} has no packets in the index", pcap.display());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -3,6 +3,7 @@
 // Each test binary includes this module and uses a part of it.
 #![allow(dead_code)]
 
+pub mod kept;
 pub mod live;
 pub mod lo;
 pub mod serve;

@@ -40,7 +40,8 @@ use wirelog_track::{AppStats, TrackStats, Tracker};
 pub use wirelog_decode::{ChecksumMode, SkipReason};
 pub use wirelog_packet::{KernelChecksum, LinkType, Packet};
 pub use wirelog_procs::NewConn;
-pub use wirelog_track::{AppConfig, TrackerConfig};
+pub use wirelog_pcapdir::{KeepCounters, KeepSender};
+pub use wirelog_track::{AppConfig, KeepRule, KeepVerdict, TrackerConfig};
 
 /// Everything that decides what a probe makes of packets; the defaults are
 /// the command line's.
@@ -80,6 +81,30 @@ pub struct Probe {
     /// The id named last: packets of one interface come in runs, so most
     /// packets are settled by one compare.
     last_named: u32,
+    /// `--pcap-dir`: where kept packets go (`None`: none are).
+    keeper: Option<Keeper>,
+}
+
+/// A packet filter of its own for kept packets (`--pcap-filter`): true keeps.
+pub type KeepFilter = Box<dyn FnMut(&Packet<'_>) -> bool + Send>;
+
+/// The packets the tracker's verdict keeps (and the filter passes), copied
+/// to the pcap writer's queue.
+struct Keeper {
+    sender: KeepSender,
+    filter: Option<KeepFilter>,
+}
+
+impl Keeper {
+    /// Out of line: the loop pays one branch per packet when nothing is kept.
+    #[inline(never)]
+    fn offer(&mut self, p: &Packet<'_>, v: KeepVerdict) {
+        if v.keep && self.filter.as_mut().is_none_or(|f| f(p)) {
+            self.sender.keep(p.ts_ns, p.wire_len, p.linktype.0, p.data, v.uid);
+        } else {
+            self.sender.cut();
+        }
+    }
 }
 
 impl Probe {
@@ -94,6 +119,7 @@ impl Probe {
             namer: None,
             named: Vec::new(),
             last_named: u32::MAX,
+            keeper: None,
         }
     }
 
@@ -111,10 +137,18 @@ impl Probe {
                     name_interface(&mut self.tracker, &mut self.named, self.namer, p.if_id);
                     self.last_named = p.if_id;
                 }
-                self.tracker.packet(p.ts_ns, p.if_id as u16, &ip);
+                match self.keeper.as_mut() {
+                    None => self.tracker.packet(p.ts_ns, p.if_id as u16, &ip),
+                    Some(k) => k.offer(p, self.tracker.packet_kept(p.ts_ns, p.if_id as u16, &ip)),
+                }
                 Ok(())
             }
-            Decoded::Skipped(r) => Err(r),
+            Decoded::Skipped(r) => {
+                if let Some(k) = self.keeper.as_mut() {
+                    k.offer(p, self.tracker.unrelated_verdict());
+                }
+                Err(r)
+            }
         }
     }
 
@@ -129,6 +163,23 @@ impl Probe {
     /// transactions parsed, since the last call into `batch` (appended).
     pub fn drain(&mut self, batch: &mut Batch) {
         self.tracker.move_records_into(&mut batch.conns, &mut batch.flows, &mut batch.txs);
+        if let Some(k) = self.keeper.as_mut() {
+            k.sender.flush();
+        }
+    }
+
+    /// Keeps packets from now on: those `rule` keeps and `filter` (if any)
+    /// passes go to `sender`, with their connection's uid (which the
+    /// connection's records then carry). Call before the first packet.
+    pub fn keep_packets(&mut self, rule: KeepRule, sender: KeepSender, filter: Option<KeepFilter>) {
+        self.tracker.keep_packets(rule);
+        self.keeper = Some(Keeper { sender, filter });
+    }
+
+    /// Hands the packets kept so far to the writer and stops keeping (the
+    /// writer can then finish).
+    pub fn stop_keeping(&mut self) {
+        self.keeper = None;
     }
 
     /// End of input: every connection still open ends with its current

@@ -14,6 +14,7 @@ mod app;
 mod conn;
 mod flow;
 mod history;
+mod keep;
 mod key;
 mod ports;
 mod table;
@@ -23,6 +24,7 @@ mod tracker;
 
 pub use app::{AppConfig, AppStats};
 pub use flow::{FlowKey, FlowSlot, FlowTable};
+pub use keep::{KeepRule, KeepVerdict};
 pub use key::{ConnKey, Side};
 pub use ports::{PortSet, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS};
 pub use tracker::{TrackStats, Tracker, TrackerConfig};

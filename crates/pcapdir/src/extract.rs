@@ -1,0 +1,127 @@
+//! The packets of chosen connections, from the indexes: each file's index
+//! says where its records are; they are read where they are (no scan of
+//! the data) and written in time order to one nanosecond pcap file.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::index::read_index;
+use crate::name::list_pcaps;
+use crate::writer::{is_ns_pcap, PCAP_NS_MAGIC};
+
+/// Packets of one connection may be written this long after the next file
+/// began (several workers share the writer, each a little behind).
+const FILE_OVERLAP_NS: i64 = 60_000_000_000;
+
+/// What an extraction found.
+#[derive(Debug, Default)]
+pub struct ExtractSummary {
+    pub packets: u64,
+    /// Uids with at least one packet in the directory.
+    pub uids_found: usize,
+    /// pcap files whose index was read, and those with packets written.
+    pub files_indexed: usize,
+    pub files_read: usize,
+    /// Files without an index, indexes that ended inside a block.
+    pub warnings: Vec<String>,
+}
+
+/// A record to copy: (time, file, offset, captured length).
+type Rec = (i64, usize, u64, u32);
+
+/// Writes the packets of `uids` found in `dir` to `out`, in time order.
+/// Files whose successor began before `from_ns` (minus a minute) are not
+/// looked at: a connection that started at or after `from_ns` has no packets
+/// there.
+pub fn extract(dir: &Path, uids: &HashSet<String>, from_ns: Option<i64>, out: &mut dyn Write) -> io::Result<ExtractSummary> {
+    let files = list_pcaps(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    let mut s = ExtractSummary::default();
+    let mut found: HashSet<String> = HashSet::new();
+    let mut recs: Vec<Rec> = Vec::new();
+    let mut opened: Vec<(usize, File)> = Vec::new();
+    let mut linktype: Option<u32> = None;
+    let mut snaplen = 0u32;
+    for (i, f) in files.iter().enumerate() {
+        let next = files.get(i + 1).map_or(i64::MAX, |n| n.start_ns);
+        if from_ns.is_some_and(|from| next < from.saturating_sub(FILE_OVERLAP_NS)) {
+            continue;
+        }
+        let ix = match read_index(&f.index_path(), |u| uids.contains(u)) {
+            Ok(ix) => ix,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                s.warnings.push(format!("{}: no index, its packets are not searched", f.path.display()));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        s.files_indexed += 1;
+        if ix.torn_tail {
+            s.warnings.push(format!("{}: the index ends inside a block (a writer was stopped); its complete blocks are used", f.index_path().display()));
+        }
+        if ix.entries.is_empty() {
+            continue;
+        }
+        let file = File::open(&f.path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", f.path.display())))?;
+        let len = file.metadata()?.len();
+        let mut head = [0u8; 24];
+        file.read_exact_at(&mut head, 0)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: pcap header: {e}", f.path.display())))?;
+        if !is_ns_pcap(&head) {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: not a nanosecond pcap file", f.path.display())));
+        }
+        let lt = u32::from_le_bytes(head[20..24].try_into().unwrap());
+        match linktype {
+            None => linktype = Some(lt),
+            Some(l) if l != lt => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: link type {lt}, other packets have {l}: one pcap file cannot hold both", f.path.display()),
+                ))
+            }
+            Some(_) => {}
+        }
+        snaplen = snaplen.max(u32::from_le_bytes(head[16..20].try_into().unwrap()));
+        let end = len.min(ix.data_end);
+        for e in &ix.entries {
+            found.insert(e.uid.clone());
+            for &o in &e.offsets {
+                let mut h = [0u8; 16];
+                file.read_exact_at(&mut h, o)?;
+                let sec = u32::from_le_bytes(h[0..4].try_into().unwrap()) as i64;
+                let ns = u32::from_le_bytes(h[4..8].try_into().unwrap()) as i64;
+                let cap = u32::from_le_bytes(h[8..12].try_into().unwrap());
+                if o + 16 + cap as u64 > end {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{}: the index points past the data (record at byte {o})", f.path.display()),
+                    ));
+                }
+                recs.push((sec * 1_000_000_000 + ns, opened.len(), o, cap));
+            }
+        }
+        opened.push((i, file));
+    }
+    recs.sort_unstable();
+    recs.dedup();
+    s.uids_found = found.len();
+    s.files_read = opened.len();
+    let mut w = io::BufWriter::with_capacity(1 << 20, out);
+    w.write_all(&PCAP_NS_MAGIC.to_le_bytes())?;
+    w.write_all(&2u16.to_le_bytes())?;
+    w.write_all(&4u16.to_le_bytes())?;
+    w.write_all(&[0u8; 8])?;
+    w.write_all(&snaplen.max(65535).to_le_bytes())?;
+    w.write_all(&linktype.unwrap_or(1).to_le_bytes())?;
+    let mut buf = Vec::new();
+    for &(_, fi, o, cap) in &recs {
+        buf.resize(16 + cap as usize, 0);
+        opened[fi].1.read_exact_at(&mut buf, o)?;
+        w.write_all(&buf)?;
+        s.packets += 1;
+    }
+    w.flush()?;
+    Ok(s)
+}

@@ -1,0 +1,394 @@
+//! The writer thread: batches of kept packets in, rotated pcap files and
+//! their indexes out.
+//!
+//! Records collect in a buffer written with one `write` per megabyte. Each
+//! written range is handed to the kernel's writeback at once
+//! (`sync_file_range(WRITE)`); when the next range is written, the one
+//! before is waited for and dropped from the page cache
+//! (`posix_fadvise(DONTNEED)`), so kept packets never pile up as dirty or
+//! cached pages that stall the host when flushed. Only then are the index
+//! entries of its packets appended: the index never points past data on
+//! disk.
+
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wirelog_record::Uid;
+
+use crate::index::{BlockBuilder, HEADER as INDEX_HEADER};
+use crate::name::{file_name, index_path};
+use crate::ring::{enforce, RingLimits};
+use crate::{KeepCounters, KeepSender, KeptBatch};
+
+/// Records are written in chunks of this size.
+const CHUNK: usize = 1 << 20;
+/// An idle writer makes what it holds durable and indexed this often.
+const IDLE_FLUSH: Duration = Duration::from_secs(1);
+/// Emptied batches kept for reuse.
+const SPARES: usize = 16;
+/// pcap's nanosecond-resolution magic number.
+pub const PCAP_NS_MAGIC: u32 = 0xa1b2_3c4d;
+
+/// Where and how kept packets are written.
+#[derive(Debug, Clone)]
+pub struct PcapDirConfig {
+    pub dir: PathBuf,
+    /// A file is closed before it grows past this many bytes (`--pcap-file-size`).
+    pub file_size: u64,
+    /// Files also end at every multiple of this period since the epoch,
+    /// by packet time (`--pcap-rotate`).
+    pub rotate_ns: Option<i64>,
+    pub ring: RingLimits,
+    /// Bytes kept of each packet (`--pcap-snaplen`).
+    pub snaplen: u32,
+    /// Batches the writer's queue holds before senders drop.
+    pub queue_batches: usize,
+}
+
+/// What the writer reports when it ends.
+#[derive(Debug, Default, Clone)]
+pub struct WriterSummary {
+    /// The first write error (later ones are only counted).
+    pub first_error: Option<String>,
+}
+
+/// A running writer and the queue to it.
+pub struct PcapDir {
+    tx: Option<SyncSender<KeptBatch>>,
+    spares: Arc<Mutex<Vec<KeptBatch>>>,
+    counters: Arc<KeepCounters>,
+    snaplen: u32,
+    thread: Option<JoinHandle<WriterSummary>>,
+}
+
+impl PcapDir {
+    /// Creates the directory if needed and starts the writer thread.
+    pub fn start(cfg: PcapDirConfig) -> io::Result<PcapDir> {
+        std::fs::create_dir_all(&cfg.dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("--pcap-dir {}: {e}", cfg.dir.display())))?;
+        let probe = cfg.dir.join(".wirelog-write-test");
+        File::create(&probe)
+            .and_then(|_| std::fs::remove_file(&probe))
+            .map_err(|e| io::Error::new(e.kind(), format!("--pcap-dir {}: cannot write: {e}", cfg.dir.display())))?;
+        let (tx, rx) = sync_channel(cfg.queue_batches.max(1));
+        let spares = Arc::new(Mutex::new(Vec::new()));
+        let counters = Arc::new(KeepCounters::default());
+        let snaplen = cfg.snaplen;
+        let mut w = Writer {
+            cfg,
+            counters: counters.clone(),
+            spares: spares.clone(),
+            open: None,
+            seq: 0,
+            newest_ns: i64::MIN,
+            first_error: None,
+        };
+        let thread = std::thread::Builder::new()
+            .name("wirelog-pcap".into())
+            .spawn(move || {
+                w.run(rx);
+                WriterSummary { first_error: w.first_error }
+            })?;
+        Ok(PcapDir { tx: Some(tx), spares, counters, snaplen, thread: Some(thread) })
+    }
+
+    /// A sender for one packet path.
+    pub fn sender(&self) -> KeepSender {
+        KeepSender {
+            tx: self.tx.clone().expect("sender after finish"),
+            spares: self.spares.clone(),
+            counters: self.counters.clone(),
+            batch: KeptBatch::default(),
+            snaplen: self.snaplen,
+            cut: 0,
+        }
+    }
+
+    pub fn counters(&self) -> Arc<KeepCounters> {
+        self.counters.clone()
+    }
+
+    /// Waits for the writer to write what was queued and close its file
+    /// (every sender must be dropped first).
+    pub fn finish(mut self) -> WriterSummary {
+        self.tx = None;
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(s)) => s,
+            _ => WriterSummary { first_error: Some("the pcap writer thread panicked".into()) },
+        }
+    }
+}
+
+struct OpenFile {
+    path: PathBuf,
+    file: File,
+    index: File,
+    linktype: u32,
+    /// The rotation period the file's first packet is in.
+    bucket: i64,
+    packets: u64,
+    /// Records not written yet.
+    buf: Vec<u8>,
+    buf_packets: u64,
+    /// Bytes the file has with `buf`; bytes written; bytes on disk.
+    len: u64,
+    written: u64,
+    durable: u64,
+    /// Index entries (uid, time, record start, record end) whose data is
+    /// not on disk yet.
+    pending: VecDeque<(Uid, i64, u64, u64)>,
+    block: BlockBuilder,
+}
+
+struct Writer {
+    cfg: PcapDirConfig,
+    counters: Arc<KeepCounters>,
+    spares: Arc<Mutex<Vec<KeptBatch>>>,
+    open: Option<OpenFile>,
+    seq: u64,
+    newest_ns: i64,
+    first_error: Option<String>,
+}
+
+impl Writer {
+    fn run(&mut self, rx: Receiver<KeptBatch>) {
+        loop {
+            match rx.recv_timeout(IDLE_FLUSH) {
+                Ok(mut b) => {
+                    self.write_batch(&b);
+                    b.clear();
+                    if let Ok(mut s) = self.spares.lock() {
+                        if s.len() < SPARES {
+                            s.push(b);
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => self.flush(true),
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        self.close();
+        // The last file is closed too now: the ring holds it within bounds.
+        match enforce(&self.cfg.dir, &self.cfg.ring, None, 0, self.newest_ns) {
+            Ok(gone) => {
+                self.counters.deleted.fetch_add(gone.len() as u64, Relaxed);
+            }
+            Err(e) => self.fail(format!("{}: cannot delete old pcap files: {e}", self.cfg.dir.display())),
+        }
+    }
+
+    fn fail(&mut self, what: String) {
+        if self.first_error.is_none() {
+            eprintln!("wirelog: pcap: {what}");
+            self.first_error = Some(what);
+        }
+    }
+
+    fn write_batch(&mut self, b: &KeptBatch) {
+        let mut at = 0usize;
+        for m in &b.meta {
+            let data = &b.data[at..at + m.cap_len as usize];
+            at += m.cap_len as usize;
+            self.newest_ns = self.newest_ns.max(m.ts_ns);
+            let rec_len = 16 + m.cap_len as u64;
+            let bucket = self.cfg.rotate_ns.map_or(0, |p| m.ts_ns.div_euclid(p));
+            let rotate = match &self.open {
+                None => true,
+                Some(f) => {
+                    f.linktype != m.linktype
+                        || (f.packets > 0 && f.len + rec_len > self.cfg.file_size)
+                        || bucket > f.bucket
+                }
+            };
+            if rotate {
+                self.close();
+                if let Err(e) = self.open_file(m.ts_ns, m.linktype, bucket) {
+                    self.fail(format!("cannot create a pcap file in {}: {e}", self.cfg.dir.display()));
+                    self.counters.write_failed.fetch_add(1, Relaxed);
+                    continue;
+                }
+            }
+            let Some(f) = self.open.as_mut() else { continue };
+            let start = f.len;
+            let ts = m.ts_ns.max(0);
+            f.buf.extend_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
+            f.buf.extend_from_slice(&((ts % 1_000_000_000) as u32).to_le_bytes());
+            f.buf.extend_from_slice(&m.cap_len.to_le_bytes());
+            f.buf.extend_from_slice(&m.orig_len.to_le_bytes());
+            f.buf.extend_from_slice(data);
+            f.len += rec_len;
+            f.packets += 1;
+            f.buf_packets += 1;
+            if let Some(uid) = m.uid {
+                f.pending.push_back((uid, m.ts_ns, start, f.len));
+            }
+            if f.buf.len() >= CHUNK {
+                self.flush(false);
+            }
+        }
+    }
+
+    fn open_file(&mut self, ts_ns: i64, linktype: u32, bucket: i64) -> io::Result<()> {
+        let path = loop {
+            let p = self.cfg.dir.join(file_name(ts_ns, self.seq));
+            self.seq += 1;
+            if !p.exists() {
+                break p;
+            }
+        };
+        // Both files appear under their names with their headers written, so
+        // a reader (or a kill) never meets one without its header.
+        let with_header = |dest: &std::path::Path, header: &[u8]| -> io::Result<File> {
+            let part = dest.with_file_name(format!(".{}.part", dest.file_name().unwrap_or_default().to_string_lossy()));
+            let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&part)?;
+            f.write_all(header)?;
+            std::fs::rename(&part, dest)?;
+            Ok(f)
+        };
+        let mut header = Vec::with_capacity(24);
+        header.extend_from_slice(&PCAP_NS_MAGIC.to_le_bytes());
+        header.extend_from_slice(&2u16.to_le_bytes());
+        header.extend_from_slice(&4u16.to_le_bytes());
+        header.extend_from_slice(&0u32.to_le_bytes()); // thiszone
+        header.extend_from_slice(&0u32.to_le_bytes()); // sigfigs
+        header.extend_from_slice(&self.cfg.snaplen.to_le_bytes());
+        header.extend_from_slice(&linktype.to_le_bytes());
+        // The index first: a pcap file is never without one.
+        let index = with_header(&index_path(&path), &INDEX_HEADER)?;
+        let file = with_header(&path, &header)?;
+        self.counters.files.fetch_add(1, Relaxed);
+        self.open = Some(OpenFile {
+            path: path.clone(),
+            file,
+            index,
+            linktype,
+            bucket,
+            packets: 0,
+            len: header.len() as u64,
+            buf: Vec::with_capacity(CHUNK + (256 << 10)),
+            buf_packets: 0,
+            written: header.len() as u64,
+            durable: 0,
+            pending: VecDeque::new(),
+            block: BlockBuilder::default(),
+        });
+        match enforce(&self.cfg.dir, &self.cfg.ring, Some(&path), self.cfg.file_size, self.newest_ns) {
+            Ok(gone) => {
+                self.counters.deleted.fetch_add(gone.len() as u64, Relaxed);
+            }
+            Err(e) => self.fail(format!("{}: cannot delete old pcap files: {e}", self.cfg.dir.display())),
+        }
+        Ok(())
+    }
+
+    /// Writes the buffer; the range written before it is waited for,
+    /// dropped from the page cache and indexed (`all`: this one too).
+    fn flush(&mut self, all: bool) {
+        let Some(f) = self.open.as_mut() else { return };
+        if !f.buf.is_empty() {
+            let from = f.written;
+            match f.file.write_all(&f.buf) {
+                Ok(()) => {
+                    self.counters.written.fetch_add(f.buf_packets, Relaxed);
+                    self.counters.written_bytes.fetch_add(f.buf.len() as u64, Relaxed);
+                    f.written += f.buf.len() as u64;
+                    f.buf.clear();
+                    f.buf_packets = 0;
+                    start_writeback(&f.file, from, f.written - from);
+                    if f.durable < from {
+                        settle(&f.file, f.durable, from - f.durable);
+                        f.durable = from;
+                    }
+                }
+                Err(e) => {
+                    let what = format!("{}: {e}", f.path.display());
+                    let lost = f.buf_packets;
+                    self.counters.write_failed.fetch_add(lost, Relaxed);
+                    // What was written stays valid (readers stop at a cut
+                    // record); the next packet opens a new file.
+                    if let Some(mut f) = self.open.take() {
+                        f.buf.clear();
+                        f.buf_packets = 0;
+                        settle(&f.file, f.durable, f.written.saturating_sub(f.durable));
+                        f.durable = f.written;
+                        let _ = index_durable(&mut f);
+                    }
+                    self.fail(what);
+                    return;
+                }
+            }
+        }
+        if all && f.durable < f.written {
+            settle(&f.file, f.durable, f.written - f.durable);
+            f.durable = f.written;
+        }
+        if let Err(e) = index_durable(f) {
+            let what = format!("{}: {e}", index_path(&f.path).display());
+            self.fail(what);
+        }
+    }
+
+    fn close(&mut self) {
+        self.flush(true);
+        if let Some(f) = self.open.take() {
+            let _ = f.index.sync_data();
+        }
+    }
+}
+
+/// Appends the index entries of the records now on disk.
+fn index_durable(f: &mut OpenFile) -> io::Result<()> {
+    while let Some(&(uid, ts, start, end)) = f.pending.front() {
+        if end > f.durable {
+            break;
+        }
+        f.block.add(uid, ts, start);
+        f.pending.pop_front();
+    }
+    if f.block.is_empty() {
+        return Ok(());
+    }
+    let bytes = f.block.encode(f.durable);
+    f.index.write_all(&bytes)
+}
+
+/// Starts writeback of a range without waiting for it.
+fn start_writeback(file: &File, from: u64, len: u64) {
+    // SAFETY: a plain syscall on an open descriptor; errors only mean the
+    // filesystem does not support it (the data is still written).
+    unsafe {
+        libc::sync_file_range(file.as_raw_fd(), from as i64, len as i64, libc::SYNC_FILE_RANGE_WRITE);
+    }
+}
+
+/// Waits until a range is on disk, then drops it from the page cache.
+fn settle(file: &File, from: u64, len: u64) {
+    if len == 0 {
+        return;
+    }
+    let fd = file.as_raw_fd();
+    // SAFETY: as above.
+    unsafe {
+        libc::sync_file_range(
+            fd,
+            from as i64,
+            len as i64,
+            libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+        );
+        libc::posix_fadvise(fd, from as i64, len as i64, libc::POSIX_FADV_DONTNEED);
+    }
+}
+
+/// Whether `path` is a pcap file with nanosecond timestamps.
+pub(crate) fn is_ns_pcap(header: &[u8]) -> bool {
+    header.len() >= 4 && u32::from_le_bytes(header[..4].try_into().unwrap()) == PCAP_NS_MAGIC
+}
+

@@ -1,0 +1,176 @@
+//! Keeping packets (`read`/`capture --pcap-dir`): the writer, the keep rule
+//! and filter each probe applies; and `wirelog pcap`, which writes the kept
+//! packets of the connections a query selects.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use wirelog_capture::filter::FileFilter;
+use wirelog_pcapdir::{PcapDir, PcapDirConfig, RingLimits};
+use wirelog_probe::{KeepCounters, KeepRule, Probe};
+use wirelog_query::{parse_query, KeyValue};
+
+use crate::cli::{parse_duration, parse_size, PcapArgs, PcapConns, PcapQueryArgs, QueryKind};
+use crate::limits;
+
+/// Batches of up to 256 KiB the writer's queue holds (per directory).
+const QUEUE_BATCHES: usize = 64;
+
+impl PcapArgs {
+    /// Sizes, bounds and the filter expression, before anything is opened.
+    pub fn check(&self) -> Result<()> {
+        if self.pcap_dir.is_none() {
+            return Ok(());
+        }
+        limits::size_in_range("--pcap-file-size", self.pcap_file_size, 64 << 10, 1 << 40)?;
+        limits::in_range("--pcap-snaplen", self.pcap_snaplen as u64, 16, 262_144)?;
+        if let Some(d) = self.pcap_rotate {
+            limits::duration_in_range("--pcap-rotate", d, Duration::from_secs(1), Duration::from_secs(366 * 86400))?;
+        }
+        let ring = self.ring()?;
+        if let Some(size) = ring.size {
+            if size < 2 * self.pcap_file_size {
+                bail!(
+                    "--pcap-keep size={}: at least twice --pcap-file-size ({}), or no closed file fits beside the open one",
+                    limits::human(size),
+                    limits::human(self.pcap_file_size)
+                );
+            }
+        }
+        if let Some(f) = &self.pcap_filter {
+            FileFilter::new(f).map_err(|e| anyhow!("--pcap-filter: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn ring(&self) -> Result<RingLimits> {
+        match &self.pcap_keep {
+            None => Ok(RingLimits::default()),
+            Some(s) => RingLimits::parse(s, parse_size, |d| parse_duration(d).map(|d| d.as_nanos() as i64))
+                .map_err(|e| anyhow!("--pcap-keep: {e}")),
+        }
+    }
+
+    /// Starts the writer if `--pcap-dir` is given.
+    pub fn start(&self) -> Result<Option<Keeping>> {
+        let Some(dir) = &self.pcap_dir else {
+            return Ok(None);
+        };
+        let pcap = PcapDir::start(PcapDirConfig {
+            dir: dir.clone(),
+            file_size: self.pcap_file_size,
+            rotate_ns: self.pcap_rotate.map(|d| d.as_nanos() as i64),
+            ring: self.ring()?,
+            snaplen: self.pcap_snaplen,
+            queue_batches: QUEUE_BATCHES,
+        })?;
+        Ok(Some(Keeping {
+            pcap,
+            dir: dir.clone(),
+            rule: KeepRule {
+                parsed_only: self.pcap_conns == PcapConns::Parsed,
+                cutoff: self.pcap_cutoff.unwrap_or(u64::MAX),
+            },
+            filter: self.pcap_filter.clone(),
+        }))
+    }
+}
+
+/// A running pcap writer and what each probe keeps.
+pub struct Keeping {
+    pcap: PcapDir,
+    pub dir: PathBuf,
+    rule: KeepRule,
+    filter: Option<String>,
+}
+
+impl Keeping {
+    /// Makes `probe` keep packets into this directory.
+    pub fn attach(&self, probe: &mut Probe) -> Result<()> {
+        let filter = match &self.filter {
+            Some(e) => {
+                let mut f = FileFilter::new(e).map_err(|e| anyhow!("--pcap-filter: {e}"))?;
+                Some(Box::new(move |p: &wirelog_probe::Packet<'_>| f.matches(p.linktype.0, p.data, p.wire_len))
+                    as wirelog_probe::KeepFilter)
+            }
+            None => None,
+        };
+        probe.keep_packets(self.rule, self.pcap.sender(), filter);
+        Ok(())
+    }
+
+    pub fn counters(&self) -> Arc<KeepCounters> {
+        self.pcap.counters()
+    }
+
+    /// Waits for the writer (every probe must have stopped keeping) and
+    /// says what was kept.
+    pub fn finish(self) -> Result<String> {
+        let counters = self.pcap.counters();
+        let s = self.pcap.finish();
+        if let Some(e) = s.first_error {
+            eprintln!("wirelog: {}", counters.text());
+            bail!("pcap: {e}");
+        }
+        Ok(format!("wirelog: {} in {}", counters.text(), self.dir.display()))
+    }
+}
+
+/// `wirelog pcap`.
+pub fn run(args: PcapQueryArgs) -> Result<ExitCode> {
+    let QueryKind(kind) = args.kind;
+    if kind == wirelog_store::Kind::Flows {
+        bail!("flows: flow records name no connection; select with conns or a protocol's transactions");
+    }
+    let (from, to) = crate::query::time_range(&args.time)?;
+    let mut spec = parse_query(kind, args.where_.as_deref(), Some("uid"), None, Some(0), None)
+        .map_err(|e| anyhow!("{e}"))?;
+    if from.is_some() || to.is_some() {
+        spec.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
+    }
+    let table = crate::query::run_store(&args.store, spec, from, to)?.finish();
+    let uids: HashSet<String> = table
+        .rows
+        .iter()
+        .filter_map(|r| match r.key.first() {
+            Some(KeyValue::Str(u)) => Some(u.clone()),
+            _ => None,
+        })
+        .collect();
+    if !args.pcap_dir.is_dir() {
+        bail!("--pcap-dir {}: no such directory", args.pcap_dir.display());
+    }
+    let to_stdout = args.output.as_os_str() == "-";
+    let mut out: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(
+            std::fs::File::create(&args.output).with_context(|| format!("{}: cannot create", args.output.display()))?,
+        )
+    };
+    // A connection selected by its start has no packet before `from`; one
+    // selected by a transaction may have begun long before it.
+    let first_packet = if kind == wirelog_store::Kind::Conns { from } else { None };
+    let s = wirelog_pcapdir::extract::extract(&args.pcap_dir, &uids, first_packet, &mut out)
+        .with_context(|| format!("cannot extract from {}", args.pcap_dir.display()))?;
+    out.flush()?;
+    for w in &s.warnings {
+        eprintln!("wirelog: warning: {w}");
+    }
+    eprintln!(
+        "wirelog: {} records matched, {} connections; {} of them have packets in {}: {} packets from {} files{}",
+        table.rows_matched,
+        uids.len(),
+        s.uids_found,
+        args.pcap_dir.display(),
+        s.packets,
+        s.files_read,
+        if to_stdout { String::new() } else { format!(" written to {}", args.output.display()) }
+    );
+    Ok(if uids.is_empty() || s.packets == 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
