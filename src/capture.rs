@@ -166,7 +166,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             probe.queue_new_connections(NEW_CONNS_PER_ROUND);
         }
         if let Some(k) = &keeping {
-            k.attach(&mut probe)?;
+            k.attach(&mut probe, false)?;
         }
         let tx = output.sender();
         let w = Worker {

@@ -90,8 +90,9 @@ pub struct Keeping {
 }
 
 impl Keeping {
-    /// Makes `probe` keep packets into this directory.
-    pub fn attach(&self, probe: &mut Probe) -> Result<()> {
+    /// Makes `probe` keep packets into this directory; with `wait` (reading
+    /// files) the probe waits for the writer rather than dropping packets.
+    pub fn attach(&self, probe: &mut Probe, wait: bool) -> Result<()> {
         let filter = match &self.filter {
             Some(e) => {
                 let mut f = FileFilter::new(e).map_err(|e| anyhow!("--pcap-filter: {e}"))?;
@@ -100,7 +101,8 @@ impl Keeping {
             }
             None => None,
         };
-        probe.keep_packets(self.rule, self.pcap.sender(), filter);
+        let sender = if wait { self.pcap.sender().waiting() } else { self.pcap.sender() };
+        probe.keep_packets(self.rule, sender, filter);
         Ok(())
     }
 

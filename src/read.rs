@@ -96,7 +96,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     // --pcap-dir: packets the rules keep go to a writer thread.
     let keeping = args.pcap.start()?;
     if let Some(k) = &keeping {
-        k.attach(&mut probe)?;
+        k.attach(&mut probe, true)?;
     }
 
     let budget = memory_line(&args.probe);

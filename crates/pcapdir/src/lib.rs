@@ -101,7 +101,8 @@ impl KeepCounters {
 }
 
 /// A packet path's end of the writer's queue: copies kept packets into a
-/// batch and sends full batches without ever blocking.
+/// batch and sends full batches, without ever blocking unless it was made to
+/// wait (reading files: nothing is lost for going faster than the disk).
 pub struct KeepSender {
     tx: SyncSender<KeptBatch>,
     /// Emptied batches the writer gives back (one lock per batch).
@@ -111,6 +112,8 @@ pub struct KeepSender {
     snaplen: u32,
     /// Counted here, published with each batch.
     cut: u64,
+    /// Wait for room in the queue instead of dropping (offline readers).
+    wait: bool,
 }
 
 impl KeepSender {
@@ -151,7 +154,12 @@ impl KeepSender {
         let n = self.batch.meta.len() as u64;
         let spare = self.spares.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
         let full = std::mem::replace(&mut self.batch, spare);
-        match self.tx.try_send(full) {
+        let sent = if self.wait {
+            self.tx.send(full).map_err(|e| TrySendError::Disconnected(e.0))
+        } else {
+            self.tx.try_send(full)
+        };
+        match sent {
             Ok(()) => {
                 self.counters.kept.fetch_add(n, Relaxed);
             }
@@ -165,6 +173,14 @@ impl KeepSender {
 
     pub fn counters(&self) -> &Arc<KeepCounters> {
         &self.counters
+    }
+
+    /// Waits for room in the writer's queue instead of dropping a batch: for
+    /// reading files, where the packet path may wait for the disk (a live
+    /// capture worker never does).
+    pub fn waiting(mut self) -> KeepSender {
+        self.wait = true;
+        self
     }
 }
 

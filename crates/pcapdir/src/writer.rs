@@ -109,6 +109,7 @@ impl PcapDir {
             batch: KeptBatch::default(),
             snaplen: self.snaplen,
             cut: 0,
+            wait: false,
         }
     }
 

@@ -108,29 +108,7 @@ impl<W: Write> FlowLogWriter<W> {
     }
 }
 
-/// flows.log as a sink: the flow records of each batch, in order.
-impl crate::Sink for FlowLogWriter<crate::LogOut> {
-    fn name(&self) -> &str {
-        "flows.log"
-    }
-
-    fn write(&mut self, batch: &wirelog_record::Batch) -> io::Result<()> {
-        batch.flows.iter().try_for_each(|r| FlowLogWriter::write(self, r))
-    }
-
-    fn tick(&mut self, _now: std::time::Instant) -> io::Result<()> {
-        self.flush()
-    }
-
-    fn space(&self) -> crate::Space {
-        crate::out::space([&self.out])
-    }
-
-    fn close(&mut self) -> io::Result<crate::SinkEnd> {
-        self.finish()?;
-        Ok(crate::out::abandon([&mut self.out]))
-    }
-}
+crate::out::log_sink!(FlowLogWriter, "flows.log", flows);
 
 #[cfg(test)]
 mod tests {

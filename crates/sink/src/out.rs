@@ -119,3 +119,35 @@ pub(crate) fn abandon<'a>(files: impl IntoIterator<Item = &'a mut LogOut>) -> Si
     }
     end
 }
+
+/// A writer of one log with one record type per batch field, as a sink:
+/// `log_sink!(ConnLogWriter, "conn.log", conns)` writes each batch's
+/// `conns`, flushes on every tick, and at close writes the `#close` line and
+/// counts what still waited for space.
+macro_rules! log_sink {
+    ($writer:ident, $name:literal, $records:ident) => {
+        impl $crate::Sink for $writer<$crate::LogOut> {
+            fn name(&self) -> &str {
+                $name
+            }
+
+            fn write(&mut self, batch: &wirelog_record::Batch) -> std::io::Result<()> {
+                batch.$records.iter().try_for_each(|r| $writer::write(self, r))
+            }
+
+            fn tick(&mut self, _now: std::time::Instant) -> std::io::Result<()> {
+                self.flush()
+            }
+
+            fn space(&self) -> $crate::Space {
+                $crate::out::space([&self.out])
+            }
+
+            fn close(&mut self) -> std::io::Result<$crate::SinkEnd> {
+                self.finish()?;
+                Ok($crate::out::abandon([&mut self.out]))
+            }
+        }
+    };
+}
+pub(crate) use log_sink;

@@ -390,29 +390,7 @@ impl<W: Write> ConnLogWriter<W> {
     }
 }
 
-/// conn.log as a sink: the connections of each batch, in order.
-impl crate::Sink for ConnLogWriter<crate::LogOut> {
-    fn name(&self) -> &str {
-        "conn.log"
-    }
-
-    fn write(&mut self, batch: &wirelog_record::Batch) -> io::Result<()> {
-        batch.conns.iter().try_for_each(|r| ConnLogWriter::write(self, r))
-    }
-
-    fn tick(&mut self, _now: std::time::Instant) -> io::Result<()> {
-        self.flush()
-    }
-
-    fn space(&self) -> crate::Space {
-        crate::out::space([&self.out])
-    }
-
-    fn close(&mut self) -> io::Result<crate::SinkEnd> {
-        self.finish()?;
-        Ok(crate::out::abandon([&mut self.out]))
-    }
-}
+crate::out::log_sink!(ConnLogWriter, "conn.log", conns);
 
 #[cfg(test)]
 mod tests {
