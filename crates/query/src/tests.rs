@@ -2044,6 +2044,7 @@ fn partial_groups_merge_to_the_same_answer() {
     let keys = Batch { kind: Kind::Conns, columns: vec![("proto", Column::Str(vec!["tcp".into()]))] };
     let err = e.consume_partial(&crate::Partial { keys: &keys, sums: &[(Acc::default(), 1)], hist: &[(1, 1, 5, 5)] });
     assert!(err.is_err());
+}
 
 /// `capture --processes` owners on transactions: filtered and grouped by
 /// like any column, unknown owners grouping as "".
