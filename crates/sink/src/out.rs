@@ -3,7 +3,7 @@
 //! sinks share about those files (space, retries, what was dropped).
 
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::{LogFile, LogFormat, SinkEnd, Space};
 
@@ -79,10 +79,6 @@ impl LogDir {
             }
             _ => Ok(()),
         }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.dir
     }
 }
 
