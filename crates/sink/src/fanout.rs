@@ -249,10 +249,22 @@ impl Fanout {
 
     /// Closes the sinks in order (a sink that waits on a network, given
     /// last, finds the files already whole).
+    /// Every sink is closed even when one fails (a failing log must not keep
+    /// ClickHouse from draining its queue to the spool); the first failure,
+    /// naming its sink, is the result.
     pub(crate) fn close(mut self) -> io::Result<Summary> {
+        let mut failed: Option<io::Error> = None;
         for s in &mut self.sinks {
-            let end = s.close()?;
-            self.summary.sinks.push((s.name().to_string(), end));
+            match s.close() {
+                Ok(end) => self.summary.sinks.push((s.name().to_string(), end)),
+                Err(e) => {
+                    let e = io::Error::new(e.kind(), format!("{}: {e}", s.name()));
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         self.dropped.store(self.summary.dropped(), Ordering::Relaxed);
         // The sinks' last flush wrote what waited: the disk came back before
@@ -273,6 +285,48 @@ mod tests {
         for (i, s) in TX_STATUS.iter().enumerate() {
             assert_eq!(status_index(*s), i, "{}", s.as_str());
         }
+    }
+
+    /// A sink that records whether it was closed, failing its close if told.
+    struct Probe {
+        name: &'static str,
+        fail: bool,
+        closed: Arc<AtomicU64>,
+    }
+
+    impl Sink for Probe {
+        fn name(&self) -> &str {
+            self.name
+        }
+        fn write(&mut self, _: &Batch) -> io::Result<()> {
+            Ok(())
+        }
+        fn tick(&mut self, _: Instant) -> io::Result<()> {
+            Ok(())
+        }
+        fn close(&mut self) -> io::Result<SinkEnd> {
+            self.closed.fetch_add(1, Ordering::Relaxed);
+            if self.fail {
+                Err(io::Error::other("disk on fire"))
+            } else {
+                Ok(SinkEnd::default())
+            }
+        }
+    }
+
+    #[test]
+    fn a_failing_close_does_not_keep_later_sinks_open() {
+        let closed = Arc::new(AtomicU64::new(0));
+        let sink = |name, fail| -> Box<dyn Sink> { Box::new(Probe { name, fail, closed: closed.clone() }) };
+        let fanout = Fanout::new(
+            vec![sink("conn.log", true), sink("store", false), sink("clickhouse", true)],
+            None,
+            Arc::default(),
+            Arc::default(),
+        );
+        let err = fanout.close().unwrap_err();
+        assert_eq!(closed.load(Ordering::Relaxed), 3, "every sink is closed");
+        assert_eq!(err.to_string(), "conn.log: disk on fire", "the first failure, named");
     }
 
     #[test]

@@ -89,7 +89,7 @@ impl Output {
             .name("wirelog-output".into())
             .spawn(move || {
                 let mut last_tick = Instant::now();
-                loop {
+                let run = (|| loop {
                     match rx.recv_timeout(TICK.saturating_sub(last_tick.elapsed())) {
                         Ok(mut batch) => {
                             fanout.write(&mut batch)?;
@@ -97,15 +97,19 @@ impl Output {
                             let _ = recycle_tx.try_send(batch);
                         }
                         Err(RecvTimeoutError::Timeout) => {}
-                        Err(RecvTimeoutError::Disconnected) => break,
+                        Err(RecvTimeoutError::Disconnected) => return Ok(()),
                     }
                     if last_tick.elapsed() >= TICK {
                         last_tick = Instant::now();
                         fanout.tick(last_tick)?;
                     }
                     fanout.report_space();
-                }
-                fanout.close()
+                })();
+                // A sink that failed ends the run, but the others still close
+                // (ClickHouse spools what it holds, logs end on whole lines);
+                // the first failure is the one reported.
+                let closed = fanout.close();
+                run.and(closed)
             })
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start the output thread: {e}")))?;
         Ok(Output { live, tx: Some(tx), recycled: Arc::new(Mutex::new(recycled)), handle: Some(handle), dropped })
