@@ -263,9 +263,6 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     // The workers are done (their probes no longer keep packets): the pcap
     // writer writes what is queued and closes its file.
     let pcap_end = keeping.map(|k| k.finish());
-    if let Some(Err(e)) = pcap_end.as_ref().map(|r| r.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))) {
-        first_err.get_or_insert(e);
-    }
     // The workers are done: the output writes what is queued and closes.
     let written = match output.finish() {
         Ok(w) => Some(w),
@@ -297,8 +294,8 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             w.flows
         );
         eprintln!("wirelog: stats: {}{}", snapshot(), dropped_note(&dropped));
-        if let Some(Ok(line)) = &pcap_end {
-            eprintln!("{line}");
+        if let Some(end) = pcap_end.as_ref().filter(|e| !e.lost) {
+            eprintln!("{}", end.line);
         }
         // The figures `/metrics` publishes live, as `read` prints them.
         if let Some(t) = w.states_text() {
@@ -327,10 +324,17 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             eprintln!("wirelog: warning: {bad} of {decoded} IP packets have bad checksums, {hint}");
         }
     }
+    // Shown even with --quiet: packets are missing from the pcap files.
+    let pcap_lost = pcap_end.is_some_and(|end| {
+        if end.lost {
+            eprintln!("{}", end.line);
+        }
+        end.lost
+    });
     if let Some(e) = first_err {
         return Err(e);
     }
-    if written.as_ref().is_some_and(|w| crate::output::report(w, args.quiet)) {
+    if written.as_ref().is_some_and(|w| crate::output::report(w, args.quiet)) || pcap_lost {
         return Ok(ExitCode::from(crate::output::EXIT_PARTIAL));
     }
     Ok(ExitCode::SUCCESS)

@@ -112,15 +112,24 @@ impl Keeping {
 
     /// Waits for the writer (every probe must have stopped keeping) and
     /// says what was kept.
-    pub fn finish(self) -> Result<String> {
+    pub fn finish(self) -> PcapEnd {
         let counters = self.pcap.counters();
         let s = self.pcap.finish();
-        if let Some(e) = s.first_error {
-            eprintln!("wirelog: {}", counters.text());
-            bail!("pcap: {e}");
+        PcapEnd {
+            line: format!("wirelog: {} in {}", counters.text(), self.dir.display()),
+            // The writer named the error when it happened; the records are
+            // whole, the pcap is not: the run is partial.
+            lost: s.first_error.is_some(),
         }
-        Ok(format!("wirelog: {} in {}", counters.text(), self.dir.display()))
     }
+}
+
+/// What the pcap writer says at the end of a run.
+pub struct PcapEnd {
+    pub line: String,
+    /// Packets were lost to write errors (a full disk) or the index is
+    /// incomplete: shown even with `--quiet`, and the run ends partial.
+    pub lost: bool,
 }
 
 /// `wirelog pcap`.

@@ -295,18 +295,16 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     }
 
     // --pcap-dir: what was kept, cut and dropped.
-    let failed = match pcap_end {
-        Some(Ok(line)) if !args.quiet => {
-            eprintln!("{line}");
-            failed
+    let pcap_lost = pcap_end.is_some_and(|end| {
+        if end.lost || !args.quiet {
+            eprintln!("{}", end.line);
         }
-        Some(Err(e)) => failed.or(Some(e)),
-        _ => failed,
-    };
+        end.lost
+    });
     if let Some(e) = failed {
         return Err(e);
     }
-    if crate::output::report(&summary, args.quiet) {
+    if crate::output::report(&summary, args.quiet) || pcap_lost {
         return Ok(ExitCode::from(crate::output::EXIT_PARTIAL));
     }
 

@@ -320,3 +320,65 @@ fn the_free_space_floor_deletes_oldest_partitions_or_pauses() {
     no_temporaries(&t.dir);
     drop(std::fs::remove_file(filler));
 }
+
+/// `--pcap-dir` on a disk too small for the packets: the pcap writer loses
+/// packets, counted and named, and never a record; what it wrote reads
+/// back as input packets; no half-made file is left; the run is partial.
+#[test]
+fn a_full_pcap_dir_loses_packets_counted_never_records() {
+    use common::kept::{kept_files, read_index, read_pcap, strip};
+    if !is_root() {
+        return skip("mounting tmpfs needs root");
+    }
+    let pcap = synthetic_pcap(40_000);
+    let want = roomy(&pcap);
+    let input = Tmpfs::mount("pcap-input", "16m");
+    let input_file = input.dir.join("in.pcap");
+    std::fs::write(&input_file, &pcap).unwrap();
+    let (input_recs, _) = read_pcap(&input_file);
+
+    let logs = Tmpfs::mount("pcap-logs", "64m");
+    let t = Tmpfs::mount("pcap", "1m");
+    let (l, pd) = (logs.dir.join("logs"), t.dir.join("pcap"));
+    let r = read(&["--no-store", "--logs", l.to_str().unwrap(), "--pcap-dir", pd.to_str().unwrap(), "--pcap-file-size", "256K"], &pcap, None);
+    assert_eq!(r.code, Some(EXIT_PARTIAL), "{}", r.stderr);
+    assert!(r.stderr.contains("No space left on device"), "the error is named: {}", r.stderr);
+    // Every record is written: the pcap is not the records.
+    assert_eq!(log_records(&l.join("conn.log")), want.conn_log, "{}", r.stderr);
+    assert_eq!(log_records(&l.join("flows.log")), want.flows_log, "{}", r.stderr);
+
+    // "pcap: K packets kept, ..., W written (...) to F files, ..., L lost to write errors"
+    let line = r.stderr.lines().find(|l| l.contains("packets kept")).unwrap_or_else(|| panic!("{}", r.stderr));
+    let num = |after: &str| -> u64 {
+        let (head, _) = line.split_once(after).unwrap_or_else(|| panic!("{after:?} in {line}"));
+        head.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let (kept, written, lost) = (num(" packets kept"), num(" written ("), num(" lost to write errors"));
+    assert_eq!(kept, 40_000, "{line}");
+    assert_eq!(written + lost, kept, "reading waits for the writer, so nothing is dropped: {line}");
+    assert!(written > 0 && lost > 0, "{line}");
+
+    // What is on disk reads back as input packets, in order, at least the
+    // ones counted written (a write cut by ENOSPC may leave a few more).
+    let files = kept_files(&pd);
+    let on_disk: Vec<_> = files.iter().flat_map(|f| read_pcap(f).0).collect();
+    assert!(on_disk.len() as u64 >= written && on_disk.len() as u64 <= kept, "{} on disk, {line}", on_disk.len());
+    let want_recs = strip(&input_recs);
+    let mut at = 0;
+    for rec in strip(&on_disk) {
+        at += want_recs[at..].iter().position(|w| *w == rec).expect("a kept record is an input packet, in order");
+    }
+    // No half-made file: every pcap has its index and the reverse, no
+    // `.part`, and no index entry points past its file's data.
+    for e in std::fs::read_dir(&pd).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(!name.ends_with(".part"), "left behind: {name}");
+    }
+    for f in &files {
+        let idx = f.with_extension("idx");
+        assert!(idx.exists(), "{} has no index", f.display());
+        let len = std::fs::metadata(f).unwrap().len();
+        let (uids, _) = read_index(&idx);
+        assert!(uids.values().flatten().all(|o| *o < len), "{} points past its data", idx.display());
+    }
+}

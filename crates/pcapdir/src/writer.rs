@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wirelog_record::Uid;
 
@@ -32,6 +32,10 @@ use crate::{KeepCounters, KeepSender, KeptBatch};
 const CHUNK: usize = 1 << 20;
 /// An idle writer makes what it holds durable and indexed this often.
 const IDLE_FLUSH: Duration = Duration::from_secs(1);
+/// After a write error (a full disk) the writer waits this long before it
+/// tries a new file; packets meanwhile are counted as lost, not retried one
+/// by one.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Emptied batches kept for reuse.
 const SPARES: usize = 16;
 /// pcap's nanosecond-resolution magic number.
@@ -90,6 +94,8 @@ impl PcapDir {
             seq: 0,
             newest_ns: i64::MIN,
             first_error: None,
+            retry_at: None,
+            failing: false,
         };
         let thread = std::thread::Builder::new()
             .name("wirelog-pcap".into())
@@ -157,6 +163,10 @@ struct Writer {
     seq: u64,
     newest_ns: i64,
     first_error: Option<String>,
+    /// Set by a write error: no new file before then.
+    retry_at: Option<Instant>,
+    /// Write errors since the last file that could be written.
+    failing: bool,
 }
 
 impl Writer {
@@ -193,6 +203,17 @@ impl Writer {
         }
     }
 
+    /// A write that lost packets: said once per spell of errors, and no new
+    /// file is tried for [`RETRY_AFTER`].
+    fn failed(&mut self, what: String) {
+        if !self.failing && self.first_error.is_some() {
+            eprintln!("wirelog: pcap: {what}");
+        }
+        self.fail(what);
+        self.failing = true;
+        self.retry_at = Some(Instant::now() + RETRY_AFTER);
+    }
+
     fn write_batch(&mut self, b: &KeptBatch) {
         let mut at = 0usize;
         for m in &b.meta {
@@ -211,8 +232,12 @@ impl Writer {
             };
             if rotate {
                 self.close();
+                if self.retry_at.is_some_and(|t| Instant::now() < t) {
+                    self.counters.write_failed.fetch_add(1, Relaxed);
+                    continue;
+                }
                 if let Err(e) = self.open_file(m.ts_ns, m.linktype, bucket) {
-                    self.fail(format!("cannot create a pcap file in {}: {e}", self.cfg.dir.display()));
+                    self.failed(format!("cannot create a pcap file in {}: {e}", self.cfg.dir.display()));
                     self.counters.write_failed.fetch_add(1, Relaxed);
                     continue;
                 }
@@ -247,12 +272,17 @@ impl Writer {
         };
         // Both files appear under their names with their headers written, so
         // a reader (or a kill) never meets one without its header.
+        // A failure (a full disk) leaves nothing behind.
         let with_header = |dest: &std::path::Path, header: &[u8]| -> io::Result<File> {
             let part = dest.with_file_name(format!(".{}.part", dest.file_name().unwrap_or_default().to_string_lossy()));
             let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&part)?;
-            f.write_all(header)?;
-            std::fs::rename(&part, dest)?;
-            Ok(f)
+            match f.write_all(header).and_then(|()| std::fs::rename(&part, dest)) {
+                Ok(()) => Ok(f),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&part);
+                    Err(e)
+                }
+            }
         };
         let mut header = Vec::with_capacity(24);
         header.extend_from_slice(&PCAP_NS_MAGIC.to_le_bytes());
@@ -264,8 +294,14 @@ impl Writer {
         header.extend_from_slice(&linktype.to_le_bytes());
         // The index first: a pcap file is never without one.
         let index = with_header(&index_path(&path), &INDEX_HEADER)?;
-        let file = with_header(&path, &header)?;
+        let file = with_header(&path, &header).inspect_err(|_| {
+            let _ = std::fs::remove_file(index_path(&path));
+        })?;
         self.counters.files.fetch_add(1, Relaxed);
+        if std::mem::take(&mut self.failing) {
+            eprintln!("wirelog: pcap: writing again, in {}", path.display());
+        }
+        self.retry_at = None;
         self.open = Some(OpenFile {
             path: path.clone(),
             file,
@@ -310,7 +346,7 @@ impl Writer {
                     }
                 }
                 Err(e) => {
-                    let what = format!("{}: {e}", f.path.display());
+                    let what = format!("{}: {e}; its packets so far stay readable, the next file is tried in {} s", f.path.display(), RETRY_AFTER.as_secs());
                     let lost = f.buf_packets;
                     self.counters.write_failed.fetch_add(lost, Relaxed);
                     // What was written stays valid (readers stop at a cut
@@ -322,7 +358,7 @@ impl Writer {
                         f.durable = f.written;
                         let _ = index_durable(&mut f);
                     }
-                    self.fail(what);
+                    self.failed(what);
                     return;
                 }
             }
