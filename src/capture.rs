@@ -143,7 +143,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     // --listen / --metrics-listen: bound before any worker starts, so a taken
     // port fails cleanly; they only read the counters.
     let store_dir = (!args.output.no_store).then(|| args.output.store.clone());
-    let servers = crate::serve::start_in_capture(&args.serve, store_dir, &counters, &names, &dropped, output.live())?;
+    let servers = crate::serve::start_in_capture(&args.serve, store_dir, args.pcap.pcap_dir.clone(), &counters, &names, &dropped, output.live())?;
     let mut workers: Vec<JoinHandle<Result<WorkerEnd>>> = Vec::new();
     for (id, rings) in worker_rings.into_iter().enumerate() {
         let c = counters[id].clone();

@@ -285,6 +285,12 @@ pub struct ServeArgs {
     /// Most rows one API answer may hold.
     #[arg(long, value_name = "N", default_value_t = 10_000, help_heading = "Server")]
     pub max_rows: usize,
+
+    /// Where `read`/`capture --pcap-dir` keep packets: each connection's
+    /// packets become a download (`/api/pcap?uid=`, a link in the UI's
+    /// connection view).
+    #[arg(long, value_name = "DIR")]
+    pub pcap_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -30,6 +30,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         }
         None => None,
     };
+    if let Some(d) = args.pcap_dir.as_ref().filter(|d| !d.is_dir()) {
+        bail!("--pcap-dir {}: no such directory (the directory `read` or `capture --pcap-dir` wrote)", d.display());
+    }
     if backend.is_none() && !args.store.is_dir() {
         bail!(
             "{}: no store here (write one with `wirelog read --store {}`)",
@@ -50,6 +53,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             timeout: args.query_timeout,
             ..Limits::default()
         },
+        pcap_dir: args.pcap_dir.clone(),
     })
     .map_err(|e| anyhow!(e))?;
     // The listening address comes first: scripts take the first URL.
@@ -128,6 +132,7 @@ impl Backend for ClickHouse {
 pub fn start_in_capture(
     args: &crate::cli::CaptureServeArgs,
     store: Option<std::path::PathBuf>,
+    pcap_dir: Option<std::path::PathBuf>,
     counters: &[std::sync::Arc<wirelog_capture::stats::WorkerCounters>],
     interfaces: &[String],
     dropped: &std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -157,6 +162,7 @@ pub fn start_in_capture(
             api,
             live: Some(live.clone()),
             limits: Limits::default(),
+            pcap_dir: pcap_dir.clone().filter(|_| api),
         })
         .map_err(|e| anyhow!(e))?;
         servers.push((s, api));

@@ -305,3 +305,66 @@ fn token_required_off_loopback_and_checked_on_every_request() {
         assert_eq!(get(addr, &format!("{path}{sep}token=nope")).0, 401, "{path}?token=nope");
     }
 }
+
+/// `serve --pcap-dir`: `/api/pcap?uid=` gives the connection's packets,
+/// byte for byte what `wirelog pcap --where 'uid = ...'` extracts (itself
+/// checked against tcpdump in tests/pcap_keep.rs); the sequence view links
+/// to it; unknown and bad uids, and a server keeping no packets, say why.
+#[test]
+fn pcap_download_equals_wirelog_pcap() {
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-pcap");
+    let _ = std::fs::remove_dir_all(&base);
+    let (st, logs, pd) = (base.join("store"), base.join("logs"), base.join("pcap"));
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/sample.pcap.gz");
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(["read", "-C", "--quiet", "--store"])
+        .arg(&st)
+        .arg("--logs")
+        .arg(&logs)
+        .arg("--pcap-dir")
+        .arg(&pd)
+        .arg(&sample)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let conns = common::read_log(&logs.join("conn.log"));
+    // Connections of each protocol, the first few of each.
+    let mut uids: Vec<String> = Vec::new();
+    for proto in ["tcp", "udp"] {
+        uids.extend(conns.iter().filter(|c| c["proto"] == proto).take(3).map(|c| c["uid"].clone()));
+    }
+    assert!(uids.len() >= 4, "{uids:?}");
+
+    let srv = start(&["serve", "--store", st.to_str().unwrap(), "--pcap-dir", pd.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    for uid in &uids {
+        let (status, head, body) = common::serve::request_raw(srv.addr, "GET", &format!("/api/pcap?uid={uid}"), &[]);
+        assert_eq!(status, 200, "{uid}: {head}");
+        let h = head.to_ascii_lowercase();
+        assert!(h.contains("content-type: application/vnd.tcpdump.pcap"), "{head}");
+        assert!(h.contains(&format!("content-disposition: attachment; filename=\"wirelog-{}.pcap\"", uid.to_ascii_lowercase())), "{head}");
+        assert!(h.contains(&format!("content-length: {}", body.len())), "{head}");
+        let cli = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+            .args(["pcap", "--where", &format!("uid = \"{uid}\""), "--store", st.to_str().unwrap(), "--pcap-dir", pd.to_str().unwrap(), "-o", "-"])
+            .output()
+            .unwrap();
+        assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
+        assert!(body.len() > 24 + 16, "{uid}: no packet");
+        assert_eq!(body, cli.stdout, "{uid}: the download differs from `wirelog pcap`");
+        let seq = api(srv.addr, &format!("/api/sequence?uid={uid}"));
+        assert_eq!(seq["pcap"], format!("/api/pcap?uid={uid}"), "{seq}");
+    }
+    let (status, body) = get(srv.addr, "/api/pcap?uid=Cnosuchconnection1");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("no packets of connection Cnosuchconnection1"), "{body}");
+    let (status, body) = get(srv.addr, "/api/pcap?uid=a-b");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("\"parameter\":\"uid\""), "{body}");
+    drop(srv);
+
+    let srv = start(&["serve", "--store", st.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let (status, body) = get(srv.addr, &format!("/api/pcap?uid={}", uids[0]));
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("keeps no packets"), "{body}");
+    let seq = api(srv.addr, &format!("/api/sequence?uid={}", uids[0]));
+    assert!(seq["pcap"].is_null(), "{seq}");
+}

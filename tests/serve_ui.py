@@ -305,6 +305,13 @@ def main():
                 check(got == len(seq["calls"]) == best[1], f"sequence {uid}: page {got}, API {len(seq['calls'])}, query {best[1]}")
                 want_lat = [c["latency"] for c in seq["calls"]]
                 check([None if x is None else float(x) for x in lat] == want_lat, f"sequence latencies: page {lat}, API {want_lat}")
+                # With kept packets (serve --pcap-dir) the connection links to
+                # its packets; the browser gets a pcap file through that link.
+                link = b.js("(() => { const a = document.getElementById('pcap-link'); return a ? a.getAttribute('href') : null; })()")
+                check(link == seq.get("pcap"), f"pcap link: page {link!r}, API {seq.get('pcap')!r}")
+                if link:
+                    got = b.js(f"fetch({json.dumps(link)}).then(r => r.arrayBuffer()).then(x => [x.byteLength, new DataView(x).getUint32(0, true)])")
+                    check(got and got[0] > 40 and got[1] == 0xA1B23C4D, f"the pcap link gives a nanosecond pcap file: {got}")
                 b.screenshot(f"{out}/ui-sequence.png")
 
             # Service map.

@@ -14,8 +14,22 @@ use std::process::Command;
 #[test]
 fn ui_views_show_what_the_api_says() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let st = common::serve::store("ui", &[&root.join("samples/sample.pcap.gz")]);
-    let srv = common::serve::start(&["serve", "--store", st.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    // The store and kept packets (the sequence view links to them).
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-ui");
+    let _ = std::fs::remove_dir_all(&base);
+    let (st, pd) = (base.join("store"), base.join("pcap"));
+    let read = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(["read", "-C", "--quiet", "--store"])
+        .arg(&st)
+        .arg("--logs")
+        .arg(base.join("logs"))
+        .arg("--pcap-dir")
+        .arg(&pd)
+        .arg(root.join("samples/sample.pcap.gz"))
+        .output()
+        .unwrap();
+    assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+    let srv = common::serve::start(&["serve", "--store", st.to_str().unwrap(), "--pcap-dir", pd.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
     let out = root.join("target/test-artifacts/ui");
     let status = Command::new("timeout")
         .args(["600", "python3"])

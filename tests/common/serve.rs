@@ -72,6 +72,12 @@ pub fn start(args: &[&str]) -> Server {
 
 /// One request; (status, body). `headers` are extra header lines.
 pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[&str]) -> (u16, String) {
+    let (status, _, body) = request_raw(addr, method, path, headers);
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// One request; (status, response head, body bytes), the body de-chunked.
+pub fn request_raw(addr: SocketAddr, method: &str, path: &str, headers: &[&str]) -> (u16, String, Vec<u8>) {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
@@ -83,26 +89,29 @@ pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[&str]) -> 
     s.write_all(req.as_bytes()).unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(raw.len());
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let body = raw.get(split + 4..).unwrap_or_default();
     let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
         dechunk(body)
     } else {
-        body.to_string()
+        body.to_vec()
     };
-    (status, body)
+    (status, head, body)
 }
 
-fn dechunk(mut b: &str) -> String {
-    let mut out = String::new();
-    while let Some((len, rest)) = b.split_once("\r\n") {
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
+        let len = String::from_utf8_lossy(&b[..eol]);
         let n = usize::from_str_radix(len.trim(), 16).unwrap_or(0);
-        if n == 0 {
+        let rest = &b[eol + 2..];
+        if n == 0 || rest.len() < n {
             break;
         }
-        out.push_str(&rest[..n]);
-        b = &rest[n + 2..];
+        out.extend_from_slice(&rest[..n]);
+        b = rest.get(n + 2..).unwrap_or_default();
     }
     out
 }

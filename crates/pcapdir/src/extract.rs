@@ -37,6 +37,62 @@ type Rec = (i64, usize, u64, u32);
 /// looked at: a connection that started at or after `from_ns` has no packets
 /// there.
 pub fn extract(dir: &Path, uids: &HashSet<String>, from_ns: Option<i64>, out: &mut dyn Write) -> io::Result<ExtractSummary> {
+    plan(dir, uids, from_ns)?.write(out)
+}
+
+/// Where the packets of some connections are, read from the indexes only:
+/// what [`Extraction::write`] will copy, and how many bytes that makes
+/// (known before anything is written, as an HTTP download needs).
+pub struct Extraction {
+    summary: ExtractSummary,
+    recs: Vec<Rec>,
+    opened: Vec<File>,
+    linktype: u32,
+    snaplen: u32,
+}
+
+impl Extraction {
+    /// Packets found.
+    pub fn packets(&self) -> u64 {
+        self.recs.len() as u64
+    }
+
+    /// The size of the pcap file [`Extraction::write`] writes.
+    pub fn bytes(&self) -> u64 {
+        24 + self.recs.iter().map(|r| 16 + u64::from(r.3)).sum::<u64>()
+    }
+
+    /// What the indexes said (uids found, files, warnings).
+    pub fn summary(&self) -> &ExtractSummary {
+        &self.summary
+    }
+
+    /// Writes the nanosecond pcap file: its header, then the packets in
+    /// time order, read where the indexes say they are.
+    pub fn write(self, out: &mut dyn Write) -> io::Result<ExtractSummary> {
+        let Extraction { mut summary, recs, opened, linktype, snaplen } = self;
+        let mut w = io::BufWriter::with_capacity(1 << 20, out);
+        w.write_all(&PCAP_NS_MAGIC.to_le_bytes())?;
+        w.write_all(&2u16.to_le_bytes())?;
+        w.write_all(&4u16.to_le_bytes())?;
+        w.write_all(&[0u8; 8])?;
+        w.write_all(&snaplen.max(65535).to_le_bytes())?;
+        w.write_all(&linktype.to_le_bytes())?;
+        let mut buf = Vec::new();
+        for &(_, fi, o, cap) in &recs {
+            buf.resize(16 + cap as usize, 0);
+            opened[fi].read_exact_at(&mut buf, o)?;
+            w.write_all(&buf)?;
+            summary.packets += 1;
+        }
+        w.flush()?;
+        Ok(summary)
+    }
+}
+
+/// Finds the packets of `uids` in `dir` (see [`extract`]) without copying
+/// them.
+pub fn plan(dir: &Path, uids: &HashSet<String>, from_ns: Option<i64>) -> io::Result<Extraction> {
     let files = list_pcaps(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     let mut s = ExtractSummary::default();
     let mut found: HashSet<String> = HashSet::new();
@@ -108,20 +164,6 @@ pub fn extract(dir: &Path, uids: &HashSet<String>, from_ns: Option<i64>, out: &m
     recs.dedup();
     s.uids_found = found.len();
     s.files_read = opened.len();
-    let mut w = io::BufWriter::with_capacity(1 << 20, out);
-    w.write_all(&PCAP_NS_MAGIC.to_le_bytes())?;
-    w.write_all(&2u16.to_le_bytes())?;
-    w.write_all(&4u16.to_le_bytes())?;
-    w.write_all(&[0u8; 8])?;
-    w.write_all(&snaplen.max(65535).to_le_bytes())?;
-    w.write_all(&linktype.unwrap_or(1).to_le_bytes())?;
-    let mut buf = Vec::new();
-    for &(_, fi, o, cap) in &recs {
-        buf.resize(16 + cap as usize, 0);
-        opened[fi].1.read_exact_at(&mut buf, o)?;
-        w.write_all(&buf)?;
-        s.packets += 1;
-    }
-    w.flush()?;
-    Ok(s)
+    let opened = opened.into_iter().map(|(_, f)| f).collect();
+    Ok(Extraction { summary: s, recs, opened, linktype: linktype.unwrap_or(1), snaplen })
 }

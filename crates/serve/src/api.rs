@@ -5,7 +5,8 @@
 //! |---|---|
 //! | `/api/query?kind=&where=&by=&sort=&top=&every=&from=&to=` | `wirelog query`'s rows, plus `other` (the groups `top` left out, summed) and `total` |
 //! | `/api/records?kind=&where=&from=&to=&limit=` | the records behind a chart (grouped by every field that tells records apart), by time |
-//! | `/api/sequence?uid=` | the connection and its transactions, in order, with their timing |
+//! | `/api/sequence?uid=` | the connection and its transactions, in order, with their timing (and `pcap`, the download link of its packets, when packets are kept) |
+//! | `/api/pcap?uid=` | the connection's packets as a pcap file (with `--pcap-dir`) |
 //! | `/api/map?from=&to=` | service map: nodes (hosts, services) and edges (calls per protocol) |
 //! | `/api/extent` | per kind: rows, files, bytes, first and last time |
 //! | `/api/health` | the process (and a live capture's counters), now and over time |
@@ -54,6 +55,11 @@ impl State {
         }
     }
 
+    /// Bounds the blocking work (queries, pcap indexes) running at once.
+    pub fn gate(&self) -> &tokio::sync::Semaphore {
+        &self.gate
+    }
+
     /// The store's extent, read from the files' footers (or asked of the
     /// backend) at most every 5 s.
     pub fn extent(&self) -> Result<Arc<Vec<health::KindExtent>>, String> {
@@ -80,6 +86,7 @@ pub(crate) fn router(state: Arc<State>) -> Router {
             .route("/api/query", get(query))
             .route("/api/records", get(records))
             .route("/api/sequence", get(sequence))
+            .route("/api/pcap", get(crate::pcap::download))
             .route("/api/map", get(service_map))
             .route("/api/extent", get(extent))
             .route("/api/health", get(health_now))
@@ -167,7 +174,7 @@ pub(crate) fn json_response(body: String) -> Response {
 pub(crate) struct Params(HashMap<String, String>);
 
 impl Params {
-    fn new(raw: Vec<(String, String)>, known: &[&str]) -> Result<Params, ApiError> {
+    pub(crate) fn new(raw: Vec<(String, String)>, known: &[&str]) -> Result<Params, ApiError> {
         let mut m = HashMap::new();
         for (k, v) in raw {
             if k == "token" {
@@ -191,6 +198,20 @@ impl Params {
             .get(k)
             .map(String::as_str)
             .filter(|s| !s.trim().is_empty())
+    }
+
+    /// `uid`: a connection's uid (letters and digits).
+    pub(crate) fn uid(&self) -> Result<&str, ApiError> {
+        let uid = self
+            .get("uid")
+            .ok_or_else(|| ApiError::bad("uid", "missing (a connection's uid, e.g. C1a2b3...)"))?;
+        if uid.len() > 64 || !uid.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err(ApiError::bad(
+                "uid",
+                format!("'{uid}' is not a uid (letters and digits)"),
+            ));
+        }
+        Ok(uid)
     }
 
     fn kind(&self) -> Result<Kind, ApiError> {
@@ -563,15 +584,7 @@ async fn sequence(
     Query(raw): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
     let p = Params::new(raw, &["uid"])?;
-    let uid = p
-        .get("uid")
-        .ok_or_else(|| ApiError::bad("uid", "missing (a connection's uid, e.g. C1a2b3...)"))?;
-    if uid.len() > 64 || !uid.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return Err(ApiError::bad(
-            "uid",
-            format!("'{uid}' is not a uid (letters and digits)"),
-        ));
-    }
+    let uid = p.uid()?;
     let max = state.opts.limits.max_rows;
     let deadline = Instant::now() + state.opts.limits.timeout;
     let mut conn = Value::Null;
@@ -600,8 +613,13 @@ async fn sequence(
         }
     }
     calls.sort_by(|a, b| a["ts"].as_str().cmp(&b["ts"].as_str()));
+    let pcap = state
+        .opts
+        .pcap_dir
+        .as_ref()
+        .map(|_| format!("/api/pcap?uid={uid}"));
     Ok(json_response(
-        json!({"uid": uid, "conn": conn, "calls": calls}).to_string(),
+        json!({"uid": uid, "conn": conn, "calls": calls, "pcap": pcap}).to_string(),
     ))
 }
 

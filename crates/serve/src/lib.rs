@@ -21,6 +21,7 @@ mod auth;
 mod health;
 mod map;
 mod metrics;
+mod pcap;
 mod procstat;
 mod ui;
 
@@ -100,6 +101,9 @@ pub struct Options {
     pub api: bool,
     pub live: Option<Arc<dyn Live>>,
     pub limits: Limits,
+    /// Kept packets (`--pcap-dir`): `/api/pcap?uid=` downloads a
+    /// connection's packets from here.
+    pub pcap_dir: Option<PathBuf>,
 }
 
 /// Loopback needs nothing; any other address needs a token.

@@ -217,6 +217,8 @@ async function sequenceView(s, main) {
   main.replaceChildren(el("h2", { text: `Connection ${s.uid}: calls in order` }), el("div", { id: "conn" }), el("div", { id: "sequence" }));
   const q = await api("sequence", { uid: s.uid });
   if (q.conn) document.getElementById("conn").replaceChildren(table(["ts", "orig_h", "orig_p", "resp_h", "resp_p", "proto", "service", "duration", "conn_state", "history", "orig_bytes", "resp_bytes"], [q.conn]));
+  // Packets are kept (--pcap-dir): the connection's packets as a file.
+  if (q.pcap) document.getElementById("conn").append(el("p", {}, el("a", { id: "pcap-link", href: q.pcap, download: `wirelog-${s.uid}.pcap`, text: "Download this connection's packets (pcap)" })));
   sequence(document.getElementById("sequence"), q.conn, q.calls);
   document.getElementById("sequence").dataset.calls = q.calls.length;
 }
