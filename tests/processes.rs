@@ -357,6 +357,27 @@ fn servers_and_clients_are_named_by_pid_and_program() {
     assert_eq!(by_owner("http", "resp_proc = \"nginx\""), counts(&[("python3", 1)]));
     assert_eq!(by_owner("http", "resp_proc = \"python3\""), counts(&[("curl", 3), ("python3", 2)]));
     assert_eq!(by_owner("dns", "resp_proc = \"dnsmasq\" and resp_pid > 0"), counts(&[("python3", 1)]));
+
+    // The UI's service map names the programs behind its nodes.
+    let srv = common::serve::start(&["serve", "--store", store.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let (status, body) = common::serve::get(srv.addr, "/api/map");
+    assert_eq!(status, 200, "{body}");
+    let map: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let nodes = map["nodes"].as_array().unwrap();
+    let procs = |pick: &dyn Fn(&serde_json::Value) -> bool| -> BTreeSet<String> {
+        nodes
+            .iter()
+            .filter(|n| pick(n))
+            .flat_map(|n| n["procs"].as_array().unwrap().iter().map(|p| p["proc"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    let service = |port: u16| move |n: &serde_json::Value| n["kind"] == "service" && n["id"].as_str().unwrap().ends_with(&format!(":{port}"));
+    let set = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(procs(&service(web)), set(&["python3"]), "{body}");
+    assert_eq!(procs(&service(ngx)), set(&["nginx"]), "{body}");
+    assert_eq!(procs(&service(dns)), set(&["dnsmasq"]), "{body}");
+    assert_eq!(procs(&|n| n["kind"] == "host"), set(&["curl", "python3"]), "{body}");
+    drop(srv);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -7,7 +7,7 @@
 //! | `/api/records?kind=&where=&from=&to=&limit=` | the records behind a chart (grouped by every field that tells records apart), by time |
 //! | `/api/sequence?uid=` | the connection and its transactions, in order, with their timing (and `pcap`, the download link of its packets, when packets are kept) |
 //! | `/api/pcap?uid=` | the connection's packets as a pcap file (with `--pcap-dir`) |
-//! | `/api/map?from=&to=` | service map: nodes (hosts, services) and edges (calls per protocol) |
+//! | `/api/map?from=&to=` | service map: nodes (hosts, services, with the processes behind them when known) and edges (calls per protocol) |
 //! | `/api/extent` | per kind: rows, files, bytes, first and last time |
 //! | `/api/health` | the process (and a live capture's counters), now and over time |
 
@@ -651,7 +651,15 @@ async fn service_map(
         let t = run_by(&state, spec, deadline).await?;
         tables.push(t);
     }
-    Ok(json_response(map::build(&tables).to_string()))
+    // The processes behind each end (empty groups when no owner is known).
+    let mut owners = Vec::new();
+    for by in ["orig_h,orig_proc,orig_container", "resp_h,resp_p,resp_proc,resp_container"] {
+        let mut spec = parse_query(Kind::Conns, None, Some(by), Some("conns"), Some(top), None)
+            .map_err(ApiError::query)?;
+        spec.time_range = range;
+        owners.push(run_by(&state, spec, deadline).await?);
+    }
+    Ok(json_response(map::build(&tables, &owners).to_string()))
 }
 
 async fn extent(AxState(state): AxState<Arc<State>>) -> Result<Response, ApiError> {

@@ -2,6 +2,9 @@
 //! the calls between them per protocol, from the transactions (count,
 //! errors, bytes, latency percentiles) and, where no transaction was parsed,
 //! from the connections (count and bytes, protocol = Zeek's service).
+//! With owners in the records (`capture --processes`), each node also lists
+//! the processes (and containers) behind it, busiest first, so the map
+//! names programs, not only addresses.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -18,7 +21,10 @@ fn service(host: &str, port: &Value) -> String {
     }
 }
 
-pub(crate) fn build(tables: &[ResultTable]) -> Value {
+/// `tables`: the edges' groups (connections, then each transaction kind);
+/// `owners`: connections grouped by (orig_h, orig_proc, orig_container) and
+/// by (resp_h, resp_p, resp_proc, resp_container).
+pub(crate) fn build(tables: &[ResultTable], owners: &[ResultTable]) -> Value {
     let mut edges: Vec<Value> = Vec::new();
     let mut seen: HashSet<(String, String)> = HashSet::new();
     let mut conn_edges = Vec::new();
@@ -65,6 +71,7 @@ pub(crate) fn build(tables: &[ResultTable]) -> Value {
         calls_in: u64,
         calls_out: u64,
         bytes: u64,
+        procs: Vec<Value>,
     }
     let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
     for e in &edges {
@@ -82,11 +89,32 @@ pub(crate) fn build(tables: &[ResultTable]) -> Value {
         to.calls_in += n;
         to.bytes += b;
     }
+    for t in owners {
+        for r in &t.rows {
+            let v: Value = serde_json::from_str(&json_row(t, r)).unwrap_or(Value::Null);
+            let known = |k: &str| v[k].as_str().filter(|x| !x.is_empty() && *x != "-").map(str::to_string);
+            let (id, side) = match v.get("resp_p") {
+                Some(port) => (service(&known("resp_h").unwrap_or_default(), port), "resp"),
+                None => (known("orig_h").unwrap_or_default(), "orig"),
+            };
+            let Some(proc) = known(&format!("{side}_proc")) else { continue };
+            // Only nodes of the map's edges are named.
+            if let Some(n) = nodes.get_mut(&id) {
+                n.procs.push(json!({
+                    "proc": proc,
+                    "container": known(&format!("{side}_container")),
+                    "conns": v["conns"],
+                }));
+            }
+        }
+    }
     let nodes: Vec<Value> = nodes
         .into_iter()
-        .map(|(id, n)| {
+        .map(|(id, mut n)| {
+            n.procs.sort_by_key(|p| std::cmp::Reverse(p["conns"].as_u64().unwrap_or(0)));
             json!({"id": id, "kind": if n.service { "service" } else { "host" },
-                   "calls_in": n.calls_in, "calls_out": n.calls_out, "bytes": n.bytes})
+                   "calls_in": n.calls_in, "calls_out": n.calls_out, "bytes": n.bytes,
+                   "procs": n.procs})
         })
         .collect();
     json!({"nodes": nodes, "edges": edges})

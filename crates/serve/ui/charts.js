@@ -174,12 +174,17 @@ export function serviceMap(host, nodes, edges, onEdge) {
     const label = `${e.protocol} ${e.count}` + (e.errors ? ` (${e.errors} err)` : "");
     svg.append(el("text", { x: 500, y: (y1 + y2) / 2 - 3, class: "edge-label", "text-anchor": "middle", text: label }));
   }
-  for (const n of hosts) svg.append(el("g", { class: "node host", "data-id": n.id },
+  // The programs behind a node (capture --processes), busiest first: shown
+  // after the address, all of them (with containers) in the tooltip.
+  const procs = (n) => (n.procs || []).map((p) => p.proc);
+  const named = (n, text) => procs(n).length ? `${text} ${[...new Set(procs(n))].join(", ")}` : text;
+  const tip = (n) => el("title", { text: [n.id, ...(n.procs || []).map((p) => `${p.proc}${p.container ? ` (container ${p.container})` : ""}: ${p.conns} connections`)].join("\n") });
+  for (const n of hosts) svg.append(el("g", { class: "node host", "data-id": n.id, "data-procs": procs(n).join(",") }, tip(n),
     el("rect", { x: 20, y: hy.get(n.id) - 12, width: 210, height: 24, rx: 4 }),
-    el("text", { x: 30, y: hy.get(n.id) + 4, text: n.id })));
-  for (const n of services) svg.append(el("g", { class: "node service", "data-id": n.id },
+    el("text", { x: 30, y: hy.get(n.id) + 4, text: named(n, n.id).slice(0, 34) })));
+  for (const n of services) svg.append(el("g", { class: "node service", "data-id": n.id, "data-procs": procs(n).join(",") }, tip(n),
     el("rect", { x: 770, y: sy.get(n.id) - 12, width: 210, height: 24, rx: 4 }),
-    el("text", { x: 780, y: sy.get(n.id) + 4, text: `${n.id} (${fmtNum(n.calls_in)})` })));
+    el("text", { x: 780, y: sy.get(n.id) + 4, text: named(n, `${n.id} (${fmtNum(n.calls_in)})`).slice(0, 34) })));
   host.replaceChildren(svg);
 }
 
