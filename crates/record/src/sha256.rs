@@ -1,7 +1,9 @@
 //! SHA-256 (FIPS 180-4), written here because the record and parse crates
 //! take no such dependency: JA4 hashes two short strings per connection and
-//! the certificate fingerprints hash a few KiB, so a plain implementation is
-//! plenty.
+//! the certificate fingerprints hash a few KiB. The portable compression
+//! costs ~2.7 k instructions per 64-byte block, which made the two JA4
+//! hashes a sixth of what a TLS connection costs; where the CPU has the SHA
+//! extensions (x86-64 `sha_ni`, checked at run time) they do the rounds.
 
 const K: [u32; 64] = [
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -19,6 +21,16 @@ const H0: [u32; 8] = [
 ];
 
 fn compress(h: &mut [u32; 8], block: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if ni::available() {
+        // SAFETY: the CPU has the features `ni::compress` is compiled for.
+        unsafe { ni::compress(h, block) };
+        return;
+    }
+    compress_portable(h, block);
+}
+
+fn compress_portable(h: &mut [u32; 8], block: &[u8]) {
     let mut w = [0u32; 64];
     for (i, c) in block.chunks_exact(4).enumerate() {
         w[i] = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
@@ -54,6 +66,61 @@ fn compress(h: &mut [u32; 8], block: &[u8]) {
     }
     for (x, y) in h.iter_mut().zip([a, b, c, d, e, f, g, hh]) {
         *x = x.wrapping_add(y);
+    }
+}
+
+/// The rounds on the SHA extensions (SHA256RNDS2 does two rounds on the
+/// state held as ABEF and CDGH; SHA256MSG1/MSG2 extend the message
+/// schedule four words at a time).
+#[cfg(target_arch = "x86_64")]
+mod ni {
+    use std::arch::x86_64::*;
+
+    pub(super) fn available() -> bool {
+        is_x86_feature_detected!("sha") && is_x86_feature_detected!("sse4.1") && is_x86_feature_detected!("ssse3")
+    }
+
+    /// # Safety
+    /// The CPU must have SHA, SSE4.1 and SSSE3 ([`available`]); `block` is 64 bytes.
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    pub(super) unsafe fn compress(h: &mut [u32; 8], block: &[u8]) {
+        debug_assert_eq!(block.len(), 64);
+        // Big-endian words: reverse the bytes of each 32-bit lane.
+        let swap = _mm_set_epi64x(0x0c0d_0e0f_0809_0a0b, 0x0405_0607_0001_0203);
+        let abcd = _mm_loadu_si128(h.as_ptr().cast());
+        let efgh = _mm_loadu_si128(h.as_ptr().add(4).cast());
+        // [a,b,c,d], [e,f,g,h] (lane 0 first) -> ABEF = [f,e,b,a], CDGH = [h,g,d,c].
+        let badc = _mm_shuffle_epi32(abcd, 0xB1);
+        let hgfe = _mm_shuffle_epi32(efgh, 0x1B);
+        let mut abef = _mm_alignr_epi8(badc, hgfe, 8);
+        let mut cdgh = _mm_blend_epi16(hgfe, badc, 0xF0);
+        let (abef_in, cdgh_in) = (abef, cdgh);
+
+        let mut w = [_mm_setzero_si128(); 16];
+        for (g, chunk) in block.chunks_exact(16).enumerate() {
+            w[g] = _mm_shuffle_epi8(_mm_loadu_si128(chunk.as_ptr().cast()), swap);
+        }
+        for g in 4..16 {
+            // W[t-16] + s0(W[t-15]), + W[t-7], + s1(W[t-2]), four at a time.
+            let t = _mm_sha256msg1_epu32(w[g - 4], w[g - 3]);
+            let t = _mm_add_epi32(t, _mm_alignr_epi8(w[g - 1], w[g - 2], 4));
+            w[g] = _mm_sha256msg2_epu32(t, w[g - 1]);
+        }
+        for (g, wg) in w.iter().enumerate() {
+            let k = _mm_loadu_si128(super::K.as_ptr().add(4 * g).cast());
+            let wk = _mm_add_epi32(*wg, k);
+            // Two rounds with the low half, two with the high half; the
+            // roles of the two state registers swap after each pair.
+            cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);
+            abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(wk, 0x0E));
+        }
+        let abef = _mm_add_epi32(abef, abef_in);
+        let cdgh = _mm_add_epi32(cdgh, cdgh_in);
+        // Back to [a,b,c,d], [e,f,g,h].
+        let abef_lo = _mm_shuffle_epi32(abef, 0x1B); // [a,b,e,f]
+        let ghcd = _mm_shuffle_epi32(cdgh, 0xB1); // [g,h,c,d]
+        _mm_storeu_si128(h.as_mut_ptr().cast(), _mm_blend_epi16(abef_lo, ghcd, 0xF0));
+        _mm_storeu_si128(h.as_mut_ptr().add(4).cast(), _mm_alignr_epi8(ghcd, abef_lo, 8));
     }
 }
 
@@ -105,6 +172,28 @@ pub fn sha256_hex(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::sha256_hex;
+
+    /// The SHA-extension rounds (when this CPU has them) equal the portable
+    /// ones on every length from 0 to 300 bytes and on a long input.
+    #[test]
+    fn both_compressions_agree() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let portable = |d: &[u8]| {
+            let mut h = super::H0;
+            super::blocks(d, u64::to_be_bytes, |b| super::compress_portable(&mut h, b));
+            h
+        };
+        let dispatched = |d: &[u8]| {
+            let mut h = super::H0;
+            super::blocks(d, u64::to_be_bytes, |b| super::compress(&mut h, b));
+            h
+        };
+        for n in (0..=300).chain([4096, 5000]) {
+            assert_eq!(dispatched(&data[..n]), portable(&data[..n]), "{n} bytes");
+        }
+        #[cfg(target_arch = "x86_64")]
+        eprintln!("SHA extensions: {}", super::ni::available());
+    }
 
     #[test]
     fn fips_180_vectors() {

@@ -88,7 +88,7 @@ impl X509Buf {
             ts,
             key,
             handshakes: 1,
-            cert: cert.clone(),
+            cert: Certificate::clone(cert),
         });
     }
 

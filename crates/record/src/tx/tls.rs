@@ -4,7 +4,9 @@
 //! output side decodes for x509.log, the leaf's subject/issuer and
 //! `sni_matches_cert`.
 
-use std::sync::OnceLock;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
 use crate::sha256::sha256_hex;
 use crate::x509::{self, Certificate};
@@ -56,7 +58,8 @@ pub struct CertInfo {
     /// SHA-256 of the DER (Zeek's fingerprint).
     pub fingerprint: String,
     /// `None` when the DER does not decode (Zeek logs no x509 row then).
-    pub cert: Option<Certificate>,
+    /// Shared: every handshake of a server carries the same certificates.
+    pub cert: Option<Arc<Certificate>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -65,21 +68,48 @@ struct Decoded {
     client: Vec<CertInfo>,
 }
 
+/// Certificates decoded so far on this thread (the output thread decodes
+/// them all), by their DER: a server shows the same chain on every
+/// handshake, and decoding one (DN strings, OIDs, SHA-256) costs about
+/// 100 k instructions where looking it up costs a hash of its bytes.
+/// Emptied when full, so a stream of distinct certificates stays bounded.
+const DECODED_KEPT: usize = 4096;
+
+thread_local! {
+    static DECODED: RefCell<HashMap<Box<[u8]>, CertInfo>> = RefCell::new(HashMap::new());
+}
+
+fn decode_one(der: &[u8]) -> CertInfo {
+    match Certificate::parse(der) {
+        Ok(c) => CertInfo {
+            fingerprint: c.fingerprint.clone(),
+            cert: Some(Arc::new(c)),
+        },
+        Err(_) => CertInfo {
+            fingerprint: sha256_hex(der),
+            cert: None,
+        },
+    }
+}
+
 fn decode(chain: Option<&Vec<Vec<u8>>>) -> Vec<CertInfo> {
-    chain
-        .into_iter()
-        .flatten()
-        .map(|der| match Certificate::parse(der) {
-            Ok(c) => CertInfo {
-                fingerprint: c.fingerprint.clone(),
-                cert: Some(c),
-            },
-            Err(_) => CertInfo {
-                fingerprint: sha256_hex(der),
-                cert: None,
-            },
-        })
-        .collect()
+    DECODED.with_borrow_mut(|known| {
+        chain
+            .into_iter()
+            .flatten()
+            .map(|der| {
+                if let Some(info) = known.get(der.as_slice()) {
+                    return info.clone();
+                }
+                let info = decode_one(der);
+                if known.len() >= DECODED_KEPT {
+                    known.clear();
+                }
+                known.insert(der.as_slice().into(), info.clone());
+                info
+            })
+            .collect()
+    })
 }
 
 impl TlsTx {
@@ -102,7 +132,7 @@ impl TlsTx {
 
     /// The server's leaf certificate, if sent in plaintext and decodable.
     pub fn leaf(&self) -> Option<&Certificate> {
-        self.server_chain().first()?.cert.as_ref()
+        self.server_chain().first()?.cert.as_deref()
     }
 
     /// `cert_chain_fps`: set once the server sent a Certificate message.
