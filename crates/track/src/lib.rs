@@ -17,6 +17,7 @@ mod history;
 mod keep;
 mod key;
 mod ports;
+mod slab;
 mod table;
 mod tcp;
 mod timer;
