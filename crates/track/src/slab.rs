@@ -43,6 +43,11 @@ impl<T> Slab<T> {
         self.items.get_mut(i as usize).and_then(Option::as_mut)
     }
 
+    /// Values held.
+    pub fn len(&self) -> usize {
+        self.items.len() - self.free.len()
+    }
+
     /// Frees index `i` (dropping its value and whatever it owns).
     pub fn remove(&mut self, i: u32) {
         if let Some(slot) = self.items.get_mut(i as usize) {
@@ -76,5 +81,6 @@ mod tests {
         *s.get_mut(c).unwrap().as_mut() += 10;
         assert_eq!(**s.get(c).unwrap(), 13);
         assert_eq!(s.insert(Box::new(4)), 2);
+        assert_eq!(s.len(), 3);
     }
 }

@@ -257,6 +257,11 @@ impl Tracker {
         self.table.len()
     }
 
+    /// TCP endpoint states held (one per open TCP connection).
+    pub fn tcp_states(&self) -> usize {
+        self.tcp.len()
+    }
+
     /// Bytes of tracker memory per tracked TCP connection (table entry,
     /// slots, TCP slab); a UDP or ICMP connection takes
     /// [`Slab::bytes_per_value`] less.
