@@ -12,6 +12,9 @@
 //! are what one connection (or flow) costs, as an operator sees it. Then a
 //! second packet for every connection, in a scattered order, times the
 //! lookup of existing connections at that table size (CPU ns per packet).
+//!
+//! With `--write FILE` the N first packets are written to a pcap file
+//! instead, for `wirelog read` (BENCHMARKS.md, "Memory budget").
 
 use wirelog_packet::{LinkType, Packet};
 use wirelog_probe::{ChecksumMode, Probe, ProbeConfig, TrackerConfig};
@@ -90,13 +93,18 @@ fn build(buf: &mut Vec<u8>, kind: Kind, i: usize, clients: usize) {
     }
 }
 
-pub fn run(kind: Kind, conns: usize, clients: usize) -> Result<(), String> {
+/// A bucket boundary (multiple of 300 s): no flow rotation inside the run.
+const T0: i64 = 1_700_000_100 * 1_000_000_000;
+
+pub fn run(kind: Kind, conns: usize, clients: usize, write: Option<&std::path::Path>) -> Result<(), String> {
     let clients = clients.clamp(1, conns);
     if conns.div_ceil(clients) > 45_000 {
         return Err("conns: more than 45,000 connections per client address".into());
     }
-    // A bucket boundary (multiple of 300 s) at the start: no flow rotation inside the run.
-    let t0: i64 = 1_700_000_100 * 1_000_000_000;
+    if let Some(path) = write {
+        return write_capture(kind, conns, clients, path);
+    }
+    let t0 = T0;
     let mut probe = Probe::new(ProbeConfig {
         checksums: ChecksumMode::Ignore,
         track: TrackerConfig {
@@ -158,6 +166,26 @@ pub fn run(kind: Kind, conns: usize, clients: usize) -> Result<(), String> {
         hit_cpu as f64 / n,
         batch.conns.len(),
     );
+    Ok(())
+}
+
+/// The packets that open the connections, as a pcap file.
+fn write_capture(kind: Kind, conns: usize, clients: usize, path: &std::path::Path) -> Result<(), String> {
+    let mut c = crate::Corpus { data: Vec::new(), pkts: Vec::with_capacity(conns) };
+    let mut buf = Vec::with_capacity(128);
+    for i in 0..conns {
+        build(&mut buf, kind, i, clients);
+        c.pkts.push(crate::Rec {
+            ts: T0 + i as i64 * 1000,
+            off: c.data.len(),
+            len: buf.len() as u32,
+            wire_len: buf.len() as u32,
+            linktype: LinkType::IPV4,
+        });
+        c.data.extend_from_slice(&buf);
+    }
+    crate::write_pcap(&c, path)?;
+    eprintln!("wrote {conns} packets to {}", path.display());
     Ok(())
 }
 

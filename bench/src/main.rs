@@ -20,9 +20,9 @@
 //!   Memory with N parsed HTTP connections open at once and after they end
 //!   (see `streams`).
 //!
-//! `wirelog-bench conns --kind tcp|udp|other [--conns N] [--clients K]`
+//! `wirelog-bench conns --kind tcp|udp|other [--conns N] [--clients K] [--write FILE]`
 //!   Resident memory per open connection (or flow) with N open, and the
-//!   packet cost at that table size (see `conns`).
+//!   packet cost at that table size; or those packets as a pcap file (see `conns`).
 //!
 //! `wirelog-bench store --rows N --out DIR PCAP...`
 //!   Builds a store of at least N flow rows for query benchmarks: the flows of
@@ -551,7 +551,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] [--parse] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] IN.pcap OUT.pcap\n       wirelog-bench filter EXPR [--copies N] [--reps R] PCAP...\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...\n       wirelog-bench streams [--conns N] [--rounds R] [--no-parse]\n       wirelog-bench conns --kind tcp|udp|other [--conns N] [--clients K]";
+    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] [--parse] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] IN.pcap OUT.pcap\n       wirelog-bench filter EXPR [--copies N] [--reps R] PCAP...\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...\n       wirelog-bench streams [--conns N] [--rounds R] [--no-parse]\n       wirelog-bench conns --kind tcp|udp|other [--conns N] [--clients K] [--write FILE]";
     let result = match args.first().map(String::as_str) {
         Some("pipeline") => parse(&args[1..]).and_then(|o| {
             let base = Corpus::load(&o.files, o.snap)?;
@@ -612,6 +612,7 @@ fn main() {
             let mut kind = None;
             let mut conns = 1_000_000usize;
             let mut clients = usize::MAX;
+            let mut write = None;
             let mut bad = None;
             let mut it = args[1..].iter();
             while let Some(a) = it.next() {
@@ -620,6 +621,7 @@ fn main() {
                     ("--kind", Some(k)) => kind = conns::Kind::parse(k),
                     ("--conns", Some(n)) => conns = n.parse().unwrap_or(0),
                     ("--clients", Some(n)) => clients = n.parse().unwrap_or(0),
+                    ("--write", Some(f)) => write = Some(PathBuf::from(f)),
                     _ => bad = Some(format!("conns: bad option {a}")),
                 }
             }
@@ -627,7 +629,7 @@ fn main() {
                 (Some(e), _) => Err(e),
                 (None, None) => Err("conns: --kind tcp, udp or other".into()),
                 (None, Some(_)) if conns == 0 || clients == 0 => Err("conns: --conns and --clients take a positive number".into()),
-                (None, Some(k)) => conns::run(k, conns, clients),
+                (None, Some(k)) => conns::run(k, conns, clients, write.as_deref()),
             }
         }
         Some("store") => parse(&args[1..]).and_then(|o| {
