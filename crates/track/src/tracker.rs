@@ -263,8 +263,8 @@ impl Tracker {
     }
 
     /// Bytes of tracker memory per tracked TCP connection (table entry,
-    /// slots, TCP slab); a UDP or ICMP connection takes
-    /// [`Slab::bytes_per_value`] less.
+    /// slots, TCP slab); a UDP or ICMP connection takes the TCP state's
+    /// bytes (196) less.
     pub fn bytes_per_connection(&self) -> usize {
         self.table.bytes_per_connection() + Slab::<TcpConn>::bytes_per_value()
     }
