@@ -20,11 +20,16 @@
 //!   Memory with N parsed HTTP connections open at once and after they end
 //!   (see `streams`).
 //!
+//! `wirelog-bench conns --kind tcp|udp|other [--conns N] [--clients K] [--write FILE]`
+//!   Resident memory per open connection (or flow) with N open, and the
+//!   packet cost at that table size; or those packets as a pcap file (see `conns`).
+//!
 //! `wirelog-bench store --rows N --out DIR PCAP...`
 //!   Builds a store of at least N flow rows for query benchmarks: the flows of
 //!   the real capture (5-minute buckets), copied with their addresses rewritten
 //!   per copy and spread over the 288 buckets of a day, written with the store.
 
+mod conns;
 mod streams;
 
 /// Counts live heap bytes, so `streams` can tell memory held from memory the
@@ -546,7 +551,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] [--parse] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] IN.pcap OUT.pcap\n       wirelog-bench filter EXPR [--copies N] [--reps R] PCAP...\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...\n       wirelog-bench streams [--conns N] [--rounds R] [--no-parse]";
+    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] [--parse] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] IN.pcap OUT.pcap\n       wirelog-bench filter EXPR [--copies N] [--reps R] PCAP...\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...\n       wirelog-bench streams [--conns N] [--rounds R] [--no-parse]\n       wirelog-bench conns --kind tcp|udp|other [--conns N] [--clients K] [--write FILE]";
     let result = match args.first().map(String::as_str) {
         Some("pipeline") => parse(&args[1..]).and_then(|o| {
             let base = Corpus::load(&o.files, o.snap)?;
@@ -601,6 +606,30 @@ fn main() {
             match bad {
                 Some(e) => Err(e),
                 None => streams::run(conns.max(1), rounds.max(1), parse),
+            }
+        }
+        Some("conns") => {
+            let mut kind = None;
+            let mut conns = 1_000_000usize;
+            let mut clients = usize::MAX;
+            let mut write = None;
+            let mut bad = None;
+            let mut it = args[1..].iter();
+            while let Some(a) = it.next() {
+                let v = it.next();
+                match (a.as_str(), v) {
+                    ("--kind", Some(k)) => kind = conns::Kind::parse(k),
+                    ("--conns", Some(n)) => conns = n.parse().unwrap_or(0),
+                    ("--clients", Some(n)) => clients = n.parse().unwrap_or(0),
+                    ("--write", Some(f)) => write = Some(PathBuf::from(f)),
+                    _ => bad = Some(format!("conns: bad option {a}")),
+                }
+            }
+            match (bad, kind) {
+                (Some(e), _) => Err(e),
+                (None, None) => Err("conns: --kind tcp, udp or other".into()),
+                (None, Some(_)) if conns == 0 || clients == 0 => Err("conns: --conns and --clients take a positive number".into()),
+                (None, Some(k)) => conns::run(k, conns, clients, write.as_deref()),
             }
         }
         Some("store") => parse(&args[1..]).and_then(|o| {

@@ -70,6 +70,27 @@ fn same_records_as_decoder_and_tracker_by_hand() {
     assert_eq!(probe.active_connections(), 0);
 }
 
+/// A TCP connection's endpoint state (in the tracker's slab) lives exactly
+/// as long as the connection: freed when it ends, is evicted or is replaced
+/// by a reused port, so the slab never holds more than the table.
+#[test]
+fn tcp_state_is_freed_with_its_connection() {
+    let mut cfg = config();
+    cfg.track.max_connections = 16; // the table's floor: evictions on the sample
+    let mut probe = Probe::new(cfg);
+    let mut r = sample();
+    let mut peak = 0;
+    while let Some(p) = r.next_packet() {
+        let _ = probe.packet(&p);
+        let held = probe.tracker().tcp_states();
+        assert!(held <= probe.active_connections(), "{held} TCP states for {} connections", probe.active_connections());
+        peak = peak.max(held);
+    }
+    assert!(peak > 0 && probe.track_stats().evicted > 0, "peak {peak}, evicted {}", probe.track_stats().evicted);
+    probe.finish();
+    assert_eq!((probe.active_connections(), probe.tracker().tcp_states()), (0, 0));
+}
+
 /// A batch is appended to; an empty one is swapped with the probe's own
 /// vectors, so records are never copied and allocations circulate.
 #[test]

@@ -47,9 +47,38 @@ impl Default for DatagramState {
     }
 }
 
+/// TCP's part of a connection entry: where its endpoint state is, and the
+/// timers only TCP has (`i64::MAX` when not set). Beside the datagram state
+/// in the same enum, it costs the entry nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct TcpPart {
+    /// The connection's [`TcpConn`] in the tracker's TCP slab.
+    pub slab: u32,
+    /// The analyzer timers were cancelled by a complete close.
+    pub timers_cancelled: bool,
+    /// Connection-attempt timer.
+    pub attempt_at: i64,
+    /// Removal time once closed or reset.
+    pub delete_at: i64,
+    /// An extra expiry check after a half close.
+    pub expire_extra_at: i64,
+}
+
+impl TcpPart {
+    pub fn new(slab: u32) -> Self {
+        TcpPart {
+            slab,
+            timers_cancelled: false,
+            attempt_at: i64::MAX,
+            delete_at: i64::MAX,
+            expire_extra_at: i64::MAX,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub enum ProtoState {
-    Tcp(TcpConn),
+    Tcp(TcpPart),
     Udp(DatagramState),
     Icmp(DatagramState),
 }
@@ -68,14 +97,6 @@ pub struct Conn {
     pub vlan: Option<u16>,
     pub inner_vlan: Option<u16>,
     pub state: ProtoState,
-    /// Connection-attempt timer (TCP), `i64::MAX` when not set.
-    pub attempt_at: i64,
-    /// Removal time once closed or reset, `i64::MAX` when not set.
-    pub delete_at: i64,
-    /// An extra expiry check after a half close, `i64::MAX` when not set.
-    pub expire_extra_at: i64,
-    /// The analyzer timers were cancelled by a complete close.
-    pub timers_cancelled: bool,
     /// This connection's flow in the current bucket.
     pub flow: crate::flow::FlowSlot,
     /// The deadline of the pending wheel entry, and its generation.
@@ -146,19 +167,22 @@ pub fn is_private(a: &IpAddr16) -> bool {
 
 impl Conn {
     /// The conn record; `uid` is minted by the caller (uids are random, so
-    /// minting one when the record is written is as good as at the first packet).
-    pub fn to_record(&self, key: &ConnKey, uid: Uid) -> ConnRecord {
+    /// minting one when the record is written is as good as at the first
+    /// packet). `tcp` is the connection's TCP state (from the slab), if TCP.
+    pub fn to_record(&self, key: &ConnKey, tcp: Option<&TcpConn>, uid: Uid) -> ConnRecord {
         let history = self.hist.letters;
         let dur = self.last_ns - self.start_ns;
-        let (proto, orig_size, resp_size, conn_state, missed) = match &self.state {
-            ProtoState::Tcp(t) => (
+        let (proto, orig_size, resp_size, conn_state, missed) = match (&self.state, tcp) {
+            (ProtoState::Tcp(_), Some(t)) => (
                 Proto::Tcp,
                 t.orig_size(),
                 t.resp_size(),
                 t.conn_state(history.as_str()),
                 t.missed_bytes,
             ),
-            ProtoState::Udp(d) => {
+            // Never: a TCP entry's slab state lives as long as the entry.
+            (ProtoState::Tcp(_), None) => (Proto::Tcp, 0, 0, ConnState::OTH, 0),
+            (ProtoState::Udp(d), _) => {
                 let st = match (d.orig_len >= 0, d.resp_len >= 0) {
                     (true, true) => ConnState::SF,
                     (true, false) => ConnState::S0,
@@ -173,7 +197,7 @@ impl Conn {
                     0,
                 )
             }
-            ProtoState::Icmp(d) => (
+            (ProtoState::Icmp(d), _) => (
                 Proto::Icmp,
                 d.orig_len.max(0) as u64,
                 d.resp_len.max(0) as u64,

@@ -2,7 +2,8 @@
 //!
 //! A pre-sized open-addressing table keyed by the connection tuple, a timer
 //! wheel on packet time, and per-protocol state (the TCP part follows Zeek's
-//! TCP analyzer). Packets go in through [`Tracker::packet`]; records of ended
+//! TCP analyzer, and lives in a slab beside the table: a UDP or ICMP entry is
+//! half the size of a TCP connection). Packets go in through [`Tracker::packet`]; records of ended
 //! connections come out of [`Tracker::take_records`]. Nothing on the per-packet
 //! path allocates except a TCP connection's first out-of-order range.
 //!
@@ -17,6 +18,7 @@ mod history;
 mod keep;
 mod key;
 mod ports;
+mod slab;
 mod table;
 mod tcp;
 mod timer;

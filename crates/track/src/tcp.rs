@@ -56,7 +56,6 @@ struct Reassembly {
     /// per endpoint instead of a Vec's 24, for a list almost always absent.
     #[allow(clippy::box_collection)]
     above_hole: Option<Box<Vec<(u64, u64)>>>,
-    skip_deliveries: bool,
 }
 
 impl Reassembly {
@@ -65,7 +64,6 @@ impl Reassembly {
             next_deliver: 1,
             trim: 1,
             above_hole: None,
-            skip_deliveries: false,
         }
     }
 
@@ -140,9 +138,11 @@ impl Reassembly {
     /// Releases data below `seq`, first reporting (through `gap`) any part of
     /// it that was never received. Mirrors DataBlockList::Trim +
     /// TCP_Reassembler::Undelivered.
-    fn trim_to(&mut self, seq: u64, is_partial: bool, mut gap: impl FnMut(u64)) {
+    /// With `skip_deliveries` (the endpoint's), nothing held is delivered
+    /// and no gap is reported.
+    fn trim_to(&mut self, seq: u64, is_partial: bool, skip_deliveries: bool, mut gap: impl FnMut(u64)) {
         if seq > self.next_deliver {
-            self.undelivered(seq, is_partial, &mut gap);
+            self.undelivered(seq, is_partial, skip_deliveries, &mut gap);
         }
         if let Some(ranges) = &mut self.above_hole {
             ranges.retain(|r| r.1 > seq);
@@ -155,13 +155,13 @@ impl Reassembly {
         }
     }
 
-    fn undelivered(&mut self, up_to: u64, is_partial: bool, gap: &mut impl FnMut(u64)) {
+    fn undelivered(&mut self, up_to: u64, is_partial: bool, skip_deliveries: bool, gap: &mut impl FnMut(u64)) {
         if up_to <= 2 && is_partial {
             // A partial connection's faked initial sequence number: the "missing"
             // first byte is an artefact, not a gap (Zeek ignores it the same way).
             return;
         }
-        if !self.skip_deliveries {
+        if !skip_deliveries {
             // Deliver blocks that start below up_to, reporting the holes before them.
             while let Some(&(lo, _)) = self.ranges().first() {
                 if lo >= up_to {
@@ -194,7 +194,8 @@ pub struct Endpoint {
     ack_seq: u32,
     seq_wraps: u32,
     ack_wraps: u32,
-    fin_cnt: u32,
+    /// A FIN was seen (Zeek keeps FIN_cnt, which is only ever compared with 0).
+    fin_seen: bool,
     fin_seq: u64,
     // Low 32 bits of the relative sequence numbers of the last SYN/FIN/RST:
     // enough to tell a retransmission from a new one.
@@ -206,6 +207,9 @@ pub struct Endpoint {
     win0_cnt: u32,
     gap_cnt: u32,
     did_eof: bool,
+    /// Reassembly stopped (Zeek's SetSkipDeliveries): kept here rather than
+    /// in `reasm`, whose three words would otherwise pad to four.
+    skip_deliveries: bool,
     reasm: Reassembly,
 }
 
@@ -220,7 +224,7 @@ impl Endpoint {
             ack_seq: 0,
             seq_wraps: 0,
             ack_wraps: 0,
-            fin_cnt: 0,
+            fin_seen: false,
             fin_seq: 0,
             hist_last_syn: 0,
             hist_last_fin: 0,
@@ -230,6 +234,7 @@ impl Endpoint {
             win0_cnt: 0,
             gap_cnt: 0,
             did_eof: false,
+            skip_deliveries: false,
             reasm: Reassembly::new(),
         }
     }
@@ -288,7 +293,7 @@ impl Endpoint {
             ack.wrapping_sub(start)
         };
         size = size.saturating_sub(1);
-        if self.fin_cnt > 0 && size != 0 {
+        if self.fin_seen && size != 0 {
             size -= 1;
         }
         size
@@ -328,6 +333,26 @@ pub struct Effects {
     pub state_changed: bool,
 }
 
+const FX_CLOSE_COMPLETE: u8 = 1;
+const FX_RESET_TIMER: u8 = 2;
+const FX_EXPIRE_CHECK: u8 = 4;
+const FX_ATTEMPT_TIMER: u8 = 8;
+const FX_FLIP: u8 = 16;
+const FX_STATE_CHANGED: u8 = 32;
+
+impl Effects {
+    fn from_bits(b: u8) -> Effects {
+        Effects {
+            close_complete: b & FX_CLOSE_COMPLETE != 0,
+            reset_timer: b & FX_RESET_TIMER != 0,
+            expire_check: b & FX_EXPIRE_CHECK != 0,
+            attempt_timer: b & FX_ATTEMPT_TIMER != 0,
+            flip: b & FX_FLIP != 0,
+            state_changed: b & FX_STATE_CHANGED != 0,
+        }
+    }
+}
+
 /// The TCP part of a connection.
 #[derive(Debug, Clone)]
 pub struct TcpConn {
@@ -342,8 +367,9 @@ pub struct TcpConn {
     pub past_handshake: bool,
     pub missed_bytes: u64,
     pub report_gaps_for_partial: bool,
-    /// Effects gathered while processing one packet; taken by the tracker.
-    fx: Effects,
+    /// Effects gathered while processing one packet (`FX_*` bits; one byte
+    /// instead of six bools keeps the TCP state at 192 bytes); taken by the tracker.
+    fx: u8,
 }
 
 /// A TCP segment's fields that matter for tracking.
@@ -372,7 +398,7 @@ impl TcpConn {
             past_handshake: false,
             missed_bytes: 0,
             report_gaps_for_partial,
-            fx: Effects::default(),
+            fx: 0,
         }
     }
 
@@ -393,7 +419,7 @@ impl TcpConn {
     }
 
     fn set_state(&mut self, is_orig: bool, s: EndpointState) {
-        self.fx.state_changed = true;
+        self.fx |= FX_STATE_CHANGED;
         let (e, p) = self.ep(is_orig);
         if s != e.state && !is_handshake(s) && is_handshake(e.state) && is_handshake(p.state) {
             self.past_handshake = true;
@@ -470,8 +496,8 @@ impl TcpConn {
             && p.state == Established
             && !e.did_close
             && !p.did_close
-            && e.fin_cnt == 0
-            && p.fin_cnt == 0
+            && !e.fin_seen
+            && !p.fin_seen
         {
             self.process_established(is_orig, seg, hist);
             return (true, Effects::default());
@@ -546,7 +572,7 @@ impl TcpConn {
         let rst = flags & RST != 0;
         let ack = flags & ACK != 0;
         let len = seg.len;
-        self.fx = Effects::default();
+        self.fx = 0;
 
         // SetPartialStatus
         if is_orig {
@@ -626,7 +652,7 @@ impl TcpConn {
 
         if fin {
             let (e, _) = self.ep(is_orig);
-            e.fin_cnt += 1;
+            e.fin_seen = true;
             e.fin_seq = rel_seq.wrapping_add(seg_len as u64);
         }
 
@@ -698,7 +724,7 @@ impl TcpConn {
         if do_close {
             self.connection_closed(is_orig, gen_event);
         }
-        (update_last_time, std::mem::take(&mut self.fx))
+        (update_last_time, Effects::from_bits(std::mem::take(&mut self.fx)))
     }
 
     fn update_state_machine(
@@ -723,7 +749,7 @@ impl TcpConn {
                 if syn {
                     if is_orig {
                         self.set_state(is_orig, if ack { SynAckSent } else { SynSent });
-                        self.fx.attempt_timer = true;
+                        self.fx |= FX_ATTEMPT_TIMER;
                     } else {
                         if !ack {
                             let base_is_start = seg.seq == self.ep(is_orig).0.start_seq;
@@ -733,7 +759,7 @@ impl TcpConn {
                                 self.is_partial = false;
                                 self.set_peer_state(is_orig, Established);
                                 self.first_packet_seen |= if is_orig { 1 } else { 2 };
-                                self.fx.flip = true;
+                                self.fx |= FX_FLIP;
                             }
                         }
                         if self.ep(is_orig).1.state == SynSent {
@@ -814,7 +840,7 @@ impl TcpConn {
                     if !self.ep(is_orig).0.did_close {
                         do_close = true;
                     }
-                    self.fx.reset_timer = true;
+                    self.fx |= FX_RESET_TIMER;
                 }
             }
             Reset => {}
@@ -829,7 +855,7 @@ impl TcpConn {
     /// Data from `is_orig`'s side at relative sequence `seq` (Zeek's TCP_Reassembler::DataSent).
     fn data_sent(&mut self, is_orig: bool, mut seq: u64, mut len: u64) {
         let (e, p) = self.ep(is_orig);
-        if e.reasm.skip_deliveries {
+        if e.skip_deliveries {
             return;
         }
         let ack = e.to_relative(e.ack_seq, e.ack_wraps);
@@ -851,11 +877,11 @@ impl TcpConn {
         }
         if e.no_data_acked() && e.reasm.undelivered_bytes() > MAX_ABOVE_HOLE_WITHOUT_ACKS {
             e.reasm.clear();
-            e.reasm.skip_deliveries = true;
+            e.skip_deliveries = true;
         }
         if e.reasm.buffered() > EXCESSIVE_DATA_WITHOUT_ACKS {
             e.reasm.clear();
-            e.reasm.skip_deliveries = true;
+            e.skip_deliveries = true;
         }
     }
 
@@ -863,7 +889,7 @@ impl TcpConn {
     fn ack_received(&mut self, endp_is_orig: bool, mut seq: u64, hist: &mut HistoryState) {
         {
             let e = if endp_is_orig { &self.orig } else { &self.resp };
-            if e.fin_cnt > 0 && seq >= e.fin_seq {
+            if e.fin_seen && seq >= e.fin_seq {
                 seq = e.fin_seq.wrapping_sub(1);
             }
             if seq <= e.reasm.trim {
@@ -877,7 +903,7 @@ impl TcpConn {
         {
             let (e, _) = self.ep(endp_is_orig);
             let mut gaps = 0u32;
-            e.reasm.trim_to(seq, is_partial, |n| {
+            e.reasm.trim_to(seq, is_partial, e.skip_deliveries, |n| {
                 if clean {
                     gaps += 1;
                 }
@@ -901,7 +927,7 @@ impl TcpConn {
         } else {
             (&self.resp, &self.orig)
         };
-        if e.reasm.skip_deliveries {
+        if e.skip_deliveries {
             return false;
         }
         let delivered = (e.start_seq as u64).wrapping_add(e.reasm.next_deliver);
@@ -919,7 +945,7 @@ impl TcpConn {
         let e = if is_orig { &self.orig } else { &self.resp };
         // Cheap tests first: data_pending only matters once this side is closing.
         if e.did_eof
-            || !(e.fin_cnt > 0 || e.state == Closed || e.state == Reset)
+            || !(e.fin_seen || e.state == Closed || e.state == Reset)
             || self.data_pending(is_orig)
         {
             return;
@@ -952,7 +978,7 @@ impl TcpConn {
         let close_complete = e.state == Reset || p.did_close || p.state == Inactive;
         let interesting = e.prev_state != Inactive || p.state != Inactive;
         let half_close_after_activity = e.prev_state != Inactive;
-        self.fx.state_changed = true;
+        self.fx |= FX_STATE_CHANGED;
         if close_complete {
             if interesting {
                 let gen = gen_event || self.deferred_gen_event;
@@ -961,9 +987,9 @@ impl TcpConn {
                     self.is_active = false; // ConnectionFinished
                 }
             }
-            self.fx.close_complete = true;
+            self.fx |= FX_CLOSE_COMPLETE;
         } else if half_close_after_activity {
-            self.fx.expire_check = true;
+            self.fx |= FX_EXPIRE_CHECK;
         }
     }
 
@@ -1152,7 +1178,7 @@ mod tests {
         assert!(!r.insert(50, 101)); // retransmission
         assert_eq!(r.undelivered_bytes(), 200);
         let mut gaps = Vec::new();
-        r.trim_to(401, false, |n| gaps.push(n));
+        r.trim_to(401, false, false, |n| gaps.push(n));
         assert_eq!(gaps, vec![100, 100]); // [101,201) and [301,401)
         assert_eq!(r.next_deliver, 401);
         assert!(!r.has_blocks());
@@ -1162,7 +1188,7 @@ mod tests {
         r.insert(1, 101);
         assert_eq!(r.next_deliver, 201);
         let mut gaps = Vec::new();
-        r.trim_to(201, false, |n| gaps.push(n));
+        r.trim_to(201, false, false, |n| gaps.push(n));
         assert!(gaps.is_empty());
         assert_eq!(r.buffered(), 0);
     }

@@ -9,12 +9,13 @@ use wirelog_record::{ConnRecord, Proto, TxRecord, UidGenerator};
 use crate::app::{
     protocol_index, AppConfig, AppState, AppStats, PROBED_ORIG, PROBED_RESP, PROBE_DONE,
 };
-use crate::conn::{Conn, DatagramState, ProtoState};
+use crate::conn::{Conn, DatagramState, ProtoState, TcpPart};
 use crate::flow::{FlowKey, FlowSlot, FlowTable};
 use crate::history::HistoryState;
 use crate::keep::{uid_for, KeepRule, KeepState, KeepVerdict};
 use crate::key::{ConnKey, Side};
 use crate::ports::{PortSet, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS};
+use crate::slab::Slab;
 use crate::table::ConnTable;
 use crate::tcp::{Segment, TcpConn};
 use crate::timer::{TimerEntry, TimerWheel};
@@ -113,6 +114,8 @@ pub struct TrackStats {
 pub struct Tracker {
     cfg: TrackerConfig,
     table: ConnTable<Conn>,
+    /// TCP endpoint state of the TCP connections (see `slab`).
+    tcp: Slab<TcpConn>,
     flows: FlowTable,
     wheel: TimerWheel,
     uids: UidGenerator,
@@ -160,6 +163,7 @@ impl Tracker {
         let cfg_budget = cfg.app.as_ref().map_or(0, |a| a.total_buffer_bytes);
         Tracker {
             table: ConnTable::with_capacity(cfg.max_connections),
+            tcp: Slab::with_capacity(cfg.max_connections),
             flows: FlowTable::new(cfg.flow_interval_ns, cfg.max_flows, seed ^ 0xf10f),
             cfg,
             wheel: TimerWheel::new(),
@@ -253,9 +257,16 @@ impl Tracker {
         self.table.len()
     }
 
-    /// Bytes of tracker memory per tracked connection (slab entry + table slots).
+    /// TCP endpoint states held (one per open TCP connection).
+    pub fn tcp_states(&self) -> usize {
+        self.tcp.len()
+    }
+
+    /// Bytes of tracker memory per tracked TCP connection (table entry,
+    /// slots, TCP slab); a UDP or ICMP connection takes the TCP state's
+    /// bytes (196) less.
     pub fn bytes_per_connection(&self) -> usize {
-        self.table.bytes_per_connection()
+        self.table.bytes_per_connection() + Slab::<TcpConn>::bytes_per_value()
     }
 
     /// Records of connections that ended since the last call.
@@ -290,11 +301,12 @@ impl Tracker {
         self.flows.early_emits
     }
 
-    /// Bytes of table memory a tracked connection takes at most (its slab
-    /// entry and its share of the slot array at full load), before any
-    /// parser state: what a memory budget in bytes is divided by.
+    /// Bytes of table memory a tracked connection takes at most (its table
+    /// entry, its share of the slot array at full load, and TCP's endpoint
+    /// state), before any parser state: what a memory budget in bytes is
+    /// divided by.
     pub const fn table_bytes_per_connection() -> usize {
-        std::mem::size_of::<Option<crate::table::Entry<Conn>>>() + 2 * 8
+        std::mem::size_of::<Option<crate::table::Entry<Conn>>>() + 2 * 8 + Slab::<TcpConn>::bytes_per_value()
     }
 
     /// Bytes a flow of the flow table takes at most.
@@ -473,7 +485,7 @@ impl Tracker {
                 // Only a SYN can start a new connection on a known tuple.
                 let reuse = match &seg {
                     Some(s) if s.flags & wirelog_decode::tcp_flags::SYN != 0 => {
-                        matches!(self.table.get(idx).map(|e| &e.value.state), Some(ProtoState::Tcp(t)) if t.is_reuse(s))
+                        matches!(self.table.get(idx).map(|e| &e.value.state), Some(ProtoState::Tcp(p)) if self.tcp.get(p.slab).is_some_and(|t| t.is_reuse(s)))
                     }
                     _ => false,
                 };
@@ -565,9 +577,9 @@ impl Tracker {
             _ => false,
         };
         let state = match pkt.transport {
-            Transport::Tcp { .. } => {
-                ProtoState::Tcp(TcpConn::new(self.cfg.report_gaps_for_partial))
-            }
+            Transport::Tcp { .. } => ProtoState::Tcp(TcpPart::new(
+                self.tcp.insert(TcpConn::new(self.cfg.report_gaps_for_partial)),
+            )),
             Transport::Udp { .. } => ProtoState::Udp(DatagramState::new()),
             _ => ProtoState::Icmp(DatagramState::new()),
         };
@@ -583,10 +595,6 @@ impl Tracker {
             vlan: pkt.vlan,
             inner_vlan: pkt.inner_vlan,
             state,
-            attempt_at: i64::MAX,
-            delete_at: i64::MAX,
-            expire_extra_at: i64::MAX,
-            timers_cancelled: false,
             flow: FlowSlot::NONE,
             scheduled_at: i64::MAX,
             generation: 0,
@@ -647,7 +655,10 @@ impl Tracker {
         // deadline earlier needs a wheel operation.
         let mut reschedule = created;
         match (&mut conn.state, seg) {
-            (ProtoState::Tcp(t), Some(seg)) => {
+            (ProtoState::Tcp(part), Some(seg)) => {
+                let Some(t) = self.tcp.get_mut(part.slab) else {
+                    return;
+                };
                 if bad {
                     t.checksum_error(is_orig, &mut conn.hist);
                     if created {
@@ -665,23 +676,23 @@ impl Tracker {
                     conn.last_ns = ts;
                 }
                 if fx.attempt_timer {
-                    conn.attempt_at = ts + self.cfg.tcp_attempt_delay_ns;
+                    part.attempt_at = ts + self.cfg.tcp_attempt_delay_ns;
                 }
                 if fx.close_complete {
                     // Zeek cancels the analyzer's timers and deletes the connection
                     // a close delay after its last activity.
-                    conn.timers_cancelled = true;
-                    conn.attempt_at = i64::MAX;
-                    conn.expire_extra_at = i64::MAX;
-                    conn.delete_at = conn
+                    part.timers_cancelled = true;
+                    part.attempt_at = i64::MAX;
+                    part.expire_extra_at = i64::MAX;
+                    part.delete_at = part
                         .delete_at
                         .min(conn.last_ns + self.cfg.tcp_close_delay_ns);
                 }
                 if fx.reset_timer {
-                    conn.delete_at = conn.delete_at.min(ts + self.cfg.tcp_reset_delay_ns);
+                    part.delete_at = part.delete_at.min(ts + self.cfg.tcp_reset_delay_ns);
                 }
-                if fx.expire_check && !conn.timers_cancelled {
-                    conn.expire_extra_at = conn.last_ns + self.cfg.tcp_session_timer_ns;
+                if fx.expire_check && !part.timers_cancelled {
+                    part.expire_extra_at = conn.last_ns + self.cfg.tcp_session_timer_ns;
                 }
                 flip = fx.flip;
             }
@@ -952,8 +963,10 @@ impl Tracker {
         c.flow = FlowSlot::NONE;
         std::mem::swap(&mut c.orig_pkts, &mut c.resp_pkts);
         std::mem::swap(&mut c.orig_ip_bytes, &mut c.resp_ip_bytes);
-        if let ProtoState::Tcp(t) = &mut c.state {
-            t.flip();
+        if let ProtoState::Tcp(p) = &c.state {
+            if let Some(t) = self.tcp.get_mut(p.slab) {
+                t.flip();
+            }
         }
         c.hist.add_raw(b'^');
         if let Some(k) = self.keep.as_mut() {
@@ -963,19 +976,23 @@ impl Tracker {
 
     /// The earliest time the connection could be removed, given its state.
     fn next_deadline(&self, key: &ConnKey, c: &Conn) -> i64 {
-        let mut d = c.delete_at;
+        let mut d = i64::MAX;
         match &c.state {
-            ProtoState::Tcp(t) => {
+            ProtoState::Tcp(part) => {
+                let Some(t) = self.tcp.get(part.slab) else {
+                    return d;
+                };
+                d = part.delete_at;
                 let timeout = if t.past_handshake {
                     self.cfg.tcp_inactivity_ns
                 } else {
                     self.cfg.udp_inactivity_ns
                 };
                 d = d.min(c.last_ns + timeout);
-                if c.attempt_at != i64::MAX && t.attempt_condition() {
-                    d = d.min(c.attempt_at);
+                if part.attempt_at != i64::MAX && t.attempt_condition() {
+                    d = d.min(part.attempt_at);
                 }
-                if t.is_active && !c.timers_cancelled && t.expire_condition() {
+                if t.is_active && !part.timers_cancelled && t.expire_condition() {
                     // Zeek checks at start + SYN timeout + k * session timer, and removes
                     // once the connection has been idle longer than the linger time.
                     let floor = (c.last_ns + self.cfg.tcp_linger_ns).max(c.seen_ns);
@@ -987,8 +1004,8 @@ impl Tracker {
                         first + ((floor - first) / period + 1) * period
                     };
                     d = d.min(grid);
-                    if c.expire_extra_at != i64::MAX && c.expire_extra_at > floor {
-                        d = d.min(c.expire_extra_at);
+                    if part.expire_extra_at != i64::MAX && part.expire_extra_at > floor {
+                        d = d.min(part.expire_extra_at);
                     }
                 }
             }
@@ -1036,10 +1053,9 @@ impl Tracker {
         if entry.value.generation != e.generation {
             return; // superseded by an earlier deadline, or the slot was reused
         }
-        if entry.value.attempt_at <= now {
-            let keep = matches!(&entry.value.state, ProtoState::Tcp(t) if t.attempt_condition());
-            if !keep {
-                entry.value.attempt_at = i64::MAX; // the attempt timer fired with nothing to do
+        if let ProtoState::Tcp(part) = &mut entry.value.state {
+            if part.attempt_at <= now && !self.tcp.get(part.slab).is_some_and(|t| t.attempt_condition()) {
+                part.attempt_at = i64::MAX; // the attempt timer fired with nothing to do
             }
         }
         let entry = self.table.get(e.idx).unwrap();
@@ -1062,9 +1078,21 @@ impl Tracker {
         let (service, uid) = self.finish_app(idx);
         let uid = self.keep.as_ref().and_then(|k| k.uid(idx)).or(uid);
         let uids = &mut self.uids;
+        let tcp = &mut self.tcp;
         if let Some(mut r) = self.table.remove_with(idx, |e| {
-            e.value
-                .to_record(&e.key, uid.unwrap_or_else(|| uids.next_uid()))
+            let part = match &e.value.state {
+                ProtoState::Tcp(p) => Some(p.slab),
+                _ => None,
+            };
+            let r = e.value.to_record(
+                &e.key,
+                part.and_then(|i| tcp.get(i)),
+                uid.unwrap_or_else(|| uids.next_uid()),
+            );
+            if let Some(i) = part {
+                tcp.remove(i);
+            }
+            r
         }) {
             r.service = service;
             r.empty_tcp_skipped = self.cfg.empty_tcp_skipped && r.proto == Proto::Tcp;
@@ -1178,12 +1206,12 @@ mod size_budget {
     fn connection_entry_stays_within_budget() {
         use std::mem::size_of;
         let entry = size_of::<Option<crate::table::Entry<crate::conn::Conn>>>();
-        let tcp = size_of::<crate::tcp::TcpConn>();
-        println!("table entry {entry} B, of which TCP state {tcp} B");
-        // 400 bytes of Zeek connection state + 8 for the connection's flow
-        // slot + 8 for the pointer to its parser (null unless parsed; the probe
-        // byte fits in padding).
-        assert!(entry <= 416, "connection entry grew to {entry} bytes");
-        assert!(tcp <= 216, "TCP state grew to {tcp} bytes");
+        let tcp = crate::slab::Slab::<crate::tcp::TcpConn>::bytes_per_value();
+        println!("table entry {entry} B, TCP state in the slab {tcp} B");
+        // The entry every connection has (key, counters, history, timers,
+        // datagram state or TCP's slab index and timers, flow slot, parser
+        // pointer), and the TCP endpoint state beside it.
+        assert!(entry <= 208, "connection entry grew to {entry} bytes");
+        assert!(tcp <= 196, "TCP state grew to {tcp} bytes");
     }
 }
