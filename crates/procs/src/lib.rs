@@ -10,11 +10,13 @@
 //! connection end until the record of the connection has been written
 //! ([`Owners`]).
 
+mod connect;
 mod diag;
 mod fdindex;
 mod local;
 mod owner;
 
+pub use connect::{ConnectHook, Connector};
 pub use diag::{Answer, SockDiag};
 pub use fdindex::{FdIndex, IndexStats};
 pub use local::addresses as local_addresses;
