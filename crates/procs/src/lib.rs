@@ -3,19 +3,23 @@
 //!
 //! The packet path only queues the tuple of each new connection
 //! ([`ConnSender::send`], never blocking: a full queue is a counted drop).
-//! A resolver thread asks the kernel for the sockets of those tuples in
-//! batches (`diag`), maps socket inodes to processes through an index of
+//! A resolver thread first takes the owners the eBPF connect hook noted
+//! for client ends (`connect`: who called connect(), even when the socket
+//! is gone by now), then asks the kernel for the other sockets in batches
+//! (`diag`), maps socket inodes to processes through an index of
 //! /proc/PID/fd kept up to date incrementally (`fdindex`), reads each
 //! process's name, user and cgroup once (`owner`), and keeps the answer per
 //! connection end until the record of the connection has been written
 //! ([`Owners`]).
 
+mod cgroups;
 mod connect;
 mod diag;
 mod fdindex;
 mod local;
 mod owner;
 
+pub use cgroups::CgroupNames;
 pub use connect::{ConnectHook, Connector};
 pub use diag::{Answer, SockDiag};
 pub use fdindex::{FdIndex, IndexStats};
@@ -71,9 +75,11 @@ pub struct Stats {
     /// queue was full.
     pub queued: AtomicU64,
     pub dropped: AtomicU64,
-    /// Local ends asked about, and found: by their own socket, by the
-    /// listening socket of their port (the connection was gone).
+    /// Local ends asked about, and found: by the eBPF connect hook, by
+    /// their own socket, by the listening socket of their port (the
+    /// connection was gone).
     pub asked: AtomicU64,
+    pub by_ebpf: AtomicU64,
     pub by_socket: AtomicU64,
     pub by_listener: AtomicU64,
     /// Ends whose socket was gone or whose process was not found.
@@ -95,11 +101,13 @@ impl std::fmt::Display for Stats {
         let g = |a: &AtomicU64| a.load(Relaxed);
         write!(
             f,
-            "{} connections queued, {} dropped (queue full); {} local ends asked: {} by socket, {} by listener, \
-             {} by port, {} unresolved; {} /proc listings, {} processes read, {} fd links; resolver CPU {:.3} s",
+            "{} connections queued, {} dropped (queue full); {} local ends asked: {} by eBPF at connect, {} by socket, \
+             {} by listener, {} by port, {} unresolved; {} /proc listings, {} processes read, {} fd links; \
+             resolver CPU {:.3} s",
             g(&self.queued),
             g(&self.dropped),
             g(&self.asked),
+            g(&self.by_ebpf),
             g(&self.by_socket),
             g(&self.by_listener),
             g(&self.by_port),
@@ -224,15 +232,42 @@ impl Owners {
 pub struct Resolver {
     sender: ConnSender,
     owners: Owners,
-    pending: Option<(SockDiag, Receiver<Vec<NewConn>>)>,
+    pending: Option<(SockDiag, Option<ConnectHook>, Receiver<Vec<NewConn>>)>,
     handle: Option<JoinHandle<()>>,
+    hook: HookState,
+}
+
+/// Whether the eBPF connect hook runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookState {
+    /// Loaded; with a note when loading it changed the system (tracefs
+    /// mounted).
+    Loaded { note: Option<String> },
+    /// Not asked for.
+    Off,
+    /// The kernel refused it: why.
+    Refused(String),
 }
 
 impl Resolver {
     /// Opens the sock_diag socket, in the calling thread's network
-    /// namespace (the one whose sockets are asked about).
-    pub fn open() -> std::io::Result<Resolver> {
+    /// namespace (the one whose sockets are asked about), and with `ebpf`
+    /// loads the connect hook (needs CAP_BPF and CAP_PERFMON, or root:
+    /// call it before privileges are dropped). A refused hook is not an
+    /// error: [`Resolver::hook`] says why and the resolver goes on without.
+    pub fn open(ebpf: bool) -> std::io::Result<Resolver> {
         let diag = SockDiag::open()?;
+        let (hook, state) = if ebpf {
+            match ConnectHook::load() {
+                Ok(h) => {
+                    let note = h.note.clone();
+                    (Some(h), HookState::Loaded { note })
+                }
+                Err(e) => (None, HookState::Refused(e.to_string())),
+            }
+        } else {
+            (None, HookState::Off)
+        };
         let shared = Arc::new(Shared {
             maps: Mutex::new(Maps::default()),
             progress: Mutex::new((0, 0)),
@@ -243,14 +278,19 @@ impl Resolver {
         Ok(Resolver {
             sender: ConnSender { tx, shared: shared.clone() },
             owners: Owners { shared },
-            pending: Some((diag, rx)),
+            pending: Some((diag, hook, rx)),
             handle: None,
+            hook: state,
         })
     }
 
+    pub fn hook(&self) -> &HookState {
+        &self.hook
+    }
+
     /// Opens and spawns at once.
-    pub fn start() -> std::io::Result<Resolver> {
-        let mut r = Resolver::open()?;
+    pub fn start(ebpf: bool) -> std::io::Result<Resolver> {
+        let mut r = Resolver::open(ebpf)?;
         r.spawn()?;
         Ok(r)
     }
@@ -258,12 +298,12 @@ impl Resolver {
     /// Starts the thread. It inherits the calling thread's credentials:
     /// call it from a thread allowed to read other users' /proc/PID/fd.
     pub fn spawn(&mut self) -> std::io::Result<()> {
-        let Some((diag, rx)) = self.pending.take() else {
+        let Some((diag, hook, rx)) = self.pending.take() else {
             return Ok(());
         };
         let s = self.owners.shared.clone();
         self.handle =
-            Some(std::thread::Builder::new().name("wirelog-procs".into()).spawn(move || Worker::new(diag, s).run(rx))?);
+            Some(std::thread::Builder::new().name("wirelog-procs".into()).spawn(move || Worker::new(diag, hook, s).run(rx))?);
         Ok(())
     }
 
@@ -289,6 +329,8 @@ impl Resolver {
 
 struct Worker {
     diag: SockDiag,
+    hook: Option<ConnectHook>,
+    cgroups: CgroupNames,
     shared: Arc<Shared>,
     index: FdIndex,
     users: Users,
@@ -302,9 +344,11 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(diag: SockDiag, shared: Arc<Shared>) -> Worker {
+    fn new(diag: SockDiag, hook: Option<ConnectHook>, shared: Arc<Shared>) -> Worker {
         Worker {
             diag,
+            hook,
+            cgroups: CgroupNames::default(),
             shared,
             index: FdIndex::default(),
             users: Users::default(),
@@ -394,6 +438,19 @@ impl Worker {
                 ends.push(Tuple { proto: c.proto, local: c.dst, local_port: c.dport, remote: c.src, remote_port: c.sport });
             }
         }
+        self.shared.stats.asked.fetch_add((ends.len() - retried) as u64, Relaxed);
+        // Client ends the connect hook saw need no socket: the hook named
+        // who called connect(). One lookup (and delete) per new TCP end.
+        let mut hooked: Vec<(Tuple, Connector)> = Vec::new();
+        if let Some(h) = &self.hook {
+            let mut i = retried;
+            while i < ends.len() {
+                match h.take(&ends[i]) {
+                    Some(c) => hooked.push((ends.swap_remove(i), c)),
+                    None => i += 1,
+                }
+            }
+        }
         let mut answers = Vec::new();
         let mut found: Vec<(Tuple, Answer)> = Vec::with_capacity(ends.len());
         for chunk in ends.chunks(diag::BATCH) {
@@ -403,7 +460,6 @@ impl Worker {
             }
             found.extend(chunk.iter().copied().zip(answers.iter().copied()));
         }
-        self.shared.stats.asked.fetch_add((ends.len() - retried) as u64, Relaxed);
         // Inodes not indexed yet: one listing for new processes, then the
         // processes of each missing socket's uid, within a budget.
         // (uid, inode) of the sockets not indexed yet.
@@ -434,7 +490,12 @@ impl Worker {
         }
         // Owners are read from /proc before the maps are locked: the output
         // thread looks owners up under that lock for every record.
-        let mut resolved: Vec<(Tuple, Arc<Owner>, bool)> = Vec::with_capacity(found.len());
+        let mut resolved: Vec<(Tuple, Arc<Owner>, bool)> = Vec::with_capacity(found.len() + hooked.len());
+        for (t, c) in hooked {
+            let owner = self.connector_owner(&c);
+            self.shared.stats.by_ebpf.fetch_add(1, Relaxed);
+            resolved.push((t, owner, false));
+        }
         for (t, a) in found {
             let (inode, by_listener) = match a {
                 Answer::Socket { inode, .. } => (inode, false),
@@ -499,6 +560,31 @@ impl Worker {
         }
     }
 
+    /// The owner of a connector: read from /proc like any other while the
+    /// process lives (the same names as the sock_diag path), else what the
+    /// hook saw (its thread's name, uid, cgroup), without an exe path.
+    fn connector_owner(&mut self, c: &Connector) -> Arc<Owner> {
+        // A cached owner of another name may be a reused pid: read again.
+        if let Some(o) = self.owners.get(&c.tgid).filter(|o| o.name == c.comm) {
+            return o.clone();
+        }
+        if let Some(o) = owner::read(c.tgid, &mut self.users) {
+            let o = Arc::new(o);
+            self.owners.insert(c.tgid, o.clone());
+            return o;
+        }
+        let (container, pod) = self.cgroups.path(c.cgroup_id).map(|p| container_of(&format!("0::{p}\n"))).unwrap_or_default();
+        Arc::new(Owner {
+            pid: c.tgid,
+            name: c.comm.clone(),
+            exe: String::new(),
+            uid: c.uid,
+            user: self.users.name(c.uid),
+            container,
+            pod,
+        })
+    }
+
     fn publish_stats(&self) {
         let s = &self.shared.stats;
         s.listings.store(self.index.stats.listings, Relaxed);
@@ -530,7 +616,7 @@ mod tests {
 
     #[test]
     fn resolves_both_ends_of_a_local_connection_to_this_process() {
-        let r = Resolver::start().unwrap();
+        let r = Resolver::start(false).unwrap();
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let _s = l.accept().unwrap();
@@ -548,6 +634,41 @@ mod tests {
         assert!(owners.get(6, ca, cp, sa, sp).is_none());
         let st = owners.stats();
         assert_eq!(st.by_socket.load(Relaxed), 2, "{st}");
+        r.stop();
+    }
+
+    /// A client whose socket is gone before the resolver asks is still
+    /// named, by the connect hook; the server end by its listener.
+    #[test]
+    fn a_closed_client_end_is_named_by_the_connect_hook() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
+            assert!(!required, "WIRELOG_REQUIRE_ALL_TESTS=1 but the eBPF connect hook needs root");
+            eprintln!("SKIPPED: the eBPF connect hook needs root");
+            return;
+        }
+        let r = Resolver::start(true).unwrap();
+        assert!(matches!(r.hook(), HookState::Loaded { .. }), "{:?}", r.hook());
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (ca, cp) = parts(c.local_addr().unwrap());
+        let (sa, sp) = parts(l.local_addr().unwrap());
+        let s = l.accept().unwrap();
+        // The client closes first, so its end is TIME_WAIT (no owner) when
+        // asked; the server's is the closing socket or the listener.
+        drop(c);
+        drop(s);
+        r.sender().send(vec![NewConn { ts_ns: 0, proto: 6, src: ca, sport: cp, dst: sa, dport: sp }]);
+        let owners = r.owners();
+        owners.sync(Duration::from_secs(10));
+        let orig = owners.get(6, ca, cp, sa, sp).expect("client end");
+        assert_eq!(orig.pid, std::process::id());
+        assert_eq!(orig.exe, std::env::current_exe().unwrap().to_string_lossy(), "read from /proc while alive");
+        let st = owners.stats();
+        assert_eq!(st.by_ebpf.load(Relaxed), 1, "{st}");
+        assert_eq!(st.by_listener.load(Relaxed) + st.by_socket.load(Relaxed), 1, "{st}");
+        assert_eq!(owners.get(6, sa, sp, ca, cp).expect("server end").pid, std::process::id());
         r.stop();
     }
 }
