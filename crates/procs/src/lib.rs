@@ -440,10 +440,11 @@ impl Worker {
         }
         self.shared.stats.asked.fetch_add((ends.len() - retried) as u64, Relaxed);
         // Client ends the connect hook saw need no socket: the hook named
-        // who called connect(). One lookup (and delete) per new TCP end.
+        // who called connect(). One lookup (and delete) per TCP end, retried
+        // ones too (their process was not found in /proc yet).
         let mut hooked: Vec<(Tuple, Connector)> = Vec::new();
         if let Some(h) = &self.hook {
-            let mut i = retried;
+            let mut i = 0;
             while i < ends.len() {
                 match h.take(&ends[i]) {
                     Some(c) => hooked.push((ends.swap_remove(i), c)),
@@ -459,6 +460,21 @@ impl Worker {
                 answers.resize(chunk.len(), Answer::Gone);
             }
             found.extend(chunk.iter().copied().zip(answers.iter().copied()));
+        }
+        // A client asked about while still in SYN_SENT was not in the hook's
+        // map yet; if its socket is gone now, it has left SYN_SENT, so the
+        // hook has it.
+        if let Some(h) = &self.hook {
+            found.retain(|(t, a)| {
+                let c = if *a == Answer::Gone { h.take(t) } else { None };
+                match c {
+                    Some(c) => {
+                        hooked.push((*t, c));
+                        false
+                    }
+                    None => true,
+                }
+            });
         }
         // Inodes not indexed yet: one listing for new processes, then the
         // processes of each missing socket's uid, within a budget.
@@ -566,11 +582,16 @@ impl Worker {
     fn connector_owner(&mut self, c: &Connector) -> Arc<Owner> {
         // A cached owner of another name may be a reused pid: read again.
         if let Some(o) = self.owners.get(&c.tgid).filter(|o| o.name == c.comm) {
-            return o.clone();
+            let o = o.clone();
+            self.index.touch(c.tgid);
+            return o;
         }
         if let Some(o) = owner::read(c.tgid, &mut self.users) {
             let o = Arc::new(o);
             self.owners.insert(c.tgid, o.clone());
+            // Its other sockets (a UDP one next) are looked for in its
+            // fds first, as if found by sock_diag.
+            self.index.touch(c.tgid);
             return o;
         }
         let (container, pod) = self.cgroups.path(c.cgroup_id).map(|p| container_of(&format!("0::{p}\n"))).unwrap_or_default();
