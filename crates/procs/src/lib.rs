@@ -339,8 +339,10 @@ struct Worker {
     local: Vec<[u8; 16]>,
     local_read: Instant,
     new_pids: Vec<u32>,
-    /// Ends with a socket but no process found yet, and the rounds left.
-    retry: Vec<(Tuple, u8)>,
+    /// Ends with a socket but no process found yet, the rounds left, and
+    /// whether this end holds back its connection's progress (one end per
+    /// connection does, so [`Owners::sync`] waits for its final answer).
+    retry: Vec<(Tuple, u8, bool)>,
 }
 
 impl Worker {
@@ -385,8 +387,7 @@ impl Worker {
                 }
                 continue;
             }
-            let n = pending.len() as u64;
-            self.resolve(&pending);
+            let n = self.resolve(&pending);
             pending.clear();
             if disconnected && self.retry.is_empty() {
                 self.publish_stats();
@@ -418,13 +419,20 @@ impl Worker {
         false
     }
 
-    fn resolve(&mut self, conns: &[NewConn]) {
+    /// Resolves a round; returns how many connections are done (those of
+    /// `conns` without an end left to retry, and earlier ones whose last
+    /// retried end got its answer).
+    fn resolve(&mut self, conns: &[NewConn]) -> u64 {
         let mut ends: Vec<Tuple> = Vec::with_capacity(conns.len() * 2);
         let retry = std::mem::take(&mut self.retry);
-        let mut rounds: HashMap<Tuple, u8> = HashMap::new();
-        for (t, left) in retry {
+        let owed_before = retry.iter().filter(|r| r.2).count() as u64;
+        let mut rounds: HashMap<Tuple, (u8, bool)> = HashMap::new();
+        // Connections with an end newly held back this round, by the end's
+        // (proto, local, local port, remote, remote port) in either order.
+        let mut held: std::collections::HashSet<(u8, [u8; 16], u16, [u8; 16], u16)> = Default::default();
+        for (t, left, owed) in retry {
             ends.push(t);
-            rounds.insert(t, left);
+            rounds.insert(t, (left, owed));
         }
         let retried = ends.len();
         for c in conns {
@@ -530,9 +538,19 @@ impl Worker {
                 Some(o)
             });
             let Some(owner) = owner else {
-                let left = rounds.get(&t).copied().unwrap_or(RETRIES);
+                let (left, owed) = match rounds.get(&t) {
+                    Some(&r) => r,
+                    None => {
+                        let conn = if (t.local, t.local_port) < (t.remote, t.remote_port) {
+                            (t.proto, t.local, t.local_port, t.remote, t.remote_port)
+                        } else {
+                            (t.proto, t.remote, t.remote_port, t.local, t.local_port)
+                        };
+                        (RETRIES, held.insert(conn))
+                    }
+                };
                 if left > 0 {
-                    self.retry.push((t, left - 1));
+                    self.retry.push((t, left - 1, owed));
                 } else {
                     self.shared.stats.unresolved.fetch_add(1, Relaxed);
                 }
@@ -574,6 +592,8 @@ impl Worker {
             let idx = &self.index;
             self.owners.retain(|_, o| idx.lookup_pid(o.pid));
         }
+        let owed_after = self.retry.iter().filter(|r| r.2).count() as u64;
+        conns.len() as u64 + owed_before - owed_after
     }
 
     /// The owner of a connector: read from /proc like any other while the
