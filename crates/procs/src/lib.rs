@@ -134,8 +134,11 @@ const RETRY_AFTER: Duration = Duration::from_millis(20);
 
 #[derive(Default)]
 struct Maps {
-    /// Owner of each resolved local end.
-    ends: HashMap<Tuple, Arc<Owner>>,
+    /// Owner of each resolved local end, and when the connection it was
+    /// found for began (packet time): a tuple is reused (loopback reuses
+    /// TIME_WAIT ports), and the record of the earlier connection must not
+    /// forget the later one's owner.
+    ends: HashMap<Tuple, (Arc<Owner>, i64)>,
     /// Last owner seen on a local server port (proto, addr, port); `None`
     /// once two different programs were seen on it.
     ports: HashMap<(u8, [u8; 16], u16), Option<Arc<Owner>>>,
@@ -204,7 +207,7 @@ impl Owners {
     pub fn get(&self, proto: u8, local: [u8; 16], local_port: u16, remote: [u8; 16], remote_port: u16) -> Option<Arc<Owner>> {
         let m = self.shared.maps.lock().unwrap();
         let t = Tuple { proto, local, local_port, remote, remote_port };
-        if let Some(o) = m.ends.get(&t) {
+        if let Some((o, _)) = m.ends.get(&t) {
             return Some(o.clone());
         }
         let o = m.ports.get(&(proto, local, local_port)).cloned().flatten();
@@ -214,11 +217,19 @@ impl Owners {
         o
     }
 
-    /// The connection's record was written: its ends are no longer needed.
-    pub fn forget(&self, proto: u8, a: [u8; 16], ap: u16, b: [u8; 16], bp: u16) {
+    /// The connection's record was written: its ends are no longer needed,
+    /// unless they were found for a connection on the same tuple that began
+    /// after this one's last packet (`last_ns`).
+    pub fn forget(&self, proto: u8, a: [u8; 16], ap: u16, b: [u8; 16], bp: u16, last_ns: i64) {
         let mut m = self.shared.maps.lock().unwrap();
-        m.ends.remove(&Tuple { proto, local: a, local_port: ap, remote: b, remote_port: bp });
-        m.ends.remove(&Tuple { proto, local: b, local_port: bp, remote: a, remote_port: ap });
+        for t in [
+            Tuple { proto, local: a, local_port: ap, remote: b, remote_port: bp },
+            Tuple { proto, local: b, local_port: bp, remote: a, remote_port: ap },
+        ] {
+            if m.ends.get(&t).is_some_and(|&(_, born)| born <= last_ns) {
+                m.ends.remove(&t);
+            }
+        }
     }
 
     pub fn stats(&self) -> &Stats {
@@ -339,6 +350,9 @@ struct Worker {
     local: Vec<[u8; 16]>,
     local_read: Instant,
     new_pids: Vec<u32>,
+    /// When the connection of each end being resolved began (new this
+    /// round, or retried).
+    born: HashMap<Tuple, i64>,
     /// Ends with a socket but no process found yet, the rounds left, and
     /// whether this end holds back its connection's progress (one end per
     /// connection does, so [`Owners::sync`] waits for its final answer).
@@ -359,6 +373,7 @@ impl Worker {
             local_read: Instant::now(),
             new_pids: Vec::new(),
             retry: Vec::new(),
+            born: HashMap::new(),
         }
     }
 
@@ -427,9 +442,9 @@ impl Worker {
         let retry = std::mem::take(&mut self.retry);
         let owed_before = retry.iter().filter(|r| r.2).count() as u64;
         let mut rounds: HashMap<Tuple, (u8, bool)> = HashMap::new();
-        // Connections with an end newly held back this round, by the end's
-        // (proto, local, local port, remote, remote port) in either order.
-        let mut held: std::collections::HashSet<(u8, [u8; 16], u16, [u8; 16], u16)> = Default::default();
+        // Connections with an end newly held back this round, as the tuple
+        // of their lower end.
+        let mut held: std::collections::HashSet<Tuple> = Default::default();
         for (t, left, owed) in retry {
             ends.push(t);
             rounds.insert(t, (left, owed));
@@ -440,10 +455,14 @@ impl Worker {
                 continue;
             }
             if self.is_local(&c.src) {
-                ends.push(Tuple { proto: c.proto, local: c.src, local_port: c.sport, remote: c.dst, remote_port: c.dport });
+                let t = Tuple { proto: c.proto, local: c.src, local_port: c.sport, remote: c.dst, remote_port: c.dport };
+                ends.push(t);
+                self.born.insert(t, c.ts_ns);
             }
             if self.is_local(&c.dst) {
-                ends.push(Tuple { proto: c.proto, local: c.dst, local_port: c.dport, remote: c.src, remote_port: c.sport });
+                let t = Tuple { proto: c.proto, local: c.dst, local_port: c.dport, remote: c.src, remote_port: c.sport };
+                ends.push(t);
+                self.born.insert(t, c.ts_ns);
             }
         }
         self.shared.stats.asked.fetch_add((ends.len() - retried) as u64, Relaxed);
@@ -542,9 +561,9 @@ impl Worker {
                     Some(&r) => r,
                     None => {
                         let conn = if (t.local, t.local_port) < (t.remote, t.remote_port) {
-                            (t.proto, t.local, t.local_port, t.remote, t.remote_port)
+                            t
                         } else {
-                            (t.proto, t.remote, t.remote_port, t.local, t.local_port)
+                            Tuple { proto: t.proto, local: t.remote, local_port: t.remote_port, remote: t.local, remote_port: t.local_port }
                         };
                         (RETRIES, held.insert(conn))
                     }
@@ -584,9 +603,12 @@ impl Worker {
                 self.shared.stats.map_full.fetch_add(1, Relaxed);
                 continue;
             }
-            m.ends.insert(t, owner);
+            let born = self.born.get(&t).copied().unwrap_or(i64::MIN);
+            m.ends.insert(t, (owner, born));
         }
         drop(m);
+        let retried: std::collections::HashSet<Tuple> = self.retry.iter().map(|r| r.0).collect();
+        self.born.retain(|t, _| retried.contains(t));
         // Processes that ended stay cached only while indexed.
         if self.owners.len() > 4 * self.index.processes() + 1024 {
             let idx = &self.index;
@@ -643,6 +665,20 @@ pub fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The eBPF hook's tests need root; skipped with a reason otherwise, and
+/// failed instead when every test is required (CI runs as root).
+#[cfg(test)]
+fn hook_can_load() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
+    assert!(!required, "WIRELOG_REQUIRE_ALL_TESTS=1 but the eBPF connect hook needs root");
+    eprintln!("SKIPPED: the eBPF connect hook needs root");
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -671,7 +707,7 @@ mod tests {
         let resp = owners.get(6, sa, sp, ca, cp).expect("server end");
         assert_eq!((orig.pid, resp.pid), (me, me));
         assert_eq!(orig.exe, std::env::current_exe().unwrap().to_string_lossy());
-        owners.forget(6, ca, cp, sa, sp);
+        owners.forget(6, ca, cp, sa, sp, i64::MAX);
         assert!(owners.get(6, ca, cp, sa, sp).is_none());
         let st = owners.stats();
         assert_eq!(st.by_socket.load(Relaxed), 2, "{st}");
@@ -682,11 +718,7 @@ mod tests {
     /// named, by the connect hook; the server end by its listener.
     #[test]
     fn a_closed_client_end_is_named_by_the_connect_hook() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
-            assert!(!required, "WIRELOG_REQUIRE_ALL_TESTS=1 but the eBPF connect hook needs root");
-            eprintln!("SKIPPED: the eBPF connect hook needs root");
+        if !hook_can_load() {
             return;
         }
         let r = Resolver::start(true).unwrap();
@@ -710,6 +742,27 @@ mod tests {
         assert_eq!(st.by_ebpf.load(Relaxed), 1, "{st}");
         assert_eq!(st.by_listener.load(Relaxed) + st.by_socket.load(Relaxed), 1, "{st}");
         assert_eq!(owners.get(6, sa, sp, ca, cp).expect("server end").pid, std::process::id());
+        r.stop();
+    }
+
+    /// A tuple reused by a later connection (loopback reuses TIME_WAIT
+    /// ports): the earlier record's `forget` keeps the later owner.
+    #[test]
+    fn a_reused_tuple_keeps_the_later_connections_owner() {
+        let r = Resolver::start(false).unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let _s = l.accept().unwrap();
+        let (ca, cp) = parts(c.local_addr().unwrap());
+        let (sa, sp) = parts(l.local_addr().unwrap());
+        // The later connection began at 2_000, the earlier one ended at 1_500.
+        r.sender().send(vec![NewConn { ts_ns: 2_000, proto: 6, src: ca, sport: cp, dst: sa, dport: sp }]);
+        let owners = r.owners();
+        owners.sync(Duration::from_secs(10));
+        owners.forget(6, ca, cp, sa, sp, 1_500);
+        assert!(owners.get(6, ca, cp, sa, sp).is_some(), "the later connection's owner is kept");
+        owners.forget(6, ca, cp, sa, sp, 2_500);
+        assert!(owners.get(6, ca, cp, sa, sp).is_none(), "its own record forgets it");
         r.stop();
     }
 }
