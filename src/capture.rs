@@ -19,7 +19,7 @@ use wirelog_capture::stats::{CaptureStats, WorkerCounters};
 use wirelog_capture::stop::Stop;
 use wirelog_capture::{bpf, now_ns, Framing, Interface};
 use wirelog_probe::{Probe, ProbeConfig, SkipReason, TrackerConfig};
-use wirelog_procs::{ConnSender, Resolver};
+use wirelog_procs::{ConnSender, HookState, Resolver};
 
 use crate::cli::CaptureArgs;
 use crate::limits;
@@ -116,11 +116,25 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     // The process resolver asks the kernel about sockets of this network
     // namespace: its socket opens here, its thread starts once privileges
     // are settled.
+    // The eBPF connect hook loads here too, while privileged.
     let mut resolver = if args.processes {
-        Some(Resolver::open().context("--processes: cannot open a NETLINK_SOCK_DIAG socket")?)
+        Some(Resolver::open(!args.no_ebpf).context("--processes: cannot open a NETLINK_SOCK_DIAG socket")?)
     } else {
         None
     };
+    let hook_line = resolver.as_ref().and_then(|r| match r.hook() {
+        HookState::Loaded { note } => note.as_ref().map(|n| format!("wirelog: processes: eBPF connect hook loaded; {n}")),
+        HookState::Off => None,
+        HookState::Refused(why) => Some(format!(
+            "wirelog: processes: the eBPF connect hook was refused ({why}); using sock_diag and /proc only, \
+             so the client end of a connection over before the resolver asks stays unattributed"
+        )),
+    });
+    let hook_summary = resolver.as_ref().map(|r| match r.hook() {
+        HookState::Loaded { .. } => "eBPF connect hook on",
+        HookState::Off => "eBPF connect hook off (--no-ebpf)",
+        HookState::Refused(_) => "eBPF connect hook refused",
+    });
 
     // Outputs, created while still privileged.
     let started = crate::output::start(OutputConfig {
@@ -203,6 +217,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         );
         eprintln!("{} (per worker)", crate::read::memory_line(&args.probe));
         crate::serve::announce(&servers);
+    }
+    if let Some(l) = &hook_line {
+        eprintln!("{l}");
     }
 
     // Main thread: sleep until stopped, printing statistics on the way.
@@ -311,7 +328,8 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         );
         if let Some(p) = procs_stats {
             let dropped: u64 = ends.iter().map(|e| e.new_conns_dropped).sum();
-            eprintln!("wirelog: processes: {p}; {dropped} new connections not queued (worker queue full)");
+            let hook = hook_summary.unwrap_or_default();
+            eprintln!("wirelog: processes: {p}; {dropped} new connections not queued (worker queue full); {hook}");
         }
         let bad: u64 = ends.iter().map(|e| e.bad_checksums).sum();
         let decoded: u64 = ends.iter().map(|e| e.decoded).sum();

@@ -924,12 +924,20 @@ pub struct CaptureArgs {
     pub output: OutputArgs,
 
     /// Name the process, user and container behind each local end of every
-    /// connection and transaction (sock_diag and /proc, off the packet path);
-    /// adds orig_/resp_ pid, proc, exe, user, container and pod columns to
-    /// the logs. The resolving thread keeps CAP_SYS_PTRACE and
-    /// CAP_DAC_READ_SEARCH after privileges are dropped.
+    /// connection and transaction (an eBPF hook at connect time, then
+    /// sock_diag and /proc, off the packet path); adds orig_/resp_ pid, proc,
+    /// exe, user, container and pod columns to the logs. The resolving thread
+    /// keeps CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH after privileges are
+    /// dropped.
     #[arg(long)]
     pub processes: bool,
+
+    /// With --processes: do not load the eBPF connect hook (on the
+    /// sock:inet_sock_set_state tracepoint), which names the client of a
+    /// connection that ends before its socket can be asked about; without
+    /// it, sock_diag and /proc only.
+    #[arg(long, requires = "processes")]
+    pub no_ebpf: bool,
 
     /// Run as this user once the capture sockets are open (default: nobody
     /// when started as root; `root` keeps root).

@@ -3,18 +3,24 @@
 //!
 //! The packet path only queues the tuple of each new connection
 //! ([`ConnSender::send`], never blocking: a full queue is a counted drop).
-//! A resolver thread asks the kernel for the sockets of those tuples in
-//! batches (`diag`), maps socket inodes to processes through an index of
+//! A resolver thread first takes the owners the eBPF connect hook noted
+//! for client ends (`connect`: who called connect(), even when the socket
+//! is gone by now), then asks the kernel for the other sockets in batches
+//! (`diag`), maps socket inodes to processes through an index of
 //! /proc/PID/fd kept up to date incrementally (`fdindex`), reads each
 //! process's name, user and cgroup once (`owner`), and keeps the answer per
 //! connection end until the record of the connection has been written
 //! ([`Owners`]).
 
+mod cgroups;
+mod connect;
 mod diag;
 mod fdindex;
 mod local;
 mod owner;
 
+pub use cgroups::CgroupNames;
+pub use connect::{ConnectHook, Connector};
 pub use diag::{Answer, SockDiag};
 pub use fdindex::{FdIndex, IndexStats};
 pub use local::addresses as local_addresses;
@@ -69,9 +75,11 @@ pub struct Stats {
     /// queue was full.
     pub queued: AtomicU64,
     pub dropped: AtomicU64,
-    /// Local ends asked about, and found: by their own socket, by the
-    /// listening socket of their port (the connection was gone).
+    /// Local ends asked about, and found: by the eBPF connect hook, by
+    /// their own socket, by the listening socket of their port (the
+    /// connection was gone).
     pub asked: AtomicU64,
+    pub by_ebpf: AtomicU64,
     pub by_socket: AtomicU64,
     pub by_listener: AtomicU64,
     /// Ends whose socket was gone or whose process was not found.
@@ -93,11 +101,13 @@ impl std::fmt::Display for Stats {
         let g = |a: &AtomicU64| a.load(Relaxed);
         write!(
             f,
-            "{} connections queued, {} dropped (queue full); {} local ends asked: {} by socket, {} by listener, \
-             {} by port, {} unresolved; {} /proc listings, {} processes read, {} fd links; resolver CPU {:.3} s",
+            "{} connections queued, {} dropped (queue full); {} local ends asked: {} by eBPF at connect, {} by socket, \
+             {} by listener, {} by port, {} unresolved; {} /proc listings, {} processes read, {} fd links; \
+             resolver CPU {:.3} s",
             g(&self.queued),
             g(&self.dropped),
             g(&self.asked),
+            g(&self.by_ebpf),
             g(&self.by_socket),
             g(&self.by_listener),
             g(&self.by_port),
@@ -124,8 +134,11 @@ const RETRY_AFTER: Duration = Duration::from_millis(20);
 
 #[derive(Default)]
 struct Maps {
-    /// Owner of each resolved local end.
-    ends: HashMap<Tuple, Arc<Owner>>,
+    /// Owner of each resolved local end, and when the connection it was
+    /// found for began (packet time): a tuple is reused (loopback reuses
+    /// TIME_WAIT ports), and the record of the earlier connection must not
+    /// forget the later one's owner.
+    ends: HashMap<Tuple, (Arc<Owner>, i64)>,
     /// Last owner seen on a local server port (proto, addr, port); `None`
     /// once two different programs were seen on it.
     ports: HashMap<(u8, [u8; 16], u16), Option<Arc<Owner>>>,
@@ -194,7 +207,7 @@ impl Owners {
     pub fn get(&self, proto: u8, local: [u8; 16], local_port: u16, remote: [u8; 16], remote_port: u16) -> Option<Arc<Owner>> {
         let m = self.shared.maps.lock().unwrap();
         let t = Tuple { proto, local, local_port, remote, remote_port };
-        if let Some(o) = m.ends.get(&t) {
+        if let Some((o, _)) = m.ends.get(&t) {
             return Some(o.clone());
         }
         let o = m.ports.get(&(proto, local, local_port)).cloned().flatten();
@@ -204,11 +217,19 @@ impl Owners {
         o
     }
 
-    /// The connection's record was written: its ends are no longer needed.
-    pub fn forget(&self, proto: u8, a: [u8; 16], ap: u16, b: [u8; 16], bp: u16) {
+    /// The connection's record was written: its ends are no longer needed,
+    /// unless they were found for a connection on the same tuple that began
+    /// after this one's last packet (`last_ns`).
+    pub fn forget(&self, proto: u8, a: [u8; 16], ap: u16, b: [u8; 16], bp: u16, last_ns: i64) {
         let mut m = self.shared.maps.lock().unwrap();
-        m.ends.remove(&Tuple { proto, local: a, local_port: ap, remote: b, remote_port: bp });
-        m.ends.remove(&Tuple { proto, local: b, local_port: bp, remote: a, remote_port: ap });
+        for t in [
+            Tuple { proto, local: a, local_port: ap, remote: b, remote_port: bp },
+            Tuple { proto, local: b, local_port: bp, remote: a, remote_port: ap },
+        ] {
+            if m.ends.get(&t).is_some_and(|&(_, born)| born <= last_ns) {
+                m.ends.remove(&t);
+            }
+        }
     }
 
     pub fn stats(&self) -> &Stats {
@@ -222,15 +243,42 @@ impl Owners {
 pub struct Resolver {
     sender: ConnSender,
     owners: Owners,
-    pending: Option<(SockDiag, Receiver<Vec<NewConn>>)>,
+    pending: Option<(SockDiag, Option<ConnectHook>, Receiver<Vec<NewConn>>)>,
     handle: Option<JoinHandle<()>>,
+    hook: HookState,
+}
+
+/// Whether the eBPF connect hook runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookState {
+    /// Loaded; with a note when loading it changed the system (tracefs
+    /// mounted).
+    Loaded { note: Option<String> },
+    /// Not asked for.
+    Off,
+    /// The kernel refused it: why.
+    Refused(String),
 }
 
 impl Resolver {
     /// Opens the sock_diag socket, in the calling thread's network
-    /// namespace (the one whose sockets are asked about).
-    pub fn open() -> std::io::Result<Resolver> {
+    /// namespace (the one whose sockets are asked about), and with `ebpf`
+    /// loads the connect hook (needs CAP_BPF and CAP_PERFMON, or root:
+    /// call it before privileges are dropped). A refused hook is not an
+    /// error: [`Resolver::hook`] says why and the resolver goes on without.
+    pub fn open(ebpf: bool) -> std::io::Result<Resolver> {
         let diag = SockDiag::open()?;
+        let (hook, state) = if ebpf {
+            match ConnectHook::load() {
+                Ok(h) => {
+                    let note = h.note.clone();
+                    (Some(h), HookState::Loaded { note })
+                }
+                Err(e) => (None, HookState::Refused(e.to_string())),
+            }
+        } else {
+            (None, HookState::Off)
+        };
         let shared = Arc::new(Shared {
             maps: Mutex::new(Maps::default()),
             progress: Mutex::new((0, 0)),
@@ -241,14 +289,19 @@ impl Resolver {
         Ok(Resolver {
             sender: ConnSender { tx, shared: shared.clone() },
             owners: Owners { shared },
-            pending: Some((diag, rx)),
+            pending: Some((diag, hook, rx)),
             handle: None,
+            hook: state,
         })
     }
 
+    pub fn hook(&self) -> &HookState {
+        &self.hook
+    }
+
     /// Opens and spawns at once.
-    pub fn start() -> std::io::Result<Resolver> {
-        let mut r = Resolver::open()?;
+    pub fn start(ebpf: bool) -> std::io::Result<Resolver> {
+        let mut r = Resolver::open(ebpf)?;
         r.spawn()?;
         Ok(r)
     }
@@ -256,12 +309,12 @@ impl Resolver {
     /// Starts the thread. It inherits the calling thread's credentials:
     /// call it from a thread allowed to read other users' /proc/PID/fd.
     pub fn spawn(&mut self) -> std::io::Result<()> {
-        let Some((diag, rx)) = self.pending.take() else {
+        let Some((diag, hook, rx)) = self.pending.take() else {
             return Ok(());
         };
         let s = self.owners.shared.clone();
         self.handle =
-            Some(std::thread::Builder::new().name("wirelog-procs".into()).spawn(move || Worker::new(diag, s).run(rx))?);
+            Some(std::thread::Builder::new().name("wirelog-procs".into()).spawn(move || Worker::new(diag, hook, s).run(rx))?);
         Ok(())
     }
 
@@ -287,6 +340,8 @@ impl Resolver {
 
 struct Worker {
     diag: SockDiag,
+    hook: Option<ConnectHook>,
+    cgroups: CgroupNames,
     shared: Arc<Shared>,
     index: FdIndex,
     users: Users,
@@ -295,14 +350,21 @@ struct Worker {
     local: Vec<[u8; 16]>,
     local_read: Instant,
     new_pids: Vec<u32>,
-    /// Ends with a socket but no process found yet, and the rounds left.
-    retry: Vec<(Tuple, u8)>,
+    /// When the connection of each end being resolved began (new this
+    /// round, or retried).
+    born: HashMap<Tuple, i64>,
+    /// Ends with a socket but no process found yet, the rounds left, and
+    /// whether this end holds back its connection's progress (one end per
+    /// connection does, so [`Owners::sync`] waits for its final answer).
+    retry: Vec<(Tuple, u8, bool)>,
 }
 
 impl Worker {
-    fn new(diag: SockDiag, shared: Arc<Shared>) -> Worker {
+    fn new(diag: SockDiag, hook: Option<ConnectHook>, shared: Arc<Shared>) -> Worker {
         Worker {
             diag,
+            hook,
+            cgroups: CgroupNames::default(),
             shared,
             index: FdIndex::default(),
             users: Users::default(),
@@ -311,6 +373,7 @@ impl Worker {
             local_read: Instant::now(),
             new_pids: Vec::new(),
             retry: Vec::new(),
+            born: HashMap::new(),
         }
     }
 
@@ -339,8 +402,7 @@ impl Worker {
                 }
                 continue;
             }
-            let n = pending.len() as u64;
-            self.resolve(&pending);
+            let n = self.resolve(&pending);
             pending.clear();
             if disconnected && self.retry.is_empty() {
                 self.publish_stats();
@@ -372,13 +434,20 @@ impl Worker {
         false
     }
 
-    fn resolve(&mut self, conns: &[NewConn]) {
+    /// Resolves a round; returns how many connections are done (those of
+    /// `conns` without an end left to retry, and earlier ones whose last
+    /// retried end got its answer).
+    fn resolve(&mut self, conns: &[NewConn]) -> u64 {
         let mut ends: Vec<Tuple> = Vec::with_capacity(conns.len() * 2);
         let retry = std::mem::take(&mut self.retry);
-        let mut rounds: HashMap<Tuple, u8> = HashMap::new();
-        for (t, left) in retry {
+        let owed_before = retry.iter().filter(|r| r.2).count() as u64;
+        let mut rounds: HashMap<Tuple, (u8, bool)> = HashMap::new();
+        // Connections with an end newly held back this round, as the tuple
+        // of their lower end.
+        let mut held: std::collections::HashSet<Tuple> = Default::default();
+        for (t, left, owed) in retry {
             ends.push(t);
-            rounds.insert(t, left);
+            rounds.insert(t, (left, owed));
         }
         let retried = ends.len();
         for c in conns {
@@ -386,10 +455,28 @@ impl Worker {
                 continue;
             }
             if self.is_local(&c.src) {
-                ends.push(Tuple { proto: c.proto, local: c.src, local_port: c.sport, remote: c.dst, remote_port: c.dport });
+                let t = Tuple { proto: c.proto, local: c.src, local_port: c.sport, remote: c.dst, remote_port: c.dport };
+                ends.push(t);
+                self.born.insert(t, c.ts_ns);
             }
             if self.is_local(&c.dst) {
-                ends.push(Tuple { proto: c.proto, local: c.dst, local_port: c.dport, remote: c.src, remote_port: c.sport });
+                let t = Tuple { proto: c.proto, local: c.dst, local_port: c.dport, remote: c.src, remote_port: c.sport };
+                ends.push(t);
+                self.born.insert(t, c.ts_ns);
+            }
+        }
+        self.shared.stats.asked.fetch_add((ends.len() - retried) as u64, Relaxed);
+        // Client ends the connect hook saw need no socket: the hook named
+        // who called connect(). One lookup (and delete) per TCP end, retried
+        // ones too (their process was not found in /proc yet).
+        let mut hooked: Vec<(Tuple, Connector)> = Vec::new();
+        if let Some(h) = &self.hook {
+            let mut i = 0;
+            while i < ends.len() {
+                match h.take(&ends[i]) {
+                    Some(c) => hooked.push((ends.swap_remove(i), c)),
+                    None => i += 1,
+                }
             }
         }
         let mut answers = Vec::new();
@@ -401,7 +488,21 @@ impl Worker {
             }
             found.extend(chunk.iter().copied().zip(answers.iter().copied()));
         }
-        self.shared.stats.asked.fetch_add((ends.len() - retried) as u64, Relaxed);
+        // A client asked about while still in SYN_SENT was not in the hook's
+        // map yet; if its socket is gone now, it has left SYN_SENT, so the
+        // hook has it.
+        if let Some(h) = &self.hook {
+            found.retain(|(t, a)| {
+                let c = if *a == Answer::Gone { h.take(t) } else { None };
+                match c {
+                    Some(c) => {
+                        hooked.push((*t, c));
+                        false
+                    }
+                    None => true,
+                }
+            });
+        }
         // Inodes not indexed yet: one listing for new processes, then the
         // processes of each missing socket's uid, within a budget.
         // (uid, inode) of the sockets not indexed yet.
@@ -432,7 +533,12 @@ impl Worker {
         }
         // Owners are read from /proc before the maps are locked: the output
         // thread looks owners up under that lock for every record.
-        let mut resolved: Vec<(Tuple, Arc<Owner>, bool)> = Vec::with_capacity(found.len());
+        let mut resolved: Vec<(Tuple, Arc<Owner>, bool)> = Vec::with_capacity(found.len() + hooked.len());
+        for (t, c) in hooked {
+            let owner = self.connector_owner(&c);
+            self.shared.stats.by_ebpf.fetch_add(1, Relaxed);
+            resolved.push((t, owner, false));
+        }
         for (t, a) in found {
             let (inode, by_listener) = match a {
                 Answer::Socket { inode, .. } => (inode, false),
@@ -451,9 +557,19 @@ impl Worker {
                 Some(o)
             });
             let Some(owner) = owner else {
-                let left = rounds.get(&t).copied().unwrap_or(RETRIES);
+                let (left, owed) = match rounds.get(&t) {
+                    Some(&r) => r,
+                    None => {
+                        let conn = if (t.local, t.local_port) < (t.remote, t.remote_port) {
+                            t
+                        } else {
+                            Tuple { proto: t.proto, local: t.remote, local_port: t.remote_port, remote: t.local, remote_port: t.local_port }
+                        };
+                        (RETRIES, held.insert(conn))
+                    }
+                };
                 if left > 0 {
-                    self.retry.push((t, left - 1));
+                    self.retry.push((t, left - 1, owed));
                 } else {
                     self.shared.stats.unresolved.fetch_add(1, Relaxed);
                 }
@@ -487,14 +603,49 @@ impl Worker {
                 self.shared.stats.map_full.fetch_add(1, Relaxed);
                 continue;
             }
-            m.ends.insert(t, owner);
+            let born = self.born.get(&t).copied().unwrap_or(i64::MIN);
+            m.ends.insert(t, (owner, born));
         }
         drop(m);
+        let retried: std::collections::HashSet<Tuple> = self.retry.iter().map(|r| r.0).collect();
+        self.born.retain(|t, _| retried.contains(t));
         // Processes that ended stay cached only while indexed.
         if self.owners.len() > 4 * self.index.processes() + 1024 {
             let idx = &self.index;
             self.owners.retain(|_, o| idx.lookup_pid(o.pid));
         }
+        let owed_after = self.retry.iter().filter(|r| r.2).count() as u64;
+        conns.len() as u64 + owed_before - owed_after
+    }
+
+    /// The owner of a connector: read from /proc like any other while the
+    /// process lives (the same names as the sock_diag path), else what the
+    /// hook saw (its thread's name, uid, cgroup), without an exe path.
+    fn connector_owner(&mut self, c: &Connector) -> Arc<Owner> {
+        // A cached owner of another name may be a reused pid: read again.
+        if let Some(o) = self.owners.get(&c.tgid).filter(|o| o.name == c.comm) {
+            let o = o.clone();
+            self.index.touch(c.tgid);
+            return o;
+        }
+        if let Some(o) = owner::read(c.tgid, &mut self.users) {
+            let o = Arc::new(o);
+            self.owners.insert(c.tgid, o.clone());
+            // Its other sockets (a UDP one next) are looked for in its
+            // fds first, as if found by sock_diag.
+            self.index.touch(c.tgid);
+            return o;
+        }
+        let (container, pod) = self.cgroups.path(c.cgroup_id).map(|p| container_of(&format!("0::{p}\n"))).unwrap_or_default();
+        Arc::new(Owner {
+            pid: c.tgid,
+            name: c.comm.clone(),
+            exe: String::new(),
+            uid: c.uid,
+            user: self.users.name(c.uid),
+            container,
+            pod,
+        })
     }
 
     fn publish_stats(&self) {
@@ -514,6 +665,20 @@ pub fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The eBPF hook's tests need root; skipped with a reason otherwise, and
+/// failed instead when every test is required (CI runs as root).
+#[cfg(test)]
+fn hook_can_load() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
+    assert!(!required, "WIRELOG_REQUIRE_ALL_TESTS=1 but the eBPF connect hook needs root");
+    eprintln!("SKIPPED: the eBPF connect hook needs root");
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -528,7 +693,7 @@ mod tests {
 
     #[test]
     fn resolves_both_ends_of_a_local_connection_to_this_process() {
-        let r = Resolver::start().unwrap();
+        let r = Resolver::start(false).unwrap();
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let _s = l.accept().unwrap();
@@ -542,10 +707,45 @@ mod tests {
         let resp = owners.get(6, sa, sp, ca, cp).expect("server end");
         assert_eq!((orig.pid, resp.pid), (me, me));
         assert_eq!(orig.exe, std::env::current_exe().unwrap().to_string_lossy());
-        owners.forget(6, ca, cp, sa, sp);
+        // The record of an earlier connection on this tuple (loopback reuses
+        // TIME_WAIT ports), over before this one began at 0, keeps its owner.
+        owners.forget(6, ca, cp, sa, sp, -1);
+        assert!(owners.get(6, ca, cp, sa, sp).is_some());
+        owners.forget(6, ca, cp, sa, sp, i64::MAX);
         assert!(owners.get(6, ca, cp, sa, sp).is_none());
         let st = owners.stats();
         assert_eq!(st.by_socket.load(Relaxed), 2, "{st}");
+        r.stop();
+    }
+
+    /// A client whose socket is gone before the resolver asks is still
+    /// named, by the connect hook; the server end by its listener.
+    #[test]
+    fn a_closed_client_end_is_named_by_the_connect_hook() {
+        if !hook_can_load() {
+            return;
+        }
+        let r = Resolver::start(true).unwrap();
+        assert!(matches!(r.hook(), HookState::Loaded { .. }), "{:?}", r.hook());
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (ca, cp) = parts(c.local_addr().unwrap());
+        let (sa, sp) = parts(l.local_addr().unwrap());
+        let s = l.accept().unwrap();
+        // The client closes first, so its end is TIME_WAIT (no owner) when
+        // asked; the server's is the closing socket or the listener.
+        drop(c);
+        drop(s);
+        r.sender().send(vec![NewConn { ts_ns: 0, proto: 6, src: ca, sport: cp, dst: sa, dport: sp }]);
+        let owners = r.owners();
+        owners.sync(Duration::from_secs(10));
+        let orig = owners.get(6, ca, cp, sa, sp).expect("client end");
+        assert_eq!(orig.pid, std::process::id());
+        assert_eq!(orig.exe, std::env::current_exe().unwrap().to_string_lossy(), "read from /proc while alive");
+        let st = owners.stats();
+        assert_eq!(st.by_ebpf.load(Relaxed), 1, "{st}");
+        assert_eq!(st.by_listener.load(Relaxed) + st.by_socket.load(Relaxed), 1, "{st}");
+        assert_eq!(owners.get(6, sa, sp, ca, cp).expect("server end").pid, std::process::id());
         r.stop();
     }
 }

@@ -188,7 +188,8 @@ impl Fanout {
         if let Some(o) = &self.owners {
             // Written: the owners of these connections are not needed again.
             for r in &batch.conns {
-                o.forget(r.ip_proto, r.orig_h.0, r.orig_p, r.resp_h.0, r.resp_p);
+                let last = r.ts_ns + r.duration_ns.unwrap_or(0);
+                o.forget(r.ip_proto, r.orig_h.0, r.orig_p, r.resp_h.0, r.resp_p, last);
             }
         }
         Ok(())
