@@ -22,6 +22,11 @@
 //! Not done: pt's UNION folding (`/*repeat union*/`), which needs a
 //! backreference over the whole query and is rare in practice.
 
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
 /// SQL dialect: what a double quote and a `$` mean.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dialect {
@@ -38,21 +43,110 @@ pub fn fingerprint(sql: &str) -> String {
 
 /// The query's shape for `dialect`.
 pub fn fingerprint_dialect(sql: &str, dialect: Dialect) -> String {
+    let mut out = String::new();
+    fingerprint_into(sql, dialect, &mut out);
+    out
+}
+
+/// [`fingerprint_dialect`] written into `out` (cleared first), so that a
+/// parser reuses one buffer for every statement.
+pub(crate) fn fingerprint_into(sql: &str, dialect: Dialect, out: &mut String) {
+    out.clear();
     let trimmed = sql.trim_start();
     if trimmed.starts_with("SELECT /*!40001 SQL_NO_CACHE */ * FROM `") {
-        return "mysqldump".to_string();
+        out.push_str("mysqldump");
+        return;
     }
     if let Some(call) = call_prefix(trimmed) {
-        return call;
+        out.push_str(&call);
+        return;
     }
-    if let Some(u) = use_db(trimmed) {
-        return u;
+    if use_db(trimmed) {
+        out.push_str("use ?");
+        return;
     }
-    let mut out = String::with_capacity(sql.len().min(4096));
-    lex(sql.as_bytes(), dialect, Mode::Fingerprint, &mut out);
-    let out = collapse_lists(out);
-    let out = collapse_limit(out);
-    drop_order_by_asc(out)
+    out.reserve(sql.len().min(4096));
+    lex(sql.as_bytes(), dialect, Mode::Fingerprint, out);
+    // The rewrites below return their input untouched (no copy) when the
+    // statement has nothing to rewrite, which is most of them.
+    let fp = collapse_lists(std::mem::take(out));
+    let fp = collapse_limit(fp);
+    *out = drop_order_by_asc(fp);
+}
+
+/// Fingerprints of one connection's statements: built in a reused buffer,
+/// and handed out as one shared `Arc<str>` per distinct fingerprint, so a
+/// connection repeating its statements allocates nothing for them.
+#[derive(Debug, Default)]
+pub(crate) struct Fingerprints {
+    buf: String,
+    seen: HashSet<Arc<str>, BuildHasherDefault<WordHasher>>,
+}
+
+/// The set's hash: a word at a time (SipHash cost more than the rest of a
+/// repeated statement's bookkeeping). Not proof against chosen collisions,
+/// which the set's cap bounds to a few dozen comparisons.
+#[derive(Debug, Default, Clone, Copy)]
+struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut h = self.0;
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+            h = (h.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        let mut tail = [0u8; 8];
+        tail[..words.remainder().len()].copy_from_slice(words.remainder());
+        self.0 = (h.rotate_left(5) ^ u64::from_le_bytes(tail)).wrapping_mul(K);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Distinct fingerprints a connection keeps (it starts over past this):
+/// applications run a few dozen statement shapes.
+const MAX_SHARED_FINGERPRINTS: usize = 64;
+/// A buffer grown by one huge statement is given back rather than kept for
+/// the connection's life.
+const MAX_KEPT_BUFFER: usize = 64 * 1024;
+
+impl Fingerprints {
+    /// The fingerprint of `sql`, shared with the connection's earlier
+    /// statements of the same shape.
+    pub(crate) fn of(&mut self, sql: &str, dialect: Dialect) -> Arc<str> {
+        fingerprint_into(sql, dialect, &mut self.buf);
+        self.shared_buf()
+    }
+
+    /// [`command_group`]'s name for a command without SQL, shared the same way.
+    pub(crate) fn group(&mut self, command: &str) -> Arc<str> {
+        self.buf.clear();
+        command_group_into(command, &mut self.buf);
+        self.shared_buf()
+    }
+
+    fn shared_buf(&mut self) -> Arc<str> {
+        let fp = match self.seen.get(self.buf.as_str()) {
+            Some(fp) => fp.clone(),
+            None => {
+                let fp: Arc<str> = Arc::from(self.buf.as_str());
+                if self.seen.len() >= MAX_SHARED_FINGERPRINTS {
+                    self.seen.clear();
+                }
+                self.seen.insert(fp.clone());
+                fp
+            }
+        };
+        if self.buf.capacity() > MAX_KEPT_BUFFER {
+            self.buf = String::new();
+        }
+        fp
+    }
 }
 
 /// `sql` with its literals (strings, numbers, hex and bit values) replaced by
@@ -61,14 +155,25 @@ pub fn redact(sql: &str) -> String {
     redact_dialect(sql, Dialect::Mysql)
 }
 
-/// SQL text as a transaction records it: (the text, redacted when
-/// `cfg.redact`, cut to `cfg.max_text_bytes`; whether it was cut; its
+/// SQL text as a transaction records it: the text, redacted when
+/// `cfg.redact`, cut to `cfg.max_text_bytes` (borrowed from `raw` when
+/// neither changes it), and whether it was cut.
+pub(crate) fn recorded_text<'a>(raw: &'a str, dialect: Dialect, cfg: &crate::ParseConfig) -> (Cow<'a, str>, bool) {
+    if cfg.redact {
+        let mut text = redact_dialect(raw, dialect);
+        let cut = crate::truncate(&mut text, cfg.max_text_bytes);
+        (Cow::Owned(text), cut)
+    } else {
+        let end = crate::char_floor(raw, cfg.max_text_bytes);
+        (Cow::Borrowed(&raw[..end]), end < raw.len())
+    }
+}
+
+/// (the text as [`recorded_text`] gives it; whether it was cut; its
 /// fingerprint, always taken from the whole text).
 pub(crate) fn recorded_sql(raw: &str, dialect: Dialect, cfg: &crate::ParseConfig) -> (String, bool, String) {
-    let fp = fingerprint_dialect(raw, dialect);
-    let mut text = if cfg.redact { redact_dialect(raw, dialect) } else { raw.to_string() };
-    let cut = crate::truncate(&mut text, cfg.max_text_bytes);
-    (text, cut, fp)
+    let (text, cut) = recorded_text(raw, dialect, cfg);
+    (text.into_owned(), cut, fingerprint_dialect(raw, dialect))
 }
 
 /// [`redact`] for `dialect`.
@@ -102,18 +207,15 @@ fn call_prefix(s: &str) -> Option<String> {
     Some(format!("call {}", rest[..end].to_ascii_lowercase()))
 }
 
-/// `use db` (one word, nothing after) -> `use ?`.
-fn use_db(s: &str) -> Option<String> {
+/// `use db` (one word, nothing after), whose fingerprint is `use ?`.
+fn use_db(s: &str) -> bool {
     let t = s.trim_end().trim_end_matches(';').trim_end();
     let b = t.as_bytes();
     if b.len() < 5 || !b[..3].eq_ignore_ascii_case(b"use") || !b[3].is_ascii_whitespace() {
-        return None;
+        return false;
     }
     let db = t[3..].trim_start();
-    if db.is_empty() || db.contains(char::is_whitespace) {
-        return None;
-    }
-    Some("use ?".to_string())
+    !db.is_empty() && !db.contains(char::is_whitespace)
 }
 
 /// End (exclusive) of a quoted literal opened at `i` by `q`: backslash
@@ -530,10 +632,16 @@ fn drop_order_by_asc(fp: String) -> String {
 /// it empty: `<login>` for the connection handshake (MySQL `login`,
 /// PostgreSQL `startup`), `<name>` for the others.
 pub(crate) fn command_group(name: &str) -> String {
-    match name {
-        "login" | "startup" => "<login>".to_string(),
-        other => format!("<{other}>"),
-    }
+    let mut out = String::new();
+    command_group_into(name, &mut out);
+    out
+}
+
+fn command_group_into(name: &str, out: &mut String) {
+    let name = if name == "startup" { "login" } else { name };
+    out.push('<');
+    out.push_str(name);
+    out.push('>');
 }
 
 #[cfg(test)]
@@ -542,6 +650,27 @@ mod tests {
 
     // Examples from pt-query-digest's documentation and Percona Toolkit's
     // QueryRewriter tests.
+    #[test]
+    fn a_connection_shares_one_fingerprint_per_shape() {
+        let mut fps = Fingerprints::default();
+        let a = fps.of("SELECT * FROM t WHERE id = 1", Dialect::Mysql);
+        let b = fps.of("select *  from t where id = 22", Dialect::Mysql);
+        assert_eq!(&*a, "select * from t where id = ?");
+        assert!(Arc::ptr_eq(&a, &b), "same shape, same text");
+        let c = fps.of("select * from u limit 5, 10", Dialect::Mysql);
+        assert_eq!(&*c, fingerprint("select * from u limit 5, 10"));
+        assert_eq!(&*fps.group("startup"), "<login>");
+        assert_eq!(&*fps.group("ping"), "<ping>");
+        // Past the cap the set starts over; fingerprints stay right.
+        for i in 0..3 * MAX_SHARED_FINGERPRINTS {
+            // Column names without digits (a digit would be a `?`).
+            let col: String = i.to_string().bytes().map(|d| char::from(b'a' + d - b'0')).collect();
+            let sql = format!("select {col} from t");
+            assert_eq!(*fps.of(&sql, Dialect::Mysql), fingerprint(&sql));
+        }
+        assert!(fps.seen.len() <= MAX_SHARED_FINGERPRINTS);
+    }
+
     #[test]
     fn pt_examples() {
         let cases = [

@@ -254,13 +254,21 @@ pub trait StreamParser {
 
 /// Cuts `s` to at most `max` bytes on a char boundary; true if it did.
 pub(crate) fn truncate(s: &mut String, max: usize) -> bool {
+    let end = char_floor(s, max);
+    let cut = end < s.len();
+    s.truncate(end);
+    cut
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a
+/// character boundary: its length.
+pub(crate) fn char_floor(s: &str, max: usize) -> usize {
     if s.len() <= max {
-        return false;
+        return s.len();
     }
     let mut end = max;
     while end > 0 && !s.is_char_boundary(end) {
         end -= 1;
     }
-    s.truncate(end);
-    true
+    end
 }

@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::fingerprint::{self, Dialect};
+use crate::fingerprint::{self, Dialect, Fingerprints};
 use crate::{truncate, Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
 
 pub use wirelog_record::mysql::MysqlTx;
@@ -216,14 +216,16 @@ struct Pending {
     error: bool,
     next_seq: u8,
     /// Text of a COM_STMT_PREPARE, remembered under the id of its PREPARE_OK.
-    prepare_text: Option<String>,
+    prepare_text: Option<Arc<str>>,
     /// Database named by COM_INIT_DB or `USE`, current once it succeeds.
     new_db: Option<String>,
 }
 
+/// A prepared statement: its text and fingerprint are shared with every
+/// execution (no copy per execute).
 struct Stmt {
-    query: Option<String>,
-    fingerprint: Option<String>,
+    query: Option<Arc<str>>,
+    fingerprint: Option<Arc<str>>,
     num_params: u16,
     /// Parameter types of the last execute that sent them.
     types: Vec<u8>,
@@ -243,6 +245,7 @@ pub struct MysqlParser {
     server_version: Option<Arc<str>>,
     pending: Option<Pending>,
     stmts: HashMap<u32, Stmt>,
+    fingerprints: Fingerprints,
     gave_up: Option<GiveUp>,
 }
 
@@ -324,6 +327,7 @@ impl MysqlParser {
             server_version: None,
             pending: None,
             stmts: HashMap::new(),
+            fingerprints: Fingerprints::default(),
             gave_up: None,
         }
     }
@@ -342,8 +346,10 @@ impl MysqlParser {
     }
 
     /// Text as recorded: redacted if asked, cut to `max_text_bytes`.
-    fn record_text(&self, raw: &[u8]) -> (String, bool, String) {
-        fingerprint::recorded_sql(&String::from_utf8_lossy(raw), Dialect::Mysql, &self.cfg)
+    fn record_text(&mut self, raw: &[u8]) -> (Arc<str>, bool, Arc<str>) {
+        let raw = String::from_utf8_lossy(raw);
+        let (text, cut) = fingerprint::recorded_text(&raw, Dialect::Mysql, &self.cfg);
+        (Arc::from(&*text), cut, self.fingerprints.of(&raw, Dialect::Mysql))
     }
 
     fn new_tx(&self, cmd: u8) -> MysqlTx {
@@ -373,7 +379,7 @@ impl MysqlParser {
         // Commands that may carry SQL keep an empty fingerprint when the
         // text is unknown (an execution whose prepare was not seen).
         if tx.fingerprint.is_none() && !matches!(tx.command, "query" | "stmt_prepare" | "stmt_execute") {
-            tx.fingerprint = Some(fingerprint::command_group(tx.command));
+            tx.fingerprint = Some(self.fingerprints.group(tx.command));
         }
         out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Mysql(tx) });
     }
@@ -487,7 +493,7 @@ impl MysqlParser {
                 if cmd == COM_QUERY {
                     pd.new_db = use_target(arg);
                 } else {
-                    pd.prepare_text = Some(t.clone());
+                    pd.prepare_text = Some(Arc::clone(&t));
                 }
                 tx.query = Some(t);
                 tx.query_truncated = cut || len > p.len();
@@ -499,7 +505,7 @@ impl MysqlParser {
                 if cmd == COM_INIT_DB {
                     pd.new_db = Some(name.clone());
                 }
-                tx.query = Some(name);
+                tx.query = Some(name.into());
             }
             COM_CHANGE_USER => {
                 let mut pos = 0;

@@ -55,19 +55,44 @@ pub struct ConnLogWriter<W: Write> {
 // Records are formatted by hand into a reused buffer: `write!` and Display
 // cost more than everything else on the per-connection path.
 
+/// "00" to "99": numbers are written two digits per division.
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut t = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        t[2 * i] = b'0' + (i / 10) as u8;
+        t[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Writes the decimal digits of `v` so that they end at `tmp[end]`
+/// (exclusive); returns where they start.
+#[inline]
+fn digits_before(tmp: &mut [u8], mut end: usize, mut v: u64) -> usize {
+    while v >= 100 {
+        let p = (v % 100) as usize * 2;
+        v /= 100;
+        end -= 2;
+        tmp[end..end + 2].copy_from_slice(&DIGIT_PAIRS[p..p + 2]);
+    }
+    if v >= 10 {
+        let p = v as usize * 2;
+        end -= 2;
+        tmp[end..end + 2].copy_from_slice(&DIGIT_PAIRS[p..p + 2]);
+    } else {
+        end -= 1;
+        tmp[end] = b'0' + v as u8;
+    }
+    end
+}
+
 /// Appends the decimal digits of `v`.
 #[inline]
-pub(crate) fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn push_u64(buf: &mut Vec<u8>, v: u64) {
     let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
+    let i = digits_before(&mut tmp, 20, v);
     buf.extend_from_slice(&tmp[i..]);
 }
 
@@ -83,22 +108,15 @@ pub(crate) fn write_secs(buf: &mut Vec<u8>, ns: i64) {
     let mut tmp = [0u8; 28];
     let mut i = tmp.len();
     let mut f = us.unsigned_abs() % 1_000_000;
-    for _ in 0..6 {
-        i -= 1;
-        tmp[i] = b'0' + (f % 10) as u8;
-        f /= 10;
+    for _ in 0..3 {
+        let p = (f % 100) as usize * 2;
+        f /= 100;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[p..p + 2]);
     }
     i -= 1;
     tmp[i] = b'.';
-    let mut v = us.unsigned_abs() / 1_000_000;
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
+    i = digits_before(&mut tmp, i, us.unsigned_abs() / 1_000_000);
     if us < 0 {
         i -= 1;
         tmp[i] = b'-';
@@ -535,7 +553,7 @@ mod tests {
     #[test]
     fn numbers_and_addresses() {
         let mut b = Vec::new();
-        for v in [0u64, 7, 10, 65535, u64::MAX] {
+        for v in [0u64, 7, 9, 10, 99, 100, 101, 1000, 65535, 10u64.pow(19), u64::MAX] {
             b.clear();
             push_u64(&mut b, v);
             assert_eq!(String::from_utf8(b.clone()).unwrap(), v.to_string());

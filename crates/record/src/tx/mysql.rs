@@ -12,11 +12,13 @@ pub struct MysqlTx {
     /// text of its prepared statement), or the argument of other commands
     /// (database of COM_INIT_DB, table of COM_FIELD_LIST). Redacted when
     /// `ParseConfig::redact`, cut to `max_text_bytes`.
-    pub query: Option<String>,
+    /// Shared: a prepared statement's executions all hold its text.
+    pub query: Option<Arc<str>>,
     /// `query` was cut.
     pub query_truncated: bool,
-    /// pt-query-digest fingerprint of the SQL text.
-    pub fingerprint: Option<String>,
+    /// pt-query-digest fingerprint of the SQL text, shared between the
+    /// connection's statements of one shape.
+    pub fingerprint: Option<Arc<str>>,
     pub statement_id: Option<u32>,
     /// COM_STMT_EXECUTE parameter values as text (`?` each when redacting).
     pub params: Vec<String>,
