@@ -235,6 +235,26 @@ fn assert_equals_store(ch: &Ch, store: &Path, probe: Option<&str>) {
     assert_eq!(dup.trim(), "0", "connections in ClickHouse more than once");
 }
 
+/// One question to the store and to ClickHouse (`--probe probe`): both
+/// answer, with something, and the same on standard output.
+fn ask_both(ch: &Ch, store: &Path, probe: &str, q: &[&str]) -> (Output, Output) {
+    let local = Command::new(BIN)
+        .arg("query")
+        .args(q)
+        .args(["--format", "csv", "--store", store.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let mut args: Vec<&str> = vec!["query"];
+    args.extend(q.iter());
+    args.extend(["--format", "csv", "--probe", probe]);
+    let remote = ch.wirelog(&args);
+    assert!(local.status.success() && remote.status.success(), "{q:?}: {} / {}", stderr(&local), stderr(&remote));
+    let out = String::from_utf8_lossy(&local.stdout);
+    assert_eq!(String::from_utf8_lossy(&remote.stdout), out, "{q:?}");
+    assert!(out.lines().count() >= 2, "{q:?} answered nothing: {out}");
+    (local, remote)
+}
+
 fn read_args<'a>(store: &'a str, probe: &'a str, spool: &'a str, caps: &'a [String]) -> Vec<&'a str> {
     let mut a = vec!["read", "-q", "--store", store, "--probe-name", probe, "--spool-dir", spool];
     a.extend(caps.iter().map(String::as_str));
@@ -316,19 +336,7 @@ fn read_into_clickhouse_equals_the_store() {
         &["flows", "--by", "iface", "--every", "1h", "--sort", "conns"],
     ];
     for q in questions {
-        let local = Command::new(BIN)
-            .arg("query")
-            .args(*q)
-            .args(["--format", "csv", "--store", store.to_str().unwrap()])
-            .output()
-            .unwrap();
-        let mut args: Vec<&str> = vec!["query"];
-        args.extend(q.iter());
-        args.extend(["--format", "csv", "--probe", "probe-a"]);
-        let remote = ch.wirelog(&args);
-        assert!(local.status.success() && remote.status.success(), "{q:?}: {} / {}", stderr(&local), stderr(&remote));
-        assert_eq!(String::from_utf8_lossy(&remote.stdout), String::from_utf8_lossy(&local.stdout), "{q:?}");
-        assert!(String::from_utf8_lossy(&local.stdout).lines().count() >= 2, "{q:?} answered nothing: {}", String::from_utf8_lossy(&local.stdout));
+        let (local, remote) = ask_both(&ch, &store, "probe-a", q);
         assert_eq!(stderr(&remote), stderr(&local), "{q:?}");
     }
     // Another probe's name: nothing.
@@ -378,29 +386,17 @@ fn certificates_into_clickhouse_equal_the_store() {
         &["x509", "--expiring", "0s", "--by", "subject,not_valid_after", "--top", "0"],
         &["x509", "--by", "key_type", "--every", "1h", "--top", "0"],
     ];
-    let ask_both = |when: &str| {
-        for q in questions {
-            let local = Command::new(BIN)
-                .arg("query")
-                .args(*q)
-                .args(["--format", "csv", "--store", store.to_str().unwrap()])
-                .output()
-                .unwrap();
-            let mut args: Vec<&str> = vec!["query"];
-            args.extend(q.iter());
-            args.extend(["--format", "csv", "--probe", "p"]);
-            let remote = ch.wirelog(&args);
-            assert!(local.status.success() && remote.status.success(), "{q:?}: {} / {}", stderr(&local), stderr(&remote));
-            let out = String::from_utf8_lossy(&local.stdout);
-            assert_eq!(String::from_utf8_lossy(&remote.stdout), out, "{when} {q:?}");
-            assert!(out.lines().count() >= 2, "{q:?} answered nothing: {out}");
-        }
-    };
-    ask_both("before the merge");
+    // (The row counts on standard error differ until ClickHouse merges.)
+    for q in questions {
+        ask_both(&ch, &store, "p", q);
+    }
     ch.sql("OPTIMIZE TABLE x509 FINAL");
     let after = ch_totals(&ch, "x509", &["count()", keys, "sum(handshakes)"], None);
     assert_eq!(after, [before[1], before[1], local_total], "one row per certificate, role and hour after the merge");
-    ask_both("after the merge");
+    for q in questions {
+        let (local, remote) = ask_both(&ch, &store, "p", q);
+        assert_eq!(stderr(&remote), stderr(&local), "after the merge {q:?}");
+    }
     let _ = std::fs::remove_dir_all(&d);
 }
 

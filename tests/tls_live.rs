@@ -71,6 +71,20 @@ fn zeek_version(v: &str) -> String {
     v.replace("TLSv1.", "TLSv1")
 }
 
+/// `wirelog read` of a capture into logs: (ssl.log, x509.log) rows.
+fn read_logs(dir: &Path, pcap: &Path) -> (Vec<Row>, Vec<Row>) {
+    let logs = dir.join("logs");
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(["read", "--quiet", "--no-store", "--logs"])
+        .arg(&logs)
+        .arg(pcap)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let log = |name: &str| rows(&std::fs::read_to_string(logs.join(name)).unwrap());
+    (log("ssl.log"), log("x509.log"))
+}
+
 #[test]
 fn records_match_what_the_clients_printed() {
     if !(have("openssl") && have("curl") && have("tcpdump") && common::live::is_root()) {
@@ -207,16 +221,7 @@ fn records_match_what_the_clients_printed() {
     settle(&pcap);
     tcpdump.interrupt();
 
-    let logs = dir.join("logs");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "--quiet", "--no-store", "--logs"])
-        .arg(&logs)
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let ssl = rows(&std::fs::read_to_string(logs.join("ssl.log")).unwrap());
-    let x509 = rows(&std::fs::read_to_string(logs.join("x509.log")).unwrap());
+    let (ssl, x509) = read_logs(&dir, &pcap);
     let by_name = |n: &str| -> Vec<&Row> { ssl.iter().filter(|r| r["server_name"] == n).collect() };
     assert_eq!(ssl.len(), 5, "{ssl:#?}");
 
@@ -314,22 +319,10 @@ fn der_digest(pem: &str, alg: &str) -> String {
     out.split_whitespace().next().unwrap().to_string()
 }
 
-fn nginx_tls_conf(d: &Path) -> String {
-    let d = d.display();
-    format!(
+fn nginx_tls_conf(dir: &Path) -> String {
+    let d = dir.display();
+    let http = format!(
         r#"
-daemon off;
-master_process off;
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-events {{ worker_connections 64; }}
-http {{
-    client_body_temp_path {d}/body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
     log_format tls '$ssl_protocol $ssl_cipher $ssl_client_verify $ssl_client_fingerprint $ssl_client_s_dn';
     server {{
         listen 127.0.0.1:443 ssl;
@@ -341,10 +334,9 @@ http {{
         ssl_session_tickets off;
         access_log {d}/access.log tls;
         location / {{ return 200 "ok\n"; }}
-    }}
-}}
-"#
-    )
+    }}"#
+    );
+    common::nginx::conf(dir, &http)
 }
 
 /// nginx asks for a client certificate (`ssl_verify_client on`, a CA made
@@ -424,16 +416,7 @@ fn client_certificate_to_nginx() {
     }
     assert_eq!((verified[0][0], verified[1][0]), ("TLSv1.2", "TLSv1.3"), "{access}");
 
-    let logs = dir.join("logs");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "--quiet", "--no-store", "--logs"])
-        .arg(&logs)
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let ssl = rows(&std::fs::read_to_string(logs.join("ssl.log")).unwrap());
-    let x509 = rows(&std::fs::read_to_string(logs.join("x509.log")).unwrap());
+    let (ssl, x509) = read_logs(&dir, &pcap);
     let by_name: Vec<&Row> = ssl.iter().filter(|r| r["server_name"] == "mtls.test").collect();
     assert_eq!(by_name.len(), 2, "{ssl:#?}");
 
