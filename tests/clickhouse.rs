@@ -392,6 +392,10 @@ fn certificates_into_clickhouse_equal_the_store() {
     }
     ch.sql("OPTIMIZE TABLE x509 FINAL");
     let after = ch_totals(&ch, "x509", &["count()", keys, "sum(handshakes)"], None);
+    println!(
+        "x509: {local_total} handshakes, {} (certificate, role, hour) keys; ClickHouse rows: {} in batches of 2, {} after the merge",
+        before[1], before[0], after[0]
+    );
     assert_eq!(after, [before[1], before[1], local_total], "one row per certificate, role and hour after the merge");
     for q in questions {
         let (local, remote) = ask_both(&ch, &store, "p", q);

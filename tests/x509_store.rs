@@ -290,34 +290,6 @@ fn openssl_cert(dir: &Path, name: &str) -> Vec<u8> {
     std::fs::read(der).unwrap()
 }
 
-/// A TLS record whose handshake showed `server` (and `client`) at `ts_ns`.
-fn tls_record(ts_ns: i64, server: &[u8], client: Option<&[u8]>) -> wirelog_record::TxRecord {
-    use wirelog_record::tls::TlsTx;
-    use wirelog_record::{Detail, IpAddr16, Proto, Protocol, Span, Transaction, TxStatus, UidGenerator};
-    let span = Span { first_ns: ts_ns, last_ns: ts_ns + 1000, bytes: 100 };
-    wirelog_record::TxRecord {
-        uid: UidGenerator::new(ts_ns as u64).next_uid(),
-        orig_h: IpAddr16::from_v4([10, 0, 0, 1]),
-        orig_p: 40000,
-        resp_h: IpAddr16::from_v4([10, 0, 0, 2]),
-        resp_p: 443,
-        transport: Proto::Tcp,
-        protocol: Protocol::Tls,
-        tx: Transaction {
-            request: Some(span),
-            response: Some(span),
-            status: TxStatus::Ok,
-            detail: Detail::Tls(TlsTx {
-                server_certs: Some(vec![server.to_vec()]),
-                client_certs: client.map(|c| vec![c.to_vec()]),
-                ..TlsTx::default()
-            }),
-        },
-        orig_proc: None,
-        resp_proc: None,
-    }
-}
-
 /// Handshakes after the hour's row was flushed are counted: a second row
 /// for the same hour holds them, the store has two rows, and `query x509`
 /// (by its default fields, or by fingerprint and role) shows one row per
@@ -329,7 +301,10 @@ fn handshakes_after_a_flush_are_counted() {
     let (server, client) = (openssl_cert(&dir, "server.flush.example"), openssl_cert(&dir, "client.flush.example"));
     // 2026-01-01 10:00 UTC, one handshake a second: all in one hour.
     let t0 = 1_767_261_600_000_000_000i64;
-    let rec = |i: i64| tls_record(t0 + i * 1_000_000_000, &server, (i % 3 == 0).then_some(client.as_slice()));
+    let rec = |i: i64| {
+        let client = (i % 3 == 0).then(|| vec![client.clone()]);
+        wirelog_record::tls::fixtures::handshake(t0 + i * 1_000_000_000, vec![server.clone()], client)
+    };
     let store_dir = dir.join("store");
     let mut st = Store::open(&store_dir, StoreOptions::default()).unwrap();
     let first: Vec<_> = (0..5).map(rec).collect();
