@@ -316,10 +316,13 @@ fn handshakes_after_a_flush_are_counted() {
     // Server: 12 handshakes; client: i = 0, 3, 6, 9.
     let want = [("server.flush.example", "server", 12u64), ("client.flush.example", "client", 4)];
 
-    let listing = Command::new(BIN).args(["store", "--store", store_dir.to_str().unwrap()]).output().unwrap();
-    let listing = String::from_utf8_lossy(&listing.stdout);
-    let x509 = listing.lines().find(|l| l.starts_with("x509 ")).unwrap_or_else(|| panic!("{listing}"));
-    assert_eq!(x509.split_whitespace().nth(3), Some("4"), "a row per certificate and flush: {listing}");
+    let stored_rows = || {
+        let listing = Command::new(BIN).args(["store", "--store", store_dir.to_str().unwrap()]).output().unwrap();
+        let listing = String::from_utf8_lossy(&listing.stdout).into_owned();
+        let x509 = listing.lines().find(|l| l.starts_with("x509 ")).unwrap_or_else(|| panic!("{listing}"));
+        x509.split_whitespace().nth(3).unwrap().parse::<u64>().unwrap()
+    };
+    assert_eq!(stored_rows(), 4, "a row per certificate and flush");
 
     let run = |by: &[&str]| -> Vec<serde_json::Map<String, Value>> {
         let mut cmd = Command::new(BIN);
@@ -332,18 +335,29 @@ fn handshakes_after_a_flush_are_counted() {
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         v.as_array().unwrap().iter().map(|r| r.as_object().unwrap().clone()).collect()
     };
-    for by in [&[][..], &["fingerprint", "role", "subject"][..]] {
-        let rows = run(by);
-        assert_eq!(rows.len(), 2, "{by:?}: {rows:?}");
-        for (cn, role, n) in want {
-            let r = rows
-                .iter()
-                .find(|r| r["subject"] == format!("CN={cn}"))
-                .unwrap_or_else(|| panic!("{by:?}: no {cn}: {rows:?}"));
-            assert_eq!(r["handshakes"].as_u64(), Some(n), "{by:?} {cn}: {r:?}");
-            if by.contains(&"role") {
-                assert_eq!(r["role"], role);
+    let answers = |when: &str| {
+        for by in [&[][..], &["fingerprint", "role", "subject"][..]] {
+            let rows = run(by);
+            assert_eq!(rows.len(), 2, "{by:?}: {rows:?}");
+            for (cn, role, n) in want {
+                let r = rows
+                    .iter()
+                    .find(|r| r["subject"] == format!("CN={cn}"))
+                    .unwrap_or_else(|| panic!("{by:?}: no {cn}: {rows:?}"));
+                assert_eq!(r["handshakes"].as_u64(), Some(n), "{when} {by:?} {cn}: {r:?}");
+                if by.contains(&"role") {
+                    assert_eq!(r["role"], role, "{when}");
+                }
             }
         }
-    }
+    };
+    answers("before compaction");
+    // Compacting the (closed) hour folds each certificate's rows into one,
+    // the same answers.
+    let parts = wirelog_store::list_partitions(&store_dir, wirelog_store::Kind::X509).unwrap();
+    assert_eq!(parts.len(), 1);
+    let report = Store::compact_partition(&parts[0].path).unwrap();
+    assert_eq!((report.files_merged, report.rows), (2, 2), "{report:?}");
+    assert_eq!(stored_rows(), 2, "one row per certificate after compaction");
+    answers("after compaction");
 }

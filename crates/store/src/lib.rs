@@ -58,7 +58,8 @@
 //! with the count of handshakes that showed it; [`Store::append_tx_records`]
 //! fills it from TLS records, decoding each certificate once. Handshakes
 //! after a flush (or in another run) add a row for the same hour with
-//! their count: an hour's count is the sum of its rows ([`CertRows`]).
+//! their count: an hour's count is the sum of its rows ([`CertRows`]),
+//! which compaction folds into one.
 //!
 //! # Writing
 //!

@@ -7,7 +7,8 @@
 //! is flushed; a ClickHouse batch, until it is cut). A handshake after its
 //! row left (a flush, a cut) starts a new row for the same hour counting
 //! from there: an hour's count is the sum of its rows, which is what
-//! `wirelog query x509` shows (it sums `handshakes` per group) and what
+//! `wirelog query x509` shows (it sums `handshakes` per group), what the
+//! store's compaction of a closed hour folds back into one row, and what
 //! ClickHouse's `SummingMergeTree` folds into one row as it merges.
 
 use std::borrow::Cow;
