@@ -109,7 +109,7 @@ impl CertRows {
             ts,
             key,
             handshakes: 1,
-            cert: cert.clone(),
+            cert: Certificate::clone(cert),
         });
     }
 
