@@ -273,22 +273,10 @@ fn write_site(www: &Path) {
 
 fn nginx_conf(dir: &Path, www: &Path) -> String {
     let d = dir.display();
-    format!(
+    let http = format!(
         r#"
-daemon off;
-master_process off;
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
     include /etc/nginx/mime.types;
     default_type application/octet-stream;
-    client_body_temp_path {d}/body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
     log_format probe '$msec $remote_port "$request" $status $bytes_sent $request_length $connection $content_length';
     sendfile on;
     keepalive_timeout 65;
@@ -304,11 +292,10 @@ http {{
         listen 127.0.0.1:8081;
         access_log off;
         location = /status {{ stub_status; }}
-    }}
-}}
-"#,
+    }}"#,
         www.display()
-    )
+    );
+    common::nginx::conf(dir, &http)
 }
 
 /// One line of nginx's access log.

@@ -235,6 +235,26 @@ fn assert_equals_store(ch: &Ch, store: &Path, probe: Option<&str>) {
     assert_eq!(dup.trim(), "0", "connections in ClickHouse more than once");
 }
 
+/// One question to the store and to ClickHouse (`--probe probe`): both
+/// answer, with something, and the same on standard output.
+fn ask_both(ch: &Ch, store: &Path, probe: &str, q: &[&str]) -> (Output, Output) {
+    let local = Command::new(BIN)
+        .arg("query")
+        .args(q)
+        .args(["--format", "csv", "--store", store.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let mut args: Vec<&str> = vec!["query"];
+    args.extend(q.iter());
+    args.extend(["--format", "csv", "--probe", probe]);
+    let remote = ch.wirelog(&args);
+    assert!(local.status.success() && remote.status.success(), "{q:?}: {} / {}", stderr(&local), stderr(&remote));
+    let out = String::from_utf8_lossy(&local.stdout);
+    assert_eq!(String::from_utf8_lossy(&remote.stdout), out, "{q:?}");
+    assert!(out.lines().count() >= 2, "{q:?} answered nothing: {out}");
+    (local, remote)
+}
+
 fn read_args<'a>(store: &'a str, probe: &'a str, spool: &'a str, caps: &'a [String]) -> Vec<&'a str> {
     let mut a = vec!["read", "-q", "--store", store, "--probe-name", probe, "--spool-dir", spool];
     a.extend(caps.iter().map(String::as_str));
@@ -316,24 +336,71 @@ fn read_into_clickhouse_equals_the_store() {
         &["flows", "--by", "iface", "--every", "1h", "--sort", "conns"],
     ];
     for q in questions {
-        let local = Command::new(BIN)
-            .arg("query")
-            .args(*q)
-            .args(["--format", "csv", "--store", store.to_str().unwrap()])
-            .output()
-            .unwrap();
-        let mut args: Vec<&str> = vec!["query"];
-        args.extend(q.iter());
-        args.extend(["--format", "csv", "--probe", "probe-a"]);
-        let remote = ch.wirelog(&args);
-        assert!(local.status.success() && remote.status.success(), "{q:?}: {} / {}", stderr(&local), stderr(&remote));
-        assert_eq!(String::from_utf8_lossy(&remote.stdout), String::from_utf8_lossy(&local.stdout), "{q:?}");
-        assert!(String::from_utf8_lossy(&local.stdout).lines().count() >= 2, "{q:?} answered nothing: {}", String::from_utf8_lossy(&local.stdout));
+        let (local, remote) = ask_both(&ch, &store, "probe-a", q);
         assert_eq!(stderr(&remote), stderr(&local), "{q:?}");
     }
     // Another probe's name: nothing.
     let o = ch.wirelog(&["query", "conns", "--format", "csv", "--probe", "nobody"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1, "{}", String::from_utf8_lossy(&o.stdout));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Certificates: the TLS reference captures with certificates into the
+/// store and ClickHouse, in batches of a few rows so one certificate's
+/// handshakes arrive in several rows: `query x509` answers the same from
+/// both (one row per certificate, its handshakes summed), and once
+/// ClickHouse has merged (`OPTIMIZE ... FINAL`) the table holds one row per
+/// certificate, role and hour with the same sums.
+#[test]
+fn certificates_into_clickhouse_equal_the_store() {
+    use common::tls_cases::{testdata, Log, CASES};
+    let Some(ch) = Ch::new("certs") else { return };
+    ch.init();
+    let d = tmp("certs");
+    let (store, spool) = (d.join("store"), d.join("spool"));
+    let caps: Vec<String> = CASES
+        .iter()
+        .filter(|c| c.expected.iter().any(|e| e.0 == Log::X509) && !c.flags.contains(&"--ports"))
+        .map(|c| testdata().join(c.case).join(c.pcap).display().to_string())
+        .collect();
+    assert!(caps.len() >= 8, "{caps:?}");
+    let mut args = read_args(store.to_str().unwrap(), "p", spool.to_str().unwrap(), &caps);
+    args.extend(["-C", "--clickhouse-batch-rows", "2"]);
+    let o = ch.wirelog(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let local_total: u64 = store_totals(&store, "x509", &["handshakes"])[0];
+    assert!(local_total >= 30, "{local_total} handshakes in the store");
+    assert_eq!(ch_totals(&ch, "x509", &["sum(handshakes)"], Some("p")), [local_total]);
+    let keys = "uniqExact(fingerprint, role, host_cert, toStartOfHour(ts))";
+    let before = ch_totals(&ch, "x509", &["count()", keys], None);
+    assert!(before[0] > before[1], "batches of 2 rows left nothing to fold: {before:?}");
+
+    let every = "fingerprint,role,host_cert,version,serial,subject,issuer,not_valid_before,not_valid_after,key_alg,\
+                 sig_alg,key_type,key_length,exponent,curve,san_dns,san_uri,san_email,san_ip,basic_constraints_ca,\
+                 basic_constraints_path_len";
+    let questions: &[&[&str]] = &[
+        &["x509", "--top", "0"],
+        &["x509", "--by", every, "--top", "0"],
+        &["x509", "--by", "fingerprint,role", "--sort", "handshakes", "--top", "3"],
+        &["x509", "--where", "basic_constraints_ca = true or key_length >= 4096", "--by", "subject"],
+        &["x509", "--expiring", "0s", "--by", "subject,not_valid_after", "--top", "0"],
+        &["x509", "--by", "key_type", "--every", "1h", "--top", "0"],
+    ];
+    // (The row counts on standard error differ until ClickHouse merges.)
+    for q in questions {
+        ask_both(&ch, &store, "p", q);
+    }
+    ch.sql("OPTIMIZE TABLE x509 FINAL");
+    let after = ch_totals(&ch, "x509", &["count()", keys, "sum(handshakes)"], None);
+    println!(
+        "x509: {local_total} handshakes, {} (certificate, role, hour) keys; ClickHouse rows: {} in batches of 2, {} after the merge",
+        before[1], before[0], after[0]
+    );
+    assert_eq!(after, [before[1], before[1], local_total], "one row per certificate, role and hour after the merge");
+    for q in questions {
+        let (local, remote) = ask_both(&ch, &store, "p", q);
+        assert_eq!(stderr(&remote), stderr(&local), "after the merge {q:?}");
+    }
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -635,16 +702,30 @@ fn init_upgrades_what_it_can_and_names_what_it_cannot() {
             ch.sql(&format!("ALTER TABLE http DROP COLUMN {side}_{o}"));
         }
     }
+    // (Version 1 had no certificate table either.)
+    ch.sql("DROP TABLE x509");
     ch.sql("TRUNCATE TABLE wirelog_schema");
     ch.sql("INSERT INTO wirelog_schema (version, wirelog) VALUES (1, 'old')");
     let o = ch.wirelog(&["clickhouse", "init"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("upgraded from schema version 1 to 2"), "{}", stderr(&o));
+    let v = wirelog_clickhouse::SCHEMA_VERSION;
+    assert!(stderr(&o).contains(&format!("upgraded from schema version 1 to {v}")), "{}", stderr(&o));
     let cols = ch.sql("SELECT name FROM system.columns WHERE database = 'schema' AND table = 'http' ORDER BY position");
     let cols: Vec<&str> = cols.lines().collect();
     let want: Vec<String> = ["orig", "resp"].iter().flat_map(|s| owners.map(|o| format!("{s}_{o}"))).collect();
     assert_eq!(cols[cols.len() - 12..], want, "{cols:?}");
     assert_eq!(cols[cols.len() - 13], "response_body_len", "{cols:?}");
+    // A version 2 database (no certificate table): init creates it, a
+    // SummingMergeTree keyed by probe, certificate, role and hour.
+    ch.sql("DROP TABLE x509");
+    ch.sql("TRUNCATE TABLE wirelog_schema");
+    ch.sql("INSERT INTO wirelog_schema (version, wirelog) VALUES (2, 'old')");
+    let o = ch.wirelog(&["clickhouse", "init"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("upgraded from schema version 2 to {v}")), "{}", stderr(&o));
+    let ddl = ch.sql("SELECT engine, sorting_key FROM system.tables WHERE database = 'schema' AND name = 'x509'");
+    assert_eq!(ddl.trim(), "SummingMergeTree\tprobe, fingerprint, role, host_cert, toStartOfHour(ts)", "{ddl}");
+    assert_eq!(ch.sql("SELECT max(version) FROM wirelog_schema").trim(), v.to_string());
     // A column of another type, and a newer schema: said, nothing changed.
     ch.sql("ALTER TABLE dns MODIFY COLUMN qtype Nullable(String)");
     let o = ch.wirelog(&["clickhouse", "init"]);
@@ -690,9 +771,10 @@ fn cluster_ddl_parses_and_runs_as_far_as_one_process_can() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["parsed"], v["statements"], "{v}");
     let tables = v["tables"].as_object().unwrap();
-    for t in ["flows", "conns", "http", "mysql", "pgsql", "redis", "dns", "tls", "health", "wirelog_schema"] {
+    for t in ["flows", "conns", "http", "mysql", "pgsql", "redis", "dns", "tls", "x509", "health", "wirelog_schema"] {
         assert_eq!(tables[t], "Distributed", "{v}");
-        assert_eq!(tables[&format!("{t}_local")], "MergeTree", "{v}");
+        let family = if t == "x509" { "SummingMergeTree" } else { "MergeTree" };
+        assert_eq!(tables[&format!("{t}_local")], family, "{v}");
         assert_eq!(v["distributed"][t], true, "{t}: columns differ from {t}_local: {v}");
     }
 }

@@ -272,3 +272,92 @@ fn duckdb_reads_the_certificates() {
     assert_eq!(ty("host_cert"), "BOOLEAN");
     assert_eq!(ty("subject"), "VARCHAR");
 }
+
+/// A certificate made by openssl (DER), with its SHA-256 as the store
+/// names it.
+fn openssl_cert(dir: &Path, name: &str) -> Vec<u8> {
+    let (der, key) = (dir.join(format!("{name}.der")), dir.join(format!("{name}.key")));
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30"])
+        .args(["-subj", &format!("/CN={name}"), "-outform", "DER"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&der)
+        .output()
+        .expect("the openssl command (Debian package openssl)");
+    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
+    std::fs::read(der).unwrap()
+}
+
+/// Handshakes after the hour's row was flushed are counted: a second row
+/// for the same hour holds them, the store has two rows, and `query x509`
+/// (by its default fields, or by fingerprint and role) shows one row per
+/// certificate with the whole count.
+#[test]
+fn handshakes_after_a_flush_are_counted() {
+    use wirelog_store::{Store, StoreOptions};
+    let dir = common::scratch("x509_store", "flush");
+    let (server, client) = (openssl_cert(&dir, "server.flush.example"), openssl_cert(&dir, "client.flush.example"));
+    // 2026-01-01 10:00 UTC, one handshake a second: all in one hour.
+    let t0 = 1_767_261_600_000_000_000i64;
+    let rec = |i: i64| {
+        let client = (i % 3 == 0).then(|| vec![client.clone()]);
+        wirelog_record::tls::fixtures::handshake(t0 + i * 1_000_000_000, vec![server.clone()], client)
+    };
+    let store_dir = dir.join("store");
+    let mut st = Store::open(&store_dir, StoreOptions::default()).unwrap();
+    let first: Vec<_> = (0..5).map(rec).collect();
+    st.append_tx_records(&first).unwrap();
+    st.flush().unwrap();
+    let second: Vec<_> = (5..12).map(rec).collect();
+    st.append_tx_records(&second).unwrap();
+    st.close().unwrap();
+    // Server: 12 handshakes; client: i = 0, 3, 6, 9.
+    let want = [("server.flush.example", "server", 12u64), ("client.flush.example", "client", 4)];
+
+    let stored_rows = || {
+        let listing = Command::new(BIN).args(["store", "--store", store_dir.to_str().unwrap()]).output().unwrap();
+        let listing = String::from_utf8_lossy(&listing.stdout).into_owned();
+        let x509 = listing.lines().find(|l| l.starts_with("x509 ")).unwrap_or_else(|| panic!("{listing}"));
+        x509.split_whitespace().nth(3).unwrap().parse::<u64>().unwrap()
+    };
+    assert_eq!(stored_rows(), 4, "a row per certificate and flush");
+
+    let run = |by: &[&str]| -> Vec<serde_json::Map<String, Value>> {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["query", "x509", "--store", store_dir.to_str().unwrap(), "--format", "json", "--top", "0"]);
+        if !by.is_empty() {
+            cmd.args(["--by", &by.join(",")]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_array().unwrap().iter().map(|r| r.as_object().unwrap().clone()).collect()
+    };
+    let answers = |when: &str| {
+        for by in [&[][..], &["fingerprint", "role", "subject"][..]] {
+            let rows = run(by);
+            assert_eq!(rows.len(), 2, "{by:?}: {rows:?}");
+            for (cn, role, n) in want {
+                let r = rows
+                    .iter()
+                    .find(|r| r["subject"] == format!("CN={cn}"))
+                    .unwrap_or_else(|| panic!("{by:?}: no {cn}: {rows:?}"));
+                assert_eq!(r["handshakes"].as_u64(), Some(n), "{when} {by:?} {cn}: {r:?}");
+                if by.contains(&"role") {
+                    assert_eq!(r["role"], role, "{when}");
+                }
+            }
+        }
+    };
+    answers("before compaction");
+    // Compacting the (closed) hour folds each certificate's rows into one,
+    // the same answers.
+    let parts = wirelog_store::list_partitions(&store_dir, wirelog_store::Kind::X509).unwrap();
+    assert_eq!(parts.len(), 1);
+    let report = Store::compact_partition(&parts[0].path).unwrap();
+    assert_eq!((report.files_merged, report.rows), (2, 2), "{report:?}");
+    assert_eq!(stored_rows(), 2, "one row per certificate after compaction");
+    answers("after compaction");
+}

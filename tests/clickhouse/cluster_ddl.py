@@ -8,7 +8,8 @@
    127.0.0.1:9000, never contacted) and the {shard}/{replica} macros, with two changes that only a
    real cluster could do without: `ON CLUSTER` is dropped (it needs the distributed DDL queue in
    Keeper) and `ReplicatedMergeTree(path, replica)` becomes `MergeTree` (it needs Keeper; chdb has
-   none), its arguments checked instead: the path names {shard}, the database and the table, the
+   none; `ReplicatedSummingMergeTree(path, replica, cols)` becomes `SummingMergeTree(cols)`), its
+   arguments checked instead: the path names {shard}, the database and the table, the
    replica is {replica}. The Distributed tables are created for real over the local ones.
 
 Prints one JSON object (statements, parsed, tables: {name: engine}, distributed: {name: columns
@@ -51,13 +52,14 @@ def main():
             if st.startswith("CREATE") and on_cluster not in st:
                 sys.exit("no ON CLUSTER: %s" % st)
             local = st.replace(on_cluster, "")
-            m = re.search(r"ReplicatedMergeTree\('([^']*)', '([^']*)'\)", local)
+            m = re.search(r"Replicated(\w*)MergeTree\('([^']*)', '([^']*)'(, [^)]*)?\)", local)
             if m:
                 name = re.search(r"CREATE TABLE IF NOT EXISTS `?(\w+)`?\.`?(\w+)`?", local)
-                path, replica = m.group(1), m.group(2)
+                family, path, replica, params = m.group(1), m.group(2), m.group(3), m.group(4)
                 if "{shard}" not in path or not path.endswith("/%s/%s" % name.groups()) or replica != "{replica}":
                     sys.exit("replication path or replica: %s" % st)
-                local = local.replace(m.group(0), "MergeTree")
+                # SummingMergeTree keeps its columns: (handshakes).
+                local = local.replace(m.group(0), "%sMergeTree%s" % (family, "(%s)" % params[2:] if params else ""))
             if local.startswith("INSERT"):
                 continue  # into a Distributed table: it would queue for 127.0.0.1:9000
             try:

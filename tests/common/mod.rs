@@ -6,6 +6,7 @@
 pub mod kept;
 pub mod live;
 pub mod lo;
+pub mod nginx;
 pub mod serve;
 pub mod tls_cases;
 

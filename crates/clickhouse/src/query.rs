@@ -355,7 +355,6 @@ pub fn extent(server: &Server, probes: &[String]) -> Result<Vec<TableExtent>, Ch
         let p: Vec<String> = probes.iter().map(|p| literal(p)).collect();
         format!(" WHERE probe IN ({})", p.join(", "))
     };
-    // The kinds sent to ClickHouse (certificates are not, yet).
     let parts: Vec<String> = Kind::ALL
         .iter()
         .filter(|&&k| Table::ALL.contains(&Table::Store(k)))

@@ -9,7 +9,7 @@
 //! one byte; `LowCardinality` changes nothing on the wire.
 
 use wirelog_record::{ConnRecord, FlowRecord, Proc, TxRecord};
-use wirelog_store::{tx_columns, Cell, TxRow};
+use wirelog_store::{schema, tx_columns, Cell, CertRows, CertValue, Kind, TxRow};
 
 use crate::schema::{ch_type, ChType, Table};
 
@@ -194,6 +194,24 @@ impl Rows {
         }
         self.owner(&row.orig_proc);
         self.owner(&row.resp_proc);
+        self.rows += 1;
+    }
+
+    /// Row `row` of the certificates, through the store's own values of
+    /// each column (so the two backends cannot disagree on a field).
+    pub fn cert(&mut self, probe: &str, iface: &str, certs: &CertRows, row: usize) {
+        self.identity(probe, iface);
+        for (col, spec) in schema::X509.iter().enumerate() {
+            match (ch_type(Kind::X509, spec), certs.value(row, col)) {
+                (ChType::Time, CertValue::Time(ns)) => self.time(ns),
+                (ChType::U64, CertValue::U64(v)) => self.u64(v.unwrap_or(0)),
+                (ChType::OptU64, CertValue::U64(v)) => self.opt_u64(v),
+                (ChType::Str | ChType::Lc, CertValue::Str(v)) => self.str(v.as_deref().unwrap_or("")),
+                (ChType::Bool, CertValue::Bool(v)) => self.bool(v),
+                // The store's values, of the same columns.
+                (ty, v) => unreachable!("x509.{}: column type {ty:?} for {v:?}", spec.name),
+            }
+        }
         self.rows += 1;
     }
 

@@ -16,11 +16,13 @@ use wirelog_store::{ColSpec, Kind};
 /// - 1: flows, conns, one table per transaction kind, health.
 /// - 2: the owner columns (`orig_pid` ... `resp_pod`, `capture --processes`)
 ///   at the end of every transaction table.
-pub const SCHEMA_VERSION: u32 = 2;
+/// - 3: the `x509` table (certificates TLS handshakes showed), a
+///   `SummingMergeTree` on `handshakes`.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Statements beyond added tables and columns that take a database from
 /// version `n - 1` to `n` (index `n - 2`; version 1 is created whole).
-pub const MIGRATIONS: &[&[&str]] = &[&[]];
+pub const MIGRATIONS: &[&[&str]] = &[&[], &[]];
 
 /// A column's ClickHouse type, which also decides its RowBinary encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,17 +142,12 @@ pub enum Table {
 }
 
 impl Table {
-    /// A table per store kind ([`Kind::ALL`] order) but certificates, then
-    /// health. Certificates (the store's x509 kind) are not sent to
-    /// ClickHouse yet: the sink has no de-duplicating writer for them.
-    pub const ALL: [Table; Kind::ALL.len()] = {
-        let mut all = [Table::Health; Kind::ALL.len()];
-        let (mut i, mut n) = (0, 0);
+    /// A table per store kind ([`Kind::ALL`] order), then health.
+    pub const ALL: [Table; Kind::ALL.len() + 1] = {
+        let mut all = [Table::Health; Kind::ALL.len() + 1];
+        let mut i = 0;
         while i < Kind::ALL.len() {
-            if !matches!(Kind::ALL[i], Kind::X509) {
-                all[n] = Table::Store(Kind::ALL[i]);
-                n += 1;
-            }
+            all[i] = Table::Store(Kind::ALL[i]);
             i += 1;
         }
         all
@@ -199,8 +196,37 @@ impl Table {
         match self {
             Table::Store(Kind::Flows) => "probe, server, server_port, bucket",
             Table::Store(Kind::Conns) => "probe, resp_h, resp_p, ts",
+            // What a certificate row is about, per hour: the rows the
+            // SummingMergeTree folds into one.
+            Table::Store(Kind::X509) => "probe, fingerprint, role, host_cert, toStartOfHour(ts)",
             Table::Store(_) => "probe, server, server_port, ts",
             Table::Health => "probe, ts",
+        }
+    }
+
+    /// Certificates are counted, not listed: rows of one certificate, role
+    /// and hour (one per flush of a probe's batch) are summed into one as
+    /// ClickHouse merges (their other columns are the certificate's, the
+    /// same in each; `ts` is one of theirs). Until then queries sum
+    /// (`wirelog query` always does).
+    fn summed(self) -> Option<&'static str> {
+        matches!(self, Table::Store(Kind::X509)).then_some("handshakes")
+    }
+
+    /// The MergeTree family of the table's engine.
+    fn family(self) -> &'static str {
+        match self.summed() {
+            Some(_) => "SummingMergeTree",
+            None => "MergeTree",
+        }
+    }
+
+    /// Which shard of a Distributed table a row goes to: one certificate's
+    /// rows to one shard, so they fold there; the rest spread at random.
+    fn sharding_key(self) -> &'static str {
+        match self.summed() {
+            Some(_) => "cityHash64(fingerprint)",
+            None => "rand()",
         }
     }
 }
@@ -247,15 +273,18 @@ impl Layout {
         }
     }
 
-    fn engine(&self, local: &str) -> String {
+    fn engine(&self, family: &str, summed: Option<&str>, local: &str) -> String {
+        let sum = summed.map(|c| format!("({c})"));
         match &self.cluster {
             // `{shard}`/`{replica}` are the nodes' macros; the path names
             // database and table so two wirelog databases never share one.
             Some(_) => format!(
-                "ReplicatedMergeTree('/clickhouse/tables/{{shard}}/{}/{}', '{{replica}}')",
-                self.database, local
+                "Replicated{family}('/clickhouse/tables/{{shard}}/{}/{}', '{{replica}}'{})",
+                self.database,
+                local,
+                summed.map(|c| format!(", {c}")).unwrap_or_default()
             ),
-            None => "MergeTree".to_string(),
+            None => format!("{family}{}", sum.unwrap_or_default()),
         }
     }
 
@@ -275,7 +304,7 @@ impl Layout {
             let _ = write!(
                 sql,
                 "\n)\nENGINE = {}\nPARTITION BY toDate({time})\nORDER BY ({})\n",
-                self.engine(&local),
+                self.engine(t.family(), t.summed(), &local),
                 t.order_by()
             );
             if let Some(r) = self.retain {
@@ -291,12 +320,13 @@ impl Layout {
             out.push(sql);
             if let Some(c) = &self.cluster {
                 out.push(format!(
-                    "CREATE TABLE IF NOT EXISTS {db}.{}{on} AS {db}.{}\nENGINE = Distributed({}, {}, {}, rand())",
+                    "CREATE TABLE IF NOT EXISTS {db}.{}{on} AS {db}.{}\nENGINE = Distributed({}, {}, {}, {})",
                     ident(t.name()),
                     ident(&local),
                     ident(c),
                     ident(&self.database),
-                    ident(&local)
+                    ident(&local),
+                    t.sharding_key()
                 ));
             }
         }
@@ -304,7 +334,7 @@ impl Layout {
         out.push(format!(
             "CREATE TABLE IF NOT EXISTS {db}.{}{on}\n(\n    version UInt32,\n    applied DateTime DEFAULT now(),\n    wirelog String\n)\nENGINE = {}\nORDER BY version",
             ident(&version),
-            self.engine(&version)
+            self.engine("MergeTree", None, &version)
         ));
         if let Some(c) = &self.cluster {
             out.push(format!(
@@ -350,10 +380,10 @@ impl Layout {
     /// The engine family a table must have in this layout (checked by `init`
     /// against an existing database: one laid out without `--cluster` cannot
     /// be made replicated in place).
-    pub fn expected_engine(&self, t: Table) -> (String, &'static str) {
+    pub fn expected_engine(&self, t: Table) -> (String, String) {
         match &self.cluster {
-            Some(_) => (format!("{}_local", t.name()), "ReplicatedMergeTree"),
-            None => (t.name().to_string(), "MergeTree"),
+            Some(_) => (format!("{}_local", t.name()), format!("Replicated{}", t.family())),
+            None => (t.name().to_string(), t.family().to_string()),
         }
     }
 }
@@ -408,8 +438,10 @@ mod tests {
             assert_eq!(names[names.len() - 12..][0], "orig_pid", "{}", k.as_str());
             assert_eq!(*names.last().unwrap(), "resp_pod", "{}", k.as_str());
         }
-        assert_eq!(Table::ALL.len(), Kind::ALL.len());
-        assert!(!Table::ALL.contains(&Table::Store(Kind::X509)));
+        assert_eq!(Table::ALL.len(), Kind::ALL.len() + 1);
+        assert_eq!(ty(Kind::X509, "handshakes"), "UInt64");
+        assert_eq!(ty(Kind::X509, "fingerprint"), "String");
+        assert_eq!(ty(Kind::X509, "not_valid_after"), "Nullable(UInt64)");
     }
 
     #[test]
@@ -425,6 +457,8 @@ mod tests {
         assert!(sql.contains("CREATE TABLE IF NOT EXISTS `wl`.`flows_local` ON CLUSTER `c1`"));
         assert!(sql.contains("ReplicatedMergeTree('/clickhouse/tables/{shard}/wl/flows_local', '{replica}')"));
         assert!(sql.contains("ENGINE = Distributed(`c1`, `wl`, `flows_local`, rand())"));
+        assert!(sql.contains("ReplicatedSummingMergeTree('/clickhouse/tables/{shard}/wl/x509_local', '{replica}', handshakes)"));
+        assert!(sql.contains("ENGINE = Distributed(`c1`, `wl`, `x509_local`, cityHash64(fingerprint))"));
         assert!(sql.contains("TTL toDateTime(bucket) + INTERVAL 86400 SECOND DELETE"));
         assert!(!sql.contains("ENGINE = MergeTree"));
     }

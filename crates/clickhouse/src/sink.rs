@@ -15,6 +15,11 @@
 //! but whose answer was lost (timeout, crash, SIGKILL) is a no-op when sent
 //! again. (ReplacingMergeTree on a batch id would also converge, but only
 //! at merge time: until then every count and sum would be doubled.)
+//!
+//! Certificates are folded before they are sent: a batch of the `x509`
+//! table holds one row per certificate, role and hour with its count of
+//! handshakes ([`CertRows`], the store's own), and the table (a
+//! `SummingMergeTree`) folds the rows of successive batches as it merges.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -25,7 +30,7 @@ use std::{io, path::PathBuf};
 
 use bytes::Bytes;
 use wirelog_record::Batch;
-use wirelog_store::{tx_kind, Kind};
+use wirelog_store::{tx_kind, CertRows, Kind};
 
 use crate::client::{self, Server};
 use crate::rows::{Health, Rows};
@@ -153,6 +158,9 @@ impl HealthSender {
 pub struct ClickHouseSink {
     cfg: Config,
     tables: Vec<(Rows, Option<Instant>)>,
+    /// The certificates of the `x509` batch being collected, encoded when
+    /// it is cut.
+    certs: CertRows,
     next_seq: u64,
     run_id: String,
     tx: Option<SyncSender<Msg>>,
@@ -200,6 +208,7 @@ impl ClickHouseSink {
             .spawn(move || sender(rt, server, sh, rx))?;
         Ok(ClickHouseSink {
             tables: Table::ALL.iter().map(|_| (Rows::default(), None)).collect(),
+            certs: CertRows::default(),
             cfg,
             next_seq,
             run_id,
@@ -231,12 +240,23 @@ impl ClickHouseSink {
     /// Cuts a table's batch when it reached its row or byte limit.
     fn cut_if_full(&mut self, t: Table) {
         let r = &self.tables[slot(t)].0;
-        if r.rows >= self.cfg.batch_rows || r.buf.len() >= self.cfg.batch_bytes {
+        let (rows, bytes) = match t {
+            Table::Store(Kind::X509) => (self.certs.len() as u64, self.certs.bytes()),
+            _ => (r.rows, r.buf.len()),
+        };
+        if rows >= self.cfg.batch_rows || bytes >= self.cfg.batch_bytes {
             self.cut(t);
         }
     }
 
     fn cut(&mut self, t: Table) {
+        if t == Table::Store(Kind::X509) && !self.certs.is_empty() {
+            let rows = &mut self.tables[slot(t)].0;
+            for i in 0..self.certs.len() {
+                rows.cert(&self.cfg.probe, &self.cfg.iface, &self.certs, i);
+            }
+            self.certs.clear();
+        }
         let s = &mut self.tables[slot(t)];
         s.1 = None;
         if s.0.rows == 0 {
@@ -385,6 +405,16 @@ impl wirelog_sink::Sink for ClickHouseSink {
         }
         self.cfg.probe = probe;
         self.cfg.iface = iface;
+        let x509 = Table::Store(Kind::X509);
+        for r in b.txs.iter().filter(|r| r.protocol == wirelog_record::Protocol::Tls) {
+            let before = self.certs.len();
+            self.certs.push_record(r);
+            if self.certs.len() > before {
+                // The batch's age runs from its first certificate.
+                self.rows(x509);
+                self.cut_if_full(x509);
+            }
+        }
         for t in Table::ALL {
             self.cut_if_full(t);
         }

@@ -346,8 +346,8 @@ impl crate::Sink for X509LogWriter<crate::LogOut> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wirelog_record::tls::TlsTx;
-    use wirelog_record::{Detail, IpAddr16, Proto, Protocol, Span, Transaction, TxStatus, UidGenerator};
+    use wirelog_record::tls::fixtures::handshake as record;
+    use wirelog_record::{Detail, Protocol};
 
     /// The DER certificates of Zeek's `tls12_ecdhe` case (the base64 `cert`
     /// column of its x509.base64.log), leaf first.
@@ -380,36 +380,6 @@ mod tests {
             out.extend_from_slice(&n.to_be_bytes()[1..q.len()]);
         }
         out
-    }
-
-    fn record(ts_ns: i64, server: Vec<Vec<u8>>, client: Option<Vec<Vec<u8>>>) -> TxRecord {
-        let span = Span {
-            first_ns: ts_ns,
-            last_ns: ts_ns + 1000,
-            bytes: 100,
-        };
-        TxRecord {
-            uid: UidGenerator::new(1).next_uid(),
-            orig_h: IpAddr16::from_v4([10, 0, 0, 1]),
-            orig_p: 40000,
-            resp_h: IpAddr16::from_v4([10, 0, 0, 2]),
-            resp_p: 443,
-            transport: Proto::Tcp,
-            protocol: Protocol::Tls,
-            tx: Transaction {
-                request: Some(span),
-                response: Some(span),
-                status: TxStatus::Ok,
-                detail: Detail::Tls(TlsTx {
-                    server_name: Some("www.example.org".into()),
-                    server_certs: Some(server),
-                    client_certs: client,
-                    ..TlsTx::default()
-                }),
-            },
-            orig_proc: None,
-            resp_proc: None,
-        }
     }
 
     /// Zeek's de-duplication: a (fingerprint, host_cert, client_cert) once

@@ -132,6 +132,27 @@ impl Column {
     }
 }
 
+impl Column {
+    /// The values at `rows`, in that order.
+    pub(crate) fn select(&self, rows: &[usize]) -> Column {
+        fn pick<T: Clone>(v: &[T], rows: &[usize]) -> Vec<T> {
+            rows.iter().map(|&r| v[r].clone()).collect()
+        }
+        match self {
+            Column::U8(v) => Column::U8(pick(v, rows)),
+            Column::U16(v) => Column::U16(pick(v, rows)),
+            Column::U32(v) => Column::U32(pick(v, rows)),
+            Column::U64(v) => Column::U64(pick(v, rows)),
+            Column::OptU64(v) => Column::OptU64(pick(v, rows)),
+            Column::I64(v) => Column::I64(pick(v, rows)),
+            Column::OptI64(v) => Column::OptI64(pick(v, rows)),
+            Column::Ip(v) => Column::Ip(pick(v, rows)),
+            Column::Str(v) => Column::Str(pick(v, rows)),
+            Column::Bool(v) => Column::Bool(pick(v, rows)),
+        }
+    }
+}
+
 /// Rows of one kind, as named columns of equal length.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {

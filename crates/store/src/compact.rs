@@ -18,6 +18,7 @@
 //!
 //! One compaction at a time per data directory (`<dir>/.compact.lock`).
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -199,6 +200,7 @@ fn compact_locked(
             continue;
         }
         let merged = match MergedRows::new(kind, batches) {
+            Ok(m) if kind == Kind::X509 => m.fold_certificates(),
             Ok(m) => m,
             Err(what) => return Err(StoreError::corrupt(pdir, what)),
         };
@@ -247,6 +249,48 @@ impl MergedRows {
 
     fn col(&self, name: &str) -> &Column {
         &self.cols[schema::col_index(self.kind, name).expect("known column")]
+    }
+
+    /// Certificates: the rows of one (fingerprint, role, host_cert) in the
+    /// hour (one per flush or run that saw it, see [`crate::x509`]) become
+    /// one, the first seen, with their handshakes summed.
+    fn fold_certificates(self) -> MergedRows {
+        let (Column::Str(fp), Column::Str(role), Column::Bool(host), Column::I64(ts), Column::U64(hs)) = (
+            self.col("fingerprint"),
+            self.col("role"),
+            self.col("host_cert"),
+            self.col("ts"),
+            self.col("handshakes"),
+        ) else {
+            unreachable!("x509 columns as the schema types them")
+        };
+        let mut slot: HashMap<(&str, &str, bool), usize> = HashMap::new();
+        let mut keep: Vec<usize> = Vec::new();
+        let mut sums: Vec<u64> = Vec::new();
+        for r in 0..self.len() {
+            match slot.entry((&fp[r], &role[r], host[r])) {
+                Entry::Occupied(e) => {
+                    let k = *e.get();
+                    sums[k] += hs[r];
+                    if ts[r] < ts[keep[k]] {
+                        keep[k] = r;
+                    }
+                }
+                Entry::Vacant(e) => {
+                    e.insert(keep.len());
+                    keep.push(r);
+                    sums.push(hs[r]);
+                }
+            }
+        }
+        let at = schema::col_index(Kind::X509, "handshakes").expect("known column");
+        let cols = self
+            .cols
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i == at { Column::U64(sums.clone()) } else { c.select(&keep) })
+            .collect();
+        MergedRows { kind: self.kind, cols }
     }
 }
 

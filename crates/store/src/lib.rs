@@ -56,7 +56,10 @@
 //! certificates TLS transactions showed, x509.log's columns (see
 //! [`schema::X509`]), one row per (fingerprint, role, host_cert) and hour
 //! with the count of handshakes that showed it; [`Store::append_tx_records`]
-//! fills it from TLS records, decoding each certificate once.
+//! fills it from TLS records, decoding each certificate once. Handshakes
+//! after a flush (or in another run) add a row for the same hour with
+//! their count: an hour's count is the sum of its rows ([`CertRows`]),
+//! which compaction folds into one.
 //!
 //! # Writing
 //!
@@ -121,6 +124,7 @@ pub use tx::{Cell, CellRef, TxRow};
 pub use tx_record::tx_kind;
 pub use wirelog_record::IpAddr16;
 pub use writer::{Store, StoreOptions, WriteStats};
+pub use x509::{CertRows, CertValue};
 
 use std::path::Path;
 

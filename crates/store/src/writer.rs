@@ -25,7 +25,7 @@ use crate::schema;
 use crate::time::{hour_of, NS_PER_US};
 use crate::tx::{self, TxBuf, TxRow};
 use crate::tx_record::tx_kind;
-use crate::x509::X509Buf;
+use crate::x509::CertRows;
 
 /// How the store writes and what it keeps.
 #[derive(Debug, Clone)]
@@ -481,7 +481,7 @@ pub struct Store {
     flow_fmt: FileFormat,
     conn_fmt: FileFormat,
     /// Certificates of TLS transactions, deduplicated (see [`crate::x509`]).
-    x509: X509Buf,
+    x509: CertRows,
     x509_fmt: FileFormat,
     /// One buffer and format per transaction kind, in `Kind::TX` order.
     tx: Vec<(TxBuf, FileFormat)>,
@@ -566,7 +566,7 @@ impl Store {
                 opts.row_group_rows,
                 opts.sync,
             )?,
-            x509: X509Buf::default(),
+            x509: CertRows::default(),
             x509_fmt: FileFormat::new(Kind::X509, opts.zstd_level, opts.row_group_rows, opts.sync)?,
             opts,
             flows: FlowBuf::default(),
@@ -663,8 +663,8 @@ impl Store {
     /// Buffers transaction records, each in its protocol's kind, as
     /// [`Store::append_tx`] would buffer their [`TxRow::from_record`] rows
     /// (the rows are not built: their text is copied once, into the buffer);
-    /// the certificates of TLS records go to [`Kind::X509`], once per
-    /// certificate, role and hour (see [`crate::x509`]).
+    /// the certificates of TLS records go to [`Kind::X509`], one row per
+    /// certificate, role and hour in each flush (see [`crate::x509`]).
     pub fn append_tx_records(&mut self, recs: &[TxRecord]) -> Result<(), StoreError> {
         let limit = self.opts.flush_rows;
         for r in recs {
@@ -690,12 +690,12 @@ impl Store {
     /// Buffers the certificates of a TLS record.
     fn append_certs(&mut self, r: &TxRecord) -> Result<(), StoreError> {
         let limit = self.opts.flush_rows;
-        if self.x509.len() >= 2 * limit || self.x509.bytes >= 2 * self.opts.flush_bytes {
+        if self.x509.len() >= 2 * limit || self.x509.bytes() >= 2 * self.opts.flush_bytes {
             self.stats.dropped[kind_slot(Kind::X509)] += 1;
             return Ok(());
         }
         self.x509.push_record(r);
-        if self.x509.len() >= limit || self.x509.bytes >= self.opts.flush_bytes {
+        if self.x509.len() >= limit || self.x509.bytes() >= self.opts.flush_bytes {
             self.flush_full(Kind::X509)?;
         }
         Ok(())
@@ -935,7 +935,7 @@ impl Store {
             match kind {
                 Kind::Flows => self.flows.clear(),
                 Kind::Conns => self.conns.clear(),
-                Kind::X509 => self.x509.discard(),
+                Kind::X509 => self.x509.clear(),
                 _ => self.tx[tx_slot(kind).expect("a transaction kind")].0.clear(),
             }
         }

@@ -1,13 +1,17 @@
-//! The certificates TLS handshakes showed, as store rows ([`Kind::X509`]):
-//! one row per (fingerprint, role, host_cert) and hour, not one per
-//! handshake. A certificate a busy server shows a million times an hour is
-//! one row, its `handshakes` the count.
+//! The certificates TLS handshakes showed, as rows of x509.log's columns
+//! ([`schema::X509`]): one row per (fingerprint, role, host_cert) and hour,
+//! not one per handshake. A certificate a busy server shows a million times
+//! an hour is one row, its `handshakes` the count.
 //!
-//! Within a buffer, a repeat only counts. Across flushes of one run, a
-//! certificate whose row for an hour is already in a file is not written
-//! again for that hour (its later handshakes in that hour are not counted):
-//! one row per hour at most.
+//! [`CertRows`] folds the handshakes of one buffer (the store's, until it
+//! is flushed; a ClickHouse batch, until it is cut). A handshake after its
+//! row left (a flush, a cut) starts a new row for the same hour counting
+//! from there: an hour's count is the sum of its rows, which is what
+//! `wirelog query x509` shows (it sums `handshakes` per group), what the
+//! store's compaction of a closed hour folds back into one row, and what
+//! ClickHouse's `SummingMergeTree` folds into one row as it merges.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use wirelog_record::tls::{shown_chains, CertInfo};
@@ -22,10 +26,6 @@ use crate::time::{hour_of, NS_PER_US};
 /// (fingerprint, client's chain, first of its chain): what one row is about.
 type Key = (String, bool, bool);
 
-/// Keys remembered as written before the oldest hours are forgotten (a
-/// certificate forgotten is at worst written once more in its hour).
-const MAX_WRITTEN: usize = 100_000;
-
 struct Row {
     ts: i64,
     key: Key,
@@ -33,29 +33,53 @@ struct Row {
     cert: Certificate,
 }
 
-/// The write buffer of the x509 kind.
+/// One value of a certificate row, in the type of its [`schema::X509`]
+/// column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertValue<'a> {
+    /// ns since the epoch.
+    Time(i64),
+    U64(Option<u64>),
+    /// Text; `None` is unset (stored as null where the column is optional).
+    Str(Option<Cow<'a, str>>),
+    Bool(bool),
+}
+
+/// Certificate rows being collected: the store's x509 write buffer, and a
+/// ClickHouse batch of the `x509` table.
 #[derive(Default)]
-pub(crate) struct X509Buf {
+pub struct CertRows {
     rows: Vec<Row>,
     /// (key, hour) -> row in `rows`.
     index: HashMap<(Key, i64), usize>,
-    /// Keys already in a file, with the last hour they were written for.
-    written: HashMap<Key, i64>,
-    /// About how many bytes the buffer holds.
-    pub(crate) bytes: usize,
+    /// About how many bytes the rows hold.
+    bytes: usize,
 }
 
 fn join(v: Option<&[String]>) -> Option<String> {
     v.map(|v| v.join(","))
 }
 
-impl X509Buf {
-    pub(crate) fn len(&self) -> usize {
+fn secs(t: i64) -> Option<u64> {
+    (t >= 0).then_some(t as u64)
+}
+
+impl CertRows {
+    pub fn len(&self) -> usize {
         self.rows.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// About how many bytes the rows hold.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// The certificates of a TLS record (other records have none).
-    pub(crate) fn push_record(&mut self, r: &TxRecord) {
+    pub fn push_record(&mut self, r: &TxRecord) {
         let Some(chains) = shown_chains(r) else {
             return;
         };
@@ -79,9 +103,6 @@ impl X509Buf {
             row.ts = row.ts.min(ts);
             return;
         }
-        if self.written.get(&key) == Some(&hour) {
-            return;
-        }
         self.bytes += 256 + cert.subject.len() + cert.issuer.len() + cert.serial.len();
         self.index.insert((key.clone(), hour), self.rows.len());
         self.rows.push(Row {
@@ -92,39 +113,62 @@ impl X509Buf {
         });
     }
 
-    /// Forgets the buffered rows once they are in files, remembering their
-    /// keys so the same hour gets no second row.
-    pub(crate) fn clear(&mut self) {
-        if self.written.len() + self.rows.len() > MAX_WRITTEN {
-            let newest = self.rows.iter().map(|r| hour_of(r.ts)).max().unwrap_or(0);
-            self.written.retain(|_, h| *h >= newest);
-            if self.written.len() + self.rows.len() > MAX_WRITTEN {
-                self.written.clear();
-            }
-        }
-        for r in self.rows.drain(..) {
-            let hour = hour_of(r.ts);
-            let last = self.written.entry(r.key).or_insert(hour);
-            *last = (*last).max(hour);
-        }
-        self.index.clear();
-        self.bytes = 0;
-    }
-
-    /// Drops the buffered rows without remembering them (the store closed
-    /// without room to write them; they are counted as dropped).
-    pub(crate) fn discard(&mut self) {
+    /// Forgets the rows (written, sent, or dropped and counted); later
+    /// handshakes start new rows.
+    pub fn clear(&mut self) {
         self.rows.clear();
         self.index.clear();
         self.bytes = 0;
     }
+
+    /// When row `row` was first seen (ns).
+    pub fn time_ns(&self, row: usize) -> i64 {
+        self.rows[row].ts
+    }
+
+    /// The value of row `row` in column `col` of [`schema::X509`].
+    pub fn value(&self, row: usize, col: usize) -> CertValue<'_> {
+        let r = &self.rows[row];
+        let c = &r.cert;
+        // Empty text is unset; an empty list joins to "".
+        fn text(s: Option<&str>) -> CertValue<'_> {
+            CertValue::Str(s.filter(|s| !s.is_empty()).map(Cow::Borrowed))
+        }
+        let list = |s: Option<String>| CertValue::Str(s.map(Cow::Owned));
+        match schema::X509[col].name {
+            "ts" => CertValue::Time(r.ts),
+            "fingerprint" => CertValue::Str(Some(Cow::Borrowed(&r.key.0))),
+            "role" => CertValue::Str(Some(Cow::Borrowed(if r.key.1 { "client" } else { "server" }))),
+            "host_cert" => CertValue::Bool(r.key.2),
+            "handshakes" => CertValue::U64(Some(r.handshakes)),
+            "version" => CertValue::U64(Some(c.version as u64)),
+            "serial" => text(Some(&c.serial)),
+            "subject" => text(Some(&c.subject)),
+            "issuer" => text(Some(&c.issuer)),
+            "not_valid_before" => CertValue::U64(secs(c.not_valid_before)),
+            "not_valid_after" => CertValue::U64(secs(c.not_valid_after)),
+            "key_alg" => text(Some(&c.key_alg)),
+            "sig_alg" => text(Some(&c.sig_alg)),
+            "key_type" => text(c.key_type),
+            "key_length" => CertValue::U64(c.key_length.map(u64::from)),
+            "exponent" => text(c.exponent.as_deref()),
+            "curve" => text(c.curve),
+            "san_dns" => list(join(c.san.as_ref().and_then(|s| s.dns.as_deref()))),
+            "san_uri" => list(join(c.san.as_ref().and_then(|s| s.uri.as_deref()))),
+            "san_email" => list(join(c.san.as_ref().and_then(|s| s.email.as_deref()))),
+            "san_ip" => list(c.san.as_ref().and_then(|s| s.ip.as_ref()).map(|ips| {
+                ips.iter().map(addr_text).collect::<Vec<_>>().join(",")
+            })),
+            "basic_constraints_ca" => CertValue::Bool(c.basic_constraints.is_some_and(|b| b.ca)),
+            "basic_constraints_path_len" => {
+                CertValue::U64(c.basic_constraints.and_then(|b| b.path_len).map(|v| v as u64))
+            }
+            other => unreachable!("x509 column {other}"),
+        }
+    }
 }
 
-fn secs(t: i64) -> Option<i64> {
-    (t >= 0).then_some(t)
-}
-
-impl RowSource for X509Buf {
+impl RowSource for CertRows {
     fn kind(&self) -> Kind {
         Kind::X509
     }
@@ -138,50 +182,31 @@ impl RowSource for X509Buf {
         rows.sort_by_key(|&r| self.rows[r as usize].ts);
     }
     fn values(&self, col: usize, rows: &[u32]) -> PqValues {
-        let row = |r: usize| &self.rows[r];
-        let c = |r: usize| &self.rows[r].cert;
-        let text = |f: fn(&Certificate) -> Option<&str>| {
-            strings(rows, schema::X509[col].is_optional(), move |r| {
-                f(c(r)).filter(|s| !s.is_empty()).map(str::as_bytes)
-            })
-        };
-        let list = |f: fn(&Certificate) -> Option<String>| {
-            let v: Vec<Option<String>> = rows.iter().map(|&r| f(c(r as usize))).collect();
-            let at: Vec<u32> = (0..rows.len() as u32).collect();
-            strings(&at, true, |i| v[i].as_deref().map(str::as_bytes))
-        };
-        match schema::X509[col].name {
-            "ts" => req_i64(rows, |r| row(r).ts.div_euclid(NS_PER_US)),
-            "fingerprint" => strings(rows, false, |r| Some(row(r).key.0.as_bytes())),
-            "role" => strings(rows, false, |r| {
-                Some(if row(r).key.1 { b"client".as_slice() } else { b"server" })
+        let spec = &schema::X509[col];
+        let v: Vec<CertValue> = rows.iter().map(|&r| self.value(r as usize, col)).collect();
+        let at: Vec<u32> = (0..rows.len() as u32).collect();
+        match spec.col_type() {
+            schema::ColType::TimeUs => req_i64(&at, |i| match v[i] {
+                CertValue::Time(t) => t.div_euclid(NS_PER_US),
+                _ => unreachable!("x509 {}: a time", spec.name),
             }),
-            "host_cert" => req_bool(rows, |r| row(r).key.2),
-            "handshakes" => req_i64(rows, |r| row(r).handshakes as i64),
-            "version" => req_i64(rows, |r| c(r).version as i64),
-            "serial" => text(|c| Some(&c.serial)),
-            "subject" => text(|c| Some(&c.subject)),
-            "issuer" => text(|c| Some(&c.issuer)),
-            "not_valid_before" => opt_i64(rows, |r| secs(c(r).not_valid_before)),
-            "not_valid_after" => opt_i64(rows, |r| secs(c(r).not_valid_after)),
-            "key_alg" => text(|c| Some(&c.key_alg)),
-            "sig_alg" => text(|c| Some(&c.sig_alg)),
-            "key_type" => text(|c| c.key_type),
-            "key_length" => opt_i64(rows, |r| c(r).key_length.map(i64::from)),
-            "exponent" => text(|c| c.exponent.as_deref()),
-            "curve" => text(|c| c.curve),
-            "san_dns" => list(|c| join(c.san.as_ref()?.dns.as_deref())),
-            "san_uri" => list(|c| join(c.san.as_ref()?.uri.as_deref())),
-            "san_email" => list(|c| join(c.san.as_ref()?.email.as_deref())),
-            "san_ip" => list(|c| {
-                let ips = c.san.as_ref()?.ip.as_ref()?;
-                Some(ips.iter().map(addr_text).collect::<Vec<_>>().join(","))
-            }),
-            "basic_constraints_ca" => req_bool(rows, |r| c(r).basic_constraints.is_some_and(|b| b.ca)),
-            "basic_constraints_path_len" => {
-                opt_i64(rows, |r| c(r).basic_constraints.and_then(|b| b.path_len).map(|v| v as i64))
+            schema::ColType::U64 => {
+                let n = |i: usize| match v[i] {
+                    CertValue::U64(n) => n.map(|n| n as i64),
+                    _ => unreachable!("x509 {}: a number", spec.name),
+                };
+                if spec.is_optional() {
+                    opt_i64(&at, n)
+                } else {
+                    req_i64(&at, |i| n(i).unwrap_or(0))
+                }
             }
-            other => unreachable!("x509 column {other}"),
+            schema::ColType::Bool => req_bool(&at, |i| matches!(v[i], CertValue::Bool(true))),
+            schema::ColType::Str => strings(&at, spec.is_optional(), |i| match &v[i] {
+                CertValue::Str(s) => s.as_deref().map(str::as_bytes),
+                _ => unreachable!("x509 {}: text", spec.name),
+            }),
+            other => unreachable!("x509 {}: no {other:?} columns", spec.name),
         }
     }
 }

@@ -72,6 +72,8 @@ fn sums(kind: Kind) -> [&'static str; 5] {
     match kind {
         Kind::Flows => ["`bytes_out`", "`pkts_out`", "`bytes_in`", "`pkts_in`", "`conns`"],
         Kind::Conns => ["ifNull(`orig_bytes`, 0)", "`orig_pkts`", "ifNull(`resp_bytes`, 0)", "`resp_pkts`", "1"],
+        // Certificates: every slot is the handshake count.
+        Kind::X509 => ["`handshakes`"; 5],
         _ => [
             "ifNull(`request_bytes`, 0)",
             "`status` = 'error'",
@@ -85,7 +87,7 @@ fn sums(kind: Kind) -> [&'static str; 5] {
 /// The column of the percentiles (µs in ClickHouse).
 fn hist_column(kind: Kind) -> Option<&'static str> {
     match kind {
-        Kind::Flows => None,
+        Kind::Flows | Kind::X509 => None,
         Kind::Conns => Some("duration"),
         _ => Some("latency"),
     }

@@ -196,3 +196,43 @@ pub fn shown_chains(r: &crate::TxRecord) -> Option<[ShownChain<'_>; 2]> {
         },
     ])
 }
+
+/// Records for tests (feature `fixtures`).
+#[cfg(feature = "fixtures")]
+pub mod fixtures {
+    use super::TlsTx;
+    use crate::{Detail, IpAddr16, Proto, Protocol, Span, Transaction, TxRecord, TxStatus, UidGenerator};
+
+    /// A finished TLS handshake at `ts_ns` (10.0.0.1:40000 to
+    /// 10.0.0.2:443, SNI www.example.org) whose server sent the DER
+    /// certificates `server` and whose client sent `client`.
+    pub fn handshake(ts_ns: i64, server: Vec<Vec<u8>>, client: Option<Vec<Vec<u8>>>) -> TxRecord {
+        let span = Span {
+            first_ns: ts_ns,
+            last_ns: ts_ns + 1000,
+            bytes: 100,
+        };
+        TxRecord {
+            uid: UidGenerator::new(ts_ns as u64).next_uid(),
+            orig_h: IpAddr16::from_v4([10, 0, 0, 1]),
+            orig_p: 40000,
+            resp_h: IpAddr16::from_v4([10, 0, 0, 2]),
+            resp_p: 443,
+            transport: Proto::Tcp,
+            protocol: Protocol::Tls,
+            tx: Transaction {
+                request: Some(span),
+                response: Some(span),
+                status: TxStatus::Ok,
+                detail: Detail::Tls(TlsTx {
+                    server_name: Some("www.example.org".into()),
+                    server_certs: Some(server),
+                    client_certs: client,
+                    ..TlsTx::default()
+                }),
+            },
+            orig_proc: None,
+            resp_proc: None,
+        }
+    }
+}
