@@ -489,6 +489,9 @@ impl Worker {
         self.probe.finish();
         self.update_stats();
         self.ship()?;
+        // What the output thread had no room for yet goes now, waiting.
+        let held = std::mem::take(&mut self.batch);
+        self.tx.send(held)?;
         let ds = self.probe.decode_stats();
         Ok(WorkerEnd {
             decoded: ds.decoded,
@@ -593,7 +596,20 @@ impl Worker {
         if self.batch.is_empty() {
             return Ok(());
         }
-        let full = std::mem::replace(&mut self.batch, self.tx.batch());
-        Ok(self.tx.send(full)?)
+        // The output thread may be behind (a disk stall, a burst of
+        // statements): keep collecting rather than stop reading the rings,
+        // which the kernel would answer by dropping packets. Only past a
+        // bound on what is held does the worker wait.
+        let full = std::mem::take(&mut self.batch);
+        match self.tx.try_send(full)? {
+            None => self.batch = self.tx.batch(),
+            Some(held) if held.records() < wirelog_capture::stats::MAX_HELD_RECORDS => self.batch = held,
+            Some(held) => {
+                self.counters.output_waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.tx.send(held)?;
+                self.batch = self.tx.batch();
+            }
+        }
+        Ok(())
     }
 }

@@ -45,7 +45,16 @@ pub struct WorkerCounters {
     pub unparsed_bytes: AtomicU64,
     /// Parsers that gave up on their connection (compression, not the protocol).
     pub parsers_gave_up: AtomicU64,
+    /// Times the worker stopped reading its rings to wait for the output
+    /// thread, having held [`crate::stats::MAX_HELD_RECORDS`] records for it
+    /// already (the kernel drops packets meanwhile).
+    pub output_waits: AtomicU64,
 }
+
+/// Records a capture worker keeps while the output thread is behind (a disk
+/// that stalls, a burst) before it waits for it: about ten seconds of a busy
+/// database's statements, so a stall costs memory instead of packets.
+pub const MAX_HELD_RECORDS: usize = 262_144;
 
 /// A plain copy of one worker's counters: what the stats line prints and
 /// what `/metrics` and `/api/health` publish (with the `serde` feature).
@@ -69,6 +78,7 @@ pub struct WorkerStats {
     pub parse_gaps: u64,
     pub unparsed_bytes: u64,
     pub parsers_gave_up: u64,
+    pub output_waits: u64,
 }
 
 impl WorkerCounters {
@@ -91,6 +101,7 @@ impl WorkerCounters {
             parse_gaps: self.parse_gaps.load(Relaxed),
             unparsed_bytes: self.unparsed_bytes.load(Relaxed),
             parsers_gave_up: self.parsers_gave_up.load(Relaxed),
+            output_waits: self.output_waits.load(Relaxed),
         }
     }
 
@@ -128,6 +139,7 @@ impl<'a> std::iter::Sum<&'a WorkerStats> for WorkerStats {
             parse_gaps: t.parse_gaps + w.parse_gaps,
             unparsed_bytes: t.unparsed_bytes + w.unparsed_bytes,
             parsers_gave_up: t.parsers_gave_up + w.parsers_gave_up,
+            output_waits: t.output_waits + w.output_waits,
         })
     }
 }
@@ -148,6 +160,9 @@ impl fmt::Display for CaptureStats {
             t.packets, t.bytes, t.kernel_packets, t.kernel_drops, t.kernel_freezes, t.evicted, t.flows_early,
             t.checksum_valid, t.checksum_offloaded, t.checksum_bad, t.not_ip, t.not_decoded
         )?;
+        if t.output_waits > 0 {
+            write!(f, "; workers waited {} times for the output thread", t.output_waits)?;
+        }
         if self.workers.len() > 1 {
             let per: Vec<String> = self
                 .workers

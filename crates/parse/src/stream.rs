@@ -8,9 +8,12 @@
 //! stream (`max_buffer`) and across all streams by a shared [`Budget`] the
 //! caller owns, so total memory is fixed however many streams misbehave.
 //!
-//! When the bytes of a hole cannot be waited for any longer (buffer or budget
-//! full, [`Reassembler::flush`] at connection end), the hole is reported as a
-//! [`Chunk::Gap`] so the parser resynchronises; bytes are never silently lost.
+//! When the bytes of a hole cannot be waited for any longer, the hole is
+//! reported as a [`Chunk::Gap`] so the parser resynchronises; bytes are never
+//! silently lost. That happens when the peer acknowledges bytes past the hole
+//! ([`Reassembler::acked`]: the receiver has them, so only the capture missed
+//! them and no retransmission will come, as Zeek's reassembler reasons), when
+//! the buffer or budget is full, and at connection end ([`Reassembler::flush`]).
 //! Retransmitted bytes are dropped with first-wins semantics: what was
 //! delivered or buffered first is what the parser sees (like Zeek, unlike a
 //! last-wins OS stack), so an overlap with different content cannot make the
@@ -42,6 +45,9 @@ impl Budget {
     }
     pub fn limit(&self) -> usize {
         self.limit
+    }
+    fn has_room(&self, n: usize) -> bool {
+        self.limit - self.used >= n
     }
     fn take(&mut self, n: usize) -> bool {
         if self.limit - self.used >= n {
@@ -105,6 +111,8 @@ struct Seg {
 /// half the sequence space is where "ahead" and "behind" become ambiguous.
 const MAX_AHEAD: u32 = 1 << 30;
 
+use std::collections::VecDeque;
+
 /// Reassembly state of one direction of one connection.
 pub struct Reassembler {
     /// Next expected sequence number; `None` until a SYN or the first segment.
@@ -112,7 +120,7 @@ pub struct Reassembler {
     /// Sequence number just after the FIN, once seen.
     fin: Option<u32>,
     /// Out-of-order segments, sorted by sequence relative to `next`, not overlapping.
-    ooo: Vec<Seg>,
+    ooo: VecDeque<Seg>,
     buffered: usize,
     max_buffer: usize,
     stats: ReasmStats,
@@ -124,7 +132,7 @@ impl Reassembler {
         Reassembler {
             next: None,
             fin: None,
-            ooo: Vec::new(),
+            ooo: VecDeque::new(),
             buffered: 0,
             max_buffer,
             stats: ReasmStats::default(),
@@ -210,6 +218,48 @@ impl Reassembler {
         }
     }
 
+    /// The other direction acknowledged every byte before `ack`. Bytes below
+    /// it that this stream has not delivered were received by the peer but
+    /// missed by the capture (a full ring, a lossy tap): waiting for them
+    /// would only hold later segments back until the buffer overflows, so
+    /// they become a gap now and what was buffered behind them is delivered.
+    pub fn acked(&mut self, ack: u32, ts_ns: i64, budget: &mut Budget, sink: &mut impl FnMut(Chunk<'_>)) {
+        let Some(next) = self.next else {
+            return;
+        };
+        // The FIN takes a sequence number but carries no byte: an ACK of the
+        // FIN is not an ACK of a missing byte.
+        let ack = match self.fin {
+            Some(f) if ack.wrapping_sub(f).wrapping_sub(1) < MAX_AHEAD => f,
+            _ => ack,
+        };
+        let upto = ack.wrapping_sub(next);
+        if upto == 0 || upto >= MAX_AHEAD {
+            return;
+        }
+        while let (Some(next), Some(first)) = (self.next, self.ooo.front()) {
+            let upto = ack.wrapping_sub(next);
+            if upto == 0 || upto >= MAX_AHEAD {
+                return;
+            }
+            let hole = first.seq.wrapping_sub(next);
+            if hole > 0 && hole < MAX_AHEAD {
+                self.report_gap(ts_ns, hole.min(upto) as u64, sink);
+                if upto < hole {
+                    return;
+                }
+            }
+            self.drain(budget, sink);
+        }
+        // Nothing buffered: the acknowledged bytes past the stream's end are lost.
+        if let Some(next) = self.next {
+            let upto = ack.wrapping_sub(next);
+            if upto > 0 && upto < MAX_AHEAD {
+                self.report_gap(ts_ns, upto as u64, sink);
+            }
+        }
+    }
+
     /// Drops buffered segments without delivering them (the connection is
     /// being forgotten), returning their memory to the budget.
     pub fn discard(&mut self, budget: &mut Budget) {
@@ -233,7 +283,7 @@ impl Reassembler {
 
     /// Declares the hole before the first buffered segment lost.
     fn skip_to_first(&mut self, ts_ns: i64, sink: &mut impl FnMut(Chunk<'_>)) {
-        let (Some(first), Some(next)) = (self.ooo.first(), self.next) else {
+        let (Some(first), Some(next)) = (self.ooo.front(), self.next) else {
             return;
         };
         let hole = first.seq.wrapping_sub(next);
@@ -244,12 +294,14 @@ impl Reassembler {
 
     /// Delivers buffered segments that the stream has reached.
     fn drain(&mut self, budget: &mut Budget, sink: &mut impl FnMut(Chunk<'_>)) {
-        while let (Some(first), Some(next)) = (self.ooo.first(), self.next) {
+        while let (Some(first), Some(next)) = (self.ooo.front(), self.next) {
             let ahead = first.seq.wrapping_sub(next);
             if ahead != 0 && ahead < MAX_AHEAD {
                 break;
             }
-            let seg = self.ooo.remove(0);
+            let Some(seg) = self.ooo.pop_front() else {
+                break;
+            };
             self.buffered -= seg.data.len();
             budget.give(seg.data.len());
             let skip = next.wrapping_sub(seg.seq) as usize;
@@ -278,6 +330,25 @@ impl Reassembler {
         let rel = |s: u32| s.wrapping_sub(next) as u64;
         let start = rel(seq);
         let end = start + payload.len() as u64;
+        // After a hole, later segments arrive in order behind it: appending
+        // past the last buffered byte needs no scan of the list.
+        let after_last = self
+            .ooo
+            .back()
+            .map_or(true, |s| rel(s.seq) + s.data.len() as u64 <= start);
+        if after_last {
+            let n = payload.len();
+            if self.buffered + n <= self.max_buffer && budget.has_room(n) {
+                budget.used += n;
+                self.buffered += n;
+                self.ooo.push_back(Seg {
+                    seq,
+                    ts_ns,
+                    data: payload.to_vec(),
+                });
+                return;
+            }
+        }
         let mut pieces: [(u64, u64); 8] = [(0, 0); 8];
         let mut npieces = 0usize;
         let mut cur = start;
@@ -356,7 +427,8 @@ impl Reassembler {
 
 #[cfg(any(test, feature = "fuzzing"))]
 /// Fuzzing entry: `data` is a list of 4-byte segment descriptions for one
-/// stream (sequence offset from the first byte, u16 LE; length; flags) with
+/// stream (sequence offset from the first byte, u16 LE; length; flags, where
+/// bit 8 makes it an acknowledgement of that sequence number instead) with
 /// tight memory limits. Must never panic, and memory accounting must balance.
 pub fn fuzz(data: &[u8]) {
     static PAYLOAD: [u8; 256] = [b'x'; 256];
@@ -366,6 +438,15 @@ pub fn fuzz(data: &[u8]) {
     let mut delivered = 0u64;
     for d in data.chunks_exact(4) {
         let seq = base.wrapping_add(u16::from_le_bytes([d[0], d[1]]) as u32);
+        if d[3] & 8 != 0 {
+            r.acked(seq, 0, &mut budget, &mut |c| {
+                if let Chunk::Data { data, .. } = c {
+                    delivered += data.len() as u64;
+                }
+            });
+            assert!(budget.used() == r.buffered());
+            continue;
+        }
         let flags = SegFlags {
             syn: d[3] & 1 != 0,
             fin: d[3] & 2 != 0,
@@ -439,6 +520,97 @@ mod test {
         fin: false,
         rst: false,
     };
+
+    fn ack(r: &mut Reassembler, b: &mut Budget, ack: u32, out: &mut Vec<Out>) {
+        r.acked(ack, 0, b, &mut |c| match c {
+            Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
+            Chunk::Gap { len, .. } => out.push(Out::G(len)),
+        });
+    }
+
+    #[test]
+    fn an_ack_past_a_hole_gives_the_hole_up_and_delivers_what_waited() {
+        let mut r = Reassembler::new(1000);
+        let mut b = Budget::new(1000);
+        let mut out = Vec::new();
+        // Bytes 10..20 were missed by the capture; 20..40 wait behind them.
+        run(&mut r, &mut b, &[(99, b"", SYN), (100, b"0123456789", N), (120, b"abcdefghij", N), (130, b"klmnopqrst", N)], &mut out);
+        assert_eq!(out, vec![Out::D(b"0123456789".to_vec())]);
+        assert_eq!(b.used(), 20);
+        // An ACK up to the hole's start, or behind it, changes nothing.
+        ack(&mut r, &mut b, 110, &mut out);
+        ack(&mut r, &mut b, 105, &mut out);
+        assert_eq!(out.len(), 1);
+        // The receiver has byte 29: the hole will never be filled.
+        ack(&mut r, &mut b, 130, &mut out);
+        assert_eq!(
+            out[1..],
+            [Out::G(10), Out::D(b"abcdefghij".to_vec()), Out::D(b"klmnopqrst".to_vec())]
+        );
+        assert_eq!((b.used(), r.buffered()), (0, 0));
+        assert_eq!((r.stats().gaps, r.stats().gap_bytes), (1, 10));
+        // A late retransmission of the hole is a duplicate now.
+        run(&mut r, &mut b, &[(110, b"LATE......", N)], &mut out);
+        assert_eq!(out.len(), 4);
+    }
+
+    #[test]
+    fn an_ack_inside_a_hole_reports_only_what_it_covers() {
+        let mut r = Reassembler::new(1000);
+        let mut b = Budget::new(1000);
+        let mut out = Vec::new();
+        run(&mut r, &mut b, &[(99, b"", SYN), (100, b"0123456789", N), (130, b"abcdefghij", N)], &mut out);
+        ack(&mut r, &mut b, 115, &mut out);
+        assert_eq!(out[1..], [Out::G(5)]);
+        // The rest of the hole may still arrive.
+        run(&mut r, &mut b, &[(115, b"ABCDEFGHIJKLMNO", N)], &mut out);
+        assert_eq!(out[2..], [Out::D(b"ABCDEFGHIJKLMNO".to_vec()), Out::D(b"abcdefghij".to_vec())]);
+    }
+
+    #[test]
+    fn an_ack_of_bytes_never_seen_and_of_the_fin() {
+        let mut r = Reassembler::new(1000);
+        let mut b = Budget::new(1000);
+        let mut out = Vec::new();
+        let fin = SegFlags { fin: true, ..N };
+        run(&mut r, &mut b, &[(99, b"", SYN), (100, b"0123456789", fin)], &mut out);
+        // The FIN's sequence number carries no byte: acknowledging it loses nothing.
+        ack(&mut r, &mut b, 111, &mut out);
+        assert_eq!(out, vec![Out::D(b"0123456789".to_vec())]);
+        assert!(r.is_closed());
+
+        let mut r = Reassembler::new(1000);
+        let mut out = Vec::new();
+        run(&mut r, &mut b, &[(99, b"", SYN), (100, b"0123456789", N)], &mut out);
+        // A whole segment missed, nothing behind it: the acknowledged bytes are a gap.
+        ack(&mut r, &mut b, 125, &mut out);
+        assert_eq!(out[1..], [Out::G(15)]);
+        run(&mut r, &mut b, &[(125, b"next", N)], &mut out);
+        assert_eq!(out[2..], [Out::D(b"next".to_vec())]);
+        // Before any segment there is no position to measure from.
+        let mut r = Reassembler::new(1000);
+        ack(&mut r, &mut b, 5000, &mut out);
+        assert_eq!(out.len(), 3);
+    }
+
+    #[test]
+    fn segments_behind_a_hole_append_without_limit_but_the_buffer() {
+        // Many small segments behind one hole (a capture drop on a busy
+        // connection): each is appended, and the buffer limit still forces
+        // the gap when nothing acknowledges.
+        let mut r = Reassembler::new(4000);
+        let mut b = Budget::new(1 << 20);
+        let mut out = Vec::new();
+        run(&mut r, &mut b, &[(99, b"", SYN), (100, b"x", N)], &mut out);
+        for i in 0..1000u32 {
+            run(&mut r, &mut b, &[(200 + 10 * i, b"0123456789", N)], &mut out);
+        }
+        let gaps = out.iter().filter(|o| matches!(o, Out::G(_))).count();
+        assert_eq!(gaps, 1);
+        assert_eq!(joined(&out).len() as u32 + r.buffered() as u32, 200 + 10 * 1000 - 100);
+        assert!(r.buffered() <= 4000);
+        assert_eq!(b.used(), r.buffered());
+    }
 
     #[test]
     fn in_order_is_zero_copy() {

@@ -21,6 +21,11 @@ impl Batch {
         self.conns.is_empty() && self.flows.is_empty() && self.txs.is_empty() && self.ingests.is_empty()
     }
 
+    /// Records held (connections, flows and transactions).
+    pub fn records(&self) -> usize {
+        self.conns.len() + self.flows.len() + self.txs.len()
+    }
+
     pub fn clear(&mut self) {
         self.conns.clear();
         self.flows.clear();

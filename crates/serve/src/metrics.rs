@@ -250,6 +250,13 @@ pub(crate) fn text(state: &AppState) -> String {
             None,
             &per(|w| w.parsers_gave_up),
         );
+        counters(
+            &mut reg,
+            "wirelog_output_waits",
+            "Times a capture worker waited for the output thread (its held records were full)",
+            None,
+            &per(|w| w.output_waits),
+        );
         if let Some(st) = &s.store {
             let one = |v: u64| vec![(Labels::new(), v)];
             counters(&mut reg, "wirelog_store_written_rows", "Rows this run wrote to the store", None, &one(st.rows));

@@ -10,7 +10,7 @@
 
 use std::io;
 use std::sync::atomic::AtomicU64;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -60,6 +60,19 @@ impl BatchSender {
             return Ok(());
         }
         self.tx.send(batch).map_err(|_| stopped())
+    }
+
+    /// Queues a batch if the writer has room, else gives it back: a capture
+    /// worker keeps collecting into it rather than stop reading its rings.
+    pub fn try_send(&self, batch: Batch) -> io::Result<Option<Batch>> {
+        if batch.is_empty() {
+            return Ok(None);
+        }
+        match self.tx.try_send(batch) {
+            Ok(()) => Ok(None),
+            Err(TrySendError::Full(b)) => Ok(Some(b)),
+            Err(TrySendError::Disconnected(_)) => Err(stopped()),
+        }
     }
 
     /// An empty batch, reusing the vectors of one already written when possible.
@@ -168,5 +181,82 @@ impl Drop for Output {
         if self.handle.is_some() {
             let _ = self.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SinkEnd;
+    use std::sync::atomic::Ordering;
+    use wirelog_record::FlowRecord;
+
+    /// A sink whose writes wait for a token: a disk that stalls.
+    struct Stalled {
+        tokens: Receiver<()>,
+        written: Arc<AtomicU64>,
+    }
+
+    impl Sink for Stalled {
+        fn name(&self) -> &str {
+            "stalled"
+        }
+        fn write(&mut self, batch: &Batch) -> io::Result<()> {
+            let _ = self.tokens.recv();
+            self.written.fetch_add(batch.records() as u64, Ordering::Relaxed);
+            Ok(())
+        }
+        fn tick(&mut self, _: Instant) -> io::Result<()> {
+            Ok(())
+        }
+        fn close(&mut self) -> io::Result<SinkEnd> {
+            Ok(SinkEnd::default())
+        }
+    }
+
+    fn batch_of(n: usize) -> Batch {
+        let flow = FlowRecord {
+            bucket_ns: 0,
+            iface: "lo".into(),
+            client: Default::default(),
+            server: Default::default(),
+            server_port: 3306,
+            proto: 6,
+            bytes_out: 1,
+            pkts_out: 1,
+            bytes_in: 0,
+            pkts_in: 0,
+            first_ns: 0,
+            last_ns: 0,
+            conns: 1,
+        };
+        Batch { flows: vec![flow; n], ..Batch::default() }
+    }
+
+    #[test]
+    fn a_stalled_writer_hands_the_batch_back_instead_of_blocking() {
+        let (open, tokens) = mpsc::channel();
+        let written = Arc::new(AtomicU64::new(0));
+        let sink = Stalled { tokens, written: written.clone() };
+        let mut output = Output::start(vec![Box::new(sink)], None, Arc::default()).unwrap();
+        let sender = output.sender();
+        // The writer takes one batch and stalls on it; the queue then fills.
+        let mut sent = 0u64;
+        let held = loop {
+            match sender.try_send(batch_of(3)).unwrap() {
+                None => sent += 3,
+                Some(back) => break back,
+            }
+            assert!(sent <= 3 * (QUEUE_DEPTH as u64 + 2), "the queue never filled");
+        };
+        assert_eq!(held.records(), 3, "the batch comes back whole");
+        assert_eq!(written.load(Ordering::Relaxed), 0);
+        // The disk comes back: everything queued and held is written.
+        drop(open);
+        drop(sender);
+        output.send(held).unwrap();
+        output.send(batch_of(2)).unwrap();
+        output.finish().unwrap();
+        assert_eq!(written.load(Ordering::Relaxed), sent + 3 + 2);
     }
 }

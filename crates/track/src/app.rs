@@ -128,7 +128,8 @@ impl AppState {
         }
     }
 
-    /// One TCP segment of the connection.
+    /// One TCP segment of the connection; `ack` is its acknowledgement
+    /// number when the ACK flag is set.
     #[allow(clippy::too_many_arguments)]
     pub fn segment(
         &mut self,
@@ -137,6 +138,7 @@ impl AppState {
         ts_ns: i64,
         payload: &[u8],
         flags: SegFlags,
+        ack: Option<u32>,
         budget: &mut Budget,
         out: &mut Vec<Transaction>,
     ) {
@@ -146,7 +148,17 @@ impl AppState {
         let AppParser::Stream { parser, streams } = &mut self.parser else {
             return;
         };
-        let stream = &mut streams[(dir == Dir::ToClient) as usize];
+        let this = (dir == Dir::ToClient) as usize;
+        if let Some(ack) = ack {
+            // What this packet acknowledges of the other direction comes
+            // first: those bytes were sent before it.
+            let other_dir = if this == 0 { Dir::ToClient } else { Dir::ToServer };
+            streams[1 - this].acked(ack, ts_ns, budget, &mut |c| match c {
+                Chunk::Data { ts_ns, data } => parser.data(other_dir, ts_ns, data, out),
+                Chunk::Gap { ts_ns, len } => parser.gap(other_dir, ts_ns, len, out),
+            });
+        }
+        let stream = &mut streams[this];
         stream.segment(seq, ts_ns, payload, flags, budget, &mut |c| match c {
             Chunk::Data { ts_ns, data } => parser.data(dir, ts_ns, data, out),
             Chunk::Gap { ts_ns, len } => parser.gap(dir, ts_ns, len, out),

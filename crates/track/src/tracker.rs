@@ -780,14 +780,15 @@ impl Tracker {
             Transport::Tcp {
                 flags,
                 seq,
+                ack,
                 payload,
                 ..
-            } => (Some((flags, seq)), payload),
+            } => (Some((flags, seq, ack)), payload),
             Transport::Udp { payload, .. } => (None, payload),
             _ => return,
         };
         if e.value.app.is_none() {
-            let syn = matches!(tcp, Some((f, _)) if f & wirelog_decode::tcp_flags::SYN != 0);
+            let syn = matches!(tcp, Some((f, _, _)) if f & wirelog_decode::tcp_flags::SYN != 0);
             if payload.is_empty() && !syn {
                 return;
             }
@@ -849,8 +850,8 @@ impl Tracker {
             return;
         };
         match tcp {
-            Some((flags, seq)) => {
-                use wirelog_decode::tcp_flags::{FIN, RST, SYN};
+            Some((flags, seq, ack)) => {
+                use wirelog_decode::tcp_flags::{ACK, FIN, RST, SYN};
                 let f = SegFlags {
                     syn: flags & SYN != 0,
                     fin: flags & FIN != 0,
@@ -862,6 +863,7 @@ impl Tracker {
                     ts,
                     payload,
                     f,
+                    (flags & ACK != 0).then_some(ack),
                     &mut self.budget,
                     &mut self.tx_scratch,
                 );
