@@ -143,7 +143,7 @@ impl<T> ConnTable<T> {
                 i
             }
             None => {
-                push_growing_by_chunks(&mut self.entries, Some(Entry { key, hash, value }));
+                self.entries.push(Some(Entry { key, hash, value }));
                 (self.entries.len() - 1) as u32
             }
         };
@@ -271,21 +271,6 @@ impl<T> ConnTable<T> {
     pub fn bytes_per_connection(&self) -> usize {
         std::mem::size_of::<Option<Entry<T>>>() + self.max_slots * 8 / self.capacity
     }
-}
-
-/// Entries a full slab gains at once (a quarter of the first reservation).
-pub(crate) const GROW_CHUNK: usize = 1 << 18;
-
-/// Pushes onto a slab reserved for the first million entries, growing it by
-/// [`GROW_CHUNK`] entries at a time past that rather than doubling: a table
-/// sized for 1.75 M connections then never reserves room for 4 M, and the
-/// added room gets the same huge-page advice as the first.
-pub(crate) fn push_growing_by_chunks<X>(v: &mut Vec<X>, x: X) {
-    if v.len() == v.capacity() {
-        v.reserve_exact(GROW_CHUNK);
-        advise_huge_pages(v);
-    }
-    v.push(x);
 }
 
 /// Asks for transparent huge pages on the 2 MiB-aligned interior of a Vec's
