@@ -7,6 +7,12 @@
 //! A protocol is chosen by the server port (at the SYN, so the reassembler
 //! starts from the initial sequence number), else by the first payload bytes
 //! of each direction (so MySQL on 3307 or HTTP on 8080 is still found).
+//!
+//! Chosen by port, a connection gets its uid and is counted at the SYN, but
+//! its parser and reassemblers (over a kilobyte) only at its first payload
+//! byte: until then [`AppParser::Waiting`] keeps the two sequence numbers the
+//! reassemblers would have learnt from the empty segments, so a SYN scan or
+//! flood costs a small box per connection, not a parser.
 
 use wirelog_parse::detect::PortMap;
 use wirelog_parse::dns::UdpDns;
@@ -41,12 +47,57 @@ impl Default for AppConfig {
 }
 
 pub(crate) enum AppParser {
-    Stream {
-        parser: ConnParser,
-        /// Client-to-server and server-to-client streams.
-        streams: [Reassembler; 2],
-    },
-    Udp(UdpDns),
+    /// No payload yet in either direction (client-to-server, server-to-client).
+    Waiting([StreamStart; 2]),
+    Stream(Box<StreamApp>),
+    Udp(Box<UdpDns>),
+}
+
+pub(crate) struct StreamApp {
+    parser: ConnParser,
+    /// Client-to-server and server-to-client streams.
+    streams: [Reassembler; 2],
+}
+
+/// What a [`Reassembler`] learns from one direction's empty segments: where
+/// the stream starts (the first segment's sequence number, after the SYN's)
+/// and where its FIN is. Replayed into the reassembler when payload arrives,
+/// so it ends up in the state it would have had from the SYN on.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct StreamStart {
+    next: Option<u32>,
+    fin: Option<u32>,
+}
+
+impl StreamStart {
+    /// The same bookkeeping as `Reassembler::segment` for an empty segment.
+    fn empty_segment(&mut self, seq: u32, flags: SegFlags) {
+        let data_seq = if flags.syn { seq.wrapping_add(1) } else { seq };
+        self.next.get_or_insert(data_seq);
+        if flags.fin && self.fin.is_none() {
+            self.fin = Some(data_seq);
+        }
+    }
+
+    /// A reassembler in the state these segments left it in.
+    fn reassembler(self, max_buffer: usize, budget: &mut Budget) -> Reassembler {
+        let mut r = Reassembler::new(max_buffer);
+        let mut no_chunk = |_: Chunk<'_>| {};
+        let plain = SegFlags { syn: false, fin: false, rst: false };
+        if let Some(next) = self.next {
+            r.segment(next, 0, &[], plain, budget, &mut no_chunk);
+        }
+        if let Some(fin) = self.fin {
+            r.segment(fin, 0, &[], SegFlags { fin: true, ..plain }, budget, &mut no_chunk);
+        }
+        r
+    }
+
+    /// Whether flushing this stream would report bytes lost before its FIN
+    /// (the capture missed them): only a real reassembler and parser can say.
+    fn fin_beyond_start(self) -> bool {
+        matches!((self.next, self.fin), (Some(n), Some(f)) if n != f)
+    }
 }
 
 pub(crate) struct AppState {
@@ -88,17 +139,12 @@ pub(crate) fn protocol_index(p: Protocol) -> usize {
 }
 
 impl AppState {
-    pub fn new_stream(protocol: Protocol, uid: Uid, cfg: &AppConfig) -> Box<AppState> {
+    /// A TCP connection of `protocol`: parsing starts at its first payload byte.
+    pub fn new_stream(protocol: Protocol, uid: Uid) -> Box<AppState> {
         Box::new(AppState {
             protocol,
             uid,
-            parser: AppParser::Stream {
-                parser: protocol.stream_parser(&cfg.parse),
-                streams: [
-                    Reassembler::new(cfg.stream_buffer_bytes),
-                    Reassembler::new(cfg.stream_buffer_bytes),
-                ],
-            },
+            parser: AppParser::Waiting([StreamStart::default(); 2]),
             stopped: false,
             transactions: 0,
         })
@@ -108,23 +154,38 @@ impl AppState {
         Box::new(AppState {
             protocol: Protocol::Dns,
             uid,
-            parser: AppParser::Udp(UdpDns::new(&cfg.parse)),
+            parser: AppParser::Udp(Box::new(UdpDns::new(&cfg.parse))),
             stopped: false,
             transactions: 0,
         })
     }
 
+    /// Creates the parser and reassemblers of a waiting stream, in the state
+    /// the empty segments so far would have left them in.
+    fn start_parsing(&mut self, cfg: &AppConfig, budget: &mut Budget) {
+        if let AppParser::Waiting(starts) = self.parser {
+            let [to_server, to_client] = starts;
+            self.parser = AppParser::Stream(Box::new(StreamApp {
+                parser: self.protocol.stream_parser(&cfg.parse),
+                streams: [
+                    to_server.reassembler(cfg.stream_buffer_bytes, budget),
+                    to_client.reassembler(cfg.stream_buffer_bytes, budget),
+                ],
+            }));
+        }
+    }
+
     /// Whether the parser stopped because it had read all it wanted (a TLS
     /// handshake), not because it could not parse.
     pub fn parser_done(&self) -> bool {
-        matches!(&self.parser, AppParser::Stream { parser, .. } if parser.done())
+        matches!(&self.parser, AppParser::Stream(s) if s.parser.done())
     }
 
     /// conn.log's `service` (`mysql,ssl` when TLS was found inside MySQL).
     pub fn service(&self) -> &'static str {
         match &self.parser {
-            AppParser::Stream { parser, .. } => parser.service(self.protocol),
-            AppParser::Udp(_) => self.protocol.service(),
+            AppParser::Stream(s) => s.parser.service(self.protocol),
+            AppParser::Waiting(_) | AppParser::Udp(_) => self.protocol.service(),
         }
     }
 
@@ -139,15 +200,26 @@ impl AppState {
         payload: &[u8],
         flags: SegFlags,
         ack: Option<u32>,
+        cfg: &AppConfig,
         budget: &mut Budget,
         out: &mut Vec<Transaction>,
     ) {
         if self.stopped {
             return;
         }
-        let AppParser::Stream { parser, streams } = &mut self.parser else {
+        if let AppParser::Waiting(starts) = &mut self.parser {
+            if payload.is_empty() {
+                // A fresh parser's `expire` has nothing to expire and it
+                // cannot give up without bytes: the start is all that changes.
+                starts[(dir == Dir::ToClient) as usize].empty_segment(seq, flags);
+                return;
+            }
+            self.start_parsing(cfg, budget);
+        }
+        let AppParser::Stream(s) = &mut self.parser else {
             return;
         };
+        let StreamApp { parser, streams } = &mut **s;
         let this = (dir == Dir::ToClient) as usize;
         if let Some(ack) = ack {
             // What this packet acknowledges of the other direction comes
@@ -185,11 +257,23 @@ impl AppState {
     pub fn finish(
         &mut self,
         ts_ns: i64,
+        cfg: &AppConfig,
         budget: &mut Budget,
         out: &mut Vec<Transaction>,
     ) -> (ParseStats, bool) {
+        if let AppParser::Waiting(starts) = self.parser {
+            // Without payload and without a FIN past the stream's start, a
+            // parser would flush nothing, finish with nothing pending and
+            // count nothing (`fresh_parsers_finish_empty`): none is made.
+            if !starts.iter().any(|s| s.fin_beyond_start()) {
+                return (ParseStats::default(), false);
+            }
+            self.start_parsing(cfg, budget);
+        }
         match &mut self.parser {
-            AppParser::Stream { parser, streams } => {
+            AppParser::Waiting(_) => (ParseStats::default(), false),
+            AppParser::Stream(s) => {
+                let StreamApp { parser, streams } = &mut **s;
                 if !self.stopped {
                     for (i, s) in streams.iter_mut().enumerate() {
                         let dir = if i == 0 { Dir::ToServer } else { Dir::ToClient };
@@ -210,5 +294,84 @@ impl AppState {
                 (d.stats(), false)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `AppState::finish` skips for a stream that never carried payload
+    /// must be nothing: a fresh parser of every protocol expires nothing,
+    /// has not given up, finishes with no transaction and counts nothing.
+    #[test]
+    fn fresh_parsers_finish_empty() {
+        let cfg = ParseConfig::default();
+        for p in Protocol::ALL {
+            let mut parser = p.stream_parser(&cfg);
+            let mut out = Vec::new();
+            parser.expire(i64::MAX / 2, &mut out);
+            assert!(!parser.gave_up(), "{p:?}");
+            parser.finish(i64::MAX / 2, &mut out);
+            assert!(out.is_empty(), "{p:?}");
+            assert_eq!(parser.stats(), ParseStats::default(), "{p:?}");
+        }
+    }
+
+    /// Everything a reassembler delivers after a connection's empty segments
+    /// went through `StreamStart` is what it delivers after seeing them itself.
+    #[test]
+    fn waiting_start_replays_empty_segments() {
+        const SYN: SegFlags = SegFlags { syn: true, fin: false, rst: false };
+        const ACK: SegFlags = SegFlags { syn: false, fin: false, rst: false };
+        const FIN: SegFlags = SegFlags { syn: false, fin: true, rst: false };
+        let cases: &[&[(u32, SegFlags)]] = &[
+            &[(1000, SYN)],
+            &[(1000, SYN), (1001, ACK)],
+            &[(1000, SYN), (1001, FIN)],
+            &[(1000, SYN), (1041, FIN)],
+            &[(1001, ACK), (1001, ACK)],
+            &[(1050, FIN)],
+            &[(u32::MAX, SYN), (3, FIN)],
+            &[],
+        ];
+        let later: &[(u32, &[u8], SegFlags)] = &[(1011, b"later", ACK), (1001, b"0123456789", ACK), (1016, b"end", FIN)];
+        for case in cases {
+            let (mut b1, mut b2) = (Budget::new(1 << 20), Budget::new(1 << 20));
+            let mut direct = Reassembler::new(1 << 16);
+            let mut start = StreamStart::default();
+            let mut none = |_: Chunk<'_>| panic!("an empty segment delivered a chunk");
+            for &(seq, f) in *case {
+                direct.segment(seq, 0, &[], f, &mut b1, &mut none);
+                start.empty_segment(seq, f);
+            }
+            let mut replayed = start.reassembler(1 << 16, &mut b2);
+            let mut log1 = Vec::new();
+            let mut log2 = Vec::new();
+            for (r, b, log) in [(&mut direct, &mut b1, &mut log1), (&mut replayed, &mut b2, &mut log2)] {
+                let mut sink = |c: Chunk<'_>| {
+                    log.push(match c {
+                        Chunk::Data { ts_ns, data } => (ts_ns, data.to_vec(), 0),
+                        Chunk::Gap { ts_ns, len } => (ts_ns, Vec::new(), len),
+                    })
+                };
+                for (i, &(seq, data, f)) in later.iter().enumerate() {
+                    r.segment(seq, i as i64 + 1, data, f, b, &mut sink);
+                }
+                r.flush(9, b, &mut sink);
+            }
+            assert_eq!(log1, log2, "{case:?}");
+            assert_eq!(direct.stats(), replayed.stats(), "{case:?}");
+            assert_eq!(direct.is_closed(), replayed.is_closed(), "{case:?}");
+            assert_eq!(b1.used(), b2.used(), "{case:?}");
+        }
+    }
+
+    /// A connection waiting for payload carries a small box, not a parser.
+    #[test]
+    fn waiting_state_is_small() {
+        let size = std::mem::size_of::<AppState>();
+        println!("AppState {size} B, StreamApp {} B, UdpDns {} B", std::mem::size_of::<StreamApp>(), std::mem::size_of::<UdpDns>());
+        assert!(size <= 80, "AppState grew to {size} bytes");
     }
 }

@@ -181,7 +181,12 @@ impl Conn {
                 t.missed_bytes,
             ),
             // Never: a TCP entry's slab state lives as long as the entry.
-            (ProtoState::Tcp(_), None) => (Proto::Tcp, 0, 0, ConnState::OTH, 0),
+            // A release build still writes the record (sizes unknown, OTH)
+            // rather than lose it; a debug build says where it went wrong.
+            (ProtoState::Tcp(_), None) => {
+                debug_assert!(false, "TCP connection {key:?} has no slab state");
+                (Proto::Tcp, 0, 0, ConnState::OTH, 0)
+            }
             (ProtoState::Udp(d), _) => {
                 let st = match (d.orig_len >= 0, d.resp_len >= 0) {
                     (true, true) => ConnState::SF,

@@ -794,7 +794,7 @@ impl Tracker {
             }
             let by_port = cfg.ports.get(e.key.dport);
             let app = match (tcp, by_port) {
-                (Some(_), Some(p)) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx), cfg)),
+                (Some(_), Some(p)) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx))),
                 (None, Some(Protocol::Dns)) => {
                     Some(AppState::new_udp_dns(uid_for(&mut self.uids, &self.keep, idx), cfg))
                 }
@@ -806,7 +806,7 @@ impl Tracker {
                     }
                     e.value.app_probe |= bit;
                     match wirelog_parse::detect::by_content(dir, payload) {
-                        Some(p) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx), cfg)),
+                        Some(p) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx))),
                         // The originator's first bytes are a server's greeting
                         // (MySQL handshake): the capture missed the handshake
                         // and guessed the roles wrong. Flip as Zeek does when
@@ -864,6 +864,7 @@ impl Tracker {
                     payload,
                     f,
                     (flags & ACK != 0).then_some(ack),
+                    cfg,
                     &mut self.budget,
                     &mut self.tx_scratch,
                 );
@@ -884,6 +885,9 @@ impl Tracker {
     /// Ends the parsing of a connection: what is pending becomes transactions.
     /// Returns the service to report and the uid the parser used.
     fn finish_app(&mut self, idx: u32) -> (Option<&'static str>, Option<wirelog_record::Uid>) {
+        let Some(cfg) = self.cfg.app.as_ref() else {
+            return (None, None);
+        };
         let Some(e) = self.table.get_mut(idx) else {
             return (None, None);
         };
@@ -891,7 +895,7 @@ impl Tracker {
             return (None, None);
         };
         let end = e.value.seen_ns.max(e.value.last_ns);
-        let (st, stopped) = app.finish(end, &mut self.budget, &mut self.tx_scratch);
+        let (st, stopped) = app.finish(end, cfg, &mut self.budget, &mut self.tx_scratch);
         emit_transactions(
             &mut self.txs,
             &mut self.tx_scratch,
