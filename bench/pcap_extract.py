@@ -53,6 +53,25 @@ def children_inblock():
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_inblock * 512
 
 
+def cold_and_warm(cmd, root, after=lambda: None):
+    """Runs cmd after dropping the page cache (root only; NaNs otherwise),
+    then again: per mode, (wall s, bytes read from disk, stderr, what
+    `after` returns when that run is done)."""
+    res = {}
+    for mode in ("cold", "warm"):
+        if mode == "cold":
+            if not root:
+                res[mode] = (float("nan"), float("nan"), "", None)
+                continue
+            drop_caches()
+        before = children_inblock()
+        wall, rc, _, err = run_timed(cmd)
+        if rc != 0:
+            sys.exit(f"{' '.join(cmd)}: exit {rc}: {err}")
+        res[mode] = (wall, children_inblock() - before, err, after())
+    return res
+
+
 def drop_caches():
     subprocess.run(["sync"], check=True)
     with open("/proc/sys/vm/drop_caches", "w") as f:
@@ -126,35 +145,16 @@ def main():
         out = os.path.join(outd, uid + ".pcap")
         cmd = [a.bin, "pcap", "--store", store, "--pcap-dir", ring, "--where", f"uid = {uid}", "-o", out]
         res = {}
-        for mode in ("cold", "warm"):
-            if mode == "cold":
-                if not root:
-                    res[mode] = (float("nan"), float("nan"))
-                    continue
-                drop_caches()
-            before = children_inblock()
-            wall, rc, _, err = run_timed(cmd)
-            read_disk = children_inblock() - before
-            if rc != 0:
-                sys.exit(f"{' '.join(cmd)}: exit {rc}: {err}")
+        digest = lambda: hashlib.sha256(open(out, "rb").read()).hexdigest()
+        for mode, (wall, disk, err, sha) in cold_and_warm(cmd, root, digest).items():
             m = re.search(r"(\d+) packets from (\d+) files \((\d+) indexes looked up, (\d+) bytes of index read\)", err)
-            digest = hashlib.sha256(open(out, "rb").read()).hexdigest()
-            res[mode] = (wall, read_disk, m.groups() if m else None, digest)
+            res[mode] = (wall, disk, m.groups() if m else None, sha)
         if root and res["cold"][3] != res["warm"][3]:
             sys.exit(f"{uid}: cold and warm outputs differ")
         # The store query alone (what finds the uid and its time window),
         # cold when root, then warm: what is left is the extraction.
         qcmd = [a.bin, "query", "conns", "--store", store, "--where", f"uid = {uid}", "--by", "uid,ts,duration"]
-        q = {}
-        for mode in ("cold", "warm"):
-            if mode == "cold":
-                if not root:
-                    q[mode] = (float("nan"), float("nan"))
-                    continue
-                drop_caches()
-            before = children_inblock()
-            wall, rc, _, err = run_timed(qcmd)
-            q[mode] = (wall, children_inblock() - before)
+        q = cold_and_warm(qcmd, root)
         packets, _, looked, ix = res["warm"][2]
         cold = res["cold"]
         print(f"| {name} ({uid}) | {packets} | {cold[0]:.2f} ({cold[1] / 1e6:.1f} MB) | {res['warm'][0]:.2f} | "

@@ -106,28 +106,17 @@ pub fn read_index(p: &Path) -> (HashMap<String, Vec<u64>>, bool) {
             i += 1 + ul + 16;
             let count = u32::from_le_bytes(body[i..i + 4].try_into().unwrap());
             i += 4;
-            let mut prev = 0u64;
-            for _ in 0..count {
-                let (mut v, mut shift) = (0u64, 0);
-                loop {
-                    let c = body[i];
-                    i += 1;
-                    v |= u64::from(c & 0x7f) << shift;
-                    shift += 7;
-                    if c & 0x80 == 0 {
-                        break;
-                    }
-                }
-                prev += v;
-                out.entry(uid.clone()).or_default().push(prev);
-            }
+            let offsets;
+            (offsets, i) = varints(body, i, count);
+            out.entry(uid).or_default().extend(offsets);
         }
         at += 8 + len;
     }
     (out, false)
 }
 
-fn varints(b: &[u8], mut i: usize, count: u32) -> Vec<u64> {
+/// `count` LEB128 deltas from `b[i..]`: the offsets, and where they end.
+fn varints(b: &[u8], mut i: usize, count: u32) -> (Vec<u64>, usize) {
     let mut out = Vec::new();
     let mut prev = 0u64;
     for _ in 0..count {
@@ -144,7 +133,7 @@ fn varints(b: &[u8], mut i: usize, count: u32) -> Vec<u64> {
         prev += v;
         out.push(prev);
     }
-    out
+    (out, i)
 }
 
 /// The sorted form: entries from the first fence value to the fence, each
@@ -163,7 +152,7 @@ fn read_sorted_index(b: &[u8]) -> HashMap<String, Vec<u64>> {
         i += 1 + ul + 16;
         let (count, pos) = (u32_at(i), u64_at(i + 4) as usize);
         i += 4 + 8 + 4;
-        assert!(out.insert(uid, varints(b, pos, count)).is_none(), "one entry per uid");
+        assert!(out.insert(uid, varints(b, pos, count).0).is_none(), "one entry per uid");
     }
     out
 }

@@ -536,6 +536,15 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A directory of its own, an index path in it and its (empty) pcap file.
+    fn scratch(name: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("wirelog-ix-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (p, pcap) = (dir.join("a.idx"), dir.join("a.pcap"));
+        std::fs::write(&pcap, b"").unwrap();
+        (dir, p, pcap)
+    }
+
     /// A log of `n` connections over several blocks (uid i has i % 5 + 1
     /// packets, spread over the blocks), as the writer appends it.
     fn log_of(n: usize, path: &Path) -> Vec<Uid> {
@@ -559,10 +568,7 @@ mod tests {
 
     #[test]
     fn a_sorted_index_answers_as_its_log_did_and_a_lookup_reads_about_a_kilobyte() {
-        let dir = std::env::temp_dir().join(format!("wirelog-ix-sorted-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (p, pcap) = (dir.join("a.idx"), dir.join("a.pcap"));
-        std::fs::write(&pcap, b"").unwrap();
+        let (dir, p, pcap) = scratch("sorted");
         let uids = log_of(5000, &p);
         let merged = |ix: Index| {
             let mut m: HashMap<String, (i64, i64, Vec<u64>)> = HashMap::new();
@@ -620,10 +626,7 @@ mod tests {
 
     #[test]
     fn unknown_versions_and_damaged_sorted_indexes_are_errors_naming_the_file() {
-        let dir = std::env::temp_dir().join(format!("wirelog-ix-bad-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (p, pcap) = (dir.join("b.idx"), dir.join("b.pcap"));
-        std::fs::write(&pcap, b"").unwrap();
+        let (dir, p, pcap) = scratch("bad");
         let uids = log_of(100, &p);
         compact(&p, &pcap).unwrap();
         let good = std::fs::read(&p).unwrap();
@@ -632,11 +635,11 @@ mod tests {
         v3[8] = 3;
         std::fs::write(&p, &v3).unwrap();
         let e = lookup(&p, &one, None).unwrap_err().to_string();
-        assert!(e.contains("b.idx") && e.contains("version 3"), "{e}");
+        assert!(e.contains("a.idx") && e.contains("version 3"), "{e}");
         // A trailer cut off (not a crash: a sorted index appears whole).
         std::fs::write(&p, &good[..good.len() - 5]).unwrap();
         let e = lookup(&p, &one, None).unwrap_err().to_string();
-        assert!(e.contains("b.idx") && e.contains("trailer"), "{e}");
+        assert!(e.contains("a.idx") && e.contains("trailer"), "{e}");
         // A fence pointing past the entries.
         let mut bad = good.clone();
         let fence_at = u64::from_le_bytes(good[good.len() - 24..good.len() - 16].try_into().unwrap()) as usize;
@@ -645,7 +648,7 @@ mod tests {
         }
         std::fs::write(&p, &bad).unwrap();
         let e = lookup(&p, &one, None).unwrap_err().to_string();
-        assert!(e.contains("b.idx") && e.contains("fence"), "{e}");
+        assert!(e.contains("a.idx") && e.contains("fence"), "{e}");
         assert!(read_index(&p, |_| true).unwrap_err().to_string().contains("fence"));
         // The pcap file gone (deleted by the ring): its new index goes too.
         std::fs::write(&p, &good).unwrap();
