@@ -421,16 +421,24 @@ fn bucket_of(uid: &str, buckets: u32) -> u32 {
     (h % u64::from(buckets)) as u32
 }
 
-/// The sorted form of a whole index: one entry per uid (a log has one per
-/// uid per block).
-fn encode_sorted(ix: Index) -> Vec<u8> {
-    let mut merged: HashMap<String, (i64, i64, Vec<u64>)> = HashMap::new();
-    for e in ix.entries {
+/// Entries of one uid (a log has one per uid per block) as one: its first
+/// and last packet time and its offsets, in the order read.
+type Merged = HashMap<String, (i64, i64, Vec<u64>)>;
+
+fn merge_by_uid(entries: Vec<IndexEntry>) -> Merged {
+    let mut merged = Merged::new();
+    for e in entries {
         let m = merged.entry(e.uid).or_insert((e.first_ns, e.last_ns, Vec::new()));
         m.0 = m.0.min(e.first_ns);
         m.1 = m.1.max(e.last_ns);
         m.2.extend(e.offsets);
     }
+    merged
+}
+
+/// The sorted form of a whole index: one entry per uid.
+fn encode_sorted(ix: Index) -> Vec<u8> {
+    let merged = merge_by_uid(ix.entries);
     let buckets = merged.len().div_ceil(PER_BUCKET).max(1) as u32;
     let mut out = SORTED_HEADER.to_vec();
     let (mut first_ns, mut last_ns) = (i64::MAX, i64::MIN);
@@ -570,16 +578,7 @@ mod tests {
     fn a_sorted_index_answers_as_its_log_did_and_a_lookup_reads_about_a_kilobyte() {
         let (dir, p, pcap) = scratch("sorted");
         let uids = log_of(5000, &p);
-        let merged = |ix: Index| {
-            let mut m: HashMap<String, (i64, i64, Vec<u64>)> = HashMap::new();
-            for e in ix.entries {
-                let x = m.entry(e.uid).or_insert((e.first_ns, e.last_ns, Vec::new()));
-                x.0 = x.0.min(e.first_ns);
-                x.1 = x.1.max(e.last_ns);
-                x.2.extend(e.offsets);
-            }
-            m
-        };
+        let merged = |ix: Index| merge_by_uid(ix.entries);
         let log = read_index(&p, |_| true).unwrap();
         let log_len = std::fs::metadata(&p).unwrap().len();
         let data_end = log.data_end;
