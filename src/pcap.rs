@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use wirelog_capture::filter::FileFilter;
+use wirelog_pcapdir::extract::Window;
 use wirelog_pcapdir::{PcapDir, PcapDirConfig, RingLimits};
 use wirelog_probe::{KeepCounters, KeepRule, Probe};
 use wirelog_query::{parse_query, KeyValue};
@@ -124,6 +125,27 @@ impl Keeping {
     }
 }
 
+/// When the packets of the selected connections were: from the first start
+/// to the last end among their records (rows keyed uid, ts, duration); the
+/// end is unknown when a record has no duration.
+fn conns_window(rows: &[wirelog_query::Row]) -> Window {
+    if rows.is_empty() {
+        return Window::default();
+    }
+    let mut w = Window { from_ns: None, to_ns: Some(i64::MIN) };
+    for r in rows {
+        let (Some(KeyValue::Int(ts)), dur) = (r.key.get(1), r.key.get(2)) else {
+            return Window::default();
+        };
+        w.from_ns = Some(w.from_ns.map_or(*ts, |f| f.min(*ts)));
+        w.to_ns = match (w.to_ns, dur) {
+            (Some(to), Some(KeyValue::Int(d))) => Some(to.max(ts.saturating_add(*d))),
+            _ => None,
+        };
+    }
+    w
+}
+
 /// What the pcap writer says at the end of a run.
 pub struct PcapEnd {
     pub line: String,
@@ -139,8 +161,11 @@ pub fn run(args: PcapQueryArgs) -> Result<ExitCode> {
         bail!("flows: flow records name no connection; select with conns or a protocol's transactions");
     }
     let (from, to) = crate::query::time_range(&args.time)?;
-    let mut spec = parse_query(kind, args.where_.as_deref(), Some("uid"), None, Some(0), None)
-        .map_err(|e| anyhow!("{e}"))?;
+    // A connection's record also says when its packets were: conns are
+    // grouped by their start and duration too (one row per uid all the same).
+    let by = if kind == wirelog_store::Kind::Conns { "uid,ts,duration" } else { "uid" };
+    let mut spec =
+        parse_query(kind, args.where_.as_deref(), Some(by), None, Some(0), None).map_err(|e| anyhow!("{e}"))?;
     if from.is_some() || to.is_some() {
         spec.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
     }
@@ -164,23 +189,23 @@ pub fn run(args: PcapQueryArgs) -> Result<ExitCode> {
             std::fs::File::create(&args.output).with_context(|| format!("{}: cannot create", args.output.display()))?,
         )
     };
-    // A connection selected by its start has no packet before `from`; one
-    // selected by a transaction may have begun long before it.
-    let first_packet = if kind == wirelog_store::Kind::Conns { from } else { None };
-    let s = wirelog_pcapdir::extract::extract(&args.pcap_dir, &uids, first_packet, &mut out)
+    let window = if kind == wirelog_store::Kind::Conns { conns_window(&table.rows) } else { Window::default() };
+    let s = wirelog_pcapdir::extract::extract(&args.pcap_dir, &uids, window, &mut out)
         .with_context(|| format!("cannot extract from {}", args.pcap_dir.display()))?;
     out.flush()?;
     for w in &s.warnings {
         eprintln!("wirelog: warning: {w}");
     }
     eprintln!(
-        "wirelog: {} records matched, {} connections; {} of them have packets in {}: {} packets from {} files{}",
+        "wirelog: {} records matched, {} connections; {} of them have packets in {}: {} packets from {} files ({} indexes looked up, {} bytes of index read){}",
         table.rows_matched,
         uids.len(),
         s.uids_found,
         args.pcap_dir.display(),
         s.packets,
         s.files_read,
+        s.files_indexed,
+        s.index_bytes,
         if to_stdout { String::new() } else { format!(" written to {}", args.output.display()) }
     );
     Ok(if uids.is_empty() || s.packets == 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })

@@ -76,9 +76,15 @@ pub fn strip(v: &[Rec]) -> Vec<(i64, u32, &[u8])> {
 
 /// The uid offsets of an index file, written here from its documented
 /// format (crates/pcapdir/src/index.rs), and whether it ends inside a block.
+/// Both forms: the log of an open (or killed) writer's file, and the sorted
+/// form a closed file's log is replaced with.
 pub fn read_index(p: &Path) -> (HashMap<String, Vec<u64>>, bool) {
     let b = std::fs::read(p).unwrap();
     assert_eq!(&b[..8], b"WLPCAPIX", "{}", p.display());
+    if b[8] == 2 {
+        return (read_sorted_index(&b), false);
+    }
+    assert_eq!(b[8], 1, "{}: index version", p.display());
     let mut at = 16;
     let mut out: HashMap<String, Vec<u64>> = HashMap::new();
     while at < b.len() {
@@ -100,24 +106,53 @@ pub fn read_index(p: &Path) -> (HashMap<String, Vec<u64>>, bool) {
             i += 1 + ul + 16;
             let count = u32::from_le_bytes(body[i..i + 4].try_into().unwrap());
             i += 4;
-            let mut prev = 0u64;
-            for _ in 0..count {
-                let (mut v, mut shift) = (0u64, 0);
-                loop {
-                    let c = body[i];
-                    i += 1;
-                    v |= u64::from(c & 0x7f) << shift;
-                    shift += 7;
-                    if c & 0x80 == 0 {
-                        break;
-                    }
-                }
-                prev += v;
-                out.entry(uid.clone()).or_default().push(prev);
-            }
+            let offsets;
+            (offsets, i) = varints(body, i, count);
+            out.entry(uid).or_default().extend(offsets);
         }
         at += 8 + len;
     }
     (out, false)
 }
 
+/// `count` LEB128 deltas from `b[i..]`: the offsets, and where they end.
+fn varints(b: &[u8], mut i: usize, count: u32) -> (Vec<u64>, usize) {
+    let mut out = Vec::new();
+    let mut prev = 0u64;
+    for _ in 0..count {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let c = b[i];
+            i += 1;
+            v |= u64::from(c & 0x7f) << shift;
+            shift += 7;
+            if c & 0x80 == 0 {
+                break;
+            }
+        }
+        prev += v;
+        out.push(prev);
+    }
+    (out, i)
+}
+
+/// The sorted form: entries from the first fence value to the fence, each
+/// pointing at its packed offsets.
+fn read_sorted_index(b: &[u8]) -> HashMap<String, Vec<u64>> {
+    let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+    let t = b.len() - 48;
+    assert_eq!(&b[t + 40..], b"WLIXSEEK");
+    let fence_at = u64_at(t + 24) as usize;
+    let mut i = u64_at(fence_at) as usize;
+    let mut out = HashMap::new();
+    while i < fence_at {
+        let ul = b[i] as usize;
+        let uid = String::from_utf8(b[i + 1..i + 1 + ul].to_vec()).unwrap();
+        i += 1 + ul + 16;
+        let (count, pos) = (u32_at(i), u64_at(i + 4) as usize);
+        i += 4 + 8 + 4;
+        assert!(out.insert(uid, varints(b, pos, count).0).is_none(), "one entry per uid");
+    }
+    out
+}

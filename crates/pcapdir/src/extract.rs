@@ -1,6 +1,8 @@
 //! The packets of chosen connections, from the indexes: each file's index
 //! says where its records are; they are read where they are (no scan of
-//! the data) and written in time order to one nanosecond pcap file.
+//! the data) and written in time order to one nanosecond pcap file. Files
+//! whose time cannot hold the connections are passed over by their names,
+//! and a closed file's sorted index is sought into, not read whole.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -8,13 +10,23 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use crate::index::read_index;
+use crate::index::lookup;
 use crate::name::list_pcaps;
 use crate::writer::{is_ns_pcap, PCAP_NS_MAGIC};
 
 /// Packets of one connection may be written this long after the next file
-/// began (several workers share the writer, each a little behind).
+/// began (several workers share the writer, each a little behind); a
+/// connection's packets may come this long after its record ends.
 const FILE_OVERLAP_NS: i64 = 60_000_000_000;
+
+/// When the wanted connections had packets, as far as the caller knows
+/// (their records' start and end; `None`: unknown): files that cannot hold
+/// any of them are not read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Window {
+    pub from_ns: Option<i64>,
+    pub to_ns: Option<i64>,
+}
 
 /// What an extraction found.
 #[derive(Debug, Default)]
@@ -24,6 +36,8 @@ pub struct ExtractSummary {
     pub uids_found: usize,
     /// pcap files whose index was read, and those with packets written.
     pub files_indexed: usize,
+    /// Bytes read from the indexes.
+    pub index_bytes: u64,
     pub files_read: usize,
     /// Files without an index, indexes that ended inside a block.
     pub warnings: Vec<String>,
@@ -33,11 +47,11 @@ pub struct ExtractSummary {
 type Rec = (i64, usize, u64, u32);
 
 /// Writes the packets of `uids` found in `dir` to `out`, in time order.
-/// Files whose successor began before `from_ns` (minus a minute) are not
-/// looked at: a connection that started at or after `from_ns` has no packets
-/// there.
-pub fn extract(dir: &Path, uids: &HashSet<String>, from_ns: Option<i64>, out: &mut dyn Write) -> io::Result<ExtractSummary> {
-    plan(dir, uids, from_ns)?.write(out)
+/// Files outside `window` (widened by a minute each side) are not looked
+/// at: by their names (a file's successor began before the window, or it
+/// began after it), then by the times in their index.
+pub fn extract(dir: &Path, uids: &HashSet<String>, window: Window, out: &mut dyn Write) -> io::Result<ExtractSummary> {
+    plan(dir, uids, window)?.write(out)
 }
 
 /// Where the packets of some connections are, read from the indexes only:
@@ -92,7 +106,7 @@ impl Extraction {
 
 /// Finds the packets of `uids` in `dir` (see [`extract`]) without copying
 /// them.
-pub fn plan(dir: &Path, uids: &HashSet<String>, from_ns: Option<i64>) -> io::Result<Extraction> {
+pub fn plan(dir: &Path, uids: &HashSet<String>, window: Window) -> io::Result<Extraction> {
     let files = list_pcaps(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     let mut s = ExtractSummary::default();
     let mut found: HashSet<String> = HashSet::new();
@@ -100,12 +114,14 @@ pub fn plan(dir: &Path, uids: &HashSet<String>, from_ns: Option<i64>) -> io::Res
     let mut opened: Vec<(usize, File)> = Vec::new();
     let mut linktype: Option<u32> = None;
     let mut snaplen = 0u32;
+    let (from, to) = (window.from_ns.unwrap_or(i64::MIN), window.to_ns.unwrap_or(i64::MAX));
     for (i, f) in files.iter().enumerate() {
         let next = files.get(i + 1).map_or(i64::MAX, |n| n.start_ns);
-        if from_ns.is_some_and(|from| next < from.saturating_sub(FILE_OVERLAP_NS)) {
+        if next < from.saturating_sub(FILE_OVERLAP_NS) || f.start_ns > to.saturating_add(FILE_OVERLAP_NS) {
             continue;
         }
-        let ix = match read_index(&f.index_path(), |u| uids.contains(u)) {
+        let wide = (from.saturating_sub(FILE_OVERLAP_NS), to.saturating_add(FILE_OVERLAP_NS));
+        let ix = match lookup(&f.index_path(), uids, Some(wide)) {
             Ok(ix) => ix,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 s.warnings.push(format!("{}: no index, its packets are not searched", f.path.display()));
@@ -114,6 +130,7 @@ pub fn plan(dir: &Path, uids: &HashSet<String>, from_ns: Option<i64>) -> io::Res
             Err(e) => return Err(e),
         };
         s.files_indexed += 1;
+        s.index_bytes += ix.bytes_read;
         if ix.torn_tail {
             s.warnings.push(format!("{}: the index ends inside a block (a writer was stopped); its complete blocks are used", f.index_path().display()));
         }

@@ -12,8 +12,9 @@
 //!
 //! Beside each `NAME.pcap` an index `NAME.idx` says, per connection uid,
 //! where its packets are ([`index`]); it is appended only once the data it
-//! points to is on disk. [`extract`] reads the indexes and writes the packets
-//! of chosen uids, in time order, to one pcap file.
+//! points to is on disk, and sorted by uid hash once the file is closed.
+//! [`extract`] looks the chosen uids up in the indexes (seeking in sorted
+//! ones) and writes their packets, in time order, to one pcap file.
 
 pub mod extract;
 pub mod index;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use wirelog_record::UidGenerator;
 
-use crate::{extract::extract, index::read_index, list_pcaps, PcapDir, PcapDirConfig, RingLimits};
+use crate::{extract::{extract, Window}, index::read_index, list_pcaps, PcapDir, PcapDirConfig, RingLimits};
 
 const SEC: i64 = 1_000_000_000;
 
@@ -74,7 +74,7 @@ fn rotates_by_size_and_by_aligned_time_and_indexes_every_connection() {
     }
     let mut out = Vec::new();
     let want: HashSet<String> = [uids[1].to_string()].into();
-    let s = extract(&dir, &want, None, &mut out).unwrap();
+    let s = extract(&dir, &want, Window::default(), &mut out).unwrap();
     assert_eq!((s.packets, s.uids_found, s.files_read), (15, 1, 4));
     let p = dir.join("out.pcap");
     std::fs::write(&p, &out).unwrap();
@@ -134,5 +134,47 @@ fn a_full_queue_drops_and_counts_never_blocks() {
     let (kept, dropped, written) = (c.kept.load(Relaxed), c.dropped.load(Relaxed), c.written.load(Relaxed));
     assert_eq!(kept + dropped, 200_000);
     assert_eq!(written, kept);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn closed_files_get_sorted_indexes_and_a_window_passes_over_other_files() {
+    let dir = scratch("window");
+    let mut cfg = config(&dir);
+    cfg.rotate_ns = Some(60 * SEC);
+    let pd = PcapDir::start(cfg).unwrap();
+    let mut g = UidGenerator::new(5);
+    let uids: Vec<_> = (0..3).map(|_| g.next_uid()).collect();
+    let mut tx = pd.sender();
+    // Connection i has 4 packets in the minute from i * 600 s.
+    for (i, u) in uids.iter().enumerate() {
+        for k in 0..4i64 {
+            tx.keep(i as i64 * 600 * SEC + k * SEC, 100, 1, &[i as u8 * 10 + k as u8; 60], Some(*u));
+        }
+        tx.flush();
+    }
+    drop(tx);
+    assert!(pd.finish().first_error.is_none());
+    let files = list_pcaps(&dir).unwrap();
+    assert_eq!(files.len(), 3);
+    for f in &files {
+        assert_eq!(std::fs::read(f.index_path()).unwrap()[8], 2, "{} is sorted", f.index_path().display());
+    }
+    let want: HashSet<String> = [uids[1].to_string()].into();
+    let mut all = Vec::new();
+    let s = extract(&dir, &want, Window::default(), &mut all).unwrap();
+    assert_eq!((s.packets, s.files_indexed, s.files_read), (4, 3, 1));
+    // Its record says 600 s to 603 s: the file after is passed over by its
+    // name, the one before after its index's trailer.
+    let mut windowed = Vec::new();
+    let w = Window { from_ns: Some(600 * SEC), to_ns: Some(603 * SEC) };
+    let s = extract(&dir, &want, w, &mut windowed).unwrap();
+    assert_eq!((s.packets, s.files_indexed, s.files_read), (4, 2, 1));
+    assert_eq!(windowed, all);
+    assert!(s.index_bytes < 1024, "{} bytes of index read", s.index_bytes);
+    let p = dir.join("out.pcap");
+    std::fs::write(&p, &windowed).unwrap();
+    let firsts: Vec<u8> = records(&p).iter().map(|(_, d)| d[0]).collect();
+    assert_eq!(firsts, vec![10, 11, 12, 13]);
     std::fs::remove_dir_all(&dir).unwrap();
 }

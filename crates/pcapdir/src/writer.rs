@@ -8,7 +8,8 @@
 //! (`posix_fadvise(DONTNEED)`), so kept packets never pile up as dirty or
 //! cached pages that stall the host when flushed. Only then are the index
 //! entries of its packets appended: the index never points past data on
-//! disk.
+//! disk. A closed file's index is sorted for lookups by a thread of its own
+//! ([`Compactor`]), so the writer goes straight on with the next file.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use wirelog_record::Uid;
 
-use crate::index::{BlockBuilder, HEADER as INDEX_HEADER};
+use crate::index::{compact, BlockBuilder, HEADER as INDEX_HEADER};
 use crate::name::{file_name, index_path};
 use crate::ring::{enforce, RingLimits};
 use crate::{KeepCounters, KeepSender, KeptBatch};
@@ -96,6 +97,7 @@ impl PcapDir {
             first_error: None,
             retry_at: None,
             failing: false,
+            compactor: Compactor::start()?,
         };
         let thread = std::thread::Builder::new()
             .name("wirelog-pcap".into())
@@ -167,6 +169,52 @@ struct Writer {
     retry_at: Option<Instant>,
     /// Write errors since the last file that could be written.
     failing: bool,
+    compactor: Compactor,
+}
+
+/// The thread that sorts the index of each closed file (see
+/// [`crate::index`]). A file whose index is not sorted (the probe was
+/// killed first, or sorting failed) keeps its log, which lookups read whole.
+struct Compactor {
+    tx: Option<std::sync::mpsc::Sender<PathBuf>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Compactor {
+    fn start() -> io::Result<Compactor> {
+        let (tx, rx) = std::sync::mpsc::channel::<PathBuf>();
+        let thread = std::thread::Builder::new().name("wirelog-pcap-index".into()).spawn(move || {
+            let mut said = false;
+            for pcap in rx {
+                let idx = index_path(&pcap);
+                match compact(&idx, &pcap) {
+                    Ok(_) => {}
+                    // Deleted by the ring before its turn.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) if !said => {
+                        said = true;
+                        eprintln!("wirelog: pcap: {}: cannot sort the index ({e}); it stays a log, read whole by lookups", idx.display());
+                    }
+                    Err(_) => {}
+                }
+            }
+        })?;
+        Ok(Compactor { tx: Some(tx), thread: Some(thread) })
+    }
+
+    fn closed(&self, pcap: PathBuf) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(pcap);
+        }
+    }
+
+    /// Sorts what is queued, then ends.
+    fn finish(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Writer {
@@ -194,6 +242,7 @@ impl Writer {
             }
             Err(e) => self.fail(format!("{}: cannot delete old pcap files: {e}", self.cfg.dir.display())),
         }
+        self.compactor.finish();
     }
 
     fn fail(&mut self, what: String) {
@@ -376,7 +425,9 @@ impl Writer {
     fn close(&mut self) {
         self.flush(true);
         if let Some(f) = self.open.take() {
-            let _ = f.index.sync_data();
+            if f.index.sync_data().is_ok() {
+                self.compactor.closed(f.path);
+            }
         }
     }
 }

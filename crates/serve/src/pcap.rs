@@ -19,6 +19,7 @@ use axum::extract::{Query, State as AxState};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
+use wirelog_pcapdir::extract::Window;
 use wirelog_query::{parse_query, KeyValue};
 use wirelog_store::Kind;
 
@@ -40,14 +41,14 @@ pub(crate) async fn download(
             "this server keeps no packets (start it with --pcap-dir DIR)",
         ));
     };
-    let from = conn_start(&state, &uid).await;
+    let window = conn_window(&state, &uid).await;
     let uids: HashSet<String> = HashSet::from([uid.clone()]);
     let plan = {
         let _permit = state.gate().acquire().await.map_err(|_| {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, None, "the server is stopping")
         })?;
         let dir = dir.clone();
-        tokio::task::spawn_blocking(move || wirelog_pcapdir::extract::plan(&dir, &uids, from))
+        tokio::task::spawn_blocking(move || wirelog_pcapdir::extract::plan(&dir, &uids, window))
             .await
             .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "the extraction failed"))?
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, format!("pcap: {e}")))?
@@ -84,16 +85,21 @@ pub(crate) async fn download(
         .into_response())
 }
 
-/// When the connection began, from its record: files that ended before
-/// are not searched. A connection still open (or not in the store) has no
-/// record yet, and every file is searched.
-async fn conn_start(state: &Arc<State>, uid: &str) -> Option<i64> {
-    let spec = parse_query(Kind::Conns, Some(&format!("uid = \"{uid}\"")), Some("ts"), None, Some(1), None).ok()?;
+/// When the connection had packets, from its record (start, and end when
+/// it has a duration): files outside are not searched. A connection still
+/// open (or not in the store) has no record yet, and every file is searched.
+async fn conn_window(state: &Arc<State>, uid: &str) -> Window {
+    let Ok(spec) = parse_query(Kind::Conns, Some(&format!("uid = \"{uid}\"")), Some("ts,duration"), None, Some(1), None)
+    else {
+        return Window::default();
+    };
     let deadline = Instant::now() + state.opts.limits.timeout;
-    let t = run_by(state, spec, deadline).await.ok()?;
-    match t.rows.first()?.key.first()? {
-        KeyValue::Int(ns) => Some(*ns),
-        _ => None,
+    let Ok(t) = run_by(state, spec, deadline).await else { return Window::default() };
+    let Some(row) = t.rows.first() else { return Window::default() };
+    match (row.key.first(), row.key.get(1)) {
+        (Some(KeyValue::Int(ts)), Some(KeyValue::Int(d))) => Window { from_ns: Some(*ts), to_ns: Some(ts.saturating_add(*d)) },
+        (Some(KeyValue::Int(ts)), _) => Window { from_ns: Some(*ts), to_ns: None },
+        _ => Window::default(),
     }
 }
 
