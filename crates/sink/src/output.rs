@@ -82,19 +82,20 @@ impl Output {
     /// counters `/metrics` reads go (the store sink publishes to it too).
     pub fn start(sinks: Vec<Box<dyn Sink>>, owners: Option<Owners>, live: Arc<Live>) -> io::Result<Output> {
         let dropped = Arc::new(AtomicU64::new(0));
-        let mut fanout = Fanout::new(sinks, owners, live.clone(), dropped.clone());
         let (tx, rx) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH);
         let (recycle_tx, recycled) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH + 1);
+        let mut fanout = Fanout::new(sinks, owners, live.clone(), dropped.clone(), TICK, &recycle_tx)?;
         let handle = std::thread::Builder::new()
             .name("wirelog-output".into())
             .spawn(move || {
                 let mut last_tick = Instant::now();
                 let run = (|| loop {
                     match rx.recv_timeout(TICK.saturating_sub(last_tick.elapsed())) {
-                        Ok(mut batch) => {
-                            fanout.write(&mut batch)?;
-                            batch.clear();
-                            let _ = recycle_tx.try_send(batch);
+                        Ok(batch) => {
+                            if let Some(mut batch) = fanout.write(batch)? {
+                                batch.clear();
+                                let _ = recycle_tx.try_send(batch);
+                            }
                         }
                         Err(RecvTimeoutError::Timeout) => {}
                         Err(RecvTimeoutError::Disconnected) => return Ok(()),
