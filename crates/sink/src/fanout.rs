@@ -402,6 +402,81 @@ mod tests {
         assert_eq!(err.to_string(), "conn.log: disk on fire", "the first failure, named");
     }
 
+    /// A sink on its own thread: counts its writes, notes the thread they
+    /// ran on, fails the `fail_at`th.
+    struct Threaded {
+        threads: Arc<std::sync::Mutex<Vec<String>>>,
+        writes: u64,
+        fail_at: Option<u64>,
+    }
+
+    impl Sink for Threaded {
+        fn name(&self) -> &str {
+            "store"
+        }
+        fn write(&mut self, _: &Batch) -> io::Result<()> {
+            self.writes += 1;
+            let name = std::thread::current().name().unwrap_or("").to_string();
+            self.threads.lock().unwrap().push(name);
+            match self.fail_at == Some(self.writes) {
+                true => Err(io::Error::other("disk on fire")),
+                false => Ok(()),
+            }
+        }
+        fn tick(&mut self, _: Instant) -> io::Result<()> {
+            Ok(())
+        }
+        fn close(&mut self) -> io::Result<SinkEnd> {
+            // The count travels back in the end's counters.
+            Ok(SinkEnd { pauses: self.writes, ..SinkEnd::default() })
+        }
+        fn own_thread(&self) -> bool {
+            true
+        }
+    }
+
+    fn threaded_fanout(fail_at: Option<u64>, threads: &Arc<std::sync::Mutex<Vec<String>>>) -> Fanout {
+        let closed = Arc::new(AtomicU64::new(0));
+        let sinks: Vec<Box<dyn Sink>> = vec![
+            Box::new(Probe { name: "conn.log", fail: false, closed }),
+            Box::new(Threaded { threads: threads.clone(), writes: 0, fail_at }),
+        ];
+        let (recycle, _recycled) = std::sync::mpsc::sync_channel(64);
+        Fanout::new(sinks, None, Arc::default(), Arc::default(), Duration::from_secs(1), &recycle).unwrap()
+    }
+
+    #[test]
+    fn a_sink_on_its_own_thread_gets_every_batch_and_ends_in_its_place() {
+        let threads = Arc::default();
+        let mut fanout = threaded_fanout(None, &threads);
+        for _ in 0..20 {
+            fanout.write(Batch::default()).unwrap();
+        }
+        let summary = fanout.close().unwrap();
+        let names: Vec<&str> = summary.sinks.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["conn.log", "store"], "sinks end in the order given");
+        assert_eq!(summary.sinks[1].1.pauses, 20, "every batch written before the close");
+        let threads = threads.lock().unwrap();
+        assert_eq!(threads.len(), 20);
+        assert!(threads.iter().all(|t| t == "wirelog-store"), "written on its own thread: {threads:?}");
+    }
+
+    #[test]
+    fn a_failure_on_a_sinks_own_thread_ends_the_run_with_its_error() {
+        let threads = Arc::default();
+        let mut fanout = threaded_fanout(Some(2), &threads);
+        let err = (0..1000)
+            .find_map(|_| {
+                std::thread::sleep(Duration::from_millis(1));
+                fanout.write(Batch::default()).err()
+            })
+            .expect("the failed write surfaces");
+        assert_eq!(err.to_string(), "disk on fire");
+        let err = fanout.close().unwrap_err();
+        assert_eq!(err.to_string(), "store: disk on fire", "named at the close too");
+        assert_eq!(threads.lock().unwrap().len(), 2, "nothing written after the failure");
+    }
+
     #[test]
     fn flushes_land_in_their_bucket() {
         let live = Live::default();

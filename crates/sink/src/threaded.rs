@@ -10,13 +10,14 @@
 //! back for reuse.
 
 use std::io;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wirelog_record::Batch;
 
+use crate::output::serve;
 use crate::{Sink, SinkEnd, Space};
 
 /// Batches queued for the sink's thread: enough to ride out one flush of
@@ -48,7 +49,7 @@ impl SinkThread {
         let handle = std::thread::Builder::new()
             .name(format!("wirelog-{name}"))
             .spawn(move || {
-                let run = feed(&mut *sink, &rx, tick, &recycle, &published);
+                let run = feed(&mut sink, &rx, tick, &recycle, &published);
                 // A write that failed ends the run, but the sink still closes
                 // (the store flushes what it holds); the first failure wins.
                 let end = sink.close();
@@ -109,31 +110,24 @@ impl Drop for SinkThread {
 /// The thread's loop: every batch to the sink, in order, and a tick about
 /// every `tick`, until the output stage lets go of the queue.
 fn feed(
-    sink: &mut dyn Sink,
+    sink: &mut Box<dyn Sink>,
     rx: &Receiver<Arc<Batch>>,
     tick: Duration,
     recycle: &SyncSender<Batch>,
     space: &Mutex<Space>,
 ) -> io::Result<()> {
-    let mut last_tick = Instant::now();
-    loop {
-        match rx.recv_timeout(tick.saturating_sub(last_tick.elapsed())) {
-            Ok(batch) => {
-                sink.write(&batch)?;
-                if let Some(mut batch) = Arc::into_inner(batch) {
-                    batch.clear();
-                    let _ = recycle.try_send(batch);
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+    let write = |s: &mut Box<dyn Sink>, batch: Arc<Batch>| {
+        s.write(&batch)?;
+        if let Some(mut batch) = Arc::into_inner(batch) {
+            batch.clear();
+            let _ = recycle.try_send(batch);
         }
-        if last_tick.elapsed() >= tick {
-            last_tick = Instant::now();
-            sink.tick(last_tick)?;
+        Ok(())
+    };
+    let publish = |s: &mut Box<dyn Sink>| {
+        if let Ok(mut sp) = space.lock() {
+            *sp = s.space();
         }
-        if let Ok(mut s) = space.lock() {
-            *s = sink.space();
-        }
-    }
+    };
+    serve(rx, tick, sink, write, |s, now| s.tick(now), publish)
 }
