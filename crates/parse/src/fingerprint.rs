@@ -65,8 +65,10 @@ pub(crate) fn fingerprint_into(sql: &str, dialect: Dialect, out: &mut String) {
         out.push_str("use ?");
         return;
     }
-    out.reserve(sql.len().min(4096));
-    lex(sql.as_bytes(), dialect, Mode::Fingerprint, out);
+    let mut bytes = std::mem::take(out).into_bytes();
+    bytes.reserve(sql.len().min(4096));
+    lex(sql.as_bytes(), dialect, Mode::Fingerprint, &mut bytes);
+    *out = into_string(bytes);
     // The rewrites below return their input untouched (no copy) when the
     // statement has nothing to rewrite, which is most of them.
     let fp = collapse_lists(std::mem::take(out));
@@ -178,9 +180,16 @@ pub(crate) fn recorded_sql(raw: &str, dialect: Dialect, cfg: &crate::ParseConfig
 
 /// [`redact`] for `dialect`.
 pub fn redact_dialect(sql: &str, dialect: Dialect) -> String {
-    let mut out = String::with_capacity(sql.len());
+    let mut out = Vec::with_capacity(sql.len());
     lex(sql.as_bytes(), dialect, Mode::Redact, &mut out);
-    out
+    into_string(out)
+}
+
+/// The lexer's output as text. It only ever writes whole UTF-8 sequences
+/// (tokens that do not decode are replaced), so the check never fails; the
+/// lossy fallback only keeps that a guarantee rather than an assumption.
+fn into_string(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -270,51 +279,61 @@ fn number_end(s: &[u8], i: usize) -> usize {
 }
 
 /// Last non-space byte written so far.
-fn last_sig(out: &str) -> Option<u8> {
-    out.bytes().rev().find(|b| !b.is_ascii_whitespace())
+fn last_sig(out: &[u8]) -> Option<u8> {
+    out.iter().rev().copied().find(|b| !b.is_ascii_whitespace())
 }
 
 /// A sign right before a number is part of the literal when what precedes it
 /// cannot end an operand (`= -5`, `(-1`, `, +2`, start of text).
-fn sign_is_unary(out: &str) -> bool {
+fn sign_is_unary(out: &[u8]) -> bool {
     match last_sig(out) {
         None => true,
         Some(b) if is_ident(b) => {
             // After a keyword (`select -5`, `and -1`) the sign is unary.
-            let t = out.trim_end();
-            let w = t.rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("");
+            let t = out.trim_ascii_end();
+            let w = t.rsplit(|c: &u8| !(c.is_ascii_alphanumeric() || *c == b'_')).next().unwrap_or(b"");
             const KW: [&str; 16] = [
                 "select", "where", "and", "or", "not", "by", "then", "else", "when", "values", "in", "between", "like",
                 "set", "limit", "return",
             ];
-            KW.iter().any(|k| w.eq_ignore_ascii_case(k))
+            KW.iter().any(|k| w.eq_ignore_ascii_case(k.as_bytes()))
         }
         Some(b) => matches!(b, b'=' | b'<' | b'>' | b'(' | b',' | b'+' | b'-' | b'*' | b'/'),
     }
 }
 
-fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
+/// Writes `s`'s fingerprint or redaction into `out` as UTF-8 bytes: tokens
+/// go in as bulk copies (a `String` would take them a char at a time).
+fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut Vec<u8>) {
     let fp = mode == Mode::Fingerprint;
     let mut i = 0;
     // A space is owed before the next token (fingerprint collapses runs).
     let mut space = false;
-    let push_str = |out: &mut String, space: &mut bool, t: &[u8]| {
+    let push_str = |out: &mut Vec<u8>, space: &mut bool, t: &[u8]| {
         if *space && !out.is_empty() {
-            out.push(' ');
+            out.push(b' ');
         }
         *space = false;
-        // Tokens are nearly always ASCII: copied (and lower-cased, which
-        // Unicode's mapping agrees with there) byte for byte, without the
-        // UTF-8 check a token's few bytes would cost more than.
-        if fp && t.is_ascii() {
-            out.extend(t.iter().map(|&b| char::from(b.to_ascii_lowercase())));
+        // Tokens are nearly always ASCII: copied whole, then lower-cased in
+        // place (Unicode's mapping agrees with ASCII's there).
+        if t.is_ascii() {
+            let start = out.len();
+            out.extend_from_slice(t);
+            if fp {
+                out[start..].make_ascii_lowercase();
+            }
             return;
         }
         // Input may not be UTF-8 in places: keep what decodes, replace the rest.
         match std::str::from_utf8(t) {
-            Ok(t) if fp => out.extend(t.chars().flat_map(|c| c.to_lowercase())),
-            Ok(t) => out.push_str(t),
-            Err(_) => out.push_str(&String::from_utf8_lossy(t)),
+            Ok(t) if fp => {
+                let mut utf8 = [0u8; 4];
+                for c in t.chars().flat_map(|c| c.to_lowercase()) {
+                    out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+                }
+            }
+            Ok(t) => out.extend_from_slice(t.as_bytes()),
+            Err(_) => out.extend_from_slice(String::from_utf8_lossy(t).as_bytes()),
         }
     };
     while i < s.len() {
@@ -438,7 +457,7 @@ fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
                 } else if word.iter().any(u8::is_ascii_digit) {
                     // pt replaces numbers inside words too (foo_1 -> foo_?).
                     if space && !out.is_empty() {
-                        out.push(' ');
+                        out.push(b' ');
                     }
                     space = false;
                     let mut k = 0;
@@ -447,7 +466,7 @@ fn lex(s: &[u8], dialect: Dialect, mode: Mode, out: &mut String) {
                             while k < word.len() && word[k].is_ascii_digit() {
                                 k += 1;
                             }
-                            out.push('?');
+                            out.push(b'?');
                         } else {
                             let st = k;
                             while k < word.len() && !word[k].is_ascii_digit() {

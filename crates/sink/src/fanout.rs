@@ -3,13 +3,15 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wirelog_procs::Owners;
 use wirelog_record::{Batch, ConnState, Protocol, TxStatus};
 
-use crate::{Sink, SinkEnd};
+use crate::threaded::SinkThread;
+use crate::{Sink, SinkEnd, Space};
 
 /// How long the fan-out waits for the resolver to catch up with the
 /// connections queued before a batch (it resolves a batch in milliseconds;
@@ -142,9 +144,40 @@ impl Summary {
     }
 }
 
+/// A sink of the run, written on the output thread or on its own.
+enum Slot {
+    Here(Box<dyn Sink>),
+    Thread(SinkThread),
+}
+
+impl Slot {
+    fn name(&self) -> &str {
+        match self {
+            Slot::Here(s) => s.name(),
+            Slot::Thread(t) => t.name(),
+        }
+    }
+
+    fn space(&self) -> Space {
+        match self {
+            Slot::Here(s) => s.space(),
+            Slot::Thread(t) => t.space(),
+        }
+    }
+
+    fn close(&mut self) -> io::Result<SinkEnd> {
+        match self {
+            Slot::Here(s) => s.close(),
+            Slot::Thread(t) => t.close(),
+        }
+    }
+}
+
 /// The sinks of a run and what is done to every batch before them.
 pub(crate) struct Fanout {
-    sinks: Vec<Box<dyn Sink>>,
+    sinks: Vec<Slot>,
+    /// Some sinks run on their own thread.
+    threaded: bool,
     summary: Summary,
     /// Transactions per protocol and status (published to `live`).
     tx_status: [[u64; TX_STATUS.len()]; Protocol::ALL.len()],
@@ -159,8 +192,25 @@ pub(crate) struct Fanout {
 }
 
 impl Fanout {
-    pub(crate) fn new(sinks: Vec<Box<dyn Sink>>, owners: Option<Owners>, live: Arc<Live>, dropped: Arc<AtomicU64>) -> Self {
-        Fanout {
+    /// `recycle` takes the batches a sink's own thread held last; `tick` is
+    /// how often such a thread ticks its sink.
+    pub(crate) fn new(
+        sinks: Vec<Box<dyn Sink>>,
+        owners: Option<Owners>,
+        live: Arc<Live>,
+        dropped: Arc<AtomicU64>,
+        tick: Duration,
+        recycle: &SyncSender<Batch>,
+    ) -> io::Result<Self> {
+        let sinks = sinks
+            .into_iter()
+            .map(|s| match s.own_thread() {
+                true => SinkThread::start(s, tick, recycle.clone()).map(Slot::Thread),
+                false => Ok(Slot::Here(s)),
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(Fanout {
+            threaded: sinks.iter().any(|s| matches!(s, Slot::Thread(_))),
             sinks,
             summary: Summary::default(),
             tx_status: Default::default(),
@@ -169,30 +219,44 @@ impl Fanout {
             warned_full: false,
             owners,
             procs_behind: false,
-        }
+        })
     }
 
-    pub(crate) fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
+    /// Writes `batch` to every sink; gives it back when no sink's thread
+    /// still holds it (that thread gives it back instead).
+    pub(crate) fn write(&mut self, mut batch: Batch) -> io::Result<Option<Batch>> {
         if let Some(o) = &self.owners {
             // A resolver that fell behind is waited for once, not on every
             // batch: the capture workers wait for this thread when its queue
             // is full, and must not wait for /proc. Until it has caught up,
             // records go out with the owners known so far.
             let limit = if self.procs_behind { Duration::ZERO } else { PROCS_SYNC };
-            self.procs_behind = !crate::procs::own(o, batch, limit);
+            self.procs_behind = !crate::procs::own(o, &mut batch, limit);
         }
-        self.count(batch);
+        self.count(&batch);
         for s in &mut self.sinks {
-            s.write(batch)?;
+            if let Slot::Here(s) = s {
+                s.write(&batch)?;
+            }
         }
         if let Some(o) = &self.owners {
-            // Written: the owners of these connections are not needed again.
+            // Written (or owned, for the sinks on their own threads): the
+            // owners of these connections are not needed again.
             for r in &batch.conns {
                 let last = r.ts_ns + r.duration_ns.unwrap_or(0);
                 o.forget(r.ip_proto, r.orig_h.0, r.orig_p, r.resp_h.0, r.resp_p, last);
             }
         }
-        Ok(())
+        if !self.threaded {
+            return Ok(Some(batch));
+        }
+        let shared = Arc::new(batch);
+        for s in &mut self.sinks {
+            if let Slot::Thread(t) = s {
+                t.write(&shared)?;
+            }
+        }
+        Ok(Arc::into_inner(shared))
     }
 
     /// The run's totals, and the live counters from them.
@@ -218,7 +282,11 @@ impl Fanout {
     }
 
     pub(crate) fn tick(&mut self, now: Instant) -> io::Result<()> {
-        self.sinks.iter_mut().try_for_each(|s| s.tick(now))
+        // The sinks on their own threads tick themselves.
+        self.sinks.iter_mut().try_for_each(|s| match s {
+            Slot::Here(s) => s.tick(now),
+            Slot::Thread(_) => Ok(()),
+        })
     }
 
     /// Says once when the disk fills up (naming the file) and when writing
@@ -319,15 +387,94 @@ mod tests {
     fn a_failing_close_does_not_keep_later_sinks_open() {
         let closed = Arc::new(AtomicU64::new(0));
         let sink = |name, fail| -> Box<dyn Sink> { Box::new(Probe { name, fail, closed: closed.clone() }) };
+        let (recycle, _recycled) = std::sync::mpsc::sync_channel(1);
         let fanout = Fanout::new(
             vec![sink("conn.log", true), sink("store", false), sink("clickhouse", true)],
             None,
             Arc::default(),
             Arc::default(),
-        );
+            Duration::from_secs(1),
+            &recycle,
+        )
+        .unwrap();
         let err = fanout.close().unwrap_err();
         assert_eq!(closed.load(Ordering::Relaxed), 3, "every sink is closed");
         assert_eq!(err.to_string(), "conn.log: disk on fire", "the first failure, named");
+    }
+
+    /// A sink on its own thread: counts its writes, notes the thread they
+    /// ran on, fails the `fail_at`th.
+    struct Threaded {
+        threads: Arc<std::sync::Mutex<Vec<String>>>,
+        writes: u64,
+        fail_at: Option<u64>,
+    }
+
+    impl Sink for Threaded {
+        fn name(&self) -> &str {
+            "store"
+        }
+        fn write(&mut self, _: &Batch) -> io::Result<()> {
+            self.writes += 1;
+            let name = std::thread::current().name().unwrap_or("").to_string();
+            self.threads.lock().unwrap().push(name);
+            match self.fail_at == Some(self.writes) {
+                true => Err(io::Error::other("disk on fire")),
+                false => Ok(()),
+            }
+        }
+        fn tick(&mut self, _: Instant) -> io::Result<()> {
+            Ok(())
+        }
+        fn close(&mut self) -> io::Result<SinkEnd> {
+            // The count travels back in the end's counters.
+            Ok(SinkEnd { pauses: self.writes, ..SinkEnd::default() })
+        }
+        fn own_thread(&self) -> bool {
+            true
+        }
+    }
+
+    fn threaded_fanout(fail_at: Option<u64>, threads: &Arc<std::sync::Mutex<Vec<String>>>) -> Fanout {
+        let closed = Arc::new(AtomicU64::new(0));
+        let sinks: Vec<Box<dyn Sink>> = vec![
+            Box::new(Probe { name: "conn.log", fail: false, closed }),
+            Box::new(Threaded { threads: threads.clone(), writes: 0, fail_at }),
+        ];
+        let (recycle, _recycled) = std::sync::mpsc::sync_channel(64);
+        Fanout::new(sinks, None, Arc::default(), Arc::default(), Duration::from_secs(1), &recycle).unwrap()
+    }
+
+    #[test]
+    fn a_sink_on_its_own_thread_gets_every_batch_and_ends_in_its_place() {
+        let threads = Arc::default();
+        let mut fanout = threaded_fanout(None, &threads);
+        for _ in 0..20 {
+            fanout.write(Batch::default()).unwrap();
+        }
+        let summary = fanout.close().unwrap();
+        let names: Vec<&str> = summary.sinks.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["conn.log", "store"], "sinks end in the order given");
+        assert_eq!(summary.sinks[1].1.pauses, 20, "every batch written before the close");
+        let threads = threads.lock().unwrap();
+        assert_eq!(threads.len(), 20);
+        assert!(threads.iter().all(|t| t == "wirelog-store"), "written on its own thread: {threads:?}");
+    }
+
+    #[test]
+    fn a_failure_on_a_sinks_own_thread_ends_the_run_with_its_error() {
+        let threads = Arc::default();
+        let mut fanout = threaded_fanout(Some(2), &threads);
+        let err = (0..1000)
+            .find_map(|_| {
+                std::thread::sleep(Duration::from_millis(1));
+                fanout.write(Batch::default()).err()
+            })
+            .expect("the failed write surfaces");
+        assert_eq!(err.to_string(), "disk on fire");
+        let err = fanout.close().unwrap_err();
+        assert_eq!(err.to_string(), "store: disk on fire", "named at the close too");
+        assert_eq!(threads.lock().unwrap().len(), 2, "nothing written after the failure");
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod flows;
 mod out;
 mod output;
 mod procs;
+mod threaded;
 mod tls;
 mod tx;
 mod zeek;
@@ -49,8 +50,9 @@ pub use wirelog_record::Batch;
 pub use zeek::{ConnLogWriter, LogFormat};
 
 /// Where records go: a log, the store, ClickHouse. The output stage owns
-/// every sink on its one thread and hands each the same batches in order;
-/// nothing here runs on the packet path. A sink that cannot write keeps
+/// every sink on its thread (or, for [`Sink::own_thread`], a thread of the
+/// sink's own) and hands each the same batches in order; nothing here runs
+/// on the packet path. A sink that cannot write keeps
 /// (spools, buffers) or counts what it could not write; an `Err` from it
 /// ends the run, so it is for failures nothing can be done about.
 pub trait Sink: Send {
@@ -71,6 +73,12 @@ pub trait Sink: Send {
     /// The end of the run: write out everything held, release the files, and
     /// say what could not be written.
     fn close(&mut self) -> io::Result<SinkEnd>;
+    /// True for a sink whose writes cost more than the rest of the output
+    /// stage (the store's Parquet encoding): it then runs on a thread of its
+    /// own, fed the same batches in the same order, and ticked there.
+    fn own_thread(&self) -> bool {
+        false
+    }
 }
 
 /// A sink's disk-space state (see [`Sink::space`]).

@@ -30,6 +30,31 @@ const QUEUE_DEPTH: usize = 16;
 /// traffic.
 const TICK: Duration = Duration::from_secs(1);
 
+/// A writer thread's loop over `on`: each item of `rx` to `write`, `tick`
+/// about every `every`, and `after` once per turn, until the senders let go.
+pub(crate) fn serve<T, S: ?Sized>(
+    rx: &Receiver<T>,
+    every: Duration,
+    on: &mut S,
+    mut write: impl FnMut(&mut S, T) -> io::Result<()>,
+    mut tick: impl FnMut(&mut S, Instant) -> io::Result<()>,
+    mut after: impl FnMut(&mut S),
+) -> io::Result<()> {
+    let mut last_tick = Instant::now();
+    loop {
+        match rx.recv_timeout(every.saturating_sub(last_tick.elapsed())) {
+            Ok(item) => write(on, item)?,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+        }
+        if last_tick.elapsed() >= every {
+            last_tick = Instant::now();
+            tick(on, last_tick)?;
+        }
+        after(on);
+    }
+}
+
 fn stopped() -> io::Error {
     io::Error::other("the output thread stopped")
 }
@@ -95,29 +120,20 @@ impl Output {
     /// counters `/metrics` reads go (the store sink publishes to it too).
     pub fn start(sinks: Vec<Box<dyn Sink>>, owners: Option<Owners>, live: Arc<Live>) -> io::Result<Output> {
         let dropped = Arc::new(AtomicU64::new(0));
-        let mut fanout = Fanout::new(sinks, owners, live.clone(), dropped.clone());
         let (tx, rx) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH);
         let (recycle_tx, recycled) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH + 1);
+        let mut fanout = Fanout::new(sinks, owners, live.clone(), dropped.clone(), TICK, &recycle_tx)?;
         let handle = std::thread::Builder::new()
             .name("wirelog-output".into())
             .spawn(move || {
-                let mut last_tick = Instant::now();
-                let run = (|| loop {
-                    match rx.recv_timeout(TICK.saturating_sub(last_tick.elapsed())) {
-                        Ok(mut batch) => {
-                            fanout.write(&mut batch)?;
-                            batch.clear();
-                            let _ = recycle_tx.try_send(batch);
-                        }
-                        Err(RecvTimeoutError::Timeout) => {}
-                        Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                let write = |f: &mut Fanout, batch: Batch| {
+                    if let Some(mut batch) = f.write(batch)? {
+                        batch.clear();
+                        let _ = recycle_tx.try_send(batch);
                     }
-                    if last_tick.elapsed() >= TICK {
-                        last_tick = Instant::now();
-                        fanout.tick(last_tick)?;
-                    }
-                    fanout.report_space();
-                })();
+                    Ok(())
+                };
+                let run = serve(&rx, TICK, &mut fanout, write, Fanout::tick, Fanout::report_space);
                 // A sink that failed ends the run, but the others still close
                 // (ClickHouse spools what it holds, logs end on whole lines);
                 // the first failure is the one reported.

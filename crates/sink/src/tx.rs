@@ -204,6 +204,7 @@ impl<'a> Line<'a> {
 
     /// Writes what comes before the next field's value; false if the value
     /// is not to be written (unset: TSV's `-` is written here).
+    #[inline(always)]
     pub(crate) fn field(&mut self, set: bool) -> bool {
         let i = self.i;
         self.i += 1;
@@ -227,24 +228,28 @@ impl<'a> Line<'a> {
         set
     }
 
+    #[inline(always)]
     pub(crate) fn time(&mut self, t: i64) {
         if self.field(true) {
             write_secs(self.b, t);
         }
     }
 
+    #[inline(always)]
     pub(crate) fn interval(&mut self, d: Option<i64>) {
         if self.field(d.is_some()) {
             write_secs(self.b, d.unwrap_or(0));
         }
     }
 
+    #[inline(always)]
     pub(crate) fn count(&mut self, n: Option<u64>) {
         if self.field(n.is_some()) {
             push_u64(self.b, n.unwrap_or(0));
         }
     }
 
+    #[inline(always)]
     pub(crate) fn str(&mut self, s: Option<&str>) {
         if self.field(s.is_some()) {
             let s = s.unwrap_or("");
@@ -256,6 +261,7 @@ impl<'a> Line<'a> {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn addr(&mut self, a: &IpAddr16) {
         if self.field(true) {
             if self.json {
@@ -268,12 +274,14 @@ impl<'a> Line<'a> {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn port(&mut self, p: u16) {
         if self.field(true) {
             push_u64(self.b, p as u64);
         }
     }
 
+    #[inline(always)]
     pub(crate) fn bool(&mut self, x: Option<bool>) {
         if self.field(x.is_some()) {
             self.b
@@ -314,6 +322,7 @@ impl<'a> Line<'a> {
     }
 }
 
+#[inline(always)]
 fn own_values(r: &TxRecord, v: &mut Line<'_>) {
     let tx = &r.tx;
     match &tx.detail {
@@ -483,8 +492,20 @@ impl<W: Write> TxLogWriter<W> {
     pub fn write(&mut self, r: &TxRecord) -> io::Result<()> {
         debug_assert_eq!(r.protocol, self.protocol);
         self.header()?;
+        // One copy of the line's code per format, each with the format a
+        // constant: no per-field test of which one it is.
+        if self.format == LogFormat::Json {
+            self.fill(r, true);
+        } else {
+            self.fill(r, false);
+        }
+        self.rows += 1;
+        self.out.write_all(&self.line)
+    }
+
+    #[inline(always)]
+    fn fill(&mut self, r: &TxRecord, json: bool) {
         let tx = &r.tx;
-        let json = self.format == LogFormat::Json;
         let mut v = Line::start(&mut self.line, &self.names, json, &mut self.scratch);
         v.time(tx.ts_ns());
         v.str(Some(r.uid.as_str()));
@@ -508,8 +529,6 @@ impl<W: Write> TxLogWriter<W> {
         }
         self.line
             .extend_from_slice(if json { b"}\n" } else { b"\n" });
-        self.rows += 1;
-        self.out.write_all(&self.line)
     }
 
     /// The output the lines go to.

@@ -75,6 +75,13 @@ impl Sink for StoreSink {
         "store"
     }
 
+    /// Encoding and compressing Parquet costs more per record than every
+    /// other sink together: on its own thread it uses another core instead
+    /// of holding up the output thread (and through it the packet path).
+    fn own_thread(&self) -> bool {
+        true
+    }
+
     fn write(&mut self, batch: &Batch) -> io::Result<()> {
         if let Some(st) = self.store.as_mut() {
             st.append_conns(&batch.conns).map_err(io_error)?;
