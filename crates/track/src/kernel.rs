@@ -92,8 +92,14 @@ impl KernelAccounting {
         }))
     }
 
-    /// Attaches the program for `l3_offset` to a capture socket (replacing
-    /// its classic filter).
+    /// The descriptor of the program for sockets whose packets start
+    /// `l3_offset` bytes before the IP header.
+    pub fn program_fd(&self, l3_offset: i32) -> Option<RawFd> {
+        self.progs.iter().find(|(o, _)| *o == l3_offset).map(|(_, p)| p.fd())
+    }
+
+    /// Attaches the program for `l3_offset` to a socket (replacing its
+    /// classic filter).
     pub fn attach(&self, socket: RawFd, l3_offset: i32) -> io::Result<()> {
         let p = self.progs.iter().find(|(o, _)| *o == l3_offset).map(|(_, p)| p);
         let p = p.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("no program loaded for link offset {l3_offset}")))?;
