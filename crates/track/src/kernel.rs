@@ -47,8 +47,8 @@ use wirelog_ebpf::{Error, Map, Program};
 
 use crate::key::ConnKey;
 use crate::tcp::KernelView;
-pub(crate) use program::{ALLOW_ACK, ALLOW_DATA};
-use program::{ALLOW, BLOCK, IP_BYTES, KEY_LEN, LAST_ACK, LAST_KTIME, NEXT_SEQ, PKTS, STATE, UNTIL, VALUE_LEN};
+pub(crate) use program::{ALLOW_ACK, ALLOW_DATA, KEY_LEN};
+use program::{ALLOW, PASSED, BLOCK, IP_BYTES, LAST_ACK, LAST_KTIME, NEXT_SEQ, PKTS, STATE, UNTIL, VALUE_LEN};
 
 /// Connections the map holds at most (per capture, all workers).
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 65_536;
@@ -125,6 +125,13 @@ impl KernelAccounting {
     }
 }
 
+fn now_real_ns() -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
 /// CLOCK_REALTIME - CLOCK_MONOTONIC, from the closest of a few paired reads.
 fn clock_offset() -> i64 {
     let now = |c| {
@@ -178,6 +185,12 @@ pub(crate) struct Delegated {
     pub iface: u16,
     /// Packets and bytes per block merged so far.
     pub merged: [[u64; 2]; 2],
+    /// The kernel suspended the entry: packets of the connection the
+    /// tracker has been given since (compared with the kernel's `PASSED`).
+    pub suspended_seen: Option<u32>,
+    /// CLOCK_REALTIME just before the entry was written: ring packets
+    /// stamped earlier went through the filter before it existed.
+    pub armed_at_ns: i64,
 }
 
 /// What one read of an entry adds, per side (index 0 the originator).
@@ -189,6 +202,8 @@ pub(crate) struct Counted {
     pub next_seq: [u32; 2],
     pub last_ack: [u32; 2],
     pub suspended: bool,
+    /// Packets the kernel passed since it suspended the entry.
+    pub passed: u32,
 }
 
 /// One tracker's delegated connections (by table slot).
@@ -220,17 +235,18 @@ impl Delegations {
             }
             put(v, b + ALLOW, &a.to_ne_bytes());
         }
+        let armed_at_ns = now_real_ns();
         if self.shared.map.update(&key, v).is_err() {
             self.shared.map_full.fetch_add(1, Relaxed);
             return false;
         }
-        self.conns.insert(idx, Delegated { key, orig_block, iface, merged: [[0; 2]; 2] });
+        self.conns.insert(idx, Delegated { key, orig_block, iface, merged: [[0; 2]; 2], suspended_seen: None, armed_at_ns });
         true
     }
 
     /// Reads a delegated connection's entry: what was counted since the
-    /// last read. With `release` (or when the kernel suspended the entry)
-    /// the entry is deleted and the connection is no longer delegated.
+    /// last read. With `release` the entry is deleted and the connection is
+    /// no longer delegated.
     pub fn take(&mut self, idx: u32, release: bool) -> Option<Counted> {
         let d = self.conns.get_mut(&idx)?;
         let found = self.shared.map.lookup(&d.key, &mut self.value).unwrap_or(false);
@@ -239,7 +255,7 @@ impl Delegations {
             return None;
         }
         let v = &self.value;
-        let mut c = Counted { pkts: [0; 2], bytes: [0; 2], last_ns: [0; 2], next_seq: [0; 2], last_ack: [0; 2], suspended: get32(v, STATE) != 0 };
+        let mut c = Counted { pkts: [0; 2], bytes: [0; 2], last_ns: [0; 2], next_seq: [0; 2], last_ack: [0; 2], suspended: get32(v, STATE) != 0, passed: get32(v, PASSED) };
         for side in 0..2 {
             let block = if side == 0 { d.orig_block } else { 1 - d.orig_block };
             let b = BLOCK[block];
@@ -259,11 +275,18 @@ impl Delegations {
             self.shared.counted_pkts.fetch_add(total, Relaxed);
             self.shared.counted_bytes.fetch_add(c.bytes[0] + c.bytes[1], Relaxed);
         }
-        if release || c.suspended {
+        if release {
             let _ = self.shared.map.delete(&d.key);
             self.conns.remove(&idx);
         }
         Some(c)
+    }
+
+    /// Forgets a delegated connection and deletes its entry.
+    pub fn release(&mut self, idx: u32) {
+        if let Some(d) = self.conns.remove(&idx) {
+            let _ = self.shared.map.delete(&d.key);
+        }
     }
 
     /// Time from which the kernel must pass everything, for a bucket ending
@@ -417,8 +440,9 @@ mod tests {
         send(&frame(0x18, 1200, 7000, 100)); // in order, but suspended: passed
         assert_eq!(received_seqs(&rx), [1000, 1200]);
 
-        let c = d.take(3, false).expect("the entry");
+        let c = d.take(3, true).expect("the entry");
         assert!(c.suspended);
+        assert_eq!(c.passed, 2);
         assert_eq!(c.pkts, [3, 0]);
         assert_eq!(c.bytes, [140 + 40 + 140, 0]);
         assert_eq!(c.next_seq, [1200, 7000]);

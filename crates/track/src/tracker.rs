@@ -518,7 +518,7 @@ impl Tracker {
             }
         };
         if self.kernel.is_some() && !created {
-            self.kernel_before_packet(idx);
+            self.kernel_before_packet(idx, ts_ns);
         }
         self.count_flow(idx, side == Side::Orig, iface, ts_ns, pkt);
         self.deliver(idx, side == Side::Orig, ts_ns, pkt, seg.as_ref(), created);
@@ -1081,7 +1081,7 @@ impl Tracker {
         }
         if self.kernel.is_some() {
             // The connection may have been busy in the kernel.
-            self.kernel_merge(e.idx, false);
+            let _ = self.kernel_merge(e.idx, false);
         }
         let entry = self.table.get(e.idx).unwrap();
         let d = self.next_deadline(&entry.key, &entry.value);
@@ -1101,7 +1101,7 @@ impl Tracker {
 
     fn remove(&mut self, idx: u32) {
         if self.kernel.is_some() {
-            self.kernel_merge(idx, true);
+            let _ = self.kernel_merge(idx, true);
         }
         let (service, uid) = self.finish_app(idx);
         let uid = self.keep.as_ref().and_then(|k| k.uid(idx)).or(uid);

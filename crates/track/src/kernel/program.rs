@@ -23,6 +23,10 @@ pub const KEY_LEN: usize = 12;
 // Value layout (offsets in bytes). `STATE` is 0 while the kernel may count,
 // 1 once it passed a packet of the connection (suspended).
 pub const STATE: usize = 0;
+/// Packets passed since the entry was suspended (atomic adds): the tracker
+/// writes the entry again only once it has seen as many, so that it does
+/// not delegate from a state the kernel has already moved past.
+pub const PASSED: usize = 4;
 /// Kernel time (CLOCK_MONOTONIC ns) from which every packet is passed: a
 /// guard before the next flow bucket boundary.
 pub const UNTIL: usize = 8;
@@ -160,7 +164,7 @@ fn program(map: &Map, l3: i32, snaplen: u32) -> Result<Vec<Insn>, wirelog_ebpf::
         .push(Insn::mov64_reg(R7, R0))
         // Already suspended: pass until the tracker writes it again.
         .push(Insn::load(Size::W, R1, R7, b(STATE)))
-        .jmp_imm(Cond::Ne, R1, 0, "pass")
+        .jmp_imm(Cond::Ne, R1, 0, "pass_suspended")
         // From here on, a packet that crosses suspends the entry.
         // A fragment, a packet longer than the snap length (the tracker
         // sees it truncated), flags other than ACK or PSH|ACK, a zero
@@ -255,6 +259,9 @@ fn program(map: &Map, l3: i32, snaplen: u32) -> Result<Vec<Insn>, wirelog_ebpf::
         .push(Insn::exit())
         .label("suspend")
         .push(Insn::store_imm(Size::W, R7, b(STATE), 1))
+        .label("pass_suspended")
+        .push(Insn::mov64_imm(R1, 1))
+        .push(Insn::atomic_add(Size::W, R7, b(PASSED), R1))
         .label("pass")
         .push(Insn::mov64_imm(R0, snap))
         .push(Insn::exit());

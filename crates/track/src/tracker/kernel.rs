@@ -20,30 +20,86 @@ impl Tracker {
     }
 
     /// Before a packet of the connection in slot `idx`: a delegated one
-    /// passed by the kernel has its counts merged first, and is taken back.
+    /// the kernel passed has its counts merged first. The kernel suspended
+    /// its entry when it passed the packet; from then on the tracker counts
+    /// the connection's packets it is given, to know when it has caught up.
+    ///
+    /// Packets stamped before the entry was written went through the filter
+    /// before it existed (the ring's stamp is taken after the filter runs),
+    /// so they are not among those the kernel counts as passed.
     #[inline]
-    pub(super) fn kernel_before_packet(&mut self, idx: u32) {
-        if self.kernel.as_ref().is_some_and(|k| k.conns.contains_key(&idx)) {
-            self.kernel_merge(idx, true);
+    pub(super) fn kernel_before_packet(&mut self, idx: u32, ts: i64) {
+        let Some(k) = self.kernel.as_mut() else { return };
+        let Some(d) = k.conns.get_mut(&idx) else { return };
+        let after_arming = u32::from(ts > d.armed_at_ns);
+        if let Some(n) = d.suspended_seen.as_mut() {
+            // Counting stopped when it was suspended: nothing to merge.
+            *n += after_arming;
+            return;
+        }
+        match self.kernel_merge(idx, false).map(|(suspended, _)| suspended) {
+            Some(true) => {
+                if let Some(d) = self.kernel.as_mut().and_then(|k| k.conns.get_mut(&idx)) {
+                    d.suspended_seen = Some(after_arming);
+                }
+            }
+            // Not suspended: a packet from before the entry existed.
+            Some(false) if after_arming == 0 => {}
+            // Passed without suspending (it cannot be this connection's
+            // in-order segment): take it back.
+            _ => {
+                if let Some(k) = self.kernel.as_mut() {
+                    k.release(idx);
+                }
+            }
         }
     }
 
-    /// After a packet: delegates the connection if its state allows.
+    /// After a packet: delegates the connection if its state allows, or
+    /// writes a suspended entry again once the tracker has seen every
+    /// packet the kernel passed since (so the entry starts from the state
+    /// the kernel is at); a connection no longer in such a state is taken back.
     pub(super) fn kernel_after_packet(&mut self, idx: u32, iface: u16, ts: i64) {
-        let Some(k) = self.kernel.as_mut() else { return };
-        if k.conns.contains_key(&idx) || self.keep.is_some() {
+        let Some(k) = self.kernel.as_ref() else { return };
+        if self.keep.is_some() {
             return;
         }
-        let Some(e) = self.table.get(idx) else { return };
+        let pending = k.conns.get(&idx).map(|d| d.suspended_seen);
+        if pending == Some(None) {
+            return; // delegated and counting
+        }
+        let Some(plan) = self.delegable(idx, ts) else {
+            if pending.is_some() {
+                if let Some(k) = self.kernel.as_mut() {
+                    k.release(idx);
+                }
+            }
+            return;
+        };
+        if let Some(Some(seen)) = pending {
+            let passed = self.kernel_merge(idx, false).map_or(u32::MAX, |(_, passed)| passed);
+            if seen < passed {
+                return; // the ring still holds packets of it
+            }
+        }
+        let Some(k) = self.kernel.as_mut() else { return };
+        let (key, orig_block, view, allow, until) = plan;
+        k.delegate(idx, key, orig_block, iface, &view, allow, until);
+    }
+
+    /// What to write in the connection's entry, if its state allows.
+    #[allow(clippy::type_complexity)]
+    fn delegable(&self, idx: u32, ts: i64) -> Option<([u8; crate::kernel::KEY_LEN], usize, crate::tcp::KernelView, [u32; 2], i64)> {
+        let e = self.table.get(idx)?;
         let c = &e.value;
-        let ProtoState::Tcp(part) = &c.state else { return };
+        let ProtoState::Tcp(part) = &c.state else { return None };
         // A parser, or content detection still going on, needs the bytes.
         if c.app.is_some() || c.app_probe & PROBE_DONE == 0 {
-            return;
+            return None;
         }
-        let Some(view) = self.tcp.get(part.slab).and_then(|t| t.kernel_view()) else { return };
-        let Some((key, orig_block)) = map_key(&e.key) else { return };
-        let Some(until) = Delegations::until(self.flows.next_boundary(), ts) else { return };
+        let view = self.tcp.get(part.slab).and_then(|t| t.kernel_view())?;
+        let (key, orig_block) = map_key(&e.key)?;
+        let until = Delegations::until(self.flows.next_boundary(), ts)?;
         let allow = [true, false].map(|orig| {
             let mut a = 0;
             if c.hist.has(orig, mask::DATA_PKT) {
@@ -54,19 +110,19 @@ impl Tracker {
             }
             a
         });
-        if allow == [0, 0] {
-            return;
-        }
-        k.delegate(idx, key, orig_block, iface, &view, allow, until);
+        (allow != [0, 0]).then_some((key, orig_block, view, allow, until))
     }
 
     /// Merges what the kernel counted for the connection in slot `idx`
     /// (a delegated one); with `release`, it is no longer delegated.
-    pub(super) fn kernel_merge(&mut self, idx: u32, release: bool) {
-        let Some(k) = self.kernel.as_mut() else { return };
+    /// Returns whether the entry was suspended, and the packets the kernel
+    /// passed since.
+    pub(super) fn kernel_merge(&mut self, idx: u32, release: bool) -> Option<(bool, u32)> {
+        let k = self.kernel.as_mut()?;
         let iface = k.conns.get(&idx).map_or(0, |d| d.iface);
-        let Some(counted) = k.take(idx, release) else { return };
-        let Some(e) = self.table.get_mut(idx) else { return };
+        let counted = k.take(idx, release)?;
+        let state = (counted.suspended, counted.passed);
+        let Some(e) = self.table.get_mut(idx) else { return Some(state) };
         let c = &mut e.value;
         let mut flow_slot = c.flow;
         for side in 0..2 {
@@ -100,6 +156,7 @@ impl Tracker {
                 t.kernel_merge(counted.next_seq, [counted.last_ack[0], counted.last_ack[1]], &mut c.hist);
             }
         }
+        Some(state)
     }
 
     /// Before the flow bucket ends: every delegated connection's counts
@@ -108,7 +165,7 @@ impl Tracker {
         let Some(k) = self.kernel.as_ref() else { return };
         let idxs: Vec<u32> = k.conns.keys().copied().collect();
         for idx in idxs {
-            self.kernel_merge(idx, false);
+            let _ = self.kernel_merge(idx, false);
         }
     }
 }
