@@ -7,9 +7,10 @@ the process from /proc/PID/stat, just before it is stopped), the packets that cr
 (its stats line) and those counted in the kernel (its kernel-accounting line), and the whole
 machine's busy CPU during the replay (/proc/stat: every CPU, softirq included, which is where the
 filter itself runs). Runs alternate with and without the option. The capture is synthetic:
-CONNS bulk connections of SEGS 1400-byte segments each, one pure ACK per two, closed by FIN.
+CONNS bulk connections of SEGS 1400-byte segments each, one pure ACK per two, closed by FIN,
+optionally with a 200 ms pause every N segments.
 
-usage: bench/kernel_accounting.py [--reps N] [--conns N] [--segs N] [--pps N]   (root; ip, tcpreplay)
+usage: bench/kernel_accounting.py [--reps N] [--conns N] [--segs N] [--pps N] [--pause-every N]   (root; ip, tcpreplay)
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def frame(src, dst, sp, dp, flags, seq, ack, payload: bytes) -> bytes:
     return bytes.fromhex("020000000001020000000002") + b"\x08\x00" + ip + tcp
 
 
-def bulk_pcap(path: Path, conns: int, segs: int) -> int:
+def bulk_pcap(path: Path, conns: int, segs: int, pause_every: int) -> int:
     payload = bytes(range(256)) * 5 + bytes(120)
     n = 0
     with open(path, "wb") as f:
@@ -70,6 +71,8 @@ def bulk_pcap(path: Path, conns: int, segs: int) -> int:
             put(frame(cl, sv, cp, sp, 0x18, cs, ss, payload[:100]))
             cs += 100
             for i in range(segs):
+                if pause_every and i % pause_every == 0:
+                    t += 200_000  # a pause longer than the ring's block timeout
                 put(frame(sv, cl, sp, cp, 0x18, ss, cs, payload))
                 ss += len(payload)
                 if i % 2:
@@ -99,7 +102,8 @@ def run(ns_a, ns_b, va, vb, pcap, pps, kacct: bool, out: Path):
     assert "capturing on" in p.stderr.readline()
     time.sleep(0.3)
     j0, w0 = busy_jiffies(), time.time()
-    sh("ip", "netns", "exec", ns_b, "tcpreplay", "--pps", str(pps), "-q", "-i", vb, str(pcap))
+    rate = ["--pps", str(pps)] if pps else []
+    sh("ip", "netns", "exec", ns_b, "tcpreplay", *rate, "-q", "-i", vb, str(pcap))
     time.sleep(0.3)
     j1, w1 = busy_jiffies(), time.time()
     st = open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()
@@ -119,12 +123,13 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--conns", type=int, default=20)
     ap.add_argument("--segs", type=int, default=10000)
-    ap.add_argument("--pps", type=int, default=100000)
+    ap.add_argument("--pps", type=int, default=0, help="replay rate (default: the capture's own timing, 10 us apart)")
+    ap.add_argument("--pause-every", type=int, default=0, help="a 200 ms pause every N segments of a connection")
     a = ap.parse_args()
     out = REPO / "bench" / "out" / "kacct"
     out.mkdir(parents=True, exist_ok=True)
     pcap = out / "bulk.pcap"
-    total = bulk_pcap(pcap, a.conns, a.segs)
+    total = bulk_pcap(pcap, a.conns, a.segs, a.pause_every)
     tag = str(os.getpid())
     ns_a, ns_b, va, vb = f"wlka{tag}", f"wlkb{tag}", f"wka{tag}", f"wkb{tag}"
     sh("ip", "netns", "add", ns_a)
@@ -134,7 +139,7 @@ def main():
         for n, v in ((ns_a, va), (ns_b, vb)):
             sh("ip", "netns", "exec", n, "sysctl", "-q", "-w", f"net.ipv6.conf.{v}.disable_ipv6=1")
             sh("ip", "-n", n, "link", "set", v, "up")
-        print(f"{total} packets per replay, {a.conns} connections, --pps {a.pps}")
+        print(f"{total} packets per replay, {a.conns} connections, --pps {a.pps or 'pcap timing'}, pause every {a.pause_every or '-'} segments")
         print("| run | capturer CPU s | ns/packet replayed | packets through the ring | counted in the kernel | machine busy CPU s | ring drops |")
         print("|---|---|---|---|---|---|---|")
         for r in range(a.reps):
