@@ -315,19 +315,6 @@ mod tests {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use wirelog_decode::IpAddr16;
 
-    /// eBPF needs root (or CAP_BPF); CI runs as root and must run this
-    /// (WIRELOG_REQUIRE_ALL_TESTS=1).
-    fn can_load() -> bool {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            return true;
-        }
-        let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
-        assert!(!required, "WIRELOG_REQUIRE_ALL_TESTS=1 but eBPF tests need root");
-        eprintln!("SKIPPED: loading eBPF programs needs root");
-        false
-    }
-
     const SRC: [u8; 4] = [10, 213, 0, 1];
     const DST: [u8; 4] = [10, 213, 0, 2];
     const SPORT: u16 = 40_001;
@@ -408,7 +395,7 @@ mod tests {
     /// entry at the first one it passes.
     #[test]
     fn in_order_segments_of_a_delegated_connection_are_counted_not_passed() {
-        if !can_load() {
+        if !wirelog_ebpf::tests_can_load() {
             return;
         }
         let k = KernelAccounting::load(64, &[14], 65_535).unwrap();
