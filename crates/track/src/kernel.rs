@@ -206,6 +206,18 @@ pub(crate) struct Counted {
     pub passed: u32,
 }
 
+/// What the tracker writes for a connection it delegates.
+pub(crate) struct Plan {
+    pub key: [u8; KEY_LEN],
+    /// The block (0 or 1) of the originator's packets.
+    pub orig_block: usize,
+    pub view: KernelView,
+    /// Per side (0 the originator): [`ALLOW_DATA`], [`ALLOW_ACK`] as the history allows.
+    pub allow: [u32; 2],
+    /// Packet time from which the kernel passes everything.
+    pub until_real_ns: i64,
+}
+
 /// One tracker's delegated connections (by table slot).
 pub(crate) struct Delegations {
     pub shared: Arc<KernelAccounting>,
@@ -218,10 +230,10 @@ impl Delegations {
         Delegations { shared, conns: HashMap::new(), value: [0; VALUE_LEN] }
     }
 
-    /// Writes the entry of a connection in `view`'s state; `allow[side]`
-    /// says which segments of each side the history no longer needs.
-    /// Returns false when the map refused (full).
-    pub fn delegate(&mut self, idx: u32, key: [u8; KEY_LEN], orig_block: usize, iface: u16, view: &KernelView, allow: [u32; 2], until_real_ns: i64) -> bool {
+    /// Writes the entry of a connection captured on `iface`. Returns false
+    /// when the map refused (full).
+    pub fn delegate(&mut self, idx: u32, iface: u16, plan: &Plan) -> bool {
+        let Plan { key, orig_block, ref view, allow, until_real_ns } = *plan;
         let v = &mut self.value;
         v.fill(0);
         put(v, UNTIL, &(self.shared.to_ktime(until_real_ns).max(0) as u64).to_ne_bytes());
@@ -412,7 +424,8 @@ mod tests {
         let key = ConnKey { src: IpAddr16::from_v4(SRC), dst: IpAddr16::from_v4(DST), sport: SPORT, dport: DPORT, proto: 6 };
         let (mk, orig_block) = map_key(&key).unwrap();
         let view = KernelView { next_seq: [1000, 7000], last_ack: [7000, 1000], data_ok: [true, true] };
-        assert!(d.delegate(3, mk, orig_block, 0, &view, [ALLOW_DATA | ALLOW_ACK; 2], i64::MAX));
+        let plan = Plan { key: mk, orig_block, view, allow: [ALLOW_DATA | ALLOW_ACK; 2], until_real_ns: i64::MAX };
+        assert!(d.delegate(3, 0, &plan));
 
         let tx = packet_socket(0);
         let send = |f: &[u8]| {

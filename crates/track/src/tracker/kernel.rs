@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::history::mask;
-use crate::kernel::{map_key, Delegations, KernelAccounting, ALLOW_ACK, ALLOW_DATA};
+use crate::kernel::{map_key, Delegations, KernelAccounting, Plan, ALLOW_ACK, ALLOW_DATA};
 
 impl Tracker {
     /// Delegates connections to `k`'s program (see [`KernelAccounting`]).
@@ -83,13 +83,11 @@ impl Tracker {
             }
         }
         let Some(k) = self.kernel.as_mut() else { return };
-        let (key, orig_block, view, allow, until) = plan;
-        k.delegate(idx, key, orig_block, iface, &view, allow, until);
+        k.delegate(idx, iface, &plan);
     }
 
     /// What to write in the connection's entry, if its state allows.
-    #[allow(clippy::type_complexity)]
-    fn delegable(&self, idx: u32, ts: i64) -> Option<([u8; crate::kernel::KEY_LEN], usize, crate::tcp::KernelView, [u32; 2], i64)> {
+    fn delegable(&self, idx: u32, ts: i64) -> Option<Plan> {
         let e = self.table.get(idx)?;
         let c = &e.value;
         let ProtoState::Tcp(part) = &c.state else { return None };
@@ -99,7 +97,7 @@ impl Tracker {
         }
         let view = self.tcp.get(part.slab).and_then(|t| t.kernel_view())?;
         let (key, orig_block) = map_key(&e.key)?;
-        let until = Delegations::until(self.flows.next_boundary(), ts)?;
+        let until_real_ns = Delegations::until(self.flows.next_boundary(), ts)?;
         let allow = [true, false].map(|orig| {
             let mut a = 0;
             if c.hist.has(orig, mask::DATA_PKT) {
@@ -110,7 +108,7 @@ impl Tracker {
             }
             a
         });
-        (allow != [0, 0]).then_some((key, orig_block, view, allow, until))
+        (allow != [0, 0]).then_some(Plan { key, orig_block, view, allow, until_real_ns })
     }
 
     /// Merges what the kernel counted for the connection in slot `idx`
