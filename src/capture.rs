@@ -18,7 +18,7 @@ use wirelog_capture::ring::{self, Ring, RingConfig, RingError, Waiter};
 use wirelog_capture::stats::{CaptureStats, WorkerCounters};
 use wirelog_capture::stop::Stop;
 use wirelog_capture::{bpf, now_ns, Framing, Interface};
-use wirelog_probe::{Probe, ProbeConfig, SkipReason, TrackerConfig};
+use wirelog_probe::{KernelAccounting, Probe, ProbeConfig, SkipReason, TrackerConfig};
 use wirelog_procs::{ConnSender, HookState, Resolver};
 
 use crate::cli::CaptureArgs;
@@ -40,6 +40,21 @@ const BLOCKS_PER_ROUND: usize = 8;
 /// shipments (one round of at most `BLOCKS_PER_ROUND` blocks per ring);
 /// beyond it they are counted, not queued.
 const NEW_CONNS_PER_ROUND: usize = 16_384;
+
+/// Bytes before the IP header in what a socket of this framing receives
+/// (what the kernel accounting program skips).
+fn l3_offset(f: Framing) -> i32 {
+    if f == Framing::Ethernet {
+        14
+    } else {
+        0
+    }
+}
+
+/// The refusal message of `--kernel-accounting`, printed once the capture started.
+fn kernel_refused(why: &str) -> String {
+    format!("wirelog: --kernel-accounting: the kernel refused the eBPF program ({why}); capturing without it, every packet through the ring")
+}
 
 pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     args.check()?;
@@ -81,6 +96,16 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     while per_socket / block_size < 8 && block_size > 64 << 10 {
         block_size /= 2;
     }
+    // --kernel-accounting: the program is loaded (while privileged) before
+    // the rings, which attach it in place of their classic filter.
+    let kernel = if args.kernel_accounting {
+        let offsets: Vec<i32> = ifaces.iter().map(|i| l3_offset(i.framing)).collect();
+        KernelAccounting::load(wirelog_probe::KERNEL_MAX_CONNECTIONS, &offsets, args.snaplen)
+            .map(Some)
+            .map_err(|e| kernel_refused(&e.to_string()))
+    } else {
+        Ok(None)
+    };
     let group_base = std::process::id() as u16;
     let mut worker_rings: Vec<Vec<(Ring, usize)>> = Vec::new();
     for _ in 0..args.workers {
@@ -93,6 +118,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                 promiscuous: !args.no_promisc,
                 fanout_group: (args.workers > 1).then(|| group_base.wrapping_add(i as u16)),
                 filter: programs.iter().find(|(f, _)| *f == iface.framing).map(|(_, p)| p.clone()),
+                ebpf_filter: kernel.as_ref().ok().and_then(|k| k.as_ref()?.program_fd(l3_offset(iface.framing))),
                 if_id: i as u32,
                 ..RingConfig::default()
             };
@@ -109,6 +135,18 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         }
         worker_rings.push(rings);
     }
+
+    // --kernel-accounting: the program replaces each socket's classic
+    // filter (loaded while privileged); refused, the capture goes on without.
+    // Sockets that took the program before a refusal pass every packet
+    // while nothing is delegated: the same as without it.
+    let refused = worker_rings.iter().flatten().find_map(|(r, _)| r.ebpf_refused());
+    let kernel_refused = match (&kernel, refused) {
+        (Ok(Some(_)), Some(why)) => Some(kernel_refused(&format!("attaching it to a capture socket: {why}"))),
+        (Err(why), _) => Some(why.clone()),
+        _ => None,
+    };
+    let kernel = kernel.ok().flatten().filter(|_| kernel_refused.is_none());
 
     // Bad tracking options fail before anything is written.
     let probe_cfg = args.probe.config().map_err(|e| anyhow::anyhow!(e))?;
@@ -182,6 +220,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         if let Some(k) = &keeping {
             k.attach(&mut probe, false)?;
         }
+        if let Some(k) = &kernel {
+            probe.kernel_accounting(k.clone());
+        }
         let tx = output.sender();
         let w = Worker {
             rings,
@@ -219,6 +260,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         crate::serve::announce(&servers);
     }
     if let Some(l) = &hook_line {
+        eprintln!("{l}");
+    }
+    if let Some(l) = &kernel_refused {
         eprintln!("{l}");
     }
 
@@ -311,6 +355,13 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             w.flows
         );
         eprintln!("wirelog: stats: {}{}", snapshot(), dropped_note(&dropped));
+        if let Some(k) = &kernel {
+            let (pkts, bytes) = k.counted();
+            eprintln!(
+                "wirelog: kernel accounting: {pkts} packets ({bytes} IP bytes) counted in the kernel, not copied through the ring; {} connections not delegated (map full)",
+                k.map_full()
+            );
+        }
         if let Some(end) = pcap_end.as_ref().filter(|e| !e.lost) {
             eprintln!("{}", end.line);
         }

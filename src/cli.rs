@@ -866,6 +866,19 @@ impl CaptureArgs {
         if let Some(d) = self.duration {
             limits::duration_in_range("--duration", d, Duration::from_millis(1), Duration::from_secs(100 * 365 * 86400))?;
         }
+        if self.kernel_accounting {
+            // One filter per socket: the eBPF program would replace the
+            // classic one, and counted packets never reach the pcap files.
+            if self.filter.is_some() {
+                anyhow::bail!("--kernel-accounting cannot be combined with -f/--filter (a socket takes one filter, and the eBPF program would replace the tcpdump filter)");
+            }
+            if self.probe.skip_empty_tcp {
+                anyhow::bail!("--kernel-accounting cannot be combined with --skip-empty-tcp (both need the socket's one kernel filter)");
+            }
+            if self.pcap.pcap_dir.is_some() {
+                anyhow::bail!("--kernel-accounting cannot be combined with --pcap-dir (packets counted in the kernel are not kept)");
+            }
+        }
         self.output.check()?;
         self.probe.check()?;
         self.pcap.check()?;
@@ -938,6 +951,17 @@ pub struct CaptureArgs {
     /// it, sock_diag and /proc only.
     #[arg(long, requires = "processes")]
     pub no_ebpf: bool,
+
+    /// Count in the kernel what changes no record: an eBPF socket filter on
+    /// the capture sockets counts the in-order ACK and PSH|ACK segments of
+    /// established IPv4 TCP connections with nothing to parse (ports without
+    /// a parser, or --no-parse) in a per-connection map, which the tracker
+    /// merges, instead of copying them through the ring. Records stay the
+    /// same (README: "Kernel accounting" says the limits). Not with -f,
+    /// --skip-empty-tcp or --pcap-dir. When the kernel refuses the program,
+    /// says so and captures without it.
+    #[arg(long, help_heading = "Capture")]
+    pub kernel_accounting: bool,
 
     /// Run as this user once the capture sockets are open (default: nobody
     /// when started as root; `root` keeps root).

@@ -193,3 +193,62 @@ fn checksum(b: &[u8], init: u32) -> u16 {
     !(s as u16)
 }
 
+
+/// One IPv4 TCP segment of a synthetic capture ([`tcp_pcap`]).
+pub struct TcpSeg {
+    pub t_us: u64,
+    pub src: ([u8; 4], u16),
+    pub dst: ([u8; 4], u16),
+    pub flags: u8,
+    pub seq: u32,
+    pub ack: u32,
+    pub window: u16,
+    pub payload: Vec<u8>,
+}
+
+/// A pcap (Ethernet, microseconds) of `segs` with correct IP and TCP checksums.
+pub fn tcp_pcap(segs: &[TcpSeg]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&65535u32.to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes());
+    for s in segs {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
+        let tcp_len = 20 + s.payload.len();
+        let total = (20 + tcp_len) as u16;
+        let mut ip = vec![0x45, 0];
+        ip.extend_from_slice(&total.to_be_bytes());
+        ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
+        ip.extend_from_slice(&s.src.0);
+        ip.extend_from_slice(&s.dst.0);
+        let sum = checksum(&ip, 0);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        f.extend_from_slice(&ip);
+        let mut tcp = Vec::with_capacity(tcp_len);
+        tcp.extend_from_slice(&s.src.1.to_be_bytes());
+        tcp.extend_from_slice(&s.dst.1.to_be_bytes());
+        tcp.extend_from_slice(&s.seq.to_be_bytes());
+        tcp.extend_from_slice(&s.ack.to_be_bytes());
+        tcp.extend_from_slice(&[5 << 4, s.flags]);
+        tcp.extend_from_slice(&s.window.to_be_bytes());
+        tcp.extend_from_slice(&[0, 0, 0, 0]);
+        tcp.extend_from_slice(&s.payload);
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&s.src.0);
+        pseudo.extend_from_slice(&s.dst.0);
+        pseudo.extend_from_slice(&[0, 6]);
+        pseudo.extend_from_slice(&(tcp_len as u16).to_be_bytes());
+        let sum = checksum(&tcp, sum_words(&pseudo));
+        tcp[16..18].copy_from_slice(&sum.to_be_bytes());
+        f.extend_from_slice(&tcp);
+        out.extend_from_slice(&((s.t_us / 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&((s.t_us % 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&f);
+    }
+    out
+}

@@ -64,6 +64,11 @@ pub struct RingConfig {
     /// A classic BPF program to attach; None attaches one that keeps every
     /// packet (and applies the snaplen).
     pub filter: Option<Vec<libc::sock_filter>>,
+    /// An eBPF socket filter (a loaded program's descriptor) that replaces
+    /// the classic one, attached before the filter is locked
+    /// (`--kernel-accounting`). Refused, the classic filter stays and
+    /// [`Ring::ebpf_refused`] says why.
+    pub ebpf_filter: Option<RawFd>,
     /// The interface id the ring's packets carry ([`Packet::packet`]): the
     /// interface's position among those captured. On `any` each packet
     /// carries its own kernel ifindex instead.
@@ -80,6 +85,7 @@ impl Default for RingConfig {
             promiscuous: true,
             fanout_group: None,
             filter: None,
+            ebpf_filter: None,
             if_id: 0,
         }
     }
@@ -203,6 +209,7 @@ pub struct Ring {
     kstats: KernelStats,
     /// The ring size asked for, when ENOMEM made us settle for less.
     shrunk_from: Option<usize>,
+    ebpf_refused: Option<String>,
 }
 
 // SAFETY: the mapping is owned by the Ring and only touched through &mut self.
@@ -256,6 +263,9 @@ impl Ring {
         let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr() as *mut _ };
         setsockopt(fdr, libc::SOL_SOCKET, sys::SO_ATTACH_FILTER, &fprog)
             .map_err(|e| CaptureError::os(ErrorKind::Filter, what("attaching the BPF filter"), e))?;
+        let ebpf_refused = cfg.ebpf_filter.and_then(|prog| {
+            setsockopt(fdr, libc::SOL_SOCKET, libc::SO_ATTACH_BPF, &prog).err().map(|e| e.to_string())
+        });
         // Locked: once privileges are dropped, nothing in this process can
         // widen what the kernel hands over.
         let one: libc::c_int = 1;
@@ -312,6 +322,7 @@ impl Ring {
             drop_outgoing_loopback: iface.index == 0 || iface.is_loopback(),
             kstats: KernelStats::default(),
             shrunk_from: (map_len < wanted).then_some(wanted),
+            ebpf_refused,
         };
 
         // SAFETY: sockaddr_ll is plain data; zeroed is a valid value.
@@ -388,6 +399,11 @@ impl Ring {
                 .map_err(|e| CaptureError::os(ErrorKind::Io, what(&format!("PACKET_FANOUT group {group}")), e))?;
         }
         Ok(ring)
+    }
+
+    /// Why the kernel refused [`RingConfig::ebpf_filter`], if it did.
+    pub fn ebpf_refused(&self) -> Option<&str> {
+        self.ebpf_refused.as_deref()
     }
 
     /// The ring size first asked for, when ENOMEM forced a smaller ring.

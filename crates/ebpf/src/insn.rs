@@ -39,6 +39,11 @@ const ALU64: u8 = 0x07;
 // Modes of loads and stores.
 const IMM: u8 = 0x00;
 const MEM: u8 = 0x60;
+/// `BPF_ATOMIC` mode of a store; the operation is in the immediate.
+const ATOMIC: u8 = 0xc0;
+/// `BPF_END`: byte swap; with `BPF_TO_BE` it converts to big-endian.
+const END: u8 = 0xd0;
+const TO_BE: u8 = 0x08;
 // Operand source: the immediate or a register.
 const K: u8 = 0x00;
 const X: u8 = 0x08;
@@ -115,6 +120,7 @@ pub enum Helper {
     MapUpdateElem = 2,
     MapDeleteElem = 3,
     KtimeGetNs = 5,
+    SkbLoadBytes = 26,
     GetCurrentPidTgid = 14,
     GetCurrentUidGid = 15,
     GetCurrentComm = 16,
@@ -177,6 +183,16 @@ impl Insn {
     /// `*(size *)(dst + off) = imm`
     pub fn store_imm(size: Size, dst: Reg, off: i16, imm: i32) -> Insn {
         Insn::new(ST | size as u8 | MEM, dst, Reg::R0, off, imm)
+    }
+    /// `*(size *)(dst + off) += src`, atomically (`BPF_ATOMIC` with
+    /// `BPF_ADD`; W or DW only).
+    pub fn atomic_add(size: Size, dst: Reg, off: i16, src: Reg) -> Insn {
+        Insn::new(STX | size as u8 | ATOMIC, dst, src, off, 0)
+    }
+    /// `dst = htobe{bits}(dst)`: network order to host order and back (a
+    /// swap on little-endian hosts), the upper bits cleared.
+    pub fn to_be(dst: Reg, bits: i32) -> Insn {
+        Insn::new(ALU | END | TO_BE, dst, Reg::R0, 0, bits)
     }
     /// A jump of `off` slots past the next one, on `dst cond imm`.
     pub fn jmp_imm(cond: Cond, dst: Reg, imm: i32, off: i16) -> Insn {
@@ -315,6 +331,10 @@ mod tests {
             (Insn::jmp_imm(Cond::Ja, R0, 0, 4), [0x05, 0x00, 4, 0, 0, 0, 0, 0]),
             (Insn::call(Helper::MapLookupElem), [0x85, 0x00, 0, 0, 1, 0, 0, 0]),
             (Insn::call(Helper::ProbeReadKernel), [0x85, 0x00, 0, 0, 113, 0, 0, 0]),
+            // BPF_STX | BPF_DW | BPF_ATOMIC = 0xdb, imm BPF_ADD = 0: lock *(u64 *)(r8 + 8) += r1
+            (Insn::atomic_add(Size::DW, R8, 8, R1), [0xdb, 0x18, 8, 0, 0, 0, 0, 0]),
+            // BPF_ALU | BPF_END | BPF_TO_BE = 0xdc, imm 16
+            (Insn::to_be(R2, 16), [0xdc, 0x02, 0, 0, 16, 0, 0, 0]),
             (Insn::exit(), [0x95, 0x00, 0, 0, 0, 0, 0, 0]),
         ];
         for (i, want) in cases {

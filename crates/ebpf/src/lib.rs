@@ -73,22 +73,28 @@ impl std::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// For tests that load programs (here and in the crates that write them):
+/// true as root; otherwise says the test is skipped, and fails it under
+/// WIRELOG_REQUIRE_ALL_TESTS=1 (CI runs as root and must run them).
+#[doc(hidden)]
+pub fn tests_can_load() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
+    assert!(!required, "WIRELOG_REQUIRE_ALL_TESTS=1 but eBPF tests need root");
+    eprintln!("SKIPPED: loading eBPF programs needs root");
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use Reg::*;
 
-    /// eBPF needs root (or CAP_BPF) here; CI runs as root and must run
-    /// these (WIRELOG_REQUIRE_ALL_TESTS=1).
     fn can_load() -> bool {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            return true;
-        }
-        let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
-        assert!(!required, "WIRELOG_REQUIRE_ALL_TESTS=1 but eBPF tests need root");
-        eprintln!("SKIPPED: loading eBPF programs needs root");
-        false
+        tests_can_load()
     }
 
     #[test]

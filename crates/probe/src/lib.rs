@@ -41,7 +41,7 @@ pub use wirelog_decode::{ChecksumMode, SkipReason};
 pub use wirelog_packet::{KernelChecksum, LinkType, Packet};
 pub use wirelog_procs::NewConn;
 pub use wirelog_pcapdir::{KeepCounters, KeepSender};
-pub use wirelog_track::{AppConfig, KeepRule, KeepVerdict, TrackerConfig};
+pub use wirelog_track::{AppConfig, KeepRule, KeepVerdict, KernelAccounting, TrackerConfig, KERNEL_MAX_CONNECTIONS};
 
 /// Everything that decides what a probe makes of packets; the defaults are
 /// the command line's.
@@ -212,6 +212,12 @@ impl Probe {
     /// process resolver.
     pub fn queue_new_connections(&mut self, cap: usize) {
         self.tracker.queue_new_connections(cap);
+    }
+
+    /// Delegates connections to the kernel accounting program (`capture
+    /// --kernel-accounting`).
+    pub fn kernel_accounting(&mut self, k: std::sync::Arc<wirelog_track::KernelAccounting>) {
+        self.tracker.kernel_accounting(k);
     }
 
     /// The connections created since the last call, swapped into `into`.

@@ -152,6 +152,11 @@ impl FlowTable {
         self.entries.is_empty()
     }
 
+    /// Start of the next bucket: a packet at or after it ends the current one.
+    pub fn next_boundary(&self) -> i64 {
+        self.next_boundary
+    }
+
     /// Moves to the bucket of `ts_ns`, emitting the finished bucket's flows.
     #[inline]
     pub fn advance(&mut self, ts_ns: i64) {
@@ -198,6 +203,28 @@ impl FlowTable {
             }
             None => false,
         }
+    }
+
+    /// Adds `pkts` packets of `bytes` IP bytes, the last at `last_ns`,
+    /// through a connection's cached slot (packets counted elsewhere, e.g.
+    /// in the kernel); false when the slot is stale.
+    pub fn add_cached(&mut self, slot: FlowSlot, from_client: bool, pkts: u64, bytes: u64, last_ns: i64) -> bool {
+        if slot.epoch != self.epoch {
+            return false;
+        }
+        let Some(e) = self.entries.get_mut(slot.index as usize) else {
+            return false;
+        };
+        if from_client {
+            e.bytes_out += bytes;
+            e.pkts_out = e.pkts_out.wrapping_add(pkts as u32);
+        } else {
+            e.bytes_in += bytes;
+            e.pkts_in = e.pkts_in.wrapping_add(pkts as u32);
+        }
+        e.last_ns = e.last_ns.max(last_ns);
+        e.first_ns = e.first_ns.min(last_ns);
+        true
     }
 
     /// Counts a packet of `key`'s flow (a connection's first in this bucket,

@@ -51,6 +51,12 @@ impl HistoryState {
         }
     }
 
+    /// Whether `mask` was seen for this side (its letter is in the history).
+    pub fn has(&self, is_orig: bool, mask: u32) -> bool {
+        let m = if is_orig { mask } else { mask << 16 };
+        self.seen & m != 0
+    }
+
     #[inline]
     pub fn add(&mut self, is_orig: bool, code: u8) {
         self.letters.push(Self::letter(is_orig, code));

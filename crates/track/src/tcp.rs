@@ -13,6 +13,9 @@ use wirelog_record::ConnState;
 
 use crate::history::HistoryState;
 
+mod kernel;
+pub(crate) use kernel::KernelView;
+
 /// Zeek's `TOO_LARGE_SEQ_DELTA`: sequence jumps beyond this on SYN/RST are not trusted.
 const TOO_LARGE_SEQ_DELTA: i32 = 1_048_576;
 /// `tcp_max_initial_window`: unacked data after which delivered data is released.

@@ -94,6 +94,8 @@ impl Default for TrackerConfig {
     }
 }
 
+mod kernel;
+
 /// Counters of what the tracker did with the packets it was given.
 #[derive(Debug, Default, Clone)]
 pub struct TrackStats {
@@ -142,6 +144,8 @@ pub struct Tracker {
     /// `--pcap-dir`: per-connection uids and counts, and the verdict on
     /// the last packet (`None`: no packets are kept).
     keep: Option<KeepState>,
+    /// `--kernel-accounting`: the connections delegated to the kernel.
+    kernel: Option<Box<crate::kernel::Delegations>>,
 }
 
 impl Tracker {
@@ -184,6 +188,7 @@ impl Tracker {
             new_conns_cap: 0,
             finish_from: 0,
             keep: None,
+            kernel: None,
         }
     }
 
@@ -380,6 +385,16 @@ impl Tracker {
         .symmetric_hash(self.seed)
     }
 
+    /// Moves the flow table to the bucket of `ts`; with kernel accounting,
+    /// what the kernel counted lands in the bucket that ends first.
+    #[inline]
+    fn advance_flows(&mut self, ts: i64) {
+        if self.kernel.is_some() && ts >= self.flows.next_boundary() {
+            self.kernel_merge_all();
+        }
+        self.flows.advance(ts);
+    }
+
     /// Runs timers up to packet time `now`, and ends the flow bucket if `now`
     /// is past it (live capture calls this on an idle link with the clock).
     #[inline]
@@ -388,7 +403,7 @@ impl Tracker {
             return;
         }
         self.now = now;
-        self.flows.advance(now);
+        self.advance_flows(now);
         if self.wheel.nothing_due(now) {
             return;
         }
@@ -420,7 +435,7 @@ impl Tracker {
             if pkt.checksum != Checksum::BadIp {
                 // No connection semantics (ESP, GRE, ...): still traffic, counted as a flow
                 // from the sender, without a port.
-                self.flows.advance(ts_ns);
+                self.advance_flows(ts_ns);
                 let fk = FlowKey {
                     client: pkt.src,
                     server: pkt.dst,
@@ -454,7 +469,7 @@ impl Tracker {
         if ts_ns > self.now {
             self.advance(ts_ns);
         }
-        self.flows.advance(ts_ns);
+        self.advance_flows(ts_ns);
         self.stats.packets += 1;
         if pkt.checksum == Checksum::BadIp {
             self.stats.bad_ip_checksum += 1;
@@ -502,8 +517,14 @@ impl Tracker {
                 (i, s, true)
             }
         };
+        if self.kernel.is_some() && !created {
+            self.kernel_before_packet(idx, ts_ns);
+        }
         self.count_flow(idx, side == Side::Orig, iface, ts_ns, pkt);
         self.deliver(idx, side == Side::Orig, ts_ns, pkt, seg.as_ref(), created);
+        if self.kernel.is_some() {
+            self.kernel_after_packet(idx, iface, ts_ns);
+        }
         Some(idx)
     }
 
@@ -1064,6 +1085,10 @@ impl Tracker {
                 part.attempt_at = i64::MAX; // the attempt timer fired with nothing to do
             }
         }
+        if self.kernel.is_some() {
+            // The connection may have been busy in the kernel.
+            let _ = self.kernel_merge(e.idx, false);
+        }
         let entry = self.table.get(e.idx).unwrap();
         let d = self.next_deadline(&entry.key, &entry.value);
         if d <= now {
@@ -1081,6 +1106,9 @@ impl Tracker {
     }
 
     fn remove(&mut self, idx: u32) {
+        if self.kernel.is_some() {
+            let _ = self.kernel_merge(idx, true);
+        }
         let (service, uid) = self.finish_app(idx);
         let uid = self.keep.as_ref().and_then(|k| k.uid(idx)).or(uid);
         let uids = &mut self.uids;

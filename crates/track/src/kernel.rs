@@ -1,0 +1,467 @@
+//! `capture --kernel-accounting`: the tracker delegates connections to an
+//! eBPF socket filter on the capture sockets, which counts their in-order
+//! segments in a map instead of passing them through the ring.
+//!
+//! The kernel never decides alone. The tracker writes a connection's entry
+//! only in a state where further in-order ACK/PSH|ACK segments change
+//! nothing in any record but counters (see `TcpConn::kernel_view`): both
+//! sides established and open, the history already holding the letter such
+//! a segment would add, no parser on the connection, no data above a hole.
+//! The program (`program`) counts exactly those and passes everything else;
+//! passing a delegated connection's packet suspends its entry, so the
+//! tracker merges the counts before it processes the first packet it is
+//! given, then writes the entry again if the state still allows it.
+//!
+//! The counts are merged (`tracker::kernel`) before a passed packet of the
+//! connection, before its inactivity timer decides, before the flow bucket
+//! ends, and when it is removed. Counters only grow in the kernel (atomic
+//! adds); a merge of a live entry takes the difference with what was merged
+//! before instead of resetting it, so nothing added while user space reads
+//! is lost. An entry is deleted only when suspended (the program no longer
+//! adds to it) or when its connection is removed.
+//!
+//! Times: a socket filter cannot read the packet's timestamp (`tstamp` is
+//! not readable by `BPF_PROG_TYPE_SOCKET_FILTER`, see
+//! `sk_filter_is_valid_access`), so the program notes `bpf_ktime_get_ns()`
+//! (CLOCK_MONOTONIC) of the last counted packet, and the tracker converts it
+//! with the realtime-monotonic offset. The ring's timestamp is taken
+//! (CLOCK_REALTIME) just after the filter runs, so a converted time is early
+//! by that gap (sub-microsecond). It only reaches a record when a
+//! connection's last packet overall, or its flow's last packet in a bucket,
+//! was counted in the kernel: a connection closed by FIN or RST has its last
+//! packets passed (the FIN suspends the entry); a flow bucket's last
+//! `guard` before its end is passed whole. So the difference is limited to
+//! conn `duration` and flow `last` of connections that went quiet with
+//! their last segment counted (inactivity timeout, end of the capture, or
+//! quiet through the whole guard before a bucket end).
+
+mod program;
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use wirelog_ebpf::{Error, Map, Program};
+
+use crate::key::ConnKey;
+use crate::tcp::KernelView;
+pub(crate) use program::{ALLOW_ACK, ALLOW_DATA, KEY_LEN};
+use program::{ALLOW, PASSED, BLOCK, IP_BYTES, LAST_ACK, LAST_KTIME, NEXT_SEQ, PKTS, STATE, UNTIL, VALUE_LEN};
+
+/// Connections the map holds at most (per capture, all workers).
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 65_536;
+
+/// Before a flow bucket ends, the kernel passes every packet for this long,
+/// so that a busy connection's last packet in the bucket is seen (and its
+/// time exact), and no count can land in the wrong bucket.
+const BUCKET_GUARD_NS: i64 = 1_000_000_000;
+
+/// The loaded program(s) and their map, shared by every worker's tracker.
+pub struct KernelAccounting {
+    map: Map,
+    /// One program per link-header length (Ethernet 14, cooked 0).
+    progs: Vec<(i32, Program)>,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC when loaded, in ns.
+    real_minus_mono: i64,
+    counted_pkts: AtomicU64,
+    counted_bytes: AtomicU64,
+    /// Connections not delegated because the map was full.
+    map_full: AtomicU64,
+}
+
+impl KernelAccounting {
+    /// Loads the map and a program for each of `l3_offsets` (bytes before
+    /// the IP header in what the socket receives), passing `snaplen` bytes.
+    pub fn load(max_connections: u32, l3_offsets: &[i32], snaplen: u32) -> Result<Arc<KernelAccounting>, Error> {
+        let map = program::create_map(max_connections)?;
+        let mut progs = Vec::new();
+        for &l3 in l3_offsets {
+            if !progs.iter().any(|(o, _)| *o == l3) {
+                progs.push((l3, program::load(&map, l3, snaplen)?));
+            }
+        }
+        Ok(Arc::new(KernelAccounting {
+            map,
+            progs,
+            real_minus_mono: clock_offset(),
+            counted_pkts: AtomicU64::new(0),
+            counted_bytes: AtomicU64::new(0),
+            map_full: AtomicU64::new(0),
+        }))
+    }
+
+    /// The descriptor of the program for sockets whose packets start
+    /// `l3_offset` bytes before the IP header.
+    pub fn program_fd(&self, l3_offset: i32) -> Option<RawFd> {
+        self.progs.iter().find(|(o, _)| *o == l3_offset).map(|(_, p)| p.fd())
+    }
+
+    /// Attaches the program for `l3_offset` to a socket (replacing its
+    /// classic filter).
+    pub fn attach(&self, socket: RawFd, l3_offset: i32) -> io::Result<()> {
+        let p = self.progs.iter().find(|(o, _)| *o == l3_offset).map(|(_, p)| p);
+        let p = p.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("no program loaded for link offset {l3_offset}")))?;
+        wirelog_ebpf::attach_socket_filter(socket, p)
+    }
+
+    /// Packets and IP bytes counted in the kernel and merged so far.
+    pub fn counted(&self) -> (u64, u64) {
+        (self.counted_pkts.load(Relaxed), self.counted_bytes.load(Relaxed))
+    }
+
+    /// Connections that stayed in user space because the map was full.
+    pub fn map_full(&self) -> u64 {
+        self.map_full.load(Relaxed)
+    }
+
+    fn to_ktime(&self, real_ns: i64) -> i64 {
+        real_ns - self.real_minus_mono
+    }
+
+    fn to_real(&self, ktime: u64) -> i64 {
+        ktime as i64 + self.real_minus_mono
+    }
+}
+
+fn now_real_ns() -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// CLOCK_REALTIME - CLOCK_MONOTONIC, from the closest of a few paired reads.
+fn clock_offset() -> i64 {
+    let now = |c| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes the timespec it is given.
+        unsafe { libc::clock_gettime(c, &mut ts) };
+        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+    };
+    let mut best = (i64::MAX, 0);
+    for _ in 0..5 {
+        let m0 = now(libc::CLOCK_MONOTONIC);
+        let r = now(libc::CLOCK_REALTIME);
+        let m1 = now(libc::CLOCK_MONOTONIC);
+        if m1 - m0 < best.0 {
+            best = (m1 - m0, r - (m0 + (m1 - m0) / 2));
+        }
+    }
+    best.1
+}
+
+/// The map key of an IPv4 connection and which of its blocks holds the
+/// originator's packets; `None` for IPv6 (not delegated).
+pub(crate) fn map_key(key: &ConnKey) -> Option<([u8; KEY_LEN], usize)> {
+    if !key.src.is_v4() || !key.dst.is_v4() {
+        return None;
+    }
+    // The program loads addresses and ports little-endian from the wire
+    // bytes and orders the endpoints by those values.
+    let end = |a: &[u8; 16], port: u16| {
+        (u32::from_le_bytes([a[12], a[13], a[14], a[15]]), u16::from_le_bytes(port.to_be_bytes()))
+    };
+    let (o, r) = (end(&key.src.0, key.sport), end(&key.dst.0, key.dport));
+    if o == r {
+        return None;
+    }
+    let (lo, hi, orig_block) = if o < r { (o, r, 0) } else { (r, o, 1) };
+    let mut k = [0u8; KEY_LEN];
+    k[0..4].copy_from_slice(&lo.0.to_le_bytes());
+    k[4..8].copy_from_slice(&hi.0.to_le_bytes());
+    k[8..10].copy_from_slice(&lo.1.to_le_bytes());
+    k[10..12].copy_from_slice(&hi.1.to_le_bytes());
+    Some((k, orig_block))
+}
+
+/// A delegated connection, as the tracker remembers it.
+pub(crate) struct Delegated {
+    pub key: [u8; KEY_LEN],
+    /// The block (0 or 1) of the originator's packets.
+    pub orig_block: usize,
+    /// The capture interface, for a flow counted after its slot went stale.
+    pub iface: u16,
+    /// Packets and bytes per block merged so far.
+    pub merged: [[u64; 2]; 2],
+    /// The kernel suspended the entry: packets of the connection the
+    /// tracker has been given since (compared with the kernel's `PASSED`).
+    pub suspended_seen: Option<u32>,
+    /// CLOCK_REALTIME just before the entry was written: ring packets
+    /// stamped earlier went through the filter before it existed.
+    pub armed_at_ns: i64,
+}
+
+/// What one read of an entry adds, per side (index 0 the originator).
+pub(crate) struct Counted {
+    pub pkts: [u64; 2],
+    pub bytes: [u64; 2],
+    /// Converted time of the side's last counted packet (0: none counted).
+    pub last_ns: [i64; 2],
+    pub next_seq: [u32; 2],
+    pub last_ack: [u32; 2],
+    pub suspended: bool,
+    /// Packets the kernel passed since it suspended the entry.
+    pub passed: u32,
+}
+
+/// What the tracker writes for a connection it delegates.
+pub(crate) struct Plan {
+    pub key: [u8; KEY_LEN],
+    /// The block (0 or 1) of the originator's packets.
+    pub orig_block: usize,
+    pub view: KernelView,
+    /// Per side (0 the originator): [`ALLOW_DATA`], [`ALLOW_ACK`] as the history allows.
+    pub allow: [u32; 2],
+    /// Packet time from which the kernel passes everything.
+    pub until_real_ns: i64,
+}
+
+/// One tracker's delegated connections (by table slot).
+pub(crate) struct Delegations {
+    pub shared: Arc<KernelAccounting>,
+    pub conns: HashMap<u32, Delegated>,
+    value: [u8; VALUE_LEN],
+}
+
+impl Delegations {
+    pub fn new(shared: Arc<KernelAccounting>) -> Delegations {
+        Delegations { shared, conns: HashMap::new(), value: [0; VALUE_LEN] }
+    }
+
+    /// Writes the entry of a connection captured on `iface`. Returns false
+    /// when the map refused (full).
+    pub fn delegate(&mut self, idx: u32, iface: u16, plan: &Plan) -> bool {
+        let Plan { key, orig_block, ref view, allow, until_real_ns } = *plan;
+        let v = &mut self.value;
+        v.fill(0);
+        put(v, UNTIL, &(self.shared.to_ktime(until_real_ns).max(0) as u64).to_ne_bytes());
+        for side in 0..2 {
+            let b = BLOCK[if side == 0 { orig_block } else { 1 - orig_block }];
+            put(v, b + NEXT_SEQ, &view.next_seq[side].to_ne_bytes());
+            put(v, b + LAST_ACK, &view.last_ack[side].to_ne_bytes());
+            let mut a = allow[side] & ALLOW_ACK;
+            if view.data_ok[side] {
+                a |= allow[side] & ALLOW_DATA;
+            }
+            put(v, b + ALLOW, &a.to_ne_bytes());
+        }
+        let armed_at_ns = now_real_ns();
+        if self.shared.map.update(&key, v).is_err() {
+            self.shared.map_full.fetch_add(1, Relaxed);
+            return false;
+        }
+        self.conns.insert(idx, Delegated { key, orig_block, iface, merged: [[0; 2]; 2], suspended_seen: None, armed_at_ns });
+        true
+    }
+
+    /// Reads a delegated connection's entry: what was counted since the
+    /// last read. With `release` the entry is deleted and the connection is
+    /// no longer delegated.
+    pub fn take(&mut self, idx: u32, release: bool) -> Option<Counted> {
+        let d = self.conns.get_mut(&idx)?;
+        let found = self.shared.map.lookup(&d.key, &mut self.value).unwrap_or(false);
+        if !found {
+            self.conns.remove(&idx);
+            return None;
+        }
+        let v = &self.value;
+        let mut c = Counted { pkts: [0; 2], bytes: [0; 2], last_ns: [0; 2], next_seq: [0; 2], last_ack: [0; 2], suspended: get32(v, STATE) != 0, passed: get32(v, PASSED) };
+        for side in 0..2 {
+            let block = if side == 0 { d.orig_block } else { 1 - d.orig_block };
+            let b = BLOCK[block];
+            let (pkts, bytes) = (get64(v, b + PKTS), get64(v, b + IP_BYTES));
+            c.pkts[side] = pkts - d.merged[block][0];
+            c.bytes[side] = bytes - d.merged[block][1];
+            d.merged[block] = [pkts, bytes];
+            let kt = get64(v, b + LAST_KTIME);
+            if c.pkts[side] > 0 && kt > 0 {
+                c.last_ns[side] = self.shared.to_real(kt);
+            }
+            c.next_seq[side] = get32(v, b + NEXT_SEQ);
+            c.last_ack[side] = get32(v, b + LAST_ACK);
+        }
+        let total = c.pkts[0] + c.pkts[1];
+        if total > 0 {
+            self.shared.counted_pkts.fetch_add(total, Relaxed);
+            self.shared.counted_bytes.fetch_add(c.bytes[0] + c.bytes[1], Relaxed);
+        }
+        if release {
+            let _ = self.shared.map.delete(&d.key);
+            self.conns.remove(&idx);
+        }
+        Some(c)
+    }
+
+    /// Forgets a delegated connection and deletes its entry.
+    pub fn release(&mut self, idx: u32) {
+        if let Some(d) = self.conns.remove(&idx) {
+            let _ = self.shared.map.delete(&d.key);
+        }
+    }
+
+    /// Time from which the kernel must pass everything, for a bucket ending
+    /// at `boundary_ns`; `None` when `now_ns` is already inside the guard.
+    pub fn until(boundary_ns: i64, now_ns: i64) -> Option<i64> {
+        let until = boundary_ns.saturating_sub(BUCKET_GUARD_NS);
+        (now_ns < until).then_some(until)
+    }
+}
+
+fn put(v: &mut [u8], at: usize, b: &[u8]) {
+    v[at..at + b.len()].copy_from_slice(b);
+}
+
+fn get32(v: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes(v[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn get64(v: &[u8], at: usize) -> u64 {
+    u64::from_ne_bytes(v[at..at + 8].try_into().expect("8 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use wirelog_decode::IpAddr16;
+
+    const SRC: [u8; 4] = [10, 213, 0, 1];
+    const DST: [u8; 4] = [10, 213, 0, 2];
+    const SPORT: u16 = 40_001;
+    const DPORT: u16 = 5_001;
+
+    /// An Ethernet frame with an IPv4/TCP segment from SRC to DST.
+    fn frame(flags: u8, seq: u32, ack: u32, payload: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        let total = (40 + payload) as u16;
+        let mut ip = [0u8; 20];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&SRC);
+        ip[16..20].copy_from_slice(&DST);
+        let sum: u32 = ip.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).sum();
+        let sum = (sum & 0xffff) + (sum >> 16);
+        ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        f.extend_from_slice(&ip);
+        let mut tcp = [0u8; 20];
+        tcp[0..2].copy_from_slice(&SPORT.to_be_bytes());
+        tcp[2..4].copy_from_slice(&DPORT.to_be_bytes());
+        tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+        tcp[8..12].copy_from_slice(&ack.to_be_bytes());
+        tcp[12] = 5 << 4;
+        tcp[13] = flags;
+        tcp[14..16].copy_from_slice(&512u16.to_be_bytes());
+        f.extend_from_slice(&tcp);
+        f.extend(std::iter::repeat_n(b'x', payload));
+        f
+    }
+
+    fn packet_socket(protocol: u16) -> OwnedFd {
+        // SAFETY: socket(2); the descriptor is owned below.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, protocol.to_be() as i32) };
+        assert!(fd >= 0, "AF_PACKET socket: {}", io::Error::last_os_error());
+        // SAFETY: a fresh descriptor.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    }
+
+    fn lo_addr() -> libc::sockaddr_ll {
+        // SAFETY: sockaddr_ll is plain data.
+        let mut a: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        a.sll_family = libc::AF_PACKET as u16;
+        a.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        a.sll_ifindex = 1;
+        a.sll_halen = 6;
+        a
+    }
+
+    /// The sequence numbers of our tuple's incoming frames the socket got.
+    fn received_seqs(rx: &OwnedFd) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 2048];
+        loop {
+            // SAFETY: sockaddr_ll is plain data.
+            let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            // SAFETY: recvfrom into our buffer and address.
+            let n = unsafe {
+                libc::recvfrom(rx.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0, (&mut from as *mut libc::sockaddr_ll).cast(), &mut len)
+            };
+            if n < 0 {
+                return out; // the receive timeout: nothing more
+            }
+            let f = &buf[..n as usize];
+            if from.sll_pkttype == libc::PACKET_OUTGOING || f.len() < 54 || f[26..30] != SRC || f[34..36] != SPORT.to_be_bytes() {
+                continue;
+            }
+            out.push(u32::from_be_bytes([f[38], f[39], f[40], f[41]]));
+        }
+    }
+
+    /// The program drops and counts exactly the in-order segments of a
+    /// connection the test delegated, passes the rest, and suspends the
+    /// entry at the first one it passes.
+    #[test]
+    fn in_order_segments_of_a_delegated_connection_are_counted_not_passed() {
+        if !wirelog_ebpf::tests_can_load() {
+            return;
+        }
+        let k = KernelAccounting::load(64, &[14], 65_535).unwrap();
+        let rx = packet_socket(libc::ETH_P_ALL as u16);
+        let addr = lo_addr();
+        // SAFETY: bind/setsockopt with properly sized arguments.
+        unsafe {
+            assert_eq!(libc::bind(rx.as_raw_fd(), (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32), 0);
+            let tv = libc::timeval { tv_sec: 0, tv_usec: 300_000 };
+            libc::setsockopt(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32);
+        }
+        k.attach(rx.as_raw_fd(), 14).unwrap();
+        let mut d = Delegations::new(k.clone());
+        let key = ConnKey { src: IpAddr16::from_v4(SRC), dst: IpAddr16::from_v4(DST), sport: SPORT, dport: DPORT, proto: 6 };
+        let (mk, orig_block) = map_key(&key).unwrap();
+        let view = KernelView { next_seq: [1000, 7000], last_ack: [7000, 1000], data_ok: [true, true] };
+        let plan = Plan { key: mk, orig_block, view, allow: [ALLOW_DATA | ALLOW_ACK; 2], until_real_ns: i64::MAX };
+        assert!(d.delegate(3, 0, &plan));
+
+        let tx = packet_socket(0);
+        let send = |f: &[u8]| {
+            // SAFETY: sendto with our frame and address.
+            let n = unsafe { libc::sendto(tx.as_raw_fd(), f.as_ptr().cast(), f.len(), 0, (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) };
+            assert_eq!(n, f.len() as isize, "{}", io::Error::last_os_error());
+        };
+        send(&frame(0x18, 1000, 7000, 100)); // in order: counted
+        send(&frame(0x10, 1100, 7000, 0)); // a pure ACK in order: counted
+        send(&frame(0x18, 1100, 7000, 100)); // in order: counted
+        send(&frame(0x18, 1000, 7000, 100)); // a retransmission: passed, suspends
+        send(&frame(0x18, 1200, 7000, 100)); // in order, but suspended: passed
+        assert_eq!(received_seqs(&rx), [1000, 1200]);
+
+        let c = d.take(3, true).expect("the entry");
+        assert!(c.suspended);
+        assert_eq!(c.passed, 2);
+        assert_eq!(c.pkts, [3, 0]);
+        assert_eq!(c.bytes, [140 + 40 + 140, 0]);
+        assert_eq!(c.next_seq, [1200, 7000]);
+        assert!(c.last_ns[0] > 0);
+        assert_eq!(k.counted(), (3, 320));
+        // Suspended: the entry is gone, the connection no longer delegated.
+        assert!(d.conns.is_empty());
+        assert!(d.take(3, false).is_none());
+    }
+
+    #[test]
+    fn keys_order_the_endpoints_as_the_program_does() {
+        let a = ConnKey { src: IpAddr16::from_v4([10, 0, 0, 2]), dst: IpAddr16::from_v4([10, 0, 0, 1]), sport: 80, dport: 5000, proto: 6 };
+        let (k1, b1) = map_key(&a).unwrap();
+        let (k2, b2) = map_key(&a.reversed()).unwrap();
+        assert_eq!(k1, k2);
+        assert_ne!(b1, b2);
+        // Loaded little-endian, 10.0.0.1 is the lower address.
+        assert_eq!(&k1[0..4], &[10, 0, 0, 1]);
+        assert_eq!(&k1[8..10], &5000u16.to_be_bytes());
+    }
+}

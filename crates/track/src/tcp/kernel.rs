@@ -1,0 +1,152 @@
+//! The TCP side of `--kernel-accounting`: when a connection's in-order
+//! ACK/PSH|ACK segments change nothing but counters and sequence numbers
+//! (what the kernel is told to expect), and how the kernel's totals are
+//! folded back as if the tracker had seen those segments.
+
+use super::*;
+
+/// What the kernel needs per endpoint (index 0 the originator, 1 the
+/// responder) to count the connection's in-order segments.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KernelView {
+    /// The sequence number the endpoint's next in-order segment carries.
+    pub next_seq: [u32; 2],
+    /// The highest acknowledgement the endpoint sent.
+    pub last_ack: [u32; 2],
+    /// Whether its data segments may be counted (the reassembly rules that
+    /// depend on acknowledgements having been seen are settled).
+    pub data_ok: [bool; 2],
+}
+
+impl TcpConn {
+    /// `Some` only in the state where [`TcpConn::process`] takes the
+    /// established path and an in-order segment only advances `last_seq`,
+    /// the peer's `ack_seq` and the contiguous reassembly range: both sides
+    /// established and open, no deferred close, no data held above a hole.
+    pub(crate) fn kernel_view(&self) -> Option<KernelView> {
+        if self.first_packet_seen != 3 || self.close_deferred {
+            return None;
+        }
+        let mut data_ok = [false; 2];
+        for (i, e) in [&self.orig, &self.resp].into_iter().enumerate() {
+            if e.state != Established || e.did_close || e.fin_seen {
+                return None;
+            }
+            if !e.skip_deliveries {
+                let last = e.to_relative(e.last_seq, e.seq_wraps);
+                if e.reasm.above_hole.is_some() || e.reasm.next_deliver != last {
+                    return None;
+                }
+            }
+            // Until the peer acknowledged data, delivered data is released
+            // by size (MAX_INITIAL_WINDOW), a rule the kernel does not follow.
+            data_ok[i] = e.skip_deliveries || !e.no_data_acked();
+        }
+        Some(KernelView {
+            next_seq: [self.orig.last_seq, self.resp.last_seq],
+            // An endpoint's acknowledgements move its peer's ack_seq.
+            last_ack: [self.resp.ack_seq, self.orig.ack_seq],
+            data_ok,
+        })
+    }
+
+    /// Folds in what the kernel counted since [`TcpConn::kernel_view`]:
+    /// the endpoints' next sequence numbers and last acknowledgements.
+    /// Sequence numbers first, so that no acknowledgement passes data not
+    /// yet merged (which would count as a gap).
+    pub(crate) fn kernel_merge(&mut self, next_seq: [u32; 2], last_ack: [u32; 2], hist: &mut HistoryState) {
+        for (i, e) in [&mut self.orig, &mut self.resp].into_iter().enumerate() {
+            // The kernel passes a segment whose end would wrap, so the new
+            // value is never below the old one.
+            if seq_delta(next_seq[i], e.last_seq) > 0 {
+                e.update_last_seq(next_seq[i]);
+                if !e.skip_deliveries {
+                    e.reasm.next_deliver = e.to_relative(e.last_seq, e.seq_wraps);
+                }
+            }
+        }
+        for (i, &ack) in last_ack.iter().enumerate() {
+            // Endpoint i's acknowledgements are of its peer's data.
+            let peer_is_orig = i == 1;
+            let p = if peer_is_orig { &mut self.orig } else { &mut self.resp };
+            if seq_delta(ack, p.ack_seq) <= 0 {
+                continue;
+            }
+            p.update_ack_seq(ack);
+            let (rel_ack, underflow) = relative_seq(p.start_seq, ack, p.ack_seq, p.ack_wraps, |s, w| p.to_relative(s, w));
+            if !underflow {
+                self.ack_received(peer_is_orig, rel_ack, hist);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelog_decode::tcp_flags::PSH;
+
+    fn seg(flags: u8, seq: u32, ack: u32, len: u32) -> Segment {
+        Segment { flags, seq, ack, window: 512, len, payload_complete: true }
+    }
+
+    /// A connection established both ways with data and acks seen.
+    fn established(t: &mut TcpConn, h: &mut HistoryState) {
+        t.process(true, &seg(SYN, 100, 0, 0), h);
+        t.process(false, &seg(SYN | ACK, 5000, 101, 0), h);
+        t.process(true, &seg(ACK, 101, 5001, 0), h);
+        t.process(true, &seg(PSH | ACK, 101, 5001, 50), h);
+        t.process(false, &seg(PSH | ACK, 5001, 151, 20), h);
+        t.process(true, &seg(ACK, 151, 5021, 0), h);
+        // The responder's pure ACK: its letter too is in the history, as
+        // the tracker requires before the kernel counts such segments.
+        t.process(false, &seg(ACK, 5021, 151, 0), h);
+    }
+
+    /// Merging the kernel's totals leaves the state the segments themselves
+    /// would have left: the same sizes, acknowledgements and history.
+    #[test]
+    fn a_merge_equals_processing_the_in_order_segments() {
+        let (mut seen, mut hs) = (TcpConn::new(false), HistoryState::default());
+        established(&mut seen, &mut hs);
+        let mut merged = seen.clone();
+        let mut hm = hs.clone();
+        let v = merged.kernel_view().expect("established with data both ways");
+        assert_eq!(v.next_seq, [151, 5021]);
+        assert_eq!(v.data_ok, [true, true]);
+        // 100 segments of 1000 bytes from the originator, each acknowledged.
+        let mut seq = 151u32;
+        for _ in 0..100 {
+            seen.process(true, &seg(PSH | ACK, seq, 5021, 1000), &mut hs);
+            seq += 1000;
+            seen.process(false, &seg(ACK, 5021, seq, 0), &mut hs);
+        }
+        merged.kernel_merge([seq, 5021], [5021, seq], &mut hm);
+        assert_eq!(merged.orig.size(merged.resp.state), seen.orig.size(seen.resp.state));
+        assert_eq!(merged.resp.size(merged.orig.state), seen.resp.size(seen.orig.state));
+        assert_eq!(merged.orig.ack_seq, seen.orig.ack_seq);
+        assert_eq!(merged.orig.reasm.trim, seen.orig.reasm.trim);
+        assert_eq!(merged.orig.reasm.next_deliver, seen.orig.reasm.next_deliver);
+        assert_eq!(merged.missed_bytes, seen.missed_bytes);
+        assert_eq!(hm.letters.as_str(), hs.letters.as_str());
+        // And a FIN after either closes alike.
+        let fin = seg(FIN | ACK, seq, 5021, 0);
+        seen.process(true, &fin, &mut hs);
+        merged.process(true, &fin, &mut hm);
+        assert_eq!(merged.conn_state(hm.letters.as_str()), seen.conn_state(hs.letters.as_str()));
+    }
+
+    #[test]
+    fn nothing_is_delegated_before_both_sides_are_established_or_after_a_fin() {
+        let (mut t, mut h) = (TcpConn::new(false), HistoryState::default());
+        t.process(true, &seg(SYN, 100, 0, 0), &mut h);
+        assert!(t.kernel_view().is_none());
+        t.process(false, &seg(SYN | ACK, 5000, 101, 0), &mut h);
+        t.process(true, &seg(ACK, 101, 5001, 0), &mut h);
+        let v = t.kernel_view().expect("established");
+        // No data acknowledged yet: data is not counted in the kernel.
+        assert_eq!(v.data_ok, [false, false]);
+        t.process(true, &seg(FIN | ACK, 101, 5001, 0), &mut h);
+        assert!(t.kernel_view().is_none());
+    }
+}
