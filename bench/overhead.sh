@@ -10,6 +10,7 @@
 #   wirelog_noparse   the same with --no-parse (conns and flows only)
 #   wirelog_pcap      wirelog with --pcap-dir: every packet kept (ring of 2 x 100 MB files)
 #   wirelog_pcap16k   the same with --pcap-cutoff 16K
+#   wirelog_base      as wirelog, with the binary WIRELOG_BASE (another commit, for A/B in one run)
 # Reports TPS and p95 latency relative to no capture, the worst one-second TPS, the capturer's CPU
 # seconds and the bytes it left on disk (pcap files, logs and store).
 # usage: bench/overhead.sh   (env: SB_TIME=30 ROUNDS=3 SCENARIOS="...")
@@ -55,6 +56,8 @@ start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
     tcpdump_w)    ip netns exec "$NS" tcpdump -i lo -Z root -s 0 -C 100 -W 2 -w "$OV/cap" tcp port "$MYSQL_PORT" 2>"$OV/cap.err" & ;;
     tcpdump_s128) ip netns exec "$NS" tcpdump -i lo -Z root -s 128 -C 100 -W 2 -w "$OV/cap" tcp port "$MYSQL_PORT" 2>"$OV/cap.err" & ;;
     wirelog)      ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_base) ip netns exec "$NS" "${WIRELOG_BASE:?set WIRELOG_BASE}" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_noparse) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --no-parse --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
