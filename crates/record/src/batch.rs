@@ -16,6 +16,11 @@ pub struct Batch {
     pub ingests: Vec<Ingest>,
 }
 
+/// Room for records of each kind a recycled batch keeps (see [`Batch::recycle`]):
+/// above what a batch normally carries (`read` hands over every 4,096 packets,
+/// a capture worker every few ring blocks).
+pub const RECYCLED_CAPACITY: usize = 16_384;
+
 impl Batch {
     pub fn is_empty(&self) -> bool {
         self.conns.is_empty() && self.flows.is_empty() && self.txs.is_empty() && self.ingests.is_empty()
@@ -24,6 +29,17 @@ impl Batch {
     /// Records held (connections, flows and transactions).
     pub fn records(&self) -> usize {
         self.conns.len() + self.flows.len() + self.txs.len()
+    }
+
+    /// Empties the batch for reuse. Vectors that grew past
+    /// [`RECYCLED_CAPACITY`] records (a live capture worker held the batch
+    /// while the writer was behind) give the rest back, so that one stall
+    /// does not pin its peak memory in every recycled batch for the rest of the run.
+    pub fn recycle(&mut self) {
+        self.clear();
+        self.conns.shrink_to(RECYCLED_CAPACITY);
+        self.flows.shrink_to(RECYCLED_CAPACITY);
+        self.txs.shrink_to(RECYCLED_CAPACITY);
     }
 
     pub fn clear(&mut self) {
@@ -50,4 +66,20 @@ pub struct Ingest {
     pub ingested_ns: i64,
     /// The packet filter it was read with ("" for none).
     pub filter: String,
+}
+
+#[cfg(test)]
+mod recycle_tests {
+    use super::*;
+
+    #[test]
+    fn a_recycled_batch_keeps_normal_room_and_gives_back_a_stalls_peak() {
+        let mut b = Batch::default();
+        b.txs.reserve_exact(10);
+        b.recycle();
+        assert!(b.is_empty() && b.txs.capacity() >= 10);
+        b.conns.reserve_exact(RECYCLED_CAPACITY * 8);
+        b.recycle();
+        assert!(b.conns.capacity() >= 10 && b.conns.capacity() <= RECYCLED_CAPACITY);
+    }
 }

@@ -128,7 +128,7 @@ impl Output {
             .spawn(move || {
                 let write = |f: &mut Fanout, batch: Batch| {
                     if let Some(mut batch) = f.write(batch)? {
-                        batch.clear();
+                        batch.recycle();
                         let _ = recycle_tx.try_send(batch);
                     }
                     Ok(())

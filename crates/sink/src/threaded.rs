@@ -119,7 +119,7 @@ fn feed(
     let write = |s: &mut Box<dyn Sink>, batch: Arc<Batch>| {
         s.write(&batch)?;
         if let Some(mut batch) = Arc::into_inner(batch) {
-            batch.clear();
+            batch.recycle();
             let _ = recycle.try_send(batch);
         }
         Ok(())
