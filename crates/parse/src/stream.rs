@@ -224,7 +224,7 @@ impl Reassembler {
     /// would only hold later segments back until the buffer overflows, so
     /// they become a gap now and what was buffered behind them is delivered.
     pub fn acked(&mut self, ack: u32, ts_ns: i64, budget: &mut Budget, sink: &mut impl FnMut(Chunk<'_>)) {
-        let Some(next) = self.next else {
+        let Some(mut next) = self.next else {
             return;
         };
         // The FIN takes a sequence number but carries no byte: an ACK of the
@@ -233,30 +233,22 @@ impl Reassembler {
             Some(f) if ack.wrapping_sub(f).wrapping_sub(1) < MAX_AHEAD => f,
             _ => ack,
         };
-        let upto = ack.wrapping_sub(next);
-        if upto == 0 || upto >= MAX_AHEAD {
-            return;
-        }
-        while let (Some(next), Some(first)) = (self.next, self.ooo.front()) {
+        loop {
             let upto = ack.wrapping_sub(next);
             if upto == 0 || upto >= MAX_AHEAD {
                 return;
             }
-            let hole = first.seq.wrapping_sub(next);
+            // Missed: the bytes up to the first buffered segment, or up to
+            // the ACK when nothing is buffered.
+            let hole = self.ooo.front().map_or(upto, |s| s.seq.wrapping_sub(next));
             if hole > 0 && hole < MAX_AHEAD {
                 self.report_gap(ts_ns, hole.min(upto) as u64, sink);
-                if upto < hole {
+                if upto < hole || self.ooo.is_empty() {
                     return;
                 }
             }
             self.drain(budget, sink);
-        }
-        // Nothing buffered: the acknowledged bytes past the stream's end are lost.
-        if let Some(next) = self.next {
-            let upto = ack.wrapping_sub(next);
-            if upto > 0 && upto < MAX_AHEAD {
-                self.report_gap(ts_ns, upto as u64, sink);
-            }
+            next = self.next.unwrap_or(ack);
         }
     }
 

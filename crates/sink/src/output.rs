@@ -3,10 +3,13 @@
 //! never stall packet processing (on captures of many short connections
 //! that work is as large as tracking itself).
 //!
-//! The queue between the two is bounded: when the disk cannot keep up, the
-//! packet path waits (offline that is right; live, the kernel ring absorbs
-//! it and its drops are counted). Batches come back empty on a second
-//! channel so their vectors are reused instead of reallocated.
+//! The queue between the two is bounded. When the disk cannot keep up,
+//! `read` waits ([`Output::send`]); a live capture worker does not: with
+//! [`BatchSender::try_send`] it keeps collecting into the batch it got back
+//! and goes on reading its ring, and waits only past a bound on what it holds
+//! (a worker that stops reading makes the kernel drop packets). Batches come
+//! back empty on a second channel so their vectors are reused instead of
+//! reallocated.
 
 use std::io;
 use std::sync::atomic::AtomicU64;
@@ -53,6 +56,13 @@ pub(crate) fn serve<T, S: ?Sized>(
         }
         after(on);
     }
+}
+
+/// A written batch back to the producers, emptied (a full return queue
+/// lets it go: producers make a new one).
+pub(crate) fn give_back(mut batch: Batch, to: &SyncSender<Batch>) {
+    batch.recycle();
+    let _ = to.try_send(batch);
 }
 
 fn stopped() -> io::Error {
@@ -127,9 +137,8 @@ impl Output {
             .name("wirelog-output".into())
             .spawn(move || {
                 let write = |f: &mut Fanout, batch: Batch| {
-                    if let Some(mut batch) = f.write(batch)? {
-                        batch.recycle();
-                        let _ = recycle_tx.try_send(batch);
+                    if let Some(batch) = f.write(batch)? {
+                        give_back(batch, &recycle_tx);
                     }
                     Ok(())
                 };

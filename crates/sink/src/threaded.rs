@@ -4,10 +4,10 @@
 //! the packet path while the encoding runs on another core.
 //!
 //! The queue to the thread is bounded. When it is full the output thread
-//! waits, as the packet path waits for a full output queue: nothing is
-//! dropped (offline that is right; live, the kernel ring absorbs it and
-//! counts its drops). Whichever thread lets go of a batch last gives it
-//! back for reuse.
+//! waits: nothing is dropped. Offline that holds `read` back; live, a
+//! capture worker keeps its records while the output queue is full and goes
+//! on reading its ring (see `Output`). Whichever thread lets go of a batch
+//! last gives it back for reuse ([`crate::output::give_back`]).
 
 use std::io;
 use std::sync::mpsc::{self, Receiver, SyncSender};
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use wirelog_record::Batch;
 
-use crate::output::serve;
+use crate::output::{give_back, serve};
 use crate::{Sink, SinkEnd, Space};
 
 /// Batches queued for the sink's thread: enough to ride out one flush of
@@ -118,9 +118,8 @@ fn feed(
 ) -> io::Result<()> {
     let write = |s: &mut Box<dyn Sink>, batch: Arc<Batch>| {
         s.write(&batch)?;
-        if let Some(mut batch) = Arc::into_inner(batch) {
-            batch.recycle();
-            let _ = recycle.try_send(batch);
+        if let Some(batch) = Arc::into_inner(batch) {
+            give_back(batch, recycle);
         }
         Ok(())
     };
