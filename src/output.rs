@@ -149,6 +149,13 @@ pub fn report(summary: &wirelog_sink::Summary, quiet: bool) -> bool {
     if let Some(t) = summary.space_text() {
         eprintln!("{t}");
     }
+    if summary.sink_waits > 0 && !quiet {
+        eprintln!(
+            "wirelog: the output thread waited {} times for the store's writer (it was more than {} records behind)",
+            summary.sink_waits,
+            wirelog_sink::MAX_PENDING_RECORDS
+        );
+    }
     if summary.dropped() > 0 {
         eprintln!(
             "wirelog: {} records could not be written, the disk stayed full: {}",

@@ -198,6 +198,7 @@ fn output_snapshot(o: &wirelog_sink::Live, has_store: bool) -> wirelog_serve::Li
             .map(|(b, a)| (b, a.load(Relaxed)))
             .collect(),
         flush_seconds: o.flush_ns.load(Relaxed) as f64 / 1e9,
+        waits: o.sink_waits.load(Relaxed),
     });
     wirelog_serve::LiveSnapshot { conns_ended, transactions, store, ..Default::default() }
 }

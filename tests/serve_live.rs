@@ -281,6 +281,11 @@ fn output_metrics_equal_the_final_lines(metrics: &BTreeMap<(String, String), f64
     let count = total(metrics, "wirelog_store_flush_seconds_count");
     assert_eq!(metrics[&("wirelog_store_flush_seconds_bucket".to_string(), "le=\"+Inf\"".to_string())] as u64, count);
     assert!(metrics.contains_key(&("wirelog_store_flush_seconds_sum".to_string(), String::new())));
+    // A store that keeps up with this traffic is never waited for, and the
+    // end of the run says nothing about it.
+    assert!(metrics.contains_key(&("wirelog_store_waits_total".to_string(), String::new())), "store waits exported");
+    assert_eq!(total(metrics, "wirelog_store_waits_total"), 0);
+    assert!(!err.contains("for the store's writer"), "{err}");
 }
 
 #[test]

@@ -54,6 +54,9 @@ pub struct StoreWritten {
     /// not cumulative.
     pub flush_buckets: Vec<(f64, u64)>,
     pub flush_seconds: f64,
+    /// Times the output thread waited for the store's thread, which was
+    /// more records behind than it keeps for it.
+    pub waits: u64,
 }
 
 /// One worker's counters, as the capture's stats line has them.

@@ -268,6 +268,13 @@ pub(crate) fn text(state: &AppState) -> String {
                 &one(st.bytes),
             );
             counters(&mut reg, "wirelog_store_written_files", "Files this run wrote to the store", None, &one(st.files));
+            counters(
+                &mut reg,
+                "wirelog_store_waits",
+                "Times the output thread waited for the store's writer thread (it was more records behind than the output thread keeps for it)",
+                None,
+                &one(st.waits),
+            );
             reg.register_with_unit(
                 "wirelog_store_flush",
                 "Time of each store flush (buffers to Parquet files)",

@@ -53,6 +53,9 @@ pub struct Live {
     /// not cumulative, and their summed duration in nanoseconds.
     pub flushes: [AtomicU64; FLUSH_BUCKETS.len() + 1],
     pub flush_ns: AtomicU64,
+    /// Times the output thread waited for a sink on its own thread (the
+    /// store) that was more than `MAX_PENDING_RECORDS` records behind.
+    pub sink_waits: AtomicU64,
 }
 
 impl Live {
@@ -84,6 +87,9 @@ pub struct Summary {
     pub txs: [u64; Protocol::ALL.len()],
     /// Each sink's name and end, in the order they were given.
     pub sinks: Vec<(String, SinkEnd)>,
+    /// Times the output thread waited for a sink on its own thread (see
+    /// [`Live::sink_waits`]).
+    pub sink_waits: u64,
 }
 
 impl Summary {
@@ -251,12 +257,21 @@ impl Fanout {
             return Ok(Some(batch));
         }
         let shared = Arc::new(batch);
+        let mut waited = false;
         for s in &mut self.sinks {
             if let Slot::Thread(t) = s {
-                t.write(&shared)?;
+                waited |= t.write(&shared)?;
             }
         }
+        self.waited(waited);
         Ok(Arc::into_inner(shared))
+    }
+
+    fn waited(&mut self, waited: bool) {
+        if waited {
+            self.summary.sink_waits += 1;
+            self.live.sink_waits.store(self.summary.sink_waits, Ordering::Relaxed);
+        }
     }
 
     /// The run's totals, and the live counters from them.
@@ -282,11 +297,17 @@ impl Fanout {
     }
 
     pub(crate) fn tick(&mut self, now: Instant) -> io::Result<()> {
-        // The sinks on their own threads tick themselves.
-        self.sinks.iter_mut().try_for_each(|s| match s {
-            Slot::Here(s) => s.tick(now),
-            Slot::Thread(_) => Ok(()),
-        })
+        // The sinks on their own threads tick themselves; what they were
+        // too busy to take at the last batch is offered again.
+        let mut waited = false;
+        for s in &mut self.sinks {
+            match s {
+                Slot::Here(s) => s.tick(now)?,
+                Slot::Thread(t) => waited |= t.pump()?,
+            }
+        }
+        self.waited(waited);
+        Ok(())
     }
 
     /// Says once when the disk fills up (naming the file) and when writing

@@ -44,6 +44,7 @@ pub use file::{available, LogFile, LogFileStats};
 pub use flows::FlowLogWriter;
 pub use out::{LogDir, LogOut};
 pub use output::{BatchSender, Output};
+pub use threaded::MAX_PENDING_RECORDS;
 pub use tls::X509LogWriter;
 pub use tx::{tx_log_name, TxLogWriter, TxLogs};
 pub use wirelog_record::Batch;

@@ -4,13 +4,19 @@
 //! the packet path while the encoding runs on another core.
 //!
 //! The queue to the thread is bounded. When it is full the output thread
-//! waits: nothing is dropped. Offline that holds `read` back; live, a
-//! capture worker keeps its records while the output queue is full and goes
-//! on reading its ring (see `Output`). Whichever thread lets go of a batch
-//! last gives it back for reuse ([`crate::output::give_back`]).
+//! does not wait: it keeps the batch in a list of its own and goes on with
+//! the other sinks (the logs stay current), moving what it kept into the
+//! queue as room appears, at every batch and every tick. It waits only when
+//! the sink is more than [`MAX_PENDING_RECORDS`] records behind, and counts
+//! each such wait; nothing is dropped. Past that bound, offline, `read` is
+//! held back; live, a capture worker keeps its records while the output
+//! queue is full and goes on reading its ring (see `Output`). Whichever
+//! thread lets go of a batch last gives it back for reuse
+//! ([`crate::output::give_back`]).
 
+use std::collections::VecDeque;
 use std::io;
-use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -24,6 +30,12 @@ use crate::{Sink, SinkEnd, Space};
 /// the store's smaller buffers without stalling the output thread.
 const QUEUE_DEPTH: usize = 8;
 
+/// Records the output thread keeps for the sink beyond its queue before it
+/// waits for it: as many as a capture worker holds for the output thread
+/// (`wirelog_capture::stats::MAX_HELD_RECORDS`), so a slow store flush is
+/// ridden out twice over before anything upstream waits.
+pub const MAX_PENDING_RECORDS: usize = 262_144;
+
 pub(crate) struct SinkThread {
     name: String,
     tx: Option<SyncSender<Arc<Batch>>>,
@@ -32,6 +44,11 @@ pub(crate) struct SinkThread {
     space: Arc<Mutex<Space>>,
     /// The thread's end, once joined (a failed write ends it early).
     ended: Option<io::Result<SinkEnd>>,
+    /// Batches the queue had no room for, oldest first, and their records.
+    pending: VecDeque<Arc<Batch>>,
+    pending_records: usize,
+    /// [`MAX_PENDING_RECORDS`] (smaller in tests).
+    max_pending: usize,
 }
 
 impl SinkThread {
@@ -56,23 +73,68 @@ impl SinkThread {
                 run.and(end)
             })
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start the {name} thread: {e}")))?;
-        Ok(SinkThread { name, tx: Some(tx), handle: Some(handle), space, ended: None })
+        Ok(SinkThread {
+            name,
+            tx: Some(tx),
+            handle: Some(handle),
+            space,
+            ended: None,
+            pending: VecDeque::new(),
+            pending_records: 0,
+            max_pending: MAX_PENDING_RECORDS,
+        })
     }
 
     pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
-    /// Queues a batch for the sink; waits while the queue is full. When the
-    /// thread already stopped, its error is the result.
-    pub(crate) fn write(&mut self, batch: &Arc<Batch>) -> io::Result<()> {
-        let sent = self.tx.as_ref().is_some_and(|tx| tx.send(batch.clone()).is_ok());
-        if sent {
-            return Ok(());
+    /// Queues a batch for the sink, or keeps it while the queue is full.
+    /// True when it had to wait (the sink was more than
+    /// [`MAX_PENDING_RECORDS`] behind). When the thread already stopped, its
+    /// error is the result.
+    pub(crate) fn write(&mut self, batch: &Arc<Batch>) -> io::Result<bool> {
+        self.pending_records += batch.records();
+        self.pending.push_back(batch.clone());
+        self.pump()
+    }
+
+    /// Moves kept batches into the queue while it has room; waits for room
+    /// only while more than [`MAX_PENDING_RECORDS`] are kept. True when it
+    /// waited.
+    pub(crate) fn pump(&mut self) -> io::Result<bool> {
+        let mut waited = false;
+        while let Some(batch) = self.pending.pop_front() {
+            let records = batch.records();
+            let Some(tx) = self.tx.as_ref() else { return Err(self.stopped()) };
+            let sent = if self.pending_records > self.max_pending {
+                waited = true;
+                tx.send(batch).map_err(|_| ())
+            } else {
+                match tx.try_send(batch) {
+                    Ok(()) => Ok(()),
+                    Err(TrySendError::Full(batch)) => {
+                        self.pending.push_front(batch);
+                        return Ok(waited);
+                    }
+                    Err(TrySendError::Disconnected(_)) => Err(()),
+                }
+            };
+            if sent.is_err() {
+                return Err(self.stopped());
+            }
+            self.pending_records -= records;
         }
+        Ok(waited)
+    }
+
+    /// Why the thread is gone: its own error, or that it stopped.
+    fn stopped(&mut self) -> io::Error {
+        self.pending.clear();
+        self.pending_records = 0;
         match self.join() {
-            Err(e) => Err(e),
-            Ok(_) => Err(io::Error::other(format!("the {} thread stopped", self.name))),
+            Err(e) => e,
+            Ok(_) => io::Error::other(format!("the {} thread stopped", self.name)),
         }
     }
 
@@ -80,8 +142,15 @@ impl SinkThread {
         self.space.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
-    /// Lets the sink write what is queued and close; its end.
+    /// Lets the sink write what is queued and kept, and close; its end.
     pub(crate) fn close(&mut self) -> io::Result<SinkEnd> {
+        while let Some(batch) = self.pending.pop_front() {
+            let sent = self.tx.as_ref().is_some_and(|tx| tx.send(batch).is_ok());
+            if !sent {
+                return Err(self.stopped());
+            }
+        }
+        self.pending_records = 0;
         self.join()
     }
 
@@ -129,4 +198,102 @@ fn feed(
         }
     };
     serve(rx, tick, sink, write, |s, now| s.tick(now), publish)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
+
+    use wirelog_record::FlowRecord;
+
+    /// A sink whose writes wait for a token (a store whose flush stalls),
+    /// noting each batch's first flow's `conns` to check the order.
+    struct Stalled {
+        tokens: Receiver<()>,
+        order: Arc<Mutex<Vec<u32>>>,
+        /// Writes begun.
+        entered: Arc<AtomicU64>,
+    }
+
+    impl Sink for Stalled {
+        fn name(&self) -> &str {
+            "store"
+        }
+        fn write(&mut self, batch: &Batch) -> io::Result<()> {
+            self.entered.fetch_add(1, Ordering::Relaxed);
+            let _ = self.tokens.recv();
+            self.order.lock().unwrap().push(batch.flows[0].conns);
+            Ok(())
+        }
+        fn tick(&mut self, _: Instant) -> io::Result<()> {
+            Ok(())
+        }
+        fn close(&mut self) -> io::Result<SinkEnd> {
+            Ok(SinkEnd::default())
+        }
+    }
+
+    /// A batch of 3 flows, numbered `n`.
+    fn batch(n: u32) -> Arc<Batch> {
+        let flow = FlowRecord {
+            bucket_ns: 0,
+            iface: "lo".into(),
+            client: Default::default(),
+            server: Default::default(),
+            server_port: 3306,
+            proto: 6,
+            bytes_out: 1,
+            pkts_out: 1,
+            bytes_in: 0,
+            pkts_in: 0,
+            first_ns: 0,
+            last_ns: 0,
+            conns: n,
+        };
+        Arc::new(Batch { flows: vec![flow; 3], ..Batch::default() })
+    }
+
+    #[test]
+    fn a_stalled_sink_thread_is_waited_for_only_past_the_records_kept_for_it() {
+        let (open, tokens) = mpsc::channel();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let (recycle, _recycled) = mpsc::sync_channel(64);
+        let entered = Arc::new(AtomicU64::new(0));
+        let sink = Box::new(Stalled { tokens, order: order.clone(), entered: entered.clone() });
+        let mut t = SinkThread::start(sink, Duration::from_secs(1), recycle).unwrap();
+        t.max_pending = 30;
+        // The thread stalls on its first batch; the queue fills, then the
+        // output thread keeps batches itself, without waiting, up to 30 records.
+        let started = Instant::now();
+        assert!(!t.write(&batch(0)).unwrap());
+        while entered.load(Ordering::Relaxed) == 0 {
+            assert!(started.elapsed() < Duration::from_secs(5), "the thread never took a batch");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut n = 1;
+        while n < QUEUE_DEPTH as u32 + 1 + 10 {
+            assert!(!t.write(&batch(n)).unwrap(), "batch {n} waited");
+            n += 1;
+        }
+        assert_eq!(t.pending_records, 30, "10 batches kept beyond the queue");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(order.lock().unwrap().is_empty(), "the sink is still stalled");
+        // One more is past the bound: the output thread waits, until the
+        // store resumes, and says it waited.
+        let resume = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            drop(open);
+        });
+        let waited_from = Instant::now();
+        assert!(t.write(&batch(n)).unwrap(), "the wait past the bound is reported");
+        assert!(waited_from.elapsed() >= Duration::from_millis(150), "it did wait for the store");
+        n += 1;
+        resume.join().unwrap();
+        // Kept batches go out at the next tick's pump or at the close, in order.
+        t.pump().unwrap();
+        t.close().unwrap();
+        assert_eq!(*order.lock().unwrap(), (0..n).collect::<Vec<_>>(), "every batch, in order");
+    }
 }
