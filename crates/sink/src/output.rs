@@ -210,7 +210,7 @@ impl Drop for Output {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::SinkEnd;
     use std::sync::atomic::Ordering;
@@ -239,7 +239,8 @@ mod tests {
         }
     }
 
-    fn batch_of(n: usize) -> Batch {
+    /// A batch of `n` flows (records for tests of the output stage).
+    pub(crate) fn batch_of(n: usize) -> Batch {
         let flow = FlowRecord {
             bucket_ns: 0,
             iface: "lo".into(),

@@ -206,8 +206,6 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Instant;
 
-    use wirelog_record::FlowRecord;
-
     /// A sink whose writes wait for a token (a store whose flush stalls),
     /// noting each batch's first flow's `conns` to check the order.
     struct Stalled {
@@ -237,22 +235,9 @@ mod tests {
 
     /// A batch of 3 flows, numbered `n`.
     fn batch(n: u32) -> Arc<Batch> {
-        let flow = FlowRecord {
-            bucket_ns: 0,
-            iface: "lo".into(),
-            client: Default::default(),
-            server: Default::default(),
-            server_port: 3306,
-            proto: 6,
-            bytes_out: 1,
-            pkts_out: 1,
-            bytes_in: 0,
-            pkts_in: 0,
-            first_ns: 0,
-            last_ns: 0,
-            conns: n,
-        };
-        Arc::new(Batch { flows: vec![flow; 3], ..Batch::default() })
+        let mut b = crate::output::tests::batch_of(3);
+        b.flows.iter_mut().for_each(|f| f.conns = n);
+        Arc::new(b)
     }
 
     #[test]
