@@ -69,6 +69,8 @@ pub struct KernelAccounting {
     counted_bytes: AtomicU64,
     /// Connections not delegated because the map was full.
     map_full: AtomicU64,
+    /// `bpf()` map calls made by the trackers (reads, writes, deletes).
+    map_calls: AtomicU64,
 }
 
 impl KernelAccounting {
@@ -89,6 +91,7 @@ impl KernelAccounting {
             counted_pkts: AtomicU64::new(0),
             counted_bytes: AtomicU64::new(0),
             map_full: AtomicU64::new(0),
+            map_calls: AtomicU64::new(0),
         }))
     }
 
@@ -114,6 +117,15 @@ impl KernelAccounting {
     /// Connections that stayed in user space because the map was full.
     pub fn map_full(&self) -> u64 {
         self.map_full.load(Relaxed)
+    }
+
+    /// `bpf()` map calls the trackers made so far (each one a syscall).
+    pub fn map_calls(&self) -> u64 {
+        self.map_calls.load(Relaxed)
+    }
+
+    fn syscall(&self) {
+        self.map_calls.fetch_add(1, Relaxed);
     }
 
     fn to_ktime(&self, real_ns: i64) -> i64 {
@@ -188,6 +200,11 @@ pub(crate) struct Delegated {
     /// The kernel suspended the entry: packets of the connection the
     /// tracker has been given since (compared with the kernel's `PASSED`).
     pub suspended_seen: Option<u32>,
+    /// Suspended and given packets since the last look at the kernel's
+    /// `PASSED`: queued in [`Delegations::recheck`].
+    pub queued: bool,
+    /// Time of the last packet the tracker was given of the connection.
+    pub last_ts: i64,
     /// CLOCK_REALTIME just before the entry was written: ring packets
     /// stamped earlier went through the filter before it existed.
     pub armed_at_ns: i64,
@@ -222,12 +239,18 @@ pub(crate) struct Plan {
 pub(crate) struct Delegations {
     pub shared: Arc<KernelAccounting>,
     pub conns: HashMap<u32, Delegated>,
+    /// Suspended connections given packets since their entry was last
+    /// read: whether the tracker caught up with the kernel is checked once
+    /// per ring block for these, not once per packet (a `bpf()` call each).
+    pub recheck: Vec<u32>,
+    /// Reused for the slots merged at a flow bucket's end.
+    pub scratch: Vec<u32>,
     value: [u8; VALUE_LEN],
 }
 
 impl Delegations {
     pub fn new(shared: Arc<KernelAccounting>) -> Delegations {
-        Delegations { shared, conns: HashMap::new(), value: [0; VALUE_LEN] }
+        Delegations { shared, conns: HashMap::new(), recheck: Vec::new(), scratch: Vec::new(), value: [0; VALUE_LEN] }
     }
 
     /// Writes the entry of a connection captured on `iface`. Returns false
@@ -248,11 +271,12 @@ impl Delegations {
             put(v, b + ALLOW, &a.to_ne_bytes());
         }
         let armed_at_ns = now_real_ns();
+        self.shared.syscall();
         if self.shared.map.update(&key, v).is_err() {
             self.shared.map_full.fetch_add(1, Relaxed);
             return false;
         }
-        self.conns.insert(idx, Delegated { key, orig_block, iface, merged: [[0; 2]; 2], suspended_seen: None, armed_at_ns });
+        self.conns.insert(idx, Delegated { key, orig_block, iface, merged: [[0; 2]; 2], suspended_seen: None, queued: false, last_ts: 0, armed_at_ns });
         true
     }
 
@@ -261,6 +285,7 @@ impl Delegations {
     /// no longer delegated.
     pub fn take(&mut self, idx: u32, release: bool) -> Option<Counted> {
         let d = self.conns.get_mut(&idx)?;
+        self.shared.syscall();
         let found = self.shared.map.lookup(&d.key, &mut self.value).unwrap_or(false);
         if !found {
             self.conns.remove(&idx);
@@ -288,6 +313,7 @@ impl Delegations {
             self.shared.counted_bytes.fetch_add(c.bytes[0] + c.bytes[1], Relaxed);
         }
         if release {
+            self.shared.syscall();
             let _ = self.shared.map.delete(&d.key);
             self.conns.remove(&idx);
         }
@@ -297,6 +323,7 @@ impl Delegations {
     /// Forgets a delegated connection and deletes its entry.
     pub fn release(&mut self, idx: u32) {
         if let Some(d) = self.conns.remove(&idx) {
+            self.shared.syscall();
             let _ = self.shared.map.delete(&d.key);
         }
     }

@@ -32,6 +32,7 @@ impl Tracker {
         let Some(k) = self.kernel.as_mut() else { return };
         let Some(d) = k.conns.get_mut(&idx) else { return };
         let after_arming = u32::from(ts > d.armed_at_ns);
+        d.last_ts = ts;
         if let Some(n) = d.suspended_seen.as_mut() {
             // Counting stopped when it was suspended: nothing to merge.
             *n += after_arming;
@@ -41,6 +42,7 @@ impl Tracker {
             Some(true) => {
                 if let Some(d) = self.kernel.as_mut().and_then(|k| k.conns.get_mut(&idx)) {
                     d.suspended_seen = Some(after_arming);
+                    d.last_ts = ts;
                 }
             }
             // Not suspended: a packet from before the entry existed.
@@ -55,17 +57,16 @@ impl Tracker {
         }
     }
 
-    /// After a packet: delegates the connection if its state allows, or
-    /// writes a suspended entry again once the tracker has seen every
-    /// packet the kernel passed since (so the entry starts from the state
-    /// the kernel is at); a connection no longer in such a state is taken back.
+    /// After a packet: delegates the connection if its state allows; a
+    /// suspended one is queued for [`Tracker::kernel_rearm`], and one no
+    /// longer in such a state is taken back.
     pub(super) fn kernel_after_packet(&mut self, idx: u32, iface: u16, ts: i64) {
         let Some(k) = self.kernel.as_ref() else { return };
         if self.keep.is_some() {
             return;
         }
-        let pending = k.conns.get(&idx).map(|d| d.suspended_seen);
-        if pending == Some(None) {
+        let pending = k.conns.get(&idx).map(|d| (d.suspended_seen.is_some(), d.queued));
+        if pending == Some((false, false)) {
             return; // delegated and counting
         }
         let Some(plan) = self.delegable(idx, ts) else {
@@ -76,14 +77,68 @@ impl Tracker {
             }
             return;
         };
-        if let Some(Some(seen)) = pending {
-            let passed = self.kernel_merge(idx, false).map_or(u32::MAX, |(_, passed)| passed);
-            if seen < passed {
-                return; // the ring still holds packets of it
+        let Some(k) = self.kernel.as_mut() else { return };
+        match pending {
+            None => {
+                k.delegate(idx, iface, &plan);
+            }
+            Some((_, true)) => {} // already queued
+            Some((_, false)) => {
+                if let Some(d) = k.conns.get_mut(&idx) {
+                    d.queued = true;
+                    k.recheck.push(idx);
+                }
             }
         }
+    }
+
+    /// After a ring block: writes the entry of each suspended connection
+    /// given packets since again, if the tracker has now seen every packet
+    /// the kernel passed since it suspended it (so the entry starts from the
+    /// state the kernel is at) and its state still allows. One read of the
+    /// kernel's `PASSED` per such connection and block, where checking
+    /// after each packet cost a `bpf()` call per packet of a connection the
+    /// kernel keeps passing.
+    ///
+    /// Ordering: the tracker has seen `seen` packets of the connection
+    /// stamped after the entry was written; the kernel passed `passed`
+    /// since it suspended the entry, and counts nothing while suspended. If
+    /// `seen >= passed`, no packet the kernel let through is still in the
+    /// ring unprocessed, so the tracker's state is the one the kernel is at
+    /// and the counts the new entry gathers follow every packet already
+    /// processed. Checking later than right after the packet only lets more
+    /// packets be processed first; it never makes `seen` count a packet the
+    /// kernel did not pass.
+    pub fn kernel_rearm(&mut self) {
         let Some(k) = self.kernel.as_mut() else { return };
-        k.delegate(idx, iface, &plan);
+        if k.recheck.is_empty() || self.keep.is_some() {
+            return;
+        }
+        let mut queue = std::mem::take(&mut k.recheck);
+        for &idx in &queue {
+            let Some(d) = self.kernel.as_mut().and_then(|k| k.conns.get_mut(&idx)) else { continue };
+            d.queued = false;
+            let (Some(seen), iface, ts) = (d.suspended_seen, d.iface, d.last_ts) else { continue };
+            let Some(plan) = self.delegable(idx, ts) else {
+                if let Some(k) = self.kernel.as_mut() {
+                    k.release(idx);
+                }
+                continue;
+            };
+            let passed = self.kernel_merge(idx, false).map_or(u32::MAX, |(_, passed)| passed);
+            if seen < passed {
+                continue; // the ring still holds packets of it
+            }
+            if let Some(k) = self.kernel.as_mut() {
+                k.delegate(idx, iface, &plan);
+            }
+        }
+        queue.clear();
+        if let Some(k) = self.kernel.as_mut() {
+            if k.recheck.is_empty() {
+                k.recheck = queue;
+            }
+        }
     }
 
     /// What to write in the connection's entry, if its state allows.
@@ -160,10 +215,15 @@ impl Tracker {
     /// Before the flow bucket ends: every delegated connection's counts
     /// land in the bucket they were counted in.
     pub(super) fn kernel_merge_all(&mut self) {
-        let Some(k) = self.kernel.as_ref() else { return };
-        let idxs: Vec<u32> = k.conns.keys().copied().collect();
-        for idx in idxs {
+        let Some(k) = self.kernel.as_mut() else { return };
+        let mut idxs = std::mem::take(&mut k.scratch);
+        idxs.extend(k.conns.keys().copied());
+        for &idx in &idxs {
             let _ = self.kernel_merge(idx, false);
+        }
+        idxs.clear();
+        if let Some(k) = self.kernel.as_mut() {
+            k.scratch = idxs;
         }
     }
 }
