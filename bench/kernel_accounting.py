@@ -97,7 +97,7 @@ def busy_jiffies() -> int:
     return sum(v) - v[3] - v[4]  # minus idle and iowait
 
 
-def run(ns_a, ns_b, va, vb, pcap, pps, kacct: bool, out: Path, binary: Path = BIN):
+def run(ns_a, ns_b, va, vb, pcap, pps, kacct: bool, out: Path, binary: Path = BIN, strace: bool = False):
     logs = out / ("k" if kacct else "p")
     args = ["ip", "netns", "exec", ns_a, str(binary), "capture", "-i", va, "--no-parse", "--no-store", "--logs", str(logs)]
     if kacct:
@@ -105,6 +105,12 @@ def run(ns_a, ns_b, va, vb, pcap, pps, kacct: bool, out: Path, binary: Path = BI
     p = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
     assert "capturing on" in p.stderr.readline()
     time.sleep(0.3)
+    tracer = None
+    if strace:
+        # Every thread of the capturer: bpf() calls, counted (not timed fairly).
+        tids = [a for t in os.listdir(f"/proc/{p.pid}/task") for a in ("-p", t)]
+        tracer = subprocess.Popen(["strace", "-c", "-e", "trace=bpf", "-o", str(out / "strace.txt"), *tids], stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
     j0, w0 = busy_jiffies(), time.time()
     rate = ["--pps", str(pps)] if pps else []
     sh("ip", "netns", "exec", ns_b, "tcpreplay", *rate, "-q", "-i", vb, str(pcap))
@@ -115,6 +121,10 @@ def run(ns_a, ns_b, va, vb, pcap, pps, kacct: bool, out: Path, binary: Path = BI
     p.send_signal(signal.SIGINT)
     err = p.stderr.read()
     p.wait()
+    if tracer:
+        tracer.wait()
+        m = re.search(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)(?:\s+\d+)?\s+bpf$", (out / "strace.txt").read_text(), re.M)
+        print(f"strace: {m.group(1) if m else 0} bpf() calls during the run ({binary}, {'with' if kacct else 'without'} the option)", flush=True)
     ring = int(re.search(r"wirelog: stats: (\d+) packets", err).group(1))
     m = re.search(r"kernel accounting: (\d+) packets", err)
     counted = int(m.group(1)) if m else 0
@@ -131,6 +141,7 @@ def main():
     ap.add_argument("--segs", type=int, default=10000)
     ap.add_argument("--pps", type=int, default=0, help="replay rate (default: the capture's own timing, 10 us apart)")
     ap.add_argument("--pause-every", type=int, default=0, help="a 200 ms pause every N segments of a connection")
+    ap.add_argument("--strace", action="store_true", help="count the capturer's bpf() calls with strace (CPU figures then include the tracing)")
     ap.add_argument("--bin", action="append", type=Path, help="wirelog binary (repeat to interleave several; default target/release/wirelog)")
     a = ap.parse_args()
     bins = a.bin or [BIN]
@@ -153,7 +164,7 @@ def main():
         for r in range(a.reps):
             for b in bins:
                 for k in (False, True):
-                    cpu, ring, counted, busy, _, drops, calls = run(ns_a, ns_b, va, vb, pcap, a.pps, k, out, b)
+                    cpu, ring, counted, busy, _, drops, calls = run(ns_a, ns_b, va, vb, pcap, a.pps, k, out, b, a.strace)
                     name = "--kernel-accounting" if k else "without"
                     print(f"| {b} | {name} #{r + 1} | {cpu:.2f} | {cpu * 1e9 / total:.0f} | {ring} | {counted} | {busy:.2f} | {drops} | {calls} |", flush=True)
     finally:
