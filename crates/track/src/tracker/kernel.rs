@@ -8,6 +8,17 @@ use super::*;
 use crate::history::mask;
 use crate::kernel::{map_key, Delegations, KernelAccounting, Plan, ALLOW_ACK, ALLOW_DATA};
 
+/// Packets the tracker must have processed after the kernel's last
+/// irregular one before it lets the kernel resume. The numbering assumes a
+/// connection's packets reach the ring in the order the filter ran on them;
+/// with its two directions on two CPUs, packets filtered at the same time
+/// can swap places. A swap that put an irregular packet after the tracker's
+/// `S` while the kernel numbered it `S` or below would let the kernel count
+/// from a chain the tracker has not reached; the margin covers swaps of
+/// nearby packets (a swap over more would need one packet to wait between
+/// the filter and the ring while several others pass).
+const RESUME_MARGIN: u32 = 4;
+
 impl Tracker {
     /// Delegates connections to `k`'s program (see [`KernelAccounting`]).
     pub fn kernel_accounting(&mut self, k: Arc<KernelAccounting>) {
@@ -209,7 +220,7 @@ impl Tracker {
             }
             if seen >= n.passed {
                 k.delegate(idx, iface, &plan);
-            } else if seen >= n.irregular && chain_ok == [true, true] {
+            } else if seen >= n.irregular.saturating_add(RESUME_MARGIN) && chain_ok == [true, true] {
                 k.resume(idx, seen, &plan);
             }
         }
