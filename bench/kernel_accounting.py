@@ -10,7 +10,11 @@ filter itself runs). Runs alternate with and without the option. The capture is 
 CONNS bulk connections of SEGS 1400-byte segments each, one pure ACK per two, closed by FIN,
 optionally with a 200 ms pause every N segments.
 
-usage: bench/kernel_accounting.py [--reps N] [--conns N] [--segs N] [--pps N] [--pause-every N]   (root; ip, tcpreplay)
+With --bin given more than once, each repetition runs every binary in turn (before/after
+interleaved); the binary's own `map calls` figure (bpf() calls of its trackers) is shown when it
+prints one.
+
+usage: bench/kernel_accounting.py [--reps N] [--conns N] [--segs N] [--pps N] [--pause-every N] [--bin PATH]...   (root; ip, tcpreplay)
 """
 
 from __future__ import annotations
@@ -93,14 +97,20 @@ def busy_jiffies() -> int:
     return sum(v) - v[3] - v[4]  # minus idle and iowait
 
 
-def run(ns_a, ns_b, va, vb, pcap, pps, kacct: bool, out: Path):
+def run(ns_a, ns_b, va, vb, pcap, pps, kacct: bool, out: Path, binary: Path = BIN, strace: bool = False):
     logs = out / ("k" if kacct else "p")
-    args = ["ip", "netns", "exec", ns_a, str(BIN), "capture", "-i", va, "--no-parse", "--no-store", "--logs", str(logs)]
+    args = ["ip", "netns", "exec", ns_a, str(binary), "capture", "-i", va, "--no-parse", "--no-store", "--logs", str(logs)]
     if kacct:
         args.append("--kernel-accounting")
     p = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
     assert "capturing on" in p.stderr.readline()
     time.sleep(0.3)
+    tracer = None
+    if strace:
+        # Every thread of the capturer: bpf() calls, counted (not timed fairly).
+        tids = [a for t in os.listdir(f"/proc/{p.pid}/task") for a in ("-p", t)]
+        tracer = subprocess.Popen(["strace", "-c", "-e", "trace=bpf", "-o", str(out / "strace.txt"), *tids], stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
     j0, w0 = busy_jiffies(), time.time()
     rate = ["--pps", str(pps)] if pps else []
     sh("ip", "netns", "exec", ns_b, "tcpreplay", *rate, "-q", "-i", vb, str(pcap))
@@ -111,11 +121,17 @@ def run(ns_a, ns_b, va, vb, pcap, pps, kacct: bool, out: Path):
     p.send_signal(signal.SIGINT)
     err = p.stderr.read()
     p.wait()
+    if tracer:
+        tracer.wait()
+        m = re.search(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)(?:\s+\d+)?\s+bpf$", (out / "strace.txt").read_text(), re.M)
+        print(f"strace: {m.group(1) if m else 0} bpf() calls during the run ({binary}, {'with' if kacct else 'without'} the option)", flush=True)
     ring = int(re.search(r"wirelog: stats: (\d+) packets", err).group(1))
     m = re.search(r"kernel accounting: (\d+) packets", err)
     counted = int(m.group(1)) if m else 0
     drops = re.search(r"(\d+) dropped", err).group(1)
-    return cpu_s, ring, counted, (j1 - j0) / os.sysconf("SC_CLK_TCK"), w1 - w0, drops
+    m = re.search(r"(\d+) map calls", err)
+    calls = m.group(1) if m else ("-" if not kacct else "?")
+    return cpu_s, ring, counted, (j1 - j0) / os.sysconf("SC_CLK_TCK"), w1 - w0, drops, calls
 
 
 def main():
@@ -125,7 +141,10 @@ def main():
     ap.add_argument("--segs", type=int, default=10000)
     ap.add_argument("--pps", type=int, default=0, help="replay rate (default: the capture's own timing, 10 us apart)")
     ap.add_argument("--pause-every", type=int, default=0, help="a 200 ms pause every N segments of a connection")
+    ap.add_argument("--strace", action="store_true", help="count the capturer's bpf() calls with strace (CPU figures then include the tracing)")
+    ap.add_argument("--bin", action="append", type=Path, help="wirelog binary (repeat to interleave several; default target/release/wirelog)")
     a = ap.parse_args()
+    bins = a.bin or [BIN]
     out = REPO / "bench" / "out" / "kacct"
     out.mkdir(parents=True, exist_ok=True)
     pcap = out / "bulk.pcap"
@@ -140,13 +159,14 @@ def main():
             sh("ip", "netns", "exec", n, "sysctl", "-q", "-w", f"net.ipv6.conf.{v}.disable_ipv6=1")
             sh("ip", "-n", n, "link", "set", v, "up")
         print(f"{total} packets per replay, {a.conns} connections, --pps {a.pps or 'pcap timing'}, pause every {a.pause_every or '-'} segments")
-        print("| run | capturer CPU s | ns/packet replayed | packets through the ring | counted in the kernel | machine busy CPU s | ring drops |")
-        print("|---|---|---|---|---|---|---|")
+        print("| binary | run | capturer CPU s | ns/packet replayed | packets through the ring | counted in the kernel | machine busy CPU s | ring drops | map calls |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in range(a.reps):
-            for k in (False, True):
-                cpu, ring, counted, busy, _, drops = run(ns_a, ns_b, va, vb, pcap, a.pps, k, out)
-                name = "--kernel-accounting" if k else "without"
-                print(f"| {name} #{r + 1} | {cpu:.2f} | {cpu * 1e9 / total:.0f} | {ring} | {counted} | {busy:.2f} | {drops} |", flush=True)
+            for b in bins:
+                for k in (False, True):
+                    cpu, ring, counted, busy, _, drops, calls = run(ns_a, ns_b, va, vb, pcap, a.pps, k, out, b, a.strace)
+                    name = "--kernel-accounting" if k else "without"
+                    print(f"| {b} | {name} #{r + 1} | {cpu:.2f} | {cpu * 1e9 / total:.0f} | {ring} | {counted} | {busy:.2f} | {drops} | {calls} |", flush=True)
     finally:
         subprocess.run(["ip", "netns", "del", ns_a])
         subprocess.run(["ip", "netns", "del", ns_b])

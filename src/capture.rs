@@ -358,8 +358,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         if let Some(k) = &kernel {
             let (pkts, bytes) = k.counted();
             eprintln!(
-                "wirelog: kernel accounting: {pkts} packets ({bytes} IP bytes) counted in the kernel, not copied through the ring; {} connections not delegated (map full)",
-                k.map_full()
+                "wirelog: kernel accounting: {pkts} packets ({bytes} IP bytes) counted in the kernel, not copied through the ring; {} connections not delegated (map full); {} map calls",
+                k.map_full(),
+                k.map_calls()
             );
         }
         if let Some(end) = pcap_end.as_ref().filter(|e| !e.lost) {
@@ -579,6 +580,7 @@ impl Worker {
                         Err(_) => not_decoded += 1,
                     }
                 }
+                probe.kernel_rearm();
                 counters.add_batch(packets, bytes);
                 if not_ip > 0 {
                     counters.not_ip.fetch_add(not_ip, std::sync::atomic::Ordering::Relaxed);

@@ -220,6 +220,14 @@ impl Probe {
         self.tracker.kernel_accounting(k);
     }
 
+    /// `--kernel-accounting`: after a ring block, hands back to the kernel
+    /// the connections the tracker has caught up with (see
+    /// [`wirelog_track::Tracker::kernel_rearm`]).
+    #[inline]
+    pub fn kernel_rearm(&mut self) {
+        self.tracker.kernel_rearm();
+    }
+
     /// The connections created since the last call, swapped into `into`.
     pub fn take_new_connections(&mut self, into: &mut Vec<NewConn>) {
         self.tracker.take_new_connections(into);

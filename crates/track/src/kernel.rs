@@ -48,7 +48,10 @@ use wirelog_ebpf::{Error, Map, Program};
 use crate::key::ConnKey;
 use crate::tcp::KernelView;
 pub(crate) use program::{ALLOW_ACK, ALLOW_DATA, KEY_LEN};
-use program::{ALLOW, PASSED, BLOCK, IP_BYTES, LAST_ACK, LAST_KTIME, NEXT_SEQ, PKTS, STATE, UNTIL, VALUE_LEN};
+use program::{
+    ALLOW, BLOCK, COUNTED_ACK, COUNTED_SEQ, CTL_ALLOW, CTL_GEN, CTL_GO_AT, CTL_LEN, CTL_UNTIL, FIRST_ACK, FIRST_DIR, FIRST_SEQ, GEN, IP_BYTES, IRREG, LAST_ACK, LAST_KTIME, NEXT_SEQ, PASSED, PKTS,
+    RESUMED_AT, STATE, UNTIL, VALUE_LEN,
+};
 
 /// Connections the map holds at most (per capture, all workers).
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 65_536;
@@ -61,6 +64,8 @@ const BUCKET_GUARD_NS: i64 = 1_000_000_000;
 /// The loaded program(s) and their map, shared by every worker's tracker.
 pub struct KernelAccounting {
     map: Map,
+    /// The tracker's word that a suspended entry may count again.
+    control: Map,
     /// One program per link-header length (Ethernet 14, cooked 0).
     progs: Vec<(i32, Program)>,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC when loaded, in ns.
@@ -69,6 +74,8 @@ pub struct KernelAccounting {
     counted_bytes: AtomicU64,
     /// Connections not delegated because the map was full.
     map_full: AtomicU64,
+    /// `bpf()` map calls made by the trackers (reads, writes, deletes).
+    map_calls: AtomicU64,
 }
 
 impl KernelAccounting {
@@ -76,19 +83,22 @@ impl KernelAccounting {
     /// the IP header in what the socket receives), passing `snaplen` bytes.
     pub fn load(max_connections: u32, l3_offsets: &[i32], snaplen: u32) -> Result<Arc<KernelAccounting>, Error> {
         let map = program::create_map(max_connections)?;
+        let control = program::create_control_map(max_connections)?;
         let mut progs = Vec::new();
         for &l3 in l3_offsets {
             if !progs.iter().any(|(o, _)| *o == l3) {
-                progs.push((l3, program::load(&map, l3, snaplen)?));
+                progs.push((l3, program::load(&map, &control, l3, snaplen)?));
             }
         }
         Ok(Arc::new(KernelAccounting {
             map,
+            control,
             progs,
             real_minus_mono: clock_offset(),
             counted_pkts: AtomicU64::new(0),
             counted_bytes: AtomicU64::new(0),
             map_full: AtomicU64::new(0),
+            map_calls: AtomicU64::new(0),
         }))
     }
 
@@ -114,6 +124,15 @@ impl KernelAccounting {
     /// Connections that stayed in user space because the map was full.
     pub fn map_full(&self) -> u64 {
         self.map_full.load(Relaxed)
+    }
+
+    /// `bpf()` map calls the trackers made so far (each one a syscall).
+    pub fn map_calls(&self) -> u64 {
+        self.map_calls.load(Relaxed)
+    }
+
+    fn syscall(&self) {
+        self.map_calls.fetch_add(1, Relaxed);
     }
 
     fn to_ktime(&self, real_ns: i64) -> i64 {
@@ -185,9 +204,34 @@ pub(crate) struct Delegated {
     pub iface: u16,
     /// Packets and bytes per block merged so far.
     pub merged: [[u64; 2]; 2],
-    /// The kernel suspended the entry: packets of the connection the
-    /// tracker has been given since (compared with the kernel's `PASSED`).
-    pub suspended_seen: Option<u32>,
+    /// The kernel suspended the entry (it passes the connection's packets).
+    pub suspended: bool,
+    /// Packets of the connection the tracker has been given that were
+    /// stamped after the entry was written: numbered as the kernel's `PASSED`.
+    pub seen: u32,
+    /// Per side (0 the originator): the tracker's next sequence number and
+    /// last acknowledgement equal the kernel's chain (what the side's last
+    /// packet stamped after the entry was written left, or what the entry
+    /// was written with).
+    pub chain_ok: [bool; 2],
+    /// The control map was told `GO_AT` = this; what the kernel did with it
+    /// is not known yet.
+    pub go_at: Option<u32>,
+    /// The kernel resumed counting after passing packet number `R`: counts
+    /// are merged only once the tracker has processed it.
+    pub resumed_at: Option<u32>,
+    /// The control map holds a value for the connection.
+    pub controlled: bool,
+    /// The entry's generation (the control value names it).
+    pub gen: u32,
+    /// The first packet the kernel passed, as last read: its map block,
+    /// sequence number and acknowledgement.
+    pub first: [u32; 3],
+    /// Suspended and given packets since the last look at the kernel's
+    /// `PASSED`: queued in [`Delegations::recheck`].
+    pub queued: bool,
+    /// Time of the last packet the tracker was given of the connection.
+    pub last_ts: i64,
     /// CLOCK_REALTIME just before the entry was written: ring packets
     /// stamped earlier went through the filter before it existed.
     pub armed_at_ns: i64,
@@ -202,8 +246,16 @@ pub(crate) struct Counted {
     pub next_seq: [u32; 2],
     pub last_ack: [u32; 2],
     pub suspended: bool,
-    /// Packets the kernel passed since it suspended the entry.
+    /// Packets the kernel passed since the entry was written.
     pub passed: u32,
+}
+
+/// The kernel's numbering of a suspended entry, read without merging.
+pub(crate) struct Numbering {
+    pub suspended: bool,
+    pub passed: u32,
+    pub irregular: u32,
+    pub resumed_at: u32,
 }
 
 /// What the tracker writes for a connection it delegates.
@@ -222,37 +274,69 @@ pub(crate) struct Plan {
 pub(crate) struct Delegations {
     pub shared: Arc<KernelAccounting>,
     pub conns: HashMap<u32, Delegated>,
+    /// Suspended connections given packets since their entry was last
+    /// read: whether the tracker caught up with the kernel is checked once
+    /// per ring block for these, not once per packet (a `bpf()` call each).
+    pub recheck: Vec<u32>,
+    /// Reused for the slots merged at a flow bucket's end.
+    pub scratch: Vec<u32>,
+    /// Generation of the next entry written.
+    next_gen: u32,
     value: [u8; VALUE_LEN],
 }
 
 impl Delegations {
     pub fn new(shared: Arc<KernelAccounting>) -> Delegations {
-        Delegations { shared, conns: HashMap::new(), value: [0; VALUE_LEN] }
+        Delegations { shared, conns: HashMap::new(), recheck: Vec::new(), scratch: Vec::new(), next_gen: 1, value: [0; VALUE_LEN] }
     }
 
     /// Writes the entry of a connection captured on `iface`. Returns false
     /// when the map refused (full).
     pub fn delegate(&mut self, idx: u32, iface: u16, plan: &Plan) -> bool {
-        let Plan { key, orig_block, ref view, allow, until_real_ns } = *plan;
+        let Plan { key, orig_block, ref view, until_real_ns, .. } = *plan;
         let v = &mut self.value;
         v.fill(0);
         put(v, UNTIL, &(self.shared.to_ktime(until_real_ns).max(0) as u64).to_ne_bytes());
+        let allow = block_allow(plan);
         for side in 0..2 {
-            let b = BLOCK[if side == 0 { orig_block } else { 1 - orig_block }];
+            let blk = if side == 0 { orig_block } else { 1 - orig_block };
+            let b = BLOCK[blk];
+            put(v, b + ALLOW, &allow[blk].to_ne_bytes());
             put(v, b + NEXT_SEQ, &view.next_seq[side].to_ne_bytes());
             put(v, b + LAST_ACK, &view.last_ack[side].to_ne_bytes());
-            let mut a = allow[side] & ALLOW_ACK;
-            if view.data_ok[side] {
-                a |= allow[side] & ALLOW_DATA;
-            }
-            put(v, b + ALLOW, &a.to_ne_bytes());
+            put(v, b + COUNTED_SEQ, &view.next_seq[side].to_ne_bytes());
+            put(v, b + COUNTED_ACK, &view.last_ack[side].to_ne_bytes());
         }
+        let gen = self.next_gen;
+        self.next_gen = self.next_gen.wrapping_add(1).max(1);
+        put(v, GEN, &gen.to_ne_bytes());
         let armed_at_ns = now_real_ns();
+        self.shared.syscall();
         if self.shared.map.update(&key, v).is_err() {
             self.shared.map_full.fetch_add(1, Relaxed);
             return false;
         }
-        self.conns.insert(idx, Delegated { key, orig_block, iface, merged: [[0; 2]; 2], suspended_seen: None, armed_at_ns });
+        let controlled = self.conns.get(&idx).is_some_and(|d| d.controlled && d.key == key);
+        self.conns.insert(
+            idx,
+            Delegated {
+                key,
+                orig_block,
+                iface,
+                merged: [[0; 2]; 2],
+                suspended: false,
+                seen: 0,
+                chain_ok: [true; 2],
+                go_at: None,
+                resumed_at: None,
+                controlled,
+                gen,
+                first: [u32::MAX; 3],
+                queued: false,
+                last_ts: 0,
+                armed_at_ns,
+            },
+        );
         true
     }
 
@@ -261,12 +345,18 @@ impl Delegations {
     /// no longer delegated.
     pub fn take(&mut self, idx: u32, release: bool) -> Option<Counted> {
         let d = self.conns.get_mut(&idx)?;
+        let d_key = d.key;
+        self.shared.syscall();
         let found = self.shared.map.lookup(&d.key, &mut self.value).unwrap_or(false);
         if !found {
-            self.conns.remove(&idx);
+            if self.conns.remove(&idx).is_some_and(|d| d.controlled) {
+                self.shared.syscall();
+                let _ = self.shared.control.delete(&d_key);
+            }
             return None;
         }
         let v = &self.value;
+        d.first = [get32(v, FIRST_DIR), get32(v, FIRST_SEQ), get32(v, FIRST_ACK)];
         let mut c = Counted { pkts: [0; 2], bytes: [0; 2], last_ns: [0; 2], next_seq: [0; 2], last_ack: [0; 2], suspended: get32(v, STATE) != 0, passed: get32(v, PASSED) };
         for side in 0..2 {
             let block = if side == 0 { d.orig_block } else { 1 - d.orig_block };
@@ -279,8 +369,8 @@ impl Delegations {
             if c.pkts[side] > 0 && kt > 0 {
                 c.last_ns[side] = self.shared.to_real(kt);
             }
-            c.next_seq[side] = get32(v, b + NEXT_SEQ);
-            c.last_ack[side] = get32(v, b + LAST_ACK);
+            c.next_seq[side] = get32(v, b + COUNTED_SEQ);
+            c.last_ack[side] = get32(v, b + COUNTED_ACK);
         }
         let total = c.pkts[0] + c.pkts[1];
         if total > 0 {
@@ -288,16 +378,54 @@ impl Delegations {
             self.shared.counted_bytes.fetch_add(c.bytes[0] + c.bytes[1], Relaxed);
         }
         if release {
-            let _ = self.shared.map.delete(&d.key);
-            self.conns.remove(&idx);
+            self.release(idx);
         }
         Some(c)
+    }
+
+    /// Reads a suspended entry's numbering (nothing merged).
+    pub fn numbering(&mut self, idx: u32) -> Option<Numbering> {
+        let d = self.conns.get(&idx)?;
+        self.shared.syscall();
+        if !self.shared.map.lookup(&d.key, &mut self.value).unwrap_or(false) {
+            return None;
+        }
+        let v = &self.value;
+        Some(Numbering { suspended: get32(v, STATE) != 0, passed: get32(v, PASSED), irregular: get32(v, IRREG), resumed_at: get32(v, RESUMED_AT) })
+    }
+
+    /// Tells the kernel it may count the suspended connection again from
+    /// where it is, if no irregular packet came after packet number
+    /// `go_at`, passing everything from `until_real_ns`.
+    pub fn resume(&mut self, idx: u32, go_at: u32, plan: &Plan) -> bool {
+        let Some(d) = self.conns.get_mut(&idx) else { return false };
+        let until_real_ns = plan.until_real_ns;
+        let mut v = [0u8; CTL_LEN];
+        let allow = block_allow(plan);
+        for blk in 0..2 {
+            put(&mut v, CTL_ALLOW[blk], &allow[blk].to_ne_bytes());
+        }
+        put(&mut v, CTL_GO_AT, &go_at.to_ne_bytes());
+        put(&mut v, CTL_GEN, &d.gen.to_ne_bytes());
+        put(&mut v, CTL_UNTIL, &(self.shared.to_ktime(until_real_ns).max(0) as u64).to_ne_bytes());
+        self.shared.syscall();
+        if self.shared.control.update(&d.key, &v).is_err() {
+            return false;
+        }
+        d.controlled = true;
+        d.go_at = Some(go_at);
+        true
     }
 
     /// Forgets a delegated connection and deletes its entry.
     pub fn release(&mut self, idx: u32) {
         if let Some(d) = self.conns.remove(&idx) {
+            self.shared.syscall();
             let _ = self.shared.map.delete(&d.key);
+            if d.controlled {
+                self.shared.syscall();
+                let _ = self.shared.control.delete(&d.key);
+            }
         }
     }
 
@@ -307,6 +435,20 @@ impl Delegations {
         let until = boundary_ns.saturating_sub(BUCKET_GUARD_NS);
         (now_ns < until).then_some(until)
     }
+}
+
+/// The `ALLOW` of each block (index: the map's block) for a plan: data
+/// only where the reassembly rules let the kernel count it.
+fn block_allow(plan: &Plan) -> [u32; 2] {
+    let mut out = [0; 2];
+    for side in 0..2 {
+        let mut a = plan.allow[side] & ALLOW_ACK;
+        if plan.view.data_ok[side] {
+            a |= plan.allow[side] & ALLOW_DATA;
+        }
+        out[if side == 0 { plan.orig_block } else { 1 - plan.orig_block }] = a;
+    }
+    out
 }
 
 fn put(v: &mut [u8], at: usize, b: &[u8]) {
@@ -331,9 +473,16 @@ mod tests {
     const DST: [u8; 4] = [10, 213, 0, 2];
     const SPORT: u16 = 40_001;
     const DPORT: u16 = 5_001;
+    const SPORT2: u16 = 40_002;
 
     /// An Ethernet frame with an IPv4/TCP segment from SRC to DST.
     fn frame(flags: u8, seq: u32, ack: u32, payload: usize) -> Vec<u8> {
+        frame_from(SPORT, flags, seq, ack, payload)
+    }
+
+    /// The same from source port `sport` (tests running at once each use
+    /// their own tuple).
+    fn frame_from(sport: u16, flags: u8, seq: u32, ack: u32, payload: usize) -> Vec<u8> {
         let mut f = vec![0u8; 14];
         f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
         let total = (40 + payload) as u16;
@@ -349,7 +498,7 @@ mod tests {
         ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
         f.extend_from_slice(&ip);
         let mut tcp = [0u8; 20];
-        tcp[0..2].copy_from_slice(&SPORT.to_be_bytes());
+        tcp[0..2].copy_from_slice(&sport.to_be_bytes());
         tcp[2..4].copy_from_slice(&DPORT.to_be_bytes());
         tcp[4..8].copy_from_slice(&seq.to_be_bytes());
         tcp[8..12].copy_from_slice(&ack.to_be_bytes());
@@ -381,6 +530,10 @@ mod tests {
 
     /// The sequence numbers of our tuple's incoming frames the socket got.
     fn received_seqs(rx: &OwnedFd) -> Vec<u32> {
+        received_seqs_from(rx, SPORT)
+    }
+
+    fn received_seqs_from(rx: &OwnedFd, sport: u16) -> Vec<u32> {
         let mut out = Vec::new();
         let mut buf = [0u8; 2048];
         loop {
@@ -395,7 +548,7 @@ mod tests {
                 return out; // the receive timeout: nothing more
             }
             let f = &buf[..n as usize];
-            if from.sll_pkttype == libc::PACKET_OUTGOING || f.len() < 54 || f[26..30] != SRC || f[34..36] != SPORT.to_be_bytes() {
+            if from.sll_pkttype == libc::PACKET_OUTGOING || f.len() < 54 || f[26..30] != SRC || f[34..36] != sport.to_be_bytes() {
                 continue;
             }
             out.push(u32::from_be_bytes([f[38], f[39], f[40], f[41]]));
@@ -451,6 +604,76 @@ mod tests {
         // Suspended: the entry is gone, the connection no longer delegated.
         assert!(d.conns.is_empty());
         assert!(d.take(3, false).is_none());
+    }
+
+    /// A suspended entry numbers what it passes and follows the chain; told
+    /// that the tracker's state equals the chain after packet `GO_AT`, it
+    /// counts again from where it is, unless an irregular packet came after
+    /// `GO_AT`.
+    #[test]
+    fn a_suspended_entry_resumes_from_its_chain_when_told() {
+        if !wirelog_ebpf::tests_can_load() {
+            return;
+        }
+        let k = KernelAccounting::load(64, &[14], 65_535).unwrap();
+        let rx = packet_socket(libc::ETH_P_ALL as u16);
+        let addr = lo_addr();
+        // SAFETY: bind/setsockopt with properly sized arguments.
+        unsafe {
+            assert_eq!(libc::bind(rx.as_raw_fd(), (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32), 0);
+            let tv = libc::timeval { tv_sec: 0, tv_usec: 300_000 };
+            libc::setsockopt(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32);
+        }
+        k.attach(rx.as_raw_fd(), 14).unwrap();
+        let mut d = Delegations::new(k.clone());
+        let key = ConnKey { src: IpAddr16::from_v4(SRC), dst: IpAddr16::from_v4(DST), sport: SPORT2, dport: DPORT, proto: 6 };
+        let (mk, orig_block) = map_key(&key).unwrap();
+        let view = KernelView { next_seq: [1000, 7000], last_ack: [7000, 1000], data_ok: [true, true] };
+        let plan = Plan { key: mk, orig_block, view, allow: [ALLOW_DATA | ALLOW_ACK; 2], until_real_ns: i64::MAX };
+        assert!(d.delegate(3, 0, &plan));
+        let tx = packet_socket(0);
+        let send = |f: &[u8]| {
+            // SAFETY: sendto with our frame and address.
+            let n = unsafe { libc::sendto(tx.as_raw_fd(), f.as_ptr().cast(), f.len(), 0, (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) };
+            assert_eq!(n, f.len() as isize, "{}", io::Error::last_os_error());
+        };
+        send(&frame_from(SPORT2, 0x18, 1000, 7000, 100)); // counted
+        send(&frame_from(SPORT2, 0x18, 1000, 7000, 100)); // retransmission: passed #1, irregular; chain 1100
+        send(&frame_from(SPORT2, 0x18, 1100, 7000, 100)); // regular against the chain: passed #2; chain 1200
+        assert_eq!(received_seqs_from(&rx, SPORT2), [1000, 1100]);
+        let n = d.numbering(3).expect("the entry");
+        assert!(n.suspended);
+        assert_eq!((n.passed, n.irregular, n.resumed_at), (2, 1, 0));
+        // The tracker processed #1 and found its state equal to the chain.
+        assert!(d.resume(3, 1, &plan));
+        send(&frame_from(SPORT2, 0x18, 1200, 7000, 100)); // resumes after #2, counted
+        send(&frame_from(SPORT2, 0x10, 1300, 7000, 0)); // counted
+        send(&frame_from(SPORT2, 0x18, 1300, 7000, 100)); // counted
+        assert_eq!(received_seqs_from(&rx, SPORT2), Vec::<u32>::new());
+        let n = d.numbering(3).unwrap();
+        assert!(!n.suspended);
+        assert_eq!((n.passed, n.resumed_at), (2, 2));
+        let c = d.take(3, false).unwrap();
+        assert_eq!(c.pkts, [4, 0]);
+        assert_eq!(c.next_seq, [1400, 7000]);
+
+        // Suspended again (#3, a gap); an irregular packet after the
+        // packet the tracker names keeps it suspended.
+        send(&frame_from(SPORT2, 0x18, 9000, 7000, 100)); // #3: a gap, irregular; chain 9100
+        send(&frame_from(SPORT2, 0x18, 9100, 7000, 100)); // #4: regular
+        send(&frame_from(SPORT2, 0x18, 5000, 7000, 100)); // #5: irregular
+        assert_eq!(received_seqs_from(&rx, SPORT2), [9000, 9100, 5000]);
+        assert!(d.resume(3, 4, &plan));
+        send(&frame_from(SPORT2, 0x18, 5100, 7000, 100)); // IRREG 5 > GO_AT 4: passed #6
+        assert_eq!(received_seqs_from(&rx, SPORT2), [5100]);
+        let n = d.numbering(3).unwrap();
+        assert!(n.suspended);
+        assert_eq!((n.passed, n.irregular, n.resumed_at), (6, 5, 2));
+        // Counted: unchanged, and what is merged is the chain at the last
+        // counted packet, not where the passed ones moved it.
+        let c = d.take(3, true).unwrap();
+        assert_eq!(c.pkts, [0, 0]);
+        assert_eq!(c.next_seq, [1400, 7000]);
     }
 
     #[test]

@@ -518,12 +518,12 @@ impl Tracker {
             }
         };
         if self.kernel.is_some() && !created {
-            self.kernel_before_packet(idx, ts_ns);
+            self.kernel_before_packet(idx, ts_ns, side == Side::Orig, seg.as_ref());
         }
         self.count_flow(idx, side == Side::Orig, iface, ts_ns, pkt);
         self.deliver(idx, side == Side::Orig, ts_ns, pkt, seg.as_ref(), created);
         if self.kernel.is_some() {
-            self.kernel_after_packet(idx, iface, ts_ns);
+            self.kernel_after_packet(idx, iface, ts_ns, side == Side::Orig, seg.as_ref());
         }
         Some(idx)
     }

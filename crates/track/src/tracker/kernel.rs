@@ -8,6 +8,17 @@ use super::*;
 use crate::history::mask;
 use crate::kernel::{map_key, Delegations, KernelAccounting, Plan, ALLOW_ACK, ALLOW_DATA};
 
+/// Packets the tracker must have processed after the kernel's last
+/// irregular one before it lets the kernel resume. The numbering assumes a
+/// connection's packets reach the ring in the order the filter ran on them;
+/// with its two directions on two CPUs, packets filtered at the same time
+/// can swap places. A swap that put an irregular packet after the tracker's
+/// `S` while the kernel numbered it `S` or below would let the kernel count
+/// from a chain the tracker has not reached; the margin covers swaps of
+/// nearby packets (a swap over more would need one packet to wait between
+/// the filter and the ring while several others pass).
+const RESUME_MARGIN: u32 = 4;
+
 impl Tracker {
     /// Delegates connections to `k`'s program (see [`KernelAccounting`]).
     pub fn kernel_accounting(&mut self, k: Arc<KernelAccounting>) {
@@ -20,70 +31,205 @@ impl Tracker {
     }
 
     /// Before a packet of the connection in slot `idx`: a delegated one
-    /// the kernel passed has its counts merged first. The kernel suspended
-    /// its entry when it passed the packet; from then on the tracker counts
-    /// the connection's packets it is given, to know when it has caught up.
+    /// the kernel passed has its counts merged first.
     ///
-    /// Packets stamped before the entry was written went through the filter
-    /// before it existed (the ring's stamp is taken after the filter runs),
-    /// so they are not among those the kernel counts as passed.
+    /// Packets stamped after the entry was written are numbered as the
+    /// kernel numbers those it passes (`PASSED`); packets stamped before
+    /// went through the filter before the entry existed (the ring's stamp
+    /// is taken after the filter runs), so the kernel did not number them.
+    ///
+    /// A counting entry the kernel suspended (it passed this packet) has
+    /// what it counted merged now, before the packet. A suspended one the
+    /// kernel resumed after passing packet `R` has the counts merged before
+    /// packet `R + 1`: they came after `R` and before `R + 1`.
     #[inline]
-    pub(super) fn kernel_before_packet(&mut self, idx: u32, ts: i64) {
+    pub(super) fn kernel_before_packet(&mut self, idx: u32, ts: i64, is_orig: bool, seg: Option<&Segment>) {
         let Some(k) = self.kernel.as_mut() else { return };
         let Some(d) = k.conns.get_mut(&idx) else { return };
-        let after_arming = u32::from(ts > d.armed_at_ns);
-        if let Some(n) = d.suspended_seen.as_mut() {
-            // Counting stopped when it was suspended: nothing to merge.
-            *n += after_arming;
+        d.last_ts = ts;
+        if ts <= d.armed_at_ns {
             return;
         }
-        match self.kernel_merge(idx, false).map(|(suspended, _)| suspended) {
-            Some(true) => {
+        if d.suspended {
+            d.seen += 1;
+            let seen = d.seen;
+            if d.go_at.is_some() {
+                self.kernel_learn_resume(idx);
+            }
+            let resumed = self.kernel.as_ref().and_then(|k| k.conns.get(&idx)).and_then(|d| d.resumed_at);
+            if resumed.is_some_and(|r| seen > r) {
+                let _ = self.kernel_merge(idx, false);
                 if let Some(d) = self.kernel.as_mut().and_then(|k| k.conns.get_mut(&idx)) {
-                    d.suspended_seen = Some(after_arming);
+                    d.resumed_at = None;
                 }
             }
-            // Not suspended: a packet from before the entry existed.
-            Some(false) if after_arming == 0 => {}
+            return;
+        }
+        match self.kernel_merge(idx, false) {
+            Some((true, _)) => {
+                // Number 1 is the packet the kernel noted. Another one went
+                // through the filter before the entry was written, though
+                // stamped after the time noted just before writing it.
+                if let Some(d) = self.kernel.as_mut().and_then(|k| k.conns.get_mut(&idx)) {
+                    let block = if is_orig { d.orig_block } else { 1 - d.orig_block } as u32;
+                    if seg.is_some_and(|s| d.first == [block, s.seq, s.ack]) {
+                        d.suspended = true;
+                        d.seen = 1;
+                        return;
+                    }
+                    // Until then `seen` counts the packets that were not it.
+                    d.seen += 1;
+                    if d.seen <= 8 {
+                        return;
+                    }
+                }
+                // Not among the first few: the numbering is unknown.
+                let _ = self.kernel_merge(idx, true);
+            }
             // Passed without suspending (it cannot be this connection's
             // in-order segment): take it back.
             _ => {
-                if let Some(k) = self.kernel.as_mut() {
-                    k.release(idx);
+                let _ = self.kernel_merge(idx, true);
+            }
+        }
+    }
+
+    /// After telling the kernel it may resume: reads whether it did (and
+    /// after which packet), or saw an irregular packet first and did not.
+    fn kernel_learn_resume(&mut self, idx: u32) {
+        let Some(k) = self.kernel.as_mut() else { return };
+        let Some(go_at) = k.conns.get(&idx).and_then(|d| d.go_at) else { return };
+        let n = k.numbering(idx);
+        let Some(d) = k.conns.get_mut(&idx) else { return };
+        match n {
+            // Every earlier RESUMED_AT is below the IRREG `go_at` covered.
+            Some(n) if n.resumed_at >= go_at => {
+                d.resumed_at = Some(n.resumed_at);
+                d.go_at = None;
+            }
+            Some(n) if n.irregular > go_at => d.go_at = None,
+            Some(_) => {} // no packet since: ask again later
+            None => d.go_at = None,
+        }
+    }
+
+    /// After a packet: delegates the connection if its state allows; a
+    /// suspended one is queued for [`Tracker::kernel_rearm`], and one no
+    /// longer in such a state is taken back. Notes whether the tracker's
+    /// state still equals the kernel's chain for the packet's side.
+    pub(super) fn kernel_after_packet(&mut self, idx: u32, iface: u16, ts: i64, is_orig: bool, seg: Option<&Segment>) {
+        let Some(k) = self.kernel.as_ref() else { return };
+        if self.keep.is_some() {
+            return;
+        }
+        let pending = k.conns.get(&idx).map(|d| (d.suspended, d.queued));
+        // The kernel may be counting after a packet still in the ring: the
+        // entry (and its counts) stays until they are merged, before the
+        // next packet the kernel passes (every one once the bucket guard
+        // this check may be about has begun).
+        let counting_ahead = k.conns.get(&idx).is_some_and(|d| d.go_at.is_some() || d.resumed_at.is_some());
+        if pending.is_some() {
+            // The kernel's chain holds this packet's next sequence number
+            // and acknowledgement (whatever it made of it); the tracker's
+            // state agrees only if it took them as they are.
+            let view = self.table.get(idx).and_then(|e| match &e.value.state {
+                ProtoState::Tcp(part) => self.tcp.get(part.slab).and_then(|t| t.kernel_view()),
+                _ => None,
+            });
+            let side = usize::from(!is_orig);
+            if let Some(d) = self.kernel.as_mut().and_then(|k| k.conns.get_mut(&idx)) {
+                d.chain_ok[side] = ts > d.armed_at_ns
+                    && match (view, seg) {
+                        (Some(v), Some(s)) => v.next_seq[side] == s.seq.wrapping_add(s.len) && v.last_ack[side] == s.ack,
+                        _ => false,
+                    };
+            }
+        }
+        if pending == Some((false, false)) {
+            return; // delegated and counting
+        }
+        let Some(plan) = self.delegable(idx, ts) else {
+            if pending.is_some() && !counting_ahead {
+                let _ = self.kernel_merge(idx, true);
+            }
+            return;
+        };
+        let Some(k) = self.kernel.as_mut() else { return };
+        match pending {
+            None => {
+                k.delegate(idx, iface, &plan);
+            }
+            Some((_, true)) => {} // already queued
+            Some((_, false)) => {
+                if let Some(d) = k.conns.get_mut(&idx) {
+                    d.queued = true;
+                    k.recheck.push(idx);
                 }
             }
         }
     }
 
-    /// After a packet: delegates the connection if its state allows, or
-    /// writes a suspended entry again once the tracker has seen every
-    /// packet the kernel passed since (so the entry starts from the state
-    /// the kernel is at); a connection no longer in such a state is taken back.
-    pub(super) fn kernel_after_packet(&mut self, idx: u32, iface: u16, ts: i64) {
-        let Some(k) = self.kernel.as_ref() else { return };
-        if self.keep.is_some() {
-            return;
-        }
-        let pending = k.conns.get(&idx).map(|d| d.suspended_seen);
-        if pending == Some(None) {
-            return; // delegated and counting
-        }
-        let Some(plan) = self.delegable(idx, ts) else {
-            if pending.is_some() {
-                if let Some(k) = self.kernel.as_mut() {
-                    k.release(idx);
-                }
-            }
-            return;
-        };
-        if let Some(Some(seen)) = pending {
-            let passed = self.kernel_merge(idx, false).map_or(u32::MAX, |(_, passed)| passed);
-            if seen < passed {
-                return; // the ring still holds packets of it
-            }
-        }
+    /// After a ring block: hands back to the kernel each suspended
+    /// connection given packets since, if its state still allows. One read
+    /// of the entry per such connection and block (checking after each
+    /// packet cost a `bpf()` call per packet of a connection the kernel
+    /// keeps passing).
+    ///
+    /// Ordering. The tracker has processed packet `S` (`seen`) of the
+    /// kernel's numbering; the kernel has passed `PASSED` and counts
+    /// nothing while suspended.
+    /// - `S >= PASSED`: no packet the kernel let through is still in the
+    ///   ring, so the tracker's state is the one the kernel is at: the entry
+    ///   is written afresh from it.
+    /// - Otherwise, with `IRREG <= S` and the tracker's state equal to the
+    ///   kernel's chain for both sides (`chain_ok`: the chain after packet
+    ///   `S`): every packet after `S` was regular against that chain, so it
+    ///   only moved the chain on and will change nothing but counters when
+    ///   the tracker processes it, from a state the tracker delegates now.
+    ///   The kernel's chain is then the state the tracker will be at, and it
+    ///   may count from where it is; the control map says so (`GO_AT = S`)
+    ///   and the kernel checks `IRREG <= S` again when it resumes. What it
+    ///   counts comes after packet `RESUMED_AT` and before the next one it
+    ///   passes: merged in between (`kernel_before_packet`), and by the
+    ///   timers or the flow bucket's end only once the tracker is past
+    ///   `RESUMED_AT`.
+    pub fn kernel_rearm(&mut self) {
         let Some(k) = self.kernel.as_mut() else { return };
-        k.delegate(idx, iface, &plan);
+        if k.recheck.is_empty() || self.keep.is_some() {
+            return;
+        }
+        let mut queue = std::mem::take(&mut k.recheck);
+        for &idx in &queue {
+            let Some(d) = self.kernel.as_mut().and_then(|k| k.conns.get_mut(&idx)) else { continue };
+            d.queued = false;
+            if !d.suspended || d.go_at.is_some() || d.resumed_at.is_some() {
+                continue;
+            }
+            let (seen, chain_ok, iface, ts) = (d.seen, d.chain_ok, d.iface, d.last_ts);
+            let Some(plan) = self.delegable(idx, ts) else {
+                let _ = self.kernel_merge(idx, true);
+                continue;
+            };
+            let Some(k) = self.kernel.as_mut() else { return };
+            let Some(n) = k.numbering(idx) else {
+                k.conns.remove(&idx);
+                continue;
+            };
+            if !n.suspended {
+                continue; // cannot be: the tracker did not tell it to resume
+            }
+            if seen >= n.passed {
+                k.delegate(idx, iface, &plan);
+            } else if seen >= n.irregular.saturating_add(RESUME_MARGIN) && chain_ok == [true, true] {
+                k.resume(idx, seen, &plan);
+            }
+        }
+        queue.clear();
+        if let Some(k) = self.kernel.as_mut() {
+            if k.recheck.is_empty() {
+                k.recheck = queue;
+            }
+        }
     }
 
     /// What to write in the connection's entry, if its state allows.
@@ -116,6 +262,17 @@ impl Tracker {
     /// Returns whether the entry was suspended, and the packets the kernel
     /// passed since.
     pub(super) fn kernel_merge(&mut self, idx: u32, release: bool) -> Option<(bool, u32)> {
+        if !release {
+            let d = self.kernel.as_ref()?.conns.get(&idx)?;
+            if d.go_at.is_some() {
+                self.kernel_learn_resume(idx);
+            }
+            let d = self.kernel.as_ref()?.conns.get(&idx)?;
+            if d.resumed_at.is_some_and(|r| d.seen < r) {
+                // Counted after a packet still in the ring: not yet.
+                return None;
+            }
+        }
         let k = self.kernel.as_mut()?;
         let iface = k.conns.get(&idx).map_or(0, |d| d.iface);
         let counted = k.take(idx, release)?;
@@ -160,10 +317,15 @@ impl Tracker {
     /// Before the flow bucket ends: every delegated connection's counts
     /// land in the bucket they were counted in.
     pub(super) fn kernel_merge_all(&mut self) {
-        let Some(k) = self.kernel.as_ref() else { return };
-        let idxs: Vec<u32> = k.conns.keys().copied().collect();
-        for idx in idxs {
+        let Some(k) = self.kernel.as_mut() else { return };
+        let mut idxs = std::mem::take(&mut k.scratch);
+        idxs.extend(k.conns.keys().copied());
+        for &idx in &idxs {
             let _ = self.kernel_merge(idx, false);
+        }
+        idxs.clear();
+        if let Some(k) = self.kernel.as_mut() {
+            k.scratch = idxs;
         }
     }
 }
