@@ -98,6 +98,8 @@ impl Reassembly {
 
     /// Records newly received data and delivers whatever became contiguous.
     /// Returns whether in-order delivery advanced.
+    /// Inline for in-order data; data above a hole goes out of line.
+    #[inline]
     fn insert(&mut self, seq: u64, upper: u64) -> bool {
         if upper <= self.trim || upper <= self.next_deliver {
             return false; // old or already delivered data
@@ -108,6 +110,11 @@ impl Reassembly {
             self.absorb();
             return true;
         }
+        self.insert_above_hole(seq, upper)
+    }
+
+    #[inline(never)]
+    fn insert_above_hole(&mut self, seq: u64, upper: u64) -> bool {
         let ranges = self.above_hole.get_or_insert_with(Default::default);
         let i = ranges.partition_point(|r| r.1 < seq);
         let (mut lo, mut hi) = (seq, upper);
@@ -121,7 +128,16 @@ impl Reassembly {
     }
 
     /// Moves ranges that became contiguous into the delivered range.
+    /// Inline: almost every stream has no hole, and then this is one test.
+    #[inline]
     fn absorb(&mut self) {
+        if self.above_hole.is_some() {
+            self.absorb_ranges();
+        }
+    }
+
+    #[cold]
+    fn absorb_ranges(&mut self) {
         if let Some(ranges) = &mut self.above_hole {
             let mut n = 0;
             for &(lo, hi) in ranges.iter() {
@@ -856,6 +872,7 @@ impl TcpConn {
     }
 
     /// Data from `is_orig`'s side at relative sequence `seq` (Zeek's TCP_Reassembler::DataSent).
+    #[inline]
     fn data_sent(&mut self, is_orig: bool, mut seq: u64, mut len: u64) {
         let (e, p) = self.ep(is_orig);
         if e.skip_deliveries {
@@ -889,16 +906,32 @@ impl TcpConn {
     }
 
     /// `endp_is_orig`'s data was acknowledged up to relative `seq` (Zeek's AckReceived).
+    /// Inline for its common outcomes (nothing new acknowledged, or data that
+    /// was all delivered in order), which need none of the gap accounting.
+    #[inline]
     fn ack_received(&mut self, endp_is_orig: bool, mut seq: u64, hist: &mut HistoryState) {
         {
-            let e = if endp_is_orig { &self.orig } else { &self.resp };
+            let e = if endp_is_orig { &mut self.orig } else { &mut self.resp };
             if e.fin_seen && seq >= e.fin_seq {
                 seq = e.fin_seq.wrapping_sub(1);
             }
             if seq <= e.reasm.trim {
                 return;
             }
+            // Acknowledged up to delivered data with nothing held above a hole:
+            // trim_to would find no gap and keep no range, only move the trim.
+            if seq <= e.reasm.next_deliver && e.reasm.above_hole.is_none() {
+                e.reasm.trim = seq;
+                self.check_eof(endp_is_orig);
+                return;
+            }
         }
+        self.ack_beyond_delivered(endp_is_orig, seq, hist);
+    }
+
+    /// [`Self::ack_received`] when the acknowledgement may reveal a gap.
+    #[inline(never)]
+    fn ack_beyond_delivered(&mut self, endp_is_orig: bool, seq: u64, hist: &mut HistoryState) {
         let report = self.report_gap();
         let clean = self.orig.is_clean() && self.resp.is_clean();
         let is_partial = self.is_partial;
@@ -944,13 +977,19 @@ impl TcpConn {
         e.state != Reset && p.reasm.has_blocks()
     }
 
+    #[inline]
     fn check_eof(&mut self, is_orig: bool) {
         let e = if is_orig { &self.orig } else { &self.resp };
-        // Cheap tests first: data_pending only matters once this side is closing.
-        if e.did_eof
-            || !(e.fin_seen || e.state == Closed || e.state == Reset)
-            || self.data_pending(is_orig)
-        {
+        // Cheap tests first, inline: data_pending only matters once this side is closing.
+        if e.did_eof || !(e.fin_seen || e.state == Closed || e.state == Reset) {
+            return;
+        }
+        self.check_eof_closing(is_orig);
+    }
+
+    #[inline(never)]
+    fn check_eof_closing(&mut self, is_orig: bool) {
+        if self.data_pending(is_orig) {
             return;
         }
         {
