@@ -75,9 +75,13 @@ impl Reassembly {
     }
 
     /// Bytes held, delivered or not (Zeek's block list DataSize).
+    #[inline(always)]
     fn buffered(&self) -> u64 {
-        self.next_deliver.saturating_sub(self.trim)
-            + self.ranges().iter().map(|(a, b)| b - a).sum::<u64>()
+        let contiguous = self.next_deliver.saturating_sub(self.trim);
+        match &self.above_hole {
+            None => contiguous,
+            Some(r) => contiguous + r.iter().map(|(a, b)| b - a).sum::<u64>(),
+        }
     }
 
     /// Bytes held above a hole (Zeek's NumUndeliveredBytes).
@@ -99,7 +103,7 @@ impl Reassembly {
     /// Records newly received data and delivers whatever became contiguous.
     /// Returns whether in-order delivery advanced.
     /// Inline for in-order data; data above a hole goes out of line.
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, seq: u64, upper: u64) -> bool {
         if upper <= self.trim || upper <= self.next_deliver {
             return false; // old or already delivered data
@@ -497,7 +501,7 @@ impl TcpConn {
 
     /// Processes one good segment (Zeek's TCPSessionAdapter::Process).
     /// Returns whether the connection's last activity time advances, and the lifetime effects.
-    #[inline]
+    #[inline(always)]
     pub fn process(
         &mut self,
         is_orig: bool,
@@ -529,6 +533,7 @@ impl TcpConn {
     /// [`Self::process_general`], minus those whose conditions cannot hold in
     /// that state (endpoint initialisation, partial-status and state-machine
     /// changes, FIN/RST bookkeeping, end-of-data checks).
+    #[inline(always)]
     fn process_established(&mut self, is_orig: bool, seg: &Segment, hist: &mut HistoryState) {
         let len = seg.len;
         let ack = seg.flags & ACK != 0;
@@ -579,6 +584,7 @@ impl TcpConn {
         }
     }
 
+    #[inline(never)]
     fn process_general(
         &mut self,
         is_orig: bool,
@@ -872,7 +878,7 @@ impl TcpConn {
     }
 
     /// Data from `is_orig`'s side at relative sequence `seq` (Zeek's TCP_Reassembler::DataSent).
-    #[inline]
+    #[inline(always)]
     fn data_sent(&mut self, is_orig: bool, mut seq: u64, mut len: u64) {
         let (e, p) = self.ep(is_orig);
         if e.skip_deliveries {
@@ -908,7 +914,7 @@ impl TcpConn {
     /// `endp_is_orig`'s data was acknowledged up to relative `seq` (Zeek's AckReceived).
     /// Inline for its common outcomes (nothing new acknowledged, or data that
     /// was all delivered in order), which need none of the gap accounting.
-    #[inline]
+    #[inline(always)]
     fn ack_received(&mut self, endp_is_orig: bool, mut seq: u64, hist: &mut HistoryState) {
         {
             let e = if endp_is_orig { &mut self.orig } else { &mut self.resp };
@@ -1139,6 +1145,7 @@ fn history_is_rstos0(h: &str) -> bool {
 
 /// Zeek's get_relative_seq: the 64-bit sequence number relative to the
 /// endpoint's initial one, and whether it fell below it.
+#[inline(always)]
 fn relative_seq(
     start: u32,
     cur: u32,
