@@ -130,7 +130,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// Captured bytes after the header.
-    #[inline]
+    #[inline(always)]
     pub fn payload(&self) -> &'a [u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }

@@ -9,6 +9,11 @@
 //! its slots in a few cache-resident pages instead of spreading them over a
 //! 16 MiB array sized for a million (BENCHMARKS.md, "Live capture": the A/B
 //! with 5,000 connections). Growth happens at most log2(budget / 4096) times.
+//!
+//! A slot's home is taken from its tag's low bits, so the slot alone says
+//! where it belongs: deletion and growth move slots without reading the
+//! entries they point to (at a million connections each such read was a
+//! cache miss).
 
 use crate::key::{match_side, ConnKey, Side};
 
@@ -37,6 +42,8 @@ impl<T> ConnTable<T> {
     pub fn with_capacity(capacity: usize) -> Self {
         let capacity = capacity.max(16);
         let max_slots = (capacity * 2).next_power_of_two();
+        // Homes come from the 32-bit tag.
+        assert!(max_slots <= 1 << 32, "connection budget too large");
         let nslots = max_slots.min(MIN_SLOTS);
         let mut slots = vec![0; nslots];
         let mut entries = Vec::with_capacity(capacity.min(1 << 20));
@@ -68,11 +75,17 @@ impl<T> ConnTable<T> {
         self.len >= self.capacity
     }
 
+    /// The slot a hash's probe sequence starts at: the tag's low bits.
+    #[inline]
+    fn home(tag: u64, mask: usize) -> usize {
+        tag as usize & mask
+    }
+
     #[cfg(feature = "bench")]
     /// Hints the CPU to load the first slot of `hash`'s probe sequence.
     #[inline]
     pub fn prefetch(&self, hash: u64) {
-        let i = hash as usize & self.mask;
+        let i = Self::home(hash >> 32, self.mask);
         #[cfg(target_arch = "x86_64")]
         unsafe {
             // SAFETY: prefetch is a hint and never faults; the index is masked in bounds.
@@ -90,7 +103,7 @@ impl<T> ConnTable<T> {
     /// slot is cached by now, so read it and load the start of its entry.
     #[inline]
     pub fn prefetch_entry(&self, hash: u64) {
-        let s = self.slots[hash as usize & self.mask];
+        let s = self.slots[Self::home(hash >> 32, self.mask)];
         if s != 0 && s >> 32 == hash >> 32 {
             let idx = (s as u32).wrapping_sub(1) as usize;
             if idx < self.entries.len() {
@@ -113,7 +126,7 @@ impl<T> ConnTable<T> {
     #[inline]
     pub fn find(&self, k: &ConnKey, hash: u64) -> Option<(u32, Side)> {
         let tag = hash >> 32;
-        let mut i = hash as usize & self.mask;
+        let mut i = Self::home(tag, self.mask);
         loop {
             let s = self.slots[i];
             if s == 0 {
@@ -147,7 +160,7 @@ impl<T> ConnTable<T> {
                 (self.entries.len() - 1) as u32
             }
         };
-        let mut i = hash as usize & self.mask;
+        let mut i = Self::home(hash >> 32, self.mask);
         while self.slots[i] != 0 {
             i = (i + 1) & self.mask;
         }
@@ -174,21 +187,19 @@ impl<T> ConnTable<T> {
         Some(r)
     }
 
-    /// Doubles the slot array and re-links every live entry from its kept hash.
+    /// Doubles the slot array and re-links every occupied slot at its new home.
     #[cold]
     fn grow(&mut self) {
         let n = (self.slots.len() * 2).min(self.max_slots);
         let mut slots = vec![0u64; n];
         advise_huge_pages(&mut slots);
         let mask = n - 1;
-        for (idx, e) in self.entries.iter().enumerate() {
-            if let Some(e) = e {
-                let mut i = e.hash as usize & mask;
-                while slots[i] != 0 {
-                    i = (i + 1) & mask;
-                }
-                slots[i] = (e.hash >> 32) << 32 | (idx as u64 + 1);
+        for &s in self.slots.iter().filter(|&&s| s != 0) {
+            let mut i = Self::home(s >> 32, mask);
+            while slots[i] != 0 {
+                i = (i + 1) & mask;
             }
+            slots[i] = s;
         }
         self.slots = slots;
         self.mask = mask;
@@ -198,7 +209,7 @@ impl<T> ConnTable<T> {
     fn remove_slot(&mut self, idx: u32) -> Option<()> {
         let hash = self.entries.get(idx as usize)?.as_ref()?.hash;
         let want = idx as u64 + 1;
-        let mut i = hash as usize & self.mask;
+        let mut i = Self::home(hash >> 32, self.mask);
         while self.slots[i] as u32 as u64 != want {
             i = (i + 1) & self.mask;
         }
@@ -211,11 +222,7 @@ impl<T> ConnTable<T> {
             if s == 0 {
                 break;
             }
-            let e_idx = (s as u32).wrapping_sub(1) as usize;
-            let home = match &self.entries[e_idx] {
-                Some(e) if e_idx != idx as usize => e.hash as usize & self.mask,
-                _ => j,
-            };
+            let home = Self::home(s >> 32, self.mask);
             // Move if home is not in the cyclic range (hole, j].
             let in_range = if hole <= j {
                 home > hole && home <= j
@@ -338,21 +345,21 @@ mod tests {
         let mut ids = Vec::new();
         for i in 0..5000u32 {
             let k = key(i);
-            let h = k.symmetric_hash(1) & 0xffff_0000_0000_03ff; // force collisions
+            let h = k.symmetric_hash(1) & 0x0000_03ff_ffff_ffff; // force collisions: 10-bit tags, so homes and tags repeat
             assert!(t.find(&k, h).is_none());
             ids.push(t.insert(k, h, i));
         }
         assert!(t.is_full());
         for i in (0..5000u32).step_by(3) {
             let k = key(i);
-            let h = k.symmetric_hash(1) & 0xffff_0000_0000_03ff;
+            let h = k.symmetric_hash(1) & 0x0000_03ff_ffff_ffff;
             let (idx, side) = t.find(&k.reversed(), h).expect("present");
             assert_eq!(side, Side::Resp);
             assert_eq!(t.remove_with(idx, |e| e.value), Some(i));
         }
         for i in 0..5000u32 {
             let k = key(i);
-            let h = k.symmetric_hash(1) & 0xffff_0000_0000_03ff;
+            let h = k.symmetric_hash(1) & 0x0000_03ff_ffff_ffff;
             let found = t.find(&k, h).map(|(idx, _)| t.get(idx).unwrap().value);
             if i % 3 == 0 {
                 assert_eq!(found, None);

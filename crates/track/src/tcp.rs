@@ -75,9 +75,13 @@ impl Reassembly {
     }
 
     /// Bytes held, delivered or not (Zeek's block list DataSize).
+    #[inline(always)]
     fn buffered(&self) -> u64 {
-        self.next_deliver.saturating_sub(self.trim)
-            + self.ranges().iter().map(|(a, b)| b - a).sum::<u64>()
+        let contiguous = self.next_deliver.saturating_sub(self.trim);
+        match &self.above_hole {
+            None => contiguous,
+            Some(r) => contiguous + r.iter().map(|(a, b)| b - a).sum::<u64>(),
+        }
     }
 
     /// Bytes held above a hole (Zeek's NumUndeliveredBytes).
@@ -98,6 +102,8 @@ impl Reassembly {
 
     /// Records newly received data and delivers whatever became contiguous.
     /// Returns whether in-order delivery advanced.
+    /// Inline for in-order data; data above a hole goes out of line.
+    #[inline(always)]
     fn insert(&mut self, seq: u64, upper: u64) -> bool {
         if upper <= self.trim || upper <= self.next_deliver {
             return false; // old or already delivered data
@@ -108,6 +114,11 @@ impl Reassembly {
             self.absorb();
             return true;
         }
+        self.insert_above_hole(seq, upper)
+    }
+
+    #[inline(never)]
+    fn insert_above_hole(&mut self, seq: u64, upper: u64) -> bool {
         let ranges = self.above_hole.get_or_insert_with(Default::default);
         let i = ranges.partition_point(|r| r.1 < seq);
         let (mut lo, mut hi) = (seq, upper);
@@ -121,7 +132,16 @@ impl Reassembly {
     }
 
     /// Moves ranges that became contiguous into the delivered range.
+    /// Inline: almost every stream has no hole, and then this is one test.
+    #[inline]
     fn absorb(&mut self) {
+        if self.above_hole.is_some() {
+            self.absorb_ranges();
+        }
+    }
+
+    #[cold]
+    fn absorb_ranges(&mut self) {
         if let Some(ranges) = &mut self.above_hole {
             let mut n = 0;
             for &(lo, hi) in ranges.iter() {
@@ -481,7 +501,7 @@ impl TcpConn {
 
     /// Processes one good segment (Zeek's TCPSessionAdapter::Process).
     /// Returns whether the connection's last activity time advances, and the lifetime effects.
-    #[inline]
+    #[inline(always)]
     pub fn process(
         &mut self,
         is_orig: bool,
@@ -513,6 +533,7 @@ impl TcpConn {
     /// [`Self::process_general`], minus those whose conditions cannot hold in
     /// that state (endpoint initialisation, partial-status and state-machine
     /// changes, FIN/RST bookkeeping, end-of-data checks).
+    #[inline(always)]
     fn process_established(&mut self, is_orig: bool, seg: &Segment, hist: &mut HistoryState) {
         let len = seg.len;
         let ack = seg.flags & ACK != 0;
@@ -563,6 +584,7 @@ impl TcpConn {
         }
     }
 
+    #[inline(never)]
     fn process_general(
         &mut self,
         is_orig: bool,
@@ -856,6 +878,7 @@ impl TcpConn {
     }
 
     /// Data from `is_orig`'s side at relative sequence `seq` (Zeek's TCP_Reassembler::DataSent).
+    #[inline(always)]
     fn data_sent(&mut self, is_orig: bool, mut seq: u64, mut len: u64) {
         let (e, p) = self.ep(is_orig);
         if e.skip_deliveries {
@@ -889,16 +912,32 @@ impl TcpConn {
     }
 
     /// `endp_is_orig`'s data was acknowledged up to relative `seq` (Zeek's AckReceived).
+    /// Inline for its common outcomes (nothing new acknowledged, or data that
+    /// was all delivered in order), which need none of the gap accounting.
+    #[inline(always)]
     fn ack_received(&mut self, endp_is_orig: bool, mut seq: u64, hist: &mut HistoryState) {
         {
-            let e = if endp_is_orig { &self.orig } else { &self.resp };
+            let e = if endp_is_orig { &mut self.orig } else { &mut self.resp };
             if e.fin_seen && seq >= e.fin_seq {
                 seq = e.fin_seq.wrapping_sub(1);
             }
             if seq <= e.reasm.trim {
                 return;
             }
+            // Acknowledged up to delivered data with nothing held above a hole:
+            // trim_to would find no gap and keep no range, only move the trim.
+            if seq <= e.reasm.next_deliver && e.reasm.above_hole.is_none() {
+                e.reasm.trim = seq;
+                self.check_eof(endp_is_orig);
+                return;
+            }
         }
+        self.ack_beyond_delivered(endp_is_orig, seq, hist);
+    }
+
+    /// [`Self::ack_received`] when the acknowledgement may reveal a gap.
+    #[inline(never)]
+    fn ack_beyond_delivered(&mut self, endp_is_orig: bool, seq: u64, hist: &mut HistoryState) {
         let report = self.report_gap();
         let clean = self.orig.is_clean() && self.resp.is_clean();
         let is_partial = self.is_partial;
@@ -944,13 +983,19 @@ impl TcpConn {
         e.state != Reset && p.reasm.has_blocks()
     }
 
+    #[inline]
     fn check_eof(&mut self, is_orig: bool) {
         let e = if is_orig { &self.orig } else { &self.resp };
-        // Cheap tests first: data_pending only matters once this side is closing.
-        if e.did_eof
-            || !(e.fin_seen || e.state == Closed || e.state == Reset)
-            || self.data_pending(is_orig)
-        {
+        // Cheap tests first, inline: data_pending only matters once this side is closing.
+        if e.did_eof || !(e.fin_seen || e.state == Closed || e.state == Reset) {
+            return;
+        }
+        self.check_eof_closing(is_orig);
+    }
+
+    #[inline(never)]
+    fn check_eof_closing(&mut self, is_orig: bool) {
+        if self.data_pending(is_orig) {
             return;
         }
         {
@@ -1100,6 +1145,7 @@ fn history_is_rstos0(h: &str) -> bool {
 
 /// Zeek's get_relative_seq: the 64-bit sequence number relative to the
 /// endpoint's initial one, and whether it fell below it.
+#[inline(always)]
 fn relative_seq(
     start: u32,
     cur: u32,

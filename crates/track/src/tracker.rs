@@ -655,6 +655,7 @@ impl Tracker {
         (idx, if flip { Side::Resp } else { Side::Orig })
     }
 
+    #[inline(always)]
     fn deliver(
         &mut self,
         idx: u32,
