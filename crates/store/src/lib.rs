@@ -95,6 +95,7 @@ pub mod compact;
 mod encode;
 mod error;
 mod fastdecode;
+mod flow_time;
 mod fsutil;
 pub mod ingest;
 pub mod layout;
