@@ -80,17 +80,18 @@ fn flows_round_trip_exactly() {
             c => panic!("{c:?}"),
         }
     }
-    // Sorted within each file: check one file's order through a fresh scan of its hour.
+    // Sorted within each file by (bucket, server, server_port, proto, client):
+    // check one file's order through a fresh scan of its hour.
     let (cols, _) = collect(
         &dir,
         &Scan::new(Kind::Flows)
-            .columns(&["bucket", "client", "server", "server_port"])
+            .columns(&["bucket", "server", "server_port", "proto", "client"])
             .time(Some(T0), Some(T0 + HOUR)),
     );
-    let (Column::I64(b), Column::Ip(c), Column::Ip(s), Column::U16(p)) =
-        (&cols[0].1, &cols[1].1, &cols[2].1, &cols[3].1)
+    let (Column::I64(b), Column::Ip(s), Column::U16(p), Column::U8(pr), Column::Ip(c)) =
+        (&cols[0].1, &cols[1].1, &cols[2].1, &cols[3].1, &cols[4].1)
     else {
-        panic!()
+        panic!("{:?}", cols.iter().map(|c| &c.0).collect::<Vec<_>>())
     };
     // The first file of the hour holds the first 1000 appended records' share.
     let first_file_rows = recs[..1000]
@@ -99,7 +100,7 @@ fn flows_round_trip_exactly() {
         .count();
     for i in 1..first_file_rows {
         assert!(
-            (b[i - 1], c[i - 1], s[i - 1], p[i - 1]) <= (b[i], c[i], s[i], p[i]),
+            (b[i - 1], s[i - 1], p[i - 1], pr[i - 1], c[i - 1]) <= (b[i], s[i], p[i], pr[i], c[i]),
             "row {i} out of order"
         );
     }
