@@ -27,7 +27,8 @@ def types(src):
 out = {}
 c, bo, pi, bi, po, cn, mn, mx, hours = one(
     f"""SELECT count(*), sum(bytes_out), sum(pkts_in), sum(bytes_in), sum(pkts_out), sum(conns),
-               epoch_us(min(bucket)), epoch_us(max("last")), count(DISTINCT (date, hour)) FROM {flows}"""
+               epoch_us(min(bucket)), epoch_us(max(bucket + to_seconds(first_offset_s + duration_s))),
+               count(DISTINCT (date, hour)) FROM {flows}"""
 )
 v4 = con.execute(
     f"SELECT hex(client) FROM {flows} WHERE client[1:10] = '\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00'::BLOB ORDER BY client LIMIT 1"

@@ -33,6 +33,7 @@ use crate::encode::{
     opt_i32, opt_i64, req_bool, req_i32, req_i64, req_ip, strings, PqValues, RowSource,
 };
 use crate::error::StoreError;
+use crate::flow_time;
 use crate::fsutil::{is_data_file, list_dir, remove_file_if_exists, sync_dir, DirLock};
 use crate::layout::{kind_dir, list_partitions, parse_partition_path};
 use crate::reader::{read_all, snapshot, REPLACES_KEY};
@@ -330,13 +331,14 @@ impl RowSource for MergedRows {
                 ) else {
                     unreachable!()
                 };
+                // The writer's order (see FlowBuf::sort_rows).
                 rows.sort_unstable_by(|&a, &b| {
                     let (a, b) = (a as usize, b as usize);
                     (
-                        bucket[a], &client[a], &server[a], port[a], proto[a], &iface[a],
+                        bucket[a], &server[a], port[a], proto[a], &client[a], &iface[a],
                     )
                         .cmp(&(
-                            bucket[b], &client[b], &server[b], port[b], proto[b], &iface[b],
+                            bucket[b], &server[b], port[b], proto[b], &client[b], &iface[b],
                         ))
                 });
             }
@@ -348,7 +350,30 @@ impl RowSource for MergedRows {
         }
     }
     fn values(&self, col: usize, rows: &[u32]) -> PqValues {
-        let spec = &schema::columns(self.kind)[col];
+        // The rows hold the kind's scan columns; files may keep some
+        // differently (flows' first/last as second offsets).
+        let spec = &schema::file_columns(self.kind)[col];
+        if self.kind == Kind::Flows {
+            let times = || {
+                (
+                    i64s(self.col("bucket")),
+                    i64s(self.col("first")),
+                    i64s(self.col("last")),
+                )
+            };
+            match spec.name {
+                flow_time::FIRST_OFFSET => {
+                    let (b, f, _) = times();
+                    return req_i32(rows, |r| flow_time::first_offset_s(b[r], f[r]) as i32);
+                }
+                flow_time::DURATION => {
+                    let (b, f, l) = times();
+                    return req_i32(rows, |r| flow_time::duration_s(b[r], f[r], l[r]) as i32);
+                }
+                _ => {}
+            }
+        }
+        let col = schema::col_index(self.kind, spec.name).expect("file columns are scan columns");
         let us = |ns: i64| ns.div_euclid(NS_PER_US);
         match (spec.ty, &self.cols[col]) {
             (ColType::TimeUs, Column::I64(v)) => req_i64(rows, |r| us(v[r])),

@@ -45,7 +45,7 @@ pub(crate) trait RowSource {
     fn time_ns(&self, row: usize) -> i64;
     /// Sorts row indices into file order.
     fn sort_rows(&self, rows: &mut [u32]);
-    /// Column `col` (schema order) of the given rows.
+    /// Column `col` ([`crate::schema::file_columns`] order) of the given rows.
     fn values(&self, col: usize, rows: &[u32]) -> PqValues;
 }
 
@@ -285,7 +285,7 @@ fn write_parquet(
     ));
     w.append_key_value_metadata(KeyValue::new(
         "wirelog.schema_version".into(),
-        "1".to_string(),
+        crate::schema::file_version(src.kind()).to_string(),
     ));
     for k in kv {
         w.append_key_value_metadata(k);

@@ -22,7 +22,8 @@
 //!
 //! | content | Parquet | batch ([`Column`]) |
 //! |---|---|---|
-//! | times (`bucket`, `first`, `last`, `ts`) | INT64 TIMESTAMP(MICROS, UTC) | `I64`, ns |
+//! | times (`bucket`, `ts`) | INT64 TIMESTAMP(MICROS, UTC) | `I64`, ns |
+//! | flows' `first_offset_s`, `duration_s` (read as `first`, `last`) | INT32 INTEGER(32, unsigned), whole seconds | `I64`, ns |
 //! | `duration` (conns) | INT64, microseconds, OPTIONAL | `OptI64`, ns |
 //! | ports | INT32 INTEGER(16, unsigned) | `U16` (`vlan`, `inner_vlan`: OPTIONAL, `OptU64`) |
 //! | `proto` (flows), `ip_proto` | INT32 INTEGER(8, unsigned) | `U8` |
@@ -32,9 +33,12 @@
 //! | strings | BYTE_ARRAY UTF8 (`service` OPTIONAL: null reads as "") | `Str` |
 //! | `local_orig`, `local_resp`, `empty_tcp_skipped` | BOOLEAN | `Bool` |
 //!
-//! Flow rows are sorted by (bucket, client, server, server_port) within a
-//! file, connection and transaction rows by ts. See [`schema::FLOWS`] and
-//! [`schema::CONNS`].
+//! A flow file keeps `first` and `last` to the second, as seconds from the
+//! row's bucket start and `last - first` (files written before keep them as
+//! microsecond timestamps; both forms read as `first`/`last`, and compaction
+//! rewrites the old form). Flow rows are sorted by (bucket, server,
+//! server_port, proto, client, iface) within a file, connection and
+//! transaction rows by ts. See [`schema::FLOWS`] and [`schema::CONNS`].
 //!
 //! # Transactions
 //!
@@ -95,6 +99,7 @@ pub mod compact;
 mod encode;
 mod error;
 mod fastdecode;
+mod flow_time;
 mod fsutil;
 pub mod ingest;
 pub mod layout;

@@ -18,6 +18,7 @@ use parquet::file::statistics::Statistics;
 
 use crate::batch::{Batch, Column, Kind};
 use crate::error::StoreError;
+use crate::flow_time;
 use crate::fastdecode::{self, FastReader};
 use crate::fsutil::{is_data_file, list_dir};
 use crate::layout::list_partitions;
@@ -531,11 +532,27 @@ fn stat_range(rg: &RowGroupMetaData, idx: usize, ty: ColType) -> Option<(i128, i
     }
 }
 
+/// Where a requested column comes from in one file.
+#[derive(Clone, Copy)]
+enum Src {
+    /// The file column at this index.
+    File(usize),
+    /// An optional column the file predates: every row unset.
+    Unset,
+    /// A flow's `first` (no `duration`) or `last`, from the file's bucket
+    /// and second offsets (see [`flow_time`]): (bucket, first_offset_s,
+    /// duration_s) file column indices.
+    FlowTime {
+        bucket: usize,
+        offset: usize,
+        duration: Option<usize>,
+    },
+}
+
 /// Where the needed columns are in one file.
 struct FilePlan {
-    /// (spec, file column index) of the requested columns; no index for an
-    /// optional column the file predates (read as unset).
-    out: Vec<(&'static ColSpec, Option<usize>)>,
+    /// (spec, source) of the requested columns.
+    out: Vec<(&'static ColSpec, Src)>,
     /// File column index of the time column.
     time_idx: usize,
     /// Position of the time column among `out`, if requested.
@@ -555,14 +572,28 @@ fn plan_file(r: &SerializedFileReader<File>, kind: Kind, scan: &Scan) -> Result<
     };
     let mut out = Vec::with_capacity(scan.columns.len());
     for &c in &scan.columns {
-        // A file written before an optional column existed reads as if
-        // every row left it unset; a required column must be there.
         let sp = spec(c);
-        let idx = find(c);
-        if idx.is_none() && !can_be_unset(sp) {
-            return Err(format!("no column {c}"));
-        }
-        out.push((sp, idx));
+        let src = match find(c) {
+            Some(i) => Src::File(i),
+            // Flow files since schema version 2 keep first/last as offsets.
+            None if kind == Kind::Flows && matches!(c, "first" | "last") => {
+                let need = |n: &str| find(n).ok_or_else(|| format!("no column {c} nor {n}"));
+                Src::FlowTime {
+                    bucket: need("bucket")?,
+                    offset: need(flow_time::FIRST_OFFSET)?,
+                    duration: if c == "last" {
+                        Some(need(flow_time::DURATION)?)
+                    } else {
+                        None
+                    },
+                }
+            }
+            // A file written before an optional column existed reads as if
+            // every row left it unset; a required column must be there.
+            None if can_be_unset(sp) => Src::Unset,
+            None => return Err(format!("no column {c}")),
+        };
+        out.push((sp, src));
     }
     let tname = schema::time_column(kind);
     let time_idx = find(tname).ok_or_else(|| format!("no column {tname}"))?;
@@ -616,6 +647,70 @@ struct Work {
     batch: Batch,
     times: Column,
     keep: Vec<bool>,
+    flow_parts: FlowParts,
+}
+
+/// A row group's readers of one requested column.
+enum Reader {
+    File(Typed),
+    Unset,
+    FlowTime {
+        bucket: Typed,
+        offset: Typed,
+        duration: Option<Typed>,
+    },
+}
+
+/// The stored parts of flows' first/last, decoded (buffers reused).
+struct FlowParts {
+    bucket: Column,
+    offset: Column,
+    duration: Column,
+}
+
+fn file_spec(name: &str) -> &'static ColSpec {
+    schema::FLOWS_FILE
+        .iter()
+        .find(|c| c.name == name)
+        .expect("a flow file column")
+}
+
+/// Decodes `n` rows of a flow's `first` (no `duration` reader) or `last`
+/// from a file's bucket and second offsets, as ns like a stored time.
+fn decode_flow_time(
+    bucket: &mut Typed,
+    offset: &mut Typed,
+    duration: Option<&mut Typed>,
+    n: usize,
+    s: &mut Scratch,
+    parts: &mut FlowParts,
+    col: &mut Column,
+) -> Result<(), ParquetError> {
+    decode_into(bucket, file_spec("bucket"), n, s, &mut parts.bucket)?;
+    decode_into(offset, file_spec(flow_time::FIRST_OFFSET), n, s, &mut parts.offset)?;
+    let (Column::I64(b), Column::U32(off)) = (&parts.bucket, &parts.offset) else {
+        unreachable!("bucket decodes as I64, offsets as U32")
+    };
+    let Column::I64(out) = col else {
+        unreachable!("first/last decode as I64")
+    };
+    out.clear();
+    match duration {
+        None => out.extend(b.iter().zip(off).map(|(&b, &o)| flow_time::first_ns(b, o))),
+        Some(d) => {
+            decode_into(d, file_spec(flow_time::DURATION), n, s, &mut parts.duration)?;
+            let Column::U32(dur) = &parts.duration else {
+                unreachable!("durations decode as U32")
+            };
+            out.extend(
+                b.iter()
+                    .zip(off)
+                    .zip(dur)
+                    .map(|((&b, &o), &d)| flow_time::last_ns(b, o, d)),
+            );
+        }
+    }
+    Ok(())
 }
 
 impl Work {
@@ -628,6 +723,11 @@ impl Work {
             },
             times: Column::I64(Vec::new()),
             keep: Vec::new(),
+            flow_parts: FlowParts {
+                bucket: Column::I64(Vec::new()),
+                offset: Column::U32(Vec::new()),
+                duration: Column::U32(Vec::new()),
+            },
         }
     }
 }
@@ -693,20 +793,33 @@ fn scan_file(
             Err(e) => return Ok(FileOutcome::Corrupt(format!("row group {rgi}: {e}"))),
         };
         let mut readers = Vec::with_capacity(plan.out.len());
-        for &(spec, idx) in &plan.out {
-            let Some(idx) = idx else {
-                readers.push(None);
-                continue;
+        for &(spec, src) in &plan.out {
+            let mut open = |idx: usize, spec: &ColSpec| {
+                stats.bytes_read += rg.column(idx).compressed_size().max(0) as u64;
+                guard(|| Typed::open(&*rgr, rg, idx, spec))
+                    .map_err(|e| format!("row group {rgi}, column {}: {e}", spec.name))
             };
-            stats.bytes_read += rg.column(idx).compressed_size().max(0) as u64;
-            match guard(|| Typed::open(&*rgr, rg, idx, spec)) {
-                Ok(r) => readers.push(Some(r)),
-                Err(e) => {
-                    return Ok(FileOutcome::Corrupt(format!(
-                        "row group {rgi}, column {}: {e}",
-                        spec.name
-                    )))
-                }
+            let r = match src {
+                Src::File(idx) => open(idx, spec).map(Reader::File),
+                Src::Unset => Ok(Reader::Unset),
+                Src::FlowTime {
+                    bucket,
+                    offset,
+                    duration,
+                } => (|| {
+                    Ok(Reader::FlowTime {
+                        bucket: open(bucket, file_spec("bucket"))?,
+                        offset: open(offset, file_spec(flow_time::FIRST_OFFSET))?,
+                        duration: match duration {
+                            Some(d) => Some(open(d, file_spec(flow_time::DURATION))?),
+                            None => None,
+                        },
+                    })
+                })(),
+            };
+            match r {
+                Ok(r) => readers.push(r),
+                Err(e) => return Ok(FileOutcome::Corrupt(e)),
             }
         }
         let mut time_reader = None;
@@ -743,14 +856,25 @@ fn scan_file(
                 .iter_mut()
                 .zip(plan.out.iter().zip(w.batch.columns.iter_mut()))
             {
-                let Some(r) = r else {
-                    unset_column(spec, m, col);
-                    continue;
+                let (scratch, parts) = (&mut w.scratch, &mut w.flow_parts);
+                let res = match r {
+                    Reader::Unset => {
+                        unset_column(spec, m, col);
+                        continue;
+                    }
+                    Reader::File(r) => {
+                        guard(|| decode_into(r, spec, m, scratch, col).map_err(|e| e.to_string()))
+                    }
+                    Reader::FlowTime {
+                        bucket,
+                        offset,
+                        duration,
+                    } => guard(|| {
+                        decode_flow_time(bucket, offset, duration.as_mut(), m, scratch, parts, col)
+                            .map_err(|e| e.to_string())
+                    }),
                 };
-                let scratch = &mut w.scratch;
-                if let Err(e) =
-                    guard(|| decode_into(r, spec, m, scratch, col).map_err(|e| e.to_string()))
-                {
+                if let Err(e) = res {
                     return Ok(FileOutcome::Corrupt(format!(
                         "row group {rgi}, column {}: {e}",
                         spec.name
@@ -997,4 +1121,163 @@ pub(crate) fn read_all(files: &[OpenFile], kind: Kind) -> Result<Vec<Batch>, Sto
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use wirelog_record::{FlowRecord, IpAddr16};
+
+    use super::*;
+    use crate::encode::{req_i32, req_i64, req_ip, strings, write_file, PqValues, RowSource};
+
+    const S: i64 = 1_000_000_000;
+    const B: i64 = 1_800_000_000 * S;
+
+    fn rec(n: u64, first_ns: i64, last_ns: i64) -> FlowRecord {
+        FlowRecord {
+            bucket_ns: B,
+            iface: Arc::from("eth0"),
+            client: IpAddr16::from_v4([10, 0, 0, n as u8]),
+            server: IpAddr16::from_v4([192, 168, 0, 1]),
+            server_port: 443,
+            proto: 6,
+            bytes_out: n,
+            pkts_out: 1,
+            bytes_in: 2,
+            pkts_in: 1,
+            first_ns,
+            last_ns,
+            conns: 1,
+        }
+    }
+
+    /// Flows as files held them before second offsets: first/last as
+    /// microsecond timestamps (the scan columns, written as they are).
+    struct OldFlows(Vec<FlowRecord>);
+
+    impl RowSource for OldFlows {
+        fn kind(&self) -> Kind {
+            Kind::Flows
+        }
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn time_ns(&self, row: usize) -> i64 {
+            self.0[row].bucket_ns
+        }
+        fn sort_rows(&self, _: &mut [u32]) {}
+        fn values(&self, col: usize, rows: &[u32]) -> PqValues {
+            let r = |i: usize| &self.0[i];
+            let us = |ns: i64| ns / NS_PER_US;
+            match schema::FLOWS[col].name {
+                "bucket" => req_i64(rows, |i| us(r(i).bucket_ns)),
+                "iface" => strings(rows, false, |i| Some(r(i).iface.as_bytes())),
+                "client" => req_ip(rows, |i| r(i).client.0),
+                "server" => req_ip(rows, |i| r(i).server.0),
+                "server_port" => req_i32(rows, |i| r(i).server_port as i32),
+                "proto" => req_i32(rows, |i| r(i).proto as i32),
+                "bytes_out" => req_i64(rows, |i| r(i).bytes_out as i64),
+                "pkts_out" => req_i64(rows, |i| r(i).pkts_out as i64),
+                "bytes_in" => req_i64(rows, |i| r(i).bytes_in as i64),
+                "pkts_in" => req_i64(rows, |i| r(i).pkts_in as i64),
+                "first" => req_i64(rows, |i| us(r(i).first_ns)),
+                "last" => req_i64(rows, |i| us(r(i).last_ns)),
+                "conns" => req_i32(rows, |i| r(i).conns as i32),
+                other => unreachable!("{other}"),
+            }
+        }
+    }
+
+    /// (bytes_out, first, last) of every flow row, by bytes_out.
+    fn times(dir: &Path, cols: &[&'static str]) -> Vec<(u64, i64, i64)> {
+        let mut out = Vec::new();
+        scan_ref(dir, &Scan::new(Kind::Flows).columns(cols), |b| {
+            let n = b.rows();
+            let get = |name| match b.column(name) {
+                Some(Column::I64(v)) => v.clone(),
+                _ => vec![0; n],
+            };
+            let (first, last) = (get("first"), get("last"));
+            let Some(Column::U64(id)) = b.column("bytes_out") else { panic!() };
+            out.extend((0..n).map(|i| (id[i], first[i], last[i])));
+            Ok(())
+        })
+        .unwrap();
+        out.sort();
+        out
+    }
+
+    fn file_columns_of(path: &Path) -> Vec<String> {
+        let r = SerializedFileReader::new(File::open(path).unwrap()).unwrap();
+        let d = r.metadata().file_metadata().schema_descr_ptr();
+        (0..d.num_columns()).map(|i| d.column(i).name().to_string()).collect()
+    }
+
+    /// A store with a flow file of each form: both read as first/last, the
+    /// old one to the microsecond, the new one to the second; compaction
+    /// writes the new form.
+    #[test]
+    fn old_and_new_flow_files_read_together() {
+        let dir = std::env::temp_dir().join(format!("wirelog-flowform-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let old = rec(1, B + 12_345_678_000, B + 250_000_001_000);
+        let new = rec(2, B + 7_999_999_999, B + 299_500_000_000);
+        let pdir = crate::layout::partition_path(&dir, Kind::Flows, crate::time::hour_of(B));
+        std::fs::create_dir_all(&pdir).unwrap();
+        write_file(
+            &pdir,
+            "part",
+            &OldFlows(vec![old.clone()]),
+            &[0],
+            &schema::parquet_schema_of(Kind::Flows, schema::FLOWS),
+            &schema::writer_properties(Kind::Flows, 3, 1000).unwrap(),
+            1000,
+            Vec::new(),
+            false,
+        )
+        .unwrap();
+        let mut st = crate::Store::open(&dir, crate::StoreOptions { sync: false, ..Default::default() }).unwrap();
+        st.append_flows(std::slice::from_ref(&new)).unwrap();
+        st.close().unwrap();
+
+        let (files, bad) = partition_files(&pdir).unwrap();
+        assert!(bad.is_empty());
+        let mut forms: Vec<bool> =
+            files.iter().map(|f| file_columns_of(f).iter().any(|c| c == "first")).collect();
+        forms.sort();
+        assert_eq!(forms, [false, true], "one file of each form");
+
+        let want = vec![
+            (1, old.first_ns, old.last_ns),
+            (2, B + 7 * S, B + 299 * S),
+        ];
+        assert_eq!(times(&dir, &["bytes_out", "first", "last"]), want);
+        // One of them alone, and in another order.
+        assert_eq!(
+            times(&dir, &["last", "bytes_out"]),
+            want.iter().map(|&(i, _, l)| (i, 0, l)).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            times(&dir, &["first", "bytes_out"]),
+            want.iter().map(|&(i, f, _)| (i, f, 0)).collect::<Vec<_>>()
+        );
+        for f in &files {
+            assert_eq!(verify_file(f).unwrap(), (Kind::Flows, 1));
+        }
+
+        // Compaction rewrites both in the new form (the old row to the second).
+        let report = crate::Store::compact_partition(&pdir).unwrap();
+        assert_eq!(report.files_merged, 2, "{report:?}");
+        let (files, _) = partition_files(&pdir).unwrap();
+        assert_eq!(files.len(), 1);
+        let cols = file_columns_of(&files[0]);
+        assert!(cols.iter().any(|c| c == flow_time::FIRST_OFFSET) && !cols.iter().any(|c| c == "first"));
+        assert_eq!(
+            times(&dir, &["bytes_out", "first", "last"]),
+            vec![(1, B + 12 * S, B + 250 * S), (2, B + 7 * S, B + 299 * S)]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

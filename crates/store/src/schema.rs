@@ -125,14 +125,11 @@ macro_rules! with_owners {
 /// `with_owners!`).
 pub const OWNER_COLS: usize = 12;
 
-/// Flows: goProbe-style per-bucket counters. Rows are sorted by
-/// (bucket, client, server, server_port, proto, iface) within a file.
+/// Flows: goProbe-style per-bucket counters, as queries, the API and
+/// ClickHouse see them: `first` and `last` are times. Files keep them in
+/// whole seconds as [`FLOWS_FILE`]'s offsets (see [`crate::flow_time`]);
+/// files written before that keep them as timestamps.
 pub const FLOWS: &[ColSpec] = &[
-    // Encodings chosen by measurement on Zipf-like traffic (store_bench):
-    // the sorted bucket as deltas; keys and heavy-tailed byte counters as
-    // dictionaries (fallback plain when a dictionary outgrows 1 MiB);
-    // small counters, the sorted client and `last` plain (zstd does better
-    // on their bytes than bit packing).
     col("bucket", TimeUs, false, false, DELTA),
     col("iface", Str, false, true, PLAIN),
     col("client", Ip, false, false, PLAIN),
@@ -145,6 +142,31 @@ pub const FLOWS: &[ColSpec] = &[
     col("pkts_in", U64, false, true, PLAIN),
     col("first", TimeUs, false, false, DELTA),
     col("last", TimeUs, false, false, DELTA),
+    col("conns", U32, false, true, PLAIN),
+];
+
+/// Flows as files hold them: [`FLOWS`] with `first`/`last` replaced by
+/// `first_offset_s` (seconds after `bucket`) and `duration_s` (`last -
+/// first`), both floored to the second. Rows are sorted by (bucket, server,
+/// server_port, proto, client, iface) within a file.
+pub const FLOWS_FILE: &[ColSpec] = &[
+    // Encodings chosen by measurement on Zipf-like traffic (store_bench,
+    // bench/flow_rows.py): the sorted bucket as deltas; keys and
+    // heavy-tailed byte counters as dictionaries (fallback plain when a
+    // dictionary outgrows 1 MiB); the client and the second offsets plain
+    // (zstd does better on their bytes than bit packing).
+    col("bucket", TimeUs, false, false, DELTA),
+    col("iface", Str, false, true, PLAIN),
+    col("client", Ip, false, true, PLAIN),
+    col("server", Ip, false, true, PLAIN),
+    col("server_port", U16, false, true, PLAIN),
+    col("proto", U8, false, true, PLAIN),
+    col("bytes_out", U64, false, true, PLAIN),
+    col("pkts_out", U64, false, true, PLAIN),
+    col("bytes_in", U64, false, true, PLAIN),
+    col("pkts_in", U64, false, true, PLAIN),
+    col(crate::flow_time::FIRST_OFFSET, U32, false, true, PLAIN),
+    col(crate::flow_time::DURATION, U32, false, true, PLAIN),
     col("conns", U32, false, true, PLAIN),
 ];
 
@@ -346,7 +368,8 @@ pub const X509: &[ColSpec] = &[
     col("basic_constraints_path_len", U64, true, true, PLAIN),
 ];
 
-/// The columns of a kind, in file order.
+/// The columns of a kind as scans, queries and ClickHouse see them (for
+/// flows not quite the file's: see [`file_columns`]).
 pub fn columns(kind: Kind) -> &'static [ColSpec] {
     match kind {
         Kind::Flows => FLOWS,
@@ -358,6 +381,25 @@ pub fn columns(kind: Kind) -> &'static [ColSpec] {
         Kind::Dns => DNS,
         Kind::Tls => TLS,
         Kind::X509 => X509,
+    }
+}
+
+/// The columns a kind's files are written with, in file order: [`FLOWS_FILE`]
+/// for flows, [`columns`] for the others.
+pub fn file_columns(kind: Kind) -> &'static [ColSpec] {
+    match kind {
+        Kind::Flows => FLOWS_FILE,
+        _ => columns(kind),
+    }
+}
+
+/// What a file's `wirelog.schema_version` says: 2 for flow files with
+/// second offsets ([`FLOWS_FILE`]), 1 for the rest. Readers go by the
+/// columns a file has, so this is for people and other tools.
+pub(crate) fn file_version(kind: Kind) -> u32 {
+    match kind {
+        Kind::Flows => 2,
+        _ => 1,
     }
 }
 
@@ -385,7 +427,7 @@ pub(crate) fn col_index(kind: Kind, name: &str) -> Option<usize> {
 }
 
 pub(crate) fn parquet_schema(kind: Kind) -> TypePtr {
-    parquet_schema_of(kind, columns(kind))
+    parquet_schema_of(kind, file_columns(kind))
 }
 
 /// The Parquet schema of `cols` (a kind's columns, or in tests a prefix of
@@ -447,7 +489,7 @@ pub(crate) fn writer_properties(
         .set_data_page_row_count_limit(1 << 20)
         .set_dictionary_page_size_limit(1 << 20)
         .set_write_batch_size(8192);
-    for c in columns(kind) {
+    for c in file_columns(kind) {
         let path = ColumnPath::from(c.name);
         let (dict, enc) = (c.dict, c.encoding);
         b = b.set_column_dictionary_enabled(path.clone(), dict);
@@ -460,12 +502,12 @@ pub(crate) fn writer_properties(
         }
     }
     if kind == Kind::Flows {
-        let sorted = ["bucket", "client", "server", "server_port"];
+        let sorted = ["bucket", "server", "server_port", "proto", "client"];
         b = b.set_sorting_columns(Some(
             sorted
                 .iter()
                 .map(|n| SortingColumn {
-                    column_idx: col_index(kind, n).unwrap() as i32,
+                    column_idx: file_columns(kind).iter().position(|c| c.name == *n).unwrap() as i32,
                     descending: false,
                     nulls_first: false,
                 })

@@ -18,6 +18,7 @@ use crate::encode::{
     RowSource,
 };
 use crate::error::StoreError;
+use crate::flow_time;
 use crate::fsutil::{create_dirs_durable, DirLock};
 use crate::layout::{list_partitions, partition_path};
 use crate::retention::{self, RetentionReport};
@@ -191,21 +192,23 @@ impl RowSource for FlowBuf {
         self.bucket[row]
     }
     fn sort_rows(&self, rows: &mut [u32]) {
+        // Server side first: a bucket's rows of one service sit together,
+        // so server, port and proto repeat in runs (see FLOWS_FILE).
         rows.sort_unstable_by(|&a, &b| {
             let (a, b) = (a as usize, b as usize);
             self.bucket[a]
                 .cmp(&self.bucket[b])
-                .then_with(|| self.client[a].cmp(&self.client[b]))
                 .then_with(|| self.server[a].cmp(&self.server[b]))
                 .then_with(|| self.server_port[a].cmp(&self.server_port[b]))
                 .then_with(|| self.proto[a].cmp(&self.proto[b]))
+                .then_with(|| self.client[a].cmp(&self.client[b]))
                 .then_with(|| {
                     self.ifaces[self.iface[a] as usize].cmp(&self.ifaces[self.iface[b] as usize])
                 })
         });
     }
     fn values(&self, col: usize, rows: &[u32]) -> PqValues {
-        match schema::FLOWS[col].name {
+        match schema::FLOWS_FILE[col].name {
             "bucket" => req_i64(rows, |r| us(self.bucket[r])),
             "iface" => strings(rows, false, |r| {
                 Some(self.ifaces[self.iface[r] as usize].as_bytes())
@@ -218,8 +221,12 @@ impl RowSource for FlowBuf {
             "pkts_out" => req_i64(rows, |r| self.pkts_out[r] as i64),
             "bytes_in" => req_i64(rows, |r| self.bytes_in[r] as i64),
             "pkts_in" => req_i64(rows, |r| self.pkts_in[r] as i64),
-            "first" => req_i64(rows, |r| us(self.first[r])),
-            "last" => req_i64(rows, |r| us(self.last[r])),
+            flow_time::FIRST_OFFSET => req_i32(rows, |r| {
+                flow_time::first_offset_s(self.bucket[r], self.first[r]) as i32
+            }),
+            flow_time::DURATION => req_i32(rows, |r| {
+                flow_time::duration_s(self.bucket[r], self.first[r], self.last[r]) as i32
+            }),
             "conns" => req_i32(rows, |r| self.conns[r] as i32),
             other => unreachable!("flow column {other}"),
         }
