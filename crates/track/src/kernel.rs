@@ -555,14 +555,18 @@ mod tests {
         }
     }
 
-    /// The program drops and counts exactly the in-order segments of a
-    /// connection the test delegated, passes the rest, and suspends the
-    /// entry at the first one it passes.
-    #[test]
-    fn in_order_segments_of_a_delegated_connection_are_counted_not_passed() {
-        if !wirelog_ebpf::tests_can_load() {
-            return;
-        }
+    /// A loaded program on a loopback receiver (300 ms receive timeout) and
+    /// connection 3 delegated, from `sport`, with both sides' chains at
+    /// 1000/7000; the plan, to resume with, and a sender onto loopback.
+    struct OnLo {
+        k: Arc<KernelAccounting>,
+        rx: OwnedFd,
+        tx: OwnedFd,
+        d: Delegations,
+        plan: Plan,
+    }
+
+    fn delegated_on_lo(sport: u16) -> OnLo {
         let k = KernelAccounting::load(64, &[14], 65_535).unwrap();
         let rx = packet_socket(libc::ETH_P_ALL as u16);
         let addr = lo_addr();
@@ -574,18 +578,33 @@ mod tests {
         }
         k.attach(rx.as_raw_fd(), 14).unwrap();
         let mut d = Delegations::new(k.clone());
-        let key = ConnKey { src: IpAddr16::from_v4(SRC), dst: IpAddr16::from_v4(DST), sport: SPORT, dport: DPORT, proto: 6 };
+        let key = ConnKey { src: IpAddr16::from_v4(SRC), dst: IpAddr16::from_v4(DST), sport, dport: DPORT, proto: 6 };
         let (mk, orig_block) = map_key(&key).unwrap();
         let view = KernelView { next_seq: [1000, 7000], last_ack: [7000, 1000], data_ok: [true, true] };
         let plan = Plan { key: mk, orig_block, view, allow: [ALLOW_DATA | ALLOW_ACK; 2], until_real_ns: i64::MAX };
         assert!(d.delegate(3, 0, &plan));
+        OnLo { k, rx, tx: packet_socket(0), d, plan }
+    }
 
-        let tx = packet_socket(0);
-        let send = |f: &[u8]| {
-            // SAFETY: sendto with our frame and address.
-            let n = unsafe { libc::sendto(tx.as_raw_fd(), f.as_ptr().cast(), f.len(), 0, (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) };
-            assert_eq!(n, f.len() as isize, "{}", io::Error::last_os_error());
-        };
+    /// Sends frame `f` onto loopback from `tx`.
+    fn send_on_lo(tx: &OwnedFd, f: &[u8]) {
+        let addr = lo_addr();
+        // SAFETY: sendto with our frame and address.
+        let n = unsafe { libc::sendto(tx.as_raw_fd(), f.as_ptr().cast(), f.len(), 0, (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) };
+        assert_eq!(n, f.len() as isize, "{}", io::Error::last_os_error());
+    }
+
+    /// The program drops and counts exactly the in-order segments of a
+    /// connection the test delegated, passes the rest, and suspends the
+    /// entry at the first one it passes.
+    #[test]
+    fn in_order_segments_of_a_delegated_connection_are_counted_not_passed() {
+        if !wirelog_ebpf::tests_can_load() {
+            return;
+        }
+        let OnLo { k, rx, tx, mut d, .. } = delegated_on_lo(SPORT);
+
+        let send = |f: &[u8]| send_on_lo(&tx, f);
         send(&frame(0x18, 1000, 7000, 100)); // in order: counted
         send(&frame(0x10, 1100, 7000, 0)); // a pure ACK in order: counted
         send(&frame(0x18, 1100, 7000, 100)); // in order: counted
@@ -615,28 +634,8 @@ mod tests {
         if !wirelog_ebpf::tests_can_load() {
             return;
         }
-        let k = KernelAccounting::load(64, &[14], 65_535).unwrap();
-        let rx = packet_socket(libc::ETH_P_ALL as u16);
-        let addr = lo_addr();
-        // SAFETY: bind/setsockopt with properly sized arguments.
-        unsafe {
-            assert_eq!(libc::bind(rx.as_raw_fd(), (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32), 0);
-            let tv = libc::timeval { tv_sec: 0, tv_usec: 300_000 };
-            libc::setsockopt(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32);
-        }
-        k.attach(rx.as_raw_fd(), 14).unwrap();
-        let mut d = Delegations::new(k.clone());
-        let key = ConnKey { src: IpAddr16::from_v4(SRC), dst: IpAddr16::from_v4(DST), sport: SPORT2, dport: DPORT, proto: 6 };
-        let (mk, orig_block) = map_key(&key).unwrap();
-        let view = KernelView { next_seq: [1000, 7000], last_ack: [7000, 1000], data_ok: [true, true] };
-        let plan = Plan { key: mk, orig_block, view, allow: [ALLOW_DATA | ALLOW_ACK; 2], until_real_ns: i64::MAX };
-        assert!(d.delegate(3, 0, &plan));
-        let tx = packet_socket(0);
-        let send = |f: &[u8]| {
-            // SAFETY: sendto with our frame and address.
-            let n = unsafe { libc::sendto(tx.as_raw_fd(), f.as_ptr().cast(), f.len(), 0, (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) };
-            assert_eq!(n, f.len() as isize, "{}", io::Error::last_os_error());
-        };
+        let OnLo { rx, tx, mut d, plan, .. } = delegated_on_lo(SPORT2);
+        let send = |f: &[u8]| send_on_lo(&tx, f);
         send(&frame_from(SPORT2, 0x18, 1000, 7000, 100)); // counted
         send(&frame_from(SPORT2, 0x18, 1000, 7000, 100)); // retransmission: passed #1, irregular; chain 1100
         send(&frame_from(SPORT2, 0x18, 1100, 7000, 100)); // regular against the chain: passed #2; chain 1200
