@@ -8,6 +8,9 @@
 #   tcpdump_s128      the same with -s 128
 #   wirelog           wirelog capture -i lo: conns, flows and MySQL statements (mysql.log and the store)
 #   wirelog_noparse   the same with --no-parse (conns and flows only)
+#   wirelog_kacct     as wirelog, with --kernel-accounting (issue 18) and without the kernel filter,
+#                     which the option cannot be combined with (the namespace carries only MySQL)
+#   wirelog_noparse_kacct  as wirelog_noparse, with --kernel-accounting
 #   wirelog_pcap      wirelog with --pcap-dir: every packet kept (ring of 2 x 100 MB files)
 #   wirelog_pcap16k   the same with --pcap-cutoff 16K
 #   wirelog_base      as wirelog, with the binary WIRELOG_BASE (another commit, for A/B in one run)
@@ -61,6 +64,10 @@ start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
                       --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_noparse) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --no-parse --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_kacct) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root \
+                      --kernel-accounting --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_noparse_kacct) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root \
+                      --no-parse --kernel-accounting --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_pcap) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --store "$OV/store" --logs "$OV/logs" --pcap-dir "$OV/pcap" --pcap-file-size 100M \
                       --pcap-keep count=2 2>"$OV/cap.err" & ;;
@@ -71,6 +78,7 @@ start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
     esac
     CAP_PID=$!; PIDS+=("$CAP_PID")
     for _ in $(seq 1 50); do grep -Eq 'listening on|capturing on' "$OV/cap.err" 2>/dev/null && break; sleep 0.1; done
+    kill -0 "$CAP_PID" 2>/dev/null || { echo "scenario $sc: the capture exited: $(cat "$OV/cap.err")" >&2; exit 1; }
 }
 
 for round in $(seq 1 "$ROUNDS"); do
