@@ -13,7 +13,11 @@
 //! dropped and the direction resynchronises at the next line that starts a
 //! request (client side) or a status line (server side).
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::sync::Arc;
+
+mod texts;
 
 use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
 
@@ -387,7 +391,7 @@ impl HttpParser {
                 let v = if self.cfg.redact && secret {
                     "*".to_string()
                 } else {
-                    self.text(value).0
+                    String::from(&*self.text(value).0)
                 };
                 kept.push((n, v));
             }
@@ -479,42 +483,55 @@ impl HttpParser {
         {
             return false;
         }
-        tx.method = String::from_utf8_lossy(m).into_owned();
+        tx.method = shared_lossy(m);
         if let Some(v) = ver {
             let v = trim(v);
-            tx.version =
-                String::from_utf8_lossy(v.strip_prefix(b"HTTP/").unwrap_or(v)).into_owned();
+            tx.version = shared_lossy(v.strip_prefix(b"HTTP/").unwrap_or(v));
         }
         let (path, query) = match uri.iter().position(|&b| b == b'?') {
             Some(q) => (&uri[..q], &uri[q + 1..]),
             None => (uri, &b""[..]),
         };
         let query_text = if self.cfg.redact {
-            redact_query(query)
+            Cow::Owned(redact_query(query))
         } else {
-            query.to_vec()
+            Cow::Borrowed(query)
         };
         let (p, pcut) = self.text(path);
         let (q, qcut) = self.text(&query_text);
-        tx.path = p;
-        tx.query = q;
-        let mut full = Vec::with_capacity(uri.len());
-        full.extend_from_slice(path);
-        if uri.len() > path.len() {
+        if uri.len() == path.len() {
+            // No query: the URI is the path (the common case, one lookup).
+            tx.uri = p.clone();
+            tx.uri_truncated = pcut;
+        } else if !self.cfg.redact && !pcut && !qcut {
+            let (u, ucut) = self.text(uri);
+            tx.uri = u;
+            tx.uri_truncated = ucut;
+        } else {
+            let mut full = Vec::with_capacity(uri.len());
+            full.extend_from_slice(path);
             full.push(b'?');
             full.extend_from_slice(&query_text);
+            let (u, ucut) = self.text(&full);
+            tx.uri = u;
+            tx.uri_truncated = pcut || qcut || ucut;
         }
-        let (u, ucut) = self.text(&full);
-        tx.uri = u;
-        tx.uri_truncated = pcut || qcut || ucut;
+        tx.path = p;
+        tx.query = q;
         true
     }
 
-    /// Text kept in a record: lossy UTF-8, cut to `max_text_bytes` at a char boundary.
-    fn text(&self, v: &[u8]) -> (String, bool) {
+    /// Text kept in a record: lossy UTF-8, cut to `max_text_bytes` at a char
+    /// boundary, shared with the other transactions that carry the same text.
+    fn text(&self, v: &[u8]) -> (Arc<str>, bool) {
         let max = self.cfg.max_text_bytes;
         let cut = v.len() > max;
         let v = if cut { &v[..max] } else { v };
+        if let Ok(s) = std::str::from_utf8(v) {
+            return (texts::shared(s), cut);
+        }
+        // Invalid UTF-8 (or a character cut at `max`): the replacement
+        // characters may make the text longer than `max`.
         let mut s = String::from_utf8_lossy(v).into_owned();
         if s.len() > max {
             let mut n = max;
@@ -523,7 +540,7 @@ impl HttpParser {
             }
             s.truncate(n);
         }
-        (s, cut)
+        (texts::shared(&s), cut)
     }
 
     /// Body bytes; returns how many of `data` were consumed.
@@ -849,9 +866,9 @@ fn status_line(line: &[u8], tx: &mut HttpTx) -> bool {
     let Some(code) = parse_u64(code).filter(|c| (100..1000).contains(c)) else {
         return false;
     };
-    tx.version = String::from_utf8_lossy(ver).into_owned();
+    tx.version = shared_lossy(ver);
     tx.status_code = code as u16;
-    tx.reason = String::from_utf8_lossy(&reason[..reason.len().min(256)]).into_owned();
+    tx.reason = shared_lossy(&reason[..reason.len().min(256)]);
     true
 }
 
@@ -911,6 +928,11 @@ impl<'a> Iterator for Lines<'a> {
         self.data = rest;
         Some(line.strip_suffix(b"\r").unwrap_or(line))
     }
+}
+
+/// `v` as lossy UTF-8, shared (see `texts`).
+fn shared_lossy(v: &[u8]) -> Arc<str> {
+    texts::shared(&String::from_utf8_lossy(v))
 }
 
 fn trim(v: &[u8]) -> &[u8] {
@@ -1173,17 +1195,17 @@ mod test {
         let h: Vec<_> = txs.iter().map(http).collect();
         assert_eq!(
             (
-                h[0].method.as_str(),
-                h[0].path.as_str(),
-                h[0].query.as_str()
+                &*h[0].method,
+                &*h[0].path,
+                &*h[0].query
             ),
             ("GET", "/a", "x=1")
         );
         assert_eq!(
             (
-                h[0].host.as_str(),
-                h[0].user_agent.as_str(),
-                h[0].version.as_str()
+                &*h[0].host,
+                &*h[0].user_agent,
+                &*h[0].version
             ),
             ("h", "ua", "1.1")
         );
@@ -1192,7 +1214,7 @@ mod test {
         // HEAD: Content-Length announces the size of a GET, no body follows.
         assert_eq!(
             (
-                h[1].method.as_str(),
+                &*h[1].method,
                 h[1].response_body_len,
                 h[1].response_content_length
             ),
@@ -1201,7 +1223,7 @@ mod test {
         assert_eq!(
             (
                 h[2].status_code,
-                h[2].reason.as_str(),
+                &*h[2].reason,
                 h[2].response_body_len
             ),
             (404, "Not Found", 5)
@@ -1235,7 +1257,7 @@ mod test {
         );
         assert_eq!(txs[0].request.unwrap().bytes, 62 + 4);
         assert_eq!((h[1].status_code, h[1].response_body_len), (304, 0));
-        assert_eq!((h[2].status_code, h[2].path.as_str()), (204, "/m"));
+        assert_eq!((h[2].status_code, &*h[2].path), (204, "/m"));
     }
 
     #[test]
@@ -1255,7 +1277,7 @@ mod test {
         assert_eq!(http(&txs[1]).response_body_len, 25);
         assert_eq!(txs[1].response.unwrap().last_ns, 4);
         assert_eq!(
-            (txs[2].status, http(&txs[2]).path.as_str()),
+            (txs[2].status, &*http(&txs[2]).path),
             (TxStatus::NoResponse, "/never")
         );
     }
@@ -1309,7 +1331,7 @@ mod test {
         // /a expired; /b is still being read (its body is incomplete) and is kept.
         assert_eq!(out.len(), 1);
         assert_eq!(
-            (out[0].status, http(&out[0]).path.as_str()),
+            (out[0].status, &*http(&out[0]).path),
             (TxStatus::NoResponse, "/a")
         );
     }
@@ -1327,9 +1349,9 @@ mod test {
             &[(S, b"GET /p?user=bob&pass=secret&flag HTTP/1.1\r\nauthorization: Basic Zm9v\r\nX-Custom: 0123456789abcdef\r\n\r\n")],
         );
         let h = http(&txs[0]);
-        assert_eq!(h.query, "user=?&pass=");
+        assert_eq!(&*h.query, "user=?&pass=");
         assert!(h.uri_truncated);
-        assert_eq!(h.uri, "/p?user=?&pa");
+        assert_eq!(&*h.uri, "/p?user=?&pa");
         assert_eq!(
             h.headers,
             vec![
@@ -1345,7 +1367,7 @@ mod test {
             &cfg,
             &[(S, b"GET /p?user=bob&pass=secret&flag HTTP/1.1\r\n\r\n")],
         );
-        assert_eq!(http(&txs[0]).query, "user=?&pass=?&flag");
+        assert_eq!(&*http(&txs[0]).query, "user=?&pass=?&flag");
         assert!(!http(&txs[0]).uri_truncated);
     }
 
@@ -1366,7 +1388,7 @@ mod test {
             ],
         );
         assert_eq!(txs.len(), 1);
-        assert_eq!(http(&txs[0]).path, "/ok");
+        assert_eq!(&*http(&txs[0]).path, "/ok");
         assert!(st.unparsed_bytes >= 300);
         assert_eq!(st.resyncs, 1);
         // Split in small pieces, the buffered path hits the same limit.
@@ -1382,7 +1404,7 @@ mod test {
             &mut out,
         );
         assert_eq!(out.len(), 1);
-        assert_eq!(http(&out[0]).path, "/ok");
+        assert_eq!(&*http(&out[0]).path, "/ok");
     }
 
     #[test]
@@ -1414,7 +1436,7 @@ mod test {
             &mut out,
         );
         assert_eq!(out.len(), 2);
-        assert_eq!(http(&out[1]).path, "/b");
+        assert_eq!(&*http(&out[1]).path, "/b");
         // A gap that swallows a body's end and the next message start.
         p.data(S, 8, b"GET /c HTTP/1.1\r\n\r\n", &mut out);
         p.data(
@@ -1531,8 +1553,8 @@ mod test {
         f.eq("count", t.len(), 1);
         let h = http(&t[0]);
         f.eq("status", t[0].status, TxStatus::Ok);
-        f.eq("method", h.method.as_str(), "GET");
-        f.eq("url.path", h.path.as_str(), "/");
+        f.eq("method", &*h.method, "GET");
+        f.eq("url.path", &*h.path, "/");
         f.eq("status_code", h.status_code, 200);
         // Packetbeat lower-cases the phrase.
         f.eq(
@@ -1585,7 +1607,7 @@ mod test {
             }
         }
         f.eq("status[13]", t[13].status, TxStatus::Error);
-        f.eq("url.path[13]", http(&t[13]).path.as_str(), "/comment/");
+        f.eq("url.path[13]", &*http(&t[13]).path, "/comment/");
         f.eq("status_code[13]", http(&t[13]).status_code, 500);
         f.done();
     }
@@ -1597,7 +1619,7 @@ mod test {
         f.eq("count", t.len(), 1);
         f.eq(
             "forwarded_ip",
-            http(&t[0]).forwarded_for.as_str(),
+            &*http(&t[0]).forwarded_for,
             "89.247.39.104",
         );
         f.done();
@@ -1648,11 +1670,11 @@ mod test {
         // golden/http_basic_auth-expected.json (the HTTP event; the DNS event is in dns.rs).
         let (tx, h) = (&t[0], http(&t[0]));
         f.eq("status", tx.status, TxStatus::Ok);
-        f.eq("method", h.method.as_str(), "GET");
-        f.eq("url.path", h.path.as_str(), "/");
-        f.eq("http.version", h.version.as_str(), "1.1");
-        f.eq("url.domain", h.host.as_str(), "www.example.com");
-        f.eq("user-agent", h.user_agent.as_str(), "curl/7.37.1");
+        f.eq("method", &*h.method, "GET");
+        f.eq("url.path", &*h.path, "/");
+        f.eq("http.version", &*h.version, "1.1");
+        f.eq("url.domain", &*h.host, "www.example.com");
+        f.eq("user-agent", &*h.user_agent, "curl/7.37.1");
         f.eq("accept", header(&h.headers, "accept"), Some("*/*"));
         f.eq("status_code", h.status_code, 200);
         f.eq(
@@ -1670,7 +1692,7 @@ mod test {
         );
         f.eq(
             "response content-type",
-            h.response_content_type.as_str(),
+            &*h.response_content_type,
             "text/html",
         );
         // Packetbeat's event.duration runs from the request's first packet to
@@ -1701,16 +1723,16 @@ mod test {
             let t = pb(file, &[80], &cfg);
             f.eq("count", t.len(), 1);
             let h = http(&t[0]);
-            f.eq("method", h.method.as_str(), method);
-            f.eq("url.path", h.path.as_str(), "/login");
+            f.eq("method", &*h.method, method);
+            f.eq("url.path", &*h.path, "/login");
             f.eq("no secret", format!("{h:?}").contains("secret"), false);
             if method == "GET" {
-                f.eq("url.query redacted", h.query.as_str(), "user=?&pass=?");
+                f.eq("url.query redacted", &*h.query, "user=?&pass=?");
                 let plain = pb(file, &[80], &ParseConfig::default());
                 // Unredacted, in wire order (Packetbeat sorts: pass=...&user=...).
                 f.eq(
                     "url.query",
-                    http(&plain[0]).query.as_str(),
+                    &*http(&plain[0]).query,
                     "user=monica&pass=secret",
                 );
             }
@@ -1734,8 +1756,8 @@ mod test {
         f.eq("count", t.len(), 1);
         let h = http(&t[0]);
         // "query": "POST /register"
-        f.eq("method", h.method.as_str(), "POST");
-        f.eq("url.path", h.path.as_str(), "/register");
+        f.eq("method", &*h.method, "POST");
+        f.eq("url.path", &*h.path, "/register");
         // url.query there is the form body (address=...&user=monica): not mapped.
         for n in ["content-length", "content-type", "host", "user-agent"] {
             f.eq(
@@ -1759,12 +1781,12 @@ mod test {
         }
         f.eq(
             "request content-type",
-            h.request_content_type.as_str(),
+            &*h.request_content_type,
             "application/x-www-form-urlencoded",
         );
         f.eq(
             "response content-type",
-            h.response_content_type.as_str(),
+            &*h.response_content_type,
             "text/html; charset=utf-8",
         );
         // test_include_body: len(response) == 172 is the raw response without
@@ -1785,12 +1807,12 @@ mod test {
         let h = http(&t[0]);
         f.eq(
             "request content-type",
-            h.request_content_type.as_str(),
+            &*h.request_content_type,
             "application/x-www-form-urlencoded; charset=UTF-8",
         );
         f.eq(
             "response content-type",
-            h.response_content_type.as_str(),
+            &*h.response_content_type,
             "application/json; charset=UTF-8",
         );
         // url.query there is derived from the form body: not mapped.
@@ -1803,11 +1825,11 @@ mod test {
         let t = pb("http_url_params.pcap", &[80], &ParseConfig::default());
         f.eq("count", t.len(), 1);
         let h = http(&t[0]);
-        f.eq("method", h.method.as_str(), "GET");
-        f.eq("url.path", h.path.as_str(), "/dashboard/transactions");
+        f.eq("method", &*h.method, "GET");
+        f.eq("url.path", &*h.path, "/dashboard/transactions");
         f.eq(
             "url.query",
-            h.query.as_str(),
+            &*h.query,
             "input=packetbeat&src_ip=192.35.243.1",
         );
         f.done();
@@ -1910,12 +1932,12 @@ mod test {
         f.eq("count", t.len(), 5);
         for (tx, (uri, req_body, resp_body)) in t.iter().zip(want) {
             let h = http(tx);
-            f.eq("method", h.method.as_str(), "POST");
-            f.eq("host", h.host.as_str(), "5.2.136.90");
-            f.eq("uri", h.uri.as_str(), uri);
-            f.eq("version", h.version.as_str(), "1.1");
-            f.eq("user_agent", h.user_agent.as_str(), "Mozilla/4.0 (compatible; MSIE 7.0; Windows NT 10.0; WOW64; Trident/7.0; .NET4.0C; .NET4.0E)");
-            f.eq("status", (h.status_code, h.reason.as_str()), (200, "OK"));
+            f.eq("method", &*h.method, "POST");
+            f.eq("host", &*h.host, "5.2.136.90");
+            f.eq("uri", &*h.uri, uri);
+            f.eq("version", &*h.version, "1.1");
+            f.eq("user_agent", &*h.user_agent, "Mozilla/4.0 (compatible; MSIE 7.0; Windows NT 10.0; WOW64; Trident/7.0; .NET4.0C; .NET4.0E)");
+            f.eq("status", (h.status_code, &*h.reason), (200, "OK"));
             f.eq("response_body_len", h.response_body_len, resp_body);
             // Zeek counts 2 more request body bytes than Content-Length: its
             // multipart MIME parser counts the CRLF before the first boundary.
@@ -1944,13 +1966,13 @@ mod test {
         );
         f.eq("count", t.len(), 1);
         let h = http(&t[0]);
-        f.eq("method", h.method.as_str(), "GET");
-        f.eq("host (-)", h.host.as_str(), "");
-        f.eq("uri", h.uri.as_str(), "/");
-        f.eq("version", h.version.as_str(), "1.0");
+        f.eq("method", &*h.method, "GET");
+        f.eq("host (-)", &*h.host, "");
+        f.eq("uri", &*h.uri, "/");
+        f.eq("version", &*h.version, "1.0");
         f.eq("request_body_len", h.request_body_len, 0);
         f.eq("response_body_len", h.response_body_len, 6);
-        f.eq("status", (h.status_code, h.reason.as_str()), (200, "OK"));
+        f.eq("status", (h.status_code, &*h.reason), (200, "OK"));
         f.done();
     }
 

@@ -897,8 +897,8 @@ mod pcap_test {
                 let Detail::Http(h) = &t.detail else { panic!() };
                 let h: &HttpTx = h;
                 (
-                    h.method.clone(),
-                    h.uri.clone(),
+                    h.method.to_string(),
+                    h.uri.to_string(),
                     h.status_code,
                     h.request_body_len,
                     h.response_body_len + h.response_missing_bytes,

@@ -1,26 +1,30 @@
 //! What an HTTP transaction records (filled in by `wirelog_parse::http`).
 
-/// The facts kept per HTTP transaction.
+use std::sync::Arc;
+
+/// The facts kept per HTTP transaction. Texts are shared: the values that
+/// repeat between transactions (host, user agent, content types, method,
+/// status message, paths) are one allocation held by all of them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HttpTx {
-    pub method: String,
+    pub method: Arc<str>,
     /// Request target as sent (query values replaced by `?` when redacting), cut to `max_text_bytes`.
-    pub uri: String,
+    pub uri: Arc<str>,
     /// `uri` before the `?`, and after it (empty when there is none).
-    pub path: String,
-    pub query: String,
+    pub path: Arc<str>,
+    pub query: Arc<str>,
     /// True when the URI was longer than `max_text_bytes` and was cut.
     pub uri_truncated: bool,
     /// "1.0", "1.1" (from the request line, else from the status line).
-    pub version: String,
-    pub host: String,
-    pub user_agent: String,
-    pub referrer: String,
+    pub version: Arc<str>,
+    pub host: Arc<str>,
+    pub user_agent: Arc<str>,
+    pub referrer: Arc<str>,
     /// First address of X-Forwarded-For (or X-Forward-For, X-Real-IP), empty if none.
-    pub forwarded_for: String,
+    pub forwarded_for: Arc<str>,
     /// 0 when there was no response.
     pub status_code: u16,
-    pub reason: String,
+    pub reason: Arc<str>,
     /// Last interim (1xx) status seen before the final response, 0 if none.
     pub info_code: u16,
     /// Header block sizes (start line to blank line inclusive).
@@ -32,8 +36,8 @@ pub struct HttpTx {
     /// Content-Length as declared, if declared.
     pub request_content_length: Option<u64>,
     pub response_content_length: Option<u64>,
-    pub request_content_type: String,
-    pub response_content_type: String,
+    pub request_content_type: Arc<str>,
+    pub response_content_type: Arc<str>,
     /// Body bytes lost in capture gaps (the body lengths above exclude them).
     pub request_missing_bytes: u64,
     pub response_missing_bytes: u64,
