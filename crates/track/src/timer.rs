@@ -38,6 +38,9 @@ pub struct TimerWheel {
     /// connections all landed in the wheel's first tick). Fired merged with
     /// `due` in deadline order.
     due_now: BinaryHeap<Reverse<TimerEntry>>,
+    /// The earliest deadline in `due` and `due_now` (`i64::MAX` when both
+    /// are empty), kept so the per-packet test reads one field.
+    next_deadline: i64,
     current_tick: i64,
     started: bool,
     len: usize,
@@ -55,6 +58,7 @@ impl TimerWheel {
             slots: (0..SLOTS).map(|_| Vec::new()).collect(),
             due: Vec::new(),
             due_now: BinaryHeap::new(),
+            next_deadline: i64::MAX,
             current_tick: 0,
             started: false,
             len: 0,
@@ -78,6 +82,7 @@ impl TimerWheel {
         self.due.retain(|e| keep(e));
         self.due_now.retain(|Reverse(e)| keep(e));
         len += self.due.len() + self.due_now.len();
+        self.next_deadline = self.next_due().map_or(i64::MAX, |e| e.deadline);
         self.len = len;
     }
 
@@ -100,6 +105,7 @@ impl TimerWheel {
         let tick = Self::tick_of(e.deadline);
         if tick <= self.current_tick {
             self.due_now.push(Reverse(e));
+            self.next_deadline = self.next_deadline.min(e.deadline);
         } else {
             self.slots[(tick as usize) % SLOTS].push(e);
         }
@@ -121,7 +127,7 @@ impl TimerWheel {
     pub fn nothing_due(&self, now: i64) -> bool {
         !self.started
             || (Self::tick_of(now) <= self.current_tick
-                && self.next_due().is_none_or(|e| e.deadline > now))
+                && self.next_deadline > now)
     }
 
     /// Moves the wheel to `now` and appends to `due` every entry whose
@@ -133,7 +139,7 @@ impl TimerWheel {
             return;
         }
         let target = Self::tick_of(now);
-        if target <= self.current_tick && self.next_due().is_none_or(|e| e.deadline > now) {
+        if target <= self.current_tick && self.next_deadline > now {
             return;
         }
         self.advance_slow(now, target, due);
@@ -182,6 +188,7 @@ impl TimerWheel {
             self.len -= 1;
             due.push(e);
         }
+        self.next_deadline = self.next_due().map_or(i64::MAX, |e| e.deadline);
         if self.due.is_empty() && self.due.capacity() > KEEP_SLOT_CAPACITY * 16 {
             self.due.shrink_to(KEEP_SLOT_CAPACITY);
         }
@@ -194,6 +201,7 @@ impl TimerWheel {
     pub fn drain_all(&mut self) -> Vec<TimerEntry> {
         let mut all: Vec<TimerEntry> = std::mem::take(&mut self.due);
         all.extend(self.due_now.drain().map(|Reverse(e)| e));
+        self.next_deadline = i64::MAX;
         for s in &mut self.slots {
             all.append(s);
         }
