@@ -26,6 +26,14 @@ impl Batch {
         self.conns.is_empty() && self.flows.is_empty() && self.txs.is_empty() && self.ingests.is_empty()
     }
 
+    /// Fills what the packet path leaves to the output stage (each
+    /// connection's Community ID): once per record, before the sinks.
+    pub fn fill_deferred(&mut self) {
+        for r in &mut self.conns {
+            r.fill_community_id();
+        }
+    }
+
     /// Records held (connections, flows and transactions).
     pub fn records(&self) -> usize {
         self.conns.len() + self.flows.len() + self.txs.len()

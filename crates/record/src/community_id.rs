@@ -66,12 +66,24 @@ pub struct CommunityId {
 }
 
 impl CommunityId {
+    /// Not computed yet: the tracker leaves it so and the output stage fills
+    /// it ([`crate::ConnRecord::fill_community_id`]), so the SHA-1 runs off
+    /// the packet thread. Reads as the empty string.
+    pub const PENDING: CommunityId = CommunityId { text: [0; 30] };
+
+    pub fn is_pending(&self) -> bool {
+        self.text[0] == 0
+    }
+
     pub fn as_str(&self) -> &str {
         // Only ASCII is ever written.
-        std::str::from_utf8(&self.text).unwrap_or("")
+        std::str::from_utf8(self.as_bytes()).unwrap_or("")
     }
 
     pub fn as_bytes(&self) -> &[u8] {
+        if self.is_pending() {
+            return &[];
+        }
         &self.text
     }
 }
@@ -133,6 +145,14 @@ mod tests {
     }
 
     // Vectors from the Community ID specification's baseline (seed 0).
+    #[test]
+    fn pending_reads_empty_until_computed() {
+        let p = CommunityId::PENDING;
+        assert!(p.is_pending() && p.as_str().is_empty() && p.as_bytes().is_empty());
+        let c = community_id_v1(&ip("8.8.8.8"), &ip("192.168.1.52"), 17, 53, 54585);
+        assert!(!c.is_pending() && c.as_bytes().len() == 30);
+    }
+
     #[test]
     fn spec_vectors() {
         assert_eq!(

@@ -1,4 +1,4 @@
-use crate::{CommunityId, IpAddr16, Uid};
+use crate::{community_id_v1, CommunityId, IpAddr16, Uid};
 
 /// Transport protocol of a connection, as Zeek's `proto` column names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -157,6 +157,8 @@ pub struct ConnRecord {
     pub resp_pkts: u64,
     pub resp_ip_bytes: u64,
     pub ip_proto: u8,
+    /// [`CommunityId::PENDING`] as the tracker makes the record; filled
+    /// from the tuple above by [`ConnRecord::fill_community_id`].
     pub community_id: CommunityId,
     /// Outer 802.1Q VLAN and inner (Q-in-Q) VLAN of the first packet.
     pub vlan: Option<u16>,
@@ -168,4 +170,16 @@ pub struct ConnRecord {
     /// are local (live capture with `--processes`).
     pub orig_proc: crate::Proc,
     pub resp_proc: crate::Proc,
+}
+
+impl ConnRecord {
+    /// Computes the Community ID from the record's own tuple if it is still
+    /// pending (the output stage does this once per record, before any
+    /// sink reads it).
+    pub fn fill_community_id(&mut self) {
+        if self.community_id.is_pending() {
+            self.community_id =
+                community_id_v1(&self.orig_h, &self.resp_h, self.ip_proto, self.orig_p, self.resp_p);
+        }
+    }
 }

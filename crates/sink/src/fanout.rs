@@ -231,6 +231,7 @@ impl Fanout {
     /// Writes `batch` to every sink; gives it back when no sink's thread
     /// still holds it (that thread gives it back instead).
     pub(crate) fn write(&mut self, mut batch: Batch) -> io::Result<Option<Batch>> {
+        batch.fill_deferred();
         if let Some(o) = &self.owners {
             // A resolver that fell behind is waited for once, not on every
             // batch: the capture workers wait for this thread when its queue
@@ -496,6 +497,55 @@ mod tests {
         let err = fanout.close().unwrap_err();
         assert_eq!(err.to_string(), "store: disk on fire", "named at the close too");
         assert_eq!(threads.lock().unwrap().len(), 2, "nothing written after the failure");
+    }
+
+    /// A sink that keeps the Community IDs of the connections it is given.
+    struct Ids {
+        seen: Arc<std::sync::Mutex<Vec<String>>>,
+        own_thread: bool,
+    }
+
+    impl Sink for Ids {
+        fn name(&self) -> &str {
+            "ids"
+        }
+        fn write(&mut self, b: &Batch) -> io::Result<()> {
+            let mut seen = self.seen.lock().unwrap();
+            seen.extend(b.conns.iter().map(|r| r.community_id.to_string()));
+            Ok(())
+        }
+        fn tick(&mut self, _: Instant) -> io::Result<()> {
+            Ok(())
+        }
+        fn close(&mut self) -> io::Result<SinkEnd> {
+            Ok(SinkEnd::default())
+        }
+        fn own_thread(&self) -> bool {
+            self.own_thread
+        }
+    }
+
+    #[test]
+    fn sinks_see_the_community_id_the_tracker_left_pending() {
+        let mut r = crate::zeek::tests::record();
+        let want = wirelog_record::community_id_v1(&r.orig_h, &r.resp_h, r.ip_proto, r.orig_p, r.resp_p);
+        r.community_id = wirelog_record::CommunityId::PENDING;
+        assert_eq!(r.community_id.as_str(), "");
+        let here = Arc::default();
+        let there = Arc::default();
+        let sinks: Vec<Box<dyn Sink>> = vec![
+            Box::new(Ids { seen: Arc::clone(&here), own_thread: false }),
+            Box::new(Ids { seen: Arc::clone(&there), own_thread: true }),
+        ];
+        let (recycle, _recycled) = std::sync::mpsc::sync_channel(4);
+        let mut fanout =
+            Fanout::new(sinks, None, Arc::default(), Arc::default(), Duration::from_secs(1), &recycle).unwrap();
+        fanout.write(Batch { conns: vec![r.clone(), r], ..Batch::default() }).unwrap();
+        fanout.close().unwrap();
+        let want = vec![want.to_string(); 2];
+        assert!(want[0].starts_with("1:") && want[0].len() == 30);
+        assert_eq!(*here.lock().unwrap(), want, "the sink on the output thread");
+        assert_eq!(*there.lock().unwrap(), want, "the sink on a thread of its own");
     }
 
     #[test]

@@ -411,11 +411,11 @@ impl<W: Write> ConnLogWriter<W> {
 crate::out::log_sink!(ConnLogWriter, "conn.log", conns);
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use wirelog_record::{ConnState, History, Proto, UidGenerator};
 
-    fn record() -> ConnRecord {
+    pub(crate) fn record() -> ConnRecord {
         let mut h = History::new();
         for c in b"ShADadFf" {
             h.push(*c);

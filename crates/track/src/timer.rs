@@ -5,7 +5,7 @@
 //! comes due the owner recomputes the real deadline from the connection's
 //! state and either expires it or schedules the next check, so a busy
 //! connection costs one wheel operation per timeout period, not per packet.
-//! Entries of the slot that covers "now" move to a small heap so deadlines
+//! Entries of the slot that covers "now" move to a sorted run so deadlines
 //! fire in exact time order, as Zeek's timer manager fires them.
 
 use std::cmp::Reverse;
@@ -27,8 +27,20 @@ const KEEP_SLOT_CAPACITY: usize = 256;
 
 pub struct TimerWheel {
     slots: Vec<Vec<TimerEntry>>,
-    /// Entries of ticks up to `current_tick`, ordered by deadline.
-    due: BinaryHeap<Reverse<TimerEntry>>,
+    /// Entries of slots up to `current_tick`, sorted latest first (the next
+    /// to fire is the last). A slot's entries are sorted once as they move
+    /// here, instead of each being pushed into and popped out of a heap: at a
+    /// million connections the heap's pops were 5.7% of the packet thread's
+    /// time.
+    due: Vec<TimerEntry>,
+    /// Entries scheduled straight into the current tick (a heap: inserting
+    /// them into `due` in order moved the whole run when a burst of new
+    /// connections all landed in the wheel's first tick). Fired merged with
+    /// `due` in deadline order.
+    due_now: BinaryHeap<Reverse<TimerEntry>>,
+    /// The earliest deadline in `due` and `due_now` (`i64::MAX` when both
+    /// are empty), kept so the per-packet test reads one field.
+    next_deadline: i64,
     current_tick: i64,
     started: bool,
     len: usize,
@@ -44,7 +56,9 @@ impl TimerWheel {
     pub fn new() -> Self {
         TimerWheel {
             slots: (0..SLOTS).map(|_| Vec::new()).collect(),
-            due: BinaryHeap::new(),
+            due: Vec::new(),
+            due_now: BinaryHeap::new(),
+            next_deadline: i64::MAX,
             current_tick: 0,
             started: false,
             len: 0,
@@ -65,12 +79,10 @@ impl TimerWheel {
             s.retain(|e| keep(e));
             len += s.len();
         }
-        let due: Vec<Reverse<TimerEntry>> = std::mem::take(&mut self.due)
-            .into_iter()
-            .filter(|Reverse(e)| keep(e))
-            .collect();
-        len += due.len();
-        self.due = due.into();
+        self.due.retain(|e| keep(e));
+        self.due_now.retain(|Reverse(e)| keep(e));
+        len += self.due.len() + self.due_now.len();
+        self.next_deadline = self.next_due().map_or(i64::MAX, |e| e.deadline);
         self.len = len;
     }
 
@@ -92,9 +104,21 @@ impl TimerWheel {
         self.len += 1;
         let tick = Self::tick_of(e.deadline);
         if tick <= self.current_tick {
-            self.due.push(Reverse(e));
+            self.due_now.push(Reverse(e));
+            self.next_deadline = self.next_deadline.min(e.deadline);
         } else {
             self.slots[(tick as usize) % SLOTS].push(e);
+        }
+    }
+
+    /// The earliest entry of the current tick, from either list.
+    #[inline]
+    fn next_due(&self) -> Option<TimerEntry> {
+        match (self.due.last(), self.due_now.peek()) {
+            (Some(a), Some(Reverse(b))) => Some(*a.min(b)),
+            (Some(a), None) => Some(*a),
+            (None, Some(Reverse(b))) => Some(*b),
+            (None, None) => None,
         }
     }
 
@@ -103,7 +127,7 @@ impl TimerWheel {
     pub fn nothing_due(&self, now: i64) -> bool {
         !self.started
             || (Self::tick_of(now) <= self.current_tick
-                && self.due.peek().is_none_or(|Reverse(e)| e.deadline > now))
+                && self.next_deadline > now)
     }
 
     /// Moves the wheel to `now` and appends to `due` every entry whose
@@ -115,8 +139,7 @@ impl TimerWheel {
             return;
         }
         let target = Self::tick_of(now);
-        if target <= self.current_tick && self.due.peek().is_none_or(|Reverse(e)| e.deadline > now)
-        {
+        if target <= self.current_tick && self.next_deadline > now {
             return;
         }
         self.advance_slow(now, target, due);
@@ -125,13 +148,14 @@ impl TimerWheel {
     fn advance_slow(&mut self, now: i64, target: i64, due: &mut Vec<TimerEntry>) {
         // Jumping over more than a revolution: every slot is visited once.
         let steps = (target - self.current_tick).clamp(0, SLOTS as i64);
+        let before = self.due.len();
         for _ in 0..steps {
             self.current_tick += 1;
             let slot = (self.current_tick as usize) % SLOTS;
             let mut entries = std::mem::take(&mut self.slots[slot]);
             for e in entries.drain(..) {
                 if Self::tick_of(e.deadline) <= target {
-                    self.due.push(Reverse(e));
+                    self.due.push(e);
                 } else {
                     self.slots[slot].push(e);
                 }
@@ -146,22 +170,38 @@ impl TimerWheel {
         if target > self.current_tick {
             self.current_tick = target;
         }
-        while let Some(Reverse(e)) = self.due.peek().copied() {
+        if self.due.len() > before {
+            self.due.sort_unstable_by(|a, b| b.cmp(a));
+        }
+        while let Some(e) = self.next_due() {
             if e.deadline > now {
                 break;
             }
-            self.due.pop();
+            match self.due_now.peek() {
+                Some(Reverse(h)) if *h == e => {
+                    self.due_now.pop();
+                }
+                _ => {
+                    self.due.pop();
+                }
+            }
             self.len -= 1;
             due.push(e);
         }
+        self.next_deadline = self.next_due().map_or(i64::MAX, |e| e.deadline);
         if self.due.is_empty() && self.due.capacity() > KEEP_SLOT_CAPACITY * 16 {
             self.due.shrink_to(KEEP_SLOT_CAPACITY);
+        }
+        if self.due_now.is_empty() && self.due_now.capacity() > KEEP_SLOT_CAPACITY * 16 {
+            self.due_now.shrink_to(KEEP_SLOT_CAPACITY);
         }
     }
 
     /// Removes and returns every pending entry (end of input).
     pub fn drain_all(&mut self) -> Vec<TimerEntry> {
-        let mut all: Vec<TimerEntry> = self.due.drain().map(|Reverse(e)| e).collect();
+        let mut all: Vec<TimerEntry> = std::mem::take(&mut self.due);
+        all.extend(self.due_now.drain().map(|Reverse(e)| e));
+        self.next_deadline = i64::MAX;
         for s in &mut self.slots {
             all.append(s);
         }
@@ -199,6 +239,43 @@ mod tests {
         assert_eq!(idx(&due), vec![1, 3, 0, 2]);
         w.advance(base + 700 * S, &mut due);
         assert_eq!(idx(&due), vec![1, 3, 0, 2, 4]);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn entries_scheduled_into_the_current_tick_fire_in_order_with_the_rest() {
+        let mut w = TimerWheel::new();
+        let base = 1_700_000_000 * S;
+        let e = |ms: i64, idx: u32| TimerEntry { deadline: base + ms * 1_000_000, idx, generation: 0 };
+        // A slot's worth, scheduled out of order, moves to the due run at once.
+        for (i, ms) in [2900, 2100, 2500, 2300, 2700].iter().enumerate() {
+            w.schedule(e(*ms, i as u32));
+        }
+        let mut due = Vec::new();
+        w.advance(base + 2200 * 1_000_000, &mut due);
+        assert_eq!(due.iter().map(|e| e.idx).collect::<Vec<_>>(), vec![1]);
+        // Into the current tick: inserted between the entries already due.
+        w.schedule(e(2400, 10));
+        w.schedule(e(2950, 11));
+        w.schedule(e(2300, 12)); // same deadline as idx 3: ordered by idx
+        w.advance(base + 3000 * 1_000_000, &mut due);
+        let got: Vec<u32> = due.iter().map(|e| e.idx).collect();
+        assert_eq!(got, vec![1, 3, 12, 10, 2, 4, 0, 11]);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn a_burst_in_the_first_tick_fires_in_order() {
+        let mut w = TimerWheel::new();
+        let base = 1_700_000_000 * S;
+        // All in the wheel's first tick: they go straight to the due entries.
+        for i in 0..10_000u32 {
+            w.schedule(TimerEntry { deadline: base + (i as i64 * 7919) % 1_000_000, idx: i, generation: 0 });
+        }
+        let mut due = Vec::new();
+        w.advance(base + 2 * S, &mut due);
+        assert_eq!(due.len(), 10_000);
+        assert!(due.windows(2).all(|p| p[0] <= p[1]));
         assert!(w.is_empty());
     }
 
