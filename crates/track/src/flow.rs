@@ -11,6 +11,21 @@
 //! is swapped for an empty one and its flows are handed out as records. When
 //! the table is full, a flow is emitted early (a partial record for the bucket,
 //! counted) rather than dropped, so totals are never lost.
+//!
+//! A flow costs 32 bytes plus its index slots (issue 18: <= 40 per flow):
+//! - the server side (server address, port, protocol, interface) is interned
+//!   per bucket as a "service", which many flows share (servers repeat, clients
+//!   do not); an IPv4 client is its own 4-byte id, an IPv6 client is interned;
+//! - counters are narrow (u32 bytes, 24-bit packets, 16-bit connections): a
+//!   packet that would overflow one writes the flow's row so far and starts a
+//!   new row for the rest of the bucket, so totals stay exact (the only
+//!   visible effect: more than one row for a flow in a bucket);
+//! - first and last are u32 offsets from the bucket start in half
+//!   microseconds, which keeps every output exact (flows.log rounds to the
+//!   microsecond, ClickHouse floors to it, the store floors to the second);
+//!   a time the offset cannot hold (before the bucket start, or more than
+//!   35.8 minutes into a longer bucket) moves the flow's times to a side
+//!   table of exact nanoseconds.
 
 use std::sync::Arc;
 
@@ -27,50 +42,201 @@ pub struct FlowKey {
     pub iface: u16,
 }
 
-impl FlowKey {
-    #[inline]
+/// The server side of a flow, interned per bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Service {
+    server: IpAddr16,
+    port: u16,
+    iface: u16,
+    proto: u8,
+    /// The flows' client ids are interned IPv6 addresses, not IPv4 addresses.
+    client_v6: bool,
+}
+
+#[inline]
+fn mix(mut h: u64, v: u64) -> u64 {
+    h = (h ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    h ^ (h >> 29)
+}
+
+#[inline]
+fn finish(h: u64) -> u64 {
+    h.wrapping_mul(0xBF58_476D_1CE4_E5B9)
+}
+
+fn addr_hash(a: &IpAddr16, seed: u64) -> u64 {
+    let v = u128::from_ne_bytes(a.0);
+    finish(mix(mix(seed, v as u64), (v >> 64) as u64))
+}
+
+impl Service {
     fn hash(&self, seed: u64) -> u64 {
-        let c = u128::from_ne_bytes(self.client.0);
-        let s = u128::from_ne_bytes(self.server.0);
-        let mut h = seed
-            ^ ((self.server_port as u64) << 24
+        let v = u128::from_ne_bytes(self.server.0);
+        let h = seed
+            ^ ((self.port as u64) << 24
                 | (self.proto as u64) << 8
-                | (self.iface as u64) << 40);
-        for v in [c as u64, (c >> 64) as u64, s as u64, (s >> 64) as u64] {
-            h = (h ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            h ^= h >> 29;
-        }
-        h.wrapping_mul(0xBF58_476D_1CE4_E5B9)
+                | (self.iface as u64) << 40
+                | self.client_v6 as u64);
+        finish(mix(mix(h, v as u64), (v >> 64) as u64))
     }
 }
 
-/// Counters of one flow in the current bucket.
+#[inline]
+fn flow_hash(client: u32, service: u32, seed: u64) -> u64 {
+    finish(mix(seed, (service as u64) << 32 | client as u64))
+}
+
+/// Open addressing over ids kept elsewhere: slot = id + 1 (0 = empty). It
+/// grows with what it indexes, by half each time (not doubling: at most 8 and
+/// on average ~6.7 bytes of slots per id instead of 5.3-10.7), so a small
+/// bucket touches little memory and a big one little more than it needs.
+struct Index {
+    slots: Vec<u32>,
+}
+
+const MIN_SLOTS: usize = 1024;
+
+impl Index {
+    fn new() -> Self {
+        Index {
+            slots: vec![0; MIN_SLOTS],
+        }
+    }
+
+    /// The id `is` accepts on `h`'s probe sequence, or the empty slot where it
+    /// would go.
+    #[inline]
+    fn find(&self, h: u64, mut is: impl FnMut(u32) -> bool) -> Result<u32, usize> {
+        let n = self.slots.len();
+        // The hash's top bits scaled to the table (any size, no division).
+        let mut i = ((h as u128 * n as u128) >> 64) as usize;
+        loop {
+            let s = self.slots[i];
+            if s == 0 {
+                return Err(i);
+            }
+            if is(s - 1) {
+                return Ok(s - 1);
+            }
+            i += 1;
+            if i == n {
+                i = 0;
+            }
+        }
+    }
+
+    /// Whether one more id would load the slots past 3/4.
+    #[inline]
+    fn full_at(&self, len: usize) -> bool {
+        (len + 1) * 4 > self.slots.len() * 3
+    }
+
+    /// Half again as many slots, refilled with ids 0.. of the given hashes.
+    #[cold]
+    fn grow(&mut self, hashes: impl Iterator<Item = u64>) {
+        let n = self.slots.len() / 2 * 3;
+        self.slots = vec![0; n];
+        for (id, h) in hashes.enumerate() {
+            if let Err(i) = self.find(h, |_| false) {
+                self.slots[i] = id as u32 + 1;
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.slots.fill(0);
+    }
+}
+
+/// Values interned per bucket: id = position.
+struct Interner<T> {
+    items: Vec<T>,
+    index: Index,
+}
+
+impl<T: Copy + PartialEq> Interner<T> {
+    fn new() -> Self {
+        Interner {
+            items: Vec::new(),
+            index: Index::new(),
+        }
+    }
+
+    #[inline]
+    fn intern(&mut self, v: &T, seed: u64, hash: fn(&T, u64) -> u64) -> u32 {
+        let h = hash(v, seed);
+        let items = &self.items;
+        match self.index.find(h, |id| items[id as usize] == *v) {
+            Ok(id) => id,
+            Err(mut pos) => {
+                if self.index.full_at(self.items.len()) {
+                    self.index.grow(self.items.iter().map(|x| hash(x, seed)));
+                    pos = self.index.find(h, |_| false).unwrap_err();
+                }
+                let id = self.items.len() as u32;
+                self.items.push(*v);
+                self.index.slots[pos] = id + 1;
+                id
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        if !self.items.is_empty() {
+            self.items.clear();
+            self.index.clear();
+        }
+    }
+}
+
+/// Time unit of the entries' first/last: flooring a time to half microseconds
+/// keeps both its floored and its rounded microsecond (and second).
+const TICK_NS: i64 = 500;
+/// `first` of an entry whose times are in [`FlowTable::wide`] (`last` is the position there).
+const WIDE: u32 = u32::MAX;
+const PKT_BITS: u32 = 24;
+const PKT_MAX: u64 = (1 << PKT_BITS) - 1;
+const CONN_SHIFT: u32 = 2 * PKT_BITS;
+const CONN_MAX: u64 = (1 << (64 - CONN_SHIFT)) - 1;
+
+/// Counters of one flow in the current bucket (32 bytes).
 #[derive(Debug, Clone, Copy)]
 struct FlowEntry {
-    key: FlowKey,
-    bytes_out: u64,
-    bytes_in: u64,
-    pkts_out: u32,
-    pkts_in: u32,
-    first_ns: i64,
-    last_ns: i64,
-    conns: u32,
-    /// Position in `slots`, so rotation clears only the slots in use.
-    slot: u32,
+    /// IPv4 address (big-endian bits) or id of an interned IPv6 address.
+    client: u32,
+    service: u32,
+    /// IP bytes from the client, to the client.
+    bytes: [u32; 2],
+    /// Ticks from the table's `tick_base` (or [`WIDE`]).
+    first: u32,
+    last: u32,
+    /// Packets from the client (bits 0-23), to it (24-47), connections (48-63).
+    counts: u64,
 }
 
 impl FlowEntry {
+    /// Counts a packet; false (nothing changed) when a counter would overflow
+    /// or the tick is not an offset the entry can hold.
     #[inline]
-    fn add(&mut self, from_client: bool, ip_bytes: u32, ts_ns: i64) {
-        if from_client {
-            self.bytes_out += ip_bytes as u64;
-            self.pkts_out += 1;
-        } else {
-            self.bytes_in += ip_bytes as u64;
-            self.pkts_in += 1;
+    fn add(&mut self, dir: usize, ip_bytes: u32, tick: u32) -> bool {
+        let (bytes, over) = self.bytes[dir].overflowing_add(ip_bytes);
+        let shift = dir as u32 * PKT_BITS;
+        if over | ((self.counts >> shift) & PKT_MAX == PKT_MAX) | (tick == WIDE) | (self.first == WIDE) {
+            return false;
         }
-        self.last_ns = self.last_ns.max(ts_ns);
-        self.first_ns = self.first_ns.min(ts_ns);
+        self.bytes[dir] = bytes;
+        self.counts += 1 << shift;
+        self.first = self.first.min(tick);
+        self.last = self.last.max(tick);
+        true
+    }
+
+    fn pkts(&self, dir: usize) -> u64 {
+        (self.counts >> (dir as u32 * PKT_BITS)) & PKT_MAX
+    }
+
+    fn conns(&self) -> u64 {
+        self.counts >> CONN_SHIFT
     }
 }
 
@@ -99,39 +265,51 @@ pub struct FlowTable {
     bucket: i64,
     /// Start of the next bucket: crossing it rotates (no division per packet).
     next_boundary: i64,
+    /// The bucket start floored to a tick: entries' times count from here.
+    tick_base: i64,
     /// Rotations so far (see [`FlowSlot::epoch`]).
     epoch: u32,
-    /// Open addressing: slot -> entry index + 1 (0 = empty).
-    slots: Vec<u32>,
-    mask: usize,
+    /// Flow entries by (client, service).
+    index: Index,
     entries: Vec<FlowEntry>,
+    services: Interner<Service>,
+    v6_clients: Interner<IpAddr16>,
+    /// Exact (first, last) of the entries whose times do not fit their ticks.
+    wide: Vec<(i64, i64)>,
     ifaces: Vec<Arc<str>>,
-    /// "if<N>" for interfaces without a name (`read` names none), made once:
-    /// formatting it per flow record was ~680 instructions and two allocations.
+    /// "if<N>" for interfaces without a name (`read` names none), made once
+    /// when a flow first names the interface: formatting it per flow record
+    /// was ~680 instructions and two allocations.
     unnamed: Vec<Option<Arc<str>>>,
     out: Vec<FlowRecord>,
-    /// Flows written before their bucket ended because the table was full.
+    /// Flow records written before their bucket ended: the table was full,
+    /// or a counter was (those also in `overflow_emits`).
     pub early_emits: u64,
+    /// Flow records written before their bucket ended because a counter was full.
+    pub overflow_emits: u64,
 }
 
 impl FlowTable {
     pub fn new(interval_ns: i64, max_flows: usize, seed: u64) -> Self {
         let max_flows = max_flows.max(16);
-        let nslots = (max_flows * 2).next_power_of_two();
         FlowTable {
             interval_ns: interval_ns.max(1),
             max_flows,
             seed,
             bucket: i64::MIN,
             next_boundary: i64::MIN,
+            tick_base: 0,
             epoch: 0,
-            slots: vec![0; nslots],
-            mask: nslots - 1,
+            index: Index::new(),
             entries: Vec::with_capacity(max_flows.min(1 << 16)),
+            services: Interner::new(),
+            v6_clients: Interner::new(),
+            wide: Vec::new(),
             ifaces: Vec::new(),
             unnamed: Vec::new(),
             out: Vec::new(),
             early_emits: 0,
+            overflow_emits: 0,
         }
     }
 
@@ -170,6 +348,10 @@ impl FlowTable {
                 self.rotate();
                 self.bucket = b;
                 self.next_boundary = (b + 1).saturating_mul(self.interval_ns);
+                self.tick_base = b
+                    .saturating_mul(self.interval_ns)
+                    .div_euclid(TICK_NS)
+                    .saturating_mul(TICK_NS);
             }
         }
     }
@@ -180,11 +362,28 @@ impl FlowTable {
             return;
         }
         self.epoch = self.epoch.wrapping_add(1);
-        let bucket_ns = self.bucket.saturating_mul(self.interval_ns);
-        for e in self.entries.drain(..) {
-            self.slots[e.slot as usize] = 0;
-            let iface = iface_name(&self.ifaces, &mut self.unnamed, e.key.iface);
-            self.out.push(to_record(&e, bucket_ns, iface));
+        for i in 0..self.entries.len() {
+            // An entry left empty by counts written as a row of their own.
+            if self.entries[i].counts != 0 {
+                let r = self.to_record(&self.entries[i]);
+                self.out.push(r);
+            }
+        }
+        self.entries.clear();
+        self.index.clear();
+        self.services.clear();
+        self.v6_clients.clear();
+        self.wide.clear();
+    }
+
+    /// `ts_ns` in ticks from the bucket start, or [`WIDE`] when it does not fit.
+    #[inline]
+    fn tick(&self, ts_ns: i64) -> u32 {
+        let d = ts_ns.wrapping_sub(self.tick_base) as u64;
+        if d < WIDE as u64 * TICK_NS as u64 {
+            (d / TICK_NS as u64) as u32
+        } else {
+            WIDE
         }
     }
 
@@ -201,9 +400,13 @@ impl FlowTable {
         if slot.epoch != self.epoch {
             return false;
         }
+        let tick = self.tick(ts_ns);
+        let dir = !from_client as usize;
         match self.entries.get_mut(slot.index as usize) {
             Some(e) => {
-                e.add(from_client, ip_bytes, ts_ns);
+                if !e.add(dir, ip_bytes, tick) {
+                    self.add_slow(slot.index, dir, 1, ip_bytes as u64, ts_ns);
+                }
                 true
             }
             None => false,
@@ -214,22 +417,84 @@ impl FlowTable {
     /// through a connection's cached slot (packets counted elsewhere, e.g.
     /// in the kernel); false when the slot is stale.
     pub fn add_cached(&mut self, slot: FlowSlot, from_client: bool, pkts: u64, bytes: u64, last_ns: i64) -> bool {
-        if slot.epoch != self.epoch {
+        if slot.epoch != self.epoch || slot.index as usize >= self.entries.len() {
             return false;
         }
-        let Some(e) = self.entries.get_mut(slot.index as usize) else {
-            return false;
-        };
-        if from_client {
-            e.bytes_out += bytes;
-            e.pkts_out = e.pkts_out.wrapping_add(pkts as u32);
-        } else {
-            e.bytes_in += bytes;
-            e.pkts_in = e.pkts_in.wrapping_add(pkts as u32);
-        }
-        e.last_ns = e.last_ns.max(last_ns);
-        e.first_ns = e.first_ns.min(last_ns);
+        self.add_slow(slot.index, !from_client as usize, pkts, bytes, last_ns);
         true
+    }
+
+    /// Adds counts that may not fit the entry (or a time its ticks cannot
+    /// hold): a row that would overflow is written first and the entry starts
+    /// over; counts that do not fit even an empty entry are a row of their own.
+    #[cold]
+    #[inline(never)]
+    fn add_slow(&mut self, index: u32, dir: usize, pkts: u64, bytes: u64, ts_ns: i64) {
+        let tick = self.tick(ts_ns);
+        let e = self.entries[index as usize];
+        let fits = |e: &FlowEntry| {
+            e.bytes[dir] as u64 + bytes <= u32::MAX as u64 && e.pkts(dir) + pkts <= PKT_MAX
+        };
+        if !fits(&e) {
+            self.restart(index, ts_ns);
+            let e = &self.entries[index as usize];
+            if !fits(e) {
+                let mut r = self.to_record(e);
+                r.conns = 0;
+                if dir == 0 {
+                    (r.bytes_out, r.pkts_out) = (bytes, pkts);
+                } else {
+                    (r.bytes_in, r.pkts_in) = (bytes, pkts);
+                }
+                self.out.push(r);
+                self.overflow_emits += 1;
+                self.early_emits += 1;
+                return;
+            }
+        }
+        let base = self.tick_base;
+        let e = &mut self.entries[index as usize];
+        e.bytes[dir] += bytes as u32;
+        e.counts += pkts << (dir as u32 * PKT_BITS);
+        if e.first == WIDE {
+            let w = &mut self.wide[e.last as usize];
+            *w = (w.0.min(ts_ns), w.1.max(ts_ns));
+        } else if tick == WIDE {
+            let exact = (base + e.first as i64 * TICK_NS, base + e.last as i64 * TICK_NS);
+            e.first = WIDE;
+            e.last = self.wide.len() as u32;
+            self.wide.push((exact.0.min(ts_ns), exact.1.max(ts_ns)));
+        } else {
+            e.first = e.first.min(tick);
+            e.last = e.last.max(tick);
+        }
+    }
+
+    /// Writes the row of entry `index` so far (a counter is full) and starts
+    /// its next row at `ts_ns`, with zero counts.
+    #[cold]
+    fn restart(&mut self, index: u32, ts_ns: i64) {
+        self.overflow_emits += 1;
+        self.early_emits += 1;
+        let r = self.to_record(&self.entries[index as usize]);
+        self.out.push(r);
+        let tick = self.tick(ts_ns);
+        let e = &mut self.entries[index as usize];
+        e.bytes = [0; 2];
+        e.counts = 0;
+        if e.first == WIDE {
+            self.wide[e.last as usize] = (ts_ns, ts_ns);
+        } else if tick == WIDE {
+            e.first = WIDE;
+            e.last = self.wide.len() as u32;
+            self.wide.push((ts_ns, ts_ns));
+        } else {
+            (e.first, e.last) = (tick, tick);
+        }
+    }
+
+    fn time_ns(&self, tick: u32) -> i64 {
+        self.tick_base + tick as i64 * TICK_NS
     }
 
     /// Counts a packet of `key`'s flow (a connection's first in this bucket,
@@ -243,8 +508,16 @@ impl FlowTable {
     ) -> FlowSlot {
         let index = self.lookup_or_insert(key, ts_ns);
         let e = &mut self.entries[index as usize];
-        e.conns += 1;
-        e.add(from_client, ip_bytes, ts_ns);
+        if e.conns() == CONN_MAX {
+            self.restart(index, ts_ns);
+        }
+        let tick = self.tick(ts_ns);
+        let dir = !from_client as usize;
+        let e = &mut self.entries[index as usize];
+        e.counts += 1 << CONN_SHIFT;
+        if !e.add(dir, ip_bytes, tick) {
+            self.add_slow(index, dir, 1, ip_bytes as u64, ts_ns);
+        }
         FlowSlot {
             epoch: self.epoch,
             index,
@@ -252,37 +525,61 @@ impl FlowTable {
     }
 
     fn lookup_or_insert(&mut self, key: &FlowKey, ts_ns: i64) -> u32 {
-        let h = key.hash(self.seed);
-        let mut i = h as usize & self.mask;
-        loop {
-            let s = self.slots[i];
-            if s == 0 {
-                break;
-            }
-            if self.entries[(s - 1) as usize].key == *key {
-                return s - 1;
-            }
-            i = (i + 1) & self.mask;
-        }
+        let client_v6 = !key.client.is_v4();
+        let service = Service {
+            server: key.server,
+            port: key.server_port,
+            iface: key.iface,
+            proto: key.proto,
+            client_v6,
+        };
+        let service = self.services.intern(&service, self.seed, Service::hash);
+        self.name_unnamed(key.iface);
+        let client = if client_v6 {
+            self.v6_clients.intern(&key.client, self.seed, addr_hash)
+        } else {
+            u32::from_be_bytes([key.client.0[12], key.client.0[13], key.client.0[14], key.client.0[15]])
+        };
+        let h = flow_hash(client, service, self.seed);
+        let entries = &self.entries;
+        let pos = match self
+            .index
+            .find(h, |i| entries[i as usize].client == client && entries[i as usize].service == service)
+        {
+            Ok(i) => return i,
+            Err(pos) => pos,
+        };
         if self.entries.len() >= self.max_flows {
             // Full: write the bucket so far and start again, so no count is lost.
             self.early_emits += self.entries.len() as u64;
             self.rotate();
             return self.lookup_or_insert(key, ts_ns);
         }
+        let pos = if self.index.full_at(self.entries.len()) {
+            let seed = self.seed;
+            self.index
+                .grow(self.entries.iter().map(|e| flow_hash(e.client, e.service, seed)));
+            self.index.find(h, |_| false).unwrap_err()
+        } else {
+            pos
+        };
+        let tick = self.tick(ts_ns);
+        let (first, last) = if tick == WIDE {
+            self.wide.push((ts_ns, ts_ns));
+            (WIDE, (self.wide.len() - 1) as u32)
+        } else {
+            (tick, tick)
+        };
         self.entries.push(FlowEntry {
-            key: *key,
-            bytes_out: 0,
-            bytes_in: 0,
-            pkts_out: 0,
-            pkts_in: 0,
-            first_ns: ts_ns,
-            last_ns: ts_ns,
-            conns: 0,
-            slot: i as u32,
+            client,
+            service,
+            bytes: [0; 2],
+            first,
+            last,
+            counts: 0,
         });
         let index = (self.entries.len() - 1) as u32;
-        self.slots[i] = index + 1;
+        self.index.slots[pos] = index + 1;
         index
     }
 
@@ -297,44 +594,85 @@ impl FlowTable {
         crate::tracker::move_all(&mut self.out, into);
     }
 
-    /// Bytes of table memory per flow (entry + two slots).
-    /// Bytes a flow takes at most (its entry and its slots at full load).
+    /// Bytes a flow takes at most: its entry, and an interned service and
+    /// IPv6 client of its own, each with the index slots of a table just
+    /// grown (load 1/2: 8 bytes of slots per id).
     pub const fn max_bytes_per_flow() -> usize {
-        std::mem::size_of::<FlowEntry>() + 4 * 4
+        std::mem::size_of::<FlowEntry>()
+            + std::mem::size_of::<Service>()
+            + std::mem::size_of::<IpAddr16>()
+            + 3 * 8
     }
 
+    /// Bytes of table memory per flow now (entries, interned values, slots).
     pub fn bytes_per_flow(&self) -> usize {
-        std::mem::size_of::<FlowEntry>() + self.slots.len() * 4 / self.max_flows
+        if self.entries.is_empty() {
+            return std::mem::size_of::<FlowEntry>();
+        }
+        let n = self.entries.len();
+        let bytes = self.entries.len() * std::mem::size_of::<FlowEntry>()
+            + self.services.items.len() * std::mem::size_of::<Service>()
+            + self.v6_clients.items.len() * std::mem::size_of::<IpAddr16>()
+            + self.wide.len() * 16
+            + (self.index.slots.len() + self.services.index.slots.len() + self.v6_clients.index.slots.len()) * 4;
+        bytes / n
     }
-}
 
-/// The interface's name, or "if<N>" when it has none.
-fn iface_name(ifaces: &[Arc<str>], unnamed: &mut Vec<Option<Arc<str>>>, iface: u16) -> Arc<str> {
-    if let Some(name) = ifaces.get(iface as usize) {
-        return name.clone();
+    /// Makes the "if<N>" name of `iface` if it has no name and none was made.
+    #[inline]
+    fn name_unnamed(&mut self, iface: u16) {
+        let i = iface as usize;
+        if i >= self.ifaces.len() && self.unnamed.get(i).is_none_or(Option::is_none) {
+            self.make_unnamed(iface);
+        }
     }
-    let i = iface as usize;
-    if unnamed.len() <= i {
-        unnamed.resize(i + 1, None);
-    }
-    unnamed[i].get_or_insert_with(|| Arc::from(format!("if{iface}").as_str())).clone()
-}
 
-fn to_record(e: &FlowEntry, bucket_ns: i64, iface: Arc<str>) -> FlowRecord {
-    FlowRecord {
-        bucket_ns,
-        iface,
-        client: e.key.client,
-        server: e.key.server,
-        server_port: e.key.server_port,
-        proto: e.key.proto,
-        bytes_out: e.bytes_out,
-        pkts_out: e.pkts_out as u64,
-        bytes_in: e.bytes_in,
-        pkts_in: e.pkts_in as u64,
-        first_ns: e.first_ns,
-        last_ns: e.last_ns,
-        conns: e.conns,
+    #[cold]
+    #[inline(never)]
+    fn make_unnamed(&mut self, iface: u16) {
+        let i = iface as usize;
+        if self.unnamed.len() <= i {
+            self.unnamed.resize(i + 1, None);
+        }
+        self.unnamed[i] = Some(Arc::from(format!("if{iface}").as_str()));
+    }
+
+    /// The interface's name, or "if<N>" when it has none.
+    fn iface_name(&self, iface: u16) -> Arc<str> {
+        let i = iface as usize;
+        match self.ifaces.get(i).or_else(|| self.unnamed.get(i).and_then(Option::as_ref)) {
+            Some(name) => name.clone(),
+            None => Arc::from(format!("if{iface}").as_str()),
+        }
+    }
+
+    fn to_record(&self, e: &FlowEntry) -> FlowRecord {
+        let s = &self.services.items[e.service as usize];
+        let client = if s.client_v6 {
+            self.v6_clients.items[e.client as usize]
+        } else {
+            IpAddr16::from_v4(e.client.to_be_bytes())
+        };
+        let (first_ns, last_ns) = if e.first == WIDE {
+            self.wide[e.last as usize]
+        } else {
+            (self.time_ns(e.first), self.time_ns(e.last))
+        };
+        FlowRecord {
+            bucket_ns: self.bucket.saturating_mul(self.interval_ns),
+            iface: self.iface_name(s.iface),
+            client,
+            server: s.server,
+            server_port: s.port,
+            proto: s.proto,
+            bytes_out: e.bytes[0] as u64,
+            pkts_out: e.pkts(0),
+            bytes_in: e.bytes[1] as u64,
+            pkts_in: e.pkts(1),
+            first_ns,
+            last_ns,
+            conns: e.conns() as u32,
+        }
     }
 }
 
@@ -427,5 +765,155 @@ mod tests {
         let recs: Vec<FlowRecord> = t.take_records().collect();
         assert!(t.early_emits > 0);
         assert_eq!(recs.iter().map(|r| r.bytes_out).sum::<u64>(), total);
+    }
+
+    fn sums(recs: &[FlowRecord]) -> (u64, u64, u64, u64, u64) {
+        recs.iter().fold((0, 0, 0, 0, 0), |a, r| {
+            (a.0 + r.bytes_out, a.1 + r.pkts_out, a.2 + r.bytes_in, a.3 + r.pkts_in, a.4 + r.conns as u64)
+        })
+    }
+
+    #[test]
+    fn an_entry_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<FlowEntry>(), 32);
+    }
+
+    #[test]
+    fn a_full_byte_counter_starts_a_new_row_and_keeps_totals() {
+        let mut t = FlowTable::new(5 * MIN, 1000, 1);
+        t.advance(0);
+        let s = t.count(&key(1, 80), true, 1 << 30, 10_000);
+        for i in 0..4 {
+            assert!(t.count_cached(s, true, 1 << 30, 20_000 + i * 1000));
+        }
+        assert!(t.count_cached(s, false, 40, 30_000));
+        // Counted elsewhere (the kernel): more than an empty entry holds.
+        assert!(t.add_cached(s, false, 3, 5 << 30, 40_000));
+        t.rotate();
+        let recs: Vec<FlowRecord> = t.take_records().collect();
+        assert_eq!(t.overflow_emits, 3);
+        assert_eq!(recs.len(), 3, "{recs:?}");
+        assert_eq!(sums(&recs), (5 << 30, 5, 40 + (5 << 30), 4, 1));
+        // The first row holds what fit, until the packet that did not.
+        assert_eq!((recs[0].bytes_out, recs[0].pkts_out, recs[0].conns), (3 << 30, 3, 1));
+        assert_eq!((recs[0].first_ns, recs[0].last_ns), (10_000, 21_000));
+        assert_eq!((recs[1].bytes_out, recs[1].pkts_out, recs[1].bytes_in), (2 << 30, 2, 40));
+        assert_eq!((recs[1].first_ns, recs[1].last_ns, recs[1].conns), (22_000, 30_000, 0));
+        assert_eq!((recs[2].bytes_in, recs[2].pkts_in, recs[2].first_ns), (5 << 30, 3, 40_000));
+        assert!(recs.iter().all(|r| r.client == recs[0].client && r.bucket_ns == 0));
+    }
+
+    #[test]
+    fn a_full_packet_or_connection_counter_starts_a_new_row() {
+        let mut t = FlowTable::new(5 * MIN, 1000, 1);
+        t.advance(0);
+        let s = t.count(&key(1, 80), true, 60, 0);
+        t.entries[s.index as usize].counts |= PKT_MAX << PKT_BITS | (CONN_MAX - 1) << CONN_SHIFT;
+        t.entries[s.index as usize].counts -= 1 << PKT_BITS; // one packet in before full
+        assert!(t.count_cached(s, false, 60, 1));
+        assert_eq!(t.overflow_emits, 0);
+        assert!(t.count_cached(s, false, 60, 2));
+        assert_eq!(t.overflow_emits, 1);
+        t.count(&key(1, 80), true, 60, 3);
+        assert_eq!(t.overflow_emits, 1);
+        t.entries[s.index as usize].counts |= CONN_MAX << CONN_SHIFT;
+        t.count(&key(1, 80), true, 60, 4);
+        assert_eq!(t.overflow_emits, 2);
+        t.rotate();
+        let recs: Vec<FlowRecord> = t.take_records().collect();
+        assert_eq!(recs.len(), 3);
+        assert_eq!(recs[0].pkts_in, PKT_MAX);
+        assert_eq!((recs[2].pkts_out, recs[2].conns), (1, 1));
+    }
+
+    #[test]
+    fn times_keep_their_rounded_and_floored_microsecond() {
+        let mut t = FlowTable::new(7, 1000, 1); // a bucket start off the tick grid
+        let t0 = 1_700_000_000_123_456_789i64;
+        t.advance(t0);
+        let s = t.count(&key(1, 80), true, 60, t0 + 1);
+        assert!(t.count_cached(s, true, 60, t0 + 2));
+        t.rotate();
+        let r = t.take_records().next().unwrap();
+        for (got, want) in [(r.first_ns, t0 + 1), (r.last_ns, t0 + 2)] {
+            assert_eq!(got.div_euclid(1000), want.div_euclid(1000));
+            assert_eq!((got + 500) / 1000, (want + 500) / 1000);
+            assert_eq!(got.div_euclid(500), want.div_euclid(500));
+        }
+    }
+
+    #[test]
+    fn times_out_of_tick_range_stay_exact() {
+        let day = 24 * 60 * MIN;
+        let mut t = FlowTable::new(day, 1000, 1);
+        t.advance(0);
+        let late = 23 * 60 * MIN + 123_456_789;
+        let s = t.count(&key(1, 80), true, 60, MIN);
+        assert!(t.count_cached(s, false, 60, late));
+        assert!(t.count_cached(s, false, 60, -5)); // a packet from before the bucket
+        t.count(&key(2, 80), true, 60, late + 1);
+        t.rotate();
+        let mut recs: Vec<FlowRecord> = t.take_records().collect();
+        recs.sort_by_key(|r| r.client);
+        assert_eq!((recs[0].first_ns, recs[0].last_ns), (-5, late));
+        assert_eq!((recs[1].first_ns, recs[1].last_ns), (late + 1, late + 1));
+        assert_eq!(sums(&recs), (120, 2, 120, 2, 2));
+    }
+
+    #[test]
+    fn ipv6_clients_and_services_are_interned_per_bucket() {
+        let mut t = FlowTable::new(5 * MIN, 1000, 1);
+        t.advance(0);
+        let v6 = |last: u8| {
+            let mut a = [0u8; 16];
+            a[0] = 0x20;
+            a[1] = 0x01;
+            a[15] = last;
+            IpAddr16(a)
+        };
+        let k = |c: IpAddr16, port: u16| FlowKey {
+            client: c,
+            server: v6(100),
+            server_port: port,
+            proto: 6,
+            iface: 3,
+        };
+        for round in 0..2 {
+            for c in 0..50u8 {
+                for port in [80, 443] {
+                    t.count(&k(v6(c), port), true, 60, round);
+                }
+            }
+        }
+        t.count(&key(1, 80), true, 60, 5);
+        assert_eq!((t.len(), t.services.items.len(), t.v6_clients.items.len()), (101, 3, 50));
+        t.rotate();
+        let recs: Vec<FlowRecord> = t.take_records().collect();
+        assert_eq!(recs.len(), 101);
+        assert!(recs[..100].iter().all(|r| r.server == v6(100) && r.conns == 2 && r.pkts_out == 2));
+        assert_eq!(recs[7].client, v6(3));
+        assert_eq!((recs[100].client, recs[100].server_port), (key(1, 80).client, 80));
+        assert_eq!(&*recs[100].iface, "if0");
+        assert_eq!((t.services.items.len(), t.v6_clients.items.len()), (0, 0));
+    }
+
+    #[test]
+    fn the_index_grows_with_the_flows() {
+        let mut t = FlowTable::new(5 * MIN, 1 << 20, 1);
+        t.advance(0);
+        for i in 0..100_000u32 {
+            let mut k = key(0, 80);
+            k.client = IpAddr16::from_v4(i.to_be_bytes());
+            t.count(&k, true, 60, 0);
+        }
+        assert_eq!(t.len(), 100_000);
+        assert!(t.index.slots.len() * 3 >= 100_000 * 4 && t.index.slots.len() <= 100_000 * 2);
+        let mut k = key(0, 80);
+        k.client = IpAddr16::from_v4(77_777u32.to_be_bytes());
+        let s = t.count(&k, false, 60, 1);
+        assert_eq!(s.index, 77_777);
+        t.rotate();
+        let recs: Vec<FlowRecord> = t.take_records().collect();
+        assert_eq!((recs[77_777].pkts_in, recs[77_777].conns), (1, 2));
     }
 }
