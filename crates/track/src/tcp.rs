@@ -48,17 +48,18 @@ fn seq_delta(a: u32, b: u32) -> i32 {
 /// not yet acknowledged is the single range `[trim, next_deliver)`: gaps are
 /// only declared when acknowledgements pass them, which trims past them too.
 /// So only data above a hole needs a list, and that list exists only while
-/// out-of-order data is held.
+/// out-of-order data is held: it lives in the endpoint's cold part
+/// ([`EndpointRare`]), which the reassembly holds so that its own methods
+/// reach the list without the endpoint.
 #[derive(Debug, Clone)]
 struct Reassembly {
     /// Next relative sequence number to deliver (Zeek's last_reassem_seq, starts at 1).
     next_deliver: u64,
     /// Everything below this has been acknowledged and released (Zeek's trim_seq).
     trim: u64,
-    /// Received ranges above `next_deliver`, sorted and merged. Boxed: 8 bytes
-    /// per endpoint instead of a Vec's 24, for a list almost always absent.
-    #[allow(clippy::box_collection)]
-    above_hole: Option<Box<Vec<(u64, u64)>>>,
+    /// The endpoint's cold part: absent on most connections, allocated on
+    /// first non-zero write (one pointer instead of 48 bytes inline).
+    rare: Option<Box<EndpointRare>>,
 }
 
 impl Reassembly {
@@ -66,21 +67,59 @@ impl Reassembly {
         Reassembly {
             next_deliver: 1,
             trim: 1,
-            above_hole: None,
+            rare: None,
         }
     }
 
+    /// Received ranges above `next_deliver`, sorted and merged.
     fn ranges(&self) -> &[(u64, u64)] {
-        self.above_hole.as_deref().map(Vec::as_slice).unwrap_or(&[])
+        match &self.rare {
+            Some(r) => &r.above_hole,
+            None => &[],
+        }
+    }
+
+    /// Whether data above a hole is held.
+    #[inline(always)]
+    fn has_ranges(&self) -> bool {
+        matches!(&self.rare, Some(r) if !r.above_hole.is_empty())
+    }
+
+    /// The cold part, allocated now if this is its first use.
+    #[inline]
+    fn rare_mut(&mut self) -> &mut EndpointRare {
+        if self.rare.is_none() {
+            self.alloc_rare();
+        }
+        match &mut self.rare {
+            Some(r) => r,
+            None => unreachable!("allocated above"),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn alloc_rare(&mut self) {
+        self.rare = Some(Box::default());
+    }
+
+    /// Frees the above-hole list's memory once it holds nothing (the cold
+    /// part itself stays: its counters are the endpoint's).
+    fn drop_ranges_if_empty(&mut self) {
+        if let Some(r) = &mut self.rare {
+            if r.above_hole.is_empty() {
+                r.above_hole = Vec::new();
+            }
+        }
     }
 
     /// Bytes held, delivered or not (Zeek's block list DataSize).
     #[inline(always)]
     fn buffered(&self) -> u64 {
         let contiguous = self.next_deliver.saturating_sub(self.trim);
-        match &self.above_hole {
+        match &self.rare {
             None => contiguous,
-            Some(r) => contiguous + r.iter().map(|(a, b)| b - a).sum::<u64>(),
+            Some(r) => contiguous + r.above_hole.iter().map(|(a, b)| b - a).sum::<u64>(),
         }
     }
 
@@ -97,7 +136,9 @@ impl Reassembly {
 
     fn clear(&mut self) {
         self.trim = self.next_deliver;
-        self.above_hole = None;
+        if let Some(r) = &mut self.rare {
+            r.above_hole = Vec::new();
+        }
     }
 
     /// Records newly received data and delivers whatever became contiguous.
@@ -119,7 +160,7 @@ impl Reassembly {
 
     #[inline(never)]
     fn insert_above_hole(&mut self, seq: u64, upper: u64) -> bool {
-        let ranges = self.above_hole.get_or_insert_with(Default::default);
+        let ranges = &mut self.rare_mut().above_hole;
         let i = ranges.partition_point(|r| r.1 < seq);
         let (mut lo, mut hi) = (seq, upper);
         while i < ranges.len() && ranges[i].0 <= hi {
@@ -135,14 +176,15 @@ impl Reassembly {
     /// Inline: almost every stream has no hole, and then this is one test.
     #[inline]
     fn absorb(&mut self) {
-        if self.above_hole.is_some() {
+        if self.has_ranges() {
             self.absorb_ranges();
         }
     }
 
     #[cold]
     fn absorb_ranges(&mut self) {
-        if let Some(ranges) = &mut self.above_hole {
+        if let Some(r) = &mut self.rare {
+            let ranges = &mut r.above_hole;
             let mut n = 0;
             for &(lo, hi) in ranges.iter() {
                 if lo > self.next_deliver {
@@ -152,10 +194,8 @@ impl Reassembly {
                 n += 1;
             }
             ranges.drain(..n);
-            if ranges.is_empty() {
-                self.above_hole = None;
-            }
         }
+        self.drop_ranges_if_empty();
     }
 
     /// Releases data below `seq`, first reporting (through `gap`) any part of
@@ -167,12 +207,10 @@ impl Reassembly {
         if seq > self.next_deliver {
             self.undelivered(seq, is_partial, skip_deliveries, &mut gap);
         }
-        if let Some(ranges) = &mut self.above_hole {
-            ranges.retain(|r| r.1 > seq);
-            if ranges.is_empty() {
-                self.above_hole = None;
-            }
+        if let Some(r) = &mut self.rare {
+            r.above_hole.retain(|r| r.1 > seq);
         }
+        self.drop_ranges_if_empty();
         if seq > self.trim {
             self.trim = seq;
         }
@@ -223,16 +261,17 @@ pub struct Endpoint {
     /// Reassembly stopped (Zeek's SetSkipDeliveries): kept here rather than
     /// in `reasm`, whose three words would otherwise pad to four.
     skip_deliveries: bool,
+    /// Delivery bounds, and (in `reasm.rare`) this endpoint's cold part.
     reasm: Reassembly,
-    /// What only some connections need (a FIN, anomalies), allocated on first
-    /// non-zero write: a SYN-only or quiet open connection never pays for it.
-    rare: Option<Box<EndpointRare>>,
 }
 
-/// The cold part of an endpoint: positions and counters that stay zero on
-/// most connections until they close.
+/// The cold part of an endpoint: positions, counters and out-of-order data
+/// that stay zero or empty on most connections until they close (always on
+/// a SYN-only one), so an open connection does not carry them inline.
 #[derive(Debug, Clone, Default)]
 struct EndpointRare {
+    /// Received ranges above the reassembly's `next_deliver`, sorted and merged.
+    above_hole: Vec<(u64, u64)>,
     fin_seq: u64,
     // Low 32 bits of the relative sequence numbers of the last SYN/FIN/RST:
     // enough to tell a retransmission from a new one.
@@ -247,6 +286,7 @@ struct EndpointRare {
 
 /// What an endpoint without a cold part reads: every field zero.
 static NO_RARE: EndpointRare = EndpointRare {
+    above_hole: Vec::new(),
     fin_seq: 0,
     hist_last_syn: 0,
     hist_last_fin: 0,
@@ -272,38 +312,24 @@ impl Endpoint {
             did_eof: false,
             skip_deliveries: false,
             reasm: Reassembly::new(),
-            rare: None,
         }
     }
 
     #[inline]
     fn rare(&self) -> &EndpointRare {
-        self.rare.as_deref().unwrap_or(&NO_RARE)
+        self.reasm.rare.as_deref().unwrap_or(&NO_RARE)
     }
 
-    /// The cold part, allocated now if this is its first use.
     #[inline]
     fn rare_mut(&mut self) -> &mut EndpointRare {
-        if self.rare.is_none() {
-            self.alloc_rare();
-        }
-        match &mut self.rare {
-            Some(r) => r,
-            None => unreachable!("allocated above"),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn alloc_rare(&mut self) {
-        self.rare = Some(Box::default());
+        self.reasm.rare_mut()
     }
 
     /// Stores a SYN/FIN/RST position; a zero into an absent cold part (the
     /// first SYN of every connection) allocates nothing.
     #[inline]
     fn set_position(&mut self, field: fn(&mut EndpointRare) -> &mut u32, at: u32) {
-        if at != 0 || self.rare.is_some() {
+        if at != 0 || self.reasm.rare.is_some() {
             *field(self.rare_mut()) = at;
         }
     }
@@ -980,7 +1006,7 @@ impl TcpConn {
             }
             // Acknowledged up to delivered data with nothing held above a hole:
             // trim_to would find no gap and keep no range, only move the trim.
-            if seq <= e.reasm.next_deliver && e.reasm.above_hole.is_none() {
+            if seq <= e.reasm.next_deliver && !e.reasm.has_ranges() {
                 e.reasm.trim = seq;
                 self.check_eof(endp_is_orig);
                 return;
@@ -1307,19 +1333,19 @@ mod tests {
     /// the history letters are those the counters and positions drive.
     #[test]
     fn cold_part_only_on_first_use() {
-        assert!(std::mem::size_of::<TcpConn>() <= 144);
+        assert!(std::mem::size_of::<TcpConn>() <= 128);
         let (mut t, mut h) = (TcpConn::new(false), HistoryState::default());
         t.process(true, &seg(SYN, 100, 0, 0), &mut h);
-        assert!(t.orig.rare.is_none() && t.resp.rare.is_none());
+        assert!(t.orig.reasm.rare.is_none() && t.resp.reasm.rare.is_none());
         t.process(true, &seg(SYN, 100, 0, 0), &mut h); // same position: no new letter
         t.process(false, &seg(SYN | ACK, 5000, 101, 0), &mut h);
         t.process(true, &seg(ACK, 101, 5001, 0), &mut h);
         t.process(true, &seg(PSH | ACK, 101, 5001, 50), &mut h);
         t.process(false, &seg(ACK, 5001, 151, 0), &mut h);
-        assert!(t.orig.rare.is_none() && t.resp.rare.is_none());
+        assert!(t.orig.reasm.rare.is_none() && t.resp.reasm.rare.is_none());
         t.process(true, &seg(PSH | ACK, 101, 5001, 50), &mut h); // retransmission
         assert_eq!(t.orig.rare().rxmt_cnt, 1);
-        assert!(t.resp.rare.is_none());
+        assert!(t.resp.reasm.rare.is_none());
         t.process(true, &seg(FIN | ACK, 151, 5001, 0), &mut h);
         t.process(true, &seg(FIN | ACK, 151, 5001, 0), &mut h); // same FIN: no new letter
         assert_eq!(t.orig.rare().fin_seq, 52);
