@@ -62,29 +62,6 @@ struct Reassembly {
     rare: Option<Box<EndpointRare>>,
 }
 
-thread_local! {
-    /// Cold parts of dropped endpoints, cleared, for reuse by `alloc_rare`.
-    static RARE_POOL: std::cell::RefCell<Vec<Box<EndpointRare>>> =
-        const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Cold parts a thread keeps for reuse (64 bytes each).
-const RARE_POOL_MAX: usize = 4096;
-
-impl Drop for Reassembly {
-    fn drop(&mut self) {
-        if let Some(mut r) = self.rare.take() {
-            *r = EndpointRare::default();
-            let _ = RARE_POOL.try_with(|p| {
-                let mut p = p.borrow_mut();
-                if p.len() < RARE_POOL_MAX {
-                    p.push(r);
-                }
-            });
-        }
-    }
-}
-
 impl Reassembly {
     fn new() -> Self {
         Reassembly {
@@ -120,14 +97,10 @@ impl Reassembly {
         }
     }
 
-    /// Takes a cold part from this thread's pool (or the allocator): short
-    /// connections that close with FINs would otherwise pay a malloc and a
-    /// free per endpoint.
     #[cold]
     #[inline(never)]
     fn alloc_rare(&mut self) {
-        let pooled = RARE_POOL.try_with(|p| p.borrow_mut().pop()).ok().flatten();
-        self.rare = Some(pooled.unwrap_or_default());
+        self.rare = Some(Box::default());
     }
 
     /// Frees the above-hole list's memory once it holds nothing (the cold
@@ -1377,24 +1350,6 @@ mod tests {
         t.process(true, &seg(FIN | ACK, 151, 5001, 0), &mut h); // same FIN: no new letter
         assert_eq!(t.orig.rare().fin_seq, 52);
         assert_eq!(h.letters.as_str(), "ShADaTF");
-    }
-
-    /// A dropped endpoint's cold part goes back to the thread's pool cleared,
-    /// and the next first use takes it from there instead of the allocator.
-    #[test]
-    fn cold_parts_are_reused_cleared() {
-        let mut r = Reassembly::new();
-        r.rare_mut().gap_cnt = 5;
-        r.rare_mut().fin_seq = 9;
-        r.rare_mut().above_hole.push((3, 4));
-        let at: *const EndpointRare = r.rare_mut();
-        drop(r);
-        let mut r = Reassembly::new();
-        assert!(r.rare.is_none());
-        let reused: *const EndpointRare = r.rare_mut();
-        assert_eq!(reused, at);
-        let c = r.rare_mut();
-        assert_eq!((c.gap_cnt, c.fin_seq, c.above_hole.len()), (0, 0, 0));
     }
 
     #[test]
