@@ -471,7 +471,7 @@ pub struct TcpConn {
     pub missed_bytes: u64,
     pub report_gaps_for_partial: bool,
     /// Effects gathered while processing one packet (`FX_*` bits; one byte
-    /// instead of six bools keeps the TCP state at 192 bytes); taken by the tracker.
+    /// instead of six bools keeps the TCP state at 128 bytes); taken by the tracker.
     fx: u8,
 }
 
