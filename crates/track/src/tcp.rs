@@ -48,17 +48,18 @@ fn seq_delta(a: u32, b: u32) -> i32 {
 /// not yet acknowledged is the single range `[trim, next_deliver)`: gaps are
 /// only declared when acknowledgements pass them, which trims past them too.
 /// So only data above a hole needs a list, and that list exists only while
-/// out-of-order data is held.
+/// out-of-order data is held: it lives in the endpoint's cold part
+/// ([`EndpointRare`]), which the reassembly holds so that its own methods
+/// reach the list without the endpoint.
 #[derive(Debug, Clone)]
 struct Reassembly {
     /// Next relative sequence number to deliver (Zeek's last_reassem_seq, starts at 1).
     next_deliver: u64,
     /// Everything below this has been acknowledged and released (Zeek's trim_seq).
     trim: u64,
-    /// Received ranges above `next_deliver`, sorted and merged. Boxed: 8 bytes
-    /// per endpoint instead of a Vec's 24, for a list almost always absent.
-    #[allow(clippy::box_collection)]
-    above_hole: Option<Box<Vec<(u64, u64)>>>,
+    /// The endpoint's cold part: absent on most connections, allocated on
+    /// first non-zero write (one pointer instead of 48 bytes inline).
+    rare: Option<Box<EndpointRare>>,
 }
 
 impl Reassembly {
@@ -66,21 +67,59 @@ impl Reassembly {
         Reassembly {
             next_deliver: 1,
             trim: 1,
-            above_hole: None,
+            rare: None,
         }
     }
 
+    /// Received ranges above `next_deliver`, sorted and merged.
     fn ranges(&self) -> &[(u64, u64)] {
-        self.above_hole.as_deref().map(Vec::as_slice).unwrap_or(&[])
+        match &self.rare {
+            Some(r) => &r.above_hole,
+            None => &[],
+        }
+    }
+
+    /// Whether data above a hole is held.
+    #[inline(always)]
+    fn has_ranges(&self) -> bool {
+        matches!(&self.rare, Some(r) if !r.above_hole.is_empty())
+    }
+
+    /// The cold part, allocated now if this is its first use.
+    #[inline]
+    fn rare_mut(&mut self) -> &mut EndpointRare {
+        if self.rare.is_none() {
+            self.alloc_rare();
+        }
+        match &mut self.rare {
+            Some(r) => r,
+            None => unreachable!("allocated above"),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn alloc_rare(&mut self) {
+        self.rare = Some(Box::default());
+    }
+
+    /// Frees the above-hole list's memory once it holds nothing (the cold
+    /// part itself stays: its counters are the endpoint's).
+    fn drop_ranges_if_empty(&mut self) {
+        if let Some(r) = &mut self.rare {
+            if r.above_hole.is_empty() {
+                r.above_hole = Vec::new();
+            }
+        }
     }
 
     /// Bytes held, delivered or not (Zeek's block list DataSize).
     #[inline(always)]
     fn buffered(&self) -> u64 {
         let contiguous = self.next_deliver.saturating_sub(self.trim);
-        match &self.above_hole {
+        match &self.rare {
             None => contiguous,
-            Some(r) => contiguous + r.iter().map(|(a, b)| b - a).sum::<u64>(),
+            Some(r) => contiguous + r.above_hole.iter().map(|(a, b)| b - a).sum::<u64>(),
         }
     }
 
@@ -97,7 +136,9 @@ impl Reassembly {
 
     fn clear(&mut self) {
         self.trim = self.next_deliver;
-        self.above_hole = None;
+        if let Some(r) = &mut self.rare {
+            r.above_hole = Vec::new();
+        }
     }
 
     /// Records newly received data and delivers whatever became contiguous.
@@ -119,7 +160,7 @@ impl Reassembly {
 
     #[inline(never)]
     fn insert_above_hole(&mut self, seq: u64, upper: u64) -> bool {
-        let ranges = self.above_hole.get_or_insert_with(Default::default);
+        let ranges = &mut self.rare_mut().above_hole;
         let i = ranges.partition_point(|r| r.1 < seq);
         let (mut lo, mut hi) = (seq, upper);
         while i < ranges.len() && ranges[i].0 <= hi {
@@ -135,14 +176,15 @@ impl Reassembly {
     /// Inline: almost every stream has no hole, and then this is one test.
     #[inline]
     fn absorb(&mut self) {
-        if self.above_hole.is_some() {
+        if self.has_ranges() {
             self.absorb_ranges();
         }
     }
 
     #[cold]
     fn absorb_ranges(&mut self) {
-        if let Some(ranges) = &mut self.above_hole {
+        if let Some(r) = &mut self.rare {
+            let ranges = &mut r.above_hole;
             let mut n = 0;
             for &(lo, hi) in ranges.iter() {
                 if lo > self.next_deliver {
@@ -152,10 +194,8 @@ impl Reassembly {
                 n += 1;
             }
             ranges.drain(..n);
-            if ranges.is_empty() {
-                self.above_hole = None;
-            }
         }
+        self.drop_ranges_if_empty();
     }
 
     /// Releases data below `seq`, first reporting (through `gap`) any part of
@@ -167,12 +207,10 @@ impl Reassembly {
         if seq > self.next_deliver {
             self.undelivered(seq, is_partial, skip_deliveries, &mut gap);
         }
-        if let Some(ranges) = &mut self.above_hole {
-            ranges.retain(|r| r.1 > seq);
-            if ranges.is_empty() {
-                self.above_hole = None;
-            }
+        if let Some(r) = &mut self.rare {
+            r.above_hole.retain(|r| r.1 > seq);
         }
+        self.drop_ranges_if_empty();
         if seq > self.trim {
             self.trim = seq;
         }
@@ -219,22 +257,45 @@ pub struct Endpoint {
     ack_wraps: u32,
     /// A FIN was seen (Zeek keeps FIN_cnt, which is only ever compared with 0).
     fin_seen: bool,
+    did_eof: bool,
+    /// Reassembly stopped (Zeek's SetSkipDeliveries): kept here rather than
+    /// in `reasm`, whose three words would otherwise pad to four.
+    skip_deliveries: bool,
+    /// Delivery bounds, and (in `reasm.rare`) this endpoint's cold part.
+    reasm: Reassembly,
+}
+
+/// The cold part of an endpoint: positions, counters and out-of-order data
+/// that stay zero or empty on most connections until they close (always on
+/// a SYN-only one), so an open connection does not carry them inline.
+#[derive(Debug, Clone, Default)]
+struct EndpointRare {
+    /// Received ranges above the reassembly's `next_deliver`, sorted and merged.
+    above_hole: Vec<(u64, u64)>,
     fin_seq: u64,
     // Low 32 bits of the relative sequence numbers of the last SYN/FIN/RST:
     // enough to tell a retransmission from a new one.
     hist_last_syn: u32,
     hist_last_fin: u32,
     hist_last_rst: u32,
-    pub chk_cnt: u32,
+    chk_cnt: u32,
     rxmt_cnt: u32,
     win0_cnt: u32,
     gap_cnt: u32,
-    did_eof: bool,
-    /// Reassembly stopped (Zeek's SetSkipDeliveries): kept here rather than
-    /// in `reasm`, whose three words would otherwise pad to four.
-    skip_deliveries: bool,
-    reasm: Reassembly,
 }
+
+/// What an endpoint without a cold part reads: every field zero.
+static NO_RARE: EndpointRare = EndpointRare {
+    above_hole: Vec::new(),
+    fin_seq: 0,
+    hist_last_syn: 0,
+    hist_last_fin: 0,
+    hist_last_rst: 0,
+    chk_cnt: 0,
+    rxmt_cnt: 0,
+    win0_cnt: 0,
+    gap_cnt: 0,
+};
 
 impl Endpoint {
     fn new() -> Self {
@@ -248,18 +309,37 @@ impl Endpoint {
             seq_wraps: 0,
             ack_wraps: 0,
             fin_seen: false,
-            fin_seq: 0,
-            hist_last_syn: 0,
-            hist_last_fin: 0,
-            hist_last_rst: 0,
-            chk_cnt: 0,
-            rxmt_cnt: 0,
-            win0_cnt: 0,
-            gap_cnt: 0,
             did_eof: false,
             skip_deliveries: false,
             reasm: Reassembly::new(),
         }
+    }
+
+    #[inline]
+    fn rare(&self) -> &EndpointRare {
+        self.reasm.rare.as_deref().unwrap_or(&NO_RARE)
+    }
+
+    #[inline]
+    fn rare_mut(&mut self) -> &mut EndpointRare {
+        self.reasm.rare_mut()
+    }
+
+    /// Stores a SYN/FIN/RST position; a zero into an absent cold part (the
+    /// first SYN of every connection) allocates nothing.
+    #[inline]
+    fn set_position(&mut self, field: fn(&mut EndpointRare) -> &mut u32, at: u32) {
+        if at != 0 || self.reasm.rare.is_some() {
+            *field(self.rare_mut()) = at;
+        }
+    }
+
+    /// Adds one to a counter of the cold part and returns it.
+    #[inline]
+    fn bump(&mut self, field: fn(&mut EndpointRare) -> &mut u32) -> u32 {
+        let c = field(self.rare_mut());
+        *c += 1;
+        *c
     }
 
     #[inline]
@@ -391,7 +471,7 @@ pub struct TcpConn {
     pub missed_bytes: u64,
     pub report_gaps_for_partial: bool,
     /// Effects gathered while processing one packet (`FX_*` bits; one byte
-    /// instead of six bools keeps the TCP state at 192 bytes); taken by the tracker.
+    /// instead of six bools keeps the TCP state at 128 bytes); taken by the tracker.
     fx: u8,
 }
 
@@ -495,8 +575,8 @@ impl TcpConn {
     /// A segment whose checksum failed: only history and the counter change.
     pub fn checksum_error(&mut self, is_orig: bool, hist: &mut HistoryState) {
         let (e, _) = self.ep(is_orig);
-        e.chk_cnt += 1;
-        hist.scaled(is_orig, b'C', e.chk_cnt);
+        let n = e.bump(|r| &mut r.chk_cnt);
+        hist.scaled(is_orig, b'C', n);
     }
 
     /// Processes one good segment (Zeek's TCPSessionAdapter::Process).
@@ -553,8 +633,8 @@ impl TcpConn {
             hist.check(is_orig, crate::history::mask::ACK_PKT, b'A');
         }
         if seg.window == 0 {
-            e.win0_cnt += 1;
-            hist.scaled(is_orig, b'W', e.win0_cnt);
+            let n = e.bump(|r| &mut r.win0_cnt);
+            hist.scaled(is_orig, b'W', n);
         }
         let mut rel_ack = 0;
         if ack {
@@ -573,8 +653,8 @@ impl TcpConn {
         if seq_delta(seq_one_past, e.last_seq) > 0 {
             e.update_last_seq(seq_one_past);
         } else if len > 0 {
-            e.rxmt_cnt += 1;
-            hist.scaled(is_orig, b'T', e.rxmt_cnt);
+            let n = e.bump(|r| &mut r.rxmt_cnt);
+            hist.scaled(is_orig, b'T', n);
         }
         if ack {
             self.ack_received(!is_orig, rel_ack, hist);
@@ -668,8 +748,8 @@ impl TcpConn {
         {
             let (e, p) = self.ep(is_orig);
             if seg.window == 0 && !rst && p.state != Closed && e.state != Reset {
-                e.win0_cnt += 1;
-                hist.scaled(is_orig, b'W', e.win0_cnt);
+                let n = e.bump(|r| &mut r.win0_cnt);
+                hist.scaled(is_orig, b'W', n);
             }
         }
 
@@ -678,7 +758,7 @@ impl TcpConn {
         if fin {
             let (e, _) = self.ep(is_orig);
             e.fin_seen = true;
-            e.fin_seq = rel_seq.wrapping_add(seg_len as u64);
+            e.rare_mut().fin_seq = rel_seq.wrapping_add(seg_len as u64);
         }
 
         let mut rel_ack: u64 = 0;
@@ -721,8 +801,8 @@ impl TcpConn {
             } else if delta_last > 0 {
                 e.update_last_seq(seq_one_past);
             } else if len > 0 {
-                e.rxmt_cnt += 1;
-                hist.scaled(is_orig, b'T', e.rxmt_cnt);
+                let n = e.bump(|r| &mut r.rxmt_cnt);
+                hist.scaled(is_orig, b'T', n);
             }
             delta_last
         };
@@ -918,15 +998,15 @@ impl TcpConn {
     fn ack_received(&mut self, endp_is_orig: bool, mut seq: u64, hist: &mut HistoryState) {
         {
             let e = if endp_is_orig { &mut self.orig } else { &mut self.resp };
-            if e.fin_seen && seq >= e.fin_seq {
-                seq = e.fin_seq.wrapping_sub(1);
+            if e.fin_seen && seq >= e.rare().fin_seq {
+                seq = e.rare().fin_seq.wrapping_sub(1);
             }
             if seq <= e.reasm.trim {
                 return;
             }
             // Acknowledged up to delivered data with nothing held above a hole:
             // trim_to would find no gap and keep no range, only move the trim.
-            if seq <= e.reasm.next_deliver && e.reasm.above_hole.is_none() {
+            if seq <= e.reasm.next_deliver && !e.reasm.has_ranges() {
                 e.reasm.trim = seq;
                 self.check_eof(endp_is_orig);
                 return;
@@ -954,8 +1034,8 @@ impl TcpConn {
                 }
             });
             for _ in 0..gaps {
-                e.gap_cnt += 1;
-                hist.scaled(endp_is_orig, b'G', e.gap_cnt);
+                let n = e.bump(|r| &mut r.gap_cnt);
+                hist.scaled(endp_is_orig, b'G', n);
             }
         }
         self.missed_bytes += missed;
@@ -1190,23 +1270,23 @@ fn update_history(
     } else if bits == 1 {
         if syn {
             let code = if flags & ACK != 0 { b'H' } else { b'S' };
-            if hist.check(is_orig, SYN_PKT, code) && rel_seq as u32 != e.hist_last_syn {
+            if hist.check(is_orig, SYN_PKT, code) && rel_seq as u32 != e.rare().hist_last_syn {
                 hist.add(is_orig, code);
             }
-            e.hist_last_syn = rel_seq as u32;
+            e.set_position(|r| &mut r.hist_last_syn, rel_seq as u32);
         }
         if fin {
             let at = rel_seq.wrapping_add(len as u64) as u32;
-            if hist.check(is_orig, FIN_PKT, b'F') && at != e.hist_last_fin {
+            if hist.check(is_orig, FIN_PKT, b'F') && at != e.rare().hist_last_fin {
                 hist.add(is_orig, b'F');
             }
-            e.hist_last_fin = at;
+            e.set_position(|r| &mut r.hist_last_fin, at);
         }
         if rst {
-            if hist.check(is_orig, RST_PKT, b'R') && rel_seq as u32 != e.hist_last_rst {
+            if hist.check(is_orig, RST_PKT, b'R') && rel_seq as u32 != e.rare().hist_last_rst {
                 hist.add(is_orig, b'R');
             }
-            e.hist_last_rst = rel_seq as u32;
+            e.set_position(|r| &mut r.hist_last_rst, rel_seq as u32);
         }
     } else if len > 0 {
         hist.check(is_orig, DATA_PKT, b'D');
@@ -1218,6 +1298,7 @@ fn update_history(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wirelog_decode::tcp_flags::PSH;
 
     #[test]
     fn reassembly_gaps_are_reported_once_acked() {
@@ -1240,6 +1321,35 @@ mod tests {
         r.trim_to(201, false, false, |n| gaps.push(n));
         assert!(gaps.is_empty());
         assert_eq!(r.buffered(), 0);
+    }
+
+    fn seg(flags: u8, seq: u32, ack: u32, len: u32) -> Segment {
+        Segment { flags, seq, ack, window: 512, len, payload_complete: true }
+    }
+
+    /// The cold part of an endpoint is made only by what needs it: a SYN
+    /// (scan), a handshake and in-order data leave both endpoints without
+    /// one; a retransmitted SYN, a FIN or a retransmission make one, and
+    /// the history letters are those the counters and positions drive.
+    #[test]
+    fn cold_part_only_on_first_use() {
+        assert!(std::mem::size_of::<TcpConn>() <= 128);
+        let (mut t, mut h) = (TcpConn::new(false), HistoryState::default());
+        t.process(true, &seg(SYN, 100, 0, 0), &mut h);
+        assert!(t.orig.reasm.rare.is_none() && t.resp.reasm.rare.is_none());
+        t.process(true, &seg(SYN, 100, 0, 0), &mut h); // same position: no new letter
+        t.process(false, &seg(SYN | ACK, 5000, 101, 0), &mut h);
+        t.process(true, &seg(ACK, 101, 5001, 0), &mut h);
+        t.process(true, &seg(PSH | ACK, 101, 5001, 50), &mut h);
+        t.process(false, &seg(ACK, 5001, 151, 0), &mut h);
+        assert!(t.orig.reasm.rare.is_none() && t.resp.reasm.rare.is_none());
+        t.process(true, &seg(PSH | ACK, 101, 5001, 50), &mut h); // retransmission
+        assert_eq!(t.orig.rare().rxmt_cnt, 1);
+        assert!(t.resp.reasm.rare.is_none());
+        t.process(true, &seg(FIN | ACK, 151, 5001, 0), &mut h);
+        t.process(true, &seg(FIN | ACK, 151, 5001, 0), &mut h); // same FIN: no new letter
+        assert_eq!(t.orig.rare().fin_seq, 52);
+        assert_eq!(h.letters.as_str(), "ShADaTF");
     }
 
     #[test]

@@ -34,7 +34,7 @@ impl TcpConn {
             }
             if !e.skip_deliveries {
                 let last = e.to_relative(e.last_seq, e.seq_wraps);
-                if e.reasm.above_hole.is_some() || e.reasm.next_deliver != last {
+                if e.reasm.has_ranges() || e.reasm.next_deliver != last {
                     return None;
                 }
             }
