@@ -90,17 +90,42 @@ fn flow_hash(client: u32, service: u32, seed: u64) -> u64 {
 /// grows with what it indexes, by half each time (not doubling: at most 8 and
 /// on average ~6.7 bytes of slots per id instead of 5.3-10.7), so a small
 /// bucket touches little memory and a big one little more than it needs.
+///
+/// A slot also keeps some bits of its id's hash above the id (as many as
+/// the largest id leaves free: 12 at a million flows), so a probe that meets
+/// another id's slot moves on without reading that id's entry. At the load
+/// the index runs at (up to 3/4) a miss passes several full slots, and each
+/// entry read there was a cache miss of its own.
 struct Index {
     slots: Vec<u32>,
+    /// The slot bits that hold id + 1; the bits above hold the hash tag.
+    id_mask: u32,
 }
 
 const MIN_SLOTS: usize = 1024;
 
 impl Index {
-    fn new() -> Self {
+    /// An index for ids below `max_ids`.
+    fn new(max_ids: usize) -> Self {
+        let id_bits = usize::BITS - max_ids.leading_zeros();
         Index {
             slots: vec![0; MIN_SLOTS],
+            id_mask: u32::MAX.checked_shr(32u32.saturating_sub(id_bits)).unwrap_or(0).max(1),
         }
+    }
+
+    /// The bits of `h` a slot keeps beside its id (the position in the table
+    /// comes from `h`'s top bits, the tag from its low ones).
+    #[inline]
+    fn tag(&self, h: u64) -> u32 {
+        h as u32 & !self.id_mask
+    }
+
+    /// Puts `id` (of hash `h`) in the empty slot `pos`.
+    #[inline]
+    fn set(&mut self, pos: usize, h: u64, id: u32) {
+        debug_assert!(id < self.id_mask);
+        self.slots[pos] = self.tag(h) | (id + 1);
     }
 
     /// The id `is` accepts on `h`'s probe sequence, or the empty slot where it
@@ -110,13 +135,15 @@ impl Index {
         let n = self.slots.len();
         // The hash's top bits scaled to the table (any size, no division).
         let mut i = ((h as u128 * n as u128) >> 64) as usize;
+        let tag = self.tag(h);
         loop {
             let s = self.slots[i];
             if s == 0 {
                 return Err(i);
             }
-            if is(s - 1) {
-                return Ok(s - 1);
+            let id = (s & self.id_mask) - 1;
+            if s & !self.id_mask == tag && is(id) {
+                return Ok(id);
             }
             i += 1;
             if i == n {
@@ -138,7 +165,7 @@ impl Index {
         self.slots = vec![0; n];
         for (id, h) in hashes.enumerate() {
             if let Err(i) = self.find(h, |_| false) {
-                self.slots[i] = id as u32 + 1;
+                self.set(i, h, id as u32);
             }
         }
     }
@@ -155,10 +182,11 @@ struct Interner<T> {
 }
 
 impl<T: Copy + PartialEq> Interner<T> {
-    fn new() -> Self {
+    /// For at most `max_ids` distinct values.
+    fn new(max_ids: usize) -> Self {
         Interner {
             items: Vec::new(),
-            index: Index::new(),
+            index: Index::new(max_ids),
         }
     }
 
@@ -175,7 +203,7 @@ impl<T: Copy + PartialEq> Interner<T> {
                 }
                 let id = self.items.len() as u32;
                 self.items.push(*v);
-                self.index.slots[pos] = id + 1;
+                self.index.set(pos, h, id);
                 id
             }
         }
@@ -300,10 +328,12 @@ impl FlowTable {
             next_boundary: i64::MIN,
             tick_base: 0,
             epoch: 0,
-            index: Index::new(),
+            // A lookup interns its service before it finds the table full:
+            // one id more than there can be flows.
+            index: Index::new(max_flows + 1),
             entries: Vec::with_capacity(max_flows.min(1 << 16)),
-            services: Interner::new(),
-            v6_clients: Interner::new(),
+            services: Interner::new(max_flows + 1),
+            v6_clients: Interner::new(max_flows + 1),
             wide: Vec::new(),
             ifaces: Vec::new(),
             unnamed: Vec::new(),
@@ -579,7 +609,7 @@ impl FlowTable {
             counts: 0,
         });
         let index = (self.entries.len() - 1) as u32;
-        self.index.slots[pos] = index + 1;
+        self.index.set(pos, h, index);
         index
     }
 
@@ -724,6 +754,33 @@ mod tests {
         t.rotate();
         let r: Vec<FlowRecord> = t.take_records().collect();
         assert_eq!((r.len(), r[0].bytes_out, r[0].conns), (1, 40, 1));
+    }
+
+    #[test]
+    fn index_slots_keep_ids_and_tags_apart() {
+        // Id bits from 4 (15 ids: 28 tag bits) to 21 (1 M ids: 11 tag bits),
+        // and past the first growth (1,024 slots).
+        for max_ids in [15usize, 16, 1023, 1024, 1 << 20] {
+            let mut ix = Index::new(max_ids);
+            let mut hashes = Vec::new();
+            for id in 0..max_ids.min(3000) {
+                let h = finish(mix(7, id as u64));
+                if ix.full_at(id) {
+                    ix.grow(hashes.iter().copied());
+                }
+                let pos = ix.find(h, |_| false).unwrap_err();
+                ix.set(pos, h, id as u32);
+                hashes.push(h);
+            }
+            for (id, &h) in hashes.iter().enumerate() {
+                assert_eq!(ix.find(h, |i| i as usize == id), Ok(id as u32), "{max_ids} ids, id {id}");
+            }
+            // Hashes no id has are not found.
+            for k in hashes.len()..hashes.len() + 1000 {
+                let h = finish(mix(7, k as u64));
+                assert!(ix.find(h, |i| hashes[i as usize] == h).is_err(), "{max_ids} ids, stranger {k}");
+            }
+        }
     }
 
     #[test]
