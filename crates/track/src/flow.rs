@@ -482,18 +482,32 @@ impl FlowTable {
                 return;
             }
         }
-        let base = self.tick_base;
         let e = &mut self.entries[index as usize];
         e.bytes[dir] += bytes as u32;
         e.counts += pkts << (dir as u32 * PKT_BITS);
+        self.note_time(index, tick, ts_ns, false);
+    }
+
+    /// Takes `ts_ns` (whose tick is `tick`) into entry `index`'s first and
+    /// last, or makes them both `ts_ns` when `restart`; the times move to
+    /// [`FlowTable::wide`] when the ticks cannot hold them.
+    fn note_time(&mut self, index: u32, tick: u32, ts_ns: i64, restart: bool) {
+        let base = self.tick_base;
+        let e = &mut self.entries[index as usize];
+        let (lo, hi) = if e.first == WIDE {
+            self.wide[e.last as usize]
+        } else {
+            (base + e.first as i64 * TICK_NS, base + e.last as i64 * TICK_NS)
+        };
+        let (lo, hi) = if restart { (ts_ns, ts_ns) } else { (lo.min(ts_ns), hi.max(ts_ns)) };
         if e.first == WIDE {
-            let w = &mut self.wide[e.last as usize];
-            *w = (w.0.min(ts_ns), w.1.max(ts_ns));
+            self.wide[e.last as usize] = (lo, hi);
         } else if tick == WIDE {
-            let exact = (base + e.first as i64 * TICK_NS, base + e.last as i64 * TICK_NS);
             e.first = WIDE;
             e.last = self.wide.len() as u32;
-            self.wide.push((exact.0.min(ts_ns), exact.1.max(ts_ns)));
+            self.wide.push((lo, hi));
+        } else if restart {
+            (e.first, e.last) = (tick, tick);
         } else {
             e.first = e.first.min(tick);
             e.last = e.last.max(tick);
@@ -512,15 +526,7 @@ impl FlowTable {
         let e = &mut self.entries[index as usize];
         e.bytes = [0; 2];
         e.counts = 0;
-        if e.first == WIDE {
-            self.wide[e.last as usize] = (ts_ns, ts_ns);
-        } else if tick == WIDE {
-            e.first = WIDE;
-            e.last = self.wide.len() as u32;
-            self.wide.push((ts_ns, ts_ns));
-        } else {
-            (e.first, e.last) = (tick, tick);
-        }
+        self.note_time(index, tick, ts_ns, true);
     }
 
     fn time_ns(&self, tick: u32) -> i64 {
@@ -593,23 +599,17 @@ impl FlowTable {
         } else {
             pos
         };
-        let tick = self.tick(ts_ns);
-        let (first, last) = if tick == WIDE {
-            self.wide.push((ts_ns, ts_ns));
-            (WIDE, (self.wide.len() - 1) as u32)
-        } else {
-            (tick, tick)
-        };
         self.entries.push(FlowEntry {
             client,
             service,
             bytes: [0; 2],
-            first,
-            last,
+            first: 0,
+            last: 0,
             counts: 0,
         });
         let index = (self.entries.len() - 1) as u32;
         self.index.set(pos, h, index);
+        self.note_time(index, self.tick(ts_ns), ts_ns, true);
         index
     }
 
