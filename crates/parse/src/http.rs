@@ -391,7 +391,7 @@ impl HttpParser {
                 let v = if self.cfg.redact && secret {
                     "*".to_string()
                 } else {
-                    String::from(&*self.text(value).0)
+                    self.cut_text(value).0.into_owned()
                 };
                 kept.push((n, v));
             }
@@ -524,11 +524,19 @@ impl HttpParser {
     /// Text kept in a record: lossy UTF-8, cut to `max_text_bytes` at a char
     /// boundary, shared with the other transactions that carry the same text.
     fn text(&self, v: &[u8]) -> (Arc<str>, bool) {
+        let (s, cut) = self.cut_text(v);
+        (texts::shared(&s), cut)
+    }
+
+    /// [`HttpParser::text`] without sharing: borrowed when `v` is valid
+    /// UTF-8 within `max_text_bytes` (for values that rarely repeat, which
+    /// would only push shared ones out of the cache).
+    fn cut_text<'a>(&self, v: &'a [u8]) -> (Cow<'a, str>, bool) {
         let max = self.cfg.max_text_bytes;
         let cut = v.len() > max;
         let v = if cut { &v[..max] } else { v };
         if let Ok(s) = std::str::from_utf8(v) {
-            return (texts::shared(s), cut);
+            return (Cow::Borrowed(s), cut);
         }
         // Invalid UTF-8 (or a character cut at `max`): the replacement
         // characters may make the text longer than `max`.
@@ -540,7 +548,7 @@ impl HttpParser {
             }
             s.truncate(n);
         }
-        (texts::shared(&s), cut)
+        (Cow::Owned(s), cut)
     }
 
     /// Body bytes; returns how many of `data` were consumed.
