@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use wirelog_capture::privs::{self, User};
 use wirelog_capture::ring::{self, Ring, RingConfig, RingError, Waiter};
-use wirelog_capture::stats::{CaptureStats, WorkerCounters};
+use wirelog_counters::{CaptureStats, WorkerCounters};
 use wirelog_capture::stop::Stop;
 use wirelog_capture::{bpf, now_ns, Framing, Interface};
 use wirelog_probe::{KernelAccounting, Probe, ProbeConfig, SkipReason, TrackerConfig};
@@ -656,7 +656,7 @@ impl Worker {
         let full = std::mem::take(&mut self.batch);
         match self.tx.try_send(full)? {
             None => self.batch = self.tx.batch(),
-            Some(held) if held.records() < wirelog_capture::stats::MAX_HELD_RECORDS => self.batch = held,
+            Some(held) if held.records() < wirelog_counters::MAX_HELD_RECORDS => self.batch = held,
             Some(held) => {
                 self.counters.output_waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 self.tx.send(held)?;

@@ -304,8 +304,8 @@ impl Usage {
 /// A health row for the interval between two readings of
 /// (usage, capture counters, records dropped by the output, when).
 pub fn health_row(
-    a: &(Usage, wirelog_capture::stats::WorkerStats, u64, std::time::Instant),
-    b: &(Usage, wirelog_capture::stats::WorkerStats, u64, std::time::Instant),
+    a: &(Usage, wirelog_counters::WorkerStats, u64, std::time::Instant),
+    b: &(Usage, wirelog_counters::WorkerStats, u64, std::time::Instant),
 ) -> wirelog_clickhouse::Health {
     let (ua, sa, da, ta) = a;
     let (ub, sb, db, tb) = b;

@@ -135,7 +135,8 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
         health = Some(sink.health_sender());
         sinks.push(Box::new(sink));
     }
-    let output = Output::start(sinks, cfg.processes, live).map_err(|e| anyhow!(e))?;
+    let owners = cfg.processes.map(|o| Box::new(o) as Box<dyn wirelog_record::ProcOwners>);
+    let output = Output::start(sinks, owners, live).map_err(|e| anyhow!(e))?;
     Ok(Started { output, paths, health })
 }
 

@@ -133,7 +133,7 @@ pub fn start_in_capture(
     args: &crate::cli::CaptureServeArgs,
     store: Option<std::path::PathBuf>,
     pcap_dir: Option<std::path::PathBuf>,
-    counters: &[std::sync::Arc<wirelog_capture::stats::WorkerCounters>],
+    counters: &[std::sync::Arc<wirelog_counters::WorkerCounters>],
     interfaces: &[String],
     dropped: &std::sync::Arc<std::sync::atomic::AtomicU64>,
     output: std::sync::Arc<wirelog_sink::Live>,

@@ -9,7 +9,6 @@
 //! - [`filter`]: the same expressions on packets read from files, run by a
 //!   classic BPF interpreter of our own.
 //! - [`privs`]: dropping to an unprivileged user once the sockets are open.
-//! - [`stats`]: counters shared between the workers and whoever prints them.
 //! - [`stop`]: SIGINT/SIGTERM turned into a flag plus an eventfd to poll on.
 //!
 //! ```no_run
@@ -31,7 +30,6 @@ pub mod bpf;
 pub mod filter;
 pub mod privs;
 pub mod ring;
-pub mod stats;
 pub mod stop;
 mod sys;
 

@@ -9,6 +9,10 @@
 //! checksum status). Files carry neither, so a packet built with
 //! [`Packet::new`] has none.
 //!
+//! Also here, because both sides of the graph need them and the record side
+//! must not link the decoder: the address type ([`IpAddr16`]) and ICMP's
+//! request/reply pairing ([`icmp::counterpart`]).
+//!
 //! ```
 //! use wirelog_packet::{KernelChecksum, LinkType, Packet};
 //!
@@ -19,8 +23,11 @@
 //! assert_eq!(p.linktype.to_string(), "101");
 //! ```
 
+mod addr;
+pub mod icmp;
 mod linktype;
 
+pub use addr::IpAddr16;
 pub use linktype::LinkType;
 
 /// Packet time: nanoseconds since the Unix epoch (UTC).

@@ -24,7 +24,10 @@ pub use connect::{ConnectHook, Connector};
 pub use diag::{Answer, SockDiag};
 pub use fdindex::{FdIndex, IndexStats};
 pub use local::addresses as local_addresses;
-pub use owner::{container_of, Owner, Users};
+pub use owner::{container_of, Users};
+/// The owner's fields are the records' (`wirelog-record`), so the output
+/// side names them without linking this crate.
+pub use wirelog_record::ProcOwner as Owner;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -234,6 +237,31 @@ impl Owners {
 
     pub fn stats(&self) -> &Stats {
         &self.shared.stats
+    }
+}
+
+/// The output thread's view (`wirelog-sink` holds it as a trait object,
+/// so it links neither /proc reading nor the eBPF loader).
+impl wirelog_record::ProcOwners for Owners {
+    fn own(&self, batch: &mut wirelog_record::Batch, limit: Duration) -> bool {
+        let caught_up = self.sync(limit);
+        for r in &mut batch.conns {
+            r.orig_proc = self.get(r.ip_proto, r.orig_h.0, r.orig_p, r.resp_h.0, r.resp_p);
+            r.resp_proc = self.get(r.ip_proto, r.resp_h.0, r.resp_p, r.orig_h.0, r.orig_p);
+        }
+        for t in &mut batch.txs {
+            let proto = if t.transport == wirelog_record::Proto::Udp { 17 } else { 6 };
+            t.orig_proc = self.get(proto, t.orig_h.0, t.orig_p, t.resp_h.0, t.resp_p);
+            t.resp_proc = self.get(proto, t.resp_h.0, t.resp_p, t.orig_h.0, t.orig_p);
+        }
+        caught_up
+    }
+
+    fn forget(&self, batch: &wirelog_record::Batch) {
+        for r in &batch.conns {
+            let last = r.ts_ns + r.duration_ns.unwrap_or(0);
+            Owners::forget(self, r.ip_proto, r.orig_h.0, r.orig_p, r.resp_h.0, r.resp_p, last);
+        }
     }
 }
 

@@ -5,25 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Who is behind one local end of a connection.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Owner {
-    pub pid: u32,
-    /// The process name (`comm`, at most 15 bytes).
-    pub name: String,
-    /// The executable's path ("" when unreadable, e.g. a kernel thread).
-    pub exe: String,
-    pub uid: u32,
-    /// The user's name from /etc/passwd, else the uid in decimal.
-    pub user: String,
-    /// `docker:ID`, `containerd:ID`, `crio:ID`, a systemd unit
-    /// (`nginx.service`, `session-3.scope`), else the cgroup path; "" at
-    /// the root cgroup.
-    pub container: String,
-    /// Kubernetes pod as `QOS/UID` (`burstable/0f1e…`), when the cgroup
-    /// path says so.
-    pub pod: String,
-}
+use wirelog_record::ProcOwner as Owner;
 
 /// Reads a process's owner fields; `None` when it has gone.
 pub fn read(pid: u32, users: &mut Users) -> Option<Owner> {

@@ -9,7 +9,7 @@ use crate::IpAddr16;
 fn icmp_ports(v6: bool, icmp_type: u16, code: u16) -> (u16, u16, bool) {
     match u8::try_from(icmp_type)
         .ok()
-        .and_then(|t| wirelog_decode::icmp::counterpart(v6, t))
+        .and_then(|t| wirelog_packet::icmp::counterpart(v6, t))
     {
         Some(c) => (icmp_type, c as u16, false),
         None => (icmp_type, code, true),

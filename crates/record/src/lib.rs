@@ -12,6 +12,7 @@ pub mod civil;
 mod community_id;
 mod conn;
 mod flow;
+mod owner;
 mod protocol;
 pub mod md5;
 pub mod sha256;
@@ -26,8 +27,8 @@ pub use flow::FlowRecord;
 pub use protocol::Protocol;
 pub use tx::{dns, http, mysql, pgsql, redis, tls, Detail, Span, Transaction, TxRecord, TxStatus};
 pub use uid::{Uid, UidGenerator};
-pub use wirelog_decode::IpAddr16;
-pub use wirelog_procs::Owner as ProcOwner;
+pub use owner::{ProcOwner, ProcOwners};
+pub use wirelog_packet::IpAddr16;
 
 /// The process behind one end of a record, shared by every record of the
 /// connection (live capture with `--processes` only).

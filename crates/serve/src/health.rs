@@ -60,7 +60,7 @@ pub struct StoreWritten {
 }
 
 /// One worker's counters, as the capture's stats line has them.
-pub use wirelog_capture::stats::WorkerStats as WorkerLive;
+pub use wirelog_counters::WorkerStats as WorkerLive;
 
 impl LiveSnapshot {
     pub fn total(&self) -> WorkerLive {

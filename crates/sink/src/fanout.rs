@@ -7,8 +7,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wirelog_procs::Owners;
-use wirelog_record::{Batch, ConnState, Protocol, TxStatus};
+use wirelog_record::{Batch, ConnState, ProcOwners, Protocol, TxStatus};
 
 use crate::threaded::SinkThread;
 use crate::{Sink, SinkEnd, Space};
@@ -192,7 +191,7 @@ pub(crate) struct Fanout {
     dropped: Arc<AtomicU64>,
     /// A "disk full" warning is out and no "resumed" yet.
     warned_full: bool,
-    owners: Option<Owners>,
+    owners: Option<Box<dyn ProcOwners>>,
     /// The resolver missed the last wait (see `write`).
     procs_behind: bool,
 }
@@ -202,7 +201,7 @@ impl Fanout {
     /// how often such a thread ticks its sink.
     pub(crate) fn new(
         sinks: Vec<Box<dyn Sink>>,
-        owners: Option<Owners>,
+        owners: Option<Box<dyn ProcOwners>>,
         live: Arc<Live>,
         dropped: Arc<AtomicU64>,
         tick: Duration,
@@ -238,7 +237,7 @@ impl Fanout {
             // is full, and must not wait for /proc. Until it has caught up,
             // records go out with the owners known so far.
             let limit = if self.procs_behind { Duration::ZERO } else { PROCS_SYNC };
-            self.procs_behind = !crate::procs::own(o, &mut batch, limit);
+            self.procs_behind = !o.own(&mut batch, limit);
         }
         self.count(&batch);
         for s in &mut self.sinks {
@@ -249,10 +248,7 @@ impl Fanout {
         if let Some(o) = &self.owners {
             // Written (or owned, for the sinks on their own threads): the
             // owners of these connections are not needed again.
-            for r in &batch.conns {
-                let last = r.ts_ns + r.duration_ns.unwrap_or(0);
-                o.forget(r.ip_proto, r.orig_h.0, r.orig_p, r.resp_h.0, r.resp_p, last);
-            }
+            o.forget(&batch);
         }
         if !self.threaded {
             return Ok(Some(batch));

@@ -18,8 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use wirelog_procs::Owners;
-use wirelog_record::Batch;
+use wirelog_record::{Batch, ProcOwners};
 
 use crate::fanout::{Fanout, Live, Summary};
 use crate::Sink;
@@ -128,7 +127,7 @@ impl Output {
     /// whole before it waits). With `owners` (`capture --processes`) records
     /// get the owners of their local ends first. `live` is where the
     /// counters `/metrics` reads go (the store sink publishes to it too).
-    pub fn start(sinks: Vec<Box<dyn Sink>>, owners: Option<Owners>, live: Arc<Live>) -> io::Result<Output> {
+    pub fn start(sinks: Vec<Box<dyn Sink>>, owners: Option<Box<dyn ProcOwners>>, live: Arc<Live>) -> io::Result<Output> {
         let dropped = Arc::new(AtomicU64::new(0));
         let (tx, rx) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH);
         let (recycle_tx, recycled) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH + 1);

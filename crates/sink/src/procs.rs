@@ -65,20 +65,3 @@ pub(crate) fn json(b: &mut Vec<u8>, orig: &Proc, resp: &Proc) {
         }
     }
 }
-
-/// Gives each record the owners of its local ends, once the resolver has
-/// seen every connection queued before the batch.
-/// False when the resolver had not caught up within `limit`.
-pub(crate) fn own(o: &wirelog_procs::Owners, batch: &mut wirelog_record::Batch, limit: std::time::Duration) -> bool {
-    let caught_up = o.sync(limit);
-    for r in &mut batch.conns {
-        r.orig_proc = o.get(r.ip_proto, r.orig_h.0, r.orig_p, r.resp_h.0, r.resp_p);
-        r.resp_proc = o.get(r.ip_proto, r.resp_h.0, r.resp_p, r.orig_h.0, r.orig_p);
-    }
-    for t in &mut batch.txs {
-        let proto = if t.transport == wirelog_record::Proto::Udp { 17 } else { 6 };
-        t.orig_proc = o.get(proto, t.orig_h.0, t.orig_p, t.resp_h.0, t.resp_p);
-        t.resp_proc = o.get(proto, t.resp_h.0, t.resp_p, t.orig_h.0, t.orig_p);
-    }
-    caught_up
-}

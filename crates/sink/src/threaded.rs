@@ -32,7 +32,7 @@ const QUEUE_DEPTH: usize = 8;
 
 /// Records the output thread keeps for the sink beyond its queue before it
 /// waits for it: as many as a capture worker holds for the output thread
-/// (`wirelog_capture::stats::MAX_HELD_RECORDS`), so a slow store flush is
+/// (`wirelog_counters::MAX_HELD_RECORDS`), so a slow store flush is
 /// ridden out twice over before anything upstream waits.
 pub const MAX_PENDING_RECORDS: usize = 262_144;
 

@@ -9,7 +9,7 @@ pub mod pgsql;
 pub mod redis;
 pub mod tls;
 
-use wirelog_decode::IpAddr16;
+use wirelog_packet::IpAddr16;
 
 use crate::{Proto, Protocol, Uid};
 

@@ -1,6 +1,11 @@
 //! Counters of a live capture, written by each worker (once per block, with
 //! relaxed atomics: nothing is shared per packet) and read by whoever prints
-//! them (every `--stats-interval`, on exit, later a metrics endpoint).
+//! them (every `--stats-interval`, on exit, `/metrics` and `/api/health`).
+//!
+//! They count the whole packet loop (ring, decoder, tracker, parsers, output
+//! queue), not AF_PACKET alone, so they live apart from `wirelog-capture`:
+//! the API server (`wirelog-serve`) publishes them without linking the
+//! capture code.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -46,7 +51,7 @@ pub struct WorkerCounters {
     /// Parsers that gave up on their connection (compression, not the protocol).
     pub parsers_gave_up: AtomicU64,
     /// Times the worker stopped reading its rings to wait for the output
-    /// thread, having held [`crate::stats::MAX_HELD_RECORDS`] records for it
+    /// thread, having held [`MAX_HELD_RECORDS`] records for it
     /// already (the kernel drops packets meanwhile).
     pub output_waits: AtomicU64,
 }
