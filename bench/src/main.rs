@@ -50,17 +50,20 @@ unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
         ALLOC_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         LIVE_BYTES.fetch_add(l.size(), std::sync::atomic::Ordering::Relaxed);
-        std::alloc::System.alloc(l)
+        // SAFETY: the caller's contract for `alloc`, passed on unchanged.
+        unsafe { std::alloc::System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
         LIVE_BYTES.fetch_sub(l.size(), std::sync::atomic::Ordering::Relaxed);
-        std::alloc::System.dealloc(p, l)
+        // SAFETY: `p` came from `alloc`/`realloc` above, that is from `System`, with layout `l`.
+        unsafe { std::alloc::System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
         ALLOC_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         LIVE_BYTES.fetch_add(new, std::sync::atomic::Ordering::Relaxed);
         LIVE_BYTES.fetch_sub(l.size(), std::sync::atomic::Ordering::Relaxed);
-        std::alloc::System.realloc(p, l, new)
+        // SAFETY: as `dealloc`; the new size is the caller's, passed on unchanged.
+        unsafe { std::alloc::System.realloc(p, l, new) }
     }
 }
 

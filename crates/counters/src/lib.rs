@@ -7,6 +7,8 @@
 //! the API server (`wirelog-serve`) publishes them without linking the
 //! capture code.
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

@@ -50,6 +50,8 @@
 //! assert_eq!(d.stats().decoded, 1);
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub use wirelog_packet::{IpAddr16, KernelChecksum, LinkType, Packet, TimestampNs};
 
 pub mod checksum;

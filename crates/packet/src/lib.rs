@@ -23,6 +23,8 @@
 //! assert_eq!(p.linktype.to_string(), "101");
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod addr;
 pub mod icmp;
 mod linktype;

@@ -1,5 +1,11 @@
 //! Which protocol a connection carries: by server port first, then by the
 //! first bytes of a direction (so MySQL on 3307 or HTTP on 8080 is found).
+//!
+//! Each protocol's module has its content probe (`http::probe`, ...: is
+//! this protocol X, or not for it, or X's server speaking first); [`probe`]
+//! lists them, [`PROBE_ORDER`] says which is tried first, and [`Detection`]
+//! is a connection's progress (one look per direction), so the tracker only
+//! acts on the answer: start a parser, or flip the roles.
 
 use crate::{Dir, Protocol};
 
@@ -37,41 +43,130 @@ impl PortMap {
     }
 }
 
-/// The protocol whose first message `data` (the first bytes seen in `dir`)
-/// looks like, checked from the most specific signature to the least.
-pub fn by_content(dir: Dir, data: &[u8]) -> Option<Protocol> {
-    if data.is_empty() {
-        return None;
-    }
-    // First: a ClientHello record is the most specific signature, and its
-    // first bytes could pass for a MySQL packet header.
-    if crate::tls::looks_like(dir, data) {
-        return Some(Protocol::Tls);
-    }
-    if crate::pgsql::looks_like(dir, data) {
-        return Some(Protocol::Pgsql);
-    }
-    if crate::mysql::looks_like(dir, data) {
-        return Some(Protocol::Mysql);
-    }
-    if crate::http::looks_like(dir, data) {
-        return Some(Protocol::Http);
-    }
-    if crate::redis::looks_like(dir, data) {
-        return Some(Protocol::Redis);
-    }
-    None
+/// What one protocol's probe says of the first bytes of one direction
+/// (the model is Retina's `ProbeResult`; written here). There is no "not
+/// sure yet": each direction is looked at once, at its first payload,
+/// because a parser starts at the bytes it is given and would miss what a
+/// later look passed over; a protocol that cannot tell from those bytes
+/// says `NotForUs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// This protocol's first message, sent the way the tracker has the roles.
+    Certain,
+    /// This protocol's *server greeting*, sent by the originator: the
+    /// capture missed the handshake and the server spoke first, so the
+    /// roles are backwards (only MySQL/MariaDB has a greeting).
+    Reversed,
+    /// Not this protocol.
+    NotForUs,
 }
 
-/// The protocol whose *server greeting* `data` is, when those are the first
-/// bytes an originator sent: the tracker then has the roles backwards (the
-/// capture missed the handshake and the server spoke first) and flips the
-/// connection. Of the protocols parsed here only MySQL/MariaDB has a greeting
-/// (handshake v10: a 4-byte header with sequence 0, protocol byte 0x0a, a
-/// NUL-terminated version string); HTTP, PostgreSQL, Redis and DNS clients
-/// speak first.
-pub fn server_greeting(data: &[u8]) -> Option<Protocol> {
-    crate::mysql::looks_like(Dir::ToClient, data).then_some(Protocol::Mysql)
+impl Probe {
+    /// `Certain` when a protocol's signature matched, else `NotForUs`.
+    pub fn certain_if(matched: bool) -> Probe {
+        if matched {
+            Probe::Certain
+        } else {
+            Probe::NotForUs
+        }
+    }
+}
+
+/// Each protocol's content probe, in its own module. The one list of them:
+/// an exhaustive match, so a new row in the protocol table does not build
+/// until its probe is named here.
+pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
+    match protocol {
+        Protocol::Http => crate::http::probe(dir, data),
+        Protocol::Mysql => crate::mysql::probe(dir, data),
+        Protocol::Pgsql => crate::pgsql::probe(dir, data),
+        Protocol::Redis => crate::redis::probe(dir, data),
+        // Found by port only: a DNS message over TCP has no signature
+        // specific enough to claim an unknown port's bytes.
+        Protocol::Dns => Probe::NotForUs,
+        Protocol::Tls => crate::tls::probe(dir, data),
+    }
+}
+
+/// The order the probes are tried in, from the most specific signature to
+/// the least: a ClientHello record's first bytes could pass for a MySQL
+/// packet header, a PostgreSQL startup message for one too. Every protocol
+/// once (a test checks it; the length follows the table).
+pub const PROBE_ORDER: [Protocol; Protocol::ALL.len()] =
+    [Protocol::Tls, Protocol::Pgsql, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns];
+
+/// What the probes together say of the first bytes of one direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detected {
+    /// The first protocol (in [`PROBE_ORDER`]) that was certain.
+    Protocol(Protocol),
+    /// None was certain, and these bytes are this protocol's server
+    /// greeting sent by the originator: flip the roles, then look again
+    /// from the server's side.
+    Reversed(Protocol),
+    /// No protocol's.
+    Nothing,
+}
+
+/// Runs every probe on `data`, the first bytes seen in `dir`.
+pub fn by_content(dir: Dir, data: &[u8]) -> Detected {
+    if data.is_empty() {
+        return Detected::Nothing;
+    }
+    let mut reversed = None;
+    for p in PROBE_ORDER {
+        match probe(p, dir, data) {
+            Probe::Certain => return Detected::Protocol(p),
+            Probe::Reversed => reversed = reversed.or(Some(p)),
+            Probe::NotForUs => {}
+        }
+    }
+    reversed.map_or(Detected::Nothing, Detected::Reversed)
+}
+
+/// A connection's content detection so far, one byte in the tracker's
+/// connection entry: which directions' first payloads were looked at, and
+/// whether it is over (parsing is off, nothing can be found, or the
+/// protocol is known by port).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Detection(u8);
+
+const LOOKED_TO_SERVER: u8 = 1;
+const LOOKED_TO_CLIENT: u8 = 2;
+const OVER: u8 = 4;
+
+impl Detection {
+    /// Detection that is over before it began (parsing is off).
+    pub const OVER: Detection = Detection(OVER);
+
+    /// Nothing more to detect: the connection's bytes are not wanted for
+    /// detection (they may still be for its parser, if it has one).
+    pub fn is_over(self) -> bool {
+        self.0 & OVER != 0
+    }
+
+    pub fn end(&mut self) {
+        self.0 |= OVER;
+    }
+
+    /// Looks at `data`, a payload of `dir`, if it is that direction's first
+    /// look: [`Detected::Nothing`] for a direction looked at before; once
+    /// both directions were looked at in vain, detection is over.
+    pub fn look(&mut self, dir: Dir, data: &[u8]) -> Detected {
+        let bit = match dir {
+            Dir::ToServer => LOOKED_TO_SERVER,
+            Dir::ToClient => LOOKED_TO_CLIENT,
+        };
+        if self.0 & bit != 0 {
+            return Detected::Nothing;
+        }
+        self.0 |= bit;
+        let found = by_content(dir, data);
+        if found == Detected::Nothing && self.0 & (LOOKED_TO_SERVER | LOOKED_TO_CLIENT) == LOOKED_TO_SERVER | LOOKED_TO_CLIENT {
+            self.0 |= OVER;
+        }
+        found
+    }
 }
 
 #[cfg(test)]
@@ -94,13 +189,39 @@ mod tests {
         let mut pkt = (g.len() as u32).to_le_bytes()[..3].to_vec();
         pkt.push(0);
         pkt.extend_from_slice(&g);
-        assert_eq!(server_greeting(&pkt), Some(Protocol::Mysql));
-        assert_eq!(by_content(Dir::ToServer, &pkt), None);
-        assert_eq!(by_content(Dir::ToClient, &pkt), Some(Protocol::Mysql));
+        assert_eq!(by_content(Dir::ToServer, &pkt), Detected::Reversed(Protocol::Mysql));
+        assert_eq!(by_content(Dir::ToClient, &pkt), Detected::Protocol(Protocol::Mysql));
         // A client's first query is no greeting.
         let q = [6, 0, 0, 0, 3, b's', b'e', b'l', b'e', b'c'];
-        assert_eq!(server_greeting(&q), None);
-        assert_eq!(server_greeting(b"GET / HTTP/1.1\r\n\r\n"), None);
+        assert_eq!(by_content(Dir::ToServer, &q), Detected::Protocol(Protocol::Mysql));
+        assert_eq!(by_content(Dir::ToServer, b"GET / HTTP/1.1\r\n\r\n"), Detected::Protocol(Protocol::Http));
+        assert_eq!(by_content(Dir::ToServer, b"\x00\x01junk"), Detected::Nothing);
+    }
+
+    #[test]
+    fn every_protocol_is_probed_once() {
+        let mut order = PROBE_ORDER.to_vec();
+        order.sort_by_key(|p| p.name());
+        order.dedup();
+        assert_eq!(order.len(), Protocol::ALL.len(), "{PROBE_ORDER:?}");
+    }
+
+    /// One look per direction; after both looked in vain detection is
+    /// over; a direction looked at before is not looked at again (its
+    /// later bytes are not the start of a message).
+    #[test]
+    fn each_direction_is_looked_at_once() {
+        let mut d = Detection::default();
+        assert_eq!(d.look(Dir::ToServer, b"\x00junk"), Detected::Nothing);
+        assert!(!d.is_over());
+        assert_eq!(d.look(Dir::ToServer, b"GET / HTTP/1.1\r\n\r\n"), Detected::Nothing, "looked at already");
+        assert_eq!(d.look(Dir::ToClient, b"HTTP/1.1 200 OK\r\n"), Detected::Protocol(Protocol::Http));
+        assert!(!d.is_over());
+        let mut d = Detection::default();
+        d.look(Dir::ToClient, b"\x00junk");
+        d.look(Dir::ToServer, b"\x00junk");
+        assert!(d.is_over());
+        assert!(Detection::OVER.is_over() && !Detection::default().is_over());
     }
 
     #[test]
@@ -109,15 +230,15 @@ mod tests {
         // send) and the handshake type; the body does not matter here.
         let mut ch = vec![22, 3, 1, 0, 0x60, 1, 0, 0, 0x5c, 3, 3];
         ch.extend_from_slice(&[0; 32]);
-        assert_eq!(by_content(Dir::ToServer, &ch), Some(Protocol::Tls));
+        assert_eq!(by_content(Dir::ToServer, &ch), Detected::Protocol(Protocol::Tls));
         // A server's first record is not a client's.
-        assert_eq!(by_content(Dir::ToClient, &ch), None);
+        assert_eq!(by_content(Dir::ToClient, &ch), Detected::Nothing);
         ch[5] = 2;
-        assert_eq!(by_content(Dir::ToServer, &ch), None);
+        assert_eq!(by_content(Dir::ToServer, &ch), Detected::Nothing);
         // Not a record version.
         let mut bad = ch.clone();
         bad[5] = 1;
         bad[1] = 4;
-        assert_eq!(by_content(Dir::ToServer, &bad), None);
+        assert_eq!(by_content(Dir::ToServer, &bad), Detected::Nothing);
     }
 }

@@ -49,53 +49,59 @@ const METHODS: &[&[u8]] = &[
 /// Longest prefix needed to decide whether a line starts a message.
 const PROBE_LEN: usize = 10;
 
-enum Probe {
+/// Whether bytes open a message (a request or status line).
+enum Opens {
     Yes,
     No,
     /// Too few bytes to tell.
     Maybe,
 }
 
-fn probe(dir: Dir, data: &[u8]) -> Probe {
+fn opens(dir: Dir, data: &[u8]) -> Opens {
     match dir {
         Dir::ToServer => {
             let mut maybe = false;
             for m in METHODS {
                 if data.len() > m.len() {
                     if data.starts_with(m) && data[m.len()] == b' ' {
-                        return Probe::Yes;
+                        return Opens::Yes;
                     }
                 } else if m.starts_with(data) {
                     maybe = true;
                 }
             }
             if maybe {
-                Probe::Maybe
+                Opens::Maybe
             } else {
-                Probe::No
+                Opens::No
             }
         }
         Dir::ToClient => {
             const P: &[u8] = b"HTTP/1.";
             if data.len() >= P.len() {
                 if data.starts_with(P) {
-                    Probe::Yes
+                    Opens::Yes
                 } else {
-                    Probe::No
+                    Opens::No
                 }
             } else if P.starts_with(data) {
-                Probe::Maybe
+                Opens::Maybe
             } else {
-                Probe::No
+                Opens::No
             }
         }
     }
 }
 
+/// This protocol's content probe (see [`crate::detect`]).
+pub fn probe(dir: Dir, data: &[u8]) -> crate::detect::Probe {
+    crate::detect::Probe::certain_if(looks_like(dir, data))
+}
+
 /// True when `data`, the first bytes seen in `dir`, look like this protocol:
 /// a request line of a known method, or a `HTTP/1.` status line.
 pub fn looks_like(dir: Dir, data: &[u8]) -> bool {
-    matches!(probe(dir, data), Probe::Yes)
+    matches!(opens(dir, data), Opens::Yes)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,7 +242,7 @@ impl HttpParser {
                         .count();
                     i += n;
                     if i < data.len() {
-                        if let Probe::No = probe(dir, &data[i..data.len().min(i + PROBE_LEN)]) {
+                        if let Opens::No = opens(dir, &data[i..data.len().min(i + PROBE_LEN)]) {
                             // Not a message start (TLS, another protocol, a lost
                             // boundary): skip to a line that is one.
                             let s = self.side(dir);
@@ -754,8 +760,8 @@ impl HttpParser {
                 let hl = held.min(PROBE_LEN);
                 probe_buf[..hl].copy_from_slice(&s.buf[..hl]);
                 probe_buf[hl..hl + from_data].copy_from_slice(&data[i..i + from_data]);
-                match probe(dir, &probe_buf[..hl + from_data]) {
-                    Probe::Yes => {
+                match opens(dir, &probe_buf[..hl + from_data]) {
+                    Opens::Yes => {
                         // Restart the message with the held bytes.
                         let held_bytes = std::mem::take(&mut s.buf);
                         s.state = State::Head;
@@ -771,7 +777,7 @@ impl HttpParser {
                         self.stats.resyncs += 1;
                         return i;
                     }
-                    Probe::Maybe if i + from_data == data.len() => {
+                    Opens::Maybe if i + from_data == data.len() => {
                         s.buf.extend_from_slice(&data[i..]);
                         return data.len();
                     }
@@ -1013,6 +1019,7 @@ pub fn fuzz(data: &[u8]) {
         max_text_bytes: if conf & 4 != 0 { 3 } else { 4096 },
         http_headers: vec!["host".into(), "cookie".into()],
         transaction_timeout_ns: 5,
+        ..ParseConfig::default()
     };
     let mut p = HttpParser::new(&cfg);
     let mut out = Vec::new();

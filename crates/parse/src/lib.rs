@@ -11,6 +11,8 @@
 //! After a gap a parser drops the message it was in and resynchronises at the
 //! next message boundary it can recognise.
 
+#![forbid(unsafe_code)]
+
 pub mod detect;
 pub mod dns;
 pub mod fingerprint;
@@ -106,13 +108,15 @@ impl ConnParser {
     /// left of the request is skipped as preamble).
     #[cold]
     fn hand_over(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
-        let outer = match self {
-            ConnParser::Mysql(p) if p.gave_up_reason() == Some(mysql::GiveUp::Tls) => Protocol::Mysql,
-            ConnParser::Pgsql(p) if p.gave_up_reason() == Some(pgsql::GiveUp::Tls) => Protocol::Pgsql,
+        // The TLS limits are the connection's (its `ParseConfig`'s), which
+        // the outer parser kept for this moment.
+        let (outer, limits) = match self {
+            ConnParser::Mysql(p) if p.gave_up_reason() == Some(mysql::GiveUp::Tls) => (Protocol::Mysql, p.tls_limits()),
+            ConnParser::Pgsql(p) if p.gave_up_reason() == Some(pgsql::GiveUp::Tls) => (Protocol::Pgsql, p.tls_limits()),
             _ => return,
         };
         let before = self.stats();
-        let mut tls = tls::TlsConn::starttls(&ParseConfig::default(), outer, before);
+        let mut tls = tls::TlsConn::starttls(limits, outer, before);
         tls.data(dir, ts_ns, data, out);
         *self = ConnParser::Tls(tls);
     }
@@ -197,6 +201,9 @@ pub struct ParseConfig {
     pub http_headers: Vec<String>,
     /// Transactions waiting for a response longer than this are reported unmatched.
     pub transaction_timeout_ns: i64,
+    /// What one TLS connection may make its parser buffer or keep (also a
+    /// MySQL or PostgreSQL connection once it switched to TLS).
+    pub tls: tls::TlsLimits,
 }
 
 impl Default for ParseConfig {
@@ -207,6 +214,7 @@ impl Default for ParseConfig {
             max_text_bytes: 4096,
             http_headers: Vec::new(),
             transaction_timeout_ns: 10_000_000_000,
+            tls: tls::TlsLimits::default(),
         }
     }
 }

@@ -266,6 +266,23 @@ fn add_span(span: &mut Option<Span>, first_ns: i64, last_ns: i64, bytes: u64) {
     }
 }
 
+/// This protocol's content probe (see [`crate::detect`]). MySQL/MariaDB
+/// is the one protocol parsed here whose server speaks first (handshake
+/// v10); HTTP, PostgreSQL, Redis and DNS clients speak first. A greeting
+/// as the *originator's* first bytes means the capture missed the
+/// handshake and the tracker has the roles backwards:
+/// [`Probe::Reversed`](crate::detect::Probe::Reversed).
+pub fn probe(dir: Dir, data: &[u8]) -> crate::detect::Probe {
+    use crate::detect::Probe;
+    if looks_like(dir, data) {
+        Probe::Certain
+    } else if dir == Dir::ToServer && looks_like(Dir::ToClient, data) {
+        Probe::Reversed
+    } else {
+        Probe::NotForUs
+    }
+}
+
 /// True when `data`, the first bytes seen in `dir`, look like this protocol:
 /// a server greeting (protocol 10, a version string starting with a digit),
 /// a client handshake response, or one whole client command packet.
@@ -335,6 +352,12 @@ impl MysqlParser {
     /// Why the parser gave up, if it did.
     pub fn gave_up_reason(&self) -> Option<GiveUp> {
         self.gave_up
+    }
+
+    /// The TLS limits of the connection's configuration: the TLS parser
+    /// that takes over after STARTTLS is made with them.
+    pub(crate) fn tls_limits(&self) -> crate::tls::TlsLimits {
+        self.cfg.tls
     }
 
     fn keep_for(&self, dir: Dir, len: usize) -> usize {

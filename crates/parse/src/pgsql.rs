@@ -188,6 +188,11 @@ fn auth_name(code: u32) -> &'static str {
     }
 }
 
+/// This protocol's content probe (see [`crate::detect`]).
+pub fn probe(dir: Dir, data: &[u8]) -> crate::detect::Probe {
+    crate::detect::Probe::certain_if(looks_like(dir, data))
+}
+
 /// True when `data`, the first bytes seen in `dir`, look like PostgreSQL:
 /// a startup, SSL, GSSENC or cancel request from the client; from the
 /// server, an authentication request.
@@ -343,6 +348,12 @@ impl PgsqlParser {
 
     pub fn gave_up_reason(&self) -> Option<GiveUp> {
         self.gave_up
+    }
+
+    /// The TLS limits of the connection's configuration: the TLS parser
+    /// that takes over after STARTTLS is made with them.
+    pub(crate) fn tls_limits(&self) -> crate::tls::TlsLimits {
+        self.cfg.tls
     }
 
     fn new_tx(&self, kind: &'static str) -> PgsqlTx {

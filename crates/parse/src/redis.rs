@@ -70,6 +70,11 @@ fn parse_int(b: &[u8]) -> Option<i64> {
     std::str::from_utf8(b).ok()?.parse().ok()
 }
 
+/// This protocol's content probe (see [`crate::detect`]).
+pub fn probe(dir: Dir, data: &[u8]) -> crate::detect::Probe {
+    crate::detect::Probe::certain_if(looks_like(dir, data))
+}
+
 /// True when `data`, the first bytes seen in `dir`, look like RESP: a command
 /// array (`*N\r\n$M\r\n` then a letter), inline `PING`, or a typical first
 /// reply (`+OK`, `+PONG`, an error with a Redis error code, a HELLO map).

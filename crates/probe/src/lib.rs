@@ -33,6 +33,8 @@
 //! assert_eq!(probe.decode_stats().decoded, 1);
 //! ```
 
+#![forbid(unsafe_code)]
+
 use wirelog_decode::{DecodeConfig, DecodeStats, Decoded, Decoder};
 use wirelog_record::Batch;
 use wirelog_track::{AppStats, TrackStats, Tracker};
@@ -138,8 +140,8 @@ impl Probe {
                     self.last_named = p.if_id;
                 }
                 match self.keeper.as_mut() {
-                    None => self.tracker.packet(p.ts_ns, p.if_id as u16, &ip),
-                    Some(k) => k.offer(p, self.tracker.packet_kept(p.ts_ns, p.if_id as u16, &ip)),
+                    None => self.tracker.packet(p.ts_ns, p.if_id, &ip),
+                    Some(k) => k.offer(p, self.tracker.packet_kept(p.ts_ns, p.if_id, &ip)),
                 }
                 Ok(())
             }
@@ -198,7 +200,7 @@ impl Probe {
     /// Names the interface whose packets carry `if_id` (flow records carry
     /// the name; unnamed ids are `if<N>`).
     pub fn set_iface_name(&mut self, if_id: u32, name: &str) {
-        self.tracker.set_iface_name(if_id as u16, name);
+        self.tracker.set_iface_name(if_id, name);
     }
 
     /// Names each interface id with `namer` the first time a packet of it is
@@ -285,7 +287,7 @@ impl Probe {
 fn name_interface(tracker: &mut Tracker, named: &mut Vec<u32>, namer: Option<fn(u32) -> String>, if_id: u32) {
     if let Some(namer) = namer.filter(|_| !named.contains(&if_id)) {
         named.push(if_id);
-        tracker.set_iface_name(if_id as u16, &namer(if_id));
+        tracker.set_iface_name(if_id, &namer(if_id));
     }
 }
 

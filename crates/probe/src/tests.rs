@@ -52,7 +52,7 @@ fn same_records_as_decoder_and_tracker_by_hand() {
     let mut r = sample();
     while let Some(p) = r.next_packet() {
         if let Decoded::Ip(ip) = decoder.decode(p.linktype, p.ts_ns, p.data) {
-            tracker.packet(p.ts_ns, p.if_id as u16, &ip);
+            tracker.packet(p.ts_ns, p.if_id, &ip);
         }
     }
     tracker.finish();
@@ -192,6 +192,50 @@ fn interfaces_named_once_and_offloaded_vlan_kept() {
     let mut ifaces: Vec<&str> = b.flows.iter().map(|f| &*f.iface).collect();
     ifaces.sort();
     assert_eq!(ifaces, ["if2", "lo"]);
+}
+
+/// `-i any` ids are the kernel's ifindexes, which pass 65,535 on hosts that
+/// made and removed many interfaces: 65,536 and 65,537 are interfaces of
+/// their own, not 0 and 1 again. A flow is keyed by client, server, port
+/// and interface (not the client's port), so one client's connections on
+/// these four interfaces are four flows, each under its own name.
+#[test]
+fn interface_ids_above_u16_stay_apart() {
+    fn namer(id: u32) -> String {
+        format!("veth{id}")
+    }
+    let t0 = 1_700_000_000_000_000_000i64;
+    let ids = [1u32, 65_537, 0, 65_536];
+    let mut probe = Probe::new(ProbeConfig { checksums: ChecksumMode::Ignore, ..config() });
+    probe.name_interfaces_with(namer);
+    for (i, id) in ids.into_iter().chain(ids).enumerate() {
+        let bytes = udp(1000 + (i % ids.len()) as u16, 53);
+        let p = Packet { if_id: id, ..Packet::new(LinkType::RAW, t0 + i as i64, &bytes) };
+        assert_eq!(probe.packet(&p), Ok(()));
+    }
+    probe.finish();
+    let mut b = Batch::default();
+    probe.drain(&mut b);
+    let mut flows: Vec<(String, u64)> = b.flows.iter().map(|f| (f.iface.to_string(), f.pkts_out)).collect();
+    flows.sort();
+    let want = [("veth0", 2), ("veth1", 2), ("veth65536", 2), ("veth65537", 2)];
+    assert_eq!(flows, want.map(|(n, p)| (n.to_string(), p)));
+    assert_eq!(b.conns.len(), 4);
+
+    // Names given up front (no namer) stay apart too.
+    let mut probe = Probe::new(ProbeConfig { checksums: ChecksumMode::Ignore, ..config() });
+    probe.set_iface_name(1, "eth1");
+    probe.set_iface_name(65_537, "veth9");
+    for (i, id) in [1u32, 65_537].into_iter().enumerate() {
+        let bytes = udp(1000 + i as u16, 53);
+        let _ = probe.packet(&Packet { if_id: id, ..Packet::new(LinkType::RAW, t0, &bytes) });
+    }
+    probe.finish();
+    let mut b = Batch::default();
+    probe.drain(&mut b);
+    let mut names: Vec<String> = b.flows.iter().map(|f| f.iface.to_string()).collect();
+    names.sort();
+    assert_eq!(names, ["eth1", "veth9"]);
 }
 
 /// Timers run on `advance` without packets: a UDP flow ends after its

@@ -71,6 +71,7 @@ pub(crate) struct Table<const N: usize> {
 const MIN_SLOTS: usize = 1 << 10;
 
 #[inline(always)]
+#[allow(unsafe_code)]
 fn prefetch(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults, whatever the address.

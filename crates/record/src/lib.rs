@@ -7,6 +7,10 @@
 //! Records have a fixed schema (plain structs, no maps) so sinks can write
 //! them as columns or as Zeek-compatible text without guessing.
 
+// The one exception is `sha256::ni`, the SHA-NI block function (x86 intrinsics
+// on raw loads), allowed there; everything else is safe code.
+#![deny(unsafe_code)]
+
 mod batch;
 pub mod civil;
 mod community_id;

@@ -24,7 +24,10 @@ fn compress(h: &mut [u32; 8], block: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     if ni::available() {
         // SAFETY: the CPU has the features `ni::compress` is compiled for.
-        unsafe { ni::compress(h, block) };
+        #[allow(unsafe_code)]
+        unsafe {
+            ni::compress(h, block)
+        };
         return;
     }
     compress_portable(h, block);
@@ -73,6 +76,7 @@ fn compress_portable(h: &mut [u32; 8], block: &[u8]) {
 /// state held as ABEF and CDGH; SHA256MSG1/MSG2 extend the message
 /// schedule four words at a time).
 #[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
 mod ni {
     use std::arch::x86_64::*;
 
@@ -87,8 +91,9 @@ mod ni {
         debug_assert_eq!(block.len(), 64);
         // Big-endian words: reverse the bytes of each 32-bit lane.
         let swap = _mm_set_epi64x(0x0c0d_0e0f_0809_0a0b, 0x0405_0607_0001_0203);
-        let abcd = _mm_loadu_si128(h.as_ptr().cast());
-        let efgh = _mm_loadu_si128(h.as_ptr().add(4).cast());
+        // SAFETY: `h` is 8 words (32 bytes): two unaligned 16-byte loads
+        // at words 0 and 4 stay inside it.
+        let (abcd, efgh) = unsafe { (_mm_loadu_si128(h.as_ptr().cast()), _mm_loadu_si128(h.as_ptr().add(4).cast())) };
         // [a,b,c,d], [e,f,g,h] (lane 0 first) -> ABEF = [f,e,b,a], CDGH = [h,g,d,c].
         let badc = _mm_shuffle_epi32(abcd, 0xB1);
         let hgfe = _mm_shuffle_epi32(efgh, 0x1B);
@@ -98,7 +103,9 @@ mod ni {
 
         let mut w = [_mm_setzero_si128(); 16];
         for (g, chunk) in block.chunks_exact(16).enumerate() {
-            w[g] = _mm_shuffle_epi8(_mm_loadu_si128(chunk.as_ptr().cast()), swap);
+            // SAFETY: `chunk` is 16 bytes (`chunks_exact`).
+            let words = unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) };
+            w[g] = _mm_shuffle_epi8(words, swap);
         }
         for g in 4..16 {
             // W[t-16] + s0(W[t-15]), + W[t-7], + s1(W[t-2]), four at a time.
@@ -107,7 +114,8 @@ mod ni {
             w[g] = _mm_sha256msg2_epu32(t, w[g - 1]);
         }
         for (g, wg) in w.iter().enumerate() {
-            let k = _mm_loadu_si128(super::K.as_ptr().add(4 * g).cast());
+            // SAFETY: `K` is 64 words and `g` < 16: words 4g..4g+4 are inside it.
+            let k = unsafe { _mm_loadu_si128(super::K.as_ptr().add(4 * g).cast()) };
             let wk = _mm_add_epi32(*wg, k);
             // Two rounds with the low half, two with the high half; the
             // roles of the two state registers swap after each pair.
@@ -119,8 +127,12 @@ mod ni {
         // Back to [a,b,c,d], [e,f,g,h].
         let abef_lo = _mm_shuffle_epi32(abef, 0x1B); // [a,b,e,f]
         let ghcd = _mm_shuffle_epi32(cdgh, 0xB1); // [g,h,c,d]
-        _mm_storeu_si128(h.as_mut_ptr().cast(), _mm_blend_epi16(abef_lo, ghcd, 0xF0));
-        _mm_storeu_si128(h.as_mut_ptr().add(4).cast(), _mm_alignr_epi8(ghcd, abef_lo, 8));
+        let (abcd, efgh) = (_mm_blend_epi16(abef_lo, ghcd, 0xF0), _mm_alignr_epi8(ghcd, abef_lo, 8));
+        // SAFETY: as the loads above: two 16-byte stores inside `h`'s 32 bytes.
+        unsafe {
+            _mm_storeu_si128(h.as_mut_ptr().cast(), abcd);
+            _mm_storeu_si128(h.as_mut_ptr().add(4).cast(), efgh);
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 pub(crate) fn read() -> (f64, u64) {
     // SAFETY: sysconf has no preconditions.
     let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    // SAFETY: as above.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
     let cpu = std::fs::read_to_string("/proc/self/stat")
         .ok()

@@ -183,8 +183,9 @@ fn is_out_of_space(e: &io::Error) -> bool {
 pub fn available(path: &Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs fills the zeroed struct; c is a valid C string.
+    // SAFETY: `statvfs` is plain integers, for which all zeroes is a value.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs fills the struct; c is a valid C string.
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return None;
     }

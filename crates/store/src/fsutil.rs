@@ -155,8 +155,9 @@ pub fn disk_space(path: &Path) -> std::io::Result<DiskSpace> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: statvfs fills the zeroed struct; c is a valid C string.
+    // SAFETY: `statvfs` is plain integers, for which all zeroes is a value.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs fills the struct; c is a valid C string.
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return Err(std::io::Error::last_os_error());
     }

@@ -113,12 +113,6 @@ pub(crate) struct AppState {
     pub transactions: u64,
 }
 
-/// `Conn::app_probe` bits: which directions' first payload was tried for content detection.
-pub(crate) const PROBED_ORIG: u8 = 1;
-pub(crate) const PROBED_RESP: u8 = 2;
-/// Nothing to parse on this connection (no protocol recognised, or parsing is off).
-pub(crate) const PROBE_DONE: u8 = 4;
-
 /// Counters of application parsing across connections.
 #[derive(Debug, Default, Clone)]
 pub struct AppStats {

@@ -104,8 +104,9 @@ pub struct Conn {
     pub generation: u32,
     /// Application parsing, for connections whose protocol was recognised.
     pub(crate) app: Option<Box<crate::app::AppState>>,
-    /// Content-detection progress (`app::PROBED_*`, `app::PROBE_DONE`).
-    pub(crate) app_probe: u8,
+    /// Content-detection progress (over when parsing is off, nothing was
+    /// recognised, or the protocol is known).
+    pub(crate) detection: wirelog_parse::detect::Detection,
 }
 
 /// Zeek's `Site::private_address_space` (scripts/base/utils/site.zeek, the

@@ -39,7 +39,9 @@ pub struct FlowKey {
     pub server: IpAddr16,
     pub server_port: u16,
     pub proto: u8,
-    pub iface: u16,
+    /// The capture interface's id: the kernel's ifindex on `-i any`, which
+    /// passes 65,535 on hosts that made and removed many interfaces.
+    pub iface: u32,
 }
 
 /// The server side of a flow, interned per bucket.
@@ -47,7 +49,7 @@ pub struct FlowKey {
 struct Service {
     server: IpAddr16,
     port: u16,
-    iface: u16,
+    iface: u32,
     proto: u8,
     /// The flows' client ids are interned IPv6 addresses, not IPv4 addresses.
     client_v6: bool,
@@ -304,11 +306,19 @@ pub struct FlowTable {
     v6_clients: Interner<IpAddr16>,
     /// Exact (first, last) of the entries whose times do not fit their ticks.
     wide: Vec<(i64, i64)>,
-    ifaces: Vec<Arc<str>>,
-    /// "if<N>" for interfaces without a name (`read` names none), made once
-    /// when a flow first names the interface: formatting it per flow record
-    /// was ~680 instructions and two allocations.
-    unnamed: Vec<Option<Arc<str>>>,
+    /// Interface names given by `set_iface_name`, sorted by id (a few, or
+    /// a few hundred on a container host: ids are ifindexes, sparse and up
+    /// to `u32::MAX`, so not a vector indexed by id).
+    ifaces: Vec<(u32, Arc<str>)>,
+    /// One past the highest named id: an id below it without a name of its
+    /// own is named "" (what the records said when names were a vector
+    /// indexed by id; kept so that output does not change).
+    named_below: u64,
+    /// "if<N>" for interfaces without a name (`read` names none), sorted by
+    /// id, made once when a flow first names the interface: formatting it
+    /// per flow record was ~680 instructions and two allocations.
+    unnamed: Vec<(u32, Arc<str>)>,
+    empty: Arc<str>,
     out: Vec<FlowRecord>,
     /// Flow records written before their bucket ended: the table was full,
     /// or a counter was (those also in `overflow_emits`).
@@ -336,20 +346,22 @@ impl FlowTable {
             v6_clients: Interner::new(max_flows + 1),
             wide: Vec::new(),
             ifaces: Vec::new(),
+            named_below: 0,
             unnamed: Vec::new(),
+            empty: Arc::from(""),
             out: Vec::new(),
             early_emits: 0,
             overflow_emits: 0,
         }
     }
 
-    /// Names of the interfaces, indexed by the `iface` of the keys.
-    pub fn set_iface_name(&mut self, iface: u16, name: &str) {
-        let i = iface as usize;
-        if self.ifaces.len() <= i {
-            self.ifaces.resize_with(i + 1, || Arc::from(""));
+    /// Names the interface whose keys carry `iface`.
+    pub fn set_iface_name(&mut self, iface: u32, name: &str) {
+        match self.ifaces.binary_search_by_key(&iface, |(id, _)| *id) {
+            Ok(at) => self.ifaces[at].1 = Arc::from(name),
+            Err(at) => self.ifaces.insert(at, (iface, Arc::from(name))),
         }
-        self.ifaces[i] = Arc::from(name);
+        self.named_below = self.named_below.max(u64::from(iface) + 1);
     }
 
     pub fn bucket_of(&self, ts_ns: i64) -> i64 {
@@ -650,30 +662,29 @@ impl FlowTable {
 
     /// Makes the "if<N>" name of `iface` if it has no name and none was made.
     #[inline]
-    fn name_unnamed(&mut self, iface: u16) {
-        let i = iface as usize;
-        if i >= self.ifaces.len() && self.unnamed.get(i).is_none_or(Option::is_none) {
+    fn name_unnamed(&mut self, iface: u32) {
+        if u64::from(iface) >= self.named_below && self.unnamed.binary_search_by_key(&iface, |(id, _)| *id).is_err() {
             self.make_unnamed(iface);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn make_unnamed(&mut self, iface: u16) {
-        let i = iface as usize;
-        if self.unnamed.len() <= i {
-            self.unnamed.resize(i + 1, None);
+    fn make_unnamed(&mut self, iface: u32) {
+        if let Err(at) = self.unnamed.binary_search_by_key(&iface, |(id, _)| *id) {
+            self.unnamed.insert(at, (iface, Arc::from(format!("if{iface}").as_str())));
         }
-        self.unnamed[i] = Some(Arc::from(format!("if{iface}").as_str()));
     }
 
     /// The interface's name, or "if<N>" when it has none.
-    fn iface_name(&self, iface: u16) -> Arc<str> {
-        let i = iface as usize;
-        match self.ifaces.get(i).or_else(|| self.unnamed.get(i).and_then(Option::as_ref)) {
-            Some(name) => name.clone(),
-            None => Arc::from(format!("if{iface}").as_str()),
+    fn iface_name(&self, iface: u32) -> Arc<str> {
+        let find = |names: &[(u32, Arc<str>)]| {
+            names.binary_search_by_key(&iface, |(id, _)| *id).ok().map(|at| names[at].1.clone())
+        };
+        if u64::from(iface) < self.named_below {
+            return find(&self.ifaces).unwrap_or_else(|| self.empty.clone());
         }
+        find(&self.unnamed).unwrap_or_else(|| Arc::from(format!("if{iface}").as_str()))
     }
 
     fn to_record(&self, e: &FlowEntry) -> FlowRecord {
@@ -788,7 +799,7 @@ mod tests {
         let mut t = FlowTable::new(5 * MIN, 1000, 1);
         t.advance(0);
         t.set_iface_name(2, "eth0");
-        for (c, iface) in [(1, 0), (2, 0), (3, 2), (4, 7), (5, 1)] {
+        for (c, iface) in [(1, 0u32), (2, 0), (3, 2), (4, 7), (5, 1)] {
             t.count(&FlowKey { iface, ..key(c, 80) }, true, 60, 1);
         }
         t.rotate();

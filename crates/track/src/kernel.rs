@@ -201,7 +201,7 @@ pub(crate) struct Delegated {
     /// The block (0 or 1) of the originator's packets.
     pub orig_block: usize,
     /// The capture interface, for a flow counted after its slot went stale.
-    pub iface: u16,
+    pub iface: u32,
     /// Packets and bytes per block merged so far.
     pub merged: [[u64; 2]; 2],
     /// The kernel suspended the entry (it passes the connection's packets).
@@ -292,7 +292,7 @@ impl Delegations {
 
     /// Writes the entry of a connection captured on `iface`. Returns false
     /// when the map refused (full).
-    pub fn delegate(&mut self, idx: u32, iface: u16, plan: &Plan) -> bool {
+    pub fn delegate(&mut self, idx: u32, iface: u32, plan: &Plan) -> bool {
         let Plan { key, orig_block, ref view, until_real_ns, .. } = *plan;
         let v = &mut self.value;
         v.fill(0);

@@ -1,14 +1,13 @@
 //! The connection tracker: packets in, conn records out.
 
 use wirelog_decode::{Checksum, IpPacket, Transport};
+use wirelog_parse::detect::{Detected, Detection};
 use wirelog_parse::stream::{Budget, SegFlags};
 use wirelog_parse::{Dir, Protocol, Transaction};
 use wirelog_procs::NewConn;
 use wirelog_record::{ConnRecord, Proto, TxRecord, UidGenerator};
 
-use crate::app::{
-    protocol_index, AppConfig, AppState, AppStats, PROBED_ORIG, PROBED_RESP, PROBE_DONE,
-};
+use crate::app::{protocol_index, AppConfig, AppState, AppStats};
 use crate::conn::{Conn, DatagramState, ProtoState, TcpPart};
 use crate::flow::{FlowKey, FlowSlot, FlowTable};
 use crate::history::HistoryState;
@@ -297,7 +296,7 @@ impl Tracker {
     }
 
     /// Names the interface whose packets are passed with id `iface`.
-    pub fn set_iface_name(&mut self, iface: u16, name: &str) {
+    pub fn set_iface_name(&mut self, iface: u32, name: &str) {
         self.flows.set_iface_name(iface, name);
     }
 
@@ -429,7 +428,7 @@ impl Tracker {
 
     /// Processes one decoded packet at packet time `ts_ns`, captured on interface `iface`.
     #[inline]
-    pub fn packet(&mut self, ts_ns: i64, iface: u16, pkt: &IpPacket<'_>) {
+    pub fn packet(&mut self, ts_ns: i64, iface: u32, pkt: &IpPacket<'_>) {
         let Some(key) = Self::key_of(pkt) else {
             self.stats.not_tracked += 1;
             if pkt.checksum != Checksum::BadIp {
@@ -461,7 +460,7 @@ impl Tracker {
     pub fn packet_keyed(
         &mut self,
         ts_ns: i64,
-        iface: u16,
+        iface: u32,
         pkt: &IpPacket<'_>,
         key: &ConnKey,
         hash: u64,
@@ -532,7 +531,7 @@ impl Tracker {
     /// also decides whether this one is. A path of its own, so that the
     /// packet path without keeping has not a branch more.
     #[inline(never)]
-    pub fn packet_kept(&mut self, ts_ns: i64, iface: u16, pkt: &IpPacket<'_>) -> KeepVerdict {
+    pub fn packet_kept(&mut self, ts_ns: i64, iface: u32, pkt: &IpPacket<'_>) -> KeepVerdict {
         let Some(k) = self.keep.as_mut() else {
             self.packet(ts_ns, iface, pkt);
             return KeepVerdict::default();
@@ -620,10 +619,10 @@ impl Tracker {
             scheduled_at: i64::MAX,
             generation: 0,
             app: None,
-            app_probe: if self.cfg.app.is_some() {
-                0
+            detection: if self.cfg.app.is_some() {
+                Detection::default()
             } else {
-                PROBE_DONE
+                Detection::OVER
             },
         };
         let stored = if flip {
@@ -771,7 +770,7 @@ impl Tracker {
         // Decided while the entry is at hand: connections with nothing to
         // parse (most of them) cost no second table access. A flip restarts
         // detection, so it always goes on.
-        let parse = flip || conn.app.is_some() || conn.app_probe & PROBE_DONE == 0;
+        let parse = flip || conn.app.is_some() || !conn.detection.is_over();
         if flip {
             self.flip(idx);
         }
@@ -822,37 +821,24 @@ impl Tracker {
                 }
                 (None, _) => None,
                 (Some(_), None) if cfg.by_content && !payload.is_empty() => {
-                    let bit = if is_orig { PROBED_ORIG } else { PROBED_RESP };
-                    if e.value.app_probe & bit != 0 {
-                        return;
-                    }
-                    e.value.app_probe |= bit;
-                    match wirelog_parse::detect::by_content(dir, payload) {
-                        Some(p) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx))),
+                    match e.value.detection.look(dir, payload) {
+                        Detected::Protocol(p) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx))),
                         // The originator's first bytes are a server's greeting
                         // (MySQL handshake): the capture missed the handshake
                         // and guessed the roles wrong. Flip as Zeek does when
                         // an analyzer confirms the responder (history `^`),
                         // then detect again from the server's side.
-                        None if is_orig
-                            && wirelog_parse::detect::server_greeting(payload).is_some() =>
-                        {
+                        Detected::Reversed(_) => {
                             self.flip(idx);
                             self.feed_app(idx, false, ts, pkt);
                             return;
                         }
-                        None if e.value.app_probe & (PROBED_ORIG | PROBED_RESP)
-                            == PROBED_ORIG | PROBED_RESP =>
-                        {
-                            e.value.app_probe |= PROBE_DONE;
-                            return;
-                        }
-                        None => return,
+                        Detected::Nothing => return,
                     }
                 }
                 (Some(_), None) => {
                     if !cfg.by_content {
-                        e.value.app_probe |= PROBE_DONE;
+                        e.value.detection.end();
                     }
                     return;
                 }
@@ -863,7 +849,7 @@ impl Tracker {
                     e.value.app = Some(a);
                 }
                 None => {
-                    e.value.app_probe |= PROBE_DONE;
+                    e.value.detection.end();
                     return;
                 }
             }
@@ -943,7 +929,7 @@ impl Tracker {
     /// Every packet of the connection counts, bad checksums included: flows
     /// account for traffic, conn records for what Zeek would make of it.
     #[inline]
-    fn count_flow(&mut self, idx: u32, is_orig: bool, iface: u16, ts: i64, pkt: &IpPacket<'_>) {
+    fn count_flow(&mut self, idx: u32, is_orig: bool, iface: u32, ts: i64, pkt: &IpPacket<'_>) {
         let Some(e) = self.table.get_mut(idx) else {
             return;
         };
@@ -979,7 +965,7 @@ impl Tracker {
         }
         if let Some(e) = self.table.get_mut(idx) {
             if self.cfg.app.is_some() {
-                e.value.app_probe = 0;
+                e.value.detection = Detection::default();
             }
         }
         let Some(e) = self.table.get_mut(idx) else {

@@ -282,7 +282,7 @@ fn content_detection_on_real_first_bytes() {
     for (f, port, proto) in ours {
         let evs = tcp_events(f, &[port]);
         let crate::testutil::Ev::Data { dir, data, .. } = &evs[0] else { panic!() };
-        assert_eq!(by_content(*dir, data), Some(proto), "{f}");
+        assert_eq!(by_content(*dir, data), crate::detect::Detected::Protocol(proto), "{f}");
     }
     let others = [
         "packetbeat/pcaps/http_post.pcap",

@@ -5,7 +5,7 @@
 
 use wirelog_record::tls::TlsTx;
 
-use super::{TlsHandshake, TlsParser};
+use super::{TlsHandshake, TlsLimits, TlsParser};
 use crate::{
     Detail, Dir, ParseConfig, ParseStats, Protocol, Span, StreamParser, Transaction, TxStatus,
 };
@@ -41,10 +41,12 @@ impl TlsConn {
     /// TLS that `outer`'s parser saw requested (its SSL request): the TLS
     /// parser seeks the handshake from here, skipping what is left of the
     /// request as preamble.
-    pub fn starttls(cfg: &ParseConfig, outer: Protocol, before: ParseStats) -> Self {
+    pub fn starttls(limits: TlsLimits, outer: Protocol, before: ParseStats) -> Self {
         TlsConn {
+            inner: TlsParser::with_limits(limits),
+            seen: [Seen::default(); 2],
             inside: Some((outer, before)),
-            ..TlsConn::new(cfg)
+            handshakes: 0,
         }
     }
 
@@ -180,6 +182,11 @@ impl StreamParser for TlsConn {
         }
         s
     }
+}
+
+/// This protocol's content probe (see [`crate::detect`]).
+pub fn probe(dir: Dir, data: &[u8]) -> crate::detect::Probe {
+    crate::detect::Probe::certain_if(looks_like(dir, data))
 }
 
 /// A client's first bytes that open a TLS handshake (a ClientHello record).

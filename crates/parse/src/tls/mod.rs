@@ -33,7 +33,7 @@ pub mod x509 {
 #[cfg(test)]
 mod tests;
 
-pub use conn::{looks_like, transaction, TlsConn};
+pub use conn::{looks_like, probe, transaction, TlsConn};
 pub use ja3::{ja3, ja3s, Ja3};
 pub use ja4::{ja4, Ja4};
 pub use wirelog_record::md5::md5_hex;
@@ -246,8 +246,8 @@ fn is_tls13(v: u16) -> bool {
 }
 
 impl TlsParser {
-    pub fn new(_cfg: &ParseConfig) -> Self {
-        Self::with_limits(TlsLimits::default())
+    pub fn new(cfg: &ParseConfig) -> Self {
+        Self::with_limits(cfg.tls)
     }
 
     pub fn with_limits(limits: TlsLimits) -> Self {

@@ -813,6 +813,40 @@ fn pgsql_ssl_request_hands_over_to_tls() {
     assert_eq!(c.service(Protocol::Pgsql), "postgresql,ssl");
 }
 
+/// The TLS parser that takes a connection over after STARTTLS reads with
+/// the connection's TLS limits, not the defaults: a ClientHello longer than
+/// a lowered `max_message` is malformed after the hand-over as it is on a
+/// plain TLS connection, and parses with the defaults.
+#[test]
+fn starttls_keeps_the_connections_tls_limits() {
+    use crate::{ConnParser, Detail, ParseConfig, Protocol, ProtocolParser};
+    let hello = client_hello_record();
+    let small = ParseConfig { tls: TlsLimits { max_message: hello.len() / 2, ..TlsLimits::default() }, ..ParseConfig::default() };
+    let run = |outer: Protocol, cfg: &ParseConfig| {
+        let mut c = outer.stream_parser(cfg);
+        let mut out = Vec::new();
+        match outer {
+            Protocol::Pgsql => {
+                c.data(Dir::ToServer, 1, &[0, 0, 0, 8, 4, 0xd2, 0x16, 0x2f], &mut out);
+                c.data(Dir::ToClient, 2, b"S", &mut out);
+                assert!(matches!(c, ConnParser::Tls(_)), "handed over");
+            }
+            _ => assert!(matches!(c, ConnParser::Tls(_))),
+        }
+        c.data(Dir::ToServer, 3, &hello, &mut out);
+        c.finish(4, &mut out);
+        let sni = match out.first().map(|t| &t.detail) {
+            Some(Detail::Tls(t)) => t.server_name.as_deref().map(String::from),
+            _ => None,
+        };
+        (c.stats().malformed, sni)
+    };
+    for outer in [Protocol::Tls, Protocol::Pgsql] {
+        assert_eq!(run(outer, &small).0, 1, "{outer:?}: the lowered limit applies");
+        assert_eq!(run(outer, &ParseConfig::default()), (0, Some("example.org".into())), "{outer:?}");
+    }
+}
+
 /// A handshake message beyond the cap is counted as malformed and the
 /// direction is given up; nothing near the declared size is allocated.
 #[test]

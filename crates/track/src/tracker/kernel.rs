@@ -117,7 +117,7 @@ impl Tracker {
     /// suspended one is queued for [`Tracker::kernel_rearm`], and one no
     /// longer in such a state is taken back. Notes whether the tracker's
     /// state still equals the kernel's chain for the packet's side.
-    pub(super) fn kernel_after_packet(&mut self, idx: u32, iface: u16, ts: i64, is_orig: bool, seg: Option<&Segment>) {
+    pub(super) fn kernel_after_packet(&mut self, idx: u32, iface: u32, ts: i64, is_orig: bool, seg: Option<&Segment>) {
         let Some(k) = self.kernel.as_ref() else { return };
         if self.keep.is_some() {
             return;
@@ -238,7 +238,7 @@ impl Tracker {
         let c = &e.value;
         let ProtoState::Tcp(part) = &c.state else { return None };
         // A parser, or content detection still going on, needs the bytes.
-        if c.app.is_some() || c.app_probe & PROBE_DONE == 0 {
+        if c.app.is_some() || !c.detection.is_over() {
             return None;
         }
         let view = self.tcp.get(part.slab).and_then(|t| t.kernel_view())?;
