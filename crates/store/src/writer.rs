@@ -456,7 +456,7 @@ fn write_hours(
             end += 1;
         }
         let pdir = partition_path(dir, src.kind(), hour);
-        create_dirs_durable(&pdir)?;
+        crate::fsutil::create_below(dir, &pdir)?;
         let f = encode::write_file(
             &pdir,
             prefix,
@@ -534,7 +534,7 @@ impl Store {
         }
         create_dirs_durable(dir)?;
         for kind in [Kind::Flows, Kind::Conns] {
-            create_dirs_durable(&dir.join(kind.as_str()))?;
+            crate::fsutil::create_below(dir, &dir.join(kind.as_str()))?;
         }
         let lock_path = dir.join(".writer.lock");
         let lock = DirLock::try_lock(&lock_path)?.ok_or_else(|| {
