@@ -109,7 +109,8 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
     let processes = cfg.processes.is_some();
     match &cfg.logs {
         Some(dir) => {
-            let mut logs = LogDir::create_dir(dir, cfg.format, 0).with_context(|| format!("--logs {}", dir.display()))?;
+            let mut logs = LogDir::create_dir(dir, cfg.format, 0)
+                .with_context(|| format!("cannot create log directory {}", dir.display()))?;
             logs.min_free = cfg.min_free.bytes_for(dir);
             let conn = ConnLogWriter::new(logs.create("conn.log")?, cfg.format)
                 .with_empty_tcp_note(cfg.empty_tcp_note)
