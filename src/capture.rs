@@ -174,7 +174,12 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         HookState::Refused(_) => "eBPF connect hook refused",
     });
 
-    // Outputs, created while still privileged.
+    // Outputs, created while still privileged; what wirelog creates from
+    // here on (and only that) is given to the user it becomes.
+    let target = target_user(args.user.as_deref())?;
+    if let Some(u) = &target {
+        wirelog_safefs::give_created_to(u.uid, u.gid);
+    }
     let started = crate::output::start(OutputConfig {
         empty_tcp_note: args.probe.skip_empty_tcp,
         processes: resolver.as_ref().map(|r| r.owners()),
@@ -185,10 +190,10 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     // --pcap-dir: the writer's directory is made (and given away) with the outputs.
     let keeping = args.pcap.start()?;
     let pcap_counters = keeping.as_ref().map(|k| k.counters());
-    owned_paths.extend(keeping.as_ref().map(|k| k.dir.clone()));
+    owned_paths.extend(keeping.as_ref().map(|k| (k.dir.clone(), false)));
     let dropped = output.dropped_counter();
 
-    drop_privileges(args.user.as_deref(), &owned_paths, resolver.as_mut())?;
+    drop_privileges(target.as_ref(), &owned_paths, resolver.as_mut())?;
 
     let names: Vec<String> = ifaces.iter().map(|i| i.name.clone()).collect();
     let counters: Vec<Arc<WorkerCounters>> = (0..args.workers).map(|_| Arc::default()).collect();
@@ -418,14 +423,29 @@ fn dropped_note(dropped: &std::sync::atomic::AtomicU64) -> String {
     }
 }
 
-/// Gives the outputs to the unprivileged user and becomes it. As root the
-/// default user is `nobody`; `--user root` keeps root. Not as root (e.g. with
-/// file capabilities), capabilities are dropped.
+/// The user a capture started as root becomes (`--user`, default
+/// `nobody`); None when it stays root (`--user root`) or did not start as
+/// root (then `--user` is refused: changing user needs root).
+fn target_user(user: Option<&str>) -> Result<Option<User>> {
+    if !privs::is_root() {
+        if let Some(u) = user {
+            bail!("--user {u}: changing user needs root");
+        }
+        return Ok(None);
+    }
+    let u = User::lookup(user.unwrap_or("nobody"))?;
+    Ok((u.uid != 0).then_some(u))
+}
+
+/// Becomes the unprivileged user `target` (see [`target_user`]), once the
+/// output directories are checked to be writable by it: wirelog gave it
+/// what it created, never an existing directory or file. Not as root (e.g.
+/// with file capabilities), capabilities are dropped.
 ///
 /// With `--processes` the resolver's thread is started here: as the new
 /// user but keeping the two capabilities reading /proc/PID/fd of every
 /// process takes, which this thread then gives up before any worker starts.
-fn drop_privileges(user: Option<&str>, owned: &[PathBuf], resolver: Option<&mut Resolver>) -> Result<()> {
+fn drop_privileges(target: Option<&User>, outputs: &[(PathBuf, bool)], resolver: Option<&mut Resolver>) -> Result<()> {
     let spawn = |r: Option<&mut Resolver>| -> Result<()> {
         if let Some(r) = r {
             r.spawn().context("cannot start the process resolver thread")?;
@@ -433,25 +453,20 @@ fn drop_privileges(user: Option<&str>, owned: &[PathBuf], resolver: Option<&mut 
         Ok(())
     };
     if !privs::is_root() {
-        if let Some(u) = user {
-            bail!("--user {u}: changing user needs root");
-        }
         spawn(resolver)?;
         privs::drop_capabilities()?;
         return Ok(());
     }
-    let name = user.unwrap_or("nobody");
-    let u = User::lookup(name)?;
-    if u.uid == 0 {
+    let Some(u) = target else {
         return spawn(resolver);
-    }
-    for p in owned {
-        privs::chown_tree(p, &u)?;
+    };
+    for (dir, below) in outputs {
+        privs::check_writable(dir, u, *below)?;
     }
     match resolver {
-        None => privs::drop_to(&u)?,
+        None => privs::drop_to(u)?,
         Some(r) => {
-            privs::drop_to_keeping(&u, privs::CAPS_READ_PROCS)?;
+            privs::drop_to_keeping(u, privs::CAPS_READ_PROCS)?;
             spawn(Some(r))?;
             privs::drop_capabilities()?;
         }

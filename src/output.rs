@@ -80,9 +80,10 @@ impl OutputConfig {
 /// The output stage of a run, started.
 pub struct Started {
     pub output: Output,
-    /// Directories and files created for the output (to hand to the user
-    /// live capture drops privileges to).
-    pub paths: Vec<PathBuf>,
+    /// The output directories, each with whether the directories below it
+    /// are written too (the store's partitions): live capture checks that
+    /// the user it becomes can write them.
+    pub paths: Vec<(PathBuf, bool)>,
     /// Where capture's statistics loop hands health rows (with --clickhouse).
     pub health: Option<wirelog_clickhouse::HealthSender>,
 }
@@ -98,22 +99,24 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
     // refusal must leave no log behind.
     if let Some((dir, mut opts)) = cfg.store {
         if opts.min_free_bytes == 0 {
-            let _ = std::fs::create_dir_all(&dir);
+            // Made here (as the store would make it) to measure its disk.
+            wirelog_safefs::Dir::create(&dir).with_context(|| format!("--store {}", dir.display()))?;
             opts.min_free_bytes = cfg.min_free.bytes_for(&dir);
         }
         sinks.push(Box::new(StoreSink::open(&dir, opts, live.clone())?));
-        paths.push(dir);
+        paths.push((dir, true));
     }
     let processes = cfg.processes.is_some();
     match &cfg.logs {
         Some(dir) => {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create log directory {}", dir.display()))?;
-            let logs = LogDir { dir: dir.clone(), format: cfg.format, min_free: cfg.min_free.bytes_for(dir) };
+            let mut logs = LogDir::create_dir(dir, cfg.format, 0)
+                .with_context(|| format!("cannot create log directory {}", dir.display()))?;
+            logs.min_free = cfg.min_free.bytes_for(dir);
             let conn = ConnLogWriter::new(logs.create("conn.log")?, cfg.format)
                 .with_empty_tcp_note(cfg.empty_tcp_note)
                 .with_processes(processes);
             let flows = FlowLogWriter::new(logs.create("flows.log")?, cfg.format);
-            paths.extend([dir.join("conn.log"), dir.join("flows.log"), dir.clone()]);
+            paths.push((dir.clone(), false));
             sinks.push(Box::new(conn));
             sinks.push(Box::new(flows));
             sinks.push(Box::new(TxLogs::new(logs.clone(), processes)?));
@@ -130,7 +133,7 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
     // for ClickHouse.
     let mut health = None;
     if let Some(c) = cfg.clickhouse {
-        paths.push(c.spool_dir.clone());
+        paths.push((c.spool_dir.clone(), false));
         let sink = wirelog_clickhouse::ClickHouseSink::start(c)?;
         health = Some(sink.health_sender());
         sinks.push(Box::new(sink));

@@ -485,7 +485,9 @@ fn flow_buckets_end_on_an_idle_link() {
     let conns = cap.dir.join("logs/conn.log");
     // Bucket end (<= 1 s) + timer lag (150 ms) + log flush (<= 1 s), with margin.
     let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(6) && (read_log(&flows).is_empty() || read_log(&conns).is_empty()) {
+    // A log appears with its header, at its first write: until then it is absent.
+    let records = |p: &Path| if p.exists() { read_log(p) } else { Vec::new() };
+    while t0.elapsed() < Duration::from_secs(6) && (records(&flows).is_empty() || records(&conns).is_empty()) {
         std::thread::sleep(Duration::from_millis(200));
     }
     let (f, c) = (read_log(&flows), read_log(&conns));

@@ -382,3 +382,67 @@ fn a_full_pcap_dir_loses_packets_counted_never_records() {
         assert!(uids.values().flatten().all(|o| *o < len), "{} points past its data", idx.display());
     }
 }
+
+/// Logs on a 256 KB disk, then on a disk with no byte left: a log holds its
+/// whole Zeek header or does not exist (no 0-byte or headerless file, no
+/// temporary left), and its records, written or dropped, are all counted.
+#[test]
+fn a_log_holds_its_header_or_does_not_exist() {
+    if !is_root() {
+        return skip("mounting tmpfs needs root");
+    }
+    let pcap = synthetic_pcap(40_000);
+    let want = roomy(&pcap);
+    for no_byte_left in [false, true] {
+        let t = Tmpfs::mount("header", "256k");
+        let l = t.dir.join("logs");
+        std::fs::create_dir(&l).unwrap();
+        let _filler = no_byte_left.then(|| fill_until(&t.dir, 0));
+        let r = read(&["--no-store", "--min-free", "0", "--logs", l.to_str().unwrap()], &pcap, None);
+        assert_eq!(r.code, Some(EXIT_PARTIAL), "{}", r.stderr);
+        for e in std::fs::read_dir(&l).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            assert!(!name.starts_with('.'), "a temporary was left: {name}");
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            assert!(
+                text.starts_with("#separator") && text.lines().any(|l| l.starts_with("#types")),
+                "{name} ({} bytes) has no whole header",
+                text.len()
+            );
+        }
+        if no_byte_left {
+            assert_eq!(std::fs::read_dir(&l).unwrap().count(), 0, "a log appeared on a disk with no byte left");
+            assert!(r.stderr.contains("conn.log"), "the warning names the log: {}", r.stderr);
+        }
+        assert_eq!(log_records(&l.join("conn.log")) + dropped(&r.stderr, "conn.log"), want.conn_log, "{}", r.stderr);
+        assert_eq!(log_records(&l.join("flows.log")) + dropped(&r.stderr, "flows.log"), want.flows_log, "{}", r.stderr);
+    }
+}
+
+/// A store flush on a disk too small for a kind's whole file writes what
+/// fits in smaller files and drops (counting) only the rest: the disk is
+/// left nearly full, not with most of it free.
+#[test]
+fn a_store_flush_writes_what_fits() {
+    if !is_root() {
+        return skip("mounting tmpfs needs root");
+    }
+    let pcap = synthetic_pcap(40_000);
+    let want = roomy(&pcap);
+    let t = Tmpfs::mount("fits", "1m");
+    let s = t.dir.join("store");
+    let r = read(&["--min-free", "0", "--store", s.to_str().unwrap()], &pcap, None);
+    assert_eq!(r.code, Some(EXIT_PARTIAL), "{}", r.stderr);
+    let (conns, flows) = (store_rows(&s, "conns"), store_rows(&s, "flows"));
+    let left = free_bytes(&t.dir);
+    eprintln!("1 MB disk: {conns} of {} conns and {flows} of {} flows kept, {left} bytes left free", want.conns, want.flows);
+    assert_eq!(conns + dropped(&r.stderr, "store conns"), want.conns, "{}", r.stderr);
+    assert_eq!(flows + dropped(&r.stderr, "store flows"), want.flows, "{}", r.stderr);
+    assert!(conns > 0 && flows > 0, "a kind's flush kept nothing: {}", r.stderr);
+    assert!(dropped(&r.stderr, "store conns") + dropped(&r.stderr, "store flows") > 0, "the disk was too small: {}", r.stderr);
+    // Less than one smallest file (1024 rows) would take stays free.
+    assert!(left < 128 << 10, "{left} bytes stayed free while rows were dropped: {}", r.stderr);
+    assert!(r.stderr.contains("the store's writing is paused"), "the pause is said: {}", r.stderr);
+    no_temporaries(&t.dir);
+}

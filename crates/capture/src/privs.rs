@@ -44,30 +44,51 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Gives `path` and everything under it to `user`, so a store created by
-/// root stays writable after the drop. Symlinks are not followed.
-pub fn chown_tree(path: &Path, user: &User) -> Result<(), CaptureError> {
-    let chown = |p: &Path| -> Result<(), CaptureError> {
-        let c = CString::new(p.as_os_str().as_encoded_bytes())
-            .map_err(|_| CaptureError::new(ErrorKind::Privileges, format!("{}: bad path", p.display())))?;
-        // SAFETY: valid NUL-terminated path.
-        if unsafe { libc::lchown(c.as_ptr(), user.uid, user.gid) } != 0 {
-            return Err(CaptureError::last_os(
-                ErrorKind::Privileges,
-                format!("chown {} to {}", p.display(), user.name),
-            ));
-        }
-        Ok(())
+/// Checks that `user` can create and remove entries in the directory
+/// `dir` (and, with `recursive`, in every directory below it, links not
+/// followed) once it is that user with no supplementary group, as
+/// [`drop_to`] leaves it. Nothing is changed: wirelog gives the user only
+/// what it creates itself (see wirelog-safefs), never an existing directory,
+/// so one that is not the user's already is refused here, named, before
+/// any packet is read rather than at the first file written in it.
+pub fn check_writable(dir: &Path, user: &User, recursive: bool) -> Result<(), CaptureError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| CaptureError::os(ErrorKind::Privileges, dir.display(), e))?;
+    if !meta.is_dir() {
+        return Ok(());
+    }
+    let mode = meta.mode();
+    // Write and search permission for the class the user falls in.
+    let wx = if meta.uid() == user.uid {
+        mode & 0o300 == 0o300
+    } else if meta.gid() == user.gid {
+        mode & 0o030 == 0o030
+    } else {
+        mode & 0o003 == 0o003
     };
-    chown(path)?;
-    let meta = std::fs::symlink_metadata(path)
-        .map_err(|e| CaptureError::os(ErrorKind::Privileges, format!("{}", path.display()), e))?;
-    if meta.is_dir() {
-        let entries =
-            std::fs::read_dir(path).map_err(|e| CaptureError::os(ErrorKind::Privileges, path.display(), e))?;
+    if !wx {
+        return Err(CaptureError::new(
+            ErrorKind::Privileges,
+            format!(
+                "{} is not writable by {} (uid {}), the user capture runs as once its sockets are open; \
+                 wirelog gives that user only what it creates itself: give it this directory \
+                 (chown {} {}), name a directory wirelog may create, or use --user root",
+                dir.display(),
+                user.name,
+                user.uid,
+                user.name,
+                dir.display()
+            ),
+        ));
+    }
+    if recursive {
+        let entries = std::fs::read_dir(dir).map_err(|e| CaptureError::os(ErrorKind::Privileges, dir.display(), e))?;
         for e in entries {
-            let e = e.map_err(|e| CaptureError::os(ErrorKind::Privileges, path.display(), e))?;
-            chown_tree(&e.path(), user)?;
+            let e = e.map_err(|e| CaptureError::os(ErrorKind::Privileges, dir.display(), e))?;
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                check_writable(&e.path(), user, true)?;
+            }
         }
     }
     Ok(())
@@ -223,7 +244,10 @@ mod tests {
         let nobody = User::lookup("nobody").unwrap();
         let dir = std::env::temp_dir().join(format!("wirelog-privs-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("sub")).unwrap();
-        chown_tree(&dir, &nobody).unwrap();
+        for d in [dir.clone(), dir.join("sub")] {
+            std::os::unix::fs::chown(&d, Some(nobody.uid), Some(nobody.gid)).unwrap();
+        }
+        check_writable(&dir, &nobody, true).unwrap();
         // SAFETY: fork in a test; the child only makes syscalls and exits.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
@@ -239,5 +263,26 @@ mod tests {
         unsafe { libc::waitpid(pid, &mut status, 0) };
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
+    }
+
+    /// A directory below that stays root's is named; nothing is changed.
+    #[test]
+    fn a_directory_not_the_users_is_named() {
+        use std::os::unix::fs::MetadataExt;
+        if !is_root() {
+            return;
+        }
+        let nobody = User::lookup("nobody").unwrap();
+        let dir = std::env::temp_dir().join(format!("wirelog-privs-check-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("conn/2026-01-01")).unwrap();
+        for d in [dir.clone(), dir.join("conn")] {
+            std::os::unix::fs::chown(&d, Some(nobody.uid), Some(nobody.gid)).unwrap();
+        }
+        check_writable(&dir, &nobody, false).unwrap();
+        let e = check_writable(&dir, &nobody, true).unwrap_err();
+        assert!(e.message.contains("conn/2026-01-01 is not writable by nobody"), "{}", e.message);
+        assert_eq!(std::fs::metadata(dir.join("conn/2026-01-01")).unwrap().uid(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -10,14 +10,19 @@
 //! The spool is bounded (`--spool-size`): a batch that does not fit is
 //! dropped and counted by the caller. One process uses a spool at a time
 //! (an exclusive lock on `LOCK`).
+//!
+//! Files are created, opened, renamed and removed through the directory
+//! opened without following a link (wirelog-safefs): a link planted in the
+//! spool is refused or replaced, never followed.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
+use wirelog_safefs::Dir;
 
 use crate::schema::Table;
 
@@ -53,13 +58,8 @@ impl Spool {
     /// files of an interrupted write and lists the batches waiting.
     pub fn open(dir: &Path, limit: u64) -> io::Result<Spool> {
         let ctx = |what: &str, e: io::Error| io::Error::new(e.kind(), format!("spool {}: {what}: {e}", dir.display()));
-        fs::create_dir_all(dir).map_err(|e| ctx("cannot create", e))?;
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join("LOCK"))
-            .map_err(|e| ctx("cannot open LOCK", e))?;
+        let d = Dir::create(dir).map_err(|e| ctx("cannot create", e))?;
+        let lock = d.open_lock("LOCK").map_err(|e| ctx("cannot open LOCK", e))?;
         // SAFETY: flock on a descriptor we own; no memory is passed.
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Err(io::Error::new(
@@ -74,7 +74,7 @@ impl Spool {
             let file_name = e.file_name();
             let n = file_name.to_string_lossy();
             if n.ends_with(".tmp") {
-                let _ = fs::remove_file(e.path());
+                let _ = d.remove_file(&file_name);
                 continue;
             }
             let Some(seq) = n.strip_suffix(".batch").and_then(|s| s.parse::<u64>().ok()) else {
@@ -89,7 +89,7 @@ impl Spool {
                 Err(err) => {
                     // Kept aside for a human, never sent: it is not a batch we wrote.
                     eprintln!("wirelog: warning: spool file {}: {err}; renamed to .bad", e.path().display());
-                    let _ = fs::rename(e.path(), e.path().with_extension("bad"));
+                    let _ = d.rename(&file_name, e.path().with_extension("bad").file_name().unwrap_or_default());
                 }
             }
         }
@@ -132,18 +132,19 @@ impl Spool {
         if self.bytes + size > self.limit {
             return Ok(false);
         }
-        let tmp = self.dir.join(format!(".{}.tmp", name(p.seq)));
-        let path = self.dir.join(name(p.seq));
+        let tmp = format!(".{}.tmp", name(p.seq));
+        let d = Dir::open(&self.dir)?;
         let write = || -> io::Result<()> {
-            let mut f = File::create(&tmp)?;
+            d.remove_file(&tmp)?;
+            let mut f = d.create_new(&tmp)?;
             f.write_all(header.as_bytes())?;
             f.write_all(&p.data)?;
             f.sync_all()?;
-            fs::rename(&tmp, &path)?;
-            File::open(&self.dir)?.sync_all()
+            d.rename(&tmp, name(p.seq))?;
+            d.sync()
         };
         if let Err(e) = write() {
-            let _ = fs::remove_file(&tmp);
+            let _ = d.remove_file(&tmp);
             return Err(io::Error::new(e.kind(), format!("spool {}: cannot write a batch: {e}", self.dir.display())));
         }
         if let Some((old, _)) = self.files.insert(p.seq, (size, p.rows)) {
@@ -157,7 +158,8 @@ impl Spool {
     pub fn read(&self, seq: u64) -> io::Result<Payload> {
         let path = self.dir.join(name(seq));
         let (table, rows, token, offset) = read_header(&path)?;
-        let all = fs::read(&path)?;
+        let mut all = Vec::new();
+        open_batch(&path)?.read_to_end(&mut all)?;
         Ok(Payload { seq, table, token, rows, data: Bytes::from(all).slice(offset..) })
     }
 
@@ -165,7 +167,7 @@ impl Spool {
     pub fn remove(&mut self, seq: u64) -> io::Result<()> {
         if let Some((size, _)) = self.files.remove(&seq) {
             self.bytes -= size;
-            fs::remove_file(self.dir.join(name(seq)))?;
+            Dir::open(&self.dir)?.remove_file(name(seq))?;
         }
         Ok(())
     }
@@ -174,16 +176,21 @@ impl Spool {
     pub fn quarantine(&mut self, seq: u64) {
         if let Some((size, _)) = self.files.remove(&seq) {
             self.bytes -= size;
-            let p = self.dir.join(name(seq));
-            let _ = fs::rename(&p, p.with_extension("bad"));
+            let _ = Dir::open(&self.dir).and_then(|d| d.rename(name(seq), format!("{seq:020}.bad")));
         }
     }
+}
+
+/// Opens a spooled file: never through a link, a regular file of one link.
+fn open_batch(path: &Path) -> io::Result<File> {
+    let (d, name) = wirelog_safefs::parent_of(path)?;
+    d.open_file(name, false)
 }
 
 /// (table, rows, token, offset of the data).
 fn read_header(path: &Path) -> io::Result<(Table, u64, String, usize)> {
     let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {why}", path.display()));
-    let mut f = File::open(path)?;
+    let mut f = open_batch(path)?;
     let mut head = [0u8; 512];
     let n = io::Read::read(&mut f, &mut head)?;
     let end = head[..n].iter().position(|&b| b == b'\n').ok_or_else(|| bad("no header line"))?;

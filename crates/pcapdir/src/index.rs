@@ -495,17 +495,20 @@ pub(crate) fn compact(path: &Path, pcap: &Path) -> io::Result<bool> {
         return Ok(false);
     }
     let sorted = encode_sorted(parse(path, &bytes, &|_| true)?);
-    let part = path.with_file_name(format!(".{}.part", path.file_name().unwrap_or_default().to_string_lossy()));
-    let written = File::create(&part).and_then(|mut f| {
+    // Written beside it, exclusively, and renamed within the directory
+    // opened without following a link (see wirelog-safefs).
+    let (dir, name) = wirelog_safefs::parent_of(path)?;
+    let part = format!(".{}.part", name.to_string_lossy());
+    let written = dir.remove_file(&part).and_then(|_| dir.create_new(&part)).and_then(|mut f| {
         f.write_all(&sorted)?;
         f.sync_data()
     });
-    if let Err(e) = written.and_then(|()| std::fs::rename(&part, path)) {
-        let _ = std::fs::remove_file(&part);
+    if let Err(e) = written.and_then(|()| dir.rename(&part, name)) {
+        let _ = dir.remove_file(&part);
         return Err(e);
     }
     if !pcap.exists() {
-        let _ = std::fs::remove_file(path);
+        let _ = dir.remove_file(name);
     }
     Ok(true)
 }

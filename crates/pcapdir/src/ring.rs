@@ -85,8 +85,10 @@ pub(crate) fn enforce(
         if !(too_many || too_big || too_old) {
             break;
         }
-        std::fs::remove_file(&f.path)?;
-        let _ = std::fs::remove_file(f.index_path());
+        // Removed through the directory (never following a link).
+        let (dir, name) = wirelog_safefs::parent_of(&f.path)?;
+        dir.remove_file(name)?;
+        let _ = dir.remove_file(f.index_path().file_name().unwrap_or_default());
         total -= f.bytes;
         count -= 1;
         deleted.push((*f).clone());

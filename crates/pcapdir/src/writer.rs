@@ -12,7 +12,7 @@
 //! ([`Compactor`]), so the writer goes straight on with the next file.
 
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -23,6 +23,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use wirelog_record::Uid;
+use wirelog_safefs::Dir;
 
 use crate::index::{compact, BlockBuilder, HEADER as INDEX_HEADER};
 use crate::name::{file_name, index_path};
@@ -77,12 +78,14 @@ pub struct PcapDir {
 impl PcapDir {
     /// Creates the directory if needed and starts the writer thread.
     pub fn start(cfg: PcapDirConfig) -> io::Result<PcapDir> {
-        std::fs::create_dir_all(&cfg.dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("--pcap-dir {}: {e}", cfg.dir.display())))?;
-        let probe = cfg.dir.join(".wirelog-write-test");
-        File::create(&probe)
-            .and_then(|_| std::fs::remove_file(&probe))
-            .map_err(|e| io::Error::new(e.kind(), format!("--pcap-dir {}: cannot write: {e}", cfg.dir.display())))?;
+        // The directory is opened without following a link (and made when
+        // missing); every file goes through it (see wirelog-safefs).
+        let dir = Dir::create(&cfg.dir).map_err(|e| io::Error::new(e.kind(), format!("--pcap-dir: {e}")))?;
+        let probe = ".wirelog-write-test";
+        dir.remove_file(probe)
+            .and_then(|_| dir.create_new(probe))
+            .and_then(|_| dir.remove_file(probe))
+            .map_err(|e| io::Error::new(e.kind(), format!("--pcap-dir: cannot write: {e}")))?;
         let (tx, rx) = sync_channel(cfg.queue_batches.max(1));
         let spares = Arc::new(Mutex::new(Vec::new()));
         let counters = Arc::new(KeepCounters::default());
@@ -322,13 +325,18 @@ impl Writer {
         // Both files appear under their names with their headers written, so
         // a reader (or a kill) never meets one without its header.
         // A failure (a full disk) leaves nothing behind.
+        // Created exclusively in the directory opened without following a
+        // link, renamed within it (see wirelog-safefs).
+        let dir = Dir::open(&self.cfg.dir)?;
         let with_header = |dest: &std::path::Path, header: &[u8]| -> io::Result<File> {
-            let part = dest.with_file_name(format!(".{}.part", dest.file_name().unwrap_or_default().to_string_lossy()));
-            let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&part)?;
-            match f.write_all(header).and_then(|()| std::fs::rename(&part, dest)) {
+            let name = dest.file_name().unwrap_or_default();
+            let part = format!(".{}.part", name.to_string_lossy());
+            dir.remove_file(&part)?;
+            let mut f = dir.create_new(&part)?;
+            match f.write_all(header).and_then(|()| dir.rename(&part, name)) {
                 Ok(()) => Ok(f),
                 Err(e) => {
-                    let _ = std::fs::remove_file(&part);
+                    let _ = dir.remove_file(&part);
                     Err(e)
                 }
             }
@@ -344,7 +352,7 @@ impl Writer {
         // The index first: a pcap file is never without one.
         let index = with_header(&index_path(&path), &INDEX_HEADER)?;
         let file = with_header(&path, &header).inspect_err(|_| {
-            let _ = std::fs::remove_file(index_path(&path));
+            let _ = dir.remove_file(index_path(&path).file_name().unwrap_or_default());
         })?;
         self.counters.files.fetch_add(1, Relaxed);
         if std::mem::take(&mut self.failing) {

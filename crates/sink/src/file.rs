@@ -7,12 +7,22 @@
 //! `max_pending` bytes wait; lines beyond that are dropped and counted, never
 //! half-written. A free-space floor (`min_free`) pauses writing before the
 //! disk is full, so the probe never takes its last byte from other processes.
+//!
+//! The file appears only with its header: its first chunk (the Zeek header
+//! and what followed it) is written to a new hidden file in the log
+//! directory, which is renamed to the log's name once that write is whole.
+//! A disk too full for the header leaves no file, only the counted loss.
+//! Everything goes through the directory's descriptor ([`Dir`]): a planted
+//! link under either name is replaced or refused, never followed.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use wirelog_safefs::Dir;
 
 /// Bytes collected before they are written (the size of a BufWriter's buffer).
 const CHUNK: usize = 1 << 16;
@@ -36,8 +46,11 @@ pub struct LogFileStats {
 }
 
 pub struct LogFile {
+    dir: Arc<Dir>,
+    name: String,
     path: PathBuf,
-    file: File,
+    /// None until the first chunk (with the header) is written whole.
+    file: Option<File>,
     /// Bytes in the file: whole lines only.
     len: u64,
     /// Bytes not written yet.
@@ -52,15 +65,18 @@ pub struct LogFile {
 }
 
 impl LogFile {
-    /// Creates (truncates) `path`. At most `max_pending` bytes wait in memory
-    /// while the disk is full; writing pauses while the file system has less
-    /// than `min_free` bytes available (0: no floor).
-    pub fn create(path: &Path, max_pending: usize, min_free: u64) -> io::Result<LogFile> {
-        let file = File::create(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display())))?;
+    /// The log `name` in `dir`: an earlier file of that name is removed now
+    /// (a run's log never reads as an earlier one's); the new one appears at
+    /// the first write, with its header. At most `max_pending` bytes wait in
+    /// memory while the disk is full; writing pauses while the file system
+    /// has less than `min_free` bytes available (0: no floor).
+    pub fn create(dir: Arc<Dir>, name: &str, max_pending: usize, min_free: u64) -> io::Result<LogFile> {
+        dir.remove_file(name)?;
         Ok(LogFile {
-            path: path.to_path_buf(),
-            file,
+            path: dir.join(name),
+            name: name.to_string(),
+            dir,
+            file: None,
             len: 0,
             buf: Vec::with_capacity(CHUNK),
             max_pending: max_pending.max(CHUNK),
@@ -101,7 +117,7 @@ impl LogFile {
         };
         let end = last_nl + 1;
         if self.min_free > 0 {
-            if let Some(avail) = available(&self.path) {
+            if let Some(avail) = available(self.dir.path()) {
                 if avail < self.min_free.saturating_add(end as u64) {
                     self.stats.pauses += 1;
                     self.retry_at = Some(Instant::now() + SPACE_RETRY);
@@ -109,17 +125,23 @@ impl LogFile {
                 }
             }
         }
-        match self.file.write_all_at(&self.buf[..end], self.len) {
+        let written = match &self.file {
+            Some(file) => file.write_all_at(&self.buf[..end], self.len).map_err(|e| {
+                // Whatever part of the chunk reached the file is cut off
+                // again: the file ends with a whole line.
+                let cut = file.set_len(self.len);
+                (e, cut)
+            }),
+            None => self.first_chunk(end).map_err(|e| (e, Ok(()))),
+        };
+        match written {
             Ok(()) => {
                 self.len += end as u64;
                 self.buf.drain(..end);
                 self.retry_at = None;
                 Ok(())
             }
-            Err(e) => {
-                // Whatever part of the chunk reached the file is cut off
-                // again: the file ends with a whole line.
-                let cut = self.file.set_len(self.len);
+            Err((e, cut)) => {
                 if is_out_of_space(&e) {
                     self.stats.space_failures += 1;
                     self.stats.last_error = Some(format!("cannot write {}: {e}", self.path.display()));
@@ -129,6 +151,24 @@ impl LogFile {
                 Err(self.error("write", e))
             }
         }
+    }
+
+    /// Writes the first `end` bytes (the header and what follows it) to a
+    /// new hidden file and renames it to the log's name: the log appears
+    /// whole-headed or not at all (the hidden file is removed on failure).
+    fn first_chunk(&mut self, end: usize) -> io::Result<()> {
+        let tmp = format!(".{}.part", self.name);
+        // A leftover of a killed run (or anything planted) under the hidden
+        // name is removed first: the file is then created exclusively.
+        self.dir.remove_file(&tmp)?;
+        let file = self.dir.create_new(&tmp)?;
+        let done = file.write_all_at(&self.buf[..end], 0).and_then(|()| self.dir.rename(&tmp, &self.name));
+        if let Err(e) = done {
+            let _ = self.dir.remove_file(&tmp);
+            return Err(e);
+        }
+        self.file = Some(file);
+        Ok(())
     }
 
     fn error(&self, op: &str, e: io::Error) -> io::Error {
@@ -201,7 +241,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("wirelog-logfile-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("x.log");
-        let mut f = LogFile::create(&p, 1 << 20, 0).unwrap();
+        std::fs::write(&p, b"an earlier run's\n").unwrap();
+        let mut f = LogFile::create(Arc::new(Dir::open(&dir).unwrap()), "x.log", 1 << 20, 0).unwrap();
+        // The earlier file is gone; the new one appears at the first write.
+        assert!(!p.exists());
         f.write_all(b"#header\n").unwrap();
         f.write_all(b"a\tb\n").unwrap();
         f.write_all(b"half").unwrap();

@@ -3,7 +3,10 @@
 //! sinks share about those files (space, retries, what was dropped).
 
 use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
+use std::path::Path;
+use std::sync::Arc;
+
+use wirelog_safefs::Dir;
 
 use crate::{LogFile, LogFormat, SinkEnd, Space};
 
@@ -52,33 +55,39 @@ impl Write for LogOut {
     }
 }
 
-/// The log directory: where log files are created, in which format, and the
+/// The log directory (opened once, without following a link: see
+/// wirelog-safefs): where log files are created, in which format, and the
 /// free space they leave on its disk.
 #[derive(Debug, Clone)]
 pub struct LogDir {
-    pub dir: PathBuf,
+    dir: Arc<Dir>,
     pub format: LogFormat,
     /// Writing pauses while the file system has less than this available.
     pub min_free: u64,
 }
 
 impl LogDir {
-    /// Creates (truncates) the log `name` in the directory.
+    /// Opens the log directory `path`, creating it (and its missing parents)
+    /// when needed.
+    pub fn create_dir(path: &Path, format: LogFormat, min_free: u64) -> io::Result<LogDir> {
+        Ok(LogDir { dir: Arc::new(Dir::create(path)?), format, min_free })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The log `name` in the directory: an earlier file of that name is
+    /// removed now, the new one appears with its header (see [`LogFile`]).
     pub fn create(&self, name: &str) -> io::Result<LogOut> {
-        Ok(LogOut::File(LogFile::create(&self.dir.join(name), LOG_PENDING, self.min_free)?))
+        Ok(LogOut::File(LogFile::create(self.dir.clone(), name, LOG_PENDING, self.min_free)?))
     }
 
     /// Removes a log an earlier run left, before this run writes anything:
     /// logs that appear only when there is something to log would otherwise
     /// read as this run's.
     pub fn remove_stale(&self, name: &str) -> io::Result<()> {
-        let old = self.dir.join(name);
-        match std::fs::remove_file(&old) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                Err(io::Error::new(e.kind(), format!("cannot replace {}: {e}", old.display())))
-            }
-            _ => Ok(()),
-        }
+        self.dir.remove_file(name).map(|_| ())
     }
 }
 

@@ -228,11 +228,7 @@ pub(crate) fn write_file(
             break (dir.join(format!(".{stem}.tmp")), dst);
         }
     };
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(|e| StoreError::io(&tmp, "create", e))?;
+    let file = crate::fsutil::create_new(&tmp)?;
     let result = write_parquet(&tmp, file, src, rows, schema, props, row_group_rows, kv);
     let file = match result {
         Ok(f) => f,

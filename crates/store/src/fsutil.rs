@@ -1,10 +1,85 @@
 //! File system helpers: directory fsync, advisory locks, atomic publication.
+//!
+//! Every file and directory the store creates, renames or removes goes
+//! through a directory opened without following a link (wirelog-safefs):
+//! a link planted in a store (a `.writer.lock`, a temporary, a partition
+//! directory) is refused or replaced, never followed.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use wirelog_safefs::Dir;
+
 use crate::error::StoreError;
+
+/// Opens the directory `dir` (its last component not a link).
+pub(crate) fn open_dir(dir: &Path) -> Result<Dir, StoreError> {
+    Dir::open(dir).map_err(|e| StoreError::io(dir, "open directory", e))
+}
+
+/// The directory holding `path`, opened, and the entry's name in it.
+fn parent_of(path: &Path) -> Result<(Dir, &std::ffi::OsStr), StoreError> {
+    wirelog_safefs::parent_of(path).map_err(|e| StoreError::io(path, "open the directory of", e))
+}
+
+/// Creates the new file `path` exclusively (nothing of that name, a link
+/// included, is followed or reused).
+pub(crate) fn create_new(path: &Path) -> Result<File, StoreError> {
+    let (dir, name) = parent_of(path)?;
+    dir.create_new(name).map_err(|e| StoreError::io(path, "create", e))
+}
+
+/// Creates the temporary `path` afresh: a leftover of a killed run (or
+/// anything planted) of that name is removed first.
+pub(crate) fn create_temp(path: &Path) -> Result<File, StoreError> {
+    let (dir, name) = parent_of(path)?;
+    dir.remove_file(name).map_err(|e| StoreError::io(path, "remove", e))?;
+    dir.create_new(name).map_err(|e| StoreError::io(path, "create", e))
+}
+
+/// Reads the store's own small file `path` (a list, its limits): never
+/// through a link, only a regular file with one link (see wirelog-safefs).
+/// None when it does not exist.
+pub(crate) fn read_own_file(path: &Path) -> Result<Option<String>, StoreError> {
+    use std::io::Read;
+    let (dir, name) = match wirelog_safefs::parent_of(path) {
+        Ok(x) => x,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io(path, "open the directory of", e)),
+    };
+    let mut f = match dir.open_file(name, false) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io(path, "read", e)),
+    };
+    let mut text = String::new();
+    f.read_to_string(&mut text).map_err(|e| StoreError::io(path, "read", e))?;
+    Ok(Some(text))
+}
+
+/// Opens (creating, durably) the directory `path` below the store `root`,
+/// one component at a time, never following a link: a partition directory
+/// planted as a link is refused, named.
+pub(crate) fn create_below(root: &Path, path: &Path) -> Result<Dir, StoreError> {
+    let rel = path.strip_prefix(root).map_err(|_| {
+        StoreError::io(path, "create directory", std::io::Error::other(format!("not below {}", root.display())))
+    })?;
+    let mut d = open_dir(root)?;
+    for c in rel.components() {
+        let name = c.as_os_str();
+        d = match d.open_dir(name) {
+            Ok(sub) => sub,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let sub = d.create_dir(name).map_err(|e| StoreError::io(&d.join(name), "create directory", e))?;
+                d.sync().map_err(|e| StoreError::io(d.path(), "fsync directory", e))?;
+                sub
+            }
+            Err(e) => return Err(StoreError::io(&d.join(name), "open directory", e)),
+        };
+    }
+    Ok(d)
+}
 
 /// fsyncs a directory so that entries created, renamed or removed in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
@@ -16,19 +91,19 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 /// Creates `dir` and its missing parents, fsyncing each parent whose
 /// entries changed so the new directories survive a crash.
 pub(crate) fn create_dirs_durable(dir: &Path) -> Result<(), StoreError> {
-    if dir.is_dir() {
+    if dir.is_dir() && !dir.is_symlink() {
         return Ok(());
     }
     let mut missing = Vec::new();
     let mut p = dir;
-    while !p.exists() {
+    while std::fs::symlink_metadata(p).is_err() {
         missing.push(p.to_path_buf());
         match p.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => p = parent,
             _ => break,
         }
     }
-    std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, "create directory", e))?;
+    Dir::create(dir).map_err(|e| StoreError::io(dir, "create directory", e))?;
     for d in missing.iter().rev() {
         if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
             sync_dir(parent)?;
@@ -45,14 +120,17 @@ pub(crate) struct DirLock {
 }
 
 impl DirLock {
+    /// Opens the lock file (read-only is enough for flock), created when
+    /// missing; an existing one only when it is a regular file of one link
+    /// reached without a link (a planted one is refused, named).
+    fn open(path: &Path) -> Result<File, StoreError> {
+        let (dir, name) = parent_of(path)?;
+        dir.open_lock(name).map_err(|e| StoreError::io(path, "open lock file", e))
+    }
+
     /// Takes the lock without waiting: `Ok(None)` when someone else holds it.
     pub(crate) fn try_lock(path: &Path) -> Result<Option<DirLock>, StoreError> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .map_err(|e| StoreError::io(path, "create lock file", e))?;
+        let file = DirLock::open(path)?;
         // SAFETY: flock on a file descriptor we own.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc == 0 {
@@ -68,12 +146,7 @@ impl DirLock {
 
     /// Takes the lock, waiting for the holder to release it.
     pub(crate) fn lock(path: &Path) -> Result<DirLock, StoreError> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .map_err(|e| StoreError::io(path, "create lock file", e))?;
+        let file = DirLock::open(path)?;
         loop {
             // SAFETY: flock on a file descriptor we own.
             let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
@@ -101,22 +174,27 @@ pub(crate) fn publish(file: &File, tmp: &Path, dst: &Path, sync: bool) -> Result
         file.sync_all()
             .map_err(|e| StoreError::io(tmp, "fsync", e))?;
     }
-    std::fs::rename(tmp, dst).map_err(|e| StoreError::io(dst, "rename temporary file into", e))?;
+    let (dir, name) = parent_of(dst)?;
+    let tmp_name = tmp.file_name().unwrap_or_default();
+    if tmp.parent() != dst.parent() {
+        let e = std::io::Error::other(format!("{} is not beside it", tmp.display()));
+        return Err(StoreError::io(dst, "rename temporary file into", e));
+    }
+    dir.rename(tmp_name, name).map_err(|e| StoreError::io(dst, "rename temporary file into", e))?;
     if sync {
-        if let Some(dir) = dst.parent() {
-            sync_dir(dir)?;
-        }
+        dir.sync().map_err(|e| StoreError::io(dir.path(), "fsync directory", e))?;
     }
     Ok(())
 }
 
 /// Removes a file, ignoring that it is already gone.
 pub(crate) fn remove_file_if_exists(path: &Path) -> Result<bool, StoreError> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(StoreError::io(path, "remove", e)),
-    }
+    let (dir, name) = match wirelog_safefs::parent_of(path) {
+        Ok(x) => x,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(StoreError::io(path, "remove", e)),
+    };
+    dir.remove_file(name).map_err(|e| StoreError::io(path, "remove", e))
 }
 
 /// The sorted entries of a directory, an empty list when it is gone.

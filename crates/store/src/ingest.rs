@@ -66,10 +66,8 @@ impl Fnv {
 /// store or its list does not exist).
 pub fn read_ingests(dir: &Path) -> Result<Vec<Ingest>, StoreError> {
     let path = dir.join(INGESTED_FILE);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(StoreError::io(&path, "read", e)),
+    let Some(text) = crate::fsutil::read_own_file(&path)? else {
+        return Ok(Vec::new());
     };
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -122,7 +120,7 @@ pub(crate) fn append_ingests(dir: &Path, new: &[Ingest]) -> Result<(), StoreErro
     }
     let dst = dir.join(INGESTED_FILE);
     let tmp: PathBuf = dir.join(format!(".{INGESTED_FILE}.tmp"));
-    let mut f = File::create(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
+    let mut f = crate::fsutil::create_temp(&tmp)?;
     f.write_all(text.as_bytes())
         .map_err(|e| StoreError::io(&tmp, "write", e))?;
     publish(&f, &tmp, &dst, true)

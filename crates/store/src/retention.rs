@@ -48,7 +48,7 @@ pub(crate) fn record_limits(dir: &Path, age: Option<Duration>, bytes: Option<u64
     let text = format!("{}\t{}\t{}\n", dash(age.map(|a| a.as_secs())), dash(bytes), now_ns());
     let dst = dir.join(LIMITS_FILE);
     let tmp = dir.join(format!(".{LIMITS_FILE}.tmp"));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, "create", e))?;
+    let mut f = crate::fsutil::create_temp(&tmp)?;
     std::io::Write::write_all(&mut f, text.as_bytes()).map_err(|e| StoreError::io(&tmp, "write", e))?;
     crate::fsutil::publish(&f, &tmp, &dst, true)
 }
@@ -56,10 +56,8 @@ pub(crate) fn record_limits(dir: &Path, age: Option<Duration>, bytes: Option<u64
 /// The limits recorded by [`record_limits`], None when no run set any.
 pub fn recorded_limits(dir: &Path) -> Result<Option<RecordedLimits>, StoreError> {
     let path = dir.join(LIMITS_FILE);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError::io(&path, "read", e)),
+    let Some(text) = crate::fsutil::read_own_file(&path)? else {
+        return Ok(None);
     };
     let f: Vec<&str> = text.trim_end().split('\t').collect();
     let num = |s: &str| -> Result<Option<u64>, StoreError> {

@@ -30,6 +30,8 @@ pub struct StoreSink {
     ingests: Vec<Ingest>,
     last_flush: Instant,
     live: Arc<Live>,
+    /// The store's writing waits for space, and stderr said so.
+    paused: bool,
 }
 
 impl StoreSink {
@@ -46,7 +48,34 @@ impl StoreSink {
             ingests: Vec::new(),
             last_flush: Instant::now(),
             live,
+            paused: false,
         })
+    }
+
+    /// Says on stderr when the store's writing starts waiting for space
+    /// (below `--min-free`, or the disk full) and when it resumes, naming
+    /// the store: the output's disk-full warning names only the first file
+    /// that waits, and a pause at the last flush would otherwise show only
+    /// in the summary.
+    fn note_waiting(&mut self) {
+        let Some(st) = self.store.as_ref() else {
+            return;
+        };
+        let waiting = st.waiting();
+        if waiting && !self.paused {
+            let why = st
+                .stats()
+                .last_space_error
+                .clone()
+                .unwrap_or_else(|| format!("store {}: free space below --min-free", st.dir().display()));
+            eprintln!(
+                "wirelog: warning: {why}: the store's writing is paused; its rows wait in memory and are \
+                 written when space returns (beyond the bound they are dropped and counted)"
+            );
+        } else if !waiting && self.paused {
+            eprintln!("wirelog: store {}: space is back, writing resumed", st.dir().display());
+        }
+        self.paused = waiting;
     }
 
     fn published(&self, took: Duration, stats: &WriteStats) {
@@ -89,14 +118,18 @@ impl Sink for StoreSink {
             st.append_tx_records(&batch.txs).map_err(io_error)?;
         }
         self.ingests.extend_from_slice(&batch.ingests);
-        self.flush_if_due()
+        self.flush_if_due()?;
+        self.note_waiting();
+        Ok(())
     }
 
     fn tick(&mut self, _now: Instant) -> io::Result<()> {
         if let Some(st) = self.store.as_mut().filter(|st| st.waiting()) {
             st.retry().map_err(io_error)?;
         }
-        self.flush_if_due()
+        self.flush_if_due()?;
+        self.note_waiting();
+        Ok(())
     }
 
     fn space(&self) -> Space {
@@ -116,6 +149,11 @@ impl Sink for StoreSink {
 
     fn close(&mut self) -> io::Result<SinkEnd> {
         let mut end = SinkEnd::default();
+        // The last flush first, so that a pause it meets (or its end) is said.
+        if let Some(st) = self.store.as_mut() {
+            st.flush().map_err(io_error)?;
+        }
+        self.note_waiting();
         if let Some(mut st) = self.store.take() {
             if !st.record_ingests(&self.ingests).map_err(io_error)? && !self.ingests.is_empty() {
                 eprintln!(

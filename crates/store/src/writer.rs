@@ -423,7 +423,7 @@ pub(crate) fn write_partitioned(
     let mut rows: Vec<u32> = (0..src.len() as u32).collect();
     src.sort_rows(&mut rows);
     let mut out = Vec::new();
-    match write_hours(dir, prefix, src, &rows, fmt, kv, &mut out) {
+    match write_hours(dir, prefix, src, &rows, fmt, kv, None, &mut out) {
         Ok(()) => Ok(out.into_iter().map(|(_, f)| f).collect()),
         Err(e) => {
             // On a failure the files this call already published are removed
@@ -436,8 +436,19 @@ pub(crate) fn write_partitioned(
     }
 }
 
+/// The smallest file a flush short of space still tries: below it, the
+/// rest of the rows wait for space (or are dropped and counted).
+const MIN_PIECE_ROWS: usize = 1024;
+
 /// Writes `rows` (sorted into file order) as one file per hour partition,
 /// pushing each published file with its hour to `out` as it appears.
+///
+/// With `piece` (a flush), a file that does not fit (ENOSPC, EDQUOT) is
+/// tried again as smaller files, halving down to [`MIN_PIECE_ROWS`] rows,
+/// so what fits is written and only the rest waits: `piece` holds the rows
+/// per file to try first (it grows back, doubling, as files fit). Without
+/// it (compaction), one file per hour.
+#[allow(clippy::too_many_arguments)]
 fn write_hours(
     dir: &Path,
     prefix: &str,
@@ -445,6 +456,7 @@ fn write_hours(
     rows: &[u32],
     fmt: &FileFormat,
     kv: &[parquet::file::metadata::KeyValue],
+    mut piece: Option<&mut usize>,
     out: &mut Vec<(std::ops::Range<usize>, encode::WrittenFile)>,
 ) -> Result<(), StoreError> {
     let n = rows.len();
@@ -456,20 +468,43 @@ fn write_hours(
             end += 1;
         }
         let pdir = partition_path(dir, src.kind(), hour);
-        create_dirs_durable(&pdir)?;
-        let f = encode::write_file(
-            &pdir,
-            prefix,
-            src,
-            &rows[start..end],
-            &fmt.schema,
-            &fmt.props,
-            fmt.row_group_rows,
-            kv.to_vec(),
-            fmt.sync,
-        )?;
-        out.push((start..end, f));
-        start = end;
+        crate::fsutil::create_below(dir, &pdir)?;
+        let hour_end = end;
+        while start < hour_end {
+            let end = match piece.as_deref() {
+                Some(&p) => hour_end.min(start.saturating_add(p.max(MIN_PIECE_ROWS))),
+                None => hour_end,
+            };
+            let written = encode::write_file(
+                &pdir,
+                prefix,
+                src,
+                &rows[start..end],
+                &fmt.schema,
+                &fmt.props,
+                fmt.row_group_rows,
+                kv.to_vec(),
+                fmt.sync,
+            );
+            match (written, piece.as_deref_mut()) {
+                (Ok(f), p) => {
+                    out.push((start..end, f));
+                    start = end;
+                    if let Some(p) = p {
+                        *p = p.saturating_mul(2);
+                    }
+                }
+                (Err(e), Some(p)) if e.is_out_of_space() && end - start > MIN_PIECE_ROWS => {
+                    *p = ((end - start) / 2).max(MIN_PIECE_ROWS);
+                }
+                (Err(e), p) => {
+                    if let Some(p) = p {
+                        *p = MIN_PIECE_ROWS;
+                    }
+                    return Err(e);
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -500,6 +535,9 @@ pub struct Store {
     published: Vec<Vec<bool>>,
     /// While the disk is full: no flush is tried before this.
     retry_at: Option<Instant>,
+    /// Rows per file a flush tries first: all of an hour's until a file
+    /// does not fit, then fewer (see `write_hours`).
+    piece_rows: usize,
     /// Partitions this store wrote to: the free-space floor never deletes
     /// them (it makes room for new rows, not by removing them).
     written_parts: std::collections::HashSet<PathBuf>,
@@ -534,7 +572,7 @@ impl Store {
         }
         create_dirs_durable(dir)?;
         for kind in [Kind::Flows, Kind::Conns] {
-            create_dirs_durable(&dir.join(kind.as_str()))?;
+            crate::fsutil::create_below(dir, &dir.join(kind.as_str()))?;
         }
         let lock_path = dir.join(".writer.lock");
         let lock = DirLock::try_lock(&lock_path)?.ok_or_else(|| {
@@ -582,6 +620,7 @@ impl Store {
             last_retention: None,
             published: vec![Vec::new(); Kind::ALL.len()],
             retry_at: None,
+            piece_rows: usize::MAX,
             written_parts: Default::default(),
             _lock: lock,
         })
@@ -822,7 +861,7 @@ impl Store {
             .collect();
         src.sort_rows(&mut rows);
         let mut out = Vec::new();
-        let result = write_hours(&self.dir, "part", src, &rows, fmt, &[], &mut out);
+        let result = write_hours(&self.dir, "part", src, &rows, fmt, &[], Some(&mut self.piece_rows), &mut out);
         for (_, f) in &out {
             if let Some(dir) = f.path.parent() {
                 self.written_parts.insert(dir.to_path_buf());
@@ -844,6 +883,8 @@ impl Store {
             }
             return Err(e);
         }
+        // Everything fitted: the next flush tries whole hours again.
+        self.piece_rows = usize::MAX;
         self.published[slot].clear();
         match kind {
             Kind::Flows => self.flows.clear(),
