@@ -238,7 +238,7 @@ def check_any_span(b, api, out):
     check(first < 86400 * 10**9 * 365, f"the store's first record is at {first} ns, not near 1970")
     for rng_name in ("", "all"):
         h = "range=all&" if rng_name else ""
-        for view in ("overview", "tx", "conns", "map", "health"):
+        for view in ("conns", "tx", "map", "health", "overview"):
             b.hash(f"{h}view={view}", f"{view} {rng_name or 'default window'}")
             check(b.js("document.querySelectorAll('#timeline-svg rect.bar').length") > 0, f"{view} {rng_name}: no timeline bars")
             if view == "overview":
@@ -298,7 +298,10 @@ def main():
             raise AnySpanDone()
 
         if not live:
-            # Drag across the middle of the timeline with real mouse events.
+            # The whole store (the demo's few seconds) in the window, then a
+            # drag across the middle of the timeline with real mouse events.
+            b.after("document.querySelector('#ranges button[data-range=all]').click()", "quick range: all")
+            check("range=all" in b.js("location.hash"), "the quick range is not in the URL")
             box = b.js("(() => { const r = document.getElementById('timeline-svg').getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })()")
             x0, x1, y = box[0] + box[2] * 0.30, box[0] + box[2] * 0.70, box[1] + box[3] * 0.5
             b.js("document.body.dataset.ready = 'x'; true")
@@ -311,8 +314,8 @@ def main():
             h = dict(urllib.parse.parse_qsl(b.js("location.hash.slice(1)")))
             check("from" in h and "to" in h, f"the drag wrote no from/to into the URL: {h}")
             rng = {"from": h.get("from"), "to": h.get("to")}
-            shown_range = b.js("[document.getElementById('range').dataset.from, document.getElementById('range').dataset.to]")
-            check(shown_range == [rng["from"], rng["to"]], f"range shown {shown_range} vs URL {rng}")
+            sel_range = b.js("[document.getElementById('range').dataset.from, document.getElementById('range').dataset.to]")
+            check(sel_range == [rng["from"], rng["to"]], f"range shown {sel_range} vs URL {rng}")
             sel = b.js("document.querySelector('#timeline-svg rect.selection').getAttribute('width')")
             check(float(sel) > 100, f"selection rectangle width {sel}")
             check_overview(b, api, rng, "overview after the drag")
@@ -385,15 +388,15 @@ def main():
             # Newest first by default; any column sorts on the server, pages page.
             ts = [r["ts"] for r in recs["rows"]]
             check(ts == sorted(ts, reverse=True), "the grid is not newest first")
-            b.hash("view=conns&size=50", "conns, 50 a page")
+            b.hash("range=all&view=conns&size=20", "conns, 20 a page")
             b.after("document.getElementById('page-next').click()", "conns page 2")
-            page2 = api.get("records", kind="conns", limit=50, offset=50, **rng0)
+            page2 = api.get("records", kind="conns", limit=20, offset=20, **rng0)
             uids = b.js("[...document.querySelectorAll('#grid td[data-col=uid]')].map(td => td.textContent)")
             off = b.js("Number(document.getElementById('grid-count').dataset.offset)")
-            check(off == 50 and uids == [r["uid"] for r in page2["rows"]] and uids, f"conns page 2: offset {off}, {uids[:3]}..., API {[r['uid'] for r in page2['rows']][:3]}...")
+            check(off == 20 and uids == [r["uid"] for r in page2["rows"]] and uids, f"conns page 2: offset {off}, {uids[:3]}..., API {[r['uid'] for r in page2['rows']][:3]}...")
             b.after("document.querySelector('button.sort[data-col=duration]').click()", "sort by duration")
             check("sort=duration%3Adesc" in b.js("location.hash"), "sorting is not in the URL")
-            byd = api.get("records", kind="conns", limit=50, sort="duration:desc", **rng0)
+            byd = api.get("records", kind="conns", limit=20, sort="duration:desc", **rng0)
             raw = b.js("[...document.querySelectorAll('#grid td[data-col=duration]')].map(td => td.dataset.raw)")
             check([float(x) if x else None for x in raw] == [r["duration"] for r in byd["rows"]], f"sorted by duration: page {raw[:5]}, API {[r['duration'] for r in byd['rows']][:5]}")
             # Units: bytes and seconds read as such; the raw value stays in the tooltip.

@@ -395,7 +395,7 @@ async function txView(s, main) {
 // record is a group of one) and the percentiles.
 const AGGREGATE = /_p\d\d_s$|latency_avg_s|^count$|^conns$/;
 const OWNER = /^(orig|resp)_(proc|user|container)$/;
-const PAGE_SIZES = [50, 100, 500, 1000];
+const PAGE_SIZES = [20, 50, 100, 500, 1000];
 
 function chosen(kind) {
   try { return JSON.parse(localStorage.getItem(`wirelog.cols.${kind}`) || "null"); } catch { return null; }
