@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 FLOWS = [
@@ -117,17 +118,23 @@ def main():
         print(f"| question | p50 ms | {'p95' if ui else 'p99'} ms | rows scanned |")
         print("|---|---:|---:|---:|")
         for name, path in questions:
-            times, scanned = [], ""
+            times, scanned, failed = [], "", ""
             for _ in range(reps):
                 t = time.perf_counter()
-                with urllib.request.urlopen(f"http://{addr}/api/{path}", timeout=120) as r:
-                    body = r.read()
+                try:
+                    with urllib.request.urlopen(f"http://{addr}/api/{path}", timeout=120) as r:
+                        body = r.read()
+                except urllib.error.HTTPError as e:
+                    # A refused question (503: past the time or memory limit) is a result too.
+                    body, failed = b"{}", f"HTTP {e.code}: {json.loads(e.read()).get('error', '')[:60]}"
                 times.append((time.perf_counter() - t) * 1e3)
+                if failed:
+                    break
             try:
                 scanned = json.loads(body).get("rows_scanned", "")
             except (ValueError, AttributeError):
                 pass
-            print(f"| {name} (`/api/{path.split('?')[0]}`) | {pct(times, 50):.1f} | {pct(times, 95 if ui else 99):.1f} | {scanned} |", flush=True)
+            print(f"| {name} (`/api/{path.split('?')[0]}`) | {pct(times, 50):.1f} | {pct(times, 95 if ui else 99):.1f} | {failed or scanned} |", flush=True)
         if ui:
             print("| page (Chromium, median of 3) | seconds to drawn | error shown |")
             print("|---|---:|---|")

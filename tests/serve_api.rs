@@ -151,7 +151,21 @@ fn api_answers_equal_wirelog_query() {
     assert_eq!(limited["truncated"], true);
     // Pages: consecutive offsets cover every record once, in the order of
     // the whole list, for the default order and for any column either way.
-    for sort in ["", "&sort=ts:asc", "&sort=bytes", "&sort=duration:asc", "&sort=resp_p:desc"] {
+    // With a range, a page in time order is read from the range's end (or
+    // start) outwards: the same rows, and the range's count.
+    let unranged = api(srv.addr, "/api/records?kind=conns&limit=10000");
+    let range = "&from=2000-01-01&to=2100-01-01";
+    for (sort, want) in [("", unranged.clone()), ("&sort=ts:asc", api(srv.addr, "/api/records?kind=conns&limit=10000&sort=ts:asc"))] {
+        let got = api(srv.addr, &format!("/api/records?kind=conns&limit=10000{sort}{range}"));
+        assert_eq!(got["rows"], want["rows"], "{sort} with a range");
+        assert_eq!(got["groups"], want["groups"]);
+        assert_eq!(got["total"]["bytes"], want["total"]["bytes"]);
+        let page = api(srv.addr, &format!("/api/records?kind=conns&limit=5&offset=5{sort}{range}"));
+        assert_eq!(page["rows"].as_array().unwrap()[..], want["rows"].as_array().unwrap()[5..10], "{sort} page 2 with a range");
+        assert_eq!(page["groups"], want["groups"]);
+        assert_eq!(page["truncated"], true);
+    }
+    for sort in ["", "&sort=ts:asc", "&sort=bytes", "&sort=duration:asc", "&sort=resp_p:desc", &format!("{range}")[..], &format!("&sort=ts:asc{range}")[..]] {
         let all = api(srv.addr, &format!("/api/records?kind=conns&limit=10000{sort}"));
         let all = all["rows"].as_array().unwrap().clone();
         assert!(all.len() > 20, "{sort}: {} conns", all.len());

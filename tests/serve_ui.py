@@ -441,6 +441,12 @@ def main():
             want = [[e["from"], e["to"], e["protocol"], e["count"]] for e in m["edges"]]
             check(got == want and len(got) > 0, f"map edges: page {got}, API {want}")
             b.screenshot(f"{out}/ui-map.png")
+            # Grouped by subnet: fewer or as many edges, the same calls.
+            b.hash("view=map&group=subnet", "map by subnet")
+            got = b.js("[...document.querySelectorAll('#map-svg path.edge')].map(p => Number(p.dataset.count))")
+            check(0 < len(got) <= len(want) and sum(got) == sum(e[3] for e in want), f"map by subnet: {len(got)} edges, {sum(got)} calls; by host {len(want)} edges, {sum(e[3] for e in want)} calls")
+            ids = b.js("[...document.querySelectorAll('#map-svg g.node')].map(g => g.dataset.id)")
+            check(all(i.endswith(("/24", "/64")) or "/24:" in i or "/64:" in i for i in ids), f"map by subnet, nodes {ids}")
 
         # Health.
         b.hash("view=health", "health")
