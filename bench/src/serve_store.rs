@@ -22,18 +22,27 @@ pub fn build(conns: u64, txs: u64, hours: u64, out: &Path) -> Result<(), String>
     let span = hours.max(1) as i64 * 3_600_000_000_000;
     let start = now - span;
     let t0 = Instant::now();
-    let mut st = Store::open(out, StoreOptions::default())
-        .map_err(|e| format!("{}: {e}", out.display()))?;
+    let mut st =
+        Store::open(out, StoreOptions::default()).map_err(|e| format!("{}: {e}", out.display()))?;
     let mut uids = UidGenerator::new(7);
     let step = span / conns.max(1) as i64;
     let mut i = 0;
     while i < conns {
         let n = CHUNK.min(conns - i);
-        let recs: Vec<_> = (i..i + n).map(|j| conn(j, start, step, &mut uids)).collect();
+        let recs: Vec<_> = (i..i + n)
+            .map(|j| conn(j, start, step, &mut uids))
+            .collect();
         st.append_conns(&recs).map_err(|e| format!("conns: {e}"))?;
         i += n;
     }
-    let kinds = [Kind::Http, Kind::Mysql, Kind::Pgsql, Kind::Redis, Kind::Dns, Kind::Tls];
+    let kinds = [
+        Kind::Http,
+        Kind::Mysql,
+        Kind::Pgsql,
+        Kind::Redis,
+        Kind::Dns,
+        Kind::Tls,
+    ];
     let per = txs / kinds.len() as u64;
     for (k, kind) in kinds.iter().enumerate() {
         let step = span / per.max(1) as i64;
@@ -41,7 +50,8 @@ pub fn build(conns: u64, txs: u64, hours: u64, out: &Path) -> Result<(), String>
         while i < per {
             let n = CHUNK.min(per - i);
             let rows = tx_rows(*kind, n, start + i as i64 * step, step, 1000 * k as u64 + i);
-            st.append_tx(*kind, &rows).map_err(|e| format!("{}: {e}", kind.as_str()))?;
+            st.append_tx(*kind, &rows)
+                .map_err(|e| format!("{}: {e}", kind.as_str()))?;
             i += n;
         }
     }
