@@ -5,13 +5,20 @@ open page does), and prints p50/p99 wall milliseconds per question; with
 --duckdb, the same flows questions in DuckDB (one thread, a connection kept
 open, as a server would) over the same Parquet files.
 
-usage: bench/serve_latency.py WIRELOG_BIN STORE [--reps 20] [--duckdb]
+With --ui: instead, what the UI's default page asks (the last 15 minutes of
+data: timeline, failures panel, top-N panels, latency per protocol, a page of
+records, the service map) and the same over the whole store, p50/p95 per
+question, and the time until the page is drawn in headless Chromium
+(tests/serve_ui.py's driver), per view.
+
+usage: bench/serve_latency.py WIRELOG_BIN STORE [--reps 20] [--duckdb] [--ui]
 """
 import json
 import re
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 FLOWS = [
@@ -40,6 +47,63 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
+TX = ["http", "mysql", "pgsql", "redis", "dns", "tls"]
+FAILS = [("conns", "conn_state in (REJ, RSTO, RSTR, RSTOS0, RSTRH, S0, SH, SHR)", "conn_state"),
+         ("http", "status_code >= 500", "status_code"), ("mysql", "status = error", "error_code"),
+         ("dns", 'rcode_name not in (NOERROR, "")', "rcode_name")]
+
+
+def ui_questions(addr):
+    """The API calls of the UI's pages, over its default window and over the whole store."""
+    from urllib.parse import urlencode
+    with urllib.request.urlopen(f"http://{addr}/api/extent", timeout=60) as r:
+        ext = json.loads(r.read())
+    timed = [k for k in ext if k["kind"] != "flows" and k["rows"] > 0]
+    last = max(k["last_ns"] for k in timed) // 10**6 + 1
+    first = min(k["first_ns"] for k in timed) // 10**6
+    iso = lambda ms: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1e3)) + f".{int(ms % 1000):03d}Z"
+    out = []
+    for label, a, b, step, chart in (("15 min", last - 15 * 60_000, last, "5s", "10s"), ("whole store", first, last, "5m", "10m")):
+        rng = {"from": iso(a), "to": iso(b)}
+        q = lambda **p: urlencode({**p, **rng})
+        out += [
+            (f"{label}: timeline (conns every {step})", "query?" + q(kind="conns", every=step)),
+            (f"{label}: top talkers", "query?" + q(kind="conns", by="orig_h", top=10)),
+            (f"{label}: records page 1 (100, newest first)", "records?" + q(kind="conns", limit=100)),
+            (f"{label}: records page 50 sorted by bytes", "records?" + q(kind="conns", limit=100, offset=4900, sort="bytes")),
+            (f"{label}: http series (every {chart})", "query?" + q(kind="http", every=chart)),
+            (f"{label}: mysql slowest by p99", "query?" + q(kind="mysql", by="fingerprint", sort="p99", top=10)),
+            (f"{label}: service map", "map?" + q(top=200)),
+        ]
+        for kind, where, by in FAILS:
+            out.append((f"{label}: failures {kind} by {by}", "query?" + q(kind=kind, where=where, by=by, top=5)))
+    return out
+
+
+def page_ready(addr, views):
+    """Seconds from navigation to a drawn page (body data-ready=1), per view, in Chromium."""
+    import os
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+    import serve_ui
+    b = serve_ui.Browser()
+    out = []
+    try:
+        for v in views:
+            times = []
+            for _ in range(3):
+                b.page("Page.navigate", {"url": "about:blank"})
+                t = time.perf_counter()
+                b.page("Page.navigate", {"url": f"http://{addr}/#{v}"})
+                while not b.js("document.readyState === 'complete' && document.body && document.body.dataset.ready === '1'"):
+                    time.sleep(0.01)
+                times.append(time.perf_counter() - t)
+            err = b.js("document.getElementById('error').textContent")
+            out.append((v, sorted(times)[1], err))
+    finally:
+        b.close()
+    return out
+
+
 def main():
     binary, store = sys.argv[1], sys.argv[2]
     reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 20
@@ -48,22 +112,34 @@ def main():
     try:
         line = srv.stderr.readline()
         addr = re.search(r"http://([0-9.:]+)/", line).group(1)
-        questions = [(n, "query?" + q) for n, q, _ in FLOWS] + OTHER
+        ui = "--ui" in sys.argv
+        questions = ui_questions(addr) if ui else [(n, "query?" + q) for n, q, _ in FLOWS] + OTHER
         print(f"store {store}, {reps} requests per question, one at a time")
-        print("| question | p50 ms | p99 ms | rows scanned |")
+        print(f"| question | p50 ms | {'p95' if ui else 'p99'} ms | rows scanned |")
         print("|---|---:|---:|---:|")
         for name, path in questions:
-            times, scanned = [], ""
+            times, scanned, failed = [], "", ""
             for _ in range(reps):
                 t = time.perf_counter()
-                with urllib.request.urlopen(f"http://{addr}/api/{path}", timeout=120) as r:
-                    body = r.read()
+                try:
+                    with urllib.request.urlopen(f"http://{addr}/api/{path}", timeout=120) as r:
+                        body = r.read()
+                except urllib.error.HTTPError as e:
+                    # A refused question (503: past the time or memory limit) is a result too.
+                    body, failed = b"{}", f"HTTP {e.code}: {json.loads(e.read()).get('error', '')[:60]}"
                 times.append((time.perf_counter() - t) * 1e3)
+                if failed:
+                    break
             try:
                 scanned = json.loads(body).get("rows_scanned", "")
             except (ValueError, AttributeError):
                 pass
-            print(f"| {name} (`/api/{path}`) | {pct(times, 50):.1f} | {pct(times, 99):.1f} | {scanned} |", flush=True)
+            print(f"| {name} (`/api/{path.split('?')[0]}`) | {pct(times, 50):.1f} | {pct(times, 95 if ui else 99):.1f} | {failed or scanned} |", flush=True)
+        if ui:
+            print("| page (Chromium, median of 3) | seconds to drawn | error shown |")
+            print("|---|---:|---|")
+            for v, secs, err in page_ready(addr, ["view=overview", "view=conns", "view=tx", "view=map", "view=health", "range=all&view=overview"]):
+                print(f"| `#{v}` | {secs:.2f} | {err or ''} |", flush=True)
     finally:
         srv.kill()
         srv.wait()

@@ -145,10 +145,47 @@ fn api_answers_equal_wirelog_query() {
     let rows = recs["rows"].as_array().unwrap();
     assert_eq!(rows.len() as u64, n_http, "one row per HTTP transaction");
     assert!(rows.iter().all(|r| r["count"] == 1));
-    assert!(rows.windows(2).all(|w| w[0]["ts"].as_str() <= w[1]["ts"].as_str()), "records come by time");
+    assert!(rows.windows(2).all(|w| w[0]["ts"].as_str() >= w[1]["ts"].as_str()), "records come newest first");
     let limited = api(srv.addr, "/api/records?kind=conns&limit=3");
     assert_eq!(limited["rows"].as_array().unwrap().len(), 3);
     assert_eq!(limited["truncated"], true);
+    // Pages: consecutive offsets cover every record once, in the order of
+    // the whole list, for the default order and for any column either way.
+    // With a range, a page in time order is read from the range's end (or
+    // start) outwards: the same rows, and the range's count.
+    let unranged = api(srv.addr, "/api/records?kind=conns&limit=10000");
+    let range = "&from=2000-01-01&to=2100-01-01";
+    for (sort, want) in [("", unranged.clone()), ("&sort=ts:asc", api(srv.addr, "/api/records?kind=conns&limit=10000&sort=ts:asc"))] {
+        let got = api(srv.addr, &format!("/api/records?kind=conns&limit=10000{sort}{range}"));
+        assert_eq!(got["rows"], want["rows"], "{sort} with a range");
+        assert_eq!(got["groups"], want["groups"]);
+        assert_eq!(got["total"]["bytes"], want["total"]["bytes"]);
+        let page = api(srv.addr, &format!("/api/records?kind=conns&limit=5&offset=5{sort}{range}"));
+        assert_eq!(page["rows"].as_array().unwrap()[..], want["rows"].as_array().unwrap()[5..10], "{sort} page 2 with a range");
+        assert_eq!(page["groups"], want["groups"]);
+        assert_eq!(page["truncated"], true);
+    }
+    for sort in ["", "&sort=ts:asc", "&sort=bytes", "&sort=duration:asc", "&sort=resp_p:desc", &format!("{range}")[..], &format!("&sort=ts:asc{range}")[..]] {
+        let all = api(srv.addr, &format!("/api/records?kind=conns&limit=10000{sort}"));
+        let all = all["rows"].as_array().unwrap().clone();
+        assert!(all.len() > 20, "{sort}: {} conns", all.len());
+        let mut paged = Vec::new();
+        for page in 0.. {
+            let got = api(srv.addr, &format!("/api/records?kind=conns&limit=7&offset={}{sort}", page * 7));
+            assert_eq!(got["offset"], page * 7);
+            let rows = got["rows"].as_array().unwrap();
+            paged.extend(rows.iter().cloned());
+            assert_eq!(got["truncated"], paged.len() < all.len(), "{sort} page {page}");
+            if rows.is_empty() || paged.len() >= all.len() {
+                break;
+            }
+        }
+        let uids = |v: &[serde_json::Value]| v.iter().map(|r| r["uid"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+        assert_eq!(uids(&paged), uids(&all), "{sort}: the pages are the whole list in order");
+    }
+    let asc = api(srv.addr, "/api/records?kind=conns&limit=10000&sort=duration:asc");
+    let d: Vec<f64> = asc["rows"].as_array().unwrap().iter().filter_map(|r| r["duration"].as_f64()).collect();
+    assert!(d.windows(2).all(|w| w[0] <= w[1]), "sorted by duration: {d:?}");
 
     // Sequence: a keep-alive HTTP connection's transactions, in order, equal
     // `wirelog query http --where 'uid = X'` per record.
@@ -216,6 +253,28 @@ fn api_answers_equal_wirelog_query() {
         assert_eq!(status, 200, "{f}");
         assert!(body.len() > 500, "{f} is empty");
     }
+
+    // Accept-Encoding: gzip is honoured: the same rows, compressed.
+    let path = "/api/records?kind=conns&limit=1000";
+    let (status, head, gz) = common::serve::request_raw(srv.addr, "GET", path, &["Accept-Encoding: gzip, deflate"]);
+    assert_eq!(status, 200);
+    assert!(head.to_ascii_lowercase().contains("content-encoding: gzip"), "{head}");
+    assert!(gz.starts_with(&[0x1f, 0x8b]), "not gzip");
+    let mut gunzip = std::process::Command::new("gzip")
+        .arg("-dc")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("gzip");
+    std::io::Write::write_all(&mut gunzip.stdin.take().unwrap(), &gz).unwrap();
+    let out = gunzip.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let unzipped: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plain = api(srv.addr, path);
+    assert_eq!(unzipped["rows"], plain["rows"]);
+    assert!(gz.len() * 3 < out.stdout.len(), "{} bytes gzipped from {}", gz.len(), out.stdout.len());
+    let (_, head, _) = common::serve::request_raw(srv.addr, "GET", path, &[]);
+    assert!(!head.to_ascii_lowercase().contains("content-encoding"), "{head}");
 }
 
 #[test]
@@ -240,6 +299,8 @@ fn bad_parameters_are_400_naming_the_parameter() {
         ("/api/query?kind=conns&limit=3", "limit"),
         ("/api/records?kind=http&limit=x", "limit"),
         ("/api/records?kind=http&where=(", "where"),
+        ("/api/records?kind=http&offset=x", "offset"),
+        ("/api/records?kind=http&sort=nosuch", "sort"),
         ("/api/sequence", "uid"),
         ("/api/sequence?uid=C1%22%20or%20true", "uid"),
         ("/api/map?top=abc", "top"),

@@ -39,7 +39,7 @@ fn ui_views_show_what_the_api_says() {
         .status()
         .expect("run tests/serve_ui.py");
     assert!(status.success(), "UI checks failed (see the FAIL lines above)");
-    for v in ["overview", "selection", "transactions", "connections", "sequence", "map", "health"] {
+    for v in ["overview", "selection", "transactions", "connections", "sequence", "map", "health", "dark"] {
         let png = out.join(format!("ui-{v}.png"));
         let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("{}: {e}", png.display()));
         assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000, "{} is not a screenshot", png.display());
@@ -47,6 +47,60 @@ fn ui_views_show_what_the_api_says() {
             std::fs::create_dir_all(root.join("docs")).unwrap();
             std::fs::copy(&png, root.join(format!("docs/ui-{v}.png"))).unwrap();
         }
+    }
+}
+
+/// Every shared capture in one store: its records run from 1970 (a capture
+/// with zero timestamps) to 2026. The default window is the last 15 minutes
+/// of data, the whole store draws too, and every view renders with no error
+/// and with the API's numbers.
+#[test]
+fn ui_works_on_a_store_spanning_1970_to_2026() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pcaps = Vec::new();
+    let mut dirs = vec![root.join("../shared/testdata")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if [".pcap", ".pcapng", ".pcap.gz", ".cap", ".trace"].iter().any(|x| name.ends_with(x)) {
+                pcaps.push(p);
+            }
+        }
+    }
+    pcaps.sort();
+    assert!(pcaps.len() > 100, "{} shared captures", pcaps.len());
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-ui-span");
+    let _ = std::fs::remove_dir_all(&base);
+    let st = base.join("store");
+    // --again: two suites ship some of the same files.
+    let read = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(["read", "-C", "--quiet", "--again", "--store"])
+        .arg(&st)
+        .arg("--logs")
+        .arg(base.join("logs"))
+        .args(&pcaps)
+        .output()
+        .unwrap();
+    assert!(st.join("conns").is_dir(), "{}", String::from_utf8_lossy(&read.stderr));
+    let srv = common::serve::start(&["serve", "--store", st.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let out = root.join("target/test-artifacts/ui-span");
+    let status = Command::new("timeout")
+        .args(["600", "python3"])
+        .arg(root.join("tests/serve_ui.py"))
+        .arg(format!("http://{}", srv.addr))
+        .arg(&out)
+        .arg("--any-span")
+        .status()
+        .expect("run tests/serve_ui.py");
+    assert!(status.success(), "UI checks on the 1970..2026 store failed (see the FAIL lines above)");
+    let png = out.join("ui-any-span.png");
+    let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("{}: {e}", png.display()));
+    assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000);
+    if std::env::var_os("WIRELOG_UPDATE_DOCS").is_some() {
+        std::fs::copy(&png, root.join("docs/ui-any-span.png")).unwrap();
     }
 }
 

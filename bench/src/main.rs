@@ -28,12 +28,17 @@
 //!   Resident memory per open connection (or flow) with N open, and the
 //!   packet cost at that table size; or those packets as a pcap file (see `conns`).
 //!
+//! `wirelog-bench serve-store [--conns N] [--tx N] [--hours H] --out DIR`
+//!   A store of synthetic connections and transactions over the last H hours
+//!   for the UI's benchmark, `bench/serve_latency.py` (see `serve_store`).
+//!
 //! `wirelog-bench store --rows N --out DIR PCAP...`
 //!   Builds a store of at least N flow rows for query benchmarks: the flows of
 //!   the real capture (5-minute buckets), copied with their addresses rewritten
 //!   per copy and spread over the 288 buckets of a day, written with the store.
 
 mod conns;
+mod serve_store;
 mod streams;
 
 /// Counts live heap bytes, so `streams` can tell memory held from memory the
@@ -605,7 +610,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] [--parse] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] [--sequential] IN.pcap OUT.pcap\n       wirelog-bench filter EXPR [--copies N] [--reps R] PCAP...\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...\n       wirelog-bench streams [--conns N] [--rounds R] [--no-parse]\n       wirelog-bench conns --kind tcp|udp|other [--conns N] [--clients K] [--write FILE]";
+    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] [--parse] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] [--sequential] IN.pcap OUT.pcap\n       wirelog-bench filter EXPR [--copies N] [--reps R] PCAP...\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...\n       wirelog-bench streams [--conns N] [--rounds R] [--no-parse]\n       wirelog-bench conns --kind tcp|udp|other [--conns N] [--clients K] [--write FILE]\n       wirelog-bench serve-store [--conns N] [--tx N] [--hours H] --out DIR";
     let result = match args.first().map(String::as_str) {
         Some("pipeline") => parse(&args[1..]).and_then(|o| {
             let base = Corpus::load(&o.files, o.snap)?;
@@ -695,6 +700,27 @@ fn main() {
                 o.unique_clients,
             )
         }),
+        Some("serve-store") => {
+            let mut it = args[1..].iter();
+            let (mut conns, mut txs, mut hours, mut out) = (10_000_000u64, 5_000_000u64, 24u64, None);
+            let mut bad = None;
+            while let Some(a) = it.next() {
+                let v = it.next();
+                let num = |v: Option<&String>| v.and_then(|s| s.parse::<u64>().ok());
+                match a.as_str() {
+                    "--conns" => conns = num(v).unwrap_or_else(|| { bad = Some("--conns N"); 0 }),
+                    "--tx" => txs = num(v).unwrap_or_else(|| { bad = Some("--tx N"); 0 }),
+                    "--hours" => hours = num(v).unwrap_or_else(|| { bad = Some("--hours H"); 0 }),
+                    "--out" => out = v.map(PathBuf::from),
+                    _ => bad = Some("serve-store [--conns N] [--tx N] [--hours H] --out DIR"),
+                }
+            }
+            match (bad, out) {
+                (Some(b), _) => Err(format!("serve-store: expected {b}")),
+                (None, None) => Err("serve-store needs --out DIR".into()),
+                (None, Some(out)) => serve_store::build(conns, txs, hours, &out),
+            }
+        }
         Some("scale") => parse(&args[1..]).and_then(|o| {
             if o.files.len() != 2 {
                 return Err("scale needs IN.pcap OUT.pcap".into());

@@ -4,8 +4,8 @@
 //! | endpoint | answer |
 //! |---|---|
 //! | `/api/query?kind=&where=&by=&sort=&top=&every=&from=&to=` | `wirelog query`'s rows, plus `other` (the groups `top` left out, summed) and `total` |
-//! | `/api/records?kind=&where=&from=&to=&limit=` | the records behind a chart (grouped by every field that tells records apart), by time |
-//! | `/api/sequence?uid=` | the connection and its transactions, in order, with their timing (and `pcap`, the download link of its packets, when packets are kept) |
+//! | `/api/records?kind=&where=&from=&to=&limit=&offset=&sort=` | the records behind a chart (grouped by every field that tells records apart), a page at a time, newest first or by any column |
+//! | `/api/sequence?uid=&offset=&limit=` | the connection and its transactions, in order, a page at a time (`total`, `truncated`), with their timing (and `pcap`, the download link of its packets, when packets are kept) |
 //! | `/api/pcap?uid=` | the connection's packets as a pcap file (with `--pcap-dir`) |
 //! | `/api/map?from=&to=` | service map: nodes (hosts, services, with the processes behind them when known) and edges (calls per protocol) |
 //! | `/api/extent` | per kind: rows, files, bytes, first and last time |
@@ -94,6 +94,7 @@ pub(crate) fn router(state: Arc<State>) -> Router {
             .route("/ui/{file}", get(ui::asset));
     }
     r.fallback(not_found)
+        .layer(axum::middleware::from_fn(crate::gzip::layer))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::check,
@@ -523,18 +524,21 @@ async fn query(
 }
 
 /// The fields that tell one record from another, for the drill-down
-/// (grouping by them gives the records themselves, through the same engine).
+/// (grouping by them gives the records themselves, through the same engine),
+/// with the programs, users and containers behind both ends (empty unless
+/// the capture had `--processes`; the UI shows those columns only when a
+/// row has them).
 pub(crate) fn record_fields(kind: Kind) -> &'static str {
     match kind {
         Kind::Flows => "bucket,client,server,server_port,proto",
-        Kind::Conns => "ts,uid,orig_h,orig_p,resp_h,resp_p,proto,service,duration,conn_state,history",
-        Kind::Http => "ts,uid,client,client_port,server,server_port,status,latency,method,host,uri,status_code",
+        Kind::Conns => "ts,uid,orig_h,orig_p,resp_h,resp_p,proto,service,duration,conn_state,history,orig_proc,orig_user,orig_container,resp_proc,resp_container",
+        Kind::Http => "ts,uid,client,client_port,server,server_port,status,latency,method,host,uri,status_code,orig_proc,orig_user,orig_container,resp_proc,resp_container",
         Kind::Mysql | Kind::Pgsql => {
-            "ts,uid,client,client_port,server,server_port,status,latency,command,query,error_message"
+            "ts,uid,client,client_port,server,server_port,status,latency,command,query,error_code,error_message,orig_proc,orig_user,orig_container,resp_proc,resp_container"
         }
-        Kind::Redis => "ts,uid,client,client_port,server,server_port,status,latency,command,args,reply_type",
-        Kind::Dns => "ts,uid,client,client_port,server,server_port,status,latency,query,qtype_name,rcode_name,answers",
-        Kind::Tls => "ts,uid,client,client_port,server,server_port,status,latency,version,cipher,server_name,established,ja4",
+        Kind::Redis => "ts,uid,client,client_port,server,server_port,status,latency,command,args,reply_type,orig_proc,orig_user,orig_container,resp_proc,resp_container",
+        Kind::Dns => "ts,uid,client,client_port,server,server_port,status,latency,query,qtype_name,rcode_name,answers,orig_proc,orig_user,orig_container,resp_proc,resp_container",
+        Kind::Tls => "ts,uid,client,client_port,server,server_port,status,latency,version,cipher,server_name,established,last_alert,ja4,orig_proc,orig_user,orig_container,resp_proc,resp_container",
         Kind::X509 => "ts,fingerprint,role,host_cert,subject,issuer,not_valid_before,not_valid_after,san_dns",
     }
 }
@@ -547,23 +551,30 @@ fn time_field(kind: Kind) -> &'static str {
     }
 }
 
+/// Records a page at a time: `sort` is any record field or aggregate
+/// (`NAME`, `NAME:asc|desc`; default newest first), `offset` the rows
+/// skipped, `limit` the rows given. The engine keeps the first
+/// `offset + limit` groups in sort order (ties broken by every field, so
+/// pages neither overlap nor skip), and the page is cut from them.
 async fn records(
     AxState(state): AxState<Arc<State>>,
     Query(raw): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
-    let p = Params::new(raw, &["kind", "where", "from", "to", "limit"])?;
+    let p = Params::new(raw, &["kind", "where", "from", "to", "limit", "offset", "sort"])?;
     let kind = p.kind()?;
     let limit = p
         .usize("limit", state.opts.limits.max_rows)?
         .unwrap_or(100)
         .max(1);
+    let offset = p.usize("offset", MAX_OFFSET)?.unwrap_or(0);
+    let newest_first = format!("{}:desc", time_field(kind));
     let mut spec = parse_query(
         kind,
         p.get("where"),
         Some(record_fields(kind)),
-        Some(time_field(kind)),
-        Some(limit),
+        Some(p.get("sort").unwrap_or(&newest_first)),
+        Some(offset + limit),
         None,
     )
     .map_err(ApiError::query)?;
@@ -571,35 +582,99 @@ async fn records(
     if from.is_some() || to.is_some() {
         spec.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
     }
-    let t = run(&state, spec).await?;
-    Ok(json_response(table_json(
-        &t,
-        t.rows.len() < t.groups,
-        started,
-    )))
+    let by_time = matches!(spec.sort.0, wirelog_query::SortKey::Field(f) if f.name() == time_field(kind));
+    let mut t = match (from, to) {
+        (Some(f), Some(t)) if by_time => {
+            let desc = spec.sort.1 == wirelog_query::Order::Desc;
+            newest_page(&state, spec, (f, t), desc, offset + limit).await?
+        }
+        _ => run(&state, spec).await?,
+    };
+    t.rows.drain(..offset.min(t.rows.len()));
+    let cut = offset + t.rows.len() < t.groups;
+    let body = table_json(&t, cut, started);
+    // The envelope of /api/query with the page's first row number first.
+    Ok(json_response(format!("{{\"offset\":{offset},{}", &body[1..])))
 }
 
+/// A page in time order without grouping every record of a long range: the
+/// records of the last (or first) 1/1024 of the range, then 8 times more
+/// until the page is full or the range is covered; the count and the sums
+/// over the whole range come from one cheap query (its matched rows: every
+/// record is a group of one, told apart by ts and uid).
+async fn newest_page(
+    state: &Arc<State>,
+    spec: QuerySpec,
+    (from, to): (i64, i64),
+    desc: bool,
+    need: usize,
+) -> Result<ResultTable, ApiError> {
+    let span = to.saturating_sub(from).max(1);
+    let mut width = (span / 1024).max(1_000_000_000);
+    let deadline = Instant::now() + state.opts.limits.timeout;
+    let mut page = loop {
+        let sub = if desc {
+            (to.saturating_sub(width).max(from), to)
+        } else {
+            (from, from.saturating_add(width).min(to))
+        };
+        let mut s = spec.clone();
+        s.time_range = Some(sub);
+        let t = run_by(state, s, deadline).await?;
+        if t.groups >= need || width >= span {
+            break t;
+        }
+        width = width.saturating_mul(8);
+    };
+    let mut count = spec.clone();
+    count.by = Vec::new();
+    count.every_ns = None;
+    count.top = Some(1);
+    count.percentiles = false;
+    count.sort = (wirelog_query::SortKey::Agg(wirelog_query::Agg::Conns), wirelog_query::Order::Desc);
+    let all = run_by(state, count, deadline).await?;
+    page.groups = all.rows_matched as usize;
+    page.total = all.total;
+    page.rows_matched = all.rows_matched;
+    page.rows_scanned += all.rows_scanned;
+    Ok(page)
+}
+
+/// Rows a page may start at (a page is still at most `max_rows`).
+const MAX_OFFSET: usize = 100_000_000;
+
+/// A connection and its calls in time order, a page at a time: each kind
+/// gives its first `offset + limit` calls by time, and the page is cut from
+/// their merge (so it is the same page as from one list of every call);
+/// `total` counts every call of the connection.
 async fn sequence(
     AxState(state): AxState<Arc<State>>,
     Query(raw): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    let p = Params::new(raw, &["uid"])?;
+    let p = Params::new(raw, &["uid", "offset", "limit"])?;
     let uid = p.uid()?;
     let max = state.opts.limits.max_rows;
+    let limit = p.usize("limit", max)?.unwrap_or(max).max(1);
+    let offset = p.usize("offset", MAX_OFFSET)?.unwrap_or(0);
     let deadline = Instant::now() + state.opts.limits.timeout;
     let mut conn = Value::Null;
     let mut calls: Vec<Value> = Vec::new();
+    let mut total = 0usize;
     for kind in std::iter::once(Kind::Conns).chain(Kind::TX) {
+        let top = if kind == Kind::Conns { 1 } else { offset + limit };
         let spec = parse_query(
             kind,
             Some(&format!("uid = \"{uid}\"")),
             Some(record_fields(kind)),
             Some("ts"),
-            Some(max),
+            Some(top),
             None,
         )
         .map_err(ApiError::query)?;
         let t = run_by(&state, spec, deadline).await?;
+        if kind != Kind::Conns {
+            total += t.groups;
+        }
         for r in &t.rows {
             let mut v: Value = serde_json::from_str(&json_row(&t, r)).unwrap_or(Value::Null);
             if kind == Kind::Conns {
@@ -612,14 +687,18 @@ async fn sequence(
             calls.push(v);
         }
     }
+    // RFC 3339 times of one form sort as strings; ties keep the kinds' order.
     calls.sort_by(|a, b| a["ts"].as_str().cmp(&b["ts"].as_str()));
+    let calls: Vec<Value> = calls.into_iter().skip(offset).take(limit).collect();
     let pcap = state
         .opts
         .pcap_dir
         .as_ref()
         .map(|_| format!("/api/pcap?uid={uid}"));
     Ok(json_response(
-        json!({"uid": uid, "conn": conn, "calls": calls, "pcap": pcap}).to_string(),
+        json!({"uid": uid, "conn": conn, "calls": calls, "offset": offset, "total": total,
+               "truncated": offset + calls.len() < total, "pcap": pcap})
+        .to_string(),
     ))
 }
 

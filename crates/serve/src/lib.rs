@@ -18,6 +18,7 @@
 
 mod api;
 mod auth;
+mod gzip;
 mod health;
 mod map;
 mod metrics;

@@ -18,67 +18,161 @@ export function el(tag, attrs = {}, ...children) {
 
 export function fmtNum(n) {
   if (n === null || n === undefined) return "-";
-  if (Math.abs(n) >= 1e9) return (n / 1e9).toFixed(1) + "G";
-  if (Math.abs(n) >= 1e6) return (n / 1e6).toFixed(1) + "M";
-  if (Math.abs(n) >= 1e4) return (n / 1e3).toFixed(1) + "k";
-  return Number.isInteger(n) ? String(n) : n.toFixed(2);
+  const a = Math.abs(n);
+  if (a >= 1e9) return (n / 1e9).toFixed(1) + "G";
+  if (a >= 1e6) return (n / 1e6).toFixed(1) + "M";
+  if (a >= 1e4) return (n / 1e3).toFixed(1) + "k";
+  if (Number.isInteger(n)) return String(n);
+  // Low rates keep two significant digits (0.0033/s, not 0.00).
+  if (a < 1) return a === 0 ? "0" : String(Number(n.toPrecision(2)));
+  return n.toFixed(2);
 }
 
 export function fmtBytes(n) {
   if (n === null || n === undefined) return "-";
-  const u = ["B", "KB", "MB", "GB", "TB"];
+  const u = ["B", "KB", "MB", "GB", "TB", "PB"];
   let i = 0;
   while (Math.abs(n) >= 1000 && i < u.length - 1) { n /= 1000; i++; }
-  return (i ? n.toFixed(1) : String(n)) + " " + u[i];
+  return (i ? n.toFixed(1) : String(Math.round(n * 100) / 100)) + " " + u[i];
 }
 
 export function fmtSecs(s) {
   if (s === null || s === undefined) return "-";
-  if (s < 1e-3) return (s * 1e6).toFixed(0) + " µs";
-  if (s < 1) return (s * 1e3).toFixed(1) + " ms";
-  return s.toFixed(2) + " s";
+  const a = Math.abs(s);
+  if (a === 0) return "0 s";
+  if (a < 1e-3) return (s * 1e6).toFixed(a < 1e-5 ? 1 : 0) + " µs";
+  if (a < 1) return (s * 1e3).toFixed(a < 1e-2 ? 2 : 1) + " ms";
+  if (a < 600) return s.toFixed(2) + " s";
+  if (a < 48 * 3600) return (s / 3600).toFixed(1) + " h";
+  return (s / 86400).toFixed(1) + " d";
 }
 
-function fmtTime(ms, span) {
+export function fmtPct(v) {
+  if (v === null || v === undefined) return "-";
+  return (v === 0 ? "0" : v < 1 ? String(Number(v.toPrecision(2))) : v.toFixed(1)) + " %";
+}
+
+// --- time in the chosen zone (UTC or the browser's), for axes and cells ---
+let zone = "utc";
+export function setZone(z) { zone = z === "local" ? "local" : "utc"; }
+export function zoneName() {
+  if (zone === "utc") return "UTC";
+  try { return Intl.DateTimeFormat().resolvedOptions().timeZone || "local"; } catch { return "local"; }
+}
+function parts(ms) {
   const d = new Date(ms);
-  const iso = d.toISOString();
-  if (span < 60e3) return iso.slice(11, 23);
-  if (span < 86400e3) return iso.slice(11, 19);
-  return iso.slice(5, 16).replace("T", " ");
+  return zone === "utc"
+    ? { Y: d.getUTCFullYear(), M: d.getUTCMonth(), D: d.getUTCDate(), h: d.getUTCHours(), m: d.getUTCMinutes(), s: d.getUTCSeconds(), ms: d.getUTCMilliseconds() }
+    : { Y: d.getFullYear(), M: d.getMonth(), D: d.getDate(), h: d.getHours(), m: d.getMinutes(), s: d.getSeconds(), ms: d.getMilliseconds() };
+}
+function fromParts(Y, M, D, h = 0, m = 0, s = 0) {
+  return zone === "utc" ? Date.UTC(Y, M, D, h, m, s) : new Date(Y, M, D, h, m, s).getTime();
+}
+const p2 = (n) => String(n).padStart(2, "0");
+export function fmtDate(ms) { const p = parts(ms); return `${p.Y}-${p2(p.M + 1)}-${p2(p.D)}`; }
+// A full time in the zone: 2026-11-28 09:14:03.123 (µs kept from an RFC 3339 string when given).
+export function fmtStamp(ms, frac = "") {
+  const p = parts(ms);
+  return `${fmtDate(ms)} ${p2(p.h)}:${p2(p.m)}:${p2(p.s)}${frac || (p.ms ? "." + String(p.ms).padStart(3, "0") : "")}`;
+}
+// Input value for <input type=datetime-local> in the zone, and back.
+export function toInput(ms) { const p = parts(ms); return `${fmtDate(ms)}T${p2(p.h)}:${p2(p.m)}:${p2(p.s)}`; }
+export function fromInput(v) {
+  const m = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d)(?::(\d\d))?/.exec(v || "");
+  return m ? fromParts(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +(m[6] || 0)) : NaN;
 }
 
-function ticks(lo, hi, n) {
+const SEC = 1e3, MIN = 60e3, HOUR = 3600e3, DAY = 86400e3;
+const TICK_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, SEC, 2 * SEC, 5 * SEC, 10 * SEC, 15 * SEC, 30 * SEC, MIN, 2 * MIN, 5 * MIN,
+  10 * MIN, 15 * MIN, 30 * MIN, HOUR, 2 * HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR, DAY, 2 * DAY, 7 * DAY];
+const MONTHS = [1, 2, 3, 6, 12, 24, 60, 120, 240];
+
+// Round instants between lo and hi (at most about n), in the zone, each with
+// its label: the date where a tick is the first or passes midnight, else the time.
+export function timeTicks(lo, hi, n = 6) {
+  const span = Math.max(1, hi - lo);
   const out = [];
-  for (let i = 0; i <= n; i++) out.push(lo + ((hi - lo) * i) / n);
+  const step = TICK_STEPS.find((s) => span / s <= n);
+  if (step !== undefined) {
+    // Align to the step in the zone's wall clock (days start at midnight there).
+    const p = parts(lo);
+    const dayStart = fromParts(p.Y, p.M, p.D);
+    let t = step >= DAY ? dayStart : dayStart + Math.ceil((lo - dayStart) / step) * step;
+    if (t < lo) t += step;
+    let prevDay = null;
+    for (; t <= hi && out.length < 50; t += step) {
+      const day = fmtDate(t), q = parts(t);
+      const time = step < SEC ? `${p2(q.h)}:${p2(q.m)}:${p2(q.s)}.${String(q.ms).padStart(3, "0")}` : step < MIN ? `${p2(q.h)}:${p2(q.m)}:${p2(q.s)}` : `${p2(q.h)}:${p2(q.m)}`;
+      const midnight = q.h === 0 && q.m === 0 && q.s === 0 && q.ms === 0;
+      // The date where the day changes (and on the first tick), else the time.
+      const label = step >= DAY || (midnight && prevDay !== day) ? day : prevDay !== day ? `${day} ${time}` : time;
+      out.push({ t, label });
+      prevDay = day;
+    }
+    return out;
+  }
+  const months = MONTHS.find((m) => span / (m * 30.4 * DAY) <= n) || 480;
+  const p = parts(lo);
+  let Y = p.Y, M = Math.ceil(p.M / months) * months;
+  for (let i = 0; i < 60; i++) {
+    const t = fromParts(Y + Math.floor(M / 12), M % 12, 1);
+    if (t > hi) break;
+    if (t >= lo) out.push({ t, label: months >= 12 ? String(Y + Math.floor(M / 12)) : `${Y + Math.floor(M / 12)}-${p2((M % 12) + 1)}` });
+    M += months;
+  }
   return out;
+}
+
+// 0 to a round maximum in 1, 2, 2.5, 5 x 10^k steps, for value axes.
+export function valueTicks(max, n = 3) {
+  if (!(max > 0)) return [0, 1];
+  const raw = max / n;
+  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 2.5, 5, 10].map((f) => f * mag).find((s) => s >= raw);
+  const out = [];
+  for (let v = 0; v < max + step * 0.999; v += step) out.push(Number(v.toPrecision(12)));
+  return out;
+}
+
+function timeAxis(svg, from, to, x, y0, W) {
+  for (const { t, label } of timeTicks(from, to, Math.max(3, Math.floor(W / 130)))) {
+    svg.append(el("line", { x1: x(t), x2: x(t), y1: y0, y2: y0 + 4, class: "tick" }));
+    svg.append(el("text", { x: x(t), y: y0 + 15, class: "axis", "text-anchor": "middle", text: label }));
+  }
 }
 
 // A bar timeline of `points` ([{t: ms, v}]) over [from, to] (ms); dragging
 // across it calls onSelect(fromMs, toMs); a click without a drag clears.
-export function timeline(host, points, { from, to, step, sel, onSelect, fmt = fmtNum }) {
-  const W = 1000, H = 120, L = 50, B = 20;
+// Arrow keys move a keyboard selection: shift+arrows widen it, Enter picks it.
+export function timeline(host, points, { from, to, step, sel, onSelect, fmt = fmtNum, unit = "" }) {
+  const W = 1000, H = 130, L = 60, B = 28;
   const span = Math.max(1, to - from);
-  const max = Math.max(1, ...points.map((p) => p.v));
+  const yt = valueTicks(Math.max(0, ...points.map((p) => p.v)), 2);
+  const max = yt[yt.length - 1] || 1;
   const x = (t) => L + ((t - from) / span) * (W - L - 5);
-  const y = (v) => H - B - (v / max) * (H - B - 8);
-  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "timeline", id: "timeline-svg" });
-  for (const v of ticks(0, max, 2)) {
+  const y = (v) => H - B - (v / max) * (H - B - 14);
+  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "timeline", id: "timeline-svg", tabindex: 0, role: "slider", "aria-label": "timeline: drag, or arrow keys and Enter, to select a range" });
+  for (const v of yt) {
     svg.append(el("line", { x1: L, x2: W - 5, y1: y(v), y2: y(v), class: "grid" }));
     svg.append(el("text", { x: L - 4, y: y(v) + 4, class: "axis", "text-anchor": "end", text: fmt(v) }));
   }
-  for (const t of ticks(from, to, 5)) {
-    svg.append(el("text", { x: x(t), y: H - 5, class: "axis", "text-anchor": "middle", text: fmtTime(t, span) }));
-  }
+  if (unit) svg.append(el("text", { x: L + 4, y: 9, class: "axis", text: unit }));
+  timeAxis(svg, from, to, x, H - B, W);
+  svg.append(el("text", { x: W - 5, y: H - 1, class: "axis zone", "text-anchor": "end", text: zoneName() }));
   const bw = Math.max(1, ((step || span / 100) / span) * (W - L - 5) - 1);
   for (const p of points) {
-    svg.append(el("rect", { x: x(p.t), y: y(p.v), width: bw, height: H - B - y(p.v), class: "bar", "data-t": p.t, "data-v": p.v },
-      el("title", { text: `${new Date(p.t).toISOString()}: ${fmt(p.v)}` })));
+    if (p.t + (step || 0) <= from || p.t >= to) continue;
+    const x0 = Math.max(L, x(p.t));
+    svg.append(el("rect", { x: x0, y: y(p.v), width: Math.max(1, Math.min(bw, W - 5 - x0)), height: H - B - y(p.v), class: "bar", "data-t": p.t, "data-v": p.v },
+      el("title", { text: `${fmtStamp(p.t)} ${zoneName()}: ${fmt(p.v)}` })));
   }
   const selRect = el("rect", { y: 0, height: H - B, class: "selection", x: 0, width: 0 });
-  if (sel) {
-    selRect.setAttribute("x", x(sel[0]));
-    selRect.setAttribute("width", Math.max(1, x(sel[1]) - x(sel[0])));
-  }
+  const showSel = (a, b) => {
+    const xa = Math.max(L, x(a)), xb = Math.min(W - 5, x(b));
+    selRect.setAttribute("x", xa);
+    selRect.setAttribute("width", Math.max(1, xb - xa));
+  };
+  if (sel) showSel(sel[0], sel[1]);
   svg.append(selRect);
   // Screen pixels to chart time through the SVG's own transform.
   const toT = (ev) => {
@@ -106,33 +200,61 @@ export function timeline(host, points, { from, to, step, sel, onSelect, fmt = fm
   };
   svg.addEventListener("mouseup", finish);
   svg.addEventListener("mouseleave", (ev) => { if (start) finish(ev); });
+  let k = sel ? [...sel] : [from + span * 0.45, from + span * 0.55];
+  svg.addEventListener("keydown", (ev) => {
+    const d = span / 20;
+    if (ev.key === "ArrowLeft" || ev.key === "ArrowRight") {
+      const dir = ev.key === "ArrowLeft" ? -1 : 1;
+      if (ev.shiftKey) k[1] = Math.max(k[0] + d / 4, k[1] + dir * d);
+      else k = [k[0] + dir * d, k[1] + dir * d];
+      k = [Math.max(from, k[0]), Math.min(to, k[1])];
+      showSel(k[0], k[1]);
+      ev.preventDefault();
+    } else if (ev.key === "Enter") { onSelect(k[0], k[1]); ev.preventDefault(); }
+    else if (ev.key === "Escape") { onSelect(null, null); ev.preventDefault(); }
+  });
   host.replaceChildren(svg);
 }
 
-// Lines over time: series = [{name, cls, points: [{t, v}]}].
-export function lineChart(host, series, { from, to, fmt = fmtNum, title }) {
-  const W = 480, H = 160, L = 55, B = 20;
+// Lines over time: series = [{name, cls, points: [{t, v}]}], v null for no
+// data (a gap in the line). `step` (ms): a missing interval is a gap too.
+export function lineChart(host, series, { from, to, step, fmt = fmtNum, title, unit = "", W = 480 }) {
+  const H = 170, L = 58, B = 30, T = 30;
   const span = Math.max(1, to - from);
-  const all = series.flatMap((s) => s.points.map((p) => p.v)).filter((v) => v !== null);
-  const max = Math.max(1e-9, ...all);
+  const all = series.flatMap((s) => s.points.map((p) => p.v)).filter((v) => v !== null && v !== undefined && isFinite(v));
+  const yt = valueTicks(Math.max(0, ...all), 3);
+  const max = yt[yt.length - 1] || 1;
   const x = (t) => L + ((t - from) / span) * (W - L - 5);
-  const y = (v) => H - B - (v / max) * (H - B - 16);
-  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart" });
-  if (title) svg.append(el("text", { x: L, y: 11, class: "title", text: title }));
-  for (const v of ticks(0, max, 2)) {
+  const y = (v) => H - B - (v / max) * (H - B - T);
+  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": title || "chart" });
+  if (title) svg.append(el("text", { x: 4, y: 11, class: "title", text: title + (unit ? ` (${unit})` : "") }));
+  for (const v of yt) {
     svg.append(el("line", { x1: L, x2: W - 5, y1: y(v), y2: y(v), class: "grid" }));
     svg.append(el("text", { x: L - 4, y: y(v) + 4, class: "axis", "text-anchor": "end", text: fmt(v) }));
   }
+  timeAxis(svg, from, to, x, H - B, W);
+  svg.append(el("text", { x: W - 5, y: H - 1, class: "axis zone", "text-anchor": "end", text: zoneName() }));
+  if (!all.length) svg.append(el("text", { x: (W + L) / 2, y: H / 2, class: "axis", "text-anchor": "middle", text: "no data in this range" }));
   let lx = W - 5;
   for (const s of series.slice().reverse()) {
-    const pts = s.points.filter((p) => p.v !== null).map((p) => `${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`);
-    svg.append(el("polyline", { points: pts.join(" "), class: `line ${s.cls || ""}` }));
-    for (const p of s.points.filter((p) => p.v !== null)) {
-      svg.append(el("circle", { cx: x(p.t), cy: y(p.v), r: 2, class: `dot ${s.cls || ""}` }, el("title", { text: `${s.name} ${new Date(p.t).toISOString()}: ${fmt(p.v)}` })));
+    // Runs of consecutive points: a null or a missing interval ends a run.
+    const runs = [];
+    let run = [], prev = null;
+    for (const p of [...s.points].sort((a, b) => a.t - b.t)) {
+      const ok = p.v !== null && p.v !== undefined && isFinite(p.v);
+      if (!ok || (prev !== null && step && p.t - prev > step * 1.5)) { if (run.length) runs.push(run); run = []; }
+      if (ok) { run.push(p); prev = p.t; } else prev = null;
     }
-    const t = el("text", { x: lx, y: 11, class: `legend ${s.cls || ""}`, "text-anchor": "end", text: s.name });
+    if (run.length) runs.push(run);
+    for (const r of runs) {
+      svg.append(el("polyline", { points: r.map((p) => `${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`).join(" "), class: `line ${s.cls || ""}` }));
+      if (r.length <= 60) for (const p of r) {
+        svg.append(el("circle", { cx: x(p.t), cy: y(p.v), r: r.length === 1 ? 2.5 : 1.5, class: `dot ${s.cls || ""}` }, el("title", { text: `${s.name} ${fmtStamp(p.t)}: ${fmt(p.v)}` })));
+      }
+    }
+    const t = el("text", { x: lx, y: 24, class: `legend ${s.cls || ""}`, "text-anchor": "end", text: "— " + s.name });
     svg.append(t);
-    lx -= 8 * s.name.length + 14;
+    lx -= 7 * (s.name.length + 2) + 12;
   }
   host.replaceChildren(svg);
 }
