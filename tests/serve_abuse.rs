@@ -163,3 +163,75 @@ fn the_connection_cap_holds_and_closes_untrusted_connections_first() {
     let (status, body) = common::serve::request(addr, "GET", "/api/health", &[&format!("Authorization: Bearer {token}")]);
     assert_eq!(status, 200, "{body}");
 }
+
+fn parquet_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            parquet_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "parquet") {
+            out.push(p);
+        }
+    }
+}
+
+/// API strictness: an unknown parameter is a 400 naming it on every
+/// endpoint; the interval cap holds without `from`/`to`; an answer read
+/// around a corrupt store file says which (`warnings`).
+#[test]
+fn unknown_parameters_open_intervals_and_corrupt_files_are_said() {
+    // 6,000 UDP connections 10 ms apart (a minute of them).
+    let input = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("abuse-strict.pcap");
+    std::fs::write(&input, common::synthetic_pcap(6000)).unwrap();
+    let st = store("abuse-strict", &[&input]);
+    let srv = start(&["serve", "--store", st.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let addr = srv.addr;
+    for path in [
+        "/api/query?kind=conns&bogus=1",
+        "/api/records?kind=conns&bogus=1",
+        "/api/sequence?uid=C1&bogus=1",
+        "/api/pcap?uid=C1&bogus=1",
+        "/api/map?bogus=1",
+        "/api/extent?bogus=1",
+        "/api/health?bogus=1",
+        "/metrics?bogus=1",
+    ] {
+        let (status, body) = get(addr, path);
+        assert_eq!(status, 400, "{path}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["parameter"], "bogus", "{path}: {body}");
+    }
+    assert_eq!(get(addr, "/api/extent").0, 200);
+    assert_eq!(get(addr, "/api/health").0, 200);
+
+    // Without 'from' or 'to', the intervals holding records are counted:
+    // 1 us or 1 ms gives 6,000 of them.
+    for path in ["/api/query?kind=conns&every=1us", "/api/query?kind=conns&every=1ms&from=0", "/api/query?kind=conns&every=1us&to=2100-01-01"] {
+        let (status, body) = get(addr, path);
+        assert_eq!(status, 400, "{path}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["parameter"], "every", "{path}: {body}");
+        assert!(v["error"].as_str().unwrap().contains("at most 5000"), "{path}: {body}");
+    }
+    let (status, body) = get(addr, "/api/query?kind=conns&every=10s");
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(v.get("warnings").is_none(), "{body}");
+
+    // A corrupt conns file: the answer is partial and says so, naming it.
+    let mut files = Vec::new();
+    parquet_files(&st.join("conns"), &mut files);
+    let bad = files.first().expect("a conns file").clone();
+    let mut bytes = std::fs::read(&bad).unwrap();
+    let mid = bytes.len() / 2;
+    bytes.truncate(mid);
+    std::fs::write(&bad, &bytes).unwrap();
+    let name = bad.file_name().unwrap().to_string_lossy().into_owned();
+    for path in ["/api/query?kind=conns&by=proto", "/api/records?kind=conns", "/api/map"] {
+        let (status, body) = get(addr, path);
+        assert_eq!(status, 200, "{path}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"));
+        let w = v["warnings"].as_array().unwrap_or_else(|| panic!("{path}: no warnings: {body}"));
+        assert!(w.iter().any(|x| x.as_str().unwrap().contains(&name)), "{path}: {body}");
+    }
+}
