@@ -114,7 +114,12 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     // A failure (an unwritable disk, say) ends the reading, and the summary
     // of what was read and written is still printed.
     let mut failed: Option<anyhow::Error> = None;
+    // Bad checksums are judged per file, so the warning names the file.
     'files: for Input { mut reader, identity, path } in inputs {
+        let (bad_before, decoded_before) = {
+            let ds = probe.decode_stats();
+            (ds.bad_transport_checksum + ds.bad_ip_checksum, ds.decoded)
+        };
         let mut first_skips: Vec<(SkipReason, FirstSkip)> = Vec::new();
         let mut file_packets = 0u64;
         let (mut first_ns, mut last_ns) = (i64::MAX, i64::MIN);
@@ -166,10 +171,13 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 filter: expr.clone().unwrap_or_default(),
             });
         }
+        // A gzip file's problems are found in what it decompresses to: the
+        // offset says so (a compressed offset would point elsewhere).
+        let of_stream = if reader.is_gzip() { " of the decompressed stream" } else { "" };
         for p in reader.problems() {
             problems_reported += 1;
             eprintln!(
-                "wirelog: {}: {} at byte {}: {}{}",
+                "wirelog: {}: {} at byte {}{of_stream}: {}{}",
                 name,
                 p.kind.as_str(),
                 p.first_offset,
@@ -183,15 +191,24 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         }
         for (reason, s) in &first_skips {
             problems_reported += 1;
+            // For gzip, the reader's position counts compressed bytes read
+            // so far (the decompressor reads ahead): an approximate place.
+            let at = if reader.is_gzip() {
+                format!("about byte {} of the compressed file", s.offset)
+            } else {
+                format!("ending at byte {}", s.offset)
+            };
             eprintln!(
-                "wirelog: {}: {} packet(s) skipped: {}, first is packet {} (ending at byte {})",
+                "wirelog: {}: {} packet(s) skipped: {}, first is packet {} ({at})",
                 name,
                 s.count,
                 reason.as_str(),
                 s.packet,
-                s.offset
             );
         }
+        let ds = probe.decode_stats();
+        let (bad, decoded) = (ds.bad_transport_checksum + ds.bad_ip_checksum - bad_before, ds.decoded - decoded_before);
+        checksum_warning(&name, bad, decoded, args.probe.checksums.mode());
         if let Err(e) = drain(&mut probe, &mut output) {
             failed = Some(e);
             break;
@@ -276,23 +293,6 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         }
     }
 
-    // Like Zeek: when most checksums are wrong, the capture's packets were
-    // changed after the sender computed them (a middlebox rewriting without
-    // fixing, a broken capture tool), or, in verify mode, offloaded; say how
-    // to read it anyway. Offloaded checksums in auto mode are not wrong.
-    let ds = probe.decode_stats();
-    let bad = ds.bad_transport_checksum + ds.bad_ip_checksum;
-    if bad > 0 && bad * 10 > ds.decoded {
-        let hint = match args.probe.checksums.mode() {
-            ChecksumMode::Verify => "likely from checksum offloading (or a loopback capture); \
-                                     --checksums auto (the default) accepts offloaded checksums, -C ignores all",
-            _ => "and they are not offloaded checksums; -C ignores checksums",
-        };
-        eprintln!(
-            "wirelog: warning: {bad} of {} IP packets have bad checksums, {hint}; their connections are incomplete.",
-            ds.decoded
-        );
-    }
 
     // --pcap-dir: what was kept, cut and dropped.
     let pcap_lost = pcap_end.is_some_and(|end| {
@@ -430,4 +430,21 @@ fn check_not_ingested(store: &Path, inputs: &mut [Input], again: bool) -> Result
         inputs[i].identity = Some(id);
     }
     Ok(())
+}
+
+/// Like Zeek: when most of a file's checksums are wrong, its packets were
+/// changed after the sender computed them (a middlebox rewriting without
+/// fixing, a broken capture tool), or, in verify mode, offloaded; says so,
+/// naming the file, and how to read it anyway. Offloaded checksums in auto
+/// mode are not wrong.
+fn checksum_warning(file: &str, bad: u64, decoded: u64, mode: ChecksumMode) {
+    if bad == 0 || bad * 10 <= decoded {
+        return;
+    }
+    let hint = match mode {
+        ChecksumMode::Verify => "likely from checksum offloading (or a loopback capture); \
+                                 --checksums auto (the default) accepts offloaded checksums, -C ignores all",
+        _ => "and they are not offloaded checksums; -C ignores checksums",
+    };
+    eprintln!("wirelog: warning: {file}: {bad} of {decoded} IP packets have bad checksums, {hint}; their connections are incomplete.");
 }

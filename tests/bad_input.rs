@@ -6,6 +6,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+mod common;
+
 fn wirelog(args: &[&str], stdin: Option<&[u8]>) -> Output {
     // The store is not what these tests are about (tests/store.rs is); keep
     // parallel runs from sharing a data directory.
@@ -270,4 +272,47 @@ fn connection_budget_evicts_and_loses_nothing() {
         packets_in(&full),
         "no packet lost to eviction"
     );
+}
+
+/// gzip: a problem's offset is in the decompressed stream, and says so.
+#[test]
+fn a_gzip_files_offsets_say_they_are_in_the_decompressed_stream() {
+    let full = sample_bytes();
+    let mut off = 24;
+    for _ in 0..199 {
+        off += 16 + u32::from_le_bytes(full[off + 8..off + 12].try_into().unwrap()) as usize;
+    }
+    let cut = temp("truncated-gz.pcap", &full[..off + 7]);
+    let gz = Command::new("gzip").arg("-kf").arg(&cut).status().expect("gzip");
+    assert!(gz.success());
+    let o = wirelog(&["read", cut.with_extension("pcap.gz").to_str().unwrap()], None);
+    let err = stderr(&o);
+    assert!(o.status.success(), "exit {:?}: {err}", o.status);
+    assert!(
+        err.contains(&format!("truncated-gz.pcap.gz: truncated file at byte {off} of the decompressed stream")),
+        "{err}"
+    );
+}
+
+/// A bad-checksum warning names the file whose packets have them, and
+/// only that one.
+#[test]
+fn bad_checksum_warnings_name_the_file() {
+    let good = common::synthetic_pcap(50);
+    let mut bad = good.clone();
+    // Each record: 16-byte header, then Ethernet (14), IPv4 (20), UDP whose
+    // checksum is at bytes 6..8: flip it (never to the "none" value 0).
+    let mut at = 24;
+    while at < bad.len() {
+        let len = u32::from_le_bytes(bad[at + 8..at + 12].try_into().unwrap()) as usize;
+        bad[at + 16 + 14 + 20 + 6] ^= 0x01;
+        at += 16 + len;
+    }
+    let (g, b) = (temp("checksums-good.pcap", &good), temp("checksums-bad.pcap", &bad));
+    let o = wirelog(&["read", g.to_str().unwrap(), b.to_str().unwrap()], None);
+    let err = stderr(&o);
+    assert!(o.status.success(), "exit {:?}: {err}", o.status);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("bad checksums")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(warnings[0].contains("checksums-bad.pcap: 50 of 50 IP packets have bad checksums"), "{err}");
 }

@@ -358,11 +358,13 @@ fn a_full_pcap_dir_loses_packets_counted_never_records() {
     assert_eq!(written + lost, kept, "reading waits for the writer, so nothing is dropped: {line}");
     assert!(written > 0 && lost > 0, "{line}");
 
-    // What is on disk reads back as input packets, in order, at least the
-    // ones counted written (a write cut by ENOSPC may leave a few more).
+    // What is on disk reads back as input packets, in order, exactly the
+    // ones counted written (a write cut by ENOSPC is cut back to its last
+    // whole record), and no file ends inside a record.
     let files = kept_files(&pd);
+    assert!(files.iter().all(|f| !read_pcap(f).1), "a file ends inside a record");
     let on_disk: Vec<_> = files.iter().flat_map(|f| read_pcap(f).0).collect();
-    assert!(on_disk.len() as u64 >= written && on_disk.len() as u64 <= kept, "{} on disk, {line}", on_disk.len());
+    assert_eq!(on_disk.len() as u64, written, "{line}");
     let want_recs = strip(&input_recs);
     let mut at = 0;
     for rec in strip(&on_disk) {
@@ -445,4 +447,77 @@ fn a_store_flush_writes_what_fits() {
     assert!(left < 128 << 10, "{left} bytes stayed free while rows were dropped: {}", r.stderr);
     assert!(r.stderr.contains("the store's writing is paused"), "the pause is said: {}", r.stderr);
     no_temporaries(&t.dir);
+/// `capture --pcap-dir` on a 256 KB tmpfs while UDP traffic flows in a
+/// namespace: the disk fills mid-record, yet every file ends with a whole
+/// record (tcpdump reads each to its end), its index lists exactly the
+/// records it holds, and the counts say what the files hold and what was
+/// lost.
+#[test]
+fn a_full_pcap_dir_during_a_live_capture_keeps_whole_indexed_records() {
+    use common::kept::{kept_files, read_index, read_pcap};
+    use common::live::LiveCapture;
+    use common::lo::{have, LoNs};
+    if !is_root() {
+        return skip("mounting tmpfs and namespaces need root");
+    }
+    for prog in ["ip", "python3", "tcpdump"] {
+        if !have(prog) {
+            return skip(&format!("{prog} is not installed"));
+        }
+    }
+    let t = Tmpfs::mount("pcap-live", "256k");
+    let logs = Tmpfs::mount("pcap-live-logs", "16m");
+    let pd = t.dir.join("pcap");
+    let ns = LoNs::new("pcapfull");
+    let logs_dir = logs.dir.join("logs");
+    let args = ["--no-store", "--logs", logs_dir.to_str().unwrap(), "--pcap-dir", pd.to_str().unwrap(), "--pcap-file-size", "64K"];
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    let cap = LiveCapture::start(&ns.name, "lo", &args);
+    // 8 UDP conversations, 4,000 datagrams of 700 to 1,300 bytes (about
+    // 4 MB: sixteen times the disk), paced so the capture takes them all.
+    let sender = "import socket,time\n\
+        r=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); r.bind(('127.0.0.1',7000))\n\
+        ss=[socket.socket(socket.AF_INET,socket.SOCK_DGRAM) for _ in range(8)]\n\
+        for i in range(4000):\n\
+        \x20   ss[i%8].sendto(bytes(700+(i*37)%600),('127.0.0.1',7000))\n\
+        \x20   if i%20==0: time.sleep(0.002)\n";
+    ns.run(&["python3", "-c", sender]);
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, err) = cap.interrupt();
+    assert_eq!(status.code(), Some(EXIT_PARTIAL), "{err}");
+    let line = err.lines().rev().find(|l| l.contains("packets kept")).unwrap_or_else(|| panic!("{err}"));
+    let num = |after: &str| -> u64 {
+        let (head, _) = line.split_once(after).unwrap_or_else(|| panic!("{after:?} in {line}"));
+        head.rsplit(' ').next().unwrap().trim_start_matches('(').parse().unwrap()
+    };
+    let (kept, dropped, written, bytes) = (num(" packets kept"), num(" dropped"), num(" written ("), num(" bytes)"));
+    let lost = if line.contains("lost to write errors") { num(" lost to write errors") } else { 0 };
+    assert!(kept >= 4000, "{line}");
+    assert!(lost > 0 && written > 0, "the disk filled and some packets were written: {line}");
+    assert_eq!(kept, dropped + written + lost, "{line}");
+    assert!(err.contains("No space left on device"), "the error is named: {err}");
+
+    let files = kept_files(&pd);
+    let (mut on_disk, mut on_disk_bytes) = (0u64, 0u64);
+    for f in &files {
+        // tcpdump reads the file to its end: no "truncated dump file".
+        let o = Command::new("tcpdump").args(["-r", f.to_str().unwrap(), "-nn"]).output().unwrap();
+        let tcpdump_err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success() && !tcpdump_err.contains("truncated"), "{}: {tcpdump_err}", f.display());
+        let (recs, torn) = read_pcap(f);
+        assert!(!torn, "{} ends inside a record", f.display());
+        assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), recs.len(), "{}", f.display());
+        // The index lists every record the file holds (each is of a UDP
+        // conversation, so has a uid), and nothing else.
+        let (uids, torn_index) = read_index(&f.with_extension("idx"));
+        assert!(!torn_index, "{}: a torn index block", f.display());
+        let mut indexed: Vec<u64> = uids.into_values().flatten().collect();
+        indexed.sort();
+        let held: Vec<u64> = recs.iter().map(|r| r.offset).collect();
+        assert_eq!(indexed, held, "{}: the index lists exactly the file's records", f.display());
+        on_disk += recs.len() as u64;
+        on_disk_bytes += std::fs::metadata(f).unwrap().len() - 24;
+    }
+    assert_eq!(on_disk, written, "the files hold what the counts say: {line}");
+    assert_eq!(on_disk_bytes, bytes, "{line}");
 }

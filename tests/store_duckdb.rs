@@ -733,3 +733,57 @@ fn duckdb_reads_transactions_as_written() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Parquet files DuckDB writes with its default compression (snappy) read
+/// as the store's own: every file of a kind rewritten by DuckDB's `COPY`
+/// gives the same rows, sums and no corrupt file.
+#[test]
+fn files_duckdb_rewrote_with_snappy_read_as_before() {
+    if let Err(why) = duckdb_available() {
+        let msg = format!("duckdb for python3 is not installed ({why}); install it with: pip install duckdb");
+        if std::env::var("WIRELOG_REQUIRE_ALL_TESTS").as_deref() == Ok("1") {
+            panic!("{msg}");
+        }
+        eprintln!("SKIPPED store_duckdb (snappy): {msg}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("wirelog-store-duckdb-snappy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let c = conns();
+    let mut s = Store::open(&dir, StoreOptions::default()).unwrap();
+    s.append_conns(&c).unwrap();
+    s.close().unwrap();
+    let sums = || {
+        let (mut rows, mut bytes) = (0usize, 0u64);
+        let scan = wirelog_store::Scan::new(wirelog_store::Kind::Conns).columns(&["orig_pkts"]);
+        let stats = Store::scan(&dir, &scan, |b| {
+            rows += b.rows();
+            if let Some(wirelog_store::Column::U64(v)) = b.column("orig_pkts") {
+                bytes += v.iter().sum::<u64>();
+            }
+            Ok(())
+        })
+        .unwrap();
+        (rows, bytes, stats.corrupt_files, stats.warnings)
+    };
+    let before = sums();
+    assert_eq!(before.0, c.len());
+    assert!(before.1 > 0);
+    let rewrite = r#"
+import duckdb, glob, os, sys
+n = 0
+for f in glob.glob(os.path.join(sys.argv[1], "conns", "**", "*.parquet"), recursive=True):
+    tmp = f + ".snappy"
+    duckdb.sql(f"COPY (SELECT * FROM read_parquet('{f}')) TO '{tmp}' (FORMAT PARQUET)")
+    codecs = {r[0] for r in duckdb.sql(f"SELECT DISTINCT compression FROM parquet_metadata('{tmp}')").fetchall()}
+    assert codecs == {"SNAPPY"}, codecs
+    os.replace(tmp, f)
+    n += 1
+print(n)
+"#;
+    let out = Command::new("python3").args(["-c", rewrite]).arg(&dir).output().expect("run python3");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).trim().parse::<u32>().unwrap() > 0);
+    assert_eq!(sums(), before, "the snappy files read as the zstd ones did");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -71,12 +71,17 @@ impl LiveCapture {
     }
 
     /// SIGINT, then the exit status must be 0. Returns stderr.
-    pub fn stop(mut self) -> String {
-        sh(&["kill", "-INT", &self.child.id().to_string()]);
-        let status = self.child.wait().unwrap();
-        let err = self.stderr.take().unwrap().join().unwrap();
+    pub fn stop(self) -> String {
+        let (status, err) = self.interrupt();
         assert!(status.success(), "capture exited with {status}: {err}");
         err
+    }
+
+    /// SIGINT; the exit status and stderr.
+    pub fn interrupt(mut self) -> (std::process::ExitStatus, String) {
+        sh(&["kill", "-INT", &self.child.id().to_string()]);
+        let status = self.child.wait().unwrap();
+        (status, self.stderr.take().unwrap().join().unwrap())
     }
 }
 

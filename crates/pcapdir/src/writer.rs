@@ -10,6 +10,12 @@
 //! entries of its packets appended: the index never points past data on
 //! disk. A closed file's index is sorted for lookups by a thread of its own
 //! ([`Compactor`]), so the writer goes straight on with the next file.
+//!
+//! A write error (a full disk) ends the file with whole records only, all
+//! of them indexed: a write cut short inside a record is truncated back to
+//! the last whole record, and an index block that cannot be appended is cut
+//! off again with the data it would have indexed. The counters say what
+//! the files hold (`written`) and what was lost (`write_failed`).
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -158,6 +164,12 @@ struct OpenFile {
     /// not on disk yet.
     pending: VecDeque<(Uid, i64, u64, u64)>,
     block: BlockBuilder,
+    /// Bytes of the index file; the data its blocks cover.
+    index_len: u64,
+    indexed: u64,
+    /// Ranges written (their packets counted written) that the index does
+    /// not cover yet: where each ends, and its packets.
+    unindexed: VecDeque<(u64, u64)>,
 }
 
 struct Writer {
@@ -373,6 +385,9 @@ impl Writer {
             durable: 0,
             pending: VecDeque::new(),
             block: BlockBuilder::default(),
+            index_len: INDEX_HEADER.len() as u64,
+            indexed: header.len() as u64,
+            unindexed: VecDeque::new(),
         });
         match enforce(&self.cfg.dir, &self.cfg.ring, Some(&path), self.cfg.file_size, self.newest_ns) {
             Ok(gone) => {
@@ -389,35 +404,29 @@ impl Writer {
         let Some(f) = self.open.as_mut() else { return };
         if !f.buf.is_empty() {
             let from = f.written;
-            match f.file.write_all(&f.buf) {
-                Ok(()) => {
-                    self.counters.written.fetch_add(f.buf_packets, Relaxed);
-                    self.counters.written_bytes.fetch_add(f.buf.len() as u64, Relaxed);
-                    f.written += f.buf.len() as u64;
-                    f.buf.clear();
-                    f.buf_packets = 0;
-                    start_writeback(&f.file, from, f.written - from);
-                    if f.durable < from {
-                        settle(&f.file, f.durable, from - f.durable);
-                        f.durable = from;
-                    }
+            let (n, err) = write_some(&mut f.file, &f.buf);
+            if let Some(e) = err {
+                let what = format!(
+                    "{}: {e}; it ends with its last whole record, the next file is tried in {} s",
+                    f.path.display(),
+                    RETRY_AFTER.as_secs()
+                );
+                if let Some(f) = self.open.take() {
+                    self.end_cut(f, n);
                 }
-                Err(e) => {
-                    let what = format!("{}: {e}; its packets so far stay readable, the next file is tried in {} s", f.path.display(), RETRY_AFTER.as_secs());
-                    let lost = f.buf_packets;
-                    self.counters.write_failed.fetch_add(lost, Relaxed);
-                    // What was written stays valid (readers stop at a cut
-                    // record); the next packet opens a new file.
-                    if let Some(mut f) = self.open.take() {
-                        f.buf.clear();
-                        f.buf_packets = 0;
-                        settle(&f.file, f.durable, f.written.saturating_sub(f.durable));
-                        f.durable = f.written;
-                        let _ = index_durable(&mut f);
-                    }
-                    self.failed(what);
-                    return;
-                }
+                self.failed(what);
+                return;
+            }
+            self.counters.written.fetch_add(f.buf_packets, Relaxed);
+            self.counters.written_bytes.fetch_add(f.buf.len() as u64, Relaxed);
+            f.written += f.buf.len() as u64;
+            f.unindexed.push_back((f.written, f.buf_packets));
+            f.buf.clear();
+            f.buf_packets = 0;
+            start_writeback(&f.file, from, f.written - from);
+            if f.durable < from {
+                settle(&f.file, f.durable, from - f.durable);
+                f.durable = from;
             }
         }
         if all && f.durable < f.written {
@@ -425,22 +434,124 @@ impl Writer {
             f.durable = f.written;
         }
         if let Err(e) = index_durable(f) {
-            let what = format!("{}: {e}", index_path(&f.path).display());
-            self.fail(what);
+            let what = format!(
+                "{}: {e}; its pcap file ends with the last indexed record, the next file is tried in {} s",
+                index_path(&f.path).display(),
+                RETRY_AFTER.as_secs()
+            );
+            if let Some(f) = self.open.take() {
+                self.end_at_index(f);
+            }
+            self.failed(what);
+        }
+    }
+
+    /// Ends a file whose buffer could be written only `n` bytes far: the
+    /// whole records among them stay (a torn one is truncated away) and are
+    /// indexed; the rest of the buffer is lost.
+    fn end_cut(&mut self, mut f: OpenFile, n: usize) {
+        let (keep, whole) = whole_records(&f.buf[..n]);
+        if keep < n {
+            if let Err(e) = f.file.set_len(f.written + keep as u64) {
+                // The torn record stays; the index still never points at it.
+                self.fail(format!("{}: cannot cut a torn record: {e}", f.path.display()));
+            }
+        }
+        self.counters.written.fetch_add(whole, Relaxed);
+        self.counters.written_bytes.fetch_add(keep as u64, Relaxed);
+        self.counters.write_failed.fetch_add(f.buf_packets - whole, Relaxed);
+        f.buf.clear();
+        f.buf_packets = 0;
+        f.written += keep as u64;
+        f.unindexed.push_back((f.written, whole));
+        settle(&f.file, f.durable, f.written.saturating_sub(f.durable));
+        f.durable = f.written;
+        match index_durable(&mut f) {
+            Ok(()) => self.closed(f),
+            Err(e) => {
+                self.fail(format!("{}: {e}", index_path(&f.path).display()));
+                self.end_at_index(f);
+            }
+        }
+    }
+
+    /// Ends a file whose index could not be appended: the index is cut back
+    /// to its last whole block and the data to what that block covers; the
+    /// packets past it are counted lost instead of written.
+    fn end_at_index(&mut self, mut f: OpenFile) {
+        let _ = f.index.set_len(f.index_len);
+        match f.file.set_len(f.indexed) {
+            Ok(()) => {
+                let mut lost = f.buf_packets;
+                let mut lost_bytes = 0;
+                let mut start = f.indexed;
+                for (end, packets) in f.unindexed.drain(..) {
+                    lost += packets;
+                    lost_bytes += end - start;
+                    start = end;
+                }
+                self.counters.written.fetch_sub(lost - f.buf_packets, Relaxed);
+                self.counters.written_bytes.fetch_sub(lost_bytes, Relaxed);
+                self.counters.write_failed.fetch_add(lost, Relaxed);
+            }
+            Err(e) => {
+                self.counters.write_failed.fetch_add(f.buf_packets, Relaxed);
+                self.fail(format!("{}: cannot cut the records its index misses: {e}", f.path.display()));
+            }
+        }
+        f.buf.clear();
+        f.buf_packets = 0;
+        f.pending.clear();
+        self.closed(f);
+    }
+
+    /// Hands a file that is done with to the compactor.
+    fn closed(&mut self, f: OpenFile) {
+        if f.index.sync_data().is_ok() {
+            self.compactor.closed(f.path);
         }
     }
 
     fn close(&mut self) {
         self.flush(true);
         if let Some(f) = self.open.take() {
-            if f.index.sync_data().is_ok() {
-                self.compactor.closed(f.path);
-            }
+            self.closed(f);
         }
     }
 }
 
-/// Appends the index entries of the records now on disk.
+/// Writes as much of `buf` as goes: the bytes written, and the error that
+/// stopped it short.
+fn write_some(file: &mut File, buf: &[u8]) -> (usize, Option<io::Error>) {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.write(&buf[n..]) {
+            Ok(0) => return (n, Some(io::ErrorKind::WriteZero.into())),
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (n, Some(e)),
+        }
+    }
+    (n, None)
+}
+
+/// The bytes and count of the whole pcap records at the start of `buf`
+/// (records as [`Writer::write_batch`] lays them out).
+fn whole_records(buf: &[u8]) -> (usize, u64) {
+    let (mut at, mut n) = (0usize, 0u64);
+    while at + 16 <= buf.len() {
+        let cap = u32::from_le_bytes(buf[at + 8..at + 12].try_into().unwrap_or_default()) as usize;
+        if at + 16 + cap > buf.len() {
+            break;
+        }
+        at += 16 + cap;
+        n += 1;
+    }
+    (at, n)
+}
+
+/// Appends the index entries of the records now on disk. On an error the
+/// file may end inside the block; the caller cuts it back to `index_len`.
 fn index_durable(f: &mut OpenFile) -> io::Result<()> {
     while let Some(&(uid, ts, start, end)) = f.pending.front() {
         if end > f.durable {
@@ -449,11 +560,17 @@ fn index_durable(f: &mut OpenFile) -> io::Result<()> {
         f.block.add(uid, ts, start);
         f.pending.pop_front();
     }
-    if f.block.is_empty() {
-        return Ok(());
+    if !f.block.is_empty() {
+        let bytes = f.block.encode(f.durable);
+        f.index.write_all(&bytes)?;
+        f.index_len += bytes.len() as u64;
     }
-    let bytes = f.block.encode(f.durable);
-    f.index.write_all(&bytes)
+    // Records up to `durable` without a uid need no entry: covered too.
+    f.indexed = f.durable;
+    while f.unindexed.front().is_some_and(|&(end, _)| end <= f.indexed) {
+        f.unindexed.pop_front();
+    }
+    Ok(())
 }
 
 /// Starts writeback of a range without waiting for it.
@@ -488,3 +605,27 @@ pub(crate) fn is_ns_pcap(header: &[u8]) -> bool {
     header.len() >= 4 && u32::from_le_bytes(header[..4].try_into().unwrap()) == PCAP_NS_MAGIC
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::whole_records;
+
+    #[test]
+    fn whole_records_stop_before_a_torn_header_or_body() {
+        let rec = |cap: u32| {
+            let mut r = vec![0u8; 16];
+            r[8..12].copy_from_slice(&cap.to_le_bytes());
+            r.extend(std::iter::repeat_n(7u8, cap as usize));
+            r
+        };
+        let mut buf = rec(10);
+        buf.extend(rec(0));
+        buf.extend(rec(100));
+        let two = 26 + 16;
+        assert_eq!(whole_records(&buf), (buf.len(), 3));
+        assert_eq!(whole_records(&buf[..buf.len() - 1]), (two, 2));
+        assert_eq!(whole_records(&buf[..two + 15]), (two, 2));
+        assert_eq!(whole_records(&buf[..two]), (two, 2));
+        assert_eq!(whole_records(&buf[..5]), (0, 0));
+    }
+}

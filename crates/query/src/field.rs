@@ -230,14 +230,16 @@ static REDIS: &[Def] = tx_defs![
     def("reply", Ty::Str, &[]),
 ];
 
+// DNS's type, class, rcode and id are 16-bit fields (RFC 1035 4.1.1, 4.1.2;
+// an EDNS rcode has 12 bits): a larger number is an error, not a silent miss.
 static DNS: &[Def] = tx_defs![
     def("query", Ty::Str, &["qname", "name"]),
-    opt("qtype", U64, &[]),
+    opt("qtype", U16, &[]),
     def("qtype_name", Ty::Str, &["type"]),
-    opt("qclass", U64, &[]),
-    opt("rcode", U64, &[]),
+    opt("qclass", U16, &[]),
+    opt("rcode", U16, &[]),
     def("rcode_name", Ty::Str, &[]),
-    opt("trans_id", U64, &["id"]),
+    opt("trans_id", U16, &["id"]),
     def("answers", Ty::Str, &[]),
     def("ttls", Ty::Str, &[]),
     def("aa", Ty::Bool, &[]),

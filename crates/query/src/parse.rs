@@ -27,6 +27,9 @@ use crate::time::{parse_duration, parse_time};
 use crate::value::{parse_bool, parse_net, parse_uint, NetError};
 
 const FLAG: &str = "--where";
+/// The values of a connection's `proto` text column.
+const CONN_PROTOS: &[&str] = &["tcp", "udp", "icmp"];
+
 /// Deeper nesting is refused rather than risking the stack.
 const MAX_DEPTH: usize = 200;
 
@@ -545,6 +548,12 @@ impl<'a> Parser<'a> {
                         col: v.col,
                     })
                     .collect();
+                // The names Zeek's `proto` column holds (wirelog_record's
+                // `Proto::as_str`): any other name would match nothing.
+                if let Some(v) = names.iter().find(|v| !CONN_PROTOS.contains(&v.text.as_str())) {
+                    let orig = vals.iter().find(|o| o.col == v.col).unwrap_or(v);
+                    return Err(self.type_err(name, orig, "tcp, udp, icmp or a protocol number (0-255)"));
+                }
                 let nums: Vec<Val> = vals
                     .iter()
                     .filter(|v| numeric(v))
@@ -987,6 +996,11 @@ mod tests {
         );
         bad(f, "not", 4, "a condition after 'not'");
         bad(f, "proto = ftp", 9, "a protocol name");
+        bad(Kind::Conns, "proto = nosuchproto", 9, "tcp, udp, icmp or a protocol number (0-255)");
+        bad(Kind::Conns, "proto in (udp, NoSuch)", 16, "tcp, udp, icmp");
+        bad(Kind::Conns, "proto = 300", 9, "a protocol name");
+        bad(Kind::Dns, "qtype = 99999999", 9, "a number (0-65535)");
+        bad(Kind::Dns, "qclass = 65536", 10, "a number (0-65535)");
         bad(f, "time > yesterday", 8, "a time");
         bad(Kind::Conns, "duration > 5parsec", 12, "a duration");
         bad(Kind::Conns, "local_orig = maybe", 14, "true or false");

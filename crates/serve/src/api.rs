@@ -34,6 +34,53 @@ use crate::{auth, health, map, metrics, ui, Limits, Options};
 /// Engine memory one query may hold (group table and histograms).
 const MAX_QUERY_BYTES: usize = 256 << 20;
 
+tokio::task_local! {
+    /// What the queries of the request being answered could not read
+    /// (corrupt or unreadable store files), for its answer's `warnings`.
+    static WARNINGS: Arc<Mutex<Vec<String>>>;
+}
+
+/// Gives a JSON object answer a `warnings` list when its queries skipped
+/// store files they could not read: a partial answer never looks whole.
+pub(crate) async fn with_warnings(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let w = Arc::new(Mutex::new(Vec::new()));
+    let resp = WARNINGS.scope(w.clone(), next.run(req)).await;
+    let warnings = std::mem::take(&mut *w.lock().unwrap_or_else(|e| e.into_inner()));
+    let json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if warnings.is_empty() || !json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "the answer could not be read back").into_response();
+    };
+    let list = serde_json::to_string(&warnings).unwrap_or_default();
+    let body = match bytes.strip_prefix(b"{") {
+        Some(rest) => {
+            let sep = if rest.trim_ascii_start().starts_with(b"}") { "" } else { "," };
+            [format!("{{\"warnings\":{list}{sep}").as_bytes(), rest].concat()
+        }
+        None => bytes.to_vec(),
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+/// Notes, for the request's answer, the files a query could not read.
+fn note_warnings(found: Vec<String>) {
+    let _ = WARNINGS.try_with(|w| {
+        let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
+        for f in found {
+            if !w.contains(&f) {
+                w.push(f);
+            }
+        }
+    });
+}
+
 pub(crate) struct State {
     pub opts: Options,
     pub token: Option<Vec<u8>>,
@@ -94,6 +141,8 @@ pub(crate) fn router(state: Arc<State>) -> Router {
             .route("/ui/{file}", get(ui::asset));
     }
     r.fallback(not_found)
+        // Warnings join the JSON before it is compressed: the gzip layer is the outer one.
+        .layer(axum::middleware::from_fn(with_warnings))
         .layer(axum::middleware::from_fn(crate::gzip::layer))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -182,10 +231,11 @@ impl Params {
                 continue;
             }
             if !known.contains(&k.as_str()) {
-                return Err(ApiError::bad(
-                    &k,
-                    format!("unknown; this endpoint takes {}", known.join(", ")),
-                ));
+                let takes = match known {
+                    [] => "no parameters".to_string(),
+                    _ => known.join(", "),
+                };
+                return Err(ApiError::bad(&k, format!("unknown; this endpoint takes {takes}")));
             }
             if m.insert(k.clone(), v).is_some() {
                 return Err(ApiError::bad(&k, "given twice"));
@@ -293,14 +343,17 @@ pub(crate) async fn run_by(
             "the server is stopping",
         )
     })?;
-    tokio::task::spawn_blocking(move || match backend {
+    let (table, warnings) = tokio::task::spawn_blocking(move || match backend {
         Some(b) => b
             .run(spec, deadline, MAX_QUERY_BYTES)
+            .map(|t| (t, Vec::new()))
             .map_err(|e| backend_error(&*b, e, limits)),
         None => execute(&dir, spec, limits, deadline),
     })
     .await
-    .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "the query failed"))?
+    .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "the query failed"))??;
+    note_warnings(warnings);
+    Ok(table)
 }
 
 fn too_long(limits: Limits) -> ApiError {
@@ -339,12 +392,13 @@ fn backend_error(b: &dyn crate::Backend, e: crate::BackendError, limits: Limits)
 
 /// What `wirelog query` does: prune by time and ranges, read only the
 /// needed columns, feed the engine; abandoned past the time or memory limit.
+/// With the table, the store's warnings about files it could not read.
 fn execute(
     dir: &Path,
     spec: QuerySpec,
     limits: Limits,
     deadline: Instant,
-) -> Result<ResultTable, ApiError> {
+) -> Result<(ResultTable, Vec<String>), ApiError> {
     let (from, to) = match spec.time_range {
         Some((f, t)) => ((f != i64::MIN).then_some(f), (t != i64::MAX).then_some(t)),
         None => (None, None),
@@ -359,7 +413,7 @@ fn execute(
     let mut engine = Engine::new(spec).map_err(ApiError::query)?;
     let mut problem = None;
     if !dir.join(kind.as_str()).is_dir() {
-        return Ok(engine.finish());
+        return Ok((engine.finish(), Vec::new()));
     }
     let res = Store::scan_ref(dir, &scan, |batch| {
         if let Err(e) = engine.consume(batch) {
@@ -375,7 +429,7 @@ fn execute(
         Ok(())
     });
     match res {
-        Ok(_) => Ok(engine.finish()),
+        Ok(stats) => Ok((engine.finish(), stats.warnings)),
         Err(StoreError::Callback(why)) if why == "time" => Err(too_long(limits)),
         Err(StoreError::Callback(why)) if why == "memory" => Err(too_big()),
         Err(StoreError::Callback(_)) => Err(ApiError::new(
@@ -504,6 +558,25 @@ fn parse_spec(p: &Params, limits: &Limits) -> Result<QuerySpec, ApiError> {
     Ok(spec)
 }
 
+/// The interval cap when `from` or `to` is not given: the span is then
+/// unknown beforehand (and a store may span years with records in a few
+/// minutes of them), so the intervals the answer holds are counted;
+/// `every=1us` over thousands of records is refused as it is with both
+/// ends given.
+fn intervals_held(spec_every: Option<i64>, open: bool, t: &ResultTable, max: usize) -> Result<(), ApiError> {
+    if spec_every.is_none() || !open {
+        return Ok(());
+    }
+    let n = t.rows.iter().filter_map(|r| r.time).collect::<std::collections::HashSet<_>>().len();
+    if n > max {
+        return Err(ApiError::bad(
+            "every",
+            format!("{n} intervals hold records (no 'from'/'to' given); at most {max}: give a longer 'every' or narrow 'from'/'to'"),
+        ));
+    }
+    Ok(())
+}
+
 /// Cuts a time series to the row limit (series x intervals).
 fn cap(mut t: ResultTable, max: usize) -> (ResultTable, bool) {
     let cut = t.rows.len() > max;
@@ -518,7 +591,9 @@ async fn query(
     let started = Instant::now();
     let p = Params::new(raw, QUERY_PARAMS)?;
     let spec = parse_spec(&p, &state.opts.limits)?;
+    let (every, open) = (spec.every_ns, spec.time_range.is_none_or(|(f, t)| f == i64::MIN || t == i64::MAX));
     let t = run(&state, spec).await?;
+    intervals_held(every, open, &t, state.opts.limits.max_intervals)?;
     let (t, cut) = cap(t, state.opts.limits.max_rows);
     Ok(json_response(table_json(&t, cut, started)))
 }
@@ -741,7 +816,11 @@ async fn service_map(
     Ok(json_response(map::build(&tables, &owners).to_string()))
 }
 
-async fn extent(AxState(state): AxState<Arc<State>>) -> Result<Response, ApiError> {
+async fn extent(
+    AxState(state): AxState<Arc<State>>,
+    Query(raw): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    Params::new(raw, &[])?;
     if state.opts.backend.is_none() {
         store_dir(&state)?;
     }
@@ -764,12 +843,16 @@ async fn extent(AxState(state): AxState<Arc<State>>) -> Result<Response, ApiErro
     ))
 }
 
-async fn health_now(AxState(state): AxState<Arc<State>>) -> Response {
+async fn health_now(
+    AxState(state): AxState<Arc<State>>,
+    Query(raw): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    Params::new(raw, &[])?;
     let s = state.clone();
     let body = tokio::task::spawn_blocking(move || health::report(&s))
         .await
         .unwrap_or(Value::Null);
-    json_response(body.to_string())
+    Ok(json_response(body.to_string()))
 }
 
 #[cfg(test)]
@@ -801,7 +884,8 @@ mod tests {
             limits,
             Instant::now() + Duration::from_secs(60),
         )
-        .unwrap();
+        .unwrap()
+        .0;
         assert!(done.rows_scanned >= 400_000, "{}", done.rows_scanned);
         let e = execute(&dir, spec, limits, Instant::now()).unwrap_err();
         assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);

@@ -14,11 +14,13 @@
 //!
 //! Security: a non-loopback address needs a token ([`check_listen`]); the
 //! token is checked in constant time on every request (API, UI, metrics);
-//! no CORS headers are sent and every endpoint is GET only.
+//! no CORS headers are sent and every endpoint is GET only. Slow, idle and
+//! too many clients are bounded by [`conn`]'s timeouts and connection cap.
 
 mod api;
 mod auth;
 mod gzip;
+mod conn;
 mod health;
 mod map;
 mod metrics;
@@ -32,6 +34,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+pub use conn::{HEADER_READ_TIMEOUT, IDLE_TIMEOUT, MAX_CONNECTIONS, REQUEST_MARGIN};
 pub use health::{KindExtent, Live, LiveSnapshot, StoreWritten, WorkerLive};
 
 /// Queries run at once; more wait (each request still has its time limit).
@@ -141,7 +144,8 @@ impl Server {
         self.addr
     }
 
-    /// Waits until the server stops (it stops only on an I/O error).
+    /// Waits until the server stops (only its runtime failing to start
+    /// stops it: accept errors are waited out).
     pub fn join(self) -> Result<(), String> {
         self.thread
             .join()
@@ -176,13 +180,14 @@ fn run(listener: TcpListener, opts: Options) -> Result<(), String> {
         .thread_name("wirelog-serve-q")
         .build()
         .map_err(|e| format!("cannot start the server's runtime: {e}"))?;
+    let opts_timeout = opts.limits.timeout;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
         let state = Arc::new(api::State::new(opts));
         tokio::spawn(health::sample_loop(state.clone()));
+        let request_timeout = opts_timeout + conn::REQUEST_MARGIN;
         let app = api::router(state);
-        axum::serve(listener, app)
-            .await
-            .map_err(|e| format!("server: {e}"))
+        conn::serve(listener, app, request_timeout).await;
+        Ok(())
     })
 }

@@ -329,7 +329,13 @@ pub(crate) fn text(state: &AppState) -> String {
     out
 }
 
-pub(crate) async fn handler(State(state): State<Arc<AppState>>) -> Response {
+pub(crate) async fn handler(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Query(raw): axum::extract::Query<Vec<(String, String)>>,
+) -> Response {
+    if let Err(e) = crate::api::Params::new(raw, &[]) {
+        return e.into_response();
+    }
     let s = state.clone();
     let body = tokio::task::spawn_blocking(move || text(&s))
         .await

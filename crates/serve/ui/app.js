@@ -57,10 +57,30 @@ async function api(path, params = {}) {
   const r = await fetch(`/api/${path}?${q}`, { credentials: "same-origin" });
   const body = await r.json();
   if (!r.ok) throw new Error(body.error || r.statusText);
+  showWarnings(body);
   return body;
 }
 
 const iso = (ms) => new Date(ms).toISOString();
+
+// An answer read around store files it could not read carries `warnings`
+// (naming them): a small banner above the view lists them while the page is open.
+const warned = new Set();
+function showWarnings(resp) {
+  let banner = document.getElementById("warnings");
+  if (!banner) {
+    banner = document.createElement("p");
+    banner.id = "warnings";
+    banner.setAttribute("role", "status");
+    banner.style.cssText = "margin:0.3em 0;padding:0.3em 0.6em;background:#fff3cd;color:#664d03;border:1px solid #ffe69c;font-size:0.85em";
+    banner.hidden = true;
+    document.getElementById("main").before(banner);
+  }
+  for (const w of (resp && Array.isArray(resp.warnings)) ? resp.warnings : []) warned.add(w);
+  banner.hidden = warned.size === 0;
+  banner.textContent = warned.size ? `Partial answer: ${[...warned].join("; ")}` : "";
+}
+
 
 let extent = null;
 let live = null; // a capture --listen server: its records come live
