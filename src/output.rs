@@ -55,6 +55,10 @@ pub struct OutputConfig {
     pub min_free: MinFree,
     /// --clickhouse: the ClickHouse sink's settings.
     pub clickhouse: Option<wirelog_clickhouse::Config>,
+    /// `read`: the run's name (its input identity). The store's files wait
+    /// under it in staging until the run commits (see
+    /// `wirelog_store::staging`).
+    pub run: Option<String>,
 }
 
 impl OutputConfig {
@@ -101,7 +105,7 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
             let _ = std::fs::create_dir_all(&dir);
             opts.min_free_bytes = cfg.min_free.bytes_for(&dir);
         }
-        sinks.push(Box::new(StoreSink::open(&dir, opts, live.clone())?));
+        sinks.push(Box::new(StoreSink::open(&dir, opts, live.clone(), cfg.run.as_deref())?));
         paths.push(dir);
     }
     let processes = cfg.processes.is_some();

@@ -177,6 +177,13 @@ impl Slot {
             Slot::Thread(t) => t.close(),
         }
     }
+
+    fn commit(&mut self, complete: bool) -> io::Result<()> {
+        match self {
+            Slot::Here(s) => s.commit(complete),
+            Slot::Thread(t) => t.commit(complete),
+        }
+    }
 }
 
 /// The sinks of a run and what is done to every batch before them.
@@ -339,7 +346,10 @@ impl Fanout {
     }
 
     /// Closes the sinks in order (a sink that waits on a network, given
-    /// last, finds the files already whole).
+    /// last, finds the files already whole), then commits them in order
+    /// ([`Sink::commit`]): the store records the captures read only after
+    /// ClickHouse has sent or spooled its last batch, so a kill at any
+    /// moment leaves no capture recorded whose rows are not all on their way.
     /// Every sink is closed even when one fails (a failing log must not keep
     /// ClickHouse from draining its queue to the spool); the first failure,
     /// naming its sink, is the result.
@@ -352,6 +362,13 @@ impl Fanout {
                     let e = io::Error::new(e.kind(), format!("{}: {e}", s.name()));
                     failed.get_or_insert(e);
                 }
+            }
+        }
+        let complete = failed.is_none() && !self.summary.reports().any(|r| r.lost);
+        for s in &mut self.sinks {
+            if let Err(e) = s.commit(complete) {
+                let e = io::Error::new(e.kind(), format!("{}: {e}", s.name()));
+                failed.get_or_insert(e);
             }
         }
         if let Some(e) = failed {
