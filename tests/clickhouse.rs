@@ -3,7 +3,8 @@
 //! port and a database per test): what arrives equals the local store
 //! (`wirelog query`), every record exactly once through refusals, 500s in
 //! the middle of a batch, inserts applied but never answered, an outage, a
-//! SIGKILL with batches spooled and a restart; two probes into one database;
+//! SIGKILL with batches spooled and a restart, SIGKILLs at random moments
+//! and the recovery README gives; two probes into one database;
 //! `clickhouse init` upgrades or says what it cannot do.
 //!
 //! Needs python3 with chdb-core, lz4, clickhouse-cityhash (scripts/test.sh
@@ -479,8 +480,8 @@ fn sigkill_with_batches_spooled_then_restart_delivers_each_record_once() {
     args.extend(["--clickhouse-batch-rows", "30", "--clickhouse-drain", "120s"].map(String::from));
     args.extend(["--clickhouse".into(), ch.url(), "--clickhouse-database".into(), ch.db.clone()]);
     let mut child = Command::new(BIN).args(&args).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
-    // Wait until the run is draining (logs and store complete, every batch
-    // spooled), then kill it without a chance to clean up.
+    // Wait until the run is draining (logs and store written, in staging;
+    // every batch spooled), then kill it without a chance to clean up.
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     let t = Instant::now();
@@ -506,6 +507,14 @@ fn sigkill_with_batches_spooled_then_restart_delivers_each_record_once() {
     let o = ch.wirelog(&["clickhouse", "flush", "--spool-dir", spool.to_str().unwrap(), "--clickhouse-timeout", "2s"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("from an earlier run"), "{}", stderr(&o));
+    // Killed before the capture was recorded: the store shows none of it
+    // until the same read runs again (README, "After a crash"), and that
+    // run's batches are the ones ClickHouse already has.
+    let counts = ch.counts(Some("p"));
+    let o = Command::new(BIN).args(&args).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("unfinished read"), "{}", stderr(&o));
+    assert_eq!(ch.counts(Some("p")), counts, "the second run's batches were deduplicated");
     assert_equals_store(&ch, &store, Some("p"));
     let _ = std::fs::remove_dir_all(&d);
 }
