@@ -565,6 +565,71 @@ mod tests {
         assert_eq!(*there.lock().unwrap(), want, "the sink on a thread of its own");
     }
 
+    /// A sink that notes its close and commit in a log shared by all,
+    /// losing records or failing its close if told.
+    struct Ordered {
+        name: &'static str,
+        log: Arc<std::sync::Mutex<Vec<String>>>,
+        lost: bool,
+        fail: bool,
+        own_thread: bool,
+    }
+
+    impl Sink for Ordered {
+        fn name(&self) -> &str {
+            self.name
+        }
+        fn write(&mut self, _: &Batch) -> io::Result<()> {
+            Ok(())
+        }
+        fn tick(&mut self, _: Instant) -> io::Result<()> {
+            Ok(())
+        }
+        fn close(&mut self) -> io::Result<SinkEnd> {
+            self.log.lock().unwrap().push(format!("close {}", self.name));
+            if self.fail {
+                return Err(io::Error::other("disk on fire"));
+            }
+            let report = self.lost.then(|| crate::Report { text: "lost".into(), always: true, lost: true });
+            Ok(SinkEnd { report, ..SinkEnd::default() })
+        }
+        fn commit(&mut self, complete: bool) -> io::Result<()> {
+            self.log.lock().unwrap().push(format!("commit {} {complete}", self.name));
+            Ok(())
+        }
+        fn own_thread(&self) -> bool {
+            self.own_thread
+        }
+    }
+
+    /// The log of a run of a store (on its own thread) and a ClickHouse
+    /// sink; `lost`/`fail`: what ClickHouse does at its close.
+    fn commit_log(lost: bool, fail: bool) -> Vec<String> {
+        let log = Arc::default();
+        let sink = |name, lost, fail, own_thread| -> Box<dyn Sink> {
+            Box::new(Ordered { name, log: Arc::clone(&log), lost, fail, own_thread })
+        };
+        let (recycle, _recycled) = std::sync::mpsc::sync_channel(4);
+        let sinks = vec![sink("store", false, false, true), sink("clickhouse", lost, fail, false)];
+        let mut fanout =
+            Fanout::new(sinks, None, Arc::default(), Arc::default(), Duration::from_secs(1), &recycle).unwrap();
+        fanout.write(Batch::default()).unwrap();
+        let _ = fanout.close();
+        let out = log.lock().unwrap().clone();
+        out
+    }
+
+    #[test]
+    fn sinks_commit_after_every_sink_closed_complete_only_when_none_lost_or_failed() {
+        assert_eq!(
+            commit_log(false, false),
+            ["close store", "close clickhouse", "commit store true", "commit clickhouse true"],
+            "the store records the captures only once ClickHouse closed"
+        );
+        assert_eq!(commit_log(true, false)[2..], ["commit store false", "commit clickhouse false"]);
+        assert_eq!(commit_log(false, true)[2..], ["commit store false", "commit clickhouse false"]);
+    }
+
     #[test]
     fn flushes_land_in_their_bucket() {
         let live = Live::default();
