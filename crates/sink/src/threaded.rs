@@ -36,10 +36,14 @@ const QUEUE_DEPTH: usize = 8;
 /// ridden out twice over before anything upstream waits.
 pub const MAX_PENDING_RECORDS: usize = 262_144;
 
+/// What the sink's thread gives back: the sink (for its commit) and how
+/// its run and close went.
+type Ended = (Box<dyn Sink>, io::Result<SinkEnd>);
+
 pub(crate) struct SinkThread {
     name: String,
     tx: Option<SyncSender<Arc<Batch>>>,
-    handle: Option<JoinHandle<(Box<dyn Sink>, io::Result<SinkEnd>)>>,
+    handle: Option<JoinHandle<Ended>>,
     /// The sink, back from its thread once that ended (for the commit).
     sink: Option<Box<dyn Sink>>,
     /// The sink's space state as of its last write or tick.
