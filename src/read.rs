@@ -459,6 +459,13 @@ fn run_key<'a>(identities: impl Iterator<Item = Option<&'a str>>, earlier: &[Ing
 /// earlier ingest, unless `again`; sets the identity of each regular file.
 /// The store's ingests are the result.
 fn check_not_ingested(store: &Path, inputs: &mut [Input], again: bool) -> Result<Vec<Ingest>> {
+    // What a killed read left is finished (committed) or removed first, so
+    // a capture refused below is whole in the store (README: After a crash).
+    if store.is_dir() {
+        if let Some(note) = wirelog_store::staging::recover_unlocked(store)?.and_then(|r| r.note(store)) {
+            eprintln!("{note}");
+        }
+    }
     let earlier = if store.is_dir() { read_ingests(store)? } else { Vec::new() };
     for i in 0..inputs.len() {
         let path = inputs[i].path.clone();

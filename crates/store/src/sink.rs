@@ -40,15 +40,8 @@ impl StoreSink {
     /// only at the commit (see [`crate::staging`]).
     pub fn open(dir: &Path, opts: StoreOptions, live: Arc<Live>, run: Option<&str>) -> Result<StoreSink, StoreError> {
         let mut store = Store::open(dir, opts)?;
-        let r = store.recovered().clone();
-        if r.removed > 0 {
-            eprintln!(
-                "wirelog: store {}: removed {} files of {} unfinished read(s) (killed before the end); \
-                 their captures were not recorded and can be read again",
-                dir.display(),
-                r.removed_files,
-                r.removed
-            );
+        if let Some(note) = store.recovered().note(dir) {
+            eprintln!("{note}");
         }
         if let Some(run) = run {
             store.stage(run)?;

@@ -17,8 +17,10 @@
 //! writer of the store (it holds the store's lock, so the run's writer is
 //! dead) removes it, and the capture, never recorded, can be read again to
 //! give exactly one run's rows. Killed after step 1, the next writer
-//! finishes steps 2 to 4, each of which can be done twice without harm;
-//! meanwhile [`crate::read_ingests`] already counts the committed captures.
+//! finishes steps 2 to 4, each of which can be done twice without harm, and
+//! so does a `read` before it looks at the list ([`recover_unlocked`]: the
+//! capture it then refuses is whole in the store); meanwhile
+//! [`crate::read_ingests`] already counts the committed captures.
 
 use std::path::{Path, PathBuf};
 
@@ -107,6 +109,36 @@ pub struct Recovered {
     pub removed_files: usize,
 }
 
+impl Recovered {
+    /// What a user is told when runs were removed (`None`: nothing to say).
+    pub fn note(&self, store: &Path) -> Option<String> {
+        (self.removed > 0).then(|| {
+            format!(
+                "wirelog: store {}: removed {} files of {} unfinished read(s) (killed before the end); \
+                 their captures were not recorded and can be read again",
+                store.display(),
+                self.removed_files,
+                self.removed
+            )
+        })
+    }
+}
+
+/// Finishes and removes what earlier runs left in the staging of `store`
+/// when no process writes to it (its writer lock is free); `None` when one
+/// does (it did the same when it opened the store). `read` calls it before
+/// it looks at the list of ingests: a run killed after its commit record
+/// is then whole in the store, not only listed.
+pub fn recover_unlocked(store: &Path) -> Result<Option<Recovered>, StoreError> {
+    if !store.join(STAGING_DIR).is_dir() {
+        return Ok(Some(Recovered::default()));
+    }
+    match crate::fsutil::DirLock::try_lock(&store.join(crate::writer::LOCK_FILE))? {
+        Some(_lock) => recover(store).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// Finishes the committed runs of a store and removes the others. Only for
 /// the holder of the store's writer lock (no run is being written then).
 pub(crate) fn recover(store: &Path) -> Result<Recovered, StoreError> {
@@ -193,6 +225,21 @@ mod tests {
         let again = staged(&d, "cc");
         commit(&d, &again, &[ingest("9-ff")]).unwrap();
         assert_eq!(crate::read_ingests(&d).unwrap(), vec![ingest("9-ff")]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_run_is_recovered_without_a_writer_only_while_none_holds_the_lock() {
+        let d = tmpdir("unlocked");
+        let run = staged(&d, "dd");
+        write_list(&run.join(".c.tmp"), &run.join(COMMIT), &[ingest("7-aa")]).unwrap();
+        let held = crate::fsutil::DirLock::try_lock(&d.join(crate::writer::LOCK_FILE)).unwrap().unwrap();
+        assert_eq!(recover_unlocked(&d).unwrap(), None, "a writer holds the store");
+        assert!(run.exists());
+        drop(held);
+        assert_eq!(recover_unlocked(&d).unwrap(), Some(Recovered { finished: 1, removed: 0, removed_files: 0 }));
+        assert!(d.join("conns/date=2023-11-14/hour=22/part-1-0.parquet").is_file());
+        assert_eq!(read_list(&d.join(crate::ingest::INGESTED_FILE)).unwrap(), vec![ingest("7-aa")]);
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

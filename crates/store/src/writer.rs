@@ -474,6 +474,9 @@ fn write_hours(
     Ok(())
 }
 
+/// The writer's lock in the store directory (flock(2)).
+pub(crate) const LOCK_FILE: &str = ".writer.lock";
+
 /// How long a kind whose flush found no space waits before trying again
 /// (rows keep being buffered, up to twice the flush size, meanwhile).
 const SPACE_RETRY: Duration = Duration::from_secs(1);
@@ -541,7 +544,7 @@ impl Store {
         for kind in [Kind::Flows, Kind::Conns] {
             create_dirs_durable(&dir.join(kind.as_str()))?;
         }
-        let lock_path = dir.join(".writer.lock");
+        let lock_path = dir.join(LOCK_FILE);
         let lock = DirLock::try_lock(&lock_path)?.ok_or_else(|| {
             StoreError::io(
                 dir,
