@@ -619,6 +619,7 @@ impl OutputArgs {
             processes: None,
             min_free: self.min_free.unwrap_or(MinFree::Auto),
             clickhouse: None,
+            run: None,
         }
     }
 }

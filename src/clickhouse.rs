@@ -94,6 +94,7 @@ pub fn sink_config(out: &OutputArgs, iface: &str) -> Result<Option<Config>> {
         batch_bytes: a.clickhouse_batch_bytes as usize,
         batch_age: a.clickhouse_batch_age,
         drain: a.clickhouse_drain,
+        run_key: None,
     }))
 }
 
@@ -115,6 +116,7 @@ pub fn run(cmd: ClickhouseCommand) -> Result<ExitCode> {
                 batch_bytes: 1,
                 batch_age: Duration::from_secs(1),
                 drain: a.wait,
+                run_key: None,
             })?;
             let s = sink.finish();
             eprintln!("{}", s.text());

@@ -55,6 +55,10 @@ pub struct OutputConfig {
     pub min_free: MinFree,
     /// --clickhouse: the ClickHouse sink's settings.
     pub clickhouse: Option<wirelog_clickhouse::Config>,
+    /// `read`: the run's name (its input identity). The store's files wait
+    /// under it in staging until the run commits (see
+    /// `wirelog_store::staging`).
+    pub run: Option<String>,
 }
 
 impl OutputConfig {
@@ -103,7 +107,7 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
             wirelog_safefs::Dir::create(&dir).with_context(|| format!("--store {}", dir.display()))?;
             opts.min_free_bytes = cfg.min_free.bytes_for(&dir);
         }
-        sinks.push(Box::new(StoreSink::open(&dir, opts, live.clone())?));
+        sinks.push(Box::new(StoreSink::open(&dir, opts, live.clone(), cfg.run.as_deref())?));
         paths.push((dir, true));
     }
     let processes = cfg.processes.is_some();

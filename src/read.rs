@@ -60,7 +60,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         .map(|p| p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned()))
         .collect();
     out_cfg.clickhouse = crate::clickhouse::sink_config(&args.output, &files.join(","))?;
-    let probe_cfg = args.probe.config().map_err(|e| anyhow!(e))?;
+    let mut probe_cfg = args.probe.config().map_err(|e| anyhow!(e))?;
     // --skip-empty-tcp is the filter capture attaches in the kernel, run
     // here with the user's own.
     let expr = match args.probe.skip_empty_tcp {
@@ -84,9 +84,38 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         }
     }
     out_cfg.check()?;
-    if let Some((dir, _)) = &out_cfg.store {
-        check_not_ingested(dir, &mut inputs, args.again)?;
+    let earlier = match &out_cfg.store {
+        Some((dir, _)) => check_not_ingested(dir, &mut inputs, args.again)?,
+        None => Vec::new(),
+    };
+    // The run's name: the same in every run of the same captures and
+    // options, so what a killed run sent to ClickHouse is recognised when
+    // the capture is read again (tokens and uids), and its staged store
+    // files are the ones replaced.
+    let options = format!(
+        "{:?}|{:?}|{}|{:?}",
+        args.probe,
+        expr,
+        files.join(","),
+        out_cfg.clickhouse.as_ref().map(|c| (c.batch_rows, c.batch_bytes))
+    );
+    if out_cfg.clickhouse.is_some() && out_cfg.store.is_none() {
+        identify_inputs(&mut inputs)?;
     }
+    let key = run_key(inputs.iter().map(|i| i.identity.as_deref()), &earlier, &options);
+    if let Some(k) = key {
+        // Uids follow from the capture: the same connection, the same uid.
+        probe_cfg.track.uid_seed.get_or_insert(k);
+    }
+    if let Some(c) = out_cfg.clickhouse.as_mut() {
+        c.run_key = key.map(|k| format!("{k:016x}"));
+    }
+    out_cfg.run = Some(match key {
+        Some(k) => format!("{k:016x}"),
+        // Stdin or a pipe: a name of its own (a killed run's files are
+        // removed all the same).
+        None => format!("x{:x}-{}", wirelog_store::retention::now_ns(), std::process::id()),
+    });
     if args.processes {
         eprintln!("wirelog: note: capture files carry no process information; --processes records none (it works with `capture`)");
     }
@@ -392,9 +421,51 @@ fn open_inputs(paths: &[PathBuf]) -> Result<(Vec<Input>, usize)> {
     Ok((inputs, unreadable))
 }
 
+/// The identity of every input that is a regular file (read without a
+/// store, for ClickHouse's run key).
+fn identify_inputs(inputs: &mut [Input]) -> Result<()> {
+    for i in inputs.iter_mut().filter(|i| i.path.as_os_str() != "-") {
+        if std::fs::metadata(&i.path).is_ok_and(|m| m.is_file()) {
+            i.identity = Some(identify(&i.path).with_context(|| format!("{}: cannot read", i.path.display()))?);
+        }
+    }
+    Ok(())
+}
+
+/// A run's key: a 64-bit FNV-1a hash of each input's identity and how
+/// often the store already holds it (a second `--again` read is a run of
+/// its own, not a resend of the first), and of the `options` that shape the
+/// records and the ClickHouse batches. `None` when an input has no identity
+/// (standard input, a pipe: it cannot be recognised again).
+fn run_key<'a>(identities: impl Iterator<Item = Option<&'a str>>, earlier: &[Ingest], options: &str) -> Option<u64> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut add = |bytes: &[u8]| {
+        for &b in bytes.iter().chain(&[0xff]) {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    add(b"wirelog read 1");
+    for id in identities {
+        let id = id?;
+        let generation = earlier.iter().filter(|e| e.identity == id).count();
+        add(id.as_bytes());
+        add(&generation.to_le_bytes());
+    }
+    add(options.as_bytes());
+    Some(h)
+}
+
 /// Refuses inputs the store already holds (or given twice), naming the
 /// earlier ingest, unless `again`; sets the identity of each regular file.
-fn check_not_ingested(store: &Path, inputs: &mut [Input], again: bool) -> Result<()> {
+/// The store's ingests are the result.
+fn check_not_ingested(store: &Path, inputs: &mut [Input], again: bool) -> Result<Vec<Ingest>> {
+    // What a killed read left is finished (committed) or removed first, so
+    // a capture refused below is whole in the store (README: After a crash).
+    if store.is_dir() {
+        if let Some(note) = wirelog_store::staging::recover_unlocked(store)?.and_then(|r| r.note(store)) {
+            eprintln!("{note}");
+        }
+    }
     let earlier = if store.is_dir() { read_ingests(store)? } else { Vec::new() };
     for i in 0..inputs.len() {
         let path = inputs[i].path.clone();
@@ -429,7 +500,40 @@ fn check_not_ingested(store: &Path, inputs: &mut [Input], again: bool) -> Result
         }
         inputs[i].identity = Some(id);
     }
-    Ok(())
+    Ok(earlier)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ingest(identity: &str) -> Ingest {
+        Ingest {
+            identity: identity.into(),
+            path: "a.pcap".into(),
+            packets: 1,
+            first_ns: 0,
+            last_ns: 0,
+            ingested_ns: 0,
+            filter: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_run_key_follows_the_inputs_their_generation_and_the_options() {
+        let key = |ids: &[Option<&str>], earlier: &[Ingest], opts: &str| run_key(ids.iter().copied(), earlier, opts);
+        let one = key(&[Some("10-ab")], &[], "o");
+        assert!(one.is_some());
+        assert_eq!(one, key(&[Some("10-ab")], &[], "o"), "the same run, the same key");
+        // Not recorded in the store (killed, then read again): the same key.
+        assert_eq!(one, key(&[Some("10-ab")], &[ingest("11-ab")], "o"));
+        // Read again with --again after it was recorded: a run of its own.
+        assert_ne!(one, key(&[Some("10-ab")], &[ingest("10-ab")], "o"));
+        assert_ne!(one, key(&[Some("10-ab")], &[], "p"), "other options");
+        assert_ne!(one, key(&[Some("10-ab"), Some("12-cd")], &[], "o"), "another input");
+        assert_ne!(key(&[Some("1-a"), Some("2-b")], &[], ""), key(&[Some("2-b"), Some("1-a")], &[], ""), "order counts");
+        assert_eq!(key(&[Some("10-ab"), None], &[], "o"), None, "standard input is never the same");
+    }
 }
 
 /// Like Zeek: when most of a file's checksums are wrong, its packets were

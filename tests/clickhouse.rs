@@ -3,7 +3,8 @@
 //! port and a database per test): what arrives equals the local store
 //! (`wirelog query`), every record exactly once through refusals, 500s in
 //! the middle of a batch, inserts applied but never answered, an outage, a
-//! SIGKILL with batches spooled and a restart; two probes into one database;
+//! SIGKILL with batches spooled and a restart, SIGKILLs at random moments
+//! and the recovery README gives; two probes into one database;
 //! `clickhouse init` upgrades or says what it cannot do.
 //!
 //! Needs python3 with chdb-core, lz4, clickhouse-cityhash (scripts/test.sh
@@ -479,8 +480,8 @@ fn sigkill_with_batches_spooled_then_restart_delivers_each_record_once() {
     args.extend(["--clickhouse-batch-rows", "30", "--clickhouse-drain", "120s"].map(String::from));
     args.extend(["--clickhouse".into(), ch.url(), "--clickhouse-database".into(), ch.db.clone()]);
     let mut child = Command::new(BIN).args(&args).stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
-    // Wait until the run is draining (logs and store complete, every batch
-    // spooled), then kill it without a chance to clean up.
+    // Wait until the run is draining (logs and store written, in staging;
+    // every batch spooled), then kill it without a chance to clean up.
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     let t = Instant::now();
@@ -506,6 +507,14 @@ fn sigkill_with_batches_spooled_then_restart_delivers_each_record_once() {
     let o = ch.wirelog(&["clickhouse", "flush", "--spool-dir", spool.to_str().unwrap(), "--clickhouse-timeout", "2s"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("from an earlier run"), "{}", stderr(&o));
+    // Killed before the capture was recorded: the store shows none of it
+    // until the same read runs again (README, "After a crash"), and that
+    // run's batches are the ones ClickHouse already has.
+    let counts = ch.counts(Some("p"));
+    let o = Command::new(BIN).args(&args).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("unfinished read"), "{}", stderr(&o));
+    assert_eq!(ch.counts(Some("p")), counts, "the second run's batches were deduplicated");
     assert_equals_store(&ch, &store, Some("p"));
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -848,5 +857,114 @@ fn capture_sends_health_rows() {
     assert_eq!(&f[2..], ["1", "1", "1"], "{rows}");
     // Connections to the endpoint itself were recorded too, tagged with the interface.
     assert!(ch.counts(Some("h1"))["conns"] > 0);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Rows per kind in a local store, read by DuckDB (conns, flows), and an
+/// MD5 of its sorted connection uids.
+fn store_rows_and_uids(store: &Path) -> (u64, u64, String) {
+    let glob = |kind: &str| store.join(kind).join("*/*/*.parquet").display().to_string();
+    let script = format!(
+        "import duckdb,glob\n\
+         c=duckdb.connect()\n\
+         n=lambda g: c.execute(\"select count(*) from read_parquet('%s')\" % g).fetchone()[0] if glob.glob(g) else 0\n\
+         u=c.execute(\"select md5(coalesce(string_agg(uid, ',' order by uid), '')) from read_parquet('{0}')\").fetchone()[0] if glob.glob('{0}') else ''\n\
+         print(n('{0}'), n('{1}'), u)",
+        glob("conns"),
+        glob("flows")
+    );
+    let out = Command::new("python3").arg("-c").arg(&script).output().unwrap();
+    assert!(out.status.success(), "DuckDB on {}: {}", store.display(), String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let f: Vec<&str> = text.split_whitespace().collect();
+    (f[0].parse().unwrap(), f[1].parse().unwrap(), f.get(2).unwrap_or(&"").to_string())
+}
+
+/// ClickHouse's MD5 of a probe's sorted connection uids (as DuckDB writes it).
+fn ch_uids(ch: &Ch, probe: &str) -> String {
+    ch.sql(&format!(
+        "SELECT lower(hex(MD5(arrayStringConcat(arraySort(groupArray(uid)), ',')))) FROM conns WHERE probe = '{probe}'"
+    ))
+    .trim()
+    .to_string()
+}
+
+/// SIGKILL of `read --store --clickhouse` at 20 random moments (every other
+/// one while every fourth insert is answered 503), each followed by the
+/// recovery README gives (`clickhouse flush`, then the same `read` again):
+/// the store and ClickHouse each hold exactly one clean run's rows, with
+/// the clean run's uids (the same connection, the same uid, in every run).
+#[test]
+fn twenty_kills_of_read_then_the_recovery_give_exactly_one_run_in_the_store_and_clickhouse() {
+    let Some(ch) = Ch::new("exact") else { return };
+    ch.init();
+    let d = tmp("exact");
+    let pcap = d.join("many.pcap");
+    std::fs::write(&pcap, common::synthetic_pcap(10_000)).unwrap();
+    let args = |probe: &str| -> Vec<String> {
+        let (store, spool) = (d.join(format!("store-{probe}")), d.join(format!("spool-{probe}")));
+        let mut a: Vec<String> = ["read", "-q", "--udp-timeout", "1s", "--clickhouse-batch-rows", "2000"].map(String::from).to_vec();
+        a.extend(["--store".into(), store.display().to_string(), "--spool-dir".into(), spool.display().to_string()]);
+        a.extend(["--probe-name".into(), probe.into(), "--clickhouse-drain".into(), "60s".into()]);
+        a.extend(["--clickhouse".into(), ch.url(), "--clickhouse-database".into(), ch.db.clone()]);
+        a.push(pcap.display().to_string());
+        a
+    };
+    // One clean run: what every recovered one must hold.
+    let t = Instant::now();
+    let o = Command::new(BIN).args(args("clean")).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let whole = t.elapsed();
+    let (conns, flows, uids) = store_rows_and_uids(&d.join("store-clean"));
+    assert_eq!(conns, 10_000, "one connection per packet");
+    assert!(flows > 0);
+    let want = ch.counts(Some("clean"));
+    assert_eq!((want["conns"], want["flows"]), (conns, flows), "the clean run in ClickHouse");
+    assert_eq!(ch_uids(&ch, "clean"), uids, "ClickHouse's uids are the store's");
+
+    let mut seed = (std::process::id() as u64) << 16 | 1;
+    // Kills the recovery read found recorded (the run had finished) and
+    // those whose staged store files it removed.
+    let (mut finished, mut unfinished) = (0, 0);
+    for k in 0..20 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        // Anywhere in a run, its start and its end included.
+        let at = Duration::from_micros(seed % (whole.as_micros() as u64 * 6 / 5).max(1));
+        let probe = format!("k{k}");
+        let flaky = k % 2 == 1;
+        if flaky {
+            ch.ctl("flaky?every=4");
+        }
+        let mut child = Command::new(BIN).args(args(&probe)).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        std::thread::sleep(at);
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        // The recovery, with the 503s going on.
+        let spool = d.join(format!("spool-{probe}"));
+        if spool.is_dir() {
+            let o = ch.wirelog(&["clickhouse", "flush", "--spool-dir", spool.to_str().unwrap(), "--wait", "60s"]);
+            assert!(o.status.success(), "kill {k} at {at:?}: flush: {}", stderr(&o));
+        }
+        let o = Command::new(BIN).args(args(&probe)).output().unwrap();
+        // A run killed after it recorded the capture left nothing to do.
+        let done = stderr(&o).contains("already in the store");
+        finished += done as u32;
+        unfinished += stderr(&o).contains("unfinished read") as u32;
+        assert!(o.status.success() || done, "kill {k} at {at:?}: read again: {}", stderr(&o));
+        if flaky {
+            ch.ctl("flaky?every=0");
+        }
+        let store = d.join(format!("store-{probe}"));
+        let what = format!("kill {k} at {at:?} (503s: {flaky}, already recorded: {done})");
+        assert_eq!(store_rows_and_uids(&store), (conns, flows, uids.clone()), "{what}: the store");
+        assert_eq!(ch.counts(Some(&probe)), want, "{what}: ClickHouse");
+        assert_eq!(ch_uids(&ch, &probe), uids, "{what}: ClickHouse's uids");
+        let staged = std::fs::read_dir(store.join(".staging")).map(|r| r.count()).unwrap_or(0);
+        assert_eq!(staged, 0, "{what}: runs left in staging");
+    }
+    eprintln!("20 kills: {finished} after the run had recorded its capture, {unfinished} left staged files");
+    assert!(unfinished > 0, "no kill landed in the middle of a run");
     let _ = std::fs::remove_dir_all(&d);
 }

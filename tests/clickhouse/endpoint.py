@@ -17,8 +17,11 @@ other. A control server (its port printed first) takes:
   GET /port/P/up                       listen again
   GET /port/P/fault?mode=M&count=N     the next N INSERTs on P fail:
         fail500  read half the body, answer 500 with an exception, execute nothing
+        fail503  read the body, answer 503 (a server or proxy overloaded), execute nothing
         hang     execute the INSERT, then never answer (the client times out)
         drop     read the body, close the connection without an answer
+  GET /port/P/flaky?every=N            from now on every Nth INSERT on P gets a 503,
+                                       executing nothing (every=0: none)
   GET /port/P/stats                    inserts executed, faults served, answers to queries
                                        (count, bytes, the last statement)
   POST /sql  (body: SQL; ?database=D)  run a statement, TSV back (test assertions)
@@ -141,6 +144,8 @@ class Port:
     def __init__(self, user=None, password=None):
         self.user, self.password = user, password
         self.faults = []  # modes, consumed one per INSERT
+        self.flaky = 0  # every Nth INSERT answers 503 (0: none)
+        self.insert_count = 0
         # selects: answers to queries; select_bytes: their bodies; last_select: the
         # statement of the last one (benchmarks count its rows through /sql).
         self.stats = {"inserts": 0, "rows": 0, "faults": 0, "requests": 0,
@@ -212,6 +217,10 @@ class DataHandler(http.server.BaseHTTPRequestHandler):
         sql = p.get("query", "")
         is_insert = bool(re.match(r"(?is)\s*INSERT\s+INTO\s+.*\s+FORMAT\s+\w+\s*$", sql))
         fault = port.faults.pop(0) if is_insert and port.faults else None
+        if is_insert:
+            port.insert_count += 1
+            if fault is None and port.flaky and port.insert_count % port.flaky == 0:
+                fault = "fail503"
         if fault == "fail500":
             port.stats["faults"] += 1
             read_body(self.rfile, self.headers, limit=1)
@@ -219,6 +228,10 @@ class DataHandler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         body = read_body(self.rfile, self.headers)
+        if fault == "fail503":
+            port.stats["faults"] += 1
+            self.answer(503, b"Service Unavailable\n", [("Content-Type", "text/plain; charset=UTF-8")])
+            return
         if fault == "drop":
             port.stats["faults"] += 1
             self.close_connection = True
@@ -291,6 +304,8 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
                 p.down(float(q["secs"]) if "secs" in q else None)
             elif parts[2] == "up":
                 p.up()
+            elif parts[2] == "flaky":
+                p.flaky = int(q.get("every", "0"))
             elif parts[2] == "fault":
                 p.faults.extend([q["mode"]] * int(q.get("count", "1")))
             elif parts[2] == "stats":

@@ -13,7 +13,11 @@
 //! file), and the tables remember recent tokens
 //! (`non_replicated_deduplication_window`), so an insert the server applied
 //! but whose answer was lost (timeout, crash, SIGKILL) is a no-op when sent
-//! again. (ReplacingMergeTree on a batch id would also converge, but only
+//! again. For `read` the token is the same in every run of the same input
+//! ([`Config::run_key`]: the capture's identity, then the table and the
+//! batch's position in it, batches cut by size only) and so are the rows
+//! (uids seeded from the same key): a run killed half-way and read again
+//! sends batches the server already holds under the tokens it remembers. (ReplacingMergeTree on a batch id would also converge, but only
 //! at merge time: until then every count and sum would be doubled.)
 //!
 //! Certificates are folded before they are sent: a batch of the `x509`
@@ -63,6 +67,12 @@ pub struct Config {
     /// At the end of the run, how long to keep retrying what is spooled
     /// before leaving it for the next run.
     pub drain: Duration,
+    /// `read`: the run's input identity (the same for every run of the
+    /// same capture and options). Then a batch's token is this key, the
+    /// table and the batch's position in the table, and batches are cut by
+    /// rows and bytes only (never by age), so they are the same batches in
+    /// every run. `None` (live capture): tokens unique to the run.
+    pub run_key: Option<String>,
 }
 
 /// What the sink did, for the run's summary.
@@ -163,6 +173,9 @@ pub struct ClickHouseSink {
     certs: CertRows,
     next_seq: u64,
     run_id: String,
+    /// Batches cut so far per table ([`Table::ALL`] order): the position
+    /// of the next in its table.
+    cut_count: Vec<u64>,
     tx: Option<SyncSender<Msg>>,
     shared: Arc<Shared>,
     handle: Option<JoinHandle<()>>,
@@ -170,6 +183,18 @@ pub struct ClickHouseSink {
     /// Dropped rows already reported in a health row.
     health_dropped: u64,
     summary: Option<Summary>,
+}
+
+/// A batch's `insert_deduplication_token`. With a run key (`read`):
+/// `<probe>-<key>-<table>-<position>`, the same batch in every run of the
+/// same input, so a resend after a crash is deduplicated; health rows
+/// (about this run, not the input) and live capture: the run's own
+/// `<probe>-<run id>-<seq>`.
+fn token(cfg: &Config, run_id: &str, t: Table, position: u64, seq: u64) -> String {
+    match &cfg.run_key {
+        Some(key) if t != Table::Health => format!("{}-{key}-{}-{position}", cfg.probe, t.name()),
+        _ => format!("{}-{run_id}-{seq}", cfg.probe),
+    }
 }
 
 fn slot(t: Table) -> usize {
@@ -212,6 +237,7 @@ impl ClickHouseSink {
             cfg,
             next_seq,
             run_id,
+            cut_count: vec![0; Table::ALL.len()],
             tx: Some(tx),
             shared,
             handle: Some(handle),
@@ -237,15 +263,33 @@ impl ClickHouseSink {
         &mut s.0
     }
 
-    /// Cuts a table's batch when it reached its row or byte limit.
-    fn cut_if_full(&mut self, t: Table) {
+    /// Whether a table's batch reached its row or byte limit.
+    fn full(&self, t: Table) -> bool {
         let r = &self.tables[slot(t)].0;
         let (rows, bytes) = match t {
             Table::Store(Kind::X509) => (self.certs.len() as u64, self.certs.bytes()),
             _ => (r.rows, r.buf.len()),
         };
-        if rows >= self.cfg.batch_rows || bytes >= self.cfg.batch_bytes {
+        rows >= self.cfg.batch_rows || bytes >= self.cfg.batch_bytes
+    }
+
+    /// Cuts a table's batch when it reached its row or byte limit.
+    fn cut_if_full(&mut self, t: Table) {
+        if self.full(t) {
             self.cut(t);
+        }
+    }
+
+    /// [`Self::cut_if_full`] while `write` holds the probe and interface
+    /// names (moved out of the configuration, not copied): they go back for
+    /// the cut, which names the probe in the token.
+    fn cut_if_full_holding(&mut self, t: Table, probe: &mut String, iface: &mut String) {
+        if self.full(t) {
+            std::mem::swap(&mut self.cfg.probe, probe);
+            std::mem::swap(&mut self.cfg.iface, iface);
+            self.cut(t);
+            std::mem::swap(&mut self.cfg.probe, probe);
+            std::mem::swap(&mut self.cfg.iface, iface);
         }
     }
 
@@ -265,10 +309,12 @@ impl ClickHouseSink {
         let rows = std::mem::take(&mut s.0);
         let seq = self.next_seq;
         self.next_seq += 1;
+        let position = self.cut_count[slot(t)];
+        self.cut_count[slot(t)] += 1;
         let p = Payload {
             seq,
             table: t,
-            token: format!("{}-{}-{seq}", self.cfg.probe, self.run_id),
+            token: token(&self.cfg, &self.run_id, t, position, seq),
             rows: rows.rows,
             data: Bytes::from(rows.buf),
         };
@@ -385,23 +431,24 @@ impl wirelog_sink::Sink for ClickHouseSink {
     }
 
     fn write(&mut self, b: &Batch) -> io::Result<()> {
-        let probe = std::mem::take(&mut self.cfg.probe);
-        let iface = std::mem::take(&mut self.cfg.iface);
-        if !b.flows.is_empty() {
-            let t = Table::Store(Kind::Flows);
-            for f in &b.flows {
-                self.rows(t).flow(&probe, f);
-            }
+        let mut probe = std::mem::take(&mut self.cfg.probe);
+        let mut iface = std::mem::take(&mut self.cfg.iface);
+        // A batch is cut at the row that fills it, not at the end of `b`:
+        // its bounds depend on the records only, whatever batches they came in.
+        let t = Table::Store(Kind::Flows);
+        for f in &b.flows {
+            self.rows(t).flow(&probe, f);
+            self.cut_if_full_holding(t, &mut probe, &mut iface);
         }
-        if !b.conns.is_empty() {
-            let t = Table::Store(Kind::Conns);
-            for r in &b.conns {
-                self.rows(t).conn(&probe, &iface, r);
-            }
+        let t = Table::Store(Kind::Conns);
+        for r in &b.conns {
+            self.rows(t).conn(&probe, &iface, r);
+            self.cut_if_full_holding(t, &mut probe, &mut iface);
         }
         for r in &b.txs {
             let t = Table::Store(tx_kind(r.protocol));
             self.rows(t).tx(&probe, &iface, t, r);
+            self.cut_if_full_holding(t, &mut probe, &mut iface);
         }
         self.cfg.probe = probe;
         self.cfg.iface = iface;
@@ -424,6 +471,10 @@ impl wirelog_sink::Sink for ClickHouseSink {
     fn tick(&mut self, now: Instant) -> io::Result<()> {
         self.take_health();
         for t in Table::ALL {
+            // Reading files, batches are cut by size only (see Config::run_key).
+            if self.cfg.run_key.is_some() && t != Table::Health {
+                continue;
+            }
             if self.tables[slot(t)].1.is_some_and(|since| now.duration_since(since) >= self.cfg.batch_age) {
                 self.cut(t);
             }
@@ -528,6 +579,93 @@ fn sender(rt: tokio::runtime::Runtime, server: Server, shared: Arc<Shared>, rx: 
             Ok(Msg::Close(d)) => closing = Some(d),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => open = false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelog_record::UidGenerator;
+    use wirelog_sink::Sink;
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("wirelog-chsink-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    /// A sink whose server refuses every connection (port 1 on loopback):
+    /// every batch ends in the spool `dir`, where its token can be read.
+    fn sink(dir: &Path, run_key: Option<&str>) -> ClickHouseSink {
+        ClickHouseSink::start(Config {
+            server: Server {
+                url: "http://127.0.0.1:1".into(),
+                user: None,
+                password: None,
+                database: "wirelog".into(),
+                timeout: Duration::from_secs(1),
+            },
+            probe: "p".into(),
+            iface: "a.pcap".into(),
+            spool_dir: dir.to_path_buf(),
+            spool_size: 1 << 30,
+            batch_rows: 7,
+            batch_bytes: 1 << 20,
+            batch_age: Duration::from_millis(100),
+            drain: Duration::ZERO,
+            run_key: run_key.map(str::to_string),
+        })
+        .unwrap()
+    }
+
+    /// `n` connections with the uids of `seed`, handed over in batches of
+    /// the sizes `sizes` (repeated), with a tick after each.
+    fn feed(mut s: ClickHouseSink, n: u64, seed: u64, sizes: &[usize]) {
+        let mut uids = UidGenerator::new(seed);
+        let conns: Vec<_> = (0..n).map(|i| wirelog_store::synth::conn(i, 1_700_000_000_000_000_000, 1000, &mut uids)).collect();
+        let mut rest = conns.as_slice();
+        for &size in sizes.iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let (now, later) = rest.split_at(size.min(rest.len()));
+            s.write(&Batch { conns: now.to_vec(), ..Batch::default() }).unwrap();
+            s.tick(Instant::now() + Duration::from_secs(5)).unwrap();
+            rest = later;
+        }
+        s.finish();
+        // Dropped: the spool's lock goes with it.
+    }
+
+    /// The spool's batches: token -> data.
+    fn spooled(dir: &Path) -> BTreeMap<String, Bytes> {
+        let spool = Spool::open(dir, u64::MAX).unwrap();
+        let (Some(first), Some(last)) = (spool.first(), spool.max_seq()) else { return BTreeMap::new() };
+        (first..=last).filter_map(|s| spool.read(s).ok()).map(|p| (p.token, p.data)).collect()
+    }
+
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    #[test]
+    fn a_run_key_gives_the_same_batches_and_tokens_whatever_the_grouping_and_timing() {
+        let (a, b, c) = (tmpdir("key-a"), tmpdir("key-b"), tmpdir("key-c"));
+        feed(sink(&a, Some("k1")), 40, 9, &[3, 11, 1]);
+        feed(sink(&b, Some("k1")), 40, 9, &[40]);
+        let (x, y) = (spooled(&a), spooled(&b));
+        // 40 rows in batches of 7: 6 batches, position 0..5 of the table.
+        let tokens: Vec<&str> = x.keys().map(String::as_str).collect();
+        assert_eq!(tokens, (0..6).map(|i| format!("p-k1-conns-{i}")).collect::<Vec<_>>());
+        assert_eq!(x, y, "the same tokens over the same bytes");
+        // Without a key (live capture) the ticks cut batches by age and
+        // tokens are the run's own.
+        feed(sink(&c, None), 40, 9, &[3, 11, 1]);
+        let z = spooled(&c);
+        assert!(z.len() > 6, "cut by age too: {}", z.len());
+        assert!(z.keys().all(|t| !t.contains("k1") && t.starts_with("p-")), "{z:?}");
+        for d in [a, b, c] {
+            std::fs::remove_dir_all(d).unwrap();
         }
     }
 }

@@ -119,4 +119,20 @@ mod tests {
         assert!(a.as_str()[1..].bytes().all(|c| c.is_ascii_alphanumeric()));
         assert_ne!(a, b);
     }
+
+    /// `read` seeds the tracker's uids from the capture's identity: the
+    /// same seed must give the same uids, in the same order, in every run.
+    #[test]
+    fn the_same_seed_gives_the_same_uids() {
+        let run = |seed| {
+            let mut g = UidGenerator::new(seed);
+            (0..1000).map(|_| g.next_uid()).collect::<Vec<_>>()
+        };
+        assert_eq!(run(0x5eed_1234), run(0x5eed_1234));
+        assert_ne!(run(0x5eed_1234), run(0x5eed_1235));
+        let mut all = run(7);
+        all.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        all.dedup();
+        assert_eq!(all.len(), 1000, "unique within a run");
+    }
 }

@@ -176,6 +176,13 @@ impl Slot {
             Slot::Thread(t) => t.close(),
         }
     }
+
+    fn commit(&mut self, complete: bool) -> io::Result<()> {
+        match self {
+            Slot::Here(s) => s.commit(complete),
+            Slot::Thread(t) => t.commit(complete),
+        }
+    }
 }
 
 /// The sinks of a run and what is done to every batch before them.
@@ -335,7 +342,10 @@ impl Fanout {
     }
 
     /// Closes the sinks in order (a sink that waits on a network, given
-    /// last, finds the files already whole).
+    /// last, finds the files already whole), then commits them in order
+    /// ([`Sink::commit`]): the store records the captures read only after
+    /// ClickHouse has sent or spooled its last batch, so a kill at any
+    /// moment leaves no capture recorded whose rows are not all on their way.
     /// Every sink is closed even when one fails (a failing log must not keep
     /// ClickHouse from draining its queue to the spool); the first failure,
     /// naming its sink, is the result.
@@ -348,6 +358,13 @@ impl Fanout {
                     let e = io::Error::new(e.kind(), format!("{}: {e}", s.name()));
                     failed.get_or_insert(e);
                 }
+            }
+        }
+        let complete = failed.is_none() && !self.summary.reports().any(|r| r.lost);
+        for s in &mut self.sinks {
+            if let Err(e) = s.commit(complete) {
+                let e = io::Error::new(e.kind(), format!("{}: {e}", s.name()));
+                failed.get_or_insert(e);
             }
         }
         if let Some(e) = failed {
@@ -542,6 +559,71 @@ mod tests {
         assert!(want[0].starts_with("1:") && want[0].len() == 30);
         assert_eq!(*here.lock().unwrap(), want, "the sink on the output thread");
         assert_eq!(*there.lock().unwrap(), want, "the sink on a thread of its own");
+    }
+
+    /// A sink that notes its close and commit in a log shared by all,
+    /// losing records or failing its close if told.
+    struct Ordered {
+        name: &'static str,
+        log: Arc<std::sync::Mutex<Vec<String>>>,
+        lost: bool,
+        fail: bool,
+        own_thread: bool,
+    }
+
+    impl Sink for Ordered {
+        fn name(&self) -> &str {
+            self.name
+        }
+        fn write(&mut self, _: &Batch) -> io::Result<()> {
+            Ok(())
+        }
+        fn tick(&mut self, _: Instant) -> io::Result<()> {
+            Ok(())
+        }
+        fn close(&mut self) -> io::Result<SinkEnd> {
+            self.log.lock().unwrap().push(format!("close {}", self.name));
+            if self.fail {
+                return Err(io::Error::other("disk on fire"));
+            }
+            let report = self.lost.then(|| crate::Report { text: "lost".into(), always: true, lost: true });
+            Ok(SinkEnd { report, ..SinkEnd::default() })
+        }
+        fn commit(&mut self, complete: bool) -> io::Result<()> {
+            self.log.lock().unwrap().push(format!("commit {} {complete}", self.name));
+            Ok(())
+        }
+        fn own_thread(&self) -> bool {
+            self.own_thread
+        }
+    }
+
+    /// The log of a run of a store (on its own thread) and a ClickHouse
+    /// sink; `lost`/`fail`: what ClickHouse does at its close.
+    fn commit_log(lost: bool, fail: bool) -> Vec<String> {
+        let log = Arc::default();
+        let sink = |name, lost, fail, own_thread| -> Box<dyn Sink> {
+            Box::new(Ordered { name, log: Arc::clone(&log), lost, fail, own_thread })
+        };
+        let (recycle, _recycled) = std::sync::mpsc::sync_channel(4);
+        let sinks = vec![sink("store", false, false, true), sink("clickhouse", lost, fail, false)];
+        let mut fanout =
+            Fanout::new(sinks, None, Arc::default(), Arc::default(), Duration::from_secs(1), &recycle).unwrap();
+        fanout.write(Batch::default()).unwrap();
+        let _ = fanout.close();
+        let out = log.lock().unwrap().clone();
+        out
+    }
+
+    #[test]
+    fn sinks_commit_after_every_sink_closed_complete_only_when_none_lost_or_failed() {
+        assert_eq!(
+            commit_log(false, false),
+            ["close store", "close clickhouse", "commit store true", "commit clickhouse true"],
+            "the store records the captures only once ClickHouse closed"
+        );
+        assert_eq!(commit_log(true, false)[2..], ["commit store false", "commit clickhouse false"]);
+        assert_eq!(commit_log(false, true)[2..], ["commit store false", "commit clickhouse false"]);
     }
 
     #[test]

@@ -74,6 +74,16 @@ pub trait Sink: Send {
     /// The end of the run: write out everything held, release the files, and
     /// say what could not be written.
     fn close(&mut self) -> io::Result<SinkEnd>;
+    /// After every sink of the run has closed, in the same order: make the
+    /// run final. `complete` is true when every sink closed without an error
+    /// and none lost records (a ClickHouse batch dropped): only then may the
+    /// captures read be recorded as ingested (the store), since each of them
+    /// is then in every sink, or durably on its way (a spool). Called once,
+    /// also after a failure (with `false`).
+    fn commit(&mut self, complete: bool) -> io::Result<()> {
+        let _ = complete;
+        Ok(())
+    }
     /// True for a sink whose writes cost more than the rest of the output
     /// stage (the store's Parquet encoding): it then runs on a thread of its
     /// own, fed the same batches in the same order, and ticked there.

@@ -36,10 +36,16 @@ const QUEUE_DEPTH: usize = 8;
 /// ridden out twice over before anything upstream waits.
 pub const MAX_PENDING_RECORDS: usize = 262_144;
 
+/// What the sink's thread gives back: the sink (for its commit) and how
+/// its run and close went.
+type Ended = (Box<dyn Sink>, io::Result<SinkEnd>);
+
 pub(crate) struct SinkThread {
     name: String,
     tx: Option<SyncSender<Arc<Batch>>>,
-    handle: Option<JoinHandle<io::Result<SinkEnd>>>,
+    handle: Option<JoinHandle<Ended>>,
+    /// The sink, back from its thread once that ended (for the commit).
+    sink: Option<Box<dyn Sink>>,
     /// The sink's space state as of its last write or tick.
     space: Arc<Mutex<Space>>,
     /// The thread's end, once joined (a failed write ends it early).
@@ -70,13 +76,14 @@ impl SinkThread {
                 // A write that failed ends the run, but the sink still closes
                 // (the store flushes what it holds); the first failure wins.
                 let end = sink.close();
-                run.and(end)
+                (sink, run.and(end))
             })
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start the {name} thread: {e}")))?;
         Ok(SinkThread {
             name,
             tx: Some(tx),
             handle: Some(handle),
+            sink: None,
             space,
             ended: None,
             pending: VecDeque::new(),
@@ -157,15 +164,31 @@ impl SinkThread {
     fn join(&mut self) -> io::Result<SinkEnd> {
         drop(self.tx.take());
         if let Some(h) = self.handle.take() {
-            let end = h
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other(format!("the {} thread panicked", self.name))));
+            let end = match h.join() {
+                Ok((sink, end)) => {
+                    self.sink = Some(sink);
+                    end
+                }
+                Err(_) => Err(io::Error::other(format!("the {} thread panicked", self.name))),
+            };
             self.ended = Some(end);
         }
         match &self.ended {
             Some(Ok(end)) => Ok(end.clone()),
             Some(Err(e)) => Err(io::Error::new(e.kind(), e.to_string())),
             None => Err(io::Error::other(format!("the {} thread already stopped", self.name))),
+        }
+    }
+}
+
+impl SinkThread {
+    /// The sink's commit, on the calling thread, once the sink's own thread
+    /// ended (see [`Sink::commit`]).
+    pub(crate) fn commit(&mut self, complete: bool) -> io::Result<()> {
+        let _ = self.join();
+        match self.sink.as_mut() {
+            Some(s) => s.commit(complete),
+            None => Err(io::Error::other(format!("the {} thread panicked", self.name))),
         }
     }
 }

@@ -5,8 +5,9 @@
 //!
 //! The file is text, one ingest per line after a `#fields` header, and is
 //! replaced atomically (temporary, fsync, rename) by the store's writer, under
-//! its lock, after the ingest's rows are flushed: the list never names a
-//! capture whose rows are not in the store.
+//! its lock, after the ingest's rows are in the store's files and (with
+//! ClickHouse) every batch of the run is in ClickHouse or its spool: the
+//! list never names a capture whose rows are not in the store.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -63,10 +64,22 @@ impl Fnv {
 }
 
 /// The ingests recorded in the store `dir`, oldest first (none when the
-/// store or its list does not exist).
+/// store or its list does not exist), with those of a `read` whose commit
+/// was decided but not finished (see [`crate::staging`]): they are as good
+/// as recorded, the store's next writer completes them.
 pub fn read_ingests(dir: &Path) -> Result<Vec<Ingest>, StoreError> {
-    let path = dir.join(INGESTED_FILE);
-    let Some(text) = crate::fsutil::read_own_file(&path)? else {
+    let mut out = read_list(&dir.join(INGESTED_FILE))?;
+    for extra in crate::staging::committed_ingests(dir)? {
+        if !out.contains(&extra) {
+            out.push(extra);
+        }
+    }
+    Ok(out)
+}
+
+/// The ingests of one list file (`ingested.tsv` or a run's commit record).
+pub(crate) fn read_list(path: &Path) -> Result<Vec<Ingest>, StoreError> {
+    let Some(text) = crate::fsutil::read_own_file(path)? else {
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
@@ -74,7 +87,7 @@ pub fn read_ingests(dir: &Path) -> Result<Vec<Ingest>, StoreError> {
         if line.starts_with('#') || line.is_empty() {
             continue;
         }
-        let bad = |what: &str| StoreError::corrupt(&path, format!("line {}: {what}", n + 1));
+        let bad = |what: &str| StoreError::corrupt(path, format!("line {}: {what}", n + 1));
         let f: Vec<&str> = line.splitn(7, '\t').collect();
         if f.len() != 7 {
             return Err(bad("expected 7 tab-separated fields"));
@@ -96,17 +109,31 @@ pub fn read_ingests(dir: &Path) -> Result<Vec<Ingest>, StoreError> {
     Ok(out)
 }
 
-/// Adds ingests to the list of the store `dir`. Called by the store's
-/// writer (which holds the directory's lock) once their rows are flushed.
+/// Adds ingests to the list of the store `dir`, leaving out those it
+/// already holds (a commit completed again after a crash). Called by the
+/// store's writer (which holds the directory's lock) once their rows are
+/// in the store's files.
 pub(crate) fn append_ingests(dir: &Path, new: &[Ingest]) -> Result<(), StoreError> {
-    if new.is_empty() {
+    let dst = dir.join(INGESTED_FILE);
+    let mut all = read_list(&dst)?;
+    let before = all.len();
+    for i in new {
+        if !all.contains(i) {
+            all.push(i.clone());
+        }
+    }
+    if all.len() == before {
         return Ok(());
     }
-    let mut all = read_ingests(dir)?;
-    all.extend_from_slice(new);
+    let tmp: PathBuf = dir.join(format!(".{INGESTED_FILE}.tmp"));
+    write_list(&tmp, &dst, &all)
+}
+
+/// Writes `list` to `dst` atomically (through `tmp`, fsynced).
+pub(crate) fn write_list(tmp: &Path, dst: &Path, list: &[Ingest]) -> Result<(), StoreError> {
     let mut text = String::from(HEADER);
     text.push('\n');
-    for i in &all {
+    for i in list {
         text.push_str(&format!(
             "{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
             i.identity,
@@ -118,12 +145,10 @@ pub(crate) fn append_ingests(dir: &Path, new: &[Ingest]) -> Result<(), StoreErro
             escape(&i.path)
         ));
     }
-    let dst = dir.join(INGESTED_FILE);
-    let tmp: PathBuf = dir.join(format!(".{INGESTED_FILE}.tmp"));
-    let mut f = crate::fsutil::create_temp(&tmp)?;
+    let mut f = crate::fsutil::create_temp(tmp)?;
     f.write_all(text.as_bytes())
-        .map_err(|e| StoreError::io(&tmp, "write", e))?;
-    publish(&f, &tmp, &dst, true)
+        .map_err(|e| StoreError::io(tmp, "write", e))?;
+    publish(&f, tmp, dst, true)
 }
 
 /// Paths may hold tabs, newlines and backslashes: written escaped.

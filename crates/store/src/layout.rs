@@ -8,6 +8,8 @@
 //!                                     .part-*.tmp / .compact-*.tmp         (being written: ignored)
 //! <dir>/flows/date=YYYY-MM-DD/.del-hour=HH-*                              (being deleted: ignored)
 //! <dir>/.writer.lock  <dir>/.compact.lock                                 (flock(2) locks)
+//! <dir>/.staging/<run>/<kind>/date=../hour=../part-*.parquet, COMMIT      (a read's files until
+//!                                                                          it commits: staging.rs)
 //! ```
 
 use std::path::{Path, PathBuf};

@@ -107,6 +107,7 @@ mod reader;
 pub mod retention;
 pub mod schema;
 mod sink;
+pub mod staging;
 #[cfg(feature = "synth")]
 pub mod synth;
 mod time;

@@ -1,7 +1,8 @@
 //! The store as one of the output stage's sinks: records appended as they
 //! come, Parquet files written at least every [`STORE_FLUSH`], small files
 //! of closed hours compacted in the background, and the captures read
-//! listed once every one of their rows is in a file.
+//! listed once every one of their rows is in a file and every other sink
+//! is done with them ([`Sink::commit`]).
 
 use std::io;
 use std::path::Path;
@@ -36,9 +37,17 @@ pub struct StoreSink {
 
 impl StoreSink {
     /// Opens (locks) the store in `dir` and starts compacting it at low
-    /// priority; flushes are published to `live`.
-    pub fn open(dir: &Path, opts: StoreOptions, live: Arc<Live>) -> Result<StoreSink, StoreError> {
-        let store = Store::open(dir, opts)?;
+    /// priority; flushes are published to `live`. With `run` (`read`), the
+    /// files are written in staging under that name and enter the store
+    /// only at the commit (see [`crate::staging`]).
+    pub fn open(dir: &Path, opts: StoreOptions, live: Arc<Live>, run: Option<&str>) -> Result<StoreSink, StoreError> {
+        let mut store = Store::open(dir, opts)?;
+        if let Some(note) = store.recovered().note(dir) {
+            eprintln!("{note}");
+        }
+        if let Some(run) = run {
+            store.stage(run)?;
+        }
         // Small files of closed hours (short runs, frequent flushes) are
         // merged while we run.
         let compactor = Compactor::start(dir.to_path_buf(), CompactorOptions::default());
@@ -147,6 +156,8 @@ impl Sink for StoreSink {
         }
     }
 
+    /// Writes every row out (into staging for a `read`); the store stays
+    /// locked until the commit.
     fn close(&mut self) -> io::Result<SinkEnd> {
         let mut end = SinkEnd::default();
         // The last flush first, so that a pause it meets (or its end) is said.
@@ -154,15 +165,9 @@ impl Sink for StoreSink {
             st.flush().map_err(io_error)?;
         }
         self.note_waiting();
-        if let Some(mut st) = self.store.take() {
-            if !st.record_ingests(&self.ingests).map_err(io_error)? && !self.ingests.is_empty() {
-                eprintln!(
-                    "wirelog: warning: the capture is not recorded as ingested: some of its rows could not be written; \
-                     reading it again is allowed"
-                );
-            }
+        if let Some(st) = self.store.as_mut() {
             let t = Instant::now();
-            let stats = st.close().map_err(io_error)?;
+            let stats = st.finish().map_err(io_error)?;
             self.published(t.elapsed(), &stats);
             end.dropped = Kind::ALL
                 .iter()
@@ -181,5 +186,25 @@ impl Sink for StoreSink {
             }
         }
         Ok(end)
+    }
+
+    /// The run's files enter the store; the captures read are recorded
+    /// only when the run is `complete` (every other sink has all of it) and
+    /// the store has every row.
+    fn commit(&mut self, complete: bool) -> io::Result<()> {
+        let Some(mut st) = self.store.take() else { return Ok(()) };
+        let ingests = complete.then_some(self.ingests.as_slice());
+        let recorded = st.commit(ingests).map_err(io_error)?;
+        if !recorded && !self.ingests.is_empty() {
+            let why = match complete {
+                false => "not every sink has all of its records (see above)",
+                true => "some of its rows could not be written to the store",
+            };
+            eprintln!(
+                "wirelog: warning: the capture is not recorded as ingested: {why}; reading it again is allowed \
+                 (the rows this run wrote to the store stay: a second read adds its rows again)"
+            );
+        }
+        Ok(())
     }
 }

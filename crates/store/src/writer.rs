@@ -509,6 +509,9 @@ fn write_hours(
     Ok(())
 }
 
+/// The writer's lock in the store directory (flock(2)).
+pub(crate) const LOCK_FILE: &str = ".writer.lock";
+
 /// How long a kind whose flush found no space waits before trying again
 /// (rows keep being buffered, up to twice the flush size, meanwhile).
 const SPACE_RETRY: Duration = Duration::from_secs(1);
@@ -541,6 +544,11 @@ pub struct Store {
     /// Partitions this store wrote to: the free-space floor never deletes
     /// them (it makes room for new rows, not by removing them).
     written_parts: std::collections::HashSet<PathBuf>,
+    /// A `read`'s run directory, where its files wait for the commit
+    /// (see [`crate::staging`]); `None`: files go straight into the store.
+    staging: Option<PathBuf>,
+    /// What the opening found of earlier runs (finished or removed).
+    recovered: crate::staging::Recovered,
     _lock: DirLock,
 }
 
@@ -574,7 +582,7 @@ impl Store {
         for kind in [Kind::Flows, Kind::Conns] {
             crate::fsutil::create_below(dir, &dir.join(kind.as_str()))?;
         }
-        let lock_path = dir.join(".writer.lock");
+        let lock_path = dir.join(LOCK_FILE);
         let lock = DirLock::try_lock(&lock_path)?.ok_or_else(|| {
             StoreError::io(
                 dir,
@@ -586,6 +594,8 @@ impl Store {
             )
         })?;
         crate::compact::recover(dir)?;
+        // The lock is ours: a run left in staging is a dead process's.
+        let recovered = crate::staging::recover(dir)?;
         if opts.retain_age.is_some() || opts.retain_bytes.is_some() {
             retention::record_limits(dir, opts.retain_age, opts.retain_bytes)?;
         }
@@ -622,12 +632,39 @@ impl Store {
             retry_at: None,
             piece_rows: usize::MAX,
             written_parts: Default::default(),
+            staging: None,
+            recovered,
             _lock: lock,
         })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// What opening the store did with the runs earlier processes left in
+    /// staging (finished the committed ones, removed the others).
+    pub fn recovered(&self) -> &crate::staging::Recovered {
+        &self.recovered
+    }
+
+    /// Writes this store's files under the run `tag` in staging, out of
+    /// sight until [`Store::commit`] (a `read`: see [`crate::staging`]).
+    /// Only before anything is written.
+    pub fn stage(&mut self, tag: &str) -> Result<(), StoreError> {
+        if !crate::staging::valid_tag(tag) {
+            return Err(StoreError::Invalid(format!("run name {tag:?}: letters, digits, '-' and '_' only")));
+        }
+        if self.stats.files > 0 || Kind::ALL.iter().any(|&k| self.unwritten(k) > 0) {
+            return Err(StoreError::Invalid("a run is staged before anything is written".into()));
+        }
+        let run = crate::staging::run_dir(&self.dir, tag);
+        if run.exists() {
+            std::fs::remove_dir_all(&run).map_err(|e| StoreError::io(&run, "remove", e))?;
+        }
+        create_dirs_durable(&run)?;
+        self.staging = Some(run);
+        Ok(())
     }
 
     pub fn options(&self) -> &StoreOptions {
@@ -861,10 +898,13 @@ impl Store {
             .collect();
         src.sort_rows(&mut rows);
         let mut out = Vec::new();
-        let result = write_hours(&self.dir, "part", src, &rows, fmt, &[], Some(&mut self.piece_rows), &mut out);
+        let root = self.staging.as_deref().unwrap_or(&self.dir);
+        let result = write_hours(root, "part", src, &rows, fmt, &[], Some(&mut self.piece_rows), &mut out);
         for (_, f) in &out {
             if let Some(dir) = f.path.parent() {
-                self.written_parts.insert(dir.to_path_buf());
+                // The partition it is (or, staged, will be) in.
+                let rel = dir.strip_prefix(root).unwrap_or(dir);
+                self.written_parts.insert(self.dir.join(rel));
             }
             self.stats.files += 1;
             self.stats.rows += f.rows;
@@ -958,23 +998,10 @@ impl Store {
         Ok(())
     }
 
-    /// Flushes every buffered row, then records the captures they came from
-    /// in the store's list of ingests (see [`crate::ingest`]), but only when
-    /// every row reached a file: a capture whose rows were dropped or still
-    /// wait for space is not complete in the store, and recording it would
-    /// refuse the read that could complete it. Returns whether it recorded.
-    pub fn record_ingests(&mut self, ingests: &[crate::ingest::Ingest]) -> Result<bool, StoreError> {
-        self.flush()?;
-        let complete = self.stats.dropped_total() == 0 && Kind::ALL.iter().all(|&k| self.unwritten(k) == 0);
-        if complete {
-            crate::ingest::append_ingests(&self.dir, ingests)?;
-        }
-        Ok(complete)
-    }
-
-    /// Flushes and releases the directory. Rows that still find no space
-    /// are dropped and counted in [`WriteStats::dropped`].
-    pub fn close(mut self) -> Result<WriteStats, StoreError> {
+    /// Flushes every buffered row; rows that still find no space are
+    /// dropped and counted in [`WriteStats::dropped`]. The store stays open
+    /// (and staged files staged) for [`Store::commit`].
+    pub fn finish(&mut self) -> Result<WriteStats, StoreError> {
         self.flush()?;
         for kind in Kind::ALL {
             let n = self.unwritten(kind);
@@ -987,6 +1014,32 @@ impl Store {
                 _ => self.tx[tx_slot(kind).expect("a transaction kind")].0.clear(),
             }
         }
+        Ok(self.stats.clone())
+    }
+
+    /// Ends the run after [`Store::finish`]: a staged run's files go into
+    /// the store, and the captures read are recorded in the store's list of
+    /// ingests (see [`crate::ingest`]) when `ingests` is given and every
+    /// row reached a file (a capture whose rows were dropped is not whole
+    /// in the store, and recording it would refuse the read that could
+    /// complete it). Returns whether it recorded them.
+    pub fn commit(&mut self, ingests: Option<&[crate::ingest::Ingest]>) -> Result<bool, StoreError> {
+        self.finish()?;
+        let record = ingests.filter(|_| self.stats.dropped_total() == 0).unwrap_or(&[]);
+        match self.staging.take() {
+            Some(run) => {
+                crate::staging::commit(&self.dir, &run, record)?;
+            }
+            None => crate::ingest::append_ingests(&self.dir, record)?,
+        }
+        Ok(ingests.is_some() && self.stats.dropped_total() == 0)
+    }
+
+    /// Flushes and releases the directory (a staged run goes into the
+    /// store, recording no capture). Rows that still find no space are
+    /// dropped and counted in [`WriteStats::dropped`].
+    pub fn close(mut self) -> Result<WriteStats, StoreError> {
+        self.commit(None)?;
         Ok(self.stats.clone())
     }
 
