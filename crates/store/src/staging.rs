@@ -25,7 +25,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::StoreError;
-use crate::fsutil::{create_dirs_durable, is_data_file, list_dir, sync_dir};
+use crate::fsutil::{create_below, is_data_file, list_dir, sync_dir};
 use crate::ingest::{append_ingests, read_list, write_list, Ingest};
 
 /// Directory of the runs being written, inside the store.
@@ -77,7 +77,9 @@ fn finish(store: &Path, run: &Path) -> Result<usize, StoreError> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     for (src, dst) in &files {
         let parent = dst.parent().expect("a partition directory");
-        create_dirs_durable(parent)?;
+        // Walked from the store's root without following a link, so a
+        // partition planted as a link is refused before anything moves.
+        create_below(store, parent)?;
         std::fs::rename(src, dst).map_err(|e| StoreError::io(dst, "move a committed file into", e))?;
         if !dirs.iter().any(|d| d == parent) {
             dirs.push(parent.to_path_buf());

@@ -662,7 +662,8 @@ impl Store {
         if run.exists() {
             std::fs::remove_dir_all(&run).map_err(|e| StoreError::io(&run, "remove", e))?;
         }
-        create_dirs_durable(&run)?;
+        // Walked from the store's root: a planted `.staging` link is refused.
+        crate::fsutil::create_below(&self.dir, &run)?;
         self.staging = Some(run);
         Ok(())
     }
