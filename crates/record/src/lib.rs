@@ -9,6 +9,7 @@
 
 mod batch;
 pub mod civil;
+pub mod columns;
 mod community_id;
 mod conn;
 mod flow;

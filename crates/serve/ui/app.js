@@ -3,7 +3,8 @@
 
 import { el, fmtNum, fmtBytes, fmtSecs, timeline, lineChart, barList, serviceMap, sequence } from "./charts.js";
 
-const TX = ["http", "mysql", "pgsql", "redis", "dns", "tls"];
+// The protocols, from the server (`/api/schema`): each one a tab and a store kind.
+const TX = (await api("schema")).kinds.filter((k) => k.protocol).map((k) => k.kind);
 const VIEWS = { overview: "Overview", tx: "Transactions", conns: "Connections", map: "Service map", health: "Health" };
 // The field a transaction kind's slowest statements are grouped by.
 const FINGERPRINT = { http: "host,uri", mysql: "fingerprint", pgsql: "fingerprint", redis: "command", dns: "query,qtype_name", tls: "server_name,version" };
