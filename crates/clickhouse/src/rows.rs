@@ -9,7 +9,7 @@
 //! one byte; `LowCardinality` changes nothing on the wire.
 
 use wirelog_record::{ConnRecord, FlowRecord, Proc, TxRecord};
-use wirelog_store::{schema, tx_columns, Cell, CertRows, CertValue, Kind, TxRow};
+use wirelog_store::{schema, tx_columns, Cell, CertRows, CertValue, TxRow};
 
 use crate::schema::{ch_type, ChType, Table};
 

@@ -166,10 +166,6 @@ impl Table {
             Table::Store(k) => (wirelog_store::schema::columns(k), &[]),
             Table::Health => (&[], HEALTH),
         };
-        let kind = match self {
-            Table::Store(k) => k,
-            Table::Health => Kind::Flows,
-        };
         IDENTITY
             .iter()
             .copied()

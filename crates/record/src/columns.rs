@@ -210,6 +210,8 @@ pub struct Columns {
     /// stored columns as the store's files and ClickHouse's tables already
     /// have them (ClickHouse inserts by position). Empty: `columns`' order.
     pub store_order: &'static [&'static str],
+    /// What queries group by without `--by` (and the UI's slowest list).
+    pub by: &'static [&'static str],
     /// Names stored columns had in earlier files: (old, new). Files with
     /// the old name read it as the new column.
     pub renamed: &'static [(&'static str, &'static str)],
@@ -243,6 +245,7 @@ pub fn of(p: Protocol) -> &'static Columns {
         Protocol::Redis => &crate::redis::COLUMNS,
         Protocol::Dns => &crate::dns::COLUMNS,
         Protocol::Tls => &crate::tls::COLUMNS,
+        Protocol::Memcached => &crate::memcached::COLUMNS,
     }
 }
 
@@ -300,6 +303,10 @@ mod tests {
             assert_eq!(c.stored().len(), stored, "{p:?}: store_order");
             if !c.store_order.is_empty() {
                 assert_eq!(c.store_order.len(), stored, "{p:?}: store_order");
+            }
+            assert!(!c.by.is_empty(), "{p:?}: by");
+            for b in c.by {
+                assert!(c.stored().iter().any(|c| c.name == *b), "{p:?}: by {b}");
             }
             for (old, new) in c.renamed {
                 assert!(c.stored().iter().any(|c| c.name == *new), "{p:?}: rename to {new}");

@@ -25,7 +25,7 @@ pub use community_id::{community_id_v1, CommunityId};
 pub use conn::{ConnRecord, ConnState, History, Proto};
 pub use flow::FlowRecord;
 pub use protocol::Protocol;
-pub use tx::{dns, http, mysql, pgsql, redis, tls, Detail, Span, Transaction, TxRecord, TxStatus};
+pub use tx::{dns, http, memcached, mysql, pgsql, redis, tls, Detail, Span, Transaction, TxRecord, TxStatus};
 pub use uid::{Uid, UidGenerator};
 pub use wirelog_decode::IpAddr16;
 pub use wirelog_procs::Owner as ProcOwner;

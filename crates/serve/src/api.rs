@@ -592,6 +592,7 @@ pub(crate) fn schema_json() -> Value {
                 "what": kind.protocol().map(|p| p.what()),
                 "log": kind.protocol().map(|p| format!("{}.log", p.log())),
                 "record_fields": record_fields(kind),
+                "by": wirelog_query::default_by(kind).iter().map(|f| f.name()).collect::<Vec<_>>(),
                 "columns": cols,
             })
         })

@@ -125,6 +125,7 @@ impl TxBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wirelog_record::Detail;
     use wirelog_record::dns::{DnsAnswer, DnsTx};
     use wirelog_record::http::HttpTx;
     use wirelog_record::mysql::MysqlTx;

@@ -191,6 +191,7 @@ pub static COLUMNS: Columns = Columns {
         C::log_only("opcode_name", Text, "Opcode by name (query, notify).", get!(Dns, |r, d| Val::Text(Some(d.opcode_name())))),
     ],
     store_order: &["query", "qtype", "qtype_name", "qclass", "rcode", "rcode_name", "trans_id", "answers", "ttls", "aa", "tc", "rd", "ra"],
+    by: &["query", "qtype_name"],
     renamed: &[],
     log_text: LogText::Utf8,
 };

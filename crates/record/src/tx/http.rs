@@ -88,6 +88,7 @@ pub static COLUMNS: Columns = Columns {
         C::log_only("response_headers", List(Item::Text), "Response headers kept by the same names.", get!(Http, |r, h| Val::list(r, h.response_headers.len(), item!(Http, |h, i, s| header(&h.response_headers, i, s))))),
     ],
     store_order: &["method", "host", "uri", "version", "user_agent", "status_code", "reason", "request_body_len", "response_body_len"],
+    by: &["host"],
     renamed: &[],
     log_text: LogText::Utf8,
 };

@@ -70,6 +70,7 @@ pub static COLUMNS: Columns = Columns {
         C::new("error_message", Text, High, "Error message.", get!(Pgsql, |r, p| Val::Text(p.error_message.as_deref()))).brief(),
     ],
     store_order: &[],
+    by: &["fingerprint"],
     renamed: &[],
     log_text: LogText::Utf8,
 };

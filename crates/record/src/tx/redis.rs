@@ -42,6 +42,7 @@ pub static COLUMNS: Columns = Columns {
         C::log_only("reply_len", Count { bits: 64, unit: Unit::Count }, "Bulk length, or elements of an aggregate.", get!(Redis, |r, x| Val::Count(x.reply_len.and_then(|l| u64::try_from(l).ok())))),
     ],
     store_order: &[],
+    by: &["command"],
     renamed: &[],
     log_text: LogText::Utf8,
 };

@@ -286,6 +286,7 @@ pub static COLUMNS: Columns = Columns {
         .log_as("orig_alpn"),
     ],
     store_order: &[],
+    by: &["server_name"],
     renamed: &[],
     log_text: LogText::ZeekAscii,
 };

@@ -14,7 +14,7 @@ use std::io::{self, Write};
 use wirelog_record::columns::{self, Column, Item, LogText, Type, Val};
 use wirelog_record::{IpAddr16, Protocol, TxRecord};
 
-use crate::zeek::{push_u64, write_addr, write_secs, zeek_close, zeek_header};
+use crate::logs::zeek::{push_u64, write_addr, write_secs, zeek_close, zeek_header};
 use crate::LogFormat;
 
 const COMMON_HEAD: &[(&str, &str)] = &[
@@ -315,7 +315,7 @@ impl<W: Write> TxLogWriter<W> {
     }
 
     fn header(&mut self) -> io::Result<()> {
-        let extra = if self.processes { crate::procs::FIELDS } else { &[] };
+        let extra = if self.processes { crate::logs::procs::FIELDS } else { &[] };
         let own = own_fields(self.protocol);
         let fields = COMMON_HEAD.iter().chain(&own).chain(COMMON_TAIL).chain(extra);
         let name = self.protocol.log();
@@ -355,9 +355,9 @@ impl<W: Write> TxLogWriter<W> {
         debug_assert_eq!(self.names.len(), v.i, "{} fields", self.protocol.name());
         if self.processes {
             if json {
-                crate::procs::json(&mut self.line, &r.orig_proc, &r.resp_proc);
+                crate::logs::procs::json(&mut self.line, &r.orig_proc, &r.resp_proc);
             } else {
-                crate::procs::tsv(&mut self.line, &r.orig_proc, &r.resp_proc);
+                crate::logs::procs::tsv(&mut self.line, &r.orig_proc, &r.resp_proc);
             }
         }
         self.line
@@ -431,12 +431,12 @@ impl crate::Sink for TxLogs {
     }
 
     fn space(&self) -> crate::Space {
-        crate::out::space(self.outputs())
+        crate::logs::out::space(self.outputs())
     }
 
     fn close(&mut self) -> io::Result<crate::SinkEnd> {
         self.writers.iter_mut().try_for_each(|(_, w)| w.finish())?;
-        Ok(crate::out::abandon(self.writers.iter_mut().map(|(_, w)| &mut w.out)))
+        Ok(crate::logs::out::abandon(self.writers.iter_mut().map(|(_, w)| &mut w.out)))
     }
 }
 

@@ -10,8 +10,8 @@ use wirelog_record::tls::{shown_chains, CertInfo};
 use wirelog_record::x509::addr_text;
 use wirelog_record::TxRecord;
 
-use crate::tx::{json_str, zeek_text, Line};
-use crate::zeek::{zeek_close, zeek_header};
+use crate::logs::tx::{json_str, zeek_text, Line};
+use crate::logs::zeek::{zeek_close, zeek_header};
 use crate::LogFormat;
 
 impl Line<'_> {
@@ -245,12 +245,12 @@ impl crate::Sink for X509LogWriter<crate::LogOut> {
     }
 
     fn space(&self) -> crate::Space {
-        crate::out::space(self.out.as_ref())
+        crate::logs::out::space(self.out.as_ref())
     }
 
     fn close(&mut self) -> io::Result<crate::SinkEnd> {
         self.finish()?;
-        Ok(crate::out::abandon(self.out.as_mut()))
+        Ok(crate::logs::out::abandon(self.out.as_mut()))
     }
 }
 

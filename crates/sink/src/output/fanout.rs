@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use wirelog_procs::Owners;
 use wirelog_record::{Batch, ConnState, Protocol, TxStatus};
 
-use crate::threaded::SinkThread;
+use crate::output::threaded::SinkThread;
 use crate::{Sink, SinkEnd, Space};
 
 /// How long the fan-out waits for the resolver to catch up with the
@@ -238,7 +238,7 @@ impl Fanout {
             // is full, and must not wait for /proc. Until it has caught up,
             // records go out with the owners known so far.
             let limit = if self.procs_behind { Duration::ZERO } else { PROCS_SYNC };
-            self.procs_behind = !crate::procs::own(o, &mut batch, limit);
+            self.procs_behind = !crate::logs::procs::own(o, &mut batch, limit);
         }
         self.count(&batch);
         for s in &mut self.sinks {
@@ -527,7 +527,7 @@ mod tests {
 
     #[test]
     fn sinks_see_the_community_id_the_tracker_left_pending() {
-        let mut r = crate::zeek::tests::record();
+        let mut r = crate::logs::zeek::tests::record();
         let want = wirelog_record::community_id_v1(&r.orig_h, &r.resp_h, r.ip_proto, r.orig_p, r.resp_p);
         r.community_id = wirelog_record::CommunityId::PENDING;
         assert_eq!(r.community_id.as_str(), "");
