@@ -71,6 +71,11 @@ pub struct MemcachedParser {
     pending: VecDeque<Pending>,
     /// The request whose data block is being read.
     storing: Option<Pending>,
+    /// Bytes were read (the first decides whether this is the text protocol).
+    started: bool,
+    /// The connection speaks the binary protocol (its first byte is a
+    /// binary magic, 0x80 or 0x81): not read, given up.
+    binary: bool,
     stats: ParseStats,
 }
 
@@ -103,6 +108,8 @@ impl MemcachedParser {
             sides: Default::default(),
             pending: VecDeque::new(),
             storing: None,
+            started: false,
+            binary: false,
             stats: ParseStats::default(),
         }
     }
@@ -364,6 +371,14 @@ fn line_result(first: &[u8]) -> &'static str {
 
 impl StreamParser for MemcachedParser {
     fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+        if !std::mem::replace(&mut self.started, true) && matches!(data.first(), Some(0x80 | 0x81)) {
+            // A text line never starts with a binary magic byte.
+            self.binary = true;
+        }
+        if self.binary {
+            self.stats.unparsed_bytes += data.len() as u64;
+            return;
+        }
         self.read(dir, ts_ns, data, out);
     }
 
@@ -407,7 +422,7 @@ impl StreamParser for MemcachedParser {
     }
 
     fn gave_up(&self) -> bool {
-        false
+        self.binary
     }
 
     fn stats(&self) -> ParseStats {
@@ -508,6 +523,20 @@ mod tests {
         assert_eq!(out.len(), 2);
         assert_eq!(mc(&out[1]).result, Some("version"));
         assert_eq!(p.stats().resyncs, 1);
+    }
+
+    #[test]
+    fn the_binary_protocol_is_given_up() {
+        let mut p = MemcachedParser::new(&ParseConfig::default());
+        let mut out = Vec::new();
+        // A binary GET request header (magic 0x80, opcode 0x00, key length 3).
+        let req = [&[0x80u8, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 3][..], &[0; 12], b"foo"].concat();
+        p.data(Dir::ToServer, 0, &req, &mut out);
+        p.data(Dir::ToClient, 1, b"\x81\0\0\0", &mut out);
+        p.finish(2, &mut out);
+        assert!(out.is_empty());
+        assert!(p.gave_up());
+        assert_eq!(p.stats().unparsed_bytes, req.len() as u64 + 4);
     }
 
     #[test]
