@@ -568,7 +568,7 @@ fn type_name(ty: Ty) -> &'static str {
 /// unset, the other names queries accept, and for a protocol's own columns
 /// the declaration's documentation and the column's name in the protocol's
 /// log. The UI takes its list of protocols from it.
-pub(crate) fn schema_json() -> Value {
+pub fn schema_json() -> Value {
     let kinds: Vec<Value> = Kind::ALL
         .iter()
         .map(|&kind| {

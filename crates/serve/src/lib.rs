@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+pub use api::schema_json;
 pub use health::{KindExtent, Live, LiveSnapshot, StoreWritten, WorkerLive};
 
 /// Queries run at once; more wait (each request still has its time limit).
