@@ -7,6 +7,8 @@
 #
 #   scripts/same_output.sh OLD_BINARY NEW_BINARY [CAPTURE...]
 # Exit 0 when everything is identical; prints the first differences otherwise.
+# RENAMES="mysql.num_rows=rows ..." compares the old side's store column
+# `num_rows` of kind `mysql` as `rows` (a rename the new binary declares).
 set -euo pipefail
 old=$1 new=$2
 shift 2
@@ -45,9 +47,14 @@ for cap in "${caps[@]}"; do
     fi
 done
 # Store tables, all captures at once.
-python3 - "$work" <<'PY' || differ=1
+python3 - "$work" "${RENAMES:-}" <<'PY' || differ=1
 import duckdb, glob, os, sys
 work = sys.argv[1]
+renames = {}
+for r in sys.argv[2].split():
+    k, _, pair = r.partition(".")
+    old, _, new = pair.partition("=")
+    renames.setdefault(k, []).append((old, new))
 bad = 0
 for case in sorted(os.listdir(os.path.join(work, "old"))):
     for fmt in ("tsv",):
@@ -62,9 +69,13 @@ for case in sorted(os.listdir(os.path.join(work, "old"))):
             if bool(fo) != bool(fn):
                 print(f"DIFFERENT store {case} {k}: files only on one side"); bad = 1; continue
             q = "select * from read_parquet({}) order by all"
-            a = duckdb.sql(q.format(fo)).fetchall()
+            old = "*"
+            if k in renames:
+                old = "* rename (" + ", ".join(f"{a} as {b}" for a, b in renames[k]) + ")"
+            qo = f"select {old} from read_parquet({{}}) order by all"
+            a = duckdb.sql(qo.format(fo)).fetchall()
             b = duckdb.sql(q.format(fn)).fetchall()
-            ca = duckdb.sql(f"describe select * from read_parquet({fo})").fetchall()
+            ca = duckdb.sql(f"describe select {old} from read_parquet({fo})").fetchall()
             cb = duckdb.sql(f"describe select * from read_parquet({fn})").fetchall()
             if a != b or ca != cb:
                 print(f"DIFFERENT store {case} {k}: {len(a)} vs {len(b)} rows"); bad = 1

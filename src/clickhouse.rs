@@ -126,6 +126,13 @@ pub fn run(cmd: ClickhouseCommand) -> Result<ExitCode> {
 }
 
 /// Existing tables' columns: (table, column, type).
+/// The old name of column `col` of table `t` that the existing table still
+/// has (a rename declared with the protocol's columns).
+fn renamed_from(t: Table, col: &str, have: &[&(String, String, String)]) -> Option<&'static str> {
+    let Table::Store(kind) = t else { return None };
+    wirelog_store::schema::old_names(kind, col).find(|old| have.iter().any(|c| c.1 == *old))
+}
+
 fn existing_columns(server: &Server) -> Result<Vec<(String, String, String)>> {
     let sql = format!(
         "SELECT table, name, type FROM system.columns WHERE database = {} ORDER BY table, position",
@@ -193,6 +200,7 @@ fn init(a: ClickhouseInitArgs) -> Result<ExitCode> {
     }
     let cols = existing_columns(&server)?;
     let mut add = Vec::new();
+    let mut rename = Vec::new();
     for t in Table::ALL {
         let (name, _) = layout.expected_engine(t);
         let have: Vec<&(String, String, String)> = cols.iter().filter(|c| c.0 == name).collect();
@@ -206,7 +214,11 @@ fn init(a: ClickhouseInitArgs) -> Result<ExitCode> {
                     cannot.push(format!("{name}.{col} is {}, wirelog writes {} (change it by hand: ALTER TABLE ... MODIFY COLUMN)", c.2, ty.sql()));
                 }
                 Some(_) => {}
-                None => add.push((t, col, ty, prev)),
+                // A declared rename: the old column takes the new name.
+                None => match renamed_from(t, col, &have) {
+                    Some(old) => rename.push((t, old, col)),
+                    None => add.push((t, col, ty, prev)),
+                },
             }
             prev = Some(col);
         }
@@ -217,6 +229,22 @@ fn init(a: ClickhouseInitArgs) -> Result<ExitCode> {
     let existed = version.is_some();
     ch(&create)?;
     let mut changes = Vec::new();
+    for (t, old, new) in &rename {
+        let on = layout.cluster.as_deref().map(|c| format!(" ON CLUSTER {}", schema::ident(c))).unwrap_or_default();
+        let mut tables = vec![layout.expected_engine(*t).0];
+        if layout.cluster.is_some() {
+            tables.push(t.name().to_string());
+        }
+        for tb in tables {
+            changes.push(format!(
+                "ALTER TABLE {}.{}{on} RENAME COLUMN IF EXISTS {} TO {}",
+                schema::ident(&server.database),
+                schema::ident(&tb),
+                schema::ident(old),
+                schema::ident(new)
+            ));
+        }
+    }
     for (t, col, ty, after) in &add {
         let on = layout.cluster.as_deref().map(|c| format!(" ON CLUSTER {}", schema::ident(c))).unwrap_or_default();
         let mut tables = vec![layout.expected_engine(*t).0];

@@ -9,7 +9,7 @@
 //! one byte; `LowCardinality` changes nothing on the wire.
 
 use wirelog_record::{ConnRecord, FlowRecord, Proc, TxRecord};
-use wirelog_store::{schema, tx_columns, Cell, CertRows, CertValue, Kind, TxRow};
+use wirelog_store::{schema, tx_columns, Cell, CertRows, CertValue, TxRow};
 
 use crate::schema::{ch_type, ChType, Table};
 
@@ -182,7 +182,7 @@ impl Rows {
             unreachable!("transactions go to a store kind's table")
         };
         for (spec, cell) in tx_columns(kind).iter().zip(&row.extra) {
-            match (ch_type(kind, spec), cell) {
+            match (ch_type(spec), cell) {
                 (ChType::OptU64, Cell::U64(v)) => self.opt_u64(*v),
                 (ChType::OptU16, Cell::U64(v)) => self.opt_u16(v.map(|v| v.min(u16::MAX as u64) as u16)),
                 (ChType::Dur, Cell::Dur(v)) => self.dur(*v),
@@ -202,7 +202,7 @@ impl Rows {
     pub fn cert(&mut self, probe: &str, iface: &str, certs: &CertRows, row: usize) {
         self.identity(probe, iface);
         for (col, spec) in schema::X509.iter().enumerate() {
-            match (ch_type(Kind::X509, spec), certs.value(row, col)) {
+            match (ch_type(spec), certs.value(row, col)) {
                 (ChType::Time, CertValue::Time(ns)) => self.time(ns),
                 (ChType::U64, CertValue::U64(v)) => self.u64(v.unwrap_or(0)),
                 (ChType::OptU64, CertValue::U64(v)) => self.opt_u64(v),

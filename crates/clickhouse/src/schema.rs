@@ -91,8 +91,11 @@ const IDENTITY: &[(&str, ChType)] = &[("probe", Lc), ("iface", Lc)];
 /// (`wirelog_store::schema`) is the one list of columns, so a column added
 /// there reaches ClickHouse (and `clickhouse init` adds it to an existing
 /// table) by itself. Text the store keeps as a dictionary is
-/// `LowCardinality`, other text plain `String`.
-pub fn ch_type(kind: Kind, c: &ColSpec) -> ChType {
+/// `LowCardinality`, unless the column's declaration says it takes too many
+/// values (query fingerprints, DNS names: a day's part passes the ~10k
+/// distinct values where ClickHouse advises against it); other text plain
+/// `String`.
+pub fn ch_type(c: &ColSpec) -> ChType {
     match (c.col_type(), c.is_optional()) {
         (ColType::TimeUs, _) => Time,
         (ColType::DurUs, _) => Dur,
@@ -104,17 +107,9 @@ pub fn ch_type(kind: Kind, c: &ColSpec) -> ChType {
         (ColType::U64, true) => OptU64,
         (ColType::Ip, _) => Ip,
         (ColType::Bool, _) => Bool,
-        (ColType::Str, _) if c.is_dictionary() && !too_many_values(kind, c.name) => Lc,
+        (ColType::Str, _) if c.is_dictionary() && !c.has_many_values() => Lc,
         (ColType::Str, _) => Str,
     }
-}
-
-/// Text columns a Parquet dictionary suits (few values per file) but
-/// LowCardinality does not: their distinct values across a day's part (query
-/// fingerprints, DNS names) pass the ~10k where ClickHouse advises against
-/// it.
-fn too_many_values(kind: Kind, name: &str) -> bool {
-    matches!((kind, name), (Kind::Mysql | Kind::Pgsql, "fingerprint") | (Kind::Dns, "query"))
 }
 
 /// The probe's own health, one row a minute while capturing: what a fleet
@@ -171,14 +166,10 @@ impl Table {
             Table::Store(k) => (wirelog_store::schema::columns(k), &[]),
             Table::Health => (&[], HEALTH),
         };
-        let kind = match self {
-            Table::Store(k) => k,
-            Table::Health => Kind::Flows,
-        };
         IDENTITY
             .iter()
             .copied()
-            .chain(store.iter().filter(|c| c.name != "iface").map(move |c| (c.name, ch_type(kind, c))))
+            .chain(store.iter().filter(|c| c.name != "iface").map(move |c| (c.name, ch_type(c))))
             .chain(health.iter().copied())
     }
 

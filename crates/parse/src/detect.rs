@@ -85,6 +85,7 @@ pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
         // specific enough to claim an unknown port's bytes.
         Protocol::Dns => Probe::NotForUs,
         Protocol::Tls => crate::tls::probe(dir, data),
+        Protocol::Memcached => crate::memcached::probe(dir, data),
     }
 }
 
@@ -93,7 +94,7 @@ pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
 /// packet header, a PostgreSQL startup message for one too. Every protocol
 /// once (a test checks it; the length follows the table).
 pub const PROBE_ORDER: [Protocol; Protocol::ALL.len()] =
-    [Protocol::Tls, Protocol::Pgsql, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns];
+    [Protocol::Tls, Protocol::Pgsql, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns, Protocol::Memcached];
 
 /// What the probes together say of the first bytes of one direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,6 +17,7 @@ pub mod detect;
 pub mod dns;
 pub mod fingerprint;
 pub mod http;
+pub mod memcached;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
@@ -55,6 +56,7 @@ impl ProtocolParser for Protocol {
             Protocol::Redis => ConnParser::Redis(redis::RedisParser::new(cfg)),
             Protocol::Dns => ConnParser::Dns(dns::TcpDns::new(cfg)),
             Protocol::Tls => ConnParser::Tls(tls::TlsConn::new(cfg)),
+            Protocol::Memcached => ConnParser::Memcached(memcached::MemcachedParser::new(cfg)),
         }
     }
 }
@@ -70,6 +72,7 @@ pub enum ConnParser {
     Redis(redis::RedisParser),
     Dns(dns::TcpDns),
     Tls(tls::TlsConn),
+    Memcached(memcached::MemcachedParser),
 }
 
 /// Calls the same method on whichever parser a [`ConnParser`] holds.
@@ -82,6 +85,7 @@ macro_rules! each_parser {
             ConnParser::Redis($p) => $e,
             ConnParser::Dns($p) => $e,
             ConnParser::Tls($p) => $e,
+            ConnParser::Memcached($p) => $e,
         }
     };
 }

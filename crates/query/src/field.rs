@@ -2,9 +2,14 @@
 //! aliases (goQuery's names for flows, Zeek's for connections), and what kind
 //! of value each one takes.
 //!
-//! The table here is the single place that knows the schema; the parser, the
-//! filter compiler, the key packer and the renderer all ask it.
+//! The table here is the single place the parser, the filter compiler, the
+//! key packer and the renderer ask; a protocol's own fields come from its
+//! declared columns ([`wirelog_record::columns`]).
 
+use std::sync::OnceLock;
+
+use wirelog_record::columns::{self, Column, Type as Holds};
+use wirelog_record::Protocol;
 use wirelog_store::Kind;
 
 /// What a field holds, as far as the query language is concerned. The batch
@@ -40,6 +45,7 @@ pub enum Unit {
     Proto,
 }
 
+#[derive(Clone, Copy)]
 struct Def {
     /// The store's column name, also the canonical name in output.
     name: &'static str,
@@ -110,24 +116,30 @@ static FLOWS: &[Def] = &[
     def("conns", U32C, &[]),
 ];
 
-/// A kind's fields, then the owners of both ends (`capture --processes`),
-/// the last columns of connections and of every transaction kind.
+/// The owners of both ends (`capture --processes`), the last columns of
+/// connections and of every transaction kind.
+const OWNERS: [Def; 12] = [
+    opt("orig_pid", U64, &[]),
+    def("orig_proc", Ty::Str, &[]),
+    def("orig_exe", Ty::Str, &[]),
+    def("orig_user", Ty::Str, &[]),
+    def("orig_container", Ty::Str, &[]),
+    def("orig_pod", Ty::Str, &[]),
+    opt("resp_pid", U64, &[]),
+    def("resp_proc", Ty::Str, &[]),
+    def("resp_exe", Ty::Str, &[]),
+    def("resp_user", Ty::Str, &[]),
+    def("resp_container", Ty::Str, &[]),
+    def("resp_pod", Ty::Str, &[]),
+];
+
+/// A kind's fields, then the [`OWNERS`].
 macro_rules! with_owners {
     ($($def:expr),* $(,)?) => {
         &[
             $($def,)*
-            opt("orig_pid", U64, &[]),
-            def("orig_proc", Ty::Str, &[]),
-            def("orig_exe", Ty::Str, &[]),
-            def("orig_user", Ty::Str, &[]),
-            def("orig_container", Ty::Str, &[]),
-            def("orig_pod", Ty::Str, &[]),
-            opt("resp_pid", U64, &[]),
-            def("resp_proc", Ty::Str, &[]),
-            def("resp_exe", Ty::Str, &[]),
-            def("resp_user", Ty::Str, &[]),
-            def("resp_container", Ty::Str, &[]),
-            def("resp_pod", Ty::Str, &[]),
+            OWNERS[0], OWNERS[1], OWNERS[2], OWNERS[3], OWNERS[4], OWNERS[5],
+            OWNERS[6], OWNERS[7], OWNERS[8], OWNERS[9], OWNERS[10], OWNERS[11],
         ]
     };
 }
@@ -161,114 +173,65 @@ static CONNS: &[Def] = with_owners![
     def("empty_tcp_skipped", Ty::Bool, &[]),
 ];
 
-/// The fields every transaction kind starts with, then its own.
-macro_rules! tx_defs {
-    ($($extra:expr),* $(,)?) => {
-        with_owners![
-            def("ts", Ty::Time, &["time"]),
-            def("uid", Ty::Str, &[]),
-            def("client", Ty::Ip, &["sip", "src", "orig_h", "id.orig_h"]),
-            def("client_port", U16, &["sport", "orig_p", "id.orig_p"]),
-            def("server", Ty::Ip, &["dip", "dst", "resp_h", "id.resp_h"]),
-            def("server_port", U16, &["dport", "resp_p", "id.resp_p"]),
-            def("transport", U8P, &["proto"]),
-            def("status", Ty::Str, &[]),
-            opt("request_bytes", U64B, &["req_bytes"]),
-            opt("response_bytes", U64B, &["resp_bytes"]),
-            opt("latency", Ty::Duration, &[]),
-            opt("first_byte_latency", Ty::Duration, &["ttfb"]),
-            $($extra),*
-        ]
+/// The fields every transaction kind starts with; its own follow (declared
+/// beside the protocol's transaction type: [`wirelog_record::columns`]),
+/// then the [`OWNERS`].
+const TX_HEAD: [Def; 12] = [
+    def("ts", Ty::Time, &["time"]),
+    def("uid", Ty::Str, &[]),
+    def("client", Ty::Ip, &["sip", "src", "orig_h", "id.orig_h"]),
+    def("client_port", U16, &["sport", "orig_p", "id.orig_p"]),
+    def("server", Ty::Ip, &["dip", "dst", "resp_h", "id.resp_h"]),
+    def("server_port", U16, &["dport", "resp_p", "id.resp_p"]),
+    def("transport", U8P, &["proto"]),
+    def("status", Ty::Str, &[]),
+    opt("request_bytes", U64B, &["req_bytes"]),
+    opt("response_bytes", U64B, &["resp_bytes"]),
+    opt("latency", Ty::Duration, &[]),
+    opt("first_byte_latency", Ty::Duration, &["ttfb"]),
+];
+
+/// The query field of a declared column: text for text and lists, the
+/// count's width and unit, a time in seconds as their number; nullable
+/// unless text or a flag.
+fn declared(c: &Column) -> Def {
+    let ty = match c.ty {
+        Holds::Text | Holds::Enum | Holds::List(_) => Ty::Str,
+        // A count stored wider than its values (DNS's 16-bit fields, RFC 1035
+        // 4.1.1, 4.1.2) is queried at its values' width.
+        Holds::Count { bits, unit } => Ty::UInt {
+            bits: c.fits_bits.unwrap_or(bits),
+            unit: match unit {
+                columns::Unit::Plain => Unit::Plain,
+                columns::Unit::Bytes => Unit::Bytes,
+                columns::Unit::Count => Unit::Count,
+            },
+        },
+        Holds::TimeSecs => U64,
+        Holds::Bool => Ty::Bool,
+        Holds::Interval => Ty::Duration,
     };
+    Def {
+        name: c.name,
+        ty,
+        aliases: c.aliases,
+        nullable: c.optional() && ty != Ty::Str,
+    }
 }
 
-static HTTP: &[Def] = tx_defs![
-    def("method", Ty::Str, &[]),
-    def("host", Ty::Str, &[]),
-    def("uri", Ty::Str, &["url", "path"]),
-    def("version", Ty::Str, &[]),
-    def("user_agent", Ty::Str, &["ua"]),
-    opt("status_code", U16, &["code"]),
-    def("reason", Ty::Str, &[]),
-    opt("request_body_len", U64B, &[]),
-    opt("response_body_len", U64B, &[]),
-];
-
-static MYSQL: &[Def] = tx_defs![
-    def("command", Ty::Str, &["cmd"]),
-    def("query", Ty::Str, &[]),
-    def("fingerprint", Ty::Str, &["fp"]),
-    def("database", Ty::Str, &["db"]),
-    def("user", Ty::Str, &[]),
-    opt("affected_rows", U64C, &[]),
-    opt("insert_id", U64, &[]),
-    opt("num_rows", U64C, &["rows"]),
-    opt("num_fields", U64C, &[]),
-    opt("error_code", U64, &[]),
-    def("sql_state", Ty::Str, &[]),
-    def("error_message", Ty::Str, &[]),
-];
-
-static PGSQL: &[Def] = tx_defs![
-    def("command", Ty::Str, &["cmd"]),
-    def("query", Ty::Str, &[]),
-    def("fingerprint", Ty::Str, &["fp"]),
-    def("database", Ty::Str, &["db"]),
-    def("user", Ty::Str, &[]),
-    def("command_tag", Ty::Str, &["tag"]),
-    opt("rows", U64C, &["num_rows"]),
-    opt("num_fields", U64C, &[]),
-    def("error_severity", Ty::Str, &["severity"]),
-    def("error_code", Ty::Str, &[]),
-    def("error_message", Ty::Str, &[]),
-];
-
-static REDIS: &[Def] = tx_defs![
-    def("command", Ty::Str, &["cmd"]),
-    def("args", Ty::Str, &[]),
-    def("reply_type", Ty::Str, &[]),
-    def("reply", Ty::Str, &[]),
-];
-
-// DNS's type, class, rcode and id are 16-bit fields (RFC 1035 4.1.1, 4.1.2;
-// an EDNS rcode has 12 bits): a larger number is an error, not a silent miss.
-static DNS: &[Def] = tx_defs![
-    def("query", Ty::Str, &["qname", "name"]),
-    opt("qtype", U16, &[]),
-    def("qtype_name", Ty::Str, &["type"]),
-    opt("qclass", U16, &[]),
-    opt("rcode", U16, &[]),
-    def("rcode_name", Ty::Str, &[]),
-    opt("trans_id", U16, &["id"]),
-    def("answers", Ty::Str, &[]),
-    def("ttls", Ty::Str, &[]),
-    def("aa", Ty::Bool, &[]),
-    def("tc", Ty::Bool, &[]),
-    def("rd", Ty::Bool, &[]),
-    def("ra", Ty::Bool, &[]),
-];
-
-static TLS: &[Def] = tx_defs![
-    def("version", Ty::Str, &[]),
-    def("cipher", Ty::Str, &[]),
-    def("curve", Ty::Str, &[]),
-    def("server_name", Ty::Str, &["sni"]),
-    def("resumed", Ty::Bool, &[]),
-    def("last_alert", Ty::Str, &["alert"]),
-    def("next_protocol", Ty::Str, &["alpn"]),
-    def("established", Ty::Bool, &[]),
-    def("ssl_history", Ty::Str, &["history"]),
-    def("cert_chain_fps", Ty::Str, &[]),
-    def("client_cert_chain_fps", Ty::Str, &[]),
-    def("subject", Ty::Str, &[]),
-    def("issuer", Ty::Str, &[]),
-    opt("not_valid_after", U64, &["expires"]),
-    def("ja4", Ty::Str, &[]),
-    def("ja3", Ty::Str, &[]),
-    def("ja3s", Ty::Str, &[]),
-    def("client_versions", Ty::Str, &[]),
-    def("client_alpn", Ty::Str, &[]),
-];
+/// Each protocol's fields, built once from its declaration.
+fn tx_defs(p: Protocol) -> &'static [Def] {
+    static DEFS: OnceLock<Vec<Vec<Def>>> = OnceLock::new();
+    &DEFS.get_or_init(|| {
+        Protocol::ALL
+            .iter()
+            .map(|&p| {
+                let own = columns::of(p).stored().into_iter().map(declared);
+                TX_HEAD.iter().copied().chain(own).chain(OWNERS).collect()
+            })
+            .collect()
+    })[p.index()]
+}
 
 /// Certificates (the store's x509 kind); times in Unix seconds.
 static X509: &[Def] = &[
@@ -301,13 +264,11 @@ fn defs(kind: Kind) -> &'static [Def] {
     match kind {
         Kind::Flows => FLOWS,
         Kind::Conns => CONNS,
-        Kind::Http => HTTP,
-        Kind::Mysql => MYSQL,
-        Kind::Pgsql => PGSQL,
-        Kind::Redis => REDIS,
-        Kind::Dns => DNS,
-        Kind::Tls => TLS,
         Kind::X509 => X509,
+        _ => match kind.protocol() {
+            Some(p) => tx_defs(p),
+            None => unreachable!("every kind but flows, conns and x509 is a protocol's"),
+        },
     }
 }
 

@@ -240,19 +240,18 @@ pub fn parse_query(
 
 /// The key without `--by`: goQuery's top talkers for flows and connections
 /// (`sip,dip,dport,proto`, `orig_h,resp_h,resp_p,proto`); for transactions
-/// http `host`, mysql and pgsql `fingerprint`, redis `command`, dns
-/// `query,qtype_name`, tls `server_name`; certificates by `subject,
-/// issuer, not_valid_after`.
+/// what the protocol's declared columns say (`by`: http `host`, mysql and
+/// pgsql `fingerprint`, redis `command`, dns `query,qtype_name`, tls
+/// `server_name`); certificates by `subject, issuer, not_valid_after`.
 pub fn default_by(kind: Kind) -> Vec<Field> {
     let names: &[&str] = match kind {
         Kind::Flows => &["client", "server", "server_port", "proto"],
         Kind::Conns => &["orig_h", "resp_h", "resp_p", "proto"],
-        Kind::Http => &["host"],
-        Kind::Mysql | Kind::Pgsql => &["fingerprint"],
-        Kind::Redis => &["command"],
-        Kind::Dns => &["query", "qtype_name"],
-        Kind::Tls => &["server_name"],
         Kind::X509 => &["subject", "issuer", "not_valid_after"],
+        _ => match kind.protocol() {
+            Some(p) => wirelog_record::columns::of(p).by,
+            None => unreachable!("every kind but flows, conns and x509 is a protocol's"),
+        },
     };
     names.iter().map(|n| Field::col(kind, n)).collect()
 }

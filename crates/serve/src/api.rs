@@ -24,8 +24,10 @@ use axum::Router;
 use serde_json::{json, Value};
 use wirelog_query::render::{columns, json_row};
 use wirelog_query::{
+    Field, Ty, Unit,
     parse_query, parse_time_arg, Engine, KeyValue, QueryError, QuerySpec, ResultTable, Row,
 };
+use wirelog_record::columns;
 use wirelog_store::{Kind, Scan, Store, StoreError};
 
 use crate::health::Sample;
@@ -136,6 +138,7 @@ pub(crate) fn router(state: Arc<State>) -> Router {
             .route("/api/pcap", get(crate::pcap::download))
             .route("/api/map", get(service_map))
             .route("/api/extent", get(extent))
+            .route("/api/schema", get(schema))
             .route("/api/health", get(health_now))
             .route("/", get(ui::index))
             .route("/ui/{file}", get(ui::asset));
@@ -602,20 +605,83 @@ async fn query(
 /// (grouping by them gives the records themselves, through the same engine),
 /// with the programs, users and containers behind both ends (empty unless
 /// the capture had `--processes`; the UI shows those columns only when a
-/// row has them).
-pub(crate) fn record_fields(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Flows => "bucket,client,server,server_port,proto",
-        Kind::Conns => "ts,uid,orig_h,orig_p,resp_h,resp_p,proto,service,duration,conn_state,history,orig_proc,orig_user,orig_container,resp_proc,resp_container",
-        Kind::Http => "ts,uid,client,client_port,server,server_port,status,latency,method,host,uri,status_code,orig_proc,orig_user,orig_container,resp_proc,resp_container",
-        Kind::Mysql | Kind::Pgsql => {
-            "ts,uid,client,client_port,server,server_port,status,latency,command,query,error_code,error_message,orig_proc,orig_user,orig_container,resp_proc,resp_container"
+/// row has them). For a protocol: the transaction's time, ends, status and
+/// latency, then the columns its declaration marks brief.
+pub(crate) fn record_fields(kind: Kind) -> String {
+    const OWNERS: &str = "orig_proc,orig_user,orig_container,resp_proc,resp_container";
+    match kind.protocol() {
+        Some(p) => {
+            let brief = columns::of(p).stored().into_iter().filter(|c| c.brief).map(|c| c.name);
+            ["ts", "uid", "client", "client_port", "server", "server_port", "status", "latency"]
+                .into_iter()
+                .chain(brief)
+                .chain([OWNERS])
+                .collect::<Vec<_>>()
+                .join(",")
         }
-        Kind::Redis => "ts,uid,client,client_port,server,server_port,status,latency,command,args,reply_type,orig_proc,orig_user,orig_container,resp_proc,resp_container",
-        Kind::Dns => "ts,uid,client,client_port,server,server_port,status,latency,query,qtype_name,rcode_name,answers,orig_proc,orig_user,orig_container,resp_proc,resp_container",
-        Kind::Tls => "ts,uid,client,client_port,server,server_port,status,latency,version,cipher,server_name,established,last_alert,ja4,orig_proc,orig_user,orig_container,resp_proc,resp_container",
-        Kind::X509 => "ts,fingerprint,role,host_cert,subject,issuer,not_valid_before,not_valid_after,san_dns",
+        None => match kind {
+            Kind::Flows => "bucket,client,server,server_port,proto".to_string(),
+            Kind::Conns => format!("ts,uid,orig_h,orig_p,resp_h,resp_p,proto,service,duration,conn_state,history,{OWNERS}"),
+            _ => "ts,fingerprint,role,host_cert,subject,issuer,not_valid_before,not_valid_after,san_dns".to_string(),
+        },
     }
+}
+
+/// A query field's type as `/api/schema` names it.
+fn type_name(ty: Ty) -> &'static str {
+    match ty {
+        Ty::UInt { unit: Unit::Bytes, .. } => "bytes",
+        Ty::UInt { unit: Unit::Count, .. } => "count",
+        Ty::UInt { unit: Unit::Proto, .. } => "ip_proto",
+        Ty::UInt { .. } => "uint",
+        Ty::Time => "time",
+        Ty::Duration => "duration",
+        Ty::Ip => "ip",
+        Ty::Str => "string",
+        Ty::Bool => "bool",
+    }
+}
+
+/// `GET /api/schema`: every record kind (flows, conns, each protocol's
+/// transactions, x509) with its columns: name, type, whether it may be
+/// unset, the other names queries accept, and for a protocol's own columns
+/// the declaration's documentation and the column's name in the protocol's
+/// log. The UI takes its list of protocols from it.
+pub fn schema_json() -> Value {
+    let kinds: Vec<Value> = Kind::ALL
+        .iter()
+        .map(|&kind| {
+            let decl = kind.protocol().map(columns::of);
+            let cols: Vec<Value> = Field::all(kind)
+                .map(|f| {
+                    let d = decl.and_then(|d| d.columns.iter().find(|c| c.name == f.name()));
+                    json!({
+                        "name": f.name(),
+                        "type": type_name(f.ty()),
+                        "nullable": f.nullable(),
+                        "aliases": f.aliases(),
+                        "doc": d.map(|c| c.doc),
+                        "log": d.and_then(|c| c.log),
+                    })
+                })
+                .collect();
+            json!({
+                "kind": kind.as_str(),
+                "protocol": kind.is_tx(),
+                "what": kind.protocol().map(|p| p.what()),
+                "log": kind.protocol().map(|p| format!("{}.log", p.log())),
+                "record_fields": record_fields(kind),
+                "by": wirelog_query::default_by(kind).iter().map(|f| f.name()).collect::<Vec<_>>(),
+                "columns": cols,
+            })
+        })
+        .collect();
+    json!({ "kinds": kinds })
+}
+
+async fn schema(Query(raw): Query<Vec<(String, String)>>) -> Result<Response, ApiError> {
+    Params::new(raw, &[])?;
+    Ok(json_response(schema_json().to_string()))
 }
 
 fn time_field(kind: Kind) -> &'static str {
@@ -647,7 +713,7 @@ async fn records(
     let mut spec = parse_query(
         kind,
         p.get("where"),
-        Some(record_fields(kind)),
+        Some(&record_fields(kind)),
         Some(p.get("sort").unwrap_or(&newest_first)),
         Some(offset + limit),
         None,
@@ -740,7 +806,7 @@ async fn sequence(
         let spec = parse_query(
             kind,
             Some(&format!("uid = \"{uid}\"")),
-            Some(record_fields(kind)),
+            Some(&record_fields(kind)),
             Some("ts"),
             Some(top),
             None,

@@ -35,6 +35,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 pub use conn::{HEADER_READ_TIMEOUT, IDLE_TIMEOUT, MAX_CONNECTIONS, REQUEST_MARGIN};
+pub use api::schema_json;
 pub use health::{KindExtent, Live, LiveSnapshot, StoreWritten, WorkerLive};
 
 /// Queries run at once; more wait (each request still has its time limit).

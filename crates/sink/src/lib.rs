@@ -25,30 +25,22 @@
 //! assert_eq!(summary.conns, 0);
 //! ```
 
-mod fanout;
-mod file;
-mod flows;
-mod out;
-mod output;
-mod procs;
-mod threaded;
-mod tls;
-mod tx;
-mod zeek;
+pub mod logs;
+pub mod output;
 
 use std::io;
 use std::time::Instant;
 
-pub use fanout::{Live, Summary, FLUSH_BUCKETS, TX_STATUS};
-pub use file::{available, LogFile, LogFileStats};
-pub use flows::FlowLogWriter;
-pub use out::{LogDir, LogOut};
+pub use logs::file::{available, LogFile, LogFileStats};
+pub use logs::flows::FlowLogWriter;
+pub use logs::out::{LogDir, LogOut};
+pub use logs::tls::X509LogWriter;
+pub use logs::tx::{tx_log_name, TxLogWriter, TxLogs};
+pub use logs::zeek::{ConnLogWriter, LogFormat};
+pub use output::fanout::{Live, Summary, FLUSH_BUCKETS, TX_STATUS};
+pub use output::threaded::MAX_PENDING_RECORDS;
 pub use output::{BatchSender, Output};
-pub use threaded::MAX_PENDING_RECORDS;
-pub use tls::X509LogWriter;
-pub use tx::{tx_log_name, TxLogWriter, TxLogs};
 pub use wirelog_record::Batch;
-pub use zeek::{ConnLogWriter, LogFormat};
 
 /// Where records go: a log, the store, ClickHouse. The output stage owns
 /// every sink on its thread (or, for [`Sink::own_thread`], a thread of the

@@ -563,7 +563,9 @@ struct FilePlan {
 
 fn plan_file(r: &SerializedFileReader<File>, kind: Kind, scan: &Scan) -> Result<FilePlan, String> {
     let descr = r.metadata().file_metadata().schema_descr();
-    let find = |name: &str| (0..descr.num_columns()).find(|&i| descr.column(i).name() == name);
+    let exact = |name: &str| (0..descr.num_columns()).find(|&i| descr.column(i).name() == name);
+    // A column renamed since (a declared rename) is read under its old name.
+    let find = |name: &str| exact(name).or_else(|| schema::old_names(kind, name).find_map(exact));
     let spec = |name: &str| {
         schema::columns(kind)
             .iter()

@@ -1,7 +1,10 @@
 //! The Parquet schemas of the two tables, and how each column is typed,
 //! encoded and handed to queries.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use wirelog_record::columns::{Card, Column, Type as Holds};
+use wirelog_record::Protocol;
 
 use parquet::basic::{
     Compression, Encoding, LogicalType, Repetition, TimeUnit, Type as PhysicalType, ZstdLevel,
@@ -47,6 +50,9 @@ pub struct ColSpec {
     /// Dictionary encoding (falls back to `encoding` when the dictionary grows too big).
     pub(crate) dict: bool,
     pub(crate) encoding: Encoding,
+    /// Dictionary-encoded here but with too many values for ClickHouse's
+    /// `LowCardinality` (a declared column's `Card::Mid`).
+    pub(crate) many_values: bool,
 }
 
 impl ColSpec {
@@ -76,6 +82,12 @@ impl ColSpec {
     pub fn is_dictionary(&self) -> bool {
         self.dict
     }
+
+    /// Repeats (a dictionary here) but takes too many values for a
+    /// low-cardinality type elsewhere (ClickHouse).
+    pub fn has_many_values(&self) -> bool {
+        self.many_values
+    }
 }
 
 const fn col(
@@ -91,32 +103,39 @@ const fn col(
         optional,
         dict,
         encoding,
+        many_values: false,
     }
 }
 
 use ColType::*;
 use Encoding::{DELTA_BINARY_PACKED as DELTA, PLAIN};
 
-/// A table whose last columns are the owners of a record's two ends
-/// (`capture --processes`: connections and every transaction kind), unset
-/// when unknown or not local, and in files written before they existed.
-/// Few programs and users per host: dictionaries.
+/// The owners of a record's two ends (`capture --processes`: connections
+/// and every transaction kind), their table's last columns, unset when
+/// unknown or not local, and in files written before they existed. Few
+/// programs and users per host: dictionaries.
+const OWNERS: [ColSpec; OWNER_COLS] = [
+    col("orig_pid", U64, true, true, PLAIN),
+    col("orig_proc", Str, true, true, PLAIN),
+    col("orig_exe", Str, true, true, PLAIN),
+    col("orig_user", Str, true, true, PLAIN),
+    col("orig_container", Str, true, true, PLAIN),
+    col("orig_pod", Str, true, true, PLAIN),
+    col("resp_pid", U64, true, true, PLAIN),
+    col("resp_proc", Str, true, true, PLAIN),
+    col("resp_exe", Str, true, true, PLAIN),
+    col("resp_user", Str, true, true, PLAIN),
+    col("resp_container", Str, true, true, PLAIN),
+    col("resp_pod", Str, true, true, PLAIN),
+];
+
+/// A table whose last columns are the [`OWNERS`].
 macro_rules! with_owners {
     ($($col:expr),* $(,)?) => {
         &[
             $($col,)*
-            col("orig_pid", U64, true, true, PLAIN),
-            col("orig_proc", Str, true, true, PLAIN),
-            col("orig_exe", Str, true, true, PLAIN),
-            col("orig_user", Str, true, true, PLAIN),
-            col("orig_container", Str, true, true, PLAIN),
-            col("orig_pod", Str, true, true, PLAIN),
-            col("resp_pid", U64, true, true, PLAIN),
-            col("resp_proc", Str, true, true, PLAIN),
-            col("resp_exe", Str, true, true, PLAIN),
-            col("resp_user", Str, true, true, PLAIN),
-            col("resp_container", Str, true, true, PLAIN),
-            col("resp_pod", Str, true, true, PLAIN),
+            OWNERS[0], OWNERS[1], OWNERS[2], OWNERS[3], OWNERS[4], OWNERS[5],
+            OWNERS[6], OWNERS[7], OWNERS[8], OWNERS[9], OWNERS[10], OWNERS[11],
         ]
     };
 }
@@ -203,135 +222,74 @@ pub const CONNS: &[ColSpec] = with_owners![
     col("empty_tcp_skipped", Bool, false, false, PLAIN),
 ];
 
-/// A transaction table: the columns every transaction kind has (in this
-/// order, filled from [`crate::TxRow`]'s named fields), then the kind's own
-/// (filled from `TxRow::extra`), then the owners of both ends (`TxRow`'s
+/// The columns every transaction kind starts with (filled from
+/// [`crate::TxRow`]'s named fields); its own follow (filled from
+/// `TxRow::extra`, declared beside the protocol's transaction type:
+/// [`wirelog_record::columns`]), then the [`OWNERS`] of both ends (`TxRow`'s
 /// `orig_proc`/`resp_proc`). Rows are sorted by ts within a file.
-macro_rules! tx_table {
-    ($($extra:expr),* $(,)?) => {
-        with_owners![
-            col("ts", TimeUs, false, false, DELTA),
-            // Connection uids are random strings: plain.
-            col("uid", Str, false, false, PLAIN),
-            col("client", Ip, false, true, PLAIN),
-            col("client_port", U16, false, false, PLAIN),
-            col("server", Ip, false, true, PLAIN),
-            col("server_port", U16, false, true, PLAIN),
-            col("transport", U8, false, true, PLAIN),
-            col("status", Str, false, true, PLAIN),
-            col("request_bytes", U64, true, true, PLAIN),
-            col("response_bytes", U64, true, true, PLAIN),
-            col("latency", DurUs, true, false, PLAIN),
-            col("first_byte_latency", DurUs, true, false, PLAIN),
-            $($extra),*
-        ]
-    };
-}
+const TX_HEAD: [ColSpec; TX_COMMON] = [
+    col("ts", TimeUs, false, false, DELTA),
+    // Connection uids are random strings: plain.
+    col("uid", Str, false, false, PLAIN),
+    col("client", Ip, false, true, PLAIN),
+    col("client_port", U16, false, false, PLAIN),
+    col("server", Ip, false, true, PLAIN),
+    col("server_port", U16, false, true, PLAIN),
+    col("transport", U8, false, true, PLAIN),
+    col("status", Str, false, true, PLAIN),
+    col("request_bytes", U64, true, true, PLAIN),
+    col("response_bytes", U64, true, true, PLAIN),
+    col("latency", DurUs, true, false, PLAIN),
+    col("first_byte_latency", DurUs, true, false, PLAIN),
+];
 
 /// How many columns every transaction kind starts with (it ends with
 /// [`OWNER_COLS`] more).
 pub const TX_COMMON: usize = 12;
 
-// Text: low-cardinality (methods, commands, names, codes) as dictionaries;
-// free text (URIs, queries, replies, messages) plain. Every extra column is
-// optional except DNS's flags.
+/// The store column of a declared one: its type from what it holds (a list
+/// is its items joined by `,`; a time in whole seconds is their number), a
+/// dictionary unless its values are free text or a flag, optional unless a
+/// flag.
+fn declared(c: &Column) -> ColSpec {
+    let ty = match c.ty {
+        Holds::Text | Holds::Enum | Holds::List(_) => Str,
+        Holds::Count { bits: 16, .. } => U16,
+        Holds::Count { .. } | Holds::TimeSecs => U64,
+        Holds::Bool => Bool,
+        Holds::Interval => DurUs,
+    };
+    let card = c.store.unwrap_or(Card::High);
+    ColSpec {
+        name: c.name,
+        ty,
+        optional: c.optional(),
+        dict: card != Card::High && ty != Bool,
+        encoding: PLAIN,
+        many_values: card == Card::Mid,
+    }
+}
 
-/// HTTP/1.x requests.
-pub const HTTP: &[ColSpec] = tx_table![
-    col("method", Str, true, true, PLAIN),
-    col("host", Str, true, true, PLAIN),
-    col("uri", Str, true, false, PLAIN),
-    col("version", Str, true, true, PLAIN),
-    col("user_agent", Str, true, true, PLAIN),
-    col("status_code", U16, true, true, PLAIN),
-    col("reason", Str, true, true, PLAIN),
-    col("request_body_len", U64, true, true, PLAIN),
-    col("response_body_len", U64, true, true, PLAIN),
-];
+/// Each protocol's table, built once from its declaration.
+fn tx_table(p: Protocol) -> &'static [ColSpec] {
+    static TABLES: OnceLock<Vec<Vec<ColSpec>>> = OnceLock::new();
+    let tables = TABLES.get_or_init(|| {
+        Protocol::ALL
+            .iter()
+            .map(|&p| {
+                let own = wirelog_record::columns::of(p).stored().into_iter().map(declared);
+                TX_HEAD.iter().copied().chain(own).chain(OWNERS).collect()
+            })
+            .collect()
+    });
+    &tables[p.index()]
+}
 
-/// MySQL/MariaDB commands.
-pub const MYSQL: &[ColSpec] = tx_table![
-    col("command", Str, true, true, PLAIN),
-    col("query", Str, true, false, PLAIN),
-    // Few distinct statements once literals are replaced: a dictionary.
-    col("fingerprint", Str, true, true, PLAIN),
-    col("database", Str, true, true, PLAIN),
-    col("user", Str, true, true, PLAIN),
-    col("affected_rows", U64, true, true, PLAIN),
-    col("insert_id", U64, true, false, PLAIN),
-    col("num_rows", U64, true, true, PLAIN),
-    col("num_fields", U64, true, true, PLAIN),
-    col("error_code", U64, true, true, PLAIN),
-    col("sql_state", Str, true, true, PLAIN),
-    col("error_message", Str, true, false, PLAIN),
-];
-
-/// PostgreSQL queries (simple and extended protocol).
-pub const PGSQL: &[ColSpec] = tx_table![
-    col("command", Str, true, true, PLAIN),
-    col("query", Str, true, false, PLAIN),
-    col("fingerprint", Str, true, true, PLAIN),
-    col("database", Str, true, true, PLAIN),
-    col("user", Str, true, true, PLAIN),
-    col("command_tag", Str, true, true, PLAIN),
-    col("rows", U64, true, true, PLAIN),
-    col("num_fields", U64, true, true, PLAIN),
-    col("error_severity", Str, true, true, PLAIN),
-    col("error_code", Str, true, true, PLAIN),
-    col("error_message", Str, true, false, PLAIN),
-];
-
-/// Redis commands (RESP).
-pub const REDIS: &[ColSpec] = tx_table![
-    col("command", Str, true, true, PLAIN),
-    col("args", Str, true, false, PLAIN),
-    col("reply_type", Str, true, true, PLAIN),
-    col("reply", Str, true, false, PLAIN),
-];
-
-/// DNS queries, paired with their responses by id.
-pub const DNS: &[ColSpec] = tx_table![
-    col("query", Str, true, true, PLAIN),
-    col("qtype", U64, true, true, PLAIN),
-    col("qtype_name", Str, true, true, PLAIN),
-    col("qclass", U64, true, true, PLAIN),
-    col("rcode", U64, true, true, PLAIN),
-    col("rcode_name", Str, true, true, PLAIN),
-    col("trans_id", U64, true, false, PLAIN),
-    // Comma-joined lists.
-    col("answers", Str, true, false, PLAIN),
-    col("ttls", Str, true, false, PLAIN),
-    col("aa", Bool, false, false, PLAIN),
-    col("tc", Bool, false, false, PLAIN),
-    col("rd", Bool, false, false, PLAIN),
-    col("ra", Bool, false, false, PLAIN),
-];
-
-/// TLS handshakes, one per TLS session (ssl.log's fields and ours).
-pub const TLS: &[ColSpec] = tx_table![
-    col("version", Str, true, true, PLAIN),
-    col("cipher", Str, true, true, PLAIN),
-    col("curve", Str, true, true, PLAIN),
-    col("server_name", Str, true, true, PLAIN),
-    col("resumed", Bool, false, false, PLAIN),
-    col("last_alert", Str, true, true, PLAIN),
-    col("next_protocol", Str, true, true, PLAIN),
-    col("established", Bool, false, false, PLAIN),
-    col("ssl_history", Str, true, true, PLAIN),
-    // Comma-joined SHA-256 fingerprints, leaf first.
-    col("cert_chain_fps", Str, true, false, PLAIN),
-    col("client_cert_chain_fps", Str, true, false, PLAIN),
-    // The server's leaf certificate; not_valid_after in Unix seconds.
-    col("subject", Str, true, true, PLAIN),
-    col("issuer", Str, true, true, PLAIN),
-    col("not_valid_after", U64, true, true, PLAIN),
-    col("ja4", Str, true, true, PLAIN),
-    col("ja3", Str, true, true, PLAIN),
-    col("ja3s", Str, true, true, PLAIN),
-    // Comma-joined: supported_versions as numbers, ALPN offers.
-    col("client_versions", Str, true, true, PLAIN),
-    col("client_alpn", Str, true, true, PLAIN),
-];
+/// The names a kind's column had in earlier files (declared renames).
+pub fn old_names(kind: Kind, name: &str) -> impl Iterator<Item = &'static str> + '_ {
+    let renamed = kind.protocol().map_or(&[][..], |p| wirelog_record::columns::of(p).renamed);
+    renamed.iter().filter(move |(_, new)| *new == name).map(|(old, _)| *old)
+}
 
 /// Certificates TLS handshakes showed in plaintext (TLS <= 1.2): x509.log's
 /// columns, one row per (fingerprint, role, host_cert) and hour, with when
@@ -375,13 +333,11 @@ pub fn columns(kind: Kind) -> &'static [ColSpec] {
     match kind {
         Kind::Flows => FLOWS,
         Kind::Conns => CONNS,
-        Kind::Http => HTTP,
-        Kind::Mysql => MYSQL,
-        Kind::Pgsql => PGSQL,
-        Kind::Redis => REDIS,
-        Kind::Dns => DNS,
-        Kind::Tls => TLS,
         Kind::X509 => X509,
+        _ => match kind.protocol() {
+            Some(p) => tx_table(p),
+            None => unreachable!("every kind but flows, conns and x509 is a protocol's"),
+        },
     }
 }
 

@@ -321,7 +321,8 @@ pub fn tx_rows(
         Kind::Pgsql => (5432, 6),
         Kind::Redis => (6379, 6),
         Kind::Tls => (443, 6),
-        _ => (53, 17),
+        Kind::Dns => (53, 17),
+        _ => (kind.protocol().map_or(1, |p| p.default_ports()[0]), 6),
     };
     (0..n)
         .map(|i| {
@@ -478,6 +479,17 @@ pub fn tx_rows(
                         s("h2,http/1.1"),
                     ]
                 }
+                // A protocol without its own values here: one value a
+                // column, from its declared type.
+                _ if kind != Kind::Dns => crate::schema::tx_columns(kind)
+                    .iter()
+                    .map(|c| match c.col_type() {
+                        crate::schema::ColType::Str => s(&format!("{}-{which}", c.name)),
+                        crate::schema::ColType::Bool => Cell::Bool(i % 2 == 0),
+                        crate::schema::ColType::DurUs => Cell::Dur(latency_ns),
+                        _ => Cell::U64(Some(which)),
+                    })
+                    .collect(),
                 _ => {
                     let (qt, qn) = [
                         (1u64, "A"),

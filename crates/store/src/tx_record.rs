@@ -1,13 +1,14 @@
-//! Transaction records (from the parsers) to store rows: the one place that
-//! maps each protocol's fields onto its columns, in
+//! Transaction records (from the parsers) to store rows: each protocol's
+//! declared columns ([`wirelog_record::columns`]) read from the record, in
 //! [`tx_columns`](crate::schema::tx_columns) order.
 
-use std::fmt::Write;
+use std::sync::OnceLock;
 
-use wirelog_record::{Detail, Proto, Protocol, TxRecord};
+use wirelog_record::columns::{self, Column, LogText, Val};
+use wirelog_record::{Proto, Protocol, TxRecord};
 
 use crate::batch::Kind;
-use crate::schema;
+use crate::schema::{self, ColType};
 use crate::tx::{Cell, CellRef, Common, TxBuf, TxRow};
 
 /// The store kind of a protocol's transactions.
@@ -15,126 +16,47 @@ pub fn tx_kind(p: Protocol) -> Kind {
     Kind::tx(p)
 }
 
-fn s(v: &str) -> CellRef<'_> {
-    CellRef::Str((!v.is_empty()).then_some(v))
-}
-
-fn so(v: Option<&str>) -> CellRef<'_> {
-    CellRef::Str(v)
-}
-
-fn n(v: Option<u64>) -> CellRef<'static> {
-    CellRef::U64(v)
+/// Each protocol's stored columns, in the store's order (from its
+/// declaration, once).
+fn stored(p: Protocol) -> &'static [&'static Column] {
+    static STORED: OnceLock<Vec<Vec<&'static Column>>> = OnceLock::new();
+    &STORED.get_or_init(|| Protocol::ALL.iter().map(|&p| columns::of(p).stored()).collect())[p.index()]
 }
 
 /// The kind's own columns of a record, in schema order, handed to `f` one at
-/// a time (borrowed, so the store copies text once, into its buffer).
+/// a time (borrowed, so the store copies text once, into its buffer): each
+/// declared column's value as the store keeps it (a list joined by `,`, a
+/// time in whole seconds as their number, an unset flag as false).
 fn extra_cells(r: &TxRecord, f: &mut impl FnMut(CellRef<'_>)) {
-    let tx = &r.tx;
-    match &tx.detail {
-        Detail::Http(h) => {
-            f(s(&h.method));
-            f(s(&h.host));
-            f(s(&h.uri));
-            f(s(&h.version));
-            f(s(&h.user_agent));
-            f(n((h.status_code != 0).then_some(h.status_code as u64)));
-            f(s(&h.reason));
-            f(n(tx.request.map(|_| h.request_body_len)));
-            f(n(tx.response.map(|_| h.response_body_len)));
-        }
-        Detail::Mysql(m) => {
-            f(CellRef::Str(Some(m.command)));
-            f(so(m.query.as_deref()));
-            f(so(m.fingerprint.as_deref()));
-            f(so(m.database.as_deref()));
-            f(so(m.user.as_deref()));
-            f(n(m.affected_rows));
-            f(n(m.insert_id));
-            f(n(m.num_rows));
-            f(n(m.num_fields));
-            f(n(m.error_code.map(u64::from)));
-            f(so(m.sql_state.as_deref()));
-            f(so(m.error_message.as_deref()));
-        }
-        Detail::Pgsql(p) => {
-            f(CellRef::Str(Some(p.kind)));
-            f(so(p.query.as_deref()));
-            f(so(p.fingerprint.as_deref()));
-            f(so(p.database.as_deref()));
-            f(so(p.user.as_deref()));
-            f(so(p.command_tag.as_deref()));
-            f(n(p.rows));
-            f(n(p.num_fields.map(u64::from)));
-            f(so(p.error_severity.as_deref()));
-            f(so(p.error_code.as_deref()));
-            f(so(p.error_message.as_deref()));
-        }
-        Detail::Redis(x) => {
-            f(s(&x.command));
-            f(s(&x.args));
-            f(so(x.reply_type));
-            f(so(x.reply.as_deref()));
-        }
-        Detail::Dns(d) => {
-            let answered = tx.response.is_some();
-            let mut list = String::new();
-            f(s(&d.qname));
-            f(n(Some(d.qtype as u64)));
-            f(CellRef::Str(Some(d.qtype_name())));
-            f(n(Some(d.qclass as u64)));
-            f(n(answered.then_some(d.rcode as u64)));
-            f(CellRef::Str(answered.then(|| d.rcode_name())));
-            f(n(Some(d.id as u64)));
-            for (i, a) in d.answers.iter().enumerate() {
-                if i > 0 {
-                    list.push(',');
+    let text = columns::of(r.protocol).log_text;
+    let mut list = String::new();
+    for (c, spec) in stored(r.protocol).iter().zip(schema::tx_columns(tx_kind(r.protocol))) {
+        match (c.get)(r) {
+            Val::Unset => f(match spec.col_type() {
+                ColType::Str => CellRef::Str(None),
+                ColType::Bool => CellRef::Bool(false),
+                ColType::DurUs => CellRef::Dur(None),
+                _ => CellRef::U64(None),
+            }),
+            Val::Text(s) => f(CellRef::Str(s.filter(|s| !(c.unset_when_empty && s.is_empty())))),
+            Val::Count(n) => f(CellRef::U64(n)),
+            Val::Bool(b) => f(CellRef::Bool(b.unwrap_or(false))),
+            Val::Interval(d) => f(CellRef::Dur(d)),
+            Val::TimeSecs(t) => f(CellRef::U64(t.and_then(|t| u64::try_from(t).ok()))),
+            Val::List(None) => f(CellRef::Str(None)),
+            Val::List(Some(l)) => {
+                list.clear();
+                for i in 0..l.len {
+                    if i > 0 {
+                        list.push(',');
+                    }
+                    (l.item)(l.record, i, &mut list);
                 }
-                list.push_str(&a.data);
+                // An empty list is unset, except where the log tells it
+                // apart (Zeek's `(empty)`).
+                let empty_unset = l.len == 0 && text == LogText::Utf8;
+                f(CellRef::Str((!empty_unset).then_some(list.as_str())))
             }
-            f(s(&list));
-            list.clear();
-            for (i, a) in d.answers.iter().enumerate() {
-                if i > 0 {
-                    list.push(',');
-                }
-                let _ = write!(list, "{}", a.ttl);
-            }
-            f(s(&list));
-            f(CellRef::Bool(d.aa));
-            f(CellRef::Bool(d.tc));
-            f(CellRef::Bool(d.rd));
-            f(CellRef::Bool(d.ra));
-        }
-        Detail::Tls(t) => {
-            f(so(t.version.as_deref()));
-            f(so(t.cipher.as_deref()));
-            f(so(t.curve.as_deref()));
-            f(so(t.server_name.as_deref()));
-            f(CellRef::Bool(t.resumed));
-            f(so(t.last_alert.as_deref()));
-            f(so(t.next_protocol.as_deref()));
-            f(CellRef::Bool(t.established));
-            f(s(&t.ssl_history));
-            let fps = |v: Option<Vec<&str>>| v.map(|v| v.join(","));
-            f(so(fps(t.cert_chain_fps()).as_deref()));
-            f(so(fps(t.client_cert_chain_fps()).as_deref()));
-            let leaf = t.leaf();
-            f(so(leaf.map(|c| c.subject.as_str())));
-            f(so(leaf.map(|c| c.issuer.as_str())));
-            f(n(leaf.and_then(|c| u64::try_from(c.not_valid_after).ok())));
-            f(so(t.ja4.as_deref()));
-            f(so(t.ja3.as_deref()));
-            f(so(t.ja3s.as_deref()));
-            let mut list = String::new();
-            for (i, v) in t.client_versions.iter().enumerate() {
-                if i > 0 {
-                    list.push(',');
-                }
-                let _ = write!(list, "{v}");
-            }
-            f(s(&list));
-            f(s(&t.client_alpn.join(",")));
         }
     }
 }
@@ -203,6 +125,7 @@ impl TxBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wirelog_record::Detail;
     use wirelog_record::dns::{DnsAnswer, DnsTx};
     use wirelog_record::http::HttpTx;
     use wirelog_record::mysql::MysqlTx;

@@ -144,3 +144,54 @@ pub fn opcode_name(o: u8) -> &'static str {
         _ => "unknown",
     }
 }
+
+use crate::columns::{Card::*, Column as C, Columns, Item, LogText, Type::*, Unit, Val};
+use crate::{get, item};
+
+const NUM: crate::columns::Type = Count { bits: 64, unit: Unit::Plain };
+
+fn answered(r: &crate::TxRecord) -> bool {
+    r.tx.response.is_some()
+}
+
+/// DNS's columns, in dns.log's order (Zeek's).
+pub static COLUMNS: Columns = Columns {
+    columns: &[
+        C::log_only("proto", Enum, "Transport (udp, tcp).", |r| Val::Text(Some(r.transport.as_str()))),
+        C::new("trans_id", NUM, High, "Transaction id of the query.", get!(Dns, |r, d| Val::Count(Some(d.id as u64)))).aliases(&["id"]).fits(16),
+        C::log_only("rtt", Interval, "Query to response.", |r| Val::Interval(r.tx.latency_ns())),
+        C::new("query", Text, Mid, "The question's name (first question).", get!(Dns, |r, d| Val::text(&d.qname)))
+            .aliases(&["qname", "name"])
+            .brief(),
+        C::new("qclass", NUM, Low, "The question's class.", get!(Dns, |r, d| Val::Count(Some(d.qclass as u64)))).fits(16),
+        C::log_only("qclass_name", Text, "The question's class by name.", get!(Dns, |r, d| Val::Text(Some(d.qclass_name())))),
+        C::new("qtype", NUM, Low, "The question's type.", get!(Dns, |r, d| Val::Count(Some(d.qtype as u64)))).fits(16),
+        C::new("qtype_name", Text, Low, "The question's type by name (A, AAAA).", get!(Dns, |r, d| Val::Text(Some(d.qtype_name()))))
+            .aliases(&["type"])
+            .brief(),
+        C::new("rcode", NUM, Low, "Response code (with EDNS's extension).", get!(Dns, |r, d| Val::Count(answered(r).then_some(d.rcode as u64)))).fits(16),
+        C::new("rcode_name", Text, Low, "Response code by name (NOERROR, NXDOMAIN).", get!(Dns, |r, d| Val::Text(answered(r).then(|| d.rcode_name())))).brief(),
+        C::new("aa", Bool, Low, "Authoritative answer flag.", get!(Dns, |r, d| Val::Bool(Some(d.aa)))).log_as("AA"),
+        C::new("tc", Bool, Low, "Truncation flag.", get!(Dns, |r, d| Val::Bool(Some(d.tc)))).log_as("TC"),
+        C::new("rd", Bool, Low, "Recursion desired flag.", get!(Dns, |r, d| Val::Bool(Some(d.rd)))).log_as("RD"),
+        C::new("ra", Bool, Low, "Recursion available flag.", get!(Dns, |r, d| Val::Bool(Some(d.ra)))).log_as("RA"),
+        C::log_only("Z", NUM, "The reserved header bit.", get!(Dns, |r, d| Val::Count(Some(d.z as u64)))),
+        C::new("answers", List(Item::Text), High, "The answers' data (addresses, names).", get!(Dns, |r, d| Val::list(r, d.answers.len(), item!(Dns, |d, i, s| s.push_str(&d.answers[i].data))))).brief(),
+        C::new("ttls", List(Item::Secs), High, "The answers' TTLs, seconds.", get!(Dns, |r, d| Val::list(r, d.answers.len(), item!(Dns, |d, i, s| {
+            use std::fmt::Write as _;
+            let _ = write!(s, "{}", d.answers[i].ttl);
+        }))))
+        .log_as("TTLs"),
+        C::log_only("answer_names", List(Item::Text), "The answers' owner names.", get!(Dns, |r, d| Val::list(r, d.answers.len(), item!(Dns, |d, i, s| s.push_str(&d.answers[i].name))))),
+        C::log_only("answer_types", List(Item::Text), "The answers' types by name.", get!(Dns, |r, d| Val::list(r, d.answers.len(), item!(Dns, |d, i, s| s.push_str(type_name(d.answers[i].rtype)))))),
+        C::log_only("authority_count", NUM, "Authority records in the response.", get!(Dns, |r, d| Val::Count(answered(r).then_some(d.authority_count as u64)))),
+        C::log_only("edns_udp_size", NUM, "EDNS(0) UDP payload size.", get!(Dns, |r, d| Val::Count(d.edns.map(|e| e.udp_size as u64)))),
+        C::log_only("edns_version", NUM, "EDNS version.", get!(Dns, |r, d| Val::Count(d.edns.map(|e| e.version as u64)))),
+        C::log_only("edns_do", Bool, "EDNS DNSSEC OK bit.", get!(Dns, |r, d| Val::Bool(d.edns.map(|e| e.dnssec_ok)))),
+        C::log_only("opcode_name", Text, "Opcode by name (query, notify).", get!(Dns, |r, d| Val::Text(Some(d.opcode_name())))),
+    ],
+    store_order: &["query", "qtype", "qtype_name", "qclass", "rcode", "rcode_name", "trans_id", "answers", "ttls", "aa", "tc", "rd", "ra"],
+    by: &["query", "qtype_name"],
+    renamed: &[],
+    log_text: LogText::Utf8,
+};

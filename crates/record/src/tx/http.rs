@@ -46,3 +46,49 @@ pub struct HttpTx {
     /// Response headers kept by the same names.
     pub response_headers: Vec<(String, String)>,
 }
+
+use crate::columns::{Card::*, Column as C, Columns, Item, LogText, Type::*, Unit, Val};
+use crate::{get, item};
+
+const U16: crate::columns::Type = Count { bits: 16, unit: Unit::Plain };
+const BYTES: crate::columns::Type = Count { bits: 64, unit: Unit::Bytes };
+
+fn header(h: &[(String, String)], i: usize, s: &mut String) {
+    let (k, v) = &h[i];
+    s.push_str(k);
+    s.push_str(": ");
+    s.push_str(v);
+}
+
+/// HTTP's columns, in http.log's order (Zeek's, then ours).
+pub static COLUMNS: Columns = Columns {
+    columns: &[
+        C::new("method", Text, Low, "Request method (GET, POST).", get!(Http, |r, h| Val::text(&h.method))).brief(),
+        C::new("host", Text, Low, "Host header.", get!(Http, |r, h| Val::text(&h.host))).brief(),
+        C::new("uri", Text, High, "Request target as sent (query values `?` when redacting), cut to the text limit.", get!(Http, |r, h| Val::text(&h.uri)))
+            .aliases(&["url", "path"])
+            .brief(),
+        C::log_only("referrer", Text, "Referer header.", get!(Http, |r, h| Val::text(&h.referrer))),
+        C::new("version", Text, Low, "HTTP version (1.0, 1.1).", get!(Http, |r, h| Val::text(&h.version))),
+        C::new("user_agent", Text, Low, "User-Agent header.", get!(Http, |r, h| Val::text(&h.user_agent))).aliases(&["ua"]),
+        C::new("request_body_len", BYTES, Low, "Request body bytes seen (without chunk framing).", get!(Http, |r, h| Val::Count(r.tx.request.map(|_| h.request_body_len)))),
+        C::new("response_body_len", BYTES, Low, "Response body bytes seen (without chunk framing).", get!(Http, |r, h| Val::Count(r.tx.response.map(|_| h.response_body_len)))),
+        C::new("status_code", U16, Low, "Response status code.", get!(Http, |r, h| Val::Count((h.status_code != 0).then_some(h.status_code as u64))))
+            .aliases(&["code"])
+            .brief(),
+        C::new("reason", Text, Low, "Response reason phrase.", get!(Http, |r, h| Val::text(&h.reason))).log_as("status_msg"),
+        C::log_only("info_code", U16, "Last interim (1xx) status before the final response.", get!(Http, |r, h| Val::Count((h.info_code != 0).then_some(h.info_code as u64)))),
+        C::log_only("forwarded_for", Text, "First address of X-Forwarded-For (or X-Real-IP).", get!(Http, |r, h| Val::text(&h.forwarded_for))),
+        C::log_only("request_content_type", Text, "Request Content-Type.", get!(Http, |r, h| Val::text(&h.request_content_type))),
+        C::log_only("response_content_type", Text, "Response Content-Type.", get!(Http, |r, h| Val::text(&h.response_content_type))),
+        C::log_only("request_missed_bytes", BYTES, "Request body bytes lost in capture gaps.", get!(Http, |r, h| Val::Count(Some(h.request_missing_bytes)))),
+        C::log_only("response_missed_bytes", BYTES, "Response body bytes lost in capture gaps.", get!(Http, |r, h| Val::Count(Some(h.response_missing_bytes)))),
+        // Request and response headers apart: a name can be in both.
+        C::log_only("headers", List(Item::Text), "Request headers kept by name (`name: value`).", get!(Http, |r, h| Val::list(r, h.headers.len(), item!(Http, |h, i, s| header(&h.headers, i, s))))),
+        C::log_only("response_headers", List(Item::Text), "Response headers kept by the same names.", get!(Http, |r, h| Val::list(r, h.response_headers.len(), item!(Http, |h, i, s| header(&h.response_headers, i, s))))),
+    ],
+    store_order: &["method", "host", "uri", "version", "user_agent", "status_code", "reason", "request_body_len", "response_body_len"],
+    by: &["host"],
+    renamed: &[],
+    log_text: LogText::Utf8,
+};

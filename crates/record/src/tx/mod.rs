@@ -4,6 +4,7 @@
 
 pub mod dns;
 pub mod http;
+pub mod memcached;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
@@ -87,6 +88,7 @@ pub enum Detail {
     Redis(crate::redis::RedisTx),
     Dns(crate::dns::DnsTx),
     Tls(crate::tls::TlsTx),
+    Memcached(crate::memcached::MemcachedTx),
 }
 
 impl Detail {
@@ -100,6 +102,7 @@ impl Detail {
             Detail::Redis(_) => Protocol::Redis,
             Detail::Dns(_) => Protocol::Dns,
             Detail::Tls(_) => Protocol::Tls,
+            Detail::Memcached(_) => Protocol::Memcached,
         }
     }
 }

@@ -50,3 +50,45 @@ impl MysqlTx {
         }
     }
 }
+
+use crate::columns::{Card::*, Column as C, Columns, Item, LogText, Type::*, Unit, Val};
+use crate::{get, item, TxStatus};
+
+const NUM: crate::columns::Type = Count { bits: 64, unit: Unit::Plain };
+const ROWS: crate::columns::Type = Count { bits: 64, unit: Unit::Count };
+
+/// MySQL's columns, in mysql.log's order (Zeek's, then ours).
+pub static COLUMNS: Columns = Columns {
+    columns: &[
+        C::new("command", Text, Low, "Command (query, stmt_execute, init_db, login).", get!(Mysql, |r, m| Val::Text(Some(m.command))))
+            .log_as("cmd")
+            .aliases(&["cmd"])
+            .brief(),
+        C::new("query", Text, High, "SQL text, or the command's argument (redacted when asked, cut to the text limit).", get!(Mysql, |r, m| Val::Text(m.query.as_deref())))
+            .log_as("arg")
+            .brief(),
+        C::new("fingerprint", Text, Mid, "The statement with its literals replaced (pt-query-digest's fingerprint).", get!(Mysql, |r, m| Val::Text(m.fingerprint.as_deref()))).aliases(&["fp"]),
+        C::new("database", Text, Low, "Current database.", get!(Mysql, |r, m| Val::Text(m.database.as_deref()))).aliases(&["db"]),
+        C::new("user", Text, Low, "User of the connection's login.", get!(Mysql, |r, m| Val::Text(m.user.as_deref()))),
+        C::log_only("success", Bool, "The server answered OK (unset without an answer).", |r| Val::Bool(match r.tx.status {
+            TxStatus::Ok => Some(true),
+            TxStatus::Error => Some(false),
+            _ => None,
+        })),
+        C::new("rows", ROWS, Low, "Rows of the result set(s).", get!(Mysql, |r, m| Val::Count(m.num_rows))).aliases(&["num_rows"]),
+        C::new("affected_rows", ROWS, Low, "Rows the statement changed.", get!(Mysql, |r, m| Val::Count(m.affected_rows))),
+        C::new("insert_id", NUM, High, "Last insert id.", get!(Mysql, |r, m| Val::Count(m.insert_id))),
+        C::new("num_fields", ROWS, Low, "Columns of the (last) result set or prepared statement.", get!(Mysql, |r, m| Val::Count(m.num_fields))),
+        C::new("error_code", NUM, Low, "Error number.", get!(Mysql, |r, m| Val::Count(m.error_code.map(u64::from)))).brief(),
+        C::new("sql_state", Text, Low, "SQLSTATE of the error.", get!(Mysql, |r, m| Val::Text(m.sql_state.as_deref()))),
+        C::new("error_message", Text, High, "Error message.", get!(Mysql, |r, m| Val::Text(m.error_message.as_deref())))
+            .log_as("response")
+            .brief(),
+        C::log_only("params", List(Item::Text), "Parameter values of an executed prepared statement (`?` when redacting).", get!(Mysql, |r, m| Val::list(r, m.params.len(), item!(Mysql, |m, i, s| s.push_str(&m.params[i]))))),
+    ],
+    store_order: &["command", "query", "fingerprint", "database", "user", "affected_rows", "insert_id", "rows", "num_fields", "error_code", "sql_state", "error_message"],
+    // Zeek's and PostgreSQL's name for the same count.
+    by: &["fingerprint"],
+    renamed: &[("num_rows", "rows")],
+    log_text: LogText::Utf8,
+};

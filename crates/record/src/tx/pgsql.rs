@@ -43,3 +43,34 @@ impl PgsqlTx {
         }
     }
 }
+
+use crate::columns::{Card::*, Column as C, Columns, LogText, Type::*, Unit, Val};
+use crate::get;
+
+const ROWS: crate::columns::Type = Count { bits: 64, unit: Unit::Count };
+
+/// PostgreSQL's columns, in pgsql.log's order (ours: Zeek has no such log).
+pub static COLUMNS: Columns = Columns {
+    columns: &[
+        C::new("command", Text, Low, "What the client asked (startup, query, execute, parse, bind, ...).", get!(Pgsql, |r, p| Val::Text(Some(p.kind))))
+            .log_as("kind")
+            .aliases(&["cmd"])
+            .brief(),
+        C::new("query", Text, High, "SQL text (redacted when asked, cut to the text limit).", get!(Pgsql, |r, p| Val::Text(p.query.as_deref()))).brief(),
+        C::new("fingerprint", Text, Mid, "The statement with its literals replaced.", get!(Pgsql, |r, p| Val::Text(p.fingerprint.as_deref()))).aliases(&["fp"]),
+        C::log_only("statement", Text, "Prepared statement name of an Execute.", get!(Pgsql, |r, p| Val::Text(p.statement.as_deref()))),
+        C::new("database", Text, Low, "Database of the connection.", get!(Pgsql, |r, p| Val::Text(p.database.as_deref()))).aliases(&["db"]),
+        C::new("user", Text, Low, "User of the connection.", get!(Pgsql, |r, p| Val::Text(p.user.as_deref()))),
+        C::log_only("application_name", Text, "application_name of the connection.", get!(Pgsql, |r, p| Val::Text(p.application_name.as_deref()))),
+        C::new("command_tag", Text, Low, "CommandComplete tag (SELECT 15).", get!(Pgsql, |r, p| Val::Text(p.command_tag.as_deref()))).aliases(&["tag"]),
+        C::new("rows", ROWS, Low, "Row count of the command tag.", get!(Pgsql, |r, p| Val::Count(p.rows))).aliases(&["num_rows"]),
+        C::new("num_fields", ROWS, Low, "Columns of the row description.", get!(Pgsql, |r, p| Val::Count(p.num_fields.map(u64::from)))),
+        C::new("error_severity", Text, Low, "Severity of the error (ERROR, FATAL).", get!(Pgsql, |r, p| Val::Text(p.error_severity.as_deref()))).aliases(&["severity"]),
+        C::new("error_code", Text, Low, "SQLSTATE of the error.", get!(Pgsql, |r, p| Val::Text(p.error_code.as_deref()))).brief(),
+        C::new("error_message", Text, High, "Error message.", get!(Pgsql, |r, p| Val::Text(p.error_message.as_deref()))).brief(),
+    ],
+    store_order: &[],
+    by: &["fingerprint"],
+    renamed: &[],
+    log_text: LogText::Utf8,
+};

@@ -236,3 +236,58 @@ pub mod fixtures {
         }
     }
 }
+
+use crate::columns::{Card::*, Column as C, Columns, Item, LogText, Type::*, Val};
+use crate::{get, item};
+
+/// TLS's columns: Zeek's ssl.log columns in Zeek's order, then ours (an
+/// extension, as Zeek's own policies add theirs after the base columns):
+/// the leaf's subject, issuer and expiry, the client fingerprints, and the
+/// client's offered versions and ALPN under Zeek's ssl-log-ext names.
+pub static COLUMNS: Columns = Columns {
+    columns: &[
+        C::new("version", Text, Low, "Version the server chose (TLSv12, TLSv13).", get!(Tls, |r, t| Val::Text(t.version.as_deref()))).brief(),
+        C::new("cipher", Text, Low, "Cipher suite the server chose.", get!(Tls, |r, t| Val::Text(t.cipher.as_deref()))).brief(),
+        C::new("curve", Text, Low, "Key exchange group.", get!(Tls, |r, t| Val::Text(t.curve.as_deref()))),
+        C::new("server_name", Text, Low, "SNI of the first ClientHello.", get!(Tls, |r, t| Val::Text(t.server_name.as_deref())))
+            .aliases(&["sni"])
+            .brief(),
+        C::new("resumed", Bool, Low, "The session was resumed.", get!(Tls, |r, t| Val::Bool(Some(t.resumed)))),
+        C::new("last_alert", Text, Low, "Last plaintext alert.", get!(Tls, |r, t| Val::Text(t.last_alert.as_deref()))).aliases(&["alert"]).brief(),
+        C::new("next_protocol", Text, Low, "ALPN protocol the server chose.", get!(Tls, |r, t| Val::Text(t.next_protocol.as_deref()))).aliases(&["alpn"]),
+        C::new("established", Bool, Low, "The handshake completed.", get!(Tls, |r, t| Val::Bool(Some(t.established)))).brief(),
+        C::new("ssl_history", Text, Low, "Zeek's ssl_history letters (client upper case).", get!(Tls, |r, t| Val::Text(Some(&t.ssl_history))))
+            .aliases(&["history"])
+            .unset_when_empty(),
+        C::new("cert_chain_fps", List(Item::Text), High, "SHA-256 fingerprints of the server's chain, leaf first.", get!(Tls, |r, t| Val::List(
+            t.server_certs.is_some().then(|| crate::columns::List { record: r, len: t.server_chain().len(), item: item!(Tls, |t, i, s| s.push_str(&t.server_chain()[i].fingerprint)) })
+        ))),
+        C::new("client_cert_chain_fps", List(Item::Text), High, "SHA-256 fingerprints of the client's chain (unset when no certificate was seen).", get!(Tls, |r, t| Val::List(
+            (!(t.server_chain().is_empty() && t.client_chain().is_empty())).then(|| crate::columns::List { record: r, len: t.client_chain().len(), item: item!(Tls, |t, i, s| s.push_str(&t.client_chain()[i].fingerprint)) })
+        ))),
+        C::log_only("sni_matches_cert", Bool, "The SNI matches the leaf certificate's names.", get!(Tls, |r, t| Val::Bool(t.sni_matches_cert()))),
+        C::new("subject", Text, Low, "The leaf certificate's subject.", get!(Tls, |r, t| Val::Text(t.leaf().map(|c| c.subject.as_str())))),
+        C::new("issuer", Text, Low, "The leaf certificate's issuer.", get!(Tls, |r, t| Val::Text(t.leaf().map(|c| c.issuer.as_str())))),
+        C::new("not_valid_after", TimeSecs, Low, "The leaf certificate's expiry (Unix seconds in the store).", get!(Tls, |r, t| Val::TimeSecs(t.leaf().map(|c| c.not_valid_after))))
+            .aliases(&["expires"]),
+        C::new("ja4", Text, Low, "JA4 of the first ClientHello.", get!(Tls, |r, t| Val::Text(t.ja4.as_deref()))).brief(),
+        C::new("ja3", Text, Low, "JA3 (MD5 hex).", get!(Tls, |r, t| Val::Text(t.ja3.as_deref()))),
+        C::new("ja3s", Text, Low, "JA3S (MD5 hex).", get!(Tls, |r, t| Val::Text(t.ja3s.as_deref()))),
+        C::new("client_versions", List(Item::Count), Low, "The client's supported_versions, as numbers.", get!(Tls, |r, t| Val::List(
+            (!t.client_versions.is_empty()).then(|| crate::columns::List { record: r, len: t.client_versions.len(), item: item!(Tls, |t, i, s| {
+                use std::fmt::Write as _;
+                let _ = write!(s, "{}", t.client_versions[i]);
+            }) })
+        )))
+        .log_as("client_supported_versions"),
+        C::new("client_alpn", List(Item::Text), Low, "The client's ALPN offers.", get!(Tls, |r, t| Val::List(
+            (!t.client_alpn.is_empty()).then(|| crate::columns::List { record: r, len: t.client_alpn.len(), item: item!(Tls, |t, i, s| s.push_str(&t.client_alpn[i])) })
+        )))
+        .log_as("orig_alpn"),
+    ],
+    store_order: &[],
+    by: &["server_name"],
+    renamed: &[],
+    log_text: LogText::ZeekAscii,
+};
+

@@ -10,6 +10,13 @@
 //! (a worker that stops reading makes the kernel drop packets). Batches come
 //! back empty on a second channel so their vectors are reused instead of
 //! reallocated.
+//!
+//! Its parts: the fan-out of each batch to the sinks (`fanout`: counts,
+//! owners, the run's summary) and the thread a sink with `own_thread` runs
+//! on (`threaded`).
+
+pub mod fanout;
+pub mod threaded;
 
 use std::io;
 use std::sync::atomic::AtomicU64;
@@ -20,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use wirelog_record::{Batch, ProcOwners};
 
-use crate::fanout::{Fanout, Live, Summary};
+use crate::output::fanout::{Fanout, Live, Summary};
 use crate::Sink;
 
 /// Batches in flight between the packet path and the writer (per producer

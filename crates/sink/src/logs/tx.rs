@@ -9,12 +9,12 @@
 //! formatter for both formats and all five logs, and no per-record
 //! allocation (a busy database makes tens of thousands of records a second).
 
-use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use wirelog_record::{Detail, IpAddr16, Protocol, TxRecord, TxStatus};
+use wirelog_record::columns::{self, Column, Item, LogText, Type, Val};
+use wirelog_record::{IpAddr16, Protocol, TxRecord};
 
-use crate::zeek::{push_u64, write_addr, write_secs, zeek_close, zeek_header};
+use crate::logs::zeek::{push_u64, write_addr, write_secs, zeek_close, zeek_header};
 use crate::LogFormat;
 
 const COMMON_HEAD: &[(&str, &str)] = &[
@@ -34,147 +34,15 @@ const COMMON_TAIL: &[(&str, &str)] = &[
     ("first_byte_latency", "interval"),
 ];
 
-const HTTP: &[(&str, &str)] = &[
-    ("method", "string"),
-    ("host", "string"),
-    ("uri", "string"),
-    ("referrer", "string"),
-    ("version", "string"),
-    ("user_agent", "string"),
-    ("request_body_len", "count"),
-    ("response_body_len", "count"),
-    ("status_code", "count"),
-    ("status_msg", "string"),
-    ("info_code", "count"),
-    ("forwarded_for", "string"),
-    ("request_content_type", "string"),
-    ("response_content_type", "string"),
-    ("request_missed_bytes", "count"),
-    ("response_missed_bytes", "count"),
-    ("headers", "vector[string]"),
-    ("response_headers", "vector[string]"),
-];
-
-const DNS: &[(&str, &str)] = &[
-    ("proto", "enum"),
-    ("trans_id", "count"),
-    ("rtt", "interval"),
-    ("query", "string"),
-    ("qclass", "count"),
-    ("qclass_name", "string"),
-    ("qtype", "count"),
-    ("qtype_name", "string"),
-    ("rcode", "count"),
-    ("rcode_name", "string"),
-    ("AA", "bool"),
-    ("TC", "bool"),
-    ("RD", "bool"),
-    ("RA", "bool"),
-    ("Z", "count"),
-    ("answers", "vector[string]"),
-    ("TTLs", "vector[interval]"),
-    ("answer_names", "vector[string]"),
-    ("answer_types", "vector[string]"),
-    ("authority_count", "count"),
-    ("edns_udp_size", "count"),
-    ("edns_version", "count"),
-    ("edns_do", "bool"),
-    ("opcode_name", "string"),
-];
-
-const MYSQL: &[(&str, &str)] = &[
-    ("cmd", "string"),
-    ("arg", "string"),
-    ("fingerprint", "string"),
-    ("database", "string"),
-    ("user", "string"),
-    ("success", "bool"),
-    ("rows", "count"),
-    ("affected_rows", "count"),
-    ("insert_id", "count"),
-    ("num_fields", "count"),
-    ("error_code", "count"),
-    ("sql_state", "string"),
-    ("response", "string"),
-    ("params", "vector[string]"),
-];
-
-const PGSQL: &[(&str, &str)] = &[
-    ("kind", "string"),
-    ("query", "string"),
-    ("fingerprint", "string"),
-    ("statement", "string"),
-    ("database", "string"),
-    ("user", "string"),
-    ("application_name", "string"),
-    ("command_tag", "string"),
-    ("rows", "count"),
-    ("num_fields", "count"),
-    ("error_severity", "string"),
-    ("error_code", "string"),
-    ("error_message", "string"),
-];
-
-/// Zeek's ssl.log columns in Zeek's order, then ours (an extension, as
-/// Zeek's own policies add theirs after the base columns): the leaf's
-/// subject, issuer and expiry, the client fingerprints, and the client's
-/// offered versions and ALPN under Zeek's ssl-log-ext names.
-const SSL: &[(&str, &str)] = &[
-    ("version", "string"),
-    ("cipher", "string"),
-    ("curve", "string"),
-    ("server_name", "string"),
-    ("resumed", "bool"),
-    ("last_alert", "string"),
-    ("next_protocol", "string"),
-    ("established", "bool"),
-    ("ssl_history", "string"),
-    ("cert_chain_fps", "vector[string]"),
-    ("client_cert_chain_fps", "vector[string]"),
-    ("sni_matches_cert", "bool"),
-    ("subject", "string"),
-    ("issuer", "string"),
-    ("not_valid_after", "time"),
-    ("ja4", "string"),
-    ("ja3", "string"),
-    ("ja3s", "string"),
-    ("client_supported_versions", "vector[count]"),
-    ("orig_alpn", "vector[string]"),
-];
-
-const REDIS: &[(&str, &str)] = &[
-    ("cmd", "string"),
-    ("key", "string"),
-    ("args", "string"),
-    ("num_args", "count"),
-    ("reply_type", "string"),
-    ("reply", "string"),
-    ("reply_len", "count"),
-];
-
-/// The log's own fields (between the common head and tail).
-fn own_fields(p: Protocol) -> &'static [(&'static str, &'static str)] {
-    match p {
-        Protocol::Http => HTTP,
-        Protocol::Dns => DNS,
-        Protocol::Mysql => MYSQL,
-        Protocol::Pgsql => PGSQL,
-        Protocol::Redis => REDIS,
-        Protocol::Tls => SSL,
-    }
+/// The log's own fields (between the common head and tail): the logged
+/// columns of the protocol's declaration, as (name, Zeek type).
+fn own_fields(p: Protocol) -> Vec<(&'static str, &'static str)> {
+    columns::of(p).logged().map(|c| (c.log.unwrap_or(c.name), c.log_type())).collect()
 }
 
 /// The file name of a protocol's log (`http.log`, ...).
 pub fn tx_log_name(p: Protocol) -> String {
     format!("{}.log", p.log())
-}
-
-fn opt_str(s: &str) -> Option<&str> {
-    (!s.is_empty()).then_some(s)
-}
-
-fn nonzero(v: u64) -> Option<u64> {
-    (v != 0).then_some(v)
 }
 
 /// Formats one record's fields, in order, straight into a line: TSV writes
@@ -294,145 +162,103 @@ impl<'a> Line<'a> {
         }
     }
 
-    /// A Zeek vector/set, each item's text made by `item`: comma-separated
-    /// in TSV (`-` when empty), an array in JSON.
-    pub(crate) fn list<T>(&mut self, items: &[T], item: impl Fn(&T, &mut String)) {
+    /// A declared column's value, as its protocol's log writes it.
+    #[inline(always)]
+    pub(crate) fn value(&mut self, ty: Type, text: LogText, v: Val<'_>) {
+        match v {
+            Val::Unset => {
+                self.field(false);
+            }
+            Val::Text(s) => match text {
+                LogText::Utf8 => self.str(s),
+                LogText::ZeekAscii => self.ztext(s),
+            },
+            Val::Count(n) => self.count(n),
+            Val::Bool(b) => self.bool(b),
+            Val::Interval(d) => self.interval(d),
+            Val::TimeSecs(t) => {
+                if self.field(t.is_some()) {
+                    write_secs(self.b, t.unwrap_or(0).saturating_mul(1_000_000_000));
+                }
+            }
+            Val::List(l) => {
+                let item = match ty {
+                    Type::List(item) => item,
+                    _ => Item::Text,
+                };
+                self.vector(l, item, text)
+            }
+        }
+    }
+
+    /// A string with Zeek's ASCII escaping (TSV) or as JSON.
+    pub(crate) fn ztext(&mut self, s: Option<&str>) {
+        if self.field(s.is_some()) {
+            let s = s.unwrap_or("");
+            if self.json {
+                json_str(self.b, s);
+            } else {
+                zeek_text(self.b, s, false);
+            }
+        }
+    }
+
+    /// A Zeek vector: unset (`-`, left out of JSON) when `None`; when empty
+    /// `-` in TSV with UTF-8 text, `(empty)` with Zeek's ASCII text, `[]` in
+    /// JSON; numbers unquoted in JSON, text escaped and quoted; whole seconds
+    /// as Zeek writes an interval.
+    fn vector(&mut self, l: Option<columns::List<'_>>, item: Item, text: LogText) {
         let json = self.json;
-        if !self.field(json || !items.is_empty()) {
+        let set = match (&l, text) {
+            (None, _) => false,
+            (Some(l), LogText::Utf8) => json || l.len > 0,
+            (Some(_), LogText::ZeekAscii) => true,
+        };
+        if !self.field(set) {
             return;
         }
+        let Some(l) = l else { return };
         if json {
             self.b.push(b'[');
+        } else if l.len == 0 {
+            self.b.extend_from_slice(b"(empty)");
+            return;
         }
-        for (j, it) in items.iter().enumerate() {
+        for j in 0..l.len {
             if j > 0 {
                 self.b.push(b',');
             }
             self.scratch.clear();
-            item(it, self.scratch);
-            if json {
-                json_str(self.b, self.scratch);
-            } else {
-                tsv_text(self.b, self.scratch, true);
+            (l.item)(l.record, j, self.scratch);
+            match item {
+                Item::Count => self.b.extend_from_slice(self.scratch.as_bytes()),
+                Item::Text | Item::Secs => {
+                    if item == Item::Secs {
+                        self.scratch.push_str(".000000");
+                    }
+                    if json {
+                        json_str(self.b, self.scratch);
+                    } else if text == LogText::ZeekAscii {
+                        zeek_text(self.b, self.scratch, true);
+                    } else {
+                        tsv_text(self.b, self.scratch, true);
+                    }
+                }
             }
         }
         if json {
             self.b.push(b']');
         }
     }
+
 }
 
+/// The log's own values of a record, from its protocol's declared columns.
 #[inline(always)]
-fn own_values(r: &TxRecord, v: &mut Line<'_>) {
-    let tx = &r.tx;
-    match &tx.detail {
-        Detail::Http(h) => {
-            v.str(opt_str(&h.method));
-            v.str(opt_str(&h.host));
-            v.str(opt_str(&h.uri));
-            v.str(opt_str(&h.referrer));
-            v.str(opt_str(&h.version));
-            v.str(opt_str(&h.user_agent));
-            v.count(tx.request.map(|_| h.request_body_len));
-            v.count(tx.response.map(|_| h.response_body_len));
-            v.count(nonzero(h.status_code as u64));
-            v.str(opt_str(&h.reason));
-            v.count(nonzero(h.info_code as u64));
-            v.str(opt_str(&h.forwarded_for));
-            v.str(opt_str(&h.request_content_type));
-            v.str(opt_str(&h.response_content_type));
-            v.count(Some(h.request_missing_bytes));
-            v.count(Some(h.response_missing_bytes));
-            let kv = |(k, x): &(String, String), s: &mut String| {
-                s.push_str(k);
-                s.push_str(": ");
-                s.push_str(x);
-            };
-            // Request and response headers apart: a name can be in both.
-            v.list(&h.headers, kv);
-            v.list(&h.response_headers, kv);
-        }
-        Detail::Dns(d) => {
-            v.str(Some(r.transport.as_str()));
-            v.count(Some(d.id as u64));
-            v.interval(tx.latency_ns());
-            v.str(opt_str(&d.qname));
-            v.count(Some(d.qclass as u64));
-            v.str(Some(d.qclass_name()));
-            v.count(Some(d.qtype as u64));
-            v.str(Some(d.qtype_name()));
-            let answered = tx.response.is_some();
-            v.count(answered.then_some(d.rcode as u64));
-            v.str(answered.then(|| d.rcode_name()));
-            v.bool(Some(d.aa));
-            v.bool(Some(d.tc));
-            v.bool(Some(d.rd));
-            v.bool(Some(d.ra));
-            v.count(Some(d.z as u64));
-            v.list(&d.answers, |a, s| s.push_str(&a.data));
-            v.list(&d.answers, |a, s| {
-                let _ = write!(s, "{}.000000", a.ttl);
-            });
-            v.list(&d.answers, |a, s| s.push_str(&a.name));
-            v.list(&d.answers, |a, s| {
-                s.push_str(wirelog_record::dns::type_name(a.rtype))
-            });
-            v.count(answered.then_some(d.authority_count as u64));
-            v.count(d.edns.map(|e| e.udp_size as u64));
-            v.count(d.edns.map(|e| e.version as u64));
-            v.bool(d.edns.map(|e| e.dnssec_ok));
-            v.str(Some(d.opcode_name()));
-        }
-        Detail::Mysql(m) => {
-            v.str(Some(m.command));
-            v.str(m.query.as_deref());
-            v.str(m.fingerprint.as_deref());
-            v.str(m.database.as_deref());
-            v.str(m.user.as_deref());
-            v.bool(match tx.status {
-                TxStatus::Ok => Some(true),
-                TxStatus::Error => Some(false),
-                _ => None,
-            });
-            v.count(m.num_rows);
-            v.count(m.affected_rows);
-            v.count(m.insert_id);
-            v.count(m.num_fields);
-            v.count(m.error_code.map(u64::from));
-            v.str(m.sql_state.as_deref());
-            v.str(m.error_message.as_deref());
-            v.list(&m.params, |p, s| s.push_str(p));
-        }
-        Detail::Pgsql(p) => pgsql_values(p, v),
-        Detail::Redis(x) => redis_values(x, v),
-        Detail::Tls(t) => crate::tls::ssl_values(t, v),
+fn own_values(r: &TxRecord, cols: &[&'static Column], text: LogText, v: &mut Line<'_>) {
+    for c in cols {
+        v.value(c.ty, text, (c.get)(r));
     }
-}
-
-fn pgsql_values(p: &wirelog_record::pgsql::PgsqlTx, v: &mut Line<'_>) {
-    v.str(Some(p.kind));
-    v.str(p.query.as_deref());
-    v.str(p.fingerprint.as_deref());
-    v.str(p.statement.as_deref());
-    v.str(p.database.as_deref());
-    v.str(p.user.as_deref());
-    v.str(p.application_name.as_deref());
-    v.str(p.command_tag.as_deref());
-    v.count(p.rows);
-    v.count(p.num_fields.map(u64::from));
-    v.str(p.error_severity.as_deref());
-    v.str(p.error_code.as_deref());
-    v.str(p.error_message.as_deref());
-}
-
-fn redis_values(x: &wirelog_record::redis::RedisTx, v: &mut Line<'_>) {
-    v.str(opt_str(&x.command));
-    v.str(x.key.as_deref());
-    v.str(opt_str(&x.args));
-    v.count(Some(x.num_args));
-    v.str(x.reply_type);
-    v.str(x.reply.as_deref());
-    v.count(x.reply_len.and_then(|l| u64::try_from(l).ok()));
 }
 
 /// Writes the transactions of one protocol as they come.
@@ -449,16 +275,20 @@ pub struct TxLogWriter<W: Write> {
     names: Vec<&'static str>,
     /// The process columns (capture --processes) follow Zeek's.
     processes: bool,
+    /// The protocol's logged columns, in the log's order.
+    cols: Vec<&'static Column>,
+    text: LogText,
 }
 
 impl<W: Write> TxLogWriter<W> {
     pub fn new(out: W, format: LogFormat, protocol: Protocol) -> Self {
         let names = COMMON_HEAD
             .iter()
-            .chain(own_fields(protocol))
+            .chain(&own_fields(protocol))
             .chain(COMMON_TAIL)
             .map(|f| f.0)
             .collect();
+        let decl = columns::of(protocol);
         TxLogWriter {
             out,
             format,
@@ -469,6 +299,8 @@ impl<W: Write> TxLogWriter<W> {
             rows: 0,
             names,
             processes: false,
+            cols: decl.logged().collect(),
+            text: decl.log_text,
         }
     }
 
@@ -483,8 +315,9 @@ impl<W: Write> TxLogWriter<W> {
     }
 
     fn header(&mut self) -> io::Result<()> {
-        let extra = if self.processes { crate::procs::FIELDS } else { &[] };
-        let fields = COMMON_HEAD.iter().chain(own_fields(self.protocol)).chain(COMMON_TAIL).chain(extra);
+        let extra = if self.processes { crate::logs::procs::FIELDS } else { &[] };
+        let own = own_fields(self.protocol);
+        let fields = COMMON_HEAD.iter().chain(&own).chain(COMMON_TAIL).chain(extra);
         let name = self.protocol.log();
         zeek_header(&mut self.out, self.format, &mut self.header_written, name, fields)
     }
@@ -513,7 +346,7 @@ impl<W: Write> TxLogWriter<W> {
         v.port(r.orig_p);
         v.addr(&r.resp_h);
         v.port(r.resp_p);
-        own_values(r, &mut v);
+        own_values(r, &self.cols, self.text, &mut v);
         v.str(Some(tx.status.as_str()));
         v.count(tx.request.map(|s| s.bytes));
         v.count(tx.response.map(|s| s.bytes));
@@ -522,9 +355,9 @@ impl<W: Write> TxLogWriter<W> {
         debug_assert_eq!(self.names.len(), v.i, "{} fields", self.protocol.name());
         if self.processes {
             if json {
-                crate::procs::json(&mut self.line, &r.orig_proc, &r.resp_proc);
+                crate::logs::procs::json(&mut self.line, &r.orig_proc, &r.resp_proc);
             } else {
-                crate::procs::tsv(&mut self.line, &r.orig_proc, &r.resp_proc);
+                crate::logs::procs::tsv(&mut self.line, &r.orig_proc, &r.resp_proc);
             }
         }
         self.line
@@ -598,12 +431,34 @@ impl crate::Sink for TxLogs {
     }
 
     fn space(&self) -> crate::Space {
-        crate::out::space(self.outputs())
+        crate::logs::out::space(self.outputs())
     }
 
     fn close(&mut self) -> io::Result<crate::SinkEnd> {
         self.writers.iter_mut().try_for_each(|(_, w)| w.finish())?;
-        Ok(crate::out::abandon(self.writers.iter_mut().map(|(_, w)| &mut w.out)))
+        Ok(crate::logs::out::abandon(self.writers.iter_mut().map(|(_, w)| &mut w.out)))
+    }
+}
+
+/// Zeek's text escaping for the TLS logs (its ASCII writer): a backslash
+/// doubled, bytes outside printable ASCII as `\xNN`, a comma inside a set as
+/// `\x2c`; `(empty)` for an empty string, `\x2d` for a lone `-`.
+pub(crate) fn zeek_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
+    if s.is_empty() {
+        b.extend_from_slice(b"(empty)");
+        return;
+    }
+    if s == "-" {
+        b.extend_from_slice(b"\\x2d");
+        return;
+    }
+    for &c in s.as_bytes() {
+        match c {
+            b'\\' => b.extend_from_slice(b"\\\\"),
+            b',' if in_set => b.extend_from_slice(b"\\x2c"),
+            0x20..=0x7e => b.push(c),
+            _ => push_hex_escape(b, c),
+        }
     }
 }
 
@@ -707,7 +562,7 @@ mod tests {
     use super::*;
     use wirelog_record::dns::{DnsAnswer, DnsTx, Edns};
     use wirelog_record::http::HttpTx;
-    use wirelog_record::{Span, Transaction};
+    use wirelog_record::{Detail, Span, Transaction, TxStatus};
     use wirelog_record::{Proto, UidGenerator};
 
     fn rec(protocol: Protocol, detail: Detail) -> TxRecord {

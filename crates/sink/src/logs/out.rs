@@ -145,12 +145,12 @@ macro_rules! log_sink {
             }
 
             fn space(&self) -> $crate::Space {
-                $crate::out::space([&self.out])
+                $crate::logs::out::space([&self.out])
             }
 
             fn close(&mut self) -> std::io::Result<$crate::SinkEnd> {
                 self.finish()?;
-                Ok($crate::out::abandon([&mut self.out]))
+                Ok($crate::logs::out::abandon([&mut self.out]))
             }
         }
     };

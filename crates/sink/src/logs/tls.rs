@@ -6,52 +6,15 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use wirelog_record::tls::{shown_chains, CertInfo, TlsTx};
+use wirelog_record::tls::{shown_chains, CertInfo};
 use wirelog_record::x509::addr_text;
 use wirelog_record::TxRecord;
 
-use crate::tx::{json_str, Line};
-use crate::zeek::{push_u64, write_secs, zeek_close, zeek_header};
+use crate::logs::tx::{json_str, zeek_text, Line};
+use crate::logs::zeek::{zeek_close, zeek_header};
 use crate::LogFormat;
 
-/// Zeek's text escaping for the TLS logs (its ASCII writer): a backslash
-/// doubled, bytes outside printable ASCII as `\xNN`, a comma inside a set as
-/// `\x2c`; `(empty)` for an empty string, `\x2d` for a lone `-`.
-fn zeek_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    if s.is_empty() {
-        b.extend_from_slice(b"(empty)");
-        return;
-    }
-    if s == "-" {
-        b.extend_from_slice(b"\\x2d");
-        return;
-    }
-    for &c in s.as_bytes() {
-        match c {
-            b'\\' => b.extend_from_slice(b"\\\\"),
-            b',' if in_set => b.extend_from_slice(b"\\x2c"),
-            0x20..=0x7e => b.push(c),
-            _ => {
-                b.extend_from_slice(&[b'\\', b'x', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]])
-            }
-        }
-    }
-}
-
 impl Line<'_> {
-    /// A string with Zeek's escaping (TSV) or as JSON.
-    fn ztext(&mut self, s: Option<&str>) {
-        if self.field(s.is_some()) {
-            let s = s.unwrap_or("");
-            if self.json {
-                json_str(self.b, s);
-            } else {
-                zeek_text(self.b, s, false);
-            }
-        }
-    }
-
     /// A vector that may be unset (`-`) or set and empty (`(empty)` in TSV,
     /// `[]` in JSON), as Zeek distinguishes them.
     fn zlist<T>(&mut self, items: Option<&[T]>, item: impl Fn(&T, &mut String)) {
@@ -81,58 +44,6 @@ impl Line<'_> {
             self.b.push(b']');
         }
     }
-
-    /// A vector of counts (JSON numbers).
-    fn zcounts(&mut self, items: &[u16]) {
-        if !self.field(!items.is_empty()) {
-            return;
-        }
-        if self.json {
-            self.b.push(b'[');
-        }
-        for (j, &n) in items.iter().enumerate() {
-            if j > 0 {
-                self.b.push(b',');
-            }
-            push_u64(self.b, n as u64);
-        }
-        if self.json {
-            self.b.push(b']');
-        }
-    }
-
-    fn opt_time(&mut self, t: Option<i64>) {
-        if self.field(t.is_some()) {
-            write_secs(self.b, t.unwrap_or(0));
-        }
-    }
-}
-
-/// ssl.log's own columns (see `SSL` in `tx.rs`), in order.
-pub(crate) fn ssl_values(t: &TlsTx, v: &mut Line<'_>) {
-    v.ztext(t.version.as_deref());
-    v.ztext(t.cipher.as_deref());
-    v.ztext(t.curve.as_deref());
-    v.ztext(t.server_name.as_deref());
-    v.bool(Some(t.resumed));
-    v.ztext(t.last_alert.as_deref());
-    v.ztext(t.next_protocol.as_deref());
-    v.bool(Some(t.established));
-    v.ztext(Some(&t.ssl_history));
-    let fp = |s: &&str, o: &mut String| o.push_str(s);
-    v.zlist(t.cert_chain_fps().as_deref(), fp);
-    v.zlist(t.client_cert_chain_fps().as_deref(), fp);
-    v.bool(t.sni_matches_cert());
-    let leaf = t.leaf();
-    v.ztext(leaf.map(|c| c.subject.as_str()));
-    v.ztext(leaf.map(|c| c.issuer.as_str()));
-    v.opt_time(leaf.map(|c| c.not_valid_after.saturating_mul(1_000_000_000)));
-    v.ztext(t.ja4.as_deref());
-    v.ztext(t.ja3.as_deref());
-    v.ztext(t.ja3s.as_deref());
-    v.zcounts(&t.client_versions);
-    let alpn = (!t.client_alpn.is_empty()).then_some(t.client_alpn.as_slice());
-    v.zlist(alpn, |s, o| o.push_str(s));
 }
 
 /// x509.log's columns, as Zeek's (its `certificate.*`, `san.*` and
@@ -334,12 +245,12 @@ impl crate::Sink for X509LogWriter<crate::LogOut> {
     }
 
     fn space(&self) -> crate::Space {
-        crate::out::space(self.out.as_ref())
+        crate::logs::out::space(self.out.as_ref())
     }
 
     fn close(&mut self) -> io::Result<crate::SinkEnd> {
         self.finish()?;
-        Ok(crate::out::abandon(self.out.as_mut()))
+        Ok(crate::logs::out::abandon(self.out.as_mut()))
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use wirelog_record::{Batch, ConnState, ProcOwners, Protocol, TxStatus};
 
-use crate::threaded::SinkThread;
+use crate::output::threaded::SinkThread;
 use crate::{Sink, SinkEnd, Space};
 
 /// How long the fan-out waits for the resolver to catch up with the
@@ -540,7 +540,7 @@ mod tests {
 
     #[test]
     fn sinks_see_the_community_id_the_tracker_left_pending() {
-        let mut r = crate::zeek::tests::record();
+        let mut r = crate::logs::zeek::tests::record();
         let want = wirelog_record::community_id_v1(&r.orig_h, &r.resp_h, r.ip_proto, r.orig_p, r.resp_p);
         r.community_id = wirelog_record::CommunityId::PENDING;
         assert_eq!(r.community_id.as_str(), "");

@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use wirelog_record::FlowRecord;
 
-use crate::zeek::{push_u64, write_addr, write_secs, zeek_close, zeek_header};
+use crate::logs::zeek::{push_u64, write_addr, write_secs, zeek_close, zeek_header};
 use crate::LogFormat;
 
 const FIELDS: &[(&str, &str)] = &[
@@ -108,7 +108,7 @@ impl<W: Write> FlowLogWriter<W> {
     }
 }
 
-crate::out::log_sink!(FlowLogWriter, "flows.log", flows);
+crate::logs::out::log_sink!(FlowLogWriter, "flows.log", flows);
 
 #[cfg(test)]
 mod tests {

@@ -4,8 +4,8 @@
 
 use wirelog_record::Proc;
 
-use crate::tx::{json_str, tsv_text};
-use crate::zeek::push_u64;
+use crate::logs::tx::{json_str, tsv_text};
+use crate::logs::zeek::push_u64;
 
 /// Names and Zeek types, originator's end then responder's.
 pub(crate) const FIELDS: &[(&str, &str)] = &[

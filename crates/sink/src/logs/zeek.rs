@@ -241,7 +241,7 @@ impl<W: Write> ConnLogWriter<W> {
 
     fn header(&mut self) -> io::Result<()> {
         let note = self.empty_tcp_note.then_some(EMPTY_TCP_FIELD);
-        let procs = if self.processes { crate::procs::FIELDS } else { &[] };
+        let procs = if self.processes { crate::logs::procs::FIELDS } else { &[] };
         let fields = FIELDS.iter().chain(note.iter()).chain(procs);
         zeek_header(&mut self.out, self.format, &mut self.header_written, "conn", fields)
     }
@@ -314,7 +314,7 @@ impl<W: Write> ConnLogWriter<W> {
             });
         }
         if self.processes {
-            crate::procs::tsv(b, &r.orig_proc, &r.resp_proc);
+            crate::logs::procs::tsv(b, &r.orig_proc, &r.resp_proc);
         }
         b.push(b'\n');
     }
@@ -387,7 +387,7 @@ impl<W: Write> ConnLogWriter<W> {
             });
         }
         if self.processes {
-            crate::procs::json(b, &r.orig_proc, &r.resp_proc);
+            crate::logs::procs::json(b, &r.orig_proc, &r.resp_proc);
         }
         b.extend_from_slice(b"}\n");
     }
@@ -408,7 +408,7 @@ impl<W: Write> ConnLogWriter<W> {
     }
 }
 
-crate::out::log_sink!(ConnLogWriter, "conn.log", conns);
+crate::logs::out::log_sink!(ConnLogWriter, "conn.log", conns);
 
 #[cfg(test)]
 pub(crate) mod tests {

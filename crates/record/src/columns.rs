@@ -1,0 +1,333 @@
+//! A protocol's columns, declared once beside its transaction type
+//! (`tx/<proto>.rs`'s `COLUMNS`): each column's name for users (the store's,
+//! the query language's, the API's, the UI's and ClickHouse's), its name in
+//! the protocol's log (Zeek's where Zeek has the log), what it holds, how the
+//! store encodes it, a line of documentation, and how its value is read from
+//! a record. The log writer, the store's schema and row encoder, ClickHouse's
+//! tables, the query fields and the API derive from these declarations; the
+//! columns every transaction has (time, uid, ends, status, sizes, latency) are
+//! not declared here but by each of those places once for all protocols.
+
+use crate::{Protocol, TxRecord};
+
+/// What a column holds. Decides its type in the log (Zeek's type names), in
+/// the store (Parquet), in ClickHouse and in the query language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Type {
+    /// Text (`string`).
+    Text,
+    /// Text from a small fixed set (`enum` in the log; text elsewhere).
+    Enum,
+    /// An unsigned integer of at most `bits` bits (16 or 64): `count`.
+    Count { bits: u8, unit: Unit },
+    Bool,
+    /// A duration in ns: `interval` in the log, microseconds in the store.
+    Interval,
+    /// A time in whole seconds since the epoch: `time` in the log, the
+    /// number of seconds in the store (certificates reach year 9999, past
+    /// what a nanosecond time holds).
+    TimeSecs,
+    /// A list: a vector in the log, its items joined by `,` in the store.
+    List(Item),
+}
+
+/// How a count is read and shown by queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A plain number (codes, ids, ports).
+    Plain,
+    /// Bytes (`10k`, `5MB`).
+    Bytes,
+    /// Rows, fields, keys (`12k`).
+    Count,
+}
+
+/// What the items of a [`Type::List`] are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item {
+    /// Text (`vector[string]`).
+    Text,
+    /// Numbers (`vector[count]`, unquoted in JSON).
+    Count,
+    /// Whole seconds (`vector[interval]`: the log writes `300.000000`, the
+    /// store `300`).
+    Secs,
+}
+
+/// How many distinct values a column takes, which decides the store's
+/// encoding and ClickHouse's column type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Card {
+    /// Names, codes, states: dictionary-encoded in the store,
+    /// `LowCardinality` in ClickHouse.
+    Low,
+    /// Repeats a lot but has too many values for ClickHouse's
+    /// `LowCardinality` (statement fingerprints, DNS names): a dictionary in
+    /// the store, a plain `String` in ClickHouse.
+    Mid,
+    /// Free text, ids and random values: plain.
+    High,
+}
+
+/// How the protocol's log writes text and empty lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogText {
+    /// UTF-8 passes through; control bytes, DEL and `\` as `\xNN`; an empty
+    /// list is unset (`-`).
+    Utf8,
+    /// Zeek's ASCII writer exactly: `\` doubled, every byte outside printable
+    /// ASCII as `\xNN`; an empty list is `(empty)` and the store's value `""`.
+    ZeekAscii,
+}
+
+/// A value read from a record, borrowed from it.
+#[derive(Clone, Copy)]
+pub enum Val<'a> {
+    /// Not set (also what a column reads from another protocol's record).
+    Unset,
+    Text(Option<&'a str>),
+    Count(Option<u64>),
+    Bool(Option<bool>),
+    /// Nanoseconds.
+    Interval(Option<i64>),
+    /// Whole seconds since the epoch.
+    TimeSecs(Option<i64>),
+    /// `None`: unset (the log's `-`); `Some`: the items, maybe none.
+    List(Option<List<'a>>),
+}
+
+/// The items of a list value: `item` writes item `i` of the record as text.
+#[derive(Clone, Copy)]
+pub struct List<'a> {
+    pub record: &'a TxRecord,
+    pub len: usize,
+    pub item: fn(&TxRecord, usize, &mut String),
+}
+
+impl<'a> Val<'a> {
+    /// Text, unset when empty.
+    pub fn text(s: &'a str) -> Val<'a> {
+        Val::Text((!s.is_empty()).then_some(s))
+    }
+
+    /// A list of `len` items of `r`.
+    pub fn list(r: &'a TxRecord, len: usize, item: fn(&TxRecord, usize, &mut String)) -> Val<'a> {
+        Val::List(Some(List { record: r, len, item }))
+    }
+}
+
+/// How a column's value is read from a record.
+pub type Get = for<'a> fn(&'a TxRecord) -> Val<'a>;
+
+/// One column of a protocol's transactions.
+#[derive(Clone, Copy)]
+pub struct Column {
+    /// The name users see: store, query, API, UI, ClickHouse.
+    pub name: &'static str,
+    /// Its name in the log (Zeek's where Zeek has the field); `None`: not
+    /// in the log.
+    pub log: Option<&'static str>,
+    pub ty: Type,
+    /// `None`: not in the store (nor in queries, the API or ClickHouse).
+    pub store: Option<Card>,
+    /// Other names the query language accepts (and names earlier store
+    /// files used: see [`Columns::renamed`]).
+    pub aliases: &'static [&'static str],
+    /// Shown in the API's record lists (the UI's tables).
+    pub brief: bool,
+    /// The store keeps an empty text as unset (the log writes it).
+    pub unset_when_empty: bool,
+    /// A count whose values fit this many bits though it is stored wider
+    /// (kept wide so existing files and tables keep their types): a query
+    /// naming a larger number is an error, not a silent miss.
+    pub fits_bits: Option<u8>,
+    pub doc: &'static str,
+    pub get: Get,
+}
+
+impl Column {
+    /// A column in both the log (under the same name) and the store.
+    pub const fn new(name: &'static str, ty: Type, card: Card, doc: &'static str, get: Get) -> Column {
+        Column { name, log: Some(name), ty, store: Some(card), aliases: &[], brief: false, unset_when_empty: false, fits_bits: None, doc, get }
+    }
+
+    /// A column only the log has, under the log's name.
+    pub const fn log_only(log: &'static str, ty: Type, doc: &'static str, get: Get) -> Column {
+        Column { name: log, log: Some(log), ty, store: None, aliases: &[], brief: false, unset_when_empty: false, fits_bits: None, doc, get }
+    }
+
+    /// Its name in the log differs (Zeek's name for the field).
+    pub const fn log_as(mut self, log: &'static str) -> Column {
+        self.log = Some(log);
+        self
+    }
+
+    /// Not in the log.
+    pub const fn not_logged(mut self) -> Column {
+        self.log = None;
+        self
+    }
+
+    pub const fn aliases(mut self, aliases: &'static [&'static str]) -> Column {
+        self.aliases = aliases;
+        self
+    }
+
+    /// Its values fit `bits` bits although it is stored wider.
+    pub const fn fits(mut self, bits: u8) -> Column {
+        self.fits_bits = Some(bits);
+        self
+    }
+
+    /// Shown in the API's record lists.
+    pub const fn brief(mut self) -> Column {
+        self.brief = true;
+        self
+    }
+
+    /// The store keeps an empty text as unset.
+    pub const fn unset_when_empty(mut self) -> Column {
+        self.unset_when_empty = true;
+        self
+    }
+
+    /// Whether the store may leave it unset: every column but a flag.
+    pub fn optional(&self) -> bool {
+        self.ty != Type::Bool
+    }
+
+    /// Its type as Zeek's logs name it.
+    pub fn log_type(&self) -> &'static str {
+        match self.ty {
+            Type::Text => "string",
+            Type::Enum => "enum",
+            Type::Count { .. } => "count",
+            Type::Bool => "bool",
+            Type::Interval => "interval",
+            Type::TimeSecs => "time",
+            Type::List(Item::Text) => "vector[string]",
+            Type::List(Item::Count) => "vector[count]",
+            Type::List(Item::Secs) => "vector[interval]",
+        }
+    }
+}
+
+/// A protocol's columns.
+pub struct Columns {
+    /// In the log's order (Zeek's where Zeek has the log).
+    pub columns: &'static [Column],
+    /// The store's order, where it differs from the log's: the names of the
+    /// stored columns as the store's files and ClickHouse's tables already
+    /// have them (ClickHouse inserts by position). Empty: `columns`' order.
+    pub store_order: &'static [&'static str],
+    /// What queries group by without `--by` (and the UI's slowest list).
+    pub by: &'static [&'static str],
+    /// Names stored columns had in earlier files: (old, new). Files with
+    /// the old name read it as the new column.
+    pub renamed: &'static [(&'static str, &'static str)],
+    pub log_text: LogText,
+}
+
+impl Columns {
+    /// The columns in the log, in its order.
+    pub fn logged(&'static self) -> impl Iterator<Item = &'static Column> {
+        self.columns.iter().filter(|c| c.log.is_some())
+    }
+
+    /// The columns in the store, in its order.
+    pub fn stored(&'static self) -> Vec<&'static Column> {
+        if self.store_order.is_empty() {
+            return self.columns.iter().filter(|c| c.store.is_some()).collect();
+        }
+        self.store_order
+            .iter()
+            .filter_map(|n| self.columns.iter().find(|c| c.name == *n && c.store.is_some()))
+            .collect()
+    }
+}
+
+/// The declaration of each protocol's columns.
+pub fn of(p: Protocol) -> &'static Columns {
+    match p {
+        Protocol::Http => &crate::http::COLUMNS,
+        Protocol::Mysql => &crate::mysql::COLUMNS,
+        Protocol::Pgsql => &crate::pgsql::COLUMNS,
+        Protocol::Redis => &crate::redis::COLUMNS,
+        Protocol::Dns => &crate::dns::COLUMNS,
+        Protocol::Tls => &crate::tls::COLUMNS,
+        Protocol::Memcached => &crate::memcached::COLUMNS,
+    }
+}
+
+/// A [`Get`] that reads the record's detail of one protocol (`Val::Unset`
+/// for another's): `get!(Http, |r, h| Val::text(&h.method))`.
+#[macro_export]
+macro_rules! get {
+    ($variant:ident, |$r:ident, $d:ident| $e:expr) => {
+        |$r: &$crate::TxRecord| {
+            let _ = $r;
+            match &$r.tx.detail {
+                $crate::Detail::$variant($d) => $e,
+                #[allow(unreachable_patterns)]
+                _ => $crate::columns::Val::Unset,
+            }
+        }
+    };
+}
+
+/// A list's item writer over one protocol's detail:
+/// `item!(Http, |h, i, s| s.push_str(&h.headers[i].0))`.
+#[macro_export]
+macro_rules! item {
+    ($variant:ident, |$d:ident, $i:ident, $s:ident| $e:expr) => {
+        |r: &$crate::TxRecord, $i: usize, $s: &mut String| {
+            #[allow(irrefutable_let_patterns)]
+            if let $crate::Detail::$variant($d) = &r.tx.detail {
+                $e
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declarations_are_consistent() {
+        for p in Protocol::ALL {
+            let c = of(p);
+            let mut names: Vec<&str> = c.columns.iter().map(|c| c.name).collect();
+            names.extend(c.columns.iter().flat_map(|c| c.aliases.iter().copied()));
+            let n = names.len();
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), n, "{p:?}: a name or alias twice");
+            let mut logs: Vec<&str> = c.logged().map(|c| c.log.unwrap()).collect();
+            let n = logs.len();
+            logs.sort();
+            logs.dedup();
+            assert_eq!(logs.len(), n, "{p:?}: a log name twice");
+            // The store's order names every stored column once.
+            let stored = c.columns.iter().filter(|c| c.store.is_some()).count();
+            assert_eq!(c.stored().len(), stored, "{p:?}: store_order");
+            if !c.store_order.is_empty() {
+                assert_eq!(c.store_order.len(), stored, "{p:?}: store_order");
+            }
+            assert!(!c.by.is_empty(), "{p:?}: by");
+            for b in c.by {
+                assert!(c.stored().iter().any(|c| c.name == *b), "{p:?}: by {b}");
+            }
+            for (old, new) in c.renamed {
+                assert!(c.stored().iter().any(|c| c.name == *new), "{p:?}: rename to {new}");
+                assert!(!c.columns.iter().any(|c| c.name == *old), "{p:?}: rename from {old}");
+            }
+            for col in c.columns {
+                assert!(!col.doc.is_empty(), "{p:?}.{}: doc", col.name);
+                if let Type::Count { bits, .. } = col.ty {
+                    assert!(bits == 16 || bits == 64, "{p:?}.{}", col.name);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! The log sinks: Zeek-style TSV/JSON writers for conn.log (`zeek`),
+//! flows.log (`flows`), the transaction logs (`tx`: one file per protocol,
+//! its fields from the protocol's declared columns), ssl.log's escaping and
+//! x509.log (`tls`), the process columns they share (`procs`), and the files
+//! they write (`out`, `file`: whole lines when the disk fills).
+
+pub mod file;
+pub mod flows;
+pub mod out;
+pub(crate) mod procs;
+pub mod tls;
+pub mod tx;
+pub mod zeek;

@@ -1,0 +1,154 @@
+//! Every place a protocol's columns reach has the columns its declaration
+//! (`wirelog_record::columns`, beside the protocol's transaction type) gives,
+//! by name and type, not by count: the log's `#fields`/`#types`, the store's
+//! schema, the query fields, the API's `/api/schema` and ClickHouse's table.
+//! Two swapped columns of one type would pass a count; here their names and
+//! types are checked one by one, and a value written under one column is
+//! read back under the same name (see `tx_values_land_under_their_names`).
+
+use wirelog_clickhouse::Table;
+use wirelog_query::{Field, Ty, Unit};
+use wirelog_record::columns::{self, Card, Column, Item, Type};
+use wirelog_record::Protocol;
+use wirelog_sink::{LogFormat, TxLogWriter};
+use wirelog_store::schema::{self, ColType};
+use wirelog_store::Kind;
+
+/// The log's fields and types between the common head (ts .. id.resp_p)
+/// and tail (status .. first_byte_latency).
+fn log_fields(p: Protocol) -> Vec<(String, String)> {
+    let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, p);
+    w.finish().unwrap();
+    let text = String::from_utf8(std::mem::take(w.get_mut())).unwrap();
+    let line = |tag: &str| -> Vec<String> {
+        let l = text.lines().find(|l| l.starts_with(tag)).unwrap();
+        l.split('\t').skip(1).map(String::from).collect()
+    };
+    let (names, types) = (line("#fields"), line("#types"));
+    assert_eq!(names.len(), types.len());
+    let all: Vec<(String, String)> = names.into_iter().zip(types).collect();
+    assert_eq!(all[..6].iter().map(|f| f.0.as_str()).collect::<Vec<_>>(), ["ts", "uid", "id.orig_h", "id.orig_p", "id.resp_h", "id.resp_p"]);
+    let tail = ["status", "request_bytes", "response_bytes", "latency", "first_byte_latency"];
+    assert_eq!(all[all.len() - 5..].iter().map(|f| f.0.as_str()).collect::<Vec<_>>(), tail);
+    all[6..all.len() - 5].to_vec()
+}
+
+/// Zeek's type name for what a column holds.
+fn zeek_type(ty: Type) -> &'static str {
+    match ty {
+        Type::Text => "string",
+        Type::Enum => "enum",
+        Type::Count { .. } => "count",
+        Type::Bool => "bool",
+        Type::Interval => "interval",
+        Type::TimeSecs => "time",
+        Type::List(Item::Text) => "vector[string]",
+        Type::List(Item::Count) => "vector[count]",
+        Type::List(Item::Secs) => "vector[interval]",
+    }
+}
+
+fn store_type(ty: Type) -> ColType {
+    match ty {
+        Type::Text | Type::Enum | Type::List(_) => ColType::Str,
+        Type::Count { bits: 16, .. } => ColType::U16,
+        Type::Count { .. } | Type::TimeSecs => ColType::U64,
+        Type::Bool => ColType::Bool,
+        Type::Interval => ColType::DurUs,
+    }
+}
+
+fn query_type(ty: Type) -> Ty {
+    match ty {
+        Type::Text | Type::Enum | Type::List(_) => Ty::Str,
+        Type::Count { bits, unit } => Ty::UInt {
+            bits,
+            unit: match unit {
+                columns::Unit::Plain => Unit::Plain,
+                columns::Unit::Bytes => Unit::Bytes,
+                columns::Unit::Count => Unit::Count,
+            },
+        },
+        Type::TimeSecs => Ty::UInt { bits: 64, unit: Unit::Plain },
+        Type::Bool => Ty::Bool,
+        Type::Interval => Ty::Duration,
+    }
+}
+
+fn api_type(ty: Type) -> &'static str {
+    match query_type(ty) {
+        Ty::UInt { unit: Unit::Bytes, .. } => "bytes",
+        Ty::UInt { unit: Unit::Count, .. } => "count",
+        Ty::UInt { .. } => "uint",
+        Ty::Str => "string",
+        Ty::Bool => "bool",
+        Ty::Duration => "duration",
+        t => panic!("{t:?}"),
+    }
+}
+
+fn clickhouse_type(c: &Column) -> &'static str {
+    match (c.ty, c.store) {
+        (Type::Text | Type::Enum | Type::List(_), Some(Card::Low)) => "LowCardinality(String)",
+        (Type::Text | Type::Enum | Type::List(_), _) => "String",
+        (Type::Count { bits: 16, .. }, _) => "Nullable(UInt16)",
+        (Type::Count { .. } | Type::TimeSecs, _) => "Nullable(UInt64)",
+        (Type::Bool, _) => "Bool",
+        (Type::Interval, _) => "Nullable(Int64)",
+    }
+}
+
+/// The kind's own columns in a list that starts with the 12 common
+/// transaction columns and ends with the 12 owner columns.
+fn own<T: Clone>(all: &[T]) -> Vec<T> {
+    all[schema::TX_COMMON..all.len() - schema::OWNER_COLS].to_vec()
+}
+
+#[test]
+fn every_place_has_the_declared_columns() {
+    let api = wirelog_serve::schema_json();
+    for p in Protocol::ALL {
+        let decl = columns::of(p);
+        let kind = Kind::tx(p);
+
+        // The log: every logged column, in the declaration's order, under
+        // its log name, with Zeek's type.
+        let want: Vec<(String, String)> =
+            decl.columns.iter().filter_map(|c| Some((c.log?.to_string(), zeek_type(c.ty).to_string()))).collect();
+        assert_eq!(log_fields(p), want, "{p:?}: log");
+
+        // The store, in its order.
+        let stored = decl.stored();
+        let want: Vec<(&str, ColType, bool)> = stored.iter().map(|c| (c.name, store_type(c.ty), c.ty != Type::Bool)).collect();
+        let got: Vec<(&str, ColType, bool)> =
+            schema::tx_columns(kind).iter().map(|c| (c.name, c.col_type(), c.is_optional())).collect();
+        assert_eq!(got, want, "{p:?}: store");
+
+        // The query fields: names, aliases, types.
+        let fields: Vec<Field> = Field::all(kind).collect();
+        let got: Vec<(&str, Ty, Vec<&str>)> = own(&fields).iter().map(|f| (f.name(), f.ty(), f.aliases().to_vec())).collect();
+        let want: Vec<(&str, Ty, Vec<&str>)> = stored.iter().map(|c| (c.name, query_type(c.ty), c.aliases.to_vec())).collect();
+        assert_eq!(got, want, "{p:?}: query");
+
+        // The API's schema.
+        let k = api["kinds"].as_array().unwrap().iter().find(|k| k["kind"] == p.name()).unwrap();
+        assert_eq!(k["protocol"], true);
+        let cols = k["columns"].as_array().unwrap();
+        let got: Vec<(String, String, String)> = own(cols)
+            .iter()
+            .map(|c| (c["name"].as_str().unwrap().into(), c["type"].as_str().unwrap().into(), c["doc"].as_str().unwrap().into()))
+            .collect();
+        let want: Vec<(String, String, String)> =
+            stored.iter().map(|c| (c.name.into(), api_type(c.ty).into(), c.doc.into())).collect();
+        assert_eq!(got, want, "{p:?}: api");
+
+        // ClickHouse: the probe's identity, the store's columns but `iface`
+        // (here the identity's), the owners.
+        let ch: Vec<(&str, &str)> = Table::Store(kind).columns().map(|(n, t)| (n, t.sql())).collect();
+        let start = ch.iter().position(|(n, _)| *n == "first_byte_latency").unwrap() + 1;
+        let got = &ch[start..start + stored.len()];
+        let want: Vec<(&str, &str)> = stored.iter().map(|c| (c.name, clickhouse_type(c))).collect();
+        assert_eq!(got, &want[..], "{p:?}: clickhouse");
+        assert_eq!(ch[start + stored.len()].0, "orig_pid", "{p:?}: clickhouse");
+    }
+}

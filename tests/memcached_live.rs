@@ -1,0 +1,168 @@
+//! Memcached made here, checked against what the server answered: a real
+//! `memcached` in a network namespace, a Python client sending a script of
+//! text-protocol commands (storage, retrieval with hits and misses, delete,
+//! incr/decr, touch, noreply, an unknown command) and printing each answer;
+//! tcpdump captures the loopback, `wirelog read` makes memcached.log and a
+//! store, and each record agrees with the answer the client printed.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::lo::{have, settle, wait_for, LoNs};
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// The client: each command sent alone, its answer read whole and printed as
+/// one line (`<command>\t<answer lines joined by |>`); `noreply` commands
+/// print nothing to wait for.
+const CLIENT: &str = r#"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", 11211))
+f = s.makefile("rb")
+def ask(cmd, data=None, multi=False, reply=True):
+    s.sendall(cmd + b"\r\n" + (data + b"\r\n" if data is not None else b""))
+    if not reply:
+        print(cmd.decode() + "\t"); return
+    lines = []
+    while True:
+        l = f.readline().rstrip(b"\r\n")
+        lines.append(l.decode())
+        if l.startswith(b"VALUE "):
+            n = int(l.split()[3]); f.read(n + 2); continue
+        if not multi or l in (b"END",) or l.endswith(b"ERROR"):
+            break
+    print(cmd.decode() + "\t" + "|".join(lines))
+ask(b"set alpha 0 0 5", b"hello")
+ask(b"add alpha 0 0 3", b"xyz")
+ask(b"get alpha", multi=True)
+ask(b"get nothing", multi=True)
+ask(b"set beta 5 0 11", b"hello world")
+ask(b"gets alpha beta gamma", multi=True)
+ask(b"append alpha 0 0 1", b"!")
+ask(b"set n 0 0 2", b"10")
+ask(b"incr n 5")
+ask(b"decr n 100")
+ask(b"touch alpha 100")
+ask(b"delete beta")
+ask(b"delete beta")
+ask(b"set quiet 0 0 1 noreply", b"q", reply=False)
+ask(b"get quiet", multi=True)
+ask(b"frobnicate x")
+ask(b"version")
+"#;
+
+#[test]
+fn records_match_what_the_server_answered() {
+    if !(have("memcached") && have("python3") && have("tcpdump") && common::live::is_root()) {
+        common::live::skip("needs root, memcached, python3 and tcpdump");
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("memcached-live-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ns = LoNs::new("mc");
+    let pcap = dir.join("memcached.pcap");
+    let tcpdump = ns.tcpdump(&pcap, &["tcp", "port", "11211"]);
+    // -U 0: no UDP; -m 16: 16 MiB of cache; root must name a user.
+    let _server = ns.spawn(
+        "memcached",
+        &["memcached", "-u", "root", "-l", "127.0.0.1", "-p", "11211", "-U", "0", "-m", "16"],
+        &dir.join("memcached.log.txt"),
+    );
+    wait_for("memcached", Duration::from_secs(20), || {
+        ns.cmd(&["python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 11211)).close()"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    let o = ns.cmd(&["python3", "-c", CLIENT]).output().unwrap();
+    assert!(o.status.success(), "client: {}", text(&o));
+    settle(&pcap);
+    tcpdump.interrupt();
+    let answers: Vec<(String, String)> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| {
+            let (c, a) = l.split_once('\t').unwrap();
+            (c.to_string(), a.to_string())
+        })
+        .collect();
+    assert_eq!(answers.len(), 17, "{answers:?}");
+
+    let logs = dir.join("logs");
+    let store = dir.join("store");
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(["read", "--quiet", "--logs"])
+        .arg(&logs)
+        .arg("--store")
+        .arg(&store)
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let rows = common::read_log(&logs.join("memcached.log"));
+    // The probe's connection (wait_for) has no command; the client's 17 have.
+    assert_eq!(rows.len(), answers.len(), "{rows:#?}");
+
+    // What each answer means, as the client printed it.
+    let expect = |answer: &str, command: &str| -> (&'static str, &'static str) {
+        let first = answer.split('|').next().unwrap_or("");
+        match first {
+            "STORED" => ("stored", "ok"),
+            "NOT_STORED" => ("not_stored", "ok"),
+            "DELETED" => ("deleted", "ok"),
+            "NOT_FOUND" => ("not_found", "ok"),
+            "TOUCHED" => ("touched", "ok"),
+            "END" => ("miss", "ok"),
+            "ERROR" => ("error", "error"),
+            "" if command.ends_with("noreply") => ("-", "no_response"),
+            f if f.starts_with("VERSION") => ("version", "ok"),
+            f if f.starts_with("VALUE") => {
+                let hits = answer.split('|').filter(|l| l.starts_with("VALUE")).count();
+                let keys = command.split(' ').count() - 1;
+                (if hits == keys { "hit" } else { "partial_hit" }, "ok")
+            }
+            f if f.chars().all(|c| c.is_ascii_digit()) => ("value", "ok"),
+            f => panic!("answer {f}"),
+        }
+    };
+    for ((command, answer), r) in answers.iter().zip(&rows) {
+        let word = command.split(' ').next().unwrap();
+        assert_eq!(r["command"], if word == "frobnicate" { "unknown" } else { word }, "{command}: {r:?}");
+        let (result, status) = expect(answer, command);
+        assert_eq!((r["result"].as_str(), r["status"].as_str()), (result, status), "{command} -> {answer}: {r:?}");
+        let key = command.split(' ').nth(1).unwrap_or("-");
+        if word != "version" && word != "frobnicate" {
+            assert_eq!(r["key"], key, "{command}: {r:?}");
+        }
+        if status == "ok" {
+            assert_ne!(r["latency"], "-", "{command}: {r:?}");
+        }
+        // Value bytes: the data sent, or the values returned.
+        if word == "set" || word == "append" {
+            assert_eq!(r["value_bytes"], command.split(' ').nth(4).unwrap(), "{command}: {r:?}");
+        }
+    }
+    let by = |c: &str| rows.iter().find(|r| r["command"] == c).unwrap();
+    let gets = by("gets");
+    assert_eq!((gets["keys"].as_str(), gets["hits"].as_str(), gets["value_bytes"].as_str()), ("3", "2", "16"), "{gets:?}");
+    let quiet = rows.iter().find(|r| r["key"] == "quiet" && r["command"] == "set").unwrap();
+    assert_eq!(quiet["noreply"], "T");
+
+    // The store holds the same, under the same column names.
+    let q = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(["query", "memcached", "--store"])
+        .arg(&store)
+        .args(["--by", "command,result", "--top", "100", "--format", "csv"])
+        .output()
+        .unwrap();
+    assert!(q.status.success(), "{}", text(&q));
+    let csv = String::from_utf8_lossy(&q.stdout);
+    assert!(csv.lines().next().unwrap().starts_with("command,result,"), "{csv}");
+    for line in ["get,hit,", "get,miss,", "delete,deleted,", "delete,not_found,", "incr,value,", "unknown,error,"] {
+        assert!(csv.lines().any(|l| l.starts_with(line)), "{line} in\n{csv}");
+    }
+}
