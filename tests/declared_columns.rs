@@ -58,11 +58,13 @@ fn store_type(ty: Type) -> ColType {
     }
 }
 
-fn query_type(ty: Type) -> Ty {
-    match ty {
+/// A column's query type: a count stored wider than its values declare
+/// (`fits`) is queried at its values' width.
+fn query_type(c: &columns::Column) -> Ty {
+    match c.ty {
         Type::Text | Type::Enum | Type::List(_) => Ty::Str,
         Type::Count { bits, unit } => Ty::UInt {
-            bits,
+            bits: c.fits_bits.unwrap_or(bits),
             unit: match unit {
                 columns::Unit::Plain => Unit::Plain,
                 columns::Unit::Bytes => Unit::Bytes,
@@ -75,8 +77,8 @@ fn query_type(ty: Type) -> Ty {
     }
 }
 
-fn api_type(ty: Type) -> &'static str {
-    match query_type(ty) {
+fn api_type(c: &columns::Column) -> &'static str {
+    match query_type(c) {
         Ty::UInt { unit: Unit::Bytes, .. } => "bytes",
         Ty::UInt { unit: Unit::Count, .. } => "count",
         Ty::UInt { .. } => "uint",
@@ -127,7 +129,7 @@ fn every_place_has_the_declared_columns() {
         // The query fields: names, aliases, types.
         let fields: Vec<Field> = Field::all(kind).collect();
         let got: Vec<(&str, Ty, Vec<&str>)> = own(&fields).iter().map(|f| (f.name(), f.ty(), f.aliases().to_vec())).collect();
-        let want: Vec<(&str, Ty, Vec<&str>)> = stored.iter().map(|c| (c.name, query_type(c.ty), c.aliases.to_vec())).collect();
+        let want: Vec<(&str, Ty, Vec<&str>)> = stored.iter().map(|c| (c.name, query_type(c), c.aliases.to_vec())).collect();
         assert_eq!(got, want, "{p:?}: query");
 
         // The API's schema.
@@ -139,7 +141,7 @@ fn every_place_has_the_declared_columns() {
             .map(|c| (c["name"].as_str().unwrap().into(), c["type"].as_str().unwrap().into(), c["doc"].as_str().unwrap().into()))
             .collect();
         let want: Vec<(String, String, String)> =
-            stored.iter().map(|c| (c.name.into(), api_type(c.ty).into(), c.doc.into())).collect();
+            stored.iter().map(|c| (c.name.into(), api_type(c).into(), c.doc.into())).collect();
         assert_eq!(got, want, "{p:?}: api");
 
         // ClickHouse: the probe's identity, the store's columns but `iface`

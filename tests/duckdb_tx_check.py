@@ -33,6 +33,7 @@ own = {
     "redis": "count(*) FILTER (WHERE command = 'GET'), count(reply), count(DISTINCT args)",
     "dns": "count(*) FILTER (WHERE aa), coalesce(sum(qtype), 0), count(*) FILTER (WHERE rcode_name = 'NXDOMAIN')",
     "tls": "count(*) FILTER (WHERE established), coalesce(sum(not_valid_after), 0), count(DISTINCT ja4)",
+    "memcached": "count(*) FILTER (WHERE command = 'get'), coalesce(sum(value_bytes), 0), count(DISTINCT \"key\")",
 }
 out = {}
 for kind, extra in own.items():

@@ -447,6 +447,8 @@ fn a_store_flush_writes_what_fits() {
     assert!(left < 128 << 10, "{left} bytes stayed free while rows were dropped: {}", r.stderr);
     assert!(r.stderr.contains("the store's writing is paused"), "the pause is said: {}", r.stderr);
     no_temporaries(&t.dir);
+}
+
 /// `capture --pcap-dir` on a 256 KB tmpfs while UDP traffic flows in a
 /// namespace: the disk fills mid-record, yet every file ends with a whole
 /// record (tcpdump reads each to its end), its index lists exactly the

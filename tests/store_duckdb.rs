@@ -705,6 +705,11 @@ fn duckdb_reads_transactions_as_written() {
                 sum_opt(rows, &|r| cell_u64(r, 13)),
                 distinct(rows, 14),
             ],
+            Kind::Memcached => [
+                count(rows, &|r| cell_str(r, 0).as_deref() == Some("get")),
+                sum_opt(rows, &|r| cell_u64(r, 5)),
+                distinct(rows, 1),
+            ],
             _ => [
                 count(rows, &|r| r.extra[9] == Cell::Bool(true)),
                 sum_opt(rows, &|r| cell_u64(r, 1)),

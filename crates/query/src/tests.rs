@@ -1622,6 +1622,14 @@ fn tx_atom(rng: &mut Rng, kind: Kind) -> String {
             5 => "last_alert != \"\"".into(),
             _ => format!("resumed = {}", pick(rng, &["true", "false"])),
         },
+        Kind::Memcached => match rng.below(6) {
+            0 => format!("command in ({})", pick(rng, &["get, set", "delete", "incr, decr, touch"])),
+            1 => format!("result {} {}", rng.pick(&["=", "!="]), pick(rng, &["hit", "miss", "stored"])),
+            2 => format!("value_bytes {} {}", rng.pick(&[">", "<="]), rng.below(5000)),
+            3 => format!("keys > {}", rng.below(3)),
+            4 => format!("noreply = {}", pick(rng, &["true", "false"])),
+            _ => "error_message != \"\"".into(),
+        },
         _ => match rng.below(8) {
             0 => format!(
                 "qtype_name {} {}",
@@ -1659,6 +1667,7 @@ fn group_by_matches_reference_on_tx() {
             Kind::Pgsql => &["fingerprint", "command_tag", "error_severity"],
             Kind::Redis => &["command", "reply_type,command"],
             Kind::Tls => &["server_name", "version,cipher", "ja4", "established,resumed"],
+            Kind::Memcached => &["command", "result,command", "noreply"],
             _ => &["query,qtype_name", "rcode_name", "aa,rd"],
         };
         let common = [

@@ -66,9 +66,22 @@ fn staged_files(store: &Path, run: &Path) -> Result<Vec<(PathBuf, PathBuf)>, Sto
 
 /// Commits the run in `run` (see the module's steps), recording `ingests`;
 /// returns the number of files it moved into the store.
-pub(crate) fn commit(store: &Path, run: &Path, ingests: &[Ingest]) -> Result<usize, StoreError> {
-    write_list(&run.join(format!(".{COMMIT}.tmp")), &run.join(COMMIT), ingests)?;
-    finish(store, run)
+/// Nothing to record (a run that lost rows, or `close` without captures):
+/// no commit record, the files just go in, so a disk too full for one more
+/// file (what made the run lose rows) does not keep them out of sight. A
+/// commit record that cannot be written is said, and the files go in
+/// unrecorded. Returns the files moved and whether the ingests are recorded.
+pub(crate) fn commit(store: &Path, run: &Path, ingests: &[Ingest]) -> Result<(usize, bool), StoreError> {
+    let mut recorded = false;
+    if !ingests.is_empty() {
+        match write_list(&run.join(format!(".{COMMIT}.tmp")), &run.join(COMMIT), ingests) {
+            Ok(()) => recorded = true,
+            Err(e) => eprintln!(
+                "wirelog: warning: {e}: the run's files go into the store without recording its captures"
+            ),
+        }
+    }
+    Ok((finish(store, run)?, recorded))
 }
 
 /// Steps 2 to 4 of a committed run.

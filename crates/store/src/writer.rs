@@ -1027,13 +1027,14 @@ impl Store {
     pub fn commit(&mut self, ingests: Option<&[crate::ingest::Ingest]>) -> Result<bool, StoreError> {
         self.finish()?;
         let record = ingests.filter(|_| self.stats.dropped_total() == 0).unwrap_or(&[]);
-        match self.staging.take() {
-            Some(run) => {
-                crate::staging::commit(&self.dir, &run, record)?;
+        let recorded = match self.staging.take() {
+            Some(run) => crate::staging::commit(&self.dir, &run, record)?.1,
+            None => {
+                crate::ingest::append_ingests(&self.dir, record)?;
+                true
             }
-            None => crate::ingest::append_ingests(&self.dir, record)?,
-        }
-        Ok(ingests.is_some() && self.stats.dropped_total() == 0)
+        };
+        Ok(recorded && ingests.is_some() && self.stats.dropped_total() == 0)
     }
 
     /// Flushes and releases the directory (a staged run goes into the
