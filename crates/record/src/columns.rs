@@ -220,8 +220,11 @@ pub struct Columns {
     /// stored columns as the store's files and ClickHouse's tables already
     /// have them (ClickHouse inserts by position). Empty: `columns`' order.
     pub store_order: &'static [&'static str],
-    /// What queries group by without `--by` (and the UI's slowest list).
+    /// What queries group by without `--by`.
     pub by: &'static [&'static str],
+    /// What tells one kind of request from another (an HTTP path on its
+    /// host, a SQL fingerprint): the UI's slowest list groups by it.
+    pub shape: &'static [&'static str],
     /// Names stored columns had in earlier files: (old, new). Files with
     /// the old name read it as the new column.
     pub renamed: &'static [(&'static str, &'static str)],
@@ -317,6 +320,10 @@ mod tests {
             assert!(!c.by.is_empty(), "{p:?}: by");
             for b in c.by {
                 assert!(c.stored().iter().any(|c| c.name == *b), "{p:?}: by {b}");
+            }
+            assert!(!c.shape.is_empty(), "{p:?}: shape");
+            for f in c.shape {
+                assert!(c.stored().iter().any(|c| c.name == *f), "{p:?}: shape {f}");
             }
             for (old, new) in c.renamed {
                 assert!(c.stored().iter().any(|c| c.name == *new), "{p:?}: rename to {new}");

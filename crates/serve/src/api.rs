@@ -672,6 +672,7 @@ pub fn schema_json() -> Value {
                 "log": kind.protocol().map(|p| format!("{}.log", p.log())),
                 "record_fields": record_fields(kind),
                 "by": wirelog_query::default_by(kind).iter().map(|f| f.name()).collect::<Vec<_>>(),
+                "shape": kind.protocol().map(|p| columns::of(p).shape),
                 "columns": cols,
             })
         })

@@ -19,13 +19,10 @@ import {
 const SCHEMA = await (await fetch("/api/schema", { credentials: "same-origin" })).json();
 const TX = SCHEMA.kinds.filter((k) => k.protocol).map((k) => k.kind);
 const VIEWS = { overview: "Overview", tx: "Transactions", conns: "Connections", map: "Service map", health: "Health" };
-// The fields a transaction kind's slowest statements are grouped by: one
-// request's shape where the protocol has one (an HTTP path, a SQL
-// fingerprint), else the kind's default grouping from `/api/schema`.
-const FINGERPRINT = {
-  ...Object.fromEntries(SCHEMA.kinds.filter((k) => k.protocol).map((k) => [k.kind, k.by.join(",")])),
-  http: "host,uri", mysql: "fingerprint", pgsql: "fingerprint", redis: "command", dns: "query,qtype_name", tls: "server_name,version",
-};
+// The fields a transaction kind's slowest statements are grouped by: what
+// tells one kind of request from another, declared with the protocol's
+// columns (`/api/schema`'s `shape`).
+const FINGERPRINT = Object.fromEntries(SCHEMA.kinds.filter((k) => k.protocol).map((k) => [k.kind, k.shape.join(",")]));
 const STEPS = ["1ms", "2ms", "5ms", "10ms", "20ms", "50ms", "100ms", "200ms", "500ms", "1s", "2s", "5s", "10s", "15s", "30s",
   "1m", "2m", "5m", "10m", "15m", "30m", "1h", "2h", "3h", "6h", "12h", "1d", "2d", "7d", "14d", "30d", "90d", "365d"];
 const MIN = 60e3, HOUR = 3600e3, DAY = 86400e3;

@@ -192,6 +192,7 @@ pub static COLUMNS: Columns = Columns {
     ],
     store_order: &["query", "qtype", "qtype_name", "qclass", "rcode", "rcode_name", "trans_id", "answers", "ttls", "aa", "tc", "rd", "ra"],
     by: &["query", "qtype_name"],
+    shape: &["query", "qtype_name"],
     renamed: &[],
     log_text: LogText::Utf8,
 };

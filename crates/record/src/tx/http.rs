@@ -89,6 +89,7 @@ pub static COLUMNS: Columns = Columns {
     ],
     store_order: &["method", "host", "uri", "version", "user_agent", "status_code", "reason", "request_body_len", "response_body_len"],
     by: &["host"],
+    shape: &["host", "uri"],
     renamed: &[],
     log_text: LogText::Utf8,
 };

@@ -49,6 +49,7 @@ pub static COLUMNS: Columns = Columns {
     ],
     store_order: &[],
     by: &["command", "result"],
+    shape: &["command", "result"],
     renamed: &[],
     log_text: LogText::Utf8,
 };

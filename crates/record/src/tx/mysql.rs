@@ -89,6 +89,7 @@ pub static COLUMNS: Columns = Columns {
     store_order: &["command", "query", "fingerprint", "database", "user", "affected_rows", "insert_id", "rows", "num_fields", "error_code", "sql_state", "error_message"],
     // Zeek's and PostgreSQL's name for the same count.
     by: &["fingerprint"],
+    shape: &["fingerprint"],
     renamed: &[("num_rows", "rows")],
     log_text: LogText::Utf8,
 };

@@ -71,6 +71,7 @@ pub static COLUMNS: Columns = Columns {
     ],
     store_order: &[],
     by: &["fingerprint"],
+    shape: &["fingerprint"],
     renamed: &[],
     log_text: LogText::Utf8,
 };

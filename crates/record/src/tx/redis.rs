@@ -43,6 +43,7 @@ pub static COLUMNS: Columns = Columns {
     ],
     store_order: &[],
     by: &["command"],
+    shape: &["command"],
     renamed: &[],
     log_text: LogText::Utf8,
 };

@@ -287,6 +287,7 @@ pub static COLUMNS: Columns = Columns {
     ],
     store_order: &[],
     by: &["server_name"],
+    shape: &["server_name", "version"],
     renamed: &[],
     log_text: LogText::ZeekAscii,
 };
