@@ -180,12 +180,14 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     if let Some(u) = &target {
         wirelog_safefs::give_created_to(u.uid, u.gid);
     }
-    let started = crate::output::start(OutputConfig {
+    let mut out_cfg = OutputConfig {
         empty_tcp_note: args.probe.skip_empty_tcp,
         processes: resolver.as_ref().map(|r| r.owners()),
         clickhouse: crate::clickhouse::sink_config(&args.output, &args.interfaces.join(","))?,
         ..args.output.config()
-    })?;
+    };
+    args.pcap.record_in(&mut out_cfg)?;
+    let started = crate::output::start(out_cfg)?;
     let (output, mut owned_paths, health) = (started.output, started.paths, started.health);
     // --pcap-dir: the writer's directory is made (and given away) with the outputs.
     let keeping = args.pcap.start()?;

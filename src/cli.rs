@@ -1070,9 +1070,10 @@ pub struct PcapQueryArgs {
     #[arg(long, value_name = "DIR", default_value = "wirelog-data")]
     pub store: PathBuf,
 
-    /// The directory `--pcap-dir` wrote.
-    #[arg(long, value_name = "DIR", required = true)]
-    pub pcap_dir: PathBuf,
+    /// The directory `--pcap-dir` wrote (default: the one the store's
+    /// `read`/`capture --pcap-dir` recorded in it).
+    #[arg(long, value_name = "DIR")]
+    pub pcap_dir: Option<PathBuf>,
 
     /// The pcap file to write (`-`: standard output).
     #[arg(short = 'o', long, value_name = "FILE", required = true)]

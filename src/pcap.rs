@@ -57,6 +57,16 @@ impl PcapArgs {
         }
     }
 
+    /// Tells the store of `cfg` (when there is one) where this run keeps
+    /// packets, so `wirelog pcap` needs no `--pcap-dir` (the path made
+    /// absolute: the store outlives the working directory).
+    pub fn record_in(&self, cfg: &mut crate::output::OutputConfig) -> Result<()> {
+        if let (Some(dir), Some((_, opts))) = (&self.pcap_dir, cfg.store.as_mut()) {
+            opts.pcap_dir = Some(std::path::absolute(dir).with_context(|| format!("--pcap-dir {}", dir.display()))?);
+        }
+        Ok(())
+    }
+
     /// Starts the writer if `--pcap-dir` is given.
     pub fn start(&self) -> Result<Option<Keeping>> {
         let Some(dir) = &self.pcap_dir else {
@@ -154,6 +164,26 @@ pub struct PcapEnd {
     pub lost: bool,
 }
 
+/// The packet directory the store's writers recorded (see
+/// `wirelog_store::pcap_dirs`): the one there is, or an error saying why
+/// `--pcap-dir` must be given.
+fn recorded_pcap_dir(store: &std::path::Path) -> Result<PathBuf> {
+    let dirs = wirelog_store::read_pcap_dirs(store).with_context(|| format!("--store {}", store.display()))?;
+    match dirs.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => bail!(
+            "--store {}: no run writing this store kept packets (read/capture --pcap-dir); name the directory with --pcap-dir",
+            store.display()
+        ),
+        many => bail!(
+            "--store {}: runs writing this store kept packets in {} directories ({}); choose one with --pcap-dir",
+            store.display(),
+            many.len(),
+            many.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
 /// `wirelog pcap`.
 pub fn run(args: PcapQueryArgs) -> Result<ExitCode> {
     let QueryKind(kind) = args.kind;
@@ -178,8 +208,12 @@ pub fn run(args: PcapQueryArgs) -> Result<ExitCode> {
             _ => None,
         })
         .collect();
-    if !args.pcap_dir.is_dir() {
-        bail!("--pcap-dir {}: no such directory", args.pcap_dir.display());
+    let pcap_dir = match &args.pcap_dir {
+        Some(d) => d.clone(),
+        None => recorded_pcap_dir(&args.store)?,
+    };
+    if !pcap_dir.is_dir() {
+        bail!("--pcap-dir {}: no such directory", pcap_dir.display());
     }
     let to_stdout = args.output.as_os_str() == "-";
     let mut out: Box<dyn Write> = if to_stdout {
@@ -190,8 +224,8 @@ pub fn run(args: PcapQueryArgs) -> Result<ExitCode> {
         )
     };
     let window = if kind == wirelog_store::Kind::Conns { conns_window(&table.rows) } else { Window::default() };
-    let s = wirelog_pcapdir::extract::extract(&args.pcap_dir, &uids, window, &mut out)
-        .with_context(|| format!("cannot extract from {}", args.pcap_dir.display()))?;
+    let s = wirelog_pcapdir::extract::extract(&pcap_dir, &uids, window, &mut out)
+        .with_context(|| format!("cannot extract from {}", pcap_dir.display()))?;
     out.flush()?;
     for w in &s.warnings {
         eprintln!("wirelog: warning: {w}");
@@ -201,7 +235,7 @@ pub fn run(args: PcapQueryArgs) -> Result<ExitCode> {
         table.rows_matched,
         uids.len(),
         s.uids_found,
-        args.pcap_dir.display(),
+        pcap_dir.display(),
         s.packets,
         s.files_read,
         s.files_indexed,

@@ -52,6 +52,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     // Everything that can be wrong with the command is found before any
     // directory, lock, log header or file is created.
     let mut out_cfg = OutputConfig { empty_tcp_note: args.probe.skip_empty_tcp, ..args.output.config() };
+    args.pcap.record_in(&mut out_cfg)?;
     // ClickHouse rows name the capture files they came from (flows carry
     // `file:IFID` like the store).
     let files: Vec<String> = args
@@ -128,10 +129,8 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         k.attach(&mut probe, true)?;
     }
 
+    // Printed once, in the summary, with the evictions it caused.
     let budget = memory_line(&args.probe);
-    if !args.quiet {
-        eprintln!("{budget}");
-    }
 
     let total_bytes: Option<u64> = inputs.iter().map(|i| i.reader.total_len()).sum();
     let progress = Progress::new(!args.quiet, total_bytes);

@@ -158,6 +158,21 @@ fn a_query_over_transactions_extracts_their_connections() {
         c["orig_pkts"].parse::<usize>().unwrap() + c["resp_pkts"].parse::<usize>().unwrap()
     }).sum();
     assert_eq!(read_pcap(&out).0.len(), want);
+
+    // The store recorded where `read --pcap-dir` kept the packets: without
+    // --pcap-dir the same file comes out.
+    let recorded = std::fs::read_to_string(store.join("pcap_dirs.txt")).unwrap();
+    assert_eq!(recorded, format!("{}\n", s(&pd)));
+    let again = dir.join("http-again.pcap");
+    wirelog(&["pcap", "http", "--store", s(&store), "-o", s(&again)]);
+    assert_eq!(std::fs::read(&again).unwrap(), std::fs::read(&out).unwrap());
+
+    // A store no run kept packets for: the error says to name the directory.
+    let bare = dir.join("bare");
+    wirelog(&["read", s(&input), "--store", s(&bare)]);
+    let o = Command::new(BIN).args(["pcap", "--store", s(&bare), "-o", s(&dir.join("x.pcap"))]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("no run writing this store kept packets") && err.contains("--pcap-dir"), "{err}");
 }
 
 /// The frames (1-based) `--pcap-cutoff limit` keeps, from tshark's fields:

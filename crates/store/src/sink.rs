@@ -41,7 +41,12 @@ impl StoreSink {
     /// files are written in staging under that name and enter the store
     /// only at the commit (see [`crate::staging`]).
     pub fn open(dir: &Path, opts: StoreOptions, live: Arc<Live>, run: Option<&str>) -> Result<StoreSink, StoreError> {
+        let pcap_dir = opts.pcap_dir.clone();
         let mut store = Store::open(dir, opts)?;
+        if let Some(p) = pcap_dir {
+            // Under the lock Store::open took.
+            crate::pcap_dirs::record_pcap_dir(dir, &p)?;
+        }
         if let Some(note) = store.recovered().note(dir) {
             eprintln!("{note}");
         }

@@ -51,6 +51,10 @@ pub struct StoreOptions {
     /// limit is set) deletes the oldest partitions, and otherwise writing
     /// pauses, rows staying buffered (0: no floor).
     pub min_free_bytes: u64,
+    /// Where the run writing the store keeps packets (`--pcap-dir`, an
+    /// absolute path): recorded in the store when it opens (see
+    /// [`crate::pcap_dirs`]).
+    pub pcap_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for StoreOptions {
@@ -65,6 +69,7 @@ impl Default for StoreOptions {
             sync: true,
             retention_interval: Duration::from_secs(60),
             min_free_bytes: 0,
+            pcap_dir: None,
         }
     }
 }
