@@ -661,7 +661,8 @@ pub struct TrackArgs {
 
     /// Ports where servers listen, used to pick the originator of a connection
     /// whose first packet is not a SYN (Zeek's likely_server_ports): `default`
-    /// (Zeek's default analyzers' ports), `none`, or a list such as
+    /// (the ports Zeek's default scripts register, and those of wirelog's
+    /// parsers), `none`, or a list such as
     /// `tcp/80,udp/53,8000-8080` (a bare port means TCP and UDP);
     /// `default,tcp/13001` extends the defaults. Ports named with --ports
     /// are server ports too.
@@ -723,6 +724,23 @@ impl TrackArgs {
         let (max_connections, max_flows, _) = self.budget(app)?;
         let (mut tcp_server_ports, mut udp_server_ports) =
             PortSet::parse_list(&self.server_ports).map_err(|e| format!("--server-ports: {e}"))?;
+        // wirelog's parsers register their ports as Zeek's analyzers do
+        // (Analyzer::register_for_ports adds an analyzer's ports to
+        // likely_server_ports): with `default`, each parsed protocol's
+        // default ports orient connections too, TCP (and UDP for DNS).
+        let with_default = self.server_ports.split(',').any(|t| t.trim() == "default");
+        if with_default && !app.no_parse {
+            // A protocol given its ports with --ports registers those instead.
+            let named: Vec<wirelog_parse::Protocol> = app.named_ports()?.into_iter().map(|(p, _)| p).collect();
+            for proto in wirelog_parse::Protocol::ALL.into_iter().filter(|p| !named.contains(p)) {
+                for &p in proto.default_ports() {
+                    tcp_server_ports.insert(p);
+                    if proto == wirelog_parse::Protocol::Dns {
+                        udp_server_ports.insert(p);
+                    }
+                }
+            }
+        }
         // A port named for a protocol is where its server listens: it orients
         // connections too (a capture that starts mid-connection, a server
         // that speaks first).

@@ -17,6 +17,12 @@ impl IpAddr16 {
     pub fn is_v4(&self) -> bool {
         self.0[..10] == [0; 10] && self.0[10] == 0xff && self.0[11] == 0xff
     }
+    /// 255.255.255.255, as Zeek's `IPAddr::IsBroadcast` (src/IPAddr.h): an
+    /// IPv4 address whose four bytes are all 0xff (no IPv6 address is).
+    #[inline]
+    pub fn is_ipv4_broadcast(&self) -> bool {
+        self.is_v4() && self.0[12..] == [0xff; 4]
+    }
     pub fn to_std(&self) -> std::net::IpAddr {
         if self.is_v4() {
             std::net::IpAddr::V4(std::net::Ipv4Addr::new(

@@ -24,11 +24,12 @@ mod table;
 mod tcp;
 mod timer;
 mod tracker;
+mod zeek_ports;
 
 pub use app::{AppConfig, AppStats};
 pub use flow::{FlowKey, FlowSlot, FlowTable};
 pub use keep::{KeepRule, KeepVerdict};
 pub use kernel::{KernelAccounting, DEFAULT_MAX_CONNECTIONS as KERNEL_MAX_CONNECTIONS};
 pub use key::{ConnKey, Side};
-pub use ports::{PortSet, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS};
+pub use ports::{PortSet, ZeekServerPort, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS, ZEEK_SERVER_PORTS};
 pub use tracker::{TrackStats, Tracker, TrackerConfig};

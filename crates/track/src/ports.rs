@@ -32,78 +32,26 @@ impl PortSet {
     }
 }
 
-// Zeek's `likely_server_ports` is the union of what its default scripts put
-// there. Two mechanisms, both read in zeek/zeek:
-//  - `redef likely_server_ports += { ... }` in a protocol's main.zeek;
-//  - `Analyzer::register_for_ports(tag, server_ports, non_server_ports)`
-//    (scripts/base/frameworks/analyzer/main.zeek) and
-//    `PacketAnalyzer::register_for_ports` (scripts/base/frameworks/
-//    packet-analysis/main.zeek) add their `server_ports` argument to it, so
-//    every port a default analyzer registers counts, except the ones passed
-//    as non-server ports (DHCP's 68/udp, DHCPv6's 546/udp, DNS-over-QUIC's
-//    853/udp and 784/udp).
-// Per script (scripts/base/protocols/<name>/main.zeek unless said):
-//   dce-rpc     135/tcp
-//   dhcp        67/udp, 4011/udp (`server_ports`; 68/udp is `client_ports`)
-//   dhcpv6      547/udp (`server_ports`; 546/udp is `client_ports`)
-//   dnp3        20000/tcp, 20000/udp
-//   dns         53/udp, 53/tcp, 137/udp, 5353/udp, 5355/udp
-//   finger      79/tcp
-//   ftp         21/tcp, 2811/tcp
-//   http        80, 81, 631, 1080, 3128, 8000, 8080, 8888/tcp
-//   imap        143/tcp
-//   irc         6666, 6667, 6668, 6669/tcp
-//   krb         88/tcp, 88/udp
-//   ldap        389/tcp, 3268/tcp (`ports_tcp`), 389/udp (`ports_udp`)
-//   modbus      502/tcp
-//   mqtt        1883/tcp
-//   mysql       1434/tcp, 3306/tcp (registered only: a server port through
-//               register_for_ports)
-//   ntp         123/udp
-//   postgresql  5432/tcp
-//   quic        443/udp (`quic_ports`)
-//   radius      1812/udp
-//   rdp         3389/tcp (`rdp_ports`), 3389/udp (`rdpeudp_ports`)
-//   redis       6379/tcp
-//   sip         5060/udp
-//   smb         139/tcp, 445/tcp
-//   smtp        25/tcp, 587/tcp
-//   snmp        161/udp, 162/udp
-//   socks       1080/tcp
-//   ssh         22/tcp
-//   ssl         443, 563, 585, 614, 636, 989, 990, 992, 993, 995, 5223/tcp
-//               (`ssl_ports`), 443/udp (`dtls_ports`)
-//   syslog      514/udp (`ports`), 514/tcp (`tcp_ports`), registered only
-//   xmpp        5222/tcp, 5269/tcp
-//   scripts/base/packet-protocols/{teredo,gtpv1,ayiya,vxlan,geneve}/main.zeek
-//               3544/udp, 2152/udp and 2123/udp, 5072/udp, 4789/udp, 6081/udp
-// Older Zeek releases (before register_for_ports fed likely_server_ports)
-// lack the "registered only" entries; the Zeek scoreboard cases do not
-// depend on them. wirelog adds the ports of protocols it parses or that
-// commonly speak first from a server (listed below the arrays), since it
-// has no Zeek-style analyzer to confirm the responder later.
+// Zeek's `likely_server_ports` is what the scripts `zeek -r` loads by
+// default put there: every `server_ports` argument of
+// `Analyzer::register_for_ports` (scripts/base/frameworks/analyzer/main.zeek)
+// and `PacketAnalyzer::register_for_ports` (scripts/base/packet-protocols/
+// main.zeek). `crate::zeek_ports` is that set, generated from Zeek's scripts
+// by scripts/zeek_server_ports.py, each port with the script and line that
+// wrote it and the registration that added it; nothing is added or left out
+// here. (wirelog's own parsers register their ports the same way, see
+// `--server-ports default` in the binary: the analogue of a Zeek analyzer's
+// registration, done where the parsers' port table is known.)
 
-/// TCP ports of Zeek's `likely_server_ports`, plus wirelog's own.
-pub const DEFAULT_TCP_SERVER_PORTS: &[u16] = &[
-    21, 22, 23, 25, 53, 79, 80, 81, 88, 110, 111, 135, 139, 143, 179, 389, 443, 445, 465, 502,
-    514, 563, 585, 587, 614, 631, 636, 989, 990, 992, 993, 994, 995, 1080, 1433, 1434, 1521,
-    1723, 1883, 2049, 2811, 3128, 3268, 3306, 3389, 5060, 5222, 5223, 5269, 5432, 5672, 6379,
-    6443, 6666, 6667, 6668, 6669, 7000, 8000, 8080, 8443, 8888, 9042, 9092, 9200, 11211, 20000,
-    27017,
-];
-// wirelog: 23 telnet, 110 POP3, 111 portmap, 179 BGP, 465 SMTPS, 994 IRCS,
-// 1433 MSSQL, 1521 Oracle, 1723 PPTP, 2049 NFS, 5060 SIP over TCP, 5672 AMQP,
-// 6443 Kubernetes API, 7000, 8443, 9042 Cassandra, 9092 Kafka,
-// 9200 Elasticsearch, 11211 memcached, 27017 MongoDB.
+pub use crate::zeek_ports::{ZeekServerPort, ZEEK_SERVER_PORTS};
 
-/// UDP ports of Zeek's `likely_server_ports`, plus wirelog's own.
-pub const DEFAULT_UDP_SERVER_PORTS: &[u16] = &[
-    53, 67, 69, 88, 123, 137, 161, 162, 389, 443, 500, 514, 547, 1812, 1813, 2123, 2152, 3389,
-    3544, 4011, 4500, 4789, 5060, 5072, 5353, 5355, 6081, 20000,
-];
-// wirelog: 69 TFTP, 500/4500 IKE, 1813 RADIUS accounting. 68/udp (DHCP
-// client) is not a server port, as in Zeek: a reply from 67 to 68 keeps 67
-// as the responder.
+/// TCP ports of Zeek's `likely_server_ports` (generated).
+pub const DEFAULT_TCP_SERVER_PORTS: &[u16] = crate::zeek_ports::ZEEK_TCP_SERVER_PORTS;
+
+/// UDP ports of Zeek's `likely_server_ports` (generated). 68/udp (DHCP's
+/// client port) is registered as a non-server port and is not here: a
+/// reply from 67 to 68 keeps 67 as the responder.
+pub const DEFAULT_UDP_SERVER_PORTS: &[u16] = crate::zeek_ports::ZEEK_UDP_SERVER_PORTS;
 
 impl PortSet {
     /// Parses a server-port list for one protocol: `default`, `none`, or a
@@ -185,14 +133,35 @@ mod tests {
         for p in [79, 135, 502, 1883, 2811, 3268, 3389, 5222, 20000] {
             assert!(t.contains(p), "tcp/{p}");
         }
-        for p in [67, 123, 161, 514, 547, 1812, 3389, 3544, 4011, 4789, 5060, 5072, 6081, 20000] {
+        for p in [67, 123, 161, 514, 1812, 3389, 3544, 4011, 4789, 5060, 5072, 6081, 20000] {
             assert!(u.contains(p), "udp/{p}");
         }
         // Registered only (a server port through register_for_ports).
         assert!(t.contains(1434) && t.contains(3306) && t.contains(514));
-        // Client ports Zeek registers as non-server ports.
-        for p in [68, 546, 784, 853] {
+        // Client ports Zeek registers as non-server ports, and ports no
+        // default script registers (POP3 has only a signature).
+        for p in [68, 546, 784, 853, 69, 500] {
             assert!(!u.contains(p), "udp/{p}");
+        }
+        assert!(!t.contains(110) && !t.contains(23) && !t.contains(11211));
+    }
+
+    #[test]
+    fn the_table_and_the_sets_agree() {
+        for e in ZEEK_SERVER_PORTS {
+            let set = match e.proto {
+                "tcp" => DEFAULT_TCP_SERVER_PORTS,
+                "udp" => DEFAULT_UDP_SERVER_PORTS,
+                other => panic!("{other}"),
+            };
+            assert!(set.contains(&e.port), "{}/{} ({}:{})", e.port, e.proto, e.script, e.line);
+            assert!(e.script.starts_with("scripts/") && e.line > 0 && e.registered_line > 0);
+        }
+        for (proto, set) in [("tcp", DEFAULT_TCP_SERVER_PORTS), ("udp", DEFAULT_UDP_SERVER_PORTS)] {
+            for &p in set {
+                assert!(ZEEK_SERVER_PORTS.iter().any(|e| e.proto == proto && e.port == p), "{p}/{proto}");
+            }
+            assert!(set.windows(2).all(|w| w[0] < w[1]), "{proto}: sorted, each once");
         }
     }
 }

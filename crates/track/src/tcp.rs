@@ -535,7 +535,21 @@ impl TcpConn {
         self.set_state(!is_orig, s)
     }
 
-    /// Whether a SYN on an existing connection starts a new one (Zeek's IsReuse).
+    /// Whether a SYN on an existing connection starts a new one: Zeek's
+    /// `TCPSessionAdapter::IsReuse` (src/packet_analysis/protocol/tcp/
+    /// TCPSessionAdapter.cc), called by `IPBasedAnalyzer::AnalyzePacket`
+    /// (src/packet_analysis/protocol/ip/IPBasedAnalyzer.cc) for every packet
+    /// of a known tuple. Only a SYN (or, on a half connection whose
+    /// originator said nothing, a SYN-ACK) can; on a connection that is
+    /// not closed (no FIN or RST seen) it must carry a different initial
+    /// sequence number and not be the SYN of a SYN/SYN-ACK pair seen in
+    /// reverse order; once either side closed (FIN or RST: a refused
+    /// connect, a reset, a finished exchange) every SYN starts a new
+    /// connection, whatever its sequence number and however soon (Zeek only
+    /// names the soon and still-active cases in weirds:
+    /// `premature_connection_reuse`, `active_connection_reuse`). A connection
+    /// idle past its inactivity timeout is gone before the SYN arrives
+    /// (the timer), so the SYN creates a new one without asking.
     pub fn is_reuse(&self, seg: &Segment) -> bool {
         if seg.flags & SYN == 0 {
             return false;
@@ -547,15 +561,8 @@ impl TcpConn {
             }
             conn_orig = &self.resp;
         }
+        // Zeek's IsClosed(): orig->did_close || resp->did_close.
         let is_closed = self.orig.did_close || self.resp.did_close;
-        if is_closed && seg.flags & ACK == 0 && seg.seq == conn_orig.start_seq {
-            // A copy of the connection's own SYN (duplicated capture, e.g. a
-            // loopback or `-i any` capture seeing each packet twice, with
-            // copies arriving after the close): a new connection would use a
-            // new initial sequence number. Zeek starts a new connection here
-            // and logs the duplicated data twice; the copy belongs to the old one.
-            return false;
-        }
         if !is_closed {
             if seg.seq == conn_orig.start_seq {
                 return false;

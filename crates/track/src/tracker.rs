@@ -565,8 +565,16 @@ impl Tracker {
         if self.table.is_full() {
             self.evict_one();
         }
-        // Zeek's WantConnection: guess the originator when the first packet is not a SYN.
-        let flip = match (pkt.transport, seg) {
+        // Zeek's WantConnection: guess the originator when the first packet
+        // is not a SYN (TCPAnalyzer::WantConnection, src/packet_analysis/
+        // protocol/tcp/TCP.cc), or for UDP when only the source port is a
+        // likely server port (UDPAnalyzer::WantConnection, .../udp/UDP.cc);
+        // ICMP keeps the first sender (the default WantConnection of
+        // IPBasedAnalyzer.h). IPBasedAnalyzer::NewConn (.../ip/
+        // IPBasedAnalyzer.cc) then flips only when the responder is not the
+        // IPv4 broadcast address (IPAddr::IsBroadcast: 255.255.255.255):
+        // a DHCP server's broadcast offer from 67 to 68 keeps it originator.
+        let want_flip = match (pkt.transport, seg) {
             (Transport::Tcp { .. }, Some(s)) => {
                 let syn = s.flags & wirelog_decode::tcp_flags::SYN != 0;
                 let ack = s.flags & wirelog_decode::tcp_flags::ACK != 0;
@@ -596,6 +604,7 @@ impl Tracker {
             }
             _ => false,
         };
+        let flip = want_flip && !key.dst.is_ipv4_broadcast();
         let state = match pkt.transport {
             Transport::Tcp { .. } => ProtoState::Tcp(TcpPart::new(
                 self.tcp.insert(TcpConn::new(self.cfg.report_gaps_for_partial)),

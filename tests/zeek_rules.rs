@@ -1,0 +1,109 @@
+//! Zeek's connection rules on captures made here (tests/zeek_rules/traffic.py
+//! in a network namespace, recorded by tcpdump), each expectation the
+//! outcome of the Zeek source the tracker cites beside its code:
+//!  - reuse (`TCPSessionAdapter::IsReuse`): once a side closed (here: the
+//!    RST of a refused connect), every SYN on the tuple starts a new
+//!    connection, with a new initial sequence number or the same one;
+//!  - UDP orientation (`UDPAnalyzer::WantConnection`): flipped only when the
+//!    source port is a likely server port and the destination port is not,
+//!    with `likely_server_ports` as Zeek's default scripts register it (the
+//!    generated `ZEEK_SERVER_PORTS`), and never towards 255.255.255.255
+//!    (`IPBasedAnalyzer::NewConn`).
+
+mod common;
+
+use common::live::{is_root, skip};
+use common::lo::{have, settle, LoNs};
+use common::{parse_log, scratch};
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_wirelog");
+
+fn script() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/zeek_rules/traffic.py").display().to_string()
+}
+
+fn conns(pcaps: &[&Path]) -> Vec<HashMap<String, String>> {
+    let out = Command::new(BIN)
+        .args(["read", "--quiet", "--no-store", "--seed", "1"])
+        .args(pcaps)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    parse_log(&String::from_utf8(out.stdout).unwrap())
+}
+
+fn tuple(r: &HashMap<String, String>) -> String {
+    format!("{}:{} > {}:{} {}", r["id.orig_h"], r["id.orig_p"], r["id.resp_h"], r["id.resp_p"], r["proto"])
+}
+
+#[test]
+fn reuse_after_a_refused_connect_and_udp_orientation_follow_zeek() {
+    if !is_root() || !have("tcpdump") {
+        return skip("needs root (network namespaces) and tcpdump");
+    }
+    let dir = scratch("zeek_rules", "traffic");
+    let ns = LoNs::new("zr");
+    for args in [
+        &["link", "add", "v0", "type", "veth", "peer", "name", "v1"][..],
+        &["addr", "add", "10.77.0.1/24", "dev", "v0"],
+        &["link", "set", "v0", "up"],
+        &["link", "set", "v1", "up"],
+        &["route", "add", "default", "dev", "v0"],
+    ] {
+        let mut a = vec!["-n", ns.name.as_str()];
+        a.extend_from_slice(args);
+        common::live::sh(&[&["ip"][..], &a].concat());
+    }
+    let lo_pcap = dir.join("lo.pcap");
+    let td = ns.tcpdump(&lo_pcap, &["tcp", "or", "udp"]);
+    ns.run(&["python3", &script(), "lo"]);
+    settle(&lo_pcap);
+    td.interrupt();
+    let bc_pcap = dir.join("bcast.pcap");
+    let log = dir.join("bcast.tcpdump.log");
+    let mut td = ns.spawn("tcpdump", &["tcpdump", "-i", "v1", "-n", "-s", "0", "-U", "-w", bc_pcap.to_str().unwrap(), "udp"], &log);
+    common::lo::wait_for("tcpdump on v1", std::time::Duration::from_secs(20), || {
+        assert!(td.alive(), "tcpdump exited: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        std::fs::read_to_string(&log).unwrap_or_default().contains("listening on")
+    });
+    ns.run(&["python3", &script(), "bcast"]);
+    settle(&bc_pcap);
+    td.interrupt();
+
+    let rows = conns(&[&lo_pcap, &bc_pcap]);
+    let by = |t: &str| rows.iter().filter(|r| tuple(r) == t).collect::<Vec<_>>();
+    for r in &rows {
+        eprintln!("{} {} {}", tuple(r), r["history"], r["conn_state"]);
+    }
+
+    // Three refused connects from one source port: three connections, each
+    // a SYN answered by a RST (REJ), whether the ISN changed or not.
+    for sport in ["40001", "40002"] {
+        let t = format!("127.0.0.1:{sport} > 127.0.0.1:9 tcp");
+        let got = by(&t);
+        assert_eq!(got.len(), 3, "{t}: {rows:?}");
+        for r in got {
+            assert_eq!((r["conn_state"].as_str(), r["history"].as_str(), r["orig_pkts"].as_str()), ("REJ", "Sr", "1"), "{t}");
+        }
+    }
+    // Two likely server ports: the first sender stays the originator, in
+    // either order.
+    assert_eq!(by("127.0.0.1:53 > 127.0.0.2:123 udp").len(), 1, "{rows:?}");
+    assert_eq!(by("127.0.0.4:123 > 127.0.0.3:53 udp").len(), 1, "{rows:?}");
+    // From a likely server port to an ephemeral one: flipped.
+    assert_eq!(by("127.0.0.6:40010 > 127.0.0.5:123 udp").len(), 1, "{rows:?}");
+    // 500 (IKE) and 69 (TFTP) are registered by no default Zeek script: kept.
+    assert_eq!(by("127.0.0.7:500 > 127.0.0.8:40011 udp").len(), 1, "{rows:?}");
+    assert_eq!(by("127.0.0.9:69 > 127.0.0.10:40012 udp").len(), 1, "{rows:?}");
+    // 67 is a server port, 68 is not, but the responder is the broadcast
+    // address: not flipped.
+    assert_eq!(by("10.77.0.1:67 > 255.255.255.255:68 udp").len(), 1, "{rows:?}");
+    // Only the one flipped connection carries Zeek's flip mark.
+    for r in rows.iter().filter(|r| r["proto"] == "udp") {
+        let flipped = tuple(r) == "127.0.0.6:40010 > 127.0.0.5:123 udp";
+        assert_eq!(r["history"].starts_with('^'), flipped, "{}: {}", tuple(r), r["history"]);
+    }
+}
