@@ -96,9 +96,12 @@ pub enum Command {
     /// selects to one pcap file, in time order, found through the index.
     ///
     /// Examples:
-    ///   wirelog pcap --where 'uid = CHhAvVGS1DHFjwGM9' -o one.pcap
-    ///   wirelog pcap conns --where 'resp_p = 3306 and duration > 1s' --last 1h -o slow.pcap
-    ///   wirelog pcap mysql --where 'latency > 1s' --last 1h -o slow-queries.pcap
+    ///   wirelog pcap --where 'uid = CD66B2rqTQAP1fb2EG' -o one.pcap
+    ///   wirelog pcap conns --where 'resp_p = 3306' --last 1h -o mysql.pcap
+    ///   wirelog pcap http --where 'status_code >= 400' --last 1h -o errors.pcap
+    ///
+    /// The directory is the one the store's `read`/`capture --pcap-dir`
+    /// recorded; --pcap-dir chooses another.
     #[command(verbatim_doc_comment)]
     Pcap(PcapQueryArgs),
     /// Prepare a ClickHouse database for a fleet of probes (`init`) or send
@@ -783,7 +786,7 @@ pub struct AppArgs {
 
     /// Server ports of a protocol, replacing its defaults; repeatable, e.g.
     /// `--ports mysql=3306,3307 --ports http=80,8080`. Defaults: http
-    /// 80,8000,8080,8888; mysql 3306; pgsql 5432; redis 6379; dns 53,5353;
+    /// 80,8000,8080,8888; mysql 3306; pgsql 5432; redis 6379; dns 53,137,5353,5355;
     /// tls 443,465,563,585,614,636,853,989,990,992,993,994,995,5061,5223,5986,8443
     /// (Zeek's SSL ports and a few more). `tls=25,143` also reads STARTTLS
     /// handshakes after SMTP's or IMAP's plaintext.

@@ -550,7 +550,15 @@ impl TcpConn {
     /// `premature_connection_reuse`, `active_connection_reuse`). A connection
     /// idle past its inactivity timeout is gone before the SYN arrives
     /// (the timer), so the SYN creates a new one without asking.
-    pub fn is_reuse(&self, seg: &Segment) -> bool {
+    ///
+    /// One departure: `stamped_at_start` (the SYN's time is not after the
+    /// connection's start) with the connection's own SYN (same ISN) is a
+    /// copy of that SYN in a capture that holds each packet more than once
+    /// and out of order (Packetbeat's wsgi_loopback.pcap repeats the first
+    /// SYN, with its original timestamp, after the FIN): an attempt that
+    /// replaces a connection cannot predate it. Zeek, which keeps no such
+    /// time, starts a new connection there.
+    pub fn is_reuse(&self, seg: &Segment, stamped_at_start: bool) -> bool {
         if seg.flags & SYN == 0 {
             return false;
         }
@@ -563,6 +571,9 @@ impl TcpConn {
         }
         // Zeek's IsClosed(): orig->did_close || resp->did_close.
         let is_closed = self.orig.did_close || self.resp.did_close;
+        if is_closed && stamped_at_start && seg.flags & ACK == 0 && seg.seq == conn_orig.start_seq {
+            return false;
+        }
         if !is_closed {
             if seg.seq == conn_orig.start_seq {
                 return false;

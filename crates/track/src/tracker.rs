@@ -499,7 +499,7 @@ impl Tracker {
                 // Only a SYN can start a new connection on a known tuple.
                 let reuse = match &seg {
                     Some(s) if s.flags & wirelog_decode::tcp_flags::SYN != 0 => {
-                        matches!(self.table.get(idx).map(|e| &e.value.state), Some(ProtoState::Tcp(p)) if self.tcp.get(p.slab).is_some_and(|t| t.is_reuse(s)))
+                        matches!(self.table.get(idx).map(|e| (&e.value.state, ts_ns <= e.value.start_ns)), Some((ProtoState::Tcp(p), at_start)) if self.tcp.get(p.slab).is_some_and(|t| t.is_reuse(s, at_start)))
                     }
                     _ => false,
                 };
