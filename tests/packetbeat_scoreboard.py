@@ -1018,7 +1018,7 @@ def golden(data, manifest, runner, facts, used):
 # ---------------------------------------------------------------------------
 
 DEFAULT_PORTS = {"http": {80, 8000, 8080, 8888}, "mysql": {3306}, "pgsql": {5432},
-                 "redis": {6379}, "dns": {53, 5353}}
+                 "redis": {6379}, "dns": {53, 137, 5353, 5355}}
 
 
 def why_bare_differs(runs, bad):

@@ -85,8 +85,10 @@ macro_rules! protocol_table {
             Pgsql { name: "pgsql", service: "postgresql", log: "pgsql", ports: &[5432], what: "PostgreSQL queries" }
             /// Redis (RESP2 and RESP3).
             Redis { name: "redis", service: "redis", log: "redis", ports: &[6379], what: "Redis commands" }
-            /// DNS over UDP and TCP.
-            Dns { name: "dns", service: "dns", log: "dns", ports: &[53, 5353], what: "DNS queries" }
+            /// DNS over UDP and TCP. Ports: Zeek's `DNS::ports`
+            /// (base/protocols/dns/main.zeek: 53, 137 NetBIOS name service,
+            /// 5353 mDNS, 5355 LLMNR; the same message format).
+            Dns { name: "dns", service: "dns", log: "dns", ports: &[53, 137, 5353, 5355], what: "DNS queries" }
             /// TLS (SSL 3.0 to TLS 1.3) handshakes, one per TLS session. Ports:
             /// Zeek's `SSL::ssl_ports` (base/protocols/ssl/main.zeek: 443, 465,
             /// 563, 585, 614, 636, 989, 990, 992, 993, 995, 5223) plus DNS over
