@@ -484,7 +484,6 @@ fn service_agrees_with_zeek_except_the_listed_rows() {
         ("ftp_ipv6", "conn.ipv4.log", "141.142.220.235 59378 199.233.217.249 56667", "ftp-data", "-", "as above"),
         ("ftp_ipv6", "conn.ipv4.log", "199.233.217.249 61920 141.142.220.235 33582", "ftp-data", "-", "as above"),
         ("ftp_ipv6", "conn.ipv4.log", "199.233.217.249 61918 141.142.220.235 37835", "ftp-data", "-", "as above"),
-        ("teredo_tunnel", "conn.log", "0.0.0.0 68 255.255.255.255 67", "dhcp", "-", "no DHCP analyzer in wirelog"),
         ("teredo_tunnel", "conn.log", "192.168.2.16 3797 65.55.158.80 3544", "teredo", "-", "tunnels are not decapsulated (the outer connection is named by Zeek's Teredo analyzer)"),
         ("teredo_tunnel", "conn.log", "192.168.2.16 3797 83.170.1.38 32900", "teredo", "-", "as above"),
         ("gtp_outer_ip_frag", "conn.log", "239.114.155.111 2152 63.94.149.181 2152", "gtpv1", "-", "tunnels are not decapsulated (GTPv1)"),

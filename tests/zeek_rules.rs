@@ -8,7 +8,9 @@
 //!    source port is a likely server port and the destination port is not,
 //!    with `likely_server_ports` as Zeek's default scripts register it (the
 //!    generated `ZEEK_SERVER_PORTS`), and never towards 255.255.255.255
-//!    (`IPBasedAnalyzer::NewConn`).
+//!    (`IPBasedAnalyzer::NewConn`);
+//!  - DHCP named in `service` once a message of it is seen (Zeek's DHCP
+//!    analyzer, `process_dhcp_message`), against a real dnsmasq.
 
 mod common;
 
@@ -46,17 +48,21 @@ fn reuse_after_a_refused_connect_and_udp_orientation_follow_zeek() {
     }
     let dir = scratch("zeek_rules", "traffic");
     let ns = LoNs::new("zr");
-    for args in [
-        &["link", "add", "v0", "type", "veth", "peer", "name", "v1"][..],
-        &["addr", "add", "10.77.0.1/24", "dev", "v0"],
-        &["link", "set", "v0", "up"],
-        &["link", "set", "v1", "up"],
-        &["route", "add", "default", "dev", "v0"],
-    ] {
-        let mut a = vec!["-n", ns.name.as_str()];
+    // The client side of the veth pair in a namespace of its own: a DHCP
+    // server and its client in one namespace do not hear each other.
+    let client_ns = LoNs::new("zc");
+    let ip_in = |n: &LoNs, args: &[&str]| {
+        let mut a = vec!["ip", "-n", n.name.as_str()];
         a.extend_from_slice(args);
-        common::live::sh(&[&["ip"][..], &a].concat());
-    }
+        common::live::sh(&a);
+    };
+    ip_in(&ns, &["link", "add", "v0", "type", "veth", "peer", "name", "v1", "netns", &client_ns.name]);
+    ip_in(&ns, &["addr", "add", "10.77.0.1/24", "dev", "v0"]);
+    ip_in(&ns, &["addr", "add", "10.77.0.2/24", "dev", "v0"]);
+    ip_in(&ns, &["link", "set", "v0", "up"]);
+    ip_in(&ns, &["route", "add", "default", "dev", "v0"]);
+    ip_in(&client_ns, &["link", "set", "v1", "up"]);
+    ip_in(&client_ns, &["route", "add", "default", "dev", "v1"]);
     let lo_pcap = dir.join("lo.pcap");
     let td = ns.tcpdump(&lo_pcap, &["tcp", "or", "udp"]);
     ns.run(&["python3", &script(), "lo"]);
@@ -64,12 +70,32 @@ fn reuse_after_a_refused_connect_and_udp_orientation_follow_zeek() {
     td.interrupt();
     let bc_pcap = dir.join("bcast.pcap");
     let log = dir.join("bcast.tcpdump.log");
-    let mut td = ns.spawn("tcpdump", &["tcpdump", "-i", "v1", "-n", "-s", "0", "-U", "-w", bc_pcap.to_str().unwrap(), "udp"], &log);
+    let mut td = client_ns.spawn("tcpdump", &["tcpdump", "-i", "v1", "-n", "-s", "0", "-U", "-w", bc_pcap.to_str().unwrap(), "udp"], &log);
     common::lo::wait_for("tcpdump on v1", std::time::Duration::from_secs(20), || {
         assert!(td.alive(), "tcpdump exited: {}", std::fs::read_to_string(&log).unwrap_or_default());
         std::fs::read_to_string(&log).unwrap_or_default().contains("listening on")
     });
     ns.run(&["python3", &script(), "bcast"]);
+    // A real DHCP server (dnsmasq, DHCP only) on v0 answers a DISCOVER.
+    let dnsmasq_log = dir.join("dnsmasq.log");
+    let leases = dir.join("leases");
+    let dnsmasq = ns.spawn(
+        "dnsmasq",
+        &[
+            "/usr/sbin/dnsmasq", "--no-daemon", "--port=0", "--interface=v0", "--bind-interfaces", "--user=root",
+            "--dhcp-range=10.77.0.50,10.77.0.60,255.255.255.0,1h", &format!("--dhcp-leasefile={}", leases.display()),
+            "--no-resolv", "--no-hosts", "--log-dhcp",
+        ],
+        &dnsmasq_log,
+    );
+    let client = client_ns.cmd(&["python3", &script(), "dhcp"]).output().unwrap();
+    assert!(
+        client.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&client.stderr),
+        std::fs::read_to_string(&dnsmasq_log).unwrap_or_default()
+    );
+    drop(dnsmasq);
     settle(&bc_pcap);
     td.interrupt();
 
@@ -100,7 +126,21 @@ fn reuse_after_a_refused_connect_and_udp_orientation_follow_zeek() {
     assert_eq!(by("127.0.0.9:69 > 127.0.0.10:40012 udp").len(), 1, "{rows:?}");
     // 67 is a server port, 68 is not, but the responder is the broadcast
     // address: not flipped.
-    assert_eq!(by("10.77.0.1:67 > 255.255.255.255:68 udp").len(), 1, "{rows:?}");
+    assert_eq!(by("10.77.0.2:67 > 255.255.255.255:68 udp").len(), 1, "{rows:?}");
+    // DHCP, confirmed by one message as Zeek's analyzer does: the client's
+    // DISCOVER and the server's offer each name the service (Wireshark
+    // agrees they are DHCP); the datagram from 67 that is not DHCP does not.
+    let discover = by("0.0.0.0:68 > 255.255.255.255:67 udp");
+    assert_eq!(discover.len(), 1, "{rows:?}");
+    assert_eq!(discover[0]["service"], "dhcp");
+    let offers: Vec<_> = rows.iter().filter(|r| tuple(r).contains("10.77.0.1:67") && r["proto"] == "udp").collect();
+    assert!(!offers.is_empty() && offers.iter().all(|r| r["service"] == "dhcp"), "{rows:?}");
+    assert_eq!(by("10.77.0.2:67 > 255.255.255.255:68 udp")[0]["service"], "-");
+    if have("tshark") {
+        let t = Command::new("tshark").args(["-r", bc_pcap.to_str().unwrap(), "-Y", "dhcp", "-T", "fields", "-e", "frame.number"]).output().unwrap();
+        let n = String::from_utf8_lossy(&t.stdout).lines().count();
+        assert!(n >= 2, "tshark finds {n} DHCP messages");
+    }
     // Only the one flipped connection carries Zeek's flip mark.
     for r in rows.iter().filter(|r| r["proto"] == "udp") {
         let flipped = tuple(r) == "127.0.0.6:40010 > 127.0.0.5:123 udp";

@@ -12,7 +12,11 @@ Phase `lo`:
   - UDP whose first datagram comes from a likely server port (123) to an
     ephemeral port, and from ports no default Zeek script registers
     (500, 69) to an ephemeral port.
-Phase `bcast`: a DHCP-style datagram 67 -> 68 to 255.255.255.255 (v0).
+Phase `bcast`: a datagram 67 -> 68 to 255.255.255.255 from 10.77.0.2
+(v0), not DHCP.
+Phase `dhcp` (in the client namespace, which holds v1): a DHCPDISCOVER
+(RFC 2131) broadcast out of v1 from port 68; the dnsmasq the test runs on v0
+answers with an offer, awaited here.
 """
 import socket
 import struct
@@ -86,9 +90,36 @@ def lo():
 def bcast():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
-    s.bind(("10.77.0.1", 67))
+    s.bind(("10.77.0.2", 67))
     s.sendto(b"\x02" + b"\0" * 299, ("255.255.255.255", 68))
     s.close()
 
 
-{"lo": lo, "bcast": bcast}[sys.argv[1]]()
+def dhcp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b"v1")
+    s.bind(("0.0.0.0", 68))
+    with open("/sys/class/net/v1/address") as f:
+        mac = bytes(int(x, 16) for x in f.read().strip().split(":"))
+    # op, htype, hlen, hops, xid, secs, flags (broadcast: the client has no
+    # address yet, so the offer comes to 255.255.255.255), ciaddr..giaddr,
+    # chaddr, sname, file.
+    m = struct.pack("!BBBBIHH16s16s64s128s", 1, 1, 6, 0, 0x5A5A0001, 0, 0x8000, b"", mac, b"", b"")
+    # The magic cookie, message type DISCOVER, parameter request list, end.
+    m += bytes([99, 130, 83, 99, 53, 1, 1, 55, 3, 1, 3, 6, 255])
+    s.settimeout(1.0)
+    for _ in range(10):
+        s.sendto(m, ("255.255.255.255", 67))
+        try:
+            while True:
+                data, _ = s.recvfrom(2048)
+                if data[0] == 2 and data[4:8] == m[4:8]:
+                    return
+        except socket.timeout:
+            continue
+    sys.exit("no DHCP offer from dnsmasq")
+
+
+{"lo": lo, "bcast": bcast, "dhcp": dhcp}[sys.argv[1]]()

@@ -128,13 +128,15 @@ pub fn by_content(dir: Dir, data: &[u8]) -> Detected {
 /// A connection's content detection so far, one byte in the tracker's
 /// connection entry: which directions' first payloads were looked at, and
 /// whether it is over (parsing is off, nothing can be found, or the
-/// protocol is known by port).
+/// protocol is known by port); the upper four bits hold a service
+/// confirmed without a parser ([`crate::services::Service`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Detection(u8);
 
 const LOOKED_TO_SERVER: u8 = 1;
 const LOOKED_TO_CLIENT: u8 = 2;
 const OVER: u8 = 4;
+const SERVICE_SHIFT: u8 = 4;
 
 impl Detection {
     /// Detection that is over before it began (parsing is off).
@@ -148,6 +150,22 @@ impl Detection {
 
     pub fn end(&mut self) {
         self.0 |= OVER;
+    }
+
+    /// Detection from the start again (the roles were flipped), keeping a
+    /// service already confirmed.
+    pub fn restart(&mut self) {
+        self.0 &= 0xf << SERVICE_SHIFT;
+    }
+
+    /// Records a service confirmed without a parser.
+    pub fn confirm(&mut self, s: crate::services::Service) {
+        self.0 = (self.0 & !(0xf << SERVICE_SHIFT)) | ((s as u8) << SERVICE_SHIFT);
+    }
+
+    /// The service confirmed without a parser, if any.
+    pub fn service(self) -> Option<crate::services::Service> {
+        crate::services::Service::from_code(self.0 >> SERVICE_SHIFT)
     }
 
     /// Looks at `data`, a payload of `dir`, if it is that direction's first

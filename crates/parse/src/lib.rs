@@ -21,6 +21,7 @@ pub mod memcached;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
+pub mod services;
 pub mod stream;
 pub mod tls;
 

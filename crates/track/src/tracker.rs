@@ -828,7 +828,22 @@ impl Tracker {
                 (None, Some(Protocol::Dns)) => {
                     Some(AppState::new_udp_dns(uid_for(&mut self.uids, &self.keep, idx), cfg))
                 }
-                (None, _) => None,
+                (None, _) => {
+                    // A service named without a parser (crate
+                    // wirelog_parse::services): DHCP, on the responder
+                    // ports Zeek attaches its analyzer to, looked for in
+                    // every datagram until one confirms it, as Zeek's
+                    // analyzer sees every one.
+                    use wirelog_parse::services::{is_dhcp, Service, DHCP_RESP_PORTS};
+                    if DHCP_RESP_PORTS.contains(&e.key.dport) && e.value.detection.service().is_none() {
+                        if is_dhcp(payload) {
+                            e.value.detection.confirm(Service::Dhcp);
+                            e.value.detection.end();
+                        }
+                        return;
+                    }
+                    None
+                }
                 (Some(_), None) if cfg.by_content && !payload.is_empty() => {
                     match e.value.detection.look(dir, payload) {
                         Detected::Protocol(p) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx))),
@@ -909,7 +924,7 @@ impl Tracker {
             return (None, None);
         };
         let Some(mut app) = e.value.app.take() else {
-            return (None, None);
+            return (e.value.detection.service().map(|s| s.name()), None);
         };
         let end = e.value.seen_ns.max(e.value.last_ns);
         let (st, stopped) = app.finish(end, cfg, &mut self.budget, &mut self.tx_scratch);
@@ -974,7 +989,7 @@ impl Tracker {
         }
         if let Some(e) = self.table.get_mut(idx) {
             if self.cfg.app.is_some() {
-                e.value.detection = Detection::default();
+                e.value.detection.restart();
             }
         }
         let Some(e) = self.table.get_mut(idx) else {
