@@ -8,7 +8,8 @@
 //!    source port is a likely server port and the destination port is not,
 //!    with `likely_server_ports` as Zeek's default scripts register it (the
 //!    generated `ZEEK_SERVER_PORTS`), and never towards 255.255.255.255
-//!    (`IPBasedAnalyzer::NewConn`);
+//!    (`IPBasedAnalyzer::NewConn`); ICMP keeps its first sender
+//!    (`ICMPAnalyzer::InitConnKey` and the default `WantConnection`);
 //!  - DHCP named in `service` once a message of it is seen (Zeek's DHCP
 //!    analyzer, `process_dhcp_message`), against a real dnsmasq.
 
@@ -42,7 +43,7 @@ fn tuple(r: &HashMap<String, String>) -> String {
 }
 
 #[test]
-fn reuse_after_a_refused_connect_and_udp_orientation_follow_zeek() {
+fn reuse_orientation_and_dhcp_follow_zeek() {
     if !is_root() || !have("tcpdump") {
         return skip("needs root (network namespaces) and tcpdump");
     }
@@ -64,7 +65,7 @@ fn reuse_after_a_refused_connect_and_udp_orientation_follow_zeek() {
     ip_in(&client_ns, &["link", "set", "v1", "up"]);
     ip_in(&client_ns, &["route", "add", "default", "dev", "v1"]);
     let lo_pcap = dir.join("lo.pcap");
-    let td = ns.tcpdump(&lo_pcap, &["tcp", "or", "udp"]);
+    let td = ns.tcpdump(&lo_pcap, &["tcp", "or", "udp", "or", "icmp"]);
     ns.run(&["python3", &script(), "lo"]);
     settle(&lo_pcap);
     td.interrupt();
@@ -127,6 +128,13 @@ fn reuse_after_a_refused_connect_and_udp_orientation_follow_zeek() {
     // 67 is a server port, 68 is not, but the responder is the broadcast
     // address: not flipped.
     assert_eq!(by("10.77.0.2:67 > 255.255.255.255:68 udp").len(), 1, "{rows:?}");
+    // ICMP keeps its first sender as originator (no WantConnection of its
+    // own), with the message type as orig_p and, as resp_p, the type's
+    // counterpart (0 -> 8) or, for a one-way message, its code
+    // (ICMP4_counterpart, src/packet_analysis/protocol/icmp/ICMP.cc).
+    assert_eq!(by("127.0.0.11:0 > 127.0.0.12:8 icmp").len(), 1, "{rows:?}");
+    assert_eq!(by("127.0.0.13:3 > 127.0.0.14:1 icmp").len(), 1, "{rows:?}");
+
     // DHCP, confirmed by one message as Zeek's analyzer does: the client's
     // DISCOVER and the server's offer each name the service (Wireshark
     // agrees they are DHCP); the datagram from 67 that is not DHCP does not.

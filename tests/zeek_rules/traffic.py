@@ -11,7 +11,9 @@ Phase `lo`:
   - UDP between two well-known ports (53 and 123), in both orders;
   - UDP whose first datagram comes from a likely server port (123) to an
     ephemeral port, and from ports no default Zeek script registers
-    (500, 69) to an ephemeral port.
+    (500, 69) to an ephemeral port;
+  - ICMP whose first message is an echo reply (127.0.0.11 -> .12), and a
+    one-way message, destination unreachable code 1 (127.0.0.13 -> .14).
 Phase `bcast`: a datagram 67 -> 68 to 255.255.255.255 from 10.77.0.2
 (v0), not DHCP.
 Phase `dhcp` (in the client namespace, which holds v1): a DHCPDISCOVER
@@ -61,6 +63,17 @@ def raw_syns():
     s.close()
 
 
+def icmp(src, dst, typ, code, body):
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    s.bind((src, 0))
+    # RFC 792: type, code, checksum, then the rest of the message.
+    m = struct.pack("!BBH", typ, code, 0) + body
+    m = m[:2] + struct.pack("!H", checksum(m)) + m[4:]
+    s.sendto(m, (dst, 0))
+    s.close()
+    time.sleep(0.02)
+
+
 def udp_pair(a, b, first_from_a=True):
     sa = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sb = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -85,6 +98,13 @@ def lo():
     udp_pair(("127.0.0.5", 123), ("127.0.0.6", 40010))
     udp_pair(("127.0.0.7", 500), ("127.0.0.8", 40011))
     udp_pair(("127.0.0.9", 69), ("127.0.0.10", 40012))
+    # Echo reply (type 0): identifier 7, sequence 1, 8 bytes of data.
+    icmp("127.0.0.11", "127.0.0.12", 0, 0, struct.pack("!HH", 7, 1) + b"pingdata")
+    # Destination unreachable (type 3), host unreachable (code 1): unused
+    # word, then an IP header and 8 bytes of the datagram it is about.
+    inner = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28, 1, 0, 64, 17, 0,
+                        socket.inet_aton("127.0.0.14"), socket.inet_aton("127.0.0.99")) + struct.pack("!HHHH", 40013, 9, 8, 0)
+    icmp("127.0.0.13", "127.0.0.14", 3, 1, b"\0\0\0\0" + inner)
 
 
 def bcast():
