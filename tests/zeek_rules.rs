@@ -155,3 +155,37 @@ fn reuse_orientation_and_dhcp_follow_zeek() {
         assert_eq!(r["history"].starts_with('^'), flipped, "{}: {}", tuple(r), r["history"]);
     }
 }
+
+/// FTP named in `service` as Zeek's FTP analyzer confirms it: the client's
+/// first line on port 21 holds a command word (`FTP_Analyzer::DeliverStream`,
+/// `is_ftp_cmd`), here Python's ftplib against a test-only server
+/// (tests/zeek_rules/ftp.py); a client sending a TLS record there is not FTP.
+#[test]
+fn ftp_named_as_zeek_confirms_it() {
+    if !is_root() || !have("tcpdump") {
+        return skip("needs root (network namespaces) and tcpdump");
+    }
+    let dir = scratch("zeek_rules", "ftp");
+    let ns = LoNs::new("zf");
+    let ftp = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/zeek_rules/ftp.py").display().to_string();
+    let pcap = dir.join("ftp.pcap");
+    let td = ns.tcpdump(&pcap, &["tcp"]);
+    let log = dir.join("server.log");
+    let mut server = ns.spawn("ftp server", &["python3", &ftp, "server"], &log);
+    common::lo::wait_for("ftp server", std::time::Duration::from_secs(20), || {
+        assert!(server.alive(), "{}", std::fs::read_to_string(&log).unwrap_or_default());
+        std::fs::read_to_string(&log).unwrap_or_default().contains("listening")
+    });
+    ns.run(&["python3", &ftp, "clients"]);
+    drop(server);
+    settle(&pcap);
+    td.interrupt();
+    let rows = conns(&[&pcap]);
+    let one = |sport: &str| {
+        let v: Vec<_> = rows.iter().filter(|r| r["id.orig_p"] == sport && r["id.resp_p"] == "21").collect();
+        assert_eq!(v.len(), 1, "{sport}: {rows:?}");
+        v[0]["service"].clone()
+    };
+    assert_eq!(one("40020"), "ftp");
+    assert_eq!(one("40021"), "-");
+}

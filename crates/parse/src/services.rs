@@ -12,6 +12,8 @@
 pub enum Service {
     /// DHCP (RFC 2131) over UDP.
     Dhcp = 1,
+    /// FTP's control connection (RFC 959).
+    Ftp = 2,
 }
 
 impl Service {
@@ -19,12 +21,14 @@ impl Service {
     pub fn name(self) -> &'static str {
         match self {
             Service::Dhcp => "dhcp",
+            Service::Ftp => "ftp",
         }
     }
 
     pub(crate) fn from_code(c: u8) -> Option<Service> {
         match c {
             1 => Some(Service::Dhcp),
+            2 => Some(Service::Ftp),
             _ => None,
         }
     }
@@ -82,6 +86,29 @@ pub fn is_dhcp(payload: &[u8]) -> bool {
     false // no end option
 }
 
+/// The TCP responder ports Zeek's FTP analyzer is attached on: `FTP::ports`
+/// (scripts/base/protocols/ftp/main.zeek), by the responder's port.
+pub const FTP_RESP_PORTS: [u16; 2] = [21, 2811];
+
+/// Zeek's `FTP::max_command_length` (scripts/base/init-bare.zeek): a longer
+/// first word is not taken as a command.
+const FTP_MAX_COMMAND: usize = 100;
+
+/// Whether the client's first bytes on an FTP port open a command line as
+/// Zeek's FTP analyzer confirms one (`FTP_Analyzer::DeliverStream` and
+/// `is_ftp_cmd`, src/analyzer/protocol/ftp/FTP.cc; the line's first word
+/// as `util::get_word` and `util::skip_whitespace`, src/util.cc, find it):
+/// after spaces and tabs, a word of 3 to 100 printable characters ended by
+/// white space (RFC 959 commands are 3 or 4 letters followed by a space
+/// or CRLF). Zeek confirms on the first such request line.
+pub fn is_ftp_command(client_first: &[u8]) -> bool {
+    let line = &client_first[client_first.iter().position(|&b| b != b' ' && b != b'\t').unwrap_or(client_first.len())..];
+    let len = line.iter().position(|&b| b.is_ascii_whitespace() || b == 0x0b || b == 0).unwrap_or(line.len());
+    // The word must be whole: ended within these bytes by white space.
+    let ended = line.get(len).is_some_and(|&b| b != 0);
+    ended && (3..=FTP_MAX_COMMAND).contains(&len) && line[..len].iter().all(|&b| (0x21..=0x7e).contains(&b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +125,18 @@ mod tests {
         m.extend_from_slice(&COOKIE);
         m.extend_from_slice(&[53, 1, 1, 55, 3, 1, 3, 6, 0, 255]);
         m
+    }
+
+    #[test]
+    fn ftp_commands_as_zeek_takes_them() {
+        assert!(is_ftp_command(b"USER anonymous\r\n"));
+        assert!(is_ftp_command(b"  FEAT\r\n"));
+        assert!(is_ftp_command(b"AUTH TLS\r\n"));
+        assert!(!is_ftp_command(b"NO\r\n")); // shorter than 3
+        assert!(!is_ftp_command(b"\x16\x03\x01\x02\x00\x01\r\n")); // a TLS record
+        assert!(!is_ftp_command(b"USER")); // not ended yet
+        assert!(!is_ftp_command(&[b'A'; 101].iter().copied().chain(*b" x\r\n").collect::<Vec<u8>>()));
+        assert!(!is_ftp_command(b""));
     }
 
     #[test]

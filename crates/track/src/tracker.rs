@@ -845,6 +845,17 @@ impl Tracker {
                     None
                 }
                 (Some(_), None) if cfg.by_content && !payload.is_empty() => {
+                    // FTP, named without a parser: the client's first line
+                    // on a port Zeek attaches its FTP analyzer to
+                    // (wirelog_parse::services::is_ftp_command).
+                    use wirelog_parse::services::{is_ftp_command, Service, FTP_RESP_PORTS};
+                    if dir == Dir::ToServer
+                        && FTP_RESP_PORTS.contains(&e.key.dport)
+                        && e.value.detection.service().is_none()
+                        && is_ftp_command(payload)
+                    {
+                        e.value.detection.confirm(Service::Ftp);
+                    }
                     match e.value.detection.look(dir, payload) {
                         Detected::Protocol(p) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx))),
                         // The originator's first bytes are a server's greeting
