@@ -13,6 +13,7 @@ use wirelog_record::{Batch, Ingest};
 use wirelog_sink::{Live, Sink, SinkEnd, Space};
 
 use crate::compact::{Compactor, CompactorOptions};
+use crate::live::LiveRecords;
 use crate::{Kind, Store, StoreError, StoreOptions, WriteStats};
 
 /// The store's buffers are written to Parquet files at least this often
@@ -41,7 +42,27 @@ impl StoreSink {
     /// files are written in staging under that name and enter the store
     /// only at the commit (see [`crate::staging`]).
     pub fn open(dir: &Path, opts: StoreOptions, live: Arc<Live>, run: Option<&str>) -> Result<StoreSink, StoreError> {
+        StoreSink::open_with(dir, opts, live, run, None)
+    }
+
+    /// [`StoreSink::open`] for a capture that keeps its records in memory
+    /// until the store has them (`capture --listen`): flushes mark their
+    /// files and hand the records over (see [`crate::live`]).
+    pub fn open_live(dir: &Path, opts: StoreOptions, live: Arc<Live>, records: Arc<LiveRecords>) -> Result<StoreSink, StoreError> {
+        StoreSink::open_with(dir, opts, live, None, Some(records))
+    }
+
+    fn open_with(
+        dir: &Path,
+        opts: StoreOptions,
+        live: Arc<Live>,
+        run: Option<&str>,
+        records: Option<Arc<LiveRecords>>,
+    ) -> Result<StoreSink, StoreError> {
         let mut store = Store::open(dir, opts)?;
+        if let Some(r) = &records {
+            store.set_live(r.clone());
+        }
         if let Some(note) = store.recovered().note(dir) {
             eprintln!("{note}");
         }
@@ -50,7 +71,9 @@ impl StoreSink {
         }
         // Small files of closed hours (short runs, frequent flushes) are
         // merged while we run.
-        let compactor = Compactor::start(dir.to_path_buf(), CompactorOptions::default());
+        let mut copts = CompactorOptions::default();
+        copts.compact.live = records;
+        let compactor = Compactor::start(dir.to_path_buf(), copts);
         Ok(StoreSink {
             store: Some(store),
             compactor: Some(compactor),
