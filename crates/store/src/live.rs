@@ -152,6 +152,13 @@ pub struct LiveView {
     pub missing: u64,
 }
 
+impl LiveView {
+    /// The running capture's name, which marks its store files.
+    pub fn run(&self) -> &str {
+        self.live.run()
+    }
+}
+
 impl Drop for LiveView {
     fn drop(&mut self) {
         let mut g = self.live.lock();

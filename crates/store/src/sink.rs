@@ -1,5 +1,6 @@
 //! The store as one of the output stage's sinks: records appended as they
-//! come, Parquet files written at least every [`STORE_FLUSH`], small files
+//! come, Parquet files written at least every `StoreOptions::flush_interval`
+//! (5 minutes: a crash loses at most this much, plus what is queued), small files
 //! of closed hours compacted in the background, and the captures read
 //! listed once every one of their rows is in a file and every other sink
 //! is done with them ([`Sink::commit`]).
@@ -15,10 +16,6 @@ use wirelog_sink::{Live, Sink, SinkEnd, Space};
 use crate::compact::{Compactor, CompactorOptions};
 use crate::live::LiveRecords;
 use crate::{Kind, Store, StoreError, StoreOptions, WriteStats};
-
-/// The store's buffers are written to Parquet files at least this often
-/// while running: a crash loses at most this much (plus what is queued).
-const STORE_FLUSH: Duration = Duration::from_secs(300);
 
 fn io_error(e: StoreError) -> io::Error {
     io::Error::other(e)
@@ -116,7 +113,8 @@ impl StoreSink {
     }
 
     fn flush_if_due(&mut self) -> io::Result<()> {
-        if self.last_flush.elapsed() < STORE_FLUSH {
+        let every = self.store.as_ref().map_or(Duration::MAX, |st| st.options().flush_interval);
+        if self.last_flush.elapsed() < every {
             return Ok(());
         }
         if let Some(st) = self.store.as_mut() {

@@ -39,6 +39,9 @@ pub struct StoreOptions {
     pub flush_rows: usize,
     /// Flush a kind when its buffer holds about this many bytes.
     pub flush_bytes: usize,
+    /// As a sink ([`crate::StoreSink`]): write every buffer out at least
+    /// this often (a crash loses at most this much).
+    pub flush_interval: Duration,
     /// Rows per Parquet row group (at most).
     pub row_group_rows: usize,
     /// zstd level of the files.
@@ -60,6 +63,7 @@ impl Default for StoreOptions {
             retain_bytes: None,
             flush_rows: 1 << 20,
             flush_bytes: 64 << 20,
+            flush_interval: Duration::from_secs(300),
             row_group_rows: 1 << 20,
             zstd_level: 3,
             sync: true,
