@@ -94,6 +94,16 @@ struct Chunk {
     first: u64,
     batch: Arc<Batch>,
     bytes: usize,
+    /// Its first and last record time (ns), for the extent.
+    times: Option<(i64, i64)>,
+}
+
+/// The first and last time of a batch's records.
+fn time_range(b: &Batch) -> Option<(i64, i64)> {
+    let Some(Column::I64(v)) = b.column(crate::schema::time_column(b.kind)) else {
+        return None;
+    };
+    Some((*v.iter().min()?, *v.iter().max()?))
 }
 
 impl Chunk {
@@ -235,6 +245,7 @@ impl LiveRecords {
                     let b = batch_bytes(&cut);
                     *bytes = *bytes - c.bytes + b;
                     c.bytes = b;
+                    c.times = time_range(&cut);
                     c.batch = Arc::new(cut);
                     c.first = upto;
                 }
@@ -262,7 +273,8 @@ impl LiveRecords {
             first = k.committed;
         }
         let bytes = batch_bytes(&batch);
-        k.chunks.push_back(Chunk { id, first, batch: Arc::new(batch), bytes });
+        let times = time_range(&batch);
+        k.chunks.push_back(Chunk { id, first, batch: Arc::new(batch), bytes, times });
         g.bytes += bytes;
         while g.bytes > self.max_bytes {
             // The oldest chunk of any kind: the fronts are each kind's oldest.
@@ -320,18 +332,9 @@ impl LiveRecords {
             .zip(&g.kinds)
             .filter(|(_, k)| !k.chunks.is_empty())
             .map(|(&kind, k)| {
-                let time = crate::schema::time_column(kind);
-                let (mut lo, mut hi) = (None::<i64>, None::<i64>);
-                let mut n = 0;
-                for c in &k.chunks {
-                    n += c.batch.rows() as u64;
-                    if let Some(Column::I64(v)) = c.batch.column(time) {
-                        for &t in v {
-                            lo = Some(lo.map_or(t, |x| x.min(t)));
-                            hi = Some(hi.map_or(t, |x| x.max(t)));
-                        }
-                    }
-                }
+                let n = k.chunks.iter().map(|c| c.batch.rows() as u64).sum();
+                let lo = k.chunks.iter().filter_map(|c| c.times).map(|t| t.0).min();
+                let hi = k.chunks.iter().filter_map(|c| c.times).map(|t| t.1).max();
                 (kind, n, lo, hi)
             })
             .collect()
@@ -443,7 +446,8 @@ impl LiveSink {
 
 impl Sink for LiveSink {
     fn name(&self) -> &str {
-        "live records"
+        // Its thread: wirelog-live.
+        "live"
     }
 
     fn own_thread(&self) -> bool {
