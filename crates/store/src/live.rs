@@ -55,7 +55,10 @@ const CHUNK_ROWS: usize = 16 * 1024;
 const CHUNK_EVERY: Duration = Duration::from_secs(1);
 
 fn slot(kind: Kind) -> usize {
-    Kind::ALL.iter().position(|&k| k == kind).expect("every kind is in Kind::ALL")
+    Kind::ALL
+        .iter()
+        .position(|&k| k == kind)
+        .expect("every kind is in Kind::ALL")
 }
 
 /// Heap bytes of a batch's columns (what the bound counts).
@@ -83,7 +86,11 @@ fn without_first(b: &Batch, skip: usize) -> Batch {
     let rows: Vec<usize> = (skip..b.rows()).collect();
     Batch {
         kind: b.kind,
-        columns: b.columns.iter().map(|(n, c)| (*n, c.select(&rows))).collect(),
+        columns: b
+            .columns
+            .iter()
+            .map(|(n, c)| (*n, c.select(&rows)))
+            .collect(),
     }
 }
 
@@ -144,7 +151,10 @@ pub struct LiveRecords {
 
 impl std::fmt::Debug for LiveRecords {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LiveRecords").field("run", &self.run).field("max_bytes", &self.max_bytes).finish_non_exhaustive()
+        f.debug_struct("LiveRecords")
+            .field("run", &self.run)
+            .field("max_bytes", &self.max_bytes)
+            .finish_non_exhaustive()
     }
 }
 
@@ -274,7 +284,13 @@ impl LiveRecords {
         }
         let bytes = batch_bytes(&batch);
         let times = time_range(&batch);
-        k.chunks.push_back(Chunk { id, first, batch: Arc::new(batch), bytes, times });
+        k.chunks.push_back(Chunk {
+            id,
+            first,
+            batch: Arc::new(batch),
+            bytes,
+            times,
+        });
         g.bytes += bytes;
         while g.bytes > self.max_bytes {
             // The oldest chunk of any kind: the fronts are each kind's oldest.
@@ -308,7 +324,13 @@ impl LiveRecords {
         let batches = k.chunks.iter().map(|c| c.batch.clone()).collect();
         let missing = k.evicted_upto.saturating_sub(committed);
         g.readers.push((reader, s, committed));
-        LiveView { live: self.clone(), reader, committed, batches, missing }
+        LiveView {
+            live: self.clone(),
+            reader,
+            committed,
+            batches,
+            missing,
+        }
     }
 
     /// The highest mark of this run's files of `kind` that compaction may
@@ -345,7 +367,12 @@ impl LiveRecords {
         LiveStats {
             bytes: g.bytes as u64,
             max_bytes: self.max_bytes as u64,
-            records: g.kinds.iter().flat_map(|k| &k.chunks).map(|c| c.batch.rows() as u64).sum(),
+            records: g
+                .kinds
+                .iter()
+                .flat_map(|k| &k.chunks)
+                .map(|c| c.batch.rows() as u64)
+                .sum(),
             evicted: g.kinds.iter().map(|k| k.evicted).sum(),
             failures: self.failures.load(Ordering::Relaxed),
         }
@@ -386,7 +413,12 @@ pub struct LiveSink {
     /// Per kind ([`Kind::ALL`] order; `None` for x509): the records
     /// gathered, and the number of the first of them.
     gather: Vec<Option<(Gather, u64)>>,
-    formats: Vec<Option<(parquet::schema::types::TypePtr, Arc<parquet::file::properties::WriterProperties>)>>,
+    formats: Vec<
+        Option<(
+            parquet::schema::types::TypePtr,
+            Arc<parquet::file::properties::WriterProperties>,
+        )>,
+    >,
     last: Instant,
 }
 
@@ -411,12 +443,19 @@ impl LiveSink {
                 crate::schema::live_properties(kind, CHUNK_ROWS)?,
             )));
         }
-        Ok(LiveSink { live, gather, formats, last: Instant::now() })
+        Ok(LiveSink {
+            live,
+            gather,
+            formats,
+            last: Instant::now(),
+        })
     }
 
     /// Hands the gathered records of `kind` over.
     fn hand_over(&mut self, s: usize) {
-        let (Some((g, first)), Some((schema, props))) = (self.gather[s].as_mut(), self.formats[s].as_ref()) else {
+        let (Some((g, first)), Some((schema, props))) =
+            (self.gather[s].as_mut(), self.formats[s].as_ref())
+        else {
             return;
         };
         let src = g.source();
@@ -426,7 +465,9 @@ impl LiveSink {
         }
         let kind = src.kind();
         let rows: Vec<u32> = (0..n as u32).collect();
-        match encode_in_memory(src, &rows, schema, props).and_then(|bytes| decode_in_memory(bytes, kind)) {
+        match encode_in_memory(src, &rows, schema, props)
+            .and_then(|bytes| decode_in_memory(bytes, kind))
+        {
             Ok(batch) => self.live.push(kind, *first, batch),
             Err(_) => {
                 self.live.failures.fetch_add(n as u64, Ordering::Relaxed);
@@ -455,7 +496,10 @@ impl Sink for LiveSink {
     }
 
     fn write(&mut self, batch: &Records) -> io::Result<()> {
-        let full = |g: &Option<(Gather, u64)>| g.as_ref().is_some_and(|(g, _)| g.source().len() >= CHUNK_ROWS);
+        let full = |g: &Option<(Gather, u64)>| {
+            g.as_ref()
+                .is_some_and(|(g, _)| g.source().len() >= CHUNK_ROWS)
+        };
         let s = slot(Kind::Conns);
         for r in &batch.conns {
             if let Some((Gather::Conns(b), _)) = self.gather[s].as_mut() {
@@ -511,7 +555,9 @@ mod tests {
     /// Rows a query sees: this run's files up to the mark, then memory.
     fn counted(dir: &std::path::Path, live: &Arc<LiveRecords>) -> (u64, u64) {
         let view = live.view(Kind::Conns);
-        let scan = Scan::new(Kind::Conns).columns(&["ts", "orig_pkts"]).live_upto(live.run(), view.committed);
+        let scan = Scan::new(Kind::Conns)
+            .columns(&["ts", "orig_pkts"])
+            .live_upto(live.run(), view.committed);
         let (mut rows, mut sum) = (0u64, 0u64);
         let add = |b: &Batch, rows: &mut u64, sum: &mut u64| {
             *rows += b.rows() as u64;
@@ -535,17 +581,30 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("wirelog-live-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let live = LiveRecords::new(64 << 20);
-        let mut st = Store::open(&dir, StoreOptions { sync: false, flush_rows: 5000, ..Default::default() }).unwrap();
+        let mut st = Store::open(
+            &dir,
+            StoreOptions {
+                sync: false,
+                flush_rows: 5000,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         st.set_live(live.clone());
         let mut sink = LiveSink::new(live.clone()).unwrap();
         let mut uids = UidGenerator::new(1);
         let (mut given, mut sum) = (0u64, 0u64);
         let start = 1_700_000_000_000_000_000;
         for round in 0..12u64 {
-            let recs: Vec<_> = (0..1500).map(|i| crate::synth::conn(round * 1500 + i, start, 1_000_000_000, &mut uids)).collect();
+            let recs: Vec<_> = (0..1500)
+                .map(|i| crate::synth::conn(round * 1500 + i, start, 1_000_000_000, &mut uids))
+                .collect();
             given += recs.len() as u64;
             sum += recs.iter().map(|r| r.orig_pkts).sum::<u64>();
-            let batch = Records { conns: recs, ..Default::default() };
+            let batch = Records {
+                conns: recs,
+                ..Default::default()
+            };
             // Memory first, or the store first: either order counts once.
             if round % 2 == 0 {
                 sink.write(&batch).unwrap();
@@ -565,7 +624,11 @@ mod tests {
         }
         st.flush().unwrap();
         assert_eq!(counted(&dir, &live), (given, sum));
-        assert_eq!(live.stats().records, 0, "the store has every record: memory holds none");
+        assert_eq!(
+            live.stats().records,
+            0,
+            "the store has every record: memory holds none"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -574,12 +637,24 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("wirelog-live-open-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let live = LiveRecords::new(64 << 20);
-        let mut st = Store::open(&dir, StoreOptions { sync: false, ..Default::default() }).unwrap();
+        let mut st = Store::open(
+            &dir,
+            StoreOptions {
+                sync: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         st.set_live(live.clone());
         let mut sink = LiveSink::new(live.clone()).unwrap();
         let mut uids = UidGenerator::new(2);
-        let recs: Vec<_> = (0..3000).map(|i| crate::synth::conn(i, 1_700_000_000_000_000_000, 1_000_000, &mut uids)).collect();
-        let batch = Records { conns: recs, ..Default::default() };
+        let recs: Vec<_> = (0..3000)
+            .map(|i| crate::synth::conn(i, 1_700_000_000_000_000_000, 1_000_000, &mut uids))
+            .collect();
+        let batch = Records {
+            conns: recs,
+            ..Default::default()
+        };
         sink.write(&batch).unwrap();
         sink.hand_over_all();
         st.append_conns(&batch.conns).unwrap();
@@ -587,8 +662,14 @@ mod tests {
         let view = live.view(Kind::Conns);
         assert_eq!(live.mergeable_upto(Kind::Conns), 0);
         st.flush().unwrap();
-        assert_eq!(live.mergeable_upto(Kind::Conns), 0, "the open view holds compaction back");
-        let scan = Scan::new(Kind::Conns).columns(&["ts"]).live_upto(live.run(), view.committed);
+        assert_eq!(
+            live.mergeable_upto(Kind::Conns),
+            0,
+            "the open view holds compaction back"
+        );
+        let scan = Scan::new(Kind::Conns)
+            .columns(&["ts"])
+            .live_upto(live.run(), view.committed);
         let mut from_files = 0;
         let stats = crate::scan_ref(&dir, &scan, |b| {
             from_files += b.rows();
@@ -610,8 +691,21 @@ mod tests {
         let mut sink = LiveSink::new(live.clone()).unwrap();
         let mut uids = UidGenerator::new(3);
         for round in 0..20u64 {
-            let recs: Vec<_> = (0..500).map(|i| crate::synth::conn(round * 500 + i, 1_700_000_000_000_000_000, 1_000_000, &mut uids)).collect();
-            sink.write(&Records { conns: recs, ..Default::default() }).unwrap();
+            let recs: Vec<_> = (0..500)
+                .map(|i| {
+                    crate::synth::conn(
+                        round * 500 + i,
+                        1_700_000_000_000_000_000,
+                        1_000_000,
+                        &mut uids,
+                    )
+                })
+                .collect();
+            sink.write(&Records {
+                conns: recs,
+                ..Default::default()
+            })
+            .unwrap();
             sink.hand_over_all();
         }
         let s = live.stats();
