@@ -189,6 +189,8 @@ class Capturer:
         work.mkdir(parents=True)
         if seed is not None:
             shutil.copytree(seed, work / "store")
+            # The capture writes it as the user it becomes (nobody), as a store it made itself.
+            must(["chown", "-R", "nobody", str(work / "store")])
         self.work = work
         self.err_path = work / "stderr"
         self.err = open(self.err_path, "w+")

@@ -180,7 +180,10 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     if let Some(u) = &target {
         wirelog_safefs::give_created_to(u.uid, u.gid);
     }
+    // --listen: the records are kept in memory too until the store has them.
+    let records = args.serve.listen.map(|_| wirelog_store::LiveRecords::new(args.serve.live_memory as usize));
     let mut out_cfg = OutputConfig {
+        records: records.clone(),
         empty_tcp_note: args.probe.skip_empty_tcp,
         processes: resolver.as_ref().map(|r| r.owners()),
         clickhouse: crate::clickhouse::sink_config(&args.output, &args.interfaces.join(","))?,
@@ -202,7 +205,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     // --listen / --metrics-listen: bound before any worker starts, so a taken
     // port fails cleanly; they only read the counters.
     let store_dir = (!args.output.no_store).then(|| args.output.store.clone());
-    let servers = crate::serve::start_in_capture(&args.serve, store_dir, args.pcap.pcap_dir.clone(), &counters, &names, &dropped, output.live())?;
+    let servers = crate::serve::start_in_capture(&args.serve, store_dir, args.pcap.pcap_dir.clone(), &counters, &names, &dropped, output.live(), records)?;
     let mut workers: Vec<JoinHandle<Result<WorkerEnd>>> = Vec::new();
     for (id, rings) in worker_rings.into_iter().enumerate() {
         let c = counters[id].clone();

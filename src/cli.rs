@@ -570,6 +570,11 @@ pub struct OutputArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub retain_size: Option<u64>,
 
+    /// How often a running store writes its buffers out (default 5m): the
+    /// tests cross flushes with it while they read.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, hide = true)]
+    pub store_flush: Option<Duration>,
+
     /// Write conn.log, flows.log and the transaction logs (http.log, dns.log,
     /// mysql.log, pgsql.log, redis.log) into this directory (created if
     /// missing) instead of conn records to stdout.
@@ -602,6 +607,9 @@ impl OutputArgs {
         if let Some(r) = self.retain_size {
             limits::size_in_range("--retain-size", r, 1 << 20, 1 << 60)?;
         }
+        if let Some(f) = self.store_flush {
+            limits::duration_in_range("--store-flush", f, Duration::from_secs(1), Duration::from_secs(3600))?;
+        }
         Ok(())
     }
 
@@ -611,7 +619,10 @@ impl OutputArgs {
             LogFormatArg::Json => LogFormat::Json,
         };
         let store = (!self.no_store).then(|| {
-            let opts = StoreOptions { retain_age: self.retain, retain_bytes: self.retain_size, ..StoreOptions::default() };
+            let mut opts = StoreOptions { retain_age: self.retain, retain_bytes: self.retain_size, ..StoreOptions::default() };
+            if let Some(f) = self.store_flush {
+                opts.flush_interval = f;
+            }
             (self.store.clone(), opts)
         });
         OutputConfig {
@@ -623,6 +634,7 @@ impl OutputArgs {
             min_free: self.min_free.unwrap_or(MinFree::Auto),
             clickhouse: None,
             run: None,
+            records: None,
         }
     }
 }
@@ -1114,6 +1126,13 @@ pub struct CaptureServeArgs {
     #[arg(long, value_name = "ADDR", help_heading = "Server")]
     pub metrics_listen: Option<std::net::SocketAddr>,
 
+    /// With --listen: memory for the capture's records not yet in the store
+    /// (the store flushes every 5 minutes), which the API answers with the
+    /// store's, each record once. Past it the oldest are let go (counted,
+    /// and said in each answer that lacks them) until the store has them.
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size, requires = "listen", help_heading = "Server")]
+    pub live_memory: u64,
+
     #[command(flatten)]
     pub token: TokenArgs,
 }
@@ -1128,6 +1147,14 @@ impl CaptureServeArgs {
         }
         if self.listen.is_some() && self.listen == self.metrics_listen {
             anyhow::bail!("--metrics-listen: the same address as --listen (which serves /metrics too)");
+        }
+        limits::size_in_range("--live-memory", self.live_memory, 1 << 20, 1 << 40)?;
+        if let Some(avail) = limits::mem_available().filter(|&a| self.listen.is_some() && self.live_memory > a / 2) {
+            anyhow::bail!(
+                "--live-memory {}: more than half of the memory available ({}); give less",
+                limits::human(self.live_memory),
+                limits::human(avail)
+            );
         }
         Ok(())
     }

@@ -59,6 +59,9 @@ pub struct OutputConfig {
     /// under it in staging until the run commits (see
     /// `wirelog_store::staging`).
     pub run: Option<String>,
+    /// `capture --listen`: the records are also kept in memory until the
+    /// store has them, for the API (`wirelog_store::live`).
+    pub records: Option<Arc<wirelog_store::LiveRecords>>,
 }
 
 impl OutputConfig {
@@ -107,8 +110,15 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
             wirelog_safefs::Dir::create(&dir).with_context(|| format!("--store {}", dir.display()))?;
             opts.min_free_bytes = cfg.min_free.bytes_for(&dir);
         }
-        sinks.push(Box::new(StoreSink::open(&dir, opts, live.clone(), cfg.run.as_deref())?));
+        let store = match &cfg.records {
+            Some(r) => StoreSink::open_live(&dir, opts, live.clone(), r.clone())?,
+            None => StoreSink::open(&dir, opts, live.clone(), cfg.run.as_deref())?,
+        };
+        sinks.push(Box::new(store));
         paths.push((dir, true));
+    }
+    if let Some(r) = &cfg.records {
+        sinks.push(Box::new(wirelog_store::LiveSink::new(r.clone())?));
     }
     let processes = cfg.processes.is_some();
     match &cfg.logs {

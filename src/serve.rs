@@ -48,6 +48,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         token,
         api: true,
         live: None,
+        records: None,
         limits: Limits {
             max_rows: args.max_rows,
             timeout: args.query_timeout,
@@ -121,6 +122,7 @@ impl Backend for ClickHouse {
                 bytes: t.bytes,
                 first_ns: t.first_ns,
                 last_ns: t.last_ns,
+                in_memory: 0,
             })
             .collect())
     }
@@ -137,6 +139,7 @@ pub fn start_in_capture(
     interfaces: &[String],
     dropped: &std::sync::Arc<std::sync::atomic::AtomicU64>,
     output: std::sync::Arc<wirelog_sink::Live>,
+    records: Option<std::sync::Arc<wirelog_store::LiveRecords>>,
 ) -> Result<Vec<(wirelog_serve::Server, bool)>> {
     let (counters, interfaces, dropped) = (counters.to_vec(), interfaces.to_vec(), dropped.clone());
     let has_store = store.is_some();
@@ -163,6 +166,7 @@ pub fn start_in_capture(
             live: Some(live.clone()),
             limits: Limits::default(),
             pcap_dir: pcap_dir.clone().filter(|_| api),
+            records: records.clone().filter(|_| api),
         })
         .map_err(|e| anyhow!(e))?;
         servers.push((s, api));

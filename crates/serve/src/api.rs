@@ -334,9 +334,13 @@ pub(crate) async fn run_by(
     deadline: Instant,
 ) -> Result<ResultTable, ApiError> {
     let backend = state.opts.backend.clone();
-    let dir = match backend {
-        Some(_) => PathBuf::new(),
-        None => store_dir(state)?,
+    let records = state.opts.records.clone().filter(|r| r.covers(spec.kind));
+    let dir = match (&backend, store_dir(state)) {
+        (Some(_), _) => None,
+        (None, Ok(d)) => Some(d),
+        // capture --no-store --listen: the records in memory only.
+        (None, Err(_)) if records.is_some() => None,
+        (None, Err(e)) => return Err(e),
     };
     let limits = state.opts.limits;
     let _permit = state.gate.acquire().await.map_err(|_| {
@@ -351,7 +355,11 @@ pub(crate) async fn run_by(
             .run(spec, deadline, MAX_QUERY_BYTES)
             .map(|t| (t, Vec::new()))
             .map_err(|e| backend_error(&*b, e, limits)),
-        None => execute(&dir, spec, limits, deadline),
+        None => {
+            // Taken before the store is listed (see wirelog_store::live).
+            let view = records.map(|r| r.view(spec.kind));
+            execute(dir.as_deref(), view.as_ref(), spec, limits, deadline)
+        }
     })
     .await
     .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "the query failed"))??;
@@ -396,8 +404,12 @@ fn backend_error(b: &dyn crate::Backend, e: crate::BackendError, limits: Limits)
 /// What `wirelog query` does: prune by time and ranges, read only the
 /// needed columns, feed the engine; abandoned past the time or memory limit.
 /// With the table, the store's warnings about files it could not read.
+/// A running capture's records in memory (`view`) are fed after the store's,
+/// whose files written after the view was taken are left out: each record
+/// is counted once.
 fn execute(
-    dir: &Path,
+    dir: Option<&Path>,
+    view: Option<&wirelog_store::LiveView>,
     spec: QuerySpec,
     limits: Limits,
     deadline: Instant,
@@ -413,11 +425,35 @@ fn execute(
     for (col, lo, hi) in spec.numeric_ranges() {
         scan = scan.range(col, lo, hi);
     }
+    if let Some(v) = view {
+        scan = scan.live_upto(v.run(), v.committed);
+    }
     let mut engine = Engine::new(spec).map_err(ApiError::query)?;
     let mut problem = None;
-    if !dir.join(kind.as_str()).is_dir() {
-        return Ok((engine.finish(), Vec::new()));
+    let mut warnings = Vec::new();
+    if let Some(v) = view.filter(|v| v.missing > 0) {
+        warnings.push(format!(
+            "live: {} {} records of the running capture were evicted from memory (--live-memory) before the store had them; \
+             they are not in this answer until the store's next flush",
+            v.missing,
+            kind.as_str()
+        ));
     }
+    let from_memory = |engine: &mut Engine| -> Result<(), ApiError> {
+        for b in view.map(|v| v.batches.as_slice()).unwrap_or_default() {
+            if let Err(e) = engine.consume(b) {
+                return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, format!("live records: {e}")));
+            }
+            if Instant::now() > deadline {
+                return Err(too_long(limits));
+            }
+        }
+        Ok(())
+    };
+    let Some(dir) = dir.filter(|d| d.join(kind.as_str()).is_dir()) else {
+        from_memory(&mut engine)?;
+        return Ok((engine.finish(), warnings));
+    };
     let res = Store::scan_ref(dir, &scan, |batch| {
         if let Err(e) = engine.consume(batch) {
             problem = Some(e.to_string());
@@ -432,7 +468,11 @@ fn execute(
         Ok(())
     });
     match res {
-        Ok(stats) => Ok((engine.finish(), stats.warnings)),
+        Ok(stats) => {
+            from_memory(&mut engine)?;
+            warnings.extend(stats.warnings);
+            Ok((engine.finish(), warnings))
+        }
         Err(StoreError::Callback(why)) if why == "time" => Err(too_long(limits)),
         Err(StoreError::Callback(why)) if why == "memory" => Err(too_big()),
         Err(StoreError::Callback(_)) => Err(ApiError::new(
@@ -888,7 +928,7 @@ async fn extent(
     Query(raw): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
     Params::new(raw, &[])?;
-    if state.opts.backend.is_none() {
+    if state.opts.backend.is_none() && state.opts.records.is_none() {
         store_dir(&state)?;
     }
     let s = state.clone();
@@ -905,8 +945,12 @@ async fn extent(
             let name = state.opts.backend.as_ref().map(|b| b.name()).unwrap_or_default();
             ApiError::new(StatusCode::BAD_GATEWAY, None, format!("/api/extent: {name}: {m}"))
         })?;
+    let e = match &state.opts.records {
+        Some(r) => health::with_records(&e, r),
+        None => (*e).clone(),
+    };
     Ok(json_response(
-        serde_json::to_string(&*e).unwrap_or_default(),
+        serde_json::to_string(&e).unwrap_or_default(),
     ))
 }
 
@@ -946,7 +990,8 @@ mod tests {
         let spec = parse_query(Kind::Flows, None, Some("sip,dip"), None, Some(10), None).unwrap();
         let limits = Limits::default();
         let done = execute(
-            &dir,
+            Some(&dir),
+            None,
             spec.clone(),
             limits,
             Instant::now() + Duration::from_secs(60),
@@ -954,7 +999,7 @@ mod tests {
         .unwrap()
         .0;
         assert!(done.rows_scanned >= 400_000, "{}", done.rows_scanned);
-        let e = execute(&dir, spec, limits, Instant::now()).unwrap_err();
+        let e = execute(Some(&dir), None, spec, limits, Instant::now()).unwrap_err();
         assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(e.message.contains("longer than 10 s"), "{}", e.message);
         let _ = std::fs::remove_dir_all(&dir);

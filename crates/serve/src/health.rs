@@ -78,6 +78,34 @@ pub struct KindExtent {
     /// First and last record time, ns since the epoch.
     pub first_ns: Option<i64>,
     pub last_ns: Option<i64>,
+    /// Of `rows`, the records of the running capture still in memory
+    /// (`capture --listen`: not yet in a store file).
+    pub in_memory: u64,
+}
+
+/// The store's extent with the running capture's records in memory added
+/// (`/api/extent`: the UI's timeline and default range include them).
+pub(crate) fn with_records(store: &[KindExtent], records: &wirelog_store::LiveRecords) -> Vec<KindExtent> {
+    let mut out = store.to_vec();
+    for (kind, n, lo, hi) in records.held() {
+        let i = match out.iter().position(|e| e.kind == kind.as_str()) {
+            Some(i) => i,
+            None => {
+                out.push(KindExtent { kind: kind.as_str(), files: 0, rows: 0, bytes: 0, first_ns: None, last_ns: None, in_memory: 0 });
+                out.len() - 1
+            }
+        };
+        let e = &mut out[i];
+        e.rows += n;
+        e.in_memory += n;
+        if let Some(lo) = lo {
+            e.first_ns = Some(e.first_ns.map_or(lo, |x| x.min(lo)));
+        }
+        if let Some(hi) = hi {
+            e.last_ns = Some(e.last_ns.map_or(hi, |x| x.max(hi)));
+        }
+    }
+    out
 }
 
 pub(crate) fn extent(dir: &Path) -> Vec<KindExtent> {
@@ -91,6 +119,7 @@ pub(crate) fn extent(dir: &Path) -> Vec<KindExtent> {
                 bytes: 0,
                 first_ns: None,
                 last_ns: None,
+                in_memory: 0,
             };
             for p in list_partitions(dir, kind).unwrap_or_default() {
                 let Ok((files, _)) = partition_files(&p.path) else {
@@ -160,6 +189,11 @@ pub(crate) fn report(state: &State) -> Value {
         "uptime_s": state.started.elapsed().as_secs_f64(),
         "now": now,
         "live": state.opts.live.as_ref().map(|l| l.snapshot()),
+        "records_in_memory": state.opts.records.as_ref().map(|r| {
+            let s = r.stats();
+            json!({"bytes": s.bytes, "max_bytes": s.max_bytes, "records": s.records,
+                   "evicted": s.evicted, "failures": s.failures})
+        }),
         "store": state.opts.store.as_ref().map(|_| (*state.extent().unwrap_or_default()).clone()),
         "backend": state.opts.backend.as_ref().map(|b| b.name()),
         "sample_every_s": SAMPLE_EVERY.as_secs_f64(),

@@ -109,6 +109,10 @@ pub struct Options {
     /// Kept packets (`--pcap-dir`): `/api/pcap?uid=` downloads a
     /// connection's packets from here.
     pub pcap_dir: Option<PathBuf>,
+    /// A running capture's records not yet in the store (`capture
+    /// --listen`): every query reads them with the store, each record once
+    /// (see `wirelog_store::live`).
+    pub records: Option<Arc<wirelog_store::LiveRecords>>,
 }
 
 /// Loopback needs nothing; any other address needs a token.

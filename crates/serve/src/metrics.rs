@@ -295,6 +295,25 @@ pub(crate) fn text(state: &AppState) -> String {
         );
     }
 
+    if let Some(r) = &state.opts.records {
+        let st = r.stats();
+        let one = |v: u64| vec![(Labels::new(), v as i64)];
+        gauges(
+            &mut reg,
+            "wirelog_live_records_memory",
+            "Memory held by the capture's records not yet in the store (bounded by --live-memory)",
+            Some(Unit::Bytes),
+            &one(st.bytes),
+        );
+        gauges(&mut reg, "wirelog_live_records", "Records of the capture in memory, not yet in the store", None, &one(st.records));
+        counters(
+            &mut reg,
+            "wirelog_live_records_evicted",
+            "Records evicted from memory (--live-memory) before the store had them: the API lacks them until the store's next flush",
+            None,
+            &[(Labels::new(), st.evicted)],
+        );
+    }
     if state.opts.store.is_some() {
         let e = state.extent().unwrap_or_default();
         let by_kind = |f: fn(&crate::health::KindExtent) -> u64| -> Vec<(Labels, i64)> {

@@ -211,7 +211,7 @@ function frame(s) {
     button("zoom to selection", () => { pushZoom(s); go({ vfrom: s.from, vto: s.to, from: null, to: null, range: null, page: null }); }, { id: "zoom-in", disabled: hasSel ? null : "" }),
     button("← back", () => { const p = popZoom(); if (p) go({ ...p, page: null }); }, { id: "zoom-back", disabled: zoomDepth() ? null : "" }));
   const tz = button(zoneName() === "UTC" ? "UTC" : `local (${zoneName()})`, () => go({ tz: s.tz === "local" ? null : "local" }), { id: "tz", title: "show times in UTC or in this browser's time zone" });
-  const liveCtl = live ? button(paused ? "▶ resume" : "❚❚ pause", () => { paused = !paused; frame(state()); }, { id: "pause", title: "live: the views refresh every 5 s" }) : null;
+  const liveCtl = live ? button(paused ? "▶ resume" : "❚❚ pause", () => { paused = !paused; frame(state()); }, { id: "pause", title: "live: the views refresh every 3 s" }) : null;
   document.getElementById("ranges").replaceChildren(quick, custom, zoom, tz, ...(liveCtl ? [liveCtl, el("span", { id: "live-dot", class: paused ? "paused" : "on", text: paused ? "paused" : "live" })] : []));
   const sel = document.getElementById("selection");
   const [a, b] = shown(s);
@@ -696,11 +696,11 @@ async function render() {
 
 window.addEventListener("hashchange", render);
 render();
-// Live (capture --listen): redraw every 5 s unless paused; `refresh=N` in
+// Live (capture --listen): redraw every 3 s unless paused; `refresh=N` in
 // the hash redraws every N seconds on any server. The extent is read again.
 setInterval(() => {
   const asked = Number(state().refresh || 0) * 1e3;
-  const every = asked > 0 ? asked : live && !paused ? 5e3 : 0;
+  const every = asked > 0 ? asked : live && !paused ? 3e3 : 0;
   if (every > 0 && Date.now() - lastRender >= every && document.body.dataset.ready === "1") {
     extent = null;
     render();

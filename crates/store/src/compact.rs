@@ -53,6 +53,10 @@ pub struct CompactOptions {
     pub zstd_level: i32,
     pub row_group_rows: usize,
     pub sync: bool,
+    /// A running capture's live records: its files still left out by a
+    /// query (marked above what every open query has from the store) are
+    /// not merged (see [`crate::live`]).
+    pub live: Option<Arc<crate::live::LiveRecords>>,
 }
 
 impl Default for CompactOptions {
@@ -63,6 +67,7 @@ impl Default for CompactOptions {
             zstd_level: 3,
             row_group_rows: 1 << 20,
             sync: true,
+            live: None,
         }
     }
 }
@@ -156,10 +161,15 @@ fn compact_locked(
     }
     // Small files, oldest name first, in groups of bounded size. Corrupt
     // files are never merged (nor deleted): they stay for inspection.
+    let mergeable = opts.live.as_ref().map(|l| (l.run(), l.mergeable_upto(kind)));
     let mut small: Vec<_> = files
         .iter()
         .filter(|f| {
             (f.reader.metadata().file_metadata().num_rows().max(0) as u64) < opts.small_file_rows
+        })
+        .filter(|f| match (&f.live, mergeable) {
+            (Some((run, n)), Some((ours, upto))) => run != ours || *n <= upto,
+            _ => true,
         })
         .collect();
     small.sort_by(|a, b| a.name.cmp(&b.name));

@@ -250,6 +250,7 @@ pub(crate) fn write_file(
 }
 
 #[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)]
 fn write_parquet(
     path: &Path,
     file: File,
@@ -260,6 +261,35 @@ fn write_parquet(
     row_group_rows: usize,
     kv: Vec<KeyValue>,
 ) -> Result<File, StoreError> {
+    let buf = write_parquet_to(path, BufWriter::with_capacity(1 << 20, file), src, rows, schema, props, row_group_rows, kv)?;
+    buf.into_inner()
+        .map_err(|e| StoreError::io(path, "write", e.into_error()))
+}
+
+/// The rows as a Parquet file in memory, in the order given (the live
+/// records of a running capture: `crate::live`), read back by the same
+/// reader as the store's files.
+pub(crate) fn encode_in_memory(
+    src: &dyn RowSource,
+    rows: &[u32],
+    schema: &TypePtr,
+    props: &Arc<WriterProperties>,
+) -> Result<Vec<u8>, StoreError> {
+    write_parquet_to(Path::new("(memory)"), Vec::new(), src, rows, schema, props, rows.len().max(1), Vec::new())
+}
+
+/// Writes the Parquet file to `out`; `path` names it in errors.
+#[allow(clippy::too_many_arguments)]
+fn write_parquet_to<W: std::io::Write + Send>(
+    path: &Path,
+    out: W,
+    src: &dyn RowSource,
+    rows: &[u32],
+    schema: &TypePtr,
+    props: &Arc<WriterProperties>,
+    row_group_rows: usize,
+    kv: Vec<KeyValue>,
+) -> Result<W, StoreError> {
     // Writing the file is done by the Parquet writer: its I/O errors come
     // back wrapped, and are unwrapped so that a full disk is seen as such.
     let enc = |e: parquet::errors::ParquetError| match e {
@@ -270,7 +300,7 @@ fn write_parquet(
         e => StoreError::encode(path, e),
     };
     let mut w = SerializedFileWriter::new(
-        BufWriter::with_capacity(1 << 20, file),
+        out,
         schema.clone(),
         props.clone(),
     )
@@ -310,7 +340,5 @@ fn write_parquet(
         }
         rg.close().map_err(enc)?;
     }
-    let buf = w.into_inner().map_err(enc)?;
-    buf.into_inner()
-        .map_err(|e| StoreError::io(path, "write", e.into_error()))
+    w.into_inner().map_err(enc)
 }

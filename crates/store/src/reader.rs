@@ -12,7 +12,7 @@ use parquet::data_type::{
 };
 use parquet::errors::ParquetError;
 use parquet::file::metadata::RowGroupMetaData;
-use parquet::file::reader::{FileReader, RowGroupReader};
+use parquet::file::reader::{ChunkReader, FileReader, RowGroupReader};
 use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::file::statistics::Statistics;
 
@@ -44,6 +44,11 @@ pub struct Scan {
     /// are read are not filtered (the query does that). Applies to unsigned
     /// integer columns (ports, proto, counters, vlan); ignored on others.
     pub ranges: Vec<(&'static str, u64, u64)>,
+    /// A running capture's files written after a moment: `(run, upto)`
+    /// skips this run's files whose rows reach past record number `upto`
+    /// of the kind (their rows are answered from memory: see
+    /// [`crate::live`]).
+    pub live: Option<(String, u64)>,
 }
 
 impl Scan {
@@ -55,6 +60,7 @@ impl Scan {
             to_ns: None,
             columns: Vec::new(),
             ranges: Vec::new(),
+            live: None,
         }
     }
     /// A scan of every column of `kind`, in schema order.
@@ -75,6 +81,12 @@ impl Scan {
     }
     pub fn range(mut self, col: &'static str, min: u64, max: u64) -> Scan {
         self.ranges.push((col, min, max));
+        self
+    }
+    /// Leaves out the files of the running capture `run` written after its
+    /// store had `upto` records of this kind (see [`Scan::live`]).
+    pub fn live_upto(mut self, run: &str, upto: u64) -> Scan {
+        self.live = Some((run.to_string(), upto));
         self
     }
 }
@@ -98,6 +110,9 @@ pub struct ScanStats {
     pub bytes_read: u64,
     /// Files skipped (entirely or from the point of damage) as unreadable.
     pub corrupt_files: u64,
+    /// Files of the running capture left out because their rows were
+    /// answered from its live records ([`Scan::live`]).
+    pub files_live: u64,
     /// One line per corrupt file: its path and what is wrong.
     pub warnings: Vec<String>,
 }
@@ -107,9 +122,22 @@ pub(crate) struct OpenFile {
     pub path: PathBuf,
     pub reader: SerializedFileReader<File>,
     pub replaces: Vec<String>,
+    /// The running capture that wrote it and how many records of the kind
+    /// its store had been given then (see [`crate::live`]).
+    pub live: Option<(String, u64)>,
 }
 
 pub(crate) const REPLACES_KEY: &str = "wirelog.replaces";
+
+/// The key of a flushed file's `run:records` (see [`crate::live`]).
+pub(crate) const LIVE_KEY: &str = "wirelog.live";
+
+fn live_of(r: &SerializedFileReader<File>) -> Option<(String, u64)> {
+    let kv = r.metadata().file_metadata().key_value_metadata()?;
+    let v = kv.iter().find(|k| k.key == LIVE_KEY)?.value.as_ref()?;
+    let (run, n) = v.rsplit_once(':')?;
+    Some((run.to_string(), n.parse().ok()?))
+}
 
 fn replaces_of(r: &SerializedFileReader<File>) -> Vec<String> {
     r.metadata()
@@ -158,11 +186,13 @@ pub(crate) fn snapshot(
             match guard(|| SerializedFileReader::new(f).map_err(|e| e.to_string())) {
                 Ok(reader) => {
                     let replaces = replaces_of(&reader);
+                    let live = live_of(&reader);
                     files.push(OpenFile {
                         name: name.clone(),
                         path: path.clone(),
                         reader,
                         replaces,
+                        live,
                     });
                 }
                 Err(e) => bad.push((name.clone(), path.clone(), e.to_string())),
@@ -561,7 +591,7 @@ struct FilePlan {
     ranges: Vec<(usize, ColType, u64, u64)>,
 }
 
-fn plan_file(r: &SerializedFileReader<File>, kind: Kind, scan: &Scan) -> Result<FilePlan, String> {
+fn plan_file<R: ChunkReader + 'static>(r: &SerializedFileReader<R>, kind: Kind, scan: &Scan) -> Result<FilePlan, String> {
     let descr = r.metadata().file_metadata().schema_descr();
     let exact = |name: &str| (0..descr.num_columns()).find(|&i| descr.column(i).name() == name);
     // A column renamed since (a declared rename) is read under its old name.
@@ -735,14 +765,14 @@ impl Work {
 }
 
 /// Reads the row groups of one file the scan needs.
-fn scan_file(
-    f: &OpenFile,
+fn scan_file<R: ChunkReader + 'static>(
+    reader: &SerializedFileReader<R>,
     scan: &Scan,
     stats: &mut ScanStats,
     w: &mut Work,
     each: &mut Each<'_>,
 ) -> Result<FileOutcome, StoreError> {
-    let plan = match plan_file(&f.reader, scan.kind, scan) {
+    let plan = match plan_file(reader, scan.kind, scan) {
         Ok(p) => p,
         Err(e) => {
             return Ok(FileOutcome::Corrupt(format!(
@@ -760,7 +790,7 @@ fn scan_file(
     let to_us = scan
         .to_ns
         .map(|t| (t as i128 + NS_PER_US as i128 - 1).div_euclid(NS_PER_US as i128));
-    let meta = f.reader.metadata();
+    let meta = reader.metadata();
     for rgi in 0..meta.num_row_groups() {
         let rg = meta.row_group(rgi);
         let n = rg.num_rows().max(0) as usize;
@@ -790,7 +820,7 @@ fn scan_file(
             continue;
         }
         stats.row_groups_read += 1;
-        let rgr = match guard(|| f.reader.get_row_group(rgi).map_err(|e| e.to_string())) {
+        let rgr = match guard(|| reader.get_row_group(rgi).map_err(|e| e.to_string())) {
             Ok(r) => r,
             Err(e) => return Ok(FileOutcome::Corrupt(format!("row group {rgi}: {e}"))),
         };
@@ -956,8 +986,14 @@ fn scan_core(dir: &Path, scan: &Scan, each: &mut Each<'_>) -> Result<ScanStats, 
         stats.partitions += 1;
         let files = snapshot(&p.path, &mut stats.files_replaced, &mut corrupt)?;
         for f in &files {
+            if let (Some((run, upto)), Some((by, n))) = (&scan.live, &f.live) {
+                if run == by && n > upto {
+                    stats.files_live += 1;
+                    continue;
+                }
+            }
             stats.files += 1;
-            if let FileOutcome::Corrupt(what) = scan_file(f, scan, &mut stats, &mut w, each)? {
+            if let FileOutcome::Corrupt(what) = scan_file(&f.reader, scan, &mut stats, &mut w, each)? {
                 corrupt.push((f.path.clone(), what));
             }
         }
@@ -1024,12 +1060,13 @@ pub fn verify_file(path: &Path) -> Result<(Kind, u64), StoreError> {
         path: path.to_path_buf(),
         reader,
         replaces: Vec::new(),
+        live: None,
     };
     let scan = Scan::all_columns(kind);
     let mut stats = ScanStats::default();
     let mut rows = 0u64;
     match scan_file(
-        &of,
+        &of.reader,
         &scan,
         &mut stats,
         &mut Work::new(kind),
@@ -1104,6 +1141,39 @@ pub fn partition_files(pdir: &Path) -> Result<(Vec<PathBuf>, BadFiles), StoreErr
     Ok((files.into_iter().map(|f| f.path).collect(), corrupt))
 }
 
+/// Every row of an in-memory file (written by `encode::encode_in_memory`),
+/// every column, as one batch: the live records of a running capture,
+/// decoded by the code that decodes the store's files.
+pub(crate) fn decode_in_memory(bytes: Vec<u8>, kind: Kind) -> Result<Batch, StoreError> {
+    let what = Path::new("(live records in memory)");
+    let reader = SerializedFileReader::new(bytes::Bytes::from(bytes)).map_err(|e| StoreError::corrupt(what, e.to_string()))?;
+    let scan = Scan::all_columns(kind);
+    let mut stats = ScanStats::default();
+    let mut out: Option<Batch> = None;
+    let outcome = scan_file(&reader, &scan, &mut stats, &mut Work::new(kind), &mut |b: &mut Batch| {
+        match out.as_mut() {
+            None => out = Some(Batch { kind: b.kind, columns: std::mem::take(&mut b.columns) }),
+            Some(o) => {
+                for ((_, a), (_, c)) in o.columns.iter_mut().zip(b.columns.iter_mut()) {
+                    if !a.append(std::mem::replace(c, Column::Bool(Vec::new()))) {
+                        return Err(StoreError::corrupt(what, "columns of different types"));
+                    }
+                }
+                // The next batch gets fresh columns of the right shape.
+                b.columns.clear();
+            }
+        }
+        Ok(())
+    })?;
+    if let FileOutcome::Corrupt(why) = outcome {
+        return Err(StoreError::corrupt(what, why));
+    }
+    Ok(out.unwrap_or_else(|| Batch {
+        kind,
+        columns: scan.columns.iter().map(|&c| (c, empty_column(schema::columns(kind).iter().find(|s| s.name == c).expect("a column of the kind")))).collect(),
+    }))
+}
+
 /// Reads all rows of the given open files (every column), for compaction.
 pub(crate) fn read_all(files: &[OpenFile], kind: Kind) -> Result<Vec<Batch>, StoreError> {
     let scan = Scan::all_columns(kind);
@@ -1111,7 +1181,7 @@ pub(crate) fn read_all(files: &[OpenFile], kind: Kind) -> Result<Vec<Batch>, Sto
     let mut w = Work::new(kind);
     let mut out = Vec::new();
     for f in files {
-        match scan_file(f, &scan, &mut stats, &mut w, &mut |b: &mut Batch| {
+        match scan_file(&f.reader, &scan, &mut stats, &mut w, &mut |b: &mut Batch| {
             out.push(Batch {
                 kind: b.kind,
                 columns: std::mem::take(&mut b.columns),

@@ -435,11 +435,22 @@ pub(crate) fn writer_properties(
 ) -> Result<Arc<WriterProperties>, StoreError> {
     let level = ZstdLevel::try_new(zstd_level)
         .map_err(|e| StoreError::Invalid(format!("zstd level: {e}")))?;
+    properties(kind, Compression::ZSTD(level), row_group_rows, true)
+}
+
+/// The properties of the live records' in-memory files (`crate::live`):
+/// the store's encodings, no compression (they are decoded at once), rows
+/// in arrival order (so not declared sorted).
+pub(crate) fn live_properties(kind: Kind, row_group_rows: usize) -> Result<Arc<WriterProperties>, StoreError> {
+    properties(kind, Compression::UNCOMPRESSED, row_group_rows, false)
+}
+
+fn properties(kind: Kind, compression: Compression, row_group_rows: usize, sorted: bool) -> Result<Arc<WriterProperties>, StoreError> {
     let mut b = WriterProperties::builder()
         // Data pages v1: read by every Parquet reader, old and new.
         .set_writer_version(WriterVersion::PARQUET_1_0)
         .set_created_by(format!("wirelog-store {}", env!("CARGO_PKG_VERSION")))
-        .set_compression(Compression::ZSTD(level))
+        .set_compression(compression)
         .set_statistics_enabled(EnabledStatistics::Chunk)
         .set_max_row_group_row_count(Some(row_group_rows.max(1)))
         .set_data_page_size_limit(1 << 20)
@@ -458,7 +469,9 @@ pub(crate) fn writer_properties(
             b = b.set_column_statistics_enabled(path, EnabledStatistics::None);
         }
     }
-    if kind == Kind::Flows {
+    if !sorted {
+        // Arrival order: nothing to declare.
+    } else if kind == Kind::Flows {
         let sorted = ["bucket", "server", "server_port", "proto", "client"];
         b = b.set_sorting_columns(Some(
             sorted

@@ -1,5 +1,6 @@
 //! The store as one of the output stage's sinks: records appended as they
-//! come, Parquet files written at least every [`STORE_FLUSH`], small files
+//! come, Parquet files written at least every `StoreOptions::flush_interval`
+//! (5 minutes: a crash loses at most this much, plus what is queued), small files
 //! of closed hours compacted in the background, and the captures read
 //! listed once every one of their rows is in a file and every other sink
 //! is done with them ([`Sink::commit`]).
@@ -13,11 +14,8 @@ use wirelog_record::{Batch, Ingest};
 use wirelog_sink::{Live, Sink, SinkEnd, Space};
 
 use crate::compact::{Compactor, CompactorOptions};
+use crate::live::LiveRecords;
 use crate::{Kind, Store, StoreError, StoreOptions, WriteStats};
-
-/// The store's buffers are written to Parquet files at least this often
-/// while running: a crash loses at most this much (plus what is queued).
-const STORE_FLUSH: Duration = Duration::from_secs(300);
 
 fn io_error(e: StoreError) -> io::Error {
     io::Error::other(e)
@@ -41,11 +39,31 @@ impl StoreSink {
     /// files are written in staging under that name and enter the store
     /// only at the commit (see [`crate::staging`]).
     pub fn open(dir: &Path, opts: StoreOptions, live: Arc<Live>, run: Option<&str>) -> Result<StoreSink, StoreError> {
+        StoreSink::open_with(dir, opts, live, run, None)
+    }
+
+    /// [`StoreSink::open`] for a capture that keeps its records in memory
+    /// until the store has them (`capture --listen`): flushes mark their
+    /// files and hand the records over (see [`crate::live`]).
+    pub fn open_live(dir: &Path, opts: StoreOptions, live: Arc<Live>, records: Arc<LiveRecords>) -> Result<StoreSink, StoreError> {
+        StoreSink::open_with(dir, opts, live, None, Some(records))
+    }
+
+    fn open_with(
+        dir: &Path,
+        opts: StoreOptions,
+        live: Arc<Live>,
+        run: Option<&str>,
+        records: Option<Arc<LiveRecords>>,
+    ) -> Result<StoreSink, StoreError> {
         let pcap_dir = opts.pcap_dir.clone();
         let mut store = Store::open(dir, opts)?;
         if let Some(p) = pcap_dir {
             // Under the lock Store::open took.
             crate::pcap_dirs::record_pcap_dir(dir, &p)?;
+        }
+        if let Some(r) = &records {
+            store.set_live(r.clone());
         }
         if let Some(note) = store.recovered().note(dir) {
             eprintln!("{note}");
@@ -55,7 +73,9 @@ impl StoreSink {
         }
         // Small files of closed hours (short runs, frequent flushes) are
         // merged while we run.
-        let compactor = Compactor::start(dir.to_path_buf(), CompactorOptions::default());
+        let mut copts = CompactorOptions::default();
+        copts.compact.live = records;
+        let compactor = Compactor::start(dir.to_path_buf(), copts);
         Ok(StoreSink {
             store: Some(store),
             compactor: Some(compactor),
@@ -98,7 +118,8 @@ impl StoreSink {
     }
 
     fn flush_if_due(&mut self) -> io::Result<()> {
-        if self.last_flush.elapsed() < STORE_FLUSH {
+        let every = self.store.as_ref().map_or(Duration::MAX, |st| st.options().flush_interval);
+        if self.last_flush.elapsed() < every {
             return Ok(());
         }
         if let Some(st) = self.store.as_mut() {

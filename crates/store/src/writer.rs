@@ -39,6 +39,9 @@ pub struct StoreOptions {
     pub flush_rows: usize,
     /// Flush a kind when its buffer holds about this many bytes.
     pub flush_bytes: usize,
+    /// As a sink ([`crate::StoreSink`]): write every buffer out at least
+    /// this often (a crash loses at most this much).
+    pub flush_interval: Duration,
     /// Rows per Parquet row group (at most).
     pub row_group_rows: usize,
     /// zstd level of the files.
@@ -64,6 +67,7 @@ impl Default for StoreOptions {
             retain_bytes: None,
             flush_rows: 1 << 20,
             flush_bytes: 64 << 20,
+            flush_interval: Duration::from_secs(300),
             row_group_rows: 1 << 20,
             zstd_level: 3,
             sync: true,
@@ -109,7 +113,7 @@ impl WriteStats {
 // ---- buffers ----------------------------------------------------------------
 
 #[derive(Default)]
-struct FlowBuf {
+pub(crate) struct FlowBuf {
     bucket: Vec<i64>,
     iface: Vec<u32>,
     ifaces: Vec<Arc<str>>,
@@ -130,7 +134,7 @@ struct FlowBuf {
 const FLOW_ROW_BYTES: usize = 8 + 4 + 16 + 16 + 2 + 1 + 4 * 8 + 8 + 8 + 4;
 
 impl FlowBuf {
-    fn push(&mut self, r: &FlowRecord) {
+    pub(crate) fn push(&mut self, r: &FlowRecord) {
         let id = match self.iface_ids.get(&r.iface) {
             Some(&id) => id,
             None => {
@@ -155,7 +159,7 @@ impl FlowBuf {
         self.conns.push(r.conns);
     }
 
-    fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         let ifaces = std::mem::take(&mut self.ifaces);
         let ids = std::mem::take(&mut self.iface_ids);
         macro_rules! clear { ($($f:ident),*) => { $(self.$f.clear();)* } }
@@ -239,7 +243,7 @@ impl RowSource for FlowBuf {
 }
 
 #[derive(Default)]
-struct ConnBuf {
+pub(crate) struct ConnBuf {
     ts: Vec<i64>,
     uid: Vec<Uid>,
     orig_h: Vec<[u8; 16]>,
@@ -272,7 +276,7 @@ struct ConnBuf {
 const CONN_ROW_BYTES: usize = std::mem::size_of::<ConnRecord>();
 
 impl ConnBuf {
-    fn push(&mut self, r: &ConnRecord) {
+    pub(crate) fn push(&mut self, r: &ConnRecord) {
         self.ts.push(r.ts_ns);
         self.uid.push(r.uid);
         self.orig_h.push(r.orig_h.0);
@@ -302,7 +306,7 @@ impl ConnBuf {
         self.resp_proc.push(r.resp_proc.clone());
     }
 
-    fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         macro_rules! clear { ($($f:ident),*) => { $(self.$f.clear();)* } }
         clear!(
             ts,
@@ -554,6 +558,13 @@ pub struct Store {
     staging: Option<PathBuf>,
     /// What the opening found of earlier runs (finished or removed).
     recovered: crate::staging::Recovered,
+    /// A capture's records in memory (`capture --listen`): each flushed
+    /// file names the records it holds, and a finished flush lets them go
+    /// from memory (see [`crate::live`]).
+    live: Option<Arc<crate::live::LiveRecords>>,
+    /// Per kind ([`Kind::ALL`] order): records given so far, buffered,
+    /// written or dropped (the live records number them the same way).
+    appended: [u64; Kind::ALL.len()],
     _lock: DirLock,
 }
 
@@ -639,6 +650,8 @@ impl Store {
             written_parts: Default::default(),
             staging: None,
             recovered,
+            live: None,
+            appended: [0; Kind::ALL.len()],
             _lock: lock,
         })
     }
@@ -671,6 +684,13 @@ impl Store {
         crate::fsutil::create_below(&self.dir, &run)?;
         self.staging = Some(run);
         Ok(())
+    }
+
+    /// Hands the store a running capture's live records (before anything
+    /// is written): every flush then says which records it holds, so a
+    /// query reads each record once, from a file or from memory.
+    pub fn set_live(&mut self, live: Arc<crate::live::LiveRecords>) {
+        self.live = Some(live);
     }
 
     pub fn options(&self) -> &StoreOptions {
@@ -708,6 +728,9 @@ impl Store {
     pub fn append_conns(&mut self, recs: &[ConnRecord]) -> Result<(), StoreError> {
         let limit = self.conn_limit();
         for r in recs {
+            // Counted one by one: a flush inside the loop marks its files
+            // with the records given up to it.
+            self.appended[kind_slot(Kind::Conns)] += 1;
             if self.conns.len() >= 2 * limit {
                 self.stats.dropped[kind_slot(Kind::Conns)] += 1;
                 continue;
@@ -735,6 +758,7 @@ impl Store {
         };
         let limit = self.opts.flush_rows;
         for r in rows {
+            self.appended[kind_slot(kind)] += 1;
             let buf = &self.tx[i].0;
             if buf.len() >= 2 * limit || buf.bytes >= 2 * self.opts.flush_bytes {
                 self.stats.dropped[kind_slot(kind)] += 1;
@@ -761,6 +785,7 @@ impl Store {
                 self.append_certs(r)?;
             }
             let kind = tx_kind(r.protocol);
+            self.appended[kind_slot(kind)] += 1;
             let i = tx_slot(kind).expect("every protocol has a transaction kind");
             let buf = &self.tx[i].0;
             if buf.len() >= 2 * limit || buf.bytes >= 2 * self.opts.flush_bytes {
@@ -794,6 +819,7 @@ impl Store {
     pub fn append_flows(&mut self, recs: &[FlowRecord]) -> Result<(), StoreError> {
         let limit = self.flow_limit();
         for r in recs {
+            self.appended[kind_slot(Kind::Flows)] += 1;
             if self.flows.len() >= 2 * limit {
                 self.stats.dropped[kind_slot(Kind::Flows)] += 1;
                 continue;
@@ -818,6 +844,12 @@ impl Store {
     /// Flushes `kind`; lack of space is not an error but a wait (counted).
     fn flush_or_wait(&mut self, kind: Kind) -> Result<(), StoreError> {
         if self.unwritten(kind) == 0 {
+            if self.published[kind_slot(kind)].is_empty() {
+                // Nothing buffered: what was given is written or dropped.
+                if let Some(l) = self.live.as_ref().filter(|l| l.covers(kind)) {
+                    l.committed(kind, self.appended[kind_slot(kind)]);
+                }
+            }
             return Ok(());
         }
         if !self.make_room() {
@@ -895,9 +927,20 @@ impl Store {
                 (b, f)
             }
         };
+        // Every record given so far is in this flush's files, in earlier
+        // files or dropped: the files say so, for the live records.
+        let upto = self.appended[slot];
+        let live = self.live.as_ref().filter(|l| l.covers(kind));
         if src.len() == 0 {
+            if let Some(l) = live {
+                l.committed(kind, upto);
+            }
             return Ok(());
         }
+        let kv: Vec<parquet::file::metadata::KeyValue> = live
+            .map(|l| parquet::file::metadata::KeyValue::new(crate::reader::LIVE_KEY.to_string(), format!("{}:{upto}", l.run())))
+            .into_iter()
+            .collect();
         let done = &self.published[slot];
         let mut rows: Vec<u32> = (0..src.len() as u32)
             .filter(|&r| !done.get(r as usize).copied().unwrap_or(false))
@@ -905,7 +948,7 @@ impl Store {
         src.sort_rows(&mut rows);
         let mut out = Vec::new();
         let root = self.staging.as_deref().unwrap_or(&self.dir);
-        let result = write_hours(root, "part", src, &rows, fmt, &[], Some(&mut self.piece_rows), &mut out);
+        let result = write_hours(root, "part", src, &rows, fmt, &kv, Some(&mut self.piece_rows), &mut out);
         for (_, f) in &out {
             if let Some(dir) = f.path.parent() {
                 // The partition it is (or, staged, will be) in.
@@ -932,6 +975,9 @@ impl Store {
         // Everything fitted: the next flush tries whole hours again.
         self.piece_rows = usize::MAX;
         self.published[slot].clear();
+        if let Some(l) = self.live.as_ref().filter(|l| l.covers(kind)) {
+            l.committed(kind, upto);
+        }
         match kind {
             Kind::Flows => self.flows.clear(),
             Kind::Conns => self.conns.clear(),
