@@ -476,7 +476,9 @@ impl MongodbParser {
                     if let Some(c) = e.as_doc() {
                         for f in c.iter() {
                             match f.name {
-                                b"id" => tx.cursor_id = f.as_i64().map(|c| c as u64),
+                                // A getMore keeps the cursor it continues (its
+                                // last reply says 0: exhausted).
+                                b"id" => tx.cursor_id = tx.cursor_id.or(f.as_i64().map(|c| c as u64)),
                                 b"firstBatch" | b"nextBatch" => tx.docs_returned = f.as_doc().and_then(|b| b.len()),
                                 _ => {}
                             }
