@@ -54,6 +54,23 @@ if ! python3 -c 'import chdb, lz4, clickhouse_cityhash, zstandard' 2>/dev/null; 
         python3 -m pip install --quiet --disable-pip-version-check --break-system-packages chdb-core lz4 clickhouse-cityhash zstandard
 fi
 
+# pymongo (from PyPI) drives the MongoDB client of tests/mongodb_live.rs.
+if ! python3 -c 'import pymongo' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check pymongo 2>/dev/null ||
+        python3 -m pip install --quiet --disable-pip-version-check --break-system-packages pymongo
+fi
+
+# FerretDB (MongoDB's wire protocol on SQLite), the server of tests/mongodb_live.rs: built once
+# from its Go module into a cache kept between runs (a few minutes on 2 cores the first time).
+FERRETDB_VERSION=v1.24.2
+ferret_dir="${XDG_CACHE_HOME:-$HOME/.cache}/wirelog/ferretdb-$FERRETDB_VERSION"
+if [[ ! -x "$ferret_dir/ferretdb" ]] && command -v go >/dev/null; then
+    GOBIN="$ferret_dir" GOFLAGS=-mod=mod go install "github.com/FerretDB/FerretDB/cmd/ferretdb@$FERRETDB_VERSION"
+fi
+if [[ -x "$ferret_dir/ferretdb" ]]; then
+    export WIRELOG_FERRETDB="$ferret_dir/ferretdb"
+fi
+
 # Tests that need root (network namespaces) fail instead of skipping when this is set.
 export WIRELOG_REQUIRE_ALL_TESTS=${WIRELOG_REQUIRE_ALL_TESTS:-$([[ $(id -u) -eq 0 ]] && echo 1 || echo 0)}
 exec cargo test --release --workspace "$@"
