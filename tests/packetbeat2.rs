@@ -1,5 +1,5 @@
 //! The Packetbeat scoreboard's second set: Packetbeat's own system tests
-//! for MongoDB (pcaps, options and asserts from
+//! for MongoDB and Memcached over TCP, text and binary (pcaps, options and asserts from
 //! shared/testdata/packetbeat2/manifest.json) run against wirelog by
 //! `tests/packetbeat2_scoreboard.py`, which fails when an assert that does
 //! not hold has no accepted reason in `tests/packetbeat2_reasons.json`, or
