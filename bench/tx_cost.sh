@@ -6,6 +6,7 @@
 # HEAPTRACK=1 heap allocations per transaction (whole process). Compare two builds by running it
 # with WIRELOG=path/to/other/wirelog.
 # usage: bench/tx_cost.sh   (env: WIRELOG, PCAPS="mysql_text mysql http", REPS=5, CALLGRIND, HEAPTRACK)
+# MongoDB and Memcached-binary captures: bench/gen_wire.py mongodb|memcached_bin N $PEERS/<name>.pcap
 set -euo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 WIRELOG=${WIRELOG:-$REPO/target/release/wirelog}
@@ -27,7 +28,7 @@ for pc in $PCAPS; do
     ms() { perf stat -r "$REPS" -x, -e task-clock -- bash -c "run $* $f" 2>&1 >/dev/null | awk -F, '/task-clock/{print $1}'; }
     parse=$(ms); noparse=$(ms --no-parse)
     run "$f"
-    tx=$(cat "$W"/l/{http,mysql,pgsql,redis,dns}.log 2>/dev/null | grep -vc '^#' || true)
+    tx=$(cat "$W"/l/{http,mysql,pgsql,redis,dns,memcached,mongodb}.log 2>/dev/null | grep -vc '^#' || true)
     row="| $pc | $tx | $(printf '%.0f / %.0f' "$parse" "$noparse") | $(awk -v a="$parse" -v b="$noparse" -v n="$tx" 'BEGIN{printf "%.2f", (a-b)*1000/n}') |"
     if [[ -n ${CALLGRIND:-} ]]; then
         ir() { rm -rf "$W/s" "$W/l"; valgrind --tool=callgrind --callgrind-out-file=/dev/null "$WIRELOG" read -C --quiet \

@@ -54,6 +54,34 @@ if ! python3 -c 'import chdb, lz4, clickhouse_cityhash, zstandard' 2>/dev/null; 
         python3 -m pip install --quiet --disable-pip-version-check --break-system-packages chdb-core lz4 clickhouse-cityhash zstandard
 fi
 
+# pymongo (from PyPI) drives the MongoDB client of tests/mongodb_live.rs.
+if ! python3 -c 'import pymongo' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check pymongo 2>/dev/null ||
+        python3 -m pip install --quiet --disable-pip-version-check --break-system-packages pymongo
+fi
+
+# FerretDB (MongoDB's wire protocol on SQLite) for tests/mongodb_live.rs's pymongo test: opt-in
+# (WIRELOG_BUILD_FERRETDB=1), built once from its Go module into a cache kept between runs; its
+# first build took over 20 minutes on 2 cores. Without it the test's raw wire peers still run.
+FERRETDB_VERSION=v1.24.2
+ferret_dir="${XDG_CACHE_HOME:-$HOME/.cache}/wirelog/ferretdb-$FERRETDB_VERSION"
+if [[ ${WIRELOG_BUILD_FERRETDB:-0} == 1 && ! -x "$ferret_dir/ferretdb" ]] && command -v go >/dev/null; then
+    # `go install` of the module leaves out build/version/version.txt, without which FerretDB
+    # panics at start: build from a copy of the module's source with the version written in.
+    (
+        set -e
+        cd "$(mktemp -d)"
+        GOFLAGS=-mod=mod go mod download -json "github.com/FerretDB/FerretDB@$FERRETDB_VERSION" >mod.json
+        src=$(python3 -c 'import json; print(json.load(open("mod.json"))["Dir"])')
+        cp -r "$src" ferretdb && chmod -R u+w ferretdb
+        echo "$FERRETDB_VERSION" >ferretdb/build/version/version.txt
+        cd ferretdb && GOFLAGS=-mod=mod go build -o "$ferret_dir/ferretdb" ./cmd/ferretdb
+    )
+fi
+if [[ -x "$ferret_dir/ferretdb" ]]; then
+    export WIRELOG_FERRETDB="$ferret_dir/ferretdb"
+fi
+
 # Tests that need root (network namespaces) fail instead of skipping when this is set.
 export WIRELOG_REQUIRE_ALL_TESTS=${WIRELOG_REQUIRE_ALL_TESTS:-$([[ $(id -u) -eq 0 ]] && echo 1 || echo 0)}
 exec cargo test --release --workspace "$@"

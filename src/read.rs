@@ -319,6 +319,12 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
             }
             eprintln!("{line}");
         }
+        // Messages a parser read but could not use (an unknown opcode, a
+        // reply to nothing seen): counted, so none is lost unsaid.
+        let malformed = probe.app_stats().parse.malformed;
+        if malformed > 0 {
+            eprintln!("wirelog: parsers: {malformed} malformed messages (not of the protocol, or unpaired)");
+        }
     }
 
 

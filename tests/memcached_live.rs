@@ -3,7 +3,9 @@
 //! text-protocol commands (storage, retrieval with hits and misses, delete,
 //! incr/decr, touch, noreply, an unknown command) and printing each answer;
 //! tcpdump captures the loopback, `wirelog read` makes memcached.log and a
-//! store, and each record agrees with the answer the client printed.
+//! store, and each record agrees with the answer the client printed. The
+//! same server answers a second client in the binary protocol (memcached's
+//! `-B auto` tells them apart by the first byte).
 
 mod common;
 
@@ -165,4 +167,120 @@ fn records_match_what_the_server_answered() {
     for line in ["get,hit,", "get,miss,", "delete,deleted,", "delete,not_found,", "incr,value,", "unknown,error,"] {
         assert!(csv.lines().any(|l| l.starts_with(line)), "{line} in\n{csv}");
     }
+}
+
+/// The binary client: each request alone (or a run of quiet ones ended by
+/// a NoOp), printing `<opcode>\t<status of its response, or quiet>` per
+/// request, the way the server answered.
+const BINARY_CLIENT: &str = r#"
+import socket, struct
+s = socket.create_connection(("127.0.0.1", 11211))
+f = s.makefile("rb")
+opaque = [0]
+def msg(op, key=b"", extras=b"", value=b""):
+    opaque[0] += 1
+    return struct.pack(">BBHBBHII8x", 0x80, op, len(key), len(extras), 0, 0, len(extras) + len(key) + len(value), opaque[0]) + extras + key + value
+def read():
+    h = f.read(24)
+    magic, op, klen, elen, _, status, blen, op_id = struct.unpack(">BBHBBHII8x", h)
+    body = f.read(blen)
+    return op, status, op_id, body[elen:elen + klen]
+def ask(name, m, multi=False):
+    s.sendall(m)
+    op, status, _, key = read()
+    while multi and key:
+        op, status, _, key = read()
+    print("%s\t%d" % (name, status))
+store = struct.pack(">II", 0, 0)
+ask("Set", msg(0x01, b"alpha", store, b"hello"))
+ask("GetK", msg(0x0c, b"alpha"))
+ask("Get", msg(0x00, b"nothing"))
+ask("Add", msg(0x02, b"alpha", store, b"xyz"))
+ask("Set", msg(0x01, b"n", store, b"10"))
+ask("Increment", msg(0x05, b"n", struct.pack(">QQI", 5, 0, 0)))
+ask("Delete", msg(0x04, b"nothing"))
+# Quiet requests then a NoOp: only what has something to say answers.
+s.sendall(msg(0x11, b"quiet", store, b"q") + msg(0x0d, b"missing") + msg(0x0d, b"quiet"))
+noop = msg(0x0a)
+s.sendall(noop)
+answered = {}
+while True:
+    op, status, op_id, key = read()
+    if op == 0x0a:
+        break
+    answered[op_id] = status
+for i, name in ((opaque[0] - 3, "SetQ"), (opaque[0] - 2, "GetKQ"), (opaque[0] - 1, "GetKQ")):
+    print("%s\t%s" % (name, answered.get(i, "quiet")))
+print("NoOp\t0")
+ask("Stat", msg(0x10), multi=True)
+ask("Version", msg(0x0b))
+ask("Unknown", msg(0x7f))
+"#;
+
+#[test]
+fn binary_records_match_what_the_server_answered() {
+    if !(have("memcached") && have("python3") && have("tcpdump") && common::live::is_root()) {
+        common::live::skip("needs root, memcached, python3 and tcpdump");
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("memcached-bin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ns = LoNs::new("mb");
+    let pcap = dir.join("memcached.pcap");
+    let tcpdump = ns.tcpdump(&pcap, &["tcp", "port", "11211"]);
+    let _server = ns.spawn(
+        "memcached",
+        &["memcached", "-u", "root", "-l", "127.0.0.1", "-p", "11211", "-U", "0", "-m", "16", "-B", "auto"],
+        &dir.join("memcached.log.txt"),
+    );
+    wait_for("memcached", Duration::from_secs(20), || {
+        ns.cmd(&["python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 11211)).close()"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    let o = ns.cmd(&["timeout", "30", "python3", "-c", BINARY_CLIENT]).output().unwrap();
+    assert!(o.status.success(), "client: {}", text(&o));
+    settle(&pcap);
+    tcpdump.interrupt();
+    let answers: Vec<(String, String)> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| {
+            let (c, a) = l.split_once('\t').unwrap();
+            (c.to_string(), a.to_string())
+        })
+        .collect();
+    assert_eq!(answers.len(), 14, "{answers:?}");
+
+    let logs = dir.join("logs");
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["read", "--no-store", "--logs"]).arg(&logs).arg(&pcap).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let rows = common::read_log(&logs.join("memcached.log"));
+    assert_eq!(rows.len(), answers.len(), "{rows:#?}");
+    for ((opcode, answer), r) in answers.iter().zip(&rows) {
+        assert_eq!((r["protocol"].as_str(), r["opcode"].as_str()), ("binary", opcode.as_str()), "{r:?}");
+        // The status the server sent, as wirelog's result and status.
+        let (result, status) = match (opcode.as_str(), answer.as_str()) {
+            ("SetQ", "quiet") => ("stored", "ok"),
+            ("GetKQ", "quiet") => ("miss", "ok"),
+            ("GetKQ" | "GetK", "0") => ("hit", "ok"),
+            ("Set" | "SetQ", "0") => ("stored", "ok"),
+            ("Get", "1") => ("miss", "ok"),
+            ("Add", "2") => ("exists", "ok"),
+            ("Increment", "0") => ("value", "ok"),
+            ("Delete", "1") => ("not_found", "ok"),
+            ("NoOp", "0") => ("ok", "ok"),
+            ("Stat", "0") => ("stats", "ok"),
+            ("Version", "0") => ("version", "ok"),
+            ("Unknown", "129") => ("error", "error"),
+            other => panic!("answer {other:?}"),
+        };
+        assert_eq!((r["result"].as_str(), r["status"].as_str()), (result, status), "{opcode} -> {answer}: {r:?}");
+        if answer == "quiet" {
+            assert_eq!((r["response_bytes"].as_str(), r["noreply"].as_str()), ("-", "T"), "answered by silence: {r:?}");
+        }
+    }
+    let first = &rows[0];
+    assert_eq!((first["key"].as_str(), first["value_bytes"].as_str()), ("alpha", "5"), "{first:?}");
+    assert_eq!(rows[1]["value_bytes"], "5", "the value GetK returned");
 }

@@ -86,15 +86,18 @@ pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
         Protocol::Dns => Probe::NotForUs,
         Protocol::Tls => crate::tls::probe(dir, data),
         Protocol::Memcached => crate::memcached::probe(dir, data),
+        Protocol::Mongodb => crate::mongodb::probe(dir, data),
     }
 }
 
 /// The order the probes are tried in, from the most specific signature to
 /// the least: a ClientHello record's first bytes could pass for a MySQL
-/// packet header, a PostgreSQL startup message for one too. Every protocol
+/// packet header, a PostgreSQL startup message for one too; a MongoDB
+/// header (length, ids, a known opcode) is checked before MySQL's, whose
+/// 3-byte length a MongoDB length can pass for. Every protocol
 /// once (a test checks it; the length follows the table).
 pub const PROBE_ORDER: [Protocol; Protocol::ALL.len()] =
-    [Protocol::Tls, Protocol::Pgsql, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns, Protocol::Memcached];
+    [Protocol::Tls, Protocol::Pgsql, Protocol::Mongodb, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns, Protocol::Memcached];
 
 /// What the probes together say of the first bytes of one direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -18,6 +18,7 @@ pub mod dns;
 pub mod fingerprint;
 pub mod http;
 pub mod memcached;
+pub mod mongodb;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
@@ -58,6 +59,7 @@ impl ProtocolParser for Protocol {
             Protocol::Dns => ConnParser::Dns(dns::TcpDns::new(cfg)),
             Protocol::Tls => ConnParser::Tls(tls::TlsConn::new(cfg)),
             Protocol::Memcached => ConnParser::Memcached(memcached::MemcachedParser::new(cfg)),
+            Protocol::Mongodb => ConnParser::Mongodb(mongodb::MongodbParser::new(cfg)),
         }
     }
 }
@@ -74,6 +76,7 @@ pub enum ConnParser {
     Dns(dns::TcpDns),
     Tls(tls::TlsConn),
     Memcached(memcached::MemcachedParser),
+    Mongodb(mongodb::MongodbParser),
 }
 
 /// Calls the same method on whichever parser a [`ConnParser`] holds.
@@ -87,6 +90,7 @@ macro_rules! each_parser {
             ConnParser::Dns($p) => $e,
             ConnParser::Tls($p) => $e,
             ConnParser::Memcached($p) => $e,
+            ConnParser::Mongodb($p) => $e,
         }
     };
 }

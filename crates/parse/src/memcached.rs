@@ -18,9 +18,14 @@
 //! and reads again from the next line end; the server's gap answers no
 //! command (those waiting go out unanswered).
 //!
-//! Not read: the binary protocol and the meta commands' flags (a meta
-//! command is `unknown`; its one-line answer, or `VA <bytes>` and its data,
-//! pairs with it).
+//! A connection whose first byte is a binary magic (0x80, 0x81) speaks the
+//! binary protocol, read by [`binary`] into the same records (`protocol`
+//! says which).
+//!
+//! Not read: the meta commands' flags (a meta command is `unknown`; its
+//! one-line answer, or `VA <bytes>` and its data, pairs with it).
+
+mod binary;
 
 use std::collections::VecDeque;
 
@@ -83,8 +88,8 @@ pub struct MemcachedParser {
     /// Bytes were read (the first decides whether this is the text protocol).
     started: bool,
     /// The connection speaks the binary protocol (its first byte is a
-    /// binary magic, 0x80 or 0x81): not read, given up.
-    binary: bool,
+    /// binary magic, 0x80 or 0x81): read by this instead.
+    binary: Option<Box<binary::Binary>>,
     stats: ParseStats,
 }
 
@@ -118,7 +123,7 @@ impl MemcachedParser {
             pending: VecDeque::new(),
             storing: None,
             started: false,
-            binary: false,
+            binary: None,
             stats: ParseStats::default(),
         }
     }
@@ -138,7 +143,7 @@ impl MemcachedParser {
         let args: Vec<&[u8]> = words.collect();
         let command = command_name(first);
         let noreply = args.last().is_some_and(|w| *w == b"noreply");
-        let mut tx = MemcachedTx { command, noreply, ..Default::default() };
+        let mut tx = MemcachedTx { command, noreply, protocol: "text", ..Default::default() };
         let mut expect = Expect::Line;
         let mut data = None;
         match command {
@@ -208,7 +213,7 @@ impl MemcachedParser {
         let Some(p) = self.pending.front_mut() else {
             // A response whose command was not seen.
             self.stats.malformed += 1;
-            let tx = MemcachedTx { command: "unknown", result: Some(line_result(first)), ..Default::default() };
+            let tx = MemcachedTx { command: "unknown", result: Some(line_result(first)), protocol: "text", ..Default::default() };
             let span = Span { first_ns: ts_ns, last_ns: ts_ns, bytes: len };
             out.push(Transaction { request: None, response: Some(span), status: TxStatus::NoRequest, detail: Detail::Memcached(tx) });
             return;
@@ -348,7 +353,10 @@ impl MemcachedParser {
     }
 
     pub fn stats(&self) -> ParseStats {
-        self.stats
+        match &self.binary {
+            Some(b) => b.stats,
+            None => self.stats,
+        }
     }
 }
 
@@ -382,16 +390,19 @@ impl StreamParser for MemcachedParser {
     fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
         if !std::mem::replace(&mut self.started, true) && matches!(data.first(), Some(0x80 | 0x81)) {
             // A text line never starts with a binary magic byte.
-            self.binary = true;
+            self.binary = Some(Box::new(binary::Binary::new(self.max_text, self.timeout_ns)));
         }
-        if self.binary {
-            self.stats.unparsed_bytes += data.len() as u64;
-            return;
+        match &mut self.binary {
+            Some(b) => b.data(dir, ts_ns, data, out),
+            None => self.read(dir, ts_ns, data, out),
         }
-        self.read(dir, ts_ns, data, out);
     }
 
     fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, out: &mut Vec<Transaction>) {
+        if let Some(b) = &mut self.binary {
+            b.gap(dir);
+            return;
+        }
         self.stats.gaps += 1;
         let side = &mut self.sides[di(dir)];
         side.line.clear();
@@ -414,6 +425,9 @@ impl StreamParser for MemcachedParser {
     }
 
     fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+        if let Some(b) = &mut self.binary {
+            b.expire(now_ns, out);
+        }
         while self.pending.front().is_some_and(|p| p.resp.is_none() && now_ns - p.req.last_ns > self.timeout_ns) {
             if let Some(p) = self.pending.pop_front() {
                 self.unanswered(p, out);
@@ -422,6 +436,9 @@ impl StreamParser for MemcachedParser {
     }
 
     fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+        if let Some(b) = &mut self.binary {
+            b.finish(out);
+        }
         if let Some(p) = self.storing.take() {
             self.unanswered(p, out);
         }
@@ -431,11 +448,11 @@ impl StreamParser for MemcachedParser {
     }
 
     fn gave_up(&self) -> bool {
-        self.binary
+        false
     }
 
     fn stats(&self) -> ParseStats {
-        self.stats
+        MemcachedParser::stats(self)
     }
 }
 
@@ -534,18 +551,121 @@ mod tests {
         assert_eq!(p.stats().resyncs, 1);
     }
 
+    /// A binary request or response: header, extras, key, value.
+    fn bin(magic: u8, op: u8, status: u16, opaque: u32, extras: &[u8], key: &[u8], value: &[u8]) -> Vec<u8> {
+        let mut m = vec![magic, op];
+        m.extend_from_slice(&(key.len() as u16).to_be_bytes());
+        m.push(extras.len() as u8);
+        m.push(0);
+        m.extend_from_slice(&status.to_be_bytes());
+        m.extend_from_slice(&((extras.len() + key.len() + value.len()) as u32).to_be_bytes());
+        m.extend_from_slice(&opaque.to_be_bytes());
+        m.extend_from_slice(&[0; 8]);
+        m.extend_from_slice(extras);
+        m.extend_from_slice(key);
+        m.extend_from_slice(value);
+        m
+    }
+
     #[test]
-    fn the_binary_protocol_is_given_up() {
+    fn the_binary_protocol_pairs_by_opaque_and_quiet_requests_by_silence() {
         let mut p = MemcachedParser::new(&ParseConfig::default());
         let mut out = Vec::new();
-        // A binary GET request header (magic 0x80, opcode 0x00, key length 3).
-        let req = [&[0x80u8, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 3][..], &[0; 12], b"foo"].concat();
-        p.data(Dir::ToServer, 0, &req, &mut out);
-        p.data(Dir::ToClient, 1, b"\x81\0\0\0", &mut out);
-        p.finish(2, &mut out);
-        assert!(out.is_empty());
-        assert!(p.gave_up());
-        assert_eq!(p.stats().unparsed_bytes, req.len() as u64 + 4);
+        let set = bin(0x80, 0x01, 0, 1, &[0; 8], b"k1", b"hello");
+        let setq = bin(0x80, 0x11, 0, 2, &[0; 8], b"k2", b"abc");
+        let getkq = bin(0x80, 0x0d, 0, 3, &[], b"gone", b"");
+        let getk = bin(0x80, 0x0c, 0, 4, &[], b"k1", b"");
+        let incr = bin(0x80, 0x05, 0, 5, &[0; 20], b"n", b"");
+        let noop = bin(0x80, 0x0a, 0, 6, &[], b"", b"");
+        let del = bin(0x80, 0x04, 0, 7, &[], b"k9", b"");
+        // Request bytes in awkward pieces.
+        let reqs = [set, setq, getkq, getk, incr, noop, del].concat();
+        for ch in reqs.chunks(7) {
+            p.data(Dir::ToServer, 1, ch, &mut out);
+        }
+        let resps = [
+            bin(0x81, 0x01, 0, 1, &[], b"", b""),
+            bin(0x81, 0x0c, 0, 4, &[0; 4], b"k1", b"hello"),
+            bin(0x81, 0x05, 0, 5, &[], b"", &7u64.to_be_bytes()),
+            bin(0x81, 0x0a, 0, 6, &[], b"", b""),
+            bin(0x81, 0x04, 1, 7, &[], b"", b"Not found"),
+        ]
+        .concat();
+        for ch in resps.chunks(5) {
+            p.data(Dir::ToClient, 2, ch, &mut out);
+        }
+        p.finish(3, &mut out);
+        let got: Vec<_> = out.iter().map(|t| (mc(t).opcode.unwrap(), mc(t).command, mc(t).result, t.status)).collect();
+        assert_eq!(
+            got,
+            [
+                ("Set", "set", Some("stored"), TxStatus::Ok),
+                ("SetQ", "set", Some("stored"), TxStatus::Ok),
+                ("GetKQ", "get", Some("miss"), TxStatus::Ok),
+                ("GetK", "get", Some("hit"), TxStatus::Ok),
+                ("Increment", "incr", Some("value"), TxStatus::Ok),
+                ("NoOp", "noop", Some("ok"), TxStatus::Ok),
+                ("Delete", "delete", Some("not_found"), TxStatus::Ok),
+            ]
+        );
+        assert!(out[1].response.is_none() && out[1].request.is_some(), "answered by silence");
+        assert_eq!(mc(&out[0]).value_bytes, Some(5));
+        assert_eq!((mc(&out[3]).key.as_deref(), mc(&out[3]).value_bytes, mc(&out[3]).hits), (Some("k1"), Some(5), Some(1)));
+        assert_eq!(out[0].request.unwrap().bytes, 24 + 8 + 2 + 5);
+        assert!(out.iter().all(|t| mc(t).protocol == "binary"));
+        assert_eq!(p.stats(), ParseStats::default());
+        assert!(!p.gave_up());
+    }
+
+    #[test]
+    fn binary_errors_stats_and_lost_framing() {
+        let mut p = MemcachedParser::new(&ParseConfig::default());
+        let mut out = Vec::new();
+        p.data(Dir::ToServer, 1, &bin(0x80, 0x10, 0, 9, &[], b"", b""), &mut out);
+        let stats = [
+            bin(0x81, 0x10, 0, 9, &[], b"pid", b"42"),
+            bin(0x81, 0x10, 0, 9, &[], b"uptime", b"7"),
+            bin(0x81, 0x10, 0, 9, &[], b"", b""),
+        ]
+        .concat();
+        p.data(Dir::ToClient, 2, &stats, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((mc(&out[0]).result, out[0].response.unwrap().bytes), (Some("stats"), stats.len() as u64));
+        p.data(Dir::ToServer, 3, &bin(0x80, 0x01, 0, 10, &[0; 8], b"big", &[1; 10]), &mut out);
+        p.data(Dir::ToClient, 4, &bin(0x81, 0x01, 3, 10, &[], b"", b"Too large."), &mut out);
+        assert_eq!(out[1].status, TxStatus::Error);
+        assert_eq!(mc(&out[1]).error_message.as_deref(), Some("Value too large"));
+        // A bad magic loses the framing until a segment starts with one.
+        p.data(Dir::ToServer, 5, &[0x42; 30], &mut out);
+        p.data(Dir::ToServer, 6, &bin(0x80, 0x0b, 0, 11, &[], b"", b""), &mut out);
+        p.data(Dir::ToClient, 7, &bin(0x81, 0x0b, 0, 11, &[], b"", b"1.6.21"), &mut out);
+        assert_eq!(mc(&out[2]).result, Some("version"));
+        assert_eq!((p.stats().unparsed_bytes, p.stats().resyncs), (30, 1));
+    }
+
+    #[test]
+    fn binary_captures_of_packetbeat() {
+        use crate::testutil::parse_pcap;
+        let cfg = ParseConfig::default();
+        let tx = |f: &str| -> Vec<Transaction> {
+            parse_pcap(&format!("packetbeat2/pcaps/memcache/{f}"), &[11211], crate::Protocol::Memcached, &cfg).concat()
+        };
+        let ls = tx("memcache_bin_tcp_single_load_store.pcap");
+        let got: Vec<_> = ls.iter().map(|t| (mc(t).opcode.unwrap(), mc(t).result, mc(t).key.clone(), mc(t).value_bytes)).collect();
+        assert_eq!(
+            got,
+            [
+                ("Set", Some("stored"), Some("test_key".into()), Some(2046)),
+                ("GetK", Some("hit"), Some("test_key".into()), Some(2046)),
+                ("Quit", Some("ok"), None, None)
+            ]
+        );
+        let cnt = tx("memcache_bin_tcp_counter_ops.pcap");
+        let ops: Vec<_> = cnt.iter().map(|t| mc(t).opcode.unwrap()).collect();
+        assert_eq!(ops, ["Set", "Increment", "Decrement", "GetK", "Quit"]);
+        assert!(cnt.iter().all(|t| t.status == TxStatus::Ok));
+        let st = tx("memcache_bin_tcp_stats.pcap");
+        assert_eq!(st.iter().map(|t| mc(t).command).collect::<Vec<_>>(), ["set", "get", "stats", "quit"]);
     }
 
     #[test]

@@ -1630,6 +1630,14 @@ fn tx_atom(rng: &mut Rng, kind: Kind) -> String {
             4 => format!("noreply = {}", pick(rng, &["true", "false"])),
             _ => "error_message != \"\"".into(),
         },
+        Kind::Mongodb => match rng.below(6) {
+            0 => format!("command in ({})", pick(rng, &["find, getMore", "insert", "aggregate, delete, update"])),
+            1 => format!("op {} {}", rng.pick(&["=", "!="]), pick(rng, &["msg", "query", "get_more"])),
+            2 => format!("docs_returned {} {}", rng.pick(&[">", "<="]), rng.below(5)),
+            3 => format!("n > {}", rng.below(3)),
+            4 => format!("more_to_come = {}", pick(rng, &["true", "false"])),
+            _ => "error_code > 0".into(),
+        },
         _ => match rng.below(8) {
             0 => format!(
                 "qtype_name {} {}",
@@ -1668,6 +1676,7 @@ fn group_by_matches_reference_on_tx() {
             Kind::Redis => &["command", "reply_type,command"],
             Kind::Tls => &["server_name", "version,cipher", "ja4", "established,resumed"],
             Kind::Memcached => &["command", "result,command", "noreply"],
+            Kind::Mongodb => &["command,collection,fingerprint", "op,database", "more_to_come"],
             _ => &["query,qtype_name", "rcode_name", "aa,rd"],
         };
         let common = [

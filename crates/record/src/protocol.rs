@@ -94,8 +94,10 @@ macro_rules! protocol_table {
             /// 563, 585, 614, 636, 989, 990, 992, 993, 995, 5223) plus DNS over
             /// TLS (853), IRCS (994), SIP-TLS (5061), WinRM (5986) and 8443.
             Tls { name: "tls", service: "ssl", log: "ssl", ports: &[443, 465, 563, 585, 614, 636, 853, 989, 990, 992, 993, 994, 995, 5061, 5223, 5986, 8443], what: "TLS handshakes" }
-            /// Memcached's text protocol (recognised by its port).
+            /// Memcached, text and binary protocols (recognised by its port).
             Memcached { name: "memcached", service: "memcached", log: "memcached", ports: &[11211], what: "Memcached commands" }
+            /// MongoDB's wire protocol (OP_MSG and the legacy opcodes).
+            Mongodb { name: "mongodb", service: "mongodb", log: "mongodb", ports: &[27017], what: "MongoDB operations" }
         }
     };
 }

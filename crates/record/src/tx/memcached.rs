@@ -1,6 +1,6 @@
 //! What a Memcached command records (filled in by `wirelog_parse::memcached`):
-//! the text protocol's commands (`get`, `set`, `delete`, `incr`, ...), one
-//! transaction per request and its response.
+//! the text protocol's commands (`get`, `set`, `delete`, `incr`, ...) and the
+//! binary protocol's opcodes, one transaction per request and its response.
 
 /// One command and its response.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -24,8 +24,14 @@ pub struct MemcachedTx {
     pub value_bytes: Option<u64>,
     /// The command asked for no reply (`noreply`).
     pub noreply: bool,
-    /// The text of a `CLIENT_ERROR` or `SERVER_ERROR`.
+    /// The text of a `CLIENT_ERROR` or `SERVER_ERROR`; in the binary
+    /// protocol, the status's name when it is an error.
     pub error_message: Option<String>,
+    /// `text` or `binary`.
+    pub protocol: &'static str,
+    /// The binary protocol's opcode by its name in the protocol's
+    /// definition (`Get`, `GetK`, `SetQ`, `Increment`, `Stat`, ...).
+    pub opcode: Option<&'static str>,
 }
 
 use crate::columns::{Card::*, Column as C, Columns, LogText, Type::*, Unit, Val};
@@ -45,7 +51,9 @@ pub static COLUMNS: Columns = Columns {
         C::new("hits", Count { bits: 64, unit: Unit::Count }, Low, "Values a retrieval returned.", get!(Memcached, |r, m| Val::Count(m.hits.map(u64::from)))),
         C::new("value_bytes", Count { bits: 64, unit: Unit::Bytes }, Low, "Data bytes stored or returned (without framing).", get!(Memcached, |r, m| Val::Count(m.value_bytes))),
         C::new("noreply", Bool, Low, "The command asked for no reply.", get!(Memcached, |r, m| Val::Bool(Some(m.noreply)))),
-        C::new("error_message", Text, High, "Text of a CLIENT_ERROR or SERVER_ERROR.", get!(Memcached, |r, m| Val::Text(m.error_message.as_deref()))),
+        C::new("error_message", Text, High, "Text of a CLIENT_ERROR or SERVER_ERROR (binary: the error status).", get!(Memcached, |r, m| Val::Text(m.error_message.as_deref()))),
+        C::new("protocol", Text, Low, "text or binary.", get!(Memcached, |r, m| Val::text(m.protocol))),
+        C::new("opcode", Text, Low, "Binary opcode by name (Get, GetK, SetQ, Increment, ...).", get!(Memcached, |r, m| Val::Text(m.opcode))),
     ],
     store_order: &[],
     by: &["command", "result"],

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Synthetic captures for bench/tx_cost.sh's MongoDB and Memcached-binary rows:
+`gen_wire.py mongodb|memcached_bin N OUT.pcap` writes N request/response
+transactions over 100 TCP connections (Ethernet, IPv4, checksums left 0:
+read with -C), each message in segments of at most 1448 bytes.
+
+mongodb: OP_MSG finds with a two-field filter answered by a cursor of 3
+small documents, every tenth an insert with a 2-document sequence
+(messages built by tests/mongodb_wire.py). memcached_bin: GetK (hit, 100-byte
+value) and Set with a 100-byte value, alternating, every fifth a GetKQ miss
+followed by a NoOp."""
+
+import os
+import struct
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import mongodb_wire as mw  # noqa: E402
+
+CONNS = 100
+
+
+def pcap_header():
+    return struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+
+
+def frame(ts_us, src, dst, sport, dport, seq, ack, flags, payload):
+    ip_len = 20 + 20 + len(payload)
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, ip_len, 0, 0x4000, 64, 6, 0, bytes(src), bytes(dst))
+    tcp = struct.pack(">HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags, 65535, 0, 0)
+    eth = b"\x02\0\0\0\0\x02" + b"\x02\0\0\0\0\x01" + b"\x08\x00"
+    pkt = eth + ip + tcp + payload
+    return struct.pack("<IIII", ts_us // 1_000_000, ts_us % 1_000_000, len(pkt), len(pkt)) + pkt
+
+
+class Conn:
+    def __init__(self, i, port):
+        self.c, self.s = [10, 0, i // 250, i % 250 + 1], [10, 1, 0, 1]
+        self.cp, self.sp = 30000 + i, port
+        self.cseq, self.sseq = 1000, 5000
+
+    def open(self, ts, out):
+        out.append(frame(ts, self.c, self.s, self.cp, self.sp, self.cseq, 0, 0x02, b""))
+        out.append(frame(ts + 1, self.s, self.c, self.sp, self.cp, self.sseq, self.cseq + 1, 0x12, b""))
+        self.cseq += 1
+        self.sseq += 1
+        out.append(frame(ts + 2, self.c, self.s, self.cp, self.sp, self.cseq, self.sseq, 0x10, b""))
+
+    def send(self, ts, data, to_server, out):
+        for i in range(0, len(data), 1448):
+            chunk = data[i:i + 1448]
+            if to_server:
+                out.append(frame(ts, self.c, self.s, self.cp, self.sp, self.cseq, self.sseq, 0x18, chunk))
+                self.cseq += len(chunk)
+            else:
+                out.append(frame(ts, self.s, self.c, self.sp, self.cp, self.sseq, self.cseq, 0x18, chunk))
+                self.sseq += len(chunk)
+
+    def close(self, ts, out):
+        out.append(frame(ts, self.c, self.s, self.cp, self.sp, self.cseq, self.sseq, 0x11, b""))
+        out.append(frame(ts + 1, self.s, self.c, self.sp, self.cp, self.sseq, self.cseq + 1, 0x11, b""))
+        out.append(frame(ts + 2, self.c, self.s, self.cp, self.sp, self.cseq + 1, self.sseq + 1, 0x10, b""))
+
+
+def mongodb_pair(i):
+    if i % 10 == 9:
+        req = mw.op_msg(i + 1, 0, {"insert": "items", "$db": "shop"},
+                        seqs=[("documents", [{"_id": i, "sku": "s%d" % i}, {"_id": -i, "sku": "t"}])])
+        resp = mw.op_msg(100000 + i, i + 1, {"n": 2, "ok": 1.0})
+    else:
+        req = mw.op_msg(i + 1, 0, {"find": "items", "filter": {"sku": "s%d" % i, "qty": {"$gt": i}},
+                                   "limit": 3, "lsid": {"id": i}, "$db": "shop"})
+        docs = [{"_id": i * 3 + k, "sku": "s%d" % i, "qty": i + k + 1} for k in range(3)]
+        resp = mw.op_msg(100000 + i, i + 1, {"cursor": {"firstBatch": docs, "id": 0, "ns": "shop.items"}, "ok": 1.0})
+    return [(req, resp)]
+
+
+def mc(magic, op, opaque, key=b"", extras=b"", value=b"", status=0):
+    return struct.pack(">BBHBBHII8x", magic, op, len(key), len(extras), 0, status,
+                       len(extras) + len(key) + len(value), opaque) + extras + key + value
+
+
+def memcached_pair(i):
+    key = b"key:%d" % i
+    value = bytes(100)
+    if i % 5 == 4:
+        # A quiet miss and the NoOp that passes it: two transactions.
+        req = mc(0x80, 0x0d, i * 2, b"gone:%d" % i) + mc(0x80, 0x0a, i * 2 + 1)
+        return [(req, mc(0x81, 0x0a, i * 2 + 1))]
+    if i % 2:
+        return [(mc(0x80, 0x01, i * 2, key, struct.pack(">II", 0, 0), value), mc(0x81, 0x01, i * 2))]
+    return [(mc(0x80, 0x0c, i * 2, key), mc(0x81, 0x0c, i * 2, key, struct.pack(">I", 0), value))]
+
+
+def main():
+    kind, n, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    pair, port = {"mongodb": (mongodb_pair, 27017), "memcached_bin": (memcached_pair, 11211)}[kind]
+    conns = [Conn(i, port) for i in range(CONNS)]
+    ts = 1_700_000_000_000_000
+    with open(path, "wb") as f:
+        f.write(pcap_header())
+        out = []
+        for c in conns:
+            c.open(ts, out)
+            ts += 10
+        for i in range(n):
+            c = conns[i % CONNS]
+            for req, resp in pair(i):
+                c.send(ts, req, True, out)
+                c.send(ts + 50, resp, False, out)
+            ts += 100
+            if len(out) > 10000:
+                f.write(b"".join(out))
+                out = []
+        for c in conns:
+            c.close(ts, out)
+            ts += 10
+        f.write(b"".join(out))
+
+
+if __name__ == "__main__":
+    main()
