@@ -11,6 +11,8 @@ PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       nginx wrk curl mariadb-server mariadb-client sysbench dnsmasq-base dnsutils
       # the server of tests/memcached_live.rs
       memcached
+      # the broker of tests/mqtt_live.rs
+      mosquitto
       # the browser of tests/serve_ui.rs (headless, driven over its DevTools pipe)
       chromium)
 missing=()

@@ -16,8 +16,10 @@
 pub mod detect;
 pub mod dns;
 pub mod fingerprint;
+mod frames;
 pub mod http;
 pub mod memcached;
+pub mod mqtt;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
@@ -57,6 +59,7 @@ impl ProtocolParser for Protocol {
             Protocol::Dns => ConnParser::Dns(dns::TcpDns::new(cfg)),
             Protocol::Tls => ConnParser::Tls(tls::TlsConn::new(cfg)),
             Protocol::Memcached => ConnParser::Memcached(memcached::MemcachedParser::new(cfg)),
+            Protocol::Mqtt => ConnParser::Mqtt(mqtt::MqttParser::new(cfg)),
         }
     }
 }
@@ -73,6 +76,7 @@ pub enum ConnParser {
     Dns(dns::TcpDns),
     Tls(tls::TlsConn),
     Memcached(memcached::MemcachedParser),
+    Mqtt(mqtt::MqttParser),
 }
 
 /// Calls the same method on whichever parser a [`ConnParser`] holds.
@@ -86,6 +90,7 @@ macro_rules! each_parser {
             ConnParser::Dns($p) => $e,
             ConnParser::Tls($p) => $e,
             ConnParser::Memcached($p) => $e,
+            ConnParser::Mqtt($p) => $e,
         }
     };
 }

@@ -94,6 +94,8 @@ macro_rules! protocol_table {
             Tls { name: "tls", service: "ssl", log: "ssl", ports: &[443, 465, 563, 585, 614, 636, 853, 989, 990, 992, 993, 994, 995, 5061, 5223, 5986, 8443], what: "TLS handshakes" }
             /// Memcached's text protocol (recognised by its port).
             Memcached { name: "memcached", service: "memcached", log: "memcached", ports: &[11211], what: "Memcached commands" }
+            /// MQTT 3.1, 3.1.1 and 5 (port, or a CONNECT's first bytes).
+            Mqtt { name: "mqtt", service: "mqtt", log: "mqtt", ports: &[1883], what: "MQTT exchanges" }
         }
     };
 }

@@ -5,6 +5,7 @@
 pub mod dns;
 pub mod http;
 pub mod memcached;
+pub mod mqtt;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
@@ -89,6 +90,7 @@ pub enum Detail {
     Dns(crate::dns::DnsTx),
     Tls(crate::tls::TlsTx),
     Memcached(crate::memcached::MemcachedTx),
+    Mqtt(crate::mqtt::MqttTx),
 }
 
 impl Detail {
@@ -103,6 +105,7 @@ impl Detail {
             Detail::Dns(_) => Protocol::Dns,
             Detail::Tls(_) => Protocol::Tls,
             Detail::Memcached(_) => Protocol::Memcached,
+            Detail::Mqtt(_) => Protocol::Mqtt,
         }
     }
 }
