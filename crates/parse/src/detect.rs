@@ -87,6 +87,7 @@ pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
         Protocol::Tls => crate::tls::probe(dir, data),
         Protocol::Memcached => crate::memcached::probe(dir, data),
         Protocol::Mqtt => crate::mqtt::probe(dir, data),
+        Protocol::Amqp => crate::amqp::probe(dir, data),
     }
 }
 
@@ -95,7 +96,7 @@ pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
 /// packet header, a PostgreSQL startup message for one too. Every protocol
 /// once (a test checks it; the length follows the table).
 pub const PROBE_ORDER: [Protocol; Protocol::ALL.len()] =
-    [Protocol::Tls, Protocol::Pgsql, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns, Protocol::Memcached, Protocol::Mqtt];
+    [Protocol::Tls, Protocol::Pgsql, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns, Protocol::Memcached, Protocol::Mqtt, Protocol::Amqp];
 
 /// What the probes together say of the first bytes of one direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

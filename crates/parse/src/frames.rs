@@ -22,9 +22,15 @@ pub(crate) enum Frame {
     Need,
     /// The whole message (header included) is this many bytes.
     Len(u64),
+    /// The same, but only its first [`SHORT_HEAD`] bytes are wanted (a
+    /// message body that is counted, not read).
+    Short(u64),
     /// Not a message of this protocol: the framing is lost.
     Bad,
 }
+
+/// What is kept of a [`Frame::Short`] message.
+pub(crate) const SHORT_HEAD: usize = 16;
 
 /// One whole message.
 #[derive(Debug)]
@@ -53,6 +59,8 @@ pub(crate) struct Framer {
     first_ns: i64,
     /// A gap fell inside it.
     holed: bool,
+    /// How many of its first bytes are kept.
+    cap: usize,
     /// The framing is lost: nothing more is read.
     lost: bool,
 }
@@ -67,7 +75,12 @@ impl Framer {
     /// to `on`, with at most `cap` of its first bytes. Returns the bytes it
     /// could not read (after the framing was lost).
     pub fn feed(&mut self, mut data: &[u8], ts_ns: i64, cap: usize, frame: impl Fn(&[u8]) -> Frame, mut on: impl FnMut(Msg<'_>)) -> u64 {
-        let cap = cap.max(16);
+        let full = cap.max(SHORT_HEAD);
+        // A message's length, and how much of it to keep.
+        let frame = |b: &[u8]| match frame(b) {
+            Frame::Short(n) => (Frame::Len(n), SHORT_HEAD),
+            f => (f, full),
+        };
         while !data.is_empty() {
             if self.lost {
                 return data.len() as u64;
@@ -75,13 +88,15 @@ impl Framer {
             if self.seen == 0 {
                 // At a message boundary: the whole message in `data` is
                 // read where it lies.
-                match frame(data) {
+                let (f, cap) = frame(data);
+                self.cap = cap;
+                match f {
                     Frame::Len(n) if n as usize <= data.len() && n > 0 => {
                         let n = n as usize;
                         on(Msg { head: &data[..n.min(cap)], len: n as u64, first_ns: ts_ns, last_ns: ts_ns, holed: false });
                         data = &data[n..];
                     }
-                    Frame::Len(0) | Frame::Bad => {
+                    Frame::Len(0) | Frame::Bad | Frame::Short(_) => {
                         self.lost = true;
                     }
                     Frame::Len(n) => {
@@ -98,7 +113,7 @@ impl Framer {
                         self.len = 0;
                         self.seen = data.len() as u64;
                         self.first_ns = ts_ns;
-                        if self.buf.len() >= cap {
+                        if self.buf.len() >= full {
                             self.lost = true;
                         }
                         return 0;
@@ -109,17 +124,19 @@ impl Framer {
             if self.len == 0 {
                 // The header is cut: add what may finish it.
                 let before = self.buf.len();
-                let k = data.len().min(cap.saturating_sub(before).max(1));
+                let k = data.len().min(full.saturating_sub(before).max(1));
                 self.buf.extend_from_slice(&data[..k]);
-                match frame(&self.buf) {
+                let (f, cap) = frame(&self.buf);
+                self.cap = cap;
+                match f {
                     Frame::Need => {
                         self.seen += k as u64;
                         data = &data[k..];
-                        if self.buf.len() >= cap {
+                        if self.buf.len() >= full {
                             self.lost = true;
                         }
                     }
-                    Frame::Len(0) | Frame::Bad => {
+                    Frame::Len(0) | Frame::Bad | Frame::Short(_) => {
                         self.lost = true;
                         self.reset();
                     }
@@ -135,6 +152,7 @@ impl Framer {
                     Frame::Len(n) => {
                         self.len = n;
                         self.seen = self.buf.len() as u64;
+                        self.buf.truncate(cap);
                         data = &data[k..];
                     }
                 }
@@ -142,7 +160,7 @@ impl Framer {
             }
             let take = (self.len - self.seen).min(data.len() as u64) as usize;
             if !self.holed {
-                let room = cap.saturating_sub(self.buf.len()).min(take);
+                let room = self.cap.saturating_sub(self.buf.len()).min(take);
                 self.buf.extend_from_slice(&data[..room]);
             }
             self.seen += take as u64;

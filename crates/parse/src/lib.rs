@@ -20,6 +20,7 @@ mod frames;
 pub mod http;
 pub mod memcached;
 pub mod mqtt;
+pub mod amqp;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
@@ -60,6 +61,7 @@ impl ProtocolParser for Protocol {
             Protocol::Tls => ConnParser::Tls(tls::TlsConn::new(cfg)),
             Protocol::Memcached => ConnParser::Memcached(memcached::MemcachedParser::new(cfg)),
             Protocol::Mqtt => ConnParser::Mqtt(mqtt::MqttParser::new(cfg)),
+            Protocol::Amqp => ConnParser::Amqp(amqp::AmqpParser::new(cfg)),
         }
     }
 }
@@ -77,6 +79,7 @@ pub enum ConnParser {
     Tls(tls::TlsConn),
     Memcached(memcached::MemcachedParser),
     Mqtt(mqtt::MqttParser),
+    Amqp(amqp::AmqpParser),
 }
 
 /// Calls the same method on whichever parser a [`ConnParser`] holds.
@@ -91,6 +94,7 @@ macro_rules! each_parser {
             ConnParser::Tls($p) => $e,
             ConnParser::Memcached($p) => $e,
             ConnParser::Mqtt($p) => $e,
+            ConnParser::Amqp($p) => $e,
         }
     };
 }

@@ -260,6 +260,7 @@ pub fn of(p: Protocol) -> &'static Columns {
         Protocol::Tls => &crate::tls::COLUMNS,
         Protocol::Memcached => &crate::memcached::COLUMNS,
         Protocol::Mqtt => &crate::mqtt::COLUMNS,
+        Protocol::Amqp => &crate::amqp::COLUMNS,
     }
 }
 

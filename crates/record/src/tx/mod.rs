@@ -6,6 +6,7 @@ pub mod dns;
 pub mod http;
 pub mod memcached;
 pub mod mqtt;
+pub mod amqp;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
@@ -91,6 +92,7 @@ pub enum Detail {
     Tls(crate::tls::TlsTx),
     Memcached(crate::memcached::MemcachedTx),
     Mqtt(crate::mqtt::MqttTx),
+    Amqp(crate::amqp::AmqpTx),
 }
 
 impl Detail {
@@ -106,6 +108,7 @@ impl Detail {
             Detail::Tls(_) => Protocol::Tls,
             Detail::Memcached(_) => Protocol::Memcached,
             Detail::Mqtt(_) => Protocol::Mqtt,
+            Detail::Amqp(_) => Protocol::Amqp,
         }
     }
 }
