@@ -13,6 +13,8 @@ PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       memcached
       # the broker of tests/mqtt_live.rs
       mosquitto
+      # the broker of tests/amqp_live.rs (its client, pika, below)
+      rabbitmq-server
       # the browser of tests/serve_ui.rs (headless, driven over its DevTools pipe)
       chromium)
 missing=()
@@ -54,6 +56,12 @@ fi
 if ! python3 -c 'import chdb, lz4, clickhouse_cityhash, zstandard' 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check chdb-core lz4 clickhouse-cityhash zstandard 2>/dev/null ||
         python3 -m pip install --quiet --disable-pip-version-check --break-system-packages chdb-core lz4 clickhouse-cityhash zstandard
+fi
+
+# The AMQP client (pika, from PyPI) of tests/amqp_live.rs.
+if ! python3 -c 'import pika' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check pika 2>/dev/null ||
+        python3 -m pip install --quiet --disable-pip-version-check --break-system-packages pika
 fi
 
 # Tests that need root (network namespaces) fail instead of skipping when this is set.

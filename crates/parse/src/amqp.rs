@@ -183,6 +183,11 @@ impl Pending {
 
     fn add(&mut self, dir: Dir, m: &Msg<'_>) {
         self.last_ns = m.last_ns;
+        if self.tx.from_server && dir == Dir::ToServer {
+            // The server's exchange: its frames are the response; the
+            // client's answer is named (`answer`), not a request before it.
+            return;
+        }
         match self.side(dir) {
             Some(s) => {
                 s.last_ns = m.last_ns;
@@ -412,6 +417,9 @@ impl AmqpParser {
                 }
             }
         }
+        if matches!((class, id), (10, 50) | (20, 40)) {
+            self.closed(dir, channel, class == 10, &tx, m, out);
+        }
         let no_wait = bits.is_some() && flag_names(class, id).iter().position(|f| *f == "no-wait").is_some_and(|i| bits.unwrap_or(0) & (1 << i) != 0);
         match role {
             Role::Answer => self.answer(dir, channel, class, id, name, &mut r, m, out),
@@ -446,6 +454,27 @@ impl AmqpParser {
                     self.push_alone(dir, tx, error, m, out);
                 }
             },
+        }
+    }
+
+    /// A close from `dir`: what the other side still waits for on the
+    /// channel (every channel, for the connection's) is answered by it.
+    fn closed(&mut self, dir: Dir, channel: u16, connection: bool, close: &AmqpTx, m: &Msg<'_>, out: &mut Vec<Transaction>) {
+        let from_server = dir == Dir::ToServer;
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let p = &self.waiting[i];
+            if p.tx.from_server != from_server || !(connection || p.channel == channel) {
+                i += 1;
+                continue;
+            }
+            let mut p = self.waiting.remove(i);
+            p.add(dir, &Msg { head: &[], len: 0, first_ns: m.first_ns, last_ns: m.last_ns, holed: false });
+            p.tx.answer = Some(close.method);
+            p.tx.reply_code = close.reply_code;
+            p.tx.reply_text.clone_from(&close.reply_text);
+            p.error |= close.reply_code.is_some_and(|c| c >= 300);
+            out.push(p.done());
         }
     }
 

@@ -69,7 +69,9 @@ fn declare_publish_get_close() {
         (C, [meth(1, 60, 71, &[&7u64.to_be_bytes()[..], &[0], &ss(""), &ss("amq.gen-1"), &[0, 0, 0, 2]].concat()), content(1, b"hello", "text/plain")].concat()),
         (S, meth(1, 60, 70, &[&[0u8, 0][..], &ss("amq.gen-1"), &[0]].concat())),
         (C, meth(1, 60, 72, &ss(""))),
-        // The server closes the channel: 404.
+        // A passive declare of a queue that is not there: the server
+        // closes the channel, 404, which answers it.
+        (S, meth(1, 50, 10, &[&[0u8, 0][..], &ss("x"), &[1], &[0, 0, 0, 0]].concat())),
         (C, meth(1, 20, 40, &[&404u16.to_be_bytes()[..], &ss("NOT_FOUND - no queue 'x'"), &[0, 50, 0, 10]].concat())),
         (S, meth(1, 20, 41, &[])),
     ]);
@@ -83,9 +85,11 @@ fn declare_publish_get_close() {
             ("basic.publish", None, TxStatus::Ok),
             ("basic.get", Some("basic.get-ok"), TxStatus::Ok),
             ("basic.get", Some("basic.get-empty"), TxStatus::Ok),
+            ("queue.declare", Some("channel.close"), TxStatus::Error),
             ("channel.close", Some("channel.close-ok"), TxStatus::Error),
         ]
     );
+    assert_eq!((am(&out[5]).reply_code, am(&out[5]).flags.as_str()), (Some(404), "passive"));
     let d = am(&out[1]);
     assert_eq!((d.queue.as_deref(), d.flags.as_str(), d.messages), (Some("amq.gen-1"), "exclusive", Some(3)));
     let p = am(&out[2]);
@@ -94,9 +98,10 @@ fn declare_publish_get_close() {
     let g = am(&out[3]);
     assert_eq!((g.delivery_tag, g.body_bytes, g.messages, g.flags.as_str()), (Some(7), Some(5), Some(2), "no-ack"));
     assert_eq!(out[3].latency_ns(), Some(1000));
-    let c = am(&out[5]);
+    let c = am(&out[6]);
     assert_eq!((c.from_server, c.reply_code, c.reply_text.as_deref()), (true, Some(404), Some("NOT_FOUND - no queue 'x'")));
-    assert!(out[5].request.is_none() || out[5].request.unwrap().bytes == 12);
+    // The server's exchange: its frames are the response, no request.
+    assert!(out[6].request.is_none() && out[6].latency_ns().is_none());
 }
 
 #[test]
