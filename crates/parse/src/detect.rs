@@ -88,6 +88,7 @@ pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
         Protocol::Memcached => crate::memcached::probe(dir, data),
         Protocol::Mqtt => crate::mqtt::probe(dir, data),
         Protocol::Amqp => crate::amqp::probe(dir, data),
+        Protocol::Kafka => crate::kafka::probe(dir, data),
     }
 }
 
@@ -96,7 +97,7 @@ pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
 /// packet header, a PostgreSQL startup message for one too. Every protocol
 /// once (a test checks it; the length follows the table).
 pub const PROBE_ORDER: [Protocol; Protocol::ALL.len()] =
-    [Protocol::Tls, Protocol::Pgsql, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns, Protocol::Memcached, Protocol::Mqtt, Protocol::Amqp];
+    [Protocol::Tls, Protocol::Pgsql, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns, Protocol::Memcached, Protocol::Mqtt, Protocol::Amqp, Protocol::Kafka];
 
 /// What the probes together say of the first bytes of one direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,6 +21,7 @@ pub mod http;
 pub mod memcached;
 pub mod mqtt;
 pub mod amqp;
+pub mod kafka;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
@@ -62,6 +63,7 @@ impl ProtocolParser for Protocol {
             Protocol::Memcached => ConnParser::Memcached(memcached::MemcachedParser::new(cfg)),
             Protocol::Mqtt => ConnParser::Mqtt(mqtt::MqttParser::new(cfg)),
             Protocol::Amqp => ConnParser::Amqp(amqp::AmqpParser::new(cfg)),
+            Protocol::Kafka => ConnParser::Kafka(kafka::KafkaParser::new(cfg)),
         }
     }
 }
@@ -80,6 +82,7 @@ pub enum ConnParser {
     Memcached(memcached::MemcachedParser),
     Mqtt(mqtt::MqttParser),
     Amqp(amqp::AmqpParser),
+    Kafka(kafka::KafkaParser),
 }
 
 /// Calls the same method on whichever parser a [`ConnParser`] holds.
@@ -95,6 +98,7 @@ macro_rules! each_parser {
             ConnParser::Memcached($p) => $e,
             ConnParser::Mqtt($p) => $e,
             ConnParser::Amqp($p) => $e,
+            ConnParser::Kafka($p) => $e,
         }
     };
 }

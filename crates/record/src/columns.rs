@@ -261,6 +261,7 @@ pub fn of(p: Protocol) -> &'static Columns {
         Protocol::Memcached => &crate::memcached::COLUMNS,
         Protocol::Mqtt => &crate::mqtt::COLUMNS,
         Protocol::Amqp => &crate::amqp::COLUMNS,
+        Protocol::Kafka => &crate::kafka::COLUMNS,
     }
 }
 

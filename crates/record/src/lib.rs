@@ -32,6 +32,7 @@ pub use flow::FlowRecord;
 pub use protocol::Protocol;
 pub use tx::mqtt;
 pub use tx::amqp;
+pub use tx::kafka;
 pub use tx::{dns, http, memcached, mysql, pgsql, redis, tls, Detail, Span, Transaction, TxRecord, TxStatus};
 pub use uid::{Uid, UidGenerator};
 pub use owner::{ProcOwner, ProcOwners};

@@ -98,6 +98,8 @@ macro_rules! protocol_table {
             Mqtt { name: "mqtt", service: "mqtt", log: "mqtt", ports: &[1883], what: "MQTT exchanges" }
             /// AMQP 0-9-1 (port, or its protocol header `AMQP\0\0\x09\x01`).
             Amqp { name: "amqp", service: "amqp", log: "amqp", ports: &[5672], what: "AMQP 0-9-1 methods" }
+            /// Kafka's wire protocol (recognised by its port).
+            Kafka { name: "kafka", service: "kafka", log: "kafka", ports: &[9092], what: "Kafka requests" }
         }
     };
 }

@@ -7,6 +7,7 @@ pub mod http;
 pub mod memcached;
 pub mod mqtt;
 pub mod amqp;
+pub mod kafka;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
@@ -93,6 +94,7 @@ pub enum Detail {
     Memcached(crate::memcached::MemcachedTx),
     Mqtt(crate::mqtt::MqttTx),
     Amqp(crate::amqp::AmqpTx),
+    Kafka(crate::kafka::KafkaTx),
 }
 
 impl Detail {
@@ -109,6 +111,7 @@ impl Detail {
             Detail::Memcached(_) => Protocol::Memcached,
             Detail::Mqtt(_) => Protocol::Mqtt,
             Detail::Amqp(_) => Protocol::Amqp,
+            Detail::Kafka(_) => Protocol::Kafka,
         }
     }
 }
