@@ -13,7 +13,7 @@ fn kt(t: &Transaction) -> &KafkaTx {
 /// partitions), a producer sending 10 messages with acks all, a consumer in
 /// group `g1` reading them and committing. tshark counts 10 Produce v9,
 /// 16 Fetch v12, 7 Metadata v13, 7 ApiVersions v4, 5 JoinGroup v7, 5
-/// FindCoordinator v6 requests, ... (`-Y kafka -e kafka.request_key`).
+/// FindCoordinator v6 requests, ... (`-Y kafka -e kafka.request_key -e kafka.api_version`).
 const CAPTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/kafka-kraft-4.1.1.pcap");
 
 #[test]
