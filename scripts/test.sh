@@ -11,6 +11,12 @@ PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       nginx wrk curl mariadb-server mariadb-client sysbench dnsmasq-base dnsutils
       # the server of tests/memcached_live.rs
       memcached
+      # the broker of tests/mqtt_live.rs
+      mosquitto
+      # the broker of tests/amqp_live.rs (its client, pika, below)
+      rabbitmq-server
+      # the JVM and the build tool that fetches the Kafka broker's jars (tests/kafka_live.rs)
+      openjdk-17-jre-headless maven
       # the browser of tests/serve_ui.rs (headless, driven over its DevTools pipe)
       chromium)
 missing=()
@@ -80,6 +86,36 @@ if [[ ${WIRELOG_BUILD_FERRETDB:-0} == 1 && ! -x "$ferret_dir/ferretdb" ]] && com
 fi
 if [[ -x "$ferret_dir/ferretdb" ]]; then
     export WIRELOG_FERRETDB="$ferret_dir/ferretdb"
+fi
+
+# The AMQP client (pika, from PyPI) of tests/amqp_live.rs.
+if ! python3 -c 'import pika' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check pika 2>/dev/null ||
+        python3 -m pip install --quiet --disable-pip-version-check --break-system-packages pika
+fi
+
+# The Kafka broker of tests/kafka_live.rs: Apache Kafka's jars from Maven Central (kafka_2.13 and
+# what it needs at run time), fetched once into a cache directory; its client, kafka-python, from PyPI.
+KAFKA_VERSION=4.1.1
+export WIRELOG_KAFKA_LIBS=${WIRELOG_KAFKA_LIBS:-$HOME/.cache/wirelog/kafka-$KAFKA_VERSION/lib}
+if [[ ! -e $WIRELOG_KAFKA_LIBS/kafka_2.13-$KAFKA_VERSION.jar ]]; then
+    pom=$(mktemp -d)
+    cat >"$pom/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>wirelog.test</groupId><artifactId>kafka-broker</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>1.7.36</version></dependency>
+  </dependencies>
+</project>
+POM
+    (cd "$pom" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$WIRELOG_KAFKA_LIBS")
+    rm -rf "$pom"
+fi
+if ! python3 -c 'import kafka' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check kafka-python 2>/dev/null ||
+        python3 -m pip install --quiet --disable-pip-version-check --break-system-packages kafka-python
 fi
 
 # Tests that need root (network namespaces) fail instead of skipping when this is set.

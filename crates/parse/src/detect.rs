@@ -87,6 +87,9 @@ pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
         Protocol::Tls => crate::tls::probe(dir, data),
         Protocol::Memcached => crate::memcached::probe(dir, data),
         Protocol::Mongodb => crate::mongodb::probe(dir, data),
+        Protocol::Mqtt => crate::mqtt::probe(dir, data),
+        Protocol::Amqp => crate::amqp::probe(dir, data),
+        Protocol::Kafka => crate::kafka::probe(dir, data),
     }
 }
 
@@ -97,7 +100,7 @@ pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
 /// 3-byte length a MongoDB length can pass for. Every protocol
 /// once (a test checks it; the length follows the table).
 pub const PROBE_ORDER: [Protocol; Protocol::ALL.len()] =
-    [Protocol::Tls, Protocol::Pgsql, Protocol::Mongodb, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns, Protocol::Memcached];
+    [Protocol::Tls, Protocol::Pgsql, Protocol::Mongodb, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns, Protocol::Memcached, Protocol::Mqtt, Protocol::Amqp, Protocol::Kafka];
 
 /// What the probes together say of the first bytes of one direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,9 +16,13 @@
 pub mod detect;
 pub mod dns;
 pub mod fingerprint;
+mod frames;
 pub mod http;
 pub mod memcached;
 pub mod mongodb;
+pub mod mqtt;
+pub mod amqp;
+pub mod kafka;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
@@ -60,6 +64,9 @@ impl ProtocolParser for Protocol {
             Protocol::Tls => ConnParser::Tls(tls::TlsConn::new(cfg)),
             Protocol::Memcached => ConnParser::Memcached(memcached::MemcachedParser::new(cfg)),
             Protocol::Mongodb => ConnParser::Mongodb(mongodb::MongodbParser::new(cfg)),
+            Protocol::Mqtt => ConnParser::Mqtt(mqtt::MqttParser::new(cfg)),
+            Protocol::Amqp => ConnParser::Amqp(amqp::AmqpParser::new(cfg)),
+            Protocol::Kafka => ConnParser::Kafka(kafka::KafkaParser::new(cfg)),
         }
     }
 }
@@ -77,6 +84,9 @@ pub enum ConnParser {
     Tls(tls::TlsConn),
     Memcached(memcached::MemcachedParser),
     Mongodb(mongodb::MongodbParser),
+    Mqtt(mqtt::MqttParser),
+    Amqp(amqp::AmqpParser),
+    Kafka(kafka::KafkaParser),
 }
 
 /// Calls the same method on whichever parser a [`ConnParser`] holds.
@@ -91,6 +101,9 @@ macro_rules! each_parser {
             ConnParser::Tls($p) => $e,
             ConnParser::Memcached($p) => $e,
             ConnParser::Mongodb($p) => $e,
+            ConnParser::Mqtt($p) => $e,
+            ConnParser::Amqp($p) => $e,
+            ConnParser::Kafka($p) => $e,
         }
     };
 }

@@ -260,6 +260,9 @@ pub fn of(p: Protocol) -> &'static Columns {
         Protocol::Tls => &crate::tls::COLUMNS,
         Protocol::Memcached => &crate::memcached::COLUMNS,
         Protocol::Mongodb => &crate::mongodb::COLUMNS,
+        Protocol::Mqtt => &crate::mqtt::COLUMNS,
+        Protocol::Amqp => &crate::amqp::COLUMNS,
+        Protocol::Kafka => &crate::kafka::COLUMNS,
     }
 }
 

@@ -98,6 +98,12 @@ macro_rules! protocol_table {
             Memcached { name: "memcached", service: "memcached", log: "memcached", ports: &[11211], what: "Memcached commands" }
             /// MongoDB's wire protocol (OP_MSG and the legacy opcodes).
             Mongodb { name: "mongodb", service: "mongodb", log: "mongodb", ports: &[27017], what: "MongoDB operations" }
+            /// MQTT 3.1, 3.1.1 and 5 (port, or a CONNECT's first bytes).
+            Mqtt { name: "mqtt", service: "mqtt", log: "mqtt", ports: &[1883], what: "MQTT exchanges" }
+            /// AMQP 0-9-1 (port, or its protocol header `AMQP\0\0\x09\x01`).
+            Amqp { name: "amqp", service: "amqp", log: "amqp", ports: &[5672], what: "AMQP 0-9-1 methods" }
+            /// Kafka's wire protocol (recognised by its port).
+            Kafka { name: "kafka", service: "kafka", log: "kafka", ports: &[9092], what: "Kafka requests" }
         }
     };
 }

@@ -6,6 +6,9 @@ pub mod dns;
 pub mod http;
 pub mod memcached;
 pub mod mongodb;
+pub mod mqtt;
+pub mod amqp;
+pub mod kafka;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
@@ -91,6 +94,9 @@ pub enum Detail {
     Tls(crate::tls::TlsTx),
     Memcached(crate::memcached::MemcachedTx),
     Mongodb(crate::mongodb::MongodbTx),
+    Mqtt(crate::mqtt::MqttTx),
+    Amqp(crate::amqp::AmqpTx),
+    Kafka(crate::kafka::KafkaTx),
 }
 
 impl Detail {
@@ -106,6 +112,9 @@ impl Detail {
             Detail::Tls(_) => Protocol::Tls,
             Detail::Memcached(_) => Protocol::Memcached,
             Detail::Mongodb(_) => Protocol::Mongodb,
+            Detail::Mqtt(_) => Protocol::Mqtt,
+            Detail::Amqp(_) => Protocol::Amqp,
+            Detail::Kafka(_) => Protocol::Kafka,
         }
     }
 }

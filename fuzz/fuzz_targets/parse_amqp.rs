@@ -1,0 +1,11 @@
+//! The AMQP 0-9-1 parser on a script of steps (`wirelog_parse::fuzz_steps`:
+//! a control byte picks the direction, data or a gap, and the length). No
+//! input may panic.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    wirelog_parse::amqp::fuzz(data);
+});
