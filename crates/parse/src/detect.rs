@@ -86,6 +86,9 @@ pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
         Protocol::Dns => Probe::NotForUs,
         Protocol::Tls => crate::tls::probe(dir, data),
         Protocol::Memcached => crate::memcached::probe(dir, data),
+        // The HTTP/2 preface is HTTP's signature (its parser hands over);
+        // gRPC is told from HTTP/2 per stream, by content type.
+        Protocol::Grpc => Probe::NotForUs,
     }
 }
 
@@ -94,7 +97,7 @@ pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
 /// packet header, a PostgreSQL startup message for one too. Every protocol
 /// once (a test checks it; the length follows the table).
 pub const PROBE_ORDER: [Protocol; Protocol::ALL.len()] =
-    [Protocol::Tls, Protocol::Pgsql, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns, Protocol::Memcached];
+    [Protocol::Tls, Protocol::Pgsql, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns, Protocol::Memcached, Protocol::Grpc];
 
 /// What the probes together say of the first bytes of one direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-mod texts;
+pub(crate) mod texts;
 
 use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
 
@@ -95,7 +95,12 @@ fn opens(dir: Dir, data: &[u8]) -> Opens {
 
 /// This protocol's content probe (see [`crate::detect`]).
 pub fn probe(dir: Dir, data: &[u8]) -> crate::detect::Probe {
-    crate::detect::Probe::certain_if(looks_like(dir, data))
+    use crate::detect::Probe;
+    // HTTP/2 with prior knowledge: the parser hands over at the preface.
+    if crate::http2::probe(dir, data) == Probe::Certain {
+        return Probe::Certain;
+    }
+    Probe::certain_if(looks_like(dir, data))
 }
 
 /// True when `data`, the first bytes seen in `dir`, look like this protocol:
@@ -204,6 +209,25 @@ impl HttpParser {
             ever_parsed: false,
             upgraded: false,
         }
+    }
+
+    /// Whether `data`, the next bytes of `dir`, start HTTP/2 on a
+    /// connection that has carried nothing yet: the client's preface, or a
+    /// server's SETTINGS sent before it.
+    pub(crate) fn turns_to_http2(&self, dir: Dir, data: &[u8]) -> bool {
+        let untouched = |s: &Side| s.state == State::Idle && s.buf.is_empty() && s.messages == 0;
+        if self.ever_parsed || self.stats != ParseStats::default() || !untouched(&self.req) || !untouched(&self.resp) {
+            return false;
+        }
+        match dir {
+            Dir::ToServer => crate::http2::starts_with_preface(data),
+            Dir::ToClient => crate::http2::starts_with_settings(data),
+        }
+    }
+
+    /// The settings it was made with (for the parser that takes over).
+    pub(crate) fn config(&self) -> &ParseConfig {
+        &self.cfg
     }
 
     fn side(&mut self, dir: Dir) -> &mut Side {
@@ -987,7 +1011,7 @@ fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// `a=1&b=2` -> `a=?&b=?` (names kept, values replaced).
-fn redact_query(q: &[u8]) -> Vec<u8> {
+pub(crate) fn redact_query(q: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(q.len());
     for (k, part) in q.split(|&b| b == b'&').enumerate() {
         if k > 0 {

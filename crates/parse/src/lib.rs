@@ -17,6 +17,7 @@ pub mod detect;
 pub mod dns;
 pub mod fingerprint;
 pub mod http;
+pub mod http2;
 pub mod memcached;
 pub mod mysql;
 pub mod pgsql;
@@ -57,6 +58,7 @@ impl ProtocolParser for Protocol {
             Protocol::Dns => ConnParser::Dns(dns::TcpDns::new(cfg)),
             Protocol::Tls => ConnParser::Tls(tls::TlsConn::new(cfg)),
             Protocol::Memcached => ConnParser::Memcached(memcached::MemcachedParser::new(cfg)),
+            Protocol::Grpc => ConnParser::Http2(Box::new(http2::Http2Parser::new(cfg))),
         }
     }
 }
@@ -73,6 +75,8 @@ pub enum ConnParser {
     Dns(dns::TcpDns),
     Tls(tls::TlsConn),
     Memcached(memcached::MemcachedParser),
+    /// HTTP/2 (and gRPC inside it); boxed: its state is larger than the others'.
+    Http2(Box<http2::Http2Parser>),
 }
 
 /// Calls the same method on whichever parser a [`ConnParser`] holds.
@@ -86,6 +90,7 @@ macro_rules! each_parser {
             ConnParser::Dns($p) => $e,
             ConnParser::Tls($p) => $e,
             ConnParser::Memcached($p) => $e,
+            ConnParser::Http2($p) => $e,
         }
     };
 }
@@ -96,6 +101,7 @@ impl ConnParser {
     pub fn service(&self, protocol: Protocol) -> &'static str {
         match self {
             ConnParser::Tls(t) => t.service(),
+            ConnParser::Http2(p) => p.service(),
             _ => protocol.service(),
         }
     }
@@ -129,6 +135,11 @@ impl ConnParser {
 impl StreamParser for ConnParser {
     #[inline]
     fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+        if let ConnParser::Http(p) = self {
+            if p.turns_to_http2(dir, data) {
+                *self = ConnParser::Http2(Box::new(http2::Http2Parser::new(p.config())));
+            }
+        }
         each_parser!(self, p => p.data(dir, ts_ns, data, out));
         if matches!(self, ConnParser::Mysql(_) | ConnParser::Pgsql(_)) && self.gave_up() {
             self.hand_over(dir, ts_ns, data, out);

@@ -259,6 +259,7 @@ pub fn of(p: Protocol) -> &'static Columns {
         Protocol::Dns => &crate::dns::COLUMNS,
         Protocol::Tls => &crate::tls::COLUMNS,
         Protocol::Memcached => &crate::memcached::COLUMNS,
+        Protocol::Grpc => &crate::grpc::COLUMNS,
     }
 }
 

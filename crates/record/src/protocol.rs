@@ -78,7 +78,7 @@ macro_rules! protocol_table {
     ($m:ident) => {
         $m! {
             /// HTTP/1.0 and 1.1.
-            Http { name: "http", service: "http", log: "http", ports: &[80, 8000, 8080, 8888], what: "HTTP/1.x requests" }
+            Http { name: "http", service: "http", log: "http", ports: &[80, 8000, 8080, 8888], what: "HTTP/1.x requests and HTTP/2 streams" }
             /// MySQL and MariaDB.
             Mysql { name: "mysql", service: "mysql", log: "mysql", ports: &[3306], what: "MySQL/MariaDB commands" }
             /// PostgreSQL (frontend/backend protocol v3).
@@ -94,6 +94,9 @@ macro_rules! protocol_table {
             Tls { name: "tls", service: "ssl", log: "ssl", ports: &[443, 465, 563, 585, 614, 636, 853, 989, 990, 992, 993, 994, 995, 5061, 5223, 5986, 8443], what: "TLS handshakes" }
             /// Memcached's text protocol (recognised by its port).
             Memcached { name: "memcached", service: "memcached", log: "memcached", ports: &[11211], what: "Memcached commands" }
+            /// gRPC over HTTP/2 (h2c): one call per stream. Found by the
+            /// HTTP/2 preface on any port; 50051 is gRPC's customary port.
+            Grpc { name: "grpc", service: "grpc", log: "grpc", ports: &[50051], what: "gRPC calls" }
         }
     };
 }

@@ -3,6 +3,7 @@
 //! record of one, tagged with its connection ([`TxRecord`]).
 
 pub mod dns;
+pub mod grpc;
 pub mod http;
 pub mod memcached;
 pub mod mysql;
@@ -89,6 +90,7 @@ pub enum Detail {
     Dns(crate::dns::DnsTx),
     Tls(crate::tls::TlsTx),
     Memcached(crate::memcached::MemcachedTx),
+    Grpc(crate::grpc::GrpcTx),
 }
 
 impl Detail {
@@ -103,6 +105,7 @@ impl Detail {
             Detail::Dns(_) => Protocol::Dns,
             Detail::Tls(_) => Protocol::Tls,
             Detail::Memcached(_) => Protocol::Memcached,
+            Detail::Grpc(_) => Protocol::Grpc,
         }
     }
 }
