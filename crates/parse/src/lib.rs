@@ -141,6 +141,15 @@ impl StreamParser for ConnParser {
             }
         }
         each_parser!(self, p => p.data(dir, ts_ns, data, out));
+        if let ConnParser::Http(p) = self {
+            if let Some(sw) = p.take_h2c() {
+                // `Upgrade: h2c` answered by 101: HTTP/2 from here on.
+                let mut h2 = http2::Http2Parser::upgraded(p.config(), sw.req, sw.tx);
+                h2.data(dir, ts_ns, &data[sw.offset.min(data.len())..], out);
+                *self = ConnParser::Http2(Box::new(h2));
+                return;
+            }
+        }
         if matches!(self, ConnParser::Mysql(_) | ConnParser::Pgsql(_)) && self.gave_up() {
             self.hand_over(dir, ts_ns, data, out);
         }

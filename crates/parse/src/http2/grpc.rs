@@ -14,10 +14,20 @@ pub struct Messages {
     pub count: u32,
     pub bytes: u64,
     pub compressed: bool,
+    /// Bytes went missing: message boundaries are no longer known.
+    lost: bool,
 }
 
 impl Messages {
+    /// Bytes of this direction were lost: stop counting.
+    pub fn lost(&mut self) {
+        self.lost = true;
+    }
+
     pub fn feed(&mut self, mut data: &[u8]) {
+        if self.lost {
+            return;
+        }
         while !data.is_empty() {
             if self.left > 0 {
                 let n = (self.left.min(data.len() as u64)) as usize;

@@ -347,6 +347,28 @@ impl Decoder {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
+/// Fuzzing entry: the first byte picks a fresh or a mid-stream decoder; the
+/// rest is header blocks separated by 0xff 0xff (a block may be empty).
+/// Must never panic, and no table may outgrow its limit.
+pub fn fuzz(data: &[u8]) {
+    let Some((&first, rest)) = data.split_first() else { return };
+    let mut d = if first & 1 == 0 { Decoder::new() } else { Decoder::mid_stream() };
+    d.set_limit(first as u32 * 64);
+    let mut i = 0;
+    let mut start = 0;
+    while i <= rest.len() {
+        if i == rest.len() || (rest[i] == 0xff && rest.get(i + 1) == Some(&0xff)) {
+            let _ = d.decode(&rest[start..i], &mut |_| {});
+            assert!(d.size <= d.max_size.max(1) && d.max_size <= MAX_TABLE);
+            start = i + 2;
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+}
+
 /// An integer with an `n`-bit prefix (RFC 7541 §5.1) at `*pos`.
 fn int(buf: &[u8], pos: &mut usize, n: u8) -> Result<u64, HpackError> {
     let mask = (1u64 << n) - 1;
@@ -465,6 +487,15 @@ mod tests {
         assert_eq!(fields(&mut d, &[0x20, 0x82]).unwrap(), known(&[(":method", "GET")]));
         assert!(d.in_step());
         assert_eq!(fields(&mut d, &[0xbe]), Err(HpackError::Index));
+    }
+
+    #[test]
+    fn fuzz_entry_holds_on_junk() {
+        for seed in 0..200u32 {
+            let junk: Vec<u8> = (0..600u32).map(|i| (i.wrapping_mul(2654435761).wrapping_add(seed * 7919) >> (seed % 25)) as u8).collect();
+            fuzz(&junk);
+        }
+        fuzz(&hex("00828684410f7777772e6578616d706c652e636f6dffff828684be58086e6f2d6361636865"));
     }
 
     #[test]

@@ -146,8 +146,6 @@ impl Side {
 /// gRPC's part of a stream.
 #[derive(Default)]
 struct GrpcCall {
-    req: grpc::Messages,
-    resp: grpc::Messages,
     status: Option<u32>,
     message: Option<String>,
     timeout_ns: Option<i64>,
@@ -165,6 +163,11 @@ struct Stream {
     final_resp: bool,
     tx: HttpTx,
     grpc: Option<Box<GrpcCall>>,
+    /// gRPC's length-prefixed messages per direction, counted on every
+    /// stream: a call may be known as gRPC only from its response (its
+    /// request's content type an HPACK entry this parser never saw).
+    req_msgs: grpc::Messages,
+    resp_msgs: grpc::Messages,
     /// Header fields that could not be known (HPACK entries never seen).
     unknown: u32,
     /// Packet time of the last frame (for expiry).
@@ -182,6 +185,8 @@ impl Stream {
             final_resp: false,
             tx: HttpTx { version: shared("2"), stream_id: Some(id), ..HttpTx::default() },
             grpc: None,
+            req_msgs: grpc::Messages::default(),
+            resp_msgs: grpc::Messages::default(),
             unknown: 0,
             last_ns,
         }
@@ -245,6 +250,27 @@ impl Http2Parser {
             goaways: 0,
             streams_dropped: 0,
         }
+    }
+
+    /// The parser of a connection that switched from HTTP/1.1 with
+    /// `Upgrade: h2c` (RFC 7540 §3.2): the request that asked is stream 1,
+    /// half-closed by the client; the server's HTTP/2 bytes start after its
+    /// 101, the client's with the preface.
+    pub(crate) fn upgraded(cfg: &ParseConfig, req: Span, tx: HttpTx) -> Http2Parser {
+        let mut p = Http2Parser::new(cfg);
+        let mut st = Stream::new(1, req.last_ns);
+        st.req = Some(req);
+        st.req_end = true;
+        let grpc = tx.request_content_type.starts_with("application/grpc");
+        st.tx = HttpTx { version: shared("2"), stream_id: Some(1), ..tx };
+        if grpc {
+            st.grpc = Some(Box::default());
+            p.grpc_seen = true;
+        }
+        p.streams.push(st);
+        p.max_client_stream = 1;
+        p.resp.reading = Reading::Header;
+        p
     }
 
     /// conn.log's `service`.
@@ -463,11 +489,9 @@ impl Http2Parser {
                     Dir::ToServer => st.tx.request_body_len += d as u64,
                     Dir::ToClient => st.tx.response_body_len += d as u64,
                 }
-                if let Some(g) = st.grpc.as_mut() {
-                    match dir {
-                        Dir::ToServer => g.req.feed(&data[..d]),
-                        Dir::ToClient => g.resp.feed(&data[..d]),
-                    }
+                match dir {
+                    Dir::ToServer => st.req_msgs.feed(&data[..d]),
+                    Dir::ToClient => st.resp_msgs.feed(&data[..d]),
                 }
             }
         }
@@ -714,6 +738,9 @@ impl Http2Parser {
         } else {
             st.tx.response_header_bytes += b.wire as u64;
             fields.apply_response(st, b.end_stream);
+            if st.grpc.is_some() {
+                self.grpc_seen = true;
+            }
         }
         if b.end_stream {
             self.end_stream(dir, target, out);
@@ -761,7 +788,7 @@ impl Http2Parser {
 
     /// Reports a stream as one transaction.
     fn emit(&mut self, st: Stream, end_state: &'static str, error: &'static str, out: &mut Vec<Transaction>) {
-        let Stream { id, req, resp, final_resp, mut tx, grpc, .. } = st;
+        let Stream { id, req, resp, final_resp, mut tx, grpc, req_msgs, resp_msgs, .. } = st;
         let resp = resp.filter(|_| true);
         let status = match (req.is_some(), resp.is_some()) {
             (false, _) => TxStatus::NoRequest,
@@ -781,8 +808,8 @@ impl Http2Parser {
             Some(g) => {
                 let path = tx.path.clone();
                 let (service, method) = grpc::service_method(&path).unwrap_or(("", ""));
-                let req_n = g.req.count;
-                let resp_n = g.resp.count;
+                let req_n = req_msgs.count;
+                let resp_n = resp_msgs.count;
                 let call_type = match (req_n > 1, resp_n > 1) {
                     (false, false) => "unary",
                     (true, false) => "client_streaming",
@@ -800,9 +827,9 @@ impl Http2Parser {
                     trailers_only: g.trailers_only,
                     request_messages: req_n,
                     response_messages: resp_n,
-                    request_message_bytes: g.req.bytes,
-                    response_message_bytes: g.resp.bytes,
-                    compressed: g.req.compressed || g.resp.compressed,
+                    request_message_bytes: req_msgs.bytes,
+                    response_message_bytes: resp_msgs.bytes,
+                    compressed: req_msgs.compressed || resp_msgs.compressed,
                     timeout_ns: g.timeout_ns,
                     call_type,
                     content_type: tx.request_content_type.clone(),
@@ -912,6 +939,11 @@ impl Fields {
                 st.tx.status_code = s;
                 if let Some(c) = &self.content_type {
                     st.tx.response_content_type = shared(c);
+                    if st.grpc.is_none() && c.starts_with("application/grpc") {
+                        // The request's content type was not known (a
+                        // connection joined late): the response's says gRPC.
+                        st.grpc = Some(Box::default());
+                    }
                 }
                 st.tx.response_content_length = self.content_length;
                 if let Some(g) = st.grpc.as_mut() {
@@ -952,14 +984,12 @@ impl StreamParser for Http2Parser {
                         Dir::ToServer => st.tx.request_missing_bytes += len,
                         Dir::ToClient => st.tx.response_missing_bytes += len,
                     }
-                    // gRPC's message boundaries inside the lost bytes are lost.
-                    st.grpc = st.grpc.take().map(|mut g| {
-                        match dir {
-                            Dir::ToServer => g.req = grpc::Messages::default(),
-                            Dir::ToClient => g.resp = grpc::Messages::default(),
-                        }
-                        g
-                    });
+                    // gRPC's message boundaries after the lost bytes are
+                    // unknown: the counts stop where they are.
+                    match dir {
+                        Dir::ToServer => st.req_msgs.lost(),
+                        Dir::ToClient => st.resp_msgs.lost(),
+                    }
                 }
             }
             Reading::Skip { left } if len < left as u64 => s.reading = Reading::Skip { left: left - len as u32 },

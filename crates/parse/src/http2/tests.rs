@@ -368,3 +368,84 @@ fn bad_input_is_counted() {
         super::fuzz(&junk);
     }
 }
+
+/// Parser CPU per transaction (no decoding, tracking or sinks: the events
+/// are the captures' in-order bytes, read once before timing), HTTP/2
+/// streams and gRPC calls beside HTTP/1 requests, and what one open HTTP/2
+/// connection holds. Run by hand:
+/// `cargo test --release -p wirelog-parse http2::tests::parse_cost -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn parse_cost() {
+    let cfg = ParseConfig::default();
+    let cases: [(&str, &str, &[u16], Protocol); 3] = [
+        ("HTTP/2 streams (h2load)", "http2/pcaps/h2c_h2load.pcap", &[8080], Protocol::Http),
+        ("gRPC calls", "http2/pcaps/grpc_unary_stream_errors.pcap", &[50051], Protocol::Grpc),
+        ("HTTP/1.1 requests (packetbeat http_post)", "packetbeat/pcaps/http_post.pcap", &[80, 8080], Protocol::Http),
+    ];
+    for (what, rel, ports, proto) in cases {
+        let events = tcp_events(rel, ports);
+        let reps = 2000;
+        let mut n = 0;
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            n = run_parser(&events, || Box::new(proto.stream_parser(&cfg))).iter().map(Vec::len).sum::<usize>();
+        }
+        let ns = t.elapsed().as_nanos() as f64 / (reps * n) as f64;
+        println!("{what}: {n} transactions, {ns:.0} ns per transaction");
+    }
+    // One gRPC connection after its first call: what it keeps while open.
+    let events = tcp_events("http2/pcaps/grpc_unary_stream_errors.pcap", &[50051]);
+    let mut p = super::Http2Parser::new(&cfg);
+    let mut out = Vec::new();
+    for e in events.iter().take(8) {
+        if let Ev::Data { dir, ts_ns, data, .. } = e {
+            p.data(*dir, *ts_ns, data, &mut out);
+        }
+    }
+    println!("open HTTP/2 connection: {} B parser + {} B held (HPACK tables, buffers)", std::mem::size_of::<super::Http2Parser>(), p.memory());
+}
+
+/// HTTP/1.1 `Upgrade: h2c` answered by 101 (RFC 7540 §3.2): the request
+/// becomes stream 1, answered in HTTP/2 right after the 101 in the same
+/// segment; later streams follow the client's preface. Whatever the split.
+#[test]
+fn upgrade_from_http1() {
+    fn frame(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        f.extend_from_slice(&[ty, flags]);
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+    let req = b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n".to_vec();
+    let mut resp = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n".to_vec();
+    resp.extend(frame(4, 0, 0, &[]));
+    resp.extend(frame(1, 0x4, 1, &[0x88]));
+    resp.extend(frame(0, 0x1, 1, b"hello"));
+    let mut client = super::PREFACE.to_vec();
+    client.extend(frame(4, 0, 0, &[]));
+    client.extend(frame(4, 1, 0, &[]));
+    client.extend(frame(1, 0x5, 3, &[0x82, 0x86, 0x85])); // GET /index.html
+    let resp2 = frame(1, 0x5, 3, &[0x8d]); // 404
+    for cut in [1, 10, 60, resp.len() - 3, resp.len()] {
+        let cfg = ParseConfig::default();
+        let mut p = Protocol::Http.stream_parser(&cfg);
+        let mut out = Vec::new();
+        p.data(Dir::ToServer, 1_000, &req, &mut out);
+        p.data(Dir::ToClient, 2_000, &resp[..cut], &mut out);
+        p.data(Dir::ToClient, 2_500, &resp[cut..], &mut out);
+        p.data(Dir::ToServer, 3_000, &client, &mut out);
+        p.data(Dir::ToClient, 4_000, &resp2, &mut out);
+        p.finish(5_000, &mut out);
+        assert_eq!(out.len(), 2, "cut {cut}: {out:?}");
+        let Detail::Http(one) = &out[0].detail else { panic!() };
+        assert_eq!((&*one.method, &*one.uri, &*one.host, one.status_code, one.info_code), ("GET", "/a", "x", 200, 101), "cut {cut}");
+        assert_eq!((one.stream_id, one.response_body_len, one.end_state, &*one.version), (Some(1), 5, "complete", "2"), "cut {cut}");
+        assert_eq!(out[0].request.unwrap().first_ns, 1_000);
+        let Detail::Http(three) = &out[1].detail else { panic!() };
+        assert_eq!((three.stream_id, &*three.uri, three.status_code), (Some(3), "/index.html", 404), "cut {cut}");
+        assert_eq!(p.service(Protocol::Http), "http2");
+        assert_eq!(p.stats().malformed, 0, "cut {cut}");
+    }
+}
