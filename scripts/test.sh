@@ -11,6 +11,8 @@ PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       nginx wrk curl mariadb-server mariadb-client sysbench dnsmasq-base dnsutils
       # the server of tests/memcached_live.rs
       memcached
+      # the HTTP/2 server and clients of tests/http2_live.rs (nghttpd, nghttp, h2load)
+      nghttp2-server nghttp2-client
       # the browser of tests/serve_ui.rs (headless, driven over its DevTools pipe)
       chromium)
 missing=()
@@ -52,6 +54,12 @@ fi
 if ! python3 -c 'import chdb, lz4, clickhouse_cityhash, zstandard' 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check chdb-core lz4 clickhouse-cityhash zstandard 2>/dev/null ||
         python3 -m pip install --quiet --disable-pip-version-check --break-system-packages chdb-core lz4 clickhouse-cityhash zstandard
+fi
+
+# The gRPC server and client of tests/grpc_live.rs (grpcio, and grpcio-tools for the stubs).
+if ! python3 -c 'import grpc, grpc_tools' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check grpcio grpcio-tools 2>/dev/null ||
+        python3 -m pip install --quiet --disable-pip-version-check --break-system-packages grpcio grpcio-tools
 fi
 
 # Tests that need root (network namespaces) fail instead of skipping when this is set.

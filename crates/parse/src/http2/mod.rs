@@ -547,6 +547,10 @@ impl Http2Parser {
                     }
                 }
             }
+            frame::RST_STREAM | frame::GOAWAY if p.len() < if h.ty == frame::GOAWAY { 8 } else { 4 } => {
+                // Shorter than the frame's fixed part (§6.4, §6.8).
+                self.stats.malformed += 1;
+            }
             frame::RST_STREAM => {
                 let code = u32::from_be_bytes([p[0], p[1], p[2], p[3]]);
                 if let Some(i) = self.stream_index(h.stream) {

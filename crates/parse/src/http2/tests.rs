@@ -363,6 +363,17 @@ fn bad_input_is_counted() {
     let five = out.iter().find(|t| matches!(&t.detail, Detail::Http(h) if h.stream_id == Some(5))).expect("stream 5");
     let Detail::Http(h) = &five.detail else { unreachable!() };
     assert_eq!((&*h.method, &*h.uri, h.status_code, h.end_state), ("GET", "/", 200, "complete"));
+    // RST_STREAM and GOAWAY shorter than their fixed part, a SETTINGS not
+    // a multiple of 6, a PUSH_PROMISE without its id.
+    let mut short = super::PREFACE.to_vec();
+    short.extend(frame(3, 0, 1, &[0, 0]));
+    short.extend(frame(7, 0, 0, &[0, 0, 0, 1]));
+    short.extend(frame(4, 0, 0, &[0, 1, 0]));
+    short.extend(frame(5, 4, 1, &[0, 0]));
+    let mut p = Protocol::Grpc.stream_parser(&cfg);
+    p.data(Dir::ToServer, 1, &short, &mut out);
+    p.data(Dir::ToClient, 1, &short[24..], &mut out);
+    assert!(p.stats().malformed >= 2, "{:?}", p.stats());
     for seed in 0..64u8 {
         let junk: Vec<u8> = (0..2000u32).map(|i| (i.wrapping_mul(2654435761) >> (seed % 24)) as u8 ^ seed).collect();
         super::fuzz(&junk);
@@ -447,5 +458,46 @@ fn upgrade_from_http1() {
         assert_eq!((three.stream_id, &*three.uri, three.status_code), (Some(3), "/index.html", 404), "cut {cut}");
         assert_eq!(p.service(Protocol::Http), "http2");
         assert_eq!(p.stats().malformed, 0, "cut {cut}");
+    }
+}
+
+/// Random frames (any type, flags, stream and short payload, both
+/// directions, gaps between) never panic, and streams stay bounded.
+#[test]
+fn random_frames_never_panic() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let cfg = ParseConfig { max_header_bytes: 1024, ..ParseConfig::default() };
+    for _ in 0..3000 {
+        let mut p = Protocol::Grpc.stream_parser(&cfg);
+        let mut out = Vec::new();
+        if next() % 4 != 0 {
+            p.data(Dir::ToServer, 0, super::PREFACE, &mut out);
+        }
+        for i in 0..40 {
+            let r = next();
+            let len = (r % 24) as usize;
+            let mut f = (len as u32).to_be_bytes()[1..].to_vec();
+            f.push((r >> 8) as u8 % 11);
+            f.push((r >> 16) as u8);
+            f.extend_from_slice(&(((r >> 24) as u32) % 9).to_be_bytes());
+            f.extend((0..len).map(|_| next() as u8));
+            let dir = if r >> 60 & 1 == 0 { Dir::ToServer } else { Dir::ToClient };
+            if r >> 56 & 15 == 0 {
+                p.gap(dir, i, (r >> 40) % 30, &mut out);
+            }
+            let cut = (r >> 32) as usize % (f.len() + 1);
+            p.data(dir, i, &f[..cut], &mut out);
+            p.data(dir, i, &f[cut..], &mut out);
+            if i % 10 == 0 {
+                p.expire(i * 3_000_000_000, &mut out);
+            }
+        }
+        p.finish(200, &mut out);
     }
 }
