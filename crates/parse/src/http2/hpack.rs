@@ -221,7 +221,7 @@ impl Decoder {
             let b = block[pos];
             if b & 0x80 != 0 {
                 let idx = int(block, &mut pos, 7)?;
-                match self.lookup(idx)? {
+                match lookup(&self.table, self.in_step, idx)? {
                     Some((n, v)) => f(Field::Known { name: n, value: v }),
                     None => f(Field::Unknown),
                 }
@@ -243,10 +243,10 @@ impl Decoder {
                     string(block, &mut pos, &mut self.name)?;
                     true
                 } else {
-                    match self.lookup(name_idx)? {
+                    match lookup(&self.table, self.in_step, name_idx)? {
                         Some((n, _)) => {
-                            let n = n.to_vec();
-                            self.name = n;
+                            self.name.clear();
+                            self.name.extend_from_slice(n);
                             true
                         }
                         None => false,
@@ -266,24 +266,6 @@ impl Decoder {
             first = false;
         }
         Ok(())
-    }
-
-    /// The entry at `idx`: `Ok(None)` when it is one this decoder cannot know.
-    fn lookup(&self, idx: u64) -> Result<Option<(&[u8], &[u8])>, HpackError> {
-        if idx == 0 {
-            return Err(HpackError::Index);
-        }
-        if idx <= STATIC.len() as u64 {
-            let (n, v) = STATIC[idx as usize - 1];
-            return Ok(Some((n.as_bytes(), v.as_bytes())));
-        }
-        let i = (idx - STATIC.len() as u64 - 1) as usize;
-        match self.table.get(i) {
-            Some(Entry { bytes: Some(b), name_len, .. }) => Ok(Some(b.split_at(*name_len))),
-            Some(Entry { bytes: None, .. }) => Ok(None),
-            None if self.in_step => Err(HpackError::Index),
-            None => Ok(None),
-        }
     }
 
     /// Inserts the field just decoded (in `name`/`value`).
@@ -366,6 +348,25 @@ pub fn fuzz(data: &[u8]) {
         } else {
             i += 1;
         }
+    }
+}
+
+/// The entry at `idx` of the static table and `table`: `Ok(None)` when it
+/// is one a decoder not `in_step` cannot know.
+fn lookup(table: &VecDeque<Entry>, in_step: bool, idx: u64) -> Result<Option<(&[u8], &[u8])>, HpackError> {
+    if idx == 0 {
+        return Err(HpackError::Index);
+    }
+    if idx <= STATIC.len() as u64 {
+        let (n, v) = STATIC[idx as usize - 1];
+        return Ok(Some((n.as_bytes(), v.as_bytes())));
+    }
+    let i = (idx - STATIC.len() as u64 - 1) as usize;
+    match table.get(i) {
+        Some(Entry { bytes: Some(b), name_len, .. }) => Ok(Some(b.split_at(*name_len))),
+        Some(Entry { bytes: None, .. }) => Ok(None),
+        None if in_step => Err(HpackError::Index),
+        None => Ok(None),
     }
 }
 

@@ -28,6 +28,8 @@ const LENGTHS: [u8; 257] = [
 ];
 
 const MAX_LEN: usize = 30;
+/// The shortest code (5 bits: '0', '1', '2', 'a', 'c', 'e', 'i', 'o', 's', 't').
+const MIN_LEN: usize = 5;
 const EOS: u16 = 256;
 
 /// The canonical decoding tables: per length, the first code, how many
@@ -91,6 +93,10 @@ pub fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
         for bit in (0..8).rev() {
             code = (code << 1) | ((byte >> bit) & 1) as u32;
             len += 1;
+            if len < MIN_LEN {
+                // No code is shorter.
+                continue;
+            }
             if len > MAX_LEN {
                 return Err(HuffmanError::Padding);
             }
@@ -144,6 +150,11 @@ mod tests {
         ] {
             assert_eq!(code_of(sym), (code, len), "symbol {sym}");
         }
+    }
+
+    #[test]
+    fn shortest_code_is_min_len() {
+        assert_eq!(LENGTHS.iter().min(), Some(&(MIN_LEN as u8)));
     }
 
     #[test]
