@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-600}; shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(capture_reader decode_packet track_packets parse_http parse_dns parse_db parse_tls parse_x509 reassembly parse_mongodb parse_mqtt parse_amqp parse_kafka)
+((${#targets[@]})) || targets=(capture_reader decode_packet track_packets parse_http parse_http2 parse_hpack parse_dns parse_db parse_tls parse_x509 reassembly parse_mongodb parse_mqtt parse_amqp parse_kafka)
 mkdir -p corpus logs
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t"
@@ -16,6 +16,18 @@ for t in "${targets[@]}"; do
     if [[ $t == capture_reader && -z $(ls -A "corpus/$t") ]]; then
         find ../../shared/testdata -name '*.pcap' -size -20k -exec cp {} "corpus/$t/" \; 2>/dev/null || true
         find ../../shared/testdata -name '*.pcapng' -size -30k -exec cp {} "corpus/$t/" \; 2>/dev/null || true
+    fi
+    # The HPACK decoder starts from every header block of the vectors.
+    if [[ $t == parse_hpack && -z $(ls -A "corpus/$t") ]]; then
+        python3 - "corpus/$t" <<'PY'
+import glob, json, sys
+n = 0
+for f in glob.glob("../../shared/testdata/hpack/*/story_*.json"):
+    for c in json.load(open(f)).get("cases", []):
+        if "wire" in c:
+            open(f"{sys.argv[1]}/{n}", "wb").write(bytes([n & 1]) + bytes.fromhex(c["wire"]))
+            n += 1
+PY
     fi
     start=$(date +%s)
     rc=0

@@ -17,6 +17,8 @@ PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       rabbitmq-server
       # the JVM and the build tool that fetches the Kafka broker's jars (tests/kafka_live.rs)
       openjdk-17-jre-headless maven
+      # the HTTP/2 server and clients of tests/http2_live.rs (nghttpd, nghttp, h2load)
+      nghttp2-server nghttp2-client
       # the browser of tests/serve_ui.rs (headless, driven over its DevTools pipe)
       chromium)
 missing=()
@@ -116,6 +118,12 @@ fi
 if ! python3 -c 'import kafka' 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check kafka-python 2>/dev/null ||
         python3 -m pip install --quiet --disable-pip-version-check --break-system-packages kafka-python
+fi
+
+# The gRPC server and client of tests/grpc_live.rs (grpcio, and grpcio-tools for the stubs).
+if ! python3 -c 'import grpc, grpc_tools' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check grpcio grpcio-tools 2>/dev/null ||
+        python3 -m pip install --quiet --disable-pip-version-check --break-system-packages grpcio grpcio-tools
 fi
 
 # Tests that need root (network namespaces) fail instead of skipping when this is set.

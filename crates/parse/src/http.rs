@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-mod texts;
+pub(crate) mod texts;
 
 use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
 
@@ -95,7 +95,12 @@ fn opens(dir: Dir, data: &[u8]) -> Opens {
 
 /// This protocol's content probe (see [`crate::detect`]).
 pub fn probe(dir: Dir, data: &[u8]) -> crate::detect::Probe {
-    crate::detect::Probe::certain_if(looks_like(dir, data))
+    use crate::detect::Probe;
+    // HTTP/2 with prior knowledge: the parser hands over at the preface.
+    if crate::http2::probe(dir, data) == Probe::Certain {
+        return Probe::Certain;
+    }
+    Probe::certain_if(looks_like(dir, data))
 }
 
 /// True when `data`, the first bytes seen in `dir`, look like this protocol:
@@ -169,6 +174,17 @@ struct Pending {
     req: Span,
     tx: HttpTx,
     head_method: bool,
+    /// The request asked to switch to HTTP/2 (`Upgrade: h2c`).
+    h2c: bool,
+}
+
+/// A 101 that switched the connection to HTTP/2 (RFC 7540 §3.2): the
+/// request that asked becomes stream 1 of the HTTP/2 parser, which reads
+/// the server's bytes from `offset` of the chunk that held the 101.
+pub(crate) struct H2cSwitch {
+    pub req: Span,
+    pub tx: HttpTx,
+    pub offset: usize,
 }
 
 pub struct HttpParser {
@@ -187,6 +203,8 @@ pub struct HttpParser {
     ever_parsed: bool,
     /// 101 Switching Protocols or a successful CONNECT: what follows is not HTTP.
     upgraded: bool,
+    /// A 101 to `h2c` was read: the HTTP/2 parser takes over.
+    h2c: Option<H2cSwitch>,
 }
 
 impl HttpParser {
@@ -203,7 +221,32 @@ impl HttpParser {
             cur: None,
             ever_parsed: false,
             upgraded: false,
+            h2c: None,
         }
+    }
+
+    /// The switch to HTTP/2 a 101 made, once (see [`H2cSwitch`]).
+    pub(crate) fn take_h2c(&mut self) -> Option<H2cSwitch> {
+        self.h2c.take()
+    }
+
+    /// Whether `data`, the next bytes of `dir`, start HTTP/2 on a
+    /// connection that has carried nothing yet: the client's preface, or a
+    /// server's SETTINGS sent before it.
+    pub(crate) fn turns_to_http2(&self, dir: Dir, data: &[u8]) -> bool {
+        let untouched = |s: &Side| s.state == State::Idle && s.buf.is_empty() && s.messages == 0;
+        if self.ever_parsed || self.stats != ParseStats::default() || !untouched(&self.req) || !untouched(&self.resp) {
+            return false;
+        }
+        match dir {
+            Dir::ToServer => crate::http2::starts_with_preface(data),
+            Dir::ToClient => crate::http2::starts_with_settings(data),
+        }
+    }
+
+    /// The settings it was made with (for the parser that takes over).
+    pub(crate) fn config(&self) -> &ParseConfig {
+        &self.cfg
     }
 
     fn side(&mut self, dir: Dir) -> &mut Side {
@@ -225,6 +268,9 @@ impl HttpParser {
         // Each step consumes at least one byte or changes state towards one that does.
         let mut guard = 0usize;
         while i < data.len() {
+            if self.h2c.is_some() {
+                break;
+            }
             guard += 1;
             if guard > 4 * data.len() + 64 {
                 // Defensive: a state machine bug must not hang the probe.
@@ -265,6 +311,10 @@ impl HttpParser {
                 State::Body(b) => i += self.body(dir, ts, b, &data[i..], out),
                 State::Resync => i += self.resync(dir, ts, &data[i..]),
             }
+        }
+        if let Some(sw) = self.h2c.as_mut() {
+            // What follows the 101 is HTTP/2's, from here.
+            sw.offset = i;
         }
     }
 
@@ -347,6 +397,7 @@ impl HttpParser {
         self.ever_parsed = true;
         let mut content_length: Option<u64> = None;
         let mut chunked = false;
+        let mut upgrade_h2c = false;
         let mut kept = Vec::new();
         for line in lines {
             if line.is_empty() {
@@ -361,6 +412,8 @@ impl HttpParser {
                 content_length = parse_u64(value);
             } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
                 chunked = contains_ci(value, b"chunked");
+            } else if name.eq_ignore_ascii_case(b"upgrade") && dir == Dir::ToServer {
+                upgrade_h2c = value.split(|&b| b == b',').any(|p| trim(p).eq_ignore_ascii_case(b"h2c"));
             } else if name.eq_ignore_ascii_case(b"host") && dir == Dir::ToServer {
                 tx.host = self.text(value).0;
             } else if name.eq_ignore_ascii_case(b"user-agent") && dir == Dir::ToServer {
@@ -423,6 +476,7 @@ impl HttpParser {
                     req: span,
                     tx,
                     head_method,
+                    h2c: upgrade_h2c,
                 });
                 self.req_in_queue = true;
                 match body {
@@ -452,6 +506,16 @@ impl HttpParser {
                 let connect = req
                     .as_ref()
                     .is_some_and(|p| p.tx.method.eq_ignore_ascii_case("CONNECT"));
+                if code == 101 && req.as_ref().is_some_and(|p| p.h2c) {
+                    // The request continues as HTTP/2 stream 1; its record
+                    // is that stream's, with the 101 as its interim status.
+                    self.upgraded = true;
+                    self.resp.state = State::Idle;
+                    let Pending { req, mut tx, .. } = req.expect("checked");
+                    tx.info_code = 101;
+                    self.h2c = Some(H2cSwitch { req, tx, offset: 0 });
+                    return;
+                }
                 if code == 101 || (connect && (200..300).contains(&code)) {
                     self.upgraded = true;
                 }
@@ -987,7 +1051,7 @@ fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// `a=1&b=2` -> `a=?&b=?` (names kept, values replaced).
-fn redact_query(q: &[u8]) -> Vec<u8> {
+pub(crate) fn redact_query(q: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(q.len());
     for (k, part) in q.split(|&b| b == b'&').enumerate() {
         if k > 0 {

@@ -18,6 +18,7 @@ pub mod dns;
 pub mod fingerprint;
 mod frames;
 pub mod http;
+pub mod http2;
 pub mod memcached;
 pub mod mongodb;
 pub mod mqtt;
@@ -67,6 +68,7 @@ impl ProtocolParser for Protocol {
             Protocol::Mqtt => ConnParser::Mqtt(mqtt::MqttParser::new(cfg)),
             Protocol::Amqp => ConnParser::Amqp(amqp::AmqpParser::new(cfg)),
             Protocol::Kafka => ConnParser::Kafka(kafka::KafkaParser::new(cfg)),
+            Protocol::Grpc => ConnParser::Http2(Box::new(http2::Http2Parser::new(cfg))),
         }
     }
 }
@@ -87,6 +89,8 @@ pub enum ConnParser {
     Mqtt(mqtt::MqttParser),
     Amqp(amqp::AmqpParser),
     Kafka(kafka::KafkaParser),
+    /// HTTP/2 (and gRPC inside it); boxed: its state is larger than the others'.
+    Http2(Box<http2::Http2Parser>),
 }
 
 /// Calls the same method on whichever parser a [`ConnParser`] holds.
@@ -104,6 +108,7 @@ macro_rules! each_parser {
             ConnParser::Mqtt($p) => $e,
             ConnParser::Amqp($p) => $e,
             ConnParser::Kafka($p) => $e,
+            ConnParser::Http2($p) => $e,
         }
     };
 }
@@ -114,6 +119,7 @@ impl ConnParser {
     pub fn service(&self, protocol: Protocol) -> &'static str {
         match self {
             ConnParser::Tls(t) => t.service(),
+            ConnParser::Http2(p) => p.service(),
             _ => protocol.service(),
         }
     }
@@ -147,7 +153,21 @@ impl ConnParser {
 impl StreamParser for ConnParser {
     #[inline]
     fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+        if let ConnParser::Http(p) = self {
+            if p.turns_to_http2(dir, data) {
+                *self = ConnParser::Http2(Box::new(http2::Http2Parser::new(p.config())));
+            }
+        }
         each_parser!(self, p => p.data(dir, ts_ns, data, out));
+        if let ConnParser::Http(p) = self {
+            if let Some(sw) = p.take_h2c() {
+                // `Upgrade: h2c` answered by 101: HTTP/2 from here on.
+                let mut h2 = http2::Http2Parser::upgraded(p.config(), sw.req, sw.tx);
+                h2.data(dir, ts_ns, &data[sw.offset.min(data.len())..], out);
+                *self = ConnParser::Http2(Box::new(h2));
+                return;
+            }
+        }
         if matches!(self, ConnParser::Mysql(_) | ConnParser::Pgsql(_)) && self.gave_up() {
             self.hand_over(dir, ts_ns, data, out);
         }

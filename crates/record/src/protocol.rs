@@ -78,7 +78,7 @@ macro_rules! protocol_table {
     ($m:ident) => {
         $m! {
             /// HTTP/1.0 and 1.1.
-            Http { name: "http", service: "http", log: "http", ports: &[80, 8000, 8080, 8888], what: "HTTP/1.x requests" }
+            Http { name: "http", service: "http", log: "http", ports: &[80, 8000, 8080, 8888], what: "HTTP/1.x requests and HTTP/2 streams" }
             /// MySQL and MariaDB.
             Mysql { name: "mysql", service: "mysql", log: "mysql", ports: &[3306], what: "MySQL/MariaDB commands" }
             /// PostgreSQL (frontend/backend protocol v3).
@@ -104,6 +104,9 @@ macro_rules! protocol_table {
             Amqp { name: "amqp", service: "amqp", log: "amqp", ports: &[5672], what: "AMQP 0-9-1 methods" }
             /// Kafka's wire protocol (recognised by its port).
             Kafka { name: "kafka", service: "kafka", log: "kafka", ports: &[9092], what: "Kafka requests" }
+            /// gRPC over HTTP/2 (h2c): one call per stream. Found by the
+            /// HTTP/2 preface on any port; 50051 is gRPC's customary port.
+            Grpc { name: "grpc", service: "grpc", log: "grpc", ports: &[50051], what: "gRPC calls" }
         }
     };
 }

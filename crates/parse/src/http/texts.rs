@@ -23,7 +23,7 @@ thread_local! {
 
 /// `text` as a shared string: the cached one when the same text was seen
 /// recently on this thread, else a new one (cached when short).
-pub(super) fn shared(text: &str) -> Arc<str> {
+pub(crate) fn shared(text: &str) -> Arc<str> {
     if text.is_empty() {
         // Arc<str>'s default points at a static: no allocation.
         return Arc::default();

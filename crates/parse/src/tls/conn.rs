@@ -26,6 +26,9 @@ pub struct TlsConn {
     /// parser had counted before handing over.
     inside: Option<(Protocol, ParseStats)>,
     handshakes: u32,
+    /// A handshake agreed on HTTP/2 (ALPN `h2`): conn.log says `ssl,http2`
+    /// (the contents stay unread until plaintext exists).
+    alpn_h2: bool,
 }
 
 impl TlsConn {
@@ -35,6 +38,7 @@ impl TlsConn {
             seen: [Seen::default(); 2],
             inside: None,
             handshakes: 0,
+            alpn_h2: false,
         }
     }
 
@@ -47,6 +51,7 @@ impl TlsConn {
             seen: [Seen::default(); 2],
             inside: Some((outer, before)),
             handshakes: 0,
+            alpn_h2: false,
         }
     }
 
@@ -56,6 +61,7 @@ impl TlsConn {
         match self.inside {
             Some((outer, _)) if self.handshakes == 0 => outer.service(),
             Some((outer, _)) => outer.service_over_tls(),
+            None if self.alpn_h2 => "ssl,http2",
             None => Protocol::Tls.service(),
         }
     }
@@ -79,6 +85,7 @@ impl TlsConn {
             let request = span(0, Dir::ToServer);
             let response = span(1, Dir::ToClient);
             self.handshakes += 1;
+            self.alpn_h2 |= hs.next_protocol.as_deref() == Some("h2");
             out.push(transaction(hs, request, response));
         }
     }

@@ -1412,3 +1412,30 @@ fn certificates_match_zeek_x509_logs() {
     eprintln!("x509 certificates kept: {ok}/{n}");
     assert!(n >= 20 && failed.is_empty(), "{failed:#?}");
 }
+
+/// A handshake that agreed on `h2` by ALPN makes the connection's service
+/// `ssl,http2`; the others stay `ssl`.
+#[test]
+fn alpn_h2_names_the_service() {
+    let mut h2 = 0;
+    for rel in ["tls12_alpn_ocsp_sct/signed_certificate_timestamp.pcap", "tls12_alpn_ocsp_sct/signed_certificate_timestamp-2.pcap", "tls12_ecdhe/ecdhe.pcap"] {
+        let (evs, _) = events(rel);
+        let n = evs.iter().map(|e| match e { Ev::Data { conn, .. } | Ev::Gap { conn, .. } => *conn + 1 }).max().unwrap_or(0);
+        for c in 0..n {
+            let mut p = super::TlsConn::new(&crate::ParseConfig::default());
+            let mut out = Vec::new();
+            for e in &evs {
+                match e {
+                    Ev::Data { conn, dir, ts_ns, data } if *conn == c => p.data(*dir, *ts_ns, data, &mut out),
+                    Ev::Gap { conn, dir, ts_ns, len } if *conn == c => p.gap(*dir, *ts_ns, *len, &mut out),
+                    _ => {}
+                }
+            }
+            p.finish(0, &mut out);
+            let agreed = out.iter().any(|t| matches!(&t.detail, crate::Detail::Tls(h) if h.next_protocol.as_deref() == Some("h2")));
+            assert_eq!(p.service(), if agreed { "ssl,http2" } else { "ssl" }, "{rel} conn {c}");
+            h2 += agreed as usize;
+        }
+    }
+    assert!(h2 > 0, "no h2 handshake in the captures");
+}

@@ -45,6 +45,17 @@ pub struct HttpTx {
     pub headers: Vec<(String, String)>,
     /// Response headers kept by the same names.
     pub response_headers: Vec<(String, String)>,
+    /// HTTP/2: the stream's id (`None` for HTTP/1.x).
+    pub stream_id: Option<u32>,
+    /// HTTP/2: how the stream ended (`complete`, `reset_by_client`,
+    /// `reset_by_server`, `refused`, `goaway`, `no_response`, `incomplete`);
+    /// empty for HTTP/1.x.
+    pub end_state: &'static str,
+    /// HTTP/2: the error code of the RST_STREAM or GOAWAY that ended the
+    /// stream (`CANCEL`, `REFUSED_STREAM`, ...), empty when none.
+    pub h2_error: &'static str,
+    /// HTTP/2 server push: the stream whose PUSH_PROMISE announced this one.
+    pub promised_by: Option<u32>,
 }
 
 use crate::columns::{Card::*, Column as C, Columns, Item, LogText, Type::*, Unit, Val};
@@ -69,7 +80,7 @@ pub static COLUMNS: Columns = Columns {
             .aliases(&["url", "path"])
             .brief(),
         C::log_only("referrer", Text, "Referer header.", get!(Http, |r, h| Val::text(&h.referrer))),
-        C::new("version", Text, Low, "HTTP version (1.0, 1.1).", get!(Http, |r, h| Val::text(&h.version))),
+        C::new("version", Text, Low, "HTTP version (1.0, 1.1, 2).", get!(Http, |r, h| Val::text(&h.version))),
         C::new("user_agent", Text, Low, "User-Agent header.", get!(Http, |r, h| Val::text(&h.user_agent))).aliases(&["ua"]),
         C::new("request_body_len", BYTES, Low, "Request body bytes seen (without chunk framing).", get!(Http, |r, h| Val::Count(r.tx.request.map(|_| h.request_body_len)))),
         C::new("response_body_len", BYTES, Low, "Response body bytes seen (without chunk framing).", get!(Http, |r, h| Val::Count(r.tx.response.map(|_| h.response_body_len)))),
@@ -86,8 +97,12 @@ pub static COLUMNS: Columns = Columns {
         // Request and response headers apart: a name can be in both.
         C::log_only("headers", List(Item::Text), "Request headers kept by name (`name: value`).", get!(Http, |r, h| Val::list(r, h.headers.len(), item!(Http, |h, i, s| header(&h.headers, i, s))))),
         C::log_only("response_headers", List(Item::Text), "Response headers kept by the same names.", get!(Http, |r, h| Val::list(r, h.response_headers.len(), item!(Http, |h, i, s| header(&h.response_headers, i, s))))),
+        C::new("stream_id", Count { bits: 64, unit: Unit::Plain }, High, "HTTP/2 stream id (unset for HTTP/1.x).", get!(Http, |r, h| Val::Count(h.stream_id.map(u64::from)))),
+        C::new("end_state", Text, Low, "HTTP/2: how the stream ended (complete, reset_by_client, reset_by_server, refused, goaway, no_response, incomplete).", get!(Http, |r, h| Val::text(h.end_state))),
+        C::new("h2_error", Text, Low, "HTTP/2: error code of the RST_STREAM or GOAWAY that ended the stream (CANCEL, REFUSED_STREAM, ...).", get!(Http, |r, h| Val::text(h.h2_error))),
+        C::new("promised_by", Count { bits: 64, unit: Unit::Plain }, High, "HTTP/2 server push: the stream whose PUSH_PROMISE announced this response (unset when not pushed).", get!(Http, |r, h| Val::Count(h.promised_by.map(u64::from)))),
     ],
-    store_order: &["method", "host", "uri", "version", "user_agent", "status_code", "reason", "request_body_len", "response_body_len"],
+    store_order: &["method", "host", "uri", "version", "user_agent", "status_code", "reason", "request_body_len", "response_body_len", "stream_id", "end_state", "h2_error", "promised_by"],
     by: &["host"],
     shape: &["host", "uri"],
     renamed: &[],

@@ -3,6 +3,7 @@
 //! record of one, tagged with its connection ([`TxRecord`]).
 
 pub mod dns;
+pub mod grpc;
 pub mod http;
 pub mod memcached;
 pub mod mongodb;
@@ -97,6 +98,7 @@ pub enum Detail {
     Mqtt(crate::mqtt::MqttTx),
     Amqp(crate::amqp::AmqpTx),
     Kafka(crate::kafka::KafkaTx),
+    Grpc(crate::grpc::GrpcTx),
 }
 
 impl Detail {
@@ -115,6 +117,7 @@ impl Detail {
             Detail::Mqtt(_) => Protocol::Mqtt,
             Detail::Amqp(_) => Protocol::Amqp,
             Detail::Kafka(_) => Protocol::Kafka,
+            Detail::Grpc(_) => Protocol::Grpc,
         }
     }
 }

@@ -1,0 +1,181 @@
+//! gRPC made here, checked against what the client saw: a Python grpcio
+//! server and client (the .proto below, written for this test) in a network
+//! namespace; unary, server-streaming, client-streaming, failing, cancelled
+//! and deadline-exceeded calls, made one after the other on one channel
+//! (so call k is stream 2k+1); tcpdump captures the loopback, `wirelog read`
+//! makes grpc.log and a store, and each call is one record with the status
+//! the client got and a latency within the client's measured time.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::lo::{have, settle, wait_for, LoNs};
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+const PROTO: &str = r#"
+syntax = "proto3";
+package wltest;
+message Msg { string text = 1; int32 n = 2; }
+service Calls {
+  rpc Echo (Msg) returns (Msg);
+  rpc Count (Msg) returns (stream Msg);
+  rpc Sum (stream Msg) returns (Msg);
+  rpc Fail (Msg) returns (Msg);
+  rpc Slow (Msg) returns (Msg);
+}
+"#;
+
+const SERVER: &str = r#"
+import time, grpc
+from concurrent import futures
+import calls_pb2 as pb, calls_pb2_grpc as rpc
+class S(rpc.CallsServicer):
+    def Echo(self, m, c): return pb.Msg(text=m.text.upper(), n=len(m.text))
+    def Count(self, m, c):
+        for i in range(m.n): yield pb.Msg(n=i)
+    def Sum(self, it, c): return pb.Msg(n=sum(m.n for m in it))
+    def Fail(self, m, c): c.abort(next(s for s in grpc.StatusCode if s.value[0] == m.n), m.text)
+    def Slow(self, m, c):
+        time.sleep(m.n / 1000); return pb.Msg(text="late")
+s = grpc.server(futures.ThreadPoolExecutor(4))
+rpc.add_CallsServicer_to_server(S(), s)
+s.add_insecure_port("127.0.0.1:50051")
+s.start(); print("ready", flush=True); s.wait_for_termination()
+"#;
+
+/// Prints one line per call: `method<TAB>code<TAB>client µs`.
+const CLIENT: &str = r#"
+import time, grpc
+import calls_pb2 as pb, calls_pb2_grpc as rpc
+ch = grpc.insecure_channel("127.0.0.1:50051", options=[("grpc.enable_http_proxy", 0)])
+st = rpc.CallsStub(ch)
+def call(name, f):
+    t = time.perf_counter()
+    try:
+        r = f(); code = 0
+        if hasattr(r, "__iter__") and not isinstance(r, pb.Msg): list(r)
+    except grpc.RpcError as e:
+        code = e.code().value[0]
+    except grpc.FutureCancelledError:
+        code = 1
+    print(f"{name}\t{code}\t{int((time.perf_counter() - t) * 1e6)}", flush=True)
+for k in range(12):
+    call("Echo", lambda: st.Echo(pb.Msg(text=f"hello {k}")))
+for n in (0, 1, 4):
+    call("Count", lambda: st.Count(pb.Msg(n=n)))
+call("Sum", lambda: st.Sum(iter([pb.Msg(n=i) for i in range(5)])))
+for code, msg in ((5, "no such item"), (3, "bad: 100%"), (13, "internal: ü")):
+    call("Fail", lambda: st.Fail(pb.Msg(n=code, text=msg)))
+call("Slow", lambda: st.Slow(pb.Msg(n=500), timeout=0.1))
+def cancelled():
+    f = st.Slow.future(pb.Msg(n=500)); time.sleep(0.1); f.cancel(); return f.result()
+call("Slow", cancelled)
+call("Echo", lambda: st.Echo(pb.Msg(text="last")))
+"#;
+
+#[test]
+fn calls_match_what_the_client_saw() {
+    let grpc_ok = Command::new("python3").args(["-c", "import grpc, grpc_tools"]).output().is_ok_and(|o| o.status.success());
+    if !(grpc_ok && have("tcpdump") && common::live::is_root()) {
+        common::live::skip("needs root, tcpdump and Python grpcio + grpcio-tools");
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("grpc-live-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("calls.proto"), PROTO).unwrap();
+    std::fs::write(dir.join("server.py"), SERVER).unwrap();
+    std::fs::write(dir.join("client.py"), CLIENT).unwrap();
+    let gen = Command::new("python3")
+        .current_dir(&dir)
+        .args(["-m", "grpc_tools.protoc", "-I.", "--python_out=.", "--grpc_python_out=.", "calls.proto"])
+        .output()
+        .unwrap();
+    assert!(gen.status.success(), "protoc: {}", text(&gen));
+    let ns = LoNs::new("grpc");
+    let pcap = dir.join("grpc.pcap");
+    let tcpdump = ns.tcpdump(&pcap, &["tcp", "port", "50051"]);
+    let d = dir.to_str().unwrap();
+    let log = dir.join("server.log");
+    let _server = ns.spawn("grpc server", &["sh", "-c", &format!("cd {d} && exec python3 server.py")], &log);
+    wait_for("grpc server", Duration::from_secs(30), || std::fs::read_to_string(&log).unwrap_or_default().contains("ready"));
+    let o = ns.cmd(&["sh", "-c", &format!("cd {d} && exec python3 client.py")]).output().unwrap();
+    assert!(o.status.success(), "client: {}", text(&o));
+    settle(&pcap);
+    tcpdump.interrupt();
+    let calls: Vec<(String, u32, i64)> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (f[0].to_string(), f[1].parse().unwrap(), f[2].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(calls.len(), 22, "{calls:?}");
+
+    let logs = dir.join("logs");
+    let store = dir.join("store");
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(["read", "--quiet", "--logs"])
+        .arg(&logs)
+        .arg("--store")
+        .arg(&store)
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let rows = common::read_log(&logs.join("grpc.log"));
+    assert_eq!(rows.len(), calls.len(), "{rows:#?}");
+    for (k, (method, code, client_us)) in calls.iter().enumerate() {
+        let id = (2 * k + 1).to_string();
+        let r = rows.iter().find(|r| r["stream_id"] == id).unwrap_or_else(|| panic!("call {k} ({method}): stream {id} missing"));
+        assert_eq!((r["service"].as_str(), r["method"].as_str()), ("wltest.Calls", method.as_str()), "call {k}: {r:?}");
+        match code {
+            // CANCELLED and DEADLINE_EXCEEDED: the client reset the stream.
+            1 | 4 => {
+                assert_eq!((r["end_state"].as_str(), r["h2_error"].as_str(), r["grpc_status"].as_str()), ("reset_by_client", "CANCEL", "-"), "call {k}: {r:?}");
+                if *code == 4 {
+                    // grpc-timeout says what is left of the 100 ms when sent, rounded up
+                    // to its unit (gRPC Python sent `101m`).
+                    let t: f64 = r["timeout"].parse().unwrap_or_else(|_| panic!("call {k}: {r:?}"));
+                    assert!(t > 0.05 && t <= 0.11, "call {k}: {r:?}");
+                }
+            }
+            c => {
+                assert_eq!((r["end_state"].as_str(), r["grpc_status"].as_str()), ("complete", c.to_string().as_str()), "call {k}: {r:?}");
+                let lat_us = (r["latency"].parse::<f64>().unwrap() * 1e6) as i64;
+                assert!(lat_us <= *client_us, "call {k}: latency {lat_us} µs > client's {client_us} µs");
+                assert_eq!(r["status"], if *c == 0 { "ok" } else { "error" }, "call {k}: {r:?}");
+            }
+        }
+        let (rq, rs) = (r["request_messages"].as_str(), r["response_messages"].as_str());
+        match method.as_str() {
+            "Sum" => assert_eq!((rq, r["call_type"].as_str()), ("5", "client_streaming"), "{r:?}"),
+            "Count" => assert_eq!(rq, "1", "{r:?}"),
+            "Echo" => assert_eq!((rq, rs, r["call_type"].as_str()), ("1", "1", "unary"), "{r:?}"),
+            _ => {}
+        }
+    }
+    let counts: Vec<&str> = rows.iter().filter(|r| r["method"] == "Count").map(|r| r["response_messages"].as_str()).collect();
+    assert_eq!(counts, ["0", "1", "4"]);
+    assert!(rows.iter().any(|r| r["grpc_message"] == "internal: \u{fc}"), "{rows:#?}");
+    assert!(rows.iter().any(|r| r["grpc_message"] == "bad: 100%"), "{rows:#?}");
+
+    let q = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(["query", "grpc", "--store"])
+        .arg(&store)
+        .args(["--by", "service,method", "--sort", "p99_latency", "--format", "csv"])
+        .output()
+        .unwrap();
+    assert!(q.status.success(), "{}", text(&q));
+    let csv = String::from_utf8_lossy(&q.stdout);
+    assert!(csv.lines().any(|l| l.starts_with("wltest.Calls,Echo,13,0,")), "{csv}");
+    assert!(csv.lines().any(|l| l.starts_with("wltest.Calls,Fail,3,3,")), "{csv}");
+    let conns = common::read_log(&logs.join("conn.log"));
+    assert!(conns.iter().any(|c| c["service"] == "grpc"), "{conns:?}");
+}
