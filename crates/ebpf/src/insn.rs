@@ -125,7 +125,9 @@ pub enum Helper {
     GetCurrentUidGid = 15,
     GetCurrentComm = 16,
     GetCurrentCgroupId = 80,
+    ProbeReadUser = 112,
     ProbeReadKernel = 113,
+    RingbufOutput = 130,
 }
 
 /// One 8-byte instruction slot.
