@@ -44,7 +44,7 @@ impl RingBuf {
     pub fn create(name: &str, size: usize) -> Result<RingBuf, Error> {
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        if !size.is_power_of_two() || size % page != 0 {
+        if !size.is_power_of_two() || !size.is_multiple_of(page) {
             return Err(Error::other(format!(
                 "ring buffer {name}: {size} bytes is not a power of two multiple of the page size ({page})"
             )));
