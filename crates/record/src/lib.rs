@@ -30,7 +30,7 @@ pub use community_id::{community_id_v1, CommunityId};
 pub use conn::{ConnRecord, ConnState, History, Proto};
 pub use flow::FlowRecord;
 pub use protocol::Protocol;
-pub use tx::{dns, http, memcached, mysql, pgsql, redis, tls, Detail, Span, Transaction, TxRecord, TxStatus};
+pub use tx::{dns, http, memcached, mysql, pgsql, redis, tls, Detail, Span, Transaction, TxJoin, TxRecord, TxSource, TxStatus};
 pub use uid::{Uid, UidGenerator};
 pub use owner::{ProcOwner, ProcOwners};
 pub use wirelog_packet::IpAddr16;

@@ -1,0 +1,340 @@
+//! From events to transactions: each event is placed on its TCP connection
+//! (the process's fd -> socket -> 5-tuple, see `sockets`), and each
+//! connection's plaintext is fed, in order, to the parser its first bytes
+//! call for (the packet path's content detection and parsers), with gaps
+//! where bytes are missing (lost ring records, messages longer than an
+//! event carries, events out of order).
+//!
+//! When both ends of a connection are on this host, both processes' calls
+//! are seen: one view is parsed (the first process seen on the connection,
+//! usually the client, whose write comes first), the other only names its
+//! process. A connection is keyed by its network namespace and tuple, so the
+//! same addresses in two namespaces are two connections.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use wirelog_parse::detect::{self, Detected};
+use wirelog_parse::{ConnParser, Dir, ParseConfig, Protocol, ProtocolParser, StreamParser, Transaction};
+use wirelog_procs::Users;
+use wirelog_record::{IpAddr16, Proc, Proto, TxRecord, TxSource, UidGenerator};
+
+use crate::programs::{Event, DIR_READ};
+use crate::sockets::{Miss, Socket, Sockets};
+use crate::Stats;
+
+/// First messages looked at for a protocol before a connection is given up.
+const DETECT_TRIES: u8 = 4;
+/// Connections followed at once; beyond, new ones are counted, not followed.
+pub const MAX_CONNS: usize = 65_536;
+/// A connection with no event for this long is finished (its pending
+/// requests reported unanswered) and forgotten.
+pub const IDLE_NS: i64 = 60_000_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnKey {
+    pub netns: u64,
+    pub orig: [u8; 16],
+    pub orig_port: u16,
+    pub resp: [u8; 16],
+    pub resp_port: u16,
+}
+
+impl ConnKey {
+    fn of(s: &Socket) -> ConnKey {
+        if s.server {
+            ConnKey { netns: s.netns, orig: s.remote, orig_port: s.remote_port, resp: s.local, resp_port: s.local_port }
+        } else {
+            ConnKey { netns: s.netns, orig: s.local, orig_port: s.local_port, resp: s.remote, resp_port: s.remote_port }
+        }
+    }
+}
+
+/// Which connection an `SSL` of a process was last seen on.
+#[derive(Debug, Clone, Copy)]
+struct Binding {
+    fd: i32,
+    inode: u64,
+    key: ConnKey,
+    server: bool,
+}
+
+enum Parsing {
+    Detecting(u8),
+    On(Box<ConnParser>),
+    Off,
+}
+
+struct Conn {
+    /// The (process, SSL) whose calls are parsed.
+    feeder: (u32, u64),
+    /// The feeder is the server end.
+    feeder_server: bool,
+    parsing: Parsing,
+    orig_proc: Proc,
+    resp_proc: Proc,
+    last_mono: u64,
+    last_ns: i64,
+}
+
+/// The reader thread's state.
+pub struct Streams {
+    cfg: ParseConfig,
+    sockets: Sockets,
+    ssls: HashMap<(u32, u64), Binding>,
+    conns: HashMap<ConnKey, Conn>,
+    owners: HashMap<u32, Proc>,
+    users: Users,
+    uids: UidGenerator,
+    scratch: Vec<Transaction>,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC, ns: event times to record times.
+    pub mono_to_real: i64,
+}
+
+impl Streams {
+    pub fn new(cfg: ParseConfig) -> Streams {
+        Streams {
+            cfg,
+            sockets: Sockets::default(),
+            ssls: HashMap::new(),
+            conns: HashMap::new(),
+            owners: HashMap::new(),
+            users: Users::default(),
+            uids: UidGenerator::from_entropy(),
+            scratch: Vec::new(),
+            mono_to_real: clock_offset(),
+        }
+    }
+
+    /// Takes one event; transactions it completes go to `out`.
+    pub fn event(&mut self, ev: &Event, stats: &Stats, out: &mut Vec<TxRecord>) {
+        stats.add(&stats.events, 1);
+        stats.add(&stats.bytes, ev.len as u64);
+        let Some(b) = self.bind(ev, stats) else {
+            stats.add(&stats.unplaced_events, 1);
+            stats.add(&stats.unplaced_bytes, ev.len as u64);
+            return;
+        };
+        let ts = ev.mono_ns as i64 + self.mono_to_real;
+        if !self.conns.contains_key(&b.key) {
+            if self.conns.len() >= MAX_CONNS {
+                stats.add(&stats.conns_over_limit, 1);
+                return;
+            }
+            stats.add(&stats.conns, 1);
+            let c = Conn {
+                feeder: (ev.tgid, ev.ssl),
+                feeder_server: b.server,
+                parsing: Parsing::Detecting(0),
+                orig_proc: None,
+                resp_proc: None,
+                last_mono: 0,
+                last_ns: ts,
+            };
+            self.conns.insert(b.key, c);
+        }
+        let owner = self.owner(ev.tgid);
+        let Some(c) = self.conns.get_mut(&b.key) else { return };
+        c.last_ns = c.last_ns.max(ts);
+        let side = if b.server { &mut c.resp_proc } else { &mut c.orig_proc };
+        if side.is_none() {
+            *side = owner;
+        }
+        if c.feeder != (ev.tgid, ev.ssl) {
+            // The other end's view of the same bytes (both on this host).
+            stats.add(&stats.other_end_events, 1);
+            return;
+        }
+        let dir_of = |read: bool| match (read, c.feeder_server) {
+            (true, false) | (false, true) => Dir::ToClient,
+            _ => Dir::ToServer,
+        };
+        let dir = dir_of(ev.dir == DIR_READ);
+        let scratch = &mut self.scratch;
+        // Bytes lost before this event (ring full), then this event.
+        for (lost, read) in [(ev.lost_read, true), (ev.lost_write, false)] {
+            if lost > 0 {
+                stats.add(&stats.gaps, 1);
+                stats.add(&stats.gap_bytes, lost);
+                if let Parsing::On(p) = &mut c.parsing {
+                    p.gap(dir_of(read), ts, lost, scratch);
+                }
+            }
+        }
+        if ev.mono_ns < c.last_mono {
+            // Out of order: its bytes belong before bytes already parsed.
+            stats.add(&stats.out_of_order, 1);
+            stats.add(&stats.gaps, 1);
+            stats.add(&stats.gap_bytes, ev.len as u64);
+            if let Parsing::On(p) = &mut c.parsing {
+                p.gap(dir, ts, ev.len as u64, scratch);
+            }
+        } else {
+            c.last_mono = ev.mono_ns;
+            if let Parsing::Detecting(tries) = c.parsing {
+                c.parsing = match detect::by_content(dir, ev.data) {
+                    // TLS inside TLS is not followed.
+                    Detected::Protocol(p) if p != Protocol::Tls => {
+                        stats.add(&stats.parsed_conns, 1);
+                        Parsing::On(Box::new(p.stream_parser(&self.cfg)))
+                    }
+                    _ if tries + 1 >= DETECT_TRIES => {
+                        stats.add(&stats.undetected_conns, 1);
+                        Parsing::Off
+                    }
+                    _ => Parsing::Detecting(tries + 1),
+                };
+            }
+            if let Parsing::On(p) = &mut c.parsing {
+                p.data(dir, ts, ev.data, scratch);
+                let missing = (ev.len as u64).saturating_sub(ev.data.len() as u64);
+                if missing > 0 {
+                    stats.add(&stats.truncated, 1);
+                    stats.add(&stats.gaps, 1);
+                    stats.add(&stats.gap_bytes, missing);
+                    p.gap(dir, ts, missing, scratch);
+                }
+            }
+        }
+        self.emit(b.key, out);
+    }
+
+    /// Where the event's `SSL` is: from its fd when it has one (checked
+    /// each time: an `SSL` and an fd number are both reused), else where
+    /// the same `SSL` was last.
+    fn bind(&mut self, ev: &Event, stats: &Stats) -> Option<Binding> {
+        let id = (ev.tgid, ev.ssl);
+        if ev.fd < 0 {
+            let b = self.ssls.get(&id).copied();
+            if b.is_none() {
+                stats.add(&stats.no_fd, 1);
+            }
+            return b;
+        }
+        let inode = match Sockets::inode(ev.tgid, ev.fd) {
+            Ok(i) => i,
+            Err(m) => {
+                stats.miss(m);
+                return None;
+            }
+        };
+        if let Some(b) = self.ssls.get(&id) {
+            if b.fd == ev.fd && b.inode == inode {
+                return Some(*b);
+            }
+        }
+        let s = match self.sockets.resolve(ev.tgid, inode) {
+            Ok(s) => s,
+            Err(m) => {
+                stats.miss(m);
+                return None;
+            }
+        };
+        let b = Binding { fd: ev.fd, inode, key: ConnKey::of(&s), server: s.server };
+        self.ssls.insert(id, b);
+        Some(b)
+    }
+
+    fn owner(&mut self, pid: u32) -> Proc {
+        if let Some(o) = self.owners.get(&pid) {
+            return o.clone();
+        }
+        let o = wirelog_procs::read_owner(pid, &mut self.users).map(Arc::new);
+        self.owners.insert(pid, o.clone());
+        o
+    }
+
+    /// Transactions the parser made, as records of the connection.
+    fn emit(&mut self, key: ConnKey, out: &mut Vec<TxRecord>) {
+        if self.scratch.is_empty() {
+            return;
+        }
+        let Some(c) = self.conns.get(&key) else {
+            self.scratch.clear();
+            return;
+        };
+        for tx in self.scratch.drain(..) {
+            out.push(TxRecord {
+                // Replaced by the connection's own when the join finds it.
+                uid: self.uids.next_uid(),
+                orig_h: IpAddr16(key.orig),
+                orig_p: key.orig_port,
+                resp_h: IpAddr16(key.resp),
+                resp_p: key.resp_port,
+                transport: Proto::Tcp,
+                protocol: tx.detail.protocol(),
+                tx,
+                orig_proc: c.orig_proc.clone(),
+                resp_proc: c.resp_proc.clone(),
+                source: TxSource::TlsLibrary,
+            });
+        }
+    }
+
+    /// Time passed (about once a second, `now_ns` the wall clock): parsers
+    /// expire requests without answer; idle connections are finished and
+    /// forgotten, with what the caches held for them.
+    pub fn tick(&mut self, now_ns: i64, out: &mut Vec<TxRecord>) {
+        self.mono_to_real = clock_offset();
+        let keys: Vec<ConnKey> = self.conns.keys().copied().collect();
+        for k in keys {
+            let idle = self.conns.get(&k).is_some_and(|c| now_ns - c.last_ns > IDLE_NS);
+            if let Some(Parsing::On(p)) = self.conns.get_mut(&k).map(|c| &mut c.parsing) {
+                if idle {
+                    p.finish(now_ns, &mut self.scratch);
+                } else {
+                    p.expire(now_ns, &mut self.scratch);
+                }
+            }
+            self.emit(k, out);
+            if idle {
+                self.conns.remove(&k);
+            }
+        }
+        self.ssls.retain(|_, b| self.conns.contains_key(&b.key));
+        if self.sockets.len() > 4 * MAX_CONNS {
+            self.sockets = Sockets::default();
+        }
+        // Owners are read again for processes seen after this.
+        if self.owners.len() > 4096 {
+            self.owners.clear();
+        }
+    }
+
+    /// The end: every connection finished.
+    pub fn finish(&mut self, now_ns: i64, out: &mut Vec<TxRecord>) {
+        let keys: Vec<ConnKey> = self.conns.keys().copied().collect();
+        for k in keys {
+            if let Some(Parsing::On(p)) = self.conns.get_mut(&k).map(|c| &mut c.parsing) {
+                p.finish(now_ns, &mut self.scratch);
+            }
+            self.emit(k, out);
+        }
+        self.conns.clear();
+    }
+}
+
+impl Stats {
+    fn miss(&self, m: Miss) {
+        let c = match m {
+            Miss::Gone => &self.gone,
+            Miss::NotSocket => &self.not_socket,
+            Miss::NotTcp => &self.not_tcp,
+        };
+        self.add(c, 1);
+    }
+}
+
+/// CLOCK_REALTIME - CLOCK_MONOTONIC now, in ns.
+pub fn clock_offset() -> i64 {
+    let now = |clock| {
+        let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes one timespec we own.
+        unsafe { libc::clock_gettime(clock, &mut t) };
+        t.tv_sec as i64 * 1_000_000_000 + t.tv_nsec as i64
+    };
+    let m1 = now(libc::CLOCK_MONOTONIC);
+    let r = now(libc::CLOCK_REALTIME);
+    let m2 = now(libc::CLOCK_MONOTONIC);
+    r - (m1 + (m2 - m1) / 2)
+}
