@@ -124,6 +124,7 @@ pub enum Helper {
     GetCurrentPidTgid = 14,
     GetCurrentUidGid = 15,
     GetCurrentComm = 16,
+    GetCurrentTask = 35,
     GetCurrentCgroupId = 80,
     ProbeReadUser = 112,
     ProbeReadKernel = 113,

@@ -58,15 +58,13 @@ pub struct Config {
 pub struct Stats {
     pub events: AtomicU64,
     pub bytes: AtomicU64,
-    /// Events placed on no connection: no fd known yet for their `SSL`, the
-    /// process or descriptor gone before it was looked at, not a socket,
-    /// not TCP.
+    /// Events placed on no connection: their call made no socket system
+    /// call and their `SSL` was not seen on one before, or their fd is not
+    /// a TCP/IP socket (TLS over a pipe, a UNIX socket, a file).
     pub unplaced_events: AtomicU64,
     pub unplaced_bytes: AtomicU64,
     pub no_fd: AtomicU64,
-    pub gone: AtomicU64,
     pub not_socket: AtomicU64,
-    pub not_tcp: AtomicU64,
     /// Events of the other end of a connection already followed (both ends
     /// on this host): they name its process only.
     pub other_end_events: AtomicU64,
@@ -103,7 +101,7 @@ impl std::fmt::Display for Stats {
         write!(
             f,
             "{} library files probed ({} refused); {} events ({} bytes), {} transactions; {} connections ({} parsed, {} not recognised, {} over the limit); \
-             {} events of the other end; {} events on no connection ({} bytes: {} without fd, {} process gone, {} not a socket, {} not TCP); \
+             {} events of the other end; {} events on no connection ({} bytes: {} without a socket call, {} not on a TCP/IP socket); \
              gaps: {} ({} bytes; {} ring records lost ({} bytes), {} events cut at {} bytes, {} out of order); reader CPU {:.3} s",
             g(&self.files),
             g(&self.files_refused),
@@ -118,9 +116,7 @@ impl std::fmt::Display for Stats {
             g(&self.unplaced_events),
             g(&self.unplaced_bytes),
             g(&self.no_fd),
-            g(&self.gone),
             g(&self.not_socket),
-            g(&self.not_tcp),
             g(&self.gaps),
             g(&self.gap_bytes),
             g(&self.ring_lost),
@@ -171,6 +167,7 @@ impl Capturer {
                 programs::ret(&maps, programs::FUNCTIONS[3].1, true)?,
             ],
         };
+        let offsets = programs::Offsets::from_kernel()?;
         let mut notes = Vec::new();
         let mut fd_progs = Vec::new();
         for sc in programs::FD_SYSCALLS {
@@ -178,7 +175,7 @@ impl Capturer {
             if let Some(m) = &tp.mounted {
                 notes.push(format!("wirelog: tls-plaintext: tracefs was not mounted; mounted it at {}", m.display()));
             }
-            let p = programs::syscall(&maps, &tp)?;
+            let p = programs::syscall(&maps, &tp, &offsets)?;
             let a = tp.attach(&p)?;
             fd_progs.push((p, a));
         }

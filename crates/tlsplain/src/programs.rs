@@ -44,13 +44,23 @@ pub const DATA_CAP: usize = 16 * 1024;
 /// 16 the `SSL` pointer u64; 24 fd i32 (-1 unknown); 28 direction u32
 /// ([`DIR_READ`]/[`DIR_WRITE`]); 32 full length u32; 36 bytes copied u32;
 /// 40 bytes lost before this event in reads u64, 48 in writes u64;
-/// then the bytes.
-pub const HDR: usize = 56;
+/// 56 the socket as the fd program read it ([`SOCK_LEN`] bytes, see
+/// `Sock`); 116 the thread's `comm` [16]; then the bytes.
+pub const HDR: usize = 136;
 pub const DIR_READ: u32 = 0;
 pub const DIR_WRITE: u32 = 1;
+const EV_SOCK: i16 = 56;
+const EV_COMM: i16 = 116;
 
-/// Open calls (pid_tgid -> ssl, buf, done pointer, fd, pad), one per thread.
-const CALL_LEN: usize = 32;
+/// Open calls (pid_tgid -> the call), one per thread: 0 ssl u64, 8 buf
+/// u64, 16 the `_ex` length pointer u64, 24 fd i32 (-1 unknown), then the
+/// socket ([`SOCK_LEN`] bytes from 28): 28 valid u32 (1 once every field
+/// was read), 32 family u16, 34 local port u16 (host order), 36 remote
+/// port u16 (network order), 40 netns inode u32, 48 local IPv4, 52 remote
+/// IPv4, 56 local IPv6 [16], 72 remote IPv6 [16].
+const CALL_LEN: usize = 88;
+const CALL_SOCK: i16 = 28;
+pub const SOCK_LEN: usize = 60;
 const CALLS: u32 = 16_384;
 /// Lost bytes per (tgid, ssl): (reads, writes).
 const STREAM_KEY: usize = 16;
@@ -62,6 +72,56 @@ const DI: i16 = 112;
 const SI: i16 = 104;
 const CX: i16 = 88;
 const AX: i16 = 80;
+
+/// Where the fd program finds a descriptor's socket, from the kernel's
+/// BTF: task_struct.files -> files_struct.fdt -> fdtable.{fd, max_fds} ->
+/// file.{f_inode, private_data} (inode.i_mode says it is a socket) ->
+/// socket.sk -> sock_common's addresses, ports, family and namespace.
+pub struct Offsets {
+    files: i32,
+    fdt: i32,
+    fd: i32,
+    max_fds: i32,
+    f_inode: i32,
+    i_mode: i32,
+    private_data: i32,
+    sk: i32,
+    family: i32,
+    num: i32,
+    dport: i32,
+    rcv_saddr: i32,
+    daddr: i32,
+    v6_rcv_saddr: i32,
+    v6_daddr: i32,
+    net: i32,
+    inum: i32,
+}
+
+impl Offsets {
+    pub fn from_kernel() -> Result<Offsets, Error> {
+        let btf = wirelog_ebpf::Btf::kernel()?;
+        let o = |t: &str, m: &str| btf.member_offset(t, m).map(|v| v as i32);
+        Ok(Offsets {
+            files: o("task_struct", "files")?,
+            fdt: o("files_struct", "fdt")?,
+            fd: o("fdtable", "fd")?,
+            max_fds: o("fdtable", "max_fds")?,
+            f_inode: o("file", "f_inode")?,
+            i_mode: o("inode", "i_mode")?,
+            private_data: o("file", "private_data")?,
+            sk: o("socket", "sk")?,
+            family: o("sock_common", "skc_family")?,
+            num: o("sock_common", "skc_num")?,
+            dport: o("sock_common", "skc_dport")?,
+            rcv_saddr: o("sock_common", "skc_rcv_saddr")?,
+            daddr: o("sock_common", "skc_daddr")?,
+            v6_rcv_saddr: o("sock_common", "skc_v6_rcv_saddr")?,
+            v6_daddr: o("sock_common", "skc_v6_daddr")?,
+            net: o("sock_common", "skc_net")? + o("possible_net_t", "net")?,
+            inum: o("net", "ns")? + o("ns_common", "inum")?,
+        })
+    }
+}
 
 /// The functions probed: (symbol, direction, `_ex` form).
 pub const FUNCTIONS: [(&str, u32, bool); 4] = [
@@ -142,28 +202,30 @@ fn current(a: &mut Asm, m: &Maps) {
 
 /// On entry: note the call's arguments for this thread.
 pub fn entry(m: &Maps, ex: bool) -> Result<Program, Error> {
+    const V: i16 = -(CALL_LEN as i16);
+    const KEY: i16 = V - 8;
     let mut a = Asm::new();
     a.push(Insn::mov64_reg(R6, R1));
     current(&mut a, m);
-    // value at r10-40: ssl, buf, done pointer (or 0), fd -1, pad 0.
-    a.push(Insn::load(Size::DW, R1, R6, DI))
-        .push(Insn::store_reg(Size::DW, R10, -40, R1))
-        .push(Insn::load(Size::DW, R1, R6, SI))
-        .push(Insn::store_reg(Size::DW, R10, -32, R1));
-    if ex {
-        a.push(Insn::load(Size::DW, R1, R6, CX));
-    } else {
-        a.push(Insn::mov64_imm(R1, 0));
+    // The value on the stack: zeroed, then ssl, buf, the length pointer
+    // (or 0), fd -1.
+    for off in (0..CALL_LEN as i16).step_by(8) {
+        a.push(Insn::store_imm(Size::DW, R10, V + off, 0));
     }
-    a.push(Insn::store_reg(Size::DW, R10, -24, R1))
-        .push(Insn::store_imm(Size::W, R10, -16, -1))
-        .push(Insn::store_imm(Size::W, R10, -12, 0))
-        .push(Insn::store_reg(Size::DW, R10, -48, R7))
+    a.push(Insn::load(Size::DW, R1, R6, DI))
+        .push(Insn::store_reg(Size::DW, R10, V, R1))
+        .push(Insn::load(Size::DW, R1, R6, SI))
+        .push(Insn::store_reg(Size::DW, R10, V + 8, R1));
+    if ex {
+        a.push(Insn::load(Size::DW, R1, R6, CX)).push(Insn::store_reg(Size::DW, R10, V + 16, R1));
+    }
+    a.push(Insn::store_imm(Size::W, R10, V + 24, -1))
+        .push(Insn::store_reg(Size::DW, R10, KEY, R7))
         .push_all(Insn::load_map_fd(R1, m.calls.fd()))
         .push(Insn::mov64_reg(R2, R10))
-        .push(Insn::alu64_imm(Alu::Add, R2, -48))
+        .push(Insn::alu64_imm(Alu::Add, R2, KEY as i32))
         .push(Insn::mov64_reg(R3, R10))
-        .push(Insn::alu64_imm(Alu::Add, R3, -40))
+        .push(Insn::alu64_imm(Alu::Add, R3, V as i32))
         .push(Insn::mov64_imm(R4, 0))
         .push(Insn::call(Helper::MapUpdateElem))
         .label("out")
@@ -173,34 +235,93 @@ pub fn entry(m: &Maps, ex: bool) -> Result<Program, Error> {
     Program::load(ProgType::Kprobe, name, &a.finish().map_err(asm)?, "GPL")
 }
 
+/// `bpf_probe_read_kernel(dst + dst_off, size, src + src_off)`, leaving
+/// the program at "out" when it fails.
+fn read_kernel(a: &mut Asm, dst: Reg, dst_off: i32, size: i32, src: Reg, src_off: i32) {
+    a.push(Insn::mov64_reg(R1, dst))
+        .push(Insn::alu64_imm(Alu::Add, R1, dst_off))
+        .push(Insn::mov64_imm(R2, size))
+        .push(Insn::mov64_reg(R3, src))
+        .push(Insn::alu64_imm(Alu::Add, R3, src_off))
+        .push(Insn::call(Helper::ProbeReadKernel))
+        .jmp_imm(Cond::Ne, R0, 0, "out");
+}
+
+/// `r9 = *(u64 *)(r9 + off)` in kernel memory, through the stack.
+fn chase(a: &mut Asm, off: i32) {
+    read_kernel(a, R10, -8, 8, R9, off);
+    a.push(Insn::load(Size::DW, R9, R10, -8));
+    a.jmp_imm(Cond::Eq, R9, 0, "out");
+}
+
 /// On a socket system call: the open TLS call of this thread, if any and
 /// without an fd yet, takes the call's fd (the first one: the socket the
-/// TLS record goes through).
-pub fn syscall(m: &Maps, tp: &Tracepoint) -> Result<Program, Error> {
+/// TLS record goes through), and reads that socket's addresses, ports and
+/// namespace from the kernel's structures (offsets from BTF), so the event
+/// names its connection even when the process and the socket are gone by
+/// the time user space reads it.
+pub fn syscall(m: &Maps, tp: &Tracepoint, o: &Offsets) -> Result<Program, Error> {
     let (fd_off, fd_size) = tp.field("fd")?;
     let size = Size::of(fd_size).ok_or_else(|| Error {
         what: format!("tracepoint {}: fd of {fd_size} bytes", tp.id),
         os: std::io::Error::from(std::io::ErrorKind::Unsupported),
         log: String::new(),
     })?;
+    let sock = CALL_SOCK as i32;
     let mut a = Asm::new();
     a.push(Insn::mov64_reg(R6, R1))
         .push(Insn::call(Helper::GetCurrentPidTgid))
-        .push(Insn::store_reg(Size::DW, R10, -8, R0))
+        .push(Insn::store_reg(Size::DW, R10, -16, R0))
         .push_all(Insn::load_map_fd(R1, m.calls.fd()))
         .push(Insn::mov64_reg(R2, R10))
-        .push(Insn::alu64_imm(Alu::Add, R2, -8))
+        .push(Insn::alu64_imm(Alu::Add, R2, -16))
         .push(Insn::call(Helper::MapLookupElem))
         .jmp_imm(Cond::Eq, R0, 0, "out")
+        .push(Insn::mov64_reg(R7, R0))
         // The fd slot, sign-extended: -1 while unknown.
-        .push(Insn::load(Size::W, R1, R0, 24))
+        .push(Insn::load(Size::W, R1, R7, 24))
         .push(Insn::alu64_imm(Alu::Lsh, R1, 32))
         .push(Insn::alu64_imm(Alu::Arsh, R1, 32))
         .jmp_imm(Cond::Ne, R1, -1, "out")
-        // The fd is an int (the field may be 8 bytes wide); the jump above
-        // compared the low 32 bits, as loaded.
-        .push(Insn::load(size, R1, R6, fd_off as i16))
-        .push(Insn::store_reg(Size::W, R0, 24, R1))
+        // The fd is an int (the field may be 8 bytes wide).
+        .push(Insn::load(size, R8, R6, fd_off as i16))
+        .push(Insn::alu64_imm(Alu::Lsh, R8, 32))
+        .push(Insn::alu64_imm(Alu::Arsh, R8, 32))
+        .jmp_imm(Cond::Slt, R8, 0, "out")
+        .push(Insn::store_reg(Size::W, R7, 24, R8))
+        // current->files->fdt
+        .push(Insn::call(Helper::GetCurrentTask))
+        .push(Insn::mov64_reg(R9, R0));
+    chase(&mut a, o.files);
+    chase(&mut a, o.fdt);
+    // fd < fdt->max_fds
+    read_kernel(&mut a, R10, -4, 4, R9, o.max_fds);
+    a.push(Insn::load(Size::W, R1, R10, -4)).jmp_reg(Cond::Ge, R8, R1, "out");
+    chase(&mut a, o.fd);
+    // fdt->fd[fd]
+    a.push(Insn::alu64_imm(Alu::Lsh, R8, 3)).push(Insn::alu64_reg(Alu::Add, R9, R8));
+    chase(&mut a, 0);
+    // A socket's inode: (i_mode & S_IFMT) == S_IFSOCK.
+    a.push(Insn::mov64_reg(R8, R9));
+    chase(&mut a, o.f_inode);
+    read_kernel(&mut a, R10, -4, 2, R9, o.i_mode);
+    a.push(Insn::load(Size::H, R1, R10, -4))
+        .push(Insn::alu64_imm(Alu::And, R1, 0xf000))
+        .jmp_imm(Cond::Ne, R1, 0xc000, "out")
+        .push(Insn::mov64_reg(R9, R8));
+    chase(&mut a, o.private_data);
+    chase(&mut a, o.sk);
+    // The sock_common fields, straight into the call's socket slot.
+    read_kernel(&mut a, R7, sock + 4, 2, R9, o.family);
+    read_kernel(&mut a, R7, sock + 6, 2, R9, o.num);
+    read_kernel(&mut a, R7, sock + 8, 2, R9, o.dport);
+    read_kernel(&mut a, R7, sock + 20, 4, R9, o.rcv_saddr);
+    read_kernel(&mut a, R7, sock + 24, 4, R9, o.daddr);
+    read_kernel(&mut a, R7, sock + 28, 16, R9, o.v6_rcv_saddr);
+    read_kernel(&mut a, R7, sock + 44, 16, R9, o.v6_daddr);
+    chase(&mut a, o.net);
+    read_kernel(&mut a, R7, sock + 12, 4, R9, o.inum);
+    a.push(Insn::store_imm(Size::W, R7, CALL_SOCK, 1))
         .label("out")
         .push(Insn::mov64_imm(R0, 0))
         .push(Insn::exit());
@@ -257,7 +378,15 @@ pub fn ret(m: &Maps, dir: u32, ex: bool) -> Result<Program, Error> {
         .push(Insn::load(Size::W, R1, R7, 24))
         .push(Insn::store_reg(Size::W, R6, 24, R1))
         .push(Insn::store_imm(Size::W, R6, 28, dir as i32))
-        .push(Insn::store_reg(Size::W, R6, 32, R8))
+        .push(Insn::store_reg(Size::W, R6, 32, R8));
+    // The socket the fd program read (valid flag first).
+    for off in (0..SOCK_LEN as i16).step_by(4) {
+        a.push(Insn::load(Size::W, R1, R7, CALL_SOCK + off)).push(Insn::store_reg(Size::W, R6, EV_SOCK + off, R1));
+    }
+    a.push(Insn::mov64_reg(R1, R6))
+        .push(Insn::alu64_imm(Alu::Add, R1, EV_COMM as i32))
+        .push(Insn::mov64_imm(R2, 16))
+        .push(Insn::call(Helper::GetCurrentComm))
         // Copy min(result, cap) bytes of the buffer.
         .push(Insn::mov64_reg(R2, R8))
         .jmp_imm(Cond::Le, R2, cap, "len_ok")
@@ -371,7 +500,51 @@ pub struct Event<'a> {
     pub len: u32,
     pub lost_read: u64,
     pub lost_write: u64,
+    /// The socket, when the fd program could read it.
+    pub sock: Option<Sock>,
+    pub comm: [u8; 16],
     pub data: &'a [u8],
+}
+
+/// A socket as the fd program read it: addresses as records hold them
+/// (IPv4 mapped into IPv6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sock {
+    pub netns: u32,
+    pub local: [u8; 16],
+    pub local_port: u16,
+    pub remote: [u8; 16],
+    pub remote_port: u16,
+}
+
+impl Sock {
+    fn parse(b: &[u8]) -> Option<Sock> {
+        let u16_at = |o: usize| u16::from_ne_bytes(b[o..o + 2].try_into().expect("2"));
+        if u32::from_ne_bytes(b[0..4].try_into().expect("4")) != 1 {
+            return None;
+        }
+        let v4 = |o: usize| {
+            let mut a = [0u8; 16];
+            a[10] = 0xff;
+            a[11] = 0xff;
+            a[12..].copy_from_slice(&b[o..o + 4]);
+            a
+        };
+        let v6 = |o: usize| <[u8; 16]>::try_from(&b[o..o + 16]).expect("16");
+        let (local, remote) = match u16_at(4) {
+            2 => (v4(20), v4(24)),
+            10 => (v6(28), v6(44)),
+            _ => return None,
+        };
+        Some(Sock {
+            netns: u32::from_ne_bytes(b[12..16].try_into().expect("4")),
+            local,
+            local_port: u16_at(6),
+            remote,
+            // skc_dport is in network order.
+            remote_port: u16::from_be_bytes(b[8..10].try_into().expect("2")),
+        })
+    }
 }
 
 impl<'a> Event<'a> {
@@ -395,6 +568,8 @@ impl<'a> Event<'a> {
             len: u32_at(32),
             lost_read: u64_at(40),
             lost_write: u64_at(48),
+            sock: Sock::parse(&r[EV_SOCK as usize..EV_SOCK as usize + SOCK_LEN]),
+            comm: r[EV_COMM as usize..EV_COMM as usize + 16].try_into().expect("16"),
             data,
         })
     }

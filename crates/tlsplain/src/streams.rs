@@ -1,5 +1,6 @@
 //! From events to transactions: each event is placed on its TCP connection
-//! (the process's fd -> socket -> 5-tuple, see `sockets`), and each
+//! (the socket the fd program read; an event of a call that made no system
+//! call takes the connection its `SSL` was last on), and each
 //! connection's plaintext is fed, in order, to the parser its first bytes
 //! call for (the packet path's content detection and parsers), with gaps
 //! where bytes are missing (lost ring records, messages longer than an
@@ -17,10 +18,10 @@ use std::sync::Arc;
 use wirelog_parse::detect::{self, Detected};
 use wirelog_parse::{ConnParser, Dir, ParseConfig, Protocol, ProtocolParser, StreamParser, Transaction};
 use wirelog_procs::Users;
-use wirelog_record::{IpAddr16, Proc, Proto, TxRecord, TxSource, UidGenerator};
+use wirelog_record::{IpAddr16, Proc, ProcOwner, Proto, TxRecord, TxSource, UidGenerator};
 
-use crate::programs::{Event, DIR_READ};
-use crate::sockets::{Miss, Socket, Sockets};
+use crate::programs::{Event, Sock, DIR_READ};
+use crate::sockets::Roles;
 use crate::Stats;
 
 /// First messages looked at for a protocol before a connection is given up.
@@ -33,7 +34,7 @@ pub const IDLE_NS: i64 = 60_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConnKey {
-    pub netns: u64,
+    pub netns: u32,
     pub orig: [u8; 16],
     pub orig_port: u16,
     pub resp: [u8; 16],
@@ -41,8 +42,8 @@ pub struct ConnKey {
 }
 
 impl ConnKey {
-    fn of(s: &Socket) -> ConnKey {
-        if s.server {
+    fn of(s: &Sock, server: bool) -> ConnKey {
+        if server {
             ConnKey { netns: s.netns, orig: s.remote, orig_port: s.remote_port, resp: s.local, resp_port: s.local_port }
         } else {
             ConnKey { netns: s.netns, orig: s.local, orig_port: s.local_port, resp: s.remote, resp_port: s.remote_port }
@@ -53,8 +54,7 @@ impl ConnKey {
 /// Which connection an `SSL` of a process was last seen on.
 #[derive(Debug, Clone, Copy)]
 struct Binding {
-    fd: i32,
-    inode: u64,
+    sock: Sock,
     key: ConnKey,
     server: bool,
 }
@@ -80,7 +80,7 @@ struct Conn {
 /// The reader thread's state.
 pub struct Streams {
     cfg: ParseConfig,
-    sockets: Sockets,
+    roles: Roles,
     ssls: HashMap<(u32, u64), Binding>,
     conns: HashMap<ConnKey, Conn>,
     owners: HashMap<u32, Proc>,
@@ -95,7 +95,7 @@ impl Streams {
     pub fn new(cfg: ParseConfig) -> Streams {
         Streams {
             cfg,
-            sockets: Sockets::default(),
+            roles: Roles::default(),
             ssls: HashMap::new(),
             conns: HashMap::new(),
             owners: HashMap::new(),
@@ -133,7 +133,7 @@ impl Streams {
             };
             self.conns.insert(b.key, c);
         }
-        let owner = self.owner(ev.tgid);
+        let owner = self.owner(ev.tgid, &ev.comm);
         let Some(c) = self.conns.get_mut(&b.key) else { return };
         c.last_ns = c.last_ns.max(ts);
         let side = if b.server { &mut c.resp_proc } else { &mut c.orig_proc };
@@ -199,47 +199,43 @@ impl Streams {
         self.emit(b.key, out);
     }
 
-    /// Where the event's `SSL` is: from its fd when it has one (checked
-    /// each time: an `SSL` and an fd number are both reused), else where
-    /// the same `SSL` was last.
+    /// Where the event's `SSL` is: the socket its call went through, or
+    /// (a call served from OpenSSL's buffer makes no system call) where the
+    /// same `SSL` was last. An `SSL` moved to another socket (reused) is
+    /// bound again.
     fn bind(&mut self, ev: &Event, stats: &Stats) -> Option<Binding> {
         let id = (ev.tgid, ev.ssl);
-        if ev.fd < 0 {
+        let Some(s) = ev.sock else {
             let b = self.ssls.get(&id).copied();
             if b.is_none() {
-                stats.add(&stats.no_fd, 1);
+                // An fd that the program could not follow is not a TCP
+                // socket (a pipe, a file, a UNIX socket).
+                stats.add(if ev.fd >= 0 { &stats.not_socket } else { &stats.no_fd }, 1);
             }
             return b;
-        }
-        let inode = match Sockets::inode(ev.tgid, ev.fd) {
-            Ok(i) => i,
-            Err(m) => {
-                stats.miss(m);
-                return None;
-            }
         };
         if let Some(b) = self.ssls.get(&id) {
-            if b.fd == ev.fd && b.inode == inode {
+            if b.sock == s {
                 return Some(*b);
             }
         }
-        let s = match self.sockets.resolve(ev.tgid, inode) {
-            Ok(s) => s,
-            Err(m) => {
-                stats.miss(m);
-                return None;
-            }
-        };
-        let b = Binding { fd: ev.fd, inode, key: ConnKey::of(&s), server: s.server };
+        let server = self.roles.server(ev.tgid, &s);
+        let b = Binding { sock: s, key: ConnKey::of(&s, server), server };
         self.ssls.insert(id, b);
         Some(b)
     }
 
-    fn owner(&mut self, pid: u32) -> Proc {
+    /// The process's owner fields, read once; a process already gone is
+    /// named by the `comm` its event carries.
+    fn owner(&mut self, pid: u32, comm: &[u8; 16]) -> Proc {
         if let Some(o) = self.owners.get(&pid) {
             return o.clone();
         }
-        let o = wirelog_procs::read_owner(pid, &mut self.users).map(Arc::new);
+        let o = wirelog_procs::read_owner(pid, &mut self.users).unwrap_or_else(|| {
+            let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+            ProcOwner { pid, name: String::from_utf8_lossy(&comm[..end]).into_owned(), ..ProcOwner::default() }
+        });
+        let o = Some(Arc::new(o));
         self.owners.insert(pid, o.clone());
         o
     }
@@ -292,9 +288,6 @@ impl Streams {
             }
         }
         self.ssls.retain(|_, b| self.conns.contains_key(&b.key));
-        if self.sockets.len() > 4 * MAX_CONNS {
-            self.sockets = Sockets::default();
-        }
         // Owners are read again for processes seen after this.
         if self.owners.len() > 4096 {
             self.owners.clear();
@@ -311,17 +304,6 @@ impl Streams {
             self.emit(k, out);
         }
         self.conns.clear();
-    }
-}
-
-impl Stats {
-    fn miss(&self, m: Miss) {
-        let c = match m {
-            Miss::Gone => &self.gone,
-            Miss::NotSocket => &self.not_socket,
-            Miss::NotTcp => &self.not_tcp,
-        };
-        self.add(c, 1);
     }
 }
 
