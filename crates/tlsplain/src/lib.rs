@@ -65,9 +65,12 @@ pub struct Stats {
     pub unplaced_bytes: AtomicU64,
     pub no_fd: AtomicU64,
     pub not_socket: AtomicU64,
-    /// Events of the other end of a connection already followed (both ends
-    /// on this host): they name its process only.
+    /// Events of a second process or `SSL` on an end already followed
+    /// (one view per end is parsed).
     pub other_end_events: AtomicU64,
+    /// Transactions of a server's view left out because the client's view
+    /// of the same connection was parsed (both ends on this host).
+    pub server_view_txs: AtomicU64,
     pub conns: AtomicU64,
     pub conns_over_limit: AtomicU64,
     pub parsed_conns: AtomicU64,
@@ -101,7 +104,7 @@ impl std::fmt::Display for Stats {
         write!(
             f,
             "{} library files probed ({} refused); {} events ({} bytes), {} transactions; {} connections ({} parsed, {} not recognised, {} over the limit); \
-             {} events of the other end; {} events on no connection ({} bytes: {} without a socket call, {} not on a TCP/IP socket); \
+             {} events of a second process on an end; {} server-side transactions left for the client's; {} events on no connection ({} bytes: {} without a socket call, {} not on a TCP/IP socket); \
              gaps: {} ({} bytes; {} ring records lost ({} bytes), {} events cut at {} bytes, {} out of order); reader CPU {:.3} s",
             g(&self.files),
             g(&self.files_refused),
@@ -113,6 +116,7 @@ impl std::fmt::Display for Stats {
             g(&self.undetected_conns),
             g(&self.conns_over_limit),
             g(&self.other_end_events),
+            g(&self.server_view_txs),
             g(&self.unplaced_events),
             g(&self.unplaced_bytes),
             g(&self.no_fd),
@@ -282,20 +286,17 @@ impl Capturer {
             // Everything committed before the stop is read.
             loop {
                 let n = self.maps.ring.read(EVENTS_PER_ROUND, |r| match Event::parse(r) {
-                    Some(ev) => streams.event(&ev, &stats, &mut out),
+                    Some(ev) => streams.event(&ev, &stats),
                     None => malformed += 1,
                 });
                 if n < EVENTS_PER_ROUND {
                     break;
                 }
-                stats.add(&stats.transactions, out.len() as u64);
-                emit(&mut out);
-                out.clear();
             }
             let now = Instant::now();
             if now >= next_scan || stopping {
                 next_scan = now + SCAN_EVERY;
-                streams.tick(wall_ns(), &mut out);
+                streams.tick(wall_ns(), &mut out, &stats);
                 let (lost, lost_bytes) = self.maps.lost();
                 stats.ring_lost.store(lost, Relaxed);
                 stats.ring_lost_bytes.store(lost_bytes, Relaxed);
@@ -305,7 +306,7 @@ impl Capturer {
                 }
             }
             if stopping {
-                streams.finish(wall_ns(), &mut out);
+                streams.finish(wall_ns(), &mut out, &stats);
             }
             stats.add(&stats.transactions, out.len() as u64);
             emit(&mut out);

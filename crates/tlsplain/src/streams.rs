@@ -7,10 +7,14 @@
 //! event carries, events out of order).
 //!
 //! When both ends of a connection are on this host, both processes' calls
-//! are seen: one view is parsed (the first process seen on the connection,
-//! usually the client, whose write comes first), the other only names its
-//! process. A connection is keyed by its network namespace and tuple, so the
-//! same addresses in two namespaces are two connections.
+//! are seen, and each end's view is parsed on its own: the client's
+//! transactions are kept (sizes and latency as the client saw them; a server
+//! may answer without reading a whole request), the server's only when no
+//! client was seen on the connection (a remote client). Transactions wait
+//! for the next tick (half a second) before they go, so that a client seen a
+//! moment after the server still wins, and both ends' processes are known.
+//! A connection is keyed by its network namespace and tuple, so the same
+//! addresses in two namespaces are two connections.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -65,15 +69,22 @@ enum Parsing {
     Off,
 }
 
-struct Conn {
-    /// The (process, SSL) whose calls are parsed.
-    feeder: (u32, u64),
-    /// The feeder is the server end.
-    feeder_server: bool,
+/// One end's view of a connection: the (process, SSL) whose calls it
+/// parses.
+struct View {
+    id: (u32, u64),
     parsing: Parsing,
+    last_mono: u64,
+}
+
+const CLIENT: usize = 0;
+const SERVER: usize = 1;
+
+struct Conn {
+    /// The client's view, then the server's.
+    views: [Option<View>; 2],
     orig_proc: Proc,
     resp_proc: Proc,
-    last_mono: u64,
     last_ns: i64,
 }
 
@@ -87,6 +98,10 @@ pub struct Streams {
     users: Users,
     uids: UidGenerator,
     scratch: Vec<Transaction>,
+    /// Transactions made, with their connection, until the next tick: the
+    /// other end's process (both ends on this host) may be seen a moment
+    /// after the parsed end completed the transaction.
+    ready: Vec<(ConnKey, usize, Transaction)>,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC, ns: event times to record times.
     pub mono_to_real: i64,
 }
@@ -102,12 +117,13 @@ impl Streams {
             users: Users::default(),
             uids: UidGenerator::from_entropy(),
             scratch: Vec::new(),
+            ready: Vec::new(),
             mono_to_real: clock_offset(),
         }
     }
 
     /// Takes one event; transactions it completes go to `out`.
-    pub fn event(&mut self, ev: &Event, stats: &Stats, out: &mut Vec<TxRecord>) {
+    pub fn event(&mut self, ev: &Event, stats: &Stats) {
         stats.add(&stats.events, 1);
         stats.add(&stats.bytes, ev.len as u64);
         let Some(b) = self.bind(ev, stats) else {
@@ -122,33 +138,25 @@ impl Streams {
                 return;
             }
             stats.add(&stats.conns, 1);
-            let c = Conn {
-                feeder: (ev.tgid, ev.ssl),
-                feeder_server: b.server,
-                parsing: Parsing::Detecting(0),
-                orig_proc: None,
-                resp_proc: None,
-                last_mono: 0,
-                last_ns: ts,
-            };
+            let c = Conn { views: [None, None], orig_proc: None, resp_proc: None, last_ns: ts };
             self.conns.insert(b.key, c);
         }
         let owner = self.owner(ev.tgid, &ev.comm);
         let Some(c) = self.conns.get_mut(&b.key) else { return };
         c.last_ns = c.last_ns.max(ts);
-        let side = if b.server { &mut c.resp_proc } else { &mut c.orig_proc };
-        if side.is_none() {
-            *side = owner;
+        let proc = if b.server { &mut c.resp_proc } else { &mut c.orig_proc };
+        if proc.is_none() {
+            *proc = owner;
         }
-        if c.feeder != (ev.tgid, ev.ssl) {
-            // The other end's view of the same bytes (both on this host).
+        let side = if b.server { SERVER } else { CLIENT };
+        let v = c.views[side].get_or_insert(View { id: (ev.tgid, ev.ssl), parsing: Parsing::Detecting(0), last_mono: 0 });
+        if v.id != (ev.tgid, ev.ssl) {
+            // A second process (or SSL) on the same end: one view is parsed.
             stats.add(&stats.other_end_events, 1);
             return;
         }
-        let dir_of = |read: bool| match (read, c.feeder_server) {
-            (true, false) | (false, true) => Dir::ToClient,
-            _ => Dir::ToServer,
-        };
+        let server = b.server;
+        let dir_of = |read: bool| if read != server { Dir::ToClient } else { Dir::ToServer };
         let dir = dir_of(ev.dir == DIR_READ);
         let scratch = &mut self.scratch;
         // Bytes lost before this event (ring full), then this event.
@@ -156,23 +164,23 @@ impl Streams {
             if lost > 0 {
                 stats.add(&stats.gaps, 1);
                 stats.add(&stats.gap_bytes, lost);
-                if let Parsing::On(p) = &mut c.parsing {
+                if let Parsing::On(p) = &mut v.parsing {
                     p.gap(dir_of(read), ts, lost, scratch);
                 }
             }
         }
-        if ev.mono_ns < c.last_mono {
+        if ev.mono_ns < v.last_mono {
             // Out of order: its bytes belong before bytes already parsed.
             stats.add(&stats.out_of_order, 1);
             stats.add(&stats.gaps, 1);
             stats.add(&stats.gap_bytes, ev.len as u64);
-            if let Parsing::On(p) = &mut c.parsing {
+            if let Parsing::On(p) = &mut v.parsing {
                 p.gap(dir, ts, ev.len as u64, scratch);
             }
         } else {
-            c.last_mono = ev.mono_ns;
-            if let Parsing::Detecting(tries) = c.parsing {
-                c.parsing = match detect::by_content(dir, ev.data) {
+            v.last_mono = ev.mono_ns;
+            if let Parsing::Detecting(tries) = v.parsing {
+                v.parsing = match detect::by_content(dir, ev.data) {
                     // TLS inside TLS is not followed.
                     Detected::Protocol(p) if p != Protocol::Tls => {
                         stats.add(&stats.parsed_conns, 1);
@@ -185,7 +193,7 @@ impl Streams {
                     _ => Parsing::Detecting(tries + 1),
                 };
             }
-            if let Parsing::On(p) = &mut c.parsing {
+            if let Parsing::On(p) = &mut v.parsing {
                 p.data(dir, ts, ev.data, scratch);
                 let missing = (ev.len as u64).saturating_sub(ev.data.len() as u64);
                 if missing > 0 {
@@ -196,7 +204,7 @@ impl Streams {
                 }
             }
         }
-        self.emit(b.key, out);
+        self.emit(b.key, side);
     }
 
     /// Where the event's `SSL` is: the socket its call went through, or
@@ -240,16 +248,22 @@ impl Streams {
         o
     }
 
-    /// Transactions the parser made, as records of the connection.
-    fn emit(&mut self, key: ConnKey, out: &mut Vec<TxRecord>) {
-        if self.scratch.is_empty() {
-            return;
-        }
-        let Some(c) = self.conns.get(&key) else {
-            self.scratch.clear();
-            return;
-        };
-        for tx in self.scratch.drain(..) {
+    /// Transactions the parser made wait for the next tick.
+    fn emit(&mut self, key: ConnKey, side: usize) {
+        self.ready.extend(self.scratch.drain(..).map(|tx| (key, side, tx)));
+    }
+
+    /// The transactions made since the last tick, as records of their
+    /// connections with the processes known now; the server's view only
+    /// where no client was seen.
+    fn flush(&mut self, out: &mut Vec<TxRecord>, stats: &Stats) {
+        for (key, side, tx) in self.ready.drain(..) {
+            let c = self.conns.get(&key);
+            if side == SERVER && c.is_some_and(|c| c.views[CLIENT].is_some()) {
+                stats.add(&stats.server_view_txs, 1);
+                continue;
+            }
+            let (orig_proc, resp_proc) = c.map_or((None, None), |c| (c.orig_proc.clone(), c.resp_proc.clone()));
             out.push(TxRecord {
                 // Replaced by the connection's own when the join finds it.
                 uid: self.uids.next_uid(),
@@ -260,8 +274,8 @@ impl Streams {
                 transport: Proto::Tcp,
                 protocol: tx.detail.protocol(),
                 tx,
-                orig_proc: c.orig_proc.clone(),
-                resp_proc: c.resp_proc.clone(),
+                orig_proc,
+                resp_proc,
                 source: TxSource::TlsLibrary,
             });
         }
@@ -270,23 +284,11 @@ impl Streams {
     /// Time passed (about once a second, `now_ns` the wall clock): parsers
     /// expire requests without answer; idle connections are finished and
     /// forgotten, with what the caches held for them.
-    pub fn tick(&mut self, now_ns: i64, out: &mut Vec<TxRecord>) {
+    pub fn tick(&mut self, now_ns: i64, out: &mut Vec<TxRecord>, stats: &Stats) {
         self.mono_to_real = clock_offset();
-        let keys: Vec<ConnKey> = self.conns.keys().copied().collect();
-        for k in keys {
-            let idle = self.conns.get(&k).is_some_and(|c| now_ns - c.last_ns > IDLE_NS);
-            if let Some(Parsing::On(p)) = self.conns.get_mut(&k).map(|c| &mut c.parsing) {
-                if idle {
-                    p.finish(now_ns, &mut self.scratch);
-                } else {
-                    p.expire(now_ns, &mut self.scratch);
-                }
-            }
-            self.emit(k, out);
-            if idle {
-                self.conns.remove(&k);
-            }
-        }
+        self.each_parser(|p, idle, scratch| if idle { p.finish(now_ns, scratch) } else { p.expire(now_ns, scratch) }, now_ns);
+        self.flush(out, stats);
+        self.conns.retain(|_, c| now_ns - c.last_ns <= IDLE_NS);
         self.ssls.retain(|_, b| self.conns.contains_key(&b.key));
         // Owners are read again for processes seen after this.
         if self.owners.len() > 4096 {
@@ -295,15 +297,26 @@ impl Streams {
     }
 
     /// The end: every connection finished.
-    pub fn finish(&mut self, now_ns: i64, out: &mut Vec<TxRecord>) {
+    pub fn finish(&mut self, now_ns: i64, out: &mut Vec<TxRecord>, stats: &Stats) {
+        self.each_parser(|p, _, scratch| p.finish(now_ns, scratch), i64::MAX);
+        self.flush(out, stats);
+        self.conns.clear();
+    }
+
+    /// Runs `f` on each view's parser (with whether its connection has been
+    /// idle past [`IDLE_NS`] at `now_ns`), collecting what it emits.
+    fn each_parser(&mut self, mut f: impl FnMut(&mut ConnParser, bool, &mut Vec<Transaction>), now_ns: i64) {
         let keys: Vec<ConnKey> = self.conns.keys().copied().collect();
         for k in keys {
-            if let Some(Parsing::On(p)) = self.conns.get_mut(&k).map(|c| &mut c.parsing) {
-                p.finish(now_ns, &mut self.scratch);
+            for side in [CLIENT, SERVER] {
+                let Some(c) = self.conns.get_mut(&k) else { continue };
+                let idle = now_ns.saturating_sub(c.last_ns) > IDLE_NS;
+                if let Some(View { parsing: Parsing::On(p), .. }) = &mut c.views[side] {
+                    f(p, idle, &mut self.scratch);
+                }
+                self.emit(k, side);
             }
-            self.emit(k, out);
         }
-        self.conns.clear();
     }
 }
 
