@@ -293,6 +293,7 @@ impl Capturer {
                     break;
                 }
             }
+            streams.flush_clients(&mut out, &stats);
             let now = Instant::now();
             if now >= next_scan || stopping {
                 next_scan = now + SCAN_EVERY;

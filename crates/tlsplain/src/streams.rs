@@ -10,9 +10,9 @@
 //! are seen, and each end's view is parsed on its own: the client's
 //! transactions are kept (sizes and latency as the client saw them; a server
 //! may answer without reading a whole request), the server's only when no
-//! client was seen on the connection (a remote client). Transactions wait
-//! for the next tick (half a second) before they go, so that a client seen a
-//! moment after the server still wins, and both ends' processes are known.
+//! client was seen on the connection (a remote client). A server's
+//! transactions wait for the next tick (half a second) before they go, so
+//! that a client seen a moment after the server still wins.
 //! A connection is keyed by its network namespace and tuple, so the same
 //! addresses in two namespaces are two connections.
 
@@ -257,7 +257,25 @@ impl Streams {
     /// connections with the processes known now; the server's view only
     /// where no client was seen.
     fn flush(&mut self, out: &mut Vec<TxRecord>, stats: &Stats) {
-        for (key, side, tx) in self.ready.drain(..) {
+        self.flush_some(out, stats, true);
+    }
+
+    /// The client views' transactions go at once (the server reads a
+    /// request before it answers, so its process is known by then); the
+    /// servers' wait for the tick.
+    pub fn flush_clients(&mut self, out: &mut Vec<TxRecord>, stats: &Stats) {
+        if self.ready.iter().any(|r| r.1 == CLIENT) {
+            self.flush_some(out, stats, false);
+        }
+    }
+
+    fn flush_some(&mut self, out: &mut Vec<TxRecord>, stats: &Stats, all: bool) {
+        let ready = std::mem::take(&mut self.ready);
+        for (key, side, tx) in ready {
+            if !all && side == SERVER {
+                self.ready.push((key, side, tx));
+                continue;
+            }
             let c = self.conns.get(&key);
             if side == SERVER && c.is_some_and(|c| c.views[CLIENT].is_some()) {
                 stats.add(&stats.server_view_txs, 1);
