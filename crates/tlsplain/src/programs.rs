@@ -442,7 +442,9 @@ pub fn ret(m: &Maps, dir: u32, ex: bool) -> Result<Program, Error> {
         .push(Insn::alu64_imm(Alu::Add, R3, HDR as i32))
         .push_all(Insn::load_map_fd(R1, m.ring.map().fd()))
         .push(Insn::mov64_reg(R2, R6))
-        .push(Insn::mov64_imm(R4, 0))
+        // BPF_RB_NO_WAKEUP: the reader wakes on its own every few ms;
+        // waking it from here would cost every TLS call a wakeup.
+        .push(Insn::mov64_imm(R4, 1))
         .push(Insn::call(Helper::RingbufOutput))
         .jmp_imm(Cond::Eq, R0, 0, "sent")
         // Lost: counted globally, and its bytes owed to the stream's next event.

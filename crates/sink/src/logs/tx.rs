@@ -761,6 +761,28 @@ mod tests {
         assert!(s.ends_with(",\"params\":[\"1\",\"a,b\"],\"status\":\"ok\",\"request_bytes\":28,\"response_bytes\":284,\"latency\":0.061782,\"first_byte_latency\":0.061782}\n"), "{s}");
     }
 
+    /// capture --tls-plaintext: the `source` column comes last, after the
+    /// process columns, in both formats.
+    #[test]
+    fn the_source_column_comes_last() {
+        let mut r = rec(Protocol::Http, Detail::Http(Default::default()));
+        r.source = wirelog_record::TxSource::TlsLibrary;
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol).with_processes(true).with_sources(true);
+        w.write(&r).unwrap();
+        let out = String::from_utf8(w.out).unwrap();
+        let fields = out.lines().find(|l| l.starts_with("#fields")).unwrap();
+        assert!(fields.ends_with("\tresp_pod\tsource"), "{fields}");
+        assert!(out.lines().last().unwrap().ends_with("\t-\ttls-library"), "{out}");
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Json, r.protocol).with_sources(true);
+        w.write(&r).unwrap();
+        let out = String::from_utf8(w.out).unwrap();
+        assert!(out.ends_with(",\"source\":\"tls-library\"}\n"), "{out}");
+        // Off: no column.
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol);
+        w.write(&r).unwrap();
+        assert!(!String::from_utf8(w.out).unwrap().contains("source"));
+    }
+
     #[test]
     fn word_test_agrees_with_the_byte_table() {
         for c in 0..=255u8 {
