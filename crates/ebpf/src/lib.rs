@@ -253,3 +253,47 @@ mod tests {
         assert!(e.to_string().contains("3000"), "{e}");
     }
 }
+
+/// What a uprobe and a uretprobe cost the probed function on this machine
+/// (BENCHMARKS.md, "Inside TLS"): `cargo test --release -p wirelog-ebpf
+/// uprobe_cost -- --ignored --nocapture`.
+#[cfg(all(test, target_arch = "x86_64"))]
+mod cost {
+    use super::*;
+    use std::time::Instant;
+
+    #[no_mangle]
+    #[inline(never)]
+    extern "C" fn wl_uprobe_cost_target(x: u64) -> u64 {
+        std::hint::black_box(x ^ 1)
+    }
+
+    fn per_call(n: u64) -> f64 {
+        let t = Instant::now();
+        for i in 0..n {
+            std::hint::black_box(wl_uprobe_cost_target(i));
+        }
+        t.elapsed().as_nanos() as f64 / n as f64
+    }
+
+    #[test]
+    #[ignore]
+    fn uprobe_cost() {
+        if !tests_can_load() {
+            return;
+        }
+        let exe = std::env::current_exe().unwrap();
+        let off = ElfSymbols::read(&exe).unwrap().offset("wl_uprobe_cost_target").unwrap();
+        let mut a = Asm::new();
+        a.push(Insn::mov64_imm(Reg::R0, 0)).push(Insn::exit());
+        let p = Program::load(ProgType::Kprobe, "wl_cost", &a.finish().unwrap(), "GPL").unwrap();
+        let n = 200_000;
+        let bare = per_call(n);
+        let entry = attach_uprobe(&p, &exe, off, false).unwrap();
+        let with_entry = per_call(n);
+        let ret = attach_uprobe(&p, &exe, off, true).unwrap();
+        let with_both = per_call(n);
+        drop((entry, ret));
+        println!("uprobe cost: bare {bare:.0} ns/call, +uprobe {:.0} ns, +uretprobe {:.0} ns", with_entry - bare, with_both - with_entry);
+    }
+}
