@@ -84,11 +84,12 @@ impl Join {
         if inner.is_empty() {
             return outer;
         }
-        *self.services.entry((outer, inner)).or_insert_with(|| {
+        let s: &mut &'static str = self.services.entry((outer, inner)).or_insert_with(|| {
             let s = if outer.is_empty() { inner.to_string() } else { format!("{outer},{inner}") };
             // Bounded: one string per (service, protocol) pair ever seen.
             Box::leak(s.into_boxed_str())
-        })
+        });
+        s
     }
 
     fn release(&mut self, batch: &mut Batch, all: bool) {

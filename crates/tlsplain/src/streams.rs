@@ -344,7 +344,7 @@ pub fn clock_offset() -> i64 {
         let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: clock_gettime writes one timespec we own.
         unsafe { libc::clock_gettime(clock, &mut t) };
-        t.tv_sec as i64 * 1_000_000_000 + t.tv_nsec as i64
+        t.tv_sec * 1_000_000_000 + t.tv_nsec
     };
     let m1 = now(libc::CLOCK_MONOTONIC);
     let r = now(libc::CLOCK_REALTIME);
