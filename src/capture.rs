@@ -174,6 +174,21 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         HookState::Refused(_) => "eBPF connect hook refused",
     });
 
+    // --tls-plaintext: maps, programs and library probes, while privileged.
+    let tls = match &args.tls_plaintext {
+        None => None,
+        Some(limit) => {
+            let cfg = wirelog_tlsplain::Config {
+                limit: (!limit.is_empty()).then(|| wirelog_tlsplain::Limit::parse(limit)).transpose().map_err(|e| anyhow::anyhow!(e))?,
+                ring_size: args.tls_plaintext_ring as usize,
+                parse: probe_cfg.track.app.as_ref().map(|a| a.parse.clone()).unwrap_or_default(),
+            };
+            let c = wirelog_tlsplain::Capturer::load(cfg).map_err(|e| anyhow::anyhow!("--tls-plaintext: {e}"))?;
+            Some(c)
+        }
+    };
+    let tls_join_stats: Arc<wirelog_tlsplain::JoinStats> = Arc::default();
+
     // Outputs, created while still privileged; what wirelog creates from
     // here on (and only that) is given to the user it becomes.
     let target = target_user(args.user.as_deref())?;
@@ -186,6 +201,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         records: records.clone(),
         empty_tcp_note: args.probe.skip_empty_tcp,
         processes: resolver.as_ref().map(|r| r.owners()),
+        tls_join: tls.as_ref().map(|_| Box::new(wirelog_tlsplain::Join::new(tls_join_stats.clone())) as Box<dyn wirelog_record::TxJoin>),
         clickhouse: crate::clickhouse::sink_config(&args.output, &args.interfaces.join(","))?,
         ..args.output.config()
     };
@@ -198,7 +214,10 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     owned_paths.extend(keeping.as_ref().map(|k| (k.dir.clone(), false)));
     let dropped = output.dropped_counter();
 
-    drop_privileges(target.as_ref(), &owned_paths, resolver.as_mut())?;
+    let tls_files = tls.as_ref().map(|c| c.files());
+    let tls_notes = tls.as_ref().map(|c| c.notes.clone()).unwrap_or_default();
+    let mut tls = TlsStart { pending: tls.map(|c| (c, output.sender())), stop: Arc::default(), running: None };
+    drop_privileges(target.as_ref(), &owned_paths, resolver.as_mut(), &mut tls)?;
 
     let names: Vec<String> = ifaces.iter().map(|i| i.name.clone()).collect();
     let counters: Vec<Arc<WorkerCounters>> = (0..args.workers).map(|_| Arc::default()).collect();
@@ -272,6 +291,12 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     if let Some(l) = &hook_line {
         eprintln!("{l}");
     }
+    for n in &tls_notes {
+        eprintln!("{n}");
+    }
+    if let (Some(files), false) = (&tls_files, args.quiet) {
+        eprintln!("wirelog: tls-plaintext: probing SSL_read/SSL_write in {}", files.join(", "));
+    }
     if let Some(l) = &kernel_refused {
         eprintln!("{l}");
     }
@@ -331,6 +356,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             }
         }
     }
+    // The TLS reader hands over what its connections still hold before the
+    // output stage closes.
+    let tls_stats = tls.stop();
     // The workers are done (their probes no longer keep packets): the pcap
     // writer writes what is queued and closes its file.
     let pcap_end = keeping.map(|k| k.finish());
@@ -393,6 +421,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             let hook = hook_summary.unwrap_or_default();
             eprintln!("wirelog: processes: {p}; {dropped} new connections not queued (worker queue full); {hook}");
         }
+        if let Some(t) = &tls_stats {
+            eprintln!("wirelog: tls-plaintext: {t}; join: {tls_join_stats}");
+        }
         let bad: u64 = ends.iter().map(|e| e.bad_checksums).sum();
         let decoded: u64 = ends.iter().map(|e| e.decoded).sum();
         if bad > 0 && bad * 10 > decoded {
@@ -450,33 +481,70 @@ fn target_user(user: Option<&str>) -> Result<Option<User>> {
 /// With `--processes` the resolver's thread is started here: as the new
 /// user but keeping the two capabilities reading /proc/PID/fd of every
 /// process takes, which this thread then gives up before any worker starts.
-fn drop_privileges(target: Option<&User>, outputs: &[(PathBuf, bool)], resolver: Option<&mut Resolver>) -> Result<()> {
-    let spawn = |r: Option<&mut Resolver>| -> Result<()> {
+fn drop_privileges(
+    target: Option<&User>,
+    outputs: &[(PathBuf, bool)],
+    resolver: Option<&mut Resolver>,
+    tls: &mut TlsStart,
+) -> Result<()> {
+    let spawn = |r: Option<&mut Resolver>, tls: &mut TlsStart| -> Result<()> {
         if let Some(r) = r {
             r.spawn().context("cannot start the process resolver thread")?;
         }
-        Ok(())
+        tls.spawn()
     };
     if !privs::is_root() {
-        spawn(resolver)?;
+        spawn(resolver, tls)?;
         privs::drop_capabilities()?;
         return Ok(());
     }
     let Some(u) = target else {
-        return spawn(resolver);
+        return spawn(resolver, tls);
     };
     for (dir, below) in outputs {
         privs::check_writable(dir, u, *below)?;
     }
-    match resolver {
-        None => privs::drop_to(u)?,
-        Some(r) => {
-            privs::drop_to_keeping(u, privs::CAPS_READ_PROCS)?;
-            spawn(Some(r))?;
-            privs::drop_capabilities()?;
-        }
+    if resolver.is_none() && tls.pending.is_none() {
+        privs::drop_to(u)?;
+    } else {
+        // The resolver and the TLS reader read other users' /proc entries.
+        privs::drop_to_keeping(u, privs::CAPS_READ_PROCS)?;
+        spawn(resolver, tls)?;
+        privs::drop_capabilities()?;
     }
     Ok(())
+}
+
+/// capture --tls-plaintext: the reader thread, started with the
+/// credentials the resolver gets (see `drop_privileges`), stopped before
+/// the output stage closes.
+struct TlsStart {
+    pending: Option<(wirelog_tlsplain::Capturer, BatchSender)>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    running: Option<wirelog_tlsplain::Running>,
+}
+
+impl TlsStart {
+    fn spawn(&mut self) -> Result<()> {
+        let Some((c, sender)) = self.pending.take() else { return Ok(()) };
+        let emit = move |txs: &mut Vec<wirelog_record::TxRecord>| {
+            if txs.is_empty() {
+                return;
+            }
+            let mut b = sender.batch();
+            b.txs.append(txs);
+            // A stopped writer reports its own error at the end.
+            let _ = sender.send(b);
+        };
+        self.running = Some(c.spawn(self.stop.clone(), emit).context("cannot start the TLS reader thread")?);
+        Ok(())
+    }
+
+    /// Stops the reader (it hands over what it holds first); its counters.
+    fn stop(self) -> Option<Arc<wirelog_tlsplain::Stats>> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.running.map(|r| r.join())
+    }
 }
 
 /// What a worker reports when it ends.

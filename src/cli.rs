@@ -631,6 +631,7 @@ impl OutputArgs {
             store,
             empty_tcp_note: false,
             processes: None,
+            tls_join: None,
             min_free: self.min_free.unwrap_or(MinFree::Auto),
             clickhouse: None,
             run: None,
@@ -900,6 +901,15 @@ impl CaptureArgs {
         if let Some(d) = self.duration {
             limits::duration_in_range("--duration", d, Duration::from_millis(1), Duration::from_secs(100 * 365 * 86400))?;
         }
+        if let Some(l) = self.tls_plaintext.as_deref().filter(|l| !l.is_empty()) {
+            wirelog_tlsplain::Limit::parse(l).map_err(|e| anyhow::anyhow!(e))?;
+        }
+        if self.tls_plaintext.is_some() {
+            limits::size_in_range("--tls-plaintext-ring", self.tls_plaintext_ring, 4096, 1 << 30)?;
+            if !self.tls_plaintext_ring.is_power_of_two() {
+                anyhow::bail!("--tls-plaintext-ring {}: not a power of two (the kernel's ring buffer needs one)", self.tls_plaintext_ring);
+            }
+        }
         if self.kernel_accounting {
             // One filter per socket: the eBPF program would replace the
             // classic one, and counted packets never reach the pcap files.
@@ -985,6 +995,26 @@ pub struct CaptureArgs {
     /// it, sock_diag and /proc only.
     #[arg(long, requires = "processes")]
     pub no_ebpf: bool,
+
+    /// Read the plaintext of TLS connections where processes hand it to
+    /// OpenSSL (eBPF uprobes on SSL_read, SSL_write, SSL_read_ex and
+    /// SSL_write_ex of every libssl file the system has or a process maps,
+    /// and on the socket system calls those make) and parse it as the
+    /// packets' bytes are parsed (HTTP/1, MySQL, PostgreSQL, Redis, ...):
+    /// transactions inside TLS with the process of each end and the log
+    /// column source=tls-library, carrying the uid of the packet path's
+    /// connection, whose conn.log service becomes e.g. ssl,http. With a
+    /// value, only that process: a pid, a process name, or a cgroup path
+    /// (starting with /). Needs CAP_BPF and CAP_PERFMON (or root). README:
+    /// "Inside TLS".
+    #[arg(long, value_name = "PID|COMM|CGROUP", num_args = 0..=1, default_missing_value = "", help_heading = "Inside TLS")]
+    pub tls_plaintext: Option<String>,
+
+    /// With --tls-plaintext: the ring buffer events come through (a power
+    /// of two, at least a page). When it is full, events are lost, counted
+    /// and reported as gaps on their connections.
+    #[arg(long, value_name = "SIZE", default_value = "8M", value_parser = parse_size, requires = "tls_plaintext", help_heading = "Inside TLS")]
+    pub tls_plaintext_ring: u64,
 
     /// Count in the kernel what changes no record: an eBPF socket filter on
     /// the capture sockets counts the in-order ACK and PSH|ACK segments of

@@ -51,6 +51,10 @@ pub struct OutputConfig {
     /// capture --processes: records get their ends' owners from the
     /// resolver, and logs the process columns.
     pub processes: Option<Owners>,
+    /// capture --tls-plaintext: the join of the TLS library's transactions
+    /// with the packet path's connections; the transaction logs get the
+    /// process and `source` columns.
+    pub tls_join: Option<Box<dyn wirelog_record::TxJoin>>,
     /// Free space left on the disks of the logs and the store.
     pub min_free: MinFree,
     /// --clickhouse: the ClickHouse sink's settings.
@@ -133,7 +137,8 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
             paths.push((dir.clone(), false));
             sinks.push(Box::new(conn));
             sinks.push(Box::new(flows));
-            sinks.push(Box::new(TxLogs::new(logs.clone(), processes)?));
+            let tls = cfg.tls_join.is_some();
+            sinks.push(Box::new(TxLogs::new(logs.clone(), processes || tls)?.with_sources(tls)));
             sinks.push(Box::new(X509LogWriter::in_dir(logs)?));
         }
         // Without a log directory: conn.log on standard output, nothing else.
@@ -153,7 +158,7 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
         sinks.push(Box::new(sink));
     }
     let owners = cfg.processes.map(|o| Box::new(o) as Box<dyn wirelog_record::ProcOwners>);
-    let output = Output::start(sinks, owners, live).map_err(|e| anyhow!(e))?;
+    let output = Output::start_joined(sinks, owners, cfg.tls_join, live).map_err(|e| anyhow!(e))?;
     Ok(Started { output, paths, health })
 }
 

@@ -1,5 +1,6 @@
-//! Where programs run: kernel tracepoints (through a perf event) and
-//! sockets (`SO_ATTACH_BPF`).
+//! Where programs run: kernel tracepoints (through a perf event), uprobes
+//! on a function of an executable or library file (a perf event of the
+//! uprobe PMU), and sockets (`SO_ATTACH_BPF`).
 
 use std::collections::HashMap;
 use std::io;
@@ -75,7 +76,76 @@ impl Tracepoint {
     }
 }
 
-/// A program attached to a tracepoint; detached on drop.
+/// Where the uprobe PMU is described: its perf event type, and which
+/// config bit makes a probe a return probe.
+const UPROBE_PMU: &str = "/sys/bus/event_source/devices/uprobe";
+
+/// A uprobe (on entry) or uretprobe (on return) of the function at `offset`
+/// in the file `path`: it fires in every process that maps the file (the
+/// kernel keys uprobes by inode), until the returned value is dropped.
+/// `prog` must be a [`crate::ProgType::Kprobe`] program. A kernel without
+/// the uprobe PMU (CONFIG_UPROBE_EVENTS unset) is a clear error.
+pub fn attach_uprobe(prog: &Program, path: &Path, offset: u64, ret: bool) -> Result<Attachment, Error> {
+    let read = |f: &str| {
+        let p = Path::new(UPROBE_PMU).join(f);
+        std::fs::read_to_string(&p).map_err(|e| Error::sys(format!("this kernel has no uprobes (reading {})", p.display()), e))
+    };
+    let kind: u32 = read("type")?
+        .trim()
+        .parse()
+        .map_err(|_| Error::other(format!("{UPROBE_PMU}/type: not a number")))?;
+    let mut config = 0u64;
+    if ret {
+        // "config:0": the bit that asks for a return probe.
+        let f = read("format/retprobe")?;
+        let bit: u32 = f
+            .trim()
+            .strip_prefix("config:")
+            .and_then(|b| b.parse().ok())
+            .filter(|b| *b < 64)
+            .ok_or_else(|| Error::other(format!("{UPROBE_PMU}/format/retprobe: unexpected {:?}", f.trim())))?;
+        config = 1 << bit;
+    }
+    let cpath = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| Error::other(format!("{}: a path with a NUL byte", path.display())))?;
+    let mut a = PerfEventAttr {
+        kind,
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        config,
+        sample_period: 1,
+        // disabled (bit 0): enabled after the program is set.
+        flags: 1,
+        wakeup_events: 1,
+        config1: cpath.as_ptr() as u64,
+        config2: offset,
+        ..Default::default()
+    };
+    // SAFETY: perf_event_open(2) with an attr of the size it states, whose
+    // config1 points at a NUL-terminated path alive for the call. pid -1
+    // with cpu 0 is a system-wide probe: the kernel runs the program on the
+    // probe's hits in every task, whatever their CPU (as libbpf does).
+    let fd = unsafe {
+        libc::syscall(libc::SYS_perf_event_open, &mut a as *mut PerfEventAttr, -1i32, 0i32, -1i32, PERF_FLAG_FD_CLOEXEC)
+    };
+    let what = || format!("{} at {}+{offset:#x}", if ret { "uretprobe" } else { "uprobe" }, path.display());
+    if fd < 0 {
+        return Err(Error::sys(format!("perf_event_open for a {}", what()), io::Error::last_os_error()));
+    }
+    // SAFETY: a fresh descriptor the kernel just gave us.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    // SAFETY: ioctls on a perf event fd we own, with a program fd argument.
+    unsafe {
+        if libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_SET_BPF, prog.fd()) != 0 {
+            return Err(Error::sys(format!("attaching the program to the {}", what()), io::Error::last_os_error()));
+        }
+        if libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_ENABLE, 0) != 0 {
+            return Err(Error::sys(format!("enabling the {}", what()), io::Error::last_os_error()));
+        }
+    }
+    Ok(Attachment { _event: fd })
+}
+
+/// A program attached to a tracepoint or uprobe; detached on drop.
 #[derive(Debug)]
 pub struct Attachment {
     _event: OwnedFd,
@@ -144,7 +214,7 @@ const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
 const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 
-/// The head of `struct perf_event_attr` (PERF_ATTR_SIZE_VER0 is 64 bytes;
+/// The head of `struct perf_event_attr` (PERF_ATTR_SIZE_VER1, 72 bytes;
 /// the kernel accepts any known size).
 #[repr(C)]
 #[derive(Default)]
@@ -159,7 +229,10 @@ struct PerfEventAttr {
     flags: u64,
     wakeup_events: u32,
     bp_type: u32,
+    /// `kprobe_func`/`uprobe_path` for probes.
     config1: u64,
+    /// `kprobe_addr`/`probe_offset` for probes (PERF_ATTR_SIZE_VER1).
+    config2: u64,
 }
 
 fn perf_event_open_tracepoint(id: u64, cpu: i32) -> io::Result<OwnedFd> {

@@ -124,8 +124,11 @@ pub enum Helper {
     GetCurrentPidTgid = 14,
     GetCurrentUidGid = 15,
     GetCurrentComm = 16,
+    GetCurrentTask = 35,
     GetCurrentCgroupId = 80,
+    ProbeReadUser = 112,
     ProbeReadKernel = 113,
+    RingbufOutput = 130,
 }
 
 /// One 8-byte instruction slot.

@@ -21,7 +21,11 @@ const BPF_MAP_LOOKUP_AND_DELETE_ELEM: u32 = 21;
 pub enum MapType {
     Hash = 1,
     Array = 2,
+    /// One value per CPU (a program's scratch space larger than its stack).
+    PerCpuArray = 6,
     LruHash = 9,
+    /// `BPF_MAP_TYPE_RINGBUF`: read through [`crate::RingBuf`].
+    RingBuf = 27,
 }
 
 /// Program types (`enum bpf_prog_type`) the project uses.
@@ -29,6 +33,9 @@ pub enum MapType {
 #[repr(u32)]
 pub enum ProgType {
     SocketFilter = 1,
+    /// Programs on kprobes and uprobes (`BPF_PROG_TYPE_KPROBE`): the context is
+    /// the probed task's `struct pt_regs`.
+    Kprobe = 2,
     Tracepoint = 5,
 }
 

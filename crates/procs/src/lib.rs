@@ -24,7 +24,7 @@ pub use connect::{ConnectHook, Connector};
 pub use diag::{Answer, SockDiag};
 pub use fdindex::{FdIndex, IndexStats};
 pub use local::addresses as local_addresses;
-pub use owner::{container_of, Users};
+pub use owner::{container_of, read as read_owner, Users};
 /// The owner's fields are the records' (`wirelog-record`), so the output
 /// side names them without linking this crate.
 pub use wirelog_record::ProcOwner as Owner;
@@ -251,8 +251,14 @@ impl wirelog_record::ProcOwners for Owners {
         }
         for t in &mut batch.txs {
             let proto = if t.transport == wirelog_record::Proto::Udp { 17 } else { 6 };
-            t.orig_proc = self.get(proto, t.orig_h.0, t.orig_p, t.resp_h.0, t.resp_p);
-            t.resp_proc = self.get(proto, t.resp_h.0, t.resp_p, t.orig_h.0, t.orig_p);
+            // A transaction from the TLS library (capture --tls-plaintext)
+            // comes with the process that made the call: it is kept.
+            if t.orig_proc.is_none() {
+                t.orig_proc = self.get(proto, t.orig_h.0, t.orig_p, t.resp_h.0, t.resp_p);
+            }
+            if t.resp_proc.is_none() {
+                t.resp_proc = self.get(proto, t.resp_h.0, t.resp_p, t.orig_h.0, t.orig_p);
+            }
         }
         caught_up
     }

@@ -30,7 +30,7 @@ pub use community_id::{community_id_v1, CommunityId};
 pub use conn::{ConnRecord, ConnState, History, Proto};
 pub use flow::FlowRecord;
 pub use protocol::Protocol;
-pub use tx::{dns, http, grpc, memcached, mongodb, mysql, pgsql, redis, tls, Detail, Span, Transaction, TxRecord, TxStatus};
+pub use tx::{dns, http, grpc, memcached, mongodb, mysql, pgsql, redis, tls, Detail, Span, Transaction, TxJoin, TxRecord, TxSource, TxStatus};
 pub use tx::mqtt;
 pub use tx::amqp;
 pub use tx::kafka;

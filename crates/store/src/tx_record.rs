@@ -150,6 +150,7 @@ mod tests {
             protocol,
             orig_proc: None,
             resp_proc: None,
+            source: Default::default(),
             tx: Transaction {
                 request: Some(span(1_000)),
                 response: Some(span(2_000)),

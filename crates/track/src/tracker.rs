@@ -1250,6 +1250,7 @@ fn emit_transactions(
         tx,
         orig_proc: None,
         resp_proc: None,
+        source: Default::default(),
     }));
 }
 

@@ -138,4 +138,39 @@ pub struct TxRecord {
     /// The processes behind the client and server ends (see `ConnRecord`).
     pub orig_proc: crate::Proc,
     pub resp_proc: crate::Proc,
+    /// Where the parsed bytes came from.
+    pub source: TxSource,
+}
+
+/// Where a transaction's bytes came from: the packets (the default), or
+/// the plaintext a process handed its TLS library (`capture --tls-plaintext`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TxSource {
+    #[default]
+    Packets,
+    TlsLibrary,
+}
+
+impl TxSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TxSource::Packets => "packets",
+            TxSource::TlsLibrary => "tls-library",
+        }
+    }
+}
+
+/// The output thread's join of transactions made off the packet path
+/// (`capture --tls-plaintext`) with the connections the packet path
+/// records: called on every batch before the sinks, and on each tick, so
+/// that it can give such transactions their connection's uid (and the
+/// connection its service) and release what it holds.
+pub trait TxJoin: Send {
+    /// Takes what `batch` carries to hold, and adds what it releases.
+    fn join(&mut self, batch: &mut crate::Batch);
+    /// Time passed (about once a second): adds to `batch` what waited too
+    /// long for its connection.
+    fn tick(&mut self, batch: &mut crate::Batch);
+    /// The run ends: adds everything still held.
+    fn finish(&mut self, batch: &mut crate::Batch);
 }

@@ -233,6 +233,7 @@ pub mod fixtures {
             },
             orig_proc: None,
             resp_proc: None,
+            source: Default::default(),
         }
     }
 }

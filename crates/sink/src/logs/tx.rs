@@ -275,6 +275,8 @@ pub struct TxLogWriter<W: Write> {
     names: Vec<&'static str>,
     /// The process columns (capture --processes) follow Zeek's.
     processes: bool,
+    /// The `source` column (capture --tls-plaintext) comes last.
+    sources: bool,
     /// The protocol's logged columns, in the log's order.
     cols: Vec<&'static Column>,
     text: LogText,
@@ -299,6 +301,7 @@ impl<W: Write> TxLogWriter<W> {
             rows: 0,
             names,
             processes: false,
+            sources: false,
             cols: decl.logged().collect(),
             text: decl.log_text,
         }
@@ -310,14 +313,22 @@ impl<W: Write> TxLogWriter<W> {
         self
     }
 
+    /// Adds the `source` column (capture --tls-plaintext: `packets` or
+    /// `tls-library`) after every other.
+    pub fn with_sources(mut self, on: bool) -> Self {
+        self.sources = on;
+        self
+    }
+
     pub fn rows(&self) -> u64 {
         self.rows
     }
 
     fn header(&mut self) -> io::Result<()> {
         let extra = if self.processes { crate::logs::procs::FIELDS } else { &[] };
+        let source: &[(&str, &str)] = if self.sources { &[("source", "string")] } else { &[] };
         let own = own_fields(self.protocol);
-        let fields = COMMON_HEAD.iter().chain(&own).chain(COMMON_TAIL).chain(extra);
+        let fields = COMMON_HEAD.iter().chain(&own).chain(COMMON_TAIL).chain(extra).chain(source);
         let name = self.protocol.log();
         zeek_header(&mut self.out, self.format, &mut self.header_written, name, fields)
     }
@@ -360,6 +371,16 @@ impl<W: Write> TxLogWriter<W> {
                 crate::logs::procs::tsv(&mut self.line, &r.orig_proc, &r.resp_proc);
             }
         }
+        if self.sources {
+            if json {
+                self.line.extend_from_slice(b",\"source\":\"");
+                self.line.extend_from_slice(r.source.as_str().as_bytes());
+                self.line.push(b'"');
+            } else {
+                self.line.push(b'\t');
+                self.line.extend_from_slice(r.source.as_str().as_bytes());
+            }
+        }
         self.line
             .extend_from_slice(if json { b"}\n" } else { b"\n" });
     }
@@ -386,6 +407,7 @@ impl<W: Write> TxLogWriter<W> {
 pub struct TxLogs {
     dir: crate::LogDir,
     processes: bool,
+    sources: bool,
     writers: Vec<(Protocol, TxLogWriter<crate::LogOut>)>,
 }
 
@@ -396,7 +418,13 @@ impl TxLogs {
         for p in Protocol::ALL {
             dir.remove_stale(&tx_log_name(p))?;
         }
-        Ok(TxLogs { dir, processes, writers: Vec::new() })
+        Ok(TxLogs { dir, processes, sources: false, writers: Vec::new() })
+    }
+
+    /// Lines get the `source` column (capture --tls-plaintext).
+    pub fn with_sources(mut self, on: bool) -> Self {
+        self.sources = on;
+        self
     }
 
     fn writer(&mut self, p: Protocol) -> io::Result<&mut TxLogWriter<crate::LogOut>> {
@@ -404,7 +432,9 @@ impl TxLogs {
             Some(i) => i,
             None => {
                 let out = self.dir.create(&tx_log_name(p))?;
-                let w = TxLogWriter::new(out, self.dir.format, p).with_processes(self.processes);
+                let w = TxLogWriter::new(out, self.dir.format, p)
+                    .with_processes(self.processes)
+                    .with_sources(self.sources);
                 self.writers.push((p, w));
                 self.writers.len() - 1
             }
@@ -581,6 +611,7 @@ mod tests {
             protocol,
             orig_proc: None,
             resp_proc: None,
+            source: Default::default(),
             tx: Transaction {
                 request: Some(span(1_000_000_000, 28)),
                 response: Some(span(1_061_782_000, 284)),
@@ -728,6 +759,28 @@ mod tests {
         let s = json(&r);
         assert!(s.starts_with("{\"ts\":1.000000,\"uid\":\""), "{s}");
         assert!(s.ends_with(",\"params\":[\"1\",\"a,b\"],\"status\":\"ok\",\"request_bytes\":28,\"response_bytes\":284,\"latency\":0.061782,\"first_byte_latency\":0.061782}\n"), "{s}");
+    }
+
+    /// capture --tls-plaintext: the `source` column comes last, after the
+    /// process columns, in both formats.
+    #[test]
+    fn the_source_column_comes_last() {
+        let mut r = rec(Protocol::Http, Detail::Http(Default::default()));
+        r.source = wirelog_record::TxSource::TlsLibrary;
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol).with_processes(true).with_sources(true);
+        w.write(&r).unwrap();
+        let out = String::from_utf8(w.out).unwrap();
+        let fields = out.lines().find(|l| l.starts_with("#fields")).unwrap();
+        assert!(fields.ends_with("\tresp_pod\tsource"), "{fields}");
+        assert!(out.lines().last().unwrap().ends_with("\t-\ttls-library"), "{out}");
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Json, r.protocol).with_sources(true);
+        w.write(&r).unwrap();
+        let out = String::from_utf8(w.out).unwrap();
+        assert!(out.ends_with(",\"source\":\"tls-library\"}\n"), "{out}");
+        // Off: no column.
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol);
+        w.write(&r).unwrap();
+        assert!(!String::from_utf8(w.out).unwrap().contains("source"));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wirelog_record::{Batch, ConnState, ProcOwners, Protocol, TxStatus};
+use wirelog_record::{Batch, ConnState, ProcOwners, Protocol, TxJoin, TxStatus};
 
 use crate::output::threaded::SinkThread;
 use crate::{Sink, SinkEnd, Space};
@@ -201,6 +201,9 @@ pub(crate) struct Fanout {
     owners: Option<Box<dyn ProcOwners>>,
     /// The resolver missed the last wait (see `write`).
     procs_behind: bool,
+    /// capture --tls-plaintext: transactions from the TLS library joined
+    /// with the packet path's connections before the sinks see them.
+    join: Option<Box<dyn TxJoin>>,
 }
 
 impl Fanout {
@@ -231,12 +234,30 @@ impl Fanout {
             warned_full: false,
             owners,
             procs_behind: false,
+            join: None,
         })
+    }
+
+    pub(crate) fn set_join(&mut self, join: Option<Box<dyn TxJoin>>) {
+        self.join = join;
+    }
+
+    /// Writes what the join releases on a tick or at the end.
+    fn write_joined(&mut self, f: impl FnOnce(&mut dyn TxJoin, &mut Batch)) -> io::Result<()> {
+        let Some(mut j) = self.join.take() else { return Ok(()) };
+        let mut b = Batch::default();
+        f(j.as_mut(), &mut b);
+        let r = if b.is_empty() { Ok(None) } else { self.write(b) };
+        self.join = Some(j);
+        r.map(|_| ())
     }
 
     /// Writes `batch` to every sink; gives it back when no sink's thread
     /// still holds it (that thread gives it back instead).
     pub(crate) fn write(&mut self, mut batch: Batch) -> io::Result<Option<Batch>> {
+        if let Some(j) = &mut self.join {
+            j.join(&mut batch);
+        }
         batch.fill_deferred();
         if let Some(o) = &self.owners {
             // A resolver that fell behind is waited for once, not on every
@@ -301,6 +322,7 @@ impl Fanout {
     }
 
     pub(crate) fn tick(&mut self, now: Instant) -> io::Result<()> {
+        self.write_joined(|j, b| j.tick(b))?;
         // The sinks on their own threads tick themselves; what they were
         // too busy to take at the last batch is offered again.
         let mut waited = false;
@@ -350,7 +372,7 @@ impl Fanout {
     /// ClickHouse from draining its queue to the spool); the first failure,
     /// naming its sink, is the result.
     pub(crate) fn close(mut self) -> io::Result<Summary> {
-        let mut failed: Option<io::Error> = None;
+        let mut failed: Option<io::Error> = self.write_joined(|j, b| j.finish(b)).err();
         for s in &mut self.sinks {
             match s.close() {
                 Ok(end) => self.summary.sinks.push((s.name().to_string(), end)),

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use wirelog_record::{Batch, ProcOwners};
+use wirelog_record::{Batch, ProcOwners, TxJoin};
 
 use crate::output::fanout::{Fanout, Live, Summary};
 use crate::Sink;
@@ -135,10 +135,23 @@ impl Output {
     /// get the owners of their local ends first. `live` is where the
     /// counters `/metrics` reads go (the store sink publishes to it too).
     pub fn start(sinks: Vec<Box<dyn Sink>>, owners: Option<Box<dyn ProcOwners>>, live: Arc<Live>) -> io::Result<Output> {
+        Output::start_joined(sinks, owners, None, live)
+    }
+
+    /// [`Output::start`], with `join` (`capture --tls-plaintext`) given
+    /// every batch first, and each tick, to join the TLS library's
+    /// transactions with the packet path's connections.
+    pub fn start_joined(
+        sinks: Vec<Box<dyn Sink>>,
+        owners: Option<Box<dyn ProcOwners>>,
+        join: Option<Box<dyn TxJoin>>,
+        live: Arc<Live>,
+    ) -> io::Result<Output> {
         let dropped = Arc::new(AtomicU64::new(0));
         let (tx, rx) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH);
         let (recycle_tx, recycled) = mpsc::sync_channel::<Batch>(QUEUE_DEPTH + 1);
         let mut fanout = Fanout::new(sinks, owners, live.clone(), dropped.clone(), TICK, &recycle_tx)?;
+        fanout.set_join(join);
         let handle = std::thread::Builder::new()
             .name("wirelog-output".into())
             .spawn(move || {

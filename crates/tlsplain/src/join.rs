@@ -1,0 +1,308 @@
+//! The join of the TLS library's transactions with the packet path's
+//! connections, on the output thread (`record::TxJoin`): a transaction
+//! from the library waits until the record of its connection (same tuple,
+//! its time within the connection's) passes, then takes that connection's
+//! uid, and the connection's service gains the protocol (`ssl,http`).
+//!
+//! The connection's record usually comes last: the plaintext is read as
+//! the application hands it over, the record when the connection ends. A
+//! transaction that comes after its connection's record (the reader was
+//! behind) takes the uid from the connections seen in the last
+//! [`RECENT`], without changing a service already written. One whose
+//! connection does not come within [`HOLD`] (a connection the capture's
+//! interfaces do not see, or one still open) is written with a uid of its
+//! own; both are counted.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wirelog_record::{Batch, Proto, TxJoin, TxRecord, TxSource, Uid};
+
+/// How long a transaction waits for its connection's record.
+pub const HOLD: Duration = Duration::from_secs(120);
+/// How long a connection's uid is remembered after its record passed.
+pub const RECENT: Duration = Duration::from_secs(120);
+/// Transactions held at most; beyond, the oldest go out unjoined.
+pub const MAX_HELD: usize = 100_000;
+/// A transaction's time may be this far outside its connection's (clocks
+/// read in different places).
+const SLACK_NS: i64 = 2_000_000_000;
+
+type Key = ([u8; 16], u16, [u8; 16], u16);
+
+/// What the join did, readable while it runs.
+#[derive(Debug, Default)]
+pub struct JoinStats {
+    /// Transactions given their connection's uid when its record passed,
+    /// and after it had passed.
+    pub joined: AtomicU64,
+    pub joined_late: AtomicU64,
+    /// Transactions written with a uid of their own (no record of their
+    /// connection came in time, or too many were held).
+    pub unjoined: AtomicU64,
+}
+
+impl std::fmt::Display for JoinStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} joined with their connection, {} after its record was written, {} without their connection's record (a uid of their own)",
+            self.joined.load(Relaxed),
+            self.joined_late.load(Relaxed),
+            self.unjoined.load(Relaxed)
+        )
+    }
+}
+
+pub struct Join {
+    held: HashMap<Key, Vec<(TxRecord, Instant)>>,
+    n_held: usize,
+    /// Connections whose record passed: uid, first and last ns, when seen.
+    recent: HashMap<Key, Vec<(Uid, i64, i64, Instant)>>,
+    /// conn.log services with the protocol found inside ("ssl,http"): each
+    /// combination made once.
+    services: HashMap<(&'static str, &'static str), &'static str>,
+    stats: Arc<JoinStats>,
+}
+
+impl Join {
+    pub fn new(stats: Arc<JoinStats>) -> Join {
+        Join { held: HashMap::new(), n_held: 0, recent: HashMap::new(), services: HashMap::new(), stats }
+    }
+
+    fn service(&mut self, outer: Option<&'static str>, inner: &'static str) -> &'static str {
+        let outer = outer.unwrap_or("");
+        if outer.split(',').any(|s| s == inner) {
+            return if outer.is_empty() { inner } else { self.intern(outer, "") };
+        }
+        self.intern(outer, inner)
+    }
+
+    fn intern(&mut self, outer: &'static str, inner: &'static str) -> &'static str {
+        if inner.is_empty() {
+            return outer;
+        }
+        let s: &mut &'static str = self.services.entry((outer, inner)).or_insert_with(|| {
+            let s = if outer.is_empty() { inner.to_string() } else { format!("{outer},{inner}") };
+            // Bounded: one string per (service, protocol) pair ever seen.
+            Box::leak(s.into_boxed_str())
+        });
+        s
+    }
+
+    fn release(&mut self, batch: &mut Batch, all: bool) {
+        let now = Instant::now();
+        let over = self.n_held.saturating_sub(MAX_HELD);
+        let mut released = 0;
+        for v in self.held.values_mut() {
+            let before = v.len();
+            let mut i = 0;
+            while i < v.len() {
+                if all || now.duration_since(v[i].1) >= HOLD || released < over {
+                    batch.txs.push(v.swap_remove(i).0);
+                    released += 1;
+                } else {
+                    i += 1;
+                }
+            }
+            self.n_held -= before - v.len();
+        }
+        self.held.retain(|_, v| !v.is_empty());
+        self.stats.unjoined.fetch_add(released as u64, Relaxed);
+    }
+}
+
+impl TxJoin for Join {
+    fn join(&mut self, batch: &mut Batch) {
+        let now = Instant::now();
+        // The library's transactions: joined with a connection already
+        // seen, else held.
+        let mut i = 0;
+        while i < batch.txs.len() {
+            if batch.txs[i].source != TxSource::TlsLibrary || batch.txs[i].transport != Proto::Tcp {
+                i += 1;
+                continue;
+            }
+            let t = &mut batch.txs[i];
+            let key = (t.orig_h.0, t.orig_p, t.resp_h.0, t.resp_p);
+            let ts = t.tx.ts_ns();
+            let seen = self.recent.get(&key).and_then(|v| v.iter().rev().find(|c| ts >= c.1 - SLACK_NS && ts <= c.2 + SLACK_NS));
+            if let Some(c) = seen {
+                t.uid = c.0;
+                self.stats.joined_late.fetch_add(1, Relaxed);
+                i += 1;
+                continue;
+            }
+            let t = batch.txs.swap_remove(i);
+            self.held.entry(key).or_default().push((t, now));
+            self.n_held += 1;
+        }
+        // The packet path's connections: each takes what waits for it.
+        let mut joined = Vec::new();
+        for c in batch.conns.iter_mut().filter(|c| c.proto == Proto::Tcp) {
+            let key = (c.orig_h.0, c.orig_p, c.resp_h.0, c.resp_p);
+            let (start, end) = (c.ts_ns, c.ts_ns + c.duration_ns.unwrap_or(0));
+            let r = self.recent.entry(key).or_default();
+            r.push((c.uid, start, end, now));
+            let Some(waiting) = self.held.get_mut(&key) else { continue };
+            let mut j = 0;
+            while j < waiting.len() {
+                let ts = waiting[j].0.tx.ts_ns();
+                if ts >= start - SLACK_NS && ts <= end + SLACK_NS {
+                    let (mut t, _) = waiting.swap_remove(j);
+                    t.uid = c.uid;
+                    joined.push((t, c.uid));
+                } else {
+                    j += 1;
+                }
+            }
+            if waiting.is_empty() {
+                self.held.remove(&key);
+            }
+        }
+        self.n_held -= joined.len();
+        self.stats.joined.fetch_add(joined.len() as u64, Relaxed);
+        // Services: each connection's gains its transactions' protocols.
+        for (t, uid) in &joined {
+            let inner = t.protocol.service();
+            if let Some(c) = batch.conns.iter().position(|c| c.uid == *uid) {
+                let s = self.service(batch.conns[c].service, inner);
+                batch.conns[c].service = Some(s);
+            }
+        }
+        batch.txs.extend(joined.into_iter().map(|(t, _)| t));
+        if self.n_held > MAX_HELD {
+            self.release(batch, false);
+        }
+    }
+
+    fn tick(&mut self, batch: &mut Batch) {
+        self.release(batch, false);
+        let now = Instant::now();
+        for v in self.recent.values_mut() {
+            v.retain(|c| now.duration_since(c.3) < RECENT);
+        }
+        self.recent.retain(|_, v| !v.is_empty());
+    }
+
+    fn finish(&mut self, batch: &mut Batch) {
+        self.release(batch, true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelog_record::http::HttpTx;
+    use wirelog_record::{CommunityId, ConnRecord, ConnState, Detail, History, IpAddr16, Protocol, Span, Transaction, TxStatus, UidGenerator};
+
+    fn tx(uids: &mut UidGenerator, ts: i64, port: u16) -> TxRecord {
+        TxRecord {
+            uid: uids.next_uid(),
+            orig_h: IpAddr16([1; 16]),
+            orig_p: port,
+            resp_h: IpAddr16([2; 16]),
+            resp_p: 443,
+            transport: Proto::Tcp,
+            protocol: Protocol::Http,
+            tx: Transaction {
+                request: Some(Span { first_ns: ts, last_ns: ts, bytes: 10 }),
+                response: None,
+                status: TxStatus::NoResponse,
+                detail: Detail::Http(HttpTx::default()),
+            },
+            orig_proc: None,
+            resp_proc: None,
+            source: TxSource::TlsLibrary,
+        }
+    }
+
+    fn conn(uid: Uid, ts: i64, dur: i64, port: u16, service: Option<&'static str>) -> ConnRecord {
+        ConnRecord {
+            ts_ns: ts,
+            uid,
+            orig_h: IpAddr16([1; 16]),
+            orig_p: port,
+            resp_h: IpAddr16([2; 16]),
+            resp_p: 443,
+            proto: Proto::Tcp,
+            service,
+            duration_ns: Some(dur),
+            orig_bytes: None,
+            resp_bytes: None,
+            conn_state: ConnState::SF,
+            local_orig: true,
+            local_resp: true,
+            missed_bytes: 0,
+            history: History::new(),
+            orig_pkts: 0,
+            orig_ip_bytes: 0,
+            resp_pkts: 0,
+            resp_ip_bytes: 0,
+            ip_proto: 6,
+            community_id: CommunityId::PENDING,
+            vlan: None,
+            inner_vlan: None,
+            empty_tcp_skipped: false,
+            orig_proc: None,
+            resp_proc: None,
+        }
+    }
+
+    #[test]
+    fn transactions_wait_for_their_connection_and_take_its_uid_and_service() {
+        let mut uids = UidGenerator::new(1);
+        let stats = Arc::new(JoinStats::default());
+        let mut j = Join::new(stats.clone());
+        let t_ns = 1_000_000_000_000;
+        let mut b = Batch::default();
+        b.txs.push(tx(&mut uids, t_ns + 5, 40000));
+        b.txs.push(tx(&mut uids, t_ns + 6, 40001));
+        j.join(&mut b);
+        assert!(b.txs.is_empty(), "held until the connection comes");
+        let conn_uid = uids.next_uid();
+        let mut b = Batch::default();
+        b.conns.push(conn(conn_uid, t_ns, 1_000, 40000, Some("ssl")));
+        j.join(&mut b);
+        assert_eq!(b.txs.len(), 1);
+        assert_eq!(b.txs[0].uid, conn_uid);
+        assert_eq!(b.conns[0].service, Some("ssl,http"));
+        // A late transaction of the same connection takes its uid too.
+        let mut b = Batch::default();
+        b.txs.push(tx(&mut uids, t_ns + 7, 40000));
+        j.join(&mut b);
+        assert_eq!(b.txs.len(), 1);
+        assert_eq!(b.txs[0].uid, conn_uid);
+        // The other one never sees its connection: out at the end, counted.
+        let mut b = Batch::default();
+        j.finish(&mut b);
+        assert_eq!(b.txs.len(), 1);
+        assert_eq!(b.txs[0].orig_p, 40001);
+        assert_eq!(
+            (stats.joined.load(Relaxed), stats.joined_late.load(Relaxed), stats.unjoined.load(Relaxed)),
+            (1, 1, 1)
+        );
+    }
+
+    #[test]
+    fn a_reused_tuple_joins_the_connection_whose_time_holds_the_transaction() {
+        let mut uids = UidGenerator::new(2);
+        let mut j = Join::new(Arc::default());
+        let s = 1_000_000_000_000i64;
+        let mut b = Batch::default();
+        b.txs.push(tx(&mut uids, s + 100_000_000_000, 40000));
+        j.join(&mut b);
+        let (old, new) = (uids.next_uid(), uids.next_uid());
+        let mut b = Batch::default();
+        // An earlier connection on the same tuple, over long before.
+        b.conns.push(conn(old, s, 1_000_000_000, 40000, Some("ssl")));
+        b.conns.push(conn(new, s + 99_000_000_000, 2_000_000_000, 40000, None));
+        j.join(&mut b);
+        assert_eq!(b.txs.len(), 1);
+        assert_eq!(b.txs[0].uid, new);
+        assert_eq!(b.conns[0].service, Some("ssl"));
+        assert_eq!(b.conns[1].service, Some("http"));
+    }
+}

@@ -1,0 +1,353 @@
+//! From events to transactions: each event is placed on its TCP connection
+//! (the socket the fd program read; an event of a call that made no system
+//! call takes the connection its `SSL` was last on), and each
+//! connection's plaintext is fed, in order, to the parser its first bytes
+//! call for (the packet path's content detection and parsers), with gaps
+//! where bytes are missing (lost ring records, messages longer than an
+//! event carries, events out of order).
+//!
+//! When both ends of a connection are on this host, both processes' calls
+//! are seen, and each end's view is parsed on its own: the client's
+//! transactions are kept (sizes and latency as the client saw them; a server
+//! may answer without reading a whole request), the server's only when no
+//! client was seen on the connection (a remote client). A server's
+//! transactions wait for the next tick (half a second) before they go, so
+//! that a client seen a moment after the server still wins.
+//! A connection is keyed by its network namespace and tuple, so the same
+//! addresses in two namespaces are two connections.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use wirelog_parse::detect::{self, Detected};
+use wirelog_parse::{ConnParser, Dir, ParseConfig, Protocol, ProtocolParser, StreamParser, Transaction};
+use wirelog_procs::Users;
+use wirelog_record::{IpAddr16, Proc, ProcOwner, Proto, TxRecord, TxSource, UidGenerator};
+
+use crate::programs::{Event, Sock, DIR_READ};
+use crate::sockets::Roles;
+use crate::Stats;
+
+/// First messages looked at for a protocol before a connection is given up.
+const DETECT_TRIES: u8 = 4;
+/// Connections followed at once; beyond, new ones are counted, not followed.
+pub const MAX_CONNS: usize = 65_536;
+/// A connection with no event for this long is finished (its pending
+/// requests reported unanswered) and forgotten.
+pub const IDLE_NS: i64 = 60_000_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnKey {
+    pub netns: u32,
+    pub orig: [u8; 16],
+    pub orig_port: u16,
+    pub resp: [u8; 16],
+    pub resp_port: u16,
+}
+
+impl ConnKey {
+    fn of(s: &Sock, server: bool) -> ConnKey {
+        if server {
+            ConnKey { netns: s.netns, orig: s.remote, orig_port: s.remote_port, resp: s.local, resp_port: s.local_port }
+        } else {
+            ConnKey { netns: s.netns, orig: s.local, orig_port: s.local_port, resp: s.remote, resp_port: s.remote_port }
+        }
+    }
+}
+
+/// Which connection an `SSL` of a process was last seen on.
+#[derive(Debug, Clone, Copy)]
+struct Binding {
+    sock: Sock,
+    key: ConnKey,
+    server: bool,
+}
+
+enum Parsing {
+    Detecting(u8),
+    On(Box<ConnParser>),
+    Off,
+}
+
+/// One end's view of a connection: the (process, SSL) whose calls it
+/// parses.
+struct View {
+    id: (u32, u64),
+    parsing: Parsing,
+    last_mono: u64,
+}
+
+const CLIENT: usize = 0;
+const SERVER: usize = 1;
+
+struct Conn {
+    /// The client's view, then the server's.
+    views: [Option<View>; 2],
+    orig_proc: Proc,
+    resp_proc: Proc,
+    last_ns: i64,
+}
+
+/// The reader thread's state.
+pub struct Streams {
+    cfg: ParseConfig,
+    roles: Roles,
+    ssls: HashMap<(u32, u64), Binding>,
+    conns: HashMap<ConnKey, Conn>,
+    owners: HashMap<u32, Proc>,
+    users: Users,
+    uids: UidGenerator,
+    scratch: Vec<Transaction>,
+    /// Transactions made, with their connection, until the next tick: the
+    /// other end's process (both ends on this host) may be seen a moment
+    /// after the parsed end completed the transaction.
+    ready: Vec<(ConnKey, usize, Transaction)>,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC, ns: event times to record times.
+    pub mono_to_real: i64,
+}
+
+impl Streams {
+    pub fn new(cfg: ParseConfig) -> Streams {
+        Streams {
+            cfg,
+            roles: Roles::default(),
+            ssls: HashMap::new(),
+            conns: HashMap::new(),
+            owners: HashMap::new(),
+            users: Users::default(),
+            uids: UidGenerator::from_entropy(),
+            scratch: Vec::new(),
+            ready: Vec::new(),
+            mono_to_real: clock_offset(),
+        }
+    }
+
+    /// Takes one event; transactions it completes go to `out`.
+    pub fn event(&mut self, ev: &Event, stats: &Stats) {
+        stats.add(&stats.events, 1);
+        stats.add(&stats.bytes, ev.len as u64);
+        let Some(b) = self.bind(ev, stats) else {
+            stats.add(&stats.unplaced_events, 1);
+            stats.add(&stats.unplaced_bytes, ev.len as u64);
+            return;
+        };
+        let ts = ev.mono_ns as i64 + self.mono_to_real;
+        if !self.conns.contains_key(&b.key) {
+            if self.conns.len() >= MAX_CONNS {
+                stats.add(&stats.conns_over_limit, 1);
+                return;
+            }
+            stats.add(&stats.conns, 1);
+            let c = Conn { views: [None, None], orig_proc: None, resp_proc: None, last_ns: ts };
+            self.conns.insert(b.key, c);
+        }
+        let owner = self.owner(ev.tgid, &ev.comm);
+        let Some(c) = self.conns.get_mut(&b.key) else { return };
+        c.last_ns = c.last_ns.max(ts);
+        let proc = if b.server { &mut c.resp_proc } else { &mut c.orig_proc };
+        if proc.is_none() {
+            *proc = owner;
+        }
+        let side = if b.server { SERVER } else { CLIENT };
+        let v = c.views[side].get_or_insert(View { id: (ev.tgid, ev.ssl), parsing: Parsing::Detecting(0), last_mono: 0 });
+        if v.id != (ev.tgid, ev.ssl) {
+            // A second process (or SSL) on the same end: one view is parsed.
+            stats.add(&stats.other_end_events, 1);
+            return;
+        }
+        let server = b.server;
+        let dir_of = |read: bool| if read != server { Dir::ToClient } else { Dir::ToServer };
+        let dir = dir_of(ev.dir == DIR_READ);
+        let scratch = &mut self.scratch;
+        // Bytes lost before this event (ring full), then this event.
+        for (lost, read) in [(ev.lost_read, true), (ev.lost_write, false)] {
+            if lost > 0 {
+                stats.add(&stats.gaps, 1);
+                stats.add(&stats.gap_bytes, lost);
+                if let Parsing::On(p) = &mut v.parsing {
+                    p.gap(dir_of(read), ts, lost, scratch);
+                }
+            }
+        }
+        if ev.mono_ns < v.last_mono {
+            // Out of order: its bytes belong before bytes already parsed.
+            stats.add(&stats.out_of_order, 1);
+            stats.add(&stats.gaps, 1);
+            stats.add(&stats.gap_bytes, ev.len as u64);
+            if let Parsing::On(p) = &mut v.parsing {
+                p.gap(dir, ts, ev.len as u64, scratch);
+            }
+        } else {
+            v.last_mono = ev.mono_ns;
+            if let Parsing::Detecting(tries) = v.parsing {
+                v.parsing = match detect::by_content(dir, ev.data) {
+                    // TLS inside TLS is not followed.
+                    Detected::Protocol(p) if p != Protocol::Tls => {
+                        stats.add(&stats.parsed_conns, 1);
+                        Parsing::On(Box::new(p.stream_parser(&self.cfg)))
+                    }
+                    _ if tries + 1 >= DETECT_TRIES => {
+                        stats.add(&stats.undetected_conns, 1);
+                        Parsing::Off
+                    }
+                    _ => Parsing::Detecting(tries + 1),
+                };
+            }
+            if let Parsing::On(p) = &mut v.parsing {
+                p.data(dir, ts, ev.data, scratch);
+                let missing = (ev.len as u64).saturating_sub(ev.data.len() as u64);
+                if missing > 0 {
+                    stats.add(&stats.truncated, 1);
+                    stats.add(&stats.gaps, 1);
+                    stats.add(&stats.gap_bytes, missing);
+                    p.gap(dir, ts, missing, scratch);
+                }
+            }
+        }
+        self.emit(b.key, side);
+    }
+
+    /// Where the event's `SSL` is: the socket its call went through, or
+    /// (a call served from OpenSSL's buffer makes no system call) where the
+    /// same `SSL` was last. An `SSL` moved to another socket (reused) is
+    /// bound again.
+    fn bind(&mut self, ev: &Event, stats: &Stats) -> Option<Binding> {
+        let id = (ev.tgid, ev.ssl);
+        let Some(s) = ev.sock else {
+            let b = self.ssls.get(&id).copied();
+            if b.is_none() {
+                // An fd that the program could not follow is not a TCP
+                // socket (a pipe, a file, a UNIX socket).
+                stats.add(if ev.fd >= 0 { &stats.not_socket } else { &stats.no_fd }, 1);
+            }
+            return b;
+        };
+        if let Some(b) = self.ssls.get(&id) {
+            if b.sock == s {
+                return Some(*b);
+            }
+        }
+        let server = self.roles.server(ev.tgid, &s);
+        let b = Binding { sock: s, key: ConnKey::of(&s, server), server };
+        self.ssls.insert(id, b);
+        Some(b)
+    }
+
+    /// The process's owner fields, read once; a process already gone is
+    /// named by the `comm` its event carries.
+    fn owner(&mut self, pid: u32, comm: &[u8; 16]) -> Proc {
+        if let Some(o) = self.owners.get(&pid) {
+            return o.clone();
+        }
+        let o = wirelog_procs::read_owner(pid, &mut self.users).unwrap_or_else(|| {
+            let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+            ProcOwner { pid, name: String::from_utf8_lossy(&comm[..end]).into_owned(), ..ProcOwner::default() }
+        });
+        let o = Some(Arc::new(o));
+        self.owners.insert(pid, o.clone());
+        o
+    }
+
+    /// Transactions the parser made wait for the next tick.
+    fn emit(&mut self, key: ConnKey, side: usize) {
+        self.ready.extend(self.scratch.drain(..).map(|tx| (key, side, tx)));
+    }
+
+    /// The transactions made since the last tick, as records of their
+    /// connections with the processes known now; the server's view only
+    /// where no client was seen.
+    fn flush(&mut self, out: &mut Vec<TxRecord>, stats: &Stats) {
+        self.flush_some(out, stats, true);
+    }
+
+    /// The client views' transactions go at once (the server reads a
+    /// request before it answers, so its process is known by then); the
+    /// servers' wait for the tick.
+    pub fn flush_clients(&mut self, out: &mut Vec<TxRecord>, stats: &Stats) {
+        if self.ready.iter().any(|r| r.1 == CLIENT) {
+            self.flush_some(out, stats, false);
+        }
+    }
+
+    fn flush_some(&mut self, out: &mut Vec<TxRecord>, stats: &Stats, all: bool) {
+        let ready = std::mem::take(&mut self.ready);
+        for (key, side, tx) in ready {
+            if !all && side == SERVER {
+                self.ready.push((key, side, tx));
+                continue;
+            }
+            let c = self.conns.get(&key);
+            if side == SERVER && c.is_some_and(|c| c.views[CLIENT].is_some()) {
+                stats.add(&stats.server_view_txs, 1);
+                continue;
+            }
+            let (orig_proc, resp_proc) = c.map_or((None, None), |c| (c.orig_proc.clone(), c.resp_proc.clone()));
+            out.push(TxRecord {
+                // Replaced by the connection's own when the join finds it.
+                uid: self.uids.next_uid(),
+                orig_h: IpAddr16(key.orig),
+                orig_p: key.orig_port,
+                resp_h: IpAddr16(key.resp),
+                resp_p: key.resp_port,
+                transport: Proto::Tcp,
+                protocol: tx.detail.protocol(),
+                tx,
+                orig_proc,
+                resp_proc,
+                source: TxSource::TlsLibrary,
+            });
+        }
+    }
+
+    /// Time passed (about once a second, `now_ns` the wall clock): parsers
+    /// expire requests without answer; idle connections are finished and
+    /// forgotten, with what the caches held for them.
+    pub fn tick(&mut self, now_ns: i64, out: &mut Vec<TxRecord>, stats: &Stats) {
+        self.mono_to_real = clock_offset();
+        self.each_parser(|p, idle, scratch| if idle { p.finish(now_ns, scratch) } else { p.expire(now_ns, scratch) }, now_ns);
+        self.flush(out, stats);
+        self.conns.retain(|_, c| now_ns - c.last_ns <= IDLE_NS);
+        self.ssls.retain(|_, b| self.conns.contains_key(&b.key));
+        // Owners are read again for processes seen after this.
+        if self.owners.len() > 4096 {
+            self.owners.clear();
+        }
+    }
+
+    /// The end: every connection finished.
+    pub fn finish(&mut self, now_ns: i64, out: &mut Vec<TxRecord>, stats: &Stats) {
+        self.each_parser(|p, _, scratch| p.finish(now_ns, scratch), i64::MAX);
+        self.flush(out, stats);
+        self.conns.clear();
+    }
+
+    /// Runs `f` on each view's parser (with whether its connection has been
+    /// idle past [`IDLE_NS`] at `now_ns`), collecting what it emits.
+    fn each_parser(&mut self, mut f: impl FnMut(&mut ConnParser, bool, &mut Vec<Transaction>), now_ns: i64) {
+        let keys: Vec<ConnKey> = self.conns.keys().copied().collect();
+        for k in keys {
+            for side in [CLIENT, SERVER] {
+                let Some(c) = self.conns.get_mut(&k) else { continue };
+                let idle = now_ns.saturating_sub(c.last_ns) > IDLE_NS;
+                if let Some(View { parsing: Parsing::On(p), .. }) = &mut c.views[side] {
+                    f(p, idle, &mut self.scratch);
+                }
+                self.emit(k, side);
+            }
+        }
+    }
+}
+
+/// CLOCK_REALTIME - CLOCK_MONOTONIC now, in ns.
+pub fn clock_offset() -> i64 {
+    let now = |clock| {
+        let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes one timespec we own.
+        unsafe { libc::clock_gettime(clock, &mut t) };
+        t.tv_sec * 1_000_000_000 + t.tv_nsec
+    };
+    let m1 = now(libc::CLOCK_MONOTONIC);
+    let r = now(libc::CLOCK_REALTIME);
+    let m2 = now(libc::CLOCK_MONOTONIC);
+    r - (m1 + (m2 - m1) / 2)
+}
