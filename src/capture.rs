@@ -224,7 +224,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     // --listen / --metrics-listen: bound before any worker starts, so a taken
     // port fails cleanly; they only read the counters.
     let store_dir = (!args.output.no_store).then(|| args.output.store.clone());
-    let servers = crate::serve::start_in_capture(&args.serve, store_dir, args.pcap.pcap_dir.clone(), &counters, &names, &dropped, output.live(), records)?;
+    let servers = crate::serve::start_in_capture(&args.serve, store_dir, args.pcap.pcap_dir.clone(), &counters, &names, &dropped, output.live(), records.clone())?;
     let mut workers: Vec<JoinHandle<Result<WorkerEnd>>> = Vec::new();
     for (id, rings) in worker_rings.into_iter().enumerate() {
         let c = counters[id].clone();
@@ -286,6 +286,13 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             expr.as_ref().map(|_| ", kernel filter attached").unwrap_or("")
         );
         eprintln!("{} (per worker)", crate::read::memory_line(&args.probe));
+        if records.is_some() {
+            // Beside the trackers' budget: the other memory the run may hold.
+            eprintln!(
+                "wirelog: live records: up to {} in memory until the store has them (--live-memory)",
+                crate::limits::human(args.serve.live_memory)
+            );
+        }
         crate::serve::announce(&servers);
     }
     if let Some(l) = &hook_line {

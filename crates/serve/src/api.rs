@@ -434,7 +434,7 @@ fn execute(
     if let Some(v) = view.filter(|v| v.missing > 0) {
         warnings.push(format!(
             "live: {} {} records of the running capture were evicted from memory (--live-memory) before the store had them; \
-             they are not in this answer until the store's next flush",
+             they are not in this answer until the store's next flush (never without a store)",
             v.missing,
             kind.as_str()
         ));
