@@ -517,6 +517,11 @@ impl MongodbParser {
         }
         let mut msg = msg;
         msg.clear();
+        // A large message's buffer is not kept for the connection's life:
+        // an idle connection holds at most 64 KiB per direction.
+        if msg.capacity() > 64 * 1024 {
+            msg = Vec::new();
+        }
         self.sides[di(dir)].buf = msg;
     }
 
