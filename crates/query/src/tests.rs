@@ -1638,6 +1638,26 @@ fn tx_atom(rng: &mut Rng, kind: Kind) -> String {
             4 => format!("more_to_come = {}", pick(rng, &["true", "false"])),
             _ => "error_code > 0".into(),
         },
+        // MQTT, AMQP, Kafka: the store's synthetic values for them are one
+        // a column from its declared type (`<column>-<n>`, numbers, flags).
+        Kind::Mqtt => match rng.below(4) {
+            0 => format!("topic ~ \"{}\"", pick(rng, &["-1", "-2", "topic"])),
+            1 => format!("payload_bytes {} {}", rng.pick(&[">", "<="]), rng.below(8)),
+            2 => format!("retain = {}", pick(rng, &["true", "false"])),
+            _ => format!("packet_type != \"packet_type-{}\"", rng.below(4)),
+        },
+        Kind::Amqp => match rng.below(4) {
+            0 => format!("method ~ \"{}\"", pick(rng, &["-1", "-3", "method"])),
+            1 => format!("body_bytes {} {}", rng.pick(&[">", "<="]), rng.below(8)),
+            2 => format!("from_server = {}", pick(rng, &["true", "false"])),
+            _ => "exchange != \"\"".into(),
+        },
+        Kind::Kafka => match rng.below(4) {
+            0 => format!("api ~ \"{}\"", pick(rng, &["-1", "-2", "api"])),
+            1 => format!("records {} {}", rng.pick(&[">", "<="]), rng.below(8)),
+            2 => format!("throttle_ms < {}", rng.below(8)),
+            _ => "group != \"\"".into(),
+        },
         _ => match rng.below(8) {
             0 => format!(
                 "qtype_name {} {}",
@@ -1677,6 +1697,9 @@ fn group_by_matches_reference_on_tx() {
             Kind::Tls => &["server_name", "version,cipher", "ja4", "established,resumed"],
             Kind::Memcached => &["command", "result,command", "noreply"],
             Kind::Mongodb => &["command,collection,fingerprint", "op,database", "more_to_come"],
+            Kind::Mqtt => &["packet_type", "packet_type,topic", "retain"],
+            Kind::Amqp => &["method", "method,exchange,queue", "from_server"],
+            Kind::Kafka => &["api", "api,topic", "acks"],
             _ => &["query,qtype_name", "rcode_name", "aa,rd"],
         };
         let common = [
