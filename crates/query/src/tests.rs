@@ -1630,6 +1630,14 @@ fn tx_atom(rng: &mut Rng, kind: Kind) -> String {
             4 => format!("noreply = {}", pick(rng, &["true", "false"])),
             _ => "error_message != \"\"".into(),
         },
+        Kind::Grpc => match rng.below(6) {
+            0 => format!("grpc_status {} {}", rng.pick(&["=", "!="]), rng.below(3)),
+            1 => format!("request_messages > {}", rng.below(3)),
+            2 => format!("response_message_bytes {} {}", rng.pick(&[">", "<="]), rng.below(5000)),
+            3 => format!("compressed = {}", pick(rng, &["true", "false"])),
+            4 => format!("stream_id < {}", rng.below(100)),
+            _ => "grpc_message != \"\"".into(),
+        },
         _ => match rng.below(8) {
             0 => format!(
                 "qtype_name {} {}",
@@ -1668,6 +1676,7 @@ fn group_by_matches_reference_on_tx() {
             Kind::Redis => &["command", "reply_type,command"],
             Kind::Tls => &["server_name", "version,cipher", "ja4", "established,resumed"],
             Kind::Memcached => &["command", "result,command", "noreply"],
+            Kind::Grpc => &["service,method", "grpc_status_name", "call_type"],
             _ => &["query,qtype_name", "rcode_name", "aa,rd"],
         };
         let common = [
