@@ -1658,6 +1658,14 @@ fn tx_atom(rng: &mut Rng, kind: Kind) -> String {
             2 => format!("throttle_ms < {}", rng.below(8)),
             _ => "group != \"\"".into(),
         },
+        Kind::Grpc => match rng.below(6) {
+            0 => format!("grpc_status {} {}", rng.pick(&["=", "!="]), rng.below(3)),
+            1 => format!("request_messages > {}", rng.below(3)),
+            2 => format!("response_message_bytes {} {}", rng.pick(&[">", "<="]), rng.below(5000)),
+            3 => format!("compressed = {}", pick(rng, &["true", "false"])),
+            4 => format!("stream_id < {}", rng.below(100)),
+            _ => "grpc_message != \"\"".into(),
+        },
         _ => match rng.below(8) {
             0 => format!(
                 "qtype_name {} {}",
@@ -1700,6 +1708,7 @@ fn group_by_matches_reference_on_tx() {
             Kind::Mqtt => &["packet_type", "packet_type,topic", "retain"],
             Kind::Amqp => &["method", "method,exchange,queue", "from_server"],
             Kind::Kafka => &["api", "api,topic", "acks"],
+            Kind::Grpc => &["service,method", "grpc_status_name", "call_type"],
             _ => &["query,qtype_name", "rcode_name", "aa,rd"],
         };
         let common = [

@@ -376,6 +376,12 @@ pub fn tx_rows(
                         Cell::Str(code.map(|c| if c == 200 { "OK" } else { "Error" }.to_string())),
                         Cell::U64(Some(req / 2)),
                         Cell::U64(resp.map(|r| r / 2)),
+                        // HTTP/2's stream_id, end_state, h2_error, promised_by:
+                        // these rows are HTTP/1.1.
+                        Cell::U64(None),
+                        Cell::Str(None),
+                        Cell::Str(None),
+                        Cell::U64(None),
                     ]
                 }
                 Kind::Mysql => {

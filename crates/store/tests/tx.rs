@@ -384,7 +384,12 @@ fn tx_columns_name_the_extra_cells() {
             "status_code",
             "reason",
             "request_body_len",
-            "response_body_len"
+            "response_body_len",
+            // HTTP/2's, appended (old files read them as unset).
+            "stream_id",
+            "end_state",
+            "h2_error",
+            "promised_by"
         ]
     );
     assert_eq!(
