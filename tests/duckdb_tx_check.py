@@ -34,6 +34,11 @@ own = {
     "dns": "count(*) FILTER (WHERE aa), coalesce(sum(qtype), 0), count(*) FILTER (WHERE rcode_name = 'NXDOMAIN')",
     "tls": "count(*) FILTER (WHERE established), coalesce(sum(not_valid_after), 0), count(DISTINCT ja4)",
     "memcached": "count(*) FILTER (WHERE command = 'get'), coalesce(sum(value_bytes), 0), count(DISTINCT \"key\")",
+    "mongodb": "coalesce(sum(docs_returned), 0), count(DISTINCT fingerprint), count(*) FILTER (WHERE more_to_come)",
+    "mqtt": "coalesce(sum(payload_bytes), 0), count(DISTINCT topic), count(*) FILTER (WHERE retain)",
+    "amqp": "coalesce(sum(body_bytes), 0), count(DISTINCT exchange), count(*) FILTER (WHERE from_server)",
+    "kafka": "coalesce(sum(records), 0), count(DISTINCT topic), coalesce(sum(throttle_ms), 0)",
+    "grpc": "coalesce(sum(grpc_status), 0), count(DISTINCT method), count(*) FILTER (WHERE trailers_only)",
 }
 out = {}
 for kind, extra in own.items():

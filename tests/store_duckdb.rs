@@ -710,6 +710,32 @@ fn duckdb_reads_transactions_as_written() {
                 sum_opt(rows, &|r| cell_u64(r, 5)),
                 distinct(rows, 1),
             ],
+            // Column indexes in each kind's declared order (record::<kind>::COLUMNS).
+            Kind::Mongodb => [
+                sum_opt(rows, &|r| cell_u64(r, 7)),
+                distinct(rows, 4),
+                count(rows, &|r| r.extra[10] == Cell::Bool(true)),
+            ],
+            Kind::Mqtt => [
+                sum_opt(rows, &|r| cell_u64(r, 10)),
+                distinct(rows, 4),
+                count(rows, &|r| r.extra[7] == Cell::Bool(true)),
+            ],
+            Kind::Amqp => [
+                sum_opt(rows, &|r| cell_u64(r, 9)),
+                distinct(rows, 4),
+                count(rows, &|r| r.extra[2] == Cell::Bool(true)),
+            ],
+            Kind::Kafka => [
+                sum_opt(rows, &|r| cell_u64(r, 14)),
+                distinct(rows, 5),
+                sum_opt(rows, &|r| cell_u64(r, 11)),
+            ],
+            Kind::Grpc => [
+                sum_opt(rows, &|r| cell_u64(r, 5)),
+                distinct(rows, 1),
+                count(rows, &|r| r.extra[8] == Cell::Bool(true)),
+            ],
             _ => [
                 count(rows, &|r| r.extra[9] == Cell::Bool(true)),
                 sum_opt(rows, &|r| cell_u64(r, 1)),
