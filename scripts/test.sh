@@ -19,6 +19,8 @@ PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       openjdk-17-jre-headless maven
       # the HTTP/2 server and clients of tests/http2_live.rs (nghttpd, nghttp, h2load)
       nghttp2-server nghttp2-client
+      # the cleartext proxy that takes curl's `Upgrade: h2c` (tests/http2_live.rs)
+      nghttp2-proxy
       # the browser of tests/serve_ui.rs (headless, driven over its DevTools pipe)
       chromium)
 missing=()

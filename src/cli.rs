@@ -823,7 +823,8 @@ pub struct AppArgs {
     pub http_header: Vec<String>,
 
     /// Most bytes of out-of-order TCP data buffered across all parsed
-    /// connections (e.g. 64M); beyond it holes are reported as gaps.
+    /// connections (e.g. 64M); beyond it holes are reported as gaps. HTTP/2
+    /// connections' state (HPACK tables, streams) is counted in it too.
     #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
     pub stream_memory: u64,
 }

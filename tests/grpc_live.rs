@@ -136,9 +136,16 @@ fn calls_match_what_the_client_saw() {
         let r = rows.iter().find(|r| r["stream_id"] == id).unwrap_or_else(|| panic!("call {k} ({method}): stream {id} missing"));
         assert_eq!((r["service"].as_str(), r["method"].as_str()), ("wltest.Calls", method.as_str()), "call {k}: {r:?}");
         match code {
-            // CANCELLED and DEADLINE_EXCEEDED: the client reset the stream.
+            // The server's deadline can fire before the client's: its
+            // Trailers-Only DEADLINE_EXCEEDED then ends the call on the wire.
+            4 if r["end_state"] == "complete" => {
+                assert_eq!((r["grpc_status"].as_str(), r["trailers_only"].as_str(), r["status"].as_str()), ("4", "T", "error"), "call {k}: {r:?}");
+            }
+            // CANCELLED and DEADLINE_EXCEEDED: the client reset the stream,
+            // a non-OK call without a grpc-status.
             1 | 4 => {
                 assert_eq!((r["end_state"].as_str(), r["h2_error"].as_str(), r["grpc_status"].as_str()), ("reset_by_client", "CANCEL", "-"), "call {k}: {r:?}");
+                assert_eq!(r["status"], "error", "call {k}: {r:?}");
                 if *code == 4 {
                     // grpc-timeout says what is left of the 100 ms when sent, rounded up
                     // to its unit (gRPC Python sent `101m`).
@@ -178,4 +185,44 @@ fn calls_match_what_the_client_saw() {
     assert!(csv.lines().any(|l| l.starts_with("wltest.Calls,Fail,3,3,")), "{csv}");
     let conns = common::read_log(&logs.join("conn.log"));
     assert!(conns.iter().any(|c| c["service"] == "grpc"), "{conns:?}");
+
+    // The UI's data: `wirelog serve` on the same store. The map has one
+    // grpc edge, client to server, with every call and as errors the calls
+    // the client saw fail; the records of kind grpc page through the calls
+    // with their service, method and grpc_status.
+    let server = common::serve::start(&["serve", "--store", store.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let json = |path: &str| -> serde_json::Value {
+        let (code, body) = common::serve::get(server.addr, path);
+        assert_eq!(code, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+    };
+    let map = json("/api/map");
+    let edges: Vec<&serde_json::Value> = map["edges"].as_array().unwrap().iter().filter(|e| e["protocol"] == "grpc").collect();
+    assert_eq!(edges.len(), 1, "{map}");
+    let e = edges[0];
+    let not_ok = calls.iter().filter(|c| c.1 != 0).count() as u64;
+    assert_eq!(not_ok, 5, "{calls:?}");
+    assert_eq!((e["from"].as_str(), e["to"].as_str(), e["source"].as_str()), (Some("127.0.0.1"), Some("127.0.0.1:50051"), Some("grpc")), "{e}");
+    assert_eq!((e["count"].as_u64(), e["errors"].as_u64()), (Some(calls.len() as u64), Some(not_ok)), "{e}");
+    let mut seen: Vec<(String, String, String)> = Vec::new();
+    for offset in (0..calls.len()).step_by(8) {
+        let page = json(&format!("/api/records?kind=grpc&limit=8&offset={offset}"));
+        let rows = page["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), (calls.len() - offset).min(8), "offset {offset}: {page}");
+        for r in rows {
+            assert_eq!(r["count"], 1, "{r}");
+            let st = match &r["grpc_status"] {
+                serde_json::Value::Null => "-".to_string(),
+                v => v.to_string(),
+            };
+            seen.push((r["service"].as_str().unwrap().to_string(), r["method"].as_str().unwrap().to_string(), st));
+        }
+    }
+    let mut want: Vec<(String, String, String)> = rows
+        .iter()
+        .map(|r| (r["service"].clone(), r["method"].clone(), r["grpc_status"].clone()))
+        .collect();
+    seen.sort();
+    want.sort();
+    assert_eq!(seen, want);
 }

@@ -124,6 +124,17 @@ impl ConnParser {
         }
     }
 
+    /// Bytes of connection state this parser holds on the heap beyond the
+    /// fixed-size parsers (HTTP/2's box, HPACK tables, stream table and
+    /// buffered header blocks), for the memory budget. The other parsers'
+    /// state is small and fixed (their buffers are capped per message).
+    pub fn state_bytes(&self) -> usize {
+        match self {
+            ConnParser::Http2(p) => std::mem::size_of::<http2::Http2Parser>() + p.memory(),
+            _ => 0,
+        }
+    }
+
     /// The parser has read all it wanted (a TLS handshake is over): it
     /// reports `gave_up` so reassembly stops, but nothing was left unparsed.
     pub fn done(&self) -> bool {

@@ -27,6 +27,10 @@
 pub struct Budget {
     limit: usize,
     used: usize,
+    /// Parser state charged to the same budget (HTTP/2's HPACK tables and
+    /// streams): it cannot be refused, so it may pass the limit; while it
+    /// takes room, fewer out-of-order bytes are buffered.
+    state: usize,
     /// Times a segment could not be buffered because the budget was spent
     /// (each one forced a gap somewhere).
     pub refused: u64,
@@ -37,20 +41,33 @@ impl Budget {
         Budget {
             limit: limit_bytes,
             used: 0,
+            state: 0,
             refused: 0,
         }
     }
+    /// Out-of-order bytes buffered.
     pub fn used(&self) -> usize {
         self.used
+    }
+    /// Parser state bytes charged with [`Budget::charge_state`].
+    pub fn state(&self) -> usize {
+        self.state
+    }
+    /// A parser's state grew from `was` to `now` bytes (or shrank).
+    pub fn charge_state(&mut self, was: usize, now: usize) {
+        self.state = (self.state + now).saturating_sub(was);
+    }
+    fn room(&self) -> usize {
+        self.limit.saturating_sub(self.used + self.state)
     }
     pub fn limit(&self) -> usize {
         self.limit
     }
     fn has_room(&self, n: usize) -> bool {
-        self.limit - self.used >= n
+        self.room() >= n
     }
     fn take(&mut self, n: usize) -> bool {
-        if self.limit - self.used >= n {
+        if self.room() >= n {
             self.used += n;
             true
         } else {

@@ -111,6 +111,9 @@ pub(crate) struct AppState {
     pub stopped: bool,
     /// Transactions emitted so far.
     pub transactions: u64,
+    /// Parser state bytes charged to the budget (`ConnParser::state_bytes`
+    /// when last asked), given back when the connection ends.
+    state_charged: usize,
 }
 
 /// Counters of application parsing across connections.
@@ -141,6 +144,7 @@ impl AppState {
             parser: AppParser::Waiting([StreamStart::default(); 2]),
             stopped: false,
             transactions: 0,
+            state_charged: 0,
         })
     }
 
@@ -151,6 +155,7 @@ impl AppState {
             parser: AppParser::Udp(Box::new(UdpDns::new(&cfg.parse))),
             stopped: false,
             transactions: 0,
+            state_charged: 0,
         })
     }
 
@@ -230,6 +235,11 @@ impl AppState {
             Chunk::Gap { ts_ns, len } => parser.gap(dir, ts_ns, len, out),
         });
         parser.expire(ts_ns, out);
+        let now = parser.state_bytes();
+        if now != self.state_charged {
+            budget.charge_state(self.state_charged, now);
+            self.state_charged = now;
+        }
         if parser.gave_up() {
             self.stopped = true;
             for s in streams.iter_mut() {
@@ -281,6 +291,8 @@ impl AppState {
                 for s in streams.iter_mut() {
                     s.discard(budget);
                 }
+                budget.charge_state(self.state_charged, 0);
+                self.state_charged = 0;
                 (parser.stats(), self.stopped)
             }
             AppParser::Udp(d) => {
@@ -362,6 +374,67 @@ mod tests {
     }
 
     /// A connection waiting for payload carries a small box, not a parser.
+    /// An HTTP/2 connection's state (HPACK tables, the stream table,
+    /// buffered header blocks) is charged to the budget as it grows with
+    /// open streams and inserted header fields, takes room from
+    /// out-of-order bytes, and is given back when the connection ends.
+    #[test]
+    fn http2_state_is_charged_to_the_budget() {
+        fn frame(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+            let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+            f.extend_from_slice(&[ty, flags]);
+            f.extend_from_slice(&stream.to_be_bytes());
+            f.extend_from_slice(payload);
+            f
+        }
+        const PLAIN: SegFlags = SegFlags { syn: false, fin: false, rst: false };
+        let cfg = AppConfig::default();
+        let mut budget = Budget::new(1 << 20);
+        let mut out = Vec::new();
+        let uid = wirelog_record::UidGenerator::new(1).next_uid();
+        let mut app = AppState::new_stream(Protocol::Http, uid);
+        let mut seq = 1000u32;
+        let mut send = |app: &mut AppState, budget: &mut Budget, bytes: &[u8], out: &mut Vec<Transaction>| {
+            app.segment(Dir::ToServer, seq, 1, bytes, PLAIN, None, &cfg, budget, out);
+            seq = seq.wrapping_add(bytes.len() as u32);
+        };
+        let mut c = wirelog_parse::http2::PREFACE.to_vec();
+        c.extend(frame(4, 0, 0, &[]));
+        send(&mut app, &mut budget, &c, &mut out);
+        let at_start = budget.state();
+        assert!(at_start >= std::mem::size_of::<wirelog_parse::http2::Http2Parser>(), "{at_start}");
+        // 64 GETs left open, each inserting a new :authority (literal with
+        // incremental indexing, name index 1) into the client's HPACK table.
+        let mut last = at_start;
+        let mut grew = 0;
+        for i in 0..64u32 {
+            let host = format!("host-{i:04}.example");
+            let mut block = vec![0x82, 0x86, 0x84, 0x41, host.len() as u8];
+            block.extend_from_slice(host.as_bytes());
+            send(&mut app, &mut budget, &frame(1, 0x5, 1 + 2 * i, &block), &mut out);
+            assert!(budget.state() >= last, "state shrank at stream {i}: {} < {last}", budget.state());
+            grew += (budget.state() > last) as u32;
+            last = budget.state();
+        }
+        println!("HTTP/2 state charged: {at_start} B after the preface, {last} B with 64 open streams and 64 HPACK entries");
+        // Every insert adds its RFC size (name + value + 32) at least.
+        assert!(last >= at_start + 64 * (10 + 17 + 32), "{at_start} -> {last}");
+        assert!(grew >= 60, "grew at {grew} of 64 streams");
+        assert!(out.is_empty(), "no stream ended: {out:?}");
+        // The state takes room from out-of-order bytes: a budget with just
+        // the state's room left refuses a segment beyond the hole.
+        let mut tight = Budget::new(last + 10);
+        tight.charge_state(0, last);
+        let mut r = Reassembler::new(1 << 16);
+        r.segment(1, 0, &[], PLAIN, &mut tight, &mut |_| {});
+        r.segment(100, 0, &[0; 20], PLAIN, &mut tight, &mut |_| {});
+        assert_eq!((tight.used(), tight.refused), (0, 1));
+        // The end of the connection gives it all back.
+        let _ = app.finish(2, &cfg, &mut budget, &mut out);
+        assert_eq!(out.len(), 64);
+        assert_eq!((budget.state(), budget.used()), (0, 0));
+    }
+
     #[test]
     fn waiting_state_is_small() {
         let size = std::mem::size_of::<AppState>();

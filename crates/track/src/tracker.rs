@@ -243,6 +243,13 @@ impl Tracker {
         self.budget.used()
     }
 
+    /// Parser state held right now and charged to the same budget as the
+    /// out-of-order bytes (HTTP/2's HPACK tables, streams and header
+    /// blocks; 0 once every connection ended).
+    pub fn parser_state_bytes(&self) -> usize {
+        self.budget.state()
+    }
+
     /// What application parsing did so far.
     pub fn app_stats(&self) -> &AppStats {
         &self.app_stats

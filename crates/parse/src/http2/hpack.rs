@@ -198,10 +198,13 @@ impl Decoder {
         self.limit = self.limit.max(n as usize);
     }
 
-    /// Bytes this decoder holds (the table and its scratch buffers).
+    /// Bytes this decoder holds (the table and its scratch buffers), at
+    /// most a few per entry over. The entries' bytes are taken as the
+    /// table's RFC size (name + value + 32 each, never less than what an
+    /// entry's allocation holds) so that this is O(1): it is asked after
+    /// every segment for the memory budget.
     pub fn memory(&self) -> usize {
-        let entries: usize = self.table.iter().map(|e| e.bytes.as_ref().map_or(0, |b| b.len())).sum();
-        entries + self.table.capacity() * std::mem::size_of::<Entry>() + self.name.capacity() + self.value.capacity()
+        self.size + self.table.capacity() * std::mem::size_of::<Entry>() + self.name.capacity() + self.value.capacity()
     }
 
     /// Decodes one complete header block, handing each field to `f` in

@@ -805,6 +805,17 @@ impl Http2Parser {
                 None => TxStatus::Ok,
             },
         };
+        // A gRPC call ended by RST_STREAM (either side), a refusal or a
+        // GOAWAY before any grpc-status ended non-OK for its client
+        // (CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE, ...: gRPC's
+        // doc/PROTOCOL-HTTP2.md, "Errors", maps those codes to statuses): an
+        // error, so the map's grpc edges count it with the failed calls. A
+        // call cut only by the end of the capture stays as it was seen.
+        let ended_by_h2 = matches!(end_state, "reset_by_client" | "reset_by_server" | "refused" | "goaway");
+        let status = match &grpc {
+            Some(g) if g.status.is_none() && ended_by_h2 && req.is_some() => TxStatus::Error,
+            _ => status,
+        };
         let end_state = if end_state == "incomplete" && resp.is_none() { "no_response" } else { end_state };
         tx.end_state = end_state;
         tx.h2_error = error;

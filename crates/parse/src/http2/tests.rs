@@ -461,6 +461,56 @@ fn upgrade_from_http1() {
     }
 }
 
+/// A gRPC call ended by RST_STREAM (either side) or cut by GOAWAY before a
+/// grpc-status is an error (its client saw CANCELLED, DEADLINE_EXCEEDED,
+/// UNAVAILABLE...); one cut only by the end of the capture is not.
+#[test]
+fn grpc_calls_reset_without_status_are_errors() {
+    fn frame(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        f.extend_from_slice(&[ty, flags]);
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+    // POST (3), http (6), :path (name 4) "/p.S/M", content-type (name 31,
+    // 4-bit prefix: 15 + 16) "application/grpc".
+    let mut call = vec![0x83, 0x86, 0x04, 6];
+    call.extend_from_slice(b"/p.S/M");
+    call.extend_from_slice(&[0x0f, 0x10, 16]);
+    call.extend_from_slice(b"application/grpc");
+    let cfg = ParseConfig::default();
+    let mut p = Protocol::Http.stream_parser(&cfg);
+    let mut out = Vec::new();
+    let mut c = super::PREFACE.to_vec();
+    c.extend(frame(4, 0, 0, &[]));
+    for id in [1, 3, 5, 7] {
+        c.extend(frame(1, 0x4, id, &call));
+        c.extend(frame(0, 0x1, id, &[0, 0, 0, 0, 0]));
+    }
+    c.extend(frame(3, 0, 1, &8u32.to_be_bytes())); // the client cancels 1
+    p.data(Dir::ToServer, 1, &c, &mut out);
+    let mut s = frame(4, 0, 0, &[]);
+    s.extend(frame(3, 0, 3, &2u32.to_be_bytes())); // the server resets 3
+    let mut ga = 5u32.to_be_bytes().to_vec(); // GOAWAY(last 5) cuts 7
+    ga.extend_from_slice(&0u32.to_be_bytes());
+    s.extend(frame(7, 0, 0, &ga));
+    p.data(Dir::ToClient, 2, &s, &mut out);
+    p.finish(3, &mut out);
+    let got: HashMap<u32, (&str, crate::TxStatus)> = out
+        .iter()
+        .map(|t| match &t.detail {
+            Detail::Grpc(g) => (g.stream_id, (g.end_state, t.status)),
+            d => panic!("{d:?}"),
+        })
+        .collect();
+    assert_eq!(got[&1], ("reset_by_client", crate::TxStatus::Error));
+    assert_eq!(got[&3], ("reset_by_server", crate::TxStatus::Error));
+    assert_eq!(got[&7], ("goaway", crate::TxStatus::Error));
+    assert_eq!(got[&5], ("no_response", crate::TxStatus::NoResponse));
+    assert_eq!(out.len(), 4);
+}
+
 /// Random frames (any type, flags, stream and short payload, both
 /// directions, gaps between) never panic, and streams stay bounded.
 #[test]
