@@ -704,17 +704,7 @@ impl StreamParser for AmqpParser {
 #[cfg(feature = "fuzzing")]
 pub fn fuzz(data: &[u8]) {
     let mut p = AmqpParser::new(&ParseConfig { max_header_bytes: 64, max_text_bytes: 8, transaction_timeout_ns: 3, ..ParseConfig::default() });
-    let mut out = Vec::new();
-    for (i, (c, step)) in crate::fuzz_steps(data).enumerate() {
-        match step {
-            crate::FuzzStep::Data(dir, d) => p.data(dir, i as i64, d, &mut out),
-            crate::FuzzStep::Gap(dir, n) => p.gap(dir, i as i64, n, &mut out),
-        }
-        if c == 0xff {
-            p.expire(i as i64, &mut out);
-        }
-    }
-    p.finish(0, &mut out);
+    crate::fuzz_stream(&mut p, data);
 }
 
 #[cfg(test)]

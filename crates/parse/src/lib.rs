@@ -237,6 +237,25 @@ pub fn fuzz_steps(mut rest: &[u8]) -> impl Iterator<Item = (u8, FuzzStep<'_>)> {
     })
 }
 
+/// Runs a parser over a fuzzing script (see [`fuzz_steps`]): each step's
+/// index is its time, a control byte of 0xff also expires what waits, and
+/// the parser is finished at the end. The length-prefixed parsers (MQTT,
+/// AMQP, Kafka) take their scripts this way; others build their own.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_stream(p: &mut impl StreamParser, data: &[u8]) {
+    let mut out = Vec::new();
+    for (i, (c, step)) in fuzz_steps(data).enumerate() {
+        match step {
+            FuzzStep::Data(dir, d) => p.data(dir, i as i64, d, &mut out),
+            FuzzStep::Gap(dir, n) => p.gap(dir, i as i64, n, &mut out),
+        }
+        if c == 0xff {
+            p.expire(i as i64, &mut out);
+        }
+    }
+    p.finish(0, &mut out);
+}
+
 /// Settings shared by all parsers.
 #[derive(Clone, Debug)]
 pub struct ParseConfig {
