@@ -373,7 +373,6 @@ mod tests {
         }
     }
 
-    /// A connection waiting for payload carries a small box, not a parser.
     /// An HTTP/2 connection's state (HPACK tables, the stream table,
     /// buffered header blocks) is charged to the budget as it grows with
     /// open streams and inserted header fields, takes room from
@@ -435,6 +434,7 @@ mod tests {
         assert_eq!((budget.state(), budget.used()), (0, 0));
     }
 
+    /// A connection waiting for payload carries a small box, not a parser.
     #[test]
     fn waiting_state_is_small() {
         let size = std::mem::size_of::<AppState>();
