@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::lo::{have, settle, wait_for, LoNs};
+use common::lo::{have, settle, wait_for, LoNs, Reap};
 
 fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
@@ -59,22 +59,6 @@ ch.queue_delete(q); say("queue.delete", q, "ok")
 ch.exchange_delete("logs"); say("exchange.delete", None, "ok")
 c.close(); say("channel.close", None, "ok"); say("connection.close", None, "ok")
 "#;
-
-/// Ends every process left in the namespace (the broker's runtime, epmd)
-/// by PID, before the namespace goes.
-struct Reap<'a>(&'a LoNs);
-
-impl Drop for Reap<'_> {
-    fn drop(&mut self) {
-        for _ in 0..2 {
-            let pids = Command::new("ip").args(["netns", "pids", &self.0.name]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
-            for pid in pids.split_whitespace() {
-                let _ = Command::new("kill").arg(pid).status();
-            }
-            std::thread::sleep(Duration::from_millis(300));
-        }
-    }
-}
 
 #[test]
 fn records_match_what_the_broker_answered() {

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::lo::{have, settle, wait_for, LoNs};
+use common::lo::{have, settle, wait_for, LoNs, Reap};
 
 fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
@@ -47,21 +47,6 @@ n = sum(1 for _ in c)
 c.commit(); c.close()
 print("consumed\t%d" % n, file=sys.stderr)
 "#;
-
-/// Ends every process left in the namespace (the JVM) by PID.
-struct Reap<'a>(&'a LoNs);
-
-impl Drop for Reap<'_> {
-    fn drop(&mut self) {
-        for _ in 0..2 {
-            let pids = Command::new("ip").args(["netns", "pids", &self.0.name]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
-            for pid in pids.split_whitespace() {
-                let _ = Command::new("kill").arg(pid).status();
-            }
-            std::thread::sleep(Duration::from_millis(300));
-        }
-    }
-}
 
 const SERVER_PROPERTIES: &str = "process.roles=broker,controller
 node.id=1

@@ -70,6 +70,23 @@ impl LoNs {
     }
 }
 
+/// Ends every process still in a namespace (a broker's runtime, epmd, a
+/// JVM) by PID when dropped, before the namespace itself goes; twice, for
+/// children started while the first round was ending their parents.
+pub struct Reap<'a>(pub &'a LoNs);
+
+impl Drop for Reap<'_> {
+    fn drop(&mut self) {
+        for _ in 0..2 {
+            let pids = Command::new("ip").args(["netns", "pids", &self.0.name]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+            for pid in pids.split_whitespace() {
+                let _ = Command::new("kill").arg(pid).status();
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+}
+
 impl Drop for LoNs {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
