@@ -90,6 +90,7 @@ pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
         Protocol::Mqtt => crate::mqtt::probe(dir, data),
         Protocol::Amqp => crate::amqp::probe(dir, data),
         Protocol::Kafka => crate::kafka::probe(dir, data),
+        Protocol::Cassandra => crate::cassandra::probe(dir, data),
         // The HTTP/2 preface is HTTP's signature (its parser hands over);
         // gRPC is told from HTTP/2 per stream, by content type.
         Protocol::Grpc => Probe::NotForUs,
@@ -103,7 +104,7 @@ pub fn probe(protocol: Protocol, dir: Dir, data: &[u8]) -> Probe {
 /// 3-byte length a MongoDB length can pass for. Every protocol
 /// once (a test checks it; the length follows the table).
 pub const PROBE_ORDER: [Protocol; Protocol::ALL.len()] =
-    [Protocol::Tls, Protocol::Pgsql, Protocol::Mongodb, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns, Protocol::Memcached, Protocol::Mqtt, Protocol::Amqp, Protocol::Kafka, Protocol::Grpc];
+    [Protocol::Tls, Protocol::Pgsql, Protocol::Mongodb, Protocol::Mysql, Protocol::Http, Protocol::Redis, Protocol::Dns, Protocol::Memcached, Protocol::Mqtt, Protocol::Amqp, Protocol::Kafka, Protocol::Grpc, Protocol::Cassandra];
 
 /// What the probes together say of the first bytes of one direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -24,6 +24,7 @@ pub mod mongodb;
 pub mod mqtt;
 pub mod amqp;
 pub mod kafka;
+pub mod cassandra;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
@@ -69,6 +70,7 @@ impl ProtocolParser for Protocol {
             Protocol::Amqp => ConnParser::Amqp(amqp::AmqpParser::new(cfg)),
             Protocol::Kafka => ConnParser::Kafka(kafka::KafkaParser::new(cfg)),
             Protocol::Grpc => ConnParser::Http2(Box::new(http2::Http2Parser::new(cfg))),
+            Protocol::Cassandra => ConnParser::Cassandra(cassandra::CassandraParser::new(cfg)),
         }
     }
 }
@@ -89,6 +91,7 @@ pub enum ConnParser {
     Mqtt(mqtt::MqttParser),
     Amqp(amqp::AmqpParser),
     Kafka(kafka::KafkaParser),
+    Cassandra(cassandra::CassandraParser),
     /// HTTP/2 (and gRPC inside it); boxed: its state is larger than the others'.
     Http2(Box<http2::Http2Parser>),
 }
@@ -108,6 +111,7 @@ macro_rules! each_parser {
             ConnParser::Mqtt($p) => $e,
             ConnParser::Amqp($p) => $e,
             ConnParser::Kafka($p) => $e,
+            ConnParser::Cassandra($p) => $e,
             ConnParser::Http2($p) => $e,
         }
     };

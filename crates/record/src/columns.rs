@@ -263,6 +263,7 @@ pub fn of(p: Protocol) -> &'static Columns {
         Protocol::Mqtt => &crate::mqtt::COLUMNS,
         Protocol::Amqp => &crate::amqp::COLUMNS,
         Protocol::Kafka => &crate::kafka::COLUMNS,
+        Protocol::Cassandra => &crate::cassandra::COLUMNS,
         Protocol::Grpc => &crate::grpc::COLUMNS,
     }
 }

@@ -34,6 +34,7 @@ pub use tx::{dns, http, grpc, memcached, mongodb, mysql, pgsql, redis, tls, Deta
 pub use tx::mqtt;
 pub use tx::amqp;
 pub use tx::kafka;
+pub use tx::cassandra;
 pub use uid::{Uid, UidGenerator};
 pub use owner::{ProcOwner, ProcOwners};
 pub use wirelog_packet::IpAddr16;

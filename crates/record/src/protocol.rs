@@ -107,6 +107,9 @@ macro_rules! protocol_table {
             /// gRPC over HTTP/2 (h2c): one call per stream. Found by the
             /// HTTP/2 preface on any port; 50051 is gRPC's customary port.
             Grpc { name: "grpc", service: "grpc", log: "grpc", ports: &[50051], what: "gRPC calls" }
+            /// Cassandra's CQL native protocol v3 to v5 (port, or a client's
+            /// first OPTIONS/STARTUP frame).
+            Cassandra { name: "cassandra", service: "cassandra", log: "cassandra", ports: &[9042], what: "Cassandra CQL requests" }
         }
     };
 }

@@ -10,6 +10,7 @@ pub mod mongodb;
 pub mod mqtt;
 pub mod amqp;
 pub mod kafka;
+pub mod cassandra;
 pub mod mysql;
 pub mod pgsql;
 pub mod redis;
@@ -98,6 +99,7 @@ pub enum Detail {
     Mqtt(crate::mqtt::MqttTx),
     Amqp(crate::amqp::AmqpTx),
     Kafka(crate::kafka::KafkaTx),
+    Cassandra(crate::cassandra::CassandraTx),
     Grpc(crate::grpc::GrpcTx),
 }
 
@@ -117,6 +119,7 @@ impl Detail {
             Detail::Mqtt(_) => Protocol::Mqtt,
             Detail::Amqp(_) => Protocol::Amqp,
             Detail::Kafka(_) => Protocol::Kafka,
+            Detail::Cassandra(_) => Protocol::Cassandra,
             Detail::Grpc(_) => Protocol::Grpc,
         }
     }

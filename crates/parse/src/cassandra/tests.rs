@@ -1,0 +1,210 @@
+use super::*;
+use crate::testutil::{run_parser, tcp_events};
+
+fn ct(t: &Transaction) -> &CassandraTx {
+    match &t.detail {
+        Detail::Cassandra(c) => c,
+        _ => panic!("not cassandra"),
+    }
+}
+
+fn run(rel: &str) -> Vec<Transaction> {
+    let ev = tcp_events(&format!("packetbeat2/pcaps/cassandra/v4/{rel}"), &[9042]);
+    run_parser(&ev, || Box::new(CassandraParser::new(&ParseConfig::default()))).into_iter().flatten().collect()
+}
+
+/// Requests and responses of each reference capture, as tshark's CQL
+/// dissector counts them (`tshark -d tcp.port==9042,cql -Y cql -T fields
+/// -E occurrence=a -e cql.direction -e cql.opcode`): every request is paired
+/// by its stream id with a response, nothing is left over.
+#[test]
+fn reference_captures_pair_every_request_by_stream() {
+    for (pcap, ops) in [
+        ("cassandra_create_keyspace.pcap", &[("QUERY", 4)][..]),
+        ("cassandra_create_table.pcap", &[("QUERY", 8)]),
+        ("cassandra_insert.pcap", &[("QUERY", 1)]),
+        ("cassandra_select.pcap", &[("QUERY", 1)]),
+        ("cassandra_mixed_frame.pcap", &[("OPTIONS", 2), ("STARTUP", 2), ("REGISTER", 1), ("QUERY", 12)]),
+        ("cassandra_compressed.pcap", &[("STARTUP", 2), ("REGISTER", 1), ("QUERY", 17)]),
+    ] {
+        let txs = run(pcap);
+        let total: usize = ops.iter().map(|o| o.1).sum();
+        assert_eq!(txs.len(), total, "{pcap}: {txs:#?}");
+        for (op, n) in ops {
+            assert_eq!(txs.iter().filter(|t| ct(t).op == *op).count(), *n, "{pcap} {op}");
+        }
+        for t in &txs {
+            assert_eq!(t.status, TxStatus::Ok, "{pcap}: {t:#?}");
+            assert!(t.request.is_some() && t.response.is_some());
+            assert_eq!(ct(t).version, 4);
+        }
+    }
+}
+
+#[test]
+fn packetbeats_create_keyspace_facts() {
+    let txs = run("cassandra_create_keyspace.pcap");
+    let t = &txs[0];
+    let c = ct(t);
+    assert_eq!(c.query.as_deref(), Some("CREATE KEYSPACE mykeyspace WITH REPLICATION = { 'class' : 'SimpleStrategy', 'replication_factor' : 1 };"));
+    assert_eq!(c.fingerprint.as_deref(), Some("create keyspace mykeyspace with replication = { ? : ?, ? : ? };"));
+    assert_eq!((c.op, c.response_op, c.stream, c.consistency), ("QUERY", Some("RESULT"), Some(20), Some("ONE")));
+    assert_eq!((c.result, c.change.as_deref(), c.keyspace.as_deref()), (Some("schema_change"), Some("CREATED KEYSPACE"), Some("mykeyspace")));
+    // Frame sizes with their 9-byte header (Packetbeat's client/server bytes).
+    assert_eq!((t.request.unwrap().bytes, t.response.unwrap().bytes), (133, 44));
+    // Packetbeat: event.duration 62453000 ns.
+    assert_eq!(t.latency_ns(), Some(62_453_000));
+    // The later selects, by stream, with tshark's cql.result.rows.row_count
+    // (streams 22 and 21 are answered in one segment, 22 first).
+    let rows: Vec<_> = txs.iter().map(|t| (ct(t).stream, ct(t).rows)).collect();
+    assert_eq!(rows, [(Some(20), None), (Some(22), Some(1)), (Some(21), Some(0)), (Some(23), Some(1))]);
+}
+
+#[test]
+fn select_and_insert_results() {
+    let s = &run("cassandra_select.pcap")[0];
+    let c = ct(s);
+    assert_eq!((c.query.as_deref(), c.stream, c.result, c.rows, c.columns), (Some("SELECT * FROM users;"), Some(253), Some("rows"), Some(1), Some(3)));
+    assert_eq!((c.keyspace.as_deref(), c.table.as_deref()), (Some("mykeyspace"), Some("users")));
+    assert_eq!((s.request.unwrap().bytes, s.response.unwrap().bytes), (9 + 41, 9 + 89));
+    let i = &run("cassandra_insert.pcap")[0];
+    assert_eq!((ct(i).result, ct(i).stream, ct(i).fingerprint.as_deref()), (Some("void"), Some(252), Some("insert into users (user_id, fname, lname) values(?+);")));
+}
+
+/// The snappy-compressed capture: bodies decompressed (tshark reads the
+/// same statements), and each response paired by stream id: the query on
+/// stream 0 with the response on stream 0 (system.local, 1 row; tshark's
+/// row count), not with the stream-64 response that arrives first.
+#[test]
+fn snappy_frames_are_read_and_paired_by_stream() {
+    let txs = run("cassandra_compressed.pcap");
+    assert!(txs.iter().all(|t| ct(t).compression == Some("snappy") || ct(t).op == "STARTUP"), "{txs:#?}");
+    let local = txs.iter().find(|t| ct(t).query.as_deref() == Some("SELECT * FROM system.local WHERE key='local'")).unwrap();
+    let c = ct(local);
+    assert_eq!((c.stream, c.rows, c.keyspace.as_deref(), c.table.as_deref()), (Some(0), Some(1), Some("system"), Some("local")));
+    assert_eq!(c.compression, Some("snappy"));
+    let peers = txs.iter().find(|t| ct(t).query.as_deref() == Some("SELECT * FROM system.peers")).unwrap();
+    assert_eq!((ct(peers).stream, ct(peers).rows, ct(peers).table.as_deref()), (Some(64), Some(0), Some("peers")));
+    // The STARTUP is never compressed (2.2); its READY is.
+    let st = txs.iter().find(|t| ct(t).op == "STARTUP").unwrap();
+    assert_eq!((ct(st).response_op, ct(st).compression), (Some("READY"), Some("snappy")));
+}
+
+fn frame_bytes(version: u8, flags: u8, stream: i16, op: u8, body: &[u8]) -> Vec<u8> {
+    let mut v = vec![version, flags];
+    v.extend_from_slice(&stream.to_be_bytes());
+    v.push(op);
+    v.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    v.extend_from_slice(body);
+    v
+}
+
+fn long_string(s: &str) -> Vec<u8> {
+    [&(s.len() as u32).to_be_bytes()[..], s.as_bytes()].concat()
+}
+
+fn string(s: &[u8]) -> Vec<u8> {
+    [&(s.len() as u16).to_be_bytes()[..], s].concat()
+}
+
+#[test]
+fn prepare_execute_batch_error_event_and_redaction() {
+    let cfg = ParseConfig { redact: true, ..ParseConfig::default() };
+    let mut p = CassandraParser::new(&cfg);
+    let mut out = Vec::new();
+    let q = "SELECT * FROM ks.t WHERE id = 'secret'";
+    p.data(Dir::ToServer, 1, &frame_bytes(4, 0, 5, 0x09, &long_string(q)), &mut out);
+    // RESULT prepared: kind 4, id "ab", then metadata (not read).
+    let body = [&4u32.to_be_bytes()[..], &string(b"ab"), &[0; 8]].concat();
+    p.data(Dir::ToClient, 2, &frame_bytes(0x84, 0, 5, 0x08, &body), &mut out);
+    // EXECUTE of "ab" at QUORUM, and a BATCH (unlogged, 2 statements),
+    // both sent before either answer; answered out of order.
+    let exec = [&string(b"ab")[..], &4u16.to_be_bytes(), &[0]].concat();
+    let batch = [&[1u8][..], &2u16.to_be_bytes(), &[0], &long_string("INSERT INTO t (a) VALUES (1)"), &0u16.to_be_bytes(), &[1], &string(b"ab"), &1u16.to_be_bytes(), &3u32.to_be_bytes(), b"xyz", &6u16.to_be_bytes(), &[0]].concat();
+    let both = [frame_bytes(4, 0, 6, 0x0A, &exec), frame_bytes(4, 0, 7, 0x0D, &batch)].concat();
+    // Split across calls at every third byte.
+    for (i, c) in both.chunks(3).enumerate() {
+        p.data(Dir::ToServer, 3 + i as i64, c, &mut out);
+    }
+    let err = [&0x2200u32.to_be_bytes()[..], &string(b"unconfigured table t")].concat();
+    p.data(Dir::ToClient, 100, &frame_bytes(0x84, 0, 7, 0x00, &err), &mut out);
+    p.data(Dir::ToClient, 101, &frame_bytes(0x84, 0, 6, 0x08, &1u32.to_be_bytes()), &mut out);
+    // A server push on stream -1, and a response nobody asked for.
+    let ev = [string(b"SCHEMA_CHANGE"), string(b"CREATED"), string(b"TABLE"), string(b"ks"), string(b"t2")].concat();
+    p.data(Dir::ToClient, 102, &frame_bytes(0x84, 0, -1, 0x0C, &ev), &mut out);
+    p.data(Dir::ToClient, 103, &frame_bytes(0x84, 0, 9, 0x08, &1u32.to_be_bytes()), &mut out);
+    p.finish(104, &mut out);
+    assert_eq!(out.len(), 5, "{out:#?}");
+    let prep = ct(&out[0]);
+    assert_eq!((prep.op, prep.result, prep.query.as_deref()), ("PREPARE", Some("prepared"), Some("SELECT * FROM ks.t WHERE id = ?")));
+    assert_eq!(prep.fingerprint.as_deref(), Some("select * from ks.t where id = ?"));
+    let (b, e) = (&out[1], &out[2]);
+    assert_eq!((ct(b).op, b.status, ct(b).error, ct(b).error_code), ("BATCH", TxStatus::Error, Some("Invalid"), Some(0x2200)));
+    assert_eq!((ct(b).batch_type, ct(b).batch_statements, ct(b).consistency), (Some("unlogged"), Some(2), Some("LOCAL_QUORUM")));
+    assert_eq!((ct(b).query.as_deref(), ct(b).error_message.as_deref()), (Some("INSERT INTO t (a) VALUES (?)"), Some("unconfigured table t")));
+    assert_eq!((ct(e).op, e.status, ct(e).consistency, ct(e).result), ("EXECUTE", TxStatus::Ok, Some("QUORUM"), Some("void")));
+    assert_eq!(ct(e).query, prep.query, "an EXECUTE is named by its PREPARE");
+    assert_eq!((e.request.unwrap().first_ns, e.response.unwrap().last_ns), (3, 101));
+    let push = &out[3];
+    assert_eq!((ct(push).op, ct(push).stream, push.status, push.request), ("EVENT", None, TxStatus::Ok, None));
+    assert_eq!((ct(push).change.as_deref(), ct(push).table.as_deref()), (Some("SCHEMA_CHANGE CREATED TABLE"), Some("t2")));
+    assert_eq!(out[4].status, TxStatus::NoRequest);
+    assert_eq!(p.stats().malformed, 1);
+}
+
+/// Protocol v5: after READY, frames inside segments (uncompressed: a 6-byte
+/// header, payload, CRC32), one segment carrying two frames and one frame
+/// cut across two segments; and v4 with lz4 bodies.
+#[test]
+fn v5_segments_and_lz4_bodies() {
+    let mut p = CassandraParser::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    let startup = [&1u16.to_be_bytes()[..], &string(b"CQL_VERSION"), &string(b"3.0.0")].concat();
+    let st = frame_bytes(5, 0, 0, 0x01, &startup);
+    assert_eq!(probe(Dir::ToServer, &st), crate::detect::Probe::Certain);
+    p.data(Dir::ToServer, 1, &st, &mut out);
+    p.data(Dir::ToClient, 2, &frame_bytes(0x85, 0, 0, 0x02, &[]), &mut out);
+    let seg = |payload: &[u8], self_contained: bool| {
+        let v = payload.len() as u32 | (u32::from(self_contained) << 17);
+        [&v.to_le_bytes()[..3], &[0, 0, 0], payload, &[0, 0, 0, 0]].concat()
+    };
+    let q1 = frame_bytes(5, 0, 1, 0x07, &[long_string("SELECT 1"), vec![0, 1], vec![0, 0, 0, 0]].concat());
+    let q2 = frame_bytes(5, 0, 2, 0x07, &[long_string("SELECT 2"), vec![0, 1], vec![0, 0, 0, 0]].concat());
+    let (a, b) = q2.split_at(10);
+    let wire = [seg(&[q1.clone(), a.to_vec()].concat(), false), seg(b, false)].concat();
+    p.data(Dir::ToServer, 3, &wire[..7], &mut out);
+    p.data(Dir::ToServer, 4, &wire[7..], &mut out);
+    let r = [frame_bytes(0x85, 0, 2, 0x08, &1u32.to_be_bytes()), frame_bytes(0x85, 0, 1, 0x08, &1u32.to_be_bytes())].concat();
+    p.data(Dir::ToClient, 5, &seg(&r, true), &mut out);
+    assert_eq!(out.len(), 3, "{out:#?}");
+    assert_eq!((ct(&out[1]).query.as_deref(), ct(&out[2]).query.as_deref()), (Some("SELECT 2"), Some("SELECT 1")));
+    assert!(out.iter().all(|t| t.status == TxStatus::Ok && ct(t).version == 5));
+
+    // v4, lz4: the body is an [int] length and an LZ4 block (all literals).
+    let mut p = CassandraParser::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    let startup = [&2u16.to_be_bytes()[..], &string(b"CQL_VERSION"), &string(b"3.0.0"), &string(b"COMPRESSION"), &string(b"lz4")].concat();
+    p.data(Dir::ToServer, 1, &frame_bytes(4, 0, 0, 0x01, &startup), &mut out);
+    p.data(Dir::ToClient, 2, &frame_bytes(0x84, 0, 0, 0x02, &[]), &mut out);
+    let raw = [long_string("SELECT now() FROM system.local"), vec![0, 6], vec![0]].concat();
+    let mut block = vec![0xf0, (raw.len() - 15) as u8];
+    block.extend_from_slice(&raw);
+    let body = [&(raw.len() as u32).to_be_bytes()[..], &block].concat();
+    p.data(Dir::ToServer, 3, &frame_bytes(4, 1, 3, 0x07, &body), &mut out);
+    p.data(Dir::ToClient, 4, &frame_bytes(0x84, 1, 3, 0x08, &[0, 0, 0, 0, 0xf0, 0, 0, 0, 0, 1]), &mut out);
+    let q = ct(&out[1]);
+    assert_eq!((q.query.as_deref(), q.consistency, q.compression, q.result), (Some("SELECT now() FROM system.local"), Some("LOCAL_QUORUM"), Some("lz4"), Some("void")), "{out:#?}");
+}
+
+#[test]
+fn not_cql_and_fresh() {
+    assert_eq!(probe(Dir::ToServer, &[4, 0, 0, 0, 5, 0, 0, 0, 0]), crate::detect::Probe::Certain);
+    assert_eq!(probe(Dir::ToServer, &[4, 0, 0, 0, 5, 0, 0, 0, 1]), crate::detect::Probe::NotForUs);
+    assert_eq!(probe(Dir::ToServer, b"GET / HTTP/1.1\r\n"), crate::detect::Probe::NotForUs);
+    assert_eq!(probe(Dir::ToClient, &[4, 0, 0, 0, 5, 0, 0, 0, 0]), crate::detect::Probe::NotForUs);
+    let mut p = CassandraParser::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    p.data(Dir::ToServer, 1, b"GET / HTTP/1.1\r\n\r\n", &mut out);
+    assert!(out.is_empty());
+    assert_eq!(p.stats().unparsed_bytes, 18);
+}
