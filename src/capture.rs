@@ -726,6 +726,7 @@ impl Worker {
         c.kernel_drops.store(d, Relaxed);
         c.kernel_freezes.store(f, Relaxed);
         c.evicted.store(self.probe.track_stats().evicted, Relaxed);
+        c.missed_bytes.store(self.probe.track_stats().missed_bytes, Relaxed);
         c.flows_early.store(self.probe.tracker().flows_emitted_early(), Relaxed);
         let ds = self.probe.decode_stats();
         c.checksum_valid.store(ds.good_checksum, Relaxed);

@@ -457,6 +457,11 @@ impl wirelog_sink::Sink for ClickHouseSink {
             self.rows(t).tx(&probe, &iface, t, r);
             self.cut_if_full_holding(t, &mut probe, &mut iface);
         }
+        let t = Table::Store(Kind::Loss);
+        for r in &b.losses {
+            self.rows(t).loss(&probe, &iface, r);
+            self.cut_if_full_holding(t, &mut probe, &mut iface);
+        }
         self.cfg.probe = probe;
         self.cfg.iface = iface;
         let x509 = Table::Store(Kind::X509);

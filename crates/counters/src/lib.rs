@@ -63,6 +63,9 @@ pub struct WorkerCounters {
     /// The sampling in force: one new connection in this many is parsed
     /// (0 or 1: every one). A gauge, set by whoever samples.
     pub sample_one_in: AtomicU64,
+    /// Bytes missing from TCP streams (conn.log's `missed_bytes`), over
+    /// ended connections.
+    pub missed_bytes: AtomicU64,
 }
 
 /// Records a capture worker keeps while the output thread is behind (a disk
@@ -95,6 +98,7 @@ pub struct WorkerStats {
     pub output_waits: u64,
     pub sampled_connections: u64,
     pub sample_one_in: u64,
+    pub missed_bytes: u64,
 }
 
 impl WorkerCounters {
@@ -120,6 +124,7 @@ impl WorkerCounters {
             output_waits: self.output_waits.load(Relaxed),
             sampled_connections: self.sampled_connections.load(Relaxed),
             sample_one_in: self.sample_one_in.load(Relaxed),
+            missed_bytes: self.missed_bytes.load(Relaxed),
         }
     }
 
@@ -161,6 +166,7 @@ impl<'a> std::iter::Sum<&'a WorkerStats> for WorkerStats {
             sampled_connections: t.sampled_connections + w.sampled_connections,
             // A gauge: the sparsest sampling any worker is at.
             sample_one_in: t.sample_one_in.max(w.sample_one_in),
+            missed_bytes: t.missed_bytes + w.missed_bytes,
         })
     }
 }
