@@ -262,6 +262,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             stop,
             flow_interval_ns: probe_cfg.track.flow_interval_ns,
             iface_names: names.clone(),
+            loss: wirelog_record::LossMeter::new(names.join(",")),
             warned_down: Default::default(),
             procs: resolver.as_ref().map(|r| r.sender()),
         };
@@ -573,6 +574,8 @@ struct Worker {
     stop: Stop,
     flow_interval_ns: i64,
     iface_names: Vec<String>,
+    /// The loss table's rows of this worker, per minute of the wall clock.
+    loss: wirelog_record::LossMeter,
     /// Interfaces already reported down.
     warned_down: std::collections::HashSet<usize>,
     /// capture --processes: new connections go to the resolver.
@@ -611,6 +614,9 @@ impl Worker {
             if now >= next_tick {
                 self.probe.advance(now - lag_ns);
                 self.update_stats();
+                if self.loss.due(now) {
+                    self.loss_rows(now);
+                }
                 self.ship()?;
                 next_tick = now + TICK_NS;
             }
@@ -635,6 +641,8 @@ impl Worker {
         while self.drain_rings() {}
         self.probe.finish();
         self.update_stats();
+        self.loss.due(now_ns());
+        self.loss_rows(now_ns());
         self.ship()?;
         // What the output thread had no room for yet goes now, waiting.
         let held = std::mem::take(&mut self.batch);
@@ -718,6 +726,7 @@ impl Worker {
         c.kernel_drops.store(d, Relaxed);
         c.kernel_freezes.store(f, Relaxed);
         c.evicted.store(self.probe.track_stats().evicted, Relaxed);
+        c.missed_bytes.store(self.probe.track_stats().missed_bytes, Relaxed);
         c.flows_early.store(self.probe.tracker().flows_emitted_early(), Relaxed);
         let ds = self.probe.decode_stats();
         c.checksum_valid.store(ds.good_checksum, Relaxed);
@@ -729,6 +738,24 @@ impl Worker {
         c.parse_gaps.store(a.parse.gaps, Relaxed);
         c.unparsed_bytes.store(a.parse.unparsed_bytes, Relaxed);
         c.parsers_gave_up.store(a.gave_up, Relaxed);
+    }
+
+    /// Ends the loss table's open minute (see `wirelog_record::loss`): the
+    /// probe's counts, and the ring's and sampling's as the stats line
+    /// and `/metrics` have them (`update_stats` just published them).
+    fn loss_rows(&mut self, now: i64) {
+        use wirelog_record::LossCount as C;
+        let mut t: wirelog_record::LossTotals = Default::default();
+        self.probe.loss_totals(&mut t);
+        let c = self.counters.snapshot();
+        let src = &mut t[0];
+        src.set(C::Packets, c.packets);
+        src.set(C::KernelPackets, c.kernel_packets);
+        src.set(C::KernelDrops, c.kernel_drops);
+        src.set(C::RingFull, c.kernel_freezes);
+        src.set(C::Undecoded, c.not_decoded);
+        src.set(C::Sampled, c.sampled_connections);
+        self.loss.close_minute(&t, now, &mut self.batch.losses);
     }
 
     /// Sends the records that ended since the last call, if any.

@@ -60,6 +60,7 @@ pub enum Command {
     ///   wirelog query tls --where 'not_valid_after < 1798761600' --by server_name,subject
     ///   wirelog query x509 --expiring 30d --by subject,san_dns,not_valid_after
     ///   wirelog query mysql --where 'resp_proc = "mysqld"' --by orig_proc   (capture --processes)
+    ///   wirelog query loss --where 'kernel_drops > 0' --by source   (how complete the data is)
     #[command(verbatim_doc_comment)]
     Query(QueryArgs),
     /// Capture live traffic from network interfaces until SIGINT/SIGTERM (or --duration).
@@ -335,6 +336,9 @@ impl ValueEnum for QueryKind {
             None if self.0 == Kind::Flows => "Flow counters per 5-minute bucket (goProbe style)",
             None if self.0 == Kind::X509 => {
                 "Certificates TLS handshakes showed (x509.log's columns), one row per certificate, role and hour"
+            }
+            None if self.0 == Kind::Loss => {
+                "What the data lacks, per minute and cause (kernel drops, evictions, gaps, sampling, sinks' drops), and how complete it is"
             }
             None => "Connections (Zeek conn.log)",
         };

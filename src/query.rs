@@ -36,6 +36,9 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
         }
         (None, w) => w.map(str::to_string),
     };
+    if kind == wirelog_store::Kind::Loss {
+        return run_loss(&args, where_.as_deref(), from, to);
+    }
     let mut spec = parse_query(
         kind,
         where_.as_deref(),
@@ -116,6 +119,63 @@ pub fn run_store(store: &std::path::Path, spec: wirelog_query::QuerySpec, from: 
         eprintln!("wirelog: warning: {w}");
     }
     Ok(engine)
+}
+
+/// `wirelog query loss`: the loss table summed per minute (or `--every`),
+/// then the range's completeness line on standard error.
+fn run_loss(args: &QueryArgs, where_: Option<&str>, from: Option<i64>, to: Option<i64>) -> Result<ExitCode> {
+    if crate::clickhouse::server(&args.clickhouse)?.is_some() {
+        bail!("query loss reads the store; in ClickHouse the `loss` table is queried with SQL (README, \"Completeness\")");
+    }
+    if args.sort.is_some() || args.top.is_some() {
+        bail!("query loss shows every minute in time order: --sort and --top do not apply (use --where, --by source,protocol, --every)");
+    }
+    let fail = |e: wirelog_query::QueryError| anyhow::anyhow!("{e}");
+    let mut q = wirelog_query::loss::LossQuery::parse(where_, args.by.as_deref(), args.every.as_deref()).map_err(fail)?;
+    if from.is_some() || to.is_some() {
+        q.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
+    }
+    let table = loss_table(&args.store, &q, from, to)?;
+    let format = match args.format {
+        Some(OutputFormat::Table) => Format::Table,
+        Some(OutputFormat::Csv) => Format::Csv,
+        Some(OutputFormat::Json) => Format::Json,
+        None => default_format(io::stdout().is_terminal()),
+    };
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    wirelog_query::loss::render(&table, format, &mut out)?;
+    out.flush()?;
+    eprintln!("wirelog: {}", wirelog_query::loss::Completeness::of(&table).text);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The loss table of the store in `store` over `[from, to)`, summed as `q` says.
+pub fn loss_table(
+    store: &std::path::Path,
+    q: &wirelog_query::loss::LossQuery,
+    from: Option<i64>,
+    to: Option<i64>,
+) -> Result<wirelog_query::loss::LossTable> {
+    if !store.is_dir() {
+        bail!("{}: no store here (write one with `wirelog read --store {}`)", store.display(), store.display());
+    }
+    let scan = Scan::new(wirelog_store::Kind::Loss).columns(&q.needed_columns()).time(from, to);
+    let mut sums = q.sums();
+    let mut problem = None;
+    let stats = Store::scan_ref(store, &scan, |batch| {
+        if problem.is_none() {
+            problem = sums.consume(batch).err();
+        }
+        Ok(())
+    })
+    .with_context(|| format!("cannot read the store {}", store.display()))?;
+    if let Some(e) = problem {
+        bail!("{}: {e}", store.display());
+    }
+    for w in &stats.warnings {
+        eprintln!("wirelog: warning: {w}");
+    }
+    Ok(sums.finish())
 }
 
 /// `--probe a,b`: the names, blanks dropped (none: every probe).

@@ -11,6 +11,7 @@ use wirelog_capture::filter::FileFilter;
 use wirelog_decode::{ChecksumMode, DecodeStats};
 use wirelog_probe::{Probe, SkipReason};
 use wirelog_query::time::format_rfc3339;
+use wirelog_record::{LossCount, LossMeter, LossRecord, LossTotals};
 use wirelog_source::CaptureReader;
 use wirelog_store::{identify, read_ingests, Ingest};
 
@@ -139,11 +140,14 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     let mut matched = 0u64;
     let mut problems_reported = 0usize;
     let mut ingests = Vec::new();
+    // The loss table: per file and minute of packet time.
+    let mut loss = ReadLoss::default();
     // A failure (an unwritable disk, say) ends the reading, and the summary
     // of what was read and written is still printed.
     let mut failed: Option<anyhow::Error> = None;
     // Bad checksums are judged per file, so the warning names the file.
     'files: for Input { mut reader, identity, path } in inputs {
+        loss.meter.set_source(reader.name());
         let (bad_before, decoded_before) = {
             let ds = probe.decode_stats();
             (ds.bad_transport_checksum + ds.bad_ip_checksum, ds.decoded)
@@ -152,6 +156,9 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         let mut file_packets = 0u64;
         let (mut first_ns, mut last_ns) = (i64::MAX, i64::MIN);
         while let Some(p) = reader.next_packet() {
+            if loss.meter.due(p.ts_ns) {
+                loss.close(&probe, packets + file_packets, p.ts_ns);
+            }
             file_packets += 1;
             first_ns = first_ns.min(p.ts_ns);
             last_ns = last_ns.max(p.ts_ns);
@@ -177,7 +184,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                 Some(_) | None => {}
             }
             if file_packets.is_multiple_of(DRAIN_EVERY) {
-                if let Err(e) = drain(&mut probe, &mut output) {
+                if let Err(e) = drain(&mut probe, &mut output, &mut loss.rows) {
                     failed = Some(e);
                     packets += file_packets;
                     break 'files;
@@ -237,7 +244,12 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         let ds = probe.decode_stats();
         let (bad, decoded) = (ds.bad_transport_checksum + ds.bad_ip_checksum - bad_before, ds.decoded - decoded_before);
         checksum_warning(&name, bad, decoded, args.probe.checksums.mode());
-        if let Err(e) = drain(&mut probe, &mut output) {
+        // The file's last minute, with the records it could not read.
+        loss.problems += reader.problems().iter().map(|p| p.count).sum::<u64>();
+        if file_packets > 0 {
+            loss.close(&probe, packets, last_ns);
+        }
+        if let Err(e) = drain(&mut probe, &mut output, &mut loss.rows) {
             failed = Some(e);
             break;
         }
@@ -255,9 +267,11 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
             // at once (they would count against --memory's constant).
             let mut r = Ok(());
             while r.is_ok() && !probe.finish_some(DRAIN_EVERY as usize) {
-                r = drain(&mut probe, &mut output);
+                r = drain(&mut probe, &mut output, &mut loss.rows);
             }
-            r.and_then(|()| drain(&mut probe, &mut output))
+            // What the connections ended here lost: the last file's last minute.
+            loss.close(&probe, packets, loss.meter.open_minute().unwrap_or(0));
+            r.and_then(|()| drain(&mut probe, &mut output, &mut loss.rows))
                 .and_then(|()| {
                     let mut last = output.batch();
                     last.ingests = ingests;
@@ -381,10 +395,35 @@ pub fn memory_line(probe: &crate::cli::ProbeArgs) -> String {
 
 /// Hands the records of ended connections and flow buckets to the writer,
 /// in a batch it gave back empty.
-fn drain(probe: &mut Probe, output: &mut Output) -> Result<()> {
+fn drain(probe: &mut Probe, output: &mut Output, losses: &mut Vec<LossRecord>) -> Result<()> {
     let mut batch = output.batch();
     probe.drain(&mut batch);
+    batch.losses.append(losses);
     Ok(output.send(batch)?)
+}
+
+/// `read`'s rows of the loss table: one per file and minute of packet time
+/// (and per protocol whose parsers lost something), from the probe's
+/// counters, the packets read and the records the reader could not read.
+#[derive(Default)]
+struct ReadLoss {
+    meter: LossMeter,
+    /// Records of the files done that could not be read.
+    problems: u64,
+    /// Rows not handed to the output yet.
+    rows: Vec<LossRecord>,
+}
+
+impl ReadLoss {
+    /// Ends the open minute: `read` packets read so far (all files), the
+    /// next minute the one of `next_ns`.
+    fn close(&mut self, probe: &Probe, read: u64, next_ns: i64) {
+        let mut t: LossTotals = Default::default();
+        probe.loss_totals(&mut t);
+        t[0].set(LossCount::KernelPackets, read);
+        t[0].add(LossCount::Undecoded, self.problems);
+        self.meter.close_minute(&t, next_ns, &mut self.rows);
+    }
 }
 
 fn open(path: &Path) -> Result<CaptureReader, wirelog_source::OpenError> {

@@ -215,6 +215,19 @@ impl Rows {
         self.rows += 1;
     }
 
+    /// A loss row: the store's `loss` columns (minute, source, protocol,
+    /// then every count in `LossCount::ALL` order).
+    pub fn loss(&mut self, probe: &str, iface: &str, r: &wirelog_record::LossRecord) {
+        self.identity(probe, iface);
+        self.time(r.ts_ns);
+        self.str(&r.source);
+        self.str(r.protocol.map_or("", |p| p.name()));
+        for n in r.counts.0 {
+            self.u64(n);
+        }
+        self.rows += 1;
+    }
+
     pub fn health(&mut self, probe: &str, iface: &str, h: &Health) {
         self.identity(probe, iface);
         self.time(h.ts_ns);

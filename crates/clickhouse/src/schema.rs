@@ -18,11 +18,12 @@ use wirelog_store::{ColSpec, Kind};
 ///   at the end of every transaction table.
 /// - 3: the `x509` table (certificates TLS handshakes showed), a
 ///   `SummingMergeTree` on `handshakes`.
-pub const SCHEMA_VERSION: u32 = 3;
+/// - 4: the `loss` table (the completeness record, per minute and source).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Statements beyond added tables and columns that take a database from
 /// version `n - 1` to `n` (index `n - 2`; version 1 is created whole).
-pub const MIGRATIONS: &[&[&str]] = &[&[], &[]];
+pub const MIGRATIONS: &[&[&str]] = &[&[], &[], &[]];
 
 /// A column's ClickHouse type, which also decides its RowBinary encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,6 +191,8 @@ impl Table {
             // What a certificate row is about, per hour: the rows the
             // SummingMergeTree folds into one.
             Table::Store(Kind::X509) => "probe, fingerprint, role, host_cert, toStartOfHour(ts)",
+            // Read per probe and source over time.
+            Table::Store(Kind::Loss) => "probe, source, ts",
             Table::Store(_) => "probe, server, server_port, ts",
             Table::Health => "probe, ts",
         }

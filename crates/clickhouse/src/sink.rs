@@ -430,6 +430,13 @@ impl wirelog_sink::Sink for ClickHouseSink {
         "clickhouse"
     }
 
+    /// Rows dropped so far (a full spool): the loss table's
+    /// `records_dropped`, with the other sinks'. Never a wait: the spool
+    /// is this sink's own room.
+    fn space(&self) -> wirelog_sink::Space {
+        wirelog_sink::Space { dropped: self.dropped_rows(), waiting: None }
+    }
+
     fn write(&mut self, b: &Batch) -> io::Result<()> {
         let mut probe = std::mem::take(&mut self.cfg.probe);
         let mut iface = std::mem::take(&mut self.cfg.iface);
@@ -448,6 +455,11 @@ impl wirelog_sink::Sink for ClickHouseSink {
         for r in &b.txs {
             let t = Table::Store(tx_kind(r.protocol));
             self.rows(t).tx(&probe, &iface, t, r);
+            self.cut_if_full_holding(t, &mut probe, &mut iface);
+        }
+        let t = Table::Store(Kind::Loss);
+        for r in &b.losses {
+            self.rows(t).loss(&probe, &iface, r);
             self.cut_if_full_holding(t, &mut probe, &mut iface);
         }
         self.cfg.probe = probe;

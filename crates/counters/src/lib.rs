@@ -56,6 +56,16 @@ pub struct WorkerCounters {
     /// thread, having held [`MAX_HELD_RECORDS`] records for it
     /// already (the kernel drops packets meanwhile).
     pub output_waits: AtomicU64,
+    /// New connections of parsed protocols whose parsing was skipped
+    /// because parsing is sampled (the CPU budget's first step: it adds to
+    /// this); the loss table's `sampled`.
+    pub sampled_connections: AtomicU64,
+    /// The sampling in force: one new connection in this many is parsed
+    /// (0 or 1: every one). A gauge, set by whoever samples.
+    pub sample_one_in: AtomicU64,
+    /// Bytes missing from TCP streams (conn.log's `missed_bytes`), over
+    /// ended connections.
+    pub missed_bytes: AtomicU64,
 }
 
 /// Records a capture worker keeps while the output thread is behind (a disk
@@ -86,6 +96,9 @@ pub struct WorkerStats {
     pub unparsed_bytes: u64,
     pub parsers_gave_up: u64,
     pub output_waits: u64,
+    pub sampled_connections: u64,
+    pub sample_one_in: u64,
+    pub missed_bytes: u64,
 }
 
 impl WorkerCounters {
@@ -109,6 +122,9 @@ impl WorkerCounters {
             unparsed_bytes: self.unparsed_bytes.load(Relaxed),
             parsers_gave_up: self.parsers_gave_up.load(Relaxed),
             output_waits: self.output_waits.load(Relaxed),
+            sampled_connections: self.sampled_connections.load(Relaxed),
+            sample_one_in: self.sample_one_in.load(Relaxed),
+            missed_bytes: self.missed_bytes.load(Relaxed),
         }
     }
 
@@ -147,6 +163,10 @@ impl<'a> std::iter::Sum<&'a WorkerStats> for WorkerStats {
             unparsed_bytes: t.unparsed_bytes + w.unparsed_bytes,
             parsers_gave_up: t.parsers_gave_up + w.parsers_gave_up,
             output_waits: t.output_waits + w.output_waits,
+            sampled_connections: t.sampled_connections + w.sampled_connections,
+            // A gauge: the sparsest sampling any worker is at.
+            sample_one_in: t.sample_one_in.max(w.sample_one_in),
+            missed_bytes: t.missed_bytes + w.missed_bytes,
         })
     }
 }

@@ -250,6 +250,37 @@ impl Probe {
         self.tracker.app_stats()
     }
 
+    /// The probe's share of the loss table's counts, cumulative since it
+    /// started, into `out` (the source's row at 0, each protocol's at 1 +
+    /// its index): what the decoder, the tracker and the parsers already
+    /// count. The kernel's counts, sampling and the sinks' drops are the
+    /// caller's (see `wirelog_record::loss`).
+    pub fn loss_totals(&self, out: &mut wirelog_record::LossTotals) {
+        use wirelog_decode::SkipReason;
+        use wirelog_record::LossCount as C;
+        let ds = self.decoder.stats();
+        let undecoded: u64 = ds
+            .skipped_iter()
+            .filter(|(r, _)| !matches!(r, SkipReason::NotIp | SkipReason::FragmentHeld))
+            .map(|(_, n)| n)
+            .sum();
+        let ts = self.tracker.stats();
+        let src = &mut out[0];
+        src.set(C::Packets, ds.packets());
+        src.set(C::Undecoded, undecoded);
+        src.set(C::Evicted, ts.evicted);
+        src.set(C::FlowsEarly, self.tracker.flows_emitted_early());
+        src.set(C::MissedBytes, ts.missed_bytes);
+        let a = self.tracker.app_stats();
+        for (i, row) in out[1..].iter_mut().enumerate() {
+            let p = &a.parse_by[i];
+            row.set(C::Gaps, p.gaps);
+            row.set(C::UnparsedBytes, p.unparsed_bytes);
+            row.set(C::Malformed, p.malformed);
+            row.set(C::GaveUp, a.gave_up_by[i]);
+        }
+    }
+
     /// Connections open right now.
     pub fn active_connections(&self) -> usize {
         self.tracker.active_connections()

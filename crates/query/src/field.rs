@@ -260,14 +260,29 @@ static X509: &[Def] = &[
     opt("basic_constraints_path_len", U64, &["path_len"]),
 ];
 
+/// The loss table (`wirelog query loss`): its minute, source, protocol,
+/// and one count per [`wirelog_record::LossCount`].
+fn loss_defs() -> &'static [Def] {
+    static DEFS: OnceLock<Vec<Def>> = OnceLock::new();
+    DEFS.get_or_init(|| {
+        let head = [def("ts", Ty::Time, &["time", "minute"]), def("source", Ty::Str, &["iface", "file"]), def("protocol", Ty::Str, &[])];
+        let counts = wirelog_record::LossCount::ALL.iter().map(|c| {
+            let ty = if c.name().ends_with("bytes") { U64B } else { U64C };
+            def(c.name(), ty, &[])
+        });
+        head.into_iter().chain(counts).collect()
+    })
+}
+
 fn defs(kind: Kind) -> &'static [Def] {
     match kind {
         Kind::Flows => FLOWS,
         Kind::Conns => CONNS,
         Kind::X509 => X509,
+        Kind::Loss => loss_defs(),
         _ => match kind.protocol() {
             Some(p) => tx_defs(p),
-            None => unreachable!("every kind but flows, conns and x509 is a protocol's"),
+            None => unreachable!("every kind but flows, conns, x509 and loss is a protocol's"),
         },
     }
 }

@@ -120,6 +120,7 @@ pub mod expr;
 pub mod field;
 mod filter;
 mod hash;
+pub mod loss;
 pub mod hist;
 pub mod key;
 pub mod parse;

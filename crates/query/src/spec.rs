@@ -206,6 +206,15 @@ pub fn parse_query(
     top: Option<usize>,
     every: Option<&str>,
 ) -> Result<QuerySpec, QueryError> {
+    if kind == Kind::Loss {
+        return Err(QueryError::custom(
+            "--kind",
+            "loss",
+            1,
+            "a record kind",
+            "the loss table is summed by `wirelog query loss` and /api/loss, every count a column (crate::loss)",
+        ));
+    }
     let filter = match where_ {
         Some(w) if !w.trim().is_empty() => Some(parse_where(kind, w)?),
         _ => None,
@@ -248,6 +257,7 @@ pub fn default_by(kind: Kind) -> Vec<Field> {
         Kind::Flows => &["client", "server", "server_port", "proto"],
         Kind::Conns => &["orig_h", "resp_h", "resp_p", "proto"],
         Kind::X509 => &["subject", "issuer", "not_valid_after"],
+        Kind::Loss => &["source", "protocol"],
         _ => match kind.protocol() {
             Some(p) => wirelog_record::columns::of(p).by,
             None => unreachable!("every kind but flows, conns and x509 is a protocol's"),

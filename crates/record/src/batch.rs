@@ -14,6 +14,9 @@ pub struct Batch {
     /// Captures whose records are all in this batch or earlier ones: a
     /// store lists them once those are written.
     pub ingests: Vec<Ingest>,
+    /// Completeness rows (the `loss` table): what each packet path and the
+    /// sinks could not record, per minute.
+    pub losses: Vec<crate::LossRecord>,
 }
 
 /// Room for records of each kind a recycled batch keeps (see [`Batch::recycle`]):
@@ -23,7 +26,7 @@ pub const RECYCLED_CAPACITY: usize = 16_384;
 
 impl Batch {
     pub fn is_empty(&self) -> bool {
-        self.conns.is_empty() && self.flows.is_empty() && self.txs.is_empty() && self.ingests.is_empty()
+        self.conns.is_empty() && self.flows.is_empty() && self.txs.is_empty() && self.ingests.is_empty() && self.losses.is_empty()
     }
 
     /// Fills what the packet path leaves to the output stage (each
@@ -55,6 +58,7 @@ impl Batch {
         self.flows.clear();
         self.txs.clear();
         self.ingests.clear();
+        self.losses.clear();
     }
 }
 

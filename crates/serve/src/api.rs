@@ -10,6 +10,8 @@
 //! | `/api/map?from=&to=` | service map: nodes (hosts, services, with the processes behind them when known) and edges (calls per protocol) |
 //! | `/api/extent` | per kind: rows, files, bytes, first and last time |
 //! | `/api/health` | the process (and a live capture's counters), now and over time |
+//! | `/api/loss?where=&by=&every=&from=&to=` | the loss table per minute (`wirelog query loss`), with the range's completeness |
+//! | `/api/completeness?from=&to=` | how complete the range's data is: the line every view shows, and its numbers |
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -140,6 +142,8 @@ pub(crate) fn router(state: Arc<State>) -> Router {
             .route("/api/extent", get(extent))
             .route("/api/schema", get(schema))
             .route("/api/health", get(health_now))
+            .route("/api/loss", get(crate::loss::rows))
+            .route("/api/completeness", get(crate::loss::completeness))
             .route("/", get(ui::index))
             .route("/ui/{file}", get(ui::asset));
     }
@@ -192,7 +196,7 @@ impl ApiError {
         )
     }
 
-    fn query(e: QueryError) -> ApiError {
+    pub(crate) fn query(e: QueryError) -> ApiError {
         let p = e.flag.trim_start_matches('-');
         let mut a = ApiError::bad(p, e.to_string());
         a.parameter = Some(p.to_string());
@@ -247,7 +251,7 @@ impl Params {
         Ok(Params(m))
     }
 
-    fn get(&self, k: &str) -> Option<&str> {
+    pub(crate) fn get(&self, k: &str) -> Option<&str> {
         self.0
             .get(k)
             .map(String::as_str)
@@ -286,7 +290,7 @@ impl Params {
     }
 
     /// `from`/`to` as ns: the times `wirelog query --from/--to` takes.
-    fn range(&self) -> Result<(Option<i64>, Option<i64>), ApiError> {
+    pub(crate) fn range(&self) -> Result<(Option<i64>, Option<i64>), ApiError> {
         let now = now_ns();
         let t = |k: &'static str, flag: &'static str| {
             self.get(k)
@@ -311,7 +315,7 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
-fn store_dir(state: &State) -> Result<PathBuf, ApiError> {
+pub(crate) fn store_dir(state: &State) -> Result<PathBuf, ApiError> {
     state.opts.store.clone().ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -662,6 +666,7 @@ pub(crate) fn record_fields(kind: Kind) -> String {
         None => match kind {
             Kind::Flows => "bucket,client,server,server_port,proto".to_string(),
             Kind::Conns => format!("ts,uid,orig_h,orig_p,resp_h,resp_p,proto,service,duration,conn_state,history,{OWNERS}"),
+            Kind::Loss => "ts,source,protocol,packets,kernel_packets,kernel_drops,evicted,gaps,missed_bytes,records_dropped".to_string(),
             _ => "ts,fingerprint,role,host_cert,subject,issuer,not_valid_before,not_valid_after,san_dns".to_string(),
         },
     }

@@ -22,6 +22,7 @@ mod auth;
 mod gzip;
 mod conn;
 mod health;
+mod loss;
 mod map;
 mod metrics;
 mod pcap;

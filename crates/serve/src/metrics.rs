@@ -250,6 +250,25 @@ pub(crate) fn text(state: &AppState) -> String {
             None,
             &per(|w| w.parsers_gave_up),
         );
+        // The loss table's counts that no other metric has (the rest are
+        // the kernel, decode, eviction, parse and records_dropped ones).
+        counters(
+            &mut reg,
+            "wirelog_missed_bytes",
+            "Bytes missing from TCP streams (conn.log's missed_bytes), over ended connections",
+            Some(Unit::Bytes),
+            &per(|w| w.missed_bytes),
+        );
+        counters(
+            &mut reg,
+            "wirelog_parse_sampled_connections",
+            "New connections not parsed because parsing is sampled (the CPU budget)",
+            None,
+            &per(|w| w.sampled_connections),
+        );
+        let one_in: Vec<(Labels, i64)> =
+            per(|w| w.sample_one_in.max(1)).into_iter().map(|(l, v)| (l, v as i64)).collect();
+        gauges(&mut reg, "wirelog_parse_sample_one_in", "Parsing samples one new connection in this many (1: all parsed)", None, &one_in);
         counters(
             &mut reg,
             "wirelog_output_waits",

@@ -628,6 +628,18 @@ async function healthView(s, main) {
   }
 }
 
+// --- completeness: one line above every view, for the range it shows ---
+// Computed by the server from the loss table (`/api/completeness`): packets
+// seen, what was sampled (numbers there are estimates), evicted, missed,
+// dropped.
+async function completeness(s) {
+  const line = document.getElementById("completeness");
+  const c = await api("completeness", range(s));
+  line.textContent = (c.estimated ? "Estimated numbers: " : "") + c.text;
+  line.dataset.estimated = c.estimated ? "1" : "0";
+  line.classList.toggle("lossy", c.packets_seen !== null && c.packets_seen < 1 || c.estimated);
+}
+
 // --- theme: the browser's (prefers-color-scheme) unless chosen ---
 function applyTheme() {
   const t = localStorage.getItem("wirelog.theme");
@@ -679,6 +691,11 @@ async function render() {
     await drawTimeline(s);
   } catch (e) {
     err.textContent = `timeline: ${e.message}`;
+  }
+  try {
+    await completeness(s);
+  } catch (e) {
+    document.getElementById("completeness").textContent = `completeness: ${e.message}`;
   }
   try {
     if (view === "overview") await overview(s, main);

@@ -23,11 +23,14 @@ macro_rules! kinds {
             $($(#[$doc])* $v,)*
             /// X.509 certificates, one row per certificate, role and hour.
             X509,
+            /// The completeness record: what each capture source lost, per
+            /// minute and cause (`wirelog_record::loss`).
+            Loss,
         }
 
         impl Kind {
             /// Every kind, in directory (and retention tie-break) order.
-            pub const ALL: [Kind; 3 + Protocol::ALL.len()] = [Kind::Flows, Kind::Conns, $(Kind::$v,)* Kind::X509];
+            pub const ALL: [Kind; 4 + Protocol::ALL.len()] = [Kind::Flows, Kind::Conns, $(Kind::$v,)* Kind::X509, Kind::Loss];
 
             /// The transaction kinds, in [`Protocol::ALL`] order.
             pub const TX: [Kind; Protocol::ALL.len()] = [$(Kind::$v),*];
@@ -42,7 +45,7 @@ macro_rules! kinds {
             /// The protocol of a transaction kind.
             pub const fn protocol(self) -> Option<Protocol> {
                 match self {
-                    Kind::Flows | Kind::Conns | Kind::X509 => None,
+                    Kind::Flows | Kind::Conns | Kind::X509 | Kind::Loss => None,
                     $(Kind::$v => Some(Protocol::$v),)*
                 }
             }
@@ -59,6 +62,7 @@ impl Kind {
             Kind::Flows => "flows",
             Kind::Conns => "conns",
             Kind::X509 => "x509",
+            Kind::Loss => "loss",
             _ => self.protocol().expect("a transaction kind").name(),
         }
     }

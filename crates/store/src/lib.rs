@@ -105,6 +105,7 @@ pub mod ingest;
 pub mod layout;
 pub mod pcap_dirs;
 pub mod live;
+mod loss;
 mod reader;
 pub mod retention;
 pub mod schema;

@@ -384,6 +384,7 @@ enum Gather {
     Flows(FlowBuf),
     Conns(ConnBuf),
     Tx(TxBuf),
+    Loss(crate::loss::LossRows),
 }
 
 impl Gather {
@@ -392,6 +393,7 @@ impl Gather {
             Gather::Flows(b) => b,
             Gather::Conns(b) => b,
             Gather::Tx(b) => b,
+            Gather::Loss(b) => b,
         }
     }
     fn clear(&mut self) {
@@ -399,6 +401,7 @@ impl Gather {
             Gather::Flows(b) => b.clear(),
             Gather::Conns(b) => b.clear(),
             Gather::Tx(b) => b.clear(),
+            Gather::Loss(b) => b.rows.clear(),
         }
     }
 }
@@ -435,6 +438,7 @@ impl LiveSink {
             let g = match kind {
                 Kind::Flows => Gather::Flows(FlowBuf::default()),
                 Kind::Conns => Gather::Conns(ConnBuf::default()),
+                Kind::Loss => Gather::Loss(Default::default()),
                 _ => Gather::Tx(TxBuf::new(kind)),
             };
             gather.push(Some((g, 0)));
@@ -526,6 +530,10 @@ impl Sink for LiveSink {
             if full(&self.gather[s]) {
                 self.hand_over(s);
             }
+        }
+        let s = slot(Kind::Loss);
+        if let Some((Gather::Loss(b), _)) = self.gather[s].as_mut() {
+            b.rows.extend_from_slice(&batch.losses);
         }
         if self.last.elapsed() >= CHUNK_EVERY {
             self.hand_over_all();

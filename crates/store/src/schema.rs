@@ -327,6 +327,24 @@ pub const X509: &[ColSpec] = &[
     col("basic_constraints_path_len", U64, true, true, PLAIN),
 ];
 
+/// The completeness record (`wirelog_record::loss`): per minute, capture
+/// source and (for the parsers' counts) protocol, how much each cause of
+/// loss counted; one column per [`wirelog_record::LossCount`], in its order.
+pub fn loss_columns() -> &'static [ColSpec] {
+    static LOSS: OnceLock<Vec<ColSpec>> = OnceLock::new();
+    LOSS.get_or_init(|| {
+        let head = [
+            col("ts", TimeUs, false, false, DELTA),
+            // Interfaces, files, `sinks`: few values.
+            col("source", Str, false, true, PLAIN),
+            // Unset on a source's row.
+            col("protocol", Str, true, true, PLAIN),
+        ];
+        let counts = wirelog_record::LossCount::ALL.iter().map(|c| col(c.name(), U64, false, true, PLAIN));
+        head.into_iter().chain(counts).collect()
+    })
+}
+
 /// The columns of a kind as scans, queries and ClickHouse see them (for
 /// flows not quite the file's: see [`file_columns`]).
 pub fn columns(kind: Kind) -> &'static [ColSpec] {
@@ -334,9 +352,10 @@ pub fn columns(kind: Kind) -> &'static [ColSpec] {
         Kind::Flows => FLOWS,
         Kind::Conns => CONNS,
         Kind::X509 => X509,
+        Kind::Loss => loss_columns(),
         _ => match kind.protocol() {
             Some(p) => tx_table(p),
-            None => unreachable!("every kind but flows, conns and x509 is a protocol's"),
+            None => unreachable!("every kind but flows, conns, x509 and loss is a protocol's"),
         },
     }
 }

@@ -151,6 +151,7 @@ impl Sink for StoreSink {
             st.append_conns(&batch.conns).map_err(io_error)?;
             st.append_flows(&batch.flows).map_err(io_error)?;
             st.append_tx_records(&batch.txs).map_err(io_error)?;
+            st.append_losses(&batch.losses).map_err(io_error)?;
         }
         self.ingests.extend_from_slice(&batch.ingests);
         self.flush_if_due()?;

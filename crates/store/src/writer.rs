@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::TypePtr;
-use wirelog_record::{
+use wirelog_record::{LossRecord, 
     CommunityId, ConnRecord, ConnState, FlowRecord, History, Proc, Proto, TxRecord, Uid,
 };
 
@@ -26,6 +26,7 @@ use crate::schema;
 use crate::time::{hour_of, NS_PER_US};
 use crate::tx::{self, TxBuf, TxRow};
 use crate::tx_record::tx_kind;
+use crate::loss::LossRows;
 use crate::x509::CertRows;
 
 /// How the store writes and what it keeps.
@@ -537,6 +538,9 @@ pub struct Store {
     /// Certificates of TLS transactions, deduplicated (see [`crate::x509`]).
     x509: CertRows,
     x509_fmt: FileFormat,
+    /// The loss table's rows (see [`crate::loss`]).
+    loss: LossRows,
+    loss_fmt: FileFormat,
     /// One buffer and format per transaction kind, in `Kind::TX` order.
     tx: Vec<(TxBuf, FileFormat)>,
     stats: WriteStats,
@@ -639,6 +643,8 @@ impl Store {
             )?,
             x509: CertRows::default(),
             x509_fmt: FileFormat::new(Kind::X509, opts.zstd_level, opts.row_group_rows, opts.sync)?,
+            loss: LossRows::default(),
+            loss_fmt: FileFormat::new(Kind::Loss, opts.zstd_level, opts.row_group_rows, opts.sync)?,
             opts,
             flows: FlowBuf::default(),
             conns: ConnBuf::default(),
@@ -815,6 +821,24 @@ impl Store {
         Ok(())
     }
 
+    /// Buffers loss rows (a few per minute and source: written at each
+    /// flush, never held back for a free-space floor, see `flush_or_wait`).
+    pub fn append_losses(&mut self, recs: &[LossRecord]) -> Result<(), StoreError> {
+        let limit = self.opts.flush_rows;
+        for r in recs {
+            self.appended[kind_slot(Kind::Loss)] += 1;
+            if self.loss.rows.len() >= 2 * limit {
+                self.stats.dropped[kind_slot(Kind::Loss)] += 1;
+                continue;
+            }
+            self.loss.rows.push(r.clone());
+            if self.loss.rows.len() >= limit {
+                self.flush_full(Kind::Loss)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Buffers flows; writes them out when the buffer is full.
     pub fn append_flows(&mut self, recs: &[FlowRecord]) -> Result<(), StoreError> {
         let limit = self.flow_limit();
@@ -852,7 +876,9 @@ impl Store {
             }
             return Ok(());
         }
-        if !self.make_room() {
+        // The loss table is written into the room the floor keeps: a few
+        // KB an hour that say what the floor made the store drop.
+        if kind != Kind::Loss && !self.make_room() {
             self.stats.pauses += 1;
             self.retry_at = Some(Instant::now() + SPACE_RETRY);
             return Ok(());
@@ -922,6 +948,7 @@ impl Store {
             Kind::Flows => (&self.flows, &self.flow_fmt),
             Kind::Conns => (&self.conns, &self.conn_fmt),
             Kind::X509 => (&self.x509, &self.x509_fmt),
+            Kind::Loss => (&self.loss, &self.loss_fmt),
             _ => {
                 let (b, f) = &self.tx[tx_slot(kind).expect("a transaction kind")];
                 (b, f)
@@ -982,6 +1009,7 @@ impl Store {
             Kind::Flows => self.flows.clear(),
             Kind::Conns => self.conns.clear(),
             Kind::X509 => self.x509.clear(),
+            Kind::Loss => self.loss.rows.clear(),
             _ => self.tx[tx_slot(kind).expect("a transaction kind")]
                 .0
                 .clear(),
@@ -995,6 +1023,7 @@ impl Store {
             Kind::Flows => self.flows.len(),
             Kind::Conns => self.conns.len(),
             Kind::X509 => self.x509.len(),
+            Kind::Loss => self.loss.rows.len(),
             _ => self.buffered_tx(kind),
         };
         len - self.published[kind_slot(kind)].iter().filter(|d| **d).count()
@@ -1012,6 +1041,7 @@ impl Store {
                 Kind::Flows => self.flows.len() >= self.flow_limit(),
                 Kind::Conns => self.conns.len() >= self.conn_limit(),
                 Kind::X509 => self.x509.len() >= self.opts.flush_rows,
+                Kind::Loss => self.loss.rows.len() >= self.opts.flush_rows,
                 _ => self.buffered_tx(kind) >= self.opts.flush_rows,
             };
             if full || !self.published[kind_slot(kind)].is_empty() {
@@ -1063,6 +1093,7 @@ impl Store {
                 Kind::Flows => self.flows.clear(),
                 Kind::Conns => self.conns.clear(),
                 Kind::X509 => self.x509.clear(),
+                Kind::Loss => self.loss.rows.clear(),
                 _ => self.tx[tx_slot(kind).expect("a transaction kind")].0.clear(),
             }
         }
@@ -1121,6 +1152,9 @@ impl Drop for Store {
         }
         if self.x509.len() > 0 {
             let _ = self.flush_kind(Kind::X509);
+        }
+        if !self.loss.rows.is_empty() {
+            let _ = self.flush_kind(Kind::Loss);
         }
         for kind in Kind::TX {
             if self.buffered_tx(kind) > 0 {

@@ -129,6 +129,9 @@ pub struct AppStats {
     pub parse: ParseStats,
     /// Connections whose parsing was abandoned by a role flip.
     pub flipped: u64,
+    /// `parse` and `gave_up` per protocol (indexed like [`Protocol::ALL`]).
+    pub parse_by: [ParseStats; Protocol::ALL.len()],
+    pub gave_up_by: [u64; Protocol::ALL.len()],
 }
 
 pub(crate) fn protocol_index(p: Protocol) -> usize {

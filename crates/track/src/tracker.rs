@@ -110,6 +110,9 @@ pub struct TrackStats {
     /// New connections not queued for process resolution because the queue
     /// was full (see [`Tracker::queue_new_connections`]).
     pub new_conns_dropped: u64,
+    /// Bytes missing from TCP streams, summed over the connections that
+    /// ended (their records' `missed_bytes`): the loss table's.
+    pub missed_bytes: u64,
 }
 
 pub struct Tracker {
@@ -958,7 +961,16 @@ impl Tracker {
         p.gaps += st.gaps;
         p.resyncs += st.resyncs;
         p.malformed += st.malformed;
-        self.app_stats.gave_up += (stopped && !app.parser_done()) as u64;
+        let gave_up = (stopped && !app.parser_done()) as u64;
+        self.app_stats.gave_up += gave_up;
+        // The same, per protocol (the loss table's rows per protocol).
+        let i = crate::app::protocol_index(app.protocol);
+        let by = &mut self.app_stats.parse_by[i];
+        by.unparsed_bytes += st.unparsed_bytes;
+        by.gaps += st.gaps;
+        by.resyncs += st.resyncs;
+        by.malformed += st.malformed;
+        self.app_stats.gave_up_by[i] += gave_up;
         // Like Zeek, a service is named once its analyzer understood the
         // traffic: here, once a transaction was parsed (or the protocol was
         // recognised and then turned out encrypted or compressed; not TLS:
@@ -1159,6 +1171,7 @@ impl Tracker {
         }) {
             r.service = service;
             r.empty_tcp_skipped = self.cfg.empty_tcp_skipped && r.proto == Proto::Tcp;
+            self.stats.missed_bytes += r.missed_bytes;
             self.out.push(r);
         }
     }

@@ -7,7 +7,8 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wirelog_record::{Batch, ConnState, ProcOwners, Protocol, TxJoin, TxStatus};
+use wirelog_record::loss::{minute_of, SINKS_SOURCE};
+use wirelog_record::{Batch, ConnState, LossCount, LossCounts, LossRecord, ProcOwners, Protocol, TxJoin, TxStatus};
 
 use crate::output::threaded::SinkThread;
 use crate::{Sink, SinkEnd, Space};
@@ -204,7 +205,17 @@ pub(crate) struct Fanout {
     /// capture --tls-plaintext: transactions from the TLS library joined
     /// with the packet path's connections before the sinks see them.
     join: Option<Box<dyn TxJoin>>,
+    /// The latest minute of the packet path's loss rows (packet time for
+    /// `read`): the sinks' own rows are put in it.
+    loss_minute: Option<i64>,
+    /// Records dropped that loss rows already say.
+    loss_reported: u64,
+    /// When the sinks' loss row is next due (once a minute).
+    loss_due: Instant,
 }
+
+/// How often the sinks' dropped records become a loss row.
+const LOSS_EVERY: Duration = Duration::from_secs(60);
 
 impl Fanout {
     /// `recycle` takes the batches a sink's own thread held last; `tick` is
@@ -235,6 +246,9 @@ impl Fanout {
             owners,
             procs_behind: false,
             join: None,
+            loss_minute: None,
+            loss_reported: 0,
+            loss_due: Instant::now() + LOSS_EVERY,
         })
     }
 
@@ -259,6 +273,9 @@ impl Fanout {
             j.join(&mut batch);
         }
         batch.fill_deferred();
+        if let Some(m) = batch.losses.iter().map(|r| r.ts_ns).max() {
+            self.loss_minute = Some(self.loss_minute.map_or(m, |l| l.max(m)));
+        }
         if let Some(o) = &self.owners {
             // A resolver that fell behind is waited for once, not on every
             // batch: the capture workers wait for this thread when its queue
@@ -321,7 +338,33 @@ impl Fanout {
         }
     }
 
+    /// The records the sinks dropped since the last such row, as a loss
+    /// row of source `sinks` (none when nothing more was dropped).
+    fn write_sink_loss(&mut self) -> io::Result<()> {
+        let dropped = self.dropped.load(Ordering::Relaxed);
+        if dropped <= self.loss_reported {
+            return Ok(());
+        }
+        let mut counts = LossCounts::default();
+        counts.set(LossCount::RecordsDropped, dropped - self.loss_reported);
+        self.loss_reported = dropped;
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        let row = LossRecord {
+            ts_ns: self.loss_minute.unwrap_or_else(|| minute_of(wall)),
+            source: SINKS_SOURCE.to_string(),
+            protocol: None,
+            counts,
+        };
+        self.write(Batch { losses: vec![row], ..Batch::default() }).map(|_| ())
+    }
+
     pub(crate) fn tick(&mut self, now: Instant) -> io::Result<()> {
+        if now >= self.loss_due {
+            self.loss_due = now + LOSS_EVERY;
+            self.write_sink_loss()?;
+        }
         self.write_joined(|j, b| j.tick(b))?;
         // The sinks on their own threads tick themselves; what they were
         // too busy to take at the last batch is offered again.
@@ -373,6 +416,12 @@ impl Fanout {
     /// naming its sink, is the result.
     pub(crate) fn close(mut self) -> io::Result<Summary> {
         let mut failed: Option<io::Error> = self.write_joined(|j, b| j.finish(b)).err();
+        // What the sinks dropped so far goes into the loss table before
+        // they close (what a sink drops at its close is in the summary).
+        self.report_space();
+        if let Err(e) = self.write_sink_loss() {
+            failed.get_or_insert(e);
+        }
         for s in &mut self.sinks {
             match s.close() {
                 Ok(end) => self.summary.sinks.push((s.name().to_string(), end)),
