@@ -114,6 +114,8 @@ pub(crate) struct AppState {
     /// Parser state bytes charged to the budget (`ConnParser::state_bytes`
     /// when last asked), given back when the connection ends.
     state_charged: usize,
+    /// The transactions' weight: N when parsed as 1 in N connections.
+    pub weight: u32,
 }
 
 /// Counters of application parsing across connections.
@@ -129,6 +131,9 @@ pub struct AppStats {
     pub parse: ParseStats,
     /// Connections whose parsing was abandoned by a role flip.
     pub flipped: u64,
+    /// Connections found but not parsed: `capture --cpu-budget` sampled
+    /// them out (see `Tracker::set_sampling`).
+    pub sampled_out: u64,
 }
 
 pub(crate) fn protocol_index(p: Protocol) -> usize {
@@ -145,6 +150,7 @@ impl AppState {
             stopped: false,
             transactions: 0,
             state_charged: 0,
+            weight: 1,
         })
     }
 
@@ -156,6 +162,7 @@ impl AppState {
             stopped: false,
             transactions: 0,
             state_charged: 0,
+            weight: 1,
         })
     }
 
