@@ -27,6 +27,7 @@
 //! ```
 
 pub mod bpf;
+pub mod budget;
 pub mod filter;
 pub mod privs;
 pub mod ring;

@@ -73,6 +73,10 @@ pub struct RingConfig {
     /// interface's position among those captured. On `any` each packet
     /// carries its own kernel ifindex instead.
     pub if_id: u32,
+    /// Leave the filter unlocked (no SO_LOCK_FILTER), so that
+    /// [`Ring::swap_filter`] can replace it: `capture --cpu-budget` swaps
+    /// the skip-empty-TCP filter on and off as load changes.
+    pub swappable_filter: bool,
 }
 
 impl Default for RingConfig {
@@ -87,6 +91,7 @@ impl Default for RingConfig {
             filter: None,
             ebpf_filter: None,
             if_id: 0,
+            swappable_filter: false,
         }
     }
 }
@@ -268,8 +273,10 @@ impl Ring {
         });
         // Locked: once privileges are dropped, nothing in this process can
         // widen what the kernel hands over.
-        let one: libc::c_int = 1;
-        let _ = setsockopt(fdr, libc::SOL_SOCKET, sys::SO_LOCK_FILTER, &one);
+        if !cfg.swappable_filter {
+            let one: libc::c_int = 1;
+            let _ = setsockopt(fdr, libc::SOL_SOCKET, sys::SO_LOCK_FILTER, &one);
+        }
 
         let block_size = cfg.block_size.max(4096).next_power_of_two();
         let wanted = (cfg.ring_size / block_size).max(2) * block_size;
@@ -402,6 +409,20 @@ impl Ring {
     }
 
     /// Why the kernel refused [`RingConfig::ebpf_filter`], if it did.
+    /// Replaces the socket's classic filter (opened with
+    /// [`RingConfig::swappable_filter`]); packets already in the ring stay.
+    pub fn swap_filter(&self, prog: &[libc::sock_filter]) -> Result<(), CaptureError> {
+        let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr() as *mut _ };
+        setsockopt(self.fd(), libc::SOL_SOCKET, sys::SO_ATTACH_FILTER, &fprog)
+            .map_err(|e| CaptureError::os(ErrorKind::Filter, "swapping the BPF filter", e))
+    }
+
+    /// A filter that keeps every packet, cut to `snaplen` (what a ring
+    /// without a filter of the user's has).
+    pub fn keep_all(snaplen: u32) -> Vec<libc::sock_filter> {
+        vec![libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: snaplen }]
+    }
+
     pub fn ebpf_refused(&self) -> Option<&str> {
         self.ebpf_refused.as_deref()
     }

@@ -56,16 +56,26 @@ pub struct WorkerCounters {
     /// thread, having held [`MAX_HELD_RECORDS`] records for it
     /// already (the kernel drops packets meanwhile).
     pub output_waits: AtomicU64,
-    /// New connections of parsed protocols whose parsing was skipped
-    /// because parsing is sampled (the CPU budget's first step: it adds to
-    /// this); the loss table's `sampled`.
-    pub sampled_connections: AtomicU64,
-    /// The sampling in force: one new connection in this many is parsed
-    /// (0 or 1: every one). A gauge, set by whoever samples.
-    pub sample_one_in: AtomicU64,
     /// Bytes missing from TCP streams (conn.log's `missed_bytes`), over
     /// ended connections.
     pub missed_bytes: AtomicU64,
+    /// `--cpu-budget`: this worker's thread CPU time, ns.
+    pub cpu_ns: AtomicU64,
+    /// `--cpu-budget` step 1: new connections are parsed 1 in this many
+    /// now (a gauge; 1: all of them, or no budget).
+    pub sample_n: AtomicU64,
+    /// Step 1: connections whose parsing sampling skipped (their
+    /// transactions are missing; the parsed ones carry the weight).
+    pub sampled_out: AtomicU64,
+    /// Step 1: wall time sampling was on, ns.
+    pub shed_sampling_ns: AtomicU64,
+    /// Step 2: wall time the skip-empty-TCP filter was on, ns.
+    pub shed_skip_empty_ns: AtomicU64,
+    /// Step 4: wall time the worker left its rings to the kernel (the
+    /// budget spent), ns; what the kernel dropped meanwhile is in `kernel_drops`.
+    pub shed_paused_ns: AtomicU64,
+    /// Step 4: times the worker paused.
+    pub shed_pauses: AtomicU64,
 }
 
 /// Records a capture worker keeps while the output thread is behind (a disk
@@ -96,9 +106,14 @@ pub struct WorkerStats {
     pub unparsed_bytes: u64,
     pub parsers_gave_up: u64,
     pub output_waits: u64,
-    pub sampled_connections: u64,
-    pub sample_one_in: u64,
     pub missed_bytes: u64,
+    pub cpu_ns: u64,
+    pub sample_n: u64,
+    pub sampled_out: u64,
+    pub shed_sampling_ns: u64,
+    pub shed_skip_empty_ns: u64,
+    pub shed_paused_ns: u64,
+    pub shed_pauses: u64,
 }
 
 impl WorkerCounters {
@@ -122,9 +137,14 @@ impl WorkerCounters {
             unparsed_bytes: self.unparsed_bytes.load(Relaxed),
             parsers_gave_up: self.parsers_gave_up.load(Relaxed),
             output_waits: self.output_waits.load(Relaxed),
-            sampled_connections: self.sampled_connections.load(Relaxed),
-            sample_one_in: self.sample_one_in.load(Relaxed),
             missed_bytes: self.missed_bytes.load(Relaxed),
+            cpu_ns: self.cpu_ns.load(Relaxed),
+            sample_n: self.sample_n.load(Relaxed),
+            sampled_out: self.sampled_out.load(Relaxed),
+            shed_sampling_ns: self.shed_sampling_ns.load(Relaxed),
+            shed_skip_empty_ns: self.shed_skip_empty_ns.load(Relaxed),
+            shed_paused_ns: self.shed_paused_ns.load(Relaxed),
+            shed_pauses: self.shed_pauses.load(Relaxed),
         }
     }
 
@@ -163,10 +183,15 @@ impl<'a> std::iter::Sum<&'a WorkerStats> for WorkerStats {
             unparsed_bytes: t.unparsed_bytes + w.unparsed_bytes,
             parsers_gave_up: t.parsers_gave_up + w.parsers_gave_up,
             output_waits: t.output_waits + w.output_waits,
-            sampled_connections: t.sampled_connections + w.sampled_connections,
-            // A gauge: the sparsest sampling any worker is at.
-            sample_one_in: t.sample_one_in.max(w.sample_one_in),
             missed_bytes: t.missed_bytes + w.missed_bytes,
+            cpu_ns: t.cpu_ns + w.cpu_ns,
+            // A gauge: the most any worker samples.
+            sample_n: t.sample_n.max(w.sample_n),
+            sampled_out: t.sampled_out + w.sampled_out,
+            shed_sampling_ns: t.shed_sampling_ns + w.shed_sampling_ns,
+            shed_skip_empty_ns: t.shed_skip_empty_ns + w.shed_skip_empty_ns,
+            shed_paused_ns: t.shed_paused_ns + w.shed_paused_ns,
+            shed_pauses: t.shed_pauses + w.shed_pauses,
         })
     }
 }
@@ -174,6 +199,24 @@ impl<'a> std::iter::Sum<&'a WorkerStats> for WorkerStats {
 impl CaptureStats {
     pub fn total(&self) -> WorkerStats {
         self.workers.iter().sum()
+    }
+
+    /// `--cpu-budget`: which shedding steps were active and for how long
+    /// (seconds of the longest worker), and what they shed.
+    pub fn shed_text(&self) -> String {
+        let t = self.total();
+        let most = |f: fn(&WorkerStats) -> u64| self.workers.iter().map(f).max().unwrap_or(0) as f64 / 1e9;
+        format!(
+            "(1) parse sampling {:.1} s ({} connections not parsed, 1 in {} now), (2) skip-empty-tcp {:.1} s, (4) rings left to the kernel {:.1} s ({} pauses, {} packets dropped by the kernel); workers used {:.2} CPU-s",
+            most(|w| w.shed_sampling_ns),
+            t.sampled_out,
+            t.sample_n.max(1),
+            most(|w| w.shed_skip_empty_ns),
+            most(|w| w.shed_paused_ns),
+            t.shed_pauses,
+            t.kernel_drops,
+            t.cpu_ns as f64 / 1e9
+        )
     }
 }
 

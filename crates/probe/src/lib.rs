@@ -230,6 +230,18 @@ impl Probe {
         self.tracker.kernel_rearm();
     }
 
+    /// `capture --cpu-budget` step 1: parses 1 in `n` new connections (see
+    /// [`Tracker::set_sampling`]).
+    pub fn set_sampling(&mut self, n: u32) {
+        self.tracker.set_sampling(n);
+    }
+
+    /// `capture --cpu-budget` step 2: the kernel's skip-empty-TCP filter
+    /// went on or off at `at_ns` (packet time; records note it).
+    pub fn set_empty_tcp_skipped(&mut self, on: bool, at_ns: i64) {
+        self.tracker.set_empty_tcp_skipped(on, at_ns);
+    }
+
     /// The connections created since the last call, swapped into `into`.
     pub fn take_new_connections(&mut self, into: &mut Vec<NewConn>) {
         self.tracker.take_new_connections(into);

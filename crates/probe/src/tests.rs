@@ -255,3 +255,43 @@ fn advance_runs_timers() {
     probe.drain(&mut b);
     assert_eq!(b.conns.len(), 1);
 }
+
+/// `--cpu-budget` step 1 on a real capture: with 1 in 4 connections parsed,
+/// a connection's transactions are all there or none are, each parsed one
+/// weighs 4, the others are counted, and conn records are all still written.
+#[test]
+fn sampling_parses_whole_connections_and_weighs_them() {
+    let run = |n: u32| {
+        let mut probe = Probe::new(config());
+        probe.set_sampling(n);
+        let mut b = Batch::default();
+        let mut r = sample();
+        while let Some(p) = r.next_packet() {
+            let _ = probe.packet(&p);
+        }
+        probe.finish();
+        probe.drain(&mut b);
+        (b, probe.app_stats().clone())
+    };
+    let (all, all_stats) = run(1);
+    let (some, some_stats) = run(4);
+    assert_eq!(all.conns.len(), some.conns.len(), "sampling never drops a connection");
+    assert_eq!(all_stats.sampled_out, 0);
+    assert!(all.txs.iter().all(|t| t.sample_weight == 1));
+    assert!(some.txs.iter().all(|t| t.sample_weight == 4));
+    let found = |s: &AppStats| s.connections.iter().sum::<u64>();
+    assert_eq!(found(&all_stats), found(&some_stats) + some_stats.sampled_out, "each connection found is parsed or counted");
+    assert!(some_stats.sampled_out > 0 && found(&some_stats) > 0, "{some_stats:?}");
+    // Whole or nothing: a parsed connection has every transaction it has unsampled.
+    let per_uid = |b: &Batch| {
+        let mut m = std::collections::HashMap::new();
+        for t in &b.txs {
+            *m.entry((t.orig_h, t.orig_p, t.resp_h, t.resp_p)).or_insert(0u32) += 1;
+        }
+        m
+    };
+    let (a, s) = (per_uid(&all), per_uid(&some));
+    for (k, n) in &s {
+        assert_eq!(a.get(k), Some(n), "{k:?}");
+    }
+}

@@ -151,6 +151,7 @@ mod tests {
             orig_proc: None,
             resp_proc: None,
             source: Default::default(),
+            sample_weight: 1,
             tx: Transaction {
                 request: Some(span(1_000)),
                 response: Some(span(2_000)),

@@ -216,6 +216,7 @@ mod tests {
             orig_proc: None,
             resp_proc: None,
             source: TxSource::TlsLibrary,
+            sample_weight: 1,
         }
     }
 

@@ -295,6 +295,7 @@ impl Streams {
                 orig_proc,
                 resp_proc,
                 source: TxSource::TlsLibrary,
+                sample_weight: 1,
             });
         }
     }

@@ -114,6 +114,8 @@ pub(crate) struct AppState {
     /// Parser state bytes charged to the budget (`ConnParser::state_bytes`
     /// when last asked), given back when the connection ends.
     state_charged: usize,
+    /// The transactions' weight: N when parsed as 1 in N connections.
+    pub weight: u32,
 }
 
 /// Counters of application parsing across connections.
@@ -132,6 +134,9 @@ pub struct AppStats {
     /// `parse` and `gave_up` per protocol (indexed like [`Protocol::ALL`]).
     pub parse_by: [ParseStats; Protocol::ALL.len()],
     pub gave_up_by: [u64; Protocol::ALL.len()],
+    /// Connections found but not parsed: `capture --cpu-budget` sampled
+    /// them out (see `Tracker::set_sampling`).
+    pub sampled_out: u64,
 }
 
 pub(crate) fn protocol_index(p: Protocol) -> usize {
@@ -148,6 +153,7 @@ impl AppState {
             stopped: false,
             transactions: 0,
             state_charged: 0,
+            weight: 1,
         })
     }
 
@@ -159,6 +165,7 @@ impl AppState {
             stopped: false,
             transactions: 0,
             state_charged: 0,
+            weight: 1,
         })
     }
 

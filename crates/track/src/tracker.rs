@@ -148,6 +148,14 @@ pub struct Tracker {
     keep: Option<KeepState>,
     /// `--kernel-accounting`: the connections delegated to the kernel.
     kernel: Option<Box<crate::kernel::Delegations>>,
+    /// `capture --cpu-budget` step 1: new connections are parsed 1 in
+    /// `sample_n` (1: all), drawn with `sample_rng` (random rather than
+    /// every N-th, so a pattern in the connections cannot line up with N).
+    sample_n: u32,
+    sample_rng: u64,
+    /// Packet time the skip-empty-TCP filter was last switched off (see
+    /// [`Tracker::set_empty_tcp_skipped`]); `i64::MIN`: never.
+    empty_tcp_off_at: i64,
 }
 
 impl Tracker {
@@ -191,7 +199,28 @@ impl Tracker {
             finish_from: 0,
             keep: None,
             kernel: None,
+            sample_n: 1,
+            sample_rng: seed | 1,
+            empty_tcp_off_at: i64::MIN,
         }
+    }
+
+    /// The kernel's skip-empty-TCP filter was switched on or off while
+    /// capturing (`--cpu-budget` step 2): TCP records of connections open
+    /// while it was on say so. `at_ns`: when, in packet time.
+    pub fn set_empty_tcp_skipped(&mut self, on: bool, at_ns: i64) {
+        if self.cfg.empty_tcp_skipped && !on {
+            self.empty_tcp_off_at = at_ns;
+        }
+        self.cfg.empty_tcp_skipped = on;
+    }
+
+    /// Parses from now on 1 in `n` of the new connections whose protocol is
+    /// found (a connection is parsed whole or not at all: the draw is made
+    /// before its first byte is parsed); their transactions carry the
+    /// weight `n`. Connections already parsing go on. 1: all of them.
+    pub fn set_sampling(&mut self, n: u32) {
+        self.sample_n = n.max(1);
     }
 
     /// Collects the tuple of every connection created, at most `cap`
@@ -889,8 +918,15 @@ impl Tracker {
                 }
             };
             match app {
-                Some(a) => {
+                Some(_) if !sampled_in(&mut self.sample_rng, self.sample_n) => {
+                    // Sampled out: never parsed, counted.
+                    e.value.detection.end();
+                    self.app_stats.sampled_out += 1;
+                    return;
+                }
+                Some(mut a) => {
                     self.app_stats.connections[protocol_index(a.protocol)] += 1;
+                    a.weight = self.sample_n;
                     e.value.app = Some(a);
                 }
                 None => {
@@ -1170,7 +1206,10 @@ impl Tracker {
             r
         }) {
             r.service = service;
-            r.empty_tcp_skipped = self.cfg.empty_tcp_skipped && r.proto == Proto::Tcp;
+            // Switched off live (`--cpu-budget`): noted on the connections
+            // that were open while it was on (started before it went off).
+            let skipped = self.cfg.empty_tcp_skipped || r.ts_ns < self.empty_tcp_off_at;
+            r.empty_tcp_skipped = skipped && r.proto == Proto::Tcp;
             self.stats.missed_bytes += r.missed_bytes;
             self.out.push(r);
         }
@@ -1245,6 +1284,20 @@ pub(crate) fn move_all<T>(from: &mut Vec<T>, into: &mut Vec<T>) {
     }
 }
 
+/// Whether the next connection found is parsed when 1 in `n` are
+/// (xorshift64 on `rng`: cheap, once per new connection found).
+fn sampled_in(rng: &mut u64, n: u32) -> bool {
+    if n <= 1 {
+        return true;
+    }
+    let mut x = *rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    x % n as u64 == 0
+}
+
 fn emit_transactions(
     txs: &mut Vec<TxRecord>,
     scratch: &mut Vec<Transaction>,
@@ -1271,6 +1324,7 @@ fn emit_transactions(
         orig_proc: None,
         resp_proc: None,
         source: Default::default(),
+        sample_weight: app.weight,
     }));
 }
 

@@ -143,6 +143,10 @@ pub struct TxRecord {
     pub resp_proc: crate::Proc,
     /// Where the parsed bytes came from.
     pub source: TxSource,
+    /// How many transactions this one stands for: 1, or N when its
+    /// connection was one of 1 in N parsed (`capture --cpu-budget` sheds
+    /// parsing that way). Sums of weights estimate what all were.
+    pub sample_weight: u32,
 }
 
 /// Where a transaction's bytes came from: the packets (the default), or

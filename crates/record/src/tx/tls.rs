@@ -234,6 +234,7 @@ pub mod fixtures {
             orig_proc: None,
             resp_proc: None,
             source: Default::default(),
+            sample_weight: 1,
         }
     }
 }

@@ -612,6 +612,7 @@ mod tests {
             orig_proc: None,
             resp_proc: None,
             source: Default::default(),
+            sample_weight: 1,
             tx: Transaction {
                 request: Some(span(1_000_000_000, 28)),
                 response: Some(span(1_061_782_000, 284)),

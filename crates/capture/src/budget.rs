@@ -1,0 +1,406 @@
+//! `capture --cpu-budget`: what the operator lets the capture cost, and the
+//! governor each worker runs to hold it.
+//!
+//! Each worker reads its own thread CPU time once per ring block (one
+//! `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`: nothing per packet) and charges
+//! it to a token bucket filled at the worker's share of the budget. Two
+//! things follow from the bucket:
+//!
+//! - **The hard bound.** A worker whose bucket is empty stops reading its
+//!   rings until the bucket has refilled: the rings fill and the kernel
+//!   drops what does not fit, counted by `PACKET_STATISTICS` (step 4 of the
+//!   shedding order, always there as the backstop). The bucket holds at most
+//!   [`BURST_NS`] of budget, so over any window of `T` seconds a worker
+//!   uses at most `share * (T + BURST)`: over 10 s, 5% above its share.
+//! - **Cheaper work first.** Every [`CONTROL_NS`] the governor compares what
+//!   the worker used with its share and moves one notch along the shedding
+//!   order (see [`Shed`]): above [`HIGH`] of the share (or paused at all) it
+//!   sheds more, below [`LOW`] for [`CALM_PERIODS`] periods in a row it sheds
+//!   less (the gap between the two and the wait are the hysteresis). The
+//!   order: (1) parse only 1 in N new connections, N doubling up to
+//!   [`MAX_SAMPLE`]; (2) drop empty TCP segments in the kernel
+//!   (`--skip-empty-tcp`'s filter, swapped onto the sockets); then only the
+//!   backstop is left.
+//!
+//! The budget covers the whole process, not the workers alone: the output
+//! thread (logs, store, ClickHouse) and the rest are measured too
+//! ([`process_cpu_ns`] minus what the workers used), and each worker's share
+//! is what they leave, split evenly, never below a quarter of an even split.
+
+use std::fmt;
+
+/// A worker's bucket holds at most this much of its budget (ns of budget
+/// time): the burst a quiet worker may spend at once, and the tolerance the
+/// budget is held with over a window (`BURST_NS / window`).
+pub const BURST_NS: i64 = 500_000_000;
+
+/// How often the governor looks at what the worker used and moves along
+/// the shedding order.
+pub const CONTROL_NS: i64 = 250_000_000;
+
+/// Above this fraction of its share over a control period, a worker sheds more.
+pub const HIGH: f64 = 0.9;
+
+/// Below this fraction, for [`CALM_PERIODS`] periods in a row, it sheds less.
+pub const LOW: f64 = 0.5;
+
+/// Control periods below [`LOW`] before a step is taken back (2 s).
+pub const CALM_PERIODS: u32 = 8;
+
+/// The largest N of 1-in-N parse sampling.
+pub const MAX_SAMPLE: u32 = 1024;
+
+/// The longest single pause of a worker (it looks at the stop flag between).
+pub const MAX_PAUSE_NS: i64 = 100_000_000;
+
+/// A CPU budget in cores (0.05 = 5% of one core).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuBudget {
+    cores: f64,
+}
+
+impl CpuBudget {
+    /// `5%` (of one core) or `0.5` (cores, for all workers together).
+    /// Errors name the flag and say what is accepted.
+    pub fn parse(s: &str) -> Result<CpuBudget, String> {
+        let t = s.trim();
+        let bad = |why: &str| format!("--cpu-budget {s:?}: {why}; give a share of one core such as 5% or a number of cores such as 0.5");
+        let (num, scale) = match t.strip_suffix('%') {
+            Some(n) => (n.trim(), 0.01),
+            None => (t, 1.0),
+        };
+        if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit() || b == b'.') || num.bytes().filter(|b| *b == b'.').count() > 1 {
+            return Err(bad("not a number"));
+        }
+        let v: f64 = num.parse().map_err(|_| bad("not a number"))?;
+        let cores = v * scale;
+        if cores < 0.001 {
+            return Err(bad("below 0.1% of a core, too little to capture anything"));
+        }
+        if cores > 1024.0 {
+            return Err(bad("above 1024 cores"));
+        }
+        Ok(CpuBudget { cores })
+    }
+
+    pub fn cores(self) -> f64 {
+        self.cores
+    }
+}
+
+impl fmt::Display for CpuBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.cores < 1.0 {
+            write!(f, "{}% of a core", (self.cores * 1000.0).round() / 10.0)
+        } else {
+            write!(f, "{} cores", (self.cores * 100.0).round() / 100.0)
+        }
+    }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// CPU time of the calling thread (user + system), ns.
+pub fn thread_cpu_ns() -> i64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time of the whole process (every thread), ns.
+pub fn process_cpu_ns() -> i64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// Monotonic wall time, ns (pauses and periods; never jumps).
+pub fn mono_ns() -> i64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// How far along the shedding order a worker is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shed {
+    /// Step 1: new connections are parsed 1 in `sample` (1: all of them).
+    pub sample: u32,
+    /// Step 2: empty TCP segments are dropped in the kernel.
+    pub skip_empty_tcp: bool,
+}
+
+impl Shed {
+    pub const NONE: Shed = Shed { sample: 1, skip_empty_tcp: false };
+}
+
+/// What the worker must change after a control period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    pub from: Shed,
+    pub to: Shed,
+}
+
+/// One worker's governor (see the module docs). Pure arithmetic on the
+/// times it is given, so tests drive it with made-up clocks.
+#[derive(Debug)]
+pub struct Governor {
+    /// CPU ns this worker may use per wall ns.
+    share: f64,
+    tokens: f64,
+    last_wall: i64,
+    last_cpu: i64,
+    period_start: i64,
+    period_cpu: i64,
+    paused_in_period: bool,
+    calm: u32,
+    shed: Shed,
+    /// Whether step 2 may be used (not with a kernel program of its own, or
+    /// when the user asked for --skip-empty-tcp already).
+    skip_empty_available: bool,
+    /// Time (wall ns) each step was active, and paused.
+    pub sampling_ns: u64,
+    pub skip_empty_ns: u64,
+    pub paused_ns: u64,
+    pub pauses: u64,
+    /// The largest N used.
+    pub max_sample: u32,
+}
+
+impl Governor {
+    /// A governor for a worker allowed `share` cores, starting at `wall`
+    /// with the thread's CPU time `cpu`; the bucket starts full.
+    pub fn new(share: f64, skip_empty_available: bool, wall: i64, cpu: i64) -> Governor {
+        Governor {
+            share,
+            tokens: share * BURST_NS as f64,
+            last_wall: wall,
+            last_cpu: cpu,
+            period_start: wall,
+            period_cpu: cpu,
+            paused_in_period: false,
+            calm: 0,
+            shed: Shed::NONE,
+            skip_empty_available,
+            sampling_ns: 0,
+            skip_empty_ns: 0,
+            paused_ns: 0,
+            pauses: 0,
+            max_sample: 1,
+        }
+    }
+
+    pub fn share(&self) -> f64 {
+        self.share
+    }
+
+    /// A new share (what the other threads leave changed).
+    pub fn set_share(&mut self, share: f64) {
+        self.share = share;
+        self.tokens = self.tokens.min(share * BURST_NS as f64);
+    }
+
+    pub fn shed(&self) -> Shed {
+        self.shed
+    }
+
+    /// Charges the CPU used since the last call; returns how long the
+    /// worker must pause (0: go on), at most [`MAX_PAUSE_NS`].
+    pub fn charge(&mut self, wall: i64, cpu: i64) -> i64 {
+        let dw = (wall - self.last_wall).max(0);
+        let dc = (cpu - self.last_cpu).max(0);
+        self.last_wall = wall;
+        self.last_cpu = cpu;
+        self.tokens = (self.tokens + dw as f64 * self.share).min(self.share * BURST_NS as f64) - dc as f64;
+        if self.tokens >= 0.0 {
+            return 0;
+        }
+        // Refilled to zero after this long.
+        let need = (-self.tokens / self.share).ceil() as i64;
+        self.paused_in_period = true;
+        need.clamp(1, MAX_PAUSE_NS)
+    }
+
+    /// The worker paused for `ns` (counted as the time step 4 was active).
+    pub fn paused(&mut self, ns: i64) {
+        self.paused_ns += ns.max(0) as u64;
+        self.pauses += 1;
+    }
+
+    /// Once per loop: at the end of a control period, moves one notch along
+    /// the shedding order and says what changed (None: nothing did).
+    pub fn control(&mut self, wall: i64, cpu: i64) -> Option<Change> {
+        let elapsed = wall - self.period_start;
+        if elapsed < CONTROL_NS {
+            return None;
+        }
+        let used = (cpu - self.period_cpu).max(0) as f64;
+        let ratio = used / (self.share * elapsed as f64);
+        if self.shed.sample > 1 {
+            self.sampling_ns += elapsed as u64;
+        }
+        if self.shed.skip_empty_tcp {
+            self.skip_empty_ns += elapsed as u64;
+        }
+        let paused = std::mem::take(&mut self.paused_in_period);
+        self.period_start = wall;
+        self.period_cpu = cpu;
+        let from = self.shed;
+        if paused || ratio > HIGH {
+            self.calm = 0;
+            if self.shed.sample < MAX_SAMPLE {
+                self.shed.sample *= 2;
+            } else if self.skip_empty_available && !self.shed.skip_empty_tcp {
+                self.shed.skip_empty_tcp = true;
+            }
+        } else if ratio < LOW {
+            self.calm += 1;
+            if self.calm >= CALM_PERIODS {
+                self.calm = 0;
+                if self.shed.skip_empty_tcp {
+                    self.shed.skip_empty_tcp = false;
+                } else if self.shed.sample > 1 {
+                    self.shed.sample /= 2;
+                }
+            }
+        } else {
+            self.calm = 0;
+        }
+        self.max_sample = self.max_sample.max(self.shed.sample);
+        (self.shed != from).then_some(Change { from, to: self.shed })
+    }
+}
+
+/// Each worker's share: the budget less what the other threads use, split
+/// evenly over the workers, never below a quarter of an even split (so a
+/// burst of the output thread cannot stop capture altogether).
+pub fn worker_share(budget: CpuBudget, workers: usize, others_cores: f64) -> f64 {
+    let even = budget.cores() / workers.max(1) as f64;
+    ((budget.cores() - others_cores.max(0.0)) / workers.max(1) as f64).max(even / 4.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    #[test]
+    fn parses_percent_and_cores_strictly() {
+        assert_eq!(CpuBudget::parse("5%").unwrap().cores(), 0.05);
+        assert_eq!(CpuBudget::parse("0.5").unwrap().cores(), 0.5);
+        assert_eq!(CpuBudget::parse(" 150% ").unwrap().cores(), 1.5);
+        assert_eq!(CpuBudget::parse("2").unwrap().cores(), 2.0);
+        for bad in ["", "%", "5%%", "-5%", "five", "0", "0%", "1e3", "0.00001", "2000", "5 %x", "1.2.3"] {
+            let e = CpuBudget::parse(bad).unwrap_err();
+            assert!(e.starts_with("--cpu-budget "), "{bad}: {e}");
+        }
+        assert_eq!(CpuBudget::parse("3%").unwrap().to_string(), "3% of a core");
+        assert_eq!(CpuBudget::parse("2").unwrap().to_string(), "2 cores");
+    }
+
+    /// A worker that wants `demand` cores gets paused so that over any
+    /// window it uses its share plus at most the burst.
+    #[test]
+    fn bucket_holds_the_share_over_any_window() {
+        let share = 0.03;
+        let mut g = Governor::new(share, true, 0, 0);
+        let (mut wall, mut cpu) = (0i64, 0i64);
+        let mut used_at = vec![(0i64, 0i64)];
+        // Blocks of 2 ms CPU each, back to back, for 30 s.
+        while wall < 30_000 * MS {
+            wall += 2 * MS;
+            cpu += 2 * MS;
+            let p = g.charge(wall, cpu);
+            if p > 0 {
+                wall += p;
+                g.paused(p);
+                assert_eq!(g.charge(wall, cpu), 0, "refilled after the pause");
+            }
+            g.control(wall, cpu);
+            used_at.push((wall, cpu));
+        }
+        // Every 10 s window: at most share * (10 s + burst).
+        for (i, &(w0, c0)) in used_at.iter().enumerate() {
+            let Some(&(w1, c1)) = used_at[i..].iter().find(|(w, _)| *w >= w0 + 10_000 * MS) else { break };
+            let limit = share * ((w1 - w0) + BURST_NS) as f64 + 2.0 * MS as f64;
+            assert!((c1 - c0) as f64 <= limit, "window at {w0}: {} > {limit}", c1 - c0);
+        }
+        // Over the whole run it used its share (within 2%).
+        let (w, c) = *used_at.last().unwrap();
+        assert!((c as f64 / w as f64 - share).abs() < share * 0.02, "{}", c as f64 / w as f64);
+        assert!(g.paused_ns > 0 && g.pauses > 0);
+        // Always over: the governor went all the way along the order.
+        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, skip_empty_tcp: true });
+        assert_eq!(g.max_sample, MAX_SAMPLE);
+    }
+
+    /// Shedding goes one notch per period while over and comes back, in
+    /// the reverse order, only after a calm spell (hysteresis).
+    #[test]
+    fn sheds_in_order_and_takes_back_after_calm() {
+        let share = 0.1;
+        let mut g = Governor::new(share, true, 0, 0);
+        let (mut wall, mut cpu) = (0i64, 0i64);
+        let mut period = |g: &mut Governor, load: f64| {
+            wall += CONTROL_NS;
+            cpu += (CONTROL_NS as f64 * share * load) as i64;
+            g.control(wall, cpu)
+        };
+        assert_eq!(period(&mut g, 0.7), None, "between LOW and HIGH: nothing moves");
+        let c = period(&mut g, 0.95).unwrap();
+        assert_eq!((c.from, c.to), (Shed::NONE, Shed { sample: 2, skip_empty_tcp: false }));
+        for _ in 0..9 {
+            period(&mut g, 0.95);
+        }
+        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, skip_empty_tcp: false });
+        period(&mut g, 0.95);
+        assert!(g.shed().skip_empty_tcp);
+        // Calm: nothing for CALM_PERIODS - 1 periods, then step 2 goes first.
+        for _ in 0..CALM_PERIODS - 1 {
+            assert_eq!(period(&mut g, 0.2), None);
+        }
+        assert_eq!(period(&mut g, 0.2).unwrap().to, Shed { sample: MAX_SAMPLE, skip_empty_tcp: false });
+        // A busy period in between restarts the wait.
+        for _ in 0..CALM_PERIODS - 1 {
+            period(&mut g, 0.2);
+        }
+        period(&mut g, 0.7);
+        for _ in 0..CALM_PERIODS - 1 {
+            assert_eq!(period(&mut g, 0.2), None);
+        }
+        assert_eq!(period(&mut g, 0.2).unwrap().to.sample, MAX_SAMPLE / 2);
+        assert!(g.sampling_ns > 0 && g.skip_empty_ns > 0);
+    }
+
+    #[test]
+    fn without_step_two_sampling_is_the_last_before_drops() {
+        let mut g = Governor::new(0.1, false, 0, 0);
+        let (mut wall, mut cpu) = (0, 0);
+        for _ in 0..20 {
+            wall += CONTROL_NS;
+            cpu += CONTROL_NS;
+            g.control(wall, cpu);
+        }
+        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, skip_empty_tcp: false });
+    }
+
+    #[test]
+    fn shares_leave_room_for_the_other_threads() {
+        let b = CpuBudget::parse("10%").unwrap();
+        assert!((worker_share(b, 2, 0.02) - 0.04).abs() < 1e-9);
+        assert!((worker_share(b, 1, 0.0) - 0.1).abs() < 1e-9);
+        // The output thread alone over budget: a quarter of an even split.
+        assert!((worker_share(b, 2, 0.5) - 0.0125).abs() < 1e-9);
+    }
+
+    #[test]
+    fn clocks_move() {
+        let (t0, p0) = (thread_cpu_ns(), process_cpu_ns());
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(thread_cpu_ns() > t0 && process_cpu_ns() > p0 && mono_ns() > 0);
+    }
+}
