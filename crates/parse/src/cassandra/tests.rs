@@ -208,3 +208,46 @@ fn not_cql_and_fresh() {
     assert!(out.is_empty());
     assert_eq!(p.stats().unparsed_bytes, 18);
 }
+
+/// Every cut of the reference captures (prefixes, truncated segments) and
+/// mutated frames: counted, never a panic.
+#[test]
+fn cut_and_mutated_input_never_panics() {
+    for f in ["cassandra_insert.pcap", "cassandra_select.pcap", "cassandra_create_keyspace.pcap", "cassandra_compressed.pcap"] {
+        let ev = tcp_events(&format!("packetbeat2/pcaps/cassandra/v4/{f}"), &[9042]);
+        crate::testutil::stress(&ev, || Box::new(CassandraParser::new(&ParseConfig { max_header_bytes: 64, ..ParseConfig::default() })));
+    }
+    let mut rng = crate::testutil::Rng(0xca55);
+    let startup = [&2u16.to_be_bytes()[..], &string(b"CQL_VERSION"), &string(b"3.0.0"), &string(b"COMPRESSION"), &string(b"snappy")].concat();
+    let seeds = [
+        frame_bytes(5, 0, 0, 0x01, &startup),
+        frame_bytes(0x85, 0, 0, 0x02, &[]),
+        frame_bytes(4, 1, 3, 0x07, &[9, 0x20, b'S', b'E', 0x01, 1]),
+        frame_bytes(0x84, 0x0f, 3, 0x08, &[0; 40]),
+        frame_bytes(0x84, 0, 3, 0x08, &[0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0x30, 0, 1, b'k']),
+    ];
+    for _ in 0..3000 {
+        let mut script = Vec::new();
+        for _ in 0..rng.below(12) {
+            let seed = &seeds[rng.below(seeds.len())];
+            let n = rng.below(32);
+            script.push(((n as u8) << 3) | (rng.below(8) as u8));
+            for _ in 0..n + 1 {
+                let b = if rng.below(4) == 0 { rng.next() as u8 } else { seed[rng.below(seed.len())] };
+                script.push(b);
+            }
+        }
+        let mut p = CassandraParser::new(&ParseConfig { max_header_bytes: 64, max_text_bytes: 8, transaction_timeout_ns: 3, ..ParseConfig::default() });
+        let mut out = Vec::new();
+        for (i, s) in script.chunks(7).enumerate() {
+            let dir = if s[0] & 1 == 0 { Dir::ToServer } else { Dir::ToClient };
+            if s[0] & 6 == 6 {
+                p.gap(dir, i as i64, u64::from(s[0] >> 3), &mut out);
+            } else {
+                p.data(dir, i as i64, s, &mut out);
+            }
+            p.expire(i as i64, &mut out);
+        }
+        p.finish(0, &mut out);
+    }
+}
