@@ -16,6 +16,7 @@ use anyhow::{bail, Context, Result};
 use wirelog_capture::privs::{self, User};
 use wirelog_capture::ring::{self, Ring, RingConfig, RingError, Waiter};
 use wirelog_counters::{CaptureStats, WorkerCounters};
+use wirelog_capture::budget::{self, CpuBudget, Governor};
 use wirelog_capture::stop::Stop;
 use wirelog_capture::{bpf, now_ns, Framing, Interface};
 use wirelog_probe::{KernelAccounting, Probe, ProbeConfig, SkipReason, TrackerConfig};
@@ -82,6 +83,21 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         }
     }
 
+    // --cpu-budget step 2: the skip-empty-TCP filter (with the user's
+    // filter) compiled now, swapped onto the sockets when the load asks;
+    // not when the sockets' one filter is the eBPF program, nor when it
+    // is already on.
+    let step2 = args.cpu_budget.is_some() && !args.kernel_accounting && !args.probe.skip_empty_tcp;
+    let mut skip_programs: Vec<(Framing, bpf::Program)> = Vec::new();
+    if step2 {
+        let e = bpf::expression(args.filter.as_deref(), true).unwrap_or_default();
+        for iface in &ifaces {
+            if !skip_programs.iter().any(|(f, _)| *f == iface.framing) {
+                skip_programs.push((iface.framing, bpf::compile(&e, iface.framing, args.snaplen)?));
+            }
+        }
+    }
+
     // Rings: per worker, one per interface. The ring size is per interface,
     // split over the workers.
     let per_socket = (args.ring_size as usize / args.workers).max(1 << 20);
@@ -120,6 +136,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                 filter: programs.iter().find(|(f, _)| *f == iface.framing).map(|(_, p)| p.clone()),
                 ebpf_filter: kernel.as_ref().ok().and_then(|k| k.as_ref()?.program_fd(l3_offset(iface.framing))),
                 if_id: i as u32,
+                swappable_filter: step2,
                 ..RingConfig::default()
             };
             let r = Ring::open(iface, &cfg)?;
@@ -199,7 +216,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     let records = args.serve.listen.map(|_| wirelog_store::LiveRecords::new(args.serve.live_memory as usize));
     let mut out_cfg = OutputConfig {
         records: records.clone(),
-        empty_tcp_note: args.probe.skip_empty_tcp,
+        // --cpu-budget step 2 may switch the filter on: the column is there.
+        empty_tcp_note: args.probe.skip_empty_tcp || step2,
+        sample_weights: args.cpu_budget.is_some(),
         processes: resolver.as_ref().map(|r| r.owners()),
         tls_join: tls.as_ref().map(|_| Box::new(wirelog_tlsplain::Join::new(tls_join_stats.clone())) as Box<dyn wirelog_record::TxJoin>),
         clickhouse: crate::clickhouse::sink_config(&args.output, &args.interfaces.join(","))?,
@@ -252,8 +271,23 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         if let Some(k) = &kernel {
             probe.kernel_accounting(k.clone());
         }
+        let budget = args.cpu_budget.map(|b| BudgetPlan {
+            budget: b,
+            all: counters.clone(),
+            filters: step2.then(|| {
+                rings
+                    .iter()
+                    .map(|(r, _)| {
+                        let normal = programs.iter().find(|(f, _)| *f == r.framing()).map_or_else(|| Ring::keep_all(args.snaplen), |(_, p)| p.clone());
+                        let skip = skip_programs.iter().find(|(f, _)| *f == r.framing()).map(|(_, p)| p.clone()).unwrap_or_default();
+                        (normal, skip)
+                    })
+                    .collect()
+            }),
+        });
         let tx = output.sender();
         let w = Worker {
+            budget,
             rings,
             probe,
             counters: c,
@@ -287,6 +321,16 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             expr.as_ref().map(|_| ", kernel filter attached").unwrap_or("")
         );
         eprintln!("{} (per worker)", crate::read::memory_line(&args.probe));
+        if let Some(b) = args.cpu_budget {
+            let steps = if step2 {
+                "parse sampling, then skip-empty-tcp, then kernel drops"
+            } else if args.kernel_accounting {
+                "parse sampling (kernel accounting on throughout), then kernel drops"
+            } else {
+                "parse sampling (skip-empty-tcp on throughout), then kernel drops"
+            };
+            eprintln!("wirelog: cpu budget: {b} for the whole process, held within {}% over any 10 s; sheds {steps}", budget::BURST_NS / 100_000_000);
+        }
         if records.is_some() {
             // Beside the trackers' budget: the other memory the run may hold.
             eprintln!(
@@ -418,6 +462,15 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         }
         if let Some(t) = w.txs_text() {
             eprintln!("wirelog: transactions: {t}");
+        }
+        if let Some(b) = args.cpu_budget {
+            let cpu = budget::process_cpu_ns() as f64 / 1e9;
+            let secs = started.elapsed().as_secs_f64();
+            eprintln!(
+                "wirelog: cpu budget {b}: the process used {cpu:.2} CPU-s in {secs:.1} s ({:.1}% of a core); shed: {}",
+                cpu / secs.max(1e-9) * 100.0,
+                snapshot().shed_text()
+            );
         }
         let a = snapshot().total();
         eprintln!(
@@ -562,7 +615,71 @@ struct WorkerEnd {
     new_conns_dropped: u64,
 }
 
+/// `--cpu-budget`: what a worker needs to hold its share.
+struct BudgetPlan {
+    budget: CpuBudget,
+    /// Every worker's counters: their CPU time tells what the other
+    /// threads of the process use.
+    all: Vec<Arc<WorkerCounters>>,
+    /// Per ring: its own filter and the skip-empty-TCP one (step 2);
+    /// `None`: step 2 is not available.
+    filters: Option<Vec<(bpf::Program, bpf::Program)>>,
+}
+
+/// A worker's governor at work (built on the worker's thread: it reads
+/// that thread's CPU clock).
+struct Governed {
+    plan: BudgetPlan,
+    gov: Governor,
+    /// The rings must be left alone this long (ns) before the next block.
+    pause_ns: i64,
+    /// When the share was last set, and the process's and the workers' CPU then.
+    share_at: i64,
+    process_at: i64,
+    workers_at: u64,
+    /// What the other threads used lately (cores, smoothed).
+    others: f64,
+}
+
+/// How often a worker looks at what the other threads use.
+const SHARE_EVERY_NS: i64 = 1_000_000_000;
+
+impl Governed {
+    fn new(plan: BudgetPlan) -> Governed {
+        let share = budget::worker_share(plan.budget, plan.all.len(), 0.0);
+        let (wall, cpu) = (budget::mono_ns(), budget::thread_cpu_ns());
+        Governed {
+            gov: Governor::new(share, plan.filters.is_some(), wall, cpu),
+            plan,
+            pause_ns: 0,
+            share_at: wall,
+            process_at: budget::process_cpu_ns(),
+            workers_at: 0,
+            others: 0.0,
+        }
+    }
+
+    /// The share left by the other threads, measured once a second.
+    fn reshare(&mut self, wall: i64) {
+        let dw = wall - self.share_at;
+        if dw < SHARE_EVERY_NS {
+            return;
+        }
+        let process = budget::process_cpu_ns();
+        let workers: u64 = self.plan.all.iter().map(|c| c.cpu_ns.load(std::sync::atomic::Ordering::Relaxed)).sum();
+        let others = ((process - self.process_at) - (workers as i64 - self.workers_at as i64)).max(0) as f64 / dw as f64;
+        // Smoothed: the output thread works in bursts (flushes).
+        self.others = if self.workers_at == 0 { others } else { 0.5 * self.others + 0.5 * others };
+        self.share_at = wall;
+        self.process_at = process;
+        self.workers_at = workers;
+        self.gov.set_share(budget::worker_share(self.plan.budget, self.plan.all.len(), self.others));
+    }
+}
+
 struct Worker {
+    /// `--cpu-budget` (built into a [`Governed`] on the worker's thread).
+    budget: Option<BudgetPlan>,
     /// (ring, interface position in the -i list)
     rings: Vec<(Ring, usize)>,
     probe: Probe,
@@ -584,6 +701,7 @@ struct Worker {
 
 impl Worker {
     fn run(mut self) -> Result<WorkerEnd> {
+        let mut governed = self.budget.take().map(Governed::new);
         let retire_ns = ring::DEFAULT_RETIRE_MS as i64 * 1_000_000;
         // Packets in a block the kernel has not retired yet are at most this
         // old: timers run this far behind the wall clock, so they never run
@@ -593,8 +711,11 @@ impl Worker {
         let mut next_tick = now_ns() + TICK_NS;
         let mut drain_until: Option<i64> = None;
         loop {
-            if self.drain_rings() {
+            if self.drain_rings(governed.as_mut()) {
                 self.ship()?;
+            }
+            if let Some(g) = governed.as_mut() {
+                self.govern(g);
             }
             let now = now_ns();
             if drain_until.is_none() && self.stop.is_set() {
@@ -638,7 +759,7 @@ impl Worker {
                 self.ship()?;
             }
         }
-        while self.drain_rings() {}
+        while self.drain_rings(None) {}
         self.probe.finish();
         self.update_stats();
         self.loss.due(now_ns());
@@ -658,7 +779,13 @@ impl Worker {
     /// Processes the retired blocks of every ring, at most
     /// [`BLOCKS_PER_ROUND`] per ring so that a saturated link still lets the
     /// loop ship records, run timers and see a stop; true if any block was.
-    fn drain_rings(&mut self) -> bool {
+    ///
+    /// Governed (`--cpu-budget`), each block is charged to the budget and
+    /// the round ends as soon as the budget is spent (see [`Worker::govern`]).
+    fn drain_rings(&mut self, mut governed: Option<&mut Governed>) -> bool {
+        if governed.as_ref().is_some_and(|g| g.pause_ns > 0) {
+            return false;
+        }
         let Worker { rings, probe, counters, .. } = self;
         let mut any = false;
         for (ring, _) in rings.iter_mut() {
@@ -691,9 +818,70 @@ impl Worker {
                 if not_decoded > 0 {
                     counters.not_decoded.fetch_add(not_decoded, std::sync::atomic::Ordering::Relaxed);
                 }
+                if let Some(g) = governed.as_deref_mut() {
+                    g.pause_ns = g.gov.charge(budget::mono_ns(), budget::thread_cpu_ns());
+                    if g.pause_ns > 0 {
+                        return true;
+                    }
+                }
             } // the block goes back to the kernel here
         }
         any
+    }
+
+    /// `--cpu-budget`: pauses when the budget is spent (the kernel keeps
+    /// what fits in the rings and drops the rest, counted), and applies
+    /// what the governor decides at the end of each control period.
+    fn govern(&mut self, g: &mut Governed) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if g.pause_ns > 0 {
+            let t0 = budget::mono_ns();
+            if !self.stop.is_set() {
+                std::thread::sleep(Duration::from_nanos(g.pause_ns as u64));
+            }
+            let slept = budget::mono_ns() - t0;
+            g.gov.paused(slept);
+            g.pause_ns = g.gov.charge(budget::mono_ns(), budget::thread_cpu_ns());
+            if self.stop.is_set() {
+                g.pause_ns = 0;
+            }
+        }
+        let (wall, cpu) = (budget::mono_ns(), budget::thread_cpu_ns());
+        self.counters.cpu_ns.store(cpu.max(0) as u64, Relaxed);
+        g.reshare(wall);
+        if let Some(change) = g.gov.control(wall, cpu) {
+            if change.to.sample != change.from.sample {
+                self.probe.set_sampling(change.to.sample);
+            }
+            if change.to.skip_empty_tcp != change.from.skip_empty_tcp {
+                self.swap_filters(g, change.to.skip_empty_tcp);
+            }
+        }
+        let c = &self.counters;
+        c.sample_n.store(g.gov.shed().sample as u64, Relaxed);
+        c.shed_sampling_ns.store(g.gov.sampling_ns, Relaxed);
+        c.shed_skip_empty_ns.store(g.gov.skip_empty_ns, Relaxed);
+        c.shed_paused_ns.store(g.gov.paused_ns, Relaxed);
+        c.shed_pauses.store(g.gov.pauses, Relaxed);
+    }
+
+    /// Step 2 on or off: every ring of this worker gets the other filter.
+    /// A socket that refuses is said once, and step 2 is not used again.
+    fn swap_filters(&mut self, g: &mut Governed, skip: bool) {
+        let Some(filters) = g.plan.filters.as_ref() else { return };
+        for ((ring, pos), (normal, skipping)) in self.rings.iter().zip(filters) {
+            if let Err(e) = ring.swap_filter(if skip { skipping } else { normal }) {
+                eprintln!("wirelog: --cpu-budget: interface {}: {e}; not dropping empty TCP segments in the kernel", self.iface_names[*pos]);
+                for ((ring, _), (normal, _)) in self.rings.iter().zip(filters) {
+                    let _ = ring.swap_filter(normal);
+                }
+                g.plan.filters = None;
+                g.gov.forbid_skip_empty();
+                self.probe.set_empty_tcp_skipped(false, now_ns());
+                return;
+            }
+        }
+        self.probe.set_empty_tcp_skipped(skip, now_ns());
     }
 
     /// A socket error: the interface went down (go on: capture resumes when
@@ -738,6 +926,7 @@ impl Worker {
         c.parse_gaps.store(a.parse.gaps, Relaxed);
         c.unparsed_bytes.store(a.parse.unparsed_bytes, Relaxed);
         c.parsers_gave_up.store(a.gave_up, Relaxed);
+        c.sampled_out.store(a.sampled_out, Relaxed);
     }
 
     /// Ends the loss table's open minute (see `wirelog_record::loss`): the

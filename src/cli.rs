@@ -69,6 +69,7 @@ pub enum Command {
     ///   wirelog capture -i eth0 --logs /var/log/wirelog
     ///   wirelog capture -i any --filter 'not port 22' --workers 2
     ///   wirelog capture -i lo --skip-empty-tcp --duration 60s --no-store --logs /tmp/wl
+    ///   wirelog capture -i lo --cpu-budget 5% --duration 3s --no-store --logs wl-logs
     ///
     /// Exit codes: 0 success; 2 error; 3 partial: the disk stayed full and
     /// some records could not be written, or the ClickHouse spool was full
@@ -640,6 +641,7 @@ impl OutputArgs {
             clickhouse: None,
             run: None,
             records: None,
+            sample_weights: false,
         }
     }
 }
@@ -1032,6 +1034,18 @@ pub struct CaptureArgs {
     #[arg(long, help_heading = "Capture")]
     pub kernel_accounting: bool,
 
+    /// What the capture may cost: `5%` of one core, or `0.5` cores, for the
+    /// whole process (workers, output thread, the rest). Above it, workers
+    /// shed work in this order, each step undone when load falls: (1) parse
+    /// 1 in N new connections (N adapting; their transactions carry
+    /// `sample_weight` N); (2) drop empty TCP segments in the kernel (the
+    /// --skip-empty-tcp filter, swapped on; not with --kernel-accounting);
+    /// (4) leave packets to the kernel, which drops what the ring cannot
+    /// hold. Held within 5% over any 10 s (README: "CPU budget"). Default:
+    /// no budget.
+    #[arg(long, value_name = "P", value_parser = parse_cpu_budget, help_heading = "Capture")]
+    pub cpu_budget: Option<wirelog_capture::budget::CpuBudget>,
+
     /// Run as this user once the capture sockets are open (default: nobody
     /// when started as root; `root` keeps root).
     #[arg(long, value_name = "USER", help_heading = "Capture")]
@@ -1196,6 +1210,11 @@ impl CaptureServeArgs {
 }
 
 /// Parses `500M`, `10G`, `1T`, `4096` (bytes; K/M/G/T are powers of 1024).
+/// `--cpu-budget`: a share of one core (`5%`) or cores (`0.5`).
+pub fn parse_cpu_budget(s: &str) -> Result<wirelog_capture::budget::CpuBudget, String> {
+    wirelog_capture::budget::CpuBudget::parse(s)
+}
+
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim().trim_end_matches(['B', 'b']);
     let (num, mult) = match t.chars().last() {

@@ -66,6 +66,9 @@ pub struct OutputConfig {
     /// `capture --listen`: the records are also kept in memory until the
     /// store has them, for the API (`wirelog_store::live`).
     pub records: Option<Arc<wirelog_store::LiveRecords>>,
+    /// capture --cpu-budget: the transaction logs get the `sample_weight`
+    /// column (parse sampling may weigh them).
+    pub sample_weights: bool,
 }
 
 impl OutputConfig {
@@ -138,7 +141,7 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
             sinks.push(Box::new(conn));
             sinks.push(Box::new(flows));
             let tls = cfg.tls_join.is_some();
-            sinks.push(Box::new(TxLogs::new(logs.clone(), processes || tls)?.with_sources(tls)));
+            sinks.push(Box::new(TxLogs::new(logs.clone(), processes || tls)?.with_sources(tls).with_weights(cfg.sample_weights)));
             sinks.push(Box::new(X509LogWriter::in_dir(logs)?));
         }
         // Without a log directory: conn.log on standard output, nothing else.

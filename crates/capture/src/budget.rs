@@ -199,6 +199,13 @@ impl Governor {
         self.tokens = self.tokens.min(share * BURST_NS as f64);
     }
 
+    /// Step 2 cannot be used (a socket refused the filter): turned off if
+    /// on, never taken again.
+    pub fn forbid_skip_empty(&mut self) {
+        self.skip_empty_available = false;
+        self.shed.skip_empty_tcp = false;
+    }
+
     pub fn shed(&self) -> Shed {
         self.shed
     }
@@ -253,7 +260,9 @@ impl Governor {
                 self.shed.skip_empty_tcp = true;
             }
         } else if ratio < LOW {
-            self.calm += 1;
+            // A worker asleep on an idle link calls rarely: every period
+            // it slept through was calm.
+            self.calm += (elapsed / CONTROL_NS).max(1) as u32;
             if self.calm >= CALM_PERIODS {
                 self.calm = 0;
                 if self.shed.skip_empty_tcp {

@@ -83,6 +83,15 @@ fn gauges(
     }
 }
 
+/// A counter family of seconds (float).
+fn seconds(reg: &mut Registry, name: &str, help: &str, values: &[(Labels, f64)]) {
+    let fam: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>> = Family::default();
+    for (l, v) in values {
+        fam.get_or_create(l).inc_by(*v);
+    }
+    reg.register_with_unit(name, help, Unit::Seconds, fam);
+}
+
 pub(crate) fn text(state: &AppState) -> String {
     let mut reg = Registry::default();
     reg.register(
@@ -276,6 +285,29 @@ pub(crate) fn text(state: &AppState) -> String {
             None,
             &per(|w| w.output_waits),
         );
+        // capture --cpu-budget: what each worker used and what it shed,
+        // by step (the steps' numbers are the README's shedding order).
+        let secs = |f: fn(&crate::WorkerLive) -> u64| -> Vec<(Labels, f64)> {
+            s.workers
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (vec![("worker".to_string(), i.to_string())], f(w) as f64 / 1e9))
+                .collect()
+        };
+        seconds(&mut reg, "wirelog_budget_worker_cpu", "CPU time of each capture worker thread (measured with --cpu-budget)", &secs(|w| w.cpu_ns));
+        seconds(&mut reg, "wirelog_shed_sampling", "Time step 1 (parse sampling of new connections) was on", &secs(|w| w.shed_sampling_ns));
+        seconds(&mut reg, "wirelog_shed_skip_empty_tcp", "Time step 2 (empty TCP segments dropped in the kernel) was on", &secs(|w| w.shed_skip_empty_ns));
+        seconds(&mut reg, "wirelog_shed_paused", "Time step 4 was on: the worker left its rings to the kernel, which dropped what did not fit", &secs(|w| w.shed_paused_ns));
+        let sample: Vec<(Labels, i64)> = per(|w| w.sample_n.max(1)).into_iter().map(|(l, v)| (l, v as i64)).collect();
+        gauges(&mut reg, "wirelog_shed_sample_n", "New connections are parsed 1 in this many now (1: all)", None, &sample);
+        counters(
+            &mut reg,
+            "wirelog_shed_sampled_out",
+            "Connections found but not parsed because of parse sampling",
+            None,
+            &per(|w| w.sampled_out),
+        );
+        counters(&mut reg, "wirelog_shed_pauses", "Times a worker left its rings to the kernel (budget spent)", None, &per(|w| w.shed_pauses));
         if let Some(st) = &s.store {
             let one = |v: u64| vec![(Labels::new(), v)];
             counters(&mut reg, "wirelog_store_written_rows", "Rows this run wrote to the store", None, &one(st.rows));

@@ -277,6 +277,8 @@ pub struct TxLogWriter<W: Write> {
     processes: bool,
     /// The `source` column (capture --tls-plaintext) comes last.
     sources: bool,
+    /// The `sample_weight` column (capture --cpu-budget) after it.
+    weights: bool,
     /// The protocol's logged columns, in the log's order.
     cols: Vec<&'static Column>,
     text: LogText,
@@ -302,6 +304,7 @@ impl<W: Write> TxLogWriter<W> {
             names,
             processes: false,
             sources: false,
+            weights: false,
             cols: decl.logged().collect(),
             text: decl.log_text,
         }
@@ -320,6 +323,14 @@ impl<W: Write> TxLogWriter<W> {
         self
     }
 
+    /// Adds the `sample_weight` column (capture --cpu-budget: how many
+    /// transactions each line stands for, 1 unless parsing was sampled)
+    /// after every other.
+    pub fn with_weights(mut self, on: bool) -> Self {
+        self.weights = on;
+        self
+    }
+
     pub fn rows(&self) -> u64 {
         self.rows
     }
@@ -327,8 +338,9 @@ impl<W: Write> TxLogWriter<W> {
     fn header(&mut self) -> io::Result<()> {
         let extra = if self.processes { crate::logs::procs::FIELDS } else { &[] };
         let source: &[(&str, &str)] = if self.sources { &[("source", "string")] } else { &[] };
+        let weight: &[(&str, &str)] = if self.weights { &[("sample_weight", "count")] } else { &[] };
         let own = own_fields(self.protocol);
-        let fields = COMMON_HEAD.iter().chain(&own).chain(COMMON_TAIL).chain(extra).chain(source);
+        let fields = COMMON_HEAD.iter().chain(&own).chain(COMMON_TAIL).chain(extra).chain(source).chain(weight);
         let name = self.protocol.log();
         zeek_header(&mut self.out, self.format, &mut self.header_written, name, fields)
     }
@@ -381,6 +393,11 @@ impl<W: Write> TxLogWriter<W> {
                 self.line.extend_from_slice(r.source.as_str().as_bytes());
             }
         }
+        if self.weights {
+            let n = r.sample_weight.to_string();
+            self.line.extend_from_slice(if json { b",\"sample_weight\":" } else { b"\t" });
+            self.line.extend_from_slice(n.as_bytes());
+        }
         self.line
             .extend_from_slice(if json { b"}\n" } else { b"\n" });
     }
@@ -408,6 +425,7 @@ pub struct TxLogs {
     dir: crate::LogDir,
     processes: bool,
     sources: bool,
+    weights: bool,
     writers: Vec<(Protocol, TxLogWriter<crate::LogOut>)>,
 }
 
@@ -418,7 +436,13 @@ impl TxLogs {
         for p in Protocol::ALL {
             dir.remove_stale(&tx_log_name(p))?;
         }
-        Ok(TxLogs { dir, processes, sources: false, writers: Vec::new() })
+        Ok(TxLogs { dir, processes, sources: false, weights: false, writers: Vec::new() })
+    }
+
+    /// Lines get the `sample_weight` column (capture --cpu-budget).
+    pub fn with_weights(mut self, on: bool) -> Self {
+        self.weights = on;
+        self
     }
 
     /// Lines get the `source` column (capture --tls-plaintext).
@@ -434,7 +458,8 @@ impl TxLogs {
                 let out = self.dir.create(&tx_log_name(p))?;
                 let w = TxLogWriter::new(out, self.dir.format, p)
                     .with_processes(self.processes)
-                    .with_sources(self.sources);
+                    .with_sources(self.sources)
+                    .with_weights(self.weights);
                 self.writers.push((p, w));
                 self.writers.len() - 1
             }
@@ -782,6 +807,26 @@ mod tests {
         let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol);
         w.write(&r).unwrap();
         assert!(!String::from_utf8(w.out).unwrap().contains("source"));
+    }
+
+    /// capture --cpu-budget: the weight of a sampled connection's
+    /// transactions, last, in both formats; off, no column.
+    #[test]
+    fn sample_weight_column_comes_last_when_asked() {
+        let mut r = rec(Protocol::Http, Detail::Http(Default::default()));
+        r.sample_weight = 8;
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol).with_sources(true).with_weights(true);
+        w.write(&r).unwrap();
+        let out = String::from_utf8(w.out).unwrap();
+        assert!(out.lines().find(|l| l.starts_with("#fields")).unwrap().ends_with("\tsource\tsample_weight"), "{out}");
+        assert!(out.lines().find(|l| l.starts_with("#types")).unwrap().ends_with("\tstring\tcount"), "{out}");
+        assert!(out.lines().last().unwrap().ends_with("\tpackets\t8"), "{out}");
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Json, r.protocol).with_weights(true);
+        w.write(&r).unwrap();
+        assert!(String::from_utf8(w.out).unwrap().ends_with(",\"sample_weight\":8}\n"));
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol);
+        w.write(&r).unwrap();
+        assert!(!String::from_utf8(w.out).unwrap().contains("sample_weight"));
     }
 
     #[test]
