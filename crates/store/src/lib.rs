@@ -104,6 +104,8 @@ mod fsutil;
 pub mod ingest;
 pub mod layout;
 pub mod pcap_dirs;
+mod pqenc;
+mod pqfile;
 pub mod live;
 mod reader;
 pub mod retention;
@@ -113,6 +115,7 @@ pub mod staging;
 #[cfg(feature = "synth")]
 pub mod synth;
 mod time;
+mod thrift;
 mod tx;
 mod tx_record;
 mod writer;
