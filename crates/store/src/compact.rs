@@ -25,7 +25,6 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parquet::file::metadata::KeyValue;
 use parquet::file::reader::FileReader;
 
 use crate::batch::{Batch, Column, Kind};
@@ -216,7 +215,7 @@ fn compact_locked(
             Err(what) => return Err(StoreError::corrupt(pdir, what)),
         };
         let names: Vec<&str> = group.iter().map(|f| f.name.as_str()).collect();
-        let kv = [KeyValue::new(REPLACES_KEY.to_string(), names.join("\n"))];
+        let kv = [(REPLACES_KEY.to_string(), names.join("\n"))];
         // All rows of a partition fall in its hour, so this writes one file
         // (a foreign row in another hour would go to its own partition).
         let written = write_partitioned(&data_dir, "compact", &merged, &fmt, &kv)?;

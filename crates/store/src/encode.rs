@@ -4,23 +4,13 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-
-use bytes::Bytes;
-use parquet::data_type::{
-    BoolType, ByteArray, ByteArrayType, FixedLenByteArray, FixedLenByteArrayType, Int32Type,
-    Int64Type,
-};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
-use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::TypePtr;
 
 use wirelog_record::{Proc, ProcOwner};
 
 use crate::batch::Kind;
 use crate::error::StoreError;
 use crate::fsutil::{publish, remove_file_if_exists};
+use crate::pqfile::{self, Format, WriteError};
 
 /// Values of one column in Parquet's physical representation: only the
 /// non-null values, plus definition levels for optional columns.
@@ -28,8 +18,31 @@ pub(crate) enum PqCol {
     I32(Vec<i32>),
     I64(Vec<i64>),
     Bool(Vec<bool>),
-    Flba(Vec<FixedLenByteArray>),
-    Bytes(Vec<ByteArray>),
+    Flba(Vec<[u8; 16]>),
+    Bytes(Texts),
+}
+
+/// Byte strings in one buffer: value `i` is `data[ends[i-1]..ends[i]]`.
+#[derive(Default)]
+pub(crate) struct Texts {
+    pub data: Vec<u8>,
+    pub ends: Vec<usize>,
+}
+
+impl Texts {
+    pub(crate) fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.data[start..self.ends[i]]
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let v = &self.data[start..end];
+            start = end;
+            v
+        })
+    }
 }
 
 pub(crate) struct PqValues {
@@ -103,23 +116,15 @@ pub(crate) fn opt_i32(rows: &[u32], f: impl Fn(usize) -> Option<i32>) -> PqValue
     optional(rows, f, PqCol::I32)
 }
 
-/// IPs: one shared buffer, each value a slice of it (no allocation per value).
+/// IPs, 16 bytes each.
 pub(crate) fn req_ip(rows: &[u32], f: impl Fn(usize) -> [u8; 16]) -> PqValues {
-    let mut buf = Vec::with_capacity(rows.len() * 16);
-    for &r in rows {
-        buf.extend_from_slice(&f(r as usize));
-    }
-    let buf = Bytes::from(buf);
-    let vals = (0..rows.len())
-        .map(|i| FixedLenByteArray::from(ByteArray::from(buf.slice(i * 16..i * 16 + 16))))
-        .collect();
     PqValues {
-        col: PqCol::Flba(vals),
+        col: PqCol::Flba(rows.iter().map(|&r| f(r as usize)).collect()),
         def: None,
     }
 }
 
-/// Strings: one shared buffer, each value a slice of it. `optional` columns
+/// Strings: one shared buffer. `optional` columns
 /// write `None` as null; required ones write it as "".
 pub(crate) fn strings<'a>(
     rows: &[u32],
@@ -142,18 +147,8 @@ pub(crate) fn strings<'a>(
             None => ends.push(buf.len()),
         }
     }
-    let buf = Bytes::from(buf);
-    let mut start = 0;
-    let vals = ends
-        .into_iter()
-        .map(|end| {
-            let v = ByteArray::from(buf.slice(start..end));
-            start = end;
-            v
-        })
-        .collect();
     PqValues {
-        col: PqCol::Bytes(vals),
+        col: PqCol::Bytes(Texts { data: buf, ends }),
         def: optional.then_some(def),
     }
 }
@@ -205,16 +200,13 @@ pub struct WrittenFile {
 /// Writes `rows` (already in file order) of `src` to a new file in `dir`
 /// (`<prefix>-<unix_nanos>-<seq>.parquet`): written under a hidden
 /// temporary name, fsynced, renamed, and the directory fsynced.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn write_file(
     dir: &Path,
     prefix: &str,
     src: &dyn RowSource,
     rows: &[u32],
-    schema: &TypePtr,
-    props: &Arc<WriterProperties>,
-    row_group_rows: usize,
-    kv: Vec<KeyValue>,
+    fmt: &Format,
+    kv: &[(String, String)],
     sync: bool,
 ) -> Result<WrittenFile, StoreError> {
     let (tmp, dst) = loop {
@@ -229,7 +221,7 @@ pub(crate) fn write_file(
         }
     };
     let file = crate::fsutil::create_new(&tmp)?;
-    let result = write_parquet(&tmp, file, src, rows, schema, props, row_group_rows, kv);
+    let result = write_parquet(&tmp, file, src, rows, fmt, kv);
     let file = match result {
         Ok(f) => f,
         Err(e) => {
@@ -249,19 +241,15 @@ pub(crate) fn write_file(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-#[allow(clippy::too_many_arguments)]
 fn write_parquet(
     path: &Path,
     file: File,
     src: &dyn RowSource,
     rows: &[u32],
-    schema: &TypePtr,
-    props: &Arc<WriterProperties>,
-    row_group_rows: usize,
-    kv: Vec<KeyValue>,
+    fmt: &Format,
+    kv: &[(String, String)],
 ) -> Result<File, StoreError> {
-    let buf = write_parquet_to(path, BufWriter::with_capacity(1 << 20, file), src, rows, schema, props, row_group_rows, kv)?;
+    let buf = write_parquet_to(path, BufWriter::with_capacity(1 << 20, file), src, rows, fmt, kv)?;
     buf.into_inner()
         .map_err(|e| StoreError::io(path, "write", e.into_error()))
 }
@@ -272,73 +260,24 @@ fn write_parquet(
 pub(crate) fn encode_in_memory(
     src: &dyn RowSource,
     rows: &[u32],
-    schema: &TypePtr,
-    props: &Arc<WriterProperties>,
+    fmt: &Format,
 ) -> Result<Vec<u8>, StoreError> {
-    write_parquet_to(Path::new("(memory)"), Vec::new(), src, rows, schema, props, rows.len().max(1), Vec::new())
+    let fmt = Format { row_group_rows: rows.len().max(1), ..fmt.clone() };
+    write_parquet_to(Path::new("(memory)"), Vec::new(), src, rows, &fmt, &[])
 }
 
-/// Writes the Parquet file to `out`; `path` names it in errors.
-#[allow(clippy::too_many_arguments)]
-fn write_parquet_to<W: std::io::Write + Send>(
+/// Writes the Parquet file to `out`; `path` names it in errors (an I/O
+/// error stays one, so that a full disk is seen as such).
+fn write_parquet_to<W: std::io::Write>(
     path: &Path,
     out: W,
     src: &dyn RowSource,
     rows: &[u32],
-    schema: &TypePtr,
-    props: &Arc<WriterProperties>,
-    row_group_rows: usize,
-    kv: Vec<KeyValue>,
+    fmt: &Format,
+    kv: &[(String, String)],
 ) -> Result<W, StoreError> {
-    // Writing the file is done by the Parquet writer: its I/O errors come
-    // back wrapped, and are unwrapped so that a full disk is seen as such.
-    let enc = |e: parquet::errors::ParquetError| match e {
-        parquet::errors::ParquetError::External(inner) => match inner.downcast::<std::io::Error>() {
-            Ok(io) => StoreError::io(path, "write", *io),
-            Err(other) => StoreError::encode(path, other),
-        },
-        e => StoreError::encode(path, e),
-    };
-    let mut w = SerializedFileWriter::new(
-        out,
-        schema.clone(),
-        props.clone(),
-    )
-    .map_err(enc)?;
-    w.append_key_value_metadata(KeyValue::new(
-        "wirelog.kind".into(),
-        src.kind().as_str().to_string(),
-    ));
-    w.append_key_value_metadata(KeyValue::new(
-        "wirelog.schema_version".into(),
-        crate::schema::file_version(src.kind()).to_string(),
-    ));
-    for k in kv {
-        w.append_key_value_metadata(k);
-    }
-    // The schema's columns: the kind's, or (in tests) a prefix of them.
-    let ncols = schema.get_fields().len();
-    for chunk in rows.chunks(row_group_rows.max(1)) {
-        let mut rg = w.next_row_group().map_err(enc)?;
-        for c in 0..ncols {
-            let v = src.values(c, chunk);
-            let mut cw = rg.next_column().map_err(enc)?.ok_or_else(|| {
-                StoreError::encode(path, "schema has fewer columns than expected")
-            })?;
-            let def = v.def.as_deref();
-            match &v.col {
-                PqCol::I32(x) => cw.typed::<Int32Type>().write_batch(x, def, None),
-                PqCol::I64(x) => cw.typed::<Int64Type>().write_batch(x, def, None),
-                PqCol::Bool(x) => cw.typed::<BoolType>().write_batch(x, def, None),
-                PqCol::Flba(x) => cw
-                    .typed::<FixedLenByteArrayType>()
-                    .write_batch(x, def, None),
-                PqCol::Bytes(x) => cw.typed::<ByteArrayType>().write_batch(x, def, None),
-            }
-            .map_err(enc)?;
-            cw.close().map_err(enc)?;
-        }
-        rg.close().map_err(enc)?;
-    }
-    w.into_inner().map_err(enc)
+    pqfile::write(out, src, rows, fmt, kv).map_err(|e| match e {
+        WriteError::Io(io) => StoreError::io(path, "write", io),
+        WriteError::Encode(what) => StoreError::encode(path, what),
+    })
 }

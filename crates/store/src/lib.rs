@@ -104,6 +104,8 @@ mod fsutil;
 pub mod ingest;
 pub mod layout;
 pub mod pcap_dirs;
+mod pqenc;
+mod pqfile;
 pub mod live;
 mod loss;
 mod reader;
@@ -114,6 +116,7 @@ pub mod staging;
 #[cfg(feature = "synth")]
 pub mod synth;
 mod time;
+mod thrift;
 mod tx;
 mod tx_record;
 mod writer;

@@ -416,12 +416,7 @@ pub struct LiveSink {
     /// Per kind ([`Kind::ALL`] order; `None` for x509): the records
     /// gathered, and the number of the first of them.
     gather: Vec<Option<(Gather, u64)>>,
-    formats: Vec<
-        Option<(
-            parquet::schema::types::TypePtr,
-            Arc<parquet::file::properties::WriterProperties>,
-        )>,
-    >,
+    formats: Vec<Option<crate::pqfile::Format>>,
     last: Instant,
 }
 
@@ -442,10 +437,7 @@ impl LiveSink {
                 _ => Gather::Tx(TxBuf::new(kind)),
             };
             gather.push(Some((g, 0)));
-            formats.push(Some((
-                crate::schema::parquet_schema(kind),
-                crate::schema::live_properties(kind, CHUNK_ROWS)?,
-            )));
+            formats.push(Some(crate::schema::live_format(kind, CHUNK_ROWS)));
         }
         Ok(LiveSink {
             live,
@@ -457,7 +449,7 @@ impl LiveSink {
 
     /// Hands the gathered records of `kind` over.
     fn hand_over(&mut self, s: usize) {
-        let (Some((g, first)), Some((schema, props))) =
+        let (Some((g, first)), Some(fmt)) =
             (self.gather[s].as_mut(), self.formats[s].as_ref())
         else {
             return;
@@ -469,7 +461,7 @@ impl LiveSink {
         }
         let kind = src.kind();
         let rows: Vec<u32> = (0..n as u32).collect();
-        match encode_in_memory(src, &rows, schema, props)
+        match encode_in_memory(src, &rows, fmt)
             .and_then(|bytes| decode_in_memory(bytes, kind))
         {
             Ok(batch) => self.live.push(kind, *first, batch),

@@ -1303,10 +1303,8 @@ mod tests {
             "part",
             &OldFlows(vec![old.clone()]),
             &[0],
-            &schema::parquet_schema_of(Kind::Flows, schema::FLOWS),
-            &schema::writer_properties(Kind::Flows, 3, 1000).unwrap(),
-            1000,
-            Vec::new(),
+            &crate::pqfile::Format { cols: schema::FLOWS, ..schema::file_format(Kind::Flows, 3, 1000).unwrap() },
+            &[],
             false,
         )
         .unwrap();

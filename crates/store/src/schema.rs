@@ -1,20 +1,22 @@
 //! The Parquet schemas of the two tables, and how each column is typed,
 //! encoded and handed to queries.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use wirelog_record::columns::{Card, Column, Type as Holds};
 use wirelog_record::Protocol;
 
-use parquet::basic::{
-    Compression, Encoding, LogicalType, Repetition, TimeUnit, Type as PhysicalType, ZstdLevel,
-};
-use parquet::file::metadata::SortingColumn;
-use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
-use parquet::schema::types::{ColumnPath, Type, TypePtr};
-
 use crate::batch::Kind;
 use crate::error::StoreError;
+use crate::pqfile::Format;
+
+/// How a column's values are written when not as a dictionary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Encoding {
+    Plain,
+    /// DELTA_BINARY_PACKED (INT64 columns: sorted times).
+    DeltaBinaryPacked,
+}
 
 /// What a column holds; decides its Parquet types and its batch variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +90,17 @@ impl ColSpec {
     pub fn has_many_values(&self) -> bool {
         self.many_values
     }
+
+    /// Written as deltas (when not as a dictionary).
+    pub(crate) fn encoding_is_delta(&self) -> bool {
+        self.encoding == Encoding::DeltaBinaryPacked
+    }
+
+    /// Files keep the column's min/max per row group: not for random
+    /// strings and free text, whose min/max prune nothing.
+    pub(crate) fn has_statistics(&self) -> bool {
+        !(matches!(self.name, "uid" | "community_id") || (self.ty == Str && !self.dict))
+    }
 }
 
 const fn col(
@@ -108,7 +121,7 @@ const fn col(
 }
 
 use ColType::*;
-use Encoding::{DELTA_BINARY_PACKED as DELTA, PLAIN};
+use Encoding::{DeltaBinaryPacked as DELTA, Plain as PLAIN};
 
 /// The owners of a record's two ends (`capture --processes`: connections
 /// and every transaction kind), their table's last columns, unset when
@@ -402,112 +415,18 @@ pub(crate) fn col_index(kind: Kind, name: &str) -> Option<usize> {
     columns(kind).iter().position(|c| c.name == name)
 }
 
-pub(crate) fn parquet_schema(kind: Kind) -> TypePtr {
-    parquet_schema_of(kind, file_columns(kind))
-}
-
-/// The Parquet schema of `cols` (a kind's columns, or in tests a prefix of
-/// them: a file written before the others existed).
-pub(crate) fn parquet_schema_of(kind: Kind, cols: &[ColSpec]) -> TypePtr {
-    let fields = cols
-        .iter()
-        .map(|c| {
-            let (phys, logical) = match c.ty {
-                TimeUs => (
-                    PhysicalType::INT64,
-                    Some(LogicalType::timestamp(true, TimeUnit::MICROS)),
-                ),
-                DurUs => (PhysicalType::INT64, None),
-                U8 => (PhysicalType::INT32, Some(LogicalType::integer(8, false))),
-                U16 => (PhysicalType::INT32, Some(LogicalType::integer(16, false))),
-                U32 => (PhysicalType::INT32, Some(LogicalType::integer(32, false))),
-                U64 => (PhysicalType::INT64, Some(LogicalType::integer(64, false))),
-                Ip => (PhysicalType::FIXED_LEN_BYTE_ARRAY, None),
-                Str => (PhysicalType::BYTE_ARRAY, Some(LogicalType::String)),
-                Bool => (PhysicalType::BOOLEAN, None),
-            };
-            let mut b = Type::primitive_type_builder(c.name, phys)
-                .with_repetition(if c.optional {
-                    Repetition::OPTIONAL
-                } else {
-                    Repetition::REQUIRED
-                })
-                .with_logical_type(logical);
-            if c.ty == Ip {
-                b = b.with_length(16);
-            }
-            Arc::new(b.build().expect("static schema is valid"))
-        })
-        .collect();
-    Arc::new(
-        Type::group_type_builder(&format!("wirelog_{}", kind.as_str()))
-            .with_fields(fields)
-            .build()
-            .expect("static schema is valid"),
-    )
-}
-
-pub(crate) fn writer_properties(
-    kind: Kind,
-    zstd_level: i32,
-    row_group_rows: usize,
-) -> Result<Arc<WriterProperties>, StoreError> {
-    let level = ZstdLevel::try_new(zstd_level)
-        .map_err(|e| StoreError::Invalid(format!("zstd level: {e}")))?;
-    properties(kind, Compression::ZSTD(level), row_group_rows, true)
-}
-
-/// The properties of the live records' in-memory files (`crate::live`):
-/// the store's encodings, no compression (they are decoded at once), rows
-/// in arrival order (so not declared sorted).
-pub(crate) fn live_properties(kind: Kind, row_group_rows: usize) -> Result<Arc<WriterProperties>, StoreError> {
-    properties(kind, Compression::UNCOMPRESSED, row_group_rows, false)
-}
-
-fn properties(kind: Kind, compression: Compression, row_group_rows: usize, sorted: bool) -> Result<Arc<WriterProperties>, StoreError> {
-    let mut b = WriterProperties::builder()
-        // Data pages v1: read by every Parquet reader, old and new.
-        .set_writer_version(WriterVersion::PARQUET_1_0)
-        .set_created_by(format!("wirelog-store {}", env!("CARGO_PKG_VERSION")))
-        .set_compression(compression)
-        .set_statistics_enabled(EnabledStatistics::Chunk)
-        .set_max_row_group_row_count(Some(row_group_rows.max(1)))
-        .set_data_page_size_limit(1 << 20)
-        .set_data_page_row_count_limit(1 << 20)
-        .set_dictionary_page_size_limit(1 << 20)
-        .set_write_batch_size(8192);
-    for c in file_columns(kind) {
-        let path = ColumnPath::from(c.name);
-        let (dict, enc) = (c.dict, c.encoding);
-        b = b.set_column_dictionary_enabled(path.clone(), dict);
-        if enc != PLAIN {
-            b = b.set_column_encoding(path.clone(), enc);
-        }
-        if matches!(c.name, "uid" | "community_id") || (c.ty == Str && !c.dict) {
-            // Random strings and free text: min/max prune nothing.
-            b = b.set_column_statistics_enabled(path, EnabledStatistics::None);
-        }
+/// How a kind's files are written: its file columns, zstd pages at
+/// `zstd_level` (1..=22), rows in file order.
+pub(crate) fn file_format(kind: Kind, zstd_level: i32, row_group_rows: usize) -> Result<Format, StoreError> {
+    if !(1..=22).contains(&zstd_level) {
+        return Err(StoreError::Invalid(format!("zstd level: {zstd_level} is not in 1..=22")));
     }
-    if !sorted {
-        // Arrival order: nothing to declare.
-    } else if kind == Kind::Flows {
-        let sorted = ["bucket", "server", "server_port", "proto", "client"];
-        b = b.set_sorting_columns(Some(
-            sorted
-                .iter()
-                .map(|n| SortingColumn {
-                    column_idx: file_columns(kind).iter().position(|c| c.name == *n).unwrap() as i32,
-                    descending: false,
-                    nulls_first: false,
-                })
-                .collect(),
-        ));
-    } else {
-        b = b.set_sorting_columns(Some(vec![SortingColumn {
-            column_idx: col_index(kind, "ts").unwrap() as i32,
-            descending: false,
-            nulls_first: false,
-        }]));
-    }
-    Ok(Arc::new(b.build()))
+    Ok(Format { kind, cols: file_columns(kind), zstd: Some(zstd_level), row_group_rows: row_group_rows.max(1), sorted: true })
+}
+
+/// The format of the live records' in-memory files (`crate::live`): the
+/// store's encodings, no compression (they are decoded at once), rows in
+/// arrival order (so not declared sorted).
+pub(crate) fn live_format(kind: Kind, row_group_rows: usize) -> Format {
+    Format { kind, cols: file_columns(kind), zstd: None, row_group_rows: row_group_rows.max(1), sorted: false }
 }

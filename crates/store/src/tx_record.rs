@@ -336,10 +336,8 @@ mod tests {
             "part",
             &buf,
             &[0, 1],
-            &schema::parquet_schema_of(Kind::Http, old),
-            &schema::writer_properties(Kind::Http, 3, 1000).unwrap(),
-            1000,
-            Vec::new(),
+            &crate::pqfile::Format { cols: old, ..schema::file_format(Kind::Http, 3, 1000).unwrap() },
+            &[],
             false,
         )
         .unwrap();

@@ -6,9 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parquet::file::properties::WriterProperties;
-use parquet::schema::types::TypePtr;
-use wirelog_record::{LossRecord, 
+use wirelog_record::{LossRecord,
     CommunityId, ConnRecord, ConnState, FlowRecord, History, Proc, Proto, TxRecord, Uid,
 };
 
@@ -399,9 +397,7 @@ impl RowSource for ConnBuf {
 /// Encoding settings of one kind, shared by flushes and compaction.
 #[derive(Clone)]
 pub(crate) struct FileFormat {
-    pub schema: TypePtr,
-    pub props: Arc<WriterProperties>,
-    pub row_group_rows: usize,
+    pub format: crate::pqfile::Format,
     pub sync: bool,
 }
 
@@ -413,9 +409,7 @@ impl FileFormat {
         sync: bool,
     ) -> Result<Self, StoreError> {
         Ok(FileFormat {
-            schema: schema::parquet_schema(kind),
-            props: schema::writer_properties(kind, zstd_level, row_group_rows)?,
-            row_group_rows: row_group_rows.max(1),
+            format: schema::file_format(kind, zstd_level, row_group_rows)?,
             sync,
         })
     }
@@ -428,7 +422,7 @@ pub(crate) fn write_partitioned(
     prefix: &str,
     src: &dyn RowSource,
     fmt: &FileFormat,
-    kv: &[parquet::file::metadata::KeyValue],
+    kv: &[(String, String)],
 ) -> Result<Vec<encode::WrittenFile>, StoreError> {
     let mut rows: Vec<u32> = (0..src.len() as u32).collect();
     src.sort_rows(&mut rows);
@@ -465,7 +459,7 @@ fn write_hours(
     src: &dyn RowSource,
     rows: &[u32],
     fmt: &FileFormat,
-    kv: &[parquet::file::metadata::KeyValue],
+    kv: &[(String, String)],
     mut piece: Option<&mut usize>,
     out: &mut Vec<(std::ops::Range<usize>, encode::WrittenFile)>,
 ) -> Result<(), StoreError> {
@@ -485,17 +479,7 @@ fn write_hours(
                 Some(&p) => hour_end.min(start.saturating_add(p.max(MIN_PIECE_ROWS))),
                 None => hour_end,
             };
-            let written = encode::write_file(
-                &pdir,
-                prefix,
-                src,
-                &rows[start..end],
-                &fmt.schema,
-                &fmt.props,
-                fmt.row_group_rows,
-                kv.to_vec(),
-                fmt.sync,
-            );
+            let written = encode::write_file(&pdir, prefix, src, &rows[start..end], &fmt.format, kv, fmt.sync);
             match (written, piece.as_deref_mut()) {
                 (Ok(f), p) => {
                     out.push((start..end, f));
@@ -964,8 +948,8 @@ impl Store {
             }
             return Ok(());
         }
-        let kv: Vec<parquet::file::metadata::KeyValue> = live
-            .map(|l| parquet::file::metadata::KeyValue::new(crate::reader::LIVE_KEY.to_string(), format!("{}:{upto}", l.run())))
+        let kv: Vec<(String, String)> = live
+            .map(|l| (crate::reader::LIVE_KEY.to_string(), format!("{}:{upto}", l.run())))
             .into_iter()
             .collect();
         let done = &self.published[slot];

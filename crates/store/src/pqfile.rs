@@ -1,0 +1,634 @@
+//! A Parquet file written by our own code: column chunks of typed values
+//! (dictionary pages and RLE_DICTIONARY indices, DELTA_BINARY_PACKED times,
+//! PLAIN otherwise), data pages v1 compressed with zstd, min/max statistics
+//! per chunk, and the footer in the Thrift compact protocol ([`thrift`]).
+//!
+//! The structures and their field ids are Apache Parquet's
+//! (`src/main/thrift/parquet.thrift` in parquet-format); the layout is
+//! `PAR1`, the row groups' pages, the footer, its length (u32 LE), `PAR1`.
+//! Dictionaries are per column chunk (the format keeps one per chunk: a
+//! row group of a file, not an hour of files).
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::io::Write;
+
+use crate::batch::Kind;
+use crate::encode::{PqCol, PqValues, RowSource};
+use crate::pqenc::{bit_width, delta_binary_packed, plain_bools, rle_hybrid};
+use crate::schema::{ColSpec, ColType};
+use crate::thrift::{self, Ty};
+
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+
+/// A data page holds at most about this many bytes before compression
+/// (and at most `PAGE_ROWS` rows).
+const PAGE_BYTES: usize = 1 << 20;
+const PAGE_ROWS: usize = 1 << 20;
+/// A dictionary larger than this is not worth it: the chunk is written PLAIN.
+const DICT_BYTES: usize = 1 << 20;
+
+// Parquet's enums (parquet.thrift).
+const T_BOOLEAN: i32 = 0;
+const T_INT32: i32 = 1;
+const T_INT64: i32 = 2;
+const T_BYTE_ARRAY: i32 = 6;
+const T_FLBA: i32 = 7;
+const E_PLAIN: i32 = 0;
+const E_RLE: i32 = 3;
+const E_DELTA_BINARY_PACKED: i32 = 5;
+const E_RLE_DICTIONARY: i32 = 8;
+const CODEC_UNCOMPRESSED: i32 = 0;
+const CODEC_ZSTD: i32 = 6;
+const PAGE_DATA: i32 = 0;
+const PAGE_DICTIONARY: i32 = 2;
+
+/// How a kind's files are written.
+#[derive(Clone)]
+pub(crate) struct Format {
+    pub kind: Kind,
+    /// The file's columns, in order (a kind's, or in tests a prefix).
+    pub cols: &'static [ColSpec],
+    /// zstd level; `None`: pages uncompressed (the live records, decoded at once).
+    pub zstd: Option<i32>,
+    pub row_group_rows: usize,
+    /// Whether the rows come in the kind's file order (declared in the footer).
+    pub sorted: bool,
+}
+
+impl Format {
+    /// The physical type of a column.
+    fn phys(c: &ColSpec) -> i32 {
+        match c.col_type() {
+            ColType::TimeUs | ColType::DurUs | ColType::U64 => T_INT64,
+            ColType::U8 | ColType::U16 | ColType::U32 => T_INT32,
+            ColType::Ip => T_FLBA,
+            ColType::Str => T_BYTE_ARRAY,
+            ColType::Bool => T_BOOLEAN,
+        }
+    }
+
+    /// The columns the rows are sorted by (file order), as indices.
+    fn sorting(&self) -> Vec<i32> {
+        if !self.sorted {
+            return Vec::new();
+        }
+        let names: &[&str] = match self.kind {
+            Kind::Flows => &["bucket", "server", "server_port", "proto", "client"],
+            _ => &["ts"],
+        };
+        names
+            .iter()
+            .filter_map(|n| self.cols.iter().position(|c| c.name == *n).map(|i| i as i32))
+            .collect()
+    }
+}
+
+/// Min/max of a chunk, as Parquet's statistics hold them (plain bytes).
+struct Stats {
+    /// (min, max); `None` when every value is null.
+    min_max: Option<(Vec<u8>, Vec<u8>)>,
+    nulls: i64,
+}
+
+/// What the footer says of one column chunk.
+struct ChunkMeta {
+    phys: i32,
+    name: &'static str,
+    encodings: Vec<i32>,
+    num_values: i64,
+    uncompressed: i64,
+    compressed: i64,
+    start: i64,
+    data_page_offset: i64,
+    dict_page_offset: Option<i64>,
+    stats: Option<Stats>,
+}
+
+struct RowGroupMeta {
+    chunks: Vec<ChunkMeta>,
+    rows: i64,
+}
+
+/// Buffers a file reuses from one page and column to the next.
+#[derive(Default)]
+struct Scratch {
+    page: Vec<u8>,
+    packed: Vec<u8>,
+    header: Vec<u8>,
+    idx: Vec<u32>,
+    levels: Vec<u32>,
+    dict: Vec<u8>,
+}
+
+/// Writes the rows `rows` of `src` as a Parquet file to `out`, counting
+/// the bytes it writes.
+pub(crate) struct FileWriter<'f, W: Write> {
+    out: W,
+    pos: i64,
+    fmt: &'f Format,
+    zstd: Option<zstd::bulk::Compressor<'static>>,
+    groups: Vec<RowGroupMeta>,
+    s: Scratch,
+}
+
+/// An I/O error, or what went wrong encoding.
+pub(crate) enum WriteError {
+    Io(std::io::Error),
+    Encode(String),
+}
+
+impl From<std::io::Error> for WriteError {
+    fn from(e: std::io::Error) -> Self {
+        WriteError::Io(e)
+    }
+}
+
+type Result<T> = std::result::Result<T, WriteError>;
+
+/// Writes `rows` of `src` (in that order) as a whole file to `out`, with the
+/// key-value pairs `kv` after the store's own (`wirelog.kind`, version).
+pub(crate) fn write<W: Write>(
+    out: W,
+    src: &dyn RowSource,
+    rows: &[u32],
+    fmt: &Format,
+    kv: &[(String, String)],
+) -> Result<W> {
+    let mut w = FileWriter::new(out, fmt)?;
+    for chunk in rows.chunks(fmt.row_group_rows.max(1)) {
+        w.row_group(src, chunk)?;
+    }
+    w.finish(kv)
+}
+
+impl<'f, W: Write> FileWriter<'f, W> {
+    fn new(mut out: W, fmt: &'f Format) -> Result<Self> {
+        out.write_all(b"PAR1")?;
+        let zstd = match fmt.zstd {
+            Some(level) => Some(zstd::bulk::Compressor::new(level).map_err(|e| WriteError::Encode(format!("zstd level {level}: {e}")))?),
+            None => None,
+        };
+        Ok(FileWriter { out, pos: 4, fmt, zstd, groups: Vec::new(), s: Scratch::default() })
+    }
+
+    fn put(&mut self, b: &[u8]) -> Result<()> {
+        self.out.write_all(b)?;
+        self.pos += b.len() as i64;
+        Ok(())
+    }
+
+    fn row_group(&mut self, src: &dyn RowSource, rows: &[u32]) -> Result<()> {
+        let mut chunks = Vec::with_capacity(self.fmt.cols.len());
+        for (c, spec) in self.fmt.cols.iter().enumerate() {
+            let v = src.values(c, rows);
+            chunks.push(self.chunk(spec, &v, rows.len())?);
+        }
+        self.groups.push(RowGroupMeta { chunks, rows: rows.len() as i64 });
+        Ok(())
+    }
+
+    /// One column chunk: its dictionary page (when a dictionary pays) and
+    /// its data pages.
+    fn chunk(&mut self, spec: &ColSpec, v: &PqValues, nrows: usize) -> Result<ChunkMeta> {
+        let start = self.pos;
+        let def = v.def.as_deref();
+        let nulls = def.map_or(0, |d| d.iter().filter(|&&l| l == 0).count()) as i64;
+        let mut meta = ChunkMeta {
+            phys: Format::phys(spec),
+            name: spec.name,
+            encodings: Vec::new(),
+            num_values: nrows as i64,
+            uncompressed: 0,
+            compressed: 0,
+            start,
+            data_page_offset: start,
+            dict_page_offset: None,
+            stats: None,
+        };
+        let with_stats = spec.has_statistics();
+        // Dictionary: the indices of every present value, and the values once.
+        let dict_len = if spec.is_dictionary() && !matches!(v.col, PqCol::Bool(_)) {
+            self.dictionary(&v.col)
+        } else {
+            None
+        };
+        let encoding = match dict_len {
+            Some(n) => {
+                meta.dict_page_offset = Some(self.pos);
+                let mut dict = std::mem::take(&mut self.s.dict);
+                let r = self.page(PAGE_DICTIONARY, &dict, n, 0, &mut meta);
+                dict.clear();
+                self.s.dict = dict;
+                r?;
+                if with_stats {
+                    meta.stats = dict_stats(&v.col, &self.s.idx, spec, nulls);
+                }
+                E_RLE_DICTIONARY
+            }
+            None => {
+                if with_stats {
+                    meta.stats = plain_stats(&v.col, spec, nulls);
+                }
+                match (&v.col, spec.encoding_is_delta()) {
+                    (PqCol::I64(_), true) => E_DELTA_BINARY_PACKED,
+                    _ => E_PLAIN,
+                }
+            }
+        };
+        meta.data_page_offset = self.pos;
+        // Data pages, cut by rows.
+        let bw = dict_len.map_or(0, |n| bit_width(n.saturating_sub(1) as u64));
+        let (mut r0, mut v0) = (0usize, 0usize);
+        while r0 < nrows {
+            let (mut r1, mut v1, mut est) = (r0, v0, 0usize);
+            while r1 < nrows && est < PAGE_BYTES && r1 - r0 < PAGE_ROWS {
+                if def.is_none_or(|d| d[r1] != 0) {
+                    est += match dict_len {
+                        Some(_) => 4,
+                        None => value_size(&v.col, v1),
+                    };
+                    v1 += 1;
+                }
+                r1 += 1;
+            }
+            let mut body = std::mem::take(&mut self.s.packed);
+            body.clear();
+            if let Some(d) = def {
+                self.s.levels.clear();
+                self.s.levels.extend(d[r0..r1].iter().map(|&l| l as u32));
+                let at = body.len();
+                body.extend_from_slice(&[0; 4]);
+                rle_hybrid(&mut body, &self.s.levels, 1);
+                let len = (body.len() - at - 4) as u32;
+                body[at..at + 4].copy_from_slice(&len.to_le_bytes());
+            }
+            match encoding {
+                E_RLE_DICTIONARY => {
+                    body.push(bw as u8);
+                    rle_hybrid(&mut body, &self.s.idx[v0..v1], bw);
+                }
+                E_DELTA_BINARY_PACKED => {
+                    let PqCol::I64(x) = &v.col else { unreachable!("delta only on INT64") };
+                    delta_binary_packed(&mut body, &x[v0..v1]);
+                }
+                _ => plain(&mut body, &v.col, v0..v1),
+            }
+            let r = self.page(PAGE_DATA, &body, r1 - r0, encoding, &mut meta);
+            self.s.packed = body;
+            r?;
+            (r0, v0) = (r1, v1);
+        }
+        let mut encs = vec![encoding];
+        if dict_len.is_some() {
+            encs.push(E_PLAIN);
+        }
+        // Levels of data pages v1 are RLE, whether written or not.
+        encs.push(E_RLE);
+        encs.sort_unstable();
+        meta.encodings = encs;
+        Ok(meta)
+    }
+
+    /// Fills `self.s.idx` with each present value's dictionary index and
+    /// `self.s.dict` with the dictionary (PLAIN); `None` when it would
+    /// outgrow [`DICT_BYTES`].
+    fn dictionary(&mut self, col: &PqCol) -> Option<usize> {
+        let (idx, dict) = (&mut self.s.idx, &mut self.s.dict);
+        idx.clear();
+        dict.clear();
+        fn build<K: Hash + Eq + Copy>(
+            vals: impl Iterator<Item = K>,
+            idx: &mut Vec<u32>,
+            dict: &mut Vec<u8>,
+            put: impl Fn(&mut Vec<u8>, K),
+        ) -> Option<usize> {
+            let mut map: FastMap<K, u32> = HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0x77_69_72_65));
+            for v in vals {
+                let n = map.len() as u32;
+                let i = *map.entry(v).or_insert_with(|| {
+                    put(dict, v);
+                    n
+                });
+                if dict.len() > DICT_BYTES {
+                    return None;
+                }
+                idx.push(i);
+            }
+            Some(map.len())
+        }
+        match col {
+            PqCol::I32(x) => build(x.iter().copied(), idx, dict, |d, v| d.extend_from_slice(&v.to_le_bytes())),
+            PqCol::I64(x) => build(x.iter().copied(), idx, dict, |d, v| d.extend_from_slice(&v.to_le_bytes())),
+            PqCol::Flba(x) => build(x.iter().copied(), idx, dict, |d, v| d.extend_from_slice(&v)),
+            PqCol::Bytes(s) => build(s.iter(), idx, dict, |d, v: &[u8]| {
+                d.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                d.extend_from_slice(v);
+            }),
+            PqCol::Bool(_) => None,
+        }
+    }
+
+    /// Writes one page (`body` uncompressed) with its header.
+    fn page(&mut self, ty: i32, body: &[u8], values: usize, encoding: i32, meta: &mut ChunkMeta) -> Result<()> {
+        let mut packed = std::mem::take(&mut self.s.page);
+        let data: &[u8] = match self.zstd.as_mut() {
+            Some(z) => {
+                packed.clear();
+                packed.reserve(zstd::zstd_safe::compress_bound(body.len()));
+                z.compress_to_buffer(body, &mut packed).map_err(|e| WriteError::Encode(format!("zstd: {e}")))?;
+                &packed
+            }
+            None => body,
+        };
+        let mut h = std::mem::take(&mut self.s.header);
+        h.clear();
+        let mut t = thrift::Writer::new(&mut h);
+        t.i32(1, ty);
+        t.i32(2, to_i32(body.len())?);
+        t.i32(3, to_i32(data.len())?);
+        if ty == PAGE_DICTIONARY {
+            t.begin(7);
+            t.i32(1, to_i32(values)?);
+            t.i32(2, E_PLAIN);
+            t.end();
+        } else {
+            t.begin(5);
+            t.i32(1, to_i32(values)?);
+            t.i32(2, encoding);
+            t.i32(3, E_RLE);
+            t.i32(4, E_RLE);
+            t.end();
+        }
+        t.finish();
+        let r = self.put(&h).and_then(|()| {
+            meta.uncompressed += (h.len() + body.len()) as i64;
+            meta.compressed += (h.len() + data.len()) as i64;
+            self.put(data)
+        });
+        self.s.header = h;
+        self.s.page = packed;
+        r
+    }
+
+    /// The footer, and the file's end.
+    fn finish(mut self, kv: &[(String, String)]) -> Result<W> {
+        let mut f = Vec::with_capacity(1024);
+        let mut t = thrift::Writer::new(&mut f);
+        let fmt = self.fmt;
+        t.i32(1, 1);
+        t.list(2, Ty::Struct, fmt.cols.len() + 1);
+        t.open();
+        t.binary(4, format!("wirelog_{}", fmt.kind.as_str()).as_bytes());
+        t.i32(5, fmt.cols.len() as i32);
+        t.end();
+        for c in fmt.cols {
+            schema_element(&mut t, c);
+        }
+        t.i64(3, self.groups.iter().map(|g| g.rows).sum());
+        t.list(4, Ty::Struct, self.groups.len());
+        let sorting = fmt.sorting();
+        for (ordinal, g) in self.groups.iter().enumerate() {
+            t.open();
+            t.list(1, Ty::Struct, g.chunks.len());
+            for c in &g.chunks {
+                column_chunk(&mut t, c, fmt.zstd.is_some());
+            }
+            t.i64(2, g.chunks.iter().map(|c| c.uncompressed).sum());
+            t.i64(3, g.rows);
+            if !sorting.is_empty() {
+                t.list(4, Ty::Struct, sorting.len());
+                for &i in &sorting {
+                    t.open();
+                    t.i32(1, i);
+                    t.bool(2, false);
+                    t.bool(3, false);
+                    t.end();
+                }
+            }
+            t.i64(5, g.chunks.first().map_or(0, |c| c.start));
+            t.i64(6, g.chunks.iter().map(|c| c.compressed).sum());
+            t.i16(7, ordinal.min(i16::MAX as usize) as i16);
+            t.end();
+        }
+        let version = crate::schema::file_version(fmt.kind).to_string();
+        let own = [("wirelog.kind", fmt.kind.as_str()), ("wirelog.schema_version", version.as_str())];
+        t.list(5, Ty::Struct, own.len() + kv.len());
+        for (k, v) in own.iter().map(|(k, v)| (*k, *v)).chain(kv.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+            t.open();
+            t.binary(1, k.as_bytes());
+            t.binary(2, v.as_bytes());
+            t.end();
+        }
+        t.binary(6, format!("wirelog-store {}", env!("CARGO_PKG_VERSION")).as_bytes());
+        // Every column's min/max follow its type's order (unsigned for the
+        // unsigned integers, bytes for text and addresses).
+        t.list(7, Ty::Struct, fmt.cols.len());
+        for _ in fmt.cols {
+            t.open();
+            t.begin(1);
+            t.end();
+            t.end();
+        }
+        t.finish();
+        let len = to_i32(f.len())? as u32;
+        self.put(&f)?;
+        self.put(&len.to_le_bytes())?;
+        self.put(b"PAR1")?;
+        Ok(self.out)
+    }
+}
+
+fn to_i32(n: usize) -> Result<i32> {
+    i32::try_from(n).map_err(|_| WriteError::Encode(format!("a page or footer of {n} bytes: more than Parquet's 2 GiB")))
+}
+
+fn schema_element(t: &mut thrift::Writer<'_>, c: &ColSpec) {
+    t.open();
+    t.i32(1, Format::phys(c));
+    if c.col_type() == ColType::Ip {
+        t.i32(2, 16);
+    }
+    t.i32(3, if c.is_optional() { 1 } else { 0 });
+    t.binary(4, c.name.as_bytes());
+    // ConvertedType for older readers, LogicalType for newer ones.
+    let (converted, logical): (Option<i32>, Option<(i16, Option<(i8, bool)>)>) = match c.col_type() {
+        ColType::TimeUs => (Some(10), Some((8, None))),
+        ColType::U8 => (Some(11), Some((10, Some((8, false))))),
+        ColType::U16 => (Some(12), Some((10, Some((16, false))))),
+        ColType::U32 => (Some(13), Some((10, Some((32, false))))),
+        ColType::U64 => (Some(14), Some((10, Some((64, false))))),
+        ColType::Str => (Some(0), Some((1, None))),
+        ColType::DurUs | ColType::Ip | ColType::Bool => (None, None),
+    };
+    if let Some(ct) = converted {
+        t.i32(6, ct);
+    }
+    if let Some((variant, int)) = logical {
+        t.begin(10);
+        t.begin(variant);
+        match (variant, int) {
+            (8, _) => {
+                // TIMESTAMP(isAdjustedToUTC = true, MICROS)
+                t.bool(1, true);
+                t.begin(2);
+                t.begin(2);
+                t.end();
+                t.end();
+            }
+            (_, Some((bits, signed))) => {
+                t.i8(1, bits);
+                t.bool(2, signed);
+            }
+            _ => {}
+        }
+        t.end();
+        t.end();
+    }
+    t.end();
+}
+
+fn column_chunk(t: &mut thrift::Writer<'_>, c: &ChunkMeta, zstd: bool) {
+    t.open();
+    t.i64(2, c.start);
+    t.begin(3);
+    t.i32(1, c.phys);
+    t.list(2, Ty::I32, c.encodings.len());
+    for &e in &c.encodings {
+        t.elem_i32(e);
+    }
+    t.list(3, Ty::Binary, 1);
+    t.elem_binary(c.name.as_bytes());
+    t.i32(4, if zstd { CODEC_ZSTD } else { CODEC_UNCOMPRESSED });
+    t.i64(5, c.num_values);
+    t.i64(6, c.uncompressed);
+    t.i64(7, c.compressed);
+    t.i64(9, c.data_page_offset);
+    if let Some(d) = c.dict_page_offset {
+        t.i64(11, d);
+    }
+    if let Some(s) = &c.stats {
+        t.begin(12);
+        t.i64(3, s.nulls);
+        if let Some((min, max)) = &s.min_max {
+            t.binary(5, max);
+            t.binary(6, min);
+        }
+        t.end();
+    }
+    t.end();
+    t.end();
+}
+
+/// Bytes a value takes PLAIN (to cut pages).
+fn value_size(col: &PqCol, i: usize) -> usize {
+    match col {
+        PqCol::I32(_) => 4,
+        PqCol::I64(_) => 8,
+        PqCol::Bool(_) => 1,
+        PqCol::Flba(_) => 16,
+        PqCol::Bytes(s) => 4 + s.get(i).len(),
+    }
+}
+
+/// PLAIN values `range` of a column.
+fn plain(out: &mut Vec<u8>, col: &PqCol, range: std::ops::Range<usize>) {
+    match col {
+        PqCol::I32(x) => x[range].iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+        PqCol::I64(x) => x[range].iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+        PqCol::Flba(x) => x[range].iter().for_each(|v| out.extend_from_slice(v)),
+        PqCol::Bool(x) => plain_bools(out, &x[range]),
+        PqCol::Bytes(s) => {
+            for i in range {
+                let v = s.get(i);
+                out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                out.extend_from_slice(v);
+            }
+        }
+    }
+}
+
+/// Whether the column's integers order as unsigned (its logical type).
+fn unsigned(spec: &ColSpec) -> bool {
+    matches!(spec.col_type(), ColType::U8 | ColType::U16 | ColType::U32 | ColType::U64)
+}
+
+/// Min/max over `vals` in the column's order, as plain bytes.
+fn min_max<'v, T: Copy + 'v, K: Ord>(vals: impl Iterator<Item = &'v T>, key: impl Fn(T) -> K) -> Option<(T, T)> {
+    let mut it = vals.copied();
+    let first = it.next()?;
+    let (mut lo, mut hi) = (first, first);
+    let (mut klo, mut khi) = (key(first), key(first));
+    for v in it {
+        let k = key(v);
+        if k < klo {
+            lo = v;
+            klo = key(v);
+        } else if k > khi {
+            hi = v;
+            khi = key(v);
+        }
+    }
+    Some((lo, hi))
+}
+
+fn stats_of(col: &PqCol, spec: &ColSpec, pick: Option<&[u32]>) -> Option<(Vec<u8>, Vec<u8>)> {
+    let uns = unsigned(spec);
+    let (min, max) = match col {
+        PqCol::I32(x) => {
+            let (lo, hi) = if uns { min_max(x.iter(), |v| v as u32)? } else { min_max(x.iter(), |v| v)? };
+            (lo.to_le_bytes().to_vec(), hi.to_le_bytes().to_vec())
+        }
+        PqCol::I64(x) => {
+            let (lo, hi) = if uns { min_max(x.iter(), |v| v as u64)? } else { min_max(x.iter(), |v| v)? };
+            (lo.to_le_bytes().to_vec(), hi.to_le_bytes().to_vec())
+        }
+        PqCol::Bool(x) => {
+            let (lo, hi) = min_max(x.iter(), |v| v)?;
+            (vec![lo as u8], vec![hi as u8])
+        }
+        PqCol::Flba(x) => {
+            let (lo, hi) = min_max(x.iter(), |v| v)?;
+            (lo.to_vec(), hi.to_vec())
+        }
+        PqCol::Bytes(s) => {
+            let (lo, hi) = match pick {
+                Some(first_of_each) => {
+                    let lo = first_of_each.iter().map(|&i| s.get(i as usize)).min()?;
+                    let hi = first_of_each.iter().map(|&i| s.get(i as usize)).max()?;
+                    (lo, hi)
+                }
+                None => {
+                    let mut it = s.iter();
+                    let first = it.next()?;
+                    it.fold((first, first), |(lo, hi), v| (lo.min(v), hi.max(v)))
+                }
+            };
+            (lo.to_vec(), hi.to_vec())
+        }
+    };
+    Some((min, max))
+}
+
+/// Statistics of a column written PLAIN (or as deltas): over every value;
+/// only the null count when every value is null.
+fn plain_stats(col: &PqCol, spec: &ColSpec, nulls: i64) -> Option<Stats> {
+    Some(Stats { min_max: stats_of(col, spec, None), nulls })
+}
+
+/// Statistics of a dictionary-encoded column: text over each distinct
+/// value once (its first row), numbers over the values (as cheap).
+fn dict_stats(col: &PqCol, idx: &[u32], spec: &ColSpec, nulls: i64) -> Option<Stats> {
+    if let PqCol::Bytes(_) = col {
+        let mut seen = 0u32;
+        let mut firsts = Vec::new();
+        for (row, &i) in idx.iter().enumerate() {
+            if i == seen {
+                firsts.push(row as u32);
+                seen += 1;
+            }
+        }
+        return Some(Stats { min_max: stats_of(col, spec, Some(&firsts)), nulls });
+    }
+    plain_stats(col, spec, nulls)
+}
