@@ -10,6 +10,8 @@ usage: serve_ui.py URL OUTDIR [--token T] [--live] [--any-span]
   --live  a capture --listen server: checks the health view's live figures
   --any-span  a store whose records span decades (1970..2026): every view
           renders in the default window and over the whole store
+  --map-scale N  a store of N services (synth::service): the map's size,
+          names, subnet sums (computed here from /api/query), zoom and pan
 Exit 0 when every check passed; prints what failed otherwise.
 """
 
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -226,6 +229,150 @@ def check_overview(b, api, rng, what, nonempty=True):
         check(not nonempty or len(got) > 0, f"{what}: #{el_id} is empty")
 
 
+# The map at scale: the page stays within this height (px, at 1280 px wide)
+# whatever the number of nodes; the map itself is a 620-px window.
+MAP_PAGE_MAX_PX = 1400
+
+
+def api_error(api, path, **params):
+    """The status and JSON body of a refused request."""
+    try:
+        api.get(path, **params)
+        return 200, {}
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def subnet_of(addr):
+    """/24 or /64 as the server writes it."""
+    import ipaddress
+    a = ipaddress.ip_address(addr)
+    if a.version == 4:
+        return str(ipaddress.ip_network(f"{addr}/24", strict=False).network_address) + "/24"
+    return str(ipaddress.ip_network(f"{addr}/64", strict=False).network_address) + "/64"
+
+
+def map_pairs(api, rng):
+    """Every (client, server, port, protocol, calls) of the range, from
+    /api/query alone: transactions per kind, then the connections of pairs
+    with no transaction (the map's rule, written again here)."""
+    kinds = [k["kind"] for k in api.get("schema")["kinds"] if k["protocol"]]
+    pairs, parsed = [], set()
+    for kind in kinds:
+        t = api.get("query", kind=kind, by="client,server,server_port", top=0, **rng)
+        check(t["shown"] == t["groups"], f"{kind}: {t['groups']} pairs, {t['shown']} given")
+        for r in t["rows"]:
+            parsed.add((r["client"], r["server"], r["server_port"]))
+            pairs.append((r["client"], r["server"], r["server_port"], kind, r["count"]))
+    t = api.get("query", kind="conns", by="orig_h,resp_h,resp_p,service", top=0, **rng)
+    check(t["shown"] == t["groups"], f"conns: {t['groups']} pairs, {t['shown']} given")
+    for r in t["rows"]:
+        if (r["orig_h"], r["resp_h"], r["resp_p"]) not in parsed:
+            pairs.append((r["orig_h"], r["resp_h"], r["resp_p"], r["service"] or "other", r["conns"]))
+    return pairs
+
+
+def check_map_scale(b, api, out, services):
+    ext = api.get("extent")
+    check(any(k["kind"] == "conns" and k["rows"] > 0 for k in ext), "the map store has no connections")
+    b.hash("view=map&range=all", "map, whole store")
+    rng = shown_range(b)
+    t = api.get("query", kind="conns", by="resp_h,resp_p", top=0, **rng)
+    check(t["groups"] == services, f"the store has {t['groups']} services, not {services}")
+    # Size: a fixed window, at most 2 x top + 2 nodes, nothing wider than the screen.
+    size = b.js("(() => { const s = document.getElementById('map-svg').getBoundingClientRect(); return {h: Math.ceil(document.documentElement.scrollHeight), w: document.documentElement.scrollWidth, svg: Math.round(s.height), nodes: document.querySelectorAll('#map-svg g.node').length, edges: document.querySelectorAll('#map-svg path.edge').length}; })()")
+    print("map at scale, default:", size, flush=True)
+    check(size["h"] <= MAP_PAGE_MAX_PX and size["w"] <= 1280 and size["svg"] == 620, f"map page size {size}: at most {MAP_PAGE_MAX_PX} px tall, 1280 wide, a 620-px map")
+    check(0 < size["nodes"] <= 2 * 200 + 2 and size["edges"] <= 201, f"map: {size['nodes']} nodes, {size['edges']} edges (top 200)")
+    m = api.get("map", top=200, **rng)
+    got = b.js("[...document.querySelectorAll('#map-svg path.edge')].map(p => [p.dataset.from, p.dataset.to, p.dataset.protocol, Number(p.dataset.count)])")
+    want = [[e["from"], e["to"], e["protocol"], e["count"]] for e in m["edges"]]
+    check(got == want, f"map edges: page {got[:5]}..., API {want[:5]}...")
+    pairs = map_pairs(api, rng)
+    every = sum(p[4] for p in pairs)
+    check(sum(e[3] for e in got) == every == m["total"]["count"], f"map: the edges hold {sum(e[3] for e in got)} calls, /api/query {every}, the map's total {m['total']['count']}")
+    # Labels fitted to their boxes; services named by their process.
+    wide = b.js("Math.max(...[...document.querySelectorAll('#map-svg g.node text')].map(t => t.getComputedTextLength()))")
+    check(wide <= 216, f"a node label is {wide} px wide in a 230-px box")
+    names = b.js("[...document.querySelectorAll('#map-svg g.node.service')].map(g => [g.dataset.name, g.querySelector('text').textContent])")
+    procs = {"nginx", "mysqld", "postgres", "redis-server", "unbound", "haproxy"}
+    named = [n for n in names if n[0].split(" ")[0] in procs and n[1].startswith(n[0][:10])]
+    check(len(named) >= len(names) - 1 and named, f"services named by process: {names[:6]}")
+    b.screenshot(f"{out}/ui-map-scale.png")
+    # Grouped by subnet, top 50 edges: the sums the pairs give, the rest in one edge.
+    b.hash("view=map&range=all&group=subnet&top=50", "map by subnet")
+    got = b.js("[...document.querySelectorAll('#map-svg path.edge')].map(p => [p.dataset.from, p.dataset.to, p.dataset.protocol, Number(p.dataset.count)])")
+    want = {}
+    for c, s_, port, proto, n in pairs:
+        key = (subnet_of(c), f"{subnet_of(s_)}:{port}", proto)
+        want[key] = want.get(key, 0) + n
+    shown = [e for e in got if e[2] != "other" or e[0] != "other clients"]
+    other = [e for e in got if e[0] == "other clients"]
+    bad = [(e, want.get(tuple(e[:3]))) for e in shown if want.get(tuple(e[:3])) != e[3]]
+    check(not bad, f"map by subnet: edges unlike the sums of /api/query: {bad[:5]}")
+    ranked = sorted(want.values(), reverse=True)
+    check([e[3] for e in shown] == ranked[:len(shown)], f"map by subnet: not the top edges by calls: {[e[3] for e in shown][:10]} vs {ranked[:10]}")
+    check(len(shown) == min(50, len(want)), f"map by subnet: {len(shown)} edges shown of {len(want)}, top 50")
+    if len(want) > 50:
+        rest = sum(ranked[50:])
+        check(len(other) == 1 and other[0][3] == rest, f"map by subnet: the other edge {other}, the rest holds {rest} calls in {len(want) - 50} edges")
+        held = b.js("Number(document.querySelector('#map-svg path.edge.other') ? 1 : 0)")
+        check(held == 1, "the other edge is drawn as such")
+        text = b.js("document.getElementById('map-count').textContent")
+        check(f"the other {len(want) - 50} edges" in text, f"map count line: {text!r}")
+    ids = b.js("[...document.querySelectorAll('#map-svg g.node:not(.other)')].map(g => g.dataset.id)")
+    check(ids and all("/24" in i or "/64" in i for i in ids), f"map by subnet, nodes {ids[:8]}")
+    b.screenshot(f"{out}/ui-map-subnet.png")
+    # Zoom and pan: the wheel, a drag, the keys and the buttons move the viewBox.
+    b.hash("view=map&range=all", "map again")
+    vb = lambda: b.js("document.getElementById('map-svg').getAttribute('viewBox')")
+    home = vb()
+    r = b.js("(() => { const r = document.getElementById('map-svg').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+    b.page("Input.dispatchMouseEvent", {"type": "mouseWheel", "x": r[0], "y": r[1], "deltaX": 0, "deltaY": -120})
+    time.sleep(0.2)
+    z1 = vb()
+    zoom = b.js("Number(document.getElementById('map-svg').dataset.zoom)")
+    check(z1 != home and zoom > 1, f"the wheel did not zoom: {home} -> {z1} (zoom {zoom})")
+    b.mouse("mousePressed", r[0], r[1], 1)
+    for k in range(1, 6):
+        b.mouse("mouseMoved", r[0] - 20 * k, r[1] - 15 * k, 1)
+    b.mouse("mouseReleased", r[0] - 100, r[1] - 75, 0)
+    time.sleep(0.2)
+    z2 = vb()
+    x1, y1 = map(float, z1.split()[:2])
+    x2, y2 = map(float, z2.split()[:2])
+    check(x2 > x1 and y2 > y1 and z2.split()[2:] == z1.split()[2:], f"a drag did not pan: {z1} -> {z2}")
+    b.js("document.getElementById('map-svg').focus(); true")
+    b.page("Input.dispatchKeyEvent", {"type": "keyDown", "key": "+", "text": "+"})
+    b.page("Input.dispatchKeyEvent", {"type": "keyUp", "key": "+"})
+    z3 = vb()
+    check(float(z3.split()[2]) < float(z2.split()[2]), f"the + key did not zoom in: {z2} -> {z3}")
+    b.page("Input.dispatchKeyEvent", {"type": "keyDown", "key": "ArrowDown", "code": "ArrowDown", "windowsVirtualKeyCode": 40})
+    z4 = vb()
+    check(float(z4.split()[1]) > float(z3.split()[1]), f"the down arrow did not pan: {z3} -> {z4}")
+    b.screenshot(f"{out}/ui-map-zoomed.png")
+    b.js("document.getElementById('map-zoom-out').click(); true")
+    check(float(vb().split()[2]) > float(z4.split()[2]), "the − button did not zoom out")
+    b.js("document.getElementById('map-zoom-reset').click(); true")
+    check(vb() == home, f"reset: {vb()}, first view {home}")
+    # Strict parameters, as the rest of /api.
+    for params, name in ((dict(group="ip"), "group"), (dict(rank="speed"), "rank"), (dict(top=0), "top"),
+                         (dict(top=5000), "top"), (dict(top="x"), "top"), (dict(zoom=2), "zoom"), (dict(find="x" * 201), "find")):
+        code, body = api_error(api, "map", **params)
+        check(code == 400 and body.get("parameter") == name, f"/api/map {params}: {code} {body}")
+    # Ranked by bytes, errors and latency: the first edge is the largest.
+    for rank, field in (("bytes", "bytes"), ("errors", "errors"), ("latency", "p95_s")):
+        m = api.get("map", rank=rank, top=10, **rng)
+        vals = [e[field] or 0 for e in m["edges"] if not e["other"]]
+        check(vals == sorted(vals, reverse=True) and vals and vals[0] > 0, f"map by {rank}: {vals}")
+    # Process and container grouping name services by their program.
+    m = api.get("map", group="process", top=2000, **rng)
+    to = {e["to"] for e in m["edges"]}
+    check({"mysqld:3306", "nginx:80"} <= to, f"map by process: services {sorted(to)[:8]}")
+    m = api.get("map", group="container", top=2000, **rng)
+    check(any(e["to"].startswith("docker:svc") for e in m["edges"]), "map by container: no container node")
+
+
 class AnySpanDone(Exception):
     """The any-span checks replace the rest of the walk."""
 
@@ -272,6 +419,7 @@ def main():
     token = args[args.index("--token") + 1] if "--token" in args else None
     live = "--live" in args
     any_span = "--any-span" in args
+    map_scale = int(args[args.index("--map-scale") + 1]) if "--map-scale" in args else None
     os.makedirs(out, exist_ok=True)
     api = Api(base, token)
     b = Browser()
@@ -295,6 +443,9 @@ def main():
         b.screenshot(f"{out}/ui-overview.png")
         if any_span:
             check_any_span(b, api, out)
+            raise AnySpanDone()
+        if map_scale:
+            check_map_scale(b, api, out, map_scale)
             raise AnySpanDone()
 
         if not live:

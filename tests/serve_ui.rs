@@ -123,3 +123,64 @@ fn ui_works_with_a_token() {
         .expect("run tests/serve_ui.py");
     assert!(status.success(), "UI checks with a token failed");
 }
+
+/// The map at scale: 200 services (`synth::service`: 4 /24 subnets, six
+/// kinds, processes and containers behind them) called by thousands of
+/// clients. The page stays a fixed-height window (stated in
+/// tests/serve_ui.py --map-scale) with at most 2 x top + 2 nodes, nodes are
+/// named by their process, grouping by subnet gives the sums the test
+/// computes itself from /api/query, and the wheel, a drag, the keys and the
+/// buttons move the viewBox. Screenshots in target/test-artifacts/ui-map/.
+#[test]
+fn ui_map_of_200_services() {
+    use wirelog_record::UidGenerator;
+    use wirelog_store::synth::{conn, to_service, tx_rows, tx_to_services, SERVICE_KINDS};
+    use wirelog_store::{Store, StoreOptions};
+    const SERVICES: u64 = 200;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-ui-map");
+    let _ = std::fs::remove_dir_all(&base);
+    let st = base.join("store");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    // 20,000 connections and 6 x 2,000 transactions over the last 10 minutes.
+    let (conns, per_kind, span) = (20_000u64, 2_000u64, 600_000_000_000i64);
+    let start = now - span;
+    let mut store = Store::open(&st, StoreOptions::default()).unwrap();
+    let mut uids = UidGenerator::new(7);
+    let recs: Vec<_> = (0..conns)
+        .map(|i| to_service(conn(i, start, span / conns as i64, &mut uids), i % SERVICES))
+        .collect();
+    store.append_conns(&recs).unwrap();
+    for (k, kind) in SERVICE_KINDS.iter().enumerate() {
+        let step = span / per_kind as i64;
+        let mut rows = tx_rows(*kind, per_kind, start, step, 1000 * k as u64);
+        tx_to_services(*kind, &mut rows, 0, SERVICES).unwrap();
+        store.append_tx(*kind, &rows).unwrap();
+    }
+    store.flush().unwrap();
+    drop(store);
+    let srv = common::serve::start(&["serve", "--store", st.to_str().unwrap(), "--listen", "127.0.0.1:0", "--max-rows", "100000"]);
+    let out = root.join("target/test-artifacts/ui-map");
+    let t0 = std::time::Instant::now();
+    let status = Command::new("timeout")
+        .args(["600", "python3"])
+        .arg(root.join("tests/serve_ui.py"))
+        .arg(format!("http://{}", srv.addr))
+        .arg(&out)
+        .args(["--map-scale", &SERVICES.to_string()])
+        .status()
+        .expect("run tests/serve_ui.py");
+    eprintln!("map checks took {:.1} s", t0.elapsed().as_secs_f64());
+    assert!(status.success(), "map-at-scale checks failed (see the FAIL lines above)");
+    for v in ["map-scale", "map-subnet", "map-zoomed"] {
+        let png = out.join(format!("ui-{v}.png"));
+        let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("{}: {e}", png.display()));
+        assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000, "{} is not a screenshot", png.display());
+        if std::env::var_os("WIRELOG_UPDATE_DOCS").is_some() {
+            std::fs::copy(&png, root.join(format!("docs/ui-{v}.png"))).unwrap();
+        }
+    }
+}

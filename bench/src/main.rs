@@ -28,7 +28,7 @@
 //!   Resident memory per open connection (or flow) with N open, and the
 //!   packet cost at that table size; or those packets as a pcap file (see `conns`).
 //!
-//! `wirelog-bench serve-store [--conns N] [--tx N] [--hours H] --out DIR`
+//! `wirelog-bench serve-store [--conns N] [--tx N] [--hours H] [--services S] --out DIR`
 //!   A store of synthetic connections and transactions over the last H hours
 //!   for the UI's benchmark, `bench/serve_latency.py` (see `serve_store`).
 //!
@@ -610,7 +610,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] [--parse] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] [--sequential] IN.pcap OUT.pcap\n       wirelog-bench filter EXPR [--copies N] [--reps R] PCAP...\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...\n       wirelog-bench streams [--conns N] [--rounds R] [--no-parse]\n       wirelog-bench conns --kind tcp|udp|other [--conns N] [--clients K] [--write FILE]\n       wirelog-bench serve-store [--conns N] [--tx N] [--hours H] --out DIR";
+    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] [--parse] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] [--sequential] IN.pcap OUT.pcap\n       wirelog-bench filter EXPR [--copies N] [--reps R] PCAP...\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...\n       wirelog-bench streams [--conns N] [--rounds R] [--no-parse]\n       wirelog-bench conns --kind tcp|udp|other [--conns N] [--clients K] [--write FILE]\n       wirelog-bench serve-store [--conns N] [--tx N] [--hours H] [--services S] --out DIR";
     let result = match args.first().map(String::as_str) {
         Some("pipeline") => parse(&args[1..]).and_then(|o| {
             let base = Corpus::load(&o.files, o.snap)?;
@@ -702,7 +702,7 @@ fn main() {
         }),
         Some("serve-store") => {
             let mut it = args[1..].iter();
-            let (mut conns, mut txs, mut hours, mut out) = (10_000_000u64, 5_000_000u64, 24u64, None);
+            let (mut conns, mut txs, mut hours, mut services, mut out) = (10_000_000u64, 5_000_000u64, 24u64, None, None);
             let mut bad = None;
             while let Some(a) = it.next() {
                 let v = it.next();
@@ -711,14 +711,15 @@ fn main() {
                     "--conns" => conns = num(v).unwrap_or_else(|| { bad = Some("--conns N"); 0 }),
                     "--tx" => txs = num(v).unwrap_or_else(|| { bad = Some("--tx N"); 0 }),
                     "--hours" => hours = num(v).unwrap_or_else(|| { bad = Some("--hours H"); 0 }),
+                    "--services" => services = Some(num(v).unwrap_or_else(|| { bad = Some("--services S"); 0 })),
                     "--out" => out = v.map(PathBuf::from),
-                    _ => bad = Some("serve-store [--conns N] [--tx N] [--hours H] --out DIR"),
+                    _ => bad = Some("serve-store [--conns N] [--tx N] [--hours H] [--services S] --out DIR"),
                 }
             }
             match (bad, out) {
                 (Some(b), _) => Err(format!("serve-store: expected {b}")),
                 (None, None) => Err("serve-store needs --out DIR".into()),
-                (None, Some(out)) => serve_store::build(conns, txs, hours, &out),
+                (None, Some(out)) => serve_store::build(conns, txs, hours, services, &out),
             }
         }
         Some("scale") => parse(&args[1..]).and_then(|o| {

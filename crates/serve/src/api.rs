@@ -7,7 +7,7 @@
 //! | `/api/records?kind=&where=&from=&to=&limit=&offset=&sort=` | the records behind a chart (grouped by every field that tells records apart), a page at a time, newest first or by any column |
 //! | `/api/sequence?uid=&offset=&limit=` | the connection and its transactions, in order, a page at a time (`total`, `truncated`), with their timing (and `pcap`, the download link of its packets, when packets are kept) |
 //! | `/api/pcap?uid=` | the connection's packets as a pcap file (with `--pcap-dir`) |
-//! | `/api/map?from=&to=` | service map: nodes (hosts, services, with the processes behind them when known) and edges (calls per protocol) |
+//! | `/api/map?from=&to=&group=&rank=&top=&find=` | service map over every pair of the range: nodes (hosts, services, or their groups by service port, process, container, subnet; with the processes behind them when known) and the top edges (calls per protocol) by calls, bytes, errors or latency, the rest summed into one `other` edge |
 //! | `/api/extent` | per kind: rows, files, bytes, first and last time |
 //! | `/api/health` | the process (and a live capture's counters), now and over time |
 //! | `/api/loss?where=&by=&every=&from=&to=` | the loss table per minute (`wirelog query loss`), with the range's completeness |
@@ -889,43 +889,96 @@ async fn sequence(
     ))
 }
 
+/// Edges the map may show (the rest are summed into one).
+const MAP_MAX_TOP: usize = 2000;
+/// Groups each of the map's queries may hold: every pair of the range is
+/// needed for sums that are whole; past this the answer says it is partial.
+const MAP_MAX_PAIRS: usize = 2_000_000;
+
+/// `GET /api/map`: the pairs of every kind over the range, grouped and
+/// ranked by [`map::build`]. The queries run at once (within the gate) and
+/// share one deadline.
 async fn service_map(
     AxState(state): AxState<Arc<State>>,
     Query(raw): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    let p = Params::new(raw, &["from", "to", "top"])?;
+    let started = Instant::now();
+    let p = Params::new(raw, &["from", "to", "top", "group", "rank", "find"])?;
     let (from, to) = p.range()?;
-    let top = p.usize("top", 2000)?.unwrap_or(200).max(1);
+    let top = match p.usize("top", MAP_MAX_TOP)? {
+        Some(0) => return Err(ApiError::bad("top", format!("at least 1 (and at most {MAP_MAX_TOP})"))),
+        t => t.unwrap_or(200),
+    };
+    let named = |k: &str, names: &[&str]| -> Result<Option<String>, ApiError> {
+        match p.get(k) {
+            None => Ok(None),
+            Some(v) if names.contains(&v) => Ok(Some(v.to_string())),
+            Some(v) => Err(ApiError::bad(k, format!("'{v}' is not one of {}", names.join(", ")))),
+        }
+    };
+    let group = named("group", map::Group::NAMES)?.and_then(|g| map::Group::from_name(&g)).unwrap_or(map::Group::Host);
+    let rank = named("rank", map::Rank::NAMES)?.and_then(|r| map::Rank::from_name(&r)).unwrap_or(map::Rank::Calls);
+    let find = match p.get("find") {
+        Some(f) if f.chars().count() > 200 => return Err(ApiError::bad("find", "at most 200 characters")),
+        f => f.map(|f| f.trim().to_lowercase()),
+    };
     let range = (from.is_some() || to.is_some())
         .then(|| (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
-    let mut tables = Vec::new();
     let deadline = Instant::now() + state.opts.limits.timeout;
+    // Connections by both ends, their service and owners (the owners name
+    // the nodes); each transaction kind by its ends. No percentiles for the
+    // connections: the map shows none, and their histograms cost memory.
+    let mut specs = Vec::new();
     for kind in std::iter::once(Kind::Conns).chain(Kind::TX) {
-        let by = if kind == Kind::Conns {
-            "orig_h,resp_h,resp_p,service"
+        let (by, sort) = if kind == Kind::Conns {
+            ("orig_h,resp_h,resp_p,service,orig_proc,orig_container,resp_proc,resp_container", "conns")
         } else {
-            "client,server,server_port"
+            ("client,server,server_port", "count")
         };
-        let sort = if kind == Kind::Conns {
-            "conns"
-        } else {
-            "count"
-        };
-        let mut spec = parse_query(kind, None, Some(by), Some(sort), Some(top), None)
+        let mut spec = parse_query(kind, None, Some(by), Some(sort), Some(MAP_MAX_PAIRS), None)
             .map_err(ApiError::query)?;
         spec.time_range = range;
-        let t = run_by(&state, spec, deadline).await?;
-        tables.push(t);
+        spec.percentiles = kind != Kind::Conns;
+        specs.push(spec);
     }
-    // The processes behind each end (empty groups when no owner is known).
-    let mut owners = Vec::new();
-    for by in ["orig_h,orig_proc,orig_container", "resp_h,resp_p,resp_proc,resp_container"] {
-        let mut spec = parse_query(Kind::Conns, None, Some(by), Some("conns"), Some(top), None)
-            .map_err(ApiError::query)?;
-        spec.time_range = range;
-        owners.push(run_by(&state, spec, deadline).await?);
+    let mut tables = run_all(&state, specs, deadline).await?;
+    let partial = tables.iter().any(|t| t.rows.len() < t.groups);
+    let conns = tables.remove(0);
+    let ask = map::Ask { group, rank, top, find };
+    let body = tokio::task::spawn_blocking(move || {
+        let mut v = map::build(&conns, &tables, &ask);
+        v["partial"] = json!(partial);
+        v
+    })
+    .await
+    .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "the map could not be built"))?;
+    let mut body = body;
+    body["elapsed_ms"] = json!(started.elapsed().as_secs_f64() * 1e3);
+    Ok(json_response(body.to_string()))
+}
+
+/// Runs queries at once (as many as the gate lets through), in the
+/// request's warnings scope, and gives their tables in order.
+async fn run_all(state: &Arc<State>, specs: Vec<QuerySpec>, deadline: Instant) -> Result<Vec<ResultTable>, ApiError> {
+    let warnings = WARNINGS.try_with(Arc::clone).ok();
+    let mut set = tokio::task::JoinSet::new();
+    for (i, spec) in specs.into_iter().enumerate() {
+        let st = state.clone();
+        let q = async move { (i, run_by(&st, spec, deadline).await) };
+        match &warnings {
+            Some(w) => set.spawn(WARNINGS.scope(w.clone(), q)),
+            None => set.spawn(q),
+        };
     }
-    Ok(json_response(map::build(&tables, &owners).to_string()))
+    let mut out: Vec<Option<ResultTable>> = Vec::new();
+    while let Some(done) = set.join_next().await {
+        let (i, t) = done.map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "a query failed"))?;
+        if out.len() <= i {
+            out.resize_with(i + 1, || None);
+        }
+        out[i] = Some(t?);
+    }
+    Ok(out.into_iter().flatten().collect())
 }
 
 async fn extent(

@@ -2,18 +2,132 @@
 //! the calls between them per protocol, from the transactions (count,
 //! errors, bytes, latency percentiles) and, where no transaction was parsed,
 //! from the connections (count and bytes, protocol = Zeek's service).
+//!
+//! At scale (hundreds of services, thousands of clients) the map is summed
+//! here, over every pair of the range, not in the browser over a top-N:
+//! nodes are grouped (by host, service port, process, container, or /24 and
+//! /64 subnet), the grouped edges ranked (by calls, bytes, errors or
+//! latency), the first `top` kept and the rest summed into one "other" edge
+//! between two "other" nodes that say how many edges and nodes they hold.
+//! So the edges shown, the other edge included, always add up to every call
+//! of the range.
+//!
 //! With owners in the records (`capture --processes`), each node also lists
 //! the processes (and containers) behind it, busiest first, so the map
 //! names programs, not only addresses.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::Ipv6Addr;
 
 use serde_json::{json, Value};
-use wirelog_query::render::json_row;
-use wirelog_query::ResultTable;
+use wirelog_query::value::format_ip;
+use wirelog_query::{KeyValue, ResultTable};
+
+/// How nodes are grouped (`/api/map?group=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Group {
+    /// Each client address, each `address:port` service.
+    Host,
+    /// Services by port (`*:3306`); clients by address.
+    Service,
+    /// Each end by its busiest process (services keep their port:
+    /// `mysqld:3306`); an end without a known process by its address.
+    Process,
+    /// Each end by its container (else its process, else its address).
+    Container,
+    /// Addresses by /24 (IPv4) or /64 (IPv6); services keep their port.
+    Subnet,
+}
+
+impl Group {
+    pub(crate) const NAMES: &'static [&'static str] = &["host", "service", "process", "container", "subnet"];
+
+    pub(crate) fn from_name(s: &str) -> Option<Group> {
+        Some(match s {
+            "host" => Group::Host,
+            "service" => Group::Service,
+            "process" => Group::Process,
+            "container" => Group::Container,
+            "subnet" => Group::Subnet,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        Group::NAMES[self as usize]
+    }
+}
+
+/// What ranks the edges (`/api/map?rank=`), largest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rank {
+    Calls,
+    Bytes,
+    Errors,
+    /// The edge's p95 latency (a grouped edge: see [`percentiles`]).
+    Latency,
+}
+
+impl Rank {
+    pub(crate) const NAMES: &'static [&'static str] = &["calls", "bytes", "errors", "latency"];
+
+    pub(crate) fn from_name(s: &str) -> Option<Rank> {
+        Some(match s {
+            "calls" => Rank::Calls,
+            "bytes" => Rank::Bytes,
+            "errors" => Rank::Errors,
+            "latency" => Rank::Latency,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        Rank::NAMES[self as usize]
+    }
+}
+
+/// What the map is asked for.
+#[derive(Debug, Clone)]
+pub(crate) struct Ask {
+    pub group: Group,
+    pub rank: Rank,
+    /// Edges shown (the rest summed into one).
+    pub top: usize,
+    /// Only edges with an end whose id or process contains this (lower case).
+    pub find: Option<String>,
+}
+
+/// One end's address: its text and its /24 or /64.
+#[derive(Debug, Clone)]
+struct Addr {
+    text: String,
+    subnet: String,
+}
+
+fn addr(k: &KeyValue) -> Addr {
+    match k {
+        KeyValue::Ip(a) => {
+            let v6 = Ipv6Addr::from(*a);
+            let subnet = match v6.to_ipv4_mapped() {
+                Some(v4) => {
+                    let o = v4.octets();
+                    format!("{}.{}.{}.0/24", o[0], o[1], o[2])
+                }
+                None => {
+                    let mut b = *a;
+                    b[8..].fill(0);
+                    format!("{}/64", Ipv6Addr::from(b))
+                }
+            };
+            Addr { text: format_ip(a), subnet }
+        }
+        KeyValue::Str(s) => Addr { text: s.clone(), subnet: s.clone() },
+        _ => Addr { text: "-".into(), subnet: "-".into() },
+    }
+}
 
 /// `host:port`, IPv6 in brackets.
-fn service(host: &str, port: &Value) -> String {
+fn service(host: &str, port: u64) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
@@ -21,101 +135,471 @@ fn service(host: &str, port: &Value) -> String {
     }
 }
 
-/// `tables`: the edges' groups (connections, then each transaction kind);
-/// `owners`: connections grouped by (orig_h, orig_proc, orig_container) and
-/// by (resp_h, resp_p, resp_proc, resp_container).
-pub(crate) fn build(tables: &[ResultTable], owners: &[ResultTable]) -> Value {
-    let mut edges: Vec<Value> = Vec::new();
-    let mut seen: HashSet<(String, String)> = HashSet::new();
-    let mut conn_edges = Vec::new();
-    for t in tables {
-        let conns = t.kind == wirelog_store::Kind::Conns;
-        for r in &t.rows {
-            let v: Value = serde_json::from_str(&json_row(t, r)).unwrap_or(Value::Null);
-            let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
-            if conns {
-                let to = service(&s("resp_h"), &v["resp_p"]);
-                let proto = match s("service") {
-                    x if x.is_empty() => "other".to_string(),
-                    x => x,
-                };
-                conn_edges.push(json!({
-                    "from": s("orig_h"), "to": to, "protocol": proto,
-                    "count": v["conns"], "errors": null, "bytes": v["bytes"],
-                    "p50_s": null, "p95_s": null, "p99_s": null, "source": "conns",
-                }));
-            } else {
-                let to = service(&s("server"), &v["server_port"]);
-                seen.insert((s("client"), to.clone()));
-                edges.push(json!({
-                    "from": s("client"), "to": to, "protocol": t.kind.as_str(),
-                    "count": v["count"], "errors": v["errors"], "bytes": v["bytes"],
-                    "p50_s": v["latency_p50_s"], "p95_s": v["latency_p95_s"], "p99_s": v["latency_p99_s"],
-                    "source": t.kind.as_str(),
-                }));
+fn uint(k: &KeyValue) -> u64 {
+    match k {
+        KeyValue::UInt(n) => *n,
+        KeyValue::Int(n) => *n as u64,
+        _ => 0,
+    }
+}
+
+fn text(k: &KeyValue) -> Option<String> {
+    match k {
+        KeyValue::Str(s) if !s.is_empty() && s != "-" => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// One pair's calls of one protocol, before grouping.
+struct Pair {
+    client: Addr,
+    server: Addr,
+    port: u64,
+    protocol: String,
+    count: u64,
+    errors: Option<u64>,
+    bytes: u64,
+    /// p50, p95, p99 latency, ns (transactions only).
+    latency: Option<[i64; 3]>,
+}
+
+/// A process (and container) behind an end, with the connections it had.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Owner {
+    proc: String,
+    container: Option<String>,
+}
+
+/// A grouped edge's p50, p95 and p99 from its pairs' own: percentiles do
+/// not add, so each pair stands as points at its p50 (half its calls), p95
+/// (45 %) and p99 (5 %), and the group's percentiles are those of the
+/// points. Exact when each pair holds one call or the pairs agree; an
+/// estimate otherwise (the engine's histograms are per pair).
+fn percentiles(points: &mut [(i64, f64)]) -> Option<[i64; 3]> {
+    let all: f64 = points.iter().map(|p| p.1).sum();
+    if points.is_empty() || all <= 0.0 {
+        return None;
+    }
+    points.sort_unstable_by_key(|p| p.0);
+    let at = |q: f64| {
+        let mut seen = 0.0;
+        for p in points.iter() {
+            seen += p.1;
+            if seen >= q * all - 1e-9 {
+                return p.0;
             }
         }
-    }
-    for e in conn_edges {
-        let key = (
-            e["from"].as_str().unwrap_or("").to_string(),
-            e["to"].as_str().unwrap_or("").to_string(),
-        );
-        if !seen.contains(&key) {
-            edges.push(e);
+        points[points.len() - 1].0
+    };
+    Some([at(0.5), at(0.95), at(0.99)])
+}
+
+/// `conns`: connections grouped by the edges' ends and service plus the
+/// owners of both ends (`orig_h, resp_h, resp_p, service, orig_proc,
+/// orig_container, resp_proc, resp_container`), every group of the range;
+/// `txs`: each transaction kind grouped by `client, server, server_port`.
+pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Value {
+    let mut pairs: Vec<Pair> = Vec::new();
+    let mut parsed: HashSet<(String, String, u64)> = HashSet::new();
+    for t in txs {
+        for r in &t.rows {
+            let (client, server, port) = (addr(&r.key[0]), addr(&r.key[1]), uint(&r.key[2]));
+            parsed.insert((client.text.clone(), server.text.clone(), port));
+            pairs.push(Pair {
+                client,
+                server,
+                port,
+                protocol: t.kind.as_str().to_string(),
+                count: r.acc.conns,
+                errors: Some(r.acc.errors()),
+                bytes: r.acc.bytes(),
+                latency: r.duration,
+            });
         }
     }
+    // Owners per node id (a client's address, a service's address:port),
+    // with their connections; the pairs of the connections, summed over
+    // owners, where no transaction was parsed.
+    let mut owners: HashMap<String, BTreeMap<Owner, u64>> = HashMap::new();
+    let mut conn_pairs: BTreeMap<(String, String, u64, String), Pair> = BTreeMap::new();
+    for r in &conns.rows {
+        let (client, server, port) = (addr(&r.key[0]), addr(&r.key[1]), uint(&r.key[2]));
+        let protocol = text(&r.key[3]).unwrap_or_else(|| "other".into());
+        let n = r.acc.conns;
+        if let Some(proc) = text(&r.key[4]) {
+            let o = Owner { proc, container: text(&r.key[5]) };
+            *owners.entry(client.text.clone()).or_default().entry(o).or_default() += n;
+        }
+        if let Some(proc) = text(&r.key[6]) {
+            let o = Owner { proc, container: text(&r.key[7]) };
+            *owners.entry(service(&server.text, port)).or_default().entry(o).or_default() += n;
+        }
+        if parsed.contains(&(client.text.clone(), server.text.clone(), port)) {
+            continue;
+        }
+        let key = (client.text.clone(), server.text.clone(), port, protocol.clone());
+        let p = conn_pairs.entry(key).or_insert_with(|| Pair {
+            client,
+            server,
+            port,
+            protocol,
+            count: 0,
+            errors: None,
+            bytes: 0,
+            latency: None,
+        });
+        p.count += n;
+        p.bytes += r.acc.bytes();
+    }
+    pairs.extend(conn_pairs.into_values());
+    let busiest = |id: &str| -> Option<&Owner> {
+        owners.get(id).and_then(|m| m.iter().max_by_key(|(o, n)| (**n, std::cmp::Reverse(*o))).map(|(o, _)| o))
+    };
+    // A node's group id.
+    let group_of = |a: &Addr, port: Option<u64>| -> String {
+        let id = match port {
+            Some(p) => service(&a.text, p),
+            None => a.text.clone(),
+        };
+        let with_port = |s: String| match port {
+            Some(p) => format!("{s}:{p}"),
+            None => s,
+        };
+        match ask.group {
+            Group::Host => id,
+            Group::Service => match port {
+                Some(p) => format!("*:{p}"),
+                None => id,
+            },
+            Group::Subnet => with_port(a.subnet.clone()),
+            Group::Process => match busiest(&id) {
+                Some(o) => with_port(o.proc.clone()),
+                None => id,
+            },
+            Group::Container => match busiest(&id) {
+                Some(Owner { container: Some(c), .. }) => with_port(c.clone()),
+                Some(o) => with_port(o.proc.clone()),
+                None => id,
+            },
+        }
+    };
     #[derive(Default)]
     struct Node {
         service: bool,
         calls_in: u64,
         calls_out: u64,
         bytes: u64,
-        procs: Vec<Value>,
+        members: HashSet<String>,
+        procs: BTreeMap<Owner, u64>,
+    }
+    #[derive(Default)]
+    struct Edge {
+        count: u64,
+        errors: Option<u64>,
+        bytes: u64,
+        latency: Option<[i64; 3]>,
+        /// Its pairs' percentiles as weighted points (see [`percentiles`]).
+        points: Vec<(i64, f64)>,
+        pairs: u64,
     }
     let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
-    for e in &edges {
-        let n = e["count"].as_u64().unwrap_or(0);
-        let b = e["bytes"].as_u64().unwrap_or(0);
-        let from = nodes
-            .entry(e["from"].as_str().unwrap_or("").to_string())
-            .or_default();
-        from.calls_out += n;
-        from.bytes += b;
-        let to = nodes
-            .entry(e["to"].as_str().unwrap_or("").to_string())
-            .or_default();
-        to.service = true;
-        to.calls_in += n;
-        to.bytes += b;
-    }
-    for t in owners {
-        for r in &t.rows {
-            let v: Value = serde_json::from_str(&json_row(t, r)).unwrap_or(Value::Null);
-            let known = |k: &str| v[k].as_str().filter(|x| !x.is_empty() && *x != "-").map(str::to_string);
-            let (id, side) = match v.get("resp_p") {
-                Some(port) => (service(&known("resp_h").unwrap_or_default(), port), "resp"),
-                None => (known("orig_h").unwrap_or_default(), "orig"),
-            };
-            let Some(proc) = known(&format!("{side}_proc")) else { continue };
-            // Only nodes of the map's edges are named.
-            if let Some(n) = nodes.get_mut(&id) {
-                n.procs.push(json!({
-                    "proc": proc,
-                    "container": known(&format!("{side}_container")),
-                    "conns": v["conns"],
-                }));
+    let mut edges: BTreeMap<(String, String, String), Edge> = BTreeMap::new();
+    let mut total = Edge::default();
+    for p in &pairs {
+        let (cid, sid) = (p.client.text.clone(), service(&p.server.text, p.port));
+        let (from, to) = (group_of(&p.client, None), group_of(&p.server, Some(p.port)));
+        for (g, id, out) in [(&from, &cid, true), (&to, &sid, false)] {
+            let n = nodes.entry(g.clone()).or_default();
+            if out {
+                n.calls_out += p.count;
+            } else {
+                n.service = true;
+                n.calls_in += p.count;
+            }
+            n.bytes += p.bytes;
+            if n.members.insert(id.clone()) {
+                for (o, c) in owners.get(id).into_iter().flatten() {
+                    *n.procs.entry(o.clone()).or_default() += c;
+                }
             }
         }
+        let e = edges.entry((from.clone(), to.clone(), p.protocol.clone())).or_default();
+        for e in [e, &mut total] {
+            e.count += p.count;
+            e.bytes += p.bytes;
+            if let Some(x) = p.errors {
+                e.errors = Some(e.errors.unwrap_or(0) + x);
+            }
+            e.pairs += 1;
+        }
+        if let Some(l) = p.latency {
+            let e = edges.get_mut(&(from, to, p.protocol.clone())).expect("inserted above");
+            let n = p.count.max(1) as f64;
+            e.points.extend([(l[0], 0.5 * n), (l[1], 0.45 * n), (l[2], 0.05 * n)]);
+        }
     }
-    let nodes: Vec<Value> = nodes
+    for e in edges.values_mut() {
+        e.latency = percentiles(&mut e.points);
+        e.points = Vec::new();
+    }
+    let matches = |id: &str| -> bool {
+        let Some(f) = &ask.find else { return true };
+        id.to_lowercase().contains(f)
+            || nodes.get(id).is_some_and(|n| {
+                n.procs.keys().any(|o| {
+                    o.proc.to_lowercase().contains(f)
+                        || o.container.as_deref().is_some_and(|c| c.to_lowercase().contains(f))
+                })
+            })
+    };
+    let mut ranked: Vec<((String, String, String), Edge)> = edges
         .into_iter()
-        .map(|(id, mut n)| {
-            n.procs.sort_by_key(|p| std::cmp::Reverse(p["conns"].as_u64().unwrap_or(0)));
-            json!({"id": id, "kind": if n.service { "service" } else { "host" },
-                   "calls_in": n.calls_in, "calls_out": n.calls_out, "bytes": n.bytes,
-                   "procs": n.procs})
-        })
+        .filter(|((from, to, _), _)| matches(from) || matches(to))
         .collect();
-    json!({"nodes": nodes, "edges": edges})
+    let edges_found = ranked.len();
+    let score = |e: &Edge| -> u64 {
+        match ask.rank {
+            Rank::Calls => e.count,
+            Rank::Bytes => e.bytes,
+            Rank::Errors => e.errors.unwrap_or(0),
+            Rank::Latency => e.latency.map_or(0, |l| l[1].max(0) as u64),
+        }
+    };
+    // Ties by calls, then by name: the same answer every time.
+    ranked.sort_by(|a, b| {
+        score(&b.1)
+            .cmp(&score(&a.1))
+            .then(b.1.count.cmp(&a.1.count))
+            .then(a.0.cmp(&b.0))
+    });
+    let rest: Vec<_> = ranked.split_off(ask.top.min(ranked.len()));
+    let secs = |ns: Option<i64>| ns.map(|n| n as f64 / 1e9);
+    let edge_json = |from: &str, to: &str, protocol: &str, e: &Edge, other: bool| {
+        let l = e.latency;
+        json!({
+            "from": from, "to": to, "protocol": protocol,
+            "count": e.count, "errors": e.errors, "bytes": e.bytes,
+            "p50_s": secs(l.map(|l| l[0])), "p95_s": secs(l.map(|l| l[1])), "p99_s": secs(l.map(|l| l[2])),
+            "pairs": e.pairs, "other": other,
+        })
+    };
+    let mut shown: HashSet<&str> = HashSet::new();
+    let mut out_edges: Vec<Value> = Vec::new();
+    for ((from, to, protocol), e) in &ranked {
+        shown.insert(from);
+        shown.insert(to);
+        out_edges.push(edge_json(from, to, protocol, e, false));
+    }
+    // The rest, summed: one edge between two "other" nodes.
+    const OTHER_CLIENTS: &str = "other clients";
+    const OTHER_SERVICES: &str = "other services";
+    let mut other = Edge::default();
+    let (mut other_from, mut other_to): (HashSet<&str>, HashSet<&str>) = (HashSet::new(), HashSet::new());
+    for ((from, to, _), e) in &rest {
+        other.count += e.count;
+        other.bytes += e.bytes;
+        if let Some(x) = e.errors {
+            other.errors = Some(other.errors.unwrap_or(0) + x);
+        }
+        other.pairs += e.pairs;
+        if !shown.contains(from.as_str()) {
+            other_from.insert(from);
+        }
+        if !shown.contains(to.as_str()) {
+            other_to.insert(to);
+        }
+    }
+    let node_json = |id: &str, n: &Node| {
+        let mut procs: Vec<(&Owner, &u64)> = n.procs.iter().collect();
+        procs.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let named = procs.first().map(|(o, _)| match &o.container {
+            Some(c) => format!("{} ({c})", o.proc),
+            None => o.proc.clone(),
+        });
+        json!({"id": id, "kind": if n.service { "service" } else { "host" },
+               "calls_in": n.calls_in, "calls_out": n.calls_out, "bytes": n.bytes,
+               "members": n.members.len(), "name": named,
+               "procs": procs.iter().take(8).map(|(o, c)| json!({"proc": o.proc, "container": o.container, "conns": c})).collect::<Vec<_>>()})
+    };
+    let mut out_nodes: Vec<Value> = nodes
+        .iter()
+        .filter(|(id, _)| shown.contains(id.as_str()))
+        .map(|(id, n)| node_json(id, n))
+        .collect();
+    if !rest.is_empty() {
+        let sum = |ids: &HashSet<&str>, out: bool| {
+            let mut s = Node { service: !out, ..Node::default() };
+            for id in ids {
+                let n = &nodes[*id];
+                s.calls_in += n.calls_in;
+                s.calls_out += n.calls_out;
+                s.bytes += n.bytes;
+            }
+            let mut v = node_json(if out { OTHER_CLIENTS } else { OTHER_SERVICES }, &s);
+            v["members"] = json!(ids.len());
+            v["other"] = json!(true);
+            v
+        };
+        out_nodes.push(sum(&other_from, true));
+        out_nodes.push(sum(&other_to, false));
+        let mut e = edge_json(OTHER_CLIENTS, OTHER_SERVICES, "other", &other, true);
+        e["edges"] = json!(rest.len());
+        out_edges.push(e);
+    }
+    json!({
+        "group": ask.group.name(),
+        "rank": ask.rank.name(),
+        "top": ask.top,
+        "edges_found": edges_found,
+        "other_edges": rest.len(),
+        "total": {"count": total.count, "errors": total.errors, "bytes": total.bytes, "pairs": total.pairs},
+        "nodes": out_nodes,
+        "edges": out_edges,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelog_query::{parse_query, Acc, Row};
+    use wirelog_store::Kind;
+
+    fn ip(s: &str) -> KeyValue {
+        KeyValue::Ip(wirelog_query::value::ip16(s.parse().unwrap()))
+    }
+
+    fn table(kind: Kind, by: &str, rows: Vec<Row>) -> ResultTable {
+        let spec = parse_query(kind, None, Some(by), None, Some(1000), None).unwrap();
+        ResultTable {
+            kind,
+            by: spec.by.clone(),
+            every_ns: None,
+            percentiles: true,
+            sort: spec.sort,
+            groups: rows.len(),
+            rows,
+            total: Acc::default(),
+            rows_scanned: 0,
+            rows_matched: 0,
+        }
+    }
+
+    fn row(key: Vec<KeyValue>, n: u64, errors: u64, p95_ms: i64) -> Row {
+        Row {
+            time: None,
+            key,
+            acc: Acc { conns: n, pkts_out: errors, bytes_out: 10 * n, ..Acc::default() },
+            duration: (p95_ms > 0).then_some([p95_ms * 500_000, p95_ms * 1_000_000, p95_ms * 2_000_000]),
+            avg: None,
+        }
+    }
+
+    const CONN_BY: &str = "orig_h,resp_h,resp_p,service,orig_proc,orig_container,resp_proc,resp_container";
+
+    fn conn(c: &str, s: &str, port: u64, svc: &str, n: u64, sproc: &str) -> Row {
+        let st = |x: &str| KeyValue::Str(x.into());
+        row(vec![ip(c), ip(s), KeyValue::UInt(port), st(svc), st(""), st(""), st(sproc), st("")], n, 0, 0)
+    }
+
+    fn sample() -> (ResultTable, Vec<ResultTable>) {
+        let conns = table(
+            Kind::Conns,
+            CONN_BY,
+            vec![
+                conn("10.0.0.1", "192.168.1.1", 3306, "mysql", 5, "mysqld"),
+                conn("10.0.0.2", "192.168.1.2", 3306, "mysql", 3, "mysqld"),
+                conn("10.0.1.1", "192.168.2.1", 53, "dns", 7, ""),
+                conn("10.0.1.1", "fd00::1", 443, "ssl", 2, ""),
+            ],
+        );
+        let mysql = table(
+            Kind::Mysql,
+            "client,server,server_port",
+            vec![
+                row(vec![ip("10.0.0.1"), ip("192.168.1.1"), KeyValue::UInt(3306)], 50, 4, 20),
+                row(vec![ip("10.0.0.2"), ip("192.168.1.2"), KeyValue::UInt(3306)], 30, 1, 90),
+            ],
+        );
+        (conns, vec![mysql])
+    }
+
+    fn ask(group: Group, rank: Rank, top: usize) -> Ask {
+        Ask { group, rank, top, find: None }
+    }
+
+    fn counts(v: &Value) -> Vec<(String, String, u64)> {
+        v["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["from"].as_str().unwrap().into(), e["to"].as_str().unwrap().into(), e["count"].as_u64().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn transactions_replace_their_connections_and_hosts_keep_every_pair() {
+        let (c, t) = sample();
+        let v = build(&c, &t, &ask(Group::Host, Rank::Calls, 10));
+        assert_eq!(
+            counts(&v),
+            vec![
+                ("10.0.0.1".into(), "192.168.1.1:3306".into(), 50),
+                ("10.0.0.2".into(), "192.168.1.2:3306".into(), 30),
+                ("10.0.1.1".into(), "192.168.2.1:53".into(), 7),
+                ("10.0.1.1".into(), "[fd00::1]:443".into(), 2),
+            ]
+        );
+        assert_eq!(v["total"]["count"], 89);
+        let n = v["nodes"].as_array().unwrap().iter().find(|n| n["id"] == "192.168.1.1:3306").unwrap();
+        assert_eq!(n["name"], "mysqld");
+    }
+
+    #[test]
+    fn subnets_sum_their_pairs_and_the_rest_is_one_edge_that_says_what_it_holds() {
+        let (c, t) = sample();
+        let v = build(&c, &t, &ask(Group::Subnet, Rank::Calls, 1));
+        assert_eq!(
+            counts(&v),
+            vec![
+                ("10.0.0.0/24".into(), "192.168.1.0/24:3306".into(), 80),
+                ("other clients".into(), "other services".into(), 9),
+            ]
+        );
+        let e = &v["edges"][0];
+        assert_eq!((e["errors"].as_u64(), e["pairs"].as_u64()), (Some(5), Some(2)));
+        // 50 calls at p95 20 ms, 30 at p95 90 ms: the group's p95 lies
+        // in the slower pair's tail, its p50 in the busier pair's body.
+        assert_eq!(e["p95_s"].as_f64(), Some(0.09));
+        assert_eq!(e["p50_s"].as_f64(), Some(0.02));
+        let other = &v["edges"][1];
+        assert_eq!((other["edges"].as_u64(), other["other"].as_bool()), (Some(2), Some(true)));
+        let ids: Vec<_> = v["nodes"].as_array().unwrap().iter().map(|n| (n["id"].as_str().unwrap().to_string(), n["members"].as_u64().unwrap())).collect();
+        assert_eq!(
+            ids,
+            vec![
+                ("10.0.0.0/24".into(), 2),
+                ("192.168.1.0/24:3306".into(), 2),
+                ("other clients".into(), 1),
+                ("other services".into(), 2),
+            ]
+        );
+        assert!(v["nodes"].as_array().unwrap().iter().any(|n| n["id"] == "other services" && n["calls_in"] == 9));
+        assert_eq!(v["total"]["count"], 89);
+    }
+
+    #[test]
+    fn ranks_by_latency_errors_and_bytes_and_groups_by_process_and_port() {
+        let (c, t) = sample();
+        let v = build(&c, &t, &ask(Group::Host, Rank::Latency, 1));
+        assert_eq!(counts(&v)[0].1, "192.168.1.2:3306");
+        let v = build(&c, &t, &ask(Group::Host, Rank::Errors, 1));
+        assert_eq!(counts(&v)[0].1, "192.168.1.1:3306");
+        let v = build(&c, &t, &ask(Group::Process, Rank::Calls, 10));
+        assert_eq!(counts(&v)[0], ("10.0.0.1".into(), "mysqld:3306".into(), 50));
+        let v = build(&c, &t, &ask(Group::Service, Rank::Bytes, 10));
+        assert_eq!(counts(&v)[0], ("10.0.0.1".into(), "*:3306".into(), 50));
+        let mut a = ask(Group::Host, Rank::Calls, 10);
+        a.find = Some("mysqld".into());
+        assert_eq!(counts(&build(&c, &t, &a)).len(), 2);
+    }
 }

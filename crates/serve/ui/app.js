@@ -484,84 +484,53 @@ async function recordsGrid(s, main, kind, title) {
     }));
 }
 
-// Map grouping: a node's group under each choice (a service keeps its port).
-const MAP_GROUPS = { host: "host", subnet: "/24 or /64 subnet", process: "process or container", port: "service port" };
-function split(id, kind) {
-  const m = kind === "service" ? /^\[?(.*?)\]?:(\d+)$/.exec(id) : null;
-  return m ? [m[1], m[2]] : [id, null];
-}
-function subnet(addr) {
-  if (addr.includes(":")) {
-    const full = addr.includes("::") ? (() => { const [a, b] = addr.split("::"); const l = a ? a.split(":") : [], r = b ? b.split(":") : []; return [...l, ...Array(8 - l.length - r.length).fill("0"), ...r]; })() : addr.split(":");
-    return full.slice(0, 4).join(":") + "::/64";
-  }
-  return addr.split(".").slice(0, 3).join(".") + ".0/24";
-}
-function groupOf(n, how) {
-  const [addr, port] = split(n.id, n.kind);
-  const p = port ? `:${port}` : "";
-  if (how === "subnet") return subnet(addr) + p;
-  if (how === "process") { const o = (n.procs || [])[0]; return o ? (o.container ? `${o.container}/${o.proc}` : o.proc) + p : n.id; }
-  if (how === "port") return port ? `*:${port}` : subnet(addr);
-  return n.id;
-}
-// Nodes and edges merged by group: calls, errors and bytes summed; an
-// edge's percentiles are the busiest member's (percentiles do not add).
-function grouped(nodes, edges, how) {
-  if (how === "host") return { nodes, edges };
-  const gid = new Map(nodes.map((n) => [n.id, groupOf(n, how)]));
-  const gn = new Map();
-  for (const n of nodes) {
-    const id = gid.get(n.id);
-    const g = gn.get(id) || { id, kind: n.kind, calls_in: 0, calls_out: 0, bytes: 0, procs: [], members: 0 };
-    g.calls_in += n.calls_in; g.calls_out += n.calls_out; g.bytes += n.bytes; g.members++;
-    g.procs.push(...(n.procs || []));
-    gn.set(id, g);
-  }
-  const ge = new Map();
-  for (const e of edges) {
-    const from = gid.get(e.from) || e.from, to = gid.get(e.to) || e.to, k = `${from}\u0000${to}\u0000${e.protocol}`;
-    const g = ge.get(k);
-    if (!g) ge.set(k, { ...e, from, to, members: 1, top: e.count });
-    else {
-      if (e.count > g.top) Object.assign(g, { top: e.count, p50_s: e.p50_s, p95_s: e.p95_s, p99_s: e.p99_s });
-      g.count += e.count; g.errors = (g.errors ?? 0) + (e.errors ?? 0); g.bytes += e.bytes; g.members++;
-    }
-  }
-  return { nodes: [...gn.values()], edges: [...ge.values()].sort((a, b) => b.count - a.count) };
-}
+// The map is grouped, ranked and cut on the server, over every pair of the
+// range (/api/map): the browser draws what it is given.
+const MAP_GROUPS = { host: "host", service: "service port", process: "process", container: "container", subnet: "/24 or /64 subnet" };
+const MAP_RANKS = { calls: "calls", bytes: "bytes", errors: "errors", latency: "latency (p95)" };
+const MAP_TOPS = [50, 200, 1000];
 
 async function mapView(s, main) {
-  const top = [50, 200, 1000].includes(Number(s.top)) ? Number(s.top) : 200;
-  const search = el("input", { id: "map-search", type: "search", placeholder: "find a node (address, port, process)", value: s.find || "", "aria-label": "find a node" });
-  main.replaceChildren(el("h2", { text: "Service map: who calls whom (edge width: calls)" }),
-    el("form", { class: "filter", onsubmit: (ev) => { ev.preventDefault(); go({ find: search.value }); } }, search,
-      el("select", { "aria-label": "edges shown", onchange: (ev) => go({ top: ev.target.value }) },
-        [50, 200, 1000].map((n) => { const o = el("option", { value: n, text: `top ${n} groups` }); if (n === top) o.selected = true; return o; })),
-      el("select", { id: "map-group", "aria-label": "group nodes by", onchange: (ev) => go({ group: ev.target.value === "host" ? null : ev.target.value }) },
-        Object.entries(MAP_GROUPS).map(([k, name]) => { const o = el("option", { value: k, text: `group by ${name}` }); if (k === (s.group || "host")) o.selected = true; return o; }))),
-    el("div", { class: "legend-row", id: "map-legend" }, ["http", "dns", "mysql", "pgsql", "redis", "tls", "conn"].map((p) => el("span", { class: `key p-${p}`, text: p }))),
-    el("div", { id: "map", class: "scroll" }), el("div", { id: "map-edges" }));
+  const top = MAP_TOPS.includes(Number(s.top)) ? Number(s.top) : 200;
   const how = s.group in MAP_GROUPS ? s.group : "host";
-  const r = await api("map", { top, ...range(s) });
-  const m = grouped(r.nodes, r.edges, how);
-  const find = (s.find || "").toLowerCase();
-  const match = (id) => !find || id.toLowerCase().includes(find) || (m.nodes.find((n) => n.id === id)?.procs || []).some((p) => (p.proc || "").toLowerCase().includes(find));
-  const edges = m.edges.filter((e) => match(e.from) || match(e.to));
-  serviceMap(document.getElementById("map"), m.nodes, edges, (e) => {
+  const rank = s.rank in MAP_RANKS ? s.rank : "calls";
+  const search = el("input", { id: "map-search", type: "search", placeholder: "find a node (address, port, process)", value: s.find || "", "aria-label": "find a node" });
+  const pick = (id, label, choices, now, param, dflt) => el("select", { id, "aria-label": label, onchange: (ev) => go({ [param]: ev.target.value === dflt ? null : ev.target.value }) },
+    Object.entries(choices).map(([k, name]) => { const o = el("option", { value: k, text: name }); if (k === now) o.selected = true; return o; }));
+  let controls = null;
+  main.replaceChildren(el("h2", { text: `Service map: who calls whom (edge width: calls; top edges by ${MAP_RANKS[rank]})` }),
+    el("form", { class: "filter", onsubmit: (ev) => { ev.preventDefault(); go({ find: search.value || null }); } }, search,
+      pick("map-top", "edges shown", Object.fromEntries(MAP_TOPS.map((n) => [n, `top ${n} edges`])), String(top), "top", "200"),
+      pick("map-rank", "rank edges by", Object.fromEntries(Object.entries(MAP_RANKS).map(([k, n]) => [k, `by ${n}`])), rank, "rank", "calls"),
+      pick("map-group", "group nodes by", Object.fromEntries(Object.entries(MAP_GROUPS).map(([k, n]) => [k, `group by ${n}`])), how, "group", "host"),
+      el("span", { class: "zoom", role: "group", "aria-label": "zoom" },
+        button("+", () => controls?.zoomIn(), { id: "map-zoom-in", type: "button", title: "zoom in (+, or the wheel)" }),
+        button("−", () => controls?.zoomOut(), { id: "map-zoom-out", type: "button", title: "zoom out (-)" }),
+        button("reset", () => controls?.reset(), { id: "map-zoom-reset", type: "button", title: "back to the first view (0)" }))),
+    el("div", { class: "legend-row", id: "map-legend" }, ["http", "dns", "mysql", "pgsql", "redis", "tls", "conn", "other"].map((p) => el("span", { class: `key p-${p}`, text: p }))),
+    el("p", { id: "map-count" }), el("div", { id: "map" }), el("details", { id: "map-edges" }));
+  const r = await api("map", { top, group: how === "host" ? null : how, rank: rank === "calls" ? null : rank, find: s.find || null, ...range(s) });
+  controls = serviceMap(document.getElementById("map"), r.nodes, r.edges, (e) => {
     const [host, port] = [e.to.replace(/^\[?(.*?)\]?:(\d+)$/, "$1"), e.to.replace(/^.*:(\d+)$/, "$1")];
     const kind = TX.includes(e.protocol) ? e.protocol : "conns";
     const [cf, sf, pf] = kind === "conns" ? ["orig_h", "resp_h", "resp_p"] : ["client", "server", "server_port"];
-    // A group's records: its subnet, process or port (a host: the pair itself).
+    const isAddr = (x) => /^[0-9a-f.:\[\]]+(\/\d+)?$/i.test(x);
+    // A group's records: its subnet, process, container or port (a host: the pair itself).
     const w = how === "host" ? `${cf} = ${e.from} and ${sf} = ${host} and ${pf} = ${port}`
       : how === "subnet" ? `${cf} in ${e.from} and ${sf} in ${host} and ${pf} = ${port}`
-      : how === "process" ? [e.from.includes(".") || e.from.includes(":") ? `${cf} = ${e.from}` : `orig_proc = ${quote(e.from.split("/").pop())}`, `${pf} = ${port}`].join(" and ")
-      : `${pf} = ${port}`;
-    go({ view: "records", kind, where: w, page: null, sort: null, group: null });
-  });
-  document.getElementById("map-edges").replaceChildren(
-    el("p", { id: "map-count", "data-edges": edges.length, text: `${edges.length} edges` + (find ? ` matching "${s.find}"` : "") + ` (top ${top} groups per protocol asked)` }),
-    table(["from", "to", "protocol", "count", "errors", "bytes", "p50_s", "p95_s", "p99_s"], edges));
+      : how === "service" ? `${isAddr(e.from) ? `${cf} = ${e.from} and ` : ""}${pf} = ${port}`
+      : [isAddr(e.from) ? `${cf} = ${e.from}` : `orig_${how === "container" && e.from.includes(":") ? "container" : "proc"} = ${quote(e.from)}`,
+        isAddr(host) ? `${sf} = ${host}` : `resp_${how === "container" && host.includes(":") ? "container" : "proc"} = ${quote(host)}`, `${pf} = ${port}`].join(" and ");
+    go({ view: "records", kind, where: w, page: null, sort: null, group: null, rank: null, top: null, find: null });
+  }, location.hash);
+  const other = r.edges.find((e) => e.other);
+  const shown = r.edges.length - (other ? 1 : 0);
+  document.getElementById("map-count").replaceChildren(el("span", { "data-edges": shown, "data-found": r.edges_found, "data-total": r.total.count,
+    text: `${shown} of ${r.edges_found} edges` + (s.find ? ` matching "${s.find}"` : "") + ` (grouped by ${MAP_GROUPS[how]}, ranked by ${MAP_RANKS[rank]})`
+      + (other ? `; the other ${other.edges} edges, ${fmtNum(other.count)} calls, are summed into one` : "")
+      + `; ${fmtNum(r.total.count)} calls in all.` + (r.partial ? " Partial: the range has more pairs than a map reads; narrow it." : "") }));
+  document.getElementById("map-edges").replaceChildren(el("summary", { text: "the edges as a table" }),
+    table(["from", "to", "protocol", "count", "errors", "bytes", "pairs", "p50_s", "p95_s", "p99_s"], r.edges));
 }
 
 const SEQ_PAGE = 200;

@@ -277,37 +277,134 @@ export function barList(host, rows, fmt = fmtNum) {
 
 // The service map: client hosts on the left, services on the right, one
 // curve per edge, its width by calls; colour by protocol.
-export function serviceMap(host, nodes, edges, onEdge) {
+// The service map: clients on the left, services on the right (busiest
+// first; clients ordered by where their services are, to cross less), edge
+// width by calls. The drawing is as tall as its nodes need; the element
+// shows a window of it (viewBox) that the wheel, a drag, the keyboard
+// (+ - arrows 0) and the buttons zoom and pan, so 400 nodes never make a
+// page thousands of pixels tall.
+export function serviceMap(host, nodes, edges, onEdge, viewKey) {
   const hosts = nodes.filter((n) => edges.some((e) => e.from === n.id));
   const services = nodes.filter((n) => edges.some((e) => e.to === n.id));
-  const rowH = 34, W = 1000;
+  services.sort((a, b) => (a.other ? 1 : 0) - (b.other ? 1 : 0) || b.calls_in - a.calls_in || (a.id < b.id ? -1 : 1));
+  const rowH = 30, W = 1000, boxW = 230;
   const H = Math.max(hosts.length, services.length) * rowH + 40;
   const yOf = (list) => new Map(list.map((n, i) => [n.id, 30 + i * rowH + (H - 40 - list.length * rowH) / 2]));
-  const hy = yOf(hosts), sy = yOf(services);
-  const maxCalls = Math.max(1, ...edges.map((e) => e.count));
-  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "map", id: "map-svg" });
+  const sy = yOf(services);
+  // A client sits at the mean height of its services, weighted by calls.
+  const at = new Map(hosts.map((n) => {
+    let w = 0, y = 0;
+    for (const e of edges) if (e.from === n.id) { w += e.count + 1; y += (e.count + 1) * sy.get(e.to); }
+    return [n.id, n.other ? Infinity : y / Math.max(w, 1)];
+  }));
+  hosts.sort((a, b) => at.get(a.id) - at.get(b.id) || (a.id < b.id ? -1 : 1));
+  const hy = yOf(hosts);
+  const maxCalls = Math.max(1, ...edges.filter((e) => !e.other).map((e) => e.count));
+  // The window first shown: the full width, as tall as the element's shape allows.
+  const viewH = Math.min(H, 620);
+  const svg = el("svg", { viewBox: `0 0 ${W} ${viewH}`, class: "map", id: "map-svg", tabindex: 0, role: "img",
+    "aria-label": `service map: ${hosts.length} clients, ${services.length} services, ${edges.length} edges; + and - zoom, arrows pan, 0 resets` });
+  const scene = el("g", { class: "scene" });
+  svg.append(scene);
+  const labelled = new Set(edges.slice(0, 40));
   for (const e of edges) {
     const y1 = hy.get(e.from), y2 = sy.get(e.to);
-    const d = `M 230 ${y1} C 500 ${y1}, 500 ${y2}, 770 ${y2}`;
-    const p = el("path", { d, class: `edge p-${e.protocol}`, "stroke-width": 1 + 7 * Math.sqrt(e.count / maxCalls), "data-from": e.from, "data-to": e.to, "data-protocol": e.protocol, "data-count": e.count },
-      el("title", { text: `${e.from} → ${e.to} ${e.protocol}: ${e.count} calls` + (e.errors !== null ? `, ${e.errors} errors, p50 ${fmtSecs(e.p50_s)}, p99 ${fmtSecs(e.p99_s)}` : "") + `, ${fmtBytes(e.bytes)}` }));
-    if (onEdge) p.addEventListener("click", () => onEdge(e));
-    svg.append(p);
-    const label = `${e.protocol} ${e.count}` + (e.errors ? ` (${e.errors} err)` : "");
-    svg.append(el("text", { x: 500, y: (y1 + y2) / 2 - 3, class: "edge-label", "text-anchor": "middle", text: label }));
+    const d = `M ${20 + boxW} ${y1} C 500 ${y1}, 500 ${y2}, ${W - 20 - boxW} ${y2}`;
+    const width = e.other ? 2 : 1 + 7 * Math.sqrt(Math.min(1, e.count / maxCalls));
+    const what = e.other ? `the other ${e.edges} edges (${e.pairs} pairs), summed` : `${e.from} → ${e.to} ${e.protocol}` + (e.pairs > 1 ? ` (${e.pairs} pairs)` : "");
+    const p = el("path", { d, class: `edge p-${e.protocol}${e.other ? " other" : ""}`, "stroke-width": width, "data-from": e.from, "data-to": e.to, "data-protocol": e.protocol, "data-count": e.count, "data-bytes": e.bytes, "data-errors": e.errors ?? "" },
+      el("title", { text: `${what}: ${e.count} calls` + (e.errors !== null ? `, ${e.errors} errors` : "") + (e.p95_s !== null ? `, p50 ${fmtSecs(e.p50_s)}, p95 ${fmtSecs(e.p95_s)}, p99 ${fmtSecs(e.p99_s)}` : "") + `, ${fmtBytes(e.bytes)}` }));
+    if (onEdge && !e.other) p.addEventListener("click", () => onEdge(e));
+    scene.append(p);
+    if (labelled.has(e)) {
+      const label = e.other ? `other ${e.edges} edges: ${fmtNum(e.count)}` : `${e.protocol} ${fmtNum(e.count)}` + (e.errors ? ` (${fmtNum(e.errors)} err)` : "");
+      scene.append(el("text", { x: 500, y: (y1 + y2) / 2 - 3, class: "edge-label", "text-anchor": "middle", text: label }));
+    }
   }
-  // The programs behind a node (capture --processes), busiest first: shown
-  // after the address, all of them (with containers) in the tooltip.
+  // A node is named by its process (and container) when known, else by its
+  // address; groups say how many they hold; all of it in the tooltip.
   const procs = (n) => (n.procs || []).map((p) => p.proc);
-  const named = (n, text) => procs(n).length ? `${text} ${[...new Set(procs(n))].join(", ")}` : text;
-  const tip = (n) => el("title", { text: [n.id, ...(n.procs || []).map((p) => `${p.proc}${p.container ? ` (container ${p.container})` : ""}: ${p.conns} connections`)].join("\n") });
-  for (const n of hosts) svg.append(el("g", { class: "node host", "data-id": n.id, "data-procs": procs(n).join(",") }, tip(n),
-    el("rect", { x: 20, y: hy.get(n.id) - 12, width: 210, height: 24, rx: 4 }),
-    el("text", { x: 30, y: hy.get(n.id) + 4, text: named(n, n.id).slice(0, 34) })));
-  for (const n of services) svg.append(el("g", { class: "node service", "data-id": n.id, "data-procs": procs(n).join(",") }, tip(n),
-    el("rect", { x: 770, y: sy.get(n.id) - 12, width: 210, height: 24, rx: 4 }),
-    el("text", { x: 780, y: sy.get(n.id) + 4, text: named(n, `${n.id} (${fmtNum(n.calls_in)})`).slice(0, 34) })));
+  const label = (n) => {
+    if (n.other) return `${n.id}: ${n.members}`;
+    const held = n.members > 1 ? ` [${n.members}]` : "";
+    return (n.name && n.name !== n.id.replace(/:\d+$/, "") ? `${n.name} · ${n.id}` : n.id) + held + (n.kind === "service" ? ` (${fmtNum(n.calls_in)})` : "");
+  };
+  const tip = (n) => el("title", { text: [n.id + (n.members > 1 ? ` (${n.members} ${n.other ? "nodes" : "members"})` : ""), ...(n.procs || []).map((p) => `${p.proc}${p.container ? ` (container ${p.container})` : ""}: ${p.conns} connections`)].join("\n") });
+  const texts = [];
+  const node = (n, x, y, cls) => {
+    const t = el("text", { x: x + 8, y: y + 4, text: label(n), "data-full": label(n) });
+    texts.push(t);
+    return el("g", { class: `node ${cls}${n.other ? " other" : ""}`, "data-id": n.id, "data-procs": procs(n).join(","), "data-members": n.members ?? 1, "data-name": n.name ?? "" }, tip(n),
+      el("rect", { x, y: y - 11, width: boxW, height: 22, rx: 4 }), t);
+  };
+  for (const n of hosts) scene.append(node(n, 20, hy.get(n.id), "host"));
+  for (const n of services) scene.append(node(n, W - 20 - boxW, sy.get(n.id), "service"));
   host.replaceChildren(svg);
+  // Labels fitted to their box: cut with an ellipsis (whole in the tooltip).
+  for (const t of texts) {
+    const full = t.textContent;
+    if (t.getComputedTextLength() <= boxW - 14) continue;
+    let lo = 0, hi = full.length;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      t.textContent = full.slice(0, mid) + "…";
+      if (t.getComputedTextLength() <= boxW - 14) lo = mid; else hi = mid - 1;
+    }
+    t.textContent = full.slice(0, lo) + "…";
+  }
+  return panZoom(svg, { x: 0, y: 0, w: W, h: viewH }, { w: W, h: H }, viewKey);
+}
+
+// Pan and zoom of an SVG through its viewBox: wheel (about the pointer),
+// drag, keys (+ = - arrows 0) and the returned controls. `home` is the
+// window a reset returns to; `size` the drawing's, which a pan stays near.
+const savedViews = new Map();
+export function panZoom(svg, home, size, key) {
+  let v = { ...(key && savedViews.get(key)) || home };
+  const set = (n) => {
+    const w = Math.min(Math.max(n.w, home.w / 20), size.w * 4), h = w * home.h / home.w;
+    const x = Math.min(Math.max(n.x, -w * 0.9), size.w - w * 0.1), y = Math.min(Math.max(n.y, -h * 0.9), size.h - h * 0.1);
+    v = { x, y, w, h };
+    svg.setAttribute("viewBox", `${x.toFixed(1)} ${y.toFixed(1)} ${w.toFixed(1)} ${h.toFixed(1)}`);
+    svg.dataset.zoom = (home.w / w).toFixed(3);
+    svg.classList.toggle("zoomed-out", w > home.w * 1.5);
+    if (key) savedViews.set(key, v);
+  };
+  const zoom = (f, cx = v.x + v.w / 2, cy = v.y + v.h / 2) => set({ x: cx - (cx - v.x) / f, y: cy - (cy - v.y) / f, w: v.w / f, h: v.h / f });
+  const pan = (dx, dy) => set({ ...v, x: v.x + dx, y: v.y + dy });
+  const toScene = (ev) => {
+    const r = svg.getBoundingClientRect();
+    return [v.x + (ev.clientX - r.left) / r.width * v.w, v.y + (ev.clientY - r.top) / r.height * v.h];
+  };
+  svg.addEventListener("wheel", (ev) => { ev.preventDefault(); zoom(ev.deltaY < 0 ? 1.25 : 0.8, ...toScene(ev)); }, { passive: false });
+  let drag = null;
+  svg.addEventListener("pointerdown", (ev) => { if (ev.button === 0) drag = { x: ev.clientX, y: ev.clientY, v, moved: false }; });
+  svg.addEventListener("pointermove", (ev) => {
+    if (!drag) return;
+    const r = svg.getBoundingClientRect();
+    const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+    if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 4) return;
+    if (!drag.moved) { drag.moved = true; svg.setPointerCapture(ev.pointerId); svg.classList.add("panning"); }
+    set({ ...drag.v, x: drag.v.x - dx / r.width * drag.v.w, y: drag.v.y - dy / r.height * drag.v.h });
+  });
+  const end = (ev) => {
+    if (drag?.moved) {
+      svg.classList.remove("panning");
+      // A drag is not a click on the edge it ends over.
+      svg.addEventListener("click", (c) => c.stopPropagation(), { capture: true, once: true });
+    }
+    drag = null;
+  };
+  svg.addEventListener("pointerup", end);
+  svg.addEventListener("pointercancel", end);
+  svg.addEventListener("keydown", (ev) => {
+    const step = v.w / 8;
+    const act = { "+": () => zoom(1.25), "=": () => zoom(1.25), "-": () => zoom(0.8), "_": () => zoom(0.8), "0": () => set(home),
+      ArrowLeft: () => pan(-step, 0), ArrowRight: () => pan(step, 0), ArrowUp: () => pan(0, -step), ArrowDown: () => pan(0, step) }[ev.key];
+    if (act) { ev.preventDefault(); act(); }
+  });
+  set(v);
+  return { zoomIn: () => zoom(1.25), zoomOut: () => zoom(0.8), reset: () => set(home) };
 }
 
 // Calls of one connection as a sequence diagram: client and server

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use wirelog_record::{
-    community_id_v1, ConnRecord, ConnState, FlowRecord, History, IpAddr16, Proto, UidGenerator,
+    community_id_v1, ConnRecord, ConnState, FlowRecord, History, IpAddr16, ProcOwner, Proto, UidGenerator,
 };
 
 /// xorshift64*: small, fast, deterministic.
@@ -298,6 +298,84 @@ pub fn conn(i: u64, start_ns: i64, step_ns: i64, uids: &mut UidGenerator) -> Con
         orig_proc: None,
         resp_proc: None,
     }
+}
+
+/// The kinds of [`service`]s, in service order.
+pub const SERVICE_KINDS: [crate::Kind; 6] = [
+    crate::Kind::Http,
+    crate::Kind::Mysql,
+    crate::Kind::Pgsql,
+    crate::Kind::Redis,
+    crate::Kind::Dns,
+    crate::Kind::Tls,
+];
+
+/// Service k of a store of many services (the map at scale): its address,
+/// port, Zeek service name and owner.
+pub struct Service {
+    pub addr: IpAddr16,
+    pub port: u16,
+    pub name: &'static str,
+    pub owner: Arc<ProcOwner>,
+}
+
+/// Service k sits at 172.16.(k / 50).(k % 50 + 1) (so 50 services a /24)
+/// on the port of the kind `SERVICE_KINDS[k % 6]` (HTTP 80, MySQL 3306,
+/// PostgreSQL 5432, Redis 6379, DNS 53, TLS 443), owned by a process named
+/// after it (`nginx`, `mysqld`, ...), every third one in a container, as
+/// `capture --processes` records them.
+pub fn service(k: u64) -> Service {
+    let kind = k as usize % SERVICE_KINDS.len();
+    let (port, name, proc) = [
+        (80, "http", "nginx"),
+        (3306, "mysql", "mysqld"),
+        (5432, "postgresql", "postgres"),
+        (6379, "redis", "redis-server"),
+        (53, "dns", "unbound"),
+        (443, "ssl", "haproxy"),
+    ][kind];
+    Service {
+        addr: IpAddr16::from_v4([172, 16, (k / 50) as u8, (k % 50) as u8 + 1]),
+        port,
+        name,
+        owner: Arc::new(ProcOwner {
+            pid: 1000 + k as u32,
+            name: proc.to_string(),
+            exe: format!("/usr/sbin/{proc}"),
+            user: "svc".to_string(),
+            container: if k.is_multiple_of(3) { format!("docker:svc{k:04}") } else { String::new() },
+            ..ProcOwner::default()
+        }),
+    }
+}
+
+/// Connection `c` sent to [`service`] `k` instead.
+pub fn to_service(mut c: ConnRecord, k: u64) -> ConnRecord {
+    let s = service(k);
+    c.resp_h = s.addr;
+    c.resp_p = s.port;
+    (c.proto, c.ip_proto) = if s.port == 53 { (Proto::Udp, 17) } else { (Proto::Tcp, 6) };
+    c.service = Some(s.name);
+    c.resp_proc = Some(s.owner);
+    c.community_id = community_id_v1(&c.orig_h, &c.resp_h, c.ip_proto, c.orig_p, c.resp_p);
+    c
+}
+
+/// Transactions of `kind` (numbered from `first`) sent to the [`service`]s
+/// of that kind among `services` in turn: `k`, `k + 6`, `k + 12`, ...
+pub fn tx_to_services(kind: crate::Kind, rows: &mut [crate::TxRow], first: u64, services: u64) -> Result<(), String> {
+    let n = SERVICE_KINDS.len() as u64;
+    let Some(k) = SERVICE_KINDS.iter().position(|x| *x == kind) else {
+        return Err(format!("no {} services", kind.as_str()));
+    };
+    let of_kind = (services + (n - 1 - k as u64)) / n;
+    if of_kind == 0 {
+        return Err(format!("{services} services leave no {} service", kind.as_str()));
+    }
+    for (j, r) in rows.iter_mut().enumerate() {
+        r.server = service(k as u64 + n * ((first + j as u64) % of_kind)).addr;
+    }
+    Ok(())
 }
 
 /// Deterministic transactions of a transaction kind: `n` rows from
