@@ -247,6 +247,10 @@ pub struct MysqlParser {
     stmts: HashMap<u32, Stmt>,
     fingerprints: Fingerprints,
     gave_up: Option<GiveUp>,
+    /// The sequence id of the client's handshake response: 1, or 2 in a
+    /// stream that starts inside TLS (the SSL request, sent in the clear,
+    /// was 1).
+    login_seq: u8,
 }
 
 fn di(dir: Dir) -> usize {
@@ -329,6 +333,26 @@ pub fn looks_like(dir: Dir, data: &[u8]) -> bool {
 
 const COM_PING_CODE: u8 = 0x0e;
 
+/// True when `data`, the first plaintext a client hands its TLS library,
+/// is a MySQL handshake response sent after an SSL request: sequence id 2,
+/// protocol 4.1 and SSL among the capabilities, zero filler bytes. The
+/// filler's last 4 bytes are not looked at: MariaDB's clients put their
+/// extended capabilities there (MariaDB's client/server protocol,
+/// https://mariadb.com/docs/server/reference/clientserver-protocol/1-connecting/connection,
+/// Handshake response packet: "int<4> extended client capabilities"; seen
+/// here as `1d 00 00 00` from Debian 12's mariadb client).
+pub fn looks_like_login_in_tls(data: &[u8]) -> bool {
+    if data.len() < 4 + 32 {
+        return false;
+    }
+    let len = le(&data[..3]) as usize;
+    let p = &data[4..];
+    data[3] == 2
+        && (32..=4096).contains(&len)
+        && u32_at(p, 0).is_some_and(|c| c & CLIENT_PROTOCOL_41 != 0 && c & CLIENT_SSL != 0)
+        && p[9..28].iter().all(|&b| b == 0)
+}
+
 impl MysqlParser {
     pub fn new(cfg: &ParseConfig) -> Self {
         MysqlParser {
@@ -346,7 +370,18 @@ impl MysqlParser {
             stmts: HashMap::new(),
             fingerprints: Fingerprints::default(),
             gave_up: None,
+            login_seq: 1,
         }
+    }
+
+    /// A parser for the plaintext inside a connection's TLS (the TLS
+    /// library's view, `capture --tls-plaintext`): the greeting and the
+    /// SSL request went in the clear before it, so the stream opens with
+    /// the client's handshake response, sequence id 2 (see
+    /// [`looks_like_login_in_tls`]). The server's capabilities are not
+    /// known; the EOF style is then the client's, or learnt from a result.
+    pub fn in_tls(cfg: &ParseConfig) -> Self {
+        MysqlParser { login_seq: 2, ..MysqlParser::new(cfg) }
     }
 
     /// Why the parser gave up, if it did.
@@ -459,7 +494,7 @@ impl MysqlParser {
     ) {
         let bytes = 4 + len as u64;
         match self.phase {
-            Phase::Init | Phase::Greeted if seq == 1 => return self.handshake_response(len, p, first_ns, last_ns, out),
+            Phase::Init | Phase::Greeted if seq == self.login_seq => return self.handshake_response(len, p, first_ns, last_ns, out),
             Phase::Init if seq == 0 => self.phase = Phase::Command,
             Phase::Auth if seq != 0 => {
                 // More authentication data (auth switch response, ...).
@@ -619,7 +654,7 @@ impl MysqlParser {
             resp: None,
             state: Resp::First,
             error: false,
-            next_seq: 2,
+            next_seq: self.login_seq + 1,
             prepare_text: None,
             new_db: None,
         });

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use wirelog_parse::detect::{self, Detected};
+use wirelog_parse::mysql;
 use wirelog_parse::{ConnParser, Dir, ParseConfig, Protocol, ProtocolParser, StreamParser, Transaction};
 use wirelog_procs::Users;
 use wirelog_record::{IpAddr16, Proc, ProcOwner, Proto, TxRecord, TxSource, UidGenerator};
@@ -181,6 +182,13 @@ impl Streams {
             v.last_mono = ev.mono_ns;
             if let Parsing::Detecting(tries) = v.parsing {
                 v.parsing = match detect::by_content(dir, ev.data) {
+                    // A MySQL connection switches to TLS after its greeting
+                    // and SSL request (in the clear, not seen here): its
+                    // plaintext opens with the handshake response.
+                    _ if dir == Dir::ToServer && mysql::looks_like_login_in_tls(ev.data) => {
+                        stats.add(&stats.parsed_conns, 1);
+                        Parsing::On(Box::new(ConnParser::Mysql(mysql::MysqlParser::in_tls(&self.cfg))))
+                    }
                     // TLS inside TLS is not followed.
                     Detected::Protocol(p) if p != Protocol::Tls => {
                         stats.add(&stats.parsed_conns, 1);

@@ -324,6 +324,48 @@ fn ssl_request_gives_up() {
     assert_eq!(p.stats().unparsed_bytes, 5);
 }
 
+/// Inside TLS (the TLS library's plaintext): the stream opens with the
+/// handshake response at sequence id 2; it is the login, with its user and
+/// database, and the commands after it carry them, as in the clear.
+#[test]
+fn in_tls_the_login_is_the_second_packet() {
+    let caps = BASE_CAPS | CLIENT_SSL | CLIENT_DEPRECATE_EOF;
+    let mut login = hs_response(caps, "app", Some("shop"));
+    login[3] = 2;
+    assert!(looks_like_login_in_tls(&login));
+    // MariaDB's extended capabilities in the filler's last 4 bytes.
+    let mut mariadb = login.clone();
+    mariadb[4 + 28] = 0x1d;
+    assert!(looks_like_login_in_tls(&mariadb));
+    // Neither the clear handshake response nor a command passes for it.
+    assert!(!looks_like_login_in_tls(&hs_response(caps, "app", Some("shop"))));
+    assert!(!looks_like_login_in_tls(&pkt(0, b"\x03select 1 from dual where 1 = 1 and 2 = 2")));
+    let mut srv = pkt(1, &[1]);
+    srv.extend(coldef(2));
+    srv.extend(pkt(3, b"\x01x"));
+    srv.extend(pkt(4, &[0xfe, 0, 0, 2, 0, 0, 0]));
+    let chunks = [
+        (Dir::ToServer, login),
+        (Dir::ToClient, ok(3, 0, 0)),
+        (Dir::ToServer, pkt(0, b"\x03SELECT a FROM t")),
+        (Dir::ToClient, srv),
+    ];
+    let mut p = MysqlParser::in_tls(&ParseConfig::default());
+    let mut out = Vec::new();
+    for (i, (d, c)) in chunks.iter().enumerate() {
+        p.data(*d, i as i64 * 1000, c, &mut out);
+    }
+    p.finish(0, &mut out);
+    assert_eq!(out.len(), 2, "{out:#?}");
+    assert_eq!(my(&out[0]).command, "login");
+    assert_eq!(out[0].status, TxStatus::Ok);
+    assert_eq!(out[0].response.map(|s| s.bytes), Some(11));
+    let m = my(&out[1]);
+    assert_eq!((m.user.as_deref(), m.database.as_deref()), (Some("app"), Some("shop")));
+    assert_eq!((m.num_rows, m.num_fields), (Some(1), Some(1)));
+    assert_eq!(p.gave_up_reason(), None);
+}
+
 #[test]
 fn compress_gives_up_after_login() {
     let caps = BASE_CAPS | CLIENT_COMPRESS;
