@@ -22,7 +22,7 @@ pub struct Case {
     pub case: &'static str,
     pub pcap: &'static str,
     /// Extra flags matching the Zeek run (-C), or telling wirelog where TLS
-    /// hides (STARTTLS after a protocol wirelog does not parse).
+    /// hides (a port of its own).
     pub flags: &'static [&'static str],
     pub expected: &'static [(Log, &'static str)],
 }
@@ -152,19 +152,19 @@ pub const CASES: &[Case] = &[
     Case {
         case: "starttls_smtp",
         pcap: "smtp-starttls.pcap",
-        flags: &["-C", "--ports", "tls=25"],
+        flags: &["-C"],
         expected: &[(Ssl, "ssl.log"), (X509, "x509.log")],
     },
     Case {
         case: "starttls_imap",
         pcap: "imap-starttls.pcap",
-        flags: &["-C", "--ports", "tls=143"],
+        flags: &["-C"],
         expected: &[(Ssl, "ssl.log"), (X509, "x509.log"), (Conn, "conn.log")],
     },
     Case {
         case: "starttls_pop3",
         pcap: "pop3-starttls.pcap",
-        flags: &["-C", "--ports", "tls=110"],
+        flags: &["-C"],
         expected: &[(Ssl, "ssl.log"), (X509, "x509.log"), (Conn, "conn.log")],
     },
     Case {

@@ -29,6 +29,7 @@ pub mod mysql;
 pub mod pgsql;
 pub mod redis;
 pub mod services;
+pub mod starttls;
 pub mod stream;
 pub mod tls;
 
@@ -94,6 +95,9 @@ pub enum ConnParser {
     Cassandra(cassandra::CassandraParser),
     /// HTTP/2 (and gRPC inside it); boxed: its state is larger than the others'.
     Http2(Box<http2::Http2Parser>),
+    /// A cleartext protocol watched for its STARTTLS (SMTP, IMAP, ...);
+    /// becomes `Tls` when the server agrees.
+    Starttls(starttls::StarttlsConn),
 }
 
 /// Calls the same method on whichever parser a [`ConnParser`] holds.
@@ -113,6 +117,7 @@ macro_rules! each_parser {
             ConnParser::Kafka($p) => $e,
             ConnParser::Cassandra($p) => $e,
             ConnParser::Http2($p) => $e,
+            ConnParser::Starttls($p) => $e,
         }
     };
 }
@@ -124,7 +129,25 @@ impl ConnParser {
         match self {
             ConnParser::Tls(t) => t.service(),
             ConnParser::Http2(p) => p.service(),
+            ConnParser::Starttls(p) => p.protocol().service(),
             _ => protocol.service(),
+        }
+    }
+
+    /// A parser for the cleartext part of a connection that may turn to
+    /// TLS by STARTTLS.
+    pub fn starttls(proto: starttls::Cleartext, cfg: &ParseConfig) -> ConnParser {
+        ConnParser::Starttls(starttls::StarttlsConn::new(proto, cfg.tls))
+    }
+
+    /// conn.log's `service` when the parser decides it whatever was parsed
+    /// (a STARTTLS protocol: named once confirmed, as Zeek names it); None
+    /// when the caller's rule applies (named once a transaction parsed).
+    pub fn confirmed_service(&self) -> Option<Option<&'static str>> {
+        match self {
+            ConnParser::Starttls(p) => Some(p.confirmed().then(|| p.protocol().service())),
+            ConnParser::Tls(t) => t.confirmed_service().map(Some),
+            _ => None,
         }
     }
 
@@ -142,7 +165,11 @@ impl ConnParser {
     /// The parser has read all it wanted (a TLS handshake is over): it
     /// reports `gave_up` so reassembly stops, but nothing was left unparsed.
     pub fn done(&self) -> bool {
-        matches!(self, ConnParser::Tls(t) if t.handshake_done())
+        match self {
+            ConnParser::Tls(t) => t.handshake_done(),
+            ConnParser::Starttls(p) => p.done(),
+            _ => false,
+        }
     }
 
     /// STARTTLS: when the MySQL or PostgreSQL parser stopped because the
@@ -185,6 +212,14 @@ impl StreamParser for ConnParser {
         }
         if matches!(self, ConnParser::Mysql(_) | ConnParser::Pgsql(_)) && self.gave_up() {
             self.hand_over(dir, ts_ns, data, out);
+        }
+        if let ConnParser::Starttls(p) = self {
+            if let Some((at, mut tls)) = p.take_upgrade() {
+                // The server agreed in this chunk: what follows its reply
+                // is TLS, and so is everything after in both directions.
+                tls.data(dir, ts_ns, &data[at.min(data.len())..], out);
+                *self = ConnParser::Tls(tls);
+            }
         }
     }
 

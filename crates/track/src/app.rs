@@ -16,6 +16,7 @@
 
 use wirelog_parse::detect::PortMap;
 use wirelog_parse::dns::UdpDns;
+use wirelog_parse::starttls::Cleartext;
 use wirelog_parse::stream::{Budget, Chunk, Reassembler, SegFlags};
 use wirelog_parse::{ConnParser, Dir, ParseConfig, ParseStats, Protocol, ProtocolParser, StreamParser, Transaction};
 use wirelog_record::Uid;
@@ -116,6 +117,9 @@ pub(crate) struct AppState {
     state_charged: usize,
     /// The transactions' weight: N when parsed as 1 in N connections.
     pub weight: u32,
+    /// A cleartext protocol watched for STARTTLS (its parser is made for
+    /// it; `protocol` is then TLS, what it may turn to).
+    cleartext: Option<Cleartext>,
 }
 
 /// Counters of application parsing across connections.
@@ -154,7 +158,16 @@ impl AppState {
             transactions: 0,
             state_charged: 0,
             weight: 1,
+            cleartext: None,
         })
+    }
+
+    /// A TCP connection of a cleartext protocol that may turn to TLS by
+    /// STARTTLS (chosen by its server port, `Cleartext::by_port`).
+    pub fn new_starttls(cleartext: Cleartext, uid: Uid) -> Box<AppState> {
+        let mut a = AppState::new_stream(Protocol::Tls, uid);
+        a.cleartext = Some(cleartext);
+        a
     }
 
     pub fn new_udp_dns(uid: Uid, cfg: &AppConfig) -> Box<AppState> {
@@ -166,6 +179,7 @@ impl AppState {
             transactions: 0,
             state_charged: 0,
             weight: 1,
+            cleartext: None,
         })
     }
 
@@ -175,7 +189,10 @@ impl AppState {
         if let AppParser::Waiting(starts) = self.parser {
             let [to_server, to_client] = starts;
             self.parser = AppParser::Stream(Box::new(StreamApp {
-                parser: self.protocol.stream_parser(&cfg.parse),
+                parser: match self.cleartext {
+                    Some(c) => ConnParser::starttls(c, &cfg.parse),
+                    None => self.protocol.stream_parser(&cfg.parse),
+                },
                 streams: [
                     to_server.reassembler(cfg.stream_buffer_bytes, budget),
                     to_client.reassembler(cfg.stream_buffer_bytes, budget),
@@ -188,6 +205,22 @@ impl AppState {
     /// handshake), not because it could not parse.
     pub fn parser_done(&self) -> bool {
         matches!(&self.parser, AppParser::Stream(s) if s.parser.done())
+    }
+
+    /// A cleartext protocol watched for STARTTLS.
+    pub fn watches_cleartext(&self) -> bool {
+        self.cleartext.is_some()
+    }
+
+    /// conn.log's `service` when the parser decides it whatever it parsed
+    /// (a STARTTLS protocol, named once confirmed); None when the
+    /// caller's rule applies.
+    pub fn confirmed_service(&self) -> Option<Option<&'static str>> {
+        match &self.parser {
+            AppParser::Stream(s) => s.parser.confirmed_service(),
+            AppParser::Waiting(_) if self.cleartext.is_some() => Some(None),
+            _ => None,
+        }
     }
 
     /// conn.log's `service` (`mysql,ssl` when TLS was found inside MySQL).

@@ -2,6 +2,7 @@
 
 use wirelog_decode::{Checksum, IpPacket, Transport};
 use wirelog_parse::detect::{Detected, Detection};
+use wirelog_parse::starttls::Cleartext;
 use wirelog_parse::stream::{Budget, SegFlags};
 use wirelog_parse::{Dir, Protocol, Transaction};
 use wirelog_procs::NewConn;
@@ -883,18 +884,12 @@ impl Tracker {
                     }
                     None
                 }
+                // SMTP, IMAP, POP3, XMPP, LDAP, FTP, IRC by their ports:
+                // the cleartext is watched for STARTTLS and the protocol
+                // confirmed as Zeek confirms it (wirelog_parse::starttls).
+                (Some(_), None) if Cleartext::by_port(e.key.dport).is_some() => Cleartext::by_port(e.key.dport)
+                    .map(|c| AppState::new_starttls(c, uid_for(&mut self.uids, &self.keep, idx))),
                 (Some(_), None) if cfg.by_content && !payload.is_empty() => {
-                    // FTP, named without a parser: the client's first line
-                    // on a port Zeek attaches its FTP analyzer to
-                    // (wirelog_parse::services::is_ftp_command).
-                    use wirelog_parse::services::{is_ftp_command, Service, FTP_RESP_PORTS};
-                    if dir == Dir::ToServer
-                        && FTP_RESP_PORTS.contains(&e.key.dport)
-                        && e.value.detection.service().is_none()
-                        && is_ftp_command(payload)
-                    {
-                        e.value.detection.confirm(Service::Ftp);
-                    }
                     match e.value.detection.look(dir, payload) {
                         Detected::Protocol(p) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx))),
                         // The originator's first bytes are a server's greeting
@@ -925,7 +920,11 @@ impl Tracker {
                     return;
                 }
                 Some(mut a) => {
-                    self.app_stats.connections[protocol_index(a.protocol)] += 1;
+                    // A connection watched for STARTTLS is not counted as
+                    // TLS: its handshakes are, as transactions.
+                    if !a.watches_cleartext() {
+                        self.app_stats.connections[protocol_index(a.protocol)] += 1;
+                    }
                     a.weight = self.sample_n;
                     e.value.app = Some(a);
                 }
@@ -1011,7 +1010,9 @@ impl Tracker {
         // traffic: here, once a transaction was parsed (or the protocol was
         // recognised and then turned out encrypted or compressed; not TLS:
         // a port-443 stream that is not TLS is no "ssl").
-        let service = (app.transactions > 0 || stopped && app.protocol != Protocol::Tls).then(|| app.service());
+        let service = app.confirmed_service().unwrap_or_else(|| {
+            (app.transactions > 0 || stopped && app.protocol != Protocol::Tls).then(|| app.service())
+        });
         (service, Some(app.uid))
     }
 

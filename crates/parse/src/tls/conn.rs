@@ -22,9 +22,13 @@ struct Seen {
 pub struct TlsConn {
     inner: TlsParser,
     seen: [Seen; 2],
-    /// The protocol that asked for TLS (STARTTLS), if any, and what its
-    /// parser had counted before handing over.
-    inside: Option<(Protocol, ParseStats)>,
+    /// The protocol that asked for TLS (STARTTLS), if any: its conn.log
+    /// service alone and with TLS (`smtp`, `smtp,ssl`), and what its parser
+    /// had counted before handing over.
+    inside: Option<(&'static str, &'static str, ParseStats)>,
+    /// The outer protocol was confirmed before TLS (a cleartext STARTTLS
+    /// watcher's): conn.log names it even if no handshake follows.
+    outer_confirmed: bool,
     handshakes: u32,
     /// A handshake agreed on HTTP/2 (ALPN `h2`): conn.log says `ssl,http2`
     /// (the contents stay unread until plaintext exists).
@@ -37,6 +41,7 @@ impl TlsConn {
             inner: TlsParser::new(cfg),
             seen: [Seen::default(); 2],
             inside: None,
+            outer_confirmed: false,
             handshakes: 0,
             alpn_h2: false,
         }
@@ -49,18 +54,39 @@ impl TlsConn {
         TlsConn {
             inner: TlsParser::with_limits(limits),
             seen: [Seen::default(); 2],
-            inside: Some((outer, before)),
+            inside: Some((outer.service(), outer.service_over_tls(), before)),
+            outer_confirmed: false,
             handshakes: 0,
             alpn_h2: false,
         }
+    }
+
+    /// TLS agreed by a cleartext protocol's STARTTLS
+    /// ([`crate::starttls::StarttlsConn`]): named `service` until a
+    /// handshake is found, `over_tls` after.
+    pub fn after_cleartext(limits: TlsLimits, service: &'static str, over_tls: &'static str, before: ParseStats) -> Self {
+        TlsConn {
+            inner: TlsParser::with_limits(limits),
+            seen: [Seen::default(); 2],
+            inside: Some((service, over_tls, before)),
+            outer_confirmed: true,
+            handshakes: 0,
+            alpn_h2: false,
+        }
+    }
+
+    /// conn.log's `service` when this parser decides it whatever was
+    /// parsed: after a cleartext protocol's STARTTLS (confirmed before).
+    pub fn confirmed_service(&self) -> Option<&'static str> {
+        self.outer_confirmed.then(|| self.service())
     }
 
     /// conn.log's `service`: `mysql,ssl` once a handshake was found inside
     /// MySQL; the outer protocol's own before that.
     pub fn service(&self) -> &'static str {
         match self.inside {
-            Some((outer, _)) if self.handshakes == 0 => outer.service(),
-            Some((outer, _)) => outer.service_over_tls(),
+            Some((outer, _, _)) if self.handshakes == 0 => outer,
+            Some((_, over_tls, _)) => over_tls,
             None if self.alpn_h2 => "ssl,http2",
             None => Protocol::Tls.service(),
         }
@@ -181,7 +207,7 @@ impl StreamParser for TlsConn {
 
     fn stats(&self) -> ParseStats {
         let mut s = self.inner.stats();
-        if let Some((_, b)) = self.inside {
+        if let Some((_, _, b)) = self.inside {
             s.unparsed_bytes += b.unparsed_bytes;
             s.gaps += b.gaps;
             s.resyncs += b.resyncs;

@@ -1,0 +1,156 @@
+//! STARTTLS made here: test-only servers (tests/starttls_server.py) for
+//! SMTP, IMAP, POP3, XMPP, LDAP, FTP and IRC on their standard ports in a
+//! network namespace, OpenSSL's `s_client -starttls <proto>` as the client
+//! (TLS 1.3, and TLS 1.2 for SMTP so the certificate is in plaintext),
+//! Python's smtplib (`starttls()`) and a plain SMTP session that never
+//! upgrades. tcpdump captures the loopback; `wirelog read` with no flags
+//! must give each upgraded connection an ssl.log row agreeing with what
+//! s_client printed (version, cipher, SNI) and conn.log's service as Zeek
+//! writes it (`smtp,ssl`, ...; `smtp` for the session without TLS).
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::lo::{have, settle, wait_for, LoNs};
+
+type Row = HashMap<String, String>;
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn after<'a>(s: &'a str, key: &str) -> Option<&'a str> {
+    s.lines().find_map(|l| l.split_once(key).map(|(_, r)| r.trim()))
+}
+
+/// OpenSSL's cipher name to the IANA name Zeek logs.
+fn iana(openssl_name: &str) -> String {
+    let out = Command::new("openssl").args(["ciphers", "-stdname", "ALL:TLSv1.3"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            let std = w.next()?;
+            (w.next()? == "-" && w.next()? == openssl_name).then(|| std.to_string())
+        })
+        .unwrap_or_else(|| openssl_name.to_string())
+}
+
+const PROTOS: &[(&str, u16)] =
+    &[("smtp", 25), ("imap", 143), ("pop3", 110), ("xmpp", 5222), ("ldap", 389), ("ftp", 21), ("irc", 6667)];
+
+#[test]
+fn starttls_of_seven_protocols_is_read_without_flags() {
+    if !(have("openssl") && have("tcpdump") && have("python3") && common::live::is_root()) {
+        common::live::skip("needs root, openssl, python3 and tcpdump");
+        return;
+    }
+    let t0 = Instant::now();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("starttls-live-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
+    let gen = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
+        .args(["-keyout", &p("key.pem"), "-out", &p("cert.pem"), "-days", "30"])
+        .args(["-subj", "/O=wirelog tests/CN=starttls.test", "-addext", "subjectAltName=DNS:starttls.test"])
+        .output()
+        .unwrap();
+    assert!(gen.status.success(), "{}", text(&gen));
+    let fp = Command::new("openssl").args(["x509", "-noout", "-fingerprint", "-sha256", "-in", &p("cert.pem")]).output().unwrap();
+    let fp = after(&String::from_utf8_lossy(&fp.stdout), "=").unwrap().replace(':', "").to_lowercase();
+
+    let ns = LoNs::new("stls");
+    let pcap = dir.join("starttls.pcap");
+    let tcpdump = ns.tcpdump(&pcap, &["tcp"]);
+    let slog = dir.join("server.log");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/starttls_server.py");
+    let specs: Vec<String> = PROTOS.iter().map(|(n, port)| format!("{n}={port}")).chain(["smtp=587".to_string()]).collect();
+    let mut args = vec!["python3", script, &p("cert.pem"), &p("key.pem")].into_iter().map(String::from).collect::<Vec<_>>();
+    args.extend(specs);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _server = ns.spawn("starttls_server.py", &args, &slog);
+    wait_for("starttls servers", Duration::from_secs(20), || std::fs::read_to_string(&slog).unwrap_or_default().contains("listening"));
+
+    // s_client per protocol: (protocol, port, TLS version flag) -> what it printed.
+    let s_client = |proto: &str, port: u16, version: &str| {
+        let connect = format!("127.0.0.1:{port}");
+        let mut a = vec!["openssl", "s_client", "-brief", "-connect", &connect, "-starttls", proto, "-servername", "starttls.test", version];
+        if proto == "xmpp" {
+            a.extend(["-xmpphost", "starttls.test"]);
+        }
+        let mut child = ns.cmd(&a).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"QUIT\r\n").unwrap();
+        let o = child.wait_with_output().unwrap();
+        let t = text(&o);
+        assert!(o.status.success() && t.contains("Protocol version"), "s_client -starttls {proto}: {t}");
+        t
+    };
+    let mut printed = HashMap::new();
+    for &(proto, port) in PROTOS {
+        printed.insert(port, s_client(proto, port, "-tls1_3"));
+    }
+    // TLS 1.2 on SMTP's submission port: the certificate goes in plaintext.
+    printed.insert(587, s_client("smtp", 587, "-tls1_2"));
+    // Python's smtplib: EHLO, STARTTLS, EHLO again in TLS, QUIT.
+    let py = "import smtplib,ssl\nc=ssl.create_default_context();c.check_hostname=False;c.verify_mode=ssl.CERT_NONE\n\
+              s=smtplib.SMTP('127.0.0.1',25,timeout=10);s.ehlo('client.test');s.starttls(context=c);s.close()\n";
+    let o = ns.cmd(&["python3", "-c", py]).output().unwrap();
+    assert!(o.status.success(), "smtplib: {}", text(&o));
+    // A session that never upgrades: conn.log says smtp alone.
+    let py = "import socket\ns=socket.create_connection(('127.0.0.1',25),10);f=s.makefile('rb')\n\
+              f.readline();s.sendall(b'EHLO client.test\\r\\n');[f.readline() for _ in range(3)]\n\
+              s.sendall(b'QUIT\\r\\n');f.readline();s.close()\n";
+    let o = ns.cmd(&["python3", "-c", py]).output().unwrap();
+    assert!(o.status.success(), "plain SMTP: {}", text(&o));
+    settle(&pcap);
+    tcpdump.interrupt();
+
+    let logs = dir.join("logs");
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(["read", "--quiet", "--no-store", "--logs"])
+        .arg(&logs)
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let read = |n: &str| common::parse_log(&std::fs::read_to_string(logs.join(n)).unwrap_or_default());
+    let (conn, ssl, x509): (Vec<Row>, Vec<Row>, Vec<Row>) = (read("conn.log"), read("ssl.log"), read("x509.log"));
+    let services: Vec<(u16, String)> = conn
+        .iter()
+        .map(|r| (r["id.resp_p"].parse().unwrap(), r["service"].clone()))
+        .collect();
+    eprintln!("conn.log (port, service): {services:?}");
+    for &(proto, port) in PROTOS {
+        let want = format!("{proto},ssl");
+        assert!(services.iter().any(|(p, s)| *p == port && *s == want), "{proto}: no connection named {want}: {services:?}");
+    }
+    assert_eq!(services.iter().filter(|(p, s)| *p == 25 && s == "smtp,ssl").count(), 2, "s_client and smtplib: {services:?}");
+    assert_eq!(services.iter().filter(|(p, s)| *p == 25 && s == "smtp").count(), 1, "the session without TLS: {services:?}");
+    assert!(services.iter().any(|(p, s)| *p == 587 && s == "smtp,ssl"), "{services:?}");
+
+    // Each s_client's account against its ssl.log row (the smtplib row is
+    // the other one on port 25).
+    for (&port, said) in &printed {
+        let version = after(said, "Protocol version:").unwrap().replace("TLSv1.", "TLSv1");
+        let cipher = iana(after(said, "Ciphersuite:").unwrap());
+        let row = ssl
+            .iter()
+            .find(|r| r["id.resp_p"] == port.to_string() && r["version"] == version && r["cipher"] == cipher)
+            .unwrap_or_else(|| panic!("port {port}: no ssl.log row with {version} {cipher}: {ssl:?}"));
+        assert_eq!(row["server_name"], "starttls.test", "port {port}");
+        assert_eq!(row["established"], "T", "port {port}");
+        if port == 587 {
+            // TLS 1.2: the certificate was in plaintext.
+            assert_eq!(row["cert_chain_fps"], fp, "port 587");
+        }
+    }
+    assert_eq!(ssl.len(), PROTOS.len() + 2, "one handshake per upgraded connection: {ssl:?}");
+    assert!(x509.iter().any(|r| r["fingerprint"] == fp), "x509.log has the SMTP TLS 1.2 certificate: {x509:?}");
+    eprintln!("starttls live test: {:.1} s", t0.elapsed().as_secs_f64());
+}
