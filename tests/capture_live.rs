@@ -835,3 +835,172 @@ fn kernel_accounting_keeps_every_record() {
 fn stats_clean(stderr: &str) -> bool {
     last_stats(stderr).contains(" 0 dropped")
 }
+
+/// The kernel's counts in the last stats line: (packets it passed, dropped).
+fn kernel_counts(stderr: &str) -> (u64, u64) {
+    let line = last_stats(stderr);
+    let k = &line[line.find("kernel: ").expect("kernel counts") + "kernel: ".len()..];
+    let mut w = k.split(' ');
+    let passed = w.next().unwrap().parse().unwrap();
+    let dropped = w.nth(1).unwrap().parse().unwrap();
+    (passed, dropped)
+}
+
+/// TCP segments of a capture the skip-empty-TCP filter drops (IPv4, no
+/// payload, none of SYN/FIN/RST, not a fragment: the capture is IPv4 only).
+fn empty_tcp_segments(pcap: &Path) -> u64 {
+    let out = Command::new("tcpdump")
+        .args(["-nn", "-q", "-r"])
+        .arg(pcap)
+        .arg("tcp and ip[6:2] & 0x1fff == 0 and tcp[13] & 7 == 0 and ip[2:2] - ((ip[0] & 0x0f) << 2) - ((tcp[12] & 0xf0) >> 2) == 0")
+        .output()
+        .expect("tcpdump");
+    assert!(out.status.success(), "tcpdump: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout.iter().filter(|b| **b == b'\n').count() as u64
+}
+
+/// Issue 35: a CPU budget a third of what the capture costs without one
+/// (at least 0.1% of a core), while the sysbench MySQL capture is replayed
+/// three times at top speed into an 8 MiB ring. (tcpreplay into a veth
+/// reaches 30-100 k packets/s on the shared 2-core test machine, which
+/// costs the capture 1-3% of a core: a fixed 3% would not bind there, so
+/// the budget follows what the unbudgeted run measured.) The capture
+/// process's CPU (every thread, from schedstat) from the start of the
+/// replay until the ring is worked through stays within the budget plus
+/// the stated tolerance (the governor's 0.5 s burst, and 5 ms); the
+/// shedding is said; and every packet sent is accounted for: taken from the
+/// ring, dropped by the kernel (counted), or an empty TCP segment the
+/// swapped-in filter dropped while step 2 was on.
+#[test]
+fn cpu_budget_holds_on_a_sysbench_replay() {
+    let Some(ns) = Netns::new() else { return };
+    let Some(pcap) = common::capture("gen_mysql.sh", "mysql.pcap") else { return };
+    let dir = tmp("budget");
+    let sent = |out: &std::process::Output| -> u64 {
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let a = &text[text.find("Actual: ").expect("tcpreplay's count") + "Actual: ".len()..];
+        a.split(' ').next().unwrap().parse().unwrap()
+    };
+    // (packets sent, CPU-s, wall s, stderr)
+    let run = |extra: &[&str]| -> (u64, f64, f64, String) {
+        let flags: Vec<&str> = [&["--ring-size", "8M"][..], extra].concat();
+        let cap = Capture::start(&ns, &dir.join(format!("b{}", extra.len())), &flags);
+        std::thread::sleep(Duration::from_millis(300));
+        let (cpu0, _) = cpu_and_wakeups(cap.pid());
+        let t0 = Instant::now();
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns.b, "tcpreplay", "--topspeed", "--loop", "3", "-i", &ns.vb])
+            .arg(&pcap)
+            .output()
+            .expect("run tcpreplay");
+        assert!(out.status.success(), "tcpreplay: {}", String::from_utf8_lossy(&out.stderr));
+        let n = sent(&out);
+        let replay_s = t0.elapsed().as_secs_f64();
+        // The ring holds what the worker has not read yet: the window goes
+        // on while it works through it.
+        std::thread::sleep(Duration::from_secs(2));
+        let (cpu1, _) = cpu_and_wakeups(cap.pid());
+        let wall = t0.elapsed().as_secs_f64();
+        let cpu = (cpu1 - cpu0) as f64 / 1e9;
+        let err = cap.stop();
+        eprintln!("{flags:?}: {n} packets sent in {replay_s:.2} s; capture used {cpu:.3} CPU-s over {wall:.2} s ({:.2}% of a core)", cpu / wall * 100.0);
+        (n, cpu, wall, err)
+    };
+    let (free_sent, free_cpu, free_wall, free_err) = run(&[]);
+    // The unbudgeted run lost nothing: what is missing below was shed.
+    assert!(stats_clean(&free_err), "{free_err}");
+    assert_eq!(packets_of(&free_err), free_sent, "{free_err}");
+    let pct = (free_cpu / free_wall * 100.0 / 3.0).max(0.1);
+    let arg = format!("{pct:.1}%");
+    let budget = arg.trim_end_matches('%').parse::<f64>().unwrap() / 100.0;
+    let (sent_n, cpu, wall, err) = run(&["--cpu-budget", &arg]);
+    let limit = budget * (wall + 0.5) + 0.005;
+    assert!(cpu <= limit, "--cpu-budget {arg}: {cpu:.3} CPU-s over {wall:.2} s, limit {limit:.3}\n{err}");
+    let said = format!("wirelog: cpu budget: {arg} of a core for the whole process");
+    assert!(err.contains(&said), "{said}?\n{err}");
+    let shed = err.lines().find(|l| l.starts_with(&format!("wirelog: cpu budget {arg} of a core: "))).unwrap_or_else(|| panic!("no shed line: {err}"));
+    eprintln!("{shed}");
+    // Every packet sent is accounted for.
+    let taken = packets_of(&err);
+    let (passed, dropped) = kernel_counts(&err);
+    assert_eq!(passed, taken + dropped, "{err}");
+    let filtered = sent_n - passed;
+    let step2_on = !shed.contains("(2) skip-empty-tcp 0.0 s");
+    let empties = if step2_on { empty_tcp_segments(&pcap) * 3 } else { 0 };
+    eprintln!("sent {sent_n}: {taken} taken, {dropped} dropped by the kernel, {filtered} empty TCP segments filtered (of {empties} sent)");
+    assert!(filtered <= empties, "{filtered} packets missing beyond the kernel's drops, only {empties} empty TCP segments sent\n{err}");
+    assert!(dropped > 0 || filtered > 0, "nothing was shed at {arg}?\n{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// VmHWM (peak resident memory) of a process, bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = s.lines().find_map(|l| l.strip_prefix("VmHWM:")).unwrap().trim().trim_end_matches(" kB").trim().parse().unwrap();
+    kb * 1024
+}
+
+/// Issue 35: memory stays within `--memory 64M` (plus a stated constant)
+/// under a SYN flood (300,000 sources), a port scan (4 sources x 65,535
+/// ports) and a flood of tiny UDP flows (300,000 sources), each replayed at
+/// top speed: each packet a new connection, three times what the table
+/// holds (106,035 at 64M with 16 MiB of stream buffers). Peak RSS (VmHWM,
+/// read before the capture stops) stays below 64 MiB + 64 MiB (the
+/// constant BENCHMARKS "Memory budget" measured: the binary, the 4 MiB
+/// ring, queued record batches, the allocator); evictions are counted; and
+/// every packet sent became a conn record or was counted as a kernel drop.
+#[test]
+fn memory_holds_under_floods() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("floods");
+    std::fs::create_dir_all(&dir).unwrap();
+    let syn = |src: [u8; 4], sport: u16, dport: u16| common::TcpSeg {
+        t_us: 1_700_000_000_000_000,
+        src: (src, sport),
+        dst: ([10, 200, 0, 1], dport),
+        flags: 0x02,
+        seq: 1,
+        ack: 0,
+        window: 1024,
+        payload: Vec::new(),
+    };
+    let flood: Vec<common::TcpSeg> = (0..300_000u32).map(|i| syn([11, (i >> 16) as u8, (i >> 8) as u8, i as u8], 40000, 80)).collect();
+    let scan: Vec<common::TcpSeg> = (0..4u8).flat_map(|s| (1..=65535u16).map(move |p| (s, p))).map(|(s, p)| syn([12, 0, 0, s], 50000, p)).collect();
+    let floods = [
+        ("syn-flood", common::tcp_pcap(&flood)),
+        ("port-scan", common::tcp_pcap(&scan)),
+        ("udp-flows", common::synthetic_pcap(300_000)),
+    ];
+    drop((flood, scan));
+    let limit = (64u64 << 20) + (64 << 20);
+    for (name, bytes) in floods {
+        let pcap = dir.join(format!("{name}.pcap"));
+        std::fs::write(&pcap, &bytes).unwrap();
+        drop(bytes);
+        let cap = Capture::start(&ns, &dir.join(name), &["--memory", "64M", "--stream-memory", "16M", "--ring-size", "4M"]);
+        let t0 = Instant::now();
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns.b, "tcpreplay", "--topspeed", "-i", &ns.vb])
+            .arg(&pcap)
+            .output()
+            .expect("run tcpreplay");
+        assert!(out.status.success(), "tcpreplay: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let sent: u64 = text[text.find("Actual: ").expect("tcpreplay's count") + 8..].split(' ').next().unwrap().parse().unwrap();
+        let replay_s = t0.elapsed().as_secs_f64();
+        std::thread::sleep(Duration::from_secs(1));
+        let rss = peak_rss(cap.pid());
+        let logs = cap.dir.join("logs/conn.log");
+        let err = cap.stop();
+        let line = last_stats(&err);
+        let evicted: u64 = line[..line.find(" connections evicted").expect("evictions")].rsplit(' ').next().unwrap().parse().unwrap();
+        let (_, dropped) = kernel_counts(&err);
+        let conns = read_log(&logs).len() as u64;
+        eprintln!("{name}: {sent} packets in {replay_s:.2} s; peak RSS {} MiB; {evicted} connections evicted; {conns} conn records; {dropped} kernel drops", rss >> 20);
+        assert!(rss <= limit, "{name}: peak RSS {} MiB above 64 MiB + 64 MiB\n{err}", rss >> 20);
+        assert!(evicted > sent / 2, "{name}: only {evicted} of {sent} connections evicted\n{err}");
+        assert_eq!(conns + dropped, sent, "{name}: every packet a conn record or a counted drop\n{err}");
+        std::fs::remove_file(&pcap).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -105,3 +105,26 @@ fn query_and_pcap_help_examples_run_as_written() {
     }
     assert!(ran >= 15);
 }
+
+/// The `capture --help` example of `--cpu-budget` runs as written (as root:
+/// it opens a packet socket on lo; skipped otherwise unless every test is
+/// required), says its budget and what it shed.
+#[test]
+fn capture_cpu_budget_example_runs_as_written() {
+    let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    if !is_root {
+        assert!(std::env::var("WIRELOG_REQUIRE_ALL_TESTS").map_or(true, |v| v != "1"), "capturing on lo needs root");
+        eprintln!("SKIPPED: capturing on lo needs root");
+        return;
+    }
+    let list: Vec<String> = examples("capture").into_iter().filter(|c| c.contains("--cpu-budget")).collect();
+    assert_eq!(list.len(), 1, "capture --help shows --cpu-budget once: {list:?}");
+    let dir = scratch("help_examples", "capture");
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let o = Command::new("sh").current_dir(&dir).env("PATH", path).args(["-c", &list[0]]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}: exit {:?}\n{err}", list[0], o.status.code());
+    assert!(err.contains("wirelog: cpu budget: 5% of a core for the whole process"), "{err}");
+    assert!(err.contains("wirelog: cpu budget 5% of a core: the process used "), "{err}");
+}
