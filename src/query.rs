@@ -132,9 +132,7 @@ fn run_loss(args: &QueryArgs, where_: Option<&str>, from: Option<i64>, to: Optio
     }
     let fail = |e: wirelog_query::QueryError| anyhow::anyhow!("{e}");
     let mut q = wirelog_query::loss::LossQuery::parse(where_, args.by.as_deref(), args.every.as_deref()).map_err(fail)?;
-    if from.is_some() || to.is_some() {
-        q.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
-    }
+    let (from, to) = q.set_range(from, to);
     let table = loss_table(&args.store, &q, from, to)?;
     let format = match args.format {
         Some(OutputFormat::Table) => Format::Table,

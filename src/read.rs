@@ -147,7 +147,11 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     let mut failed: Option<anyhow::Error> = None;
     // Bad checksums are judged per file, so the warning names the file.
     'files: for Input { mut reader, identity, path } in inputs {
-        loss.meter.set_source(reader.name());
+        // The file's name, as ClickHouse's rows name it (stdin: `<stdin>`).
+        match path.file_name().filter(|_| path.as_os_str() != "-") {
+            Some(n) => loss.meter.set_source(&n.to_string_lossy()),
+            None => loss.meter.set_source(reader.name()),
+        }
         let (bad_before, decoded_before) = {
             let ds = probe.decode_stats();
             (ds.bad_transport_checksum + ds.bad_ip_checksum, ds.decoded)

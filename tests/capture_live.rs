@@ -596,6 +596,42 @@ fn kernel_drops_are_counted() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The same stalled probe writing a store: its loss table holds the
+/// kernel's drops and packets, equal to the summary's, and says how
+/// complete the capture is.
+#[test]
+fn kernel_drops_are_in_the_loss_table() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("drops-loss");
+    let echo = gunzip(&testdata("echo_connections_large/echo-connections.pcap.gz"), &dir);
+    let store = dir.join("store");
+    let store_s = store.to_str().unwrap().to_string();
+    let cap = Capture::start(&ns, &dir, &["--ring-size", "1M", "--store", &store_s]);
+    sh(&["kill", "-STOP", &cap.pid().to_string()]);
+    ns.replay(&echo);
+    sh(&["kill", "-CONT", &cap.pid().to_string()]);
+    let err = cap.stop();
+    let line = last_stats(&err);
+    let kernel_part: Vec<&str> = line.split("kernel: ").nth(1).unwrap().split(' ').collect();
+    let (kernel, dropped): (u64, u64) = (kernel_part[0].parse().unwrap(), kernel_part[2].parse().unwrap());
+    assert!(dropped > 0, "{line}");
+    let q = Command::new(BIN)
+        .args(["query", "loss", "--every", "1h", "--format", "json", "--store", &store_s])
+        .output()
+        .unwrap();
+    let qerr = String::from_utf8_lossy(&q.stderr);
+    assert!(q.status.success(), "{qerr}");
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&q.stdout).unwrap();
+    let sum = |c: &str| rows.iter().map(|r| r[c].as_u64().unwrap()).sum::<u64>();
+    eprintln!("{line}\n{rows:?}\n{qerr}");
+    assert_eq!(sum("kernel_drops"), dropped, "{rows:?}");
+    assert_eq!(sum("kernel_packets"), kernel, "{rows:?}");
+    assert_eq!(sum("packets"), packets_of(&err), "{rows:?}");
+    assert_eq!(sum("packets") + sum("kernel_drops"), sum("kernel_packets"), "{rows:?}");
+    assert!(qerr.contains(&format!("of packets seen ({dropped} of {kernel} dropped by the kernel)")), "{qerr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `capture --pcap-dir` (two workers, privileges dropped to nobody): the
 /// kept files hold exactly the replayed frames, and their index names the
 /// uids of the capture's own conn records.

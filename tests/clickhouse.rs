@@ -230,6 +230,19 @@ fn assert_equals_store(ch: &Ch, store: &Path, probe: Option<&str>) {
             "{kind} ({probe:?})"
         );
     }
+    // The loss table: each count summed, as `query loss` sums the store's.
+    let counts = ["packets", "kernel_packets", "undecoded", "missed_bytes", "gaps", "unparsed_bytes", "malformed", "records_dropped"];
+    let o = Command::new(BIN)
+        .args(["query", "loss", "--every", "1h", "--format", "csv", "--store", store.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "query loss: {}", String::from_utf8_lossy(&o.stderr));
+    let rows = csv(&String::from_utf8_lossy(&o.stdout));
+    let local: Vec<u64> = counts.iter().map(|c| rows.iter().map(|r| r[*c].parse::<u64>().unwrap()).sum()).collect();
+    let sums: Vec<String> = counts.iter().map(|c| format!("sum({c})")).collect();
+    let sums: Vec<&str> = sums.iter().map(String::as_str).collect();
+    assert_eq!(ch_totals(ch, "loss", &sums, probe), local, "loss ({probe:?}): {counts:?}");
+    assert!(local[1] > 0, "the loss table counts the captures' packets: {local:?}");
     // Exactly once: no connection twice.
     let w = probe.map(|p| format!(" WHERE probe = '{p}'")).unwrap_or_default();
     let dup = ch.sql(&format!("SELECT count() - uniqExact(uid) FROM conns{w}"));

@@ -523,3 +523,43 @@ fn a_full_pcap_dir_during_a_live_capture_keeps_whole_indexed_records() {
     assert_eq!(on_disk, written, "the files hold what the counts say: {line}");
     assert_eq!(on_disk_bytes, bytes, "{line}");
 }
+
+/// The store alone on a 1 MB disk: the records it could not write are in
+/// its own loss table (written into the room the free-space floor keeps),
+/// as many as the summary says were dropped.
+#[test]
+fn records_a_full_store_dropped_are_in_its_loss_table() {
+    if !is_root() {
+        return skip("mounting tmpfs needs root");
+    }
+    let pcap = synthetic_pcap(40_000);
+    let t = Tmpfs::mount("loss", "1m");
+    let s = t.dir.join("store");
+    let r = read(&["--store", s.to_str().unwrap()], &pcap, None);
+    assert_eq!(r.code, Some(EXIT_PARTIAL), "{}", r.stderr);
+    let line = r.stderr.lines().find(|l| l.contains("could not be written")).unwrap_or_else(|| panic!("{}", r.stderr));
+    let summary: u64 = line.trim_start_matches("wirelog: ").split(' ').next().unwrap().parse().unwrap();
+    assert!(summary > 0, "{}", r.stderr);
+    let q = Command::new(BIN)
+        .args(["query", "loss", "--every", "1h", "--format", "csv", "--store"])
+        .arg(&s)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&q.stderr);
+    assert!(q.status.success(), "{err}");
+    let csv = String::from_utf8_lossy(&q.stdout);
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let (dropped_at, packets_at) = (at("records_dropped"), at("kernel_packets"));
+    let (mut dropped, mut packets) = (0u64, 0u64);
+    for l in lines {
+        let v: Vec<&str> = l.split(',').collect();
+        dropped += v[dropped_at].parse::<u64>().unwrap();
+        packets += v[packets_at].parse::<u64>().unwrap();
+    }
+    assert_eq!(dropped, summary, "loss table:\n{csv}\nrun:\n{}", r.stderr);
+    assert_eq!(packets, 40_000, "{csv}");
+    assert!(err.contains(&format!("{summary} records dropped by sinks")), "{err}");
+    no_temporaries(&t.dir);
+}

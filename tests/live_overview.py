@@ -55,7 +55,7 @@ def main():
         states = {r["conn_state"]: r["conns"] for r in conns["rows"]}
         txs = {}
         for k in api.get("extent"):
-            if k["kind"] not in ("flows", "conns", "x509") and k["rows"] > 0:
+            if k["kind"] not in ("flows", "conns", "x509", "loss") and k["rows"] > 0:
                 t = api.get("query", kind=k["kind"], by="status", top=0, **rng)
                 txs[k["kind"]] = t["total"]["count"]
         b.screenshot(f"{out}/ui-live-overview.png")

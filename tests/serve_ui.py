@@ -373,6 +373,15 @@ def check_map_scale(b, api, out, services):
     check(any(e["to"].startswith("docker:svc") for e in m["edges"]), "map by container: no container node")
 
 
+def check_completeness(b, api, what, live):
+    """The completeness line above the view: the API's for the range shown."""
+    got = b.js("document.getElementById('completeness').textContent")
+    c = api.get("completeness", **shown_range(b))
+    want = ("Estimated numbers: " if c["estimated"] else "") + c["text"]
+    check(got == want, f"{what}: completeness line {got!r}, the API says {want!r}")
+    check(live or "% of packets seen" in got, f"{what}: completeness line {got!r}")
+
+
 class AnySpanDone(Exception):
     """The any-span checks replace the rest of the walk."""
 
@@ -408,7 +417,7 @@ def check_any_span(b, api, out):
             if view == "tx" and rng_name:
                 got = b.js("Number(document.getElementById('tx-total').dataset.count)")
                 kind = dict(urllib.parse.parse_qsl(b.js("location.hash.slice(1)"))).get("kind") or next(
-                    k["kind"] for k in ext if k["kind"] not in ("flows", "conns", "x509") and k["rows"] > 0)
+                    k["kind"] for k in ext if k["kind"] not in ("flows", "conns", "x509", "loss") and k["rows"] > 0)
                 t = api.get("query", kind=kind, by="status", top=0, **shown_range(b))["total"]["count"]
                 check(got == t and got > 0, f"tx {kind} over the whole store: page {got}, API {t}")
 
@@ -441,6 +450,10 @@ def main():
         if not live:
             check_failures(b, api, rng0, "overview")
         b.screenshot(f"{out}/ui-overview.png")
+        # Every view states how complete the data of its range is.
+        for view in ("conns", "tx", "map", "health", "overview"):
+            b.hash(f"view={view}", f"{view}: completeness")
+            check_completeness(b, api, view, live)
         if any_span:
             check_any_span(b, api, out)
             raise AnySpanDone()
@@ -503,7 +516,7 @@ def main():
         # overview (checked above) and the health.
         if not live:
             # Transactions by protocol.
-            kinds = [k["kind"] for k in api.get("extent") if k["kind"] not in ("flows", "conns") and k["rows"] > 0]
+            kinds = [k["kind"] for k in api.get("extent") if k["kind"] not in ("flows", "conns", "loss") and k["rows"] > 0]
             check(live or len(kinds) >= 3, f"transaction kinds in the store: {kinds}")
             for kind in kinds:
                 b.hash(f"view=tx&kind={kind}", f"tx {kind}")

@@ -81,6 +81,17 @@ impl LossQuery {
         Ok(LossQuery { filter, every_ns, by: keys, time_range: None })
     }
 
+    /// Restricts the query to [from, to), widened to the minutes it
+    /// touches (a row covers its whole minute: a range inside one still
+    /// has it); returns the range to scan.
+    pub fn set_range(&mut self, from: Option<i64>, to: Option<i64>) -> (Option<i64>, Option<i64>) {
+        let from = from.map(wirelog_record::loss::minute_of);
+        if from.is_some() || to.is_some() {
+            self.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
+        }
+        (from, to)
+    }
+
     /// The columns a scan must read: all of them (every count is summed).
     pub fn needed_columns(&self) -> Vec<&'static str> {
         Field::all(Kind::Loss).map(Field::name).collect()

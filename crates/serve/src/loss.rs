@@ -98,9 +98,7 @@ pub(crate) async fn rows(
     let p = Params::new(raw, &["where", "by", "every", "from", "to"])?;
     let (from, to) = p.range()?;
     let mut q = LossQuery::parse(p.get("where"), p.get("by"), p.get("every")).map_err(ApiError::query)?;
-    if from.is_some() || to.is_some() {
-        q.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
-    }
+    let (from, to) = q.set_range(from, to);
     let t = table(&state, q, from, to).await?;
     let columns: Vec<&str> = wirelog_query::loss::columns(&t);
     let rows: Vec<Value> = t
@@ -136,9 +134,7 @@ pub(crate) async fn completeness(
     let p = Params::new(raw, &["from", "to"])?;
     let (from, to) = p.range()?;
     let mut q = LossQuery::parse(None, None, None).map_err(ApiError::query)?;
-    if from.is_some() || to.is_some() {
-        q.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
-    }
+    let (from, to) = q.set_range(from, to);
     let t = table(&state, q, from, to).await?;
     Ok(json_response(completeness_json(&Completeness::of(&t)).to_string()))
 }

@@ -525,6 +525,9 @@ pub struct Store {
     /// The loss table's rows (see [`crate::loss`]).
     loss: LossRows,
     loss_fmt: FileFormat,
+    /// The latest minute of the loss rows given: the store's own row of
+    /// what it drops at the end goes there.
+    loss_minute: Option<i64>,
     /// One buffer and format per transaction kind, in `Kind::TX` order.
     tx: Vec<(TxBuf, FileFormat)>,
     stats: WriteStats,
@@ -628,6 +631,7 @@ impl Store {
             x509: CertRows::default(),
             x509_fmt: FileFormat::new(Kind::X509, opts.zstd_level, opts.row_group_rows, opts.sync)?,
             loss: LossRows::default(),
+            loss_minute: None,
             loss_fmt: FileFormat::new(Kind::Loss, opts.zstd_level, opts.row_group_rows, opts.sync)?,
             opts,
             flows: FlowBuf::default(),
@@ -811,6 +815,7 @@ impl Store {
         let limit = self.opts.flush_rows;
         for r in recs {
             self.appended[kind_slot(Kind::Loss)] += 1;
+            self.loss_minute = Some(self.loss_minute.map_or(r.ts_ns, |m| m.max(r.ts_ns)));
             if self.loss.rows.len() >= 2 * limit {
                 self.stats.dropped[kind_slot(Kind::Loss)] += 1;
                 continue;
@@ -1069,6 +1074,17 @@ impl Store {
     /// (and staged files staged) for [`Store::commit`].
     pub fn finish(&mut self) -> Result<WriteStats, StoreError> {
         self.flush()?;
+        // What stays unwritten now is dropped: the loss table says so
+        // first (the output stage's rows said what was dropped before).
+        let lost: u64 = Kind::ALL.iter().filter(|&&k| k != Kind::Loss).map(|&k| self.unwritten(k) as u64).sum();
+        if lost > 0 {
+            let mut counts = wirelog_record::LossCounts::default();
+            counts.set(wirelog_record::LossCount::RecordsDropped, lost);
+            let ts_ns = self.loss_minute.unwrap_or_else(|| wirelog_record::loss::minute_of(retention::now_ns()));
+            let row = LossRecord { ts_ns, source: wirelog_record::loss::SINKS_SOURCE.to_string(), protocol: None, counts };
+            self.append_losses(&[row])?;
+            self.flush_or_wait(Kind::Loss)?;
+        }
         for kind in Kind::ALL {
             let n = self.unwritten(kind);
             self.stats.dropped[kind_slot(kind)] += n as u64;
