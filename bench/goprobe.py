@@ -222,10 +222,11 @@ def rng(rows: list[dict], key: str) -> str:
 def render(rows: list[dict], corp: dict, reps: int, goprobe_rev: str) -> str:
     out = [f"wirelog against goProbe ({goprobe_rev}), {time.strftime('%Y-%m-%d %H:%M %Z')}, "
            f"load average {os.getloadavg()[0]:.1f} at the end, `bench/goprobe.py {' '.join(sys.argv[1:])}`; "
-           f"medians (range) of {reps} alternated runs; per packet received by the capture interface.", "",
+           f"medians (range) of {reps} alternated runs; per packet received by the capture interface. User CPU is "
+           f"counted in clock ticks ({1000 // TICK} ms): read the all-CPU columns (ns resolution) for small differences.", "",
            "| corpus | tool | packets/s | user ns CPU/packet | user / goProbe | all CPU ns/packet (replay window) | "
-           "to exit ns/packet | peak RSS MB | wirelog kernel drops |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "all / goProbe | to exit ns/packet | peak RSS MB | wirelog kernel drops |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     names = {"goprobe": "goProbe", "wirelog-noparse": "wirelog capture --no-parse", "wirelog-parse": "wirelog capture"}
     for c in corp:
         gp = [r for r in rows if r["corpus"] == c and r["tool"] == "goprobe"]
@@ -233,10 +234,12 @@ def render(rows: list[dict], corp: dict, reps: int, goprobe_rev: str) -> str:
             rs = [r for r in rows if r["corpus"] == c and r["tool"] == tool]
             if not rs:
                 continue
-            ratio = f"{med(rs, 'user_ns_per_packet') / med(gp, 'user_ns_per_packet'):.2f}x" if gp and med(gp, 'user_ns_per_packet') else "-"
-            drops = sum(r["wirelog_kernel_drops"] for r in rs) if tool != "goprobe" else "-"
-            out.append(f"| {c} | {names[tool]} | {med(rs, 'pps'):,.0f} | {rng(rs, 'user_ns_per_packet')} | {ratio} | "
-                       f"{rng(rs, 'cpu_ns_per_packet')} | {rng(rs, 'life_ns_per_packet')} | {rng(rs, 'peak_rss_mb')} | {drops} |")
+            def ratio(key: str) -> str:
+                return f"{med(rs, key) / med(gp, key):.2f}x" if gp and med(gp, key) else "-"
+            drops = sum(int(r["wirelog_kernel_drops"]) for r in rs) if tool != "goprobe" else "-"
+            out.append(f"| {c} | {names[tool]} | {med(rs, 'pps'):,.0f} | {rng(rs, 'user_ns_per_packet')} | "
+                       f"{ratio('user_ns_per_packet')} | {rng(rs, 'cpu_ns_per_packet')} | {ratio('cpu_ns_per_packet')} | "
+                       f"{rng(rs, 'life_ns_per_packet')} | {rng(rs, 'peak_rss_mb')} | {drops} |")
     out += [""] + [f"- {c}: {d}" for c, (_, _, d) in corp.items()] + [""]
     return "\n".join(out)
 
