@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Synthetic captures for bench/tx_cost.sh's MongoDB and Memcached-binary rows:
-`gen_wire.py mongodb|memcached_bin N OUT.pcap` writes N request/response
+"""Synthetic captures for bench/tx_cost.sh's MongoDB, Memcached-binary, PostgreSQL
+and Redis rows: `gen_wire.py mongodb|memcached_bin|pgsql|redis N OUT.pcap` writes N request/response
 transactions over 100 TCP connections (Ethernet, IPv4, checksums left 0:
 read with -C), each message in segments of at most 1448 bytes.
 
@@ -8,7 +8,11 @@ mongodb: OP_MSG finds with a two-field filter answered by a cursor of 3
 small documents, every tenth an insert with a 2-document sequence
 (messages built by tests/mongodb_wire.py). memcached_bin: GetK (hit, 100-byte
 value) and Set with a 100-byte value, alternating, every fifth a GetKQ miss
-followed by a NoOp."""
+followed by a NoOp. pgsql: simple queries answered by 20 DataRows of two
+columns, every fifth an INSERT (issue 36: rows skipped by their lengths).
+redis: LRANGE answered by a 20-element array of 17-byte bulks, GET of a
+100-byte value and SET, in turn (issue 36: array elements skipped by their
+lengths)."""
 
 import os
 import struct
@@ -92,9 +96,42 @@ def memcached_pair(i):
     return [(mc(0x80, 0x0c, i * 2, key), mc(0x81, 0x0c, i * 2, key, struct.pack(">I", 0), value))]
 
 
+def pg(ty, body):
+    return ty + struct.pack(">I", 4 + len(body)) + body
+
+
+def pgsql_pair(i):
+    if i % 5 == 4:
+        req = pg(b"Q", b"INSERT INTO items (id, name) VALUES (%d, 'n%d')\0" % (i, i))
+        return [(req, pg(b"C", b"INSERT 0 1\0") + pg(b"Z", b"I"))]
+    req = pg(b"Q", b"SELECT id, name FROM items WHERE grp = %d\0" % i)
+    field = lambda name, oid: name + b"\0" + struct.pack(">IhIhih", 0, 0, oid, 4, -1, 0)  # noqa: E731
+    resp = pg(b"T", struct.pack(">h", 2) + field(b"id", 23) + field(b"name", 25))
+    for k in range(20):
+        v1, v2 = b"%d" % (i * 20 + k), b"name-%08d" % k
+        resp += pg(b"D", struct.pack(">hi", 2, len(v1)) + v1 + struct.pack(">i", len(v2)) + v2)
+    return [(req, resp + pg(b"C", b"SELECT 20\0") + pg(b"Z", b"I"))]
+
+
+def resp_cmd(*args):
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+def redis_pair(i):
+    key = b"list:%d" % (i % 1000)
+    if i % 3 == 0:
+        items = [b"item-%012d" % (i * 20 + k) for k in range(20)]
+        return [(resp_cmd(b"LRANGE", key, b"0", b"19"),
+                 b"*20\r\n" + b"".join(b"$%d\r\n%s\r\n" % (len(x), x) for x in items))]
+    if i % 3 == 1:
+        return [(resp_cmd(b"GET", b"key:%d" % i), b"$100\r\n" + bytes(100) + b"\r\n")]
+    return [(resp_cmd(b"SET", b"key:%d" % i, bytes(100)), b"+OK\r\n")]
+
+
 def main():
     kind, n, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    pair, port = {"mongodb": (mongodb_pair, 27017), "memcached_bin": (memcached_pair, 11211)}[kind]
+    pair, port = {"mongodb": (mongodb_pair, 27017), "memcached_bin": (memcached_pair, 11211),
+                  "pgsql": (pgsql_pair, 5432), "redis": (redis_pair, 6379)}[kind]
     conns = [Conn(i, port) for i in range(CONNS)]
     ts = 1_700_000_000_000_000
     with open(path, "wb") as f:

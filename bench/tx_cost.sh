@@ -6,7 +6,9 @@
 # HEAPTRACK=1 heap allocations per transaction (whole process). Compare two builds by running it
 # with WIRELOG=path/to/other/wirelog.
 # usage: bench/tx_cost.sh   (env: WIRELOG, PCAPS="mysql_text mysql http", REPS=5, CALLGRIND, HEAPTRACK)
-# MongoDB and Memcached-binary captures: bench/gen_wire.py mongodb|memcached_bin N $PEERS/<name>.pcap
+# Captures missing from $PEERS are made where a script can: mongodb, memcached_bin, pgsql, redis with
+# bench/gen_wire.py (20,000 transactions); kafka from tests/data/kafka-kraft-4.1.1.pcap x200 with
+# `wirelog-bench scale` (addresses rewritten per copy); h2bench, grpcbench, h1bench: bench/record_h2.sh.
 set -euo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 WIRELOG=${WIRELOG:-$REPO/target/release/wirelog}
@@ -24,7 +26,16 @@ echo "| capture | transactions | CPU ms parse / no-parse | µs per transaction |
 echo "|---|---:|---:|---:|${CALLGRIND:+---:|}${HEAPTRACK:+---:|}"
 for pc in $PCAPS; do
     f=$PEERS/$pc.pcap
-    [[ -f $f ]] || { echo "missing $f (make it with ../shared/bench/gen_*.sh or bench/run)" >&2; continue; }
+    if [[ ! -f $f ]]; then
+        mkdir -p "$PEERS"
+        case $pc in
+            mongodb|memcached_bin|pgsql|redis) python3 "$REPO/bench/gen_wire.py" "$pc" 20000 "$f" ;;
+            kafka) "${WIRELOG_BENCH:-$REPO/target/release/wirelog-bench}" scale --copies 200 \
+                       "$REPO/tests/data/kafka-kraft-4.1.1.pcap" "$f" >/dev/null ;;
+            h2bench|grpcbench|h1bench) echo "missing $f (make it with bench/record_h2.sh $(dirname "$PEERS"))" >&2; continue ;;
+            *) echo "missing $f (make it with ../shared/bench/gen_*.sh or bench/run)" >&2; continue ;;
+        esac
+    fi
     ms() { perf stat -r "$REPS" -x, -e task-clock -- bash -c "run $* $f" 2>&1 >/dev/null | awk -F, '/task-clock/{print $1}'; }
     parse=$(ms); noparse=$(ms --no-parse)
     run "$f"

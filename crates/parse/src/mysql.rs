@@ -916,6 +916,40 @@ impl MysqlParser {
         }
     }
 
+    /// Rows of a result set, counted from their packet headers: the whole
+    /// row packets at the start of `data` (server side, result set being
+    /// read) are counted and skipped by their lengths, one span update for
+    /// all of them, their contents never read beyond the first byte. Stops
+    /// at what the general path must see: a packet cut by the segment's end,
+    /// an empty or >= 16 MiB one, EOF/OK (0xfe) or ERR (0xff) first, or a
+    /// sequence id out of order (counted as malformed there). Returns the
+    /// bytes consumed.
+    fn count_rows(&mut self, data: &[u8], ts_ns: i64) -> usize {
+        let Some(pd) = self.pending.as_mut() else {
+            return 0;
+        };
+        if pd.state != Resp::Rows {
+            return 0;
+        }
+        let (mut at, mut rows, mut seq) = (0usize, 0u64, pd.next_seq);
+        while let Some(h) = data.get(at..at + 5) {
+            let len = le(&h[..3]) as usize;
+            if len == 0 || len >= MAX_PAYLOAD || h[3] != seq || matches!(h[4], 0xfe | 0xff) || data.len() - at < 4 + len
+            {
+                break;
+            }
+            at += 4 + len;
+            rows += 1;
+            seq = seq.wrapping_add(1);
+        }
+        if rows > 0 {
+            pd.next_seq = seq;
+            *pd.tx.num_rows.get_or_insert(0) += rows;
+            add_span(&mut pd.resp, ts_ns, ts_ns, at as u64);
+        }
+        at
+    }
+
     /// After a gap, may `data` (the next bytes of `dir`) start a packet?
     fn resync_ok(&self, dir: Dir, data: &[u8]) -> bool {
         if data.len() < 5 {
@@ -1133,6 +1167,13 @@ impl StreamParser for MysqlParser {
                 f.keep = keep;
                 f.buf.clear();
                 continue;
+            }
+            if dir == Dir::ToClient && !f.continued {
+                let n = self.count_rows(data, ts_ns);
+                if n > 0 {
+                    data = &data[n..];
+                    continue;
+                }
             }
             let len = le(&data[..3]) as usize;
             let seq = data[3];

@@ -593,6 +593,30 @@ impl PgsqlParser {
         self.pending.iter().position(|p| !p.done).unwrap_or(0)
     }
 
+    /// DataRow messages counted by their lengths: the whole `D` messages at
+    /// the start of `data` (server side) are skipped, their contents never
+    /// read, and added to the transaction being answered with one span
+    /// update. Anything else (another type, a bad length, a message cut by
+    /// the segment's end) is left to the general path. Returns the bytes
+    /// consumed.
+    fn count_data_rows(&mut self, data: &[u8], ts_ns: i64) -> usize {
+        let (mut at, mut rows) = (0usize, 0u64);
+        while let Some(h) = data.get(at..at + 5) {
+            let len = be32(&h[1..]) as usize;
+            if h[0] != b'D' || !(4..MAX_MSG).contains(&len) || data.len() - at < 1 + len {
+                break;
+            }
+            at += 1 + len;
+            rows += 1;
+        }
+        if rows > 0 {
+            let t = self.target();
+            t.tx.num_rows += rows;
+            add_span(&mut t.resp, ts_ns, ts_ns, at as u64);
+        }
+        at
+    }
+
     fn server_msg(&mut self, ty: u8, body: &[u8], span: Span, out: &mut Vec<Transaction>) {
         let s = span;
         match ty {
@@ -816,6 +840,14 @@ impl StreamParser for PgsqlParser {
                 }
                 continue;
             }
+            if dir == Dir::ToClient && f.hdr_len == 0 {
+                let n = self.count_data_rows(data, ts_ns);
+                if n > 0 {
+                    data = &data[n..];
+                    continue;
+                }
+            }
+            let f = &mut self.fr[d];
             let (ty, len, body_now): (u8, usize, &[u8]);
             if f.hdr_len > 0 || data.len() < hlen {
                 if f.hdr_len == 0 {

@@ -325,6 +325,47 @@ impl RedisParser {
         }
     }
 
+    /// Elements of a reply aggregate that nothing is kept of, skipped by
+    /// their lengths: the whole `$<n>\r\n<n bytes>\r\n` bulk strings at the
+    /// start of `data`, while the open aggregate has more than one element
+    /// left (the last one, which ends it, takes the general path) and its
+    /// first element is already recorded. Only the counts change: elements
+    /// left, children of the top aggregate, message bytes. Anything else
+    /// (another type, a null, a cut element, an attribute) is left to the
+    /// general path. Returns the bytes consumed.
+    fn skip_bulk_elements(&mut self, data: &[u8]) -> usize {
+        let s = &mut self.sides[1];
+        if !s.line.is_empty() || s.attr_depth.is_some() {
+            return 0;
+        }
+        let depth = s.stack.len();
+        let Some(top) = s.stack.last_mut() else { return 0 };
+        if top.attr || (depth == 1 && s.msg.children == 0) {
+            return 0;
+        }
+        let (mut at, mut n) = (0usize, 0u64);
+        while top.left - n > 1 && data.get(at) == Some(&b'$') {
+            // Up to 18 digits: no overflow, and more is no bulk length anyway.
+            let digits = data[at + 1..].iter().take(19).take_while(|b| b.is_ascii_digit()).count();
+            if digits == 0 || digits > 18 || data.get(at + 1 + digits..at + 3 + digits) != Some(b"\r\n") {
+                break;
+            }
+            let len = data[at + 1..at + 1 + digits].iter().fold(0usize, |v, &b| v * 10 + (b - b'0') as usize);
+            let end = at + 3 + digits + len + 2;
+            if end > data.len() {
+                break;
+            }
+            at = end;
+            n += 1;
+        }
+        top.left -= n;
+        if depth == 1 {
+            s.msg.children += n;
+        }
+        s.msg.bytes += at as u64;
+        at
+    }
+
     /// A value ended: pops finished aggregates; true if the message is complete.
     fn value_done(&mut self, dir: Dir) -> bool {
         let s = &mut self.sides[di(dir)];
@@ -533,6 +574,13 @@ impl StreamParser for RedisParser {
                     self.message_done(dir, ts_ns, out);
                 }
                 continue;
+            }
+            if dir == Dir::ToClient {
+                let n = self.skip_bulk_elements(data);
+                if n > 0 {
+                    data = &data[n..];
+                    continue;
+                }
             }
             let nl = data.iter().position(|&b| b == b'\n');
             let s = &mut self.sides[d];

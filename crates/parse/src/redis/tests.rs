@@ -307,3 +307,47 @@ fn content_detection_on_real_first_bytes() {
         }
     }
 }
+
+/// Array elements skipped by their lengths (issue 36) agree with the
+/// element-at-a-time path: a 1,000-element LRANGE reply (a nested array and
+/// an integer among the bulks) and a RESP2 pub/sub message, fed whole, byte by
+/// byte and in 7-byte pieces, give the same transactions and bytes.
+#[test]
+fn array_elements_skipped_by_length_agree_with_splits() {
+    let mut reply = b"*1000\r\n".to_vec();
+    for i in 0..1000 {
+        match i {
+            500 => reply.extend(b"*2\r\n$1\r\na\r\n:7\r\n"),
+            600 => reply.extend(b":42\r\n"),
+            700 => reply.extend(b"$-1\r\n"),
+            _ => reply.extend(format!("${}\r\nitem-{i}\r\n", format!("item-{i}").len()).into_bytes()),
+        }
+    }
+    let sub = cmd(&["SUBSCRIBE", "news"]);
+    let confirm = b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n".to_vec();
+    let message = b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n".to_vec();
+    let lrange = cmd(&["LRANGE", "l", "0", "-1"]);
+    let chunks: Vec<(Dir, &[u8])> = vec![
+        (Dir::ToServer, &lrange),
+        (Dir::ToClient, &reply),
+        (Dir::ToServer, &sub),
+        (Dir::ToClient, &confirm),
+        (Dir::ToClient, &message),
+    ];
+    let strip = |v: &[Transaction]| {
+        v.iter()
+            .map(|t| (t.status, t.request.map(|s| s.bytes), t.response.map(|s| s.bytes), t.detail.clone()))
+            .collect::<Vec<_>>()
+    };
+    let (whole, pw) = run(&chunks, &ParseConfig::default());
+    assert_eq!(whole.len(), 2);
+    assert_eq!(rd(&whole[0]).reply_type, Some("array"));
+    assert_eq!(whole[0].response.unwrap().bytes, reply.len() as u64);
+    assert_eq!(pw.pushes(), 1);
+    for piece in [1, 7] {
+        let split: Vec<(Dir, &[u8])> = chunks.iter().flat_map(|(d, c)| c.chunks(piece).map(move |b| (*d, b))).collect();
+        let (out, p) = run(&split, &ParseConfig::default());
+        assert_eq!(strip(&whole), strip(&out), "{piece}-byte pieces");
+        assert_eq!(p.pushes(), 1, "{piece}-byte pieces");
+    }
+}
