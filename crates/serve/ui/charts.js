@@ -306,7 +306,14 @@ export function serviceMap(host, nodes, edges, onEdge, viewKey) {
     "aria-label": `service map: ${hosts.length} clients, ${services.length} services, ${edges.length} edges; + and - zoom, arrows pan, 0 resets` });
   const scene = el("g", { class: "scene" });
   svg.append(scene);
-  const labelled = new Set(edges.slice(0, 40));
+  // Labels on the busiest edges only, none closer than a line to another.
+  const labelled = new Set(), taken = [];
+  for (const e of edges.slice(0, 60)) {
+    const y = (hy.get(e.from) + sy.get(e.to)) / 2;
+    if (taken.some((t) => Math.abs(t - y) < 13)) continue;
+    taken.push(y);
+    labelled.add(e);
+  }
   for (const e of edges) {
     const y1 = hy.get(e.from), y2 = sy.get(e.to);
     const d = `M ${20 + boxW} ${y1} C 500 ${y1}, 500 ${y2}, ${W - 20 - boxW} ${y2}`;
