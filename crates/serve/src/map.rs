@@ -308,12 +308,14 @@ impl Groups<'_> {
 /// orig_container, resp_proc, resp_container`), every group of the range;
 /// `txs`: each transaction kind grouped by `client, server, server_port`.
 pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Value {
-    let mut protocols: Vec<String> = Vec::new();
-    let mut proto = |name: &str| -> u32 {
-        match protocols.iter().position(|p| p == name) {
+    // Protocols by name and source: a connection's service (`http` from
+    // Zeek's detection) is never summed with the transactions of that name.
+    let mut protocols: Vec<(String, &'static str)> = Vec::new();
+    let mut proto = |name: &str, source: &'static str| -> u32 {
+        match protocols.iter().position(|p| p.0 == name && p.1 == source) {
             Some(i) => i as u32,
             None => {
-                protocols.push(name.to_string());
+                protocols.push((name.to_string(), source));
                 (protocols.len() - 1) as u32
             }
         }
@@ -321,7 +323,7 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
     let mut pairs: Vec<Pair> = Vec::new();
     let mut parsed: HashSet<(End, End, u64)> = HashSet::new();
     for t in txs {
-        let protocol = proto(t.kind.as_str());
+        let protocol = proto(t.kind.as_str(), t.kind.as_str());
         for r in &t.rows {
             let (client, server, port) = (end(&r.key[0]), end(&r.key[1]), uint(&r.key[2]));
             parsed.insert((client.clone(), server.clone(), port));
@@ -344,7 +346,7 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
     let mut conn_pairs: HashMap<(End, End, u64, u32), usize> = HashMap::new();
     for r in &conns.rows {
         let (client, server, port) = (end(&r.key[0]), end(&r.key[1]), uint(&r.key[2]));
-        let protocol = proto(text(&r.key[3]).unwrap_or("other"));
+        let protocol = proto(text(&r.key[3]).unwrap_or("other"), "conns");
         let n = r.acc.conns;
         if let Some(proc) = text(&r.key[4]) {
             let o = Owner { proc: proc.to_string(), container: text(&r.key[5]).map(str::to_string) };
@@ -417,7 +419,7 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
         }
     };
     // Ties by calls, then by name: the same answer every time.
-    let name = |k: &(u32, u32, u32)| (id(k.0), id(k.1), protocols[k.2 as usize].as_str());
+    let name = |k: &(u32, u32, u32)| (id(k.0), id(k.1), protocols[k.2 as usize].0.as_str(), protocols[k.2 as usize].1);
     let top = ask.top.min(ranked.len());
     let cmp = |a: &((u32, u32, u32), Edge), b: &((u32, u32, u32), Edge)| {
         score(&b.1)
@@ -431,10 +433,10 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
     let rest: Vec<_> = ranked.split_off(top);
     ranked.sort_by(cmp);
     let secs = |ns: Option<i64>| ns.map(|n| n as f64 / 1e9);
-    let edge_json = |from: &str, to: &str, protocol: &str, e: &Edge, other: bool| {
+    let edge_json = |(from, to, protocol, source): (&str, &str, &str, &str), e: &Edge, other: bool| {
         let l = e.latency;
         json!({
-            "from": from, "to": to, "protocol": protocol,
+            "from": from, "to": to, "protocol": protocol, "source": source,
             "count": e.count, "errors": e.errors, "bytes": e.bytes,
             "p50_s": secs(l.map(|l| l[0])), "p95_s": secs(l.map(|l| l[1])), "p99_s": secs(l.map(|l| l[2])),
             "pairs": e.pairs, "other": other,
@@ -448,8 +450,7 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
         if e.latency.is_none() {
             e.latency = percentiles(&mut e.points);
         }
-        let (from, to, protocol) = name(k);
-        out_edges.push(edge_json(from, to, protocol, e, false));
+        out_edges.push(edge_json(name(k), e, false));
     }
     // The rest, summed: one edge between two "other" nodes.
     const OTHER_CLIENTS: &str = "other clients";
@@ -496,7 +497,7 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
         };
         out_nodes.push(sum(&other_from, true));
         out_nodes.push(sum(&other_to, false));
-        let mut e = edge_json(OTHER_CLIENTS, OTHER_SERVICES, "other", &other, true);
+        let mut e = edge_json((OTHER_CLIENTS, OTHER_SERVICES, "other", "other"), &other, true);
         e["edges"] = json!(rest.len());
         out_edges.push(e);
     }
@@ -594,6 +595,7 @@ mod tests {
     fn transactions_replace_their_connections_and_hosts_keep_every_pair() {
         let (c, t) = sample();
         let v = build(&c, &t, &ask(Group::Host, Rank::Calls, 10));
+        assert_eq!((v["edges"][0]["source"].as_str(), v["edges"][3]["source"].as_str()), (Some("mysql"), Some("conns")));
         assert_eq!(
             counts(&v),
             vec![
