@@ -319,7 +319,7 @@ export function serviceMap(host, nodes, edges, onEdge, viewKey) {
     const d = `M ${20 + boxW} ${y1} C 500 ${y1}, 500 ${y2}, ${W - 20 - boxW} ${y2}`;
     const width = e.other ? 2 : 1 + 7 * Math.sqrt(Math.min(1, e.count / maxCalls));
     const what = e.other ? `the other ${e.edges} edges (${e.pairs} pairs), summed` : `${e.from} → ${e.to} ${e.protocol}` + (e.pairs > 1 ? ` (${e.pairs} pairs)` : "");
-    const p = el("path", { d, class: `edge p-${e.protocol}${e.other ? " other" : ""}`, "stroke-width": width, "data-from": e.from, "data-to": e.to, "data-protocol": e.protocol, "data-count": e.count, "data-bytes": e.bytes, "data-errors": e.errors ?? "" },
+    const p = el("path", { d, class: `edge p-${e.protocol}${e.other ? " other" : ""}`, "stroke-width": width, "data-from": e.from, "data-to": e.to, "data-protocol": e.protocol, "data-source": e.source, "data-count": e.count, "data-bytes": e.bytes, "data-errors": e.errors ?? "" },
       el("title", { text: `${what}: ${e.count} calls` + (e.errors !== null ? `, ${e.errors} errors` : "") + (e.p95_s !== null ? `, p50 ${fmtSecs(e.p50_s)}, p95 ${fmtSecs(e.p95_s)}, p99 ${fmtSecs(e.p99_s)}` : "") + `, ${fmtBytes(e.bytes)}` }));
     if (onEdge && !e.other) p.addEventListener("click", () => onEdge(e));
     scene.append(p);
