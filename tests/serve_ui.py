@@ -253,9 +253,9 @@ def subnet_of(addr):
 
 
 def map_pairs(api, rng):
-    """Every (client, server, port, protocol, calls) of the range, from
-    /api/query alone: transactions per kind, then the connections of pairs
-    with no transaction (the map's rule, written again here)."""
+    """Every (client, server, port, protocol, source, calls) of the range,
+    from /api/query alone: transactions per kind, then the connections of
+    pairs with no transaction (the map's rule, written again here)."""
     kinds = [k["kind"] for k in api.get("schema")["kinds"] if k["protocol"]]
     pairs, parsed = [], set()
     for kind in kinds:
@@ -263,12 +263,12 @@ def map_pairs(api, rng):
         check(t["shown"] == t["groups"], f"{kind}: {t['groups']} pairs, {t['shown']} given")
         for r in t["rows"]:
             parsed.add((r["client"], r["server"], r["server_port"]))
-            pairs.append((r["client"], r["server"], r["server_port"], kind, r["count"]))
+            pairs.append((r["client"], r["server"], r["server_port"], kind, kind, r["count"]))
     t = api.get("query", kind="conns", by="orig_h,resp_h,resp_p,service", top=0, **rng)
     check(t["shown"] == t["groups"], f"conns: {t['groups']} pairs, {t['shown']} given")
     for r in t["rows"]:
         if (r["orig_h"], r["resp_h"], r["resp_p"]) not in parsed:
-            pairs.append((r["orig_h"], r["resp_h"], r["resp_p"], r["service"] or "other", r["conns"]))
+            pairs.append((r["orig_h"], r["resp_h"], r["resp_p"], r["service"] or "other", "conns", r["conns"]))
     return pairs
 
 
@@ -289,7 +289,7 @@ def check_map_scale(b, api, out, services):
     want = [[e["from"], e["to"], e["protocol"], e["count"]] for e in m["edges"]]
     check(got == want, f"map edges: page {got[:5]}..., API {want[:5]}...")
     pairs = map_pairs(api, rng)
-    every = sum(p[4] for p in pairs)
+    every = sum(p[5] for p in pairs)
     check(sum(e[3] for e in got) == every == m["total"]["count"], f"map: the edges hold {sum(e[3] for e in got)} calls, /api/query {every}, the map's total {m['total']['count']}")
     # Labels fitted to their boxes; services named by their process.
     wide = b.js("Math.max(...[...document.querySelectorAll('#map-svg g.node text')].map(t => t.getComputedTextLength()))")
@@ -301,17 +301,17 @@ def check_map_scale(b, api, out, services):
     b.screenshot(f"{out}/ui-map-scale.png")
     # Grouped by subnet, top 50 edges: the sums the pairs give, the rest in one edge.
     b.hash("view=map&range=all&group=subnet&top=50", "map by subnet")
-    got = b.js("[...document.querySelectorAll('#map-svg path.edge')].map(p => [p.dataset.from, p.dataset.to, p.dataset.protocol, Number(p.dataset.count)])")
+    got = b.js("[...document.querySelectorAll('#map-svg path.edge')].map(p => [p.dataset.from, p.dataset.to, p.dataset.protocol, p.dataset.source, Number(p.dataset.count)])")
     want = {}
-    for c, s_, port, proto, n in pairs:
-        key = (subnet_of(c), f"{subnet_of(s_)}:{port}", proto)
+    for c, s_, port, proto, source, n in pairs:
+        key = (subnet_of(c), f"{subnet_of(s_)}:{port}", proto, source)
         want[key] = want.get(key, 0) + n
-    shown = [e for e in got if e[2] != "other" or e[0] != "other clients"]
-    other = [e for e in got if e[0] == "other clients"]
-    bad = [(e, want.get(tuple(e[:3]))) for e in shown if want.get(tuple(e[:3])) != e[3]]
+    shown = [e for e in got if e[0] != "other clients"]
+    other = [[e[0], e[1], e[2], e[4]] for e in got if e[0] == "other clients"]
+    bad = [(e, want.get(tuple(e[:4]))) for e in shown if want.get(tuple(e[:4])) != e[4]]
     check(not bad, f"map by subnet: edges unlike the sums of /api/query: {bad[:5]}")
     ranked = sorted(want.values(), reverse=True)
-    check([e[3] for e in shown] == ranked[:len(shown)], f"map by subnet: not the top edges by calls: {[e[3] for e in shown][:10]} vs {ranked[:10]}")
+    check([e[4] for e in shown] == ranked[:len(shown)], f"map by subnet: not the top edges by calls: {[e[4] for e in shown][:10]} vs {ranked[:10]}")
     check(len(shown) == min(50, len(want)), f"map by subnet: {len(shown)} edges shown of {len(want)}, top 50")
     if len(want) > 50:
         rest = sum(ranked[50:])

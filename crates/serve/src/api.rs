@@ -765,6 +765,13 @@ async fn records(
         None,
     )
     .map_err(ApiError::query)?;
+    // A record is a group of one: its percentiles repeat its own duration or
+    // latency (a column of the record) and cost a histogram per record, so
+    // they are kept only when the sort asks for one.
+    use wirelog_query::{Agg, SortKey};
+    if !matches!(spec.sort.0, SortKey::Agg(Agg::P50 | Agg::P95 | Agg::P99 | Agg::Avg)) {
+        spec.percentiles = false;
+    }
     let (from, to) = p.range()?;
     if from.is_some() || to.is_some() {
         spec.time_range = Some((from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));

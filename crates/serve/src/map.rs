@@ -97,16 +97,26 @@ pub(crate) struct Ask {
     pub find: Option<String>,
 }
 
-/// One end's address: its text and its /24 or /64.
-#[derive(Debug, Clone)]
-struct Addr {
-    text: String,
-    subnet: String,
+/// One end as the query gave it: an address (the store), or text (a
+/// backend that gives addresses as strings).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum End {
+    Ip([u8; 16]),
+    Text(String),
 }
 
-fn addr(k: &KeyValue) -> Addr {
+fn end(k: &KeyValue) -> End {
     match k {
-        KeyValue::Ip(a) => {
+        KeyValue::Ip(a) => End::Ip(*a),
+        KeyValue::Str(s) => End::Text(s.clone()),
+        _ => End::Text("-".into()),
+    }
+}
+
+/// An end's text and its /24 or /64.
+fn addr(e: &End) -> (String, String) {
+    match e {
+        End::Ip(a) => {
             let v6 = Ipv6Addr::from(*a);
             let subnet = match v6.to_ipv4_mapped() {
                 Some(v4) => {
@@ -119,10 +129,9 @@ fn addr(k: &KeyValue) -> Addr {
                     format!("{}/64", Ipv6Addr::from(b))
                 }
             };
-            Addr { text: format_ip(a), subnet }
+            (format_ip(a), subnet)
         }
-        KeyValue::Str(s) => Addr { text: s.clone(), subnet: s.clone() },
-        _ => Addr { text: "-".into(), subnet: "-".into() },
+        End::Text(s) => (s.clone(), s.clone()),
     }
 }
 
@@ -143,19 +152,19 @@ fn uint(k: &KeyValue) -> u64 {
     }
 }
 
-fn text(k: &KeyValue) -> Option<String> {
+fn text(k: &KeyValue) -> Option<&str> {
     match k {
-        KeyValue::Str(s) if !s.is_empty() && s != "-" => Some(s.clone()),
+        KeyValue::Str(s) if !s.is_empty() && s != "-" => Some(s),
         _ => None,
     }
 }
 
 /// One pair's calls of one protocol, before grouping.
 struct Pair {
-    client: Addr,
-    server: Addr,
+    client: End,
+    server: End,
     port: u64,
-    protocol: String,
+    protocol: u32,
     count: u64,
     errors: Option<u64>,
     bytes: u64,
@@ -194,22 +203,135 @@ fn percentiles(points: &mut [(i64, f64)]) -> Option<[i64; 3]> {
     Some([at(0.5), at(0.95), at(0.99)])
 }
 
+#[derive(Default)]
+struct Node {
+    id: String,
+    service: bool,
+    calls_in: u64,
+    calls_out: u64,
+    bytes: u64,
+    members: u64,
+    procs: BTreeMap<Owner, u64>,
+}
+
+#[derive(Default)]
+struct Edge {
+    count: u64,
+    errors: Option<u64>,
+    bytes: u64,
+    latency: Option<[i64; 3]>,
+    /// Its pairs' percentiles as weighted points (see [`percentiles`]).
+    points: Vec<(i64, f64)>,
+    pairs: u64,
+}
+
+impl Edge {
+    fn add(&mut self, count: u64, errors: Option<u64>, bytes: u64, pairs: u64) {
+        self.count += count;
+        self.bytes += bytes;
+        if let Some(x) = errors {
+            self.errors = Some(self.errors.unwrap_or(0) + x);
+        }
+        self.pairs += pairs;
+    }
+}
+
+/// Ends to their groups: each end (address, or address and port) is named
+/// and grouped once, however many pairs it is in; groups are numbered.
+struct Groups<'a> {
+    ask: &'a Ask,
+    owners: &'a HashMap<String, BTreeMap<Owner, u64>>,
+    of_end: HashMap<(End, Option<u64>), u32>,
+    by_id: HashMap<String, u32>,
+    nodes: Vec<Node>,
+}
+
+impl Groups<'_> {
+    fn busiest(&self, id: &str) -> Option<&Owner> {
+        self.owners
+            .get(id)
+            .and_then(|m| m.iter().max_by_key(|(o, n)| (**n, std::cmp::Reverse(*o))).map(|(o, _)| o))
+    }
+
+    /// The group of an end: a client (`port` None) or a service.
+    fn of(&mut self, e: &End, port: Option<u64>) -> u32 {
+        if let Some(&g) = self.of_end.get(&(e.clone(), port)) {
+            return g;
+        }
+        let (text, subnet) = addr(e);
+        let id = match port {
+            Some(p) => service(&text, p),
+            None => text,
+        };
+        let with_port = |s: &str| match port {
+            Some(p) => format!("{s}:{p}"),
+            None => s.to_string(),
+        };
+        let group = match self.ask.group {
+            Group::Host => id.clone(),
+            Group::Service => match port {
+                Some(p) => format!("*:{p}"),
+                None => id.clone(),
+            },
+            Group::Subnet => with_port(&subnet),
+            Group::Process => match self.busiest(&id) {
+                Some(o) => with_port(&o.proc),
+                None => id.clone(),
+            },
+            Group::Container => match self.busiest(&id) {
+                Some(Owner { container: Some(c), .. }) => with_port(c),
+                Some(o) => with_port(&o.proc),
+                None => id.clone(),
+            },
+        };
+        let g = match self.by_id.get(&group) {
+            Some(&g) => g,
+            None => {
+                let g = self.nodes.len() as u32;
+                self.nodes.push(Node { id: group.clone(), ..Node::default() });
+                self.by_id.insert(group, g);
+                g
+            }
+        };
+        let n = &mut self.nodes[g as usize];
+        n.members += 1;
+        for (o, c) in self.owners.get(&id).into_iter().flatten() {
+            *n.procs.entry(o.clone()).or_default() += c;
+        }
+        self.of_end.insert((e.clone(), port), g);
+        g
+    }
+}
+
 /// `conns`: connections grouped by the edges' ends and service plus the
 /// owners of both ends (`orig_h, resp_h, resp_p, service, orig_proc,
 /// orig_container, resp_proc, resp_container`), every group of the range;
 /// `txs`: each transaction kind grouped by `client, server, server_port`.
 pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Value {
+    // Protocols by name and source: a connection's service (`http` from
+    // Zeek's detection) is never summed with the transactions of that name.
+    let mut protocols: Vec<(String, &'static str)> = Vec::new();
+    let mut proto = |name: &str, source: &'static str| -> u32 {
+        match protocols.iter().position(|p| p.0 == name && p.1 == source) {
+            Some(i) => i as u32,
+            None => {
+                protocols.push((name.to_string(), source));
+                (protocols.len() - 1) as u32
+            }
+        }
+    };
     let mut pairs: Vec<Pair> = Vec::new();
-    let mut parsed: HashSet<(String, String, u64)> = HashSet::new();
+    let mut parsed: HashSet<(End, End, u64)> = HashSet::new();
     for t in txs {
+        let protocol = proto(t.kind.as_str(), t.kind.as_str());
         for r in &t.rows {
-            let (client, server, port) = (addr(&r.key[0]), addr(&r.key[1]), uint(&r.key[2]));
-            parsed.insert((client.text.clone(), server.text.clone(), port));
+            let (client, server, port) = (end(&r.key[0]), end(&r.key[1]), uint(&r.key[2]));
+            parsed.insert((client.clone(), server.clone(), port));
             pairs.push(Pair {
                 client,
                 server,
                 port,
-                protocol: t.kind.as_str().to_string(),
+                protocol,
                 count: r.acc.conns,
                 errors: Some(r.acc.errors()),
                 bytes: r.acc.bytes(),
@@ -221,142 +343,73 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
     // with their connections; the pairs of the connections, summed over
     // owners, where no transaction was parsed.
     let mut owners: HashMap<String, BTreeMap<Owner, u64>> = HashMap::new();
-    let mut conn_pairs: BTreeMap<(String, String, u64, String), Pair> = BTreeMap::new();
+    let mut conn_pairs: HashMap<(End, End, u64, u32), usize> = HashMap::new();
     for r in &conns.rows {
-        let (client, server, port) = (addr(&r.key[0]), addr(&r.key[1]), uint(&r.key[2]));
-        let protocol = text(&r.key[3]).unwrap_or_else(|| "other".into());
+        let (client, server, port) = (end(&r.key[0]), end(&r.key[1]), uint(&r.key[2]));
+        let protocol = proto(text(&r.key[3]).unwrap_or("other"), "conns");
         let n = r.acc.conns;
         if let Some(proc) = text(&r.key[4]) {
-            let o = Owner { proc, container: text(&r.key[5]) };
-            *owners.entry(client.text.clone()).or_default().entry(o).or_default() += n;
+            let o = Owner { proc: proc.to_string(), container: text(&r.key[5]).map(str::to_string) };
+            *owners.entry(addr(&client).0).or_default().entry(o).or_default() += n;
         }
         if let Some(proc) = text(&r.key[6]) {
-            let o = Owner { proc, container: text(&r.key[7]) };
-            *owners.entry(service(&server.text, port)).or_default().entry(o).or_default() += n;
+            let o = Owner { proc: proc.to_string(), container: text(&r.key[7]).map(str::to_string) };
+            *owners.entry(service(&addr(&server).0, port)).or_default().entry(o).or_default() += n;
         }
-        if parsed.contains(&(client.text.clone(), server.text.clone(), port)) {
+        if parsed.contains(&(client.clone(), server.clone(), port)) {
             continue;
         }
-        let key = (client.text.clone(), server.text.clone(), port, protocol.clone());
-        let p = conn_pairs.entry(key).or_insert_with(|| Pair {
-            client,
-            server,
-            port,
-            protocol,
-            count: 0,
-            errors: None,
-            bytes: 0,
-            latency: None,
+        let i = *conn_pairs.entry((client.clone(), server.clone(), port, protocol)).or_insert_with(|| {
+            pairs.push(Pair { client, server, port, protocol, count: 0, errors: None, bytes: 0, latency: None });
+            pairs.len() - 1
         });
-        p.count += n;
-        p.bytes += r.acc.bytes();
+        pairs[i].count += n;
+        pairs[i].bytes += r.acc.bytes();
     }
-    pairs.extend(conn_pairs.into_values());
-    let busiest = |id: &str| -> Option<&Owner> {
-        owners.get(id).and_then(|m| m.iter().max_by_key(|(o, n)| (**n, std::cmp::Reverse(*o))).map(|(o, _)| o))
-    };
-    // A node's group id.
-    let group_of = |a: &Addr, port: Option<u64>| -> String {
-        let id = match port {
-            Some(p) => service(&a.text, p),
-            None => a.text.clone(),
-        };
-        let with_port = |s: String| match port {
-            Some(p) => format!("{s}:{p}"),
-            None => s,
-        };
-        match ask.group {
-            Group::Host => id,
-            Group::Service => match port {
-                Some(p) => format!("*:{p}"),
-                None => id,
-            },
-            Group::Subnet => with_port(a.subnet.clone()),
-            Group::Process => match busiest(&id) {
-                Some(o) => with_port(o.proc.clone()),
-                None => id,
-            },
-            Group::Container => match busiest(&id) {
-                Some(Owner { container: Some(c), .. }) => with_port(c.clone()),
-                Some(o) => with_port(o.proc.clone()),
-                None => id,
-            },
-        }
-    };
-    #[derive(Default)]
-    struct Node {
-        service: bool,
-        calls_in: u64,
-        calls_out: u64,
-        bytes: u64,
-        members: HashSet<String>,
-        procs: BTreeMap<Owner, u64>,
-    }
-    #[derive(Default)]
-    struct Edge {
-        count: u64,
-        errors: Option<u64>,
-        bytes: u64,
-        latency: Option<[i64; 3]>,
-        /// Its pairs' percentiles as weighted points (see [`percentiles`]).
-        points: Vec<(i64, f64)>,
-        pairs: u64,
-    }
-    let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
-    let mut edges: BTreeMap<(String, String, String), Edge> = BTreeMap::new();
+    drop(conn_pairs);
+    let mut groups = Groups { ask, owners: &owners, of_end: HashMap::new(), by_id: HashMap::new(), nodes: Vec::new() };
+    let mut edges: HashMap<(u32, u32, u32), Edge> = HashMap::new();
     let mut total = Edge::default();
     for p in &pairs {
-        let (cid, sid) = (p.client.text.clone(), service(&p.server.text, p.port));
-        let (from, to) = (group_of(&p.client, None), group_of(&p.server, Some(p.port)));
-        for (g, id, out) in [(&from, &cid, true), (&to, &sid, false)] {
-            let n = nodes.entry(g.clone()).or_default();
-            if out {
-                n.calls_out += p.count;
-            } else {
-                n.service = true;
-                n.calls_in += p.count;
-            }
-            n.bytes += p.bytes;
-            if n.members.insert(id.clone()) {
-                for (o, c) in owners.get(id).into_iter().flatten() {
-                    *n.procs.entry(o.clone()).or_default() += c;
-                }
-            }
-        }
-        let e = edges.entry((from.clone(), to.clone(), p.protocol.clone())).or_default();
-        for e in [e, &mut total] {
-            e.count += p.count;
-            e.bytes += p.bytes;
-            if let Some(x) = p.errors {
-                e.errors = Some(e.errors.unwrap_or(0) + x);
-            }
-            e.pairs += 1;
-        }
+        let from = groups.of(&p.client, None);
+        let to = groups.of(&p.server, Some(p.port));
+        let n = &mut groups.nodes[from as usize];
+        n.calls_out += p.count;
+        n.bytes += p.bytes;
+        let n = &mut groups.nodes[to as usize];
+        n.service = true;
+        n.calls_in += p.count;
+        n.bytes += p.bytes;
+        let e = edges.entry((from, to, p.protocol)).or_default();
+        e.add(p.count, p.errors, p.bytes, 1);
         if let Some(l) = p.latency {
-            let e = edges.get_mut(&(from, to, p.protocol.clone())).expect("inserted above");
-            let n = p.count.max(1) as f64;
-            e.points.extend([(l[0], 0.5 * n), (l[1], 0.45 * n), (l[2], 0.05 * n)]);
+            let w = p.count.max(1) as f64;
+            e.points.extend([(l[0], 0.5 * w), (l[1], 0.45 * w), (l[2], 0.05 * w)]);
         }
+        total.add(p.count, p.errors, p.bytes, 1);
     }
-    for e in edges.values_mut() {
-        e.latency = percentiles(&mut e.points);
-        e.points = Vec::new();
-    }
-    let matches = |id: &str| -> bool {
+    let nodes = groups.nodes;
+    let id = |g: u32| nodes[g as usize].id.as_str();
+    let matches = |g: u32| -> bool {
         let Some(f) = &ask.find else { return true };
-        id.to_lowercase().contains(f)
-            || nodes.get(id).is_some_and(|n| {
-                n.procs.keys().any(|o| {
-                    o.proc.to_lowercase().contains(f)
-                        || o.container.as_deref().is_some_and(|c| c.to_lowercase().contains(f))
-                })
+        let n = &nodes[g as usize];
+        n.id.to_lowercase().contains(f)
+            || n.procs.keys().any(|o| {
+                o.proc.to_lowercase().contains(f)
+                    || o.container.as_deref().is_some_and(|c| c.to_lowercase().contains(f))
             })
     };
-    let mut ranked: Vec<((String, String, String), Edge)> = edges
+    let mut ranked: Vec<((u32, u32, u32), Edge)> = edges
         .into_iter()
-        .filter(|((from, to, _), _)| matches(from) || matches(to))
+        .filter(|((from, to, _), _)| matches(*from) || matches(*to))
         .collect();
     let edges_found = ranked.len();
+    // The p95 ranks by latency: the percentiles of the edges that may be shown first.
+    if ask.rank == Rank::Latency {
+        for (_, e) in ranked.iter_mut() {
+            e.latency = percentiles(&mut e.points);
+        }
+    }
     let score = |e: &Edge| -> u64 {
         match ask.rank {
             Rank::Calls => e.count,
@@ -366,47 +419,51 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
         }
     };
     // Ties by calls, then by name: the same answer every time.
-    ranked.sort_by(|a, b| {
+    let name = |k: &(u32, u32, u32)| (id(k.0), id(k.1), protocols[k.2 as usize].0.as_str(), protocols[k.2 as usize].1);
+    let top = ask.top.min(ranked.len());
+    let cmp = |a: &((u32, u32, u32), Edge), b: &((u32, u32, u32), Edge)| {
         score(&b.1)
             .cmp(&score(&a.1))
             .then(b.1.count.cmp(&a.1.count))
-            .then(a.0.cmp(&b.0))
-    });
-    let rest: Vec<_> = ranked.split_off(ask.top.min(ranked.len()));
+            .then_with(|| name(&a.0).cmp(&name(&b.0)))
+    };
+    if top < ranked.len() && top > 0 {
+        ranked.select_nth_unstable_by(top - 1, cmp);
+    }
+    let rest: Vec<_> = ranked.split_off(top);
+    ranked.sort_by(cmp);
     let secs = |ns: Option<i64>| ns.map(|n| n as f64 / 1e9);
-    let edge_json = |from: &str, to: &str, protocol: &str, e: &Edge, other: bool| {
+    let edge_json = |(from, to, protocol, source): (&str, &str, &str, &str), e: &Edge, other: bool| {
         let l = e.latency;
         json!({
-            "from": from, "to": to, "protocol": protocol,
+            "from": from, "to": to, "protocol": protocol, "source": source,
             "count": e.count, "errors": e.errors, "bytes": e.bytes,
             "p50_s": secs(l.map(|l| l[0])), "p95_s": secs(l.map(|l| l[1])), "p99_s": secs(l.map(|l| l[2])),
             "pairs": e.pairs, "other": other,
         })
     };
-    let mut shown: HashSet<&str> = HashSet::new();
+    let mut shown: HashSet<u32> = HashSet::new();
     let mut out_edges: Vec<Value> = Vec::new();
-    for ((from, to, protocol), e) in &ranked {
-        shown.insert(from);
-        shown.insert(to);
-        out_edges.push(edge_json(from, to, protocol, e, false));
+    for (k, e) in ranked.iter_mut() {
+        shown.insert(k.0);
+        shown.insert(k.1);
+        if e.latency.is_none() {
+            e.latency = percentiles(&mut e.points);
+        }
+        out_edges.push(edge_json(name(k), e, false));
     }
     // The rest, summed: one edge between two "other" nodes.
     const OTHER_CLIENTS: &str = "other clients";
     const OTHER_SERVICES: &str = "other services";
     let mut other = Edge::default();
-    let (mut other_from, mut other_to): (HashSet<&str>, HashSet<&str>) = (HashSet::new(), HashSet::new());
+    let (mut other_from, mut other_to): (HashSet<u32>, HashSet<u32>) = (HashSet::new(), HashSet::new());
     for ((from, to, _), e) in &rest {
-        other.count += e.count;
-        other.bytes += e.bytes;
-        if let Some(x) = e.errors {
-            other.errors = Some(other.errors.unwrap_or(0) + x);
+        other.add(e.count, e.errors, e.bytes, e.pairs);
+        if !shown.contains(from) {
+            other_from.insert(*from);
         }
-        other.pairs += e.pairs;
-        if !shown.contains(from.as_str()) {
-            other_from.insert(from);
-        }
-        if !shown.contains(to.as_str()) {
-            other_to.insert(to);
+        if !shown.contains(to) {
+            other_to.insert(*to);
         }
     }
     let node_json = |id: &str, n: &Node| {
@@ -418,19 +475,17 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
         });
         json!({"id": id, "kind": if n.service { "service" } else { "host" },
                "calls_in": n.calls_in, "calls_out": n.calls_out, "bytes": n.bytes,
-               "members": n.members.len(), "name": named,
+               "members": n.members, "name": named,
                "procs": procs.iter().take(8).map(|(o, c)| json!({"proc": o.proc, "container": o.container, "conns": c})).collect::<Vec<_>>()})
     };
-    let mut out_nodes: Vec<Value> = nodes
-        .iter()
-        .filter(|(id, _)| shown.contains(id.as_str()))
-        .map(|(id, n)| node_json(id, n))
-        .collect();
+    let mut shown: Vec<u32> = shown.into_iter().collect();
+    shown.sort_by(|a, b| id(*a).cmp(id(*b)));
+    let mut out_nodes: Vec<Value> = shown.iter().map(|&g| node_json(id(g), &nodes[g as usize])).collect();
     if !rest.is_empty() {
-        let sum = |ids: &HashSet<&str>, out: bool| {
+        let sum = |ids: &HashSet<u32>, out: bool| {
             let mut s = Node { service: !out, ..Node::default() };
-            for id in ids {
-                let n = &nodes[*id];
+            for &g in ids {
+                let n = &nodes[g as usize];
                 s.calls_in += n.calls_in;
                 s.calls_out += n.calls_out;
                 s.bytes += n.bytes;
@@ -442,7 +497,7 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
         };
         out_nodes.push(sum(&other_from, true));
         out_nodes.push(sum(&other_to, false));
-        let mut e = edge_json(OTHER_CLIENTS, OTHER_SERVICES, "other", &other, true);
+        let mut e = edge_json((OTHER_CLIENTS, OTHER_SERVICES, "other", "other"), &other, true);
         e["edges"] = json!(rest.len());
         out_edges.push(e);
     }
@@ -540,6 +595,7 @@ mod tests {
     fn transactions_replace_their_connections_and_hosts_keep_every_pair() {
         let (c, t) = sample();
         let v = build(&c, &t, &ask(Group::Host, Rank::Calls, 10));
+        assert_eq!((v["edges"][0]["source"].as_str(), v["edges"][3]["source"].as_str()), (Some("mysql"), Some("conns")));
         assert_eq!(
             counts(&v),
             vec![

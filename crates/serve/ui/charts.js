@@ -306,13 +306,20 @@ export function serviceMap(host, nodes, edges, onEdge, viewKey) {
     "aria-label": `service map: ${hosts.length} clients, ${services.length} services, ${edges.length} edges; + and - zoom, arrows pan, 0 resets` });
   const scene = el("g", { class: "scene" });
   svg.append(scene);
-  const labelled = new Set(edges.slice(0, 40));
+  // Labels on the busiest edges only, none closer than a line to another.
+  const labelled = new Set(), taken = [];
+  for (const e of edges.slice(0, 60)) {
+    const y = (hy.get(e.from) + sy.get(e.to)) / 2;
+    if (taken.some((t) => Math.abs(t - y) < 13)) continue;
+    taken.push(y);
+    labelled.add(e);
+  }
   for (const e of edges) {
     const y1 = hy.get(e.from), y2 = sy.get(e.to);
     const d = `M ${20 + boxW} ${y1} C 500 ${y1}, 500 ${y2}, ${W - 20 - boxW} ${y2}`;
     const width = e.other ? 2 : 1 + 7 * Math.sqrt(Math.min(1, e.count / maxCalls));
     const what = e.other ? `the other ${e.edges} edges (${e.pairs} pairs), summed` : `${e.from} → ${e.to} ${e.protocol}` + (e.pairs > 1 ? ` (${e.pairs} pairs)` : "");
-    const p = el("path", { d, class: `edge p-${e.protocol}${e.other ? " other" : ""}`, "stroke-width": width, "data-from": e.from, "data-to": e.to, "data-protocol": e.protocol, "data-count": e.count, "data-bytes": e.bytes, "data-errors": e.errors ?? "" },
+    const p = el("path", { d, class: `edge p-${e.protocol}${e.other ? " other" : ""}`, "stroke-width": width, "data-from": e.from, "data-to": e.to, "data-protocol": e.protocol, "data-source": e.source, "data-count": e.count, "data-bytes": e.bytes, "data-errors": e.errors ?? "" },
       el("title", { text: `${what}: ${e.count} calls` + (e.errors !== null ? `, ${e.errors} errors` : "") + (e.p95_s !== null ? `, p50 ${fmtSecs(e.p50_s)}, p95 ${fmtSecs(e.p95_s)}, p99 ${fmtSecs(e.p99_s)}` : "") + `, ${fmtBytes(e.bytes)}` }));
     if (onEdge && !e.other) p.addEventListener("click", () => onEdge(e));
     scene.append(p);
