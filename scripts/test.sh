@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       # the servers and clients of tests/capture_servers.rs
       nginx wrk curl mariadb-server mariadb-client sysbench dnsmasq-base dnsutils
+      # the PostgreSQL server and client of tests/tls_plaintext_db.rs
+      postgresql
       # the server of tests/memcached_live.rs
       memcached
       # the broker of tests/mqtt_live.rs

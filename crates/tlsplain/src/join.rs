@@ -5,20 +5,27 @@
 //! uid, and the connection's service gains the protocol (`ssl,http`).
 //!
 //! The connection's record usually comes last: the plaintext is read as
-//! the application hands it over, the record when the connection ends. A
-//! transaction that comes after its connection's record (the reader was
-//! behind) takes the uid from the connections seen in the last
-//! [`RECENT`], without changing a service already written. One whose
-//! connection does not come within [`HOLD`] (a connection the capture's
-//! interfaces do not see, or one still open) is written with a uid of its
-//! own; both are counted.
+//! the application hands it over, the record when the connection ends. But
+//! a short connection's record can pass before the reader has handed over
+//! its last transactions (a server's view waits for the reader's tick, the
+//! reader looks at its ring every 10 ms). The rule: **the record of a TCP
+//! connection that the packet path saw speak TLS (its service names `ssl`)
+//! waits here [`CONN_WAIT`]** before it goes to the sinks, so that its
+//! transactions still name their protocol in its service (`ssl,http`);
+//! connections without TLS are not held. A transaction that comes after its
+//! connection's record went (the reader was further behind) takes the uid
+//! from the connections seen in the last [`RECENT`], without changing a
+//! service already written (counted as joined late). One whose connection
+//! does not come within [`HOLD`] (a connection the capture's interfaces do
+//! not see, or one still open) is written with a uid of its own; both are
+//! counted.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wirelog_record::{Batch, Proto, TxJoin, TxRecord, TxSource, Uid};
+use wirelog_record::{Batch, ConnRecord, Proto, TxJoin, TxRecord, TxSource, Uid};
 
 /// How long a transaction waits for its connection's record.
 pub const HOLD: Duration = Duration::from_secs(120);
@@ -26,6 +33,13 @@ pub const HOLD: Duration = Duration::from_secs(120);
 pub const RECENT: Duration = Duration::from_secs(120);
 /// Transactions held at most; beyond, the oldest go out unjoined.
 pub const MAX_HELD: usize = 100_000;
+/// How long the record of a connection that spoke TLS waits for the
+/// reader's last transactions of it: the reader's server-side tick (0.5 s)
+/// and its ring polls, with room for a busy machine. Records are released
+/// on the output thread's tick (every second), so they go 2-3 s late.
+pub const CONN_WAIT: Duration = Duration::from_secs(2);
+/// Connection records held at most; beyond, they go at once (counted).
+pub const MAX_HELD_CONNS: usize = 100_000;
 /// A transaction's time may be this far outside its connection's (clocks
 /// read in different places).
 const SLACK_NS: i64 = 2_000_000_000;
@@ -42,16 +56,22 @@ pub struct JoinStats {
     /// Transactions written with a uid of their own (no record of their
     /// connection came in time, or too many were held).
     pub unjoined: AtomicU64,
+    /// TLS connections' records held for [`CONN_WAIT`], and those that
+    /// went at once because [`MAX_HELD_CONNS`] were waiting.
+    pub conns_held: AtomicU64,
+    pub conns_not_held: AtomicU64,
 }
 
 impl std::fmt::Display for JoinStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} joined with their connection, {} after its record was written, {} without their connection's record (a uid of their own)",
+            "{} joined with their connection, {} after its record was written, {} without their connection's record (a uid of their own); {} TLS connection records held for their last transactions ({} not: too many held)",
             self.joined.load(Relaxed),
             self.joined_late.load(Relaxed),
-            self.unjoined.load(Relaxed)
+            self.unjoined.load(Relaxed),
+            self.conns_held.load(Relaxed),
+            self.conns_not_held.load(Relaxed)
         )
     }
 }
@@ -64,12 +84,16 @@ pub struct Join {
     /// conn.log services with the protocol found inside ("ssl,http"): each
     /// combination made once.
     services: HashMap<(&'static str, &'static str), &'static str>,
+    /// Records of connections that spoke TLS, waiting [`CONN_WAIT`] for
+    /// their last transactions, by uid.
+    conns: HashMap<Uid, (ConnRecord, Instant)>,
+    conn_wait: Duration,
     stats: Arc<JoinStats>,
 }
 
 impl Join {
     pub fn new(stats: Arc<JoinStats>) -> Join {
-        Join { held: HashMap::new(), n_held: 0, recent: HashMap::new(), services: HashMap::new(), stats }
+        Join { held: HashMap::new(), n_held: 0, recent: HashMap::new(), services: HashMap::new(), conns: HashMap::new(), conn_wait: CONN_WAIT, stats }
     }
 
     fn service(&mut self, outer: Option<&'static str>, inner: &'static str) -> &'static str {
@@ -112,6 +136,29 @@ impl Join {
         self.held.retain(|_, v| !v.is_empty());
         self.stats.unjoined.fetch_add(released as u64, Relaxed);
     }
+
+    /// The held connection records whose wait is over (all of them at the
+    /// end) go out with `batch`.
+    fn release_conns(&mut self, batch: &mut Batch, all: bool) {
+        let now = Instant::now();
+        let wait = self.conn_wait;
+        let before = batch.conns.len();
+        self.conns.retain(|_, (c, since)| {
+            let go = all || now.duration_since(*since) >= wait;
+            if go {
+                batch.conns.push(c.clone());
+            }
+            !go
+        });
+        // Records in time order, as the tracker hands them over.
+        batch.conns[before..].sort_by_key(|c| c.ts_ns);
+    }
+}
+
+/// Whether a connection's record waits here for its last transactions: a
+/// TCP connection the packet path saw speak TLS.
+fn spoke_tls(c: &ConnRecord) -> bool {
+    c.proto == Proto::Tcp && c.service.is_some_and(|s| s.split(',').any(|s| s == "ssl"))
 }
 
 impl TxJoin for Join {
@@ -130,8 +177,19 @@ impl TxJoin for Join {
             let ts = t.tx.ts_ns();
             let seen = self.recent.get(&key).and_then(|v| v.iter().rev().find(|c| ts >= c.1 - SLACK_NS && ts <= c.2 + SLACK_NS));
             if let Some(c) = seen {
-                t.uid = c.0;
-                self.stats.joined_late.fetch_add(1, Relaxed);
+                let uid = c.0;
+                t.uid = uid;
+                let inner = t.protocol.service();
+                if let Some(outer) = self.conns.get(&uid).map(|h| h.0.service) {
+                    // Its record is still held: it names the protocol too.
+                    let s = self.service(outer, inner);
+                    if let Some(h) = self.conns.get_mut(&uid) {
+                        h.0.service = Some(s);
+                    }
+                    self.stats.joined.fetch_add(1, Relaxed);
+                } else {
+                    self.stats.joined_late.fetch_add(1, Relaxed);
+                }
                 i += 1;
                 continue;
             }
@@ -176,10 +234,25 @@ impl TxJoin for Join {
         if self.n_held > MAX_HELD {
             self.release(batch, false);
         }
+        // The records of connections that spoke TLS wait for the reader.
+        if batch.conns.iter().any(spoke_tls) {
+            for c in std::mem::take(&mut batch.conns) {
+                if !spoke_tls(&c) {
+                    batch.conns.push(c);
+                } else if self.conns.len() >= MAX_HELD_CONNS {
+                    self.stats.conns_not_held.fetch_add(1, Relaxed);
+                    batch.conns.push(c);
+                } else {
+                    self.stats.conns_held.fetch_add(1, Relaxed);
+                    self.conns.insert(c.uid, (c, now));
+                }
+            }
+        }
     }
 
     fn tick(&mut self, batch: &mut Batch) {
         self.release(batch, false);
+        self.release_conns(batch, false);
         let now = Instant::now();
         for v in self.recent.values_mut() {
             v.retain(|c| now.duration_since(c.3) < RECENT);
@@ -189,6 +262,7 @@ impl TxJoin for Join {
 
     fn finish(&mut self, batch: &mut Batch) {
         self.release(batch, true);
+        self.release_conns(batch, true);
     }
 }
 
@@ -265,12 +339,13 @@ mod tests {
         assert!(b.txs.is_empty(), "held until the connection comes");
         let conn_uid = uids.next_uid();
         let mut b = Batch::default();
-        b.conns.push(conn(conn_uid, t_ns, 1_000, 40000, Some("ssl")));
+        b.conns.push(conn(conn_uid, t_ns, 1_000, 40000, None));
         j.join(&mut b);
         assert_eq!(b.txs.len(), 1);
         assert_eq!(b.txs[0].uid, conn_uid);
-        assert_eq!(b.conns[0].service, Some("ssl,http"));
-        // A late transaction of the same connection takes its uid too.
+        assert_eq!(b.conns[0].service, Some("http"));
+        // A late transaction of the same connection takes its uid too; the
+        // record went (no TLS seen on it: not held), its service stays.
         let mut b = Batch::default();
         b.txs.push(tx(&mut uids, t_ns + 7, 40000));
         j.join(&mut b);
@@ -299,11 +374,63 @@ mod tests {
         let mut b = Batch::default();
         // An earlier connection on the same tuple, over long before.
         b.conns.push(conn(old, s, 1_000_000_000, 40000, Some("ssl")));
-        b.conns.push(conn(new, s + 99_000_000_000, 2_000_000_000, 40000, None));
+        b.conns.push(conn(new, s + 99_000_000_000, 2_000_000_000, 40000, Some("ssl")));
         j.join(&mut b);
         assert_eq!(b.txs.len(), 1);
         assert_eq!(b.txs[0].uid, new);
+        // Both spoke TLS: their records wait, and go at the end.
+        assert!(b.conns.is_empty());
+        let mut b = Batch::default();
+        j.finish(&mut b);
+        assert_eq!(b.conns.len(), 2);
         assert_eq!(b.conns[0].service, Some("ssl"));
-        assert_eq!(b.conns[1].service, Some("http"));
+        assert_eq!(b.conns[1].service, Some("ssl,http"));
+    }
+
+    /// The record of a connection that spoke TLS passes before the reader
+    /// hands over its last transaction: the record waits, the transaction
+    /// takes its uid and the record's service names the protocol; after
+    /// the wait, a tick lets the record go. A connection without TLS goes
+    /// at once.
+    #[test]
+    fn a_tls_connections_record_waits_for_its_last_transactions() {
+        let mut uids = UidGenerator::new(3);
+        let stats = Arc::new(JoinStats::default());
+        let mut j = Join::new(stats.clone());
+        j.conn_wait = Duration::from_millis(50);
+        let s = 1_000_000_000_000i64;
+        let (tls, clear) = (uids.next_uid(), uids.next_uid());
+        let mut b = Batch::default();
+        b.conns.push(conn(tls, s, 1_000_000_000, 40000, Some("ssl")));
+        b.conns.push(conn(clear, s, 1_000_000_000, 40001, None));
+        j.join(&mut b);
+        assert_eq!(b.conns.len(), 1);
+        assert_eq!(b.conns[0].uid, clear);
+        // A tick before the wait is over keeps it.
+        let mut b = Batch::default();
+        j.tick(&mut b);
+        assert!(b.conns.is_empty());
+        // Its transaction, from the reader, after the record passed.
+        let mut b = Batch::default();
+        b.txs.push(tx(&mut uids, s + 500_000_000, 40000));
+        j.join(&mut b);
+        assert_eq!(b.txs.len(), 1);
+        assert_eq!(b.txs[0].uid, tls);
+        std::thread::sleep(Duration::from_millis(60));
+        let mut b = Batch::default();
+        j.tick(&mut b);
+        assert_eq!(b.conns.len(), 1);
+        assert_eq!(b.conns[0].uid, tls);
+        assert_eq!(b.conns[0].service, Some("ssl,http"));
+        // After its record went, a transaction still takes the uid; the
+        // service written stays (counted as late).
+        let mut b = Batch::default();
+        b.txs.push(tx(&mut uids, s + 600_000_000, 40000));
+        j.join(&mut b);
+        assert_eq!(b.txs[0].uid, tls);
+        assert_eq!(
+            (stats.joined.load(Relaxed), stats.joined_late.load(Relaxed), stats.conns_held.load(Relaxed)),
+            (1, 1, 1)
+        );
     }
 }

@@ -1,0 +1,358 @@
+//! `capture --tls-plaintext` on databases: PostgreSQL (libpq's
+//! `sslmode=require`) and MariaDB with TLS, servers and clients the
+//! system's, linked to its OpenSSL (Debian 12: `postgres`, libpq, `mariadbd`
+//! and the `mariadb` client all link libssl.so.3). The same workload runs
+//! once in the clear and once over TLS inside one capture; the clear run's
+//! records come from the packets, the TLS run's from the TLS library, and
+//! the two are equal field by field, times, uids, client ports and
+//! processes aside. A client killed in the middle of a result costs no crash:
+//! its query is a record that says its answer was cut.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::live::{is_root, skip, LiveCapture};
+use common::lo::{have, wait_for, LoNs, Proc, Reap};
+
+type Row = HashMap<String, String>;
+
+fn requirements(progs: &[&str]) -> bool {
+    if !is_root() {
+        skip("tls-plaintext tests need root (eBPF, namespaces)");
+        return false;
+    }
+    for p in progs {
+        if !have(p) {
+            skip(&format!("{p} is not installed"));
+            return false;
+        }
+    }
+    true
+}
+
+/// A self-signed certificate and key in `dir`.
+fn certificate(dir: &Path) {
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=localhost", "-keyout"])
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn capture(ns: &LoNs, logs: &Path) -> LiveCapture {
+    let args: Vec<std::ffi::OsString> = ["--no-store", "--stats-interval", "0", "--user", "root", "--tls-plaintext", "--logs"]
+        .iter()
+        .map(Into::into)
+        .chain([logs.as_os_str().to_owned()])
+        .collect();
+    let a: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    LiveCapture::start(&ns.name, "lo", &a)
+}
+
+/// Fields that differ between two runs of one workload by nature.
+fn varies(field: &str) -> bool {
+    matches!(field, "ts" | "uid" | "id.orig_p" | "latency" | "first_byte_latency" | "source")
+        || ["orig_", "resp_"].iter().any(|p| {
+            field.strip_prefix(p).is_some_and(|f| matches!(f, "pid" | "proc" | "exe" | "user" | "container" | "pod"))
+        })
+}
+
+/// The log's rows of this capture's connections to `port`, by connection
+/// (uid), each connection's in time order.
+fn by_conn(logs: &Path, log: &str, port: u16) -> HashMap<String, Vec<Row>> {
+    let conns = common::read_log(&logs.join("conn.log"));
+    let mut out: HashMap<String, Vec<Row>> = HashMap::new();
+    for r in common::read_log(&logs.join(log)) {
+        // The probes see every process of the host: only the connections
+        // this namespace's capture saw (their uid is the packet path's).
+        if r["id.resp_p"] == port.to_string() && conns.iter().any(|c| c["uid"] == r["uid"]) {
+            out.entry(r["uid"].clone()).or_default().push(r);
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_by(|a, b| a["ts"].parse::<f64>().unwrap().total_cmp(&b["ts"].parse::<f64>().unwrap()));
+    }
+    out
+}
+
+/// The clear connection's records (from packets) and the TLS one's (from
+/// the library), equal field by field; the TLS one's carry the client's and
+/// server's processes, and conn.log names both services.
+fn assert_same(logs: &Path, log: &str, port: u16, client: &str, server: &str, service: &str, err: &str) -> usize {
+    let conns = by_conn(logs, log, port);
+    let pick = |source: &str| -> &Vec<Row> {
+        let v: Vec<&Vec<Row>> = conns
+            .values()
+            // The workload's connection (others may follow it).
+            .filter(|v| v.iter().all(|r| r["source"] == source) && v.iter().any(|r| r.values().any(|f| f.starts_with("create table t "))))
+            .collect();
+        assert_eq!(v.len(), 1, "one {source} connection in {log}: {conns:#?}\n{err}");
+        v[0]
+    };
+    let (clear, tls) = (pick("packets"), pick("tls-library"));
+    assert_eq!(clear.len(), tls.len(), "clear: {clear:#?}\nTLS: {tls:#?}\n{err}");
+    for (a, b) in clear.iter().zip(tls) {
+        for (k, v) in a {
+            if !varies(k) {
+                assert_eq!(v, &b[k], "{log} field {k}: clear {a:?}\nTLS {b:?}");
+            }
+        }
+        assert_eq!(b["orig_proc"], client, "{b:?}");
+        assert_eq!(b["resp_proc"], server, "{b:?}");
+    }
+    let uid = &tls[0]["uid"];
+    let c = common::read_log(&logs.join("conn.log")).into_iter().find(|c| &c["uid"] == uid).expect("the TLS connection in conn.log");
+    assert_eq!(c["service"], service, "{c:?}");
+    assert!(common::read_log(&logs.join("ssl.log")).iter().any(|s| &s["uid"] == uid), "no ssl.log row for {uid}");
+    tls.len()
+}
+
+/// The tls-plaintext summary line of a capture's stderr.
+fn tls_stats(err: &str) -> &str {
+    err.lines().find(|l| l.contains("wirelog: tls-plaintext: ") && l.contains("events")).unwrap_or_else(|| panic!("{err}"))
+}
+
+/// A number in `line` just before `what`.
+fn count_before(line: &str, what: &str) -> u64 {
+    line.split(what).next().unwrap().rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("{what} in {line}"))
+}
+
+const PG_WORK: &str = "\
+create table t (id int primary key, name text);
+insert into t values (1, 'one'), (2, 'two'), (3, 'three');
+select * from t order by id;
+update t set name = 'zwei' where id = 2;
+select count(*) from t;
+select * from nosuch;
+select g, repeat('x', 20) from generate_series(1, 5000) g;
+drop table t;
+";
+
+struct Postgres {
+    ns: LoNs,
+    dir: PathBuf,
+    _server: Proc,
+}
+
+const PG_PORT: u16 = 5432;
+
+fn postgres() -> Postgres {
+    let bin = Path::new("/usr/lib/postgresql/15/bin");
+    let dir = common::scratch("tls_plaintext_db", "pg");
+    let data = dir.join("data");
+    // postgres refuses to run as root: its files are the postgres user's.
+    let chown = |p: &Path| assert!(Command::new("chown").args(["-R", "postgres:postgres"]).arg(p).status().unwrap().success());
+    chown(&dir);
+    let out = Command::new("setpriv")
+        .args(["--reuid", "postgres", "--regid", "postgres", "--init-groups"])
+        .arg(bin.join("initdb"))
+        .args(["-U", "postgres", "-A", "trust", "-D"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+    certificate(&data);
+    chown(&data);
+    std::fs::set_permissions(data.join("key.pem"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let ns = LoNs::new("tpg");
+    let (d, s) = (data.to_str().unwrap(), dir.to_str().unwrap());
+    let cert = format!("ssl_cert_file={d}/cert.pem");
+    let key = format!("ssl_key_file={d}/key.pem");
+    let pg = bin.join("postgres");
+    let mut server = ns.spawn(
+        "postgres",
+        &["setpriv", "--reuid", "postgres", "--regid", "postgres", "--init-groups", pg.to_str().unwrap(), "-D", d, "-k", s]
+            .into_iter()
+            .chain(["-h", "127.0.0.1", "-p", "5432", "-c", "ssl=on", "-c", &cert, "-c", &key, "-c", "fsync=off"])
+            .collect::<Vec<_>>(),
+        &dir.join("postgres.out"),
+    );
+    wait_for("postgres", Duration::from_secs(60), || {
+        assert!(server.alive(), "postgres exited: {}", std::fs::read_to_string(dir.join("postgres.out")).unwrap_or_default());
+        ns.cmd(&["/usr/lib/postgresql/15/bin/pg_isready", "-q", "-h", "127.0.0.1", "-p", "5432"]).status().is_ok_and(|s| s.success())
+    });
+    Postgres { ns, dir, _server: server }
+}
+
+fn psql(pg: &Postgres, sslmode: &str, script: &str) -> String {
+    let f = pg.dir.join(format!("work-{sslmode}.sql"));
+    std::fs::write(&f, script).unwrap();
+    let conn = format!("host=127.0.0.1 port={PG_PORT} user=postgres dbname=postgres sslmode={sslmode}");
+    let out = pg.ns.cmd(&["/usr/lib/postgresql/15/bin/psql", &conn, "-X", "-q", "-f", f.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "psql {sslmode}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// psql's workload in the clear and with `sslmode=require`: pgsql.log has
+/// the same records for both, the TLS run's from libpq's and the
+/// backend's SSL_read/SSL_write (a 5,000-row result in many TLS records).
+#[test]
+fn postgresql_with_sslmode_require_logs_what_it_logs_in_the_clear() {
+    if !requirements(&["openssl", "setpriv"]) || !Path::new("/usr/lib/postgresql/15/bin/postgres").exists() {
+        if is_root() {
+            skip("PostgreSQL 15 (postgresql-15) is not installed");
+        }
+        return;
+    }
+    let t0 = Instant::now();
+    let pg = postgres();
+    let _reap = Reap(&pg.ns);
+    let logs = pg.dir.join("logs");
+    let cap = capture(&pg.ns, &logs);
+    let clear = psql(&pg, "disable", PG_WORK);
+    let tls = psql(&pg, "require", PG_WORK);
+    assert_eq!(clear, tls);
+    std::thread::sleep(Duration::from_millis(700));
+    let err = cap.stop();
+    let n = assert_same(&logs, "pgsql.log", PG_PORT, "psql", "postgres", "postgresql,ssl", &err);
+    // startup, 8 statements, terminate.
+    assert_eq!(n, 10, "{err}");
+    let rows = by_conn(&logs, "pgsql.log", PG_PORT);
+    let big = rows.values().flatten().find(|r| r["source"] == "tls-library" && r["query"].contains("generate_series")).unwrap();
+    assert_eq!(big["rows"], "5000", "{big:?}");
+    let stats = tls_stats(&err);
+    assert_eq!(count_before(stats, " ring records lost"), 0, "{stats}");
+    eprintln!("{stats}\npostgresql: {n} records equal in the clear and over TLS; {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+const MY_WORK: &str = "\
+create table t (id int primary key, name text);
+insert into t values (1, 'one'), (2, 'two'), (3, 'three');
+select * from t order by id;
+update t set name = 'zwei' where id = 2;
+select count(*) from t;
+select * from nosuch;
+select seq, repeat('x', 20) from seq_1_to_5000;
+drop table t;
+";
+
+struct Mariadb {
+    ns: LoNs,
+    dir: PathBuf,
+    server: Proc,
+}
+
+const MY_PORT: u16 = 3306;
+
+fn mariadb() -> Mariadb {
+    let dir = common::scratch("tls_plaintext_db", "mariadb");
+    let data = dir.join("data");
+    let out = Command::new("mariadb-install-db")
+        .args(["--no-defaults", "--user=root", "--auth-root-authentication-method=socket"])
+        .arg(format!("--datadir={}", data.display()))
+        .output()
+        .expect("run mariadb-install-db");
+    assert!(out.status.success(), "mariadb-install-db: {}", String::from_utf8_lossy(&out.stderr));
+    certificate(&dir);
+    let ns = LoNs::new("tmy");
+    let d = dir.display();
+    let args = [
+        format!("--datadir={}", data.display()),
+        format!("--socket={d}/mysql.sock"),
+        format!("--pid-file={d}/mysql.pid"),
+        format!("--log-error={d}/mysql.err"),
+        format!("--ssl-cert={d}/cert.pem"),
+        format!("--ssl-key={d}/key.pem"),
+    ];
+    let mut argv = vec!["mariadbd", "--no-defaults", "--user=root", "--port=3306", "--bind-address=127.0.0.1", "--skip-name-resolve"];
+    argv.extend(["--skip-log-bin", "--innodb-buffer-pool-size=32M", "--innodb-flush-log-at-trx-commit=2"]);
+    argv.extend(args.iter().map(String::as_str));
+    let mut server = ns.spawn("mariadbd", &argv, &dir.join("mariadbd.out"));
+    let socket = format!("--socket={d}/mysql.sock");
+    wait_for("mariadbd", Duration::from_secs(60), || {
+        assert!(server.alive(), "mariadbd exited: {}", std::fs::read_to_string(dir.join("mysql.err")).unwrap_or_default());
+        ns.cmd(&["mariadb-admin", "--no-defaults", "-uroot", &socket, "ping"]).output().is_ok_and(|o| o.status.success())
+    });
+    ns.run(&["mariadb", "--no-defaults", "-uroot", &socket, "-e", "CREATE DATABASE w; CREATE USER 'w'@'%' IDENTIFIED BY 'w'; GRANT ALL ON w.* TO 'w'@'%';"]);
+    Mariadb { ns, dir, server }
+}
+
+/// The `mariadb` client over TCP, `tls` or not; its output. `-f`: the
+/// statement that fails does not end the script.
+fn mariadb_client(db: &Mariadb, tls: bool, script: &str) -> String {
+    let f = db.dir.join(format!("work-{tls}.sql"));
+    std::fs::write(&f, script).unwrap();
+    let ssl: &[&str] = if tls { &["--ssl", "--ssl-verify-server-cert=0"] } else { &["--skip-ssl"] };
+    let mut args = vec!["sh", "-c", "exec mariadb --no-defaults -h127.0.0.1 -P3306 -uw -pw -f \"$@\" w < \"$0\"", f.to_str().unwrap()];
+    args.extend(ssl);
+    let out = db.ns.cmd(&args).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The mariadb client's workload in the clear and over TLS: mysql.log has
+/// the same records for both, the login too (user and database, from the
+/// handshake response that opens the TLS plaintext).
+#[test]
+fn mariadb_with_tls_logs_what_it_logs_in_the_clear() {
+    if !requirements(&["openssl", "mariadbd", "mariadb-install-db", "mariadb", "mariadb-admin"]) {
+        return;
+    }
+    let t0 = Instant::now();
+    let db = mariadb();
+    let _reap = Reap(&db.ns);
+    let logs = db.dir.join("logs");
+    let cap = capture(&db.ns, &logs);
+    let clear = mariadb_client(&db, false, MY_WORK);
+    let tls = mariadb_client(&db, true, MY_WORK);
+    assert_eq!(clear, tls);
+    assert!(clear.contains("5000"), "{clear}");
+    // A client killed in the middle of a long result, then one more.
+    let killed = killed_client(&db);
+    let after = mariadb_client(&db, true, "select 'after';\n");
+    assert!(after.contains("after"), "{after}");
+    std::thread::sleep(Duration::from_millis(700));
+    let err = cap.stop();
+    let n = assert_same(&logs, "mysql.log", MY_PORT, "mariadb", "mariadbd", "mysql,ssl", &err);
+    // login, 8 statements, quit.
+    assert_eq!(n, 10, "{err}");
+    let rows = by_conn(&logs, "mysql.log", MY_PORT);
+    let tls_rows: Vec<&Row> = rows.values().flatten().filter(|r| r["source"] == "tls-library").collect();
+    let login = tls_rows.iter().find(|r| r["cmd"] == "login").expect("the login over TLS");
+    assert_eq!((login["user"].as_str(), login["database"].as_str()), ("w", "w"), "{login:?}");
+    assert!(tls_rows.iter().all(|r| r["resp_pid"] == db.server.pid().to_string()));
+    let big = tls_rows.iter().find(|r| r["arg"].contains("seq_1_to_5000")).unwrap();
+    assert_eq!(big["rows"], "5000", "{big:?}");
+    // The killed client's query: a record that says its answer was cut,
+    // with the bytes the client had read; the capture went on (the query
+    // after it is there, and the capture ended cleanly: `stop`).
+    let cut = tls_rows.iter().find(|r| r["arg"].contains(KILLED)).unwrap_or_else(|| panic!("the killed client's query: {tls_rows:#?}\n{err}"));
+    assert_eq!(cut["orig_pid"], killed.to_string(), "{cut:?}");
+    assert_eq!(cut["status"], "partial", "{cut:?}");
+    assert!(cut["response_bytes"].parse::<u64>().is_ok_and(|b| b > 0), "{cut:?}");
+    assert!(tls_rows.iter().any(|r| r["arg"] == "select 'after'"), "{tls_rows:#?}");
+    let stats = tls_stats(&err);
+    assert_eq!(count_before(stats, " ring records lost"), 0, "{stats}");
+    eprintln!("{stats}\ncut: {cut:?}\nmariadb: {n} records equal in the clear and over TLS; {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// The table of the query whose client is killed (the client strips
+/// comments: no marker there).
+const KILLED: &str = "seq_1_to_10000000";
+
+/// A TLS client asking for a result far longer than it will read: killed
+/// (SIGKILL) once it has read some of it. Its pid.
+fn killed_client(db: &Mariadb) -> u32 {
+    let q = format!("select seq, repeat('x', 1000) from {KILLED}");
+    let mut c = db
+        .ns
+        .cmd(&["mariadb", "--no-defaults", "-h127.0.0.1", "-P3306", "-uw", "-pw", "--ssl", "--ssl-verify-server-cert=0", "--quick", "-e", &q, "w"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = c.stdout.take().unwrap();
+    // Some of the result has arrived.
+    let mut buf = vec![0u8; 1 << 20];
+    std::io::Read::read_exact(&mut out, &mut buf).unwrap();
+    let pid = c.id();
+    c.kill().unwrap();
+    c.wait().unwrap();
+    pid
+}
