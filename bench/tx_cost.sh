@@ -39,7 +39,7 @@ for pc in $PCAPS; do
     ms() { perf stat -r "$REPS" -x, -e task-clock -- bash -c "run $* $f" 2>&1 >/dev/null | awk -F, '/task-clock/{print $1}'; }
     parse=$(ms); noparse=$(ms --no-parse)
     run "$f"
-    tx=$(cat "$W"/l/{http,mysql,pgsql,redis,dns,memcached,mongodb,mqtt,amqp,kafka,grpc}.log 2>/dev/null | grep -vc '^#' || true)
+    tx=$(cat "$W"/l/{http,mysql,pgsql,redis,dns,memcached,mongodb,mqtt,amqp,kafka,grpc,cassandra}.log 2>/dev/null | grep -vc '^#' || true)
     row="| $pc | $tx | $(printf '%.0f / %.0f' "$parse" "$noparse") | $(awk -v a="$parse" -v b="$noparse" -v n="$tx" 'BEGIN{printf "%.2f", (a-b)*1000/n}') |"
     if [[ -n ${CALLGRIND:-} ]]; then
         ir() { rm -rf "$W/s" "$W/l"; valgrind --tool=callgrind --callgrind-out-file=/dev/null "$WIRELOG" read -C --quiet \

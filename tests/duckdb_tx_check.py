@@ -39,6 +39,7 @@ own = {
     "amqp": "coalesce(sum(body_bytes), 0), count(DISTINCT exchange), count(*) FILTER (WHERE from_server)",
     "kafka": "coalesce(sum(records), 0), count(DISTINCT topic), coalesce(sum(throttle_ms), 0)",
     "grpc": "coalesce(sum(grpc_status), 0), count(DISTINCT method), count(*) FILTER (WHERE trailers_only)",
+    "cassandra": "coalesce(sum(\"rows\"), 0), count(DISTINCT fingerprint), coalesce(sum(error_code), 0)",
 }
 out = {}
 for kind, extra in own.items():

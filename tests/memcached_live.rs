@@ -284,3 +284,98 @@ fn binary_records_match_what_the_server_answered() {
     assert_eq!((first["key"].as_str(), first["value_bytes"].as_str()), ("alpha", "5"), "{first:?}");
     assert_eq!(rows[1]["value_bytes"], "5", "the value GetK returned");
 }
+
+/// Memcached over UDP: each request a datagram with the 8-byte frame header
+/// (request id, sequence, total, reserved). Three gets go out before any
+/// answer is read, one of a 5000-byte value that memcached answers in
+/// several datagrams; a noreply set gets none. The client prints each
+/// request id, its command and the answer it reassembled.
+const UDP_CLIENT: &str = r#"
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(5)
+s.connect(("127.0.0.1", 11211))
+def send(rid, cmd, data=None):
+    s.send(struct.pack(">HHHH", rid, 0, 1, 0) + cmd + b"\r\n" + (data + b"\r\n" if data is not None else b""))
+def answers(n):
+    got = {}
+    while len([r for r in got.values() if len(r[1]) == r[0]]) < n:
+        d = s.recv(65536)
+        rid, seq, total, _ = struct.unpack(">HHHH", d[:8])
+        got.setdefault(rid, (total, {}))[1][seq] = d[8:]
+    return {rid: b"".join(parts[i] for i in range(total)) for rid, (total, parts) in got.items()}
+cmds = {}
+def show(rid, answer):
+    first = answer.split(b"\r\n")[0].decode()
+    print("%d\t%s\t%s\t%d" % (rid, cmds[rid].decode(), first, len(answer)))
+cmds[1] = b"set small 0 0 5"; send(1, cmds[1], b"hello"); show(1, answers(1)[1])
+big = b"x" * 5000
+cmds[2] = b"set big 0 0 5000"; send(2, cmds[2], big); show(2, answers(1)[2])
+cmds[3] = b"set quiet 0 0 1 noreply"; send(3, cmds[3], b"q"); print("3\tset quiet 0 0 1 noreply\t\t0")
+for rid, key in ((4, b"big"), (5, b"small"), (6, b"nothing")):
+    cmds[rid] = b"get " + key; send(rid, cmds[rid])
+a = answers(3)
+for rid in (4, 5, 6):
+    show(rid, a[rid])
+cmds[7] = b"delete small"; send(7, cmds[7]); show(7, answers(1)[7])
+"#;
+
+#[test]
+fn udp_records_match_what_the_server_answered() {
+    if !(have("memcached") && have("python3") && have("tcpdump") && common::live::is_root()) {
+        common::live::skip("needs root, memcached, python3 and tcpdump");
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("memcached-udp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ns = LoNs::new("mu");
+    let pcap = dir.join("memcached.pcap");
+    let tcpdump = ns.tcpdump(&pcap, &["udp", "port", "11211"]);
+    // -U 11211: UDP on; TCP stays on 11211 for the readiness probe.
+    let _server = ns.spawn(
+        "memcached",
+        &["memcached", "-u", "root", "-l", "127.0.0.1", "-p", "11211", "-U", "11211", "-m", "16"],
+        &dir.join("memcached.log.txt"),
+    );
+    wait_for("memcached", Duration::from_secs(20), || {
+        ns.cmd(&["python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 11211)).close()"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    let o = ns.cmd(&["timeout", "30", "python3", "-c", UDP_CLIENT]).output().unwrap();
+    assert!(o.status.success(), "client: {}", text(&o));
+    settle(&pcap);
+    tcpdump.interrupt();
+    let answers: Vec<Vec<String>> = String::from_utf8_lossy(&o.stdout).lines().map(|l| l.split('\t').map(String::from).collect()).collect();
+    assert_eq!(answers.len(), 7, "{answers:?}");
+
+    let logs = dir.join("logs");
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["read", "--no-store", "--logs"]).arg(&logs).arg(&pcap).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let rows = common::read_log(&logs.join("memcached.log"));
+    assert_eq!(rows.len(), answers.len(), "{rows:#?}");
+    for a in &answers {
+        let (command, first, len) = (&a[1], a[2].as_str(), &a[3]);
+        let key = command.split(' ').nth(1).unwrap();
+        let word = command.split(' ').next().unwrap();
+        let r = rows.iter().find(|r| r["key"] == key && r["command"] == word).unwrap_or_else(|| panic!("{command}: {rows:#?}"));
+        let (result, status) = match first {
+            "STORED" => ("stored", "ok"),
+            "DELETED" => ("deleted", "ok"),
+            "END" => ("miss", "ok"),
+            "" => ("-", "no_response"),
+            f if f.starts_with("VALUE") => ("hit", "ok"),
+            f => panic!("answer {f}"),
+        };
+        assert_eq!((r["result"].as_str(), r["status"].as_str(), r["protocol"].as_str()), (result, status, "text"), "{command} -> {first}: {r:?}");
+        if status == "ok" && !first.is_empty() {
+            // The answer's bytes (every datagram's, after its 8-byte header).
+            assert_eq!(&r["response_bytes"], len, "{command}: {r:?}");
+        }
+    }
+    let big = rows.iter().find(|r| r["key"] == "big" && r["command"] == "get").unwrap();
+    assert_eq!(big["value_bytes"], "5000", "{big:?}");
+    let conns = common::read_log(&logs.join("conn.log"));
+    assert!(conns.iter().all(|c| c["proto"] == "udp" && c["service"] == "memcached"), "{conns:?}");
+}

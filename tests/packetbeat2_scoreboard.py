@@ -12,8 +12,8 @@ Packetbeat's events (Cassandra's: map_cassandra). Every assert is one fact: agre
 mappable (a Packetbeat-only field). Every fact that does not agree needs a
 reason in tests/packetbeat2_reasons.json; a missing or stale reason fails
 the run. Only the protocols of PARSED are run (and of those, not the files
-of NOT_RUN_FILES); the others of the manifest (AMQP, Thrift, TLS/HTTP2,
-and Memcached over UDP) are listed as not run, with why.
+of NOT_RUN_FILES); the others of the manifest (AMQP, run by tests/packetbeat2_amqp.py, Thrift,
+TLS/HTTP2) are listed as not run, with why.
 
 Standard library only.
 """
@@ -32,10 +32,9 @@ REASONS_FILE = os.path.join(HERE, "packetbeat2_reasons.json")
 
 # manifest protocol -> wirelog protocol (its log's stem and --ports name)
 PARSED = {"mongodb": "mongodb", "memcache": "memcached", "cassandra": "cassandra"}
-# Test files of a parsed protocol that are not run: Memcached over UDP
-# (wirelog parses Memcached over TCP only).
-NOT_RUN_FILES = {"test_0041_memcache_udp_bin_basic.py": "Memcached over UDP is not parsed",
-                 "test_0041_memcache_udp_text_basic.py": "Memcached over UDP is not parsed"}
+# Test files of a parsed protocol that are not run (none: Memcached over
+# UDP is parsed too).
+NOT_RUN_FILES = {}
 
 sb.TX_PROTOS = sb.TX_PROTOS + tuple(v for v in PARSED.values() if v not in sb.TX_PROTOS)
 

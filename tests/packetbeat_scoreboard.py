@@ -850,7 +850,7 @@ class FakeSelf:
     # -- statement execution --
     def exec_statements(self, entry, local, test, prefix):
         self.current_test = test
-        ns_ = {"self": self, "re": re, "six": types.SimpleNamespace(string_types=(str,)),
+        ns_ = {"self": self, "re": re, "six": types.SimpleNamespace(string_types=(str,), itervalues=lambda d: iter(d.values())),
                "pprint": lambda *a, **k: None, "check_event": None, "check_fields": None,
                "parse_timestamp": parse_timestamp, "TRANS_REQUIRED_FIELDS": TRANS_REQUIRED_FIELDS,
                "FLOWS_REQUIRED_FIELDS": FLOWS_REQUIRED_FIELDS}

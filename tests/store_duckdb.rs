@@ -731,6 +731,11 @@ fn duckdb_reads_transactions_as_written() {
                 distinct(rows, 5),
                 sum_opt(rows, &|r| cell_u64(r, 11)),
             ],
+            Kind::Cassandra => [
+                sum_opt(rows, &|r| cell_u64(r, 10)),
+                distinct(rows, 5),
+                sum_opt(rows, &|r| cell_u64(r, 15)),
+            ],
             Kind::Grpc => [
                 sum_opt(rows, &|r| cell_u64(r, 5)),
                 distinct(rows, 1),

@@ -60,6 +60,9 @@ const MAX_PREPARED: usize = 64;
 /// Largest frame body believed (2.5: a frame is limited to 256 MB).
 const MAX_BODY: u64 = 256 << 20;
 
+/// The largest decompression buffer kept between bodies.
+const MAX_KEPT_SCRATCH: usize = 4096;
+
 /// The frame header's length (v3 and later).
 const HEADER: usize = 9;
 
@@ -334,6 +337,29 @@ impl CassandraParser {
         Some(scratch)
     }
 
+    /// Keeps the decompression buffer for the next body unless one large
+    /// body grew it: an idle connection holds no large buffer.
+    fn keep_scratch(&mut self, scratch: Vec<u8>) {
+        if scratch.capacity() <= MAX_KEPT_SCRATCH {
+            self.scratch = scratch;
+        }
+    }
+
+    /// Heap bytes this connection's parser holds beyond its own size
+    /// (buffers, waiting requests, remembered statements): what an open
+    /// connection costs (`memory_per_connection` below measures it).
+    pub fn held_bytes(&self) -> usize {
+        let pending: usize = self.pending.iter().map(|p| p.tx.query.as_ref().map_or(0, String::capacity) + p.tx.fingerprint.as_ref().map_or(0, String::capacity)).sum();
+        let prepared: usize = self.prepared.iter().map(|(id, t, fp)| id.capacity() + t.capacity() + fp.capacity()).sum();
+        self.pending.capacity() * std::mem::size_of::<Pending>()
+            + pending
+            + self.prepared.capacity() * std::mem::size_of::<(Vec<u8>, String, String)>()
+            + prepared
+            + self.scratch.capacity()
+            + self.seg_scratch.capacity()
+            + self.sides.iter().map(|s| s.frames.held_bytes() + s.segments.as_ref().map_or(0, Framer::held_bytes)).sum::<usize>()
+    }
+
     /// What the statement `raw` records: (text, fingerprint).
     fn statement(&self, raw: &[u8]) -> (String, String) {
         let raw = String::from_utf8_lossy(raw);
@@ -373,7 +399,7 @@ impl CassandraParser {
             }
             let _ = self.request_body(op, version, &mut b, &mut tx, &mut prepared);
         }
-        self.scratch = scratch;
+        self.keep_scratch(scratch);
         if tx.fingerprint.is_none() && !matches!(op, 0x07 | 0x09 | 0x0A | 0x0D) {
             tx.fingerprint = Some(fingerprint::command_group(&tx.op.to_ascii_lowercase()));
         }
@@ -500,7 +526,7 @@ impl CassandraParser {
         } else if op == 0x00 {
             error = true;
         }
-        self.scratch = scratch;
+        self.keep_scratch(scratch);
         // v5: after the STARTUP's answer, frames travel in segments.
         if self.startup_version >= 5 && matches!(op, 0x02 | 0x03) && p.tx.op == "STARTUP" {
             for s in &mut self.sides {
@@ -622,6 +648,7 @@ impl CassandraParser {
             Dir::ToServer => self.request(m, out),
             Dir::ToClient => self.response(m, out),
         });
+        framer.shrink(MAX_KEPT_SCRATCH);
         self.sides[di(dir)].frames = framer;
         lost
     }
@@ -675,6 +702,7 @@ impl StreamParser for CassandraParser {
         });
         self.stats.malformed += bad;
         self.stats.unparsed_bytes += lost;
+        segs.shrink(MAX_KEPT_SCRATCH);
         self.sides[di(dir)].segments = Some(segs);
         if !payloads.is_empty() {
             let lost = self.frames(dir, ts_ns, &payloads, out);

@@ -71,6 +71,19 @@ impl Framer {
         self.lost
     }
 
+    /// Heap bytes it holds (the buffer of a message cut by a segment).
+    pub fn held_bytes(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Gives back a buffer an earlier message grew past `max`, when no
+    /// message is in progress (so an idle connection holds none).
+    pub fn shrink(&mut self, max: usize) {
+        if self.seen == 0 && self.buf.capacity() > max {
+            self.buf = Vec::new();
+        }
+    }
+
     /// Reads `data`, seen at `ts_ns`, handing each message that ends in it
     /// to `on`, with at most `cap` of its first bytes. Returns the bytes it
     /// could not read (after the framing was lost).

@@ -26,6 +26,7 @@
 //! one-line answer, or `VA <bytes>` and its data, pairs with it).
 
 mod binary;
+pub mod udp;
 
 use std::collections::VecDeque;
 

@@ -1658,6 +1658,12 @@ fn tx_atom(rng: &mut Rng, kind: Kind) -> String {
             2 => format!("throttle_ms < {}", rng.below(8)),
             _ => "group != \"\"".into(),
         },
+        Kind::Cassandra => match rng.below(4) {
+            0 => format!("op ~ \"{}\"", pick(rng, &["-1", "-2", "op"])),
+            1 => format!("rows {} {}", rng.pick(&[">", "<="]), rng.below(8)),
+            2 => format!("error_code < {}", rng.below(8)),
+            _ => "keyspace != \"\"".into(),
+        },
         Kind::Grpc => match rng.below(6) {
             0 => format!("grpc_status {} {}", rng.pick(&["=", "!="]), rng.below(3)),
             1 => format!("request_messages > {}", rng.below(3)),
@@ -1709,6 +1715,7 @@ fn group_by_matches_reference_on_tx() {
             Kind::Amqp => &["method", "method,exchange,queue", "from_server"],
             Kind::Kafka => &["api", "api,topic", "acks"],
             Kind::Grpc => &["service,method", "grpc_status_name", "call_type"],
+            Kind::Cassandra => &["op,fingerprint", "result", "consistency,keyspace"],
             _ => &["query,qtype_name", "rcode_name", "aa,rd"],
         };
         let common = [

@@ -16,6 +16,7 @@
 
 use wirelog_parse::detect::PortMap;
 use wirelog_parse::dns::UdpDns;
+use wirelog_parse::memcached::udp::UdpMemcached;
 use wirelog_parse::starttls::Cleartext;
 use wirelog_parse::stream::{Budget, Chunk, Reassembler, SegFlags};
 use wirelog_parse::{ConnParser, Dir, ParseConfig, ParseStats, Protocol, ProtocolParser, StreamParser, Transaction};
@@ -52,6 +53,8 @@ pub(crate) enum AppParser {
     Waiting([StreamStart; 2]),
     Stream(Box<StreamApp>),
     Udp(Box<UdpDns>),
+    /// Memcached over UDP (its 8-byte frame header, pairing by request id).
+    UdpMemcached(Box<UdpMemcached>),
 }
 
 pub(crate) struct StreamApp {
@@ -183,6 +186,17 @@ impl AppState {
         })
     }
 
+    pub fn new_udp_memcached(uid: Uid, cfg: &AppConfig) -> Box<AppState> {
+        Box::new(AppState {
+            protocol: Protocol::Memcached,
+            uid,
+            parser: AppParser::UdpMemcached(Box::new(UdpMemcached::new(&cfg.parse))),
+            stopped: false,
+            transactions: 0,
+            state_charged: 0,
+        })
+    }
+
     /// Creates the parser and reassemblers of a waiting stream, in the state
     /// the empty segments so far would have left them in.
     fn start_parsing(&mut self, cfg: &AppConfig, budget: &mut Budget) {
@@ -227,7 +241,7 @@ impl AppState {
     pub fn service(&self) -> &'static str {
         match &self.parser {
             AppParser::Stream(s) => s.parser.service(self.protocol),
-            AppParser::Waiting(_) | AppParser::Udp(_) => self.protocol.service(),
+            AppParser::Waiting(_) | AppParser::Udp(_) | AppParser::UdpMemcached(_) => self.protocol.service(),
         }
     }
 
@@ -293,9 +307,16 @@ impl AppState {
 
     /// One UDP datagram of the connection.
     pub fn datagram(&mut self, dir: Dir, ts_ns: i64, payload: &[u8], out: &mut Vec<Transaction>) {
-        if let AppParser::Udp(d) = &mut self.parser {
-            d.datagram(dir, ts_ns, payload, out);
-            d.expire(ts_ns, out);
+        match &mut self.parser {
+            AppParser::Udp(d) => {
+                d.datagram(dir, ts_ns, payload, out);
+                d.expire(ts_ns, out);
+            }
+            AppParser::UdpMemcached(m) => {
+                m.datagram(dir, ts_ns, payload, out);
+                m.expire(ts_ns, out);
+            }
+            AppParser::Waiting(_) | AppParser::Stream(_) => {}
         }
     }
 
@@ -341,6 +362,10 @@ impl AppState {
             AppParser::Udp(d) => {
                 d.finish(ts_ns, out);
                 (d.stats(), false)
+            }
+            AppParser::UdpMemcached(m) => {
+                m.finish(ts_ns, out);
+                (m.stats(), false)
             }
         }
     }

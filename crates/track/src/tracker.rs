@@ -868,6 +868,9 @@ impl Tracker {
                 (None, Some(Protocol::Dns)) => {
                     Some(AppState::new_udp_dns(uid_for(&mut self.uids, &self.keep, idx), cfg))
                 }
+                (None, Some(Protocol::Memcached)) => {
+                    Some(AppState::new_udp_memcached(uid_for(&mut self.uids, &self.keep, idx), cfg))
+                }
                 (None, _) => {
                     // A service named without a parser (crate
                     // wirelog_parse::services): DHCP, on the responder

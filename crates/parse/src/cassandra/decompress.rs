@@ -65,8 +65,13 @@ fn copy_back(out: &mut Vec<u8>, start: usize, off: usize, len: usize, max: usize
     }
     let n = len.min(max - have);
     let from = out.len() - off;
-    for k in 0..n {
-        out.push(out[from + k]);
+    if off >= n {
+        out.extend_from_within(from..from + n);
+    } else {
+        // Overlapping: the copy repeats the last `off` bytes.
+        for k in 0..n {
+            out.push(out[from + k]);
+        }
     }
     Some(())
 }

@@ -251,3 +251,28 @@ fn cut_and_mutated_input_never_panics() {
         p.finish(0, &mut out);
     }
 }
+
+/// Memory an open connection holds: the parser's size and its heap after
+/// each reference capture (printed; `--nocapture` shows it). Bounded: no
+/// idle connection keeps a buffer grown by one large body.
+#[test]
+fn memory_per_connection() {
+    for f in ["cassandra_mixed_frame.pcap", "cassandra_compressed.pcap"] {
+        let ev = tcp_events(&format!("packetbeat2/pcaps/cassandra/v4/{f}"), &[9042]);
+        let mut parsers: Vec<CassandraParser> = Vec::new();
+        let mut out = Vec::new();
+        for e in &ev {
+            if let crate::testutil::Ev::Data { conn, dir, ts_ns, data } = e {
+                while parsers.len() <= *conn {
+                    parsers.push(CassandraParser::new(&ParseConfig::default()));
+                }
+                parsers[*conn].data(*dir, *ts_ns, data, &mut out);
+            }
+        }
+        for (i, p) in parsers.iter().enumerate() {
+            let held = p.held_bytes();
+            println!("{f} connection {i}: {} B parser + {held} B heap", std::mem::size_of::<CassandraParser>());
+            assert!(held <= 2 * MAX_KEPT_SCRATCH + 4096, "{f} {i}: {held}");
+        }
+    }
+}
