@@ -154,3 +154,73 @@ fn starttls_of_seven_protocols_is_read_without_flags() {
     assert!(x509.iter().any(|r| r["fingerprint"] == fp), "x509.log has the SMTP TLS 1.2 certificate: {x509:?}");
     eprintln!("starttls live test: {:.1} s", t0.elapsed().as_secs_f64());
 }
+
+/// TLS after an HTTP CONNECT: a test-only proxy (tests/connect_proxy.py)
+/// on 3128 (an HTTP port of Zeek's, found here by the request's first
+/// bytes) in front of `openssl s_server`; curl through it (`-p -x`) with
+/// TLS 1.2 and 1.3 and a name of its own each. http.log has the CONNECT
+/// and its 200, ssl.log a row with the SNI curl sent, the version and
+/// cipher curl printed, and conn.log names the connection `http,ssl`.
+#[test]
+fn tls_inside_a_connect_tunnel() {
+    if !(have("openssl") && have("curl") && have("tcpdump") && have("python3") && common::live::is_root()) {
+        common::live::skip("needs root, openssl, curl, python3 and tcpdump");
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("connect-live-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
+    let gen = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
+        .args(["-keyout", &p("key.pem"), "-out", &p("cert.pem"), "-days", "30"])
+        .args(["-subj", "/CN=proxied.test", "-addext", "subjectAltName=DNS:tls12.proxied.test,DNS:tls13.proxied.test"])
+        .output()
+        .unwrap();
+    assert!(gen.status.success(), "{}", text(&gen));
+    let ns = LoNs::new("conn");
+    let pcap = dir.join("connect.pcap");
+    let tcpdump = ns.tcpdump(&pcap, &["tcp", "port", "3128"]);
+    let slog = dir.join("s_server.log");
+    let _server = ns.spawn("openssl s_server", &["openssl", "s_server", "-accept", "443", "-cert", &p("cert.pem"), "-key", &p("key.pem"), "-www"], &slog);
+    let plog = dir.join("proxy.log");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/connect_proxy.py");
+    let _proxy = ns.spawn("connect_proxy.py", &["python3", script, "3128"], &plog);
+    wait_for("s_server and proxy", Duration::from_secs(20), || {
+        std::fs::read_to_string(&slog).unwrap_or_default().contains("ACCEPT")
+            && std::fs::read_to_string(&plog).unwrap_or_default().contains("listening")
+    });
+    let mut said = Vec::new();
+    for (name, tls) in [("tls12.proxied.test", "--tls-max"), ("tls13.proxied.test", "--tlsv1.3")] {
+        let url = format!("https://{name}/");
+        let mut a = vec!["curl", "-sS", "-v", "-k", "--http1.1", "-p", "-x", "http://127.0.0.1:3128", &url, tls];
+        if tls == "--tls-max" {
+            a.push("1.2");
+        }
+        let o = ns.cmd(&a).output().unwrap();
+        let t = text(&o);
+        assert!(o.status.success(), "curl {name}: {t}");
+        // curl: "SSL connection using TLSv1.3 / TLS_AES_256_GCM_SHA384"
+        let line = after(&t, "SSL connection using").unwrap().to_string();
+        let (v, c) = line.split_once(" / ").unwrap();
+        said.push((name, v.replace("TLSv1.", "TLSv1"), iana(c.split_whitespace().next().unwrap())));
+    }
+    settle(&pcap);
+    tcpdump.interrupt();
+    let logs = dir.join("logs");
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["read", "--quiet", "--no-store", "--logs"]).arg(&logs).arg(&pcap).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let read = |n: &str| common::parse_log(&std::fs::read_to_string(logs.join(n)).unwrap_or_default());
+    let (conn, ssl, http) = (read("conn.log"), read("ssl.log"), read("http.log"));
+    assert_eq!(conn.len(), 2, "{conn:?}");
+    assert!(conn.iter().all(|r| r["service"] == "http,ssl"), "{conn:?}");
+    for (name, version, cipher) in &said {
+        let h = http.iter().find(|r| r["host"].starts_with(*name) || r["uri"].starts_with(*name)).unwrap_or_else(|| panic!("no CONNECT for {name}: {http:?}"));
+        assert_eq!(h["method"], "CONNECT", "{h:?}");
+        assert_eq!(h["status_code"], "200", "{h:?}");
+        let s = ssl.iter().find(|r| r["server_name"] == *name).unwrap_or_else(|| panic!("no ssl.log row for {name}: {ssl:?}"));
+        assert_eq!((&s["version"], &s["cipher"], &s["established"]), (version, cipher, &"T".to_string()), "{name}");
+        assert_eq!(s["uid"], h["uid"], "the CONNECT and the handshake are one connection");
+    }
+    assert_eq!(ssl.len(), 2, "{ssl:?}");
+}

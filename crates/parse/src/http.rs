@@ -205,6 +205,10 @@ pub struct HttpParser {
     upgraded: bool,
     /// A 101 to `h2c` was read: the HTTP/2 parser takes over.
     h2c: Option<H2cSwitch>,
+    /// A 2xx to CONNECT was read (RFC 9110 §9.3.6: the connection is a
+    /// tunnel from the end of its header block): where the tunnel starts
+    /// in the chunk that held it, for the TLS parser that takes over.
+    tunnel: Option<usize>,
 }
 
 impl HttpParser {
@@ -222,7 +226,14 @@ impl HttpParser {
             ever_parsed: false,
             upgraded: false,
             h2c: None,
+            tunnel: None,
         }
+    }
+
+    /// The tunnel a successful CONNECT opened, once: its start in the
+    /// last chunk given (see the `tunnel` field).
+    pub(crate) fn take_tunnel(&mut self) -> Option<usize> {
+        self.tunnel.take()
     }
 
     /// The switch to HTTP/2 a 101 made, once (see [`H2cSwitch`]).
@@ -268,7 +279,7 @@ impl HttpParser {
         // Each step consumes at least one byte or changes state towards one that does.
         let mut guard = 0usize;
         while i < data.len() {
-            if self.h2c.is_some() {
+            if self.h2c.is_some() || self.tunnel.is_some() {
                 break;
             }
             guard += 1;
@@ -315,6 +326,10 @@ impl HttpParser {
         if let Some(sw) = self.h2c.as_mut() {
             // What follows the 101 is HTTP/2's, from here.
             sw.offset = i;
+        }
+        if let Some(t) = self.tunnel.as_mut() {
+            // What follows the CONNECT's 2xx is the tunnel's, from here.
+            *t = i;
         }
     }
 
@@ -518,6 +533,9 @@ impl HttpParser {
                 }
                 if code == 101 || (connect && (200..300).contains(&code)) {
                     self.upgraded = true;
+                }
+                if connect && (200..300).contains(&code) && dir == Dir::ToClient {
+                    self.tunnel = Some(0);
                 }
                 let no_body = head_req || code == 204 || code == 304 || self.upgraded;
                 let body = if no_body {
@@ -1557,6 +1575,36 @@ mod test {
             (101, TxStatus::Ok)
         );
         assert_eq!(st.unparsed_bytes, 7);
+    }
+
+    /// A 2xx to CONNECT opens a tunnel right after its header block: the
+    /// CONNECT is a transaction, what follows goes to the TLS parser
+    /// (`ConnParser` hands over), named `http,ssl` once a handshake is in.
+    #[test]
+    fn connect_2xx_hands_the_tunnel_to_tls() {
+        let mut p = HttpParser::new(&ParseConfig::default());
+        let mut out = Vec::new();
+        p.data(S, 1, b"CONNECT a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\n", &mut out);
+        assert_eq!(p.take_tunnel(), None);
+        let head = b"HTTP/1.1 200 Connection established\r\n\r\n";
+        let mut resp = head.to_vec();
+        resp.extend_from_slice(b"\x16\x03\x03");
+        p.data(C, 2, &resp, &mut out);
+        assert_eq!(p.take_tunnel(), Some(head.len()));
+        assert_eq!(out.len(), 1);
+        assert_eq!((&*http(&out[0]).method, http(&out[0]).status_code), ("CONNECT", 200));
+        // Through ConnParser: the parser becomes TLS's, named http until a handshake.
+        let mut c = crate::ConnParser::Http(HttpParser::new(&ParseConfig::default()));
+        let mut out = Vec::new();
+        c.data(S, 1, b"CONNECT a.test:443 HTTP/1.1\r\n\r\n", &mut out);
+        c.data(C, 2, &resp, &mut out);
+        assert!(matches!(c, crate::ConnParser::Tls(_)));
+        assert_eq!(c.confirmed_service(), Some(Some("http")));
+        // A refused CONNECT is no tunnel.
+        let mut p = HttpParser::new(&ParseConfig::default());
+        p.data(S, 1, b"CONNECT a.test:443 HTTP/1.1\r\n\r\n", &mut out);
+        p.data(C, 2, b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", &mut out);
+        assert_eq!(p.take_tunnel(), None);
     }
 
     #[test]

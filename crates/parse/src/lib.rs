@@ -202,6 +202,18 @@ impl StreamParser for ConnParser {
         }
         each_parser!(self, p => p.data(dir, ts_ns, data, out));
         if let ConnParser::Http(p) = self {
+            if let Some(at) = p.take_tunnel() {
+                // A successful CONNECT: the tunnel's bytes go to the TLS
+                // parser (a proxied HTTPS request is the common case; what
+                // is not TLS is skipped as its preamble and counted).
+                // conn.log names both, `http,ssl`, as Zeek's HTTP analyzer
+                // hands a CONNECT tunnel to protocol detection
+                // (`HTTP_Analyzer::HTTP_Reply`, src/analyzer/protocol/http/HTTP.cc).
+                let mut tls = tls::TlsConn::after_cleartext(p.config().tls, "http", "http,ssl", p.stats());
+                tls.data(dir, ts_ns, &data[at.min(data.len())..], out);
+                *self = ConnParser::Tls(tls);
+                return;
+            }
             if let Some(sw) = p.take_h2c() {
                 // `Upgrade: h2c` answered by 101: HTTP/2 from here on.
                 let mut h2 = http2::Http2Parser::upgraded(p.config(), sw.req, sw.tx);

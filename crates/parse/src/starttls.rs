@@ -95,17 +95,36 @@ impl Cleartext {
 /// BDAT, RFC 1985 ETRN, RFC 821's SEND/SOML/SAML/TURN): a client line whose
 /// first word is one confirms SMTP, as Zeek confirms on a request.
 const SMTP_COMMANDS: &[&str] = &[
-    "EHLO", "HELO", "MAIL", "RCPT", "DATA", "RSET", "VRFY", "EXPN", "HELP", "NOOP", "QUIT", "STARTTLS", "AUTH", "BDAT",
-    "ETRN", "SEND", "SOML", "SAML", "TURN", "X-ANONYMOUSTLS",
+    "EHLO",
+    "HELO",
+    "MAIL",
+    "RCPT",
+    "DATA",
+    "RSET",
+    "VRFY",
+    "EXPN",
+    "HELP",
+    "NOOP",
+    "QUIT",
+    "STARTTLS",
+    "AUTH",
+    "BDAT",
+    "ETRN",
+    "SEND",
+    "SOML",
+    "SAML",
+    "TURN",
+    "X-ANONYMOUSTLS",
 ];
 
 /// IRC client commands (RFC 2812 §3 and §4, RFC 1459 §4 and §5) and the
 /// IRCv3 STARTTLS: a client line with one confirms IRC.
 const IRC_COMMANDS: &[&str] = &[
-    "PASS", "NICK", "USER", "OPER", "MODE", "SERVICE", "QUIT", "SQUIT", "JOIN", "PART", "TOPIC", "NAMES", "LIST",
-    "INVITE", "KICK", "PRIVMSG", "NOTICE", "MOTD", "LUSERS", "VERSION", "STATS", "LINKS", "TIME", "CONNECT", "TRACE",
-    "ADMIN", "INFO", "SERVLIST", "SQUERY", "WHO", "WHOIS", "WHOWAS", "KILL", "PING", "PONG", "ERROR", "AWAY", "REHASH",
-    "DIE", "RESTART", "SUMMON", "USERS", "WALLOPS", "USERHOST", "ISON", "SERVER", "STARTTLS", "CAP",
+    "PASS", "NICK", "USER", "OPER", "MODE", "SERVICE", "QUIT", "SQUIT", "JOIN", "PART", "TOPIC",
+    "NAMES", "LIST", "INVITE", "KICK", "PRIVMSG", "NOTICE", "MOTD", "LUSERS", "VERSION", "STATS",
+    "LINKS", "TIME", "CONNECT", "TRACE", "ADMIN", "INFO", "SERVLIST", "SQUERY", "WHO", "WHOIS",
+    "WHOWAS", "KILL", "PING", "PONG", "ERROR", "AWAY", "REHASH", "DIE", "RESTART", "SUMMON",
+    "USERS", "WALLOPS", "USERHOST", "ISON", "SERVER", "STARTTLS", "CAP",
 ];
 
 /// RFC 4511 §4.14.1: the StartTLS extended operation's name.
@@ -151,16 +170,24 @@ fn idx(dir: Dir) -> usize {
 /// (blanks skipped).
 fn word(line: &[u8]) -> (&[u8], &[u8]) {
     let line = trim_start(line);
-    let end = line.iter().position(|b| b.is_ascii_whitespace()).unwrap_or(line.len());
+    let end = line
+        .iter()
+        .position(|b| b.is_ascii_whitespace())
+        .unwrap_or(line.len());
     (&line[..end], trim_start(&line[end..]))
 }
 
 fn trim_start(s: &[u8]) -> &[u8] {
-    &s[s.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(s.len())..]
+    &s[s.iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(s.len())..]
 }
 
 fn trim_end(s: &[u8]) -> &[u8] {
-    &s[..s.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(0, |p| p + 1)]
+    &s[..s
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(0, |p| p + 1)]
 }
 
 /// A reply line's code (`250 ok`, `220-...`): the code and whether it is
@@ -180,13 +207,18 @@ fn reply_code(line: &[u8]) -> Option<(u16, bool)> {
 fn xml_name(fragment: &[u8]) -> Option<&[u8]> {
     let start = fragment.iter().position(|&b| b == b'<')? + 1;
     let rest = &fragment[start..];
-    let end = rest.iter().position(|&b| b.is_ascii_whitespace() || b == b'/' || b == b'>').unwrap_or(rest.len());
+    let end = rest
+        .iter()
+        .position(|&b| b.is_ascii_whitespace() || b == b'/' || b == b'>')
+        .unwrap_or(rest.len());
     Some(&rest[..end])
 }
 
 /// The name without a namespace prefix (`tls:proceed` -> `proceed`).
 fn local_name(name: &[u8]) -> &[u8] {
-    name.iter().position(|&b| b == b':').map_or(name, |p| &name[p + 1..])
+    name.iter()
+        .position(|&b| b == b':')
+        .map_or(name, |p| &name[p + 1..])
 }
 
 /// A BER element's header at the start of `b`: (tag, header length, body
@@ -202,7 +234,11 @@ fn ber_header(b: &[u8]) -> Option<Result<(u8, usize, usize), ()>> {
         return Some(Err(())); // indefinite length is not allowed in LDAP (RFC 4511 §5.1)
     }
     let bytes = b.get(2..2 + n)?;
-    Some(Ok((tag, 2 + n, bytes.iter().fold(0usize, |a, &x| a << 8 | x as usize))))
+    Some(Ok((
+        tag,
+        2 + n,
+        bytes.iter().fold(0usize, |a, &x| a << 8 | x as usize),
+    )))
 }
 
 /// The protocolOp of a whole LDAPMessage body (RFC 4511 §4.2: SEQUENCE {
@@ -248,7 +284,12 @@ impl StarttlsConn {
     /// that chunk where TLS starts, and the TLS parser that takes over.
     pub fn take_upgrade(&mut self) -> Option<(usize, TlsConn)> {
         let at = self.upgrade_at.take()?;
-        let tls = TlsConn::after_cleartext(self.limits, self.proto.service(), self.proto.service_over_tls(), self.stats);
+        let tls = TlsConn::after_cleartext(
+            self.limits,
+            self.proto.service(),
+            self.proto.service_over_tls(),
+            self.stats,
+        );
         Some((at, tls))
     }
 
@@ -262,16 +303,21 @@ impl StarttlsConn {
         let (w, arg) = word(line);
         match self.proto {
             Cleartext::Smtp => {
-                if SMTP_COMMANDS.iter().any(|c| c.as_bytes().eq_ignore_ascii_case(w)) {
+                if SMTP_COMMANDS
+                    .iter()
+                    .any(|c| c.as_bytes().eq_ignore_ascii_case(w))
+                {
                     self.confirmed = true;
                 }
-                if w.eq_ignore_ascii_case(b"STARTTLS") || w.eq_ignore_ascii_case(b"X-ANONYMOUSTLS") {
+                if w.eq_ignore_ascii_case(b"STARTTLS") || w.eq_ignore_ascii_case(b"X-ANONYMOUSTLS")
+                {
                     self.asked = true;
                 }
             }
             Cleartext::Imap => {
                 let (cmd, _) = word(arg);
-                if cmd.eq_ignore_ascii_case(b"CAPABILITY") || cmd.eq_ignore_ascii_case(b"STARTTLS") {
+                if cmd.eq_ignore_ascii_case(b"CAPABILITY") || cmd.eq_ignore_ascii_case(b"STARTTLS")
+                {
                     self.confirmed = true;
                 }
                 if cmd.eq_ignore_ascii_case(b"STARTTLS") && !w.is_empty() && w.len() <= 64 {
@@ -311,7 +357,10 @@ impl StarttlsConn {
             }
             Cleartext::Irc => {
                 // A client line has no prefix; its command is the first word.
-                if IRC_COMMANDS.iter().any(|c| c.as_bytes().eq_ignore_ascii_case(w)) {
+                if IRC_COMMANDS
+                    .iter()
+                    .any(|c| c.as_bytes().eq_ignore_ascii_case(w))
+                {
                     self.confirmed = true;
                 }
                 if w.eq_ignore_ascii_case(b"STARTTLS") {
@@ -326,7 +375,11 @@ impl StarttlsConn {
     fn server_line(&mut self, line: &[u8]) -> bool {
         match self.proto {
             Cleartext::Smtp | Cleartext::Ftp => {
-                let want = if self.proto == Cleartext::Smtp { 220 } else { 234 };
+                let want = if self.proto == Cleartext::Smtp {
+                    220
+                } else {
+                    234
+                };
                 match reply_code(line) {
                     Some((code, true)) if self.asked => {
                         self.asked = false;
@@ -367,7 +420,11 @@ impl StarttlsConn {
                 // `:server 670 nick :STARTTLS successful` (a prefix, then
                 // the numeric); Zeek starts TLS on 670 alone.
                 let line = trim_start(line);
-                let rest = if line.first() == Some(&b':') { word(line).1 } else { line };
+                let rest = if line.first() == Some(&b':') {
+                    word(line).1
+                } else {
+                    line
+                };
                 let (cmd, _) = word(rest);
                 cmd == b"670"
             }
@@ -438,7 +495,11 @@ impl StarttlsConn {
             }
         } else {
             // XMPP's units end at `>`, the others' at the end of a line.
-            let end_byte = if self.proto == Cleartext::Xmpp { b'>' } else { b'\n' };
+            let end_byte = if self.proto == Cleartext::Xmpp {
+                b'>'
+            } else {
+                b'\n'
+            };
             while let Some(p) = buf[at..].iter().position(|&b| b == end_byte) {
                 let line = &buf[at..at + p + 1];
                 at += p + 1;
@@ -560,7 +621,12 @@ mod tests {
     fn smtp_refused_starttls_stays_cleartext() {
         let (ok, tls) = run(
             Cleartext::Smtp,
-            &[(C, b"EHLO me\r\n"), (C, b"STARTTLS\r\n"), (S, b"454 4.7.0 TLS not available\r\n"), (S, b"220 x\r\n")],
+            &[
+                (C, b"EHLO me\r\n"),
+                (C, b"STARTTLS\r\n"),
+                (S, b"454 4.7.0 TLS not available\r\n"),
+                (S, b"220 x\r\n"),
+            ],
         );
         assert!(ok && tls.is_none());
     }
@@ -579,13 +645,25 @@ mod tests {
         assert!(ok);
         assert_eq!(tls.unwrap()[1], b"\x16\x03\x03");
         // Another tag's OK is not the answer.
-        let (_, tls) = run(Cleartext::Imap, &[(C, b"a1 STARTTLS\r\n"), (S, b"a0 OK done\r\n")]);
+        let (_, tls) = run(
+            Cleartext::Imap,
+            &[(C, b"a1 STARTTLS\r\n"), (S, b"a0 OK done\r\n")],
+        );
         assert!(tls.is_none());
     }
 
     #[test]
     fn pop3_stls_and_confirmation() {
-        let (ok, tls) = run(Cleartext::Pop3, &[(S, b"+OK ready\r\n"), (C, b"CAPA\r\n"), (S, b"+OK\r\nSTLS\r\n.\r\n"), (C, b"STLS\r\n"), (S, b"+OK Begin TLS\r\n")]);
+        let (ok, tls) = run(
+            Cleartext::Pop3,
+            &[
+                (S, b"+OK ready\r\n"),
+                (C, b"CAPA\r\n"),
+                (S, b"+OK\r\nSTLS\r\n.\r\n"),
+                (C, b"STLS\r\n"),
+                (S, b"+OK Begin TLS\r\n"),
+            ],
+        );
         assert!(ok && tls.is_some());
         // A greeting alone does not confirm POP3 (Zeek waits for a reply to USER, CAPA or STLS).
         let (ok, _) = run(Cleartext::Pop3, &[(S, b"+OK ready\r\n")]);
@@ -607,7 +685,13 @@ mod tests {
         assert!(ok);
         assert_eq!(tls.unwrap()[0], HELLO);
         // The server's advertised <starttls> is not the client asking.
-        let (_, tls) = run(Cleartext::Xmpp, &[(S, b"<starttls xmlns='urn:ietf:params:xml:ns:xmpp-tls'/>"), (S, b"<proceed/>")]);
+        let (_, tls) = run(
+            Cleartext::Xmpp,
+            &[
+                (S, b"<starttls xmlns='urn:ietf:params:xml:ns:xmpp-tls'/>"),
+                (S, b"<proceed/>"),
+            ],
+        );
         assert!(tls.is_none());
     }
 
@@ -615,13 +699,28 @@ mod tests {
     /// and the server's success, as RFC 4511 §4.14 lays them out.
     #[test]
     fn ldap_extended_starttls() {
-        let mut req = vec![0x30, 0, 0x02, 0x01, 0x01, 0x77, (LDAP_STARTTLS_OID.len() + 2) as u8, 0x80, LDAP_STARTTLS_OID.len() as u8];
+        let mut req = vec![
+            0x30,
+            0,
+            0x02,
+            0x01,
+            0x01,
+            0x77,
+            (LDAP_STARTTLS_OID.len() + 2) as u8,
+            0x80,
+            LDAP_STARTTLS_OID.len() as u8,
+        ];
         req.extend_from_slice(LDAP_STARTTLS_OID);
         req[1] = (req.len() - 2) as u8;
-        let resp = [0x30, 0x0c, 0x02, 0x01, 0x01, 0x78, 0x07, 0x0a, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00];
+        let resp = [
+            0x30, 0x0c, 0x02, 0x01, 0x01, 0x78, 0x07, 0x0a, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00,
+        ];
         let mut server = resp.to_vec();
         server.extend_from_slice(b"\x16\x03\x03");
-        let (ok, tls) = run(Cleartext::Ldap, &[(C, &req[..4]), (C, &req[4..]), (S, &server)]);
+        let (ok, tls) = run(
+            Cleartext::Ldap,
+            &[(C, &req[..4]), (C, &req[4..]), (S, &server)],
+        );
         assert!(ok);
         assert_eq!(tls.unwrap()[1], b"\x16\x03\x03");
         // An error result (2, protocolError) is no upgrade.
@@ -633,11 +732,24 @@ mod tests {
 
     #[test]
     fn ftp_auth_tls_and_irc_670() {
-        let (ok, tls) = run(Cleartext::Ftp, &[(S, b"220 ftp\r\n"), (C, b"AUTH TLS\r\n"), (S, b"234 AUTH TLS successful\r\n")]);
+        let (ok, tls) = run(
+            Cleartext::Ftp,
+            &[
+                (S, b"220 ftp\r\n"),
+                (C, b"AUTH TLS\r\n"),
+                (S, b"234 AUTH TLS successful\r\n"),
+            ],
+        );
         assert!(ok && tls.is_some());
         let (_, tls) = run(Cleartext::Ftp, &[(C, b"AUTH SSL\r\n"), (S, b"234 ok\r\n")]);
         assert!(tls.is_none(), "Zeek upgrades on AUTH TLS only");
-        let (ok, tls) = run(Cleartext::Irc, &[(C, b"STARTTLS\r\n"), (S, b":irc.example 670 * :STARTTLS successful, go ahead\r\n")]);
+        let (ok, tls) = run(
+            Cleartext::Irc,
+            &[
+                (C, b"STARTTLS\r\n"),
+                (S, b":irc.example 670 * :STARTTLS successful, go ahead\r\n"),
+            ],
+        );
         assert!(ok && tls.is_some());
     }
 
@@ -656,5 +768,56 @@ mod tests {
             w.data(S, 0, &[b'2'; 1000], &mut out);
         }
         assert!(w.gave_up() && w.done());
+    }
+
+    /// Arbitrary bytes in arbitrary chunks, both directions, gaps: never a
+    /// panic, and a direction never holds more than a unit's bound plus
+    /// one chunk.
+    #[test]
+    fn arbitrary_input_is_bounded() {
+        let protos = [
+            Cleartext::Smtp,
+            Cleartext::Imap,
+            Cleartext::Pop3,
+            Cleartext::Xmpp,
+            Cleartext::Ldap,
+            Cleartext::Ftp,
+            Cleartext::Irc,
+        ];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Bytes drawn mostly from what the protocols' units are made of.
+        let alphabet = b"\r\n<>:/ 0123456789+OKSTARTLS\x30\x02\x01\x77\x78\x0a\x80\x84\xff\x16\x03";
+        for round in 0..2000 {
+            let proto = protos[round % protos.len()];
+            let mut w = StarttlsConn::new(proto, TlsLimits::default());
+            let mut out = Vec::new();
+            for _ in 0..(next() % 40) {
+                let dir = if next() % 2 == 0 { C } else { S };
+                if next() % 50 == 0 {
+                    w.gap(dir, 0, next() % 100, &mut out);
+                    continue;
+                }
+                let n = (next() % 3000) as usize;
+                let chunk: Vec<u8> = (0..n)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect();
+                w.data(dir, 0, &chunk, &mut out);
+                if let Some((at, _)) = w.take_upgrade() {
+                    assert!(at <= chunk.len());
+                    break;
+                }
+                assert!(
+                    w.buf.iter().all(|b| b.len() <= MAX_LINE + 3000),
+                    "{proto:?}"
+                );
+            }
+            assert!(out.is_empty());
+        }
     }
 }
