@@ -841,7 +841,9 @@ impl Worker {
         let (wall, cpu) = (budget::mono_ns(), budget::thread_cpu_ns());
         self.counters.cpu_ns.store(cpu.max(0) as u64, Relaxed);
         g.reshare(wall);
-        if let Some(change) = g.gov.control(wall, cpu) {
+        let a = self.probe.app_stats();
+        let found = a.connections.iter().sum::<u64>() + a.sampled_out;
+        if let Some(change) = g.gov.control(wall, cpu, found) {
             if change.to.sample != change.from.sample {
                 self.probe.set_sampling(change.to.sample);
             }
