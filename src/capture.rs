@@ -87,13 +87,22 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     // filter) compiled now, swapped onto the sockets when the load asks;
     // not when the sockets' one filter is the eBPF program, nor when it
     // is already on.
-    let step2 = args.cpu_budget.is_some() && !args.kernel_accounting && !args.probe.skip_empty_tcp;
+    // Without libpcap (which compiles it) the budget goes on without step 2,
+    // and says so.
+    let mut step2 = args.cpu_budget.is_some() && !args.kernel_accounting && !args.probe.skip_empty_tcp;
     let mut skip_programs: Vec<(Framing, bpf::Program)> = Vec::new();
     if step2 {
         let e = bpf::expression(args.filter.as_deref(), true).unwrap_or_default();
         for iface in &ifaces {
             if !skip_programs.iter().any(|(f, _)| *f == iface.framing) {
-                skip_programs.push((iface.framing, bpf::compile(&e, iface.framing, args.snaplen)?));
+                match bpf::compile(&e, iface.framing, args.snaplen) {
+                    Ok(p) => skip_programs.push((iface.framing, p)),
+                    Err(why) => {
+                        eprintln!("wirelog: --cpu-budget: cannot compile the skip-empty-tcp filter ({why}); shedding without that step");
+                        step2 = false;
+                        break;
+                    }
+                }
             }
         }
     }
@@ -326,8 +335,10 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                 "parse sampling, then skip-empty-tcp, then kernel drops"
             } else if args.kernel_accounting {
                 "parse sampling (kernel accounting on throughout), then kernel drops"
-            } else {
+            } else if args.probe.skip_empty_tcp {
                 "parse sampling (skip-empty-tcp on throughout), then kernel drops"
+            } else {
+                "parse sampling, then kernel drops"
             };
             eprintln!("wirelog: cpu budget: {b} for the whole process, held within {}% over any 10 s; sheds {steps}", budget::BURST_NS / 100_000_000);
         }
@@ -849,7 +860,9 @@ impl Worker {
         let (wall, cpu) = (budget::mono_ns(), budget::thread_cpu_ns());
         self.counters.cpu_ns.store(cpu.max(0) as u64, Relaxed);
         g.reshare(wall);
-        if let Some(change) = g.gov.control(wall, cpu) {
+        let a = self.probe.app_stats();
+        let found = a.connections.iter().sum::<u64>() + a.sampled_out;
+        if let Some(change) = g.gov.control(wall, cpu, found) {
             if change.to.sample != change.from.sample {
                 self.probe.set_sampling(change.to.sample);
             }

@@ -1037,7 +1037,7 @@ pub struct CaptureArgs {
     /// What the capture may cost: `5%` of one core, or `0.5` cores, for the
     /// whole process (workers, output thread, the rest). Above it, workers
     /// shed work in this order, each step undone when load falls: (1) parse
-    /// 1 in N new connections (N adapting; their transactions carry
+    /// 1 in N new connections (N adapting, up to 64; their transactions carry
     /// `sample_weight` N); (2) drop empty TCP segments in the kernel (the
     /// --skip-empty-tcp filter, swapped on; not with --kernel-accounting);
     /// (4) leave packets to the kernel, which drops what the ring cannot

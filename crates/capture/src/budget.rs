@@ -47,8 +47,9 @@ pub const LOW: f64 = 0.5;
 /// Control periods below [`LOW`] before a step is taken back (2 s).
 pub const CALM_PERIODS: u32 = 8;
 
-/// The largest N of 1-in-N parse sampling.
-pub const MAX_SAMPLE: u32 = 1024;
+/// The largest N of 1-in-N parse sampling: beyond it an estimate rests on
+/// too few connections to say much (a sixty-fourth of them).
+pub const MAX_SAMPLE: u32 = 64;
 
 /// The longest single pause of a worker (it looks at the stop flag between).
 pub const MAX_PAUSE_NS: i64 = 100_000_000;
@@ -151,6 +152,8 @@ pub struct Governor {
     last_cpu: i64,
     period_start: i64,
     period_cpu: i64,
+    /// Connections found (parsed or sampled out) when the period started.
+    period_found: u64,
     paused_in_period: bool,
     calm: u32,
     shed: Shed,
@@ -177,6 +180,7 @@ impl Governor {
             last_cpu: cpu,
             period_start: wall,
             period_cpu: cpu,
+            period_found: 0,
             paused_in_period: false,
             calm: 0,
             shed: Shed::NONE,
@@ -235,7 +239,9 @@ impl Governor {
 
     /// Once per loop: at the end of a control period, moves one notch along
     /// the shedding order and says what changed (None: nothing did).
-    pub fn control(&mut self, wall: i64, cpu: i64) -> Option<Change> {
+    /// `found`: connections found so far (parsed or sampled out), a
+    /// running total.
+    pub fn control(&mut self, wall: i64, cpu: i64, found: u64) -> Option<Change> {
         let elapsed = wall - self.period_start;
         if elapsed < CONTROL_NS {
             return None;
@@ -249,12 +255,14 @@ impl Governor {
             self.skip_empty_ns += elapsed as u64;
         }
         let paused = std::mem::take(&mut self.paused_in_period);
+        let new_conns = found > self.period_found;
         self.period_start = wall;
         self.period_cpu = cpu;
+        self.period_found = found;
         let from = self.shed;
         if paused || ratio > HIGH {
             self.calm = 0;
-            if self.shed.sample < MAX_SAMPLE {
+            if self.shed.sample < MAX_SAMPLE && new_conns {
                 self.shed.sample *= 2;
             } else if self.skip_empty_available && !self.shed.skip_empty_tcp {
                 self.shed.skip_empty_tcp = true;
@@ -325,7 +333,7 @@ mod tests {
                 g.paused(p);
                 assert_eq!(g.charge(wall, cpu), 0, "refilled after the pause");
             }
-            g.control(wall, cpu);
+            g.control(wall, cpu, wall as u64);
             used_at.push((wall, cpu));
         }
         // Every 10 s window: at most share * (10 s + burst).
@@ -353,12 +361,12 @@ mod tests {
         let mut period = |g: &mut Governor, load: f64| {
             wall += CONTROL_NS;
             cpu += (CONTROL_NS as f64 * share * load) as i64;
-            g.control(wall, cpu)
+            g.control(wall, cpu, wall as u64)
         };
         assert_eq!(period(&mut g, 0.7), None, "between LOW and HIGH: nothing moves");
         let c = period(&mut g, 0.95).unwrap();
         assert_eq!((c.from, c.to), (Shed::NONE, Shed { sample: 2, skip_empty_tcp: false }));
-        for _ in 0..9 {
+        for _ in 0..5 {
             period(&mut g, 0.95);
         }
         assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, skip_empty_tcp: false });
@@ -388,9 +396,29 @@ mod tests {
         for _ in 0..20 {
             wall += CONTROL_NS;
             cpu += CONTROL_NS;
-            g.control(wall, cpu);
+            g.control(wall, cpu, wall as u64);
         }
         assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, skip_empty_tcp: false });
+    }
+
+    /// Over budget with no new connection coming (a few long ones):
+    /// sampling would save nothing, so step 2 comes first.
+    #[test]
+    fn without_new_connections_sampling_is_skipped() {
+        let mut g = Governor::new(0.1, true, 0, 0);
+        let (mut wall, mut cpu) = (0, 0);
+        // Five connections found in the first period, none after.
+        for _ in 0..3 {
+            wall += CONTROL_NS;
+            cpu += CONTROL_NS;
+            g.control(wall, cpu, 5);
+        }
+        assert_eq!(g.shed(), Shed { sample: 2, skip_empty_tcp: true });
+        // Connections come again: sampling goes on.
+        wall += CONTROL_NS;
+        cpu += CONTROL_NS;
+        g.control(wall, cpu, 9);
+        assert_eq!(g.shed(), Shed { sample: 4, skip_empty_tcp: true });
     }
 
     #[test]
