@@ -92,8 +92,8 @@ let live = null; // a capture --listen server: its records come live
 async function storeExtent() {
   if (extent) return extent;
   const kinds = await api("extent");
-  // Flows are 5-minute buckets: records with their own times set the extent.
-  const timed = kinds.filter((k) => k.kind !== "flows" && k.rows > 0);
+  // Flows are 5-minute buckets, loss rows minutes: records with their own times set the extent.
+  const timed = kinds.filter((k) => k.kind !== "flows" && k.kind !== "loss" && k.rows > 0);
   const first = timed.map((k) => k.first_ns).filter((x) => x !== null);
   const last = timed.map((k) => k.last_ns).filter((x) => x !== null);
   const now = Date.now();
