@@ -12,7 +12,9 @@
 //!
 //! Partitions are hours (UTC) of the record's time: `bucket` for flows, `ts`
 //! for connections and transactions. Files are plain Parquet (data pages v1, zstd, min/max
-//! statistics per row group) readable as they are by DuckDB
+//! statistics per row group; written by this crate's own encoder, `pqfile`: dictionary
+//! pages with RLE_DICTIONARY indices per column chunk, DELTA_BINARY_PACKED times, PLAIN
+//! otherwise) readable as they are by DuckDB
 //! (`read_parquet('<dir>/flows/*/*/*.parquet', hive_partitioning=true)`),
 //! ClickHouse's `file()`/`s3()`, pandas/pyarrow and Polars. Names starting
 //! with `.` are work in progress (temporaries, partitions being deleted) and

@@ -632,3 +632,154 @@ fn dict_stats(col: &PqCol, idx: &[u32], spec: &ColSpec, nulls: i64) -> Option<St
     }
     plain_stats(col, spec, nulls)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+
+    use parquet::basic::Encoding;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::file::statistics::Statistics;
+
+    use crate::schema::{self, ColType};
+    use crate::{Cell, Column, Kind, Scan, Store, StoreOptions, TxRow};
+    use wirelog_record::IpAddr16;
+
+    const ROWS: usize = 3000;
+
+    /// Row `i` of a kind: every own column set from `i` (text long and
+    /// distinct, so its dictionary outgrows `DICT_BYTES` and its pages
+    /// `PAGE_BYTES`), counts above `i64::MAX`, and every third value unset.
+    fn row(kind: Kind, i: usize) -> TxRow {
+        let extra = schema::tx_columns(kind)
+            .iter()
+            .map(|c| match c.col_type() {
+                ColType::Str if i % 3 == 0 => Cell::Str(None),
+                ColType::Str => Cell::Str(Some(format!("{i:06}-{}", "x".repeat(1000)))),
+                ColType::Bool => Cell::Bool(i % 2 == 0),
+                ColType::DurUs => Cell::Dur((i % 3 != 0).then_some(i as i64 * 1000)),
+                ColType::U16 => Cell::U64((i % 3 != 0).then_some(i as u64 % 65536)),
+                _ => Cell::U64((i % 3 != 0).then_some(u64::MAX - i as u64)),
+            })
+            .collect();
+        TxRow {
+            ts_ns: 1_800_000_000_000_000_000 + i as i64 * 1_000_000,
+            uid: format!("C{i:017}"),
+            client: IpAddr16::from_v4([10, 0, (i >> 8) as u8, i as u8]),
+            client_port: 40000,
+            server: IpAddr16::from_v4([10, 0, 0, 1]),
+            server_port: 3306,
+            transport: 6,
+            status: if i % 2 == 0 { "ok" } else { "error" },
+            request_bytes: (i % 3 != 0).then_some(u64::MAX - i as u64),
+            response_bytes: None,
+            latency_ns: Some(i as i64 * 1000),
+            first_byte_latency_ns: None,
+            extra,
+            orig_proc: None,
+            resp_proc: None,
+        }
+    }
+
+    /// Every type, nulls, dictionaries that fall back to PLAIN, several
+    /// pages a chunk, unsigned statistics: the parquet crate reads what we
+    /// wrote (footer, encodings, statistics) and the store's own reader
+    /// gives every value back.
+    #[test]
+    fn files_read_back_with_the_parquet_crate_and_our_reader() {
+        let kind = Kind::Mysql;
+        let dir = std::env::temp_dir().join(format!("wirelog-pqfile-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut st = Store::open(&dir, StoreOptions { sync: false, row_group_rows: 2000, ..Default::default() }).unwrap();
+        let rows: Vec<TxRow> = (0..ROWS).map(|i| row(kind, i)).collect();
+        st.append_tx(kind, &rows).unwrap();
+        st.close().unwrap();
+
+        let parts = crate::list_partitions(&dir, kind).unwrap();
+        let (files, bad) = crate::partition_files(&parts[0].path).unwrap();
+        assert!(bad.is_empty() && files.len() == 1, "{files:?} {bad:?}");
+        let r = SerializedFileReader::new(File::open(&files[0]).unwrap()).unwrap();
+        let md = r.metadata();
+        assert_eq!(md.file_metadata().num_rows(), ROWS as i64);
+        assert_eq!(md.num_row_groups(), 2);
+        let kv = md.file_metadata().key_value_metadata().unwrap();
+        assert!(kv.iter().any(|k| k.key == "wirelog.kind" && k.value.as_deref() == Some("mysql")));
+        let cols = schema::columns(kind);
+        let rg = md.row_group(0);
+        assert_eq!(rg.num_rows(), 2000);
+        for (c, spec) in rg.columns().iter().zip(cols) {
+            assert_eq!(c.column_path().string(), spec.name);
+            let encs: Vec<Encoding> = c.encodings().collect();
+            match spec.name {
+                "ts" => assert!(encs.contains(&Encoding::DELTA_BINARY_PACKED), "{encs:?}"),
+                "status" | "server" => assert!(encs.contains(&Encoding::RLE_DICTIONARY), "{encs:?}"),
+                "uid" => assert!(!encs.contains(&Encoding::RLE_DICTIONARY), "{encs:?}"),
+                _ => {}
+            }
+            let own = schema::tx_columns(kind).iter().any(|o| o.name == spec.name);
+            if own && spec.col_type() == ColType::Str && spec.is_dictionary() {
+                // 1334 distinct texts of 1 kB: past the dictionary limit.
+                assert!(!encs.contains(&Encoding::RLE_DICTIONARY), "{}: {encs:?}", spec.name);
+            }
+        }
+        let stat = |name: &str| {
+            let i = cols.iter().position(|c| c.name == name).unwrap();
+            rg.column(i).statistics().cloned()
+        };
+        match stat("request_bytes") {
+            // Unsigned order: the smallest is u64::MAX - 1999 (row 1999 is set).
+            Some(Statistics::Int64(s)) => {
+                assert_eq!(*s.min_opt().unwrap() as u64, u64::MAX - 1999);
+                assert_eq!(*s.max_opt().unwrap() as u64, u64::MAX - 1);
+                assert_eq!(s.null_count_opt(), Some(667));
+            }
+            other => panic!("{other:?}"),
+        }
+        match stat("status") {
+            Some(Statistics::ByteArray(s)) => {
+                assert_eq!(s.min_opt().unwrap().data(), b"error");
+                assert_eq!(s.max_opt().unwrap().data(), b"ok");
+            }
+            other => panic!("{other:?}"),
+        }
+        match stat("ts") {
+            Some(Statistics::Int64(s)) => assert_eq!(*s.min_opt().unwrap(), 1_800_000_000_000_000),
+            other => panic!("{other:?}"),
+        }
+        assert!(stat("uid").is_none());
+
+        // Our reader: every value back.
+        let names: Vec<&'static str> = cols.iter().map(|c| c.name).collect();
+        let mut got = Vec::new();
+        Store::scan(&dir, &Scan::new(kind).columns(&names), |b| {
+            got.push(b);
+            Ok(())
+        })
+        .unwrap();
+        let n: usize = got.iter().map(|b| b.rows()).sum();
+        assert_eq!(n, ROWS);
+        let col = |name: &str| -> Vec<Column> { got.iter().map(|b| b.column(name).unwrap().clone()).collect() };
+        let mut req = Vec::new();
+        for c in col("request_bytes") {
+            let Column::OptU64(v) = c else { panic!() };
+            req.extend(v);
+        }
+        assert_eq!(req, rows.iter().map(|r| r.request_bytes).collect::<Vec<_>>());
+        let own = schema::tx_columns(kind);
+        for (k, spec) in own.iter().enumerate() {
+            let mut vals = Vec::new();
+            for c in col(spec.name) {
+                match c {
+                    Column::Str(v) => vals.extend(v.into_iter().map(|s| Cell::Str((!s.is_empty()).then_some(s)))),
+                    Column::OptU64(v) => vals.extend(v.into_iter().map(Cell::U64)),
+                    Column::OptI64(v) => vals.extend(v.into_iter().map(Cell::Dur)),
+                    Column::Bool(v) => vals.extend(v.into_iter().map(Cell::Bool)),
+                    other => panic!("{}: {other:?}", spec.name),
+                }
+            }
+            let want: Vec<Cell> = rows.iter().map(|r| r.extra[k].clone()).collect();
+            assert_eq!(vals, want, "{}", spec.name);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

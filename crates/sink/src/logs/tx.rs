@@ -336,6 +336,10 @@ impl<W: Write> TxLogWriter<W> {
     }
 
     fn header(&mut self) -> io::Result<()> {
+        // Once per file: the field list is not built again for every line.
+        if self.header_written {
+            return Ok(());
+        }
         let extra = if self.processes { crate::logs::procs::FIELDS } else { &[] };
         let source: &[(&str, &str)] = if self.sources { &[("source", "string")] } else { &[] };
         let weight: &[(&str, &str)] = if self.weights { &[("sample_weight", "count")] } else { &[] };
