@@ -194,6 +194,8 @@ impl AppState {
             stopped: false,
             transactions: 0,
             state_charged: 0,
+            weight: 1,
+            cleartext: None,
         })
     }
 
