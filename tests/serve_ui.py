@@ -379,7 +379,13 @@ def check_completeness(b, api, what, live):
     c = api.get("completeness", **shown_range(b))
     want = ("Estimated numbers: " if c["estimated"] else "") + c["text"]
     check(got == want, f"{what}: completeness line {got!r}, the API says {want!r}")
-    check(live or "% of packets seen" in got, f"{what}: completeness line {got!r}")
+    # A store a probe wrote has loss rows for its range (the demo's read
+    # does); a synthetic store (serve-store's map at scale) has none, and
+    # the line says so rather than inventing a figure.
+    if c["minutes"] > 0:
+        check(live or "% of packets seen" in got, f"{what}: completeness line {got!r}")
+    else:
+        check(got == "no completeness record for this range", f"{what}: completeness line {got!r} with no loss rows")
 
 
 class AnySpanDone(Exception):
