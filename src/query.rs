@@ -102,23 +102,33 @@ pub fn run_store(store: &std::path::Path, spec: wirelog_query::QuerySpec, from: 
         scan = scan.range(col, lo, hi);
     }
     let mut engine = Engine::new(spec).map_err(fail)?;
-    let mut schema_problem = None;
-    let stats = Store::scan_ref(store, &scan, |batch| {
-        if schema_problem.is_none() {
-            if let Err(e) = engine.consume(batch) {
-                schema_problem = Some(e);
-            }
+    scan_into(store, &scan, |batch| engine.consume(batch))?;
+    Ok(engine)
+}
+
+/// Scans `store` and hands each batch to `consume`; the first error it
+/// returns (a column of the wrong type) ends the command naming the store,
+/// later batches are skipped. The store's warnings go to stderr.
+fn scan_into<E: std::fmt::Display>(
+    store: &std::path::Path,
+    scan: &Scan,
+    mut consume: impl FnMut(&wirelog_store::Batch) -> Result<(), E>,
+) -> Result<()> {
+    let mut problem = None;
+    let stats = Store::scan_ref(store, scan, |batch| {
+        if problem.is_none() {
+            problem = consume(batch).err();
         }
         Ok(())
     })
     .with_context(|| format!("cannot read the store {}", store.display()))?;
-    if let Some(e) = schema_problem {
+    if let Some(e) = problem {
         bail!("{}: {e}", store.display());
     }
     for w in &stats.warnings {
         eprintln!("wirelog: warning: {w}");
     }
-    Ok(engine)
+    Ok(())
 }
 
 /// `wirelog query loss`: the loss table summed per minute (or `--every`),
@@ -159,20 +169,7 @@ pub fn loss_table(
     }
     let scan = Scan::new(wirelog_store::Kind::Loss).columns(&q.needed_columns()).time(from, to);
     let mut sums = q.sums();
-    let mut problem = None;
-    let stats = Store::scan_ref(store, &scan, |batch| {
-        if problem.is_none() {
-            problem = sums.consume(batch).err();
-        }
-        Ok(())
-    })
-    .with_context(|| format!("cannot read the store {}", store.display()))?;
-    if let Some(e) = problem {
-        bail!("{}: {e}", store.display());
-    }
-    for w in &stats.warnings {
-        eprintln!("wirelog: warning: {w}");
-    }
+    scan_into(store, &scan, |batch| sums.consume(batch))?;
     Ok(sums.finish())
 }
 

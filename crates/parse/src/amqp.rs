@@ -677,11 +677,7 @@ impl StreamParser for AmqpParser {
         let old = |p: &Pending| now_ns - p.last_ns > timeout;
         let [c0, c1] = &mut self.content;
         for list in [&mut self.waiting, &mut self.unconfirmed, c0, c1] {
-            if list.iter().any(old) {
-                let (gone, keep): (Vec<_>, Vec<_>) = std::mem::take(list).into_iter().partition(old);
-                *list = keep;
-                out.extend(gone.into_iter().map(Pending::unanswered));
-            }
+            out.extend(list.extract_if(.., |p| old(p)).map(Pending::unanswered));
         }
     }
 

@@ -740,11 +740,7 @@ impl StreamParser for CassandraParser {
     fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
         let timeout = self.cfg.transaction_timeout_ns;
         let old = |p: &Pending| now_ns - p.req.last_ns > timeout;
-        if self.pending.iter().any(old) {
-            let (gone, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending).into_iter().partition(old);
-            self.pending = keep;
-            out.extend(gone.into_iter().map(unanswered));
-        }
+        out.extend(self.pending.extract_if(.., |p| old(p)).map(unanswered));
     }
 
     fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {

@@ -706,11 +706,7 @@ impl StreamParser for KafkaParser {
         // counts.
         let timeout = self.timeout_ns;
         let old = |p: &Pending| now_ns - p.req.last_ns > timeout + i64::from(p.tx.max_wait_ms.unwrap_or(0)) * 1_000_000;
-        if self.pending.iter().any(old) {
-            let (gone, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending).into_iter().partition(old);
-            self.pending = keep;
-            out.extend(gone.into_iter().map(unanswered));
-        }
+        out.extend(self.pending.extract_if(.., |p| old(p)).map(unanswered));
     }
 
     fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {

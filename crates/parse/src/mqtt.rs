@@ -466,12 +466,7 @@ impl StreamParser for MqttParser {
     fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
         let timeout = self.timeout_ns;
         for t in [Table::Connects, Table::Pings, Table::ClientIds, Table::ServerIds] {
-            let table = self.table(t);
-            if table.iter().any(|p| now_ns - p.last_ns > timeout) {
-                let (old, keep): (Vec<_>, Vec<_>) = std::mem::take(table).into_iter().partition(|p| now_ns - p.last_ns > timeout);
-                *self.table(t) = keep;
-                out.extend(old.into_iter().map(unanswered));
-            }
+            out.extend(self.table(t).extract_if(.., |p| now_ns - p.last_ns > timeout).map(unanswered));
         }
     }
 

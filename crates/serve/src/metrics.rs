@@ -268,16 +268,7 @@ pub(crate) fn text(state: &AppState) -> String {
             Some(Unit::Bytes),
             &per(|w| w.missed_bytes),
         );
-        counters(
-            &mut reg,
-            "wirelog_parse_sampled_connections",
-            "New connections not parsed because parsing is sampled (the CPU budget)",
-            None,
-            &per(|w| w.sampled_out),
-        );
-        let one_in: Vec<(Labels, i64)> =
-            per(|w| w.sample_n.max(1)).into_iter().map(|(l, v)| (l, v as i64)).collect();
-        gauges(&mut reg, "wirelog_parse_sample_one_in", "Parsing samples one new connection in this many (1: all parsed)", None, &one_in);
+        // Its `sampled` count is the budget's `wirelog_shed_sampled_out` below.
         counters(
             &mut reg,
             "wirelog_output_waits",

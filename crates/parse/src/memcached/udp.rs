@@ -153,19 +153,14 @@ impl UdpMemcached {
         let timeout = self.timeout_ns;
         let old = |m: &Message| now_ns - m.first_ns > timeout;
         if self.requests.iter().any(old) {
-            let (gone, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.requests).into_iter().partition(old);
-            self.requests = keep;
+            let gone: Vec<Message> = self.requests.extract_if(.., |m| old(m)).collect();
             for m in gone {
                 self.alone(m, out);
             }
         }
-        if self.responses.iter().any(old) {
-            let (gone, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.responses).into_iter().partition(old);
-            self.responses = keep;
-            for m in gone {
-                // Datagrams of it were lost: not read.
-                self.stats.unparsed_bytes += m.bytes as u64;
-            }
+        // A response whose datagrams were lost: not read.
+        for m in self.responses.extract_if(.., |m| old(m)) {
+            self.stats.unparsed_bytes += m.bytes as u64;
         }
         self.parser.expire(now_ns, out);
     }
