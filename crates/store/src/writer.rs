@@ -536,8 +536,11 @@ pub struct Store {
     /// published (by index in the buffer), so a retry writes each row once
     /// and never removes a complete file.
     published: Vec<Vec<bool>>,
-    /// While the disk is full: no flush is tried before this.
-    retry_at: Option<Instant>,
+    /// Per kind ([`Kind::ALL`] order), while its rows wait for space: no
+    /// flush of that kind is tried before this. One deadline per kind, so
+    /// one kind's successful write (the loss table's, into the floor's
+    /// room) does not end another kind's wait.
+    retry_at: Vec<Option<Instant>>,
     /// Rows per file a flush tries first: all of an hour's until a file
     /// does not fit, then fewer (see `write_hours`).
     piece_rows: usize,
@@ -639,7 +642,7 @@ impl Store {
             stats: WriteStats::default(),
             last_retention: None,
             published: vec![Vec::new(); Kind::ALL.len()],
-            retry_at: None,
+            retry_at: vec![None; Kind::ALL.len()],
             piece_rows: usize::MAX,
             written_parts: Default::default(),
             staging: None,
@@ -848,7 +851,7 @@ impl Store {
     /// A full buffer: flushed, unless the disk is full, in which case the
     /// rows stay buffered (up to the bound) until the next try.
     fn flush_full(&mut self, kind: Kind) -> Result<(), StoreError> {
-        if self.retry_at.is_some_and(|t| Instant::now() < t) {
+        if self.retry_at[kind_slot(kind)].is_some_and(|t| Instant::now() < t) {
             return Ok(());
         }
         self.flush_or_wait(kind)
@@ -857,6 +860,7 @@ impl Store {
     /// Flushes `kind`; lack of space is not an error but a wait (counted).
     fn flush_or_wait(&mut self, kind: Kind) -> Result<(), StoreError> {
         if self.unwritten(kind) == 0 {
+            self.retry_at[kind_slot(kind)] = None;
             if self.published[kind_slot(kind)].is_empty() {
                 // Nothing buffered: what was given is written or dropped.
                 if let Some(l) = self.live.as_ref().filter(|l| l.covers(kind)) {
@@ -867,24 +871,21 @@ impl Store {
         }
         // The loss table is written into the room the floor keeps: a few
         // KB an hour that say what the floor made the store drop.
+        let slot = kind_slot(kind);
         if kind != Kind::Loss && !self.make_room() {
             self.stats.pauses += 1;
-            self.retry_at = Some(Instant::now() + SPACE_RETRY);
+            self.retry_at[slot] = Some(Instant::now() + SPACE_RETRY);
             return Ok(());
         }
         match self.flush_kind(kind) {
-            // The loss table's write does not end a wait: it went into the
-            // floor's room while another kind's rows may still wait for
-            // space (it comes last in a flush and would hide their pause).
-            Ok(()) if kind == Kind::Loss => Ok(()),
             Ok(()) => {
-                self.retry_at = None;
+                self.retry_at[slot] = None;
                 Ok(())
             }
             Err(e) if e.is_out_of_space() => {
                 self.stats.space_failures += 1;
                 self.stats.last_space_error = Some(e.to_string());
-                self.retry_at = Some(Instant::now() + SPACE_RETRY);
+                self.retry_at[slot] = Some(Instant::now() + SPACE_RETRY);
                 Ok(())
             }
             Err(e) => Err(e),
@@ -1025,11 +1026,14 @@ impl Store {
     /// Tries now to write what waits for space (the output calls it every
     /// second or so while [`Store::waiting`]).
     pub fn retry(&mut self) -> Result<(), StoreError> {
-        if self.retry_at.is_some_and(|t| Instant::now() < t) {
-            return Ok(());
-        }
-        self.retry_at = None;
+        let now = Instant::now();
         for kind in Kind::ALL {
+            let slot = kind_slot(kind);
+            let waited = match self.retry_at[slot] {
+                Some(t) if now < t => continue,
+                Some(_) => true,
+                None => false,
+            };
             let full = match kind {
                 Kind::Flows => self.flows.len() >= self.flow_limit(),
                 Kind::Conns => self.conns.len() >= self.conn_limit(),
@@ -1037,9 +1041,10 @@ impl Store {
                 Kind::Loss => self.loss.rows.len() >= self.opts.flush_rows,
                 _ => self.buffered_tx(kind) >= self.opts.flush_rows,
             };
-            if full || !self.published[kind_slot(kind)].is_empty() {
+            if waited || full || !self.published[slot].is_empty() {
                 self.flush_or_wait(kind)?;
-                if self.retry_at.is_some() {
+                // Still no space: the kinds after it would find none either.
+                if self.retry_at[slot].is_some() {
                     break;
                 }
             }
@@ -1049,13 +1054,13 @@ impl Store {
 
     /// True while rows wait for space (a flush failed or was paused).
     pub fn waiting(&self) -> bool {
-        self.retry_at.is_some()
+        self.retry_at.iter().any(Option::is_some)
     }
 
     /// Writes every buffered row to new files (one per kind and hour
     /// partition), durably; then applies retention if it is due.
     pub fn flush(&mut self) -> Result<(), StoreError> {
-        self.retry_at = None;
+        self.retry_at.fill(None);
         for kind in Kind::ALL {
             self.flush_or_wait(kind)?;
         }

@@ -356,3 +356,29 @@ fn retention_by_age_and_size_deletes_whole_oldest_partitions() {
     assert!(list_partitions(&dir, Kind::Flows).unwrap().is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A free-space floor that cannot be met pauses every kind but the loss
+/// table (which is written into the floor's room). The loss table's write
+/// must not end the other kinds' wait: the store still says it is waiting,
+/// and at the end their rows are counted as dropped, none written.
+#[test]
+fn the_loss_tables_write_does_not_end_another_kinds_wait() {
+    let dir = tempdir("floor-per-kind");
+    let mut s = Store::open(&dir, StoreOptions { min_free_bytes: u64::MAX, ..fast_opts() }).unwrap();
+    s.append_conns(&conns(10, T0, 1_000_000)).unwrap();
+    let mut counts = wirelog_record::LossCounts::default();
+    counts.set(wirelog_record::LossCount::Packets, 5);
+    let loss = wirelog_record::LossRecord { ts_ns: T0, source: "lo".to_string(), protocol: None, counts };
+    s.append_losses(&[loss]).unwrap();
+    s.flush().unwrap();
+    assert!(s.waiting(), "conns wait for space although the loss table was written");
+    assert!(s.stats().pauses >= 1);
+    s.retry().unwrap();
+    assert!(s.waiting(), "a retry before the deadline keeps the wait");
+    let files = data_files(&dir);
+    let stats = s.finish().unwrap();
+    let slot = Kind::ALL.iter().position(|k| *k == Kind::Conns).unwrap();
+    assert_eq!(stats.dropped[slot], 10, "the conns never written are counted");
+    s.close().unwrap();
+    assert!(!files.is_empty(), "the loss table was written into the floor's room");
+}
