@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod checksum;
 pub mod detect;
 pub mod dns;
 pub mod fingerprint;
