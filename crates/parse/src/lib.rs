@@ -36,6 +36,8 @@ pub mod tls;
 
 #[cfg(test)]
 pub(crate) mod testutil;
+#[cfg(test)]
+mod fuzz_stable;
 
 // What parsers produce is defined below them, in `record`, so the sinks, the
 // store and queries read transactions without depending on the parsers.
