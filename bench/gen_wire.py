@@ -12,7 +12,14 @@ followed by a NoOp. pgsql: simple queries answered by 20 DataRows of two
 columns, every fifth an INSERT (issue 36: rows skipped by their lengths).
 redis: LRANGE answered by a 20-element array of 17-byte bulks, GET of a
 100-byte value and SET, in turn (issue 36: array elements skipped by their
-lengths)."""
+lengths).
+mqtt (3.1.1): each connection's first exchange a CONNECT/CONNACK, then in
+turn a QoS 1 PUBLISH of 100 bytes and its PUBACK, a SUBSCRIBE and its SUBACK,
+a PINGREQ and its PINGRESP. amqp (0-9-1): each connection's first bytes the
+protocol header, then in turn queue.declare/declare-ok and basic.get
+answered by get-ok with a 100-byte message (method, content header and body
+frames) on channel 1. dns: UDP queries for A records of 100 names answered
+by one address each, from 100 client ports (`gen_wire.py dns N OUT`)."""
 
 import os
 import struct
@@ -128,10 +135,103 @@ def redis_pair(i):
     return [(resp_cmd(b"SET", b"key:%d" % i, bytes(100)), b"+OK\r\n")]
 
 
+def rl(n):
+    """MQTT's Remaining Length (a varint of 7 bits a byte)."""
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def mqtt_str(b):
+    return struct.pack(">H", len(b)) + b
+
+
+def mqtt_pair(i):
+    pid = i % 65535 + 1
+    out = []
+    if i < CONNS:
+        body = mqtt_str(b"MQTT") + bytes([4, 0x02]) + struct.pack(">H", 60) + mqtt_str(b"bench-%d" % i)
+        out.append((b"\x10" + rl(len(body)) + body, b"\x20\x02\x00\x00"))
+    if i % 3 == 0:
+        body = mqtt_str(b"sensors/%d/temp" % (i % 50)) + struct.pack(">H", pid) + bytes(100)
+        out.append((b"\x32" + rl(len(body)) + body, b"\x40\x02" + struct.pack(">H", pid)))
+    elif i % 3 == 1:
+        body = struct.pack(">H", pid) + mqtt_str(b"alerts/%d/#" % (i % 50)) + b"\x01"
+        out.append((b"\x82" + rl(len(body)) + body, b"\x90\x03" + struct.pack(">H", pid) + b"\x01"))
+    else:
+        out.append((b"\xc0\x00", b"\xd0\x00"))
+    return out
+
+
+def amqp_method(channel, cls, meth, args):
+    payload = struct.pack(">HH", cls, meth) + args
+    return struct.pack(">BHI", 1, channel, len(payload)) + payload + b"\xce"
+
+
+def shortstr(b):
+    return bytes([len(b)]) + b
+
+
+def amqp_pair(i):
+    out = []
+    q = b"queue-%d" % (i % 50)
+    if i % 2 == 0:
+        req = amqp_method(1, 50, 10, struct.pack(">H", 0) + shortstr(q) + b"\x02" + struct.pack(">I", 0))
+        resp = amqp_method(1, 50, 11, shortstr(q) + struct.pack(">II", i, 0))
+    else:
+        req = amqp_method(1, 60, 70, struct.pack(">H", 0) + shortstr(q) + b"\x01")
+        body = bytes(100)
+        resp = amqp_method(1, 60, 71, struct.pack(">Q", i) + b"\x00" + shortstr(b"") + shortstr(q) + struct.pack(">I", 0))
+        header = struct.pack(">HHQH", 60, 0, len(body), 0)
+        resp += struct.pack(">BHI", 2, 1, len(header)) + header + b"\xce"
+        resp += struct.pack(">BHI", 3, 1, len(body)) + body + b"\xce"
+    if i < CONNS:
+        req = b"AMQP\x00\x00\x09\x01" + req
+    out.append((req, resp))
+    return out
+
+
+def udp_frame(ts_us, src, dst, sport, dport, payload):
+    ip_len = 20 + 8 + len(payload)
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, ip_len, 0, 0x4000, 64, 17, 0, bytes(src), bytes(dst))
+    udp = struct.pack(">HHHH", sport, dport, 8 + len(payload), 0)
+    eth = b"\x02\0\0\0\0\x02" + b"\x02\0\0\0\0\x01" + b"\x08\x00"
+    pkt = eth + ip + udp + payload
+    return struct.pack("<IIII", ts_us // 1_000_000, ts_us % 1_000_000, len(pkt), len(pkt)) + pkt
+
+
+def dns_main(n, path):
+    ts = 1_700_000_000_000_000
+    c, srv = [10, 0, 0, 1], [10, 1, 0, 53]
+    with open(path, "wb") as f:
+        f.write(pcap_header())
+        out = []
+        for i in range(n):
+            qid = i % 65536
+            name = b"".join(shortstr(x) for x in (b"host%d" % (i % 100), b"example", b"com")) + b"\0"
+            q = name + struct.pack(">HH", 1, 1)
+            query = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0) + q
+            answer = struct.pack(">HHHHHH", qid, 0x8180, 1, 1, 0, 0) + q + b"\xc0\x0c" + struct.pack(">HHIH4s", 1, 1, 300, 4, bytes([10, 2, i % 250, 1]))
+            sport = 40000 + i % CONNS
+            out.append(udp_frame(ts, c, srv, sport, 53, query))
+            out.append(udp_frame(ts + 50, srv, c, 53, sport, answer))
+            ts += 100
+            if len(out) > 10000:
+                f.write(b"".join(out))
+                out = []
+        f.write(b"".join(out))
+
+
 def main():
     kind, n, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if kind == "dns":
+        return dns_main(n, path)
     pair, port = {"mongodb": (mongodb_pair, 27017), "memcached_bin": (memcached_pair, 11211),
-                  "pgsql": (pgsql_pair, 5432), "redis": (redis_pair, 6379)}[kind]
+                  "pgsql": (pgsql_pair, 5432), "redis": (redis_pair, 6379),
+                  "mqtt": (mqtt_pair, 1883), "amqp": (amqp_pair, 5672)}[kind]
     conns = [Conn(i, port) for i in range(CONNS)]
     ts = 1_700_000_000_000_000
     with open(path, "wb") as f:

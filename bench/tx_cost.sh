@@ -6,8 +6,8 @@
 # HEAPTRACK=1 heap allocations per transaction (whole process). Compare two builds by running it
 # with WIRELOG=path/to/other/wirelog.
 # usage: bench/tx_cost.sh   (env: WIRELOG, PCAPS="mysql_text mysql http", REPS=5, CALLGRIND, HEAPTRACK)
-# Captures missing from $PEERS are made where a script can: mongodb, memcached_bin, pgsql, redis with
-# bench/gen_wire.py (20,000 transactions); kafka from tests/data/kafka-kraft-4.1.1.pcap x200 with
+# Captures missing from $PEERS are made where a script can: mongodb, memcached_bin, pgsql, redis,
+# mqtt_gen, amqp_gen, dns_gen with bench/gen_wire.py (20,000 transactions); kafka from tests/data/kafka-kraft-4.1.1.pcap x200 with
 # `wirelog-bench scale` (addresses rewritten per copy); h2bench, grpcbench, h1bench: bench/record_h2.sh.
 set -euo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
@@ -29,7 +29,7 @@ for pc in $PCAPS; do
     if [[ ! -f $f ]]; then
         mkdir -p "$PEERS"
         case $pc in
-            mongodb|memcached_bin|pgsql|redis) python3 "$REPO/bench/gen_wire.py" "$pc" 20000 "$f" ;;
+            mongodb|memcached_bin|pgsql|redis|mqtt_gen|amqp_gen|dns_gen) python3 "$REPO/bench/gen_wire.py" "${pc%_gen}" 20000 "$f" ;;
             kafka) "${WIRELOG_BENCH:-$REPO/target/release/wirelog-bench}" scale --copies 200 \
                        "$REPO/tests/data/kafka-kraft-4.1.1.pcap" "$f" >/dev/null ;;
             h2bench|grpcbench|h1bench) echo "missing $f (make it with bench/record_h2.sh $(dirname "$PEERS"))" >&2; continue ;;

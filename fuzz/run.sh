@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-600}; shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(capture_reader decode_packet track_packets parse_http parse_http2 parse_hpack parse_dns parse_db parse_tls parse_x509 reassembly parse_mongodb parse_mqtt parse_amqp parse_kafka parse_cassandra)
+((${#targets[@]})) || targets=(capture_reader decode_packet track_packets parse_http parse_http2 parse_hpack parse_dns parse_db parse_tls parse_x509 reassembly parse_mongodb parse_mqtt parse_amqp parse_kafka parse_cassandra parse_memcached)
 mkdir -p corpus logs
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t"

@@ -819,8 +819,9 @@ pub struct AppArgs {
     #[arg(long)]
     pub no_detect: bool,
 
-    /// Replace literals in SQL statements and values in HTTP query strings by
-    /// `?` in the logs and the store (fingerprints are kept either way).
+    /// Replace literals in SQL and CQL statements, values in HTTP query
+    /// strings and Memcached keys by `?` in the logs and the store
+    /// (fingerprints are kept either way).
     #[arg(long)]
     pub redact: bool,
 

@@ -279,6 +279,28 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Issue 33's six protocols (common::datastores' captures: MongoDB,
+/// Memcached, AMQP, Cassandra, Kafka, MQTT): each one's table in ClickHouse
+/// holds the store's rows, bytes and errors.
+#[test]
+fn datastores_into_clickhouse_equal_the_store() {
+    let Some(ch) = Ch::new("ds") else { return };
+    ch.init();
+    let d = tmp("ds");
+    let (store, spool) = (d.join("store"), d.join("spool"));
+    let caps: Vec<String> = common::datastores::datastore_captures(&d).iter().map(|p| p.display().to_string()).collect();
+    let mut args = read_args(store.to_str().unwrap(), "probe-ds", spool.to_str().unwrap(), &caps);
+    args.insert(1, "-C");
+    let o = ch.wirelog(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for kind in ["mongodb", "memcached", "kafka", "amqp", "mqtt", "cassandra"] {
+        let local = store_totals(&store, kind, &["count", "request_bytes", "response_bytes", "errors"]);
+        assert!(local[0] > 0, "{kind}: no transactions in the store");
+        let remote = ch_totals(&ch, kind, &["count()", "sum(ifNull(request_bytes, 0))", "sum(ifNull(response_bytes, 0))", "countIf(status = 'error')"], Some("probe-ds"));
+        assert_eq!(remote, local, "{kind}: ClickHouse vs the store (count, request_bytes, response_bytes, errors)");
+    }
+}
+
 #[test]
 fn read_into_clickhouse_equals_the_store() {
     let Some(ch) = Ch::new("e2e") else { return };

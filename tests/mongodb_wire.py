@@ -3,16 +3,112 @@
 library only: `server PORT` answers a small set of commands over OP_MSG and
 the legacy OP_QUERY (hello/isMaster, ping, insert, find with cursors and
 getMore, delete; an unknown command fails with code 59, a duplicate _id with
-a write error 11000); `client PORT` runs a script of requests and prints,
-per request, `<command>\t<ok|error|no_response>\t<number it got>` (documents
-inserted, returned or deleted, or the error code)."""
+a write error 11000; a getMore with exhaustAllowed streams its batches as
+replies with moreToCome; an OP_COMPRESSED request is answered compressed
+the same way); `client PORT` runs a script of requests and prints, per
+reply, `<command>\t<ok|error|no_response>\t<number it got>` (documents
+inserted, returned or deleted, or the error code) and, for a compressed
+one, the compressor.
+
+Checksums are CRC-32C (the OP_MSG specification); OP_COMPRESSED follows
+mongodb/specifications source/compression/OP_COMPRESSED.md, with zlib
+(standard library), snappy in literals (snappy's format_description.txt)
+and zstd frames of raw blocks (RFC 8878, 3.1.1), written here."""
 
 import socket
 import struct
 import sys
 import threading
+import zlib
 
-OP_REPLY, OP_QUERY, OP_MSG = 1, 2004, 2013
+OP_REPLY, OP_QUERY, OP_COMPRESSED, OP_MSG = 1, 2004, 2012, 2013
+COMPRESSORS = {"noop": 0, "snappy": 1, "zlib": 2, "zstd": 3}
+
+
+def _crc32c_table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t.append(c)
+    return t
+
+
+CRC32C = _crc32c_table()
+
+
+def crc32c(b):
+    c = 0xFFFFFFFF
+    for x in b:
+        c = CRC32C[(c ^ x) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def varint(n):
+    out = b""
+    while n >= 0x80:
+        out += bytes([(n & 0x7F) | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def pack(name, b):
+    if name == "noop":
+        return b
+    if name == "zlib":
+        return zlib.compress(b)
+    if name == "snappy":
+        out = varint(len(b))
+        for i in range(0, len(b), 60):
+            c = b[i:i + 60]
+            out += bytes([(len(c) - 1) << 2]) + c
+        return out
+    # zstd: magic, a single-segment frame header with a 4-byte content
+    # size, raw blocks (the last flagged).
+    out = struct.pack("<IB", 0xFD2FB528, 0xA0) + struct.pack("<I", len(b))
+    chunks = [b[i:i + 65536] for i in range(0, len(b), 65536)] or [b""]
+    for k, c in enumerate(chunks):
+        last = 1 if k == len(chunks) - 1 else 0
+        out += struct.pack("<I", (len(c) << 3) | last)[:3] + c
+    return out
+
+
+def unpack(cid, b, size):
+    if cid == 0:
+        return b
+    if cid == 2:
+        return zlib.decompress(b)
+    if cid == 1:
+        i, n, shift = 0, 0, 0
+        while True:
+            x = b[i]; i += 1
+            n |= (x & 0x7F) << shift; shift += 7
+            if x < 0x80:
+                break
+        out = bytearray()
+        while i < len(b):
+            tag = b[i]; i += 1
+            assert tag & 3 == 0 and tag >> 2 < 60, "literals only"
+            ln = (tag >> 2) + 1
+            out += b[i:i + ln]; i += ln
+        return bytes(out)
+    magic, fhd = struct.unpack_from("<IB", b)
+    assert magic == 0xFD2FB528 and fhd == 0xA0
+    i, out = 9, bytearray()
+    while True:
+        h = int.from_bytes(b[i:i + 3], "little"); i += 3
+        assert (h >> 1) & 3 == 0, "raw blocks only"
+        out += b[i:i + (h >> 3)]; i += h >> 3
+        if h & 1:
+            return bytes(out)
+
+
+def compressed(m, name):
+    """The message `m` as an OP_COMPRESSED with compressor `name`."""
+    n, rid, to, op = struct.unpack_from("<iiii", m)
+    body = struct.pack("<iiB", op, len(m) - 16, COMPRESSORS[name]) + pack(name, m[16:])
+    return message(rid, to, OP_COMPRESSED, body)
 
 
 def enc(d):
@@ -71,22 +167,34 @@ def message(rid, to, op, body):
     return struct.pack("<iiii", 16 + len(body), rid, to, op) + body
 
 
-def op_msg(rid, to, doc, flags=0, seqs=()):
+def op_msg(rid, to, doc, flags=0, seqs=(), bad_crc=False):
     body = struct.pack("<I", flags) + b"\0" + enc(doc)
     for ident, docs in seqs:
         payload = ident.encode() + b"\0" + b"".join(enc(x) for x in docs)
         body += b"\1" + struct.pack("<i", 4 + len(payload)) + payload
     if flags & 1:
-        body += b"\0\0\0\0"  # a CRC-32C slot; not checked by either peer
+        # The CRC-32C of the whole message before it (the server's
+        # op_msg.cpp); `bad_crc` flips a bit of it.
+        m = message(rid, to, OP_MSG, body + b"\0\0\0\0")
+        return m[:-4] + struct.pack("<I", crc32c(m[:-4]) ^ (1 if bad_crc else 0))
     return message(rid, to, OP_MSG, body)
 
 
-def read_msg(f):
+def read_msg(f, seen=None):
+    """The next message (an OP_COMPRESSED read as the one it wraps; its
+    compressor's id appended to `seen`)."""
     h = f.read(16)
     if len(h) < 16:
         return None
     n, rid, to, op = struct.unpack("<iiii", h)
-    return rid, to, op, f.read(n - 16)
+    body = f.read(n - 16)
+    if op == OP_COMPRESSED:
+        op, size, cid = struct.unpack_from("<iiB", body)
+        body = unpack(cid, body[9:], size)
+        assert len(body) == size
+        if seen is not None:
+            seen.append(cid)
+    return rid, to, op, body
 
 
 def parse_op_msg(body):
@@ -177,18 +285,34 @@ class Server:
     def serve(self, conn):
         f = conn.makefile("rb")
         rid = 500
+        names = {v: k for k, v in COMPRESSORS.items()}
         while True:
-            m = read_msg(f)
+            comp = []
+            m = read_msg(f, comp)
             if m is None:
                 break
             req_id, _, op, body = m
             rid += 1
+            # A compressed request is answered in the same compressor.
+            wrap = (lambda x: compressed(x, names[comp[0]])) if comp else (lambda x: x)
             with self.lock:
                 if op == OP_MSG:
                     flags, doc, seqs = parse_op_msg(body)
+                    if flags & 0x10000 and "getMore" in doc:
+                        # exhaustAllowed: every batch, each reply answering
+                        # the one before it, moreToCome on all but the last.
+                        to = req_id
+                        while True:
+                            reply = self.command(doc, seqs)
+                            more = reply["cursor"]["id"] != 0
+                            conn.sendall(wrap(op_msg(rid, to, reply, flags=2 if more else 0)))
+                            if not more:
+                                break
+                            to, rid = rid, rid + 1
+                        continue
                     reply = self.command(doc, seqs)
                     if not flags & 2:
-                        conn.sendall(op_msg(rid, req_id, reply))
+                        conn.sendall(wrap(op_msg(rid, req_id, reply)))
                 elif op == OP_QUERY:
                     j = body.index(b"\0", 4)
                     ns = body[4:j].decode()
@@ -263,6 +387,34 @@ def client(port):
     out("find", "ok", n)
     r = ask({"ping": 1, "$db": "shop"})
     out("ping", "ok" if r["ok"] else "error", 0)
+    # A cursor read by exhaust: the find, then one getMore with
+    # exhaustAllowed answered by a reply per batch.
+    r = ask({"find": "items", "filter": {"qty": {"$gt": 100}}, "batchSize": 4, "$db": "shop"})
+    out("find", "ok", len(r["cursor"]["firstBatch"]))
+    rid[0] += 1
+    s.sendall(op_msg(rid[0], 0, {"getMore": r["cursor"]["id"], "collection": "items", "batchSize": 4, "$db": "shop"}, flags=0x10000))
+    to = rid[0]
+    while True:
+        rr, t, op, body = read_msg(f)
+        assert op == OP_MSG and t == to, (op, t, to)
+        flags, doc, _ = parse_op_msg(body)
+        out("getMore", "ok", len(doc["cursor"]["nextBatch"]))
+        if not flags & 2:
+            break
+        to = rr
+    # Compressed requests, each answered compressed the same way.
+    for name in ("snappy", "zlib", "zstd", "noop"):
+        rid[0] += 1
+        s.sendall(compressed(op_msg(rid[0], 0, {"find": "items", "filter": {"_id": 12}, "$db": "shop"}), name))
+        comp = []
+        _, t, op, body = read_msg(f, comp)
+        assert op == OP_MSG and t == rid[0] and comp == [COMPRESSORS[name]], (op, t, comp)
+        out("find", "ok", len(parse_op_msg(body)[1]["cursor"]["firstBatch"]), name)
+    # A checksum that does not match (the test server does not check it).
+    rid[0] += 1
+    s.sendall(op_msg(rid[0], 0, {"ping": 1, "$db": "shop"}, flags=1, bad_crc=True))
+    _, t, op, body = read_msg(f)
+    out("ping", "ok" if parse_op_msg(body)[1]["ok"] else "error", 0)
     s.close()
 
 

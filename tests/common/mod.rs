@@ -3,6 +3,7 @@
 // Each test binary includes this module and uses a part of it.
 #![allow(dead_code)]
 
+pub mod datastores;
 pub mod kept;
 pub mod live;
 pub mod lo;

@@ -33,14 +33,15 @@
 //! (17 bits of payload length, a self-contained flag, a CRC24 of the
 //! first three bytes) or 8 bytes with lz4 (compressed and uncompressed
 //! lengths), the payload, a CRC32. Segments are cut and their payloads
-//! (decompressed when lz4) read as the frames they carry; the CRCs are
-//! not checked.
+//! (decompressed when lz4) read as the frames they carry; the header's
+//! CRC24 and the payload's CRC32 are checked ([`crate::checksum`]), a
+//! mismatch counted as malformed.
 //!
 //! Packetbeat's parser (packetbeat/protos/cassandra, `internal/gocql`) and
 //! tshark's CQL dissector (epan/dissectors/packet-cql.c) are the references
 //! the tests compare with (tests/packetbeat2_cassandra.py).
 
-mod decompress;
+pub(crate) mod decompress;
 
 use crate::fingerprint::{self, Dialect};
 use crate::frames::{Frame, Framer, Msg, Rd};
@@ -368,6 +369,11 @@ impl CassandraParser {
     }
 
     fn compression(&self, flags: u8) -> Option<&'static str> {
+        // v5: the segments are compressed, the frame flag is ignored (v5
+        // spec, 2.4.1.2).
+        if self.algo == Some(Algo::Lz4) && self.sides.iter().any(|s| s.segments.is_some()) {
+            return Some("lz4");
+        }
         (flags & 0x01 != 0).then_some(match self.algo {
             Some(Algo::Lz4) => "lz4",
             Some(Algo::Snappy) => "snappy",
@@ -687,6 +693,16 @@ impl StreamParser for CassandraParser {
         // A segment is at most 128 KiB and its header and CRC: whole.
         let lost = segs.feed(data, ts_ns, (1 << 17) + 12, |b| segment(b, compressed), |m| {
             let Some(payload) = m.head.get(h..m.head.len().saturating_sub(4)) else { return };
+            // The header's CRC24 and the payload's CRC32 (v5 spec, 2.1 and
+            // 2.2; Cassandra's FrameDecoderCrc/FrameDecoderLZ4 and Crc.java):
+            // a mismatch is counted and the payload still read (a passive
+            // probe reports what went by; the server drops such a segment).
+            let crc24 = u32::from_le_bytes([m.head[h - 3], m.head[h - 2], m.head[h - 1], 0]);
+            let n = m.head.len();
+            let crc32 = u32::from_le_bytes([m.head[n - 4], m.head[n - 3], m.head[n - 2], m.head[n - 1]]);
+            if crate::checksum::cassandra_crc24(&m.head[..h - 3]) != crc24 || crate::checksum::cassandra_crc32(payload) != crc32 {
+                bad += 1;
+            }
             if compressed {
                 let raw = u64::from_le_bytes([m.head[0], m.head[1], m.head[2], m.head[3], m.head[4], 0, 0, 0]);
                 let ulen = ((raw >> 17) & 0x1ffff) as usize;

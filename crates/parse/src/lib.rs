@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod checksum;
 pub mod detect;
 pub mod dns;
 pub mod fingerprint;
@@ -35,6 +36,8 @@ pub mod tls;
 
 #[cfg(test)]
 pub(crate) mod testutil;
+#[cfg(test)]
+mod fuzz_stable;
 
 // What parsers produce is defined below them, in `record`, so the sinks, the
 // store and queries read transactions without depending on the parsers.

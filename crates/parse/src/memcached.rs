@@ -81,6 +81,9 @@ struct Side {
 pub struct MemcachedParser {
     max_line: usize,
     max_text: usize,
+    /// `--redact`: keys are recorded as `?` (they often hold user or
+    /// session ids); their count is kept.
+    redact: bool,
     timeout_ns: i64,
     sides: [Side; 2],
     pending: VecDeque<Pending>,
@@ -101,6 +104,15 @@ fn di(dir: Dir) -> usize {
     }
 }
 
+/// A key as recorded: cut to `max` bytes, or `?` when redacted.
+fn key_text(k: &[u8], max: usize, redact: bool) -> String {
+    if redact {
+        return "?".into();
+    }
+    let s = String::from_utf8_lossy(k);
+    s[..char_floor(&s, max)].to_string()
+}
+
 /// The command names this parser knows, as recorded.
 fn command_name(word: &[u8]) -> &'static str {
     const NAMES: &[&str] = &[
@@ -119,6 +131,7 @@ impl MemcachedParser {
         MemcachedParser {
             max_line: cfg.max_header_bytes.max(64),
             max_text: cfg.max_text_bytes,
+            redact: cfg.redact,
             timeout_ns: cfg.transaction_timeout_ns,
             sides: Default::default(),
             pending: VecDeque::new(),
@@ -130,8 +143,7 @@ impl MemcachedParser {
     }
 
     fn key(&self, k: &[u8]) -> String {
-        let s = String::from_utf8_lossy(k);
-        s[..char_floor(&s, self.max_text)].to_string()
+        key_text(k, self.max_text, self.redact)
     }
 
     /// A request line (without its line end), `len` bytes on the wire with it.
@@ -391,7 +403,7 @@ impl StreamParser for MemcachedParser {
     fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
         if !std::mem::replace(&mut self.started, true) && matches!(data.first(), Some(0x80 | 0x81)) {
             // A text line never starts with a binary magic byte.
-            self.binary = Some(Box::new(binary::Binary::new(self.max_text, self.timeout_ns)));
+            self.binary = Some(Box::new(binary::Binary::new(self.max_text, self.timeout_ns, self.redact)));
         }
         match &mut self.binary {
             Some(b) => b.data(dir, ts_ns, data, out),
@@ -457,9 +469,80 @@ impl StreamParser for MemcachedParser {
     }
 }
 
+/// Feeds `data` as a fuzzing script: its first byte picks TCP (the text or
+/// the binary protocol, told apart by the first byte as on the wire) or UDP
+/// (each data step one datagram with its 8-byte frame header), and
+/// redaction; the rest is steps as in [`crate::fuzz_steps`].
+#[cfg(any(test, feature = "fuzzing"))]
+pub fn fuzz(data: &[u8]) -> usize {
+    let Some((&conf, rest)) = data.split_first() else { return 0 };
+    let cfg = ParseConfig { redact: conf & 2 != 0, max_header_bytes: 64, max_text_bytes: 8, transaction_timeout_ns: 3, ..ParseConfig::default() };
+    let mut out = Vec::new();
+    let mut ts = 0;
+    if conf & 1 == 0 {
+        let mut p = MemcachedParser::new(&cfg);
+        for (c, step) in crate::fuzz_steps(rest) {
+            ts += 1;
+            match step {
+                crate::FuzzStep::Data(dir, b) => p.data(dir, ts, b, &mut out),
+                crate::FuzzStep::Gap(dir, n) => p.gap(dir, ts, n, &mut out),
+            }
+            if c == 0xff {
+                p.expire(ts, &mut out);
+            }
+        }
+        p.finish(ts, &mut out);
+    } else {
+        let mut u = udp::UdpMemcached::new(&cfg);
+        for (c, step) in crate::fuzz_steps(rest) {
+            ts += 1;
+            // A gap has no meaning between datagrams: a lost one is simply
+            // not there.
+            if let crate::FuzzStep::Data(dir, b) = step {
+                u.datagram(dir, ts, b, &mut out);
+            }
+            if c == 0xff {
+                u.expire(ts, &mut out);
+            }
+        }
+        u.finish(ts, &mut out);
+    }
+    out.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redaction_hides_keys_and_keeps_their_count() {
+        let cfg = ParseConfig { redact: true, ..ParseConfig::default() };
+        let mut p = MemcachedParser::new(&cfg);
+        let mut out = Vec::new();
+        p.data(Dir::ToServer, 1, b"get session:alice b\r\n", &mut out);
+        p.data(Dir::ToClient, 2, b"VALUE session:alice 0 1\r\nx\r\nEND\r\n", &mut out);
+        assert_eq!((mc(&out[0]).key.as_deref(), mc(&out[0]).keys, mc(&out[0]).hits), (Some("?"), 2, Some(1)));
+        // The binary protocol: a GetK of "secret".
+        let mut p = MemcachedParser::new(&cfg);
+        let mut out = Vec::new();
+        let mut get = vec![0x80, 0x0c, 0, 6, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0];
+        get.extend_from_slice(b"secret");
+        p.data(Dir::ToServer, 1, &get, &mut out);
+        p.finish(2, &mut out);
+        assert_eq!(mc(&out[0]).key.as_deref(), Some("?"));
+        assert!(!format!("{out:?}").contains("secret"));
+    }
+
+    #[test]
+    fn fuzz_entry_reads_text_binary_and_udp() {
+        // Text over TCP, binary over TCP, and one UDP request/response pair.
+        let text = [&[0u8, 8 << 3][..], b"get abc\r\n"].concat();
+        assert_eq!(fuzz(&text), 1);
+        let udp_req = [&[0u8, 1, 0, 0, 0, 1, 0, 0][..], b"get k\r\n"].concat();
+        let udp_resp = [&[0u8, 1, 0, 0, 0, 1, 0, 0][..], b"END\r\n"].concat();
+        let script = [&[1u8, ((udp_req.len() - 1) << 3) as u8][..], &udp_req, &[(((udp_resp.len() - 1) << 3) | 1) as u8], &udp_resp].concat();
+        assert_eq!(fuzz(&script), 1);
+    }
 
     fn run(steps: &[(Dir, &[u8])]) -> Vec<Transaction> {
         let mut p = MemcachedParser::new(&ParseConfig::default());

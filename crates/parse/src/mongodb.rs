@@ -5,12 +5,32 @@
 //! `responseTo`, `opCode`, little endian); a reply's `responseTo` is its
 //! request's `requestID`, which is how replies pair (by id, not by order).
 //! Read: OP_MSG (2013: flag bits, sections of kind 0, the body, and kind 1,
-//! document sequences; `checksumPresent` puts a CRC-32C after the sections,
-//! not verified; `moreToCome` on a request means no reply comes) and the
+//! document sequences; `checksumPresent` puts a CRC-32C after the sections:
+//! verified as the server does, over the whole message before it
+//! (src/mongo/rpc/op_msg.cpp, `calculateChecksum`), a mismatch counted as
+//! malformed and the message still read; `moreToCome` on a request means no
+//! reply comes) and the
 //! legacy opcodes older drivers and captures use: OP_QUERY (2004, a command
 //! when sent to `<db>.$cmd`), OP_REPLY (1), OP_INSERT (2002), OP_UPDATE
 //! (2001), OP_DELETE (2006), OP_GET_MORE (2005), OP_KILL_CURSORS (2007).
-//! OP_COMPRESSED (2012) is recorded as such, its body not decompressed.
+//!
+//! OP_COMPRESSED (2012; mongodb/specifications source/compression/
+//! OP_COMPRESSED.md: the original opcode, the uncompressed size without the
+//! header, a compressor id, the compressed message) is decompressed and read
+//! as the message it wraps when it was kept whole and its uncompressed size
+//! fits what the parser keeps: snappy (id 1) with the decoder written for
+//! Cassandra, zlib (2) with miniz_oxide, zstd (3) with zstd, noop (0) as it
+//! is; the record names the compressor. Otherwise (cut, too large, an id
+//! the specification reserves, a body that does not decompress to its
+//! size: the last two counted as malformed) its record says `compressed`.
+//!
+//! Exhaust (the OP_MSG specification, source/message/OP_MSG.md, flag bits):
+//! a request with `exhaustAllowed` may get several replies, each with
+//! `moreToCome` but the last, each later one answering the one before it
+//! (its `responseTo` is the previous reply's `requestID`). Each reply is a
+//! transaction: the first paired with the request, each later one with the
+//! request's command, collection and filter, no request bytes, timed from
+//! the reply before it (the wait for that batch), and all marked `exhaust`.
 //! Which requests wait for a reply follows Packetbeat's `awaitsReply`
 //! (packetbeat/protos/mongodb/mongodb_structs.go: OP_QUERY, OP_GET_MORE
 //! and an OP_MSG without `moreToCome`); the others are reported at once.
@@ -113,6 +133,17 @@ struct Pending {
     command_reply: bool,
 }
 
+/// Compressor ids (OP_COMPRESSED.md, "Compressor IDs").
+fn compressor_name(id: u8) -> &'static str {
+    match id {
+        0 => "noop",
+        1 => "snappy",
+        2 => "zlib",
+        3 => "zstd",
+        _ => "reserved",
+    }
+}
+
 /// One direction's framing state.
 #[derive(Default)]
 struct Side {
@@ -136,6 +167,10 @@ pub struct MongodbParser {
     sides: [Side; 2],
     pending: VecDeque<Pending>,
     stats: ParseStats,
+    /// The message an OP_COMPRESSED wraps, decompressed (reused).
+    inflated: Vec<u8>,
+    /// The compressor of the message being read (set around request/response).
+    compressor: Option<&'static str>,
 }
 
 fn di(dir: Dir) -> usize {
@@ -185,6 +220,8 @@ impl MongodbParser {
             sides: Default::default(),
             pending: VecDeque::new(),
             stats: ParseStats::default(),
+            inflated: Vec::new(),
+            compressor: None,
         }
     }
 
@@ -262,7 +299,7 @@ impl MongodbParser {
     fn request(&mut self, msg: &[u8], len: u32, req: Span, out: &mut Vec<Transaction>) {
         let id = u32_at(msg, 4).unwrap_or(0);
         let op = u32_at(msg, 12).unwrap_or(0);
-        let mut tx = MongodbTx::default();
+        let mut tx = MongodbTx { compressor: self.compressor, ..Default::default() };
         let mut awaits = false;
         let mut command_reply = false;
         match op {
@@ -363,6 +400,7 @@ impl MongodbParser {
             }
             OP_COMPRESSED => {
                 tx.op = "compressed";
+                tx.compressor = msg.get(24).map(|&id| compressor_name(id));
                 // The original opcode says whether a reply comes; an
                 // OP_MSG's flags are compressed with it: assume one does.
                 awaits = matches!(u32_at(msg, 16), Some(OP_QUERY | OP_GET_MORE | OP_MSG));
@@ -399,8 +437,34 @@ impl MongodbParser {
                 Pending { id: response_to, req: resp, tx, command_reply: true }
             }
         };
+        p.tx.compressor = p.tx.compressor.or(self.compressor);
         let seen_request = at.is_some();
         let mut error = false;
+        // A reply with moreToCome (exhaust): the next reply answers this
+        // one; it waits in this one's place with the request's identity.
+        let more = op == OP_MSG && u32_at(msg, 16).is_some_and(|f| f & 2 != 0);
+        if more {
+            p.tx.exhaust = true;
+            let next = MongodbTx {
+                op: p.tx.op,
+                command: p.tx.command.clone(),
+                database: p.tx.database.clone(),
+                collection: p.tx.collection.clone(),
+                fingerprint: p.tx.fingerprint.clone(),
+                cursor_id: p.tx.cursor_id,
+                compressor: p.tx.compressor,
+                exhaust: true,
+                ..Default::default()
+            };
+            let id = u32_at(msg, 4).unwrap_or(0);
+            let req = Span { first_ns: resp.last_ns, last_ns: resp.last_ns, bytes: 0 };
+            if self.pending.len() >= MAX_PENDING {
+                if let Some(old) = self.pending.pop_front() {
+                    out.push(unanswered(old));
+                }
+            }
+            self.pending.push_back(Pending { id, req, tx: next, command_reply: p.command_reply });
+        }
         match op {
             OP_REPLY => {
                 let flags = u32_at(msg, 16).unwrap_or(0);
@@ -432,7 +496,9 @@ impl MongodbParser {
                     None => self.stats.malformed += 1,
                 }
             }
-            OP_COMPRESSED => {}
+            OP_COMPRESSED => {
+                p.tx.compressor = p.tx.compressor.or(msg.get(24).map(|&id| compressor_name(id)));
+            }
             _ => {
                 self.stats.malformed += 1;
             }
@@ -496,6 +562,70 @@ impl MongodbParser {
         failed
     }
 
+    /// The message the OP_COMPRESSED `msg` (`len` bytes on the wire) wraps,
+    /// into `out` with its header rebuilt (the original opcode, the
+    /// uncompressed length); its length. `None`: left compressed (cut by
+    /// the parser's cap, larger than it keeps, or broken: counted).
+    fn inflate(&mut self, msg: &[u8], len: u32, out: &mut Vec<u8>) -> Option<u32> {
+        let whole = len as usize;
+        if whole < 25 || msg.len() < whole {
+            return None;
+        }
+        let original = u32_at(msg, 16)?;
+        let size = i32::from_le_bytes(msg[20..24].try_into().ok()?);
+        let id = msg[24];
+        let src = &msg[25..whole];
+        let Ok(size) = usize::try_from(size) else {
+            self.stats.malformed += 1;
+            return None;
+        };
+        if id > 3 {
+            self.stats.malformed += 1;
+            return None;
+        }
+        if size + 16 > self.keep {
+            return None;
+        }
+        out.clear();
+        out.extend_from_slice(&((size + 16) as u32).to_le_bytes());
+        out.extend_from_slice(&msg[4..12]);
+        out.extend_from_slice(&original.to_le_bytes());
+        let ok = match id {
+            0 => {
+                out.extend_from_slice(src);
+                src.len() == size
+            }
+            1 => crate::cassandra::decompress::snappy(src, out, size).is_some() && out.len() == 16 + size,
+            2 => {
+                out.resize(16 + size, 0);
+                miniz_oxide::inflate::decompress_slice_iter_to_slice(&mut out[16..], std::iter::once(src), true, false).ok() == Some(size)
+            }
+            _ => {
+                // One decoding context per message (no window buffer: the
+                // output is the slice); compressed messages are few.
+                out.resize(16 + size, 0);
+                zstd::bulk::decompress_to_buffer(src, &mut out[16..]).is_ok_and(|n| n == size)
+            }
+        };
+        if !ok {
+            self.stats.malformed += 1;
+            return None;
+        }
+        Some((size + 16) as u32)
+    }
+
+    /// An OP_MSG's CRC-32C (flag bit 0) against its bytes before it, when
+    /// the message was kept whole; a mismatch is counted as malformed.
+    fn verify_checksum(&mut self, msg: &[u8], len: u32) {
+        let len = len as usize;
+        if u32_at(msg, 12) != Some(OP_MSG) || u32_at(msg, 16).is_none_or(|f| f & 1 == 0) || len < 24 || msg.len() < len {
+            return;
+        }
+        if crate::checksum::crc32c(&msg[..len - 4]) != u32_at(msg, len - 4).unwrap_or(0) {
+            self.stats.malformed += 1;
+        }
+    }
+
     /// The kept bytes of a complete message of `dir`.
     fn message(&mut self, dir: Dir, ts_ns: i64, out: &mut Vec<Transaction>) {
         let side = &mut self.sides[di(dir)];
@@ -510,10 +640,26 @@ impl MongodbParser {
             // Skipped by its length (Packetbeat drops the stream here).
             self.stats.malformed += 1;
         } else {
+            let mut inflated = std::mem::take(&mut self.inflated);
+            let unwrapped = if op == OP_COMPRESSED { self.inflate(&msg, len, &mut inflated) } else { None };
+            let (body, body_len) = match unwrapped {
+                Some(n) => {
+                    self.compressor = msg.get(24).map(|&id| compressor_name(id));
+                    (&inflated[..], n)
+                }
+                None => (&msg[..], len),
+            };
+            self.verify_checksum(body, body_len);
             match dir {
-                Dir::ToServer => self.request(&msg, len, span, out),
-                Dir::ToClient => self.response(&msg, span, out),
+                Dir::ToServer => self.request(body, body_len, span, out),
+                Dir::ToClient => self.response(body, span, out),
             }
+            self.compressor = None;
+            inflated.clear();
+            if inflated.capacity() > 64 * 1024 {
+                inflated = Vec::new();
+            }
+            self.inflated = inflated;
         }
         let mut msg = msg;
         msg.clear();

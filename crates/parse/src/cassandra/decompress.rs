@@ -12,7 +12,7 @@
 //! before the start); the caller counts it and leaves the body unread.
 
 /// Appends the LZ4 block `src` decoded to `out`, stopping at `max` bytes.
-pub(super) fn lz4(src: &[u8], out: &mut Vec<u8>, max: usize) -> Option<()> {
+pub(crate) fn lz4(src: &[u8], out: &mut Vec<u8>, max: usize) -> Option<()> {
     let start = out.len();
     let mut i = 0;
     while i < src.len() && out.len() - start < max {
@@ -77,7 +77,7 @@ fn copy_back(out: &mut Vec<u8>, start: usize, off: usize, len: usize, max: usize
 }
 
 /// Appends the Snappy block `src` decoded to `out`, stopping at `max` bytes.
-pub(super) fn snappy(src: &[u8], out: &mut Vec<u8>, max: usize) -> Option<()> {
+pub(crate) fn snappy(src: &[u8], out: &mut Vec<u8>, max: usize) -> Option<()> {
     let start = out.len();
     // The preamble: the uncompressed length, a varint (read past, not trusted).
     let mut i = 0;

@@ -164,10 +164,7 @@ fn v5_segments_and_lz4_bodies() {
     assert_eq!(probe(Dir::ToServer, &st), crate::detect::Probe::Certain);
     p.data(Dir::ToServer, 1, &st, &mut out);
     p.data(Dir::ToClient, 2, &frame_bytes(0x85, 0, 0, 0x02, &[]), &mut out);
-    let seg = |payload: &[u8], self_contained: bool| {
-        let v = payload.len() as u32 | (u32::from(self_contained) << 17);
-        [&v.to_le_bytes()[..3], &[0, 0, 0], payload, &[0, 0, 0, 0]].concat()
-    };
+    let seg = |payload: &[u8], self_contained: bool| segment(payload, self_contained, None);
     let q1 = frame_bytes(5, 0, 1, 0x07, &[long_string("SELECT 1"), vec![0, 1], vec![0, 0, 0, 0]].concat());
     let q2 = frame_bytes(5, 0, 2, 0x07, &[long_string("SELECT 2"), vec![0, 1], vec![0, 0, 0, 0]].concat());
     let (a, b) = q2.split_at(10);
@@ -179,6 +176,7 @@ fn v5_segments_and_lz4_bodies() {
     assert_eq!(out.len(), 3, "{out:#?}");
     assert_eq!((ct(&out[1]).query.as_deref(), ct(&out[2]).query.as_deref()), (Some("SELECT 2"), Some("SELECT 1")));
     assert!(out.iter().all(|t| t.status == TxStatus::Ok && ct(t).version == 5));
+    assert_eq!(p.stats().malformed, 0, "the segments' CRCs agree");
 
     // v4, lz4: the body is an [int] length and an LZ4 block (all literals).
     let mut p = CassandraParser::new(&ParseConfig::default());
@@ -194,6 +192,72 @@ fn v5_segments_and_lz4_bodies() {
     p.data(Dir::ToClient, 4, &frame_bytes(0x84, 1, 3, 0x08, &[0, 0, 0, 0, 0xf0, 0, 0, 0, 0, 1]), &mut out);
     let q = ct(&out[1]);
     assert_eq!((q.query.as_deref(), q.consistency, q.compression, q.result), (Some("SELECT now() FROM system.local"), Some("LOCAL_QUORUM"), Some("lz4"), Some("void")), "{out:#?}");
+}
+
+/// A v5 segment (v5 spec, 2.1, 2.2) carrying `payload`: uncompressed (a
+/// 6-byte header), or with lz4 (`ulen`: the uncompressed length, an 8-byte
+/// header), the CRC24 of the header's length bytes after them, the
+/// payload's CRC32 after it.
+fn segment(payload: &[u8], self_contained: bool, ulen: Option<usize>) -> Vec<u8> {
+    let (mut h, n) = match ulen {
+        None => ((payload.len() as u64 | (u64::from(self_contained) << 17)).to_le_bytes()[..3].to_vec(), 3),
+        Some(u) => ((payload.len() as u64 | ((u as u64) << 17) | (u64::from(self_contained) << 34)).to_le_bytes()[..5].to_vec(), 5),
+    };
+    let crc24 = crate::checksum::cassandra_crc24(&h[..n]);
+    h.extend_from_slice(&crc24.to_le_bytes()[..3]);
+    [&h[..], payload, &crate::checksum::cassandra_crc32(payload).to_le_bytes()].concat()
+}
+
+/// An LZ4 block of `raw`: one sequence of literals (lz4's
+/// doc/lz4_Block_format.md: a token of 15 and the length's extension bytes).
+fn lz4_literals(raw: &[u8]) -> Vec<u8> {
+    let mut b = vec![0xf0];
+    let mut n = raw.len() - 15;
+    while n >= 255 {
+        b.push(255);
+        n -= 255;
+    }
+    b.push(n as u8);
+    b.extend_from_slice(raw);
+    b
+}
+
+/// Protocol v5 with lz4: compressed segments (and one sent as is, its
+/// uncompressed length 0) carry the frames; CRC mismatches are counted.
+#[test]
+fn v5_lz4_segments_and_their_crcs() {
+    let mut p = CassandraParser::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    let startup = [&2u16.to_be_bytes()[..], &string(b"CQL_VERSION"), &string(b"3.0.0"), &string(b"COMPRESSION"), &string(b"lz4")].concat();
+    p.data(Dir::ToServer, 1, &frame_bytes(5, 0, 0, 0x01, &startup), &mut out);
+    p.data(Dir::ToClient, 2, &frame_bytes(0x85, 0, 0, 0x02, &[]), &mut out);
+    let q1 = frame_bytes(5, 0, 1, 0x07, &[long_string("SELECT * FROM ks.t WHERE k = 1"), vec![0, 1], vec![0, 0, 0, 0]].concat());
+    let q2 = frame_bytes(5, 0, 2, 0x07, &[long_string("SELECT * FROM ks.t WHERE k = 2"), vec![0, 1], vec![0, 0, 0, 0]].concat());
+    p.data(Dir::ToServer, 3, &segment(&lz4_literals(&q1), true, Some(q1.len())), &mut out);
+    // Sent as is (uncompressed length 0, v5 spec 2.2).
+    p.data(Dir::ToServer, 4, &segment(&q2, true, Some(0)), &mut out);
+    let r = [frame_bytes(0x85, 0, 2, 0x08, &1u32.to_be_bytes()), frame_bytes(0x85, 0, 1, 0x08, &1u32.to_be_bytes())].concat();
+    p.data(Dir::ToClient, 5, &segment(&lz4_literals(&r), true, Some(r.len())), &mut out);
+    assert_eq!(out.len(), 3, "{out:#?}");
+    let qs: Vec<_> = out[1..].iter().map(|t| (ct(t).query.as_deref(), ct(t).compression, t.status)).collect();
+    assert_eq!(qs, [(Some("SELECT * FROM ks.t WHERE k = 2"), Some("lz4"), TxStatus::Ok), (Some("SELECT * FROM ks.t WHERE k = 1"), Some("lz4"), TxStatus::Ok)]);
+    assert_eq!(p.stats().malformed, 0);
+    // A flipped bit in a header's CRC24, then in a payload: each counted
+    // once, the frames still read.
+    let q3 = frame_bytes(5, 0, 3, 0x07, &[long_string("SELECT 3"), vec![0, 1], vec![0, 0, 0, 0]].concat());
+    let mut bad = segment(&lz4_literals(&q3), true, Some(q3.len()));
+    bad[6] ^= 1;
+    p.data(Dir::ToServer, 6, &bad, &mut out);
+    assert_eq!(p.stats().malformed, 1);
+    let q4 = frame_bytes(5, 0, 4, 0x07, &[long_string("SELECT 4"), vec![0, 1], vec![0, 0, 0, 0]].concat());
+    let mut bad = segment(&q4, true, Some(0));
+    let n = bad.len();
+    bad[n - 1] ^= 0x80;
+    p.data(Dir::ToServer, 7, &bad, &mut out);
+    assert_eq!(p.stats().malformed, 2);
+    p.finish(8, &mut out);
+    let cut: Vec<_> = out[3..].iter().map(|t| ct(t).query.as_deref()).collect();
+    assert_eq!(cut, [Some("SELECT 3"), Some("SELECT 4")]);
 }
 
 #[test]

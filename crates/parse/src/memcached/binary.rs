@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 
-use crate::{char_floor, Detail, Dir, ParseStats, Span, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseStats, Span, Transaction, TxStatus};
 
 use super::MemcachedTx;
 
@@ -152,6 +152,7 @@ struct Side {
 /// A binary-protocol connection (or datagram exchange).
 pub(super) struct Binary {
     max_text: usize,
+    redact: bool,
     timeout_ns: i64,
     sides: [Side; 2],
     pending: VecDeque<Pending>,
@@ -175,8 +176,8 @@ fn lengths(h: &[u8]) -> Option<(usize, usize, u64)> {
 }
 
 impl Binary {
-    pub(super) fn new(max_text: usize, timeout_ns: i64) -> Binary {
-        Binary { max_text, timeout_ns, sides: Default::default(), pending: VecDeque::new(), stats: ParseStats::default() }
+    pub(super) fn new(max_text: usize, timeout_ns: i64, redact: bool) -> Binary {
+        Binary { max_text, redact, timeout_ns, sides: Default::default(), pending: VecDeque::new(), stats: ParseStats::default() }
     }
 
     pub(super) fn data(&mut self, dir: Dir, ts_ns: i64, mut data: &[u8], out: &mut Vec<Transaction>) {
@@ -251,8 +252,7 @@ impl Binary {
                 let (name, command, quiet) = opcode(op);
                 let mut tx = MemcachedTx { command, protocol: "binary", opcode: Some(name), noreply: quiet, ..Default::default() };
                 if key > 0 {
-                    let k = String::from_utf8_lossy(key_bytes);
-                    tx.key = Some(k[..char_floor(&k, self.max_text)].to_string());
+                    tx.key = Some(super::key_text(key_bytes, self.max_text, self.redact));
                     tx.keys = 1;
                 }
                 if matches!(command, "set" | "add" | "replace" | "append" | "prepend") {

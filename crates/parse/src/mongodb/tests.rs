@@ -36,9 +36,63 @@ fn op_msg(id: u32, response_to: u32, flags: u32, body: &[u8], seqs: &[(&str, Vec
         }
     }
     if flags & 1 != 0 {
-        b.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+        // The slot, then the CRC-32C of everything before it.
+        b.extend_from_slice(&[0; 4]);
+        let mut m = message(id, response_to, OP_MSG, &b);
+        let n = m.len() - 4;
+        let crc = crate::checksum::crc32c(&m[..n]);
+        m[n..].copy_from_slice(&crc.to_le_bytes());
+        return m;
     }
     message(id, response_to, OP_MSG, &b)
+}
+
+/// `m` wrapped in an OP_COMPRESSED with compressor `id` (`packed`: its
+/// body after the header, compressed).
+fn op_compressed(m: &[u8], id: u8, packed: &[u8]) -> Vec<u8> {
+    let mut b = m[12..16].to_vec();
+    b.extend_from_slice(&((m.len() - 16) as u32).to_le_bytes());
+    b.push(id);
+    b.extend_from_slice(packed);
+    message(u32_at(m, 4).unwrap(), u32_at(m, 8).unwrap(), OP_COMPRESSED, &b)
+}
+
+/// A Snappy block of `data` in literals of at most 60 bytes and, when it
+/// repeats, one copy (snappy's format_description.txt: the length varint,
+/// tag 0 literals with the length in the tag, tag 2 copies with 2-byte
+/// offsets).
+fn snappy(data: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    let mut n = data.len();
+    while n >= 0x80 {
+        b.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    b.push(n as u8);
+    let half = data.len() / 2;
+    let (lits, copy) = if data.len() >= 8 && data[..half] == data[half..2 * half] { (&data[..half], Some(half)) } else { (data, None) };
+    for c in lits.chunks(60) {
+        b.push(((c.len() - 1) as u8) << 2);
+        b.extend_from_slice(c);
+    }
+    if let Some(len) = copy {
+        // Copies of at most 64 bytes each, from `len` back.
+        let mut left = len;
+        while left > 0 {
+            let k = left.min(64);
+            b.push((((k - 1) as u8) << 2) | 2);
+            b.extend_from_slice(&(len as u16).to_le_bytes());
+            left -= k;
+        }
+    }
+    b.extend_from_slice(&data[2 * half..]);
+    if data.len() % 2 == 1 && copy.is_some() {
+        // The odd last byte as one more literal.
+        b.pop();
+        b.push(0);
+        b.push(data[data.len() - 1]);
+    }
+    b
 }
 
 fn run(steps: &[(Dir, Vec<u8>)]) -> (Vec<Transaction>, ParseStats) {
@@ -274,4 +328,112 @@ fn fuzzed_scripts_never_panic() {
         }
         fuzz(&script);
     }
+}
+
+#[test]
+fn a_checksum_that_does_not_match_is_counted() {
+    let body = doc(&[("ping", V::I32(1)), ("$db", V::Str("admin"))]);
+    let good = op_msg(7, 0, 1, &body, &[]);
+    let mut bad = good.clone();
+    let n = bad.len();
+    bad[n - 1] ^= 0x40;
+    let reply = op_msg(8, 7, 1, &doc(&[("ok", V::F64(1.0))]), &[]);
+    let (out, stats) = run(&[(Dir::ToServer, good), (Dir::ToClient, reply.clone())]);
+    assert_eq!((out.len(), out[0].status, stats.malformed), (1, TxStatus::Ok, 0));
+    let (out, stats) = run(&[(Dir::ToServer, bad), (Dir::ToClient, reply)]);
+    assert_eq!(out.len(), 1, "the message is still read");
+    assert_eq!((out[0].status, mongo(&out[0]).command.as_deref()), (TxStatus::Ok, Some("ping")));
+    assert_eq!(stats.malformed, 1);
+}
+
+#[test]
+fn compressed_messages_are_read_as_the_message_they_wrap() {
+    let find = doc(&[("find", V::Str("items")), ("filter", V::Doc(vec![("sku", V::Str("abcabcabc"))])), ("$db", V::Str("shop"))]);
+    let req = op_msg(10, 0, 0, &find, &[]);
+    let batch: Vec<V> = (0..3).map(|i| V::Doc(vec![("_id", V::I32(i)), ("sku", V::Str("abcabcabc"))])).collect();
+    let cursor = V::Doc(vec![("firstBatch", V::Arr(batch)), ("id", V::I64(0)), ("ns", V::Str("shop.items"))]);
+    let rep = op_msg(11, 10, 1, &doc(&[("cursor", cursor), ("ok", V::F64(1.0))]), &[]);
+    let packs: [(u8, &str, fn(&[u8]) -> Vec<u8>); 4] = [
+        (0, "noop", |b| b.to_vec()),
+        (1, "snappy", snappy),
+        (2, "zlib", |b| miniz_oxide::deflate::compress_to_vec_zlib(b, 6)),
+        (3, "zstd", |b| zstd::bulk::compress(b, 3).unwrap()),
+    ];
+    for (id, name, pack) in packs {
+        let creq = op_compressed(&req, id, &pack(&req[16..]));
+        let crep = op_compressed(&rep, id, &pack(&rep[16..]));
+        // Compressed both ways, or only the reply (the server may compress
+        // replies to plain requests).
+        for (a, b) in [(creq.clone(), crep.clone()), (req.clone(), crep.clone())] {
+            let (out, stats) = run(&[(Dir::ToServer, a.clone()), (Dir::ToClient, b.clone())]);
+            assert_eq!(stats, ParseStats::default(), "{name}");
+            assert_eq!(out.len(), 1, "{name}");
+            let t = mongo(&out[0]);
+            assert_eq!((t.op, t.command.as_deref(), t.collection.as_deref()), ("msg", Some("find"), Some("items")), "{name}");
+            assert_eq!((t.fingerprint.as_deref(), t.docs_returned, t.compressor), (Some("{sku: ?}"), Some(3), Some(name)), "{name}");
+            assert_eq!(out[0].request.unwrap().bytes, a.len() as u64, "bytes on the wire, compressed");
+            assert_eq!(out[0].response.unwrap().bytes, b.len() as u64);
+        }
+    }
+    // A body that does not decompress to its size, an id the specification
+    // reserves: left compressed, counted.
+    let mut broken = op_compressed(&req, 2, &miniz_oxide::deflate::compress_to_vec_zlib(&req[16..], 6));
+    let n = broken.len();
+    broken[n - 6] ^= 0xff;
+    let reserved = op_compressed(&req, 9, &req[16..]);
+    for (m, name) in [(broken, "zlib"), (reserved, "reserved")] {
+        let (out, stats) = run(&[(Dir::ToServer, m)]);
+        assert_eq!(stats.malformed, 1, "{name}");
+        let t = mongo(&out[0]);
+        assert_eq!((t.op, t.compressor, out[0].status), ("compressed", Some(name), TxStatus::NoResponse));
+    }
+    // Larger than the parser keeps: flagged, not counted.
+    let mut p = MongodbParser::new(&ParseConfig::default());
+    let big = vec![b'x'; p.keep + 1];
+    let bigdoc = doc(&[("insert", V::Str("items")), ("pad", V::Str(std::str::from_utf8(&big).unwrap())), ("$db", V::Str("shop"))]);
+    let bigmsg = op_msg(12, 0, 2, &bigdoc, &[]);
+    let m = op_compressed(&bigmsg, 3, &zstd::bulk::compress(&bigmsg[16..], 3).unwrap());
+    let mut out = Vec::new();
+    p.data(Dir::ToServer, 1, &m, &mut out);
+    // Its flags are compressed with it: it waits for a reply.
+    p.finish(2, &mut out);
+    assert_eq!((mongo(&out[0]).op, mongo(&out[0]).compressor, p.stats().malformed), ("compressed", Some("zstd"), 0));
+}
+
+#[test]
+fn an_exhaust_stream_is_one_transaction_per_reply() {
+    // getMore with exhaustAllowed; three replies, moreToCome on the first
+    // two, each answering the one before it.
+    let gm = doc(&[("getMore", V::I64(77)), ("collection", V::Str("items")), ("$db", V::Str("shop"))]);
+    let req = op_msg(20, 0, 1 << 16, &gm, &[]);
+    let batch = |n: i32, id: i64| {
+        let docs = (0..n).map(|i| V::Doc(vec![("_id", V::I32(i))])).collect();
+        doc(&[("cursor", V::Doc(vec![("nextBatch", V::Arr(docs)), ("id", V::I64(id))])), ("ok", V::F64(1.0))])
+    };
+    let r1 = op_msg(30, 20, 2, &batch(4, 77), &[]);
+    let r2 = op_msg(31, 30, 2, &batch(4, 77), &[]);
+    let r3 = op_msg(32, 31, 0, &batch(2, 0), &[]);
+    let (out, stats) = run(&[(Dir::ToServer, req.clone()), (Dir::ToClient, r1), (Dir::ToClient, r2.clone()), (Dir::ToClient, r3)]);
+    assert_eq!(stats, ParseStats::default());
+    assert_eq!(out.len(), 3, "{out:#?}");
+    let docs: Vec<_> = out.iter().map(|t| mongo(t).docs_returned).collect();
+    assert_eq!(docs, [Some(4), Some(4), Some(2)]);
+    for (i, t) in out.iter().enumerate() {
+        let m = mongo(t);
+        assert_eq!((t.status, m.command.as_deref(), m.collection.as_deref(), m.cursor_id, m.exhaust), (TxStatus::Ok, Some("getMore"), Some("items"), Some(77), true), "{i}");
+    }
+    assert_eq!(out[0].request.unwrap().bytes, req.len() as u64);
+    // The later replies: no request bytes, timed from the reply before.
+    for (i, t) in out[1..].iter().enumerate() {
+        let rq = t.request.unwrap();
+        assert_eq!(rq.bytes, 0);
+        assert_eq!(rq.first_ns, out[i].response.unwrap().last_ns);
+    }
+    // The stream cut after its second reply: the batch promised and not
+    // seen is a request without a reply.
+    let (out, _) = run(&[(Dir::ToServer, req), (Dir::ToClient, op_msg(30, 20, 2, &batch(4, 77), &[])), (Dir::ToClient, r2)]);
+    assert_eq!(out.iter().map(|t| t.status).collect::<Vec<_>>(), [TxStatus::Ok, TxStatus::Ok, TxStatus::NoResponse]);
+    // A plain reply is not exhaust.
+    let (out, _) = run(&[(Dir::ToServer, op_msg(40, 0, 0, &gm, &[])), (Dir::ToClient, op_msg(41, 40, 0, &batch(1, 0), &[]))]);
+    assert!(!mongo(&out[0]).exhaust);
 }

@@ -55,7 +55,8 @@ pub struct CassandraTx {
     /// Warnings the response carried (its warning flag).
     pub warnings: Option<u32>,
     /// How the frames' bodies were compressed: `lz4` or `snappy` (read),
-    /// `yes` (flagged, algorithm unknown: the body was not read).
+    /// `yes` (flagged, algorithm unknown: the body was not read); in v5,
+    /// `lz4` for every frame of a connection whose segments are lz4.
     pub compression: Option<&'static str>,
 }
 

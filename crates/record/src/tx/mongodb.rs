@@ -7,8 +7,10 @@
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MongodbTx {
     /// The wire opcode of the request: `msg`, `query`, `insert`, `update`,
-    /// `delete`, `get_more`, `kill_cursors`, `compressed` (OP_COMPRESSED:
-    /// its body is not decompressed), `reply` (a reply whose request was
+    /// `delete`, `get_more`, `kill_cursors` (an OP_COMPRESSED message is
+    /// read as the message it wraps: see `compressor`), `compressed` (an
+    /// OP_COMPRESSED not decompressed: cut by the capture, larger than the
+    /// parser keeps, or broken), `reply` (a reply whose request was
     /// not seen), `unknown`.
     pub op: &'static str,
     /// The command: the first key of an OP_MSG body or of an OP_QUERY to
@@ -43,6 +45,16 @@ pub struct MongodbTx {
     /// The request asked for no reply (OP_MSG `moreToCome`, unacknowledged
     /// writes, the legacy write opcodes).
     pub more_to_come: bool,
+    /// The compressor of the OP_COMPRESSED the request or its reply came
+    /// in (`noop`, `snappy`, `zlib`, `zstd`; `reserved` for an id the
+    /// specification does not assign), the request's when both were.
+    pub compressor: Option<&'static str>,
+    /// One of several replies to one request (OP_MSG `exhaustAllowed`,
+    /// replies with `moreToCome`): the first is paired with the request;
+    /// each later one is a transaction of its own with the request's
+    /// command, collection and filter, no request bytes, and its latency
+    /// counted from the reply before it.
+    pub exhaust: bool,
 }
 
 use crate::columns::{Card::*, Column as C, Columns, LogText, Type::*, Unit, Val};
@@ -69,6 +81,8 @@ pub static COLUMNS: Columns = Columns {
         C::new("n", Count { bits: 64, unit: Unit::Count }, Low, "Documents the command affected or counted (the reply's n).", get!(Mongodb, |r, m| Val::Count(m.n))),
         C::new("cursor_id", Count { bits: 64, unit: Unit::Plain }, High, "Cursor a find opened or a getMore continues.", get!(Mongodb, |r, m| Val::Count(m.cursor_id))),
         C::new("more_to_come", Bool, Low, "The request asked for no reply.", get!(Mongodb, |r, m| Val::Bool(Some(m.more_to_come)))),
+        C::new("compressor", Text, Low, "Compressor of the OP_COMPRESSED around the request or its reply (snappy, zlib, zstd, noop).", get!(Mongodb, |r, m| Val::Text(m.compressor))),
+        C::new("exhaust", Bool, Low, "A reply of an exhaust stream (several replies to one request, moreToCome).", get!(Mongodb, |r, m| Val::Bool(Some(m.exhaust)))),
     ],
     store_order: &[],
     by: &["command", "collection", "fingerprint"],
