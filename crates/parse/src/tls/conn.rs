@@ -92,6 +92,16 @@ impl TlsConn {
         }
     }
 
+    /// Memory this connection's parser may hold (see [`TlsParser::set_allowance`]).
+    pub fn set_allowance(&mut self, bytes: usize) {
+        self.inner.set_allowance(bytes);
+    }
+
+    /// Memory it holds now (messages under reassembly, certificates kept).
+    pub fn held(&self) -> usize {
+        self.inner.held()
+    }
+
     /// Whether the handshake is over (nothing more to parse).
     pub fn handshake_done(&self) -> bool {
         self.inner.handshake_done()
@@ -212,6 +222,7 @@ impl StreamParser for TlsConn {
             s.gaps += b.gaps;
             s.resyncs += b.resyncs;
             s.malformed += b.malformed;
+            s.cut_bytes += b.cut_bytes;
         }
         s
     }
