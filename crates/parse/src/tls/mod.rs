@@ -142,6 +142,19 @@ pub struct TlsHandshake {
     pub sslv2_hello: bool,
     /// The ClientHello carried encrypted_client_hello.
     pub ech: bool,
+    /// The last ClientHello when there were several (a second one after a
+    /// HelloRetryRequest): Zeek's ssl-log-ext fields are its (each hello's
+    /// events overwrite them).
+    pub last_client_hello: Option<ClientHello>,
+    /// Extension types of every ClientHello and every ServerHello
+    /// (HelloRetryRequest included), in order: Zeek's ssl-log-ext appends
+    /// on each `ssl_extension` event.
+    pub client_exts: Vec<u16>,
+    pub server_exts: Vec<u16>,
+    /// The lifetime hint of the server's NewSessionTicket (seconds).
+    pub ticket_lifetime_hint: Option<u32>,
+    /// Bits of the server's finite-field DH public value.
+    pub dh_param_size: Option<u32>,
 }
 
 impl TlsHandshake {
@@ -711,6 +724,16 @@ impl TlsParser {
                     self.hs.curve = Some(g);
                 }
             }
+            (1, HS_SERVER_KEY_EXCHANGE) if self.hs.cipher.is_some_and(cipher_is_dhe) => {
+                self.hs.dh_param_size = ske_dh_param_bits(body);
+            }
+            // NewSessionTicket: its first field (RFC 5077 3.3; Zeek's
+            // `SessionTicketHandshake`).
+            (1, 4) => {
+                if let Some(b) = body.get(..4) {
+                    self.hs.ticket_lifetime_hint = Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+                }
+            }
             (1, 13) => self.hs.client_cert_requested = true,
             (1, 6) => self.hs.hello_retry = true,
             (0, HS_CLIENT_KEY_EXCHANGE) => self.client_kex = true,
@@ -720,15 +743,19 @@ impl TlsParser {
 
     fn on_client_hello(&mut self, ch: ClientHello) {
         self.hs.client_hellos += 1;
-        if self.hs.client_hello.is_none() {
-            self.hs.server_name = ch.server_name.clone();
-            self.hs.ech = ch.ech;
-            self.hs.ja4 = Some(ja4(&ch));
-            self.hs.client_hello = Some(ch);
+        self.hs.client_exts.extend_from_slice(&ch.extensions);
+        if self.hs.client_hello.is_some() {
+            self.hs.last_client_hello = Some(ch);
+            return;
         }
+        self.hs.server_name = ch.server_name.clone();
+        self.hs.ech = ch.ech;
+        self.hs.ja4 = Some(ja4(&ch));
+        self.hs.client_hello = Some(ch);
     }
 
     fn on_server_hello(&mut self, sh: ServerHello) {
+        self.hs.server_exts.extend_from_slice(&sh.extensions);
         let version = sh.selected_version.unwrap_or(sh.version);
         self.hs.version = Some(version);
         self.hs.cipher = Some(sh.cipher);
