@@ -449,3 +449,39 @@ fn json_logs_match_tsv_logs() {
     }
     assert!(compared > 500, "{compared} values compared");
 }
+
+/// `--zeek-policy log-hostcerts-only` logs each chain's first certificate
+/// only (Zeek's `X509::log_policy` hook in
+/// policy/protocols/ssl/log-hostcerts-only.zeek breaks for the others):
+/// Zeek's tls12_ecdhe chain of three gives its leaf alone.
+#[test]
+fn log_hostcerts_only_keeps_the_leaf() {
+    let dir = testdata().join("tls12_ecdhe");
+    let all = run_wirelog(&dir.join("ecdhe.pcap"), &[], "hosts-all");
+    let hosts = run_wirelog(&dir.join("ecdhe.pcap"), &["--zeek-policy", "log-hostcerts-only"], "hosts-only");
+    assert_eq!(all["x509.log"].len(), 3);
+    let leaf: Vec<&Row> = all["x509.log"].iter().filter(|r| r["host_cert"] == "T").collect();
+    assert_eq!(hosts["x509.log"].iter().collect::<Vec<_>>(), leaf);
+    // The policy changes x509.log only.
+    assert_eq!(hosts["ssl.log"], all["ssl.log"]);
+}
+
+/// A policy wirelog does not write, or no policy at all, is refused with
+/// the option and the name in the message.
+#[test]
+fn zeek_policy_names_are_checked() {
+    let pcap = testdata().join("tls12_ecdhe/ecdhe.pcap");
+    for (name, says) in [
+        ("validate-certs", "--zeek-policy validate-certs: not written by wirelog (validation_status"),
+        ("ssl-log-ext,no-such", "--zeek-policy no-such: unknown policy (known: ssl-log-ext, ssl-client-subject-issuer, log-certs-base64, log-hostcerts-only, all)"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+            .args(["read", "--quiet", "--no-store", "--zeek-policy", name])
+            .arg(&pcap)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{name}: {err}");
+    }
+}
