@@ -590,6 +590,16 @@ pub struct OutputArgs {
     #[arg(long, value_enum, default_value_t = LogFormatArg::Tsv)]
     pub log_format: LogFormatArg,
 
+    /// Write the log fields Zeek writes with these of its policies loaded
+    /// (comma-separated, repeatable; `all` for every one): `ssl-log-ext`
+    /// (ssl.log's raw hello fields), `ssl-client-subject-issuer` (Zeek's
+    /// SSL::log_include_client_certificate_subject_issuer: ssl.log's
+    /// client_subject, client_issuer), `log-certs-base64` (x509.log's
+    /// cert), `log-hostcerts-only` (x509.log without the chains' CA
+    /// certificates).
+    #[arg(long, value_name = "LIST")]
+    pub zeek_policy: Vec<String>,
+
     /// Free space to leave on the disks of the store and the logs, a size
     /// (500M) or a percentage of the file system (5%); default 5%, at most
     /// 256M. Below it the store's oldest partitions are deleted when a
@@ -615,7 +625,30 @@ impl OutputArgs {
         if let Some(f) = self.store_flush {
             limits::duration_in_range("--store-flush", f, Duration::from_secs(1), Duration::from_secs(3600))?;
         }
+        self.zeek_policies()?;
         Ok(())
+    }
+
+    /// The `--zeek-policy` names, checked against the policies wirelog
+    /// writes (a policy it does not is named with the reason).
+    pub fn zeek_policies(&self) -> anyhow::Result<Vec<&'static str>> {
+        use wirelog_record::columns::{ZEEK_POLICIES, ZEEK_POLICIES_NOT_DONE};
+        let mut on = Vec::new();
+        for name in self.zeek_policy.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|n| !n.is_empty()) {
+            if name == "all" {
+                on.extend(ZEEK_POLICIES.iter().map(|(n, _)| *n));
+            } else if let Some((n, _)) = ZEEK_POLICIES.iter().find(|(n, _)| *n == name) {
+                on.push(*n);
+            } else if let Some((_, why)) = ZEEK_POLICIES_NOT_DONE.iter().find(|(n, _)| *n == name) {
+                anyhow::bail!("--zeek-policy {name}: not written by wirelog ({why})");
+            } else {
+                let known: Vec<&str> = ZEEK_POLICIES.iter().map(|(n, _)| *n).collect();
+                anyhow::bail!("--zeek-policy {name}: unknown policy (known: {}, all)", known.join(", "));
+            }
+        }
+        on.sort_unstable();
+        on.dedup();
+        Ok(on)
     }
 
     pub fn config(&self) -> OutputConfig {
@@ -632,6 +665,8 @@ impl OutputArgs {
         });
         OutputConfig {
             logs: self.logs.clone(),
+            // Checked by `check` before any config is made.
+            zeek_policies: self.zeek_policies().unwrap_or_default(),
             format,
             store,
             empty_tcp_note: false,

@@ -69,6 +69,8 @@ pub struct OutputConfig {
     /// capture --cpu-budget: the transaction logs get the `sample_weight`
     /// column (parse sampling may weigh them).
     pub sample_weights: bool,
+    /// `--zeek-policy`: the log fields of these Zeek policies are written.
+    pub zeek_policies: Vec<&'static str>,
 }
 
 impl OutputConfig {
@@ -141,8 +143,13 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
             sinks.push(Box::new(conn));
             sinks.push(Box::new(flows));
             let tls = cfg.tls_join.is_some();
-            sinks.push(Box::new(TxLogs::new(logs.clone(), processes || tls)?.with_sources(tls).with_weights(cfg.sample_weights)));
-            sinks.push(Box::new(X509LogWriter::in_dir(logs)?));
+            sinks.push(Box::new(
+                TxLogs::new(logs.clone(), processes || tls)?
+                    .with_sources(tls)
+                    .with_weights(cfg.sample_weights)
+                    .with_policies(&cfg.zeek_policies),
+            ));
+            sinks.push(Box::new(X509LogWriter::in_dir(logs)?.with_policies(&cfg.zeek_policies)));
         }
         // Without a log directory: conn.log on standard output, nothing else.
         None => sinks.push(Box::new(

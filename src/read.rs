@@ -335,6 +335,15 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                     a.parse.unparsed_bytes, a.parse.gaps, a.gave_up
                 ));
             }
+            if a.parse.cut_bytes > 0 {
+                // Counted in the bytes not parsed too (the loss table's
+                // unparsed_bytes); said apart since a larger
+                // --stream-memory gets them back.
+                line.push_str(&format!(
+                    "; of those, {} bytes of messages cut whole for want of memory (raise --stream-memory)",
+                    a.parse.cut_bytes
+                ));
+            }
             eprintln!("{line}");
         }
         // Messages a parser read but could not use (an unknown opcode, a

@@ -16,8 +16,8 @@ use wirelog_store::Kind;
 
 /// The log's fields and types between the common head (ts .. id.resp_p)
 /// and tail (status .. first_byte_latency).
-fn log_fields(p: Protocol) -> Vec<(String, String)> {
-    let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, p);
+fn log_fields(p: Protocol, policies: &[&str]) -> Vec<(String, String)> {
+    let mut w = TxLogWriter::with_policies(Vec::new(), LogFormat::Tsv, p, policies);
     w.finish().unwrap();
     let text = String::from_utf8(std::mem::take(w.get_mut())).unwrap();
     let line = |tag: &str| -> Vec<String> {
@@ -114,10 +114,14 @@ fn every_place_has_the_declared_columns() {
         let kind = Kind::tx(p);
 
         // The log: every logged column, in the declaration's order, under
-        // its log name, with Zeek's type.
-        let want: Vec<(String, String)> =
-            decl.columns.iter().filter_map(|c| Some((c.log?.to_string(), zeek_type(c.ty).to_string()))).collect();
-        assert_eq!(log_fields(p), want, "{p:?}: log");
+        // its log name, with Zeek's type; a Zeek policy's columns only with
+        // that policy turned on (--zeek-policy).
+        let field = |c: &Column| Some((c.log?.to_string(), zeek_type(c.ty).to_string()));
+        let want: Vec<(String, String)> = decl.columns.iter().filter(|c| c.policy.is_none()).filter_map(field).collect();
+        assert_eq!(log_fields(p, &[]), want, "{p:?}: log");
+        let every: Vec<&str> = columns::ZEEK_POLICIES.iter().map(|(n, _)| *n).collect();
+        let want: Vec<(String, String)> = decl.columns.iter().filter_map(field).collect();
+        assert_eq!(log_fields(p, &every), want, "{p:?}: log with every Zeek policy");
 
         // The store, in its order.
         let stored = decl.stored();

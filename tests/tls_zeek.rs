@@ -40,50 +40,13 @@ const NOT_WRITTEN: &[(&str, &str)] = &[
         "requested_client_certificate_authorities",
         "policy certificate-request-info is not implemented",
     ),
-    (
-        "cert",
-        "policy log-certs-base64 (the DER as base64) is not written",
-    ),
-    (
-        "server_version",
-        "ssl-log-ext raw hello fields: checked at the parser level (tls::tests), not logged",
-    ),
-    (
-        "client_version",
-        "ssl-log-ext raw hello fields: checked at the parser level, not logged",
-    ),
-    (
-        "client_ciphers",
-        "ssl-log-ext raw hello fields: checked at the parser level, not logged",
-    ),
-    (
-        "ssl_client_exts",
-        "ssl-log-ext raw hello fields: checked at the parser level, not logged",
-    ),
-    (
-        "ssl_server_exts",
-        "ssl-log-ext raw hello fields: checked at the parser level, not logged",
-    ),
-    ("ticket_lifetime_hint", "ssl-log-ext field not logged"),
-    ("dh_param_size", "ssl-log-ext field not logged"),
-    ("point_formats", "ssl-log-ext field not logged"),
-    ("client_curves", "ssl-log-ext field not logged"),
-    (
-        "server_supported_version",
-        "ssl-log-ext field not logged (ssl.log's version has it)",
-    ),
-    ("psk_key_exchange_modes", "ssl-log-ext field not logged"),
-    ("client_key_share_groups", "ssl-log-ext field not logged"),
-    (
-        "server_key_share_group",
-        "ssl-log-ext field not logged (ssl.log's curve has it)",
-    ),
-    ("client_comp_methods", "ssl-log-ext field not logged"),
-    ("sigalgs", "ssl-log-ext field not logged"),
-    ("hashalgs", "ssl-log-ext field not logged"),
-    ("ech_kdf_id", "ssl-log-ext field not logged"),
-    ("ech_aead_id", "ssl-log-ext field not logged"),
 ];
+
+/// Every case is read with the Zeek policies some of its baselines were
+/// made with (ssl-log-ext.log, x509.base64.log): their columns are
+/// compared where Zeek wrote them, and a baseline without them has no such
+/// column to compare (only Zeek's columns are).
+const POLICIES: &[&str] = &["--zeek-policy", "ssl-log-ext,log-certs-base64"];
 
 /// Differences wirelog has on purpose, with the reason. None today: the
 /// STARTTLS cases' `imap,ssl` and `pop3,ssl` agree since the cleartext is
@@ -188,7 +151,8 @@ fn ssl_and_x509_logs_agree_with_zeek() {
     let mut reasons: Vec<String> = Vec::new();
     for (n, c) in CASES.iter().enumerate() {
         let dir = testdata().join(c.case);
-        let ours = run_wirelog(&dir.join(c.pcap), c.flags, &n.to_string());
+        let flags: Vec<&str> = c.flags.iter().chain(POLICIES).copied().collect();
+        let ours = run_wirelog(&dir.join(c.pcap), &flags, &n.to_string());
         for &(log, file) in c.expected {
             let text = std::fs::read_to_string(dir.join(file)).expect("expected file");
             let expected = parse_log(&text);
@@ -484,4 +448,40 @@ fn json_logs_match_tsv_logs() {
         }
     }
     assert!(compared > 500, "{compared} values compared");
+}
+
+/// `--zeek-policy log-hostcerts-only` logs each chain's first certificate
+/// only (Zeek's `X509::log_policy` hook in
+/// policy/protocols/ssl/log-hostcerts-only.zeek breaks for the others):
+/// Zeek's tls12_ecdhe chain of three gives its leaf alone.
+#[test]
+fn log_hostcerts_only_keeps_the_leaf() {
+    let dir = testdata().join("tls12_ecdhe");
+    let all = run_wirelog(&dir.join("ecdhe.pcap"), &[], "hosts-all");
+    let hosts = run_wirelog(&dir.join("ecdhe.pcap"), &["--zeek-policy", "log-hostcerts-only"], "hosts-only");
+    assert_eq!(all["x509.log"].len(), 3);
+    let leaf: Vec<&Row> = all["x509.log"].iter().filter(|r| r["host_cert"] == "T").collect();
+    assert_eq!(hosts["x509.log"].iter().collect::<Vec<_>>(), leaf);
+    // The policy changes x509.log only.
+    assert_eq!(hosts["ssl.log"], all["ssl.log"]);
+}
+
+/// A policy wirelog does not write, or no policy at all, is refused with
+/// the option and the name in the message.
+#[test]
+fn zeek_policy_names_are_checked() {
+    let pcap = testdata().join("tls12_ecdhe/ecdhe.pcap");
+    for (name, says) in [
+        ("validate-certs", "--zeek-policy validate-certs: not written by wirelog (validation_status"),
+        ("ssl-log-ext,no-such", "--zeek-policy no-such: unknown policy (known: ssl-log-ext, ssl-client-subject-issuer, log-certs-base64, log-hostcerts-only, all)"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+            .args(["read", "--quiet", "--no-store", "--zeek-policy", name])
+            .arg(&pcap)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{name}: {err}");
+    }
 }

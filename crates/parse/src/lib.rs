@@ -161,7 +161,19 @@ impl ConnParser {
     pub fn state_bytes(&self) -> usize {
         match self {
             ConnParser::Http2(p) => std::mem::size_of::<http2::Http2Parser>() + p.memory(),
+            ConnParser::Tls(t) => t.held(),
             _ => 0,
+        }
+    }
+
+    /// Grants the parser `bytes` of state from the shared budget (what it
+    /// holds plus what the budget has left): a parser that buffers whole
+    /// messages of up to megabytes (a TLS Certificate message) keeps them
+    /// only within it, and counts what it cut. The others ignore it.
+    #[inline]
+    pub fn set_allowance(&mut self, bytes: usize) {
+        if let ConnParser::Tls(t) = self {
+            t.set_allowance(bytes);
         }
     }
 
@@ -358,6 +370,10 @@ pub struct ParseStats {
     /// Messages that parsed but could not be paired or made no sense in
     /// context (e.g. a second response with no request pending).
     pub malformed: u64,
+    /// Bytes of messages passed over whole because the memory the parser
+    /// was granted (`--stream-memory`) had no room for them (a TLS
+    /// handshake message, a certificate not kept); also in `unparsed_bytes`.
+    pub cut_bytes: u64,
 }
 
 /// A parser for one TCP connection: it gets the in-order bytes of each

@@ -63,6 +63,11 @@ impl Budget {
     pub fn limit(&self) -> usize {
         self.limit
     }
+    /// Bytes neither buffered nor charged as parser state: what a parser
+    /// may still be granted.
+    pub fn available(&self) -> usize {
+        self.room()
+    }
     fn has_room(&self, n: usize) -> bool {
         self.room() >= n
     }

@@ -143,17 +143,27 @@ pub struct Column {
     pub fits_bits: Option<u8>,
     pub doc: &'static str,
     pub get: Get,
+    /// Logged only when this Zeek policy is turned on (`--zeek-policy`),
+    /// as the Zeek script or option of that name adds the field to the
+    /// log; `None`: always logged.
+    pub policy: Option<&'static str>,
 }
 
 impl Column {
     /// A column in both the log (under the same name) and the store.
     pub const fn new(name: &'static str, ty: Type, card: Card, doc: &'static str, get: Get) -> Column {
-        Column { name, log: Some(name), ty, store: Some(card), aliases: &[], brief: false, unset_when_empty: false, fits_bits: None, doc, get }
+        Column { name, log: Some(name), ty, store: Some(card), aliases: &[], brief: false, unset_when_empty: false, fits_bits: None, doc, get, policy: None }
     }
 
     /// A column only the log has, under the log's name.
     pub const fn log_only(log: &'static str, ty: Type, doc: &'static str, get: Get) -> Column {
-        Column { name: log, log: Some(log), ty, store: None, aliases: &[], brief: false, unset_when_empty: false, fits_bits: None, doc, get }
+        Column { name: log, log: Some(log), ty, store: None, aliases: &[], brief: false, unset_when_empty: false, fits_bits: None, doc, get, policy: None }
+    }
+
+    /// Logged only with the Zeek policy `name` turned on (`--zeek-policy`).
+    pub const fn policy(mut self, name: &'static str) -> Column {
+        self.policy = Some(name);
+        self
     }
 
     /// Its name in the log differs (Zeek's name for the field).
@@ -232,9 +242,14 @@ pub struct Columns {
 }
 
 impl Columns {
-    /// The columns in the log, in its order.
+    /// The columns in the log, in its order (every policy's included).
     pub fn logged(&'static self) -> impl Iterator<Item = &'static Column> {
         self.columns.iter().filter(|c| c.log.is_some())
+    }
+
+    /// The columns in the log with the Zeek policies `on` turned on.
+    pub fn logged_with<'a>(&'static self, on: &'a [&'a str]) -> impl Iterator<Item = &'static Column> + 'a {
+        self.logged().filter(move |c| c.policy.is_none_or(|p| on.contains(&p)))
     }
 
     /// The columns in the store, in its order.
@@ -248,6 +263,29 @@ impl Columns {
             .collect()
     }
 }
+
+/// The Zeek policies `--zeek-policy` turns on, each as Zeek names it (a
+/// script under `scripts/policy/`, or a base script's option), with what
+/// it adds to the logs. A column's [`Column::policy`] names one of them.
+pub const ZEEK_POLICIES: &[(&str, &str)] = &[
+    ("ssl-log-ext", "policy/protocols/ssl/ssl-log-ext.zeek: ssl.log's raw hello fields (server_version ... ech_aead_id)"),
+    (
+        "ssl-client-subject-issuer",
+        "SSL::log_include_client_certificate_subject_issuer=T (base/protocols/ssl/files.zeek): ssl.log's client_subject, client_issuer",
+    ),
+    ("log-certs-base64", "policy/protocols/ssl/log-certs-base64.zeek: x509.log's cert, the DER certificate in base64"),
+    ("log-hostcerts-only", "policy/protocols/ssl/log-hostcerts-only.zeek: x509.log has the host (leaf) certificates only"),
+];
+
+/// Zeek policies that add log fields wirelog does not write, and why
+/// (`--zeek-policy` names them in its error).
+pub const ZEEK_POLICIES_NOT_DONE: &[(&str, &str)] = &[
+    ("validate-certs", "validation_status needs a CA store and validation at packet time"),
+    ("validate-sct", "valid_ct_logs needs SCT signature checks against the CT log list"),
+    ("validate-ocsp", "ocsp_status needs OCSP response validation"),
+    ("certificate-request-info", "requested_client_certificate_authorities is not parsed"),
+    ("known-certs", "known_certs.log is not written"),
+];
 
 /// The declaration of each protocol's columns.
 pub fn of(p: Protocol) -> &'static Columns {
@@ -337,6 +375,10 @@ mod tests {
             }
             for col in c.columns {
                 assert!(!col.doc.is_empty(), "{p:?}.{}: doc", col.name);
+                if let Some(pol) = col.policy {
+                    assert!(ZEEK_POLICIES.iter().any(|(n, _)| *n == pol), "{p:?}.{}: policy {pol}", col.name);
+                    assert!(col.store.is_none() && col.log.is_some(), "{p:?}.{}: a policy's column is the log's", col.name);
+                }
                 if let Type::Count { bits, .. } = col.ty {
                     assert!(bits == 16 || bits == 64, "{p:?}.{}", col.name);
                 }

@@ -278,6 +278,10 @@ impl AppState {
             return;
         };
         let StreamApp { parser, streams } = &mut **s;
+        // What the parser may hold after this packet: what it holds now
+        // plus what the shared budget has left (a TLS handshake message of
+        // megabytes is kept only within it, else cut and counted).
+        parser.set_allowance(self.state_charged + budget.available());
         let this = (dir == Dir::ToClient) as usize;
         if let Some(ack) = ack {
             // What this packet acknowledges of the other direction comes

@@ -999,6 +999,7 @@ impl Tracker {
         p.gaps += st.gaps;
         p.resyncs += st.resyncs;
         p.malformed += st.malformed;
+        p.cut_bytes += st.cut_bytes;
         let gave_up = (stopped && !app.parser_done()) as u64;
         self.app_stats.gave_up += gave_up;
         // The same, per protocol (the loss table's rows per protocol).
@@ -1008,6 +1009,7 @@ impl Tracker {
         by.gaps += st.gaps;
         by.resyncs += st.resyncs;
         by.malformed += st.malformed;
+        by.cut_bytes += st.cut_bytes;
         self.app_stats.gave_up_by[i] += gave_up;
         // Like Zeek, a service is named once its analyzer understood the
         // traffic: here, once a transaction was parsed (or the protocol was

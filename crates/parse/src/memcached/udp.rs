@@ -182,6 +182,7 @@ impl UdpMemcached {
             gaps: p.gaps + self.stats.gaps,
             resyncs: p.resyncs + self.stats.resyncs,
             malformed: p.malformed + self.stats.malformed,
+            cut_bytes: p.cut_bytes + self.stats.cut_bytes,
         }
     }
 }

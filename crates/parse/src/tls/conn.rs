@@ -3,7 +3,7 @@
 //! connection then reports itself done so the reassembler stops delivering
 //! (application data is counted by the connection record, never buffered).
 
-use wirelog_record::tls::TlsTx;
+use wirelog_record::tls::{HelloFields, TlsTx};
 
 use super::{TlsHandshake, TlsLimits, TlsParser};
 use crate::{
@@ -92,6 +92,16 @@ impl TlsConn {
         }
     }
 
+    /// Memory this connection's parser may hold (see [`TlsParser::set_allowance`]).
+    pub fn set_allowance(&mut self, bytes: usize) {
+        self.inner.set_allowance(bytes);
+    }
+
+    /// Memory it holds now (messages under reassembly, certificates kept).
+    pub fn held(&self) -> usize {
+        self.inner.held()
+    }
+
     /// Whether the handshake is over (nothing more to parse).
     pub fn handshake_done(&self) -> bool {
         self.inner.handshake_done()
@@ -153,6 +163,7 @@ pub fn transaction(hs: TlsHandshake, request: Option<Span>, response: Option<Spa
                     .collect()
             })
             .unwrap_or_default(),
+        hello: hello_fields(&hs),
         ssl_history: hs.ssl_history,
         server_certs: hs.server_certs.map(|c| c.certs),
         client_certs: hs.client_certs.map(|c| c.certs),
@@ -164,6 +175,59 @@ pub fn transaction(hs: TlsHandshake, request: Option<Span>, response: Option<Spa
         status,
         detail: Detail::Tls(tx),
     }
+}
+
+/// The values Zeek's `policy/protocols/ssl/ssl-log-ext.zeek` logs, each
+/// set where the script's handler of the event sets it: the hellos'
+/// fields by `ssl_client_hello`/`ssl_server_hello` (the last hello's, as
+/// each event overwrites), an extension's by its `ssl_extension_*` event
+/// (only when the extension is present: unset, not empty, otherwise), the
+/// extension lists by `ssl_extension` (appended for every hello).
+fn hello_fields(hs: &TlsHandshake) -> Option<Box<HelloFields>> {
+    let ch = hs.last_client_hello.as_ref().or(hs.client_hello.as_ref());
+    let sh = hs.server_hello.as_ref();
+    if ch.is_none() && sh.is_none() {
+        return None;
+    }
+    let u16s = |v: &[u16]| Some(v.to_vec());
+    let bytes = |v: &[u8]| Some(v.iter().map(|&b| b as u16).collect::<Vec<u16>>());
+    let has = |t: u16| ch.is_some_and(|c| c.extensions.contains(&t));
+    let sh_has = |t: u16| sh.is_some_and(|s| s.extensions.contains(&t));
+    use super::parser::*;
+    let mut f = HelloFields {
+        server_version: sh.map(|s| s.version),
+        ticket_lifetime_hint: hs.ticket_lifetime_hint,
+        dh_param_size: hs.dh_param_size,
+        ssl_client_exts: (!hs.client_exts.is_empty()).then(|| hs.client_exts.clone()),
+        ssl_server_exts: (!hs.server_exts.is_empty()).then(|| hs.server_exts.clone()),
+        server_supported_version: sh.filter(|_| sh_has(EXT_SUPPORTED_VERSIONS)).and_then(|s| s.selected_version),
+        server_key_share_group: sh
+            .filter(|_| sh_has(EXT_KEY_SHARE) || sh_has(EXT_KEY_SHARE_OLD))
+            .and_then(|s| s.key_share_group),
+        ..HelloFields::default()
+    };
+    if let Some(c) = ch.filter(|c| !c.sslv2) {
+        f.client_version = Some(c.version);
+        f.client_ciphers = u16s(&c.ciphers);
+        f.client_comp_methods = bytes(&c.compression);
+        if has(EXT_EC_POINT_FORMATS) {
+            f.point_formats = bytes(&c.point_formats);
+        }
+        if has(EXT_SUPPORTED_GROUPS) {
+            f.client_curves = u16s(&c.groups);
+        }
+        if has(EXT_KEY_SHARE) {
+            f.client_key_share_groups = u16s(&c.key_share_groups);
+        }
+        if has(EXT_SIGNATURE_ALGORITHMS) {
+            f.sigalgs = Some(c.signature_algorithms.iter().map(|s| s & 0xff).collect());
+            f.hashalgs = Some(c.signature_algorithms.iter().map(|s| s >> 8).collect());
+        }
+        f.psk_key_exchange_modes = c.psk_modes.as_deref().and_then(bytes);
+        f.ech_kdf_id = c.ech_ids.map(|(k, _)| k);
+        f.ech_aead_id = c.ech_ids.map(|(_, a)| a);
+    }
+    Some(Box::new(f))
 }
 
 impl StreamParser for TlsConn {
@@ -212,6 +276,7 @@ impl StreamParser for TlsConn {
             s.gaps += b.gaps;
             s.resyncs += b.resyncs;
             s.malformed += b.malformed;
+            s.cut_bytes += b.cut_bytes;
         }
         s
     }

@@ -8,7 +8,19 @@
 //! PostgreSQL SSL requests) is scanned for the record that opens its
 //! handshake, up to [`TlsLimits::max_preamble`] bytes. Plaintext handshake
 //! records are reassembled into messages (a message may span records, a
-//! record may hold several messages), bounded by [`TlsLimits::max_message`].
+//! record may hold several messages), up to the protocol's own limit (a
+//! 24-bit length: a Certificate message of almost 16 MiB) and to the memory
+//! the caller grants ([`TlsParser::set_allowance`]: what `--stream-memory`
+//! has left). A message that does not fit is passed over by its length and
+//! counted ([`crate::ParseStats::cut_bytes`]); the messages after it are
+//! read as usual, so only what that message held is missing. Zeek buffers
+//! a handshake message in binpac's flow buffer (the `TLSHandshake` analyzer
+//! that `SSL_Analyzer::SendHandshake` feeds each plaintext handshake
+//! record: zeek/zeek `src/analyzer/protocol/ssl/SSL.cc`, `tls-handshake.pac`,
+//! the `HandshakeRecord` unit `&length=(msg_length + 4)` in
+//! `tls-handshake-protocol.pac`), whose capacity is capped by
+//! `BinPAC::flowbuffer_capacity_max` (10 MiB, `scripts/base/init-bare.zeek`):
+//! a larger message is an analyzer violation there, here it is read.
 //! Once a direction encrypts, records are only skipped by their length;
 //! once the handshake is established, bytes are only counted, never looked
 //! at. The result is a [`TlsHandshake`] per TLS session, taken with
@@ -51,7 +63,8 @@ use crate::{Dir, ParseConfig, ParseStats, StreamParser, Transaction};
 #[derive(Clone, Copy, Debug)]
 pub struct TlsLimits {
     /// Largest handshake message reassembled; a larger one is counted as
-    /// malformed and the direction is given up.
+    /// malformed and the direction is given up. By default the protocol's
+    /// own limit (the 24-bit length), so only memory cuts a message.
     pub max_message: usize,
     /// Plaintext bytes scanned for the start of TLS before giving up.
     pub max_preamble: usize,
@@ -64,13 +77,17 @@ pub struct TlsLimits {
 impl Default for TlsLimits {
     fn default() -> Self {
         TlsLimits {
-            max_message: 256 * 1024,
+            max_message: MAX_HANDSHAKE_MESSAGE,
             max_preamble: 64 * 1024,
-            max_certs: 10,
-            max_cert_bytes: 256 * 1024,
+            max_certs: 64,
+            max_cert_bytes: MAX_HANDSHAKE_MESSAGE,
         }
     }
 }
+
+/// The largest handshake message body the protocol can carry: its length
+/// is 24 bits (RFC 8446 4, RFC 5246 7.4).
+pub const MAX_HANDSHAKE_MESSAGE: usize = (1 << 24) - 1;
 
 /// A plaintext alert.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +142,19 @@ pub struct TlsHandshake {
     pub sslv2_hello: bool,
     /// The ClientHello carried encrypted_client_hello.
     pub ech: bool,
+    /// The last ClientHello when there were several (a second one after a
+    /// HelloRetryRequest): Zeek's ssl-log-ext fields are its (each hello's
+    /// events overwrite them).
+    pub last_client_hello: Option<ClientHello>,
+    /// Extension types of every ClientHello and every ServerHello
+    /// (HelloRetryRequest included), in order: Zeek's ssl-log-ext appends
+    /// on each `ssl_extension` event.
+    pub client_exts: Vec<u16>,
+    pub server_exts: Vec<u16>,
+    /// The lifetime hint of the server's NewSessionTicket (seconds).
+    pub ticket_lifetime_hint: Option<u32>,
+    /// Bits of the server's finite-field DH public value.
+    pub dh_param_size: Option<u32>,
 }
 
 impl TlsHandshake {
@@ -193,6 +223,8 @@ struct Side {
     cipher_record: bool,
     /// A handshake message split over records: bytes so far.
     msg: Vec<u8>,
+    /// Bytes still to pass of a message cut for want of memory (not kept).
+    skip: usize,
     bytes: u64,
     bytes_after: u64,
 }
@@ -214,6 +246,7 @@ impl Side {
             ccs: false,
             cipher_record: false,
             msg: Vec::new(),
+            skip: 0,
             bytes: 0,
             bytes_after: 0,
         }
@@ -232,6 +265,21 @@ pub struct TlsParser {
     not_tls: bool,
     done: Vec<TlsHandshake>,
     stats: ParseStats,
+    /// Bytes of state this parser may hold (messages under reassembly and
+    /// certificates kept), as granted by [`TlsParser::set_allowance`].
+    allowance: usize,
+    /// DER bytes of the certificates kept in `hs` and `done`.
+    certs_held: usize,
+}
+
+/// DER bytes of the certificates a handshake keeps.
+fn chain_bytes(hs: &TlsHandshake) -> usize {
+    hs.server_certs
+        .iter()
+        .chain(&hs.client_certs)
+        .flat_map(|c| &c.certs)
+        .map(Vec::len)
+        .sum()
 }
 
 fn idx(dir: Dir) -> usize {
@@ -262,11 +310,29 @@ impl TlsParser {
             not_tls: false,
             done: Vec::new(),
             stats: ParseStats::default(),
+            allowance: usize::MAX,
+            certs_held: 0,
         }
+    }
+
+    /// How many bytes of state (messages under reassembly, certificates
+    /// kept) the parser may hold from now on: the tracker grants what it
+    /// holds already plus what the shared `--stream-memory` budget has
+    /// left. A message that would pass it is cut (passed over by its
+    /// length, counted); a certificate that would is not kept. Unlimited
+    /// until called.
+    pub fn set_allowance(&mut self, bytes: usize) {
+        self.allowance = bytes;
+    }
+
+    /// Bytes of state held now (what [`TlsParser::set_allowance`] bounds).
+    pub fn held(&self) -> usize {
+        self.sides.iter().map(|s| s.msg.capacity() + s.carry.capacity()).sum::<usize>() + self.certs_held
     }
 
     /// Handshakes finished (established) or ended with the connection.
     pub fn take_handshakes(&mut self) -> Vec<TlsHandshake> {
+        self.certs_held = chain_bytes(&self.hs);
         std::mem::take(&mut self.done)
     }
 
@@ -503,51 +569,97 @@ impl TlsParser {
 
     fn handshake_bytes(&mut self, i: usize, body: &[u8]) {
         let mut rest = body;
-        if self.sides[i].msg.is_empty() {
-            // Common case: whole messages inside this record, parsed in place.
-            while rest.len() >= 4 {
+        while !rest.is_empty() {
+            // A message cut for want of memory: passed over by its length.
+            let skip = self.sides[i].skip;
+            if skip > 0 {
+                let k = skip.min(rest.len());
+                self.sides[i].skip -= k;
+                rest = &rest[k..];
+                continue;
+            }
+            if self.sides[i].msg.is_empty() {
+                // Common case: whole messages inside this record, parsed in place.
+                if rest.len() < 4 {
+                    self.sides[i].msg.extend_from_slice(rest);
+                    return;
+                }
                 let len = ((rest[1] as usize) << 16) | ((rest[2] as usize) << 8) | rest[3] as usize;
                 if len > self.limits.max_message {
                     self.too_big(i, rest.len());
                     return;
                 }
-                if rest.len() < 4 + len {
-                    break;
+                if rest.len() >= 4 + len {
+                    self.on_message(i, rest[0], &rest[4..4 + len]);
+                    rest = &rest[4 + len..];
+                    if self.sides[i].phase != Phase::Record || self.sides[i].encrypted {
+                        return;
+                    }
+                    continue;
                 }
-                self.on_message(i, rest[0], &rest[4..4 + len]);
-                rest = &rest[4 + len..];
-                if self.sides[i].phase != Phase::Record || self.sides[i].encrypted {
-                    return;
+                // The message goes on in later records: keep it whole if
+                // the memory granted allows, else pass over it.
+                if !self.admit(i, rest[0], 4 + len, 0) {
+                    continue;
                 }
-            }
-            self.sides[i].msg.extend_from_slice(rest);
-            return;
-        }
-        let mut msg = std::mem::take(&mut self.sides[i].msg);
-        msg.extend_from_slice(rest);
-        let mut off = 0;
-        while msg.len() - off >= 4 {
-            let m = &msg[off..];
-            let len = ((m[1] as usize) << 16) | ((m[2] as usize) << 8) | m[3] as usize;
-            if len > self.limits.max_message {
-                self.too_big(i, m.len());
+                let msg = &mut self.sides[i].msg;
+                msg.reserve_exact(4 + len);
+                msg.extend_from_slice(rest);
                 return;
             }
-            if m.len() < 4 + len {
-                break;
+            // A message begun in an earlier record.
+            let have = self.sides[i].msg.len();
+            if have < 4 {
+                let k = (4 - have).min(rest.len());
+                self.sides[i].msg.extend_from_slice(&rest[..k]);
+                rest = &rest[k..];
+                if self.sides[i].msg.len() < 4 {
+                    return;
+                }
+                let m = &self.sides[i].msg;
+                let (typ, len) = (m[0], ((m[1] as usize) << 16) | ((m[2] as usize) << 8) | m[3] as usize);
+                if len > self.limits.max_message {
+                    self.too_big(i, 4 + rest.len());
+                    return;
+                }
+                if !self.admit(i, typ, 4 + len, 4) {
+                    continue;
+                }
+                self.sides[i].msg.reserve_exact(len);
             }
-            self.on_message(i, m[0], &m[4..4 + len]);
-            off += 4 + len;
+            let m = &self.sides[i].msg;
+            let len = ((m[1] as usize) << 16) | ((m[2] as usize) << 8) | m[3] as usize;
+            let k = (4 + len - m.len()).min(rest.len());
+            self.sides[i].msg.extend_from_slice(&rest[..k]);
+            rest = &rest[k..];
+            if self.sides[i].msg.len() < 4 + len {
+                return;
+            }
+            // Whole: parsed, then the memory given back (a big Certificate
+            // message must not stay resident).
+            let msg = std::mem::take(&mut self.sides[i].msg);
+            self.on_message(i, msg[0], &msg[4..]);
+            drop(msg);
             if self.sides[i].phase != Phase::Record || self.sides[i].encrypted {
                 return;
             }
         }
-        msg.drain(..off);
-        if msg.is_empty() {
-            // Give the memory back: a big Certificate message must not stay resident.
-            msg = Vec::new();
+    }
+
+    /// A message of `total` bytes (header included) of type `typ` starts on
+    /// side `i`, `have` of its bytes already buffered: whether it may be
+    /// kept whole. If not it is cut: its letter still goes into the
+    /// history (its type is known), its bytes are passed over and counted.
+    fn admit(&mut self, i: usize, typ: u8, total: usize, have: usize) -> bool {
+        if self.held() - self.sides[i].msg.capacity() + total <= self.allowance {
+            return true;
         }
-        self.sides[i].msg = msg;
+        self.history(i, history_letter(typ));
+        self.stats.cut_bytes += total as u64;
+        self.stats.unparsed_bytes += total as u64;
+        self.sides[i].skip = total - have;
+        self.sides[i].msg = Vec::new();
+        false
     }
 
     fn too_big(&mut self, i: usize, n: usize) {
@@ -588,6 +700,14 @@ impl TlsParser {
                         if kept > self.limits.max_cert_bytes {
                             break;
                         }
+                        // The message itself is being given back; what is
+                        // kept of it must fit what was granted.
+                        if self.held() + der.len() > self.allowance {
+                            self.stats.cut_bytes += der.len() as u64;
+                            self.stats.unparsed_bytes += der.len() as u64;
+                            break;
+                        }
+                        self.certs_held += der.len();
                         chain.certs.push(der.to_vec());
                     }
                     if i == 0 {
@@ -604,6 +724,16 @@ impl TlsParser {
                     self.hs.curve = Some(g);
                 }
             }
+            (1, HS_SERVER_KEY_EXCHANGE) if self.hs.cipher.is_some_and(cipher_is_dhe) => {
+                self.hs.dh_param_size = ske_dh_param_bits(body);
+            }
+            // NewSessionTicket: its first field (RFC 5077 3.3; Zeek's
+            // `SessionTicketHandshake`).
+            (1, 4) => {
+                if let Some(b) = body.get(..4) {
+                    self.hs.ticket_lifetime_hint = Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+                }
+            }
             (1, 13) => self.hs.client_cert_requested = true,
             (1, 6) => self.hs.hello_retry = true,
             (0, HS_CLIENT_KEY_EXCHANGE) => self.client_kex = true,
@@ -613,15 +743,19 @@ impl TlsParser {
 
     fn on_client_hello(&mut self, ch: ClientHello) {
         self.hs.client_hellos += 1;
-        if self.hs.client_hello.is_none() {
-            self.hs.server_name = ch.server_name.clone();
-            self.hs.ech = ch.ech;
-            self.hs.ja4 = Some(ja4(&ch));
-            self.hs.client_hello = Some(ch);
+        self.hs.client_exts.extend_from_slice(&ch.extensions);
+        if self.hs.client_hello.is_some() {
+            self.hs.last_client_hello = Some(ch);
+            return;
         }
+        self.hs.server_name = ch.server_name.clone();
+        self.hs.ech = ch.ech;
+        self.hs.ja4 = Some(ja4(&ch));
+        self.hs.client_hello = Some(ch);
     }
 
     fn on_server_hello(&mut self, sh: ServerHello) {
+        self.hs.server_exts.extend_from_slice(&sh.extensions);
         let version = sh.selected_version.unwrap_or(sh.version);
         self.hs.version = Some(version);
         self.hs.cipher = Some(sh.cipher);
@@ -697,13 +831,17 @@ impl StreamParser for TlsParser {
         let s = &mut self.sides[i];
         match s.phase {
             Phase::Count => {}
-            // Inside a record whose body is skipped anyway: skip the hole too.
+            // Inside a record whose body is skipped anyway (or inside a
+            // handshake message cut for want of memory): skip the hole too.
             Phase::Record
                 if s.hdr_len == 5
                     && (s.rec_left as u64) >= len
-                    && (s.encrypted || s.rec_type != CT_HANDSHAKE)
+                    && (s.encrypted || s.rec_type != CT_HANDSHAKE || s.skip as u64 >= len)
                     && s.rec_type != CT_ALERT =>
             {
+                if s.rec_type == CT_HANDSHAKE && !s.encrypted {
+                    s.skip -= len as usize;
+                }
                 s.rec_left -= len as usize;
                 if s.rec_left == 0 {
                     s.hdr_len = 0;

@@ -28,6 +28,7 @@ pub const EXT_SESSION_TICKET: u16 = 35;
 pub const EXT_KEY_SHARE_OLD: u16 = 40;
 pub const EXT_PRE_SHARED_KEY: u16 = 41;
 pub const EXT_SUPPORTED_VERSIONS: u16 = 43;
+pub const EXT_PSK_KEY_EXCHANGE_MODES: u16 = 45;
 pub const EXT_KEY_SHARE: u16 = 51;
 pub const EXT_ECH: u16 = 0xfe0d;
 
@@ -200,6 +201,12 @@ pub struct ClientHello {
     pub session_ticket_len: Option<usize>,
     pub pre_shared_key: bool,
     pub ech: bool,
+    /// The outer encrypted_client_hello's HPKE KDF and AEAD ids (as Zeek's
+    /// `EncryptedClientHello`, `tls-handshake-protocol.pac`: only type 0,
+    /// the outer hello, carries them).
+    pub ech_ids: Option<(u16, u16)>,
+    /// The psk_key_exchange_modes extension's modes, if present.
+    pub psk_modes: Option<Vec<u8>>,
     /// The hello came in the SSLv2 record format.
     pub sslv2: bool,
 }
@@ -253,7 +260,15 @@ pub fn client_hello(body: &[u8]) -> Option<ClientHello> {
             }
             EXT_SESSION_TICKET => ch.session_ticket_len = Some(d.len()),
             EXT_PRE_SHARED_KEY => ch.pre_shared_key = true,
-            EXT_ECH => ch.ech = true,
+            EXT_ECH => {
+                ch.ech = true;
+                if e.u8() == Some(0) {
+                    if let (Some(kdf), Some(aead)) = (e.u16(), e.u16()) {
+                        ch.ech_ids = Some((kdf, aead));
+                    }
+                }
+            }
+            EXT_PSK_KEY_EXCHANGE_MODES => ch.psk_modes = Some(e.vec8().unwrap_or(&[]).to_vec()),
             _ => {}
         }
     }
@@ -379,6 +394,23 @@ pub fn ske_named_curve(body: &[u8]) -> Option<u16> {
         return None;
     }
     r.u16()
+}
+
+/// The size in bits of the server's public value in a finite-field DHE
+/// ServerKeyExchange (`dh_p`, `dh_g`, `dh_Ys`, each with a 16-bit length):
+/// Zeek's ssl-log-ext `dh_param_size` is `|Ys| * 8`.
+pub fn ske_dh_param_bits(body: &[u8]) -> Option<u32> {
+    let mut r = Reader::new(body);
+    r.vec16()?;
+    r.vec16()?;
+    Some(r.vec16()?.len() as u32 * 8)
+}
+
+/// Whether the suite's ServerKeyExchange carries finite-field DH
+/// parameters (DHE and anonymous DH suites; Zeek's `DheServerKeyExchange`
+/// and `DhAnonServerKeyExchange` cases in `tls-handshake-protocol.pac`).
+pub fn cipher_is_dhe(c: u16) -> bool {
+    cipher_name_known(c).is_some_and(|n| n.starts_with("TLS_DHE_") || n.starts_with("TLS_DH_anon_"))
 }
 
 /// ssl_history letter of a handshake message type (client side: upper case).

@@ -1439,3 +1439,178 @@ fn alpn_h2_names_the_service() {
     }
     assert!(h2 > 0, "no h2 handshake in the captures");
 }
+
+/// Handshake messages of one direction, framed into records of at most
+/// `rec` bytes.
+fn records(msgs: &[Vec<u8>], rec: usize) -> Vec<u8> {
+    let flat: Vec<u8> = msgs.concat();
+    let mut out = Vec::new();
+    for piece in flat.chunks(rec) {
+        out.extend_from_slice(&[22, 3, 3]);
+        out.extend_from_slice(&(piece.len() as u16).to_be_bytes());
+        out.extend_from_slice(piece);
+    }
+    out
+}
+
+/// A handshake message of type `typ` around `body`.
+fn hs_msg(typ: u8, body: &[u8]) -> Vec<u8> {
+    let n = body.len();
+    let mut m = vec![typ, (n >> 16) as u8, (n >> 8) as u8, n as u8];
+    m.extend_from_slice(body);
+    m
+}
+
+/// A Certificate message holding `certs` (opaque bytes: only framing matters here).
+fn certificate_msg(certs: &[Vec<u8>]) -> Vec<u8> {
+    let mut list = Vec::new();
+    for c in certs {
+        let n = c.len();
+        list.extend_from_slice(&[(n >> 16) as u8, (n >> 8) as u8, n as u8]);
+        list.extend_from_slice(c);
+    }
+    let n = list.len();
+    let mut body = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8];
+    body.extend_from_slice(&list);
+    hs_msg(11, &body)
+}
+
+/// A TLS 1.2 ECDHE handshake whose server sends a `leaf`-byte certificate
+/// and a CA, and whose client answers a CertificateRequest with a
+/// `client`-byte certificate, every message cut into records of 1000 bytes,
+/// fed in chunks of 700 (as small segments deliver them): (client, server)
+/// byte streams.
+fn large_handshake(leaf: usize, client: usize) -> (Vec<u8>, Vec<u8>, Vec<Vec<u8>>, Vec<u8>) {
+    let server_certs = vec![vec![0x5a; leaf], vec![0xca; 1500]];
+    let client_cert = vec![0xc1; client];
+    let mut sh = vec![3, 3];
+    sh.extend_from_slice(&[9; 32]);
+    sh.push(0);
+    sh.extend_from_slice(&[0xc0, 0x2f, 0]);
+    // ServerKeyExchange: named_curve secp256r1 (23), a point, a signature.
+    let mut ske = vec![3, 0, 23, 65];
+    ske.extend_from_slice(&[4; 65]);
+    ske.extend_from_slice(&[4, 1, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]);
+    let server = records(
+        &[
+            hs_msg(2, &sh),
+            certificate_msg(&server_certs),
+            hs_msg(12, &ske),
+            hs_msg(13, &[1, 1, 0, 2, 4, 1, 0, 0]),
+            hs_msg(14, &[]),
+        ],
+        1000,
+    );
+    let mut c = client_hello_record();
+    c.extend(records(
+        &[certificate_msg(std::slice::from_ref(&client_cert)), hs_msg(16, &[32; 33])],
+        1000,
+    ));
+    (c, server, server_certs, client_cert)
+}
+
+/// Feeds a handshake in chunks of 700 bytes, then both sides' CCS and an
+/// encrypted record; the handshake it gave.
+fn feed_large(p: &mut TlsParser, client: &[u8], server: &[u8]) -> TlsHandshake {
+    let mut out = Vec::new();
+    let (hello, rest) = client.split_at(client_hello_record().len());
+    p.data(Dir::ToServer, 1, hello, &mut out);
+    for c in server.chunks(700) {
+        p.data(Dir::ToClient, 2, c, &mut out);
+    }
+    for c in rest.chunks(700) {
+        p.data(Dir::ToServer, 3, c, &mut out);
+    }
+    let fin = [20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 40];
+    p.data(Dir::ToServer, 4, &fin, &mut out);
+    p.data(Dir::ToServer, 4, &[0; 40], &mut out);
+    p.data(Dir::ToClient, 5, &fin, &mut out);
+    p.data(Dir::ToClient, 5, &[0; 40], &mut out);
+    p.finish(6, &mut out);
+    let mut hs = p.take_handshakes();
+    assert_eq!(hs.len(), 1);
+    hs.pop().unwrap()
+}
+
+/// A server certificate of 3 MB (thousands of names make them that big)
+/// and a client certificate of 600 kB, over records of 1000 bytes and
+/// segments of 700: every message is reassembled, the certificates kept
+/// whole, the curve after them read, the history complete, and nothing is
+/// left buffered afterwards.
+#[test]
+fn large_certificates_over_many_records_are_kept() {
+    let (client, server, server_certs, client_cert) = large_handshake(3 << 20, 600 << 10);
+    let mut p = TlsParser::with_limits(TlsLimits::default());
+    let hs = feed_large(&mut p, &client, &server);
+    assert!(hs.established);
+    assert_eq!(hs.curve_name().as_deref(), Some("secp256r1"));
+    assert_eq!(hs.ssl_history, "CsxkrnXGIi");
+    let sc = hs.server_certs.as_ref().unwrap();
+    assert_eq!((sc.count, &sc.certs), (2, &server_certs));
+    let cc = hs.client_certs.as_ref().unwrap();
+    assert_eq!((cc.count, &cc.certs), (1, &vec![client_cert]));
+    assert_eq!(p.stats().cut_bytes, 0);
+    assert_eq!(p.stats().malformed, 0);
+    assert_eq!(p.buffered_capacity(), 0);
+    assert_eq!(p.held(), 0);
+}
+
+/// The same handshake granted 1 MiB: the server's Certificate message is
+/// passed over by its length and counted, the client's (600 kB) kept; the
+/// letters, the curve and `established` are still there, and the parser
+/// never held more than it was granted.
+#[test]
+fn a_certificate_message_over_the_allowance_is_cut_and_counted() {
+    let (client, server, _, client_cert) = large_handshake(3 << 20, 600 << 10);
+    let grant = 1 << 20;
+    let mut p = TlsParser::with_limits(TlsLimits::default());
+    p.set_allowance(grant);
+    let mut out = Vec::new();
+    let (hello, rest) = client.split_at(client_hello_record().len());
+    p.data(Dir::ToServer, 1, hello, &mut out);
+    let mut most = 0;
+    for c in server.chunks(700) {
+        p.data(Dir::ToClient, 2, c, &mut out);
+        most = most.max(p.held());
+    }
+    for c in rest.chunks(700) {
+        p.data(Dir::ToServer, 3, c, &mut out);
+        most = most.max(p.held());
+    }
+    assert!(most <= grant, "held {most} of {grant}");
+    let cert_msg = 4 + 3 + (3 + (3 << 20)) + (3 + 1500);
+    assert_eq!(p.stats().cut_bytes, cert_msg as u64);
+    assert!(p.stats().unparsed_bytes >= cert_msg as u64);
+    let fin = [20, 3, 3, 0, 1, 1, 23, 3, 3, 0, 40];
+    for (dir, ts) in [(Dir::ToServer, 4), (Dir::ToClient, 5)] {
+        p.data(dir, ts, &fin, &mut out);
+        p.data(dir, ts, &[0; 40], &mut out);
+    }
+    let hs = p.take_handshakes().pop().unwrap();
+    assert!(hs.established);
+    assert_eq!(hs.curve_name().as_deref(), Some("secp256r1"));
+    assert_eq!(hs.ssl_history, "CsxkrnXGIi");
+    assert!(hs.server_certs.is_none());
+    assert_eq!(hs.client_certs.unwrap().certs, vec![client_cert]);
+}
+
+/// A gap inside a message being passed over costs nothing more: the
+/// messages after it are read.
+#[test]
+fn a_gap_inside_a_cut_message_is_passed_over_too() {
+    let (client, server, _, _) = large_handshake(200 << 10, 1000);
+    let mut p = TlsParser::with_limits(TlsLimits::default());
+    p.set_allowance(64 << 10);
+    let mut out = Vec::new();
+    p.data(Dir::ToServer, 1, &client[..client_hello_record().len()], &mut out);
+    // The ServerHello record and the first record of the Certificate
+    // message, then a hole of 500 bytes inside the second record.
+    let first = 5 + 42 + 5 + 1000;
+    p.data(Dir::ToClient, 2, &server[..first + 100], &mut out);
+    p.gap(Dir::ToClient, 2, 500, &mut out);
+    p.data(Dir::ToClient, 2, &server[first + 600..], &mut out);
+    let hs = p.current();
+    assert_eq!(hs.curve_name().as_deref(), Some("secp256r1"));
+    assert_eq!(hs.ssl_history, "Csxkrn");
+    assert_eq!(p.stats().gaps, 1);
+}

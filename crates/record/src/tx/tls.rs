@@ -43,9 +43,48 @@ pub struct TlsTx {
     pub server_certs: Option<Vec<Vec<u8>>>,
     /// The client's Certificate message, possibly empty.
     pub client_certs: Option<Vec<Vec<u8>>>,
+    /// The raw hello values Zeek's ssl-log-ext policy logs; `None` when
+    /// no hello was seen.
+    pub hello: Option<Box<HelloFields>>,
     /// The certificates decoded, once, by whichever output reads them first
     /// (log writer or store); start it empty (`Default`).
     pub decoded: CertCache,
+}
+
+/// What Zeek's `policy/protocols/ssl/ssl-log-ext.zeek` adds to ssl.log
+/// (zeek/zeek a13de64f): raw numbers in wire order, GREASE kept, each set
+/// only when the event that sets it in the script fires (its hello or
+/// extension was seen), so unset (`-`) and empty (`(empty)`) stay apart.
+/// Every value is a count; lists are kept as `u16` (point formats,
+/// compression methods and PSK modes are bytes on the wire).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HelloFields {
+    /// `ssl_server_hello`: the ServerHello's version field.
+    pub server_version: Option<u16>,
+    /// `ssl_client_hello`: the ClientHello's version, ciphers, compression methods.
+    pub client_version: Option<u16>,
+    pub client_ciphers: Option<Vec<u16>>,
+    pub client_comp_methods: Option<Vec<u16>>,
+    /// `ssl_extension`: every extension type of each side's hellos, appended.
+    pub ssl_client_exts: Option<Vec<u16>>,
+    pub ssl_server_exts: Option<Vec<u16>>,
+    /// `ssl_session_ticket_handshake`: the NewSessionTicket's lifetime hint.
+    pub ticket_lifetime_hint: Option<u32>,
+    /// `ssl_dh_server_params`: `|Ys| * 8`.
+    pub dh_param_size: Option<u32>,
+    /// The client's extensions (`ssl_extension_*` with `is_client`).
+    pub point_formats: Option<Vec<u16>>,
+    pub client_curves: Option<Vec<u16>>,
+    pub psk_key_exchange_modes: Option<Vec<u16>>,
+    pub client_key_share_groups: Option<Vec<u16>>,
+    /// `signature_algorithms` split: the low byte (signature), the high byte (hash).
+    pub sigalgs: Option<Vec<u16>>,
+    pub hashalgs: Option<Vec<u16>>,
+    pub ech_kdf_id: Option<u16>,
+    pub ech_aead_id: Option<u16>,
+    /// The server's `supported_versions` and `key_share` (the first entry).
+    pub server_supported_version: Option<u16>,
+    pub server_key_share_group: Option<u16>,
 }
 
 /// The decoded chains of a [`TlsTx`], filled on first use.
@@ -135,6 +174,11 @@ impl TlsTx {
         self.server_chain().first()?.cert.as_deref()
     }
 
+    /// The client's leaf certificate, if sent in plaintext and decodable.
+    pub fn client_leaf(&self) -> Option<&Certificate> {
+        self.client_chain().first()?.cert.as_deref()
+    }
+
     /// `cert_chain_fps`: set once the server sent a Certificate message.
     pub fn cert_chain_fps(&self) -> Option<Vec<&str>> {
         self.server_certs.as_ref()?;
@@ -169,6 +213,8 @@ impl TlsTx {
 /// A certificate chain a TLS handshake showed, with who sent it and when.
 pub struct ShownChain<'a> {
     pub certs: &'a [CertInfo],
+    /// The certificates as sent (DER), in the same order as `certs`.
+    pub der: &'a [Vec<u8>],
     /// The client's chain (else the server's).
     pub client: bool,
     /// When it was seen, as Zeek's x509.log times it: the server's
@@ -186,11 +232,13 @@ pub fn shown_chains(r: &crate::TxRecord) -> Option<[ShownChain<'_>; 2]> {
     Some([
         ShownChain {
             certs: t.server_chain(),
+            der: t.server_certs.as_deref().unwrap_or(&[]),
             client: false,
             ts_ns: tx.response.map_or(tx.ts_ns(), |s| s.first_ns),
         },
         ShownChain {
             certs: t.client_chain(),
+            der: t.client_certs.as_deref().unwrap_or(&[]),
             client: true,
             ts_ns: tx.request.map_or(tx.ts_ns(), |s| s.last_ns),
         },
@@ -239,8 +287,31 @@ pub mod fixtures {
     }
 }
 
-use crate::columns::{Card::*, Column as C, Columns, Item, LogText, Type::*, Val};
+use crate::columns::{Card::*, Column as C, Columns, Item, LogText, Type::*, Unit, Val};
 use crate::{get, item};
+
+/// A count of [`HelloFields`] as a column of the ssl-log-ext policy.
+macro_rules! hello_count {
+    ($name:literal, $field:ident, $doc:literal) => {
+        C::log_only($name, Count { bits: 64, unit: Unit::Plain }, $doc, get!(Tls, |r, t| Val::Count(t.hello.as_ref().and_then(|h| h.$field).map(u64::from))))
+            .policy("ssl-log-ext")
+    };
+}
+
+/// A list of counts of [`HelloFields`] as a column of the ssl-log-ext policy.
+macro_rules! hello_list {
+    ($name:literal, $field:ident, $doc:literal) => {
+        C::log_only($name, List(Item::Count), $doc, get!(Tls, |r, t| Val::List(
+            t.hello.as_ref().and_then(|h| h.$field.as_ref()).map(|v| crate::columns::List { record: r, len: v.len(), item: item!(Tls, |t, i, s| {
+                use std::fmt::Write as _;
+                if let Some(v) = t.hello.as_ref().and_then(|h| h.$field.as_ref()) {
+                    let _ = write!(s, "{}", v[i]);
+                }
+            }) })
+        )))
+        .policy("ssl-log-ext")
+    };
+}
 
 /// TLS's columns: Zeek's ssl.log columns in Zeek's order, then ours (an
 /// extension, as Zeek's own policies add theirs after the base columns):
@@ -268,8 +339,36 @@ pub static COLUMNS: Columns = Columns {
             (!(t.server_chain().is_empty() && t.client_chain().is_empty())).then(|| crate::columns::List { record: r, len: t.client_chain().len(), item: item!(Tls, |t, i, s| s.push_str(&t.client_chain()[i].fingerprint)) })
         ))),
         C::log_only("sni_matches_cert", Bool, "The SNI matches the leaf certificate's names.", get!(Tls, |r, t| Val::Bool(t.sni_matches_cert()))),
+        // Zeek's policy/protocols/ssl/ssl-log-ext.zeek, its fields in its
+        // order (orig_alpn and client_supported_versions are logged always,
+        // below); each set where the script's event handler sets it.
+        hello_count!("server_version", server_version, "ssl_server_hello: the ServerHello's version field."),
+        hello_count!("client_version", client_version, "ssl_client_hello: the ClientHello's version field."),
+        hello_list!("client_ciphers", client_ciphers, "ssl_client_hello: the cipher suites offered, wire order."),
+        hello_list!("ssl_client_exts", ssl_client_exts, "ssl_extension: the client's extension types, every ClientHello's."),
+        hello_list!("ssl_server_exts", ssl_server_exts, "ssl_extension: the server's extension types, every ServerHello's."),
+        hello_count!("ticket_lifetime_hint", ticket_lifetime_hint, "ssl_session_ticket_handshake: the NewSessionTicket's lifetime hint."),
+        hello_count!("dh_param_size", dh_param_size, "ssl_dh_server_params: bits of the server's DH public value."),
+        hello_list!("point_formats", point_formats, "ssl_extension_ec_point_formats: the client's point formats."),
+        hello_list!("client_curves", client_curves, "ssl_extension_elliptic_curves: the client's supported groups."),
+        hello_count!("server_supported_version", server_supported_version, "ssl_extension_supported_versions: the server's."),
+        hello_list!("psk_key_exchange_modes", psk_key_exchange_modes, "ssl_extension_psk_key_exchange_modes: the client's."),
+        hello_list!("client_key_share_groups", client_key_share_groups, "ssl_extension_key_share: the client's groups."),
+        hello_count!("server_key_share_group", server_key_share_group, "ssl_extension_key_share: the server's group."),
+        hello_list!("client_comp_methods", client_comp_methods, "ssl_client_hello: the compression methods offered."),
+        hello_list!("sigalgs", sigalgs, "ssl_extension_signature_algorithm: each code point's low byte."),
+        hello_list!("hashalgs", hashalgs, "ssl_extension_signature_algorithm: each code point's high byte."),
+        hello_count!("ech_kdf_id", ech_kdf_id, "ssl_extension_encrypted_client_hello: the HPKE KDF id."),
+        hello_count!("ech_aead_id", ech_aead_id, "ssl_extension_encrypted_client_hello: the HPKE AEAD id."),
         C::new("subject", Text, Low, "The leaf certificate's subject.", get!(Tls, |r, t| Val::Text(t.leaf().map(|c| c.subject.as_str())))),
         C::new("issuer", Text, Low, "The leaf certificate's issuer.", get!(Tls, |r, t| Val::Text(t.leaf().map(|c| c.issuer.as_str())))),
+        // Zeek's SSL::log_include_client_certificate_subject_issuer
+        // (base/protocols/ssl/files.zeek: the client chain's first
+        // certificate's subject and issuer, logged only when the option is T).
+        C::log_only("client_subject", Text, "The client certificate's subject.", get!(Tls, |r, t| Val::Text(t.client_leaf().map(|c| c.subject.as_str()))))
+            .policy("ssl-client-subject-issuer"),
+        C::log_only("client_issuer", Text, "The client certificate's issuer.", get!(Tls, |r, t| Val::Text(t.client_leaf().map(|c| c.issuer.as_str()))))
+            .policy("ssl-client-subject-issuer"),
         C::new("not_valid_after", TimeSecs, Low, "The leaf certificate's expiry (Unix seconds in the store).", get!(Tls, |r, t| Val::TimeSecs(t.leaf().map(|c| c.not_valid_after))))
             .aliases(&["expires"]),
         C::new("ja4", Text, Low, "JA4 of the first ClientHello.", get!(Tls, |r, t| Val::Text(t.ja4.as_deref()))).brief(),

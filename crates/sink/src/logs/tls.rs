@@ -73,6 +73,24 @@ const X509: &[(&str, &str)] = &[
     ("client_cert", "bool"),
 ];
 
+/// The field Zeek's `policy/protocols/ssl/log-certs-base64.zeek` adds
+/// (`redef record X509::Info += { cert: string &log &optional }`, set to
+/// `encode_base64` of the DER, never truncated), after every other.
+const X509_CERT: (&str, &str) = ("cert", "string");
+
+/// Standard base64 (RFC 4648 section 4, padded), as Zeek's `encode_base64`.
+fn base64(b: &[u8], out: &mut String) {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    out.reserve(b.len().div_ceil(3) * 4);
+    for c in b.chunks(3) {
+        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        out.push(T[(n >> 18) as usize & 63] as char);
+        out.push(T[(n >> 12) as usize & 63] as char);
+        out.push(if c.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
+        out.push(if c.len() > 2 { T[n as usize & 63] as char } else { '=' });
+    }
+}
+
 /// Zeek logs a known certificate again once this much time has passed
 /// (`X509::relog_known_certificates_after`, one day).
 const RELOG_NS: i64 = 86_400_000_000_000;
@@ -100,6 +118,10 @@ pub struct X509LogWriter<W: Write> {
     /// When each (fingerprint, host, client) was last logged.
     known: HashMap<(String, bool, bool), i64>,
     rows: u64,
+    /// log-certs-base64: the `cert` column.
+    base64: bool,
+    /// log-hostcerts-only: only the first certificate of each chain.
+    hosts_only: bool,
 }
 
 impl<W: Write> X509LogWriter<W> {
@@ -114,7 +136,22 @@ impl<W: Write> X509LogWriter<W> {
             scratch: String::new(),
             known: HashMap::new(),
             rows: 0,
+            base64: false,
+            hosts_only: false,
         }
+    }
+
+    /// With the Zeek policies `policies` (`--zeek-policy`): x509.log gets
+    /// the `cert` column with log-certs-base64, and only host certificates
+    /// with log-hostcerts-only (its `X509::log_policy` hook breaks for a
+    /// certificate that is not `host_cert`).
+    pub fn with_policies(mut self, policies: &[&str]) -> Self {
+        self.base64 = policies.contains(&"log-certs-base64");
+        self.hosts_only = policies.contains(&"log-hostcerts-only");
+        if self.base64 {
+            self.names.push(X509_CERT.0);
+        }
+        self
     }
 
     pub fn rows(&self) -> u64 {
@@ -128,13 +165,17 @@ impl<W: Write> X509LogWriter<W> {
         };
         for chain in chains {
             for (i, c) in chain.certs.iter().enumerate() {
-                self.cert(c, i == 0, chain.client, chain.ts_ns)?;
+                if self.hosts_only && i > 0 {
+                    break;
+                }
+                let der = chain.der.get(i).map_or(&[][..], Vec::as_slice);
+                self.cert(c, der, i == 0, chain.client, chain.ts_ns)?;
             }
         }
         Ok(())
     }
 
-    fn cert(&mut self, info: &CertInfo, host: bool, client: bool, ts: i64) -> io::Result<()> {
+    fn cert(&mut self, info: &CertInfo, der: &[u8], host: bool, client: bool, ts: i64) -> io::Result<()> {
         let Some(c) = &info.cert else {
             return Ok(());
         };
@@ -184,6 +225,11 @@ impl<W: Write> X509LogWriter<W> {
         v.count(c.basic_constraints.and_then(|b| b.path_len));
         v.bool(Some(host));
         v.bool(Some(client));
+        if self.base64 {
+            let mut b64 = String::new();
+            base64(der, &mut b64);
+            v.ztext(Some(&b64));
+        }
         debug_assert_eq!(v.i, self.names.len());
         self.line
             .extend_from_slice(if json { b"}\n" } else { b"\n" });
@@ -193,7 +239,7 @@ impl<W: Write> X509LogWriter<W> {
             self.format,
             &mut self.header_written,
             "x509",
-            X509.iter(),
+            X509.iter().chain(self.base64.then_some(&X509_CERT)),
         )?;
         self.rows += 1;
         out.write_all(&self.line)
@@ -259,6 +305,16 @@ mod tests {
     use super::*;
     use wirelog_record::tls::fixtures::handshake as record;
     use wirelog_record::{Detail, Protocol};
+
+    /// RFC 4648 section 10's test vectors.
+    #[test]
+    fn base64_vectors() {
+        for (i, o) in [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE="), ("foobar", "Zm9vYmFy")] {
+            let mut s = String::new();
+            base64(i.as_bytes(), &mut s);
+            assert_eq!(s, o);
+        }
+    }
 
     /// The DER certificates of Zeek's `tls12_ecdhe` case (the base64 `cert`
     /// column of its x509.base64.log), leaf first.

@@ -36,8 +36,8 @@ const COMMON_TAIL: &[(&str, &str)] = &[
 
 /// The log's own fields (between the common head and tail): the logged
 /// columns of the protocol's declaration, as (name, Zeek type).
-fn own_fields(p: Protocol) -> Vec<(&'static str, &'static str)> {
-    columns::of(p).logged().map(|c| (c.log.unwrap_or(c.name), c.log_type())).collect()
+fn own_fields(p: Protocol, policies: &[&str]) -> Vec<(&'static str, &'static str)> {
+    columns::of(p).logged_with(policies).map(|c| (c.log.unwrap_or(c.name), c.log_type())).collect()
 }
 
 /// The file name of a protocol's log (`http.log`, ...).
@@ -286,9 +286,14 @@ pub struct TxLogWriter<W: Write> {
 
 impl<W: Write> TxLogWriter<W> {
     pub fn new(out: W, format: LogFormat, protocol: Protocol) -> Self {
+        Self::with_policies(out, format, protocol, &[])
+    }
+
+    /// With the columns of the Zeek policies `policies` (`--zeek-policy`).
+    pub fn with_policies(out: W, format: LogFormat, protocol: Protocol, policies: &[&str]) -> Self {
         let names = COMMON_HEAD
             .iter()
-            .chain(&own_fields(protocol))
+            .chain(&own_fields(protocol, policies))
             .chain(COMMON_TAIL)
             .map(|f| f.0)
             .collect();
@@ -305,7 +310,7 @@ impl<W: Write> TxLogWriter<W> {
             processes: false,
             sources: false,
             weights: false,
-            cols: decl.logged().collect(),
+            cols: decl.logged_with(policies).collect(),
             text: decl.log_text,
         }
     }
@@ -343,7 +348,7 @@ impl<W: Write> TxLogWriter<W> {
         let extra = if self.processes { crate::logs::procs::FIELDS } else { &[] };
         let source: &[(&str, &str)] = if self.sources { &[("source", "string")] } else { &[] };
         let weight: &[(&str, &str)] = if self.weights { &[("sample_weight", "count")] } else { &[] };
-        let own = own_fields(self.protocol);
+        let own: Vec<(&str, &str)> = self.cols.iter().map(|c| (c.log.unwrap_or(c.name), c.log_type())).collect();
         let fields = COMMON_HEAD.iter().chain(&own).chain(COMMON_TAIL).chain(extra).chain(source).chain(weight);
         let name = self.protocol.log();
         zeek_header(&mut self.out, self.format, &mut self.header_written, name, fields)
@@ -430,6 +435,8 @@ pub struct TxLogs {
     processes: bool,
     sources: bool,
     weights: bool,
+    /// The Zeek policies turned on (`--zeek-policy`).
+    policies: Vec<&'static str>,
     writers: Vec<(Protocol, TxLogWriter<crate::LogOut>)>,
 }
 
@@ -440,7 +447,13 @@ impl TxLogs {
         for p in Protocol::ALL {
             dir.remove_stale(&tx_log_name(p))?;
         }
-        Ok(TxLogs { dir, processes, sources: false, weights: false, writers: Vec::new() })
+        Ok(TxLogs { dir, processes, sources: false, weights: false, policies: Vec::new(), writers: Vec::new() })
+    }
+
+    /// The logs get the fields of these Zeek policies (`--zeek-policy`).
+    pub fn with_policies(mut self, policies: &[&'static str]) -> Self {
+        self.policies = policies.to_vec();
+        self
     }
 
     /// Lines get the `sample_weight` column (capture --cpu-budget).
@@ -460,7 +473,7 @@ impl TxLogs {
             Some(i) => i,
             None => {
                 let out = self.dir.create(&tx_log_name(p))?;
-                let w = TxLogWriter::new(out, self.dir.format, p)
+                let w = TxLogWriter::with_policies(out, self.dir.format, p, &self.policies)
                     .with_processes(self.processes)
                     .with_sources(self.sources)
                     .with_weights(self.weights);
