@@ -88,7 +88,10 @@ pub struct ColumnCache {
 
 impl fmt::Debug for ColumnCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ColumnCache").field("max_bytes", &self.max_bytes).field("stats", &self.stats()).finish()
+        f.debug_struct("ColumnCache")
+            .field("max_bytes", &self.max_bytes)
+            .field("stats", &self.stats())
+            .finish()
     }
 }
 
@@ -122,7 +125,11 @@ impl ColumnCache {
     /// A cache holding at most `max_bytes` of decoded columns.
     pub fn new(max_bytes: usize) -> ColumnCache {
         ColumnCache {
-            inner: Arc::new(Mutex::new(Inner { map: HashMap::new(), bytes: 0, clock: 0 })),
+            inner: Arc::new(Mutex::new(Inner {
+                map: HashMap::new(),
+                bytes: 0,
+                clock: 0,
+            })),
             max_bytes,
             hits: Arc::default(),
             misses: Arc::default(),
@@ -145,8 +152,17 @@ impl ColumnCache {
         }
     }
 
-    pub(crate) fn get(&self, file: &FileId, row_group: usize, column: usize) -> Option<Arc<Column>> {
-        let key = Key { file: file.clone(), row_group, column };
+    pub(crate) fn get(
+        &self,
+        file: &FileId,
+        row_group: usize,
+        column: usize,
+    ) -> Option<Arc<Column>> {
+        let key = Key {
+            file: file.clone(),
+            row_group,
+            column,
+        };
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.clock += 1;
         let now = g.clock;
@@ -168,7 +184,11 @@ impl ColumnCache {
         if bytes > self.max_bytes / 4 {
             return;
         }
-        let key = Key { file: file.clone(), row_group, column };
+        let key = Key {
+            file: file.clone(),
+            row_group,
+            column,
+        };
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.clock += 1;
         let used = g.clock;
@@ -200,7 +220,13 @@ mod tests {
     use super::*;
 
     fn id(n: u64) -> FileId {
-        FileId { path: PathBuf::from(format!("/f{n}")), dev: 1, ino: n, size: 10, mtime_ns: 5 }
+        FileId {
+            path: PathBuf::from(format!("/f{n}")),
+            dev: 1,
+            ino: n,
+            size: 10,
+            mtime_ns: 5,
+        }
     }
 
     #[test]
