@@ -285,6 +285,67 @@ fn api_answers_equal_wirelog_query() {
     assert!(!head.to_ascii_lowercase().contains("content-encoding"), "{head}");
 }
 
+/// The server keeps the columns it decoded (`store::ColumnCache`): its
+/// answers still equal `wirelog query`'s (no cache) when asked again, after
+/// a capture was read into the store while it served, and after retention
+/// deleted that capture's hour.
+#[test]
+fn cached_answers_follow_the_store() {
+    let c = captures();
+    let st = store("cache", &[c[0].as_path()]);
+    let s = st.to_str().unwrap();
+    let srv = start(&["serve", "--store", s, "--listen", "127.0.0.1:0"]);
+    let questions: &[&[&str]] = &[
+        &["conns"],
+        &["conns", "--by", "service,conn_state", "--top", "0"],
+        &["conns", "--every", "1s"],
+        &["conns", "--by", "orig_h", "--from", "2026-11-22T08:28:50Z", "--to", "2026-11-22T08:29:00Z"],
+        &["http", "--by", "uri", "--sort", "p99"],
+        &["dns", "--by", "rcode_name"],
+        &["pgsql", "--by", "server"],
+    ];
+    let ask = |args: &[&str]| {
+        let mut path = format!("/api/query?kind={}", args[0]);
+        for kv in args[1..].chunks(2) {
+            path.push_str(&format!("&{}={}", kv[0].trim_start_matches("--"), enc(kv[1])));
+        }
+        path
+    };
+    // The API's count of connections and of PostgreSQL transactions.
+    let check = |when: &str| -> (u64, u64) {
+        for q in questions {
+            let want = wirelog_json(&st, q);
+            for round in ["cold", "warm"] {
+                let got = api(srv.addr, &ask(q));
+                assert_eq!(got["rows"], want, "{when}, {round}: {q:?}");
+            }
+        }
+        let total = |kind: &str, k: &str| api(srv.addr, &format!("/api/query?kind={kind}"))["total"][k].as_u64().unwrap_or(0);
+        (total("conns", "conns"), total("pgsql", "count"))
+    };
+    let demo = check("the demo capture");
+    // A capture read into the store while it serves: new files, new hours.
+    let read = |extra: &[&str], pcap: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+            .args(["read", "-C", "--quiet", "--store", s])
+            .args(extra)
+            .arg(pcap)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "wirelog read: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    read(&[], &c[1]);
+    let more = check("a capture read since");
+    assert!(more.0 > demo.0 && more.1 > 0, "{more:?} after adding a capture, {demo:?} before");
+    // Retention (30 days), run by the next read (Redis, the same hour of
+    // 2015), deletes the file of the capture read above (PostgreSQL), not
+    // the demo's.
+    read(&["--retain", "30d"], &c[2]);
+    let after = check("retention deleted an old hour");
+    assert_eq!(after.1, 0, "the PostgreSQL transactions went with their file ({after:?}, {more:?} before)");
+    assert!(after.0 > demo.0, "the demo's and Redis' connections are left ({after:?}, {demo:?} of the demo)");
+}
+
 #[test]
 fn bad_parameters_are_400_naming_the_parameter() {
     let st = demo_store("bad");

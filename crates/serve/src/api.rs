@@ -38,6 +38,10 @@ use crate::{auth, health, map, metrics, ui, Limits, Options};
 /// Engine memory one query may hold (group table and histograms).
 const MAX_QUERY_BYTES: usize = 256 << 20;
 
+/// Decoded store columns kept between questions ([`wirelog_store::ColumnCache`]):
+/// the questions of one page read the same few files.
+pub(crate) const COLUMN_CACHE_BYTES: usize = 256 << 20;
+
 tokio::task_local! {
     /// What the queries of the request being answered could not read
     /// (corrupt or unreadable store files), for its answer's `warnings`.
@@ -92,6 +96,8 @@ pub(crate) struct State {
     pub history: Mutex<VecDeque<Sample>>,
     gate: tokio::sync::Semaphore,
     extent: Mutex<Option<(Instant, Arc<Vec<health::KindExtent>>)>>,
+    /// Shared by every question's scan of the store.
+    pub cache: wirelog_store::ColumnCache,
 }
 
 impl State {
@@ -103,6 +109,7 @@ impl State {
             history: Mutex::new(VecDeque::new()),
             gate: tokio::sync::Semaphore::new(crate::QUERY_THREADS),
             extent: Mutex::new(None),
+            cache: wirelog_store::ColumnCache::new(COLUMN_CACHE_BYTES),
         }
     }
 
@@ -347,6 +354,7 @@ pub(crate) async fn run_by(
         (None, Err(e)) => return Err(e),
     };
     let limits = state.opts.limits;
+    let cache = state.cache.clone();
     let _permit = state.gate.acquire().await.map_err(|_| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -362,7 +370,7 @@ pub(crate) async fn run_by(
         None => {
             // Taken before the store is listed (see wirelog_store::live).
             let view = records.map(|r| r.view(spec.kind));
-            execute(dir.as_deref(), view.as_ref(), spec, limits, deadline)
+            execute(dir.as_deref(), view.as_ref(), Some(cache), spec, limits, deadline)
         }
     })
     .await
@@ -414,6 +422,7 @@ fn backend_error(b: &dyn crate::Backend, e: crate::BackendError, limits: Limits)
 fn execute(
     dir: Option<&Path>,
     view: Option<&wirelog_store::LiveView>,
+    cache: Option<wirelog_store::ColumnCache>,
     spec: QuerySpec,
     limits: Limits,
     deadline: Instant,
@@ -431,6 +440,9 @@ fn execute(
     }
     if let Some(v) = view {
         scan = scan.live_upto(v.run(), v.committed);
+    }
+    if let Some(c) = cache {
+        scan = scan.cache(c);
     }
     let mut engine = Engine::new(spec).map_err(ApiError::query)?;
     let mut problem = None;
@@ -1057,6 +1069,7 @@ mod tests {
         let done = execute(
             Some(&dir),
             None,
+            None,
             spec.clone(),
             limits,
             Instant::now() + Duration::from_secs(60),
@@ -1064,7 +1077,7 @@ mod tests {
         .unwrap()
         .0;
         assert!(done.rows_scanned >= 400_000, "{}", done.rows_scanned);
-        let e = execute(Some(&dir), None, spec, limits, Instant::now()).unwrap_err();
+        let e = execute(Some(&dir), None, None, spec, limits, Instant::now()).unwrap_err();
         assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(e.message.contains("longer than 10 s"), "{}", e.message);
         let _ = std::fs::remove_dir_all(&dir);

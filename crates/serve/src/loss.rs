@@ -28,6 +28,7 @@ async fn table(state: &Arc<State>, q: LossQuery, from: Option<i64>, to: Option<i
         ));
     }
     let records = state.opts.records.clone();
+    let cache = state.cache.clone();
     let dir = match store_dir(state) {
         Ok(d) => Some(d),
         Err(_) if records.is_some() => None,
@@ -44,7 +45,7 @@ async fn table(state: &Arc<State>, q: LossQuery, from: Option<i64>, to: Option<i
         let mut sums = q.sums();
         let mut problem = None;
         if let Some(dir) = dir.filter(|d| d.join(Kind::Loss.as_str()).is_dir()) {
-            let mut scan = Scan::new(Kind::Loss).columns(&q.needed_columns()).time(from, to);
+            let mut scan = Scan::new(Kind::Loss).columns(&q.needed_columns()).time(from, to).cache(cache);
             if let Some(v) = &view {
                 scan = scan.live_upto(v.run(), v.committed);
             }

@@ -17,6 +17,12 @@
 //! names programs, not only addresses.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// The tables below hash ends and pairs by the hundred thousand: foldhash
+/// (the store's dictionary hash), not SipHash. No table's order reaches the
+/// answer (what is shown is sorted, the rest summed).
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
 use std::net::Ipv6Addr;
 
 use serde_json::{json, Value};
@@ -240,9 +246,9 @@ impl Edge {
 /// and grouped once, however many pairs it is in; groups are numbered.
 struct Groups<'a> {
     ask: &'a Ask,
-    owners: &'a HashMap<String, BTreeMap<Owner, u64>>,
-    of_end: HashMap<(End, Option<u64>), u32>,
-    by_id: HashMap<String, u32>,
+    owners: &'a FastMap<String, BTreeMap<Owner, u64>>,
+    of_end: FastMap<(End, Option<u64>), u32>,
+    by_id: FastMap<String, u32>,
     nodes: Vec<Node>,
 }
 
@@ -321,7 +327,7 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
         }
     };
     let mut pairs: Vec<Pair> = Vec::new();
-    let mut parsed: HashSet<(End, End, u64)> = HashSet::new();
+    let mut parsed: FastSet<(End, End, u64)> = FastSet::default();
     for t in txs {
         let protocol = proto(t.kind.as_str(), t.kind.as_str());
         for r in &t.rows {
@@ -342,8 +348,8 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
     // Owners per node id (a client's address, a service's address:port),
     // with their connections; the pairs of the connections, summed over
     // owners, where no transaction was parsed.
-    let mut owners: HashMap<String, BTreeMap<Owner, u64>> = HashMap::new();
-    let mut conn_pairs: HashMap<(End, End, u64, u32), usize> = HashMap::new();
+    let mut owners: FastMap<String, BTreeMap<Owner, u64>> = FastMap::default();
+    let mut conn_pairs: FastMap<(End, End, u64, u32), usize> = FastMap::default();
     for r in &conns.rows {
         let (client, server, port) = (end(&r.key[0]), end(&r.key[1]), uint(&r.key[2]));
         let protocol = proto(text(&r.key[3]).unwrap_or("other"), "conns");
@@ -367,8 +373,8 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
         pairs[i].bytes += r.acc.bytes();
     }
     drop(conn_pairs);
-    let mut groups = Groups { ask, owners: &owners, of_end: HashMap::new(), by_id: HashMap::new(), nodes: Vec::new() };
-    let mut edges: HashMap<(u32, u32, u32), Edge> = HashMap::new();
+    let mut groups = Groups { ask, owners: &owners, of_end: FastMap::default(), by_id: FastMap::default(), nodes: Vec::new() };
+    let mut edges: FastMap<(u32, u32, u32), Edge> = FastMap::default();
     let mut total = Edge::default();
     for p in &pairs {
         let from = groups.of(&p.client, None);

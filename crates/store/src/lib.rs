@@ -97,6 +97,7 @@
 //! between a merged file's rename and the removal of the files it replaces.
 
 mod batch;
+mod colcache;
 pub mod compact;
 mod encode;
 mod error;
@@ -125,6 +126,7 @@ mod writer;
 mod x509;
 
 pub use batch::{Batch, Column, Kind};
+pub use colcache::{ColumnCache, ColumnCacheStats};
 pub use compact::{CompactOptions, CompactReport, Compactor, CompactorOptions, CompactorStatus};
 pub use error::StoreError;
 pub use ingest::{identify, read_ingests, Ingest};

@@ -17,6 +17,7 @@ use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::file::statistics::Statistics;
 
 use crate::batch::{Batch, Column, Kind};
+use crate::colcache::{ColumnCache, FileId};
 use crate::error::StoreError;
 use crate::flow_time;
 use crate::fastdecode::{self, FastReader};
@@ -49,6 +50,9 @@ pub struct Scan {
     /// of the kind (their rows are answered from memory: see
     /// [`crate::live`]).
     pub live: Option<(String, u64)>,
+    /// Decoded column chunks kept between scans ([`ColumnCache`]): the
+    /// batches are the same with or without it.
+    pub cache: Option<ColumnCache>,
 }
 
 impl Scan {
@@ -61,6 +65,7 @@ impl Scan {
             columns: Vec::new(),
             ranges: Vec::new(),
             live: None,
+            cache: None,
         }
     }
     /// A scan of every column of `kind`, in schema order.
@@ -87,6 +92,12 @@ impl Scan {
     /// store had `upto` records of this kind (see [`Scan::live`]).
     pub fn live_upto(mut self, run: &str, upto: u64) -> Scan {
         self.live = Some((run.to_string(), upto));
+        self
+    }
+    /// Takes decoded column chunks from `cache` and keeps the ones it
+    /// decodes there (see [`ColumnCache`]).
+    pub fn cache(mut self, cache: ColumnCache) -> Scan {
+        self.cache = Some(cache);
         self
     }
 }
@@ -125,6 +136,9 @@ pub(crate) struct OpenFile {
     /// The running capture that wrote it and how many records of the kind
     /// its store had been given then (see [`crate::live`]).
     pub live: Option<(String, u64)>,
+    /// The version of the file opened (for [`ColumnCache`]); `None` when
+    /// its metadata could not be read (then nothing of it is cached).
+    pub id: Option<FileId>,
 }
 
 pub(crate) const REPLACES_KEY: &str = "wirelog.replaces";
@@ -183,6 +197,8 @@ pub(crate) fn snapshot(
                 }
                 Err(e) => return Err(StoreError::io(path, "open", e)),
             };
+            // Read from the open file: the version the reader reads.
+            let id = f.metadata().ok().map(|m| FileId::of(path, &m));
             match guard(|| SerializedFileReader::new(f).map_err(|e| e.to_string())) {
                 Ok(reader) => {
                     let replaces = replaces_of(&reader);
@@ -193,6 +209,7 @@ pub(crate) fn snapshot(
                         reader,
                         replaces,
                         live,
+                        id,
                     });
                 }
                 Err(e) => bad.push((name.clone(), path.clone(), e.to_string())),
@@ -767,6 +784,7 @@ impl Work {
 /// Reads the row groups of one file the scan needs.
 fn scan_file<R: ChunkReader + 'static>(
     reader: &SerializedFileReader<R>,
+    file: Option<&FileId>,
     scan: &Scan,
     stats: &mut ScanStats,
     w: &mut Work,
@@ -820,6 +838,15 @@ fn scan_file<R: ChunkReader + 'static>(
             continue;
         }
         stats.row_groups_read += 1;
+        if let (Some(cache), Some(fid)) = (&scan.cache, file) {
+            if plan.out.iter().all(|(_, src)| matches!(src, Src::File(_) | Src::Unset)) {
+                let at = Chunk { reader, cache, file: fid, rgi, n };
+                match at.scan(&plan, time_spec, inside, scan, stats, w, each)? {
+                    FileOutcome::Done => continue,
+                    corrupt => return Ok(corrupt),
+                }
+            }
+        }
         let rgr = match guard(|| reader.get_row_group(rgi).map_err(|e| e.to_string())) {
             Ok(r) => r,
             Err(e) => return Ok(FileOutcome::Corrupt(format!("row group {rgi}: {e}"))),
@@ -955,6 +982,131 @@ fn scan_file<R: ChunkReader + 'static>(
     Ok(FileOutcome::Done)
 }
 
+/// One row group of a file read through a [`ColumnCache`]: each needed
+/// column chunk decoded whole (or taken from the cache), then cut into the
+/// same batches as [`scan_file`]'s streaming path gives.
+struct Chunk<'a, R: ChunkReader + 'static> {
+    reader: &'a SerializedFileReader<R>,
+    cache: &'a ColumnCache,
+    file: &'a FileId,
+    rgi: usize,
+    n: usize,
+}
+
+impl<R: ChunkReader + 'static> Chunk<'_, R> {
+    /// The column chunk `idx`, whole, from the cache or decoded (and kept).
+    fn column(&self, idx: usize, spec: &ColSpec, stats: &mut ScanStats, s: &mut Scratch) -> Result<std::sync::Arc<Column>, String> {
+        if let Some(c) = self.cache.get(self.file, self.rgi, idx) {
+            if c.len() == self.n {
+                return Ok(c);
+            }
+        }
+        let rg = self.reader.metadata().row_group(self.rgi);
+        stats.bytes_read += rg.column(idx).compressed_size().max(0) as u64;
+        let rgr = guard(|| self.reader.get_row_group(self.rgi).map_err(|e| e.to_string()))?;
+        let mut r = guard(|| Typed::open(&*rgr, rg, idx, spec))?;
+        let mut col = empty_column(spec);
+        guard(|| decode_into(&mut r, spec, self.n, s, &mut col).map_err(|e| e.to_string()))?;
+        let col = std::sync::Arc::new(col);
+        self.cache.put(self.file, self.rgi, idx, col.clone());
+        Ok(col)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn scan(
+        &self,
+        plan: &FilePlan,
+        time_spec: &ColSpec,
+        inside: bool,
+        scan: &Scan,
+        stats: &mut ScanStats,
+        w: &mut Work,
+        each: &mut Each<'_>,
+    ) -> Result<FileOutcome, StoreError> {
+        let rgi = self.rgi;
+        let mut cols = Vec::with_capacity(plan.out.len());
+        for &(spec, src) in &plan.out {
+            cols.push(match src {
+                Src::File(idx) => match self.column(idx, spec, stats, &mut w.scratch) {
+                    Ok(c) => Some(c),
+                    Err(e) => return Ok(FileOutcome::Corrupt(format!("row group {rgi}, column {}: {e}", spec.name))),
+                },
+                _ => None,
+            });
+        }
+        let times = match (inside, plan.time_out) {
+            (true, _) => None,
+            (false, Some(i)) => cols[i].clone(),
+            (false, None) => match self.column(plan.time_idx, time_spec, stats, &mut w.scratch) {
+                Ok(c) => Some(c),
+                Err(e) => return Ok(FileOutcome::Corrupt(format!("row group {rgi}, time column: {e}"))),
+            },
+        };
+        let times: Option<&[i64]> = match times.as_deref() {
+            None => None,
+            Some(Column::I64(v)) => Some(v),
+            Some(_) => unreachable!("time columns decode as I64"),
+        };
+        let mut lo = 0;
+        while lo < self.n {
+            let hi = (lo + BATCH_ROWS).min(self.n);
+            let mut keep = None;
+            if let Some(t) = times {
+                w.keep.clear();
+                w.keep.extend(t[lo..hi].iter().map(|&t| {
+                    scan.from_ns.is_none_or(|f| t >= f) && scan.to_ns.is_none_or(|to| t < to)
+                }));
+                let kept = w.keep.iter().filter(|&&k| k).count();
+                if kept == 0 {
+                    lo = hi;
+                    continue;
+                }
+                if kept < hi - lo {
+                    keep = Some(kept);
+                }
+            }
+            w.batch.columns.resize_with(plan.out.len(), || ("", Column::Bool(Vec::new())));
+            for ((spec, _), ((name, col), cached)) in plan.out.iter().zip(w.batch.columns.iter_mut().zip(&cols)) {
+                *name = spec.name;
+                match cached {
+                    Some(c) => copy_rows(c, lo, hi, keep.map(|_| &w.keep[..]), col),
+                    None => unset_column(spec, keep.unwrap_or(hi - lo), col),
+                }
+            }
+            let rows = w.batch.rows();
+            if rows > 0 {
+                stats.rows += rows as u64;
+                each(&mut w.batch)?;
+            }
+            lo = hi;
+        }
+        Ok(FileOutcome::Done)
+    }
+}
+
+/// Rows `lo..hi` of `src` (those `keep` marks, when given) into `dst`, its
+/// buffer reused when it holds the same type.
+fn copy_rows(src: &Column, lo: usize, hi: usize, keep: Option<&[bool]>, dst: &mut Column) {
+    macro_rules! copy {
+        ($($v:ident),*) => {
+            match src {
+                $(Column::$v(s) => {
+                    if !matches!(dst, Column::$v(_)) {
+                        *dst = Column::$v(Vec::new());
+                    }
+                    let Column::$v(d) = dst else { unreachable!("just made one") };
+                    d.clear();
+                    match keep {
+                        None => d.extend_from_slice(&s[lo..hi]),
+                        Some(k) => d.extend(s[lo..hi].iter().zip(k).filter(|(_, &k)| k).map(|(x, _)| x.clone())),
+                    }
+                })*
+            }
+        };
+    }
+    copy!(U8, U16, U32, U64, OptU64, I64, OptI64, Ip, Str, Bool)
+}
+
 fn scan_core(dir: &Path, scan: &Scan, each: &mut Each<'_>) -> Result<ScanStats, StoreError> {
     if scan.columns.is_empty() {
         return Err(StoreError::Invalid(
@@ -993,7 +1145,7 @@ fn scan_core(dir: &Path, scan: &Scan, each: &mut Each<'_>) -> Result<ScanStats, 
                 }
             }
             stats.files += 1;
-            if let FileOutcome::Corrupt(what) = scan_file(&f.reader, scan, &mut stats, &mut w, each)? {
+            if let FileOutcome::Corrupt(what) = scan_file(&f.reader, f.id.as_ref(), scan, &mut stats, &mut w, each)? {
                 corrupt.push((f.path.clone(), what));
             }
         }
@@ -1061,12 +1213,14 @@ pub fn verify_file(path: &Path) -> Result<(Kind, u64), StoreError> {
         reader,
         replaces: Vec::new(),
         live: None,
+        id: None,
     };
     let scan = Scan::all_columns(kind);
     let mut stats = ScanStats::default();
     let mut rows = 0u64;
     match scan_file(
         &of.reader,
+        None,
         &scan,
         &mut stats,
         &mut Work::new(kind),
@@ -1150,7 +1304,7 @@ pub(crate) fn decode_in_memory(bytes: Vec<u8>, kind: Kind) -> Result<Batch, Stor
     let scan = Scan::all_columns(kind);
     let mut stats = ScanStats::default();
     let mut out: Option<Batch> = None;
-    let outcome = scan_file(&reader, &scan, &mut stats, &mut Work::new(kind), &mut |b: &mut Batch| {
+    let outcome = scan_file(&reader, None, &scan, &mut stats, &mut Work::new(kind), &mut |b: &mut Batch| {
         match out.as_mut() {
             None => out = Some(Batch { kind: b.kind, columns: std::mem::take(&mut b.columns) }),
             Some(o) => {
@@ -1181,7 +1335,7 @@ pub(crate) fn read_all(files: &[OpenFile], kind: Kind) -> Result<Vec<Batch>, Sto
     let mut w = Work::new(kind);
     let mut out = Vec::new();
     for f in files {
-        match scan_file(&f.reader, &scan, &mut stats, &mut w, &mut |b: &mut Batch| {
+        match scan_file(&f.reader, None, &scan, &mut stats, &mut w, &mut |b: &mut Batch| {
             out.push(Batch {
                 kind: b.kind,
                 columns: std::mem::take(&mut b.columns),
@@ -1285,6 +1439,82 @@ mod tests {
         let r = SerializedFileReader::new(File::open(path).unwrap()).unwrap();
         let d = r.metadata().file_metadata().schema_descr_ptr();
         (0..d.num_columns()).map(|i| d.column(i).name().to_string()).collect()
+    }
+
+    /// Every batch of a scan, in order, and its row count.
+    fn batches(dir: &Path, s: &Scan) -> (Vec<Batch>, u64) {
+        let mut out = Vec::new();
+        let stats = scan(dir, s, |b| {
+            out.push(b);
+            Ok(())
+        })
+        .unwrap();
+        (out, stats.rows)
+    }
+
+    /// Scans through a column cache give the very batches of scans without
+    /// one, cold and warm: over files of several hours cut into several row
+    /// groups, ranges inside and across row groups and hours, an optional
+    /// column a file may lack, a file written after the cache was filled
+    /// (as while serving), and after retention deleted the oldest hour.
+    #[test]
+    fn cached_scans_equal_plain_ones() {
+        let dir = std::env::temp_dir().join(format!("wirelog-colcache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        const H: i64 = 3600 * S;
+        let t0 = (B / H) * H;
+        let opts = crate::StoreOptions {
+            sync: false,
+            row_group_rows: 300,
+            retain_age: Some(std::time::Duration::from_secs(3 * 3600)),
+            ..Default::default()
+        };
+        let mut st = crate::Store::open(&dir, opts).unwrap();
+        let mut uids = wirelog_record::UidGenerator::new(3);
+        let step = 4 * H / 6000;
+        let mut conns = |lo: u64, hi: u64| (lo..hi).map(|j| crate::synth::conn(j, t0, step, &mut uids)).collect::<Vec<_>>();
+        st.append_conns(&conns(0, 3000)).unwrap();
+        st.flush().unwrap();
+        st.append_conns(&conns(3000, 5000)).unwrap();
+        st.flush().unwrap();
+        let cache = ColumnCache::new(64 << 20);
+        let cols: &[&[&'static str]] = &[
+            &["ts"],
+            &["orig_bytes", "resp_p"],
+            &["ts", "uid", "orig_h", "service", "duration", "conn_state", "orig_proc", "resp_container"],
+        ];
+        let ranges = [
+            (None, None),
+            (Some(t0 + H / 2), Some(t0 + 2 * H + 123)),
+            (Some(t0 + 3 * H + 7 * S), None),
+            (None, Some(t0 + 10 * S)),
+            (Some(t0 - H), Some(t0 - 1)),
+        ];
+        let check = |what: &str| {
+            for c in cols {
+                for &(f, t) in &ranges {
+                    let s = Scan::new(Kind::Conns).columns(c).time(f, t);
+                    let plain = batches(&dir, &s);
+                    let cold = batches(&dir, &s.clone().cache(cache.clone()));
+                    let warm = batches(&dir, &s.clone().cache(cache.clone()));
+                    assert!(plain == cold, "{what}: {c:?} {f:?}..{t:?}: cold cache differs ({} vs {} rows)", plain.1, cold.1);
+                    assert!(plain == warm, "{what}: {c:?} {f:?}..{t:?}: warm cache differs ({} vs {} rows)", plain.1, warm.1);
+                }
+            }
+        };
+        check("two flushes");
+        let s = cache.stats();
+        assert!(s.hits > 0 && s.misses > 0 && s.chunks > 0, "{s:?}");
+        st.append_conns(&conns(5000, 6000)).unwrap();
+        st.flush().unwrap();
+        check("a file written since");
+        let r = st.enforce_retention(t0 + 4 * H + 300 * S).unwrap();
+        assert!(r.partitions_deleted >= 1, "{r:?}");
+        check("the oldest hour deleted");
+        let all = batches(&dir, &Scan::new(Kind::Conns).columns(&["ts"]).cache(cache.clone()));
+        assert!(all.1 > 0 && all.1 < 6000, "{}", all.1);
+        drop(st);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A store with a flow file of each form: both read as first/last, the
