@@ -24,7 +24,9 @@ PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       # the cleartext proxy that takes curl's `Upgrade: h2c` (tests/http2_live.rs)
       nghttp2-proxy
       # the browser of tests/serve_ui.rs (headless, driven over its DevTools pipe)
-      chromium)
+      chromium
+      # the ping traffic and the ClickHouse name on port 8123 of tests/help_examples.rs
+      iputils-ping socat)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

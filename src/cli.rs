@@ -40,10 +40,16 @@ pub enum Command {
     /// connections and transactions are written to the store (--store, default
     /// ./wirelog-data); without --logs, conn records are also written to standard output.
     ///
+    /// Examples:
+    ///   wirelog read samples/sample.pcap.gz
+    ///   wirelog read -f 'tcp port 3306' --logs mysql-logs --log-format json samples/sample.pcap.gz
+    ///   wirelog read --no-store --logs logs --pcap-dir wirelog-pcap samples/sample.pcap.gz
+    ///
     /// Exit codes: 0 success; 1 nothing could be read; 2 error; 3 partial: the
     /// disk stayed full and some records could not be written, or the
     /// ClickHouse spool was full (counted in the summary; everything written
     /// is whole).
+    #[command(verbatim_doc_comment)]
     Read(ReadArgs),
     /// Query the flows, connections or application transactions in the store.
     ///
@@ -68,7 +74,7 @@ pub enum Command {
     /// Examples:
     ///   wirelog capture -i eth0 --logs /var/log/wirelog
     ///   wirelog capture -i any --filter 'not port 22' --workers 2
-    ///   wirelog capture -i lo --skip-empty-tcp --duration 60s --no-store --logs /tmp/wl
+    ///   wirelog capture -i lo --skip-empty-tcp --duration 5s --no-store --logs /tmp/wl
     ///   wirelog capture -i lo --cpu-budget 5% --duration 3s --no-store --logs wl-logs
     ///
     /// Exit codes: 0 success; 2 error; 3 partial: the disk stayed full and
@@ -86,7 +92,7 @@ pub enum Command {
     ///
     /// Examples:
     ///   wirelog read samples/sample.pcap.gz && wirelog serve
-    ///   wirelog serve --store /var/lib/wirelog --listen 0.0.0.0:9180 --token-file /etc/wirelog/token
+    ///   wirelog serve --store /var/lib/wirelog --listen 0.0.0.0:9180 --token-file /run/wirelog/token
     ///   wirelog serve --clickhouse http://clickhouse:8123 --probe web-3,web-4
     #[command(verbatim_doc_comment)]
     Serve(ServeArgs),

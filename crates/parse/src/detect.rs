@@ -117,6 +117,10 @@ pub enum Detected {
     Reversed(Protocol),
     /// No protocol's.
     Nothing,
+    /// No parser's, but both sides' first bytes match a service Zeek
+    /// names by signature ([`crate::services::TcpSignature`]): watch it
+    /// for its confirmation.
+    Signature(crate::services::TcpSignature),
 }
 
 /// Runs every probe on `data`, the first bytes seen in `dir`.
@@ -139,14 +143,20 @@ pub fn by_content(dir: Dir, data: &[u8]) -> Detected {
 /// connection entry: which directions' first payloads were looked at, and
 /// whether it is over (parsing is off, nothing can be found, or the
 /// protocol is known by port); the upper four bits hold a service
-/// confirmed without a parser ([`crate::services::Service`]).
+/// confirmed without a parser ([`crate::services::Service`]); bits 8-12
+/// what the first direction looked at matched of a two-sided service
+/// signature ([`crate::services::half`]), until the other side is looked at.
+/// (Two bytes: the connection entry had them as padding.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Detection(u8);
+pub struct Detection(u16);
 
-const LOOKED_TO_SERVER: u8 = 1;
-const LOOKED_TO_CLIENT: u8 = 2;
-const OVER: u8 = 4;
-const SERVICE_SHIFT: u8 = 4;
+const LOOKED_TO_SERVER: u16 = 1;
+const LOOKED_TO_CLIENT: u16 = 2;
+const OVER: u16 = 4;
+/// Roles were flipped by a service's rule (NTP's), which Zeek does once.
+const SERVICE_FLIPPED: u16 = 8;
+const SERVICE_SHIFT: u16 = 4;
+const HALF_SHIFT: u16 = 8;
 
 impl Detection {
     /// Detection that is over before it began (parsing is off).
@@ -165,17 +175,29 @@ impl Detection {
     /// Detection from the start again (the roles were flipped), keeping a
     /// service already confirmed.
     pub fn restart(&mut self) {
-        self.0 &= 0xf << SERVICE_SHIFT;
+        self.0 &= (0xf << SERVICE_SHIFT) | SERVICE_FLIPPED;
+    }
+
+    /// A service's rule flipped the roles before.
+    pub fn service_flipped(self) -> bool {
+        self.0 & SERVICE_FLIPPED != 0
+    }
+
+    /// Notes that a service's rule flipped the roles; false if one did before.
+    pub fn service_flip(&mut self) -> bool {
+        let first = self.0 & SERVICE_FLIPPED == 0;
+        self.0 |= SERVICE_FLIPPED;
+        first
     }
 
     /// Records a service confirmed without a parser.
     pub fn confirm(&mut self, s: crate::services::Service) {
-        self.0 = (self.0 & !(0xf << SERVICE_SHIFT)) | ((s as u8) << SERVICE_SHIFT);
+        self.0 = (self.0 & !(0xf << SERVICE_SHIFT)) | ((s as u16) << SERVICE_SHIFT);
     }
 
     /// The service confirmed without a parser, if any.
     pub fn service(self) -> Option<crate::services::Service> {
-        crate::services::Service::from_code(self.0 >> SERVICE_SHIFT)
+        crate::services::Service::from_code((self.0 >> SERVICE_SHIFT) as u8 & 0xf)
     }
 
     /// Looks at `data`, a payload of `dir`, if it is that direction's first
@@ -189,12 +211,33 @@ impl Detection {
         if self.0 & bit != 0 {
             return Detected::Nothing;
         }
+        let first_look = self.0 & (LOOKED_TO_SERVER | LOOKED_TO_CLIENT) == 0;
         self.0 |= bit;
         let found = by_content(dir, data);
-        if found == Detected::Nothing && self.0 & (LOOKED_TO_SERVER | LOOKED_TO_CLIENT) == LOOKED_TO_SERVER | LOOKED_TO_CLIENT {
-            self.0 |= OVER;
+        if found != Detected::Nothing {
+            return found;
         }
-        found
+        // No parser's: a service signature needs both sides' first bytes.
+        use crate::services::{client_half, server_half, tcp_signature};
+        let half = match dir {
+            Dir::ToServer => client_half(data),
+            Dir::ToClient => server_half(data),
+        };
+        if first_look {
+            self.0 |= (half as u16) << HALF_SHIFT;
+            return Detected::Nothing;
+        }
+        let first = match dir {
+            Dir::ToServer => Dir::ToClient,
+            Dir::ToClient => Dir::ToServer,
+        };
+        let first_half = (self.0 >> HALF_SHIFT) as u8;
+        self.0 &= !(0xff << HALF_SHIFT);
+        if let Some(sig) = tcp_signature(first, first_half, half) {
+            return Detected::Signature(sig);
+        }
+        self.0 |= OVER;
+        Detected::Nothing
     }
 }
 

@@ -30,6 +30,7 @@ pub mod mysql;
 pub mod pgsql;
 pub mod redis;
 pub mod services;
+pub mod ssh;
 pub mod starttls;
 pub mod stream;
 pub mod tls;
@@ -101,6 +102,8 @@ pub enum ConnParser {
     /// A cleartext protocol watched for its STARTTLS (SMTP, IMAP, ...);
     /// becomes `Tls` when the server agrees.
     Starttls(starttls::StarttlsConn),
+    /// A connection watched for SSH's confirmation (no transactions).
+    Ssh(ssh::SshConn),
 }
 
 /// Calls the same method on whichever parser a [`ConnParser`] holds.
@@ -121,6 +124,7 @@ macro_rules! each_parser {
             ConnParser::Cassandra($p) => $e,
             ConnParser::Http2($p) => $e,
             ConnParser::Starttls($p) => $e,
+            ConnParser::Ssh($p) => $e,
         }
     };
 }
@@ -133,6 +137,7 @@ impl ConnParser {
             ConnParser::Tls(t) => t.service(),
             ConnParser::Http2(p) => p.service(),
             ConnParser::Starttls(p) => p.protocol().service(),
+            ConnParser::Ssh(_) => "ssh",
             _ => protocol.service(),
         }
     }
@@ -150,6 +155,7 @@ impl ConnParser {
         match self {
             ConnParser::Starttls(p) => Some(p.confirmed().then(|| p.protocol().service())),
             ConnParser::Tls(t) => t.confirmed_service().map(Some),
+            ConnParser::Ssh(p) => Some(p.confirmed().then_some("ssh")),
             _ => None,
         }
     }
@@ -183,6 +189,7 @@ impl ConnParser {
         match self {
             ConnParser::Tls(t) => t.handshake_done(),
             ConnParser::Starttls(p) => p.done(),
+            ConnParser::Ssh(p) => p.done(),
             _ => false,
         }
     }

@@ -14,6 +14,10 @@ pub enum Service {
     Dhcp = 1,
     /// FTP's control connection (RFC 959).
     Ftp = 2,
+    /// NTP (RFC 5905) over UDP.
+    Ntp = 3,
+    /// SIP (RFC 3261) over UDP.
+    Sip = 4,
 }
 
 impl Service {
@@ -22,6 +26,8 @@ impl Service {
         match self {
             Service::Dhcp => "dhcp",
             Service::Ftp => "ftp",
+            Service::Ntp => "ntp",
+            Service::Sip => "sip",
         }
     }
 
@@ -29,6 +35,8 @@ impl Service {
         match c {
             1 => Some(Service::Dhcp),
             2 => Some(Service::Ftp),
+            3 => Some(Service::Ntp),
+            4 => Some(Service::Sip),
             _ => None,
         }
     }
@@ -109,6 +117,261 @@ pub fn is_ftp_command(client_first: &[u8]) -> bool {
     ended && (3..=FTP_MAX_COMMAND).contains(&len) && line[..len].iter().all(|&b| (0x21..=0x7e).contains(&b))
 }
 
+/// The UDP responder port Zeek's NTP analyzer is attached on: `NTP::ports`
+/// (scripts/base/protocols/ntp/main.zeek:7, registered at line 135). Zeek
+/// has no NTP signature, so NTP on another port is not named (nor here).
+pub const NTP_RESP_PORT: u16 = 123;
+
+/// RFC 5905 §7.3: the modes a client and a server send.
+pub const NTP_MODE_CLIENT: u8 = 3;
+pub const NTP_MODE_SERVER: u8 = 4;
+
+/// The mode of one UDP payload if it is an NTP message as Zeek's grammar
+/// parses one (src/analyzer/protocol/ntp/ntp-protocol.pac, `NTP_PDU`;
+/// `proc_ntp_message` in ntp-analyzer.pac:141 confirms on each): the first
+/// byte's low three bits are the mode (RFC 5905 §7.3); modes 1-5 carry
+/// the 48-byte header (RFC 5905 figure 8) and, beyond 24 more bytes,
+/// extension fields of at least 16 bytes each (RFC 7822 §3); mode 6 a
+/// 12-byte control header and its count of data bytes (RFC 1305 appendix
+/// B); mode 7 a 4-byte header and its 12-bit data length (ntp-mode7.pac:107);
+/// mode 0 (reserved) whatever follows, as the grammar's `restofdata`.
+pub fn ntp_mode(payload: &[u8]) -> Option<u8> {
+    let &first = payload.first()?;
+    let mode = first & 7;
+    let ok = match mode {
+        1..=5 => {
+            if payload.len() < 48 {
+                return None;
+            }
+            let mut at = 48;
+            while payload.len() - at > 24 {
+                let len = u16::from_be_bytes([*payload.get(at + 2)?, *payload.get(at + 3)?]) as usize;
+                if len < 16 || at + len > payload.len() {
+                    return None;
+                }
+                at += len;
+            }
+            true
+        }
+        6 => payload.len() >= 12 && payload.len() >= 12 + u16::from_be_bytes([payload[10], payload[11]]) as usize,
+        7 => payload.len() >= 5 && payload.len() >= 5 + (u16::from_be_bytes([payload[3], payload[4]]) & 0x0fff) as usize,
+        _ => true,
+    };
+    ok.then_some(mode)
+}
+
+/// The UDP responder port Zeek's SIP analyzer is attached on: `SIP::ports`
+/// (scripts/base/protocols/sip/main.zeek:15, registered at line 126); on
+/// other ports its signatures attach it (scripts/base/protocols/sip/dpd.sig:
+/// a request line ending in the SIP version, or a status line).
+pub const SIP_RESP_PORT: u16 = 5060;
+
+/// Whether a responder's datagram opens with a SIP status line (RFC 3261
+/// §7.2: `SIP-Version SP Status-Code SP Reason-Phrase CRLF`, the version
+/// `SIP/` digits `.` digits, the code three digits). Zeek's SIP analyzer
+/// reads the responder's datagrams as replies and confirms on the status
+/// line (`proc_sip_reply`, src/analyzer/protocol/sip/sip-analyzer.pac:45;
+/// the line's grammar is `SIP_ReplyLine` in sip-protocol.pac); a status
+/// line also matches its response signature, so it names SIP on any port.
+/// SIP over TCP is not analysed by Zeek (the TCP signature is commented out).
+pub fn is_sip_status_line(payload: &[u8]) -> bool {
+    let Some(rest) = payload.strip_prefix(b"SIP/") else { return false };
+    let digits = |s: &[u8]| s.iter().take_while(|b| b.is_ascii_digit()).count();
+    let major = digits(rest);
+    if major == 0 || rest.get(major) != Some(&b'.') {
+        return false;
+    }
+    let rest = &rest[major + 1..];
+    let minor = digits(rest);
+    if minor == 0 {
+        return false;
+    }
+    let rest = &rest[minor..];
+    let sp = rest.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+    let code = &rest[sp..];
+    sp > 0 && code.len() >= 4 && code[..3].iter().all(u8::is_ascii_digit) && matches!(code[3], b' ' | b'\t' | b'\r')
+}
+
+/// The TCP services Zeek names on any port by a signature on each side
+/// (its DPD: the originator's pattern and the responder's, one requiring
+/// the other, scripts/base/protocols/<p>/dpd.sig), then the analyzer's
+/// confirmation. The patterns here are written from the specifications;
+/// what each side's first bytes match is a bit set ([`client_half`],
+/// [`server_half`]), and both halves make a [`TcpSignature`].
+pub mod half {
+    /// `SSH-1.x` version line other than 1.99 (RFC 4253 §4.2, §5.1).
+    pub const SSH_V1: u8 = 1;
+    /// `SSH-1.99`.
+    pub const SSH_V199: u8 = 2;
+    /// `SSH-2.x`.
+    pub const SSH_V2: u8 = 4;
+    pub const SSH: u8 = SSH_V1 | SSH_V199 | SSH_V2;
+    /// SMTP: the server's 220 greeting, the client's EHLO or HELO.
+    pub const SMTP: u8 = 8;
+    /// POP3: the server's `+OK` greeting, a client command that opens a
+    /// session (USER, APOP, CAPA, AUTH, STLS).
+    pub const POP3: u8 = 16;
+}
+
+/// A TCP service both sides' first bytes matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpSignature {
+    /// Both sent an SSH version line; `first` is the side whose line came
+    /// first (its watcher starts after it), with its version.
+    Ssh { first: crate::Dir, version: crate::ssh::SshVersion },
+    Smtp,
+    Pop3,
+}
+
+fn ssh_half(data: &[u8]) -> u8 {
+    use crate::ssh::SshVersion;
+    // The version must be whole to tell 1.99 from 1.x: a line's start.
+    match SshVersion::of_line(data) {
+        Some(SshVersion::V1) if data.len() >= 8 || data.contains(&b'\n') => half::SSH_V1,
+        Some(SshVersion::V1) => 0,
+        Some(SshVersion::V199) => half::SSH_V199,
+        Some(SshVersion::V2) => half::SSH_V2,
+        None => 0,
+    }
+}
+
+/// The lines of `data` (a direction's first bytes), each without its
+/// leading white space (SMTP and POP3 commands are matched at a line's
+/// start, RFC 5321 §4.1.1 and RFC 1939 §3).
+fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    data.split(|&b| b == b'\n' || b == b'\r').map(|l| &l[l.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(l.len())..])
+}
+
+fn starts_with_word(line: &[u8], word: &[u8], then_space: bool) -> bool {
+    line.len() >= word.len()
+        && line[..word.len()].eq_ignore_ascii_case(word)
+        && (!then_space || line.get(word.len()).is_some_and(|b| b.is_ascii_whitespace()))
+}
+
+/// What the originator's first bytes match (their first
+/// [`SIGNATURE_BYTES`], as far as Zeek's signatures look).
+pub fn client_half(data: &[u8]) -> u8 {
+    let data = &data[..data.len().min(SIGNATURE_BYTES as usize)];
+    let mut m = ssh_half(data);
+    for l in lines(data) {
+        // RFC 5321 §4.1.1.1: a session opens with EHLO (or HELO).
+        if starts_with_word(l, b"EHLO", false) || starts_with_word(l, b"HELO", false) {
+            m |= half::SMTP;
+        }
+        // RFC 1939 §7 (USER, APOP), RFC 2449 (CAPA), RFC 5034 (AUTH), RFC 2595 (STLS).
+        if starts_with_word(l, b"USER", true)
+            || starts_with_word(l, b"APOP", true)
+            || starts_with_word(l, b"CAPA", false)
+            || starts_with_word(l, b"AUTH", false)
+            || starts_with_word(l, b"STLS", false)
+        {
+            m |= half::POP3;
+        }
+    }
+    m
+}
+
+/// What the responder's first bytes match.
+pub fn server_half(data: &[u8]) -> u8 {
+    let mut m = ssh_half(data);
+    // RFC 5321 §4.2 / §3.1: the greeting is a 220 reply ("220 " or "220-").
+    let g = &data[data.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(data.len())..];
+    if g.starts_with(b"220") && g.get(3).is_some_and(|&b| b == b'-' || b.is_ascii_whitespace()) {
+        m |= half::SMTP;
+    }
+    // RFC 1939 §4: the greeting is a positive response.
+    if data.starts_with(b"+OK") {
+        m |= half::POP3;
+    }
+    m
+}
+
+/// The service both halves agree on: `first` is the side looked at
+/// first and `first_half` what it matched; `second` what the other side
+/// matched. SMTP before POP3 before SSH (no bytes match two).
+pub fn tcp_signature(first: crate::Dir, first_half: u8, second_half: u8) -> Option<TcpSignature> {
+    use crate::ssh::SshVersion;
+    let (client, server) = if first == crate::Dir::ToServer { (first_half, second_half) } else { (second_half, first_half) };
+    if client & server & half::SMTP != 0 {
+        return Some(TcpSignature::Smtp);
+    }
+    if client & server & half::POP3 != 0 {
+        return Some(TcpSignature::Pop3);
+    }
+    if first_half & half::SSH != 0 && second_half & half::SSH != 0 {
+        let version = match first_half & half::SSH {
+            half::SSH_V1 => SshVersion::V1,
+            half::SSH_V199 => SshVersion::V199,
+            _ => SshVersion::V2,
+        };
+        return Some(TcpSignature::Ssh { first, version });
+    }
+    None
+}
+
+/// Zeek's signature matching on a connection stops once it has seen
+/// `dpd_buffer_size` (1024) payload bytes or `dpd_max_packets` (100)
+/// packets (scripts/base/init-bare.zeek:507,519; `PIA::PIA_DeliverPacket`,
+/// src/analyzer/protocol/pia/PIA.cc:93): a service found by signature on
+/// a port no analyzer is registered for is looked for that far only.
+pub const SIGNATURE_BYTES: i64 = 1024;
+pub const SIGNATURE_PACKETS: u64 = 100;
+
+/// What one UDP datagram did to a connection's service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UdpLook {
+    /// Keep looking at the connection's datagrams.
+    Continue,
+    /// Nothing more to look for.
+    Over,
+    /// The service's rule says the roles are backwards (NTP): flip them.
+    Flip,
+}
+
+/// One datagram of a UDP connection without a parser: DHCP, NTP or SIP
+/// confirmed as Zeek's analyzers confirm them, by the responder's port
+/// (the analyzers Zeek registers) or by signature on any port (DHCP's
+/// cookie, SIP's status line) within the signature bounds; `before` is
+/// the payload bytes and datagrams the connection had before this one.
+pub fn udp_datagram(det: &mut crate::detect::Detection, resp_port: u16, dir: crate::Dir, payload: &[u8], before: (i64, u64)) -> UdpLook {
+    let from_orig = dir == crate::Dir::ToServer;
+    if resp_port == NTP_RESP_PORT {
+        if det.service_flipped() {
+            return UdpLook::Over; // confirmed, and flipped once
+        }
+        // Zeek's NTP analyzer confirms on every message it parses and flips
+        // the roles, once, on a server's message from the originator or a
+        // client's from the responder (ntp-analyzer.pac:141-150).
+        if let Some(mode) = ntp_mode(payload) {
+            det.confirm(Service::Ntp);
+            let backwards = (mode == NTP_MODE_SERVER && from_orig) || (mode == NTP_MODE_CLIENT && !from_orig);
+            if backwards && det.service_flip() {
+                return UdpLook::Flip;
+            }
+        }
+        return UdpLook::Continue;
+    }
+    if det.service().is_some() {
+        return UdpLook::Over;
+    }
+    let by_port_dhcp = DHCP_RESP_PORTS.contains(&resp_port);
+    let by_port_sip = resp_port == SIP_RESP_PORT;
+    let signatures = before.0 <= SIGNATURE_BYTES && before.1 < SIGNATURE_PACKETS;
+    if (by_port_dhcp || signatures) && is_dhcp(payload) {
+        det.confirm(Service::Dhcp);
+        return UdpLook::Over;
+    }
+    if (by_port_sip || signatures) && !from_orig && is_sip_status_line(payload) {
+        det.confirm(Service::Sip);
+        return UdpLook::Over;
+    }
+    if by_port_dhcp || by_port_sip || signatures {
+        UdpLook::Continue
+    } else {
+        UdpLook::Over
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +388,106 @@ mod tests {
         m.extend_from_slice(&COOKIE);
         m.extend_from_slice(&[53, 1, 1, 55, 3, 1, 3, 6, 0, 255]);
         m
+    }
+
+
+    /// An NTPv4 message of `mode` as RFC 5905 figure 8 lays it out.
+    fn ntp(mode: u8) -> Vec<u8> {
+        let mut m = vec![0u8; 48];
+        m[0] = (4 << 3) | mode; // LI 0, VN 4
+        m[1] = 2; // stratum
+        m
+    }
+
+    #[test]
+    fn ntp_messages_as_zeeks_grammar_takes_them() {
+        assert_eq!(ntp_mode(&ntp(NTP_MODE_CLIENT)), Some(3));
+        assert_eq!(ntp_mode(&ntp(NTP_MODE_SERVER)), Some(4));
+        assert_eq!(ntp_mode(&ntp(3)[..47]), None, "short of the 48-byte header");
+        // A MAC after the header (20 bytes: not an extension field).
+        let mut m = ntp(3);
+        m.extend_from_slice(&[0; 20]);
+        assert_eq!(ntp_mode(&m), Some(3));
+        // More than 24 bytes after it must be extension fields.
+        let mut m = ntp(3);
+        m.extend_from_slice(&[0, 1, 0, 8]);
+        m.extend_from_slice(&[0; 28]);
+        assert_eq!(ntp_mode(&m), None, "an extension field shorter than 16 bytes");
+        // Mode 6: a control header and its data count.
+        let mut c = vec![(2 << 3) | 6, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 4];
+        assert_eq!(ntp_mode(&c), None, "4 data bytes promised");
+        c.extend_from_slice(b"abcd");
+        assert_eq!(ntp_mode(&c), Some(6));
+        assert_eq!(ntp_mode(b""), None);
+    }
+
+    #[test]
+    fn sip_status_lines() {
+        assert!(is_sip_status_line(b"SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP h\r\n\r\n"));
+        assert!(is_sip_status_line(b"SIP/2.0 404 Not Found\r\n"));
+        assert!(!is_sip_status_line(b"OPTIONS sip:a@b SIP/2.0\r\n"), "a request");
+        assert!(!is_sip_status_line(b"SIP/2.0 20 OK\r\n"));
+        assert!(!is_sip_status_line(b"SIP/2 200 OK\r\n"));
+        assert!(!is_sip_status_line(b"HTTP/1.1 200 OK\r\n"));
+    }
+
+    #[test]
+    fn both_halves_make_a_signature() {
+        use crate::ssh::SshVersion;
+        use crate::Dir::{ToClient, ToServer};
+        let smtp_s = server_half(b"220 mail.example ESMTP Postfix\r\n");
+        let smtp_c = client_half(b"EHLO client.example\r\n");
+        assert_eq!(tcp_signature(ToClient, smtp_s, smtp_c), Some(TcpSignature::Smtp));
+        assert_eq!(tcp_signature(ToClient, server_half(b"220-multi\r\n"), client_half(b"HELO x\r\n")), Some(TcpSignature::Smtp));
+        let pop_s = server_half(b"+OK Dovecot ready.\r\n");
+        assert_eq!(tcp_signature(ToClient, pop_s, client_half(b"CAPA\r\n")), Some(TcpSignature::Pop3));
+        assert_eq!(tcp_signature(ToClient, pop_s, client_half(b"USER bob\r\n")), Some(TcpSignature::Pop3));
+        assert_eq!(tcp_signature(ToClient, pop_s, smtp_c), None, "a POP3 greeting and an SMTP command");
+        assert_eq!(tcp_signature(ToClient, smtp_s, client_half(b"GET / HTTP/1.1\r\n")), None);
+        let ssh_s = server_half(b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n");
+        let ssh_c = client_half(b"SSH-2.0-OpenSSH_9.2p1\r\n");
+        assert_eq!(tcp_signature(ToClient, ssh_s, ssh_c), Some(TcpSignature::Ssh { first: ToClient, version: SshVersion::V2 }));
+        assert_eq!(tcp_signature(ToServer, client_half(b"SSH-1.99-x\r\n"), ssh_s), Some(TcpSignature::Ssh { first: ToServer, version: SshVersion::V199 }));
+        assert_eq!(tcp_signature(ToClient, ssh_s, 0), None, "one side only");
+    }
+
+    #[test]
+    fn udp_services_by_port_and_by_signature() {
+        use crate::detect::Detection;
+        use crate::Dir::{ToClient, ToServer};
+        // NTP on 123: confirmed; a server's message from the originator flips, once.
+        let mut d = Detection::default();
+        assert_eq!(udp_datagram(&mut d, 123, ToServer, &ntp(NTP_MODE_SERVER), (0, 0)), UdpLook::Flip);
+        assert_eq!(d.service(), Some(Service::Ntp));
+        assert_eq!(udp_datagram(&mut d, 123, ToServer, &ntp(NTP_MODE_CLIENT), (48, 1)), UdpLook::Over);
+        let mut d = Detection::default();
+        assert_eq!(udp_datagram(&mut d, 123, ToServer, &ntp(NTP_MODE_CLIENT), (0, 0)), UdpLook::Continue);
+        assert_eq!(udp_datagram(&mut d, 123, ToClient, &ntp(NTP_MODE_SERVER), (48, 1)), UdpLook::Continue);
+        assert_eq!(d.service(), Some(Service::Ntp));
+        // NTP elsewhere is not named (Zeek has no NTP signature).
+        let mut d = Detection::default();
+        udp_datagram(&mut d, 1123, ToServer, &ntp(NTP_MODE_CLIENT), (0, 0));
+        assert_eq!(d.service(), None);
+        // SIP: a status line from the responder, on any port within the
+        // signature bounds; on 5060 at any time.
+        let ok = b"SIP/2.0 200 OK\r\n\r\n";
+        let mut d = Detection::default();
+        assert_eq!(udp_datagram(&mut d, 5080, ToServer, b"OPTIONS sip:x SIP/2.0\r\n\r\n", (0, 0)), UdpLook::Continue);
+        assert_eq!(udp_datagram(&mut d, 5080, ToClient, ok, (26, 1)), UdpLook::Over);
+        assert_eq!(d.service(), Some(Service::Sip));
+        let mut d = Detection::default();
+        assert_eq!(udp_datagram(&mut d, 5080, ToClient, ok, (2000, 3)), UdpLook::Over, "past the signature bytes");
+        assert_eq!(d.service(), None);
+        let mut d = Detection::default();
+        udp_datagram(&mut d, 5060, ToClient, ok, (2000, 300));
+        assert_eq!(d.service(), Some(Service::Sip));
+        let mut d = Detection::default();
+        udp_datagram(&mut d, 5080, ToServer, ok, (0, 0));
+        assert_eq!(d.service(), None, "the originator's datagrams are requests to Zeek's analyzer");
+        // DHCP's cookie on any port.
+        let mut d = Detection::default();
+        assert_eq!(udp_datagram(&mut d, 6767, ToServer, &discover(), (0, 0)), UdpLook::Over);
+        assert_eq!(d.service(), Some(Service::Dhcp));
     }
 
     #[test]

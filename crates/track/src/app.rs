@@ -123,6 +123,9 @@ pub(crate) struct AppState {
     /// A cleartext protocol watched for STARTTLS (its parser is made for
     /// it; `protocol` is then TLS, what it may turn to).
     cleartext: Option<Cleartext>,
+    /// A connection watched for SSH's confirmation (`protocol` is then
+    /// TLS, unused: no transactions come of it).
+    ssh: Option<wirelog_parse::ssh::SshStart>,
 }
 
 /// Counters of application parsing across connections.
@@ -162,6 +165,7 @@ impl AppState {
             state_charged: 0,
             weight: 1,
             cleartext: None,
+            ssh: None,
         })
     }
 
@@ -170,6 +174,14 @@ impl AppState {
     pub fn new_starttls(cleartext: Cleartext, uid: Uid) -> Box<AppState> {
         let mut a = AppState::new_stream(Protocol::Tls, uid);
         a.cleartext = Some(cleartext);
+        a
+    }
+
+    /// A TCP connection watched for SSH's confirmation (by its port or
+    /// by signature, `wirelog_parse::ssh`).
+    pub fn new_ssh(at: wirelog_parse::ssh::SshStart, uid: Uid) -> Box<AppState> {
+        let mut a = AppState::new_stream(Protocol::Tls, uid);
+        a.ssh = Some(at);
         a
     }
 
@@ -183,6 +195,7 @@ impl AppState {
             state_charged: 0,
             weight: 1,
             cleartext: None,
+            ssh: None,
         })
     }
 
@@ -196,6 +209,7 @@ impl AppState {
             state_charged: 0,
             weight: 1,
             cleartext: None,
+            ssh: None,
         })
     }
 
@@ -205,9 +219,10 @@ impl AppState {
         if let AppParser::Waiting(starts) = self.parser {
             let [to_server, to_client] = starts;
             self.parser = AppParser::Stream(Box::new(StreamApp {
-                parser: match self.cleartext {
-                    Some(c) => ConnParser::starttls(c, &cfg.parse),
-                    None => self.protocol.stream_parser(&cfg.parse),
+                parser: match (self.cleartext, self.ssh) {
+                    (Some(c), _) => ConnParser::starttls(c, &cfg.parse),
+                    (None, Some(at)) => ConnParser::Ssh(wirelog_parse::ssh::SshConn::start(at)),
+                    (None, None) => self.protocol.stream_parser(&cfg.parse),
                 },
                 streams: [
                     to_server.reassembler(cfg.stream_buffer_bytes, budget),
@@ -225,7 +240,7 @@ impl AppState {
 
     /// A cleartext protocol watched for STARTTLS.
     pub fn watches_cleartext(&self) -> bool {
-        self.cleartext.is_some()
+        self.cleartext.is_some() || self.ssh.is_some()
     }
 
     /// conn.log's `service` when the parser decides it whatever it parsed
@@ -234,7 +249,7 @@ impl AppState {
     pub fn confirmed_service(&self) -> Option<Option<&'static str>> {
         match &self.parser {
             AppParser::Stream(s) => s.parser.confirmed_service(),
-            AppParser::Waiting(_) if self.cleartext.is_some() => Some(None),
+            AppParser::Waiting(_) if self.watches_cleartext() => Some(None),
             _ => None,
         }
     }

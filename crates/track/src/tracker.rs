@@ -873,25 +873,33 @@ impl Tracker {
                 }
                 (None, _) => {
                     // A service named without a parser (crate
-                    // wirelog_parse::services): DHCP, on the responder
-                    // ports Zeek attaches its analyzer to, looked for in
-                    // every datagram until one confirms it, as Zeek's
-                    // analyzer sees every one.
-                    use wirelog_parse::services::{is_dhcp, Service, DHCP_RESP_PORTS};
-                    if DHCP_RESP_PORTS.contains(&e.key.dport) && e.value.detection.service().is_none() {
-                        if is_dhcp(payload) {
-                            e.value.detection.confirm(Service::Dhcp);
-                            e.value.detection.end();
-                        }
-                        return;
+                    // wirelog_parse::services): DHCP, NTP, SIP, on the
+                    // responder ports Zeek attaches their analyzers to
+                    // (every datagram, as the analyzer sees every one) or
+                    // by signature on any port (the first datagrams).
+                    use wirelog_parse::services::{udp_datagram, UdpLook};
+                    let c = &mut e.value;
+                    let before_bytes = match &c.state {
+                        ProtoState::Udp(d) => d.orig_len.max(0) + d.resp_len.max(0) - payload.len() as i64,
+                        _ => 0,
+                    };
+                    let before = (before_bytes, (c.orig_pkts + c.resp_pkts).saturating_sub(1));
+                    match udp_datagram(&mut c.detection, e.key.dport, dir, payload, before) {
+                        UdpLook::Continue => {}
+                        UdpLook::Over => c.detection.end(),
+                        UdpLook::Flip => self.flip_by_service(idx, is_orig, pkt.ip_len as u64),
                     }
-                    None
+                    return;
                 }
                 // SMTP, IMAP, POP3, XMPP, LDAP, FTP, IRC by their ports:
                 // the cleartext is watched for STARTTLS and the protocol
                 // confirmed as Zeek confirms it (wirelog_parse::starttls).
                 (Some(_), None) if Cleartext::by_port(e.key.dport).is_some() => Cleartext::by_port(e.key.dport)
                     .map(|c| AppState::new_starttls(c, uid_for(&mut self.uids, &self.keep, idx))),
+                // SSH by its port: watched for its confirmation (wirelog_parse::ssh).
+                (Some(_), None) if e.key.dport == wirelog_parse::ssh::SSH_RESP_PORT => {
+                    Some(AppState::new_ssh(wirelog_parse::ssh::SshStart::AtStart, uid_for(&mut self.uids, &self.keep, idx)))
+                }
                 (Some(_), None) if cfg.by_content && !payload.is_empty() => {
                     match e.value.detection.look(dir, payload) {
                         Detected::Protocol(p) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx))),
@@ -906,6 +914,20 @@ impl Tracker {
                             return;
                         }
                         Detected::Nothing => return,
+                        // No parser's, but both sides matched a service's
+                        // signature (wirelog_parse::services): watched for
+                        // its confirmation as on its port.
+                        Detected::Signature(sig) => {
+                            use wirelog_parse::services::TcpSignature;
+                            let uid = uid_for(&mut self.uids, &self.keep, idx);
+                            Some(match sig {
+                                TcpSignature::Smtp => AppState::new_starttls(Cleartext::Smtp, uid),
+                                TcpSignature::Pop3 => AppState::new_starttls(Cleartext::Pop3, uid),
+                                TcpSignature::Ssh { first, version } => {
+                                    AppState::new_ssh(wirelog_parse::ssh::SshStart::AfterVersion(first, version), uid)
+                                }
+                            })
+                        }
                     }
                 }
                 (Some(_), None) => {
@@ -1081,6 +1103,31 @@ impl Tracker {
         c.hist.add_raw(b'^');
         if let Some(k) = self.keep.as_mut() {
             k.flip(idx);
+        }
+    }
+
+    /// Flips the roles because a service's rule said so (NTP's), while its
+    /// datagram is being handled: Zeek's analyzer flips before the UDP
+    /// analyzer counts the datagram, which is then counted with the
+    /// direction it had before the flip (`UDPAnalyzer::DeliverPacket`,
+    /// src/packet_analysis/protocol/udp/UDP.cc: `adapter->DeliverPacket`
+    /// first, then `CheckHistory` and `UpdateLength` with the same
+    /// `is_orig`; the size analyzer, after the NTP one, counts it so too).
+    /// Its packet and IP bytes go back to the side they were counted on.
+    fn flip_by_service(&mut self, idx: u32, was_orig: bool, ip_len: u64) {
+        self.flip(idx);
+        let Some(e) = self.table.get_mut(idx) else { return };
+        let c = &mut e.value;
+        let (from_pkts, from_bytes, to_pkts, to_bytes) = if was_orig {
+            (&mut c.resp_pkts, &mut c.resp_ip_bytes, &mut c.orig_pkts, &mut c.orig_ip_bytes)
+        } else {
+            (&mut c.orig_pkts, &mut c.orig_ip_bytes, &mut c.resp_pkts, &mut c.resp_ip_bytes)
+        };
+        if *from_pkts > 0 {
+            *from_pkts -= 1;
+            *from_bytes = from_bytes.saturating_sub(ip_len);
+            *to_pkts += 1;
+            *to_bytes += ip_len;
         }
     }
 
