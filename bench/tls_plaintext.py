@@ -12,7 +12,14 @@ difference per TLS call is what the uprobes, the syscall tracepoint programs
 and the ring buffer add to the application. The capture's own CPU (its
 `reader CPU` line and the process total) per transaction is printed too.
 
-Usage (root): bench/tls_plaintext.py [WIRELOG] [ROUNDS] [RUNS]
+With BODY (bytes of each response's body, default 2) and RING (the
+capture's --tls-plaintext-ring, default its own 8M), the same loop is a
+load on the ring: large responses as fast as one process makes them, and
+the capture's `ring records lost` says what the ring could not hold (a
+body above one TLS record, 16 KiB, takes more calls a round than the four
+the per-call figure divides by).
+
+Usage (root): bench/tls_plaintext.py [WIRELOG] [ROUNDS] [RUNS] [BODY] [RING]
 """
 
 import os
@@ -31,8 +38,11 @@ WIRELOG = sys.argv[1] if len(sys.argv) > 1 else "target/release/wirelog"
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
 RUNS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 
+BODY = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+RING = sys.argv[5] if len(sys.argv) > 5 else None
+
 REQ = b"GET /bench HTTP/1.1\r\nHost: bench\r\n\r\n"
-RESP = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+RESP = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % BODY + b"k" * BODY
 
 
 def pair(tmp):
@@ -70,7 +80,9 @@ def run(tmp):
         c.sendall(REQ)
         s.recv(4096)
         s.sendall(RESP)
-        c.recv(4096)
+        got = 0
+        while got < len(RESP):
+            got += len(c.recv(65536))
     cpu = time.process_time() - t0
     c.close()
     s.close()
@@ -80,8 +92,9 @@ def run(tmp):
 
 def capture_start(tmp):
     logs = os.path.join(tmp, "logs")
+    ring = ["--tls-plaintext-ring", RING] if RING else []
     p = subprocess.Popen([WIRELOG, "capture", "-i", "lo", "--tls-plaintext", "--no-store", "--logs", logs,
-                          "--stats-interval", "0", "--user", "root"],
+                          "--stats-interval", "0", "--user", "root"] + ring,
                          stderr=subprocess.PIPE, text=True)
     line = p.stderr.readline()
     assert "capturing on" in line, line

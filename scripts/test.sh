@@ -11,6 +11,10 @@ PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       nginx wrk curl mariadb-server mariadb-client sysbench dnsmasq-base dnsutils
       # the PostgreSQL server and client of tests/tls_plaintext_db.rs
       postgresql
+      # the GnuTLS client (gnutls-cli) of tests/tls_plaintext.rs
+      gnutls-bin
+      # the Redis server and client (TLS: both link OpenSSL) of tests/tls_plaintext_db.rs
+      redis-server
       # the server of tests/memcached_live.rs
       memcached
       # the broker of tests/mqtt_live.rs

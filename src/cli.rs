@@ -1050,8 +1050,8 @@ pub struct CaptureArgs {
     /// SSL_write_ex of every libssl file the system has or a process maps,
     /// and on the socket system calls those make) and parse it as the
     /// packets' bytes are parsed (HTTP/1, MySQL, PostgreSQL, Redis, ...):
-    /// transactions inside TLS with the process of each end and the log
-    /// column source=tls-library, carrying the uid of the packet path's
+    /// transactions inside TLS with the process of each end and the column
+    /// source=tls-library (logs, store, ClickHouse, queries), carrying the uid of the packet path's
     /// connection, whose conn.log service becomes e.g. ssl,http. With a
     /// value, only that process: a pid, a process name, or a cgroup path
     /// (starting with /). Needs CAP_BPF and CAP_PERFMON (or root). README:

@@ -316,6 +316,11 @@ fn read_into_clickhouse_equals_the_store() {
     let o = ch.wirelog(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_equals_store(&ch, &store, Some("probe-a"));
+    // A packet run's transactions all say so, in both.
+    for kind in ["http", "mysql", "pgsql", "redis", "dns"] {
+        assert_eq!(ch.sql(&format!("SELECT countIf(source != 'packets') FROM {kind}")).trim(), "0", "{kind}");
+    }
+    ask_both(&ch, &store, "probe-a", &["http", "--where", "source = packets", "--by", "source"]);
     let counts = ch.counts(None);
     for (t, n) in &counts {
         assert!(*n > 0, "no {t} rows: {counts:?}");
@@ -758,8 +763,9 @@ fn init_upgrades_what_it_can_and_names_what_it_cannot() {
     let cols: Vec<&str> = cols.lines().collect();
     let want: Vec<String> = ["orig", "resp"].iter().flat_map(|s| owners.map(|o| format!("{s}_{o}"))).collect();
     assert_eq!(cols[cols.len() - 12..], want, "{cols:?}");
-    // The http table's own columns end with HTTP/2's (record::http's declared order).
-    assert_eq!(cols[cols.len() - 13], "promised_by", "{cols:?}");
+    // The http table's own columns end with HTTP/2's (record::http's
+    // declared order), then the columns of every kind (`source`).
+    assert_eq!(cols[cols.len() - 14..cols.len() - 12], ["promised_by", "source"], "{cols:?}");
     // A version 2 database (no certificate table): init creates it, a
     // SummingMergeTree keyed by probe, certificate, role and hour.
     ch.sql("DROP TABLE x509");
@@ -771,6 +777,21 @@ fn init_upgrades_what_it_can_and_names_what_it_cannot() {
     let ddl = ch.sql("SELECT engine, sorting_key FROM system.tables WHERE database = 'schema' AND name = 'x509'");
     assert_eq!(ddl.trim(), "SummingMergeTree\tprobe, fingerprint, role, host_cert, toStartOfHour(ts)", "{ddl}");
     assert_eq!(ch.sql("SELECT max(version) FROM wirelog_schema").trim(), v.to_string());
+    // A version 4 database (transaction tables without `source`): init
+    // adds it after the kind's own columns, before the owners.
+    for t in ["http", "mysql"] {
+        ch.sql(&format!("ALTER TABLE {t} DROP COLUMN source"));
+    }
+    ch.sql("TRUNCATE TABLE wirelog_schema");
+    ch.sql("INSERT INTO wirelog_schema (version, wirelog) VALUES (4, 'old')");
+    let o = ch.wirelog(&["clickhouse", "init"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("upgraded from schema version 4 to {v}")), "{}", stderr(&o));
+    for t in ["http", "mysql"] {
+        let cols = ch.sql(&format!("SELECT name, type FROM system.columns WHERE database = 'schema' AND table = '{t}' ORDER BY position"));
+        let cols: Vec<&str> = cols.lines().collect();
+        assert_eq!(cols[cols.len() - 13], "source\tLowCardinality(String)", "{t}: {cols:?}");
+    }
     // A column of another type, and a newer schema: said, nothing changed.
     ch.sql("ALTER TABLE dns MODIFY COLUMN qtype Nullable(String)");
     let o = ch.wirelog(&["clickhouse", "init"]);
@@ -893,6 +914,127 @@ fn capture_sends_health_rows() {
     assert_eq!(&f[2..], ["1", "1", "1"], "{rows}");
     // Connections to the endpoint itself were recorded too, tagged with the interface.
     assert!(ch.counts(Some("h1"))["conns"] > 0);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A test-only server: HTTP/1.1 on one loopback port, the same over TLS
+/// (Python's ssl, linked to the system's OpenSSL) on another; prints both
+/// ports, exits when its stdin closes.
+const TWO_PORT_SERVER: &str = r#"
+import http.server, os, ssl, sys, threading
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        body = b"x" * 1000
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+tls = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+tls.socket = ctx.wrap_socket(tls.socket, server_side=True)
+for s in (plain, tls):
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+print(plain.server_address[1], tls.server_address[1], flush=True)
+sys.stdin.read()
+os._exit(0)
+"#;
+
+/// `capture --tls-plaintext` into the store and ClickHouse: the `source`
+/// column says where each transaction's bytes came from, `packets` for the
+/// clear port's and `tls-library` for the TLS port's, in both, and queries
+/// filter and group by it the same on both.
+#[test]
+fn tls_plaintext_source_reaches_the_store_and_clickhouse() {
+    if !common::live::is_root() {
+        common::live::skip("tls-plaintext needs root (eBPF)");
+        return;
+    }
+    for p in ["openssl", "curl", "python3"] {
+        if !common::lo::have(p) {
+            common::live::skip(&format!("{p} is not installed"));
+            return;
+        }
+    }
+    let Some(ch) = Ch::new("tlssource") else { return };
+    ch.init();
+    let d = tmp("tlssource");
+    let (store, spool) = (d.join("store"), d.join("spool"));
+    let (key, cert) = (d.join("key.pem"), d.join("cert.pem"));
+    let o = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=localhost"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut server = Command::new("python3")
+        .args(["-c", TWO_PORT_SERVER])
+        .arg(&cert)
+        .arg(&key)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let ports: Vec<u16> = line.split_whitespace().map(|p| p.parse().unwrap()).collect();
+    let (clear, tls) = (ports[0], ports[1]);
+    let filter = format!("tcp port {clear} or tcp port {tls}");
+    // Only the server's TLS calls: the probes see every process of the host.
+    let pid = server.id().to_string();
+    let mut cap = Command::new(BIN)
+        .args(["capture", "-i", "lo", "--stats-interval", "0", "--user", "root", "-f", &filter, "--tls-plaintext", &pid])
+        .args(["--store", store.to_str().unwrap(), "--probe-name", "tls1", "--spool-dir", spool.to_str().unwrap()])
+        .args(["--clickhouse-batch-age", "1s", "--clickhouse", &ch.url(), "--clickhouse-database", &ch.db])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(cap.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    assert!(first.contains("capturing on"), "capture did not start: {first}");
+    let rest = std::thread::spawn(move || {
+        let mut rest = first;
+        err.read_to_string(&mut rest).unwrap();
+        rest
+    });
+    for (scheme, port) in [("http", clear), ("https", tls)] {
+        let url = format!("{scheme}://127.0.0.1:{port}/a");
+        let o = Command::new("curl").args(["-skf", "--http1.1", "-o", "/dev/null", "-o", "/dev/null", &url, &url]).output().unwrap();
+        assert!(o.status.success(), "curl {url}: {}", stderr(&o));
+    }
+    // The TLS transactions wait for their connection's end in the packets.
+    std::thread::sleep(Duration::from_millis(500));
+    common::live::sh(&["kill", "-INT", &cap.id().to_string()]);
+    let status = cap.wait().unwrap();
+    let err = rest.join().unwrap();
+    drop(server.stdin.take());
+    let _ = server.wait();
+    assert!(status.success(), "{err}");
+    // ClickHouse: two requests per port, each port's from its source.
+    let got = ch.sql(&format!(
+        "SELECT server_port, source, count() FROM http WHERE probe = 'tls1' AND server_port IN ({clear}, {tls}) GROUP BY server_port, source ORDER BY server_port = {tls}"
+    ));
+    assert_eq!(got, format!("{clear}\tpackets\t2\n{tls}\ttls-library\t2\n"), "{err}");
+    // The store and ClickHouse answer one query the same, filtering and
+    // grouping by source.
+    let (local, _) = ask_both(&ch, &store, "tls1", &["http", "--where", "source = tls-library or source = packets", "--by", "server_port,source"]);
+    let rows = csv(&String::from_utf8_lossy(&local.stdout));
+    let mut seen: Vec<(String, String, String)> = rows
+        .iter()
+        .filter(|r| [clear.to_string(), tls.to_string()].contains(&r["server_port"]))
+        .map(|r| (r["server_port"].clone(), r["source"].clone(), r["count"].clone()))
+        .collect();
+    seen.sort_by_key(|r| r.0 == tls.to_string());
+    let want = [(clear.to_string(), "packets".to_string(), "2".to_string()), (tls.to_string(), "tls-library".to_string(), "2".to_string())];
+    assert_eq!(seen, want, "{rows:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
 

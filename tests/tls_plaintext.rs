@@ -1,7 +1,8 @@
 //! `capture --tls-plaintext` against real programs: nginx with TLS (a
 //! self-signed certificate made by the test) in a network namespace, curl
 //! and Python's `http.client` over HTTPS, all linked to the system's
-//! OpenSSL. Every request the clients made is in http.log with the method,
+//! OpenSSL, and gnutls-cli, linked to the system's GnuTLS. Every request the
+//! clients made is in http.log with the method,
 //! URI, status and sizes the clients saw, `source` tls-library, the client's
 //! and nginx's pid and process, on the connection whose ssl.log row (from the
 //! packets) has the same uid and whose conn.log service is `ssl,http`.
@@ -39,7 +40,7 @@ fn requirements() -> bool {
         skip("tls-plaintext tests need root (eBPF, namespaces)");
         return false;
     }
-    for p in ["nginx", "curl", "openssl", "python3"] {
+    for p in ["nginx", "curl", "openssl", "python3", "gnutls-cli"] {
         if !have(p) {
             skip(&format!("{p} is not installed"));
             return false;
@@ -154,23 +155,52 @@ fn python(site: &Site, libdir: &Path, delay: &str) -> (u32, Vec<Seen>) {
     (pid, seen)
 }
 
-/// curl, two requests on one connection; what it printed for each.
-fn curl(site: &Site) -> Vec<Seen> {
+/// curl, two requests on one connection; its pid and what it printed for each.
+fn curl(site: &Site) -> (u32, Vec<Seen>) {
     let url = |p: &str| format!("https://127.0.0.1:{PORT}{p}");
-    let out = site
+    let c = site
         .ns
         .cmd(&["curl", "-sk", "--http1.1", "-w", "%{http_code} %{size_download}\\n", "-o", "/dev/null", &url("/small"), "-o", "/dev/null", &url("/big")])
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    // `ip netns exec` execs the command: this is curl's pid.
+    let pid = c.id();
+    let out = c.wait_with_output().unwrap();
     assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout)
+    let seen = String::from_utf8_lossy(&out.stdout)
         .lines()
         .zip(["/small", "/big"])
         .map(|(l, uri)| {
             let (code, size) = l.split_once(' ').unwrap();
             Seen { method: "GET", uri: uri.into(), status: code.parse().unwrap(), request_body: 0, response_body: size.parse().unwrap() }
         })
-        .collect()
+        .collect();
+    (pid, seen)
+}
+
+/// gnutls-cli (GnuTLS's client: `gnutls_record_send`/`gnutls_record_recv`
+/// on libgnutls.so.30), one request; its pid and what it got.
+fn gnutls_cli(site: &Site) -> (u32, Seen) {
+    use std::io::Write;
+    let mut c = site
+        .ns
+        .cmd(&["gnutls-cli", "--insecure", "--logfile=/dev/null", "-p", &PORT.to_string(), "127.0.0.1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // `ip netns exec` execs the command: this is gnutls-cli's pid.
+    let pid = c.id();
+    // Its stdin's end: it sends the request, then reads until nginx closes.
+    c.stdin.take().unwrap().write_all(b"GET /small?from=gnutls HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert!(out.status.success(), "gnutls-cli: {:?}", out.status);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("gnutls-cli printed {text:?}"));
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (pid, Seen { method: "GET", uri: "/small?from=gnutls".into(), status, request_body: 0, response_body: body.len() as u64 })
 }
 
 /// A copy of the system's libssl in its own directory: another file (inode)
@@ -195,8 +225,9 @@ fn https_requests_of_curl_and_python_are_in_http_log_with_their_processes_and_ui
     let site = site("main");
     let lib = libssl_copy(&site.dir);
     let cap = capture(&site, &["--tls-plaintext"]);
-    let curl_seen = curl(&site);
+    let (curl_pid, curl_seen) = curl(&site);
     let (py_pid, py_seen) = python(&site, &lib, "1.5");
+    let (gnutls_pid, gnutls_seen) = gnutls_cli(&site);
     std::thread::sleep(Duration::from_millis(500));
     let err = cap.stop();
     let logs = site.dir.join("logs");
@@ -206,9 +237,10 @@ fn https_requests_of_curl_and_python_are_in_http_log_with_their_processes_and_ui
     let nginx_pid = site.nginx.pid().to_string();
     // Only this test's server: the probes see every process of the host.
     let ours: Vec<&Row> = http.iter().filter(|r| r["resp_pid"] == nginx_pid).collect();
-    assert_eq!(ours.len(), 4, "{ours:#?}\n{err}");
+    assert_eq!(ours.len(), 5, "{ours:#?}\n{err}");
     let mut uids = HashMap::new();
-    for (seen, client) in curl_seen.iter().map(|s| (s, "curl")).chain(py_seen.iter().map(|s| (s, "python3"))) {
+    let seen_by = curl_seen.iter().map(|s| (s, "curl")).chain(py_seen.iter().map(|s| (s, "python3")));
+    for (seen, client) in seen_by.chain([(&gnutls_seen, "gnutls-cli")]) {
         let r = ours
             .iter()
             .find(|r| r["uri"] == seen.uri && r["method"] == seen.method)
@@ -220,8 +252,10 @@ fn https_requests_of_curl_and_python_are_in_http_log_with_their_processes_and_ui
         assert_eq!(r["source"], "tls-library", "{r:?}");
         assert_eq!(r["orig_proc"], client, "{r:?}");
         assert_eq!(r["resp_proc"], "nginx", "{r:?}");
-        if client == "python3" {
-            assert_eq!(r["orig_pid"], py_pid.to_string(), "{r:?}");
+        match client {
+            "python3" => assert_eq!(r["orig_pid"], py_pid.to_string(), "{r:?}"),
+            "gnutls-cli" => assert_eq!(r["orig_pid"], gnutls_pid.to_string(), "{r:?}"),
+            _ => assert_eq!(r["orig_pid"], curl_pid.to_string(), "{r:?}"),
         }
         assert!(r["latency"].parse::<f64>().unwrap() > 0.0, "{r:?}");
         // The uid is the packet path's connection: its ssl.log row and its
@@ -233,12 +267,14 @@ fn https_requests_of_curl_and_python_are_in_http_log_with_their_processes_and_ui
         assert_eq!(c["id.resp_p"], PORT.to_string());
         uids.entry(client).or_insert_with(Vec::new).push(uid.clone());
     }
-    // Two connections, each with its two requests.
+    // curl's and Python's connections each with their two requests,
+    // gnutls-cli's with its one.
     for (client, u) in &uids {
-        assert_eq!(u.len(), 2, "{client}");
-        assert_eq!(u[0], u[1], "{client}'s requests on one connection");
+        assert_eq!(u.len(), if *client == "gnutls-cli" { 1 } else { 2 }, "{client}");
+        assert_eq!(u[0], u[u.len() - 1], "{client}'s requests on one connection");
     }
     assert_ne!(uids["curl"][0], uids["python3"][0]);
+    assert_ne!(uids["gnutls-cli"][0], uids["python3"][0]);
     // The copy of libssl that only Python mapped was found and probed.
     assert!(err.contains("tls-plaintext:"), "{err}");
     let stats = err.lines().find(|l| l.contains("wirelog: tls-plaintext: ") && l.contains("events")).unwrap_or_else(|| panic!("{err}"));

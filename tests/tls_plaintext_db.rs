@@ -1,7 +1,8 @@
 //! `capture --tls-plaintext` on databases: PostgreSQL (libpq's
-//! `sslmode=require`) and MariaDB with TLS, servers and clients the
-//! system's, linked to its OpenSSL (Debian 12: `postgres`, libpq, `mariadbd`
-//! and the `mariadb` client all link libssl.so.3). The same workload runs
+//! `sslmode=require`), MariaDB with TLS and Redis with TLS, servers and
+//! clients the system's, linked to its OpenSSL (Debian 12: `postgres`,
+//! libpq, `mariadbd`, the `mariadb` client, `redis-server` and `redis-cli`
+//! all link libssl.so.3). The same workload runs
 //! once in the clear and once over TLS inside one capture; the clear run's
 //! records come from the packets, the TLS run's from the TLS library, and
 //! the two are equal field by field, times, uids, client ports and
@@ -57,23 +58,24 @@ fn capture(ns: &LoNs, logs: &Path) -> LiveCapture {
     LiveCapture::start(&ns.name, "lo", &a)
 }
 
-/// Fields that differ between two runs of one workload by nature.
+/// Fields that differ between two runs of one workload by nature (the
+/// server's port too: Redis serves TLS on a port of its own).
 fn varies(field: &str) -> bool {
-    matches!(field, "ts" | "uid" | "id.orig_p" | "latency" | "first_byte_latency" | "source")
+    matches!(field, "ts" | "uid" | "id.orig_p" | "id.resp_p" | "latency" | "first_byte_latency" | "source")
         || ["orig_", "resp_"].iter().any(|p| {
             field.strip_prefix(p).is_some_and(|f| matches!(f, "pid" | "proc" | "exe" | "user" | "container" | "pod"))
         })
 }
 
-/// The log's rows of this capture's connections to `port`, by connection
+/// The log's rows of this capture's connections to `ports`, by connection
 /// (uid), each connection's in time order.
-fn by_conn(logs: &Path, log: &str, port: u16) -> HashMap<String, Vec<Row>> {
+fn by_conn(logs: &Path, log: &str, ports: &[u16]) -> HashMap<String, Vec<Row>> {
     let conns = common::read_log(&logs.join("conn.log"));
     let mut out: HashMap<String, Vec<Row>> = HashMap::new();
     for r in common::read_log(&logs.join(log)) {
         // The probes see every process of the host: only the connections
         // this namespace's capture saw (their uid is the packet path's).
-        if r["id.resp_p"] == port.to_string() && conns.iter().any(|c| c["uid"] == r["uid"]) {
+        if ports.iter().any(|p| r["id.resp_p"] == p.to_string()) && conns.iter().any(|c| c["uid"] == r["uid"]) {
             out.entry(r["uid"].clone()).or_default().push(r);
         }
     }
@@ -85,14 +87,16 @@ fn by_conn(logs: &Path, log: &str, port: u16) -> HashMap<String, Vec<Row>> {
 
 /// The clear connection's records (from packets) and the TLS one's (from
 /// the library), equal field by field; the TLS one's carry the client's and
-/// server's processes, and conn.log names both services.
-fn assert_same(logs: &Path, log: &str, port: u16, client: &str, server: &str, service: &str, err: &str) -> usize {
-    let conns = by_conn(logs, log, port);
+/// server's processes, and conn.log names both services. The workload's
+/// connections are those with a field starting with `marker`.
+#[allow(clippy::too_many_arguments)]
+fn assert_same(logs: &Path, log: &str, ports: &[u16], marker: &str, client: &str, server: &str, service: &str, err: &str) -> usize {
+    let conns = by_conn(logs, log, ports);
     let pick = |source: &str| -> &Vec<Row> {
         let v: Vec<&Vec<Row>> = conns
             .values()
             // The workload's connection (others may follow it).
-            .filter(|v| v.iter().all(|r| r["source"] == source) && v.iter().any(|r| r.values().any(|f| f.starts_with("create table t "))))
+            .filter(|v| v.iter().all(|r| r["source"] == source) && v.iter().any(|r| r.values().any(|f| f.starts_with(marker))))
             .collect();
         assert_eq!(v.len(), 1, "one {source} connection in {log}: {conns:#?}\n{err}");
         v[0]
@@ -212,10 +216,10 @@ fn postgresql_with_sslmode_require_logs_what_it_logs_in_the_clear() {
     assert_eq!(clear, tls);
     std::thread::sleep(Duration::from_millis(700));
     let err = cap.stop();
-    let n = assert_same(&logs, "pgsql.log", PG_PORT, "psql", "postgres", "postgresql,ssl", &err);
+    let n = assert_same(&logs, "pgsql.log", &[PG_PORT], "create table t ", "psql", "postgres", "postgresql,ssl", &err);
     // startup, 8 statements, terminate.
     assert_eq!(n, 10, "{err}");
-    let rows = by_conn(&logs, "pgsql.log", PG_PORT);
+    let rows = by_conn(&logs, "pgsql.log", &[PG_PORT]);
     let big = rows.values().flatten().find(|r| r["source"] == "tls-library" && r["query"].contains("generate_series")).unwrap();
     assert_eq!(big["rows"], "5000", "{big:?}");
     let stats = tls_stats(&err);
@@ -310,10 +314,10 @@ fn mariadb_with_tls_logs_what_it_logs_in_the_clear() {
     assert!(after.contains("after"), "{after}");
     std::thread::sleep(Duration::from_millis(700));
     let err = cap.stop();
-    let n = assert_same(&logs, "mysql.log", MY_PORT, "mariadb", "mariadbd", "mysql,ssl", &err);
+    let n = assert_same(&logs, "mysql.log", &[MY_PORT], "create table t ", "mariadb", "mariadbd", "mysql,ssl", &err);
     // login, 8 statements, quit.
     assert_eq!(n, 10, "{err}");
-    let rows = by_conn(&logs, "mysql.log", MY_PORT);
+    let rows = by_conn(&logs, "mysql.log", &[MY_PORT]);
     let tls_rows: Vec<&Row> = rows.values().flatten().filter(|r| r["source"] == "tls-library").collect();
     let login = tls_rows.iter().find(|r| r["cmd"] == "login").expect("the login over TLS");
     assert_eq!((login["user"].as_str(), login["database"].as_str()), ("w", "w"), "{login:?}");
@@ -355,4 +359,81 @@ fn killed_client(db: &Mariadb) -> u32 {
     c.kill().unwrap();
     c.wait().unwrap();
     pid
+}
+
+/// redis-cli's workload: strings, a counter, a list, a hash, a missing key,
+/// an error (INCR on text) and a 12,000-byte value (under the 16 KiB an
+/// event carries: a longer SET is cut and its record differs, see README
+/// "Inside TLS").
+fn redis_work() -> String {
+    let big = "x".repeat(12_000);
+    format!(
+        "SET wl:marker start\nSET k1 hello\nGET k1\nINCR counter\nINCR k1\nLPUSH l a b c\nLRANGE l 0 -1\n\
+         HSET h f v\nHGETALL h\nGET nosuch\nSET big {big}\nGET big\nDEL k1 l h counter big wl:marker\n"
+    )
+}
+
+const REDIS_PORT: u16 = 6379;
+const REDIS_TLS_PORT: u16 = 6380;
+
+/// redis-cli's workload in the clear (port 6379) and over TLS (`--tls`,
+/// port 6380) against one redis-server: redis.log has the same records
+/// for both, the TLS run's from redis-cli's and the server's
+/// SSL_read/SSL_write.
+#[test]
+fn redis_with_tls_logs_what_it_logs_in_the_clear() {
+    if !requirements(&["openssl", "redis-server", "redis-cli"]) {
+        return;
+    }
+    let t0 = Instant::now();
+    let dir = common::scratch("tls_plaintext_db", "redis");
+    certificate(&dir);
+    let ns = LoNs::new("trd");
+    let _reap = Reap(&ns);
+    let d = dir.display().to_string();
+    let (cert, key) = (format!("{d}/cert.pem"), format!("{d}/key.pem"));
+    let mut server = ns.spawn(
+        "redis-server",
+        &["redis-server", "--bind", "127.0.0.1", "--port", "6379", "--tls-port", "6380", "--tls-cert-file", &cert, "--tls-key-file", &key]
+            .into_iter()
+            .chain(["--tls-ca-cert-file", &cert, "--tls-auth-clients", "no", "--save", "", "--appendonly", "no", "--dir", &d])
+            .collect::<Vec<_>>(),
+        &dir.join("redis.out"),
+    );
+    wait_for("redis-server", Duration::from_secs(20), || {
+        assert!(server.alive(), "redis-server exited: {}", std::fs::read_to_string(dir.join("redis.out")).unwrap_or_default());
+        ns.cmd(&["redis-cli", "-h", "127.0.0.1", "-p", "6379", "ping"]).output().is_ok_and(|o| o.stdout.starts_with(b"PONG"))
+    });
+    let logs = dir.join("logs");
+    let cap = capture(&ns, &logs);
+    let work = dir.join("work.txt");
+    std::fs::write(&work, redis_work()).unwrap();
+    let cli = |tls: &[&str], port: u16| -> String {
+        let script = "exec redis-cli -h 127.0.0.1 \"$@\" < \"$0\"";
+        let mut args = vec!["sh", "-c", script, work.to_str().unwrap()];
+        let port = port.to_string();
+        args.extend(tls);
+        args.extend(["-p", port.as_str()]);
+        let out = ns.cmd(&args).output().unwrap();
+        assert!(out.status.success(), "redis-cli {tls:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let clear = cli(&[], REDIS_PORT);
+    let tls = cli(&["--tls", "--insecure"], REDIS_TLS_PORT);
+    assert_eq!(clear, tls);
+    assert!(clear.contains("ERR value is not an integer"), "{clear}");
+    std::thread::sleep(Duration::from_millis(700));
+    let err = cap.stop();
+    let n = assert_same(&logs, "redis.log", &[REDIS_PORT, REDIS_TLS_PORT], "wl:marker", "redis-cli", "redis-server", "ssl,redis", &err);
+    // redis-cli's COMMAND DOCS at connect (its reply, a few hundred KB,
+    // longer than an event carries), then the workload's 13 commands.
+    assert_eq!(n, 14, "{err}");
+    let rows = by_conn(&logs, "redis.log", &[REDIS_TLS_PORT]);
+    let tls_rows: Vec<&Row> = rows.values().flatten().filter(|r| r["source"] == "tls-library").collect();
+    assert!(tls_rows.iter().all(|r| r["resp_pid"] == server.pid().to_string()), "{tls_rows:#?}");
+    let big = tls_rows.iter().find(|r| r["cmd"] == "GET" && r["key"] == "big").expect("GET big over TLS");
+    assert_eq!(big["reply_len"], "12000", "{big:?}");
+    let stats = tls_stats(&err);
+    assert_eq!(count_before(stats, " ring records lost"), 0, "{stats}");
+    eprintln!("{stats}\nredis: {n} records equal in the clear and over TLS; {:.1} s", t0.elapsed().as_secs_f64());
 }

@@ -19,11 +19,20 @@ use wirelog_store::{ColSpec, Kind};
 /// - 3: the `x509` table (certificates TLS handshakes showed), a
 ///   `SummingMergeTree` on `handshakes`.
 /// - 4: the `loss` table (the completeness record, per minute and source).
-pub const SCHEMA_VERSION: u32 = 4;
+/// - 5: the `source` column (`packets` or `tls-library`: see
+///   `wirelog_record::columns::EVERY_TX`) of every transaction table, after
+///   the kind's own columns; rows inserted before read it as `''`.
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Statements beyond added tables and columns that take a database from
 /// version `n - 1` to `n` (index `n - 2`; version 1 is created whole).
-pub const MIGRATIONS: &[&[&str]] = &[&[], &[], &[]];
+pub const MIGRATIONS: &[&[&str]] = &[
+    &[],
+    &[],
+    &[],
+    // 5: the `source` column is added by `init` in its place; nothing else.
+    &[],
+];
 
 /// A column's ClickHouse type, which also decides its RowBinary encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -252,15 +252,23 @@ impl Columns {
         self.logged().filter(move |c| c.policy.is_none_or(|p| on.contains(&p)))
     }
 
-    /// The columns in the store, in its order.
+    /// The columns in the store, in its order: the protocol's own, then
+    /// those of every transaction kind ([`EVERY_TX`]).
     pub fn stored(&'static self) -> Vec<&'static Column> {
-        if self.store_order.is_empty() {
-            return self.columns.iter().filter(|c| c.store.is_some()).collect();
-        }
-        self.store_order
-            .iter()
-            .filter_map(|n| self.columns.iter().find(|c| c.name == *n && c.store.is_some()))
-            .collect()
+        let own: Vec<&'static Column> = if self.store_order.is_empty() {
+            self.columns.iter().filter(|c| c.store.is_some()).collect()
+        } else {
+            self.store_order
+                .iter()
+                .filter_map(|n| self.columns.iter().find(|c| c.name == *n && c.store.is_some()))
+                .collect()
+        };
+        own.into_iter().chain(EVERY_TX).collect()
+    }
+
+    /// A stored column by name: the protocol's own or one of [`EVERY_TX`].
+    pub fn stored_column(&'static self, name: &str) -> Option<&'static Column> {
+        self.columns.iter().chain(EVERY_TX).find(|c| c.name == name && c.store.is_some())
     }
 }
 
@@ -285,6 +293,25 @@ pub const ZEEK_POLICIES_NOT_DONE: &[(&str, &str)] = &[
     ("validate-ocsp", "ocsp_status needs OCSP response validation"),
     ("certificate-request-info", "requested_client_certificate_authorities is not parsed"),
     ("known-certs", "known_certs.log is not written"),
+];
+
+/// Columns every transaction kind has after its own, declared once here for
+/// all protocols: the store, ClickHouse, the query fields and the API take
+/// them with each protocol's ([`Columns::stored`]). Not in the protocols'
+/// logs by declaration: the log writer adds them after every other column
+/// only when the capture can make them differ (`source` with
+/// `capture --tls-plaintext`), so a packet capture's logs keep Zeek's fields.
+pub const EVERY_TX: &[Column] = &[
+    // A store or ClickHouse table written before the column existed reads it unset.
+    Column::new(
+        "source",
+        Type::Enum,
+        Card::Low,
+        "Where the parsed bytes came from: `packets`, or `tls-library` (the plaintext a process handed its TLS library, capture --tls-plaintext).",
+        |r| Val::Text(Some(r.source.as_str())),
+    )
+    .not_logged()
+    .brief(),
 ];
 
 /// The declaration of each protocol's columns.
@@ -344,8 +371,8 @@ mod tests {
     fn declarations_are_consistent() {
         for p in Protocol::ALL {
             let c = of(p);
-            let mut names: Vec<&str> = c.columns.iter().map(|c| c.name).collect();
-            names.extend(c.columns.iter().flat_map(|c| c.aliases.iter().copied()));
+            let mut names: Vec<&str> = c.columns.iter().chain(EVERY_TX).map(|c| c.name).collect();
+            names.extend(c.columns.iter().chain(EVERY_TX).flat_map(|c| c.aliases.iter().copied()));
             let n = names.len();
             names.sort();
             names.dedup();
@@ -355,9 +382,10 @@ mod tests {
             logs.sort();
             logs.dedup();
             assert_eq!(logs.len(), n, "{p:?}: a log name twice");
-            // The store's order names every stored column once.
+            // The store's order names every stored column once (then the
+            // columns of every kind).
             let stored = c.columns.iter().filter(|c| c.store.is_some()).count();
-            assert_eq!(c.stored().len(), stored, "{p:?}: store_order");
+            assert_eq!(c.stored().len(), stored + EVERY_TX.len(), "{p:?}: store_order");
             if !c.store_order.is_empty() {
                 assert_eq!(c.store_order.len(), stored, "{p:?}: store_order");
             }

@@ -711,7 +711,7 @@ pub fn schema_json() -> Value {
             let decl = kind.protocol().map(columns::of);
             let cols: Vec<Value> = Field::all(kind)
                 .map(|f| {
-                    let d = decl.and_then(|d| d.columns.iter().find(|c| c.name == f.name()));
+                    let d = decl.and_then(|d| d.stored_column(f.name()));
                     json!({
                         "name": f.name(),
                         "type": type_name(f.ty()),

@@ -439,7 +439,10 @@ async function recordsGrid(s, main, kind, title) {
   const owners = new Set(t.columns.filter((c) => OWNER.test(c) && t.rows.some((r) => r[c] !== "" && r[c] !== null)));
   const pick = chosen(kind);
   const avail = t.columns.filter((c) => !OWNER.test(c) || owners.has(c));
-  const cols = avail.filter((c) => (pick ? pick.includes(c) : !AGGREGATE.test(c)));
+  // Where a transaction's bytes came from: shown by default only when a row
+  // is from elsewhere than the packets (capture --tls-plaintext).
+  const sources = t.rows.some((r) => r.source && r.source !== "packets");
+  const cols = avail.filter((c) => (pick ? pick.includes(c) : !AGGREGATE.test(c) && (c !== "source" || sources)));
   const first = t.rows.length ? page * size + 1 : 0, last = page * size + t.rows.length;
   const pages = Math.max(1, Math.ceil(t.groups / size));
   const chooser = el("details", { class: "columns" }, el("summary", { text: `columns (${cols.length} of ${avail.length})` }),

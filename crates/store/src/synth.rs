@@ -426,7 +426,7 @@ pub fn tx_rows(
             let latency_ns = answered.then_some(lat);
             let req = 40 + rng.below(400);
             let resp = answered.then(|| 20 + rng.below(20_000));
-            let extra = match kind {
+            let mut extra = match kind {
                 Kind::Http => {
                     let code = match status {
                         "error" => Some(if r.is_multiple_of(2) { 500 } else { 503 }),
@@ -567,6 +567,8 @@ pub fn tx_rows(
                 // column, from its declared type.
                 _ if kind != Kind::Dns => crate::schema::tx_columns(kind)
                     .iter()
+                    // The columns of every kind come below.
+                    .take(crate::schema::tx_columns(kind).len() - wirelog_record::columns::EVERY_TX.len())
                     .map(|c| match c.col_type() {
                         crate::schema::ColType::Str => s(&format!("{}-{which}", c.name)),
                         crate::schema::ColType::Bool => Cell::Bool(i % 2 == 0),
@@ -613,6 +615,8 @@ pub fn tx_rows(
                     ]
                 }
             };
+            // The columns of every kind (`columns::EVERY_TX`): parsed from packets.
+            extra.push(Cell::Str(Some(wirelog_record::TxSource::Packets.as_str().to_string())));
             let client = IpAddr16::from_v4([10, 0, (i % 3) as u8, (i % 40) as u8 + 1]);
             let server = if i % 9 == 0 {
                 let mut b = [0u8; 16];

@@ -389,16 +389,18 @@ fn tx_columns_name_the_extra_cells() {
             "stream_id",
             "end_state",
             "h2_error",
-            "promised_by"
+            "promised_by",
+            // The columns of every kind (`columns::EVERY_TX`), appended.
+            "source"
         ]
     );
     assert_eq!(
         names(Kind::Redis),
-        ["command", "args", "reply_type", "reply"]
+        ["command", "args", "reply_type", "reply", "source"]
     );
-    assert_eq!(tx_columns(Kind::Dns).len(), 13);
-    assert_eq!(tx_columns(Kind::Mysql).len(), 12);
-    assert_eq!(tx_columns(Kind::Pgsql).len(), 11);
+    assert_eq!(tx_columns(Kind::Dns).len(), 14);
+    assert_eq!(tx_columns(Kind::Mysql).len(), 13);
+    assert_eq!(tx_columns(Kind::Pgsql).len(), 12);
     assert!(tx_columns(Kind::Flows).is_empty());
     assert_eq!(tx_columns(Kind::Dns)[9].cell_type(), "bool");
     assert_eq!(tx_columns(Kind::Http)[5].cell_type(), "u64");

@@ -167,11 +167,12 @@ impl Capturer {
         let probes = Probes {
             entry: programs::entry(&maps, false)?,
             entry_ex: programs::entry(&maps, true)?,
+            // In `programs::ret_index` order.
             ret: [
-                programs::ret(&maps, programs::FUNCTIONS[0].1, false)?,
-                programs::ret(&maps, programs::FUNCTIONS[1].1, false)?,
-                programs::ret(&maps, programs::FUNCTIONS[2].1, true)?,
-                programs::ret(&maps, programs::FUNCTIONS[3].1, true)?,
+                programs::ret(&maps, programs::DIR_READ, false)?,
+                programs::ret(&maps, programs::DIR_WRITE, false)?,
+                programs::ret(&maps, programs::DIR_READ, true)?,
+                programs::ret(&maps, programs::DIR_WRITE, true)?,
             ],
         };
         let offsets = programs::Offsets::from_kernel()?;
@@ -230,16 +231,16 @@ impl Capturer {
         let syms = ElfSymbols::read(path)?;
         let mut n = 0;
         let mut attached = Vec::new();
-        for (i, (name, _, ex)) in programs::FUNCTIONS.iter().enumerate() {
+        for (name, dir, ex) in programs::FUNCTIONS {
             let Some(off) = syms.offset(name) else { continue };
-            let entry = if *ex { &self.probes.entry_ex } else { &self.probes.entry };
+            let entry = if ex { &self.probes.entry_ex } else { &self.probes.entry };
             attached.push(attach_uprobe(entry, path, off, false)?);
-            attached.push(attach_uprobe(&self.probes.ret[i], path, off, true)?);
+            attached.push(attach_uprobe(&self.probes.ret[programs::ret_index(dir, ex)], path, off, true)?);
             n += 1;
         }
         if n == 0 {
             return Err(Error {
-                what: "it has none of SSL_read, SSL_write, SSL_read_ex, SSL_write_ex".into(),
+                what: "it has none of SSL_read, SSL_write, SSL_read_ex, SSL_write_ex, gnutls_record_recv, gnutls_record_send".into(),
                 os: std::io::Error::from(std::io::ErrorKind::NotFound),
                 log: String::new(),
             });

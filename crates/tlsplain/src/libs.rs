@@ -23,10 +23,12 @@ pub const REREAD_PER_ROUND: usize = 64;
 /// A file's identity: (device, inode).
 pub type FileId = (u64, u64);
 
-/// True for the names of OpenSSL's (and BoringSSL's, LibreSSL's) libssl.
+/// True for the names of OpenSSL's (and BoringSSL's, LibreSSL's) libssl
+/// and of GnuTLS's library (`libgnutls.so.30`; not its `-dane`,
+/// `-openssl` or C++ companions, which hold no record functions).
 pub fn is_libssl(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    name.starts_with("libssl.so") || name.starts_with("libssl3.so")
+    name.starts_with("libssl.so") || name.starts_with("libssl3.so") || name.starts_with("libgnutls.so")
 }
 
 /// The system's libssl files (by identity, one path each).
@@ -210,6 +212,9 @@ mod tests {
         assert!(is_libssl("libssl.so.1.1"));
         assert!(!is_libssl("/usr/lib/x86_64-linux-gnu/libcrypto.so.3"));
         assert!(!is_libssl("/usr/lib/x86_64-linux-gnu/libssl-dev.txt"));
+        assert!(is_libssl("/usr/lib/x86_64-linux-gnu/libgnutls.so.30"));
+        assert!(!is_libssl("/usr/lib/x86_64-linux-gnu/libgnutls-openssl.so.27"));
+        assert!(!is_libssl("/usr/lib/x86_64-linux-gnu/libgnutlsxx.so.30"));
         assert_eq!(shown(Path::new("/proc/42/root/usr/lib/libssl.so.3")), "/usr/lib/libssl.so.3");
         assert_eq!(shown(Path::new("/usr/lib/libssl.so.3")), "/usr/lib/libssl.so.3");
     }

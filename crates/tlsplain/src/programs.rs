@@ -124,12 +124,29 @@ impl Offsets {
 }
 
 /// The functions probed: (symbol, direction, `_ex` form).
-pub const FUNCTIONS: [(&str, u32, bool); 4] = [
+///
+/// GnuTLS's `ssize_t gnutls_record_recv/send(gnutls_session_t session,
+/// void *data, size_t data_size)` (lib/record.c, documented in
+/// gnutls/gnutls.h) have `SSL_read`/`SSL_write`'s shape: the session
+/// pointer first (the stream's key, as the `SSL` is), the buffer, its size,
+/// and the bytes moved as the result, negative on an error or a retry
+/// (`GNUTLS_E_AGAIN`); its default transport moves the record with
+/// `recv`/`sendmsg` on the socket, which the system-call programs note. So
+/// the same programs serve both libraries.
+pub const FUNCTIONS: [(&str, u32, bool); 6] = [
     ("SSL_read", DIR_READ, false),
     ("SSL_write", DIR_WRITE, false),
     ("SSL_read_ex", DIR_READ, true),
     ("SSL_write_ex", DIR_WRITE, true),
+    ("gnutls_record_recv", DIR_READ, false),
+    ("gnutls_record_send", DIR_WRITE, false),
 ];
+
+/// Which return program a function takes: one per direction and form,
+/// [`FUNCTIONS`]' first four in that order.
+pub fn ret_index(dir: u32, ex: bool) -> usize {
+    dir as usize + 2 * ex as usize
+}
 
 /// System calls whose `fd` names the socket an open TLS call works on.
 pub const FD_SYSCALLS: [&str; 6] = ["read", "write", "recvfrom", "sendto", "recvmsg", "sendmsg"];
