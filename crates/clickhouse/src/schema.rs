@@ -19,11 +19,15 @@ use wirelog_store::{ColSpec, Kind};
 /// - 3: the `x509` table (certificates TLS handshakes showed), a
 ///   `SummingMergeTree` on `handshakes`.
 /// - 4: the `loss` table (the completeness record, per minute and source).
-pub const SCHEMA_VERSION: u32 = 4;
+/// - 5: `sample_weight` after `first_byte_latency` in every transaction
+///   table (`capture --cpu-budget`'s 1-in-N parsing; rows from before it
+///   read as unset, which queries count as 1); `parsed` at the end of
+///   `loss` (connections parsed per protocol, beside `sampled`).
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Statements beyond added tables and columns that take a database from
 /// version `n - 1` to `n` (index `n - 2`; version 1 is created whole).
-pub const MIGRATIONS: &[&[&str]] = &[&[], &[], &[]];
+pub const MIGRATIONS: &[&[&str]] = &[&[], &[], &[], &[]];
 
 /// A column's ClickHouse type, which also decides its RowBinary encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
