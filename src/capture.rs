@@ -956,7 +956,7 @@ impl Worker {
         src.set(C::KernelDrops, c.kernel_drops);
         src.set(C::RingFull, c.kernel_freezes);
         src.set(C::Undecoded, c.not_decoded);
-        src.set(C::Sampled, c.sampled_out);
+        // Sampled connections are in their protocol's rows (the probe's).
         self.loss.close_minute(&t, now, &mut self.batch.losses);
     }
 

@@ -134,16 +134,21 @@ fn scan_into<E: std::fmt::Display>(
 /// `wirelog query loss`: the loss table summed per minute (or `--every`),
 /// then the range's completeness line on standard error.
 fn run_loss(args: &QueryArgs, where_: Option<&str>, from: Option<i64>, to: Option<i64>) -> Result<ExitCode> {
-    if crate::clickhouse::server(&args.clickhouse)?.is_some() {
-        bail!("query loss reads the store; in ClickHouse the `loss` table is queried with SQL (README, \"Completeness\")");
-    }
     if args.sort.is_some() || args.top.is_some() {
         bail!("query loss shows every minute in time order: --sort and --top do not apply (use --where, --by source,protocol, --every)");
     }
     let fail = |e: wirelog_query::QueryError| anyhow::anyhow!("{e}");
     let mut q = wirelog_query::loss::LossQuery::parse(where_, args.by.as_deref(), args.every.as_deref()).map_err(fail)?;
     let (from, to) = q.set_range(from, to);
-    let table = loss_table(&args.store, &q, from, to)?;
+    let table = match crate::clickhouse::server(&args.clickhouse)? {
+        // ClickHouse's `loss` table, summed by the same code as the store's.
+        Some(server) => {
+            let probes = probe_names(args.probe.as_deref());
+            wirelog_clickhouse::query::loss(&server, &q, &probes)
+                .map_err(|e| anyhow::anyhow!("clickhouse {}: {e}", server.url))?
+        }
+        None => loss_table(&args.store, &q, from, to)?,
+    };
     let format = match args.format {
         Some(OutputFormat::Table) => Format::Table,
         Some(OutputFormat::Csv) => Format::Csv,
@@ -191,6 +196,9 @@ fn print(table: ResultTable, args: &QueryArgs) -> Result<ExitCode> {
     render(&table, format, &mut out)?;
     out.flush()?;
     if let Some(note) = cut_note(&table, args.top.unwrap_or(DEFAULT_TOP)) {
+        eprintln!("wirelog: {note}");
+    }
+    if let Some(note) = wirelog_query::render::estimated_note(&table) {
         eprintln!("wirelog: {note}");
     }
     Ok(ExitCode::SUCCESS)

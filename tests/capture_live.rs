@@ -1048,15 +1048,21 @@ fn memory_holds_under_floods() {
 /// (`sample_weight`, summed) estimate the unbudgeted run's HTTP and DNS
 /// counts within 25%. (Measured: 1-5%, BENCHMARKS "CPU budget"; the bound
 /// leaves room for N up to 16 on ~1,500 connections, whose standard error
-/// is ~10%.)
+/// is ~10%.) The store keeps the weights too: `wirelog query`'s totals
+/// over the sampled run equal the logs' summed weights and say they are
+/// estimated; over the unsampled run they are the exact counts and say
+/// nothing of the kind.
 #[test]
 fn cpu_budget_sampling_estimates_the_unsampled_totals() {
     let Some(ns) = Netns::new() else { return };
     let Some(pcap) = common::capture("gen_mixed.sh", "mixed.pcap") else { return };
     let dir = tmp("sampling");
-    // (CPU share of a core, stderr, per log: (rows, summed weights))
-    let run = |extra: &[&str]| -> (f64, String, BTreeMap<&'static str, (u64, u64)>) {
-        let flags: Vec<&str> = [&["--ring-size", "256M", "--force-ring-size"][..], extra].concat();
+    // (CPU share of a core, stderr, per log: (rows, summed weights, the
+    // store's query total, whether the query said "estimated"))
+    let run = |extra: &[&str]| -> (f64, String, BTreeMap<&'static str, (u64, u64, u64, bool)>) {
+        let store = dir.join(format!("store{}", extra.len()));
+        let store_s = store.to_str().unwrap().to_string();
+        let flags: Vec<&str> = [&["--ring-size", "256M", "--force-ring-size", "--store", &store_s][..], extra].concat();
         let cap = Capture::start(&ns, &dir.join(format!("s{}", extra.len())), &flags);
         std::thread::sleep(Duration::from_millis(300));
         let (cpu0, _) = cpu_and_wakeups(cap.pid());
@@ -1068,29 +1074,60 @@ fn cpu_budget_sampling_estimates_the_unsampled_totals() {
         let logs = cap.dir.join("logs");
         let err = cap.stop();
         let mut got = BTreeMap::new();
-        for log in ["http.log", "dns.log"] {
+        for (log, kind) in [("http.log", "http"), ("dns.log", "dns")] {
             let rows = rows(&logs.join(log));
             let w: u64 = rows.iter().map(|r| r.get("sample_weight").map_or(1, |w| w.parse::<u64>().unwrap())).sum();
-            got.insert(log, (rows.len() as u64, w));
+            let q = Command::new(BIN)
+                .args(["query", kind, "--by", "transport", "--format", "table", "--store", &store_s])
+                .output()
+                .unwrap();
+            let (out, qerr) = (String::from_utf8_lossy(&q.stdout), String::from_utf8_lossy(&q.stderr));
+            assert!(q.status.success(), "{out}{qerr}");
+            let total: u64 = out
+                .split("; total ")
+                .nth(1)
+                .and_then(|t| t.split(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no total in {out}"));
+            let estimated = qerr.contains("wirelog: estimated: ");
+            assert_eq!(estimated, out.contains("(estimated"), "{out}{qerr}");
+            got.insert(log, (rows.len() as u64, w, total, estimated));
         }
         eprintln!("{flags:?}: {:.2}% of a core; {got:?}", share * 100.0);
         (share, err, got)
     };
     let (free_share, free_err, free) = run(&[]);
     assert!(stats_clean(&free_err), "{free_err}");
+    for (log, &(rows, weights, total, estimated)) in &free {
+        assert_eq!((weights, total, estimated), (rows, rows, false), "{log}: nothing sampled, the query is exact");
+    }
     let arg = format!("{:.1}%", (free_share * 100.0 / 2.0).max(0.1));
     let (_, err, sampled) = run(&["--cpu-budget", &arg]);
     assert!(stats_clean(&err), "the ring held the replay: nothing dropped\n{err}");
     let shed = err.lines().find(|l| l.starts_with("wirelog: cpu budget ")).unwrap_or_else(|| panic!("no shed line: {err}"));
     eprintln!("{shed}");
     assert!(!shed.contains("(0 connections not parsed"), "sampling shed nothing at {arg}\n{err}");
+    let mut any_estimated = false;
     for log in ["http.log", "dns.log"] {
-        let (want, _) = free[log];
-        let (rows, estimate) = sampled[log];
+        let (want, ..) = free[log];
+        let (rows, estimate, queried, estimated) = sampled[log];
         assert!(want > 500, "{log}: the capture has {want} transactions");
         let error = (estimate as f64 - want as f64).abs() / want as f64;
-        eprintln!("{log}: {want} unsampled; sampled {rows} rows weighing {estimate} ({:+.1}%)", (estimate as f64 / want as f64 - 1.0) * 100.0);
+        eprintln!("{log}: {want} unsampled; sampled {rows} rows weighing {estimate} ({:+.1}%); query total {queried}, estimated: {estimated}", (estimate as f64 / want as f64 - 1.0) * 100.0);
         assert!(error <= 0.25, "{log}: estimate {estimate} vs {want} unsampled\n{err}");
+        // The store's answer is the logs' weighted sum, marked when a weight was above 1.
+        assert_eq!(queried, estimate, "{log}: query total vs summed weights");
+        assert_eq!(estimated, estimate > rows, "{log}");
+        any_estimated |= estimated;
     }
+    assert!(any_estimated, "sampling shed connections, yet no query said so");
+    // The completeness line names each sampled protocol's 1 in N and when,
+    // from the loss table's per-protocol parsed and sampled counts.
+    let q = Command::new(BIN).args(["query", "loss", "--format", "csv", "--store"]).arg(dir.join("store2")).output().unwrap();
+    let line = String::from_utf8_lossy(&q.stderr).into_owned();
+    eprintln!("{line}");
+    assert!(q.status.success(), "{line}");
+    let named: Vec<&str> = ["HTTP", "DNS"].into_iter().filter(|p| line.contains(&format!("{p} sampled 1 in "))).collect();
+    assert!(!named.is_empty() && line.contains("transaction counts there are estimates"), "{line}");
     let _ = std::fs::remove_dir_all(&dir);
 }

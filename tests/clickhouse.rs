@@ -375,6 +375,11 @@ fn read_into_clickhouse_equals_the_store() {
         &["dns", "--by", "qtype_name,rcode_name", "--every", "5m", "--sort", "p99", "--top", "2"],
         &["dns", "--by", "latency", "--sort", "count", "--top", "4"],
         &["flows", "--by", "iface", "--every", "1h", "--sort", "conns"],
+        // The loss table (`query --clickhouse loss`): summed by the same
+        // code, so the same minutes, counts and completeness line.
+        &["loss"],
+        &["loss", "--by", "source,protocol", "--every", "1h"],
+        &["loss", "--where", "packets > 0 or protocol = http", "--by", "protocol", "--every", "1d"],
     ];
     for q in questions {
         let (local, remote) = ask_both(&ch, &store, "probe-a", q);
@@ -383,6 +388,33 @@ fn read_into_clickhouse_equals_the_store() {
     // Another probe's name: nothing.
     let o = ch.wirelog(&["query", "conns", "--format", "csv", "--probe", "nobody"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1, "{}", String::from_utf8_lossy(&o.stdout));
+    let o = ch.wirelog(&["query", "loss", "--format", "csv", "--probe", "nobody"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1, "{}", String::from_utf8_lossy(&o.stdout));
+
+    // Sampled transactions (`capture --cpu-budget`'s weights): every HTTP
+    // row standing for 3, the counts and sums ClickHouse groups are 3 times
+    // the store's, marked estimated; the latencies' percentiles, of a
+    // sample weighted evenly, are the store's.
+    let http = ["query", "http", "--by", "host", "--sort", "p95", "--top", "0", "--format", "csv"];
+    let local = Command::new(BIN).args(http).args(["--store", store.to_str().unwrap()]).output().unwrap();
+    assert!(local.status.success() && !stderr(&local).contains("estimated"), "{}", stderr(&local));
+    ch.sql("ALTER TABLE http UPDATE sample_weight = 3 WHERE 1 SETTINGS mutations_sync = 2");
+    let mut args = http.to_vec();
+    args.extend(["--probe", "probe-a"]);
+    let remote = ch.wirelog(&args);
+    assert!(remote.status.success(), "{}", stderr(&remote));
+    assert!(stderr(&remote).contains("wirelog: estimated: "), "{}", stderr(&remote));
+    let (l, r) = (csv(&String::from_utf8_lossy(&local.stdout)), csv(&String::from_utf8_lossy(&remote.stdout)));
+    assert!(!l.is_empty() && l.len() == r.len(), "{l:?} / {r:?}");
+    for (l, r) in l.iter().zip(&r) {
+        assert_eq!(l["host"], r["host"]);
+        for c in ["count", "errors", "request_bytes", "response_bytes"] {
+            assert_eq!(r[c].parse::<u64>().unwrap(), 3 * l[c].parse::<u64>().unwrap(), "{c}: {l:?} / {r:?}");
+        }
+        for c in ["latency_p50_s", "latency_p95_s", "latency_p99_s", "latency_avg_s"] {
+            assert_eq!(r[c], l[c], "{c}: {l:?} / {r:?}");
+        }
+    }
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -777,20 +809,25 @@ fn init_upgrades_what_it_can_and_names_what_it_cannot() {
     let ddl = ch.sql("SELECT engine, sorting_key FROM system.tables WHERE database = 'schema' AND name = 'x509'");
     assert_eq!(ddl.trim(), "SummingMergeTree\tprobe, fingerprint, role, host_cert, toStartOfHour(ts)", "{ddl}");
     assert_eq!(ch.sql("SELECT max(version) FROM wirelog_schema").trim(), v.to_string());
-    // A version 4 database (transaction tables without `source`): init
-    // adds it after the kind's own columns, before the owners.
-    for t in ["http", "mysql"] {
+    // A version 4 database (transaction tables without `source` and
+    // without sample weights): init adds `source` after the kind's own
+    // columns, before the owners, and `sample_weight` after
+    // `first_byte_latency`.
+    for t in ["http", "dns", "mysql"] {
         ch.sql(&format!("ALTER TABLE {t} DROP COLUMN source"));
+        ch.sql(&format!("ALTER TABLE {t} DROP COLUMN sample_weight"));
     }
     ch.sql("TRUNCATE TABLE wirelog_schema");
     ch.sql("INSERT INTO wirelog_schema (version, wirelog) VALUES (4, 'old')");
     let o = ch.wirelog(&["clickhouse", "init"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains(&format!("upgraded from schema version 4 to {v}")), "{}", stderr(&o));
-    for t in ["http", "mysql"] {
+    for t in ["http", "dns", "mysql"] {
         let cols = ch.sql(&format!("SELECT name, type FROM system.columns WHERE database = 'schema' AND table = '{t}' ORDER BY position"));
         let cols: Vec<&str> = cols.lines().collect();
         assert_eq!(cols[cols.len() - 13], "source\tLowCardinality(String)", "{t}: {cols:?}");
+        let at = cols.iter().position(|c| c.starts_with("first_byte_latency\t")).unwrap();
+        assert_eq!(cols[at + 1], "sample_weight\tNullable(UInt64)", "{t}: {cols:?}");
     }
     // A column of another type, and a newer schema: said, nothing changed.
     ch.sql("ALTER TABLE dns MODIFY COLUMN qtype Nullable(String)");

@@ -100,8 +100,9 @@ fn clickhouse_type(c: &Column) -> &'static str {
     }
 }
 
-/// The kind's own columns in a list that starts with the 12 common
-/// transaction columns and ends with the 12 owner columns.
+/// The kind's own columns in a list that starts with the 13 common
+/// transaction columns (the last the sample weight) and ends with the 12
+/// owner columns.
 fn own<T: Clone>(all: &[T]) -> Vec<T> {
     all[schema::TX_COMMON..all.len() - schema::OWNER_COLS].to_vec()
 }
@@ -151,10 +152,41 @@ fn every_place_has_the_declared_columns() {
         // ClickHouse: the probe's identity, the store's columns but `iface`
         // (here the identity's), the owners.
         let ch: Vec<(&str, &str)> = Table::Store(kind).columns().map(|(n, t)| (n, t.sql())).collect();
-        let start = ch.iter().position(|(n, _)| *n == "first_byte_latency").unwrap() + 1;
+        let start = ch.iter().position(|(n, _)| *n == "sample_weight").unwrap() + 1;
         let got = &ch[start..start + stored.len()];
         let want: Vec<(&str, &str)> = stored.iter().map(|c| (c.name, clickhouse_type(c))).collect();
         assert_eq!(got, &want[..], "{p:?}: clickhouse");
         assert_eq!(ch[start + stored.len()].0, "orig_pid", "{p:?}: clickhouse");
+    }
+}
+
+/// The one column every transaction kind has that is declared with the
+/// columns, `sample_weight` (`columns::SAMPLE_WEIGHT`), ends the common head
+/// of every place, under its name and with its type: the store (optional,
+/// so files from before it read as unset), the query fields, the API's
+/// schema (with its doc), ClickHouse (after `first_byte_latency`, where
+/// `clickhouse init` adds it), and the log's last field when asked.
+#[test]
+fn the_sample_weight_is_declared_once_and_everywhere() {
+    let w = &columns::SAMPLE_WEIGHT;
+    let api = wirelog_serve::schema_json();
+    for p in Protocol::ALL {
+        let kind = Kind::tx(p);
+        let at = schema::TX_COMMON - 1;
+        let s = &schema::columns(kind)[at];
+        assert_eq!((s.name, s.col_type(), s.is_optional()), (w.name, store_type(w.ty), true), "{p:?}: store");
+        let f = Field::all(kind).nth(at).unwrap();
+        assert_eq!((f.name(), f.ty()), (w.name, query_type(w)), "{p:?}: query");
+        let k = api["kinds"].as_array().unwrap().iter().find(|k| k["kind"] == p.name()).unwrap();
+        let c = &k["columns"].as_array().unwrap()[at];
+        assert_eq!((c["name"].as_str(), c["doc"].as_str()), (Some(w.name), Some(w.doc)), "{p:?}: api");
+        let ch: Vec<(&str, &str)> = Table::Store(kind).columns().map(|(n, t)| (n, t.sql())).collect();
+        let i = ch.iter().position(|(n, _)| *n == "first_byte_latency").unwrap() + 1;
+        assert_eq!(ch[i], (w.name, clickhouse_type(w)), "{p:?}: clickhouse");
+        let mut log = TxLogWriter::new(Vec::new(), LogFormat::Tsv, p).with_weights(true);
+        log.finish().unwrap();
+        let text = String::from_utf8(std::mem::take(log.get_mut())).unwrap();
+        let field = |tag: &str| text.lines().find(|l| l.starts_with(tag)).unwrap().rsplit('\t').next().unwrap().to_string();
+        assert_eq!((field("#fields"), field("#types")), (w.name.to_string(), zeek_type(w.ty).to_string()), "{p:?}: log");
     }
 }

@@ -28,7 +28,10 @@ use crate::client::{runtime, ChError, Server};
 use crate::schema::{literal, ChType, Table};
 
 mod grouped;
+mod loss;
 mod rowbinary;
+
+pub use loss::{loss, loss_sql};
 
 use rowbinary::{empty, le, push, runs, stream, Cell};
 
@@ -179,6 +182,8 @@ struct Whole {
     groups: u64,
     records: u64,
     total: wirelog_query::Acc,
+    /// Some record weighed more than 1.
+    estimated: bool,
 }
 
 /// [`run`], with `check` called on the engine after each batch (a caller's
@@ -209,6 +214,7 @@ pub fn run_checked(
                 t.total = w.total;
                 t.rows_matched = w.records;
                 t.rows_scanned = w.records;
+                t.estimated |= w.estimated;
             }
             Ok(t)
         }
@@ -230,27 +236,30 @@ async fn fetch_groups(
     let kind = engine.spec().kind;
     let mut cells: Vec<Cell> = g.keys.iter().map(|&(_, t)| Cell::Col(t)).collect();
     let n_keys = cells.len();
-    cells.extend([Cell::U64; 6]);
+    // Records, the five sums, the largest weight.
+    cells.extend([Cell::U64; 7]);
     if g.hist {
         cells.push(Cell::Runs);
     }
     let at_whole = cells.len();
     if g.top {
-        cells.extend([Cell::U64; 7]);
+        cells.extend([Cell::U64; 8]);
     }
     let mut whole: Option<Whole> = None;
     let fresh = || g.keys.iter().map(|&(n, t)| (n, empty(t))).collect::<Vec<(&'static str, Column)>>();
     let mut keys = fresh();
     let mut sums: Vec<(wirelog_query::Acc, u64)> = Vec::new();
     let mut hist: Vec<(u32, u64, i64, i64)> = Vec::new();
+    let mut estimated = false;
     let mut flush = |keys: &mut Vec<(&'static str, Column)>,
                      sums: &mut Vec<(wirelog_query::Acc, u64)>,
                      hist: &mut Vec<(u32, u64, i64, i64)>,
+                     estimated: bool,
                      engine: &mut Engine|
      -> Result<(), ChError> {
         let batch = Batch { kind, columns: std::mem::replace(keys, fresh()) };
         engine
-            .consume_partial(&Partial { keys: &batch, sums, hist })
+            .consume_partial(&Partial { keys: &batch, sums, hist, estimated })
             .map_err(|e| ChError(e.to_string()))?;
         sums.clear();
         hist.clear();
@@ -261,7 +270,7 @@ async fn fetch_groups(
         if g.top && whole.is_none() {
             let w = |i: usize| u64::from_le_bytes(le(row.cell(at_whole + i)));
             let total = wirelog_query::Acc { bytes_out: w(2), pkts_out: w(3), bytes_in: w(4), pkts_in: w(5), conns: w(6) };
-            whole = Some(Whole { groups: w(0), records: w(1), total });
+            whole = Some(Whole { groups: w(0), records: w(1), total, estimated: w(7) > 1 });
         }
         let records = u(0);
         // A question without `--by` or `--every` is one aggregate, which
@@ -275,8 +284,9 @@ async fn fetch_groups(
         }
         let acc = wirelog_query::Acc { bytes_out: u(1), pkts_out: u(2), bytes_in: u(3), pkts_in: u(4), conns: u(5) };
         sums.push((acc, records));
+        estimated |= u(6) > 1;
         if g.hist {
-            for (count, lo, hi) in runs(row.cell(n_keys + 6)) {
+            for (count, lo, hi) in runs(row.cell(n_keys + 7)) {
                 let (lo, hi) = (lo.saturating_mul(1000), hi.saturating_mul(1000));
                 if wirelog_query::hist::bucket(lo) != wirelog_query::hist::bucket(hi) {
                     return Err(ChError(format!(
@@ -287,13 +297,13 @@ async fn fetch_groups(
             }
         }
         if sums.len() >= BATCH_ROWS {
-            flush(&mut keys, &mut sums, &mut hist, &mut engine)?;
+            flush(&mut keys, &mut sums, &mut hist, estimated, &mut engine)?;
         }
         Ok(())
     })
     .await?;
     if !sums.is_empty() {
-        flush(&mut keys, &mut sums, &mut hist, &mut engine)?;
+        flush(&mut keys, &mut sums, &mut hist, estimated, &mut engine)?;
     }
     Ok((engine, whole))
 }

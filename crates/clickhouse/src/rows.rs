@@ -178,6 +178,7 @@ impl Rows {
         self.opt_u64(row.response_bytes);
         self.dur(row.latency_ns);
         self.dur(row.first_byte_latency_ns);
+        self.opt_u64(Some(u64::from(row.sample_weight)));
         let Table::Store(kind) = table else {
             unreachable!("transactions go to a store kind's table")
         };

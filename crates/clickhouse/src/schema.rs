@@ -22,7 +22,11 @@ use wirelog_store::{ColSpec, Kind};
 /// - 5: the `source` column (`packets` or `tls-library`: see
 ///   `wirelog_record::columns::EVERY_TX`) of every transaction table, after
 ///   the kind's own columns; rows inserted before read it as `''`.
-pub const SCHEMA_VERSION: u32 = 5;
+/// - 6: `sample_weight` after `first_byte_latency` in every transaction
+///   table (`capture --cpu-budget`'s 1-in-N parsing; rows from before it
+///   read as unset, which queries count as 1); `parsed` at the end of
+///   `loss` (connections parsed per protocol, beside `sampled`).
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Statements beyond added tables and columns that take a database from
 /// version `n - 1` to `n` (index `n - 2`; version 1 is created whole).
@@ -31,6 +35,8 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[],
     &[],
     // 5: the `source` column is added by `init` in its place; nothing else.
+    &[],
+    // 6: `sample_weight` and loss's `parsed` are added by `init` in their places.
     &[],
 ];
 

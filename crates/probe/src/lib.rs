@@ -290,6 +290,8 @@ impl Probe {
             row.set(C::UnparsedBytes, p.unparsed_bytes);
             row.set(C::Malformed, p.malformed);
             row.set(C::GaveUp, a.gave_up_by[i]);
+            row.set(C::Sampled, a.sampled_out_by[i]);
+            row.set(C::Parsed, a.connections[i]);
         }
     }
 

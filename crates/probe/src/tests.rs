@@ -282,6 +282,12 @@ fn sampling_parses_whole_connections_and_weighs_them() {
     let found = |s: &AppStats| s.connections.iter().sum::<u64>();
     assert_eq!(found(&all_stats), found(&some_stats) + some_stats.sampled_out, "each connection found is parsed or counted");
     assert!(some_stats.sampled_out > 0 && found(&some_stats) > 0, "{some_stats:?}");
+    // Per protocol (the loss table's protocol rows): each protocol's found
+    // connections are its parsed plus its sampled out.
+    assert_eq!(some_stats.sampled_out_by.iter().sum::<u64>(), some_stats.sampled_out);
+    for i in 0..all_stats.connections.len() {
+        assert_eq!(all_stats.connections[i], some_stats.connections[i] + some_stats.sampled_out_by[i], "protocol {i}");
+    }
     // Whole or nothing: a parsed connection has every transaction it has unsampled.
     let per_uid = |b: &Batch| {
         let mut m = std::collections::HashMap::new();

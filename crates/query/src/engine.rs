@@ -11,7 +11,7 @@ use wirelog_store::{Batch, Column};
 
 use crate::error::{QueryError, SchemaError, SchemaProblem};
 use crate::expr::{CmpOp, Expr, Operand, Pred, Test};
-use crate::field::{hist_col, value_cols, Field, ERRORS, ERROR_STATUS};
+use crate::field::{hist_col, value_cols, weight_col, Field, ERRORS, ERROR_STATUS};
 use crate::filter::{column, selected, Filter};
 use crate::hist::{Hist, Pct};
 use crate::key::{KeyValue, Layout, Part, MAX_WORDS};
@@ -51,6 +51,11 @@ pub struct ResultTable {
     pub groups: usize,
     pub rows_scanned: u64,
     pub rows_matched: u64,
+    /// Some matching row stood for more than one record (a transaction of a
+    /// connection parsed 1 in N under `capture --cpu-budget`): the counts,
+    /// sums and rates are extrapolated by the weights, estimates, and the
+    /// percentiles are of the weighted sample.
+    pub estimated: bool,
 }
 
 /// Groups another backend already formed (a database's `GROUP BY` over the
@@ -67,6 +72,9 @@ pub struct Partial<'a> {
     /// Histogram runs: (row, count, smallest, largest), durations
     /// (latencies) in ns, all of one run in one [`crate::hist::bucket`].
     pub hist: &'a [(u32, u64, i64, i64)],
+    /// Some record behind these groups weighed more than 1 (its sums and
+    /// histogram counts are already weighted): see [`ResultTable::estimated`].
+    pub estimated: bool,
 }
 
 trait Grouper: Send {
@@ -86,6 +94,7 @@ pub struct Engine {
     grouper: Box<dyn Grouper>,
     rows_scanned: u64,
     rows_matched: u64,
+    estimated: bool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -146,6 +155,7 @@ impl Engine {
             grouper,
             rows_scanned: 0,
             rows_matched: 0,
+            estimated: false,
         })
     }
 
@@ -186,6 +196,15 @@ impl Engine {
         if self.sel.is_empty() {
             return Ok(());
         }
+        if !self.estimated {
+            if let Some(w) = weight_col(batch.kind).and_then(|w| batch.column(w)) {
+                self.estimated = match w {
+                    Column::OptU64(w) => self.sel.iter().any(|&r| w[r as usize].is_some_and(|w| w > 1)),
+                    Column::U64(w) => self.sel.iter().any(|&r| w[r as usize] > 1),
+                    _ => false,
+                };
+            }
+        }
         self.grouper.consume(batch, &self.sel)
     }
 
@@ -215,6 +234,7 @@ impl Engine {
         let records: u64 = p.sums.iter().map(|s| s.1).sum();
         self.rows_scanned += records;
         self.rows_matched += records;
+        self.estimated |= p.estimated;
         self.grouper.merge(p)
     }
 
@@ -242,6 +262,7 @@ impl Engine {
             groups,
             rows_scanned: self.rows_scanned,
             rows_matched: self.rows_matched,
+            estimated: self.estimated,
         }
     }
 }
@@ -294,6 +315,25 @@ fn as_u64<'a>(
     })
 }
 
+/// A weight column as `&[u64]` (see [`weight_col`]): an unset weight, or
+/// none at all (a batch from before the column), counts 1.
+fn as_weights<'a>(col: Option<&'a Column>, n: usize, buf: &'a mut Vec<u64>, name: &'static str) -> Result<&'a [u64], SchemaError> {
+    buf.clear();
+    match col {
+        None => buf.resize(n, 1),
+        Some(Column::U64(v)) => return Ok(v),
+        Some(Column::OptU64(v)) => buf.extend(v.iter().map(|w| w.unwrap_or(1))),
+        Some(Column::U32(v)) => buf.extend(v.iter().map(|&w| w as u64)),
+        Some(_) => {
+            return Err(SchemaError {
+                column: name,
+                problem: SchemaProblem::WrongType,
+            })
+        }
+    }
+    Ok(buf)
+}
+
 enum Durations<'a> {
     Opt(&'a [Option<i64>]),
     Set(&'a [i64]),
@@ -310,7 +350,7 @@ struct GroupBy<const N: usize> {
     keys: Vec<[u64; N]>,
     hashes: Vec<u64>,
     hist: Option<Hist>,
-    bufs: [Vec<u64>; 5],
+    bufs: [Vec<u64>; 6],
     /// `merge`'s rows, then their groups.
     sel: Vec<u32>,
 }
@@ -341,13 +381,17 @@ impl<const N: usize> Grouper for GroupBy<N> {
         self.hashes.extend(self.keys.iter().map(|k| table.hash(k)));
 
         let v = value_cols(self.kind);
-        let [b0, b1, b2, b3, b4] = &mut self.bufs;
+        let [b0, b1, b2, b3, b4, b5] = &mut self.bufs;
         let bytes_out = as_u64(column(batch, v.bytes_out)?, b0, v.bytes_out)?;
         let pkts_out = as_u64(column(batch, v.pkts_out)?, b1, v.pkts_out)?;
         let bytes_in = as_u64(column(batch, v.bytes_in)?, b2, v.bytes_in)?;
         let pkts_in = as_u64(column(batch, v.pkts_in)?, b3, v.pkts_in)?;
         let conns = match v.conns {
             Some(c) => Some(as_u64(column(batch, c)?, b4, c)?),
+            None => None,
+        };
+        let weights = match weight_col(self.kind) {
+            Some(w) => Some(as_weights(batch.column(w), batch.rows(), b5, w)?),
             None => None,
         };
         // Checked before the loop, so a bad batch leaves the sums untouched.
@@ -379,22 +423,26 @@ impl<const N: usize> Grouper for GroupBy<N> {
                 g = table.find_or_insert(&keys[i], hashes[i]);
             }
             let r = sel[i] as usize;
+            // A sampled transaction stands for `w` (its sums extrapolated).
+            let w = weights.map_or(1, |w| w[r]);
             let acc = &mut table.groups[g].acc;
-            acc.bytes_out = acc.bytes_out.wrapping_add(bytes_out[r]);
-            acc.pkts_out = acc.pkts_out.wrapping_add(pkts_out[r]);
-            acc.bytes_in = acc.bytes_in.wrapping_add(bytes_in[r]);
-            acc.pkts_in = acc.pkts_in.wrapping_add(pkts_in[r]);
+            acc.bytes_out = acc.bytes_out.wrapping_add(bytes_out[r].wrapping_mul(w));
+            acc.pkts_out = acc.pkts_out.wrapping_add(pkts_out[r].wrapping_mul(w));
+            acc.bytes_in = acc.bytes_in.wrapping_add(bytes_in[r].wrapping_mul(w));
+            acc.pkts_in = acc.pkts_in.wrapping_add(pkts_in[r].wrapping_mul(w));
             acc.conns = acc.conns.wrapping_add(match conns {
                 Some(c) => c[r],
-                None => 1,
+                None => w,
             });
             if let (Some(h), Some(d)) = (&mut self.hist, &durations) {
                 let d = match d {
                     Durations::Opt(d) => d[r],
                     Durations::Set(d) => Some(d[r]),
                 };
-                if let Some(d) = d {
-                    h.add(g as u32, d);
+                match d {
+                    Some(d) if w == 1 => h.add(g as u32, d),
+                    Some(d) => h.add_run(g as u32, w, d, d),
+                    None => {}
                 }
             }
         }

@@ -227,7 +227,8 @@ fn tx_defs(p: Protocol) -> &'static [Def] {
             .iter()
             .map(|&p| {
                 let own = columns::of(p).stored().into_iter().map(declared);
-                TX_HEAD.iter().copied().chain(own).chain(OWNERS).collect()
+                let weight = declared(&columns::SAMPLE_WEIGHT);
+                TX_HEAD.iter().copied().chain([weight]).chain(own).chain(OWNERS).collect()
             })
             .collect()
     })[p.index()]
@@ -384,6 +385,14 @@ pub(crate) struct ValueCols {
     pub pkts_in: &'static str,
     /// `None`: every row is one connection (transaction).
     pub conns: Option<&'static str>,
+}
+
+/// The column that says how many records a row stands for: transactions'
+/// `sample_weight` (1, or N for a connection parsed 1 in N under
+/// `capture --cpu-budget`; unset in files from before it, counting 1).
+/// Counts, sums and the latency histogram weigh each row by it.
+pub(crate) fn weight_col(kind: Kind) -> Option<&'static str> {
+    kind.is_tx().then_some(wirelog_record::columns::SAMPLE_WEIGHT.name)
 }
 
 /// The value column of transactions that counts errors.

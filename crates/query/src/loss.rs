@@ -107,6 +107,7 @@ impl LossQuery {
             bitmap: Vec::new(),
             sel: Vec::new(),
             groups: BTreeMap::new(),
+            sampling: BTreeMap::new(),
         }
     }
 }
@@ -124,6 +125,31 @@ pub struct LossRow {
 pub struct LossTable {
     pub by: Vec<&'static str>,
     pub rows: Vec<LossRow>,
+    /// Per protocol whose parsing was sampled in the range, whatever the
+    /// grouping: what the completeness line says of it.
+    pub sampling: Vec<Sampling>,
+}
+
+/// How one protocol's parsing was sampled over a range: the rows (minute,
+/// source) in which some of its connections were sampled out, summed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sampling {
+    pub protocol: String,
+    /// First and last minute with a connection sampled out (ns; `to_ns` is
+    /// the end of the last).
+    pub from_ns: i64,
+    pub to_ns: i64,
+    /// Connections parsed and sampled out in those rows.
+    pub parsed: u64,
+    pub sampled: u64,
+}
+
+impl Sampling {
+    /// N of "1 in N": connections found per connection parsed (`None`
+    /// when none was parsed).
+    pub fn one_in(&self) -> Option<f64> {
+        (self.parsed > 0).then(|| (self.parsed + self.sampled) as f64 / self.parsed as f64)
+    }
 }
 
 /// The sums being formed.
@@ -135,6 +161,7 @@ pub struct LossSums {
     bitmap: Vec<u64>,
     sel: Vec<u32>,
     groups: BTreeMap<(i64, Vec<String>), LossCounts>,
+    sampling: BTreeMap<String, Sampling>,
 }
 
 fn problem(what: &str) -> QueryError {
@@ -169,6 +196,11 @@ impl LossSums {
                 _ => Err(problem(&format!("{k} column is missing"))),
             })
             .collect::<Result<_, _>>()?;
+        // The protocol of each row (files before the column: none).
+        let protocol = match batch.column("protocol") {
+            Some(Column::Str(v)) => Some(v),
+            _ => None,
+        };
         let counts: Vec<Option<&Vec<u64>>> = LossCount::ALL
             .iter()
             .map(|c| match batch.column(c.name()) {
@@ -190,6 +222,22 @@ impl LossSums {
                     g.0[i] += c[r];
                 }
             }
+            let n = |c: LossCount| counts[c as usize].map_or(0, |v| v[r]);
+            let p = protocol.map_or("", |p| p[r].as_str());
+            if !p.is_empty() && n(LossCount::Sampled) > 0 {
+                let minute = wirelog_record::loss::minute_of(ts[r]);
+                let s = self.sampling.entry(p.to_string()).or_insert(Sampling {
+                    protocol: p.to_string(),
+                    from_ns: minute,
+                    to_ns: minute,
+                    parsed: 0,
+                    sampled: 0,
+                });
+                s.from_ns = s.from_ns.min(minute);
+                s.to_ns = s.to_ns.max(minute + wirelog_record::loss::MINUTE_NS);
+                s.parsed += n(LossCount::Parsed);
+                s.sampled += n(LossCount::Sampled);
+            }
         }
         Ok(())
     }
@@ -198,6 +246,7 @@ impl LossSums {
         LossTable {
             by: self.by,
             rows: self.groups.into_iter().map(|((ts_ns, keys), counts)| LossRow { ts_ns, keys, counts }).collect(),
+            sampling: self.sampling.into_values().collect(),
         }
     }
 }
@@ -215,6 +264,8 @@ pub struct Completeness {
     /// because of sampling: the numbers of that span are estimates.
     pub sampled_from_ns: Option<i64>,
     pub sampled_to_ns: Option<i64>,
+    /// Per sampled protocol: 1 in N, and when.
+    pub sampling: Vec<Sampling>,
     /// Minutes with a loss row in the range.
     pub minutes: u64,
     /// The line for people.
@@ -253,7 +304,32 @@ impl Completeness {
             None if t.rows.is_empty() => parts.push("no completeness record for this range".to_string()),
             None => parts.push("no packets counted".to_string()),
         }
-        if let (Some(f), Some(to)) = (sampled_from, sampled_to) {
+        // Per protocol where the rows say which ("HTTP sampled 1 in 4 from
+        // 10:02 to 10:07"); rows from before that only have the total.
+        let per_protocol: Vec<String> = t
+            .sampling
+            .iter()
+            .map(|s| {
+                let name = s.protocol.to_uppercase();
+                let (from, to) = (hhmm(s.from_ns), hhmm(s.to_ns));
+                match s.one_in() {
+                    // Whole from 10 up; below, one decimal ("1 in 1.1", not "1 in 1").
+                    Some(n) if n >= 9.95 => format!("{name} sampled 1 in {n:.0} from {from} to {to}"),
+                    Some(n) => {
+                        let n = format!("{n:.1}");
+                        format!("{name} sampled 1 in {} from {from} to {to}", n.trim_end_matches(".0"))
+                    }
+                    None => format!("{name} not parsed from {from} to {to} ({} connections sampled out)", s.sampled),
+                }
+            })
+            .collect();
+        if !per_protocol.is_empty() {
+            parts.push(format!(
+                "{} ({} connections not parsed): transaction counts there are estimates",
+                per_protocol.join(", "),
+                g(LossCount::Sampled)
+            ));
+        } else if let (Some(f), Some(to)) = (sampled_from, sampled_to) {
             parts.push(format!(
                 "parsing sampled from {} to {} ({} connections not parsed): transaction counts there are estimates",
                 hhmm(f),
@@ -278,8 +354,11 @@ impl Completeness {
         Completeness {
             totals: LossCount::ALL.iter().map(|c| (c.name(), g(*c))).collect(),
             packets_seen,
-            sampled_from_ns: sampled_from,
-            sampled_to_ns: sampled_to.map(|t| t + wirelog_record::loss::MINUTE_NS),
+            // The protocols' minutes where they are known (a table summed
+            // per hour has only the hour of its rows).
+            sampled_from_ns: t.sampling.iter().map(|s| s.from_ns).min().or(sampled_from),
+            sampled_to_ns: t.sampling.iter().map(|s| s.to_ns).max().or(sampled_to.map(|t| t + wirelog_record::loss::MINUTE_NS)),
+            sampling: t.sampling.clone(),
             minutes: minutes.len() as u64,
             text: parts.join("; "),
         }
@@ -447,6 +526,7 @@ mod tests {
         assert!(c.text.contains("7 records dropped by sinks"), "{}", c.text);
         assert!(c.text.contains("(5 connections not parsed)"), "{}", c.text);
         assert_eq!(c.sampled_from_ns, Some(t0 + MINUTE_NS));
+        assert!(t.sampling.is_empty(), "only a source row sampled: no protocol to name");
 
         // A filter and a key.
         let q = LossQuery::parse(Some("source = eth0 and kernel_drops > 0"), Some("source"), Some("1h")).unwrap();
@@ -460,6 +540,45 @@ mod tests {
         render(&t, Format::Csv, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("time,source,packets,kernel_packets,kernel_drops,"), "{text}");
+    }
+
+    /// The completeness line names each sampled protocol, its "1 in N" over
+    /// the rows that sampled it (parsed + sampled over parsed) and their
+    /// minutes, whatever the table is grouped by.
+    #[test]
+    fn sampling_per_protocol_in_the_line() {
+        use LossCount::*;
+        let t0 = 1_700_000_040 * 1_000_000_000 / MINUTE_NS * MINUTE_NS;
+        let b = batch(&[
+            (t0, "eth0", "", &[(KernelPackets, 1000)]),
+            (t0, "eth0", "http", &[(Parsed, 40)]),
+            (t0 + MINUTE_NS, "eth0", "http", &[(Parsed, 10), (Sampled, 30)]),
+            (t0 + 5 * MINUTE_NS, "eth1", "http", &[(Parsed, 15), (Sampled, 45)]),
+            (t0 + 2 * MINUTE_NS, "eth0", "dns", &[(Parsed, 50), (Sampled, 50)]),
+            (t0 + 3 * MINUTE_NS, "eth0", "mysql", &[(Sampled, 3)]),
+            (t0 + 3 * MINUTE_NS, "eth0", "redis", &[(Parsed, 90), (Sampled, 10)]),
+        ]);
+        for by in [None, Some("source"), Some("source,protocol")] {
+            let q = LossQuery::parse(None, by, Some("1h")).unwrap();
+            let mut s = q.sums();
+            s.consume(&b).unwrap();
+            let t = s.finish();
+            let http = t.sampling.iter().find(|s| s.protocol == "http").unwrap();
+            assert_eq!((http.parsed, http.sampled, http.one_in()), (25, 75, Some(4.0)));
+            assert_eq!((http.from_ns, http.to_ns), (t0 + MINUTE_NS, t0 + 6 * MINUTE_NS));
+            let c = Completeness::of(&t);
+            let at = |m: i64| hhmm(t0 + m * MINUTE_NS);
+            for want in [
+                format!("DNS sampled 1 in 2 from {} to {}", at(2), at(3)),
+                format!("HTTP sampled 1 in 4 from {} to {}", at(1), at(6)),
+                format!("MYSQL not parsed from {} to {} (3 connections sampled out)", at(3), at(4)),
+                format!("REDIS sampled 1 in 1.1 from {} to {}", at(3), at(4)),
+                "(138 connections not parsed): transaction counts there are estimates".to_string(),
+            ] {
+                assert!(c.text.contains(&want), "{want} not in {}", c.text);
+            }
+            assert_eq!(c.sampled_from_ns, Some(t0 + MINUTE_NS), "{by:?}");
+        }
     }
 
     #[test]

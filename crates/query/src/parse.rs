@@ -194,8 +194,9 @@ fn resolve(kind: Kind, name: &str) -> Option<Target> {
     let lower = name.to_ascii_lowercase();
     let col = |n| Field::col(kind, n);
     let flows = kind == Kind::Flows;
-    if kind == Kind::X509 {
-        // Certificates have no addresses or ports: their columns only.
+    if kind == Kind::X509 || kind == Kind::Loss {
+        // Certificates and loss rows have no addresses, ports or packet
+        // pairs (`packets` is the loss table's own column): their columns only.
         return Field::lookup(kind, &lower).map(Target::Field);
     }
     if kind.is_tx() {

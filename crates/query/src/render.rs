@@ -293,13 +293,14 @@ fn render_table(t: &ResultTable, out: &mut dyn Write) -> io::Result<()> {
     if t.kind.is_tx() {
         return writeln!(
             out,
-            "{shown} of {} {what}; {} of {} records matched; total {} transactions, {} errors, {} bytes",
+            "{shown} of {} {what}; {} of {} records matched; total {} transactions, {} errors, {} bytes{}",
             t.groups,
             t.rows_matched,
             t.rows_scanned,
             t.total.conns,
             t.total.errors(),
             t.total.bytes(),
+            if t.estimated { " (estimated: see below)" } else { "" },
         );
     }
     writeln!(
@@ -322,6 +323,16 @@ fn shown(t: &ResultTable) -> (usize, &'static str) {
     } else {
         (t.rows.len(), "groups")
     }
+}
+
+/// When some matching record stood for several (`capture --cpu-budget`
+/// parsed its connection 1 in N): the line that says the numbers are
+/// estimates (for standard error, whatever the format).
+pub fn estimated_note(t: &ResultTable) -> Option<&'static str> {
+    t.estimated.then_some(
+        "estimated: some transactions were parsed 1 in N (capture --cpu-budget); counts, sums and rates are \
+         extrapolated by their sample_weight, latencies and percentiles are of the weighted sample",
+    )
 }
 
 /// When `--top` left groups out: the line that says so (for standard

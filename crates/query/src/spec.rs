@@ -516,6 +516,7 @@ impl QuerySpec {
         let mut names: Vec<&'static str> = fields.iter().map(|f| f.name()).collect();
         names.extend([v.bytes_out, v.pkts_out, v.bytes_in, v.pkts_in]);
         names.extend(v.conns);
+        names.extend(crate::field::weight_col(self.kind));
         if self.percentiles {
             names.extend(crate::field::hist_col(self.kind));
         }

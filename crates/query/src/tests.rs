@@ -1891,7 +1891,8 @@ fn tx_defaults_fields_and_errors() {
                 "client",
                 "request_bytes",
                 "status",
-                "response_bytes"
+                "response_bytes",
+                "sample_weight"
             ]
         );
         // Either side: `ip`.
@@ -1974,6 +1975,51 @@ fn tx_time_series() {
     assert!(csv.starts_with("time,qtype_name,count,errors,"), "{csv}");
 }
 
+/// A transaction of weight N (`capture --cpu-budget` parsed its connection
+/// 1 in N) counts as N copies of itself: counts, sums, errors, the mean and
+/// the percentiles of a weighted batch equal those of the batch with each
+/// row repeated its weight times, and only the weighted answer says it is
+/// an estimate. Rows without a weight (files from before it) count 1.
+#[test]
+fn weighted_rows_count_as_that_many_rows() {
+    let batches = tx_batches(Kind::Http, 3000, 12);
+    let weight = wirelog_record::columns::SAMPLE_WEIGHT.name;
+    let mut weighted = Vec::new();
+    let mut repeated = Vec::new();
+    for b in &batches {
+        let n = b.rows();
+        // Weights 1..=4, and every seventh row unset (counting 1).
+        let w: Vec<Option<u64>> = (0..n).map(|r| (r % 7 != 0).then_some(r as u64 % 4 + 1)).collect();
+        let rows: Vec<usize> = (0..n).flat_map(|r| std::iter::repeat_n(r, w[r].unwrap_or(1) as usize)).collect();
+        let with = |col: Column| -> Vec<(&'static str, Column)> {
+            b.columns.iter().map(|(name, c)| (*name, if *name == weight { col.clone() } else { c.clone() })).collect()
+        };
+        weighted.push(Batch { kind: b.kind, columns: with(Column::OptU64(w.clone())) });
+        let ones = Column::OptU64(vec![Some(1); rows.len()]);
+        let columns = b
+            .columns
+            .iter()
+            .map(|(name, c)| (*name, if *name == weight { ones.clone() } else { gather(c, &rows) }))
+            .collect();
+        repeated.push(Batch { kind: b.kind, columns });
+    }
+    assert!(weighted[0].column(weight).is_some());
+    for (by, every) in [(Some("method"), None), (Some("status_code"), Some("10m")), (None, None)] {
+        let spec = parse_query(Kind::Http, Some("status != no_request"), by, None, None, every).unwrap();
+        let (a, b) = (run(&spec, &weighted), run(&spec, &repeated));
+        assert_eq!(a.rows, b.rows, "{by:?} {every:?}");
+        assert_eq!(a.total, b.total, "{by:?} {every:?}");
+        assert!(a.estimated && !b.estimated);
+        assert!(a.total.conns > a.rows_matched, "weights extrapolate the count");
+    }
+    let spec = parse_query(Kind::Http, None, None, None, None, None).unwrap();
+    let plain = run(&spec, &batches);
+    assert!(!plain.estimated);
+    assert_eq!(plain.total.conns, plain.rows_matched, "weight 1 everywhere: exact");
+    let table = out(&run(&spec, &weighted), Format::Table);
+    assert!(table.trim_end().ends_with("(estimated: see below)"), "{table}");
+    assert!(crate::render::estimated_note(&run(&spec, &weighted)).is_some());
+}
 
 // ---- groups formed elsewhere (a database's GROUP BY) ----
 
@@ -2079,7 +2125,7 @@ fn partial_groups_merge_to_the_same_answer() {
         let mut e = Engine::new(spec.clone()).unwrap();
         for b in batches {
             let (keys, sums, hist) = partial_of(&spec, b);
-            e.consume_partial(&crate::Partial { keys: &keys, sums: &sums, hist: &hist })
+            e.consume_partial(&crate::Partial { keys: &keys, sums: &sums, hist: &hist, estimated: false })
                 .unwrap();
         }
         let got = e.finish();
@@ -2093,13 +2139,13 @@ fn partial_groups_merge_to_the_same_answer() {
     let mut e = Engine::new(spec).unwrap();
     let keys = Batch { kind: Kind::Flows, columns: vec![("server_port", Column::U16(vec![443]))] };
     let acc = Acc { conns: u32::MAX as u64 * 3, ..Acc::default() };
-    e.consume_partial(&crate::Partial { keys: &keys, sums: &[(acc, 7)], hist: &[] }).unwrap();
+    e.consume_partial(&crate::Partial { keys: &keys, sums: &[(acc, 7)], hist: &[], estimated: false }).unwrap();
     let t = e.finish();
     assert_eq!((t.rows[0].acc.conns, t.rows_matched), (u32::MAX as u64 * 3, 7));
     // A histogram run naming a row that is not there is refused.
     let mut e = Engine::new(parse_query(Kind::Conns, None, Some("proto"), None, None, None).unwrap()).unwrap();
     let keys = Batch { kind: Kind::Conns, columns: vec![("proto", Column::Str(vec!["tcp".into()]))] };
-    let err = e.consume_partial(&crate::Partial { keys: &keys, sums: &[(Acc::default(), 1)], hist: &[(1, 1, 5, 5)] });
+    let err = e.consume_partial(&crate::Partial { keys: &keys, sums: &[(Acc::default(), 1)], hist: &[(1, 1, 5, 5)], estimated: false });
     assert!(err.is_err());
 }
 

@@ -6,7 +6,8 @@
 //! a record. The log writer, the store's schema and row encoder, ClickHouse's
 //! tables, the query fields and the API derive from these declarations; the
 //! columns every transaction has (time, uid, ends, status, sizes, latency) are
-//! not declared here but by each of those places once for all protocols.
+//! not declared here but by each of those places once for all protocols,
+//! except the sample weight ([`SAMPLE_WEIGHT`]).
 
 use crate::{Protocol, TxRecord};
 
@@ -313,6 +314,25 @@ pub const EVERY_TX: &[Column] = &[
     .not_logged()
     .brief(),
 ];
+
+/// The one column every transaction kind has that is declared here (the
+/// others of the common head are listed by each place): how many
+/// transactions a record stands for. 1, or N when its connection was one of
+/// 1 in N parsed (`capture --cpu-budget` sheds parsing that way); sums
+/// weighted by it estimate what all were. The store and ClickHouse put it
+/// after the common head; files and tables from before it read it as unset,
+/// which counts 1. The log writes it last, and only under a CPU budget.
+pub const SAMPLE_WEIGHT: Column = Column::new(
+    "sample_weight",
+    Type::Count { bits: 64, unit: Unit::Count },
+    Card::Low,
+    "how many transactions this record stands for: 1, or N when its connection was one of 1 in N parsed (capture --cpu-budget)",
+    sample_weight,
+);
+
+fn sample_weight(r: &TxRecord) -> Val<'_> {
+    Val::Count(Some(u64::from(r.sample_weight)))
+}
 
 /// The declaration of each protocol's columns.
 pub fn of(p: Protocol) -> &'static Columns {

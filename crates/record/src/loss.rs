@@ -59,14 +59,21 @@ loss_counts! {
     UnparsedBytes = "unparsed_bytes": "stream bytes the parsers skipped as unparseable",
     Malformed = "malformed": "messages a parser read but could not use",
     GaveUp = "gave_up": "connections whose parser gave up (compression, not the protocol)",
-    Sampled = "sampled": "connections not parsed because parsing was sampled (capture --cpu-budget)",
+    Sampled = "sampled": "connections not parsed because parsing was sampled (capture --cpu-budget), in the rows of their protocol",
     RecordsDropped = "records_dropped": "records a sink could not write (a full disk, a spool that overflowed)",
+    Parsed = "parsed": "connections whose parsing began, in the rows of their protocol (with sampled: 1 in (parsed + sampled) / parsed parsed)",
 }
 
 /// The counts a protocol's row carries (the parsers'); a source's row
 /// carries the others.
-pub const PROTOCOL_COUNTS: [LossCount; 4] =
-    [LossCount::Gaps, LossCount::UnparsedBytes, LossCount::Malformed, LossCount::GaveUp];
+pub const PROTOCOL_COUNTS: [LossCount; 6] = [
+    LossCount::Gaps,
+    LossCount::UnparsedBytes,
+    LossCount::Malformed,
+    LossCount::GaveUp,
+    LossCount::Sampled,
+    LossCount::Parsed,
+];
 
 /// The counts of one row, indexed by [`LossCount`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -513,6 +513,7 @@ fn plain(t: &ResultTable) -> ResultTable {
         groups: t.groups,
         rows_scanned: t.rows_scanned,
         rows_matched: t.rows_matched,
+        estimated: t.estimated,
     }
 }
 
@@ -563,7 +564,7 @@ pub(crate) fn table_json(t: &ResultTable, truncated: bool, started: Instant) -> 
         t.rows.len()
     };
     format!(
-        "{{\"kind\":\"{}\",\"columns\":{},\"rows\":[{}],\"other\":{},\"total\":{},\"groups\":{},\"shown\":{},\"rows_scanned\":{},\"rows_matched\":{},\"truncated\":{},\"every_s\":{},\"elapsed_ms\":{:.3}}}",
+        "{{\"kind\":\"{}\",\"columns\":{},\"rows\":[{}],\"other\":{},\"total\":{},\"groups\":{},\"shown\":{},\"rows_scanned\":{},\"rows_matched\":{},\"estimated\":{},\"truncated\":{},\"every_s\":{},\"elapsed_ms\":{:.3}}}",
         t.kind.as_str(),
         serde_json::to_string(&columns(t)).unwrap_or_default(),
         rows.join(",\n"),
@@ -573,6 +574,7 @@ pub(crate) fn table_json(t: &ResultTable, truncated: bool, started: Instant) -> 
         series,
         t.rows_scanned,
         t.rows_matched,
+        t.estimated,
         truncated,
         t.every_ns.map_or("null".to_string(), |e| (e as f64 / 1e9).to_string()),
         started.elapsed().as_secs_f64() * 1e3,
@@ -711,7 +713,10 @@ pub fn schema_json() -> Value {
             let decl = kind.protocol().map(columns::of);
             let cols: Vec<Value> = Field::all(kind)
                 .map(|f| {
-                    let d = decl.and_then(|d| d.stored_column(f.name()));
+                    let weight = &columns::SAMPLE_WEIGHT;
+                    let d = decl
+                        .and_then(|d| d.stored_column(f.name()))
+                        .or_else(|| (kind.is_tx() && f.name() == weight.name).then_some(weight));
                     json!({
                         "name": f.name(),
                         "type": type_name(f.ty()),

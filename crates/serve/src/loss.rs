@@ -83,6 +83,15 @@ fn completeness_json(c: &Completeness) -> Value {
         "estimated": c.sampled_from_ns.is_some(),
         "sampled_from": c.sampled_from_ns.map(format_rfc3339),
         "sampled_to": c.sampled_to_ns.map(format_rfc3339),
+        // Per protocol: "1 in N" and when.
+        "sampling": c.sampling.iter().map(|s| json!({
+            "protocol": s.protocol,
+            "one_in": s.one_in(),
+            "from": format_rfc3339(s.from_ns),
+            "to": format_rfc3339(s.to_ns),
+            "parsed": s.parsed,
+            "sampled": s.sampled,
+        })).collect::<Vec<_>>(),
         "minutes": c.minutes,
         "totals": totals,
     })

@@ -542,6 +542,7 @@ mod tests {
             total: Acc::default(),
             rows_scanned: 0,
             rows_matched: 0,
+            estimated: false,
         }
     }
 

@@ -294,6 +294,9 @@ const FAILURES = [
 ];
 
 const countOf = (t) => (t.total.count ?? t.total.conns ?? 0);
+// An answer extrapolated from sampled transactions (`capture --cpu-budget`
+// parsed some connections 1 in N; the API's `estimated`) says so in its title.
+const est = (t) => (t.estimated ? " (estimated)" : "");
 
 async function failures(s, host) {
   const [a, b] = shown(s);
@@ -393,8 +396,8 @@ async function txView(s, main) {
   for (let t = first; t < to && grid.length < 2000; t += stepMs(step)) grid.push(t);
   const pts = (f, zero) => grid.map((t) => ({ t, v: byT.has(t) ? f(byT.get(t)) : zero }));
   const win = { from, to, step: stepMs(step) };
-  lineChart(document.getElementById("tx-rate"), [{ name: "requests/s", cls: "s1", points: pts((r) => r.count / sec, 0) }], { ...win, title: `${kind} request rate`, unit: `per s, intervals of ${step}` });
-  lineChart(document.getElementById("tx-errors"), [{ name: "errors %", cls: "s3", points: pts((r) => (100 * r.errors) / Math.max(1, r.count), null) }], { ...win, fmt: (v) => fmtPct(v), title: "error rate" });
+  lineChart(document.getElementById("tx-rate"), [{ name: "requests/s", cls: "s1", points: pts((r) => r.count / sec, 0) }], { ...win, title: `${kind} request rate${est(series)}`, unit: `per s, intervals of ${step}` });
+  lineChart(document.getElementById("tx-errors"), [{ name: "errors %", cls: "s3", points: pts((r) => (100 * r.errors) / Math.max(1, r.count), null) }], { ...win, fmt: (v) => fmtPct(v), title: `error rate${est(series)}` });
   lineChart(document.getElementById("tx-latency"), [
     { name: "p50", cls: "s1", points: pts((r) => r.latency_p50_s, null) },
     { name: "p95", cls: "s2", points: pts((r) => r.latency_p95_s, null) },
@@ -410,7 +413,8 @@ async function txView(s, main) {
     },
   }));
   const tot = document.getElementById("tx-total");
-  tot.textContent = `${slow.total.count} ${kind} transactions, ${slow.total.errors} errors in the range`;
+  tot.textContent = `${slow.estimated ? "about " : ""}${slow.total.count} ${kind} transactions, ${slow.total.errors} errors in the range${est(slow)}`;
+  tot.dataset.estimated = slow.estimated ? "1" : "0";
   tot.dataset.count = slow.total.count;
   tot.dataset.errors = slow.total.errors;
   void ext;

@@ -675,6 +675,7 @@ mod tests {
             response_bytes: None,
             latency_ns: Some(i as i64 * 1000),
             first_byte_latency_ns: None,
+            sample_weight: 1,
             extra,
             orig_proc: None,
             resp_proc: None,

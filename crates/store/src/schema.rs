@@ -240,7 +240,7 @@ pub const CONNS: &[ColSpec] = with_owners![
 /// `TxRow::extra`, declared beside the protocol's transaction type:
 /// [`wirelog_record::columns`]), then the [`OWNERS`] of both ends (`TxRow`'s
 /// `orig_proc`/`resp_proc`). Rows are sorted by ts within a file.
-const TX_HEAD: [ColSpec; TX_COMMON] = [
+const TX_HEAD: [ColSpec; TX_COMMON - 1] = [
     col("ts", TimeUs, false, false, DELTA),
     // Connection uids are random strings: plain.
     col("uid", Str, false, false, PLAIN),
@@ -257,8 +257,8 @@ const TX_HEAD: [ColSpec; TX_COMMON] = [
 ];
 
 /// How many columns every transaction kind starts with (it ends with
-/// [`OWNER_COLS`] more).
-pub const TX_COMMON: usize = 12;
+/// [`OWNER_COLS`] more): [`TX_HEAD`] and the sample weight.
+pub const TX_COMMON: usize = 13;
 
 /// The store column of a declared one: its type from what it holds (a list
 /// is its items joined by `,`; a time in whole seconds is their number), a
@@ -291,7 +291,10 @@ fn tx_table(p: Protocol) -> &'static [ColSpec] {
             .iter()
             .map(|&p| {
                 let own = wirelog_record::columns::of(p).stored().into_iter().map(declared);
-                TX_HEAD.iter().copied().chain(own).chain(OWNERS).collect()
+                // The sample weight (declared with the columns, one for
+                // every protocol) ends the common head.
+                let weight = declared(&wirelog_record::columns::SAMPLE_WEIGHT);
+                TX_HEAD.iter().copied().chain([weight]).chain(own).chain(OWNERS).collect()
             })
             .collect()
     });

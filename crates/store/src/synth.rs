@@ -639,6 +639,7 @@ pub fn tx_rows(
                 response_bytes: resp,
                 latency_ns,
                 first_byte_latency_ns: latency_ns.map(|l| l / 2),
+                sample_weight: 1,
                 extra,
                 orig_proc: None,
                 resp_proc: None,

@@ -74,6 +74,7 @@ pub(crate) struct Common<'a> {
     pub response_bytes: Option<u64>,
     pub latency_ns: Option<i64>,
     pub first_byte_latency_ns: Option<i64>,
+    pub sample_weight: u32,
     pub orig_proc: &'a Proc,
     pub resp_proc: &'a Proc,
 }
@@ -99,6 +100,9 @@ pub struct TxRow {
     pub latency_ns: Option<i64>,
     /// First request byte to first response byte, ns.
     pub first_byte_latency_ns: Option<i64>,
+    /// How many transactions the row stands for (`capture --cpu-budget`'s
+    /// 1-in-N parsing; 1 when every connection was parsed).
+    pub sample_weight: u32,
     /// The kind's own columns, in schema order ([`crate::schema::tx_columns`]).
     pub extra: Vec<Cell>,
     /// The process behind each end, when `capture --processes` found it
@@ -122,6 +126,7 @@ impl TxRow {
             response_bytes: self.response_bytes,
             latency_ns: self.latency_ns,
             first_byte_latency_ns: self.first_byte_latency_ns,
+            sample_weight: self.sample_weight,
             orig_proc: &self.orig_proc,
             resp_proc: &self.resp_proc,
         }
@@ -228,6 +233,7 @@ pub(crate) struct TxBuf {
     response_bytes: Vec<Option<u64>>,
     latency: Vec<Option<i64>>,
     first_byte_latency: Vec<Option<i64>>,
+    sample_weight: Vec<u32>,
     extra: Vec<Extra>,
     orig_proc: Vec<Proc>,
     resp_proc: Vec<Proc>,
@@ -237,7 +243,7 @@ pub(crate) struct TxBuf {
 
 /// Fixed bytes of a buffered row, without the extra columns' text (an
 /// owner is shared, one pointer per end).
-const TX_ROW_BYTES: usize = 8 + 16 + 2 + 16 + 2 + 1 + 16 + 4 * 16 + 2 * 8;
+const TX_ROW_BYTES: usize = 8 + 16 + 2 + 16 + 2 + 1 + 16 + 4 * 16 + 4 + 2 * 8;
 
 impl TxBuf {
     pub(crate) fn new(kind: Kind) -> TxBuf {
@@ -264,6 +270,7 @@ impl TxBuf {
             response_bytes: Vec::new(),
             latency: Vec::new(),
             first_byte_latency: Vec::new(),
+            sample_weight: Vec::new(),
             extra,
             orig_proc: Vec::new(),
             resp_proc: Vec::new(),
@@ -295,6 +302,7 @@ impl TxBuf {
         self.response_bytes.push(r.response_bytes);
         self.latency.push(r.latency_ns);
         self.first_byte_latency.push(r.first_byte_latency_ns);
+        self.sample_weight.push(r.sample_weight);
         self.orig_proc.push(r.orig_proc.clone());
         self.resp_proc.push(r.resp_proc.clone());
         self.bytes += TX_ROW_BYTES + r.uid.len() + self.extra.len() * 8;
@@ -330,6 +338,7 @@ impl TxBuf {
             response_bytes,
             latency,
             first_byte_latency,
+            sample_weight,
             orig_proc,
             resp_proc
         );
@@ -393,6 +402,7 @@ impl RowSource for TxBuf {
             "response_bytes" => opt_i64(rows, |r| self.response_bytes[r].map(|v| v as i64)),
             "latency" => opt_i64(rows, |r| self.latency[r].map(us)),
             "first_byte_latency" => opt_i64(rows, |r| self.first_byte_latency[r].map(us)),
+            "sample_weight" => opt_i64(rows, |r| Some(i64::from(self.sample_weight[r]))),
             other => unreachable!("transaction column {other}"),
         }
     }

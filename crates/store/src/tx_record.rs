@@ -77,6 +77,7 @@ fn common(r: &TxRecord) -> Common<'_> {
         response_bytes: tx.response.map(|x| x.bytes),
         latency_ns: tx.latency_ns(),
         first_byte_latency_ns: tx.first_byte_latency_ns(),
+        sample_weight: r.sample_weight,
         orig_proc: &r.orig_proc,
         resp_proc: &r.resp_proc,
     }
@@ -101,6 +102,7 @@ impl TxRow {
             response_bytes: c.response_bytes,
             latency_ns: c.latency_ns,
             first_byte_latency_ns: c.first_byte_latency_ns,
+            sample_weight: c.sample_weight,
             extra,
             orig_proc: r.orig_proc.clone(),
             resp_proc: r.resp_proc.clone(),

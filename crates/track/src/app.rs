@@ -147,6 +147,8 @@ pub struct AppStats {
     /// Connections found but not parsed: `capture --cpu-budget` sampled
     /// them out (see `Tracker::set_sampling`).
     pub sampled_out: u64,
+    /// `sampled_out` per protocol (indexed like [`Protocol::ALL`]).
+    pub sampled_out_by: [u64; Protocol::ALL.len()],
 }
 
 pub(crate) fn protocol_index(p: Protocol) -> usize {

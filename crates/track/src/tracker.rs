@@ -938,10 +938,12 @@ impl Tracker {
                 }
             };
             match app {
-                Some(_) if !sampled_in(&mut self.sample_rng, self.sample_n) => {
-                    // Sampled out: never parsed, counted.
+                Some(a) if !sampled_in(&mut self.sample_rng, self.sample_n) => {
+                    // Sampled out: never parsed, counted (per protocol too,
+                    // for the completeness line's "1 in N").
                     e.value.detection.end();
                     self.app_stats.sampled_out += 1;
+                    self.app_stats.sampled_out_by[protocol_index(a.protocol)] += 1;
                     return;
                 }
                 Some(mut a) => {

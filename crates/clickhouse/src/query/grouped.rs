@@ -25,7 +25,8 @@ pub(super) struct Grouped {
     /// The rows end with the histogram runs.
     pub hist: bool,
     /// ClickHouse ranked the groups and sent only the top N; each row then
-    /// ends with the whole answer's group count, record count and five sums.
+    /// ends with the whole answer's group count, record count, five sums
+    /// and largest weight.
     pub top: bool,
 }
 
@@ -69,18 +70,30 @@ fn order_sql(spec: &QuerySpec, keys: &[(&'static str, ChType)]) -> Option<String
 /// transactions), bytes in, packets in (latency ns for transactions),
 /// connections); unset values count 0, as in the engine.
 fn sums(kind: Kind) -> [&'static str; 5] {
+    // Transactions: each weighted by what it stands for (`weight`).
     match kind {
         Kind::Flows => ["`bytes_out`", "`pkts_out`", "`bytes_in`", "`pkts_in`", "`conns`"],
         Kind::Conns => ["ifNull(`orig_bytes`, 0)", "`orig_pkts`", "ifNull(`resp_bytes`, 0)", "`resp_pkts`", "1"],
         // Certificates: every slot is the handshake count.
         Kind::X509 => ["`handshakes`"; 5],
         _ => [
-            "ifNull(`request_bytes`, 0)",
-            "`status` = 'error'",
-            "ifNull(`response_bytes`, 0)",
-            "toUInt64(greatest(ifNull(`latency`, 0), 0)) * 1000",
-            "1",
+            "ifNull(`request_bytes`, 0) * ifNull(`sample_weight`, 1)",
+            "(`status` = 'error') * ifNull(`sample_weight`, 1)",
+            "ifNull(`response_bytes`, 0) * ifNull(`sample_weight`, 1)",
+            "toUInt64(greatest(ifNull(`latency`, 0), 0)) * 1000 * ifNull(`sample_weight`, 1)",
+            "ifNull(`sample_weight`, 1)",
         ],
+    }
+}
+
+/// How many records a row stands for, as the engine weighs it
+/// (`wirelog_query`'s weight column: transactions' `sample_weight`, unset
+/// counting 1; 1 for the other kinds).
+fn weight(kind: Kind) -> &'static str {
+    if kind.is_tx() {
+        "ifNull(`sample_weight`, 1)"
+    } else {
+        "1"
     }
 }
 
@@ -143,6 +156,10 @@ pub(super) fn grouped_sql(server: &Server, spec: &QuerySpec, probes: &[String]) 
     for (i, s) in sums(kind).iter().enumerate() {
         inner_select.push(format!("toUInt64(sum({s})) AS wl_s{i}"));
     }
+    // The weighted count (the histogram's) and the largest weight (an
+    // answer with one above 1 is an estimate).
+    let w = weight(kind);
+    inner_select.push(format!("toUInt64(sum({w})) AS wl_wn, toUInt64(max({w})) AS wl_mw"));
     let mut inner_keys = aliases.clone();
     let mut with = String::new();
     if let Some(d) = hist_col {
@@ -164,9 +181,10 @@ pub(super) fn grouped_sql(server: &Server, spec: &QuerySpec, probes: &[String]) 
     let mut outer: Vec<String> = aliases.clone();
     outer.push("toUInt64(sum(wl_n)) AS wl_r".into());
     outer.extend((0..5).map(|i| format!("toUInt64(sum(wl_s{i})) AS wl_t{i}")));
+    outer.push("toUInt64(max(wl_mw)) AS wl_m".into());
     if hist_col.is_some() {
         outer.push(
-            "groupArrayIf(tuple(toUInt64(wl_n), toInt64(ifNull(wl_lo, 0)), toInt64(ifNull(wl_hi, 0))), wl_hb >= 0)".into(),
+            "groupArrayIf(tuple(toUInt64(wl_wn), toInt64(ifNull(wl_lo, 0)), toInt64(ifNull(wl_hi, 0))), wl_hb >= 0)".into(),
         );
     }
     // Top-N by a sum or a field: ranked here, so only N groups cross the
@@ -180,6 +198,7 @@ pub(super) fn grouped_sql(server: &Server, spec: &QuerySpec, probes: &[String]) 
         outer.push("count() OVER ()".into());
         outer.push("toUInt64(sum(sum(wl_n)) OVER ())".into());
         outer.extend((0..5).map(|i| format!("toUInt64(sum(sum(wl_s{i})) OVER ())")));
+        outer.push("toUInt64(max(max(wl_mw)) OVER ())".into());
     }
     let mut sql = format!("SELECT {} FROM ({inner})", outer.join(", "));
     if !aliases.is_empty() {

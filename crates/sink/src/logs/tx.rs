@@ -347,7 +347,9 @@ impl<W: Write> TxLogWriter<W> {
         }
         let extra = if self.processes { crate::logs::procs::FIELDS } else { &[] };
         let source: &[(&str, &str)] = if self.sources { &[("source", "string")] } else { &[] };
-        let weight: &[(&str, &str)] = if self.weights { &[("sample_weight", "count")] } else { &[] };
+        let w = &wirelog_record::columns::SAMPLE_WEIGHT;
+        let weight_field = [(w.name, w.log_type())];
+        let weight: &[(&str, &str)] = if self.weights { &weight_field } else { &[] };
         let own: Vec<(&str, &str)> = self.cols.iter().map(|c| (c.log.unwrap_or(c.name), c.log_type())).collect();
         let fields = COMMON_HEAD.iter().chain(&own).chain(COMMON_TAIL).chain(extra).chain(source).chain(weight);
         let name = self.protocol.log();
