@@ -20,6 +20,10 @@ pub(crate) enum PqCol {
     Bool(Vec<bool>),
     Flba(Vec<[u8; 16]>),
     Bytes(Texts),
+    /// Already dictionary-encoded by a column builder (`crate::dict`): the
+    /// distinct values in order of first use by the rows given (`values`,
+    /// never itself a `Dict`) and each present value's index into them.
+    Dict { values: Box<PqCol>, idx: Vec<u32> },
 }
 
 /// Byte strings in one buffer: value `i` is `data[ends[i-1]..ends[i]]`.

@@ -98,6 +98,7 @@
 
 mod batch;
 pub mod compact;
+mod dict;
 mod encode;
 mod error;
 mod fastdecode;
