@@ -20,6 +20,10 @@ pub(crate) enum PqCol {
     Bool(Vec<bool>),
     Flba(Vec<[u8; 16]>),
     Bytes(Texts),
+    /// Already dictionary-encoded by a column builder (`crate::dict`): the
+    /// distinct values in order of first use by the rows given (`values`,
+    /// never itself a `Dict`) and each present value's index into them.
+    Dict { values: Box<PqCol>, idx: Vec<u32> },
 }
 
 /// Byte strings in one buffer: value `i` is `data[ends[i-1]..ends[i]]`.
@@ -162,6 +166,12 @@ pub(crate) fn owner_values(name: &str, orig: &[Proc], resp: &[Proc], rows: &[u32
         (_, Some(f)) => (resp, f),
         _ => unreachable!("owner column {name}"),
     };
+    // Without `capture --processes` no row has an owner: all null, at the
+    // cost of a check per row instead of a value's.
+    if rows.iter().all(|&r| procs[r as usize].is_none()) {
+        let col = if field == "pid" { PqCol::I64(Vec::new()) } else { PqCol::Bytes(Texts::default()) };
+        return PqValues { col, def: Some(vec![0; rows.len()]) };
+    }
     let text = |f: fn(&ProcOwner) -> &str| {
         strings(rows, true, move |r| {
             procs[r].as_deref().map(f).filter(|s| !s.is_empty()).map(str::as_bytes)

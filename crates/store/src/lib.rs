@@ -99,6 +99,7 @@
 mod batch;
 mod colcache;
 pub mod compact;
+mod dict;
 mod encode;
 mod error;
 mod fastdecode;

@@ -326,6 +326,16 @@ impl<'f, W: Write> FileWriter<'f, W> {
                 d.extend_from_slice(v);
             }),
             PqCol::Bool(_) => None,
+            // The builder made the dictionary: its values are the page, its
+            // indices the data, no value hashed again.
+            PqCol::Dict { values, idx: rows } => {
+                plain(dict, values, 0..values_len(values));
+                if dict.len() > DICT_BYTES {
+                    return None;
+                }
+                idx.extend_from_slice(rows);
+                Some(values_len(values))
+            }
         }
     }
 
@@ -528,6 +538,19 @@ fn value_size(col: &PqCol, i: usize) -> usize {
         PqCol::Bool(_) => 1,
         PqCol::Flba(_) => 16,
         PqCol::Bytes(s) => 4 + s.get(i).len(),
+        PqCol::Dict { values, idx } => value_size(values, idx[i] as usize),
+    }
+}
+
+/// How many values a column holds (present ones).
+fn values_len(col: &PqCol) -> usize {
+    match col {
+        PqCol::I32(x) => x.len(),
+        PqCol::I64(x) => x.len(),
+        PqCol::Bool(x) => x.len(),
+        PqCol::Flba(x) => x.len(),
+        PqCol::Bytes(s) => s.ends.len(),
+        PqCol::Dict { idx, .. } => idx.len(),
     }
 }
 
@@ -543,6 +566,12 @@ fn plain(out: &mut Vec<u8>, col: &PqCol, range: std::ops::Range<usize>) {
                 let v = s.get(i);
                 out.extend_from_slice(&(v.len() as u32).to_le_bytes());
                 out.extend_from_slice(v);
+            }
+        }
+        // A dictionary past `DICT_BYTES`: its values written out in full.
+        PqCol::Dict { values, idx } => {
+            for &i in &idx[range] {
+                plain(out, values, i as usize..i as usize + 1);
             }
         }
     }
@@ -606,6 +635,9 @@ fn stats_of(col: &PqCol, spec: &ColSpec, pick: Option<&[u32]>) -> Option<(Vec<u8
             };
             (lo.to_vec(), hi.to_vec())
         }
+        // Every distinct value is used by some row: the min/max of the
+        // values are the column's.
+        PqCol::Dict { values, .. } => return stats_of(values, spec, None),
     };
     Some((min, max))
 }

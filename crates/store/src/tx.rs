@@ -8,10 +8,9 @@
 use wirelog_record::{IpAddr16, Proc};
 
 use crate::batch::Kind;
+use crate::dict::{DictNum, DictText};
 use crate::encode::RowSource;
-use crate::encode::{
-    opt_i32, opt_i64, owner_values, req_bool, req_i32, req_i64, req_ip, strings, PqValues,
-};
+use crate::encode::{opt_i32, opt_i64, owner_values, req_bool, req_i32, req_i64, strings, PqCol, PqValues};
 use crate::error::StoreError;
 use crate::schema::{self, ColType, OWNER_COLS, TX_COMMON};
 use crate::time::NS_PER_US;
@@ -63,7 +62,8 @@ impl From<CellRef<'_>> for Cell {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Common<'a> {
     pub ts_ns: i64,
-    pub uid: &'a str,
+    /// The uid's bytes (ASCII: not checked again as UTF-8 for every row).
+    pub uid: &'a [u8],
     pub client: IpAddr16,
     pub client_port: u16,
     pub server: IpAddr16,
@@ -115,7 +115,7 @@ impl TxRow {
     pub(crate) fn common(&self) -> Common<'_> {
         Common {
             ts_ns: self.ts_ns,
-            uid: &self.uid,
+            uid: self.uid.as_bytes(),
             client: self.client,
             client_port: self.client_port,
             server: self.server,
@@ -192,9 +192,9 @@ struct Text {
 }
 
 impl Text {
-    fn push(&mut self, s: Option<&str>) {
+    fn push(&mut self, s: Option<&[u8]>) {
         if let Some(s) = s {
-            self.bytes.extend_from_slice(s.as_bytes());
+            self.bytes.extend_from_slice(s);
         }
         self.ends.push(self.bytes.len());
         self.set.push(s.is_some());
@@ -210,12 +210,29 @@ impl Text {
     }
 }
 
-/// One buffered extra column.
+/// One buffered extra column: a dictionary column is dictionary-encoded
+/// as it is buffered ([`crate::dict`]).
 enum Extra {
     U64(Vec<Option<u64>>),
+    DictU64(DictNum<u64>),
     Dur(Vec<Option<i64>>),
     Str(Text),
+    DictStr(DictText),
     Bool(Vec<bool>),
+}
+
+impl Extra {
+    /// The builder of a kind's own column, from its store declaration.
+    fn of(c: &crate::schema::ColSpec) -> Extra {
+        match (c.ty, c.is_dictionary()) {
+            (ColType::DurUs, _) => Extra::Dur(Vec::new()),
+            (ColType::Str, true) => Extra::DictStr(DictText::new(c.optional)),
+            (ColType::Str, false) => Extra::Str(Text::default()),
+            (ColType::Bool, _) => Extra::Bool(Vec::new()),
+            (_, true) => Extra::DictU64(DictNum::new()),
+            (_, false) => Extra::U64(Vec::new()),
+        }
+    }
 }
 
 /// The write buffer of one transaction kind.
@@ -223,14 +240,15 @@ pub(crate) struct TxBuf {
     kind: Kind,
     ts: Vec<i64>,
     uid: Text,
-    client: Vec<[u8; 16]>,
+    // The dictionary columns of `schema::TX_HEAD` (checked by a test).
+    client: DictNum<[u8; 16]>,
     client_port: Vec<u16>,
-    server: Vec<[u8; 16]>,
-    server_port: Vec<u16>,
-    transport: Vec<u8>,
-    status: Vec<&'static str>,
-    request_bytes: Vec<Option<u64>>,
-    response_bytes: Vec<Option<u64>>,
+    server: DictNum<[u8; 16]>,
+    server_port: DictNum<u16>,
+    transport: DictNum<u8>,
+    status: DictText,
+    request_bytes: DictNum<u64>,
+    response_bytes: DictNum<u64>,
     latency: Vec<Option<i64>>,
     first_byte_latency: Vec<Option<i64>>,
     sample_weight: Vec<u32>,
@@ -247,27 +265,19 @@ const TX_ROW_BYTES: usize = 8 + 16 + 2 + 16 + 2 + 1 + 16 + 4 * 16 + 4 + 2 * 8;
 
 impl TxBuf {
     pub(crate) fn new(kind: Kind) -> TxBuf {
-        let extra = schema::tx_columns(kind)
-            .iter()
-            .map(|c| match c.ty {
-                ColType::DurUs => Extra::Dur(Vec::new()),
-                ColType::Str => Extra::Str(Text::default()),
-                ColType::Bool => Extra::Bool(Vec::new()),
-                _ => Extra::U64(Vec::new()),
-            })
-            .collect();
+        let extra = schema::tx_columns(kind).iter().map(Extra::of).collect();
         TxBuf {
             kind,
             ts: Vec::new(),
             uid: Text::default(),
-            client: Vec::new(),
+            client: DictNum::new(),
             client_port: Vec::new(),
-            server: Vec::new(),
-            server_port: Vec::new(),
-            transport: Vec::new(),
-            status: Vec::new(),
-            request_bytes: Vec::new(),
-            response_bytes: Vec::new(),
+            server: DictNum::new(),
+            server_port: DictNum::new(),
+            transport: DictNum::new(),
+            status: DictText::new(false),
+            request_bytes: DictNum::new(),
+            response_bytes: DictNum::new(),
             latency: Vec::new(),
             first_byte_latency: Vec::new(),
             sample_weight: Vec::new(),
@@ -292,12 +302,12 @@ impl TxBuf {
     pub(crate) fn push_common(&mut self, r: Common<'_>) {
         self.ts.push(r.ts_ns);
         self.uid.push(Some(r.uid));
-        self.client.push(r.client.0);
+        self.client.push(Some(r.client.0));
         self.client_port.push(r.client_port);
-        self.server.push(r.server.0);
-        self.server_port.push(r.server_port);
-        self.transport.push(r.transport);
-        self.status.push(r.status);
+        self.server.push(Some(r.server.0));
+        self.server_port.push(Some(r.server_port));
+        self.transport.push(Some(r.transport));
+        self.status.push(Some(r.status.as_bytes()));
         self.request_bytes.push(r.request_bytes);
         self.response_bytes.push(r.response_bytes);
         self.latency.push(r.latency_ns);
@@ -313,10 +323,17 @@ impl TxBuf {
     pub(crate) fn push_extra(&mut self, col: usize, cell: CellRef<'_>) {
         match (&mut self.extra[col], cell) {
             (Extra::U64(v), CellRef::U64(x)) => v.push(x),
+            (Extra::DictU64(v), CellRef::U64(x)) => v.push(x),
             (Extra::Dur(v), CellRef::Dur(x)) => v.push(x),
             (Extra::Str(t), CellRef::Str(x)) => {
                 self.bytes += x.map_or(0, str::len);
-                t.push(x);
+                t.push(x.map(str::as_bytes));
+            }
+            (Extra::DictStr(t), CellRef::Str(x)) => {
+                // Counted as held text though a repeated value is kept once:
+                // the flush size stays what it was.
+                self.bytes += x.map_or(0, str::len);
+                t.push(x.map(str::as_bytes));
             }
             (Extra::Bool(v), CellRef::Bool(x)) => v.push(x),
             _ => unreachable!("row checked against the kind's columns"),
@@ -345,8 +362,10 @@ impl TxBuf {
         for c in &mut self.extra {
             match c {
                 Extra::U64(v) => v.clear(),
+                Extra::DictU64(v) => v.clear(),
                 Extra::Dur(v) => v.clear(),
                 Extra::Str(t) => t.clear(),
+                Extra::DictStr(t) => t.clear(),
                 Extra::Bool(v) => v.clear(),
             }
         }
@@ -384,26 +403,69 @@ impl RowSource for TxBuf {
                     opt_i32(rows, |r| v[r].map(|x| x as i32))
                 }
                 Extra::U64(v) => opt_i64(rows, |r| v[r].map(|x| x as i64)),
+                Extra::DictU64(v) if spec.ty == ColType::U16 => v.values(rows, true, |x| x as i32, PqCol::I32),
+                Extra::DictU64(v) => v.values(rows, true, |x| x as i64, PqCol::I64),
                 Extra::Dur(v) => opt_i64(rows, |r| v[r].map(us)),
                 Extra::Str(t) => strings(rows, spec.optional, |r| t.get(r)),
+                Extra::DictStr(t) => t.values(rows),
                 Extra::Bool(v) => req_bool(rows, |r| v[r]),
             };
         }
         match schema::columns(self.kind)[col].name {
             "ts" => req_i64(rows, |r| us(self.ts[r])),
             "uid" => strings(rows, false, |r| self.uid.get(r)),
-            "client" => req_ip(rows, |r| self.client[r]),
+            "client" => self.client.values(rows, false, |ip| ip, PqCol::Flba),
             "client_port" => req_i32(rows, |r| self.client_port[r] as i32),
-            "server" => req_ip(rows, |r| self.server[r]),
-            "server_port" => req_i32(rows, |r| self.server_port[r] as i32),
-            "transport" => req_i32(rows, |r| self.transport[r] as i32),
-            "status" => strings(rows, false, |r| Some(self.status[r].as_bytes())),
-            "request_bytes" => opt_i64(rows, |r| self.request_bytes[r].map(|v| v as i64)),
-            "response_bytes" => opt_i64(rows, |r| self.response_bytes[r].map(|v| v as i64)),
+            "server" => self.server.values(rows, false, |ip| ip, PqCol::Flba),
+            "server_port" => self.server_port.values(rows, false, i32::from, PqCol::I32),
+            "transport" => self.transport.values(rows, false, i32::from, PqCol::I32),
+            "status" => self.status.values(rows),
+            "request_bytes" => self.request_bytes.values(rows, true, |v| v as i64, PqCol::I64),
+            "response_bytes" => self.response_bytes.values(rows, true, |v| v as i64, PqCol::I64),
             "latency" => opt_i64(rows, |r| self.latency[r].map(us)),
             "first_byte_latency" => opt_i64(rows, |r| self.first_byte_latency[r].map(us)),
             "sample_weight" => opt_i64(rows, |r| Some(i64::from(self.sample_weight[r]))),
             other => unreachable!("transaction column {other}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The builders follow the schema, itself made from each protocol's
+    /// declared columns (`wirelog_record::columns`): one builder per column,
+    /// of the column's type, dictionary-encoded exactly where the schema's
+    /// column is, so a declared column cannot be left out or written
+    /// without its dictionary.
+    #[test]
+    fn builders_follow_the_schema() {
+        let head: Vec<(&str, bool)> =
+            schema::columns(Kind::Http)[..TX_COMMON].iter().map(|c| (c.name, c.is_dictionary())).collect();
+        // The leading columns' builders are `TxBuf`'s named fields.
+        let dict_fields = ["client", "server", "server_port", "transport", "status", "request_bytes", "response_bytes"];
+        let plain_fields = ["ts", "uid", "client_port", "latency", "first_byte_latency"];
+        assert_eq!(head.len(), dict_fields.len() + plain_fields.len());
+        for (name, dict) in head {
+            assert_eq!((dict_fields.contains(&name), plain_fields.contains(&name)), (dict, !dict), "{name}");
+        }
+        for k in Kind::TX {
+            let b = TxBuf::new(k);
+            let cols = schema::tx_columns(k);
+            assert_eq!(b.extra.len(), cols.len(), "{k:?}");
+            for (e, c) in b.extra.iter().zip(cols) {
+                let int = matches!(c.ty, ColType::U16 | ColType::U64);
+                let ok = match e {
+                    Extra::U64(_) => int && !c.is_dictionary(),
+                    Extra::DictU64(_) => int && c.is_dictionary(),
+                    Extra::Dur(_) => c.ty == ColType::DurUs,
+                    Extra::Str(_) => c.ty == ColType::Str && !c.is_dictionary(),
+                    Extra::DictStr(_) => c.ty == ColType::Str && c.is_dictionary(),
+                    Extra::Bool(_) => c.ty == ColType::Bool,
+                };
+                assert!(ok, "{k:?}: {} ({:?}, dictionary {})", c.name, c.ty, c.is_dictionary());
+            }
         }
     }
 }

@@ -66,7 +66,7 @@ fn common(r: &TxRecord) -> Common<'_> {
     let tx = &r.tx;
     Common {
         ts_ns: tx.ts_ns(),
-        uid: r.uid.as_str(),
+        uid: r.uid.as_bytes(),
         client: r.orig_h,
         client_port: r.orig_p,
         server: r.resp_h,
@@ -91,7 +91,7 @@ impl TxRow {
         extra_cells(r, &mut |cell| extra.push(Cell::from(cell)));
         TxRow {
             ts_ns: c.ts_ns,
-            uid: c.uid.to_string(),
+            uid: r.uid.as_str().to_string(),
             client: c.client,
             client_port: c.client_port,
             server: c.server,

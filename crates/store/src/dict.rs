@@ -1,0 +1,288 @@
+//! Dictionary column builders: a dictionary-encoded column (names, codes,
+//! addresses, sizes: `ColSpec::is_dictionary`) is dictionary-encoded as its
+//! rows are buffered, so a value is hashed once, when it arrives, and its
+//! text copied once, the first time it is seen; a file then takes the
+//! dictionary of its own rows by renumbering (an array lookup per row, no
+//! hashing: [`Dict::file_order`]).
+//!
+//! A dictionary lives as long as the write buffer's rows (until the buffer
+//! is flushed): Parquet keeps one dictionary per column chunk, so each file
+//! (each row group) carries its own anyway; a dictionary kept across
+//! flushes would only save hashing the first row of each value again.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash};
+
+use hashbrown::HashTable;
+
+use crate::encode::{PqCol, PqValues, Texts};
+
+/// The index of an unset value.
+const NULL: u32 = u32::MAX;
+
+/// The dictionaries' hash: foldhash (fast on short keys; the values come
+/// from the probe's own records, so no flooding concern).
+type Hasher = foldhash::fast::FixedState;
+
+fn hasher() -> Hasher {
+    foldhash::fast::FixedState::with_seed(0x77_69_72_65)
+}
+
+/// Each row's index into a dictionary, and the renumbering into a file's.
+struct Dict {
+    /// Per row: the index of its value, [`NULL`] when unset.
+    rows: Vec<u32>,
+    /// The index of the last row's value (most rows repeat it: one
+    /// comparison instead of a hash), [`NULL`] when none.
+    last: u32,
+}
+
+impl Dict {
+    fn clear(&mut self) {
+        self.rows.clear();
+        self.last = NULL;
+    }
+
+    /// The indices of `rows`' present values renumbered in order of first
+    /// use (as a file's dictionary lists them), the entries that order
+    /// takes (`order`), and the definition levels when `optional`.
+    fn file_order(&self, entries: usize, rows: &[u32], optional: bool, order: &mut Vec<u32>) -> (Vec<u32>, Option<Vec<i16>>) {
+        // Each entry's index in the file (one allocation per file and column).
+        let mut remap = vec![NULL; entries];
+        let mut idx = Vec::with_capacity(rows.len());
+        let mut def = Vec::with_capacity(if optional { rows.len() } else { 0 });
+        for &r in rows {
+            let e = self.rows[r as usize];
+            if e == NULL {
+                def.push(0);
+                continue;
+            }
+            if optional {
+                def.push(1);
+            }
+            let m = &mut remap[e as usize];
+            if *m == NULL {
+                *m = order.len() as u32;
+                order.push(e);
+            }
+            idx.push(*m);
+        }
+        (idx, optional.then_some(def))
+    }
+}
+
+/// A text column being dictionary-encoded: each distinct value once, in
+/// arrival order, in one buffer.
+pub(crate) struct DictText {
+    dict: Dict,
+    /// Entry `i` is `bytes[ends[i-1]..ends[i]]`.
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    /// Entry indices, found by the entry's bytes.
+    table: HashTable<u32>,
+    hash: Hasher,
+    /// Whether the column may be unset (else an unset value is written "").
+    optional: bool,
+}
+
+fn entry<'b>(bytes: &'b [u8], ends: &[usize], i: u32) -> &'b [u8] {
+    let i = i as usize;
+    let start = if i == 0 { 0 } else { ends[i - 1] };
+    &bytes[start..ends[i]]
+}
+
+impl DictText {
+    pub(crate) fn new(optional: bool) -> DictText {
+        DictText { dict: Dict { rows: Vec::new(), last: NULL }, bytes: Vec::new(), ends: Vec::new(), table: HashTable::new(), hash: hasher(), optional }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.dict.rows.len()
+    }
+
+    /// Appends a row's value.
+    #[inline]
+    pub(crate) fn push(&mut self, v: Option<&[u8]>) {
+        let i = match v {
+            None if self.optional => NULL,
+            None => self.index(b""),
+            Some(s) => self.index(s),
+        };
+        self.dict.rows.push(i);
+    }
+
+    #[inline]
+    fn index(&mut self, s: &[u8]) -> u32 {
+        let last = self.dict.last;
+        if last != NULL && entry(&self.bytes, &self.ends, last) == s {
+            return last;
+        }
+        let (bytes, ends) = (&mut self.bytes, &mut self.ends);
+        let h = self.hash.hash_one(s);
+        let i = match self.table.find(h, |&i| entry(bytes, ends, i) == s) {
+            Some(&i) => i,
+            None => {
+                let i = ends.len() as u32;
+                bytes.extend_from_slice(s);
+                ends.push(bytes.len());
+                let hash = &self.hash;
+                self.table.insert_unique(h, i, |&j| hash.hash_one(entry(bytes, ends, j)));
+                i
+            }
+        };
+        self.dict.last = i;
+        i
+    }
+
+    /// The row's value (`None`: unset).
+    #[cfg(test)]
+    fn get(&self, r: usize) -> Option<&[u8]> {
+        let i = self.dict.rows[r];
+        (i != NULL).then(|| entry(&self.bytes, &self.ends, i))
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.dict.clear();
+        self.bytes.clear();
+        self.ends.clear();
+        self.table.clear();
+    }
+
+    /// The rows' values, dictionary-encoded in their order.
+    pub(crate) fn values(&self, rows: &[u32]) -> PqValues {
+        let mut order = Vec::new();
+        let (idx, def) = self.dict.file_order(self.ends.len(), rows, self.optional, &mut order);
+        let mut data = Vec::with_capacity(order.iter().map(|&e| entry(&self.bytes, &self.ends, e).len()).sum());
+        let mut ends = Vec::with_capacity(order.len());
+        for &e in &order {
+            data.extend_from_slice(entry(&self.bytes, &self.ends, e));
+            ends.push(data.len());
+        }
+        PqValues { col: PqCol::Dict { values: Box::new(PqCol::Bytes(Texts { data, ends })), idx }, def }
+    }
+}
+
+/// A column of numbers or addresses being dictionary-encoded.
+pub(crate) struct DictNum<K> {
+    dict: Dict,
+    entries: Vec<K>,
+    map: HashMap<K, u32, Hasher>,
+}
+
+impl<K: Copy + Eq + Hash> DictNum<K> {
+    pub(crate) fn new() -> DictNum<K> {
+        DictNum { dict: Dict { rows: Vec::new(), last: NULL }, entries: Vec::new(), map: HashMap::with_hasher(hasher()) }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.dict.rows.len()
+    }
+
+    /// Appends a row's value.
+    #[inline]
+    pub(crate) fn push(&mut self, v: Option<K>) {
+        let i = match v {
+            None => NULL,
+            Some(v) => {
+                let last = self.dict.last;
+                if last != NULL && self.entries[last as usize] == v {
+                    last
+                } else {
+                    let n = self.entries.len() as u32;
+                    let i = *self.map.entry(v).or_insert(n);
+                    if i == n {
+                        self.entries.push(v);
+                    }
+                    self.dict.last = i;
+                    i
+                }
+            }
+        };
+        self.dict.rows.push(i);
+    }
+
+    /// The row's value.
+    #[cfg(test)]
+    fn get(&self, r: usize) -> Option<K> {
+        let i = self.dict.rows[r];
+        (i != NULL).then(|| self.entries[i as usize])
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.dict.clear();
+        self.entries.clear();
+        self.map.clear();
+    }
+
+    /// The rows' values, dictionary-encoded in their order, each written as
+    /// `wrap` holds it; definition levels when `optional`.
+    pub(crate) fn values<T>(&self, rows: &[u32], optional: bool, conv: impl Fn(K) -> T, wrap: fn(Vec<T>) -> PqCol) -> PqValues {
+        let mut order = Vec::new();
+        let (idx, def) = self.dict.file_order(self.entries.len(), rows, optional, &mut order);
+        let values = order.iter().map(|&e| conv(self.entries[e as usize])).collect();
+        PqValues { col: PqCol::Dict { values: Box::new(wrap(values)), idx }, def }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text_values(col: &PqCol) -> (Vec<Vec<u8>>, Vec<u32>) {
+        let PqCol::Dict { values, idx } = col else { panic!("not a dictionary") };
+        let PqCol::Bytes(t) = &**values else { panic!("not text") };
+        (t.iter().map(<[u8]>::to_vec).collect(), idx.clone())
+    }
+
+    /// A file's dictionary lists the values its rows use, in the order they
+    /// first appear in the file's row order, whatever order they arrived in.
+    #[test]
+    fn a_file_takes_the_dictionary_of_its_own_rows() {
+        let mut d = DictText::new(true);
+        for v in [Some("b"), Some("a"), None, Some("b"), Some("c"), Some("a")] {
+            d.push(v.map(str::as_bytes));
+        }
+        assert_eq!(d.get(2), None);
+        assert_eq!(d.get(3), Some(&b"b"[..]));
+        let v = d.values(&[5, 2, 0, 1, 3]);
+        let (vals, idx) = text_values(&v.col);
+        assert_eq!(vals, [b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(idx, [0, 1, 0, 1]);
+        assert_eq!(v.def, Some(vec![1, 0, 1, 1, 1]));
+        // Required text: unset is "" (a value of its own).
+        let mut r = DictText::new(false);
+        r.push(None);
+        r.push(Some(b"x"));
+        r.push(Some(b""));
+        let v = r.values(&[0, 1, 2]);
+        assert_eq!(text_values(&v.col), (vec![b"".to_vec(), b"x".to_vec()], vec![0, 1, 0]));
+        assert_eq!(v.def, None);
+    }
+
+    /// Many distinct values (the table grows and rehashes from the stored
+    /// entries) and runs of one value (the last-value shortcut) index alike.
+    #[test]
+    fn indices_survive_growth_and_runs() {
+        let mut d = DictText::new(false);
+        let mut n = DictNum::<u64>::new();
+        let vals: Vec<String> = (0..5000).map(|i| format!("v{}", (i * 7919) % 1000)).collect();
+        for v in &vals {
+            for _ in 0..2 {
+                d.push(Some(v.as_bytes()));
+                n.push(Some(v.len() as u64 * 1000 + v.as_bytes()[1] as u64));
+            }
+        }
+        for (r, v) in vals.iter().enumerate() {
+            assert_eq!(d.get(2 * r + 1), Some(v.as_bytes()));
+            assert_eq!(n.get(2 * r), Some(v.len() as u64 * 1000 + v.as_bytes()[1] as u64));
+        }
+        assert_eq!(d.ends.len(), 1000);
+        d.clear();
+        n.clear();
+        assert_eq!((d.len(), n.len()), (0, 0));
+        d.push(Some(b"again"));
+        assert_eq!(d.get(0), Some(&b"again"[..]));
+    }
+}
