@@ -356,3 +356,35 @@ fn killed_client(db: &Mariadb) -> u32 {
     c.wait().unwrap();
     pid
 }
+
+/// `capture --socket-data` on plaintext MariaDB: the mariadb client's
+/// workload seen by two captures at once, the packet path's alone and one
+/// with --socket-data; mysql.log is the same in both, field by field
+/// (times, uids and latencies aside), the second's from the socket system
+/// calls (source=socket, the client's and mariadbd's processes), with no
+/// packet-path copy of any statement.
+#[test]
+fn mariadb_from_the_socket_logs_what_the_packets_log() {
+    if !requirements(&["mariadbd", "mariadb-install-db", "mariadb", "mariadb-admin", "openssl"]) {
+        return;
+    }
+    let t0 = Instant::now();
+    let db = mariadb();
+    let _reap = Reap(&db.ns);
+    let pair = common::socket_pair::Pair::start(&db.ns, &db.dir);
+    let out = mariadb_client(&db, false, MY_WORK);
+    assert!(out.contains("5000"), "{out}");
+    std::thread::sleep(Duration::from_millis(700));
+    let logs = (pair.packet_logs.clone(), pair.socket_logs.clone());
+    let err = pair.stop();
+    let rows = common::socket_pair::assert_same((&logs.0, &logs.1), "mysql.log", MY_PORT, &["mariadb"], "mariadbd", &err);
+    // login, 8 statements, quit.
+    assert_eq!(rows.len(), 10, "{rows:#?}\n{err}");
+    let big = rows.iter().find(|r| r["arg"].contains("seq_1_to_5000")).unwrap();
+    assert_eq!(big["rows"], "5000", "{big:?}");
+    assert!(rows.iter().all(|r| r["resp_pid"] == db.server.pid().to_string()));
+    let s = common::socket_pair::stats(&err);
+    assert_eq!(common::socket_pair::count_before(s, " packet-path transactions left for the socket's"), 10, "{s}");
+    assert_eq!(common::socket_pair::count_before(s, " ring records lost"), 0, "{s}");
+    eprintln!("{s}\nmariadb: {} records equal from packets and from the socket; {:.1} s", rows.len(), t0.elapsed().as_secs_f64());
+}

@@ -556,4 +556,63 @@ mod tests {
             (1, 1, 1)
         );
     }
+
+    /// `--socket-data`: a packet-path transaction waits for the reader to
+    /// read past it; on a connection the socket source claimed, it is
+    /// dropped and its uid goes to the socket's transaction of it (waiting
+    /// for its connection's record); elsewhere it goes out as it was.
+    #[test]
+    fn with_socket_data_each_connection_has_one_source_of_transactions() {
+        let mut uids = UidGenerator::new(4);
+        let stats = Arc::new(JoinStats::default());
+        let claims = Arc::new(Claims::default());
+        let mut j = Join::with_socket_claims(stats.clone(), claims.clone());
+        let s = 1_000_000_000_000i64;
+        let conn_uid = uids.next_uid();
+        let packet = |uids: &mut UidGenerator, port: u16, uid: Option<Uid>| {
+            let mut t = tx(uids, s + 1_000, port);
+            t.source = TxSource::Packets;
+            if let Some(u) = uid {
+                t.uid = u;
+            }
+            t
+        };
+        // The socket source parses the connection on port 40000 from s.
+        claims.claim(([1; 16], 40000, [2; 16], 443), s);
+        let mut socket_tx = tx(&mut uids, s + 2_000, 40000);
+        socket_tx.source = TxSource::Socket;
+        let mut b = Batch::default();
+        b.txs.push(socket_tx);
+        b.txs.push(packet(&mut uids, 40000, Some(conn_uid)));
+        b.txs.push(packet(&mut uids, 40001, None));
+        j.join(&mut b);
+        assert!(b.txs.is_empty(), "both wait: the reader has not read past them {:?}", b.txs);
+        // The reader has read past them.
+        claims.set_watermark(s + 1_000_000_000);
+        let mut b = Batch::default();
+        j.tick(&mut b);
+        assert_eq!(b.txs.len(), 2, "{:#?}", b.txs);
+        let other = b.txs.iter().find(|t| t.orig_p == 40001).expect("the unclaimed connection's packet transaction");
+        assert_eq!(other.source, TxSource::Packets);
+        let mine = b.txs.iter().find(|t| t.orig_p == 40000).expect("the socket's transaction");
+        assert_eq!(mine.source, TxSource::Socket);
+        assert_eq!(mine.uid, conn_uid, "the dropped packet transaction's uid");
+        assert_eq!(stats.packet_txs_left_for_socket.load(Relaxed), 1);
+        assert_eq!(stats.packet_txs_undecided.load(Relaxed), 0);
+        // A reader that never catches up holds packet transactions at most
+        // PACKET_WAIT; at the end, all are decided.
+        let mut b = Batch::default();
+        for (port, uid) in [(40002, None), (40000, Some(conn_uid))] {
+            let mut t = packet(&mut uids, port, uid);
+            t.tx.request = Some(Span { first_ns: s + 5_000_000_000, last_ns: s + 5_000_000_000, bytes: 10 });
+            b.txs.push(t);
+        }
+        j.join(&mut b);
+        assert!(b.txs.is_empty());
+        let mut b = Batch::default();
+        j.finish(&mut b);
+        assert_eq!(b.txs.len(), 1, "{:#?}", b.txs);
+        assert_eq!(b.txs[0].orig_p, 40002);
+        assert_eq!(stats.packet_txs_left_for_socket.load(Relaxed), 2);
+    }
 }

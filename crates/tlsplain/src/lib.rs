@@ -234,13 +234,13 @@ impl Capturer {
     fn load_tls(&mut self, offsets: &programs::Offsets) -> Result<(), Error> {
         let maps = &self.maps;
         let probes = Probes {
-            entry: programs::entry(&maps, false)?,
-            entry_ex: programs::entry(&maps, true)?,
+            entry: programs::entry(maps, false)?,
+            entry_ex: programs::entry(maps, true)?,
             ret: [
-                programs::ret(&maps, programs::FUNCTIONS[0].1, false)?,
-                programs::ret(&maps, programs::FUNCTIONS[1].1, false)?,
-                programs::ret(&maps, programs::FUNCTIONS[2].1, true)?,
-                programs::ret(&maps, programs::FUNCTIONS[3].1, true)?,
+                programs::ret(maps, programs::FUNCTIONS[0].1, false)?,
+                programs::ret(maps, programs::FUNCTIONS[1].1, false)?,
+                programs::ret(maps, programs::FUNCTIONS[2].1, true)?,
+                programs::ret(maps, programs::FUNCTIONS[3].1, true)?,
             ],
         };
         let mut fd_progs = Vec::new();

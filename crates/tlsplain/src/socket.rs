@@ -429,7 +429,13 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let sink = got.clone();
         let running = c.spawn(stop.clone(), move |txs| sink.lock().unwrap().append(txs)).unwrap();
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        // A server's port below the ephemeral range, as servers have: the
+        // roles are right even when the listening ports were read (for
+        // another connection of this namespace) a moment before it opened.
+        let l = (20_000..30_000u16)
+            .map(|p| p.wrapping_add((std::process::id() % 10_000) as u16) % 10_000 + 20_000)
+            .find_map(|p| std::net::TcpListener::bind(("127.0.0.1", p)).ok())
+            .expect("a free port");
         let port = l.local_addr().unwrap().port();
         let body = vec![b'b'; 5000];
         let server = std::thread::spawn(move || {
