@@ -220,7 +220,7 @@ impl Capturer {
         };
         if c.cfg.tls_library {
             c.load_tls(&offsets)?;
-        } else {
+        } else if c.socket_limited() {
             // Processes named by the socket's limit are watched from now.
             let found = c.scanner.round();
             c.watch(&found.new_pids);
@@ -419,7 +419,16 @@ impl Capturer {
 
     /// New processes (watched when a limit names them) and library files
     /// (probed; without the privilege any more, counted).
+    /// `--socket-data` with a process limit (new processes are looked for).
+    fn socket_limited(&self) -> bool {
+        matches!(self.cfg.socket, Some(Some(_)))
+    }
+
     fn scan(&mut self) {
+        if self.probes.is_none() && !self.socket_limited() {
+            // Nothing to look for: no library to probe, no process to match.
+            return;
+        }
         let found = self.scanner.round();
         self.watch(&found.new_pids);
         if self.probes.is_none() {
