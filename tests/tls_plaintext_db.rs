@@ -243,7 +243,13 @@ struct Mariadb {
 const MY_PORT: u16 = 3306;
 
 fn mariadb() -> Mariadb {
-    let dir = common::scratch("tls_plaintext_db", "mariadb");
+    mariadb_in("mariadb")
+}
+
+/// The server with its files in scratch directory `tag` (tests of this
+/// binary run at once, each with its own).
+fn mariadb_in(tag: &str) -> Mariadb {
+    let dir = common::scratch("tls_plaintext_db", tag);
     let data = dir.join("data");
     let out = Command::new("mariadb-install-db")
         .args(["--no-defaults", "--user=root", "--auth-root-authentication-method=socket"])
@@ -369,7 +375,7 @@ fn mariadb_from_the_socket_logs_what_the_packets_log() {
         return;
     }
     let t0 = Instant::now();
-    let db = mariadb();
+    let db = mariadb_in("mariadb-socket");
     let _reap = Reap(&db.ns);
     let pair = common::socket_pair::Pair::start(&db.ns, &db.dir);
     let out = mariadb_client(&db, false, MY_WORK);
