@@ -14,6 +14,12 @@
 #   wirelog_pcap      wirelog with --pcap-dir: every packet kept (ring of 2 x 100 MB files)
 #   wirelog_pcap16k   the same with --pcap-cutoff 16K
 #   wirelog_base      as wirelog, with the binary WIRELOG_BASE (another commit, for A/B in one run)
+#   wirelog_sockdata  as wirelog, with --socket-data (issue 32): statements from the socket system calls
+#                     of both ends (the packet path still parses; its copies are dropped at the join)
+#   wirelog_sockdata_noparse  --no-parse --socket-data: conns from the packets, statements from the
+#                     socket only (the packet path parses nothing)
+#   wirelog_sockdata_server   as wirelog_sockdata_noparse, with --socket-data mariadbd (the server's
+#                     end only: one event per message instead of two)
 # Reports TPS and p95 latency relative to no capture, the worst one-second TPS, the capturer's CPU
 # seconds and the bytes it left on disk (pcap files, logs and store).
 # usage: bench/overhead.sh   (env: SB_TIME=30 ROUNDS=3 SCENARIOS="...")
@@ -74,6 +80,12 @@ start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
     wirelog_pcap16k) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --store "$OV/store" --logs "$OV/logs" --pcap-dir "$OV/pcap" --pcap-file-size 100M \
                       --pcap-keep count=2 --pcap-cutoff 16K 2>"$OV/cap.err" & ;;
+    wirelog_sockdata) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --socket-data --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_sockdata_noparse) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --no-parse --socket-data --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_sockdata_server) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --no-parse --socket-data mariadbd --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     *) echo "unknown scenario $sc" >&2; exit 1 ;;
     esac
     CAP_PID=$!; PIDS+=("$CAP_PID")
@@ -106,6 +118,7 @@ for round in $(seq 1 "$ROUNDS"); do
         if [[ $sc == wirelog* ]]; then
             txs=$(grep -vc '^#' "$OV/logs/mysql.log" 2>/dev/null || echo 0)
             log "  wirelog: $(grep -E 'stopped by|stats:|pcap:' "$OV/cap.err" | tail -3 | tr '\n' ' ') mysql.log records: $txs"
+            grep -E '^wirelog: socket-data: [0-9]' "$OV/cap.err" | sed 's/^/  /' || true
         fi
         echo "$round,$sc,$tps,$qps,$avg,$p95,$ccpu,$mcpu,$rss,$load,$mintps,$disk" >>"$CSV"
         log "round $round $sc: tps=$tps min_1s=$mintps p95=${p95}ms capture_cpu=${ccpu}s mariadbd_cpu=${mcpu}s rss=${rss}MB disk=${disk}MB load=$load"

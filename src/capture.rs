@@ -200,20 +200,32 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         HookState::Refused(_) => "eBPF connect hook refused",
     });
 
-    // --tls-plaintext: maps, programs and library probes, while privileged.
-    let tls = match &args.tls_plaintext {
-        None => None,
-        Some(limit) => {
+    // --tls-plaintext, --socket-data: maps, programs and library probes,
+    // while privileged.
+    let limit = |l: &str| (!l.is_empty()).then(|| wirelog_tlsplain::Limit::parse(l)).transpose().map_err(|e| anyhow::anyhow!(e));
+    let tls = match (&args.tls_plaintext, &args.socket_data) {
+        (None, None) => None,
+        (tls, socket) => {
             let cfg = wirelog_tlsplain::Config {
-                limit: (!limit.is_empty()).then(|| wirelog_tlsplain::Limit::parse(limit)).transpose().map_err(|e| anyhow::anyhow!(e))?,
+                tls_library: tls.is_some(),
+                limit: tls.as_deref().map(limit).transpose()?.flatten(),
+                socket: socket.as_deref().map(limit).transpose()?,
                 ring_size: args.tls_plaintext_ring as usize,
                 parse: probe_cfg.track.app.as_ref().map(|a| a.parse.clone()).unwrap_or_default(),
             };
-            let c = wirelog_tlsplain::Capturer::load(cfg).map_err(|e| anyhow::anyhow!("--tls-plaintext: {e}"))?;
+            let flags = if tls.is_some() { "--tls-plaintext" } else { "--socket-data" };
+            let c = wirelog_tlsplain::Capturer::load(cfg).map_err(|e| anyhow::anyhow!("{flags}: {e}"))?;
             Some(c)
         }
     };
     let tls_join_stats: Arc<wirelog_tlsplain::JoinStats> = Arc::default();
+    let tls_join = |c: &wirelog_tlsplain::Capturer| -> Box<dyn wirelog_record::TxJoin> {
+        if args.socket_data.is_some() {
+            Box::new(wirelog_tlsplain::Join::with_socket_claims(tls_join_stats.clone(), c.claims()))
+        } else {
+            Box::new(wirelog_tlsplain::Join::new(tls_join_stats.clone()))
+        }
+    };
 
     // Outputs, created while still privileged; what wirelog creates from
     // here on (and only that) is given to the user it becomes.
@@ -229,7 +241,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         empty_tcp_note: args.probe.skip_empty_tcp || step2,
         sample_weights: args.cpu_budget.is_some(),
         processes: resolver.as_ref().map(|r| r.owners()),
-        tls_join: tls.as_ref().map(|_| Box::new(wirelog_tlsplain::Join::new(tls_join_stats.clone())) as Box<dyn wirelog_record::TxJoin>),
+        tls_join: tls.as_ref().map(tls_join),
         clickhouse: crate::clickhouse::sink_config(&args.output, &args.interfaces.join(","))?,
         ..args.output.config()
     };
@@ -357,7 +369,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     for n in &tls_notes {
         eprintln!("{n}");
     }
-    if let (Some(files), false) = (&tls_files, args.quiet) {
+    if let (Some(files), false, true) = (&tls_files, args.quiet, args.tls_plaintext.is_some()) {
         eprintln!("wirelog: tls-plaintext: probing SSL_read/SSL_write in {}", files.join(", "));
     }
     if let Some(l) = &kernel_refused {
@@ -493,8 +505,13 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             let hook = hook_summary.unwrap_or_default();
             eprintln!("wirelog: processes: {p}; {dropped} new connections not queued (worker queue full); {hook}");
         }
-        if let Some(t) = &tls_stats {
-            eprintln!("wirelog: tls-plaintext: {t}; join: {tls_join_stats}");
+        if let Some((t, socket)) = &tls_stats {
+            if args.tls_plaintext.is_some() {
+                eprintln!("wirelog: tls-plaintext: {t}; join: {tls_join_stats}");
+            }
+            if let Some(s) = socket {
+                eprintln!("wirelog: socket-data: {s}; join: {tls_join_stats}");
+            }
         }
         let bad: u64 = ends.iter().map(|e| e.bad_checksums).sum();
         let decoded: u64 = ends.iter().map(|e| e.decoded).sum();
@@ -612,10 +629,14 @@ impl TlsStart {
         Ok(())
     }
 
-    /// Stops the reader (it hands over what it holds first); its counters.
-    fn stop(self) -> Option<Arc<wirelog_tlsplain::Stats>> {
+    /// Stops the reader (it hands over what it holds first); its counters:
+    /// the TLS library's, and the socket's (`--socket-data`).
+    fn stop(self) -> Option<(Arc<wirelog_tlsplain::Stats>, Option<Arc<wirelog_tlsplain::Stats>>)> {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.running.map(|r| r.join())
+        self.running.map(|r| {
+            let socket = r.socket_stats();
+            (r.join(), socket)
+        })
     }
 }
 

@@ -953,7 +953,10 @@ impl CaptureArgs {
         if let Some(l) = self.tls_plaintext.as_deref().filter(|l| !l.is_empty()) {
             wirelog_tlsplain::Limit::parse(l).map_err(|e| anyhow::anyhow!(e))?;
         }
-        if self.tls_plaintext.is_some() {
+        if let Some(l) = self.socket_data.as_deref().filter(|l| !l.is_empty()) {
+            wirelog_tlsplain::Limit::parse(l).map_err(|e| anyhow::anyhow!(e.replace("--tls-plaintext", "--socket-data")))?;
+        }
+        if self.tls_plaintext.is_some() || self.socket_data.is_some() {
             limits::size_in_range("--tls-plaintext-ring", self.tls_plaintext_ring, 4096, 1 << 30)?;
             if !self.tls_plaintext_ring.is_power_of_two() {
                 anyhow::bail!("--tls-plaintext-ring {}: not a power of two (the kernel's ring buffer needs one)", self.tls_plaintext_ring);
@@ -980,6 +983,7 @@ impl CaptureArgs {
 }
 
 #[derive(Args, Debug)]
+#[group(id = "ebpf_sources", multiple = true, args = ["tls_plaintext", "socket_data"])]
 pub struct CaptureArgs {
     /// Read options from FILE, one `option = value` per line (names as the
     /// long options of this command without dashes, flags `= true`, repeatable options
@@ -1059,11 +1063,26 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "PID|COMM|CGROUP", num_args = 0..=1, default_missing_value = "", help_heading = "Inside TLS")]
     pub tls_plaintext: Option<String>,
 
-    /// With --tls-plaintext: the ring buffer events come through (a power
-    /// of two, at least a page). When it is full, events are lost, counted
-    /// and reported as gaps on their connections.
-    #[arg(long, value_name = "SIZE", default_value = "8M", value_parser = parse_size, requires = "tls_plaintext", help_heading = "Inside TLS")]
+    /// With --tls-plaintext or --socket-data (one ring for both): the ring
+    /// buffer events come through (a power of two, at least a page). When
+    /// it is full, events are lost, counted and reported as gaps on their
+    /// connections.
+    #[arg(long, value_name = "SIZE", default_value = "8M", value_parser = parse_size, requires = "ebpf_sources", help_heading = "Inside TLS")]
     pub tls_plaintext_ring: u64,
+
+    /// Read what processes send and receive on their TCP sockets, from the
+    /// system calls' tracepoints (read, write, recvfrom, sendto, recvmsg,
+    /// sendmsg, readv, writev; eBPF), and parse it as the packets' bytes
+    /// are parsed: one event per message the application handed over,
+    /// however many packets carried it. Sockets of the capture's network
+    /// namespace only. Each TCP connection's transactions then come from
+    /// one source: the socket's (log column source=socket, with the
+    /// process of each end) where it parses the connection, the packets'
+    /// elsewhere; conn.log comes from the packets. With a value, only that
+    /// process: a pid, a process name, or a cgroup path (starting with /).
+    /// Needs CAP_BPF and CAP_PERFMON (or root). README: "Inside TLS".
+    #[arg(long, value_name = "PID|COMM|CGROUP", num_args = 0..=1, default_missing_value = "", help_heading = "Inside TLS")]
+    pub socket_data: Option<String>,
 
     /// Count in the kernel what changes no record: an eBPF socket filter on
     /// the capture sockets counts the in-order ACK and PSH|ACK segments of

@@ -247,7 +247,13 @@ struct Mariadb {
 const MY_PORT: u16 = 3306;
 
 fn mariadb() -> Mariadb {
-    let dir = common::scratch("tls_plaintext_db", "mariadb");
+    mariadb_in("mariadb")
+}
+
+/// The server with its files in scratch directory `tag` (tests of this
+/// binary run at once, each with its own).
+fn mariadb_in(tag: &str) -> Mariadb {
+    let dir = common::scratch("tls_plaintext_db", tag);
     let data = dir.join("data");
     let out = Command::new("mariadb-install-db")
         .args(["--no-defaults", "--user=root", "--auth-root-authentication-method=socket"])
@@ -436,4 +442,36 @@ fn redis_with_tls_logs_what_it_logs_in_the_clear() {
     let stats = tls_stats(&err);
     assert_eq!(count_before(stats, " ring records lost"), 0, "{stats}");
     eprintln!("{stats}\nredis: {n} records equal in the clear and over TLS; {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// `capture --socket-data` on plaintext MariaDB: the mariadb client's
+/// workload seen by two captures at once, the packet path's alone and one
+/// with --socket-data; mysql.log is the same in both, field by field
+/// (times, uids and latencies aside), the second's from the socket system
+/// calls (source=socket, the client's and mariadbd's processes), with no
+/// packet-path copy of any statement.
+#[test]
+fn mariadb_from_the_socket_logs_what_the_packets_log() {
+    if !requirements(&["mariadbd", "mariadb-install-db", "mariadb", "mariadb-admin", "openssl"]) {
+        return;
+    }
+    let t0 = Instant::now();
+    let db = mariadb_in("mariadb-socket");
+    let _reap = Reap(&db.ns);
+    let pair = common::socket_pair::Pair::start(&db.ns, &db.dir);
+    let out = mariadb_client(&db, false, MY_WORK);
+    assert!(out.contains("5000"), "{out}");
+    std::thread::sleep(Duration::from_millis(700));
+    let logs = (pair.packet_logs.clone(), pair.socket_logs.clone());
+    let err = pair.stop();
+    let rows = common::socket_pair::assert_same((&logs.0, &logs.1), "mysql.log", MY_PORT, &["mariadb"], "mariadbd", &err);
+    // login, 8 statements, quit.
+    assert_eq!(rows.len(), 10, "{rows:#?}\n{err}");
+    let big = rows.iter().find(|r| r["arg"].contains("seq_1_to_5000")).unwrap();
+    assert_eq!(big["rows"], "5000", "{big:?}");
+    assert!(rows.iter().all(|r| r["resp_pid"] == db.server.pid().to_string()));
+    let s = common::socket_pair::stats(&err);
+    assert_eq!(common::socket_pair::count_before(s, " packet-path transactions left for the socket's"), 10, "{s}");
+    assert_eq!(common::socket_pair::count_before(s, " ring records lost"), 0, "{s}");
+    eprintln!("{s}\nmariadb: {} records equal from packets and from the socket; {:.1} s", rows.len(), t0.elapsed().as_secs_f64());
 }

@@ -9,6 +9,7 @@ pub mod live;
 pub mod lo;
 pub mod nginx;
 pub mod serve;
+pub mod socket_pair;
 pub mod tls_cases;
 
 use std::collections::HashMap;

@@ -126,6 +126,7 @@ pub enum Helper {
     GetCurrentComm = 16,
     GetCurrentTask = 35,
     GetCurrentCgroupId = 80,
+    GetSmpProcessorId = 8,
     ProbeReadUser = 112,
     ProbeReadKernel = 113,
     RingbufOutput = 130,

@@ -19,6 +19,16 @@
 //! does not come within [`HOLD`] (a connection the capture's interfaces do
 //! not see, or one still open) is written with a uid of its own; both are
 //! counted.
+//!
+//! The socket source's transactions (`--socket-data`) are joined the same
+//! way. With it, **each TCP connection's transactions come from one
+//! source**: the packet path's transactions on TCP wait here until the
+//! reader has read its ring past their last byte (`claims`, at most
+//! [`PACKET_WAIT`]), then go to the sinks, unless the socket source claimed
+//! their connection at their time: then they are dropped (counted), the
+//! socket's stand for them, and their uid tells the socket's transactions
+//! of that connection their uid at once (a long-lived connection's record
+//! comes only when it ends).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -26,6 +36,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wirelog_record::{Batch, ConnRecord, Proto, TxJoin, TxRecord, TxSource, Uid};
+
+use crate::claims::Claims;
 
 /// How long a transaction waits for its connection's record.
 pub const HOLD: Duration = Duration::from_secs(120);
@@ -43,6 +55,13 @@ pub const MAX_HELD_CONNS: usize = 100_000;
 /// A transaction's time may be this far outside its connection's (clocks
 /// read in different places).
 const SLACK_NS: i64 = 2_000_000_000;
+/// With `--socket-data`: how long a packet-path transaction waits at most
+/// for the reader to catch up (a reader that stalls does not hold the
+/// packet path's records back longer; counted).
+pub const PACKET_WAIT: Duration = Duration::from_secs(2);
+/// Packet-path transactions waiting at most; beyond, the oldest go
+/// undecided (counted).
+pub const MAX_PACKET_HELD: usize = 100_000;
 
 type Key = ([u8; 16], u16, [u8; 16], u16);
 
@@ -60,6 +79,11 @@ pub struct JoinStats {
     /// went at once because [`MAX_HELD_CONNS`] were waiting.
     pub conns_held: AtomicU64,
     pub conns_not_held: AtomicU64,
+    /// `--socket-data`: the packet path's transactions dropped because the
+    /// socket source parsed their connection, and those let go before the
+    /// reader had read past them (it stalled, or too many waited).
+    pub packet_txs_left_for_socket: AtomicU64,
+    pub packet_txs_undecided: AtomicU64,
 }
 
 impl std::fmt::Display for JoinStats {
@@ -72,7 +96,12 @@ impl std::fmt::Display for JoinStats {
             self.unjoined.load(Relaxed),
             self.conns_held.load(Relaxed),
             self.conns_not_held.load(Relaxed)
-        )
+        )?;
+        let (left, undecided) = (self.packet_txs_left_for_socket.load(Relaxed), self.packet_txs_undecided.load(Relaxed));
+        if left + undecided > 0 {
+            write!(f, "; {left} packet-path transactions left for the socket's, {undecided} let go before the socket reader caught up")?;
+        }
+        Ok(())
     }
 }
 
@@ -89,11 +118,96 @@ pub struct Join {
     conns: HashMap<Uid, (ConnRecord, Instant)>,
     conn_wait: Duration,
     stats: Arc<JoinStats>,
+    /// `--socket-data`: the reader's claims, and the packet path's TCP
+    /// transactions waiting for its word, oldest first.
+    claims: Option<Arc<Claims>>,
+    packet_txs: std::collections::VecDeque<(TxRecord, Instant)>,
 }
 
 impl Join {
     pub fn new(stats: Arc<JoinStats>) -> Join {
-        Join { held: HashMap::new(), n_held: 0, recent: HashMap::new(), services: HashMap::new(), conns: HashMap::new(), conn_wait: CONN_WAIT, stats }
+        Join {
+            held: HashMap::new(),
+            n_held: 0,
+            recent: HashMap::new(),
+            services: HashMap::new(),
+            conns: HashMap::new(),
+            conn_wait: CONN_WAIT,
+            stats,
+            claims: None,
+            packet_txs: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// With `--socket-data`: one source of transactions per connection,
+    /// decided with the reader's `claims`.
+    pub fn with_socket_claims(stats: Arc<JoinStats>, claims: Arc<Claims>) -> Join {
+        Join { claims: Some(claims), ..Join::new(stats) }
+    }
+
+    /// The packet path's waiting transactions the reader has read past (or
+    /// that waited [`PACKET_WAIT`], or all at the end): dropped when the
+    /// socket source claimed their connection, else into `batch`. A
+    /// dropped one's uid is remembered for the socket's transactions of its
+    /// connection.
+    fn decide_packet_txs(&mut self, batch: &mut Batch, all: bool) {
+        let Some(claims) = self.claims.clone() else { return };
+        let now = Instant::now();
+        let watermark = claims.watermark();
+        let over = self.packet_txs.len().saturating_sub(MAX_PACKET_HELD);
+        let mut n = 0;
+        while let Some((t, since)) = self.packet_txs.front() {
+            let end = t.tx.request.iter().chain(t.tx.response.iter()).map(|s| s.last_ns).max().unwrap_or(0);
+            let read_past = end + crate::claims::SLACK_NS <= watermark;
+            let forced = now.duration_since(*since) >= PACKET_WAIT || n < over;
+            if !(all || read_past || forced) {
+                break;
+            }
+            n += 1;
+            let (t, _) = self.packet_txs.pop_front().expect("front");
+            let key = (t.orig_h.0, t.orig_p, t.resp_h.0, t.resp_p);
+            if claims.covers(&key, t.tx.ts_ns()) {
+                self.stats.packet_txs_left_for_socket.fetch_add(1, Relaxed);
+                self.remember(key, t.uid, t.tx.ts_ns(), end, now, batch);
+            } else {
+                if !read_past {
+                    self.stats.packet_txs_undecided.fetch_add(1, Relaxed);
+                }
+                batch.txs.push(t);
+            }
+        }
+    }
+
+    /// A live connection's uid learnt from one of its packet-path
+    /// transactions: remembered as a passed record's is, and the socket's
+    /// transactions waiting for it take it.
+    fn remember(&mut self, key: Key, uid: Uid, first: i64, last: i64, now: Instant, batch: &mut Batch) {
+        let r = self.recent.entry(key).or_default();
+        match r.last_mut() {
+            Some(c) if c.0 == uid => {
+                c.1 = c.1.min(first);
+                c.2 = c.2.max(last);
+                c.3 = now;
+            }
+            _ => r.push((uid, first, last, now)),
+        }
+        let Some(waiting) = self.held.get_mut(&key) else { return };
+        let mut j = 0;
+        while j < waiting.len() {
+            let ts = waiting[j].0.tx.ts_ns();
+            if ts >= first - SLACK_NS && ts <= last + SLACK_NS {
+                let (mut t, _) = waiting.swap_remove(j);
+                t.uid = uid;
+                batch.txs.push(t);
+                self.n_held -= 1;
+                self.stats.joined_late.fetch_add(1, Relaxed);
+            } else {
+                j += 1;
+            }
+        }
+        if waiting.is_empty() {
+            self.held.remove(&key);
+        }
     }
 
     fn service(&mut self, outer: Option<&'static str>, inner: &'static str) -> &'static str {
@@ -164,11 +278,17 @@ fn spoke_tls(c: &ConnRecord) -> bool {
 impl TxJoin for Join {
     fn join(&mut self, batch: &mut Batch) {
         let now = Instant::now();
-        // The library's transactions: joined with a connection already
-        // seen, else held.
+        // With --socket-data, the packet path's TCP transactions wait for
+        // the reader's word on their connection (decided at the end).
+        if self.claims.is_some() {
+            let packets = batch.txs.extract_if(.., |t| t.source == TxSource::Packets && t.transport == Proto::Tcp);
+            self.packet_txs.extend(packets.map(|t| (t, now)));
+        }
+        // The library's (and the socket's) transactions: joined with a
+        // connection already seen, else held.
         let mut i = 0;
         while i < batch.txs.len() {
-            if batch.txs[i].source != TxSource::TlsLibrary || batch.txs[i].transport != Proto::Tcp {
+            if batch.txs[i].source == TxSource::Packets || batch.txs[i].transport != Proto::Tcp {
                 i += 1;
                 continue;
             }
@@ -234,6 +354,7 @@ impl TxJoin for Join {
         if self.n_held > MAX_HELD {
             self.release(batch, false);
         }
+        self.decide_packet_txs(batch, false);
         // The records of connections that spoke TLS wait for the reader.
         if batch.conns.iter().any(spoke_tls) {
             for c in std::mem::take(&mut batch.conns) {
@@ -251,6 +372,7 @@ impl TxJoin for Join {
     }
 
     fn tick(&mut self, batch: &mut Batch) {
+        self.decide_packet_txs(batch, false);
         self.release(batch, false);
         self.release_conns(batch, false);
         let now = Instant::now();
@@ -261,6 +383,7 @@ impl TxJoin for Join {
     }
 
     fn finish(&mut self, batch: &mut Batch) {
+        self.decide_packet_txs(batch, true);
         self.release(batch, true);
         self.release_conns(batch, true);
     }
@@ -432,5 +555,64 @@ mod tests {
             (stats.joined.load(Relaxed), stats.joined_late.load(Relaxed), stats.conns_held.load(Relaxed)),
             (1, 1, 1)
         );
+    }
+
+    /// `--socket-data`: a packet-path transaction waits for the reader to
+    /// read past it; on a connection the socket source claimed, it is
+    /// dropped and its uid goes to the socket's transaction of it (waiting
+    /// for its connection's record); elsewhere it goes out as it was.
+    #[test]
+    fn with_socket_data_each_connection_has_one_source_of_transactions() {
+        let mut uids = UidGenerator::new(4);
+        let stats = Arc::new(JoinStats::default());
+        let claims = Arc::new(Claims::default());
+        let mut j = Join::with_socket_claims(stats.clone(), claims.clone());
+        let s = 1_000_000_000_000i64;
+        let conn_uid = uids.next_uid();
+        let packet = |uids: &mut UidGenerator, port: u16, uid: Option<Uid>| {
+            let mut t = tx(uids, s + 1_000, port);
+            t.source = TxSource::Packets;
+            if let Some(u) = uid {
+                t.uid = u;
+            }
+            t
+        };
+        // The socket source parses the connection on port 40000 from s.
+        claims.claim(([1; 16], 40000, [2; 16], 443), s);
+        let mut socket_tx = tx(&mut uids, s + 2_000, 40000);
+        socket_tx.source = TxSource::Socket;
+        let mut b = Batch::default();
+        b.txs.push(socket_tx);
+        b.txs.push(packet(&mut uids, 40000, Some(conn_uid)));
+        b.txs.push(packet(&mut uids, 40001, None));
+        j.join(&mut b);
+        assert!(b.txs.is_empty(), "both wait: the reader has not read past them {:?}", b.txs);
+        // The reader has read past them.
+        claims.set_watermark(s + 1_000_000_000);
+        let mut b = Batch::default();
+        j.tick(&mut b);
+        assert_eq!(b.txs.len(), 2, "{:#?}", b.txs);
+        let other = b.txs.iter().find(|t| t.orig_p == 40001).expect("the unclaimed connection's packet transaction");
+        assert_eq!(other.source, TxSource::Packets);
+        let mine = b.txs.iter().find(|t| t.orig_p == 40000).expect("the socket's transaction");
+        assert_eq!(mine.source, TxSource::Socket);
+        assert_eq!(mine.uid, conn_uid, "the dropped packet transaction's uid");
+        assert_eq!(stats.packet_txs_left_for_socket.load(Relaxed), 1);
+        assert_eq!(stats.packet_txs_undecided.load(Relaxed), 0);
+        // A reader that never catches up holds packet transactions at most
+        // PACKET_WAIT; at the end, all are decided.
+        let mut b = Batch::default();
+        for (port, uid) in [(40002, None), (40000, Some(conn_uid))] {
+            let mut t = packet(&mut uids, port, uid);
+            t.tx.request = Some(Span { first_ns: s + 5_000_000_000, last_ns: s + 5_000_000_000, bytes: 10 });
+            b.txs.push(t);
+        }
+        j.join(&mut b);
+        assert!(b.txs.is_empty());
+        let mut b = Batch::default();
+        j.finish(&mut b);
+        assert_eq!(b.txs.len(), 1, "{:#?}", b.txs);
+        assert_eq!(b.txs[0].orig_p, 40002);
+        assert_eq!(stats.packet_txs_left_for_socket.load(Relaxed), 2);
     }
 }

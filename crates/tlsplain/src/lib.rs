@@ -13,13 +13,22 @@
 //! scans /proc for new processes and library files twice a second, and
 //! hands each round's transactions to the caller's `emit` (the binary
 //! sends them to the output stage). No packet worker is involved.
+//!
+//! The socket as a source (`capture --socket-data`, `socket`): programs on
+//! the socket system calls' tracepoints write events of the same layout to
+//! the same ring, read by the same thread into streams of their own
+//! (source `socket`), whose connections are claimed (`claims`) so that the
+//! join keeps one source of transactions per connection.
 
+mod claims;
 mod join;
 mod libs;
 mod programs;
+mod socket;
 mod sockets;
 mod streams;
 
+pub use claims::Claims;
 pub use join::{Join, JoinStats};
 pub use libs::Limit;
 pub use programs::{DATA_CAP, HDR};
@@ -32,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use wirelog_ebpf::{attach_uprobe, Attachment, ElfSymbols, Error, Program, Tracepoint};
 use wirelog_parse::ParseConfig;
-use wirelog_record::TxRecord;
+use wirelog_record::{TxRecord, TxSource};
 
 use programs::{Event, Maps};
 
@@ -49,8 +58,14 @@ const EVENTS_PER_ROUND: usize = 4096;
 
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// `--tls-plaintext`: the TLS library's probes (without: the socket's
+    /// programs only).
+    pub tls_library: bool,
     /// Only these processes (`--tls-plaintext PID|COMM|CGROUP`).
     pub limit: Option<Limit>,
+    /// `--socket-data [PID|COMM|CGROUP]`: the socket system calls' events,
+    /// of these processes only with a limit.
+    pub socket: Option<Option<Limit>>,
     /// The ring buffer's size in bytes (a power of two, pages).
     pub ring_size: usize,
     pub parse: ParseConfig,
@@ -93,6 +108,9 @@ pub struct Stats {
     pub files_refused: AtomicU64,
     /// CPU time of the reader thread, ns.
     pub cpu_ns: AtomicU64,
+    /// The bytes an event carries at most: 0 for the TLS library's
+    /// ([`DATA_CAP`]), else the socket's.
+    pub cap: AtomicU64,
 }
 
 impl Stats {
@@ -104,13 +122,14 @@ impl Stats {
 impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let g = |a: &AtomicU64| a.load(Relaxed);
+        if g(&self.files) + g(&self.files_refused) > 0 {
+            write!(f, "{} library files probed ({} refused); ", g(&self.files), g(&self.files_refused))?;
+        }
         write!(
             f,
-            "{} library files probed ({} refused); {} events ({} bytes), {} transactions; {} connections ({} parsed, {} not recognised, {} over the limit); \
+            "{} events ({} bytes), {} transactions; {} connections ({} parsed, {} not recognised, {} over the limit); \
              {} events of a second process on an end; {} server-side transactions left for the client's; {} events on no connection ({} bytes: {} without a socket call, {} not on a TCP/IP socket); \
              gaps: {} ({} bytes; {} ring records lost ({} bytes), {} events cut at {} bytes, {} out of order); reader CPU {:.3} s",
-            g(&self.files),
-            g(&self.files_refused),
             g(&self.events),
             g(&self.bytes),
             g(&self.transactions),
@@ -129,7 +148,7 @@ impl std::fmt::Display for Stats {
             g(&self.ring_lost),
             g(&self.ring_lost_bytes),
             g(&self.truncated),
-            DATA_CAP,
+            if g(&self.cap) == 0 { DATA_CAP as u64 } else { g(&self.cap) },
             g(&self.out_of_order),
             g(&self.cpu_ns) as f64 / 1e9
         )
@@ -146,8 +165,13 @@ struct Probes {
 /// Loaded and attached; the reader thread not yet started.
 pub struct Capturer {
     maps: Maps,
-    probes: Probes,
+    /// `--tls-plaintext`'s library programs and system-call programs.
+    probes: Option<Probes>,
     _fd_progs: Vec<(Program, Attachment)>,
+    /// `--socket-data`'s programs, its limit and its counters.
+    socket: Option<socket::SocketPrograms>,
+    socket_stats: Arc<Stats>,
+    claims: Arc<Claims>,
     attached: Vec<Attachment>,
     scanner: libs::Scanner,
     cfg: Config,
@@ -164,39 +188,75 @@ impl Capturer {
     /// CAP_BPF + CAP_PERFMON (or root); the error says what was refused.
     pub fn load(cfg: Config) -> Result<Capturer, Error> {
         let maps = Maps::create(cfg.ring_size, cfg.limit.is_some())?;
-        let probes = Probes {
-            entry: programs::entry(&maps, false)?,
-            entry_ex: programs::entry(&maps, true)?,
-            // In `programs::ret_index` order.
-            ret: [
-                programs::ret(&maps, programs::DIR_READ, false)?,
-                programs::ret(&maps, programs::DIR_WRITE, false)?,
-                programs::ret(&maps, programs::DIR_READ, true)?,
-                programs::ret(&maps, programs::DIR_WRITE, true)?,
-            ],
-        };
         let offsets = programs::Offsets::from_kernel()?;
         let mut notes = Vec::new();
-        let mut fd_progs = Vec::new();
-        for sc in programs::FD_SYSCALLS {
-            let tp = Tracepoint::find("syscalls", &format!("sys_enter_{sc}"))?;
-            if let Some(m) = &tp.mounted {
-                notes.push(format!("wirelog: tls-plaintext: tracefs was not mounted; mounted it at {}", m.display()));
+        let socket = match &cfg.socket {
+            None => None,
+            Some(limit) => {
+                let netns = std::fs::metadata("/proc/self/ns/net").map(|m| std::os::unix::fs::MetadataExt::ino(&m) as u32).map_err(|e| Error {
+                    what: "--socket-data: reading /proc/self/ns/net (the capture's network namespace)".into(),
+                    os: e,
+                    log: String::new(),
+                })?;
+                let p = socket::SocketPrograms::load(&maps, limit.is_some(), &offsets, netns)?;
+                if let Some(m) = &p.mounted {
+                    notes.push(format!("wirelog: socket-data: tracefs was not mounted; mounted it at {}", m.display()));
+                }
+                Some(p)
             }
-            let p = programs::syscall(&maps, &tp, &offsets)?;
-            let a = tp.attach(&p)?;
-            fd_progs.push((p, a));
-        }
+        };
         let mut c = Capturer {
             maps,
-            probes,
-            _fd_progs: fd_progs,
+            probes: None,
+            _fd_progs: Vec::new(),
+            socket,
+            socket_stats: Arc::new(Stats { cap: AtomicU64::new(socket::SOCKET_CAP as u64), ..Stats::default() }),
+            claims: Arc::default(),
             attached: Vec::new(),
             scanner: libs::Scanner::default(),
             cfg,
             stats: Arc::default(),
             notes,
         };
+        if c.cfg.tls_library {
+            c.load_tls(&offsets)?;
+        } else if c.socket_limited() {
+            // Processes named by the socket's limit are watched from now.
+            let found = c.scanner.round();
+            c.watch(&found.new_pids);
+        }
+        Ok(c)
+    }
+
+    /// `--tls-plaintext`: the library probes' programs, the system-call
+    /// programs that note their fds, and the probes on every libssl file
+    /// of the system and of the running processes.
+    fn load_tls(&mut self, offsets: &programs::Offsets) -> Result<(), Error> {
+        let maps = &self.maps;
+        let probes = Probes {
+            entry: programs::entry(maps, false)?,
+            entry_ex: programs::entry(maps, true)?,
+            // In `programs::ret_index` order.
+            ret: [
+                programs::ret(maps, programs::DIR_READ, false)?,
+                programs::ret(maps, programs::DIR_WRITE, false)?,
+                programs::ret(maps, programs::DIR_READ, true)?,
+                programs::ret(maps, programs::DIR_WRITE, true)?,
+            ],
+        };
+        let mut fd_progs = Vec::new();
+        for sc in programs::FD_SYSCALLS {
+            let tp = Tracepoint::find("syscalls", &format!("sys_enter_{sc}"))?;
+            if let Some(m) = &tp.mounted {
+                self.notes.push(format!("wirelog: tls-plaintext: tracefs was not mounted; mounted it at {}", m.display()));
+            }
+            let p = programs::syscall(maps, &tp, offsets)?;
+            let a = tp.attach(&p)?;
+            fd_progs.push((p, a));
+        }
+        self.probes = Some(probes);
+        self._fd_progs = fd_progs;
+        let c = self;
         let mut files = libs::system_files();
         let found = c.scanner.round();
         c.watch(&found.new_pids);
@@ -213,7 +273,7 @@ impl Capturer {
         if c.scanner.files.is_empty() {
             c.notes.push("wirelog: tls-plaintext: no libssl file found yet; processes are watched for one".into());
         }
-        Ok(c)
+        Ok(())
     }
 
     /// The library files probed, as shown to users.
@@ -227,15 +287,22 @@ impl Capturer {
         self.stats.clone()
     }
 
+    /// `--socket-data`: the reader's claims on the connections its socket
+    /// streams parse, for the join (`Join::with_socket_claims`).
+    pub fn claims(&self) -> Arc<Claims> {
+        self.claims.clone()
+    }
+
     fn probe_file(&mut self, id: libs::FileId, path: &std::path::Path) -> Result<(), Error> {
+        let Some(probes) = &self.probes else { return Ok(()) };
         let syms = ElfSymbols::read(path)?;
         let mut n = 0;
         let mut attached = Vec::new();
         for (name, dir, ex) in programs::FUNCTIONS {
             let Some(off) = syms.offset(name) else { continue };
-            let entry = if ex { &self.probes.entry_ex } else { &self.probes.entry };
+            let entry = if ex { &probes.entry_ex } else { &probes.entry };
             attached.push(attach_uprobe(entry, path, off, false)?);
-            attached.push(attach_uprobe(&self.probes.ret[programs::ret_index(dir, ex)], path, off, true)?);
+            attached.push(attach_uprobe(&probes.ret[programs::ret_index(dir, ex)], path, off, true)?);
             n += 1;
         }
         if n == 0 {
@@ -259,6 +326,13 @@ impl Capturer {
                 }
             }
         }
+        if let (Some(Some(l)), Some(s)) = (&self.cfg.socket, &self.socket) {
+            for &p in pids {
+                if l.matches(p) {
+                    s.maps.watch(p);
+                }
+            }
+        }
     }
 
     /// Starts the reader thread, which hands each round's transactions to
@@ -271,27 +345,34 @@ impl Capturer {
         mut emit: impl FnMut(&mut Vec<TxRecord>) + Send + 'static,
     ) -> std::io::Result<Running> {
         let stats = self.stats.clone();
+        let socket_stats = self.socket.is_some().then(|| self.socket_stats.clone());
         let handle = std::thread::Builder::new().name("wirelog-tls".into()).spawn(move || {
             let mut c = self;
             c.run(&stop, &mut emit);
         })?;
-        Ok(Running { handle, stats })
+        Ok(Running { handle, stats, socket_stats })
     }
 
     fn run(&mut self, stop: &AtomicBool, emit: &mut dyn FnMut(&mut Vec<TxRecord>)) {
         let mut streams = streams::Streams::new(self.cfg.parse.clone());
+        let mut socket_streams = streams::Streams::sockets(self.cfg.parse.clone(), self.claims.clone());
         let mut out = Vec::new();
         let mut next_scan = Instant::now() + SCAN_EVERY;
         let mut malformed = 0u64;
         let stats = self.stats.clone();
+        let socket_stats = self.socket_stats.clone();
         loop {
             let stopping = stop.load(Relaxed);
             // The programs never wake this thread (see `programs::ret`): it
             // looks every POLL_MS.
             self.maps.ring.wait(if stopping { 0 } else { POLL_MS });
+            // Events of calls that returned before this are committed by
+            // the time the ring is read (the join's watermark, `claims`).
+            let read_from = wall_ns();
             // Everything committed before the stop is read.
             loop {
                 let n = self.maps.ring.read(EVENTS_PER_ROUND, |r| match Event::parse(r) {
+                    Some(ev) if ev.socket => socket_streams.event(&ev, &socket_stats),
                     Some(ev) => streams.event(&ev, &stats),
                     None => malformed += 1,
                 });
@@ -299,23 +380,33 @@ impl Capturer {
                     break;
                 }
             }
+            self.claims.set_watermark(read_from);
             streams.flush_clients(&mut out, &stats);
+            socket_streams.flush_clients(&mut out, &socket_stats);
             let now = Instant::now();
             if now >= next_scan || stopping {
                 next_scan = now + SCAN_EVERY;
                 streams.tick(wall_ns(), &mut out, &stats);
+                socket_streams.tick(wall_ns(), &mut out, &socket_stats);
+                // One ring: its losses are both sources'.
                 let (lost, lost_bytes) = self.maps.lost();
-                stats.ring_lost.store(lost, Relaxed);
-                stats.ring_lost_bytes.store(lost_bytes, Relaxed);
-                stats.cpu_ns.store(thread_cpu_ns(), Relaxed);
+                let cpu = thread_cpu_ns();
+                for s in [&stats, &socket_stats] {
+                    s.ring_lost.store(lost, Relaxed);
+                    s.ring_lost_bytes.store(lost_bytes, Relaxed);
+                    s.cpu_ns.store(cpu, Relaxed);
+                }
                 if !stopping {
                     self.scan();
                 }
             }
             if stopping {
                 streams.finish(wall_ns(), &mut out, &stats);
+                socket_streams.finish(wall_ns(), &mut out, &socket_stats);
             }
-            stats.add(&stats.transactions, out.len() as u64);
+            let from_socket = out.iter().filter(|t| t.source == TxSource::Socket).count() as u64;
+            stats.add(&stats.transactions, out.len() as u64 - from_socket);
+            socket_stats.add(&socket_stats.transactions, from_socket);
             emit(&mut out);
             out.clear();
             if stopping {
@@ -329,9 +420,21 @@ impl Capturer {
 
     /// New processes (watched when a limit names them) and library files
     /// (probed; without the privilege any more, counted).
+    /// `--socket-data` with a process limit (new processes are looked for).
+    fn socket_limited(&self) -> bool {
+        matches!(self.cfg.socket, Some(Some(_)))
+    }
+
     fn scan(&mut self) {
+        if self.probes.is_none() && !self.socket_limited() {
+            // Nothing to look for: no library to probe, no process to match.
+            return;
+        }
         let found = self.scanner.round();
         self.watch(&found.new_pids);
+        if self.probes.is_none() {
+            return;
+        }
         for (id, path) in found.files {
             if self.probe_file(id, &path).is_err() {
                 self.stats.add(&self.stats.files_refused, 1);
@@ -346,11 +449,17 @@ impl Capturer {
 pub struct Running {
     handle: JoinHandle<()>,
     stats: Arc<Stats>,
+    socket_stats: Option<Arc<Stats>>,
 }
 
 impl Running {
     pub fn stats(&self) -> Arc<Stats> {
         self.stats.clone()
+    }
+
+    /// `--socket-data`'s counters (its own streams; the ring is shared).
+    pub fn socket_stats(&self) -> Option<Arc<Stats>> {
+        self.socket_stats.clone()
     }
 
     /// Waits for the thread (its stop flag set) to finish its connections.
@@ -407,7 +516,7 @@ mod tests {
             .status()
             .unwrap();
         assert!(ok.success());
-        let cfg = Config { limit: None, ring_size: 1 << 20, parse: ParseConfig::default() };
+        let cfg = Config { tls_library: true, limit: None, socket: None, ring_size: 1 << 20, parse: ParseConfig::default() };
         let c = Capturer::load(cfg).unwrap_or_else(|e| panic!("{e}"));
         assert!(!c.files().is_empty(), "no libssl probed: {:?}", c.notes);
         let got: Arc<Mutex<Vec<TxRecord>>> = Arc::default();

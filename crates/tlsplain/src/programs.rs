@@ -49,6 +49,9 @@ pub const DATA_CAP: usize = 16 * 1024;
 pub const HDR: usize = 136;
 pub const DIR_READ: u32 = 0;
 pub const DIR_WRITE: u32 = 1;
+/// Set in the direction word of the socket system calls' events
+/// (`--socket-data`, see `socket`).
+pub const FROM_SOCKET: u32 = 1 << 8;
 const EV_SOCK: i16 = 56;
 const EV_COMM: i16 = 116;
 
@@ -78,23 +81,25 @@ const AX: i16 = 80;
 /// file.{f_inode, private_data} (inode.i_mode says it is a socket) ->
 /// socket.sk -> sock_common's addresses, ports, family and namespace.
 pub struct Offsets {
-    files: i32,
-    fdt: i32,
-    fd: i32,
-    max_fds: i32,
-    f_inode: i32,
-    i_mode: i32,
-    private_data: i32,
-    sk: i32,
-    family: i32,
-    num: i32,
-    dport: i32,
-    rcv_saddr: i32,
-    daddr: i32,
-    v6_rcv_saddr: i32,
-    v6_daddr: i32,
-    net: i32,
-    inum: i32,
+    pub(crate) files: i32,
+    pub(crate) fdt: i32,
+    pub(crate) fd: i32,
+    pub(crate) max_fds: i32,
+    pub(crate) f_inode: i32,
+    pub(crate) i_mode: i32,
+    pub(crate) private_data: i32,
+    pub(crate) sk: i32,
+    pub(crate) family: i32,
+    pub(crate) num: i32,
+    pub(crate) dport: i32,
+    pub(crate) rcv_saddr: i32,
+    pub(crate) daddr: i32,
+    pub(crate) v6_rcv_saddr: i32,
+    pub(crate) v6_daddr: i32,
+    pub(crate) net: i32,
+    pub(crate) inum: i32,
+    /// sock.sk_protocol (`--socket-data` follows IPPROTO_TCP sockets only).
+    pub(crate) sk_protocol: i32,
 }
 
 impl Offsets {
@@ -119,6 +124,7 @@ impl Offsets {
             v6_daddr: o("sock_common", "skc_v6_daddr")?,
             net: o("sock_common", "skc_net")? + o("possible_net_t", "net")?,
             inum: o("net", "ns")? + o("ns_common", "inum")?,
+            sk_protocol: o("sock", "sk_protocol")?,
         })
     }
 }
@@ -254,7 +260,7 @@ pub fn entry(m: &Maps, ex: bool) -> Result<Program, Error> {
 
 /// `bpf_probe_read_kernel(dst + dst_off, size, src + src_off)`, leaving
 /// the program at "out" when it fails.
-fn read_kernel(a: &mut Asm, dst: Reg, dst_off: i32, size: i32, src: Reg, src_off: i32) {
+pub(crate) fn read_kernel(a: &mut Asm, dst: Reg, dst_off: i32, size: i32, src: Reg, src_off: i32) {
     a.push(Insn::mov64_reg(R1, dst))
         .push(Insn::alu64_imm(Alu::Add, R1, dst_off))
         .push(Insn::mov64_imm(R2, size))
@@ -265,7 +271,7 @@ fn read_kernel(a: &mut Asm, dst: Reg, dst_off: i32, size: i32, src: Reg, src_off
 }
 
 /// `r9 = *(u64 *)(r9 + off)` in kernel memory, through the stack.
-fn chase(a: &mut Asm, off: i32) {
+pub(crate) fn chase(a: &mut Asm, off: i32) {
     read_kernel(a, R10, -8, 8, R9, off);
     a.push(Insn::load(Size::DW, R9, R10, -8));
     a.jmp_imm(Cond::Eq, R9, 0, "out");
@@ -417,9 +423,28 @@ pub fn ret(m: &Maps, dir: u32, ex: bool) -> Result<Program, Error> {
         .jmp_imm(Cond::Eq, R0, 0, "copied")
         // Unreadable (a buffer paged out): the event says nothing was copied.
         .push(Insn::store_imm(Size::W, R6, 36, 0))
-        .label("copied")
-        // The stream's lost bytes (r7 from here; the call is no longer read).
-        .push(Insn::mov64_reg(R1, R9))
+        .label("copied");
+    send(&mut a, m, m.calls.fd(), dir, DATA_CAP);
+    let name = match (dir, ex) {
+        (DIR_READ, false) => "wl_tls_ret_rd",
+        (DIR_READ, true) => "wl_tls_ret_rdex",
+        (_, false) => "wl_tls_ret_wr",
+        (_, true) => "wl_tls_ret_wrex",
+    };
+    Program::load(ProgType::Kprobe, name, &a.finish().map_err(asm)?, "GPL")
+}
+
+/// The end of a program that has the event in the scratch record (r6,
+/// header and bytes written, the full length in r8, pid_tgid in r9 and at
+/// r10-8, the key of its open call in `calls`, at most `cap` bytes): the stream's bytes lost
+/// before it go in its header, then it goes to the ring, or its loss is
+/// counted and owed to the stream's next event; the open call is deleted.
+/// Shared by the TLS library's return probes and the socket system calls'
+/// exit programs (`socket`).
+pub(crate) fn send(a: &mut Asm, m: &Maps, calls: i32, dir: u32, cap: usize) {
+    let cap = cap as i32;
+    // The stream's lost bytes (r7 from here; the call is no longer read).
+    a.push(Insn::mov64_reg(R1, R9))
         .push(Insn::alu64_imm(Alu::Rsh, R1, 32))
         .push(Insn::store_reg(Size::DW, R10, -32, R1))
         .push(Insn::load(Size::DW, R1, R6, 16))
@@ -488,23 +513,16 @@ pub fn ret(m: &Maps, dir: u32, ex: bool) -> Result<Program, Error> {
         .push(Insn::alu64_imm(Alu::Neg, R1, 0))
         .push(Insn::atomic_add(Size::DW, R7, 8, R1))
         .label("del")
-        .push_all(Insn::load_map_fd(R1, m.calls.fd()))
+        .push_all(Insn::load_map_fd(R1, calls))
         .push(Insn::mov64_reg(R2, R10))
         .push(Insn::alu64_imm(Alu::Add, R2, -8))
         .push(Insn::call(Helper::MapDeleteElem))
         .label("out")
         .push(Insn::mov64_imm(R0, 0))
         .push(Insn::exit());
-    let name = match (dir, ex) {
-        (DIR_READ, false) => "wl_tls_ret_rd",
-        (DIR_READ, true) => "wl_tls_ret_rdex",
-        (_, false) => "wl_tls_ret_wr",
-        (_, true) => "wl_tls_ret_wrex",
-    };
-    Program::load(ProgType::Kprobe, name, &a.finish().map_err(asm)?, "GPL")
 }
 
-fn asm(e: wirelog_ebpf::AsmError) -> Error {
+pub(crate) fn asm(e: wirelog_ebpf::AsmError) -> Error {
     Error { what: e.to_string(), os: std::io::Error::from(std::io::ErrorKind::InvalidInput), log: String::new() }
 }
 
@@ -516,6 +534,9 @@ pub struct Event<'a> {
     pub ssl: u64,
     pub fd: i32,
     pub dir: u32,
+    /// From a socket system call (`--socket-data`), not the TLS library;
+    /// `ssl` is then the kernel's socket (its `struct sock`), an identity.
+    pub socket: bool,
     pub len: u32,
     pub lost_read: u64,
     pub lost_write: u64,
@@ -583,7 +604,8 @@ impl<'a> Event<'a> {
             tgid: (pid_tgid >> 32) as u32,
             ssl: u64_at(16),
             fd: u32_at(24) as i32,
-            dir: u32_at(28),
+            dir: u32_at(28) & !FROM_SOCKET,
+            socket: u32_at(28) & FROM_SOCKET != 0,
             len: u32_at(32),
             lost_read: u64_at(40),
             lost_write: u64_at(48),

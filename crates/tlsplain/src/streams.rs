@@ -15,6 +15,15 @@
 //! that a client seen a moment after the server still wins.
 //! A connection is keyed by its network namespace and tuple, so the same
 //! addresses in two namespaces are two connections.
+//!
+//! The socket system calls' events (`--socket-data`) go to a `Streams` of
+//! their own (source `socket`), so a TLS connection's ciphertext from the
+//! socket and its plaintext from the library are two views, not one. There
+//! a connection is followed only when its first event names its protocol
+//! (the socket sees a connection from its first byte; one whose start was
+//! missed, or that speaks no protocol a parser knows, is left to the
+//! packets), and each connection followed is claimed (`claims`) so the
+//! packet path's transactions of it are not written twice.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,6 +34,7 @@ use wirelog_parse::{ConnParser, Dir, ParseConfig, Protocol, ProtocolParser, Stre
 use wirelog_procs::Users;
 use wirelog_record::{IpAddr16, Proc, ProcOwner, Proto, TxRecord, TxSource, UidGenerator};
 
+use crate::claims::{Claims, Tuple};
 use crate::programs::{Event, Sock, DIR_READ};
 use crate::sockets::Roles;
 use crate::Stats;
@@ -47,6 +57,10 @@ pub struct ConnKey {
 }
 
 impl ConnKey {
+    fn tuple(&self) -> Tuple {
+        (self.orig, self.orig_port, self.resp, self.resp_port)
+    }
+
     fn of(s: &Sock, server: bool) -> ConnKey {
         if server {
             ConnKey { netns: s.netns, orig: s.remote, orig_port: s.remote_port, resp: s.local, resp_port: s.local_port }
@@ -87,6 +101,8 @@ struct Conn {
     orig_proc: Proc,
     resp_proc: Proc,
     last_ns: i64,
+    /// The socket source parses it (a claim is open in `Streams::claims`).
+    claimed: bool,
 }
 
 /// The reader thread's state.
@@ -105,6 +121,10 @@ pub struct Streams {
     ready: Vec<(ConnKey, usize, Transaction)>,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC, ns: event times to record times.
     pub mono_to_real: i64,
+    /// Where the bytes come from: the TLS library, or the socket.
+    source: TxSource,
+    /// The socket source's claims on the connections it parses.
+    claims: Option<Arc<Claims>>,
 }
 
 impl Streams {
@@ -120,7 +140,15 @@ impl Streams {
             scratch: Vec::new(),
             ready: Vec::new(),
             mono_to_real: clock_offset(),
+            source: TxSource::TlsLibrary,
+            claims: None,
         }
+    }
+
+    /// The socket system calls' streams (`--socket-data`): records of
+    /// source `socket`, each connection parsed claimed in `claims`.
+    pub fn sockets(cfg: ParseConfig, claims: Arc<Claims>) -> Streams {
+        Streams { source: TxSource::Socket, claims: Some(claims), ..Streams::new(cfg) }
     }
 
     /// Takes one event; transactions it completes go to `out`.
@@ -139,7 +167,7 @@ impl Streams {
                 return;
             }
             stats.add(&stats.conns, 1);
-            let c = Conn { views: [None, None], orig_proc: None, resp_proc: None, last_ns: ts };
+            let c = Conn { views: [None, None], orig_proc: None, resp_proc: None, last_ns: ts, claimed: false };
             self.conns.insert(b.key, c);
         }
         let owner = self.owner(ev.tgid, &ev.comm);
@@ -181,20 +209,27 @@ impl Streams {
         } else {
             v.last_mono = ev.mono_ns;
             if let Parsing::Detecting(tries) = v.parsing {
+                let socket = self.source == TxSource::Socket;
                 v.parsing = match detect::by_content(dir, ev.data) {
                     // A MySQL connection switches to TLS after its greeting
                     // and SSL request (in the clear, not seen here): its
                     // plaintext opens with the handshake response.
-                    _ if dir == Dir::ToServer && mysql::looks_like_login_in_tls(ev.data) => {
+                    _ if !socket && dir == Dir::ToServer && mysql::looks_like_login_in_tls(ev.data) => {
                         stats.add(&stats.parsed_conns, 1);
                         Parsing::On(Box::new(ConnParser::Mysql(mysql::MysqlParser::in_tls(&self.cfg))))
                     }
                     // TLS inside TLS is not followed.
                     Detected::Protocol(p) if p != Protocol::Tls => {
                         stats.add(&stats.parsed_conns, 1);
+                        if let (Some(claims), false) = (&self.claims, c.claimed) {
+                            claims.claim(b.key.tuple(), ts);
+                            c.claimed = true;
+                        }
                         Parsing::On(Box::new(p.stream_parser(&self.cfg)))
                     }
-                    _ if tries + 1 >= DETECT_TRIES => {
+                    // The socket's first event of a connection names its
+                    // protocol, or the packets keep it.
+                    _ if socket || tries + 1 >= DETECT_TRIES => {
                         stats.add(&stats.undetected_conns, 1);
                         Parsing::Off
                     }
@@ -302,7 +337,7 @@ impl Streams {
                 tx,
                 orig_proc,
                 resp_proc,
-                source: TxSource::TlsLibrary,
+                source: self.source,
                 sample_weight: 1,
             });
         }
@@ -315,7 +350,17 @@ impl Streams {
         self.mono_to_real = clock_offset();
         self.each_parser(|p, idle, scratch| if idle { p.finish(now_ns, scratch) } else { p.expire(now_ns, scratch) }, now_ns);
         self.flush(out, stats);
-        self.conns.retain(|_, c| now_ns - c.last_ns <= IDLE_NS);
+        let claims = self.claims.as_deref();
+        self.conns.retain(|k, c| {
+            let keep = now_ns - c.last_ns <= IDLE_NS;
+            if let (false, true, Some(claims)) = (keep, c.claimed, claims) {
+                claims.end(k.tuple(), c.last_ns);
+            }
+            keep
+        });
+        if let Some(claims) = claims {
+            claims.prune(now_ns);
+        }
         self.ssls.retain(|_, b| self.conns.contains_key(&b.key));
         // Owners are read again for processes seen after this.
         if self.owners.len() > 4096 {
@@ -327,6 +372,11 @@ impl Streams {
     pub fn finish(&mut self, now_ns: i64, out: &mut Vec<TxRecord>, stats: &Stats) {
         self.each_parser(|p, _, scratch| p.finish(now_ns, scratch), i64::MAX);
         self.flush(out, stats);
+        if let Some(claims) = &self.claims {
+            for (k, c) in self.conns.iter().filter(|(_, c)| c.claimed) {
+                claims.end(k.tuple(), c.last_ns);
+            }
+        }
         self.conns.clear();
     }
 

@@ -150,12 +150,15 @@ pub struct TxRecord {
 }
 
 /// Where a transaction's bytes came from: the packets (the default), or
-/// the plaintext a process handed its TLS library (`capture --tls-plaintext`).
+/// the plaintext a process handed its TLS library (`capture --tls-plaintext`),
+/// or the bytes it moved through its socket's system calls (`capture
+/// --socket-data`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum TxSource {
     #[default]
     Packets,
     TlsLibrary,
+    Socket,
 }
 
 impl TxSource {
@@ -163,6 +166,7 @@ impl TxSource {
         match self {
             TxSource::Packets => "packets",
             TxSource::TlsLibrary => "tls-library",
+            TxSource::Socket => "socket",
         }
     }
 }
