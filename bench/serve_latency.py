@@ -12,7 +12,10 @@ question, and the time until the page is drawn in headless Chromium
 (tests/serve_ui.py's driver), per view; first, once, the Overview page before
 any question (the server's column cache empty).
 
-usage: bench/serve_latency.py WIRELOG_BIN STORE [--reps 20] [--duckdb] [--ui]
+With --only TEXT (repeatable): only the questions whose name holds TEXT,
+and no page timing (to time a few questions back to back).
+
+usage: bench/serve_latency.py WIRELOG_BIN STORE [--reps 20] [--duckdb] [--ui] [--only TEXT]...
 """
 import json
 import re
@@ -116,13 +119,17 @@ def main():
         addr = re.search(r"http://([0-9.:]+)/", line).group(1)
         ui = "--ui" in sys.argv
         questions = ui_questions(addr) if ui else [(n, "query?" + q) for n, q, _ in FLOWS] + OTHER
+        only = [sys.argv[i + 1] for i, a in enumerate(sys.argv) if a == "--only"]
+        if only:
+            questions = [(n, q) for n, q in questions if any(o in n for o in only)]
+            ui = False
         if ui:
             # Before any question: the server's column cache is empty, as for
             # the first user after a start (the medians below are warm).
             (v, secs, err), = page_ready(addr, ["view=overview"], loads=1)
             print(f"first page after the server started (`#{v}`, cold): {secs:.2f} s {err or ''}", flush=True)
         print(f"store {store}, {reps} requests per question, one at a time")
-        print(f"| question | p50 ms | {'p95' if ui else 'p99'} ms | rows scanned |")
+        print(f"| question | p50 ms | {'p95' if ui or only else 'p99'} ms | rows scanned |")
         print("|---|---:|---:|---:|")
         for name, path in questions:
             times, scanned, failed = [], "", ""
@@ -141,7 +148,7 @@ def main():
                 scanned = json.loads(body).get("rows_scanned", "")
             except (ValueError, AttributeError):
                 pass
-            print(f"| {name} (`/api/{path.split('?')[0]}`) | {pct(times, 50):.1f} | {pct(times, 95 if ui else 99):.1f} | {failed or scanned} |", flush=True)
+            print(f"| {name} (`/api/{path.split('?')[0]}`) | {pct(times, 50):.1f} | {pct(times, 95 if ui or only else 99):.1f} | {failed or scanned} |", flush=True)
         if ui:
             print("| page (Chromium, median of 3) | seconds to drawn | error shown |")
             print("|---|---:|---|")

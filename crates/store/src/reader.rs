@@ -781,10 +781,83 @@ impl Work {
     }
 }
 
+/// Whether the scan reads row group `rg` (time and range pruning by the
+/// group's statistics): `None` when it is skipped, else `Some(inside)`,
+/// `inside` when every row of the group is in the time range.
+fn wanted(rg: &RowGroupMetaData, plan: &FilePlan, scan: &Scan) -> Option<bool> {
+    let from_us = scan.from_ns.map(|t| t.div_euclid(NS_PER_US) as i128);
+    // Rows have t < to_ns exactly when t_us < ceil(to_ns / 1000).
+    let to_us = scan
+        .to_ns
+        .map(|t| (t as i128 + NS_PER_US as i128 - 1).div_euclid(NS_PER_US as i128));
+    let mut inside = true;
+    match stat_range(rg, plan.time_idx, ColType::TimeUs) {
+        Some((lo, hi)) => {
+            if from_us.is_some_and(|f| hi < f) || to_us.is_some_and(|t| lo >= t) {
+                return None;
+            }
+            if from_us.is_some_and(|f| lo < f) || to_us.is_some_and(|t| hi >= t) {
+                inside = false;
+            }
+        }
+        None => inside = from_us.is_none() && to_us.is_none(),
+    }
+    for &(idx, ty, lo, hi) in &plan.ranges {
+        if let Some((smin, smax)) = stat_range(rg, idx, ty) {
+            if smax < lo as i128 || smin > hi as i128 {
+                return None;
+            }
+        }
+    }
+    Some(inside)
+}
+
+/// About how many bytes the columns `scan` reads from `reader` take
+/// decoded: rows times the decoded value's size (a string's: its header
+/// and about its share of the encoded chunk).
+fn decoded_estimate<R: ChunkReader + 'static>(reader: &SerializedFileReader<R>, scan: &Scan) -> u64 {
+    let Ok(plan) = plan_file(reader, scan.kind, scan) else { return 0 };
+    let meta = reader.metadata();
+    let mut total = 0u64;
+    for rgi in 0..meta.num_row_groups() {
+        let rg = meta.row_group(rgi);
+        if wanted(rg, &plan, scan).is_none() {
+            continue;
+        }
+        let n = rg.num_rows().max(0) as u64;
+        let mut chunk = |idx: usize, spec: &ColSpec| {
+            use std::mem::size_of;
+            let width = match empty_column(spec) {
+                Column::U8(_) | Column::Bool(_) => 1,
+                Column::U16(_) => 2,
+                Column::U32(_) => 4,
+                Column::U64(_) | Column::I64(_) => 8,
+                Column::OptU64(_) => size_of::<Option<u64>>(),
+                Column::OptI64(_) => size_of::<Option<i64>>(),
+                Column::Ip(_) => 16,
+                // Their text: about the encoded page's size.
+                Column::Str(_) => size_of::<String>() + rg.column(idx).uncompressed_size().max(0) as usize / n.max(1) as usize,
+            };
+            total += n * width as u64;
+        };
+        for &(spec, src) in &plan.out {
+            if let Src::File(idx) = src {
+                chunk(idx, spec);
+            }
+        }
+        if plan.time_out.is_none() {
+            let time = schema::columns(scan.kind).iter().find(|c| c.name == schema::time_column(scan.kind)).unwrap();
+            chunk(plan.time_idx, time);
+        }
+    }
+    total
+}
+
 /// Reads the row groups of one file the scan needs.
 fn scan_file<R: ChunkReader + 'static>(
     reader: &SerializedFileReader<R>,
     file: Option<&FileId>,
+    use_cache: bool,
     scan: &Scan,
     stats: &mut ScanStats,
     w: &mut Work,
@@ -803,42 +876,19 @@ fn scan_file<R: ChunkReader + 'static>(
         .iter()
         .find(|c| c.name == schema::time_column(scan.kind))
         .unwrap();
-    let from_us = scan.from_ns.map(|t| t.div_euclid(NS_PER_US) as i128);
-    // Rows have t < to_ns exactly when t_us < ceil(to_ns / 1000).
-    let to_us = scan
-        .to_ns
-        .map(|t| (t as i128 + NS_PER_US as i128 - 1).div_euclid(NS_PER_US as i128));
     let meta = reader.metadata();
     for rgi in 0..meta.num_row_groups() {
         let rg = meta.row_group(rgi);
         let n = rg.num_rows().max(0) as usize;
-        // Time pruning; `inside` when every row of the group is in range.
-        let mut inside = true;
-        let mut skip = false;
-        match stat_range(rg, plan.time_idx, ColType::TimeUs) {
-            Some((lo, hi)) => {
-                if from_us.is_some_and(|f| hi < f) || to_us.is_some_and(|t| lo >= t) {
-                    skip = true;
-                }
-                if from_us.is_some_and(|f| lo < f) || to_us.is_some_and(|t| hi >= t) {
-                    inside = false;
-                }
+        let inside = match wanted(rg, &plan, scan) {
+            Some(inside) if n > 0 => inside,
+            _ => {
+                stats.row_groups_skipped += 1;
+                continue;
             }
-            None => inside = from_us.is_none() && to_us.is_none(),
-        }
-        for &(idx, ty, lo, hi) in &plan.ranges {
-            if let Some((smin, smax)) = stat_range(rg, idx, ty) {
-                if smax < lo as i128 || smin > hi as i128 {
-                    skip = true;
-                }
-            }
-        }
-        if skip || n == 0 {
-            stats.row_groups_skipped += 1;
-            continue;
-        }
+        };
         stats.row_groups_read += 1;
-        if let (Some(cache), Some(fid)) = (&scan.cache, file) {
+        if let (Some(cache), Some(fid), true) = (&scan.cache, file, use_cache) {
             if plan.out.iter().all(|(_, src)| matches!(src, Src::File(_) | Src::Unset)) {
                 let at = Chunk { reader, cache, file: fid, rgi, n };
                 match at.scan(&plan, time_spec, inside, scan, stats, w, each)? {
@@ -1128,6 +1178,7 @@ fn scan_core(dir: &Path, scan: &Scan, each: &mut Each<'_>) -> Result<ScanStats, 
     let mut stats = ScanStats::default();
     let mut w = Work::new(scan.kind);
     let mut corrupt = Vec::new();
+    let mut files = Vec::new();
     for p in list_partitions(dir, scan.kind)? {
         if scan.from_ns.is_some_and(|f| p.end_ns() <= f)
             || scan.to_ns.is_some_and(|t| p.start_ns() >= t)
@@ -1136,18 +1187,31 @@ fn scan_core(dir: &Path, scan: &Scan, each: &mut Each<'_>) -> Result<ScanStats, 
             continue;
         }
         stats.partitions += 1;
-        let files = snapshot(&p.path, &mut stats.files_replaced, &mut corrupt)?;
-        for f in &files {
+        for f in snapshot(&p.path, &mut stats.files_replaced, &mut corrupt)? {
             if let (Some((run, upto)), Some((by, n))) = (&scan.live, &f.live) {
                 if run == by && n > upto {
                     stats.files_live += 1;
                     continue;
                 }
             }
-            stats.files += 1;
-            if let FileOutcome::Corrupt(what) = scan_file(&f.reader, f.id.as_ref(), scan, &mut stats, &mut w, each)? {
-                corrupt.push((f.path.clone(), what));
-            }
+            files.push(f);
+        }
+    }
+    // A scan whose decoded columns would not fit in half the cache streams
+    // around it: decoding its chunks whole, copying them out and evicting
+    // the short ranges' chunks to keep them cost more than they save (the
+    // next such scan would not find them either).
+    let use_cache = scan.cache.as_ref().is_some_and(|c| {
+        let mut total = 0u64;
+        files.iter().all(|f| {
+            total += decoded_estimate(&f.reader, scan);
+            total <= c.max_bytes() as u64 / 2
+        })
+    });
+    for f in &files {
+        stats.files += 1;
+        if let FileOutcome::Corrupt(what) = scan_file(&f.reader, f.id.as_ref(), use_cache, scan, &mut stats, &mut w, each)? {
+            corrupt.push((f.path.clone(), what));
         }
     }
     for (path, what) in corrupt {
@@ -1221,6 +1285,7 @@ pub fn verify_file(path: &Path) -> Result<(Kind, u64), StoreError> {
     match scan_file(
         &of.reader,
         None,
+        false,
         &scan,
         &mut stats,
         &mut Work::new(kind),
@@ -1304,7 +1369,7 @@ pub(crate) fn decode_in_memory(bytes: Vec<u8>, kind: Kind) -> Result<Batch, Stor
     let scan = Scan::all_columns(kind);
     let mut stats = ScanStats::default();
     let mut out: Option<Batch> = None;
-    let outcome = scan_file(&reader, None, &scan, &mut stats, &mut Work::new(kind), &mut |b: &mut Batch| {
+    let outcome = scan_file(&reader, None, false, &scan, &mut stats, &mut Work::new(kind), &mut |b: &mut Batch| {
         match out.as_mut() {
             None => out = Some(Batch { kind: b.kind, columns: std::mem::take(&mut b.columns) }),
             Some(o) => {
@@ -1335,7 +1400,7 @@ pub(crate) fn read_all(files: &[OpenFile], kind: Kind) -> Result<Vec<Batch>, Sto
     let mut w = Work::new(kind);
     let mut out = Vec::new();
     for f in files {
-        match scan_file(&f.reader, None, &scan, &mut stats, &mut w, &mut |b: &mut Batch| {
+        match scan_file(&f.reader, None, false, &scan, &mut stats, &mut w, &mut |b: &mut Batch| {
             out.push(Batch {
                 kind: b.kind,
                 columns: std::mem::take(&mut b.columns),
@@ -1503,6 +1568,14 @@ mod tests {
             }
         };
         check("two flushes");
+        // A scan larger than half the cache goes around it: equal batches,
+        // nothing decoded into the cache nor taken from it.
+        let small = ColumnCache::new(4096);
+        for c in cols {
+            let s = Scan::new(Kind::Conns).columns(c);
+            assert!(batches(&dir, &s) == batches(&dir, &s.clone().cache(small.clone())), "{c:?}: around a small cache differs");
+        }
+        assert_eq!(small.stats(), crate::ColumnCacheStats::default());
         let s = cache.stats();
         assert!(s.hits > 0 && s.misses > 0 && s.chunks > 0, "{s:?}");
         st.append_conns(&conns(5000, 6000)).unwrap();
