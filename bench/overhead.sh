@@ -20,6 +20,7 @@
 #                     socket only (the packet path parses nothing)
 #   wirelog_sockdata_server   as wirelog_sockdata_noparse, with --socket-data mariadbd (the server's
 #                     end only: one event per message instead of two)
+#   wirelog_budget2   as wirelog, with --cpu-budget 2% (issue 35): what the budget sheds and what it saves
 # Reports TPS and p95 latency relative to no capture, the worst one-second TPS, the capturer's CPU
 # seconds and the bytes it left on disk (pcap files, logs and store).
 # usage: bench/overhead.sh   (env: SB_TIME=30 ROUNDS=3 SCENARIOS="...")
@@ -68,6 +69,8 @@ start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
                       --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_base) ip netns exec "$NS" "${WIRELOG_BASE:?set WIRELOG_BASE}" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_budget2) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --cpu-budget 2% --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_noparse) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --no-parse --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_kacct) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root \
@@ -117,8 +120,9 @@ for round in $(seq 1 "$ROUNDS"); do
         mcpu=$(echo "scale=2; ($m1 - $m0) / $HZ" | bc)
         if [[ $sc == wirelog* ]]; then
             txs=$(grep -vc '^#' "$OV/logs/mysql.log" 2>/dev/null || echo 0)
-            log "  wirelog: $(grep -E 'stopped by|stats:|pcap:' "$OV/cap.err" | tail -3 | tr '\n' ' ') mysql.log records: $txs"
+            log "  wirelog: $(grep -E 'stopped by|stats:|pcap:|cpu budget' "$OV/cap.err" | tail -4 | tr '\n' ' ') mysql.log records: $txs"
             grep -E '^wirelog: socket-data: [0-9]' "$OV/cap.err" | sed 's/^/  /' || true
+            cp "$OV/cap.err" "$OUT/overhead_${sc}_round$round.err"   # the whole summary (what a budget shed)
         fi
         echo "$round,$sc,$tps,$qps,$avg,$p95,$ccpu,$mcpu,$rss,$load,$mintps,$disk" >>"$CSV"
         log "round $round $sc: tps=$tps min_1s=$mintps p95=${p95}ms capture_cpu=${ccpu}s mariadbd_cpu=${mcpu}s rss=${rss}MB disk=${disk}MB load=$load"
