@@ -98,21 +98,7 @@ fn mutate(rng: &mut Rng, seeds: &[Vec<u8>], out: &mut Vec<u8>) {
 /// A stream parser over a script; its malformed count.
 fn run_stream(mut p: ConnParser, script: &[u8]) -> u64 {
     let mut out = Vec::new();
-    let mut ts = 0;
-    for (c, step) in crate::fuzz_steps(script) {
-        ts += 1;
-        match step {
-            crate::FuzzStep::Data(dir, b) => p.data(dir, ts, b, &mut out),
-            crate::FuzzStep::Gap(dir, n) => p.gap(dir, ts, n, &mut out),
-        }
-        if c == 0xff {
-            p.expire(ts, &mut out);
-        }
-        if p.gave_up() {
-            break;
-        }
-    }
-    p.finish(ts, &mut out);
+    crate::fuzz_feed(&mut p, script, &mut out);
     for t in &out {
         if let (Some(a), Some(b)) = (t.request, t.response) {
             assert!(a.first_ns <= a.last_ns && b.first_ns <= b.last_ns, "spans in order");

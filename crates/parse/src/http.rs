@@ -1104,20 +1104,7 @@ pub fn fuzz(data: &[u8]) {
         ..ParseConfig::default()
     };
     let mut p = HttpParser::new(&cfg);
-    let mut out = Vec::new();
-    let mut ts = 0;
-    for (c, step) in crate::fuzz_steps(rest) {
-        ts += 1;
-        match step {
-            crate::FuzzStep::Data(dir, d) => p.data(dir, ts, d, &mut out),
-            crate::FuzzStep::Gap(dir, n) => p.gap(dir, ts, n, &mut out),
-        }
-        if c == 0xff {
-            p.expire(ts, &mut out);
-        }
-        out.clear();
-    }
-    p.finish(ts, &mut out);
+    crate::fuzz_feed(&mut p, rest, &mut Vec::new());
 }
 
 impl StreamParser for HttpParser {

@@ -310,6 +310,28 @@ pub fn fuzz_steps(mut rest: &[u8]) -> impl Iterator<Item = (u8, FuzzStep<'_>)> {
     })
 }
 
+/// Feeds a fuzzing script (see [`fuzz_steps`]) to a stream parser as the
+/// tracker would: steps one nanosecond apart, `expire` after a control byte
+/// of 0xff, nothing more once the parser gave up, then `finish`.
+#[cfg(any(test, feature = "fuzzing"))]
+pub fn fuzz_feed<P: StreamParser>(p: &mut P, script: &[u8], out: &mut Vec<Transaction>) {
+    let mut ts = 0;
+    for (c, step) in fuzz_steps(script) {
+        ts += 1;
+        match step {
+            FuzzStep::Data(dir, b) => p.data(dir, ts, b, out),
+            FuzzStep::Gap(dir, n) => p.gap(dir, ts, n, out),
+        }
+        if c == 0xff {
+            p.expire(ts, out);
+        }
+        if p.gave_up() {
+            break;
+        }
+    }
+    p.finish(ts, out);
+}
+
 /// Runs a parser over a fuzzing script (see [`fuzz_steps`]): each step's
 /// index is its time, a control byte of 0xff also expires what waits, and
 /// the parser is finished at the end. The length-prefixed parsers (MQTT,

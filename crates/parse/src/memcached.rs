@@ -478,22 +478,11 @@ pub fn fuzz(data: &[u8]) -> usize {
     let Some((&conf, rest)) = data.split_first() else { return 0 };
     let cfg = ParseConfig { redact: conf & 2 != 0, max_header_bytes: 64, max_text_bytes: 8, transaction_timeout_ns: 3, ..ParseConfig::default() };
     let mut out = Vec::new();
-    let mut ts = 0;
     if conf & 1 == 0 {
-        let mut p = MemcachedParser::new(&cfg);
-        for (c, step) in crate::fuzz_steps(rest) {
-            ts += 1;
-            match step {
-                crate::FuzzStep::Data(dir, b) => p.data(dir, ts, b, &mut out),
-                crate::FuzzStep::Gap(dir, n) => p.gap(dir, ts, n, &mut out),
-            }
-            if c == 0xff {
-                p.expire(ts, &mut out);
-            }
-        }
-        p.finish(ts, &mut out);
+        crate::fuzz_feed(&mut MemcachedParser::new(&cfg), rest, &mut out);
     } else {
         let mut u = udp::UdpMemcached::new(&cfg);
+        let mut ts = 0;
         for (c, step) in crate::fuzz_steps(rest) {
             ts += 1;
             // A gap has no meaning between datagrams: a lost one is simply

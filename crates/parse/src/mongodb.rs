@@ -783,18 +783,7 @@ impl StreamParser for MongodbParser {
 pub fn fuzz(data: &[u8]) -> usize {
     let mut p = MongodbParser::new(&ParseConfig { max_header_bytes: 64, max_text_bytes: 16, transaction_timeout_ns: 3, ..ParseConfig::default() });
     let mut out = Vec::new();
-    let mut ts = 0;
-    for (c, step) in crate::fuzz_steps(data) {
-        ts += 1;
-        match step {
-            crate::FuzzStep::Data(dir, b) => p.data(dir, ts, b, &mut out),
-            crate::FuzzStep::Gap(dir, n) => p.gap(dir, ts, n, &mut out),
-        }
-        if c == 0xff {
-            p.expire(ts, &mut out);
-        }
-    }
-    p.finish(ts, &mut out);
+    crate::fuzz_feed(&mut p, data, &mut out);
     out.len()
 }
 

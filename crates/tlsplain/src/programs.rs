@@ -277,6 +277,32 @@ pub(crate) fn chase(a: &mut Asm, off: i32) {
     a.jmp_imm(Cond::Eq, R9, 0, "out");
 }
 
+/// `current->files->fdt->fd[fd]`, then its `struct sock`: jumps to "out"
+/// unless the fd in r8 is open and names a socket; leaves the `struct
+/// sock *` in r9. Clobbers r0-r5, r8 and the stack's 4 bytes below r10.
+pub(crate) fn fd_sock(a: &mut Asm, o: &Offsets) {
+    a.push(Insn::call(Helper::GetCurrentTask)).push(Insn::mov64_reg(R9, R0));
+    chase(a, o.files);
+    chase(a, o.fdt);
+    // fd < fdt->max_fds
+    read_kernel(a, R10, -4, 4, R9, o.max_fds);
+    a.push(Insn::load(Size::W, R1, R10, -4)).jmp_reg(Cond::Ge, R8, R1, "out");
+    chase(a, o.fd);
+    // fdt->fd[fd]
+    a.push(Insn::alu64_imm(Alu::Lsh, R8, 3)).push(Insn::alu64_reg(Alu::Add, R9, R8));
+    chase(a, 0);
+    // A socket's inode: (i_mode & S_IFMT) == S_IFSOCK.
+    a.push(Insn::mov64_reg(R8, R9));
+    chase(a, o.f_inode);
+    read_kernel(a, R10, -4, 2, R9, o.i_mode);
+    a.push(Insn::load(Size::H, R1, R10, -4))
+        .push(Insn::alu64_imm(Alu::And, R1, 0xf000))
+        .jmp_imm(Cond::Ne, R1, 0xc000, "out")
+        .push(Insn::mov64_reg(R9, R8));
+    chase(a, o.private_data);
+    chase(a, o.sk);
+}
+
 /// On a socket system call: the open TLS call of this thread, if any and
 /// without an fd yet, takes the call's fd (the first one: the socket the
 /// TLS record goes through), and reads that socket's addresses, ports and
@@ -311,29 +337,8 @@ pub fn syscall(m: &Maps, tp: &Tracepoint, o: &Offsets) -> Result<Program, Error>
         .push(Insn::alu64_imm(Alu::Lsh, R8, 32))
         .push(Insn::alu64_imm(Alu::Arsh, R8, 32))
         .jmp_imm(Cond::Slt, R8, 0, "out")
-        .push(Insn::store_reg(Size::W, R7, 24, R8))
-        // current->files->fdt
-        .push(Insn::call(Helper::GetCurrentTask))
-        .push(Insn::mov64_reg(R9, R0));
-    chase(&mut a, o.files);
-    chase(&mut a, o.fdt);
-    // fd < fdt->max_fds
-    read_kernel(&mut a, R10, -4, 4, R9, o.max_fds);
-    a.push(Insn::load(Size::W, R1, R10, -4)).jmp_reg(Cond::Ge, R8, R1, "out");
-    chase(&mut a, o.fd);
-    // fdt->fd[fd]
-    a.push(Insn::alu64_imm(Alu::Lsh, R8, 3)).push(Insn::alu64_reg(Alu::Add, R9, R8));
-    chase(&mut a, 0);
-    // A socket's inode: (i_mode & S_IFMT) == S_IFSOCK.
-    a.push(Insn::mov64_reg(R8, R9));
-    chase(&mut a, o.f_inode);
-    read_kernel(&mut a, R10, -4, 2, R9, o.i_mode);
-    a.push(Insn::load(Size::H, R1, R10, -4))
-        .push(Insn::alu64_imm(Alu::And, R1, 0xf000))
-        .jmp_imm(Cond::Ne, R1, 0xc000, "out")
-        .push(Insn::mov64_reg(R9, R8));
-    chase(&mut a, o.private_data);
-    chase(&mut a, o.sk);
+        .push(Insn::store_reg(Size::W, R7, 24, R8));
+    fd_sock(&mut a, o);
     // The sock_common fields, straight into the call's socket slot.
     read_kernel(&mut a, R7, sock + 4, 2, R9, o.family);
     read_kernel(&mut a, R7, sock + 6, 2, R9, o.num);

@@ -34,7 +34,7 @@
 
 use wirelog_ebpf::{Alu, Asm, Attachment, Cond, Error, Helper, Insn, Map, MapType, ProgType, Program, Reg, Size, Tracepoint};
 
-use crate::programs::{asm, chase, read_kernel, send, Maps, Offsets, DIR_READ, DIR_WRITE, FROM_SOCKET, HDR, SOCK_LEN};
+use crate::programs::{self, asm, chase, read_kernel, send, Maps, Offsets, DIR_READ, DIR_WRITE, FROM_SOCKET, HDR, SOCK_LEN};
 
 use Reg::*;
 
@@ -201,25 +201,7 @@ fn entry(m: &SocketMaps, tp: &Tracepoint, buf: &str, kind: Buffer, flags: Option
         field(&mut a, tp, "vlen", R1)?;
         a.push(Insn::store_reg(Size::DW, R10, V + 16, R1));
     }
-    // current->files->fdt->fd[fd]: the file.
-    a.push(Insn::call(Helper::GetCurrentTask)).push(Insn::mov64_reg(R9, R0));
-    chase(&mut a, o.files);
-    chase(&mut a, o.fdt);
-    read_kernel(&mut a, R10, -4, 4, R9, o.max_fds);
-    a.push(Insn::load(Size::W, R1, R10, -4)).jmp_reg(Cond::Ge, R8, R1, "out");
-    chase(&mut a, o.fd);
-    a.push(Insn::alu64_imm(Alu::Lsh, R8, 3)).push(Insn::alu64_reg(Alu::Add, R9, R8));
-    chase(&mut a, 0);
-    // A socket's inode: (i_mode & S_IFMT) == S_IFSOCK.
-    a.push(Insn::mov64_reg(R8, R9));
-    chase(&mut a, o.f_inode);
-    read_kernel(&mut a, R10, -4, 2, R9, o.i_mode);
-    a.push(Insn::load(Size::H, R1, R10, -4))
-        .push(Insn::alu64_imm(Alu::And, R1, 0xf000))
-        .jmp_imm(Cond::Ne, R1, 0xc000, "out")
-        .push(Insn::mov64_reg(R9, R8));
-    chase(&mut a, o.private_data);
-    chase(&mut a, o.sk);
+    programs::fd_sock(&mut a, o);
     a.push(Insn::store_reg(Size::DW, R10, V + 8, R9));
     // TCP (sk_protocol is a u16), over IPv4 or IPv6.
     read_kernel(&mut a, R10, -4, 2, R9, o.sk_protocol);
