@@ -2,7 +2,9 @@
 //! (the socket the fd program read; an event of a call that made no system
 //! call takes the connection its `SSL` was last on), and each
 //! connection's plaintext is fed, in order, to the parser its first bytes
-//! call for (the packet path's content detection and parsers), with gaps
+//! call for (the packet path's content detection and parsers; a message
+//! read in pieces, as mariadbd reads a packet's header apart from its
+//! body, is looked at whole: see [`Hold`]), with gaps
 //! where bytes are missing (lost ring records, messages longer than an
 //! event carries, events out of order).
 //!
@@ -41,6 +43,12 @@ use crate::Stats;
 
 /// First messages looked at for a protocol before a connection is given up.
 const DETECT_TRIES: u8 = 4;
+/// Bytes of a view's first events held while its protocol is unknown.
+/// mariadbd reads a packet's 4-byte header, then its body, in two
+/// SSL_read calls: its login inside TLS (which names the protocol) is two
+/// events, looked at together. A few hundred bytes: the detectors decide on
+/// a message's first bytes.
+const HOLD_BYTES: usize = 512;
 /// Connections followed at once; beyond, new ones are counted, not followed.
 pub const MAX_CONNS: usize = 65_536;
 /// A connection with no event for this long is finished (its pending
@@ -79,9 +87,46 @@ struct Binding {
 }
 
 enum Parsing {
-    Detecting(u8),
+    Detecting(Hold),
     On(Box<ConnParser>),
     Off,
+}
+
+/// A view's events looked at so far for its protocol, and the last ones
+/// (whole, in one direction, [`HOLD_BYTES`] at most), which are looked at
+/// again with the next event's bytes after them, and given to the parser
+/// first when the protocol is found.
+#[derive(Default)]
+struct Hold {
+    tries: u8,
+    dir: Option<Dir>,
+    bytes: Vec<u8>,
+    /// Each held event's time and length, in order.
+    events: Vec<(i64, u32)>,
+}
+
+impl Hold {
+    /// The held bytes are not followed by the next event's (bytes lost,
+    /// an event out of order, another direction, an event too long).
+    fn drop_held(&mut self) {
+        self.bytes.clear();
+        self.events.clear();
+    }
+}
+
+/// The parser a view's first bytes `data` (sent in `dir`) call for, if
+/// they name a protocol. `in_tls`: the bytes are a TLS library's plaintext,
+/// where a MySQL connection opens with the handshake response.
+fn parser_for(cfg: &ParseConfig, in_tls: bool, dir: Dir, data: &[u8]) -> Option<ConnParser> {
+    match detect::by_content(dir, data) {
+        // A MySQL connection switches to TLS after its greeting and SSL
+        // request (in the clear, not seen here): its plaintext opens with
+        // the handshake response.
+        _ if in_tls && dir == Dir::ToServer && mysql::looks_like_login_in_tls(data) => Some(ConnParser::Mysql(mysql::MysqlParser::in_tls(cfg))),
+        // TLS inside TLS is not followed.
+        Detected::Protocol(p) if p != Protocol::Tls => Some(p.stream_parser(cfg)),
+        _ => None,
+    }
 }
 
 /// One end's view of a connection: the (process, SSL) whose calls it
@@ -178,7 +223,7 @@ impl Streams {
             *proc = owner;
         }
         let side = if b.server { SERVER } else { CLIENT };
-        let v = c.views[side].get_or_insert(View { id: (ev.tgid, ev.ssl), parsing: Parsing::Detecting(0), last_mono: 0 });
+        let v = c.views[side].get_or_insert(View { id: (ev.tgid, ev.ssl), parsing: Parsing::Detecting(Hold::default()), last_mono: 0 });
         if v.id != (ev.tgid, ev.ssl) {
             // A second process (or SSL) on the same end: one view is parsed.
             stats.add(&stats.other_end_events, 1);
@@ -193,8 +238,10 @@ impl Streams {
             if lost > 0 {
                 stats.add(&stats.gaps, 1);
                 stats.add(&stats.gap_bytes, lost);
-                if let Parsing::On(p) = &mut v.parsing {
-                    p.gap(dir_of(read), ts, lost, scratch);
+                match &mut v.parsing {
+                    Parsing::On(p) => p.gap(dir_of(read), ts, lost, scratch),
+                    Parsing::Detecting(hold) => hold.drop_held(),
+                    Parsing::Off => {}
                 }
             }
         }
@@ -203,37 +250,70 @@ impl Streams {
             stats.add(&stats.out_of_order, 1);
             stats.add(&stats.gaps, 1);
             stats.add(&stats.gap_bytes, ev.len as u64);
-            if let Parsing::On(p) = &mut v.parsing {
-                p.gap(dir, ts, ev.len as u64, scratch);
+            match &mut v.parsing {
+                Parsing::On(p) => p.gap(dir, ts, ev.len as u64, scratch),
+                Parsing::Detecting(hold) => hold.drop_held(),
+                Parsing::Off => {}
             }
         } else {
             v.last_mono = ev.mono_ns;
-            if let Parsing::Detecting(tries) = v.parsing {
+            if let Parsing::Detecting(hold) = &mut v.parsing {
                 let socket = self.source == TxSource::Socket;
-                v.parsing = match detect::by_content(dir, ev.data) {
-                    // A MySQL connection switches to TLS after its greeting
-                    // and SSL request (in the clear, not seen here): its
-                    // plaintext opens with the handshake response.
-                    _ if !socket && dir == Dir::ToServer && mysql::looks_like_login_in_tls(ev.data) => {
-                        stats.add(&stats.parsed_conns, 1);
-                        Parsing::On(Box::new(ConnParser::Mysql(mysql::MysqlParser::in_tls(&self.cfg))))
+                if hold.dir != Some(dir) {
+                    hold.drop_held();
+                    hold.dir = Some(dir);
+                }
+                // The held bytes and this event's as one message; failing
+                // that, this event's alone (the held ones were no message's
+                // start).
+                let mut held = None;
+                let mut parser = None;
+                if !hold.events.is_empty() {
+                    let n = ev.data.len().min(HOLD_BYTES.saturating_sub(hold.bytes.len()));
+                    hold.bytes.extend_from_slice(&ev.data[..n]);
+                    parser = parser_for(&self.cfg, !socket, dir, &hold.bytes);
+                    hold.bytes.truncate(hold.bytes.len() - n);
+                    if parser.is_some() {
+                        held = Some(std::mem::take(hold));
                     }
-                    // TLS inside TLS is not followed.
-                    Detected::Protocol(p) if p != Protocol::Tls => {
+                }
+                if parser.is_none() {
+                    parser = parser_for(&self.cfg, !socket, dir, ev.data);
+                }
+                v.parsing = match parser {
+                    Some(mut p) => {
                         stats.add(&stats.parsed_conns, 1);
                         if let (Some(claims), false) = (&self.claims, c.claimed) {
                             claims.claim(b.key.tuple(), ts);
                             c.claimed = true;
                         }
-                        Parsing::On(Box::new(p.stream_parser(&self.cfg)))
+                        // The held events first, as they came.
+                        if let Some(h) = held {
+                            let mut at = 0;
+                            for &(t, n) in &h.events {
+                                p.data(dir, t, &h.bytes[at..at + n as usize], scratch);
+                                at += n as usize;
+                            }
+                        }
+                        Parsing::On(Box::new(p))
                     }
                     // The socket's first event of a connection names its
                     // protocol, or the packets keep it.
-                    _ if socket || tries + 1 >= DETECT_TRIES => {
+                    None if socket || hold.tries + 1 >= DETECT_TRIES => {
                         stats.add(&stats.undetected_conns, 1);
                         Parsing::Off
                     }
-                    _ => Parsing::Detecting(tries + 1),
+                    None => {
+                        hold.tries += 1;
+                        let whole = ev.data.len() as u64 == ev.len as u64;
+                        if whole && hold.bytes.len() + ev.data.len() <= HOLD_BYTES {
+                            hold.bytes.extend_from_slice(ev.data);
+                            hold.events.push((ts, ev.data.len() as u32));
+                        } else {
+                            hold.drop_held();
+                        }
+                        Parsing::Detecting(std::mem::take(hold))
+                    }
                 };
             }
             if let Parsing::On(p) = &mut v.parsing {
@@ -409,4 +489,120 @@ pub fn clock_offset() -> i64 {
     let r = now(libc::CLOCK_REALTIME);
     let m2 = now(libc::CLOCK_MONOTONIC);
     r - (m1 + (m2 - m1) / 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelog_record::Detail;
+
+    /// A MySQL packet: 3-byte length, sequence id, payload.
+    fn pkt(seq: u8, payload: &[u8]) -> Vec<u8> {
+        let mut p = (payload.len() as u32).to_le_bytes()[..3].to_vec();
+        p.push(seq);
+        p.extend_from_slice(payload);
+        p
+    }
+
+    /// The handshake response that opens a MySQL connection's plaintext
+    /// inside TLS (sequence id 2: greeting and SSL request went before),
+    /// user `w`, database `shop`.
+    fn login_in_tls() -> Vec<u8> {
+        // PROTOCOL_41, SSL, SECURE_CONNECTION, CONNECT_WITH_DB, PLUGIN_AUTH.
+        let caps: u32 = 0x200 | 0x800 | 0x8000 | 0x8 | 0x8_0000;
+        let mut b = caps.to_le_bytes().to_vec();
+        b.extend((1u32 << 24).to_le_bytes());
+        b.push(45);
+        b.extend([0u8; 23]);
+        b.extend(b"w\0");
+        b.push(20);
+        b.extend([7u8; 20]);
+        b.extend(b"shop\0mysql_native_password\0");
+        pkt(2, &b)
+    }
+
+    /// A server's view: its calls read from a remote client (port 40000)
+    /// on its port 3306, in a namespace no process here is in (the ports
+    /// decide the roles).
+    fn event<'a>(t: u64, read: bool, data: &'a [u8]) -> Event<'a> {
+        let sock = Sock { netns: 1, local: [1; 16], local_port: 3306, remote: [2; 16], remote_port: 40000 };
+        Event {
+            mono_ns: t,
+            tgid: u32::MAX,
+            ssl: 7,
+            fd: 5,
+            dir: if read { DIR_READ } else { crate::programs::DIR_WRITE },
+            socket: false,
+            len: data.len() as u32,
+            lost_read: 0,
+            lost_write: 0,
+            sock: Some(sock),
+            comm: *b"mariadbd\0\0\0\0\0\0\0\0",
+            data,
+        }
+    }
+
+    fn commands(txs: &[TxRecord]) -> Vec<(&str, Option<&str>, Option<&str>)> {
+        txs.iter()
+            .map(|r| match &r.tx.detail {
+                Detail::Mysql(m) => (m.command, m.query.as_deref(), m.user.as_deref()),
+                d => panic!("not MySQL: {d:?}"),
+            })
+            .collect()
+    }
+
+    /// The server's calls (`reads` splits each packet it reads into its
+    /// 4-byte header and its body, as mariadbd does) on a MySQL connection
+    /// inside TLS: login, a query and its OK.
+    fn server_view(split: bool) -> (Vec<TxRecord>, Stats) {
+        let ok = |seq| pkt(seq, &[0, 0, 0, 2, 0, 0, 0]);
+        let mut query = vec![3];
+        query.extend(b"do 1");
+        let calls: Vec<(bool, Vec<u8>)> = vec![(true, login_in_tls()), (false, ok(3)), (true, pkt(0, &query)), (false, ok(1))];
+        let mut s = Streams::new(ParseConfig::default());
+        let stats = Stats::default();
+        let mut t = 1_000;
+        for (read, bytes) in &calls {
+            let pieces = if *read && split { vec![&bytes[..4], &bytes[4..]] } else { vec![&bytes[..]] };
+            for piece in pieces {
+                t += 1_000;
+                s.event(&event(t, *read, piece), &stats);
+            }
+        }
+        let mut out = Vec::new();
+        s.finish(i64::MAX, &mut out, &stats);
+        (out, stats)
+    }
+
+    #[test]
+    fn a_login_read_header_then_body_is_detected_as_one_message() {
+        for split in [false, true] {
+            let (out, stats) = server_view(split);
+            assert_eq!(commands(&out), [("login", None, Some("w")), ("query", Some("do 1"), Some("w"))], "split {split}: {out:#?}");
+            assert_eq!(stats.parsed_conns.load(std::sync::atomic::Ordering::Relaxed), 1);
+            assert_eq!(stats.undetected_conns.load(std::sync::atomic::Ordering::Relaxed), 0);
+            // The held header is parsed with its own time: the login's
+            // request runs from it to its body, all its bytes counted.
+            let req = out[0].tx.request.expect("the login's request");
+            assert_eq!(req.bytes, login_in_tls().len() as u64, "{req:?}");
+            assert_eq!(req.first_ns < req.last_ns, split, "{req:?}");
+        }
+    }
+
+    /// Held bytes that start no message do not hide the message after
+    /// them; bytes in the other direction are not held with them.
+    #[test]
+    fn held_bytes_that_are_no_message_leave_the_next_event_alone() {
+        let mut s = Streams::new(ParseConfig::default());
+        let stats = Stats::default();
+        let login = login_in_tls();
+        s.event(&event(1_000, true, b"\x01\x02\x03"), &stats);
+        s.event(&event(2_000, false, b"\x09\x09"), &stats);
+        s.event(&event(3_000, true, &login[..4]), &stats);
+        s.event(&event(4_000, true, &login[4..]), &stats);
+        s.event(&event(5_000, false, &pkt(3, &[0, 0, 0, 2, 0, 0, 0])), &stats);
+        let mut out = Vec::new();
+        s.finish(i64::MAX, &mut out, &stats);
+        assert_eq!(commands(&out), [("login", None, Some("w"))], "{out:#?}");
+    }
 }
