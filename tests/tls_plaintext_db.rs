@@ -49,8 +49,16 @@ fn certificate(dir: &Path) {
 }
 
 fn capture(ns: &LoNs, logs: &Path) -> LiveCapture {
-    let args: Vec<std::ffi::OsString> = ["--no-store", "--stats-interval", "0", "--user", "root", "--tls-plaintext", "--logs"]
+    capture_of(ns, logs, None)
+}
+
+/// A capture with `--tls-plaintext`, following the processes `limit`
+/// names (PID|COMM|CGROUP) or every one.
+fn capture_of(ns: &LoNs, logs: &Path, limit: Option<&str>) -> LiveCapture {
+    let args: Vec<std::ffi::OsString> = ["--no-store", "--stats-interval", "0", "--user", "root", "--tls-plaintext"]
         .iter()
+        .chain(limit.as_slice())
+        .chain(&["--logs"])
         .map(Into::into)
         .chain([logs.as_os_str().to_owned()])
         .collect();
@@ -86,11 +94,12 @@ fn by_conn(logs: &Path, log: &str, ports: &[u16]) -> HashMap<String, Vec<Row>> {
 }
 
 /// The clear connection's records (from packets) and the TLS one's (from
-/// the library), equal field by field; the TLS one's carry the client's and
-/// server's processes, and conn.log names both services. The workload's
-/// connections are those with a field starting with `marker`.
+/// the library), equal field by field; the TLS one's carry the client's
+/// (None: the client's calls are not followed, none named) and server's
+/// processes, and conn.log names both services. The workload's connections
+/// are those with a field starting with `marker`.
 #[allow(clippy::too_many_arguments)]
-fn assert_same(logs: &Path, log: &str, ports: &[u16], marker: &str, client: &str, server: &str, service: &str, err: &str) -> usize {
+fn assert_same(logs: &Path, log: &str, ports: &[u16], marker: &str, client: Option<&str>, server: &str, service: &str, err: &str) -> usize {
     let conns = by_conn(logs, log, ports);
     let pick = |source: &str| -> &Vec<Row> {
         let v: Vec<&Vec<Row>> = conns
@@ -109,7 +118,7 @@ fn assert_same(logs: &Path, log: &str, ports: &[u16], marker: &str, client: &str
                 assert_eq!(v, &b[k], "{log} field {k}: clear {a:?}\nTLS {b:?}");
             }
         }
-        assert_eq!(b["orig_proc"], client, "{b:?}");
+        assert_eq!(b["orig_proc"], client.unwrap_or("-"), "{b:?}");
         assert_eq!(b["resp_proc"], server, "{b:?}");
     }
     let uid = &tls[0]["uid"];
@@ -216,7 +225,7 @@ fn postgresql_with_sslmode_require_logs_what_it_logs_in_the_clear() {
     assert_eq!(clear, tls);
     std::thread::sleep(Duration::from_millis(700));
     let err = cap.stop();
-    let n = assert_same(&logs, "pgsql.log", &[PG_PORT], "create table t ", "psql", "postgres", "postgresql,ssl", &err);
+    let n = assert_same(&logs, "pgsql.log", &[PG_PORT], "create table t ", Some("psql"), "postgres", "postgresql,ssl", &err);
     // startup, 8 statements, terminate.
     assert_eq!(n, 10, "{err}");
     let rows = by_conn(&logs, "pgsql.log", &[PG_PORT]);
@@ -320,7 +329,7 @@ fn mariadb_with_tls_logs_what_it_logs_in_the_clear() {
     assert!(after.contains("after"), "{after}");
     std::thread::sleep(Duration::from_millis(700));
     let err = cap.stop();
-    let n = assert_same(&logs, "mysql.log", &[MY_PORT], "create table t ", "mariadb", "mariadbd", "mysql,ssl", &err);
+    let n = assert_same(&logs, "mysql.log", &[MY_PORT], "create table t ", Some("mariadb"), "mariadbd", "mysql,ssl", &err);
     // login, 8 statements, quit.
     assert_eq!(n, 10, "{err}");
     let rows = by_conn(&logs, "mysql.log", &[MY_PORT]);
@@ -341,6 +350,41 @@ fn mariadb_with_tls_logs_what_it_logs_in_the_clear() {
     let stats = tls_stats(&err);
     assert_eq!(count_before(stats, " ring records lost"), 0, "{stats}");
     eprintln!("{stats}\ncut: {cut:?}\nmariadb: {n} records equal in the clear and over TLS; {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// `--tls-plaintext mariadbd`, the probe on the database server: only the
+/// server's calls are followed, and mariadbd reads each packet's 4-byte
+/// header apart from its body (two SSL_read calls), the TLS login's too.
+/// mysql.log has the records the clear run's packets give, login (user
+/// and database) included; the server's view has the server's latency
+/// (`varies`), and the client's process is not named (not followed).
+#[test]
+fn mariadb_with_tls_seen_from_the_server_alone_logs_what_it_logs_in_the_clear() {
+    if !requirements(&["openssl", "mariadbd", "mariadb-install-db", "mariadb", "mariadb-admin"]) {
+        return;
+    }
+    let t0 = Instant::now();
+    let db = mariadb_in("mariadb-server");
+    let _reap = Reap(&db.ns);
+    let logs = db.dir.join("logs");
+    let cap = capture_of(&db.ns, &logs, Some("mariadbd"));
+    let clear = mariadb_client(&db, false, MY_WORK);
+    let tls = mariadb_client(&db, true, MY_WORK);
+    assert_eq!(clear, tls);
+    assert!(clear.contains("5000"), "{clear}");
+    std::thread::sleep(Duration::from_millis(700));
+    let err = cap.stop();
+    let n = assert_same(&logs, "mysql.log", &[MY_PORT], "create table t ", None, "mariadbd", "mysql,ssl", &err);
+    // login, 8 statements, quit.
+    assert_eq!(n, 10, "{err}");
+    let rows = by_conn(&logs, "mysql.log", &[MY_PORT]);
+    let tls_rows: Vec<&Row> = rows.values().flatten().filter(|r| r["source"] == "tls-library").collect();
+    let login = tls_rows.iter().find(|r| r["cmd"] == "login").expect("the login over TLS");
+    assert_eq!((login["user"].as_str(), login["database"].as_str()), ("w", "w"), "{login:?}");
+    assert!(tls_rows.iter().all(|r| r["resp_pid"] == db.server.pid().to_string()), "{tls_rows:#?}");
+    let stats = tls_stats(&err);
+    assert_eq!(count_before(stats, " ring records lost"), 0, "{stats}");
+    eprintln!("{stats}\nmariadb, server only: {n} records equal in the clear and over TLS; {:.1} s", t0.elapsed().as_secs_f64());
 }
 
 /// The table of the query whose client is killed (the client strips
@@ -430,7 +474,7 @@ fn redis_with_tls_logs_what_it_logs_in_the_clear() {
     assert!(clear.contains("ERR value is not an integer"), "{clear}");
     std::thread::sleep(Duration::from_millis(700));
     let err = cap.stop();
-    let n = assert_same(&logs, "redis.log", &[REDIS_PORT, REDIS_TLS_PORT], "wl:marker", "redis-cli", "redis-server", "ssl,redis", &err);
+    let n = assert_same(&logs, "redis.log", &[REDIS_PORT, REDIS_TLS_PORT], "wl:marker", Some("redis-cli"), "redis-server", "ssl,redis", &err);
     // redis-cli's COMMAND DOCS at connect (its reply, a few hundred KB,
     // longer than an event carries), then the workload's 13 commands.
     assert_eq!(n, 14, "{err}");
