@@ -263,19 +263,25 @@ impl Streams {
                     hold.drop_held();
                     hold.dir = Some(dir);
                 }
-                // The held bytes and this event's as one message; failing
-                // that, this event's alone (the held ones were no message's
-                // start).
+                // The held bytes and this event's as one message, from the
+                // first held event on, or from a later one (the earlier
+                // ones were no message's start); failing that, this
+                // event's alone.
                 let mut held = None;
                 let mut parser = None;
                 if !hold.events.is_empty() {
                     let n = ev.data.len().min(HOLD_BYTES.saturating_sub(hold.bytes.len()));
                     hold.bytes.extend_from_slice(&ev.data[..n]);
-                    parser = parser_for(&self.cfg, !socket, dir, &hold.bytes);
-                    hold.bytes.truncate(hold.bytes.len() - n);
-                    if parser.is_some() {
-                        held = Some(std::mem::take(hold));
+                    let mut at = 0;
+                    for (i, &(_, len)) in hold.events.iter().enumerate() {
+                        parser = parser_for(&self.cfg, !socket, dir, &hold.bytes[at..]);
+                        if parser.is_some() {
+                            held = Some((i, at));
+                            break;
+                        }
+                        at += len as usize;
                     }
+                    hold.bytes.truncate(hold.bytes.len() - n);
                 }
                 if parser.is_none() {
                     parser = parser_for(&self.cfg, !socket, dir, ev.data);
@@ -287,11 +293,11 @@ impl Streams {
                             claims.claim(b.key.tuple(), ts);
                             c.claimed = true;
                         }
-                        // The held events first, as they came.
-                        if let Some(h) = held {
-                            let mut at = 0;
-                            for &(t, n) in &h.events {
-                                p.data(dir, t, &h.bytes[at..at + n as usize], scratch);
+                        // The held events the message starts in first, as
+                        // they came.
+                        if let Some((first, mut at)) = held {
+                            for &(t, n) in &hold.events[first..] {
+                                p.data(dir, t, &hold.bytes[at..at + n as usize], scratch);
                                 at += n as usize;
                             }
                         }
@@ -589,15 +595,15 @@ mod tests {
         }
     }
 
-    /// Held bytes that start no message do not hide the message after
-    /// them; bytes in the other direction are not held with them.
+    /// Held bytes that start no message do not hide the message held
+    /// after them; bytes in the other direction are not held with them.
     #[test]
     fn held_bytes_that_are_no_message_leave_the_next_event_alone() {
         let mut s = Streams::new(ParseConfig::default());
         let stats = Stats::default();
         let login = login_in_tls();
-        s.event(&event(1_000, true, b"\x01\x02\x03"), &stats);
-        s.event(&event(2_000, false, b"\x09\x09"), &stats);
+        s.event(&event(1_000, false, b"\x09\x09"), &stats);
+        s.event(&event(2_000, true, b"\x01\x02\x03"), &stats);
         s.event(&event(3_000, true, &login[..4]), &stats);
         s.event(&event(4_000, true, &login[4..]), &stats);
         s.event(&event(5_000, false, &pkt(3, &[0, 0, 0, 2, 0, 0, 0])), &stats);
