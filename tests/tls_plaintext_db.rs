@@ -264,9 +264,16 @@ fn mariadb() -> Mariadb {
 fn mariadb_in(tag: &str) -> Mariadb {
     let dir = common::scratch("tls_plaintext_db", tag);
     let data = dir.join("data");
+    // A temporary directory of its own: mariadbd deletes the temporary
+    // tables it finds in its tmpdir when it starts, another server's too
+    // (mariadb-install-db failed with "Error on delete of
+    // '/tmp/#sql-temptable-...'" when two started at once).
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
     let out = Command::new("mariadb-install-db")
         .args(["--no-defaults", "--user=root", "--auth-root-authentication-method=socket"])
         .arg(format!("--datadir={}", data.display()))
+        .arg(format!("--tmpdir={}", tmp.display()))
         .output()
         .expect("run mariadb-install-db");
     assert!(out.status.success(), "mariadb-install-db: {}", String::from_utf8_lossy(&out.stderr));
@@ -280,6 +287,7 @@ fn mariadb_in(tag: &str) -> Mariadb {
         format!("--log-error={d}/mysql.err"),
         format!("--ssl-cert={d}/cert.pem"),
         format!("--ssl-key={d}/key.pem"),
+        format!("--tmpdir={}", tmp.display()),
     ];
     let mut argv = vec!["mariadbd", "--no-defaults", "--user=root", "--port=3306", "--bind-address=127.0.0.1", "--skip-name-resolve"];
     argv.extend(["--skip-log-bin", "--innodb-buffer-pool-size=32M", "--innodb-flush-log-at-trx-commit=2"]);
