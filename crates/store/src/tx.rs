@@ -251,7 +251,7 @@ pub(crate) struct TxBuf {
     response_bytes: DictNum<u64>,
     latency: Vec<Option<i64>>,
     first_byte_latency: Vec<Option<i64>>,
-    sample_weight: Vec<u32>,
+    sample_weight: DictNum<u64>,
     extra: Vec<Extra>,
     orig_proc: Vec<Proc>,
     resp_proc: Vec<Proc>,
@@ -280,7 +280,7 @@ impl TxBuf {
             response_bytes: DictNum::new(),
             latency: Vec::new(),
             first_byte_latency: Vec::new(),
-            sample_weight: Vec::new(),
+            sample_weight: DictNum::new(),
             extra,
             orig_proc: Vec::new(),
             resp_proc: Vec::new(),
@@ -312,7 +312,7 @@ impl TxBuf {
         self.response_bytes.push(r.response_bytes);
         self.latency.push(r.latency_ns);
         self.first_byte_latency.push(r.first_byte_latency_ns);
-        self.sample_weight.push(r.sample_weight);
+        self.sample_weight.push(Some(u64::from(r.sample_weight)));
         self.orig_proc.push(r.orig_proc.clone());
         self.resp_proc.push(r.resp_proc.clone());
         self.bytes += TX_ROW_BYTES + r.uid.len() + self.extra.len() * 8;
@@ -424,7 +424,7 @@ impl RowSource for TxBuf {
             "response_bytes" => self.response_bytes.values(rows, true, |v| v as i64, PqCol::I64),
             "latency" => opt_i64(rows, |r| self.latency[r].map(us)),
             "first_byte_latency" => opt_i64(rows, |r| self.first_byte_latency[r].map(us)),
-            "sample_weight" => opt_i64(rows, |r| Some(i64::from(self.sample_weight[r]))),
+            "sample_weight" => self.sample_weight.values(rows, true, |v| v as i64, PqCol::I64),
             other => unreachable!("transaction column {other}"),
         }
     }
@@ -444,7 +444,7 @@ mod tests {
         let head: Vec<(&str, bool)> =
             schema::columns(Kind::Http)[..TX_COMMON].iter().map(|c| (c.name, c.is_dictionary())).collect();
         // The leading columns' builders are `TxBuf`'s named fields.
-        let dict_fields = ["client", "server", "server_port", "transport", "status", "request_bytes", "response_bytes"];
+        let dict_fields = ["client", "server", "server_port", "transport", "status", "request_bytes", "response_bytes", "sample_weight"];
         let plain_fields = ["ts", "uid", "client_port", "latency", "first_byte_latency"];
         assert_eq!(head.len(), dict_fields.len() + plain_fields.len());
         for (name, dict) in head {
