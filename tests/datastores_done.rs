@@ -39,9 +39,13 @@ const KINDS: [(&str, &str); 6] = [
 fn read(caps: &[PathBuf], logs: &Path, store: Option<&Path>, extra: &[&str]) {
     let mut cmd = Command::new(BIN);
     cmd.args(["read", "-C", "--quiet", "--logs"]).arg(logs).args(extra);
-    if let Some(s) = store {
-        cmd.arg("--store").arg(s);
-    }
+    // No store: none at all (the default `wirelog-data` in the working
+    // directory would be the repository's, and a second run would refuse
+    // the captures as already read).
+    match store {
+        Some(s) => cmd.arg("--store").arg(s),
+        None => cmd.arg("--no-store"),
+    };
     let o = cmd.args(caps).output().unwrap();
     assert!(o.status.success(), "read: {}", String::from_utf8_lossy(&o.stderr));
 }
