@@ -30,7 +30,9 @@ PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       # the browser of tests/serve_ui.rs (headless, driven over its DevTools pipe)
       chromium
       # the ping traffic and the ClickHouse name on port 8123 of tests/help_examples.rs
-      iputils-ping socat)
+      iputils-ping socat
+      # the FTP, IRC, XMPP and LDAP servers (and LDAP client) of tests/services_live.rs
+      vsftpd ngircd prosody slapd ldap-utils)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

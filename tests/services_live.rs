@@ -30,12 +30,30 @@ const CASES: &[(&str, u16, &str, &str)] = &[
     ("ntp", 123, "udp", "ntp"),
     // Zeek has no NTP signature either.
     ("ntp", 1123, "udp", "-"),
+    // Real servers: on the port Zeek registers the analyzer for, on another
+    // (its DPD signatures), and the same first bytes without the reply the
+    // signature or the analyzer waits for.
+    ("ftp", 21, "tcp", "ftp"),
+    ("ftp", 2121, "tcp", "ftp"),
+    ("ftp-refused", 2122, "tcp", "-"),
+    ("irc", 6667, "tcp", "irc"),
+    ("irc", 7000, "tcp", "irc"),
+    ("irc-refused", 7001, "tcp", "-"),
+    ("xmpp", 5222, "tcp", "xmpp"),
+    ("xmpp", 5333, "tcp", "xmpp"),
+    ("xmpp-server-only", 5334, "tcp", "-"),
+    ("ldap", 389, "tcp", "ldap"),
+    ("ldap", 1389, "tcp", "ldap"),
+    ("ldap-refused", 1390, "tcp", "-"),
 ];
+
+/// The Debian servers the exchanges above run (scripts/test.sh installs them).
+const SERVERS: &[&str] = &["vsftpd", "ngircd", "prosody", "slapd", "ldapsearch"];
 
 #[test]
 fn services_are_named_as_zeek_names_them() {
-    if !(have("tcpdump") && have("python3") && common::live::is_root()) {
-        common::live::skip("needs root, python3 and tcpdump");
+    if !(have("tcpdump") && have("python3") && common::live::is_root() && SERVERS.iter().all(|s| have(s))) {
+        common::live::skip("needs root, python3, tcpdump, vsftpd, ngircd, prosody, slapd and ldap-utils");
         return;
     }
     let t0 = Instant::now();
@@ -74,4 +92,74 @@ fn services_are_named_as_zeek_names_them() {
     }
     assert!(wrong.is_empty(), "{}\nconn.log: {conns:?}", wrong.join("\n"));
     eprintln!("services_live: {} exchanges named as Zeek names them in {:.1?}", CASES.len(), t0.elapsed());
+}
+
+/// Zeek's rule for partial connections (`TcpConn::is_partial`): its HTTP
+/// analyzer (and SSL, SSH, SMTP, POP3, IMAP, XMPP, MySQL) reads nothing of
+/// a connection whose originator's first packet was not a bare SYN, or
+/// whose responder's first packet after a bare SYN carried no SYN
+/// (src/analyzer/protocol/http/HTTP.cc:939; `SetPartialStatus`,
+/// src/packet_analysis/protocol/tcp/TCPSessionAdapter.cc:709). A SYN-ACK
+/// seen first is not partial once the client's ACK comes: Zeek takes the
+/// SYN as missed and establishes the connection (TCPSessionAdapter.cc:
+/// 822-834; without a flip at creation the ACK flips the roles, which
+/// clears it too, 1045). Without the SYN-ACK the connection turns partial
+/// at the server's first packet, but the request came before it, and the
+/// analyzer confirms on a request (`HTTP_Request`, HTTP.cc:1472). A real
+/// capture of curl and nginx on 80 and 18080 (a likely server port and not
+/// one) is read whole, without its bare SYNs, without its SYN-ACKs, and
+/// without any SYN (from the middle: partial from the request on).
+#[test]
+fn partial_connections_get_no_http_service() {
+    if !(have("tcpdump") && have("nginx") && have("curl") && common::live::is_root()) {
+        common::live::skip("needs root, tcpdump, nginx and curl");
+        return;
+    }
+    let t0 = Instant::now();
+    let dir = common::scratch("services_live", "partial");
+    let http = "    access_log off;\n    server {\n        listen 127.0.0.1:80;\n        listen 127.0.0.1:18080;\n        location / { return 200 \"hello\\n\"; }\n    }";
+    std::fs::write(dir.join("nginx.conf"), common::nginx::conf(&dir, http)).unwrap();
+    let ns = LoNs::new("svp");
+    let _reap = Reap(&ns);
+    let conf = dir.join("nginx.conf");
+    let _nginx = ns.spawn("nginx", &["nginx", "-c", conf.to_str().unwrap()], &dir.join("nginx.out"));
+    common::lo::wait_for("nginx", std::time::Duration::from_secs(20), || {
+        ["80", "18080"].iter().all(|p| ns.cmd(&["curl", "-sf", "-o", "/dev/null", &format!("http://127.0.0.1:{p}/")]).output().is_ok_and(|o| o.status.success()))
+    });
+    let full = dir.join("full.pcap");
+    let dump = ns.tcpdump(&full, &["tcp"]);
+    for p in ["80", "18080"] {
+        assert!(ns.run(&["curl", "-sf", "-o", "/dev/null", &format!("http://127.0.0.1:{p}/a")]).status.success());
+    }
+    settle(&full);
+    dump.interrupt();
+    // The cuts, by tcpdump's own filter on the real capture: bare SYNs
+    // (flags SYN without ACK), SYN-ACKs, every SYN.
+    let cut = |name: &str, filter: &str| {
+        let out = dir.join(name);
+        let o = Command::new("tcpdump").args(["-r", full.to_str().unwrap(), "-w", out.to_str().unwrap(), filter]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        out
+    };
+    let no_syn = cut("no_syn.pcap", "tcp[13] & 0x12 != 0x02");
+    let no_synack = cut("no_synack.pcap", "tcp[13] & 0x12 != 0x12");
+    let middle = cut("middle.pcap", "tcp[13] & 0x02 == 0");
+    let mut wrong = Vec::new();
+    for (pcap, want80, want18080) in [(&full, "http", "http"), (&no_syn, "http", "http"), (&no_synack, "http", "http"), (&middle, "-", "-")] {
+        let logs = dir.join(format!("logs-{}", pcap.file_stem().unwrap().to_string_lossy()));
+        let o = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["read", "--no-store", "--logs"]).arg(&logs).arg(pcap).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let conns = common::read_log(&logs.join("conn.log"));
+        for (port, want) in [("80", want80), ("18080", want18080)] {
+            let got: Vec<&str> = conns.iter().filter(|r| r["id.resp_p"] == port).map(|r| r["service"].as_str()).collect();
+            if got != [want] {
+                wrong.push(format!("{}: port {port}: want [{want}], got {got:?}\n{conns:?}", pcap.display()));
+            }
+        }
+        // The request is still parsed (http.log), only `service` follows Zeek.
+        let http = common::read_log(&logs.join("http.log"));
+        assert_eq!(http.len(), 2, "{}: {http:?}", pcap.display());
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    eprintln!("services_live: partial connections named as Zeek names them in {:.1?}", t0.elapsed());
 }

@@ -11,7 +11,26 @@ capture of them shows what Zeek would name (run inside a namespace).
   imap PORT   an untagged OK greeting, imaplib's CAPABILITY and LOGOUT (RFC 3501)
   sip PORT    an OPTIONS request over UDP and its 200 (RFC 3261)
   ntp PORT    a client's mode-3 request over UDP and the server's mode-4 reply (RFC 5905)
+
+Real servers (Debian's), started here by PID and stopped by it:
+  ftp PORT    vsftpd, ftplib's anonymous login (USER, 331, PASS, 230) and QUIT
+  irc PORT    ngircd, a client's NICK and USER lines, the welcome numerics, QUIT
+  xmpp PORT   prosody, a client's stream header (single-quoted jabber:client),
+              the server's header and features, the stream's end
+  ldap PORT   slapd, ldapsearch's anonymous simple bind and a base search
+The same first bytes without the reply Zeek's signature or analyzer waits
+for (test-only servers written here):
+  ftp-refused PORT   a 220 greeting, then 530 to ftplib's USER (no 230/331)
+  irc-refused PORT   NICK and USER answered by ERROR (no numeric reply)
+  xmpp-server-only PORT  the server's stream header; the client's first bytes
+                     are XML but no stream header
+  ldap-refused PORT  ldapsearch's bind answered by bytes that are no BER SEQUENCE
 """
+import os
+import shutil
+import subprocess
+import tempfile
+import time
 import imaplib
 import poplib
 import smtplib
@@ -205,5 +224,243 @@ def ntp(port):
     udp_exchange(port, req, reply)
 
 
+def daemon(argv, port, workdir):
+    """Starts a server and waits (bounded) until it accepts on `port`."""
+    log = open(os.path.join(workdir, "daemon.log"), "wb")
+    p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    # Listening is read from /proc/net/tcp (state 0A), not tried with a
+    # connection, which the capture would hold as one more.
+    want = "%08X:%04X" % (0x0100007F, port)
+    for _ in range(100):
+        with open("/proc/net/tcp") as t:
+            if any(l.split()[1] == want and l.split()[3] == "0A" for l in t.readlines()[1:]):
+                return p
+        if p.poll() is not None:
+            break
+        time.sleep(0.1)
+    p.kill()
+    p.wait()
+    log.close()
+    sys.exit(f"{argv[0]} did not start: " + open(os.path.join(workdir, "daemon.log"), errors="replace").read())
+
+
+def stop(p):
+    p.terminate()
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def with_daemon(port, argv_of, client):
+    w = tempfile.mkdtemp(prefix="wirelog-svc-")
+    try:
+        p = daemon(argv_of(w), port, w)
+        try:
+            client()
+        finally:
+            stop(p)
+    finally:
+        shutil.rmtree(w, ignore_errors=True)
+
+
+def ftp(port):
+    import ftplib
+
+    def argv(w):
+        os.mkdir(os.path.join(w, "empty"))
+        conf = os.path.join(w, "vsftpd.conf")
+        with open(conf, "w") as f:
+            f.write(f"""listen=YES
+listen_ipv6=NO
+listen_address={HOST}
+listen_port={port}
+anonymous_enable=YES
+local_enable=NO
+write_enable=NO
+background=NO
+secure_chroot_dir={w}/empty
+anon_root={w}/empty
+seccomp_sandbox=NO
+run_as_launching_user=YES
+pasv_enable=NO
+""")
+        return ["vsftpd", conf]
+
+    def client():
+        f = ftplib.FTP()
+        f.connect(HOST, port, timeout=10)
+        f.login()
+        f.quit()
+
+    with_daemon(port, argv, client)
+
+
+def irc_register(port):
+    c = socket.create_connection((HOST, port), timeout=10)
+    # RFC 2812 3.1: registration; one write, as clients send it.
+    c.sendall(b"NICK wirelog\r\nUSER wirelog 0 * :wirelog test\r\n")
+    return c
+
+
+def irc(port):
+    def argv(w):
+        conf = os.path.join(w, "ngircd.conf")
+        with open(conf, "w") as f:
+            f.write(f"""[Global]
+Name = irc.wirelog.test
+Info = wirelog test
+Listen = {HOST}
+Ports = {port}
+PidFile = {w}/ngircd.pid
+MotdPhrase = wirelog
+[Options]
+DNS = no
+Ident = no
+PAM = no
+""")
+        return ["ngircd", "-n", "-f", conf]
+
+    def client():
+        c = irc_register(port)
+        f = c.makefile("rb")
+        while True:  # up to the end of the MOTD (376) or no MOTD (422)
+            line = f.readline()
+            if not line or line.split(b" ")[1:2] in ([b"376"], [b"422"]):
+                break
+        c.sendall(b"QUIT :bye\r\n")
+        while f.readline():
+            pass
+        c.close()
+
+    with_daemon(port, argv, client)
+
+
+XMPP_HEADER = (b"<?xml version='1.0'?><stream:stream to='wirelog.test' xmlns='jabber:client' "
+               b"xmlns:stream='http://etherx.jabber.org/streams' version='1.0'>")
+
+
+def xmpp(port):
+    def argv(w):
+        os.mkdir(os.path.join(w, "data"))
+        conf = os.path.join(w, "prosody.cfg.lua")
+        with open(conf, "w") as f:
+            f.write(f"""run_as_root = true
+daemonize = false
+pidfile = "{w}/prosody.pid"
+data_path = "{w}/data"
+certificates = "{w}"
+interfaces = {{ "{HOST}" }}
+c2s_ports = {{ {port} }}
+modules_enabled = {{ "saslauth" }}
+modules_disabled = {{ "s2s", "posix" }}
+log = {{ {{ levels = {{ min = "error" }}, to = "console" }} }}
+c2s_require_encryption = false
+VirtualHost "wirelog.test"
+""")
+        return ["prosody", "--config", conf, "-F"]
+
+    def client():
+        c = socket.create_connection((HOST, port), timeout=10)
+        c.sendall(XMPP_HEADER)
+        d = b""
+        while b"</stream:features>" not in d:
+            x = c.recv(4096)
+            if not x:
+                break
+            d += x
+        c.sendall(b"</stream:stream>")
+        while c.recv(4096):
+            pass
+        c.close()
+
+    with_daemon(port, argv, client)
+
+
+def ldap(port):
+    def argv(w):
+        os.mkdir(os.path.join(w, "db"))
+        conf = os.path.join(w, "slapd.conf")
+        with open(conf, "w") as f:
+            f.write(f"""include /etc/ldap/schema/core.schema
+pidfile {w}/slapd.pid
+modulepath /usr/lib/ldap
+moduleload back_mdb
+database mdb
+suffix "dc=wirelog,dc=test"
+rootdn "cn=admin,dc=wirelog,dc=test"
+directory {w}/db
+""")
+        return ["slapd", "-d", "0", "-f", conf, "-h", f"ldap://{HOST}:{port}/"]
+
+    def client():
+        subprocess.run(["ldapsearch", "-x", "-H", f"ldap://{HOST}:{port}", "-b", "", "-s", "base", "namingContexts"],
+                       check=True, stdout=subprocess.DEVNULL, timeout=10)
+
+    with_daemon(port, argv, client)
+
+
+def ftp_refused(port):
+    import ftplib
+
+    def server(c, f):
+        c.sendall(b"220 wirelog FTP\r\n")
+        f.readline()  # USER
+        c.sendall(b"530 Not today.\r\n")
+        if f.readline():  # QUIT
+            c.sendall(b"221 Goodbye.\r\n")
+
+    t = serve_once(port, server)
+    cl = ftplib.FTP()
+    cl.connect(HOST, port, timeout=10)
+    try:
+        cl.login()
+    except ftplib.error_perm:
+        pass
+    cl.quit()
+    t.join()
+
+
+def irc_refused(port):
+    def server(c, f):
+        f.readline()
+        f.readline()
+        c.sendall(b"ERROR :Closing link: wirelog[127.0.0.1] (not welcome)\r\n")
+
+    t = serve_once(port, server)
+    c = irc_register(port)
+    while c.recv(4096):
+        pass
+    c.close()
+    t.join()
+
+
+def xmpp_server_only(port):
+    def server(c, f):
+        c.sendall(XMPP_HEADER.replace(b"to=", b"from="))
+        c.recv(4096)
+
+    t = serve_once(port, server)
+    c = socket.create_connection((HOST, port), timeout=10)
+    c.recv(4096)
+    c.sendall(b"<?xml version='1.0'?><hello/>")
+    c.close()
+    t.join()
+
+
+def ldap_refused(port):
+    def server(c, f):
+        c.recv(4096)  # the BindRequest
+        c.sendall(b"\x05\x00\x00\x00")
+
+    t = serve_once(port, server)
+    subprocess.run(["ldapsearch", "-x", "-H", f"ldap://{HOST}:{port}", "-b", "", "-s", "base"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+    t.join()
+
+
 if __name__ == "__main__":
-    {"ssh": ssh, "smtp": smtp, "pop3": pop3, "imap": imap, "sip": sip, "ntp": ntp}[sys.argv[1]](int(sys.argv[2]))
+    {"ssh": ssh, "smtp": smtp, "pop3": pop3, "imap": imap, "sip": sip, "ntp": ntp, "ftp": ftp, "irc": irc,
+     "xmpp": xmpp, "ldap": ldap, "ftp-refused": ftp_refused, "irc-refused": irc_refused,
+     "xmpp-server-only": xmpp_server_only, "ldap-refused": ldap_refused}[sys.argv[1]](int(sys.argv[2]))

@@ -217,8 +217,14 @@ impl Detection {
         if found != Detected::Nothing {
             return found;
         }
-        // No parser's: a service signature needs both sides' first bytes.
-        use crate::services::{client_half, server_half, tcp_signature};
+        // No parser's. XMPP's signature is one side's (either's) first
+        // bytes (scripts/base/protocols/xmpp/dpd.sig has no `tcp-state`).
+        use crate::services::{client_half, server_half, tcp_signature, xmpp_stream_header, TcpSignature};
+        if xmpp_stream_header(data) {
+            self.0 &= !(0xff << HALF_SHIFT);
+            return Detected::Signature(TcpSignature::Xmpp { by: dir });
+        }
+        // The others need both sides' first bytes.
         let half = match dir {
             Dir::ToServer => client_half(data),
             Dir::ToClient => server_half(data),

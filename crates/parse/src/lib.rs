@@ -148,6 +148,11 @@ impl ConnParser {
         ConnParser::Starttls(starttls::StarttlsConn::new(proto, cfg.tls))
     }
 
+    /// The same, started as a signature left it ([`starttls::Start`]).
+    pub fn starttls_from(proto: starttls::Cleartext, start: starttls::Start, cfg: &ParseConfig) -> ConnParser {
+        ConnParser::Starttls(starttls::StarttlsConn::starting(proto, start, cfg.tls))
+    }
+
     /// conn.log's `service` when the parser decides it whatever was parsed
     /// (a STARTTLS protocol: named once confirmed, as Zeek names it); None
     /// when the caller's rule applies (named once a transaction parsed).

@@ -211,9 +211,18 @@ pub mod half {
     /// POP3: the server's `+OK` greeting, a client command that opens a
     /// session (USER, APOP, CAPA, AUTH, STLS).
     pub const POP3: u8 = 16;
+    /// FTP: the client's `USER` line ([`super::ftp_client_half`]), the
+    /// server's 120 or 220 greeting ([`super::ftp_server_half`]).
+    pub const FTP: u8 = 32;
+    /// IRC: the client's `NICK` and `USER` lines, a numeric reply from the
+    /// server ([`super::irc_client_half`], [`super::irc_server_half`]).
+    pub const IRC: u8 = 64;
+    /// LDAP: the client's first message a whole BindRequest, the server's
+    /// first byte a BER SEQUENCE ([`super::ldap_client_half`]).
+    pub const LDAP: u8 = 128;
 }
 
-/// A TCP service both sides' first bytes matched.
+/// A TCP service both sides' first bytes matched (XMPP: one side's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TcpSignature {
     /// Both sent an SSH version line; `first` is the side whose line came
@@ -221,6 +230,15 @@ pub enum TcpSignature {
     Ssh { first: crate::Dir, version: crate::ssh::SshVersion },
     Smtp,
     Pop3,
+    /// The client's `USER` and the server's greeting: confirmed once the
+    /// server's 230 or 331 follows (the rest of Zeek's server signature).
+    Ftp,
+    /// The client's `NICK`/`USER` lines and a server's numeric reply.
+    Irc,
+    /// The client's whole BindRequest and the server's SEQUENCE.
+    Ldap,
+    /// A stream header with a `jabber:` namespace, sent by the side `by`.
+    Xmpp { by: crate::Dir },
 }
 
 fn ssh_half(data: &[u8]) -> u8 {
@@ -268,7 +286,150 @@ pub fn client_half(data: &[u8]) -> u8 {
             m |= half::POP3;
         }
     }
+    if ftp_client_half(data) {
+        m |= half::FTP;
+    }
+    if irc_client_half(data) {
+        m |= half::IRC;
+    }
+    if ldap_client_half(data) {
+        m |= half::LDAP;
+    }
     m
+}
+
+/// Whether `line` (leading blanks removed) opens with `word` followed by
+/// at least one space and then a non-blank (`WORD +.+`).
+fn word_then_arg(line: &[u8], word: &[u8]) -> bool {
+    if !starts_with_word(line, word, false) || line.get(word.len()) != Some(&b' ') {
+        return false;
+    }
+    line[word.len()..].iter().any(|&b| b != b' ')
+}
+
+/// The client half of Zeek's FTP signature (`dpd_ftp_client`,
+/// scripts/base/protocols/ftp/dpd.sig:1-5): a line of the client's first
+/// bytes that opens, after spaces, with `USER` and a space (RFC 959 §4.1.1:
+/// the login's first command). Written here from RFC 959.
+pub fn ftp_client_half(data: &[u8]) -> bool {
+    data.split(|&b| b == b'\n' || b == b'\r').any(|l| {
+        let l = &l[l.iter().position(|&b| b != b' ').unwrap_or(l.len())..];
+        starts_with_word(l, b"USER", false) && l.get(4) == Some(&b' ')
+    })
+}
+
+/// The first half of Zeek's FTP server signature (`dpd_ftp_server`,
+/// dpd.sig:9-15, anchored at the stream's start): after CR, LF or spaces,
+/// the greeting's reply code 120 or 220 (RFC 959 §5.4: a connection's
+/// first reply) and a non-digit. The rest of that signature, a later
+/// 230 or 331 line, is [`is_ftp_login_reply`].
+pub fn ftp_server_half(data: &[u8]) -> bool {
+    let g = &data[data.iter().position(|&b| !matches!(b, b'\n' | b'\r' | b' ')).unwrap_or(data.len())..];
+    (g.starts_with(b"120") || g.starts_with(b"220")) && g.get(3).is_some_and(|b| !b.is_ascii_digit())
+}
+
+/// Whether a server line (its end of line removed) is the reply to the
+/// login Zeek's server signature waits for (dpd.sig:12: after a line
+/// break and spaces, 230 or 331 and a non-digit; RFC 959 §5.4: USER's
+/// replies "230 User logged in" and "331 User name okay, need password").
+pub fn is_ftp_login_reply(line: &[u8]) -> bool {
+    let l = &line[line.iter().position(|&b| b != b' ').unwrap_or(line.len())..];
+    (l.starts_with(b"230") || l.starts_with(b"331")) && l.get(3).is_none_or(|b| !b.is_ascii_digit())
+}
+
+/// The client half of Zeek's IRC signatures (`irc_client1`/`irc_client2`,
+/// scripts/base/protocols/irc/dpd.sig:1-15): the client's first bytes hold
+/// a `USER` line with an argument and a `NICK` line, in either order, each
+/// ended (RFC 2812 §3.1: registration is NICK and USER). Written here from
+/// RFC 2812.
+pub fn irc_client_half(data: &[u8]) -> bool {
+    let (mut user, mut nick) = (false, false);
+    // Only whole lines: the last piece is unended unless data ends a line.
+    let ended = data.last().is_some_and(|&b| b == b'\n' || b == b'\r');
+    let mut pieces = data.split(|&b| b == b'\n' || b == b'\r').peekable();
+    while let Some(l) = pieces.next() {
+        if pieces.peek().is_none() && !ended {
+            break;
+        }
+        let l = &l[l.iter().position(|&b| b != b' ').unwrap_or(l.len())..];
+        user |= word_then_arg(l, b"USER");
+        nick |= starts_with_word(l, b"NICK", false) && l.get(4) == Some(&b' ');
+    }
+    user && nick
+}
+
+/// The server half of Zeek's IRC signatures (`irc_server_reply`, dpd.sig:
+/// 17-21): a line of the server's first bytes that is a numeric reply
+/// (RFC 2812 §2.4: an optional `:prefix` and a space, three digits, a space).
+pub fn irc_server_half(data: &[u8]) -> bool {
+    data.split(|&b| b == b'\n' || b == b'\r').any(|l| {
+        let l = match l.first() {
+            Some(b':') => match l.iter().position(|&b| b == b' ') {
+                Some(sp) if sp > 1 => &l[sp + 1..],
+                _ => return false,
+            },
+            _ => l,
+        };
+        l.len() >= 4 && l[..3].iter().all(u8::is_ascii_digit) && l[3] == b' '
+    })
+}
+
+/// The client half of Zeek's LDAP signature (`dpd_ldap_client_tcp`,
+/// scripts/base/protocols/ldap/dpd.sig:13-16) as the analyzer then
+/// confirms it: the client's first bytes are an LDAPMessage (RFC 4511
+/// §4.1.1: a SEQUENCE, its length in one byte, then a messageID INTEGER
+/// of one byte) whose protocolOp is a BindRequest (`[APPLICATION 0]`,
+/// constructed: 0x60), the session's first operation (RFC 4511 §4.2), and
+/// the message is whole: Zeek's LDAP analyzer confirms once it parsed a
+/// whole message (`spicy::accept_input` on `LDAP::Message::%done`,
+/// src/analyzer/protocol/ldap/ldap.spicy:1224).
+pub fn ldap_client_half(data: &[u8]) -> bool {
+    if data.len() < 6 || data[0] != 0x30 || data[2] != 0x02 || data[3] != 0x01 || data[5] != 0x60 {
+        return false;
+    }
+    // The SEQUENCE's one length byte (short form) or a long form whose
+    // count is data[1] & 0x7f: RFC 4511 §5.1 allows both; the signature's
+    // byte layout leaves room only for the short form.
+    let len = data[1] as usize;
+    if len & 0x80 != 0 || data.len() < 2 + len {
+        return false;
+    }
+    // The BindRequest's own length must fit in the message.
+    let body = &data[5..2 + len];
+    match body.get(1) {
+        Some(&l) if l & 0x80 == 0 => 2 + l as usize <= body.len(),
+        Some(&l) => {
+            let n = (l & 0x7f) as usize;
+            if n == 0 || n > 4 || body.len() < 2 + n {
+                return false;
+            }
+            2 + n + body[2..2 + n].iter().fold(0usize, |a, &x| a << 8 | x as usize) <= body.len()
+        }
+        None => false,
+    }
+}
+
+/// Zeek's XMPP signature (`dpd_xmpp`, scripts/base/protocols/xmpp/
+/// dpd.sig:1-5; one side, either): a stream's first bytes are an optional
+/// XML declaration, blanks, then the stream header (RFC 6120 §4.7: the
+/// `stream:stream` element) whose attributes, before the tag ends, include
+/// a `jabber:` default namespace (RFC 6120 §4.8.2: `jabber:client` or
+/// `jabber:server`) written with single quotes, the only quoting Zeek's
+/// pattern takes. Written here from RFC 6120.
+pub fn xmpp_stream_header(data: &[u8]) -> bool {
+    let mut d = data;
+    if d.starts_with(b"<?xml") {
+        // `<?xml` and anything but `?` or `>` up to `?>`.
+        let Some(end) = d[5..].iter().position(|&b| b == b'?' || b == b'>') else { return false };
+        if d.get(5 + end..5 + end + 2) != Some(b"?>") {
+            return false;
+        }
+        d = &d[5 + end + 2..];
+    }
+    let d = &d[d.iter().position(|&b| !matches!(b, b'\n' | b'\r' | b' ')).unwrap_or(d.len())..];
+    let Some(attrs) = d.strip_prefix(b"<stream:stream ") else { return false };
+    let attrs = &attrs[..attrs.iter().position(|&b| b == b'>').unwrap_or(attrs.len())];
+    attrs.windows(14).any(|w| w == b"xmlns='jabber:")
 }
 
 /// What the responder's first bytes match.
@@ -283,12 +444,24 @@ pub fn server_half(data: &[u8]) -> u8 {
     if data.starts_with(b"+OK") {
         m |= half::POP3;
     }
+    if ftp_server_half(data) {
+        m |= half::FTP;
+    }
+    if irc_server_half(data) {
+        m |= half::IRC;
+    }
+    // The server half of Zeek's LDAP signature (`dpd_ldap_server_tcp`,
+    // dpd.sig:18-23): a BER SEQUENCE's tag first (RFC 4511 §4.1.1).
+    if data.first() == Some(&0x30) {
+        m |= half::LDAP;
+    }
     m
 }
 
 /// The service both halves agree on: `first` is the side looked at
 /// first and `first_half` what it matched; `second` what the other side
-/// matched. SMTP before POP3 before SSH (no bytes match two).
+/// matched. SMTP, POP3, FTP, IRC, LDAP, then SSH (a client's `USER`
+/// line is POP3's and FTP's, but a server's greeting is one or the other).
 pub fn tcp_signature(first: crate::Dir, first_half: u8, second_half: u8) -> Option<TcpSignature> {
     use crate::ssh::SshVersion;
     let (client, server) = if first == crate::Dir::ToServer { (first_half, second_half) } else { (second_half, first_half) };
@@ -297,6 +470,15 @@ pub fn tcp_signature(first: crate::Dir, first_half: u8, second_half: u8) -> Opti
     }
     if client & server & half::POP3 != 0 {
         return Some(TcpSignature::Pop3);
+    }
+    if client & server & half::FTP != 0 {
+        return Some(TcpSignature::Ftp);
+    }
+    if client & server & half::IRC != 0 {
+        return Some(TcpSignature::Irc);
+    }
+    if client & server & half::LDAP != 0 {
+        return Some(TcpSignature::Ldap);
     }
     if first_half & half::SSH != 0 && second_half & half::SSH != 0 {
         let version = match first_half & half::SSH {
@@ -312,8 +494,13 @@ pub fn tcp_signature(first: crate::Dir, first_half: u8, second_half: u8) -> Opti
 /// Zeek's signature matching on a connection stops once it has seen
 /// `dpd_buffer_size` (1024) payload bytes or `dpd_max_packets` (100)
 /// packets (scripts/base/init-bare.zeek:507,519; `PIA::PIA_DeliverPacket`,
-/// src/analyzer/protocol/pia/PIA.cc:93): a service found by signature on
-/// a port no analyzer is registered for is looked for that far only.
+/// src/analyzer/protocol/pia/PIA.cc:80-104): a service found by signature on
+/// a port no analyzer is registered for is looked for that far only. The
+/// packet that crosses a bound is still matched (the state turns to
+/// SKIPPING after it): a datagram is looked at when the bytes before it
+/// are at most 1024 and at most 100 datagrams came before it. That is all
+/// Zeek's UDP signatures need (DHCP's cookie and SIP's lines are each in
+/// one datagram, scripts/base/protocols/{dhcp,sip}/dpd.sig).
 pub const SIGNATURE_BYTES: i64 = 1024;
 pub const SIGNATURE_PACKETS: u64 = 100;
 
@@ -356,7 +543,7 @@ pub fn udp_datagram(det: &mut crate::detect::Detection, resp_port: u16, dir: cra
     }
     let by_port_dhcp = DHCP_RESP_PORTS.contains(&resp_port);
     let by_port_sip = resp_port == SIP_RESP_PORT;
-    let signatures = before.0 <= SIGNATURE_BYTES && before.1 < SIGNATURE_PACKETS;
+    let signatures = before.0 <= SIGNATURE_BYTES && before.1 <= SIGNATURE_PACKETS;
     if (by_port_dhcp || signatures) && is_dhcp(payload) {
         det.confirm(Service::Dhcp);
         return UdpLook::Over;
@@ -449,6 +636,50 @@ mod tests {
         assert_eq!(tcp_signature(ToClient, ssh_s, ssh_c), Some(TcpSignature::Ssh { first: ToClient, version: SshVersion::V2 }));
         assert_eq!(tcp_signature(ToServer, client_half(b"SSH-1.99-x\r\n"), ssh_s), Some(TcpSignature::Ssh { first: ToServer, version: SshVersion::V199 }));
         assert_eq!(tcp_signature(ToClient, ssh_s, 0), None, "one side only");
+    }
+
+    #[test]
+    fn ftp_irc_ldap_halves_and_xmpp_headers() {
+        use crate::Dir::ToClient;
+        // FTP: the greeting and USER; a reply 230/331 completes it later.
+        let greet = server_half(b"220 (vsFTPd 3.0.3)\r\n");
+        assert_eq!(greet & (half::FTP | half::SMTP), half::FTP | half::SMTP);
+        assert_eq!(tcp_signature(ToClient, greet, client_half(b"USER anonymous\r\n")), Some(TcpSignature::Ftp));
+        assert!(ftp_server_half(b"\r\n 120 soon\r\n"));
+        assert!(!ftp_server_half(b"2201 x\r\n") && !ftp_server_half(b"331 x\r\n"));
+        assert!(ftp_client_half(b"FEAT\r\n  user bob\r\n"));
+        assert!(!ftp_client_half(b"USERS\r\n") && !ftp_client_half(b"\tUSER x\r\n"));
+        assert!(is_ftp_login_reply(b"331 Please specify the password."));
+        assert!(is_ftp_login_reply(b"  230") && !is_ftp_login_reply(b"2301 x") && !is_ftp_login_reply(b"530 no"));
+        // An SMTP greeting and an EHLO stay SMTP.
+        assert_eq!(tcp_signature(ToClient, greet, client_half(b"EHLO x\r\n")), Some(TcpSignature::Smtp));
+        // IRC: NICK and USER lines (either order), a numeric reply.
+        let reg = client_half(b"NICK wl\r\nUSER wl 0 * :wirelog\r\n");
+        assert_ne!(reg & half::IRC, 0);
+        assert_ne!(client_half(b"USER wl 0 * :x\nNICK wl\n") & half::IRC, 0);
+        assert_eq!(client_half(b"NICK wl\r\n") & half::IRC, 0, "USER missing");
+        assert_eq!(client_half(b"NICK wl\r\nUSER wl 0 * :x") & half::IRC, 0, "USER line not ended");
+        let num = server_half(b":irc.test 001 wl :Welcome\r\n");
+        assert_eq!(tcp_signature(ToClient, num, reg), Some(TcpSignature::Irc));
+        assert!(irc_server_half(b":irc.test NOTICE * :hi\r\n433 * wl :taken\r\n"));
+        assert!(!irc_server_half(b":irc.test NOTICE * :*** Looking up\r\n"));
+        assert!(!irc_server_half(b"ERROR :Closing link\r\n"));
+        // LDAP: a whole simple BindRequest (RFC 4511 §4.2), a SEQUENCE back.
+        let bind = [0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00];
+        assert_ne!(client_half(&bind) & half::LDAP, 0);
+        assert_eq!(client_half(&bind[..10]) & half::LDAP, 0, "not whole");
+        let mut search = bind;
+        search[5] = 0x63; // a SearchRequest's tag: not a bind
+        assert_eq!(client_half(&search) & half::LDAP, 0);
+        let bound = server_half(&[0x30, 0x0c, 0x02, 0x01, 0x01, 0x61, 0x07]);
+        assert_eq!(tcp_signature(ToClient, bound, client_half(&bind)), Some(TcpSignature::Ldap));
+        assert_eq!(tcp_signature(ToClient, server_half(b"\x00"), client_half(&bind)), None);
+        // XMPP: the stream header with a jabber: namespace in single quotes.
+        assert!(xmpp_stream_header(b"<?xml version='1.0'?><stream:stream to='x' xmlns='jabber:client' xmlns:stream='http://etherx.jabber.org/streams' version='1.0'>"));
+        assert!(xmpp_stream_header(b"\n <stream:stream xmlns='jabber:server'>"));
+        assert!(!xmpp_stream_header(b"<stream:stream xmlns=\"jabber:client\">"), "double quotes: not Zeek's pattern");
+        assert!(!xmpp_stream_header(b"<stream:stream to='x'>xmlns='jabber:client'"), "outside the tag");
+        assert!(!xmpp_stream_header(b"<?xml version='1.0'?><root xmlns='jabber:client'>"));
     }
 
     #[test]

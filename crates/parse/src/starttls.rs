@@ -117,15 +117,40 @@ const SMTP_COMMANDS: &[&str] = &[
     "X-ANONYMOUSTLS",
 ];
 
-/// IRC client commands (RFC 2812 §3 and §4, RFC 1459 §4 and §5) and the
-/// IRCv3 STARTTLS: a client line with one confirms IRC.
+/// IRC client commands whose line confirms IRC: those RFC 2812 §3-4 and
+/// RFC 1459 §4-5 define and the extensions servers take (CNOTICE,
+/// CPRIVMSG, ENCAP, KNOCK, RULES, SETNAME, SILENCE, IRCv3's STARTTLS), the
+/// set Zeek's analyzer confirms on (`IRC_Analyzer::IsValidClientCommand`,
+/// src/analyzer/protocol/irc/IRC.cc:43-52; confirmation at line 155).
 const IRC_COMMANDS: &[&str] = &[
-    "PASS", "NICK", "USER", "OPER", "MODE", "SERVICE", "QUIT", "SQUIT", "JOIN", "PART", "TOPIC",
-    "NAMES", "LIST", "INVITE", "KICK", "PRIVMSG", "NOTICE", "MOTD", "LUSERS", "VERSION", "STATS",
-    "LINKS", "TIME", "CONNECT", "TRACE", "ADMIN", "INFO", "SERVLIST", "SQUERY", "WHO", "WHOIS",
-    "WHOWAS", "KILL", "PING", "PONG", "ERROR", "AWAY", "REHASH", "DIE", "RESTART", "SUMMON",
-    "USERS", "WALLOPS", "USERHOST", "ISON", "SERVER", "STARTTLS", "CAP",
+    "ADMIN", "AWAY", "CNOTICE", "CPRIVMSG", "CONNECT", "DIE", "ENCAP", "ERROR", "INFO", "INVITE",
+    "ISON", "JOIN", "KICK", "KILL", "KNOCK", "LINKS", "LIST", "LUSERS", "MODE", "MOTD", "NAMES",
+    "NICK", "NOTICE", "OPER", "PART", "PASS", "PING", "PONG", "PRIVMSG", "QUIT", "REHASH", "RULES",
+    "SERVER", "SERVICE", "SERVLIST", "SETNAME", "SILENCE", "SQUERY", "SQUIT", "STATS", "SUMMON",
+    "TIME", "TOPIC", "TRACE", "USER", "USERHOST", "USERS", "VERSION", "WALLOPS", "WHO", "WHOIS",
+    "WHOWAS", "STARTTLS",
 ];
+
+/// How a watcher starts: on the protocol's port (confirmed as its
+/// analyzer confirms, from the first bytes it is given), or after a
+/// signature matched both sides' first bytes (`crate::services`), which
+/// it is not given again: those bytes may already confirm the protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// By port, or a signature whose bytes confirm nothing yet.
+    Fresh,
+    /// The signature's bytes hold what the analyzer confirms on: Zeek's
+    /// analyzer, attached by the signature, is handed the bytes the
+    /// signature matched first (`PIA_TCP::ActivateAnalyzer` replays its
+    /// buffer, src/analyzer/protocol/pia/PIA.cc:328-360).
+    Confirmed,
+    /// FTP by signature: the client's `USER` line (a command: confirmed,
+    /// FTP.cc:122) and the server's greeting matched; Zeek's server
+    /// signature also wants a 230 or 331 line within its buffer
+    /// (scripts/base/protocols/ftp/dpd.sig:9-15) before the analyzer is
+    /// attached at all.
+    FtpAwaitsLogin,
+}
 
 /// RFC 4511 §4.14.1: the StartTLS extended operation's name.
 const LDAP_STARTTLS_OID: &[u8] = b"1.3.6.1.4.1.1466.20037";
@@ -148,6 +173,8 @@ pub struct StarttlsConn {
     /// The direction is skipping a line longer than [`MAX_LINE`] to its end.
     skipping: [bool; 2],
     confirmed: bool,
+    /// FTP by signature: the server's login reply is still awaited.
+    awaits_login: bool,
     /// The client asked for TLS (and the server has not refused).
     asked: bool,
     /// IMAP: the tag of the client's STARTTLS.
@@ -255,12 +282,18 @@ fn ldap_op(msg: &[u8]) -> Option<(u8, &[u8])> {
 
 impl StarttlsConn {
     pub fn new(proto: Cleartext, limits: TlsLimits) -> Self {
+        StarttlsConn::starting(proto, Start::Fresh, limits)
+    }
+
+    /// A watcher started as `start` says (by port: [`Start::Fresh`]).
+    pub fn starting(proto: Cleartext, start: Start, limits: TlsLimits) -> Self {
         StarttlsConn {
             proto,
             limits,
             buf: [Vec::new(), Vec::new()],
             skipping: [false; 2],
-            confirmed: false,
+            confirmed: start != Start::Fresh,
+            awaits_login: start == Start::FtpAwaitsLogin,
             asked: false,
             tag: Vec::new(),
             pop3: Pop3Asked::None,
@@ -277,7 +310,7 @@ impl StarttlsConn {
 
     /// The protocol was confirmed (conn.log names it).
     pub fn confirmed(&self) -> bool {
-        self.confirmed
+        self.confirmed && !self.awaits_login
     }
 
     /// The server agreed to TLS within the last chunk given: the offset in
@@ -356,7 +389,20 @@ impl StarttlsConn {
                 }
             }
             Cleartext::Irc => {
-                // A client line has no prefix; its command is the first word.
+                // The command after IRCv3 tags (`@a=b;c `) and a `:prefix`,
+                // as Zeek's analyzer skips them (IRC.cc:88-110); lines over
+                // 512 bytes (RFC 2812 §2.3) it does not read (IRC.cc:67).
+                let mut l = trim_start(line);
+                if l.len() > 512 {
+                    return;
+                }
+                if l.first() == Some(&b'@') {
+                    l = word(l).1;
+                }
+                if l.first() == Some(&b':') {
+                    l = word(l).1;
+                }
+                let (w, _) = word(l);
                 if IRC_COMMANDS
                     .iter()
                     .any(|c| c.as_bytes().eq_ignore_ascii_case(w))
@@ -374,6 +420,10 @@ impl StarttlsConn {
     /// A server line; true when it agrees to TLS.
     fn server_line(&mut self, line: &[u8]) -> bool {
         match self.proto {
+            Cleartext::Ftp if self.awaits_login => {
+                self.awaits_login = !crate::services::is_ftp_login_reply(line);
+                false
+            }
             Cleartext::Smtp | Cleartext::Ftp => {
                 let want = if self.proto == Cleartext::Smtp {
                     220
@@ -544,6 +594,13 @@ impl StreamParser for StarttlsConn {
             return;
         }
         self.seen += data.len();
+        if self.awaits_login && self.seen as i64 > crate::services::SIGNATURE_BYTES {
+            // Zeek's signature matching stops at its buffer's end
+            // (`dpd_buffer_size`): FTP's server signature never matched.
+            self.stopped = true;
+            self.buf = [Vec::new(), Vec::new()];
+            return;
+        }
         if self.seen > self.limits.max_preamble && !self.asked {
             self.stopped = true;
             self.buf = [Vec::new(), Vec::new()];
@@ -751,6 +808,40 @@ mod tests {
             ],
         );
         assert!(ok && tls.is_some());
+    }
+
+    /// Watchers a signature started (`crate::services`): FTP's is named
+    /// only once the server's 230/331 completes the signature within its
+    /// bytes; IRC and LDAP by the signature's bytes; XMPP by the
+    /// originator's stream header only.
+    #[test]
+    fn started_by_signature() {
+        let feed = |w: &mut StarttlsConn, steps: &[(Dir, &[u8])]| {
+            let mut out = Vec::new();
+            for &(d, b) in steps {
+                w.data(d, 0, b, &mut out);
+            }
+        };
+        let limits = TlsLimits::default();
+        let mut w = StarttlsConn::starting(Cleartext::Ftp, Start::FtpAwaitsLogin, limits);
+        assert!(!w.confirmed());
+        feed(&mut w, &[(S, b"331 Please specify the pass"), (S, b"word.\r\n")]);
+        assert!(w.confirmed());
+        let mut w = StarttlsConn::starting(Cleartext::Ftp, Start::FtpAwaitsLogin, limits);
+        feed(&mut w, &[(S, b"530 This FTP server is anonymous only.\r\n"), (C, b"QUIT\r\n"), (S, b"221 Goodbye.\r\n")]);
+        assert!(!w.confirmed(), "no login reply: Zeek's server signature does not match");
+        let mut w = StarttlsConn::starting(Cleartext::Ftp, Start::FtpAwaitsLogin, limits);
+        feed(&mut w, &[(S, &[b'x'; 1100]), (S, b"\r\n331 late\r\n")]);
+        assert!(!w.confirmed() && w.done(), "past the signature's 1024 bytes");
+        assert!(StarttlsConn::starting(Cleartext::Irc, Start::Confirmed, limits).confirmed());
+        let mut w = StarttlsConn::starting(Cleartext::Xmpp, Start::Fresh, limits);
+        feed(&mut w, &[(C, b"<?xml version='1.0'?><stream:stream to='x' xmlns='jabber:client' version='1.0'>")]);
+        assert!(w.confirmed());
+        // IRC on its port: Zeek's commands, after tags and a prefix.
+        let (ok, _) = run(Cleartext::Irc, &[(C, b"@time=x :me PRIVMSG #a :hi\r\n")]);
+        assert!(ok);
+        let (ok, _) = run(Cleartext::Irc, &[(C, b"CAP LS 302\r\n")]);
+        assert!(!ok, "CAP is not among the commands Zeek confirms on");
     }
 
     /// A line longer than the bound is skipped to its end, counted, and

@@ -122,10 +122,29 @@ pub(crate) struct AppState {
     pub weight: u32,
     /// A cleartext protocol watched for STARTTLS (its parser is made for
     /// it; `protocol` is then TLS, what it may turn to).
-    cleartext: Option<Cleartext>,
+    cleartext: Option<(Cleartext, wirelog_parse::starttls::Start)>,
     /// A connection watched for SSH's confirmation (`protocol` is then
     /// TLS, unused: no transactions come of it).
     ssh: Option<wirelog_parse::ssh::SshStart>,
+    /// Payload was handed over while the TCP connection was not partial
+    /// (Zeek's `IsPartial`): the analyzers that skip partial connections
+    /// (`zeek_skips_partial`) read it. Always true over UDP.
+    pub whole_payload: bool,
+}
+
+/// Whether Zeek's analyzer for conn.log's `service` (its first name:
+/// `mysql` of `mysql,ssl`) reads nothing of a partial TCP connection.
+/// Each returns from its stream delivery while `TCP()->IsPartial()`:
+/// HTTP (src/analyzer/protocol/http/HTTP.cc:939), SSL (ssl/SSL.cc:85, and
+/// `check_partial` in ssl/spicy/SSL.spicy:633), SSH (ssh/SSH.cc:38), POP3
+/// (pop3/POP3.cc:67), IMAP (imap/IMAP.cc:40), XMPP (xmpp/XMPP.cc:38),
+/// MySQL (mysql/MySQL.cc:53); SMTP's line readers skip partial
+/// connections (`SetSkipPartial`, smtp/SMTP.cc:52,57; ContentLine.cc:83).
+/// The others named here (FTP, IRC, LDAP, DNS, PostgreSQL, Redis, the
+/// UDP services) do not look at it.
+pub(crate) fn zeek_skips_partial(service: &str) -> bool {
+    let first = service.split(',').next().unwrap_or(service);
+    matches!(first, "http" | "ssl" | "ssh" | "pop3" | "imap" | "xmpp" | "mysql" | "smtp")
 }
 
 /// Counters of application parsing across connections.
@@ -168,14 +187,21 @@ impl AppState {
             weight: 1,
             cleartext: None,
             ssh: None,
+            whole_payload: false,
         })
     }
 
     /// A TCP connection of a cleartext protocol that may turn to TLS by
     /// STARTTLS (chosen by its server port, `Cleartext::by_port`).
     pub fn new_starttls(cleartext: Cleartext, uid: Uid) -> Box<AppState> {
+        AppState::new_starttls_from(cleartext, wirelog_parse::starttls::Start::Fresh, uid)
+    }
+
+    /// The same, found by a signature (`wirelog_parse::services`): `start`
+    /// says what the signature's bytes already confirmed.
+    pub fn new_starttls_from(cleartext: Cleartext, start: wirelog_parse::starttls::Start, uid: Uid) -> Box<AppState> {
         let mut a = AppState::new_stream(Protocol::Tls, uid);
-        a.cleartext = Some(cleartext);
+        a.cleartext = Some((cleartext, start));
         a
     }
 
@@ -198,6 +224,7 @@ impl AppState {
             weight: 1,
             cleartext: None,
             ssh: None,
+            whole_payload: false,
         })
     }
 
@@ -212,6 +239,7 @@ impl AppState {
             weight: 1,
             cleartext: None,
             ssh: None,
+            whole_payload: false,
         })
     }
 
@@ -222,7 +250,7 @@ impl AppState {
             let [to_server, to_client] = starts;
             self.parser = AppParser::Stream(Box::new(StreamApp {
                 parser: match (self.cleartext, self.ssh) {
-                    (Some(c), _) => ConnParser::starttls(c, &cfg.parse),
+                    (Some((c, start)), _) => ConnParser::starttls_from(c, start, &cfg.parse),
                     (None, Some(at)) => ConnParser::Ssh(wirelog_parse::ssh::SshConn::start(at)),
                     (None, None) => self.protocol.stream_parser(&cfg.parse),
                 },

@@ -505,6 +505,14 @@ impl TcpConn {
         }
     }
 
+    /// Zeek's `IsPartial`: the originator's first packet was not a bare
+    /// SYN, or the responder's (after a bare SYN) no SYN; cleared by a flip
+    /// (`SetPartialStatus`, `FlipRoles`, TCPSessionAdapter.cc:709-718 and
+    /// 1045). Several of Zeek's analyzers read nothing while it holds.
+    pub fn is_partial(&self) -> bool {
+        self.is_partial
+    }
+
     /// Swaps the roles of the endpoints (Zeek's FlipRoles on the TCP adapter).
     pub fn flip(&mut self) {
         std::mem::swap(&mut self.orig, &mut self.resp);

@@ -896,8 +896,13 @@ impl Tracker {
                 // confirmed as Zeek confirms it (wirelog_parse::starttls).
                 (Some(_), None) if Cleartext::by_port(e.key.dport).is_some() => Cleartext::by_port(e.key.dport)
                     .map(|c| AppState::new_starttls(c, uid_for(&mut self.uids, &self.keep, idx))),
-                // SSH by its port: watched for its confirmation (wirelog_parse::ssh).
+                // SSH by its port: watched for its confirmation (wirelog_parse::ssh),
+                // from the first payload on (the watcher reads no empty segment:
+                // a connection to 22 without payload costs no allocation).
                 (Some(_), None) if e.key.dport == wirelog_parse::ssh::SSH_RESP_PORT => {
+                    if payload.is_empty() {
+                        return;
+                    }
                     Some(AppState::new_ssh(wirelog_parse::ssh::SshStart::AtStart, uid_for(&mut self.uids, &self.keep, idx)))
                 }
                 (Some(_), None) if cfg.by_content && !payload.is_empty() => {
@@ -919,10 +924,26 @@ impl Tracker {
                         // its confirmation as on its port.
                         Detected::Signature(sig) => {
                             use wirelog_parse::services::TcpSignature;
+                            use wirelog_parse::starttls::Start;
                             let uid = uid_for(&mut self.uids, &self.keep, idx);
                             Some(match sig {
                                 TcpSignature::Smtp => AppState::new_starttls(Cleartext::Smtp, uid),
                                 TcpSignature::Pop3 => AppState::new_starttls(Cleartext::Pop3, uid),
+                                // The client's USER line is a command (FTP.cc:122 confirms on
+                                // it) once the server's login reply completes the signature.
+                                TcpSignature::Ftp => AppState::new_starttls_from(Cleartext::Ftp, Start::FtpAwaitsLogin, uid),
+                                // The client's NICK/USER lines are commands Zeek's analyzer
+                                // confirms on (IRC.cc:155) when the signature hands them over.
+                                TcpSignature::Irc => AppState::new_starttls_from(Cleartext::Irc, Start::Confirmed, uid),
+                                // The client's whole first message (ldap.spicy:1224).
+                                TcpSignature::Ldap => AppState::new_starttls_from(Cleartext::Ldap, Start::Confirmed, uid),
+                                // The originator's stream header confirms (xmpp-analyzer.pac:20-22);
+                                // the responder's does not: the client's is waited for.
+                                TcpSignature::Xmpp { by } => AppState::new_starttls_from(
+                                    Cleartext::Xmpp,
+                                    if by == Dir::ToServer { Start::Confirmed } else { Start::Fresh },
+                                    uid,
+                                ),
                                 TcpSignature::Ssh { first, version } => {
                                     AppState::new_ssh(wirelog_parse::ssh::SshStart::AfterVersion(first, version), uid)
                                 }
@@ -961,9 +982,18 @@ impl Tracker {
                 }
             }
         }
+        // Zeek's analyzers that skip partial connections read this payload
+        // only if the connection is not partial now (`TcpConn::is_partial`).
+        let whole = !payload.is_empty()
+            && e.value.app.as_ref().is_some_and(|a| !a.whole_payload)
+            && match &e.value.state {
+                ProtoState::Tcp(part) => self.tcp.get(part.slab).is_some_and(|t| !t.is_partial()),
+                _ => true,
+            };
         let Some(app) = e.value.app.as_mut() else {
             return;
         };
+        app.whole_payload |= whole;
         match tcp {
             Some((flags, seq, ack)) => {
                 use wirelog_decode::tcp_flags::{ACK, FIN, RST, SYN};
@@ -1042,6 +1072,9 @@ impl Tracker {
         let service = app.confirmed_service().unwrap_or_else(|| {
             (app.transactions > 0 || stopped && app.protocol != Protocol::Tls).then(|| app.service())
         });
+        // What Zeek's analyzer never read (a partial connection's payload)
+        // it cannot confirm: no service from it.
+        let service = service.filter(|s| app.whole_payload || !crate::app::zeek_skips_partial(s));
         (service, Some(app.uid))
     }
 
