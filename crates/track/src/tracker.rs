@@ -898,9 +898,19 @@ impl Tracker {
                     .map(|c| AppState::new_starttls(c, uid_for(&mut self.uids, &self.keep, idx))),
                 // SSH by its port: watched for its confirmation (wirelog_parse::ssh),
                 // from the first payload on (the watcher reads no empty segment:
-                // a connection to 22 without payload costs no allocation).
+                // a connection to 22 without payload costs no allocation), once
+                // both directions carried a packet. Zeek's analyzer confirms
+                // only after both sides' version lines (ssh-protocol.pac,
+                // `update_version`); a payload before the other direction's
+                // first packet is a capture of one side (half duplex, the
+                // handshake's SYN or SYN-ACK never seen), which it cannot
+                // confirm: not watched, no allocation.
                 (Some(_), None) if e.key.dport == wirelog_parse::ssh::SSH_RESP_PORT => {
                     if payload.is_empty() {
+                        return;
+                    }
+                    if e.value.orig_pkts == 0 || e.value.resp_pkts == 0 {
+                        e.value.detection.end();
                         return;
                     }
                     Some(AppState::new_ssh(wirelog_parse::ssh::SshStart::AtStart, uid_for(&mut self.uids, &self.keep, idx)))
