@@ -553,6 +553,18 @@ mod tests {
         assert_eq!((budget.state(), budget.used()), (0, 0));
     }
 
+    /// The services whose Zeek analyzer skips partial connections, by the
+    /// first name of conn.log's `service`.
+    #[test]
+    fn partial_rule_follows_zeeks_analyzers() {
+        for s in ["http", "ssl", "ssh", "smtp", "pop3", "imap", "xmpp", "mysql", "mysql,ssl", "smtp,ssl"] {
+            assert!(zeek_skips_partial(s), "{s}");
+        }
+        for s in ["ftp", "irc", "ldap", "dns", "postgresql", "redis", "ftp,ssl", "http2", "dhcp"] {
+            assert!(!zeek_skips_partial(s), "{s}");
+        }
+    }
+
     /// A connection waiting for payload carries a small box, not a parser.
     #[test]
     fn waiting_state_is_small() {
