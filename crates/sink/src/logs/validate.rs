@@ -33,13 +33,27 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use foreign_types::ForeignTypeRef;
 use openssl::stack::Stack;
 use openssl::x509::store::{X509Store, X509StoreBuilder};
-use openssl::x509::verify::X509VerifyParam;
-use openssl::x509::{X509StoreContext, X509};
-use wirelog_record::sha256::sha256;
+use openssl::x509::{X509StoreContext, X509StoreContextRef, X509};
 use wirelog_record::tls::TlsTx;
 use wirelog_record::{Detail, TxRecord};
+
+// libcrypto's, which the openssl crate links (its -sys crate does not
+// declare this one): the time a verification checks validity at, as
+// Zeek's x509_verify sets it; also turns on X509_V_FLAG_USE_CHECK_TIME.
+extern "C" {
+    fn X509_STORE_CTX_set_time(ctx: *mut openssl_sys::X509_STORE_CTX, flags: libc::c_ulong, t: libc::time_t);
+}
+
+/// Sets the verification time of an initialised context.
+fn set_time(c: &mut X509StoreContextRef, secs: i64) {
+    // SAFETY: `c` is a live X509_STORE_CTX (initialised by `init`, whose
+    // closure we are in); the call only stores the time in its verify
+    // parameters.
+    unsafe { X509_STORE_CTX_set_time(c.as_ptr(), 0, secs as libc::time_t) }
+}
 
 /// Where the trust store comes from when no file is named.
 pub const SYSTEM_CA_FILE: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -56,12 +70,16 @@ const DEPTH_ZERO_SELF_SIGNED: i32 = 18;
 
 /// The validator: the trust store and the caches.
 pub struct Validator {
-    roots: Vec<X509>,
-    /// Chain (the SHA-256 of each certificate's DER) -> (status, last use).
-    results: HashMap<Vec<[u8; 32]>, (String, i64)>,
+    store: X509Store,
+    roots: usize,
+    /// Certificates parsed by OpenSSL, by their SHA-256 fingerprint (a
+    /// server shows the same chain on every handshake).
+    parsed: HashMap<String, Option<X509>>,
+    /// Chain (each certificate's fingerprint) -> (status, last use).
+    results: HashMap<Vec<String>, (String, i64)>,
     /// A validated chain's CA certificates below its root (Zeek's
     /// `intermediate_cache`), by the DER of their first one's subject.
-    intermediates: HashMap<Vec<u8>, Vec<X509>>,
+    intermediates: HashMap<Vec<u8>, Vec<(String, X509)>>,
     /// Validations done (not answered from the cache).
     pub verified: u64,
 }
@@ -75,12 +93,37 @@ impl Validator {
         if roots.is_empty() {
             return Err(format!("{}: no PEM certificate in it", path.display()));
         }
-        Ok(Validator { roots, results: HashMap::new(), intermediates: HashMap::new(), verified: 0 })
+        let n = roots.len();
+        let store = (|| {
+            let mut b = X509StoreBuilder::new()?;
+            for r in roots {
+                // A certificate listed twice is refused by some OpenSSL
+                // versions: the first stays in the store.
+                let _ = b.add_cert(r);
+            }
+            Ok::<_, openssl::error::ErrorStack>(b.build())
+        })()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Validator { store, roots: n, parsed: HashMap::new(), results: HashMap::new(), intermediates: HashMap::new(), verified: 0 })
     }
 
     /// Certificates in the trust store.
     pub fn roots(&self) -> usize {
-        self.roots.len()
+        self.roots
+    }
+
+    /// A certificate as OpenSSL parsed it (`None`: it does not parse), by
+    /// its fingerprint.
+    fn parse(&mut self, fingerprint: &str, der: &[u8]) -> Option<X509> {
+        if let Some(c) = self.parsed.get(fingerprint) {
+            return c.clone();
+        }
+        if self.parsed.len() >= KEPT {
+            self.parsed.clear();
+        }
+        let c = X509::from_der(der).ok();
+        self.parsed.insert(fingerprint.to_string(), c.clone());
+        c
     }
 
     /// Fills a TLS record's `validation_status` (once; other records are
@@ -103,18 +146,25 @@ impl Validator {
     /// hook returns without one.
     fn status(&mut self, t: &TlsTx, ts_ns: i64) -> Option<String> {
         let ders = t.server_certs.as_ref()?;
-        let leaf = X509::from_der(ders.first()?).ok()?;
+        let fps: Vec<&str> = t.server_chain().iter().map(|c| c.fingerprint.as_str()).collect();
+        let leaf = self.parse(fps.first()?, ders.first()?)?;
+        let leaf_fp = fps[0].to_string();
         let key = leaf.issuer_name().to_der().ok();
-        if let Some(cached) = key.as_ref().and_then(|k| self.intermediates.get(k)) {
-            let mut chain = vec![leaf.clone()];
-            chain.extend(cached.iter().cloned());
+        if let Some(cached) = key.as_ref().and_then(|k| self.intermediates.get(k)).cloned() {
+            let mut chain = vec![(leaf_fp.clone(), leaf.clone())];
+            chain.extend(cached);
             let (status, _) = self.cached(&chain, ts_ns);
             if status == "ok" {
                 return Some(status);
             }
         }
         // The chain as sent, certificates that do not decode left out.
-        let chain: Vec<X509> = std::iter::once(leaf).chain(ders[1..].iter().filter_map(|d| X509::from_der(d).ok())).collect();
+        let mut chain = vec![(leaf_fp, leaf)];
+        for (fp, der) in fps.iter().zip(ders).skip(1) {
+            if let Some(c) = self.parse(fp, der) {
+                chain.push((fp.to_string(), c));
+            }
+        }
         let (status, verified) = self.cached(&chain, ts_ns);
         // A validated chain of more than leaf and root: its CAs are kept
         // for leaves whose server leaves them out (validate-certs.zeek
@@ -125,17 +175,22 @@ impl Validator {
                     if self.intermediates.len() >= KEPT {
                         self.intermediates.clear();
                     }
-                    self.intermediates.insert(subject, verified[1..verified.len() - 1].to_vec());
+                    let cas = verified[1..verified.len() - 1]
+                        .iter()
+                        .map(|c| (c.digest(openssl::hash::MessageDigest::sha256()).map(|d| hex(&d)).unwrap_or_default(), c.clone()))
+                        .collect();
+                    self.intermediates.insert(subject, cas);
                 }
             }
         }
         Some(status)
     }
 
-    /// Zeek's `cache_validate`: the cached status of `chain` if used within
-    /// five minutes, else a validation (the verified chain with it).
-    fn cached(&mut self, chain: &[X509], ts_ns: i64) -> (String, Vec<X509>) {
-        let key: Vec<[u8; 32]> = chain.iter().map(|c| c.to_der().map(|d| sha256(&d)).unwrap_or([0; 32])).collect();
+    /// Zeek's `cache_validate`: the cached status of `chain` (fingerprint,
+    /// certificate) if used within five minutes, else a validation (the
+    /// verified chain with it).
+    fn cached(&mut self, chain: &[(String, X509)], ts_ns: i64) -> (String, Vec<X509>) {
+        let key: Vec<String> = chain.iter().map(|(fp, _)| fp.clone()).collect();
         if let Some((status, last)) = self.results.get_mut(&key) {
             if ts_ns.abs_diff(*last) <= REUSE_NS as u64 {
                 *last = ts_ns;
@@ -143,7 +198,8 @@ impl Validator {
             }
         }
         self.verified += 1;
-        let (status, verified) = verify(&self.roots, chain, ts_ns);
+        let certs: Vec<&X509> = chain.iter().map(|(_, c)| c).collect();
+        let (status, verified) = verify(&self.store, &certs, ts_ns);
         if self.results.len() >= KEPT {
             self.results.clear();
         }
@@ -152,33 +208,23 @@ impl Validator {
     }
 }
 
-/// A trust store of `roots` that verifies at `ts_ns`.
-fn store_at(roots: &[X509], ts_ns: i64) -> Result<X509Store, openssl::error::ErrorStack> {
-    let mut b = X509StoreBuilder::new()?;
-    for r in roots {
-        // A certificate listed twice is refused by some OpenSSL versions:
-        // the first stays in the store.
-        let _ = b.add_cert(r.clone());
-    }
-    let mut param = X509VerifyParam::new()?;
-    // Sets X509_V_FLAG_USE_CHECK_TIME too, as Zeek does.
-    param.set_time(ts_ns.div_euclid(1_000_000_000) as libc::time_t);
-    b.set_param(&param)?;
-    Ok(b.build())
+/// Lower-case hex, as fingerprints are written.
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// `x509_verify` of Zeek's functions.bif: the first certificate verified
-/// with the others as the untrusted stack; the status and, when `ok`, the
-/// chain OpenSSL built.
-fn verify(roots: &[X509], chain: &[X509], ts_ns: i64) -> (String, Vec<X509>) {
+/// with the others as the untrusted stack, at `ts_ns`; the status and,
+/// when `ok`, the chain OpenSSL built.
+fn verify(store: &X509Store, chain: &[&X509], ts_ns: i64) -> (String, Vec<X509>) {
     let run = || -> Result<(String, Vec<X509>), openssl::error::ErrorStack> {
-        let store = store_at(roots, ts_ns)?;
         let mut untrusted = Stack::new()?;
         for c in &chain[1..] {
-            untrusted.push(c.clone())?;
+            untrusted.push((*c).clone())?;
         }
         let mut ctx = X509StoreContext::new()?;
-        ctx.init(&store, &chain[0], &untrusted, |c| {
+        ctx.init(store, chain[0], &untrusted, |c| {
+            set_time(c, ts_ns.div_euclid(1_000_000_000));
             let ok = c.verify_cert()?;
             let err = c.error();
             let text = if err.as_raw() == DEPTH_ZERO_SELF_SIGNED {
