@@ -486,4 +486,13 @@ fn zeek_policy_names_are_checked() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{name}: {err}");
     }
+    // A trust store without the policy that reads it.
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(["read", "--quiet", "--no-store", "--zeek-policy", "ssl-log-ext", "--ca-file", "/etc/ssl/certs/ca-certificates.crt"])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--ca-file /etc/ssl/certs/ca-certificates.crt: only --zeek-policy validate-certs uses a trust store"), "{err}");
 }
