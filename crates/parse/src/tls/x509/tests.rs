@@ -573,8 +573,11 @@ fn names_of(der: &[u8]) -> (&[u8], &[u8]) {
     (issuer, subject)
 }
 
-/// A Name from RDNs of (attribute OID contents, string tag, value).
-fn dn(rdns: &[&[(&[u8], u8, &[u8])]]) -> Vec<u8> {
+/// One attribute of a name: its OID's contents, its string tag, its value.
+type Attr<'a> = (&'a [u8], u8, &'a [u8]);
+
+/// A Name from RDNs of attributes.
+fn dn(rdns: &[&[Attr<'_>]]) -> Vec<u8> {
     fn wrap(tag: u8, body: &[u8]) -> Vec<u8> {
         let mut v = vec![tag];
         let n = body.len();
