@@ -32,7 +32,10 @@ PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       # the ping traffic and the ClickHouse name on port 8123 of tests/help_examples.rs
       iputils-ping socat
       # the FTP, IRC, XMPP and LDAP servers (and LDAP client) of tests/services_live.rs
-      vsftpd ngircd prosody slapd ldap-utils)
+      vsftpd ngircd prosody slapd ldap-utils
+      # the openssl crate's build (sink: --zeek-policy validate-certs) and the
+      # trust store tests/tls_zeek.rs validates chains against
+      libssl-dev pkg-config ca-certificates)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

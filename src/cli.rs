@@ -602,9 +602,17 @@ pub struct OutputArgs {
     /// SSL::log_include_client_certificate_subject_issuer: ssl.log's
     /// client_subject, client_issuer), `log-certs-base64` (x509.log's
     /// cert), `log-hostcerts-only` (x509.log without the chains' CA
-    /// certificates).
+    /// certificates), `certificate-request-info` (ssl.log's
+    /// requested_client_certificate_authorities).
     #[arg(long, value_name = "LIST")]
     pub zeek_policy: Vec<String>,
+
+    /// The trust store `--zeek-policy validate-certs` checks server chains
+    /// against: a file of PEM certificates (default: the system's,
+    /// /etc/ssl/certs/ca-certificates.crt; Zeek uses the Mozilla list it
+    /// ships).
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
 
     /// Free space to leave on the disks of the store and the logs, a size
     /// (500M) or a percentage of the file system (5%); default 5%, at most
@@ -631,7 +639,10 @@ impl OutputArgs {
         if let Some(f) = self.store_flush {
             limits::duration_in_range("--store-flush", f, Duration::from_secs(1), Duration::from_secs(3600))?;
         }
-        self.zeek_policies()?;
+        let policies = self.zeek_policies()?;
+        if let (Some(f), false) = (&self.ca_file, policies.contains(&"validate-certs")) {
+            anyhow::bail!("--ca-file {}: only --zeek-policy validate-certs uses a trust store", f.display());
+        }
         Ok(())
     }
 
@@ -673,6 +684,7 @@ impl OutputArgs {
             logs: self.logs.clone(),
             // Checked by `check` before any config is made.
             zeek_policies: self.zeek_policies().unwrap_or_default(),
+            ca_file: self.ca_file.clone(),
             format,
             store,
             empty_tcp_note: false,

@@ -71,6 +71,9 @@ pub struct OutputConfig {
     pub sample_weights: bool,
     /// `--zeek-policy`: the log fields of these Zeek policies are written.
     pub zeek_policies: Vec<&'static str>,
+    /// `--ca-file`: the trust store of the validate-certs policy (default
+    /// the system's).
+    pub ca_file: Option<PathBuf>,
 }
 
 impl OutputConfig {
@@ -143,11 +146,21 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
             sinks.push(Box::new(conn));
             sinks.push(Box::new(flows));
             let tls = cfg.tls_join.is_some();
+            let validator = match cfg.zeek_policies.contains(&"validate-certs") {
+                true => {
+                    let file = cfg.ca_file.clone().unwrap_or_else(|| wirelog_sink::logs::validate::SYSTEM_CA_FILE.into());
+                    let v = wirelog_sink::logs::validate::Validator::from_pem_file(&file)
+                        .map_err(|e| anyhow!("--zeek-policy validate-certs: trust store (--ca-file) {e}"))?;
+                    Some(v)
+                }
+                false => None,
+            };
             sinks.push(Box::new(
                 TxLogs::new(logs.clone(), processes || tls)?
                     .with_sources(tls)
                     .with_weights(cfg.sample_weights)
-                    .with_policies(&cfg.zeek_policies),
+                    .with_policies(&cfg.zeek_policies)
+                    .with_validator(validator),
             ));
             sinks.push(Box::new(X509LogWriter::in_dir(logs)?.with_policies(&cfg.zeek_policies)));
         }

@@ -253,6 +253,11 @@ fn a_handshake_of_megabytes_in_small_segments_gives_every_field() {
     let r = &ssl[0];
     assert_eq!(r["client_subject"], client_facts[1]);
     assert_eq!(r["client_issuer"], client_facts[2]);
+    // certificate-request-info: the CA s_server's -CAfile names; validate-certs
+    // against the system's store: the self-signed leaf is OpenSSL's error 18,
+    // in Zeek's spelling.
+    assert_eq!(r["requested_client_certificate_authorities"], client_facts[1].replace('\\', "\\\\").replace(',', "\\x2c"));
+    assert_eq!(r["validation_status"], "self signed certificate");
     let hello = |typ: &str, fields: &[&str]| -> Vec<String> {
         let mut args = vec!["tshark", "-r", pcap.to_str().unwrap(), "-Y"];
         let filter = format!("tls.handshake.type == {typ}");

@@ -284,15 +284,21 @@ pub const ZEEK_POLICIES: &[(&str, &str)] = &[
     ),
     ("log-certs-base64", "policy/protocols/ssl/log-certs-base64.zeek: x509.log's cert, the DER certificate in base64"),
     ("log-hostcerts-only", "policy/protocols/ssl/log-hostcerts-only.zeek: x509.log has the host (leaf) certificates only"),
+    (
+        "certificate-request-info",
+        "policy/protocols/ssl/certificate-request-info.zeek: ssl.log's requested_client_certificate_authorities",
+    ),
+    (
+        "validate-certs",
+        "policy/protocols/ssl/validate-certs.zeek: ssl.log's validation_status, the server chain checked against a trust store (--ca-file)",
+    ),
 ];
 
 /// Zeek policies that add log fields wirelog does not write, and why
 /// (`--zeek-policy` names them in its error).
 pub const ZEEK_POLICIES_NOT_DONE: &[(&str, &str)] = &[
-    ("validate-certs", "validation_status needs a CA store and validation at packet time"),
     ("validate-sct", "valid_ct_logs needs SCT signature checks against the CT log list"),
     ("validate-ocsp", "ocsp_status needs OCSP response validation"),
-    ("certificate-request-info", "requested_client_certificate_authorities is not parsed"),
     ("known-certs", "known_certs.log is not written"),
 ];
 

@@ -167,6 +167,7 @@ pub fn transaction(hs: TlsHandshake, request: Option<Span>, response: Option<Spa
         ssl_history: hs.ssl_history,
         server_certs: hs.server_certs.map(|c| c.certs),
         client_certs: hs.client_certs.map(|c| c.certs),
+        requested_cas: hs.requested_cas,
         ..TlsTx::default()
     };
     Transaction {

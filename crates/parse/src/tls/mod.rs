@@ -138,6 +138,12 @@ pub struct TlsHandshake {
     pub client_certs: Option<CertChain>,
     /// The server sent a CertificateRequest.
     pub client_cert_requested: bool,
+    /// The distinguished names (DER) of the CAs the server's last
+    /// CertificateRequest listed (Zeek's certificate-request-info policy);
+    /// `None` when no CertificateRequest was read, empty when it listed
+    /// none. Names that would pass the memory granted are not kept (cut
+    /// and counted, as certificates are).
+    pub requested_cas: Option<Vec<Vec<u8>>>,
     /// The first ClientHello came in SSLv2 format.
     pub sslv2_hello: bool,
     /// The ClientHello carried encrypted_client_hello.
@@ -272,12 +278,13 @@ pub struct TlsParser {
     certs_held: usize,
 }
 
-/// DER bytes of the certificates a handshake keeps.
+/// DER bytes of the certificates (and requested CA names) a handshake keeps.
 fn chain_bytes(hs: &TlsHandshake) -> usize {
     hs.server_certs
         .iter()
         .chain(&hs.client_certs)
         .flat_map(|c| &c.certs)
+        .chain(hs.requested_cas.iter().flatten())
         .map(Vec::len)
         .sum()
 }
@@ -734,7 +741,30 @@ impl TlsParser {
                     self.hs.ticket_lifetime_hint = Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
                 }
             }
-            (1, 13) => self.hs.client_cert_requested = true,
+            (1, 13) => {
+                self.hs.client_cert_requested = true;
+                let version = self.hs.version.unwrap_or(0);
+                match certificate_request_cas(body, version) {
+                    Some(list) => {
+                        // A later CertificateRequest (renegotiation) replaces
+                        // the list, as Zeek's handler assigns it.
+                        let old: usize = self.hs.requested_cas.iter().flatten().map(Vec::len).sum();
+                        self.certs_held = self.certs_held.saturating_sub(old);
+                        let mut kept = Vec::new();
+                        for dn in list {
+                            if self.held() + dn.len() > self.allowance {
+                                self.stats.cut_bytes += dn.len() as u64;
+                                self.stats.unparsed_bytes += dn.len() as u64;
+                                break;
+                            }
+                            self.certs_held += dn.len();
+                            kept.push(dn.to_vec());
+                        }
+                        self.hs.requested_cas = Some(kept);
+                    }
+                    None => self.stats.malformed += 1,
+                }
+            }
             (1, 6) => self.hs.hello_retry = true,
             (0, HS_CLIENT_KEY_EXCHANGE) => self.client_kex = true,
             _ => {}

@@ -30,6 +30,7 @@ pub const EXT_PRE_SHARED_KEY: u16 = 41;
 pub const EXT_SUPPORTED_VERSIONS: u16 = 43;
 pub const EXT_PSK_KEY_EXCHANGE_MODES: u16 = 45;
 pub const EXT_KEY_SHARE: u16 = 51;
+pub const EXT_CERTIFICATE_AUTHORITIES: u16 = 47;
 pub const EXT_ECH: u16 = 0xfe0d;
 
 /// Largest record body accepted: 2^14 plus the largest expansion any TLS
@@ -382,6 +383,53 @@ pub fn certificates(body: &[u8]) -> Option<Vec<&[u8]>> {
     let mut v = Vec::new();
     while !list.is_empty() {
         v.push(list.vec24()?);
+    }
+    Some(v)
+}
+
+/// The distinguished names (DER, each a whole `Name` SEQUENCE) a
+/// CertificateRequest lists as the CAs the server accepts, for a session
+/// of `version`. TLS <= 1.2 (RFC 5246 7.4.4; RFC 4346 7.4.4 has no
+/// signature algorithms): `certificate_types<1..2^8-1>`, from TLS 1.2 on
+/// `supported_signature_algorithms<2..2^16-2>`, then
+/// `certificate_authorities<0..2^16-1>` of `DistinguishedName<1..2^16-1>`;
+/// bytes after it are ignored. Zeek reads the same fields
+/// (`CertificateRequest` in zeek/zeek a13de64f
+/// `src/analyzer/protocol/ssl/tls-handshake-protocol.pac` lines 460-474:
+/// signature algorithms when the chosen version is above TLS 1.1, then
+/// `cont: bytestring &restofdata`). TLS 1.3 (RFC 8446 4.3.2):
+/// `certificate_request_context<0..2^8-1>`, `extensions<2..2^16-1>`, the
+/// names in the `certificate_authorities` extension (47, RFC 8446 4.2.4:
+/// `authorities<3..2^16-1>`); there the message is encrypted on the wire,
+/// so only plaintext handed in (a test, a decrypted stream) reaches this
+/// form. `None` when the message does not parse.
+pub fn certificate_request_cas(body: &[u8], version: u16) -> Option<Vec<&[u8]>> {
+    let mut r = Reader::new(body);
+    let list = if version == 0x0304 || version >> 8 == 0x7f || version >> 8 == 0x7e {
+        r.vec8()?;
+        let ext = extensions(r.vec16()?)?;
+        match ext.iter().find(|(t, _)| *t == EXT_CERTIFICATE_AUTHORITIES) {
+            Some((_, data)) => {
+                let mut e = Reader::new(data);
+                let list = e.vec16()?;
+                if !e.is_empty() {
+                    return None;
+                }
+                list
+            }
+            None => return Some(Vec::new()),
+        }
+    } else {
+        r.vec8()?;
+        if version > 0x0302 {
+            r.vec16()?;
+        }
+        r.vec16()?
+    };
+    let mut list = Reader::new(list);
+    let mut v = Vec::new();
+    while !list.is_empty() {
+        v.push(list.vec16()?);
     }
     Some(v)
 }

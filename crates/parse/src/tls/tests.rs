@@ -1553,6 +1553,79 @@ fn large_certificates_over_many_records_are_kept() {
     assert_eq!(p.stats().malformed, 0);
     assert_eq!(p.buffered_capacity(), 0);
     assert_eq!(p.held(), 0);
+    // Its CertificateRequest names no CA: an empty list, not none.
+    assert_eq!(hs.requested_cas, Some(vec![]));
+}
+
+/// A CertificateRequest's `certificate_authorities` list.
+fn ca_list(names: &[&[u8]]) -> Vec<u8> {
+    let mut list = Vec::new();
+    for n in names {
+        list.extend_from_slice(&(n.len() as u16).to_be_bytes());
+        list.extend_from_slice(n);
+    }
+    let mut v = (list.len() as u16).to_be_bytes().to_vec();
+    v.extend(list);
+    v
+}
+
+/// The CA names of a CertificateRequest in each version's form: TLS 1.0
+/// and 1.1 without signature algorithms (RFC 4346 7.4.4), TLS 1.2 with
+/// them (RFC 5246 7.4.4), TLS 1.3 in the certificate_authorities extension
+/// (RFC 8446 4.3.2, 4.2.4); bytes after the list ignored, a list that
+/// overruns the message refused.
+#[test]
+fn certificate_request_names_in_each_form() {
+    let (a, b): (&[u8], &[u8]) = (b"\x30\x03\x31\x01A", b"\x30\x00");
+    let mut tls10 = vec![2, 1, 64];
+    tls10.extend(ca_list(&[a, b]));
+    assert_eq!(certificate_request_cas(&tls10, 0x0301), Some(vec![a, b]));
+    assert_eq!(certificate_request_cas(&tls10, 0x0302), Some(vec![a, b]));
+    let mut tls12 = vec![1, 1, 0, 4, 4, 1, 8, 4];
+    tls12.extend(ca_list(&[a, b]));
+    tls12.extend_from_slice(b"trailing");
+    assert_eq!(certificate_request_cas(&tls12, 0x0303), Some(vec![a, b]));
+    let mut tls13 = vec![2, 7, 7];
+    let ext47 = ca_list(&[b, a]);
+    let mut exts = vec![0, 13, 0, 4, 0, 2, 4, 3, 0, 47];
+    exts.extend_from_slice(&(ext47.len() as u16).to_be_bytes());
+    exts.extend(ext47);
+    tls13.extend_from_slice(&(exts.len() as u16).to_be_bytes());
+    tls13.extend(exts);
+    assert_eq!(certificate_request_cas(&tls13, 0x0304), Some(vec![b, a]));
+    assert_eq!(certificate_request_cas(&tls13, 0x7f1c), Some(vec![b, a]));
+    assert_eq!(certificate_request_cas(&[0, 0, 8, 0, 13, 0, 4, 0, 2, 4, 3], 0x0304), Some(vec![]));
+    assert_eq!(certificate_request_cas(&[1, 1, 0, 2, 4, 1, 0, 0], 0x0303), Some(vec![]));
+    assert_eq!(certificate_request_cas(&[1, 1, 0, 2, 4, 1, 0, 9, 0, 5, 1], 0x0303), None);
+    assert_eq!(certificate_request_cas(&[1], 0x0303), None);
+}
+
+/// Through the parser: the server's CertificateRequest gives the names
+/// (held against the memory granted), the chosen version picks the form.
+#[test]
+fn the_parser_keeps_the_requested_ca_names() {
+    let (a, b): (&[u8], &[u8]) = (b"\x30\x05\x31\x03abc", b"\x30\x01Z");
+    let mut sh = vec![3, 3];
+    sh.extend_from_slice(&[9; 32]);
+    sh.push(0);
+    sh.extend_from_slice(&[0xc0, 0x2f, 0]);
+    let mut req = vec![1, 1, 0, 2, 4, 1];
+    req.extend(ca_list(&[a, b]));
+    let server = records(&[hs_msg(2, &sh), hs_msg(13, &req), hs_msg(14, &[])], 1000);
+    let mut p = TlsParser::with_limits(TlsLimits::default());
+    let mut out = Vec::new();
+    p.data(Dir::ToServer, 1, &client_hello_record(), &mut out);
+    p.data(Dir::ToClient, 2, &server, &mut out);
+    assert_eq!(p.current().requested_cas, Some(vec![a.to_vec(), b.to_vec()]));
+    assert_eq!(p.held(), a.len() + b.len());
+    assert_eq!(p.stats().malformed, 0);
+    // Granted less than both names: the first is kept, the rest cut and counted.
+    let mut p = TlsParser::with_limits(TlsLimits::default());
+    p.set_allowance(a.len() + 1);
+    p.data(Dir::ToServer, 1, &client_hello_record(), &mut out);
+    p.data(Dir::ToClient, 2, &server, &mut out);
+    assert_eq!(p.current().requested_cas, Some(vec![a.to_vec()]));
+    assert_eq!(p.stats().cut_bytes, b.len() as u64);
 }
 
 /// The same handshake granted 1 MiB: the server's Certificate message is

@@ -43,13 +43,27 @@ pub struct TlsTx {
     pub server_certs: Option<Vec<Vec<u8>>>,
     /// The client's Certificate message, possibly empty.
     pub client_certs: Option<Vec<Vec<u8>>>,
+    /// The distinguished names (DER) of the CAs the server's
+    /// CertificateRequest listed; `None` when none was seen in plaintext.
+    pub requested_cas: Option<Vec<Vec<u8>>>,
     /// The raw hello values Zeek's ssl-log-ext policy logs; `None` when
     /// no hello was seen.
     pub hello: Option<Box<HelloFields>>,
     /// The certificates decoded, once, by whichever output reads them first
     /// (log writer or store); start it empty (`Default`).
     pub decoded: CertCache,
+    /// Zeek's validate-certs result for the server's chain, set by the log
+    /// writer when that policy is on (`wirelog_sink::logs::validate`);
+    /// start it empty (`Default`).
+    pub validation: Validation,
 }
+
+/// `validation_status` of Zeek's validate-certs policy: OpenSSL's verdict
+/// on the server's chain (`ok` or its error text), `None` inside when the
+/// policy's hook would not run (no certificate, or a leaf that does not
+/// decode). Filled once, on the output side.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Validation(pub OnceLock<Option<String>>);
 
 /// What Zeek's `policy/protocols/ssl/ssl-log-ext.zeek` adds to ssl.log
 /// (zeek/zeek a13de64f): raw numbers in wire order, GREASE kept, each set
@@ -360,6 +374,22 @@ pub static COLUMNS: Columns = Columns {
         hello_list!("hashalgs", hashalgs, "ssl_extension_signature_algorithm: each code point's high byte."),
         hello_count!("ech_kdf_id", ech_kdf_id, "ssl_extension_encrypted_client_hello: the HPKE KDF id."),
         hello_count!("ech_aead_id", ech_aead_id, "ssl_extension_encrypted_client_hello: the HPKE AEAD id."),
+        // Zeek's policy/protocols/ssl/certificate-request-info.zeek (lines
+        // 8-23: set at the server's ssl_certificate_request, each name
+        // through parse_distinguished_name).
+        C::log_only("requested_client_certificate_authorities", List(Item::Text), "The distinguished names of the CAs the server's CertificateRequest accepts.", get!(Tls, |r, t| Val::List(
+            t.requested_cas.as_ref().map(|v| crate::columns::List { record: r, len: v.len(), item: item!(Tls, |t, i, s| {
+                if let Some(v) = &t.requested_cas {
+                    s.push_str(&x509::distinguished_name(&v[i]));
+                }
+            }) })
+        )))
+        .policy("certificate-request-info"),
+        // Zeek's policy/protocols/ssl/validate-certs.zeek (the
+        // `ssl_finishing` hook, lines 136-199): X509_verify_cert's verdict
+        // on the server's chain, filled by the log writer.
+        C::log_only("validation_status", Text, "Certificate validation of the server's chain: ok, or OpenSSL's error text.", get!(Tls, |r, t| Val::Text(t.validation.0.get().and_then(|s| s.as_deref()))))
+            .policy("validate-certs"),
         C::new("subject", Text, Low, "The leaf certificate's subject.", get!(Tls, |r, t| Val::Text(t.leaf().map(|c| c.subject.as_str())))),
         C::new("issuer", Text, Low, "The leaf certificate's issuer.", get!(Tls, |r, t| Val::Text(t.leaf().map(|c| c.issuer.as_str())))),
         // Zeek's SSL::log_include_client_certificate_subject_issuer

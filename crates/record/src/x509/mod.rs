@@ -261,6 +261,31 @@ impl Certificate {
     }
 }
 
+/// Zeek's `parse_distinguished_name` (zeek/zeek a13de64f
+/// `src/analyzer/protocol/ssl/functions.bif` lines 91-112), which its
+/// certificate-request-info policy applies to each name of a
+/// CertificateRequest: `d2i_X509_NAME` of the DER (a whole `Name`
+/// SEQUENCE; bytes after it are ignored), printed with
+/// `X509_NAME_print_ex(.., XN_FLAG_RFC2253)` as certificates' subjects
+/// are, read back with `BIO_gets` into a 256-byte buffer, so at most 255
+/// bytes; the empty string when the DER is not a name.
+pub fn distinguished_name(der: &[u8]) -> String {
+    /// `char buf[256]` in the BIF: `BIO_gets` keeps at most 255 bytes.
+    const MAX_DN: usize = 255;
+    let text = Der::new(der)
+        .expect(SEQUENCE, "distinguished name")
+        .and_then(|n| name::format(n.content, "distinguished name"));
+    match text {
+        // The text is ASCII (every other byte is escaped): any cut is on
+        // a character boundary.
+        Ok(mut t) => {
+            t.truncate(MAX_DN);
+            t
+        }
+        Err(_) => String::new(),
+    }
+}
+
 /// ssl.log's `sni_matches_cert`, as Zeek's `scripts/base/protocols/ssl/
 /// files.zeek` sets it in `ssl_finishing`: set only when the client sent a
 /// server name and the server's first certificate was decoded; then whether

@@ -2,7 +2,9 @@
 //! flows.log (`flows`), the transaction logs (`tx`: one file per protocol,
 //! its fields from the protocol's declared columns), ssl.log's escaping and
 //! x509.log (`tls`), the process columns they share (`procs`), and the files
-//! they write (`out`, `file`: whole lines when the disk fills).
+//! they write (`out`, `file`: whole lines when the disk fills); `validate`,
+//! Zeek's validate-certs policy (ssl.log's `validation_status`, OpenSSL's
+//! chain validation on the output thread).
 
 pub mod file;
 pub mod flows;
@@ -10,4 +12,5 @@ pub mod out;
 pub(crate) mod procs;
 pub mod tls;
 pub mod tx;
+pub mod validate;
 pub mod zeek;

@@ -439,6 +439,8 @@ pub struct TxLogs {
     weights: bool,
     /// The Zeek policies turned on (`--zeek-policy`).
     policies: Vec<&'static str>,
+    /// validate-certs: fills ssl.log's `validation_status`.
+    validator: Option<super::validate::Validator>,
     writers: Vec<(Protocol, TxLogWriter<crate::LogOut>)>,
 }
 
@@ -449,12 +451,19 @@ impl TxLogs {
         for p in Protocol::ALL {
             dir.remove_stale(&tx_log_name(p))?;
         }
-        Ok(TxLogs { dir, processes, sources: false, weights: false, policies: Vec::new(), writers: Vec::new() })
+        Ok(TxLogs { dir, processes, sources: false, weights: false, policies: Vec::new(), validator: None, writers: Vec::new() })
     }
 
     /// The logs get the fields of these Zeek policies (`--zeek-policy`).
     pub fn with_policies(mut self, policies: &[&'static str]) -> Self {
         self.policies = policies.to_vec();
+        self
+    }
+
+    /// TLS records get `validation_status` from this validator (Zeek's
+    /// validate-certs policy).
+    pub fn with_validator(mut self, v: Option<super::validate::Validator>) -> Self {
+        self.validator = v;
         self
     }
 
@@ -497,6 +506,9 @@ impl crate::Sink for TxLogs {
     }
 
     fn write(&mut self, batch: &wirelog_record::Batch) -> io::Result<()> {
+        if let Some(v) = &mut self.validator {
+            super::validate::fill_batch(v, batch);
+        }
         batch.txs.iter().try_for_each(|t| self.writer(t.protocol)?.write(t))
     }
 

@@ -547,6 +547,94 @@ fn damaged_certificates_never_panic() {
     fuzz(&[0x30, 0x80, 0, 0]);
 }
 
+/// One DER element at the start of `b`: (its whole encoding, its
+/// contents, what follows it).
+fn tlv(b: &[u8]) -> (&[u8], &[u8], &[u8]) {
+    let l0 = b[1] as usize;
+    let (len, hdr) = if l0 < 0x80 {
+        (l0, 2)
+    } else {
+        let n = l0 & 0x7f;
+        (b[2..2 + n].iter().fold(0, |a, &x| a << 8 | x as usize), 2 + n)
+    };
+    (&b[..hdr + len], &b[hdr..hdr + len], &b[hdr + len..])
+}
+
+/// The issuer and subject Names (whole DER) of a certificate.
+fn names_of(der: &[u8]) -> (&[u8], &[u8]) {
+    let tbs = tlv(tlv(der).1).1;
+    let mut rest = tbs;
+    if rest[0] == 0xa0 {
+        rest = tlv(rest).2;
+    }
+    rest = tlv(tlv(rest).2).2; // serial, signature algorithm
+    let (issuer, _, rest) = tlv(rest);
+    let (subject, _, _) = tlv(tlv(rest).2); // validity, then the subject
+    (issuer, subject)
+}
+
+/// One attribute of a name: its OID's contents, its string tag, its value.
+type Attr<'a> = (&'a [u8], u8, &'a [u8]);
+
+/// A Name from RDNs of attributes.
+fn dn(rdns: &[&[Attr<'_>]]) -> Vec<u8> {
+    fn wrap(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut v = vec![tag];
+        let n = body.len();
+        if n < 0x80 {
+            v.push(n as u8);
+        } else {
+            v.extend_from_slice(&[0x82, (n >> 8) as u8, n as u8]);
+        }
+        v.extend_from_slice(body);
+        v
+    }
+    let mut seq = Vec::new();
+    for rdn in rdns {
+        let mut set = Vec::new();
+        for (oid, tag, value) in *rdn {
+            let mut atv = wrap(0x06, oid);
+            atv.extend(wrap(*tag, value));
+            set.extend(wrap(0x30, &atv));
+        }
+        seq.extend(wrap(0x31, &set));
+    }
+    wrap(0x30, &seq)
+}
+
+/// Zeek's `parse_distinguished_name` on names built here: RFC 2253 order
+/// (attributes last to first, inside a multi-valued RDN too)
+/// and escapes, `+` in a multi-valued RDN, UTF-8 bytes as `\XX`, the text
+/// cut at 255 bytes, bytes after the name ignored, the empty string for
+/// what is not a name.
+#[test]
+fn distinguished_names_as_zeek_parses_them() {
+    const CN: &[u8] = &[0x55, 4, 3];
+    const C: &[u8] = &[0x55, 4, 6];
+    const O: &[u8] = &[0x55, 4, 10];
+    const OU: &[u8] = &[0x55, 4, 11];
+    const PRINTABLE: u8 = 0x13;
+    const UTF8: u8 = 0x0c;
+    assert_eq!(distinguished_name(&dn(&[&[(CN, PRINTABLE, b"ca.example")]])), "CN=ca.example");
+    let three = dn(&[
+        &[(C, PRINTABLE, b"US")],
+        &[(O, UTF8, b"Example, Inc.")],
+        &[(OU, UTF8, b"Unit A"), (CN, UTF8, b"Root")],
+    ]);
+    assert_eq!(distinguished_name(&three), "CN=Root+OU=Unit A,O=Example\\, Inc.,C=US");
+    let mut trailing = three.clone();
+    trailing.extend_from_slice(&[0x30, 0x00, 0xff]);
+    assert_eq!(distinguished_name(&trailing), distinguished_name(&three));
+    assert_eq!(distinguished_name(&dn(&[&[(O, UTF8, "\u{65e5}\u{672c}".as_bytes())]])), "O=\\E6\\97\\A5\\E6\\9C\\AC");
+    let long = "x".repeat(300);
+    let t = distinguished_name(&dn(&[&[(CN, UTF8, long.as_bytes())]]));
+    assert_eq!(t.len(), 255);
+    assert_eq!(t, format!("CN={}", &long[..252]));
+    assert_eq!(distinguished_name(&[]), "");
+    assert_eq!(distinguished_name(&[0x31, 0x00]), "");
+    assert_eq!(distinguished_name(&three[..three.len() - 1]), "");
+}
+
 /// Runs the openssl command line tool; panics with its stderr on failure.
 fn openssl(dir: &std::path::Path, args: &[&str]) -> String {
     let out = std::process::Command::new("openssl")
@@ -659,6 +747,7 @@ fn generated_certificates_match_openssl() {
         (format!("/CN=all{attrs}/1.2.3.4.5=unknown"), &[]),
     ];
     let mut checked = 0;
+    let mut long_names = 0;
     for (i, (key, digest)) in keys.iter().enumerate() {
         for (j, (subj, extra)) in subjects.iter().enumerate() {
             // Every subject with the RSA key, every key with the first subject.
@@ -707,6 +796,13 @@ fn generated_certificates_match_openssl() {
                 want,
                 "{subj}"
             );
+            // A CertificateRequest's names (Zeek's parse_distinguished_name):
+            // the same printer, cut at 255 bytes.
+            let (issuer_dn, subject_dn) = names_of(&der);
+            let cut = |s: &str| s[..s.len().min(255)].to_string();
+            assert_eq!(distinguished_name(subject_dn), cut(&c.subject), "{subj}");
+            assert_eq!(distinguished_name(issuer_dn), cut(&c.issuer), "{subj}");
+            long_names += usize::from(c.subject.len() > 255);
             let text = openssl(
                 d,
                 &["x509", "-inform", "DER", "-in", "c.der", "-noout", "-text"],
@@ -768,4 +864,5 @@ fn generated_certificates_match_openssl() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(checked, keys.len() + subjects.len() - 1);
+    assert!(long_names >= 1, "no name over 255 bytes was printed");
 }

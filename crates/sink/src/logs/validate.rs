@@ -1,0 +1,350 @@
+//! Zeek's validate-certs policy (`--zeek-policy validate-certs`): the
+//! server's certificate chain of each TLS record checked by OpenSSL's
+//! `X509_verify_cert` against a trust store, at the time the handshake
+//! ended, giving ssl.log's `validation_status`: `ok` or OpenSSL's error
+//! text (`X509_verify_cert_error_string`), what Zeek writes.
+//!
+//! The rules, from zeek/zeek a13de64f:
+//! - `scripts/policy/protocols/ssl/validate-certs.zeek` (the `ssl_finishing`
+//!   hook, lines 136-199): nothing when the server sent no certificate or
+//!   its first one does not decode; with `ssl_cache_intermediate_ca` (on
+//!   by default) the leaf is first tried with the intermediates of an
+//!   earlier chain that validated and whose first CA has the leaf's issuer
+//!   as subject (lines 104-125, 150-168), and that answer is kept if `ok`;
+//!   else the chain as sent (certificates that do not decode left out).
+//!   Results are cached per chain (`recently_validated_certs`,
+//!   `&read_expire=5mins`: reused while read again within five minutes).
+//! - `src/file_analysis/analyzer/x509/functions.bif` (`x509_verify`, lines
+//!   544-635): the chain's first certificate is the one verified, the others
+//!   are the untrusted stack, the time is set with `X509_STORE_CTX_set_time`
+//!   (network time), and `X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT` is
+//!   written as OpenSSL 1 wrote it, "self signed certificate".
+//!
+//! The trust store is where wirelog departs: Zeek's is Mozilla's root list
+//! shipped as a script (`base/protocols/ssl/mozilla-ca-list.zeek`), ours a
+//! PEM file, by default the system's (`/etc/ssl/certs/ca-certificates.crt`).
+//! The intermediate cache is keyed by the issuer name's DER (Zeek hashes
+//! OpenSSL's canonical form, which also equates names differing only in
+//! case or spacing) and both caches are bounded (emptied when full).
+//!
+//! This runs on the output thread, off the packet path; a chain costs a
+//! few signature checks once, then a hash lookup.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use foreign_types::ForeignTypeRef;
+use openssl::stack::Stack;
+use openssl::x509::store::{X509Store, X509StoreBuilder};
+use openssl::x509::{X509StoreContext, X509StoreContextRef, X509};
+use wirelog_record::tls::TlsTx;
+use wirelog_record::{Detail, TxRecord};
+
+// libcrypto's, which the openssl crate links (its -sys crate does not
+// declare this one): the time a verification checks validity at, as
+// Zeek's x509_verify sets it; also turns on X509_V_FLAG_USE_CHECK_TIME.
+extern "C" {
+    fn X509_STORE_CTX_set_time(ctx: *mut openssl_sys::X509_STORE_CTX, flags: libc::c_ulong, t: libc::time_t);
+}
+
+/// Sets the verification time of an initialised context.
+fn set_time(c: &mut X509StoreContextRef, secs: i64) {
+    // SAFETY: `c` is a live X509_STORE_CTX (initialised by `init`, whose
+    // closure we are in); the call only stores the time in its verify
+    // parameters.
+    unsafe { X509_STORE_CTX_set_time(c.as_ptr(), 0, secs as libc::time_t) }
+}
+
+/// Where the trust store comes from when no file is named.
+pub const SYSTEM_CA_FILE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// Results and intermediates kept at most (each map emptied when full).
+const KEPT: usize = 4096;
+
+/// How long a cached result stays good after it was last used (packet
+/// time): Zeek's `recently_validated_certs` `&read_expire=5mins`.
+const REUSE_NS: i64 = 300 * 1_000_000_000;
+
+/// OpenSSL's `X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT`.
+const DEPTH_ZERO_SELF_SIGNED: i32 = 18;
+
+/// The validator: the trust store and the caches.
+pub struct Validator {
+    store: X509Store,
+    roots: usize,
+    /// Certificates parsed by OpenSSL, by their SHA-256 fingerprint (a
+    /// server shows the same chain on every handshake).
+    parsed: HashMap<String, Option<X509>>,
+    /// Chain (each certificate's fingerprint) -> (status, last use).
+    results: HashMap<Vec<String>, (String, i64)>,
+    /// A validated chain's CA certificates below its root (Zeek's
+    /// `intermediate_cache`), by the DER of their first one's subject.
+    intermediates: HashMap<Vec<u8>, Vec<(String, X509)>>,
+    /// Validations done (not answered from the cache).
+    pub verified: u64,
+}
+
+impl Validator {
+    /// The trust store read from `path` (PEM certificates); an error names
+    /// the file and what is wrong.
+    pub fn from_pem_file(path: &Path) -> Result<Validator, String> {
+        let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let roots = X509::stack_from_pem(&pem).map_err(|e| format!("{}: not PEM certificates: {e}", path.display()))?;
+        if roots.is_empty() {
+            return Err(format!("{}: no PEM certificate in it", path.display()));
+        }
+        let n = roots.len();
+        let store = (|| {
+            let mut b = X509StoreBuilder::new()?;
+            for r in roots {
+                // A certificate listed twice is refused by some OpenSSL
+                // versions: the first stays in the store.
+                let _ = b.add_cert(r);
+            }
+            Ok::<_, openssl::error::ErrorStack>(b.build())
+        })()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Validator { store, roots: n, parsed: HashMap::new(), results: HashMap::new(), intermediates: HashMap::new(), verified: 0 })
+    }
+
+    /// Certificates in the trust store.
+    pub fn roots(&self) -> usize {
+        self.roots
+    }
+
+    /// A certificate as OpenSSL parsed it (`None`: it does not parse), by
+    /// its fingerprint.
+    fn parse(&mut self, fingerprint: &str, der: &[u8]) -> Option<X509> {
+        if let Some(c) = self.parsed.get(fingerprint) {
+            return c.clone();
+        }
+        if self.parsed.len() >= KEPT {
+            self.parsed.clear();
+        }
+        let c = X509::from_der(der).ok();
+        self.parsed.insert(fingerprint.to_string(), c.clone());
+        c
+    }
+
+    /// Fills a TLS record's `validation_status` (once; other records are
+    /// left alone).
+    pub fn fill(&mut self, r: &TxRecord) {
+        let Detail::Tls(t) = &r.tx.detail else {
+            return;
+        };
+        if t.validation.0.get().is_some() {
+            return;
+        }
+        // Zeek verifies at ssl_finishing's network time: when the
+        // handshake ended (the last packet of either side's handshake).
+        let ts = [r.tx.request, r.tx.response].iter().flatten().map(|s| s.last_ns).max().unwrap_or(r.tx.ts_ns());
+        let status = self.status(t, ts);
+        let _ = t.validation.0.set(status);
+    }
+
+    /// The status of a record's server chain at `ts_ns`; `None` where Zeek's
+    /// hook returns without one.
+    fn status(&mut self, t: &TlsTx, ts_ns: i64) -> Option<String> {
+        let ders = t.server_certs.as_ref()?;
+        let fps: Vec<&str> = t.server_chain().iter().map(|c| c.fingerprint.as_str()).collect();
+        let leaf = self.parse(fps.first()?, ders.first()?)?;
+        let leaf_fp = fps[0].to_string();
+        let key = leaf.issuer_name().to_der().ok();
+        if let Some(cached) = key.as_ref().and_then(|k| self.intermediates.get(k)).cloned() {
+            let mut chain = vec![(leaf_fp.clone(), leaf.clone())];
+            chain.extend(cached);
+            let (status, _) = self.cached(&chain, ts_ns);
+            if status == "ok" {
+                return Some(status);
+            }
+        }
+        // The chain as sent, certificates that do not decode left out.
+        let mut chain = vec![(leaf_fp, leaf)];
+        for (fp, der) in fps.iter().zip(ders).skip(1) {
+            if let Some(c) = self.parse(fp, der) {
+                chain.push((fp.to_string(), c));
+            }
+        }
+        let (status, verified) = self.cached(&chain, ts_ns);
+        // A validated chain of more than leaf and root: its CAs are kept
+        // for leaves whose server leaves them out (validate-certs.zeek
+        // lines 104-125).
+        if status == "ok" && verified.len() > 2 {
+            if let Ok(subject) = verified[1].subject_name().to_der() {
+                if !self.intermediates.contains_key(&subject) {
+                    if self.intermediates.len() >= KEPT {
+                        self.intermediates.clear();
+                    }
+                    let cas = verified[1..verified.len() - 1]
+                        .iter()
+                        .map(|c| (c.digest(openssl::hash::MessageDigest::sha256()).map(|d| hex(&d)).unwrap_or_default(), c.clone()))
+                        .collect();
+                    self.intermediates.insert(subject, cas);
+                }
+            }
+        }
+        Some(status)
+    }
+
+    /// Zeek's `cache_validate`: the cached status of `chain` (fingerprint,
+    /// certificate) if used within five minutes, else a validation (the
+    /// verified chain with it).
+    fn cached(&mut self, chain: &[(String, X509)], ts_ns: i64) -> (String, Vec<X509>) {
+        let key: Vec<String> = chain.iter().map(|(fp, _)| fp.clone()).collect();
+        if let Some((status, last)) = self.results.get_mut(&key) {
+            if ts_ns.abs_diff(*last) <= REUSE_NS as u64 {
+                *last = ts_ns;
+                return (status.clone(), Vec::new());
+            }
+        }
+        self.verified += 1;
+        let certs: Vec<&X509> = chain.iter().map(|(_, c)| c).collect();
+        let (status, verified) = verify(&self.store, &certs, ts_ns);
+        if self.results.len() >= KEPT {
+            self.results.clear();
+        }
+        self.results.insert(key, (status.clone(), ts_ns));
+        (status, verified)
+    }
+}
+
+/// Lower-case hex, as fingerprints are written.
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// `x509_verify` of Zeek's functions.bif: the first certificate verified
+/// with the others as the untrusted stack, at `ts_ns`; the status and,
+/// when `ok`, the chain OpenSSL built.
+fn verify(store: &X509Store, chain: &[&X509], ts_ns: i64) -> (String, Vec<X509>) {
+    let run = || -> Result<(String, Vec<X509>), openssl::error::ErrorStack> {
+        let mut untrusted = Stack::new()?;
+        for c in &chain[1..] {
+            untrusted.push((*c).clone())?;
+        }
+        let mut ctx = X509StoreContext::new()?;
+        ctx.init(store, chain[0], &untrusted, |c| {
+            set_time(c, ts_ns.div_euclid(1_000_000_000));
+            let ok = c.verify_cert()?;
+            let err = c.error();
+            let text = if err.as_raw() == DEPTH_ZERO_SELF_SIGNED {
+                "self signed certificate".to_string()
+            } else {
+                err.error_string().to_string()
+            };
+            let built = if ok { c.chain().map(|s| s.iter().map(|x| x.to_owned()).collect()).unwrap_or_default() } else { Vec::new() };
+            Ok((text, built))
+        })
+    };
+    // Zeek writes its own texts where OpenSSL could not be set up.
+    run().unwrap_or_else(|_| ("Problem initializing root store".to_string(), Vec::new()))
+}
+
+/// The validator as the transaction logs use it: every TLS record of a
+/// batch gets its status before its line is written.
+pub fn fill_batch(v: &mut Validator, batch: &wirelog_record::Batch) {
+    for r in &batch.txs {
+        v.fill(r);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn openssl(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn der(dir: &Path, pem: &str) -> Vec<u8> {
+        X509::from_pem(&std::fs::read(dir.join(pem)).unwrap()).unwrap().to_der().unwrap()
+    }
+
+    fn record(chain: Vec<Vec<u8>>, ts_ns: i64) -> TxRecord {
+        wirelog_record::tls::fixtures::handshake(ts_ns, chain, None)
+    }
+
+    fn status(r: &TxRecord) -> Option<String> {
+        let Detail::Tls(t) = &r.tx.detail else { panic!() };
+        t.validation.0.get().cloned().flatten()
+    }
+
+    /// A CA, an intermediate and leaves made by OpenSSL here: the
+    /// statuses are OpenSSL's texts, the result is cached per chain (and
+    /// checked again after five minutes), a leaf sent without its
+    /// intermediate validates once a chain showed it (Zeek's intermediate
+    /// cache), no certificate gives no status.
+    #[test]
+    fn chains_get_openssl_verdicts_and_are_cached() {
+        let dir = std::env::temp_dir().join(format!("wirelog-validate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let d = dir.as_path();
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+        let mut args = vec!["req", "-x509"];
+        args.extend(ec);
+        args.extend(["-keyout", "ca.key", "-out", "ca.pem", "-days", "30", "-subj", "/CN=Test Root", "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
+        openssl(d, &args);
+        std::fs::write(dir.join("ca.ext"), "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n").unwrap();
+        std::fs::write(dir.join("leaf.ext"), "basicConstraints=CA:FALSE\nsubjectAltName=DNS:www.example.org\n").unwrap();
+        let issue = |stem: &str, subj: &str, ca: &str, ext: &str| {
+            let mut a = vec!["req", "-new"];
+            a.extend(ec);
+            let (key, csr, pem) = (format!("{stem}.key"), format!("{stem}.csr"), format!("{stem}.pem"));
+            a.extend(["-keyout", &key, "-out", &csr, "-subj", subj]);
+            openssl(d, &a);
+            let (cacert, cakey) = (format!("{ca}.pem"), format!("{ca}.key"));
+            openssl(d, &["x509", "-req", "-in", &csr, "-CA", &cacert, "-CAkey", &cakey, "-set_serial", "7", "-days", "20", "-extfile", ext, "-out", &pem]);
+        };
+        issue("int", "/CN=Test Intermediate", "ca", "ca.ext");
+        issue("leaf", "/CN=www.example.org", "int", "leaf.ext");
+        let mut v = Validator::from_pem_file(&dir.join("ca.pem")).unwrap();
+        assert_eq!(v.roots(), 1);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+        let (leaf, int, ca) = (der(d, "leaf.pem"), der(d, "int.pem"), der(d, "ca.pem"));
+
+        // Without the intermediate, before any chain showed it.
+        let r = record(vec![leaf.clone()], now);
+        v.fill(&r);
+        assert_eq!(status(&r).as_deref(), Some("unable to get local issuer certificate"));
+        let r = record(vec![leaf.clone(), int.clone()], now);
+        v.fill(&r);
+        assert_eq!(status(&r).as_deref(), Some("ok"));
+        assert_eq!(v.verified, 2);
+        // The chains after it are first tried as leaf + the intermediate
+        // seen, which is cached: no new validation, and the leaf alone
+        // now validates.
+        for (chain, dt) in [(vec![leaf.clone(), int.clone(), ca.clone()], 0), (vec![leaf.clone(), int.clone()], 1), (vec![leaf.clone()], 2)] {
+            let r = record(chain, now + dt * 1_000_000_000);
+            v.fill(&r);
+            assert_eq!(status(&r).as_deref(), Some("ok"));
+        }
+        assert_eq!(v.verified, 2);
+        // Thirty days on, every certificate has expired: a cached answer
+        // is not reused after five minutes.
+        let later = now + 30 * 86400 * 1_000_000_000;
+        let r = record(vec![leaf.clone(), int.clone()], later);
+        v.fill(&r);
+        assert_eq!(status(&r).as_deref(), Some("certificate has expired"));
+        assert_eq!(v.verified, 3);
+        // A self-signed leaf, a CA not in the store, nothing decodable.
+        let r = record(vec![ca.clone()], now);
+        let mut other = Validator::from_pem_file(&dir.join("leaf.pem")).unwrap();
+        other.fill(&r);
+        assert_eq!(status(&r).as_deref(), Some("self signed certificate"));
+        let r = record(vec![leaf.clone(), int.clone(), ca.clone()], now);
+        other.fill(&r);
+        assert_eq!(status(&r).as_deref(), Some("self-signed certificate in certificate chain"));
+        let r = record(vec![vec![0x30, 0x00]], now);
+        v.fill(&r);
+        assert_eq!(status(&r), None);
+        let r = record(vec![], now);
+        v.fill(&r);
+        assert_eq!(status(&r), None);
+        assert!(Validator::from_pem_file(&dir.join("leaf.ext")).err().unwrap().contains("leaf.ext"));
+        assert!(Validator::from_pem_file(&dir.join("nonexistent")).err().unwrap().contains("nonexistent"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
