@@ -243,17 +243,20 @@ impl Overflow {
     /// (the two fields, so that the caller may hold its protocol state).
     #[inline(always)]
     pub fn set_times(&mut self, idx: u32, last_ns: &mut i64, after: &mut u32, last: i64, seen: i64) {
-        let was_wide = *after == SEEN_WIDE;
-        *last_ns = last;
-        match u32::try_from(seen.wrapping_sub(last)) {
-            Ok(d) if d != SEEN_WIDE && !was_wide => *after = d,
-            _ => self.set_seen_wide(idx, after, last, seen),
+        // Negative distances wrap to large ones: wide too.
+        let d = seen.wrapping_sub(last) as u64;
+        if d < u64::from(SEEN_WIDE) && *after != SEEN_WIDE {
+            *last_ns = last;
+            *after = d as u32;
+        } else {
+            self.set_seen_wide(idx, last_ns, after, last, seen);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn set_seen_wide(&mut self, idx: u32, after: &mut u32, last: i64, seen: i64) {
+    fn set_seen_wide(&mut self, idx: u32, last_ns: &mut i64, after: &mut u32, last: i64, seen: i64) {
+        *last_ns = last;
         match u32::try_from(seen.wrapping_sub(last)) {
             Ok(d) if d != SEEN_WIDE => {
                 self.seen.remove(&idx);

@@ -59,11 +59,20 @@ pub struct StoredKey {
     v6: bool,
 }
 
-/// The IPv4 address of an IPv4-mapped [`IpAddr16`] (`::ffff:a.b.c.d`).
+/// Whether an [`IpAddr16`] is IPv4-mapped (`::ffff:a.b.c.d`), and its last
+/// four bytes. Read as a little-endian `u128` (no byte swaps; bytes 10 and
+/// 11 are bits 80..96), as `IpAddr16::from_v4` builds it.
+#[inline(always)]
+fn v4_parts(a: &IpAddr16) -> (bool, [u8; 4]) {
+    let v = u128::from_le_bytes(a.0);
+    (v & ((1u128 << 96) - 1) == 0xffff_u128 << 80, ((v >> 96) as u32).to_le_bytes())
+}
+
+/// The IPv4 address of an IPv4-mapped [`IpAddr16`].
 #[inline(always)]
 fn v4_of(a: &IpAddr16) -> Option<[u8; 4]> {
-    let v = u128::from_be_bytes(a.0);
-    (v >> 32 == 0xffff).then(|| (v as u32).to_be_bytes())
+    let (v4, b) = v4_parts(a);
+    v4.then_some(b)
 }
 
 impl StoredKey {
@@ -160,14 +169,14 @@ impl<T> ConnTable<T> {
     }
 
     /// Which side of the stored connection sent a packet with key `k`
-    /// (`v4`: `k`'s addresses as IPv4, if both are).
+    /// (whether `k`'s addresses are both IPv4, and their last four bytes).
     #[inline(always)]
-    fn side(&self, st: &StoredKey, k: &ConnKey, v4: Option<([u8; 4], [u8; 4])>) -> Option<Side> {
+    fn side(&self, st: &StoredKey, k: &ConnKey, (v4, a, b): (bool, [u8; 4], [u8; 4])) -> Option<Side> {
         if st.proto != k.proto {
             return None;
         }
         match v4 {
-            Some((a, b)) if !st.v6 => {
+            true if !st.v6 => {
                 if st.sport == k.sport && st.dport == k.dport && st.src == a && st.dst == b {
                     Some(Side::Orig)
                 } else if st.sport == k.dport && st.dport == k.sport && st.src == b && st.dst == a {
@@ -176,7 +185,7 @@ impl<T> ConnTable<T> {
                     None
                 }
             }
-            None if st.v6 => match_side(&st.full(&self.v6), k),
+            false if st.v6 => match_side(&st.full(&self.v6), k),
             _ => None,
         }
     }
@@ -245,7 +254,8 @@ impl<T> ConnTable<T> {
     #[inline]
     pub fn find(&self, k: &ConnKey, hash: u64) -> Option<(u32, Side)> {
         let tag = hash >> 32;
-        let v4 = v4_of(&k.src).zip(v4_of(&k.dst));
+        let ((va, a), (vb, b)) = (v4_parts(&k.src), v4_parts(&k.dst));
+        let v4 = (va & vb, a, b);
         let mut i = Self::home(tag, self.mask);
         loop {
             let s = self.slots[i];

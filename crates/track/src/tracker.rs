@@ -706,9 +706,10 @@ impl Tracker {
             return;
         };
         let conn = &mut entry.value;
+        // Each path below stores the times once: the latest packet's, and
+        // the last progress (this packet's time if it made progress).
         let seen = self.overflow.seen(idx, conn).max(ts);
-        let last = conn.last_ns;
-        self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, last, seen);
+        let old_last = conn.last_ns;
         let bad = pkt.checksum == Checksum::BadTransport;
         let mut flip = false;
         // Packets only push deadlines later, which the lazy wheel handles when the
@@ -718,9 +719,11 @@ impl Tracker {
         match (&mut conn.state, seg) {
             (ProtoState::Tcp(part), Some(seg)) => {
                 let Some(t) = self.tcp.get_mut(part.slab) else {
+                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
                     return;
                 };
                 if bad {
+                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
                     t.checksum_error(is_orig, &mut conn.hist);
                     if created {
                         self.schedule(idx);
@@ -733,9 +736,8 @@ impl Tracker {
                     || fx.close_complete
                     || fx.reset_timer
                     || fx.expire_check;
-                if touch {
-                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts, seen);
-                }
+                let last = if touch { ts } else { old_last };
+                self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, last, seen);
                 if fx.attempt_timer {
                     part.attempt_at = ts + self.cfg.tcp_attempt_delay_ns;
                 }
@@ -759,6 +761,7 @@ impl Tracker {
             }
             (ProtoState::Udp(d), _) => {
                 if bad {
+                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
                     let c = if is_orig {
                         &mut d.orig_chk
                     } else {
@@ -785,6 +788,7 @@ impl Tracker {
             }
             (ProtoState::Icmp(d), _) => {
                 if bad {
+                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
                     if created {
                         self.schedule(idx);
                     }
@@ -798,7 +802,10 @@ impl Tracker {
                 };
                 d.add(is_orig, len);
             }
-            _ => return,
+            _ => {
+                self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
+                return;
+            }
         }
         let side = !is_orig as usize;
         if conn.count(side, pkt.ip_len) {
