@@ -9,7 +9,7 @@ use wirelog_procs::NewConn;
 use wirelog_record::{ConnRecord, Proto, TxRecord, UidGenerator};
 
 use crate::app::{protocol_index, AppConfig, AppState, AppStats};
-use crate::conn::{Overflow, Conn, DatagramState, ProtoState, TcpPart};
+use crate::conn::{Conn, DatagramState, Overflow, ProtoState, TcpPart};
 use crate::flow::{FlowKey, FlowSlot, FlowTable};
 use crate::keep::{uid_for, KeepRule, KeepState, KeepVerdict};
 use crate::key::{ConnKey, Side};
@@ -118,7 +118,7 @@ pub struct TrackStats {
 pub struct Tracker {
     cfg: TrackerConfig,
     table: ConnTable<Conn>,
-    /// High halves of the entries' counters that passed 2^32.
+    /// What does not fit in the entries: counters past 2^32, latest times 4.3 s or more after the last progress.
     overflow: Overflow,
     /// TCP endpoint state of the TCP connections (see `slab`).
     tcp: Slab<TcpConn>,
