@@ -87,15 +87,21 @@ pub struct Conn {
     pub start_ns: i64,
     /// Last time the connection made progress (Zeek's LastTime).
     pub last_ns: i64,
-    /// Time of the latest packet of any kind (timers never fire before it).
-    pub seen_ns: i64,
-    pub orig_pkts: u64,
-    pub orig_ip_bytes: u64,
-    pub resp_pkts: u64,
-    pub resp_ip_bytes: u64,
+    /// Time of the latest packet of any kind (timers never fire before it),
+    /// as its distance from `last_ns` in ns (never negative: `last_ns` is a
+    /// packet's time, and `seen` the latest of them); [`SEEN_WIDE`] when
+    /// that is 4.3 s or more, and the time is in the tracker's [`Overflow`].
+    /// Read and written through [`Overflow::seen`], [`Overflow::set_times`].
+    pub(crate) seen_after_last: u32,
+    /// Packets per side (0: originator, 1: responder), the low 32 bits:
+    /// the carries of the rare connection that passes 2^32 are in the
+    /// tracker's [`Overflow`]. Read whole with [`Overflow::counts`].
+    pub pkts: [u32; 2],
+    /// IP bytes per side, the low 32 bits (carries as for `pkts`).
+    pub ip_bytes: [u32; 2],
     pub hist: HistoryState,
-    pub vlan: Option<u16>,
-    pub inner_vlan: Option<u16>,
+    /// Outer and inner VLAN ids (12 bits), [`NO_VLAN`] when absent.
+    vlans: [u16; 2],
     pub state: ProtoState,
     /// This connection's flow in the current bucket.
     pub flow: crate::flow::FlowSlot,
@@ -107,6 +113,178 @@ pub struct Conn {
     /// Content-detection progress (over when parsing is off, nothing was
     /// recognised, or the protocol is known).
     pub(crate) detection: wirelog_parse::detect::Detection,
+}
+
+/// `seen_after_last` when the distance does not fit in it.
+const SEEN_WIDE: u32 = u32::MAX;
+
+/// A VLAN slot without an id (ids are 12 bits: the decoder masks the tag's
+/// priority bits off, `wirelog_decode::link` and the ring's `tp_vlan_tci`).
+pub const NO_VLAN: u16 = u16::MAX;
+
+impl Conn {
+    /// A connection whose first packet came at `ts`.
+    pub fn new(ts: i64, vlan: Option<u16>, inner_vlan: Option<u16>, state: ProtoState, detection: wirelog_parse::detect::Detection) -> Self {
+        let id = |v: Option<u16>| v.map_or(NO_VLAN, |v| v & 0x0fff);
+        Conn {
+            start_ns: ts,
+            last_ns: ts,
+            seen_after_last: 0,
+            pkts: [0; 2],
+            ip_bytes: [0; 2],
+            hist: HistoryState::default(),
+            vlans: [id(vlan), id(inner_vlan)],
+            state,
+            flow: crate::flow::FlowSlot::NONE,
+            scheduled_at: i64::MAX,
+            generation: 0,
+            app: None,
+            detection,
+        }
+    }
+
+    /// The outer and inner VLAN ids.
+    pub fn vlans(&self) -> (Option<u16>, Option<u16>) {
+        let v = |id: u16| (id != NO_VLAN).then_some(id);
+        (v(self.vlans[0]), v(self.vlans[1]))
+    }
+
+    /// Counts one packet of `ip_len` bytes from `side` (0: originator);
+    /// true when a counter wrapped, and its carry must go to [`Overflow::carry`].
+    #[inline(always)]
+    #[must_use]
+    pub fn count(&mut self, side: usize, ip_len: u32) -> bool {
+        let (p, po) = self.pkts[side].overflowing_add(1);
+        let (b, bo) = self.ip_bytes[side].overflowing_add(ip_len);
+        self.pkts[side] = p;
+        self.ip_bytes[side] = b;
+        po | bo
+    }
+}
+
+/// What does not fit in a connection entry, by table index, for the few
+/// connections that need it: the upper 32 bits of the packet and byte
+/// counters of those that passed 2^32 of either (4 GiB or 4 G packets on
+/// one side), and the latest packet time of those whose latest packet came
+/// 4.3 s or more after their last progress (`Conn::seen_after_last`). The
+/// entry keeps the low halves and a 32-bit distance, which saves 20 bytes
+/// in every entry for a hash-map entry in these few. Each counter's words
+/// are `[pkts orig, bytes orig, pkts resp, bytes resp]`.
+#[derive(Default)]
+pub struct Overflow {
+    counts: std::collections::HashMap<u32, [u32; 4]>,
+    seen: std::collections::HashMap<u32, i64>,
+}
+
+impl Overflow {
+    /// After [`Conn::count`] said a counter of `side` wrapped: a wrapped
+    /// low half is 0 (packets) or below the packet's length (bytes).
+    #[cold]
+    #[inline(never)]
+    pub fn carry(&mut self, idx: u32, c: &Conn, side: usize, ip_len: u32) {
+        let hi = self.counts.entry(idx).or_default();
+        hi[2 * side] += (c.pkts[side] == 0) as u32;
+        hi[2 * side + 1] += (c.ip_bytes[side] < ip_len) as u32;
+    }
+
+    /// The four counters whole: `[orig pkts, orig bytes, resp pkts, resp bytes]`.
+    #[inline]
+    pub fn counts(&self, idx: u32, c: &Conn) -> [u64; 4] {
+        let hi = if self.counts.is_empty() { [0; 4] } else { self.counts.get(&idx).copied().unwrap_or_default() };
+        let lo = [c.pkts[0], c.ip_bytes[0], c.pkts[1], c.ip_bytes[1]];
+        std::array::from_fn(|i| u64::from(hi[i]) << 32 | u64::from(lo[i]))
+    }
+
+    /// Sets the four counters (as [`Overflow::counts`] orders them).
+    pub fn set(&mut self, idx: u32, c: &mut Conn, v: [u64; 4]) {
+        c.pkts = [v[0] as u32, v[2] as u32];
+        c.ip_bytes = [v[1] as u32, v[3] as u32];
+        let hi = v.map(|x| (x >> 32) as u32);
+        if hi != [0; 4] {
+            self.counts.insert(idx, hi);
+        } else if !self.counts.is_empty() {
+            self.counts.remove(&idx);
+        }
+    }
+
+    /// Adds `pkts` packets of `bytes` bytes to `side` (kernel accounting's merge).
+    pub fn add(&mut self, idx: u32, c: &mut Conn, side: usize, pkts: u64, bytes: u64) {
+        let mut v = self.counts(idx, c);
+        v[2 * side] += pkts;
+        v[2 * side + 1] += bytes;
+        self.set(idx, c, v);
+    }
+
+    /// Swaps the sides' counters (a flip of the roles).
+    pub fn swap_sides(&mut self, idx: u32, c: &mut Conn) {
+        let [a, b, x, y] = self.counts(idx, c);
+        self.set(idx, c, [x, y, a, b]);
+    }
+
+    /// The time of the connection's latest packet.
+    #[inline(always)]
+    pub fn seen(&self, idx: u32, c: &Conn) -> i64 {
+        if c.seen_after_last != SEEN_WIDE {
+            c.last_ns + i64::from(c.seen_after_last)
+        } else {
+            self.seen_wide(idx, c)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn seen_wide(&self, idx: u32, c: &Conn) -> i64 {
+        debug_assert!(self.seen.contains_key(&idx), "connection {idx}'s latest time is lost");
+        self.seen.get(&idx).copied().unwrap_or(c.last_ns)
+    }
+
+    /// Sets the time of the last progress and of the latest packet (`seen
+    /// >= last`) of connection `idx`: its `last_ns` and `seen_after_last`
+    /// (the two fields, so that the caller may hold its protocol state).
+    #[inline(always)]
+    pub fn set_times(&mut self, idx: u32, last_ns: &mut i64, after: &mut u32, last: i64, seen: i64) {
+        // Negative distances wrap to large ones: wide too.
+        let d = seen.wrapping_sub(last) as u64;
+        if d < u64::from(SEEN_WIDE) && *after != SEEN_WIDE {
+            *last_ns = last;
+            *after = d as u32;
+        } else {
+            self.set_seen_wide(idx, last_ns, after, last, seen);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn set_seen_wide(&mut self, idx: u32, last_ns: &mut i64, after: &mut u32, last: i64, seen: i64) {
+        *last_ns = last;
+        match u32::try_from(seen.wrapping_sub(last)) {
+            Ok(d) if d != SEEN_WIDE => {
+                self.seen.remove(&idx);
+                *after = d;
+            }
+            _ => {
+                self.seen.insert(idx, seen);
+                *after = SEEN_WIDE;
+            }
+        }
+    }
+
+    /// The connection at `idx` is gone.
+    #[inline]
+    pub fn forget(&mut self, idx: u32) {
+        if !self.counts.is_empty() {
+            self.counts.remove(&idx);
+        }
+        if !self.seen.is_empty() {
+            self.seen.remove(&idx);
+        }
+    }
+
+    /// Connections with a counter carry, and with a wide latest time.
+    #[cfg(test)]
+    pub fn len(&self) -> (usize, usize) {
+        (self.counts.len(), self.seen.len())
+    }
 }
 
 /// Zeek's `Site::private_address_space` (scripts/base/utils/site.zeek, the
@@ -170,7 +348,8 @@ impl Conn {
     /// The conn record; `uid` is minted by the caller (uids are random, so
     /// minting one when the record is written is as good as at the first
     /// packet). `tcp` is the connection's TCP state (from the slab), if TCP.
-    pub fn to_record(&self, key: &ConnKey, tcp: Option<&TcpConn>, uid: Uid) -> ConnRecord {
+    /// `counts`: the counters whole ([`Overflow::counts`]).
+    pub fn to_record(&self, key: &ConnKey, tcp: Option<&TcpConn>, uid: Uid, counts: [u64; 4]) -> ConnRecord {
         let history = self.hist.letters;
         let dur = self.last_ns - self.start_ns;
         let (proto, orig_size, resp_size, conn_state, missed) = match (&self.state, tcp) {
@@ -229,15 +408,15 @@ impl Conn {
             local_resp: is_private(&key.dst),
             missed_bytes: missed,
             history,
-            orig_pkts: self.orig_pkts,
-            orig_ip_bytes: self.orig_ip_bytes,
-            resp_pkts: self.resp_pkts,
-            resp_ip_bytes: self.resp_ip_bytes,
+            orig_pkts: counts[0],
+            orig_ip_bytes: counts[1],
+            resp_pkts: counts[2],
+            resp_ip_bytes: counts[3],
             ip_proto: key.proto,
             // The output stage computes it (SHA-1, ~1,500 instructions) off the packet thread.
             community_id: CommunityId::PENDING,
-            vlan: self.vlan,
-            inner_vlan: self.inner_vlan,
+            vlan: self.vlans().0,
+            inner_vlan: self.vlans().1,
             empty_tcp_skipped: false,
             orig_proc: None,
             resp_proc: None,
@@ -277,6 +456,81 @@ mod tests {
             "2002:808:808::", "::2", "2a00::1",
         ] {
             assert!(!private(no), "{no}");
+        }
+    }
+
+    fn conn() -> Conn {
+        Conn::new(1_000, Some(7), None, ProtoState::Udp(DatagramState::new()), wirelog_parse::detect::Detection::OVER)
+    }
+
+    /// The entry keeps the low halves: a counter passing 2^32 (packets by
+    /// one, bytes by a packet's length, or a kernel merge) carries into the
+    /// side table, and the sum read back is exact; flips swap whole counters.
+    #[test]
+    fn counters_carry_past_32_bits() {
+        let (mut o, mut c) = (Overflow::default(), conn());
+        let mut want = [0u64; 4];
+        // Start both sides near the top of 32 bits.
+        o.add(3, &mut c, 0, u64::from(u32::MAX) - 1, u64::from(u32::MAX) - 100);
+        o.add(3, &mut c, 1, 5, 500);
+        want[0] = u64::from(u32::MAX) - 1;
+        want[1] = u64::from(u32::MAX) - 100;
+        want[2] = 5;
+        want[3] = 500;
+        assert_eq!(o.counts(3, &c), want);
+        assert_eq!(o.len().0, 0);
+        for len in [60, 1500, 40, 9000] {
+            if c.count(0, len) {
+                o.carry(3, &c, 0, len);
+            }
+            want[0] += 1;
+            want[1] += u64::from(len);
+            assert_eq!(o.counts(3, &c), want, "after a packet of {len}");
+        }
+        assert_eq!(o.len().0, 1);
+        // Another connection's counters are its own.
+        assert_eq!(o.counts(4, &conn()), [0; 4]);
+        o.add(3, &mut c, 1, 1 << 33, 7 << 40);
+        want[2] += 1 << 33;
+        want[3] += 7 << 40;
+        assert_eq!(o.counts(3, &c), want);
+        o.swap_sides(3, &mut c);
+        assert_eq!(o.counts(3, &c), [want[2], want[3], want[0], want[1]]);
+        o.set(3, &mut c, [1, 2, 3, 4]);
+        assert_eq!((o.counts(3, &c), o.len().0), ([1, 2, 3, 4], 0));
+        o.add(3, &mut c, 0, 1 << 32, 0);
+        o.forget(3);
+        assert_eq!(o.len(), (0, 0));
+    }
+
+    /// The latest packet time is kept as a 32-bit distance from the last
+    /// progress, and exactly in the side table when it is farther (or
+    /// earlier: never, but then it still reads back as written).
+    #[test]
+    fn latest_time_escapes_when_far_from_the_last_progress() {
+        let (mut o, mut c) = (Overflow::default(), conn());
+        assert_eq!(o.seen(9, &c), 1_000);
+        let set = |o: &mut Overflow, c: &mut Conn, last: i64, seen: i64| {
+            o.set_times(9, &mut c.last_ns, &mut c.seen_after_last, last, seen);
+            assert_eq!((c.last_ns, o.seen(9, c)), (last, seen));
+        };
+        set(&mut o, &mut c, 1_000, 1_000 + i64::from(u32::MAX) - 1);
+        assert_eq!(o.len().1, 0);
+        for (last, seen) in [(1_000, 1_000 + i64::from(u32::MAX)), (5, 10_000_000_000_000), (-3, 400), (10, 5), (10, 10)] {
+            set(&mut o, &mut c, last, seen);
+        }
+        assert_eq!(o.len().1, 0, "a distance that fits again leaves the side table");
+        set(&mut o, &mut c, 0, i64::MAX);
+        assert_eq!(o.len().1, 1);
+        o.forget(9);
+        assert_eq!(o.len(), (0, 0));
+    }
+
+    #[test]
+    fn vlan_ids_round_trip() {
+        for v in [(None, None), (Some(0), None), (Some(4095), Some(0)), (Some(13), Some(10))] {
+            let c = Conn::new(0, v.0, v.1, ProtoState::Icmp(DatagramState::new()), wirelog_parse::detect::Detection::OVER);
+            assert_eq!(c.vlans(), v);
         }
     }
 }

@@ -3,8 +3,10 @@
 
 use wirelog_record::History;
 
-/// Zeek's per-endpoint history masks (TCP_Endpoint::HistoryMasks); the
-/// responder's are shifted left by 16.
+/// Zeek's per-endpoint history masks (TCP_Endpoint::HistoryMasks). Zeek
+/// shifts the responder's left by 16 in a 32-bit mask; every mask fits in
+/// 8 bits, so here they are shifted by 8 in a 16-bit one (2 bytes less in
+/// every connection entry).
 pub mod mask {
     pub const SYN_PKT: u32 = 0x1;
     pub const FIN_PKT: u32 = 0x2;
@@ -18,7 +20,8 @@ pub mod mask {
 #[derive(Debug, Clone, Default)]
 pub struct HistoryState {
     pub letters: History,
-    seen: u32,
+    /// The masks seen: the originator's in the low byte, the responder's in the high one.
+    seen: u16,
 }
 
 impl HistoryState {
@@ -35,13 +38,16 @@ impl HistoryState {
     /// when it had been seen before (Zeek's CheckHistory).
     #[inline]
     pub fn check(&mut self, is_orig: bool, mask: u32, code: u8) -> bool {
-        let m = if is_orig { mask } else { mask << 16 };
+        debug_assert!(mask < 0x100, "history mask {mask:#x} is wider than 8 bits");
+        let m = if is_orig { mask } else { mask << 8 };
         self.check_raw(m, Self::letter(is_orig, code))
     }
 
-    /// CheckHistory with a mask and letter used as given (UDP's D/d).
+    /// CheckHistory with a mask (16 bits) and letter used as given (UDP's D/d).
     #[inline]
     pub fn check_raw(&mut self, mask: u32, letter: u8) -> bool {
+        debug_assert!(mask <= 0xffff, "history mask {mask:#x} is wider than 16 bits");
+        let mask = mask as u16;
         if self.seen & mask == 0 {
             self.seen |= mask;
             self.letters.push(letter);
@@ -53,8 +59,8 @@ impl HistoryState {
 
     /// Whether `mask` was seen for this side (its letter is in the history).
     pub fn has(&self, is_orig: bool, mask: u32) -> bool {
-        let m = if is_orig { mask } else { mask << 16 };
-        self.seen & m != 0
+        let m = if is_orig { mask } else { mask << 8 };
+        self.seen & m as u16 != 0
     }
 
     #[inline]
@@ -100,5 +106,15 @@ mod tests {
             h.scaled(false, b'T', n);
         }
         assert_eq!(h.letters.as_str(), "Shttt");
+        // Every mask of both sides has a bit of its own.
+        use mask::*;
+        let all = [SYN_PKT, FIN_PKT, RST_PKT, FIN_RST_PKT, DATA_PKT, ACK_PKT, MULTI_FLAG_PKT];
+        let mut h = HistoryState::default();
+        for (i, m) in all.iter().enumerate() {
+            assert!(!h.check(true, *m, b'A' + i as u8));
+            assert!(!h.check(false, *m, b'A' + i as u8));
+            assert!(h.has(true, *m) && h.has(false, *m));
+        }
+        assert_eq!(h.letters.as_str(), "AaBbCcDdEeFfGg");
     }
 }

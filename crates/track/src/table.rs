@@ -15,7 +15,10 @@
 //! entries they point to (at a million connections each such read was a
 //! cache miss).
 
+use wirelog_decode::IpAddr16;
+
 use crate::key::{match_side, ConnKey, Side};
+use crate::slab::Slab;
 
 /// The first slot array: 32 KiB.
 const MIN_SLOTS: usize = 1 << 12;
@@ -29,12 +32,78 @@ pub struct ConnTable<T> {
     free: Vec<u32>,
     len: usize,
     capacity: usize,
+    /// Address pairs of the entries whose key is not IPv4 (see [`StoredKey`]).
+    v6: V6Pairs,
 }
 
 pub struct Entry<T> {
-    pub key: ConnKey,
-    pub hash: u64,
+    pub key: StoredKey,
+    /// The upper half of the key's hash: the slot tag (all that deletion needs).
+    pub tag: u32,
     pub value: T,
+}
+
+/// A connection's tuple as the table keeps it, in originator order: 14
+/// bytes instead of [`ConnKey`]'s 38. Two IPv4 addresses (the common case)
+/// are kept inline; any other pair (IPv6, or one IPv4 and one IPv6 address)
+/// sits in the table's [`V6Pairs`], whose index takes `src`'s place. Ports
+/// and protocol are inline for both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredKey {
+    src: [u8; 4],
+    dst: [u8; 4],
+    pub sport: u16,
+    pub dport: u16,
+    pub proto: u8,
+    /// The addresses are in [`V6Pairs`] at index `src`.
+    v6: bool,
+}
+
+/// Whether an [`IpAddr16`] is IPv4-mapped (`::ffff:a.b.c.d`), and its last
+/// four bytes. Read as a little-endian `u128` (no byte swaps; bytes 10 and
+/// 11 are bits 80..96), as `IpAddr16::from_v4` builds it.
+#[inline(always)]
+fn v4_parts(a: &IpAddr16) -> (bool, [u8; 4]) {
+    let v = u128::from_le_bytes(a.0);
+    (v & ((1u128 << 96) - 1) == 0xffff_u128 << 80, ((v >> 96) as u32).to_le_bytes())
+}
+
+/// The IPv4 address of an IPv4-mapped [`IpAddr16`].
+#[inline(always)]
+fn v4_of(a: &IpAddr16) -> Option<[u8; 4]> {
+    let (v4, b) = v4_parts(a);
+    v4.then_some(b)
+}
+
+impl StoredKey {
+    /// The full tuple (`pairs`: the table's, for a non-IPv4 key).
+    #[inline]
+    pub fn full(&self, pairs: &V6Pairs) -> ConnKey {
+        let (src, dst) = if self.v6 {
+            pairs.0.get(u32::from_ne_bytes(self.src)).map_or((IpAddr16([0; 16]), IpAddr16([0; 16])), |p| (p[0], p[1]))
+        } else {
+            (IpAddr16::from_v4(self.src), IpAddr16::from_v4(self.dst))
+        };
+        ConnKey { src, dst, sport: self.sport, dport: self.dport, proto: self.proto }
+    }
+}
+
+/// The address pairs of the table's non-IPv4 keys (32 bytes each, and the
+/// slab's 5 of bookkeeping), freed with their entry.
+pub struct V6Pairs(Slab<[IpAddr16; 2]>);
+
+impl V6Pairs {
+    /// The full tuple of a stored key.
+    #[inline]
+    pub fn full(&self, k: &StoredKey) -> ConnKey {
+        k.full(self)
+    }
+
+    /// Pairs held (non-IPv4 connections open).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 impl<T> ConnTable<T> {
@@ -59,6 +128,65 @@ impl<T> ConnTable<T> {
             free: Vec::new(),
             len: 0,
             capacity,
+            v6: V6Pairs(Slab::with_capacity(0)),
+        }
+    }
+
+    /// The key a packet's tuple is stored under (its IPv6 pair, if any, put in the side slab).
+    fn store_key(&mut self, k: &ConnKey) -> StoredKey {
+        let (src, dst, v6) = match (v4_of(&k.src), v4_of(&k.dst)) {
+            (Some(a), Some(b)) => (a, b, false),
+            _ => (self.v6.0.insert([k.src, k.dst]).to_ne_bytes(), [0; 4], true),
+        };
+        StoredKey { src, dst, sport: k.sport, dport: k.dport, proto: k.proto, v6 }
+    }
+
+    /// The full tuple of the entry at `idx`, in originator order.
+    #[inline]
+    pub fn key(&self, idx: u32) -> Option<ConnKey> {
+        self.get(idx).map(|e| e.key.full(&self.v6))
+    }
+
+    /// The entry at `idx` and what turns its key into the full tuple.
+    #[inline]
+    pub fn get_mut_keys(&mut self, idx: u32) -> Option<(&mut Entry<T>, &V6Pairs)> {
+        let e = self.entries.get_mut(idx as usize).and_then(|e| e.as_mut())?;
+        Some((e, &self.v6))
+    }
+
+    /// Swaps the originator and responder of the entry at `idx` (Zeek's FlipRoles).
+    pub fn reverse_key(&mut self, idx: u32) {
+        let Some(e) = self.entries.get_mut(idx as usize).and_then(|e| e.as_mut()) else { return };
+        let k = &mut e.key;
+        std::mem::swap(&mut k.sport, &mut k.dport);
+        if k.v6 {
+            if let Some(p) = self.v6.0.get_mut(u32::from_ne_bytes(k.src)) {
+                p.swap(0, 1);
+            }
+        } else {
+            std::mem::swap(&mut k.src, &mut k.dst);
+        }
+    }
+
+    /// Which side of the stored connection sent a packet with key `k`
+    /// (whether `k`'s addresses are both IPv4, and their last four bytes).
+    #[inline(always)]
+    fn side(&self, st: &StoredKey, k: &ConnKey, (v4, a, b): (bool, [u8; 4], [u8; 4])) -> Option<Side> {
+        if st.proto != k.proto {
+            return None;
+        }
+        match v4 {
+            true if !st.v6 => {
+                if st.sport == k.sport && st.dport == k.dport && st.src == a && st.dst == b {
+                    Some(Side::Orig)
+                } else if st.sport == k.dport && st.dport == k.sport && st.src == b && st.dst == a {
+                    Some(Side::Resp)
+                } else {
+                    None
+                }
+            }
+            false if st.v6 => match_side(&st.full(&self.v6), k),
+            _ => None,
         }
     }
 
@@ -126,6 +254,8 @@ impl<T> ConnTable<T> {
     #[inline]
     pub fn find(&self, k: &ConnKey, hash: u64) -> Option<(u32, Side)> {
         let tag = hash >> 32;
+        let ((va, a), (vb, b)) = (v4_parts(&k.src), v4_parts(&k.dst));
+        let v4 = (va & vb, a, b);
         let mut i = Self::home(tag, self.mask);
         loop {
             let s = self.slots[i];
@@ -135,7 +265,7 @@ impl<T> ConnTable<T> {
             if s >> 32 == tag {
                 let idx = (s as u32).wrapping_sub(1);
                 if let Some(Some(e)) = self.entries.get(idx as usize) {
-                    if let Some(side) = match_side(&e.key, k) {
+                    if let Some(side) = self.side(&e.key, k, v4) {
                         return Some((idx, side));
                     }
                 }
@@ -150,13 +280,15 @@ impl<T> ConnTable<T> {
         if (self.len + 1) * 2 > self.slots.len() && self.slots.len() < self.max_slots {
             self.grow();
         }
+        let key = self.store_key(&key);
+        let tag = (hash >> 32) as u32;
         let idx = match self.free.pop() {
             Some(i) => {
-                self.entries[i as usize] = Some(Entry { key, hash, value });
+                self.entries[i as usize] = Some(Entry { key, tag, value });
                 i
             }
             None => {
-                self.entries.push(Some(Entry { key, hash, value }));
+                self.entries.push(Some(Entry { key, tag, value }));
                 (self.entries.len() - 1) as u32
             }
         };
@@ -179,10 +311,16 @@ impl<T> ConnTable<T> {
         self.entries.get_mut(idx as usize).and_then(|e| e.as_mut())
     }
 
-    /// Removes the entry at `idx` after passing it to `f`, without moving it out.
-    pub fn remove_with<R>(&mut self, idx: u32, f: impl FnOnce(&Entry<T>) -> R) -> Option<R> {
-        let r = f(self.entries.get(idx as usize)?.as_ref()?);
+    /// Removes the entry at `idx` after passing it and its full tuple to
+    /// `f`, without moving it out.
+    pub fn remove_with<R>(&mut self, idx: u32, f: impl FnOnce(&Entry<T>, &ConnKey) -> R) -> Option<R> {
+        let e = self.entries.get(idx as usize)?.as_ref()?;
+        let r = f(e, &e.key.full(&self.v6));
+        let key = e.key;
         self.remove_slot(idx)?;
+        if key.v6 {
+            self.v6.0.remove(u32::from_ne_bytes(key.src));
+        }
         self.entries[idx as usize] = None;
         Some(r)
     }
@@ -207,9 +345,9 @@ impl<T> ConnTable<T> {
 
     /// Unlinks `idx` from the slot array and frees its slab index (the entry itself stays).
     fn remove_slot(&mut self, idx: u32) -> Option<()> {
-        let hash = self.entries.get(idx as usize)?.as_ref()?.hash;
+        let tag = self.entries.get(idx as usize)?.as_ref()?.tag;
         let want = idx as u64 + 1;
-        let mut i = Self::home(hash >> 32, self.mask);
+        let mut i = Self::home(tag as u64, self.mask);
         while self.slots[i] as u32 as u64 != want {
             i = (i + 1) & self.mask;
         }
@@ -274,9 +412,20 @@ impl<T> ConnTable<T> {
         }
     }
 
-    /// Bytes held per tracked connection by a full table (slab entry + slots).
+    /// Bytes held per tracked connection by a full table (slab entry +
+    /// slots), for an IPv4 connection; an IPv6 one adds
+    /// [`ConnTable::V6_BYTES`].
     pub fn bytes_per_connection(&self) -> usize {
         std::mem::size_of::<Option<Entry<T>>>() + self.max_slots * 8 / self.capacity
+    }
+
+    /// Bytes a non-IPv4 connection's address pair takes beside its entry.
+    pub const V6_BYTES: usize = Slab::<[IpAddr16; 2]>::bytes_per_value();
+
+    /// Non-IPv4 connections open (each with its address pair in the side slab).
+    #[cfg(test)]
+    pub fn v6_len(&self) -> usize {
+        self.v6.len()
     }
 }
 
@@ -324,7 +473,7 @@ mod tests {
             // Removals between growths: backward shifts and rehashes interleave.
             if i % 2 == 1 {
                 let (idx, _) = t.find(&key(i - 1), h(i - 1)).expect("present");
-                t.remove_with(idx, |_| ());
+                t.remove_with(idx, |_, _| ());
             }
             assert!(t.len() * 2 <= t.slots.len());
         }
@@ -355,7 +504,7 @@ mod tests {
             let h = k.symmetric_hash(1) & 0x0000_03ff_ffff_ffff;
             let (idx, side) = t.find(&k.reversed(), h).expect("present");
             assert_eq!(side, Side::Resp);
-            assert_eq!(t.remove_with(idx, |e| e.value), Some(i));
+            assert_eq!(t.remove_with(idx, |e, full| (e.value, *full)), Some((i, k)));
         }
         for i in 0..5000u32 {
             let k = key(i);
@@ -367,5 +516,48 @@ mod tests {
                 assert_eq!(found, Some(i));
             }
         }
+    }
+
+    /// IPv6 (and mixed) tuples are stored in the side slab, IPv4 ones
+    /// inline: each is found from both directions, flipped, given back
+    /// whole, and its pair freed with it.
+    #[test]
+    fn ipv6_pairs_live_beside_the_table() {
+        let v6 = |last: u8| {
+            let mut a = [0u8; 16];
+            a[0] = 0x20;
+            a[1] = 0x01;
+            a[15] = last;
+            IpAddr16(a)
+        };
+        let keys = [
+            key(7),
+            ConnKey { src: v6(1), dst: v6(2), sport: 5353, dport: 53, proto: 17 },
+            ConnKey { src: IpAddr16::from_v4([10, 0, 0, 1]), dst: v6(3), sport: 1, dport: 2, proto: 6 },
+            // The same ports and v4-mapped addresses as an inline key's, but one side v6.
+            ConnKey { src: key(7).src, dst: v6(4), sport: key(7).sport, dport: 443, proto: 6 },
+        ];
+        let mut t: ConnTable<usize> = ConnTable::with_capacity(64);
+        let h = |k: &ConnKey| k.symmetric_hash(3);
+        let idx: Vec<u32> = keys.iter().enumerate().map(|(i, k)| t.insert(*k, h(k), i)).collect();
+        assert_eq!(t.v6_len(), 3);
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(t.find(k, h(k)), Some((idx[i], Side::Orig)), "{k:?}");
+            assert_eq!(t.find(&k.reversed(), h(k)), Some((idx[i], Side::Resp)), "{k:?}");
+            assert_eq!(t.key(idx[i]), Some(*k));
+            let mut other = *k;
+            other.dst.0[15] ^= 0x80;
+            assert_eq!(t.find(&other, h(&other)), None);
+        }
+        t.reverse_key(idx[1]);
+        t.reverse_key(idx[0]);
+        assert_eq!(t.key(idx[1]), Some(keys[1].reversed()));
+        assert_eq!(t.key(idx[0]), Some(keys[0].reversed()));
+        assert_eq!(t.find(&keys[1], h(&keys[1])), Some((idx[1], Side::Resp)));
+        assert_eq!(t.find(&keys[0], h(&keys[0])), Some((idx[0], Side::Resp)));
+        assert_eq!(t.remove_with(idx[2], |e, k| (e.value, *k)), Some((2, keys[2])));
+        assert_eq!(t.v6_len(), 2);
+        assert_eq!(t.find(&keys[2], h(&keys[2])), None);
+        assert_eq!(t.find(&keys[3], h(&keys[3])), Some((idx[3], Side::Orig)));
     }
 }

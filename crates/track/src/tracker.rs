@@ -9,9 +9,8 @@ use wirelog_procs::NewConn;
 use wirelog_record::{ConnRecord, Proto, TxRecord, UidGenerator};
 
 use crate::app::{protocol_index, AppConfig, AppState, AppStats};
-use crate::conn::{Conn, DatagramState, ProtoState, TcpPart};
+use crate::conn::{Conn, DatagramState, Overflow, ProtoState, TcpPart};
 use crate::flow::{FlowKey, FlowSlot, FlowTable};
-use crate::history::HistoryState;
 use crate::keep::{uid_for, KeepRule, KeepState, KeepVerdict};
 use crate::key::{ConnKey, Side};
 use crate::ports::{PortSet, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS};
@@ -119,6 +118,8 @@ pub struct TrackStats {
 pub struct Tracker {
     cfg: TrackerConfig,
     table: ConnTable<Conn>,
+    /// What does not fit in the entries: counters past 2^32, latest times 4.3 s or more after the last progress.
+    overflow: Overflow,
     /// TCP endpoint state of the TCP connections (see `slab`).
     tcp: Slab<TcpConn>,
     flows: FlowTable,
@@ -178,6 +179,7 @@ impl Tracker {
         let cfg_budget = cfg.app.as_ref().map_or(0, |a| a.total_buffer_bytes);
         Tracker {
             table: ConnTable::with_capacity(cfg.max_connections),
+            overflow: Overflow::default(),
             tcp: Slab::with_capacity(cfg.max_connections),
             flows: FlowTable::new(cfg.flow_interval_ns, cfg.max_flows, seed ^ 0xf10f),
             cfg,
@@ -308,7 +310,7 @@ impl Tracker {
 
     /// Bytes of tracker memory per tracked TCP connection (table entry,
     /// slots, TCP slab); a UDP or ICMP connection takes the TCP state's
-    /// bytes (196) less.
+    /// bytes (132) less, an IPv6 one its address pair more.
     pub fn bytes_per_connection(&self) -> usize {
         self.table.bytes_per_connection() + Slab::<TcpConn>::bytes_per_value()
     }
@@ -346,11 +348,14 @@ impl Tracker {
     }
 
     /// Bytes of table memory a tracked connection takes at most (its table
-    /// entry, its share of the slot array at full load, and TCP's endpoint
-    /// state), before any parser state: what a memory budget in bytes is
-    /// divided by.
+    /// entry, its share of the slot array at full load, TCP's endpoint
+    /// state and an IPv6 address pair), before any parser state: what a
+    /// memory budget in bytes is divided by.
     pub const fn table_bytes_per_connection() -> usize {
-        std::mem::size_of::<Option<crate::table::Entry<Conn>>>() + 2 * 8 + Slab::<TcpConn>::bytes_per_value()
+        std::mem::size_of::<Option<crate::table::Entry<Conn>>>()
+            + 2 * 8
+            + Slab::<TcpConn>::bytes_per_value()
+            + ConnTable::<Conn>::V6_BYTES
     }
 
     /// Bytes a flow of the flow table takes at most.
@@ -585,8 +590,8 @@ impl Tracker {
         if let Some(idx) = self.packet_keyed(ts_ns, iface, pkt, &key, hash) {
             // The packet's own tuple against the connection's (which may
             // have been flipped): who sent it.
-            if let (Some(k), Some(e)) = (self.keep.as_mut(), self.table.get(idx)) {
-                let orig = key.src == e.key.src && key.sport == e.key.sport;
+            if let (Some(k), Some(e), Some(stored)) = (self.keep.as_mut(), self.table.get(idx), self.table.key(idx)) {
+                let orig = key.src == stored.src && key.sport == stored.sport;
                 k.judge(idx, orig, e.value.app.is_some(), pkt);
             }
         }
@@ -652,28 +657,12 @@ impl Tracker {
             Transport::Udp { .. } => ProtoState::Udp(DatagramState::new()),
             _ => ProtoState::Icmp(DatagramState::new()),
         };
-        let mut conn = Conn {
-            start_ns: ts,
-            last_ns: ts,
-            seen_ns: ts,
-            orig_pkts: 0,
-            orig_ip_bytes: 0,
-            resp_pkts: 0,
-            resp_ip_bytes: 0,
-            hist: HistoryState::default(),
-            vlan: pkt.vlan,
-            inner_vlan: pkt.inner_vlan,
-            state,
-            flow: FlowSlot::NONE,
-            scheduled_at: i64::MAX,
-            generation: 0,
-            app: None,
-            detection: if self.cfg.app.is_some() {
-                Detection::default()
-            } else {
-                Detection::OVER
-            },
+        let detection = if self.cfg.app.is_some() {
+            Detection::default()
+        } else {
+            Detection::OVER
         };
+        let mut conn = Conn::new(ts, pkt.vlan, pkt.inner_vlan, state, detection);
         let stored = if flip {
             conn.hist.add_raw(b'^');
             key.reversed()
@@ -717,7 +706,10 @@ impl Tracker {
             return;
         };
         let conn = &mut entry.value;
-        conn.seen_ns = conn.seen_ns.max(ts);
+        // Each path below stores the times once: the latest packet's, and
+        // the last progress (this packet's time if it made progress).
+        let seen = self.overflow.seen(idx, conn).max(ts);
+        let old_last = conn.last_ns;
         let bad = pkt.checksum == Checksum::BadTransport;
         let mut flip = false;
         // Packets only push deadlines later, which the lazy wheel handles when the
@@ -727,9 +719,11 @@ impl Tracker {
         match (&mut conn.state, seg) {
             (ProtoState::Tcp(part), Some(seg)) => {
                 let Some(t) = self.tcp.get_mut(part.slab) else {
+                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
                     return;
                 };
                 if bad {
+                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
                     t.checksum_error(is_orig, &mut conn.hist);
                     if created {
                         self.schedule(idx);
@@ -742,9 +736,8 @@ impl Tracker {
                     || fx.close_complete
                     || fx.reset_timer
                     || fx.expire_check;
-                if touch {
-                    conn.last_ns = ts;
-                }
+                let last = if touch { ts } else { old_last };
+                self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, last, seen);
                 if fx.attempt_timer {
                     part.attempt_at = ts + self.cfg.tcp_attempt_delay_ns;
                 }
@@ -768,6 +761,7 @@ impl Tracker {
             }
             (ProtoState::Udp(d), _) => {
                 if bad {
+                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
                     let c = if is_orig {
                         &mut d.orig_chk
                     } else {
@@ -781,7 +775,7 @@ impl Tracker {
                     }
                     return;
                 }
-                conn.last_ns = ts;
+                self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts, seen);
                 conn.hist.check_raw(
                     if is_orig { 0x1 } else { 0x2 },
                     if is_orig { b'D' } else { b'd' },
@@ -794,12 +788,13 @@ impl Tracker {
             }
             (ProtoState::Icmp(d), _) => {
                 if bad {
+                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
                     if created {
                         self.schedule(idx);
                     }
                     return;
                 }
-                conn.last_ns = ts;
+                self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts, seen);
                 let len = match pkt.transport {
                     // Zeek counts the ICMP message after its 8-byte header.
                     Transport::Icmp { payload_len, .. } => payload_len as i64 - 4,
@@ -807,14 +802,14 @@ impl Tracker {
                 };
                 d.add(is_orig, len);
             }
-            _ => return,
+            _ => {
+                self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
+                return;
+            }
         }
-        if is_orig {
-            conn.orig_pkts += 1;
-            conn.orig_ip_bytes += pkt.ip_len as u64;
-        } else {
-            conn.resp_pkts += 1;
-            conn.resp_ip_bytes += pkt.ip_len as u64;
+        let side = !is_orig as usize;
+        if conn.count(side, pkt.ip_len) {
+            self.overflow.carry(idx, conn, side, pkt.ip_len);
         }
         // Decided while the entry is at hand: connections with nothing to
         // parse (most of them) cost no second table access. A flip restarts
@@ -838,7 +833,7 @@ impl Tracker {
         let Some(cfg) = self.cfg.app.as_ref() else {
             return;
         };
-        let Some(e) = self.table.get_mut(idx) else {
+        let Some((e, keys)) = self.table.get_mut_keys(idx) else {
             return;
         };
         let dir = if is_orig {
@@ -883,7 +878,8 @@ impl Tracker {
                         ProtoState::Udp(d) => d.orig_len.max(0) + d.resp_len.max(0) - payload.len() as i64,
                         _ => 0,
                     };
-                    let before = (before_bytes, (c.orig_pkts + c.resp_pkts).saturating_sub(1));
+                    let n = self.overflow.counts(idx, c);
+                    let before = (before_bytes, (n[0] + n[2]).saturating_sub(1));
                     match udp_datagram(&mut c.detection, e.key.dport, dir, payload, before) {
                         UdpLook::Continue => {}
                         UdpLook::Over => c.detection.end(),
@@ -1031,7 +1027,7 @@ impl Tracker {
                 &mut self.txs,
                 &mut self.tx_scratch,
                 app,
-                &e.key,
+                &keys.full(&e.key),
                 &mut self.app_stats,
             );
         }
@@ -1043,19 +1039,19 @@ impl Tracker {
         let Some(cfg) = self.cfg.app.as_ref() else {
             return (None, None);
         };
-        let Some(e) = self.table.get_mut(idx) else {
+        let Some((e, keys)) = self.table.get_mut_keys(idx) else {
             return (None, None);
         };
         let Some(mut app) = e.value.app.take() else {
             return (e.value.detection.service().map(|s| s.name()), None);
         };
-        let end = e.value.seen_ns.max(e.value.last_ns);
+        let end = self.overflow.seen(idx, &e.value);
         let (st, stopped) = app.finish(end, cfg, &mut self.budget, &mut self.tx_scratch);
         emit_transactions(
             &mut self.txs,
             &mut self.tx_scratch,
             &mut app,
-            &e.key,
+            &keys.full(&e.key),
             &mut self.app_stats,
         );
         let p = &mut self.app_stats.parse;
@@ -1093,7 +1089,7 @@ impl Tracker {
     /// account for traffic, conn records for what Zeek would make of it.
     #[inline]
     fn count_flow(&mut self, idx: u32, is_orig: bool, iface: u32, ts: i64, pkt: &IpPacket<'_>) {
-        let Some(e) = self.table.get_mut(idx) else {
+        let Some((e, keys)) = self.table.get_mut_keys(idx) else {
             return;
         };
         if self
@@ -1108,11 +1104,12 @@ impl Tracker {
         } else {
             e.key.dport
         };
+        let key = keys.full(&e.key);
         let fk = FlowKey {
-            client: e.key.src,
-            server: e.key.dst,
+            client: key.src,
+            server: key.dst,
             server_port,
-            proto: e.key.proto,
+            proto: key.proto,
             iface,
         };
         e.value.flow = self.flows.count(&fk, is_orig, pkt.ip_len, ts);
@@ -1131,15 +1128,14 @@ impl Tracker {
                 e.value.detection.restart();
             }
         }
+        self.table.reverse_key(idx);
         let Some(e) = self.table.get_mut(idx) else {
             return;
         };
-        e.key = e.key.reversed();
         let c = &mut e.value;
         // The client changed: later packets count in the other orientation's flow.
         c.flow = FlowSlot::NONE;
-        std::mem::swap(&mut c.orig_pkts, &mut c.resp_pkts);
-        std::mem::swap(&mut c.orig_ip_bytes, &mut c.resp_ip_bytes);
+        self.overflow.swap_sides(idx, c);
         if let ProtoState::Tcp(p) = &c.state {
             if let Some(t) = self.tcp.get_mut(p.slab) {
                 t.flip();
@@ -1163,21 +1159,21 @@ impl Tracker {
         self.flip(idx);
         let Some(e) = self.table.get_mut(idx) else { return };
         let c = &mut e.value;
-        let (from_pkts, from_bytes, to_pkts, to_bytes) = if was_orig {
-            (&mut c.resp_pkts, &mut c.resp_ip_bytes, &mut c.orig_pkts, &mut c.orig_ip_bytes)
-        } else {
-            (&mut c.orig_pkts, &mut c.orig_ip_bytes, &mut c.resp_pkts, &mut c.resp_ip_bytes)
-        };
-        if *from_pkts > 0 {
-            *from_pkts -= 1;
-            *from_bytes = from_bytes.saturating_sub(ip_len);
-            *to_pkts += 1;
-            *to_bytes += ip_len;
+        let mut n = self.overflow.counts(idx, c);
+        // After the flip, the side the datagram was counted on is the other one.
+        let (from, to) = if was_orig { (2, 0) } else { (0, 2) };
+        if n[from] > 0 {
+            n[from] -= 1;
+            n[from + 1] = n[from + 1].saturating_sub(ip_len);
+            n[to] += 1;
+            n[to + 1] += ip_len;
+            self.overflow.set(idx, c, n);
         }
     }
 
     /// The earliest time the connection could be removed, given its state.
-    fn next_deadline(&self, key: &ConnKey, c: &Conn) -> i64 {
+    fn next_deadline(&self, idx: u32, dport: u16, c: &Conn) -> i64 {
+        let seen = self.overflow.seen(idx, c);
         let mut d = i64::MAX;
         match &c.state {
             ProtoState::Tcp(part) => {
@@ -1197,7 +1193,7 @@ impl Tracker {
                 if t.is_active && !part.timers_cancelled && t.expire_condition() {
                     // Zeek checks at start + SYN timeout + k * session timer, and removes
                     // once the connection has been idle longer than the linger time.
-                    let floor = (c.last_ns + self.cfg.tcp_linger_ns).max(c.seen_ns);
+                    let floor = (c.last_ns + self.cfg.tcp_linger_ns).max(seen);
                     let first = c.start_ns + self.cfg.tcp_syn_timeout_ns;
                     let period = self.cfg.tcp_session_timer_ns;
                     let grid = if first > floor {
@@ -1214,10 +1210,10 @@ impl Tracker {
             ProtoState::Udp(_) => {
                 d = d.min(c.last_ns + self.cfg.udp_inactivity_ns);
                 let period = self.cfg.dns_session_timeout_ns;
-                if period > 0 && self.cfg.dns_ports.contains(key.dport) {
+                if period > 0 && self.cfg.dns_ports.contains(dport) {
                     // Zeek's DNS analyzer checks every session timeout from the
                     // start and ends the flow once idle for a second less than that.
-                    let floor = (c.last_ns + period - SEC).max(c.seen_ns + 1);
+                    let floor = (c.last_ns + period - SEC).max(seen + 1);
                     let k = ((floor - c.start_ns) + period - 1)
                         .div_euclid(period)
                         .max(1);
@@ -1232,7 +1228,7 @@ impl Tracker {
     /// Makes sure a wheel entry exists no later than the connection's next deadline.
     fn schedule(&mut self, idx: u32) {
         let Some(e) = self.table.get(idx) else { return };
-        let d = self.next_deadline(&e.key, &e.value);
+        let d = self.next_deadline(idx, e.key.dport, &e.value);
         let c = &e.value;
         if d < c.scheduled_at {
             let generation = c.generation.wrapping_add(1);
@@ -1265,7 +1261,7 @@ impl Tracker {
             let _ = self.kernel_merge(e.idx, false);
         }
         let entry = self.table.get(e.idx).unwrap();
-        let d = self.next_deadline(&entry.key, &entry.value);
+        let d = self.next_deadline(e.idx, entry.key.dport, &entry.value);
         if d <= now {
             self.remove(e.idx);
         } else {
@@ -1288,16 +1284,19 @@ impl Tracker {
         let uid = self.keep.as_ref().and_then(|k| k.uid(idx)).or(uid);
         let uids = &mut self.uids;
         let tcp = &mut self.tcp;
-        if let Some(mut r) = self.table.remove_with(idx, |e| {
+        let overflow = &mut self.overflow;
+        if let Some(mut r) = self.table.remove_with(idx, |e, key| {
             let part = match &e.value.state {
                 ProtoState::Tcp(p) => Some(p.slab),
                 _ => None,
             };
             let r = e.value.to_record(
-                &e.key,
+                key,
                 part.and_then(|i| tcp.get(i)),
                 uid.unwrap_or_else(|| uids.next_uid()),
+                overflow.counts(idx, &e.value),
             );
+            overflow.forget(idx);
             if let Some(i) = part {
                 tcp.remove(i);
             }
@@ -1324,7 +1323,7 @@ impl Tracker {
         let victim = sample.iter().copied().min_by_key(|&i| {
             self.table
                 .get(i)
-                .map(|e| e.value.seen_ns)
+                .map(|e| self.overflow.seen(i, &e.value))
                 .unwrap_or(i64::MAX)
         });
         self.sample = sample;
@@ -1429,18 +1428,43 @@ fn emit_transactions(
 #[cfg(test)]
 mod size_budget {
     /// The per-connection memory reported in BENCHMARKS.md: a table entry
-    /// (key, hash, Zeek's per-endpoint TCP state, counters, history, timers)
-    /// plus two 8-byte slots. Growing it is a decision, not an accident.
+    /// (key, tag, counters, history, times, datagram state or TCP's slab
+    /// index and timers, flow slot, parser pointer) plus two 8-byte slots,
+    /// and TCP's endpoint state in its slab. Growing it is a decision, not
+    /// an accident; the parts are printed (`-- --nocapture`) to show where
+    /// the bytes go.
     #[test]
     fn connection_entry_stays_within_budget() {
         use std::mem::size_of;
-        let entry = size_of::<Option<crate::table::Entry<crate::conn::Conn>>>();
+        type Entry = crate::table::Entry<crate::conn::Conn>;
+        let entry = size_of::<Option<Entry>>();
         let tcp = crate::slab::Slab::<crate::tcp::TcpConn>::bytes_per_value();
-        println!("table entry {entry} B, TCP state in the slab {tcp} B");
-        // The entry every connection has (key, counters, history, timers,
-        // datagram state or TCP's slab index and timers, flow slot, parser
-        // pointer), and the TCP endpoint state beside it.
-        assert!(entry <= 208, "connection entry grew to {entry} bytes");
-        assert!(tcp <= 196, "TCP state grew to {tcp} bytes");
+        let parts = [
+            ("key (IPv4 inline, else an index)", size_of::<crate::table::StoredKey>()),
+            ("slot tag", size_of::<u32>()),
+            ("start, last-progress times", 2 * size_of::<i64>()),
+            ("latest packet time, after the last progress", size_of::<u32>()),
+            ("packet and byte counters (low halves)", 4 * size_of::<u32>()),
+            ("history", size_of::<crate::history::HistoryState>()),
+            ("VLAN ids", 2 * size_of::<u16>()),
+            ("proto state (TCP: slab index, timers)", size_of::<crate::conn::ProtoState>()),
+            ("flow slot", size_of::<crate::flow::FlowSlot>()),
+            ("wheel deadline, generation", size_of::<i64>() + size_of::<u32>()),
+            ("parser pointer", size_of::<Option<Box<crate::app::AppState>>>()),
+            ("detection", size_of::<wirelog_parse::detect::Detection>()),
+        ];
+        for (what, n) in parts {
+            println!("{n:4} B  {what}");
+        }
+        let sum: usize = parts.iter().map(|p| p.1).sum();
+        println!("{entry:4} B  table entry ({} B of padding), TCP state in the slab {tcp} B, IPv6 pair {} B", entry - sum, crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES);
+        assert!(sum <= entry && entry - sum < 8, "fields moved or padding grew: {sum} of {entry}");
+        assert!(entry <= 152, "connection entry grew to {entry} bytes");
+        assert!(tcp <= 132, "TCP state grew to {tcp} bytes");
+        // What the memory budget charges a connection: every part it may have.
+        assert_eq!(
+            super::Tracker::table_bytes_per_connection(),
+            entry + 16 + tcp + crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES
+        );
     }
 }

@@ -242,7 +242,7 @@ impl Tracker {
             return None;
         }
         let view = self.tcp.get(part.slab).and_then(|t| t.kernel_view())?;
-        let (key, orig_block) = map_key(&e.key)?;
+        let (key, orig_block) = map_key(&self.table.key(idx)?)?;
         let until_real_ns = Delegations::until(self.flows.next_boundary(), ts)?;
         let allow = [true, false].map(|orig| {
             let mut a = 0;
@@ -277,7 +277,7 @@ impl Tracker {
         let iface = k.conns.get(&idx).map_or(0, |d| d.iface);
         let counted = k.take(idx, release)?;
         let state = (counted.suspended, counted.passed);
-        let Some(e) = self.table.get_mut(idx) else { return Some(state) };
+        let Some((e, keys)) = self.table.get_mut_keys(idx) else { return Some(state) };
         let c = &mut e.value;
         let mut flow_slot = c.flow;
         for side in 0..2 {
@@ -286,21 +286,17 @@ impl Tracker {
                 continue;
             }
             let is_orig = side == 0;
-            if is_orig {
-                c.orig_pkts += pkts;
-                c.orig_ip_bytes += bytes;
-            } else {
-                c.resp_pkts += pkts;
-                c.resp_ip_bytes += bytes;
-            }
+            self.overflow.add(idx, c, side, pkts, bytes);
             // Counted packets came after every packet the tracker saw of
             // the connection: their time only moves forward.
-            c.last_ns = c.last_ns.max(last);
-            c.seen_ns = c.seen_ns.max(last);
+            let seen = self.overflow.seen(idx, c).max(last);
+            let new_last = c.last_ns.max(last);
+            self.overflow.set_times(idx, &mut c.last_ns, &mut c.seen_after_last, new_last, seen);
             if !self.flows.add_cached(flow_slot, is_orig, pkts, bytes, last) {
                 // The flow table was written early (full) since: count as
                 // the connection's first packets in the new table do.
-                let fk = FlowKey { client: e.key.src, server: e.key.dst, server_port: e.key.dport, proto: e.key.proto, iface };
+                let key = keys.full(&e.key);
+                let fk = FlowKey { client: key.src, server: key.dst, server_port: key.dport, proto: key.proto, iface };
                 flow_slot = self.flows.count(&fk, is_orig, 0, last);
                 self.flows.add_cached(flow_slot, is_orig, pkts - 1, bytes, last);
             }
