@@ -47,11 +47,12 @@ for round in $(seq 1 "$ROUNDS"); do
         name=${spec%%=*} bin=${spec#*=}
         d=$WORK/$name$round
         mkdir -p "$d/logs"
-        ip netns exec "$A" "$bin" capture -i "$VA" --ring-size "$RING" --no-store --logs "$d/logs" \
+        ip netns exec "$A" "$bin" capture -i "$VA" --user root --ring-size "$RING" --no-store --logs "$d/logs" \
             --cpu-budget "$BUDGET" 2>"$d/err" &
         CAP_PID=$!
         for _ in $(seq 100); do grep -q "capturing on" "$d/err" && break; sleep 0.1; done
         sleep 0.3
+        kill -0 "$CAP_PID" 2>/dev/null || { echo "$name: the capture ended:" >&2; cat "$d/err" >&2; exit 1; }
         c0=$(cpu_ticks "$CAP_PID")
         t0=$(date +%s.%N)
         sent=$(ip netns exec "$B" tcpreplay --topspeed --loop "$LOOPS" -i "$VB" "$PCAP" 2>&1 | awk '/Actual:/{print $2}')
