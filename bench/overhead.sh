@@ -21,6 +21,7 @@
 #   wirelog_sockdata_server   as wirelog_sockdata_noparse, with --socket-data mariadbd (the server's
 #                     end only: one event per message instead of two)
 #   wirelog_budget2   as wirelog, with --cpu-budget 2% (issue 35): what the budget sheds and what it saves
+#   wirelog_base_budget2  as wirelog_budget2, with the binary WIRELOG_BASE (A/B of the budget's steps)
 # Reports TPS and p95 latency relative to no capture, the worst one-second TPS, the capturer's CPU
 # seconds and the bytes it left on disk (pcap files, logs and store).
 # usage: bench/overhead.sh   (env: SB_TIME=30 ROUNDS=3 SCENARIOS="...")
@@ -70,6 +71,8 @@ start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
     wirelog_base) ip netns exec "$NS" "${WIRELOG_BASE:?set WIRELOG_BASE}" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_budget2) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --cpu-budget 2% --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_base_budget2) ip netns exec "$NS" "${WIRELOG_BASE:?set WIRELOG_BASE}" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --cpu-budget 2% --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_noparse) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --no-parse --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;

@@ -344,13 +344,13 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         eprintln!("{} (per worker)", crate::read::memory_line(&args.probe));
         if let Some(b) = args.cpu_budget {
             let steps = if step2 {
-                "parse sampling, then skip-empty-tcp, then kernel drops"
+                "parse sampling, then thinning of parsed connections, then skip-empty-tcp, then kernel drops"
             } else if args.kernel_accounting {
-                "parse sampling (kernel accounting on throughout), then kernel drops"
+                "parse sampling, then thinning of parsed connections (kernel accounting on throughout), then kernel drops"
             } else if args.probe.skip_empty_tcp {
-                "parse sampling (skip-empty-tcp on throughout), then kernel drops"
+                "parse sampling, then thinning of parsed connections (skip-empty-tcp on throughout), then kernel drops"
             } else {
-                "parse sampling, then kernel drops"
+                "parse sampling, then thinning of parsed connections, then kernel drops"
             };
             eprintln!("wirelog: cpu budget: {b} for the whole process, held within {}% over any 10 s; sheds {steps}", budget::BURST_NS / 100_000_000);
         }
@@ -882,10 +882,17 @@ impl Worker {
         self.counters.cpu_ns.store(cpu.max(0) as u64, Relaxed);
         g.reshare(wall);
         let a = self.probe.app_stats();
-        let found = a.connections.iter().sum::<u64>() + a.sampled_out;
-        if let Some(change) = g.gov.control(wall, cpu, found) {
+        let work = budget::Work {
+            found: a.connections.iter().sum::<u64>() + a.sampled_out,
+            parsing: a.parsing,
+            transactions: a.transactions,
+        };
+        if let Some(change) = g.gov.control(wall, cpu, work) {
             if change.to.sample != change.from.sample {
                 self.probe.set_sampling(change.to.sample);
+            }
+            if change.to.thin != change.from.thin {
+                self.probe.set_thinning(change.to.thin);
             }
             if change.to.skip_empty_tcp != change.from.skip_empty_tcp {
                 self.swap_filters(g, change.to.skip_empty_tcp);
@@ -894,6 +901,8 @@ impl Worker {
         let c = &self.counters;
         c.sample_n.store(g.gov.shed().sample as u64, Relaxed);
         c.shed_sampling_ns.store(g.gov.sampling_ns, Relaxed);
+        c.thin_k.store(g.gov.shed().thin as u64, Relaxed);
+        c.shed_thinning_ns.store(g.gov.thinning_ns, Relaxed);
         c.shed_skip_empty_ns.store(g.gov.skip_empty_ns, Relaxed);
         c.shed_paused_ns.store(g.gov.paused_ns, Relaxed);
         c.shed_pauses.store(g.gov.pauses, Relaxed);
@@ -961,6 +970,7 @@ impl Worker {
         c.unparsed_bytes.store(a.parse.unparsed_bytes, Relaxed);
         c.parsers_gave_up.store(a.gave_up, Relaxed);
         c.sampled_out.store(a.sampled_out, Relaxed);
+        c.parse_stopped.store(a.parse_stopped, Relaxed);
     }
 
     /// Ends the loss table's open minute (see `wirelog_record::loss`): the

@@ -18,7 +18,11 @@
 //!   sheds more, below [`LOW`] for [`CALM_PERIODS`] periods in a row it sheds
 //!   less (the gap between the two and the wait are the hysteresis). The
 //!   order: (1) parse only 1 in N new connections, N doubling up to
-//!   [`MAX_SAMPLE`]; (2) drop empty TCP segments in the kernel
+//!   [`MAX_SAMPLE`] while new connections come; (1b) stop parsing
+//!   established connections, keeping 1 in K of them (K doubling up to
+//!   [`MAX_THIN`] while parsed connections still make transactions; the
+//!   kept ones' weight is multiplied by what the draw left out, see
+//!   `Tracker::set_thinning`); (2) drop empty TCP segments in the kernel
 //!   (`--skip-empty-tcp`'s filter, swapped onto the sockets); then only the
 //!   backstop is left.
 //!
@@ -50,6 +54,10 @@ pub const CALM_PERIODS: u32 = 8;
 /// The largest N of 1-in-N parse sampling: beyond it an estimate rests on
 /// too few connections to say much (a sixty-fourth of them).
 pub const MAX_SAMPLE: u32 = 64;
+
+/// The largest K of step 1b (established connections kept parsing 1 in
+/// K): at 64 a handful of busy connections is as good as none parsed.
+pub const MAX_THIN: u32 = 64;
 
 /// The longest single pause of a worker (it looks at the stop flag between).
 pub const MAX_PAUSE_NS: i64 = 100_000_000;
@@ -126,12 +134,29 @@ pub fn mono_ns() -> i64 {
 pub struct Shed {
     /// Step 1: new connections are parsed 1 in `sample` (1: all of them).
     pub sample: u32,
+    /// Step 1b: connections already parsed go on being parsed 1 in
+    /// `thin` (1: all of them); the others stop for good.
+    pub thin: u32,
     /// Step 2: empty TCP segments are dropped in the kernel.
     pub skip_empty_tcp: bool,
 }
 
 impl Shed {
-    pub const NONE: Shed = Shed { sample: 1, skip_empty_tcp: false };
+    pub const NONE: Shed = Shed { sample: 1, thin: 1, skip_empty_tcp: false };
+}
+
+/// What the worker's probe did so far (running totals, or a gauge), which
+/// tells the governor whether a step would save anything.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Work {
+    /// Connections found (parsed or sampled out): step 1 helps only
+    /// while new ones come.
+    pub found: u64,
+    /// Connections being parsed now (a gauge) ...
+    pub parsing: u64,
+    /// ... and transactions made so far: step 1b helps only while parsed
+    /// connections still make some.
+    pub transactions: u64,
 }
 
 /// What the worker must change after a control period.
@@ -152,8 +177,8 @@ pub struct Governor {
     last_cpu: i64,
     period_start: i64,
     period_cpu: i64,
-    /// Connections found (parsed or sampled out) when the period started.
-    period_found: u64,
+    /// What the probe had done when the period started.
+    period_work: Work,
     paused_in_period: bool,
     calm: u32,
     shed: Shed,
@@ -162,11 +187,14 @@ pub struct Governor {
     skip_empty_available: bool,
     /// Time (wall ns) each step was active, and paused.
     pub sampling_ns: u64,
+    pub thinning_ns: u64,
     pub skip_empty_ns: u64,
     pub paused_ns: u64,
     pub pauses: u64,
     /// The largest N used.
     pub max_sample: u32,
+    /// The largest K used (step 1b).
+    pub max_thin: u32,
 }
 
 impl Governor {
@@ -180,16 +208,18 @@ impl Governor {
             last_cpu: cpu,
             period_start: wall,
             period_cpu: cpu,
-            period_found: 0,
+            period_work: Work::default(),
             paused_in_period: false,
             calm: 0,
             shed: Shed::NONE,
             skip_empty_available,
             sampling_ns: 0,
+            thinning_ns: 0,
             skip_empty_ns: 0,
             paused_ns: 0,
             pauses: 0,
             max_sample: 1,
+            max_thin: 1,
         }
     }
 
@@ -239,9 +269,8 @@ impl Governor {
 
     /// Once per loop: at the end of a control period, moves one notch along
     /// the shedding order and says what changed (None: nothing did).
-    /// `found`: connections found so far (parsed or sampled out), a
-    /// running total.
-    pub fn control(&mut self, wall: i64, cpu: i64, found: u64) -> Option<Change> {
+    /// `work`: what the probe did so far (see [`Work`]).
+    pub fn control(&mut self, wall: i64, cpu: i64, work: Work) -> Option<Change> {
         let elapsed = wall - self.period_start;
         if elapsed < CONTROL_NS {
             return None;
@@ -251,19 +280,25 @@ impl Governor {
         if self.shed.sample > 1 {
             self.sampling_ns += elapsed as u64;
         }
+        if self.shed.thin > 1 {
+            self.thinning_ns += elapsed as u64;
+        }
         if self.shed.skip_empty_tcp {
             self.skip_empty_ns += elapsed as u64;
         }
         let paused = std::mem::take(&mut self.paused_in_period);
-        let new_conns = found > self.period_found;
+        let new_conns = work.found > self.period_work.found;
+        let parsing = work.parsing > 0 && work.transactions > self.period_work.transactions;
         self.period_start = wall;
         self.period_cpu = cpu;
-        self.period_found = found;
+        self.period_work = work;
         let from = self.shed;
         if paused || ratio > HIGH {
             self.calm = 0;
             if self.shed.sample < MAX_SAMPLE && new_conns {
                 self.shed.sample *= 2;
+            } else if self.shed.thin < MAX_THIN && parsing {
+                self.shed.thin *= 2;
             } else if self.skip_empty_available && !self.shed.skip_empty_tcp {
                 self.shed.skip_empty_tcp = true;
             }
@@ -275,6 +310,8 @@ impl Governor {
                 self.calm = 0;
                 if self.shed.skip_empty_tcp {
                     self.shed.skip_empty_tcp = false;
+                } else if self.shed.thin > 1 {
+                    self.shed.thin /= 2;
                 } else if self.shed.sample > 1 {
                     self.shed.sample /= 2;
                 }
@@ -283,6 +320,7 @@ impl Governor {
             self.calm = 0;
         }
         self.max_sample = self.max_sample.max(self.shed.sample);
+        self.max_thin = self.max_thin.max(self.shed.thin);
         (self.shed != from).then_some(Change { from, to: self.shed })
     }
 }
@@ -300,6 +338,11 @@ mod tests {
     use super::*;
 
     const MS: i64 = 1_000_000;
+
+    /// Connections found so far, none being parsed.
+    fn found(n: u64) -> Work {
+        Work { found: n, ..Work::default() }
+    }
 
     #[test]
     fn parses_percent_and_cores_strictly() {
@@ -333,7 +376,7 @@ mod tests {
                 g.paused(p);
                 assert_eq!(g.charge(wall, cpu), 0, "refilled after the pause");
             }
-            g.control(wall, cpu, wall as u64);
+            g.control(wall, cpu, found(wall as u64));
             used_at.push((wall, cpu));
         }
         // Every 10 s window: at most share * (10 s + burst).
@@ -347,7 +390,7 @@ mod tests {
         assert!((c as f64 / w as f64 - share).abs() < share * 0.02, "{}", c as f64 / w as f64);
         assert!(g.paused_ns > 0 && g.pauses > 0);
         // Always over: the governor went all the way along the order.
-        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, skip_empty_tcp: true });
+        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, thin: 1, skip_empty_tcp: true });
         assert_eq!(g.max_sample, MAX_SAMPLE);
     }
 
@@ -361,22 +404,22 @@ mod tests {
         let mut period = |g: &mut Governor, load: f64| {
             wall += CONTROL_NS;
             cpu += (CONTROL_NS as f64 * share * load) as i64;
-            g.control(wall, cpu, wall as u64)
+            g.control(wall, cpu, found(wall as u64))
         };
         assert_eq!(period(&mut g, 0.7), None, "between LOW and HIGH: nothing moves");
         let c = period(&mut g, 0.95).unwrap();
-        assert_eq!((c.from, c.to), (Shed::NONE, Shed { sample: 2, skip_empty_tcp: false }));
+        assert_eq!((c.from, c.to), (Shed::NONE, Shed { sample: 2, thin: 1, skip_empty_tcp: false }));
         for _ in 0..5 {
             period(&mut g, 0.95);
         }
-        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, skip_empty_tcp: false });
+        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, thin: 1, skip_empty_tcp: false });
         period(&mut g, 0.95);
         assert!(g.shed().skip_empty_tcp);
         // Calm: nothing for CALM_PERIODS - 1 periods, then step 2 goes first.
         for _ in 0..CALM_PERIODS - 1 {
             assert_eq!(period(&mut g, 0.2), None);
         }
-        assert_eq!(period(&mut g, 0.2).unwrap().to, Shed { sample: MAX_SAMPLE, skip_empty_tcp: false });
+        assert_eq!(period(&mut g, 0.2).unwrap().to, Shed { sample: MAX_SAMPLE, thin: 1, skip_empty_tcp: false });
         // A busy period in between restarts the wait.
         for _ in 0..CALM_PERIODS - 1 {
             period(&mut g, 0.2);
@@ -396,9 +439,9 @@ mod tests {
         for _ in 0..20 {
             wall += CONTROL_NS;
             cpu += CONTROL_NS;
-            g.control(wall, cpu, wall as u64);
+            g.control(wall, cpu, found(wall as u64));
         }
-        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, skip_empty_tcp: false });
+        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, thin: 1, skip_empty_tcp: false });
     }
 
     /// Over budget with no new connection coming (a few long ones):
@@ -411,14 +454,55 @@ mod tests {
         for _ in 0..3 {
             wall += CONTROL_NS;
             cpu += CONTROL_NS;
-            g.control(wall, cpu, 5);
+            g.control(wall, cpu, found(5));
         }
-        assert_eq!(g.shed(), Shed { sample: 2, skip_empty_tcp: true });
+        assert_eq!(g.shed(), Shed { sample: 2, thin: 1, skip_empty_tcp: true });
         // Connections come again: sampling goes on.
         wall += CONTROL_NS;
         cpu += CONTROL_NS;
-        g.control(wall, cpu, 9);
-        assert_eq!(g.shed(), Shed { sample: 4, skip_empty_tcp: true });
+        g.control(wall, cpu, found(9));
+        assert_eq!(g.shed(), Shed { sample: 4, thin: 1, skip_empty_tcp: true });
+    }
+
+    /// Over budget with a few busy connections found before the first
+    /// period (sysbench's four): step 1 would save nothing, so step 1b
+    /// thins the parsed ones while they still make transactions, then
+    /// step 2; back in the reverse order after calm spells.
+    #[test]
+    fn busy_established_connections_are_thinned_before_step_two() {
+        let mut g = Governor::new(0.1, true, 0, 0);
+        let (mut wall, mut cpu) = (0, 0);
+        let mut tx = 0;
+        let mut period = |g: &mut Governor, load: f64, parsing: u64, more_tx: u64| {
+            wall += CONTROL_NS;
+            cpu += (CONTROL_NS as f64 * 0.1 * load) as i64;
+            tx += more_tx;
+            g.control(wall, cpu, Work { found: 4, parsing, transactions: tx })
+        };
+        // The first period sees the four connections come: sampling.
+        assert_eq!(period(&mut g, 2.0, 4, 100).unwrap().to, Shed { sample: 2, thin: 1, skip_empty_tcp: false });
+        let c = period(&mut g, 2.0, 4, 100).unwrap();
+        assert_eq!(c.to, Shed { sample: 2, thin: 2, skip_empty_tcp: false }, "no new connection: thinning");
+        period(&mut g, 2.0, 2, 50);
+        assert_eq!(g.shed().thin, 4);
+        // Parsed connections that make no transactions (idle, or none
+        // left): thinning saves nothing, step 2 comes.
+        period(&mut g, 2.0, 1, 0);
+        assert_eq!(g.shed(), Shed { sample: 2, thin: 4, skip_empty_tcp: true });
+        assert_eq!(g.max_thin, 4);
+        for _ in 0..CALM_PERIODS {
+            period(&mut g, 0.2, 1, 1);
+        }
+        assert_eq!(g.shed(), Shed { sample: 2, thin: 4, skip_empty_tcp: false }, "step 2 back first");
+        for _ in 0..CALM_PERIODS {
+            period(&mut g, 0.2, 1, 1);
+        }
+        assert_eq!(g.shed().thin, 2, "then 1b, halving");
+        for _ in 0..3 * CALM_PERIODS {
+            period(&mut g, 0.2, 1, 1);
+        }
+        assert_eq!(g.shed(), Shed::NONE, "then step 1");
+        assert!(g.thinning_ns >= 5 * CONTROL_NS as u64, "{}", g.thinning_ns);
     }
 
     #[test]

@@ -26,7 +26,9 @@ use wirelog_store::{ColSpec, Kind};
 ///   table (`capture --cpu-budget`'s 1-in-N parsing; rows from before it
 ///   read as unset, which queries count as 1); `parsed` at the end of
 ///   `loss` (connections parsed per protocol, beside `sampled`).
-pub const SCHEMA_VERSION: u32 = 6;
+/// - 7: `parse_stopped` at the end of `loss` (parsed connections whose
+///   parsing `capture --cpu-budget` step 1b stopped part way).
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// Statements beyond added tables and columns that take a database from
 /// version `n - 1` to `n` (index `n - 2`; version 1 is created whole).
@@ -37,6 +39,8 @@ pub const MIGRATIONS: &[&[&str]] = &[
     // 5: the `source` column is added by `init` in its place; nothing else.
     &[],
     // 6: `sample_weight` and loss's `parsed` are added by `init` in their places.
+    &[],
+    // 7: loss's `parse_stopped` is added by `init` in its place.
     &[],
 ];
 

@@ -69,6 +69,13 @@ pub struct WorkerCounters {
     pub sampled_out: AtomicU64,
     /// Step 1: wall time sampling was on, ns.
     pub shed_sampling_ns: AtomicU64,
+    /// `--cpu-budget` step 1b: connections already parsed go on 1 in this
+    /// many now (a gauge; 1: all of them, or no budget).
+    pub thin_k: AtomicU64,
+    /// Step 1b: parsed connections whose parsing stopped part way.
+    pub parse_stopped: AtomicU64,
+    /// Step 1b: wall time thinning was on, ns.
+    pub shed_thinning_ns: AtomicU64,
     /// Step 2: wall time the skip-empty-TCP filter was on, ns.
     pub shed_skip_empty_ns: AtomicU64,
     /// Step 4: wall time the worker left its rings to the kernel (the
@@ -111,6 +118,9 @@ pub struct WorkerStats {
     pub sample_n: u64,
     pub sampled_out: u64,
     pub shed_sampling_ns: u64,
+    pub thin_k: u64,
+    pub parse_stopped: u64,
+    pub shed_thinning_ns: u64,
     pub shed_skip_empty_ns: u64,
     pub shed_paused_ns: u64,
     pub shed_pauses: u64,
@@ -142,6 +152,9 @@ impl WorkerCounters {
             sample_n: self.sample_n.load(Relaxed),
             sampled_out: self.sampled_out.load(Relaxed),
             shed_sampling_ns: self.shed_sampling_ns.load(Relaxed),
+            thin_k: self.thin_k.load(Relaxed),
+            parse_stopped: self.parse_stopped.load(Relaxed),
+            shed_thinning_ns: self.shed_thinning_ns.load(Relaxed),
             shed_skip_empty_ns: self.shed_skip_empty_ns.load(Relaxed),
             shed_paused_ns: self.shed_paused_ns.load(Relaxed),
             shed_pauses: self.shed_pauses.load(Relaxed),
@@ -189,6 +202,10 @@ impl<'a> std::iter::Sum<&'a WorkerStats> for WorkerStats {
             sample_n: t.sample_n.max(w.sample_n),
             sampled_out: t.sampled_out + w.sampled_out,
             shed_sampling_ns: t.shed_sampling_ns + w.shed_sampling_ns,
+            // A gauge, like sample_n.
+            thin_k: t.thin_k.max(w.thin_k),
+            parse_stopped: t.parse_stopped + w.parse_stopped,
+            shed_thinning_ns: t.shed_thinning_ns + w.shed_thinning_ns,
             shed_skip_empty_ns: t.shed_skip_empty_ns + w.shed_skip_empty_ns,
             shed_paused_ns: t.shed_paused_ns + w.shed_paused_ns,
             shed_pauses: t.shed_pauses + w.shed_pauses,
@@ -207,10 +224,13 @@ impl CaptureStats {
         let t = self.total();
         let most = |f: fn(&WorkerStats) -> u64| self.workers.iter().map(f).max().unwrap_or(0) as f64 / 1e9;
         format!(
-            "(1) parse sampling {:.1} s ({} connections not parsed, 1 in {} now), (2) skip-empty-tcp {:.1} s, (4) rings left to the kernel {:.1} s ({} pauses, {} packets dropped by the kernel); workers used {:.2} CPU-s",
+            "(1) parse sampling {:.1} s ({} connections not parsed, 1 in {} now), (1b) parsed connections thinned {:.1} s ({} connections no longer parsed, 1 in {} kept now), (2) skip-empty-tcp {:.1} s, (4) rings left to the kernel {:.1} s ({} pauses, {} packets dropped by the kernel); workers used {:.2} CPU-s",
             most(|w| w.shed_sampling_ns),
             t.sampled_out,
             t.sample_n.max(1),
+            most(|w| w.shed_thinning_ns),
+            t.parse_stopped,
+            t.thin_k.max(1),
             most(|w| w.shed_skip_empty_ns),
             most(|w| w.shed_paused_ns),
             t.shed_pauses,

@@ -236,6 +236,12 @@ impl Probe {
         self.tracker.set_sampling(n);
     }
 
+    /// `capture --cpu-budget` step 1b: connections already parsed go on
+    /// 1 in `k` (see [`Tracker::set_thinning`]).
+    pub fn set_thinning(&mut self, k: u32) {
+        self.tracker.set_thinning(k);
+    }
+
     /// `capture --cpu-budget` step 2: the kernel's skip-empty-TCP filter
     /// went on or off at `at_ns` (packet time; records note it).
     pub fn set_empty_tcp_skipped(&mut self, on: bool, at_ns: i64) {
@@ -292,6 +298,7 @@ impl Probe {
             row.set(C::GaveUp, a.gave_up_by[i]);
             row.set(C::Sampled, a.sampled_out_by[i]);
             row.set(C::Parsed, a.connections[i]);
+            row.set(C::ParseStopped, a.parse_stopped_by[i]);
         }
     }
 

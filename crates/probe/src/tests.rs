@@ -301,3 +301,118 @@ fn sampling_parses_whole_connections_and_weighs_them() {
         assert_eq!(a.get(k), Some(n), "{k:?}");
     }
 }
+
+/// An IPv4/TCP segment (raw IP link type; checksums are not verified in
+/// the test's configuration).
+fn segment(src: ([u8; 4], u16), dst: ([u8; 4], u16), flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
+    let total = (40 + payload.len()) as u16;
+    let mut f = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
+    f[2..4].copy_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&src.0);
+    f.extend_from_slice(&dst.0);
+    f.extend_from_slice(&src.1.to_be_bytes());
+    f.extend_from_slice(&dst.1.to_be_bytes());
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.extend_from_slice(&ack.to_be_bytes());
+    f.extend_from_slice(&[5 << 4, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// `--cpu-budget` step 1b: eight long Redis connections, 60 PING/PONG
+/// each; thinning to 1 in 2 after the 20th round stops the parsing of some
+/// of them (counted, per protocol too, in the loss totals) and keeps the
+/// others, whose later transactions weigh 2. A connection is parsed whole
+/// or not at all from that point: a kept one has all 60 transactions, a
+/// stopped one exactly the 20 before the draw (none invented: the PING
+/// whose PONG was not parsed is not written as unanswered); the sum of the
+/// weights estimates the 480; conn records are all still written.
+#[test]
+fn thinning_stops_whole_connections_and_weighs_the_kept() {
+    let run = |k: u32| {
+        let mut cfg = config();
+        cfg.checksums = wirelog_decode::ChecksumMode::Ignore;
+        let mut probe = Probe::new(cfg);
+        let server = ([10, 9, 0, 1], 6379);
+        let client = |c: u16| ([10, 9, 1, c as u8], 40_000 + c);
+        let mut t = 1_700_000_000_000_000_000i64;
+        let mut feed = |probe: &mut Probe, f: Vec<u8>| {
+            t += 1_000_000;
+            let _ = probe.packet(&Packet::new(LinkType::RAW, t, &f));
+        };
+        const SYN: u8 = 0x02;
+        const ACK: u8 = 0x10;
+        const PSH: u8 = 0x08;
+        const FIN: u8 = 0x01;
+        let (ping, pong) = (b"PING\r\n", b"+PONG\r\n");
+        for c in 0..8 {
+            feed(&mut probe, segment(client(c), server, SYN, 100, 0, b""));
+            feed(&mut probe, segment(server, client(c), SYN | ACK, 500, 101, b""));
+            feed(&mut probe, segment(client(c), server, ACK, 101, 501, b""));
+        }
+        for round in 0..60u32 {
+            if round == 20 {
+                probe.set_thinning(k);
+            }
+            for c in 0..8 {
+                let (cs, ss) = (101 + round * ping.len() as u32, 501 + round * pong.len() as u32);
+                feed(&mut probe, segment(client(c), server, PSH | ACK, cs, ss, ping));
+                feed(&mut probe, segment(server, client(c), PSH | ACK, ss, cs + ping.len() as u32, pong));
+            }
+        }
+        for c in 0..8 {
+            let (cs, ss) = (101 + 60 * ping.len() as u32, 501 + 60 * pong.len() as u32);
+            feed(&mut probe, segment(client(c), server, FIN | ACK, cs, ss, b""));
+            feed(&mut probe, segment(server, client(c), FIN | ACK, ss, cs + 1, b""));
+            feed(&mut probe, segment(client(c), server, ACK, cs + 1, ss + 1, b""));
+        }
+        probe.finish();
+        let mut b = Batch::default();
+        probe.drain(&mut b);
+        let mut totals: wirelog_record::LossTotals = Default::default();
+        probe.loss_totals(&mut totals);
+        (b, probe.app_stats().clone(), totals)
+    };
+    let (all, all_stats, _) = run(1);
+    assert_eq!((all.conns.len(), all.txs.len()), (8, 480), "the traffic parses");
+    assert!(all.txs.iter().all(|t| t.sample_weight == 1));
+    assert_eq!(all_stats.parse_stopped, 0);
+    let (some, some_stats, totals) = run(2);
+    assert_eq!(some.conns.len(), 8, "thinning never drops a connection");
+    assert!(some.conns.iter().all(|c| c.service.is_some()), "stopped connections keep their service");
+    let stopped = some_stats.parse_stopped;
+    assert!(stopped > 0 && stopped < 8, "{stopped} of 8 stopped (the draw is seeded)");
+    assert_eq!(some_stats.parse_stopped_by.iter().sum::<u64>(), stopped);
+    let rows: u64 = totals[1..].iter().map(|r| r.get(wirelog_record::LossCount::ParseStopped)).sum();
+    assert_eq!(rows, stopped, "the loss table's protocol rows");
+    assert_eq!((all_stats.parsing, some_stats.parsing), (0, 0), "every parser ended");
+    assert_eq!(all_stats.connections, some_stats.connections, "step 1b stops, it does not skip");
+    assert_eq!(some_stats.gave_up, 0, "a stopped connection is no parser that gave up");
+    let mut per_conn = std::collections::BTreeMap::new();
+    for t in &some.txs {
+        let e = per_conn.entry(t.orig_p).or_insert((0u32, 0u32, 0u32));
+        e.0 += 1;
+        e.1 += (t.sample_weight == 1) as u32;
+        e.2 += (t.sample_weight == 2) as u32;
+    }
+    assert_eq!(per_conn.len(), 8);
+    // What was parsed before the draw at the 21st PING: the 20 earlier
+    // transactions, less the last one if its PONG waits for the PING's
+    // acknowledgement to be handed to the parser.
+    let before = per_conn.values().map(|(n, _, _)| *n).min().unwrap();
+    assert!((19..=20).contains(&before), "{before}");
+    let (mut kept, mut cut) = (0, 0);
+    for (port, (n, w1, w2)) in &per_conn {
+        if *n == 60 {
+            assert_eq!((*w1, *w2), (before, 60 - before), "{port}: kept, so parsed whole, weighing 2 after the draw");
+            kept += 1;
+        } else {
+            assert_eq!((*n, *w1), (before, before), "{port}: stopped at the draw, nothing after it");
+            cut += 1;
+        }
+    }
+    assert_eq!((kept, cut), (8 - stopped, stopped));
+    let estimate: u64 = some.txs.iter().map(|t| t.sample_weight as u64).sum();
+    let before = before as u64;
+    assert_eq!(estimate, before * 8 + (60 - before) * 2 * (8 - stopped), "the weights");
+}

@@ -108,6 +108,7 @@ impl LossQuery {
             sel: Vec::new(),
             groups: BTreeMap::new(),
             sampling: BTreeMap::new(),
+            stopped: BTreeMap::new(),
         }
     }
 }
@@ -128,6 +129,22 @@ pub struct LossTable {
     /// Per protocol whose parsing was sampled in the range, whatever the
     /// grouping: what the completeness line says of it.
     pub sampling: Vec<Sampling>,
+    /// Per protocol whose parsed connections the CPU budget stopped
+    /// parsing part way (step 1b) in the range.
+    pub stopped: Vec<Stopped>,
+}
+
+/// Parsed connections of one protocol whose parsing `capture
+/// --cpu-budget` stopped part way (step 1b, `parse_stopped`): the rows
+/// that say so, summed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopped {
+    pub protocol: String,
+    /// First and last minute with a connection stopped (ns; `to_ns` is the
+    /// end of the last).
+    pub from_ns: i64,
+    pub to_ns: i64,
+    pub connections: u64,
 }
 
 /// How one protocol's parsing was sampled over a range: the rows (minute,
@@ -162,6 +179,7 @@ pub struct LossSums {
     sel: Vec<u32>,
     groups: BTreeMap<(i64, Vec<String>), LossCounts>,
     sampling: BTreeMap<String, Sampling>,
+    stopped: BTreeMap<String, Stopped>,
 }
 
 fn problem(what: &str) -> QueryError {
@@ -238,6 +256,18 @@ impl LossSums {
                 s.parsed += n(LossCount::Parsed);
                 s.sampled += n(LossCount::Sampled);
             }
+            if !p.is_empty() && n(LossCount::ParseStopped) > 0 {
+                let minute = wirelog_record::loss::minute_of(ts[r]);
+                let s = self.stopped.entry(p.to_string()).or_insert(Stopped {
+                    protocol: p.to_string(),
+                    from_ns: minute,
+                    to_ns: minute,
+                    connections: 0,
+                });
+                s.from_ns = s.from_ns.min(minute);
+                s.to_ns = s.to_ns.max(minute + wirelog_record::loss::MINUTE_NS);
+                s.connections += n(LossCount::ParseStopped);
+            }
         }
         Ok(())
     }
@@ -247,6 +277,7 @@ impl LossSums {
             by: self.by,
             rows: self.groups.into_iter().map(|((ts_ns, keys), counts)| LossRow { ts_ns, keys, counts }).collect(),
             sampling: self.sampling.into_values().collect(),
+            stopped: self.stopped.into_values().collect(),
         }
     }
 }
@@ -266,6 +297,9 @@ pub struct Completeness {
     pub sampled_to_ns: Option<i64>,
     /// Per sampled protocol: 1 in N, and when.
     pub sampling: Vec<Sampling>,
+    /// Per protocol: parsed connections the CPU budget stopped parsing
+    /// part way, and when.
+    pub stopped: Vec<Stopped>,
     /// Minutes with a loss row in the range.
     pub minutes: u64,
     /// The line for people.
@@ -337,6 +371,28 @@ impl Completeness {
                 g(LossCount::Sampled)
             ));
         }
+        // Step 1b: "MYSQL: 3 connections no longer parsed from 10:02 to
+        // 10:05". The connections kept from the draw weigh for them, so
+        // the counts are estimates, not complete.
+        if !t.stopped.is_empty() {
+            let each: Vec<String> = t
+                .stopped
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{}: {} connections no longer parsed from {} to {}",
+                        s.protocol.to_uppercase(),
+                        s.connections,
+                        hhmm(s.from_ns),
+                        hhmm(s.to_ns)
+                    )
+                })
+                .collect();
+            parts.push(format!(
+                "{} (the CPU budget stopped their parsing; the connections still parsed weigh for them): transaction counts from then on are estimates",
+                each.join(", ")
+            ));
+        }
         let mut say = |c: LossCount, what: &str| {
             let n = g(c);
             if n > 0 {
@@ -359,6 +415,7 @@ impl Completeness {
             sampled_from_ns: t.sampling.iter().map(|s| s.from_ns).min().or(sampled_from),
             sampled_to_ns: t.sampling.iter().map(|s| s.to_ns).max().or(sampled_to.map(|t| t + wirelog_record::loss::MINUTE_NS)),
             sampling: t.sampling.clone(),
+            stopped: t.stopped.clone(),
             minutes: minutes.len() as u64,
             text: parts.join("; "),
         }
@@ -578,6 +635,34 @@ mod tests {
                 assert!(c.text.contains(&want), "{want} not in {}", c.text);
             }
             assert_eq!(c.sampled_from_ns, Some(t0 + MINUTE_NS), "{by:?}");
+        }
+    }
+
+    /// Connections the budget stopped parsing part way (step 1b) are named
+    /// per protocol with their minutes, and make the range an estimate.
+    #[test]
+    fn stopped_connections_in_the_line() {
+        use LossCount::*;
+        let t0 = 1_700_000_040 * 1_000_000_000 / MINUTE_NS * MINUTE_NS;
+        let b = batch(&[
+            (t0, "eth0", "", &[(KernelPackets, 1000)]),
+            (t0, "eth0", "mysql", &[(Parsed, 4)]),
+            (t0 + 2 * MINUTE_NS, "eth0", "mysql", &[(ParseStopped, 2)]),
+            (t0 + 4 * MINUTE_NS, "eth0", "mysql", &[(ParseStopped, 1)]),
+        ]);
+        for by in [None, Some("source,protocol")] {
+            let q = LossQuery::parse(None, by, Some("1h")).unwrap();
+            let mut s = q.sums();
+            s.consume(&b).unwrap();
+            let t = s.finish();
+            assert!(t.sampling.is_empty());
+            let c = Completeness::of(&t);
+            let at = |m: i64| hhmm(t0 + m * MINUTE_NS);
+            let want = format!("MYSQL: 3 connections no longer parsed from {} to {}", at(2), at(5));
+            assert!(c.text.contains(&want), "{want} not in {}", c.text);
+            assert!(c.text.contains("transaction counts from then on are estimates"), "{}", c.text);
+            assert_eq!(c.stopped.len(), 1);
+            assert_eq!(c.totals.iter().find(|(n, _)| *n == "parse_stopped"), Some(&("parse_stopped", 3)));
         }
     }
 

@@ -62,17 +62,19 @@ loss_counts! {
     Sampled = "sampled": "connections not parsed because parsing was sampled (capture --cpu-budget), in the rows of their protocol",
     RecordsDropped = "records_dropped": "records a sink could not write (a full disk, a spool that overflowed)",
     Parsed = "parsed": "connections whose parsing began, in the rows of their protocol (with sampled: 1 in (parsed + sampled) / parsed parsed)",
+    ParseStopped = "parse_stopped": "parsed connections whose parsing stopped part way because the CPU budget thinned them (capture --cpu-budget step 1b): their transactions from then on are missing, in the rows of their protocol",
 }
 
 /// The counts a protocol's row carries (the parsers'); a source's row
 /// carries the others.
-pub const PROTOCOL_COUNTS: [LossCount; 6] = [
+pub const PROTOCOL_COUNTS: [LossCount; 7] = [
     LossCount::Gaps,
     LossCount::UnparsedBytes,
     LossCount::Malformed,
     LossCount::GaveUp,
     LossCount::Sampled,
     LossCount::Parsed,
+    LossCount::ParseStopped,
 ];
 
 /// The counts of one row, indexed by [`LossCount`].

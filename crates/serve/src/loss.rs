@@ -80,7 +80,7 @@ fn completeness_json(c: &Completeness) -> Value {
         "text": c.text,
         "packets_seen": c.packets_seen,
         // Numbers of this span are extrapolated from a sample.
-        "estimated": c.sampled_from_ns.is_some(),
+        "estimated": c.sampled_from_ns.is_some() || !c.stopped.is_empty(),
         "sampled_from": c.sampled_from_ns.map(format_rfc3339),
         "sampled_to": c.sampled_to_ns.map(format_rfc3339),
         // Per protocol: "1 in N" and when.
@@ -91,6 +91,14 @@ fn completeness_json(c: &Completeness) -> Value {
             "to": format_rfc3339(s.to_ns),
             "parsed": s.parsed,
             "sampled": s.sampled,
+        })).collect::<Vec<_>>(),
+        // Per protocol: parsed connections the CPU budget stopped parsing
+        // part way (step 1b), and when.
+        "stopped": c.stopped.iter().map(|s| json!({
+            "protocol": s.protocol,
+            "from": format_rfc3339(s.from_ns),
+            "to": format_rfc3339(s.to_ns),
+            "connections": s.connections,
         })).collect::<Vec<_>>(),
         "minutes": c.minutes,
         "totals": totals,

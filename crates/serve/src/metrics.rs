@@ -287,6 +287,7 @@ pub(crate) fn text(state: &AppState) -> String {
         };
         seconds(&mut reg, "wirelog_budget_worker_cpu", "CPU time of each capture worker thread (measured with --cpu-budget)", &secs(|w| w.cpu_ns));
         seconds(&mut reg, "wirelog_shed_sampling", "Time step 1 (parse sampling of new connections) was on", &secs(|w| w.shed_sampling_ns));
+        seconds(&mut reg, "wirelog_shed_thinning", "Time step 1b (parsed connections kept 1 in K, the others no longer parsed) was on", &secs(|w| w.shed_thinning_ns));
         seconds(&mut reg, "wirelog_shed_skip_empty_tcp", "Time step 2 (empty TCP segments dropped in the kernel) was on", &secs(|w| w.shed_skip_empty_ns));
         seconds(&mut reg, "wirelog_shed_paused", "Time step 4 was on: the worker left its rings to the kernel, which dropped what did not fit", &secs(|w| w.shed_paused_ns));
         let sample: Vec<(Labels, i64)> = per(|w| w.sample_n.max(1)).into_iter().map(|(l, v)| (l, v as i64)).collect();
@@ -297,6 +298,15 @@ pub(crate) fn text(state: &AppState) -> String {
             "Connections found but not parsed because of parse sampling",
             None,
             &per(|w| w.sampled_out),
+        );
+        let thin: Vec<(Labels, i64)> = per(|w| w.thin_k.max(1)).into_iter().map(|(l, v)| (l, v as i64)).collect();
+        gauges(&mut reg, "wirelog_shed_thin_k", "Connections already parsed go on being parsed 1 in this many now (1: all)", None, &thin);
+        counters(
+            &mut reg,
+            "wirelog_shed_parse_stopped",
+            "Parsed connections whose parsing stopped part way because of step 1b",
+            None,
+            &per(|w| w.parse_stopped),
         );
         counters(&mut reg, "wirelog_shed_pauses", "Times a worker left its rings to the kernel (budget spent)", None, &per(|w| w.shed_pauses));
         if let Some(st) = &s.store {

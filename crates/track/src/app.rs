@@ -118,8 +118,17 @@ pub(crate) struct AppState {
     /// Parser state bytes charged to the budget (`ConnParser::state_bytes`
     /// when last asked), given back when the connection ends.
     state_charged: usize,
-    /// The transactions' weight: N when parsed as 1 in N connections.
+    /// The transactions' weight: N when parsed as 1 in N connections,
+    /// times K for each draw of `--cpu-budget` step 1b that kept it.
     pub weight: u32,
+    /// Step 1b: log2 of the K this connection was last drawn at (see
+    /// `Tracker::set_thinning`); a larger K draws it again. (A byte, so
+    /// that the state stays within its 80.)
+    pub keep: u8,
+    /// Step 1b left it out: parsing stopped for good (`stopped` too);
+    /// what it held is discarded, not flushed, and it is no parser that
+    /// gave up.
+    pub shed: bool,
     /// A cleartext protocol watched for STARTTLS (its parser is made for
     /// it; `protocol` is then TLS, what it may turn to).
     cleartext: Option<(Cleartext, wirelog_parse::starttls::Start)>,
@@ -168,6 +177,13 @@ pub struct AppStats {
     pub sampled_out: u64,
     /// `sampled_out` per protocol (indexed like [`Protocol::ALL`]).
     pub sampled_out_by: [u64; Protocol::ALL.len()],
+    /// Connections whose parsing `capture --cpu-budget` step 1b stopped
+    /// part way (see `Tracker::set_thinning`): their transactions from
+    /// then on are missing, and per protocol.
+    pub parse_stopped: u64,
+    pub parse_stopped_by: [u64; Protocol::ALL.len()],
+    /// Connections with a parser now (a gauge; not those step 1b stopped).
+    pub parsing: u64,
 }
 
 pub(crate) fn protocol_index(p: Protocol) -> usize {
@@ -185,6 +201,8 @@ impl AppState {
             transactions: 0,
             state_charged: 0,
             weight: 1,
+            keep: 0,
+            shed: false,
             cleartext: None,
             ssh: None,
             whole_payload: false,
@@ -222,6 +240,8 @@ impl AppState {
             transactions: 0,
             state_charged: 0,
             weight: 1,
+            keep: 0,
+            shed: false,
             cleartext: None,
             ssh: None,
             whole_payload: false,
@@ -237,6 +257,8 @@ impl AppState {
             transactions: 0,
             state_charged: 0,
             weight: 1,
+            keep: 0,
+            shed: false,
             cleartext: None,
             ssh: None,
             whole_payload: false,
@@ -259,6 +281,20 @@ impl AppState {
                     to_client.reassembler(cfg.stream_buffer_bytes, budget),
                 ],
             }));
+        }
+    }
+
+    /// `--cpu-budget` step 1b: parsing stops here for good. Reassembled
+    /// bytes not parsed yet and half-seen messages are dropped (counted by
+    /// the caller as a connection no longer parsed), never flushed: a
+    /// request whose response is not parsed is not written as unanswered.
+    pub fn shed(&mut self, budget: &mut Budget) {
+        self.shed = true;
+        self.stopped = true;
+        if let AppParser::Stream(s) = &mut self.parser {
+            for s in s.streams.iter_mut() {
+                s.discard(budget);
+            }
         }
     }
 
@@ -358,6 +394,9 @@ impl AppState {
 
     /// One UDP datagram of the connection.
     pub fn datagram(&mut self, dir: Dir, ts_ns: i64, payload: &[u8], out: &mut Vec<Transaction>) {
+        if self.shed {
+            return;
+        }
         match &mut self.parser {
             AppParser::Udp(d) => {
                 d.datagram(dir, ts_ns, payload, out);
@@ -380,6 +419,9 @@ impl AppState {
         budget: &mut Budget,
         out: &mut Vec<Transaction>,
     ) -> (ParseStats, bool) {
+        if self.shed && matches!(self.parser, AppParser::Waiting(_)) {
+            return (ParseStats::default(), false);
+        }
         if let AppParser::Waiting(starts) = self.parser {
             // Without payload and without a FIN past the stream's start, a
             // parser would flush nothing, finish with nothing pending and
@@ -411,11 +453,15 @@ impl AppState {
                 (parser.stats(), self.stopped)
             }
             AppParser::Udp(d) => {
-                d.finish(ts_ns, out);
+                if !self.shed {
+                    d.finish(ts_ns, out);
+                }
                 (d.stats(), false)
             }
             AppParser::UdpMemcached(m) => {
-                m.finish(ts_ns, out);
+                if !self.shed {
+                    m.finish(ts_ns, out);
+                }
                 (m.stats(), false)
             }
         }

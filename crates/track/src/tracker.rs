@@ -155,6 +155,8 @@ pub struct Tracker {
     /// every N-th, so a pattern in the connections cannot line up with N).
     sample_n: u32,
     sample_rng: u64,
+    /// Step 1b: connections already parsed go on 1 in `thin_k` (1: all).
+    thin_k: u32,
     /// Packet time the skip-empty-TCP filter was last switched off (see
     /// [`Tracker::set_empty_tcp_skipped`]); `i64::MIN`: never.
     empty_tcp_off_at: i64,
@@ -204,6 +206,7 @@ impl Tracker {
             kernel: None,
             sample_n: 1,
             sample_rng: seed | 1,
+            thin_k: 1,
             empty_tcp_off_at: i64::MIN,
         }
     }
@@ -224,6 +227,23 @@ impl Tracker {
     /// weight `n`. Connections already parsing go on. 1: all of them.
     pub fn set_sampling(&mut self, n: u32) {
         self.sample_n = n.max(1);
+    }
+
+    /// `capture --cpu-budget` step 1b: connections already being parsed go
+    /// on being parsed 1 in `k` (a power of two; 1: all). Each parsed
+    /// connection is drawn at its next packet, once per doubling of `k`
+    /// since its last draw (kept with probability 1 in the ratio): left out,
+    /// its parsing stops for good (its transactions so far stay; what its
+    /// parser held is dropped; counted in `AppStats::parse_stopped`); kept,
+    /// its weight is multiplied by the ratio, so the sum of the weights of
+    /// the transactions parsed from then on still estimates those of every
+    /// connection (each is kept with probability 1/K and weighs K). A
+    /// smaller `k` later stops nothing more; stopped connections are not
+    /// parsed again (a parser cannot start in the middle of a stream), and
+    /// kept ones keep their weight. New connections start at the current
+    /// `k` (only step 1 draws them).
+    pub fn set_thinning(&mut self, k: u32) {
+        self.thin_k = k.clamp(1, 1 << 16).next_power_of_two();
     }
 
     /// Collects the tuple of every connection created, at most `cap`
@@ -905,7 +925,8 @@ impl Tracker {
                     if payload.is_empty() {
                         return;
                     }
-                    if e.value.orig_pkts == 0 || e.value.resp_pkts == 0 {
+                    let n = self.overflow.counts(idx, &e.value);
+                    if n[0] == 0 || n[2] == 0 {
                         e.value.detection.end();
                         return;
                     }
@@ -980,6 +1001,8 @@ impl Tracker {
                         self.app_stats.connections[protocol_index(a.protocol)] += 1;
                     }
                     a.weight = self.sample_n;
+                    a.keep = self.thin_k.trailing_zeros() as u8;
+                    self.app_stats.parsing += 1;
                     e.value.app = Some(a);
                 }
                 None => {
@@ -1000,6 +1023,21 @@ impl Tracker {
             return;
         };
         app.whole_payload |= whole;
+        let thin = self.thin_k.trailing_zeros() as u8;
+        if app.keep < thin && !app.stopped {
+            // Step 1b's draw (see `set_thinning`).
+            let ratio = 1u32 << (thin - app.keep);
+            app.keep = thin;
+            if sampled_in(&mut self.sample_rng, ratio) {
+                app.weight = app.weight.saturating_mul(ratio);
+            } else {
+                app.shed(&mut self.budget);
+                self.app_stats.parsing = self.app_stats.parsing.saturating_sub(1);
+                self.app_stats.parse_stopped += 1;
+                self.app_stats.parse_stopped_by[protocol_index(app.protocol)] += 1;
+                return;
+            }
+        }
         match tcp {
             Some((flags, seq, ack)) => {
                 use wirelog_decode::tcp_flags::{ACK, FIN, RST, SYN};
@@ -1045,6 +1083,9 @@ impl Tracker {
         let Some(mut app) = e.value.app.take() else {
             return (e.value.detection.service().map(|s| s.name()), None);
         };
+        if !app.shed {
+            self.app_stats.parsing = self.app_stats.parsing.saturating_sub(1);
+        }
         let end = self.overflow.seen(idx, &e.value);
         let (st, stopped) = app.finish(end, cfg, &mut self.budget, &mut self.tx_scratch);
         emit_transactions(
@@ -1060,7 +1101,7 @@ impl Tracker {
         p.resyncs += st.resyncs;
         p.malformed += st.malformed;
         p.cut_bytes += st.cut_bytes;
-        let gave_up = (stopped && !app.parser_done()) as u64;
+        let gave_up = (stopped && !app.shed && !app.parser_done()) as u64;
         self.app_stats.gave_up += gave_up;
         // The same, per protocol (the loss table's rows per protocol).
         let i = crate::app::protocol_index(app.protocol);
