@@ -260,18 +260,24 @@ const TX_HEAD: [ColSpec; TX_COMMON - 1] = [
 /// [`OWNER_COLS`] more): [`TX_HEAD`] and the sample weight.
 pub const TX_COMMON: usize = 13;
 
-/// The store column of a declared one: its type from what it holds (a list
-/// is its items joined by `,`; a time in whole seconds is their number), a
-/// dictionary unless its values are free text or a flag, optional unless a
-/// flag.
-fn declared(c: &Column) -> ColSpec {
-    let ty = match c.ty {
+/// The store type of what a declared column holds (a const fn: the record
+/// fill of `crate::tx_record` reads it at compile time).
+pub(crate) const fn held_type(h: Holds) -> ColType {
+    match h {
         Holds::Text | Holds::Enum | Holds::List(_) => Str,
         Holds::Count { bits: 16, .. } => U16,
         Holds::Count { .. } | Holds::TimeSecs => U64,
         Holds::Bool => Bool,
         Holds::Interval => DurUs,
-    };
+    }
+}
+
+/// The store column of a declared one: its type from what it holds (a list
+/// is its items joined by `,`; a time in whole seconds is their number), a
+/// dictionary unless its values are free text or a flag, optional unless a
+/// flag.
+fn declared(c: &Column) -> ColSpec {
+    let ty = held_type(c.ty);
     let card = c.store.unwrap_or(Card::High);
     ColSpec {
         name: c.name,

@@ -257,6 +257,8 @@ pub(crate) struct TxBuf {
     resp_proc: Vec<Proc>,
     /// About how many bytes the buffer holds (for `flush_bytes`).
     pub(crate) bytes: usize,
+    /// Scratch for a list value being joined (`crate::tx_record::fill`).
+    pub(crate) list: String,
 }
 
 /// Fixed bytes of a buffered row, without the extra columns' text (an
@@ -285,6 +287,7 @@ impl TxBuf {
             orig_proc: Vec::new(),
             resp_proc: Vec::new(),
             bytes: 0,
+            list: String::new(),
         }
     }
 
@@ -320,6 +323,7 @@ impl TxBuf {
 
     /// Buffers the value of extra column `col` of the row being pushed; the
     /// cell must fit the column (rows are checked, records map by the schema).
+    #[inline(always)]
     pub(crate) fn push_extra(&mut self, col: usize, cell: CellRef<'_>) {
         match (&mut self.extra[col], cell) {
             (Extra::U64(v), CellRef::U64(x)) => v.push(x),
