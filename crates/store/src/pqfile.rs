@@ -192,7 +192,7 @@ pub(crate) fn write<W: Write>(
 }
 
 impl<'f, W: Write> FileWriter<'f, W> {
-    fn new(mut out: W, fmt: &'f Format, s: Box<Scratch>) -> Result<Self> {
+    fn new(out: W, fmt: &'f Format, s: Box<Scratch>) -> Result<Self> {
         let mut w = FileWriter { out, pos: 0, fmt, groups: Vec::new(), s };
         w.put(b"PAR1")?;
         Ok(w)
