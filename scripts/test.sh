@@ -70,6 +70,12 @@ if ! python3 -c 'import duckdb' 2>/dev/null; then
         python3 -m pip install --quiet --disable-pip-version-check --break-system-packages duckdb
 fi
 
+# pyarrow and pandas (from PyPI) read one store file of every kind in tests/store_readers.rs.
+if ! python3 -c 'import pyarrow, pandas' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check pyarrow pandas 2>/dev/null ||
+        python3 -m pip install --quiet --disable-pip-version-check --break-system-packages pyarrow pandas
+fi
+
 # The ClickHouse engine in-process (chdb, from PyPI) behind tests/clickhouse/endpoint.py, with what
 # it needs to read the LZ4-framed bodies the clickhouse crate sends.
 if ! python3 -c 'import chdb, lz4, clickhouse_cityhash, zstandard' 2>/dev/null; then

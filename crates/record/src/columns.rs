@@ -340,8 +340,9 @@ fn sample_weight(r: &TxRecord) -> Val<'_> {
     Val::Count(Some(u64::from(r.sample_weight)))
 }
 
-/// The declaration of each protocol's columns.
-pub fn of(p: Protocol) -> &'static Columns {
+/// The declaration of each protocol's columns (a const fn: the store reads
+/// the declarations at compile time to fill its column builders).
+pub const fn of(p: Protocol) -> &'static Columns {
     match p {
         Protocol::Http => &crate::http::COLUMNS,
         Protocol::Mysql => &crate::mysql::COLUMNS,

@@ -103,6 +103,8 @@ struct ChunkMeta {
     data_page_offset: i64,
     dict_page_offset: Option<i64>,
     stats: Option<Stats>,
+    /// `CODEC_ZSTD` or `CODEC_UNCOMPRESSED`: chosen per chunk.
+    codec: i32,
 }
 
 struct RowGroupMeta {
@@ -110,7 +112,8 @@ struct RowGroupMeta {
     rows: i64,
 }
 
-/// Buffers a file reuses from one page and column to the next.
+/// Buffers a thread's files reuse from one page, column and file to the
+/// next (a flush does not grow them again), and its zstd context.
 #[derive(Default)]
 struct Scratch {
     page: Vec<u8>,
@@ -119,7 +122,25 @@ struct Scratch {
     idx: Vec<u32>,
     levels: Vec<u32>,
     dict: Vec<u8>,
+    /// The zstd context, and the level it is set to.
+    zstd: Option<(i32, zstd::bulk::Compressor<'static>)>,
 }
+
+thread_local! {
+    /// The scratch of the thread's last file (the store's writer thread,
+    /// compaction's): taken by a file while it is written, given back after.
+    static SCRATCH: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };
+}
+
+/// Compression pays for a chunk only when it saves at least this share of
+/// its bytes (a tenth, estimated on a sample): otherwise the chunk is
+/// written uncompressed and costs no zstd time to write or read.
+const MIN_SAVING: f64 = 0.10;
+/// Bytes of a page compressed to estimate what zstd saves on its chunk.
+const SAMPLE_BYTES: usize = 16 << 10;
+/// Pages smaller than this are not compressed (zstd's frame alone takes
+/// ~10 bytes).
+const MIN_COMPRESS_BYTES: usize = 64;
 
 /// Writes the rows `rows` of `src` as a Parquet file to `out`, counting
 /// the bytes it writes.
@@ -127,9 +148,8 @@ pub(crate) struct FileWriter<'f, W: Write> {
     out: W,
     pos: i64,
     fmt: &'f Format,
-    zstd: Option<zstd::bulk::Compressor<'static>>,
     groups: Vec<RowGroupMeta>,
-    s: Scratch,
+    s: Box<Scratch>,
 }
 
 /// An I/O error, or what went wrong encoding.
@@ -155,21 +175,27 @@ pub(crate) fn write<W: Write>(
     fmt: &Format,
     kv: &[(String, String)],
 ) -> Result<W> {
-    let mut w = FileWriter::new(out, fmt)?;
-    for chunk in rows.chunks(fmt.row_group_rows.max(1)) {
-        w.row_group(src, chunk)?;
+    let mut s = SCRATCH.take().unwrap_or_default();
+    if let Some(level) = fmt.zstd {
+        if s.zstd.as_ref().is_none_or(|(l, _)| *l != level) {
+            let z = zstd::bulk::Compressor::new(level).map_err(|e| WriteError::Encode(format!("zstd level {level}: {e}")))?;
+            s.zstd = Some((level, z));
+        }
     }
-    w.finish(kv)
+    let mut w = FileWriter::new(out, fmt, s)?;
+    let written = rows
+        .chunks(fmt.row_group_rows.max(1))
+        .try_for_each(|chunk| w.row_group(src, chunk))
+        .and_then(|()| w.finish(kv));
+    SCRATCH.set(Some(w.s));
+    written.map(|()| w.out)
 }
 
 impl<'f, W: Write> FileWriter<'f, W> {
-    fn new(mut out: W, fmt: &'f Format) -> Result<Self> {
-        out.write_all(b"PAR1")?;
-        let zstd = match fmt.zstd {
-            Some(level) => Some(zstd::bulk::Compressor::new(level).map_err(|e| WriteError::Encode(format!("zstd level {level}: {e}")))?),
-            None => None,
-        };
-        Ok(FileWriter { out, pos: 4, fmt, zstd, groups: Vec::new(), s: Scratch::default() })
+    fn new(out: W, fmt: &'f Format, s: Box<Scratch>) -> Result<Self> {
+        let mut w = FileWriter { out, pos: 0, fmt, groups: Vec::new(), s };
+        w.put(b"PAR1")?;
+        Ok(w)
     }
 
     fn put(&mut self, b: &[u8]) -> Result<()> {
@@ -189,7 +215,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
     }
 
     /// One column chunk: its dictionary page (when a dictionary pays) and
-    /// its data pages.
+    /// its data pages, compressed when a sample says zstd saves enough.
     fn chunk(&mut self, spec: &ColSpec, v: &PqValues, nrows: usize) -> Result<ChunkMeta> {
         let start = self.pos;
         let def = v.def.as_deref();
@@ -205,6 +231,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
             data_page_offset: start,
             dict_page_offset: None,
             stats: None,
+            codec: CODEC_UNCOMPRESSED,
         };
         let with_stats = spec.has_statistics();
         // Dictionary: the indices of every present value, and the values once.
@@ -214,13 +241,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
             None
         };
         let encoding = match dict_len {
-            Some(n) => {
-                meta.dict_page_offset = Some(self.pos);
-                let mut dict = std::mem::take(&mut self.s.dict);
-                let r = self.page(PAGE_DICTIONARY, &dict, n, 0, &mut meta);
-                dict.clear();
-                self.s.dict = dict;
-                r?;
+            Some(_) => {
                 if with_stats {
                     meta.stats = dict_stats(&v.col, &self.s.idx, spec, nulls);
                 }
@@ -236,49 +257,35 @@ impl<'f, W: Write> FileWriter<'f, W> {
                 }
             }
         };
+        let bw = dict_len.map_or(0, |n| bit_width(n.saturating_sub(1) as u64));
+        // The first data page, built before anything of the chunk is
+        // written: it and the dictionary decide the chunk's codec.
+        let mut body = std::mem::take(&mut self.s.packed);
+        let (mut r1, mut v1) = self.page_body(v, def, dict_len.is_some(), encoding, bw, nrows, 0, 0, &mut body);
+        let mut dict = std::mem::take(&mut self.s.dict);
+        let (zstd, first_done) = self.choose_codec(dict_len.map(|_| &dict[..]), &body);
+        meta.codec = if zstd { CODEC_ZSTD } else { CODEC_UNCOMPRESSED };
+        let mut r = Ok(());
+        if let Some(n) = dict_len {
+            meta.dict_page_offset = Some(self.pos);
+            r = self.page(PAGE_DICTIONARY, &dict, n, 0, &mut meta, zstd, false);
+        }
+        dict.clear();
+        self.s.dict = dict;
         meta.data_page_offset = self.pos;
         // Data pages, cut by rows.
-        let bw = dict_len.map_or(0, |n| bit_width(n.saturating_sub(1) as u64));
         let (mut r0, mut v0) = (0usize, 0usize);
-        while r0 < nrows {
-            let (mut r1, mut v1, mut est) = (r0, v0, 0usize);
-            while r1 < nrows && est < PAGE_BYTES && r1 - r0 < PAGE_ROWS {
-                if def.is_none_or(|d| d[r1] != 0) {
-                    est += match dict_len {
-                        Some(_) => 4,
-                        None => value_size(&v.col, v1),
-                    };
-                    v1 += 1;
-                }
-                r1 += 1;
+        let mut first = true;
+        while r.is_ok() && r0 < nrows {
+            if !first {
+                (r1, v1) = self.page_body(v, def, dict_len.is_some(), encoding, bw, nrows, r0, v0, &mut body);
             }
-            let mut body = std::mem::take(&mut self.s.packed);
-            body.clear();
-            if let Some(d) = def {
-                self.s.levels.clear();
-                self.s.levels.extend(d[r0..r1].iter().map(|&l| l as u32));
-                let at = body.len();
-                body.extend_from_slice(&[0; 4]);
-                rle_hybrid(&mut body, &self.s.levels, 1);
-                let len = (body.len() - at - 4) as u32;
-                body[at..at + 4].copy_from_slice(&len.to_le_bytes());
-            }
-            match encoding {
-                E_RLE_DICTIONARY => {
-                    body.push(bw as u8);
-                    rle_hybrid(&mut body, &self.s.idx[v0..v1], bw);
-                }
-                E_DELTA_BINARY_PACKED => {
-                    let PqCol::I64(x) = &v.col else { unreachable!("delta only on INT64") };
-                    delta_binary_packed(&mut body, &x[v0..v1]);
-                }
-                _ => plain(&mut body, &v.col, v0..v1),
-            }
-            let r = self.page(PAGE_DATA, &body, r1 - r0, encoding, &mut meta);
-            self.s.packed = body;
-            r?;
+            r = self.page(PAGE_DATA, &body, r1 - r0, encoding, &mut meta, zstd, first && first_done);
+            first = false;
             (r0, v0) = (r1, v1);
         }
+        self.s.packed = body;
+        r?;
         let mut encs = vec![encoding];
         if dict_len.is_some() {
             encs.push(E_PLAIN);
@@ -288,6 +295,91 @@ impl<'f, W: Write> FileWriter<'f, W> {
         encs.sort_unstable();
         meta.encodings = encs;
         Ok(meta)
+    }
+
+    /// The body of the data page that starts at row `r0` (value `v0`) into
+    /// `body`: as many rows as fit [`PAGE_BYTES`] and [`PAGE_ROWS`]; returns
+    /// the row and value it ends before.
+    #[allow(clippy::too_many_arguments)]
+    fn page_body(
+        &mut self,
+        v: &PqValues,
+        def: Option<&[i16]>,
+        dict: bool,
+        encoding: i32,
+        bw: u32,
+        nrows: usize,
+        r0: usize,
+        v0: usize,
+        body: &mut Vec<u8>,
+    ) -> (usize, usize) {
+        let (mut r1, mut v1, mut est) = (r0, v0, 0usize);
+        while r1 < nrows && est < PAGE_BYTES && r1 - r0 < PAGE_ROWS {
+            if def.is_none_or(|d| d[r1] != 0) {
+                est += if dict { 4 } else { value_size(&v.col, v1) };
+                v1 += 1;
+            }
+            r1 += 1;
+        }
+        body.clear();
+        if let Some(d) = def {
+            self.s.levels.clear();
+            self.s.levels.extend(d[r0..r1].iter().map(|&l| l as u32));
+            let at = body.len();
+            body.extend_from_slice(&[0; 4]);
+            rle_hybrid(body, &self.s.levels, 1);
+            let len = (body.len() - at - 4) as u32;
+            body[at..at + 4].copy_from_slice(&len.to_le_bytes());
+        }
+        match encoding {
+            E_RLE_DICTIONARY => {
+                body.push(bw as u8);
+                rle_hybrid(body, &self.s.idx[v0..v1], bw);
+            }
+            E_DELTA_BINARY_PACKED => {
+                let PqCol::I64(x) = &v.col else { unreachable!("delta only on INT64") };
+                delta_binary_packed(body, &x[v0..v1]);
+            }
+            _ => plain(body, &v.col, v0..v1),
+        }
+        (r1, v1)
+    }
+
+    /// Whether the chunk is compressed: zstd run on (at most
+    /// [`SAMPLE_BYTES`] of) its dictionary page and first data page saves
+    /// at least [`MIN_SAVING`] of their bytes. The second answer: the whole
+    /// first data page of a chunk without a dictionary was the sample, and
+    /// its compressed bytes are in `self.s.page` (not compressed twice).
+    fn choose_codec(&mut self, dict: Option<&[u8]>, first: &[u8]) -> (bool, bool) {
+        if self.fmt.zstd.is_none() {
+            return (false, false);
+        }
+        let Some((_, z)) = self.s.zstd.as_mut() else {
+            return (false, false);
+        };
+        let total = dict.map_or(0, <[u8]>::len) + first.len();
+        if total < MIN_COMPRESS_BYTES {
+            return (false, false);
+        }
+        let out = &mut self.s.page;
+        let mut sample = |b: &[u8], out: &mut Vec<u8>| -> Option<f64> {
+            let part = &b[..b.len().min(SAMPLE_BYTES)];
+            out.clear();
+            out.reserve(zstd::zstd_safe::compress_bound(part.len()));
+            let n = z.compress_to_buffer(part, out).ok()?;
+            Some(n as f64 / part.len().max(1) as f64)
+        };
+        // What the chunk's bytes would shrink to, by each page's sample.
+        let mut after = 0.0;
+        if let Some(d) = dict.filter(|d| !d.is_empty()) {
+            let Some(ratio) = sample(d, out) else { return (false, false) };
+            after += ratio * d.len() as f64;
+        }
+        let Some(ratio) = sample(first, out) else { return (false, false) };
+        after += ratio * first.len() as f64;
+        let zstd = after <= (1.0 - MIN_SAVING) * total as f64;
+        // (A dictionary page is compressed into the same buffer first.)
+        (zstd, zstd && dict.is_none() && first.len() <= SAMPLE_BYTES)
     }
 
     /// Fills `self.s.idx` with each present value's dictionary index and
@@ -339,32 +431,49 @@ impl<'f, W: Write> FileWriter<'f, W> {
         }
     }
 
-    /// Writes one page (`body` uncompressed) with its header.
-    fn page(&mut self, ty: i32, body: &[u8], values: usize, encoding: i32, meta: &mut ChunkMeta) -> Result<()> {
+    /// Writes one page (`body` uncompressed) with its header, compressed
+    /// when `zstd` (`done`: its compressed bytes are already in
+    /// `self.s.page`).
+    #[allow(clippy::too_many_arguments)]
+    fn page(&mut self, ty: i32, body: &[u8], values: usize, encoding: i32, meta: &mut ChunkMeta, zstd: bool, done: bool) -> Result<()> {
         let mut packed = std::mem::take(&mut self.s.page);
-        let data: &[u8] = match self.zstd.as_mut() {
-            Some(z) => {
-                packed.clear();
-                packed.reserve(zstd::zstd_safe::compress_bound(body.len()));
-                z.compress_to_buffer(body, &mut packed).map_err(|e| WriteError::Encode(format!("zstd: {e}")))?;
+        let data: &[u8] = match self.s.zstd.as_mut() {
+            Some((_, z)) if zstd => {
+                if !done {
+                    packed.clear();
+                    packed.reserve(zstd::zstd_safe::compress_bound(body.len()));
+                    if let Err(e) = z.compress_to_buffer(body, &mut packed) {
+                        self.s.page = packed;
+                        return Err(WriteError::Encode(format!("zstd: {e}")));
+                    }
+                }
                 &packed
             }
-            None => body,
+            _ => body,
         };
         let mut h = std::mem::take(&mut self.s.header);
         h.clear();
         let mut t = thrift::Writer::new(&mut h);
         t.i32(1, ty);
-        t.i32(2, to_i32(body.len())?);
-        t.i32(3, to_i32(data.len())?);
+        let sizes = to_i32(body.len()).and_then(|b| Ok((b, to_i32(data.len())?, to_i32(values)?)));
+        let (body_len, data_len, values) = match sizes {
+            Ok(x) => x,
+            Err(e) => {
+                self.s.header = h;
+                self.s.page = packed;
+                return Err(e);
+            }
+        };
+        t.i32(2, body_len);
+        t.i32(3, data_len);
         if ty == PAGE_DICTIONARY {
             t.begin(7);
-            t.i32(1, to_i32(values)?);
+            t.i32(1, values);
             t.i32(2, E_PLAIN);
             t.end();
         } else {
             t.begin(5);
-            t.i32(1, to_i32(values)?);
+            t.i32(1, values);
             t.i32(2, encoding);
             t.i32(3, E_RLE);
             t.i32(4, E_RLE);
@@ -382,7 +491,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
     }
 
     /// The footer, and the file's end.
-    fn finish(mut self, kv: &[(String, String)]) -> Result<W> {
+    fn finish(&mut self, kv: &[(String, String)]) -> Result<()> {
         let mut f = Vec::with_capacity(1024);
         let mut t = thrift::Writer::new(&mut f);
         let fmt = self.fmt;
@@ -402,7 +511,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
             t.open();
             t.list(1, Ty::Struct, g.chunks.len());
             for c in &g.chunks {
-                column_chunk(&mut t, c, fmt.zstd.is_some());
+                column_chunk(&mut t, c);
             }
             t.i64(2, g.chunks.iter().map(|c| c.uncompressed).sum());
             t.i64(3, g.rows);
@@ -444,8 +553,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
         let len = to_i32(f.len())? as u32;
         self.put(&f)?;
         self.put(&len.to_le_bytes())?;
-        self.put(b"PAR1")?;
-        Ok(self.out)
+        self.put(b"PAR1")
     }
 }
 
@@ -498,7 +606,7 @@ fn schema_element(t: &mut thrift::Writer<'_>, c: &ColSpec) {
     t.end();
 }
 
-fn column_chunk(t: &mut thrift::Writer<'_>, c: &ChunkMeta, zstd: bool) {
+fn column_chunk(t: &mut thrift::Writer<'_>, c: &ChunkMeta) {
     t.open();
     t.i64(2, c.start);
     t.begin(3);
@@ -509,7 +617,7 @@ fn column_chunk(t: &mut thrift::Writer<'_>, c: &ChunkMeta, zstd: bool) {
     }
     t.list(3, Ty::Binary, 1);
     t.elem_binary(c.name.as_bytes());
-    t.i32(4, if zstd { CODEC_ZSTD } else { CODEC_UNCOMPRESSED });
+    t.i32(4, c.codec);
     t.i64(5, c.num_values);
     t.i64(6, c.uncompressed);
     t.i64(7, c.compressed);
@@ -669,7 +777,7 @@ fn dict_stats(col: &PqCol, idx: &[u32], spec: &ColSpec, nulls: i64) -> Option<St
 mod tests {
     use std::fs::File;
 
-    use parquet::basic::Encoding;
+    use parquet::basic::{Compression, Encoding};
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::file::statistics::Statistics;
 
@@ -746,13 +854,24 @@ mod tests {
             match spec.name {
                 "ts" => assert!(encs.contains(&Encoding::DELTA_BINARY_PACKED), "{encs:?}"),
                 "status" | "server" => assert!(encs.contains(&Encoding::RLE_DICTIONARY), "{encs:?}"),
-                "uid" => assert!(!encs.contains(&Encoding::RLE_DICTIONARY), "{encs:?}"),
+                // A transaction's uid repeats per connection: a dictionary
+                // (these 2000 distinct ones fit its 1 MiB).
+                "uid" => assert!(encs.contains(&Encoding::RLE_DICTIONARY), "{encs:?}"),
+                _ => {}
+            }
+            // Each chunk's codec by what zstd saves on it: nothing on the one
+            // value of `server` and `transport` (an RLE run), much on the
+            // uids' numbered text.
+            match spec.name {
+                "server" | "transport" => assert_eq!(c.compression(), Compression::UNCOMPRESSED, "{}", spec.name),
+                "uid" => assert!(matches!(c.compression(), Compression::ZSTD(_)), "{}", spec.name),
                 _ => {}
             }
             let own = schema::tx_columns(kind).iter().any(|o| o.name == spec.name);
             if own && spec.col_type() == ColType::Str && spec.is_dictionary() {
                 // 1334 distinct texts of 1 kB: past the dictionary limit.
                 assert!(!encs.contains(&Encoding::RLE_DICTIONARY), "{}: {encs:?}", spec.name);
+                assert!(matches!(c.compression(), Compression::ZSTD(_)), "{}", spec.name);
             }
         }
         let stat = |name: &str| {

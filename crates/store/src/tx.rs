@@ -10,7 +10,7 @@ use wirelog_record::{IpAddr16, Proc};
 use crate::batch::Kind;
 use crate::dict::{DictNum, DictText};
 use crate::encode::RowSource;
-use crate::encode::{opt_i32, opt_i64, owner_values, req_bool, req_i32, req_i64, strings, PqCol, PqValues};
+use crate::encode::{opt_i32, opt_i64, owner_values, req_bool, req_i64, strings, PqCol, PqValues};
 use crate::error::StoreError;
 use crate::schema::{self, ColType, OWNER_COLS, TX_COMMON};
 use crate::time::NS_PER_US;
@@ -239,10 +239,10 @@ impl Extra {
 pub(crate) struct TxBuf {
     kind: Kind,
     ts: Vec<i64>,
-    uid: Text,
     // The dictionary columns of `schema::TX_HEAD` (checked by a test).
+    uid: DictText,
     client: DictNum<[u8; 16]>,
-    client_port: Vec<u16>,
+    client_port: DictNum<u16>,
     server: DictNum<[u8; 16]>,
     server_port: DictNum<u16>,
     transport: DictNum<u8>,
@@ -257,6 +257,8 @@ pub(crate) struct TxBuf {
     resp_proc: Vec<Proc>,
     /// About how many bytes the buffer holds (for `flush_bytes`).
     pub(crate) bytes: usize,
+    /// Scratch for a list value being joined (`crate::tx_record::fill`).
+    pub(crate) list: String,
 }
 
 /// Fixed bytes of a buffered row, without the extra columns' text (an
@@ -269,9 +271,9 @@ impl TxBuf {
         TxBuf {
             kind,
             ts: Vec::new(),
-            uid: Text::default(),
+            uid: DictText::new(false),
             client: DictNum::new(),
-            client_port: Vec::new(),
+            client_port: DictNum::new(),
             server: DictNum::new(),
             server_port: DictNum::new(),
             transport: DictNum::new(),
@@ -285,6 +287,7 @@ impl TxBuf {
             orig_proc: Vec::new(),
             resp_proc: Vec::new(),
             bytes: 0,
+            list: String::new(),
         }
     }
 
@@ -303,7 +306,7 @@ impl TxBuf {
         self.ts.push(r.ts_ns);
         self.uid.push(Some(r.uid));
         self.client.push(Some(r.client.0));
-        self.client_port.push(r.client_port);
+        self.client_port.push(Some(r.client_port));
         self.server.push(Some(r.server.0));
         self.server_port.push(Some(r.server_port));
         self.transport.push(Some(r.transport));
@@ -320,6 +323,7 @@ impl TxBuf {
 
     /// Buffers the value of extra column `col` of the row being pushed; the
     /// cell must fit the column (rows are checked, records map by the schema).
+    #[inline(always)]
     pub(crate) fn push_extra(&mut self, col: usize, cell: CellRef<'_>) {
         match (&mut self.extra[col], cell) {
             (Extra::U64(v), CellRef::U64(x)) => v.push(x),
@@ -413,9 +417,9 @@ impl RowSource for TxBuf {
         }
         match schema::columns(self.kind)[col].name {
             "ts" => req_i64(rows, |r| us(self.ts[r])),
-            "uid" => strings(rows, false, |r| self.uid.get(r)),
+            "uid" => self.uid.values(rows),
             "client" => self.client.values(rows, false, |ip| ip, PqCol::Flba),
-            "client_port" => req_i32(rows, |r| self.client_port[r] as i32),
+            "client_port" => self.client_port.values(rows, false, i32::from, PqCol::I32),
             "server" => self.server.values(rows, false, |ip| ip, PqCol::Flba),
             "server_port" => self.server_port.values(rows, false, i32::from, PqCol::I32),
             "transport" => self.transport.values(rows, false, i32::from, PqCol::I32),
@@ -444,8 +448,19 @@ mod tests {
         let head: Vec<(&str, bool)> =
             schema::columns(Kind::Http)[..TX_COMMON].iter().map(|c| (c.name, c.is_dictionary())).collect();
         // The leading columns' builders are `TxBuf`'s named fields.
-        let dict_fields = ["client", "server", "server_port", "transport", "status", "request_bytes", "response_bytes", "sample_weight"];
-        let plain_fields = ["ts", "uid", "client_port", "latency", "first_byte_latency"];
+        let dict_fields = [
+            "uid",
+            "client",
+            "client_port",
+            "server",
+            "server_port",
+            "transport",
+            "status",
+            "request_bytes",
+            "response_bytes",
+            "sample_weight",
+        ];
+        let plain_fields = ["ts", "latency", "first_byte_latency"];
         assert_eq!(head.len(), dict_fields.len() + plain_fields.len());
         for (name, dict) in head {
             assert_eq!((dict_fields.contains(&name), plain_fields.contains(&name)), (dict, !dict), "{name}");

@@ -1,10 +1,14 @@
 //! Transaction records (from the parsers) to store rows: each protocol's
 //! declared columns ([`wirelog_record::columns`]) read from the record, in
 //! [`tx_columns`](crate::schema::tx_columns) order.
+//!
+//! The declarations are read at compile time: [`fill`] is instantiated once
+//! per protocol and column, each column's `get` a constant function the
+//! compiler inlines, so a record's values go straight into the typed
+//! builders (no call through a function pointer, no `Val` matched at run
+//! time, one match on the protocol per record).
 
-use std::sync::OnceLock;
-
-use wirelog_record::columns::{self, Column, LogText, Val};
+use wirelog_record::columns::{self, Column, Columns, LogText, Val, EVERY_TX};
 use wirelog_record::{Proto, Protocol, TxRecord};
 
 use crate::batch::Kind;
@@ -16,48 +20,168 @@ pub fn tx_kind(p: Protocol) -> Kind {
     Kind::tx(p)
 }
 
-/// Each protocol's stored columns, in the store's order (from its
-/// declaration, once).
-fn stored(p: Protocol) -> &'static [&'static Column] {
-    static STORED: OnceLock<Vec<Vec<&'static Column>>> = OnceLock::new();
-    &STORED.get_or_init(|| Protocol::ALL.iter().map(|&p| columns::of(p).stored()).collect())[p.index()]
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
-/// The kind's own columns of a record, in schema order, handed to `f` one at
-/// a time (borrowed, so the store copies text once, into its buffer): each
-/// declared column's value as the store keeps it (a list joined by `,`, a
-/// time in whole seconds as their number, an unset flag as false).
-fn extra_cells(r: &TxRecord, f: &mut impl FnMut(CellRef<'_>)) {
-    let text = columns::of(r.protocol).log_text;
-    let mut list = String::new();
-    for (c, spec) in stored(r.protocol).iter().zip(schema::tx_columns(tx_kind(r.protocol))) {
-        match (c.get)(r) {
-            Val::Unset => f(match spec.col_type() {
-                ColType::Str => CellRef::Str(None),
-                ColType::Bool => CellRef::Bool(false),
-                ColType::DurUs => CellRef::Dur(None),
-                _ => CellRef::U64(None),
-            }),
-            Val::Text(s) => f(CellRef::Str(s.filter(|s| !(c.unset_when_empty && s.is_empty())))),
-            Val::Count(n) => f(CellRef::U64(n)),
-            Val::Bool(b) => f(CellRef::Bool(b.unwrap_or(false))),
-            Val::Interval(d) => f(CellRef::Dur(d)),
-            Val::TimeSecs(t) => f(CellRef::U64(t.and_then(|t| u64::try_from(t).ok()))),
-            Val::List(None) => f(CellRef::Str(None)),
-            Val::List(Some(l)) => {
-                list.clear();
-                for i in 0..l.len {
-                    if i > 0 {
-                        list.push(',');
-                    }
-                    (l.item)(l.record, i, &mut list);
+/// Stored column `i` of a declaration, in [`Columns::stored`]'s order (the
+/// protocol's own in the store's order, then [`EVERY_TX`]); `None` past the
+/// last. Evaluated at compile time.
+const fn stored_at(c: &'static Columns, i: usize) -> Option<&'static Column> {
+    let mut own = 0;
+    if c.store_order.is_empty() {
+        let mut j = 0;
+        while j < c.columns.len() {
+            if c.columns[j].store.is_some() {
+                if own == i {
+                    return Some(&c.columns[j]);
                 }
-                // An empty list is unset, except where the log tells it
-                // apart (Zeek's `(empty)`).
-                let empty_unset = l.len == 0 && text == LogText::Utf8;
-                f(CellRef::Str((!empty_unset).then_some(list.as_str())))
+                own += 1;
             }
+            j += 1;
         }
+    } else {
+        if i < c.store_order.len() {
+            let mut j = 0;
+            while j < c.columns.len() {
+                if c.columns[j].store.is_some() && str_eq(c.columns[j].name, c.store_order[i]) {
+                    return Some(&c.columns[j]);
+                }
+                j += 1;
+            }
+            panic!("store_order names a column that is not stored");
+        }
+        own = c.store_order.len();
+    }
+    if i - own < EVERY_TX.len() {
+        Some(&EVERY_TX[i - own])
+    } else {
+        None
+    }
+}
+
+/// The declaration of protocol `P` ([`Protocol::ALL`]'s index).
+const fn decl(p: usize) -> &'static Columns {
+    columns::of(Protocol::ALL[p])
+}
+
+/// Where a record's own columns go, one value at a time, `col` in
+/// [`tx_columns`](crate::schema::tx_columns) order: the write buffer's
+/// builders, or a [`TxRow`]'s cells.
+pub(crate) trait Cells {
+    fn cell(&mut self, col: usize, c: CellRef<'_>);
+}
+
+/// Own column `I` of a record of protocol `P` ([`Protocol::ALL`]'s index),
+/// as the store keeps it (a list joined by `,`, a time in whole seconds as
+/// their number, an unset flag as false); nothing past the last column.
+#[inline(always)]
+fn own<const P: usize, const I: usize, S: Cells>(r: &TxRecord, s: &mut S, list: &mut String) {
+    let Some((get, ty, unset_when_empty)) = (const {
+        match stored_at(decl(P), I) {
+            Some(c) => Some((c.get, schema::held_type(c.ty), c.unset_when_empty)),
+            None => None,
+        }
+    }) else {
+        return;
+    };
+    let empty_list_unset = const { matches!(decl(P).log_text, LogText::Utf8) };
+    let cell = match get(r) {
+        Val::Unset => match ty {
+            ColType::Str => CellRef::Str(None),
+            ColType::Bool => CellRef::Bool(false),
+            ColType::DurUs => CellRef::Dur(None),
+            _ => CellRef::U64(None),
+        },
+        Val::Text(t) => CellRef::Str(t.filter(|t| !(unset_when_empty && t.is_empty()))),
+        Val::Count(n) => CellRef::U64(n),
+        Val::Bool(b) => CellRef::Bool(b.unwrap_or(false)),
+        Val::Interval(d) => CellRef::Dur(d),
+        Val::TimeSecs(t) => CellRef::U64(t.and_then(|t| u64::try_from(t).ok())),
+        Val::List(None) => CellRef::Str(None),
+        Val::List(Some(l)) => {
+            list.clear();
+            for i in 0..l.len {
+                if i > 0 {
+                    list.push(',');
+                }
+                (l.item)(l.record, i, list);
+            }
+            // An empty list is unset, except where the log tells it apart
+            // (Zeek's `(empty)`).
+            CellRef::Str((!(l.len == 0 && empty_list_unset)).then_some(list.as_str()))
+        }
+    };
+    s.cell(I, cell);
+}
+
+/// The most stored columns (own and every kind's) a protocol may declare
+/// (checked at compile time for each).
+const MAX_COLS: usize = 48;
+
+/// Every own column of a record of protocol `P`, each read by its inlined
+/// `get`.
+fn fill_protocol<const P: usize, S: Cells>(r: &TxRecord, s: &mut S, list: &mut String) {
+    const {
+        assert!(Protocol::ALL[P] as usize == P, "Protocol::ALL is in declaration order");
+        assert!(stored_at(decl(P), MAX_COLS).is_none(), "a protocol stores more than MAX_COLS columns");
+    };
+    macro_rules! cols {
+        ($($i:literal)*) => { $(own::<P, $i, S>(r, s, list);)* };
+    }
+    cols!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23
+          24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47);
+}
+
+/// The kind's own columns of a record, in schema order, handed to `s` one at
+/// a time (borrowed, so the store copies text once, into its buffer); `list`
+/// is scratch for list values. One match on the protocol, then its own
+/// instantiation.
+pub(crate) fn fill<S: Cells>(r: &TxRecord, s: &mut S, list: &mut String) {
+    const { assert!(Protocol::ALL.len() == 13, "one arm per protocol below") };
+    match r.protocol as usize {
+        0 => fill_protocol::<0, S>(r, s, list),
+        1 => fill_protocol::<1, S>(r, s, list),
+        2 => fill_protocol::<2, S>(r, s, list),
+        3 => fill_protocol::<3, S>(r, s, list),
+        4 => fill_protocol::<4, S>(r, s, list),
+        5 => fill_protocol::<5, S>(r, s, list),
+        6 => fill_protocol::<6, S>(r, s, list),
+        7 => fill_protocol::<7, S>(r, s, list),
+        8 => fill_protocol::<8, S>(r, s, list),
+        9 => fill_protocol::<9, S>(r, s, list),
+        10 => fill_protocol::<10, S>(r, s, list),
+        11 => fill_protocol::<11, S>(r, s, list),
+        12 => fill_protocol::<12, S>(r, s, list),
+        _ => unreachable!("Protocol::ALL has 13 entries"),
+    }
+}
+
+/// A row's own cells.
+struct RowCells(Vec<Cell>);
+
+impl Cells for RowCells {
+    fn cell(&mut self, col: usize, c: CellRef<'_>) {
+        debug_assert_eq!(col, self.0.len());
+        self.0.push(Cell::from(c));
+    }
+}
+
+impl Cells for TxBuf {
+    #[inline(always)]
+    fn cell(&mut self, col: usize, c: CellRef<'_>) {
+        self.push_extra(col, c);
     }
 }
 
@@ -87,8 +211,9 @@ impl TxRow {
     /// The row of a transaction record.
     pub fn from_record(r: &TxRecord) -> TxRow {
         let c = common(r);
-        let mut extra = Vec::new();
-        extra_cells(r, &mut |cell| extra.push(Cell::from(cell)));
+        let mut cells = RowCells(Vec::new());
+        fill(r, &mut cells, &mut String::new());
+        let extra = cells.0;
         TxRow {
             ts_ns: c.ts_ns,
             uid: r.uid.as_str().to_string(),
@@ -115,12 +240,9 @@ impl TxBuf {
     /// [`TxRow::from_record`] of it, without building the row.
     pub(crate) fn push_record(&mut self, r: &TxRecord) {
         self.push_common(common(r));
-        let mut col = 0;
-        extra_cells(r, &mut |cell| {
-            self.push_extra(col, cell);
-            col += 1;
-        });
-        debug_assert_eq!(col, schema::tx_columns(tx_kind(r.protocol)).len());
+        let mut list = std::mem::take(&mut self.list);
+        fill(r, self, &mut list);
+        self.list = list;
     }
 }
 
@@ -161,6 +283,122 @@ mod tests {
                 detail,
             },
         }
+    }
+
+    /// The reference the compiled fill must agree with: each stored
+    /// column's `get` called through its pointer at run time, its `Val`
+    /// turned into a cell (the store's mapping before the fill was
+    /// instantiated per protocol).
+    fn cells_by_get(r: &TxRecord) -> Vec<Cell> {
+        let decl = columns::of(r.protocol);
+        decl.stored()
+            .iter()
+            .zip(schema::tx_columns(tx_kind(r.protocol)))
+            .map(|(c, spec)| match (c.get)(r) {
+                Val::Unset => match spec.col_type() {
+                    ColType::Str => Cell::Str(None),
+                    ColType::Bool => Cell::Bool(false),
+                    ColType::DurUs => Cell::Dur(None),
+                    _ => Cell::U64(None),
+                },
+                Val::Text(s) => Cell::Str(s.filter(|s| !(c.unset_when_empty && s.is_empty())).map(str::to_string)),
+                Val::Count(n) => Cell::U64(n),
+                Val::Bool(b) => Cell::Bool(b.unwrap_or(false)),
+                Val::Interval(d) => Cell::Dur(d),
+                Val::TimeSecs(t) => Cell::U64(t.and_then(|t| u64::try_from(t).ok())),
+                Val::List(None) => Cell::Str(None),
+                Val::List(Some(l)) => {
+                    let mut s = String::new();
+                    for i in 0..l.len {
+                        if i > 0 {
+                            s.push(',');
+                        }
+                        (l.item)(l.record, i, &mut s);
+                    }
+                    Cell::Str((!(l.len == 0 && decl.log_text == LogText::Utf8)).then_some(s))
+                }
+            })
+            .collect()
+    }
+
+    /// The compile-time reading of the declarations lists each protocol's
+    /// stored columns as `Columns::stored` does, in the same order.
+    #[test]
+    fn compiled_columns_are_the_declared_ones() {
+        fn names<const P: usize>() -> Vec<&'static str> {
+            (0..=MAX_COLS).map_while(|i| stored_at(decl(P), i).map(|c| c.name)).collect()
+        }
+        let compiled = [
+            names::<0>(), names::<1>(), names::<2>(), names::<3>(), names::<4>(), names::<5>(), names::<6>(),
+            names::<7>(), names::<8>(), names::<9>(), names::<10>(), names::<11>(), names::<12>(),
+        ];
+        for (p, got) in Protocol::ALL.into_iter().zip(compiled) {
+            let want: Vec<&str> = columns::of(p).stored().iter().map(|c| c.name).collect();
+            assert_eq!(got, want, "{p:?}");
+            let spec: Vec<&str> = schema::tx_columns(tx_kind(p)).iter().map(|c| c.name).collect();
+            assert_eq!(got, spec, "{p:?}");
+        }
+    }
+
+    /// A record of every protocol, empty and (for five of them) filled in:
+    /// the compiled fill gives the cells the declared `get`s give, and the
+    /// buffer takes them.
+    #[test]
+    fn compiled_fill_agrees_with_the_declared_getters() {
+        let mut records: Vec<TxRecord> = Protocol::ALL
+            .into_iter()
+            .map(|p| {
+                let d = match p {
+                    Protocol::Http => Detail::Http(Default::default()),
+                    Protocol::Mysql => Detail::Mysql(Default::default()),
+                    Protocol::Pgsql => Detail::Pgsql(Default::default()),
+                    Protocol::Redis => Detail::Redis(Default::default()),
+                    Protocol::Dns => Detail::Dns(Default::default()),
+                    Protocol::Tls => Detail::Tls(Default::default()),
+                    Protocol::Memcached => Detail::Memcached(Default::default()),
+                    Protocol::Mongodb => Detail::Mongodb(Default::default()),
+                    Protocol::Mqtt => Detail::Mqtt(Default::default()),
+                    Protocol::Amqp => Detail::Amqp(Default::default()),
+                    Protocol::Kafka => Detail::Kafka(Default::default()),
+                    Protocol::Cassandra => Detail::Cassandra(Default::default()),
+                    Protocol::Grpc => Detail::Grpc(Default::default()),
+                };
+                rec(p, d)
+            })
+            .collect();
+        records.extend(filled());
+        for r in &records {
+            let row = TxRow::from_record(r);
+            assert_eq!(row.extra, cells_by_get(r), "{:?}", r.protocol);
+            crate::tx::check(tx_kind(r.protocol), &row).unwrap();
+        }
+    }
+
+    fn filled() -> Vec<TxRecord> {
+        let dns = DnsTx {
+            qname: "a.example".into(),
+            answers: vec![
+                DnsAnswer { name: "a.example".into(), rtype: 1, class: 1, ttl: 60, data: "1.2.3.4".into() },
+                DnsAnswer { name: "a.example".into(), rtype: 1, class: 1, ttl: 30, data: "5.6.7.8".into() },
+            ],
+            ..Default::default()
+        };
+        let mysql = MysqlTx {
+            command: "query",
+            query: Some("select 1".into()),
+            fingerprint: Some("select ?".into()),
+            database: Some("".into()),
+            num_rows: Some(1),
+            error_code: Some(1064),
+            ..Default::default()
+        };
+        vec![
+            rec(Protocol::Http, Detail::Http(HttpTx { method: "GET".into(), status_code: 200, ..Default::default() })),
+            rec(Protocol::Mysql, Detail::Mysql(mysql)),
+            rec(Protocol::Pgsql, Detail::Pgsql(PgsqlTx { kind: "query", ..Default::default() })),
+            rec(Protocol::Redis, Detail::Redis(RedisTx { command: "GET".into(), ..Default::default() })),
+            rec(Protocol::Dns, Detail::Dns(dns)),
+        ]
     }
 
     #[test]

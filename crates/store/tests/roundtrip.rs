@@ -293,12 +293,18 @@ fn layout_names_and_parquet_types() {
                 spec.name
             );
         }
-        // zstd, statistics on the time column.
+        // Each chunk zstd or, where zstd saves less than a tenth (the
+        // writer's sample, `pqfile::tests` checks both cases), none;
+        // statistics on the time column.
         let rg = r.metadata().row_group(0);
-        assert!(matches!(
-            rg.column(0).compression(),
-            parquet::basic::Compression::ZSTD(_)
-        ));
+        for c in rg.columns() {
+            assert!(
+                matches!(c.compression(), parquet::basic::Compression::ZSTD(_) | parquet::basic::Compression::UNCOMPRESSED),
+                "{}: {:?}",
+                c.column_path().string(),
+                c.compression()
+            );
+        }
         assert!(rg.column(0).statistics().is_some());
     }
     std::fs::remove_dir_all(&dir).unwrap();
