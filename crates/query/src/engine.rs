@@ -795,6 +795,25 @@ impl<const N: usize> Grouper for TopRows<N> {
         if self.pick.is_empty() {
             return Ok(());
         }
+        // More picked than can be shown (the first batch, before there is a
+        // bar): at least `top` of them are at or below the top-th value, so
+        // no row above it is shown; its key is never built.
+        if self.picked.len() > self.top {
+            let mut vals: Vec<u64> = self.picked.iter().map(|p| p.0).collect();
+            let (_, &mut kth, _) = vals.select_nth_unstable(self.top - 1);
+            self.bar = Some(self.bar.map_or(kth, |b| b.min(kth)));
+            let bar = kth;
+            let mut j = 0;
+            for i in 0..self.pick.len() {
+                if self.picked[i].0 <= bar {
+                    self.pick[j] = self.pick[i];
+                    self.picked[j] = self.picked[i];
+                    j += 1;
+                }
+            }
+            self.pick.truncate(j);
+            self.picked.truncate(j);
+        }
         self.keys.clear();
         self.keys.resize(self.pick.len(), [0; N]);
         self.layout.write(&mut self.keys, batch, &self.pick)?;
