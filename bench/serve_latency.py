@@ -12,10 +12,17 @@ question, and the time until the page is drawn in headless Chromium
 (tests/serve_ui.py's driver), per view; first, once, the Overview page before
 any question (the server's column cache empty).
 
-With --only TEXT (repeatable): only the questions whose name holds TEXT,
-and no page timing (to time a few questions back to back).
+With --only TEXT (repeatable): only the questions whose name holds TEXT
+(to time a few questions back to back); with --ui too, only the pages whose
+name (Overview, Connections, Transactions, Service map, Health, Overview
+over the whole store) is TEXT, else holds TEXT, and no cold first page.
 
-usage: bench/serve_latency.py WIRELOG_BIN STORE [--reps 20] [--duckdb] [--ui] [--only TEXT]...
+With --waterfall (and --ui): after each timed page, the API requests it
+made, in the order they started, with their start and end in ms from the
+navigation (the browser's resource timing of the last load): what the page
+waits on.
+
+usage: bench/serve_latency.py WIRELOG_BIN STORE [--reps 20] [--duckdb] [--ui] [--only TEXT]... [--waterfall]
 """
 import json
 import re
@@ -84,7 +91,14 @@ def ui_questions(addr):
     return out
 
 
-def page_ready(addr, views, loads=3):
+PAGES = [("Overview", "view=overview"), ("Connections", "view=conns"), ("Transactions", "view=tx"),
+         ("Service map", "view=map"), ("Health", "view=health"), ("Overview over the whole store", "range=all&view=overview")]
+
+WATERFALL = """JSON.stringify(performance.getEntriesByType('resource').filter((e) => e.name.includes('/api/'))
+  .map((e) => [e.name.replace(/^.*\\/api\\//, ''), e.startTime, e.responseEnd]))"""
+
+
+def page_ready(addr, views, loads=3, waterfall=False):
     """Seconds from navigation to a drawn page (body data-ready=1), per view, in Chromium
     (the median of `loads` loads)."""
     import os
@@ -102,6 +116,11 @@ def page_ready(addr, views, loads=3):
                 while not b.js("document.readyState === 'complete' && document.body && document.body.dataset.ready === '1'"):
                     time.sleep(0.01)
                 times.append(time.perf_counter() - t)
+                if waterfall:
+                    reqs = json.loads(b.js(WATERFALL))
+                    print(f"`#{v}`, load {len(times)}: {time.perf_counter() - t:.3f} s, {len(reqs)} API requests")
+                    for name, start, end in sorted(reqs, key=lambda r: r[1]):
+                        print(f"    {start:7.1f} {end:7.1f} {end - start:6.1f} ms  {name[:110]}")
             err = b.js("document.getElementById('error').textContent")
             out.append((v, sorted(times)[len(times) // 2], err))
     finally:
@@ -120,10 +139,12 @@ def main():
         ui = "--ui" in sys.argv
         questions = ui_questions(addr) if ui else [(n, "query?" + q) for n, q, _ in FLOWS] + OTHER
         only = [sys.argv[i + 1] for i, a in enumerate(sys.argv) if a == "--only"]
+        pages = PAGES
         if only:
             questions = [(n, q) for n, q in questions if any(o in n for o in only)]
-            ui = False
-        if ui:
+            # A name given whole is that page only ("Overview" is not the whole store's).
+            pages = [p for p in PAGES if p[0] in only] or [p for p in PAGES if any(o in p[0] for o in only)]
+        if ui and not only:
             # Before any question: the server's column cache is empty, as for
             # the first user after a start (the medians below are warm).
             (v, secs, err), = page_ready(addr, ["view=overview"], loads=1)
@@ -149,10 +170,10 @@ def main():
             except (ValueError, AttributeError):
                 pass
             print(f"| {name} (`/api/{path.split('?')[0]}`) | {pct(times, 50):.1f} | {pct(times, 95 if ui or only else 99):.1f} | {failed or scanned} |", flush=True)
-        if ui:
+        if ui and pages:
             print("| page (Chromium, median of 3) | seconds to drawn | error shown |")
             print("|---|---:|---|")
-            for v, secs, err in page_ready(addr, ["view=overview", "view=conns", "view=tx", "view=map", "view=health", "range=all&view=overview"]):
+            for v, secs, err in page_ready(addr, [v for _, v in pages], waterfall="--waterfall" in sys.argv):
                 print(f"| `#{v}` | {secs:.2f} | {err or ''} |", flush=True)
     finally:
         srv.kill()

@@ -83,6 +83,10 @@ trait Grouper: Send {
     fn finish(self: Box<Self>, spec: &QuerySpec) -> (Vec<Row>, Acc, usize);
     fn heap_bytes(&self) -> usize;
     fn groups(&self) -> usize;
+    /// Only [`TopRows`]: two matching rows agreed in every group-by field.
+    fn repeated(&mut self) -> bool {
+        false
+    }
 }
 
 /// Runs one query over any number of batches.
@@ -157,6 +161,61 @@ impl Engine {
             rows_matched: 0,
             estimated: false,
         })
+    }
+
+    /// An engine for a query whose groups are records (`--by` every field
+    /// that tells records apart, as the API's record pages ask), sorted by
+    /// a sum (bytes, packets, count, errors) and cut to `top`: it keeps the
+    /// best `top` rows as it goes (a bounded candidate list) instead of a
+    /// group for every row, and sums every row into the total. `None` when
+    /// the query is not of that shape (a time series, no `top`, a sort by a
+    /// field or a percentile, percentiles asked).
+    ///
+    /// Its answer is [`Engine::new`]'s when no two matching rows agree in
+    /// every `--by` field (each row then is a group of one, and `groups`
+    /// counts the rows). Whether they did is known only at the end: check
+    /// [`Engine::records_repeated`] before [`Engine::finish`], and when it
+    /// says so, ask [`Engine::new`] instead (which sums such rows into one
+    /// group).
+    pub fn records(spec: QuerySpec) -> Result<Option<Engine>, QueryError> {
+        let SortKey::Agg(agg) = spec.sort.0 else { return Ok(None) };
+        let top = match spec.top {
+            Some(k) if k > 0 => k,
+            _ => return Ok(None),
+        };
+        if agg.needs_hist()
+            || spec.every_ns.is_some()
+            || spec.by.is_empty()
+            || (spec.percentiles && hist_col(spec.kind).is_some())
+        {
+            return Ok(None);
+        }
+        let parts: Vec<Part> = spec.by.iter().map(|&f| Part::Field(f)).collect();
+        let layout = Layout::new(&parts).map_err(|words| key_too_wide(&spec, words))?;
+        let desc = spec.sort.1 == Order::Desc;
+        let (kind, w) = (spec.kind, layout.words);
+        let grouper: Box<dyn Grouper> = match w {
+            1 => Box::new(TopRows::<1>::new(kind, layout, agg, desc, top)),
+            2 => Box::new(TopRows::<2>::new(kind, layout, agg, desc, top)),
+            3 => Box::new(TopRows::<3>::new(kind, layout, agg, desc, top)),
+            4 => Box::new(TopRows::<4>::new(kind, layout, agg, desc, top)),
+            5 => Box::new(TopRows::<5>::new(kind, layout, agg, desc, top)),
+            6 => Box::new(TopRows::<6>::new(kind, layout, agg, desc, top)),
+            7 | 8 => Box::new(TopRows::<8>::new(kind, layout, agg, desc, top)),
+            9..=12 => Box::new(TopRows::<12>::new(kind, layout, agg, desc, top)),
+            _ => Box::new(TopRows::<MAX_WORDS>::new(kind, layout, agg, desc, top)),
+        };
+        let mut e = Engine::new(QuerySpec { by: Vec::new(), ..spec.clone() })?;
+        e.spec = spec;
+        e.grouper = grouper;
+        Ok(Some(e))
+    }
+
+    /// An engine made by [`Engine::records`]: whether two matching rows
+    /// agreed in every `--by` field, so that its answer would not be
+    /// [`Engine::new`]'s (always false for other engines).
+    pub fn records_repeated(&mut self) -> bool {
+        self.grouper.repeated()
     }
 
     pub fn spec(&self) -> &QuerySpec {
@@ -600,6 +659,219 @@ impl<const N: usize> Grouper for GroupBy<N> {
             }
         }
         (rows, total, n_groups)
+    }
+}
+
+/// The columns a row's sums come from, checked once per batch.
+struct Sums<'a> {
+    bytes_out: &'a [u64],
+    pkts_out: &'a [u64],
+    bytes_in: &'a [u64],
+    pkts_in: &'a [u64],
+    conns: Option<&'a [u64]>,
+    weights: Option<&'a [u64]>,
+}
+
+impl<'a> Sums<'a> {
+    fn of(kind: wirelog_store::Kind, batch: &'a Batch, bufs: &'a mut [Vec<u64>; 6]) -> Result<Sums<'a>, SchemaError> {
+        let v = value_cols(kind);
+        let [b0, b1, b2, b3, b4, b5] = bufs;
+        Ok(Sums {
+            bytes_out: as_u64(column(batch, v.bytes_out)?, b0, v.bytes_out)?,
+            pkts_out: as_u64(column(batch, v.pkts_out)?, b1, v.pkts_out)?,
+            bytes_in: as_u64(column(batch, v.bytes_in)?, b2, v.bytes_in)?,
+            pkts_in: as_u64(column(batch, v.pkts_in)?, b3, v.pkts_in)?,
+            conns: match v.conns {
+                Some(c) => Some(as_u64(column(batch, c)?, b4, c)?),
+                None => None,
+            },
+            weights: match weight_col(kind) {
+                Some(w) => Some(as_weights(batch.column(w), batch.rows(), b5, w)?),
+                None => None,
+            },
+        })
+    }
+
+    /// Row `r` as a group of one: what [`GroupBy::consume`] adds for it.
+    #[inline]
+    fn row(&self, r: usize) -> Acc {
+        let w = self.weights.map_or(1, |w| w[r]);
+        Acc {
+            bytes_out: self.bytes_out[r].wrapping_mul(w),
+            pkts_out: self.pkts_out[r].wrapping_mul(w),
+            bytes_in: self.bytes_in[r].wrapping_mul(w),
+            pkts_in: self.pkts_in[r].wrapping_mul(w),
+            conns: match self.conns {
+                Some(c) => c[r],
+                None => w,
+            },
+        }
+    }
+}
+
+/// The best `top` rows by a sum, for [`Engine::records`]: a row is
+/// compared with the worst value the list kept so far (`bar`) and only a
+/// row at or above it has its key built; the list is cut back to `top`
+/// when it doubles. Every row's key is hashed, so that the end can tell
+/// whether two rows would have been one group.
+struct TopRows<const N: usize> {
+    kind: wirelog_store::Kind,
+    layout: Layout,
+    agg: Agg,
+    desc: bool,
+    top: usize,
+    /// (sort value as an ascending u64, key, sums).
+    cand: Vec<(u64, [u64; N], Acc)>,
+    /// Rows whose value is above it cannot be shown (once `top` are held).
+    bar: Option<u64>,
+    total: Acc,
+    rows: usize,
+    hashes: Vec<u64>,
+    seed: u64,
+    bufs: [Vec<u64>; 6],
+    pick: Vec<u32>,
+    picked: Vec<(u64, Acc)>,
+    keys: Vec<[u64; N]>,
+}
+
+impl<const N: usize> TopRows<N> {
+    fn new(kind: wirelog_store::Kind, layout: Layout, agg: Agg, desc: bool, top: usize) -> Self {
+        TopRows {
+            kind,
+            layout,
+            agg,
+            desc,
+            top,
+            cand: Vec::new(),
+            bar: None,
+            total: Acc::default(),
+            rows: 0,
+            hashes: Vec::new(),
+            seed: crate::hash::random_seed(),
+            bufs: Default::default(),
+            pick: Vec::new(),
+            picked: Vec::new(),
+            keys: Vec::new(),
+        }
+    }
+
+    /// Keeps the best `top` candidates (in [`ranked`]'s order: the value,
+    /// then the group-by fields) and sets the bar to the worst of them.
+    fn cut(&mut self) {
+        let layout = &self.layout;
+        let cmp = |a: &(u64, [u64; N], Acc), b: &(u64, [u64; N], Acc)| {
+            a.0.cmp(&b.0).then_with(|| layout.cmp_fields(&a.1, &b.1))
+        };
+        if self.cand.len() > self.top {
+            self.cand.select_nth_unstable_by(self.top - 1, cmp);
+            self.cand.truncate(self.top);
+        }
+        if self.cand.len() == self.top {
+            self.bar = self.cand.iter().map(|c| c.0).max();
+        }
+    }
+}
+
+impl<const N: usize> Grouper for TopRows<N> {
+    fn consume(&mut self, batch: &Batch, sel: &[u32]) -> Result<(), SchemaError> {
+        let first = self.hashes.len();
+        self.hashes.resize(first + sel.len(), self.seed);
+        // Checked before anything is added, so a bad batch leaves the sums untouched.
+        self.layout.hash_rows(&mut self.hashes[first..], batch, sel)?;
+        let sums = Sums::of(self.kind, batch, &mut self.bufs)?;
+        self.pick.clear();
+        self.picked.clear();
+        for &r in sel {
+            let acc = sums.row(r as usize);
+            self.total.add(&acc);
+            let v = agg_value(&acc, self.agg);
+            let v = if self.desc { !v } else { v };
+            if self.bar.is_none_or(|b| v <= b) {
+                self.pick.push(r);
+                self.picked.push((v, acc));
+            }
+        }
+        self.rows += sel.len();
+        if self.pick.is_empty() {
+            return Ok(());
+        }
+        // More picked than can be shown (the first batch, before there is a
+        // bar): at least `top` of them are at or below the top-th value, so
+        // no row above it is shown; its key is never built.
+        if self.picked.len() > self.top {
+            let mut vals: Vec<u64> = self.picked.iter().map(|p| p.0).collect();
+            let (_, &mut kth, _) = vals.select_nth_unstable(self.top - 1);
+            self.bar = Some(self.bar.map_or(kth, |b| b.min(kth)));
+            let bar = kth;
+            let mut j = 0;
+            for i in 0..self.pick.len() {
+                if self.picked[i].0 <= bar {
+                    self.pick[j] = self.pick[i];
+                    self.picked[j] = self.picked[i];
+                    j += 1;
+                }
+            }
+            self.pick.truncate(j);
+            self.picked.truncate(j);
+        }
+        self.keys.clear();
+        self.keys.resize(self.pick.len(), [0; N]);
+        self.layout.write(&mut self.keys, batch, &self.pick)?;
+        let mut i = 0;
+        while i < self.keys.len() {
+            let (v, acc) = self.picked[i];
+            if self.bar.is_none_or(|b| v <= b) {
+                self.cand.push((v, self.keys[i], acc));
+                if self.cand.len() >= 2 * self.top.max(512) {
+                    self.cut();
+                }
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, _p: &Partial) -> Result<(), SchemaError> {
+        // `Engine::records` is for the store's rows; groups formed
+        // elsewhere are not records.
+        Err(SchemaError {
+            column: "",
+            problem: SchemaProblem::WrongKind,
+        })
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.hashes.capacity() * 8
+            + self.cand.capacity() * std::mem::size_of::<(u64, [u64; N], Acc)>()
+            + self.keys.capacity() * N * 8
+    }
+
+    fn groups(&self) -> usize {
+        self.rows
+    }
+
+    fn repeated(&mut self) -> bool {
+        self.hashes.sort_unstable();
+        self.hashes.windows(2).any(|w| w[0] == w[1])
+    }
+
+    fn finish(self: Box<Self>, _spec: &QuerySpec) -> (Vec<Row>, Acc, usize) {
+        let mut this = *self;
+        this.cut();
+        let layout = &this.layout;
+        this.cand.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| layout.cmp_fields(&a.1, &b.1)));
+        let rows = this
+            .cand
+            .iter()
+            .map(|(_, key, acc)| Row {
+                time: None,
+                key: layout.decode(key),
+                acc: *acc,
+                duration: None,
+                avg: None,
+            })
+            .collect();
+        (rows, this.total, this.rows)
     }
 }
 

@@ -8,13 +8,21 @@
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
-const K1: u64 = 0x9e37_79b9_7f4a_7c15;
+pub(crate) const K1: u64 = 0x9e37_79b9_7f4a_7c15;
 const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
 
 #[inline(always)]
 pub(crate) fn mix(a: u64, b: u64) -> u64 {
     let r = (a as u128) * (b as u128);
     (r as u64) ^ ((r >> 64) as u64)
+}
+
+/// Hash of a byte string (unseeded: callers mix it into a seeded hash).
+#[inline]
+pub(crate) fn hash_bytes(bytes: &[u8]) -> u64 {
+    let mut h = FastHasher { h: K2 };
+    h.write(bytes);
+    h.h
 }
 
 /// A per-engine random seed.

@@ -16,7 +16,7 @@ use wirelog_store::{Batch, Column};
 use crate::error::{SchemaError, SchemaProblem};
 use crate::field::{Field, Ty};
 use crate::filter::column;
-use crate::hash::{fast_map, FastMap};
+use crate::hash::{fast_map, hash_bytes, mix, FastMap, K1};
 
 /// The widest key: 16 words (1024 bits), e.g. eight addresses.
 pub(crate) const MAX_WORDS: usize = 16;
@@ -316,6 +316,64 @@ impl Layout {
                 }
                 (Enc::Bool, _, Column::Bool(s)) => {
                     put_all(keys, sel, s, val, present, |x| Some(x as u64))
+                }
+                _ => {
+                    return Err(SchemaError {
+                        column: name,
+                        problem: SchemaProblem::WrongType,
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Mixes the group-by values of row `sel[i]` of `batch` into
+    /// `hashes[i]`, without interning strings (their bytes are hashed):
+    /// rows with equal keys get equal hashes, so rows with different hashes
+    /// have different keys. What [`crate::engine`]'s record top-k uses to
+    /// know that every row is a group of its own.
+    pub(crate) fn hash_rows(&self, hashes: &mut [u64], batch: &Batch, sel: &[u32]) -> Result<(), SchemaError> {
+        for slot in &self.slots {
+            let Part::Field(f) = slot.part else { continue };
+            let name = f.name();
+            let col = column(batch, name)?;
+            let nullable = slot.present.is_some();
+            macro_rules! each {
+                ($src:expr, $f:expr) => {{
+                    let f = $f;
+                    for (h, &r) in hashes.iter_mut().zip(sel) {
+                        let v: Option<u64> = f(&$src[r as usize]);
+                        // A required field keys an unset value as 0 (see `put_all`).
+                        let w = match (v, nullable) {
+                            (Some(v), true) => mix(v, K1) ^ 1,
+                            (None, true) => 0,
+                            (v, false) => v.unwrap_or(0),
+                        };
+                        *h = mix(*h ^ w, K1);
+                    }
+                }};
+            }
+            match (slot.enc, col) {
+                (Enc::Ip, Column::Ip(src)) => {
+                    for (h, &r) in hashes.iter_mut().zip(sel) {
+                        let a = &src[r as usize];
+                        let x = mix(*h ^ u64::from_be_bytes(a[..8].try_into().unwrap()), K1);
+                        *h = mix(x ^ u64::from_be_bytes(a[8..].try_into().unwrap()), K1);
+                    }
+                }
+                (Enc::UInt, Column::U8(s)) => each!(s, |x: &u8| Some(*x as u64)),
+                (Enc::UInt, Column::U16(s)) => each!(s, |x: &u16| Some(*x as u64)),
+                (Enc::UInt, Column::U32(s)) => each!(s, |x: &u32| Some(*x as u64)),
+                (Enc::UInt, Column::U64(s)) => each!(s, |x: &u64| Some(*x)),
+                (Enc::UInt, Column::OptU64(s)) => each!(s, |x: &Option<u64>| *x),
+                (Enc::Signed, Column::I64(s)) => each!(s, |x: &i64| Some(*x as u64)),
+                (Enc::Signed, Column::OptI64(s)) => each!(s, |x: &Option<i64>| x.map(|x| x as u64)),
+                (Enc::Bool, Column::Bool(s)) => each!(s, |x: &bool| Some(*x as u64)),
+                (Enc::Str, Column::Str(src)) => {
+                    for (h, &r) in hashes.iter_mut().zip(sel) {
+                        *h = mix(*h ^ hash_bytes(src[r as usize].as_bytes()), K1);
+                    }
                 }
                 _ => {
                     return Err(SchemaError {

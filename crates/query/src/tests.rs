@@ -2203,3 +2203,87 @@ fn transactions_filter_and_group_by_process_owner() {
     let got = run(&spec, &batches);
     assert_eq!(got.total.conns, (0..60).filter(|i| i % 4 == 0 && 30 + i < 40).count() as u64);
 }
+
+/// [`Engine::records`] over `batches`: `None` when two rows were alike in
+/// every `--by` field, else its answer, checked equal to the plain engine's.
+fn check_records(spec: &QuerySpec, batches: &[Batch], label: &str) -> Option<ResultTable> {
+    let mut e = Engine::records(spec.clone()).unwrap().expect("a records query");
+    for b in batches {
+        e.consume(b).unwrap();
+    }
+    if e.records_repeated() {
+        return None;
+    }
+    let got = e.finish();
+    let want = run(spec, batches);
+    assert_eq!(got.groups, want.groups, "{label}: groups");
+    assert_eq!(got.total, want.total, "{label}: total");
+    assert_eq!(got.rows.len(), want.rows.len(), "{label}: rows");
+    for (i, (g, w)) in got.rows.iter().zip(&want.rows).enumerate() {
+        assert_eq!(g, w, "{label}: row {i}");
+    }
+    assert_eq!(got, want, "{label}");
+    Some(got)
+}
+
+/// The API's record pages sorted by a sum take the best `offset + limit`
+/// rows as they stream (`Engine::records`) instead of a group per record:
+/// the same rows in the same order, the same total and count of records
+/// ("N of M", the cut flag) as grouping every record, with ties in the sum
+/// (every row counts 1 connection; unset byte counts) broken by the fields,
+/// pages smaller and larger than the rows, a filter, and weighted
+/// transactions. Two rows alike in every field are said to be repeated
+/// (the API then asks the plain engine, which sums them into one group).
+#[test]
+fn record_top_k_equals_grouping_every_record() {
+    let mut rng = Rng(0x70b);
+    let batches: Vec<Batch> = (0..4).map(|_| conns_batch(&mut rng, 2500)).collect();
+    let by = "ts,uid,orig_h,orig_p,resp_h,resp_p,proto,service,duration,conn_state,history,orig_proc,orig_user,orig_container,resp_proc,resp_container";
+    let mut checked = 0;
+    for sort in ["bytes", "bytes:asc", "orig_bytes", "resp_bytes:asc", "conns", "conns:asc", "orig_pkts:asc", "pkts"] {
+        for top in [1, 7, 100, 600, 1500, 9999, 10_000, 20_000] {
+            for where_ in [None, Some("resp_p = 443 or conn_state = REJ")] {
+                let spec = parse_query(Kind::Conns, where_, Some(by), Some(sort), Some(top), None).unwrap();
+                let mut spec = spec;
+                spec.percentiles = false;
+                let label = format!("conns sort {sort} top {top} where {where_:?}");
+                let got = check_records(&spec, &batches, &label).unwrap_or_else(|| panic!("{label}: repeated"));
+                assert!(got.groups > 1000 && got.rows.len() == top.min(got.groups), "{label}");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 128);
+    // Transactions: weighted rows (sampled) count as many.
+    for kind in [Kind::Mysql, Kind::Http] {
+        let batches = tx_batches(kind, 6000, 3);
+        let by = "ts,uid,client,client_port,server,server_port,status,latency";
+        for sort in ["count", "errors", "bytes", "request_bytes:asc"] {
+            for top in [3, 250, 5000] {
+                let mut spec = parse_query(kind, None, Some(by), Some(sort), Some(top), None).unwrap();
+                spec.percentiles = false;
+                let label = format!("{kind:?} sort {sort} top {top}");
+                check_records(&spec, &batches, &label).unwrap_or_else(|| panic!("{label}: repeated"));
+            }
+        }
+    }
+    // Rows alike in every field: said, never answered as records.
+    let mut twice = batches.clone();
+    let b = &batches[2];
+    twice.push(Batch {
+        kind: Kind::Conns,
+        columns: b.columns.iter().map(|(n, c)| (*n, gather(c, &[5, 17]))).collect(),
+    });
+    let mut spec = parse_query(Kind::Conns, None, Some(by), Some("bytes"), Some(10), None).unwrap();
+    spec.percentiles = false;
+    assert!(check_records(&spec, &twice, "a row twice").is_none());
+    let mut spec = parse_query(Kind::Conns, None, Some("proto,service"), Some("bytes"), Some(10), None).unwrap();
+    spec.percentiles = false;
+    assert!(check_records(&spec, &batches, "few groups").is_none());
+    // Other shapes are not records queries.
+    for (by, sort, top, every) in [(by, "ts", Some(10), None), (by, "p95", Some(10), None), (by, "bytes", Some(0), None), ("", "bytes", Some(10), Some("1m"))] {
+        let mut spec = parse_query(Kind::Conns, None, Some(by), Some(sort), top, every).unwrap();
+        spec.percentiles = false;
+        assert!(Engine::records(spec).unwrap().is_none(), "{by} {sort} {top:?} {every:?}");
+    }
+}

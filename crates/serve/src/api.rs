@@ -344,6 +344,26 @@ pub(crate) async fn run_by(
     spec: QuerySpec,
     deadline: Instant,
 ) -> Result<ResultTable, ApiError> {
+    run_as(state, spec, deadline, Shape::Groups).await
+}
+
+/// How the store's rows are fed to the engine ([`execute`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// [`Engine::new`]: every group of the range.
+    Groups,
+    /// Records sorted by a sum: [`Engine::records`] (a bounded top-k),
+    /// the plain engine when the query has another shape or two rows were
+    /// the same record.
+    Records,
+}
+
+pub(crate) async fn run_as(
+    state: &Arc<State>,
+    spec: QuerySpec,
+    deadline: Instant,
+    shape: Shape,
+) -> Result<ResultTable, ApiError> {
     let backend = state.opts.backend.clone();
     let records = state.opts.records.clone().filter(|r| r.covers(spec.kind));
     let dir = match (&backend, store_dir(state)) {
@@ -370,7 +390,7 @@ pub(crate) async fn run_by(
         None => {
             // Taken before the store is listed (see wirelog_store::live).
             let view = records.map(|r| r.view(spec.kind));
-            execute(dir.as_deref(), view.as_ref(), Some(cache), spec, limits, deadline)
+            execute(dir.as_deref(), view.as_ref(), Some(cache), spec, limits, deadline, shape)
         }
     })
     .await
@@ -419,14 +439,40 @@ fn backend_error(b: &dyn crate::Backend, e: crate::BackendError, limits: Limits)
 /// A running capture's records in memory (`view`) are fed after the store's,
 /// whose files written after the view was taken are left out: each record
 /// is counted once.
-fn execute(
+pub(crate) fn execute(
     dir: Option<&Path>,
     view: Option<&wirelog_store::LiveView>,
     cache: Option<wirelog_store::ColumnCache>,
     spec: QuerySpec,
     limits: Limits,
     deadline: Instant,
+    shape: Shape,
 ) -> Result<(ResultTable, Vec<String>), ApiError> {
+    if shape == Shape::Records {
+        if let Some(engine) = Engine::records(spec.clone()).map_err(ApiError::query)? {
+            let (mut engine, warnings) = feed(dir, view, cache.clone(), engine, limits, deadline)?;
+            if !engine.records_repeated() {
+                return Ok((engine.finish(), warnings));
+            }
+            // Two rows were one record (alike in every field): the plain
+            // engine sums them into one group, as `wirelog query` does.
+        }
+    }
+    let engine = Engine::new(spec).map_err(ApiError::query)?;
+    let (engine, warnings) = feed(dir, view, cache, engine, limits, deadline)?;
+    Ok((engine.finish(), warnings))
+}
+
+/// The store's rows of the engine's range, then `view`'s, fed to `engine`.
+fn feed(
+    dir: Option<&Path>,
+    view: Option<&wirelog_store::LiveView>,
+    cache: Option<wirelog_store::ColumnCache>,
+    mut engine: Engine,
+    limits: Limits,
+    deadline: Instant,
+) -> Result<(Engine, Vec<String>), ApiError> {
+    let spec = engine.spec().clone();
     let (from, to) = match spec.time_range {
         Some((f, t)) => ((f != i64::MIN).then_some(f), (t != i64::MAX).then_some(t)),
         None => (None, None),
@@ -444,7 +490,6 @@ fn execute(
     if let Some(c) = cache {
         scan = scan.cache(c);
     }
-    let mut engine = Engine::new(spec).map_err(ApiError::query)?;
     let mut problem = None;
     let mut warnings = Vec::new();
     if let Some(v) = view.filter(|v| v.missing > 0) {
@@ -468,7 +513,7 @@ fn execute(
     };
     let Some(dir) = dir.filter(|d| d.join(kind.as_str()).is_dir()) else {
         from_memory(&mut engine)?;
-        return Ok((engine.finish(), warnings));
+        return Ok((engine, warnings));
     };
     let res = Store::scan_ref(dir, &scan, |batch| {
         if let Err(e) = engine.consume(batch) {
@@ -487,7 +532,7 @@ fn execute(
         Ok(stats) => {
             from_memory(&mut engine)?;
             warnings.extend(stats.warnings);
-            Ok((engine.finish(), warnings))
+            Ok((engine, warnings))
         }
         Err(StoreError::Callback(why)) if why == "time" => Err(too_long(limits)),
         Err(StoreError::Callback(why)) if why == "memory" => Err(too_big()),
@@ -799,7 +844,7 @@ async fn records(
             let desc = spec.sort.1 == wirelog_query::Order::Desc;
             newest_page(&state, spec, (f, t), desc, offset + limit).await?
         }
-        _ => run(&state, spec).await?,
+        _ => run_as(&state, spec, Instant::now() + state.opts.limits.timeout, Shape::Records).await?,
     };
     t.rows.drain(..offset.min(t.rows.len()));
     let cut = offset + t.rows.len() < t.groups;
@@ -949,17 +994,18 @@ async fn service_map(
     let range = (from.is_some() || to.is_some())
         .then(|| (from.unwrap_or(i64::MIN), to.unwrap_or(i64::MAX)));
     let deadline = Instant::now() + state.opts.limits.timeout;
-    // Connections by both ends, their service and owners (the owners name
-    // the nodes); each transaction kind by its ends. No percentiles for the
-    // connections: the map shows none, and their histograms cost memory.
+    // Connections by both ends and their service, the owners of each end
+    // (they name the nodes) over the connections that have one, each
+    // transaction kind by its ends. No percentiles for the connections:
+    // the map shows none, and their histograms cost memory.
+    let conns = [(map::CONN_PAIRS, None), (map::ORIG_OWNERS.0, Some(map::ORIG_OWNERS.1)), (map::RESP_OWNERS.0, Some(map::RESP_OWNERS.1))];
     let mut specs = Vec::new();
-    for kind in std::iter::once(Kind::Conns).chain(Kind::TX) {
-        let (by, sort) = if kind == Kind::Conns {
-            ("orig_h,resp_h,resp_p,service,orig_proc,orig_container,resp_proc,resp_container", "conns")
-        } else {
-            ("client,server,server_port", "count")
-        };
-        let mut spec = parse_query(kind, None, Some(by), Some(sort), Some(MAP_MAX_PAIRS), None)
+    for (kind, by, where_) in conns.iter().map(|&(by, w)| (Kind::Conns, by, w)).chain(Kind::TX.iter().map(|&k| (k, "client,server,server_port", None))) {
+        // The map ranks the pairs itself: the sort only decides which pairs a
+        // range of more than MAP_MAX_PAIRS keeps. By bytes for connections,
+        // whose counts are mostly 1 (a sort by them is mostly tie-breaks).
+        let sort = if kind == Kind::Conns { "bytes" } else { "count" };
+        let mut spec = parse_query(kind, where_, Some(by), Some(sort), Some(MAP_MAX_PAIRS), None)
             .map_err(ApiError::query)?;
         spec.time_range = range;
         spec.percentiles = kind != Kind::Conns;
@@ -967,10 +1013,10 @@ async fn service_map(
     }
     let mut tables = run_all(&state, specs, deadline).await?;
     let partial = tables.iter().any(|t| t.rows.len() < t.groups);
-    let conns = tables.remove(0);
+    let txs = tables.split_off(conns.len());
     let ask = map::Ask { group, rank, top, find };
     let body = tokio::task::spawn_blocking(move || {
-        let mut v = map::build(&conns, &tables, &ask);
+        let mut v = map::build(&tables[0], [&tables[1], &tables[2]], &txs, &ask);
         v["partial"] = json!(partial);
         v
     })
@@ -1078,11 +1124,12 @@ mod tests {
             spec.clone(),
             limits,
             Instant::now() + Duration::from_secs(60),
+            Shape::Groups,
         )
         .unwrap()
         .0;
         assert!(done.rows_scanned >= 400_000, "{}", done.rows_scanned);
-        let e = execute(Some(&dir), None, None, spec, limits, Instant::now()).unwrap_err();
+        let e = execute(Some(&dir), None, None, spec, limits, Instant::now(), Shape::Groups).unwrap_err();
         assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(e.message.contains("longer than 10 s"), "{}", e.message);
         let _ = std::fs::remove_dir_all(&dir);

@@ -309,11 +309,22 @@ impl Groups<'_> {
     }
 }
 
-/// `conns`: connections grouped by the edges' ends and service plus the
-/// owners of both ends (`orig_h, resp_h, resp_p, service, orig_proc,
-/// orig_container, resp_proc, resp_container`), every group of the range;
-/// `txs`: each transaction kind grouped by `client, server, server_port`.
-pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Value {
+/// The connection questions of the map: the pairs (`orig_h, resp_h,
+/// resp_p, service`), and the owners of each end, only over the
+/// connections that have one (`orig_h, orig_proc, orig_container` and
+/// `resp_h, resp_p, resp_proc, resp_container`). One question grouped by
+/// all eight fields gave the same sums, with a key of eight words and five
+/// strings built for every connection of the range although most ends
+/// have no known owner.
+pub(crate) const CONN_PAIRS: &str = "orig_h,resp_h,resp_p,service";
+pub(crate) const ORIG_OWNERS: (&str, &str) = ("orig_h,orig_proc,orig_container", "orig_proc != \"\"");
+pub(crate) const RESP_OWNERS: (&str, &str) = ("resp_h,resp_p,resp_proc,resp_container", "resp_proc != \"\"");
+
+/// `conns`: connections grouped by [`CONN_PAIRS`], every group of the
+/// range; `owners`: the connections grouped by [`ORIG_OWNERS`] and by
+/// [`RESP_OWNERS`]; `txs`: each transaction kind grouped by `client,
+/// server, server_port`.
+pub(crate) fn build(conns: &ResultTable, owners: [&ResultTable; 2], txs: &[ResultTable], ask: &Ask) -> Value {
     // Protocols by name and source: a connection's service (`http` from
     // Zeek's detection) is never summed with the transactions of that name.
     let mut protocols: Vec<(String, &'static str)> = Vec::new();
@@ -346,33 +357,44 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
         }
     }
     // Owners per node id (a client's address, a service's address:port),
-    // with their connections; the pairs of the connections, summed over
-    // owners, where no transaction was parsed.
-    let mut owners: FastMap<String, BTreeMap<Owner, u64>> = FastMap::default();
-    let mut conn_pairs: FastMap<(End, End, u64, u32), usize> = FastMap::default();
+    // with their connections.
+    let mut by_id: FastMap<String, BTreeMap<Owner, u64>> = FastMap::default();
+    for r in &owners[0].rows {
+        if let Some(proc) = text(&r.key[1]) {
+            let o = Owner { proc: proc.to_string(), container: text(&r.key[2]).map(str::to_string) };
+            *by_id.entry(addr(&end(&r.key[0])).0).or_default().entry(o).or_default() += r.acc.conns;
+        }
+    }
+    for r in &owners[1].rows {
+        if let Some(proc) = text(&r.key[2]) {
+            let o = Owner { proc: proc.to_string(), container: text(&r.key[3]).map(str::to_string) };
+            let id = service(&addr(&end(&r.key[0])).0, uint(&r.key[1]));
+            *by_id.entry(id).or_default().entry(o).or_default() += r.acc.conns;
+        }
+    }
+    let owners = by_id;
+    // The pairs of the connections where no transaction was parsed: each
+    // pair and named service is one row of `conns`; the services without a
+    // name ("" and "-") are one pair of protocol "other".
+    let mut unnamed: FastMap<(End, End, u64), usize> = FastMap::default();
     for r in &conns.rows {
         let (client, server, port) = (end(&r.key[0]), end(&r.key[1]), uint(&r.key[2]));
-        let protocol = proto(text(&r.key[3]).unwrap_or("other"), "conns");
-        let n = r.acc.conns;
-        if let Some(proc) = text(&r.key[4]) {
-            let o = Owner { proc: proc.to_string(), container: text(&r.key[5]).map(str::to_string) };
-            *owners.entry(addr(&client).0).or_default().entry(o).or_default() += n;
-        }
-        if let Some(proc) = text(&r.key[6]) {
-            let o = Owner { proc: proc.to_string(), container: text(&r.key[7]).map(str::to_string) };
-            *owners.entry(service(&addr(&server).0, port)).or_default().entry(o).or_default() += n;
-        }
         if parsed.contains(&(client.clone(), server.clone(), port)) {
             continue;
         }
-        let i = *conn_pairs.entry((client.clone(), server.clone(), port, protocol)).or_insert_with(|| {
-            pairs.push(Pair { client, server, port, protocol, count: 0, errors: None, bytes: 0, latency: None });
-            pairs.len() - 1
-        });
-        pairs[i].count += n;
-        pairs[i].bytes += r.acc.bytes();
+        let name = text(&r.key[3]);
+        let protocol = proto(name.unwrap_or("other"), "conns");
+        if name.is_none() {
+            if let Some(&i) = unnamed.get(&(client.clone(), server.clone(), port)) {
+                pairs[i].count += r.acc.conns;
+                pairs[i].bytes += r.acc.bytes();
+                continue;
+            }
+            unnamed.insert((client.clone(), server.clone(), port), pairs.len());
+        }
+        pairs.push(Pair { client, server, port, protocol, count: r.acc.conns, errors: None, bytes: r.acc.bytes(), latency: None });
     }
-    drop(conn_pairs);
+    drop(unnamed);
     let mut groups = Groups { ask, owners: &owners, of_end: FastMap::default(), by_id: FastMap::default(), nodes: Vec::new() };
     let mut edges: FastMap<(u32, u32, u32), Edge> = FastMap::default();
     let mut total = Edge::default();
@@ -424,14 +446,31 @@ pub(crate) fn build(conns: &ResultTable, txs: &[ResultTable], ask: &Ask) -> Valu
             Rank::Latency => e.latency.map_or(0, |l| l[1].max(0) as u64),
         }
     };
-    // Ties by calls, then by name: the same answer every time.
+    // Ties by calls, then by name: the same answer every time. Node ids
+    // are unique, and so are protocols by (name, source): their places in
+    // name order compare as the names do, without comparing strings
+    // (counts tie often: pairs of one connection).
     let name = |k: &(u32, u32, u32)| (id(k.0), id(k.1), protocols[k.2 as usize].0.as_str(), protocols[k.2 as usize].1);
+    let order_of = |n: usize, key: &dyn Fn(usize, usize) -> std::cmp::Ordering| {
+        let mut idx: Vec<u32> = (0..n as u32).collect();
+        idx.sort_unstable_by(|&a, &b| key(a as usize, b as usize));
+        let mut place = vec![0u32; n];
+        for (i, &x) in idx.iter().enumerate() {
+            place[x as usize] = i as u32;
+        }
+        place
+    };
+    let node_place = order_of(nodes.len(), &|a, b| nodes[a].id.cmp(&nodes[b].id));
+    let proto_place = order_of(protocols.len(), &|a, b| {
+        (protocols[a].0.as_str(), protocols[a].1).cmp(&(protocols[b].0.as_str(), protocols[b].1))
+    });
+    let place = |k: &(u32, u32, u32)| (node_place[k.0 as usize], node_place[k.1 as usize], proto_place[k.2 as usize]);
     let top = ask.top.min(ranked.len());
     let cmp = |a: &((u32, u32, u32), Edge), b: &((u32, u32, u32), Edge)| {
         score(&b.1)
             .cmp(&score(&a.1))
             .then(b.1.count.cmp(&a.1.count))
-            .then_with(|| name(&a.0).cmp(&name(&b.0)))
+            .then_with(|| place(&a.0).cmp(&place(&b.0)))
     };
     if top < ranked.len() && top > 0 {
         ranked.select_nth_unstable_by(top - 1, cmp);
@@ -563,11 +602,52 @@ mod tests {
         row(vec![ip(c), ip(s), KeyValue::UInt(port), st(svc), st(""), st(""), st(sproc), st("")], n, 0, 0)
     }
 
-    fn sample() -> (ResultTable, Vec<ResultTable>) {
-        let conns = table(
-            Kind::Conns,
-            CONN_BY,
-            vec![
+    /// The map's three connection tables from rows grouped by all of
+    /// [`CONN_BY`] (the one question the map asked before): summed per pair
+    /// and service, and per end and owner over the rows that have one.
+    fn split(rows: &[Row]) -> [ResultTable; 3] {
+        let mut out = [BTreeMap::new(), BTreeMap::new(), BTreeMap::new()];
+        for r in rows {
+            let k = &r.key;
+            let keys = [
+                Some(vec![k[0].clone(), k[1].clone(), k[2].clone(), k[3].clone()]),
+                (k[4] != KeyValue::Str(String::new())).then(|| vec![k[0].clone(), k[4].clone(), k[5].clone()]),
+                (k[6] != KeyValue::Str(String::new())).then(|| vec![k[1].clone(), k[2].clone(), k[6].clone(), k[7].clone()]),
+            ];
+            for (m, key) in out.iter_mut().zip(keys) {
+                if let Some(key) = key {
+                    m.entry(key).or_insert_with(Acc::default).add_row(&r.acc);
+                }
+            }
+        }
+        let [a, b, c] = out;
+        let t = |by: &str, m: BTreeMap<Vec<KeyValue>, Acc>| {
+            table(Kind::Conns, by, m.into_iter().map(|(key, acc)| Row { time: None, key, acc, duration: None, avg: None }).collect())
+        };
+        [t(CONN_PAIRS, a), t(ORIG_OWNERS.0, b), t(RESP_OWNERS.0, c)]
+    }
+
+    trait AddRow {
+        fn add_row(&mut self, o: &Acc);
+    }
+
+    impl AddRow for Acc {
+        fn add_row(&mut self, o: &Acc) {
+            self.bytes_out += o.bytes_out;
+            self.bytes_in += o.bytes_in;
+            self.pkts_out += o.pkts_out;
+            self.pkts_in += o.pkts_in;
+            self.conns += o.conns;
+        }
+    }
+
+    fn build8(c: &[ResultTable; 3], t: &[ResultTable], a: &Ask) -> Value {
+        build(&c[0], [&c[1], &c[2]], t, a)
+    }
+
+    fn sample() -> ([ResultTable; 3], Vec<ResultTable>) {
+        let conns = split(
+            &[
                 conn("10.0.0.1", "192.168.1.1", 3306, "mysql", 5, "mysqld"),
                 conn("10.0.0.2", "192.168.1.2", 3306, "mysql", 3, "mysqld"),
                 conn("10.0.1.1", "192.168.2.1", 53, "dns", 7, ""),
@@ -601,7 +681,7 @@ mod tests {
     #[test]
     fn transactions_replace_their_connections_and_hosts_keep_every_pair() {
         let (c, t) = sample();
-        let v = build(&c, &t, &ask(Group::Host, Rank::Calls, 10));
+        let v = build8(&c, &t, &ask(Group::Host, Rank::Calls, 10));
         assert_eq!((v["edges"][0]["source"].as_str(), v["edges"][3]["source"].as_str()), (Some("mysql"), Some("conns")));
         assert_eq!(
             counts(&v),
@@ -620,7 +700,7 @@ mod tests {
     #[test]
     fn subnets_sum_their_pairs_and_the_rest_is_one_edge_that_says_what_it_holds() {
         let (c, t) = sample();
-        let v = build(&c, &t, &ask(Group::Subnet, Rank::Calls, 1));
+        let v = build8(&c, &t, &ask(Group::Subnet, Rank::Calls, 1));
         assert_eq!(
             counts(&v),
             vec![
@@ -653,16 +733,93 @@ mod tests {
     #[test]
     fn ranks_by_latency_errors_and_bytes_and_groups_by_process_and_port() {
         let (c, t) = sample();
-        let v = build(&c, &t, &ask(Group::Host, Rank::Latency, 1));
+        let v = build8(&c, &t, &ask(Group::Host, Rank::Latency, 1));
         assert_eq!(counts(&v)[0].1, "192.168.1.2:3306");
-        let v = build(&c, &t, &ask(Group::Host, Rank::Errors, 1));
+        let v = build8(&c, &t, &ask(Group::Host, Rank::Errors, 1));
         assert_eq!(counts(&v)[0].1, "192.168.1.1:3306");
-        let v = build(&c, &t, &ask(Group::Process, Rank::Calls, 10));
+        let v = build8(&c, &t, &ask(Group::Process, Rank::Calls, 10));
         assert_eq!(counts(&v)[0], ("10.0.0.1".into(), "mysqld:3306".into(), 50));
-        let v = build(&c, &t, &ask(Group::Service, Rank::Bytes, 10));
+        let v = build8(&c, &t, &ask(Group::Service, Rank::Bytes, 10));
         assert_eq!(counts(&v)[0], ("10.0.0.1".into(), "*:3306".into(), 50));
         let mut a = ask(Group::Host, Rank::Calls, 10);
         a.find = Some("mysqld".into());
-        assert_eq!(counts(&build(&c, &t, &a)).len(), 2);
+        assert_eq!(counts(&build8(&c, &t, &a)).len(), 2);
+    }
+
+    /// On a store: the map's connection questions (the pairs, and each
+    /// end's owners over the connections that have one) give the map the
+    /// one question grouped by all eight fields gave, for every grouping
+    /// and rank, with ends with and without owners, counts that tie (every
+    /// connection counts 1) and more edges than shown; and the records API's
+    /// top-k over the same store gives the rows and count of grouping every
+    /// record.
+    #[test]
+    fn map_questions_on_a_store_give_the_eight_field_map() {
+        use crate::api::{execute, Shape};
+        use std::sync::Arc;
+        use std::time::{Duration, Instant};
+        use wirelog_record::{ProcOwner, UidGenerator};
+        use wirelog_store::{synth, Store, StoreOptions};
+
+        let dir = std::env::temp_dir().join(format!("wirelog-serve-map-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut st = Store::open(&dir, StoreOptions::default()).unwrap();
+        let mut uids = UidGenerator::new(5);
+        let curl = Arc::new(ProcOwner { pid: 7, name: "curl".into(), container: "docker:cli".into(), ..ProcOwner::default() });
+        let t0 = 1_700_000_000_000_000_000;
+        let conns: Vec<_> = (0..6000u64)
+            .map(|i| {
+                let mut c = synth::conn(i, t0, 50_000_000, &mut uids);
+                if i % 3 != 0 {
+                    c = synth::to_service(c, i % 40);
+                }
+                if i % 5 == 0 {
+                    c.orig_proc = Some(curl.clone());
+                }
+                c
+            })
+            .collect();
+        st.append_conns(&conns).unwrap();
+        st.close().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let q = |by: &str, where_: Option<&str>, sort: &str, top: usize, shape: Shape| {
+            let mut spec = wirelog_query::parse_query(Kind::Conns, where_, Some(by), Some(sort), Some(top), None).unwrap();
+            spec.percentiles = false;
+            execute(Some(&dir), None, None, spec, crate::Limits::default(), deadline, shape).unwrap().0
+        };
+        let old = q(CONN_BY, None, "conns", 2_000_000, Shape::Groups);
+        assert!(old.groups > 3000, "{}", old.groups);
+        let new = [
+            q(CONN_PAIRS, None, "conns", 2_000_000, Shape::Groups),
+            q(ORIG_OWNERS.0, Some(ORIG_OWNERS.1), "conns", 2_000_000, Shape::Groups),
+            q(RESP_OWNERS.0, Some(RESP_OWNERS.1), "conns", 2_000_000, Shape::Groups),
+        ];
+        assert!(new[1].groups > 0 && new[2].groups > 0);
+        let reference = split(&old.rows);
+        for group in [Group::Host, Group::Service, Group::Process, Group::Container, Group::Subnet] {
+            for rank in [Rank::Calls, Rank::Bytes, Rank::Errors, Rank::Latency] {
+                for top in [1, 25, 5000] {
+                    let a = Ask { group, rank, top, find: None };
+                    let (got, want) = (build8(&new, &[], &a), build8(&reference, &[], &a));
+                    assert_eq!(got, want, "{group:?} {rank:?} {top}");
+                    if top == 25 {
+                        assert!(got["other_edges"].as_u64().unwrap() > 0, "{group:?}: more edges than shown");
+                    }
+                }
+            }
+        }
+        let a = Ask { group: Group::Host, rank: Rank::Calls, top: 10, find: Some("curl".into()) };
+        assert_eq!(build8(&new, &[], &a), build8(&reference, &[], &a));
+        // Records sorted by a sum: the top-k's page and count are the plain engine's.
+        let fields = crate::api::record_fields(Kind::Conns);
+        for sort in ["bytes", "orig_bytes:asc", "conns", "pkts"] {
+            for top in [1, 100, 5000, 7000] {
+                let topk = q(&fields, None, sort, top, Shape::Records);
+                let plain = q(&fields, None, sort, top, Shape::Groups);
+                assert_eq!(topk, plain, "records sorted by {sort}, top {top}");
+                assert_eq!(topk.groups, 6000);
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

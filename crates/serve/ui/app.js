@@ -301,18 +301,19 @@ const est = (t) => (t.estimated ? " (estimated)" : "");
 async function failures(s, host) {
   const [a, b] = shown(s);
   const cur = { from: iso(a), to: iso(b) }, prev = { from: iso(a - (b - a)), to: iso(a) };
-  const rows = [];
+  // Every class's questions are asked at once (the server runs as many as
+  // it has query threads): the page waits for the slowest, not the sum.
   const totals = {};
-  for (const f of FAILURES) {
-    if (!hasRows(f.kind)) continue;
-    const [now, before, svc] = await Promise.all([
+  const total = (kind) => (totals[kind] ??= api("query", { kind, top: 1, by: FAILURES.find((f) => f.kind === kind).by, ...cur }).then(countOf));
+  const rows = await Promise.all(FAILURES.filter((f) => hasRows(f.kind)).map(async (f) => {
+    const [now, before, svc, all] = await Promise.all([
       api("query", { kind: f.kind, by: f.by, where: f.where, top: 5, sort: f.kind === "conns" ? "conns" : "count", ...cur }),
       api("query", { kind: f.kind, by: f.by, where: f.where, top: 1, ...prev }),
       api("query", { kind: f.kind, by: f.svc, where: f.where, top: 3, sort: f.kind === "conns" ? "conns" : "count", ...cur }),
+      total(f.kind),
     ]);
-    if (!(f.kind in totals)) totals[f.kind] = countOf(await api("query", { kind: f.kind, by: f.by, top: 1, ...cur }));
-    rows.push({ f, n: countOf(now), prev: countOf(before), all: totals[f.kind], now, svc });
-  }
+    return { f, n: countOf(now), prev: countOf(before), all, now, svc };
+  }));
   rows.sort((x, y) => (y.n > 0) - (x.n > 0));
   const tbl = el("table", { class: "grid failures" },
     el("thead", {}, el("tr", {}, ["what failed", "count", "rate", "previous period", "change", "by kind", "top services"].map((h) => el("th", { scope: "col", text: h })))),
@@ -348,29 +349,30 @@ async function overview(s, main) {
     el("div", { class: "panels" }, panels.map(([id, title]) =>
       el("section", { class: "panel" }, el("h2", { text: title }), el("div", { id })))),
     el("section", { class: "panel wide" }, el("div", { id: "latency-protocols" })));
+  // The panels are asked at once (see `failures`).
   const fail = failures(s, document.getElementById("failures"));
-  for (const [id, , by] of panels) {
+  const tops = panels.map(async ([id, , by]) => {
     const t = await api("query", { kind: "conns", by, top: 10, ...range(s) });
     const rows = t.rows.map((r) => ({ key: String(r[by] ?? ""), label: r[by] === "" ? "(none)" : String(r[by]), value: r.bytes,
       onClick: drill("conns", `${by} = ${r[by] === "" ? '""' : quote(r[by])}`) }));
     if (t.other) rows.push({ key: "(other)", label: `other (${t.groups - t.rows.length})`, value: t.other.bytes, cls: "other" });
     barList(document.getElementById(id), rows, fmtBytes);
-  }
-  await latencyByProtocol(s, document.getElementById("latency-protocols"));
-  await fail;
+  });
+  const lat = latencyByProtocol(s, document.getElementById("latency-protocols"));
+  // Every panel settles before the page says it is drawn; the first failure is the one shown.
+  const done = await Promise.allSettled([...tops, lat, fail]);
+  const bad = done.find((d) => d.status === "rejected");
+  if (bad) throw bad.reason;
 }
 
 // p95 latency of every protocol with transactions, over the range.
 async function latencyByProtocol(s, host) {
   const [from, to] = shown(s);
   const step = chooseStep(to - from, 120);
-  const series = [];
   const cls = ["s1", "s2", "s3", "s4", "s5", "s6"];
-  for (const kind of TX) {
-    if (!hasRows(kind)) continue;
-    const t = await api("query", { kind, every: step, from: iso(from), to: iso(to) });
-    series.push({ name: `${kind} p95`, cls: cls[series.length % cls.length], points: t.rows.map((r) => ({ t: Date.parse(r.time), v: r.latency_p95_s })) });
-  }
+  const kinds = TX.filter((kind) => hasRows(kind));
+  const tables = await Promise.all(kinds.map((kind) => api("query", { kind, every: step, from: iso(from), to: iso(to) })));
+  const series = tables.map((t, i) => ({ name: `${kinds[i]} p95`, cls: cls[i % cls.length], points: t.rows.map((r) => ({ t: Date.parse(r.time), v: r.latency_p95_s })) }));
   lineChart(host, series, { from, to, step: stepMs(step), fmt: fmtSecs, W: 1000, title: `latency p95 per protocol (per ${step})` });
 }
 
@@ -656,24 +658,20 @@ async function render() {
   const err = document.getElementById("error");
   err.textContent = "";
   try {
-    if (live === null) live = !!(await api("health")).live;
-    await storeExtent();
+    // Whether the server is a running capture, and the store's extent, asked at once.
+    const [h] = await Promise.all([live === null ? api("health") : null, storeExtent()]);
+    if (h) {
+      live = !!h.live;
+      if (live) extent.last = Math.max(extent.last, Date.now());
+    }
     frame(s);
   } catch (e) {
     err.textContent = e.message;
   }
-  // The timeline failing (a bad range) never blanks the view below it.
-  try {
-    await drawTimeline(s);
-  } catch (e) {
-    err.textContent = `timeline: ${e.message}`;
-  }
-  try {
-    await completeness(s);
-  } catch (e) {
-    document.getElementById("completeness").textContent = `completeness: ${e.message}`;
-  }
-  try {
+  // The timeline, the completeness line and the view are drawn at once
+  // (each its own questions); the timeline failing (a bad range) never
+  // blanks the view below it.
+  const view_ = async () => {
     if (view === "overview") await overview(s, main);
     else if (view === "tx") await txView(s, main);
     else if (view === "conns") await recordsGrid(s, main, "conns", "Connections");
@@ -681,9 +679,14 @@ async function render() {
     else if (view === "map") await mapView(s, main);
     else if (view === "sequence") await sequenceView(s, main);
     else if (view === "health") await healthView(s, main);
-  } catch (e) {
-    err.textContent = (err.textContent ? err.textContent + "\n" : "") + e.message;
-  }
+  };
+  const [tl, , v] = await Promise.allSettled([
+    drawTimeline(s),
+    completeness(s).catch((e) => { document.getElementById("completeness").textContent = `completeness: ${e.message}`; }),
+    view_(),
+  ]);
+  if (tl.status === "rejected") err.textContent = `timeline: ${tl.reason.message}`;
+  if (v.status === "rejected") err.textContent = (err.textContent ? err.textContent + "\n" : "") + v.reason.message;
   if (g === generation) document.body.dataset.ready = "1";
 }
 

@@ -1135,8 +1135,25 @@ impl<R: ChunkReader + 'static> Chunk<'_, R> {
 }
 
 /// Rows `lo..hi` of `src` (those `keep` marks, when given) into `dst`, its
-/// buffer reused when it holds the same type.
+/// buffer reused when it holds the same type (for strings, each string's
+/// own buffer too: no allocation per value once the batch has warmed up).
 fn copy_rows(src: &Column, lo: usize, hi: usize, keep: Option<&[bool]>, dst: &mut Column) {
+    if let (Column::Str(s), Column::Str(d)) = (src, &mut *dst) {
+        let mut n = 0;
+        let mut put = |v: &String| {
+            match d.get_mut(n) {
+                Some(x) => x.clone_from(v),
+                None => d.push(v.clone()),
+            }
+            n += 1;
+        };
+        match keep {
+            None => s[lo..hi].iter().for_each(&mut put),
+            Some(k) => s[lo..hi].iter().zip(k).filter(|(_, &k)| k).for_each(|(v, _)| put(v)),
+        }
+        d.truncate(n);
+        return;
+    }
     macro_rules! copy {
         ($($v:ident),*) => {
             match src {
