@@ -950,6 +950,20 @@ impl MysqlParser {
         at
     }
 
+    /// Is a server packet of sequence id `seq` and `len` bytes, starting
+    /// with `first`, the next row of the result set being read (as
+    /// [`MysqlParser::count_rows`] tells them)?
+    fn row_next(&self, seq: u8, len: usize, first: Option<u8>) -> bool {
+        let Some(pd) = self.pending.as_ref() else {
+            return false;
+        };
+        pd.state == Resp::Rows
+            && seq == pd.next_seq
+            && len < MAX_PAYLOAD
+            && !self.fr[1].continued
+            && first.is_some_and(|b| !matches!(b, 0xfe | 0xff))
+    }
+
     /// After a gap, may `data` (the next bytes of `dir`) start a packet?
     fn resync_ok(&self, dir: Dir, data: &[u8]) -> bool {
         if data.len() < 5 {
@@ -1182,9 +1196,16 @@ impl StreamParser for MysqlParser {
                 data = &data[4 + len..];
                 self.packet(dir, seq, len, payload, (ts_ns, ts_ns), out);
             } else {
-                let keep = self.keep_for(dir, len);
-                let f = &mut self.fr[d];
                 let have = &data[4..];
+                // A row cut by the segment's end: only its first byte is
+                // kept (what tells a row from EOF/OK/ERR), the rest skipped
+                // by its length as it arrives, never copied.
+                let keep = if dir == Dir::ToClient && self.row_next(seq, len, have.first().copied()) {
+                    1
+                } else {
+                    self.keep_for(dir, len)
+                };
+                let f = &mut self.fr[d];
                 f.in_packet = true;
                 f.need = len - have.len();
                 f.len = len;

@@ -644,3 +644,70 @@ fn rows_counted_from_headers_agree_with_splits() {
         assert_eq!(p.stats().malformed, 1, "{piece}-byte pieces");
     }
 }
+
+/// A row cut by a segment's end is skipped by its length (issue 36): only
+/// its first byte is kept while the rest arrives, so a result set of large
+/// rows split at every offset of its first rows gives the same rows and
+/// bytes as fed whole, and the framer never holds more than one byte of a
+/// row.
+#[test]
+fn rows_cut_by_segments_are_skipped_by_length() {
+    let caps = BASE_CAPS;
+    let mut srv = pkt(1, &[1]);
+    srv.extend(coldef(2));
+    srv.extend(pkt(3, &[0xfe, 0, 0, 2, 0]));
+    let mut seq = 4u8;
+    for i in 0..40u32 {
+        // 600-byte rows: a text column of 598 bytes (lenenc 0xfc + 2 bytes
+        // of length, then the text; the first byte 0xfc is a row's).
+        let mut row = vec![0xfc, 0x53, 0x02];
+        row.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, 0x253));
+        srv.extend(pkt(seq, &row));
+        seq = seq.wrapping_add(1);
+    }
+    srv.extend(pkt(seq, &[0xfe, 0, 0, 2, 0]));
+    let head = vec![
+        (Dir::ToClient, greeting(caps)),
+        (Dir::ToServer, hs_response(caps, "u", None)),
+        (Dir::ToClient, ok(2, 0, 0)),
+        (Dir::ToServer, pkt(0, b"\x03select v from t")),
+    ];
+    let tail = vec![(Dir::ToServer, pkt(0, b"\x03select 1")), (Dir::ToClient, ok(1, 0, 0))];
+    let strip = |v: &[Transaction]| {
+        v.iter()
+            .map(|t| (t.status, t.request.map(|s| s.bytes), t.response.map(|s| s.bytes), t.detail.clone()))
+            .collect::<Vec<_>>()
+    };
+    let mut whole = head.clone();
+    whole.push((Dir::ToClient, srv.clone()));
+    whole.extend(tail.clone());
+    let (want, _) = run(&whole, &ParseConfig::default());
+    assert_eq!(my(&want[1]).num_rows, Some(40));
+    assert_eq!(want[1].response.map(|s| s.bytes), Some(srv.len() as u64));
+    // The result set in two segments, cut at every offset of its first
+    // three rows (and of the end of the last ones), then in 1000-byte pieces.
+    let rows_at = 5 + coldef(2).len() + 9;
+    let cuts = (0..rows_at + 3 * 604).chain(srv.len() - 2 * 604..srv.len());
+    for cut in cuts {
+        let mut p = MysqlParser::new(&ParseConfig::default());
+        let mut out = Vec::new();
+        for (i, (d, c)) in head.iter().enumerate() {
+            p.data(*d, i as i64, c, &mut out);
+        }
+        p.data(Dir::ToClient, 10, &srv[..cut], &mut out);
+        let f = &p.fr[1];
+        let in_row = f.in_packet
+            && p.pending.as_ref().is_some_and(|pd| pd.state == Resp::Rows)
+            && f.buf.first().is_some_and(|b| !matches!(b, 0xfe | 0xff));
+        assert!(!in_row || f.buf.len() == 1, "cut at {cut}: {} bytes of a row kept", f.buf.len());
+        for c in srv[cut..].chunks(1000) {
+            p.data(Dir::ToClient, 11, c, &mut out);
+        }
+        for (d, c) in &tail {
+            p.data(*d, 12, c, &mut out);
+        }
+        p.finish(0, &mut out);
+        assert_eq!(strip(&want), strip(&out), "cut at {cut}");
+        assert_eq!(p.stats().malformed, 0, "cut at {cut}");
+    }
+}

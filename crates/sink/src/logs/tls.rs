@@ -14,7 +14,7 @@ use crate::logs::tx::{json_str, zeek_text, Line};
 use crate::logs::zeek::{zeek_close, zeek_header};
 use crate::LogFormat;
 
-impl Line<'_> {
+impl<const JSON: bool> Line<'_, JSON> {
     /// A vector that may be unset (`-`) or set and empty (`(empty)` in TSV,
     /// `[]` in JSON), as Zeek distinguishes them.
     fn zlist<T>(&mut self, items: Option<&[T]>, item: impl Fn(&T, &mut String)) {
@@ -22,7 +22,7 @@ impl Line<'_> {
             return;
         }
         let items = items.unwrap_or(&[]);
-        if self.json {
+        if JSON {
             self.b.push(b'[');
         } else if items.is_empty() {
             self.b.extend_from_slice(b"(empty)");
@@ -34,13 +34,13 @@ impl Line<'_> {
             }
             self.scratch.clear();
             item(it, self.scratch);
-            if self.json {
+            if JSON {
                 json_str(self.b, self.scratch);
             } else {
                 zeek_text(self.b, self.scratch, true);
             }
         }
-        if self.json {
+        if JSON {
             self.b.push(b']');
         }
     }
@@ -196,8 +196,27 @@ impl<W: Write> X509LogWriter<W> {
         if self.out.is_none() {
             self.out = Some((self.open)()?);
         }
-        let json = self.format == LogFormat::Json;
-        let mut v = Line::start(&mut self.line, &self.names, json, &mut self.scratch);
+        self.line.clear();
+        if self.format == LogFormat::Json {
+            self.cert_line::<true>(c, der, host, client, ts);
+        } else {
+            self.cert_line::<false>(c, der, host, client, ts);
+        }
+        let out = self.out.as_mut().expect("opened above");
+        zeek_header(
+            out,
+            self.format,
+            &mut self.header_written,
+            "x509",
+            X509.iter().chain(self.base64.then_some(&X509_CERT)),
+        )?;
+        self.rows += 1;
+        out.write_all(&self.line)
+    }
+
+    /// One certificate's line, in `self.line`.
+    fn cert_line<const JSON: bool>(&mut self, c: &wirelog_record::x509::Certificate, der: &[u8], host: bool, client: bool, ts: i64) {
+        let mut v = Line::<JSON>::start(&mut self.line, &self.names, &mut self.scratch);
         let secs = |t: i64| t.saturating_mul(1_000_000_000);
         v.time(ts);
         v.ztext(Some(&c.fingerprint));
@@ -231,18 +250,7 @@ impl<W: Write> X509LogWriter<W> {
             v.ztext(Some(&b64));
         }
         debug_assert_eq!(v.i, self.names.len());
-        self.line
-            .extend_from_slice(if json { b"}\n" } else { b"\n" });
-        let out = self.out.as_mut().expect("opened above");
-        zeek_header(
-            out,
-            self.format,
-            &mut self.header_written,
-            "x509",
-            X509.iter().chain(self.base64.then_some(&X509_CERT)),
-        )?;
-        self.rows += 1;
-        out.write_all(&self.line)
+        self.line.extend_from_slice(if JSON { b"}\n" } else { b"\n" });
     }
 
     /// The file, once opened.

@@ -14,7 +14,7 @@ use std::io::{self, Write};
 use wirelog_record::columns::{self, Column, Item, LogText, Type, Val};
 use wirelog_record::{IpAddr16, Protocol, TxRecord};
 
-use crate::logs::zeek::{push_u64, write_addr, write_secs, zeek_close, zeek_header};
+use crate::logs::zeek::{push_prefix, push_u64, write_addr, write_secs, zeek_close, zeek_header};
 use crate::LogFormat;
 
 const COMMON_HEAD: &[(&str, &str)] = &[
@@ -47,10 +47,11 @@ pub fn tx_log_name(p: Protocol) -> String {
 
 /// Formats one record's fields, in order, straight into a line: TSV writes
 /// unset fields as `-`, JSON leaves them out (as Zeek's JSON writer does).
-pub(crate) struct Line<'a> {
+/// `JSON` is a constant: each format has its own copy of the code, with no
+/// per-field test of which one it is.
+pub(crate) struct Line<'a, const JSON: bool> {
     pub(crate) b: &'a mut Vec<u8>,
     pub(crate) names: &'a [&'static str],
-    pub(crate) json: bool,
     /// Index of the next field.
     pub(crate) i: usize,
     /// A JSON field was written (the next one needs a comma).
@@ -59,15 +60,14 @@ pub(crate) struct Line<'a> {
     pub(crate) scratch: &'a mut String,
 }
 
-impl<'a> Line<'a> {
-    /// A new line in `b` (cleared; a JSON object opened) with the fields
+impl<'a, const JSON: bool> Line<'a, JSON> {
+    /// A new line at the end of `b` (a JSON object opened) with the fields
     /// `names`.
-    pub(crate) fn start(b: &'a mut Vec<u8>, names: &'a [&'static str], json: bool, scratch: &'a mut String) -> Self {
-        b.clear();
-        if json {
+    pub(crate) fn start(b: &'a mut Vec<u8>, names: &'a [&'static str], scratch: &'a mut String) -> Self {
+        if JSON {
             b.push(b'{');
         }
-        Line { b, names, json, i: 0, any: false, scratch }
+        Line { b, names, i: 0, any: false, scratch }
     }
 
     /// Writes what comes before the next field's value; false if the value
@@ -76,7 +76,7 @@ impl<'a> Line<'a> {
     pub(crate) fn field(&mut self, set: bool) -> bool {
         let i = self.i;
         self.i += 1;
-        if self.json {
+        if JSON {
             if !set {
                 return false;
             }
@@ -121,7 +121,7 @@ impl<'a> Line<'a> {
     pub(crate) fn str(&mut self, s: Option<&str>) {
         if self.field(s.is_some()) {
             let s = s.unwrap_or("");
-            if self.json {
+            if JSON {
                 json_str(self.b, s);
             } else {
                 tsv_text(self.b, s, false);
@@ -129,10 +129,26 @@ impl<'a> Line<'a> {
         }
     }
 
+    /// Text known to need no escaping in either format and never empty
+    /// nor `-` (a uid, a status name): copied as it is.
+    #[inline(always)]
+    pub(crate) fn plain(&mut self, s: &[u8]) {
+        debug_assert!(!s.is_empty() && s != b"-" && s.iter().all(|c| c.is_ascii_alphanumeric() || b"_.".contains(c)));
+        if self.field(true) {
+            if JSON {
+                self.b.push(b'"');
+                self.b.extend_from_slice(s);
+                self.b.push(b'"');
+            } else {
+                self.b.extend_from_slice(s);
+            }
+        }
+    }
+
     #[inline(always)]
     pub(crate) fn addr(&mut self, a: &IpAddr16) {
         if self.field(true) {
-            if self.json {
+            if JSON {
                 self.b.push(b'"');
                 write_addr(self.b, a);
                 self.b.push(b'"');
@@ -153,7 +169,7 @@ impl<'a> Line<'a> {
     pub(crate) fn bool(&mut self, x: Option<bool>) {
         if self.field(x.is_some()) {
             self.b
-                .extend_from_slice(match (self.json, x == Some(true)) {
+                .extend_from_slice(match (JSON, x == Some(true)) {
                     (true, true) => b"true",
                     (true, false) => b"false",
                     (false, true) => b"T",
@@ -195,7 +211,7 @@ impl<'a> Line<'a> {
     pub(crate) fn ztext(&mut self, s: Option<&str>) {
         if self.field(s.is_some()) {
             let s = s.unwrap_or("");
-            if self.json {
+            if JSON {
                 json_str(self.b, s);
             } else {
                 zeek_text(self.b, s, false);
@@ -208,7 +224,7 @@ impl<'a> Line<'a> {
     /// JSON; numbers unquoted in JSON, text escaped and quoted; whole seconds
     /// as Zeek writes an interval.
     fn vector(&mut self, l: Option<columns::List<'_>>, item: Item, text: LogText) {
-        let json = self.json;
+        let json = JSON;
         let set = match (&l, text) {
             (None, _) => false,
             (Some(l), LogText::Utf8) => json || l.len > 0,
@@ -255,7 +271,7 @@ impl<'a> Line<'a> {
 
 /// The log's own values of a record, from its protocol's declared columns.
 #[inline(always)]
-fn own_values(r: &TxRecord, cols: &[&'static Column], text: LogText, v: &mut Line<'_>) {
+fn own_values<const JSON: bool>(r: &TxRecord, cols: &[&'static Column], text: LogText, v: &mut Line<'_, JSON>) {
     for c in cols {
         v.value(c.ty, text, (c.get)(r));
     }
@@ -303,7 +319,7 @@ impl<W: Write> TxLogWriter<W> {
             format,
             protocol,
             header_written: false,
-            line: Vec::with_capacity(512),
+            line: Vec::with_capacity(LINES_HANDED_AT + 4096),
             scratch: String::new(),
             rows: 0,
             names,
@@ -358,30 +374,45 @@ impl<W: Write> TxLogWriter<W> {
 
     pub fn write(&mut self, r: &TxRecord) -> io::Result<()> {
         debug_assert_eq!(r.protocol, self.protocol);
-        self.header()?;
+        if !self.header_written {
+            self.header()?;
+        }
         // One copy of the line's code per format, each with the format a
         // constant: no per-field test of which one it is.
         if self.format == LogFormat::Json {
-            self.fill(r, true);
+            self.fill::<true>(r);
         } else {
-            self.fill(r, false);
+            self.fill::<false>(r);
         }
         self.rows += 1;
-        self.out.write_all(&self.line)
+        // Lines are collected and handed to the output together (whole
+        // lines always: a full disk drops whole records), not one call each.
+        if self.line.len() >= LINES_HANDED_AT {
+            self.hand_over()?;
+        }
+        Ok(())
+    }
+
+    /// Hands the collected lines to the output.
+    fn hand_over(&mut self) -> io::Result<()> {
+        let r = self.out.write_all(&self.line);
+        self.line.clear();
+        r
     }
 
     #[inline(always)]
-    fn fill(&mut self, r: &TxRecord, json: bool) {
+    fn fill<const JSON: bool>(&mut self, r: &TxRecord) {
+        let json = JSON;
         let tx = &r.tx;
-        let mut v = Line::start(&mut self.line, &self.names, json, &mut self.scratch);
+        let mut v = Line::<JSON>::start(&mut self.line, &self.names, &mut self.scratch);
         v.time(tx.ts_ns());
-        v.str(Some(r.uid.as_str()));
+        v.plain(r.uid.as_bytes());
         v.addr(&r.orig_h);
         v.port(r.orig_p);
         v.addr(&r.resp_h);
         v.port(r.resp_p);
         own_values(r, &self.cols, self.text, &mut v);
-        v.str(Some(tx.status.as_str()));
+        v.plain(tx.status.as_str().as_bytes());
         v.count(tx.request.map(|s| s.bytes));
         v.count(tx.response.map(|s| s.bytes));
         v.interval(tx.latency_ns());
@@ -405,29 +436,37 @@ impl<W: Write> TxLogWriter<W> {
             }
         }
         if self.weights {
-            let n = r.sample_weight.to_string();
             self.line.extend_from_slice(if json { b",\"sample_weight\":" } else { b"\t" });
-            self.line.extend_from_slice(n.as_bytes());
+            push_u64(&mut self.line, u64::from(r.sample_weight));
         }
         self.line
             .extend_from_slice(if json { b"}\n" } else { b"\n" });
     }
 
-    /// The output the lines go to.
+    /// The output the lines go to (the lines written so far handed to it).
     pub fn get_mut(&mut self) -> &mut W {
+        let _ = self.hand_over();
         &mut self.out
     }
 
+    /// Hands the collected lines to the output and flushes it.
     pub fn flush(&mut self) -> io::Result<()> {
+        self.hand_over()?;
         self.out.flush()
     }
 
     /// Writes the `#close` line (TSV) and flushes.
     pub fn finish(&mut self) -> io::Result<()> {
         self.header()?;
+        self.hand_over()?;
         zeek_close(&mut self.out, self.format)
     }
 }
+
+/// Bytes of lines a transaction log collects before handing them to its
+/// output (a [`crate::LogFile`] writes in chunks of 64 KiB): one call per
+/// few hundred lines instead of one per line; a tick flushes them.
+const LINES_HANDED_AT: usize = 16 << 10;
 
 /// The transaction logs as one sink: each protocol's log is created in the
 /// log directory at its first transaction (like Zeek, a log with nothing to
@@ -571,39 +610,73 @@ static TSV_ESCAPED: [bool; 256] = {
 /// Zeek's ASCII escaping: separators, backslashes and non-printable bytes
 /// become `\xNN`, so one record stays one line whatever the traffic held.
 pub(crate) fn tsv_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
-    if s.is_empty() {
-        b.extend_from_slice(b"(empty)");
-        return;
-    }
-    if s == "-" {
-        b.extend_from_slice(b"\\x2d");
-        return;
-    }
-    // Runs between escaped bytes are copied whole: text rarely needs any,
-    // so eight bytes at a time are checked while none does.
     let s = s.as_bytes();
-    let mut run = 0;
-    let mut i = 0;
-    while i < s.len() {
-        if let Some(w) = s.get(i..i + 8) {
-            if !tsv_escapes_any(u64::from_le_bytes(w.try_into().unwrap_or_default()), in_set) {
-                i += 8;
-                continue;
-            }
-        }
-        let c = s[i];
-        if TSV_ESCAPED[c as usize] || (in_set && c == b',') {
-            b.extend_from_slice(&s[run..i]);
-            push_hex_escape(b, c);
-            run = i + 1;
-        }
-        i += 1;
+    match s {
+        [] => return b.extend_from_slice(b"(empty)"),
+        [b'-'] => return b.extend_from_slice(b"\\x2d"),
+        _ => {}
     }
-    b.extend_from_slice(&s[run..]);
+    // Eight bytes at a time, each word tested and copied as one fixed-size
+    // move (text rarely needs escaping); a word that needs some is
+    // escaped byte by byte.
+    b.reserve(s.len() + 8);
+    let mut words = s.chunks_exact(8);
+    for w in &mut words {
+        let w: &[u8; 8] = w.try_into().unwrap_or(&[0; 8]);
+        if tsv_escapes_any(u64::from_le_bytes(*w), in_set) {
+            tsv_escape_bytes(b, w, in_set);
+        } else {
+            b.extend_from_slice(w);
+        }
+    }
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        // The tail as one word, padded with spaces (which need nothing).
+        let w = tail_word(tail);
+        if tsv_escapes_any(w, in_set) {
+            tsv_escape_bytes(b, tail, in_set);
+        } else {
+            push_prefix(b, &w.to_le_bytes(), tail.len());
+        }
+    }
+}
+
+/// `t` (1 to 7 bytes) as a little-endian word, the bytes past it spaces:
+/// two overlapping loads of 4, 2 or 1 bytes, no loop.
+#[inline(always)]
+fn tail_word(t: &[u8]) -> u64 {
+    const SPACES: u64 = 0x2020_2020_2020_2020;
+    let n = t.len();
+    let load = |at: usize, w: usize| -> u64 {
+        let mut x = [0u8; 8];
+        x[..w].copy_from_slice(&t[at..at + w]);
+        u64::from_le_bytes(x)
+    };
+    let v = if n >= 4 {
+        load(0, 4) | load(n - 4, 4) << (8 * (n - 4))
+    } else if n >= 2 {
+        load(0, 2) | load(n - 2, 2) << (8 * (n - 2))
+    } else {
+        t[0] as u64
+    };
+    v | SPACES << (8 * n)
+}
+
+/// [`tsv_text`]'s escaping of each byte of `w`.
+#[cold]
+fn tsv_escape_bytes(b: &mut Vec<u8>, w: &[u8], in_set: bool) {
+    for &c in w {
+        if TSV_ESCAPED[c as usize] || (in_set && c == b',') {
+            push_hex_escape(b, c);
+        } else {
+            b.push(c);
+        }
+    }
 }
 
 /// Whether any of the eight bytes in `w` is one [`tsv_text`] escapes (exact:
 /// the classic "has a byte less than n" / "has a zero byte" word tests).
+#[inline(always)]
 fn tsv_escapes_any(w: u64, in_set: bool) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
@@ -613,34 +686,60 @@ fn tsv_escapes_any(w: u64, in_set: bool) -> bool {
     below(w, 0x20) | equal(b'\\') | equal(0x7f) | set_sep != 0
 }
 
+/// Whether any of the eight bytes in `w` is one [`json_str`] escapes: a
+/// control byte, `"` or `\`.
+#[inline(always)]
+fn json_escapes_any(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * n as u64) & !x & HIGH;
+    let equal = |v: u8| below(w ^ (ONES * v as u64), 1);
+    below(w, 0x20) | equal(b'"') | equal(b'\\') != 0
+}
+
 pub(crate) fn json_str(b: &mut Vec<u8>, s: &str) {
-    b.push(b'"');
     // Only ASCII bytes are escaped, so bytes of multi-byte characters (all
-    // >= 0x80) are copied as they are, with the runs between escapes.
+    // >= 0x80) are copied as they are; eight bytes are tested and copied at
+    // a time, as in [`tsv_text`].
     let s = s.as_bytes();
-    let mut run = 0;
-    for (i, &c) in s.iter().enumerate() {
-        let esc: &[u8] = match c {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            c if c < 0x20 => b"",
-            _ => continue,
-        };
-        b.extend_from_slice(&s[run..i]);
-        if esc.is_empty() {
-            b.extend_from_slice(b"\\u00");
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            b.extend_from_slice(&[HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]);
-        } else {
-            b.extend_from_slice(esc);
-        }
-        run = i + 1;
-    }
-    b.extend_from_slice(&s[run..]);
+    b.reserve(s.len() + 10);
     b.push(b'"');
+    let mut words = s.chunks_exact(8);
+    for w in &mut words {
+        let w: &[u8; 8] = w.try_into().unwrap_or(&[0; 8]);
+        if json_escapes_any(u64::from_le_bytes(*w)) {
+            json_escape_bytes(b, w);
+        } else {
+            b.extend_from_slice(w);
+        }
+    }
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        let w = tail_word(tail);
+        if json_escapes_any(w) {
+            json_escape_bytes(b, tail);
+        } else {
+            push_prefix(b, &w.to_le_bytes(), tail.len());
+        }
+    }
+    b.push(b'"');
+}
+
+/// [`json_str`]'s escaping of each byte of `w`.
+#[cold]
+fn json_escape_bytes(b: &mut Vec<u8>, w: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for &c in w {
+        match c {
+            b'"' => b.extend_from_slice(b"\\\""),
+            b'\\' => b.extend_from_slice(b"\\\\"),
+            b'\n' => b.extend_from_slice(b"\\n"),
+            b'\r' => b.extend_from_slice(b"\\r"),
+            b'\t' => b.extend_from_slice(b"\\t"),
+            c if c < 0x20 => b.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]),
+            c => b.push(c),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -678,10 +777,43 @@ mod tests {
         }
     }
 
+    /// What the writer wrote, its collected lines handed over.
+    fn handed<W: Write>(mut w: TxLogWriter<W>) -> W {
+        w.flush().unwrap();
+        w.out
+    }
+
+    /// Lines are collected and handed to the output in whole lines: at a
+    /// flush, at the close, and once enough are collected.
+    #[test]
+    fn lines_reach_the_output_whole_at_flush_and_when_collected() {
+        let r = rec(Protocol::Dns, Detail::Dns(Default::default()));
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol);
+        w.write(&r).unwrap();
+        let header = w.out.len();
+        assert!(header > 0 && w.out.ends_with(b"\n"), "the header goes out at once");
+        w.write(&r).unwrap();
+        assert_eq!(w.out.len(), header, "one line is collected");
+        w.flush().unwrap();
+        let one = (w.out.len() - header) / 2;
+        assert_eq!(w.out.len(), header + 2 * one);
+        // After the flush, nothing collected: lines go out once they fill
+        // the collection, all at once.
+        let mut m = 0;
+        while w.out.len() == header + 2 * one {
+            w.write(&r).unwrap();
+            m += 1;
+        }
+        assert!(m * one >= LINES_HANDED_AT && (m - 1) * one < LINES_HANDED_AT, "{m} lines of {one}");
+        assert_eq!(w.out.len(), header + (2 + m) * one, "whole lines only");
+        w.finish().unwrap();
+        assert_eq!(w.out.iter().filter(|&&c| c == b'\n').count(), 8 + 2 + m + 1, "every line, then #close");
+    }
+
     fn json(r: &TxRecord) -> String {
         let mut w = TxLogWriter::new(Vec::new(), LogFormat::Json, r.protocol);
         w.write(r).unwrap();
-        String::from_utf8(w.out).unwrap()
+        String::from_utf8(handed(w)).unwrap()
     }
 
     #[test]
@@ -810,7 +942,7 @@ mod tests {
         let r = rec(Protocol::Mysql, Detail::Mysql(m));
         let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol);
         w.write(&r).unwrap();
-        let out = String::from_utf8(w.out).unwrap();
+        let out = String::from_utf8(handed(w)).unwrap();
         let line = out.lines().last().unwrap();
         assert!(line.ends_with("\tstmt_execute\tselect ?\t-\t-\t-\tT\t1\t-\t-\t-\t-\t-\t-\t1,a\\x2cb\tok\t28\t284\t0.061782\t0.061782"), "{line}");
         let s = json(&r);
@@ -826,18 +958,18 @@ mod tests {
         r.source = wirelog_record::TxSource::TlsLibrary;
         let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol).with_processes(true).with_sources(true);
         w.write(&r).unwrap();
-        let out = String::from_utf8(w.out).unwrap();
+        let out = String::from_utf8(handed(w)).unwrap();
         let fields = out.lines().find(|l| l.starts_with("#fields")).unwrap();
         assert!(fields.ends_with("\tresp_pod\tsource"), "{fields}");
         assert!(out.lines().last().unwrap().ends_with("\t-\ttls-library"), "{out}");
         let mut w = TxLogWriter::new(Vec::new(), LogFormat::Json, r.protocol).with_sources(true);
         w.write(&r).unwrap();
-        let out = String::from_utf8(w.out).unwrap();
+        let out = String::from_utf8(handed(w)).unwrap();
         assert!(out.ends_with(",\"source\":\"tls-library\"}\n"), "{out}");
         // Off: no column.
         let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol);
         w.write(&r).unwrap();
-        assert!(!String::from_utf8(w.out).unwrap().contains("source"));
+        assert!(!String::from_utf8(handed(w)).unwrap().contains("source"));
     }
 
     /// capture --cpu-budget: the weight of a sampled connection's
@@ -848,16 +980,93 @@ mod tests {
         r.sample_weight = 8;
         let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol).with_sources(true).with_weights(true);
         w.write(&r).unwrap();
-        let out = String::from_utf8(w.out).unwrap();
+        let out = String::from_utf8(handed(w)).unwrap();
         assert!(out.lines().find(|l| l.starts_with("#fields")).unwrap().ends_with("\tsource\tsample_weight"), "{out}");
         assert!(out.lines().find(|l| l.starts_with("#types")).unwrap().ends_with("\tstring\tcount"), "{out}");
         assert!(out.lines().last().unwrap().ends_with("\tpackets\t8"), "{out}");
         let mut w = TxLogWriter::new(Vec::new(), LogFormat::Json, r.protocol).with_weights(true);
         w.write(&r).unwrap();
-        assert!(String::from_utf8(w.out).unwrap().ends_with(",\"sample_weight\":8}\n"));
+        assert!(String::from_utf8(handed(w)).unwrap().ends_with(",\"sample_weight\":8}\n"));
         let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol);
         w.write(&r).unwrap();
-        assert!(!String::from_utf8(w.out).unwrap().contains("sample_weight"));
+        assert!(!String::from_utf8(handed(w)).unwrap().contains("sample_weight"));
+    }
+
+    /// The escaping as it was written before it went a word at a time:
+    /// byte by byte, the reference the fast versions are compared with.
+    fn tsv_reference(s: &str, in_set: bool) -> Vec<u8> {
+        let mut b = Vec::new();
+        if s.is_empty() {
+            return b"(empty)".to_vec();
+        }
+        if s == "-" {
+            return b"\\x2d".to_vec();
+        }
+        for &c in s.as_bytes() {
+            if TSV_ESCAPED[c as usize] || (in_set && c == b',') {
+                push_hex_escape(&mut b, c);
+            } else {
+                b.push(c);
+            }
+        }
+        b
+    }
+
+    fn json_reference(s: &str) -> Vec<u8> {
+        let mut b = vec![b'"'];
+        for c in s.bytes() {
+            match c {
+                b'"' => b.extend_from_slice(b"\\\""),
+                b'\\' => b.extend_from_slice(b"\\\\"),
+                b'\n' => b.extend_from_slice(b"\\n"),
+                b'\r' => b.extend_from_slice(b"\\r"),
+                b'\t' => b.extend_from_slice(b"\\t"),
+                c if c < 0x20 => b.extend_from_slice(format!("\\u{:04x}", c).as_bytes()),
+                c => b.push(c),
+            }
+        }
+        b.push(b'"');
+        b
+    }
+
+    /// Every length from 0 to 40, each position of every byte that needs
+    /// escaping (and of multi-byte characters), and random text: the word
+    /// at a time escaping writes what the byte-wise reference writes, after
+    /// whatever the line held before.
+    #[test]
+    fn word_escaping_matches_the_bytewise_reference() {
+        let check = |s: &str| {
+            for in_set in [false, true] {
+                let mut b = b"x\t".to_vec();
+                tsv_text(&mut b, s, in_set);
+                assert_eq!(&b[2..], &tsv_reference(s, in_set)[..], "{s:?} {in_set}");
+            }
+            let mut b = b"{".to_vec();
+            json_str(&mut b, s);
+            assert_eq!(&b[1..], &json_reference(s)[..], "{s:?}");
+        };
+        let specials = ['\t', '\n', '\r', '\\', '"', ',', '-', '\u{1}', '\u{1f}', '\u{7f}', ' ', '~', '\u{e9}', '\u{20ac}'];
+        for len in 0..=40 {
+            let base: String = "abcdefghij0123456789".chars().cycle().take(len).collect();
+            check(&base);
+            for at in 0..len {
+                for &c in &specials {
+                    let mut t: Vec<char> = base.chars().collect();
+                    t[at] = c;
+                    check(&t.into_iter().collect::<String>());
+                }
+            }
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let alphabet: Vec<char> = "ab -,\\\"\t\n\u{0}\u{7f}\u{e9}\u{1F600}".chars().collect();
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 24) as usize;
+            let s: String = (0..len).map(|i| alphabet[((x >> (i * 2 % 60)) % alphabet.len() as u64) as usize]).collect();
+            check(&s);
+        }
     }
 
     #[test]

@@ -88,64 +88,111 @@ fn digits_before(tmp: &mut [u8], mut end: usize, mut v: u64) -> usize {
     end
 }
 
+/// 10^i, for [`decimal_len`].
+const POW10: [u64; 20] = {
+    let mut t = [1u64; 20];
+    let mut i = 1;
+    while i < 20 {
+        t[i] = t[i - 1] * 10;
+        i += 1;
+    }
+    t
+};
+
+/// How many decimal digits `v` has (1 for 0): from its bit length, one
+/// table comparison, no division.
+#[inline]
+fn decimal_len(v: u64) -> usize {
+    let w = v | 1;
+    let t = (((64 - w.leading_zeros()) * 1233) >> 12) as usize;
+    t + 1 - usize::from(w < POW10[t])
+}
+
+/// Appends the first `used` bytes of `chunk`: the chunk is copied whole (a
+/// fixed-size copy, a few moves, instead of a `memcpy` call of a variable
+/// length), then the line is cut back to what was meant.
+#[inline(always)]
+pub(crate) fn push_prefix<const N: usize>(buf: &mut Vec<u8>, chunk: &[u8; N], used: usize) {
+    let end = buf.len() + used;
+    buf.extend_from_slice(chunk);
+    buf.truncate(end);
+}
+
 /// Appends the decimal digits of `v`.
 #[inline]
 pub(crate) fn push_u64(buf: &mut Vec<u8>, v: u64) {
+    let n = decimal_len(v);
     let mut tmp = [0u8; 20];
-    let i = digits_before(&mut tmp, 20, v);
-    buf.extend_from_slice(&tmp[i..]);
+    digits_before(&mut tmp, n, v);
+    push_prefix(buf, &tmp, n);
 }
 
 /// Seconds with six decimals, from nanoseconds, rounded to the microsecond.
-/// Composed on the stack and appended at once: every record has several.
+/// Composed on the stack, left-aligned, and appended as one fixed-size
+/// copy: every record has several.
 pub(crate) fn write_secs(buf: &mut Vec<u8>, ns: i64) {
     let us = if ns >= 0 {
         (ns + 500) / 1000
     } else {
         (ns - 500) / 1000
     };
-    // Sign, 20 digits, point, 6 decimals.
-    let mut tmp = [0u8; 28];
-    let mut i = tmp.len();
-    let mut f = us.unsigned_abs() % 1_000_000;
+    let abs = us.unsigned_abs();
+    let whole = abs / 1_000_000;
+    // Sign, at most 13 digits (i64 ns), point, 6 decimals.
+    let mut tmp = [0u8; 24];
+    let sign = usize::from(us < 0);
+    tmp[0] = b'-';
+    let dot = sign + decimal_len(whole);
+    digits_before(&mut tmp, dot, whole);
+    tmp[dot] = b'.';
+    let mut f = abs % 1_000_000;
+    let mut i = dot + 7;
     for _ in 0..3 {
         let p = (f % 100) as usize * 2;
         f /= 100;
         i -= 2;
         tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[p..p + 2]);
     }
-    i -= 1;
-    tmp[i] = b'.';
-    i = digits_before(&mut tmp, i, us.unsigned_abs() / 1_000_000);
-    if us < 0 {
-        i -= 1;
-        tmp[i] = b'-';
-    }
-    buf.extend_from_slice(&tmp[i..]);
+    push_prefix(buf, &tmp, dot + 7);
 }
+
+/// Each byte value as dotted-quad text followed by a dot, and its length
+/// with the dot: "7." is ([b'7', b'.', 0, 0], 2).
+const OCTETS: [([u8; 4], u8); 256] = {
+    let mut t = [([0u8; 4], 0u8); 256];
+    let mut o = 0;
+    while o < 256 {
+        let mut d = [0u8; 4];
+        let mut n = 0;
+        if o >= 100 {
+            d[n] = b'0' + (o / 100) as u8;
+            n += 1;
+        }
+        if o >= 10 {
+            d[n] = b'0' + (o / 10 % 10) as u8;
+            n += 1;
+        }
+        d[n] = b'0' + (o % 10) as u8;
+        d[n + 1] = b'.';
+        t[o] = (d, n as u8 + 2);
+        o += 1;
+    }
+    t
+};
 
 pub(crate) fn write_addr(buf: &mut Vec<u8>, a: &IpAddr16) {
     if a.is_v4() {
-        // Dotted quad composed on the stack: one append instead of seven.
-        let mut tmp = [0u8; 15];
+        // Dotted quad composed on the stack from a table of octets (each
+        // copied as four bytes, the next overwriting what is past its
+        // dot), appended at once without the last dot.
+        let mut tmp = [0u8; 20];
         let mut n = 0;
-        for (i, &o) in a.0[12..].iter().enumerate() {
-            if i > 0 {
-                tmp[n] = b'.';
-                n += 1;
-            }
-            if o >= 100 {
-                tmp[n] = b'0' + o / 100;
-                n += 1;
-            }
-            if o >= 10 {
-                tmp[n] = b'0' + o / 10 % 10;
-                n += 1;
-            }
-            tmp[n] = b'0' + o % 10;
-            n += 1;
+        for &o in &a.0[12..] {
+            let (d, len) = OCTETS[o as usize];
+            tmp[n..n + 4].copy_from_slice(&d);
+            n += len as usize;
         }
-        buf.extend_from_slice(&tmp[..n]);
+        push_prefix(buf, &tmp, n - 1);
     } else {
         use std::io::Write as _;
         let _ = write!(buf, "{}", a.to_std());
@@ -553,10 +600,21 @@ pub(crate) mod tests {
     #[test]
     fn numbers_and_addresses() {
         let mut b = Vec::new();
-        for v in [0u64, 7, 9, 10, 99, 100, 101, 1000, 65535, 10u64.pow(19), u64::MAX] {
+        let edges = (0..20).flat_map(|k| {
+            let p = 10u64.pow(k);
+            [p - 1, p, p + 1, p.wrapping_mul(2) - 1]
+        });
+        for v in [0u64, 7, 9, 10, 99, 100, 101, 1000, 65535, 10u64.pow(19), u64::MAX].into_iter().chain(edges) {
             b.clear();
+            b.push(b'x');
             push_u64(&mut b, v);
-            assert_eq!(String::from_utf8(b.clone()).unwrap(), v.to_string());
+            assert_eq!(String::from_utf8(b.clone()).unwrap(), format!("x{v}"));
+            assert_eq!(decimal_len(v), v.to_string().len(), "{v}");
+        }
+        for o in 0..=255u8 {
+            b.clear();
+            write_addr(&mut b, &IpAddr16::from_v4([o, 255 - o, o / 3, 9]));
+            assert_eq!(String::from_utf8(b.clone()).unwrap(), std::net::Ipv4Addr::new(o, 255 - o, o / 3, 9).to_string());
         }
         for (ns, want) in [
             (0, "0.000000"),
