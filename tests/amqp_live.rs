@@ -14,11 +14,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use common::live::text;
 use common::lo::{have, settle, wait_for, LoNs, Reap};
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 /// The client: one line per exchange it saw (`<method>\t<queue or routing
 /// key or ->\t<ok|error>`).
@@ -88,13 +85,9 @@ fn records_match_what_the_broker_answered() {
          RABBITMQ_CONFIG_FILE={d}/rabbitmq RABBITMQ_PID_FILE={d}/pid RABBITMQ_FEATURE_FLAGS_FILE={d}/ff \
          ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_LOGS=- RABBITMQ_SERVER_ERL_ARGS='+S 1:1'; exec /usr/lib/rabbitmq/bin/rabbitmq-server"
     );
-    let mut server = ns.spawn("rabbitmq-server", &["bash", "-c", &env], &dir.join("rabbitmq.log.txt"));
-    wait_for("rabbitmq", Duration::from_secs(60), || {
-        assert!(server.alive(), "rabbitmq-server exited: {}", std::fs::read_to_string(dir.join("rabbitmq.log.txt")).unwrap_or_default());
-        ns.cmd(&["python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 5672)).close()"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
+    let log = dir.join("rabbitmq.log.txt");
+    let mut server = ns.spawn("rabbitmq-server", &["bash", "-c", &env], &log);
+    server.wait_ready(Duration::from_secs(60), &log, || ns.accepts(5672));
     let up = started.elapsed();
     let o = ns.cmd(&["timeout", "60", "python3", "-c", CLIENT]).output().unwrap();
     assert!(o.status.success(), "client: {}", text(&o));
@@ -104,15 +97,7 @@ fn records_match_what_the_broker_answered() {
 
     let logs = dir.join("logs");
     let store = dir.join("store");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "--quiet", "--logs"])
-        .arg(&logs)
-        .arg("--store")
-        .arg(&store)
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    common::read_pcap(&pcap, &logs, Some(&store), &["--quiet"]);
     let rows = common::read_log(&logs.join("amqp.log"));
     let mut used = vec![false; rows.len()];
     for line in &seen {
@@ -157,14 +142,7 @@ fn records_match_what_the_broker_answered() {
     }
 
     // The store, the query's default grouping, conn.log's service.
-    let q = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["query", "amqp", "--store"])
-        .arg(&store)
-        .args(["--top", "100", "--format", "csv"])
-        .output()
-        .unwrap();
-    assert!(q.status.success(), "{}", text(&q));
-    let csv = String::from_utf8_lossy(&q.stdout);
+    let csv = common::query_csv(&store, "amqp", &["--top", "100"]);
     assert!(csv.lines().next().unwrap().starts_with("method,exchange,queue,"), "{csv}");
     assert!(csv.lines().any(|l| l.starts_with("basic.publish,logs,,4,0,")), "{csv}");
     let conns = common::read_log(&logs.join("conn.log"));

@@ -11,6 +11,8 @@ import socket
 import sys
 import threading
 
+from serverlib import accept_forever, listen, ready
+
 
 def pipe(a, b):
     try:
@@ -55,11 +57,6 @@ def serve(conn):
     up.close()
 
 
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-s.listen(16)
-print("listening", flush=True)
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
+s = listen(int(sys.argv[1]), 16)
+ready()
+accept_forever(s, serve)

@@ -12,11 +12,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use common::live::text;
 use common::lo::{have, settle, wait_for, LoNs};
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 const PROTO: &str = r#"
 syntax = "proto3";
@@ -120,15 +117,7 @@ fn calls_match_what_the_client_saw() {
 
     let logs = dir.join("logs");
     let store = dir.join("store");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "--quiet", "--logs"])
-        .arg(&logs)
-        .arg("--store")
-        .arg(&store)
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    common::read_pcap(&pcap, &logs, Some(&store), &["--quiet"]);
     let rows = common::read_log(&logs.join("grpc.log"));
     assert_eq!(rows.len(), calls.len(), "{rows:#?}");
     for (k, (method, code, client_us)) in calls.iter().enumerate() {
@@ -173,14 +162,7 @@ fn calls_match_what_the_client_saw() {
     assert!(rows.iter().any(|r| r["grpc_message"] == "internal: \u{fc}"), "{rows:#?}");
     assert!(rows.iter().any(|r| r["grpc_message"] == "bad: 100%"), "{rows:#?}");
 
-    let q = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["query", "grpc", "--store"])
-        .arg(&store)
-        .args(["--by", "service,method", "--sort", "p99_latency", "--format", "csv"])
-        .output()
-        .unwrap();
-    assert!(q.status.success(), "{}", text(&q));
-    let csv = String::from_utf8_lossy(&q.stdout);
+    let csv = common::query_csv(&store, "grpc", &["--by", "service,method", "--sort", "p99_latency"]);
     assert!(csv.lines().any(|l| l.starts_with("wltest.Calls,Echo,13,0,")), "{csv}");
     assert!(csv.lines().any(|l| l.starts_with("wltest.Calls,Fail,3,3,")), "{csv}");
     let conns = common::read_log(&logs.join("conn.log"));

@@ -9,14 +9,20 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::live::text;
 use common::lo::{have, settle, wait_for, LoNs};
 
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+/// The files both servers serve, in `dir/www`: a.txt (512 bytes) and
+/// b.txt (20,000 bytes).
+fn www(dir: &Path) -> PathBuf {
+    let www = dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("a.txt"), "a".repeat(512)).unwrap();
+    std::fs::write(www.join("b.txt"), "b".repeat(20_000)).unwrap();
+    www
 }
 
 #[test]
@@ -27,10 +33,7 @@ fn nghttpd_h2load_curl_streams_all_found() {
     }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("http2-live-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let www = dir.join("www");
-    std::fs::create_dir_all(&www).unwrap();
-    std::fs::write(www.join("a.txt"), "a".repeat(512)).unwrap();
-    std::fs::write(www.join("b.txt"), "b".repeat(20_000)).unwrap();
+    let www = www(&dir);
     let ns = LoNs::new("h2");
     let pcap = dir.join("h2.pcap");
     let tcpdump = ns.tcpdump(&pcap, &["tcp", "port", "8080"]);
@@ -57,8 +60,7 @@ fn nghttpd_h2load_curl_streams_all_found() {
     tcpdump.interrupt();
 
     let logs = dir.join("logs");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["read", "--quiet", "--no-store", "--logs"]).arg(&logs).arg(&pcap).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    common::read_pcap(&pcap, &logs, None, &["--quiet"]);
     let rows = common::read_log(&logs.join("http.log"));
     let mut by: HashMap<(String, String), usize> = HashMap::new();
     for r in &rows {
@@ -98,10 +100,7 @@ fn nginx_h2c_and_upgrade_through_nghttpx() {
     }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("http2-nginx-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let www = dir.join("www");
-    std::fs::create_dir_all(&www).unwrap();
-    std::fs::write(www.join("a.txt"), "a".repeat(512)).unwrap();
-    std::fs::write(www.join("b.txt"), "b".repeat(20_000)).unwrap();
+    let www = www(&dir);
     let body = dir.join("body.json");
     std::fs::write(&body, r#"{"name":"probe","values":[1,2,3]}"#).unwrap();
     // 8081: the clients' h2c server; 8083: nghttpx's backend (not captured,
@@ -200,8 +199,7 @@ fn nginx_h2c_and_upgrade_through_nghttpx() {
     tcpdump.interrupt();
 
     let logs = dir.join("logs");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["read", "--quiet", "--no-store", "--logs"]).arg(&logs).arg(&pcap).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    common::read_pcap(&pcap, &logs, None, &["--quiet"]);
     let rows = common::read_log(&logs.join("http.log"));
     let mut got: Vec<(u16, String, String, String)> = Vec::new();
     let mut ready = 0;

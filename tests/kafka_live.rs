@@ -17,11 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use common::live::text;
 use common::lo::{have, settle, wait_for, LoNs, Reap};
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 /// The client: admin, producers (acks all, acks 0) and a consumer in a
 /// group; it prints how many messages it consumed.
@@ -93,10 +90,7 @@ fn records_match_what_the_broker_answered() {
         &["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", &cp, "kafka.Kafka", props.to_str().unwrap()],
         &log,
     );
-    wait_for("kafka", Duration::from_secs(60), || {
-        assert!(server.alive(), "kafka exited: {}", std::fs::read_to_string(&log).unwrap_or_default());
-        std::fs::read_to_string(&log).unwrap_or_default().contains("Kafka Server started")
-    });
+    server.wait_ready(Duration::from_secs(60), &log, || std::fs::read_to_string(&log).unwrap_or_default().contains("Kafka Server started"));
     let up = started.elapsed();
     let o = ns.cmd(&["timeout", "90", "python3", "-c", CLIENT]).output().unwrap();
     assert!(o.status.success(), "client: {}", text(&o));
@@ -106,15 +100,7 @@ fn records_match_what_the_broker_answered() {
 
     let logs = dir.join("logs");
     let store = dir.join("store");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "--quiet", "--logs"])
-        .arg(&logs)
-        .arg("--store")
-        .arg(&store)
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    common::read_pcap(&pcap, &logs, Some(&store), &["--quiet"]);
     let rows = common::read_log(&logs.join("kafka.log"));
     // tshark's requests (to the broker's port) and the responses' error
     // codes by correlation id and connection (client port).
@@ -183,14 +169,7 @@ fn records_match_what_the_broker_answered() {
     assert!(rows.iter().filter(|r| r["api"] == "fetch").all(|r| r["max_wait_ms"] == "300"), "{rows:#?}");
 
     // The store and the query's default grouping (api, topic).
-    let q = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["query", "kafka", "--store"])
-        .arg(&store)
-        .args(["--top", "100", "--format", "csv"])
-        .output()
-        .unwrap();
-    assert!(q.status.success(), "{}", text(&q));
-    let csv = String::from_utf8_lossy(&q.stdout);
+    let csv = common::query_csv(&store, "kafka", &["--top", "100"]);
     assert!(csv.lines().next().unwrap().starts_with("api,topic,"), "{csv}");
     assert!(csv.lines().any(|l| l.starts_with("produce,orders,") && l.split(',').nth(3) == Some("0")), "{csv}");
     println!("kafka live test: {:.1} s (broker up after {:.1} s)", started.elapsed().as_secs_f64(), up.as_secs_f64());

@@ -20,58 +20,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::live::{is_root, sh, skip, LiveCapture, BIN};
+use common::live::{numbers, LiveCapture, BIN};
+use common::veth::{requirements, VethPair};
 
-struct Netns {
-    a: String,
-    b: String,
-    va: String,
-    vb: String,
-}
-
-fn ok(cmd: &mut Command) -> bool {
-    cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
-}
-
-impl Netns {
-    fn new() -> Option<Netns> {
-        if !is_root() {
-            skip("live_records needs root (network namespaces)");
-            return None;
-        }
-        for (prog, arg) in [("ip", "-V"), ("tcpreplay", "--version"), ("curl", "--version"), ("chromium", "--version")] {
-            if !ok(Command::new(prog).arg(arg)) {
-                skip(&format!("{prog} is not installed"));
-                return None;
-            }
-        }
-        let id = std::process::id();
-        let ns = Netns { a: format!("wlra{id}"), b: format!("wlrb{id}"), va: format!("wra{id}"), vb: format!("wrb{id}") };
-        sh(&["ip", "netns", "add", &ns.a]);
-        sh(&["ip", "netns", "add", &ns.b]);
-        sh(&["ip", "link", "add", &ns.va, "netns", &ns.a, "type", "veth", "peer", "name", &ns.vb, "netns", &ns.b]);
-        for (n, v) in [(&ns.a, &ns.va), (&ns.b, &ns.vb)] {
-            sh(&["ip", "netns", "exec", n, "sysctl", "-q", "-w", &format!("net.ipv6.conf.{v}.disable_ipv6=1")]);
-            sh(&["ip", "-n", n, "link", "set", v, "up"]);
-            sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
-        }
-        Some(ns)
-    }
-
-    fn get(&self, url: &str) -> Option<String> {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.a, "curl", "-s", "-f", "--max-time", "20", url])
-            .output()
-            .ok()?;
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).to_string())
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.a]).status();
-        let _ = Command::new("ip").args(["netns", "del", &self.b]).status();
-    }
+/// The veth pair of this file's tests, or a skip.
+fn netns() -> Option<VethPair> {
+    requirements("live_records", &[("ip", "-V"), ("tcpreplay", "--version"), ("curl", "--version"), ("chromium", "--version")]).then(|| VethPair::new("r"))
 }
 
 /// The line of `stderr` starting with `prefix`, without it.
@@ -87,20 +41,13 @@ fn named_counts(list: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-fn numbers(line: &str) -> Vec<u64> {
-    line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).filter_map(|s| s.parse().ok()).collect()
-}
-
 #[test]
 fn the_overview_shows_a_running_capture_and_counts_each_record_once() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-records");
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let pcap = dir.join("sample.pcap");
-    let gz = Command::new("gzip").arg("-dc").arg(root.join("samples/sample.pcap.gz")).output().unwrap();
-    std::fs::write(&pcap, gz.stdout).unwrap();
+    let pcap = common::sample_pcap(&dir);
     let store = dir.join("store");
     let args: Vec<&OsStr> = [
         "--store", store.to_str().unwrap(), "--workers", "2", "--stats-interval", "0",
@@ -111,11 +58,7 @@ fn the_overview_shows_a_running_capture_and_counts_each_record_once() {
     .map(OsStr::new)
     .collect();
     let cap = LiveCapture::start(&ns.a, &ns.va, &args);
-    let t0 = Instant::now();
-    while ns.get("http://127.0.0.1:9182/api/health").is_none() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "the server did not answer");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    ns.wait_answer("http://127.0.0.1:9182/api/health", "the server");
 
     let out_dir = root.join("target/test-artifacts/ui-live-records");
     let mut ui = Command::new("ip")
@@ -138,12 +81,7 @@ fn the_overview_shows_a_running_capture_and_counts_each_record_once() {
     };
     assert_eq!(next(&mut line), "ready");
     writeln!(to_ui, "go").unwrap();
-    let replay = Command::new("ip")
-        .args(["netns", "exec", &ns.b, "tcpreplay", "--topspeed", "-q", "-i", &ns.vb])
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(replay.status.success(), "tcpreplay: {}", String::from_utf8_lossy(&replay.stderr));
+    ns.replay(&pcap);
     let shown = next(&mut line);
     let secs: f64 = shown.strip_prefix("shown_after_s ").and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{shown}"));
     assert!(secs < 10.0, "the Overview showed connections {secs} s after the first packet");

@@ -13,11 +13,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::lo::{have, settle, wait_for, LoNs};
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+use common::live::text;
+use common::lo::{needs, settle, LoNs, Proc};
 
 /// The client: each command sent alone, its answer read whole and printed as
 /// one line (`<command>\t<answer lines joined by |>`); `noreply` commands
@@ -58,29 +55,27 @@ ask(b"frobnicate x")
 ask(b"version")
 "#;
 
+/// memcached in `ns` on 127.0.0.1:11211 (TCP) with `flags`, root naming its
+/// user, its output in `dir`; returns once it accepts connections.
+fn memcached(ns: &LoNs, dir: &Path, flags: &[&str]) -> Proc {
+    let args: Vec<&str> = ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", "11211"].into_iter().chain(flags.iter().copied()).collect();
+    let log = dir.join("memcached.log.txt");
+    let mut server = ns.spawn("memcached", &args, &log);
+    server.wait_ready(Duration::from_secs(20), &log, || ns.accepts(11211));
+    server
+}
+
 #[test]
 fn records_match_what_the_server_answered() {
-    if !(have("memcached") && have("python3") && have("tcpdump") && common::live::is_root()) {
-        common::live::skip("needs root, memcached, python3 and tcpdump");
+    if !needs("memcached tests (network namespaces)", &["memcached", "python3", "tcpdump"]) {
         return;
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("memcached-live-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("memcached_live", "live");
     let ns = LoNs::new("mc");
     let pcap = dir.join("memcached.pcap");
     let tcpdump = ns.tcpdump(&pcap, &["tcp", "port", "11211"]);
     // -U 0: no UDP; -m 16: 16 MiB of cache; root must name a user.
-    let _server = ns.spawn(
-        "memcached",
-        &["memcached", "-u", "root", "-l", "127.0.0.1", "-p", "11211", "-U", "0", "-m", "16"],
-        &dir.join("memcached.log.txt"),
-    );
-    wait_for("memcached", Duration::from_secs(20), || {
-        ns.cmd(&["python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 11211)).close()"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
+    let _server = memcached(&ns, &dir, &["-U", "0", "-m", "16"]);
     let o = ns.cmd(&["python3", "-c", CLIENT]).output().unwrap();
     assert!(o.status.success(), "client: {}", text(&o));
     settle(&pcap);
@@ -96,17 +91,9 @@ fn records_match_what_the_server_answered() {
 
     let logs = dir.join("logs");
     let store = dir.join("store");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "--quiet", "--logs"])
-        .arg(&logs)
-        .arg("--store")
-        .arg(&store)
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    common::read_pcap(&pcap, &logs, Some(&store), &["--quiet"]);
     let rows = common::read_log(&logs.join("memcached.log"));
-    // The probe's connection (wait_for) has no command; the client's 17 have.
+    // The probe's connection (the readiness check) has no command; the client's 17 have.
     assert_eq!(rows.len(), answers.len(), "{rows:#?}");
 
     // What each answer means, as the client printed it.
@@ -155,14 +142,7 @@ fn records_match_what_the_server_answered() {
     assert_eq!(quiet["noreply"], "T");
 
     // The store holds the same, under the same column names.
-    let q = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["query", "memcached", "--store"])
-        .arg(&store)
-        .args(["--by", "command,result", "--top", "100", "--format", "csv"])
-        .output()
-        .unwrap();
-    assert!(q.status.success(), "{}", text(&q));
-    let csv = String::from_utf8_lossy(&q.stdout);
+    let csv = common::query_csv(&store, "memcached", &["--by", "command,result", "--top", "100"]);
     assert!(csv.lines().next().unwrap().starts_with("command,result,"), "{csv}");
     for line in ["get,hit,", "get,miss,", "delete,deleted,", "delete,not_found,", "incr,value,", "unknown,error,"] {
         assert!(csv.lines().any(|l| l.starts_with(line)), "{line} in\n{csv}");
@@ -219,26 +199,14 @@ ask("Unknown", msg(0x7f))
 
 #[test]
 fn binary_records_match_what_the_server_answered() {
-    if !(have("memcached") && have("python3") && have("tcpdump") && common::live::is_root()) {
-        common::live::skip("needs root, memcached, python3 and tcpdump");
+    if !needs("memcached tests (network namespaces)", &["memcached", "python3", "tcpdump"]) {
         return;
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("memcached-bin-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("memcached_live", "bin");
     let ns = LoNs::new("mb");
     let pcap = dir.join("memcached.pcap");
     let tcpdump = ns.tcpdump(&pcap, &["tcp", "port", "11211"]);
-    let _server = ns.spawn(
-        "memcached",
-        &["memcached", "-u", "root", "-l", "127.0.0.1", "-p", "11211", "-U", "0", "-m", "16", "-B", "auto"],
-        &dir.join("memcached.log.txt"),
-    );
-    wait_for("memcached", Duration::from_secs(20), || {
-        ns.cmd(&["python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 11211)).close()"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
+    let _server = memcached(&ns, &dir, &["-U", "0", "-m", "16", "-B", "auto"]);
     let o = ns.cmd(&["timeout", "30", "python3", "-c", BINARY_CLIENT]).output().unwrap();
     assert!(o.status.success(), "client: {}", text(&o));
     settle(&pcap);
@@ -253,8 +221,7 @@ fn binary_records_match_what_the_server_answered() {
     assert_eq!(answers.len(), 14, "{answers:?}");
 
     let logs = dir.join("logs");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["read", "--no-store", "--logs"]).arg(&logs).arg(&pcap).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    common::read_pcap(&pcap, &logs, None, &[]);
     let rows = common::read_log(&logs.join("memcached.log"));
     assert_eq!(rows.len(), answers.len(), "{rows:#?}");
     for ((opcode, answer), r) in answers.iter().zip(&rows) {
@@ -322,27 +289,15 @@ cmds[7] = b"delete small"; send(7, cmds[7]); show(7, answers(1)[7])
 
 #[test]
 fn udp_records_match_what_the_server_answered() {
-    if !(have("memcached") && have("python3") && have("tcpdump") && common::live::is_root()) {
-        common::live::skip("needs root, memcached, python3 and tcpdump");
+    if !needs("memcached tests (network namespaces)", &["memcached", "python3", "tcpdump"]) {
         return;
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("memcached-udp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch("memcached_live", "udp");
     let ns = LoNs::new("mu");
     let pcap = dir.join("memcached.pcap");
     let tcpdump = ns.tcpdump(&pcap, &["udp", "port", "11211"]);
     // -U 11211: UDP on; TCP stays on 11211 for the readiness probe.
-    let _server = ns.spawn(
-        "memcached",
-        &["memcached", "-u", "root", "-l", "127.0.0.1", "-p", "11211", "-U", "11211", "-m", "16"],
-        &dir.join("memcached.log.txt"),
-    );
-    wait_for("memcached", Duration::from_secs(20), || {
-        ns.cmd(&["python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 11211)).close()"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
+    let _server = memcached(&ns, &dir, &["-U", "11211", "-m", "16"]);
     let o = ns.cmd(&["timeout", "30", "python3", "-c", UDP_CLIENT]).output().unwrap();
     assert!(o.status.success(), "client: {}", text(&o));
     settle(&pcap);
@@ -351,8 +306,7 @@ fn udp_records_match_what_the_server_answered() {
     assert_eq!(answers.len(), 7, "{answers:?}");
 
     let logs = dir.join("logs");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["read", "--no-store", "--logs"]).arg(&logs).arg(&pcap).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    common::read_pcap(&pcap, &logs, None, &[]);
     let rows = common::read_log(&logs.join("memcached.log"));
     assert_eq!(rows.len(), answers.len(), "{rows:#?}");
     for a in &answers {

@@ -19,11 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use common::live::text;
 use common::lo::{have, settle, wait_for, LoNs};
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 /// pymongo's script: each operation prints `<command>\t<ok|error>\t<number the client saw>`
 /// (documents inserted, found, counted, matched or deleted; the error code).
@@ -94,11 +91,7 @@ fn records_match_what_the_client_saw() {
         ],
         &dir.join("ferretdb.log.txt"),
     );
-    wait_for("ferretdb", Duration::from_secs(30), || {
-        ns.cmd(&["python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 27017)).close()"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
+    wait_for("ferretdb", Duration::from_secs(30), || ns.accepts(27017));
     let o = ns.cmd(&["timeout", "60", "python3", "-c", CLIENT]).output().unwrap();
     let server_log = std::fs::read_to_string(dir.join("ferretdb.log.txt")).unwrap_or_default();
     assert!(o.status.success(), "client: {}\nserver: {server_log}", text(&o));
@@ -109,8 +102,7 @@ fn records_match_what_the_client_saw() {
 
     let logs = dir.join("logs");
     let store = dir.join("store");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["read", "--logs"]).arg(&logs).arg("--store").arg(&store).arg(&pcap).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    let out = common::read_pcap(&pcap, &logs, Some(&store), &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("malformed"), "{err}");
     let rows = common::read_log(&logs.join("mongodb.log"));
@@ -153,9 +145,7 @@ fn records_match_what_the_client_saw() {
 
     // The store holds the same; queries group by command, collection and
     // the filter's shape by default.
-    let q = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["query", "mongodb", "--store"]).arg(&store).args(["--top", "100", "--format", "csv"]).output().unwrap();
-    assert!(q.status.success(), "{}", text(&q));
-    let csv = String::from_utf8_lossy(&q.stdout);
+    let csv = common::query_csv(&store, "mongodb", &["--top", "100"]);
     assert!(csv.lines().next().unwrap().starts_with("command,collection,fingerprint,"), "{csv}");
     for line in ["getMore,items,,", "find,items,{qty: {$gt: ?}},", "delete,items,{qty: {$lt: ?}},"] {
         assert!(csv.lines().any(|l| l.starts_with(line)), "{line} in\n{csv}");
@@ -179,11 +169,7 @@ fn raw_wire_records_match_what_the_client_saw() {
     let pcap = dir.join("mongodb.pcap");
     let tcpdump = ns.tcpdump(&pcap, &["tcp", "port", "27017"]);
     let _server = ns.spawn("mongodb_wire.py", &["python3", wire, "server", "27017"], &dir.join("server.log.txt"));
-    wait_for("mongodb_wire.py server", Duration::from_secs(20), || {
-        ns.cmd(&["python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 27017)).close()"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
+    wait_for("mongodb_wire.py server", Duration::from_secs(20), || ns.accepts(27017));
     let o = ns.cmd(&["timeout", "60", "python3", wire, "client", "27017"]).output().unwrap();
     assert!(o.status.success(), "client: {}\nserver: {}", text(&o), std::fs::read_to_string(dir.join("server.log.txt")).unwrap_or_default());
     settle(&pcap);
@@ -193,8 +179,7 @@ fn raw_wire_records_match_what_the_client_saw() {
 
     let logs = dir.join("logs");
     let store = dir.join("store");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["read", "--logs"]).arg(&logs).arg("--store").arg(&store).arg(&pcap).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    let out = common::read_pcap(&pcap, &logs, Some(&store), &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("parsers: 1 malformed"), "the one checksum sent wrong, and nothing else: {err}");
     let rows = common::read_log(&logs.join("mongodb.log"));
@@ -274,9 +259,7 @@ fn raw_wire_records_match_what_the_client_saw() {
 
     // The store holds the same; queries group by command, collection and
     // the filter's shape by default.
-    let q = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["query", "mongodb", "--store"]).arg(&store).args(["--top", "100", "--format", "csv"]).output().unwrap();
-    assert!(q.status.success(), "{}", text(&q));
-    let csv = String::from_utf8_lossy(&q.stdout);
+    let csv = common::query_csv(&store, "mongodb", &["--top", "100"]);
     assert!(csv.lines().next().unwrap().starts_with("command,collection,fingerprint,"), "{csv}");
     for line in ["getMore,items,", "find,items,{qty: {$gt: ?}},", "delete,items,{qty: {$lt: ?}},", "nosuchcommand,"] {
         assert!(csv.lines().any(|l| l.starts_with(line)), "{line} in\n{csv}");

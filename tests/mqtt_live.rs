@@ -13,11 +13,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use common::live::text;
 use common::lo::{have, settle, wait_for, LoNs};
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 /// The client: one line per exchange it started (`<type>\t<topic>\t<code>`,
 /// `-` for none) and per message delivered to it (`deliver\t<topic>\t<qos>`).
@@ -143,11 +140,7 @@ fn records_match_what_the_broker_answered() {
     let pcap = dir.join("mqtt.pcap");
     let tcpdump = ns.tcpdump(&pcap, &["tcp", "port", "1883"]);
     let _server = ns.spawn("mosquitto", &["mosquitto", "-c", conf.to_str().unwrap()], &dir.join("mosquitto.log.txt"));
-    wait_for("mosquitto", Duration::from_secs(20), || {
-        ns.cmd(&["python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 1883)).close()"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
+    wait_for("mosquitto", Duration::from_secs(20), || ns.accepts(1883));
     let o = ns.cmd(&["timeout", "60", "python3", "-c", CLIENT]).output().unwrap();
     assert!(o.status.success(), "client: {}", text(&o));
     settle(&pcap);
@@ -156,15 +149,7 @@ fn records_match_what_the_broker_answered() {
 
     let logs = dir.join("logs");
     let store = dir.join("store");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "--quiet", "--logs"])
-        .arg(&logs)
-        .arg("--store")
-        .arg(&store)
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    common::read_pcap(&pcap, &logs, Some(&store), &["--quiet"]);
     let rows = common::read_log(&logs.join("mqtt.log"));
     // Every exchange the client started, and every delivery, once.
     assert_eq!(rows.len(), seen.len(), "client saw:\n{seen:#?}\nlog:\n{rows:#?}");
@@ -226,14 +211,7 @@ fn records_match_what_the_broker_answered() {
     assert_eq!(delivered, 5, "{rows:#?}");
 
     // The store holds the same, under the same names; conn.log names the service.
-    let q = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["query", "mqtt", "--store"])
-        .arg(&store)
-        .args(["--top", "100", "--format", "csv"])
-        .output()
-        .unwrap();
-    assert!(q.status.success(), "{}", text(&q));
-    let csv = String::from_utf8_lossy(&q.stdout);
+    let csv = common::query_csv(&store, "mqtt", &["--top", "100"]);
     assert!(csv.lines().next().unwrap().starts_with("packet_type,topic,"), "{csv}");
     for line in ["publish,t/c,2,0,", "subscribe,t/#,1,0,", "connect,,3,1,", "pingreq,,2,0,"] {
         assert!(csv.lines().any(|l| l.starts_with(line)), "{line} in\n{csv}");

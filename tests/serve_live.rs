@@ -13,63 +13,15 @@ mod common;
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::live::{is_root, last_stats, sh, skip, LiveCapture};
+use common::live::{last_stats, LiveCapture};
+use common::veth::{requirements, VethPair};
 
-struct Netns {
-    a: String,
-    b: String,
-    va: String,
-    vb: String,
-}
-
-fn ok(cmd: &mut Command) -> bool {
-    cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
-}
-
-impl Netns {
-    fn new() -> Option<Netns> {
-        if !is_root() {
-            skip("serve_live needs root (network namespaces)");
-            return None;
-        }
-        for (prog, arg) in [("ip", "-V"), ("tcpreplay", "--version"), ("curl", "--version")] {
-            if !ok(Command::new(prog).arg(arg)) {
-                skip(&format!("{prog} is not installed"));
-                return None;
-            }
-        }
-        let id = std::process::id();
-        let ns = Netns { a: format!("wlsa{id}"), b: format!("wlsb{id}"), va: format!("wsa{id}"), vb: format!("wsb{id}") };
-        sh(&["ip", "netns", "add", &ns.a]);
-        sh(&["ip", "netns", "add", &ns.b]);
-        sh(&["ip", "link", "add", &ns.va, "netns", &ns.a, "type", "veth", "peer", "name", &ns.vb, "netns", &ns.b]);
-        for (n, v) in [(&ns.a, &ns.va), (&ns.b, &ns.vb)] {
-            // Only the replayed frames on the pair: no IPv6 chatter.
-            sh(&["ip", "netns", "exec", n, "sysctl", "-q", "-w", &format!("net.ipv6.conf.{v}.disable_ipv6=1")]);
-            sh(&["ip", "-n", n, "link", "set", v, "up"]);
-            sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
-        }
-        Some(ns)
-    }
-
-    /// `curl` inside namespace a (where the server's loopback is).
-    fn get(&self, url: &str) -> Option<String> {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.a, "curl", "-s", "-f", "--max-time", "20", url])
-            .output()
-            .ok()?;
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).to_string())
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.a]).status();
-        let _ = Command::new("ip").args(["netns", "del", &self.b]).status();
-    }
+/// The veth pair of this file's tests, or a skip.
+fn netns() -> Option<VethPair> {
+    requirements("serve_live", &[("ip", "-V"), ("tcpreplay", "--version"), ("curl", "--version")]).then(|| VethPair::new("s"))
 }
 
 /// Prometheus text format: `name{labels} value` lines, comments skipped;
@@ -102,19 +54,16 @@ fn total(m: &BTreeMap<(String, String), f64>, name: &str) -> u64 {
 /// kernel drops, ring-full events, evicted, flows early, checksums valid,
 /// offloaded, bad, not IP, not decoded, then per worker packets and bytes.
 fn stats_numbers(line: &str) -> Vec<u64> {
-    line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).filter_map(|s| s.parse().ok()).collect()
+    common::live::numbers(line)
 }
 
 #[test]
 fn metrics_equal_the_stats_line_and_the_ui_shows_live_health() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-live");
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let pcap = dir.join("sample.pcap");
-    let gz = Command::new("gzip").arg("-dc").arg(root.join("samples/sample.pcap.gz")).output().unwrap();
-    std::fs::write(&pcap, gz.stdout).unwrap();
+    let pcap = common::sample_pcap(&dir);
     let store = dir.join("store");
     let args: Vec<&OsStr> = [
         "--store", store.to_str().unwrap(), "--workers", "2", "--stats-interval", "0",
@@ -127,20 +76,11 @@ fn metrics_equal_the_stats_line_and_the_ui_shows_live_health() {
     let cap = LiveCapture::start(&ns.a, &ns.va, &args);
 
     // Both servers answer; the metrics-only one has no API.
-    let t0 = Instant::now();
-    while ns.get("http://127.0.0.1:9181/metrics").is_none() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "metrics server did not answer");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    ns.wait_answer("http://127.0.0.1:9181/metrics", "metrics server");
     assert!(ns.get("http://127.0.0.1:9181/api/health").is_none(), "--metrics-listen serves only /metrics");
     assert!(ns.get("http://127.0.0.1:9180/api/health").is_some());
 
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns.b, "tcpreplay", "--topspeed", "-q", "-i", &ns.vb])
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "tcpreplay: {}", String::from_utf8_lossy(&out.stderr));
+    ns.replay(&pcap);
 
     // Until the counters settle (the workers publish them once per tick).
     let mut last = BTreeMap::new();

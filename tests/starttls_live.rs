@@ -12,32 +12,20 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::lo::{have, settle, wait_for, LoNs};
+use common::live::{after, text};
+use common::lo::{needs, settle, wait_for, LoNs};
+use common::tls::{iana, self_signed, sha256_fingerprint, zeek_version};
 
 type Row = HashMap<String, String>;
 
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-fn after<'a>(s: &'a str, key: &str) -> Option<&'a str> {
-    s.lines().find_map(|l| l.split_once(key).map(|(_, r)| r.trim()))
-}
-
-/// OpenSSL's cipher name to the IANA name Zeek logs.
-fn iana(openssl_name: &str) -> String {
-    let out = Command::new("openssl").args(["ciphers", "-stdname", "ALL:TLSv1.3"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| {
-            let mut w = l.split_whitespace();
-            let std = w.next()?;
-            (w.next()? == "-" && w.next()? == openssl_name).then(|| std.to_string())
-        })
-        .unwrap_or_else(|| openssl_name.to_string())
+/// The logs `wirelog read` (no flags) makes of `pcap` in `logs`, by name.
+fn read(pcap: &Path, logs: &Path) -> impl Fn(&str) -> Vec<Row> {
+    common::read_pcap(pcap, logs, None, &["--quiet"]);
+    let logs = logs.to_path_buf();
+    move |n: &str| common::parse_log(&std::fs::read_to_string(logs.join(n)).unwrap_or_default())
 }
 
 const PROTOS: &[(&str, u16)] =
@@ -45,24 +33,13 @@ const PROTOS: &[(&str, u16)] =
 
 #[test]
 fn starttls_of_seven_protocols_is_read_without_flags() {
-    if !(have("openssl") && have("tcpdump") && have("python3") && common::live::is_root()) {
-        common::live::skip("needs root, openssl, python3 and tcpdump");
+    if !needs("STARTTLS tests (network namespaces)", &["openssl", "python3", "tcpdump"]) {
         return;
     }
     let t0 = Instant::now();
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("starttls-live-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
-    let gen = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
-        .args(["-keyout", &p("key.pem"), "-out", &p("cert.pem"), "-days", "30"])
-        .args(["-subj", "/O=wirelog tests/CN=starttls.test", "-addext", "subjectAltName=DNS:starttls.test"])
-        .output()
-        .unwrap();
-    assert!(gen.status.success(), "{}", text(&gen));
-    let fp = Command::new("openssl").args(["x509", "-noout", "-fingerprint", "-sha256", "-in", &p("cert.pem")]).output().unwrap();
-    let fp = after(&String::from_utf8_lossy(&fp.stdout), "=").unwrap().replace(':', "").to_lowercase();
+    let dir = common::scratch("starttls_live", "seven");
+    let cert = self_signed(&dir, "/O=wirelog tests/CN=starttls.test", 30, &["-addext", "subjectAltName=DNS:starttls.test"]);
+    let fp = sha256_fingerprint(&cert.cert);
 
     let ns = LoNs::new("stls");
     let pcap = dir.join("starttls.pcap");
@@ -70,7 +47,7 @@ fn starttls_of_seven_protocols_is_read_without_flags() {
     let slog = dir.join("server.log");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/starttls_server.py");
     let specs: Vec<String> = PROTOS.iter().map(|(n, port)| format!("{n}={port}")).chain(["smtp=587".to_string()]).collect();
-    let mut args = vec!["python3", script, &p("cert.pem"), &p("key.pem")].into_iter().map(String::from).collect::<Vec<_>>();
+    let mut args = vec!["python3", script, cert.cert_str(), cert.key_str()].into_iter().map(String::from).collect::<Vec<_>>();
     args.extend(specs);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let _server = ns.spawn("starttls_server.py", &args, &slog);
@@ -111,15 +88,7 @@ fn starttls_of_seven_protocols_is_read_without_flags() {
     settle(&pcap);
     tcpdump.interrupt();
 
-    let logs = dir.join("logs");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "--quiet", "--no-store", "--logs"])
-        .arg(&logs)
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let read = |n: &str| common::parse_log(&std::fs::read_to_string(logs.join(n)).unwrap_or_default());
+    let read = read(&pcap, &dir.join("logs"));
     let (conn, ssl, x509): (Vec<Row>, Vec<Row>, Vec<Row>) = (read("conn.log"), read("ssl.log"), read("x509.log"));
     let services: Vec<(u16, String)> = conn
         .iter()
@@ -137,7 +106,7 @@ fn starttls_of_seven_protocols_is_read_without_flags() {
     // Each s_client's account against its ssl.log row (the smtplib row is
     // the other one on port 25).
     for (&port, said) in &printed {
-        let version = after(said, "Protocol version:").unwrap().replace("TLSv1.", "TLSv1");
+        let version = zeek_version(after(said, "Protocol version:").unwrap());
         let cipher = iana(after(said, "Ciphersuite:").unwrap());
         let row = ssl
             .iter()
@@ -163,26 +132,17 @@ fn starttls_of_seven_protocols_is_read_without_flags() {
 /// cipher curl printed, and conn.log names the connection `http,ssl`.
 #[test]
 fn tls_inside_a_connect_tunnel() {
-    if !(have("openssl") && have("curl") && have("tcpdump") && have("python3") && common::live::is_root()) {
-        common::live::skip("needs root, openssl, curl, python3 and tcpdump");
+    if !needs("STARTTLS tests (network namespaces)", &["openssl", "curl", "python3", "tcpdump"]) {
         return;
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("connect-live-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
-    let gen = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
-        .args(["-keyout", &p("key.pem"), "-out", &p("cert.pem"), "-days", "30"])
-        .args(["-subj", "/CN=proxied.test", "-addext", "subjectAltName=DNS:tls12.proxied.test,DNS:tls13.proxied.test"])
-        .output()
-        .unwrap();
-    assert!(gen.status.success(), "{}", text(&gen));
+    let dir = common::scratch("starttls_live", "connect");
+    let san = "subjectAltName=DNS:tls12.proxied.test,DNS:tls13.proxied.test";
+    let cert = self_signed(&dir, "/CN=proxied.test", 30, &["-addext", san]);
     let ns = LoNs::new("conn");
     let pcap = dir.join("connect.pcap");
     let tcpdump = ns.tcpdump(&pcap, &["tcp", "port", "3128"]);
     let slog = dir.join("s_server.log");
-    let _server = ns.spawn("openssl s_server", &["openssl", "s_server", "-accept", "443", "-cert", &p("cert.pem"), "-key", &p("key.pem"), "-www"], &slog);
+    let _server = ns.spawn("openssl s_server", &["openssl", "s_server", "-accept", "443", "-cert", cert.cert_str(), "-key", cert.key_str(), "-www"], &slog);
     let plog = dir.join("proxy.log");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/connect_proxy.py");
     let _proxy = ns.spawn("connect_proxy.py", &["python3", script, "3128"], &plog);
@@ -203,14 +163,11 @@ fn tls_inside_a_connect_tunnel() {
         // curl: "SSL connection using TLSv1.3 / TLS_AES_256_GCM_SHA384"
         let line = after(&t, "SSL connection using").unwrap().to_string();
         let (v, c) = line.split_once(" / ").unwrap();
-        said.push((name, v.replace("TLSv1.", "TLSv1"), iana(c.split_whitespace().next().unwrap())));
+        said.push((name, zeek_version(v), iana(c.split_whitespace().next().unwrap())));
     }
     settle(&pcap);
     tcpdump.interrupt();
-    let logs = dir.join("logs");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["read", "--quiet", "--no-store", "--logs"]).arg(&logs).arg(&pcap).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let read = |n: &str| common::parse_log(&std::fs::read_to_string(logs.join(n)).unwrap_or_default());
+    let read = read(&pcap, &dir.join("logs"));
     let (conn, ssl, http) = (read("conn.log"), read("ssl.log"), read("http.log"));
     assert_eq!(conn.len(), 2, "{conn:?}");
     assert!(conn.iter().all(|r| r["service"] == "http,ssl"), "{conn:?}");

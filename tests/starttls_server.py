@@ -10,10 +10,11 @@ the end. Written for the test from the RFCs (SMTP RFC 3207, IMAP RFC 3501,
 POP3 RFC 2595, XMPP RFC 6120, LDAP RFC 4511, FTP RFC 4217, IRCv3 tls);
 "listening" is printed once every port listens.
 """
-import socket
 import ssl
 import sys
 import threading
+
+from serverlib import accept_forever, dialogue, listen, ready
 
 CERT, KEY = sys.argv[1], sys.argv[2]
 CTX = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -38,16 +39,10 @@ def lines(proto, conn):
     line = lambda: read_until(conn, buf, b"\n").decode(errors="replace").strip()
     if proto == "smtp":
         conn.sendall(b"220 starttls.test ESMTP test\r\n")
-        while True:
-            l = line()
-            w = l.split(" ")[0].upper()
-            if w in ("EHLO", "HELO"):
-                conn.sendall(b"250-starttls.test\r\n250-PIPELINING\r\n250 STARTTLS\r\n")
-            elif w == "STARTTLS":
-                conn.sendall(b"220 2.0.0 Ready to start TLS\r\n")
-                return
-            else:
-                conn.sendall(b"502 5.5.2 not here\r\n")
+        ehlo = b"250-starttls.test\r\n250-PIPELINING\r\n250 STARTTLS\r\n"
+        replies = {"EHLO": ehlo, "HELO": ehlo, "STARTTLS": b"220 2.0.0 Ready to start TLS\r\n"}
+        dialogue(line, conn.sendall, replies, b"502 5.5.2 not here\r\n", {"STARTTLS"})
+        return
     if proto == "imap":
         conn.sendall(b"* OK [CAPABILITY IMAP4rev1 STARTTLS LOGINDISABLED] ready\r\n")
         while True:
@@ -62,27 +57,17 @@ def lines(proto, conn):
                 conn.sendall(tag.encode() + b" BAD not here\r\n")
     if proto == "pop3":
         conn.sendall(b"+OK POP3 ready\r\n")
-        while True:
-            w = line().split(" ")[0].upper()
-            if w == "CAPA":
-                conn.sendall(b"+OK capabilities\r\nSTLS\r\nUSER\r\n.\r\n")
-            elif w == "STLS":
-                conn.sendall(b"+OK Begin TLS negotiation\r\n")
-                return
-            else:
-                conn.sendall(b"-ERR not here\r\n")
+        replies = {"CAPA": b"+OK capabilities\r\nSTLS\r\nUSER\r\n.\r\n", "STLS": b"+OK Begin TLS negotiation\r\n"}
+        dialogue(line, conn.sendall, replies, b"-ERR not here\r\n", {"STLS"})
+        return
     if proto == "ftp":
         conn.sendall(b"220 FTP ready\r\n")
-        while True:
-            l = line()
-            w = l.split(" ")[0].upper()
-            if w == "FEAT":
-                conn.sendall(b"211-Features:\r\n AUTH TLS\r\n PBSZ\r\n PROT\r\n211 End\r\n")
-            elif l.upper() == "AUTH TLS":
-                conn.sendall(b"234 AUTH TLS successful\r\n")
-                return
-            else:
-                conn.sendall(b"500 not here\r\n")
+        replies = {
+            "FEAT": b"211-Features:\r\n AUTH TLS\r\n PBSZ\r\n PROT\r\n211 End\r\n",
+            "AUTH TLS": b"234 AUTH TLS successful\r\n",
+        }
+        dialogue(line, conn.sendall, replies, b"500 not here\r\n", {"AUTH TLS"})
+        return
     if proto == "irc":
         while True:
             l = line()
@@ -146,22 +131,8 @@ def serve(proto, conn):
         conn.close()
 
 
-def listen(proto, port, ready):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", port))
-    s.listen(8)
-    ready.release()
-    while True:
-        conn, _ = s.accept()
-        threading.Thread(target=serve, args=(proto, conn), daemon=True).start()
-
-
 specs = [a.split("=") for a in sys.argv[3:]]
-ready = threading.Semaphore(0)
 for proto, port in specs:
-    threading.Thread(target=listen, args=(proto, int(port), ready), daemon=True).start()
-for _ in specs:
-    ready.acquire()
-print("listening", flush=True)
+    threading.Thread(target=accept_forever, args=(listen(int(port)), serve, proto), daemon=True).start()
+ready()
 threading.Event().wait()

@@ -10,78 +10,20 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
+use common::live::{after, text};
 use common::lo::{have, settle, wait_for, LoNs};
+use common::tls::{iana, self_signed, sha256_fingerprint, zeek_version};
 
 type Row = HashMap<String, String>;
-
-fn rows(text: &str) -> Vec<Row> {
-    let mut fields: Vec<String> = Vec::new();
-    let mut out = Vec::new();
-    for l in text.lines() {
-        if let Some(f) = l.strip_prefix("#fields\t") {
-            fields = f.split('\t').map(String::from).collect();
-        } else if !l.starts_with('#') && !l.is_empty() {
-            out.push(
-                fields
-                    .iter()
-                    .cloned()
-                    .zip(l.split('\t').map(String::from))
-                    .collect(),
-            );
-        }
-    }
-    out
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// The text after `key` on the first line that has it.
-fn after<'a>(s: &'a str, key: &str) -> Option<&'a str> {
-    s.lines()
-        .find_map(|l| l.split_once(key).map(|(_, r)| r.trim()))
-}
-
-/// OpenSSL's cipher name to the IANA name Zeek logs (`openssl ciphers -stdname`).
-fn iana(openssl_name: &str) -> String {
-    let out = Command::new("openssl")
-        .args(["ciphers", "-stdname", "ALL"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| {
-            let mut w = l.split_whitespace();
-            let std = w.next()?;
-            (w.next()? == "-" && w.next()? == openssl_name).then(|| std.to_string())
-        })
-        .unwrap_or_else(|| openssl_name.to_string())
-}
-
-/// `TLSv1.2` (as OpenSSL and curl print it) to `TLSv12` (as Zeek logs it).
-fn zeek_version(v: &str) -> String {
-    v.replace("TLSv1.", "TLSv1")
-}
 
 /// `wirelog read` of a capture into logs: (ssl.log, x509.log) rows.
 fn read_logs(dir: &Path, pcap: &Path) -> (Vec<Row>, Vec<Row>) {
     let logs = dir.join("logs");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "--quiet", "--no-store", "--logs"])
-        .arg(&logs)
-        .arg(pcap)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let log = |name: &str| rows(&std::fs::read_to_string(logs.join(name)).unwrap());
+    common::read_pcap(pcap, &logs, None, &["--quiet"]);
+    let log = |name: &str| common::parse_log(&std::fs::read_to_string(logs.join(name)).unwrap());
     (log("ssl.log"), log("x509.log"))
 }
 
@@ -98,44 +40,9 @@ fn records_match_what_the_clients_printed() {
     let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
     let names = ["tls12.test", "tls13.test", "resume.test"];
     let san: Vec<String> = names.iter().map(|n| format!("DNS:{n}")).collect();
-    let gen = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-        ])
-        .args([
-            "-keyout",
-            &p("key.pem"),
-            "-out",
-            &p("cert.pem"),
-            "-days",
-            "30",
-        ])
-        .args(["-subj", "/O=wirelog tests/CN=wirelog.test"])
-        .args(["-addext", &format!("subjectAltName={}", san.join(","))])
-        .output()
-        .unwrap();
-    assert!(gen.status.success(), "{}", text(&gen));
-    let fp = Command::new("openssl")
-        .args([
-            "x509",
-            "-noout",
-            "-fingerprint",
-            "-sha256",
-            "-in",
-            &p("cert.pem"),
-        ])
-        .output()
-        .unwrap();
-    let fp = after(&String::from_utf8_lossy(&fp.stdout), "=")
-        .unwrap()
-        .replace(':', "")
-        .to_lowercase();
+    let san = format!("subjectAltName={}", san.join(","));
+    let cert = self_signed(&dir, "/O=wirelog tests/CN=wirelog.test", 30, &["-addext", &san]);
+    let fp = sha256_fingerprint(&cert.cert);
 
     let ns = LoNs::new("tls");
     let pcap = dir.join("tls.pcap");

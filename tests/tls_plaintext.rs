@@ -15,11 +15,10 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::live::{is_root, skip, LiveCapture};
-use common::lo::{have, wait_for, LoNs, Proc};
+use common::live::{tls_plaintext_stats, LiveCapture};
+use common::lo::{needs, LoNs, Proc};
 
 type Row = HashMap<String, String>;
 
@@ -36,17 +35,7 @@ struct Site {
 const PORT: u16 = 8443;
 
 fn requirements() -> bool {
-    if !is_root() {
-        skip("tls-plaintext tests need root (eBPF, namespaces)");
-        return false;
-    }
-    for p in ["nginx", "curl", "openssl", "python3", "gnutls-cli"] {
-        if !have(p) {
-            skip(&format!("{p} is not installed"));
-            return false;
-        }
-    }
-    true
+    needs("tls-plaintext tests (eBPF, namespaces)", &["nginx", "curl", "openssl", "python3", "gnutls-cli"])
 }
 
 /// nginx serving `/small` (a short body), `/big` (100,000 bytes, several
@@ -54,15 +43,7 @@ fn requirements() -> bool {
 fn site(tag: &str) -> Site {
     let dir = common::scratch("tls_plaintext", tag);
     let ns = LoNs::new("tp");
-    let ok = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
-        .args(["-subj", "/CN=localhost", "-keyout"])
-        .arg(dir.join("key.pem"))
-        .arg("-out")
-        .arg(dir.join("cert.pem"))
-        .output()
-        .unwrap();
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    common::tls::self_signed(&dir, "/CN=localhost", 1, &[]);
     let www = dir.join("www");
     std::fs::create_dir_all(&www).unwrap();
     std::fs::write(www.join("small"), "hello over TLS\n").unwrap();
@@ -82,9 +63,9 @@ fn site(tag: &str) -> Site {
     );
     std::fs::write(dir.join("nginx.conf"), common::nginx::conf(&dir, &http)).unwrap();
     let conf = dir.join("nginx.conf");
-    let mut nginx = ns.spawn("nginx", &["nginx", "-c", conf.to_str().unwrap()], &dir.join("nginx.out"));
-    wait_for("nginx", Duration::from_secs(10), || {
-        assert!(nginx.alive(), "nginx exited: {}", std::fs::read_to_string(dir.join("nginx.out")).unwrap_or_default());
+    let out = dir.join("nginx.out");
+    let mut nginx = ns.spawn("nginx", &["nginx", "-c", conf.to_str().unwrap()], &out);
+    nginx.wait_ready(Duration::from_secs(10), &out, || {
         ns.cmd(&["curl", "-skf", "-o", "/dev/null", &format!("https://127.0.0.1:{PORT}/small")])
             .status()
             .is_ok_and(|s| s.success())
@@ -93,13 +74,7 @@ fn site(tag: &str) -> Site {
 }
 
 fn capture(site: &Site, extra: &[&str]) -> LiveCapture {
-    let logs = site.dir.join("logs");
-    let mut args: Vec<std::ffi::OsString> =
-        ["--no-store", "--stats-interval", "0", "--user", "root", "--logs"].iter().map(Into::into).collect();
-    args.push(logs.into());
-    args.extend(extra.iter().map(Into::into));
-    let a: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    LiveCapture::start(&site.ns.name, "lo", &a)
+    LiveCapture::lo_logs(&site.ns.name, &site.dir.join("logs"), extra)
 }
 
 /// What a client saw of one request.
@@ -277,7 +252,7 @@ fn https_requests_of_curl_and_python_are_in_http_log_with_their_processes_and_ui
     assert_ne!(uids["gnutls-cli"][0], uids["python3"][0]);
     // The copy of libssl that only Python mapped was found and probed.
     assert!(err.contains("tls-plaintext:"), "{err}");
-    let stats = err.lines().find(|l| l.contains("wirelog: tls-plaintext: ") && l.contains("events")).unwrap_or_else(|| panic!("{err}"));
+    let stats = tls_plaintext_stats(&err);
     assert!(stats.contains("0 ring records lost"), "{stats}");
     eprintln!("{stats}\ntook {:?}", t0.elapsed());
 }
@@ -308,8 +283,8 @@ fn a_tiny_ring_loses_events_counted_and_no_record_is_wrong() {
     let http = rows(&site.dir.join("logs/http.log"));
     let nginx_pid = site.nginx.pid().to_string();
     let ours: Vec<&Row> = http.iter().filter(|r| r["resp_pid"] == nginx_pid).collect();
-    let stats = err.lines().find(|l| l.contains("wirelog: tls-plaintext: ") && l.contains("events")).unwrap_or_else(|| panic!("{err}"));
-    let lost: u64 = stats.split(" ring records lost").next().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+    let stats = tls_plaintext_stats(&err);
+    let lost = common::live::count_before(stats, " ring records lost");
     assert!(lost > 0, "a one-page ring under 2 MB of responses lost nothing? {stats}");
     for r in &ours {
         // Whatever survived is this request, complete, or a record that

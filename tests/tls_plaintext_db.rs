@@ -16,36 +16,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::live::{is_root, skip, LiveCapture};
-use common::lo::{have, wait_for, LoNs, Proc, Reap};
+use common::live::{count_before, is_root, skip, tls_plaintext_stats as tls_stats, LiveCapture};
+use common::lo::{needs, LoNs, Proc, Reap};
 
 type Row = HashMap<String, String>;
 
 fn requirements(progs: &[&str]) -> bool {
-    if !is_root() {
-        skip("tls-plaintext tests need root (eBPF, namespaces)");
-        return false;
-    }
-    for p in progs {
-        if !have(p) {
-            skip(&format!("{p} is not installed"));
-            return false;
-        }
-    }
-    true
+    needs("tls-plaintext tests (eBPF, namespaces)", progs)
 }
 
-/// A self-signed certificate and key in `dir`.
+/// A self-signed certificate and key in `dir`: `cert.pem`, `key.pem`.
 fn certificate(dir: &Path) {
-    let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
-        .args(["-subj", "/CN=localhost", "-keyout"])
-        .arg(dir.join("key.pem"))
-        .arg("-out")
-        .arg(dir.join("cert.pem"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    common::tls::self_signed(dir, "/CN=localhost", 1, &[]);
 }
 
 fn capture(ns: &LoNs, logs: &Path) -> LiveCapture {
@@ -55,15 +37,8 @@ fn capture(ns: &LoNs, logs: &Path) -> LiveCapture {
 /// A capture with `--tls-plaintext`, following the processes `limit`
 /// names (PID|COMM|CGROUP) or every one.
 fn capture_of(ns: &LoNs, logs: &Path, limit: Option<&str>) -> LiveCapture {
-    let args: Vec<std::ffi::OsString> = ["--no-store", "--stats-interval", "0", "--user", "root", "--tls-plaintext"]
-        .iter()
-        .chain(limit.as_slice())
-        .chain(&["--logs"])
-        .map(Into::into)
-        .chain([logs.as_os_str().to_owned()])
-        .collect();
-    let a: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    LiveCapture::start(&ns.name, "lo", &a)
+    let flags: Vec<&str> = ["--tls-plaintext"].into_iter().chain(limit).collect();
+    LiveCapture::lo_logs(&ns.name, logs, &flags)
 }
 
 /// Fields that differ between two runs of one workload by nature (the
@@ -128,16 +103,6 @@ fn assert_same(logs: &Path, log: &str, ports: &[u16], marker: &str, client: Opti
     tls.len()
 }
 
-/// The tls-plaintext summary line of a capture's stderr.
-fn tls_stats(err: &str) -> &str {
-    err.lines().find(|l| l.contains("wirelog: tls-plaintext: ") && l.contains("events")).unwrap_or_else(|| panic!("{err}"))
-}
-
-/// A number in `line` just before `what`.
-fn count_before(line: &str, what: &str) -> u64 {
-    line.split(what).next().unwrap().rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("{what} in {line}"))
-}
-
 const PG_WORK: &str = "\
 create table t (id int primary key, name text);
 insert into t values (1, 'one'), (2, 'two'), (3, 'three');
@@ -180,16 +145,16 @@ fn postgres() -> Postgres {
     let cert = format!("ssl_cert_file={d}/cert.pem");
     let key = format!("ssl_key_file={d}/key.pem");
     let pg = bin.join("postgres");
+    let log = dir.join("postgres.out");
     let mut server = ns.spawn(
         "postgres",
         &["setpriv", "--reuid", "postgres", "--regid", "postgres", "--init-groups", pg.to_str().unwrap(), "-D", d, "-k", s]
             .into_iter()
             .chain(["-h", "127.0.0.1", "-p", "5432", "-c", "ssl=on", "-c", &cert, "-c", &key, "-c", "fsync=off"])
             .collect::<Vec<_>>(),
-        &dir.join("postgres.out"),
+        &log,
     );
-    wait_for("postgres", Duration::from_secs(60), || {
-        assert!(server.alive(), "postgres exited: {}", std::fs::read_to_string(dir.join("postgres.out")).unwrap_or_default());
+    server.wait_ready(Duration::from_secs(60), &log, || {
         ns.cmd(&["/usr/lib/postgresql/15/bin/pg_isready", "-q", "-h", "127.0.0.1", "-p", "5432"]).status().is_ok_and(|s| s.success())
     });
     Postgres { ns, dir, _server: server }
@@ -294,8 +259,7 @@ fn mariadb_in(tag: &str) -> Mariadb {
     argv.extend(args.iter().map(String::as_str));
     let mut server = ns.spawn("mariadbd", &argv, &dir.join("mariadbd.out"));
     let socket = format!("--socket={d}/mysql.sock");
-    wait_for("mariadbd", Duration::from_secs(60), || {
-        assert!(server.alive(), "mariadbd exited: {}", std::fs::read_to_string(dir.join("mysql.err")).unwrap_or_default());
+    server.wait_ready(Duration::from_secs(60), &dir.join("mysql.err"), || {
         ns.cmd(&["mariadb-admin", "--no-defaults", "-uroot", &socket, "ping"]).output().is_ok_and(|o| o.status.success())
     });
     ns.run(&["mariadb", "--no-defaults", "-uroot", &socket, "-e", "CREATE DATABASE w; CREATE USER 'w'@'%' IDENTIFIED BY 'w'; GRANT ALL ON w.* TO 'w'@'%';"]);
@@ -458,8 +422,7 @@ fn redis_with_tls_logs_what_it_logs_in_the_clear() {
             .collect::<Vec<_>>(),
         &dir.join("redis.out"),
     );
-    wait_for("redis-server", Duration::from_secs(20), || {
-        assert!(server.alive(), "redis-server exited: {}", std::fs::read_to_string(dir.join("redis.out")).unwrap_or_default());
+    server.wait_ready(Duration::from_secs(20), &dir.join("redis.out"), || {
         ns.cmd(&["redis-cli", "-h", "127.0.0.1", "-p", "6379", "ping"]).output().is_ok_and(|o| o.stdout.starts_with(b"PONG"))
     });
     let logs = dir.join("logs");
@@ -523,7 +486,7 @@ fn mariadb_from_the_socket_logs_what_the_packets_log() {
     assert_eq!(big["rows"], "5000", "{big:?}");
     assert!(rows.iter().all(|r| r["resp_pid"] == db.server.pid().to_string()));
     let s = common::socket_pair::stats(&err);
-    assert_eq!(common::socket_pair::count_before(s, " packet-path transactions left for the socket's"), 10, "{s}");
-    assert_eq!(common::socket_pair::count_before(s, " ring records lost"), 0, "{s}");
+    assert_eq!(count_before(s, " packet-path transactions left for the socket's"), 10, "{s}");
+    assert_eq!(count_before(s, " ring records lost"), 0, "{s}");
     eprintln!("{s}\nmariadb: {} records equal from packets and from the socket; {:.1} s", rows.len(), t0.elapsed().as_secs_f64());
 }

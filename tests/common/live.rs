@@ -3,7 +3,8 @@
 //! that is stopped by SIGINT or killed when its test fails.
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_wirelog");
 
@@ -26,6 +27,31 @@ pub fn is_root() -> bool {
 pub fn sh(args: &[&str]) {
     let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A program's stdout then its stderr, for messages.
+pub fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// The text after `key` on the first line that has it, trimmed.
+pub fn after<'a>(s: &'a str, key: &str) -> Option<&'a str> {
+    s.lines().find_map(|l| l.split_once(key).map(|(_, r)| r.trim()))
+}
+
+/// A number in `line` just before `what` (a figure of a stats line).
+pub fn count_before(line: &str, what: &str) -> u64 {
+    line.split(what).next().unwrap().rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("{what} in {line}"))
+}
+
+/// The whole numbers in `line`, in order (a stats line's figures).
+pub fn numbers(line: &str) -> Vec<u64> {
+    line.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).filter_map(|s| s.parse().ok()).collect()
+}
+
+/// The tls-plaintext summary line of a capture's stderr.
+pub fn tls_plaintext_stats(err: &str) -> &str {
+    err.lines().find(|l| l.contains("wirelog: tls-plaintext: ") && l.contains("events")).unwrap_or_else(|| panic!("{err}"))
 }
 
 /// A running `wirelog capture` inside a network namespace.
@@ -63,6 +89,16 @@ impl LiveCapture {
             rest
         });
         LiveCapture { child, stderr: Some(stderr) }
+    }
+
+    /// `capture -i lo` in namespace `ns` with no store and no periodic
+    /// stats, as root, its logs into `logs`, then `extra` flags.
+    pub fn lo_logs(ns: &str, logs: &Path, extra: &[&str]) -> LiveCapture {
+        let mut args: Vec<&std::ffi::OsStr> =
+            ["--no-store", "--stats-interval", "0", "--user", "root", "--logs"].iter().map(std::ffi::OsStr::new).collect();
+        args.push(logs.as_os_str());
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        LiveCapture::start(ns, "lo", &args)
     }
 
     /// wirelog's pid (`ip netns exec` execs the command).

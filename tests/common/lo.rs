@@ -55,6 +55,13 @@ impl LoNs {
         Proc { name, child }
     }
 
+    /// True if something in the namespace accepts a TCP connection on
+    /// 127.0.0.1:`port` (tried once, by Python's socket module).
+    pub fn accepts(&self, port: u16) -> bool {
+        let probe = format!("import socket; socket.create_connection(('127.0.0.1', {port})).close()");
+        self.cmd(&["python3", "-c", &probe]).output().is_ok_and(|o| o.status.success())
+    }
+
     /// tcpdump on the namespace's `lo` into `pcap` (whole packets, written
     /// as they come); returns once tcpdump says it is listening.
     pub fn tcpdump(&self, pcap: &Path, filter: &[&str]) -> Proc {
@@ -108,6 +115,16 @@ impl Proc {
         self.child.try_wait().unwrap().is_none()
     }
 
+    /// Polls `ready` (at most `limit`) until it holds; fails at once, with
+    /// the text of `log`, if the process has exited.
+    pub fn wait_ready(&mut self, limit: Duration, log: &Path, mut ready: impl FnMut() -> bool) {
+        let name = self.name;
+        wait_for(name, limit, || {
+            assert!(self.alive(), "{name} exited: {}", std::fs::read_to_string(log).unwrap_or_default());
+            ready()
+        });
+    }
+
     /// SIGINT and wait (tcpdump flushes its file and exits).
     pub fn interrupt(mut self) {
         let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
@@ -159,6 +176,21 @@ pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
         assert!(t0.elapsed() < limit, "{what}: not ready after {limit:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Root (`root_for` says what for) and every one of `progs` on PATH, or a
+/// skip naming what is missing (a failure under WIRELOG_REQUIRE_ALL_TESTS=1).
+pub fn needs(root_for: &str, progs: &[&str]) -> bool {
+    if !super::live::is_root() {
+        super::live::skip(&format!("{root_for} need root"));
+        return false;
+    }
+    let missing: Vec<&str> = progs.iter().copied().filter(|p| !have(p)).collect();
+    if !missing.is_empty() {
+        super::live::skip(&format!("not installed: {} (scripts/test.sh installs them)", missing.join(", ")));
+        return false;
+    }
+    true
 }
 
 /// True if `prog` is on PATH or in /usr/sbin.

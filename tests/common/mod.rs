@@ -10,7 +10,9 @@ pub mod lo;
 pub mod nginx;
 pub mod serve;
 pub mod socket_pair;
+pub mod tls;
 pub mod tls_cases;
+pub mod veth;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -85,6 +87,34 @@ pub fn capture(script: &str, pcap: &str) -> Option<PathBuf> {
     assert!(status.success(), "{script} failed");
     assert!(path.exists(), "{script} did not produce {}", path.display());
     Some(path)
+}
+
+/// `wirelog read --logs LOGS FLAGS...` of `pcap`, into the store `store`
+/// (None: `--no-store`); it must succeed. Its output.
+pub fn read_pcap(pcap: &Path, logs: &Path, store: Option<&Path>, flags: &[&str]) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wirelog"));
+    c.arg("read").args(flags).arg("--logs").arg(logs);
+    match store {
+        Some(s) => c.arg("--store").arg(s),
+        None => c.arg("--no-store"),
+    };
+    let out = c.arg(pcap).output().expect("run wirelog read");
+    assert!(out.status.success(), "wirelog read {}: {}", pcap.display(), live::text(&out));
+    out
+}
+
+/// `wirelog query KIND --store STORE ARGS... --format csv`; it must
+/// succeed. Its CSV.
+pub fn query_csv(store: &Path, kind: &str, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+        .args(["query", kind, "--store"])
+        .arg(store)
+        .args(args)
+        .args(["--format", "csv"])
+        .output()
+        .expect("run wirelog query");
+    assert!(out.status.success(), "wirelog query {kind}: {}", live::text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Rows of a Zeek-style log written by wirelog (`#fields` header, tab-separated).

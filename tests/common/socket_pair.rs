@@ -18,19 +18,13 @@ pub struct Pair {
     pub socket_logs: PathBuf,
 }
 
-fn start(ns: &LoNs, logs: &Path, extra: &[&str]) -> LiveCapture {
-    let mut args: Vec<std::ffi::OsString> = ["--no-store", "--stats-interval", "0", "--user", "root", "--logs"].iter().map(Into::into).collect();
-    args.push(logs.into());
-    args.extend(extra.iter().map(Into::into));
-    let a: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    LiveCapture::start(&ns.name, "lo", &a)
-}
-
 impl Pair {
     /// Both captures running (logs under `dir/packets` and `dir/socket`).
     pub fn start(ns: &LoNs, dir: &Path) -> Pair {
         let (packet_logs, socket_logs) = (dir.join("packets"), dir.join("socket"));
-        Pair { packets: start(ns, &packet_logs, &[]), socket: start(ns, &socket_logs, &["--socket-data"]), packet_logs, socket_logs }
+        let packets = LiveCapture::lo_logs(&ns.name, &packet_logs, &[]);
+        let socket = LiveCapture::lo_logs(&ns.name, &socket_logs, &["--socket-data"]);
+        Pair { packets, socket, packet_logs, socket_logs }
     }
 
     /// Both stopped; the socket capture's stderr.
@@ -98,7 +92,4 @@ pub fn stats(err: &str) -> &str {
     err.lines().find(|l| l.starts_with("wirelog: socket-data: ") && l.contains(" events (")).unwrap_or_else(|| panic!("no socket-data line: {err}"))
 }
 
-/// A number in `line` just before `what`.
-pub fn count_before(line: &str, what: &str) -> u64 {
-    line.split(what).next().unwrap().rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("{what} in {line}"))
-}
+pub use super::live::count_before;

@@ -8,31 +8,29 @@ one connection at a time, until killed.
 on port 40021 reads the greeting and sends bytes that are no FTP command.
 """
 import ftplib
+import os
 import socket
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from serverlib import dialogue, listen, ready  # noqa: E402 (tests/serverlib.py)
+
+REPLIES = {"USER": b"331 Password required\r\n", "PASS": b"230 Logged in\r\n", "QUIT": b"221 Bye\r\n"}
+
 
 def server():
-    ls = socket.socket()
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("127.0.0.1", 21))
-    ls.listen(4)
-    print("listening", flush=True)
+    ls = listen(21, 4)
+    ready()
     while True:
         c, _ = ls.accept()
         f = c.makefile("rb")
         c.sendall(b"220 test server ready\r\n")
-        for line in f:
-            cmd = line.split(b" ", 1)[0].strip().upper()
-            if cmd == b"USER":
-                c.sendall(b"331 Password required\r\n")
-            elif cmd == b"PASS":
-                c.sendall(b"230 Logged in\r\n")
-            elif cmd == b"QUIT":
-                c.sendall(b"221 Bye\r\n")
-                break
-            else:
-                c.sendall(b"502 Not implemented\r\n")
+
+        def next_line():
+            line = f.readline()
+            return line.decode(errors="replace").strip() if line else None
+
+        dialogue(next_line, c.sendall, REPLIES, b"502 Not implemented\r\n", {"QUIT"})
         f.close()
         c.close()
 

@@ -140,23 +140,40 @@ pub fn select_sql(server: &Server, spec: &QuerySpec, probes: &[String]) -> (Stri
         // A count of rows still needs one column to count.
         cols.push(table.columns().nth(2).unwrap());
     }
-    let conds = conditions(table, spec, probes);
-    let names: Vec<String> = cols.iter().map(|(n, _)| format!("`{n}`")).collect();
-    let mut sql = format!("SELECT {} FROM {}", names.join(", "), server.table(table));
-    if !conds.is_empty() {
-        let _ = write!(sql, " WHERE {}", conds.join(" AND "));
-    }
+    let sql = select_from(server, table, &cols, &conditions(table, spec, probes));
     (sql, cols)
 }
 
-/// Probes, time range and filter as SQL conditions.
-fn conditions(table: Table, spec: &QuerySpec, probes: &[String]) -> Vec<String> {
-    let mut conds = Vec::new();
-    if !probes.is_empty() {
-        let p: Vec<String> = probes.iter().map(|p| literal(p)).collect();
-        conds.push(format!("probe IN ({})", p.join(", ")));
+/// `SELECT` of `cols` from `table`, with the conditions `conds` (all must hold).
+fn select_from(server: &Server, table: Table, cols: &[(&'static str, ChType)], conds: &[String]) -> String {
+    let names: Vec<String> = cols.iter().map(|(n, _)| format!("`{n}`")).collect();
+    format!("SELECT {} FROM {}{}", names.join(", "), server.table(table), where_clause(conds))
+}
+
+/// ` WHERE` and `conds` joined by `AND`; nothing when there are none.
+fn where_clause(conds: &[String]) -> String {
+    if conds.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", conds.join(" AND "))
     }
-    if let Some((from, to)) = spec.time_range {
+}
+
+/// `probe IN (...)` of `probes`; `None` for all probes (empty).
+fn probe_condition(probes: &[String]) -> Option<String> {
+    if probes.is_empty() {
+        return None;
+    }
+    let p: Vec<String> = probes.iter().map(|p| literal(p)).collect();
+    Some(format!("probe IN ({})", p.join(", ")))
+}
+
+/// Probes and a time range (ns, the end excluded; `i64::MIN`/`MAX` for an
+/// open side) as SQL conditions over `table`'s time column: what every
+/// statement that reads records has, whatever else it filters.
+fn scope_conditions(table: Table, probes: &[String], time_range: Option<(i64, i64)>) -> Vec<String> {
+    let mut conds: Vec<String> = probe_condition(probes).into_iter().collect();
+    if let Some((from, to)) = time_range {
         let t = format!("(toUnixTimestamp64Micro(`{}`) * 1000)", table.time_column());
         if from != i64::MIN {
             conds.push(format!("{t} >= {from}"));
@@ -165,10 +182,48 @@ fn conditions(table: Table, spec: &QuerySpec, probes: &[String]) -> Vec<String> 
             conds.push(format!("{t} < {to}"));
         }
     }
+    conds
+}
+
+/// Probes, time range and filter as SQL conditions.
+fn conditions(table: Table, spec: &QuerySpec, probes: &[String]) -> Vec<String> {
+    let mut conds = scope_conditions(table, probes, spec.time_range);
     if let Some(f) = &spec.filter {
         conds.push(where_sql(table, f));
     }
     conds
+}
+
+/// The rows of `sql`, whose columns are `cols`, as the engine's columns in
+/// batches of [`BATCH_ROWS`] rows, each handed to `batch` with whether more
+/// rows may follow it.
+async fn stream_batches(
+    server: &Server,
+    client: &clickhouse::Client,
+    sql: &str,
+    cols: &[(&'static str, ChType)],
+    mut batch: impl FnMut(Vec<(&'static str, Column)>, bool) -> Result<(), ChError>,
+) -> Result<(), ChError> {
+    let cells: Vec<Cell> = cols.iter().map(|&(_, t)| Cell::Col(t)).collect();
+    let fresh = || cols.iter().map(|&(n, t)| (n, empty(t))).collect::<Vec<(&'static str, Column)>>();
+    let mut columns = fresh();
+    let mut rows = 0;
+    stream(server, client, sql, &cells, |row| {
+        for (i, ((_, col), &(_, ty))) in columns.iter_mut().zip(cols).enumerate() {
+            push(col, ty, row.cell(i));
+        }
+        rows += 1;
+        if rows >= BATCH_ROWS {
+            batch(std::mem::replace(&mut columns, fresh()), true)?;
+            rows = 0;
+        }
+        Ok(())
+    })
+    .await?;
+    if rows > 0 {
+        batch(columns, false)?;
+    }
+    Ok(())
 }
 
 /// Runs `spec` against ClickHouse, feeding the engine; returns its answer.
@@ -319,28 +374,14 @@ async fn fetch_records(
 ) -> Result<Engine, ChError> {
     let (sql, cols) = select_sql(server, spec, probes);
     let kind = spec.kind;
-    let cells: Vec<Cell> = cols.iter().map(|&(_, t)| Cell::Col(t)).collect();
-    let fresh = || cols.iter().map(|&(n, t)| (n, empty(t))).collect::<Vec<(&'static str, Column)>>();
-    let mut columns = fresh();
-    let mut rows = 0;
-    stream(server, client, &sql, &cells, |row| {
-        for (i, ((_, col), &(_, ty))) in columns.iter_mut().zip(&cols).enumerate() {
-            push(col, ty, row.cell(i));
-        }
-        rows += 1;
-        if rows >= BATCH_ROWS {
-            let batch = Batch { kind, columns: std::mem::replace(&mut columns, fresh()) };
-            engine.consume(&batch).map_err(|e| ChError(e.to_string()))?;
-            rows = 0;
+    stream_batches(server, client, &sql, &cols, |columns, more| {
+        engine.consume(&Batch { kind, columns }).map_err(|e| ChError(e.to_string()))?;
+        if more {
             check(&engine)?;
         }
         Ok(())
     })
     .await?;
-    if rows > 0 {
-        let batch = Batch { kind, columns: std::mem::replace(&mut columns, fresh()) };
-        engine.consume(&batch).map_err(|e| ChError(e.to_string()))?;
-    }
     Ok(engine)
 }
 
@@ -359,12 +400,7 @@ pub struct TableExtent {
 
 /// Every kind's [`TableExtent`], of `probes` (empty: all), in one statement.
 pub fn extent(server: &Server, probes: &[String]) -> Result<Vec<TableExtent>, ChError> {
-    let filter = if probes.is_empty() {
-        String::new()
-    } else {
-        let p: Vec<String> = probes.iter().map(|p| literal(p)).collect();
-        format!(" WHERE probe IN ({})", p.join(", "))
-    };
+    let filter = where_clause(&probe_condition(probes).into_iter().collect::<Vec<_>>());
     let parts: Vec<String> = Kind::ALL
         .iter()
         .filter(|&&k| Table::ALL.contains(&Table::Store(k)))
@@ -403,6 +439,18 @@ pub fn extent(server: &Server, probes: &[String]) -> Result<Vec<TableExtent>, Ch
     Ok(out)
 }
 
+/// A server for the statements' tests (nothing connects to it).
+#[cfg(test)]
+fn test_server() -> Server {
+    Server {
+        url: "http://127.0.0.1:8123".into(),
+        user: None,
+        password: None,
+        database: "w".into(),
+        timeout: std::time::Duration::from_secs(1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -425,5 +473,33 @@ mod tests {
             "{sql}"
         );
         assert!(sql.contains("startsWith(`history`, 'Sh')"), "{sql}");
+    }
+
+    /// Records and the loss table are scoped alike: the same probe list and
+    /// the same range over each table's time column, an open side left out.
+    #[test]
+    fn records_and_loss_rows_get_the_same_probes_and_range() {
+        let server = test_server();
+        let probes = ["a".to_string(), "it's".to_string()];
+        let mut spec = wirelog_query::parse_query(Kind::Conns, None, None, None, None, None).unwrap();
+        spec.time_range = Some((1_000, 5_000));
+        let (sql, _) = select_sql(&server, &spec, &probes);
+        assert!(
+            sql.ends_with(" WHERE probe IN ('a', 'it\\'s') AND (toUnixTimestamp64Micro(`ts`) * 1000) >= 1000 AND (toUnixTimestamp64Micro(`ts`) * 1000) < 5000"),
+            "{sql}"
+        );
+        let mut q = wirelog_query::loss::LossQuery::parse(None, None, None).unwrap();
+        q.time_range = Some((i64::MIN, 5_000));
+        let (sql, cols) = loss_sql(&server, &q, &probes);
+        assert!(sql.starts_with("SELECT `"), "{sql}");
+        assert!(!cols.is_empty());
+        let time = Table::Store(Kind::Loss).time_column();
+        assert!(
+            sql.ends_with(&format!(" WHERE probe IN ('a', 'it\\'s') AND (toUnixTimestamp64Micro(`{time}`) * 1000) < 5000")),
+            "{sql}"
+        );
+        // No probes, no range: no WHERE at all.
+        q.time_range = None;
+        assert!(!loss_sql(&server, &q, &[]).0.contains("WHERE"));
     }
 }

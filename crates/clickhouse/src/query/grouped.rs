@@ -13,7 +13,7 @@ use std::fmt::Write;
 use wirelog_query::{Agg, Order, QuerySpec, SortKey};
 use wirelog_store::Kind;
 
-use super::conditions;
+use super::{conditions, where_clause};
 use crate::client::Server;
 use crate::schema::{ChType, Table};
 
@@ -171,10 +171,7 @@ pub(super) fn grouped_sql(server: &Server, spec: &QuerySpec, probes: &[String]) 
         inner_keys.push("wl_hb".into());
     }
     let mut inner = format!("{with}SELECT {} FROM {}", inner_select.join(", "), server.table(table));
-    let conds = conditions(table, spec, probes);
-    if !conds.is_empty() {
-        let _ = write!(inner, " WHERE {}", conds.join(" AND "));
-    }
+    inner.push_str(&where_clause(&conditions(table, spec, probes)));
     if !inner_keys.is_empty() {
         let _ = write!(inner, " GROUP BY {}", inner_keys.join(", "));
     }
@@ -215,13 +212,7 @@ mod tests {
     use super::*;
 
     fn sql(kind: Kind, by: &str, sort: Option<&str>, top: Option<usize>, every: Option<&str>) -> Grouped {
-        let server = Server {
-            url: "http://127.0.0.1:8123".into(),
-            user: None,
-            password: None,
-            database: "w".into(),
-            timeout: std::time::Duration::from_secs(1),
-        };
+        let server = super::super::test_server();
         let spec = wirelog_query::parse_query(kind, None, Some(by), sort, top, every).unwrap();
         grouped_sql(&server, &spec, &[]).unwrap()
     }

@@ -7,15 +7,12 @@
 //! and probes cross the network as they are, every column, and the sums
 //! (filter, buckets, keys) are formed here rather than in SQL.
 
-use std::fmt::Write;
-
 use wirelog_query::loss::{LossQuery, LossTable};
-use wirelog_store::{Batch, Column, Kind};
+use wirelog_store::{Batch, Kind};
 
-use super::rowbinary::{empty, push, stream, Cell};
-use super::BATCH_ROWS;
+use super::{scope_conditions, select_from, stream_batches};
 use crate::client::{runtime, ChError, Server};
-use crate::schema::{literal, ChType, Table};
+use crate::schema::{ChType, Table};
 
 /// The statement reading the loss rows `q` needs (its columns, its range
 /// widened to whole minutes as over the store) of `probes` (empty: all).
@@ -26,25 +23,7 @@ pub fn loss_sql(server: &Server, q: &LossQuery, probes: &[String]) -> (String, V
         .into_iter()
         .filter_map(|name| table.columns().find(|(n, _)| *n == name))
         .collect();
-    let mut conds = Vec::new();
-    if !probes.is_empty() {
-        let p: Vec<String> = probes.iter().map(|p| literal(p)).collect();
-        conds.push(format!("probe IN ({})", p.join(", ")));
-    }
-    if let Some((from, to)) = q.time_range {
-        let t = format!("(toUnixTimestamp64Micro(`{}`) * 1000)", table.time_column());
-        if from != i64::MIN {
-            conds.push(format!("{t} >= {from}"));
-        }
-        if to != i64::MAX {
-            conds.push(format!("{t} < {to}"));
-        }
-    }
-    let names: Vec<String> = cols.iter().map(|(n, _)| format!("`{n}`")).collect();
-    let mut sql = format!("SELECT {} FROM {}", names.join(", "), server.table(table));
-    if !conds.is_empty() {
-        let _ = write!(sql, " WHERE {}", conds.join(" AND "));
-    }
+    let sql = select_from(server, table, &cols, &scope_conditions(table, probes, q.time_range));
     (sql, cols)
 }
 
@@ -53,27 +32,9 @@ pub fn loss(server: &Server, q: &LossQuery, probes: &[String]) -> Result<LossTab
     let rt = runtime().map_err(|e| ChError(format!("cannot start the ClickHouse client: {e}")))?;
     let client = server.client().with_compression(clickhouse::Compression::None);
     let (sql, cols) = loss_sql(server, q, probes);
-    let cells: Vec<Cell> = cols.iter().map(|&(_, t)| Cell::Col(t)).collect();
-    let fresh = || cols.iter().map(|&(n, t)| (n, empty(t))).collect::<Vec<(&'static str, Column)>>();
     let mut sums = q.sums();
-    let mut columns = fresh();
-    let mut rows = 0;
-    let consume = |columns: Vec<(&'static str, Column)>, sums: &mut wirelog_query::loss::LossSums| {
+    rt.block_on(stream_batches(server, &client, &sql, &cols, |columns, _| {
         sums.consume(&Batch { kind: Kind::Loss, columns }).map_err(|e| ChError(e.to_string()))
-    };
-    rt.block_on(stream(server, &client, &sql, &cells, |row| {
-        for (i, ((_, col), &(_, ty))) in columns.iter_mut().zip(&cols).enumerate() {
-            push(col, ty, row.cell(i));
-        }
-        rows += 1;
-        if rows >= BATCH_ROWS {
-            consume(std::mem::replace(&mut columns, fresh()), &mut sums)?;
-            rows = 0;
-        }
-        Ok(())
     }))?;
-    if rows > 0 {
-        consume(columns, &mut sums)?;
-    }
     Ok(sums.finish())
 }
