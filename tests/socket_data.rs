@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use common::live::{is_root, skip};
 use common::lo::{have, wait_for, LoNs, Proc};
-use common::socket_pair::{assert_same, count_before, stats, Pair};
+use common::live::count_before;
+use common::socket_pair::{assert_same, stats, Pair};
 
 const PORT: u16 = 8080;
 

@@ -38,21 +38,6 @@ fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn openssl_cert(dir: &Path, name: &str) -> Vec<u8> {
-    let (der, key) = (dir.join(format!("{name}.der")), dir.join(format!("{name}.key")));
-    let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30"])
-        .args(["-subj", &format!("/CN={name}"), "-outform", "DER"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&der)
-        .output()
-        .expect("the openssl command (Debian package openssl)");
-    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
-    std::fs::read(der).unwrap()
-}
-
 /// Writes one file of every kind.
 fn write_store(dir: &Path) {
     let mut st = Store::open(&dir.join("store"), StoreOptions { sync: false, ..Default::default() }).unwrap();
@@ -64,7 +49,7 @@ fn write_store(dir: &Path) {
     for (i, kind) in Kind::TX.into_iter().enumerate() {
         st.append_tx(kind, &synth::tx_rows(kind, ROWS, T0, 1_000_000_007, i as u64 + 1)).unwrap();
     }
-    let (server, client) = (openssl_cert(dir, "server.readers.example"), openssl_cert(dir, "client.readers.example"));
+    let (server, client) = (common::tls::self_signed_der(dir, "server.readers.example"), common::tls::self_signed_der(dir, "client.readers.example"));
     let handshakes: Vec<_> = (0..4)
         .map(|i| {
             let client = (i % 2 == 0).then(|| vec![client.clone()]);

@@ -273,23 +273,6 @@ fn duckdb_reads_the_certificates() {
     assert_eq!(ty("subject"), "VARCHAR");
 }
 
-/// A certificate made by openssl (DER), with its SHA-256 as the store
-/// names it.
-fn openssl_cert(dir: &Path, name: &str) -> Vec<u8> {
-    let (der, key) = (dir.join(format!("{name}.der")), dir.join(format!("{name}.key")));
-    let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30"])
-        .args(["-subj", &format!("/CN={name}"), "-outform", "DER"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&der)
-        .output()
-        .expect("the openssl command (Debian package openssl)");
-    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
-    std::fs::read(der).unwrap()
-}
-
 /// Handshakes after the hour's row was flushed are counted: a second row
 /// for the same hour holds them, the store has two rows, and `query x509`
 /// (by its default fields, or by fingerprint and role) shows one row per
@@ -298,7 +281,7 @@ fn openssl_cert(dir: &Path, name: &str) -> Vec<u8> {
 fn handshakes_after_a_flush_are_counted() {
     use wirelog_store::{Store, StoreOptions};
     let dir = common::scratch("x509_store", "flush");
-    let (server, client) = (openssl_cert(&dir, "server.flush.example"), openssl_cert(&dir, "client.flush.example"));
+    let (server, client) = (common::tls::self_signed_der(&dir, "server.flush.example"), common::tls::self_signed_der(&dir, "client.flush.example"));
     // 2026-01-01 10:00 UTC, one handshake a second: all in one hour.
     let t0 = 1_767_261_600_000_000_000i64;
     let rec = |i: i64| {

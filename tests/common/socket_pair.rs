@@ -92,4 +92,3 @@ pub fn stats(err: &str) -> &str {
     err.lines().find(|l| l.starts_with("wirelog: socket-data: ") && l.contains(" events (")).unwrap_or_else(|| panic!("no socket-data line: {err}"))
 }
 
-pub use super::live::count_before;

@@ -42,6 +42,16 @@ pub fn self_signed(dir: &Path, subject: &str, days: u32, extra: &[&str]) -> Cert
     c
 }
 
+/// A self-signed P-256 certificate for `/CN=name`, valid 30 days, as DER
+/// bytes (for tests that hand certificates to the store directly); its files
+/// are `dir/name/cert.pem` (DER despite the name) and `key.pem`.
+pub fn self_signed_der(dir: &Path, name: &str) -> Vec<u8> {
+    let sub = dir.join(name);
+    std::fs::create_dir_all(&sub).unwrap();
+    let c = self_signed(&sub, &format!("/CN={name}"), 30, &["-outform", "DER"]);
+    std::fs::read(c.cert).unwrap()
+}
+
 /// The certificate's SHA-256 fingerprint as x509.log writes it (lower-case
 /// hex, no colons).
 pub fn sha256_fingerprint(cert: &Path) -> String {
