@@ -33,9 +33,9 @@ PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       iputils-ping socat
       # the FTP, IRC, XMPP and LDAP servers (and LDAP client) of tests/services_live.rs
       vsftpd ngircd prosody slapd ldap-utils
-      # the openssl crate's build (sink: --zeek-policy validate-certs) and the
-      # trust store tests/tls_zeek.rs validates chains against
-      libssl-dev pkg-config ca-certificates)
+      # the trust store tests/tls_zeek.rs validates chains against
+      # (--zeek-policy validate-certs loads libssl3's libcrypto.so.3 at run time)
+      ca-certificates)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

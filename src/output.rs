@@ -148,6 +148,7 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
             let tls = cfg.tls_join.is_some();
             let validator = match cfg.zeek_policies.contains(&"validate-certs") {
                 true => {
+                    wirelog_sink::logs::validate::load().map_err(|e| anyhow!("--zeek-policy validate-certs: {e}"))?;
                     let file = cfg.ca_file.clone().unwrap_or_else(|| wirelog_sink::logs::validate::SYSTEM_CA_FILE.into());
                     let v = wirelog_sink::logs::validate::Validator::from_pem_file(&file)
                         .map_err(|e| anyhow!("--zeek-policy validate-certs: trust store (--ca-file) {e}"))?;

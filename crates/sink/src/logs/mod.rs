@@ -4,10 +4,12 @@
 //! x509.log (`tls`), the process columns they share (`procs`), and the files
 //! they write (`out`, `file`: whole lines when the disk fills); `validate`,
 //! Zeek's validate-certs policy (ssl.log's `validation_status`, OpenSSL's
-//! chain validation on the output thread).
+//! chain validation on the output thread) over `libcrypto`, the few
+//! functions of the system's libcrypto.so.3 it calls, loaded at run time.
 
 pub mod file;
 pub mod flows;
+pub mod libcrypto;
 pub mod out;
 pub(crate) mod procs;
 pub mod tls;

@@ -33,27 +33,10 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use foreign_types::ForeignTypeRef;
-use openssl::stack::Stack;
-use openssl::x509::store::{X509Store, X509StoreBuilder};
-use openssl::x509::{X509StoreContext, X509StoreContextRef, X509};
+use super::libcrypto::{self, Cert, Lib, Store};
+use wirelog_record::sha256::sha256_hex;
 use wirelog_record::tls::TlsTx;
 use wirelog_record::{Detail, TxRecord};
-
-// libcrypto's, which the openssl crate links (its -sys crate does not
-// declare this one): the time a verification checks validity at, as
-// Zeek's x509_verify sets it; also turns on X509_V_FLAG_USE_CHECK_TIME.
-extern "C" {
-    fn X509_STORE_CTX_set_time(ctx: *mut openssl_sys::X509_STORE_CTX, flags: libc::c_ulong, t: libc::time_t);
-}
-
-/// Sets the verification time of an initialised context.
-fn set_time(c: &mut X509StoreContextRef, secs: i64) {
-    // SAFETY: `c` is a live X509_STORE_CTX (initialised by `init`, whose
-    // closure we are in); the call only stores the time in its verify
-    // parameters.
-    unsafe { X509_STORE_CTX_set_time(c.as_ptr(), 0, secs as libc::time_t) }
-}
 
 /// Where the trust store comes from when no file is named.
 pub const SYSTEM_CA_FILE: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -70,41 +53,44 @@ const DEPTH_ZERO_SELF_SIGNED: i32 = 18;
 
 /// The validator: the trust store and the caches.
 pub struct Validator {
-    store: X509Store,
+    lib: &'static Lib,
+    store: Store,
     roots: usize,
     /// Certificates parsed by OpenSSL, by their SHA-256 fingerprint (a
     /// server shows the same chain on every handshake).
-    parsed: HashMap<String, Option<X509>>,
+    parsed: HashMap<String, Option<Cert>>,
     /// Chain (each certificate's fingerprint) -> (status, last use).
     results: HashMap<Vec<String>, (String, i64)>,
     /// A validated chain's CA certificates below its root (Zeek's
     /// `intermediate_cache`), by the DER of their first one's subject.
-    intermediates: HashMap<Vec<u8>, Vec<(String, X509)>>,
+    intermediates: HashMap<Vec<u8>, Vec<(String, Cert)>>,
     /// Validations done (not answered from the cache).
     pub verified: u64,
 }
 
 impl Validator {
     /// The trust store read from `path` (PEM certificates); an error names
-    /// the file and what is wrong.
+    /// the file and what is wrong, or the library when libcrypto could not
+    /// be loaded ([`load`]).
     pub fn from_pem_file(path: &Path) -> Result<Validator, String> {
+        let lib = libcrypto::lib()?;
         let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let roots = X509::stack_from_pem(&pem).map_err(|e| format!("{}: not PEM certificates: {e}", path.display()))?;
-        if roots.is_empty() {
+        let ders = pem_certificates(&pem).map_err(|e| format!("{}: not PEM certificates: {e}", path.display()))?;
+        if ders.is_empty() {
             return Err(format!("{}: no PEM certificate in it", path.display()));
         }
-        let n = roots.len();
-        let store = (|| {
-            let mut b = X509StoreBuilder::new()?;
-            for r in roots {
-                // A certificate listed twice is refused by some OpenSSL
-                // versions: the first stays in the store.
-                let _ = b.add_cert(r);
-            }
-            Ok::<_, openssl::error::ErrorStack>(b.build())
-        })()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(Validator { store, roots: n, parsed: HashMap::new(), results: HashMap::new(), intermediates: HashMap::new(), verified: 0 })
+        let mut roots = Vec::with_capacity(ders.len());
+        for (i, der) in ders.iter().enumerate() {
+            let c = Cert::from_der(lib, der).ok_or_else(|| format!("{}: not PEM certificates: certificate {} does not parse", path.display(), i + 1))?;
+            roots.push(c);
+        }
+        let mut store = Store::new(lib).ok_or_else(|| format!("{}: OpenSSL could not make a store", path.display()))?;
+        for r in &roots {
+            // A certificate listed twice is refused by some OpenSSL
+            // versions: the first stays in the store.
+            let _ = store.add(r);
+        }
+        Ok(Validator { lib, store, roots: roots.len(), parsed: HashMap::new(), results: HashMap::new(), intermediates: HashMap::new(), verified: 0 })
     }
 
     /// Certificates in the trust store.
@@ -114,14 +100,14 @@ impl Validator {
 
     /// A certificate as OpenSSL parsed it (`None`: it does not parse), by
     /// its fingerprint.
-    fn parse(&mut self, fingerprint: &str, der: &[u8]) -> Option<X509> {
+    fn parse(&mut self, fingerprint: &str, der: &[u8]) -> Option<Cert> {
         if let Some(c) = self.parsed.get(fingerprint) {
             return c.clone();
         }
         if self.parsed.len() >= KEPT {
             self.parsed.clear();
         }
-        let c = X509::from_der(der).ok();
+        let c = Cert::from_der(self.lib, der);
         self.parsed.insert(fingerprint.to_string(), c.clone());
         c
     }
@@ -149,7 +135,7 @@ impl Validator {
         let fps: Vec<&str> = t.server_chain().iter().map(|c| c.fingerprint.as_str()).collect();
         let leaf = self.parse(fps.first()?, ders.first()?)?;
         let leaf_fp = fps[0].to_string();
-        let key = leaf.issuer_name().to_der().ok();
+        let key = leaf.issuer_der();
         if let Some(cached) = key.as_ref().and_then(|k| self.intermediates.get(k)).cloned() {
             let mut chain = vec![(leaf_fp.clone(), leaf.clone())];
             chain.extend(cached);
@@ -170,14 +156,14 @@ impl Validator {
         // for leaves whose server leaves them out (validate-certs.zeek
         // lines 104-125).
         if status == "ok" && verified.len() > 2 {
-            if let Ok(subject) = verified[1].subject_name().to_der() {
+            if let Some(subject) = verified[1].subject_der() {
                 if !self.intermediates.contains_key(&subject) {
                     if self.intermediates.len() >= KEPT {
                         self.intermediates.clear();
                     }
                     let cas = verified[1..verified.len() - 1]
                         .iter()
-                        .map(|c| (c.digest(openssl::hash::MessageDigest::sha256()).map(|d| hex(&d)).unwrap_or_default(), c.clone()))
+                        .map(|c| (c.to_der().map(|d| sha256_hex(&d)).unwrap_or_default(), c.clone()))
                         .collect();
                     self.intermediates.insert(subject, cas);
                 }
@@ -189,7 +175,7 @@ impl Validator {
     /// Zeek's `cache_validate`: the cached status of `chain` (fingerprint,
     /// certificate) if used within five minutes, else a validation (the
     /// verified chain with it).
-    fn cached(&mut self, chain: &[(String, X509)], ts_ns: i64) -> (String, Vec<X509>) {
+    fn cached(&mut self, chain: &[(String, Cert)], ts_ns: i64) -> (String, Vec<Cert>) {
         let key: Vec<String> = chain.iter().map(|(fp, _)| fp.clone()).collect();
         if let Some((status, last)) = self.results.get_mut(&key) {
             if ts_ns.abs_diff(*last) <= REUSE_NS as u64 {
@@ -198,8 +184,8 @@ impl Validator {
             }
         }
         self.verified += 1;
-        let certs: Vec<&X509> = chain.iter().map(|(_, c)| c).collect();
-        let (status, verified) = verify(&self.store, &certs, ts_ns);
+        let certs: Vec<Cert> = chain.iter().map(|(_, c)| c.clone()).collect();
+        let (status, verified) = verify(self.lib, &self.store, &certs, ts_ns);
         if self.results.len() >= KEPT {
             self.results.clear();
         }
@@ -208,36 +194,90 @@ impl Validator {
     }
 }
 
-/// Lower-case hex, as fingerprints are written.
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+/// Loads libcrypto (once for the run): an error names the library, or the
+/// library and the function it lacks.
+pub fn load() -> Result<(), String> {
+    libcrypto::lib().map(|_| ())
+}
+
+/// The DER of every certificate of a PEM text (`CERTIFICATE`, `X509
+/// CERTIFICATE` and `TRUSTED CERTIFICATE` blocks, as OpenSSL's
+/// `PEM_read_bio_X509` takes; other blocks and text around them skipped).
+pub fn pem_certificates(pem: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let text = String::from_utf8_lossy(pem);
+    let mut out = Vec::new();
+    let mut lines = text.lines().enumerate();
+    while let Some((n, line)) = lines.next() {
+        let Some(label) = line.trim_end().strip_prefix("-----BEGIN ").and_then(|l| l.strip_suffix("-----")) else {
+            continue;
+        };
+        let end = format!("-----END {label}-----");
+        let mut body = String::new();
+        let mut closed = false;
+        for (_, l) in lines.by_ref() {
+            if l.trim_end() == end {
+                closed = true;
+                break;
+            }
+            body.push_str(l.trim());
+        }
+        if !closed {
+            return Err(format!("line {}: no {end}", n + 1));
+        }
+        if matches!(label, "CERTIFICATE" | "X509 CERTIFICATE" | "TRUSTED CERTIFICATE") {
+            out.push(unbase64(&body).ok_or_else(|| format!("line {}: {label} is not base64", n + 1))?);
+        }
+    }
+    Ok(out)
+}
+
+/// Standard base64 (RFC 4648 section 4, padded) decoded; `None` for any
+/// other character, or a length not a multiple of four.
+fn unbase64(s: &str) -> Option<Vec<u8>> {
+    let v = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(4) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(b.len() / 4 * 3);
+    for (i, q) in b.chunks(4).enumerate() {
+        let last = i == b.len() / 4 - 1;
+        let pad = q.iter().rev().take_while(|&&c| c == b'=').count();
+        if pad > 2 || (pad > 0 && !last) {
+            return None;
+        }
+        let mut n = 0u32;
+        for &c in &q[..4 - pad] {
+            n = n << 6 | v(c)?;
+        }
+        n <<= 6 * pad as u32;
+        let bytes = n.to_be_bytes();
+        out.extend_from_slice(&bytes[1..4 - pad]);
+    }
+    Some(out)
 }
 
 /// `x509_verify` of Zeek's functions.bif: the first certificate verified
 /// with the others as the untrusted stack, at `ts_ns`; the status and,
 /// when `ok`, the chain OpenSSL built.
-fn verify(store: &X509Store, chain: &[&X509], ts_ns: i64) -> (String, Vec<X509>) {
-    let run = || -> Result<(String, Vec<X509>), openssl::error::ErrorStack> {
-        let mut untrusted = Stack::new()?;
-        for c in &chain[1..] {
-            untrusted.push((*c).clone())?;
+fn verify(lib: &'static Lib, store: &Store, chain: &[Cert], ts_ns: i64) -> (String, Vec<Cert>) {
+    match store.verify(&chain[0], &chain[1..], ts_ns.div_euclid(1_000_000_000)) {
+        Some((err, built)) => {
+            let text = if err == DEPTH_ZERO_SELF_SIGNED { "self signed certificate".to_string() } else { libcrypto::error_string(lib, err) };
+            (text, built)
         }
-        let mut ctx = X509StoreContext::new()?;
-        ctx.init(store, chain[0], &untrusted, |c| {
-            set_time(c, ts_ns.div_euclid(1_000_000_000));
-            let ok = c.verify_cert()?;
-            let err = c.error();
-            let text = if err.as_raw() == DEPTH_ZERO_SELF_SIGNED {
-                "self signed certificate".to_string()
-            } else {
-                err.error_string().to_string()
-            };
-            let built = if ok { c.chain().map(|s| s.iter().map(|x| x.to_owned()).collect()).unwrap_or_default() } else { Vec::new() };
-            Ok((text, built))
-        })
-    };
-    // Zeek writes its own texts where OpenSSL could not be set up.
-    run().unwrap_or_else(|_| ("Problem initializing root store".to_string(), Vec::new()))
+        // Zeek writes its own texts where OpenSSL could not be set up.
+        None => ("Problem initializing root store".to_string(), Vec::new()),
+    }
 }
 
 /// The validator as the transaction logs use it: every TLS record of a
@@ -260,7 +300,7 @@ mod tests {
     }
 
     fn der(dir: &Path, pem: &str) -> Vec<u8> {
-        X509::from_pem(&std::fs::read(dir.join(pem)).unwrap()).unwrap().to_der().unwrap()
+        pem_certificates(&std::fs::read(dir.join(pem)).unwrap()).unwrap().remove(0)
     }
 
     fn record(chain: Vec<Vec<u8>>, ts_ns: i64) -> TxRecord {
@@ -270,6 +310,24 @@ mod tests {
     fn status(r: &TxRecord) -> Option<String> {
         let Detail::Tls(t) = &r.tx.detail else { panic!() };
         t.validation.0.get().cloned().flatten()
+    }
+
+    /// PEM texts: certificate blocks decoded (other blocks and text
+    /// skipped), bad base64 and an unclosed block refused with the line.
+    #[test]
+    fn pem_blocks_are_read() {
+        let pem = "text\n-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\r\n-----BEGIN TRUSTED CERTIFICATE-----\nAQID\nBA==\n-----END TRUSTED CERTIFICATE-----\n";
+        assert_eq!(pem_certificates(pem.as_bytes()).unwrap(), vec![vec![0x30, 0x00], vec![1, 2, 3, 4]]);
+        assert_eq!(pem_certificates(b"no pem here").unwrap(), Vec::<Vec<u8>>::new());
+        let e = pem_certificates(b"\n-----BEGIN CERTIFICATE-----\nMA*=\n-----END CERTIFICATE-----\n").err().unwrap();
+        assert_eq!(e, "line 2: CERTIFICATE is not base64");
+        let e = pem_certificates(b"-----BEGIN CERTIFICATE-----\nMAA=\n").err().unwrap();
+        assert_eq!(e, "line 1: no -----END CERTIFICATE-----");
+        assert_eq!(unbase64("TWFu"), Some(b"Man".to_vec()));
+        assert_eq!(unbase64("TWE="), Some(b"Ma".to_vec()));
+        assert_eq!(unbase64("TQ=="), Some(b"M".to_vec()));
+        assert_eq!(unbase64("TQ==TWFu"), None);
+        assert_eq!(unbase64("TWF"), None);
     }
 
     /// A CA, an intermediate and leaves made by OpenSSL here: the
