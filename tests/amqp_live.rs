@@ -11,11 +11,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use common::live::text;
-use common::lo::{have, settle, wait_for, LoNs, Reap};
+use common::lo::{have, settle, LoNs, Reap};
 
 /// The client: one line per exchange it saw (`<method>\t<queue or routing
 /// key or ->\t<ok|error>`).

@@ -14,11 +14,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use common::live::text;
-use common::lo::{have, settle, wait_for, LoNs, Reap};
+use common::lo::{have, settle, LoNs, Reap};
 
 /// The client: admin, producers (acks all, acks 0) and a consumer in a
 /// group; it prints how many messages it consumed.
