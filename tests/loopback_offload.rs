@@ -467,7 +467,14 @@ fn loopback_capture_offload_and_server_first() {
         assert_eq!(conn.len(), 1, "{name}: {conn:?}");
         assert_eq!(conn[0]["id.resp_p"], DB_PORT, "{name}: the server is the responder: {:?}", conn[0]);
         assert!(conn[0]["history"].contains('^'), "{name}: flipped: {:?}", conn[0]);
-        assert_eq!(conn[0]["service"], "mysql", "{name}");
+        // No SYN was seen: the connection is partial for Zeek, whose MySQL
+        // analyzer reads nothing of it (MySQL.cc:53, `zeek_skips_partial` in
+        // crates/track/src/app.rs), so with `--ports` conn.log names no
+        // service; mysql.log still has every statement (below). Found by
+        // content alone it is still named `mysql`: the partial rule does not
+        // reach that path yet (a known difference, open in issue 34).
+        let service = if args.is_empty() { "mysql" } else { "-" };
+        assert_eq!(conn[0]["service"], service, "{name}");
         let my = rows(&out, "mysql.log");
         let found: Vec<&str> = my.iter().filter(|r| r["cmd"] == "query").map(|r| r["arg"].as_str()).collect();
         for i in 0..QUERIES {
