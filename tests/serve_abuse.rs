@@ -164,17 +164,6 @@ fn the_connection_cap_holds_and_closes_untrusted_connections_first() {
     assert_eq!(status, 200, "{body}");
 }
 
-fn parquet_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            parquet_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "parquet") {
-            out.push(p);
-        }
-    }
-}
-
 /// API strictness: an unknown parameter is a 400 naming it on every
 /// endpoint; the interval cap holds without `from`/`to`; an answer read
 /// around a corrupt store file says which (`warnings`).
@@ -220,7 +209,7 @@ fn unknown_parameters_open_intervals_and_corrupt_files_are_said() {
 
     // A corrupt conns file: the answer is partial and says so, naming it.
     let mut files = Vec::new();
-    parquet_files(&st.join("conns"), &mut files);
+    common::parquet_files(&st.join("conns"), &mut files);
     let bad = files.first().expect("a conns file").clone();
     let mut bytes = std::fs::read(&bad).unwrap();
     let mid = bytes.len() / 2;

@@ -27,17 +27,6 @@ fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/store_readers.py")
 }
 
-fn parquet_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            parquet_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "parquet") {
-            out.push(p);
-        }
-    }
-}
-
 /// Writes one file of every kind.
 fn write_store(dir: &Path) {
     let mut st = Store::open(&dir.join("store"), StoreOptions { sync: false, ..Default::default() }).unwrap();
@@ -144,7 +133,7 @@ fn every_reader_reads_every_kind_as_written() {
     let mut kinds = Map::new();
     for kind in Kind::ALL {
         let mut files = Vec::new();
-        parquet_files(&store.join(kind.as_str()), &mut files);
+        common::parquet_files(&store.join(kind.as_str()), &mut files);
         assert_eq!(files.len(), 1, "{kind:?}: {files:?}");
         let text: Vec<&str> = schema::file_columns(kind).iter().filter(|c| c.col_type() == ColType::Str).map(|c| c.name).collect();
         kinds.insert(

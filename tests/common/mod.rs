@@ -284,3 +284,15 @@ pub fn tcp_pcap(segs: &[TcpSeg]) -> Vec<u8> {
     }
     out
 }
+
+/// Every `.parquet` file below `dir` (a store, or one kind's directory of it).
+pub fn parquet_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            parquet_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "parquet") {
+            out.push(p);
+        }
+    }
+}
