@@ -608,7 +608,8 @@ pub struct OutputArgs {
     pub zeek_policy: Vec<String>,
 
     /// The trust store `--zeek-policy validate-certs` checks server chains
-    /// against: a file of PEM certificates (default: the system's,
+    /// against, and validate-ocsp the stapled OCSP responses' signers: a
+    /// file of PEM certificates (default: the system's,
     /// /etc/ssl/certs/ca-certificates.crt; Zeek uses the Mozilla list it
     /// ships).
     #[arg(long, value_name = "PEM")]
@@ -640,8 +641,8 @@ impl OutputArgs {
             limits::duration_in_range("--store-flush", f, Duration::from_secs(1), Duration::from_secs(3600))?;
         }
         let policies = self.zeek_policies()?;
-        if let (Some(f), false) = (&self.ca_file, policies.contains(&"validate-certs")) {
-            anyhow::bail!("--ca-file {}: only --zeek-policy validate-certs uses a trust store", f.display());
+        if let (Some(f), false) = (&self.ca_file, policies.iter().any(|p| matches!(*p, "validate-certs" | "validate-ocsp"))) {
+            anyhow::bail!("--ca-file {}: only --zeek-policy validate-certs and validate-ocsp use a trust store", f.display());
         }
         Ok(())
     }

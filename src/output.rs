@@ -71,7 +71,7 @@ pub struct OutputConfig {
     pub sample_weights: bool,
     /// `--zeek-policy`: the log fields of these Zeek policies are written.
     pub zeek_policies: Vec<&'static str>,
-    /// `--ca-file`: the trust store of the validate-certs policy (default
+    /// `--ca-file`: the trust store of the validate-certs and validate-ocsp policies (default
     /// the system's).
     pub ca_file: Option<PathBuf>,
 }
@@ -156,12 +156,22 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
                 }
                 false => None,
             };
+            let ocsp = match cfg.zeek_policies.contains(&"validate-ocsp") {
+                true => {
+                    let file = cfg.ca_file.clone().unwrap_or_else(|| wirelog_sink::logs::validate::SYSTEM_CA_FILE.into());
+                    let v = wirelog_sink::logs::ocsp::OcspVerifier::from_pem_file(&file)
+                        .map_err(|e| anyhow!("--zeek-policy validate-ocsp: trust store (--ca-file) {e}"))?;
+                    Some(v)
+                }
+                false => None,
+            };
             sinks.push(Box::new(
                 TxLogs::new(logs.clone(), processes || tls)?
                     .with_sources(tls)
                     .with_weights(cfg.sample_weights)
                     .with_policies(&cfg.zeek_policies)
-                    .with_validator(validator),
+                    .with_validator(validator)
+                    .with_ocsp(ocsp),
             ));
             sinks.push(Box::new(X509LogWriter::in_dir(logs)?.with_policies(&cfg.zeek_policies)));
         }

@@ -475,7 +475,7 @@ fn zeek_policy_names_are_checked() {
     let pcap = testdata().join("tls12_ecdhe/ecdhe.pcap");
     for (name, says) in [
         ("validate-sct", "--zeek-policy validate-sct: not written by wirelog (valid_ct_logs"),
-        ("ssl-log-ext,no-such", "--zeek-policy no-such: unknown policy (known: ssl-log-ext, ssl-client-subject-issuer, log-certs-base64, log-hostcerts-only, certificate-request-info, validate-certs, all)"),
+        ("ssl-log-ext,no-such", "--zeek-policy no-such: unknown policy (known: ssl-log-ext, ssl-client-subject-issuer, log-certs-base64, log-hostcerts-only, certificate-request-info, validate-certs, validate-ocsp, all)"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
             .args(["read", "--quiet", "--no-store", "--zeek-policy", name])
@@ -494,5 +494,5 @@ fn zeek_policy_names_are_checked() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--ca-file /etc/ssl/certs/ca-certificates.crt: only --zeek-policy validate-certs uses a trust store"), "{err}");
+    assert!(err.contains("--ca-file /etc/ssl/certs/ca-certificates.crt: only --zeek-policy validate-certs and validate-ocsp use a trust store"), "{err}");
 }

@@ -168,6 +168,7 @@ pub fn transaction(hs: TlsHandshake, request: Option<Span>, response: Option<Spa
         server_certs: hs.server_certs.map(|c| c.certs),
         client_certs: hs.client_certs.map(|c| c.certs),
         requested_cas: hs.requested_cas,
+        ocsp_response: hs.ocsp_response,
         ..TlsTx::default()
     };
     Transaction {

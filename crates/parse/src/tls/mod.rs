@@ -159,6 +159,11 @@ pub struct TlsHandshake {
     pub server_exts: Vec<u16>,
     /// The lifetime hint of the server's NewSessionTicket (seconds).
     pub ticket_lifetime_hint: Option<u32>,
+    /// The OCSP response of the last CertificateStatus message (RFC 6066
+    /// 8: status_type 1, non-empty), for Zeek's validate-ocsp policy;
+    /// `None` when none was read in plaintext (or it would pass the memory
+    /// granted: cut and counted, as certificates are).
+    pub ocsp_response: Option<Vec<u8>>,
     /// Bits of the server's finite-field DH public value.
     pub dh_param_size: Option<u32>,
 }
@@ -285,6 +290,7 @@ fn chain_bytes(hs: &TlsHandshake) -> usize {
         .chain(&hs.client_certs)
         .flat_map(|c| &c.certs)
         .chain(hs.requested_cas.iter().flatten())
+        .chain(&hs.ocsp_response)
         .map(Vec::len)
         .sum()
 }
@@ -765,10 +771,35 @@ impl TlsParser {
                     None => self.stats.malformed += 1,
                 }
             }
+            (_, HS_CERTIFICATE_STATUS) => self.on_certificate_status(body),
             (1, 6) => self.hs.hello_retry = true,
             (0, HS_CLIENT_KEY_EXCHANGE) => self.client_kex = true,
             _ => {}
         }
+    }
+
+    /// CertificateStatus (RFC 6066 8), from either side as Zeek takes it:
+    /// its `CertificateStatus` unit (zeek/zeek a13de64f
+    /// `src/analyzer/protocol/ssl/tls-handshake-protocol.pac:180-184`)
+    /// reads status_type, a 24-bit length it does not check, and the rest
+    /// of the message as the response; `proc_certificate_status`
+    /// (`tls-handshake-analyzer.pac:419-442`) raises `ssl_stapled_ocsp`
+    /// only for status_type 1 (ocsp) with a non-empty response, which
+    /// validate-ocsp.zeek:34-37 keeps (a later one replaces it).
+    fn on_certificate_status(&mut self, body: &[u8]) {
+        let Some(response) = body.get(4..).filter(|r| body[0] == 1 && !r.is_empty()) else {
+            return;
+        };
+        let old = self.hs.ocsp_response.as_ref().map_or(0, Vec::len);
+        self.certs_held = self.certs_held.saturating_sub(old);
+        self.hs.ocsp_response = None;
+        if self.held() + response.len() > self.allowance {
+            self.stats.cut_bytes += response.len() as u64;
+            self.stats.unparsed_bytes += response.len() as u64;
+            return;
+        }
+        self.certs_held += response.len();
+        self.hs.ocsp_response = Some(response.to_vec());
     }
 
     fn on_client_hello(&mut self, ch: ClientHello) {

@@ -16,6 +16,7 @@ pub const HS_SERVER_HELLO: u8 = 2;
 pub const HS_CERTIFICATE: u8 = 11;
 pub const HS_SERVER_KEY_EXCHANGE: u8 = 12;
 pub const HS_CLIENT_KEY_EXCHANGE: u8 = 16;
+pub const HS_CERTIFICATE_STATUS: u8 = 22;
 
 /// Extension types.
 pub const EXT_SERVER_NAME: u16 = 0;

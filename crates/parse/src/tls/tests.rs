@@ -1687,3 +1687,69 @@ fn a_gap_inside_a_cut_message_is_passed_over_too() {
     assert_eq!(hs.ssl_history, "Csxkrn");
     assert_eq!(p.stats().gaps, 1);
 }
+
+/// CertificateStatus (RFC 6066 8) as Zeek takes it (zeek/zeek a13de64f
+/// `tls-handshake-protocol.pac:180-184`, `tls-handshake-analyzer.pac:419-442`):
+/// status_type 1 with a non-empty response is kept whole (the length field
+/// unchecked, the rest of the message is the response), another type or an
+/// empty response is not, a later one replaces it; held against the
+/// memory granted, cut and counted beyond it.
+#[test]
+fn the_parser_keeps_the_stapled_ocsp_response() {
+    let mut sh = vec![3, 3];
+    sh.extend_from_slice(&[9; 32]);
+    sh.push(0);
+    sh.extend_from_slice(&[0xc0, 0x2f, 0]);
+    let resp: &[u8] = b"\x30\x03\x0a\x01\x00";
+    let status = |typ: u8, body: &[u8]| {
+        let mut m = vec![typ];
+        m.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+        m.extend_from_slice(body);
+        m
+    };
+    let run = |msgs: &[Vec<u8>], grant: Option<usize>| {
+        let mut all = vec![hs_msg(2, &sh)];
+        all.extend(msgs.iter().map(|m| hs_msg(22, m)));
+        all.push(hs_msg(14, &[]));
+        let server = records(&all, 1000);
+        let mut p = TlsParser::with_limits(TlsLimits::default());
+        if let Some(g) = grant {
+            p.set_allowance(g);
+        }
+        let mut out = Vec::new();
+        p.data(Dir::ToServer, 1, &client_hello_record(), &mut out);
+        p.data(Dir::ToClient, 2, &server, &mut out);
+        (p.current().ocsp_response.clone(), p.held(), p.stats().cut_bytes, p.current().ssl_history.clone())
+    };
+    let (kept, held, cut, history) = run(&[status(1, resp)], None);
+    assert_eq!(kept.as_deref(), Some(resp));
+    assert_eq!((held, cut), (resp.len(), 0));
+    assert_eq!(history, "Csun");
+    // The length field is not checked: the rest of the message is the response.
+    let mut odd = vec![1, 0, 0, 1];
+    odd.extend_from_slice(resp);
+    assert_eq!(run(&[odd], None).0.as_deref(), Some(resp));
+    assert_eq!(run(&[status(2, resp)], None).0, None);
+    assert_eq!(run(&[status(1, b"")], None).0, None);
+    assert_eq!(run(&[status(1, b"\x30\x00"), status(1, resp)], None).0.as_deref(), Some(resp));
+    // Granted less than the response: not kept, counted.
+    let (kept, held, cut, _) = run(&[status(1, resp)], Some(resp.len() - 1));
+    assert_eq!((kept, held, cut), (None, 0, resp.len() as u64));
+}
+
+/// Zeek's capture with a stapled response (the `u` of CsxuknGIti): both
+/// connections keep it, a DER OCSPResponse (a SEQUENCE) whose responseStatus
+/// is successful (`0a 01 00` after the SEQUENCE's length).
+#[test]
+fn zeeks_stapling_capture_keeps_the_response() {
+    for rel in ["tls12_alpn_ocsp_sct/signed_certificate_timestamp.pcap", "tls12_alpn_ocsp_sct/signed_certificate_timestamp-2.pcap"] {
+        let (conns, _) = parse_pcap(rel);
+        let hs: Vec<&TlsHandshake> = conns.iter().flatten().collect();
+        assert_eq!(hs.len(), 1, "{rel}");
+        let r = hs[0].ocsp_response.as_deref().unwrap_or_else(|| panic!("{rel}: no response"));
+        assert_eq!(r[0], 0x30, "{rel}");
+        let len_bytes = if r[1] & 0x80 != 0 { 1 + (r[1] & 0x7f) as usize } else { 1 };
+        assert_eq!(&r[1 + len_bytes..4 + len_bytes], &[0x0a, 0x01, 0x00], "{rel}");
+        assert!(hs[0].ssl_history.contains('u'), "{rel}");
+    }
+}

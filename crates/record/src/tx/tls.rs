@@ -56,6 +56,12 @@ pub struct TlsTx {
     /// writer when that policy is on (`wirelog_sink::logs::validate`);
     /// start it empty (`Default`).
     pub validation: Validation,
+    /// The stapled OCSP response (the last CertificateStatus message's),
+    /// for Zeek's validate-ocsp policy.
+    pub ocsp_response: Option<Vec<u8>>,
+    /// Zeek's validate-ocsp result, set by the log writer when that policy
+    /// is on (`wirelog_sink::logs::ocsp`); start it empty (`Default`).
+    pub ocsp_status: Validation,
 }
 
 /// `validation_status` of Zeek's validate-certs policy: OpenSSL's verdict
@@ -390,6 +396,11 @@ pub static COLUMNS: Columns = Columns {
         // on the server's chain, filled by the log writer.
         C::log_only("validation_status", Text, "Certificate validation of the server's chain: ok, or OpenSSL's error text.", get!(Tls, |r, t| Val::Text(t.validation.0.get().and_then(|s| s.as_deref()))))
             .policy("validate-certs"),
+        // Zeek's policy/protocols/ssl/validate-ocsp.zeek (the
+        // `ssl_established` handler, lines 39-75): x509_ocsp_verify's
+        // verdict on the stapled response, filled by the log writer.
+        C::log_only("ocsp_status", Text, "Validation of the stapled OCSP response: good, revoked, unknown, or why it is not valid.", get!(Tls, |r, t| Val::Text(t.ocsp_status.0.get().and_then(|s| s.as_deref()))))
+            .policy("validate-ocsp"),
         C::new("subject", Text, Low, "The leaf certificate's subject.", get!(Tls, |r, t| Val::Text(t.leaf().map(|c| c.subject.as_str())))),
         C::new("issuer", Text, Low, "The leaf certificate's issuer.", get!(Tls, |r, t| Val::Text(t.leaf().map(|c| c.issuer.as_str())))),
         // Zeek's SSL::log_include_client_certificate_subject_issuer

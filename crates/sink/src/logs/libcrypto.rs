@@ -39,21 +39,27 @@ pub struct Stack {
 
 /// Declares the functions: a struct of their pointers, each resolved by
 /// name when the library is loaded.
+/// `functions! { struct Name; ... }` declares another such table (the
+/// OCSP functions of `super::ocsp`), its fields visible to this module's
+/// siblings.
 macro_rules! functions {
     ($($name:ident: fn($($arg:ty),*) $(-> $ret:ty)?;)*) => {
+        functions! { struct Lib; $($name: fn($($arg),*) $(-> $ret)?;)* }
+    };
+    (struct $lib:ident; $($name:ident: fn($($arg:ty),*) $(-> $ret:ty)?;)*) => {
         #[allow(non_snake_case)]
-        pub struct Lib {
-            $($name: unsafe extern "C" fn($($arg),*) $(-> $ret)?,)*
+        pub struct $lib {
+            $(pub(super) $name: unsafe extern "C" fn($($arg),*) $(-> $ret)?,)*
         }
 
-        impl Lib {
+        impl $lib {
             /// `soname` opened and every function found in it; an error
             /// names the library, or the library and the missing function.
-            fn load(soname: &str) -> Result<Lib, String> {
-                let handle = open(soname)?;
-                Ok(Lib {
+            fn load(soname: &str) -> Result<$lib, String> {
+                let handle = $crate::logs::libcrypto::open(soname)?;
+                Ok($lib {
                     $($name: {
-                        let p = symbol(handle, soname, stringify!($name))?;
+                        let p = $crate::logs::libcrypto::symbol(handle, soname, stringify!($name))?;
                         // SAFETY: `p` is the address of the libcrypto
                         // function of this name, whose C signature the
                         // type states (OpenSSL 3's headers).
@@ -64,6 +70,8 @@ macro_rules! functions {
         }
     };
 }
+
+pub(super) use functions;
 
 functions! {
     d2i_X509: fn(*mut *mut X509, *mut *const c_uchar, c_long) -> *mut X509;
@@ -104,7 +112,7 @@ fn dl_error(what: &str) -> String {
     unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
 }
 
-fn open(soname: &str) -> Result<*mut c_void, String> {
+pub(super) fn open(soname: &str) -> Result<*mut c_void, String> {
     let name = std::ffi::CString::new(soname).map_err(|_| format!("{soname}: a NUL in the name"))?;
     // SAFETY: `name` is NUL-terminated; the handle is never closed (the
     // functions stay in use for the run).
@@ -115,7 +123,7 @@ fn open(soname: &str) -> Result<*mut c_void, String> {
     Ok(h)
 }
 
-fn symbol(handle: *mut c_void, soname: &str, name: &str) -> Result<*mut c_void, String> {
+pub(super) fn symbol(handle: *mut c_void, soname: &str, name: &str) -> Result<*mut c_void, String> {
     let c = std::ffi::CString::new(name).map_err(|_| format!("{name}: a NUL in the name"))?;
     // SAFETY: `handle` is dlopen's, never closed; `c` is NUL-terminated.
     let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
@@ -143,7 +151,7 @@ fn i2d(len: impl Fn(*mut *mut c_uchar) -> c_int) -> Option<Vec<u8>> {
 
 /// A certificate (`X509`), one reference of it.
 pub struct Cert {
-    ptr: NonNull<X509>,
+    pub(super) ptr: NonNull<X509>,
     lib: &'static Lib,
 }
 
@@ -231,7 +239,7 @@ impl Drop for Cert {
 
 /// A trust store (`X509_STORE`).
 pub struct Store {
-    ptr: NonNull<X509Store>,
+    pub(super) ptr: NonNull<X509Store>,
     lib: &'static Lib,
 }
 

@@ -5,11 +5,14 @@
 //! they write (`out`, `file`: whole lines when the disk fills); `validate`,
 //! Zeek's validate-certs policy (ssl.log's `validation_status`, OpenSSL's
 //! chain validation on the output thread) over `libcrypto`, the few
-//! functions of the system's libcrypto.so.3 it calls, loaded at run time.
+//! functions of the system's libcrypto.so.3 it calls, loaded at run time;
+//! `ocsp`, Zeek's validate-ocsp policy (ssl.log's `ocsp_status`, the
+//! stapled OCSP response checked over the same libcrypto).
 
 pub mod file;
 pub mod flows;
 pub mod libcrypto;
+pub mod ocsp;
 pub mod out;
 pub(crate) mod procs;
 pub mod tls;

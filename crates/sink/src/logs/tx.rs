@@ -480,6 +480,8 @@ pub struct TxLogs {
     policies: Vec<&'static str>,
     /// validate-certs: fills ssl.log's `validation_status`.
     validator: Option<super::validate::Validator>,
+    /// validate-ocsp: fills ssl.log's `ocsp_status`.
+    ocsp: Option<super::ocsp::OcspVerifier>,
     writers: Vec<(Protocol, TxLogWriter<crate::LogOut>)>,
 }
 
@@ -490,7 +492,7 @@ impl TxLogs {
         for p in Protocol::ALL {
             dir.remove_stale(&tx_log_name(p))?;
         }
-        Ok(TxLogs { dir, processes, sources: false, weights: false, policies: Vec::new(), validator: None, writers: Vec::new() })
+        Ok(TxLogs { dir, processes, sources: false, weights: false, policies: Vec::new(), validator: None, ocsp: None, writers: Vec::new() })
     }
 
     /// The logs get the fields of these Zeek policies (`--zeek-policy`).
@@ -503,6 +505,13 @@ impl TxLogs {
     /// validate-certs policy).
     pub fn with_validator(mut self, v: Option<super::validate::Validator>) -> Self {
         self.validator = v;
+        self
+    }
+
+    /// TLS records get `ocsp_status` from this verifier (Zeek's
+    /// validate-ocsp policy).
+    pub fn with_ocsp(mut self, v: Option<super::ocsp::OcspVerifier>) -> Self {
+        self.ocsp = v;
         self
     }
 
@@ -547,6 +556,9 @@ impl crate::Sink for TxLogs {
     fn write(&mut self, batch: &wirelog_record::Batch) -> io::Result<()> {
         if let Some(v) = &mut self.validator {
             super::validate::fill_batch(v, batch);
+        }
+        if let Some(v) = &mut self.ocsp {
+            super::ocsp::fill_batch(v, batch);
         }
         batch.txs.iter().try_for_each(|t| self.writer(t.protocol)?.write(t))
     }

@@ -74,23 +74,8 @@ impl Validator {
     /// be loaded ([`load`]).
     pub fn from_pem_file(path: &Path) -> Result<Validator, String> {
         let lib = libcrypto::lib()?;
-        let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let ders = pem_certificates(&pem).map_err(|e| format!("{}: not PEM certificates: {e}", path.display()))?;
-        if ders.is_empty() {
-            return Err(format!("{}: no PEM certificate in it", path.display()));
-        }
-        let mut roots = Vec::with_capacity(ders.len());
-        for (i, der) in ders.iter().enumerate() {
-            let c = Cert::from_der(lib, der).ok_or_else(|| format!("{}: not PEM certificates: certificate {} does not parse", path.display(), i + 1))?;
-            roots.push(c);
-        }
-        let mut store = Store::new(lib).ok_or_else(|| format!("{}: OpenSSL could not make a store", path.display()))?;
-        for r in &roots {
-            // A certificate listed twice is refused by some OpenSSL
-            // versions: the first stays in the store.
-            let _ = store.add(r);
-        }
-        Ok(Validator { lib, store, roots: roots.len(), parsed: HashMap::new(), results: HashMap::new(), intermediates: HashMap::new(), verified: 0 })
+        let (store, roots) = trust_store(lib, path)?;
+        Ok(Validator { lib, store, roots, parsed: HashMap::new(), results: HashMap::new(), intermediates: HashMap::new(), verified: 0 })
     }
 
     /// Certificates in the trust store.
@@ -192,6 +177,28 @@ impl Validator {
         self.results.insert(key, (status.clone(), ts_ns));
         (status, verified)
     }
+}
+
+/// The trust store read from `path` (PEM certificates) and how many
+/// certificates it holds; an error names the file and what is wrong.
+pub(super) fn trust_store(lib: &'static Lib, path: &Path) -> Result<(Store, usize), String> {
+    let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let ders = pem_certificates(&pem).map_err(|e| format!("{}: not PEM certificates: {e}", path.display()))?;
+    if ders.is_empty() {
+        return Err(format!("{}: no PEM certificate in it", path.display()));
+    }
+    let mut roots = Vec::with_capacity(ders.len());
+    for (i, der) in ders.iter().enumerate() {
+        let c = Cert::from_der(lib, der).ok_or_else(|| format!("{}: not PEM certificates: certificate {} does not parse", path.display(), i + 1))?;
+        roots.push(c);
+    }
+    let mut store = Store::new(lib).ok_or_else(|| format!("{}: OpenSSL could not make a store", path.display()))?;
+    for r in &roots {
+        // A certificate listed twice is refused by some OpenSSL
+        // versions: the first stays in the store.
+        let _ = store.add(r);
+    }
+    Ok((store, roots.len()))
 }
 
 /// Loads libcrypto (once for the run): an error names the library, or the
