@@ -603,7 +603,9 @@ pub struct OutputArgs {
     /// client_subject, client_issuer), `log-certs-base64` (x509.log's
     /// cert), `log-hostcerts-only` (x509.log without the chains' CA
     /// certificates), `certificate-request-info` (ssl.log's
-    /// requested_client_certificate_authorities).
+    /// requested_client_certificate_authorities), `validate-certs` (ssl.log's
+    /// validation_status), `validate-ocsp` (ssl.log's ocsp_status, the
+    /// stapled OCSP response checked); both check against --ca-file.
     #[arg(long, value_name = "LIST")]
     pub zeek_policy: Vec<String>,
 

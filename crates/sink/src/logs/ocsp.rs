@@ -35,6 +35,7 @@
 //!
 //! This runs on the output thread, off the packet path.
 
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_long, c_uchar, c_uint, c_ulong, c_void, CStr};
 use std::path::Path;
 use std::ptr::{self, NonNull};
@@ -384,12 +385,19 @@ pub fn verify(o: &Ocsp, store: &Store, chain: &[Cert], reply: &[u8], secs: i64) 
     text(unsafe { (o.OCSP_cert_status_str)(kind as c_long) })
 }
 
-/// The verifier: the trust store.
+/// Certificates kept parsed at most (emptied when full).
+const KEPT: usize = 4096;
+
+/// The verifier: the trust store, and the certificates parsed so far.
 pub struct OcspVerifier {
     lib: &'static Lib,
     ocsp: &'static Ocsp,
     store: Store,
     roots: usize,
+    /// Certificates parsed by OpenSSL, by their SHA-256 fingerprint (a
+    /// server staples on every handshake with the same chain, and parsing
+    /// it cost twice the verification: `BENCHMARKS.md`).
+    parsed: HashMap<String, Option<Cert>>,
     /// Responses verified.
     pub verified: u64,
 }
@@ -402,7 +410,7 @@ impl OcspVerifier {
         let lib = libcrypto::lib()?;
         let ocsp = ocsp_lib()?;
         let (store, roots) = super::validate::trust_store(lib, path)?;
-        Ok(OcspVerifier { lib, ocsp, store, roots, verified: 0 })
+        Ok(OcspVerifier { lib, ocsp, store, roots, parsed: HashMap::new(), verified: 0 })
     }
 
     /// Certificates in the trust store.
@@ -426,19 +434,40 @@ impl OcspVerifier {
                 // x509_ocsp_verify's default time, network_time() at
                 // ssl_established: the packet that ended the handshake.
                 let ts = [r.tx.request, r.tx.response].iter().flatten().map(|s| s.last_ns).max().unwrap_or(r.tx.ts_ns());
-                let leaf = ders.first().and_then(|d| Cert::from_der(self.lib, d));
-                leaf.map(|leaf| {
-                    // Lines 45-50: certificates that do not decode are
-                    // holes the BIF skips.
-                    let mut chain = vec![leaf];
-                    chain.extend(ders[1..].iter().filter_map(|d| Cert::from_der(self.lib, d)));
-                    self.verified += 1;
-                    verify(self.ocsp, &self.store, &chain, reply, ts.div_euclid(1_000_000_000))
-                })
+                let fps: Vec<&str> = t.server_chain().iter().map(|c| c.fingerprint.as_str()).collect();
+                let parsed: Vec<Option<Cert>> = fps.iter().zip(ders).map(|(fp, der)| self.parse(fp, der)).collect();
+                let mut certs = parsed.into_iter();
+                match certs.next().flatten() {
+                    Some(leaf) => {
+                        // Lines 45-50: certificates that do not decode are
+                        // holes the BIF skips.
+                        let mut chain = vec![leaf];
+                        chain.extend(certs.flatten());
+                        self.verified += 1;
+                        Some(verify(self.ocsp, &self.store, &chain, reply, ts.div_euclid(1_000_000_000)))
+                    }
+                    None => None,
+                }
             }
             _ => None,
         };
         let _ = t.ocsp_status.0.set(status);
+    }
+}
+
+impl OcspVerifier {
+    /// A certificate as OpenSSL parsed it (`None`: it does not parse), by
+    /// its fingerprint.
+    fn parse(&mut self, fingerprint: &str, der: &[u8]) -> Option<Cert> {
+        if let Some(c) = self.parsed.get(fingerprint) {
+            return c.clone();
+        }
+        if self.parsed.len() >= KEPT {
+            self.parsed.clear();
+        }
+        let c = Cert::from_der(self.lib, der);
+        self.parsed.insert(fingerprint.to_string(), c.clone());
+        c
     }
 }
 
@@ -605,6 +634,36 @@ mod tests {
         assert_eq!(verify(o, &store, &chain, b"\x30\x00", now), "Could not parse OCSP response");
         assert_eq!(verify(o, &store, &chain, &[0x30, 0x03, 0x0a, 0x01, 0x03], now), "trylater");
         assert_eq!(verify(o, &store, &[], &read("good.der"), now), "no certificates");
+
+        // The policy's rules (validate-ocsp.zeek:39-50) through the verifier
+        // the logs use: an established handshake, a leaf that decodes, a
+        // staple; a certificate that does not decode is a hole skipped.
+        let mut v = OcspVerifier::from_pem_file(&dir.join("root.pem")).unwrap();
+        assert_eq!(v.roots(), 1);
+        let der = |p: &str| pem_certificates(&std::fs::read(dir.join(p)).unwrap()).unwrap().remove(0);
+        let rec = |chain: Vec<Vec<u8>>, staple: Option<Vec<u8>>, established: bool| {
+            let mut r = wirelog_record::tls::fixtures::handshake(now * 1_000_000_000, chain, None);
+            if let Detail::Tls(t) = &mut r.tx.detail {
+                t.ocsp_response = staple;
+                t.established = established;
+            }
+            r
+        };
+        let status = |v: &mut OcspVerifier, r: &TxRecord| {
+            v.fill(r);
+            let Detail::Tls(t) = &r.tx.detail else { panic!() };
+            t.ocsp_status.0.get().cloned().flatten()
+        };
+        let (leaf, int, hole, good) = (der("leaf.pem"), der("int.pem"), vec![0x30, 0x00], read("good.der"));
+        assert_eq!(status(&mut v, &rec(vec![leaf.clone(), int.clone()], Some(good.clone()), true)).as_deref(), Some("good"));
+        assert_eq!(status(&mut v, &rec(vec![leaf.clone(), hole.clone(), int.clone()], Some(good.clone()), true)).as_deref(), Some("good"));
+        assert_eq!(status(&mut v, &rec(vec![leaf.clone(), int.clone()], Some(good.clone()), false)), None);
+        assert_eq!(status(&mut v, &rec(vec![leaf.clone(), int.clone()], None, true)), None);
+        assert_eq!(status(&mut v, &rec(vec![hole.clone(), int.clone()], Some(good.clone()), true)), None);
+        assert_eq!(status(&mut v, &rec(vec![], Some(good.clone()), true)), None);
+        assert_eq!(v.verified, 2);
+        // Each certificate parsed once: the leaf, the hole, the intermediate.
+        assert_eq!(v.parsed.len(), 3);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
