@@ -1013,16 +1013,14 @@ impl Tracker {
         }
         // Zeek's analyzers that skip partial connections read this payload
         // only if the connection is not partial now (`TcpConn::is_partial`).
-        let whole = !payload.is_empty()
-            && e.value.app.as_ref().is_some_and(|a| !a.whole_payload)
-            && match &e.value.state {
-                ProtoState::Tcp(part) => self.tcp.get(part.slab).is_some_and(|t| !t.is_partial()),
-                _ => true,
-            };
+        let partial = match &e.value.state {
+            ProtoState::Tcp(part) => self.tcp.get(part.slab).is_none_or(|t| t.is_partial()),
+            _ => false,
+        };
         let Some(app) = e.value.app.as_mut() else {
             return;
         };
-        app.whole_payload |= whole;
+        app.payload_seen(payload.len(), partial);
         let thin = self.thin_k.trailing_zeros() as u8;
         if app.keep < thin && !app.stopped {
             // Step 1b's draw (see `set_thinning`).
@@ -1112,17 +1110,7 @@ impl Tracker {
         by.malformed += st.malformed;
         by.cut_bytes += st.cut_bytes;
         self.app_stats.gave_up_by[i] += gave_up;
-        // Like Zeek, a service is named once its analyzer understood the
-        // traffic: here, once a transaction was parsed (or the protocol was
-        // recognised and then turned out encrypted or compressed; not TLS:
-        // a port-443 stream that is not TLS is no "ssl").
-        let service = app.confirmed_service().unwrap_or_else(|| {
-            (app.transactions > 0 || stopped && app.protocol != Protocol::Tls).then(|| app.service())
-        });
-        // What Zeek's analyzer never read (a partial connection's payload)
-        // it cannot confirm: no service from it.
-        let service = service.filter(|s| app.whole_payload || !crate::app::zeek_skips_partial(s));
-        (service, Some(app.uid))
+        (app.conn_service(stopped), Some(app.uid))
     }
 
     /// Counts the packet in its connection's flow: the originator is the client.
