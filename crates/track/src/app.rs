@@ -196,6 +196,14 @@ pub struct AppStats {
     pub parse_stopped_by: [u64; Protocol::ALL.len()],
     /// Connections with a parser now (a gauge; not those step 1b stopped).
     pub parsing: u64,
+    /// Connections whose first stream bytes were kept for the service
+    /// signatures (`wirelog_parse::services::SigStream`), those whose
+    /// stream had a hole there (a segment ahead of it was not held: that
+    /// direction's matching stopped), and those the stream memory had no
+    /// room for (matched on nothing more).
+    pub signature_streams: u64,
+    pub signature_holes: u64,
+    pub signature_no_room: u64,
 }
 
 pub(crate) fn protocol_index(p: Protocol) -> usize {
