@@ -1,5 +1,5 @@
 """Shared by the test-only servers (tests/starttls_server.py,
-tests/connect_proxy.py, tests/zeek_rules/ftp.py): a listening socket on
+tests/connect_proxy.py, tests/zeek_rules/ftp.py, tests/services_server.py): a listening socket on
 the loopback, a thread per connection, and a line protocol's command
 dialogue. Written for the tests; nothing here is a real server.
 """

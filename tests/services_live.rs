@@ -39,6 +39,17 @@ const CASES: &[(&str, u16, &str, &str)] = &[
     ("irc", 6667, "tcp", "irc"),
     ("irc", 7000, "tcp", "irc"),
     ("irc-refused", 7001, "tcp", "-"),
+    // NICK and USER cut across four segments: Zeek matches its signatures
+    // on the stream (PIA.cc:286-311), so does wirelog.
+    ("irc-split", 7002, "tcp", "irc"),
+    // Server to server (Zeek's irc_server_to_server1/2, dpd.sig:23-32):
+    // RFC 1459's `SERVER name hopcount :info` both ways is named; two real
+    // ngircd peering are not, by Zeek nor here: the connecting one sends
+    // `SERVER name :info` (no hopcount), the other prefixes its line, and
+    // Zeek's pattern takes neither; their burst is zlib-compressed.
+    ("irc-servers", 7020, "tcp", "irc"),
+    ("irc-server-refused", 7021, "tcp", "-"),
+    ("irc-peers", 7010, "tcp", "-"),
     ("xmpp", 5222, "tcp", "xmpp"),
     ("xmpp", 5333, "tcp", "xmpp"),
     ("xmpp-server-only", 5334, "tcp", "-"),

@@ -15,6 +15,13 @@ capture of them shows what Zeek would name (run inside a namespace).
 Real servers (Debian's), started here by PID and stopped by it:
   ftp PORT    vsftpd, ftplib's anonymous login (USER, 331, PASS, 230) and QUIT
   irc PORT    ngircd, a client's NICK and USER lines, the welcome numerics, QUIT
+  irc-split PORT  the same with NICK and USER written in four small segments
+              (TCP_NODELAY, a pause between writes), a line cut in two
+  irc-peers PORT  two ngircd servers peering: the one on PORT is given the
+              other as a passive [Server], the other connects to it (its own
+              listener on PORT+1 sees no connection); PASS and SERVER each way
+              (ngircd's: `SERVER name :info` from the connecting server, the
+              answer with a prefix), then their burst, zlib-compressed
   xmpp PORT   prosody, a client's stream header (single-quoted jabber:client),
               the server's header and features, the stream's end
   ldap PORT   slapd, ldapsearch's anonymous simple bind and a base search
@@ -25,6 +32,9 @@ for (test-only servers written here):
   xmpp-server-only PORT  the server's stream header; the client's first bytes
                      are XML but no stream header
   ldap-refused PORT  ldapsearch's bind answered by bytes that are no BER SEQUENCE
+  irc-servers PORT   two servers registering with each other (RFC 1459 4.1.4
+                     and 4.1.1: PASS, then `SERVER name hopcount :info`, each way)
+  irc-server-refused PORT  a server's PASS and SERVER answered by ERROR
 """
 import os
 import shutil
@@ -39,19 +49,13 @@ import struct
 import sys
 import threading
 
+from serverlib import dialogue, listen
+
 HOST = "127.0.0.1"
 
 
-def listener(port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((HOST, port))
-    s.listen(1)
-    return s
-
-
 def serve_once(port, handler):
-    s = listener(port)
+    s = listen(port, 1)
 
     def run():
         c, _ = s.accept()
@@ -115,21 +119,16 @@ def ssh_read_packet(f):
     return f.read(length)
 
 
+def next_line(f):
+    """A client's line for serverlib.dialogue: text without its end, None at the end."""
+    return lambda: (lambda l: l.decode(errors="replace").strip() if l else None)(f.readline())
+
+
 def smtp(port):
     def server(c, f):
         c.sendall(b"220 wirelog.test ESMTP\r\n")
-        while True:
-            line = f.readline()
-            if not line:
-                return
-            cmd = line.split()[0].upper() if line.split() else b""
-            if cmd == b"EHLO":
-                c.sendall(b"250-wirelog.test\r\n250 8BITMIME\r\n")
-            elif cmd == b"QUIT":
-                c.sendall(b"221 bye\r\n")
-                return
-            else:
-                c.sendall(b"502 no\r\n")
+        replies = {"EHLO": b"250-wirelog.test\r\n250 8BITMIME\r\n", "QUIT": b"221 bye\r\n"}
+        dialogue(next_line(f), c.sendall, replies, b"502 no\r\n", {"QUIT"})
 
     t = serve_once(port, server)
     s = smtplib.SMTP(HOST, port, timeout=10)
@@ -141,18 +140,8 @@ def smtp(port):
 def pop3(port):
     def server(c, f):
         c.sendall(b"+OK wirelog POP3 ready\r\n")
-        while True:
-            line = f.readline()
-            if not line:
-                return
-            cmd = line.split()[0].upper() if line.split() else b""
-            if cmd == b"CAPA":
-                c.sendall(b"+OK capabilities\r\nUSER\r\n.\r\n")
-            elif cmd == b"QUIT":
-                c.sendall(b"+OK bye\r\n")
-                return
-            else:
-                c.sendall(b"-ERR no\r\n")
+        replies = {"CAPA": b"+OK capabilities\r\nUSER\r\n.\r\n", "QUIT": b"+OK bye\r\n"}
+        dialogue(next_line(f), c.sendall, replies, b"-ERR no\r\n", {"QUIT"})
 
     t = serve_once(port, server)
     p = poplib.POP3(HOST, port, timeout=10)
@@ -304,12 +293,9 @@ def irc_register(port):
     return c
 
 
-def irc(port):
-    def argv(w):
-        conf = os.path.join(w, "ngircd.conf")
-        with open(conf, "w") as f:
-            f.write(f"""[Global]
-Name = irc.wirelog.test
+def irc_conf(w, name, port):
+    return f"""[Global]
+Name = {name}
 Info = wirelog test
 Listen = {HOST}
 Ports = {port}
@@ -319,22 +305,117 @@ MotdPhrase = wirelog
 DNS = no
 Ident = no
 PAM = no
-""")
-        return ["ngircd", "-n", "-f", conf]
+"""
+
+
+def irc_argv(w, port):
+    conf = os.path.join(w, "ngircd.conf")
+    with open(conf, "w") as f:
+        f.write(irc_conf(w, "irc.wirelog.test", port))
+    return ["ngircd", "-n", "-f", conf]
+
+
+def irc_until_motd(c):
+    f = c.makefile("rb")
+    while True:  # up to the end of the MOTD (376) or no MOTD (422)
+        line = f.readline()
+        if not line or line.split(b" ")[1:2] in ([b"376"], [b"422"]):
+            break
+    c.sendall(b"QUIT :bye\r\n")
+    while f.readline():
+        pass
+    c.close()
+
+
+def irc(port):
+    def argv(w):
+        return irc_argv(w, port)
 
     def client():
-        c = irc_register(port)
-        f = c.makefile("rb")
-        while True:  # up to the end of the MOTD (376) or no MOTD (422)
-            line = f.readline()
-            if not line or line.split(b" ")[1:2] in ([b"376"], [b"422"]):
-                break
-        c.sendall(b"QUIT :bye\r\n")
-        while f.readline():
-            pass
-        c.close()
+        irc_until_motd(irc_register(port))
 
     with_daemon(port, argv, client)
+
+
+def irc_split(port):
+    def argv(w):
+        return irc_argv(w, port)
+
+    def client():
+        c = socket.create_connection((HOST, port), timeout=10)
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # RFC 2812 3.1's registration, cut across segments (and a line in two).
+        for piece in (b"NI", b"CK wirelog\r", b"\nUSER wirelog 0 * :wire", b"log test\r\n"):
+            c.sendall(piece)
+            time.sleep(0.05)
+        irc_until_motd(c)
+
+    with_daemon(port, argv, client)
+
+
+def irc_peers(port):
+    """Two ngircd, B connecting to A on `port` (bounded waits; each
+    stopped by its PID)."""
+    wa, wb = tempfile.mkdtemp(prefix="wirelog-irc-a-"), tempfile.mkdtemp(prefix="wirelog-irc-b-")
+    try:
+        with open(os.path.join(wa, "a.conf"), "w") as f:
+            f.write(irc_conf(wa, "a.wirelog.test", port) + "[Server]\nName = b.wirelog.test\nMyPassword = pwa\nPeerPassword = pwb\n")
+        with open(os.path.join(wb, "b.conf"), "w") as f:
+            f.write(irc_conf(wb, "b.wirelog.test", port + 1)
+                    + f"[Server]\nName = a.wirelog.test\nHost = {HOST}\nPort = {port}\nMyPassword = pwb\nPeerPassword = pwa\n")
+        a = daemon(["ngircd", "-n", "-f", os.path.join(wa, "a.conf")], port, wa)
+        try:
+            b = daemon(["ngircd", "-n", "-f", os.path.join(wb, "b.conf")], port + 1, wb)
+            try:
+                # A logs the end of the peer's burst ("Synchronization with
+                # ... done"); a second more for the last segments.
+                for _ in range(150):
+                    if b"Synchronization with" in open(os.path.join(wa, "daemon.log"), "rb").read():
+                        break
+                    time.sleep(0.1)
+                else:
+                    sys.exit("the servers did not peer: " + open(os.path.join(wa, "daemon.log"), errors="replace").read())
+                time.sleep(1)
+            finally:
+                stop(b)
+        finally:
+            stop(a)
+    finally:
+        shutil.rmtree(wa, ignore_errors=True)
+        shutil.rmtree(wb, ignore_errors=True)
+
+
+def irc_servers(port):
+    def server(c, f):
+        while not f.readline().upper().startswith(b"SERVER"):
+            pass
+        c.sendall(b"PASS secret 0210 IRC|\r\nSERVER a.wirelog.test 1 :wirelog test A\r\n")
+        f.readline()  # SQUIT
+
+    t = serve_once(port, server)
+    c = socket.create_connection((HOST, port), timeout=10)
+    c.sendall(b"PASS secret 0210 IRC|\r\nSERVER b.wirelog.test 1 :wirelog test B\r\n")
+    f = c.makefile("rb")
+    while not f.readline().upper().startswith(b"SERVER"):
+        pass
+    c.sendall(b"SQUIT b.wirelog.test :bye\r\n")
+    c.close()
+    t.join()
+
+
+def irc_server_refused(port):
+    def server(c, f):
+        f.readline()
+        f.readline()
+        c.sendall(b"ERROR :Closing link: b.wirelog.test (no such server)\r\n")
+
+    t = serve_once(port, server)
+    c = socket.create_connection((HOST, port), timeout=10)
+    c.sendall(b"PASS secret 0210 IRC|\r\nSERVER b.wirelog.test 1 :wirelog test B\r\n")
+    while c.recv(4096):
+        pass
+    c.close()
+    t.join()
 
 
 XMPP_HEADER = (b"<?xml version='1.0'?><stream:stream to='wirelog.test' xmlns='jabber:client' "
@@ -463,4 +544,5 @@ def ldap_refused(port):
 if __name__ == "__main__":
     {"ssh": ssh, "smtp": smtp, "pop3": pop3, "imap": imap, "sip": sip, "ntp": ntp, "ftp": ftp, "irc": irc,
      "xmpp": xmpp, "ldap": ldap, "ftp-refused": ftp_refused, "irc-refused": irc_refused,
-     "xmpp-server-only": xmpp_server_only, "ldap-refused": ldap_refused}[sys.argv[1]](int(sys.argv[2]))
+     "xmpp-server-only": xmpp_server_only, "ldap-refused": ldap_refused, "irc-split": irc_split,
+     "irc-peers": irc_peers, "irc-servers": irc_servers, "irc-server-refused": irc_server_refused}[sys.argv[1]](int(sys.argv[2]))

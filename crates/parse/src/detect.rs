@@ -117,10 +117,6 @@ pub enum Detected {
     Reversed(Protocol),
     /// No protocol's.
     Nothing,
-    /// No parser's, but both sides' first bytes match a service Zeek
-    /// names by signature ([`crate::services::TcpSignature`]): watch it
-    /// for its confirmation.
-    Signature(crate::services::TcpSignature),
 }
 
 /// Runs every probe on `data`, the first bytes seen in `dir`.
@@ -139,14 +135,15 @@ pub fn by_content(dir: Dir, data: &[u8]) -> Detected {
     reversed.map_or(Detected::Nothing, Detected::Reversed)
 }
 
-/// A connection's content detection so far, one byte in the tracker's
-/// connection entry: which directions' first payloads were looked at, and
-/// whether it is over (parsing is off, nothing can be found, or the
-/// protocol is known by port); the upper four bits hold a service
-/// confirmed without a parser ([`crate::services::Service`]); bits 8-12
-/// what the first direction looked at matched of a two-sided service
-/// signature ([`crate::services::half`]), until the other side is looked at.
-/// (Two bytes: the connection entry had them as padding.)
+/// A connection's content detection so far, two bytes in the tracker's
+/// connection entry: which directions' first payloads the parsers' probes
+/// looked at, whether the service signatures are still matched on the
+/// stream (the tracker then holds the connection's
+/// [`crate::services::SigStream`]) or are done, and whether detection is
+/// over (parsing is off, nothing can be found, or the protocol is known);
+/// bits 4-7 hold a service confirmed without a parser
+/// ([`crate::services::Service`]). (Two bytes: the connection entry had
+/// them as padding.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Detection(u16);
 
@@ -156,7 +153,10 @@ const OVER: u16 = 4;
 /// Roles were flipped by a service's rule (NTP's), which Zeek does once.
 const SERVICE_FLIPPED: u16 = 8;
 const SERVICE_SHIFT: u16 = 4;
-const HALF_SHIFT: u16 = 8;
+/// The tracker holds a `SigStream` for the connection.
+const SIG_STREAM: u16 = 1 << 8;
+/// Signature matching is over (found, bound reached, or no room).
+const SIG_DONE: u16 = 1 << 9;
 
 impl Detection {
     /// Detection that is over before it began (parsing is off).
@@ -200,9 +200,13 @@ impl Detection {
         crate::services::Service::from_code((self.0 >> SERVICE_SHIFT) as u8 & 0xf)
     }
 
-    /// Looks at `data`, a payload of `dir`, if it is that direction's first
-    /// look: [`Detected::Nothing`] for a direction looked at before; once
-    /// both directions were looked at in vain, detection is over.
+    /// Looks at `data`, a payload of `dir`, with the parsers' probes if it
+    /// is that direction's first look; [`Detected::Nothing`] for a
+    /// direction looked at before. What the probes do not claim is for the
+    /// service signatures, matched on the stream by the caller
+    /// ([`crate::services::SigStream`]); detection is over once both
+    /// directions were looked at in vain and the signatures are done
+    /// ([`Detection::signatures_done`]).
     pub fn look(&mut self, dir: Dir, data: &[u8]) -> Detected {
         let bit = match dir {
             Dir::ToServer => LOOKED_TO_SERVER,
@@ -211,39 +215,40 @@ impl Detection {
         if self.0 & bit != 0 {
             return Detected::Nothing;
         }
-        let first_look = self.0 & (LOOKED_TO_SERVER | LOOKED_TO_CLIENT) == 0;
         self.0 |= bit;
-        let found = by_content(dir, data);
-        if found != Detected::Nothing {
-            return found;
+        by_content(dir, data)
+    }
+
+    /// Both directions' first payloads were looked at.
+    pub fn looked_both(self) -> bool {
+        self.0 & (LOOKED_TO_SERVER | LOOKED_TO_CLIENT) == LOOKED_TO_SERVER | LOOKED_TO_CLIENT
+    }
+
+    /// The caller holds a signature stream for the connection.
+    pub fn has_sig_stream(self) -> bool {
+        self.0 & SIG_STREAM != 0
+    }
+
+    pub fn set_sig_stream(&mut self, on: bool) {
+        if on {
+            self.0 |= SIG_STREAM;
+        } else {
+            self.0 &= !SIG_STREAM;
         }
-        // No parser's. XMPP's signature is one side's (either's) first
-        // bytes (scripts/base/protocols/xmpp/dpd.sig has no `tcp-state`).
-        use crate::services::{client_half, server_half, tcp_signature, xmpp_stream_header, TcpSignature};
-        if xmpp_stream_header(data) {
-            self.0 &= !(0xff << HALF_SHIFT);
-            return Detected::Signature(TcpSignature::Xmpp { by: dir });
+    }
+
+    /// Signature matching is over for this connection.
+    pub fn signatures_done(self) -> bool {
+        self.0 & SIG_DONE != 0
+    }
+
+    /// Ends signature matching (the stream is dropped by the caller), and
+    /// detection with it once both directions were looked at.
+    pub fn end_signatures(&mut self) {
+        self.0 = (self.0 | SIG_DONE) & !SIG_STREAM;
+        if self.looked_both() {
+            self.0 |= OVER;
         }
-        // The others need both sides' first bytes.
-        let half = match dir {
-            Dir::ToServer => client_half(data),
-            Dir::ToClient => server_half(data),
-        };
-        if first_look {
-            self.0 |= (half as u16) << HALF_SHIFT;
-            return Detected::Nothing;
-        }
-        let first = match dir {
-            Dir::ToServer => Dir::ToClient,
-            Dir::ToClient => Dir::ToServer,
-        };
-        let first_half = (self.0 >> HALF_SHIFT) as u8;
-        self.0 &= !(0xff << HALF_SHIFT);
-        if let Some(sig) = tcp_signature(first, first_half, half) {
-            return Detected::Signature(sig);
-        }
-        self.0 |= OVER;
-        Detected::Nothing
     }
 }
 
@@ -284,9 +289,10 @@ mod tests {
         assert_eq!(order.len(), Protocol::ALL.len(), "{PROBE_ORDER:?}");
     }
 
-    /// One look per direction; after both looked in vain detection is
-    /// over; a direction looked at before is not looked at again (its
-    /// later bytes are not the start of a message).
+    /// One look per direction; after both looked in vain and the
+    /// signatures are done, detection is over; a direction looked at
+    /// before is not looked at again (its later bytes are not the start
+    /// of a message).
     #[test]
     fn each_direction_is_looked_at_once() {
         let mut d = Detection::default();
@@ -297,7 +303,12 @@ mod tests {
         assert!(!d.is_over());
         let mut d = Detection::default();
         d.look(Dir::ToClient, b"\x00junk");
+        d.set_sig_stream(true);
+        d.end_signatures();
+        assert!(!d.is_over() && d.signatures_done() && !d.has_sig_stream(), "one direction looked at");
         d.look(Dir::ToServer, b"\x00junk");
+        assert!(d.looked_both() && !d.is_over());
+        d.end_signatures();
         assert!(d.is_over());
         assert!(Detection::OVER.is_over() && !Detection::default().is_over());
     }

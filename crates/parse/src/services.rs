@@ -200,26 +200,29 @@ pub fn is_sip_status_line(payload: &[u8]) -> bool {
 /// [`server_half`]), and both halves make a [`TcpSignature`].
 pub mod half {
     /// `SSH-1.x` version line other than 1.99 (RFC 4253 §4.2, §5.1).
-    pub const SSH_V1: u8 = 1;
+    pub const SSH_V1: u16 = 1;
     /// `SSH-1.99`.
-    pub const SSH_V199: u8 = 2;
+    pub const SSH_V199: u16 = 2;
     /// `SSH-2.x`.
-    pub const SSH_V2: u8 = 4;
-    pub const SSH: u8 = SSH_V1 | SSH_V199 | SSH_V2;
+    pub const SSH_V2: u16 = 4;
+    pub const SSH: u16 = SSH_V1 | SSH_V199 | SSH_V2;
     /// SMTP: the server's 220 greeting, the client's EHLO or HELO.
-    pub const SMTP: u8 = 8;
+    pub const SMTP: u16 = 8;
     /// POP3: the server's `+OK` greeting, a client command that opens a
     /// session (USER, APOP, CAPA, AUTH, STLS).
-    pub const POP3: u8 = 16;
+    pub const POP3: u16 = 16;
     /// FTP: the client's `USER` line ([`super::ftp_client_half`]), the
     /// server's 120 or 220 greeting ([`super::ftp_server_half`]).
-    pub const FTP: u8 = 32;
+    pub const FTP: u16 = 32;
     /// IRC: the client's `NICK` and `USER` lines, a numeric reply from the
     /// server ([`super::irc_client_half`], [`super::irc_server_half`]).
-    pub const IRC: u8 = 64;
+    pub const IRC: u16 = 64;
     /// LDAP: the client's first message a whole BindRequest, the server's
     /// first byte a BER SEQUENCE ([`super::ldap_client_half`]).
-    pub const LDAP: u8 = 128;
+    pub const LDAP: u16 = 128;
+    /// IRC between servers: a `SERVER` registration line, either side
+    /// ([`super::irc_server_registration`]).
+    pub const IRC_SERVER: u16 = 256;
 }
 
 /// A TCP service both sides' first bytes matched (XMPP: one side's).
@@ -235,13 +238,15 @@ pub enum TcpSignature {
     Ftp,
     /// The client's `NICK`/`USER` lines and a server's numeric reply.
     Irc,
+    /// Two IRC servers registering with each other: a `SERVER` line each.
+    IrcServers,
     /// The client's whole BindRequest and the server's SEQUENCE.
     Ldap,
     /// A stream header with a `jabber:` namespace, sent by the side `by`.
     Xmpp { by: crate::Dir },
 }
 
-fn ssh_half(data: &[u8]) -> u8 {
+fn ssh_half(data: &[u8]) -> u16 {
     use crate::ssh::SshVersion;
     // The version must be whole to tell 1.99 from 1.x: a line's start.
     match SshVersion::of_line(data) {
@@ -268,7 +273,7 @@ fn starts_with_word(line: &[u8], word: &[u8], then_space: bool) -> bool {
 
 /// What the originator's first bytes match (their first
 /// [`SIGNATURE_BYTES`], as far as Zeek's signatures look).
-pub fn client_half(data: &[u8]) -> u8 {
+pub fn client_half(data: &[u8]) -> u16 {
     let data = &data[..data.len().min(SIGNATURE_BYTES as usize)];
     let mut m = ssh_half(data);
     for l in lines(data) {
@@ -294,6 +299,9 @@ pub fn client_half(data: &[u8]) -> u8 {
     }
     if ldap_client_half(data) {
         m |= half::LDAP;
+    }
+    if irc_server_registration(data) {
+        m |= half::IRC_SERVER;
     }
     m
 }
@@ -374,6 +382,45 @@ pub fn irc_server_half(data: &[u8]) -> bool {
     })
 }
 
+/// Zeek's server-to-server IRC signatures (`irc_server_to_server1` and
+/// `irc_server_to_server2`, scripts/base/protocols/irc/dpd.sig:23-32: the
+/// same pattern on both sides, one requiring the other, no `tcp-state`):
+/// a line of a side's first bytes that is a server's registration, RFC
+/// 1459 §4.1.4 / RFC 2813 §4.1.2 `SERVER <servername> <hopcount> :<info>`
+/// (after spaces; the command in any case; the name without spaces, the
+/// hopcount digits, the info not empty; the line ended). Zeek's pattern
+/// wants the `:info` right after the hopcount, so RFC 2813's form with a
+/// token between them (a server introduced by another) is not one, nor
+/// here. Written here from the RFCs.
+pub fn irc_server_registration(data: &[u8]) -> bool {
+    let ended = data.last().is_some_and(|&b| b == b'\n' || b == b'\r');
+    let mut pieces = data.split(|&b| b == b'\n' || b == b'\r').peekable();
+    while let Some(l) = pieces.next() {
+        if pieces.peek().is_none() && !ended {
+            break;
+        }
+        let l = &l[l.iter().position(|&b| b != b' ').unwrap_or(l.len())..];
+        if !starts_with_word(l, b"SERVER", false) || l.get(6) != Some(&b' ') {
+            continue;
+        }
+        // Spaces, a name, spaces, digits, spaces, then `:` and at least one byte.
+        let spaces = |x: &[u8]| x.iter().take_while(|&&b| b == b' ').count();
+        let mut at = 6 + spaces(&l[6..]);
+        let name = l[at..].iter().take_while(|&&b| b != b' ').count();
+        at += name;
+        let sp = spaces(&l[at..]);
+        at += sp;
+        let hops = l[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+        at += hops;
+        let sp2 = spaces(&l[at..]);
+        at += sp2;
+        if name > 0 && sp > 0 && hops > 0 && sp2 > 0 && l.get(at) == Some(&b':') && l.len() > at + 1 {
+            return true;
+        }
+    }
+    false
+}
+
 /// The client half of Zeek's LDAP signature (`dpd_ldap_client_tcp`,
 /// scripts/base/protocols/ldap/dpd.sig:13-16) as the analyzer then
 /// confirms it: the client's first bytes are an LDAPMessage (RFC 4511
@@ -433,7 +480,7 @@ pub fn xmpp_stream_header(data: &[u8]) -> bool {
 }
 
 /// What the responder's first bytes match.
-pub fn server_half(data: &[u8]) -> u8 {
+pub fn server_half(data: &[u8]) -> u16 {
     let mut m = ssh_half(data);
     // RFC 5321 §4.2 / §3.1: the greeting is a 220 reply ("220 " or "220-").
     let g = &data[data.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(data.len())..];
@@ -455,6 +502,9 @@ pub fn server_half(data: &[u8]) -> u8 {
     if data.first() == Some(&0x30) {
         m |= half::LDAP;
     }
+    if irc_server_registration(data) {
+        m |= half::IRC_SERVER;
+    }
     m
 }
 
@@ -462,7 +512,7 @@ pub fn server_half(data: &[u8]) -> u8 {
 /// first and `first_half` what it matched; `second` what the other side
 /// matched. SMTP, POP3, FTP, IRC, LDAP, then SSH (a client's `USER`
 /// line is POP3's and FTP's, but a server's greeting is one or the other).
-pub fn tcp_signature(first: crate::Dir, first_half: u8, second_half: u8) -> Option<TcpSignature> {
+pub fn tcp_signature(first: crate::Dir, first_half: u16, second_half: u16) -> Option<TcpSignature> {
     use crate::ssh::SshVersion;
     let (client, server) = if first == crate::Dir::ToServer { (first_half, second_half) } else { (second_half, first_half) };
     if client & server & half::SMTP != 0 {
@@ -479,6 +529,9 @@ pub fn tcp_signature(first: crate::Dir, first_half: u8, second_half: u8) -> Opti
     }
     if client & server & half::LDAP != 0 {
         return Some(TcpSignature::Ldap);
+    }
+    if client & server & half::IRC_SERVER != 0 {
+        return Some(TcpSignature::IrcServers);
     }
     if first_half & half::SSH != 0 && second_half & half::SSH != 0 {
         let version = match first_half & half::SSH {
@@ -503,6 +556,134 @@ pub fn tcp_signature(first: crate::Dir, first_half: u8, second_half: u8) -> Opti
 /// one datagram, scripts/base/protocols/{dhcp,sip}/dpd.sig).
 pub const SIGNATURE_BYTES: i64 = 1024;
 pub const SIGNATURE_PACKETS: u64 = 100;
+
+/// Bytes of each direction's stream kept for the TCP signatures (Zeek's
+/// `dpd_buffer_size`, scripts/base/init-bare.zeek:507).
+pub const SIGNATURE_STREAM_BYTES: usize = SIGNATURE_BYTES as usize;
+
+/// The first bytes of a TCP connection's two streams, in order, on which
+/// the two-sided signatures ([`client_half`], [`server_half`],
+/// [`tcp_signature`]) and XMPP's one-sided one ([`xmpp_stream_header`])
+/// are matched, as Zeek's PIA matches its signatures on the reassembled
+/// stream it buffers (`PIA_TCP::DeliverStream`, src/analyzer/protocol/pia/
+/// PIA.cc:286-311: each delivered chunk is added to one buffer of both
+/// directions and matched, the matcher keeping its state from one chunk
+/// to the next; once the buffer holds more than `dpd_buffer_size` (1024)
+/// bytes or more than `dpd_max_packets` (100) chunks, matching stops after
+/// the chunk that crossed, `dpd_match_only_beginning` being T,
+/// init-bare.zeek:507,519,529). So a registration sent in several
+/// segments (`NICK`, then `USER`) is matched as one stream.
+///
+/// Bounded: at most [`SIGNATURE_STREAM_BYTES`] of each direction are kept
+/// (of a chunk that crosses Zeek's bound, Zeek matches the whole chunk;
+/// here its part within the direction's 1024 bytes). Only in-order bytes
+/// are kept: a segment that arrives ahead of a hole is not held (the
+/// reassembler that would hold it exists only once a parser does), so
+/// that direction's stream stops there for matching (counted by the
+/// caller, [`SigPush::hole`]). Made once per connection whose first
+/// payloads no parser claimed, dropped once a signature matched or the
+/// bound was reached; no allocation per packet.
+pub struct SigStream {
+    data: [[u8; SIGNATURE_STREAM_BYTES]; 2],
+    len: [u16; 2],
+    /// The next in-order sequence number per direction (client, server).
+    next: [u32; 2],
+    /// Bit per direction: `next` is known (its first payload was seen).
+    started: u8,
+    /// Bit per direction: a hole stopped that direction.
+    stopped: u8,
+    /// What each direction's bytes match so far ([`half`]).
+    halves: [u16; 2],
+    /// Chunks and bytes taken, both directions (Zeek's `chunks`, `size`).
+    chunks: u16,
+    size: u16,
+    /// The direction whose bytes came first (SSH's version order).
+    first: Option<crate::Dir>,
+}
+
+/// What one segment did to a [`SigStream`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SigPush {
+    /// A signature matched (the stream is no longer needed).
+    pub found: Option<TcpSignature>,
+    /// The bound was reached without a match: matching is over.
+    pub done: bool,
+    /// The segment was ahead of a hole: its direction stops here.
+    pub hole: bool,
+}
+
+impl SigStream {
+    pub fn new() -> Box<SigStream> {
+        Box::new(SigStream {
+            data: [[0; SIGNATURE_STREAM_BYTES]; 2],
+            len: [0; 2],
+            next: [0; 2],
+            started: 0,
+            stopped: 0,
+            halves: [0; 2],
+            chunks: 0,
+            size: 0,
+            first: None,
+        })
+    }
+
+    /// One TCP segment's payload of `dir` starting at sequence number `seq`.
+    pub fn push(&mut self, dir: crate::Dir, seq: u32, payload: &[u8]) -> SigPush {
+        let d = (dir == crate::Dir::ToClient) as usize;
+        let mut out = SigPush { found: None, done: false, hole: false };
+        if payload.is_empty() || self.stopped & (1 << d) != 0 {
+            return out;
+        }
+        if self.started & (1 << d) == 0 {
+            self.started |= 1 << d;
+            self.next[d] = seq;
+        }
+        // Relative to the next in-order byte: ahead is a hole, behind a
+        // retransmission (only its new part counts).
+        let ahead = seq.wrapping_sub(self.next[d]) as i32;
+        if ahead > 0 {
+            self.stopped |= 1 << d;
+            out.hole = true;
+            return out;
+        }
+        let old = ahead.unsigned_abs() as usize;
+        if old >= payload.len() {
+            return out;
+        }
+        let new = &payload[old..];
+        self.next[d] = self.next[d].wrapping_add(new.len() as u32);
+        self.first.get_or_insert(dir);
+        let len = self.len[d] as usize;
+        let take = new.len().min(SIGNATURE_STREAM_BYTES - len);
+        self.data[d][len..len + take].copy_from_slice(&new[..take]);
+        self.len[d] = (len + take) as u16;
+        self.chunks += 1;
+        self.size = self.size.saturating_add(new.len().min(u16::MAX as usize) as u16);
+        let bytes = &self.data[d][..len + take];
+        if take > 0 {
+            if xmpp_stream_header(bytes) {
+                out.found = Some(TcpSignature::Xmpp { by: dir });
+                return out;
+            }
+            self.halves[d] = if d == 0 { client_half(bytes) } else { server_half(bytes) };
+            if self.started == 3 {
+                let first = self.first.unwrap_or(dir);
+                let (a, b) = if first == crate::Dir::ToServer { (self.halves[0], self.halves[1]) } else { (self.halves[1], self.halves[0]) };
+                out.found = tcp_signature(first, a, b);
+                if out.found.is_some() {
+                    return out;
+                }
+            }
+        }
+        out.done = self.size as i64 > SIGNATURE_BYTES || self.chunks as u64 > SIGNATURE_PACKETS;
+        out
+    }
+
+    /// Both directions stopped at a hole: nothing more can match.
+    pub fn stalled(&self) -> bool {
+        self.stopped == 3
+    }
+}
 
 /// What one UDP datagram did to a connection's service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -680,6 +861,74 @@ mod tests {
         assert!(!xmpp_stream_header(b"<stream:stream xmlns=\"jabber:client\">"), "double quotes: not Zeek's pattern");
         assert!(!xmpp_stream_header(b"<stream:stream to='x'>xmlns='jabber:client'"), "outside the tag");
         assert!(!xmpp_stream_header(b"<?xml version='1.0'?><root xmlns='jabber:client'>"));
+    }
+
+    /// Server registrations (RFC 1459 §4.1.4): the form Zeek's pattern
+    /// takes, and the ones it does not (ngircd's own lines among them).
+    #[test]
+    fn irc_server_registrations() {
+        use crate::Dir::{ToClient, ToServer};
+        assert!(irc_server_registration(b"PASS secret 0210 IRC|\r\nSERVER a.test 1 :A server\r\n"));
+        assert!(irc_server_registration(b"  server b.test  12  :x\n"));
+        assert!(!irc_server_registration(b"SERVER b.wirelog.test :wirelog test B\r\n"), "no hopcount (ngircd's registration)");
+        assert!(!irc_server_registration(b":a.test SERVER a.test 1 :A\r\n"), "a prefix: not at the line's start");
+        assert!(!irc_server_registration(b"SERVER a.test 1 1 :A\r\n"), "RFC 2813's token before the info");
+        assert!(!irc_server_registration(b"SERVER a.test 1 :\r\n"), "empty info");
+        assert!(!irc_server_registration(b"SERVER a.test 1 :A"), "line not ended");
+        let a = client_half(b"PASS pw 0210 IRC|\r\nSERVER a.test 1 :A\r\n");
+        let b = server_half(b"PASS pw 0210 IRC|\r\nSERVER b.test 1 :B\r\n");
+        assert_eq!(tcp_signature(ToServer, a, b), Some(TcpSignature::IrcServers));
+        assert_eq!(tcp_signature(ToClient, b, a), Some(TcpSignature::IrcServers));
+        assert_eq!(tcp_signature(ToServer, a, server_half(b":b.test 001 x :hi\r\n")), None, "one side only");
+    }
+
+    /// The signatures are matched on each direction's stream: lines split
+    /// over segments, retransmissions, a hole, and the bound.
+    #[test]
+    fn signatures_on_the_stream() {
+        use crate::Dir::{ToClient, ToServer};
+        // IRC's registration in four segments, then the server's welcome.
+        let mut s = SigStream::new();
+        let mut seq = 1000u32;
+        for piece in [&b"NI"[..], b"CK wl\r", b"\nUSER wl 0 * :wire", b"log\r\n"] {
+            let r = s.push(ToServer, seq, piece);
+            assert_eq!(r, SigPush { found: None, done: false, hole: false });
+            seq += piece.len() as u32;
+        }
+        // A retransmission adds nothing.
+        assert_eq!(s.push(ToServer, 1000, b"NICK").found, None);
+        let r = s.push(ToClient, 5000, b":irc.test 001 wl :Welcome\r\n");
+        assert_eq!(r.found, Some(TcpSignature::Irc));
+        // The server's greeting split too: SMTP's 220 and EHLO.
+        let mut s = SigStream::new();
+        assert_eq!(s.push(ToClient, 1, b"22").found, None);
+        assert_eq!(s.push(ToClient, 3, b"0 mail.test ESMTP\r\n").found, None);
+        assert_eq!(s.push(ToServer, 7, b"EH").found, None);
+        assert_eq!(s.push(ToServer, 9, b"LO c.test\r\n").found, Some(TcpSignature::Smtp));
+        // A segment ahead of a hole stops its direction.
+        let mut s = SigStream::new();
+        s.push(ToServer, 1, b"NICK wl\r\n");
+        let r = s.push(ToServer, 100, b"USER wl 0 * :x\r\n");
+        assert!(r.hole && r.found.is_none());
+        assert!(!s.stalled());
+        s.push(ToClient, 1, b"x");
+        assert!(s.push(ToClient, 50, b"y").hole);
+        assert!(s.stalled());
+        // Past 1024 bytes of both directions, or 100 chunks, matching stops
+        // after the chunk that crossed.
+        let mut s = SigStream::new();
+        assert!(!s.push(ToServer, 0, &[b'x'; 1000]).done);
+        assert!(!s.push(ToClient, 0, &[b'y'; 24]).done, "1024 bytes: not past");
+        assert!(s.push(ToClient, 24, b"z").done);
+        let mut s = SigStream::new();
+        for i in 0..100u32 {
+            assert!(!s.push(ToServer, i, b"x").done, "{i}");
+        }
+        assert!(s.push(ToServer, 100, b"x").done);
+        // XMPP's header on one side, in two pieces.
+        let mut s = SigStream::new();
+        assert_eq!(s.push(ToServer, 0, b"<?xml version='1.0'?><stream:stream to='x' ").found, None);
+        assert_eq!(s.push(ToServer, 43, b"xmlns='jabber:client'>").found, Some(TcpSignature::Xmpp { by: ToServer }));
     }
 
     #[test]

@@ -416,3 +416,88 @@ fn thinning_stops_whole_connections_and_weighs_the_kept() {
     let before = before as u64;
     assert_eq!(estimate, before * 8 + (60 - before) * 2 * (8 - stopped), "the weights");
 }
+
+/// A MySQL connection captured from the server's greeting on, with no
+/// SYN (the capture started after the handshake), on a port that is no
+/// MySQL port: partial for Zeek, whose MySQL analyzer reads nothing of it
+/// (MySQL.cc:53), however the analyzer was attached. Found by content (the
+/// greeting from the originator flips the roles) or by `--ports`, the
+/// transactions are parsed and conn.log names no service; the same
+/// exchange after a whole handshake is `mysql` both ways.
+#[test]
+fn partial_mysql_gets_no_service_by_port_or_by_content() {
+    const SYN: u8 = 0x02;
+    const ACK: u8 = 0x10;
+    const PSH: u8 = 0x08;
+    fn mysql_packet(seq: u8, body: &[u8]) -> Vec<u8> {
+        let mut p = (body.len() as u32).to_le_bytes()[..3].to_vec();
+        p.push(seq);
+        p.extend_from_slice(body);
+        p
+    }
+    // Handshake v10 (MySQL's protocol docs, Protocol::HandshakeV10).
+    let mut g = vec![0x0a];
+    g.extend_from_slice(b"5.5.5-10.11.6-MariaDB\0");
+    g.extend_from_slice(&[8, 0, 0, 0]);
+    g.extend_from_slice(&[0x41; 8]);
+    g.push(0);
+    g.extend_from_slice(&[0xfe, 0xf7, 0x2d, 0x02, 0x00, 0xff, 0x81, 0x15]);
+    g.extend_from_slice(&[0; 10]);
+    g.extend_from_slice(&[0x42; 12]);
+    g.push(0);
+    g.extend_from_slice(b"mysql_native_password\0");
+    let greeting = mysql_packet(0, &g);
+    let caps: u32 = 0x1 | 0x4 | 0x200 | 0x2000 | 0x8000 | 0x80000;
+    let mut login = caps.to_le_bytes().to_vec();
+    login.extend_from_slice(&(1u32 << 24).to_le_bytes());
+    login.push(33);
+    login.extend_from_slice(&[0; 23]);
+    login.extend_from_slice(b"wl\0\0mysql_native_password\0");
+    let login = mysql_packet(1, &login);
+    let ok = mysql_packet(2, &[0, 0, 0, 2, 0, 0, 0]);
+    let ping = mysql_packet(0, &[0x0e]);
+    let pong = mysql_packet(1, &[0, 0, 0, 2, 0, 0, 0]);
+    let run = |by_port: bool, handshake: bool| {
+        let mut cfg = config();
+        cfg.checksums = wirelog_decode::ChecksumMode::Ignore;
+        if by_port {
+            let app = cfg.track.app.as_mut().unwrap();
+            app.ports.set(wirelog_record::Protocol::Mysql, &[13306]);
+            cfg.track.tcp_server_ports.insert(13306);
+        }
+        let mut probe = Probe::new(cfg);
+        let (server, client) = (([10, 9, 0, 1], 13306), ([10, 9, 1, 1], 40_000));
+        let mut t = 1_700_000_000_000_000_000i64;
+        let mut feed = |f: Vec<u8>| {
+            t += 1_000_000;
+            let _ = probe.packet(&Packet::new(LinkType::RAW, t, &f));
+        };
+        let (mut cs, mut ss) = (100u32, 500u32);
+        if handshake {
+            feed(segment(client, server, SYN, cs - 1, 0, b""));
+            feed(segment(server, client, SYN | ACK, ss - 1, cs, b""));
+            feed(segment(client, server, ACK, cs, ss, b""));
+        }
+        for (from_server, m) in [(true, &greeting), (false, &login), (true, &ok), (false, &ping), (true, &pong)] {
+            if from_server {
+                feed(segment(server, client, PSH | ACK, ss, cs, m));
+                ss += m.len() as u32;
+            } else {
+                feed(segment(client, server, PSH | ACK, cs, ss, m));
+                cs += m.len() as u32;
+            }
+        }
+        feed(segment(client, server, ACK, cs, ss, b""));
+        probe.finish();
+        let mut b = Batch::default();
+        probe.drain(&mut b);
+        assert_eq!(b.conns.len(), 1, "{:?}", b.conns);
+        assert_eq!(b.conns[0].resp_p, 13306, "the server is the responder");
+        assert_eq!(b.txs.len(), 2, "login and ping parsed: {:?}", b.txs);
+        b.conns[0].service
+    };
+    for by_port in [false, true] {
+        assert_eq!(run(by_port, false), None, "partial, by port {by_port}");
+        assert_eq!(run(by_port, true), Some("mysql"), "whole, by port {by_port}");
+    }
+}

@@ -137,8 +137,8 @@ pub(crate) struct AppState {
     ssh: Option<wirelog_parse::ssh::SshStart>,
     /// Payload was handed over while the TCP connection was not partial
     /// (Zeek's `IsPartial`): the analyzers that skip partial connections
-    /// (`zeek_skips_partial`) read it. Always true over UDP.
-    pub whole_payload: bool,
+    /// (`zeek_skips_partial`) read it (`payload_seen`).
+    whole_payload: bool,
 }
 
 /// Whether Zeek's analyzer for conn.log's `service` (its first name:
@@ -151,6 +151,18 @@ pub(crate) struct AppState {
 /// connections (`SetSkipPartial`, smtp/SMTP.cc:52,57; ContentLine.cc:83).
 /// The others named here (FTP, IRC, LDAP, DNS, PostgreSQL, Redis, the
 /// UDP services) do not look at it.
+///
+/// It does not matter how the analyzer was attached. By port it is given
+/// the stream from the start; by a signature (DPD), the PIA matches and
+/// buffers a partial connection's stream like any other (`PIA_TCP::
+/// DeliverStream`, src/analyzer/protocol/pia/PIA.cc:286-311, no partial
+/// check) and on a match replays the buffer into the new analyzer
+/// (`ActivateAnalyzer`, PIA.cc:328-362, `ReplayStreamBuffer` :441-450,
+/// through `NextStream`): the same `DeliverStream` and the same
+/// `IsPartial()` return, so its parser never runs and never calls
+/// `AnalyzerConfirmation` (MySQL's and the binpac analyzers' confirmations
+/// come from their parsers, e.g. mysql-analyzer.pac's). A service found
+/// by content here follows the same rule ([`AppState::conn_service`]).
 pub(crate) fn zeek_skips_partial(service: &str) -> bool {
     let first = service.split(',').next().unwrap_or(service);
     matches!(first, "http" | "ssl" | "ssh" | "pop3" | "imap" | "xmpp" | "mysql" | "smtp")
@@ -184,6 +196,14 @@ pub struct AppStats {
     pub parse_stopped_by: [u64; Protocol::ALL.len()],
     /// Connections with a parser now (a gauge; not those step 1b stopped).
     pub parsing: u64,
+    /// Connections whose first stream bytes were kept for the service
+    /// signatures (`wirelog_parse::services::SigStream`), those whose
+    /// stream had a hole there (a segment ahead of it was not held: that
+    /// direction's matching stopped), and those the stream memory had no
+    /// room for (matched on nothing more).
+    pub signature_streams: u64,
+    pub signature_holes: u64,
+    pub signature_no_room: u64,
 }
 
 pub(crate) fn protocol_index(p: Protocol) -> usize {
@@ -318,6 +338,30 @@ impl AppState {
             AppParser::Waiting(_) if self.watches_cleartext() => Some(None),
             _ => None,
         }
+    }
+
+    /// The payload of one delivery: whether the TCP connection was partial
+    /// when it came (Zeek's `IsPartial`, `TcpConn::is_partial`; false over
+    /// UDP). Empty payloads say nothing.
+    pub fn payload_seen(&mut self, payload_len: usize, partial: bool) {
+        self.whole_payload |= payload_len > 0 && !partial;
+    }
+
+    /// conn.log's `service` once parsing ended (`stopped`: the parser gave
+    /// up or was stopped), the one place a connection with a parser is
+    /// named, whether its protocol was found by port or by content. Like
+    /// Zeek, a service is named once its analyzer understood the traffic:
+    /// here, once a transaction was parsed (or the protocol was recognised
+    /// and then turned out encrypted or compressed; not TLS: a port-443
+    /// stream that is not TLS is no "ssl"), or as the parser confirmed it
+    /// (STARTTLS protocols, SSH). What Zeek's analyzer never read (the
+    /// payload of a partial connection, [`zeek_skips_partial`]) confirms
+    /// nothing: no service from it.
+    pub fn conn_service(&self, stopped: bool) -> Option<&'static str> {
+        let service = self.confirmed_service().unwrap_or_else(|| {
+            (self.transactions > 0 || stopped && self.protocol != Protocol::Tls).then(|| self.service())
+        });
+        service.filter(|s| self.whole_payload || !zeek_skips_partial(s))
     }
 
     /// conn.log's `service` (`mysql,ssl` when TLS was found inside MySQL).

@@ -506,19 +506,30 @@ impl TcpConn {
     }
 
     /// Zeek's `IsPartial`: the originator's first packet was not a bare
-    /// SYN, or the responder's (after a bare SYN) no SYN; cleared by a flip
-    /// (`SetPartialStatus`, `FlipRoles`, TCPSessionAdapter.cc:709-718 and
-    /// 1045). Several of Zeek's analyzers read nothing while it holds.
+    /// SYN, or the responder's (after a bare SYN) no SYN
+    /// (`SetPartialStatus`, TCPSessionAdapter.cc:709-718); cleared when the
+    /// handshake turns out reversed (a SYN answering a SYN-ACK, :752) or
+    /// completed after a missed SYN (the ACK of a SYN-ACK, :832). Several
+    /// of Zeek's analyzers read nothing while it holds.
     pub fn is_partial(&self) -> bool {
         self.is_partial
     }
 
-    /// Swaps the roles of the endpoints (Zeek's FlipRoles on the TCP adapter).
+    /// Swaps the roles of the endpoints (Zeek's FlipRoles on the TCP
+    /// adapter), keeping the partial status. Zeek's `FlipRoles` clears it
+    /// (TCPSessionAdapter.cc:1045), but Zeek flips a TCP connection only
+    /// before its first packet is processed (`WantConnection`,
+    /// src/packet_analysis/protocol/tcp/TCP.cc:41-70; the key is reversed
+    /// here before this state exists) or at a SYN/SYN-ACK reversal, which
+    /// clears it itself (:752, `process_general` here). wirelog's own flip
+    /// by content (a MySQL greeting from the originator,
+    /// `wirelog_parse::detect::Probe::Reversed`) is no flip of Zeek's, whose
+    /// connection stays partial: clearing it there named a partial
+    /// connection's service that Zeek's analyzer never read.
     pub fn flip(&mut self) {
         std::mem::swap(&mut self.orig, &mut self.resp);
         self.first_packet_seen =
             ((self.first_packet_seen & 1) << 1) | ((self.first_packet_seen & 2) >> 1);
-        self.is_partial = false;
     }
 
     fn ep(&mut self, is_orig: bool) -> (&mut Endpoint, &mut Endpoint) {

@@ -2,6 +2,7 @@
 
 use wirelog_decode::{Checksum, IpPacket, Transport};
 use wirelog_parse::detect::{Detected, Detection};
+use wirelog_parse::services::{SigStream, TcpSignature};
 use wirelog_parse::starttls::Cleartext;
 use wirelog_parse::stream::{Budget, SegFlags};
 use wirelog_parse::{Dir, Protocol, Transaction};
@@ -136,6 +137,10 @@ pub struct Tracker {
     due: Vec<TimerEntry>,
     /// Out-of-order stream bytes, shared by every parsed connection.
     budget: Budget,
+    /// The first stream bytes of the connections whose service signatures
+    /// are still matched (`Detection::has_sig_stream`), by table index;
+    /// charged to `budget` as parser state.
+    sig_streams: std::collections::HashMap<u32, Box<SigStream>>,
     tx_scratch: Vec<Transaction>,
     txs: Vec<TxRecord>,
     app_stats: AppStats,
@@ -196,6 +201,7 @@ impl Tracker {
             sample: Vec::new(),
             due: Vec::new(),
             budget: Budget::new(cfg_budget),
+            sig_streams: std::collections::HashMap::new(),
             tx_scratch: Vec::new(),
             txs: Vec::new(),
             app_stats: AppStats::default(),
@@ -932,7 +938,7 @@ impl Tracker {
                     }
                     Some(AppState::new_ssh(wirelog_parse::ssh::SshStart::AtStart, uid_for(&mut self.uids, &self.keep, idx)))
                 }
-                (Some(_), None) if cfg.by_content && !payload.is_empty() => {
+                (Some((_, seq, _)), None) if cfg.by_content && !payload.is_empty() => {
                     match e.value.detection.look(dir, payload) {
                         Detected::Protocol(p) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx))),
                         // The originator's first bytes are a server's greeting
@@ -945,12 +951,23 @@ impl Tracker {
                             self.feed_app(idx, false, ts, pkt);
                             return;
                         }
-                        Detected::Nothing => return,
-                        // No parser's, but both sides matched a service's
-                        // signature (wirelog_parse::services): watched for
-                        // its confirmation as on its port.
-                        Detected::Signature(sig) => {
-                            use wirelog_parse::services::TcpSignature;
+                        // No parser's: the service signatures, on the first
+                        // bytes of each direction's stream (wirelog_parse::
+                        // services::SigStream); one that matched is watched
+                        // for its confirmation as on its port.
+                        Detected::Nothing => {
+                            let det = &mut e.value.detection;
+                            let sig = if det.signatures_done() {
+                                None
+                            } else {
+                                sig_push(&mut self.sig_streams, &mut self.budget, &mut self.app_stats, det, idx, dir, seq, payload)
+                            };
+                            let Some(sig) = sig else {
+                                if det.signatures_done() && det.looked_both() {
+                                    det.end();
+                                }
+                                return;
+                            };
                             use wirelog_parse::starttls::Start;
                             let uid = uid_for(&mut self.uids, &self.keep, idx);
                             Some(match sig {
@@ -962,6 +979,10 @@ impl Tracker {
                                 // The client's NICK/USER lines are commands Zeek's analyzer
                                 // confirms on (IRC.cc:155) when the signature hands them over.
                                 TcpSignature::Irc => AppState::new_starttls_from(Cleartext::Irc, Start::Confirmed, uid),
+                                // The originator's SERVER line (and the PASS before it) is a
+                                // command of `IsValidClientCommand` (IRC.cc:43-53), which
+                                // confirms once the PIA replays it (IRC.cc:155).
+                                TcpSignature::IrcServers => AppState::new_starttls_from(Cleartext::Irc, Start::Confirmed, uid),
                                 // The client's whole first message (ldap.spicy:1224).
                                 TcpSignature::Ldap => AppState::new_starttls_from(Cleartext::Ldap, Start::Confirmed, uid),
                                 // The originator's stream header confirms (xmpp-analyzer.pac:20-22);
@@ -1013,16 +1034,14 @@ impl Tracker {
         }
         // Zeek's analyzers that skip partial connections read this payload
         // only if the connection is not partial now (`TcpConn::is_partial`).
-        let whole = !payload.is_empty()
-            && e.value.app.as_ref().is_some_and(|a| !a.whole_payload)
-            && match &e.value.state {
-                ProtoState::Tcp(part) => self.tcp.get(part.slab).is_some_and(|t| !t.is_partial()),
-                _ => true,
-            };
+        let partial = match &e.value.state {
+            ProtoState::Tcp(part) => self.tcp.get(part.slab).is_none_or(|t| t.is_partial()),
+            _ => false,
+        };
         let Some(app) = e.value.app.as_mut() else {
             return;
         };
-        app.whole_payload |= whole;
+        app.payload_seen(payload.len(), partial);
         let thin = self.thin_k.trailing_zeros() as u8;
         if app.keep < thin && !app.stopped {
             // Step 1b's draw (see `set_thinning`).
@@ -1080,6 +1099,9 @@ impl Tracker {
         let Some((e, keys)) = self.table.get_mut_keys(idx) else {
             return (None, None);
         };
+        if e.value.detection.has_sig_stream() {
+            drop_sig_stream(&mut self.sig_streams, &mut self.budget, &mut e.value.detection, idx);
+        }
         let Some(mut app) = e.value.app.take() else {
             return (e.value.detection.service().map(|s| s.name()), None);
         };
@@ -1112,17 +1134,7 @@ impl Tracker {
         by.malformed += st.malformed;
         by.cut_bytes += st.cut_bytes;
         self.app_stats.gave_up_by[i] += gave_up;
-        // Like Zeek, a service is named once its analyzer understood the
-        // traffic: here, once a transaction was parsed (or the protocol was
-        // recognised and then turned out encrypted or compressed; not TLS:
-        // a port-443 stream that is not TLS is no "ssl").
-        let service = app.confirmed_service().unwrap_or_else(|| {
-            (app.transactions > 0 || stopped && app.protocol != Protocol::Tls).then(|| app.service())
-        });
-        // What Zeek's analyzer never read (a partial connection's payload)
-        // it cannot confirm: no service from it.
-        let service = service.filter(|s| app.whole_payload || !crate::app::zeek_skips_partial(s));
-        (service, Some(app.uid))
+        (app.conn_service(stopped), Some(app.uid))
     }
 
     /// Counts the packet in its connection's flow: the originator is the client.
@@ -1166,6 +1178,9 @@ impl Tracker {
         }
         if let Some(e) = self.table.get_mut(idx) {
             if self.cfg.app.is_some() {
+                if e.value.detection.has_sig_stream() {
+                    drop_sig_stream(&mut self.sig_streams, &mut self.budget, &mut e.value.detection, idx);
+                }
                 e.value.detection.restart();
             }
         }
@@ -1414,6 +1429,53 @@ impl Tracker {
 }
 
 /// Appends `from` to `into`, emptying `from`; swaps them when `into` is empty.
+/// Feeds one segment to the connection's signature stream (made at its
+/// first payload that no parser claimed, if the stream memory has room:
+/// else counted and matching ends), and drops the stream once a signature
+/// matched or matching is over.
+#[allow(clippy::too_many_arguments)]
+fn sig_push(
+    streams: &mut std::collections::HashMap<u32, Box<SigStream>>,
+    budget: &mut Budget,
+    stats: &mut AppStats,
+    det: &mut Detection,
+    idx: u32,
+    dir: Dir,
+    seq: u32,
+    payload: &[u8],
+) -> Option<TcpSignature> {
+    let size = std::mem::size_of::<SigStream>();
+    if !det.has_sig_stream() {
+        if budget.available() < size {
+            stats.signature_no_room += 1;
+            det.end_signatures();
+            return None;
+        }
+        budget.charge_state(0, size);
+        stats.signature_streams += 1;
+        det.set_sig_stream(true);
+        streams.insert(idx, SigStream::new());
+    }
+    let Some(s) = streams.get_mut(&idx) else {
+        det.end_signatures();
+        return None;
+    };
+    let r = s.push(dir, seq, payload);
+    stats.signature_holes += r.hole as u64;
+    if r.found.is_some() || r.done || s.stalled() {
+        drop_sig_stream(streams, budget, det, idx);
+    }
+    r.found
+}
+
+/// Ends signature matching on a connection and gives its stream's memory back.
+fn drop_sig_stream(streams: &mut std::collections::HashMap<u32, Box<SigStream>>, budget: &mut Budget, det: &mut Detection, idx: u32) {
+    if streams.remove(&idx).is_some() {
+        budget.charge_state(std::mem::size_of::<SigStream>(), 0);
+    }
+    det.end_signatures();
+}
+
 pub(crate) fn move_all<T>(from: &mut Vec<T>, into: &mut Vec<T>) {
     if into.is_empty() {
         std::mem::swap(from, into);
