@@ -83,7 +83,7 @@ trait Grouper: Send {
     fn finish(self: Box<Self>, spec: &QuerySpec) -> (Vec<Row>, Acc, usize);
     fn heap_bytes(&self) -> usize;
     fn groups(&self) -> usize;
-    /// Only [`TopRows`]: two matching rows agreed in every group-by field.
+    /// Only [`TopRows`]: its one-pass answer may not be [`Engine::new`]'s.
     fn repeated(&mut self) -> bool {
         false
     }
@@ -171,12 +171,13 @@ impl Engine {
     /// the query is not of that shape (a time series, no `top`, a sort by a
     /// field or a percentile, percentiles asked).
     ///
-    /// Its answer is [`Engine::new`]'s when no two matching rows agree in
-    /// every `--by` field (each row then is a group of one, and `groups`
-    /// counts the rows). Whether they did is known only at the end: check
-    /// [`Engine::records_repeated`] before [`Engine::finish`], and when it
-    /// says so, ask [`Engine::new`] instead (which sums such rows into one
-    /// group).
+    /// Rows alike in every `--by` field are one group, summed as
+    /// [`Engine::new`] sums them, when the list holds that group from its
+    /// first row on (a group of the page, or near it); `groups` counts the
+    /// distinct keys. Whether the one pass could answer is known only at
+    /// the end: check [`Engine::records_unsure`] before [`Engine::finish`],
+    /// and when it says so (a repeated key the list did not hold from its
+    /// first row, whose sum it does not know), ask [`Engine::new`] instead.
     pub fn records(spec: QuerySpec) -> Result<Option<Engine>, QueryError> {
         let SortKey::Agg(agg) = spec.sort.0 else { return Ok(None) };
         let top = match spec.top {
@@ -211,10 +212,9 @@ impl Engine {
         Ok(Some(e))
     }
 
-    /// An engine made by [`Engine::records`]: whether two matching rows
-    /// agreed in every `--by` field, so that its answer would not be
-    /// [`Engine::new`]'s (always false for other engines).
-    pub fn records_repeated(&mut self) -> bool {
+    /// An engine made by [`Engine::records`]: whether its answer may not be
+    /// [`Engine::new`]'s (see there; always false for other engines).
+    pub fn records_unsure(&mut self) -> bool {
         self.grouper.repeated()
     }
 
@@ -712,16 +712,20 @@ impl<'a> Sums<'a> {
 /// The best `top` rows by a sum, for [`Engine::records`]: a row is
 /// compared with the worst value the list kept so far (`bar`) and only a
 /// row at or above it has its key built; the list is cut back to `top`
-/// when it doubles. Every row's key is hashed, so that the end can tell
-/// whether two rows would have been one group.
+/// when it doubles. Every row's key is hashed, and a candidate is a key
+/// with a count: a row whose hash is a candidate's is summed into it (its
+/// key compared), whatever its own value, so that rows alike in every
+/// field are one group as [`Engine::new`] makes them, in the same pass.
+/// What one pass cannot know is said by [`TopRows::unsure`].
 struct TopRows<const N: usize> {
     kind: wirelog_store::Kind,
     layout: Layout,
     agg: Agg,
     desc: bool,
     top: usize,
-    /// (sort value as an ascending u64, key, sums).
-    cand: Vec<(u64, [u64; N], Acc)>,
+    cand: Vec<Cand<N>>,
+    /// A candidate's key hash to its place in `cand`.
+    index: crate::hash::FastMap<u64, u32>,
     /// Rows whose value is above it cannot be shown (once `top` are held).
     bar: Option<u64>,
     total: Acc,
@@ -730,8 +734,24 @@ struct TopRows<const N: usize> {
     seed: u64,
     bufs: [Vec<u64>; 6],
     pick: Vec<u32>,
-    picked: Vec<(u64, Acc)>,
+    /// Per picked row: its value, sums and key hash.
+    picked: Vec<(u64, Acc, u64)>,
     keys: Vec<[u64; N]>,
+    /// Something one pass cannot answer for happened (see [`TopRows::unsure`]).
+    doubt: bool,
+    /// The end's count of distinct keys and whether it is unsure, once known.
+    checked: Option<(usize, bool)>,
+}
+
+/// A candidate group: its sort value (as an ascending u64), key, sums, how
+/// many rows were summed into it, and its key hash.
+#[derive(Clone, Copy)]
+struct Cand<const N: usize> {
+    v: u64,
+    key: [u64; N],
+    acc: Acc,
+    n: u64,
+    hash: u64,
 }
 
 impl<const N: usize> TopRows<N> {
@@ -743,6 +763,7 @@ impl<const N: usize> TopRows<N> {
             desc,
             top,
             cand: Vec::new(),
+            index: crate::hash::fast_map(),
             bar: None,
             total: Acc::default(),
             rows: 0,
@@ -752,6 +773,8 @@ impl<const N: usize> TopRows<N> {
             pick: Vec::new(),
             picked: Vec::new(),
             keys: Vec::new(),
+            doubt: false,
+            checked: None,
         }
     }
 
@@ -759,16 +782,47 @@ impl<const N: usize> TopRows<N> {
     /// then the group-by fields) and sets the bar to the worst of them.
     fn cut(&mut self) {
         let layout = &self.layout;
-        let cmp = |a: &(u64, [u64; N], Acc), b: &(u64, [u64; N], Acc)| {
-            a.0.cmp(&b.0).then_with(|| layout.cmp_fields(&a.1, &b.1))
-        };
+        let cmp = |a: &Cand<N>, b: &Cand<N>| a.v.cmp(&b.v).then_with(|| layout.cmp_fields(&a.key, &b.key));
         if self.cand.len() > self.top {
             self.cand.select_nth_unstable_by(self.top - 1, cmp);
             self.cand.truncate(self.top);
+            self.index.clear();
+            for (j, c) in self.cand.iter().enumerate() {
+                self.index.insert(c.hash, j as u32);
+            }
         }
         if self.cand.len() == self.top {
-            self.bar = self.cand.iter().map(|c| c.0).max();
+            self.bar = self.cand.iter().map(|c| c.v).max();
         }
+    }
+
+    /// The number of distinct keys (rows less the repeats), and whether the
+    /// one-pass answer is unsure: a key of several rows that is not a
+    /// candidate holding all of them (a row of it came before the bar
+    /// let it in, or after a cut dropped it: its sum is not known), two
+    /// keys of one hash, or a bar that no longer holds (an ascending sort
+    /// whose candidate grew after the bar was set; a batch whose repeats
+    /// left fewer than `top` candidates at the bar). Then ask
+    /// [`Engine::new`]. Before the final cut (a candidate cut there lost
+    /// with its sum whole).
+    fn unsure(&mut self) -> (usize, bool) {
+        if let Some(c) = self.checked {
+            return c;
+        }
+        self.hashes.sort_unstable();
+        let (mut distinct, mut doubt) = (0, self.doubt);
+        let mut i = 0;
+        while i < self.hashes.len() {
+            let h = self.hashes[i];
+            let m = self.hashes[i..].iter().take_while(|&&x| x == h).count();
+            distinct += 1;
+            if m > 1 && self.index.get(&h).is_none_or(|&j| self.cand[j as usize].n != m as u64) {
+                doubt = true;
+            }
+            i += m;
+        }
+        self.checked = Some((distinct, doubt));
+        (distinct, doubt)
     }
 }
 
@@ -781,14 +835,16 @@ impl<const N: usize> Grouper for TopRows<N> {
         let sums = Sums::of(self.kind, batch, &mut self.bufs)?;
         self.pick.clear();
         self.picked.clear();
-        for &r in sel {
+        for (i, &r) in sel.iter().enumerate() {
             let acc = sums.row(r as usize);
             self.total.add(&acc);
             let v = agg_value(&acc, self.agg);
             let v = if self.desc { !v } else { v };
-            if self.bar.is_none_or(|b| v <= b) {
+            let h = self.hashes[first + i];
+            // A row of a candidate's key is summed into it, whatever its value.
+            if self.bar.is_none_or(|b| v <= b) || self.index.contains_key(&h) {
                 self.pick.push(r);
-                self.picked.push((v, acc));
+                self.picked.push((v, acc, h));
             }
         }
         self.rows += sel.len();
@@ -797,15 +853,17 @@ impl<const N: usize> Grouper for TopRows<N> {
         }
         // More picked than can be shown (the first batch, before there is a
         // bar): at least `top` of them are at or below the top-th value, so
-        // no row above it is shown; its key is never built.
+        // no row above it is shown; its key is never built. (Unless some of
+        // them are one key: checked below, once they are summed.)
+        let mut bar_set = false;
         if self.picked.len() > self.top {
             let mut vals: Vec<u64> = self.picked.iter().map(|p| p.0).collect();
             let (_, &mut kth, _) = vals.select_nth_unstable(self.top - 1);
             self.bar = Some(self.bar.map_or(kth, |b| b.min(kth)));
-            let bar = kth;
+            bar_set = true;
             let mut j = 0;
             for i in 0..self.pick.len() {
-                if self.picked[i].0 <= bar {
+                if self.picked[i].0 <= kth || self.index.contains_key(&self.picked[i].2) {
                     self.pick[j] = self.pick[i];
                     self.picked[j] = self.picked[i];
                     j += 1;
@@ -817,16 +875,39 @@ impl<const N: usize> Grouper for TopRows<N> {
         self.keys.clear();
         self.keys.resize(self.pick.len(), [0; N]);
         self.layout.write(&mut self.keys, batch, &self.pick)?;
-        let mut i = 0;
-        while i < self.keys.len() {
-            let (v, acc) = self.picked[i];
-            if self.bar.is_none_or(|b| v <= b) {
-                self.cand.push((v, self.keys[i], acc));
+        for i in 0..self.keys.len() {
+            let (v, acc, h) = self.picked[i];
+            if let Some(&j) = self.index.get(&h) {
+                let c = &mut self.cand[j as usize];
+                if !same(&c.key, &self.keys[i]) {
+                    // Two keys of one hash: the plain engine tells them apart.
+                    self.doubt = true;
+                    continue;
+                }
+                c.acc.add(&acc);
+                c.n += 1;
+                let nv = agg_value(&c.acc, self.agg);
+                let nv = if self.desc { !nv } else { nv };
+                // Ascending: a candidate that grew may now be worse than
+                // rows the bar turned away.
+                if nv > c.v && self.bar.is_some() {
+                    self.doubt = true;
+                }
+                c.v = nv;
+            } else if self.bar.is_none_or(|b| v <= b) {
+                self.index.insert(h, self.cand.len() as u32);
+                self.cand.push(Cand { v, key: self.keys[i], acc, n: 1, hash: h });
                 if self.cand.len() >= 2 * self.top.max(512) {
                     self.cut();
                 }
             }
-            i += 1;
+        }
+        if bar_set {
+            // The bar from the rows holds if `top` distinct keys are at or below it.
+            let bar = self.bar.unwrap_or(u64::MAX);
+            if self.cand.iter().filter(|c| c.v <= bar).count() < self.top {
+                self.doubt = true;
+            }
         }
         Ok(())
     }
@@ -842,7 +923,8 @@ impl<const N: usize> Grouper for TopRows<N> {
 
     fn heap_bytes(&self) -> usize {
         self.hashes.capacity() * 8
-            + self.cand.capacity() * std::mem::size_of::<(u64, [u64; N], Acc)>()
+            + self.cand.capacity() * std::mem::size_of::<Cand<N>>()
+            + self.index.capacity() * 16
             + self.keys.capacity() * N * 8
     }
 
@@ -851,27 +933,27 @@ impl<const N: usize> Grouper for TopRows<N> {
     }
 
     fn repeated(&mut self) -> bool {
-        self.hashes.sort_unstable();
-        self.hashes.windows(2).any(|w| w[0] == w[1])
+        self.unsure().1
     }
 
     fn finish(self: Box<Self>, _spec: &QuerySpec) -> (Vec<Row>, Acc, usize) {
         let mut this = *self;
+        let (groups, _) = this.unsure();
         this.cut();
         let layout = &this.layout;
-        this.cand.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| layout.cmp_fields(&a.1, &b.1)));
+        this.cand.sort_unstable_by(|a, b| a.v.cmp(&b.v).then_with(|| layout.cmp_fields(&a.key, &b.key)));
         let rows = this
             .cand
             .iter()
-            .map(|(_, key, acc)| Row {
+            .map(|c| Row {
                 time: None,
-                key: layout.decode(key),
-                acc: *acc,
+                key: layout.decode(&c.key),
+                acc: c.acc,
                 duration: None,
                 avg: None,
             })
             .collect();
-        (rows, this.total, this.rows)
+        (rows, this.total, groups)
     }
 }
 

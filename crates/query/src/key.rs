@@ -397,7 +397,10 @@ impl Layout {
     /// The group-by values of a key (time-series interval left out), in
     /// `--by` order.
     pub(crate) fn decode(&self, key: &[u64]) -> Vec<KeyValue> {
-        self.slots
+        // Sized once: a filtered iterator would grow the vector from 4
+        // (a record page's 16 fields: two reallocations per row).
+        let mut out = Vec::with_capacity(self.slots.len());
+        out.extend(self.slots
             .iter()
             .filter(|s| matches!(s.part, Part::Field(_)))
             .map(|s| {
@@ -419,8 +422,8 @@ impl Layout {
                     Enc::Str => KeyValue::Str(self.dicts[s.dict].names[v as usize].to_string()),
                     Enc::Bool => KeyValue::Bool(v != 0),
                 }
-            })
-            .collect()
+            }));
+        out
     }
 
     /// Index of the slot holding `f`, for sorting by a group-by field.

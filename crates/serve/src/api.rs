@@ -451,11 +451,12 @@ pub(crate) fn execute(
     if shape == Shape::Records {
         if let Some(engine) = Engine::records(spec.clone()).map_err(ApiError::query)? {
             let (mut engine, warnings) = feed(dir, view, cache.clone(), engine, limits, deadline)?;
-            if !engine.records_repeated() {
+            if !engine.records_unsure() {
                 return Ok((engine.finish(), warnings));
             }
-            // Two rows were one record (alike in every field): the plain
-            // engine sums them into one group, as `wirelog query` does.
+            // Rows alike in every field whose sum the one pass does not
+            // know (see `Engine::records`): the plain engine sums them into
+            // one group, as `wirelog query` does.
         }
     }
     let engine = Engine::new(spec).map_err(ApiError::query)?;

@@ -226,8 +226,6 @@ struct Edge {
     errors: Option<u64>,
     bytes: u64,
     latency: Option<[i64; 3]>,
-    /// Its pairs' percentiles as weighted points (see [`percentiles`]).
-    points: Vec<(i64, f64)>,
     pairs: u64,
 }
 
@@ -337,8 +335,11 @@ pub(crate) fn build(conns: &ResultTable, owners: [&ResultTable; 2], txs: &[Resul
             }
         }
     };
-    let mut pairs: Vec<Pair> = Vec::new();
-    let mut parsed: FastSet<(End, End, u64)> = FastSet::default();
+    // Sized once: the range's pairs number in the hundred thousands, and
+    // growing these tables cost a tenth of the map's time.
+    let tx_rows: usize = txs.iter().map(|t| t.rows.len()).sum();
+    let mut pairs: Vec<Pair> = Vec::with_capacity(tx_rows + conns.rows.len());
+    let mut parsed: FastSet<(End, End, u64)> = FastSet::with_capacity_and_hasher(tx_rows, Default::default());
     for t in txs {
         let protocol = proto(t.kind.as_str(), t.kind.as_str());
         for r in &t.rows {
@@ -396,7 +397,10 @@ pub(crate) fn build(conns: &ResultTable, owners: [&ResultTable; 2], txs: &[Resul
     }
     drop(unnamed);
     let mut groups = Groups { ask, owners: &owners, of_end: FastMap::default(), by_id: FastMap::default(), nodes: Vec::new() };
-    let mut edges: FastMap<(u32, u32, u32), Edge> = FastMap::default();
+    let mut edges: FastMap<(u32, u32, u32), Edge> = FastMap::with_capacity_and_hasher(pairs.len(), Default::default());
+    // Each pair's edge, so that the latency points of an edge are gathered
+    // only for the edges that need them (shown, or all when ranked by latency).
+    let mut pair_edge: Vec<(u32, u32, u32)> = Vec::with_capacity(pairs.len());
     let mut total = Edge::default();
     for p in &pairs {
         let from = groups.of(&p.client, None);
@@ -410,12 +414,21 @@ pub(crate) fn build(conns: &ResultTable, owners: [&ResultTable; 2], txs: &[Resul
         n.bytes += p.bytes;
         let e = edges.entry((from, to, p.protocol)).or_default();
         e.add(p.count, p.errors, p.bytes, 1);
-        if let Some(l) = p.latency {
-            let w = p.count.max(1) as f64;
-            e.points.extend([(l[0], 0.5 * w), (l[1], 0.45 * w), (l[2], 0.05 * w)]);
-        }
+        pair_edge.push((from, to, p.protocol));
         total.add(p.count, p.errors, p.bytes, 1);
     }
+    // The pairs' percentiles as weighted points (see [`percentiles`]), per
+    // edge, for the edges `want` keeps, in the pairs' order.
+    let points = |want: &dyn Fn(&(u32, u32, u32)) -> bool| {
+        let mut m: FastMap<(u32, u32, u32), Vec<(i64, f64)>> = FastMap::default();
+        for (p, k) in pairs.iter().zip(&pair_edge) {
+            if let Some(l) = p.latency.filter(|_| want(k)) {
+                let w = p.count.max(1) as f64;
+                m.entry(*k).or_default().extend([(l[0], 0.5 * w), (l[1], 0.45 * w), (l[2], 0.05 * w)]);
+            }
+        }
+        m
+    };
     let nodes = groups.nodes;
     let id = |g: u32| nodes[g as usize].id.as_str();
     let matches = |g: u32| -> bool {
@@ -434,8 +447,9 @@ pub(crate) fn build(conns: &ResultTable, owners: [&ResultTable; 2], txs: &[Resul
     let edges_found = ranked.len();
     // The p95 ranks by latency: the percentiles of the edges that may be shown first.
     if ask.rank == Rank::Latency {
-        for (_, e) in ranked.iter_mut() {
-            e.latency = percentiles(&mut e.points);
+        let mut pts = points(&|_| true);
+        for (k, e) in ranked.iter_mut() {
+            e.latency = pts.get_mut(k).and_then(|p| percentiles(p));
         }
     }
     let score = |e: &Edge| -> u64 {
@@ -489,11 +503,18 @@ pub(crate) fn build(conns: &ResultTable, owners: [&ResultTable; 2], txs: &[Resul
     };
     let mut shown: HashSet<u32> = HashSet::new();
     let mut out_edges: Vec<Value> = Vec::new();
+    let mut pts = match ask.rank {
+        Rank::Latency => FastMap::default(),
+        _ => {
+            let keys: FastSet<(u32, u32, u32)> = ranked.iter().map(|(k, _)| *k).collect();
+            points(&|k| keys.contains(k))
+        }
+    };
     for (k, e) in ranked.iter_mut() {
         shown.insert(k.0);
         shown.insert(k.1);
         if e.latency.is_none() {
-            e.latency = percentiles(&mut e.points);
+            e.latency = pts.get_mut(k).and_then(|p| percentiles(p));
         }
         out_edges.push(edge_json(name(k), e, false));
     }

@@ -13,6 +13,10 @@ import {
   timeline, lineChart, barList, serviceMap, sequence,
 } from "./charts.js";
 
+// The first page's first questions, asked at once before the schema is
+// read (index.html preloads the same URLs while the modules load): `api()`
+// takes each answer once, the first time it is asked for.
+const EARLY = new Map(["/api/health", "/api/extent"].map((u) => [u, fetch(u, { credentials: "same-origin" })]));
 // The kinds and protocols, from the server (`/api/schema`, read with a bare
 // fetch: `api()` needs the declarations below it): each protocol a tab and
 // a store kind, and the fields its slowest statements are grouped by.
@@ -59,7 +63,11 @@ function go(changes, replace = false) {
 async function api(path, params = {}) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") q.set(k, v);
-  const r = await fetch(`/api/${path}?${q}`, { credentials: "same-origin" });
+  const qs = q.toString();
+  const url = qs ? `/api/${path}?${qs}` : `/api/${path}`;
+  const early = EARLY.get(url);
+  EARLY.delete(url);
+  const r = await (early || fetch(url, { credentials: "same-origin" }));
   const body = await r.json();
   if (!r.ok) throw new Error(body.error || r.statusText);
   showWarnings(body);
@@ -298,13 +306,14 @@ const countOf = (t) => (t.total.count ?? t.total.conns ?? 0);
 // parsed some connections 1 in N; the API's `estimated`) says so in its title.
 const est = (t) => (t.estimated ? " (estimated)" : "");
 
-async function failures(s, host) {
+// `totals(kind)`: a promise of the count of `kind`'s records in the range
+// (the rate's denominator), from a question the page asks anyway.
+async function failures(s, host, totals) {
   const [a, b] = shown(s);
   const cur = { from: iso(a), to: iso(b) }, prev = { from: iso(a - (b - a)), to: iso(a) };
   // Every class's questions are asked at once (the server runs as many as
   // it has query threads): the page waits for the slowest, not the sum.
-  const totals = {};
-  const total = (kind) => (totals[kind] ??= api("query", { kind, top: 1, by: FAILURES.find((f) => f.kind === kind).by, ...cur }).then(countOf));
+  const total = (kind) => totals(kind).then(countOf);
   const rows = await Promise.all(FAILURES.filter((f) => hasRows(f.kind)).map(async (f) => {
     const [now, before, svc, all] = await Promise.all([
       api("query", { kind: f.kind, by: f.by, where: f.where, top: 5, sort: f.kind === "conns" ? "conns" : "count", ...cur }),
@@ -349,29 +358,36 @@ async function overview(s, main) {
     el("div", { class: "panels" }, panels.map(([id, title]) =>
       el("section", { class: "panel" }, el("h2", { text: title }), el("div", { id })))),
     el("section", { class: "panel wide" }, el("div", { id: "latency-protocols" })));
-  // The panels are asked at once (see `failures`).
-  const fail = failures(s, document.getElementById("failures"));
+  // The panels are asked at once (see `failures`). A kind's count in the
+  // range, which the failures' rates need, is the total of a question
+  // asked here anyway: the top talkers' (connections), the latency
+  // series' (transactions).
+  const [from, to] = shown(s);
+  const step = chooseStep(to - from, 120);
+  const series = Object.fromEntries(TX.filter((kind) => hasRows(kind)).map((kind) => [kind, api("query", { kind, every: step, from: iso(from), to: iso(to) })]));
+  const asked = Object.fromEntries(panels.map(([id, , by]) => [id, api("query", { kind: "conns", by, top: 10, ...range(s) })]));
+  const fail = failures(s, document.getElementById("failures"), (kind) => (kind === "conns" ? asked["top-talkers"] : series[kind]));
   const tops = panels.map(async ([id, , by]) => {
-    const t = await api("query", { kind: "conns", by, top: 10, ...range(s) });
+    const t = await asked[id];
     const rows = t.rows.map((r) => ({ key: String(r[by] ?? ""), label: r[by] === "" ? "(none)" : String(r[by]), value: r.bytes,
       onClick: drill("conns", `${by} = ${r[by] === "" ? '""' : quote(r[by])}`) }));
     if (t.other) rows.push({ key: "(other)", label: `other (${t.groups - t.rows.length})`, value: t.other.bytes, cls: "other" });
     barList(document.getElementById(id), rows, fmtBytes);
   });
-  const lat = latencyByProtocol(s, document.getElementById("latency-protocols"));
+  const lat = latencyByProtocol(s, document.getElementById("latency-protocols"), series, step);
   // Every panel settles before the page says it is drawn; the first failure is the one shown.
   const done = await Promise.allSettled([...tops, lat, fail]);
   const bad = done.find((d) => d.status === "rejected");
   if (bad) throw bad.reason;
 }
 
-// p95 latency of every protocol with transactions, over the range.
-async function latencyByProtocol(s, host) {
+// p95 latency of every protocol with transactions, over the range: `asked`
+// holds each kind's question (intervals of `step`).
+async function latencyByProtocol(s, host, asked, step) {
   const [from, to] = shown(s);
-  const step = chooseStep(to - from, 120);
   const cls = ["s1", "s2", "s3", "s4", "s5", "s6"];
-  const kinds = TX.filter((kind) => hasRows(kind));
-  const tables = await Promise.all(kinds.map((kind) => api("query", { kind, every: step, from: iso(from), to: iso(to) })));
+  const kinds = Object.keys(asked);
+  const tables = await Promise.all(kinds.map((kind) => asked[kind]));
   const series = tables.map((t, i) => ({ name: `${kinds[i]} p95`, cls: cls[i % cls.length], points: t.rows.map((r) => ({ t: Date.parse(r.time), v: r.latency_p95_s })) }));
   lineChart(host, series, { from, to, step: stepMs(step), fmt: fmtSecs, W: 1000, title: `latency p95 per protocol (per ${step})` });
 }
