@@ -19,6 +19,7 @@
 
 mod attach;
 mod btf;
+pub mod cbpf;
 mod elf;
 mod insn;
 mod ringbuf;

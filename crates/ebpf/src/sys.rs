@@ -13,6 +13,7 @@ const BPF_MAP_UPDATE_ELEM: u32 = 2;
 const BPF_MAP_DELETE_ELEM: u32 = 3;
 const BPF_MAP_GET_NEXT_KEY: u32 = 4;
 const BPF_PROG_LOAD: u32 = 5;
+const BPF_PROG_TEST_RUN: u32 = 10;
 const BPF_MAP_LOOKUP_AND_DELETE_ELEM: u32 = 21;
 
 /// Map types (`enum bpf_map_type`) the project uses.
@@ -242,4 +243,33 @@ impl Program {
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
+
+    /// Runs the program once on `frame` (`BPF_PROG_TEST_RUN`) and returns
+    /// its value. A socket filter sees the frame from its network header
+    /// on (the kernel takes the 14 bytes of Ethernet header off).
+    pub fn test_run(&self, frame: &[u8]) -> io::Result<u32> {
+        let mut a = TestRunAttr {
+            prog_fd: self.fd() as u32,
+            data_size_in: frame.len() as u32,
+            data_in: frame.as_ptr() as u64,
+            repeat: 1,
+            ..Default::default()
+        };
+        bpf(BPF_PROG_TEST_RUN, &mut a)?;
+        Ok(a.retval)
+    }
+}
+
+/// The `test` member of `union bpf_attr`, up to `duration`.
+#[repr(C)]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
 }
