@@ -828,7 +828,16 @@ fn kernel_accounting_keeps_every_record() {
     // kernel resumes counting from its own chain (what it numbered and
     // followed while suspended) rather than waiting for the tracker to
     // catch up.
-    for (extra, pps) in [(&["--no-parse"][..], None), (&[][..], None), (&["--no-parse"][..], Some("20000"))] {
+    // With -f and --skip-empty-tcp (stages of the same socket program before
+    // the kernel accounting stage), on both sides.
+    let runs = [
+        (&["--no-parse"][..], None),
+        (&[][..], None),
+        (&["--no-parse"][..], Some("20000")),
+        (&["--no-parse", "-f", "tcp"][..], None),
+        (&["--no-parse", "--skip-empty-tcp"][..], None),
+    ];
+    for (extra, pps) in runs {
         let with: Vec<&str> = [&["--kernel-accounting", "--seed", "7"][..], extra].concat();
         let without: Vec<&str> = [&["--seed", "7"][..], extra].concat();
         let k = Capture::start(&ns, &dir.join("k"), &with);
