@@ -25,7 +25,7 @@ run's directory), `wirelog capture --no-parse` and `wirelog capture` (parsing on
 `--ring-size 64M --workers 1` and live.py's --store/--logs.
 
 usage: bench/goprobe.py [--src DIR | --goprobe BIN] [--reps 3] [--corpora 36k,540k,gptest]
-                        [--gptest-loop 100] [--no-build] [--wirelog-extra "..."]
+                        [--gptest-loop 100] [--no-build] [--wirelog-extra "..."] [--wirelog-before BIN]
 Writes bench/out/goprobe.md (a table for BENCHMARKS.md) and bench/out/goprobe_runs.csv.
 Needs root, ip, tcpreplay, go (for the build); Python 3 standard library only.
 """
@@ -36,6 +36,7 @@ import argparse
 import csv
 import gzip
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -179,34 +180,46 @@ def corpora(names: list[str], src_tree: Path | None, gptest_loop: int) -> dict[s
     return out
 
 
-def one_run(tool: str, gp_bin: Path, v: live.Veth, pcap: Path, loop: int, wl_extra: list[str]) -> dict:
+def one_run(tool: str, gp_bin: Path, v: live.Veth, pcap: Path, loop: int, wl_extra: list[str],
+            before: Path | None = None) -> dict:
     work = OUT / "goprobe-work"
     if tool == "goprobe":
         proc = GoProbe(gp_bin, v, work)
         pid = proc.p.pid
     else:
         args = ["--workers", "1", "--ring-size", "64M", *wl_extra]
-        if tool == "wirelog-noparse":
+        if tool.startswith("wirelog-noparse"):
             args.append("--no-parse")
-        proc = live.Capturer(v, work, args)
+        # "-before": the same run with the --wirelog-before binary.
+        this = live.WIRELOG
+        if tool.endswith("-before"):
+            live.WIRELOG = before
+        try:
+            proc = live.Capturer(v, work, args)
+        finally:
+            live.WIRELOG = this
         pid = proc.p.pid
     r0, u0, c0 = rx_packets(v), user_ticks(pid), live.task_ns(pid)
     wall = live.replay(v, pcap, 1, loop)
     time.sleep(0.3)  # the last ring block is retired within 100 ms (both tools)
     r1, u1, c1 = rx_packets(v), user_ticks(pid), live.task_ns(pid)
     hwm = live.status_kb(pid, "VmHWM")
-    drops = ""
+    drops, ring = "", ""
     if tool == "goprobe":
         life = proc.stop()
     else:
         st = proc.stop()
         life, drops = st["life_cpu_ns"], st["drops"]
+        # Packets through the ring: what the socket filter passed, less the
+        # non-IP packets the socket program counted in the kernel (issue 36).
+        m = re.search(r"socket program: (\d+) packets not IP", proc.err_path.read_text())
+        ring = st["kernel_packets"] - (int(m[1]) if m else 0)
     pk = max(r1 - r0, 1)
     return {"tool": tool, "packets": r1 - r0, "wall_s": round(wall, 3), "pps": round(pk / wall),
             "user_ns_per_packet": round((u1 - u0) * 1e9 / TICK / pk, 1),
             "cpu_ns_per_packet": round((c1 - c0) / pk, 1),
             "life_ns_per_packet": round(life / pk, 1),
-            "peak_rss_mb": round(hwm / 1024, 1), "wirelog_kernel_drops": drops}
+            "peak_rss_mb": round(hwm / 1024, 1), "wirelog_kernel_drops": drops, "ring_packets": ring}
 
 
 def med(rows: list[dict], key: str) -> float:
@@ -225,9 +238,11 @@ def render(rows: list[dict], corp: dict, reps: int, goprobe_rev: str) -> str:
            f"medians (range) of {reps} alternated runs; per packet received by the capture interface. User CPU is "
            f"counted in clock ticks ({1000 // TICK} ms): read the all-CPU columns (ns resolution) for small differences.", "",
            "| corpus | tool | packets/s | user ns CPU/packet | user / goProbe | all CPU ns/packet (replay window) | "
-           "all / goProbe | to exit ns/packet | peak RSS MB | wirelog kernel drops |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    names = {"goprobe": "goProbe", "wirelog-noparse": "wirelog capture --no-parse", "wirelog-parse": "wirelog capture"}
+           "all / goProbe | to exit ns/packet | peak RSS MB | wirelog kernel drops | packets through the ring |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    names = {"goprobe": "goProbe", "wirelog-noparse": "wirelog capture --no-parse", "wirelog-parse": "wirelog capture",
+             "wirelog-noparse-before": "wirelog capture --no-parse (--wirelog-before)",
+             "wirelog-parse-before": "wirelog capture (--wirelog-before)"}
     for c in corp:
         gp = [r for r in rows if r["corpus"] == c and r["tool"] == "goprobe"]
         for tool in names:
@@ -239,7 +254,8 @@ def render(rows: list[dict], corp: dict, reps: int, goprobe_rev: str) -> str:
             drops = sum(int(r["wirelog_kernel_drops"]) for r in rs) if tool != "goprobe" else "-"
             out.append(f"| {c} | {names[tool]} | {med(rs, 'pps'):,.0f} | {rng(rs, 'user_ns_per_packet')} | "
                        f"{ratio('user_ns_per_packet')} | {rng(rs, 'cpu_ns_per_packet')} | {ratio('cpu_ns_per_packet')} | "
-                       f"{rng(rs, 'life_ns_per_packet')} | {rng(rs, 'peak_rss_mb')} | {drops} |")
+                       f"{rng(rs, 'life_ns_per_packet')} | {rng(rs, 'peak_rss_mb')} | {drops} | "
+                       f"{rng(rs, 'ring_packets') if tool != 'goprobe' else '-'} |")
     out += [""] + [f"- {c}: {d}" for c, (_, _, d) in corp.items()] + [""]
     return "\n".join(out)
 
@@ -254,6 +270,9 @@ def main() -> int:
     ap.add_argument("--tools", default="goprobe,wirelog-noparse,wirelog-parse", help="which of the three")
     ap.add_argument("--wirelog-extra", default="", help="more wirelog capture options, e.g. '--memory 1G'")
     ap.add_argument("--no-build", action="store_true", help="use wirelog in target/release as it is")
+    ap.add_argument("--wirelog-before", type=Path,
+                    help="another wirelog binary, run as the tools wirelog-noparse-before/wirelog-parse-before "
+                         "(a before/after in one run)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("goprobe.py: needs root (network namespaces, packet sockets)")
@@ -282,7 +301,8 @@ def main() -> int:
             for c, (pcap, loop, _) in corp.items():
                 # Rotate the order each repetition, so no tool always runs first after a corpus change.
                 for tool in tools[rep % len(tools):] + tools[:rep % len(tools)]:
-                    row = {"corpus": c, "rep": rep, **one_run(tool, gp_bin, v, pcap, loop, a.wirelog_extra.split())}
+                    row = {"corpus": c, "rep": rep,
+                           **one_run(tool, gp_bin, v, pcap, loop, a.wirelog_extra.split(), a.wirelog_before)}
                     rows.append(row)
                     log(f"{c} {tool} rep{rep}: {row['packets']:,} packets, {row['pps']:,} pps, "
                         f"user {row['user_ns_per_packet']} ns/packet, all {row['cpu_ns_per_packet']}, "

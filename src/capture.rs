@@ -18,6 +18,7 @@ use wirelog_capture::ring::{self, Ring, RingConfig, RingError, Waiter};
 use wirelog_counters::{CaptureStats, WorkerCounters};
 use wirelog_capture::budget::{self, CpuBudget, Governor};
 use wirelog_capture::stop::Stop;
+use wirelog_capture::sockprog::{self, SocketProgram, Stages};
 use wirelog_capture::{bpf, now_ns, Framing, Interface};
 use wirelog_probe::{KernelAccounting, Probe, ProbeConfig, SkipReason, TrackerConfig};
 use wirelog_procs::{ConnSender, HookState, Resolver};
@@ -89,7 +90,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     // is already on.
     // Without libpcap (which compiles it) the budget goes on without step 2,
     // and says so.
-    let mut step2 = args.cpu_budget.is_some() && !args.kernel_accounting && !args.probe.skip_empty_tcp;
+    let mut step2 = args.cpu_budget.is_some() && !args.probe.skip_empty_tcp;
     let mut skip_programs: Vec<(Framing, bpf::Program)> = Vec::new();
     if step2 {
         let e = bpf::expression(args.filter.as_deref(), true).unwrap_or_default();
@@ -121,8 +122,21 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     while per_socket / block_size < 8 && block_size > 64 << 10 {
         block_size /= 2;
     }
+    // The socket programs' stages (capture::sockprog): the user's filter
+    // alone and the skip-empty-TCP filter alone, per framing.
+    let user_expr = bpf::expression(args.filter.as_deref(), false);
+    let mut stage_programs: Vec<(Framing, Option<bpf::Program>, Option<bpf::Program>)> = Vec::new();
+    for iface in &ifaces {
+        if stage_programs.iter().any(|(f, _, _)| *f == iface.framing) {
+            continue;
+        }
+        let user = user_expr.as_ref().map(|e| bpf::compile(e, iface.framing, args.snaplen)).transpose()?;
+        let skip = if args.probe.skip_empty_tcp || step2 { bpf::compile(bpf::SKIP_EMPTY_TCP, iface.framing, args.snaplen).ok() } else { None };
+        stage_programs.push((iface.framing, user, skip));
+    }
+
     // --kernel-accounting: the program is loaded (while privileged) before
-    // the rings, which attach it in place of their classic filter.
+    // the rings, which run it as the last stage of their socket program.
     let kernel = if args.kernel_accounting {
         let offsets: Vec<i32> = ifaces.iter().map(|i| l3_offset(i.framing)).collect();
         KernelAccounting::load(wirelog_probe::KERNEL_MAX_CONNECTIONS, &offsets, args.snaplen)
@@ -131,9 +145,68 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     } else {
         Ok(None)
     };
+    // One eBPF program per socket (capture::sockprog), loaded while
+    // privileged: non-IP packets counted in the kernel, the user's filter,
+    // the skip-empty-TCP stage behind a map flag, kernel accounting last.
+    // Refused, the sockets keep the classic filter and everything is
+    // counted in user space, as before.
+    let mut socket_refused: Option<String> = None;
+    let mut socket_programs: Vec<Vec<Option<Arc<SocketProgram>>>> = Vec::new();
+    for _ in 0..args.workers {
+        let mut per_ring = Vec::new();
+        for iface in &ifaces {
+            if socket_refused.is_some() {
+                per_ring.push(None);
+                continue;
+            }
+            let (_, user, skip) = stage_programs.iter().find(|(f, _, _)| *f == iface.framing).expect("compiled per framing");
+            let tail = match &kernel {
+                Ok(Some(k)) => match k.tail(l3_offset(iface.framing), args.snaplen) {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        socket_refused = Some(e.to_string());
+                        per_ring.push(None);
+                        continue;
+                    }
+                },
+                _ => None,
+            };
+            let stages = Stages {
+                framing: iface.framing,
+                snaplen: args.snaplen,
+                count_non_ip: args.pcap.pcap_dir.is_none(),
+                user: user.as_deref(),
+                skip_empty: skip.as_deref(),
+                tail,
+            };
+            match SocketProgram::load(&stages) {
+                Ok(p) => {
+                    if args.probe.skip_empty_tcp {
+                        p.set_flags(sockprog::FLAG_SKIP_EMPTY).context("setting the socket program's flags")?;
+                    }
+                    per_ring.push(Some(Arc::new(p)));
+                }
+                Err(e) => {
+                    socket_refused = Some(if e.log.is_empty() { e.to_string() } else { format!("{e}: {}", e.log.lines().last().unwrap_or("")) });
+                    per_ring.push(None);
+                }
+            }
+        }
+        socket_programs.push(per_ring);
+    }
+    if socket_refused.is_some() {
+        for p in socket_programs.iter_mut().flatten() {
+            *p = None;
+        }
+    }
+    // Kernel accounting runs only inside the socket program.
+    let kernel = match (kernel, &socket_refused) {
+        (Ok(Some(_)), Some(why)) => Err(kernel_refused(why)),
+        (k, _) => k,
+    };
     let group_base = std::process::id() as u16;
     let mut worker_rings: Vec<Vec<(Ring, usize)>> = Vec::new();
-    for _ in 0..args.workers {
+    for w in 0..args.workers {
         let mut rings = Vec::new();
         for (i, iface) in ifaces.iter().enumerate() {
             let cfg = RingConfig {
@@ -143,7 +216,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                 promiscuous: !args.no_promisc,
                 fanout_group: (args.workers > 1).then(|| group_base.wrapping_add(i as u16)),
                 filter: programs.iter().find(|(f, _)| *f == iface.framing).map(|(_, p)| p.clone()),
-                ebpf_filter: kernel.as_ref().ok().and_then(|k| k.as_ref()?.program_fd(l3_offset(iface.framing))),
+                ebpf_filter: socket_programs[w][i].as_ref().map(|p| p.fd()),
                 if_id: i as u32,
                 swappable_filter: step2,
                 ..RingConfig::default()
@@ -162,11 +235,20 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         worker_rings.push(rings);
     }
 
-    // --kernel-accounting: the program replaces each socket's classic
-    // filter (loaded while privileged); refused, the capture goes on without.
-    // Sockets that took the program before a refusal pass every packet
-    // while nothing is delegated: the same as without it.
+    // The socket program replaces each socket's classic filter; refused
+    // by a socket, that socket keeps its classic filter (the same packets
+    // but for the non-IP ones, which user space counts), and kernel
+    // accounting is off: sockets that took the program before a refusal
+    // pass every packet while nothing is delegated.
+    for (w, rings) in worker_rings.iter().enumerate() {
+        for (j, (r, _)) in rings.iter().enumerate() {
+            if r.ebpf_refused().is_some() {
+                socket_programs[w][j] = None;
+            }
+        }
+    }
     let refused = worker_rings.iter().flatten().find_map(|(r, _)| r.ebpf_refused());
+    let socket_refused = socket_refused.or_else(|| refused.map(|r| format!("attaching it to a capture socket: {r}")));
     let kernel_refused = match (&kernel, refused) {
         (Ok(Some(_)), Some(why)) => Some(kernel_refused(&format!("attaching it to a capture socket: {why}"))),
         (Err(why), _) => Some(why.clone()),
@@ -266,7 +348,8 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     let store_dir = (!args.output.no_store).then(|| args.output.store.clone());
     let servers = crate::serve::start_in_capture(&args.serve, store_dir, args.pcap.pcap_dir.clone(), &counters, &names, &dropped, output.live(), records.clone())?;
     let mut workers: Vec<JoinHandle<Result<WorkerEnd>>> = Vec::new();
-    for (id, rings) in worker_rings.into_iter().enumerate() {
+    let all_socket_programs: Vec<Arc<SocketProgram>> = socket_programs.iter().flatten().flatten().cloned().collect();
+    for ((id, rings), socket_programs) in worker_rings.into_iter().enumerate().zip(socket_programs) {
         let c = counters[id].clone();
         let mut probe = Probe::new(ProbeConfig {
             track: TrackerConfig {
@@ -320,6 +403,8 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             loss: wirelog_record::LossMeter::new(names.join(",")),
             warned_down: Default::default(),
             procs: resolver.as_ref().map(|r| r.sender()),
+            socket_programs,
+            non_ip_seen: (0, 0),
         };
         let h = std::thread::Builder::new()
             .name(format!("wirelog-w{id}"))
@@ -343,9 +428,11 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         );
         eprintln!("{} (per worker)", crate::read::memory_line(&args.probe));
         if let Some(b) = args.cpu_budget {
-            let steps = if step2 {
+            let steps = if step2 && kernel.is_some() {
+                "parse sampling, then thinning of parsed connections, then skip-empty-tcp (kernel accounting on throughout), then kernel drops"
+            } else if step2 {
                 "parse sampling, then thinning of parsed connections, then skip-empty-tcp, then kernel drops"
-            } else if args.kernel_accounting {
+            } else if kernel.is_some() {
                 "parse sampling, then thinning of parsed connections (kernel accounting on throughout), then kernel drops"
             } else if args.probe.skip_empty_tcp {
                 "parse sampling, then thinning of parsed connections (skip-empty-tcp on throughout), then kernel drops"
@@ -374,6 +461,8 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     }
     if let Some(l) = &kernel_refused {
         eprintln!("{l}");
+    } else if let (Some(why), false) = (&socket_refused, args.quiet) {
+        eprintln!("wirelog: the kernel refused the socket program ({why}); classic filter, non-IP packets counted in user space");
     }
 
     // Main thread: sleep until stopped, printing statistics on the way.
@@ -475,6 +564,13 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                 k.map_full(),
                 k.map_calls()
             );
+        }
+        if !all_socket_programs.is_empty() {
+            let (pkts, bytes) = all_socket_programs.iter().fold((0, 0), |(p, b), s| {
+                let (sp, sb) = s.non_ip();
+                (p + sp, b + sb)
+            });
+            eprintln!("wirelog: socket program: {pkts} packets not IP ({bytes} bytes) counted in the kernel, not copied through the ring");
         }
         if let Some(end) = pcap_end.as_ref().filter(|e| !e.lost) {
             eprintln!("{}", end.line);
@@ -729,6 +825,10 @@ struct Worker {
     warned_down: std::collections::HashSet<usize>,
     /// capture --processes: new connections go to the resolver.
     procs: Option<ConnSender>,
+    /// Per ring: its socket program, when the socket took it.
+    socket_programs: Vec<Option<Arc<SocketProgram>>>,
+    /// Non-IP packets and bytes the socket programs counted, as last read.
+    non_ip_seen: (u64, u64),
 }
 
 impl Worker {
@@ -912,11 +1012,19 @@ impl Worker {
     /// A socket that refuses is said once, and step 2 is not used again.
     fn swap_filters(&mut self, g: &mut Governed, skip: bool) {
         let Some(filters) = g.plan.filters.as_ref() else { return };
-        for ((ring, pos), (normal, skipping)) in self.rings.iter().zip(filters) {
-            if let Err(e) = ring.swap_filter(if skip { skipping } else { normal }) {
+        for (((ring, pos), (normal, skipping)), prog) in self.rings.iter().zip(filters).zip(&self.socket_programs) {
+            // A socket program has the stage: its flag, not a new filter.
+            let done = match prog {
+                Some(p) => p.set_flags(if skip { sockprog::FLAG_SKIP_EMPTY } else { 0 }).map_err(|e| format!("setting the socket program's flag: {e}")),
+                None => ring.swap_filter(if skip { skipping } else { normal }).map_err(|e| e.to_string()),
+            };
+            if let Err(e) = done {
                 eprintln!("wirelog: --cpu-budget: interface {}: {e}; not dropping empty TCP segments in the kernel", self.iface_names[*pos]);
-                for ((ring, _), (normal, _)) in self.rings.iter().zip(filters) {
-                    let _ = ring.swap_filter(normal);
+                for (((ring, _), (normal, _)), prog) in self.rings.iter().zip(filters).zip(&self.socket_programs) {
+                    match prog {
+                        Some(p) => drop(p.set_flags(0)),
+                        None => drop(ring.swap_filter(normal)),
+                    }
                 }
                 g.plan.filters = None;
                 g.gov.forbid_skip_empty();
@@ -953,7 +1061,21 @@ impl Worker {
             f += k.freeze_q_cnt;
         }
         let c = &self.counters;
-        c.kernel_packets.store(p, Relaxed);
+        // Non-IP packets counted in the kernel: where user space counted
+        // them (packets, bytes, not IP, and what passed the filter).
+        let (mut np, mut nb) = (0, 0);
+        for s in self.socket_programs.iter().flatten() {
+            let (p, b) = s.non_ip();
+            np += p;
+            nb += b;
+        }
+        let (dp, db) = (np - self.non_ip_seen.0, nb - self.non_ip_seen.1);
+        self.non_ip_seen = (np, nb);
+        if dp > 0 {
+            c.add_batch(dp, db);
+            c.not_ip.fetch_add(dp, Relaxed);
+        }
+        c.kernel_packets.store(p + np, Relaxed);
         c.kernel_drops.store(d, Relaxed);
         c.kernel_freezes.store(f, Relaxed);
         c.evicted.store(self.probe.track_stats().evicted, Relaxed);

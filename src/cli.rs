@@ -978,14 +978,8 @@ impl CaptureArgs {
             }
         }
         if self.kernel_accounting {
-            // One filter per socket: the eBPF program would replace the
-            // classic one, and counted packets never reach the pcap files.
-            if self.filter.is_some() {
-                anyhow::bail!("--kernel-accounting cannot be combined with -f/--filter (a socket takes one filter, and the eBPF program would replace the tcpdump filter)");
-            }
-            if self.probe.skip_empty_tcp {
-                anyhow::bail!("--kernel-accounting cannot be combined with --skip-empty-tcp (both need the socket's one kernel filter)");
-            }
+            // -f and --skip-empty-tcp are stages of the same socket program
+            // (capture::sockprog); counted packets never reach the pcap files.
             if self.pcap.pcap_dir.is_some() {
                 anyhow::bail!("--kernel-accounting cannot be combined with --pcap-dir (packets counted in the kernel are not kept)");
             }
@@ -1104,9 +1098,10 @@ pub struct CaptureArgs {
     /// established IPv4 TCP connections with nothing to parse (ports without
     /// a parser, or --no-parse) in a per-connection map, which the tracker
     /// merges, instead of copying them through the ring. Records stay the
-    /// same (README: "Kernel accounting" says the limits). Not with -f,
-    /// --skip-empty-tcp or --pcap-dir. When the kernel refuses the program,
-    /// says so and captures without it.
+    /// same (README: "Kernel accounting" says the limits). Combines with -f
+    /// and --skip-empty-tcp (stages of the same socket program); not with
+    /// --pcap-dir. When the kernel refuses the program, says so and
+    /// captures without it.
     #[arg(long, help_heading = "Capture")]
     pub kernel_accounting: bool,
 
@@ -1115,7 +1110,7 @@ pub struct CaptureArgs {
     /// shed work in this order, each step undone when load falls: (1) parse
     /// 1 in N new connections (N adapting, up to 64; their transactions carry
     /// `sample_weight` N); (2) drop empty TCP segments in the kernel (the
-    /// --skip-empty-tcp filter, swapped on; not with --kernel-accounting);
+    /// --skip-empty-tcp stage of the socket program, switched on);
     /// (4) leave packets to the kernel, which drops what the ring cannot
     /// hold. Held within 5% over any 10 s (README: "CPU budget"). Default:
     /// no budget.

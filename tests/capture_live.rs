@@ -828,7 +828,16 @@ fn kernel_accounting_keeps_every_record() {
     // kernel resumes counting from its own chain (what it numbered and
     // followed while suspended) rather than waiting for the tracker to
     // catch up.
-    for (extra, pps) in [(&["--no-parse"][..], None), (&[][..], None), (&["--no-parse"][..], Some("20000"))] {
+    // With -f and --skip-empty-tcp (stages of the same socket program before
+    // the kernel accounting stage), on both sides.
+    let runs = [
+        (&["--no-parse"][..], None),
+        (&[][..], None),
+        (&["--no-parse"][..], Some("20000")),
+        (&["--no-parse", "-f", "tcp"][..], None),
+        (&["--no-parse", "--skip-empty-tcp"][..], None),
+    ];
+    for (extra, pps) in runs {
         let with: Vec<&str> = [&["--kernel-accounting", "--seed", "7"][..], extra].concat();
         let without: Vec<&str> = [&["--seed", "7"][..], extra].concat();
         let k = Capture::start(&ns, &dir.join("k"), &with);
@@ -1164,5 +1173,75 @@ fn cpu_budget_sampling_estimates_the_unsampled_totals() {
     assert!(q.status.success(), "{line}");
     let named: Vec<&str> = ["HTTP", "DNS"].into_iter().filter(|p| line.contains(&format!("{p} sampled 1 in "))).collect();
     assert!(!named.is_empty() && line.contains("transaction counts there are estimates"), "{line}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The "N packets not IP" of the last stats line.
+fn not_ip_of(stderr: &str) -> u64 {
+    let line = last_stats(stderr);
+    let end = line.find(" packets not IP").expect("a not IP count");
+    line[..end].rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// Issue 36: ARP, LLDP and STP frames are counted in the kernel by the
+/// socket program, not copied to user space; the stats line says exactly
+/// how many, the same as when a filter lets them through to user space
+/// (`-f`), where they are counted as before.
+#[test]
+fn non_ip_frames_are_counted_in_the_kernel() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tmp("nonip");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut conv = Conv::open(([10, 78, 0, 1], 40_001), ([10, 78, 0, 2], 5001), 1_700_000_000_000_000);
+    for _ in 0..20 {
+        conv.seg(true, PSH_ACK, 100, 65535);
+        conv.seg(false, ACK, 0, 65535);
+    }
+    conv.close();
+    let ip_packets = conv.segs.len() as u64;
+    let mut pcap = common::tcp_pcap(&conv.segs);
+    let mac = [0x02, 0, 0, 0, 0, 9];
+    let eth = |dst: [u8; 6], ethertype: u16, body: &[u8]| {
+        let mut f = dst.to_vec();
+        f.extend_from_slice(&mac);
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(body);
+        f.resize(f.len().max(60), 0);
+        f
+    };
+    let arp = eth([0xff; 6], 0x0806, &[0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 9, 10, 78, 0, 9, 0, 0, 0, 0, 0, 0, 10, 78, 0, 1]);
+    let lldp = eth([0x01, 0x80, 0xc2, 0, 0, 0x0e], 0x88cc, &[2, 7, 4, 2, 0, 0, 0, 0, 9, 4, 2, 7, 0x31, 6, 2, 0, 120, 0, 0]);
+    // STP: an 802.3 frame (a length, not an EtherType) with LLC 42 42 03.
+    let stp = eth([0x01, 0x80, 0xc2, 0, 0, 0], 38, &[0x42, 0x42, 0x03, 0, 0, 0, 0]);
+    let mut frames = Vec::new();
+    for i in 0..150 {
+        frames.push(match i % 3 {
+            0 => &arp,
+            1 => &lldp,
+            _ => &stp,
+        });
+    }
+    for (i, f) in frames.iter().enumerate() {
+        let t = 1_700_000_100 + i as u32 / 50;
+        pcap.extend_from_slice(&t.to_le_bytes());
+        pcap.extend_from_slice(&((i as u32 % 50) * 1000).to_le_bytes());
+        pcap.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        pcap.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        pcap.extend_from_slice(f);
+    }
+    let path = dir.join("nonip.pcap");
+    std::fs::write(&path, &pcap).unwrap();
+    let (_, kernel) = live(&ns, &path, &dir.join("k"), &[]);
+    let (_, user) = live(&ns, &path, &dir.join("u"), &["-f", "not ip6"]);
+    eprintln!("kernel: {}\nuser: {}", last_stats(&kernel), last_stats(&user));
+    assert!(!kernel.contains("refused the socket program"), "{kernel}");
+    assert_eq!(not_ip_of(&kernel), 150, "{kernel}");
+    assert_eq!(not_ip_of(&user), 150, "{user}");
+    assert!(kernel.contains("wirelog: socket program: 150 packets not IP"), "{kernel}");
+    assert!(user.contains("wirelog: socket program: 0 packets not IP"), "{user}");
+    // Every packet counted once (IPv6 the namespace sends, if any, aside).
+    assert!(packets_of(&kernel) >= ip_packets + 150, "{kernel}");
+    assert_eq!(packets_of(&user), ip_packets + 150, "{user}");
+    assert!(stats_clean(&kernel), "{kernel}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -31,6 +31,7 @@ pub mod budget;
 pub mod filter;
 pub mod privs;
 pub mod ring;
+pub mod sockprog;
 pub mod stop;
 mod sys;
 

@@ -28,27 +28,30 @@ pub enum Reg {
 }
 
 // Instruction classes.
-const LD: u8 = 0x00;
-const LDX: u8 = 0x01;
-const ST: u8 = 0x02;
-const STX: u8 = 0x03;
-const ALU: u8 = 0x04;
-const JMP: u8 = 0x05;
-const JMP32: u8 = 0x06;
-const ALU64: u8 = 0x07;
+pub(crate) const LD: u8 = 0x00;
+pub(crate) const LDX: u8 = 0x01;
+pub(crate) const ST: u8 = 0x02;
+pub(crate) const STX: u8 = 0x03;
+pub(crate) const ALU: u8 = 0x04;
+pub(crate) const JMP: u8 = 0x05;
+pub(crate) const JMP32: u8 = 0x06;
+pub(crate) const ALU64: u8 = 0x07;
 // Modes of loads and stores.
-const IMM: u8 = 0x00;
-const MEM: u8 = 0x60;
+pub(crate) const IMM: u8 = 0x00;
+pub(crate) const MEM: u8 = 0x60;
+/// Packet loads of socket filters: absolute and indirect.
+pub(crate) const ABS: u8 = 0x20;
+pub(crate) const IND: u8 = 0x40;
 /// `BPF_ATOMIC` mode of a store; the operation is in the immediate.
 const ATOMIC: u8 = 0xc0;
 /// `BPF_END`: byte swap; with `BPF_TO_BE` it converts to big-endian.
 const END: u8 = 0xd0;
 const TO_BE: u8 = 0x08;
 // Operand source: the immediate or a register.
-const K: u8 = 0x00;
-const X: u8 = 0x08;
+pub(crate) const K: u8 = 0x00;
+pub(crate) const X: u8 = 0x08;
 const CALL: u8 = 0x80;
-const EXIT: u8 = 0x90;
+pub(crate) const EXIT: u8 = 0x90;
 /// `src` of an `lddw` whose immediate is a map's file descriptor.
 pub const PSEUDO_MAP_FD: u8 = 1;
 
@@ -206,6 +209,20 @@ impl Insn {
         Insn::new(JMP | cond as u8 | X, dst, src, off, 0)
     }
     /// The same on the low 32 bits of the registers.
+    pub fn jmp32_reg(cond: Cond, dst: Reg, src: Reg, off: i16) -> Insn {
+        Insn::new(JMP32 | cond as u8 | X, dst, src, off, 0)
+    }
+    /// `r0 = ntoh(*(size *)(skb->data + imm))`: the socket filters' packet
+    /// load (`BPF_LD | BPF_ABS`), which needs the context in `r6`, clobbers
+    /// `r1`-`r5`, and ends the program with 0 when the bytes are not there.
+    pub fn ld_abs(size: Size, imm: i32) -> Insn {
+        Insn::new(LD | size as u8 | ABS, Reg::R0, Reg::R0, 0, imm)
+    }
+    /// The same at `src + imm` (`BPF_LD | BPF_IND`).
+    pub fn ld_ind(size: Size, src: Reg, imm: i32) -> Insn {
+        Insn::new(LD | size as u8 | IND, Reg::R0, src, 0, imm)
+    }
+    /// The same on the low 32 bits of the registers.
     pub fn jmp32_imm(cond: Cond, dst: Reg, imm: i32, off: i16) -> Insn {
         Insn::new(JMP32 | cond as u8 | K, dst, Reg::R0, off, imm)
     }
@@ -332,6 +349,11 @@ mod tests {
             (Insn::jmp_imm(Cond::Eq, R0, 0, -2), [0x15, 0x00, 0xfe, 0xff, 0, 0, 0, 0]),
             (Insn::jmp_reg(Cond::Gt, R1, R2, 1), [0x2d, 0x21, 1, 0, 0, 0, 0, 0]),
             (Insn::jmp32_imm(Cond::Ne, R1, 2, 5), [0x56, 0x01, 5, 0, 2, 0, 0, 0]),
+            // BPF_JMP32 | BPF_JGT | BPF_X = 0x2e
+            (Insn::jmp32_reg(Cond::Gt, R0, R7, 1), [0x2e, 0x70, 1, 0, 0, 0, 0, 0]),
+            // BPF_LD | BPF_ABS | BPF_H = 0x28, BPF_LD | BPF_IND | BPF_B = 0x50
+            (Insn::ld_abs(Size::H, 12), [0x28, 0x00, 0, 0, 12, 0, 0, 0]),
+            (Insn::ld_ind(Size::B, R7, 14), [0x50, 0x70, 0, 0, 14, 0, 0, 0]),
             (Insn::jmp_imm(Cond::Ja, R0, 0, 4), [0x05, 0x00, 4, 0, 0, 0, 0, 0]),
             (Insn::call(Helper::MapLookupElem), [0x85, 0x00, 0, 0, 1, 0, 0, 0]),
             (Insn::call(Helper::ProbeReadKernel), [0x85, 0x00, 0, 0, 113, 0, 0, 0]),

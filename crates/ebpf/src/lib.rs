@@ -19,6 +19,7 @@
 
 mod attach;
 mod btf;
+pub mod cbpf;
 mod elf;
 mod insn;
 mod ringbuf;
@@ -29,7 +30,7 @@ pub use btf::Btf;
 pub use elf::ElfSymbols;
 pub use ringbuf::RingBuf;
 pub use insn::{Alu, Asm, AsmError, Cond, Helper, Insn, Reg, Size, PSEUDO_MAP_FD};
-pub use sys::{Map, MapType, ProgType, Program};
+pub use sys::{possible_cpus, Map, MapType, ProgType, Program};
 
 use std::io;
 

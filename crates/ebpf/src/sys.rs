@@ -13,6 +13,7 @@ const BPF_MAP_UPDATE_ELEM: u32 = 2;
 const BPF_MAP_DELETE_ELEM: u32 = 3;
 const BPF_MAP_GET_NEXT_KEY: u32 = 4;
 const BPF_PROG_LOAD: u32 = 5;
+const BPF_PROG_TEST_RUN: u32 = 10;
 const BPF_MAP_LOOKUP_AND_DELETE_ELEM: u32 = 21;
 
 /// Map types (`enum bpf_map_type`) the project uses.
@@ -145,6 +146,13 @@ impl Map {
         absent_is_false(self.elem(BPF_MAP_LOOKUP_ELEM, key, value.as_mut_ptr(), 0))
     }
 
+    /// The values of `key` in a per-CPU map, one per possible CPU, each
+    /// padded to 8 bytes, into `values`; false when there is none.
+    pub fn lookup_percpu(&self, key: &[u8], values: &mut [u8]) -> io::Result<bool> {
+        assert_eq!(values.len(), self.value_size.next_multiple_of(8) * possible_cpus(), "one value per possible CPU");
+        absent_is_false(self.elem(BPF_MAP_LOOKUP_ELEM, key, values.as_mut_ptr(), 0))
+    }
+
     /// Like [`Map::lookup`], removing the entry in the same call.
     pub fn lookup_and_delete(&self, key: &[u8], value: &mut [u8]) -> io::Result<bool> {
         assert_eq!(value.len(), self.value_size, "value of the map's size");
@@ -174,6 +182,24 @@ impl Map {
         };
         absent_is_false(bpf(BPF_MAP_GET_NEXT_KEY, &mut a).map(|_| ()))
     }
+}
+
+/// CPUs the kernel may bring up (`/sys/devices/system/cpu/possible`, as
+/// "0-63"): how many values a per-CPU map's lookup returns.
+pub fn possible_cpus() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
+        let mut max = None;
+        for r in text.trim().split(',').filter(|r| !r.is_empty()) {
+            let last = r.rsplit('-').next().unwrap_or(r);
+            if let Ok(n) = last.parse::<usize>() {
+                max = Some(max.map_or(n, |m: usize| m.max(n)));
+            }
+        }
+        // SAFETY: sysconf has no preconditions.
+        max.map_or_else(|| unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize, |m| m + 1)
+    })
 }
 
 fn absent_is_false(r: io::Result<()>) -> io::Result<bool> {
@@ -242,4 +268,33 @@ impl Program {
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
+
+    /// Runs the program once on `frame` (`BPF_PROG_TEST_RUN`) and returns
+    /// its value. A socket filter sees the frame from its network header
+    /// on (the kernel takes the 14 bytes of Ethernet header off).
+    pub fn test_run(&self, frame: &[u8]) -> io::Result<u32> {
+        let mut a = TestRunAttr {
+            prog_fd: self.fd() as u32,
+            data_size_in: frame.len() as u32,
+            data_in: frame.as_ptr() as u64,
+            repeat: 1,
+            ..Default::default()
+        };
+        bpf(BPF_PROG_TEST_RUN, &mut a)?;
+        Ok(a.retval)
+    }
+}
+
+/// The `test` member of `union bpf_attr`, up to `duration`.
+#[repr(C)]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
 }

@@ -116,6 +116,17 @@ impl KernelAccounting {
         wirelog_ebpf::attach_socket_filter(socket, p)
     }
 
+    /// The program for `l3_offset` without its first instruction (which
+    /// moves the socket buffer to `r6`): the last stage of a capture
+    /// socket's program (`capture::sockprog`), which runs it with the
+    /// buffer in `r6`. It passes what it does not count with `snaplen`.
+    pub fn tail(&self, l3_offset: i32, snaplen: u32) -> Result<Vec<wirelog_ebpf::Insn>, Error> {
+        let insns = program::program(&self.map, &self.control, l3_offset, snaplen)
+            .map_err(|e| Error { what: e.to_string(), os: io::Error::from(io::ErrorKind::InvalidInput), log: String::new() })?;
+        debug_assert_eq!(insns[0], wirelog_ebpf::Insn::mov64_reg(wirelog_ebpf::Reg::R6, wirelog_ebpf::Reg::R1));
+        Ok(insns[1..].to_vec())
+    }
+
     /// Packets and IP bytes counted in the kernel and merged so far.
     pub fn counted(&self) -> (u64, u64) {
         (self.counted_pkts.load(Relaxed), self.counted_bytes.load(Relaxed))

@@ -141,7 +141,7 @@ pub fn load(map: &Map, control: &Map, l3_offset: i32, snaplen: u32) -> Result<Pr
     Program::load(ProgType::SocketFilter, "wl_kacct", &insns, "GPL")
 }
 
-fn program(map: &Map, control: &Map, l3: i32, snaplen: u32) -> Result<Vec<Insn>, wirelog_ebpf::AsmError> {
+pub(super) fn program(map: &Map, control: &Map, l3: i32, snaplen: u32) -> Result<Vec<Insn>, wirelog_ebpf::AsmError> {
     use Reg::*;
     let snap = snaplen.min(i32::MAX as u32) as i32;
     let b = |off: usize| off as i16;

@@ -1,0 +1,347 @@
+//! One eBPF program per capture socket, in place of the classic filter
+//! (issue 35/36): a socket takes one filter, so what used to need a filter
+//! each (the user's `-f`, `--skip-empty-tcp`, `--kernel-accounting`) are
+//! stages of one program, in this order:
+//!
+//! 1. Packets that are not IP (ARP, LLDP, STP, ...), when no `-f` decides
+//!    about them, are counted in a per-CPU map (packets and bytes on the
+//!    wire) and dropped: user space only counted them. "Not IP" is what the
+//!    decoder calls `NotIp`: on Ethernet sockets an EtherType that is not
+//!    IPv4, IPv6, a VLAN tag (802.1Q, 802.1ad, 0x9100), MPLS or PPPoE
+//!    session, and 802.3 frames whose LLC header is not SNAP (see
+//!    `decode::ethernet::by_ethertype`/`llc_network`); on cooked sockets a
+//!    protocol other than IPv4 and IPv6 (`ring::Packet::packet`). A frame
+//!    too short to tell goes to user space.
+//! 2. The user's `-f` program, translated ([`wirelog_ebpf::cbpf`]): 0 drops.
+//! 3. The skip-empty-TCP filter, translated, when the flags map says so
+//!    ([`FLAG_SKIP_EMPTY`]): `--skip-empty-tcp` sets it at start,
+//!    `--cpu-budget` step 2 sets and clears it (a map write, not a program
+//!    swap).
+//! 4. A tail the caller gives (the kernel accounting lookup of
+//!    `--kernel-accounting`), which returns itself; without one, the
+//!    packet is kept, cut to what `-f` returned (the snap length).
+//!
+//! The stages expect the socket buffer in `r6` and leave nothing else
+//! between them: each translated block uses the stack and `r0`-`r5`,
+//! `r7`; the accepted length is kept in `r9`.
+
+use std::io;
+
+use wirelog_ebpf::{cbpf, Alu, Asm, AsmError, Cond, Error, Helper, Insn, Map, MapType, ProgType, Program, Reg, Size};
+
+use crate::Framing;
+
+/// Flags map bit: run the skip-empty-TCP stage.
+pub const FLAG_SKIP_EMPTY: u32 = 1;
+
+/// What one socket's program is made of.
+pub struct Stages<'a> {
+    pub framing: Framing,
+    pub snaplen: u32,
+    /// Count and drop non-IP packets in the kernel (ignored with `user`,
+    /// which decides about them).
+    pub count_non_ip: bool,
+    /// The user's `-f`, compiled for `framing`.
+    pub user: Option<&'a [libc::sock_filter]>,
+    /// The skip-empty-TCP filter alone, compiled for `framing`, run while
+    /// [`FLAG_SKIP_EMPTY`] is set.
+    pub skip_empty: Option<&'a [libc::sock_filter]>,
+    /// Instructions run last, with the socket buffer in `r6`; they end the
+    /// program themselves.
+    pub tail: Option<Vec<Insn>>,
+}
+
+/// A loaded socket program and its maps.
+pub struct SocketProgram {
+    prog: Program,
+    /// Per CPU, key 0: non-IP packets and their bytes, counted and dropped.
+    counts: Map,
+    /// Key 0: [`FLAG_SKIP_EMPTY`].
+    flags: Map,
+}
+
+// `struct __sk_buff` fields.
+const SKB_LEN: i16 = 0;
+const SKB_PROTOCOL: i16 = 16;
+/// Stack word for map keys (below what the translated blocks use).
+const KEY: i16 = -68;
+
+/// EtherTypes the decoder follows towards IP (`decode::ethernet::ethertype`).
+const TOWARDS_IP: [i32; 8] = [0x0800, 0x86dd, 0x8100, 0x88a8, 0x9100, 0x8847, 0x8848, 0x8864];
+
+impl SocketProgram {
+    pub fn load(st: &Stages) -> Result<SocketProgram, Error> {
+        let counts = Map::create(MapType::PerCpuArray, "wl_nonip", 4, 16, 1)?;
+        let flags = Map::create(MapType::Array, "wl_sockflags", 4, 4, 1)?;
+        let insns = build(st, &counts, &flags).map_err(|e| Error { what: e.to_string(), os: io::Error::from(io::ErrorKind::InvalidInput), log: String::new() })?;
+        let prog = Program::load(ProgType::SocketFilter, "wl_socket", &insns, "GPL")?;
+        Ok(SocketProgram { prog, counts, flags })
+    }
+
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.prog.fd()
+    }
+
+    /// Non-IP packets and bytes counted (and dropped) in the kernel so far.
+    pub fn non_ip(&self) -> (u64, u64) {
+        let n = wirelog_ebpf::possible_cpus();
+        let mut v = vec![0u8; 16 * n];
+        if !self.counts.lookup_percpu(&0u32.to_ne_bytes(), &mut v).unwrap_or(false) {
+            return (0, 0);
+        }
+        let get = |at: usize| u64::from_ne_bytes(v[at..at + 8].try_into().expect("8 bytes"));
+        (0..n).fold((0, 0), |(p, b), cpu| (p + get(cpu * 16), b + get(cpu * 16 + 8)))
+    }
+
+    /// Sets the flags ([`FLAG_SKIP_EMPTY`]).
+    pub fn set_flags(&self, flags: u32) -> io::Result<()> {
+        self.flags.update(&0u32.to_ne_bytes(), &flags.to_ne_bytes())
+    }
+}
+
+fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> {
+    use Reg::*;
+    let snap = st.snaplen.min(i32::MAX as u32) as i32;
+    let mut a = Asm::new();
+    a.push(Insn::mov64_reg(R6, R1));
+    if st.count_non_ip && st.user.is_none() {
+        a.push(Insn::load(Size::W, R1, R6, SKB_LEN));
+        match st.framing {
+            Framing::Ethernet => {
+                a.jmp_imm(Cond::Lt, R1, 14, "ip").push(Insn::ld_abs(Size::H, 12));
+                for t in TOWARDS_IP {
+                    a.jmp_imm(Cond::Eq, R0, t, "ip");
+                }
+                // 802.3: a SNAP header (AA AA 03) may carry an EtherType.
+                a.jmp_imm(Cond::Ge, R0, 0x0600, "non_ip")
+                    .push(Insn::load(Size::W, R1, R6, SKB_LEN))
+                    .jmp_imm(Cond::Lt, R1, 17, "ip")
+                    .push(Insn::ld_abs(Size::H, 14))
+                    .jmp_imm(Cond::Ne, R0, 0xaaaa, "non_ip")
+                    .push(Insn::ld_abs(Size::B, 16))
+                    .jmp_imm(Cond::Eq, R0, 3, "ip");
+            }
+            Framing::Cooked => {
+                // The protocol as a 32-bit load of a big-endian u16 sees it.
+                a.push(Insn::load(Size::W, R1, R6, SKB_PROTOCOL)).jmp_imm(Cond::Eq, R1, 0x0008, "ip").jmp_imm(Cond::Eq, R1, 0xdd86, "ip");
+            }
+        }
+        a.label("non_ip")
+            .push(Insn::store_imm(Size::W, R10, KEY, 0))
+            .push_all(Insn::load_map_fd(R1, counts.fd()))
+            .push(Insn::mov64_reg(R2, R10))
+            .push(Insn::alu64_imm(Alu::Add, R2, KEY as i32))
+            .push(Insn::call(Helper::MapLookupElem))
+            .jmp_imm(Cond::Eq, R0, 0, "drop")
+            .push(Insn::mov64_imm(R1, 1))
+            .push(Insn::atomic_add(Size::DW, R0, 0, R1))
+            .push(Insn::load(Size::W, R1, R6, SKB_LEN))
+            .push(Insn::atomic_add(Size::DW, R0, 8, R1))
+            .ja("drop")
+            .label("ip");
+    }
+    match st.user {
+        Some(u) => {
+            a.push_all(cbpf::translate(u)?).jmp_imm(Cond::Eq, R0, 0, "drop").push(Insn::mov64_reg(R9, R0));
+        }
+        None => {
+            a.push(Insn::mov64_imm(R9, snap));
+        }
+    }
+    if let Some(s) = st.skip_empty {
+        a.push(Insn::store_imm(Size::W, R10, KEY, 0))
+            .push_all(Insn::load_map_fd(R1, flags.fd()))
+            .push(Insn::mov64_reg(R2, R10))
+            .push(Insn::alu64_imm(Alu::Add, R2, KEY as i32))
+            .push(Insn::call(Helper::MapLookupElem))
+            .jmp_imm(Cond::Eq, R0, 0, "skip_done")
+            .push(Insn::load(Size::W, R1, R0, 0))
+            .push(Insn::alu64_imm(Alu::And, R1, FLAG_SKIP_EMPTY as i32))
+            .jmp_imm(Cond::Eq, R1, 0, "skip_done")
+            .push_all(cbpf::translate(s)?)
+            .jmp_imm(Cond::Eq, R0, 0, "drop")
+            .label("skip_done");
+    }
+    match &st.tail {
+        Some(t) => {
+            a.push_all(t.iter().copied());
+        }
+        None => {
+            a.push(Insn::mov64_reg(R0, R9)).push(Insn::exit());
+        }
+    }
+    a.label("drop").push(Insn::mov64_imm(R0, 0)).push(Insn::exit());
+    a.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bpf::{compile, SKIP_EMPTY_TCP};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+    fn root() -> bool {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            return true;
+        }
+        let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
+        assert!(!required, "this test needs root (a private network namespace, eBPF)");
+        eprintln!("SKIPPED: needs root");
+        false
+    }
+
+    fn lo_up() {
+        let mut ifr = [0u8; 40];
+        ifr[..2].copy_from_slice(b"lo");
+        // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS on a struct ifreq buffer.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+            assert!(fd >= 0);
+            assert_eq!(libc::ioctl(fd, libc::SIOCGIFFLAGS as _, ifr.as_mut_ptr()), 0);
+            let flags = i16::from_ne_bytes([ifr[16], ifr[17]]) | libc::IFF_UP as i16;
+            ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
+            assert_eq!(libc::ioctl(fd, libc::SIOCSIFFLAGS as _, ifr.as_mut_ptr()), 0);
+            libc::close(fd);
+        }
+    }
+
+    fn addr() -> libc::sockaddr_ll {
+        // SAFETY: sockaddr_ll is plain data.
+        let mut a: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        a.sll_family = libc::AF_PACKET as u16;
+        a.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        a.sll_ifindex = 1;
+        a.sll_halen = 6;
+        a
+    }
+
+    /// A packet socket on loopback, with `prog` attached before bind
+    /// (none: a sender).
+    fn socket(prog: Option<&SocketProgram>) -> OwnedFd {
+        // SAFETY: socket(2); owned right after.
+        let fd = unsafe { OwnedFd::from_raw_fd(libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0)) };
+        if let Some(p) = prog {
+            wirelog_ebpf::attach_socket_filter(fd.as_raw_fd(), &p.prog).unwrap();
+        }
+        let a = addr();
+        let tv = libc::timeval { tv_sec: 0, tv_usec: 200_000 };
+        // SAFETY: bind/setsockopt with properly sized arguments.
+        unsafe {
+            assert_eq!(libc::bind(fd.as_raw_fd(), (&a as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32), 0);
+            libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32);
+        }
+        fd
+    }
+
+    fn send(tx: &OwnedFd, f: &[u8]) {
+        let a = addr();
+        // SAFETY: sendto with our frame and address.
+        let n = unsafe { libc::sendto(tx.as_raw_fd(), f.as_ptr().cast(), f.len(), 0, (&a as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) };
+        assert_eq!(n, f.len() as isize);
+    }
+
+    /// The EtherTypes (or 802.3 lengths) of the incoming frames received.
+    fn received(rx: &OwnedFd) -> Vec<u16> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 2048];
+        for _ in 0..10_000 {
+            // SAFETY: sockaddr_ll is plain data.
+            let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            // SAFETY: recvfrom into our buffer and address.
+            let n = unsafe { libc::recvfrom(rx.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0, (&mut from as *mut libc::sockaddr_ll).cast(), &mut len) };
+            if n < 0 {
+                break;
+            }
+            if from.sll_pkttype != libc::PACKET_OUTGOING {
+                out.push(u16::from_be_bytes([buf[12], buf[13]]));
+            }
+        }
+        out
+    }
+
+    fn frame(ethertype: u16, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(payload);
+        f.resize(f.len().max(60), 0);
+        f
+    }
+
+    /// IPv4/TCP from 10.0.0.1:1234 to 10.0.0.2:80 with `flags` and `data` bytes.
+    fn tcp4(flags: u8, data: usize) -> Vec<u8> {
+        let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+        ip[2..4].copy_from_slice(&((40 + data) as u16).to_be_bytes());
+        let mut t = vec![0u8; 20];
+        t[0..2].copy_from_slice(&1234u16.to_be_bytes());
+        t[2..4].copy_from_slice(&80u16.to_be_bytes());
+        t[12] = 5 << 4;
+        t[13] = flags;
+        ip.extend_from_slice(&t);
+        ip.resize(40 + data, b'x');
+        frame(0x0800, &ip)
+    }
+
+    /// Non-IP frames are counted in the kernel, exactly, and never reach
+    /// the socket; IP frames do; with a user filter, the filter decides
+    /// about non-IP frames too (`arp` lets ARP through, uncounted); the
+    /// skip-empty stage drops empty ACKs only while its flag is set.
+    #[test]
+    fn non_ip_counted_in_the_kernel_and_stages_compose() {
+        if !root() {
+            return;
+        }
+        let Ok(skip) = compile(SKIP_EMPTY_TCP, Framing::Ethernet, 65535) else {
+            eprintln!("SKIPPED: libpcap not installed");
+            return;
+        };
+        // SAFETY: unshare affects only this test's thread.
+        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0);
+        lo_up();
+        let arp = frame(0x0806, &[0, 1, 8, 0, 6, 4, 0, 1]);
+        let lldp = frame(0x88cc, &[2, 7, 4, 0, 0, 0, 0, 0, 1]);
+        let mut stp = frame(0x0026, &[0x42, 0x42, 0x03, 0, 0]);
+        stp[12..14].copy_from_slice(&38u16.to_be_bytes());
+        let snap_ip = frame(0x0030, &[0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00]);
+        let tx = socket(None);
+
+        let p = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: Some(&skip), tail: None }).unwrap_or_else(|e| panic!("{e}: {}", e.log));
+        let rx = socket(Some(&p));
+        for _ in 0..7 {
+            send(&tx, &arp);
+        }
+        for _ in 0..3 {
+            send(&tx, &lldp);
+        }
+        send(&tx, &stp);
+        send(&tx, &snap_ip);
+        send(&tx, &tcp4(0x10, 0));
+        send(&tx, &tcp4(0x18, 10));
+        assert_eq!(received(&rx), [0x0030, 0x0800, 0x0800], "only what may be IP reaches the socket");
+        // Loopback also shows each frame's outgoing copy: both counted, as
+        // user space would have counted both.
+        let (pkts, bytes) = p.non_ip();
+        assert_eq!(pkts, 2 * 11);
+        assert_eq!(bytes, 2 * (7 * arp.len() + 3 * lldp.len() + stp.len()) as u64);
+
+        p.set_flags(FLAG_SKIP_EMPTY).unwrap();
+        send(&tx, &tcp4(0x10, 0));
+        send(&tx, &tcp4(0x18, 10));
+        send(&tx, &tcp4(0x02, 0));
+        assert_eq!(received(&rx).len(), 2, "the empty ACK dropped while the flag is set");
+        p.set_flags(0).unwrap();
+        send(&tx, &tcp4(0x10, 0));
+        assert_eq!(received(&rx).len(), 1);
+
+        let arp_only = compile("arp or tcp", Framing::Ethernet, 100).unwrap();
+        let q = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 100, count_non_ip: true, user: Some(&arp_only), skip_empty: None, tail: None }).unwrap();
+        let rx2 = socket(Some(&q));
+        send(&tx, &arp);
+        send(&tx, &lldp);
+        send(&tx, &tcp4(0x18, 200));
+        assert_eq!(received(&rx2), [0x0806, 0x0800]);
+        assert_eq!(q.non_ip(), (0, 0), "the user's filter decides about non-IP frames");
+    }
+}
