@@ -55,11 +55,12 @@ sb() { nsx sysbench oltp_read_only "${SB_MYSQL[@]}" --tables="$SB_TABLES" --tabl
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 rss_mb() { awk '/VmHWM/{printf "%.0f", $2 / 1024}' "/proc/$1/status" 2>/dev/null || echo -; }
 HZ=$(getconf CLK_TCK)
-# The server's own count of statements: every Com_* counter summed (Com_show_status less, which is
-# this query itself), read before and after each run; prepared statements count once per execution.
+# The server's own count of statements, read before and after each run: `Questions` (statements
+# clients sent, a prepared statement once per execution; the Com_* counters count an execution
+# twice, as Com_stmt_execute and as its verb), less the SHOW STATUS that reads it.
 server_statements() {
-    nsx mariadb --no-defaults -uroot --socket="$MYSQL_SOCK" -N -e "SHOW GLOBAL STATUS LIKE 'Com\_%'" |
-        awk '$1 != "Com_show_status" {s += $2} END {print s + 0}'
+    nsx mariadb --no-defaults -uroot --socket="$MYSQL_SOCK" -N -e "SHOW GLOBAL STATUS LIKE 'Questions'" |
+        awk '{print $2 - 1}'
 }
 
 log "warm-up 10 s"
