@@ -166,9 +166,9 @@ pub struct Tracker {
     thin_k: u32,
     /// Step 1b, per protocol: the weight of stopped connections, still
     /// open, that no parsed connection stands for yet (the next parsed
-    /// connection of the protocol to see a packet takes it); negative when
-    /// stopped connections ended after their weight was taken (the next
-    /// one gives that back). See `set_thinning`.
+    /// connection of the protocol to make a transaction takes it);
+    /// negative when stopped connections ended after their weight was
+    /// taken (the next one gives that back). See `set_thinning`.
     orphans: [i64; Protocol::ALL.len()],
     /// Packet time the skip-empty-TCP filter was last switched off (see
     /// [`Tracker::set_empty_tcp_skipped`]); `i64::MIN`: never.
@@ -254,11 +254,12 @@ impl Tracker {
     /// (its transactions so far stay; what its parser held is dropped;
     /// counted in `AppStats::parse_stopped`) and its weight (its own and
     /// what it carried) goes to its protocol's pool, which the next parsed
-    /// connection of that protocol to see a packet takes (`carried`): the
-    /// weights of the parsed connections of a protocol always add up to
-    /// the connections of that protocol open and parsed at some point
-    /// (when a stopped connection ends its weight is taken back, and what
-    /// a parsed one carried goes back to the pool when it ends), so the
+    /// connection of that protocol to make a transaction takes
+    /// (`carried`): the weights of the parsed connections of a protocol
+    /// always add up to the connections of that protocol open and parsed
+    /// at some point (when a stopped connection ends its weight is taken
+    /// back, and what a parsed one carried goes back to the pool when it
+    /// ends), so the
     /// sum of the transactions' weights estimates every connection's
     /// transactions by those of the connections still parsed (a ratio
     /// estimator: exact when the connections are alike, as sysbench's
@@ -1065,11 +1066,6 @@ impl Tracker {
                 return;
             }
         }
-        // One load per packet of a parsed connection: `Protocol` is
-        // declared in the order of `Protocol::ALL`.
-        if self.orphans[app.protocol as usize] != 0 && !app.stopped {
-            take_orphans(&mut self.orphans[app.protocol as usize], app);
-        }
         match tcp {
             Some((flags, seq, ack)) => {
                 use wirelog_decode::tcp_flags::{ACK, FIN, RST, SYN};
@@ -1093,6 +1089,13 @@ impl Tracker {
             None => app.datagram(dir, ts, payload, &mut self.tx_scratch),
         }
         if !self.tx_scratch.is_empty() {
+            // Step 1b's pool, looked at only when transactions are made
+            // (their weight is all it changes): `Protocol` is declared in
+            // the order of `Protocol::ALL`, so no search.
+            let pool = &mut self.orphans[app.protocol as usize];
+            if *pool != 0 && !app.stopped {
+                take_orphans(pool, app);
+            }
             emit_transactions(
                 &mut self.txs,
                 &mut self.tx_scratch,
