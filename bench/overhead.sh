@@ -47,7 +47,7 @@ sysbench_prepare
 OV=$(mktemp -d /tmp/wirelog-overhead.XXXXXX)
 EXTRA_CLEANUP+=("rm -rf $OV")
 CSV=$OUT/overhead_runs.csv
-echo "round,scenario,tps,qps,lat_avg_ms,lat_p95_ms,capture_cpu_s,mariadbd_cpu_s,capture_rss_mb,loadavg1,min_tps_1s,disk_mb" >"$CSV"
+echo "round,scenario,tps,qps,lat_avg_ms,lat_p95_ms,capture_cpu_s,mariadbd_cpu_s,capture_rss_mb,loadavg1,min_tps_1s,disk_mb,mysql_rows,mysql_weighted,server_statements" >"$CSV"
 
 sb() { nsx sysbench oltp_read_only "${SB_MYSQL[@]}" --tables="$SB_TABLES" --table-size="$SB_ROWS" \
           --threads="$SB_THREADS" --percentile=95 --report-interval=1 "$@"; }
@@ -55,6 +55,13 @@ sb() { nsx sysbench oltp_read_only "${SB_MYSQL[@]}" --tables="$SB_TABLES" --tabl
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 rss_mb() { awk '/VmHWM/{printf "%.0f", $2 / 1024}' "/proc/$1/status" 2>/dev/null || echo -; }
 HZ=$(getconf CLK_TCK)
+# The server's own count of statements, read before and after each run: `Questions` (statements
+# clients sent, a prepared statement once per execution; the Com_* counters count an execution
+# twice, as Com_stmt_execute and as its verb), less the SHOW STATUS that reads it.
+server_statements() {
+    nsx mariadb --no-defaults -uroot --socket="$MYSQL_SOCK" -N -e "SHOW GLOBAL STATUS LIKE 'Questions'" |
+        awk '{print $2 - 1}'
+}
 
 log "warm-up 10 s"
 sb --time=10 run >/dev/null
@@ -103,9 +110,11 @@ for round in $(seq 1 "$ROUNDS"); do
     for sc in $SCENARIOS; do
         start_capture_scenario "$sc"
         load=$(cut -d' ' -f1 /proc/loadavg)
+        q0=$(server_statements)
         m0=$(cpu_ticks "$MYSQL_PID"); c0=0; [[ -n $CAP_PID ]] && c0=$(cpu_ticks "$CAP_PID")
         sb --time="$SB_TIME" run >"$OV/sb.txt"
         m1=$(cpu_ticks "$MYSQL_PID"); c1=0; rss=-
+        q1=$(server_statements)
         if [[ -n $CAP_PID ]]; then
             c1=$(cpu_ticks "$CAP_PID"); rss=$(rss_mb "$CAP_PID")
             kill -INT "$CAP_PID"; wait "$CAP_PID" 2>/dev/null || true
@@ -121,13 +130,15 @@ for round in $(seq 1 "$ROUNDS"); do
         disk=$(du -sm "$OV" 2>/dev/null | cut -f1)
         ccpu=$(echo "scale=2; ($c1 - $c0) / $HZ" | bc)
         mcpu=$(echo "scale=2; ($m1 - $m0) / $HZ" | bc)
+        txs=-; est=-
         if [[ $sc == wirelog* ]]; then
-            txs=$(grep -vc '^#' "$OV/logs/mysql.log" 2>/dev/null || echo 0)
-            log "  wirelog: $(grep -E 'stopped by|stats:|pcap:|cpu budget' "$OV/cap.err" | tail -4 | tr '\n' ' ') mysql.log records: $txs"
+            # Records, and the sum of their sample_weight (the estimate of every statement).
+            read -r txs est < <(awk -F'\t' '/^#fields/{for(i=2;i<=NF;i++) if($i=="sample_weight") w=i-1; next} /^#/{next} {n++; s+=(w && $w!="-" ? $w : 1)} END{print n+0, s+0}' "$OV/logs/mysql.log" 2>/dev/null || echo "0 0")
+            log "  wirelog: $(grep -E 'stopped by|stats:|pcap:|cpu budget' "$OV/cap.err" | tail -4 | tr '\n' ' ') mysql.log records: $txs, summed weights: $est, server statements: $((q1 - q0))"
             grep -E '^wirelog: socket-data: [0-9]' "$OV/cap.err" | sed 's/^/  /' || true
             cp "$OV/cap.err" "$OUT/overhead_${sc}_round$round.err"   # the whole summary (what a budget shed)
         fi
-        echo "$round,$sc,$tps,$qps,$avg,$p95,$ccpu,$mcpu,$rss,$load,$mintps,$disk" >>"$CSV"
+        echo "$round,$sc,$tps,$qps,$avg,$p95,$ccpu,$mcpu,$rss,$load,$mintps,$disk,$txs,$est,$((q1 - q0))" >>"$CSV"
         log "round $round $sc: tps=$tps min_1s=$mintps p95=${p95}ms capture_cpu=${ccpu}s mariadbd_cpu=${mcpu}s rss=${rss}MB disk=${disk}MB load=$load"
     done
 done

@@ -986,6 +986,7 @@ impl Worker {
             found: a.connections.iter().sum::<u64>() + a.sampled_out,
             parsing: a.parsing,
             transactions: a.transactions,
+            stoppable: a.parsing_by.iter().map(|n| n.saturating_sub(wirelog_track::THIN_FLOOR)).sum(),
         };
         if let Some(change) = g.gov.control(wall, cpu, work) {
             if change.to.sample != change.from.sample {

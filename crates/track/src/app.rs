@@ -117,10 +117,16 @@ pub(crate) struct AppState {
     pub transactions: u64,
     /// Parser state bytes charged to the budget (`ConnParser::state_bytes`
     /// when last asked), given back when the connection ends.
-    state_charged: usize,
-    /// The transactions' weight: N when parsed as 1 in N connections,
-    /// times K for each draw of `--cpu-budget` step 1b that kept it.
+    /// (4 bytes: a parser holds at most what the shared budget leaves, far
+    /// below 4 GiB; a larger state would be charged as 4 GiB.)
+    state_charged: u32,
+    /// The connection's own weight: N when parsed as 1 in N connections
+    /// (`capture --cpu-budget` step 1).
     pub weight: u32,
+    /// The weight of connections step 1b stopped that this one stands for
+    /// (see `Tracker::set_thinning`): its transactions weigh `weight +
+    /// carried`.
+    pub carried: u32,
     /// Step 1b: log2 of the K this connection was last drawn at (see
     /// `Tracker::set_thinning`); a larger K draws it again. (A byte, so
     /// that the state stays within its 80.)
@@ -204,6 +210,9 @@ pub struct AppStats {
     pub signature_streams: u64,
     pub signature_holes: u64,
     pub signature_no_room: u64,
+    /// `parsing` per protocol (indexed like [`Protocol::ALL`]): step 1b
+    /// never stops the last [`crate::THIN_FLOOR`] of a protocol.
+    pub parsing_by: [u64; Protocol::ALL.len()],
 }
 
 pub(crate) fn protocol_index(p: Protocol) -> usize {
@@ -221,6 +230,7 @@ impl AppState {
             transactions: 0,
             state_charged: 0,
             weight: 1,
+            carried: 0,
             keep: 0,
             shed: false,
             cleartext: None,
@@ -260,6 +270,7 @@ impl AppState {
             transactions: 0,
             state_charged: 0,
             weight: 1,
+            carried: 0,
             keep: 0,
             shed: false,
             cleartext: None,
@@ -277,6 +288,7 @@ impl AppState {
             transactions: 0,
             state_charged: 0,
             weight: 1,
+            carried: 0,
             keep: 0,
             shed: false,
             cleartext: None,
@@ -406,7 +418,7 @@ impl AppState {
         // What the parser may hold after this packet: what it holds now
         // plus what the shared budget has left (a TLS handshake message of
         // megabytes is kept only within it, else cut and counted).
-        parser.set_allowance(self.state_charged + budget.available());
+        parser.set_allowance(self.state_charged as usize + budget.available());
         let this = (dir == Dir::ToClient) as usize;
         if let Some(ack) = ack {
             // What this packet acknowledges of the other direction comes
@@ -423,9 +435,9 @@ impl AppState {
             Chunk::Gap { ts_ns, len } => parser.gap(dir, ts_ns, len, out),
         });
         parser.expire(ts_ns, out);
-        let now = parser.state_bytes();
+        let now = u32::try_from(parser.state_bytes()).unwrap_or(u32::MAX);
         if now != self.state_charged {
-            budget.charge_state(self.state_charged, now);
+            budget.charge_state(self.state_charged as usize, now as usize);
             self.state_charged = now;
         }
         if parser.gave_up() {
@@ -492,7 +504,7 @@ impl AppState {
                 for s in streams.iter_mut() {
                     s.discard(budget);
                 }
-                budget.charge_state(self.state_charged, 0);
+                budget.charge_state(self.state_charged as usize, 0);
                 self.state_charged = 0;
                 (parser.stats(), self.stopped)
             }
@@ -652,6 +664,16 @@ mod tests {
         }
         for s in ["ftp", "irc", "ldap", "dns", "postgresql", "redis", "ftp,ssl", "http2", "dhcp"] {
             assert!(!zeek_skips_partial(s), "{s}");
+        }
+    }
+
+    /// Step 1b's pools are indexed by `protocol as usize` on the packet
+    /// path (no search): the declaration order is `Protocol::ALL`'s.
+    #[test]
+    fn protocols_are_declared_in_their_index_order() {
+        for (i, p) in Protocol::ALL.iter().enumerate() {
+            assert_eq!(*p as usize, i, "{p:?}");
+            assert_eq!(protocol_index(*p), i);
         }
     }
 

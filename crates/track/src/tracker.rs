@@ -22,6 +22,13 @@ use crate::timer::{TimerEntry, TimerWheel};
 
 const SEC: i64 = 1_000_000_000;
 
+/// `capture --cpu-budget` step 1b never stops the last parsed connection
+/// of a protocol (see `Tracker::set_thinning`): an estimate needs at least
+/// one connection to rest on, and stopping it would save less than the
+/// next step of the shedding order (the governor takes that one instead,
+/// told by `AppStats::parsing_by` that nothing is left to stop).
+pub const THIN_FLOOR: u64 = 1;
+
 /// Tracker settings; the defaults are Zeek's.
 #[derive(Clone)]
 pub struct TrackerConfig {
@@ -162,6 +169,12 @@ pub struct Tracker {
     sample_rng: u64,
     /// Step 1b: connections already parsed go on 1 in `thin_k` (1: all).
     thin_k: u32,
+    /// Step 1b, per protocol: the weight of stopped connections, still
+    /// open, that no parsed connection stands for yet (the next parsed
+    /// connection of the protocol to make a transaction takes it);
+    /// negative when stopped connections ended after their weight was
+    /// taken (the next one gives that back). See `set_thinning`.
+    orphans: [i64; Protocol::ALL.len()],
     /// Packet time the skip-empty-TCP filter was last switched off (see
     /// [`Tracker::set_empty_tcp_skipped`]); `i64::MIN`: never.
     empty_tcp_off_at: i64,
@@ -213,6 +226,7 @@ impl Tracker {
             sample_n: 1,
             sample_rng: seed | 1,
             thin_k: 1,
+            orphans: [0; Protocol::ALL.len()],
             empty_tcp_off_at: i64::MIN,
         }
     }
@@ -238,16 +252,27 @@ impl Tracker {
     /// `capture --cpu-budget` step 1b: connections already being parsed go
     /// on being parsed 1 in `k` (a power of two; 1: all). Each parsed
     /// connection is drawn at its next packet, once per doubling of `k`
-    /// since its last draw (kept with probability 1 in the ratio): left out,
-    /// its parsing stops for good (its transactions so far stay; what its
-    /// parser held is dropped; counted in `AppStats::parse_stopped`); kept,
-    /// its weight is multiplied by the ratio, so the sum of the weights of
-    /// the transactions parsed from then on still estimates those of every
-    /// connection (each is kept with probability 1/K and weighs K). A
-    /// smaller `k` later stops nothing more; stopped connections are not
-    /// parsed again (a parser cannot start in the middle of a stream), and
-    /// kept ones keep their weight. New connections start at the current
-    /// `k` (only step 1 draws them).
+    /// since its last draw (kept with probability 1 in the ratio), except
+    /// the last [`THIN_FLOOR`] parsed connections of its protocol, which
+    /// are always kept (the estimate needs at least one connection to rest
+    /// on; the budget, if it still cannot be held, takes the next step of
+    /// the shedding order instead). Left out, its parsing stops for good
+    /// (its transactions so far stay; what its parser held is dropped;
+    /// counted in `AppStats::parse_stopped`) and its weight (its own and
+    /// what it carried) goes to its protocol's pool, which the next parsed
+    /// connection of that protocol to make a transaction takes
+    /// (`carried`): the weights of the parsed connections of a protocol
+    /// always add up to the connections of that protocol open and parsed
+    /// at some point (when a stopped connection ends its weight is taken
+    /// back, and what a parsed one carried goes back to the pool when it
+    /// ends), so the
+    /// sum of the transactions' weights estimates every connection's
+    /// transactions by those of the connections still parsed (a ratio
+    /// estimator: exact when the connections are alike, as sysbench's
+    /// are). A smaller `k` later stops nothing more; stopped connections
+    /// are not parsed again (a parser cannot start in the middle of a
+    /// stream), and kept ones keep what they carry. New connections start
+    /// at the current `k` (only step 1 draws them).
     pub fn set_thinning(&mut self, k: u32) {
         self.thin_k = k.clamp(1, 1 << 16).next_power_of_two();
     }
@@ -1024,6 +1049,7 @@ impl Tracker {
                     a.weight = self.sample_n;
                     a.keep = self.thin_k.trailing_zeros() as u8;
                     self.app_stats.parsing += 1;
+                    self.app_stats.parsing_by[protocol_index(a.protocol)] += 1;
                     e.value.app = Some(a);
                 }
                 None => {
@@ -1047,13 +1073,15 @@ impl Tracker {
             // Step 1b's draw (see `set_thinning`).
             let ratio = 1u32 << (thin - app.keep);
             app.keep = thin;
-            if sampled_in(&mut self.sample_rng, ratio) {
-                app.weight = app.weight.saturating_mul(ratio);
-            } else {
+            let p = protocol_index(app.protocol);
+            if self.app_stats.parsing_by[p] > THIN_FLOOR && !sampled_in(&mut self.sample_rng, ratio) {
                 app.shed(&mut self.budget);
+                self.orphans[p] += app.weight as i64 + app.carried as i64;
+                app.carried = 0;
                 self.app_stats.parsing = self.app_stats.parsing.saturating_sub(1);
+                self.app_stats.parsing_by[p] = self.app_stats.parsing_by[p].saturating_sub(1);
                 self.app_stats.parse_stopped += 1;
-                self.app_stats.parse_stopped_by[protocol_index(app.protocol)] += 1;
+                self.app_stats.parse_stopped_by[p] += 1;
                 return;
             }
         }
@@ -1080,6 +1108,13 @@ impl Tracker {
             None => app.datagram(dir, ts, payload, &mut self.tx_scratch),
         }
         if !self.tx_scratch.is_empty() {
+            // Step 1b's pool, looked at only when transactions are made
+            // (their weight is all it changes): `Protocol` is declared in
+            // the order of `Protocol::ALL`, so no search.
+            let pool = &mut self.orphans[app.protocol as usize];
+            if *pool != 0 && !app.stopped {
+                take_orphans(pool, app);
+            }
             emit_transactions(
                 &mut self.txs,
                 &mut self.tx_scratch,
@@ -1105,9 +1140,15 @@ impl Tracker {
         let Some(mut app) = e.value.app.take() else {
             return (e.value.detection.service().map(|s| s.name()), None);
         };
+        let p = protocol_index(app.protocol);
         if !app.shed {
             self.app_stats.parsing = self.app_stats.parsing.saturating_sub(1);
+            self.app_stats.parsing_by[p] = self.app_stats.parsing_by[p].saturating_sub(1);
         }
+        // Step 1b's pool (see `set_thinning`): a stopped connection that
+        // ends needs no one to stand for it; what a parsed one carried
+        // still does.
+        self.orphans[p] += if app.shed { -(app.weight as i64) } else { app.carried as i64 };
         let end = self.overflow.seen(idx, &e.value);
         let (st, stopped) = app.finish(end, cfg, &mut self.budget, &mut self.tx_scratch);
         emit_transactions(
@@ -1486,6 +1527,22 @@ pub(crate) fn move_all<T>(from: &mut Vec<T>, into: &mut Vec<T>) {
 
 /// Whether the next connection found is parsed when 1 in `n` are
 /// (xorshift64 on `rng`: cheap, once per new connection found).
+/// A parsed connection takes its protocol's pool of step 1b (see
+/// `Tracker::set_thinning`): the weight of stopped connections it stands
+/// for from now on, or, when the pool is negative, gives back what it
+/// carried for connections that have since ended.
+fn take_orphans(pool: &mut i64, app: &mut AppState) {
+    if *pool > 0 {
+        let take = (*pool).min((u32::MAX - app.carried) as i64);
+        app.carried += take as u32;
+        *pool -= take;
+    } else {
+        let give = (-*pool).min(app.carried as i64);
+        app.carried -= give as u32;
+        *pool += give;
+    }
+}
+
 fn sampled_in(rng: &mut u64, n: u32) -> bool {
     if n <= 1 {
         return true;
@@ -1524,7 +1581,7 @@ fn emit_transactions(
         orig_proc: None,
         resp_proc: None,
         source: Default::default(),
-        sample_weight: app.weight,
+        sample_weight: app.weight.saturating_add(app.carried),
     }));
 }
 
