@@ -402,6 +402,35 @@ fn push_lower(out: &mut Vec<u8>, t: &[u8], ascii: bool, seen: &mut Rewrites) {
     seen.all();
 }
 
+/// An ASCII word lower-cased into `out` in one pass, each run of digits
+/// as one `?` when `digits`, every letter run noted in `seen`.
+#[inline]
+fn lower_word(out: &mut Vec<u8>, word: &[u8], digits: bool, seen: &mut Rewrites) {
+    if !digits {
+        let start = out.len();
+        out.extend(word.iter().map(u8::to_ascii_lowercase));
+        seen.word(&out[start..]);
+        return;
+    }
+    let mut k = 0;
+    while k < word.len() {
+        if word[k].is_ascii_digit() {
+            while k < word.len() && word[k].is_ascii_digit() {
+                k += 1;
+            }
+            out.push(b'?');
+        } else {
+            let st = k;
+            while k < word.len() && !word[k].is_ascii_digit() {
+                k += 1;
+            }
+            let start = out.len();
+            out.extend(word[st..k].iter().map(u8::to_ascii_lowercase));
+            seen.word(&out[start..]);
+        }
+    }
+}
+
 /// Writes `t` as it is, replacing bytes that do not decode as UTF-8.
 #[inline]
 fn push_verbatim(out: &mut Vec<u8>, t: &[u8]) {
@@ -499,8 +528,12 @@ fn lex<const FP: bool>(s: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> Rewrite
             && (word.eq_ignore_ascii_case(b"null") || word.eq_ignore_ascii_case(b"true") || word.eq_ignore_ascii_case(b"false"))
         {
             out.push(b'?');
+        } else if ascii {
+            // One pass over the word: letters lower-cased as they are
+            // copied, each run of digits one `?` (pt replaces numbers
+            // inside words too: foo_1 -> foo_?).
+            lower_word(out, word, digits, &mut seen);
         } else if digits {
-            // pt replaces numbers inside words too (foo_1 -> foo_?).
             let mut k = 0;
             while k < word.len() {
                 let st = k;
@@ -513,7 +546,7 @@ fn lex<const FP: bool>(s: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> Rewrite
                     while k < word.len() && !word[k].is_ascii_digit() {
                         k += 1;
                     }
-                    push_lower(out, &word[st..k], ascii || word[st..k].is_ascii(), &mut seen);
+                    push_lower(out, &word[st..k], word[st..k].is_ascii(), &mut seen);
                 }
             }
         } else {

@@ -21,8 +21,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use wirelog_record::columns::{push_decimal, TextList};
+
 use crate::fingerprint::{self, Dialect, Fingerprints};
-use crate::{truncate, Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
 
 pub use wirelog_record::mysql::MysqlTx;
 
@@ -1024,38 +1026,41 @@ fn parse_err(p: &[u8], tx: &mut MysqlTx) {
 }
 
 /// Parameters of a COM_STMT_EXECUTE (`arg` is the payload after the command
-/// byte): decoded as text for the common types, `?` each when redacting.
-fn exec_params(arg: &[u8], st: &mut Stmt, redact: bool, budget: usize) -> Vec<String> {
+/// byte): decoded as text for the common types, `?` each when redacting;
+/// written once, into one joined text (no string per parameter), each cut
+/// to what is left of `budget`.
+fn exec_params(arg: &[u8], st: &mut Stmt, redact: bool, budget: usize) -> TextList {
+    let mut out = TextList::default();
     let n = st.num_params as usize;
     if n == 0 {
-        return Vec::new();
+        return out;
     }
     // stmt id (4), flags (1), iteration count (4), NULL bitmap, bound flag.
     let bitmap_at = 9;
     let bitmap_len = n.div_ceil(8);
     let Some(bitmap) = arg.get(bitmap_at..bitmap_at + bitmap_len) else {
-        return Vec::new();
+        return out;
     };
     let mut pos = bitmap_at + bitmap_len;
     let Some(&bound) = arg.get(pos) else {
-        return Vec::new();
+        return out;
     };
     pos += 1;
     if bound == 1 {
         let Some(types) = arg.get(pos..pos + 2 * n) else {
-            return Vec::new();
+            return out;
         };
         st.types = types.to_vec();
         pos += 2 * n;
     }
     if st.types.len() != 2 * n {
-        return Vec::new();
+        return out;
     }
-    let mut out = Vec::with_capacity(n);
     let mut used = 0usize;
     for i in 0..n {
         if bitmap[i / 8] & (1 << (i % 8)) != 0 {
-            out.push("NULL".to_string());
+            // Kept whole and not counted against the budget, redacted or not.
+            out.push("NULL");
             continue;
         }
         let t = st.types[2 * i];
@@ -1065,32 +1070,52 @@ fn exec_params(arg: &[u8], st: &mut Stmt, redact: bool, budget: usize) -> Vec<St
             *pos += w;
             Some(v)
         };
+        // The value, or where its text is in `arg` (`None`: cut short).
+        enum P<'b> {
+            Int(u64, bool),
+            Float(f64, bool),
+            Date([u8; 7], bool),
+            Str(&'static str),
+            Bytes(&'b [u8]),
+        }
+        let int = |v: u64, bits: u32| -> P<'_> {
+            if unsigned {
+                P::Int(v, false)
+            } else {
+                // Sign-extended from `bits`.
+                let shift = 64 - bits;
+                let x = ((v << shift) as i64) >> shift;
+                P::Int(x.unsigned_abs(), x < 0)
+            }
+        };
         let v = match t {
-            1 => fixed(1, &mut pos).map(|v| if unsigned { v.to_string() } else { (v as u8 as i8).to_string() }),
-            2 | 13 => fixed(2, &mut pos).map(|v| if unsigned { v.to_string() } else { (v as u16 as i16).to_string() }),
-            3 | 9 => fixed(4, &mut pos).map(|v| if unsigned { v.to_string() } else { (v as u32 as i32).to_string() }),
-            8 => fixed(8, &mut pos).map(|v| if unsigned { v.to_string() } else { (v as i64).to_string() }),
-            4 => fixed(4, &mut pos).map(|v| f32::from_bits(v as u32).to_string()),
-            5 => fixed(8, &mut pos).map(|v| f64::from_bits(v).to_string()),
-            6 => Some("NULL".to_string()),
+            1 => fixed(1, &mut pos).map(|v| int(v, 8)),
+            2 | 13 => fixed(2, &mut pos).map(|v| int(v, 16)),
+            3 | 9 => fixed(4, &mut pos).map(|v| int(v, 32)),
+            8 => fixed(8, &mut pos).map(|v| int(v, 64)),
+            4 => fixed(4, &mut pos).map(|v| P::Float(f64::from(f32::from_bits(v as u32)), true)),
+            5 => fixed(8, &mut pos).map(|v| P::Float(f64::from_bits(v), false)),
+            6 => Some(P::Str("NULL")),
             7 | 10 | 12 => {
                 let l = *arg.get(pos).unwrap_or(&0) as usize;
                 let b = arg.get(pos + 1..pos + 1 + l);
                 pos += 1 + l;
                 b.map(|b| {
-                    let y = u16_at(b, 0).unwrap_or(0);
-                    let g = |k: usize| b.get(k).copied().unwrap_or(0);
-                    if l > 4 {
-                        format!("{y:04}-{:02}-{:02} {:02}:{:02}:{:02}", g(2), g(3), g(4), g(5), g(6))
-                    } else {
-                        format!("{y:04}-{:02}-{:02}", g(2), g(3))
+                    let mut d = [0u8; 7];
+                    for (k, x) in d.iter_mut().enumerate() {
+                        *x = b.get(k).copied().unwrap_or(0);
                     }
+                    if b.len() < 2 {
+                        // No whole year: 0000.
+                        d[..2].fill(0);
+                    }
+                    P::Date(d, l > 4)
                 })
             }
             11 => {
                 let l = *arg.get(pos).unwrap_or(&0) as usize;
                 pos += 1 + l;
-                Some("time".to_string())
+                Some(P::Str("time"))
             }
             _ => {
                 // Decimal, strings, blobs, JSON, enum, set, bit, geometry.
@@ -1098,20 +1123,67 @@ fn exec_params(arg: &[u8], st: &mut Stmt, redact: bool, budget: usize) -> Vec<St
                 l.and_then(|l| {
                     let b = arg.get(pos..pos + l);
                     pos += l;
-                    b.map(text)
+                    b.map(P::Bytes)
                 })
             }
         };
-        let Some(mut v) = v else { break };
-        if redact {
-            v = "?".to_string();
-        }
+        let Some(v) = v else { break };
         let room = budget.saturating_sub(used);
-        truncate(&mut v, room);
-        used += v.len();
-        out.push(v);
+        used += out.push_with(room, |s| {
+            if redact {
+                s.push('?');
+                return;
+            }
+            match v {
+                P::Int(v, neg) => {
+                    if neg {
+                        s.push('-');
+                    }
+                    push_decimal(s, v);
+                }
+                // `f32`'s own shortest text, as before (not the f64's).
+                P::Float(f, true) => {
+                    use std::fmt::Write as _;
+                    let _ = write!(s, "{}", f as f32);
+                }
+                P::Float(f, false) => {
+                    use std::fmt::Write as _;
+                    let _ = write!(s, "{f}");
+                }
+                P::Date(d, time) => {
+                    let y = u16::from_le_bytes([d[0], d[1]]);
+                    push_padded(s, u64::from(y), 4);
+                    for (k, sep) in [(2, '-'), (3, '-')] {
+                        s.push(sep);
+                        push_padded(s, u64::from(d[k]), 2);
+                    }
+                    if time {
+                        for (k, sep) in [(4, ' '), (5, ':'), (6, ':')] {
+                            s.push(sep);
+                            push_padded(s, u64::from(d[k]), 2);
+                        }
+                    }
+                }
+                P::Str(t) => s.push_str(t),
+                P::Bytes(b) => s.push_str(&String::from_utf8_lossy(b)),
+            }
+        });
     }
     out
+}
+
+/// `v` in decimal, zero-padded to `width` digits (as `{:0width$}`).
+fn push_padded(s: &mut String, v: u64, width: usize) {
+    let mut n = 1;
+    let mut x = v / 10;
+    while x > 0 {
+        n += 1;
+        x /= 10;
+    }
+    for _ in n..width {
+        s.push('0');
+    }
+    push_decimal(s, v);
 }
 
 impl StreamParser for MysqlParser {

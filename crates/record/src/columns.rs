@@ -97,12 +97,170 @@ pub enum Val<'a> {
     List(Option<List<'a>>),
 }
 
-/// The items of a list value: `item` writes item `i` of the record as text.
+/// The items of a list value, `len` of them, read from `record` by `items`.
 #[derive(Clone, Copy)]
 pub struct List<'a> {
     pub record: &'a TxRecord,
     pub len: usize,
-    pub item: fn(&TxRecord, usize, &mut String),
+    pub items: Items<'a>,
+}
+
+/// How a list's items are read, so that each consumer (the log line, the
+/// store row) takes them without building a string the record already holds
+/// or formatting a number through `fmt`.
+#[derive(Clone, Copy)]
+pub enum Items<'a> {
+    /// Item `i` is text the record holds, borrowed.
+    Text(for<'r> fn(&'r TxRecord, usize) -> &'r str),
+    /// The items are held joined by `,` ([`TextList`]): the store's value
+    /// is that text as it is, the log takes each item from it.
+    Joined(&'a TextList),
+    /// Item `i` is a number (written in decimal).
+    Num(fn(&TxRecord, usize) -> u64),
+    /// Item `i` is text composed from the record (HTTP's `name: value`, a
+    /// distinguished name), written into the buffer given.
+    Built(fn(&TxRecord, usize, &mut String)),
+}
+
+impl<'a> List<'a> {
+    /// Item `i` as text: borrowed from the record, or written into `buf`
+    /// (cleared first) when it must be composed.
+    pub fn item<'s>(self, i: usize, buf: &'s mut String) -> &'s str
+    where
+        'a: 's,
+    {
+        match self.items {
+            Items::Text(f) => f(self.record, i),
+            Items::Joined(t) => t.get(i),
+            Items::Num(f) => {
+                buf.clear();
+                push_decimal(buf, f(self.record, i));
+                buf
+            }
+            Items::Built(f) => {
+                buf.clear();
+                f(self.record, i, buf);
+                buf
+            }
+        }
+    }
+
+    /// The items joined by `,`, as the store keeps a list: a joined list's
+    /// text as it is, the others written into `buf` (cleared first).
+    pub fn joined<'s>(self, buf: &'s mut String) -> &'s str
+    where
+        'a: 's,
+    {
+        if let Items::Joined(t) = self.items {
+            return t.joined();
+        }
+        buf.clear();
+        for i in 0..self.len {
+            if i > 0 {
+                buf.push(',');
+            }
+            match self.items {
+                Items::Text(f) => buf.push_str(f(self.record, i)),
+                Items::Num(f) => push_decimal(buf, f(self.record, i)),
+                Items::Built(f) => f(self.record, i, buf),
+                Items::Joined(_) => unreachable!("returned above"),
+            }
+        }
+        buf
+    }
+}
+
+/// `v` in decimal appended to `s`, without `fmt`.
+pub fn push_decimal(s: &mut String, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        s.push(char::from(d));
+    }
+}
+
+/// `v` in decimal (a `-` before a negative one) appended to `s`.
+pub fn push_signed(s: &mut String, v: i64) {
+    if v < 0 {
+        s.push('-');
+    }
+    push_decimal(s, v.unsigned_abs());
+}
+
+/// A list of texts held in one string, joined by `,` (the store's form of
+/// a list, so the store takes it without a copy of each item), with each
+/// item's end: one allocation for the text and one for the ends, however
+/// many items.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TextList {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl TextList {
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Item `i` (`i < len()`).
+    pub fn get(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] + 1 };
+        &self.text[start..self.ends[i]]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// The items joined by `,`.
+    pub fn joined(&self) -> &str {
+        &self.text
+    }
+
+    /// Appends an item written by `write` into the list's text (after the
+    /// separator; `write` must only append), cut to at most `max` bytes on
+    /// a character boundary; returns its length.
+    pub fn push_with(&mut self, max: usize, write: impl FnOnce(&mut String)) -> usize {
+        if !self.ends.is_empty() {
+            self.text.push(',');
+        }
+        let start = self.text.len();
+        write(&mut self.text);
+        let mut end = self.text.len().min(start.saturating_add(max));
+        while !self.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.text.truncate(end);
+        self.ends.push(end);
+        end - start
+    }
+
+    /// Appends `item`.
+    pub fn push(&mut self, item: &str) {
+        self.push_with(usize::MAX, |s| s.push_str(item));
+    }
+}
+
+impl<S: AsRef<str>> FromIterator<S> for TextList {
+    fn from_iter<I: IntoIterator<Item = S>>(items: I) -> TextList {
+        let mut l = TextList::default();
+        for s in items {
+            l.push(s.as_ref());
+        }
+        l
+    }
 }
 
 impl<'a> Val<'a> {
@@ -111,9 +269,24 @@ impl<'a> Val<'a> {
         Val::Text((!s.is_empty()).then_some(s))
     }
 
-    /// A list of `len` items of `r`.
+    /// A list of `len` items of `r`, each composed by `item`.
     pub fn list(r: &'a TxRecord, len: usize, item: fn(&TxRecord, usize, &mut String)) -> Val<'a> {
-        Val::List(Some(List { record: r, len, item }))
+        Val::List(Some(List { record: r, len, items: Items::Built(item) }))
+    }
+
+    /// A list of `len` items of `r`, each text `r` holds.
+    pub fn texts(r: &'a TxRecord, len: usize, item: for<'r> fn(&'r TxRecord, usize) -> &'r str) -> Val<'a> {
+        Val::List(Some(List { record: r, len, items: Items::Text(item) }))
+    }
+
+    /// A list of `len` numbers of `r`.
+    pub fn nums(r: &'a TxRecord, len: usize, item: fn(&TxRecord, usize) -> u64) -> Val<'a> {
+        Val::List(Some(List { record: r, len, items: Items::Num(item) }))
+    }
+
+    /// The items of `l`, a list `r` holds joined.
+    pub fn joined(r: &'a TxRecord, l: &'a TextList) -> Val<'a> {
+        Val::List(Some(List { record: r, len: l.len(), items: Items::Joined(l) }))
     }
 }
 
@@ -393,9 +566,63 @@ macro_rules! item {
     };
 }
 
+/// A list's item reader over one protocol's detail, for items the record
+/// holds as text: `text_item!(Dns, |d, i| &d.answers[i].data)` (`""` for
+/// another protocol's record); its type comes from where it is passed
+/// ([`Val::texts`]).
+#[macro_export]
+macro_rules! text_item {
+    ($variant:ident, |$d:ident, $i:ident| $e:expr) => {
+        |r, $i| {
+            #[allow(irrefutable_let_patterns)]
+            if let $crate::Detail::$variant($d) = &r.tx.detail {
+                $e
+            } else {
+                ""
+            }
+        }
+    };
+}
+
+/// A list's item reader for numbers: `num_item!(Dns, |d, i| d.answers[i].ttl as u64)`.
+#[macro_export]
+macro_rules! num_item {
+    ($variant:ident, |$d:ident, $i:ident| $e:expr) => {
+        |r: &$crate::TxRecord, $i: usize| -> u64 {
+            #[allow(irrefutable_let_patterns)]
+            if let $crate::Detail::$variant($d) = &r.tx.detail {
+                $e
+            } else {
+                0
+            }
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_lists_and_decimals() {
+        let mut l = TextList::default();
+        assert!(l.is_empty() && l.joined().is_empty());
+        l.push("a,b");
+        l.push("");
+        assert_eq!(l.push_with(3, |s| s.push_str("éé")), 2, "cut on a character boundary");
+        l.push_with(usize::MAX, |s| push_signed(s, -42));
+        assert_eq!(l.iter().collect::<Vec<_>>(), ["a,b", "", "é", "-42"]);
+        assert_eq!(l.joined(), "a,b,,é,-42");
+        assert_eq!(l, ["a,b", "", "é", "-42"].into_iter().collect::<TextList>());
+        for v in [0, 7, 10, 99, 1234567890, u64::MAX] {
+            let mut s = String::new();
+            push_decimal(&mut s, v);
+            assert_eq!(s, v.to_string());
+        }
+        let mut s = String::new();
+        push_signed(&mut s, i64::MIN);
+        assert_eq!(s, i64::MIN.to_string());
+    }
 
     #[test]
     fn declarations_are_consistent() {

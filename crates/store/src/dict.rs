@@ -48,9 +48,10 @@ impl Dict {
     /// takes (`order`), and the definition levels when `optional`.
     fn file_order(&self, entries: usize, rows: &[u32], optional: bool, order: &mut Vec<u32>) -> (Vec<u32>, Option<Vec<i16>>) {
         // Each entry's index in the file (one allocation per file and column).
-        let mut remap = vec![NULL; entries];
-        let mut idx = Vec::with_capacity(rows.len());
-        let mut def = Vec::with_capacity(if optional { rows.len() } else { 0 });
+        let mut remap = crate::encode::buf(entries);
+        remap.resize(entries, NULL);
+        let mut idx = crate::encode::buf(rows.len());
+        let mut def = crate::encode::buf(if optional { rows.len() } else { 0 });
         for &r in rows {
             let e = self.rows[r as usize];
             if e == NULL {
@@ -67,6 +68,7 @@ impl Dict {
             }
             idx.push(*m);
         }
+        crate::encode::give(remap);
         (idx, optional.then_some(def))
     }
 }
@@ -151,14 +153,15 @@ impl DictText {
 
     /// The rows' values, dictionary-encoded in their order.
     pub(crate) fn values(&self, rows: &[u32]) -> PqValues {
-        let mut order = Vec::new();
+        let mut order = crate::encode::buf(0);
         let (idx, def) = self.dict.file_order(self.ends.len(), rows, self.optional, &mut order);
-        let mut data = Vec::with_capacity(order.iter().map(|&e| entry(&self.bytes, &self.ends, e).len()).sum());
-        let mut ends = Vec::with_capacity(order.len());
+        let mut data = crate::encode::buf(order.iter().map(|&e| entry(&self.bytes, &self.ends, e).len()).sum());
+        let mut ends = crate::encode::buf(order.len());
         for &e in &order {
             data.extend_from_slice(entry(&self.bytes, &self.ends, e));
             ends.push(data.len());
         }
+        crate::encode::give(order);
         PqValues { col: PqCol::Dict { values: Box::new(PqCol::Bytes(Texts { data, ends })), idx }, def }
     }
 }
@@ -219,9 +222,10 @@ impl<K: Copy + Eq + Hash> DictNum<K> {
     /// The rows' values, dictionary-encoded in their order, each written as
     /// `wrap` holds it; definition levels when `optional`.
     pub(crate) fn values<T>(&self, rows: &[u32], optional: bool, conv: impl Fn(K) -> T, wrap: fn(Vec<T>) -> PqCol) -> PqValues {
-        let mut order = Vec::new();
+        let mut order = crate::encode::buf(0);
         let (idx, def) = self.dict.file_order(self.entries.len(), rows, optional, &mut order);
         let values = order.iter().map(|&e| conv(self.entries[e as usize])).collect();
+        crate::encode::give(order);
         PqValues { col: PqCol::Dict { values: Box::new(wrap(values)), idx }, def }
     }
 }

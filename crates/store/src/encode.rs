@@ -66,20 +66,105 @@ pub(crate) trait RowSource {
     fn values(&self, col: usize, rows: &[u32]) -> PqValues;
 }
 
-// ---- helpers to build column values ---------------------------------------
+// ---- buffers reused from one column chunk to the next -----------------------
 
-pub(crate) fn req_i64(rows: &[u32], f: impl Fn(usize) -> i64) -> PqValues {
-    PqValues {
-        col: PqCol::I64(rows.iter().map(|&r| f(r as usize)).collect()),
-        def: None,
+/// Value buffers the writer handed back once their column chunk was written
+/// ([`recycle`]), taken again by the next column or file of the thread
+/// ([`buf`]): a flush neither allocates its columns anew nor grows them by
+/// `realloc` as they fill.
+#[derive(Default)]
+pub(crate) struct Pool {
+    bytes: Vec<Vec<u8>>,
+    ends: Vec<Vec<usize>>,
+    levels: Vec<Vec<i16>>,
+    i64s: Vec<Vec<i64>>,
+    i32s: Vec<Vec<i32>>,
+    u32s: Vec<Vec<u32>>,
+}
+
+/// Buffers kept per element type: a column chunk holds at most three of a
+/// type at once (values, ends or indices, levels).
+const POOL_KEEP: usize = 4;
+/// A buffer larger than this (one huge file) is freed rather than kept.
+const POOL_MAX_BYTES: usize = 32 << 20;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Pool> = std::cell::RefCell::new(Pool::default());
+}
+
+/// An element type [`Pool`] keeps buffers of.
+pub(crate) trait Pooled: Sized {
+    fn shelf(p: &mut Pool) -> &mut Vec<Vec<Self>>;
+}
+
+macro_rules! pooled {
+    ($($t:ty => $f:ident),*) => {
+        $(impl Pooled for $t {
+            fn shelf(p: &mut Pool) -> &mut Vec<Vec<$t>> {
+                &mut p.$f
+            }
+        })*
+    };
+}
+pooled!(u8 => bytes, usize => ends, i16 => levels, i64 => i64s, i32 => i32s, u32 => u32s);
+
+/// An empty buffer with room for `cap` elements, reused when the thread
+/// has one.
+pub(crate) fn buf<T: Pooled>(cap: usize) -> Vec<T> {
+    let mut v = POOL.with_borrow_mut(|p| T::shelf(p).pop()).unwrap_or_default();
+    v.clear();
+    v.reserve(cap);
+    v
+}
+
+/// Gives `v` back to the thread's pool.
+pub(crate) fn give<T: Pooled>(v: Vec<T>) {
+    if v.capacity() == 0 || v.capacity() * std::mem::size_of::<T>() > POOL_MAX_BYTES {
+        return;
+    }
+    POOL.with_borrow_mut(|p| {
+        let shelf = T::shelf(p);
+        if shelf.len() < POOL_KEEP {
+            shelf.push(v);
+        }
+    });
+}
+
+/// Gives a written column's buffers back to the thread's pool.
+pub(crate) fn recycle(v: PqValues) {
+    fn col(c: PqCol) {
+        match c {
+            PqCol::I32(x) => give(x),
+            PqCol::I64(x) => give(x),
+            PqCol::Bytes(t) => {
+                give(t.data);
+                give(t.ends);
+            }
+            PqCol::Dict { values, idx } => {
+                col(*values);
+                give(idx);
+            }
+            PqCol::Bool(_) | PqCol::Flba(_) => {}
+        }
+    }
+    col(v.col);
+    if let Some(d) = v.def {
+        give(d);
     }
 }
 
+// ---- helpers to build column values ---------------------------------------
+
+pub(crate) fn req_i64(rows: &[u32], f: impl Fn(usize) -> i64) -> PqValues {
+    let mut v = buf(rows.len());
+    v.extend(rows.iter().map(|&r| f(r as usize)));
+    PqValues { col: PqCol::I64(v), def: None }
+}
+
 pub(crate) fn req_i32(rows: &[u32], f: impl Fn(usize) -> i32) -> PqValues {
-    PqValues {
-        col: PqCol::I32(rows.iter().map(|&r| f(r as usize)).collect()),
-        def: None,
-    }
+    let mut v = buf(rows.len());
+    v.extend(rows.iter().map(|&r| f(r as usize)));
+    PqValues { col: PqCol::I32(v), def: None }
 }
 
 pub(crate) fn req_bool(rows: &[u32], f: impl Fn(usize) -> bool) -> PqValues {
@@ -90,13 +175,13 @@ pub(crate) fn req_bool(rows: &[u32], f: impl Fn(usize) -> bool) -> PqValues {
 }
 
 /// An OPTIONAL column: the present values, and a definition level per row.
-fn optional<T>(
+fn optional<T: Pooled>(
     rows: &[u32],
     f: impl Fn(usize) -> Option<T>,
     wrap: fn(Vec<T>) -> PqCol,
 ) -> PqValues {
-    let mut vals = Vec::with_capacity(rows.len());
-    let mut def = Vec::with_capacity(rows.len());
+    let mut vals = buf(rows.len());
+    let mut def = buf(rows.len());
     for &r in rows {
         match f(r as usize) {
             Some(v) => {
@@ -135,24 +220,24 @@ pub(crate) fn strings<'a>(
     optional: bool,
     f: impl Fn(usize) -> Option<&'a [u8]>,
 ) -> PqValues {
-    let mut buf = Vec::new();
-    let mut ends = Vec::with_capacity(rows.len());
-    let mut def = Vec::with_capacity(if optional { rows.len() } else { 0 });
+    let mut data = buf(0);
+    let mut ends = buf(rows.len());
+    let mut def = buf(if optional { rows.len() } else { 0 });
     for &r in rows {
         match f(r as usize) {
             Some(s) => {
-                buf.extend_from_slice(s);
-                ends.push(buf.len());
+                data.extend_from_slice(s);
+                ends.push(data.len());
                 if optional {
                     def.push(1);
                 }
             }
             None if optional => def.push(0),
-            None => ends.push(buf.len()),
+            None => ends.push(data.len()),
         }
     }
     PqValues {
-        col: PqCol::Bytes(Texts { data: buf, ends }),
+        col: PqCol::Bytes(Texts { data, ends }),
         def: optional.then_some(def),
     }
 }
@@ -170,7 +255,9 @@ pub(crate) fn owner_values(name: &str, orig: &[Proc], resp: &[Proc], rows: &[u32
     // cost of a check per row instead of a value's.
     if rows.iter().all(|&r| procs[r as usize].is_none()) {
         let col = if field == "pid" { PqCol::I64(Vec::new()) } else { PqCol::Bytes(Texts::default()) };
-        return PqValues { col, def: Some(vec![0; rows.len()]) };
+        let mut def = buf(rows.len());
+        def.resize(rows.len(), 0);
+        return PqValues { col, def: Some(def) };
     }
     let text = |f: fn(&ProcOwner) -> &str| {
         strings(rows, true, move |r| {

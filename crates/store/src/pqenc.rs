@@ -76,6 +76,21 @@ pub(crate) fn rle_hybrid(out: &mut Vec<u8>, vals: &[u32], bw: u32) {
     bitpacked(out, &vals[lit..n], bw);
 }
 
+/// `n` zeros as [`rle_hybrid`] writes them (the same bytes), without a
+/// slice of zeros to scan: one RLE run, or one padded bit-packed group
+/// below 8.
+pub(crate) fn rle_zeros(out: &mut Vec<u8>, n: usize, bw: u32) {
+    if n >= 8 {
+        uleb(out, (n as u64) << 1);
+        out.extend(std::iter::repeat_n(0, bw.div_ceil(8) as usize));
+    } else if n > 0 && bw > 0 {
+        uleb(out, (1 << 1) | 1);
+        out.extend(std::iter::repeat_n(0, bw as usize));
+    } else if n > 0 {
+        uleb(out, (1 << 1) | 1);
+    }
+}
+
 /// One bit-packed run of `vals` (groups of 8, the last padded).
 fn bitpacked(out: &mut Vec<u8>, vals: &[u32], bw: u32) {
     if vals.is_empty() {
@@ -143,6 +158,19 @@ pub(crate) fn delta_binary_packed(out: &mut Vec<u8>, vals: &[i64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run of zeros written directly is the bytes the hybrid writes for it.
+    #[test]
+    fn zeros_as_the_hybrid_writes_them() {
+        for bw in 0..=12 {
+            for n in 0..300 {
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                rle_hybrid(&mut a, &vec![0; n], bw);
+                rle_zeros(&mut b, n, bw);
+                assert_eq!(a, b, "{n} zeros, {bw} bits");
+            }
+        }
+    }
 
     /// The hybrid as read by its definition (a reference decoder here).
     fn decode_hybrid(mut buf: &[u8], bw: u32, n: usize) -> Vec<u32> {

@@ -15,7 +15,7 @@ use std::io::Write;
 
 use crate::batch::Kind;
 use crate::encode::{PqCol, PqValues, RowSource};
-use crate::pqenc::{bit_width, delta_binary_packed, plain_bools, rle_hybrid};
+use crate::pqenc::{bit_width, delta_binary_packed, plain_bools, rle_hybrid, rle_zeros};
 use crate::schema::{ColSpec, ColType};
 use crate::thrift::{self, Ty};
 
@@ -208,7 +208,9 @@ impl<'f, W: Write> FileWriter<'f, W> {
         let mut chunks = Vec::with_capacity(self.fmt.cols.len());
         for (c, spec) in self.fmt.cols.iter().enumerate() {
             let v = src.values(c, rows);
-            chunks.push(self.chunk(spec, &v, rows.len())?);
+            let chunk = self.chunk(spec, &v, rows.len());
+            crate::encode::recycle(v);
+            chunks.push(chunk?);
         }
         self.groups.push(RowGroupMeta { chunks, rows: rows.len() as i64 });
         Ok(())
@@ -219,7 +221,10 @@ impl<'f, W: Write> FileWriter<'f, W> {
     fn chunk(&mut self, spec: &ColSpec, v: &PqValues, nrows: usize) -> Result<ChunkMeta> {
         let start = self.pos;
         let def = v.def.as_deref();
-        let nulls = def.map_or(0, |d| d.iter().filter(|&&l| l == 0).count()) as i64;
+        let nulls = match def {
+            None => 0,
+            Some(d) => d.len() - values_len(&v.col),
+        } as i64;
         let mut meta = ChunkMeta {
             phys: Format::phys(spec),
             name: spec.name,
@@ -313,7 +318,14 @@ impl<'f, W: Write> FileWriter<'f, W> {
         v0: usize,
         body: &mut Vec<u8>,
     ) -> (usize, usize) {
+        // A column with no value (every row null: the owner columns of a
+        // capture without `--processes`) has pages of PAGE_ROWS rows and
+        // levels that are one run of zeros: nothing to look at per row.
+        let all_null = def.is_some() && values_len(&v.col) == 0;
         let (mut r1, mut v1, mut est) = (r0, v0, 0usize);
+        if all_null {
+            r1 = nrows.min(r0 + PAGE_ROWS);
+        }
         while r1 < nrows && est < PAGE_BYTES && r1 - r0 < PAGE_ROWS {
             if def.is_none_or(|d| d[r1] != 0) {
                 est += if dict { 4 } else { value_size(&v.col, v1) };
@@ -323,11 +335,15 @@ impl<'f, W: Write> FileWriter<'f, W> {
         }
         body.clear();
         if let Some(d) = def {
-            self.s.levels.clear();
-            self.s.levels.extend(d[r0..r1].iter().map(|&l| l as u32));
             let at = body.len();
             body.extend_from_slice(&[0; 4]);
-            rle_hybrid(body, &self.s.levels, 1);
+            if all_null {
+                rle_zeros(body, r1 - r0, 1);
+            } else {
+                self.s.levels.clear();
+                self.s.levels.extend(d[r0..r1].iter().map(|&l| l as u32));
+                rle_hybrid(body, &self.s.levels, 1);
+            }
             let len = (body.len() - at - 4) as u32;
             body[at..at + 4].copy_from_slice(&len.to_le_bytes());
         }

@@ -111,16 +111,10 @@ fn own<const P: usize, const I: usize, S: Cells>(r: &TxRecord, s: &mut S, list: 
         Val::TimeSecs(t) => CellRef::U64(t.and_then(|t| u64::try_from(t).ok())),
         Val::List(None) => CellRef::Str(None),
         Val::List(Some(l)) => {
-            list.clear();
-            for i in 0..l.len {
-                if i > 0 {
-                    list.push(',');
-                }
-                (l.item)(l.record, i, list);
-            }
             // An empty list is unset, except where the log tells it apart
-            // (Zeek's `(empty)`).
-            CellRef::Str((!(l.len == 0 && empty_list_unset)).then_some(list.as_str()))
+            // (Zeek's `(empty)`). A list the record holds joined is taken
+            // as it is.
+            CellRef::Str((!(l.len == 0 && empty_list_unset)).then(|| l.joined(list)))
         }
     };
     s.cell(I, cell);
@@ -308,12 +302,13 @@ mod tests {
                 Val::TimeSecs(t) => Cell::U64(t.and_then(|t| u64::try_from(t).ok())),
                 Val::List(None) => Cell::Str(None),
                 Val::List(Some(l)) => {
-                    let mut s = String::new();
+                    // The items one by one, as the log takes them.
+                    let (mut s, mut buf) = (String::new(), String::new());
                     for i in 0..l.len {
                         if i > 0 {
                             s.push(',');
                         }
-                        (l.item)(l.record, i, &mut s);
+                        s.push_str(l.item(i, &mut buf));
                     }
                     Cell::Str((!(l.len == 0 && decl.log_text == LogText::Utf8)).then_some(s))
                 }

@@ -146,7 +146,7 @@ pub fn opcode_name(o: u8) -> &'static str {
 }
 
 use crate::columns::{Card::*, Column as C, Columns, Item, LogText, Type::*, Unit, Val};
-use crate::{get, item};
+use crate::{get, num_item, text_item};
 
 const NUM: crate::columns::Type = Count { bits: 64, unit: Unit::Plain };
 
@@ -176,14 +176,11 @@ pub static COLUMNS: Columns = Columns {
         C::new("rd", Bool, Low, "Recursion desired flag.", get!(Dns, |r, d| Val::Bool(Some(d.rd)))).log_as("RD"),
         C::new("ra", Bool, Low, "Recursion available flag.", get!(Dns, |r, d| Val::Bool(Some(d.ra)))).log_as("RA"),
         C::log_only("Z", NUM, "The reserved header bit.", get!(Dns, |r, d| Val::Count(Some(d.z as u64)))),
-        C::new("answers", List(Item::Text), High, "The answers' data (addresses, names).", get!(Dns, |r, d| Val::list(r, d.answers.len(), item!(Dns, |d, i, s| s.push_str(&d.answers[i].data))))).brief(),
-        C::new("ttls", List(Item::Secs), High, "The answers' TTLs, seconds.", get!(Dns, |r, d| Val::list(r, d.answers.len(), item!(Dns, |d, i, s| {
-            use std::fmt::Write as _;
-            let _ = write!(s, "{}", d.answers[i].ttl);
-        }))))
+        C::new("answers", List(Item::Text), High, "The answers' data (addresses, names).", get!(Dns, |r, d| Val::texts(r, d.answers.len(), text_item!(Dns, |d, i| &d.answers[i].data)))).brief(),
+        C::new("ttls", List(Item::Secs), High, "The answers' TTLs, seconds.", get!(Dns, |r, d| Val::nums(r, d.answers.len(), num_item!(Dns, |d, i| u64::from(d.answers[i].ttl)))))
         .log_as("TTLs"),
-        C::log_only("answer_names", List(Item::Text), "The answers' owner names.", get!(Dns, |r, d| Val::list(r, d.answers.len(), item!(Dns, |d, i, s| s.push_str(&d.answers[i].name))))),
-        C::log_only("answer_types", List(Item::Text), "The answers' types by name.", get!(Dns, |r, d| Val::list(r, d.answers.len(), item!(Dns, |d, i, s| s.push_str(type_name(d.answers[i].rtype)))))),
+        C::log_only("answer_names", List(Item::Text), "The answers' owner names.", get!(Dns, |r, d| Val::texts(r, d.answers.len(), text_item!(Dns, |d, i| &d.answers[i].name)))),
+        C::log_only("answer_types", List(Item::Text), "The answers' types by name.", get!(Dns, |r, d| Val::texts(r, d.answers.len(), text_item!(Dns, |d, i| type_name(d.answers[i].rtype))))),
         C::log_only("authority_count", NUM, "Authority records in the response.", get!(Dns, |r, d| Val::Count(answered(r).then_some(d.authority_count as u64)))),
         C::log_only("edns_udp_size", NUM, "EDNS(0) UDP payload size.", get!(Dns, |r, d| Val::Count(d.edns.map(|e| e.udp_size as u64)))),
         C::log_only("edns_version", NUM, "EDNS version.", get!(Dns, |r, d| Val::Count(d.edns.map(|e| e.version as u64)))),

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use crate::columns::TextList;
+
 /// One MySQL command and its response.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MysqlTx {
@@ -20,8 +22,9 @@ pub struct MysqlTx {
     /// connection's statements of one shape.
     pub fingerprint: Option<Arc<str>>,
     pub statement_id: Option<u32>,
-    /// COM_STMT_EXECUTE parameter values as text (`?` each when redacting).
-    pub params: Vec<String>,
+    /// COM_STMT_EXECUTE parameter values as text (`?` each when redacting),
+    /// held joined as the store keeps them.
+    pub params: TextList,
     /// Current database when the command was sent. Shared with the
     /// connection's other transactions (these three are per connection).
     pub database: Option<Arc<str>>,
@@ -52,7 +55,7 @@ impl MysqlTx {
 }
 
 use crate::columns::{Card::*, Column as C, Columns, Item, LogText, Type::*, Unit, Val};
-use crate::{get, item, TxStatus};
+use crate::{get, TxStatus};
 
 const NUM: crate::columns::Type = Count { bits: 64, unit: Unit::Plain };
 const ROWS: crate::columns::Type = Count { bits: 64, unit: Unit::Count };
@@ -84,7 +87,7 @@ pub static COLUMNS: Columns = Columns {
         C::new("error_message", Text, High, "Error message.", get!(Mysql, |r, m| Val::Text(m.error_message.as_deref())))
             .log_as("response")
             .brief(),
-        C::log_only("params", List(Item::Text), "Parameter values of an executed prepared statement (`?` when redacting).", get!(Mysql, |r, m| Val::list(r, m.params.len(), item!(Mysql, |m, i, s| s.push_str(&m.params[i]))))),
+        C::log_only("params", List(Item::Text), "Parameter values of an executed prepared statement (`?` when redacting).", get!(Mysql, |r, m| Val::joined(r, &m.params))),
     ],
     store_order: &["command", "query", "fingerprint", "database", "user", "affected_rows", "insert_id", "rows", "num_fields", "error_code", "sql_state", "error_message"],
     // Zeek's and PostgreSQL's name for the same count.

@@ -308,7 +308,7 @@ pub mod fixtures {
 }
 
 use crate::columns::{Card::*, Column as C, Columns, Item, LogText, Type::*, Unit, Val};
-use crate::{get, item};
+use crate::{get, item, num_item, text_item};
 
 /// A count of [`HelloFields`] as a column of the ssl-log-ext policy.
 macro_rules! hello_count {
@@ -322,12 +322,9 @@ macro_rules! hello_count {
 macro_rules! hello_list {
     ($name:literal, $field:ident, $doc:literal) => {
         C::log_only($name, List(Item::Count), $doc, get!(Tls, |r, t| Val::List(
-            t.hello.as_ref().and_then(|h| h.$field.as_ref()).map(|v| crate::columns::List { record: r, len: v.len(), item: item!(Tls, |t, i, s| {
-                use std::fmt::Write as _;
-                if let Some(v) = t.hello.as_ref().and_then(|h| h.$field.as_ref()) {
-                    let _ = write!(s, "{}", v[i]);
-                }
-            }) })
+            t.hello.as_ref().and_then(|h| h.$field.as_ref()).map(|v| crate::columns::List { record: r, len: v.len(), items: crate::columns::Items::Num(num_item!(Tls, |t, i| {
+                t.hello.as_ref().and_then(|h| h.$field.as_ref()).map_or(0, |v| u64::from(v[i]))
+            })) })
         )))
         .policy("ssl-log-ext")
     };
@@ -353,10 +350,10 @@ pub static COLUMNS: Columns = Columns {
             .aliases(&["history"])
             .unset_when_empty(),
         C::new("cert_chain_fps", List(Item::Text), High, "SHA-256 fingerprints of the server's chain, leaf first.", get!(Tls, |r, t| Val::List(
-            t.server_certs.is_some().then(|| crate::columns::List { record: r, len: t.server_chain().len(), item: item!(Tls, |t, i, s| s.push_str(&t.server_chain()[i].fingerprint)) })
+            t.server_certs.is_some().then(|| crate::columns::List { record: r, len: t.server_chain().len(), items: crate::columns::Items::Text(text_item!(Tls, |t, i| &t.server_chain()[i].fingerprint)) })
         ))),
         C::new("client_cert_chain_fps", List(Item::Text), High, "SHA-256 fingerprints of the client's chain (unset when no certificate was seen).", get!(Tls, |r, t| Val::List(
-            (!(t.server_chain().is_empty() && t.client_chain().is_empty())).then(|| crate::columns::List { record: r, len: t.client_chain().len(), item: item!(Tls, |t, i, s| s.push_str(&t.client_chain()[i].fingerprint)) })
+            (!(t.server_chain().is_empty() && t.client_chain().is_empty())).then(|| crate::columns::List { record: r, len: t.client_chain().len(), items: crate::columns::Items::Text(text_item!(Tls, |t, i| &t.client_chain()[i].fingerprint)) })
         ))),
         C::log_only("sni_matches_cert", Bool, "The SNI matches the leaf certificate's names.", get!(Tls, |r, t| Val::Bool(t.sni_matches_cert()))),
         // Zeek's policy/protocols/ssl/ssl-log-ext.zeek, its fields in its
@@ -384,11 +381,11 @@ pub static COLUMNS: Columns = Columns {
         // 8-23: set at the server's ssl_certificate_request, each name
         // through parse_distinguished_name).
         C::log_only("requested_client_certificate_authorities", List(Item::Text), "The distinguished names of the CAs the server's CertificateRequest accepts.", get!(Tls, |r, t| Val::List(
-            t.requested_cas.as_ref().map(|v| crate::columns::List { record: r, len: v.len(), item: item!(Tls, |t, i, s| {
+            t.requested_cas.as_ref().map(|v| crate::columns::List { record: r, len: v.len(), items: crate::columns::Items::Built(item!(Tls, |t, i, s| {
                 if let Some(v) = &t.requested_cas {
                     s.push_str(&x509::distinguished_name(&v[i]));
                 }
-            }) })
+            })) })
         )))
         .policy("certificate-request-info"),
         // Zeek's policy/protocols/ssl/validate-certs.zeek (the
@@ -416,14 +413,11 @@ pub static COLUMNS: Columns = Columns {
         C::new("ja3", Text, Low, "JA3 (MD5 hex).", get!(Tls, |r, t| Val::Text(t.ja3.as_deref()))),
         C::new("ja3s", Text, Low, "JA3S (MD5 hex).", get!(Tls, |r, t| Val::Text(t.ja3s.as_deref()))),
         C::new("client_versions", List(Item::Count), Low, "The client's supported_versions, as numbers.", get!(Tls, |r, t| Val::List(
-            (!t.client_versions.is_empty()).then(|| crate::columns::List { record: r, len: t.client_versions.len(), item: item!(Tls, |t, i, s| {
-                use std::fmt::Write as _;
-                let _ = write!(s, "{}", t.client_versions[i]);
-            }) })
+            (!t.client_versions.is_empty()).then(|| crate::columns::List { record: r, len: t.client_versions.len(), items: crate::columns::Items::Num(num_item!(Tls, |t, i| u64::from(t.client_versions[i]))) })
         )))
         .log_as("client_supported_versions"),
         C::new("client_alpn", List(Item::Text), Low, "The client's ALPN offers.", get!(Tls, |r, t| Val::List(
-            (!t.client_alpn.is_empty()).then(|| crate::columns::List { record: r, len: t.client_alpn.len(), item: item!(Tls, |t, i, s| s.push_str(&t.client_alpn[i])) })
+            (!t.client_alpn.is_empty()).then(|| crate::columns::List { record: r, len: t.client_alpn.len(), items: crate::columns::Items::Text(text_item!(Tls, |t, i| &t.client_alpn[i])) })
         )))
         .log_as("orig_alpn"),
     ],

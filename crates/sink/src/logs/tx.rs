@@ -244,22 +244,34 @@ impl<'a, const JSON: bool> Line<'a, JSON> {
             if j > 0 {
                 self.b.push(b',');
             }
-            self.scratch.clear();
-            (l.item)(l.record, j, self.scratch);
-            match item {
-                Item::Count => self.b.extend_from_slice(self.scratch.as_bytes()),
-                Item::Text | Item::Secs => {
-                    if item == Item::Secs {
-                        self.scratch.push_str(".000000");
-                    }
+            // A number is written as digits straight into the line (no
+            // escaping needed); text is escaped from where the record
+            // holds it, copied into the scratch only when composed.
+            if let (columns::Items::Num(f), Item::Count | Item::Secs) = (l.items, item) {
+                let v = f(l.record, j);
+                if item == Item::Count {
+                    push_u64(self.b, v);
+                } else {
                     if json {
-                        json_str(self.b, self.scratch);
-                    } else if text == LogText::ZeekAscii {
-                        zeek_text(self.b, self.scratch, true);
-                    } else {
-                        tsv_text(self.b, self.scratch, true);
+                        self.b.push(b'"');
                     }
+                    push_u64(self.b, v);
+                    self.b.extend_from_slice(if json { b".000000\"" } else { b".000000" });
                 }
+                continue;
+            }
+            let t = l.item(j, self.scratch);
+            match item {
+                Item::Count => self.b.extend_from_slice(t.as_bytes()),
+                Item::Secs => {
+                    // No declared column has seconds as text (TTLs are
+                    // numbers, above): kept exact, not fast.
+                    let mut secs = String::with_capacity(t.len() + 7);
+                    secs.push_str(t);
+                    secs.push_str(".000000");
+                    text_item(self.b, &secs, json, text);
+                }
+                Item::Text => text_item(self.b, t, json, text),
             }
         }
         if json {
@@ -267,6 +279,18 @@ impl<'a, const JSON: bool> Line<'a, JSON> {
         }
     }
 
+}
+
+/// A list's text item, escaped as the format and the log's text want.
+#[inline]
+fn text_item(b: &mut Vec<u8>, t: &str, json: bool, text: LogText) {
+    if json {
+        json_str(b, t);
+    } else if text == LogText::ZeekAscii {
+        zeek_text(b, t, true);
+    } else {
+        tsv_text(b, t, true);
+    }
 }
 
 /// The log's own values of a record, from its protocol's declared columns.
@@ -947,7 +971,7 @@ mod tests {
         let m = wirelog_record::mysql::MysqlTx {
             command: "stmt_execute",
             query: Some("select ?".into()),
-            params: vec!["1".into(), "a,b".into()],
+            params: ["1", "a,b"].into_iter().collect(),
             num_rows: Some(1),
             ..Default::default()
         };
