@@ -877,7 +877,7 @@ impl Tracker {
             if payload.is_empty() && !syn {
                 return;
             }
-            let by_port = cfg.ports.get(e.key.dport);
+            let by_port = cfg.ports.get(e.key.dport());
             let app = match (tcp, by_port) {
                 (Some(_), Some(p)) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx))),
                 (None, Some(Protocol::Dns)) => {
@@ -900,7 +900,7 @@ impl Tracker {
                     };
                     let n = self.overflow.counts(idx, c);
                     let before = (before_bytes, (n[0] + n[2]).saturating_sub(1));
-                    match udp_datagram(&mut c.detection, e.key.dport, dir, payload, before) {
+                    match udp_datagram(&mut c.detection, e.key.dport(), dir, payload, before) {
                         UdpLook::Continue => {}
                         UdpLook::Over => c.detection.end(),
                         UdpLook::Flip => self.flip_by_service(idx, is_orig, pkt.ip_len as u64),
@@ -910,7 +910,7 @@ impl Tracker {
                 // SMTP, IMAP, POP3, XMPP, LDAP, FTP, IRC by their ports:
                 // the cleartext is watched for STARTTLS and the protocol
                 // confirmed as Zeek confirms it (wirelog_parse::starttls).
-                (Some(_), None) if Cleartext::by_port(e.key.dport).is_some() => Cleartext::by_port(e.key.dport)
+                (Some(_), None) if Cleartext::by_port(e.key.dport()).is_some() => Cleartext::by_port(e.key.dport())
                     .map(|c| AppState::new_starttls(c, uid_for(&mut self.uids, &self.keep, idx))),
                 // SSH by its port: watched for its confirmation (wirelog_parse::ssh),
                 // from the first payload on (the watcher reads no empty segment:
@@ -921,7 +921,7 @@ impl Tracker {
                 // first packet is a capture of one side (half duplex, the
                 // handshake's SYN or SYN-ACK never seen), which it cannot
                 // confirm: not watched, no allocation.
-                (Some(_), None) if e.key.dport == wirelog_parse::ssh::SSH_RESP_PORT => {
+                (Some(_), None) if e.key.dport() == wirelog_parse::ssh::SSH_RESP_PORT => {
                     if payload.is_empty() {
                         return;
                     }
@@ -1143,7 +1143,7 @@ impl Tracker {
         let server_port = if matches!(pkt.transport, Transport::Icmp { .. }) {
             0
         } else {
-            e.key.dport
+            e.key.dport()
         };
         let key = keys.full(&e.key);
         let fk = FlowKey {
@@ -1269,7 +1269,7 @@ impl Tracker {
     /// Makes sure a wheel entry exists no later than the connection's next deadline.
     fn schedule(&mut self, idx: u32) {
         let Some(e) = self.table.get(idx) else { return };
-        let d = self.next_deadline(idx, e.key.dport, &e.value);
+        let d = self.next_deadline(idx, e.key.dport(), &e.value);
         let c = &e.value;
         if d < c.scheduled_at {
             let generation = c.generation.wrapping_add(1);
@@ -1302,7 +1302,7 @@ impl Tracker {
             let _ = self.kernel_merge(e.idx, false);
         }
         let entry = self.table.get(e.idx).unwrap();
-        let d = self.next_deadline(e.idx, entry.key.dport, &entry.value);
+        let d = self.next_deadline(e.idx, entry.key.dport(), &entry.value);
         if d <= now {
             self.remove(e.idx);
         } else {
