@@ -9,14 +9,13 @@ use wirelog_procs::NewConn;
 use wirelog_record::{ConnRecord, Proto, TxRecord, UidGenerator};
 
 use crate::app::{protocol_index, AppConfig, AppState, AppStats};
-use crate::conn::{Conn, DatagramState, Overflow, ProtoState, TcpPart};
+use crate::conn::{Conn, DatagramState, Overflow, ProtoState, TcpStates};
 use crate::flow::{FlowKey, FlowSlot, FlowTable};
 use crate::keep::{uid_for, KeepRule, KeepState, KeepVerdict};
 use crate::key::{ConnKey, Side};
 use crate::ports::{PortSet, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS};
-use crate::slab::Slab;
 use crate::table::ConnTable;
-use crate::tcp::{Segment, TcpConn};
+use crate::tcp::Segment;
 use crate::timer::{TimerEntry, TimerWheel};
 
 const SEC: i64 = 1_000_000_000;
@@ -121,7 +120,7 @@ pub struct Tracker {
     /// What does not fit in the entries: counters past 2^32, latest times 4.3 s or more after the last progress.
     overflow: Overflow,
     /// TCP endpoint state of the TCP connections (see `slab`).
-    tcp: Slab<TcpConn>,
+    tcp: TcpStates,
     flows: FlowTable,
     wheel: TimerWheel,
     uids: UidGenerator,
@@ -182,7 +181,7 @@ impl Tracker {
         Tracker {
             table: ConnTable::with_capacity(cfg.max_connections),
             overflow: Overflow::default(),
-            tcp: Slab::with_capacity(cfg.max_connections),
+            tcp: TcpStates::with_capacity(cfg.max_connections, cfg.report_gaps_for_partial),
             flows: FlowTable::new(cfg.flow_interval_ns, cfg.max_flows, seed ^ 0xf10f),
             cfg,
             wheel: TimerWheel::new(),
@@ -332,7 +331,7 @@ impl Tracker {
     /// slots, TCP slab); a UDP or ICMP connection takes the TCP state's
     /// bytes (132) less, an IPv6 one its address pair more.
     pub fn bytes_per_connection(&self) -> usize {
-        self.table.bytes_per_connection() + Slab::<TcpConn>::bytes_per_value()
+        self.table.bytes_per_connection() + TcpStates::bytes_per_value()
     }
 
     /// Records of connections that ended since the last call.
@@ -374,7 +373,7 @@ impl Tracker {
     pub const fn table_bytes_per_connection() -> usize {
         std::mem::size_of::<Option<crate::table::Entry<Conn>>>()
             + 2 * 8
-            + Slab::<TcpConn>::bytes_per_value()
+            + TcpStates::bytes_per_value()
             + ConnTable::<Conn>::V6_BYTES
     }
 
@@ -564,7 +563,7 @@ impl Tracker {
                 // Only a SYN can start a new connection on a known tuple.
                 let reuse = match &seg {
                     Some(s) if s.flags & wirelog_decode::tcp_flags::SYN != 0 => {
-                        matches!(self.table.get(idx).map(|e| (&e.value.state, ts_ns <= e.value.start_ns)), Some((ProtoState::Tcp(p), at_start)) if self.tcp.get(p.slab).is_some_and(|t| t.is_reuse(s, at_start)))
+                        matches!(self.table.get(idx).map(|e| (&e.value.state, ts_ns <= e.value.start_ns)), Some((ProtoState::Tcp(p), at_start)) if self.tcp.get(p).is_some_and(|t| t.is_reuse(s, at_start)))
                     }
                     _ => false,
                 };
@@ -671,9 +670,7 @@ impl Tracker {
         };
         let flip = want_flip && !key.dst.is_ipv4_broadcast();
         let state = match pkt.transport {
-            Transport::Tcp { .. } => ProtoState::Tcp(TcpPart::new(
-                self.tcp.insert(TcpConn::new(self.cfg.report_gaps_for_partial)),
-            )),
+            Transport::Tcp { .. } => ProtoState::Tcp(self.tcp.insert()),
             Transport::Udp { .. } => ProtoState::Udp(DatagramState::new()),
             _ => ProtoState::Icmp(DatagramState::new()),
         };
@@ -738,7 +735,8 @@ impl Tracker {
         let mut reschedule = created;
         match (&mut conn.state, seg) {
             (ProtoState::Tcp(part), Some(seg)) => {
-                let Some(t) = self.tcp.get_mut(part.slab) else {
+                let had_syn_only = part.syn_only();
+                let Some(t) = self.tcp.get_mut(part) else {
                     self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
                     return;
                 };
@@ -778,6 +776,11 @@ impl Tracker {
                     part.expire_extra_at = conn.last_ns + self.cfg.tcp_session_timer_ns;
                 }
                 flip = fx.flip;
+                // A first SYN (a state change) or a packet on a connection
+                // that had only a SYN may leave it with only a SYN.
+                if had_syn_only || fx.state_changed {
+                    self.tcp.settle(part);
+                }
             }
             (ProtoState::Udp(d), _) => {
                 if bad {
@@ -1016,7 +1019,7 @@ impl Tracker {
         let whole = !payload.is_empty()
             && e.value.app.as_ref().is_some_and(|a| !a.whole_payload)
             && match &e.value.state {
-                ProtoState::Tcp(part) => self.tcp.get(part.slab).is_some_and(|t| !t.is_partial()),
+                ProtoState::Tcp(part) => self.tcp.get(part).is_some_and(|t| !t.is_partial()),
                 _ => true,
             };
         let Some(app) = e.value.app.as_mut() else {
@@ -1177,8 +1180,8 @@ impl Tracker {
         // The client changed: later packets count in the other orientation's flow.
         c.flow = FlowSlot::NONE;
         self.overflow.swap_sides(idx, c);
-        if let ProtoState::Tcp(p) = &c.state {
-            if let Some(t) = self.tcp.get_mut(p.slab) {
+        if let ProtoState::Tcp(p) = &mut c.state {
+            if let Some(t) = self.tcp.get_mut(p) {
                 t.flip();
             }
         }
@@ -1218,7 +1221,7 @@ impl Tracker {
         let mut d = i64::MAX;
         match &c.state {
             ProtoState::Tcp(part) => {
-                let Some(t) = self.tcp.get(part.slab) else {
+                let Some(t) = self.tcp.get(part) else {
                     return d;
                 };
                 d = part.delete_at;
@@ -1293,7 +1296,7 @@ impl Tracker {
             return; // superseded by an earlier deadline, or the slot was reused
         }
         if let ProtoState::Tcp(part) = &mut entry.value.state {
-            if part.attempt_at <= now && !self.tcp.get(part.slab).is_some_and(|t| t.attempt_condition()) {
+            if part.attempt_at <= now && !self.tcp.get(part).is_some_and(|t| t.attempt_condition()) {
                 part.attempt_at = i64::MAX; // the attempt timer fired with nothing to do
             }
         }
@@ -1328,18 +1331,18 @@ impl Tracker {
         let overflow = &mut self.overflow;
         if let Some(mut r) = self.table.remove_with(idx, |e, key| {
             let part = match &e.value.state {
-                ProtoState::Tcp(p) => Some(p.slab),
+                ProtoState::Tcp(p) => Some(p),
                 _ => None,
             };
             let r = e.value.to_record(
                 key,
-                part.and_then(|i| tcp.get(i)),
+                part.and_then(|p| tcp.get(p)).as_deref(),
                 uid.unwrap_or_else(|| uids.next_uid()),
                 overflow.counts(idx, &e.value),
             );
             overflow.forget(idx);
-            if let Some(i) = part {
-                tcp.remove(i);
+            if let Some(p) = part {
+                tcp.remove(p);
             }
             r
         }) {
@@ -1479,7 +1482,7 @@ mod size_budget {
         use std::mem::size_of;
         type Entry = crate::table::Entry<crate::conn::Conn>;
         let entry = size_of::<Option<Entry>>();
-        let tcp = crate::slab::Slab::<crate::tcp::TcpConn>::bytes_per_value();
+        let tcp = crate::conn::TcpStates::bytes_per_value();
         let parts = [
             ("key (IPv4 inline, else an index)", size_of::<crate::table::StoredKey>()),
             ("slot tag", size_of::<u32>()),
