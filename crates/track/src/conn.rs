@@ -120,6 +120,14 @@ impl TcpStates {
         }
     }
 
+    /// `f` of the connection's state ([`TcpStates::get`]), out of line: a
+    /// state made for the moment has drop code that the packet path, whose
+    /// registers are scarce, should not hold.
+    #[inline(never)]
+    pub fn with<R>(&self, part: &TcpPart, f: impl FnOnce(&TcpConn) -> R) -> Option<R> {
+        self.get(part).map(|t| f(&t))
+    }
+
     /// The connection's state to change: one without a slab entry gets one.
     #[inline(always)]
     pub fn get_mut(&mut self, part: &mut TcpPart) -> Option<&mut TcpConn> {
@@ -138,8 +146,9 @@ impl TcpStates {
 
     /// After a packet that may have left the connection in the state of a
     /// lone SYN: if it did, its slab entry is freed and the part keeps the
-    /// sequence number.
-    #[inline]
+    /// sequence number. Out of line: called after a state change only,
+    /// it kept the packet path's code in `Tracker::deliver` larger.
+    #[inline(never)]
     pub fn settle(&mut self, part: &mut TcpPart) {
         if part.syn_sent {
             return;

@@ -563,7 +563,7 @@ impl Tracker {
                 // Only a SYN can start a new connection on a known tuple.
                 let reuse = match &seg {
                     Some(s) if s.flags & wirelog_decode::tcp_flags::SYN != 0 => {
-                        matches!(self.table.get(idx).map(|e| (&e.value.state, ts_ns <= e.value.start_ns)), Some((ProtoState::Tcp(p), at_start)) if self.tcp.get(p).is_some_and(|t| t.is_reuse(s, at_start)))
+                        matches!(self.table.get(idx).map(|e| (&e.value.state, ts_ns <= e.value.start_ns)), Some((ProtoState::Tcp(p), at_start)) if self.tcp.with(p, |t| t.is_reuse(s, at_start)) == Some(true))
                     }
                     _ => false,
                 };
@@ -1019,7 +1019,7 @@ impl Tracker {
         let whole = !payload.is_empty()
             && e.value.app.as_ref().is_some_and(|a| !a.whole_payload)
             && match &e.value.state {
-                ProtoState::Tcp(part) => self.tcp.get(part).is_some_and(|t| !t.is_partial()),
+                ProtoState::Tcp(part) => self.tcp.with(part, |t| !t.is_partial()) == Some(true),
                 _ => true,
             };
         let Some(app) = e.value.app.as_mut() else {
@@ -1221,20 +1221,22 @@ impl Tracker {
         let mut d = i64::MAX;
         match &c.state {
             ProtoState::Tcp(part) => {
-                let Some(t) = self.tcp.get(part) else {
+                let Some((past_handshake, attempt, expire)) =
+                    self.tcp.with(part, |t| (t.past_handshake, t.attempt_condition(), t.is_active && t.expire_condition()))
+                else {
                     return d;
                 };
                 d = part.delete_at;
-                let timeout = if t.past_handshake {
+                let timeout = if past_handshake {
                     self.cfg.tcp_inactivity_ns
                 } else {
                     self.cfg.udp_inactivity_ns
                 };
                 d = d.min(c.last_ns + timeout);
-                if part.attempt_at != i64::MAX && t.attempt_condition() {
+                if part.attempt_at != i64::MAX && attempt {
                     d = d.min(part.attempt_at);
                 }
-                if t.is_active && !part.timers_cancelled && t.expire_condition() {
+                if expire && !part.timers_cancelled {
                     // Zeek checks at start + SYN timeout + k * session timer, and removes
                     // once the connection has been idle longer than the linger time.
                     let floor = (c.last_ns + self.cfg.tcp_linger_ns).max(seen);
@@ -1296,7 +1298,7 @@ impl Tracker {
             return; // superseded by an earlier deadline, or the slot was reused
         }
         if let ProtoState::Tcp(part) = &mut entry.value.state {
-            if part.attempt_at <= now && !self.tcp.get(part).is_some_and(|t| t.attempt_condition()) {
+            if part.attempt_at <= now && self.tcp.with(part, |t| t.attempt_condition()) != Some(true) {
                 part.attempt_at = i64::MAX; // the attempt timer fired with nothing to do
             }
         }
