@@ -1,9 +1,11 @@
-//! `wirelog-bench conns --kind tcp|udp|other [--conns N] [--clients K]`:
+//! `wirelog-bench conns --kind tcp|tcp-synack|udp|other [--conns N] [--clients K]`:
 //! resident memory per open connection and per flow, and the packet cost at
 //! that many connections.
 //!
 //! N synthetic connections are opened, one packet each, 1 us apart (so no
-//! timer ends any of them): a SYN (tcp), a 32-byte datagram (udp), or an ESP
+//! timer ends any of them): a SYN (tcp; `tcp-synack`: a SYN and the server's
+//! SYN-ACK 500 ns later, a connection whose TCP state the tracker holds in
+//! full, where a lone SYN's takes none), a 32-byte datagram (udp), or an ESP
 //! packet (other: no connection, a flow only). The N connections come from K
 //! client addresses (default N), all to one server port, so the flows number
 //! K: `--clients 1000` isolates the connection table, `--kind other` the
@@ -23,6 +25,9 @@ use wirelog_record::Batch;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Tcp,
+    /// A SYN and its SYN-ACK: a TCP connection past its first packet, whose
+    /// endpoint state is in the tracker's slab (a lone SYN's is not).
+    TcpSynAck,
     Udp,
     Other,
 }
@@ -31,6 +36,7 @@ impl Kind {
     pub fn parse(s: &str) -> Option<Kind> {
         match s {
             "tcp" => Some(Kind::Tcp),
+            "tcp-synack" => Some(Kind::TcpSynAck),
             "udp" => Some(Kind::Udp),
             "other" => Some(Kind::Other),
             _ => None,
@@ -40,6 +46,7 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::Tcp => "tcp",
+            Kind::TcpSynAck => "tcp-synack",
             Kind::Udp => "udp",
             Kind::Other => "other",
         }
@@ -54,16 +61,18 @@ fn status_kb(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Connection `i`'s packet (LINKTYPE_IPV4, checksums zero: read as `-C`).
-fn build(buf: &mut Vec<u8>, kind: Kind, i: usize, clients: usize) {
+/// Connection `i`'s packet (LINKTYPE_IPV4, checksums zero: read as `-C`);
+/// `reply`: the server's SYN-ACK to it (`tcp-synack`).
+fn build(buf: &mut Vec<u8>, kind: Kind, i: usize, clients: usize, reply: bool) {
     let client = (i % clients) as u32;
     let nth = (i / clients) as u32;
     let src = (0x0a00_0000u32 | client).to_be_bytes();
     let dst = [192, 168, 0, 1];
     // Above every default server port, so no connection is flipped.
     let sport = (20_001 + nth % 45_000) as u16;
+    let (src, dst) = if reply { (dst, src) } else { (src, dst) };
     let (proto, l4): (u8, &[u8]) = match kind {
-        Kind::Tcp => (6, &[0u8; 20]),
+        Kind::Tcp | Kind::TcpSynAck => (6, &[0u8; 20]),
         Kind::Udp => (17, &[0u8; 40]),
         Kind::Other => (50, &[0u8; 8]),
     };
@@ -75,12 +84,19 @@ fn build(buf: &mut Vec<u8>, kind: Kind, i: usize, clients: usize) {
     buf.extend_from_slice(l4);
     let l4 = &mut buf[20..];
     match kind {
-        Kind::Tcp => {
-            l4[0..2].copy_from_slice(&sport.to_be_bytes());
-            l4[2..4].copy_from_slice(&443u16.to_be_bytes());
-            l4[4..8].copy_from_slice(&(i as u32).wrapping_mul(2_654_435_761).to_be_bytes());
+        Kind::Tcp | Kind::TcpSynAck => {
+            let isn = (i as u32).wrapping_mul(2_654_435_761);
+            let (sp, dp) = if reply { (443, sport) } else { (sport, 443) };
+            l4[0..2].copy_from_slice(&sp.to_be_bytes());
+            l4[2..4].copy_from_slice(&dp.to_be_bytes());
+            if reply {
+                l4[4..8].copy_from_slice(&isn.rotate_left(7).to_be_bytes());
+                l4[8..12].copy_from_slice(&isn.wrapping_add(1).to_be_bytes());
+            } else {
+                l4[4..8].copy_from_slice(&isn.to_be_bytes());
+            }
             l4[12] = 0x50;
-            l4[13] = 0x02; // SYN
+            l4[13] = if reply { 0x12 } else { 0x02 }; // SYN-ACK, SYN
             l4[14] = 0xff;
             l4[15] = 0xff;
         }
@@ -116,13 +132,17 @@ pub fn run(kind: Kind, conns: usize, clients: usize, write: Option<&std::path::P
         ..ProbeConfig::default()
     });
     let mut buf = Vec::with_capacity(128);
-    build(&mut buf, kind, 0, clients);
+    build(&mut buf, kind, 0, clients, false);
     let rss0 = status_kb("VmRSS:");
     let heap0 = crate::live_heap_bytes();
     let cpu0 = crate::thread_cpu_ns();
     for i in 0..conns {
-        build(&mut buf, kind, i, clients);
+        build(&mut buf, kind, i, clients, false);
         let _ = probe.packet(&Packet::new(LinkType::IPV4, t0 + i as i64 * 1000, &buf));
+        if kind == Kind::TcpSynAck {
+            build(&mut buf, kind, i, clients, true);
+            let _ = probe.packet(&Packet::new(LinkType::IPV4, t0 + i as i64 * 1000 + 500, &buf));
+        }
     }
     let open_cpu = crate::thread_cpu_ns() - cpu0;
     let rss1 = status_kb("VmRSS:");
@@ -137,7 +157,7 @@ pub fn run(kind: Kind, conns: usize, clients: usize, write: Option<&std::path::P
     let cpu1 = crate::thread_cpu_ns();
     let mut j = 0usize;
     for i in 0..conns {
-        build(&mut buf, kind, j, clients);
+        build(&mut buf, kind, j, clients, false);
         let _ = probe.packet(&Packet::new(LinkType::IPV4, t1 + i as i64 * 1000, &buf));
         j = (j + stride) % conns;
     }
@@ -173,19 +193,22 @@ pub fn run(kind: Kind, conns: usize, clients: usize, write: Option<&std::path::P
 fn write_capture(kind: Kind, conns: usize, clients: usize, path: &std::path::Path) -> Result<(), String> {
     let mut c = crate::Corpus { data: Vec::new(), pkts: Vec::with_capacity(conns) };
     let mut buf = Vec::with_capacity(128);
+    let replies: &[bool] = if kind == Kind::TcpSynAck { &[false, true] } else { &[false] };
     for i in 0..conns {
-        build(&mut buf, kind, i, clients);
-        c.pkts.push(crate::Rec {
-            ts: T0 + i as i64 * 1000,
-            off: c.data.len(),
-            len: buf.len() as u32,
-            wire_len: buf.len() as u32,
-            linktype: LinkType::IPV4,
-        });
-        c.data.extend_from_slice(&buf);
+        for &reply in replies {
+            build(&mut buf, kind, i, clients, reply);
+            c.pkts.push(crate::Rec {
+                ts: T0 + i as i64 * 1000 + i64::from(reply) * 500,
+                off: c.data.len(),
+                len: buf.len() as u32,
+                wire_len: buf.len() as u32,
+                linktype: LinkType::IPV4,
+            });
+            c.data.extend_from_slice(&buf);
+        }
     }
     crate::write_pcap(&c, path)?;
-    eprintln!("wrote {conns} packets to {}", path.display());
+    eprintln!("wrote {} packets to {}", c.pkts.len(), path.display());
     Ok(())
 }
 

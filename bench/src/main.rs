@@ -24,7 +24,7 @@
 //!   Memory with N parsed HTTP connections open at once and after they end
 //!   (see `streams`).
 //!
-//! `wirelog-bench conns --kind tcp|udp|other [--conns N] [--clients K] [--write FILE]`
+//! `wirelog-bench conns --kind tcp|tcp-synack|udp|other [--conns N] [--clients K] [--write FILE]`
 //!   Resident memory per open connection (or flow) with N open, and the
 //!   packet cost at that table size; or those packets as a pcap file (see `conns`).
 //!
@@ -610,7 +610,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] [--parse] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] [--sequential] IN.pcap OUT.pcap\n       wirelog-bench filter EXPR [--copies N] [--reps R] PCAP...\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...\n       wirelog-bench streams [--conns N] [--rounds R] [--no-parse]\n       wirelog-bench conns --kind tcp|udp|other [--conns N] [--clients K] [--write FILE]\n       wirelog-bench serve-store [--conns N] [--tx N] [--hours H] [--services S] --out DIR";
+    let usage = "usage: wirelog-bench pipeline [--copies N] [--snap BYTES] [--reps R] [--decode-only] [--prefetch] [--parse] PCAP...\n       wirelog-bench scale --copies N [--snap BYTES] [--sequential] IN.pcap OUT.pcap\n       wirelog-bench filter EXPR [--copies N] [--reps R] PCAP...\n       wirelog-bench store --rows N --out DIR [--unique-clients] PCAP...\n       wirelog-bench streams [--conns N] [--rounds R] [--no-parse]\n       wirelog-bench conns --kind tcp|tcp-synack|udp|other [--conns N] [--clients K] [--write FILE]\n       wirelog-bench serve-store [--conns N] [--tx N] [--hours H] [--services S] --out DIR";
     let result = match args.first().map(String::as_str) {
         Some("pipeline") => parse(&args[1..]).and_then(|o| {
             let base = Corpus::load(&o.files, o.snap)?;
@@ -686,7 +686,7 @@ fn main() {
             }
             match (bad, kind) {
                 (Some(e), _) => Err(e),
-                (None, None) => Err("conns: --kind tcp, udp or other".into()),
+                (None, None) => Err("conns: --kind tcp, tcp-synack, udp or other".into()),
                 (None, Some(_)) if conns == 0 || clients == 0 => Err("conns: --conns and --clients take a positive number".into()),
                 (None, Some(k)) => conns::run(k, conns, clients, write.as_deref()),
             }

@@ -52,8 +52,14 @@ impl Default for DatagramState {
 /// in the same enum, it costs the entry nothing.
 #[derive(Debug, Clone, Copy)]
 pub struct TcpPart {
-    /// The connection's [`TcpConn`] in the tracker's TCP slab.
-    pub slab: u32,
+    /// The connection's [`TcpConn`] in the tracker's TCP slab; with
+    /// `syn_sent`, the initial sequence number of its only state instead.
+    /// Read through [`TcpStates`].
+    slab: u32,
+    /// The connection is in [`TcpConn::syn_sent`]'s state (a SYN and
+    /// nothing else yet, as every connection of a port scan or SYN flood):
+    /// it holds no slab entry, `slab` is the SYN's sequence number.
+    syn_sent: bool,
     /// The analyzer timers were cancelled by a complete close.
     pub timers_cancelled: bool,
     /// Connection-attempt timer.
@@ -65,14 +71,110 @@ pub struct TcpPart {
 }
 
 impl TcpPart {
-    pub fn new(slab: u32) -> Self {
+    fn new(slab: u32) -> Self {
         TcpPart {
             slab,
+            syn_sent: false,
             timers_cancelled: false,
             attempt_at: i64::MAX,
             delete_at: i64::MAX,
             expire_extra_at: i64::MAX,
         }
+    }
+
+    /// The connection is in the state a lone SYN leaves, without a slab entry.
+    #[inline(always)]
+    pub fn syn_only(&self) -> bool {
+        self.syn_sent
+    }
+}
+
+/// The TCP connections' endpoint states: a slab of [`TcpConn`] (128 bytes
+/// each), except for the connections in the state a lone SYN leaves
+/// ([`TcpConn::syn_sent`]), which keep only its sequence number in their
+/// [`TcpPart`]. A connection's state enters the slab when a packet changes
+/// it from that one ([`TcpStates::get_mut`]), and leaves it when a packet
+/// leaves it in that one ([`TcpStates::settle`]).
+pub struct TcpStates {
+    slab: crate::slab::Slab<TcpConn>,
+    report_gaps_for_partial: bool,
+}
+
+impl TcpStates {
+    pub fn with_capacity(capacity: usize, report_gaps_for_partial: bool) -> Self {
+        TcpStates { slab: crate::slab::Slab::with_capacity(capacity), report_gaps_for_partial }
+    }
+
+    /// A new connection's part, its state fresh in the slab.
+    pub fn insert(&mut self) -> TcpPart {
+        TcpPart::new(self.slab.insert(TcpConn::new(self.report_gaps_for_partial)))
+    }
+
+    /// The connection's state, made for the moment when it has none in the slab.
+    #[inline]
+    pub fn get(&self, part: &TcpPart) -> Option<std::borrow::Cow<'_, TcpConn>> {
+        if part.syn_sent {
+            Some(std::borrow::Cow::Owned(TcpConn::syn_sent(part.slab, self.report_gaps_for_partial)))
+        } else {
+            self.slab.get(part.slab).map(std::borrow::Cow::Borrowed)
+        }
+    }
+
+    /// `f` of the connection's state ([`TcpStates::get`]), out of line: a
+    /// state made for the moment has drop code that the packet path, whose
+    /// registers are scarce, should not hold.
+    #[inline(never)]
+    pub fn with<R>(&self, part: &TcpPart, f: impl FnOnce(&TcpConn) -> R) -> Option<R> {
+        self.get(part).map(|t| f(&t))
+    }
+
+    /// The connection's state to change: one without a slab entry gets one.
+    #[inline(always)]
+    pub fn get_mut(&mut self, part: &mut TcpPart) -> Option<&mut TcpConn> {
+        if part.syn_sent {
+            self.enter(part);
+        }
+        self.slab.get_mut(part.slab)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn enter(&mut self, part: &mut TcpPart) {
+        part.slab = self.slab.insert(TcpConn::syn_sent(part.slab, self.report_gaps_for_partial));
+        part.syn_sent = false;
+    }
+
+    /// After a packet that may have left the connection in the state of a
+    /// lone SYN: if it did, its slab entry is freed and the part keeps the
+    /// sequence number. Out of line: called after a state change only,
+    /// it kept the packet path's code in `Tracker::deliver` larger.
+    #[inline(never)]
+    pub fn settle(&mut self, part: &mut TcpPart) {
+        if part.syn_sent {
+            return;
+        }
+        if let Some(isn) = self.slab.get(part.slab).and_then(TcpConn::syn_sent_isn) {
+            self.slab.remove(part.slab);
+            part.slab = isn;
+            part.syn_sent = true;
+        }
+    }
+
+    /// The connection ended: its slab entry, if any, is freed.
+    pub fn remove(&mut self, part: &TcpPart) {
+        if !part.syn_sent {
+            self.slab.remove(part.slab);
+        }
+    }
+
+    /// Slab entries held (TCP connections open, but those with a lone SYN).
+    pub fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// Bytes a connection's state takes at most.
+    pub const fn bytes_per_value() -> usize {
+        crate::slab::Slab::<TcpConn>::bytes_per_value()
     }
 }
 

@@ -43,48 +43,91 @@ pub struct Entry<T> {
     pub value: T,
 }
 
-/// A connection's tuple as the table keeps it, in originator order: 14
-/// bytes instead of [`ConnKey`]'s 38. Two IPv4 addresses (the common case)
-/// are kept inline; any other pair (IPv6, or one IPv4 and one IPv6 address)
-/// sits in the table's [`V6Pairs`], whose index takes `src`'s place. Ports
-/// and protocol are inline for both.
+/// A connection's tuple as the table keeps it, in originator order: two
+/// integers (16 bytes instead of [`ConnKey`]'s 38), so that a lookup
+/// compares two words per direction, and the reverse direction of a
+/// packet's key is two rotates made once per lookup. Two IPv4 addresses
+/// (the common case) are kept inline; any other pair (IPv6, or one IPv4
+/// and one IPv6 address) sits in the table's [`V6Pairs`], whose index
+/// takes the addresses' place and whose flag bit no IPv4 key has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoredKey {
-    src: [u8; 4],
-    dst: [u8; 4],
-    pub sport: u16,
-    pub dport: u16,
-    pub proto: u8,
-    /// The addresses are in [`V6Pairs`] at index `src`.
-    v6: bool,
+    /// The originator's IPv4 address in the low half, the responder's in
+    /// the high half (each its four bytes read little-endian, as
+    /// [`v4_parts`] gives them); for a non-IPv4 key, its pair's index.
+    addrs: u64,
+    /// The originator's port in bits 0..16, the responder's in 16..32, the
+    /// protocol in 32..40, [`V6_FLAG`] for a key whose addresses are in [`V6Pairs`].
+    rest: u64,
 }
+
+/// `StoredKey::rest`'s bit for a key whose addresses are in [`V6Pairs`].
+const V6_FLAG: u64 = 1 << 40;
 
 /// Whether an [`IpAddr16`] is IPv4-mapped (`::ffff:a.b.c.d`), and its last
-/// four bytes. Read as a little-endian `u128` (no byte swaps; bytes 10 and
-/// 11 are bits 80..96), as `IpAddr16::from_v4` builds it.
+/// four bytes as a little-endian `u32`. Read as a little-endian `u128` (no
+/// byte swaps; bytes 10 and 11 are bits 80..96), as `IpAddr16::from_v4` builds it.
 #[inline(always)]
-fn v4_parts(a: &IpAddr16) -> (bool, [u8; 4]) {
+fn v4_parts(a: &IpAddr16) -> (bool, u32) {
     let v = u128::from_le_bytes(a.0);
-    (v & ((1u128 << 96) - 1) == 0xffff_u128 << 80, ((v >> 96) as u32).to_le_bytes())
-}
-
-/// The IPv4 address of an IPv4-mapped [`IpAddr16`].
-#[inline(always)]
-fn v4_of(a: &IpAddr16) -> Option<[u8; 4]> {
-    let (v4, b) = v4_parts(a);
-    v4.then_some(b)
+    (v & ((1u128 << 96) - 1) == 0xffff_u128 << 80, (v >> 96) as u32)
 }
 
 impl StoredKey {
+    /// An IPv4 tuple's key (addresses as [`v4_parts`] gives them).
+    #[inline(always)]
+    fn v4(src: u32, dst: u32, sport: u16, dport: u16, proto: u8) -> StoredKey {
+        StoredKey {
+            addrs: u64::from(src) | u64::from(dst) << 32,
+            rest: u64::from(sport) | u64::from(dport) << 16 | u64::from(proto) << 32,
+        }
+    }
+
+    /// The same tuple seen from the other side: the address halves and the
+    /// port halves swapped (two rotates; a non-IPv4 key's pair is swapped
+    /// in [`V6Pairs`] by the caller).
+    #[inline(always)]
+    fn reversed(self) -> StoredKey {
+        let ports = (self.rest as u32).rotate_left(16);
+        StoredKey {
+            addrs: if self.is_v6() { self.addrs } else { self.addrs.rotate_left(32) },
+            rest: self.rest & !0xffff_ffff | u64::from(ports),
+        }
+    }
+
+    #[inline(always)]
+    fn is_v6(&self) -> bool {
+        self.rest & V6_FLAG != 0
+    }
+
+    /// The index of a non-IPv4 key's address pair in [`V6Pairs`].
+    #[inline(always)]
+    fn pair(&self) -> u32 {
+        self.addrs as u32
+    }
+
+    pub fn sport(&self) -> u16 {
+        self.rest as u16
+    }
+
+    #[inline(always)]
+    pub fn dport(&self) -> u16 {
+        (self.rest >> 16) as u16
+    }
+
+    pub fn proto(&self) -> u8 {
+        (self.rest >> 32) as u8
+    }
+
     /// The full tuple (`pairs`: the table's, for a non-IPv4 key).
     #[inline]
     pub fn full(&self, pairs: &V6Pairs) -> ConnKey {
-        let (src, dst) = if self.v6 {
-            pairs.0.get(u32::from_ne_bytes(self.src)).map_or((IpAddr16([0; 16]), IpAddr16([0; 16])), |p| (p[0], p[1]))
+        let (src, dst) = if self.is_v6() {
+            pairs.0.get(self.pair()).map_or((IpAddr16([0; 16]), IpAddr16([0; 16])), |p| (p[0], p[1]))
         } else {
-            (IpAddr16::from_v4(self.src), IpAddr16::from_v4(self.dst))
+            (IpAddr16::from_v4((self.addrs as u32).to_le_bytes()), IpAddr16::from_v4(((self.addrs >> 32) as u32).to_le_bytes()))
         };
-        ConnKey { src, dst, sport: self.sport, dport: self.dport, proto: self.proto }
+        ConnKey { src, dst, sport: self.sport(), dport: self.dport(), proto: self.proto() }
     }
 }
 
@@ -134,11 +177,15 @@ impl<T> ConnTable<T> {
 
     /// The key a packet's tuple is stored under (its IPv6 pair, if any, put in the side slab).
     fn store_key(&mut self, k: &ConnKey) -> StoredKey {
-        let (src, dst, v6) = match (v4_of(&k.src), v4_of(&k.dst)) {
-            (Some(a), Some(b)) => (a, b, false),
-            _ => (self.v6.0.insert([k.src, k.dst]).to_ne_bytes(), [0; 4], true),
-        };
-        StoredKey { src, dst, sport: k.sport, dport: k.dport, proto: k.proto, v6 }
+        match (v4_parts(&k.src), v4_parts(&k.dst)) {
+            ((true, a), (true, b)) => StoredKey::v4(a, b, k.sport, k.dport, k.proto),
+            _ => {
+                let i = self.v6.0.insert([k.src, k.dst]);
+                let mut st = StoredKey::v4(i, 0, k.sport, k.dport, k.proto);
+                st.rest |= V6_FLAG;
+                st
+            }
+        }
     }
 
     /// The full tuple of the entry at `idx`, in originator order.
@@ -157,37 +204,12 @@ impl<T> ConnTable<T> {
     /// Swaps the originator and responder of the entry at `idx` (Zeek's FlipRoles).
     pub fn reverse_key(&mut self, idx: u32) {
         let Some(e) = self.entries.get_mut(idx as usize).and_then(|e| e.as_mut()) else { return };
-        let k = &mut e.key;
-        std::mem::swap(&mut k.sport, &mut k.dport);
-        if k.v6 {
-            if let Some(p) = self.v6.0.get_mut(u32::from_ne_bytes(k.src)) {
+        if e.key.is_v6() {
+            if let Some(p) = self.v6.0.get_mut(e.key.pair()) {
                 p.swap(0, 1);
             }
-        } else {
-            std::mem::swap(&mut k.src, &mut k.dst);
         }
-    }
-
-    /// Which side of the stored connection sent a packet with key `k`
-    /// (whether `k`'s addresses are both IPv4, and their last four bytes).
-    #[inline(always)]
-    fn side(&self, st: &StoredKey, k: &ConnKey, (v4, a, b): (bool, [u8; 4], [u8; 4])) -> Option<Side> {
-        if st.proto != k.proto {
-            return None;
-        }
-        match v4 {
-            true if !st.v6 => {
-                if st.sport == k.sport && st.dport == k.dport && st.src == a && st.dst == b {
-                    Some(Side::Orig)
-                } else if st.sport == k.dport && st.dport == k.sport && st.src == b && st.dst == a {
-                    Some(Side::Resp)
-                } else {
-                    None
-                }
-            }
-            false if st.v6 => match_side(&st.full(&self.v6), k),
-            _ => None,
-        }
+        e.key = e.key.reversed();
     }
 
     pub fn len(&self) -> usize {
@@ -251,11 +273,39 @@ impl<T> ConnTable<T> {
     }
 
     /// Finds the connection a packet with key `k` (hash `hash`) belongs to.
+    /// An IPv4 tuple is compared as two words per direction with the
+    /// stored keys (a non-IPv4 key never equals it: its flag bit); any
+    /// other tuple with the full addresses of the non-IPv4 keys.
     #[inline]
     pub fn find(&self, k: &ConnKey, hash: u64) -> Option<(u32, Side)> {
+        match (v4_parts(&k.src), v4_parts(&k.dst)) {
+            ((true, a), (true, b)) => {
+                let fwd = StoredKey::v4(a, b, k.sport, k.dport, k.proto);
+                let rev = fwd.reversed();
+                self.probe(hash, |st| {
+                    if *st == fwd {
+                        Some(Side::Orig)
+                    } else if *st == rev {
+                        Some(Side::Resp)
+                    } else {
+                        None
+                    }
+                })
+            }
+            _ => self.find_v6(k, hash),
+        }
+    }
+
+    /// [`ConnTable::find`] for a tuple that is not two IPv4 addresses.
+    #[inline(never)]
+    fn find_v6(&self, k: &ConnKey, hash: u64) -> Option<(u32, Side)> {
+        self.probe(hash, |st| if st.is_v6() { match_side(&st.full(&self.v6), k) } else { None })
+    }
+
+    /// Walks `hash`'s probe sequence until `side` names a stored key's side.
+    #[inline(always)]
+    fn probe(&self, hash: u64, side: impl Fn(&StoredKey) -> Option<Side>) -> Option<(u32, Side)> {
         let tag = hash >> 32;
-        let ((va, a), (vb, b)) = (v4_parts(&k.src), v4_parts(&k.dst));
-        let v4 = (va & vb, a, b);
         let mut i = Self::home(tag, self.mask);
         loop {
             let s = self.slots[i];
@@ -265,7 +315,7 @@ impl<T> ConnTable<T> {
             if s >> 32 == tag {
                 let idx = (s as u32).wrapping_sub(1);
                 if let Some(Some(e)) = self.entries.get(idx as usize) {
-                    if let Some(side) = self.side(&e.key, k, v4) {
+                    if let Some(side) = side(&e.key) {
                         return Some((idx, side));
                     }
                 }
@@ -318,8 +368,8 @@ impl<T> ConnTable<T> {
         let r = f(e, &e.key.full(&self.v6));
         let key = e.key;
         self.remove_slot(idx)?;
-        if key.v6 {
-            self.v6.0.remove(u32::from_ne_bytes(key.src));
+        if key.is_v6() {
+            self.v6.0.remove(key.pair());
         }
         self.entries[idx as usize] = None;
         Some(r)

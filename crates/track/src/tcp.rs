@@ -51,7 +51,7 @@ fn seq_delta(a: u32, b: u32) -> i32 {
 /// out-of-order data is held: it lives in the endpoint's cold part
 /// ([`EndpointRare`]), which the reassembly holds so that its own methods
 /// reach the list without the endpoint.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Reassembly {
     /// Next relative sequence number to deliver (Zeek's last_reassem_seq, starts at 1).
     next_deliver: u64,
@@ -245,7 +245,7 @@ impl Reassembly {
 }
 
 /// One side of a TCP connection (Zeek's TCP_Endpoint).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Endpoint {
     pub state: EndpointState,
     pub prev_state: EndpointState,
@@ -268,7 +268,7 @@ pub struct Endpoint {
 /// The cold part of an endpoint: positions, counters and out-of-order data
 /// that stay zero or empty on most connections until they close (always on
 /// a SYN-only one), so an open connection does not carry them inline.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 struct EndpointRare {
     /// Received ranges above the reassembly's `next_deliver`, sorted and merged.
     above_hole: Vec<(u64, u64)>,
@@ -457,7 +457,7 @@ impl Effects {
 }
 
 /// The TCP part of a connection.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TcpConn {
     pub orig: Endpoint,
     pub resp: Endpoint,
@@ -503,6 +503,31 @@ impl TcpConn {
             report_gaps_for_partial,
             fx: 0,
         }
+    }
+
+    /// The state a bare SYN leaves on a new connection (the originator in
+    /// SYN_SENT at `isn`, nothing else seen): what [`Self::process`] makes
+    /// of a first packet with SYN, without ACK, FIN or RST, no payload and a
+    /// window that is not zero (test `syn_sent_is_a_first_syn`). A port
+    /// scan's or SYN flood's connection holds this until it ends, so the
+    /// tracker keeps only `isn` for it (`conn::TcpStates`).
+    pub fn syn_sent(isn: u32, report_gaps_for_partial: bool) -> Self {
+        let mut t = TcpConn::new(report_gaps_for_partial);
+        t.orig.state = SynSent;
+        t.orig.init_seqs(isn, isn.wrapping_add(1));
+        t.first_packet_seen = 1;
+        t
+    }
+
+    /// The initial sequence number of a connection in the state of
+    /// [`Self::syn_sent`], or None in any other state.
+    #[inline]
+    pub fn syn_sent_isn(&self) -> Option<u32> {
+        let isn = self.orig.start_seq;
+        (self.first_packet_seen == 1
+            && self.orig.state == SynSent
+            && *self == TcpConn::syn_sent(isn, self.report_gaps_for_partial))
+        .then_some(isn)
     }
 
     /// Zeek's `IsPartial`: the originator's first packet was not a bare
@@ -1387,6 +1412,34 @@ mod tests {
         t.process(true, &seg(FIN | ACK, 151, 5001, 0), &mut h); // same FIN: no new letter
         assert_eq!(t.orig.rare().fin_seq, 52);
         assert_eq!(h.letters.as_str(), "ShADaTF");
+    }
+
+    /// A first packet that is a bare SYN (whatever its other flags,
+    /// acknowledgement field and non-zero window) leaves exactly
+    /// `TcpConn::syn_sent`; a retransmitted one too; anything else does not.
+    #[test]
+    fn syn_sent_is_a_first_syn() {
+        use wirelog_decode::tcp_flags::{ECE, URG};
+        for rg in [false, true] {
+            for (isn, flags, window) in [(0, SYN, 1), (100, SYN | PSH, 512), (u32::MAX, SYN | ECE | URG, 65535), (u32::MAX - 1, SYN, 7)] {
+                let (mut t, mut h) = (TcpConn::new(rg), HistoryState::default());
+                let s = Segment { flags, seq: isn, ack: 12345, window, len: 0, payload_complete: true };
+                t.process(true, &s, &mut h);
+                assert_eq!(t, TcpConn::syn_sent(isn, rg), "{isn} {flags:#x} {window}");
+                assert_eq!(t.syn_sent_isn(), Some(isn));
+                t.process(true, &s, &mut h);
+                assert_eq!(t.syn_sent_isn(), Some(isn), "retransmitted");
+                assert_eq!(h.letters.as_str(), "S");
+            }
+            for (flags, window, len) in [(SYN, 0, 0), (SYN | ACK, 5, 0), (SYN, 5, 10), (SYN | FIN, 5, 0), (SYN | RST, 5, 0), (ACK, 5, 0)] {
+                let (mut t, mut h) = (TcpConn::new(rg), HistoryState::default());
+                t.process(true, &Segment { flags, seq: 9, ack: 1, window, len, payload_complete: true }, &mut h);
+                assert_eq!(t.syn_sent_isn(), None, "{flags:#x} {window} {len}");
+            }
+            let (mut t, mut h) = (TcpConn::syn_sent(9, rg), HistoryState::default());
+            t.process(false, &seg(SYN | ACK, 500, 10, 0), &mut h);
+            assert_eq!(t.syn_sent_isn(), None, "answered");
+        }
     }
 
     #[test]

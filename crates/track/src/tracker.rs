@@ -10,14 +10,13 @@ use wirelog_procs::NewConn;
 use wirelog_record::{ConnRecord, Proto, TxRecord, UidGenerator};
 
 use crate::app::{protocol_index, AppConfig, AppState, AppStats};
-use crate::conn::{Conn, DatagramState, Overflow, ProtoState, TcpPart};
+use crate::conn::{Conn, DatagramState, Overflow, ProtoState, TcpStates};
 use crate::flow::{FlowKey, FlowSlot, FlowTable};
 use crate::keep::{uid_for, KeepRule, KeepState, KeepVerdict};
 use crate::key::{ConnKey, Side};
 use crate::ports::{PortSet, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS};
-use crate::slab::Slab;
 use crate::table::ConnTable;
-use crate::tcp::{Segment, TcpConn};
+use crate::tcp::Segment;
 use crate::timer::{TimerEntry, TimerWheel};
 
 const SEC: i64 = 1_000_000_000;
@@ -129,7 +128,7 @@ pub struct Tracker {
     /// What does not fit in the entries: counters past 2^32, latest times 4.3 s or more after the last progress.
     overflow: Overflow,
     /// TCP endpoint state of the TCP connections (see `slab`).
-    tcp: Slab<TcpConn>,
+    tcp: TcpStates,
     flows: FlowTable,
     wheel: TimerWheel,
     uids: UidGenerator,
@@ -200,7 +199,7 @@ impl Tracker {
         Tracker {
             table: ConnTable::with_capacity(cfg.max_connections),
             overflow: Overflow::default(),
-            tcp: Slab::with_capacity(cfg.max_connections),
+            tcp: TcpStates::with_capacity(cfg.max_connections, cfg.report_gaps_for_partial),
             flows: FlowTable::new(cfg.flow_interval_ns, cfg.max_flows, seed ^ 0xf10f),
             cfg,
             wheel: TimerWheel::new(),
@@ -363,7 +362,7 @@ impl Tracker {
     /// slots, TCP slab); a UDP or ICMP connection takes the TCP state's
     /// bytes (132) less, an IPv6 one its address pair more.
     pub fn bytes_per_connection(&self) -> usize {
-        self.table.bytes_per_connection() + Slab::<TcpConn>::bytes_per_value()
+        self.table.bytes_per_connection() + TcpStates::bytes_per_value()
     }
 
     /// Records of connections that ended since the last call.
@@ -405,7 +404,7 @@ impl Tracker {
     pub const fn table_bytes_per_connection() -> usize {
         std::mem::size_of::<Option<crate::table::Entry<Conn>>>()
             + 2 * 8
-            + Slab::<TcpConn>::bytes_per_value()
+            + TcpStates::bytes_per_value()
             + ConnTable::<Conn>::V6_BYTES
     }
 
@@ -595,7 +594,7 @@ impl Tracker {
                 // Only a SYN can start a new connection on a known tuple.
                 let reuse = match &seg {
                     Some(s) if s.flags & wirelog_decode::tcp_flags::SYN != 0 => {
-                        matches!(self.table.get(idx).map(|e| (&e.value.state, ts_ns <= e.value.start_ns)), Some((ProtoState::Tcp(p), at_start)) if self.tcp.get(p.slab).is_some_and(|t| t.is_reuse(s, at_start)))
+                        matches!(self.table.get(idx).map(|e| (&e.value.state, ts_ns <= e.value.start_ns)), Some((ProtoState::Tcp(p), at_start)) if self.tcp.with(p, |t| t.is_reuse(s, at_start)) == Some(true))
                     }
                     _ => false,
                 };
@@ -702,9 +701,7 @@ impl Tracker {
         };
         let flip = want_flip && !key.dst.is_ipv4_broadcast();
         let state = match pkt.transport {
-            Transport::Tcp { .. } => ProtoState::Tcp(TcpPart::new(
-                self.tcp.insert(TcpConn::new(self.cfg.report_gaps_for_partial)),
-            )),
+            Transport::Tcp { .. } => ProtoState::Tcp(self.tcp.insert()),
             Transport::Udp { .. } => ProtoState::Udp(DatagramState::new()),
             _ => ProtoState::Icmp(DatagramState::new()),
         };
@@ -769,7 +766,8 @@ impl Tracker {
         let mut reschedule = created;
         match (&mut conn.state, seg) {
             (ProtoState::Tcp(part), Some(seg)) => {
-                let Some(t) = self.tcp.get_mut(part.slab) else {
+                let had_syn_only = part.syn_only();
+                let Some(t) = self.tcp.get_mut(part) else {
                     self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
                     return;
                 };
@@ -809,6 +807,11 @@ impl Tracker {
                     part.expire_extra_at = conn.last_ns + self.cfg.tcp_session_timer_ns;
                 }
                 flip = fx.flip;
+                // A first SYN (a state change) or a packet on a connection
+                // that had only a SYN may leave it with only a SYN.
+                if had_syn_only || fx.state_changed {
+                    self.tcp.settle(part);
+                }
             }
             (ProtoState::Udp(d), _) => {
                 if bad {
@@ -908,7 +911,7 @@ impl Tracker {
             if payload.is_empty() && !syn {
                 return;
             }
-            let by_port = cfg.ports.get(e.key.dport);
+            let by_port = cfg.ports.get(e.key.dport());
             let app = match (tcp, by_port) {
                 (Some(_), Some(p)) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx))),
                 (None, Some(Protocol::Dns)) => {
@@ -931,7 +934,7 @@ impl Tracker {
                     };
                     let n = self.overflow.counts(idx, c);
                     let before = (before_bytes, (n[0] + n[2]).saturating_sub(1));
-                    match udp_datagram(&mut c.detection, e.key.dport, dir, payload, before) {
+                    match udp_datagram(&mut c.detection, e.key.dport(), dir, payload, before) {
                         UdpLook::Continue => {}
                         UdpLook::Over => c.detection.end(),
                         UdpLook::Flip => self.flip_by_service(idx, is_orig, pkt.ip_len as u64),
@@ -941,7 +944,7 @@ impl Tracker {
                 // SMTP, IMAP, POP3, XMPP, LDAP, FTP, IRC by their ports:
                 // the cleartext is watched for STARTTLS and the protocol
                 // confirmed as Zeek confirms it (wirelog_parse::starttls).
-                (Some(_), None) if Cleartext::by_port(e.key.dport).is_some() => Cleartext::by_port(e.key.dport)
+                (Some(_), None) if Cleartext::by_port(e.key.dport()).is_some() => Cleartext::by_port(e.key.dport())
                     .map(|c| AppState::new_starttls(c, uid_for(&mut self.uids, &self.keep, idx))),
                 // SSH by its port: watched for its confirmation (wirelog_parse::ssh),
                 // from the first payload on (the watcher reads no empty segment:
@@ -952,7 +955,7 @@ impl Tracker {
                 // first packet is a capture of one side (half duplex, the
                 // handshake's SYN or SYN-ACK never seen), which it cannot
                 // confirm: not watched, no allocation.
-                (Some(_), None) if e.key.dport == wirelog_parse::ssh::SSH_RESP_PORT => {
+                (Some(_), None) if e.key.dport() == wirelog_parse::ssh::SSH_RESP_PORT => {
                     if payload.is_empty() {
                         return;
                     }
@@ -1061,7 +1064,7 @@ impl Tracker {
         // Zeek's analyzers that skip partial connections read this payload
         // only if the connection is not partial now (`TcpConn::is_partial`).
         let partial = match &e.value.state {
-            ProtoState::Tcp(part) => self.tcp.get(part.slab).is_none_or(|t| t.is_partial()),
+            ProtoState::Tcp(part) => self.tcp.with(part, |t| t.is_partial()).unwrap_or(true),
             _ => false,
         };
         let Some(app) = e.value.app.as_mut() else {
@@ -1196,7 +1199,7 @@ impl Tracker {
         let server_port = if matches!(pkt.transport, Transport::Icmp { .. }) {
             0
         } else {
-            e.key.dport
+            e.key.dport()
         };
         let key = keys.full(&e.key);
         let fk = FlowKey {
@@ -1233,8 +1236,8 @@ impl Tracker {
         // The client changed: later packets count in the other orientation's flow.
         c.flow = FlowSlot::NONE;
         self.overflow.swap_sides(idx, c);
-        if let ProtoState::Tcp(p) = &c.state {
-            if let Some(t) = self.tcp.get_mut(p.slab) {
+        if let ProtoState::Tcp(p) = &mut c.state {
+            if let Some(t) = self.tcp.get_mut(p) {
                 t.flip();
             }
         }
@@ -1274,20 +1277,22 @@ impl Tracker {
         let mut d = i64::MAX;
         match &c.state {
             ProtoState::Tcp(part) => {
-                let Some(t) = self.tcp.get(part.slab) else {
+                let Some((past_handshake, attempt, expire)) =
+                    self.tcp.with(part, |t| (t.past_handshake, t.attempt_condition(), t.is_active && t.expire_condition()))
+                else {
                     return d;
                 };
                 d = part.delete_at;
-                let timeout = if t.past_handshake {
+                let timeout = if past_handshake {
                     self.cfg.tcp_inactivity_ns
                 } else {
                     self.cfg.udp_inactivity_ns
                 };
                 d = d.min(c.last_ns + timeout);
-                if part.attempt_at != i64::MAX && t.attempt_condition() {
+                if part.attempt_at != i64::MAX && attempt {
                     d = d.min(part.attempt_at);
                 }
-                if t.is_active && !part.timers_cancelled && t.expire_condition() {
+                if expire && !part.timers_cancelled {
                     // Zeek checks at start + SYN timeout + k * session timer, and removes
                     // once the connection has been idle longer than the linger time.
                     let floor = (c.last_ns + self.cfg.tcp_linger_ns).max(seen);
@@ -1325,7 +1330,7 @@ impl Tracker {
     /// Makes sure a wheel entry exists no later than the connection's next deadline.
     fn schedule(&mut self, idx: u32) {
         let Some(e) = self.table.get(idx) else { return };
-        let d = self.next_deadline(idx, e.key.dport, &e.value);
+        let d = self.next_deadline(idx, e.key.dport(), &e.value);
         let c = &e.value;
         if d < c.scheduled_at {
             let generation = c.generation.wrapping_add(1);
@@ -1349,7 +1354,7 @@ impl Tracker {
             return; // superseded by an earlier deadline, or the slot was reused
         }
         if let ProtoState::Tcp(part) = &mut entry.value.state {
-            if part.attempt_at <= now && !self.tcp.get(part.slab).is_some_and(|t| t.attempt_condition()) {
+            if part.attempt_at <= now && self.tcp.with(part, |t| t.attempt_condition()) != Some(true) {
                 part.attempt_at = i64::MAX; // the attempt timer fired with nothing to do
             }
         }
@@ -1358,7 +1363,7 @@ impl Tracker {
             let _ = self.kernel_merge(e.idx, false);
         }
         let entry = self.table.get(e.idx).unwrap();
-        let d = self.next_deadline(e.idx, entry.key.dport, &entry.value);
+        let d = self.next_deadline(e.idx, entry.key.dport(), &entry.value);
         if d <= now {
             self.remove(e.idx);
         } else {
@@ -1384,18 +1389,18 @@ impl Tracker {
         let overflow = &mut self.overflow;
         if let Some(mut r) = self.table.remove_with(idx, |e, key| {
             let part = match &e.value.state {
-                ProtoState::Tcp(p) => Some(p.slab),
+                ProtoState::Tcp(p) => Some(p),
                 _ => None,
             };
             let r = e.value.to_record(
                 key,
-                part.and_then(|i| tcp.get(i)),
+                part.and_then(|p| tcp.get(p)).as_deref(),
                 uid.unwrap_or_else(|| uids.next_uid()),
                 overflow.counts(idx, &e.value),
             );
             overflow.forget(idx);
-            if let Some(i) = part {
-                tcp.remove(i);
+            if let Some(p) = part {
+                tcp.remove(p);
             }
             r
         }) {
@@ -1598,7 +1603,7 @@ mod size_budget {
         use std::mem::size_of;
         type Entry = crate::table::Entry<crate::conn::Conn>;
         let entry = size_of::<Option<Entry>>();
-        let tcp = crate::slab::Slab::<crate::tcp::TcpConn>::bytes_per_value();
+        let tcp = crate::conn::TcpStates::bytes_per_value();
         let parts = [
             ("key (IPv4 inline, else an index)", size_of::<crate::table::StoredKey>()),
             ("slot tag", size_of::<u32>()),

@@ -133,7 +133,7 @@ impl Tracker {
             // and acknowledgement (whatever it made of it); the tracker's
             // state agrees only if it took them as they are.
             let view = self.table.get(idx).and_then(|e| match &e.value.state {
-                ProtoState::Tcp(part) => self.tcp.get(part.slab).and_then(|t| t.kernel_view()),
+                ProtoState::Tcp(part) => self.tcp.with(part, |t| t.kernel_view()).flatten(),
                 _ => None,
             });
             let side = usize::from(!is_orig);
@@ -241,7 +241,7 @@ impl Tracker {
         if c.app.is_some() || !c.detection.is_over() {
             return None;
         }
-        let view = self.tcp.get(part.slab).and_then(|t| t.kernel_view())?;
+        let view = self.tcp.with(part, |t| t.kernel_view()).flatten()?;
         let (key, orig_block) = map_key(&self.table.key(idx)?)?;
         let until_real_ns = Delegations::until(self.flows.next_boundary(), ts)?;
         let allow = [true, false].map(|orig| {
@@ -302,8 +302,8 @@ impl Tracker {
             }
         }
         c.flow = flow_slot;
-        if let ProtoState::Tcp(part) = &c.state {
-            if let Some(t) = self.tcp.get_mut(part.slab) {
+        if let ProtoState::Tcp(part) = &mut c.state {
+            if let Some(t) = self.tcp.get_mut(part) {
                 t.kernel_merge(counted.next_seq, [counted.last_ack[0], counted.last_ack[1]], &mut c.hist);
             }
         }
