@@ -292,12 +292,15 @@ pub const ZEEK_POLICIES: &[(&str, &str)] = &[
         "validate-certs",
         "policy/protocols/ssl/validate-certs.zeek: ssl.log's validation_status, the server chain checked against a trust store (--ca-file)",
     ),
+    (
+        "validate-sct",
+        "policy/protocols/ssl/validate-sct.zeek (loads validate-certs): ssl.log's valid_ct_logs, valid_ct_operators, the leaf's SCTs checked against the CT log list (--ct-logs)",
+    ),
 ];
 
 /// Zeek policies that add log fields wirelog does not write, and why
 /// (`--zeek-policy` names them in its error).
 pub const ZEEK_POLICIES_NOT_DONE: &[(&str, &str)] = &[
-    ("validate-sct", "valid_ct_logs needs SCT signature checks against the CT log list"),
     ("validate-ocsp", "ocsp_status needs OCSP response validation"),
     ("known-certs", "known_certs.log is not written"),
 ];

@@ -168,6 +168,7 @@ pub fn transaction(hs: TlsHandshake, request: Option<Span>, response: Option<Spa
         server_certs: hs.server_certs.map(|c| c.certs),
         client_certs: hs.client_certs.map(|c| c.certs),
         requested_cas: hs.requested_cas,
+        sct_lists: hs.server_sct_lists,
         ..TlsTx::default()
     };
     Transaction {

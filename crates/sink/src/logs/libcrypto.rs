@@ -39,19 +39,21 @@ pub struct Stack {
 
 /// Declares the functions: a struct of their pointers, each resolved by
 /// name when the library is loaded.
+/// (`struct Name;` first names the struct: `libcrypto_ct` declares its
+/// own with this macro.)
 macro_rules! functions {
-    ($($name:ident: fn($($arg:ty),*) $(-> $ret:ty)?;)*) => {
+    (struct $lib:ident; $($name:ident: fn($($arg:ty),*) $(-> $ret:ty)?;)*) => {
         #[allow(non_snake_case)]
-        pub struct Lib {
+        pub struct $lib {
             $($name: unsafe extern "C" fn($($arg),*) $(-> $ret)?,)*
         }
 
-        impl Lib {
+        impl $lib {
             /// `soname` opened and every function found in it; an error
             /// names the library, or the library and the missing function.
-            fn load(soname: &str) -> Result<Lib, String> {
+            fn load(soname: &str) -> Result<$lib, String> {
                 let handle = open(soname)?;
-                Ok(Lib {
+                Ok($lib {
                     $($name: {
                         let p = symbol(handle, soname, stringify!($name))?;
                         // SAFETY: `p` is the address of the libcrypto
@@ -64,8 +66,10 @@ macro_rules! functions {
         }
     };
 }
+pub(super) use functions;
 
 functions! {
+    struct Lib;
     d2i_X509: fn(*mut *mut X509, *mut *const c_uchar, c_long) -> *mut X509;
     i2d_X509: fn(*const X509, *mut *mut c_uchar) -> c_int;
     X509_up_ref: fn(*mut X509) -> c_int;
@@ -104,7 +108,7 @@ fn dl_error(what: &str) -> String {
     unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
 }
 
-fn open(soname: &str) -> Result<*mut c_void, String> {
+pub(super) fn open(soname: &str) -> Result<*mut c_void, String> {
     let name = std::ffi::CString::new(soname).map_err(|_| format!("{soname}: a NUL in the name"))?;
     // SAFETY: `name` is NUL-terminated; the handle is never closed (the
     // functions stay in use for the run).
@@ -115,7 +119,7 @@ fn open(soname: &str) -> Result<*mut c_void, String> {
     Ok(h)
 }
 
-fn symbol(handle: *mut c_void, soname: &str, name: &str) -> Result<*mut c_void, String> {
+pub(super) fn symbol(handle: *mut c_void, soname: &str, name: &str) -> Result<*mut c_void, String> {
     let c = std::ffi::CString::new(name).map_err(|_| format!("{name}: a NUL in the name"))?;
     // SAFETY: `handle` is dlopen's, never closed; `c` is NUL-terminated.
     let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
@@ -133,7 +137,7 @@ pub fn lib() -> Result<&'static Lib, String> {
 
 /// `i2d_*` into a vector: `len` gives the length with a null output, then
 /// writes it.
-fn i2d(len: impl Fn(*mut *mut c_uchar) -> c_int) -> Option<Vec<u8>> {
+pub(super) fn i2d(len: impl Fn(*mut *mut c_uchar) -> c_int) -> Option<Vec<u8>> {
     let n = usize::try_from(len(std::ptr::null_mut())).ok().filter(|&n| n > 0)?;
     let mut out = vec![0u8; n];
     let mut p = out.as_mut_ptr();

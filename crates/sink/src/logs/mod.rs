@@ -5,13 +5,18 @@
 //! they write (`out`, `file`: whole lines when the disk fills); `validate`,
 //! Zeek's validate-certs policy (ssl.log's `validation_status`, OpenSSL's
 //! chain validation on the output thread) over `libcrypto`, the few
-//! functions of the system's libcrypto.so.3 it calls, loaded at run time.
+//! functions of the system's libcrypto.so.3 it calls, loaded at run time;
+//! `sct`, Zeek's validate-sct policy (ssl.log's `valid_ct_logs`,
+//! `valid_ct_operators`: SCT signatures checked against the CT log list,
+//! with validate-certs) over `libcrypto_ct`.
 
 pub mod file;
 pub mod flows;
 pub mod libcrypto;
+pub mod libcrypto_ct;
 pub mod out;
 pub(crate) mod procs;
+pub mod sct;
 pub mod tls;
 pub mod tx;
 pub mod validate;
