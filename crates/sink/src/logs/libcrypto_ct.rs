@@ -214,3 +214,67 @@ pub fn verify(lib: &CtLib, key_der: &[u8], hash_alg: u8, data: &[u8], signature:
     }
     rc != 0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::process::Command;
+
+    fn openssl(dir: &Path, args: &[&str]) {
+        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Signatures made by `openssl dgst -sign` with a P-256 and an RSA key
+    /// verify over their data with SHA-256 (4) and not over other data or
+    /// with another hash; a hash Zeek does not map, a key that is not one,
+    /// give false; a signature that is not DER counts as valid for ECDSA,
+    /// as Zeek's `bool` of EVP_DigestVerifyFinal's -1 does.
+    #[test]
+    fn signatures_verify_as_sct_verify_checks_them() {
+        let lib = lib().unwrap();
+        let dir = std::env::temp_dir().join(format!("wirelog-ctcrypto-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("data"), b"the signed structure").unwrap();
+        for (name, gen) in [("ec", &["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"][..]), ("rsa", &["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"][..])] {
+            let key = format!("{name}.key");
+            let mut a = vec!["genpkey"];
+            a.extend(gen);
+            a.extend(["-out", &key]);
+            openssl(&dir, &a);
+            openssl(&dir, &["pkey", "-in", &key, "-pubout", "-outform", "DER", "-out", "pub.der"]);
+            openssl(&dir, &["dgst", "-sha256", "-sign", &key, "-out", "sig", "data"]);
+            let (pubkey, sig) = (std::fs::read(dir.join("pub.der")).unwrap(), std::fs::read(dir.join("sig")).unwrap());
+            assert!(key_parses(lib, &pubkey), "{name}");
+            assert!(verify(lib, &pubkey, 4, b"the signed structure", &sig), "{name}");
+            assert!(!verify(lib, &pubkey, 4, b"the signed structure!", &sig), "{name}");
+            assert!(!verify(lib, &pubkey, 5, b"the signed structure", &sig), "{name}");
+            assert!(!verify(lib, &pubkey, 9, b"the signed structure", &sig), "{name}");
+            assert!(!verify(lib, &pubkey[1..], 4, b"the signed structure", &sig), "{name}");
+            if name == "ec" {
+                assert!(verify(lib, &pubkey, 4, b"the signed structure", b"not DER"), "OpenSSL 3's -1 for ECDSA");
+            }
+        }
+        assert!(!key_parses(lib, b"\x30\x00"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The precertificate TBS and the key of a certificate OpenSSL made:
+    /// no SCT extension gives none; the SPKI is the public key's DER.
+    #[test]
+    fn spki_and_precert_tbs() {
+        let lib = lib().unwrap();
+        let dir = std::env::temp_dir().join(format!("wirelog-ctcrypto-tbs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        openssl(&dir, &["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "k", "-out", "c.der", "-outform", "DER", "-subj", "/CN=x", "-days", "2"]);
+        openssl(&dir, &["pkey", "-in", "k", "-pubout", "-outform", "DER", "-out", "pub.der"]);
+        let der = std::fs::read(dir.join("c.der")).unwrap();
+        assert_eq!(spki_der(lib, &der).unwrap(), std::fs::read(dir.join("pub.der")).unwrap());
+        assert_eq!(precert_tbs(lib, &der), None);
+        assert_eq!(spki_der(lib, b"\x30\x00"), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -486,6 +486,64 @@ mod tests {
         assert_eq!(out.len(), 1);
     }
 
+    /// The certificates and SCTs of `tests/sct_certs.py` (made here by
+    /// Python's `cryptography`), checked without a network: the leaf's four
+    /// certificate SCTs (A and B valid, A over another timestamp, C not in
+    /// the list) and the TLS extension's two (D valid, B over another
+    /// certificate); the issuer key found in the chain sent, the chain
+    /// built, or nowhere; the cache answers the second time.
+    #[test]
+    fn counts_of_the_test_certificates() {
+        let dir = std::env::temp_dir().join(format!("wirelog-sct-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/sct_certs.py");
+        let o = std::process::Command::new("python3").arg(script).arg(&dir).output().expect("python3");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let pem = |f: &str| super::super::validate::pem_certificates(&std::fs::read(dir.join(f)).unwrap()).unwrap().remove(0);
+        let (leaf, ca) = (pem("sct.pem"), pem("ca.pem"));
+        let info = std::fs::read_to_string(dir.join("serverinfo.pem")).unwrap();
+        let b64: String = info.lines().filter(|l| !l.starts_with("-----")).collect();
+        let ext = super::super::validate::unbase64(&b64).unwrap();
+        assert_eq!(&ext[..2], &[0, 18]);
+        let tls_list = ext[4..].to_vec();
+        let logs = CtLogs::from_file(&dir.join("ct-logs.tsv")).unwrap();
+        let mut checker = SctChecker::new(logs).unwrap();
+        let lib = super::super::libcrypto::lib().unwrap();
+        let (leaf_c, ca_c) = (Cert::from_der(lib, &leaf).unwrap(), Cert::from_der(lib, &ca).unwrap());
+        let record = |chain: Vec<Vec<u8>>, tls: bool| {
+            let r = wirelog_record::tls::fixtures::handshake(1_000_000_000, chain, None);
+            let wirelog_record::Detail::Tls(mut t) = r.tx.detail else { panic!() };
+            if tls {
+                t.sct_lists.push(tls_list.clone());
+            }
+            t
+        };
+        let chains = |valid: &'static [Cert]| Chains { leaf: &leaf_c, status: "x", valid_chain: valid, cached_intermediates: None };
+        let c = |valid, invalid, logs, operators| CtCounts { valid, invalid, logs, operators };
+        // The CA sent after the leaf, and the TLS extension.
+        let t = record(vec![leaf.clone(), ca.clone()], true);
+        assert_eq!(checker.counts(&t, &chains(&[]), 0), c(3, 3, 3, 2));
+        let checks = checker.verified;
+        assert_eq!(checker.counts(&t, &chains(&[]), 1_000_000_000), c(3, 3, 3, 2));
+        assert_eq!(checker.verified, checks, "answered from the cache");
+        // The leaf alone: no issuer key, then the CA from the chain built.
+        let t = record(vec![leaf.clone()], false);
+        let mut other = Chains { leaf: &leaf_c, status: "y", valid_chain: &[], cached_intermediates: None };
+        assert_eq!(checker.counts(&t, &other, 0), c(0, 4, 0, 0));
+        let built = [leaf_c.clone(), ca_c.clone()];
+        other.status = "z";
+        other.valid_chain = &built;
+        assert_eq!(checker.counts(&t, &other, 0), c(2, 2, 2, 2));
+        // Or from the intermediates cached for the leaf's issuer.
+        let cached = [ca_c.clone()];
+        other.status = "w";
+        other.valid_chain = &[];
+        other.cached_intermediates = Some(&cached);
+        assert_eq!(checker.counts(&t, &other, 0), c(2, 2, 2, 2));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// RFC 6962 3.2's structure, as `sct_verify` builds it.
     #[test]
     fn signed_data_is_rfc6962s() {
