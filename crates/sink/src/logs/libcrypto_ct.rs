@@ -132,22 +132,45 @@ pub fn precert_tbs(lib: &CtLib, cert_der: &[u8]) -> Option<Vec<u8>> {
     tbs
 }
 
-/// Whether `key_der` is a DER SubjectPublicKeyInfo OpenSSL reads
-/// (`d2i_PUBKEY`, as `sct_verify` reads a log's key).
-pub fn key_parses(lib: &CtLib, key_der: &[u8]) -> bool {
-    let Ok(len) = c_long::try_from(key_der.len()) else {
-        return false;
-    };
-    let mut p = key_der.as_ptr();
-    // SAFETY: `p` points at `len` readable bytes; a new key we own (freed
-    // at once), or null; then this thread's error queue emptied.
-    unsafe {
-        let key = (lib.d2i_PUBKEY)(std::ptr::null_mut(), &mut p, len);
-        if !key.is_null() {
-            (lib.EVP_PKEY_free)(key);
+/// A public key (`EVP_PKEY`), ours alone: a CT log's, read once (reading
+/// one costs about a million instructions, checking a signature with it a
+/// tenth of that).
+pub struct PubKey {
+    ptr: NonNull<EvpPkey>,
+    lib: &'static CtLib,
+}
+
+// SAFETY: an EVP_PKEY has no tie to a thread and OpenSSL 3 allows
+// concurrent use of a key only read (as the openssl crate's PKey, which is
+// Send + Sync); ours is never changed once read.
+unsafe impl Send for PubKey {}
+// SAFETY: as above.
+unsafe impl Sync for PubKey {}
+
+impl PubKey {
+    /// A DER SubjectPublicKeyInfo read as `sct_verify` reads a log's key
+    /// (`d2i_PUBKEY`); `None` when it is not one.
+    pub fn from_der(lib: &'static CtLib, der: &[u8]) -> Option<PubKey> {
+        let len = c_long::try_from(der.len()).ok()?;
+        let mut p = der.as_ptr();
+        // SAFETY: `p` points at `len` readable bytes; a new key we own, or
+        // null.
+        let key = unsafe { (lib.d2i_PUBKEY)(std::ptr::null_mut(), &mut p, len) };
+        match NonNull::new(key) {
+            Some(ptr) => Some(PubKey { ptr, lib }),
+            None => {
+                // SAFETY: empties this thread's error queue, nothing else.
+                unsafe { (lib.ERR_clear_error)() };
+                None
+            }
         }
-        (lib.ERR_clear_error)();
-        !key.is_null()
+    }
+}
+
+impl Drop for PubKey {
+    fn drop(&mut self) {
+        // SAFETY: ours, freed once.
+        unsafe { (self.lib.EVP_PKEY_free)(self.ptr.as_ptr()) }
     }
 }
 
@@ -170,33 +193,24 @@ fn digest_name(hash_alg: u8) -> Option<&'static CStr> {
 /// `d2i_PUBKEY`) and the SCT's hash algorithm (`EVP_DigestVerify*`; the
 /// key says whether it is ECDSA or RSA). As Zeek returns the int
 /// `EVP_DigestVerifyFinal` gives through a `bool`, anything but 0 counts
-/// as valid (OpenSSL 3 gives -1 for a signature that is not DER).
-pub fn verify(lib: &CtLib, key_der: &[u8], hash_alg: u8, data: &[u8], signature: &[u8]) -> bool {
+/// as valid (OpenSSL 3 gives -1 for a signature that is not DER). The key
+/// is read once per log ([`PubKey`]) where Zeek reads it at each call.
+pub fn verify(key: &PubKey, hash_alg: u8, data: &[u8], signature: &[u8]) -> bool {
+    let lib = key.lib;
     let Some(name) = digest_name(hash_alg) else {
         return false;
     };
     // SAFETY: a NUL-terminated name; a static digest, or null.
     let md = unsafe { (lib.EVP_get_digestbyname)(name.as_ptr()) };
-    let Ok(len) = c_long::try_from(key_der.len()) else {
-        return false;
-    };
-    let mut p = key_der.as_ptr();
-    // SAFETY: `p` points at `len` readable bytes; a new key we own, or null.
-    let key = unsafe { (lib.d2i_PUBKEY)(std::ptr::null_mut(), &mut p, len) };
-    let Some(key) = NonNull::new(key) else {
-        // SAFETY: empties this thread's error queue, nothing else.
-        unsafe { (lib.ERR_clear_error)() };
-        return false;
-    };
     // SAFETY: no arguments; a new context we own, or null.
     let ctx = unsafe { (lib.EVP_MD_CTX_new)() };
     let rc = if md.is_null() || ctx.is_null() {
         0
     } else {
-        // SAFETY: a live context, digest and key; the key is referenced by
-        // the context until it is freed, before the key (below).
+        // SAFETY: a live context, digest and key; the context takes its own
+        // reference of the key, released when it is freed (below).
         unsafe {
-            if (lib.EVP_DigestVerifyInit)(ctx, std::ptr::null_mut(), md, std::ptr::null_mut(), key.as_ptr()) != 1
+            if (lib.EVP_DigestVerifyInit)(ctx, std::ptr::null_mut(), md, std::ptr::null_mut(), key.ptr.as_ptr()) != 1
                 || (lib.EVP_DigestVerifyUpdate)(ctx, data.as_ptr() as *const c_void, data.len()) != 1
             {
                 0
@@ -205,11 +219,10 @@ pub fn verify(lib: &CtLib, key_der: &[u8], hash_alg: u8, data: &[u8], signature:
             }
         }
     };
-    // SAFETY: ours, freed once each (a null context is accepted); then
-    // this thread's error queue emptied.
+    // SAFETY: ours, freed once (a null context is accepted); then this
+    // thread's error queue emptied.
     unsafe {
         (lib.EVP_MD_CTX_free)(ctx);
-        (lib.EVP_PKEY_free)(key.as_ptr());
         (lib.ERR_clear_error)();
     }
     rc != 0
@@ -228,8 +241,8 @@ mod tests {
 
     /// Signatures made by `openssl dgst -sign` with a P-256 and an RSA key
     /// verify over their data with SHA-256 (4) and not over other data or
-    /// with another hash; a hash Zeek does not map, a key that is not one,
-    /// give false; a signature that is not DER counts as valid for ECDSA,
+    /// with another hash; a hash Zeek does not map gives false, a key that
+    /// is not one does not read; a signature that is not DER counts as valid for ECDSA,
     /// as Zeek's `bool` of EVP_DigestVerifyFinal's -1 does.
     #[test]
     fn signatures_verify_as_sct_verify_checks_them() {
@@ -247,17 +260,17 @@ mod tests {
             openssl(&dir, &["pkey", "-in", &key, "-pubout", "-outform", "DER", "-out", "pub.der"]);
             openssl(&dir, &["dgst", "-sha256", "-sign", &key, "-out", "sig", "data"]);
             let (pubkey, sig) = (std::fs::read(dir.join("pub.der")).unwrap(), std::fs::read(dir.join("sig")).unwrap());
-            assert!(key_parses(lib, &pubkey), "{name}");
-            assert!(verify(lib, &pubkey, 4, b"the signed structure", &sig), "{name}");
-            assert!(!verify(lib, &pubkey, 4, b"the signed structure!", &sig), "{name}");
-            assert!(!verify(lib, &pubkey, 5, b"the signed structure", &sig), "{name}");
-            assert!(!verify(lib, &pubkey, 9, b"the signed structure", &sig), "{name}");
-            assert!(!verify(lib, &pubkey[1..], 4, b"the signed structure", &sig), "{name}");
+            assert!(PubKey::from_der(lib, &pubkey[1..]).is_none(), "{name}");
+            let key = PubKey::from_der(lib, &pubkey).unwrap();
+            assert!(verify(&key, 4, b"the signed structure", &sig), "{name}");
+            assert!(!verify(&key, 4, b"the signed structure!", &sig), "{name}");
+            assert!(!verify(&key, 5, b"the signed structure", &sig), "{name}");
+            assert!(!verify(&key, 9, b"the signed structure", &sig), "{name}");
             if name == "ec" {
-                assert!(verify(lib, &pubkey, 4, b"the signed structure", b"not DER"), "OpenSSL 3's -1 for ECDSA");
+                assert!(verify(&key, 4, b"the signed structure", b"not DER"), "OpenSSL 3's -1 for ECDSA");
             }
         }
-        assert!(!key_parses(lib, b"\x30\x00"));
+        assert!(PubKey::from_der(lib, b"\x30\x00").is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -257,10 +257,12 @@ pub struct Chains<'a> {
     pub cached_intermediates: Option<&'a [Cert]>,
 }
 
-/// The SCT checker: the log list, libcrypto and the cache.
+/// The SCT checker: the log list (each key read by OpenSSL), libcrypto and
+/// the cache.
 pub struct SctChecker {
     lib: &'static CtLib,
     logs: CtLogs,
+    keys: HashMap<[u8; 32], ct::PubKey>,
     /// Key -> (valid, last use).
     results: HashMap<Key, (bool, i64)>,
     /// Signature checks done (not answered from the cache).
@@ -272,12 +274,21 @@ impl SctChecker {
     /// its missing function), or a log whose key OpenSSL cannot read.
     pub fn new(logs: CtLogs) -> Result<SctChecker, String> {
         let lib = ct::lib()?;
-        let mut bad: Vec<&str> = logs.logs.values().filter(|l| !ct::key_parses(lib, &l.key)).map(|l| l.description.as_str()).collect();
+        let mut keys = HashMap::new();
+        let mut bad = Vec::new();
+        for (id, l) in &logs.logs {
+            match ct::PubKey::from_der(lib, &l.key) {
+                Some(k) => {
+                    keys.insert(*id, k);
+                }
+                None => bad.push(l.description.as_str()),
+            }
+        }
         bad.sort_unstable();
         if let Some(d) = bad.first() {
             return Err(format!("the key of CT log {d:?} is not a public key OpenSSL reads"));
         }
-        Ok(SctChecker { lib, logs, results: HashMap::new(), verified: 0 })
+        Ok(SctChecker { lib, logs, keys, results: HashMap::new(), verified: 0 })
     }
 
     /// Logs in the list.
@@ -309,7 +320,7 @@ impl SctChecker {
         let mut logs = HashSet::new();
         let mut operators = HashSet::new();
         for p in &proofs {
-            let Some(log) = self.logs.get(&p.log_id) else {
+            let (Some(log), Some(log_key)) = (self.logs.get(&p.log_id), self.keys.get(&p.log_id)) else {
                 counts.invalid += 1;
                 continue;
             };
@@ -335,7 +346,7 @@ impl SctChecker {
                     let v = match p.source {
                         Source::Tls => {
                             self.verified += 1;
-                            ct::verify(self.lib, &log.key, p.hash_alg, &signed_data(p.timestamp, None, &leaf_der), &p.signature)
+                            ct::verify(log_key, p.hash_alg, &signed_data(p.timestamp, None, &leaf_der), &p.signature)
                         }
                         Source::X509 => {
                             let tbs = precert.get_or_insert_with(|| ct::precert_tbs(self.lib, &leaf_der));
@@ -344,7 +355,7 @@ impl SctChecker {
                             if let Some(tbs) = tbs {
                                 for i in 0..keys.len() {
                                     self.verified += 1;
-                                    if ct::verify(self.lib, &log.key, p.hash_alg, &signed_data(p.timestamp, Some(&keys[i]), tbs), &p.signature) {
+                                    if ct::verify(log_key, p.hash_alg, &signed_data(p.timestamp, Some(&keys[i]), tbs), &p.signature) {
                                         keys[..=i].rotate_right(1);
                                         ok = true;
                                         break;
