@@ -310,7 +310,9 @@ impl SctChecker {
             }
         }
         let leaf_fp = chain.first().map(|c| c.fingerprint.clone()).unwrap_or_default();
-        let leaf_der = chains.leaf.to_der().unwrap_or_default();
+        // The leaf's DER as OpenSSL writes it (`i2d_X509`), made when first
+        // needed (most connections have no SCT).
+        let mut leaf_der: Option<Vec<u8>> = None;
         // The issuer keys to try for certificate SCTs, made when first
         // needed; the one that worked goes first (Zeek keeps
         // `issuer_key_hash` from one SCT to the next).
@@ -346,10 +348,12 @@ impl SctChecker {
                     let v = match p.source {
                         Source::Tls => {
                             self.verified += 1;
-                            ct::verify(log_key, p.hash_alg, &signed_data(p.timestamp, None, &leaf_der), &p.signature)
+                            let der = leaf_der.get_or_insert_with(|| chains.leaf.to_der().unwrap_or_default());
+                            ct::verify(log_key, p.hash_alg, &signed_data(p.timestamp, None, der), &p.signature)
                         }
                         Source::X509 => {
-                            let tbs = precert.get_or_insert_with(|| ct::precert_tbs(self.lib, &leaf_der));
+                            let der = leaf_der.get_or_insert_with(|| chains.leaf.to_der().unwrap_or_default());
+                            let tbs = precert.get_or_insert_with(|| ct::precert_tbs(self.lib, der));
                             let keys = issuer_keys.get_or_insert_with(|| issuer_key_hashes(self.lib, t, chains));
                             let mut ok = false;
                             if let Some(tbs) = tbs {
