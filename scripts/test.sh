@@ -35,7 +35,9 @@ PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       vsftpd ngircd prosody slapd ldap-utils
       # the trust store tests/tls_zeek.rs validates chains against
       # (--zeek-policy validate-certs loads libssl3's libcrypto.so.3 at run time)
-      ca-certificates)
+      ca-certificates
+      # the certificates and SCTs tests/tls_sct_live.rs makes (tests/sct_certs.py)
+      python3-cryptography)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -605,7 +605,9 @@ pub struct OutputArgs {
     /// certificates), `certificate-request-info` (ssl.log's
     /// requested_client_certificate_authorities), `validate-certs` (ssl.log's
     /// validation_status), `validate-ocsp` (ssl.log's ocsp_status, the
-    /// stapled OCSP response checked); both check against --ca-file.
+    /// stapled OCSP response checked; both check against --ca-file),
+    /// `validate-sct` (ssl.log's valid_ct_logs, valid_ct_operators; turns on
+    /// validate-certs).
     #[arg(long, value_name = "LIST")]
     pub zeek_policy: Vec<String>,
 
@@ -616,6 +618,14 @@ pub struct OutputArgs {
     /// ships).
     #[arg(long, value_name = "PEM")]
     pub ca_file: Option<PathBuf>,
+
+    /// The CT logs `--zeek-policy validate-sct` checks SCTs against,
+    /// instead of the list wirelog ships (Zeek's): one log a line, its id
+    /// and key (base64), operator and description, tab-separated; `#`
+    /// starts a comment line (scripts/gen_ct_logs.py writes it from
+    /// Zeek's ct-list.zeek).
+    #[arg(long, value_name = "FILE")]
+    pub ct_logs: Option<PathBuf>,
 
     /// Free space to leave on the disks of the store and the logs, a size
     /// (500M) or a percentage of the file system (5%); default 5%, at most
@@ -646,6 +656,9 @@ impl OutputArgs {
         if let (Some(f), false) = (&self.ca_file, policies.iter().any(|p| matches!(*p, "validate-certs" | "validate-ocsp"))) {
             anyhow::bail!("--ca-file {}: only --zeek-policy validate-certs and validate-ocsp use a trust store", f.display());
         }
+        if let (Some(f), false) = (&self.ct_logs, policies.contains(&"validate-sct")) {
+            anyhow::bail!("--ct-logs {}: only --zeek-policy validate-sct uses a CT log list", f.display());
+        }
         Ok(())
     }
 
@@ -665,6 +678,10 @@ impl OutputArgs {
                 let known: Vec<&str> = ZEEK_POLICIES.iter().map(|(n, _)| *n).collect();
                 anyhow::bail!("--zeek-policy {name}: unknown policy (known: {}, all)", known.join(", "));
             }
+        }
+        // validate-sct.zeek loads validate-certs (line 5).
+        if on.contains(&"validate-sct") {
+            on.push("validate-certs");
         }
         on.sort_unstable();
         on.dedup();
@@ -688,6 +705,7 @@ impl OutputArgs {
             // Checked by `check` before any config is made.
             zeek_policies: self.zeek_policies().unwrap_or_default(),
             ca_file: self.ca_file.clone(),
+            ct_logs: self.ct_logs.clone(),
             format,
             store,
             empty_tcp_note: false,

@@ -74,6 +74,9 @@ pub struct OutputConfig {
     /// `--ca-file`: the trust store of the validate-certs and validate-ocsp policies (default
     /// the system's).
     pub ca_file: Option<PathBuf>,
+    /// `--ct-logs`: the CT log list of the validate-sct policy (default
+    /// the one wirelog ships).
+    pub ct_logs: Option<PathBuf>,
 }
 
 impl OutputConfig {
@@ -152,7 +155,19 @@ pub fn start(cfg: OutputConfig) -> Result<Started> {
                     let file = cfg.ca_file.clone().unwrap_or_else(|| wirelog_sink::logs::validate::SYSTEM_CA_FILE.into());
                     let v = wirelog_sink::logs::validate::Validator::from_pem_file(&file)
                         .map_err(|e| anyhow!("--zeek-policy validate-certs: trust store (--ca-file) {e}"))?;
-                    Some(v)
+                    match cfg.zeek_policies.contains(&"validate-sct") {
+                        true => {
+                            use wirelog_sink::logs::sct::{CtLogs, SctChecker};
+                            let logs = match &cfg.ct_logs {
+                                Some(f) => CtLogs::from_file(f).map_err(|e| anyhow!("--zeek-policy validate-sct: CT log list (--ct-logs) {e}"))?,
+                                None => CtLogs::builtin(),
+                            };
+                            let name = cfg.ct_logs.as_ref().map_or("the built-in CT log list".to_string(), |f| f.display().to_string());
+                            let checker = SctChecker::new(logs).map_err(|e| anyhow!("--zeek-policy validate-sct: {name}: {e}"))?;
+                            Some(v.with_sct(checker))
+                        }
+                        false => Some(v),
+                    }
                 }
                 false => None,
             };

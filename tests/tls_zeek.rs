@@ -23,16 +23,7 @@ use std::process::Command;
 type Row = HashMap<String, String>;
 
 /// Zeek columns wirelog does not write, with the reason (not compared).
-const NOT_WRITTEN: &[(&str, &str)] = &[
-    (
-        "valid_ct_logs",
-        "SCT validation (policy validate-sct) is not implemented",
-    ),
-    (
-        "valid_ct_operators",
-        "SCT validation (policy validate-sct) is not implemented",
-    ),
-];
+const NOT_WRITTEN: &[(&str, &str)] = &[];
 
 /// Every case is read with the Zeek policies some of its baselines were
 /// made with (ssl-log-ext.log, x509.base64.log, cert_request_ipv6's
@@ -48,7 +39,19 @@ const NOT_WRITTEN: &[(&str, &str)] = &[
 /// `testing/scripts/external-ca-list.zeek`): the verdicts agree on these
 /// captures, at their packet times, but would differ for a chain whose
 /// root is in one list and not in the other.
-const POLICIES: &[&str] = &["--zeek-policy", "ssl-log-ext,log-certs-base64,certificate-request-info,validate-certs"];
+///
+/// validate-sct (tls12_alpn_ocsp_sct's valid_ct_logs, valid_ct_operators)
+/// checks SCTs against the CT log list Zeek's test had: Zeek's
+/// ct-list.zeek plus the seven older logs its test script adds
+/// (`testing/btest/scripts/policy/protocols/ssl/validate-sct.zeek`),
+/// `tests/data/ct-logs-zeek-btest.tsv`, made by `scripts/gen_ct_logs.py`
+/// from the two scripts.
+const POLICIES: &[&str] = &[
+    "--zeek-policy",
+    "ssl-log-ext,log-certs-base64,certificate-request-info,validate-certs,validate-sct",
+    "--ct-logs",
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ct-logs-zeek-btest.tsv"),
+];
 
 /// Differences wirelog has on purpose, with the reason. None today: the
 /// STARTTLS cases' `imap,ssl` and `pop3,ssl` agree since the cleartext is
@@ -474,8 +477,8 @@ fn log_hostcerts_only_keeps_the_leaf() {
 fn zeek_policy_names_are_checked() {
     let pcap = testdata().join("tls12_ecdhe/ecdhe.pcap");
     for (name, says) in [
-        ("validate-sct", "--zeek-policy validate-sct: not written by wirelog (valid_ct_logs"),
-        ("ssl-log-ext,no-such", "--zeek-policy no-such: unknown policy (known: ssl-log-ext, ssl-client-subject-issuer, log-certs-base64, log-hostcerts-only, certificate-request-info, validate-certs, validate-ocsp, all)"),
+        ("known-certs", "--zeek-policy known-certs: not written by wirelog (known_certs.log"),
+        ("ssl-log-ext,no-such", "--zeek-policy no-such: unknown policy (known: ssl-log-ext, ssl-client-subject-issuer, log-certs-base64, log-hostcerts-only, certificate-request-info, validate-certs, validate-ocsp, validate-sct, all)"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
             .args(["read", "--quiet", "--no-store", "--zeek-policy", name])
@@ -495,4 +498,28 @@ fn zeek_policy_names_are_checked() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--ca-file /etc/ssl/certs/ca-certificates.crt: only --zeek-policy validate-certs and validate-ocsp use a trust store"), "{err}");
+    // A CT log list without the policy that reads it; a bad list names
+    // the file and line.
+    let list = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ct-logs-zeek-btest.tsv");
+    let bad = tempdir("bad-ct-list");
+    let bad_list = bad.0.join("ct.tsv");
+    std::fs::write(&bad_list, "# a comment\nAAAA\tMFkw\tOp\tDesc\n").unwrap();
+    for (args, says) in [
+        (vec!["--zeek-policy", "validate-certs", "--ct-logs", list], format!("--ct-logs {list}: only --zeek-policy validate-sct uses a CT log list")),
+        (
+            vec!["--zeek-policy", "validate-sct", "--ct-logs", bad_list.to_str().unwrap()],
+            format!("--zeek-policy validate-sct: CT log list (--ct-logs) {}:2: the log id has 3 bytes, 32 wanted", bad_list.display()),
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+            .args(["read", "--quiet", "--no-store", "--logs"])
+            .arg(bad.0.join("logs"))
+            .args(&args)
+            .arg(&pcap)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&says), "{args:?}: {err}");
+    }
 }

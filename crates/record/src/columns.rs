@@ -469,12 +469,15 @@ pub const ZEEK_POLICIES: &[(&str, &str)] = &[
         "validate-ocsp",
         "policy/protocols/ssl/validate-ocsp.zeek: ssl.log's ocsp_status, the stapled OCSP response checked against a trust store (--ca-file)",
     ),
+    (
+        "validate-sct",
+        "policy/protocols/ssl/validate-sct.zeek (loads validate-certs): ssl.log's valid_ct_logs, valid_ct_operators, the leaf's SCTs checked against the CT log list (--ct-logs)",
+    ),
 ];
 
 /// Zeek policies that add log fields wirelog does not write, and why
 /// (`--zeek-policy` names them in its error).
 pub const ZEEK_POLICIES_NOT_DONE: &[(&str, &str)] = &[
-    ("validate-sct", "valid_ct_logs needs SCT signature checks against the CT log list"),
     ("known-certs", "known_certs.log is not written"),
 ];
 

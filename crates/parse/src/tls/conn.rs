@@ -169,6 +169,7 @@ pub fn transaction(hs: TlsHandshake, request: Option<Span>, response: Option<Spa
         client_certs: hs.client_certs.map(|c| c.certs),
         requested_cas: hs.requested_cas,
         ocsp_response: hs.ocsp_response,
+        sct_lists: hs.server_sct_lists,
         ..TlsTx::default()
     };
     Transaction {

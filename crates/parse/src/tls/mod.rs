@@ -157,6 +157,10 @@ pub struct TlsHandshake {
     /// on each `ssl_extension` event.
     pub client_exts: Vec<u16>,
     pub server_exts: Vec<u16>,
+    /// The data of every ServerHello's `signed_certificate_timestamp`
+    /// extension, in order (Zeek's validate-sct adds the SCTs of each
+    /// `ssl_extension_signed_certificate_timestamp` event).
+    pub server_sct_lists: Vec<Vec<u8>>,
     /// The lifetime hint of the server's NewSessionTicket (seconds).
     pub ticket_lifetime_hint: Option<u32>,
     /// The OCSP response of the last CertificateStatus message (RFC 6066
@@ -815,8 +819,11 @@ impl TlsParser {
         self.hs.client_hello = Some(ch);
     }
 
-    fn on_server_hello(&mut self, sh: ServerHello) {
+    fn on_server_hello(&mut self, mut sh: ServerHello) {
         self.hs.server_exts.extend_from_slice(&sh.extensions);
+        if let Some(l) = sh.sct_list.take() {
+            self.hs.server_sct_lists.push(l);
+        }
         let version = sh.selected_version.unwrap_or(sh.version);
         self.hs.version = Some(version);
         self.hs.cipher = Some(sh.cipher);

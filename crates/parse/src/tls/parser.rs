@@ -24,6 +24,8 @@ pub const EXT_SUPPORTED_GROUPS: u16 = 10;
 pub const EXT_EC_POINT_FORMATS: u16 = 11;
 pub const EXT_SIGNATURE_ALGORITHMS: u16 = 13;
 pub const EXT_ALPN: u16 = 16;
+/// RFC 6962 3.3: `signed_certificate_timestamp`, the server's SCT list.
+pub const EXT_SIGNED_CERTIFICATE_TIMESTAMP: u16 = 18;
 pub const EXT_SESSION_TICKET: u16 = 35;
 /// key_share in TLS 1.3 drafts before 23.
 pub const EXT_KEY_SHARE_OLD: u16 = 40;
@@ -318,6 +320,10 @@ pub struct ServerHello {
     pub key_share_group: Option<u16>,
     pub alpn: Option<Vec<u8>>,
     pub pre_shared_key: bool,
+    /// The `signed_certificate_timestamp` extension's data as sent (a
+    /// `SignedCertificateTimestampList`, RFC 6962 3.3), for Zeek's
+    /// validate-sct policy; `None` without the extension.
+    pub sct_list: Option<Vec<u8>>,
 }
 
 /// Parses a ServerHello body. TLS 1.3 drafts before 22 (version field
@@ -372,6 +378,7 @@ pub fn server_hello(body: &[u8]) -> Option<ServerHello> {
                 sh.alpn = list.vec8().map(<[u8]>::to_vec);
             }
             EXT_PRE_SHARED_KEY => sh.pre_shared_key = true,
+            EXT_SIGNED_CERTIFICATE_TIMESTAMP => sh.sct_list = Some(d.to_vec()),
             _ => {}
         }
     }

@@ -62,6 +62,32 @@ pub struct TlsTx {
     /// Zeek's validate-ocsp result, set by the log writer when that policy
     /// is on (`wirelog_sink::logs::ocsp`); start it empty (`Default`).
     pub ocsp_status: Validation,
+    /// The data of the server's `signed_certificate_timestamp` hello
+    /// extensions (SCT lists as sent, RFC 6962 3.3), for Zeek's
+    /// validate-sct policy.
+    pub sct_lists: Vec<Vec<u8>>,
+    /// Zeek's validate-sct result, set by the log writer when that policy
+    /// is on (`wirelog_sink::logs::sct`); start it empty (`Default`).
+    pub ct: CtValidation,
+}
+
+/// `valid_ct_logs` and `valid_ct_operators` of Zeek's validate-sct policy:
+/// how many distinct CT logs, and log operators, gave a valid SCT for the
+/// server's leaf; `None` inside when the policy's hook would not run (no
+/// certificate, or a leaf that does not decode). Filled once, on the
+/// output side.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CtValidation(pub OnceLock<Option<CtCounts>>);
+
+/// What validate-sct counts for one connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtCounts {
+    /// `valid_scts`, `invalid_scts` (not logged by Zeek).
+    pub valid: u64,
+    pub invalid: u64,
+    /// `valid_ct_logs`, `valid_ct_operators` (logged).
+    pub logs: u64,
+    pub operators: u64,
 }
 
 /// `validation_status` of Zeek's validate-certs policy: OpenSSL's verdict
@@ -398,6 +424,13 @@ pub static COLUMNS: Columns = Columns {
         // verdict on the stapled response, filled by the log writer.
         C::log_only("ocsp_status", Text, "Validation of the stapled OCSP response: good, revoked, unknown, or why it is not valid.", get!(Tls, |r, t| Val::Text(t.ocsp_status.0.get().and_then(|s| s.as_deref()))))
             .policy("validate-ocsp"),
+        // Zeek's policy/protocols/ssl/validate-sct.zeek (lines 57-60: the
+        // two fields it logs, set by its `ssl_finishing` hook, lines
+        // 113-212).
+        C::log_only("valid_ct_logs", Count { bits: 64, unit: Unit::Plain }, "Distinct CT logs with a valid SCT for the server's leaf.", get!(Tls, |r, t| Val::Count(t.ct.0.get().copied().flatten().map(|c| c.logs))))
+            .policy("validate-sct"),
+        C::log_only("valid_ct_operators", Count { bits: 64, unit: Unit::Plain }, "Distinct CT log operators with a valid SCT for the server's leaf.", get!(Tls, |r, t| Val::Count(t.ct.0.get().copied().flatten().map(|c| c.operators))))
+            .policy("validate-sct"),
         C::new("subject", Text, Low, "The leaf certificate's subject.", get!(Tls, |r, t| Val::Text(t.leaf().map(|c| c.subject.as_str())))),
         C::new("issuer", Text, Low, "The leaf certificate's issuer.", get!(Tls, |r, t| Val::Text(t.leaf().map(|c| c.issuer.as_str())))),
         // Zeek's SSL::log_include_client_certificate_subject_issuer

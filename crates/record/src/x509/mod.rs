@@ -129,6 +129,11 @@ pub struct Certificate {
     pub san: Option<San>,
     /// The last basicConstraints extension that could be read.
     pub basic_constraints: Option<BasicConstraints>,
+    /// The SCT lists of the certificate's `ct_precert_scts` extensions
+    /// (RFC 6962 3.3), each as the extension's inner OCTET STRING holds it
+    /// (Zeek's `ParseSignedCertificateTimestamps`, X509Common.cc lines
+    /// 169-209), for the validate-sct policy. Empty without one.
+    pub sct_lists: Vec<Vec<u8>>,
     /// What `x509_check_cert_hostname` looks at.
     host_names: HostNames,
 }
@@ -195,6 +200,7 @@ impl Certificate {
             curve: None,
             san: None,
             basic_constraints: None,
+            sct_lists: Vec::new(),
             host_names: HostNames::Cn(None),
         };
         c.host_names = HostNames::Cn(c.cn.clone());
@@ -238,6 +244,12 @@ impl Certificate {
             } else if id == oid::BASIC_CONSTRAINTS {
                 if let Some(bc) = basic_constraints(value) {
                     self.basic_constraints = Some(bc);
+                }
+            } else if id == oid::CT_PRECERT_SCTS {
+                // The extension's value is an OCTET STRING holding the
+                // list; one that is not is skipped (Zeek: an error, no SCT).
+                if let Ok(inner) = Der::new(value).expect(OCTET_STRING, "ct_precert_scts") {
+                    self.sct_lists.push(inner.content.to_vec());
                 }
             }
         }

@@ -242,3 +242,5 @@ pub(super) const EC: &str = "1.2.840.10045.2.1";
 pub(super) const COMMON_NAME: &str = "2.5.4.3";
 pub(super) const SUBJECT_ALT_NAME: &str = "2.5.29.17";
 pub(super) const BASIC_CONSTRAINTS: &str = "2.5.29.19";
+/// RFC 6962 3.3: the SCT list of a certificate (OpenSSL's `NID_ct_precert_scts`).
+pub(super) const CT_PRECERT_SCTS: &str = "1.3.6.1.4.1.11129.2.4.2";

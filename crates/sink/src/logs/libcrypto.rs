@@ -70,10 +70,12 @@ macro_rules! functions {
         }
     };
 }
+pub(super) use functions;
 
 pub(super) use functions;
 
 functions! {
+    struct Lib;
     d2i_X509: fn(*mut *mut X509, *mut *const c_uchar, c_long) -> *mut X509;
     i2d_X509: fn(*const X509, *mut *mut c_uchar) -> c_int;
     X509_up_ref: fn(*mut X509) -> c_int;
@@ -141,7 +143,7 @@ pub fn lib() -> Result<&'static Lib, String> {
 
 /// `i2d_*` into a vector: `len` gives the length with a null output, then
 /// writes it.
-fn i2d(len: impl Fn(*mut *mut c_uchar) -> c_int) -> Option<Vec<u8>> {
+pub(super) fn i2d(len: impl Fn(*mut *mut c_uchar) -> c_int) -> Option<Vec<u8>> {
     let n = usize::try_from(len(std::ptr::null_mut())).ok().filter(|&n| n > 0)?;
     let mut out = vec![0u8; n];
     let mut p = out.as_mut_ptr();

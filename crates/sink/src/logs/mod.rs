@@ -8,13 +8,19 @@
 //! functions of the system's libcrypto.so.3 it calls, loaded at run time;
 //! `ocsp`, Zeek's validate-ocsp policy (ssl.log's `ocsp_status`, the
 //! stapled OCSP response checked over the same libcrypto).
+//! functions of the system's libcrypto.so.3 it calls, loaded at run time;
+//! `sct`, Zeek's validate-sct policy (ssl.log's `valid_ct_logs`,
+//! `valid_ct_operators`: SCT signatures checked against the CT log list,
+//! with validate-certs) over `libcrypto_ct`.
 
 pub mod file;
 pub mod flows;
 pub mod libcrypto;
 pub mod ocsp;
+pub mod libcrypto_ct;
 pub mod out;
 pub(crate) mod procs;
+pub mod sct;
 pub mod tls;
 pub mod tx;
 pub mod validate;

@@ -59,13 +59,25 @@ pub struct Validator {
     /// Certificates parsed by OpenSSL, by their SHA-256 fingerprint (a
     /// server shows the same chain on every handshake).
     parsed: HashMap<String, Option<Cert>>,
-    /// Chain (each certificate's fingerprint) -> (status, last use).
-    results: HashMap<Vec<String>, (String, i64)>,
+    /// Chain (each certificate's fingerprint) -> (status, the chain
+    /// OpenSSL built when it verified, last use): validate-sct sets Zeek's
+    /// `ssl_store_valid_chain`, which keeps the chain with the status.
+    results: HashMap<Vec<String>, (String, Vec<Cert>, i64)>,
     /// A validated chain's CA certificates below its root (Zeek's
     /// `intermediate_cache`), by the DER of their first one's subject.
     intermediates: HashMap<Vec<u8>, Vec<(String, Cert)>>,
     /// Validations done (not answered from the cache).
     pub verified: u64,
+    /// validate-sct, when on: run after each validation, with its result.
+    sct: Option<super::sct::SctChecker>,
+}
+
+/// validate-certs' answer for one connection.
+struct Verdict {
+    leaf: Cert,
+    status: String,
+    /// The chain OpenSSL built (Zeek's `valid_chain`), empty unless `ok`.
+    valid_chain: Vec<Cert>,
 }
 
 impl Validator {
@@ -75,7 +87,13 @@ impl Validator {
     pub fn from_pem_file(path: &Path) -> Result<Validator, String> {
         let lib = libcrypto::lib()?;
         let (store, roots) = trust_store(lib, path)?;
-        Ok(Validator { lib, store, roots, parsed: HashMap::new(), results: HashMap::new(), intermediates: HashMap::new(), verified: 0 })
+        Ok(Validator { lib, store, roots, parsed: HashMap::new(), results: HashMap::new(), intermediates: HashMap::new(), verified: 0, sct: None })
+    }
+
+    /// Turns on the validate-sct policy, with its checker.
+    pub fn with_sct(mut self, sct: super::sct::SctChecker) -> Validator {
+        self.sct = Some(sct);
+        self
     }
 
     /// Certificates in the trust store.
@@ -109,13 +127,28 @@ impl Validator {
         // Zeek verifies at ssl_finishing's network time: when the
         // handshake ended (the last packet of either side's handshake).
         let ts = [r.tx.request, r.tx.response].iter().flatten().map(|s| s.last_ns).max().unwrap_or(r.tx.ts_ns());
-        let status = self.status(t, ts);
-        let _ = t.validation.0.set(status);
+        let verdict = self.status(t, ts);
+        let _ = t.validation.0.set(verdict.as_ref().map(|v| v.status.clone()));
+        // validate-sct's hook runs after validate-certs' (its priority 19
+        // to 20), where that one had a leaf (validate-sct.zeek lines
+        // 112-115): unset otherwise.
+        if let Some(sct) = self.sct.as_mut() {
+            let counts = verdict.map(|v| {
+                let cached: Option<Vec<Cert>> = v
+                    .leaf
+                    .issuer_der()
+                    .and_then(|k| self.intermediates.get(&k))
+                    .map(|c| c.iter().map(|(_, c)| c.clone()).collect());
+                let chains = super::sct::Chains { leaf: &v.leaf, status: &v.status, valid_chain: &v.valid_chain, cached_intermediates: cached.as_deref() };
+                sct.counts(t, &chains, ts)
+            });
+            let _ = t.ct.0.set(counts);
+        }
     }
 
     /// The status of a record's server chain at `ts_ns`; `None` where Zeek's
     /// hook returns without one.
-    fn status(&mut self, t: &TlsTx, ts_ns: i64) -> Option<String> {
+    fn status(&mut self, t: &TlsTx, ts_ns: i64) -> Option<Verdict> {
         let ders = t.server_certs.as_ref()?;
         let fps: Vec<&str> = t.server_chain().iter().map(|c| c.fingerprint.as_str()).collect();
         let leaf = self.parse(fps.first()?, ders.first()?)?;
@@ -124,13 +157,13 @@ impl Validator {
         if let Some(cached) = key.as_ref().and_then(|k| self.intermediates.get(k)).cloned() {
             let mut chain = vec![(leaf_fp.clone(), leaf.clone())];
             chain.extend(cached);
-            let (status, _) = self.cached(&chain, ts_ns);
+            let (status, valid_chain) = self.cached(&chain, ts_ns);
             if status == "ok" {
-                return Some(status);
+                return Some(Verdict { leaf, status, valid_chain });
             }
         }
         // The chain as sent, certificates that do not decode left out.
-        let mut chain = vec![(leaf_fp, leaf)];
+        let mut chain = vec![(leaf_fp, leaf.clone())];
         for (fp, der) in fps.iter().zip(ders).skip(1) {
             if let Some(c) = self.parse(fp, der) {
                 chain.push((fp.to_string(), c));
@@ -154,18 +187,18 @@ impl Validator {
                 }
             }
         }
-        Some(status)
+        Some(Verdict { leaf, status, valid_chain: verified })
     }
 
     /// Zeek's `cache_validate`: the cached status of `chain` (fingerprint,
-    /// certificate) if used within five minutes, else a validation (the
-    /// verified chain with it).
+    /// certificate) if used within five minutes, else a validation; with
+    /// the chain OpenSSL built.
     fn cached(&mut self, chain: &[(String, Cert)], ts_ns: i64) -> (String, Vec<Cert>) {
         let key: Vec<String> = chain.iter().map(|(fp, _)| fp.clone()).collect();
-        if let Some((status, last)) = self.results.get_mut(&key) {
+        if let Some((status, built, last)) = self.results.get_mut(&key) {
             if ts_ns.abs_diff(*last) <= REUSE_NS as u64 {
                 *last = ts_ns;
-                return (status.clone(), Vec::new());
+                return (status.clone(), built.clone());
             }
         }
         self.verified += 1;
@@ -174,7 +207,7 @@ impl Validator {
         if self.results.len() >= KEPT {
             self.results.clear();
         }
-        self.results.insert(key, (status.clone(), ts_ns));
+        self.results.insert(key, (status.clone(), verified.clone(), ts_ns));
         (status, verified)
     }
 }
@@ -240,7 +273,7 @@ pub fn pem_certificates(pem: &[u8]) -> Result<Vec<Vec<u8>>, String> {
 
 /// Standard base64 (RFC 4648 section 4, padded) decoded; `None` for any
 /// other character, or a length not a multiple of four.
-fn unbase64(s: &str) -> Option<Vec<u8>> {
+pub(super) fn unbase64(s: &str) -> Option<Vec<u8>> {
     let v = |c: u8| -> Option<u32> {
         Some(match c {
             b'A'..=b'Z' => c - b'A',

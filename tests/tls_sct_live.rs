@@ -1,0 +1,184 @@
+//! Zeek's validate-sct policy on handshakes made here: `tests/sct_certs.py`
+//! makes three CT logs of a list (two ECDSA P-256 of one operator, one RSA
+//! of another) and one not in it, a CA, a leaf whose certificate extension
+//! holds four SCTs over its precertificate (two valid, one with a bad
+//! signature, one of the unlisted log), a TLS `signed_certificate_timestamp`
+//! extension with two SCTs (one valid over that leaf, one over another
+//! certificate, `openssl s_server -serverinfo`), and a leaf without SCTs.
+//! `openssl s_server`s in a network namespace serve them, `openssl
+//! s_client -ct -ctlogfile` connects to each (OpenSSL's own CT code checks
+//! every SCT: the reference), tcpdump captures `lo`, and `wirelog read
+//! --zeek-policy validate-sct --ct-logs` must give, per connection,
+//! `valid_ct_logs` and `valid_ct_operators` as the distinct logs and
+//! operators of the SCTs OpenSSL found valid. Read again without the CA as
+//! trust store, a certificate SCT of a leaf sent alone cannot be checked
+//! (no issuer key: Zeek's validate-sct.zeek tries only the cached
+//! intermediate, the verified chain and the certificates sent), so that
+//! server's count is 0; TLS 1.3 (certificates encrypted) leaves both unset.
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::lo::{have, settle, wait_for, LoNs, Reap};
+
+type Row = HashMap<String, String>;
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// The descriptions of the logs whose SCTs `openssl s_client -ct` found
+/// valid: each SCT it prints starts with `SCT validation status: X`, and
+/// names its log (`Log       : description`) when the log is in its list.
+fn valid_logs(s_client: &str) -> Vec<String> {
+    let mut status = "";
+    let mut out = Vec::new();
+    for line in s_client.lines() {
+        if let Some(s) = line.strip_prefix("SCT validation status: ") {
+            status = s.trim();
+        } else if let Some(name) = line.trim_start().strip_prefix("Log       : ") {
+            if status == "valid" {
+                out.push(name.trim().to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn valid_ct_logs_and_operators_agree_with_openssl() {
+    let tools = ["openssl", "tcpdump", "python3"];
+    if !(tools.iter().all(|t| have(t)) && common::live::is_root()) {
+        common::live::skip("needs root, openssl, python3 and tcpdump");
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tls-sct-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sct_certs.py");
+    let o = Command::new("python3").arg(script).arg(&dir).output().unwrap();
+    assert!(o.status.success(), "sct_certs.py: {}", text(&o));
+    // The list for OpenSSL (its CTLOG_STORE file) and each log's operator.
+    let list = std::fs::read_to_string(dir.join("ct-logs.tsv")).unwrap();
+    let mut operator = HashMap::new();
+    let mut cnf = String::new();
+    let mut sections = String::new();
+    for (i, l) in list.lines().filter(|l| !l.starts_with('#')).enumerate() {
+        let f: Vec<&str> = l.split('\t').collect();
+        operator.insert(f[3].to_string(), f[2].to_string());
+        cnf.push_str(if i == 0 { "enabled_logs = " } else { "," });
+        cnf.push_str(&format!("log{i}"));
+        sections.push_str(&format!("[log{i}]\ndescription = {}\nkey = {}\n", f[3], f[1]));
+    }
+    std::fs::write(dir.join("ctlog.cnf"), format!("{cnf}\n{sections}")).unwrap();
+
+    // (port, leaf, CA sent after it, TLS extension SCTs, TLS 1.3)
+    let cases: &[(u16, &str, bool, bool, bool)] = &[
+        (4451, "sct", true, true, false),
+        (4452, "sct", false, false, false),
+        (4453, "plain", false, true, false),
+        (4454, "sct", true, true, true),
+    ];
+    let ns = LoNs::new("tlssct");
+    let _reap = Reap(&ns);
+    let pcap = dir.join("tls.pcap");
+    let tcpdump = ns.tcpdump(&pcap, &["tcp", "portrange", "4451-4454"]);
+    let mut servers = Vec::new();
+    for &(port, leaf, chain, serverinfo, tls13) in cases {
+        let (p, cert, key) = (port.to_string(), dir.join(format!("{leaf}.pem")), dir.join(format!("{leaf}.key")));
+        let (ca, info) = (dir.join("ca.pem"), dir.join("serverinfo.pem"));
+        let mut a = vec!["openssl", "s_server", "-accept", &p, "-cert", cert.to_str().unwrap(), "-key", key.to_str().unwrap(), "-naccept", "1", "-www"];
+        a.push(if tls13 { "-tls1_3" } else { "-tls1_2" });
+        if chain {
+            a.extend(["-cert_chain", ca.to_str().unwrap()]);
+        }
+        if serverinfo {
+            a.extend(["-serverinfo", info.to_str().unwrap()]);
+        }
+        let log = dir.join(format!("s_server-{port}.log"));
+        servers.push((ns.spawn("openssl s_server", &a, &log), log));
+    }
+    for (_, log) in &servers {
+        wait_for("s_server", Duration::from_secs(20), || std::fs::read_to_string(log).unwrap_or_default().contains("ACCEPT"));
+    }
+    // One at a time, in order (the caches depend on it); each client asks
+    // for SCTs and checks them with OpenSSL's CT code.
+    let (cnf_path, ca_path) = (dir.join("ctlog.cnf"), dir.join("ca.pem"));
+    let mut reference: HashMap<u16, (BTreeSet<String>, BTreeSet<String>)> = HashMap::new();
+    for &(port, ..) in cases {
+        let addr = format!("127.0.0.1:{port}");
+        let o = ns
+            .cmd(&[
+                "openssl", "s_client", "-connect", &addr, "-servername", "www.example.org", "-ct", "-ctlogfile",
+                cnf_path.to_str().unwrap(), "-CAfile", ca_path.to_str().unwrap(),
+            ])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let out = text(&o);
+        assert!(out.contains("CONNECTED") && out.contains("Verify return code: 0 (ok)"), "s_client {port}: {out}");
+        let logs: BTreeSet<String> = valid_logs(&out).into_iter().collect();
+        let ops = logs.iter().map(|l| operator[l].clone()).collect();
+        reference.insert(port, (logs, ops));
+    }
+    settle(&pcap);
+    tcpdump.interrupt();
+    drop(servers);
+
+    // What OpenSSL found, against what the script made: the leaf's A and B
+    // and the TLS extension's D (4451); A and B alone (4452, the CA from
+    // the trust store); the TLS extension's B, signed over the plain leaf
+    // (4453).
+    let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<String>>();
+    assert_eq!(reference[&4451].0, names(&["Test log A", "Test log B (RSA)", "Test log D"]), "OpenSSL on 4451");
+    assert_eq!(reference[&4452].0, names(&["Test log A", "Test log B (RSA)"]), "OpenSSL on 4452");
+    assert_eq!(reference[&4453].0, names(&["Test log B (RSA)"]), "OpenSSL on 4453");
+
+    let read = |tag: &str, extra: &[&std::ffi::OsStr]| -> Vec<Row> {
+        let logs = dir.join(tag);
+        let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
+            .args(["read", "--no-store", "--quiet", "--logs"])
+            .arg(&logs)
+            .args(["--zeek-policy", "validate-sct", "--ct-logs"])
+            .arg(dir.join("ct-logs.tsv"))
+            .args(extra)
+            .arg(&pcap)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let log = std::fs::read_to_string(logs.join("ssl.log")).unwrap();
+        // validate-sct loads validate-certs: its column comes first.
+        assert!(log.contains("\tvalidation_status\tvalid_ct_logs\tvalid_ct_operators\t"), "{log}");
+        common::parse_log(&log)
+    };
+    let count = |set: &BTreeSet<String>| set.len().to_string();
+    let with_ca = read("logs-ca", &["--ca-file".as_ref(), ca_path.as_os_str()]);
+    let system = read("logs-system", &[]);
+    for &(port, _, _, _, tls13) in cases {
+        let row = |rows: &[Row]| rows.iter().find(|r| r["id.resp_p"] == port.to_string()).cloned().unwrap_or_else(|| panic!("no ssl.log row for port {port}"));
+        let (ca, sys) = (row(&with_ca), row(&system));
+        if tls13 {
+            assert_eq!(ca["version"], "TLSv13");
+            for r in [&ca, &sys] {
+                assert_eq!((r["valid_ct_logs"].as_str(), r["valid_ct_operators"].as_str()), ("-", "-"), "port {port}");
+            }
+            continue;
+        }
+        let (logs, ops) = &reference[&port];
+        assert_eq!(ca["validation_status"], "ok", "port {port}");
+        assert_eq!((ca["valid_ct_logs"].clone(), ca["valid_ct_operators"].clone()), (count(logs), count(ops)), "port {port} with --ca-file");
+        // The system's trust store does not know the CA: the chain does
+        // not validate; the leaf sent alone has no issuer key to check its
+        // certificate's SCTs with.
+        assert_ne!(sys["validation_status"], "ok", "port {port}");
+        let want = if port == 4452 { ("0".to_string(), "0".to_string()) } else { (count(logs), count(ops)) };
+        assert_eq!((sys["valid_ct_logs"].clone(), sys["valid_ct_operators"].clone()), want, "port {port} with the system's trust store");
+    }
+    eprintln!("{} connections, {:.1} s", cases.len(), t0.elapsed().as_secs_f64());
+    let _ = std::fs::remove_dir_all(&dir);
+}
