@@ -450,7 +450,7 @@ mod tests {
         }
         // SAFETY: unshare affects only this test's thread.
         assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0, "unshare(CLONE_NEWNET)");
-        sockets::lo_up();
+        crate::testnet::lo_up();
         let mut frames: Vec<Vec<u8>> = ip_packets().into_iter().map(|(e, ip)| eth(e, &ip)).collect();
         // Not IP: ARP, LLDP, an 802.3 frame (STP), and 802.1Q-tagged IPv4.
         frames.push(eth(0x0806, &[0u8; 28]));
@@ -490,31 +490,6 @@ mod tests {
     mod sockets {
         use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-        pub fn lo_up() {
-            let mut ifr = [0u8; 40];
-            ifr[..2].copy_from_slice(b"lo");
-            // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS on a struct ifreq buffer.
-            unsafe {
-                let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
-                assert!(fd >= 0);
-                assert_eq!(libc::ioctl(fd, libc::SIOCGIFFLAGS as _, ifr.as_mut_ptr()), 0);
-                let flags = i16::from_ne_bytes([ifr[16], ifr[17]]) | libc::IFF_UP as i16;
-                ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
-                assert_eq!(libc::ioctl(fd, libc::SIOCSIFFLAGS as _, ifr.as_mut_ptr()), 0);
-                libc::close(fd);
-            }
-        }
-
-        fn addr() -> libc::sockaddr_ll {
-            // SAFETY: sockaddr_ll is plain data.
-            let mut a: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-            a.sll_family = libc::AF_PACKET as u16;
-            a.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-            a.sll_ifindex = 1;
-            a.sll_halen = 6;
-            a
-        }
-
         /// A packet socket on loopback with a filter attached before bind.
         pub struct Rx(OwnedFd);
 
@@ -526,7 +501,7 @@ mod tests {
                 // SAFETY: a fresh descriptor.
                 let fd = unsafe { OwnedFd::from_raw_fd(fd) };
                 assert_eq!(attach(fd.as_raw_fd()), 0, "attaching: {}", std::io::Error::last_os_error());
-                let a = addr();
+                let a = crate::testnet::loopback_addr();
                 let tv = libc::timeval { tv_sec: 0, tv_usec: 200_000 };
                 // SAFETY: bind/setsockopt with properly sized arguments.
                 unsafe {
@@ -549,7 +524,7 @@ mod tests {
             }
 
             pub fn send(&self, f: &[u8]) {
-                let a = addr();
+                let a = crate::testnet::loopback_addr();
                 // SAFETY: sendto with our frame and address.
                 let n = unsafe { libc::sendto(self.0.as_raw_fd(), f.as_ptr().cast(), f.len(), 0, (&a as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) };
                 assert_eq!(n, f.len() as isize, "{}", std::io::Error::last_os_error());

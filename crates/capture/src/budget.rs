@@ -20,8 +20,10 @@
 //!   order: (1) parse only 1 in N new connections, N doubling up to
 //!   [`MAX_SAMPLE`] while new connections come; (1b) stop parsing
 //!   established connections, keeping 1 in K of them (paced, see below);
-//!   (2) drop empty TCP segments in the kernel (`--skip-empty-tcp`'s
-//!   filter, swapped onto the sockets); then only the backstop is left.
+//!   (2) drop empty TCP segments in the kernel (the socket program's
+//!   skip-empty stage switched on by a map flag, `crate::sockprog`; where
+//!   the kernel refused that program, `--skip-empty-tcp`'s classic filter
+//!   swapped onto the sockets); then only the backstop is left.
 //!
 //! **Step 1b's pace.** What the budget needs is that parsing costs less;
 //! what an estimate needs is connections still parsed, each standing for

@@ -34,6 +34,8 @@ pub mod ring;
 pub mod sockprog;
 pub mod stop;
 mod sys;
+#[cfg(test)]
+mod testnet;
 
 use std::ffi::CString;
 use std::fmt;

@@ -690,27 +690,7 @@ mod tests {
     use std::collections::HashMap;
     use std::io::{Read, Write};
 
-    /// Moves the calling thread into a new network namespace with `lo` up,
-    /// or returns false when that is not allowed (not root).
-    fn private_netns() -> bool {
-        // SAFETY: unshare affects only the calling thread (the test's own).
-        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-            return false;
-        }
-        let mut ifr = [0u8; 40];
-        ifr[..2].copy_from_slice(b"lo");
-        // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS on a struct ifreq buffer.
-        unsafe {
-            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
-            assert!(fd >= 0);
-            assert_eq!(libc::ioctl(fd, libc::SIOCGIFFLAGS as _, ifr.as_mut_ptr()), 0);
-            let flags = i16::from_ne_bytes([ifr[16], ifr[17]]) | libc::IFF_UP as i16;
-            ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
-            assert_eq!(libc::ioctl(fd, libc::SIOCSIFFLAGS as _, ifr.as_mut_ptr()), 0);
-            libc::close(fd);
-        }
-        true
-    }
+    use crate::testnet::private_netns;
 
     fn skip_unless_root() -> bool {
         if crate::privs::is_root() {

@@ -40,8 +40,8 @@ pub struct Stack {
 /// Declares the functions: a struct of their pointers, each resolved by
 /// name when the library is loaded.
 /// `functions! { struct Name; ... }` declares another such table (the
-/// OCSP functions of `super::ocsp`), its fields visible to this module's
-/// siblings.
+/// OCSP functions of `super::ocsp`, validate-sct's of
+/// `super::libcrypto_ct`), its fields visible to this module's siblings.
 macro_rules! functions {
     ($($name:ident: fn($($arg:ty),*) $(-> $ret:ty)?;)*) => {
         functions! { struct Lib; $($name: fn($($arg),*) $(-> $ret)?;)* }
@@ -70,8 +70,6 @@ macro_rules! functions {
         }
     };
 }
-pub(super) use functions;
-
 pub(super) use functions;
 
 functions! {
