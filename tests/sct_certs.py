@@ -13,8 +13,14 @@ valid but of a log not in the list; serverinfo.pem, the TLS
 signed_certificate_timestamp extension (type 18) for `openssl s_server
 -serverinfo`, with two SCTs over the leaf itself: log_d's valid, log_b's
 over another certificate; a leaf without SCTs (plain.pem); ct-logs.tsv, the
-list (a, b, d) in wirelog's --ct-logs form. Prints what a checker must
-find, as JSON: the valid SCTs' logs and operators per source.
+list (a, b, d) in wirelog's --ct-logs form; ocsp.der, a stapled OCSP
+response (`openssl s_server -status_file`) saying plain.pem is good, signed
+by the CA, with an SCT-list extension (1.3.6.1.4.1.11129.2.4.5, RFC 6962
+3.3) in its single response (log_a's valid over plain.pem itself, log_d's
+over sct.pem) and another in its responseExtensions (log_b's valid over
+plain.pem): Zeek's OCSP analyzer reads both places, OpenSSL's CT code
+(`ct_extract_ocsp_response_scts`) only the single response's. Prints what a
+checker must find, as JSON: the valid SCTs' logs and operators per source.
 """
 
 import base64
@@ -25,11 +31,13 @@ import struct
 import sys
 
 from cryptography import x509
+from cryptography.x509 import ocsp
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.x509.oid import NameOID, ObjectIdentifier
 
 SCT_OID = ObjectIdentifier("1.3.6.1.4.1.11129.2.4.2")
+OCSP_SCT_OID = "1.3.6.1.4.1.11129.2.4.5"
 NOW = datetime.datetime.now(datetime.timezone.utc)
 
 
@@ -81,6 +89,58 @@ def der_octet_string(b):
     return b"\x04" + ln + b
 
 
+def der(tag, body):
+    n = len(body)
+    if n < 0x80:
+        ln = bytes([n])
+    elif n < 0x100:
+        ln = bytes([0x81, n])
+    else:
+        ln = bytes([0x82]) + struct.pack(">H", n)
+    return bytes([tag]) + ln + body
+
+
+def der_oid(dotted):
+    parts = [int(p) for p in dotted.split(".")]
+    body = bytes([40 * parts[0] + parts[1]])
+    for p in parts[2:]:
+        enc = [p & 0x7F]
+        p >>= 7
+        while p:
+            enc.append(0x80 | (p & 0x7F))
+            p >>= 7
+        body += bytes(reversed(enc))
+    return der(0x06, body)
+
+
+def der_time(t):
+    return der(0x18, t.strftime("%Y%m%d%H%M%SZ").encode())
+
+
+def sct_ext(scts):
+    # Extension ::= SEQUENCE { extnID, extnValue OCTET STRING } whose value
+    # is an OCTET STRING holding the SCT list (RFC 6962 3.3).
+    return der(0x30, der_oid(OCSP_SCT_OID) + der_octet_string(der_octet_string(sct_list(scts))))
+
+
+def ocsp_response(cert, issuer, issuer_key, single_scts, response_scts):
+    # RFC 6960 4.2.1, by hand: cryptography's OCSPResponseBuilder writes no
+    # single-response extensions, where OpenSSL's CT code reads SCTs.
+    issuer_key_bits = issuer.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+    name_hash = hashlib.sha1(issuer.subject.public_bytes()).digest()
+    key_hash = hashlib.sha1(issuer_key_bits).digest()
+    sha1_alg = der(0x30, der_oid("1.3.14.3.2.26") + b"\x05\x00")
+    serial = cert.serial_number.to_bytes((cert.serial_number.bit_length() + 8) // 8, "big")
+    cert_id = der(0x30, sha1_alg + der(0x04, name_hash) + der(0x04, key_hash) + der(0x02, serial))
+    single = der(0x30, cert_id + b"\x80\x00" + der_time(NOW) + der(0xA0, der_time(NOW + datetime.timedelta(days=7)))
+                 + der(0xA1, der(0x30, sct_ext(single_scts))))
+    tbs = der(0x30, der(0xA2, der(0x04, key_hash)) + der_time(NOW) + der(0x30, single)
+              + der(0xA1, der(0x30, sct_ext(response_scts))))
+    sig = issuer_key.sign(tbs, ec.ECDSA(hashes.SHA256()))
+    basic = der(0x30, tbs + der(0x30, der_oid("1.2.840.10045.4.3.2")) + der(0x03, b"\x00" + sig))
+    return der(0x30, der(0x0A, b"\x00") + der(0xA0, der(0x30, der_oid("1.3.6.1.5.5.7.48.1.1") + der(0x04, basic))))
+
+
 def write_key(dir, name, key):
     open(f"{dir}/{name}.key", "wb").write(key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
@@ -120,7 +180,11 @@ def main():
     # extension (added last below, so removing it gives these bytes).
     tbs = leaf_builder(leaf_key, 77).sign(ca_key, hashes.SHA256()).tbs_certificate_bytes
     ikh = hashlib.sha256(spki(ca_key)).digest()
-    ts = int(NOW.timestamp() * 1000)
+    # A minute ago: OpenSSL's CT code takes an SCT stamped after the
+    # session's start, which it has in whole seconds
+    # (`SSL_SESSION_get_time(..) * 1000` in ssl_validate_ct), as invalid,
+    # so one made in the second of the handshake would fail there.
+    ts = int(NOW.timestamp() * 1000) - 60_000
     cert_scts = [
         sct(log_a, ts, signed_struct(ts, tbs, ikh)),
         sct(log_b, ts + 1, signed_struct(ts + 1, tbs, ikh)),
@@ -145,9 +209,21 @@ def main():
     info = struct.pack(">HH", 18, len(data)) + data
     b64 = base64.encodebytes(info).decode()
     open(f"{dir}/serverinfo.pem", "w").write(f"-----BEGIN SERVERINFO FOR CT-----\n{b64}-----END SERVERINFO FOR CT-----\n")
+    plain_der = plain.public_bytes(serialization.Encoding.DER)
+    resp = ocsp_response(
+        plain, ca, ca_key,
+        [sct(log_a, ts + 6, signed_struct(ts + 6, plain_der)), sct(log_d, ts + 7, signed_struct(ts + 7, leaf_der))],  # log_d's over sct.pem
+        [sct(log_b, ts + 8, signed_struct(ts + 8, plain_der))])
+    # Checked by cryptography's own reader: a response it parses, with one
+    # single-response extension.
+    parsed = ocsp.load_der_ocsp_response(resp)
+    assert parsed.response_status == ocsp.OCSPResponseStatus.SUCCESSFUL and parsed.serial_number == 78
+    assert len(parsed.single_extensions) == 1 and len(parsed.extensions) == 1
+    open(f"{dir}/ocsp.der", "wb").write(resp)
     print(json.dumps({
         "x509": {"valid_logs": ["Test log A", "Test log B (RSA)"], "valid_operators": ["Op One", "Op Two"], "invalid": 2},
         "tls": {"valid_logs": ["Test log D"], "valid_operators": ["Op One"], "invalid": 1},
+        "ocsp": {"valid_logs": ["Test log A", "Test log B (RSA)"], "valid_operators": ["Op One", "Op Two"], "invalid": 1},
     }))
 
 

@@ -4,7 +4,11 @@
 //! holds four SCTs over its precertificate (two valid, one with a bad
 //! signature, one of the unlisted log), a TLS `signed_certificate_timestamp`
 //! extension with two SCTs (one valid over that leaf, one over another
-//! certificate, `openssl s_server -serverinfo`), and a leaf without SCTs.
+//! certificate, `openssl s_server -serverinfo`), a leaf without SCTs, and
+//! a stapled OCSP response for that one (`-status_file`) with an SCT list
+//! in its single response (one valid, one over another certificate) and
+//! another in its responseExtensions (one valid), both of which Zeek's OCSP
+//! analyzer reads and OpenSSL's CT code reads only the first.
 //! `openssl s_server`s in a network namespace serve them, `openssl
 //! s_client -ct -ctlogfile` connects to each (OpenSSL's own CT code checks
 //! every SCT: the reference), tcpdump captures `lo`, and `wirelog read
@@ -77,21 +81,23 @@ fn valid_ct_logs_and_operators_agree_with_openssl() {
     }
     std::fs::write(dir.join("ctlog.cnf"), format!("{cnf}\n{sections}")).unwrap();
 
-    // (port, leaf, CA sent after it, TLS extension SCTs, TLS 1.3)
-    let cases: &[(u16, &str, bool, bool, bool)] = &[
-        (4451, "sct", true, true, false),
-        (4452, "sct", false, false, false),
-        (4453, "plain", false, true, false),
-        (4454, "sct", true, true, true),
+    // (port, leaf, CA sent after it, TLS extension SCTs, TLS 1.3, OCSP
+    // response stapled)
+    let cases: &[(u16, &str, bool, bool, bool, bool)] = &[
+        (4451, "sct", true, true, false, false),
+        (4452, "sct", false, false, false, false),
+        (4453, "plain", false, true, false, false),
+        (4454, "sct", true, true, true, false),
+        (4455, "plain", false, false, false, true),
     ];
     let ns = LoNs::new("tlssct");
     let _reap = Reap(&ns);
     let pcap = dir.join("tls.pcap");
-    let tcpdump = ns.tcpdump(&pcap, &["tcp", "portrange", "4451-4454"]);
+    let tcpdump = ns.tcpdump(&pcap, &["tcp", "portrange", "4451-4455"]);
     let mut servers = Vec::new();
-    for &(port, leaf, chain, serverinfo, tls13) in cases {
+    for &(port, leaf, chain, serverinfo, tls13, staple) in cases {
         let (p, cert, key) = (port.to_string(), dir.join(format!("{leaf}.pem")), dir.join(format!("{leaf}.key")));
-        let (ca, info) = (dir.join("ca.pem"), dir.join("serverinfo.pem"));
+        let (ca, info, ocsp) = (dir.join("ca.pem"), dir.join("serverinfo.pem"), dir.join("ocsp.der"));
         let mut a = vec!["openssl", "s_server", "-accept", &p, "-cert", cert.to_str().unwrap(), "-key", key.to_str().unwrap(), "-naccept", "1", "-www"];
         a.push(if tls13 { "-tls1_3" } else { "-tls1_2" });
         if chain {
@@ -100,6 +106,9 @@ fn valid_ct_logs_and_operators_agree_with_openssl() {
         if serverinfo {
             a.extend(["-serverinfo", info.to_str().unwrap()]);
         }
+        if staple {
+            a.extend(["-status_file", ocsp.to_str().unwrap()]);
+        }
         let log = dir.join(format!("s_server-{port}.log"));
         servers.push((ns.spawn("openssl s_server", &a, &log), log));
     }
@@ -107,7 +116,8 @@ fn valid_ct_logs_and_operators_agree_with_openssl() {
         wait_for("s_server", Duration::from_secs(20), || std::fs::read_to_string(log).unwrap_or_default().contains("ACCEPT"));
     }
     // One at a time, in order (the caches depend on it); each client asks
-    // for SCTs and checks them with OpenSSL's CT code.
+    // for SCTs and checks them with OpenSSL's CT code (`-ct` also asks for
+    // a stapled OCSP response, whose single responses' SCTs it checks).
     let (cnf_path, ca_path) = (dir.join("ctlog.cnf"), dir.join("ca.pem"));
     let mut reference: HashMap<u16, (BTreeSet<String>, BTreeSet<String>)> = HashMap::new();
     for &(port, ..) in cases {
@@ -134,10 +144,21 @@ fn valid_ct_logs_and_operators_agree_with_openssl() {
     // and the TLS extension's D (4451); A and B alone (4452, the CA from
     // the trust store); the TLS extension's B, signed over the plain leaf
     // (4453).
+    let count = |set: &BTreeSet<String>| set.len().to_string();
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<String>>();
     assert_eq!(reference[&4451].0, names(&["Test log A", "Test log B (RSA)", "Test log D"]), "OpenSSL on 4451");
     assert_eq!(reference[&4452].0, names(&["Test log A", "Test log B (RSA)"]), "OpenSSL on 4452");
     assert_eq!(reference[&4453].0, names(&["Test log B (RSA)"]), "OpenSSL on 4453");
+    // The single response's A (D's is over the other leaf); not B, in the
+    // responseExtensions, which OpenSSL's CT code does not read.
+    assert_eq!(reference[&4455].0, names(&["Test log A"]), "OpenSSL on 4455");
+    // Zeek's OCSP analyzer reads both places (OCSP.cc:502-509, 540-547):
+    // B counts too.
+    let mut ocsp_logs = reference[&4455].0.clone();
+    ocsp_logs.insert("Test log B (RSA)".to_string());
+    let ocsp_ops = ocsp_logs.iter().map(|l| operator[l].clone()).collect();
+    reference.insert(4455, (ocsp_logs, ocsp_ops));
+    assert_eq!(count(&reference[&4455].1), "2", "Op One and Op Two");
 
     let read = |tag: &str, extra: &[&std::ffi::OsStr]| -> Vec<Row> {
         let logs = dir.join(tag);
@@ -156,10 +177,9 @@ fn valid_ct_logs_and_operators_agree_with_openssl() {
         assert!(log.contains("\tvalidation_status\tvalid_ct_logs\tvalid_ct_operators\t"), "{log}");
         common::parse_log(&log)
     };
-    let count = |set: &BTreeSet<String>| set.len().to_string();
     let with_ca = read("logs-ca", &["--ca-file".as_ref(), ca_path.as_os_str()]);
     let system = read("logs-system", &[]);
-    for &(port, _, _, _, tls13) in cases {
+    for &(port, _, _, _, tls13, _) in cases {
         let row = |rows: &[Row]| rows.iter().find(|r| r["id.resp_p"] == port.to_string()).cloned().unwrap_or_else(|| panic!("no ssl.log row for port {port}"));
         let (ca, sys) = (row(&with_ca), row(&system));
         if tls13 {

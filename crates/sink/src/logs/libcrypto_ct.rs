@@ -4,10 +4,11 @@
 //! of that policy's `unsafe`. Each does what Zeek's `sct_verify` and
 //! `x509_spki_hash` do with OpenSSL (zeek/zeek a13de64f,
 //! `src/file_analysis/analyzer/x509/functions.bif` lines 659-800 and
-//! 805-863).
+//! 805-863), and what its OCSP analyzer does to find the SCT lists of a
+//! stapled response (`OCSP.cc`).
 //!
 //! The signatures are OpenSSL 3's (`include/openssl/x509.h.in`,
-//! `evp.h`, `x509v3.h.in`).
+//! `evp.h`, `x509v3.h.in`, `ocsp.h.in`, `asn1.h.in`, `objects.h`).
 
 use std::ffi::{c_char, c_int, c_long, c_uchar, c_void, CStr};
 use std::ptr::NonNull;
@@ -35,6 +36,26 @@ pub struct EvpMd {
 pub struct EvpMdCtx {
     _p: [u8; 0],
 }
+#[repr(C)]
+pub struct OcspResponse {
+    _p: [u8; 0],
+}
+#[repr(C)]
+pub struct OcspBasicResp {
+    _p: [u8; 0],
+}
+#[repr(C)]
+pub struct OcspSingleResp {
+    _p: [u8; 0],
+}
+#[repr(C)]
+pub struct Asn1Object {
+    _p: [u8; 0],
+}
+#[repr(C)]
+pub struct Asn1String {
+    _p: [u8; 0],
+}
 
 functions! {
     struct CtLib;
@@ -55,10 +76,31 @@ functions! {
     EVP_DigestVerifyUpdate: fn(*mut EvpMdCtx, *const c_void, usize) -> c_int;
     EVP_DigestVerifyFinal: fn(*mut EvpMdCtx, *const c_uchar, usize) -> c_int;
     ERR_clear_error: fn();
+    d2i_OCSP_RESPONSE: fn(*mut *mut OcspResponse, *mut *const c_uchar, c_long) -> *mut OcspResponse;
+    OCSP_RESPONSE_free: fn(*mut OcspResponse);
+    OCSP_response_get1_basic: fn(*mut OcspResponse) -> *mut OcspBasicResp;
+    OCSP_BASICRESP_free: fn(*mut OcspBasicResp);
+    OCSP_resp_count: fn(*mut OcspBasicResp) -> c_int;
+    OCSP_resp_get0: fn(*mut OcspBasicResp, c_int) -> *mut OcspSingleResp;
+    OCSP_SINGLERESP_get_ext_count: fn(*const OcspSingleResp) -> c_int;
+    OCSP_SINGLERESP_get_ext: fn(*const OcspSingleResp, c_int) -> *mut X509Extension;
+    OCSP_BASICRESP_get_ext_count: fn(*const OcspBasicResp) -> c_int;
+    OCSP_BASICRESP_get_ext: fn(*const OcspBasicResp, c_int) -> *mut X509Extension;
+    X509_EXTENSION_get_object: fn(*const X509Extension) -> *mut Asn1Object;
+    X509_EXTENSION_get_data: fn(*const X509Extension) -> *mut Asn1String;
+    OBJ_obj2nid: fn(*const Asn1Object) -> c_int;
+    ASN1_STRING_length: fn(*const Asn1String) -> c_int;
+    ASN1_STRING_get0_data: fn(*const Asn1String) -> *const c_uchar;
+    d2i_ASN1_OCTET_STRING: fn(*mut *mut Asn1String, *mut *const c_uchar, c_long) -> *mut Asn1String;
+    ASN1_OCTET_STRING_free: fn(*mut Asn1String);
 }
 
 /// OpenSSL's `NID_ct_precert_scts` (`obj_mac.h`).
 const NID_CT_PRECERT_SCTS: c_int = 951;
+
+/// OpenSSL's `NID_ct_cert_scts` (`obj_mac.h`): 1.3.6.1.4.1.11129.2.4.5,
+/// the SCT list of an OCSP response (RFC 6962 3.3).
+const NID_CT_CERT_SCTS: c_int = 954;
 
 /// The functions, loaded once for the run (the first call loads them).
 pub fn lib() -> Result<&'static CtLib, String> {
@@ -130,6 +172,105 @@ pub fn precert_tbs(lib: &CtLib, cert_der: &[u8]) -> Option<Vec<u8>> {
     // SAFETY: empties this thread's error queue, nothing else.
     unsafe { (lib.ERR_clear_error)() };
     tbs
+}
+
+/// The contents of a byte string OpenSSL holds (empty for null).
+///
+/// # Safety
+/// `s` is null or a live `ASN1_STRING`, which outlives the slice.
+unsafe fn string_bytes<'a>(lib: &CtLib, s: *const Asn1String) -> &'a [u8] {
+    if s.is_null() {
+        return &[];
+    }
+    // SAFETY: a live string (the caller's word): its data and length.
+    let (p, n) = unsafe { ((lib.ASN1_STRING_get0_data)(s), (lib.ASN1_STRING_length)(s)) };
+    match usize::try_from(n) {
+        // SAFETY: `p` points at `n` bytes owned by `s`.
+        Ok(n) if !p.is_null() && n > 0 => unsafe { std::slice::from_raw_parts(p, n) },
+        _ => &[],
+    }
+}
+
+/// The SCT list an extension holds if it is the OCSP SCT-list extension:
+/// Zeek's `OCSP::ParseExtensionsSpecific` (zeek/zeek a13de64f
+/// `src/file_analysis/analyzer/x509/OCSP.cc:555-565`: `NID_ct_cert_scts`)
+/// and `X509Common::ParseSignedCertificateTimestamps`
+/// (`X509Common.cc:169-210`: the extension's value is an OCTET STRING
+/// holding the list; one that does not parse gives nothing).
+///
+/// # Safety
+/// `ex` is null or a live extension.
+unsafe fn ocsp_ext_scts(lib: &CtLib, ex: *const X509Extension, out: &mut Vec<Vec<u8>>) {
+    // SAFETY: a live extension (the caller's word); its object is its own.
+    if ex.is_null() || unsafe { (lib.OBJ_obj2nid)((lib.X509_EXTENSION_get_object)(ex)) } != NID_CT_CERT_SCTS {
+        return;
+    }
+    // SAFETY: the extension's value, borrowed from it.
+    let value = unsafe { string_bytes(lib, (lib.X509_EXTENSION_get_data)(ex)) };
+    let Ok(len) = c_long::try_from(value.len()) else {
+        return;
+    };
+    let mut p = value.as_ptr();
+    // SAFETY: `p` points at `len` readable bytes; a new string we own, or
+    // null.
+    let inner = unsafe { (lib.d2i_ASN1_OCTET_STRING)(std::ptr::null_mut(), &mut p, len) };
+    if inner.is_null() {
+        // SAFETY: empties this thread's error queue, nothing else.
+        unsafe { (lib.ERR_clear_error)() };
+        return;
+    }
+    // SAFETY: ours, live until freed just after.
+    out.push(unsafe { string_bytes(lib, inner) }.to_vec());
+    // SAFETY: ours, freed once.
+    unsafe { (lib.ASN1_OCTET_STRING_free)(inner) };
+}
+
+/// The SCT lists (RFC 6962 3.3's `SignedCertificateTimestampList`, each
+/// still framed) of a DER OCSP response, in the order Zeek's OCSP analyzer
+/// raises `x509_ocsp_ext_signed_certificate_timestamp` for them
+/// (zeek/zeek a13de64f `src/file_analysis/analyzer/x509/OCSP.cc`): the
+/// response parsed by OpenSSL as a whole (`d2i_OCSP_RESPONSE` and
+/// `OCSP_response_get1_basic`, lines 122-129 and 401-403; whatever its
+/// status), then each single response's extensions (lines 502-509), then
+/// the response's own `responseExtensions` (lines 540-547): both places
+/// are read. Empty when the response does not parse.
+pub fn ocsp_sct_lists(lib: &CtLib, der: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let Ok(len) = c_long::try_from(der.len()) else {
+        return out;
+    };
+    let mut p = der.as_ptr();
+    // SAFETY: `p` points at `len` readable bytes; a new response we own,
+    // or null.
+    let resp = unsafe { (lib.d2i_OCSP_RESPONSE)(std::ptr::null_mut(), &mut p, len) };
+    if !resp.is_null() {
+        // SAFETY: a live response; a new basic response we own, or null.
+        let basic = unsafe { (lib.OCSP_response_get1_basic)(resp) };
+        if !basic.is_null() {
+            // SAFETY: `basic` is live until freed below; the single
+            // responses and extensions are borrowed from it.
+            unsafe {
+                for i in 0..(lib.OCSP_resp_count)(basic) {
+                    let single = (lib.OCSP_resp_get0)(basic, i);
+                    if single.is_null() {
+                        continue;
+                    }
+                    for k in 0..(lib.OCSP_SINGLERESP_get_ext_count)(single) {
+                        ocsp_ext_scts(lib, (lib.OCSP_SINGLERESP_get_ext)(single, k), &mut out);
+                    }
+                }
+                for k in 0..(lib.OCSP_BASICRESP_get_ext_count)(basic) {
+                    ocsp_ext_scts(lib, (lib.OCSP_BASICRESP_get_ext)(basic, k), &mut out);
+                }
+                (lib.OCSP_BASICRESP_free)(basic);
+            }
+        }
+        // SAFETY: ours, freed once.
+        unsafe { (lib.OCSP_RESPONSE_free)(resp) };
+    }
+    // SAFETY: empties this thread's error queue, nothing else.
+    unsafe { (lib.ERR_clear_error)() };
+    out
 }
 
 /// A public key (`EVP_PKEY`), ours alone: a CT log's, read once (reading

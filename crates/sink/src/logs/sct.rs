@@ -35,10 +35,27 @@
 //!
 //! The CT log list is data (`crates/sink/data/ct-logs.tsv`, made by
 //! `scripts/gen_ct_logs.py` from Zeek's `ct-list.zeek`), or a file of the
-//! same form given with `--ct-logs`. SCTs inside a stapled OCSP response
-//! (Zeek's `SCT_OCSP_EXT`) are not read: wirelog does not parse OCSP
-//! responses. Nor are the SCTs of a client certificate, which Zeek adds to
-//! the same list and which can only count as invalid there.
+//! same form given with `--ct-logs`.
+//! - SCTs of the stapled OCSP response (Zeek's `SCT_OCSP_EXT`): validate-sct
+//!   registers the OCSP reply analyzer for the SSL analyzer's
+//!   `application/ocsp-response` files (validate-sct.zeek line 74), which
+//!   the SSL analyzer makes of every CertificateStatus of status_type 1
+//!   with a non-empty response, established or not
+//!   (`tls-handshake-analyzer.pac:411-442`); the OCSP analyzer raises
+//!   `x509_ocsp_ext_signed_certificate_timestamp` for the SCT-list
+//!   extensions of each single response and of the response itself
+//!   (`OCSP.cc:502-509`, `540-547`, `555-565`: [`ct::ocsp_sct_lists`]),
+//!   which validate-sct.zeek keeps with source `SCT_OCSP_EXT` (lines
+//!   82-89, 106) and checks, like a TLS-extension SCT, over the
+//!   certificate itself (line 148-151: no issuer key, RFC 6962's
+//!   `x509_entry`). validate-sct's hook runs at `ssl_established`, or when
+//!   an unestablished connection ends (`base/protocols/ssl/main.zeek`
+//!   lines 507-527, 549-558), so those SCTs count in both cases. wirelog
+//!   keeps the last response a connection stapled where Zeek reads each
+//!   one.
+//!
+//! Not read: the SCTs of a client certificate, which Zeek adds to the same
+//! list and which can only count as invalid there.
 //!
 //! This runs on the output thread with validate-certs; an SCT costs one
 //! signature check once, then a hash lookup.
@@ -147,6 +164,8 @@ pub enum Source {
     X509,
     /// The server's hello extension (`SCT_TLS_EXT`).
     Tls,
+    /// The stapled OCSP response's extension (`SCT_OCSP_EXT`).
+    Ocsp,
 }
 
 /// One SCT (RFC 6962 3.2), as Zeek's `SctInfo` keeps it.
@@ -309,6 +328,11 @@ impl SctChecker {
                 parse_list(l, Source::X509, &mut proofs);
             }
         }
+        if let Some(r) = &t.ocsp_response {
+            for l in ct::ocsp_sct_lists(self.lib, r) {
+                parse_list(&l, Source::Ocsp, &mut proofs);
+            }
+        }
         let leaf_fp = chain.first().map(|c| c.fingerprint.clone()).unwrap_or_default();
         // The leaf's DER as OpenSSL writes it (`i2d_X509`), made when first
         // needed (most connections have no SCT).
@@ -346,7 +370,9 @@ impl SctChecker {
                 Some(v) => v,
                 None => {
                     let v = match p.source {
-                        Source::Tls => {
+                        // validate-sct.zeek lines 148-151: a TLS or
+                        // OCSP SCT is over the certificate.
+                        Source::Tls | Source::Ocsp => {
                             self.verified += 1;
                             let der = leaf_der.get_or_insert_with(|| chains.leaf.to_der().unwrap_or_default());
                             ct::verify(log_key, p.hash_alg, &signed_data(p.timestamp, None, der), &p.signature)
@@ -506,7 +532,9 @@ mod tests {
     /// certificate SCTs (A and B valid, A over another timestamp, C not in
     /// the list) and the TLS extension's two (D valid, B over another
     /// certificate); the issuer key found in the chain sent, the chain
-    /// built, or nowhere; the cache answers the second time.
+    /// built, or nowhere; the cache answers the second time; the SCT lists
+    /// of the stapled OCSP response (single response and response
+    /// extensions) and their counts.
     #[test]
     fn counts_of_the_test_certificates() {
         let dir = std::env::temp_dir().join(format!("wirelog-sct-{}", std::process::id()));
@@ -556,6 +584,40 @@ mod tests {
         other.valid_chain = &[];
         other.cached_intermediates = Some(&cached);
         assert_eq!(checker.counts(&t, &other, 0), c(2, 2, 2, 2));
+
+        // The stapled OCSP response of the plain leaf: its single
+        // response's list (A valid, D over the other leaf), then its
+        // responseExtensions' (B valid), as Zeek's OCSP analyzer reads them.
+        let ocsp = std::fs::read(dir.join("ocsp.der")).unwrap();
+        let lists = ct::ocsp_sct_lists(checker.lib, &ocsp);
+        let ids = |l: &[u8]| {
+            let mut out = Vec::new();
+            parse_list(l, Source::Ocsp, &mut out);
+            out.iter().map(|s| s.log_id).collect::<Vec<_>>()
+        };
+        let (la, ld) = (ids(&lists[0]), ids(&lists[1]));
+        assert_eq!((lists.len(), la.len(), ld.len()), (2, 2, 1));
+        let logs = CtLogs::from_file(&dir.join("ct-logs.tsv")).unwrap();
+        let name = |id: &[u8; 32]| logs.get(id).unwrap().description.clone();
+        assert_eq!([name(&la[0]), name(&la[1]), name(&ld[0])], ["Test log A", "Test log D", "Test log B (RSA)"]);
+        // Not a response, or cut: nothing.
+        assert!(ct::ocsp_sct_lists(checker.lib, b"\x30\x03\x0a\x01\x00").is_empty());
+        assert!(ct::ocsp_sct_lists(checker.lib, &ocsp[..ocsp.len() - 1]).is_empty());
+        assert!(ct::ocsp_sct_lists(checker.lib, &[]).is_empty());
+        // Counted over the certificate itself, whatever issuer is known.
+        let plain = pem("plain.pem");
+        let plain_c = Cert::from_der(lib, &plain).unwrap();
+        let mut t = record(vec![plain.clone()], false);
+        t.ocsp_response = Some(ocsp.clone());
+        let alone = Chains { leaf: &plain_c, status: "v", valid_chain: &[], cached_intermediates: None };
+        assert_eq!(checker.counts(&t, &alone, 0), c(2, 1, 2, 2));
+        // Stapled by the other leaf's server (sent alone, no issuer key for
+        // its four certificate SCTs): D's, made over that leaf, is the
+        // valid one.
+        let mut t = record(vec![leaf.clone()], false);
+        t.ocsp_response = Some(ocsp);
+        let other = Chains { leaf: &leaf_c, status: "u", valid_chain: &[], cached_intermediates: None };
+        assert_eq!(checker.counts(&t, &other, 0), c(1, 6, 1, 1));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
