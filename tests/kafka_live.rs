@@ -115,6 +115,19 @@ fn records_match_what_the_broker_answered() {
         .output()
         .unwrap();
     let responses: Vec<Vec<String>> = String::from_utf8_lossy(&t.stdout).lines().map(|l| l.split('\t').map(String::from).collect()).collect();
+    // The requests whose version tshark 4.0's dissector does not know: it
+    // flags them with its expert info `kafka.unsupported_api_version`
+    // (epan/dissectors/packet-kafka.c, `ei_kafka_unsupported_api_version`)
+    // and reads their responses with an older layout, so the error codes it
+    // prints there are other fields (Metadata v13's came out as
+    // "0,3216,1,0,-32768"): no reference for those outcomes.
+    let t = Command::new("tshark")
+        .args(["-r", pcap.to_str().unwrap(), "-Y", "kafka.unsupported_api_version && tcp.dstport == 9092", "-T", "fields", "-e", "tcp.srcport", "-e", "kafka.correlation_id"])
+        .output()
+        .unwrap();
+    assert!(t.status.success(), "{}", text(&t));
+    let unknown_version: Vec<(String, String)> = String::from_utf8_lossy(&t.stdout).lines().filter_map(|l| l.split_once('\t')).map(|(p, c)| (p.to_string(), c.to_string())).collect();
+    let mut outcomes_compared = 0;
     assert!(requests.len() > 20, "{requests:?}");
     assert_eq!(rows.len(), requests.len(), "records vs tshark's requests:\n{rows:#?}\n{requests:?}");
     let mut used = vec![false; rows.len()];
@@ -144,13 +157,19 @@ fn records_match_what_the_broker_answered() {
                 // not dissect: its COORDINATOR_NOT_AVAILABLE while the
                 // offsets topic is made is checked below); the others are
                 // paired only.
-                if ["0", "1", "2", "3", "8", "11", "12", "14", "18"].contains(&key.as_str()) {
+                if ["0", "1", "2", "3", "8", "11", "12", "14", "18"].contains(&key.as_str()) && !unknown_version.contains(&(port.clone(), corr.clone())) {
                     assert_eq!(r["status"], status, "{q:?} answered {a:?}: {r:?}");
+                    outcomes_compared += 1;
                 }
                 assert_ne!(r["latency"], "-", "{r:?}");
             }
         }
     }
+    println!("kafka: {outcomes_compared} outcomes compared with tshark's; {} requests of versions tshark does not know: {unknown_version:?}", unknown_version.len());
+    // kafka-python, against a 4.1 broker, speaks versions newer than tshark 4.0's
+    // table for most APIs (45 of 51 requests in a run on 2026-11-29): only
+    // the others have a reading of tshark's to compare with.
+    assert!(outcomes_compared > 0, "no outcome had tshark's reading to compare with ({} requests)", requests.len());
     // The consumer asked for its coordinator until the broker had one: the
     // last answer for the group is a success.
     let coord: Vec<_> = rows.iter().filter(|r| r["api"] == "find_coordinator" && r["group"] == "g1").map(|r| (r["status"].as_str(), r["error"].as_str())).collect();

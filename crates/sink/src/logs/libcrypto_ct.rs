@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_int, c_long, c_uchar, c_void, CStr};
 use std::ptr::NonNull;
 use std::sync::OnceLock;
 
-use super::libcrypto::{functions, i2d, open, symbol, X509, SONAME};
+use super::libcrypto::{functions, i2d, X509, SONAME};
 
 #[repr(C)]
 pub struct X509Extension {
