@@ -861,7 +861,11 @@ fn kernel_accounting_keeps_every_record() {
         assert_eq!(seen_k + counted, seen_p, "{what}: every packet either crossed or was counted");
         // Parsing on, content detection holds the unparsed ports' first
         // packets in user space a while longer: fewer are counted there.
-        let floor = if extra.is_empty() { 100 } else { 1000 };
+        // The floor is a share of the packets the capture passes (a ninth,
+        // a ninetieth with parsing: 1,000 and 100 of this capture's 9,164),
+        // so that --skip-empty-tcp, which leaves 5,336 of them, is held to
+        // the same share.
+        let floor = if extra.is_empty() { seen_p / 90 } else { seen_p / 9 };
         assert!(counted > floor, "{what}: only {counted} packets counted in the kernel");
         for log in ["conn.log", "flows.log", "http.log"] {
             let (kr, pr) = (rows(&kdir.join(log)), rows(&pdir.join(log)));
