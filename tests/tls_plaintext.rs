@@ -34,6 +34,13 @@ struct Site {
 
 const PORT: u16 = 8443;
 
+/// The two tests one at a time: the uprobes see every process of the host,
+/// so the tiny-ring test's 2 MB of responses also pass through the other
+/// test's capture. With both running at once, the gnutls-cli response that
+/// test checks went missing twice in eight runs of the binary (never when it
+/// ran alone); the likely cause is that traffic, not a loss of its own.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn requirements() -> bool {
     needs("tls-plaintext tests (eBPF, namespaces)", &["nginx", "curl", "openssl", "python3", "gnutls-cli"])
 }
@@ -193,6 +200,7 @@ fn libssl_copy(dir: &Path) -> PathBuf {
 
 #[test]
 fn https_requests_of_curl_and_python_are_in_http_log_with_their_processes_and_uids() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !requirements() {
         return;
     }
@@ -262,6 +270,7 @@ fn https_requests_of_curl_and_python_are_in_http_log_with_their_processes_and_ui
 /// the clients did not see (a request is complete and right, or flagged).
 #[test]
 fn a_tiny_ring_loses_events_counted_and_no_record_is_wrong() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !requirements() {
         return;
     }
