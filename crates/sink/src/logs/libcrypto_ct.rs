@@ -15,6 +15,8 @@ use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 use super::libcrypto::{functions, i2d, X509, SONAME};
+// OpenSSL's opaque OCSP types, declared once beside validate-ocsp's calls.
+use super::ocsp::{OcspBasicResp, OcspResponse, OcspSingleResp};
 
 #[repr(C)]
 pub struct X509Extension {
@@ -34,18 +36,6 @@ pub struct EvpMd {
 }
 #[repr(C)]
 pub struct EvpMdCtx {
-    _p: [u8; 0],
-}
-#[repr(C)]
-pub struct OcspResponse {
-    _p: [u8; 0],
-}
-#[repr(C)]
-pub struct OcspBasicResp {
-    _p: [u8; 0],
-}
-#[repr(C)]
-pub struct OcspSingleResp {
     _p: [u8; 0],
 }
 #[repr(C)]
