@@ -7,11 +7,14 @@
 //!    about them, are counted in a per-CPU map (packets and bytes on the
 //!    wire) and dropped: user space only counted them. "Not IP" is what the
 //!    decoder calls `NotIp`: on Ethernet sockets an EtherType that is not
-//!    IPv4, IPv6, a VLAN tag (802.1Q, 802.1ad, 0x9100), MPLS or PPPoE
-//!    session, and 802.3 frames whose LLC header is not SNAP (see
-//!    `decode::ethernet::by_ethertype`/`llc_network`); on cooked sockets a
-//!    protocol other than IPv4 and IPv6 (`ring::Packet::packet`). A frame
-//!    too short to tell goes to user space.
+//!    IPv4, IPv6, MPLS or PPPoE session, behind up to four VLAN tags
+//!    (802.1Q, 802.1ad, 0x9100) in the data and one the kernel keeps in
+//!    the socket buffer's metadata; 802.3 frames whose LLC header is not
+//!    SNAP with OUI 0 or 0xf8, or whose SNAP EtherType is not IP by the same
+//!    rule (see `decode::ethernet::by_ethertype`/`llc_network`); on cooked
+//!    sockets a protocol other than IPv4 and IPv6
+//!    (`ring::Packet::packet`). A frame too short to tell, or behind more
+//!    tags, goes to user space.
 //! 2. The user's `-f` program, translated ([`wirelog_ebpf::cbpf`]): 0 drops.
 //! 3. The skip-empty-TCP filter, translated, when the flags map says so
 //!    ([`FLAG_SKIP_EMPTY`]): `--skip-empty-tcp` sets it at start,
@@ -66,8 +69,20 @@ const SKB_PROTOCOL: i16 = 16;
 /// Stack word for map keys (below what the translated blocks use).
 const KEY: i16 = -68;
 
-/// EtherTypes the decoder follows towards IP (`decode::ethernet::ethertype`).
-const TOWARDS_IP: [i32; 8] = [0x0800, 0x86dd, 0x8100, 0x88a8, 0x9100, 0x8847, 0x8848, 0x8864];
+/// EtherTypes the decoder takes as IP or follows to IP through a header
+/// other than a VLAN tag: IPv4, IPv6, MPLS (unicast, multicast), PPPoE
+/// session (`decode::ethernet::by_ethertype`). The program leaves them to
+/// user space.
+const TOWARDS_IP: [i32; 5] = [0x0800, 0x86dd, 0x8847, 0x8848, 0x8864];
+/// VLAN tags the decoder steps over: 802.1Q, 802.1ad, and the older QinQ
+/// 0x9100.
+const TAGS: [i32; 3] = [0x8100, 0x88a8, 0x9100];
+/// Tags in the frame's data the program steps over before it leaves the
+/// frame to user space (the decoder follows any number): a tag the kernel
+/// took into the socket buffer's metadata is no longer in the data (see
+/// [`ethernet_non_ip`]), so this is on top of that one.
+const DATA_TAGS: usize = 4;
+const TAG_LABELS: [&str; DATA_TAGS] = ["tag0", "tag1", "tag2", "tag3"];
 
 impl SocketProgram {
     pub fn load(st: &Stages) -> Result<SocketProgram, Error> {
@@ -107,20 +122,7 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
     if st.count_non_ip && st.user.is_none() {
         a.push(Insn::load(Size::W, R1, R6, SKB_LEN));
         match st.framing {
-            Framing::Ethernet => {
-                a.jmp_imm(Cond::Lt, R1, 14, "ip").push(Insn::ld_abs(Size::H, 12));
-                for t in TOWARDS_IP {
-                    a.jmp_imm(Cond::Eq, R0, t, "ip");
-                }
-                // 802.3: a SNAP header (AA AA 03) may carry an EtherType.
-                a.jmp_imm(Cond::Ge, R0, 0x0600, "non_ip")
-                    .push(Insn::load(Size::W, R1, R6, SKB_LEN))
-                    .jmp_imm(Cond::Lt, R1, 17, "ip")
-                    .push(Insn::ld_abs(Size::H, 14))
-                    .jmp_imm(Cond::Ne, R0, 0xaaaa, "non_ip")
-                    .push(Insn::ld_abs(Size::B, 16))
-                    .jmp_imm(Cond::Eq, R0, 3, "ip");
-            }
+            Framing::Ethernet => ethernet_non_ip(&mut a),
             Framing::Cooked => {
                 // The protocol as a 32-bit load of a big-endian u16 sees it.
                 a.push(Insn::load(Size::W, R1, R6, SKB_PROTOCOL)).jmp_imm(Cond::Eq, R1, 0x0008, "ip").jmp_imm(Cond::Eq, R1, 0xdd86, "ip");
@@ -172,6 +174,107 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
     }
     a.label("drop").push(Insn::mov64_imm(R0, 0)).push(Insn::exit());
     a.finish()
+}
+
+/// Jumps to `non_ip` for what the decoder calls not IP on an Ethernet
+/// frame (`decode::ethernet::network`), to `ip` for the rest; `r1` holds
+/// the socket buffer's length, the frame is read from the socket buffer's
+/// data (`ld_abs`/`ld_ind`, which end the program with 0 past the end: every
+/// read is behind a length test, and a frame too short to tell goes to
+/// user space, where the decoder calls it truncated).
+///
+/// VLAN tags: the data the program reads is what the ring gets, from the
+/// MAC header on, with any tag the kernel took into the metadata
+/// (`skb->vlan_tci`, `__sk_buff.vlan_present`) already cut out of it, and
+/// the decoder takes that tag from `tp_vlan_tci` without looking at the
+/// data for it; so what follows the tags in the data decides alone:
+/// - On receive the kernel takes the outer 802.1Q or 802.1ad tag out of
+///   the data itself, whatever the device's `rxvlan` offload says, before
+///   any packet socket sees the frame: `net/core/dev.c`,
+///   `__netif_receive_skb_core()`: `if (eth_type_vlan(skb->protocol))
+///   skb = skb_vlan_untag(skb);` before the `ptype_all` taps
+///   (`deliver_skb`). `skb_vlan_untag()`
+///   (`net/core/skbuff.c`) takes one tag only, and none when the NIC
+///   already put one in the metadata, so the second tag of a QinQ frame,
+///   and a 0x9100 tag (not `eth_type_vlan`), stay in the data. A NIC with
+///   `rxvlan` on does the same for the outer tag before that (veth offers
+///   the flag, `VETH_FEATURES` in `drivers/net/veth.c`, but only moves tags
+///   that are already metadata across the pair).
+/// - The filter runs on that socket buffer with its data pushed back to the
+///   MAC header: `net/packet/af_packet.c`, `tpacket_rcv()` (and
+///   `packet_rcv()`): `skb_push(skb, skb->data - skb_mac_header(skb))`
+///   then `run_filter()`; the ring's `tp_vlan_tci` and
+///   `TP_STATUS_VLAN_VALID` come from `skb_vlan_tag_present()` there.
+/// - Outgoing copies (`dev_queue_xmit_nit()`) keep a tag in the data unless
+///   the sender's device offloads it (`txvlan`), when it is metadata.
+/// The test `tagged_non_ip_counted_in_the_kernel` sends each kind through
+/// loopback, where both the outgoing copy (tags in the data) and the
+/// received one (outer tag in the metadata) are seen.
+fn ethernet_non_ip(a: &mut Asm) {
+    use Reg::*;
+    a.jmp_imm(Cond::Lt, R1, 14, "ip").push(Insn::ld_abs(Size::H, 12)).push(Insn::mov64_imm(R7, 14)).jmp_imm(
+        Cond::Ge,
+        R0,
+        0x0600,
+        "ethertype",
+    );
+    // 802.3 (a length, not an EtherType): an LLC header
+    // (`decode::ethernet::llc_network`), IP only behind SNAP with OUI 0
+    // (RFC 1042) or 0x0000f8 (802.1H) and then an EtherType as above.
+    a.push(Insn::load(Size::W, R1, R6, SKB_LEN))
+        .jmp_imm(Cond::Lt, R1, 17, "ip")
+        .push(Insn::ld_abs(Size::H, 14))
+        .jmp_imm(Cond::Ne, R0, 0xaaaa, "llc")
+        .push(Insn::ld_abs(Size::B, 16))
+        .jmp_imm(Cond::Ne, R0, 3, "llc_control")
+        .push(Insn::load(Size::W, R1, R6, SKB_LEN))
+        .jmp_imm(Cond::Lt, R1, 22, "ip")
+        .push(Insn::ld_abs(Size::W, 16))
+        .push(Insn::alu64_imm(Alu::And, R0, 0x00ff_ffff))
+        .jmp_imm(Cond::Eq, R0, 0, "snap")
+        .jmp_imm(Cond::Ne, R0, 0xf8, "non_ip")
+        .label("snap")
+        .push(Insn::ld_abs(Size::H, 20))
+        .push(Insn::mov64_imm(R7, 22))
+        .ja("ethertype")
+        // Not SNAP: not IP, once the control field (one byte for U-format,
+        // two otherwise) is there.
+        .label("llc")
+        .push(Insn::ld_abs(Size::B, 16))
+        .label("llc_control")
+        .push(Insn::alu64_imm(Alu::And, R0, 3))
+        .jmp_imm(Cond::Eq, R0, 3, "non_ip")
+        .push(Insn::load(Size::W, R1, R6, SKB_LEN))
+        .jmp_imm(Cond::Lt, R1, 18, "ip")
+        .ja("non_ip");
+    // `decode::ethernet::by_ethertype`, unrolled: r0 holds the EtherType,
+    // r7 the offset of what follows it. A tag is 4 bytes (its last two
+    // the next EtherType); a length after a tag is not IP, as there.
+    a.label("ethertype");
+    for i in 0..=DATA_TAGS {
+        for t in TOWARDS_IP {
+            a.jmp_imm(Cond::Eq, R0, t, "ip");
+        }
+        let Some(&next) = TAG_LABELS.get(i) else {
+            // More tags than the program follows: user space decides.
+            for t in TAGS {
+                a.jmp_imm(Cond::Eq, R0, t, "ip");
+            }
+            a.ja("non_ip");
+            break;
+        };
+        for t in TAGS {
+            a.jmp_imm(Cond::Eq, R0, t, next);
+        }
+        a.ja("non_ip")
+            .label(next)
+            .push(Insn::load(Size::W, R1, R6, SKB_LEN))
+            .push(Insn::mov64_reg(R2, R7))
+            .push(Insn::alu64_imm(Alu::Add, R2, 4))
+            .jmp_reg(Cond::Gt, R2, R1, "ip")
+            .push(Insn::ld_ind(Size::H, R7, 2))
+            .push(Insn::alu64_imm(Alu::Add, R7, 4));
+    }
 }
 
 #[cfg(test)]
@@ -320,5 +423,76 @@ mod tests {
         send(&tx, &tcp4(0x18, 200));
         assert_eq!(received(&rx2), [0x0806, 0x0800]);
         assert_eq!(q.non_ip(), (0, 0), "the user's filter decides about non-IP frames");
+    }
+
+    /// `ethertype` then `body` behind `tags` (TPID, VLAN id) in the data.
+    fn tagged(tags: &[(u16, u16)], ethertype: u16, body: &[u8]) -> Vec<u8> {
+        let mut data = Vec::new();
+        for (i, &(_, vid)) in tags.iter().enumerate() {
+            data.extend_from_slice(&vid.to_be_bytes());
+            // Each tag ends with the next one's TPID, the last with `ethertype`.
+            data.extend_from_slice(&tags.get(i + 1).map_or(ethertype, |t| t.0).to_be_bytes());
+        }
+        data.extend_from_slice(body);
+        frame(tags[0].0, &data)
+    }
+
+    /// Issue 36: non-IP frames behind VLAN tags are counted in the kernel
+    /// whether the tags are in the data or the outer one in the metadata;
+    /// IP behind tags, and frames behind more tags than the program
+    /// follows, reach the socket. On loopback each frame is seen twice:
+    /// its outgoing copy with every tag in the data, and the received one,
+    /// whose outer 802.1Q/802.1ad tag the kernel moved to the metadata
+    /// (`skb_vlan_untag`, see `ethernet_non_ip`), 4 bytes shorter.
+    #[test]
+    fn tagged_non_ip_counted_in_the_kernel() {
+        if !root() {
+            return;
+        }
+        // SAFETY: unshare affects only this test's thread.
+        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0);
+        lo_up();
+        let arp = [0, 1, 8, 0, 6, 4, 0, 1];
+        let lldp = [2, 7, 4, 0, 0, 0, 0, 0, 1];
+        let ip = &tcp4(0x18, 10)[14..];
+        // (frame, counted as not IP, its outer tag taken into the metadata)
+        let mut cases: Vec<(&str, Vec<u8>, bool, bool)> = vec![
+            ("802.1Q ARP", tagged(&[(0x8100, 5)], 0x0806, &arp), true, true),
+            ("QinQ LLDP", tagged(&[(0x88a8, 20), (0x8100, 30)], 0x88cc, &lldp), true, true),
+            ("double 802.1Q ARP", tagged(&[(0x8100, 5), (0x8100, 6)], 0x0806, &arp), true, true),
+            ("0x9100 ARP", tagged(&[(0x9100, 7)], 0x0806, &arp), true, false),
+            // 802.3 behind a tag: STP (LLC 42 42 03) and Cisco SNAP (PVST+).
+            ("802.1Q STP", tagged(&[(0x8100, 5)], 38, &[0x42, 0x42, 0x03, 0, 0]), true, true),
+            ("802.1Q PVST+", tagged(&[(0x8100, 5)], 50, &[0xaa, 0xaa, 0x03, 0, 0, 0x0c, 0x01, 0x0b, 0, 0]), true, true),
+            ("802.1Q IPv4", tagged(&[(0x8100, 5)], 0x0800, ip), false, true),
+            ("QinQ IPv4", tagged(&[(0x88a8, 20), (0x8100, 30)], 0x0800, ip), false, true),
+            ("six tags ARP", tagged(&[(0x8100, 1); 6], 0x0806, &arp), false, true),
+        ];
+        // Untagged 802.3 SNAP: RFC 1042 ARP is not IP, a tag then IPv4 is.
+        let mut snap_arp = frame(0x0030, &[0xaa, 0xaa, 0x03, 0, 0, 0]);
+        snap_arp[20..22].copy_from_slice(&0x0806u16.to_be_bytes());
+        cases.push(("SNAP ARP", snap_arp, true, false));
+        let mut snap_q_ip = frame(0x0040, &[0xaa, 0xaa, 0x03, 0, 0, 0, 0x81, 0x00, 0, 9, 0x08, 0x00]);
+        snap_q_ip.truncate(26);
+        snap_q_ip.extend_from_slice(ip);
+        cases.push(("SNAP 802.1Q IPv4", snap_q_ip, false, false));
+
+        let tx = socket(None);
+        let p = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: None, tail: None }).unwrap_or_else(|e| panic!("{e}: {}", e.log));
+        let rx = socket(Some(&p));
+        let (mut pkts, mut bytes) = (0, 0);
+        for (what, f, non_ip, untagged) in &cases {
+            send(&tx, f);
+            let got = received(&rx);
+            let (p1, b1) = p.non_ip();
+            if *non_ip {
+                assert!(got.is_empty(), "{what}: reached the socket");
+                pkts += 2;
+                bytes += 2 * f.len() as u64 - if *untagged { 4 } else { 0 };
+            } else {
+                assert_eq!(got.len(), 1, "{what}: the received copy reaches the socket");
+            }
+            assert_eq!((p1, b1), (pkts, bytes), "{what}: counted in the kernel");
+        }
     }
 }
