@@ -37,7 +37,10 @@ PKGS=(tshark wireshark-common tcpdump tcpreplay iproute2 procps time openssl
       # (--zeek-policy validate-certs loads libssl3's libcrypto.so.3 at run time)
       ca-certificates
       # the certificates and SCTs tests/tls_sct_live.rs makes (tests/sct_certs.py)
-      python3-cryptography)
+      python3-cryptography
+      # the veth's rxvlan offload, off and on, of tests/capture_live.rs
+      # (tagged_non_ip_frames_are_counted_in_the_kernel)
+      ethtool)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

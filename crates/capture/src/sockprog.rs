@@ -197,9 +197,12 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
 ///   (`net/core/skbuff.c`) takes one tag only, and none when the NIC
 ///   already put one in the metadata, so the second tag of a QinQ frame,
 ///   and a 0x9100 tag (not `eth_type_vlan`), stay in the data. A NIC with
-///   `rxvlan` on does the same for the outer tag before that (veth offers
-///   the flag, `VETH_FEATURES` in `drivers/net/veth.c`, but only moves tags
-///   that are already metadata across the pair).
+///   `rxvlan` on does the same for the outer tag before that. veth offers
+///   the flag (`NETIF_F_HW_VLAN_CTAG_RX`/`STAG_RX` in `VETH_FEATURES`,
+///   `drivers/net/veth.c`) but strips nothing itself: a frame sent with
+///   its tags in the data arrives with the outer one in the metadata with
+///   `rxvlan` on and off alike (seen on 6.18; the veth test in
+///   `tests/capture_live.rs` runs both).
 /// - The filter runs on that socket buffer with its data pushed back to the
 ///   MAC header: `net/packet/af_packet.c`, `tpacket_rcv()` (and
 ///   `packet_rcv()`): `skb_push(skb, skb->data - skb_mac_header(skb))`
