@@ -1416,6 +1416,10 @@ mod tests {
         let mut search = bind;
         search[5] = 0x63; // a SearchRequest's tag: not a bind
         assert_eq!(client_half(&search) & half::LDAP, 0);
+        // A SEQUENCE too short to hold a messageID: not a bind (it panicked).
+        for short in 0..3 {
+            assert_eq!(client_half(&[0x30, short, 0x02, 0x01, 0x01, 0x60, 0x00]) & half::LDAP, 0, "{short}");
+        }
         let bound = server_half(&[0x30, 0x0c, 0x02, 0x01, 0x01, 0x61, 0x07]);
         assert_eq!(tcp_signature(ToClient, bound, client_half(&bind)), Some(TcpSignature::Ldap));
         assert_eq!(tcp_signature(ToClient, server_half(b"\x00"), client_half(&bind)), None);
