@@ -271,25 +271,33 @@ fn starts_with_word(line: &[u8], word: &[u8], then_space: bool) -> bool {
         && (!then_space || line.get(word.len()).is_some_and(|b| b.is_ascii_whitespace()))
 }
 
+/// SMTP's and POP3's client commands on one line (its leading white
+/// space removed, [`lines`]).
+fn command_line(l: &[u8]) -> u16 {
+    let mut m = 0;
+    // RFC 5321 §4.1.1.1: a session opens with EHLO (or HELO).
+    if starts_with_word(l, b"EHLO", false) || starts_with_word(l, b"HELO", false) {
+        m |= half::SMTP;
+    }
+    // RFC 1939 §7 (USER, APOP), RFC 2449 (CAPA), RFC 5034 (AUTH), RFC 2595 (STLS).
+    if starts_with_word(l, b"USER", true)
+        || starts_with_word(l, b"APOP", true)
+        || starts_with_word(l, b"CAPA", false)
+        || starts_with_word(l, b"AUTH", false)
+        || starts_with_word(l, b"STLS", false)
+    {
+        m |= half::POP3;
+    }
+    m
+}
+
 /// What the originator's first bytes match (their first
 /// [`SIGNATURE_BYTES`], as far as Zeek's signatures look).
 pub fn client_half(data: &[u8]) -> u16 {
     let data = &data[..data.len().min(SIGNATURE_BYTES as usize)];
     let mut m = ssh_half(data);
     for l in lines(data) {
-        // RFC 5321 §4.1.1.1: a session opens with EHLO (or HELO).
-        if starts_with_word(l, b"EHLO", false) || starts_with_word(l, b"HELO", false) {
-            m |= half::SMTP;
-        }
-        // RFC 1939 §7 (USER, APOP), RFC 2449 (CAPA), RFC 5034 (AUTH), RFC 2595 (STLS).
-        if starts_with_word(l, b"USER", true)
-            || starts_with_word(l, b"APOP", true)
-            || starts_with_word(l, b"CAPA", false)
-            || starts_with_word(l, b"AUTH", false)
-            || starts_with_word(l, b"STLS", false)
-        {
-            m |= half::POP3;
-        }
+        m |= command_line(l);
     }
     if ftp_client_half(data) {
         m |= half::FTP;
@@ -320,10 +328,17 @@ fn word_then_arg(line: &[u8], word: &[u8]) -> bool {
 /// bytes that opens, after spaces, with `USER` and a space (RFC 959 §4.1.1:
 /// the login's first command). Written here from RFC 959.
 pub fn ftp_client_half(data: &[u8]) -> bool {
-    data.split(|&b| b == b'\n' || b == b'\r').any(|l| {
-        let l = &l[l.iter().position(|&b| b != b' ').unwrap_or(l.len())..];
-        starts_with_word(l, b"USER", false) && l.get(4) == Some(&b' ')
-    })
+    data.split(|&b| b == b'\n' || b == b'\r').any(|l| ftp_user_line(strip_spaces(l)))
+}
+
+/// A line without its leading spaces.
+fn strip_spaces(l: &[u8]) -> &[u8] {
+    &l[l.iter().position(|&b| b != b' ').unwrap_or(l.len())..]
+}
+
+/// FTP's `USER` on one line (its leading spaces removed).
+fn ftp_user_line(l: &[u8]) -> bool {
+    starts_with_word(l, b"USER", false) && l.get(4) == Some(&b' ')
 }
 
 /// The first half of Zeek's FTP server signature (`dpd_ftp_server`,
@@ -359,27 +374,37 @@ pub fn irc_client_half(data: &[u8]) -> bool {
         if pieces.peek().is_none() && !ended {
             break;
         }
-        let l = &l[l.iter().position(|&b| b != b' ').unwrap_or(l.len())..];
-        user |= word_then_arg(l, b"USER");
-        nick |= starts_with_word(l, b"NICK", false) && l.get(4) == Some(&b' ');
+        let (u, n) = irc_registration_line(strip_spaces(l));
+        user |= u;
+        nick |= n;
     }
     user && nick
+}
+
+/// Whether one whole line (its leading spaces removed) is IRC's `USER`
+/// with an argument, and whether it is its `NICK`.
+fn irc_registration_line(l: &[u8]) -> (bool, bool) {
+    (word_then_arg(l, b"USER"), starts_with_word(l, b"NICK", false) && l.get(4) == Some(&b' '))
 }
 
 /// The server half of Zeek's IRC signatures (`irc_server_reply`, dpd.sig:
 /// 17-21): a line of the server's first bytes that is a numeric reply
 /// (RFC 2812 §2.4: an optional `:prefix` and a space, three digits, a space).
 pub fn irc_server_half(data: &[u8]) -> bool {
-    data.split(|&b| b == b'\n' || b == b'\r').any(|l| {
-        let l = match l.first() {
-            Some(b':') => match l.iter().position(|&b| b == b' ') {
-                Some(sp) if sp > 1 => &l[sp + 1..],
-                _ => return false,
-            },
-            _ => l,
-        };
-        l.len() >= 4 && l[..3].iter().all(u8::is_ascii_digit) && l[3] == b' '
-    })
+    data.split(|&b| b == b'\n' || b == b'\r').any(|l| irc_numeric_line(l, l.iter().position(|&b| b == b' ')))
+}
+
+/// Whether one line is IRC's numeric reply, given where its first space
+/// is (if it has one).
+fn irc_numeric_line(l: &[u8], first_space: Option<usize>) -> bool {
+    let l = match l.first() {
+        Some(b':') => match first_space {
+            Some(sp) if sp > 1 => &l[sp + 1..],
+            _ => return false,
+        },
+        _ => l,
+    };
+    l.len() >= 4 && l[..3].iter().all(u8::is_ascii_digit) && l[3] == b' '
 }
 
 /// Zeek's server-to-server IRC signatures (`irc_server_to_server1` and
@@ -399,26 +424,31 @@ pub fn irc_server_registration(data: &[u8]) -> bool {
         if pieces.peek().is_none() && !ended {
             break;
         }
-        let l = &l[l.iter().position(|&b| b != b' ').unwrap_or(l.len())..];
-        if !starts_with_word(l, b"SERVER", false) || l.get(6) != Some(&b' ') {
-            continue;
-        }
-        // Spaces, a name, spaces, digits, spaces, then `:` and at least one byte.
-        let spaces = |x: &[u8]| x.iter().take_while(|&&b| b == b' ').count();
-        let mut at = 6 + spaces(&l[6..]);
-        let name = l[at..].iter().take_while(|&&b| b != b' ').count();
-        at += name;
-        let sp = spaces(&l[at..]);
-        at += sp;
-        let hops = l[at..].iter().take_while(|b| b.is_ascii_digit()).count();
-        at += hops;
-        let sp2 = spaces(&l[at..]);
-        at += sp2;
-        if name > 0 && sp > 0 && hops > 0 && sp2 > 0 && l.get(at) == Some(&b':') && l.len() > at + 1 {
+        if server_registration_line(strip_spaces(l)) {
             return true;
         }
     }
     false
+}
+
+/// Whether one whole line (its leading spaces removed) is an IRC server's
+/// registration ([`irc_server_registration`]).
+fn server_registration_line(l: &[u8]) -> bool {
+    if !starts_with_word(l, b"SERVER", false) || l.get(6) != Some(&b' ') {
+        return false;
+    }
+    // Spaces, a name, spaces, digits, spaces, then `:` and at least one byte.
+    let spaces = |x: &[u8]| x.iter().take_while(|&&b| b == b' ').count();
+    let mut at = 6 + spaces(&l[6..]);
+    let name = l[at..].iter().take_while(|&&b| b != b' ').count();
+    at += name;
+    let sp = spaces(&l[at..]);
+    at += sp;
+    let hops = l[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    at += hops;
+    let sp2 = spaces(&l[at..]);
+    at += sp2;
+    name > 0 && sp > 0 && hops > 0 && sp2 > 0 && l.get(at) == Some(&b':') && l.len() > at + 1
 }
 
 /// The client half of Zeek's LDAP signature (`dpd_ldap_client_tcp`,
@@ -437,8 +467,10 @@ pub fn ldap_client_half(data: &[u8]) -> bool {
     // The SEQUENCE's one length byte (short form) or a long form whose
     // count is data[1] & 0x7f: RFC 4511 §5.1 allows both; the signature's
     // byte layout leaves room only for the short form.
+    // A SEQUENCE shorter than 3 bytes holds no BindRequest (and would end
+    // before the body's slice starts).
     let len = data[1] as usize;
-    if len & 0x80 != 0 || data.len() < 2 + len {
+    if len & 0x80 != 0 || len < 3 || data.len() < 2 + len {
         return false;
     }
     // The BindRequest's own length must fit in the message.
@@ -479,12 +511,17 @@ pub fn xmpp_stream_header(data: &[u8]) -> bool {
     attrs.windows(14).any(|w| w == b"xmlns='jabber:")
 }
 
+/// RFC 5321 §4.2 / §3.1: the server's greeting is a 220 reply ("220 " or
+/// "220-"), after any white space.
+fn smtp_greeting(data: &[u8]) -> bool {
+    let g = &data[data.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(data.len())..];
+    g.starts_with(b"220") && g.get(3).is_some_and(|&b| b == b'-' || b.is_ascii_whitespace())
+}
+
 /// What the responder's first bytes match.
 pub fn server_half(data: &[u8]) -> u16 {
     let mut m = ssh_half(data);
-    // RFC 5321 §4.2 / §3.1: the greeting is a 220 reply ("220 " or "220-").
-    let g = &data[data.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(data.len())..];
-    if g.starts_with(b"220") && g.get(3).is_some_and(|&b| b == b'-' || b.is_ascii_whitespace()) {
+    if smtp_greeting(data) {
         m |= half::SMTP;
     }
     // RFC 1939 §4: the greeting is a positive response.
@@ -583,6 +620,13 @@ pub const SIGNATURE_STREAM_BYTES: usize = SIGNATURE_BYTES as usize;
 /// caller, [`SigPush::hole`]). Made once per connection whose first
 /// payloads no parser claimed, dropped once a signature matched or the
 /// bound was reached; no allocation per packet.
+///
+/// Matching is incremental ([`HalfMatch`]): each segment's bytes are
+/// looked at once, not the direction's whole buffer again (which made a
+/// connection's matching quadratic in its first 1024 bytes); the answers
+/// are the same as [`client_half`], [`server_half`] and
+/// [`xmpp_stream_header`] on the whole buffer after each segment (the
+/// differential test below keeps the whole-buffer matcher as reference).
 pub struct SigStream {
     data: [[u8; SIGNATURE_STREAM_BYTES]; 2],
     len: [u16; 2],
@@ -594,6 +638,8 @@ pub struct SigStream {
     stopped: u8,
     /// What each direction's bytes match so far ([`half`]).
     halves: [u16; 2],
+    /// Each direction's matching state over its bytes so far.
+    matchers: [HalfMatch; 2],
     /// Chunks and bytes taken, both directions (Zeek's `chunks`, `size`).
     chunks: u16,
     size: u16,
@@ -621,6 +667,7 @@ impl SigStream {
             started: 0,
             stopped: 0,
             halves: [0; 2],
+            matchers: [HalfMatch::new(); 2],
             chunks: 0,
             size: 0,
             first: None,
@@ -661,11 +708,12 @@ impl SigStream {
         self.size = self.size.saturating_add(new.len().min(u16::MAX as usize) as u16);
         let bytes = &self.data[d][..len + take];
         if take > 0 {
-            if xmpp_stream_header(bytes) {
+            let m = &mut self.matchers[d];
+            if m.xmpp(bytes) {
                 out.found = Some(TcpSignature::Xmpp { by: dir });
                 return out;
             }
-            self.halves[d] = if d == 0 { client_half(bytes) } else { server_half(bytes) };
+            self.halves[d] = m.advance(d == 0, bytes);
             if self.started == 3 {
                 let first = self.first.unwrap_or(dir);
                 let (a, b) = if first == crate::Dir::ToServer { (self.halves[0], self.halves[1]) } else { (self.halves[1], self.halves[0]) };
@@ -682,6 +730,227 @@ impl SigStream {
     /// Both directions stopped at a hole: nothing more can match.
     pub fn stalled(&self) -> bool {
         self.stopped == 3
+    }
+}
+
+/// Anchored patterns of [`HalfMatch::open`]: decided on a direction's
+/// first bytes (after its leading blanks), then no longer looked at.
+mod anchored {
+    pub const SSH: u8 = 1;
+    pub const LDAP: u8 = 2;
+    pub const SMTP: u8 = 4;
+    pub const POP3: u8 = 8;
+    pub const FTP: u8 = 16;
+}
+
+/// `xmpp_stream_header`'s namespace: no stream without it matches.
+const JABBER: &[u8; 14] = b"xmlns='jabber:";
+
+/// One direction's progress through [`client_half`] / [`server_half`]
+/// and [`xmpp_stream_header`], so that a segment costs its own bytes
+/// rather than the whole buffer's. Every pattern there only ever gains a
+/// match as bytes are added to the stream (a line's leading bytes, once
+/// there, stay; an anchored pattern reads a fixed prefix), so the bits
+/// found are kept and only what the new bytes can change is looked at:
+/// - the line patterns (SMTP's and POP3's commands, FTP's `USER`, IRC's
+///   numeric reply, on every line including the unended last one; IRC's
+///   registration and server lines, on ended lines only) on each line once
+///   it ends, and on the unended last line through offsets advanced over
+///   the new bytes (its leading blanks, its first space);
+/// - the anchored patterns (SSH's version, LDAP's BindRequest and
+///   SEQUENCE, the SMTP/POP3/FTP greetings) until their prefix is whole;
+/// - XMPP's header only once the stream holds its `xmlns='jabber:`.
+#[derive(Clone, Copy)]
+struct HalfMatch {
+    /// What the bytes so far match ([`half`]).
+    bits: u16,
+    /// Bytes of the buffer looked at.
+    at: u16,
+    /// Anchored patterns not yet decided ([`anchored`]).
+    open: u8,
+    /// The stream's leading white space (SMTP's greeting) and its leading
+    /// CR, LF and spaces (FTP's), as far as found.
+    lead_ws: u16,
+    lead_crlf: u16,
+    /// The unended line's start and, within it, the end of its leading
+    /// white space (the commands), of its leading spaces (FTP's `USER`),
+    /// and its first space or how far one was looked for (IRC's prefix).
+    line: u16,
+    line_ws: u16,
+    line_sp: u16,
+    line_space: u16,
+    /// IRC's registration lines seen (whole lines): `USER`, `NICK`.
+    irc_user: bool,
+    irc_nick: bool,
+    /// How far `JABBER` was looked for, and whether it was found.
+    jabber_at: u16,
+    jabber: bool,
+}
+
+impl HalfMatch {
+    const fn new() -> HalfMatch {
+        HalfMatch {
+            bits: 0,
+            at: 0,
+            open: anchored::SSH | anchored::LDAP | anchored::SMTP | anchored::POP3 | anchored::FTP,
+            lead_ws: 0,
+            lead_crlf: 0,
+            line: 0,
+            line_ws: 0,
+            line_sp: 0,
+            line_space: 0,
+            irc_user: false,
+            irc_nick: false,
+            jabber_at: 0,
+            jabber: false,
+        }
+    }
+
+    /// [`xmpp_stream_header`] on `data` (the direction's buffer, which
+    /// grows by its end only).
+    fn xmpp(&mut self, data: &[u8]) -> bool {
+        if !self.jabber {
+            let from = (self.jabber_at as usize).saturating_sub(JABBER.len() - 1);
+            self.jabber = data[from..].windows(JABBER.len()).any(|w| w == JABBER);
+            self.jabber_at = data.len() as u16;
+        }
+        // Rare (a stream naming the namespace): the whole header again.
+        self.jabber && xmpp_stream_header(data)
+    }
+
+    /// [`client_half`] (the originator's, `client`) or [`server_half`] on
+    /// `data`, the direction's buffer, which grows by its end only.
+    fn advance(&mut self, client: bool, data: &[u8]) -> u16 {
+        let len = data.len();
+        if self.open != 0 {
+            self.anchored(client, data);
+        }
+        // Each line that ends in the new bytes, whole.
+        let mut i = self.at as usize;
+        while let Some(p) = data[i..].iter().position(|&b| b == b'\n' || b == b'\r') {
+            let end = i + p;
+            let l = &data[self.line as usize..end];
+            if client {
+                self.bits |= command_line(&l[l.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(l.len())..]);
+                let l = strip_spaces(l);
+                if ftp_user_line(l) {
+                    self.bits |= half::FTP;
+                }
+                let (u, n) = irc_registration_line(l);
+                self.irc_user |= u;
+                self.irc_nick |= n;
+                if self.irc_user && self.irc_nick {
+                    self.bits |= half::IRC;
+                }
+            } else if irc_numeric_line(l, l.iter().position(|&b| b == b' ')) {
+                self.bits |= half::IRC;
+            }
+            if server_registration_line(strip_spaces(l)) {
+                self.bits |= half::IRC_SERVER;
+            }
+            i = end + 1;
+            let next = i as u16;
+            (self.line, self.line_ws, self.line_sp, self.line_space) = (next, next, next, next);
+        }
+        self.at = len as u16;
+        // The unended last line, as far as it goes: its offsets advance
+        // over the new bytes only.
+        let start = self.line as usize;
+        if start < len {
+            if client {
+                let mut ws = self.line_ws as usize;
+                while ws < len && data[ws].is_ascii_whitespace() {
+                    ws += 1;
+                }
+                self.line_ws = ws as u16;
+                self.bits |= command_line(&data[ws..]);
+                let mut sp = self.line_sp as usize;
+                while sp < len && data[sp] == b' ' {
+                    sp += 1;
+                }
+                self.line_sp = sp as u16;
+                if ftp_user_line(&data[sp..]) {
+                    self.bits |= half::FTP;
+                }
+            } else {
+                let mut space = self.line_space as usize;
+                while space < len && data[space] != b' ' {
+                    space += 1;
+                }
+                self.line_space = space as u16;
+                let first_space = (space < len).then_some(space - start);
+                if irc_numeric_line(&data[start..], first_space) {
+                    self.bits |= half::IRC;
+                }
+            }
+        }
+        self.bits
+    }
+
+    /// The patterns anchored at the stream's start, until decided.
+    fn anchored(&mut self, client: bool, data: &[u8]) {
+        let len = data.len();
+        if self.open & anchored::SSH != 0 {
+            self.bits |= ssh_half(data);
+            // `SshVersion::of_line` reads `SSH-` and 4 bytes at most.
+            if len >= 8 || !data.starts_with(&b"SSH-"[..len.min(4)]) {
+                self.open &= !anchored::SSH;
+            }
+        }
+        if client {
+            if self.open & anchored::LDAP != 0 {
+                if ldap_client_half(data) {
+                    self.bits |= half::LDAP;
+                }
+                // `ldap_client_half` reads the message's first 6 bytes and
+                // the SEQUENCE's short-form length of them.
+                if data[0] != 0x30 || len >= 6 && (data[2..4] != [0x02, 0x01] || data[5] != 0x60 || data[1] & 0x80 != 0 || len >= 2 + data[1] as usize) {
+                    self.open &= !anchored::LDAP;
+                }
+            }
+            self.open &= anchored::SSH | anchored::LDAP;
+            return;
+        }
+        if self.open & anchored::LDAP != 0 {
+            if data[0] == 0x30 {
+                self.bits |= half::LDAP;
+            }
+            self.open &= !anchored::LDAP;
+        }
+        if self.open & anchored::POP3 != 0 {
+            if data.starts_with(b"+OK") {
+                self.bits |= half::POP3;
+            }
+            if len >= 3 {
+                self.open &= !anchored::POP3;
+            }
+        }
+        if self.open & anchored::SMTP != 0 {
+            let mut w = self.lead_ws as usize;
+            while w < len && data[w].is_ascii_whitespace() {
+                w += 1;
+            }
+            self.lead_ws = w as u16;
+            if smtp_greeting(&data[w..]) {
+                self.bits |= half::SMTP;
+            }
+            if len - w >= 4 {
+                self.open &= !anchored::SMTP;
+            }
+        }
+        if self.open & anchored::FTP != 0 {
+            let mut w = self.lead_crlf as usize;
+            while w < len && matches!(data[w], b'\n' | b'\r' | b' ') {
+                w += 1;
+            }
+            self.lead_crlf = w as u16;
+            if ftp_server_half(&data[w..]) {
+                self.bits |= half::FTP;
+            }
+            if len - w >= 4 {
+                self.open &= !anchored::FTP;
+            }
+        }
     }
 }
 
@@ -743,6 +1012,301 @@ pub fn udp_datagram(det: &mut crate::detect::Detection, resp_port: u16, dir: cra
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The whole-buffer matcher as it was before matching became
+    /// incremental (its doc comments left out; one fix: `ldap_client_half`
+    /// panicked on a SEQUENCE shorter than 3 bytes): the reference the
+    /// differential test holds [`SigStream`] to.
+    mod reference {
+        use super::super::{half, tcp_signature, SigPush, TcpSignature, SIGNATURE_BYTES, SIGNATURE_PACKETS, SIGNATURE_STREAM_BYTES};
+
+        pub fn ssh_half(data: &[u8]) -> u16 {
+            use crate::ssh::SshVersion;
+            // The version must be whole to tell 1.99 from 1.x: a line's start.
+            match SshVersion::of_line(data) {
+                Some(SshVersion::V1) if data.len() >= 8 || data.contains(&b'\n') => half::SSH_V1,
+                Some(SshVersion::V1) => 0,
+                Some(SshVersion::V199) => half::SSH_V199,
+                Some(SshVersion::V2) => half::SSH_V2,
+                None => 0,
+            }
+        }
+
+        pub fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+            data.split(|&b| b == b'\n' || b == b'\r').map(|l| &l[l.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(l.len())..])
+        }
+
+        pub fn starts_with_word(line: &[u8], word: &[u8], then_space: bool) -> bool {
+            line.len() >= word.len()
+                && line[..word.len()].eq_ignore_ascii_case(word)
+                && (!then_space || line.get(word.len()).is_some_and(|b| b.is_ascii_whitespace()))
+        }
+
+        pub fn client_half(data: &[u8]) -> u16 {
+            let data = &data[..data.len().min(SIGNATURE_BYTES as usize)];
+            let mut m = ssh_half(data);
+            for l in lines(data) {
+                // RFC 5321 §4.1.1.1: a session opens with EHLO (or HELO).
+                if starts_with_word(l, b"EHLO", false) || starts_with_word(l, b"HELO", false) {
+                    m |= half::SMTP;
+                }
+                // RFC 1939 §7 (USER, APOP), RFC 2449 (CAPA), RFC 5034 (AUTH), RFC 2595 (STLS).
+                if starts_with_word(l, b"USER", true)
+                    || starts_with_word(l, b"APOP", true)
+                    || starts_with_word(l, b"CAPA", false)
+                    || starts_with_word(l, b"AUTH", false)
+                    || starts_with_word(l, b"STLS", false)
+                {
+                    m |= half::POP3;
+                }
+            }
+            if ftp_client_half(data) {
+                m |= half::FTP;
+            }
+            if irc_client_half(data) {
+                m |= half::IRC;
+            }
+            if ldap_client_half(data) {
+                m |= half::LDAP;
+            }
+            if irc_server_registration(data) {
+                m |= half::IRC_SERVER;
+            }
+            m
+        }
+
+        pub fn word_then_arg(line: &[u8], word: &[u8]) -> bool {
+            if !starts_with_word(line, word, false) || line.get(word.len()) != Some(&b' ') {
+                return false;
+            }
+            line[word.len()..].iter().any(|&b| b != b' ')
+        }
+
+        pub fn ftp_client_half(data: &[u8]) -> bool {
+            data.split(|&b| b == b'\n' || b == b'\r').any(|l| {
+                let l = &l[l.iter().position(|&b| b != b' ').unwrap_or(l.len())..];
+                starts_with_word(l, b"USER", false) && l.get(4) == Some(&b' ')
+            })
+        }
+
+        pub fn ftp_server_half(data: &[u8]) -> bool {
+            let g = &data[data.iter().position(|&b| !matches!(b, b'\n' | b'\r' | b' ')).unwrap_or(data.len())..];
+            (g.starts_with(b"120") || g.starts_with(b"220")) && g.get(3).is_some_and(|b| !b.is_ascii_digit())
+        }
+
+        pub fn irc_client_half(data: &[u8]) -> bool {
+            let (mut user, mut nick) = (false, false);
+            // Only whole lines: the last piece is unended unless data ends a line.
+            let ended = data.last().is_some_and(|&b| b == b'\n' || b == b'\r');
+            let mut pieces = data.split(|&b| b == b'\n' || b == b'\r').peekable();
+            while let Some(l) = pieces.next() {
+                if pieces.peek().is_none() && !ended {
+                    break;
+                }
+                let l = &l[l.iter().position(|&b| b != b' ').unwrap_or(l.len())..];
+                user |= word_then_arg(l, b"USER");
+                nick |= starts_with_word(l, b"NICK", false) && l.get(4) == Some(&b' ');
+            }
+            user && nick
+        }
+
+        pub fn irc_server_half(data: &[u8]) -> bool {
+            data.split(|&b| b == b'\n' || b == b'\r').any(|l| {
+                let l = match l.first() {
+                    Some(b':') => match l.iter().position(|&b| b == b' ') {
+                        Some(sp) if sp > 1 => &l[sp + 1..],
+                        _ => return false,
+                    },
+                    _ => l,
+                };
+                l.len() >= 4 && l[..3].iter().all(u8::is_ascii_digit) && l[3] == b' '
+            })
+        }
+
+        pub fn irc_server_registration(data: &[u8]) -> bool {
+            let ended = data.last().is_some_and(|&b| b == b'\n' || b == b'\r');
+            let mut pieces = data.split(|&b| b == b'\n' || b == b'\r').peekable();
+            while let Some(l) = pieces.next() {
+                if pieces.peek().is_none() && !ended {
+                    break;
+                }
+                let l = &l[l.iter().position(|&b| b != b' ').unwrap_or(l.len())..];
+                if !starts_with_word(l, b"SERVER", false) || l.get(6) != Some(&b' ') {
+                    continue;
+                }
+                // Spaces, a name, spaces, digits, spaces, then `:` and at least one byte.
+                let spaces = |x: &[u8]| x.iter().take_while(|&&b| b == b' ').count();
+                let mut at = 6 + spaces(&l[6..]);
+                let name = l[at..].iter().take_while(|&&b| b != b' ').count();
+                at += name;
+                let sp = spaces(&l[at..]);
+                at += sp;
+                let hops = l[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+                at += hops;
+                let sp2 = spaces(&l[at..]);
+                at += sp2;
+                if name > 0 && sp > 0 && hops > 0 && sp2 > 0 && l.get(at) == Some(&b':') && l.len() > at + 1 {
+                    return true;
+                }
+            }
+            false
+        }
+
+        pub fn ldap_client_half(data: &[u8]) -> bool {
+            if data.len() < 6 || data[0] != 0x30 || data[2] != 0x02 || data[3] != 0x01 || data[5] != 0x60 {
+                return false;
+            }
+            // The SEQUENCE's one length byte (short form) or a long form whose
+            // count is data[1] & 0x7f: RFC 4511 §5.1 allows both; the signature's
+            // byte layout leaves room only for the short form.
+            let len = data[1] as usize;
+            // The one change: a SEQUENCE shorter than 3 bytes panicked here.
+            if len & 0x80 != 0 || len < 3 || data.len() < 2 + len {
+                return false;
+            }
+            // The BindRequest's own length must fit in the message.
+            let body = &data[5..2 + len];
+            match body.get(1) {
+                Some(&l) if l & 0x80 == 0 => 2 + l as usize <= body.len(),
+                Some(&l) => {
+                    let n = (l & 0x7f) as usize;
+                    if n == 0 || n > 4 || body.len() < 2 + n {
+                        return false;
+                    }
+                    2 + n + body[2..2 + n].iter().fold(0usize, |a, &x| a << 8 | x as usize) <= body.len()
+                }
+                None => false,
+            }
+        }
+
+        pub fn xmpp_stream_header(data: &[u8]) -> bool {
+            let mut d = data;
+            if d.starts_with(b"<?xml") {
+                // `<?xml` and anything but `?` or `>` up to `?>`.
+                let Some(end) = d[5..].iter().position(|&b| b == b'?' || b == b'>') else { return false };
+                if d.get(5 + end..5 + end + 2) != Some(b"?>") {
+                    return false;
+                }
+                d = &d[5 + end + 2..];
+            }
+            let d = &d[d.iter().position(|&b| !matches!(b, b'\n' | b'\r' | b' ')).unwrap_or(d.len())..];
+            let Some(attrs) = d.strip_prefix(b"<stream:stream ") else { return false };
+            let attrs = &attrs[..attrs.iter().position(|&b| b == b'>').unwrap_or(attrs.len())];
+            attrs.windows(14).any(|w| w == b"xmlns='jabber:")
+        }
+
+        pub fn server_half(data: &[u8]) -> u16 {
+            let mut m = ssh_half(data);
+            // RFC 5321 §4.2 / §3.1: the greeting is a 220 reply ("220 " or "220-").
+            let g = &data[data.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(data.len())..];
+            if g.starts_with(b"220") && g.get(3).is_some_and(|&b| b == b'-' || b.is_ascii_whitespace()) {
+                m |= half::SMTP;
+            }
+            // RFC 1939 §4: the greeting is a positive response.
+            if data.starts_with(b"+OK") {
+                m |= half::POP3;
+            }
+            if ftp_server_half(data) {
+                m |= half::FTP;
+            }
+            if irc_server_half(data) {
+                m |= half::IRC;
+            }
+            // The server half of Zeek's LDAP signature (`dpd_ldap_server_tcp`,
+            // dpd.sig:18-23): a BER SEQUENCE's tag first (RFC 4511 §4.1.1).
+            if data.first() == Some(&0x30) {
+                m |= half::LDAP;
+            }
+            if irc_server_registration(data) {
+                m |= half::IRC_SERVER;
+            }
+            m
+        }
+
+
+        pub struct SigStream {
+            pub data: [[u8; SIGNATURE_STREAM_BYTES]; 2],
+            pub len: [u16; 2],
+            next: [u32; 2],
+            started: u8,
+            stopped: u8,
+            pub halves: [u16; 2],
+            chunks: u16,
+            size: u16,
+            first: Option<crate::Dir>,
+        }
+
+        impl SigStream {
+            pub fn new() -> Box<SigStream> {
+                Box::new(SigStream {
+                    data: [[0; SIGNATURE_STREAM_BYTES]; 2],
+                    len: [0; 2],
+                    next: [0; 2],
+                    started: 0,
+                    stopped: 0,
+                    halves: [0; 2],
+                    chunks: 0,
+                    size: 0,
+                    first: None,
+                })
+            }
+
+            pub fn push(&mut self, dir: crate::Dir, seq: u32, payload: &[u8]) -> SigPush {
+                let d = (dir == crate::Dir::ToClient) as usize;
+                let mut out = SigPush { found: None, done: false, hole: false };
+                if payload.is_empty() || self.stopped & (1 << d) != 0 {
+                    return out;
+                }
+                if self.started & (1 << d) == 0 {
+                    self.started |= 1 << d;
+                    self.next[d] = seq;
+                }
+                // Relative to the next in-order byte: ahead is a hole, behind a
+                // retransmission (only its new part counts).
+                let ahead = seq.wrapping_sub(self.next[d]) as i32;
+                if ahead > 0 {
+                    self.stopped |= 1 << d;
+                    out.hole = true;
+                    return out;
+                }
+                let old = ahead.unsigned_abs() as usize;
+                if old >= payload.len() {
+                    return out;
+                }
+                let new = &payload[old..];
+                self.next[d] = self.next[d].wrapping_add(new.len() as u32);
+                self.first.get_or_insert(dir);
+                let len = self.len[d] as usize;
+                let take = new.len().min(SIGNATURE_STREAM_BYTES - len);
+                self.data[d][len..len + take].copy_from_slice(&new[..take]);
+                self.len[d] = (len + take) as u16;
+                self.chunks += 1;
+                self.size = self.size.saturating_add(new.len().min(u16::MAX as usize) as u16);
+                let bytes = &self.data[d][..len + take];
+                if take > 0 {
+                    if xmpp_stream_header(bytes) {
+                        out.found = Some(TcpSignature::Xmpp { by: dir });
+                        return out;
+                    }
+                    self.halves[d] = if d == 0 { client_half(bytes) } else { server_half(bytes) };
+                    if self.started == 3 {
+                        let first = self.first.unwrap_or(dir);
+                        let (a, b) = if first == crate::Dir::ToServer { (self.halves[0], self.halves[1]) } else { (self.halves[1], self.halves[0]) };
+                        out.found = tcp_signature(first, a, b);
+                        if out.found.is_some() {
+                            return out;
+                        }
+                    }
+                }
+                out.done = self.size as i64 > SIGNATURE_BYTES || self.chunks as u64 > SIGNATURE_PACKETS;
+                out
+            }
+
+            pub fn stalled(&self) -> bool {
+                self.stopped == 3
+            }
+        }
+    }
 
     /// A DHCPDISCOVER as RFC 2131 lays it out: BOOTREQUEST, Ethernet,
     /// the cookie, option 53 = 1 (DISCOVER), option 55 (parameter list), end.
@@ -852,6 +1416,10 @@ mod tests {
         let mut search = bind;
         search[5] = 0x63; // a SearchRequest's tag: not a bind
         assert_eq!(client_half(&search) & half::LDAP, 0);
+        // A SEQUENCE too short to hold a messageID: not a bind (it panicked).
+        for short in 0..3 {
+            assert_eq!(client_half(&[0x30, short, 0x02, 0x01, 0x01, 0x60, 0x00]) & half::LDAP, 0, "{short}");
+        }
         let bound = server_half(&[0x30, 0x0c, 0x02, 0x01, 0x01, 0x61, 0x07]);
         assert_eq!(tcp_signature(ToClient, bound, client_half(&bind)), Some(TcpSignature::Ldap));
         assert_eq!(tcp_signature(ToClient, server_half(b"\x00"), client_half(&bind)), None);
@@ -929,6 +1497,222 @@ mod tests {
         let mut s = SigStream::new();
         assert_eq!(s.push(ToServer, 0, b"<?xml version='1.0'?><stream:stream to='x' ").found, None);
         assert_eq!(s.push(ToServer, 43, b"xmlns='jabber:client'>").found, Some(TcpSignature::Xmpp { by: ToServer }));
+    }
+
+    /// xorshift64*: the differential test's repeatable randomness.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    /// The pieces random streams are made of: the patterns' words and
+    /// their near misses, line ends, blanks, prefixes, BER bytes.
+    const PIECES: &[&[u8]] = &[
+        b"USER ", b"user\t", b"USER", b"USERS", b"NICK ", b"nick", b"SERVER ", b"server  ", b"EHLO", b"HELO ", b"CAPA",
+        b"AUTH", b"STLS", b"APOP ", b"PASS ", b"220", b"220-", b"220 ", b"120 ", b"2201", b"230 ", b"+OK", b"+O", b"SSH-",
+        b"SSH-1", b"1.99", b"2.0-x", b"1.5", b".9", b"\r\n", b"\n", b"\r", b" ", b"  ", b"\t", b"\x0c", b":", b":irc.test ",
+        b": ", b"001 ", b"12 ", b"1 ", b"x", b"wl", b"0", b"*", b":A", b"<?xml", b"<?xml version='1.0'?>", b"?>", b"?",
+        b">", b"<stream:stream ", b"<stream:stream", b"xmlns='jabber:", b"xmlns='jabber", b"client'", b"to='x' ",
+        b"\x30", b"\x30\x0c\x02\x01\x01\x60\x07\x02\x01\x03\x04\x00\x80\x00", b"\x30\x02\x02\x01", b"\x60", b"\x81",
+        b"\x02\x01",
+    ];
+
+    fn random_stream(r: &mut Rng) -> Vec<u8> {
+        let n = [1, 3, 8, 30, 120, 600][r.below(6)];
+        let mut v = Vec::new();
+        for _ in 0..n {
+            if r.below(6) == 0 {
+                for _ in 0..1 + r.below(8) {
+                    v.push(r.next() as u8);
+                }
+            } else {
+                v.extend_from_slice(PIECES[r.below(PIECES.len())]);
+            }
+        }
+        v
+    }
+
+    /// Both matchers fed the same segments, their answers compared after
+    /// each: the same [`SigPush`], halves and stall.
+    struct Both {
+        new: Box<SigStream>,
+        old: Box<reference::SigStream>,
+        pushes: usize,
+        /// What the pushes gave, a bit each ([`Both::outcome`]).
+        seen: u16,
+    }
+
+    impl Both {
+        fn new() -> Both {
+            Both { new: SigStream::new(), old: reference::SigStream::new(), pushes: 0, seen: 0 }
+        }
+
+        /// A bit per signature found, the bound reached, a hole.
+        fn outcome(p: SigPush) -> u16 {
+            let found = match p.found {
+                None => 0,
+                Some(TcpSignature::Ssh { .. }) => 1,
+                Some(TcpSignature::Smtp) => 2,
+                Some(TcpSignature::Pop3) => 4,
+                Some(TcpSignature::Ftp) => 8,
+                Some(TcpSignature::Irc) => 16,
+                Some(TcpSignature::IrcServers) => 32,
+                Some(TcpSignature::Ldap) => 64,
+                Some(TcpSignature::Xmpp { .. }) => 128,
+            };
+            found | (p.done as u16) << 8 | (p.hole as u16) << 9
+        }
+
+        fn push(&mut self, dir: crate::Dir, seq: u32, payload: &[u8], case: &str) {
+            let a = self.new.push(dir, seq, payload);
+            let b = self.old.push(dir, seq, payload);
+            let d = (dir == crate::Dir::ToClient) as usize;
+            let ctx = || format!("{case}, push {} ({dir:?}, {} bytes), buffer {:?}", self.pushes, payload.len(), String::from_utf8_lossy(&self.old.data[d][..self.old.len[d] as usize]));
+            assert_eq!(a, b, "{}", ctx());
+            assert_eq!(self.new.halves, self.old.halves, "{}", ctx());
+            assert_eq!(self.new.stalled(), self.old.stalled(), "{}", ctx());
+            self.pushes += 1;
+            self.seen |= Both::outcome(a);
+        }
+    }
+
+    /// Feeds a client stream and a server stream in random segments (sizes
+    /// up to `max`), interleaved at random, with now and then a
+    /// retransmission (overlapping new bytes or not), an empty segment or,
+    /// if `holes`, a segment ahead of a hole; starting sequence numbers
+    /// anywhere, around the wrap too.
+    fn feed_random(r: &mut Rng, streams: [&[u8]; 2], max: usize, holes: bool, case: &str) -> u16 {
+        use crate::Dir::{ToClient, ToServer};
+        let mut both = Both::new();
+        let base = [r.next() as u32, u32::MAX - r.below(3000) as u32];
+        let mut at = [0usize; 2];
+        for _ in 0..2000 {
+            let open: Vec<usize> = (0..2).filter(|&d| at[d] < streams[d].len()).collect();
+            if open.is_empty() {
+                break;
+            }
+            let d = open[r.below(open.len())];
+            let dir = if d == 0 { ToServer } else { ToClient };
+            let s = streams[d];
+            let size = 1 + r.below(max);
+            match r.below(40) {
+                0 if holes => {
+                    let skip = 1 + r.below(50);
+                    let from = (at[d] + skip).min(s.len() - 1);
+                    let seq = base[d].wrapping_add(at[d] as u32 + skip as u32);
+                    both.push(dir, seq, &s[from..(from + size).min(s.len())], case);
+                }
+                1 | 2 => {
+                    let back = r.below(at[d] + 1);
+                    let from = at[d] - back;
+                    let to = (from + size).min(s.len());
+                    both.push(dir, base[d].wrapping_add(from as u32), &s[from..to], case);
+                    at[d] = at[d].max(to);
+                }
+                3 => both.push(dir, base[d].wrapping_add(at[d] as u32), b"", case),
+                _ => {
+                    let to = (at[d] + size).min(s.len());
+                    both.push(dir, base[d].wrapping_add(at[d] as u32), &s[at[d]..to], case);
+                    at[d] = to;
+                }
+            }
+        }
+        both.seen
+    }
+
+    /// Real openings (those of the tests above) and near misses, client
+    /// stream then server stream.
+    fn openings() -> Vec<(&'static [u8], &'static [u8])> {
+        vec![
+            (b"EHLO client.example\r\nMAIL FROM:<a@b>\r\n", b"220 mail.example ESMTP Postfix\r\n250-mail.example\r\n250 8BITMIME\r\n"),
+            (b"HELO x\r\n", b"220-multi\r\n220 ready\r\n"),
+            (b"CAPA\r\n", b"+OK Dovecot ready.\r\n"),
+            (b"USER bob\r\nPASS x\r\n", b"+OK Dovecot ready.\r\n+OK\r\n"),
+            (b"SSH-2.0-OpenSSH_9.2p1\r\n", b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n"),
+            (b"SSH-1.99-x\r\n", b"SSH-1.5-old\n"),
+            (b"SSH-1\n", b"SSH-2.0-x\r\n"),
+            (b"USER anonymous\r\nPASS x\r\n", b"220 (vsFTPd 3.0.3)\r\n331 Please specify the password.\r\n230 Login successful.\r\n"),
+            (b"FEAT\r\n  user bob\r\n", b"\r\n 120 soon\r\n220 now\r\n"),
+            (b"NICK wl\r\nUSER wl 0 * :wirelog\r\n", b":irc.test NOTICE * :*** Looking up\r\n:irc.test 001 wl :Welcome\r\n"),
+            (b"USER wl 0 * :x\nNICK wl\n", b"433 * wl :taken\r\n"),
+            (b"NICK wl\r\nUSER wl 0 * :x", b"ERROR :Closing link\r\n"),
+            (b"PASS pw 0210 IRC|\r\nSERVER a.test 1 :A\r\n", b"PASS pw 0210 IRC|\r\nSERVER b.test 1 :B\r\n"),
+            (b"  server b.test  12  :x\n", b"SERVER b.wirelog.test :wirelog test B\r\n"),
+            (b"\x30\x0c\x02\x01\x01\x60\x07\x02\x01\x03\x04\x00\x80\x00", b"\x30\x0c\x02\x01\x01\x61\x07\x0a\x01\x00\x04\x00\x04\x00"),
+            (b"\x30\x0c\x02\x01\x01\x63\x07\x02\x01\x03\x04\x00\x80\x00", b"\x00"),
+            (b"\x30\x81\x0c\x02\x01\x01\x60\x07", b"\x30"),
+            (
+                b"<?xml version='1.0'?><stream:stream to='x' xmlns='jabber:client' xmlns:stream='http://etherx.jabber.org/streams' version='1.0'>",
+                b"\n <stream:stream xmlns='jabber:server'>",
+            ),
+            (b"<stream:stream xmlns=\"jabber:client\">", b"<stream:stream to='x'>xmlns='jabber:client'"),
+            (b"<?xml version='1.0'?><root xmlns='jabber:client'>", b"<?xml?>"),
+            (b"GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: y\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
+        ]
+    }
+
+    /// The incremental matcher against the whole-buffer one it replaced
+    /// (kept in [`reference`]): the protocols' openings split at every
+    /// position and in random segments, and random streams of the
+    /// patterns' pieces and random bytes (past 1024 bytes and 100
+    /// segments too), with retransmissions and holes.
+    #[test]
+    fn incremental_matching_is_the_whole_buffer_matching() {
+        use crate::Dir::{ToClient, ToServer};
+        let (mut cases, mut seen) = (0, 0);
+        for (i, &(c, s)) in openings().iter().enumerate() {
+            // Each side split in two at every position; the other side
+            // before, between and after the two pieces.
+            for (d, one, other) in [(ToServer, c, s), (ToClient, s, c)] {
+                let od = if d == ToServer { ToClient } else { ToServer };
+                for k in 0..=one.len() {
+                    for when in 0..3 {
+                        let case = format!("opening {i}, {d:?} split at {k}, other side at {when}");
+                        let mut both = Both::new();
+                        if when == 0 {
+                            both.push(od, 500, other, &case);
+                        }
+                        both.push(d, 1000, &one[..k], &case);
+                        if when == 1 {
+                            both.push(od, 500, other, &case);
+                        }
+                        both.push(d, 1000 + k as u32, &one[k..], &case);
+                        if when == 2 {
+                            both.push(od, 500, other, &case);
+                        }
+                        seen |= both.seen;
+                        cases += 1;
+                    }
+                }
+            }
+        }
+        let mut r = Rng(0x5eed_0034_c0ff_ee01);
+        for round in 0..200 {
+            for (i, &(c, s)) in openings().iter().enumerate() {
+                let max = [1, 2, 3, 7, 40][round % 5];
+                seen |= feed_random(&mut r, [c, s], max, round % 4 == 3, &format!("opening {i}, round {round}"));
+                cases += 1;
+            }
+        }
+        for case in 0..6000 {
+            let (c, s) = (random_stream(&mut r), random_stream(&mut r));
+            let max = [1, 3, 9, 30, 200, 1500][case % 6];
+            seen |= feed_random(&mut r, [&c, &s], max, case % 5 == 4, &format!("random {case}"));
+            cases += 1;
+        }
+        assert!(cases > 10_000, "{cases}");
+        // Every signature was found, the bound reached and a hole met.
+        assert_eq!(seen, 0x3ff, "{seen:#x}");
     }
 
     #[test]
