@@ -274,11 +274,7 @@ def main() -> int:
                     help="another wirelog binary, run as the tools wirelog-noparse-before/wirelog-parse-before "
                          "(a before/after in one run)")
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("goprobe.py: needs root (network namespaces, packet sockets)")
-    for tool in ("ip", "tcpreplay"):
-        if shutil.which(tool) is None:
-            sys.exit(f"goprobe.py: {tool} is not installed (apt-get install iproute2 tcpreplay)")
+    live.require_root_and_replay("goprobe.py")
     if a.goprobe is None and a.src is None:
         sys.exit("goprobe.py: give --src (goProbe's source) or --goprobe (a built binary)")
     if not a.no_build:

@@ -511,6 +511,16 @@ def render(rows, corp, idle, skips, reps) -> str:
     return "\n".join(out)
 
 
+def require_root_and_replay(script: str) -> None:
+    """Exits, naming `script`, unless run as root with ip and tcpreplay
+    installed (network namespaces, packet sockets, replays)."""
+    if os.geteuid() != 0:
+        sys.exit(f"{script}: needs root (network namespaces, packet sockets)")
+    for tool in ("ip", "tcpreplay"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{script}: {tool} is not installed (apt-get install iproute2 tcpreplay)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=3, help="runs per configuration (default 3)")
@@ -524,11 +534,7 @@ def main() -> int:
     ap.add_argument("--parallel", default="1,2", help="cpu: replays at once (default 1,2)")
     ap.add_argument("--extra", default="", help="cpu: more capture options, e.g. --extra=--no-parse")
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("live.py: needs root (network namespaces, packet sockets)")
-    for tool in ("ip", "tcpreplay"):
-        if shutil.which(tool) is None:
-            sys.exit(f"live.py: {tool} is not installed (apt-get install iproute2 tcpreplay)")
+    require_root_and_replay("live.py")
     if not a.no_build:
         log("cargo build --release")
         r = subprocess.run(["cargo", "build", "--release", "--workspace"], cwd=REPO)

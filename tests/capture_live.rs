@@ -12,76 +12,21 @@ mod common;
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::live::{is_root, last_stats, sh, skip, LiveCapture, BIN};
+use common::live::{last_stats, sh, skip, LiveCapture, BIN};
+use common::veth::{requirements, VethPair};
 use common::{gunzip, read_log, sample_pcap};
 
-fn ok(cmd: &mut Command) -> bool {
-    cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
-}
-
 /// Two namespaces `a` (capture side) and `b` (replay side) joined by a veth
-/// pair; deleted on drop.
-struct Netns {
-    a: String,
-    b: String,
-    va: String,
-    vb: String,
-}
-
-impl Netns {
-    fn new() -> Option<Netns> {
-        if !is_root() {
-            skip("live capture tests need root (network namespaces)");
-            return None;
-        }
-        if !ok(Command::new("ip").args(["netns", "list"])) {
-            skip("`ip netns` is not available");
-            return None;
-        }
-        if !ok(Command::new("tcpreplay").arg("--version")) {
-            skip("tcpreplay is not installed");
-            return None;
-        }
-        static N: AtomicU32 = AtomicU32::new(0);
-        let id = format!("{}{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-        let ns =
-            Netns { a: format!("wlca{id}"), b: format!("wlcb{id}"), va: format!("wca{id}"), vb: format!("wcb{id}") };
-        sh(&["ip", "netns", "add", &ns.a]);
-        sh(&["ip", "netns", "add", &ns.b]);
-        sh(&[
-            "ip", "link", "add", &ns.va, "netns", &ns.a, "mtu", "9000", "type", "veth", "peer", "name", &ns.vb,
-            "netns", &ns.b, "mtu", "9000",
-        ]);
-        for (n, v) in [(&ns.a, &ns.va), (&ns.b, &ns.vb)] {
-            // No IPv6 on the pair: no neighbour or multicast-listener chatter
-            // mixing with the replayed traffic (frames of any kind still pass).
-            sh(&["ip", "netns", "exec", n, "sysctl", "-q", "-w", &format!("net.ipv6.conf.{v}.disable_ipv6=1")]);
-            sh(&["ip", "-n", n, "link", "set", v, "up"]);
-        }
-        Some(ns)
+/// pair whose ends take jumbo frames, their `lo` down, or None (a skip)
+/// without root, `ip netns` or tcpreplay.
+fn netns() -> Option<VethPair> {
+    if !requirements("live capture tests", &[("ip", "netns"), ("tcpreplay", "--version")]) {
+        return None;
     }
-
-    /// Replays `pcap` into the b end as fast as it goes.
-    fn replay(&self, pcap: &Path) {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.b, "tcpreplay", "--topspeed", "-q", "-i", &self.vb])
-            .arg(pcap)
-            .output()
-            .expect("run tcpreplay");
-        assert!(out.status.success(), "tcpreplay {}: {}", pcap.display(), String::from_utf8_lossy(&out.stderr));
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        // Deleting a namespace deletes the veth end inside it (and its peer).
-        let _ = Command::new("ip").args(["netns", "del", &self.a]).status();
-        let _ = Command::new("ip").args(["netns", "del", &self.b]).status();
-    }
+    Some(VethPair::with_mtu_lo_down("c", 9000))
 }
 
 /// A running `wirelog capture` in namespace a, writing logs under `dir`.
@@ -93,11 +38,11 @@ struct Capture {
 impl Capture {
     /// Starts a capture on the a end, writing logs to `dir`, and returns once
     /// its sockets are open.
-    fn start(ns: &Netns, dir: &Path, extra: &[&str]) -> Capture {
+    fn start(ns: &VethPair, dir: &Path, extra: &[&str]) -> Capture {
         Self::start_on(ns, &ns.va, dir, extra)
     }
 
-    fn start_on(ns: &Netns, iface: &str, dir: &Path, extra: &[&str]) -> Capture {
+    fn start_on(ns: &VethPair, iface: &str, dir: &Path, extra: &[&str]) -> Capture {
         let dir = &dir.join("capture");
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).unwrap();
@@ -198,7 +143,7 @@ fn testdata(p: &str) -> PathBuf {
 }
 
 /// Replays `pcap` while capturing with `extra` flags; returns (conns, stderr).
-fn live(ns: &Netns, pcap: &Path, dir: &Path, extra: &[&str]) -> (Vec<BTreeMap<String, String>>, String) {
+fn live(ns: &VethPair, pcap: &Path, dir: &Path, extra: &[&str]) -> (Vec<BTreeMap<String, String>>, String) {
     let cap = Capture::start(ns, dir, extra);
     ns.replay(pcap);
     // The last partly filled block is retired within 100 ms; shutdown waits for it.
@@ -211,7 +156,7 @@ fn live(ns: &Netns, pcap: &Path, dir: &Path, extra: &[&str]) -> (Vec<BTreeMap<St
 /// Every record of the replayed file, live, equals `wirelog read`'s.
 #[test]
 fn replayed_captures_give_the_records_of_read() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("replay");
     let mut pcaps: Vec<PathBuf> = [
         "mysql/mysql.pcap",
@@ -277,7 +222,7 @@ fn assert_same_transactions(what: &str, live: &Path, file: &Path) -> usize {
 /// show up as two half connections. Both workers got packets.
 #[test]
 fn two_workers_give_the_same_records() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("workers");
     let pcaps = [gunzip(&testdata("echo_connections_large/echo-connections.pcap.gz"), &dir), sample_pcap(&dir)];
     for pcap in &pcaps {
@@ -302,7 +247,7 @@ fn two_workers_give_the_same_records() {
 /// --skip-empty-tcp: fewer packets reach the probe, the same bytes and states.
 #[test]
 fn skip_empty_tcp_keeps_bytes_with_fewer_packets() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("skip");
     let pcaps = [
         testdata("mysql/mysql.pcap"),
@@ -335,7 +280,7 @@ fn skip_empty_tcp_keeps_bytes_with_fewer_packets() {
 /// file's interfaces.
 #[test]
 fn config_file_options_apply_and_the_command_line_wins() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("config");
     std::fs::create_dir_all(&dir).unwrap();
     let conf = dir.join("capture.conf");
@@ -435,7 +380,7 @@ fn cpu_and_wakeups(pid: u32) -> (u64, u64) {
 }
 
 fn idle(secs: u64) {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp(&format!("idle{secs}"));
     let cap = Capture::start(&ns, &dir, &[]);
     std::thread::sleep(Duration::from_millis(500));
@@ -477,7 +422,7 @@ fn idle_probe_sleeps_60s() {
 /// without another packet and before the capture stops.
 #[test]
 fn flow_buckets_end_on_an_idle_link() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("rotate");
     let cap = Capture::start(&ns, &dir, &["--flow-interval", "1s", "--icmp-timeout", "1s"]);
     ns.replay(&testdata("icmp_events/icmp-ping.pcap"));
@@ -503,7 +448,7 @@ fn flow_buckets_end_on_an_idle_link() {
 /// `nobody` after the privilege drop: `wirelog query` finds the connections.
 #[test]
 fn loopback_traffic_counted_once_and_stored() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("lo");
     sh(&["ip", "-n", &ns.a, "link", "set", "lo", "up"]);
     let store = dir.join("store");
@@ -556,7 +501,7 @@ fn loopback_traffic_counted_once_and_stored() {
 /// A user filter runs in the kernel: only its packets reach the probe.
 #[test]
 fn user_filter_keeps_only_its_traffic() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("filter");
     let echo = gunzip(&testdata("echo_connections_large/echo-connections.pcap.gz"), &dir);
     let cap = Capture::start(&ns, &dir, &["--filter", "tcp port 3306"]);
@@ -576,7 +521,7 @@ fn user_filter_keeps_only_its_traffic() {
 /// say so (kernel packets = processed + dropped).
 #[test]
 fn kernel_drops_are_counted() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("drops");
     let echo = gunzip(&testdata("echo_connections_large/echo-connections.pcap.gz"), &dir);
     let cap = Capture::start(&ns, &dir, &["--ring-size", "1M"]);
@@ -601,7 +546,7 @@ fn kernel_drops_are_counted() {
 /// complete the capture is.
 #[test]
 fn kernel_drops_are_in_the_loss_table() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("drops-loss");
     let echo = gunzip(&testdata("echo_connections_large/echo-connections.pcap.gz"), &dir);
     let store = dir.join("store");
@@ -638,7 +583,7 @@ fn kernel_drops_are_in_the_loss_table() {
 #[test]
 fn capture_keeps_the_replayed_packets_indexed_by_record_uid() {
     use common::kept::{kept_files, kept_records, read_index, read_pcap};
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("pcapdir");
     for pcap in [sample_pcap(&dir), testdata("http_no_crlf/no_crlf.pcap")] {
         let pd = dir.join("pcap");
@@ -816,7 +761,7 @@ fn rows(p: &Path) -> Vec<BTreeMap<String, String>> {
 /// kernel counted most of the bulk packets instead of passing them.
 #[test]
 fn kernel_accounting_keeps_every_record() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("kacct");
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("bulk.pcap");
@@ -935,7 +880,7 @@ fn empty_tcp_segments(pcap: &Path) -> u64 {
 /// to the kernel.
 #[test]
 fn cpu_budget_holds_on_a_sysbench_replay() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let Some(pcap) = common::capture("gen_mysql.sh", "mysql.pcap") else { return };
     let dir = tmp("budget");
     let sent = |out: &std::process::Output| -> u64 {
@@ -1056,7 +1001,7 @@ fn peak_rss(pid: u32) -> u64 {
 /// every packet sent became a conn record or was counted as a kernel drop.
 #[test]
 fn memory_holds_under_floods() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("floods");
     std::fs::create_dir_all(&dir).unwrap();
     let syn = |src: [u8; 4], sport: u16, dport: u16| common::TcpSeg {
@@ -1123,12 +1068,13 @@ fn memory_holds_under_floods() {
 /// nothing of the kind.
 #[test]
 fn cpu_budget_sampling_estimates_the_unsampled_totals() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let Some(pcap) = common::capture("gen_mixed.sh", "mixed.pcap") else { return };
     let dir = tmp("sampling");
     // (CPU share of a core, stderr, per log: (rows, summed weights, the
     // store's query total, whether the query said "estimated"))
-    let run = |extra: &[&str]| -> (f64, String, BTreeMap<&'static str, (u64, u64, u64, bool)>) {
+    type Run = (f64, String, BTreeMap<&'static str, (u64, u64, u64, bool)>);
+    let run = |extra: &[&str]| -> Run {
         let store = dir.join(format!("store{}", extra.len()));
         let store_s = store.to_str().unwrap().to_string();
         let flags: Vec<&str> = [&["--ring-size", "256M", "--force-ring-size", "--store", &store_s][..], extra].concat();
@@ -1214,7 +1160,7 @@ fn not_ip_of(stderr: &str) -> u64 {
 /// (`-f`), where they are counted as before.
 #[test]
 fn non_ip_frames_are_counted_in_the_kernel() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("nonip");
     std::fs::create_dir_all(&dir).unwrap();
     let mut conv = Conv::open(([10, 78, 0, 1], 40_001), ([10, 78, 0, 2], 5001), 1_700_000_000_000_000);

@@ -15,20 +15,11 @@ use std::time::Duration;
 
 mod common;
 
+use common::live::{is_root, skip};
 use common::{synthetic_pcap, synthetic_pcap_at};
 
 const BIN: &str = env!("CARGO_BIN_EXE_wirelog");
 const EXIT_PARTIAL: i32 = 3;
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"))
-}
-
-fn skip(why: &str) {
-    let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
-    assert!(!required, "WIRELOG_REQUIRE_ALL_TESTS=1 but {why}");
-    eprintln!("SKIPPED: {why}");
-}
 
 /// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
 struct Tmpfs {

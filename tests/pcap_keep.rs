@@ -68,7 +68,7 @@ fn all_mode_keeps_every_input_packet() {
                 })
                 .collect()
         };
-        let (kept, orig) = (dump(&kept_files(&pd)), dump(&[input.clone()]));
+        let (kept, orig) = (dump(&kept_files(&pd)), dump(std::slice::from_ref(input)));
         let diff = kept.lines().zip(orig.lines()).find(|(a, b)| a != b);
         assert_eq!(diff, None, "{}", input.display());
         assert_eq!(kept.lines().count(), orig.lines().count(), "{}", input.display());

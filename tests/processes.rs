@@ -16,61 +16,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::live::{is_root, sh, skip, LiveCapture, BIN};
-use common::lo::{have, Proc};
+use common::live::{skip, LiveCapture, BIN};
+use common::lo::{needs, LoNs};
 use common::read_log;
 
 type Row = HashMap<String, String>;
 
 fn requirements(progs: &[&str]) -> bool {
-    if !is_root() {
-        skip("process attribution tests need root (network namespaces, /proc of every process)");
-        return false;
-    }
-    let missing: Vec<&str> = progs.iter().copied().filter(|p| !have(p)).collect();
-    if !missing.is_empty() {
-        skip(&format!("not installed: {} (scripts/test.sh installs them)", missing.join(", ")));
-        return false;
-    }
-    true
-}
-
-/// A namespace with only `lo`, up; deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        let n = format!("wlp{tag}{}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &n]).stderr(Stdio::null()).status();
-        sh(&["ip", "netns", "add", &n]);
-        sh(&["ip", "-n", &n, "link", "set", "lo", "up"]);
-        Netns(n)
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.0]).args(args);
-        c
-    }
-
-    /// Starts a program in the namespace; `ip netns exec` execs it, so the
-    /// child's pid is the program's.
-    fn spawn(&self, args: &[&str], log: &Path) -> Proc {
-        let f = std::fs::File::create(log).unwrap();
-        let child = self
-            .cmd(args)
-            .stdout(f.try_clone().unwrap())
-            .stderr(f)
-            .spawn()
-            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-        Proc { name: "test process", child }
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
+    needs("process attribution tests (network namespaces, /proc of every process)", progs)
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -78,19 +31,6 @@ fn tmp(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < Duration::from_secs(15), "{what} did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn port_open(ns: &Netns, port: u16, udp: bool) -> bool {
-    let out = ns.cmd(&["ss", if udp { "-uanH" } else { "-tlnH" }]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).contains(&format!("127.0.0.1:{port} "))
 }
 
 /// Children of `pid` (nginx's workers).
@@ -217,14 +157,16 @@ fn servers_and_clients_are_named_by_pid_and_program() {
         return;
     }
     let dir = tmp("named");
-    let ns = Netns::new("n");
+    let ns = LoNs::new("pn");
     let (web, ngx, dns) = (8081u16, 8080u16, 5353u16);
     std::fs::write(dir.join("server.py"), PY_SERVER).unwrap();
     std::fs::write(dir.join("client.py"), PY_CLIENT).unwrap();
     std::fs::write(dir.join("nginx.conf"), nginx_conf(&dir, ngx)).unwrap();
-    let nginx = ns.spawn(&["nginx", "-c", dir.join("nginx.conf").to_str().unwrap()], &dir.join("nginx.out"));
-    let py = ns.spawn(&["python3", dir.join("server.py").to_str().unwrap(), &web.to_string()], &dir.join("py.out"));
-    let dnsmasq = ns.spawn(
+    let (nginx_log, py_log, dnsmasq_log) = (dir.join("nginx.out"), dir.join("py.out"), dir.join("dnsmasq.out"));
+    let mut nginx = ns.spawn("nginx", &["nginx", "-c", dir.join("nginx.conf").to_str().unwrap()], &nginx_log);
+    let mut py = ns.spawn("python server", &["python3", dir.join("server.py").to_str().unwrap(), &web.to_string()], &py_log);
+    let mut dnsmasq = ns.spawn(
+        "dnsmasq",
         &[
             "dnsmasq",
             "--keep-in-foreground",
@@ -238,19 +180,19 @@ fn servers_and_clients_are_named_by_pid_and_program() {
             "--user=root",
             &format!("--pid-file={}", dir.join("dnsmasq.pid").display()),
         ],
-        &dir.join("dnsmasq.out"),
+        &dnsmasq_log,
     );
-    wait_for("nginx", || port_open(&ns, ngx, false));
-    wait_for("python server", || port_open(&ns, web, false));
-    wait_for("dnsmasq", || port_open(&ns, dns, true));
+    ns.wait_listening(&mut nginx, &nginx_log, ngx, false);
+    ns.wait_listening(&mut py, &py_log, web, false);
+    ns.wait_listening(&mut dnsmasq, &dnsmasq_log, dns, true);
     let mut nginx_pids: BTreeSet<u32> = children(nginx.pid()).into_iter().collect();
     nginx_pids.insert(nginx.pid());
 
-    let cap = LiveCapture::start(&ns.0, "lo", &capture_args(&dir).iter().map(|s| s.as_os_str()).collect::<Vec<_>>());
+    let cap = LiveCapture::start(&ns.name, "lo", &capture_args(&dir).iter().map(|s| s.as_os_str()).collect::<Vec<_>>());
     let view = Arc::new(Mutex::new(SsView::new()));
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {
-        let (view, done, n) = (view.clone(), done.clone(), ns.0.clone());
+        let (view, done, n) = (view.clone(), done.clone(), ns.name.clone());
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
                 sample_ss(&n, &view);
@@ -393,12 +335,13 @@ fn short_curl_connections_attribution_share() {
         return;
     }
     let dir = tmp("short");
-    let ns = Netns::new("s");
+    let ns = LoNs::new("ps");
     let port = 8080u16;
     std::fs::write(dir.join("nginx.conf"), nginx_conf(&dir, port)).unwrap();
-    let nginx = ns.spawn(&["nginx", "-c", dir.join("nginx.conf").to_str().unwrap()], &dir.join("nginx.out"));
-    wait_for("nginx", || port_open(&ns, port, false));
-    let cap = LiveCapture::start(&ns.0, "lo", &capture_args(&dir).iter().map(|s| s.as_os_str()).collect::<Vec<_>>());
+    let nginx_log = dir.join("nginx.out");
+    let mut nginx = ns.spawn("nginx", &["nginx", "-c", dir.join("nginx.conf").to_str().unwrap()], &nginx_log);
+    ns.wait_listening(&mut nginx, &nginx_log, port, false);
+    let cap = LiveCapture::start(&ns.name, "lo", &capture_args(&dir).iter().map(|s| s.as_os_str()).collect::<Vec<_>>());
     let n = 2000;
     let t = Instant::now();
     let status = ns
@@ -466,14 +409,15 @@ fn a_cgroup_made_by_the_test_names_the_process() {
         }
     }
     let dir = tmp("cgroup");
-    let ns = Netns::new("c");
+    let ns = LoNs::new("pc");
     let port = 8082u16;
     std::fs::write(dir.join("server.py"), PY_SERVER).unwrap();
-    let server = ns.spawn(&["python3", dir.join("server.py").to_str().unwrap(), &port.to_string()], &dir.join("py.out"));
+    let py_log = dir.join("py.out");
+    let mut server = ns.spawn("python server", &["python3", dir.join("server.py").to_str().unwrap(), &port.to_string()], &py_log);
     let _rm = Rmdir(cg.clone());
     std::fs::write(cg.join("cgroup.procs"), server.pid().to_string()).unwrap();
-    wait_for("python server", || port_open(&ns, port, false));
-    let cap = LiveCapture::start(&ns.0, "lo", &capture_args(&dir).iter().map(|s| s.as_os_str()).collect::<Vec<_>>());
+    ns.wait_listening(&mut server, &py_log, port, false);
+    let cap = LiveCapture::start(&ns.name, "lo", &capture_args(&dir).iter().map(|s| s.as_os_str()).collect::<Vec<_>>());
     let out = ns
         .cmd(&["python3", "-c", &format!("import socket,time\ns=socket.create_connection(('127.0.0.1',{port}))\ntime.sleep(0.3)\ns.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\nwhile s.recv(99): pass")])
         .status()
@@ -502,7 +446,7 @@ fn a_refused_ebpf_hook_falls_back_with_one_message() {
         return;
     }
     let dir = tmp("refused");
-    let ns = Netns::new("r");
+    let ns = LoNs::new("pr");
     let port = 8083u16;
     std::fs::write(dir.join("server.py"), PY_SERVER).unwrap();
     let logs = dir.join("logs");
@@ -517,8 +461,9 @@ fn a_refused_ebpf_hook_falls_back_with_one_message() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let server = ns.spawn(&["python3", dir.join("server.py").to_str().unwrap(), &port.to_string()], &dir.join("py.out"));
-    wait_for("python server", || port_open(&ns, port, false));
+    let py_log = dir.join("py.out");
+    let mut server = ns.spawn("python server", &["python3", dir.join("server.py").to_str().unwrap(), &port.to_string()], &py_log);
+    ns.wait_listening(&mut server, &py_log, port, false);
     let client = ns
         .cmd(&["python3", "-c", &format!("import socket,time\ns=socket.create_connection(('127.0.0.1',{port}))\ntime.sleep(0.3)\ns.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\nwhile s.recv(99): pass")])
         .status()

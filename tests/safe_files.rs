@@ -11,17 +11,9 @@ use std::process::{Command, Output};
 
 mod common;
 
+use common::live::{is_root, skip};
+
 const BIN: &str = env!("CARGO_BIN_EXE_wirelog");
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"))
-}
-
-fn skip(why: &str) {
-    let required = std::env::var("WIRELOG_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
-    assert!(!required, "WIRELOG_REQUIRE_ALL_TESTS=1 but {why}");
-    eprintln!("SKIPPED: {why}");
-}
 
 fn wirelog(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()

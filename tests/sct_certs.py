@@ -67,8 +67,11 @@ def sign(key, data):
     return 1, key.sign(data, padding.PKCS1v15(), hashes.SHA256())
 
 
-def sct(key, ts, signed):
-    sig_alg, sig = sign(key, signed)
+def sct(key, ts, entry, issuer_key_hash=None, signed_ts=None):
+    # An SCT of log `key` stamped `ts` over `entry` (a precertificate's TBS
+    # when `issuer_key_hash` is given, else a certificate), its signature
+    # over the struct of `signed_ts` (by default `ts`: a valid one).
+    sig_alg, sig = sign(key, signed_struct(ts if signed_ts is None else signed_ts, entry, issuer_key_hash))
     return (struct.pack(">B", 0) + log_id(key) + struct.pack(">Q", ts) + b"\0\0"
             + struct.pack(">BB", 4, sig_alg) + struct.pack(">H", len(sig)) + sig)
 
@@ -76,17 +79,6 @@ def sct(key, ts, signed):
 def sct_list(scts):
     body = b"".join(struct.pack(">H", len(s)) + s for s in scts)
     return struct.pack(">H", len(body)) + body
-
-
-def der_octet_string(b):
-    n = len(b)
-    if n < 0x80:
-        ln = bytes([n])
-    elif n < 0x100:
-        ln = bytes([0x81, n])
-    else:
-        ln = bytes([0x82]) + struct.pack(">H", n)
-    return b"\x04" + ln + b
 
 
 def der(tag, body):
@@ -98,6 +90,10 @@ def der(tag, body):
     else:
         ln = bytes([0x82]) + struct.pack(">H", n)
     return bytes([tag]) + ln + body
+
+
+def der_octet_string(b):
+    return der(0x04, b)
 
 
 def der_oid(dotted):
@@ -186,10 +182,10 @@ def main():
     # so one made in the second of the handshake would fail there.
     ts = int(NOW.timestamp() * 1000) - 60_000
     cert_scts = [
-        sct(log_a, ts, signed_struct(ts, tbs, ikh)),
-        sct(log_b, ts + 1, signed_struct(ts + 1, tbs, ikh)),
-        sct(log_a, ts + 2, signed_struct(ts + 999, tbs, ikh)),  # signature over another timestamp
-        sct(log_c, ts + 3, signed_struct(ts + 3, tbs, ikh)),  # a log not in the list
+        sct(log_a, ts, tbs, ikh),
+        sct(log_b, ts + 1, tbs, ikh),
+        sct(log_a, ts + 2, tbs, ikh, signed_ts=ts + 999),  # signature over another timestamp
+        sct(log_c, ts + 3, tbs, ikh),  # a log not in the list
     ]
     ext = x509.UnrecognizedExtension(SCT_OID, der_octet_string(sct_list(cert_scts)))
     leaf = leaf_builder(leaf_key, 77).add_extension(ext, critical=False).sign(ca_key, hashes.SHA256())
@@ -202,8 +198,8 @@ def main():
     open(f"{dir}/plain.pem", "wb").write(plain.public_bytes(serialization.Encoding.PEM))
 
     tls_scts = [
-        sct(log_d, ts + 4, signed_struct(ts + 4, leaf_der)),
-        sct(log_b, ts + 5, signed_struct(ts + 5, plain.public_bytes(serialization.Encoding.DER))),  # over another certificate
+        sct(log_d, ts + 4, leaf_der),
+        sct(log_b, ts + 5, plain.public_bytes(serialization.Encoding.DER)),  # over another certificate
     ]
     data = sct_list(tls_scts)
     info = struct.pack(">HH", 18, len(data)) + data
@@ -212,8 +208,8 @@ def main():
     plain_der = plain.public_bytes(serialization.Encoding.DER)
     resp = ocsp_response(
         plain, ca, ca_key,
-        [sct(log_a, ts + 6, signed_struct(ts + 6, plain_der)), sct(log_d, ts + 7, signed_struct(ts + 7, leaf_der))],  # log_d's over sct.pem
-        [sct(log_b, ts + 8, signed_struct(ts + 8, plain_der))])
+        [sct(log_a, ts + 6, plain_der), sct(log_d, ts + 7, leaf_der)],  # log_d's over sct.pem
+        [sct(log_b, ts + 8, plain_der)])
     # Checked by cryptography's own reader: a response it parses, with one
     # single-response extension.
     parsed = ocsp.load_der_ocsp_response(resp)

@@ -58,7 +58,8 @@ fn api_answers_equal_wirelog_query() {
     let srv = start(&["serve", "--store", s, "--listen", "127.0.0.1:0"]);
 
     // (kind, where, by, sort, top, every, from, to)
-    let questions: &[(&str, &str, &str, &str, &str, &str, &str, &str)] = &[
+    type Question<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str, &'a str, &'a str, &'a str);
+    let questions: &[Question] = &[
         ("flows", "", "", "", "", "", "", ""),
         ("conns", "", "", "", "0", "", "", ""),
         ("conns", "proto = tcp", "service", "conns", "", "", "", ""),
@@ -165,7 +166,7 @@ fn api_answers_equal_wirelog_query() {
         assert_eq!(page["groups"], want["groups"]);
         assert_eq!(page["truncated"], true);
     }
-    for sort in ["", "&sort=ts:asc", "&sort=bytes", "&sort=duration:asc", "&sort=resp_p:desc", &format!("{range}")[..], &format!("&sort=ts:asc{range}")[..]] {
+    for sort in ["", "&sort=ts:asc", "&sort=bytes", "&sort=duration:asc", "&sort=resp_p:desc", range, &format!("&sort=ts:asc{range}")[..]] {
         let all = api(srv.addr, &format!("/api/records?kind=conns&limit=10000{sort}"));
         let all = all["rows"].as_array().unwrap().clone();
         assert!(all.len() > 20, "{sort}: {} conns", all.len());

@@ -25,59 +25,18 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output};
-use std::time::Duration;
 
-use common::lo::{have, settle, wait_for, LoNs, Reap};
+use common::live::text;
+use common::lo::{have, LoNs, Reap};
+use common::tls_ns::{self, issue, openssl, openssl_run, self_signed, Server};
 
 type Row = HashMap<String, String>;
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-/// Runs openssl in `dir`: its success and its output (stdout, then stderr).
-fn run(dir: &Path, args: &[&str]) -> (bool, String) {
-    let o = Command::new("openssl").args(args).current_dir(dir).output().unwrap();
-    (o.status.success(), text(&o))
-}
-
-/// Runs openssl in `dir`; it must succeed.
-fn openssl(dir: &Path, args: &[&str]) {
-    let (ok, out) = run(dir, args);
-    assert!(ok, "openssl {args:?}: {out}");
-}
-
-const EC: [&str; 5] = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-
-/// `stem.pem` and `stem.key`: a self-signed CA when `ca` is `None`, else
-/// issued by `ca` with `serial` and the extensions of the file `ext`.
-fn make(dir: &Path, stem: &str, subj: &str, ca: Option<&str>, serial: &str, ext: &str) {
-    let (key, csr, pem) = (format!("{stem}.key"), format!("{stem}.csr"), format!("{stem}.pem"));
-    match ca {
-        None => {
-            let mut a = vec!["req", "-x509"];
-            a.extend(EC);
-            a.extend(["-keyout", &key, "-out", &pem, "-days", "30", "-subj", subj]);
-            a.extend(["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
-            openssl(dir, &a);
-        }
-        Some(ca) => {
-            let mut a = vec!["req", "-new"];
-            a.extend(EC);
-            a.extend(["-keyout", &key, "-out", &csr, "-subj", subj]);
-            openssl(dir, &a);
-            let (cacert, cakey) = (format!("{ca}.pem"), format!("{ca}.key"));
-            openssl(dir, &["x509", "-req", "-in", &csr, "-CA", &cacert, "-CAkey", &cakey, "-set_serial", serial, "-days", "20", "-extfile", ext, "-out", &pem]);
-        }
-    }
-}
 
 /// What `openssl ocsp` makes of response `resp` for certificate `cert`
 /// (issuer and untrusted chain `int.pem`, trust store `root.pem` alone),
 /// as Zeek's BIF words the same outcome.
 fn openssl_verdict(dir: &Path, resp: &str, cert: &str) -> String {
-    let (_, out) = run(dir, &["ocsp", "-respin", resp, "-CAfile", "root.pem", "-verify_other", "int.pem", "-issuer", "int.pem", "-cert", cert]);
+    let (_, out) = openssl_run(dir, &["ocsp", "-respin", resp, "-CAfile", "root.pem", "-verify_other", "int.pem", "-issuer", "int.pem", "-cert", cert]);
     if out.contains("Response Verify Failure") {
         // Its first queued error: "<thread>:error:<code>:<library>:<function>:<reason>:..."
         let first = out.lines().find(|l| l.contains(":error:")).unwrap_or_else(|| panic!("{out}"));
@@ -100,19 +59,17 @@ fn ocsp_status_agrees_with_openssl_ocsp() {
         return;
     }
     let t0 = std::time::Instant::now();
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tls-ocsp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tls_ns::fresh_dir("tls-ocsp");
     let d = dir.as_path();
     std::fs::write(dir.join("ca.ext"), "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n").unwrap();
     std::fs::write(dir.join("leaf.ext"), "basicConstraints=CA:FALSE\nsubjectAltName=DNS:www.example.org\n").unwrap();
     std::fs::write(dir.join("resp.ext"), "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=OCSPSigning\n").unwrap();
-    make(d, "root", "/CN=Wirelog OCSP Root", None, "", "");
-    make(d, "int", "/CN=Wirelog OCSP Intermediate", Some("root"), "02", "ca.ext");
-    make(d, "good", "/CN=www.example.org", Some("int"), "0x10", "leaf.ext");
-    make(d, "revoked", "/CN=www.example.org", Some("int"), "0x11", "leaf.ext");
-    make(d, "responder", "/CN=Wirelog OCSP Responder", Some("int"), "0x20", "resp.ext");
-    make(d, "forger", "/CN=Wirelog OCSP Intermediate", None, "", "");
+    self_signed(d, "root", "/CN=Wirelog OCSP Root", true);
+    issue(d, "int", "/CN=Wirelog OCSP Intermediate", "root", "02", "ca.ext");
+    issue(d, "good", "/CN=www.example.org", "int", "0x10", "leaf.ext");
+    issue(d, "revoked", "/CN=www.example.org", "int", "0x11", "leaf.ext");
+    issue(d, "responder", "/CN=Wirelog OCSP Responder", "int", "0x20", "resp.ext");
+    self_signed(d, "forger", "/CN=Wirelog OCSP Intermediate", true);
     std::fs::write(
         dir.join("index.txt"),
         "V\t351231235959Z\t\t10\tunknown\t/CN=www.example.org\nR\t351231235959Z\t250101000000Z\t11\tunknown\t/CN=www.example.org\n",
@@ -148,52 +105,31 @@ fn ocsp_status_agrees_with_openssl_ocsp() {
     let ns = LoNs::new("tlsocsp");
     let _reap = Reap(&ns);
     let pcap = dir.join("tls.pcap");
-    let tcpdump = ns.tcpdump(&pcap, &["tcp", "portrange", "4441-4446"]);
-    let mut servers = Vec::new();
-    for (port, leaf, staple, tls13, _) in &cases {
-        let key = leaf.replace(".pem", ".key");
-        let (p, cert, key, chain) = (port.to_string(), dir.join(leaf), dir.join(key), dir.join("int.pem"));
-        let mut a = vec![
-            "openssl", "s_server", "-accept", &p, "-cert", cert.to_str().unwrap(), "-key", key.to_str().unwrap(),
-            "-cert_chain", chain.to_str().unwrap(), "-naccept", "1", "-www",
-        ];
-        a.push(if *tls13 { "-tls1_3" } else { "-tls1_2" });
-        let staple = staple.map(|s| dir.join(s));
-        if let Some(s) = &staple {
-            a.extend(["-status_file", s.to_str().unwrap()]);
-        }
-        let log = dir.join(format!("s_server-{port}.log"));
-        servers.push((ns.spawn("openssl s_server", &a, &log), log));
-    }
-    for (_, log) in &servers {
-        wait_for("s_server", Duration::from_secs(20), || std::fs::read_to_string(log).unwrap_or_default().contains("ACCEPT"));
-    }
+    let tcpdump = tls_ns::tcpdump(&ns, &pcap, 4441, 4446);
+    let chain = dir.join("int.pem").to_str().unwrap().to_string();
+    let servers: Vec<Server> = cases
+        .iter()
+        .map(|&(port, leaf, staple, tls13, _)| {
+            let mut extra = vec!["-cert_chain".to_string(), chain.clone()];
+            if let Some(s) = staple {
+                extra.extend(["-status_file".to_string(), dir.join(s).to_str().unwrap().to_string()]);
+            }
+            Server { port, leaf: leaf.trim_end_matches(".pem").to_string(), tls13, extra }
+        })
+        .collect();
+    let servers = tls_ns::s_servers(&ns, d, &servers);
     for (port, _, staple, ..) in &cases {
-        let addr = format!("127.0.0.1:{port}");
-        let o = ns
-            .cmd(&["openssl", "s_client", "-connect", &addr, "-servername", "www.example.org", "-status"])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        let out = text(&o);
+        let out = tls_ns::s_client(&ns, *port, &["-status"]);
         assert!(out.contains("CONNECTED"), "s_client {port}: {out}");
         // The client saw the staple (or none) the server was given.
         let stapled = out.contains("OCSP Response Status: successful");
         assert_eq!(stapled, staple.is_some(), "s_client {port}: {out}");
     }
-    settle(&pcap);
-    tcpdump.interrupt();
-    drop(servers);
+    tls_ns::finish(&pcap, tcpdump, servers);
 
     let logs = dir.join("logs");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "--no-store", "--quiet", "--logs"])
-        .arg(&logs)
-        .args(["--zeek-policy", "validate-certs,validate-ocsp", "--ca-file"])
-        .arg(dir.join("root.pem"))
-        .arg(&pcap)
-        .output()
-        .unwrap();
+    let root = dir.join("root.pem");
+    let out = tls_ns::wirelog_read(&logs, &["--zeek-policy", "validate-certs,validate-ocsp", "--ca-file", root.to_str().unwrap()], &pcap);
     assert!(out.status.success(), "{}", text(&out));
     let log = std::fs::read_to_string(logs.join("ssl.log")).unwrap();
     // Zeek's order with both policies loaded (validate-certs before
@@ -211,18 +147,12 @@ fn ocsp_status_agrees_with_openssl_ocsp() {
     }
     // Without the policy: no column.
     let plain = dir.join("plain");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["read", "--no-store", "--quiet", "--logs"]).arg(&plain).arg(&pcap).output().unwrap();
+    let out = tls_ns::wirelog_read(&plain, &[], &pcap);
     assert!(out.status.success(), "{}", text(&out));
     assert!(!std::fs::read_to_string(plain.join("ssl.log")).unwrap().contains("ocsp_status"));
     // A trust store that is not one is refused, naming the file and the policy.
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "--no-store", "--quiet", "--logs"])
-        .arg(dir.join("bad"))
-        .args(["--zeek-policy", "validate-ocsp", "--ca-file"])
-        .arg(dir.join("leaf.ext"))
-        .arg(&pcap)
-        .output()
-        .unwrap();
+    let not_a_store = dir.join("leaf.ext");
+    let out = tls_ns::wirelog_read(&dir.join("bad"), &["--zeek-policy", "validate-ocsp", "--ca-file", not_a_store.to_str().unwrap()], &pcap);
     assert!(!out.status.success());
     assert!(text(&out).contains("--zeek-policy validate-ocsp: trust store (--ca-file) ") && text(&out).contains("leaf.ext: "), "{}", text(&out));
     eprintln!("{} connections, {:.1} s", cases.len(), t0.elapsed().as_secs_f64());

@@ -23,17 +23,13 @@
 mod common;
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
-use std::process::{Command, Output};
-use std::time::Duration;
+use std::process::Command;
 
-use common::lo::{have, settle, wait_for, LoNs, Reap};
+use common::live::text;
+use common::lo::{have, LoNs, Reap};
+use common::tls_ns::{self, Server};
 
 type Row = HashMap<String, String>;
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 /// The descriptions of the logs whose SCTs `openssl s_client -ct` found
 /// valid: each SCT it prints starts with `SCT validation status: X`, and
@@ -61,9 +57,7 @@ fn valid_ct_logs_and_operators_agree_with_openssl() {
         return;
     }
     let t0 = std::time::Instant::now();
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tls-sct-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tls_ns::fresh_dir("tls-sct");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sct_certs.py");
     let o = Command::new("python3").arg(script).arg(&dir).output().unwrap();
     assert!(o.status.success(), "sct_certs.py: {}", text(&o));
@@ -93,52 +87,38 @@ fn valid_ct_logs_and_operators_agree_with_openssl() {
     let ns = LoNs::new("tlssct");
     let _reap = Reap(&ns);
     let pcap = dir.join("tls.pcap");
-    let tcpdump = ns.tcpdump(&pcap, &["tcp", "portrange", "4451-4455"]);
-    let mut servers = Vec::new();
-    for &(port, leaf, chain, serverinfo, tls13, staple) in cases {
-        let (p, cert, key) = (port.to_string(), dir.join(format!("{leaf}.pem")), dir.join(format!("{leaf}.key")));
-        let (ca, info, ocsp) = (dir.join("ca.pem"), dir.join("serverinfo.pem"), dir.join("ocsp.der"));
-        let mut a = vec!["openssl", "s_server", "-accept", &p, "-cert", cert.to_str().unwrap(), "-key", key.to_str().unwrap(), "-naccept", "1", "-www"];
-        a.push(if tls13 { "-tls1_3" } else { "-tls1_2" });
-        if chain {
-            a.extend(["-cert_chain", ca.to_str().unwrap()]);
-        }
-        if serverinfo {
-            a.extend(["-serverinfo", info.to_str().unwrap()]);
-        }
-        if staple {
-            a.extend(["-status_file", ocsp.to_str().unwrap()]);
-        }
-        let log = dir.join(format!("s_server-{port}.log"));
-        servers.push((ns.spawn("openssl s_server", &a, &log), log));
-    }
-    for (_, log) in &servers {
-        wait_for("s_server", Duration::from_secs(20), || std::fs::read_to_string(log).unwrap_or_default().contains("ACCEPT"));
-    }
+    let tcpdump = tls_ns::tcpdump(&ns, &pcap, 4451, 4455);
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let servers: Vec<Server> = cases
+        .iter()
+        .map(|&(port, leaf, chain, serverinfo, tls13, staple)| {
+            let mut extra = Vec::new();
+            if chain {
+                extra.extend(["-cert_chain".to_string(), path("ca.pem")]);
+            }
+            if serverinfo {
+                extra.extend(["-serverinfo".to_string(), path("serverinfo.pem")]);
+            }
+            if staple {
+                extra.extend(["-status_file".to_string(), path("ocsp.der")]);
+            }
+            Server { port, leaf: leaf.to_string(), tls13, extra }
+        })
+        .collect();
+    let servers = tls_ns::s_servers(&ns, &dir, &servers);
     // One at a time, in order (the caches depend on it); each client asks
     // for SCTs and checks them with OpenSSL's CT code (`-ct` also asks for
     // a stapled OCSP response, whose single responses' SCTs it checks).
     let (cnf_path, ca_path) = (dir.join("ctlog.cnf"), dir.join("ca.pem"));
     let mut reference: HashMap<u16, (BTreeSet<String>, BTreeSet<String>)> = HashMap::new();
     for &(port, ..) in cases {
-        let addr = format!("127.0.0.1:{port}");
-        let o = ns
-            .cmd(&[
-                "openssl", "s_client", "-connect", &addr, "-servername", "www.example.org", "-ct", "-ctlogfile",
-                cnf_path.to_str().unwrap(), "-CAfile", ca_path.to_str().unwrap(),
-            ])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        let out = text(&o);
+        let out = tls_ns::s_client(&ns, port, &["-ct", "-ctlogfile", cnf_path.to_str().unwrap(), "-CAfile", ca_path.to_str().unwrap()]);
         assert!(out.contains("CONNECTED") && out.contains("Verify return code: 0 (ok)"), "s_client {port}: {out}");
         let logs: BTreeSet<String> = valid_logs(&out).into_iter().collect();
         let ops = logs.iter().map(|l| operator[l].clone()).collect();
         reference.insert(port, (logs, ops));
     }
-    settle(&pcap);
-    tcpdump.interrupt();
-    drop(servers);
+    tls_ns::finish(&pcap, tcpdump, servers);
 
     // What OpenSSL found, against what the script made: the leaf's A and B
     // and the TLS extension's D (4451); A and B alone (4452, the CA from
@@ -160,24 +140,19 @@ fn valid_ct_logs_and_operators_agree_with_openssl() {
     reference.insert(4455, (ocsp_logs, ocsp_ops));
     assert_eq!(count(&reference[&4455].1), "2", "Op One and Op Two");
 
-    let read = |tag: &str, extra: &[&std::ffi::OsStr]| -> Vec<Row> {
+    let ct_logs = path("ct-logs.tsv");
+    let read = |tag: &str, extra: &[&str]| -> Vec<Row> {
         let logs = dir.join(tag);
-        let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-            .args(["read", "--no-store", "--quiet", "--logs"])
-            .arg(&logs)
-            .args(["--zeek-policy", "validate-sct", "--ct-logs"])
-            .arg(dir.join("ct-logs.tsv"))
-            .args(extra)
-            .arg(&pcap)
-            .output()
-            .unwrap();
+        let mut args = vec!["--zeek-policy", "validate-sct", "--ct-logs", &ct_logs];
+        args.extend(extra);
+        let out = tls_ns::wirelog_read(&logs, &args, &pcap);
         assert!(out.status.success(), "{}", text(&out));
         let log = std::fs::read_to_string(logs.join("ssl.log")).unwrap();
         // validate-sct loads validate-certs: its column comes first.
         assert!(log.contains("\tvalidation_status\tvalid_ct_logs\tvalid_ct_operators\t"), "{log}");
         common::parse_log(&log)
     };
-    let with_ca = read("logs-ca", &["--ca-file".as_ref(), ca_path.as_os_str()]);
+    let with_ca = read("logs-ca", &["--ca-file", ca_path.to_str().unwrap()]);
     let system = read("logs-system", &[]);
     for &(port, _, _, _, tls13, _) in cases {
         let row = |rows: &[Row]| rows.iter().find(|r| r["id.resp_p"] == port.to_string()).cloned().unwrap_or_else(|| panic!("no ssl.log row for port {port}"));

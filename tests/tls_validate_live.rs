@@ -22,65 +22,40 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output};
-use std::time::Duration;
 
-use common::lo::{have, settle, wait_for, LoNs, Reap};
+use common::live::text;
+use common::lo::{have, LoNs, Reap};
+use common::tls_ns::{self, openssl, openssl_run, request, Server};
 
 type Row = HashMap<String, String>;
 
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-/// Runs openssl in `dir`; it must succeed.
-fn openssl(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("openssl").args(args).current_dir(dir).output().unwrap();
-    assert!(o.status.success(), "openssl {args:?}: {}", text(&o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-const EC: &[&str] = &["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-
-/// A self-signed certificate `stem.pem` (key `stem.key`), a CA or not.
+/// A self-signed certificate `stem.pem` (key `stem.key`) for `/CN=cn`, a
+/// CA or not.
 fn self_signed(dir: &Path, stem: &str, cn: &str, ca: bool) {
-    let (key, pem, subj) = (format!("{stem}.key"), format!("{stem}.pem"), format!("/CN={cn}"));
-    let mut a = vec!["req", "-x509"];
-    a.extend(EC);
-    a.extend(["-keyout", &key, "-out", &pem, "-days", "30", "-subj", &subj]);
-    if ca {
-        a.extend(["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
-    }
-    openssl(dir, &a);
+    tls_ns::self_signed(dir, stem, &format!("/CN={cn}"), ca);
 }
 
 /// `stem.pem` for a new key, signed by `ca` (its .pem and .key) with the
 /// extensions of `ext`; `dates` (start, end) makes it with `openssl ca`.
 fn issue(dir: &Path, stem: &str, cn: &str, ca: &str, ext: &str, dates: Option<(&str, &str)>) {
-    let (key, csr, pem, subj) = (format!("{stem}.key"), format!("{stem}.csr"), format!("{stem}.pem"), format!("/CN={cn}"));
-    let mut a = vec!["req", "-new"];
-    a.extend(EC);
-    a.extend(["-keyout", &key, "-out", &csr, "-subj", &subj]);
-    openssl(dir, &a);
-    let (cacert, cakey) = (format!("{ca}.pem"), format!("{ca}.key"));
-    match dates {
-        None => {
-            openssl(dir, &["x509", "-req", "-in", &csr, "-CA", &cacert, "-CAkey", &cakey, "-set_serial", "9", "-days", "20", "-extfile", ext, "-out", &pem]);
-        }
-        Some((start, end)) => {
-            std::fs::write(dir.join("index.txt"), "").unwrap();
-            std::fs::write(dir.join("serial"), "0A\n").unwrap();
-            std::fs::write(
-                dir.join("ca.cnf"),
-                "[ca]\ndefault_ca=d\n[d]\ndatabase=index.txt\nnew_certs_dir=.\nserial=serial\ndefault_md=sha256\npolicy=p\nunique_subject=no\n[p]\ncommonName=supplied\n",
-            )
-            .unwrap();
-            openssl(dir, &[
-                "ca", "-batch", "-notext", "-config", "ca.cnf", "-cert", &cacert, "-keyfile", &cakey, "-in", &csr, "-out", &pem,
-                "-startdate", start, "-enddate", end, "-extfile", ext,
-            ]);
-        }
-    }
+    let subj = format!("/CN={cn}");
+    let Some((start, end)) = dates else {
+        tls_ns::issue(dir, stem, &subj, ca, "9", ext);
+        return;
+    };
+    request(dir, stem, &subj);
+    let (csr, pem, cacert, cakey) = (format!("{stem}.csr"), format!("{stem}.pem"), format!("{ca}.pem"), format!("{ca}.key"));
+    std::fs::write(dir.join("index.txt"), "").unwrap();
+    std::fs::write(dir.join("serial"), "0A\n").unwrap();
+    std::fs::write(
+        dir.join("ca.cnf"),
+        "[ca]\ndefault_ca=d\n[d]\ndatabase=index.txt\nnew_certs_dir=.\nserial=serial\ndefault_md=sha256\npolicy=p\nunique_subject=no\n[p]\ncommonName=supplied\n",
+    )
+    .unwrap();
+    openssl(dir, &[
+        "ca", "-batch", "-notext", "-config", "ca.cnf", "-cert", &cacert, "-keyfile", &cakey, "-in", &csr, "-out", &pem,
+        "-startdate", start, "-enddate", end, "-extfile", ext,
+    ]);
 }
 
 /// `openssl verify`'s verdict on `leaf` with `untrusted` as the chain and
@@ -93,9 +68,8 @@ fn openssl_verdict(dir: &Path, leaf: &str, untrusted: Option<&str>) -> String {
         a.extend(["-untrusted", u]);
     }
     a.push(leaf);
-    let o = Command::new("openssl").args(&a).current_dir(dir).output().unwrap();
-    let all = text(&o);
-    if o.status.success() {
+    let (ok, all) = openssl_run(dir, &a);
+    if ok {
         assert!(all.contains(": OK"), "{all}");
         return "ok".into();
     }
@@ -119,9 +93,7 @@ fn validation_status_and_requested_cas_agree_with_openssl() {
         return;
     }
     let t0 = std::time::Instant::now();
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tls-validate-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tls_ns::fresh_dir("tls-validate");
     let d = dir.as_path();
     std::fs::write(dir.join("ca.ext"), "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n").unwrap();
     std::fs::write(dir.join("leaf.ext"), "basicConstraints=CA:FALSE\nsubjectAltName=DNS:www.example.org\n").unwrap();
@@ -170,50 +142,29 @@ fn validation_status_and_requested_cas_agree_with_openssl() {
     let ns = LoNs::new("tlsval");
     let _reap = Reap(&ns);
     let pcap = dir.join("tls.pcap");
-    let tcpdump = ns.tcpdump(&pcap, &["tcp", "portrange", "4431-4437"]);
-    let cas_path = dir.join("cas.pem");
-    let mut servers = Vec::new();
-    for (port, leaf, chain, tls13, _) in &cases {
-        let key = leaf.replace(".pem", ".key");
-        let (p, cert, key) = (port.to_string(), dir.join(leaf), dir.join(key));
-        let mut a = vec![
-            "openssl", "s_server", "-accept", &p, "-cert", cert.to_str().unwrap(), "-key", key.to_str().unwrap(),
-            "-verify", "1", "-CAfile", cas_path.to_str().unwrap(), "-naccept", "1", "-www",
-        ];
-        a.push(if *tls13 { "-tls1_3" } else { "-tls1_2" });
-        let chain_path = chain.map(|c| dir.join(c));
-        if let Some(c) = &chain_path {
-            a.extend(["-cert_chain", c.to_str().unwrap()]);
-        }
-        let log = dir.join(format!("s_server-{port}.log"));
-        servers.push((ns.spawn("openssl s_server", &a, &log), log));
-    }
-    for (_, log) in &servers {
-        wait_for("s_server", Duration::from_secs(20), || std::fs::read_to_string(log).unwrap_or_default().contains("ACCEPT"));
-    }
+    let tcpdump = tls_ns::tcpdump(&ns, &pcap, 4431, 4437);
+    let cas_path = dir.join("cas.pem").to_str().unwrap().to_string();
+    let servers: Vec<Server> = cases
+        .iter()
+        .map(|&(port, leaf, chain, tls13, _)| {
+            let mut extra = ["-verify", "1", "-CAfile", &cas_path].map(String::from).to_vec();
+            if let Some(c) = chain {
+                extra.extend(["-cert_chain".to_string(), dir.join(c).to_str().unwrap().to_string()]);
+            }
+            Server { port, leaf: leaf.trim_end_matches(".pem").to_string(), tls13, extra }
+        })
+        .collect();
+    let servers = tls_ns::s_servers(&ns, d, &servers);
     // One at a time, in order: the intermediate cache depends on it.
     for (port, ..) in &cases {
-        let addr = format!("127.0.0.1:{port}");
-        let o = ns
-            .cmd(&["openssl", "s_client", "-connect", &addr, "-servername", "www.example.org"])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        assert!(text(&o).contains("CONNECTED"), "s_client {port}: {}", text(&o));
+        let out = tls_ns::s_client(&ns, *port, &[]);
+        assert!(out.contains("CONNECTED"), "s_client {port}: {out}");
     }
-    settle(&pcap);
-    tcpdump.interrupt();
-    drop(servers);
+    tls_ns::finish(&pcap, tcpdump, servers);
 
     let logs = dir.join("logs");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "--no-store", "--quiet", "--logs"])
-        .arg(&logs)
-        .args(["--zeek-policy", "validate-certs,certificate-request-info", "--ca-file"])
-        .arg(dir.join("root.pem"))
-        .arg(&pcap)
-        .output()
-        .unwrap();
+    let root = dir.join("root.pem");
+    let out = tls_ns::wirelog_read(&logs, &["--zeek-policy", "validate-certs,certificate-request-info", "--ca-file", root.to_str().unwrap()], &pcap);
     assert!(out.status.success(), "{}", text(&out));
     let ssl: Vec<Row> = common::parse_log(&std::fs::read_to_string(logs.join("ssl.log")).unwrap());
     let header = std::fs::read_to_string(logs.join("ssl.log")).unwrap();
@@ -236,19 +187,13 @@ fn validation_status_and_requested_cas_agree_with_openssl() {
     }
     // Without the policies: neither column.
     let plain = dir.join("plain");
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog")).args(["read", "--no-store", "--quiet", "--logs"]).arg(&plain).arg(&pcap).output().unwrap();
+    let out = tls_ns::wirelog_read(&plain, &[], &pcap);
     assert!(out.status.success(), "{}", text(&out));
     let header = std::fs::read_to_string(plain.join("ssl.log")).unwrap();
     assert!(!header.contains("validation_status") && !header.contains("requested_client"), "{header}");
     // A trust store that is not one is refused, naming the file.
-    let out = Command::new(env!("CARGO_BIN_EXE_wirelog"))
-        .args(["read", "--no-store", "--quiet", "--logs"])
-        .arg(dir.join("bad"))
-        .args(["--zeek-policy", "validate-certs", "--ca-file"])
-        .arg(dir.join("leaf.ext"))
-        .arg(&pcap)
-        .output()
-        .unwrap();
+    let not_a_store = dir.join("leaf.ext");
+    let out = tls_ns::wirelog_read(&dir.join("bad"), &["--zeek-policy", "validate-certs", "--ca-file", not_a_store.to_str().unwrap()], &pcap);
     assert!(!out.status.success());
     assert!(text(&out).contains("leaf.ext: "), "{}", text(&out));
     eprintln!("{} connections, {:.1} s", cases.len(), t0.elapsed().as_secs_f64());

@@ -62,6 +62,20 @@ impl LoNs {
         self.cmd(&["python3", "-c", &probe]).output().is_ok_and(|o| o.status.success())
     }
 
+    /// True if a socket of the namespace listens on 127.0.0.1:`port`
+    /// (TCP), or is bound there (`udp`), as `ss` lists them.
+    pub fn listening(&self, port: u16, udp: bool) -> bool {
+        let out = self.cmd(&["ss", if udp { "-uanH" } else { "-tlnH" }]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).contains(&format!("127.0.0.1:{port} "))
+    }
+
+    /// Waits (at most 15 s) until `server`, started here with its output in
+    /// `log`, is [`listening`](LoNs::listening) on `port`; fails at once,
+    /// with the log, if it has exited.
+    pub fn wait_listening(&self, server: &mut Proc, log: &Path, port: u16, udp: bool) {
+        server.wait_ready(Duration::from_secs(15), log, || self.listening(port, udp));
+    }
+
     /// tcpdump on the namespace's `lo` into `pcap` (whole packets, written
     /// as they come); returns once tcpdump says it is listening.
     pub fn tcpdump(&self, pcap: &Path, filter: &[&str]) -> Proc {

@@ -12,6 +12,7 @@ pub mod serve;
 pub mod socket_pair;
 pub mod tls;
 pub mod tls_cases;
+pub mod tls_ns;
 pub mod veth;
 
 use std::collections::HashMap;

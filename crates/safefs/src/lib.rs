@@ -372,6 +372,7 @@ mod sys {
     pub fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
         // SAFETY: stat is plain data, zeroed is valid; fstat fills it.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: an open descriptor; `st` is ours to write.
         ok_or_err(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
         Ok(st)
     }

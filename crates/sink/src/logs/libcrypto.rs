@@ -8,6 +8,7 @@
 //! The signatures are OpenSSL 3's (`include/openssl/x509.h.in`,
 //! `x509_vfy.h.in`, `stack.h`, `err.h.in` of openssl/openssl 3.0).
 
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_long, c_uchar, c_ulong, c_void, CStr};
 use std::ptr::NonNull;
 use std::sync::OnceLock;
@@ -234,6 +235,37 @@ impl Drop for Cert {
     fn drop(&mut self) {
         // SAFETY: releases this Cert's one reference.
         unsafe { (self.lib.X509_free)(self.ptr.as_ptr()) }
+    }
+}
+
+/// Certificates as OpenSSL parsed them (`None`: one does not parse), by
+/// their SHA-256 fingerprint: a server shows the same chain on every
+/// handshake, and parsing it costs more than verifying it
+/// (`BENCHMARKS.md`). Emptied when it holds [`ParsedCerts::KEPT`].
+#[derive(Default)]
+pub struct ParsedCerts(HashMap<String, Option<Cert>>);
+
+impl ParsedCerts {
+    /// Certificates kept at most.
+    pub const KEPT: usize = 4096;
+
+    /// The certificate of `fingerprint`, parsed from `der` the first time.
+    pub fn get(&mut self, lib: &'static Lib, fingerprint: &str, der: &[u8]) -> Option<Cert> {
+        if let Some(c) = self.0.get(fingerprint) {
+            return c.clone();
+        }
+        if self.0.len() >= Self::KEPT {
+            self.0.clear();
+        }
+        let c = Cert::from_der(lib, der);
+        self.0.insert(fingerprint.to_string(), c.clone());
+        c
+    }
+
+    /// Certificates kept (for the tests).
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
     }
 }
 

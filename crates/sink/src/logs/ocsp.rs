@@ -35,13 +35,12 @@
 //!
 //! This runs on the output thread, off the packet path.
 
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_long, c_uchar, c_uint, c_ulong, c_void, CStr};
 use std::path::Path;
 use std::ptr::{self, NonNull};
 use std::sync::OnceLock;
 
-use super::libcrypto::{self, functions, Cert, Lib, Stack, Store, X509Name, X509Store, X509StoreCtx, X509};
+use super::libcrypto::{self, functions, Cert, Lib, ParsedCerts, Stack, Store, X509Name, X509Store, X509StoreCtx, X509};
 use wirelog_record::{Detail, TxRecord};
 
 // OpenSSL's opaque types of OCSP (the Nomicon's form, as libcrypto.rs).
@@ -385,19 +384,16 @@ pub fn verify(o: &Ocsp, store: &Store, chain: &[Cert], reply: &[u8], secs: i64) 
     text(unsafe { (o.OCSP_cert_status_str)(kind as c_long) })
 }
 
-/// Certificates kept parsed at most (emptied when full).
-const KEPT: usize = 4096;
-
 /// The verifier: the trust store, and the certificates parsed so far.
 pub struct OcspVerifier {
     lib: &'static Lib,
     ocsp: &'static Ocsp,
     store: Store,
     roots: usize,
-    /// Certificates parsed by OpenSSL, by their SHA-256 fingerprint (a
-    /// server staples on every handshake with the same chain, and parsing
-    /// it cost twice the verification: `BENCHMARKS.md`).
-    parsed: HashMap<String, Option<Cert>>,
+    /// Certificates parsed by OpenSSL (a server staples on every handshake
+    /// with the same chain, and parsing it cost twice the verification:
+    /// `BENCHMARKS.md`).
+    parsed: ParsedCerts,
     /// Responses verified.
     pub verified: u64,
 }
@@ -410,7 +406,7 @@ impl OcspVerifier {
         let lib = libcrypto::lib()?;
         let ocsp = ocsp_lib()?;
         let (store, roots) = super::validate::trust_store(lib, path)?;
-        Ok(OcspVerifier { lib, ocsp, store, roots, parsed: HashMap::new(), verified: 0 })
+        Ok(OcspVerifier { lib, ocsp, store, roots, parsed: ParsedCerts::default(), verified: 0 })
     }
 
     /// Certificates in the trust store.
@@ -435,7 +431,7 @@ impl OcspVerifier {
                 // ssl_established: the packet that ended the handshake.
                 let ts = [r.tx.request, r.tx.response].iter().flatten().map(|s| s.last_ns).max().unwrap_or(r.tx.ts_ns());
                 let fps: Vec<&str> = t.server_chain().iter().map(|c| c.fingerprint.as_str()).collect();
-                let parsed: Vec<Option<Cert>> = fps.iter().zip(ders).map(|(fp, der)| self.parse(fp, der)).collect();
+                let parsed: Vec<Option<Cert>> = fps.iter().zip(ders).map(|(fp, der)| self.parsed.get(self.lib, fp, der)).collect();
                 let mut certs = parsed.into_iter();
                 match certs.next().flatten() {
                     Some(leaf) => {
@@ -452,22 +448,6 @@ impl OcspVerifier {
             _ => None,
         };
         let _ = t.ocsp_status.0.set(status);
-    }
-}
-
-impl OcspVerifier {
-    /// A certificate as OpenSSL parsed it (`None`: it does not parse), by
-    /// its fingerprint.
-    fn parse(&mut self, fingerprint: &str, der: &[u8]) -> Option<Cert> {
-        if let Some(c) = self.parsed.get(fingerprint) {
-            return c.clone();
-        }
-        if self.parsed.len() >= KEPT {
-            self.parsed.clear();
-        }
-        let c = Cert::from_der(self.lib, der);
-        self.parsed.insert(fingerprint.to_string(), c.clone());
-        c
     }
 }
 

@@ -33,7 +33,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::libcrypto::{self, Cert, Lib, Store};
+use super::libcrypto::{self, Cert, Lib, ParsedCerts, Store};
 use wirelog_record::sha256::sha256_hex;
 use wirelog_record::tls::TlsTx;
 use wirelog_record::{Detail, TxRecord};
@@ -56,9 +56,8 @@ pub struct Validator {
     lib: &'static Lib,
     store: Store,
     roots: usize,
-    /// Certificates parsed by OpenSSL, by their SHA-256 fingerprint (a
-    /// server shows the same chain on every handshake).
-    parsed: HashMap<String, Option<Cert>>,
+    /// Certificates parsed by OpenSSL.
+    parsed: ParsedCerts,
     /// Chain (each certificate's fingerprint) -> (status, the chain
     /// OpenSSL built when it verified, last use): validate-sct sets Zeek's
     /// `ssl_store_valid_chain`, which keeps the chain with the status.
@@ -87,7 +86,7 @@ impl Validator {
     pub fn from_pem_file(path: &Path) -> Result<Validator, String> {
         let lib = libcrypto::lib()?;
         let (store, roots) = trust_store(lib, path)?;
-        Ok(Validator { lib, store, roots, parsed: HashMap::new(), results: HashMap::new(), intermediates: HashMap::new(), verified: 0, sct: None })
+        Ok(Validator { lib, store, roots, parsed: ParsedCerts::default(), results: HashMap::new(), intermediates: HashMap::new(), verified: 0, sct: None })
     }
 
     /// Turns on the validate-sct policy, with its checker.
@@ -99,20 +98,6 @@ impl Validator {
     /// Certificates in the trust store.
     pub fn roots(&self) -> usize {
         self.roots
-    }
-
-    /// A certificate as OpenSSL parsed it (`None`: it does not parse), by
-    /// its fingerprint.
-    fn parse(&mut self, fingerprint: &str, der: &[u8]) -> Option<Cert> {
-        if let Some(c) = self.parsed.get(fingerprint) {
-            return c.clone();
-        }
-        if self.parsed.len() >= KEPT {
-            self.parsed.clear();
-        }
-        let c = Cert::from_der(self.lib, der);
-        self.parsed.insert(fingerprint.to_string(), c.clone());
-        c
     }
 
     /// Fills a TLS record's `validation_status` (once; other records are
@@ -151,7 +136,7 @@ impl Validator {
     fn status(&mut self, t: &TlsTx, ts_ns: i64) -> Option<Verdict> {
         let ders = t.server_certs.as_ref()?;
         let fps: Vec<&str> = t.server_chain().iter().map(|c| c.fingerprint.as_str()).collect();
-        let leaf = self.parse(fps.first()?, ders.first()?)?;
+        let leaf = self.parsed.get(self.lib, fps.first()?, ders.first()?)?;
         let leaf_fp = fps[0].to_string();
         let key = leaf.issuer_der();
         if let Some(cached) = key.as_ref().and_then(|k| self.intermediates.get(k)).cloned() {
@@ -165,7 +150,7 @@ impl Validator {
         // The chain as sent, certificates that do not decode left out.
         let mut chain = vec![(leaf_fp, leaf.clone())];
         for (fp, der) in fps.iter().zip(ders).skip(1) {
-            if let Some(c) = self.parse(fp, der) {
+            if let Some(c) = self.parsed.get(self.lib, fp, der) {
                 chain.push((fp.to_string(), c));
             }
         }
