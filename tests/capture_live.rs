@@ -1252,7 +1252,7 @@ fn tag_frames(pcap: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
 /// filter (`-f`) everything goes to user space, which counts the same.
 #[test]
 fn tagged_non_ip_frames_are_counted_in_the_kernel() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = netns() else { return };
     let dir = tmp("vlan-nonip");
     std::fs::create_dir_all(&dir).unwrap();
     let tagsets: [&[(u16, u16)]; 3] = [&[(0x8100, 10)], &[(0x88a8, 20), (0x8100, 30)], &[(0x8100, 40), (0x8100, 41)]];
