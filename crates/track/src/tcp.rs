@@ -514,20 +514,33 @@ impl Endpoint {
         self.last_seq = last;
     }
 
+    #[inline(always)]
     fn update_last_seq(&mut self, seq: u32) {
         if seq < self.last_seq {
-            self.rare_mut().seq_wraps += 1;
-            self.bits |= WRAPPED;
+            self.wrap(true);
         }
         self.last_seq = seq;
     }
 
+    #[inline(always)]
     fn update_ack_seq(&mut self, seq: u32) {
         if seq < self.ack_seq {
-            self.rare_mut().ack_wraps += 1;
-            self.bits |= WRAPPED;
+            self.wrap(false);
         }
         self.ack_seq = seq;
+    }
+
+    /// The sequence numbers (or the acknowledgements) wrapped past 2^32.
+    #[cold]
+    #[inline(never)]
+    fn wrap(&mut self, seq: bool) {
+        let r = self.rare_mut();
+        if seq {
+            r.seq_wraps += 1;
+        } else {
+            r.ack_wraps += 1;
+        }
+        self.bits |= WRAPPED;
     }
 
     fn no_data_acked(&self) -> bool {
@@ -872,10 +885,7 @@ impl TcpConn {
             && self.first_packet_seen() == 3
             && e.state() == Established
             && p.state() == Established
-            && !e.did_close()
-            && !p.did_close()
-            && !e.fin_seen()
-            && !p.fin_seen()
+            && (e.bits | p.bits) & (DID_CLOSE | FIN_SEEN) == 0
         {
             self.process_established(is_orig, seg, hist);
             return (true, Effects::default());
@@ -1252,15 +1262,21 @@ impl TcpConn {
         let delivered = e.reasm.insert(seq, upper);
         // BlockInserted's trimming when the peer seems not to acknowledge anything.
         let peer_state = p.state();
-        if delivered && e.no_data_acked() && e.size(peer_state) > MAX_INITIAL_WINDOW {
+        // (The trim below moves no acknowledgement: one test serves both uses.)
+        let no_data_acked = e.no_data_acked();
+        if delivered && no_data_acked && e.size(peer_state) > MAX_INITIAL_WINDOW {
             // Release delivered data (Zeek's TrimToSeq(last_reassem_seq)).
             e.reasm.set_trim(e.reasm.next_deliver());
         }
-        if e.no_data_acked() && e.reasm.undelivered_bytes() > MAX_ABOVE_HOLE_WITHOUT_ACKS {
-            e.reasm.clear();
-            e.set_flag(SKIP_DELIVERIES);
-        }
-        if e.reasm.buffered() > EXCESSIVE_DATA_WITHOUT_ACKS {
+        // Without data above a hole nothing is undelivered, and what is
+        // buffered is the delivered range alone.
+        let too_much = if e.reasm.has_ranges() {
+            (no_data_acked && e.reasm.undelivered_bytes() > MAX_ABOVE_HOLE_WITHOUT_ACKS)
+                || e.reasm.buffered() > EXCESSIVE_DATA_WITHOUT_ACKS
+        } else {
+            e.reasm.next_deliver().saturating_sub(e.reasm.trim()) > EXCESSIVE_DATA_WITHOUT_ACKS
+        };
+        if too_much {
             e.reasm.clear();
             e.set_flag(SKIP_DELIVERIES);
         }
