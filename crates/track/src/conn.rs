@@ -89,7 +89,7 @@ impl TcpPart {
     }
 }
 
-/// The TCP connections' endpoint states: a slab of [`TcpConn`] (128 bytes
+/// The TCP connections' endpoint states: a slab of [`TcpConn`] (64 bytes
 /// each), except for the connections in the state a lone SYN leaves
 /// ([`TcpConn::syn_sent`]), which keep only its sequence number in their
 /// [`TcpPart`]. A connection's state enters the slab when a packet changes
@@ -460,7 +460,7 @@ impl Conn {
                 t.orig_size(),
                 t.resp_size(),
                 t.conn_state(history.as_str()),
-                t.missed_bytes,
+                t.missed_bytes(),
             ),
             // Never: a TCP entry's slab state lives as long as the entry.
             // A release build still writes the record (sizes unknown, OTH)

@@ -1,7 +1,7 @@
 //! A slab: values addressed by a u32 index, freed indexes reused.
 //!
 //! The TCP endpoint state lives here rather than in the connection entry, so
-//! UDP and ICMP connections (most of a DNS-heavy table) do not carry its 128
+//! UDP and ICMP connections (most of a DNS-heavy table) do not carry its 64
 //! bytes; a TCP entry holds the 4-byte index instead.
 
 use crate::table::advise_huge_pages;

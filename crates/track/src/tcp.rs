@@ -7,6 +7,14 @@
 //! counts, and acknowledgements of data never seen drive `missed_bytes`.
 //! Only what influences a logged field or the connection's lifetime is kept;
 //! Zeek's weirds and events are not modelled.
+//!
+//! Layout: a [`TcpConn`] is one cache line (64 bytes, test
+//! `tcp_state_is_one_cache_line`): per endpoint three sequence numbers, the
+//! reassembly's two bounds as 32-bit relative sequence numbers, the states
+//! and flags in bits, and one pointer to a cold part ([`EndpointRare`]) that
+//! holds what most connections never need: sequence-space wraps, bounds past
+//! 4 GiB, positions of the last SYN/FIN/RST, the counters behind scaled
+//! history letters, `missed_bytes` and data held above a hole.
 
 use wirelog_decode::tcp_flags::{ACK, FIN, RST, SYN};
 use wirelog_record::ConnState;
@@ -25,23 +33,34 @@ const MAX_ABOVE_HOLE_WITHOUT_ACKS: u64 = 16_384;
 /// `tcp_excessive_data_without_further_acks`.
 const EXCESSIVE_DATA_WITHOUT_ACKS: u64 = 10 * 1024 * 1024;
 
+/// An endpoint's state; the discriminant is what [`Endpoint`] keeps in 3
+/// bits for the previous state. The state itself is a field of its own: its
+/// unused values are the niche that keeps `Option<TcpConn>` at 64 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum EndpointState {
-    Inactive,
-    SynSent,
-    SynAckSent,
-    Partial,
-    Established,
-    Closed,
-    Reset,
+    Inactive = 0,
+    SynSent = 1,
+    SynAckSent = 2,
+    Partial = 3,
+    Established = 4,
+    Closed = 5,
+    Reset = 6,
 }
 
 use EndpointState::*;
+
+/// 3 bits back to a state (7 is never written).
+const STATES: [EndpointState; 8] = [Inactive, SynSent, SynAckSent, Partial, Established, Closed, Reset, Reset];
 
 #[inline]
 fn seq_delta(a: u32, b: u32) -> i32 {
     a.wrapping_sub(b) as i32
 }
+
+/// A reassembly bound that does not fit in 32 bits: its value is in the
+/// endpoint's cold part.
+const WIDE: u32 = u32::MAX;
 
 /// What Zeek's reassembler holds for one endpoint, as byte ranges (the data
 /// itself does not matter for the logged fields). Everything delivered and
@@ -51,14 +70,22 @@ fn seq_delta(a: u32, b: u32) -> i32 {
 /// out-of-order data is held: it lives in the endpoint's cold part
 /// ([`EndpointRare`]), which the reassembly holds so that its own methods
 /// reach the list without the endpoint.
+///
+/// The two bounds are relative sequence numbers (offsets from the
+/// endpoint's initial sequence number, Zeek's relative sequence space) kept
+/// in 32 bits: a stream's first 4 GiB. A bound of 2^32 - 1 or more is kept
+/// whole in the cold part and its 32-bit field says [`WIDE`]; every read
+/// and write goes through [`Reassembly::next_deliver`], [`Reassembly::trim`]
+/// and their setters, so a stream past 4 GiB is handled as before (test
+/// `streams_past_4_gib_each_way`).
 #[derive(Debug, Clone, PartialEq)]
 struct Reassembly {
     /// Next relative sequence number to deliver (Zeek's last_reassem_seq, starts at 1).
-    next_deliver: u64,
+    next_deliver: u32,
     /// Everything below this has been acknowledged and released (Zeek's trim_seq).
-    trim: u64,
+    trim: u32,
     /// The endpoint's cold part: absent on most connections, allocated on
-    /// first non-zero write (one pointer instead of 48 bytes inline).
+    /// first non-zero write (one pointer instead of 88 bytes inline).
     rare: Option<Box<EndpointRare>>,
 }
 
@@ -68,6 +95,56 @@ impl Reassembly {
             next_deliver: 1,
             trim: 1,
             rare: None,
+        }
+    }
+
+    #[inline(always)]
+    fn next_deliver(&self) -> u64 {
+        if self.next_deliver != WIDE {
+            self.next_deliver as u64
+        } else {
+            self.rare.as_ref().map_or(0, |r| r.next_deliver)
+        }
+    }
+
+    #[inline(always)]
+    fn trim(&self) -> u64 {
+        if self.trim != WIDE {
+            self.trim as u64
+        } else {
+            self.rare.as_ref().map_or(0, |r| r.trim)
+        }
+    }
+
+    #[inline(always)]
+    fn set_next_deliver(&mut self, v: u64) {
+        if v < WIDE as u64 {
+            self.next_deliver = v as u32;
+        } else {
+            self.set_wide(true, v);
+        }
+    }
+
+    #[inline(always)]
+    fn set_trim(&mut self, v: u64) {
+        if v < WIDE as u64 {
+            self.trim = v as u32;
+        } else {
+            self.set_wide(false, v);
+        }
+    }
+
+    /// A bound past 32 bits: whole in the cold part.
+    #[cold]
+    #[inline(never)]
+    fn set_wide(&mut self, next_deliver: bool, v: u64) {
+        let r = self.rare_mut();
+        if next_deliver {
+            r.next_deliver = v;
+            self.next_deliver = WIDE;
+        } else {
+            r.trim = v;
+            self.trim = WIDE;
         }
     }
 
@@ -116,7 +193,7 @@ impl Reassembly {
     /// Bytes held, delivered or not (Zeek's block list DataSize).
     #[inline(always)]
     fn buffered(&self) -> u64 {
-        let contiguous = self.next_deliver.saturating_sub(self.trim);
+        let contiguous = self.next_deliver().saturating_sub(self.trim());
         match &self.rare {
             None => contiguous,
             Some(r) => contiguous + r.above_hole.iter().map(|(a, b)| b - a).sum::<u64>(),
@@ -127,15 +204,15 @@ impl Reassembly {
     fn undelivered_bytes(&self) -> u64 {
         self.ranges()
             .last()
-            .map_or(0, |&(_, upper)| upper.saturating_sub(self.next_deliver))
+            .map_or(0, |&(_, upper)| upper.saturating_sub(self.next_deliver()))
     }
 
     fn has_blocks(&self) -> bool {
-        self.next_deliver > self.trim || !self.ranges().is_empty()
+        self.next_deliver() > self.trim() || !self.ranges().is_empty()
     }
 
     fn clear(&mut self) {
-        self.trim = self.next_deliver;
+        self.set_trim(self.next_deliver());
         if let Some(r) = &mut self.rare {
             r.above_hole = Vec::new();
         }
@@ -146,12 +223,13 @@ impl Reassembly {
     /// Inline for in-order data; data above a hole goes out of line.
     #[inline(always)]
     fn insert(&mut self, seq: u64, upper: u64) -> bool {
-        if upper <= self.trim || upper <= self.next_deliver {
+        let (trim, next_deliver) = (self.trim(), self.next_deliver());
+        if upper <= trim || upper <= next_deliver {
             return false; // old or already delivered data
         }
-        let seq = seq.max(self.trim);
-        if seq <= self.next_deliver {
-            self.next_deliver = upper;
+        let seq = seq.max(trim);
+        if seq <= next_deliver {
+            self.set_next_deliver(upper);
             self.absorb();
             return true;
         }
@@ -183,18 +261,20 @@ impl Reassembly {
 
     #[cold]
     fn absorb_ranges(&mut self) {
+        let mut next_deliver = self.next_deliver();
         if let Some(r) = &mut self.rare {
             let ranges = &mut r.above_hole;
             let mut n = 0;
             for &(lo, hi) in ranges.iter() {
-                if lo > self.next_deliver {
+                if lo > next_deliver {
                     break;
                 }
-                self.next_deliver = self.next_deliver.max(hi);
+                next_deliver = next_deliver.max(hi);
                 n += 1;
             }
             ranges.drain(..n);
         }
+        self.set_next_deliver(next_deliver);
         self.drop_ranges_if_empty();
     }
 
@@ -204,15 +284,15 @@ impl Reassembly {
     /// With `skip_deliveries` (the endpoint's), nothing held is delivered
     /// and no gap is reported.
     fn trim_to(&mut self, seq: u64, is_partial: bool, skip_deliveries: bool, mut gap: impl FnMut(u64)) {
-        if seq > self.next_deliver {
+        if seq > self.next_deliver() {
             self.undelivered(seq, is_partial, skip_deliveries, &mut gap);
         }
         if let Some(r) = &mut self.rare {
             r.above_hole.retain(|r| r.1 > seq);
         }
         self.drop_ranges_if_empty();
-        if seq > self.trim {
-            self.trim = seq;
+        if seq > self.trim() {
+            self.set_trim(seq);
         }
     }
 
@@ -228,51 +308,73 @@ impl Reassembly {
                 if lo >= up_to {
                     break;
                 }
-                if lo > self.next_deliver {
-                    gap(lo - self.next_deliver);
+                let next_deliver = self.next_deliver();
+                if lo > next_deliver {
+                    gap(lo - next_deliver);
                 }
-                self.next_deliver = self.next_deliver.max(lo);
+                self.set_next_deliver(next_deliver.max(lo));
                 self.absorb();
             }
-            if up_to > self.next_deliver {
-                gap(up_to - self.next_deliver);
+            let next_deliver = self.next_deliver();
+            if up_to > next_deliver {
+                gap(up_to - next_deliver);
             }
         }
-        if up_to > self.next_deliver {
-            self.next_deliver = up_to;
+        if up_to > self.next_deliver() {
+            self.set_next_deliver(up_to);
         }
     }
 }
 
-/// One side of a TCP connection (Zeek's TCP_Endpoint).
+// `Endpoint::bits`: the previous state (bits 0-2), and flags.
+const PREV_STATE_BITS: u8 = 0o7;
+const DID_CLOSE: u8 = 1 << 3;
+/// A FIN was seen (Zeek keeps FIN_cnt, which is only ever compared with 0).
+const FIN_SEEN: u8 = 1 << 4;
+const DID_EOF: u8 = 1 << 5;
+/// Reassembly stopped (Zeek's SetSkipDeliveries).
+const SKIP_DELIVERIES: u8 = 1 << 6;
+/// The sequence numbers or the acknowledgements wrapped: their wrap counts
+/// are in the cold part (without this bit, both are zero and the cold part,
+/// if any, is not read for them).
+const WRAPPED: u8 = 1 << 7;
+
+/// One side of a TCP connection (Zeek's TCP_Endpoint), 32 bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Endpoint {
-    pub state: EndpointState,
-    pub prev_state: EndpointState,
-    pub did_close: bool,
     start_seq: u32,
     last_seq: u32,
     ack_seq: u32,
-    seq_wraps: u32,
-    ack_wraps: u32,
-    /// A FIN was seen (Zeek keeps FIN_cnt, which is only ever compared with 0).
-    fin_seen: bool,
-    did_eof: bool,
-    /// Reassembly stopped (Zeek's SetSkipDeliveries): kept here rather than
-    /// in `reasm`, whose three words would otherwise pad to four.
-    skip_deliveries: bool,
+    state: EndpointState,
+    /// The previous state and flags (`PREV_STATE_BITS`, `DID_CLOSE`, ...).
+    bits: u8,
+    /// Not this endpoint's: the connection's flags ([`TcpConn`]'s `C_*`
+    /// bits), kept in the originator's endpoint where the layout has room.
+    conn_bits: u16,
     /// Delivery bounds, and (in `reasm.rare`) this endpoint's cold part.
     reasm: Reassembly,
 }
 
-/// The cold part of an endpoint: positions, counters and out-of-order data
-/// that stay zero or empty on most connections until they close (always on
-/// a SYN-only one), so an open connection does not carry them inline.
+/// The cold part of an endpoint: positions, counters, wide values and
+/// out-of-order data that stay zero or empty on most connections until they
+/// close (always on a SYN-only one), so an open connection does not carry
+/// them inline.
 #[derive(Debug, Clone, PartialEq, Default)]
 struct EndpointRare {
     /// Received ranges above the reassembly's `next_deliver`, sorted and merged.
     above_hole: Vec<(u64, u64)>,
     fin_seq: u64,
+    /// The reassembly's bounds when they do not fit in 32 bits ([`WIDE`]).
+    next_deliver: u64,
+    trim: u64,
+    /// Bytes this endpoint's stream missed (the connection's `missed_bytes`
+    /// is the sum of both endpoints'): non-zero only after a gap.
+    missed_bytes: u64,
+    /// Times the sequence numbers (and the acknowledgements of this
+    /// endpoint's data) wrapped past 2^32: zero on streams that start
+    /// below 2^32 - their length.
+    seq_wraps: u32,
+    ack_wraps: u32,
     // Low 32 bits of the relative sequence numbers of the last SYN/FIN/RST:
     // enough to tell a retransmission from a new one.
     hist_last_syn: u32,
@@ -288,6 +390,11 @@ struct EndpointRare {
 static NO_RARE: EndpointRare = EndpointRare {
     above_hole: Vec::new(),
     fin_seq: 0,
+    next_deliver: 0,
+    trim: 0,
+    missed_bytes: 0,
+    seq_wraps: 0,
+    ack_wraps: 0,
     hist_last_syn: 0,
     hist_last_fin: 0,
     hist_last_rst: 0,
@@ -300,18 +407,67 @@ static NO_RARE: EndpointRare = EndpointRare {
 impl Endpoint {
     fn new() -> Self {
         Endpoint {
-            state: Inactive,
-            prev_state: Inactive,
-            did_close: false,
             start_seq: 0,
             last_seq: 0,
             ack_seq: 0,
-            seq_wraps: 0,
-            ack_wraps: 0,
-            fin_seen: false,
-            did_eof: false,
-            skip_deliveries: false,
+            state: Inactive,
+            bits: Inactive as u8,
+            conn_bits: 0,
             reasm: Reassembly::new(),
+        }
+    }
+
+    #[inline(always)]
+    pub fn state(&self) -> EndpointState {
+        self.state
+    }
+
+    #[inline(always)]
+    pub fn prev_state(&self) -> EndpointState {
+        STATES[(self.bits & PREV_STATE_BITS) as usize]
+    }
+
+    #[inline(always)]
+    pub fn did_close(&self) -> bool {
+        self.bits & DID_CLOSE != 0
+    }
+
+    #[inline(always)]
+    fn fin_seen(&self) -> bool {
+        self.bits & FIN_SEEN != 0
+    }
+
+    #[inline(always)]
+    fn did_eof(&self) -> bool {
+        self.bits & DID_EOF != 0
+    }
+
+    #[inline(always)]
+    fn skip_deliveries(&self) -> bool {
+        self.bits & SKIP_DELIVERIES != 0
+    }
+
+    /// Sets one of the flags (`DID_CLOSE`, `FIN_SEEN`, `DID_EOF`, `SKIP_DELIVERIES`).
+    #[inline(always)]
+    fn set_flag(&mut self, flag: u8) {
+        self.bits |= flag;
+    }
+
+    #[inline(always)]
+    fn seq_wraps(&self) -> u32 {
+        if self.bits & WRAPPED == 0 {
+            0
+        } else {
+            self.rare().seq_wraps
+        }
+    }
+
+    #[inline(always)]
+    fn ack_wraps(&self) -> u32 {
+        if self.bits & WRAPPED == 0 {
+            0
+        } else {
+            self.rare().ack_wraps
         }
     }
 
@@ -358,37 +514,52 @@ impl Endpoint {
         self.last_seq = last;
     }
 
+    #[inline(always)]
     fn update_last_seq(&mut self, seq: u32) {
         if seq < self.last_seq {
-            self.seq_wraps += 1;
+            self.wrap(true);
         }
         self.last_seq = seq;
     }
 
+    #[inline(always)]
     fn update_ack_seq(&mut self, seq: u32) {
         if seq < self.ack_seq {
-            self.ack_wraps += 1;
+            self.wrap(false);
         }
         self.ack_seq = seq;
     }
 
+    /// The sequence numbers (or the acknowledgements) wrapped past 2^32.
+    #[cold]
+    #[inline(never)]
+    fn wrap(&mut self, seq: bool) {
+        let r = self.rare_mut();
+        if seq {
+            r.seq_wraps += 1;
+        } else {
+            r.ack_wraps += 1;
+        }
+        self.bits |= WRAPPED;
+    }
+
     fn no_data_acked(&self) -> bool {
-        let ack = Self::full(self.ack_seq, self.ack_wraps);
+        let ack = Self::full(self.ack_seq, self.ack_wraps());
         let start = self.start_seq as u64;
         ack == start || ack == start + 1
     }
 
     /// Payload bytes sent, from sequence numbers (Zeek's TCP_Endpoint::Size).
     pub fn size(&self, peer_state: EndpointState) -> u64 {
-        if self.prev_state == SynSent
-            && self.state == Reset
+        if self.prev_state() == SynSent
+            && self.state() == Reset
             && peer_state == Inactive
             && !self.no_data_acked()
         {
             return 0;
         }
-        let last = Self::full(self.last_seq, self.seq_wraps);
-        let ack = Self::full(self.ack_seq, self.ack_wraps);
+        let last = Self::full(self.last_seq, self.seq_wraps());
+        let ack = Self::full(self.ack_seq, self.ack_wraps());
         let start = self.start_seq as u64;
         let mut size = if last > ack {
             last.wrapping_sub(start)
@@ -396,7 +567,7 @@ impl Endpoint {
             ack.wrapping_sub(start)
         };
         size = size.saturating_sub(1);
-        if self.fin_seen && size != 0 {
+        if self.fin_seen() && size != 0 {
             size -= 1;
         }
         size
@@ -404,13 +575,14 @@ impl Endpoint {
 
     fn set_state(&mut self, s: EndpointState) {
         if s != self.state {
-            self.prev_state = self.state;
+            self.bits = (self.bits & !PREV_STATE_BITS) | self.state as u8;
             self.state = s;
         }
     }
 
     fn is_clean(&self) -> bool {
-        self.state == Established || (self.state == Closed && self.prev_state == Established)
+        let s = self.state();
+        s == Established || (s == Closed && self.prev_state() == Established)
     }
 }
 
@@ -456,24 +628,29 @@ impl Effects {
     }
 }
 
-/// The TCP part of a connection.
+/// The TCP part of a connection: the two endpoints, 64 bytes in all (one
+/// cache line). The connection's own flags (`C_*`: activity, partial
+/// status, first packets seen, deferred close, the handshake passed, the
+/// gap-reporting option, and the packet's effects `FX_*` above them) are
+/// kept in the originator endpoint's `conn_bits`, where its layout has
+/// room; [`TcpConn::flip`] leaves them there.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TcpConn {
     pub orig: Endpoint,
     pub resp: Endpoint,
-    pub is_active: bool,
-    is_partial: bool,
-    first_packet_seen: u8,
-    close_deferred: bool,
-    deferred_gen_event: bool,
-    /// Both endpoints left the handshake: the long inactivity timeout applies.
-    pub past_handshake: bool,
-    pub missed_bytes: u64,
-    pub report_gaps_for_partial: bool,
-    /// Effects gathered while processing one packet (`FX_*` bits; one byte
-    /// instead of six bools keeps the TCP state at 128 bytes); taken by the tracker.
-    fx: u8,
 }
+
+const C_ACTIVE: u16 = 1;
+const C_PARTIAL: u16 = 1 << 1;
+const C_CLOSE_DEFERRED: u16 = 1 << 2;
+const C_DEFERRED_GEN_EVENT: u16 = 1 << 3;
+/// Both endpoints left the handshake: the long inactivity timeout applies.
+const C_PAST_HANDSHAKE: u16 = 1 << 4;
+const C_REPORT_GAPS_FOR_PARTIAL: u16 = 1 << 5;
+/// Zeek's first-packet bits (CheckPIA_FirstPacket): bit 6 the originator's, bit 7 the responder's.
+const C_SEEN_SHIFT: u16 = 6;
+/// The effects gathered while processing one packet (`FX_*` bits), taken by the tracker.
+const C_FX_SHIFT: u16 = 8;
 
 /// A TCP segment's fields that matter for tracking.
 #[derive(Debug, Clone, Copy)]
@@ -490,19 +667,64 @@ pub struct Segment {
 
 impl TcpConn {
     pub fn new(report_gaps_for_partial: bool) -> Self {
-        TcpConn {
-            orig: Endpoint::new(),
-            resp: Endpoint::new(),
-            is_active: true,
-            is_partial: false,
-            first_packet_seen: 0,
-            close_deferred: false,
-            deferred_gen_event: false,
-            past_handshake: false,
-            missed_bytes: 0,
-            report_gaps_for_partial,
-            fx: 0,
+        let mut orig = Endpoint::new();
+        orig.conn_bits = C_ACTIVE | if report_gaps_for_partial { C_REPORT_GAPS_FOR_PARTIAL } else { 0 };
+        TcpConn { orig, resp: Endpoint::new() }
+    }
+
+    #[inline(always)]
+    fn flag(&self, f: u16) -> bool {
+        self.orig.conn_bits & f != 0
+    }
+
+    #[inline(always)]
+    fn set(&mut self, f: u16, on: bool) {
+        if on {
+            self.orig.conn_bits |= f;
+        } else {
+            self.orig.conn_bits &= !f;
         }
+    }
+
+    /// Zeek's first-packet bits: 1 the originator's packet seen, 2 the responder's.
+    #[inline(always)]
+    fn first_packet_seen(&self) -> u16 {
+        (self.orig.conn_bits >> C_SEEN_SHIFT) & 3
+    }
+
+    #[inline(always)]
+    fn see_first_packet(&mut self, is_orig: bool) {
+        self.orig.conn_bits |= (if is_orig { 1 } else { 2 }) << C_SEEN_SHIFT;
+    }
+
+    /// Adds `FX_*` effects of the packet being processed.
+    #[inline(always)]
+    fn fx(&mut self, fx: u8) {
+        self.orig.conn_bits |= (fx as u16) << C_FX_SHIFT;
+    }
+
+    /// The effects gathered, cleared.
+    #[inline(always)]
+    fn take_fx(&mut self) -> u8 {
+        let fx = (self.orig.conn_bits >> C_FX_SHIFT) as u8;
+        self.orig.conn_bits &= (1 << C_FX_SHIFT) - 1;
+        fx
+    }
+
+    /// Zeek's `is_active`: cleared when the connection finished or was reset.
+    pub fn is_active(&self) -> bool {
+        self.flag(C_ACTIVE)
+    }
+
+    /// Both endpoints left the handshake: the long inactivity timeout applies.
+    pub fn past_handshake(&self) -> bool {
+        self.flag(C_PAST_HANDSHAKE)
+    }
+
+    /// Bytes the capture missed in either direction (conn.log's
+    /// `missed_bytes`), from the endpoints' cold parts.
+    pub fn missed_bytes(&self) -> u64 {
+        self.orig.rare().missed_bytes + self.resp.rare().missed_bytes
     }
 
     /// The state a bare SYN leaves on a new connection (the originator in
@@ -513,9 +735,9 @@ impl TcpConn {
     /// tracker keeps only `isn` for it (`conn::TcpStates`).
     pub fn syn_sent(isn: u32, report_gaps_for_partial: bool) -> Self {
         let mut t = TcpConn::new(report_gaps_for_partial);
-        t.orig.state = SynSent;
+        t.orig.set_state(SynSent);
         t.orig.init_seqs(isn, isn.wrapping_add(1));
-        t.first_packet_seen = 1;
+        t.see_first_packet(true);
         t
     }
 
@@ -524,9 +746,9 @@ impl TcpConn {
     #[inline]
     pub fn syn_sent_isn(&self) -> Option<u32> {
         let isn = self.orig.start_seq;
-        (self.first_packet_seen == 1
-            && self.orig.state == SynSent
-            && *self == TcpConn::syn_sent(isn, self.report_gaps_for_partial))
+        (self.first_packet_seen() == 1
+            && self.orig.state() == SynSent
+            && *self == TcpConn::syn_sent(isn, self.flag(C_REPORT_GAPS_FOR_PARTIAL)))
         .then_some(isn)
     }
 
@@ -537,7 +759,7 @@ impl TcpConn {
     /// completed after a missed SYN (the ACK of a SYN-ACK, :832). Several
     /// of Zeek's analyzers read nothing while it holds.
     pub fn is_partial(&self) -> bool {
-        self.is_partial
+        self.flag(C_PARTIAL)
     }
 
     /// Swaps the roles of the endpoints (Zeek's FlipRoles on the TCP
@@ -553,8 +775,12 @@ impl TcpConn {
     /// connection's service that Zeek's analyzer never read.
     pub fn flip(&mut self) {
         std::mem::swap(&mut self.orig, &mut self.resp);
-        self.first_packet_seen =
-            ((self.first_packet_seen & 1) << 1) | ((self.first_packet_seen & 2) >> 1);
+        // The connection's flags stay in the originator's endpoint; its
+        // first-packet bits swap with the roles.
+        std::mem::swap(&mut self.orig.conn_bits, &mut self.resp.conn_bits);
+        let seen = self.first_packet_seen();
+        let swapped = ((seen & 1) << 1) | ((seen & 2) >> 1);
+        self.orig.conn_bits = (self.orig.conn_bits & !(3 << C_SEEN_SHIFT)) | swapped << C_SEEN_SHIFT;
     }
 
     fn ep(&mut self, is_orig: bool) -> (&mut Endpoint, &mut Endpoint) {
@@ -566,10 +792,10 @@ impl TcpConn {
     }
 
     fn set_state(&mut self, is_orig: bool, s: EndpointState) {
-        self.fx |= FX_STATE_CHANGED;
+        self.fx(FX_STATE_CHANGED);
         let (e, p) = self.ep(is_orig);
-        if s != e.state && !is_handshake(s) && is_handshake(e.state) && is_handshake(p.state) {
-            self.past_handshake = true;
+        if s != e.state() && !is_handshake(s) && is_handshake(e.state()) && is_handshake(p.state()) {
+            self.set(C_PAST_HANDSHAKE, true);
         }
         let (e, _) = self.ep(is_orig);
         e.set_state(s);
@@ -608,13 +834,13 @@ impl TcpConn {
         }
         let mut conn_orig = &self.orig;
         if seg.flags & ACK != 0 {
-            if self.orig.state != Inactive {
+            if self.orig.state() != Inactive {
                 return false; // not a half connection
             }
             conn_orig = &self.resp;
         }
         // Zeek's IsClosed(): orig->did_close || resp->did_close.
-        let is_closed = self.orig.did_close || self.resp.did_close;
+        let is_closed = self.orig.did_close() || self.resp.did_close();
         if is_closed && stamped_at_start && seg.flags & ACK == 0 && seg.seq == conn_orig.start_seq {
             return false;
         }
@@ -623,8 +849,8 @@ impl TcpConn {
                 return false;
             }
             if seg.flags & ACK == 0
-                && conn_orig.state == SynAckSent
-                && self.resp.state == Inactive
+                && conn_orig.state() == SynAckSent
+                && self.resp.state() == Inactive
                 && seg.seq == self.resp.start_seq
             {
                 // A SYN and SYN-ACK seen in reversed order: not a reuse.
@@ -656,13 +882,10 @@ impl TcpConn {
             (&self.resp, &self.orig)
         };
         if seg.flags & (SYN | FIN | RST) == 0
-            && self.first_packet_seen == 3
-            && e.state == Established
-            && p.state == Established
-            && !e.did_close
-            && !p.did_close
-            && !e.fin_seen
-            && !p.fin_seen
+            && self.first_packet_seen() == 3
+            && e.state() == Established
+            && p.state() == Established
+            && (e.bits | p.bits) & (DID_CLOSE | FIN_SEEN) == 0
         {
             self.process_established(is_orig, seg, hist);
             return (true, Effects::default());
@@ -686,7 +909,7 @@ impl TcpConn {
         };
         let seq_one_past = seg.seq.wrapping_add(len);
         let (rel_seq, seq_underflow) =
-            relative_seq(e.start_seq, seg.seq, e.last_seq, e.seq_wraps, |s, w| {
+            relative_seq(e.start_seq, seg.seq, e.last_seq, e.seq_wraps(), |s, w| {
                 e.to_relative(s, w)
             });
         if len > 0 {
@@ -701,7 +924,7 @@ impl TcpConn {
         let mut rel_ack = 0;
         if ack {
             let (r, underflow) =
-                relative_seq(p.start_seq, seg.ack, p.ack_seq, p.ack_wraps, |s, w| {
+                relative_seq(p.start_seq, seg.ack, p.ack_seq, p.ack_wraps(), |s, w| {
                     p.to_relative(s, w)
                 });
             if !underflow {
@@ -739,15 +962,15 @@ impl TcpConn {
         let rst = flags & RST != 0;
         let ack = flags & ACK != 0;
         let len = seg.len;
-        self.fx = 0;
+        self.take_fx();
 
         // SetPartialStatus
         if is_orig {
-            if self.first_packet_seen & 1 == 0 {
-                self.is_partial = !syn || ack;
+            if self.first_packet_seen() & 1 == 0 {
+                self.set(C_PARTIAL, !syn || ack);
             }
-        } else if self.first_packet_seen & 2 == 0 && !self.is_partial {
-            self.is_partial = !syn;
+        } else if self.first_packet_seen() & 2 == 0 && !self.is_partial() {
+            self.set(C_PARTIAL, !syn);
         }
 
         let mut seg_len: i64 = len as i64;
@@ -765,7 +988,7 @@ impl TcpConn {
         // init_endpoint
         {
             let (e, _) = self.ep(is_orig);
-            match e.state {
+            match e.state() {
                 Inactive => {
                     if syn {
                         e.ack_seq = seg.seq;
@@ -788,7 +1011,7 @@ impl TcpConn {
                     }
                 }
                 Reset => {
-                    if syn && e.prev_state == Inactive {
+                    if syn && e.prev_state() == Inactive {
                         e.init_seqs(seg.seq, seq_one_past);
                     }
                 }
@@ -799,7 +1022,7 @@ impl TcpConn {
         // get_relative_seq
         let (rel_seq, seq_underflow) = {
             let (e, _) = self.ep(is_orig);
-            relative_seq(e.start_seq, seg.seq, e.last_seq, e.seq_wraps, |s, w| {
+            relative_seq(e.start_seq, seg.seq, e.last_seq, e.seq_wraps(), |s, w| {
                 e.to_relative(s, w)
             })
         };
@@ -809,31 +1032,31 @@ impl TcpConn {
         // update_window: only zero windows reach the logs (history 'W').
         {
             let (e, p) = self.ep(is_orig);
-            if seg.window == 0 && !rst && p.state != Closed && e.state != Reset {
+            if seg.window == 0 && !rst && p.state() != Closed && e.state() != Reset {
                 let n = e.bump(|r| &mut r.win0_cnt);
                 hist.scaled(is_orig, b'W', n);
             }
         }
 
-        let update_last_time = !self.orig.did_close || !self.resp.did_close;
+        let update_last_time = !self.orig.did_close() || !self.resp.did_close();
 
         if fin {
             let (e, _) = self.ep(is_orig);
-            e.fin_seen = true;
+            e.set_flag(FIN_SEEN);
             e.rare_mut().fin_seq = rel_seq.wrapping_add(seg_len as u64);
         }
 
         let mut rel_ack: u64 = 0;
         if ack {
             let (_, p) = self.ep(is_orig);
-            if p.state == Inactive {
+            if p.state() == Inactive {
                 rel_ack = 1;
                 p.start_seq = seg.ack.wrapping_sub(1);
                 p.ack_seq = seg.ack.wrapping_sub(1);
                 p.last_seq = seg.ack.wrapping_sub(1);
             } else {
                 let (r, underflow) =
-                    relative_seq(p.start_seq, seg.ack, p.ack_seq, p.ack_wraps, |s, w| {
+                    relative_seq(p.start_seq, seg.ack, p.ack_seq, p.ack_wraps(), |s, w| {
                         p.to_relative(s, w)
                     });
                 if underflow {
@@ -859,7 +1082,7 @@ impl TcpConn {
             if (syn || rst) && !(-TOO_LARGE_SEQ_DELTA..=TOO_LARGE_SEQ_DELTA).contains(&delta_last) {
             } else if fin && e.last_seq == e.start_seq.wrapping_add(1) {
                 e.update_last_seq(seq_one_past);
-            } else if e.state == Reset {
+            } else if e.state() == Reset {
             } else if delta_last > 0 {
                 e.update_last_seq(seq_one_past);
             } else if len > 0 {
@@ -876,7 +1099,7 @@ impl TcpConn {
         }
 
         // CheckPIA_FirstPacket
-        self.first_packet_seen |= if is_orig { 1 } else { 2 };
+        self.see_first_packet(is_orig);
 
         let rel_data_seq = if syn {
             rel_seq.wrapping_add(1)
@@ -891,7 +1114,7 @@ impl TcpConn {
         if do_close {
             self.connection_closed(is_orig, gen_event);
         }
-        (update_last_time, Effects::from_bits(std::mem::take(&mut self.fx)))
+        (update_last_time, Effects::from_bits(self.take_fx()))
     }
 
     fn update_state_machine(
@@ -909,27 +1132,27 @@ impl TcpConn {
         let mut gen_event = false;
         let (state, peer_state) = {
             let (e, p) = self.ep(is_orig);
-            (e.state, p.state)
+            (e.state(), p.state())
         };
         match state {
             Inactive => {
                 if syn {
                     if is_orig {
                         self.set_state(is_orig, if ack { SynAckSent } else { SynSent });
-                        self.fx |= FX_ATTEMPT_TIMER;
+                        self.fx(FX_ATTEMPT_TIMER);
                     } else {
                         if !ack {
                             let base_is_start = seg.seq == self.ep(is_orig).0.start_seq;
                             if peer_state == SynAckSent && base_is_start {
                                 // A SYN/SYN-ACK reversal: Zeek flips and establishes. The
                                 // tracker performs the flip (it owns the key and history).
-                                self.is_partial = false;
+                                self.set(C_PARTIAL, false);
                                 self.set_peer_state(is_orig, Established);
-                                self.first_packet_seen |= if is_orig { 1 } else { 2 };
-                                self.fx |= FX_FLIP;
+                                self.see_first_packet(is_orig);
+                                self.fx(FX_FLIP);
                             }
                         }
-                        if self.ep(is_orig).1.state == SynSent {
+                        if self.ep(is_orig).1.state() == SynSent {
                             self.set_peer_state(is_orig, Established);
                         }
                         self.set_state(is_orig, Established);
@@ -942,7 +1165,7 @@ impl TcpConn {
                 }
                 if rst {
                     self.set_state(is_orig, Reset);
-                    let peer_state = self.ep(is_orig).1.state;
+                    let peer_state = self.ep(is_orig).1.state();
                     let is_reject = if is_orig {
                         peer_state == Established
                     } else {
@@ -951,15 +1174,15 @@ impl TcpConn {
                     do_close = true;
                     gen_event = !is_reject;
                 }
-                if self.ep(is_orig).0.state == Inactive {
-                    let orig_state = self.orig.state;
-                    let peer_state = self.ep(is_orig).1.state;
+                if self.ep(is_orig).0.state() == Inactive {
+                    let orig_state = self.orig.state();
+                    let peer_state = self.ep(is_orig).1.state();
                     if !is_orig && seg.len == 0 && orig_state == SynSent {
                         // An early ACK of the SYN before the SYN-ACK: not a partial connection.
                     } else if ack && peer_state == Established {
                         self.set_state(is_orig, Established);
-                        self.is_partial = false;
-                        self.first_packet_seen |= if is_orig { 1 } else { 2 };
+                        self.set(C_PARTIAL, false);
+                        self.see_first_packet(is_orig);
                     } else {
                         self.set_state(is_orig, Partial);
                     }
@@ -973,7 +1196,7 @@ impl TcpConn {
                 }
                 if rst {
                     self.set_state(is_orig, Reset);
-                    self.is_active = false; // ConnectionReset
+                    self.set(C_ACTIVE, false); // ConnectionReset
                     do_close = true;
                 }
             }
@@ -984,7 +1207,7 @@ impl TcpConn {
                 if fin && !rst {
                     self.set_state(is_orig, Closed);
                     let p = self.ep(is_orig).1;
-                    if p.state == Reset && p.prev_state == Closed {
+                    if p.state() == Reset && p.prev_state() == Closed {
                         // A FIN followed by a RST from the peer: that was a normal close.
                         self.set_peer_state(is_orig, Closed);
                     }
@@ -995,19 +1218,19 @@ impl TcpConn {
                     self.set_state(is_orig, Reset);
                     do_close = true;
                     let p = self.ep(is_orig).1;
-                    if p.state != Reset || p.prev_state != Established {
-                        self.is_active = false;
+                    if p.state() != Reset || p.prev_state() != Established {
+                        self.set(C_ACTIVE, false);
                     }
                 }
             }
             Closed => {
                 let _ = delta_last;
-                if rst && self.ep(is_orig).1.state != Closed {
+                if rst && self.ep(is_orig).1.state() != Closed {
                     self.set_state(is_orig, Reset);
-                    if !self.ep(is_orig).0.did_close {
+                    if !self.ep(is_orig).0.did_close() {
                         do_close = true;
                     }
-                    self.fx |= FX_RESET_TIMER;
+                    self.fx(FX_RESET_TIMER);
                 }
             }
             Reset => {}
@@ -1016,17 +1239,17 @@ impl TcpConn {
     }
 
     fn report_gap(&self) -> bool {
-        self.report_gaps_for_partial || (self.orig.is_clean() && self.resp.is_clean())
+        self.flag(C_REPORT_GAPS_FOR_PARTIAL) || (self.orig.is_clean() && self.resp.is_clean())
     }
 
     /// Data from `is_orig`'s side at relative sequence `seq` (Zeek's TCP_Reassembler::DataSent).
     #[inline(always)]
     fn data_sent(&mut self, is_orig: bool, mut seq: u64, mut len: u64) {
         let (e, p) = self.ep(is_orig);
-        if e.skip_deliveries {
+        if e.skip_deliveries() {
             return;
         }
-        let ack = e.to_relative(e.ack_seq, e.ack_wraps);
+        let ack = e.to_relative(e.ack_seq, e.ack_wraps());
         let upper = seq + len;
         if seq < ack {
             if upper <= ack {
@@ -1038,18 +1261,24 @@ impl TcpConn {
         let _ = len;
         let delivered = e.reasm.insert(seq, upper);
         // BlockInserted's trimming when the peer seems not to acknowledge anything.
-        let peer_state = p.state;
-        if delivered && e.no_data_acked() && e.size(peer_state) > MAX_INITIAL_WINDOW {
+        let peer_state = p.state();
+        // (The trim below moves no acknowledgement: one test serves both uses.)
+        let no_data_acked = e.no_data_acked();
+        if delivered && no_data_acked && e.size(peer_state) > MAX_INITIAL_WINDOW {
             // Release delivered data (Zeek's TrimToSeq(last_reassem_seq)).
-            e.reasm.trim = e.reasm.next_deliver;
+            e.reasm.set_trim(e.reasm.next_deliver());
         }
-        if e.no_data_acked() && e.reasm.undelivered_bytes() > MAX_ABOVE_HOLE_WITHOUT_ACKS {
+        // Without data above a hole nothing is undelivered, and what is
+        // buffered is the delivered range alone.
+        let too_much = if e.reasm.has_ranges() {
+            (no_data_acked && e.reasm.undelivered_bytes() > MAX_ABOVE_HOLE_WITHOUT_ACKS)
+                || e.reasm.buffered() > EXCESSIVE_DATA_WITHOUT_ACKS
+        } else {
+            e.reasm.next_deliver().saturating_sub(e.reasm.trim()) > EXCESSIVE_DATA_WITHOUT_ACKS
+        };
+        if too_much {
             e.reasm.clear();
-            e.skip_deliveries = true;
-        }
-        if e.reasm.buffered() > EXCESSIVE_DATA_WITHOUT_ACKS {
-            e.reasm.clear();
-            e.skip_deliveries = true;
+            e.set_flag(SKIP_DELIVERIES);
         }
     }
 
@@ -1060,16 +1289,16 @@ impl TcpConn {
     fn ack_received(&mut self, endp_is_orig: bool, mut seq: u64, hist: &mut HistoryState) {
         {
             let e = if endp_is_orig { &mut self.orig } else { &mut self.resp };
-            if e.fin_seen && seq >= e.rare().fin_seq {
+            if e.fin_seen() && seq >= e.rare().fin_seq {
                 seq = e.rare().fin_seq.wrapping_sub(1);
             }
-            if seq <= e.reasm.trim {
+            if seq <= e.reasm.trim() {
                 return;
             }
             // Acknowledged up to delivered data with nothing held above a hole:
             // trim_to would find no gap and keep no range, only move the trim.
-            if seq <= e.reasm.next_deliver && !e.reasm.has_ranges() {
-                e.reasm.trim = seq;
+            if seq <= e.reasm.next_deliver() && !e.reasm.has_ranges() {
+                e.reasm.set_trim(seq);
                 self.check_eof(endp_is_orig);
                 return;
             }
@@ -1082,12 +1311,13 @@ impl TcpConn {
     fn ack_beyond_delivered(&mut self, endp_is_orig: bool, seq: u64, hist: &mut HistoryState) {
         let report = self.report_gap();
         let clean = self.orig.is_clean() && self.resp.is_clean();
-        let is_partial = self.is_partial;
+        let is_partial = self.is_partial();
         let mut missed = 0u64;
         {
             let (e, _) = self.ep(endp_is_orig);
             let mut gaps = 0u32;
-            e.reasm.trim_to(seq, is_partial, e.skip_deliveries, |n| {
+            let skip = e.skip_deliveries();
+            e.reasm.trim_to(seq, is_partial, skip, |n| {
                 if clean {
                     gaps += 1;
                 }
@@ -1099,8 +1329,10 @@ impl TcpConn {
                 let n = e.bump(|r| &mut r.gap_cnt);
                 hist.scaled(endp_is_orig, b'G', n);
             }
+            if missed != 0 {
+                e.rare_mut().missed_bytes += missed;
+            }
         }
-        self.missed_bytes += missed;
         self.check_eof(endp_is_orig);
     }
 
@@ -1111,25 +1343,25 @@ impl TcpConn {
         } else {
             (&self.resp, &self.orig)
         };
-        if e.skip_deliveries {
+        if e.skip_deliveries() {
             return false;
         }
-        let delivered = (e.start_seq as u64).wrapping_add(e.reasm.next_deliver);
-        let last = Endpoint::full(e.last_seq, e.seq_wraps);
+        let delivered = (e.start_seq as u64).wrapping_add(e.reasm.next_deliver());
+        let last = Endpoint::full(e.last_seq, e.seq_wraps());
         if last < delivered {
             return false;
         }
         if delivered != last.wrapping_sub(1) && delivered != last {
             return true;
         }
-        e.state != Reset && p.reasm.has_blocks()
+        e.state() != Reset && p.reasm.has_blocks()
     }
 
     #[inline]
     fn check_eof(&mut self, is_orig: bool) {
         let e = if is_orig { &self.orig } else { &self.resp };
         // Cheap tests first, inline: data_pending only matters once this side is closing.
-        if e.did_eof || !(e.fin_seen || e.state == Closed || e.state == Reset) {
+        if e.did_eof() || !(e.fin_seen() || e.state() == Closed || e.state() == Reset) {
             return;
         }
         self.check_eof_closing(is_orig);
@@ -1142,10 +1374,10 @@ impl TcpConn {
         }
         {
             let (e, _) = self.ep(is_orig);
-            e.did_eof = true;
-            if self.close_deferred {
-                let gen = self.deferred_gen_event;
-                self.close_deferred = false;
+            e.set_flag(DID_EOF);
+            if self.flag(C_CLOSE_DEFERRED) {
+                let gen = self.flag(C_DEFERRED_GEN_EVENT);
+                self.set(C_CLOSE_DEFERRED, false);
                 self.connection_closed(is_orig, gen);
             }
         }
@@ -1153,40 +1385,40 @@ impl TcpConn {
 
     fn connection_closed(&mut self, is_orig: bool, gen_event: bool) {
         if self.data_pending(is_orig) {
-            self.close_deferred = true;
-            if !self.deferred_gen_event {
-                self.deferred_gen_event = gen_event;
+            self.set(C_CLOSE_DEFERRED, true);
+            if !self.flag(C_DEFERRED_GEN_EVENT) {
+                self.set(C_DEFERRED_GEN_EVENT, gen_event);
             }
             return;
         }
-        self.close_deferred = false;
+        self.set(C_CLOSE_DEFERRED, false);
         let (e, p) = self.ep(is_orig);
-        if e.did_close {
+        if e.did_close() {
             return;
         }
-        e.did_close = true;
-        let close_complete = e.state == Reset || p.did_close || p.state == Inactive;
-        let interesting = e.prev_state != Inactive || p.state != Inactive;
-        let half_close_after_activity = e.prev_state != Inactive;
-        self.fx |= FX_STATE_CHANGED;
+        e.set_flag(DID_CLOSE);
+        let close_complete = e.state() == Reset || p.did_close() || p.state() == Inactive;
+        let interesting = e.prev_state() != Inactive || p.state() != Inactive;
+        let half_close_after_activity = e.prev_state() != Inactive;
+        self.fx(FX_STATE_CHANGED);
         if close_complete {
             if interesting {
-                let gen = gen_event || self.deferred_gen_event;
-                self.deferred_gen_event = false;
+                let gen = gen_event || self.flag(C_DEFERRED_GEN_EVENT);
+                self.set(C_DEFERRED_GEN_EVENT, false);
                 if gen {
-                    self.is_active = false; // ConnectionFinished
+                    self.set(C_ACTIVE, false); // ConnectionFinished
                 }
             }
-            self.fx |= FX_CLOSE_COMPLETE;
+            self.fx(FX_CLOSE_COMPLETE);
         } else if half_close_after_activity {
-            self.fx |= FX_EXPIRE_CHECK;
+            self.fx(FX_EXPIRE_CHECK);
         }
     }
 
     /// Zeek's conn_state for TCP, a pure function of the endpoint states and history.
     pub fn conn_state(&self, history: &str) -> ConnState {
-        let os = self.orig.state;
-        let rs = self.resp.state;
+        let os = self.orig.state();
+        let rs = self.resp.state();
         let o_inactive = matches!(os, Inactive | Partial);
         let r_inactive = matches!(rs, Inactive | Partial);
         if rs == Reset {
@@ -1236,31 +1468,31 @@ impl TcpConn {
     /// once it has been idle for the linger period.
     pub fn expire_condition(&self) -> bool {
         let (o, r) = (&self.orig, &self.resp);
-        if (o.did_close || r.did_close)
-            && ((o.did_close && r.did_close)
-                || o.state == Reset
-                || r.state == Reset
-                || o.state == Inactive
-                || r.state == Inactive)
+        if (o.did_close() || r.did_close())
+            && ((o.did_close() && r.did_close())
+                || o.state() == Reset
+                || r.state() == Reset
+                || o.state() == Inactive
+                || r.state() == Inactive)
         {
             return true;
         }
-        o.state == Inactive && r.state == Inactive
+        o.state() == Inactive && r.state() == Inactive
     }
 
     /// Zeek's AttemptTimer condition: a SYN that got no answer.
     pub fn attempt_condition(&self) -> bool {
-        self.is_active
-            && matches!(self.orig.state, SynSent | SynAckSent)
-            && self.resp.state == Inactive
+        self.is_active()
+            && matches!(self.orig.state(), SynSent | SynAckSent)
+            && self.resp.state() == Inactive
     }
 
     pub fn orig_size(&self) -> u64 {
-        self.orig.size(self.resp.state)
+        self.orig.size(self.resp.state())
     }
 
     pub fn resp_size(&self) -> u64 {
-        self.resp.size(self.orig.state)
+        self.resp.size(self.orig.state())
     }
 }
 
@@ -1372,13 +1604,13 @@ mod tests {
         let mut gaps = Vec::new();
         r.trim_to(401, false, false, |n| gaps.push(n));
         assert_eq!(gaps, vec![100, 100]); // [101,201) and [301,401)
-        assert_eq!(r.next_deliver, 401);
+        assert_eq!(r.next_deliver(), 401);
         assert!(!r.has_blocks());
         // Filling the hole before the ack: no gap.
         let mut r = Reassembly::new();
         r.insert(101, 201);
         r.insert(1, 101);
-        assert_eq!(r.next_deliver, 201);
+        assert_eq!(r.next_deliver(), 201);
         let mut gaps = Vec::new();
         r.trim_to(201, false, false, |n| gaps.push(n));
         assert!(gaps.is_empty());
@@ -1389,13 +1621,111 @@ mod tests {
         Segment { flags, seq, ack, window: 512, len, payload_complete: true }
     }
 
+    /// The TCP state is one cache line, and stays one in the slab (the
+    /// cold part's pointer gives `Option<TcpConn>` its niche).
+    #[test]
+    fn tcp_state_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Endpoint>(), 32);
+        assert_eq!(std::mem::size_of::<TcpConn>(), 64);
+        assert_eq!(std::mem::size_of::<Option<TcpConn>>(), 64);
+    }
+
+    /// The reassembly's 32-bit bounds pass 2^32 - 1 into the cold part
+    /// and read back whole, in both directions of the escape.
+    #[test]
+    fn reassembly_bounds_past_32_bits() {
+        let mut r = Reassembly::new();
+        let base = (1u64 << 32) - 100;
+        r.set_next_deliver(base);
+        r.set_trim(base);
+        assert!(r.rare.is_none(), "below 2^32 - 1: inline");
+        assert!(r.insert(base, base + 200)); // crosses the boundary in order
+        assert_eq!((r.next_deliver, r.next_deliver()), (WIDE, base + 200));
+        assert!(!r.insert(base + 300, base + 400)); // above a hole, past 4 GiB
+        let mut gaps = Vec::new();
+        r.trim_to(base + 500, false, false, |n| gaps.push(n));
+        assert_eq!(gaps, vec![100, 100]);
+        assert_eq!((r.trim, r.trim(), r.next_deliver()), (WIDE, base + 500, base + 500));
+        assert!(!r.has_blocks());
+        // Exactly 2^32 - 1 is the escape's marker: kept wide too.
+        r.set_trim(WIDE as u64);
+        assert_eq!((r.trim, r.trim()), (WIDE, WIDE as u64));
+        // A bound written back below the marker is inline again.
+        r.set_next_deliver(7);
+        assert_eq!((r.next_deliver, r.next_deliver()), (7, 7));
+    }
+
+    /// One connection through the whole of `process`: a handshake, then
+    /// `bytes[0]` bytes from the originator, each segment acknowledged, and
+    /// `bytes[1]` from the responder likewise; the segment at `gap_at` of
+    /// each direction is never seen (its acknowledgement is), then FINs.
+    /// Returns the connection and its history.
+    fn long_stream(bytes: [u64; 2], gap_at: [u64; 2]) -> (TcpConn, HistoryState) {
+        const L: u64 = 65_000;
+        let isn = [0xF000_0000u32, 0x8000_0000u32]; // the originator's wraps after 256 MiB
+        let (mut t, mut h) = (TcpConn::new(false), HistoryState::default());
+        t.process(true, &seg(SYN, isn[0], 0, 0), &mut h);
+        t.process(false, &seg(SYN | ACK, isn[1], isn[0].wrapping_add(1), 0), &mut h);
+        t.process(true, &seg(ACK, isn[0].wrapping_add(1), isn[1].wrapping_add(1), 0), &mut h);
+        let mut next = [isn[0].wrapping_add(1), isn[1].wrapping_add(1)];
+        for side in 0..2 {
+            let is_orig = side == 0;
+            let mut sent = 0u64;
+            while sent < bytes[side] {
+                let len = L.min(bytes[side] - sent);
+                let end = next[side].wrapping_add(len as u32);
+                if sent != gap_at[side] {
+                    t.process(is_orig, &seg(PSH | ACK, next[side], next[1 - side], len as u32), &mut h);
+                }
+                // The peer acknowledges each segment (the missed one too:
+                // only the capture lost it).
+                t.process(!is_orig, &seg(ACK, next[1 - side], end, 0), &mut h);
+                next[side] = end;
+                sent += len;
+            }
+        }
+        t.process(true, &seg(FIN | ACK, next[0], next[1], 0), &mut h);
+        t.process(false, &seg(FIN | ACK, next[1], next[0].wrapping_add(1), 0), &mut h);
+        t.process(true, &seg(ACK, next[0].wrapping_add(1), next[1].wrapping_add(1), 0), &mut h);
+        (t, h)
+    }
+
+    /// A stream past 4 GiB in each direction, with a gap past 4 GiB in
+    /// each, ends as the same exchange of a few MB does: the same history,
+    /// state and missed bytes, and sizes that are the bytes sent; the
+    /// reassembly's bounds went through the cold part ([`WIDE`]) on the way.
+    #[test]
+    fn streams_past_4_gib_each_way() {
+        const L: u64 = 65_000;
+        let small = [100 * L + 17, 80 * L + 5];
+        let (t0, h0) = long_stream(small, [50 * L, 40 * L]);
+        let big = [(5u64 << 30) + 17, (9u64 << 29) + 5]; // 5 GiB and 4.5 GiB
+        let gaps = [(4u64 << 30) / L * L + 10 * L, (4u64 << 30) / L * L + 20 * L];
+        let (t1, h1) = long_stream(big, gaps);
+        assert_eq!(h1.letters.as_str(), h0.letters.as_str());
+        assert_eq!(t1.conn_state(h1.letters.as_str()), t0.conn_state(h0.letters.as_str()));
+        assert_eq!(t0.conn_state(h0.letters.as_str()), ConnState::SF);
+        assert_eq!((t0.orig_size(), t0.resp_size()), (small[0], small[1]));
+        assert_eq!((t1.orig_size(), t1.resp_size()), (big[0], big[1]));
+        assert_eq!(t0.missed_bytes(), 2 * L);
+        assert_eq!(t1.missed_bytes(), 2 * L);
+        assert_eq!((t1.orig.seq_wraps(), t1.resp.seq_wraps()), (2, 1));
+        for (e, n) in [(&t1.orig, big[0]), (&t1.resp, big[1])] {
+            // Delivered and acknowledged to the FIN: both bounds past 4 GiB.
+            assert_eq!((e.reasm.next_deliver, e.reasm.trim), (WIDE, WIDE));
+            assert_eq!((e.reasm.next_deliver(), e.reasm.trim()), (n + 1, n + 1));
+        }
+        for e in [&t0.orig, &t0.resp] {
+            assert_ne!(e.reasm.next_deliver, WIDE);
+        }
+    }
+
     /// The cold part of an endpoint is made only by what needs it: a SYN
     /// (scan), a handshake and in-order data leave both endpoints without
     /// one; a retransmitted SYN, a FIN or a retransmission make one, and
     /// the history letters are those the counters and positions drive.
     #[test]
     fn cold_part_only_on_first_use() {
-        assert!(std::mem::size_of::<TcpConn>() <= 128);
         let (mut t, mut h) = (TcpConn::new(false), HistoryState::default());
         t.process(true, &seg(SYN, 100, 0, 0), &mut h);
         assert!(t.orig.reasm.rare.is_none() && t.resp.reasm.rare.is_none());

@@ -24,23 +24,23 @@ impl TcpConn {
     /// the peer's `ack_seq` and the contiguous reassembly range: both sides
     /// established and open, no deferred close, no data held above a hole.
     pub(crate) fn kernel_view(&self) -> Option<KernelView> {
-        if self.first_packet_seen != 3 || self.close_deferred {
+        if self.first_packet_seen() != 3 || self.flag(C_CLOSE_DEFERRED) {
             return None;
         }
         let mut data_ok = [false; 2];
         for (i, e) in [&self.orig, &self.resp].into_iter().enumerate() {
-            if e.state != Established || e.did_close || e.fin_seen {
+            if e.state() != Established || e.did_close() || e.fin_seen() {
                 return None;
             }
-            if !e.skip_deliveries {
-                let last = e.to_relative(e.last_seq, e.seq_wraps);
-                if e.reasm.has_ranges() || e.reasm.next_deliver != last {
+            if !e.skip_deliveries() {
+                let last = e.to_relative(e.last_seq, e.seq_wraps());
+                if e.reasm.has_ranges() || e.reasm.next_deliver() != last {
                     return None;
                 }
             }
             // Until the peer acknowledged data, delivered data is released
             // by size (MAX_INITIAL_WINDOW), a rule the kernel does not follow.
-            data_ok[i] = e.skip_deliveries || !e.no_data_acked();
+            data_ok[i] = e.skip_deliveries() || !e.no_data_acked();
         }
         Some(KernelView {
             next_seq: [self.orig.last_seq, self.resp.last_seq],
@@ -60,8 +60,8 @@ impl TcpConn {
             // value is never below the old one.
             if seq_delta(next_seq[i], e.last_seq) > 0 {
                 e.update_last_seq(next_seq[i]);
-                if !e.skip_deliveries {
-                    e.reasm.next_deliver = e.to_relative(e.last_seq, e.seq_wraps);
+                if !e.skip_deliveries() {
+                    e.reasm.set_next_deliver(e.to_relative(e.last_seq, e.seq_wraps()));
                 }
             }
         }
@@ -73,7 +73,7 @@ impl TcpConn {
                 continue;
             }
             p.update_ack_seq(ack);
-            let (rel_ack, underflow) = relative_seq(p.start_seq, ack, p.ack_seq, p.ack_wraps, |s, w| p.to_relative(s, w));
+            let (rel_ack, underflow) = relative_seq(p.start_seq, ack, p.ack_seq, p.ack_wraps(), |s, w| p.to_relative(s, w));
             if !underflow {
                 self.ack_received(peer_is_orig, rel_ack, hist);
             }
@@ -122,12 +122,12 @@ mod tests {
             seen.process(false, &seg(ACK, 5021, seq, 0), &mut hs);
         }
         merged.kernel_merge([seq, 5021], [5021, seq], &mut hm);
-        assert_eq!(merged.orig.size(merged.resp.state), seen.orig.size(seen.resp.state));
-        assert_eq!(merged.resp.size(merged.orig.state), seen.resp.size(seen.orig.state));
+        assert_eq!(merged.orig.size(merged.resp.state()), seen.orig.size(seen.resp.state()));
+        assert_eq!(merged.resp.size(merged.orig.state()), seen.resp.size(seen.orig.state()));
         assert_eq!(merged.orig.ack_seq, seen.orig.ack_seq);
-        assert_eq!(merged.orig.reasm.trim, seen.orig.reasm.trim);
-        assert_eq!(merged.orig.reasm.next_deliver, seen.orig.reasm.next_deliver);
-        assert_eq!(merged.missed_bytes, seen.missed_bytes);
+        assert_eq!(merged.orig.reasm.trim(), seen.orig.reasm.trim());
+        assert_eq!(merged.orig.reasm.next_deliver(), seen.orig.reasm.next_deliver());
+        assert_eq!(merged.missed_bytes(), seen.missed_bytes());
         assert_eq!(hm.letters.as_str(), hs.letters.as_str());
         // And a FIN after either closes alike.
         let fin = seg(FIN | ACK, seq, 5021, 0);
