@@ -54,8 +54,12 @@ fn l3_offset(f: Framing) -> i32 {
 }
 
 /// The refusal message of `--kernel-accounting`, printed once the capture started.
-fn kernel_refused(why: &str) -> String {
-    format!("wirelog: --kernel-accounting: the kernel refused the eBPF program ({why}); capturing without it, every packet through the ring")
+fn kernel_refused(why: &str, step3: bool) -> String {
+    if step3 {
+        format!("wirelog: --cpu-budget: the kernel refused the kernel accounting program ({why}); shedding without step 3 (kernel accounting)")
+    } else {
+        format!("wirelog: --kernel-accounting: the kernel refused the eBPF program ({why}); capturing without it, every packet through the ring")
+    }
 }
 
 pub fn run(args: CaptureArgs) -> Result<ExitCode> {
@@ -137,11 +141,15 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
 
     // --kernel-accounting: the program is loaded (while privileged) before
     // the rings, which run it as the last stage of their socket program.
-    let kernel = if args.kernel_accounting {
+    // --cpu-budget loads it too, for step 3, its stage switched off by the
+    // socket programs' flag until the load asks (not with --pcap-dir:
+    // counted packets are not kept).
+    let step3 = args.cpu_budget.is_some() && !args.kernel_accounting && args.pcap.pcap_dir.is_none();
+    let kernel = if args.kernel_accounting || step3 {
         let offsets: Vec<i32> = ifaces.iter().map(|i| l3_offset(i.framing)).collect();
         KernelAccounting::load(wirelog_probe::KERNEL_MAX_CONNECTIONS, &offsets, args.snaplen)
             .map(Some)
-            .map_err(|e| kernel_refused(&e.to_string()))
+            .map_err(|e| kernel_refused(&e.to_string(), step3))
     } else {
         Ok(None)
     };
@@ -181,8 +189,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             };
             match SocketProgram::load(&stages) {
                 Ok(p) => {
-                    if args.probe.skip_empty_tcp {
-                        p.set_flags(sockprog::FLAG_SKIP_EMPTY).context("setting the socket program's flags")?;
+                    let flags = start_flags(args.probe.skip_empty_tcp, args.kernel_accounting);
+                    if flags != 0 {
+                        p.set_flags(flags).context("setting the socket program's flags")?;
                     }
                     per_ring.push(Some(Arc::new(p)));
                 }
@@ -201,7 +210,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     }
     // Kernel accounting runs only inside the socket program.
     let kernel = match (kernel, &socket_refused) {
-        (Ok(Some(_)), Some(why)) => Err(kernel_refused(why)),
+        (Ok(Some(_)), Some(why)) => Err(kernel_refused(why, step3)),
         (k, _) => k,
     };
     let group_base = std::process::id() as u16;
@@ -250,7 +259,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     let refused = worker_rings.iter().flatten().find_map(|(r, _)| r.ebpf_refused());
     let socket_refused = socket_refused.or_else(|| refused.map(|r| format!("attaching it to a capture socket: {r}")));
     let kernel_refused = match (&kernel, refused) {
-        (Ok(Some(_)), Some(why)) => Some(kernel_refused(&format!("attaching it to a capture socket: {why}"))),
+        (Ok(Some(_)), Some(why)) => Some(kernel_refused(&format!("attaching it to a capture socket: {why}"), step3)),
         (Err(why), _) => Some(why.clone()),
         _ => None,
     };
@@ -374,9 +383,14 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         }
         if let Some(k) = &kernel {
             probe.kernel_accounting(k.clone());
+            if step3 {
+                // Step 3 starts off.
+                probe.set_kernel_accounting(false);
+            }
         }
         let budget = args.cpu_budget.map(|b| BudgetPlan {
             budget: b,
+            kernel_step: step3 && kernel.is_some(),
             all: counters.clone(),
             filters: step2.then(|| {
                 rings
@@ -404,6 +418,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             warned_down: Default::default(),
             procs: resolver.as_ref().map(|r| r.sender()),
             socket_programs,
+            sock_flags: start_flags(args.probe.skip_empty_tcp, args.kernel_accounting),
             non_ip_seen: (0, 0),
         };
         let h = std::thread::Builder::new()
@@ -428,17 +443,20 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         );
         eprintln!("{} (per worker)", crate::read::memory_line(&args.probe));
         if let Some(b) = args.cpu_budget {
-            let steps = if step2 && kernel.is_some() {
-                "parse sampling, then thinning of parsed connections, then skip-empty-tcp (kernel accounting on throughout), then kernel drops"
-            } else if step2 {
-                "parse sampling, then thinning of parsed connections, then skip-empty-tcp, then kernel drops"
-            } else if kernel.is_some() {
-                "parse sampling, then thinning of parsed connections (kernel accounting on throughout), then kernel drops"
-            } else if args.probe.skip_empty_tcp {
-                "parse sampling, then thinning of parsed connections (skip-empty-tcp on throughout), then kernel drops"
-            } else {
-                "parse sampling, then thinning of parsed connections, then kernel drops"
-            };
+            let mut steps = String::from("parse sampling, then thinning of parsed connections");
+            if step2 {
+                steps.push_str(", then skip-empty-tcp");
+            }
+            if step3 && kernel.is_some() {
+                steps.push_str(", then kernel accounting");
+            }
+            if args.probe.skip_empty_tcp {
+                steps.push_str(" (skip-empty-tcp on throughout)");
+            }
+            if args.kernel_accounting && kernel.is_some() {
+                steps.push_str(" (kernel accounting on throughout)");
+            }
+            steps.push_str(", then kernel drops");
             eprintln!("wirelog: cpu budget: {b} for the whole process, held within {}% over any 10 s; sheds {steps}", budget::BURST_NS / 100_000_000);
         }
         if records.is_some() {
@@ -560,9 +578,10 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         if let Some(k) = &kernel {
             let (pkts, bytes) = k.counted();
             eprintln!(
-                "wirelog: kernel accounting: {pkts} packets ({bytes} IP bytes) counted in the kernel, not copied through the ring; {} connections not delegated (map full); {} map calls",
+                "wirelog: kernel accounting: {pkts} packets ({bytes} IP bytes) counted in the kernel, not copied through the ring; {} connections not delegated (map full); {} map calls{}",
                 k.map_full(),
-                k.map_calls()
+                k.map_calls(),
+                if step3 { format!("; {} connections taken back when step 3 went off", k.taken_back()) } else { String::new() }
             );
         }
         if !all_socket_programs.is_empty() {
@@ -585,8 +604,10 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         if let Some(b) = args.cpu_budget {
             let cpu = budget::process_cpu_ns() as f64 / 1e9;
             let secs = started.elapsed().as_secs_f64();
+            // Step 3 unavailable is said, as in the start line.
+            let no_step3 = if step3 && kernel.is_none() { " (step 3 unavailable: the kernel refused its program)" } else { "" };
             eprintln!(
-                "wirelog: cpu budget {b}: the process used {cpu:.2} CPU-s in {secs:.1} s ({:.1}% of a core); shed: {}",
+                "wirelog: cpu budget {b}: the process used {cpu:.2} CPU-s in {secs:.1} s ({:.1}% of a core); shed: {}{no_step3}",
                 cpu / secs.max(1e-9) * 100.0,
                 snapshot().shed_text()
             );
@@ -737,6 +758,18 @@ impl TlsStart {
 }
 
 /// What a worker reports when it ends.
+/// The socket programs' flags at start: the stages on throughout.
+fn start_flags(skip_empty_tcp: bool, kernel_accounting: bool) -> u32 {
+    let mut f = 0;
+    if skip_empty_tcp {
+        f |= sockprog::FLAG_SKIP_EMPTY;
+    }
+    if kernel_accounting {
+        f |= sockprog::FLAG_KERNEL_ACCOUNTING;
+    }
+    f
+}
+
 struct WorkerEnd {
     decoded: u64,
     bad_checksums: u64,
@@ -752,6 +785,9 @@ struct BudgetPlan {
     /// Per ring: its own filter and the skip-empty-TCP one (step 2);
     /// `None`: step 2 is not available.
     filters: Option<Vec<(bpf::Program, bpf::Program)>>,
+    /// Step 3 is available: the kernel accounting program is loaded, its
+    /// stage in every socket program, switched off.
+    kernel_step: bool,
 }
 
 /// A worker's governor at work (built on the worker's thread: it reads
@@ -776,8 +812,12 @@ impl Governed {
     fn new(plan: BudgetPlan) -> Governed {
         let share = budget::worker_share(plan.budget, plan.all.len(), 0.0);
         let (wall, cpu) = (budget::mono_ns(), budget::thread_cpu_ns());
+        let mut gov = Governor::new(share, plan.filters.is_some(), wall, cpu);
+        if plan.kernel_step {
+            gov.allow_kernel_accounting();
+        }
         Governed {
-            gov: Governor::new(share, plan.filters.is_some(), wall, cpu),
+            gov,
             plan,
             pause_ns: 0,
             share_at: wall,
@@ -827,6 +867,8 @@ struct Worker {
     procs: Option<ConnSender>,
     /// Per ring: its socket program, when the socket took it.
     socket_programs: Vec<Option<Arc<SocketProgram>>>,
+    /// The socket programs' flags now (`sockprog::FLAG_*`).
+    sock_flags: u32,
     /// Non-IP packets and bytes the socket programs counted, as last read.
     non_ip_seen: (u64, u64),
 }
@@ -987,6 +1029,7 @@ impl Worker {
             parsing: a.parsing,
             transactions: a.transactions,
             stoppable: a.parsing_by.iter().map(|n| n.saturating_sub(wirelog_track::THIN_FLOOR)).sum(),
+            tcp_open: self.probe.tracker().tcp_states() as u64,
         };
         if let Some(change) = g.gov.control(wall, cpu, work) {
             if change.to.sample != change.from.sample {
@@ -998,6 +1041,9 @@ impl Worker {
             if change.to.skip_empty_tcp != change.from.skip_empty_tcp {
                 self.swap_filters(g, change.to.skip_empty_tcp);
             }
+            if change.to.kernel_accounting != change.from.kernel_accounting {
+                self.switch_kernel_accounting(g, change.to.kernel_accounting);
+            }
         }
         let c = &self.counters;
         c.sample_n.store(g.gov.shed().sample as u64, Relaxed);
@@ -1005,6 +1051,7 @@ impl Worker {
         c.thin_k.store(g.gov.shed().thin as u64, Relaxed);
         c.shed_thinning_ns.store(g.gov.thinning_ns, Relaxed);
         c.shed_skip_empty_ns.store(g.gov.skip_empty_ns, Relaxed);
+        c.shed_kernel_ns.store(g.gov.kernel_ns, Relaxed);
         c.shed_paused_ns.store(g.gov.paused_ns, Relaxed);
         c.shed_pauses.store(g.gov.pauses, Relaxed);
     }
@@ -1015,25 +1062,59 @@ impl Worker {
         let Some(filters) = g.plan.filters.as_ref() else { return };
         for (((ring, pos), (normal, skipping)), prog) in self.rings.iter().zip(filters).zip(&self.socket_programs) {
             // A socket program has the stage: its flag, not a new filter.
+            let flags = if skip { self.sock_flags | sockprog::FLAG_SKIP_EMPTY } else { self.sock_flags & !sockprog::FLAG_SKIP_EMPTY };
             let done = match prog {
-                Some(p) => p.set_flags(if skip { sockprog::FLAG_SKIP_EMPTY } else { 0 }).map_err(|e| format!("setting the socket program's flag: {e}")),
+                Some(p) => p.set_flags(flags).map_err(|e| format!("setting the socket program's flag: {e}")),
                 None => ring.swap_filter(if skip { skipping } else { normal }).map_err(|e| e.to_string()),
             };
             if let Err(e) = done {
                 eprintln!("wirelog: --cpu-budget: interface {}: {e}; not dropping empty TCP segments in the kernel", self.iface_names[*pos]);
                 for (((ring, _), (normal, _)), prog) in self.rings.iter().zip(filters).zip(&self.socket_programs) {
                     match prog {
-                        Some(p) => drop(p.set_flags(0)),
+                        Some(p) => drop(p.set_flags(self.sock_flags & !sockprog::FLAG_SKIP_EMPTY)),
                         None => drop(ring.swap_filter(normal)),
                     }
                 }
+                self.sock_flags &= !sockprog::FLAG_SKIP_EMPTY;
                 g.plan.filters = None;
                 g.gov.forbid_skip_empty();
                 self.probe.set_empty_tcp_skipped(false, now_ns());
                 return;
             }
         }
+        self.sock_flags = if skip { self.sock_flags | sockprog::FLAG_SKIP_EMPTY } else { self.sock_flags & !sockprog::FLAG_SKIP_EMPTY };
         self.probe.set_empty_tcp_skipped(skip, now_ns());
+    }
+
+    /// Step 3 on or off: the accounting stage of every socket program of
+    /// this worker (a map write each), and the tracker delegating
+    /// connections or taking them back. Off, the stage stops first, so the
+    /// kernel counts nothing once the tracker takes connections back; on,
+    /// it starts first, so that no entry is written with the stage off. A
+    /// socket program that refuses the write is said once, and step 3 is
+    /// not used again.
+    fn switch_kernel_accounting(&mut self, g: &mut Governed, on: bool) {
+        if !on {
+            self.sock_flags &= !sockprog::FLAG_KERNEL_ACCOUNTING;
+        } else {
+            self.sock_flags |= sockprog::FLAG_KERNEL_ACCOUNTING;
+        }
+        for (prog, (_, pos)) in self.socket_programs.iter().zip(&self.rings) {
+            // Every ring of a worker with the step has its socket program
+            // (kernel accounting runs only inside it).
+            let Some(p) = prog else { continue };
+            if let Err(e) = p.set_flags(self.sock_flags) {
+                eprintln!("wirelog: --cpu-budget: interface {}: setting the socket program's flag: {e}; not counting connections in the kernel", self.iface_names[*pos]);
+                self.sock_flags &= !sockprog::FLAG_KERNEL_ACCOUNTING;
+                for p in self.socket_programs.iter().flatten() {
+                    let _ = p.set_flags(self.sock_flags);
+                }
+                g.gov.forbid_kernel_accounting();
+                self.probe.set_kernel_accounting(false);
+                return;
+            }
+        }
+        self.probe.set_kernel_accounting(on);
     }
 
     /// A socket error: the interface went down (go on: capture resumes when

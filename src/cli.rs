@@ -1128,8 +1128,9 @@ pub struct CaptureArgs {
     /// shed work in this order, each step undone when load falls: (1) parse
     /// 1 in N new connections (N adapting, up to 64; their transactions carry
     /// `sample_weight` N); (2) drop empty TCP segments in the kernel (the
-    /// --skip-empty-tcp stage of the socket program, switched on);
-    /// (4) leave packets to the kernel, which drops what the ring cannot
+    /// --skip-empty-tcp stage of the socket program, switched on); (3) count
+    /// established TCP connections in the kernel (--kernel-accounting's
+    /// program, loaded at start and switched on); (4) leave packets to the kernel, which drops what the ring cannot
     /// hold. Held within 5% over any 10 s (README: "CPU budget"). Default:
     /// no budget.
     #[arg(long, value_name = "P", value_parser = parse_cpu_budget, help_heading = "Capture")]

@@ -827,6 +827,12 @@ fn kernel_accounting_keeps_every_record() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Packets counted in the kernel (kernel accounting's summary line; 0
+/// without one).
+fn counted_in_kernel(stderr: &str) -> u64 {
+    stderr.lines().find_map(|l| l.strip_prefix("wirelog: kernel accounting: ")).map_or(0, |l| l.split(' ').next().unwrap().parse().unwrap())
+}
+
 /// No packet was dropped by the ring.
 fn stats_clean(stderr: &str) -> bool {
     last_stats(stderr).contains(" 0 dropped")
@@ -932,16 +938,18 @@ fn cpu_budget_holds_on_a_sysbench_replay() {
     let shed = err.lines().find(|l| l.starts_with(&format!("wirelog: cpu budget {arg} of a core: "))).unwrap_or_else(|| panic!("no shed line: {err}"));
     eprintln!("{shed}");
     assert!(shed.contains("(1b) parsed connections thinned "), "step 1b not said: {shed}");
-    // Every packet sent is accounted for.
+    // Every packet sent is accounted for (step 3's counted in the kernel
+    // are in neither the ring's nor the kernel's counts).
     let taken = packets_of(&err);
     let (passed, dropped) = kernel_counts(&err);
     assert_eq!(passed, taken + dropped, "{err}");
-    let filtered = sent_n - passed;
+    let counted = counted_in_kernel(&err);
+    let filtered = sent_n - passed - counted;
     let step2_on = !shed.contains("(2) skip-empty-tcp 0.0 s");
     let empties = if step2_on { empty_tcp_segments(&pcap) * 3 } else { 0 };
-    eprintln!("sent {sent_n}: {taken} taken, {dropped} dropped by the kernel, {filtered} empty TCP segments filtered (of {empties} sent)");
+    eprintln!("sent {sent_n}: {taken} taken, {dropped} dropped by the kernel, {counted} counted in the kernel (step 3), {filtered} empty TCP segments filtered (of {empties} sent)");
     assert!(filtered <= empties, "{filtered} packets missing beyond the kernel's drops, only {empties} empty TCP segments sent\n{err}");
-    assert!(dropped > 0 || filtered > 0, "nothing was shed at {arg}?\n{err}");
+    assert!(dropped > 0 || filtered > 0 || counted > 0, "nothing was shed at {arg}?\n{err}");
     // Step 1b's floor: the last MySQL connection is never stopped, so
     // the weights rest on at least one (the replay's four are alike).
     let stopped: u64 = shed.find(" connections no longer parsed").map_or(0, |i| shed[..i].rsplit(['(', ' ']).next().unwrap().parse().unwrap());
@@ -1338,6 +1346,131 @@ fn tagged_non_ip_frames_are_counted_in_the_kernel() {
         assert!(stats_clean(&kernel) && stats_clean(&user), "{kernel}\n{user}");
         assert_same(&format!("rxvlan {mode}, non-IP in the kernel"), &conns, &file, COMPARED);
         assert_same(&format!("rxvlan {mode}, -f"), &user_conns, &file, COMPARED);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Long TCP connections for `--cpu-budget` step 3: four conversations
+/// (unparsed ports) that send data both ways, every segment carrying
+/// payload (none is an empty segment step 2 would drop: the totals stay
+/// exact whichever steps are on), in two captures to replay one after the
+/// other: the handshakes and 12,500 exchanges per conversation (100,000
+/// packets), then as many again and the FINs.
+fn long_tcp_pcaps() -> [Vec<u8>; 2] {
+    let (c, s) = ([10, 78, 0, 1], [10, 78, 0, 2]);
+    let t0 = 1_700_000_000_000_000;
+    let mut convs: Vec<Conv> = (0..4u16).map(|i| Conv::open((c, 41_000 + i), (s, 6000 + i), t0 + i as u64 * 10)).collect();
+    let mut out = [Vec::new(), Vec::new()];
+    for (phase, pcap) in out.iter_mut().enumerate() {
+        for v in convs.iter_mut() {
+            // (The first capture starts with the handshakes Conv::open wrote.)
+            for _ in 0..12_500 {
+                v.seg(true, PSH_ACK, 400, 65535);
+                v.seg(false, PSH_ACK, 100, 65535);
+                v.t_us += 100;
+            }
+            if phase == 1 {
+                v.seg(false, FIN | ACK, 0, 65535);
+                v.seg(true, FIN | ACK, 0, 65535);
+            }
+        }
+        let mut segs: Vec<&common::TcpSeg> = convs.iter().flat_map(|v| &v.segs).collect();
+        segs.sort_by_key(|s| s.t_us);
+        let segs: Vec<common::TcpSeg> = segs.into_iter().map(|s| common::TcpSeg { payload: s.payload.clone(), ..*s }).collect();
+        *pcap = common::tcp_pcap(&segs);
+        for v in convs.iter_mut() {
+            v.segs.clear();
+        }
+    }
+    out
+}
+
+/// Issue 35 step 3: kernel accounting as a live step. Long bulk TCP
+/// connections (no parsing: steps 1 and 1b save nothing) replayed at 10 k
+/// packets/s with a budget below their cost (0.2% of a core: the worker's
+/// share is what the other threads leave, at least 0.05%, and it needs
+/// about 0.15% at that rate; at top speed its ring backlog grew for
+/// seconds, and entries written from a state that far behind count
+/// nothing, BENCHMARKS.md): the governor goes to step 2, then
+/// step 3 (the kernel counts the established connections); in the quiet 5 s
+/// that follow it takes step 3 back and the tracker takes the delegated
+/// connections back; the second replay brings it on again, and the FINs end
+/// the connections. The conn records equal `wirelog read`'s of the same
+/// packets, field for field but for times and uids (nothing counted twice
+/// or lost on the way to the kernel and back), and flows.log's totals equal
+/// conn.log's. The ring holds both replays, so the budget's pauses delay
+/// packets rather than drop them; should the kernel drop some anyway (a
+/// starved machine), packet totals must be short by exactly its drops. The
+/// summary says how long step 3 was on and how many connections were
+/// taken back.
+#[test]
+fn cpu_budget_step3_counts_connections_in_the_kernel_and_gives_them_back() {
+    let Some(ns) = netns() else { return };
+    let dir = tmp("step3");
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcaps = [dir.join("long1.pcap"), dir.join("long2.pcap")];
+    for (p, b) in pcaps.iter().zip(long_tcp_pcaps()) {
+        std::fs::write(p, b).unwrap();
+    }
+    let truth = {
+        let logs = dir.join("read-logs");
+        let out = Command::new(BIN).args(["read", "-C", "--quiet", "--no-store", "--no-parse", "--logs"]).arg(&logs).args(&pcaps).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        rows(&logs.join("conn.log"))
+    };
+    assert_eq!(truth.len(), 4);
+    assert!(truth.iter().all(|r| r["history"].starts_with("Sh")), "{truth:?}");
+    let mib = |r: String| r.trim_end_matches('M').parse::<u64>().unwrap();
+    let ring = format!("{}M", mib(ring_for_replay(&pcaps[0], 1)) + mib(ring_for_replay(&pcaps[1], 1)));
+    let cap = Capture::start(&ns, &dir, &["--no-parse", "--ring-size", &ring, "--cpu-budget", "0.2%"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let (cpu0, _) = cpu_and_wakeups(cap.pid());
+    let t0 = Instant::now();
+    for (i, p) in pcaps.iter().enumerate() {
+        if i > 0 {
+            // Quiet: calm periods, step 3 goes off with connections delegated.
+            std::thread::sleep(Duration::from_secs(5));
+        }
+        let out = Command::new("ip").args(["netns", "exec", &ns.b, "tcpreplay", "--pps", "10000", "-q", "-i", &ns.vb]).arg(p).output().expect("run tcpreplay");
+        assert!(out.status.success(), "tcpreplay: {}", String::from_utf8_lossy(&out.stderr));
+        eprintln!("replay {i} done at {:.1} s", t0.elapsed().as_secs_f64());
+    }
+    // The worker works through what the ring holds.
+    std::thread::sleep(Duration::from_secs(3));
+    let (cpu1, _) = cpu_and_wakeups(cap.pid());
+    let (cpu, wall) = ((cpu1 - cpu0) as f64 / 1e9, t0.elapsed().as_secs_f64());
+    // Said, not asserted: at 0.2% the other threads' own use is most of
+    // the budget (BENCHMARKS.md, "Step 3 as a live step").
+    eprintln!("capture CPU {cpu:.3} s over {wall:.1} s ({:.2}% of a core; the budget's bound {:.3} s)", cpu / wall * 100.0, 0.002 * (wall + 0.5) + 0.005);
+    let logs = cap.dir.join("logs");
+    let err = cap.stop();
+    let start = err.lines().find(|l| l.starts_with("wirelog: cpu budget: ")).unwrap_or_else(|| panic!("no start line: {err}"));
+    assert!(start.contains("then skip-empty-tcp, then kernel accounting, then kernel drops"), "{start}");
+    let shed = err.lines().find(|l| l.starts_with("wirelog: cpu budget 0.2% of a core: ")).unwrap_or_else(|| panic!("no shed line: {err}"));
+    let kline = err.lines().find(|l| l.starts_with("wirelog: kernel accounting: ")).unwrap_or_else(|| panic!("no kernel accounting line: {err}"));
+    eprintln!("{err}");
+    let step3_s: f64 = shed[shed.find("(3) kernel accounting ").unwrap() + "(3) kernel accounting ".len()..].split(' ').next().unwrap().parse().unwrap();
+    assert!(step3_s > 0.0, "step 3 never on: {shed}");
+    let counted = counted_in_kernel(&err);
+    let taken_back: u64 = kline[..kline.find(" connections taken back").expect("taken back")].rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(counted > 1000, "{kline}");
+    assert!(taken_back > 0, "step 3 never went off with connections delegated: {shed}\n{kline}");
+    // Every packet either crossed the ring or was counted in the kernel
+    // (or the kernel dropped it, counted).
+    let (taken, (_, dropped)) = (packets_of(&err), kernel_counts(&err));
+    let live = rows(&logs.join("conn.log"));
+    let flows = rows(&logs.join("flows.log"));
+    let n = |r: &BTreeMap<String, String>, k: &str| -> u64 { r[k].parse().unwrap() };
+    let sum = |rs: &[BTreeMap<String, String>], ks: &[&str]| -> u64 { rs.iter().map(|r| ks.iter().map(|k| n(r, k)).sum::<u64>()).sum() };
+    let sent: u64 = sum(&truth, &["orig_pkts", "resp_pkts"]);
+    let conn_pkts = sum(&live, &["orig_pkts", "resp_pkts"]);
+    eprintln!("sent {sent}: {taken} through the ring, {counted} counted in the kernel, {dropped} dropped by the kernel; conn.log {conn_pkts} packets; {taken_back} connections taken back; step 3 on {step3_s} s");
+    assert_eq!(taken + counted + dropped, sent, "{err}");
+    assert_eq!(conn_pkts + dropped, sent, "{err}");
+    assert_eq!(sum(&flows, &["pkts_out", "pkts_in"]), conn_pkts, "flows.log vs conn.log packets");
+    assert_eq!(sum(&flows, &["bytes_out", "bytes_in"]), sum(&live, &["orig_ip_bytes", "resp_ip_bytes"]), "flows.log vs conn.log bytes");
+    if dropped == 0 {
+        assert_same("conn.log with step 3 on and off", &live, &truth, COMPARED);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -23,7 +23,12 @@
 //!   (2) drop empty TCP segments in the kernel (the socket program's
 //!   skip-empty stage switched on by a map flag, `crate::sockprog`; where
 //!   the kernel refused that program, `--skip-empty-tcp`'s classic filter
-//!   swapped onto the sockets); then only the backstop is left.
+//!   swapped onto the sockets); (3) kernel accounting of established TCP
+//!   connections (`--kernel-accounting`'s program, loaded at start and
+//!   switched by a map flag of the socket program, `crate::sockprog`: the
+//!   tracker delegates connections while it is on and takes them back
+//!   when it goes off, `wirelog_track::Tracker::set_kernel_accounting`),
+//!   while connections are open; then only the backstop is left.
 //!
 //! **Step 1b's pace.** What the budget needs is that parsing costs less;
 //! what an estimate needs is connections still parsed, each standing for
@@ -178,10 +183,12 @@ pub struct Shed {
     pub thin: u32,
     /// Step 2: empty TCP segments are dropped in the kernel.
     pub skip_empty_tcp: bool,
+    /// Step 3: established TCP connections are counted in the kernel.
+    pub kernel_accounting: bool,
 }
 
 impl Shed {
-    pub const NONE: Shed = Shed { sample: 1, thin: 1, skip_empty_tcp: false };
+    pub const NONE: Shed = Shed { sample: 1, thin: 1, skip_empty_tcp: false, kernel_accounting: false };
 }
 
 /// What the worker's probe did so far (running totals, or a gauge), which
@@ -200,6 +207,9 @@ pub struct Work {
     /// connections step 1b could still stop, `parsing_by` less
     /// `wirelog_track::THIN_FLOOR` per protocol).
     pub stoppable: u64,
+    /// TCP connections open now (a gauge): step 3 helps only while there
+    /// are some for the kernel to count.
+    pub tcp_open: u64,
 }
 
 /// What the worker must change after a control period.
@@ -231,10 +241,14 @@ pub struct Governor {
     /// Whether step 2 may be used (not with a kernel program of its own, or
     /// when the user asked for --skip-empty-tcp already).
     skip_empty_available: bool,
+    /// Whether step 3 may be used (the kernel accounting program loaded,
+    /// and not on throughout with `--kernel-accounting`).
+    kernel_available: bool,
     /// Time (wall ns) each step was active, and paused.
     pub sampling_ns: u64,
     pub thinning_ns: u64,
     pub skip_empty_ns: u64,
+    pub kernel_ns: u64,
     pub paused_ns: u64,
     pub pauses: u64,
     /// The largest N used.
@@ -260,9 +274,11 @@ impl Governor {
             thin_age: THIN_SETTLE_PERIODS,
             shed: Shed::NONE,
             skip_empty_available,
+            kernel_available: false,
             sampling_ns: 0,
             thinning_ns: 0,
             skip_empty_ns: 0,
+            kernel_ns: 0,
             paused_ns: 0,
             pauses: 0,
             max_sample: 1,
@@ -285,6 +301,19 @@ impl Governor {
     pub fn forbid_skip_empty(&mut self) {
         self.skip_empty_available = false;
         self.shed.skip_empty_tcp = false;
+    }
+
+    /// Step 3 may be used (the kernel accounting program is loaded and
+    /// switched off).
+    pub fn allow_kernel_accounting(&mut self) {
+        self.kernel_available = true;
+    }
+
+    /// Step 3 cannot be used (a socket refused the flag): turned off if
+    /// on, never taken again.
+    pub fn forbid_kernel_accounting(&mut self) {
+        self.kernel_available = false;
+        self.shed.kernel_accounting = false;
     }
 
     pub fn shed(&self) -> Shed {
@@ -333,6 +362,9 @@ impl Governor {
         if self.shed.skip_empty_tcp {
             self.skip_empty_ns += elapsed as u64;
         }
+        if self.shed.kernel_accounting {
+            self.kernel_ns += elapsed as u64;
+        }
         let paused = std::mem::take(&mut self.paused_in_period);
         let new_conns = work.found > self.period_work.found;
         let parsing = work.stoppable > 0 && work.transactions > self.period_work.transactions;
@@ -353,6 +385,8 @@ impl Governor {
                 self.thin_age = 0;
             } else if self.skip_empty_available && !self.shed.skip_empty_tcp {
                 self.shed.skip_empty_tcp = true;
+            } else if self.kernel_available && !self.shed.kernel_accounting && work.tcp_open > 0 {
+                self.shed.kernel_accounting = true;
             }
         } else if ratio < LOW {
             // A worker asleep on an idle link calls rarely: every period
@@ -360,7 +394,9 @@ impl Governor {
             self.calm += (elapsed / CONTROL_NS).max(1) as u32;
             if self.calm >= CALM_PERIODS {
                 self.calm = 0;
-                if self.shed.skip_empty_tcp {
+                if self.shed.kernel_accounting {
+                    self.shed.kernel_accounting = false;
+                } else if self.shed.skip_empty_tcp {
                     self.shed.skip_empty_tcp = false;
                 } else if self.shed.thin > 1 {
                     self.shed.thin /= 2;
@@ -442,7 +478,7 @@ mod tests {
         assert!((c as f64 / w as f64 - share).abs() < share * 0.02, "{}", c as f64 / w as f64);
         assert!(g.paused_ns > 0 && g.pauses > 0);
         // Always over: the governor went all the way along the order.
-        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, thin: 1, skip_empty_tcp: true });
+        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, thin: 1, skip_empty_tcp: true, kernel_accounting: false });
         assert_eq!(g.max_sample, MAX_SAMPLE);
     }
 
@@ -460,18 +496,18 @@ mod tests {
         };
         assert_eq!(period(&mut g, 0.7), None, "between LOW and HIGH: nothing moves");
         let c = period(&mut g, 0.95).unwrap();
-        assert_eq!((c.from, c.to), (Shed::NONE, Shed { sample: 2, thin: 1, skip_empty_tcp: false }));
+        assert_eq!((c.from, c.to), (Shed::NONE, Shed { sample: 2, thin: 1, skip_empty_tcp: false, kernel_accounting: false }));
         for _ in 0..5 {
             period(&mut g, 0.95);
         }
-        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, thin: 1, skip_empty_tcp: false });
+        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, thin: 1, skip_empty_tcp: false, kernel_accounting: false });
         period(&mut g, 0.95);
         assert!(g.shed().skip_empty_tcp);
         // Calm: nothing for CALM_PERIODS - 1 periods, then step 2 goes first.
         for _ in 0..CALM_PERIODS - 1 {
             assert_eq!(period(&mut g, 0.2), None);
         }
-        assert_eq!(period(&mut g, 0.2).unwrap().to, Shed { sample: MAX_SAMPLE, thin: 1, skip_empty_tcp: false });
+        assert_eq!(period(&mut g, 0.2).unwrap().to, Shed { sample: MAX_SAMPLE, thin: 1, skip_empty_tcp: false, kernel_accounting: false });
         // A busy period in between restarts the wait.
         for _ in 0..CALM_PERIODS - 1 {
             period(&mut g, 0.2);
@@ -493,7 +529,7 @@ mod tests {
             cpu += CONTROL_NS;
             g.control(wall, cpu, found(wall as u64));
         }
-        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, thin: 1, skip_empty_tcp: false });
+        assert_eq!(g.shed(), Shed { sample: MAX_SAMPLE, thin: 1, skip_empty_tcp: false, kernel_accounting: false });
     }
 
     /// Over budget with no new connection coming (a few long ones):
@@ -508,12 +544,12 @@ mod tests {
             cpu += CONTROL_NS;
             g.control(wall, cpu, found(5));
         }
-        assert_eq!(g.shed(), Shed { sample: 2, thin: 1, skip_empty_tcp: true });
+        assert_eq!(g.shed(), Shed { sample: 2, thin: 1, skip_empty_tcp: true, kernel_accounting: false });
         // Connections come again: sampling goes on.
         wall += CONTROL_NS;
         cpu += CONTROL_NS;
         g.control(wall, cpu, found(9));
-        assert_eq!(g.shed(), Shed { sample: 4, thin: 1, skip_empty_tcp: true });
+        assert_eq!(g.shed(), Shed { sample: 4, thin: 1, skip_empty_tcp: true, kernel_accounting: false });
     }
 
     /// Over budget with a few busy connections found before the first
@@ -530,12 +566,12 @@ mod tests {
             wall += CONTROL_NS;
             cpu += (CONTROL_NS as f64 * 0.1 * load) as i64;
             tx += more_tx;
-            g.control(wall, cpu, Work { found: 4, parsing: stoppable + 1, transactions: tx, stoppable })
+            g.control(wall, cpu, Work { found: 4, parsing: stoppable + 1, transactions: tx, stoppable, tcp_open: 0 })
         };
         // The first period sees the four connections come: sampling.
-        assert_eq!(period(&mut g, 2.0, 3, 100).unwrap().to, Shed { sample: 2, thin: 1, skip_empty_tcp: false });
+        assert_eq!(period(&mut g, 2.0, 3, 100).unwrap().to, Shed { sample: 2, thin: 1, skip_empty_tcp: false, kernel_accounting: false });
         let c = period(&mut g, 2.0, 3, 100).unwrap();
-        assert_eq!(c.to, Shed { sample: 2, thin: 2, skip_empty_tcp: false }, "no new connection: thinning");
+        assert_eq!(c.to, Shed { sample: 2, thin: 2, skip_empty_tcp: false, kernel_accounting: false }, "no new connection: thinning");
         // Still over while what the draws saved is measured: nothing moves.
         for _ in 1..THIN_SETTLE_PERIODS {
             assert_eq!(period(&mut g, 2.0, 2, 50), None);
@@ -546,19 +582,19 @@ mod tests {
         for _ in 1..THIN_SETTLE_PERIODS {
             assert_eq!(period(&mut g, 2.0, 0, 50), None);
         }
-        assert_eq!(period(&mut g, 2.0, 0, 50).unwrap().to, Shed { sample: 2, thin: 4, skip_empty_tcp: true });
+        assert_eq!(period(&mut g, 2.0, 0, 50).unwrap().to, Shed { sample: 2, thin: 4, skip_empty_tcp: true, kernel_accounting: false });
         assert_eq!(period(&mut g, 2.0, 0, 50), None, "nothing left but the backstop");
         // Parsed connections above the floor that make no transactions
         // (idle): thinning them would save nothing.
         let mut idle = Governor::new(0.1, true, 0, 0);
-        idle.control(CONTROL_NS, CONTROL_NS, Work { found: 4, parsing: 4, transactions: 0, stoppable: 3 });
-        idle.control(2 * CONTROL_NS, 2 * CONTROL_NS, Work { found: 4, parsing: 4, transactions: 0, stoppable: 3 });
-        assert_eq!(idle.shed(), Shed { sample: 2, thin: 1, skip_empty_tcp: true });
+        idle.control(CONTROL_NS, CONTROL_NS, Work { found: 4, parsing: 4, transactions: 0, stoppable: 3, tcp_open: 0 });
+        idle.control(2 * CONTROL_NS, 2 * CONTROL_NS, Work { found: 4, parsing: 4, transactions: 0, stoppable: 3, tcp_open: 0 });
+        assert_eq!(idle.shed(), Shed { sample: 2, thin: 1, skip_empty_tcp: true, kernel_accounting: false });
         assert_eq!(g.max_thin, 4);
         for _ in 0..CALM_PERIODS {
             period(&mut g, 0.2, 0, 1);
         }
-        assert_eq!(g.shed(), Shed { sample: 2, thin: 4, skip_empty_tcp: false }, "step 2 back first");
+        assert_eq!(g.shed(), Shed { sample: 2, thin: 4, skip_empty_tcp: false, kernel_accounting: false }, "step 2 back first");
         for _ in 0..CALM_PERIODS {
             period(&mut g, 0.2, 0, 1);
         }
@@ -621,7 +657,7 @@ mod tests {
                 g.charge(wall, cpu);
             }
             let stoppable = parsed.iter().map(|p| p.saturating_sub(FLOOR) as u64).sum();
-            let work = Work { found: 9, parsing: n as u64, transactions: tx, stoppable };
+            let work = Work { found: 9, parsing: n as u64, transactions: tx, stoppable, tcp_open: 0 };
             g.control(wall, cpu, work);
             samples.push((wall, cpu, g.paused_ns));
             assert!(parsed.iter().all(|p| *p >= FLOOR), "{parsed:?}");
@@ -647,6 +683,64 @@ mod tests {
             assert!(w[1] - w[0] >= THIN_SETTLE_PERIODS as i64 * CONTROL_NS, "{k_changes:?}");
         }
         assert!(k_changes.len() >= 2, "{k_changes:?}");
+    }
+
+    /// Step 3 comes after step 2, one period later, while TCP connections
+    /// are open, and goes back first after a calm spell (the same
+    /// hysteresis); on and off again as the load comes and goes.
+    #[test]
+    fn kernel_accounting_is_step_three_and_goes_back_first() {
+        let share = 0.1;
+        let mut g = Governor::new(share, true, 0, 0);
+        g.allow_kernel_accounting();
+        let (mut wall, mut cpu) = (0i64, 0i64);
+        // A few long connections, none parsed (`--no-parse`): step 1 and 1b
+        // would save nothing.
+        let mut period = |g: &mut Governor, load: f64, tcp_open: u64| {
+            wall += CONTROL_NS;
+            cpu += (CONTROL_NS as f64 * share * load) as i64;
+            g.control(wall, cpu, Work { found: 0, parsing: 0, transactions: 0, stoppable: 0, tcp_open })
+        };
+        let step2 = Shed { skip_empty_tcp: true, ..Shed::NONE };
+        let step3 = Shed { kernel_accounting: true, ..step2 };
+        assert_eq!(period(&mut g, 2.0, 3).unwrap().to, step2);
+        assert_eq!(period(&mut g, 2.0, 3).unwrap().to, step3);
+        assert_eq!(period(&mut g, 2.0, 3), None, "nothing left but the backstop");
+        // Calm: step 3 goes back first, after CALM_PERIODS.
+        for _ in 0..CALM_PERIODS - 1 {
+            assert_eq!(period(&mut g, 0.2, 3), None);
+        }
+        assert_eq!(period(&mut g, 0.2, 3).unwrap(), Change { from: step3, to: step2 });
+        // Over again: back on at once (step 2 still is).
+        assert_eq!(period(&mut g, 2.0, 3).unwrap().to, step3);
+        for _ in 0..2 * CALM_PERIODS {
+            period(&mut g, 0.2, 3);
+        }
+        assert_eq!(g.shed(), Shed::NONE, "step 3, then step 2");
+        // On for the busy period and the calm spell, then for the second spell.
+        assert_eq!(g.kernel_ns, (1 + 2 * CALM_PERIODS as u64) * CONTROL_NS as u64);
+        // No TCP connection open: the kernel would count nothing.
+        let mut none = Governor::new(share, true, 0, 0);
+        none.allow_kernel_accounting();
+        for i in 1..10 {
+            none.control(i * CONTROL_NS, i * CONTROL_NS, Work::default());
+        }
+        assert_eq!(none.shed(), step2);
+        // Without step 2 (refused), step 3 comes right after step 1b.
+        let mut no2 = Governor::new(share, false, 0, 0);
+        no2.allow_kernel_accounting();
+        no2.control(CONTROL_NS, CONTROL_NS, Work { tcp_open: 1, ..Work::default() });
+        assert_eq!(no2.shed(), Shed { kernel_accounting: true, ..Shed::NONE });
+        // Not loaded (the default): never.
+        let mut no3 = Governor::new(share, true, 0, 0);
+        for i in 1..10 {
+            no3.control(i * CONTROL_NS, i * CONTROL_NS, Work { tcp_open: 1, ..Work::default() });
+        }
+        assert_eq!(no3.shed(), step2);
+        // Refused on the way: off, and never again.
+        no2.forbid_kernel_accounting();
+        no2.control(2 * CONTROL_NS, 2 * CONTROL_NS, Work { tcp_open: 1, ..Work::default() });
+        assert_eq!(no2.shed(), Shed::NONE);
     }
 
     #[test]

@@ -21,8 +21,11 @@
 //!    `--cpu-budget` step 2 sets and clears it (a map write, not a program
 //!    swap).
 //! 4. A tail the caller gives (the kernel accounting lookup of
-//!    `--kernel-accounting`), which returns itself; without one, the
-//!    packet is kept, cut to what `-f` returned (the snap length).
+//!    `--kernel-accounting`), which returns itself, run while the flags map
+//!    says so ([`FLAG_KERNEL_ACCOUNTING`]): `--kernel-accounting` sets it at
+//!    start, `--cpu-budget` step 3 sets and clears it. Without one, or with
+//!    the flag clear, the packet is kept, cut to what `-f` returned (the
+//!    snap length).
 //!
 //! The stages expect the socket buffer in `r6` and leave nothing else
 //! between them: each translated block uses the stack and `r0`-`r5`,
@@ -37,6 +40,9 @@ use crate::Framing;
 /// Flags map bit: run the skip-empty-TCP stage.
 pub const FLAG_SKIP_EMPTY: u32 = 1;
 
+/// Flags map bit: run the tail (kernel accounting).
+pub const FLAG_KERNEL_ACCOUNTING: u32 = 2;
+
 /// What one socket's program is made of.
 pub struct Stages<'a> {
     pub framing: Framing,
@@ -49,8 +55,8 @@ pub struct Stages<'a> {
     /// The skip-empty-TCP filter alone, compiled for `framing`, run while
     /// [`FLAG_SKIP_EMPTY`] is set.
     pub skip_empty: Option<&'a [libc::sock_filter]>,
-    /// Instructions run last, with the socket buffer in `r6`; they end the
-    /// program themselves.
+    /// Instructions run last, with the socket buffer in `r6`, while
+    /// [`FLAG_KERNEL_ACCOUNTING`] is set; they end the program themselves.
     pub tail: Option<Vec<Insn>>,
 }
 
@@ -59,7 +65,7 @@ pub struct SocketProgram {
     prog: Program,
     /// Per CPU, key 0: non-IP packets and their bytes, counted and dropped.
     counts: Map,
-    /// Key 0: [`FLAG_SKIP_EMPTY`].
+    /// Key 0: [`FLAG_SKIP_EMPTY`], [`FLAG_KERNEL_ACCOUNTING`].
     flags: Map,
 }
 
@@ -108,7 +114,7 @@ impl SocketProgram {
         (0..n).fold((0, 0), |(p, b), cpu| (p + get(cpu * 16), b + get(cpu * 16 + 8)))
     }
 
-    /// Sets the flags ([`FLAG_SKIP_EMPTY`]).
+    /// Sets the flags ([`FLAG_SKIP_EMPTY`], [`FLAG_KERNEL_ACCOUNTING`]).
     pub fn set_flags(&self, flags: u32) -> io::Result<()> {
         self.flags.update(&0u32.to_ne_bytes(), &flags.to_ne_bytes())
     }
@@ -164,14 +170,21 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
             .jmp_imm(Cond::Eq, R0, 0, "drop")
             .label("skip_done");
     }
-    match &st.tail {
-        Some(t) => {
-            a.push_all(t.iter().copied());
-        }
-        None => {
-            a.push(Insn::mov64_reg(R0, R9)).push(Insn::exit());
-        }
+    if let Some(t) = &st.tail {
+        // The flag is read afresh for every packet: once it is cleared, no
+        // packet starting the stage after the write is counted.
+        a.push(Insn::store_imm(Size::W, R10, KEY, 0))
+            .push_all(Insn::load_map_fd(R1, flags.fd()))
+            .push(Insn::mov64_reg(R2, R10))
+            .push(Insn::alu64_imm(Alu::Add, R2, KEY as i32))
+            .push(Insn::call(Helper::MapLookupElem))
+            .jmp_imm(Cond::Eq, R0, 0, "keep")
+            .push(Insn::load(Size::W, R1, R0, 0))
+            .push(Insn::alu64_imm(Alu::And, R1, FLAG_KERNEL_ACCOUNTING as i32))
+            .jmp_imm(Cond::Eq, R1, 0, "keep")
+            .push_all(t.iter().copied());
     }
+    a.label("keep").push(Insn::mov64_reg(R0, R9)).push(Insn::exit());
     a.label("drop").push(Insn::mov64_imm(R0, 0)).push(Insn::exit());
     a.finish()
 }
@@ -426,6 +439,21 @@ mod tests {
         send(&tx, &tcp4(0x18, 200));
         assert_eq!(received(&rx2), [0x0806, 0x0800]);
         assert_eq!(q.non_ip(), (0, 0), "the user's filter decides about non-IP frames");
+
+        // A tail (here one that drops everything, in place of kernel
+        // accounting's) runs only while its flag is set, beside step 2's.
+        let tail = vec![Insn::mov64_imm(Reg::R0, 0), Insn::exit()];
+        let r = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: Some(&skip), tail: Some(tail) }).unwrap();
+        let rx3 = socket(Some(&r));
+        send(&tx, &tcp4(0x18, 10));
+        assert_eq!(received(&rx3).len(), 1, "flag clear: the tail is not run");
+        r.set_flags(FLAG_KERNEL_ACCOUNTING).unwrap();
+        send(&tx, &tcp4(0x18, 10));
+        assert_eq!(received(&rx3).len(), 0, "flag set: the tail decides");
+        r.set_flags(FLAG_SKIP_EMPTY).unwrap();
+        send(&tx, &tcp4(0x18, 10));
+        send(&tx, &tcp4(0x10, 0));
+        assert_eq!(received(&rx3).len(), 1, "step 2 alone: the empty ACK dropped, the tail off");
     }
 
     /// `ethertype` then `body` behind `tags` (TPID, VLAN id) in the data.

@@ -78,6 +78,8 @@ pub struct WorkerCounters {
     pub shed_thinning_ns: AtomicU64,
     /// Step 2: wall time the skip-empty-TCP filter was on, ns.
     pub shed_skip_empty_ns: AtomicU64,
+    /// Step 3: wall time kernel accounting was on, ns.
+    pub shed_kernel_ns: AtomicU64,
     /// Step 4: wall time the worker left its rings to the kernel (the
     /// budget spent), ns; what the kernel dropped meanwhile is in `kernel_drops`.
     pub shed_paused_ns: AtomicU64,
@@ -122,6 +124,7 @@ pub struct WorkerStats {
     pub parse_stopped: u64,
     pub shed_thinning_ns: u64,
     pub shed_skip_empty_ns: u64,
+    pub shed_kernel_ns: u64,
     pub shed_paused_ns: u64,
     pub shed_pauses: u64,
 }
@@ -156,6 +159,7 @@ impl WorkerCounters {
             parse_stopped: self.parse_stopped.load(Relaxed),
             shed_thinning_ns: self.shed_thinning_ns.load(Relaxed),
             shed_skip_empty_ns: self.shed_skip_empty_ns.load(Relaxed),
+            shed_kernel_ns: self.shed_kernel_ns.load(Relaxed),
             shed_paused_ns: self.shed_paused_ns.load(Relaxed),
             shed_pauses: self.shed_pauses.load(Relaxed),
         }
@@ -207,6 +211,7 @@ impl<'a> std::iter::Sum<&'a WorkerStats> for WorkerStats {
             parse_stopped: t.parse_stopped + w.parse_stopped,
             shed_thinning_ns: t.shed_thinning_ns + w.shed_thinning_ns,
             shed_skip_empty_ns: t.shed_skip_empty_ns + w.shed_skip_empty_ns,
+            shed_kernel_ns: t.shed_kernel_ns + w.shed_kernel_ns,
             shed_paused_ns: t.shed_paused_ns + w.shed_paused_ns,
             shed_pauses: t.shed_pauses + w.shed_pauses,
         })
@@ -224,7 +229,7 @@ impl CaptureStats {
         let t = self.total();
         let most = |f: fn(&WorkerStats) -> u64| self.workers.iter().map(f).max().unwrap_or(0) as f64 / 1e9;
         format!(
-            "(1) parse sampling {:.1} s ({} connections not parsed, 1 in {} now), (1b) parsed connections thinned {:.1} s ({} connections no longer parsed, 1 in {} kept now), (2) skip-empty-tcp {:.1} s, (4) rings left to the kernel {:.1} s ({} pauses, {} packets dropped by the kernel); workers used {:.2} CPU-s",
+            "(1) parse sampling {:.1} s ({} connections not parsed, 1 in {} now), (1b) parsed connections thinned {:.1} s ({} connections no longer parsed, 1 in {} kept now), (2) skip-empty-tcp {:.1} s, (3) kernel accounting {:.1} s, (4) rings left to the kernel {:.1} s ({} pauses, {} packets dropped by the kernel); workers used {:.2} CPU-s",
             most(|w| w.shed_sampling_ns),
             t.sampled_out,
             t.sample_n.max(1),
@@ -232,6 +237,7 @@ impl CaptureStats {
             t.parse_stopped,
             t.thin_k.max(1),
             most(|w| w.shed_skip_empty_ns),
+            most(|w| w.shed_kernel_ns),
             most(|w| w.shed_paused_ns),
             t.shed_pauses,
             t.kernel_drops,

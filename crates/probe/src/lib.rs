@@ -222,6 +222,13 @@ impl Probe {
         self.tracker.kernel_accounting(k);
     }
 
+    /// `capture --cpu-budget` step 3: connections are delegated to the
+    /// kernel accounting program from now on, or taken back (see
+    /// [`Tracker::set_kernel_accounting`]).
+    pub fn set_kernel_accounting(&mut self, on: bool) {
+        self.tracker.set_kernel_accounting(on);
+    }
+
     /// `--kernel-accounting`: after a ring block, hands back to the kernel
     /// the connections the tracker has caught up with (see
     /// [`wirelog_track::Tracker::kernel_rearm`]).

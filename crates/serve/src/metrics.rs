@@ -289,6 +289,7 @@ pub(crate) fn text(state: &AppState) -> String {
         seconds(&mut reg, "wirelog_shed_sampling", "Time step 1 (parse sampling of new connections) was on", &secs(|w| w.shed_sampling_ns));
         seconds(&mut reg, "wirelog_shed_thinning", "Time step 1b (parsed connections kept 1 in K, the others no longer parsed) was on", &secs(|w| w.shed_thinning_ns));
         seconds(&mut reg, "wirelog_shed_skip_empty_tcp", "Time step 2 (empty TCP segments dropped in the kernel) was on", &secs(|w| w.shed_skip_empty_ns));
+        seconds(&mut reg, "wirelog_shed_kernel_accounting", "Time step 3 (established TCP connections counted in the kernel) was on", &secs(|w| w.shed_kernel_ns));
         seconds(&mut reg, "wirelog_shed_paused", "Time step 4 was on: the worker left its rings to the kernel, which dropped what did not fit", &secs(|w| w.shed_paused_ns));
         let sample: Vec<(Labels, i64)> = per(|w| w.sample_n.max(1)).into_iter().map(|(l, v)| (l, v as i64)).collect();
         gauges(&mut reg, "wirelog_shed_sample_n", "New connections are parsed 1 in this many now (1: all)", None, &sample);

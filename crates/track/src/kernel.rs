@@ -76,6 +76,9 @@ pub struct KernelAccounting {
     map_full: AtomicU64,
     /// `bpf()` map calls made by the trackers (reads, writes, deletes).
     map_calls: AtomicU64,
+    /// Delegated connections taken back because kernel accounting went
+    /// off (`--cpu-budget` step 3).
+    taken_back: AtomicU64,
 }
 
 impl KernelAccounting {
@@ -99,6 +102,7 @@ impl KernelAccounting {
             counted_bytes: AtomicU64::new(0),
             map_full: AtomicU64::new(0),
             map_calls: AtomicU64::new(0),
+            taken_back: AtomicU64::new(0),
         }))
     }
 
@@ -140,6 +144,11 @@ impl KernelAccounting {
     /// `bpf()` map calls the trackers made so far (each one a syscall).
     pub fn map_calls(&self) -> u64 {
         self.map_calls.load(Relaxed)
+    }
+
+    /// Delegated connections taken back because kernel accounting went off.
+    pub fn taken_back(&self) -> u64 {
+        self.taken_back.load(Relaxed)
     }
 
     fn syscall(&self) {
@@ -246,6 +255,10 @@ pub(crate) struct Delegated {
     /// CLOCK_REALTIME just before the entry was written: ring packets
     /// stamped earlier went through the filter before it existed.
     pub armed_at_ns: i64,
+    /// Kernel accounting was switched off since the entry was written
+    /// (`--cpu-budget` step 3): the connection is taken back at the first
+    /// safe moment and not handed to the kernel again under this entry.
+    pub draining: bool,
 }
 
 /// What one read of an entry adds, per side (index 0 the originator).
@@ -291,6 +304,10 @@ pub(crate) struct Delegations {
     pub recheck: Vec<u32>,
     /// Reused for the slots merged at a flow bucket's end.
     pub scratch: Vec<u32>,
+    /// Connections are delegated (`--kernel-accounting`, or `--cpu-budget`
+    /// step 3 on); off, the socket programs no longer run the accounting
+    /// stage and the delegated connections are taken back.
+    pub on: bool,
     /// Generation of the next entry written.
     next_gen: u32,
     value: [u8; VALUE_LEN],
@@ -298,7 +315,7 @@ pub(crate) struct Delegations {
 
 impl Delegations {
     pub fn new(shared: Arc<KernelAccounting>) -> Delegations {
-        Delegations { shared, conns: HashMap::new(), recheck: Vec::new(), scratch: Vec::new(), next_gen: 1, value: [0; VALUE_LEN] }
+        Delegations { shared, conns: HashMap::new(), recheck: Vec::new(), scratch: Vec::new(), on: true, next_gen: 1, value: [0; VALUE_LEN] }
     }
 
     /// Writes the entry of a connection captured on `iface`. Returns false
@@ -346,6 +363,7 @@ impl Delegations {
                 queued: false,
                 last_ts: 0,
                 armed_at_ns,
+                draining: false,
             },
         );
         true
@@ -428,6 +446,33 @@ impl Delegations {
         true
     }
 
+    /// Kernel accounting went off (the socket programs' flag cleared
+    /// first): the connection in slot `idx` is marked to be taken back. A
+    /// resumption it asked for and the kernel has not made is withdrawn
+    /// (the control value deleted, then the entry read: the kernel either
+    /// resumed before, and what it counted is merged when the tracker is
+    /// past the packet it resumed after, or it never will).
+    pub fn drain(&mut self, idx: u32) {
+        let Some(d) = self.conns.get_mut(&idx) else { return };
+        if !d.draining {
+            self.shared.taken_back.fetch_add(1, Relaxed);
+        }
+        d.draining = true;
+        let Some(go_at) = d.go_at.take() else { return };
+        if d.controlled {
+            d.controlled = false;
+            self.shared.syscall();
+            let _ = self.shared.control.delete(&d.key);
+        }
+        if let Some(n) = self.numbering(idx) {
+            if n.resumed_at >= go_at {
+                if let Some(d) = self.conns.get_mut(&idx) {
+                    d.resumed_at = Some(n.resumed_at);
+                }
+            }
+        }
+    }
+
     /// Forgets a delegated connection and deletes its entry.
     pub fn release(&mut self, idx: u32) {
         if let Some(d) = self.conns.remove(&idx) {
@@ -494,6 +539,11 @@ mod tests {
     /// The same from source port `sport` (tests running at once each use
     /// their own tuple).
     fn frame_from(sport: u16, flags: u8, seq: u32, ack: u32, payload: usize) -> Vec<u8> {
+        frame_between((SRC, sport), (DST, DPORT), flags, seq, ack, payload)
+    }
+
+    /// A frame from `src` to `dst` (address, port).
+    fn frame_between(src: ([u8; 4], u16), dst: ([u8; 4], u16), flags: u8, seq: u32, ack: u32, payload: usize) -> Vec<u8> {
         let mut f = vec![0u8; 14];
         f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
         let total = (40 + payload) as u16;
@@ -502,15 +552,15 @@ mod tests {
         ip[2..4].copy_from_slice(&total.to_be_bytes());
         ip[8] = 64;
         ip[9] = 6;
-        ip[12..16].copy_from_slice(&SRC);
-        ip[16..20].copy_from_slice(&DST);
+        ip[12..16].copy_from_slice(&src.0);
+        ip[16..20].copy_from_slice(&dst.0);
         let sum: u32 = ip.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).sum();
         let sum = (sum & 0xffff) + (sum >> 16);
         ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
         f.extend_from_slice(&ip);
         let mut tcp = [0u8; 20];
-        tcp[0..2].copy_from_slice(&sport.to_be_bytes());
-        tcp[2..4].copy_from_slice(&DPORT.to_be_bytes());
+        tcp[0..2].copy_from_slice(&src.1.to_be_bytes());
+        tcp[2..4].copy_from_slice(&dst.1.to_be_bytes());
         tcp[4..8].copy_from_slice(&seq.to_be_bytes());
         tcp[8..12].copy_from_slice(&ack.to_be_bytes());
         tcp[12] = 5 << 4;
@@ -684,6 +734,108 @@ mod tests {
         let c = d.take(3, true).unwrap();
         assert_eq!(c.pkts, [0, 0]);
         assert_eq!(c.next_seq, [1400, 7000]);
+    }
+
+    /// `--cpu-budget` step 3 going off: a connection the kernel was
+    /// counting is taken back at its next packet, what the kernel counted
+    /// merged before it, so its conn and flow records equal those of a
+    /// tracker that saw every packet; with accounting off no connection is
+    /// delegated, and on again the same connection is, afresh.
+    #[test]
+    fn a_connection_taken_back_when_accounting_goes_off_has_whole_records() {
+        if !wirelog_ebpf::tests_can_load() {
+            return;
+        }
+        use crate::{Tracker, TrackerConfig};
+        use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType, Packet};
+        const SPORT3: u16 = 40_003;
+        let k = KernelAccounting::load(64, &[14], 65_535).unwrap();
+        let rx = packet_socket(libc::ETH_P_ALL as u16);
+        let addr = lo_addr();
+        // SAFETY: bind/setsockopt with properly sized arguments.
+        unsafe {
+            assert_eq!(libc::bind(rx.as_raw_fd(), (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32), 0);
+            let tv = libc::timeval { tv_sec: 0, tv_usec: 300_000 };
+            libc::setsockopt(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32);
+        }
+        k.attach(rx.as_raw_fd(), 14).unwrap();
+        let tx = packet_socket(0);
+        // The flow bucket ends far from now (the kernel passes everything
+        // in the last second before a boundary).
+        let cfg = TrackerConfig { app: None, flow_interval_ns: 3_600_000_000_000, ..TrackerConfig::default() };
+        let (mut tracker, mut truth) = (Tracker::new(cfg.clone()), Tracker::new(cfg));
+        tracker.kernel_accounting(k.clone());
+        let mut dec = Decoder::new(DecodeConfig { checksums: ChecksumMode::Ignore, ..DecodeConfig::default() });
+        let mut feed = |t: &mut Tracker, f: &[u8]| {
+            let ts = now_real_ns();
+            match dec.packet(&Packet::new(LinkType::ETHERNET, ts, f)) {
+                Decoded::Ip(ip) => t.packet(ts, 0, &ip),
+                Decoded::Skipped(r) => panic!("{r:?}"),
+            }
+        };
+        let (c, s) = ((SRC, SPORT3), (DST, DPORT));
+        let to_s = |flags, seq, ack, len| frame_between(c, s, flags, seq, ack, len);
+        let to_c = |flags, seq, ack, len| frame_between(s, c, flags, seq, ack, len);
+        // Handshake, data both ways, each acknowledged: delegable.
+        let opening = [
+            to_s(0x02, 999, 0, 0),
+            to_c(0x12, 6999, 1000, 0),
+            to_s(0x10, 1000, 7000, 0),
+            to_s(0x18, 1000, 7000, 100),
+            to_c(0x10, 7000, 1100, 0),
+            to_c(0x18, 7000, 1100, 50),
+            to_s(0x10, 1100, 7050, 0),
+        ];
+        for f in &opening {
+            feed(&mut tracker, f);
+            feed(&mut truth, f);
+        }
+        assert_eq!(tracker.kernel_delegated(), 1, "delegated once established with data both ways");
+        // The kernel counts three in-order segments (not passed).
+        for seq in [1100, 1200, 1300] {
+            let f = to_s(0x18, seq, 7050, 100);
+            send_on_lo(&tx, &f);
+            feed(&mut truth, &f);
+        }
+        assert_eq!(received_seqs_from(&rx, SPORT3), Vec::<u32>::new(), "counted in the kernel");
+        // Off (the socket programs' stage would be switched off first):
+        // the entry is still counting, so it is kept until the next packet.
+        tracker.set_kernel_accounting(false);
+        assert!(!tracker.kernel_accounting_on());
+        assert_eq!(tracker.kernel_delegated(), 1);
+        assert_eq!(k.taken_back(), 1);
+        let f = to_c(0x10, 7050, 1400, 0);
+        feed(&mut tracker, &f);
+        feed(&mut truth, &f);
+        assert_eq!(tracker.kernel_delegated(), 0, "taken back at its next packet");
+        assert_eq!(k.counted(), (3, 3 * 140));
+        // Off: not delegated again, however delegable.
+        let f = to_s(0x18, 1400, 7050, 100);
+        feed(&mut tracker, &f);
+        feed(&mut truth, &f);
+        assert_eq!(tracker.kernel_delegated(), 0);
+        // On again: delegated afresh at the next packet.
+        tracker.set_kernel_accounting(true);
+        let f = to_c(0x10, 7050, 1500, 0);
+        feed(&mut tracker, &f);
+        feed(&mut truth, &f);
+        assert_eq!(tracker.kernel_delegated(), 1);
+        for f in [to_s(0x11, 1500, 7050, 0), to_c(0x11, 7050, 1501, 0), to_s(0x10, 1501, 7051, 0)] {
+            feed(&mut tracker, &f);
+            feed(&mut truth, &f);
+        }
+        let mut out = Vec::new();
+        for t in [&mut tracker, &mut truth] {
+            t.finish();
+            let (mut conns, mut flows, mut txs) = (Vec::new(), Vec::new(), Vec::new());
+            t.move_records_into(&mut conns, &mut flows, &mut txs);
+            assert_eq!(conns.len(), 1);
+            let r = &conns[0];
+            let flow: (u64, u64) = flows.iter().fold((0, 0), |(p, b), f| (p + f.pkts_out + f.pkts_in, b + f.bytes_out + f.bytes_in));
+            out.push((r.orig_pkts, r.orig_ip_bytes, r.resp_pkts, r.resp_ip_bytes, r.orig_bytes, r.resp_bytes, r.conn_state, r.history.as_str().to_string(), r.missed_bytes, flow));
+        }
+        assert_eq!(out[0], out[1], "taken back: the records of a tracker that saw every packet");
+        assert_eq!((out[1].0, out[1].2), (10, 6));
     }
 
     #[test]

@@ -25,6 +25,54 @@ impl Tracker {
         self.kernel = Some(Box::new(Delegations::new(k)));
     }
 
+    /// `capture --cpu-budget` step 3: connections are delegated from now on
+    /// (`on`), or no longer. The caller switches the socket programs'
+    /// accounting stage first when turning it off (then the kernel counts
+    /// nothing more), last when turning it on.
+    ///
+    /// Taken back when off, so that the records of a connection that went
+    /// to the kernel and back are whole: every counted packet came before
+    /// the switch, every packet passed after it; what was counted is merged
+    /// before the first passed packet of the connection is processed (the
+    /// path a suspended entry takes: `kernel_before_packet`), and an entry
+    /// the kernel resumed after packet `R` once the tracker is past `R`. A
+    /// suspended entry with nothing counted since its last merge is
+    /// released at once; one still counting when the switch came keeps its
+    /// entry until its next packet (packets the kernel passed before it was
+    /// written may still be in the ring: merged now, its counts would come
+    /// before them), its inactivity timer or the flow bucket's end (merged
+    /// there as always).
+    pub fn set_kernel_accounting(&mut self, on: bool) {
+        let Some(k) = self.kernel.as_mut() else { return };
+        if k.on == on {
+            return;
+        }
+        k.on = on;
+        if on {
+            return;
+        }
+        let mut idxs = std::mem::take(&mut k.scratch);
+        idxs.extend(k.conns.keys().copied());
+        for &idx in &idxs {
+            let Some(k) = self.kernel.as_mut() else { break };
+            k.drain(idx);
+            let idle = k.conns.get(&idx).is_some_and(|d| d.suspended && d.resumed_at.is_none());
+            if idle {
+                let _ = self.kernel_merge(idx, true);
+            }
+        }
+        idxs.clear();
+        if let Some(k) = self.kernel.as_mut() {
+            k.scratch = idxs;
+        }
+    }
+
+    /// Whether connections are delegated now (see
+    /// [`Tracker::set_kernel_accounting`]).
+    pub fn kernel_accounting_on(&self) -> bool {
+        self.kernel.as_ref().is_some_and(|k| k.on)
+    }
+
     /// Connections delegated to the kernel now.
     pub fn kernel_delegated(&self) -> usize {
         self.kernel.as_ref().map_or(0, |k| k.conns.len())
@@ -45,6 +93,9 @@ impl Tracker {
     #[inline]
     pub(super) fn kernel_before_packet(&mut self, idx: u32, ts: i64, is_orig: bool, seg: Option<&Segment>) {
         let Some(k) = self.kernel.as_mut() else { return };
+        if k.conns.is_empty() {
+            return;
+        }
         let Some(d) = k.conns.get_mut(&idx) else { return };
         d.last_ts = ts;
         if ts <= d.armed_at_ns {
@@ -119,7 +170,7 @@ impl Tracker {
     /// state still equals the kernel's chain for the packet's side.
     pub(super) fn kernel_after_packet(&mut self, idx: u32, iface: u32, ts: i64, is_orig: bool, seg: Option<&Segment>) {
         let Some(k) = self.kernel.as_ref() else { return };
-        if self.keep.is_some() {
+        if self.keep.is_some() || (!k.on && k.conns.is_empty()) {
             return;
         }
         let pending = k.conns.get(&idx).map(|d| (d.suspended, d.queued));
@@ -148,7 +199,9 @@ impl Tracker {
         if pending == Some((false, false)) {
             return; // delegated and counting
         }
-        let Some(plan) = self.delegable(idx, ts) else {
+        let draining = self.kernel.as_ref().is_none_or(|k| !k.on || k.conns.get(&idx).is_some_and(|d| d.draining));
+        let plan = if draining { None } else { self.delegable(idx, ts) };
+        let Some(plan) = plan else {
             if pending.is_some() && !counting_ahead {
                 let _ = self.kernel_merge(idx, true);
             }
@@ -205,8 +258,9 @@ impl Tracker {
             if !d.suspended || d.go_at.is_some() || d.resumed_at.is_some() {
                 continue;
             }
-            let (seen, chain_ok, iface, ts) = (d.seen, d.chain_ok, d.iface, d.last_ts);
-            let Some(plan) = self.delegable(idx, ts) else {
+            let (seen, chain_ok, iface, ts, draining) = (d.seen, d.chain_ok, d.iface, d.last_ts, d.draining);
+            let plan = if draining { None } else { self.delegable(idx, ts) };
+            let Some(plan) = plan else {
                 let _ = self.kernel_merge(idx, true);
                 continue;
             };
