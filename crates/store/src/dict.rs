@@ -52,23 +52,33 @@ impl Dict {
         remap.resize(entries, NULL);
         let mut idx = crate::encode::buf(rows.len());
         let mut def = crate::encode::buf(if optional { rows.len() } else { 0 });
-        for &r in rows {
+        // One index a row (written without a check of the vector's room
+        // per row), unset rows marked and taken out after when there are any.
+        let mut nulls = 0usize;
+        idx.extend(rows.iter().map(|&r| {
             let e = self.rows[r as usize];
             if e == NULL {
-                def.push(0);
-                continue;
-            }
-            if optional {
-                def.push(1);
+                nulls += 1;
+                return NULL;
             }
             let m = &mut remap[e as usize];
             if *m == NULL {
                 *m = order.len() as u32;
                 order.push(e);
             }
-            idx.push(*m);
-        }
+            *m
+        }));
         crate::encode::give(remap);
+        if nulls > 0 {
+            idx.retain(|&i| i != NULL);
+        }
+        if optional {
+            if nulls == 0 {
+                def.resize(rows.len(), 1);
+            } else {
+                def.extend(rows.iter().map(|&r| i16::from(self.rows[r as usize] != NULL)));
+            }
+        }
         (idx, optional.then_some(def))
     }
 }

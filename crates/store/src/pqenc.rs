@@ -27,6 +27,25 @@ fn pack(out: &mut Vec<u8>, vals: impl Iterator<Item = u64>, bw: u32) {
     if bw == 0 {
         return;
     }
+    if bw <= 16 {
+        // Eight values fill exactly `bw` bytes (at most 128 bits): one
+        // write per eight values instead of a byte at a time.
+        let mut acc: u128 = 0;
+        let mut k = 0u32;
+        for v in vals {
+            acc |= (v as u128) << (k * bw);
+            k += 1;
+            if k == 8 {
+                out.extend_from_slice(&acc.to_le_bytes()[..bw as usize]);
+                acc = 0;
+                k = 0;
+            }
+        }
+        if k > 0 {
+            out.extend_from_slice(&acc.to_le_bytes()[..(k * bw).div_ceil(8) as usize]);
+        }
+        return;
+    }
     let mut acc: u128 = 0;
     let mut bits = 0u32;
     for v in vals {
@@ -43,11 +62,31 @@ fn pack(out: &mut Vec<u8>, vals: impl Iterator<Item = u64>, bw: u32) {
     }
 }
 
+/// A value the hybrid encodes: dictionary indices (`u32`) and definition
+/// levels (`i16`, never negative), read as they are buffered.
+pub(crate) trait Hybrid: Copy + Eq {
+    fn u(self) -> u32;
+}
+
+impl Hybrid for u32 {
+    #[inline(always)]
+    fn u(self) -> u32 {
+        self
+    }
+}
+
+impl Hybrid for i16 {
+    #[inline(always)]
+    fn u(self) -> u32 {
+        self as u32
+    }
+}
+
 /// Appends `vals` (each < 2^`bw`) as the RLE / bit-packing hybrid, without
 /// a length prefix: runs of 8 or more equal values as RLE runs, the rest in
 /// bit-packed groups of 8 (the last group padded with zeros; readers take
 /// the value count from the page header).
-pub(crate) fn rle_hybrid(out: &mut Vec<u8>, vals: &[u32], bw: u32) {
+pub(crate) fn rle_hybrid<T: Hybrid>(out: &mut Vec<u8>, vals: &[T], bw: u32) {
     let n = vals.len();
     let value_bytes = bw.div_ceil(8) as usize;
     let mut lit = 0; // start of values not yet written
@@ -67,13 +106,24 @@ pub(crate) fn rle_hybrid(out: &mut Vec<u8>, vals: &[u32], bw: u32) {
                 bitpacked(out, &vals[lit..start], bw);
                 let len = j - start;
                 uleb(out, (len as u64) << 1);
-                out.extend_from_slice(&v.to_le_bytes()[..value_bytes]);
+                out.extend_from_slice(&v.u().to_le_bytes()[..value_bytes]);
                 lit = j;
             }
         }
         i = j;
     }
     bitpacked(out, &vals[lit..n], bw);
+}
+
+/// `n` copies of `v` as [`rle_hybrid`] writes them (the same bytes),
+/// without a slice to scan: the definition levels of a page without nulls.
+pub(crate) fn rle_run(out: &mut Vec<u8>, n: usize, v: u32, bw: u32) {
+    if n >= 8 {
+        uleb(out, (n as u64) << 1);
+        out.extend_from_slice(&v.to_le_bytes()[..bw.div_ceil(8) as usize]);
+    } else {
+        bitpacked(out, &[v; 8][..n], bw);
+    }
 }
 
 /// `n` zeros as [`rle_hybrid`] writes them (the same bytes), without a
@@ -92,14 +142,14 @@ pub(crate) fn rle_zeros(out: &mut Vec<u8>, n: usize, bw: u32) {
 }
 
 /// One bit-packed run of `vals` (groups of 8, the last padded).
-fn bitpacked(out: &mut Vec<u8>, vals: &[u32], bw: u32) {
+fn bitpacked<T: Hybrid>(out: &mut Vec<u8>, vals: &[T], bw: u32) {
     if vals.is_empty() {
         return;
     }
     let groups = vals.len().div_ceil(8);
     uleb(out, ((groups as u64) << 1) | 1);
     let pad = groups * 8 - vals.len();
-    pack(out, vals.iter().map(|&v| v as u64).chain(std::iter::repeat_n(0, pad)), bw);
+    pack(out, vals.iter().map(|&v| v.u() as u64).chain(std::iter::repeat_n(0, pad)), bw);
 }
 
 /// Booleans as PLAIN writes them: one bit each, least significant first.
@@ -165,9 +215,15 @@ mod tests {
         for bw in 0..=12 {
             for n in 0..300 {
                 let (mut a, mut b) = (Vec::new(), Vec::new());
-                rle_hybrid(&mut a, &vec![0; n], bw);
+                rle_hybrid(&mut a, &vec![0u32; n], bw);
                 rle_zeros(&mut b, n, bw);
                 assert_eq!(a, b, "{n} zeros, {bw} bits");
+                for v in [1u32, (1 << bw) - 1] {
+                    let (mut a, mut b) = (Vec::new(), Vec::new());
+                    rle_hybrid(&mut a, &vec![v; n], bw.max(1));
+                    rle_run(&mut b, n, v, bw.max(1));
+                    assert_eq!(a, b, "{n} x {v}, {bw} bits");
+                }
             }
         }
     }
@@ -213,6 +269,41 @@ mod tests {
         out
     }
 
+    /// Eight values at a time are the bytes of one value at a time.
+    #[test]
+    fn packing_by_eight_is_packing_by_bits() {
+        let mut x = 987654321u64;
+        for bw in 1..=24u32 {
+            for n in 0..40usize {
+                let vals: Vec<u64> = (0..n)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x & ((1u64 << bw) - 1)
+                    })
+                    .collect();
+                let mut want = Vec::new();
+                let (mut acc, mut bits) = (0u128, 0u32);
+                for &v in &vals {
+                    acc |= (v as u128) << bits;
+                    bits += bw;
+                    while bits >= 8 {
+                        want.push(acc as u8);
+                        acc >>= 8;
+                        bits -= 8;
+                    }
+                }
+                if bits > 0 {
+                    want.push(acc as u8);
+                }
+                let mut got = Vec::new();
+                pack(&mut got, vals.iter().copied(), bw);
+                assert_eq!(got, want, "{n} values of {bw} bits");
+            }
+        }
+    }
+
     #[test]
     fn hybrid_round_trips() {
         let mut cases: Vec<(Vec<u32>, u32)> = vec![
@@ -237,7 +328,7 @@ mod tests {
     #[test]
     fn long_runs_are_rle() {
         let mut out = Vec::new();
-        rle_hybrid(&mut out, &[1; 1000], 1);
+        rle_hybrid(&mut out, &[1u32; 1000], 1);
         assert_eq!(out, [0xD0, 0x0F, 1]); // 1000 << 1 as uleb, then the value
     }
 

@@ -15,7 +15,7 @@ use std::io::Write;
 
 use crate::batch::Kind;
 use crate::encode::{PqCol, PqValues, RowSource};
-use crate::pqenc::{bit_width, delta_binary_packed, plain_bools, rle_hybrid, rle_zeros};
+use crate::pqenc::{bit_width, delta_binary_packed, plain_bools, rle_hybrid, rle_run, rle_zeros};
 use crate::schema::{ColSpec, ColType};
 use crate::thrift::{self, Ty};
 
@@ -49,7 +49,8 @@ pub(crate) struct Format {
     pub kind: Kind,
     /// The file's columns, in order (a kind's, or in tests a prefix).
     pub cols: &'static [ColSpec],
-    /// zstd level; `None`: pages uncompressed (the live records, decoded at once).
+    /// zstd level of address columns (the others at most `FAST_LEVEL`);
+    /// `None`: pages uncompressed (the live records, decoded at once).
     pub zstd: Option<i32>,
     pub row_group_rows: usize,
     /// Whether the rows come in the kind's file order (declared in the footer).
@@ -120,11 +121,25 @@ struct Scratch {
     packed: Vec<u8>,
     header: Vec<u8>,
     idx: Vec<u32>,
-    levels: Vec<u32>,
     dict: Vec<u8>,
-    /// The zstd context, and the level it is set to.
-    zstd: Option<(i32, zstd::bulk::Compressor<'static>)>,
+    /// The zstd contexts, and the levels they are set to: `[ADDR_CTX]` at
+    /// the file's level (address columns), `[FAST_CTX]` at [`FAST_LEVEL`]
+    /// or below (every other column).
+    zstd: [Option<(i32, zstd::bulk::Compressor<'static>)>; 2],
 }
+
+/// The context of address columns: the file's zstd level.
+const ADDR_CTX: usize = 0;
+/// The context of every other column.
+const FAST_CTX: usize = 1;
+/// The zstd level of every column but the addresses, when the file's level
+/// is higher. Measured on mysql_text's store (BENCHMARKS.md, "Issue 36, the
+/// encoder (branch enc36b)"): level 1 makes the query text, latencies and
+/// counts about as small as level 3 does (the file 0.8% larger), zstd's
+/// instructions a row 1,512 -> 1,305; only the addresses of many distinct
+/// clients need level 3 (121.4 kB at 3, 161.3 kB at 1 on
+/// tests/full_disk.rs's 40,000 conns).
+const FAST_LEVEL: i32 = 1;
 
 thread_local! {
     /// The scratch of the thread's last file (the store's writer thread,
@@ -150,6 +165,9 @@ pub(crate) struct FileWriter<'f, W: Write> {
     fmt: &'f Format,
     groups: Vec<RowGroupMeta>,
     s: Box<Scratch>,
+    /// The zstd context of the chunk being written ([`ADDR_CTX`] or
+    /// [`FAST_CTX`]).
+    ctx: usize,
 }
 
 /// An I/O error, or what went wrong encoding.
@@ -177,9 +195,11 @@ pub(crate) fn write<W: Write>(
 ) -> Result<W> {
     let mut s = SCRATCH.take().unwrap_or_default();
     if let Some(level) = fmt.zstd {
-        if s.zstd.as_ref().is_none_or(|(l, _)| *l != level) {
-            let z = zstd::bulk::Compressor::new(level).map_err(|e| WriteError::Encode(format!("zstd level {level}: {e}")))?;
-            s.zstd = Some((level, z));
+        for (ctx, level) in [(ADDR_CTX, level), (FAST_CTX, level.min(FAST_LEVEL))] {
+            if s.zstd[ctx].as_ref().is_none_or(|(l, _)| *l != level) {
+                let z = zstd::bulk::Compressor::new(level).map_err(|e| WriteError::Encode(format!("zstd level {level}: {e}")))?;
+                s.zstd[ctx] = Some((level, z));
+            }
         }
     }
     let mut w = FileWriter::new(out, fmt, s)?;
@@ -193,7 +213,7 @@ pub(crate) fn write<W: Write>(
 
 impl<'f, W: Write> FileWriter<'f, W> {
     fn new(out: W, fmt: &'f Format, s: Box<Scratch>) -> Result<Self> {
-        let mut w = FileWriter { out, pos: 0, fmt, groups: Vec::new(), s };
+        let mut w = FileWriter { out, pos: 0, fmt, groups: Vec::new(), s, ctx: ADDR_CTX };
         w.put(b"PAR1")?;
         Ok(w)
     }
@@ -239,6 +259,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
             codec: CODEC_UNCOMPRESSED,
         };
         let with_stats = spec.has_statistics();
+        self.ctx = if spec.col_type() == ColType::Ip { ADDR_CTX } else { FAST_CTX };
         // Dictionary: the indices of every present value, and the values once.
         let dict_len = if spec.is_dictionary() && !matches!(v.col, PqCol::Bool(_)) {
             self.dictionary(&v.col)
@@ -321,10 +342,15 @@ impl<'f, W: Write> FileWriter<'f, W> {
         // A column with no value (every row null: the owner columns of a
         // capture without `--processes`) has pages of PAGE_ROWS rows and
         // levels that are one run of zeros: nothing to look at per row.
-        let all_null = def.is_some() && values_len(&v.col) == 0;
+        let nvals = values_len(&v.col);
+        let all_null = def.is_some() && nvals == 0;
         let (mut r1, mut v1, mut est) = (r0, v0, 0usize);
         if all_null {
             r1 = nrows.min(r0 + PAGE_ROWS);
+        } else if r0 == 0 && nrows <= PAGE_ROWS && chunk_bytes(&v.col, dict) < PAGE_BYTES {
+            // The whole chunk fits one page: the rows are not looked at
+            // one by one (the loop below would end at the last row).
+            (r1, v1) = (nrows, nvals);
         }
         while r1 < nrows && est < PAGE_BYTES && r1 - r0 < PAGE_ROWS {
             if def.is_none_or(|d| d[r1] != 0) {
@@ -339,10 +365,11 @@ impl<'f, W: Write> FileWriter<'f, W> {
             body.extend_from_slice(&[0; 4]);
             if all_null {
                 rle_zeros(body, r1 - r0, 1);
+            } else if r1 - r0 == v1 - v0 {
+                // No null in the page: one run of ones.
+                rle_run(body, r1 - r0, 1, 1);
             } else {
-                self.s.levels.clear();
-                self.s.levels.extend(d[r0..r1].iter().map(|&l| l as u32));
-                rle_hybrid(body, &self.s.levels, 1);
+                rle_hybrid(body, &d[r0..r1], 1);
             }
             let len = (body.len() - at - 4) as u32;
             body[at..at + 4].copy_from_slice(&len.to_le_bytes());
@@ -370,7 +397,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
         if self.fmt.zstd.is_none() {
             return (false, false);
         }
-        let Some((_, z)) = self.s.zstd.as_mut() else {
+        let Some((_, z)) = self.s.zstd[self.ctx].as_mut() else {
             return (false, false);
         };
         let total = dict.map_or(0, <[u8]>::len) + first.len();
@@ -453,7 +480,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
     #[allow(clippy::too_many_arguments)]
     fn page(&mut self, ty: i32, body: &[u8], values: usize, encoding: i32, meta: &mut ChunkMeta, zstd: bool, done: bool) -> Result<()> {
         let mut packed = std::mem::take(&mut self.s.page);
-        let data: &[u8] = match self.s.zstd.as_mut() {
+        let data: &[u8] = match self.s.zstd[self.ctx].as_mut() {
             Some((_, z)) if zstd => {
                 if !done {
                     packed.clear();
@@ -663,6 +690,24 @@ fn value_size(col: &PqCol, i: usize) -> usize {
         PqCol::Flba(_) => 16,
         PqCol::Bytes(s) => 4 + s.get(i).len(),
         PqCol::Dict { values, idx } => value_size(values, idx[i] as usize),
+    }
+}
+
+/// Bytes the column's values take as a page counts them (`dict`: 4 a
+/// value, as dictionary indices); `usize::MAX` for a builder's dictionary
+/// written PLAIN (counted row by row).
+fn chunk_bytes(col: &PqCol, dict: bool) -> usize {
+    let n = values_len(col);
+    if dict {
+        return 4 * n;
+    }
+    match col {
+        PqCol::I32(_) => 4 * n,
+        PqCol::I64(_) => 8 * n,
+        PqCol::Bool(_) => n,
+        PqCol::Flba(_) => 16 * n,
+        PqCol::Bytes(s) => 4 * n + s.data.len(),
+        PqCol::Dict { .. } => usize::MAX,
     }
 }
 

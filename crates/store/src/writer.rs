@@ -43,7 +43,9 @@ pub struct StoreOptions {
     pub flush_interval: Duration,
     /// Rows per Parquet row group (at most).
     pub row_group_rows: usize,
-    /// zstd level of the files.
+    /// zstd level of the files' address columns; every other column is
+    /// compressed at level 1 when this is higher (`pqfile::FAST_LEVEL`:
+    /// about as small on those columns, in less time).
     pub zstd_level: i32,
     /// fsync files and directories (turn off only in tests and benchmarks).
     pub sync: bool,
@@ -73,6 +75,8 @@ impl Default for StoreOptions {
             // addresses grew a third (the address column 121.4 kB -> 161.3
             // kB), past the +10% the store allows itself, and the 1 MB disk
             // of tests/full_disk.rs then had no room for the loss table.
+            // The other columns are written at level 1 whatever this is
+            // (`pqfile::FAST_LEVEL`).
             zstd_level: 3,
             sync: true,
             retention_interval: Duration::from_secs(60),
