@@ -1321,7 +1321,7 @@ fn tagged_non_ip_frames_are_counted_in_the_kernel() {
     let file = read_conns(&path, &dir);
     assert_eq!(file.len(), 3, "{file:?}");
 
-    let ethtool = ok(Command::new("ethtool").arg("--version"));
+    let ethtool = common::veth::runs("ethtool", "--version");
     if !ethtool {
         skip("ethtool is not installed: the veth's rxvlan offload stays as it is");
     }
