@@ -51,34 +51,47 @@ pub fn fingerprint_dialect(sql: &str, dialect: Dialect) -> String {
 /// [`fingerprint_dialect`] written into `out` (cleared first), so that a
 /// parser reuses one buffer for every statement.
 pub(crate) fn fingerprint_into(sql: &str, dialect: Dialect, out: &mut String) {
+    let mut bytes = std::mem::take(out).into_bytes();
+    fingerprint_bytes(sql, dialect, &mut bytes);
+    *out = into_string(bytes);
+}
+
+/// [`fingerprint_into`] as UTF-8 bytes: what a connection's
+/// [`Fingerprints`] looks up, so that only a fingerprint it has not seen
+/// yet is checked as UTF-8 (the check costs as much as a short statement's
+/// lexing).
+fn fingerprint_bytes(sql: &str, dialect: Dialect, out: &mut Vec<u8>) {
     out.clear();
     let trimmed = sql.trim_start();
-    if trimmed.starts_with("SELECT /*!40001 SQL_NO_CACHE */ * FROM `") {
-        out.push_str("mysqldump");
-        return;
+    // The three whole-statement forms, told apart by their first byte.
+    match trimmed.as_bytes().first() {
+        Some(b'S') if trimmed.starts_with("SELECT /*!40001 SQL_NO_CACHE */ * FROM `") => {
+            out.extend_from_slice(b"mysqldump");
+            return;
+        }
+        Some(b'c' | b'C') => {
+            if let Some(call) = call_prefix(trimmed) {
+                out.extend_from_slice(call.as_bytes());
+                return;
+            }
+        }
+        Some(b'u' | b'U') if use_db(trimmed) => {
+            out.extend_from_slice(b"use ?");
+            return;
+        }
+        _ => {}
     }
-    if let Some(call) = call_prefix(trimmed) {
-        out.push_str(&call);
-        return;
-    }
-    if use_db(trimmed) {
-        out.push_str("use ?");
-        return;
-    }
-    let mut bytes = std::mem::take(out).into_bytes();
-    bytes.reserve(sql.len().min(4096));
-    let seen = lex::<true>(sql.as_bytes(), dialect, &mut bytes);
-    *out = into_string(bytes);
+    let seen = lex::<true>(sql.as_bytes(), dialect, out);
     // Each rewrite runs only when the lexer wrote a word it looks for, so
     // a statement without lists, LIMIT or ORDER BY .. ASC is not rescanned.
     if seen.list {
-        *out = collapse_lists(std::mem::take(out));
+        collapse_list_bytes(out);
     }
     if seen.limit {
-        *out = collapse_limit(std::mem::take(out));
+        collapse_limit_bytes(out);
     }
     if seen.order && seen.asc {
-        *out = drop_order_by_asc(std::mem::take(out));
+        drop_order_by_asc_bytes(out);
     }
 }
 
@@ -87,8 +100,25 @@ pub(crate) fn fingerprint_into(sql: &str, dialect: Dialect, out: &mut String) {
 /// connection repeating its statements allocates nothing for them.
 #[derive(Debug, Default)]
 pub(crate) struct Fingerprints {
-    buf: String,
-    seen: HashSet<Arc<str>, BuildHasherDefault<WordHasher>>,
+    buf: Vec<u8>,
+    seen: HashSet<Shape, BuildHasherDefault<WordHasher>>,
+}
+
+/// A shared fingerprint in [`Fingerprints`]' set, looked up by its bytes.
+#[derive(Debug, PartialEq, Eq)]
+struct Shape(Arc<str>);
+
+impl std::hash::Hash for Shape {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        // As `[u8]` hashes, which `Borrow` requires.
+        self.0.as_bytes().hash(h);
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for Shape {
+    fn borrow(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
 }
 
 /// The set's hash: a word at a time (SipHash cost more than the rest of a
@@ -127,31 +157,39 @@ impl Fingerprints {
     /// The fingerprint of `sql`, shared with the connection's earlier
     /// statements of the same shape.
     pub(crate) fn of(&mut self, sql: &str, dialect: Dialect) -> Arc<str> {
-        fingerprint_into(sql, dialect, &mut self.buf);
+        fingerprint_bytes(sql, dialect, &mut self.buf);
         self.shared_buf()
     }
 
     /// [`command_group`]'s name for a command without SQL, shared the same way.
     pub(crate) fn group(&mut self, command: &str) -> Arc<str> {
+        let name = if command == "startup" { "login" } else { command };
         self.buf.clear();
-        command_group_into(command, &mut self.buf);
+        self.buf.push(b'<');
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.push(b'>');
         self.shared_buf()
     }
 
     fn shared_buf(&mut self) -> Arc<str> {
-        let fp = match self.seen.get(self.buf.as_str()) {
-            Some(fp) => fp.clone(),
+        let fp = match self.seen.get(self.buf.as_slice()) {
+            Some(fp) => fp.0.clone(),
             None => {
-                let fp: Arc<str> = Arc::from(self.buf.as_str());
+                // The lexer writes only whole UTF-8 sequences; the lossy
+                // fallback keeps that a guarantee rather than an assumption.
+                let fp: Arc<str> = match std::str::from_utf8(&self.buf) {
+                    Ok(text) => Arc::from(text),
+                    Err(_) => Arc::from(String::from_utf8_lossy(&self.buf).as_ref()),
+                };
                 if self.seen.len() >= MAX_SHARED_FINGERPRINTS {
                     self.seen.clear();
                 }
-                self.seen.insert(fp.clone());
+                self.seen.insert(Shape(fp.clone()));
                 fp
             }
         };
         if self.buf.capacity() > MAX_KEPT_BUFFER {
-            self.buf = String::new();
+            self.buf = Vec::new();
         }
         fp
     }
@@ -186,7 +224,8 @@ pub(crate) fn recorded_sql(raw: &str, dialect: Dialect, cfg: &crate::ParseConfig
 
 /// [`redact`] for `dialect`.
 pub fn redact_dialect(sql: &str, dialect: Dialect) -> String {
-    let mut out = Vec::with_capacity(sql.len());
+    // The lexer keeps one byte of room past the input's length.
+    let mut out = Vec::with_capacity(sql.len() + 1);
     lex::<false>(sql.as_bytes(), dialect, &mut out);
     into_string(out)
 }
@@ -260,9 +299,7 @@ fn number_end(s: &[u8], i: usize) -> usize {
         }
         return j;
     }
-    while j < s.len() && (s[j].is_ascii_digit() || s[j] == b'.') {
-        j += 1;
-    }
+    j += s[j..].iter().position(|&b| !(b.is_ascii_digit() || b == b'.')).unwrap_or(s.len() - j);
     if j < s.len() && (s[j] == b'e' || s[j] == b'E') {
         let mut k = j + 1;
         if k < s.len() && (s[k] == b'+' || s[k] == b'-') {
@@ -302,13 +339,28 @@ fn sign_is_unary(out: &[u8]) -> bool {
     }
 }
 
-/// Byte classes of the fingerprint lexer, one table lookup per byte.
-const SPACE: u8 = 1;
-/// Letters, `_`, `$` and every byte of a multi-byte UTF-8 sequence: [`is_ident`].
-const IDENT: u8 = 2;
-const DIGIT: u8 = 4;
-/// Bytes that may open a comment, literal, quoted name or signed number.
-const SPECIAL: u8 = 8;
+// Byte classes of the lexer, one lookup in `CLASS` per byte. The word
+// classes come first: `class <= HIGH` is `is_ident`, `class <= DOLLAR` a
+// byte a fingerprint copies lower-cased as it scans a word, `class <=
+// DIGIT` one a redaction copies as it is (`FP_COPY`, `REDACT_COPY`).
+
+/// Letters and `_`.
+const LETTER: u8 = 0;
+/// `$`: a word byte in both dialects; at the start of a PostgreSQL token
+/// also a parameter (`$1`) or a dollar quote ([`special_token`]).
+const DOLLAR: u8 = 1;
+const DIGIT: u8 = 2;
+/// A byte of a multi-byte UTF-8 sequence (or one that does not decode).
+const HIGH: u8 = 3;
+/// ASCII whitespace (`u8::is_ascii_whitespace`).
+const SPACE: u8 = 4;
+/// Operators and punctuation without a second meaning: copied as runs.
+const PUNCT: u8 = 5;
+/// `'`: a string literal in both dialects.
+const QUOTE: u8 = 6;
+/// Bytes that may open a comment, literal, quoted name or signed number:
+/// `/ - + # " ` .` ([`special_token`]).
+const SPECIAL: u8 = 7;
 
 const CLASS: [u8; 256] = {
     let mut t = [0u8; 256];
@@ -318,20 +370,43 @@ const CLASS: [u8; 256] = {
         t[b] = if c.is_ascii_whitespace() {
             SPACE
         } else if c.is_ascii_digit() {
-            IDENT | DIGIT
-        } else if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
-            IDENT
+            DIGIT
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            LETTER
+        } else if c >= 0x80 {
+            HIGH
         } else if c == b'$' {
-            IDENT | SPECIAL
-        } else if matches!(c, b'/' | b'-' | b'+' | b'#' | b'\'' | b'"' | b'`' | b'.') {
+            DOLLAR
+        } else if c == b'\'' {
+            QUOTE
+        } else if matches!(c, b'/' | b'-' | b'+' | b'#' | b'"' | b'`' | b'.') {
             SPECIAL
         } else {
-            0
+            PUNCT
         };
         b += 1;
     }
     t
 };
+
+/// A word's byte as a fingerprint writes it while scanning the word:
+/// letters, `_` and `$` lower-cased, 0 for every other byte (a digit, a
+/// non-ASCII byte, the word's end), which the lexer then looks at.
+const FP_COPY: [u8; 256] = copy_table(DOLLAR, true);
+/// The same for a redaction: letters, `_`, `$` and digits as they are.
+const REDACT_COPY: [u8; 256] = copy_table(DIGIT, false);
+
+const fn copy_table(last_class: u8, lower: bool) -> [u8; 256] {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        if CLASS[b] <= last_class {
+            t[b] = if lower { (b as u8).to_ascii_lowercase() } else { b as u8 };
+        }
+        b += 1;
+    }
+    t
+}
 
 /// Which rewrites the lexer's output may need: set when a word they look
 /// for was written (or a token, such as a quoted name, whose inside is not
@@ -348,20 +423,26 @@ struct Rewrites {
 }
 
 impl Rewrites {
-    /// Notes the lower-cased ASCII word `w`.
+    /// Notes the lower-cased ASCII letter run `w` (a word, or the part of
+    /// a word before its first digit or after its last).
     #[inline]
     fn word(&mut self, w: &[u8]) {
         match w.len() {
+            0 | 1 | 4 => {}
             2 => self.list |= w == b"in",
             3 => self.asc |= w == b"asc",
             5 => {
                 self.list |= w == b"value";
                 self.limit |= w == b"limit";
+                self.order |= w == b"order";
             }
-            6 => self.list |= w == b"values",
-            _ => {}
+            n => {
+                self.list |= w == b"values";
+                // `reorder by` counts: the rewrite looks for `order by `
+                // anywhere.
+                self.order |= w[n - 1] == b'r' && w.ends_with(b"order");
+            }
         }
-        self.order |= w.ends_with(b"order");
     }
 
     fn all(&mut self) {
@@ -402,35 +483,6 @@ fn push_lower(out: &mut Vec<u8>, t: &[u8], ascii: bool, seen: &mut Rewrites) {
     seen.all();
 }
 
-/// An ASCII word lower-cased into `out` in one pass, each run of digits
-/// as one `?` when `digits`, every letter run noted in `seen`.
-#[inline]
-fn lower_word(out: &mut Vec<u8>, word: &[u8], digits: bool, seen: &mut Rewrites) {
-    if !digits {
-        let start = out.len();
-        out.extend(word.iter().map(u8::to_ascii_lowercase));
-        seen.word(&out[start..]);
-        return;
-    }
-    let mut k = 0;
-    while k < word.len() {
-        if word[k].is_ascii_digit() {
-            while k < word.len() && word[k].is_ascii_digit() {
-                k += 1;
-            }
-            out.push(b'?');
-        } else {
-            let st = k;
-            while k < word.len() && !word[k].is_ascii_digit() {
-                k += 1;
-            }
-            let start = out.len();
-            out.extend(word[st..k].iter().map(u8::to_ascii_lowercase));
-            seen.word(&out[start..]);
-        }
-    }
-}
-
 /// Writes `t` as it is, replacing bytes that do not decode as UTF-8.
 #[inline]
 fn push_verbatim(out: &mut Vec<u8>, t: &[u8]) {
@@ -442,119 +494,253 @@ fn push_verbatim(out: &mut Vec<u8>, t: &[u8]) {
 }
 
 /// Writes `s`'s fingerprint (`FP`) or its redaction into `out` as UTF-8, in
-/// one pass over a byte-class table: words are scanned once (digits and
-/// non-ASCII bytes noted on the way), runs of punctuation are copied whole,
-/// and the words the fingerprint's rewrites look for are noted so that the
-/// rewrites can be skipped. Both modes replace the same literals; the
-/// fingerprint also drops comments, collapses whitespace, lower-cases, and
-/// replaces NULL/TRUE/FALSE, `$1` parameters and digits inside words, where
-/// a redaction keeps the text as it is.
+/// one pass over the byte-class table [`CLASS`]. Both modes replace the
+/// same literals; the fingerprint also drops comments, collapses
+/// whitespace, lower-cases, and replaces NULL/TRUE/FALSE, `$1` parameters
+/// and digits inside words, where a redaction keeps the text as it is. The
+/// words the fingerprint's rewrites look for are noted on the way, so that
+/// the rewrites run only when they may change something.
+///
+/// The common tokens are written straight into `out`'s bytes, kept at
+/// least one longer than the input still to read: an ASCII token never
+/// writes more than it reads, an owed space stands for a byte read before
+/// it, so that room is checked once per token rather than per byte. A
+/// word's bytes go out lower-cased as they are scanned (one table lookup),
+/// each run of digits as one `?`; runs of spaces and of punctuation are
+/// taken whole. What is rare (non-ASCII words, comments, quoted names,
+/// signed numbers, PostgreSQL's `$`) goes through [`Vec`] pushes.
 fn lex<const FP: bool>(s: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> Rewrites {
     let mysql = dialect == Dialect::Mysql;
+    let n = s.len();
     let mut seen = Rewrites::default();
+    // A space is owed before the next token (a fingerprint only).
     let mut space = false;
+    // Bytes written: `out[..o]`; `out[o..]` is room.
+    let mut o = out.len();
+    // What a word's bytes are written as while it is scanned.
+    let copy = if FP { &FP_COPY } else { &REDACT_COPY };
     let mut i = 0;
-    while i < s.len() {
-        let c = s[i];
-        let class = CLASS[c as usize];
-        if class & SPACE != 0 {
-            let start = i;
-            i += 1;
-            while i < s.len() && CLASS[s[i] as usize] & SPACE != 0 {
-                i += 1;
+    'tokens: while i < n {
+        if out.len() < o + 1 + (n - i) {
+            out.resize(o + 1 + (n - i), 0);
+        }
+        let mut c = s[i];
+        let mut class = CLASS[c as usize];
+        if class == SPACE {
+            // Whitespace, then the token after it in the same turn.
+            let mut j = i + 1;
+            while j < n && CLASS[s[j] as usize] == SPACE {
+                j += 1;
             }
             if FP {
                 space = true;
             } else {
-                out.extend_from_slice(&s[start..i]);
+                out[o..o + (j - i)].copy_from_slice(&s[i..j]);
+                o += j - i;
             }
-            continue;
-        }
-        if class & (IDENT | SPECIAL) == 0 {
-            // Punctuation without a second meaning: the whole run at once.
-            let mut j = i + 1;
-            while j < s.len() && CLASS[s[j] as usize] & (SPACE | IDENT | SPECIAL) == 0 {
-                j += 1;
-            }
-            separate(out, &mut space);
-            out.extend_from_slice(&s[i..j]);
             i = j;
-            continue;
-        }
-        if class & SPECIAL != 0 {
-            if let Some(end) = special_token::<FP>(s, i, dialect, out, &mut space, &mut seen) {
-                i = end;
-                continue;
-            }
-            if class & IDENT == 0 {
-                // A `-`, `+`, `/`, `.` or `#` that is only itself.
-                separate(out, &mut space);
-                out.push(c);
-                i += 1;
-                continue;
-            }
-        }
-        if class & DIGIT != 0 {
-            separate(out, &mut space);
-            out.push(b'?');
-            i = number_end(s, i);
-            continue;
-        }
-        // A word: keyword, identifier, or a literal's prefix.
-        let mut j = i + 1;
-        let mut digits = false;
-        let mut ascii = c < 0x80;
-        while j < s.len() {
-            let b = s[j];
-            let k = CLASS[b as usize];
-            if k & IDENT == 0 {
+            if i == n {
                 break;
             }
-            digits |= k & DIGIT != 0;
-            ascii &= b < 0x80;
-            j += 1;
+            c = s[i];
+            class = CLASS[c as usize];
         }
-        let word = &s[i..j];
-        if s.get(j) == Some(&b'\'') && is_literal_prefix(word) {
-            separate(out, &mut space);
-            out.push(b'?');
-            i = quoted_end(s, j, b'\'', mysql || word.eq_ignore_ascii_case(b"e"));
-            continue;
-        }
-        separate(out, &mut space);
-        if !FP {
-            push_verbatim(out, word);
-        } else if word.len() <= 5
-            && (word.eq_ignore_ascii_case(b"null") || word.eq_ignore_ascii_case(b"true") || word.eq_ignore_ascii_case(b"false"))
-        {
-            out.push(b'?');
-        } else if ascii {
-            // One pass over the word: letters lower-cased as they are
-            // copied, each run of digits one `?` (pt replaces numbers
-            // inside words too: foo_1 -> foo_?).
-            lower_word(out, word, digits, &mut seen);
-        } else if digits {
-            let mut k = 0;
-            while k < word.len() {
-                let st = k;
-                if word[k].is_ascii_digit() {
-                    while k < word.len() && word[k].is_ascii_digit() {
-                        k += 1;
-                    }
-                    out.push(b'?');
-                } else {
-                    while k < word.len() && !word[k].is_ascii_digit() {
-                        k += 1;
-                    }
-                    push_lower(out, &word[st..k], word[st..k].is_ascii(), &mut seen);
+        match class {
+            PUNCT => {
+                let mut j = i + 1;
+                while j < n && CLASS[s[j] as usize] == PUNCT {
+                    j += 1;
+                }
+                o = owed_space(out, o, &mut space);
+                out[o..o + (j - i)].copy_from_slice(&s[i..j]);
+                o += j - i;
+                i = j;
+                continue;
+            }
+            QUOTE => {
+                o = owed_space(out, o, &mut space);
+                out[o] = b'?';
+                o += 1;
+                i = quoted_end(s, i, b'\'', mysql);
+                continue;
+            }
+            DIGIT => {
+                o = owed_space(out, o, &mut space);
+                out[o] = b'?';
+                o += 1;
+                // Digits alone are the usual number; [`number_end`] for
+                // the rest (fractions, exponents, hex and bit values).
+                let mut j = i + 1;
+                while j < n && CLASS[s[j] as usize] == DIGIT {
+                    j += 1;
+                }
+                if j < n && matches!(s[j], b'.' | b'e' | b'E' | b'x' | b'X' | b'b' | b'B') {
+                    j = number_end(s, i);
+                }
+                i = j;
+                continue;
+            }
+            SPECIAL | DOLLAR if class == SPECIAL || !mysql => {
+                out.truncate(o);
+                let end = special_token::<FP>(s, i, dialect, out, &mut space, &mut seen);
+                if end.is_none() && class == SPECIAL {
+                    // A `-`, `+`, `/`, `.` or `#` that is only itself.
+                    separate(out, &mut space);
+                    out.push(c);
+                }
+                o = out.len();
+                if let Some(end) = end.or((class == SPECIAL).then_some(i + 1)) {
+                    i = end;
+                    continue;
+                }
+                // A PostgreSQL `$` that opens a word.
+                if out.len() < o + 1 + (n - i) {
+                    out.resize(o + 1 + (n - i), 0);
                 }
             }
-        } else {
-            push_lower(out, word, ascii, &mut seen);
+            _ => {}
         }
-        i = j;
+        // Words: keywords, identifiers, literals' prefixes. Words joined by
+        // single spaces are taken in one turn.
+        o = owed_space(out, o, &mut space);
+        // The current word: where it starts in `s` and in `out`.
+        let mut word = i;
+        let mut start = o;
+        let mut j = i;
+        // With `FP`, where the word's first and last letter runs end and
+        // start when digits split it (the rewrites' words are looked for
+        // in those: a run between two `?` is never one of them).
+        let mut first_end = usize::MAX;
+        let mut run = start;
+        loop {
+            // Letters (and with !FP digits): the room checked above covers
+            // the rest of the input.
+            let copied = {
+                let src = &s[j..];
+                let dst = &mut out[o..o + src.len()];
+                let mut m = 0;
+                while m < src.len() {
+                    // One lookup: the byte as written, or 0 to stop.
+                    let b = copy[src[m] as usize];
+                    if b == 0 {
+                        break;
+                    }
+                    dst[m] = b;
+                    m += 1;
+                }
+                m
+            };
+            j += copied;
+            o += copied;
+            let next = if j < n { CLASS[s[j] as usize] } else { SPACE };
+            if FP && next == DIGIT {
+                // A run of digits inside a word is one `?` (pt does so: foo_1 -> foo_?).
+                first_end = first_end.min(o);
+                out[o] = b'?';
+                o += 1;
+                j += 1;
+                while j < n && CLASS[s[j] as usize] == DIGIT {
+                    j += 1;
+                }
+                run = o;
+                continue;
+            }
+            // The word ends at `j`.
+            if next == HIGH {
+                // Not ASCII: the whole word again, through the general path.
+                out.truncate(start);
+                i = word_slow::<FP>(s, word, mysql, out, &mut seen);
+                o = out.len();
+                continue 'tokens;
+            }
+            if next == QUOTE && is_literal_prefix(&s[word..j]) {
+                out[start] = b'?';
+                o = start + 1;
+                i = quoted_end(s, j, b'\'', mysql || s[word..j].eq_ignore_ascii_case(b"e"));
+                continue 'tokens;
+            }
+            if FP {
+                if first_end == usize::MAX {
+                    let w = &out[start..o];
+                    if matches!(w.len(), 4 | 5) && (w == b"null" || w == b"true" || w == b"false") {
+                        out[start] = b'?';
+                        o = start + 1;
+                    } else {
+                        seen.word(w);
+                    }
+                } else {
+                    seen.word(&out[start..first_end]);
+                    seen.word(&out[run..o]);
+                }
+            }
+            // One space and a letter: the next word in this turn (the
+            // space written in place of the one read).
+            if j + 1 < n && s[j] == b' ' && CLASS[s[j + 1] as usize] == LETTER {
+                out[o] = b' ';
+                o += 1;
+                j += 1;
+                word = j;
+                start = o;
+                first_end = usize::MAX;
+                run = o;
+                continue;
+            }
+            i = j;
+            break;
+        }
     }
+    out.truncate(o);
     seen
+}
+
+/// [`separate`] on the bytes `out[..o]` of [`lex`]: the new end.
+#[inline(always)]
+fn owed_space(out: &mut [u8], o: usize, space: &mut bool) -> usize {
+    let owed = *space && o != 0;
+    *space = false;
+    if owed {
+        out[o] = b' ';
+        o + 1
+    } else {
+        o
+    }
+}
+
+/// A word that is not all ASCII, from `i` (its owed space written): its
+/// end.
+#[cold]
+fn word_slow<const FP: bool>(s: &[u8], i: usize, mysql: bool, out: &mut Vec<u8>, seen: &mut Rewrites) -> usize {
+    let mut j = i;
+    while j < s.len() && is_ident(s[j]) {
+        j += 1;
+    }
+    let word = &s[i..j];
+    if s.get(j) == Some(&b'\'') && is_literal_prefix(word) {
+        out.push(b'?');
+        return quoted_end(s, j, b'\'', mysql || word.eq_ignore_ascii_case(b"e"));
+    }
+    if !FP {
+        push_verbatim(out, word);
+        return j;
+    }
+    // Each run of digits one `?`, the rest lower-cased.
+    let mut k = 0;
+    while k < word.len() {
+        let st = k;
+        if word[k].is_ascii_digit() {
+            while k < word.len() && word[k].is_ascii_digit() {
+                k += 1;
+            }
+            out.push(b'?');
+        } else {
+            while k < word.len() && !word[k].is_ascii_digit() {
+                k += 1;
+            }
+            push_lower(out, &word[st..k], word[st..k].is_ascii(), seen);
+        }
+    }
+    seen.all();
+    j
 }
 
 /// `x'..'`, `b'..'`, `n'..'`, `e'..'` and `_charset'..'` are literals.
@@ -684,11 +870,33 @@ fn skip_ws(s: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// The rewrites on text, as the reference in the tests chains them.
+#[cfg(test)]
+fn collapse_lists(fp: String) -> String {
+    let mut b = fp.into_bytes();
+    collapse_list_bytes(&mut b);
+    into_string(b)
+}
+
+#[cfg(test)]
+fn collapse_limit(fp: String) -> String {
+    let mut b = fp.into_bytes();
+    collapse_limit_bytes(&mut b);
+    into_string(b)
+}
+
+#[cfg(test)]
+fn drop_order_by_asc(fp: String) -> String {
+    let mut b = fp.into_bytes();
+    drop_order_by_asc_bytes(&mut b);
+    into_string(b)
+}
+
 /// `in (?, ?)` -> `in(?+)`; `values (?, ?), (?, ?)` -> `values(?+)`; other
 /// multi-row VALUES lists keep their first row only. Most statements have no
-/// such list: they are returned as they are, without a copy.
-fn collapse_lists(fp: String) -> String {
-    let s = fp.as_bytes();
+/// such list: they are left as they are, without a copy.
+fn collapse_list_bytes(fp: &mut Vec<u8>) {
+    let s = fp.as_slice();
     // Built from the first list on.
     let mut out: Option<Vec<u8>> = None;
     let mut i = 0;
@@ -750,61 +958,54 @@ fn collapse_lists(fp: String) -> String {
         }
         i = groups.last().map_or(g0_end, |g| g.1);
     }
-    match out {
-        None => fp,
-        Some(out) => String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    // Cut and joined at ASCII bytes only: still UTF-8.
+    if let Some(out) = out {
+        *fp = out;
     }
 }
 
 /// `str::find` for the short ASCII needles here: sets up no searcher, which
 /// costs more than scanning a statement's few dozen bytes.
-fn find(haystack: &str, needle: &str) -> Option<usize> {
-    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
     let first = *n.first()?;
     (0..(h.len() + 1).saturating_sub(n.len())).find(|&i| h[i] == first && h[i..].starts_with(n))
 }
 
 /// `limit ?, ?` / `limit ?,?` / `limit ? offset ?` -> `limit ?`.
-fn collapse_limit(mut fp: String) -> String {
-    let Some(p) = find(&fp, "limit ?") else {
-        return fp;
+fn collapse_limit_bytes(fp: &mut Vec<u8>) {
+    let Some(p) = find(fp, b"limit ?") else {
+        return;
     };
-    if !word_at(fp.as_bytes(), p, b"limit") {
-        return fp;
+    if !word_at(fp, p, b"limit") {
+        return;
     }
-    let head = p + "limit ?".len();
-    for tail in [", ?", ",?", " offset ?"] {
+    let head = p + b"limit ?".len();
+    for tail in [&b", ?"[..], b",?", b" offset ?"] {
         if fp[head..].starts_with(tail) {
-            fp.replace_range(head..head + tail.len(), "");
-            return fp;
+            fp.drain(head..head + tail.len());
+            return;
         }
     }
-    fp
 }
 
 /// Drops ` asc` after the first `order by` (ascending is the default).
-fn drop_order_by_asc(fp: String) -> String {
-    let Some(p) = find(&fp, "order by ") else {
-        return fp;
+fn drop_order_by_asc_bytes(fp: &mut Vec<u8>) {
+    let Some(p) = find(fp, b"order by ") else {
+        return;
     };
-    let (head, tail) = fp.split_at(p);
-    let t = tail.as_bytes();
-    if !(0..t.len()).any(|i| t[i] == b' ' && word_at(t, i + 1, b"asc")) {
-        return fp;
-    }
-    let mut out = String::with_capacity(fp.len());
-    out.push_str(head);
-    let mut i = 0;
-    while i < t.len() {
-        if t[i] == b' ' && word_at(t, i + 1, b"asc") {
+    // Each ` asc` after it dropped in place (ASCII bytes: still UTF-8).
+    let mut w = p;
+    let mut i = p;
+    while i < fp.len() {
+        if fp[i] == b' ' && word_at(&fp[p..], i + 1 - p, b"asc") {
             i += 4;
             continue;
         }
-        let ch_len = tail[i..].chars().next().map_or(1, char::len_utf8);
-        out.push_str(&tail[i..i + ch_len]);
-        i += ch_len;
+        fp[w] = fp[i];
+        w += 1;
+        i += 1;
     }
-    out
+    fp.truncate(w);
 }
 
 /// The fingerprint of a command that carries no SQL (handshake, quit, ping,
