@@ -407,7 +407,13 @@ impl MysqlParser {
 
     /// Text as recorded: redacted if asked, cut to `max_text_bytes`.
     fn record_text(&mut self, raw: &[u8]) -> (Arc<str>, bool, Arc<str>) {
-        let raw = String::from_utf8_lossy(raw);
+        // `from_utf8` checks a word of ASCII at a time; `from_utf8_lossy`
+        // walks its chunks byte by byte (~7 instructions a byte on
+        // mysql_text's statements), so it is only called on invalid text.
+        let raw = match std::str::from_utf8(raw) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(raw),
+        };
         let (text, cut) = fingerprint::recorded_text(&raw, Dialect::Mysql, &self.cfg);
         (Arc::from(&*text), cut, self.fingerprints.of(&raw, Dialect::Mysql))
     }
@@ -534,11 +540,11 @@ impl MysqlParser {
             self.stats.malformed += 1;
             return;
         };
-        let mut tx = self.new_tx(cmd);
         let arg = p.get(1..).unwrap_or(&[]);
+        // The record is made in place (no second `MysqlTx` moved into it).
         let mut pd = Pending {
             cmd,
-            tx: MysqlTx::default(),
+            tx: self.new_tx(cmd),
             req: Some(Span { first_ns, last_ns, bytes }),
             resp: None,
             state: Resp::First,
@@ -555,9 +561,9 @@ impl MysqlParser {
                 } else {
                     pd.prepare_text = Some(Arc::clone(&t));
                 }
-                tx.query = Some(t);
-                tx.query_truncated = cut || len > p.len();
-                tx.fingerprint = Some(fp);
+                pd.tx.query = Some(t);
+                pd.tx.query_truncated = cut || len > p.len();
+                pd.tx.fingerprint = Some(fp);
             }
             COM_INIT_DB | COM_FIELD_LIST => {
                 let mut pos = 0;
@@ -565,22 +571,22 @@ impl MysqlParser {
                 if cmd == COM_INIT_DB {
                     pd.new_db = Some(name.clone());
                 }
-                tx.query = Some(name.into());
+                pd.tx.query = Some(name.into());
             }
             COM_CHANGE_USER => {
                 let mut pos = 0;
                 let user: Arc<str> = text(cstr(arg, &mut pos)).into();
                 self.user = Some(user.clone());
-                tx.user = Some(user);
+                pd.tx.user = Some(user);
             }
             COM_STMT_EXECUTE | COM_STMT_CLOSE | COM_STMT_SEND_LONG_DATA | COM_STMT_RESET | COM_STMT_FETCH => {
                 if let Some(id) = u32_at(arg, 0) {
-                    tx.statement_id = Some(id);
+                    pd.tx.statement_id = Some(id);
                     if let Some(st) = self.stmts.get_mut(&id) {
-                        tx.query = st.query.clone();
-                        tx.fingerprint = st.fingerprint.clone();
+                        pd.tx.query = st.query.clone();
+                        pd.tx.fingerprint = st.fingerprint.clone();
                         if cmd == COM_STMT_EXECUTE {
-                            tx.params = exec_params(arg, st, self.cfg.redact, self.cfg.max_text_bytes);
+                            pd.tx.params = exec_params(arg, st, self.cfg.redact, self.cfg.max_text_bytes);
                         }
                     }
                     if cmd == COM_STMT_CLOSE {
@@ -590,7 +596,6 @@ impl MysqlParser {
             }
             _ => {}
         }
-        pd.tx = tx;
         if no_response(cmd) {
             self.emit(pd, Some(TxStatus::Ok), out);
         } else {
@@ -934,10 +939,15 @@ impl MysqlParser {
             return 0;
         }
         let (mut at, mut rows, mut seq) = (0usize, 0u64, pd.next_seq);
-        while let Some(h) = data.get(at..at + 5) {
-            let len = le(&h[..3]) as usize;
-            if len == 0 || len >= MAX_PAYLOAD || h[3] != seq || matches!(h[4], 0xfe | 0xff) || data.len() - at < 4 + len
-            {
+        // The header is read as one little-endian word: the low three
+        // bytes are the length, the high one the sequence id. A row is
+        // neither empty nor >= 16 MiB (`len - 1 < MAX_PAYLOAD - 1`), has
+        // the expected sequence id and is whole in `data`; its first byte
+        // is not 0xfe/0xff (`>= 0xfe`).
+        while let (Some(h), Some(&first)) = (data.get(at..at + 4), data.get(at + 4)) {
+            let w = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+            let len = (w & 0x00ff_ffff) as usize;
+            if len.wrapping_sub(1) >= MAX_PAYLOAD - 1 || (w >> 24) as u8 != seq || first >= 0xfe || data.len() - at - 4 < len {
                 break;
             }
             at += 4 + len;
@@ -987,6 +997,14 @@ impl MysqlParser {
 
 /// `USE db` (optionally back-quoted): the database it selects.
 fn use_target(q: &[u8]) -> Option<String> {
+    // Most statements are not `USE`: told from their first word before
+    // the whole text is checked as UTF-8 and trimmed. `str::trim` also
+    // takes vertical tab and non-ASCII white space: a text that starts
+    // with a non-ASCII byte takes the whole path.
+    let start = q.iter().position(|&b| !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' '))?;
+    if q[start] < 0x80 && !q.get(start..start + 4).is_some_and(|w| w.eq_ignore_ascii_case(b"use ")) {
+        return None;
+    }
     let s = std::str::from_utf8(q).ok()?.trim();
     let rest = s.get(..4).filter(|p| p.eq_ignore_ascii_case("use ")).map(|_| &s[4..])?;
     let db = rest.trim().trim_end_matches(';').trim().trim_matches('`');

@@ -389,6 +389,9 @@ impl PgsqlParser {
             Dir::ToClient => match ty {
                 b'E' | b'N' => 4096,
                 b'C' | b'R' | b'T' | b'Z' | b'S' => 256,
+                // A DataRow is counted, its body never read: a row cut by
+                // a segment's end is skipped by its length as it arrives.
+                b'D' => 0,
                 _ => 8,
             },
         }

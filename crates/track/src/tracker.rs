@@ -384,7 +384,7 @@ impl Tracker {
     pub fn move_records_into(&mut self, conns: &mut Vec<ConnRecord>, flows: &mut Vec<wirelog_record::FlowRecord>, txs: &mut Vec<TxRecord>) {
         move_all(&mut self.out, conns);
         self.flows.move_records_into(flows);
-        move_all(&mut self.txs, txs);
+        move_keeping_room(&mut self.txs, txs, TX_ROOM_MAX);
     }
 
     /// Names the interface whose packets are passed with id `iface`.
@@ -1530,6 +1530,30 @@ pub(crate) fn move_all<T>(from: &mut Vec<T>, into: &mut Vec<T>) {
     }
 }
 
+/// Transactions the tracker keeps room for between two hand-overs (see
+/// [`move_keeping_room`]): the bound a recycled batch keeps too
+/// (`wirelog_record`'s `RECYCLED_CAPACITY`), so that a burst (the end of a
+/// capture, a writer that fell behind) does not pin its peak.
+const TX_ROOM_MAX: usize = 16_384;
+
+/// [`move_all`], then `from` (now the empty vector `into` had, when it was
+/// swapped) made to hold as many records as were just moved, up to `max`,
+/// and never more than `max`. The tracker's transactions grow one at a time
+/// as parsers make them: a vector that started each hand-over empty grew by
+/// `realloc` (~10 times, copying, per batch of 2,000 transactions); with
+/// room for the last batch it is one allocation when the batch handed back
+/// had less room, none when it had enough (recycled batches keep theirs).
+pub(crate) fn move_keeping_room<T>(from: &mut Vec<T>, into: &mut Vec<T>, max: usize) {
+    let moved = from.len();
+    move_all(from, into);
+    let want = moved.min(max);
+    if from.capacity() < want {
+        *from = Vec::with_capacity(want);
+    } else if from.capacity() > max {
+        from.shrink_to(max);
+    }
+}
+
 /// Whether the next connection found is parsed when 1 in `n` are
 /// (xorshift64 on `rng`: cheap, once per new connection found).
 /// A parsed connection takes its protocol's pool of step 1b (see
@@ -1631,5 +1655,50 @@ mod size_budget {
             super::Tracker::table_bytes_per_connection(),
             entry + 16 + tcp + crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES
         );
+    }
+}
+
+#[cfg(test)]
+mod hand_over {
+    use super::move_keeping_room;
+
+    /// The tracker's vector keeps room for the batch it handed over
+    /// (allocated once when the batch it got back had less), appends into
+    /// a batch that already holds records, and gives back what a burst
+    /// grew beyond the bound.
+    #[test]
+    fn room_is_kept_for_the_next_batch_and_bounded() {
+        let max = 100;
+        let mut tracker: Vec<u64> = (0..60).collect();
+        // A fresh batch: swapped, then room made for 60 at once.
+        let mut batch = Vec::new();
+        move_keeping_room(&mut tracker, &mut batch, max);
+        assert_eq!(batch, (0..60).collect::<Vec<_>>());
+        assert!(tracker.is_empty() && tracker.capacity() >= 60);
+        let room = tracker.as_ptr();
+        tracker.extend(0..60);
+        assert_eq!(tracker.as_ptr(), room, "60 records grew the vector");
+        // A recycled batch with enough room: swapped, nothing allocated.
+        let mut recycled: Vec<u64> = Vec::with_capacity(80);
+        let had = recycled.as_ptr();
+        move_keeping_room(&mut tracker, &mut recycled, max);
+        assert_eq!(tracker.as_ptr(), had);
+        assert_eq!(recycled.len(), 60);
+        // A batch already holding records: appended, the tracker's room stays.
+        tracker.extend(0..5);
+        let own = tracker.as_ptr();
+        move_keeping_room(&mut tracker, &mut recycled, max);
+        assert_eq!((recycled.len(), tracker.len(), tracker.as_ptr()), (65, 0, own));
+        // A burst of 1,000: the room kept for the next batch is the bound.
+        tracker.extend(0..1_000);
+        let mut big = Vec::new();
+        move_keeping_room(&mut tracker, &mut big, max);
+        assert_eq!(big.len(), 1_000);
+        assert!(tracker.capacity() >= max && tracker.capacity() < 1_000);
+        // A batch handed back with more room than the bound is shrunk.
+        let mut huge: Vec<u64> = Vec::with_capacity(5_000);
+        tracker.push(1);
+        move_keeping_room(&mut tracker, &mut huge, max);
+        assert!(tracker.capacity() <= max, "kept {}", tracker.capacity());
     }
 }

@@ -863,3 +863,65 @@ fn exec_params_agree_with_the_reference() {
         assert_eq!(got.joined(), want.join(","), "round {round}");
     }
 }
+
+/// `use_target` as it was before its first-word test (issue 36): the whole
+/// text checked as UTF-8 and trimmed, then `use ` looked for.
+fn use_target_reference(q: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(q).ok()?.trim();
+    let rest = s.get(..4).filter(|p| p.eq_ignore_ascii_case("use ")).map(|_| &s[4..])?;
+    let db = rest.trim().trim_end_matches(';').trim().trim_matches('`');
+    (!db.is_empty() && !db.contains(char::is_whitespace)).then(|| db.to_string())
+}
+
+/// The first-word test of `use_target` changes no answer: statements made
+/// of white space (ASCII, vertical tab, non-ASCII), `use`/`USE`/`uSe`,
+/// other words, quotes, invalid UTF-8 and cut texts, 200,000 of them.
+#[test]
+fn use_target_agrees_with_the_reference() {
+    let parts: [&[u8]; 16] = [
+        b" ", b"\t", b"\x0b", b"\x0c", b"\r\n", "\u{a0}".as_bytes(), "\u{2003}".as_bytes(), b"use", b"USE", b"uSe",
+        b"db1", b"`d b`", b";", b"select", b"\xff", b"\xc3",
+    ];
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for case in 0..200_000 {
+        let mut q = Vec::new();
+        for _ in 0..next() % 7 {
+            q.extend_from_slice(parts[(next() % parts.len() as u64) as usize]);
+        }
+        if case % 3 == 0 {
+            q.truncate((next() % (q.len() as u64 + 1)) as usize);
+        }
+        assert_eq!(use_target(&q), use_target_reference(&q), "{:?}", String::from_utf8_lossy(&q));
+    }
+    assert_eq!(use_target(b"\x0b use `shop`;"), Some("shop".to_string()));
+    assert_eq!(use_target("\u{a0}USE shop".as_bytes()), Some("shop".to_string()));
+    assert_eq!(use_target(b"select 1"), None);
+}
+
+/// A query that is not UTF-8 is recorded as before (`from_utf8_lossy`'s
+/// replacement characters); valid text is borrowed as it is.
+#[test]
+fn query_text_valid_or_not() {
+    let caps = BASE_CAPS;
+    let chunks = vec![
+        (Dir::ToClient, greeting(caps)),
+        (Dir::ToServer, hs_response(caps, "u", None)),
+        (Dir::ToClient, ok(2, 0, 0)),
+        (Dir::ToServer, pkt(0, b"\x03select 'caf\xc3\xa9', 'x\xffy' from t")),
+        (Dir::ToClient, ok(1, 0, 0)),
+        (Dir::ToServer, pkt(0, "\x03select 'café' from t".as_bytes())),
+        (Dir::ToClient, ok(1, 0, 0)),
+    ];
+    let (out, _) = run(&chunks, &ParseConfig::default());
+    assert_eq!(my(&out[1]).query.as_deref(), Some("select 'café', 'x\u{fffd}y' from t"));
+    assert_eq!(my(&out[2]).query.as_deref(), Some("select 'café' from t"));
+    let lossy = String::from_utf8_lossy(b"select 'caf\xc3\xa9', 'x\xffy' from t");
+    let fp = Fingerprints::default().of(&lossy, Dialect::Mysql);
+    assert_eq!(my(&out[1]).fingerprint.as_deref(), Some(&*fp));
+}

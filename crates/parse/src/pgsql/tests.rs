@@ -501,3 +501,39 @@ fn data_rows_counted_by_length_agree_with_splits() {
         assert_eq!(strip(&whole), strip(&run(&split).0), "{piece}-byte pieces");
     }
 }
+
+/// A DataRow cut by a segment's end is skipped by its length (issue 36):
+/// none of its body is copied while the rest arrives, and the rows and
+/// bytes are those of the result fed whole, for a cut at every offset of
+/// the first rows.
+#[test]
+fn data_rows_cut_by_segments_keep_nothing() {
+    let mut srv = msg(b'T', b"\x00\x01id\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x19\xff\xff\xff\xff\xff\xff\x00\x00");
+    for i in 0..20u8 {
+        let mut body = vec![0, 1, 0, 0, 1, 0];
+        body.extend(std::iter::repeat_n(b'a' + i, 256));
+        srv.extend(msg(b'D', &body));
+    }
+    srv.extend(cc("SELECT 20"));
+    srv.extend(z());
+    let q = msg(b'Q', b"select v from t\0");
+    let mut p = PgsqlParser::new(&ParseConfig::default());
+    let mut want = Vec::new();
+    p.data(Dir::ToServer, 0, &q, &mut want);
+    p.data(Dir::ToClient, 1, &srv, &mut want);
+    assert_eq!(pg(&want[0]).num_rows, 20);
+    // ReadyForQuery is an acknowledgement, not counted as the response.
+    assert_eq!(want[0].response.map(|s| s.bytes), Some((srv.len() - z().len()) as u64));
+    for cut in 0..srv.len().min(4 * 267) {
+        let mut p = PgsqlParser::new(&ParseConfig::default());
+        let mut out = Vec::new();
+        p.data(Dir::ToServer, 0, &q, &mut out);
+        p.data(Dir::ToClient, 1, &srv[..cut], &mut out);
+        let f = &p.fr[1];
+        assert!(!(f.in_msg && f.ty == b'D') || f.buf.is_empty(), "cut at {cut}: {} bytes of a row kept", f.buf.len());
+        p.data(Dir::ToClient, 1, &srv[cut..], &mut out);
+        let got: Vec<_> = out.iter().map(|t| (t.status, t.response.map(|s| s.bytes), pg(t).num_rows)).collect();
+        let exp: Vec<_> = want.iter().map(|t| (t.status, t.response.map(|s| s.bytes), pg(t).num_rows)).collect();
+        assert_eq!(got, exp, "cut at {cut}");
+    }
+}
