@@ -999,14 +999,16 @@ fn peak_rss(pid: u32) -> u64 {
 }
 
 /// Issue 35: memory stays within `--memory 64M` (plus a stated constant)
-/// under a SYN flood (300,000 sources), a port scan (4 sources x 65,535
+/// under a SYN flood (300,000 sources), a port scan (6 sources x 65,535
 /// ports) and a flood of tiny UDP flows (300,000 sources), each replayed at
-/// top speed: each packet a new connection, three times what the table
-/// holds (106,035 at 64M with 16 MiB of stream buffers). Peak RSS (VmHWM,
+/// top speed: each packet a new connection, more than twice what the table
+/// holds (the start line's "up to N connections": 138,273 at 64M with 16
+/// MiB of stream buffers since the TCP state is 64 bytes). Peak RSS (VmHWM,
 /// read before the capture stops) stays below 64 MiB + 64 MiB (the
 /// constant BENCHMARKS "Memory budget" measured: the binary, the 4 MiB
-/// ring, queued record batches, the allocator); evictions are counted; and
-/// every packet sent became a conn record or was counted as a kernel drop.
+/// ring, queued record batches, the allocator); every connection the table
+/// could not hold was evicted, counted; and every packet sent became a conn
+/// record or was counted as a kernel drop.
 #[test]
 fn memory_holds_under_floods() {
     let Some(ns) = netns() else { return };
@@ -1023,7 +1025,7 @@ fn memory_holds_under_floods() {
         payload: Vec::new(),
     };
     let flood: Vec<common::TcpSeg> = (0..300_000u32).map(|i| syn([11, (i >> 16) as u8, (i >> 8) as u8, i as u8], 40000, 80)).collect();
-    let scan: Vec<common::TcpSeg> = (0..4u8).flat_map(|s| (1..=65535u16).map(move |p| (s, p))).map(|(s, p)| syn([12, 0, 0, s], 50000, p)).collect();
+    let scan: Vec<common::TcpSeg> = (0..6u8).flat_map(|s| (1..=65535u16).map(move |p| (s, p))).map(|(s, p)| syn([12, 0, 0, s], 50000, p)).collect();
     let floods = [
         ("syn-flood", common::tcp_pcap(&flood)),
         ("port-scan", common::tcp_pcap(&scan)),
@@ -1056,7 +1058,9 @@ fn memory_holds_under_floods() {
         let conns = read_log(&logs).len() as u64;
         eprintln!("{name}: {sent} packets in {replay_s:.2} s; peak RSS {} MiB; {evicted} connections evicted; {conns} conn records; {dropped} kernel drops", rss >> 20);
         assert!(rss <= limit, "{name}: peak RSS {} MiB above 64 MiB + 64 MiB\n{err}", rss >> 20);
-        assert!(evicted > sent / 2, "{name}: only {evicted} of {sent} connections evicted\n{err}");
+        let held: u64 = err[err.find(": up to ").expect("the table's size") + 8..].split(' ').next().unwrap().parse().unwrap();
+        assert!(sent >= 2 * held, "{name}: {sent} packets is no flood for a table of {held}");
+        assert!(evicted + held >= sent - dropped, "{name}: only {evicted} of {sent} connections evicted, the table holds {held}\n{err}");
         assert_eq!(conns + dropped, sent, "{name}: every packet a conn record or a counted drop\n{err}");
         std::fs::remove_file(&pcap).unwrap();
     }

@@ -157,32 +157,16 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
         }
     }
     if let Some(s) = st.skip_empty {
-        a.push(Insn::store_imm(Size::W, R10, KEY, 0))
-            .push_all(Insn::load_map_fd(R1, flags.fd()))
-            .push(Insn::mov64_reg(R2, R10))
-            .push(Insn::alu64_imm(Alu::Add, R2, KEY as i32))
-            .push(Insn::call(Helper::MapLookupElem))
-            .jmp_imm(Cond::Eq, R0, 0, "skip_done")
-            .push(Insn::load(Size::W, R1, R0, 0))
-            .push(Insn::alu64_imm(Alu::And, R1, FLAG_SKIP_EMPTY as i32))
-            .jmp_imm(Cond::Eq, R1, 0, "skip_done")
-            .push_all(cbpf::translate(s)?)
+        unless_flag(&mut a, flags, FLAG_SKIP_EMPTY, "skip_done");
+        a.push_all(cbpf::translate(s)?)
             .jmp_imm(Cond::Eq, R0, 0, "drop")
             .label("skip_done");
     }
     if let Some(t) = &st.tail {
         // The flag is read afresh for every packet: once it is cleared, no
         // packet starting the stage after the write is counted.
-        a.push(Insn::store_imm(Size::W, R10, KEY, 0))
-            .push_all(Insn::load_map_fd(R1, flags.fd()))
-            .push(Insn::mov64_reg(R2, R10))
-            .push(Insn::alu64_imm(Alu::Add, R2, KEY as i32))
-            .push(Insn::call(Helper::MapLookupElem))
-            .jmp_imm(Cond::Eq, R0, 0, "keep")
-            .push(Insn::load(Size::W, R1, R0, 0))
-            .push(Insn::alu64_imm(Alu::And, R1, FLAG_KERNEL_ACCOUNTING as i32))
-            .jmp_imm(Cond::Eq, R1, 0, "keep")
-            .push_all(t.iter().copied());
+        unless_flag(&mut a, flags, FLAG_KERNEL_ACCOUNTING, "keep");
+        a.push_all(t.iter().copied());
     }
     a.label("keep").push(Insn::mov64_reg(R0, R9)).push(Insn::exit());
     a.label("drop").push(Insn::mov64_imm(R0, 0)).push(Insn::exit());
@@ -226,6 +210,21 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
 /// The test `tagged_non_ip_counted_in_the_kernel` sends each kind through
 /// loopback, where both the outgoing copy (tags in the data) and the
 /// received one (outer tag in the metadata) are seen.
+/// Jumps to `label` unless `bit` is set in the flags map's word (read
+/// afresh for every packet, so a stage switched off is skipped from the
+/// next packet on).
+fn unless_flag(a: &mut Asm, flags: &Map, bit: u32, label: &'static str) {
+    a.push(Insn::store_imm(Size::W, R10, KEY, 0))
+        .push_all(Insn::load_map_fd(R1, flags.fd()))
+        .push(Insn::mov64_reg(R2, R10))
+        .push(Insn::alu64_imm(Alu::Add, R2, KEY as i32))
+        .push(Insn::call(Helper::MapLookupElem))
+        .jmp_imm(Cond::Eq, R0, 0, label)
+        .push(Insn::load(Size::W, R1, R0, 0))
+        .push(Insn::alu64_imm(Alu::And, R1, bit as i32))
+        .jmp_imm(Cond::Eq, R1, 0, label);
+}
+
 fn ethernet_non_ip(a: &mut Asm) {
     use Reg::*;
     a.jmp_imm(Cond::Lt, R1, 14, "ip").push(Insn::ld_abs(Size::H, 12)).push(Insn::mov64_imm(R7, 14)).jmp_imm(

@@ -579,6 +579,21 @@ mod tests {
         unsafe { OwnedFd::from_raw_fd(fd) }
     }
 
+    /// A packet socket on loopback with `k`'s program attached, whose
+    /// reads give up after 300 ms.
+    fn lo_receiver(k: &KernelAccounting) -> OwnedFd {
+        let rx = packet_socket(libc::ETH_P_ALL as u16);
+        let addr = lo_addr();
+        // SAFETY: bind/setsockopt with properly sized arguments.
+        unsafe {
+            assert_eq!(libc::bind(rx.as_raw_fd(), (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32), 0);
+            let tv = libc::timeval { tv_sec: 0, tv_usec: 300_000 };
+            libc::setsockopt(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32);
+        }
+        k.attach(rx.as_raw_fd(), 14).unwrap();
+        rx
+    }
+
     fn lo_addr() -> libc::sockaddr_ll {
         // SAFETY: sockaddr_ll is plain data.
         let mut a: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -629,15 +644,7 @@ mod tests {
 
     fn delegated_on_lo(sport: u16) -> OnLo {
         let k = KernelAccounting::load(64, &[14], 65_535).unwrap();
-        let rx = packet_socket(libc::ETH_P_ALL as u16);
-        let addr = lo_addr();
-        // SAFETY: bind/setsockopt with properly sized arguments.
-        unsafe {
-            assert_eq!(libc::bind(rx.as_raw_fd(), (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32), 0);
-            let tv = libc::timeval { tv_sec: 0, tv_usec: 300_000 };
-            libc::setsockopt(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32);
-        }
-        k.attach(rx.as_raw_fd(), 14).unwrap();
+        let rx = lo_receiver(&k);
         let mut d = Delegations::new(k.clone());
         let key = ConnKey { src: IpAddr16::from_v4(SRC), dst: IpAddr16::from_v4(DST), sport, dport: DPORT, proto: 6 };
         let (mk, orig_block) = map_key(&key).unwrap();
@@ -750,15 +757,7 @@ mod tests {
         use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType, Packet};
         const SPORT3: u16 = 40_003;
         let k = KernelAccounting::load(64, &[14], 65_535).unwrap();
-        let rx = packet_socket(libc::ETH_P_ALL as u16);
-        let addr = lo_addr();
-        // SAFETY: bind/setsockopt with properly sized arguments.
-        unsafe {
-            assert_eq!(libc::bind(rx.as_raw_fd(), (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32), 0);
-            let tv = libc::timeval { tv_sec: 0, tv_usec: 300_000 };
-            libc::setsockopt(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32);
-        }
-        k.attach(rx.as_raw_fd(), 14).unwrap();
+        let rx = lo_receiver(&k);
         let tx = packet_socket(0);
         // The flow bucket ends far from now (the kernel passes everything
         // in the last second before a boundary).
