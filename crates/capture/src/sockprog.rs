@@ -214,6 +214,7 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
 /// afresh for every packet, so a stage switched off is skipped from the
 /// next packet on).
 fn unless_flag(a: &mut Asm, flags: &Map, bit: u32, label: &'static str) {
+    use Reg::*;
     a.push(Insn::store_imm(Size::W, R10, KEY, 0))
         .push_all(Insn::load_map_fd(R1, flags.fd()))
         .push(Insn::mov64_reg(R2, R10))
