@@ -123,9 +123,10 @@ impl std::borrow::Borrow<[u8]> for Shape {
 
 /// The set's hash: a word at a time (SipHash cost more than the rest of a
 /// repeated statement's bookkeeping). Not proof against chosen collisions,
-/// which the set's cap bounds to a few dozen comparisons.
+/// which the set's cap bounds to a few dozen comparisons. The tracker keys
+/// its per-connection side maps (table indices, which it picks) with it too.
 #[derive(Debug, Default, Clone, Copy)]
-struct WordHasher(u64);
+pub struct WordHasher(u64);
 
 impl Hasher for WordHasher {
     fn write(&mut self, bytes: &[u8]) {

@@ -26,7 +26,7 @@ mod tx;
 mod uid;
 pub mod x509;
 
-pub use batch::{Batch, Ingest};
+pub use batch::{Batch, Ingest, RECYCLED_CAPACITY};
 pub use community_id::{community_id_v1, CommunityId};
 pub use conn::{ConnRecord, ConnState, History, Proto};
 pub use flow::FlowRecord;
