@@ -330,6 +330,15 @@ impl AppState {
         }
     }
 
+    /// Whether the connection's packets can change nothing of this state
+    /// any more (`partial`: the TCP connection's, settled): its parsing
+    /// stopped, and no payload would name its service now that did not
+    /// already ([`AppState::payload_seen`]). Such a connection may be
+    /// counted in the kernel (`--kernel-accounting`, `--cpu-budget` step 3).
+    pub fn counts_only(&self, partial: bool) -> bool {
+        self.stopped && (self.whole_payload || partial)
+    }
+
     /// Whether the parser stopped because it had read all it wanted (a TLS
     /// handshake), not because it could not parse.
     pub fn parser_done(&self) -> bool {

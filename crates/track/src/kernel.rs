@@ -79,7 +79,19 @@ pub struct KernelAccounting {
     /// Delegated connections taken back because kernel accounting went
     /// off (`--cpu-budget` step 3).
     taken_back: AtomicU64,
+    /// Entries written, and of those the ones written from a packet
+    /// stamped more than [`BEHIND_NS`] before (the tracker that far behind
+    /// the wire: the connection's packets since are on their way through
+    /// the ring, and the first the kernel sees does not follow the state
+    /// written); suspended entries the kernel was told to resume.
+    written: AtomicU64,
+    written_behind: AtomicU64,
+    resumed: AtomicU64,
 }
+
+/// How far behind the wire (packet time against the clock) a tracker is
+/// said to be when it writes an entry (see `KernelAccounting::written`).
+pub const BEHIND_NS: i64 = 1_000_000_000;
 
 impl KernelAccounting {
     /// Loads the map and a program for each of `l3_offsets` (bytes before
@@ -103,6 +115,9 @@ impl KernelAccounting {
             map_full: AtomicU64::new(0),
             map_calls: AtomicU64::new(0),
             taken_back: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            written_behind: AtomicU64::new(0),
+            resumed: AtomicU64::new(0),
         }))
     }
 
@@ -149,6 +164,12 @@ impl KernelAccounting {
     /// Delegated connections taken back because kernel accounting went off.
     pub fn taken_back(&self) -> u64 {
         self.taken_back.load(Relaxed)
+    }
+
+    /// Entries written; of those, written from a packet more than
+    /// [`BEHIND_NS`] old; resumptions asked for.
+    pub fn written(&self) -> (u64, u64, u64) {
+        (self.written.load(Relaxed), self.written_behind.load(Relaxed), self.resumed.load(Relaxed))
     }
 
     fn syscall(&self) {
@@ -292,6 +313,8 @@ pub(crate) struct Plan {
     pub allow: [u32; 2],
     /// Packet time from which the kernel passes everything.
     pub until_real_ns: i64,
+    /// Time of the packet after which the plan was made.
+    pub at_ns: i64,
 }
 
 /// One tracker's delegated connections (by table slot).
@@ -343,6 +366,10 @@ impl Delegations {
         if self.shared.map.update(&key, v).is_err() {
             self.shared.map_full.fetch_add(1, Relaxed);
             return false;
+        }
+        self.shared.written.fetch_add(1, Relaxed);
+        if armed_at_ns - plan.at_ns > BEHIND_NS {
+            self.shared.written_behind.fetch_add(1, Relaxed);
         }
         let controlled = self.conns.get(&idx).is_some_and(|d| d.controlled && d.key == key);
         self.conns.insert(
@@ -441,6 +468,7 @@ impl Delegations {
         if self.shared.control.update(&d.key, &v).is_err() {
             return false;
         }
+        self.shared.resumed.fetch_add(1, Relaxed);
         d.controlled = true;
         d.go_at = Some(go_at);
         true
@@ -544,9 +572,14 @@ mod tests {
 
     /// A frame from `src` to `dst` (address, port).
     fn frame_between(src: ([u8; 4], u16), dst: ([u8; 4], u16), flags: u8, seq: u32, ack: u32, payload: usize) -> Vec<u8> {
+        frame_carrying(src, dst, flags, seq, ack, &vec![b'x'; payload])
+    }
+
+    /// The same carrying `payload`.
+    fn frame_carrying(src: ([u8; 4], u16), dst: ([u8; 4], u16), flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
         let mut f = vec![0u8; 14];
         f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-        let total = (40 + payload) as u16;
+        let total = (40 + payload.len()) as u16;
         let mut ip = [0u8; 20];
         ip[0] = 0x45;
         ip[2..4].copy_from_slice(&total.to_be_bytes());
@@ -567,7 +600,7 @@ mod tests {
         tcp[13] = flags;
         tcp[14..16].copy_from_slice(&512u16.to_be_bytes());
         f.extend_from_slice(&tcp);
-        f.extend(std::iter::repeat_n(b'x', payload));
+        f.extend_from_slice(payload);
         f
     }
 
@@ -649,7 +682,7 @@ mod tests {
         let key = ConnKey { src: IpAddr16::from_v4(SRC), dst: IpAddr16::from_v4(DST), sport, dport: DPORT, proto: 6 };
         let (mk, orig_block) = map_key(&key).unwrap();
         let view = KernelView { next_seq: [1000, 7000], last_ack: [7000, 1000], data_ok: [true, true] };
-        let plan = Plan { key: mk, orig_block, view, allow: [ALLOW_DATA | ALLOW_ACK; 2], until_real_ns: i64::MAX };
+        let plan = Plan { key: mk, orig_block, view, allow: [ALLOW_DATA | ALLOW_ACK; 2], until_real_ns: i64::MAX, at_ns: now_real_ns() };
         assert!(d.delegate(3, 0, &plan));
         OnLo { k, rx, tx: packet_socket(0), d, plan }
     }
@@ -835,6 +868,140 @@ mod tests {
         }
         assert_eq!(out[0], out[1], "taken back: the records of a tracker that saw every packet");
         assert_eq!((out[1].0, out[1].2), (10, 6));
+    }
+
+    /// Steps 1b and 3 together: two Redis connections parsed; step 1b
+    /// stops one (the other is its protocol's floor), which is then
+    /// delegated and counted in the kernel while the parsed one never is;
+    /// step 3 goes off, the stopped one is taken back at its next packet
+    /// and stays unparsed (no transaction from mid-stream). Its conn and
+    /// flow records, and every connection's transactions, equal those of
+    /// a tracker that saw every packet (and stopped the same connection:
+    /// the draw is seeded).
+    #[test]
+    fn a_connection_step_1b_stopped_is_counted_in_the_kernel_and_stays_unparsed() {
+        if !wirelog_ebpf::tests_can_load() {
+            return;
+        }
+        use crate::app::AppConfig;
+        use crate::{Tracker, TrackerConfig};
+        use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType, Packet};
+        const PSH_ACK: u8 = 0x18;
+        let k = KernelAccounting::load(64, &[14], 65_535).unwrap();
+        let rx = lo_receiver(&k);
+        let tx = packet_socket(0);
+        let cfg = TrackerConfig { app: Some(AppConfig::default()), flow_interval_ns: 3_600_000_000_000, uid_seed: Some(35), ..TrackerConfig::default() };
+        let (mut tracker, mut truth) = (Tracker::new(cfg.clone()), Tracker::new(cfg));
+        tracker.kernel_accounting(k.clone());
+        let mut dec = Decoder::new(DecodeConfig { checksums: ChecksumMode::Ignore, ..DecodeConfig::default() });
+        let mut feed = |t: &mut Tracker, f: &[u8]| {
+            let ts = now_real_ns();
+            match dec.packet(&Packet::new(LinkType::ETHERNET, ts, f)) {
+                Decoded::Ip(ip) => t.packet(ts, 0, &ip),
+                Decoded::Skipped(r) => panic!("{r:?}"),
+            }
+        };
+        let server = (DST, 6379);
+        let clients = [(SRC, 40_006u16), (SRC, 40_007u16)];
+        let (ping, pong) = (b"PING\r\n", b"+PONG\r\n");
+        let seqs = |round: u32| (1000 + round * ping.len() as u32, 7000 + round * pong.len() as u32);
+        // A round of connection `c`: its PING and the PONG.
+        let round = |c: usize, r: u32| {
+            let (cs, ss) = seqs(r);
+            [
+                frame_carrying(clients[c], server, PSH_ACK, cs, ss, ping),
+                frame_carrying(server, clients[c], PSH_ACK, ss, cs + ping.len() as u32, pong),
+            ]
+        };
+        for c in 0..2 {
+            for f in [frame_carrying(clients[c], server, 0x02, 999, 0, b""), frame_carrying(server, clients[c], 0x12, 6999, 1000, b""), frame_carrying(clients[c], server, 0x10, 1000, 7000, b"")] {
+                feed(&mut tracker, &f);
+                feed(&mut truth, &f);
+            }
+        }
+        for r in 0..3 {
+            for c in 0..2 {
+                for f in round(c, r) {
+                    feed(&mut tracker, &f);
+                    feed(&mut truth, &f);
+                }
+            }
+        }
+        assert_eq!(tracker.kernel_delegated(), 0, "parsed connections are never delegated");
+        // Step 1b at 1 in 65,536: the first connection is drawn (and
+        // stopped) at its next packet, the second is the floor.
+        for t in [&mut tracker, &mut truth] {
+            t.set_thinning(1 << 16);
+        }
+        let [ping3, pong3] = round(0, 3);
+        feed(&mut tracker, &ping3);
+        feed(&mut truth, &ping3);
+        assert_eq!(tracker.app_stats().parse_stopped, 1);
+        assert_eq!(tracker.kernel_delegated(), 1, "stopped: delegated at once");
+        // The kernel counts the stopped connection's next rounds; the
+        // parsed one goes on through the tracker.
+        let counted: Vec<Vec<u8>> = std::iter::once(pong3).chain((4..6).flat_map(|r| round(0, r))).collect();
+        for (i, f) in counted.iter().enumerate() {
+            send_on_lo(&tx, f);
+            feed(&mut truth, f);
+            if i < 3 {
+                for g in round(1, 3 + i as u32) {
+                    feed(&mut tracker, &g);
+                    feed(&mut truth, &g);
+                }
+            }
+        }
+        assert_eq!(received_seqs_from(&rx, clients[0].1), Vec::<u32>::new(), "counted in the kernel");
+        assert_eq!(tracker.kernel_delegated(), 1, "the floor is never delegated");
+        // Step 3 off: taken back at the next packet, what was counted
+        // merged first; the connection stays unparsed.
+        tracker.set_kernel_accounting(false);
+        for r in 6..8 {
+            for f in round(0, r).iter().chain(&round(1, r)) {
+                feed(&mut tracker, f);
+                feed(&mut truth, f);
+            }
+        }
+        assert_eq!(tracker.kernel_delegated(), 0, "taken back");
+        let ip_bytes = (40 + pong.len() as u64) * 3 + (40 + ping.len() as u64) * 2;
+        assert_eq!(k.counted(), (5, ip_bytes));
+        for c in 0..2 {
+            let (cs, ss) = seqs(8);
+            for f in [
+                frame_carrying(clients[c], server, 0x11, cs, ss, b""),
+                frame_carrying(server, clients[c], 0x11, ss, cs + 1, b""),
+                frame_carrying(clients[c], server, 0x10, cs + 1, ss + 1, b""),
+            ] {
+                feed(&mut tracker, &f);
+                feed(&mut truth, &f);
+            }
+        }
+        let mut out = Vec::new();
+        for t in [&mut tracker, &mut truth] {
+            t.finish();
+            let (mut conns, mut flows, mut txs) = (Vec::new(), Vec::new(), Vec::new());
+            t.move_records_into(&mut conns, &mut flows, &mut txs);
+            conns.sort_by_key(|r| r.orig_p);
+            let conns: Vec<_> = conns
+                .iter()
+                .map(|r| (r.orig_p, r.orig_pkts, r.orig_ip_bytes, r.resp_pkts, r.resp_ip_bytes, r.orig_bytes, r.resp_bytes, r.conn_state, r.history.as_str().to_string(), r.missed_bytes, r.service, r.uid.as_str().to_string()))
+                .collect();
+            let flow: (u64, u64) = flows.iter().fold((0, 0), |(p, b), f| (p + f.pkts_out + f.pkts_in, b + f.bytes_out + f.bytes_in));
+            let mut per_conn = std::collections::BTreeMap::new();
+            for x in &txs {
+                let e = per_conn.entry((x.orig_p, x.uid.as_str().to_string())).or_insert((0u32, 0u64));
+                e.0 += 1;
+                e.1 += x.sample_weight as u64;
+            }
+            out.push((conns, flow, per_conn));
+        }
+        assert_eq!(out[0], out[1], "the records of a tracker that saw every packet");
+        let (conns, _, per_conn) = &out[1];
+        assert_eq!(conns.len(), 2);
+        assert!(conns.iter().all(|c| c.10 == Some("redis")), "both named: {conns:?}");
+        let n: Vec<u32> = per_conn.values().map(|v| v.0).collect();
+        assert_eq!(n[1], 8, "the floor parsed whole: {per_conn:?}");
+        assert!((2..=3).contains(&n[0]), "stopped at the draw, nothing after: {per_conn:?}");
     }
 
     #[test]

@@ -291,11 +291,25 @@ impl Tracker {
         let e = self.table.get(idx)?;
         let c = &e.value;
         let ProtoState::Tcp(part) = &c.state else { return None };
-        // A parser, or content detection still going on, needs the bytes.
-        if c.app.is_some() || !c.detection.is_over() {
-            return None;
-        }
         let view = self.tcp.with(part, |t| t.kernel_view()).flatten()?;
+        // A parser, or content detection still going on, needs the bytes.
+        // A parser that stopped (step 1b left the connection out, or it
+        // gave up) needs none: `AppState::segment` returns at once, and
+        // the draw of step 1b skips it, so the packets the kernel counts
+        // would change nothing of it but `whole_payload` (conn.log's
+        // service; it cannot change once `kernel_view` allows: both sides
+        // established, so the connection's partial status is settled).
+        // Taken back, it stays stopped: nothing parses it from mid-stream.
+        match &c.app {
+            Some(a) => {
+                let partial = self.tcp.with(part, |t| t.is_partial()).unwrap_or(true);
+                if !a.counts_only(partial) {
+                    return None;
+                }
+            }
+            None if !c.detection.is_over() => return None,
+            None => {}
+        }
         let (key, orig_block) = map_key(&self.table.key(idx)?)?;
         let until_real_ns = Delegations::until(self.flows.next_boundary(), ts)?;
         let allow = [true, false].map(|orig| {
@@ -308,7 +322,7 @@ impl Tracker {
             }
             a
         });
-        (allow != [0, 0]).then_some(Plan { key, orig_block, view, allow, until_real_ns })
+        (allow != [0, 0]).then_some(Plan { key, orig_block, view, allow, until_real_ns, at_ns: ts })
     }
 
     /// Merges what the kernel counted for the connection in slot `idx`
