@@ -6,7 +6,7 @@
 # its end, the summary line of what was shed, the stats line, and the mysql.log rows with their summed
 # sample_weight (the estimate of the transactions).
 # usage: PCAP=target/wirelog-peers/pcaps/mysql.pcap BINS="base=/path/a new=/path/b" BUDGET=3% \
-#        ROUNDS=2 LOOPS=3 RING=8M bench/budget_replay.sh        (as root; writes bench/out/budget_replay.txt)
+#        ROUNDS=2 LOOPS=3 RING=8M [EXTRA="--no-parse"] bench/budget_replay.sh   (as root; writes bench/out/budget_replay.txt)
 set -euo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 PCAP=${PCAP:-$REPO/target/wirelog-peers/pcaps/mysql.pcap}
@@ -15,6 +15,7 @@ BUDGET=${BUDGET:-3%}
 ROUNDS=${ROUNDS:-2}
 LOOPS=${LOOPS:-3}
 RING=${RING:-8M}
+EXTRA=${EXTRA:-}
 OUT=$REPO/bench/out
 mkdir -p "$OUT"
 [[ -f $PCAP ]] || { echo "no capture $PCAP (cargo test --release --test capture_live cpu_budget generates it)" >&2; exit 1; }
@@ -48,7 +49,7 @@ for round in $(seq 1 "$ROUNDS"); do
         d=$WORK/$name$round
         mkdir -p "$d/logs"
         ip netns exec "$A" "$bin" capture -i "$VA" --user root --ring-size "$RING" --no-store --logs "$d/logs" \
-            --cpu-budget "$BUDGET" 2>"$d/err" &
+            --cpu-budget "$BUDGET" $EXTRA 2>"$d/err" &
         CAP_PID=$!
         for _ in $(seq 100); do grep -q "capturing on" "$d/err" && break; sleep 0.1; done
         sleep 0.3
@@ -71,6 +72,6 @@ for round in $(seq 1 "$ROUNDS"); do
         fi
         printf '%s round %s: %s packets sent in %.2f s; capture CPU %.2f s over %.2f s (%.2f%% of a core, limit %s x (window + 0.5 s)); mysql.log %s rows, estimate %s\n' \
             "$name" "$round" "$sent" "$(echo "$t1 - $t0" | bc -l)" "$cpu" "$win" "$(echo "$cpu / $win * 100" | bc -l)" "$BUDGET" "$rows" "$est" | tee -a "$REPORT"
-        grep -E "cpu budget .*: the process|wirelog: stats:" "$d/err" | tail -2 | sed 's/^/    /' | tee -a "$REPORT"
+        grep -E "cpu budget .*: the process|wirelog: stats:|wirelog: kernel accounting:" "$d/err" | tail -3 | sed 's/^/    /' | tee -a "$REPORT"
     done
 done
