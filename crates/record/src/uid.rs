@@ -91,6 +91,12 @@ impl Uid {
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len as usize]
     }
+
+    /// The uid's bytes padded to a fixed size (past `len`, unspecified) and
+    /// its length: a log line copies it as one fixed-size block.
+    pub fn padded(&self) -> ([u8; 18], usize) {
+        (self.bytes, self.len as usize)
+    }
 }
 
 impl std::fmt::Debug for Uid {

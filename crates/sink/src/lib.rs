@@ -33,7 +33,7 @@ use std::time::Instant;
 
 pub use logs::file::{available, LogFile, LogFileStats};
 pub use logs::flows::FlowLogWriter;
-pub use logs::out::{LogDir, LogOut};
+pub use logs::out::{LogDir, LogOut, TakeLines};
 pub use logs::tls::X509LogWriter;
 pub use logs::tx::{tx_log_name, TxLogWriter, TxLogs};
 pub use logs::zeek::{ConnLogWriter, LogFormat};

@@ -48,7 +48,7 @@ pub enum TxStatus {
 }
 
 impl TxStatus {
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             TxStatus::Ok => "ok",
             TxStatus::Error => "error",

@@ -176,6 +176,25 @@ impl LogFile {
     }
 }
 
+impl LogFile {
+    /// Takes the whole lines `lines` holds, as [`Write::write`] would: when
+    /// nothing waits to be written the buffer itself is taken (and this
+    /// file's empty one given back), not copied.
+    pub fn take_lines(&mut self, lines: &mut Vec<u8>) -> io::Result<()> {
+        if !self.buf.is_empty() || self.dropping || self.waiting() {
+            let r = self.write_all(lines);
+            lines.clear();
+            return r;
+        }
+        std::mem::swap(&mut self.buf, lines);
+        lines.clear();
+        if self.buf.len() >= CHUNK {
+            self.drain()?;
+        }
+        Ok(())
+    }
+}
+
 impl Write for LogFile {
     /// Takes the bytes into memory (writers hand over one whole record per
     /// call), writing chunks out as they fill.

@@ -1,7 +1,8 @@
 //! The log sinks: Zeek-style TSV/JSON writers for conn.log (`zeek`),
 //! flows.log (`flows`), the transaction logs (`tx`: one file per protocol,
 //! its fields from the protocol's declared columns), ssl.log's escaping and
-//! x509.log (`tls`), the process columns they share (`procs`), and the files
+//! x509.log (`tls`), the process columns they share (`procs`), the line
+//! composed in place at a cursor (`line`, the transaction logs'), and the files
 //! they write (`out`, `file`: whole lines when the disk fills); `validate`,
 //! Zeek's validate-certs policy (ssl.log's `validation_status`, OpenSSL's
 //! chain validation on the output thread) over `libcrypto`, the few
@@ -16,6 +17,7 @@
 pub mod file;
 pub mod flows;
 pub mod libcrypto;
+pub(crate) mod line;
 pub mod ocsp;
 pub mod libcrypto_ct;
 pub mod out;

@@ -55,6 +55,32 @@ impl Write for LogOut {
     }
 }
 
+/// An output that takes lines collected in a buffer (whole lines only).
+pub trait TakeLines: Write {
+    /// Writes the lines `b` holds and leaves it empty; it may give `b`'s
+    /// buffer a new owner and `b` another (empty) one instead of copying.
+    fn take_lines(&mut self, b: &mut Vec<u8>) -> io::Result<()> {
+        let r = self.write_all(b);
+        b.clear();
+        r
+    }
+}
+
+impl TakeLines for Vec<u8> {}
+
+impl TakeLines for LogOut {
+    fn take_lines(&mut self, b: &mut Vec<u8>) -> io::Result<()> {
+        match self {
+            LogOut::File(f) => f.take_lines(b),
+            LogOut::Stdout(w) => {
+                let r = w.write_all(b);
+                b.clear();
+                r
+            }
+        }
+    }
+}
+
 /// The log directory (opened once, without following a link: see
 /// wirelog-safefs): where log files are created, in which format, and the
 /// free space they leave on its disk.

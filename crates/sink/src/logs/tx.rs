@@ -9,12 +9,15 @@
 //! formatter for both formats and all five logs, and no per-record
 //! allocation (a busy database makes tens of thousands of records a second).
 
-use std::io::{self, Write};
+use std::io;
 
-use wirelog_record::columns::{self, Column, Item, LogText, Type, Val};
-use wirelog_record::{IpAddr16, Protocol, TxRecord};
+use wirelog_record::columns::{self, Item, LogText, Type, Val};
+use wirelog_record::{IpAddr16, Protocol, TxRecord, TxStatus};
 
-use crate::logs::zeek::{push_prefix, push_u64, write_addr, write_secs, zeek_close, zeek_header};
+use crate::logs::line::{append, Esc, Room};
+use crate::logs::out::TakeLines;
+
+use crate::logs::zeek::{push_prefix, push_u64, write_secs, zeek_close, zeek_header};
 use crate::LogFormat;
 
 const COMMON_HEAD: &[(&str, &str)] = &[
@@ -104,64 +107,9 @@ impl<'a, const JSON: bool> Line<'a, JSON> {
     }
 
     #[inline(always)]
-    pub(crate) fn interval(&mut self, d: Option<i64>) {
-        if self.field(d.is_some()) {
-            write_secs(self.b, d.unwrap_or(0));
-        }
-    }
-
-    #[inline(always)]
     pub(crate) fn count(&mut self, n: Option<u64>) {
         if self.field(n.is_some()) {
             push_u64(self.b, n.unwrap_or(0));
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn str(&mut self, s: Option<&str>) {
-        if self.field(s.is_some()) {
-            let s = s.unwrap_or("");
-            if JSON {
-                json_str(self.b, s);
-            } else {
-                tsv_text(self.b, s, false);
-            }
-        }
-    }
-
-    /// Text known to need no escaping in either format and never empty
-    /// nor `-` (a uid, a status name): copied as it is.
-    #[inline(always)]
-    pub(crate) fn plain(&mut self, s: &[u8]) {
-        debug_assert!(!s.is_empty() && s != b"-" && s.iter().all(|c| c.is_ascii_alphanumeric() || b"_.".contains(c)));
-        if self.field(true) {
-            if JSON {
-                self.b.push(b'"');
-                self.b.extend_from_slice(s);
-                self.b.push(b'"');
-            } else {
-                self.b.extend_from_slice(s);
-            }
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn addr(&mut self, a: &IpAddr16) {
-        if self.field(true) {
-            if JSON {
-                self.b.push(b'"');
-                write_addr(self.b, a);
-                self.b.push(b'"');
-            } else {
-                write_addr(self.b, a);
-            }
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn port(&mut self, p: u16) {
-        if self.field(true) {
-            push_u64(self.b, p as u64);
         }
     }
 
@@ -178,35 +126,6 @@ impl<'a, const JSON: bool> Line<'a, JSON> {
         }
     }
 
-    /// A declared column's value, as its protocol's log writes it.
-    #[inline(always)]
-    pub(crate) fn value(&mut self, ty: Type, text: LogText, v: Val<'_>) {
-        match v {
-            Val::Unset => {
-                self.field(false);
-            }
-            Val::Text(s) => match text {
-                LogText::Utf8 => self.str(s),
-                LogText::ZeekAscii => self.ztext(s),
-            },
-            Val::Count(n) => self.count(n),
-            Val::Bool(b) => self.bool(b),
-            Val::Interval(d) => self.interval(d),
-            Val::TimeSecs(t) => {
-                if self.field(t.is_some()) {
-                    write_secs(self.b, t.unwrap_or(0).saturating_mul(1_000_000_000));
-                }
-            }
-            Val::List(l) => {
-                let item = match ty {
-                    Type::List(item) => item,
-                    _ => Item::Text,
-                };
-                self.vector(l, item, text)
-            }
-        }
-    }
-
     /// A string with Zeek's ASCII escaping (TSV) or as JSON.
     pub(crate) fn ztext(&mut self, s: Option<&str>) {
         if self.field(s.is_some()) {
@@ -219,90 +138,255 @@ impl<'a, const JSON: bool> Line<'a, JSON> {
         }
     }
 
-    /// A Zeek vector: unset (`-`, left out of JSON) when `None`; when empty
-    /// `-` in TSV with UTF-8 text, `(empty)` with Zeek's ASCII text, `[]` in
-    /// JSON; numbers unquoted in JSON, text escaped and quoted; whole seconds
-    /// as Zeek writes an interval.
-    fn vector(&mut self, l: Option<columns::List<'_>>, item: Item, text: LogText) {
-        let json = JSON;
-        let set = match (&l, text) {
-            (None, _) => false,
-            (Some(l), LogText::Utf8) => json || l.len > 0,
-            (Some(_), LogText::ZeekAscii) => true,
-        };
-        if !self.field(set) {
-            return;
-        }
-        let Some(l) = l else { return };
-        if json {
-            self.b.push(b'[');
-        } else if l.len == 0 {
-            self.b.extend_from_slice(b"(empty)");
-            return;
-        }
-        for j in 0..l.len {
-            if j > 0 {
-                self.b.push(b',');
-            }
-            // A number is written as digits straight into the line (no
-            // escaping needed); text is escaped from where the record
-            // holds it, copied into the scratch only when composed.
-            if let (columns::Items::Num(f), Item::Count | Item::Secs) = (l.items, item) {
-                let v = f(l.record, j);
-                if item == Item::Count {
-                    push_u64(self.b, v);
-                } else {
-                    if json {
-                        self.b.push(b'"');
-                    }
-                    push_u64(self.b, v);
-                    self.b.extend_from_slice(if json { b".000000\"" } else { b".000000" });
-                }
-                continue;
-            }
-            let t = l.item(j, self.scratch);
-            match item {
-                Item::Count => self.b.extend_from_slice(t.as_bytes()),
-                Item::Secs => {
-                    // No declared column has seconds as text (TTLs are
-                    // numbers, above): kept exact, not fast.
-                    let mut secs = String::with_capacity(t.len() + 7);
-                    secs.push_str(t);
-                    secs.push_str(".000000");
-                    text_item(self.b, &secs, json, text);
-                }
-                Item::Text => text_item(self.b, t, json, text),
-            }
-        }
-        if json {
-            self.b.push(b']');
-        }
-    }
-
 }
 
-/// A list's text item, escaped as the format and the log's text want.
-#[inline]
-fn text_item(b: &mut Vec<u8>, t: &str, json: bool, text: LogText) {
-    if json {
-        json_str(b, t);
-    } else if text == LogText::ZeekAscii {
-        zeek_text(b, t, true);
-    } else {
-        tsv_text(b, t, true);
+/// A field's JSON key as its line writes it (`,"name":`, `{"ts":` for the
+/// first), made once per log: padded to a fixed size, copied as one block.
+struct Key {
+    pad: [u8; KEY_PAD],
+    len: usize,
+    /// The key when longer than the padded block.
+    long: Box<[u8]>,
+}
+
+const KEY_PAD: usize = 48;
+
+impl Key {
+    fn new(name: &str, first: bool) -> Key {
+        let mut k = vec![if first { b'{' } else { b',' }];
+        json_str(&mut k, name);
+        k.push(b':');
+        let mut pad = [0u8; KEY_PAD];
+        let len = k.len();
+        if len <= KEY_PAD {
+            pad[..len].copy_from_slice(&k);
+        }
+        Key { pad, len, long: k.into_boxed_slice() }
+    }
+
+    #[inline(always)]
+    fn write(&self, room: &mut Room<'_>) {
+        if self.len <= KEY_PAD {
+            room.put(self.pad, self.len);
+        } else {
+            room.slice(&self.long);
+        }
     }
 }
 
-/// The log's own values of a record, from its protocol's declared columns.
+/// One of the log's own columns, resolved once per log from its
+/// protocol's declaration: how its value is read, what a list holds, its
+/// JSON key.
+struct LogCol {
+    get: columns::Get,
+    item: Item,
+    key: Key,
+}
+
+/// What comes before a set value: a tab, or the field's JSON key.
 #[inline(always)]
-fn own_values<const JSON: bool>(r: &TxRecord, cols: &[&'static Column], text: LogText, v: &mut Line<'_, JSON>) {
-    for c in cols {
-        v.value(c.ty, text, (c.get)(r));
+fn key<const JSON: bool>(room: &mut Room<'_>, k: &Key) {
+    if JSON {
+        k.write(room);
+    } else {
+        room.byte(b'\t');
+    }
+}
+
+/// An unset value: `-` after its tab; nothing in JSON (Zeek's JSON writer
+/// leaves unset fields out).
+#[inline(always)]
+fn unset<const JSON: bool>(room: &mut Room<'_>) {
+    if !JSON {
+        room.put(*b"\t-", 2);
+    }
+}
+
+/// Text no format escapes (a uid, a status name), quoted in JSON.
+#[inline(always)]
+fn plain<const JSON: bool, const N: usize>(room: &mut Room<'_>, k: &Key, (b, len): ([u8; N], usize)) {
+    key::<JSON>(room, k);
+    if JSON {
+        room.byte(b'"');
+    }
+    room.put(b, len);
+    if JSON {
+        room.byte(b'"');
+    }
+}
+
+#[inline(always)]
+fn addr<const JSON: bool>(room: &mut Room<'_>, k: &Key, a: &IpAddr16) {
+    key::<JSON>(room, k);
+    if JSON {
+        room.byte(b'"');
+    }
+    room.addr(a);
+    if JSON {
+        room.byte(b'"');
+    }
+}
+
+#[inline(always)]
+fn count<const JSON: bool>(room: &mut Room<'_>, k: &Key, n: Option<u64>) {
+    match n {
+        Some(n) => {
+            key::<JSON>(room, k);
+            room.u64(n);
+        }
+        None => unset::<JSON>(room),
+    }
+}
+
+#[inline(always)]
+fn interval<const JSON: bool>(room: &mut Room<'_>, k: &Key, d: Option<i64>) {
+    match d {
+        Some(d) => {
+            key::<JSON>(room, k);
+            room.secs(d);
+        }
+        None => unset::<JSON>(room),
+    }
+}
+
+/// Text as the log's format and text convention want it.
+#[inline(always)]
+fn text<const JSON: bool>(room: &mut Room<'_>, t: &str, esc: Esc, in_set: bool) {
+    if JSON {
+        room.json_text(t.as_bytes());
+    } else {
+        room.tsv_text(t.as_bytes(), esc, in_set);
+    }
+}
+
+/// A declared column's value, as its protocol's log writes it: text
+/// escaped as the log's convention wants (`tsv_text`, `zeek_text`,
+/// `json_str`), an unset value `-` in TSV and left out of JSON.
+#[inline(always)]
+fn value<const JSON: bool>(room: &mut Room<'_>, c: &LogCol, esc: Esc, v: Val<'_>, scratch: &mut String) {
+    match v {
+        Val::Text(Some(s)) => {
+            key::<JSON>(room, &c.key);
+            text::<JSON>(room, s, esc, false);
+        }
+        Val::Count(n) => count::<JSON>(room, &c.key, n),
+        Val::Bool(Some(b)) => {
+            key::<JSON>(room, &c.key);
+            match (JSON, b) {
+                (true, true) => room.put(*b"true", 4),
+                (true, false) => room.put(*b"false", 5),
+                (false, true) => room.byte(b'T'),
+                (false, false) => room.byte(b'F'),
+            }
+        }
+        Val::Interval(d) => interval::<JSON>(room, &c.key, d),
+        Val::TimeSecs(t) => interval::<JSON>(room, &c.key, t.map(|t| t.saturating_mul(1_000_000_000))),
+        // An empty list of UTF-8 text is unset in TSV.
+        Val::List(Some(l)) if !JSON && l.len == 0 && esc == Esc::Tsv => unset::<JSON>(room),
+        Val::List(Some(l)) => *room = vector::<JSON>(std::mem::replace(room, Room::empty()), c, esc, l, scratch),
+        Val::Unset | Val::Text(None) | Val::Bool(None) | Val::List(None) => unset::<JSON>(room),
+    }
+}
+
+/// A Zeek vector: when empty `-` in TSV with UTF-8 text, `(empty)` with
+/// Zeek's ASCII text, `[]` in JSON; items separated by `,` (escaped inside
+/// text items), numbers unquoted in JSON, text escaped and quoted; whole
+/// seconds as Zeek writes an interval.
+///
+/// The room is taken and given back (not borrowed): a borrowed room would
+/// be kept in memory by the caller for the whole line.
+#[inline(never)]
+fn vector<'r, const JSON: bool>(mut room: Room<'r>, c: &LogCol, esc: Esc, l: columns::List<'_>, scratch: &mut String) -> Room<'r> {
+    vector_into::<JSON>(&mut room, c, esc, l, scratch);
+    room
+}
+
+#[inline(always)]
+fn vector_into<const JSON: bool>(room: &mut Room<'_>, c: &LogCol, esc: Esc, l: columns::List<'_>, scratch: &mut String) {
+    if !JSON && l.len == 0 {
+        match esc {
+            Esc::Tsv => unset::<JSON>(room),
+            Esc::Zeek => {
+                key::<JSON>(room, &c.key);
+                room.put(*b"(empty)\0", 7);
+            }
+        }
+        return;
+    }
+    key::<JSON>(room, &c.key);
+    if JSON {
+        room.byte(b'[');
+    }
+    for j in 0..l.len {
+        if j > 0 {
+            room.byte(b',');
+        }
+        // A number is written as digits straight into the line (no
+        // escaping needed); text is escaped from where the record holds
+        // it, copied into the scratch only when composed.
+        if let (columns::Items::Num(f), Item::Count | Item::Secs) = (l.items, c.item) {
+            let v = f(l.record, j);
+            if c.item == Item::Count {
+                room.u64(v);
+            } else {
+                if JSON {
+                    room.byte(b'"');
+                }
+                room.u64(v);
+                room.lit(if JSON { b".000000\"" } else { b".000000" });
+            }
+            continue;
+        }
+        let t = l.item(j, scratch);
+        match c.item {
+            Item::Count => room.slice(t.as_bytes()),
+            Item::Secs => {
+                // No declared column has seconds as text (TTLs are
+                // numbers, above): kept exact, not fast.
+                let secs = format!("{t}.000000");
+                text::<JSON>(room, &secs, esc, true);
+            }
+            Item::Text => text::<JSON>(room, t, esc, true),
+        }
+    }
+    if JSON {
+        room.byte(b']');
+    }
+}
+
+/// The padded bytes of each status name.
+const fn status_pad(s: TxStatus) -> ([u8; 16], usize) {
+    let name = s.as_str().as_bytes();
+    let mut pad = [0u8; 16];
+    let mut i = 0;
+    while i < name.len() {
+        pad[i] = name[i];
+        i += 1;
+    }
+    (pad, name.len())
+}
+
+const STATUS_PADS: [([u8; 16], usize); 5] = [
+    status_pad(TxStatus::Ok),
+    status_pad(TxStatus::Error),
+    status_pad(TxStatus::NoResponse),
+    status_pad(TxStatus::NoRequest),
+    status_pad(TxStatus::Partial),
+];
+
+#[inline(always)]
+fn status_padded(s: TxStatus) -> ([u8; 16], usize) {
+    match s {
+        TxStatus::Ok => STATUS_PADS[0],
+        TxStatus::Error => STATUS_PADS[1],
+        TxStatus::NoResponse => STATUS_PADS[2],
+        TxStatus::NoRequest => STATUS_PADS[3],
+        TxStatus::Partial => STATUS_PADS[4],
     }
 }
 
 /// Writes the transactions of one protocol as they come.
-pub struct TxLogWriter<W: Write> {
+pub struct TxLogWriter<W: TakeLines> {
     out: W,
     format: LogFormat,
     protocol: Protocol,
@@ -311,46 +395,58 @@ pub struct TxLogWriter<W: Write> {
     /// One list item's text (see [`Line::list`]), kept between records.
     scratch: String,
     rows: u64,
-    /// Field names in order, for the header and the JSON keys.
-    names: Vec<&'static str>,
+    /// The JSON keys of the common head's fields and of the tail's.
+    head: Vec<Key>,
+    tail: Vec<Key>,
     /// The process columns (capture --processes) follow Zeek's.
     processes: bool,
     /// The `source` column (capture --tls-plaintext) comes last.
     sources: bool,
     /// The `sample_weight` column (capture --cpu-budget) after it.
     weights: bool,
-    /// The protocol's logged columns, in the log's order.
-    cols: Vec<&'static Column>,
+    /// The protocol's logged columns, in the log's order, and their names
+    /// and Zeek types for the header.
+    cols: Vec<LogCol>,
+    own: Vec<(&'static str, &'static str)>,
     text: LogText,
 }
 
-impl<W: Write> TxLogWriter<W> {
+impl<W: TakeLines> TxLogWriter<W> {
     pub fn new(out: W, format: LogFormat, protocol: Protocol) -> Self {
         Self::with_policies(out, format, protocol, &[])
     }
 
     /// With the columns of the Zeek policies `policies` (`--zeek-policy`).
     pub fn with_policies(out: W, format: LogFormat, protocol: Protocol, policies: &[&str]) -> Self {
-        let names = COMMON_HEAD
-            .iter()
-            .chain(&own_fields(protocol, policies))
-            .chain(COMMON_TAIL)
-            .map(|f| f.0)
-            .collect();
         let decl = columns::of(protocol);
+        let cols = decl
+            .logged_with(policies)
+            .map(|c| LogCol {
+                get: c.get,
+                item: match c.ty {
+                    Type::List(item) => item,
+                    _ => Item::Text,
+                },
+                key: Key::new(c.log.unwrap_or(c.name), false),
+            })
+            .collect();
+        let head = COMMON_HEAD.iter().enumerate().map(|(i, f)| Key::new(f.0, i == 0)).collect();
+        let tail = COMMON_TAIL.iter().map(|f| Key::new(f.0, false)).collect();
         TxLogWriter {
             out,
             format,
             protocol,
             header_written: false,
-            line: Vec::with_capacity(LINES_HANDED_AT + 4096),
+            line: Vec::with_capacity(LINES_HANDED_AT + LINE_ROOM),
             scratch: String::new(),
             rows: 0,
-            names,
+            head,
+            tail,
             processes: false,
             sources: false,
             weights: false,
-            cols: decl.logged_with(policies).collect(),
+            cols,
+            own: own_fields(protocol, policies),
             text: decl.log_text,
         }
     }
@@ -390,8 +486,7 @@ impl<W: Write> TxLogWriter<W> {
         let w = &wirelog_record::columns::SAMPLE_WEIGHT;
         let weight_field = [(w.name, w.log_type())];
         let weight: &[(&str, &str)] = if self.weights { &weight_field } else { &[] };
-        let own: Vec<(&str, &str)> = self.cols.iter().map(|c| (c.log.unwrap_or(c.name), c.log_type())).collect();
-        let fields = COMMON_HEAD.iter().chain(&own).chain(COMMON_TAIL).chain(extra).chain(source).chain(weight);
+        let fields = COMMON_HEAD.iter().chain(&self.own).chain(COMMON_TAIL).chain(extra).chain(source).chain(weight);
         let name = self.protocol.log();
         zeek_header(&mut self.out, self.format, &mut self.header_written, name, fields)
     }
@@ -403,10 +498,10 @@ impl<W: Write> TxLogWriter<W> {
         }
         // One copy of the line's code per format, each with the format a
         // constant: no per-field test of which one it is.
-        if self.format == LogFormat::Json {
-            self.fill::<true>(r);
-        } else {
-            self.fill::<false>(r);
+        let fitted = if self.format == LogFormat::Json { self.fill::<true>(r) } else { self.fill::<false>(r) };
+        if !fitted {
+            // Not reached: the second pass has the room the first asked for.
+            return Err(io::Error::other(format!("{}.log: a line did not fit in its buffer", self.protocol.log())));
         }
         self.rows += 1;
         // Lines are collected and handed to the output together (whole
@@ -417,31 +512,64 @@ impl<W: Write> TxLogWriter<W> {
         Ok(())
     }
 
-    /// Hands the collected lines to the output.
+    /// Hands the collected lines to the output (a log file takes the
+    /// buffer itself when it holds nothing: no copy) and keeps room for the
+    /// next.
     fn hand_over(&mut self) -> io::Result<()> {
-        let r = self.out.write_all(&self.line);
-        self.line.clear();
+        let r = self.out.take_lines(&mut self.line);
+        self.line.reserve(LINES_HANDED_AT + LINE_ROOM);
         r
     }
 
+    /// Appends a record's line to the collected lines: every value composed
+    /// in place ([`Room`]); false if it did not fit (not reached).
     #[inline(always)]
-    fn fill<const JSON: bool>(&mut self, r: &TxRecord) {
-        let json = JSON;
+    fn fill<const JSON: bool>(&mut self, r: &TxRecord) -> bool {
         let tx = &r.tx;
-        let mut v = Line::<JSON>::start(&mut self.line, &self.names, &mut self.scratch);
-        v.time(tx.ts_ns());
-        v.plain(r.uid.as_bytes());
-        v.addr(&r.orig_h);
-        v.port(r.orig_p);
-        v.addr(&r.resp_h);
-        v.port(r.resp_p);
-        own_values(r, &self.cols, self.text, &mut v);
-        v.plain(tx.status.as_str().as_bytes());
-        v.count(tx.request.map(|s| s.bytes));
-        v.count(tx.response.map(|s| s.bytes));
-        v.interval(tx.latency_ns());
-        v.interval(tx.first_byte_latency_ns());
-        debug_assert_eq!(self.names.len(), v.i, "{} fields", self.protocol.name());
+        let extras = self.processes || self.sources || self.weights;
+        let TxLogWriter { line, head, tail, cols, text, scratch, .. } = self;
+        let esc = match text {
+            LogText::Utf8 => Esc::Tsv,
+            LogText::ZeekAscii => Esc::Zeek,
+        };
+        let (head, tail) = (&head[..COMMON_HEAD.len()], &tail[..COMMON_TAIL.len()]);
+        let fitted = append(line, |room| {
+            if JSON {
+                head[0].write(room);
+            }
+            room.secs(tx.ts_ns());
+            plain::<JSON, 18>(room, &head[1], r.uid.padded());
+            addr::<JSON>(room, &head[2], &r.orig_h);
+            count::<JSON>(room, &head[3], Some(u64::from(r.orig_p)));
+            addr::<JSON>(room, &head[4], &r.resp_h);
+            count::<JSON>(room, &head[5], Some(u64::from(r.resp_p)));
+            for c in cols.iter() {
+                value::<JSON>(room, c, esc, (c.get)(r), scratch);
+            }
+            plain::<JSON, 16>(room, &tail[0], status_padded(tx.status));
+            count::<JSON>(room, &tail[1], tx.request.map(|s| s.bytes));
+            count::<JSON>(room, &tail[2], tx.response.map(|s| s.bytes));
+            interval::<JSON>(room, &tail[3], tx.latency_ns());
+            interval::<JSON>(room, &tail[4], tx.first_byte_latency_ns());
+            if !extras {
+                if JSON {
+                    room.put(*b"}\n", 2);
+                } else {
+                    room.byte(b'\n');
+                }
+            }
+        });
+        if extras && fitted {
+            self.extras::<JSON>(r);
+        }
+        fitted
+    }
+
+    /// The columns after the log's own and the common tail, when asked for:
+    /// processes, source, sample weight; then the line's end.
+    #[cold]
+    fn extras<const JSON: bool>(&mut self, r: &TxRecord) {
+        let json = JSON;
         if self.processes {
             if json {
                 crate::logs::procs::json(&mut self.line, &r.orig_proc, &r.resp_proc);
@@ -488,9 +616,14 @@ impl<W: Write> TxLogWriter<W> {
 }
 
 /// Bytes of lines a transaction log collects before handing them to its
-/// output (a [`crate::LogFile`] writes in chunks of 64 KiB): one call per
-/// few hundred lines instead of one per line; a tick flushes them.
-const LINES_HANDED_AT: usize = 16 << 10;
+/// output: a [`crate::LogFile`]'s chunk (64 KiB), which it takes as it is
+/// and writes at once; one call per few hundred lines instead of one per
+/// line; a tick flushes them.
+const LINES_HANDED_AT: usize = 64 << 10;
+
+/// Room kept past [`LINES_HANDED_AT`] for the line that crosses it (a
+/// longer line grows the buffer: see [`append`]).
+const LINE_ROOM: usize = 16 << 10;
 
 /// The transaction logs as one sink: each protocol's log is created in the
 /// log directory at its first transaction (like Zeek, a log with nothing to
@@ -680,7 +813,7 @@ pub(crate) fn tsv_text(b: &mut Vec<u8>, s: &str, in_set: bool) {
 /// `t` (1 to 7 bytes) as a little-endian word, the bytes past it spaces:
 /// two overlapping loads of 4, 2 or 1 bytes, no loop.
 #[inline(always)]
-fn tail_word(t: &[u8]) -> u64 {
+pub(crate) fn tail_word(t: &[u8]) -> u64 {
     const SPACES: u64 = 0x2020_2020_2020_2020;
     let n = t.len();
     let load = |at: usize, w: usize| -> u64 {
@@ -713,7 +846,7 @@ fn tsv_escape_bytes(b: &mut Vec<u8>, w: &[u8], in_set: bool) {
 /// Whether any of the eight bytes in `w` is one [`tsv_text`] escapes (exact:
 /// the classic "has a byte less than n" / "has a zero byte" word tests).
 #[inline(always)]
-fn tsv_escapes_any(w: u64, in_set: bool) -> bool {
+pub(crate) fn tsv_escapes_any(w: u64, in_set: bool) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let below = |x: u64, n: u8| x.wrapping_sub(ONES * n as u64) & !x & HIGH;
@@ -725,7 +858,7 @@ fn tsv_escapes_any(w: u64, in_set: bool) -> bool {
 /// Whether any of the eight bytes in `w` is one [`json_str`] escapes: a
 /// control byte, `"` or `\`.
 #[inline(always)]
-fn json_escapes_any(w: u64) -> bool {
+pub(crate) fn json_escapes_any(w: u64) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let below = |x: u64, n: u8| x.wrapping_sub(ONES * n as u64) & !x & HIGH;
@@ -814,7 +947,7 @@ mod tests {
     }
 
     /// What the writer wrote, its collected lines handed over.
-    fn handed<W: Write>(mut w: TxLogWriter<W>) -> W {
+    fn handed<W: TakeLines>(mut w: TxLogWriter<W>) -> W {
         w.flush().unwrap();
         w.out
     }

@@ -1,0 +1,642 @@
+//! A log line written straight into the room at the end of the log's
+//! buffer ([`Room`]): every value is composed in place at a cursor (digits
+//! from a table of pairs, seconds.micros from integers, text escaped a word
+//! at a time as it is copied), with one test of the room left per value and
+//! no `Vec` length kept up to date per byte. The transaction logs write
+//! their lines through it (`tx`).
+//!
+//! Room: a value that does not fit is not written, but the cursor still
+//! moves on by the most the value could take, so that when a line comes up
+//! short the cursor says how much room writing it again needs at most (see
+//! [`Room::short`]); the line is then written a second time with that much.
+
+use std::mem::MaybeUninit;
+
+use wirelog_record::IpAddr16;
+
+use crate::logs::tx::{json_escapes_any, tail_word, tsv_escapes_any};
+
+/// The spare capacity of a line buffer and a cursor into it.
+pub(crate) struct Room<'a> {
+    b: &'a mut [MaybeUninit<u8>],
+    /// Bytes written (or, once short, at most needed).
+    p: usize,
+    short: bool,
+}
+
+/// "00" to "99".
+const PAIRS: [[u8; 2]; 100] = {
+    let mut t = [[0u8; 2]; 100];
+    let mut i = 0;
+    while i < 100 {
+        t[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
+        i += 1;
+    }
+    t
+};
+
+/// 10^i.
+const POW10: [u64; 20] = {
+    let mut t = [1u64; 20];
+    let mut i = 1;
+    while i < 20 {
+        t[i] = t[i - 1] * 10;
+        i += 1;
+    }
+    t
+};
+
+/// How many decimal digits `v` has (1 for 0), without a division.
+#[inline(always)]
+fn decimal_len(v: u64) -> usize {
+    let w = v | 1;
+    let t = (((64 - w.leading_zeros()) * 1233) >> 12) as usize;
+    t + 1 - usize::from(w < POW10[t & 15 | t & 16])
+}
+
+/// `v` < 10,000 as four digits (leading zeros included), little-endian:
+/// the first digit in the lowest byte.
+#[inline(always)]
+fn four_digits(v: u32) -> u32 {
+    let hi = PAIRS[(v / 100) as usize % 100];
+    let lo = PAIRS[(v % 100) as usize];
+    u32::from_le_bytes([hi[0], hi[1], lo[0], lo[1]])
+}
+
+// The rare values are composed out of line into a returned block, not
+// written through the Room: a Room passed to a call is kept in memory, and
+// then every write through it reloads its cursor.
+
+/// The digits of `v` >= 100,000,000, left-aligned, and how many.
+#[inline(never)]
+fn long_digits(v: u64) -> ([u8; 24], usize) {
+    let mut d = [0u8; 24];
+    let top = v / 100_000_000;
+    let n = if top < 100_000_000 {
+        let n = decimal_len(top);
+        d[..8].copy_from_slice(&(eight_digits(top as u32) >> (8 * (8 - n))).to_le_bytes());
+        n
+    } else {
+        // Above 10^16: at most 20 digits, the first four of them here.
+        let n = decimal_len(top / 100_000_000);
+        d[..4].copy_from_slice(&(four_digits((top / 100_000_000) as u32) >> (8 * (4 - n))).to_le_bytes());
+        d[n..n + 8].copy_from_slice(&eight_digits((top % 100_000_000) as u32).to_le_bytes());
+        n + 8
+    };
+    d[n..n + 8].copy_from_slice(&eight_digits((v % 100_000_000) as u32).to_le_bytes());
+    (d, n + 8)
+}
+
+/// A negative time or interval as `zeek::write_secs` writes it.
+#[cold]
+#[inline(never)]
+fn negative_secs(ns: i64) -> ([u8; 32], usize) {
+    let mut v = Vec::with_capacity(32);
+    crate::logs::zeek::write_secs(&mut v, ns);
+    let mut d = [0u8; 32];
+    let n = v.len().min(32);
+    d[..n].copy_from_slice(&v[..n]);
+    (d, n)
+}
+
+/// An IPv6 address as `zeek::write_addr` writes it (at most 45 bytes).
+#[cold]
+#[inline(never)]
+fn v6_text(a: &IpAddr16) -> ([u8; 48], usize) {
+    let mut v = Vec::with_capacity(48);
+    crate::logs::zeek::write_addr(&mut v, a);
+    let mut d = [0u8; 48];
+    let n = v.len().min(48);
+    d[..n].copy_from_slice(&v[..n]);
+    (d, n)
+}
+
+/// `v` < 100,000,000 as eight digits (leading zeros included),
+/// little-endian.
+#[inline(always)]
+fn eight_digits(v: u32) -> u64 {
+    u64::from(four_digits(v / 10_000)) | u64::from(four_digits(v % 10_000)) << 32
+}
+
+/// Each byte value as dotted-quad text followed by a dot, and its length
+/// with the dot: "7." is ([b'7', b'.', 0, 0], 2).
+const OCTETS: [([u8; 4], u8); 256] = {
+    let mut t = [([0u8; 4], 0u8); 256];
+    let mut o = 0;
+    while o < 256 {
+        let mut d = [0u8; 4];
+        let mut n = 0;
+        if o >= 100 {
+            d[n] = b'0' + (o / 100) as u8;
+            n += 1;
+        }
+        if o >= 10 {
+            d[n] = b'0' + (o / 10 % 10) as u8;
+            n += 1;
+        }
+        d[n] = b'0' + (o % 10) as u8;
+        d[n + 1] = b'.';
+        t[o] = (d, n as u8 + 2);
+        o += 1;
+    }
+    t
+};
+
+/// How a text value is escaped.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Esc {
+    /// The transaction logs' TSV text: UTF-8 passes, control bytes, DEL
+    /// and `\` as `\xNN` (`tx::tsv_text`).
+    Tsv,
+    /// Zeek's ASCII writer: `\` doubled, every byte outside printable
+    /// ASCII as `\xNN` (`tx::zeek_text`).
+    Zeek,
+}
+
+/// Writes a line (or any values) with `f` at the end of `v`, in its spare
+/// capacity; when that is too short, `v` grows by what `f` asked for and `f`
+/// writes again (once: the second time it has its room). False if it still
+/// did not fit (not reached).
+#[inline(always)]
+pub(crate) fn append(v: &mut Vec<u8>, mut f: impl FnMut(&mut Room<'_>)) -> bool {
+    for _ in 0..2 {
+        let mut room = Room::new(v.spare_capacity_mut());
+        f(&mut room);
+        match room.short() {
+            None => {
+                let n = room.len();
+                // SAFETY: a Room's cursor moves only over bytes it wrote
+                // until it is short (every write that could not be done
+                // made it short), and it is not: the first `n` bytes of the
+                // spare capacity are initialized.
+                unsafe { v.set_len(v.len() + n) };
+                return true;
+            }
+            Some(need) => v.reserve(need),
+        }
+    }
+    false
+}
+
+impl<'a> Room<'a> {
+    /// A room of no bytes (a placeholder while a room is lent by value).
+    pub(crate) fn empty() -> Room<'a> {
+        Room { b: &mut [], p: 0, short: false }
+    }
+
+    fn new(b: &'a mut [MaybeUninit<u8>]) -> Self {
+        Room { b, p: 0, short: false }
+    }
+
+    /// Bytes written.
+    pub(crate) fn len(&self) -> usize {
+        self.p
+    }
+
+    /// `None` when every value fitted (`len()` bytes were written), else
+    /// the room writing the same values again needs at most.
+    pub(crate) fn short(&self) -> Option<usize> {
+        self.short.then_some(self.p)
+    }
+
+    /// The next `n` bytes of room (the caller moves the cursor over what it
+    /// wrote), or `None`: the line is short, and the cursor moves on by `n`.
+    #[inline(always)]
+    fn at(&mut self, n: usize) -> Option<&mut [MaybeUninit<u8>]> {
+        // Until the line is short the cursor is within the room; once it
+        // is, past it (`short_by` moved it by more than the room left), so
+        // no later value fits either.
+        let p = self.p;
+        // One range test (a cursor so far past that `p + n` wraps is past
+        // the room too: the range is then empty-or-reversed and refused).
+        let end = p.wrapping_add(n);
+        if end < p || end > self.b.len() {
+            self.short_by(n);
+            return None;
+        }
+        self.b.get_mut(p..end)
+    }
+
+    #[inline(always)]
+    fn short_by(&mut self, n: usize) {
+        self.short = true;
+        self.p = self.p.saturating_add(n);
+    }
+
+    /// Writes the `N` bytes of `x` (one fixed-size move), keeps the first
+    /// `n` of them.
+    #[inline(always)]
+    pub(crate) fn put<const N: usize>(&mut self, x: [u8; N], n: usize) {
+        debug_assert!(n <= N);
+        if let Some(d) = self.at(N) {
+            if let Ok(d) = <&mut [MaybeUninit<u8>; N]>::try_from(d) {
+                *d = x.map(MaybeUninit::new);
+                self.p += n;
+            }
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn byte(&mut self, c: u8) {
+        self.put([c], 1);
+    }
+
+    /// A slice of any length (copied by `memcpy`).
+    #[inline(always)]
+    pub(crate) fn slice(&mut self, s: &[u8]) {
+        if let Some(d) = self.at(s.len()) {
+            copy(d, s);
+            self.p += s.len();
+        }
+    }
+
+    /// Short constant text: copied as one fixed-size block when it fits
+    /// one.
+    #[inline(always)]
+    pub(crate) fn lit(&mut self, s: &[u8]) {
+        if s.len() <= 16 {
+            let mut x = [0u8; 16];
+            x[..s.len()].copy_from_slice(s);
+            self.put(x, s.len());
+        } else {
+            self.slice(s);
+        }
+    }
+
+    /// The decimal digits of `v`.
+    #[inline(always)]
+    pub(crate) fn u64(&mut self, v: u64) {
+        if v < 10_000 {
+            // One, two, three or four digits: four composed, the leading
+            // zeros shifted out, one store.
+            let n = 1 + usize::from(v >= 10) + usize::from(v >= 100) + usize::from(v >= 1000);
+            let w = four_digits(v as u32) >> (8 * (4 - n));
+            self.put(w.to_le_bytes(), n);
+        } else if v < 100_000_000 {
+            // Up to eight digits composed as one word.
+            let n = decimal_len(v);
+            let w = eight_digits(v as u32) >> (8 * (8 - n));
+            self.put(w.to_le_bytes(), n);
+        } else if v < 10_000_000_000_000_000 {
+            // Up to sixteen: the digits before the last eight, then those.
+            let top = v / 100_000_000;
+            let n = decimal_len(top);
+            let w = eight_digits(top as u32) >> (8 * (8 - n));
+            let low = eight_digits((v % 100_000_000) as u32);
+            self.put((u128::from(w) | u128::from(low) << (8 * n)).to_le_bytes(), n + 8);
+        } else {
+            let (d, n) = long_digits(v);
+            self.put(d, n);
+        }
+    }
+
+    /// Seconds with six decimals, from nanoseconds rounded to the
+    /// microsecond (as `zeek::write_secs`, Zeek's `%.6f` of a time or an
+    /// interval).
+    #[inline(always)]
+    pub(crate) fn secs(&mut self, ns: i64) {
+        if ns < 0 {
+            return self.secs_negative(ns);
+        }
+        let us = (ns as u64 + 500) / 1000;
+        let whole = us / 1_000_000;
+        let frac = (us % 1_000_000) as u32;
+        // ".ffffff" as one word: the point, then the six decimals.
+        let f = u64::from(four_digits(frac / 100)) << 8 | u64::from(u16::from_le_bytes(PAIRS[(frac % 100) as usize])) << 40;
+        let frac_word = (f | u64::from(b'.')).to_le_bytes();
+        self.u64(whole);
+        self.put(frac_word, 7);
+    }
+
+    #[inline(always)]
+    fn secs_negative(&mut self, ns: i64) {
+        let (d, n) = negative_secs(ns);
+        self.put(d, n);
+    }
+
+    /// An address: dotted quad, or IPv6 as the standard library writes it.
+    #[inline(always)]
+    pub(crate) fn addr(&mut self, a: &IpAddr16) {
+        if a.is_v4() {
+            let mut tmp = [0u8; 16];
+            let mut n = 0;
+            for &o in &a.0[12..] {
+                let (q, len) = OCTETS[o as usize];
+                tmp[n & 15..(n & 15) + 4].copy_from_slice(&q);
+                n += len as usize;
+            }
+            // Without the last dot.
+            self.put(tmp, n - 1);
+        } else {
+            self.addr_v6(a);
+        }
+    }
+
+    #[inline(always)]
+    fn addr_v6(&mut self, a: &IpAddr16) {
+        let (d, n) = v6_text(a);
+        self.put(d, n);
+    }
+
+    /// Text escaped as `esc` wants for a TSV log: `(empty)` when empty,
+    /// `\x2d` for a lone `-`, a `,` escaped too inside a set.
+    #[inline(always)]
+    pub(crate) fn tsv_text(&mut self, s: &[u8], esc: Esc, in_set: bool) {
+        match s {
+            [] => return self.put(*b"(empty)\0", 7),
+            [b'-'] => return self.put(*b"\\x2d", 4),
+            _ => {}
+        }
+        match esc {
+            Esc::Tsv => self.words::<4>(s, |w| tsv_escapes_any(w, in_set), |d, c| tsv_escape(d, c, in_set)),
+            Esc::Zeek => self.words::<4>(s, |w| zeek_escapes_any(w, in_set), |d, c| zeek_escape(d, c, in_set)),
+        }
+    }
+
+    /// Text as a JSON string, quoted.
+    #[inline(always)]
+    pub(crate) fn json_text(&mut self, s: &[u8]) {
+        self.byte(b'"');
+        self.words::<6>(s, json_escapes_any, json_escape);
+        self.byte(b'"');
+    }
+
+    /// Copies `s` eight bytes at a time, each word stored before it is
+    /// tested (a word that needs no escaping, nearly all of them, costs one
+    /// load, the test and one store); a word that needs some is written
+    /// again byte by byte by `escape`, which writes one byte's escaped form
+    /// (at most `worst` bytes) and says how long it is.
+    #[inline(always)]
+    fn words<const WORST: usize>(&mut self, s: &[u8], any: impl Fn(u64) -> bool, escape: impl Fn(&mut [MaybeUninit<u8>; WORST], u8) -> usize) {
+        // The most the text can take, plus a word of slack for the last
+        // store.
+        let need = s.len().saturating_mul(WORST).saturating_add(8);
+        let Some(d) = self.at(need) else { return };
+        match words_into(d, s, any, escape) {
+            Some(q) => self.p += q,
+            // Not reached: `need` is the most the text takes.
+            None => self.short_by(need),
+        }
+    }
+}
+
+/// [`Room::words`]' copy into `d`; how many bytes it wrote, or `None` if
+/// `d` was too short.
+#[inline(always)]
+fn words_into<const WORST: usize>(
+    d: &mut [MaybeUninit<u8>],
+    s: &[u8],
+    any: impl Fn(u64) -> bool,
+    escape: impl Fn(&mut [MaybeUninit<u8>; WORST], u8) -> usize,
+) -> Option<usize> {
+    let mut q = 0;
+    let mut words = s.chunks_exact(8);
+    for w in &mut words {
+        let w: [u8; 8] = w.try_into().unwrap_or([0; 8]);
+        store8(d, q, w)?;
+        if any(u64::from_le_bytes(w)) {
+            q = escape_bytes(d, q, &w, &escape)?;
+        } else {
+            q += 8;
+        }
+    }
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        let w = tail_word(tail);
+        store8(d, q, w.to_le_bytes())?;
+        if any(w) {
+            q = escape_bytes(d, q, tail, &escape)?;
+        } else {
+            q += tail.len();
+        }
+    }
+    Some(q)
+}
+
+/// Stores the word `w` at `d[q..q + 8]`.
+#[inline(always)]
+fn store8(d: &mut [MaybeUninit<u8>], q: usize, w: [u8; 8]) -> Option<()> {
+    let to: &mut [MaybeUninit<u8>; 8] = d.get_mut(q..q.checked_add(8)?)?.try_into().ok()?;
+    *to = w.map(MaybeUninit::new);
+    Some(())
+}
+
+/// Copies `s` into the start of `d` (as long as `s`).
+#[inline(always)]
+fn copy(d: &mut [MaybeUninit<u8>], s: &[u8]) {
+    for (d, &s) in d.iter_mut().zip(s) {
+        *d = MaybeUninit::new(s);
+    }
+}
+
+/// The bytes of `w` written at `q` each as `escape` writes it (into room
+/// for its longest form); the end, or `None` if `d` is too short.
+#[cold]
+#[inline(never)]
+fn escape_bytes<const WORST: usize>(
+    d: &mut [MaybeUninit<u8>],
+    mut q: usize,
+    w: &[u8],
+    escape: &impl Fn(&mut [MaybeUninit<u8>; WORST], u8) -> usize,
+) -> Option<usize> {
+    for &c in w {
+        let to: &mut [MaybeUninit<u8>; WORST] = d.get_mut(q..q + WORST)?.try_into().ok()?;
+        q += escape(to, c);
+    }
+    Some(q)
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// `\xNN` (lower-case hex, as Zeek writes an escaped byte) at the start of
+/// `d`: 4.
+fn hex_escape(d: &mut [MaybeUninit<u8>], c: u8) -> usize {
+    debug_assert!(d.len() >= 4);
+    copy(d, &[b'\\', b'x', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]);
+    4
+}
+
+fn plain(d: &mut [MaybeUninit<u8>], c: u8) -> usize {
+    copy(d, &[c]);
+    1
+}
+
+/// `tx::tsv_text`'s escaping of one byte.
+fn tsv_escape(d: &mut [MaybeUninit<u8>; 4], c: u8, in_set: bool) -> usize {
+    if c < 0x20 || c == 0x7f || c == b'\\' || (in_set && c == b',') {
+        hex_escape(&mut d[..], c)
+    } else {
+        plain(&mut d[..], c)
+    }
+}
+
+/// `tx::zeek_text`'s escaping of one byte.
+fn zeek_escape(d: &mut [MaybeUninit<u8>; 4], c: u8, in_set: bool) -> usize {
+    match c {
+        b'\\' => {
+            copy(d, b"\\\\");
+            2
+        }
+        b',' if in_set => hex_escape(&mut d[..], c),
+        0x20..=0x7e => plain(&mut d[..], c),
+        _ => hex_escape(&mut d[..], c),
+    }
+}
+
+/// `tx::json_str`'s escaping of one byte.
+fn json_escape(d: &mut [MaybeUninit<u8>; 6], c: u8) -> usize {
+    let two = |d: &mut [MaybeUninit<u8>], e: u8| {
+        copy(&mut d[..], &[b'\\', e]);
+        2
+    };
+    match c {
+        b'"' => two(d, b'"'),
+        b'\\' => two(d, b'\\'),
+        b'\n' => two(d, b'n'),
+        b'\r' => two(d, b'r'),
+        b'\t' => two(d, b't'),
+        c if c < 0x20 => {
+            copy(d, &[b'\\', b'u', b'0', b'0', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]);
+            6
+        }
+        c => plain(&mut d[..], c),
+    }
+}
+
+/// Whether any of the eight bytes in `w` is one Zeek's ASCII writer
+/// escapes: outside printable ASCII (below 0x20, DEL, 0x80 and above), `\`,
+/// and `,` inside a set.
+#[inline(always)]
+fn zeek_escapes_any(w: u64, in_set: bool) -> bool {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Below 0x20, DEL and `\` as the TSV test has them; the high bit on
+    // its own.
+    w & HIGH != 0 || tsv_escapes_any(w, in_set)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `f` writes after "x\t" into a room of `cap` bytes (written
+    /// again with the room it asked for when short), without the "x\t".
+    fn written(cap: usize, f: impl Fn(&mut Room)) -> Vec<u8> {
+        let mut v: Vec<u8> = Vec::with_capacity(cap + 2);
+        v.extend_from_slice(b"x\t");
+        let mut passes = 0;
+        assert!(append(&mut v, |r| {
+            passes += 1;
+            f(r)
+        }));
+        assert!(passes == 1 || v.capacity() > cap + 2, "a second pass only when short");
+        v.split_off(2)
+    }
+
+    #[test]
+    fn numbers_as_zeek_writes_them() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut values: Vec<u64> = (0..=12_000).chain([u64::MAX, u64::MAX - 1, 10u64.pow(19), 99_999, 100_000]).collect();
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x >> (x % 64));
+        }
+        for v in values {
+            let mut want = Vec::new();
+            crate::logs::zeek::push_u64(&mut want, v);
+            assert_eq!(written(64, |r| r.u64(v)), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn seconds_as_zeek_writes_them() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut values: Vec<i64> = vec![0, 499, 500, 999_499, 999_500, 1_000_000_000, i64::MAX - 500, i64::MIN + 500, -1, -500, -501, 1_795_916_374_815_063_499];
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push((x >> (x % 64)) as i64);
+            values.push(-((x >> (x % 64 + 1)) as i64));
+        }
+        for ns in values {
+            let mut want = Vec::new();
+            crate::logs::zeek::write_secs(&mut want, ns);
+            assert_eq!(written(64, |r| r.secs(ns)), want, "{ns}");
+        }
+    }
+
+    #[test]
+    fn addresses_as_zeek_writes_them() {
+        for o in 0..=255u8 {
+            for a in [IpAddr16::from_v4([o, 255 - o, o / 3, 9]), IpAddr16::from_v4([o; 4]), IpAddr16([o; 16])] {
+                let mut want = Vec::new();
+                crate::logs::zeek::write_addr(&mut want, &a);
+                assert_eq!(written(64, |r| r.addr(&a)), want);
+            }
+        }
+    }
+
+    /// Every length from 0 to 40, each byte that needs escaping at each
+    /// position, random text: the word-at-a-time escaping writes what the
+    /// Vec writers of `tx` write, also when the room is short at first.
+    #[test]
+    fn text_as_the_vec_writers_write_it() {
+        let check = |s: &str| {
+            for in_set in [false, true] {
+                let mut want = Vec::new();
+                crate::logs::tx::tsv_text(&mut want, s, in_set);
+                for cap in [0, 5, 4096] {
+                    assert_eq!(written(cap, |r| r.tsv_text(s.as_bytes(), Esc::Tsv, in_set)), want, "{s:?}");
+                }
+                let mut want = Vec::new();
+                crate::logs::tx::zeek_text(&mut want, s, in_set);
+                assert_eq!(written(4096, |r| r.tsv_text(s.as_bytes(), Esc::Zeek, in_set)), want, "{s:?}");
+            }
+            let mut want = Vec::new();
+            crate::logs::tx::json_str(&mut want, s);
+            for cap in [0, 7, 4096] {
+                assert_eq!(written(cap, |r| r.json_text(s.as_bytes())), want, "{s:?}");
+            }
+        };
+        let specials = ['\t', '\n', '\r', '\\', '"', ',', '-', '\u{0}', '\u{1}', '\u{1f}', '\u{7f}', ' ', '~', '\u{e9}', '\u{20ac}'];
+        for len in 0..=40 {
+            let base: String = "abcdefghij0123456789".chars().cycle().take(len).collect();
+            check(&base);
+            for at in 0..len {
+                for &c in &specials {
+                    let mut t: Vec<char> = base.chars().collect();
+                    t[at] = c;
+                    check(&t.into_iter().collect::<String>());
+                }
+            }
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let alphabet: Vec<char> = "ab -,\\\"\t\n\u{0}\u{7f}\u{e9}\u{1F600}".chars().collect();
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 24) as usize;
+            let s: String = (0..len).map(|i| alphabet[((x >> (i * 2 % 60)) % alphabet.len() as u64) as usize]).collect();
+            check(&s);
+        }
+    }
+
+    #[test]
+    fn a_short_room_asks_for_what_the_line_needs_at_most() {
+        let line = |r: &mut Room| {
+            r.secs(1_795_916_374_815_063_000);
+            r.byte(b'\t');
+            r.tsv_text("select 1".repeat(100).as_bytes(), Esc::Tsv, false);
+            r.byte(b'\t');
+            r.u64(u64::MAX);
+            r.lit(b"\tok\n");
+        };
+        let full = written(1 << 16, line);
+        for cap in [0, 1, 10, 17, 18, 30, 500, 800, 830, 840] {
+            assert_eq!(written(cap, line), full, "{cap}");
+        }
+    }
+}
