@@ -179,6 +179,22 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
     a.finish()
 }
 
+/// Jumps to `label` unless `bit` is set in the flags map's word (read
+/// afresh for every packet, so a stage switched off is skipped from the
+/// next packet on).
+fn unless_flag(a: &mut Asm, flags: &Map, bit: u32, label: &'static str) {
+    use Reg::*;
+    a.push(Insn::store_imm(Size::W, R10, KEY, 0))
+        .push_all(Insn::load_map_fd(R1, flags.fd()))
+        .push(Insn::mov64_reg(R2, R10))
+        .push(Insn::alu64_imm(Alu::Add, R2, KEY as i32))
+        .push(Insn::call(Helper::MapLookupElem))
+        .jmp_imm(Cond::Eq, R0, 0, label)
+        .push(Insn::load(Size::W, R1, R0, 0))
+        .push(Insn::alu64_imm(Alu::And, R1, bit as i32))
+        .jmp_imm(Cond::Eq, R1, 0, label);
+}
+
 /// Jumps to `non_ip` for what the decoder calls not IP on an Ethernet
 /// frame (`decode::ethernet::network`), to `ip` for the rest; `r1` holds
 /// the socket buffer's length, the frame is read from the socket buffer's
@@ -213,25 +229,10 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
 ///   `TP_STATUS_VLAN_VALID` come from `skb_vlan_tag_present()` there.
 /// - Outgoing copies (`dev_queue_xmit_nit()`) keep a tag in the data unless
 ///   the sender's device offloads it (`txvlan`), when it is metadata.
+///
 /// The test `tagged_non_ip_counted_in_the_kernel` sends each kind through
 /// loopback, where both the outgoing copy (tags in the data) and the
 /// received one (outer tag in the metadata) are seen.
-/// Jumps to `label` unless `bit` is set in the flags map's word (read
-/// afresh for every packet, so a stage switched off is skipped from the
-/// next packet on).
-fn unless_flag(a: &mut Asm, flags: &Map, bit: u32, label: &'static str) {
-    use Reg::*;
-    a.push(Insn::store_imm(Size::W, R10, KEY, 0))
-        .push_all(Insn::load_map_fd(R1, flags.fd()))
-        .push(Insn::mov64_reg(R2, R10))
-        .push(Insn::alu64_imm(Alu::Add, R2, KEY as i32))
-        .push(Insn::call(Helper::MapLookupElem))
-        .jmp_imm(Cond::Eq, R0, 0, label)
-        .push(Insn::load(Size::W, R1, R0, 0))
-        .push(Insn::alu64_imm(Alu::And, R1, bit as i32))
-        .jmp_imm(Cond::Eq, R1, 0, label);
-}
-
 fn ethernet_non_ip(a: &mut Asm) {
     use Reg::*;
     a.jmp_imm(Cond::Lt, R1, 14, "ip").push(Insn::ld_abs(Size::H, 12)).push(Insn::mov64_imm(R7, 14)).jmp_imm(
