@@ -1229,23 +1229,14 @@ fn non_ip_frames_are_counted_in_the_kernel() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `pcap` (Ethernet, as `common::tcp_pcap` writes it) with `tags` (TPID,
-/// VLAN id) put after the MAC addresses of every frame.
-fn tag_frames(pcap: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
+/// `pcap` with every frame rewritten by `frame` (the records' times kept,
+/// their lengths the new frames').
+fn map_frames(pcap: &[u8], frame: impl Fn(&[u8]) -> Vec<u8>) -> Vec<u8> {
     let mut out = pcap[..24].to_vec();
     let mut at = 24;
     while at + 16 <= pcap.len() {
         let len = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
-        let f = &pcap[at + 16..at + 16 + len];
-        let mut g = f[..12].to_vec();
-        for (i, &(tpid, vid)) in tags.iter().enumerate() {
-            if i == 0 {
-                g.extend_from_slice(&tpid.to_be_bytes());
-            }
-            g.extend_from_slice(&vid.to_be_bytes());
-            g.extend_from_slice(&tags.get(i + 1).map_or([f[12], f[13]], |t| t.0.to_be_bytes()));
-        }
-        g.extend_from_slice(&f[14..]);
+        let g = frame(&pcap[at + 16..at + 16 + len]);
         out.extend_from_slice(&pcap[at..at + 8]);
         out.extend_from_slice(&(g.len() as u32).to_le_bytes());
         out.extend_from_slice(&(g.len() as u32).to_le_bytes());
@@ -1255,15 +1246,28 @@ fn tag_frames(pcap: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
     out
 }
 
+/// `pcap` (Ethernet, as `common::tcp_pcap` writes it) with `tags` (TPID,
+/// VLAN id) put after the MAC addresses of every frame.
+fn tag_frames(pcap: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
+    map_frames(pcap, |f| {
+        let mut g = f[..12].to_vec();
+        for (i, &(tpid, vid)) in tags.iter().enumerate() {
+            if i == 0 {
+                g.extend_from_slice(&tpid.to_be_bytes());
+            }
+            g.extend_from_slice(&vid.to_be_bytes());
+            g.extend_from_slice(&tags.get(i + 1).map_or([f[12], f[13]], |t| t.0.to_be_bytes()));
+        }
+        g.extend_from_slice(&f[14..]);
+        g
+    })
+}
+
 /// `pcap` (Ethernet, IPv4, as `common::tcp_pcap` writes it) with every
 /// frame's IP packet carried in a PPPoE session (RFC 2516: version and type
 /// 1, code 0, session 0x1234) as PPP protocol 0x0021.
 fn pppoe_frames(pcap: &[u8]) -> Vec<u8> {
-    let mut out = pcap[..24].to_vec();
-    let mut at = 24;
-    while at + 16 <= pcap.len() {
-        let len = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
-        let f = &pcap[at + 16..at + 16 + len];
+    map_frames(pcap, |f| {
         assert_eq!(&f[12..14], &[0x08, 0x00], "IPv4 frames only");
         let ip_len = u16::from_be_bytes([f[16], f[17]]);
         let mut g = f[..12].to_vec();
@@ -1271,13 +1275,8 @@ fn pppoe_frames(pcap: &[u8]) -> Vec<u8> {
         g.extend_from_slice(&(ip_len + 2).to_be_bytes());
         g.extend_from_slice(&[0x00, 0x21]);
         g.extend_from_slice(&f[14..]);
-        out.extend_from_slice(&pcap[at..at + 8]);
-        out.extend_from_slice(&(g.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(g.len() as u32).to_le_bytes());
-        out.extend_from_slice(&g);
-        at += 16 + len;
-    }
-    out
+        g
+    })
 }
 
 /// Issue 36: non-IP frames behind VLAN tags (802.1Q, QinQ 802.1ad + 802.1Q,
