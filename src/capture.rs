@@ -215,7 +215,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     };
     let group_base = std::process::id() as u16;
     let mut worker_rings: Vec<Vec<(Ring, usize)>> = Vec::new();
-    for w in 0..args.workers {
+    for worker_programs in &socket_programs {
         let mut rings = Vec::new();
         for (i, iface) in ifaces.iter().enumerate() {
             let cfg = RingConfig {
@@ -225,7 +225,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                 promiscuous: !args.no_promisc,
                 fanout_group: (args.workers > 1).then(|| group_base.wrapping_add(i as u16)),
                 filter: programs.iter().find(|(f, _)| *f == iface.framing).map(|(_, p)| p.clone()),
-                ebpf_filter: socket_programs[w][i].as_ref().map(|p| p.fd()),
+                ebpf_filter: worker_programs[i].as_ref().map(|p| p.fd()),
                 if_id: i as u32,
                 swappable_filter: step2,
                 ..RingConfig::default()
@@ -355,7 +355,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     // --listen / --metrics-listen: bound before any worker starts, so a taken
     // port fails cleanly; they only read the counters.
     let store_dir = (!args.output.no_store).then(|| args.output.store.clone());
-    let servers = crate::serve::start_in_capture(&args.serve, store_dir, args.pcap.pcap_dir.clone(), &counters, &names, &dropped, output.live(), records.clone())?;
+    let servers = crate::serve::start_in_capture(&args, store_dir, &counters, &names, &dropped, output.live(), records.clone())?;
     let mut workers: Vec<JoinHandle<Result<WorkerEnd>>> = Vec::new();
     let all_socket_programs: Vec<Arc<SocketProgram>> = socket_programs.iter().flatten().flatten().cloned().collect();
     for ((id, rings), socket_programs) in worker_rings.into_iter().enumerate().zip(socket_programs) {

@@ -32,6 +32,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per run: its size costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Read pcap/pcapng files (optionally gzip-compressed) and log their connections.
@@ -397,8 +399,8 @@ pub struct QueryArgs {
     #[arg(long, value_name = "DURATION")]
     pub every: Option<String>,
 
-    /// x509 and tls: only certificates whose not_valid_after is before now
-    /// + DURATION (e.g. 30d), already expired ones included; the same as
+    /// x509 and tls: only certificates whose not_valid_after is before now +
+    /// DURATION (e.g. 30d), already expired ones included; the same as
     /// `--where 'not_valid_after < <Unix seconds>'` added to --where.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub expiring: Option<Duration>,

@@ -560,6 +560,23 @@ fn check_not_ingested(store: &Path, inputs: &mut [Input], again: bool) -> Result
     Ok(earlier)
 }
 
+/// Like Zeek: when most of a file's checksums are wrong, its packets were
+/// changed after the sender computed them (a middlebox rewriting without
+/// fixing, a broken capture tool), or, in verify mode, offloaded; says so,
+/// naming the file, and how to read it anyway. Offloaded checksums in auto
+/// mode are not wrong.
+fn checksum_warning(file: &str, bad: u64, decoded: u64, mode: ChecksumMode) {
+    if bad == 0 || bad * 10 <= decoded {
+        return;
+    }
+    let hint = match mode {
+        ChecksumMode::Verify => "likely from checksum offloading (or a loopback capture); \
+                                 --checksums auto (the default) accepts offloaded checksums, -C ignores all",
+        _ => "and they are not offloaded checksums; -C ignores checksums",
+    };
+    eprintln!("wirelog: warning: {file}: {bad} of {decoded} IP packets have bad checksums, {hint}; their connections are incomplete.");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -591,21 +608,4 @@ mod tests {
         assert_ne!(key(&[Some("1-a"), Some("2-b")], &[], ""), key(&[Some("2-b"), Some("1-a")], &[], ""), "order counts");
         assert_eq!(key(&[Some("10-ab"), None], &[], "o"), None, "standard input is never the same");
     }
-}
-
-/// Like Zeek: when most of a file's checksums are wrong, its packets were
-/// changed after the sender computed them (a middlebox rewriting without
-/// fixing, a broken capture tool), or, in verify mode, offloaded; says so,
-/// naming the file, and how to read it anyway. Offloaded checksums in auto
-/// mode are not wrong.
-fn checksum_warning(file: &str, bad: u64, decoded: u64, mode: ChecksumMode) {
-    if bad == 0 || bad * 10 <= decoded {
-        return;
-    }
-    let hint = match mode {
-        ChecksumMode::Verify => "likely from checksum offloading (or a loopback capture); \
-                                 --checksums auto (the default) accepts offloaded checksums, -C ignores all",
-        _ => "and they are not offloaded checksums; -C ignores checksums",
-    };
-    eprintln!("wirelog: warning: {file}: {bad} of {decoded} IP packets have bad checksums, {hint}; their connections are incomplete.");
 }

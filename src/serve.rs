@@ -132,15 +132,15 @@ impl Backend for ClickHouse {
 /// runtime, reading the workers' counters (relaxed atomics the workers
 /// already publish once per block) only when a page or a scrape asks.
 pub fn start_in_capture(
-    args: &crate::cli::CaptureServeArgs,
+    capture: &crate::cli::CaptureArgs,
     store: Option<std::path::PathBuf>,
-    pcap_dir: Option<std::path::PathBuf>,
     counters: &[std::sync::Arc<wirelog_counters::WorkerCounters>],
     interfaces: &[String],
     dropped: &std::sync::Arc<std::sync::atomic::AtomicU64>,
     output: std::sync::Arc<wirelog_sink::Live>,
     records: Option<std::sync::Arc<wirelog_store::LiveRecords>>,
 ) -> Result<Vec<(wirelog_serve::Server, bool)>> {
+    let (args, pcap_dir) = (&capture.serve, &capture.pcap.pcap_dir);
     let (counters, interfaces, dropped) = (counters.to_vec(), interfaces.to_vec(), dropped.clone());
     let has_store = store.is_some();
     let live: std::sync::Arc<dyn wirelog_serve::Live> = std::sync::Arc::new(move || wirelog_serve::LiveSnapshot {

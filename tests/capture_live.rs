@@ -1229,23 +1229,14 @@ fn non_ip_frames_are_counted_in_the_kernel() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `pcap` (Ethernet, as `common::tcp_pcap` writes it) with `tags` (TPID,
-/// VLAN id) put after the MAC addresses of every frame.
-fn tag_frames(pcap: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
+/// `pcap` with every frame rewritten by `frame` (the records' times kept,
+/// their lengths the new frames').
+fn map_frames(pcap: &[u8], frame: impl Fn(&[u8]) -> Vec<u8>) -> Vec<u8> {
     let mut out = pcap[..24].to_vec();
     let mut at = 24;
     while at + 16 <= pcap.len() {
         let len = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
-        let f = &pcap[at + 16..at + 16 + len];
-        let mut g = f[..12].to_vec();
-        for (i, &(tpid, vid)) in tags.iter().enumerate() {
-            if i == 0 {
-                g.extend_from_slice(&tpid.to_be_bytes());
-            }
-            g.extend_from_slice(&vid.to_be_bytes());
-            g.extend_from_slice(&tags.get(i + 1).map_or([f[12], f[13]], |t| t.0.to_be_bytes()));
-        }
-        g.extend_from_slice(&f[14..]);
+        let g = frame(&pcap[at + 16..at + 16 + len]);
         out.extend_from_slice(&pcap[at..at + 8]);
         out.extend_from_slice(&(g.len() as u32).to_le_bytes());
         out.extend_from_slice(&(g.len() as u32).to_le_bytes());
@@ -1255,22 +1246,64 @@ fn tag_frames(pcap: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
     out
 }
 
+/// `pcap` (Ethernet, as `common::tcp_pcap` writes it) with `tags` (TPID,
+/// VLAN id) put after the MAC addresses of every frame.
+fn tag_frames(pcap: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
+    map_frames(pcap, |f| {
+        let mut g = f[..12].to_vec();
+        for (i, &(tpid, vid)) in tags.iter().enumerate() {
+            if i == 0 {
+                g.extend_from_slice(&tpid.to_be_bytes());
+            }
+            g.extend_from_slice(&vid.to_be_bytes());
+            g.extend_from_slice(&tags.get(i + 1).map_or([f[12], f[13]], |t| t.0.to_be_bytes()));
+        }
+        g.extend_from_slice(&f[14..]);
+        g
+    })
+}
+
+/// `pcap` (Ethernet, IPv4, as `common::tcp_pcap` writes it) with every
+/// frame's IP packet carried in a PPPoE session (RFC 2516: version and type
+/// 1, code 0, session 0x1234) as PPP protocol 0x0021.
+fn pppoe_frames(pcap: &[u8]) -> Vec<u8> {
+    map_frames(pcap, |f| {
+        assert_eq!(&f[12..14], &[0x08, 0x00], "IPv4 frames only");
+        let ip_len = u16::from_be_bytes([f[16], f[17]]);
+        let mut g = f[..12].to_vec();
+        g.extend_from_slice(&[0x88, 0x64, 0x11, 0x00, 0x12, 0x34]);
+        g.extend_from_slice(&(ip_len + 2).to_be_bytes());
+        g.extend_from_slice(&[0x00, 0x21]);
+        g.extend_from_slice(&f[14..]);
+        g
+    })
+}
+
 /// Issue 36: non-IP frames behind VLAN tags (802.1Q, QinQ 802.1ad + 802.1Q,
-/// two 802.1Q, 0x9100; ARP, LLDP, STP and Cisco SNAP behind them) are
-/// counted in the kernel, exactly, with the veth's `rxvlan` offload on and
-/// off (the kernel takes the outer tag into the metadata either way, see
-/// `capture::sockprog::ethernet_non_ip`); TCP behind the same tags reaches
-/// user space and gives `wirelog read`'s records, VLAN ids included. With a
-/// filter (`-f`) everything goes to user space, which counts the same.
+/// two 802.1Q, 0x9100; ARP, LLDP, STP and Cisco SNAP behind them) and PPPoE
+/// frames that carry no IP (discovery, and sessions carrying LCP or IPCP;
+/// untagged and behind a tag) are counted in the kernel, exactly, with the
+/// veth's `rxvlan` offload on and off (the kernel takes the outer tag into
+/// the metadata either way, see `capture::sockprog::ethernet_non_ip`); TCP
+/// behind the same tags, and in PPPoE sessions, reaches user space whole
+/// and gives `wirelog read`'s records, VLAN ids included. With a filter
+/// (`-f`) everything goes to user space, which counts the same.
 #[test]
 fn tagged_non_ip_frames_are_counted_in_the_kernel() {
     let Some(ns) = netns() else { return };
     let dir = tmp("vlan-nonip");
     std::fs::create_dir_all(&dir).unwrap();
-    let tagsets: [&[(u16, u16)]; 3] = [&[(0x8100, 10)], &[(0x88a8, 20), (0x8100, 30)], &[(0x8100, 40), (0x8100, 41)]];
+    // (tags, in a PPPoE session)
+    let encaps: [(&[(u16, u16)], bool); 5] = [
+        (&[(0x8100, 10)], false),
+        (&[(0x88a8, 20), (0x8100, 30)], false),
+        (&[(0x8100, 40), (0x8100, 41)], false),
+        (&[], true),
+        (&[(0x8100, 60)], true),
+    ];
     let mut pcap = Vec::new();
     let mut ip_packets = 0;
-    for (i, tags) in tagsets.iter().enumerate() {
+    for (i, &(tags, pppoe)) in encaps.iter().enumerate() {
         let mut conv = Conv::open(([10, 79, 0, 1], 40_001 + i as u16), ([10, 79, 0, 2], 5001), 1_700_000_000_000_000 + i as u64 * 1_000_000);
         for _ in 0..10 {
             conv.seg(true, PSH_ACK, 100, 65535);
@@ -1278,8 +1311,14 @@ fn tagged_non_ip_frames_are_counted_in_the_kernel() {
         }
         conv.close();
         ip_packets += conv.segs.len() as u64;
-        let tagged = tag_frames(&common::tcp_pcap(&conv.segs), tags);
-        pcap.extend_from_slice(if i == 0 { &tagged[..] } else { &tagged[24..] });
+        let mut framed = common::tcp_pcap(&conv.segs);
+        if pppoe {
+            framed = pppoe_frames(&framed);
+        }
+        if !tags.is_empty() {
+            framed = tag_frames(&framed, tags);
+        }
+        pcap.extend_from_slice(if i == 0 { &framed[..] } else { &framed[24..] });
     }
     let mac = [0x02, 0, 0, 0, 0, 9];
     // dst, src, then `tags` and `ethertype` (or an 802.3 length), `body`.
@@ -1308,6 +1347,12 @@ fn tagged_non_ip_frames_are_counted_in_the_kernel() {
         // 802.3 behind a tag: STP (LLC 42 42 03) and PVST+ (SNAP, Cisco OUI).
         eth([0x01, 0x80, 0xc2, 0, 0, 0], &[(0x8100, 10)], 38, &[0x42, 0x42, 0x03, 0, 0, 0, 0]),
         eth([0x01, 0, 0x0c, 0xcc, 0xcc, 0xcd], &[(0x8100, 10)], 50, &[0xaa, 0xaa, 0x03, 0, 0, 0x0c, 0x01, 0x0b, 0, 0]),
+        // PPPoE discovery (PADI, PADO behind a tag), and sessions carrying
+        // LCP (echo request) and, behind a tag, IPCP (configure request).
+        eth(bcast, &[], 0x8863, &[0x11, 0x09, 0, 0, 0, 4, 1, 1, 0, 0]),
+        eth(mac, &[(0x8100, 60)], 0x8863, &[0x11, 0x07, 0, 0, 0, 4, 1, 1, 0, 0]),
+        eth(mac, &[], 0x8864, &[0x11, 0, 0x12, 0x34, 0, 10, 0xc0, 0x21, 9, 1, 0, 8, 0, 0, 0, 0]),
+        eth(mac, &[(0x8100, 60)], 0x8864, &[0x11, 0, 0x12, 0x34, 0, 12, 0x80, 0x21, 1, 1, 0, 10, 3, 6, 10, 79, 0, 9]),
     ];
     let n_kinds = kinds.len() as u32;
     let non_ip = 20 * n_kinds as u64;
@@ -1323,7 +1368,7 @@ fn tagged_non_ip_frames_are_counted_in_the_kernel() {
     let path = dir.join("vlan-nonip.pcap");
     std::fs::write(&path, &pcap).unwrap();
     let file = read_conns(&path, &dir);
-    assert_eq!(file.len(), 3, "{file:?}");
+    assert_eq!(file.len(), encaps.len(), "{file:?}");
 
     let ethtool = common::veth::runs("ethtool", "--version");
     if !ethtool {

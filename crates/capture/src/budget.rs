@@ -638,7 +638,7 @@ mod tests {
                         rng ^= rng << 13;
                         rng ^= rng >> 7;
                         rng ^= rng << 17;
-                        if *p > FLOOR && rng % ratio != 0 {
+                        if *p > FLOOR && !rng.is_multiple_of(ratio) {
                             *p -= 1;
                         }
                     }

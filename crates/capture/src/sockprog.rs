@@ -7,7 +7,9 @@
 //!    about them, are counted in a per-CPU map (packets and bytes on the
 //!    wire) and dropped: user space only counted them. "Not IP" is what the
 //!    decoder calls `NotIp`: on Ethernet sockets an EtherType that is not
-//!    IPv4, IPv6, MPLS or PPPoE session, behind up to four VLAN tags
+//!    IPv4, IPv6, MPLS or PPPoE session, or a PPPoE session frame that
+//!    carries no IP (a code other than 0, or a PPP control protocol such as
+//!    LCP or IPCP), behind up to four VLAN tags
 //!    (802.1Q, 802.1ad, 0x9100) in the data and one the kernel keeps in
 //!    the socket buffer's metadata; 802.3 frames whose LLC header is not
 //!    SNAP with OUI 0 or 0xf8, or whose SNAP EtherType is not IP by the same
@@ -76,10 +78,14 @@ const SKB_PROTOCOL: i16 = 16;
 const KEY: i16 = -68;
 
 /// EtherTypes the decoder takes as IP or follows to IP through a header
-/// other than a VLAN tag: IPv4, IPv6, MPLS (unicast, multicast), PPPoE
-/// session (`decode::ethernet::by_ethertype`). The program leaves them to
-/// user space.
-const TOWARDS_IP: [i32; 5] = [0x0800, 0x86dd, 0x8847, 0x8848, 0x8864];
+/// other than a VLAN tag or PPPoE: IPv4, IPv6, MPLS (unicast, multicast)
+/// (`decode::ethernet::by_ethertype`). The program leaves them to user
+/// space.
+const TOWARDS_IP: [i32; 4] = [0x0800, 0x86dd, 0x8847, 0x8848];
+/// PPPoE session: the program reads the PPPoE and PPP headers
+/// ([`pppoe_non_ip`]); PPPoE discovery (0x8863) is not IP like any other
+/// EtherType.
+const PPPOE_SESSION: i32 = 0x8864;
 /// VLAN tags the decoder steps over: 802.1Q, 802.1ad, and the older QinQ
 /// 0x9100.
 const TAGS: [i32; 3] = [0x8100, 0x88a8, 0x9100];
@@ -173,6 +179,22 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
     a.finish()
 }
 
+/// Jumps to `label` unless `bit` is set in the flags map's word (read
+/// afresh for every packet, so a stage switched off is skipped from the
+/// next packet on).
+fn unless_flag(a: &mut Asm, flags: &Map, bit: u32, label: &'static str) {
+    use Reg::*;
+    a.push(Insn::store_imm(Size::W, R10, KEY, 0))
+        .push_all(Insn::load_map_fd(R1, flags.fd()))
+        .push(Insn::mov64_reg(R2, R10))
+        .push(Insn::alu64_imm(Alu::Add, R2, KEY as i32))
+        .push(Insn::call(Helper::MapLookupElem))
+        .jmp_imm(Cond::Eq, R0, 0, label)
+        .push(Insn::load(Size::W, R1, R0, 0))
+        .push(Insn::alu64_imm(Alu::And, R1, bit as i32))
+        .jmp_imm(Cond::Eq, R1, 0, label);
+}
+
 /// Jumps to `non_ip` for what the decoder calls not IP on an Ethernet
 /// frame (`decode::ethernet::network`), to `ip` for the rest; `r1` holds
 /// the socket buffer's length, the frame is read from the socket buffer's
@@ -207,25 +229,10 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
 ///   `TP_STATUS_VLAN_VALID` come from `skb_vlan_tag_present()` there.
 /// - Outgoing copies (`dev_queue_xmit_nit()`) keep a tag in the data unless
 ///   the sender's device offloads it (`txvlan`), when it is metadata.
+///
 /// The test `tagged_non_ip_counted_in_the_kernel` sends each kind through
 /// loopback, where both the outgoing copy (tags in the data) and the
 /// received one (outer tag in the metadata) are seen.
-/// Jumps to `label` unless `bit` is set in the flags map's word (read
-/// afresh for every packet, so a stage switched off is skipped from the
-/// next packet on).
-fn unless_flag(a: &mut Asm, flags: &Map, bit: u32, label: &'static str) {
-    use Reg::*;
-    a.push(Insn::store_imm(Size::W, R10, KEY, 0))
-        .push_all(Insn::load_map_fd(R1, flags.fd()))
-        .push(Insn::mov64_reg(R2, R10))
-        .push(Insn::alu64_imm(Alu::Add, R2, KEY as i32))
-        .push(Insn::call(Helper::MapLookupElem))
-        .jmp_imm(Cond::Eq, R0, 0, label)
-        .push(Insn::load(Size::W, R1, R0, 0))
-        .push(Insn::alu64_imm(Alu::And, R1, bit as i32))
-        .jmp_imm(Cond::Eq, R1, 0, label);
-}
-
 fn ethernet_non_ip(a: &mut Asm) {
     use Reg::*;
     a.jmp_imm(Cond::Lt, R1, 14, "ip").push(Insn::ld_abs(Size::H, 12)).push(Insn::mov64_imm(R7, 14)).jmp_imm(
@@ -271,6 +278,7 @@ fn ethernet_non_ip(a: &mut Asm) {
         for t in TOWARDS_IP {
             a.jmp_imm(Cond::Eq, R0, t, "ip");
         }
+        a.jmp_imm(Cond::Eq, R0, PPPOE_SESSION, "pppoe");
         let Some(&next) = TAG_LABELS.get(i) else {
             // More tags than the program follows: user space decides.
             for t in TAGS {
@@ -282,21 +290,64 @@ fn ethernet_non_ip(a: &mut Asm) {
         for t in TAGS {
             a.jmp_imm(Cond::Eq, R0, t, next);
         }
-        a.ja("non_ip")
-            .label(next)
-            .push(Insn::load(Size::W, R1, R6, SKB_LEN))
-            .push(Insn::mov64_reg(R2, R7))
-            .push(Insn::alu64_imm(Alu::Add, R2, 4))
-            .jmp_reg(Cond::Gt, R2, R1, "ip")
-            .push(Insn::ld_ind(Size::H, R7, 2))
-            .push(Insn::alu64_imm(Alu::Add, R7, 4));
+        a.ja("non_ip").label(next);
+        unless_room(a, 4);
+        a.push(Insn::ld_ind(Size::H, R7, 2)).push(Insn::alu64_imm(Alu::Add, R7, 4));
     }
+    pppoe_non_ip(a);
+}
+
+/// Goes to user space (`ip`) unless the frame holds `bytes` from `r7` on.
+fn unless_room(a: &mut Asm, bytes: i32) {
+    use Reg::*;
+    a.push(Insn::load(Size::W, R1, R6, SKB_LEN))
+        .push(Insn::mov64_reg(R2, R7))
+        .push(Insn::alu64_imm(Alu::Add, R2, bytes))
+        .jmp_reg(Cond::Gt, R2, R1, "ip");
+}
+
+/// A PPPoE session header at `r7` (label `pppoe`): not IP as
+/// `decode::ppp::pppoe_network` and `ppp_network` say, i.e. a code other
+/// than 0 (discovery packets on the session EtherType), or a PPP protocol
+/// other than IPv4 (0x0021) and IPv6 (0x0057): LCP, IPCP, IPv6CP, PAP,
+/// CHAP, ... The PPP header may start with the 0xff 0x03 address/control
+/// bytes and its protocol may be one odd byte (RFC 1661 sections 6.5,
+/// 6.6; `decode::ppp::Header`). What the decoder would call truncated goes
+/// to user space, which counts it there.
+fn pppoe_non_ip(a: &mut Asm) {
+    use Reg::*;
+    const CODE: i32 = 1;
+    const PPP: i32 = 6;
+    a.label("pppoe");
+    unless_room(a, PPP);
+    a.push(Insn::ld_ind(Size::B, R7, CODE)).jmp_imm(Cond::Ne, R0, 0, "non_ip");
+    unless_room(a, PPP + 1);
+    a.push(Insn::ld_ind(Size::B, R7, PPP)).jmp_imm(Cond::Ne, R0, 0xff, "ppp_protocol");
+    // 0xff: the address byte if 0x03 follows, else a one-byte protocol
+    // 0xff (odd), not IP.
+    unless_room(a, PPP + 2);
+    a.push(Insn::ld_ind(Size::B, R7, PPP + 1))
+        .jmp_imm(Cond::Ne, R0, 3, "non_ip")
+        .push(Insn::alu64_imm(Alu::Add, R7, 2));
+    unless_room(a, PPP + 1);
+    a.push(Insn::ld_ind(Size::B, R7, PPP));
+    // r0: the protocol's first byte, at r7 + PPP. Odd: the whole protocol.
+    a.label("ppp_protocol")
+        .jmp_imm(Cond::Eq, R0, 0x21, "ip")
+        .jmp_imm(Cond::Eq, R0, 0x57, "ip")
+        .jmp_imm(Cond::Set, R0, 1, "non_ip");
+    unless_room(a, PPP + 2);
+    a.push(Insn::ld_ind(Size::H, R7, PPP))
+        .jmp_imm(Cond::Eq, R0, 0x0021, "ip")
+        .jmp_imm(Cond::Eq, R0, 0x0057, "ip")
+        .ja("non_ip");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::bpf::{compile, SKIP_EMPTY_TCP};
+    use wirelog_decode::{DecodeConfig, Decoded, Decoder, LinkType, SkipReason};
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
     fn root() -> bool {
@@ -468,6 +519,55 @@ mod tests {
         frame(tags[0].0, &data)
     }
 
+    /// PPPoE frames (RFC 2516), untagged and behind tags: (what, frame,
+    /// counted as not IP, its outer tag taken into the metadata), as
+    /// `tagged_non_ip_counted_in_the_kernel` takes them. Discovery frames
+    /// (0x8863, and a code other than 0 on 0x8864) and sessions carrying PPP
+    /// control protocols are not IP; sessions carrying IPv4/IPv6, with or
+    /// without address/control bytes and protocol field compression, and
+    /// frames cut before the decoder can tell, reach the socket.
+    fn pppoe_cases(ip: &[u8]) -> Vec<(&'static str, Vec<u8>, bool, bool)> {
+        let session = |code: u8, ppp: &[u8]| {
+            let mut h = vec![0x11, code, 0x12, 0x34];
+            h.extend_from_slice(&(ppp.len() as u16).to_be_bytes());
+            h.extend_from_slice(ppp);
+            h
+        };
+        let with = |proto: &[u8], body: &[u8]| [proto, body].concat();
+        let lcp = [1, 1, 0, 4];
+        let mut ip6 = vec![0x60, 0, 0, 0, 0, 0, 59, 64];
+        ip6.resize(40, 0);
+        let padi = [0x11, 0x09, 0, 0, 0, 4, 1, 1, 0, 0];
+        // A frame as sent, not padded to 60 bytes.
+        let cut = |ppp: &[u8]| {
+            let mut f = frame(0x8864, &session(0, ppp));
+            f.truncate(14 + 6 + ppp.len());
+            f
+        };
+        vec![
+            ("PPPoE PADI", frame(0x8863, &padi), true, false),
+            ("802.1Q PPPoE PADI", tagged(&[(0x8100, 5)], 0x8863, &padi), true, true),
+            ("PPPoE PADT on the session EtherType", frame(0x8864, &session(0xa7, &[])), true, false),
+            ("PPPoE LCP", frame(0x8864, &session(0, &with(&[0xc0, 0x21], &lcp))), true, false),
+            ("PPPoE ff 03 LCP", frame(0x8864, &session(0, &with(&[0xff, 0x03, 0xc0, 0x21], &lcp))), true, false),
+            ("PPPoE one-byte protocol 0xff", frame(0x8864, &session(0, &with(&[0xff, 0x21], ip))), true, false),
+            ("PPPoE one-byte CCP", frame(0x8864, &session(0, &with(&[0xfd], &lcp))), true, false),
+            ("802.1Q PPPoE IPCP", tagged(&[(0x8100, 5)], 0x8864, &session(0, &with(&[0x80, 0x21], &lcp))), true, true),
+            ("QinQ PPPoE IPv6CP", tagged(&[(0x88a8, 20), (0x8100, 30)], 0x8864, &session(0, &with(&[0x80, 0x57], &lcp))), true, true),
+            ("0x9100 PPPoE PAP", tagged(&[(0x9100, 7)], 0x8864, &session(0, &with(&[0xc0, 0x23], &lcp))), true, false),
+            ("PPPoE IPv4", frame(0x8864, &session(0, &with(&[0x00, 0x21], ip))), false, false),
+            ("PPPoE one-byte IPv4", frame(0x8864, &session(0, &with(&[0x21], ip))), false, false),
+            ("PPPoE ff 03 IPv4", frame(0x8864, &session(0, &with(&[0xff, 0x03, 0x00, 0x21], ip))), false, false),
+            ("PPPoE ff 03 one-byte IPv6", frame(0x8864, &session(0, &with(&[0xff, 0x03, 0x57], &ip6))), false, false),
+            ("802.1Q PPPoE IPv6", tagged(&[(0x8100, 5)], 0x8864, &session(0, &with(&[0x00, 0x57], &ip6))), false, true),
+            ("QinQ PPPoE IPv4", tagged(&[(0x88a8, 20), (0x8100, 30)], 0x8864, &session(0, &with(&[0x00, 0x21], ip))), false, true),
+            ("PPPoE cut after its header", cut(&[]), false, false),
+            ("PPPoE cut after ff", cut(&[0xff]), false, false),
+            ("PPPoE cut after ff 03", cut(&[0xff, 0x03]), false, false),
+            ("PPPoE cut in a two-byte protocol", cut(&[0xc0]), false, false),
+        ]
+    }
+
     /// Issue 36: non-IP frames behind VLAN tags are counted in the kernel
     /// whether the tags are in the data or the outer one in the metadata;
     /// IP behind tags, and frames behind more tags than the program
@@ -508,11 +608,22 @@ mod tests {
         snap_q_ip.extend_from_slice(ip);
         cases.push(("SNAP 802.1Q IPv4", snap_q_ip, false, false));
 
+        cases.extend(pppoe_cases(ip));
+
         let tx = socket(None);
         let p = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: None, tail: None }).unwrap_or_else(|e| panic!("{e}: {}", e.log));
         let rx = socket(Some(&p));
         let (mut pkts, mut bytes) = (0, 0);
         for (what, f, non_ip, untagged) in &cases {
+            // What the program counts is what the decoder calls not IP; of
+            // what it passes, only frames behind more tags than it follows
+            // are not IP to the decoder.
+            let decoded = match Decoder::new(DecodeConfig::default()).decode(LinkType::ETHERNET, 0, f) {
+                Decoded::Skipped(r) => Some(r),
+                Decoded::Ip(_) => None,
+            };
+            let beyond_tags = what.starts_with("six tags");
+            assert_eq!(decoded == Some(SkipReason::NotIp), *non_ip || beyond_tags, "{what}: the decoder says {decoded:?}");
             send(&tx, f);
             let got = received(&rx);
             let (p1, b1) = p.non_ip();

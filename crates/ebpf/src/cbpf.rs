@@ -182,7 +182,7 @@ pub fn translate(prog: &[SockFilter]) -> Result<Vec<Insn>, AsmError> {
                     // "A = skb->len or X = skb->len"
                     (_, M_LEN) if code & 0x18 == 0 => out.push(Insn::load(Size::W, dst, Reg::R6, SKB_LEN)),
                     (C_LD, M_ABS) | (C_LD, M_IND) if code & 0x18 != 0x18 => {
-                        if code & 0xe0 == M_ABS && k >= SKF_AD_OFF && k < 0 {
+                        if code & 0xe0 == M_ABS && (SKF_AD_OFF..0).contains(&k) {
                             return Err(bad(at, "an ancillary load (SKF_AD_OFF), which is not translated"));
                         }
                         out.push(if code & 0xe0 == M_ABS { Insn::ld_abs(size_of(code), k) } else { Insn::ld_ind(size_of(code), X, k) });

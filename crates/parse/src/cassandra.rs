@@ -80,7 +80,7 @@ fn is_first_request(b: &[u8]) -> bool {
     let len = u32::from_be_bytes([*l0, *l1, *l2, *l3]) as usize;
     match op {
         5 => len == 0,
-        1 => len >= 2 && len < 4096 && body.windows(11).take(len).any(|w| w == b"CQL_VERSION"),
+        1 => (2..4096).contains(&len) && body.windows(11).take(len).any(|w| w == b"CQL_VERSION"),
         _ => false,
     }
 }

@@ -403,11 +403,7 @@ impl KafkaParser {
             }
             8 | 11 | 12 | 14 => tx.group = k.string()?.map(|b| text(b, max)),
             9 if v < 8 => tx.group = k.string()?.map(|b| text(b, max)),
-            9 => {
-                if k.array()? > 0 {
-                    tx.group = k.string()?.map(|b| text(b, max));
-                }
-            }
+            9 if k.array()? > 0 => tx.group = k.string()?.map(|b| text(b, max)),
             10 if v < 4 => tx.group = k.string()?.map(|b| text(b, max)),
             10 => {
                 k.skip(1)?;

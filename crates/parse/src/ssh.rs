@@ -395,7 +395,7 @@ mod tests {
         fn p1(msg: u8, data: &[u8]) -> Vec<u8> {
             let len = (1 + data.len() + 4) as u32;
             let mut p = len.to_be_bytes().to_vec();
-            p.extend(std::iter::repeat(0).take(ssh1_padding(len) as usize));
+            p.extend(std::iter::repeat_n(0, ssh1_padding(len) as usize));
             p.push(msg);
             p.extend_from_slice(data);
             p.extend_from_slice(&[0; 4]);

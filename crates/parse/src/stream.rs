@@ -349,7 +349,7 @@ impl Reassembler {
         let after_last = self
             .ooo
             .back()
-            .map_or(true, |s| rel(s.seq) + s.data.len() as u64 <= start);
+            .is_none_or(|s| rel(s.seq) + s.data.len() as u64 <= start);
         if after_last {
             let n = payload.len();
             if self.buffered + n <= self.max_buffer && budget.has_room(n) {

@@ -185,7 +185,6 @@ pub fn lookup(path: &Path, uids: &HashSet<String>, window: Option<(i64, i64)>) -
     };
     let head = if len >= HEADER.len() as u64 { at(0, HEADER.len())? } else { Vec::new() };
     if head.get(8) != Some(&2) || head[..8] != HEADER[..8] {
-        drop(at);
         let mut ix = read_index(path, |u| uids.contains(u))?;
         ix.bytes_read += read;
         return Ok(ix);
@@ -201,13 +200,11 @@ pub fn lookup(path: &Path, uids: &HashSet<String>, window: Option<(i64, i64)>) -
     let mut ix = Index { data_end: t.data_end, ..Index::default() };
     let outside = window.is_some_and(|(from, to)| t.last_ns < from || t.first_ns > to);
     if outside || t.entries == 0 {
-        drop(at);
         ix.bytes_read = read;
         return Ok(ix);
     }
     if uids.len() * SEEKS_PER_BUCKET > t.buckets as usize {
         // So many uids that most buckets are wanted: one read is cheaper.
-        drop(at);
         let mut whole = read_index(path, |u| uids.contains(u))?;
         whole.bytes_read += read;
         return Ok(whole);
@@ -235,7 +232,6 @@ pub fn lookup(path: &Path, uids: &HashSet<String>, window: Option<(i64, i64)>) -
             break;
         }
     }
-    drop(at);
     ix.bytes_read = read;
     Ok(ix)
 }
@@ -645,9 +641,8 @@ mod tests {
         // A fence pointing past the entries.
         let mut bad = good.clone();
         let fence_at = u64::from_le_bytes(good[good.len() - 24..good.len() - 16].try_into().unwrap()) as usize;
-        for i in fence_at..good.len() - 48 {
-            bad[i] = 0xff;
-        }
+        let end = good.len() - 48;
+        bad[fence_at..end].fill(0xff);
         std::fs::write(&p, &bad).unwrap();
         let e = lookup(&p, &one, None).unwrap_err().to_string();
         assert!(e.contains("a.idx") && e.contains("fence"), "{e}");

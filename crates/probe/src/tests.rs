@@ -38,7 +38,7 @@ fn same_records_as_decoder_and_tracker_by_hand() {
     while let Some(p) = r.next_packet() {
         n += 1;
         skipped += probe.packet(&p).is_err() as u64;
-        if n % 100 == 0 {
+        if n.is_multiple_of(100) {
             probe.drain(&mut got);
         }
     }

@@ -546,7 +546,10 @@ mod tests {
     use super::*;
     use wirelog_record::loss::MINUTE_NS;
 
-    fn batch(rows: &[(i64, &str, &str, &[(LossCount, u64)])]) -> Batch {
+    /// A row: its time, two key columns, and its counts.
+    type Row<'a> = (i64, &'a str, &'a str, &'a [(LossCount, u64)]);
+
+    fn batch(rows: &[Row<'_>]) -> Batch {
         let mut columns: Vec<(&'static str, Column)> = vec![
             ("ts", Column::I64(rows.iter().map(|r| r.0).collect())),
             ("source", Column::Str(rows.iter().map(|r| r.1.to_string()).collect())),

@@ -2044,7 +2044,9 @@ fn gather(col: &Column, rows: &[usize]) -> Column {
 /// What a backend grouping one batch by (interval, `--by` values, duration
 /// bucket) hands over: one row per group (its first record's key columns),
 /// its sums and record count, and (count, min, max) per duration bucket.
-fn partial_of(spec: &QuerySpec, b: &Batch) -> (Batch, Vec<(Acc, u64)>, Vec<(u32, u64, i64, i64)>) {
+type Partial = (Batch, Vec<(Acc, u64)>, Vec<(u32, u64, i64, i64)>);
+
+fn partial_of(spec: &QuerySpec, b: &Batch) -> Partial {
     let v = crate::field::value_cols(spec.kind);
     let time = Field::time(spec.kind).name();
     let num = |n: &str, r: usize| match cell(b, n, r) {
@@ -2107,7 +2109,8 @@ fn partial_groups_merge_to_the_same_answer() {
     let flows: Vec<Batch> = (0..3).map(|_| flows_batch(&mut rng, 2000)).collect();
     let dns = tx_batches(Kind::Dns, 3000, 5);
     let http = tx_batches(Kind::Http, 3000, 6);
-    let cases: &[(Kind, &[Batch], &str, &str, Option<usize>, Option<&str>)] = &[
+    type Case<'a> = (Kind, &'a [Batch], &'a str, &'a str, Option<usize>, Option<&'a str>);
+    let cases: &[Case<'_>] = &[
         (Kind::Conns, &conns, "proto", "p99", Some(0), None),
         (Kind::Conns, &conns, "orig_h,resp_p", "", Some(5), None),
         (Kind::Conns, &conns, "service,vlan", "duration_p50:asc", Some(3), Some("5m")),

@@ -613,7 +613,9 @@ fn schema_element(t: &mut thrift::Writer<'_>, c: &ColSpec) {
     t.i32(3, if c.is_optional() { 1 } else { 0 });
     t.binary(4, c.name.as_bytes());
     // ConvertedType for older readers, LogicalType for newer ones.
-    let (converted, logical): (Option<i32>, Option<(i16, Option<(i8, bool)>)>) = match c.col_type() {
+    // LogicalType's union field, with IntType's bit width and signedness.
+    type Logical = Option<(i16, Option<(i8, bool)>)>;
+    let (converted, logical): (Option<i32>, Logical) = match c.col_type() {
         ColType::TimeUs => (Some(10), Some((8, None))),
         ColType::U8 => (Some(11), Some((10, Some((8, false))))),
         ColType::U16 => (Some(12), Some((10, Some((16, false))))),
@@ -855,12 +857,12 @@ mod tests {
         let extra = schema::tx_columns(kind)
             .iter()
             .map(|c| match c.col_type() {
-                ColType::Str if i % 3 == 0 => Cell::Str(None),
+                ColType::Str if i.is_multiple_of(3) => Cell::Str(None),
                 ColType::Str => Cell::Str(Some(format!("{i:06}-{}", "x".repeat(1000)))),
-                ColType::Bool => Cell::Bool(i % 2 == 0),
-                ColType::DurUs => Cell::Dur((i % 3 != 0).then_some(i as i64 * 1000)),
-                ColType::U16 => Cell::U64((i % 3 != 0).then_some(i as u64 % 65536)),
-                _ => Cell::U64((i % 3 != 0).then_some(u64::MAX - i as u64)),
+                ColType::Bool => Cell::Bool(i.is_multiple_of(2)),
+                ColType::DurUs => Cell::Dur((!i.is_multiple_of(3)).then_some(i as i64 * 1000)),
+                ColType::U16 => Cell::U64((!i.is_multiple_of(3)).then_some(i as u64 % 65536)),
+                _ => Cell::U64((!i.is_multiple_of(3)).then_some(u64::MAX - i as u64)),
             })
             .collect();
         TxRow {
@@ -871,8 +873,8 @@ mod tests {
             server: IpAddr16::from_v4([10, 0, 0, 1]),
             server_port: 3306,
             transport: 6,
-            status: if i % 2 == 0 { "ok" } else { "error" },
-            request_bytes: (i % 3 != 0).then_some(u64::MAX - i as u64),
+            status: if i.is_multiple_of(2) { "ok" } else { "error" },
+            request_bytes: (!i.is_multiple_of(3)).then_some(u64::MAX - i as u64),
             response_bytes: None,
             latency_ns: Some(i as i64 * 1000),
             first_byte_latency_ns: None,

@@ -496,7 +496,11 @@ mod tests {
         r
     }
 
-    fn owner_columns(dir: &std::path::Path) -> Vec<(Option<u64>, String, String, String, Option<u64>, String)> {
+    /// Per row: orig_pid, orig_proc, orig_container, resp_user, resp_pid,
+    /// resp_exe.
+    type Owners = (Option<u64>, String, String, String, Option<u64>, String);
+
+    fn owner_columns(dir: &std::path::Path) -> Vec<Owners> {
         let scan = crate::Scan::new(Kind::Http).columns(&[
             "orig_pid",
             "orig_proc",

@@ -1168,7 +1168,7 @@ impl Drop for Store {
         if self.conns.len() > 0 {
             let _ = self.flush_kind(Kind::Conns);
         }
-        if self.x509.len() > 0 {
+        if !self.x509.is_empty() {
             let _ = self.flush_kind(Kind::X509);
         }
         if !self.loss.rows.is_empty() {

@@ -141,7 +141,7 @@ impl CertRows {
             "role" => CertValue::Str(Some(Cow::Borrowed(if r.key.1 { "client" } else { "server" }))),
             "host_cert" => CertValue::Bool(r.key.2),
             "handshakes" => CertValue::U64(Some(r.handshakes)),
-            "version" => CertValue::U64(Some(c.version as u64)),
+            "version" => CertValue::U64(Some(c.version)),
             "serial" => text(Some(&c.serial)),
             "subject" => text(Some(&c.subject)),
             "issuer" => text(Some(&c.issuer)),
@@ -161,7 +161,7 @@ impl CertRows {
             })),
             "basic_constraints_ca" => CertValue::Bool(c.basic_constraints.is_some_and(|b| b.ca)),
             "basic_constraints_path_len" => {
-                CertValue::U64(c.basic_constraints.and_then(|b| b.path_len).map(|v| v as u64))
+                CertValue::U64(c.basic_constraints.and_then(|b| b.path_len))
             }
             other => unreachable!("x509 column {other}"),
         }

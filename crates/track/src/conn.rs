@@ -340,8 +340,8 @@ impl Overflow {
         self.seen.get(&idx).copied().unwrap_or(c.last_ns)
     }
 
-    /// Sets the time of the last progress and of the latest packet (`seen
-    /// >= last`) of connection `idx`: its `last_ns` and `seen_after_last`
+    /// Sets the time of the last progress and of the latest packet
+    /// (`seen >= last`) of connection `idx`: its `last_ns` and `seen_after_last`
     /// (the two fields, so that the caller may hold its protocol state).
     #[inline(always)]
     pub fn set_times(&mut self, idx: u32, last_ns: &mut i64, after: &mut u32, last: i64, seen: i64) {

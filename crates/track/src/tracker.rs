@@ -1588,7 +1588,7 @@ fn sampled_in(rng: &mut u64, n: u32) -> bool {
     x ^= x >> 7;
     x ^= x << 17;
     *rng = x;
-    x % n as u64 == 0
+    x.is_multiple_of(n as u64)
 }
 
 fn emit_transactions(

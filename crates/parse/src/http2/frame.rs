@@ -72,7 +72,7 @@ impl Header {
             HEADERS => (END_STREAM | END_HEADERS | PADDED | PRIORITY_FLAG, !s0),
             PRIORITY => (0, !s0 && self.len == 5),
             RST_STREAM => (0, !s0 && self.len == 4),
-            SETTINGS => (ACK, s0 && self.len % 6 == 0 && (self.flags & ACK == 0 || self.len == 0)),
+            SETTINGS => (ACK, s0 && self.len.is_multiple_of(6) && (self.flags & ACK == 0 || self.len == 0)),
             PUSH_PROMISE => (END_HEADERS | PADDED, !s0 && self.len >= 4),
             PING => (ACK, s0 && self.len == 8),
             GOAWAY => (0, s0 && self.len >= 8),

@@ -354,9 +354,12 @@ pub fn fuzz(data: &[u8]) {
     }
 }
 
+/// A header field's name and value.
+type NameValue<'a> = (&'a [u8], &'a [u8]);
+
 /// The entry at `idx` of the static table and `table`: `Ok(None)` when it
 /// is one a decoder not `in_step` cannot know.
-fn lookup(table: &VecDeque<Entry>, in_step: bool, idx: u64) -> Result<Option<(&[u8], &[u8])>, HpackError> {
+fn lookup(table: &VecDeque<Entry>, in_step: bool, idx: u64) -> Result<Option<NameValue<'_>>, HpackError> {
     if idx == 0 {
         return Err(HpackError::Index);
     }

@@ -682,11 +682,11 @@ impl Http2Parser {
                     }
                 }
                 // A pushed stream, announced by the server.
-                (Dir::ToClient, Some(_)) => target % 2 == 0,
+                (Dir::ToClient, Some(_)) => target.is_multiple_of(2),
                 // A response on a stream whose request was not seen (the
                 // capture began late): recorded without a request, only
                 // when the stream is newer than any request seen.
-                (Dir::ToClient, None) => target > self.max_client_stream || target % 2 == 0,
+                (Dir::ToClient, None) => target > self.max_client_stream || target.is_multiple_of(2),
                 (Dir::ToServer, Some(_)) => false,
             };
             if opens {

@@ -86,6 +86,10 @@ impl Transaction {
 }
 
 /// Protocol-specific fields of a transaction.
+// Transactions are made and moved by value in batches on the packet path,
+// which allocates nothing per packet: boxing the larger variants would cost
+// an allocation per transaction.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Detail {
     Http(crate::http::HttpTx),

@@ -446,11 +446,11 @@ pub static COLUMNS: Columns = Columns {
         C::new("ja3", Text, Low, "JA3 (MD5 hex).", get!(Tls, |r, t| Val::Text(t.ja3.as_deref()))),
         C::new("ja3s", Text, Low, "JA3S (MD5 hex).", get!(Tls, |r, t| Val::Text(t.ja3s.as_deref()))),
         C::new("client_versions", List(Item::Count), Low, "The client's supported_versions, as numbers.", get!(Tls, |r, t| Val::List(
-            (!t.client_versions.is_empty()).then(|| crate::columns::List { record: r, len: t.client_versions.len(), items: crate::columns::Items::Num(num_item!(Tls, |t, i| u64::from(t.client_versions[i]))) })
+            (!t.client_versions.is_empty()).then_some(crate::columns::List { record: r, len: t.client_versions.len(), items: crate::columns::Items::Num(num_item!(Tls, |t, i| u64::from(t.client_versions[i]))) })
         )))
         .log_as("client_supported_versions"),
         C::new("client_alpn", List(Item::Text), Low, "The client's ALPN offers.", get!(Tls, |r, t| Val::List(
-            (!t.client_alpn.is_empty()).then(|| crate::columns::List { record: r, len: t.client_alpn.len(), items: crate::columns::Items::Text(text_item!(Tls, |t, i| &t.client_alpn[i])) })
+            (!t.client_alpn.is_empty()).then_some(crate::columns::List { record: r, len: t.client_alpn.len(), items: crate::columns::Items::Text(text_item!(Tls, |t, i| &t.client_alpn[i])) })
         )))
         .log_as("orig_alpn"),
     ],
