@@ -182,8 +182,8 @@ pub struct Tracker {
     due: Vec<TimerEntry>,
     /// Out-of-order stream bytes, shared by every parsed connection.
     budget: Budget,
-    /// Most connections the table holds now: `cfg.max_connections`, or
-    /// less while the stream buffers use their share ([`SharedMemory`]).
+    /// Most connections the table holds now: its capacity, or less while
+    /// the stream buffers use their share ([`SharedMemory`]).
     conn_limit: usize,
     /// The first stream bytes of the connections whose service signatures
     /// are still matched (`Detection::has_sig_stream`), by table index;
@@ -238,7 +238,8 @@ impl Tracker {
             })
         };
         let cfg_budget = cfg.app.as_ref().map_or(0, |a| a.total_buffer_bytes);
-        let conn_limit = cfg.max_connections;
+        // The table's own capacity applies until SharedMemory moves it.
+        let conn_limit = usize::MAX;
         Tracker {
             table: ConnTable::with_capacity(cfg.max_connections),
             overflow: Overflow::default(),
@@ -454,9 +455,10 @@ impl Tracker {
         let streams = self.budget.used() + self.budget.state();
         let rest = m.bytes.saturating_sub(streams);
         // The same split as the budget's (src/cli.rs, TrackArgs::budget).
-        let min_conns = m.min_connections.min(self.cfg.max_connections);
+        let cap = self.table.capacity();
+        let min_conns = m.min_connections.min(cap);
         let min_flows = m.min_flows.min(self.cfg.max_flows);
-        self.conn_limit = (rest / 4 * 3 / per_conn).clamp(min_conns, self.cfg.max_connections);
+        self.conn_limit = (rest / 4 * 3 / per_conn).clamp(min_conns, cap);
         self.flows.set_max_flows((rest / 4 / per_flow).clamp(min_flows, self.cfg.max_flows));
         let lent = self.table.len().saturating_sub(min_conns) * per_conn
             + self.flows.len().saturating_sub(min_flows) * per_flow;
