@@ -401,8 +401,8 @@ pub fn memory_line(probe: &crate::cli::ProbeArgs) -> String {
             "wirelog: memory budget {}: up to {conns} connections, {flows} flows per bucket, {} of stream buffers{}",
             crate::limits::human(track.memory),
             crate::limits::human(stream),
-            lent.map_or(String::new(), |(c, f)| format!(
-                " (lent to the tables while unused: {c} connections, {f} flows once the buffers take it all)"
+            lent.map_or(String::new(), |(_, f)| format!(
+                " (lent to the flow table while unused: {f} flows per bucket once the buffers take it all)"
             ))
         ),
         (Err(e), _) | (_, Err(e)) => format!("wirelog: {e}"),
