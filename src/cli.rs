@@ -728,8 +728,9 @@ impl OutputArgs {
 pub struct TrackArgs {
     /// Memory for the tracker's tables (per worker when capturing): the
     /// connection table (3/4 of what --stream-memory leaves), the flow table
-    /// (1/4) and the out-of-order stream buffers (--stream-memory). The
-    /// connection limit derived from it is printed at start and in the summary.
+    /// (1/4 of the whole) and the out-of-order stream buffers (--stream-memory),
+    /// whose unused share the flow table may borrow until they need it. The connection limit derived from it is
+    /// printed at start and in the summary.
     #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = parse_size)]
     pub memory: u64,
 
@@ -801,6 +802,14 @@ impl TrackArgs {
     }
 
     /// How --memory is shared: (connections, flows per bucket, stream bytes).
+    /// The flow table's limit is its share of the whole of --memory: the
+    /// stream buffers' share is lent to it while the buffers leave it
+    /// unused (`wirelog_track::SharedMemory`); [`TrackArgs::lent_budget`]
+    /// gives its limit once the buffers hold their whole share. The
+    /// connection table's is its share of what the buffers' share leaves:
+    /// lent to it too, the peak RSS of `tests/memory_budget.rs` (1 M
+    /// connections at --memory 128M) measured 188-225 MiB against its bound
+    /// of 192 (146-170 without: BENCHMARKS.md, issue 36, branch gp36).
     pub fn budget(&self, app: &AppArgs) -> Result<(usize, usize, u64), String> {
         let stream = if app.no_parse { 0 } else { app.stream_memory };
         if stream > self.memory / 2 {
@@ -810,11 +819,23 @@ impl TrackArgs {
                 limits::human(self.memory)
             ));
         }
-        let rest = self.memory - stream;
-        let conns = (rest / 4 * 3 / wirelog_track::Tracker::table_bytes_per_connection() as u64) as usize;
-        let flows = (rest / 4 / wirelog_track::Tracker::table_bytes_per_flow() as u64) as usize;
+        let ((conns, _), (_, flows)) = (self.table_shares(self.memory - stream), self.table_shares(self.memory));
+        Ok((conns, flows, stream))
+    }
+
+    /// With parsing on: (connections, flows per bucket) while the stream
+    /// buffers hold their whole share of --memory.
+    pub fn lent_budget(&self, app: &AppArgs) -> Result<Option<(usize, usize)>, String> {
+        let (_, _, stream) = self.budget(app)?;
+        Ok((stream > 0).then(|| self.table_shares(self.memory - stream)))
+    }
+
+    /// The tables' shares of `bytes`: 3/4 connections, 1/4 flows.
+    fn table_shares(&self, bytes: u64) -> (usize, usize) {
+        let conns = (bytes / 4 * 3 / wirelog_track::Tracker::table_bytes_per_connection() as u64) as usize;
+        let flows = (bytes / 4 / wirelog_track::Tracker::table_bytes_per_flow() as u64) as usize;
         let conns = self.max_connections.map_or(conns, |m| m.min(conns)).max(1);
-        Ok((conns, flows.max(1024), stream))
+        (conns, flows.max(1024))
     }
 
     /// The tracker's settings, with the application parsing of `app`.
@@ -865,6 +886,11 @@ impl TrackArgs {
             uid_seed: self.seed,
             flow_interval_ns: self.flow_interval.as_nanos().max(1_000_000) as i64,
             app: app.config()?,
+            shared_memory: self.lent_budget(app)?.map(|(min_connections, min_flows)| wirelog_track::SharedMemory {
+                bytes: self.memory as usize,
+                min_connections,
+                min_flows,
+            }),
             ..TrackerConfig::default()
         })
     }

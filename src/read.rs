@@ -396,13 +396,16 @@ pub fn checksum_line(ds: &DecodeStats, mode: ChecksumMode) -> Option<String> {
 /// What --memory gives the tracker, for stderr at start and in the summary.
 pub fn memory_line(probe: &crate::cli::ProbeArgs) -> String {
     let track = &probe.track;
-    match track.budget(&probe.app) {
-        Ok((conns, flows, stream)) => format!(
-            "wirelog: memory budget {}: up to {conns} connections, {flows} flows per bucket, {} of stream buffers",
+    match (track.budget(&probe.app), track.lent_budget(&probe.app)) {
+        (Ok((conns, flows, stream)), Ok(lent)) => format!(
+            "wirelog: memory budget {}: up to {conns} connections, {flows} flows per bucket, {} of stream buffers{}",
             crate::limits::human(track.memory),
-            crate::limits::human(stream)
+            crate::limits::human(stream),
+            lent.map_or(String::new(), |(_, f)| format!(
+                " (lent to the flow table while unused: {f} flows per bucket once the buffers take it all)"
+            ))
         ),
-        Err(e) => format!("wirelog: {e}"),
+        (Err(e), _) | (_, Err(e)) => format!("wirelog: {e}"),
     }
 }
 

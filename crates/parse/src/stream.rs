@@ -63,6 +63,13 @@ impl Budget {
     pub fn limit(&self) -> usize {
         self.limit
     }
+    /// Moves the limit (the tracker lends the buffers' unused share of
+    /// `--memory` to its tables and takes it back here). Bytes already
+    /// buffered above a lowered limit stay; nothing more is taken until
+    /// they fall below it.
+    pub fn set_limit(&mut self, limit_bytes: usize) {
+        self.limit = limit_bytes;
+    }
     /// Bytes neither buffered nor charged as parser state: what a parser
     /// may still be granted.
     pub fn available(&self) -> usize {

@@ -517,3 +517,73 @@ fn partial_mysql_gets_no_service_by_port_or_by_content() {
         assert_eq!(run(by_port, true), Some("mysql"), "whole, by port {by_port}");
     }
 }
+
+/// `--memory` with parsing on (`wirelog_track::SharedMemory`): while the
+/// stream buffers hold nothing, the tables hold what they hold without
+/// parsing (their shares of the whole budget: no eviction, no flow bucket
+/// written early), and the buffers' limit is lowered by what the tables
+/// borrowed; once the buffers hold bytes, the tables' limits come down to
+/// what the rest of the budget gives them, never below their shares of the
+/// budget less the buffers' whole share.
+#[test]
+fn tables_borrow_the_stream_buffers_unused_share() {
+    let (per_conn, per_flow) = (Tracker::table_bytes_per_connection(), Tracker::table_bytes_per_flow());
+    let memory = 800 * per_conn;
+    let stream = memory / 2;
+    let shares = |bytes: usize| (bytes / 4 * 3 / per_conn, bytes / 4 / per_flow);
+    let ((max_c, max_f), (min_c, min_f)) = (shares(memory), shares(memory - stream));
+    let mut cfg = config();
+    cfg.checksums = wirelog_decode::ChecksumMode::Ignore;
+    cfg.track.max_connections = max_c;
+    cfg.track.max_flows = max_f;
+    cfg.track.app.as_mut().unwrap().total_buffer_bytes = stream;
+    cfg.track.shared_memory = Some(wirelog_track::SharedMemory { bytes: memory, min_connections: min_c, min_flows: min_f });
+    let mut probe = Probe::new(cfg);
+    let mut t = 1_700_000_000_000_000_000i64;
+    let mut b = Batch::default();
+    // 500 UDP connections (and flows) to a port nothing parses: more than
+    // the tables' shares without the buffers' (300), fewer than with (600).
+    let n = 500;
+    assert!(min_c < n && n < max_c && n < max_f, "{min_c} {max_c} {max_f}");
+    for c in 0..n {
+        let mut u = udp(1024 + c as u16, 5000);
+        u[14] = (c >> 8) as u8;
+        u[15] = c as u8;
+        t += 1_000;
+        assert_eq!(probe.packet(&Packet::new(LinkType::RAW, t, &u)), Ok(()));
+        if c % 100 == 99 {
+            probe.drain(&mut b);
+        }
+    }
+    probe.drain(&mut b);
+    assert_eq!((probe.active_connections(), probe.track_stats().evicted), (n, 0));
+    assert_eq!(probe.tracker().flows_emitted_early(), 0);
+    let lent = (n - min_c) * per_conn + n.saturating_sub(min_f) * per_flow;
+    assert_eq!(probe.tracker().memory_shares(), (max_c, max_f, stream - lent, 0));
+
+    // A parsed connection (Redis) whose client's bytes after a hole are
+    // buffered: the tables' limits come down by the buffered bytes' worth.
+    let server = ([10, 9, 0, 1], 6379);
+    let client = ([10, 9, 1, 1], 40_000);
+    let mut feed = |probe: &mut Probe, f: Vec<u8>| {
+        t += 1_000;
+        let _ = probe.packet(&Packet::new(LinkType::RAW, t, &f));
+    };
+    feed(&mut probe, segment(client, server, 0x02, 100, 0, b""));
+    feed(&mut probe, segment(server, client, 0x12, 500, 101, b""));
+    feed(&mut probe, segment(client, server, 0x10, 101, 501, b""));
+    let held = 20_000;
+    let mut seq = 101 + 1_000;
+    let chunk = [b'x'; 1_000];
+    while probe.tracker().memory_shares().3 < held {
+        let before = probe.tracker().memory_shares().3;
+        feed(&mut probe, segment(client, server, 0x18, seq, 501, &chunk));
+        assert!(probe.tracker().memory_shares().3 > before, "bytes after the hole are buffered");
+        seq += 1_000;
+    }
+    probe.drain(&mut b);
+    let (c, f, _, used) = probe.tracker().memory_shares();
+    let (want_c, want_f) = shares(memory - used);
+    assert!(want_c < max_c, "{want_c}");
+    assert_eq!((c, f), (want_c.max(min_c), want_f.max(min_f)));
+}

@@ -290,6 +290,8 @@ impl FlowSlot {
 pub struct FlowTable {
     interval_ns: i64,
     max_flows: usize,
+    /// The `max_flows` the table was made for (its index's and interners' size).
+    index_max: usize,
     seed: u64,
     /// Current bucket number; `i64::MIN` before the first packet.
     bucket: i64,
@@ -333,6 +335,7 @@ impl FlowTable {
         FlowTable {
             interval_ns: interval_ns.max(1),
             max_flows,
+            index_max: max_flows,
             seed,
             bucket: i64::MIN,
             next_boundary: i64::MIN,
@@ -370,6 +373,18 @@ impl FlowTable {
 
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Most flows per bucket now.
+    pub fn max_flows(&self) -> usize {
+        self.max_flows
+    }
+
+    /// Moves the limit on flows per bucket, at most the one the table was
+    /// made for (the tracker's `SharedMemory`). Entries above a lowered
+    /// limit stay until the next new flow writes the bucket early.
+    pub fn set_max_flows(&mut self, max_flows: usize) {
+        self.max_flows = max_flows.clamp(16, self.index_max);
     }
 
     pub fn is_empty(&self) -> bool {

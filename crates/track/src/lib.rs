@@ -32,4 +32,4 @@ pub use keep::{KeepRule, KeepVerdict};
 pub use kernel::{KernelAccounting, DEFAULT_MAX_CONNECTIONS as KERNEL_MAX_CONNECTIONS};
 pub use key::{ConnKey, Side};
 pub use ports::{PortSet, ZeekServerPort, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS, ZEEK_SERVER_PORTS};
-pub use tracker::{TrackStats, Tracker, TrackerConfig, THIN_FLOOR};
+pub use tracker::{SharedMemory, TrackStats, Tracker, TrackerConfig, THIN_FLOOR};

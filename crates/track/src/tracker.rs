@@ -72,6 +72,9 @@ pub struct TrackerConfig {
     pub max_flows: usize,
     /// Application parsing (HTTP, MySQL, PostgreSQL, Redis, DNS); `None` = off.
     pub app: Option<AppConfig>,
+    /// One memory budget for the tables and the stream buffers (see
+    /// [`SharedMemory`]); `None`: each keeps its fixed limit.
+    pub shared_memory: Option<SharedMemory>,
     /// TCP segments without payload and without SYN/FIN/RST never reach the
     /// tracker (`capture --skip-empty-tcp` drops them in the kernel). Nothing
     /// waits for them: byte counts come from sequence numbers and a
@@ -102,9 +105,38 @@ impl Default for TrackerConfig {
             flow_interval_ns: 300 * SEC,
             max_flows: 1 << 20,
             app: None,
+            shared_memory: None,
             empty_tcp_skipped: false,
         }
     }
+}
+
+/// `--memory` with parsing on: the stream buffers' share
+/// (`AppConfig::total_buffer_bytes`) is lent to the tables while the buffers
+/// leave it unused, and taken back as they need it. Without it the buffers'
+/// share was set aside whether or not a parser ever buffered a byte, so
+/// parsing on held fewer connections and flows than `--no-parse` on traffic
+/// nothing parses (540 k UDP flows: a flow table of 524,288 with parsing,
+/// 699,050 without, and every flow bucket written early twice).
+///
+/// Once per batch of records ([`Tracker::move_records_into`]) the tracker
+/// sets: the tables' limits to their shares (3/4 connections, 1/4 flows,
+/// as the budget splits `--memory`) of `bytes` less what the buffers hold,
+/// between `min_*` (their shares when the buffers hold their whole share)
+/// and `TrackerConfig::max_connections`/`max_flows` (their shares of the
+/// whole of `bytes`); and the buffers' limit to their share less what the
+/// tables hold beyond their `min_*`. A table above a lowered limit does not
+/// shrink at once: a new connection evicts one, a new flow writes the
+/// bucket early, as when it is full. The bound (tables at their bytes per
+/// entry at most, plus buffers) is `bytes`, give or take one batch's growth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedMemory {
+    /// `--memory`.
+    pub bytes: usize,
+    /// The connection table's limit when the buffers hold their whole share.
+    pub min_connections: usize,
+    /// The flow table's limit when the buffers hold their whole share.
+    pub min_flows: usize,
 }
 
 mod kernel;
@@ -150,6 +182,9 @@ pub struct Tracker {
     due: Vec<TimerEntry>,
     /// Out-of-order stream bytes, shared by every parsed connection.
     budget: Budget,
+    /// Most connections the table holds now: its capacity, or less while
+    /// the stream buffers use their share ([`SharedMemory`]).
+    conn_limit: usize,
     /// The first stream bytes of the connections whose service signatures
     /// are still matched (`Detection::has_sig_stream`), by table index;
     /// charged to `budget` as parser state.
@@ -203,6 +238,8 @@ impl Tracker {
             })
         };
         let cfg_budget = cfg.app.as_ref().map_or(0, |a| a.total_buffer_bytes);
+        // The table's own capacity applies until SharedMemory moves it.
+        let conn_limit = usize::MAX;
         Tracker {
             table: ConnTable::with_capacity(cfg.max_connections),
             overflow: Overflow::default(),
@@ -220,6 +257,7 @@ impl Tracker {
             sample: Vec::new(),
             due: Vec::new(),
             budget: Budget::new(cfg_budget),
+            conn_limit,
             sig_streams: SigStreams::default(),
             tx_scratch: Vec::new(),
             txs: Vec::new(),
@@ -360,6 +398,18 @@ impl Tracker {
         self.table.len()
     }
 
+    /// Where the line between the tables and the stream buffers is now
+    /// ([`SharedMemory`]): (connections, flows per bucket, stream-buffer
+    /// limit, stream bytes held: buffered and parser state).
+    pub fn memory_shares(&self) -> (usize, usize, usize, usize) {
+        (
+            self.conn_limit.min(self.table.capacity()),
+            self.flows.max_flows(),
+            self.budget.limit(),
+            self.budget.used() + self.budget.state(),
+        )
+    }
+
     /// TCP endpoint states held (one per open TCP connection).
     pub fn tcp_states(&self) -> usize {
         self.tcp.len()
@@ -392,6 +442,27 @@ impl Tracker {
         move_all(&mut self.out, conns);
         self.flows.move_records_into(flows);
         move_keeping_room(&mut self.txs, txs, TX_ROOM_MAX);
+        self.share_memory();
+    }
+
+    /// Moves the line between the tables and the stream buffers
+    /// ([`SharedMemory`]); once per batch.
+    fn share_memory(&mut self) {
+        let (Some(m), Some(app)) = (self.cfg.shared_memory, self.cfg.app.as_ref()) else {
+            return;
+        };
+        let (per_conn, per_flow) = (Self::table_bytes_per_connection(), Self::table_bytes_per_flow());
+        let streams = self.budget.used() + self.budget.state();
+        let rest = m.bytes.saturating_sub(streams);
+        // The same split as the budget's (src/cli.rs, TrackArgs::budget).
+        let cap = self.table.capacity();
+        let min_conns = m.min_connections.min(cap);
+        let min_flows = m.min_flows.min(self.cfg.max_flows);
+        self.conn_limit = (rest / 4 * 3 / per_conn).clamp(min_conns, cap);
+        self.flows.set_max_flows((rest / 4 / per_flow).clamp(min_flows, self.cfg.max_flows));
+        let lent = self.table.len().saturating_sub(min_conns) * per_conn
+            + self.flows.len().saturating_sub(min_flows) * per_flow;
+        self.budget.set_limit(app.total_buffer_bytes.saturating_sub(lent));
     }
 
     /// Names the interface whose packets are passed with id `iface`.
@@ -664,7 +735,7 @@ impl Tracker {
         seg: Option<&Segment>,
         reused: bool,
     ) -> (u32, Side) {
-        if self.table.is_full() {
+        if self.table.len() >= self.conn_limit || self.table.is_full() {
             self.evict_one();
         }
         // Zeek's WantConnection: guess the originator when the first packet
