@@ -66,6 +66,11 @@ fn type_name(t: u8) -> &'static str {
 
 const TYPES: &[u8] = b"+-:$*_,#!=(%~>|";
 
+/// Bytes of a request's first element (the command's name).
+fn name_len(msg: &Msg) -> usize {
+    msg.arg_ends.first().copied().unwrap_or(0)
+}
+
 fn parse_int(b: &[u8]) -> Option<i64> {
     std::str::from_utf8(b).ok()?.parse().ok()
 }
@@ -116,8 +121,11 @@ struct Msg {
     /// Top-level type (after any attribute).
     top: Option<u8>,
     top_len: Option<i64>,
-    /// Request: the top array's elements (name first), each cut.
-    args: Vec<Vec<u8>>,
+    /// Request: the top array's elements (name first), each cut, one after
+    /// the other in `arg_bytes`; `arg_ends` holds where each ends. The
+    /// buffers are kept from one message to the next (see [`Msg::reset`]).
+    arg_bytes: Vec<u8>,
+    arg_ends: Vec<usize>,
     /// Bytes of arguments kept so far, and whether some were cut.
     kept: usize,
     cut: bool,
@@ -127,6 +135,51 @@ struct Msg {
     /// Values completed at depth 1 (children of the top aggregate).
     children: u64,
 }
+
+impl Msg {
+    /// Starts over for the next message, keeping the buffers' room (a
+    /// buffer grown past `REPLY_KEEP`/the argument budget by one message
+    /// is not kept: its room is the bound).
+    fn reset(&mut self, keep: usize) {
+        let mut arg_bytes = std::mem::take(&mut self.arg_bytes);
+        let mut arg_ends = std::mem::take(&mut self.arg_ends);
+        let mut text = std::mem::take(&mut self.text);
+        let mut first_elem = std::mem::take(&mut self.first_elem);
+        arg_bytes.clear();
+        arg_ends.clear();
+        text.clear();
+        first_elem.clear();
+        arg_bytes.shrink_to(keep);
+        arg_ends.shrink_to(MAX_KEPT_ARGS);
+        *self = Msg { arg_bytes, arg_ends, text, first_elem, ..Msg::default() };
+    }
+
+    fn push_arg(&mut self, a: &[u8]) {
+        self.arg_bytes.extend_from_slice(a);
+        self.arg_ends.push(self.arg_bytes.len());
+    }
+
+    /// Appends to the last argument.
+    fn extend_arg(&mut self, a: &[u8]) {
+        if let Some(end) = self.arg_ends.last_mut() {
+            self.arg_bytes.extend_from_slice(a);
+            *end = self.arg_bytes.len();
+        }
+    }
+
+    /// The arguments, name first.
+    fn args(&self) -> impl Iterator<Item = &[u8]> + Clone + '_ {
+        let mut start = 0;
+        self.arg_ends.iter().map(move |&end| {
+            let a = &self.arg_bytes[start..end];
+            start = end;
+            a
+        })
+    }
+}
+
+/// Argument ends a connection's message keeps room for between messages.
+const MAX_KEPT_ARGS: usize = 1024;
 
 #[derive(Clone, Copy)]
 struct Frame {
@@ -219,7 +272,7 @@ impl RedisParser {
                 let keep = &w[..w.len().min(room)];
                 s.msg.cut |= keep.len() < w.len();
                 s.msg.kept += keep.len();
-                s.msg.args.push(keep.to_vec());
+                s.msg.push_arg(keep);
             }
             s.msg.top = Some(b'*');
             return Step::Value;
@@ -242,15 +295,13 @@ impl RedisParser {
                         let room = budget.saturating_sub(s.msg.kept);
                         let keep = &rest[..rest.len().min(room)];
                         s.msg.kept += keep.len();
-                        s.msg.args.push(keep.to_vec());
+                        s.msg.push_arg(keep);
                     }
                 } else if record_scalar {
                     let keep = &rest[..rest.len().min(REPLY_KEEP)];
-                    if depth == 0 {
-                        s.msg.text = keep.to_vec();
-                    } else {
-                        s.msg.first_elem = keep.to_vec();
-                    }
+                    let into = if depth == 0 { &mut s.msg.text } else { &mut s.msg.first_elem };
+                    into.clear();
+                    into.extend_from_slice(keep);
                 }
                 if t == b':' && parse_int(rest).is_none() {
                     return Step::Bad;
@@ -266,7 +317,7 @@ impl RedisParser {
                     return Step::Value;
                 }
                 if dir == Dir::ToServer && depth == 1 && !in_attr {
-                    s.msg.args.push(Vec::new());
+                    s.msg.push_arg(&[]);
                 }
                 s.bulk_left = n as u64 + 2;
                 s.in_bulk = true;
@@ -309,9 +360,7 @@ impl RedisParser {
                 let keep = &chunk[..chunk.len().min(room)];
                 s.msg.cut |= keep.len() < chunk.len();
                 s.msg.kept += keep.len();
-                if let Some(a) = s.msg.args.last_mut() {
-                    a.extend_from_slice(keep);
-                }
+                s.msg.extend_arg(keep);
             }
             Dir::ToClient if s.bulk_depth == 0 => {
                 let room = REPLY_KEEP.saturating_sub(s.msg.text.len());
@@ -392,27 +441,40 @@ impl RedisParser {
     }
 
     fn message_done(&mut self, dir: Dir, ts_ns: i64, out: &mut Vec<Transaction>) {
-        let msg = std::mem::take(&mut self.sides[di(dir)].msg);
+        let mut msg = std::mem::take(&mut self.sides[di(dir)].msg);
         let span = Span { first_ns: msg.first_ns, last_ns: ts_ns, bytes: msg.bytes };
         match dir {
-            Dir::ToServer => self.request(msg, span),
-            Dir::ToClient => self.reply(msg, span, out),
+            Dir::ToServer => self.request(&msg, span),
+            Dir::ToClient => self.reply(&msg, span, out),
         }
+        // The message's buffers serve the next one.
+        msg.reset(self.arg_budget());
+        self.sides[di(dir)].msg = msg;
     }
 
-    fn request(&mut self, msg: Msg, span: Span) {
-        let mut args = msg.args.into_iter();
+    fn request(&mut self, msg: &Msg, span: Span) {
+        let mut args = msg.args();
         let Some(name) = args.next() else {
             // Empty inline line or `*0`: nothing to pair.
             return;
         };
-        let mut name = String::from_utf8_lossy(&name).to_ascii_uppercase();
+        let mut name = String::from_utf8_lossy(name).to_ascii_uppercase();
         truncate(&mut name, NAME_KEEP);
         let secret = matches!(name.as_str(), "AUTH" | "HELLO");
         let mut tx = RedisTx { num_args: msg.top_len.map_or(0, |n| (n.max(1) - 1) as u64), ..RedisTx::default() };
-        let mut joined = String::new();
+        // The joined arguments' length (UTF-8 replacements aside, which only
+        // grow them), so that the text is allocated once.
+        // `m` arguments after the name, `m - 1` spaces between them.
+        let m = msg.arg_ends.len() - 1;
+        let room = match args.clone().next() {
+            None => 0,
+            Some(_) if secret => 2 * m - 1,
+            Some(first) if self.cfg.redact => first.len() + 2 * (m - 1),
+            Some(_) => msg.arg_bytes.len() - name_len(msg) + m - 1,
+        };
+        let mut joined = String::with_capacity(room);
         for (i, a) in args.enumerate() {
-            let v = String::from_utf8_lossy(&a);
+            let v = String::from_utf8_lossy(a);
             if i == 0 && !secret {
                 tx.key = Some(v.to_string());
             }
@@ -447,7 +509,7 @@ impl RedisParser {
         self.pending.push_back(Cmd { tx, req: span, replies_left, resp: None, error: false, sub_kind });
     }
 
-    fn reply(&mut self, msg: Msg, span: Span, out: &mut Vec<Transaction>) {
+    fn reply(&mut self, msg: &Msg, span: Span, out: &mut Vec<Transaction>) {
         let top = msg.top.unwrap_or(b'_');
         let first = msg.first_elem.as_slice();
         const SUB: [&[u8]; 6] =

@@ -351,3 +351,34 @@ fn array_elements_skipped_by_length_agree_with_splits() {
         assert_eq!(p.pushes(), 1, "{piece}-byte pieces");
     }
 }
+
+/// A command's arguments are collected in buffers the connection keeps (no
+/// vector per argument), and its joined text is allocated at its length;
+/// what is recorded is what the per-argument vectors gave.
+#[test]
+fn arguments_in_kept_buffers_and_text_at_its_length() {
+    let mut p = RedisParser::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    for i in 0..50 {
+        let key = format!("key:{i}");
+        let value = "v".repeat(i);
+        p.data(Dir::ToServer, i as i64, &cmd(&["set", &key, &value, "EX", "10"]), &mut out);
+        p.data(Dir::ToClient, i as i64, b"+OK\r\n", &mut out);
+        let r = rd(out.last().unwrap());
+        assert_eq!((r.command.as_str(), r.key.as_deref()), ("SET", Some(key.as_str())));
+        assert_eq!(r.args, format!("{key} {value} EX 10"));
+        assert_eq!(r.args.capacity(), r.args.len());
+        assert_eq!(r.num_args, 4);
+    }
+    assert_eq!(out.len(), 50);
+    // The room of the last message is kept for the next, bounded by the budget.
+    let s = &p.sides[0];
+    assert!(s.msg.arg_bytes.is_empty() && s.msg.arg_bytes.capacity() > 0);
+    assert!(s.msg.arg_bytes.capacity() <= p.arg_budget().max(64));
+    // Redacted and secret arguments: the same text as before.
+    let cfg = ParseConfig { redact: true, ..ParseConfig::default() };
+    let (out, _) = run(&[(Dir::ToServer, &cmd(&["GET", "k1", "x"])), (Dir::ToClient, b"$1\r\na\r\n")], &cfg);
+    assert_eq!((rd(&out[0]).args.as_str(), rd(&out[0]).args.capacity() >= rd(&out[0]).args.len()), ("k1 ?", true));
+    let (out, _) = run(&[(Dir::ToServer, &cmd(&["AUTH", "u", "pw"])), (Dir::ToClient, b"+OK\r\n")], &ParseConfig::default());
+    assert_eq!((rd(&out[0]).args.as_str(), rd(&out[0]).key.as_deref()), ("? ?", None));
+}
