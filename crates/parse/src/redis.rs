@@ -23,6 +23,9 @@
 //! the pairing until the connection's end.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::fingerprint::Fingerprints;
 
 use crate::truncate;
 use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
@@ -221,6 +224,12 @@ pub struct RedisParser {
     pending: VecDeque<Cmd>,
     subscribed: bool,
     pushes: u64,
+    /// The command's name upper-cased, reused from one command to the next.
+    upper: String,
+    /// Command names and scalar replies, one shared `Arc<str>` per distinct
+    /// text of the connection (at most 64 each; see [`Fingerprints`]).
+    names: Fingerprints,
+    replies: Fingerprints,
 }
 
 /// Outcome of one line.
@@ -244,6 +253,9 @@ impl RedisParser {
             pending: VecDeque::new(),
             subscribed: false,
             pushes: 0,
+            upper: String::new(),
+            names: Fingerprints::default(),
+            replies: Fingerprints::default(),
         }
     }
 
@@ -458,9 +470,12 @@ impl RedisParser {
             // Empty inline line or `*0`: nothing to pair.
             return;
         };
-        let mut name = String::from_utf8_lossy(name).to_ascii_uppercase();
-        truncate(&mut name, NAME_KEEP);
-        let secret = matches!(name.as_str(), "AUTH" | "HELLO");
+        self.upper.clear();
+        self.upper.push_str(&String::from_utf8_lossy(name));
+        self.upper.make_ascii_uppercase();
+        truncate(&mut self.upper, NAME_KEEP);
+        let name = self.names.text(self.upper.as_bytes());
+        let secret = matches!(&*name, "AUTH" | "HELLO");
         let mut tx = RedisTx { num_args: msg.top_len.map_or(0, |n| (n.max(1) - 1) as u64), ..RedisTx::default() };
         // The joined arguments' length (UTF-8 replacements aside, which only
         // grow them), so that the text is allocated once.
@@ -493,7 +508,7 @@ impl RedisParser {
         }
         tx.args_truncated = truncate(&mut joined, self.cfg.max_text_bytes) || msg.cut;
         tx.args = joined;
-        let (replies_left, sub_kind): (u64, Option<&'static [u8]>) = match name.as_str() {
+        let (replies_left, sub_kind): (u64, Option<&'static [u8]>) = match &*name {
             "SUBSCRIBE" => (tx.num_args.max(1), Some(b"subscribe")),
             "PSUBSCRIBE" => (tx.num_args.max(1), Some(b"psubscribe")),
             "SSUBSCRIBE" => (tx.num_args.max(1), Some(b"ssubscribe")),
@@ -502,7 +517,7 @@ impl RedisParser {
             "SUNSUBSCRIBE" => (tx.num_args.max(1), Some(b"sunsubscribe")),
             _ => (1, None),
         };
-        if matches!(name.as_str(), "SUBSCRIBE" | "PSUBSCRIBE" | "SSUBSCRIBE") {
+        if matches!(&*name, "SUBSCRIBE" | "PSUBSCRIBE" | "SSUBSCRIBE") {
             self.subscribed = true;
         }
         tx.command = name;
@@ -533,15 +548,18 @@ impl RedisParser {
         }
         let error = matches!(top, b'-' | b'!');
         let redact = self.cfg.redact;
-        let fill = |tx: &mut RedisTx| {
+        let replies = &mut self.replies;
+        let mut fill = |tx: &mut RedisTx| {
             tx.reply_type = Some(type_name(top));
             tx.reply_len = msg.top_len;
-            let keep_text = match top {
-                b'$' | b'=' => !redact && msg.top_len.is_some_and(|n| n >= 0),
-                b'+' | b'-' | b':' | b',' | b'#' | b'(' | b'!' => true,
-                _ => false,
+            tx.reply = match top {
+                b'$' | b'=' if !redact && msg.top_len.is_some_and(|n| n >= 0) => {
+                    Some(Arc::from(String::from_utf8_lossy(&msg.text).as_ref()))
+                }
+                // Scalars repeat (`OK`, `QUEUED`, small counts): shared.
+                b'+' | b'-' | b':' | b',' | b'#' | b'(' | b'!' => Some(replies.text(&msg.text)),
+                _ => None,
             };
-            tx.reply = keep_text.then(|| String::from_utf8_lossy(&msg.text).into_owned());
         };
         let Some(cmd) = self.pending.front_mut() else {
             let mut tx = RedisTx::default();
@@ -564,7 +582,7 @@ impl RedisParser {
         cmd.replies_left = cmd.replies_left.saturating_sub(1);
         if cmd.replies_left == 0 {
             if let Some(c) = self.pending.pop_front() {
-                if matches!(c.tx.command.as_str(), "UNSUBSCRIBE" | "PUNSUBSCRIBE" | "RESET") {
+                if matches!(&*c.tx.command, "UNSUBSCRIBE" | "PUNSUBSCRIBE" | "RESET") {
                     self.subscribed = false;
                 }
                 let status = if c.error { TxStatus::Error } else { TxStatus::Ok };
