@@ -89,7 +89,25 @@ impl<'a> Message<'a> {
 
     /// Appends the name at `at` (dotted, no final dot; "" for the root) to
     /// `out`; returns the offset just after the name's in-place encoding.
-    pub fn read_name(&self, mut at: usize, out: &mut String) -> Option<usize> {
+    pub fn read_name(&self, at: usize, out: &mut String) -> Option<usize> {
+        self.labels(at, |label| {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            for &c in label {
+                if plain(c) {
+                    out.push(c as char);
+                } else {
+                    let _ = write!(out, "\\{c:03}");
+                }
+            }
+        })
+    }
+
+    /// Calls `each` with every label of the name at `at`, in order, after
+    /// checking it (length, pointers); returns the offset just after the
+    /// name's in-place encoding.
+    fn labels(&self, mut at: usize, mut each: impl FnMut(&[u8])) -> Option<usize> {
         let b = self.buf;
         let mut end = None;
         let mut jumps = 0;
@@ -106,16 +124,7 @@ impl<'a> Message<'a> {
                     if len > MAX_NAME {
                         return None;
                     }
-                    if !out.is_empty() {
-                        out.push('.');
-                    }
-                    for &c in label {
-                        if c.is_ascii_graphic() && c != b'\\' && c != b'.' {
-                            out.push(c as char);
-                        } else {
-                            let _ = write!(out, "\\{c:03}");
-                        }
-                    }
+                    each(label);
                     at += 1 + l;
                 }
                 0xc0 => {
@@ -133,11 +142,23 @@ impl<'a> Message<'a> {
         }
     }
 
+    /// The name at `at` as text, in a string of its exact length (its
+    /// length is counted first: one allocation, where growing by pushes
+    /// took three or four for a typical name), and the offset after it.
     fn name_string(&self, at: usize) -> Option<(String, usize)> {
-        let mut s = String::new();
+        let mut n = 0usize;
+        self.labels(at, |label| {
+            n += usize::from(n > 0) + label.iter().map(|&c| if plain(c) { 1 } else { 4 }).sum::<usize>();
+        })?;
+        let mut s = String::with_capacity(n);
         let end = self.read_name(at, &mut s)?;
         Some((s, end))
     }
+}
+
+/// A name's byte written as itself (else as `\ddd`).
+fn plain(c: u8) -> bool {
+    c.is_ascii_graphic() && c != b'\\' && c != b'.'
 }
 
 /// A message parsed into what a transaction keeps.
@@ -241,7 +262,7 @@ fn render(m: &Message<'_>, rtype: u16, rd: usize, end: usize) -> String {
     let b = &m.buf[rd..end];
     let name_at = |at: usize| m.name_string(at).map(|(n, _)| n).unwrap_or_default();
     match rtype {
-        1 if b.len() == 4 => std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3]).to_string(),
+        1 if b.len() == 4 => ipv4_text([b[0], b[1], b[2], b[3]]),
         28 if b.len() == 16 => {
             let mut a = [0u8; 16];
             a.copy_from_slice(b);
@@ -280,6 +301,31 @@ fn render(m: &Message<'_>, rtype: u16, rd: usize, end: usize) -> String {
         }
         _ => format!("<unknown type={rtype}>"),
     }
+}
+
+/// An IPv4 address as dotted text, in a string of its exact length
+/// (`Ipv4Addr::to_string` allocated twice: a first guess, then its growth).
+fn ipv4_text(a: [u8; 4]) -> String {
+    let mut buf = [0u8; 15];
+    let mut n = 0;
+    for (i, x) in a.into_iter().enumerate() {
+        if i > 0 {
+            buf[n] = b'.';
+            n += 1;
+        }
+        if x >= 100 {
+            buf[n] = b'0' + x / 100;
+            n += 1;
+        }
+        if x >= 10 {
+            buf[n] = b'0' + x / 10 % 10;
+            n += 1;
+        }
+        buf[n] = b'0' + x % 10;
+        n += 1;
+    }
+    // Digits and dots only: always UTF-8.
+    std::str::from_utf8(&buf[..n]).unwrap_or_default().to_owned()
 }
 
 /// A query waiting for its response.
@@ -734,6 +780,28 @@ mod test {
         let p = parse(&msg(3, 0x8180, [1, 2, 0, 0], &body)).unwrap();
         assert_eq!((p.tx.answers.len(), p.tx.answer_count), (1, 2));
         assert!(parse(&[0u8; 11]).is_none());
+    }
+
+    #[test]
+    fn names_and_addresses_in_strings_of_their_exact_length() {
+        // Plain, escaped and compressed names: one allocation of the text's length.
+        let odd = msg(1, 0, [1, 0, 0, 0], b"\x03a.b\x04c\\d\x01\x00\x00\x00\x01\x00\x01");
+        let q = parse(&odd).unwrap().tx.qname;
+        assert_eq!((q.as_str(), q.capacity()), ("a\\046b.c\\092d\\001", q.len()));
+        let mut body = Q_EXAMPLE_A.to_vec();
+        body.extend(answer_a(1, [9, 9, 9, 9]));
+        let p = parse(&msg(3, 0x8180, [1, 1, 0, 0], &body)).unwrap();
+        let a = &p.tx.answers[0];
+        assert_eq!(a.name.capacity(), a.name.len());
+        assert_eq!(p.tx.qname.capacity(), p.tx.qname.len());
+        // Every octet value, in every position, as `Ipv4Addr` writes it.
+        for x in 0..=255u8 {
+            for a in [[x, 0, 0, 0], [1, x, 10, 255], [100, 99, 9, x], [x, x, x, x]] {
+                let t = ipv4_text(a);
+                assert_eq!(t, std::net::Ipv4Addr::from(a).to_string());
+                assert_eq!(t.capacity(), t.len());
+            }
+        }
     }
 
     #[test]

@@ -172,6 +172,15 @@ impl Fingerprints {
         self.shared_buf()
     }
 
+    /// `text` (made valid UTF-8 as `String::from_utf8_lossy` makes it),
+    /// shared the same way: a connection's repeated short texts (PostgreSQL
+    /// command tags) allocate once.
+    pub(crate) fn text(&mut self, text: &[u8]) -> Arc<str> {
+        self.buf.clear();
+        self.buf.extend_from_slice(text);
+        self.shared_buf()
+    }
+
     fn shared_buf(&mut self) -> Arc<str> {
         let fp = match self.seen.get(self.buf.as_slice()) {
             Some(fp) => fp.0.clone(),

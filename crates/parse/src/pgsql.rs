@@ -36,7 +36,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::fingerprint::{self, Dialect};
+use std::sync::Arc;
+
+use crate::fingerprint::{self, Dialect, Fingerprints};
 use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
 
 pub use wirelog_record::pgsql::PgsqlTx;
@@ -107,9 +109,17 @@ fn merge(into: &mut Option<Span>, s: Option<Span>) {
 
 /// Splits a simple query into statements on `;` outside quotes, comments
 /// and dollar-quoted bodies; empty statements are dropped.
+#[cfg(test)]
 fn split_statements(q: &str) -> Vec<&str> {
-    let b = q.as_bytes();
     let mut out = Vec::new();
+    each_statement(q, |s| out.push(s));
+    out
+}
+
+/// [`split_statements`] handing each statement to `out` as it is found (a
+/// query of one statement then allocates nothing).
+fn each_statement<'a>(q: &'a str, mut out: impl FnMut(&'a str)) {
+    let b = q.as_bytes();
     let mut start = 0;
     let mut i = 0;
     while i < b.len() {
@@ -152,7 +162,7 @@ fn split_statements(q: &str) -> Vec<&str> {
             b';' => {
                 let s = q[start..i].trim();
                 if !s.is_empty() {
-                    out.push(s);
+                    out(s);
                 }
                 start = i + 1;
             }
@@ -162,9 +172,8 @@ fn split_statements(q: &str) -> Vec<&str> {
     }
     let s = q.get(start..).unwrap_or("").trim();
     if !s.is_empty() {
-        out.push(s);
+        out(s);
     }
-    out
 }
 
 /// Last number of a CommandComplete tag (`INSERT 0 1` -> 1, `SELECT 15` -> 15).
@@ -305,13 +314,17 @@ pub struct PgsqlParser {
     client_untyped: bool,
     /// SSL/GSSENC request sent: the server answers one bare byte.
     ssl_wait: Option<Span>,
-    user: Option<String>,
-    database: Option<String>,
-    application_name: Option<String>,
+    user: Option<Arc<str>>,
+    database: Option<Arc<str>>,
+    application_name: Option<Arc<str>>,
     /// Statement name -> SQL text (as recorded, and fingerprint).
-    statements: HashMap<String, (String, bool, String)>,
+    statements: HashMap<String, (Arc<str>, bool, Arc<str>)>,
     /// Portal name -> statement name.
-    portals: HashMap<String, String>,
+    portals: HashMap<String, Arc<str>>,
+    /// The connection's fingerprints, one shared `Arc<str>` per shape.
+    fingerprints: Fingerprints,
+    /// The connection's CommandComplete tags, shared the same way.
+    tags: Fingerprints,
     /// Client messages of the current extended batch since the last Execute.
     acc: Option<Span>,
     acc_first: Option<&'static str>,
@@ -336,6 +349,8 @@ impl PgsqlParser {
             application_name: None,
             statements: HashMap::new(),
             portals: HashMap::new(),
+            fingerprints: Fingerprints::default(),
+            tags: Fingerprints::default(),
             acc: None,
             acc_first: None,
             acc_query: None,
@@ -366,12 +381,15 @@ impl PgsqlParser {
         }
     }
 
-    /// (recorded text, cut, fingerprint) of SQL text.
-    fn record_text(&self, raw: &str) -> (String, bool, String) {
-        fingerprint::recorded_sql(raw, Dialect::Postgres, &self.cfg)
+    /// (recorded text, cut, fingerprint) of SQL text: the text allocated
+    /// once, the fingerprint shared with the connection's statements of the
+    /// same shape (as MySQL's, `mysql::MysqlParser::record_text`).
+    fn record_text(&mut self, raw: &str) -> (Arc<str>, bool, Arc<str>) {
+        let (text, cut) = fingerprint::recorded_text(raw, Dialect::Postgres, &self.cfg);
+        (Arc::from(&*text), cut, self.fingerprints.of(raw, Dialect::Postgres))
     }
 
-    fn set_query(&self, tx: &mut PgsqlTx, raw: &str, cut_before: bool) {
+    fn set_query(&mut self, tx: &mut PgsqlTx, raw: &str, cut_before: bool) {
         let (t, cut, fp) = self.record_text(raw);
         tx.query = Some(t);
         tx.query_truncated = cut || cut_before;
@@ -443,7 +461,7 @@ impl PgsqlParser {
                     if k.is_empty() {
                         break;
                     }
-                    let v = text(cstr(body, &mut pos));
+                    let v: Arc<str> = text(cstr(body, &mut pos)).into();
                     match k {
                         b"user" => self.user = Some(v),
                         b"database" => self.database = Some(v),
@@ -475,11 +493,13 @@ impl PgsqlParser {
         match ty {
             b'Q' => {
                 let q = String::from_utf8_lossy(cstr_all(body));
-                let stmts = split_statements(&q);
+                let (mut first, mut rest) = (None, VecDeque::new());
+                each_statement(&q, |s| match first {
+                    None => first = Some(s),
+                    Some(_) => rest.push_back(s.to_string()),
+                });
                 let mut tx = self.new_tx("query");
-                let first = stmts.first().copied().unwrap_or("");
-                self.set_query(&mut tx, first, cut && stmts.len() <= 1);
-                let rest = stmts.iter().skip(1).map(|s| s.to_string()).collect();
+                self.set_query(&mut tx, first.unwrap_or(""), cut && rest.is_empty());
                 let mut req = Some(span);
                 merge(&mut req, self.acc.take());
                 self.acc_first = None;
@@ -502,7 +522,7 @@ impl PgsqlParser {
             b'B' => {
                 let mut pos = 0;
                 let portal = text(cstr(body, &mut pos));
-                let stmt = text(cstr(body, &mut pos));
+                let stmt: Arc<str> = text(cstr(body, &mut pos)).into();
                 if self.portals.len() >= MAX_NAMES {
                     self.portals.clear();
                 }
@@ -521,10 +541,11 @@ impl PgsqlParser {
             b'H' => self.accumulate("flush", span),
             b'E' => {
                 let mut pos = 0;
-                let portal = text(cstr(body, &mut pos));
+                // Looked up as borrowed text: an Execute allocates nothing.
+                let portal = String::from_utf8_lossy(cstr(body, &mut pos));
                 let mut tx = self.new_tx("execute");
-                let stmt = self.portals.get(&portal).cloned();
-                if let Some((t, c, fp)) = stmt.as_ref().and_then(|s| self.statements.get(s)) {
+                let stmt = self.portals.get(&*portal).cloned();
+                if let Some((t, c, fp)) = stmt.as_deref().and_then(|s| self.statements.get(s)) {
                     tx.query = Some(t.clone());
                     tx.query_truncated = *c;
                     tx.fingerprint = Some(fp.clone());
@@ -659,12 +680,11 @@ impl PgsqlParser {
                 add_span(&mut t.resp, s.first_ns, s.last_ns, s.bytes);
             }
             b'C' | b'I' | b's' | b'V' | b'E' => {
+                let tag = (ty == b'C').then(|| self.tags.text(cstr(body, &mut 0)));
                 let i = self.target_idx();
                 let t = &mut self.pending[i];
                 add_span(&mut t.resp, s.first_ns, s.last_ns, s.bytes);
-                if ty == b'C' {
-                    let mut pos = 0;
-                    let tag = text(cstr(body, &mut pos));
+                if let Some(tag) = tag {
                     t.tx.rows = tag_rows(&tag);
                     t.tx.command_tag = Some(tag);
                 }
@@ -788,7 +808,7 @@ impl StreamParser for PgsqlParser {
                     }
                     Some(b'N') => {
                         let mut tx = self.new_tx("ssl_request");
-                        tx.command_tag = Some("N".to_string());
+                        tx.command_tag = Some("N".into());
                         let resp = Span { first_ns: ts_ns, last_ns: ts_ns, bytes: 1 };
                         self.push(Pending {
                             resp: Some(resp),
@@ -996,7 +1016,7 @@ impl StreamParser for PgsqlParser {
 /// fingerprint when the text is unknown.
 fn named(mut tx: PgsqlTx) -> PgsqlTx {
     if tx.fingerprint.is_none() && !matches!(tx.kind, "query" | "parse" | "execute" | "bind" | "unknown") {
-        tx.fingerprint = Some(fingerprint::command_group(tx.kind));
+        tx.fingerprint = Some(fingerprint::command_group(tx.kind).into());
     }
     tx
 }

@@ -23,6 +23,9 @@
 //! the pairing until the connection's end.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::fingerprint::Fingerprints;
 
 use crate::truncate;
 use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
@@ -65,6 +68,11 @@ fn type_name(t: u8) -> &'static str {
 }
 
 const TYPES: &[u8] = b"+-:$*_,#!=(%~>|";
+
+/// Bytes of a request's first element (the command's name).
+fn name_len(msg: &Msg) -> usize {
+    msg.arg_ends.first().copied().unwrap_or(0)
+}
 
 fn parse_int(b: &[u8]) -> Option<i64> {
     std::str::from_utf8(b).ok()?.parse().ok()
@@ -116,8 +124,11 @@ struct Msg {
     /// Top-level type (after any attribute).
     top: Option<u8>,
     top_len: Option<i64>,
-    /// Request: the top array's elements (name first), each cut.
-    args: Vec<Vec<u8>>,
+    /// Request: the top array's elements (name first), each cut, one after
+    /// the other in `arg_bytes`; `arg_ends` holds where each ends. The
+    /// buffers are kept from one message to the next (see [`Msg::reset`]).
+    arg_bytes: Vec<u8>,
+    arg_ends: Vec<usize>,
     /// Bytes of arguments kept so far, and whether some were cut.
     kept: usize,
     cut: bool,
@@ -127,6 +138,51 @@ struct Msg {
     /// Values completed at depth 1 (children of the top aggregate).
     children: u64,
 }
+
+impl Msg {
+    /// Starts over for the next message, keeping the buffers' room (a
+    /// buffer grown past `REPLY_KEEP`/the argument budget by one message
+    /// is not kept: its room is the bound).
+    fn reset(&mut self, keep: usize) {
+        let mut arg_bytes = std::mem::take(&mut self.arg_bytes);
+        let mut arg_ends = std::mem::take(&mut self.arg_ends);
+        let mut text = std::mem::take(&mut self.text);
+        let mut first_elem = std::mem::take(&mut self.first_elem);
+        arg_bytes.clear();
+        arg_ends.clear();
+        text.clear();
+        first_elem.clear();
+        arg_bytes.shrink_to(keep);
+        arg_ends.shrink_to(MAX_KEPT_ARGS);
+        *self = Msg { arg_bytes, arg_ends, text, first_elem, ..Msg::default() };
+    }
+
+    fn push_arg(&mut self, a: &[u8]) {
+        self.arg_bytes.extend_from_slice(a);
+        self.arg_ends.push(self.arg_bytes.len());
+    }
+
+    /// Appends to the last argument.
+    fn extend_arg(&mut self, a: &[u8]) {
+        if let Some(end) = self.arg_ends.last_mut() {
+            self.arg_bytes.extend_from_slice(a);
+            *end = self.arg_bytes.len();
+        }
+    }
+
+    /// The arguments, name first.
+    fn args(&self) -> impl Iterator<Item = &[u8]> + Clone + '_ {
+        let mut start = 0;
+        self.arg_ends.iter().map(move |&end| {
+            let a = &self.arg_bytes[start..end];
+            start = end;
+            a
+        })
+    }
+}
+
+/// Argument ends a connection's message keeps room for between messages.
+const MAX_KEPT_ARGS: usize = 1024;
 
 #[derive(Clone, Copy)]
 struct Frame {
@@ -168,6 +224,12 @@ pub struct RedisParser {
     pending: VecDeque<Cmd>,
     subscribed: bool,
     pushes: u64,
+    /// The command's name upper-cased, reused from one command to the next.
+    upper: String,
+    /// Command names and scalar replies, one shared `Arc<str>` per distinct
+    /// text of the connection (at most 64 each; see [`Fingerprints`]).
+    names: Fingerprints,
+    replies: Fingerprints,
 }
 
 /// Outcome of one line.
@@ -191,6 +253,9 @@ impl RedisParser {
             pending: VecDeque::new(),
             subscribed: false,
             pushes: 0,
+            upper: String::new(),
+            names: Fingerprints::default(),
+            replies: Fingerprints::default(),
         }
     }
 
@@ -219,7 +284,7 @@ impl RedisParser {
                 let keep = &w[..w.len().min(room)];
                 s.msg.cut |= keep.len() < w.len();
                 s.msg.kept += keep.len();
-                s.msg.args.push(keep.to_vec());
+                s.msg.push_arg(keep);
             }
             s.msg.top = Some(b'*');
             return Step::Value;
@@ -242,15 +307,13 @@ impl RedisParser {
                         let room = budget.saturating_sub(s.msg.kept);
                         let keep = &rest[..rest.len().min(room)];
                         s.msg.kept += keep.len();
-                        s.msg.args.push(keep.to_vec());
+                        s.msg.push_arg(keep);
                     }
                 } else if record_scalar {
                     let keep = &rest[..rest.len().min(REPLY_KEEP)];
-                    if depth == 0 {
-                        s.msg.text = keep.to_vec();
-                    } else {
-                        s.msg.first_elem = keep.to_vec();
-                    }
+                    let into = if depth == 0 { &mut s.msg.text } else { &mut s.msg.first_elem };
+                    into.clear();
+                    into.extend_from_slice(keep);
                 }
                 if t == b':' && parse_int(rest).is_none() {
                     return Step::Bad;
@@ -266,7 +329,7 @@ impl RedisParser {
                     return Step::Value;
                 }
                 if dir == Dir::ToServer && depth == 1 && !in_attr {
-                    s.msg.args.push(Vec::new());
+                    s.msg.push_arg(&[]);
                 }
                 s.bulk_left = n as u64 + 2;
                 s.in_bulk = true;
@@ -309,9 +372,7 @@ impl RedisParser {
                 let keep = &chunk[..chunk.len().min(room)];
                 s.msg.cut |= keep.len() < chunk.len();
                 s.msg.kept += keep.len();
-                if let Some(a) = s.msg.args.last_mut() {
-                    a.extend_from_slice(keep);
-                }
+                s.msg.extend_arg(keep);
             }
             Dir::ToClient if s.bulk_depth == 0 => {
                 let room = REPLY_KEEP.saturating_sub(s.msg.text.len());
@@ -392,27 +453,43 @@ impl RedisParser {
     }
 
     fn message_done(&mut self, dir: Dir, ts_ns: i64, out: &mut Vec<Transaction>) {
-        let msg = std::mem::take(&mut self.sides[di(dir)].msg);
+        let mut msg = std::mem::take(&mut self.sides[di(dir)].msg);
         let span = Span { first_ns: msg.first_ns, last_ns: ts_ns, bytes: msg.bytes };
         match dir {
-            Dir::ToServer => self.request(msg, span),
-            Dir::ToClient => self.reply(msg, span, out),
+            Dir::ToServer => self.request(&msg, span),
+            Dir::ToClient => self.reply(&msg, span, out),
         }
+        // The message's buffers serve the next one.
+        msg.reset(self.arg_budget());
+        self.sides[di(dir)].msg = msg;
     }
 
-    fn request(&mut self, msg: Msg, span: Span) {
-        let mut args = msg.args.into_iter();
+    fn request(&mut self, msg: &Msg, span: Span) {
+        let mut args = msg.args();
         let Some(name) = args.next() else {
             // Empty inline line or `*0`: nothing to pair.
             return;
         };
-        let mut name = String::from_utf8_lossy(&name).to_ascii_uppercase();
-        truncate(&mut name, NAME_KEEP);
-        let secret = matches!(name.as_str(), "AUTH" | "HELLO");
+        self.upper.clear();
+        self.upper.push_str(&String::from_utf8_lossy(name));
+        self.upper.make_ascii_uppercase();
+        truncate(&mut self.upper, NAME_KEEP);
+        let name = self.names.text(self.upper.as_bytes());
+        let secret = matches!(&*name, "AUTH" | "HELLO");
         let mut tx = RedisTx { num_args: msg.top_len.map_or(0, |n| (n.max(1) - 1) as u64), ..RedisTx::default() };
-        let mut joined = String::new();
+        // The joined arguments' length (UTF-8 replacements aside, which only
+        // grow them), so that the text is allocated once.
+        // `m` arguments after the name, `m - 1` spaces between them.
+        let m = msg.arg_ends.len() - 1;
+        let room = match args.clone().next() {
+            None => 0,
+            Some(_) if secret => 2 * m - 1,
+            Some(first) if self.cfg.redact => first.len() + 2 * (m - 1),
+            Some(_) => msg.arg_bytes.len() - name_len(msg) + m - 1,
+        };
+        let mut joined = String::with_capacity(room);
         for (i, a) in args.enumerate() {
-            let v = String::from_utf8_lossy(&a);
+            let v = String::from_utf8_lossy(a);
             if i == 0 && !secret {
                 tx.key = Some(v.to_string());
             }
@@ -431,7 +508,7 @@ impl RedisParser {
         }
         tx.args_truncated = truncate(&mut joined, self.cfg.max_text_bytes) || msg.cut;
         tx.args = joined;
-        let (replies_left, sub_kind): (u64, Option<&'static [u8]>) = match name.as_str() {
+        let (replies_left, sub_kind): (u64, Option<&'static [u8]>) = match &*name {
             "SUBSCRIBE" => (tx.num_args.max(1), Some(b"subscribe")),
             "PSUBSCRIBE" => (tx.num_args.max(1), Some(b"psubscribe")),
             "SSUBSCRIBE" => (tx.num_args.max(1), Some(b"ssubscribe")),
@@ -440,14 +517,14 @@ impl RedisParser {
             "SUNSUBSCRIBE" => (tx.num_args.max(1), Some(b"sunsubscribe")),
             _ => (1, None),
         };
-        if matches!(name.as_str(), "SUBSCRIBE" | "PSUBSCRIBE" | "SSUBSCRIBE") {
+        if matches!(&*name, "SUBSCRIBE" | "PSUBSCRIBE" | "SSUBSCRIBE") {
             self.subscribed = true;
         }
         tx.command = name;
         self.pending.push_back(Cmd { tx, req: span, replies_left, resp: None, error: false, sub_kind });
     }
 
-    fn reply(&mut self, msg: Msg, span: Span, out: &mut Vec<Transaction>) {
+    fn reply(&mut self, msg: &Msg, span: Span, out: &mut Vec<Transaction>) {
         let top = msg.top.unwrap_or(b'_');
         let first = msg.first_elem.as_slice();
         const SUB: [&[u8]; 6] =
@@ -471,15 +548,18 @@ impl RedisParser {
         }
         let error = matches!(top, b'-' | b'!');
         let redact = self.cfg.redact;
-        let fill = |tx: &mut RedisTx| {
+        let replies = &mut self.replies;
+        let mut fill = |tx: &mut RedisTx| {
             tx.reply_type = Some(type_name(top));
             tx.reply_len = msg.top_len;
-            let keep_text = match top {
-                b'$' | b'=' => !redact && msg.top_len.is_some_and(|n| n >= 0),
-                b'+' | b'-' | b':' | b',' | b'#' | b'(' | b'!' => true,
-                _ => false,
+            tx.reply = match top {
+                b'$' | b'=' if !redact && msg.top_len.is_some_and(|n| n >= 0) => {
+                    Some(Arc::from(String::from_utf8_lossy(&msg.text).as_ref()))
+                }
+                // Scalars repeat (`OK`, `QUEUED`, small counts): shared.
+                b'+' | b'-' | b':' | b',' | b'#' | b'(' | b'!' => Some(replies.text(&msg.text)),
+                _ => None,
             };
-            tx.reply = keep_text.then(|| String::from_utf8_lossy(&msg.text).into_owned());
         };
         let Some(cmd) = self.pending.front_mut() else {
             let mut tx = RedisTx::default();
@@ -502,7 +582,7 @@ impl RedisParser {
         cmd.replies_left = cmd.replies_left.saturating_sub(1);
         if cmd.replies_left == 0 {
             if let Some(c) = self.pending.pop_front() {
-                if matches!(c.tx.command.as_str(), "UNSUBSCRIBE" | "PUNSUBSCRIBE" | "RESET") {
+                if matches!(&*c.tx.command, "UNSUBSCRIBE" | "PUNSUBSCRIBE" | "RESET") {
                     self.subscribed = false;
                 }
                 let status = if c.error { TxStatus::Error } else { TxStatus::Ok };

@@ -537,3 +537,27 @@ fn data_rows_cut_by_segments_keep_nothing() {
         assert_eq!(got, exp, "cut at {cut}");
     }
 }
+
+/// A connection's statements of one shape share their fingerprint, its
+/// repeated CommandComplete tags share their text, and a simple query of
+/// one statement keeps no list of the others; the startup's parameters are
+/// shared with every transaction.
+#[test]
+fn fingerprints_tags_and_startup_shared_per_connection() {
+    let mut chunks = vec![(Dir::ToServer, startup(&[("user", "app"), ("database", "shop")]))];
+    chunks.push((Dir::ToClient, [msg(b'R', &0u32.to_be_bytes()), z()].concat()));
+    for i in 0..3 {
+        chunks.push((Dir::ToServer, msg(b'Q', format!("SELECT * FROM t WHERE id = {i}\0").as_bytes())));
+        chunks.push((Dir::ToClient, [cc("SELECT 1"), z()].concat()));
+    }
+    let (out, _) = run(&chunks);
+    let q: Vec<&PgsqlTx> = out.iter().map(pg).filter(|t| t.kind == "query").collect();
+    assert_eq!(q.len(), 3);
+    assert_eq!(q[2].query.as_deref(), Some("SELECT * FROM t WHERE id = 2"));
+    assert_eq!(q[0].fingerprint.as_deref(), Some("select * from t where id = ?"));
+    let (a, b) = (q[0], q[2]);
+    assert!(Arc::ptr_eq(a.fingerprint.as_ref().unwrap(), b.fingerprint.as_ref().unwrap()));
+    assert!(Arc::ptr_eq(a.command_tag.as_ref().unwrap(), b.command_tag.as_ref().unwrap()));
+    assert!(Arc::ptr_eq(a.user.as_ref().unwrap(), b.user.as_ref().unwrap()));
+    assert_eq!((b.command_tag.as_deref(), b.rows, b.database.as_deref()), (Some("SELECT 1"), Some(1), Some("shop")));
+}

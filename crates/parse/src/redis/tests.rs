@@ -40,7 +40,7 @@ fn pb_redis_one_transaction() {
             .collect();
     assert_eq!(txs.len(), 1);
     let r = rd(&txs[0]);
-    assert_eq!(r.command, "LINDEX");
+    assert_eq!(&*r.command, "LINDEX");
     assert_eq!(r.key.as_deref(), Some("test"));
     assert_eq!(r.args, "test 1");
     assert_eq!(r.reply_type, Some("bulk"));
@@ -66,7 +66,7 @@ fn zeek_django_cloud() {
     for (t, w) in txs.iter().zip(&want) {
         let r = rd(t);
         let (name, key, value, success, reply) = (w[6], w[7], w[8], w[9], w[10]);
-        assert_eq!(r.command, name);
+        assert_eq!(&*r.command, name);
         assert_eq!(r.key.as_deref(), Some(key));
         if value != "-" {
             // Zeek logs the value only; ours has the options after it (`PX 60000`).
@@ -90,7 +90,7 @@ fn pipelined_commands_pair_in_order() {
     let (out, _) = run(&[(Dir::ToServer, &c), (Dir::ToClient, s)], &ParseConfig::default());
     assert_eq!(out.len(), 4);
     let got: Vec<_> =
-        out.iter().map(|t| (rd(t).command.as_str(), rd(t).reply_type, rd(t).reply.as_deref(), t.status)).collect();
+        out.iter().map(|t| (&*rd(t).command, rd(t).reply_type, rd(t).reply.as_deref(), t.status)).collect();
     assert_eq!(
         got,
         [
@@ -139,9 +139,9 @@ fn resp2_pubsub() {
 *3\r\n$7\r\nmessage\r\n$1\r\na\r\n$5\r\nhello\r\n*2\r\n$4\r\npong\r\n$0\r\n\r\n";
     let (out, p) = run(&[(Dir::ToServer, &c), (Dir::ToClient, s)], &ParseConfig::default());
     assert_eq!(out.len(), 2);
-    assert_eq!(rd(&out[0]).command, "SUBSCRIBE");
+    assert_eq!(&*rd(&out[0]).command, "SUBSCRIBE");
     assert_eq!(out[0].response.unwrap().bytes, 60);
-    assert_eq!(rd(&out[1]).command, "PING");
+    assert_eq!(&*rd(&out[1]).command, "PING");
     assert_eq!(p.pushes(), 1);
 }
 
@@ -193,7 +193,7 @@ fn gap_resync_and_orphans() {
     p.data(Dir::ToServer, 8, b"*x\r\n", &mut out);
     p.data(Dir::ToServer, 9, &cmd(&["DEL", "c"]), &mut out);
     p.data(Dir::ToClient, 10, b":1\r\n", &mut out);
-    assert_eq!(rd(out.last().unwrap()).command, "DEL");
+    assert_eq!(&*rd(out.last().unwrap()).command, "DEL");
     assert_eq!(p.stats().malformed, 1);
 }
 
@@ -247,7 +247,7 @@ fn inline_commands_and_nested_replies() {
     let s: &[u8] = b"+OK\r\n*2\r\n*1\r\n:1\r\n|1\r\n+a\r\n+b\r\n$-1\r\n";
     let (out, _) = run(&[(Dir::ToServer, c), (Dir::ToClient, s)], &ParseConfig::default());
     assert_eq!(out.len(), 2);
-    assert_eq!((rd(&out[0]).command.as_str(), rd(&out[0]).args.as_str(), rd(&out[0]).num_args), ("SET", "k v", 2));
+    assert_eq!((&*rd(&out[0]).command, rd(&out[0]).args.as_str(), rd(&out[0]).num_args), ("SET", "k v", 2));
     assert_eq!((rd(&out[1]).reply_type, rd(&out[1]).reply_len), (Some("array"), Some(2)));
     assert_eq!(out[1].response.unwrap().bytes, s.len() as u64 - 5);
 }
@@ -350,4 +350,56 @@ fn array_elements_skipped_by_length_agree_with_splits() {
         assert_eq!(strip(&whole), strip(&out), "{piece}-byte pieces");
         assert_eq!(p.pushes(), 1, "{piece}-byte pieces");
     }
+}
+
+/// A command's arguments are collected in buffers the connection keeps (no
+/// vector per argument), and its joined text is allocated at its length;
+/// what is recorded is what the per-argument vectors gave.
+#[test]
+fn arguments_in_kept_buffers_and_text_at_its_length() {
+    let mut p = RedisParser::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    for i in 0..50 {
+        let key = format!("key:{i}");
+        let value = "v".repeat(i);
+        p.data(Dir::ToServer, i as i64, &cmd(&["set", &key, &value, "EX", "10"]), &mut out);
+        p.data(Dir::ToClient, i as i64, b"+OK\r\n", &mut out);
+        let r = rd(out.last().unwrap());
+        assert_eq!((&*r.command, r.key.as_deref()), ("SET", Some(key.as_str())));
+        assert_eq!(r.args, format!("{key} {value} EX 10"));
+        assert_eq!(r.args.capacity(), r.args.len());
+        assert_eq!(r.num_args, 4);
+    }
+    assert_eq!(out.len(), 50);
+    // The room of the last message is kept for the next, bounded by the budget.
+    let s = &p.sides[0];
+    assert!(s.msg.arg_bytes.is_empty() && s.msg.arg_bytes.capacity() > 0);
+    assert!(s.msg.arg_bytes.capacity() <= p.arg_budget().max(64));
+    // Redacted and secret arguments: the same text as before.
+    let cfg = ParseConfig { redact: true, ..ParseConfig::default() };
+    let (out, _) = run(&[(Dir::ToServer, &cmd(&["GET", "k1", "x"])), (Dir::ToClient, b"$1\r\na\r\n")], &cfg);
+    assert_eq!((rd(&out[0]).args.as_str(), rd(&out[0]).args.capacity() >= rd(&out[0]).args.len()), ("k1 ?", true));
+    let (out, _) = run(&[(Dir::ToServer, &cmd(&["AUTH", "u", "pw"])), (Dir::ToClient, b"+OK\r\n")], &ParseConfig::default());
+    assert_eq!((rd(&out[0]).args.as_str(), rd(&out[0]).key.as_deref()), ("? ?", None));
+}
+
+/// Command names and scalar replies are shared between a connection's
+/// commands; bulk replies are not.
+#[test]
+fn names_and_scalar_replies_shared_per_connection() {
+    let mut chunks: Vec<(Dir, Vec<u8>)> = Vec::new();
+    for i in 0..3 {
+        chunks.push((Dir::ToServer, cmd(&["set", &format!("k{i}"), "v"])));
+        chunks.push((Dir::ToClient, b"+OK\r\n".to_vec()));
+        chunks.push((Dir::ToServer, cmd(&["get", &format!("k{i}")])));
+        chunks.push((Dir::ToClient, b"$1\r\nv\r\n".to_vec()));
+    }
+    let chunks: Vec<(Dir, &[u8])> = chunks.iter().map(|(d, c)| (*d, c.as_slice())).collect();
+    let (out, _) = run(&chunks, &ParseConfig::default());
+    let r: Vec<&RedisTx> = out.iter().map(rd).collect();
+    assert_eq!(r.len(), 6);
+    assert_eq!((&*r[0].command, r[0].reply.as_deref(), &*r[5].command, r[5].reply.as_deref()), ("SET", Some("OK"), "GET", Some("v")));
+    assert!(Arc::ptr_eq(&r[0].command, &r[4].command));
+    assert!(Arc::ptr_eq(r[0].reply.as_ref().unwrap(), r[4].reply.as_ref().unwrap()));
+    assert!(!Arc::ptr_eq(r[1].reply.as_ref().unwrap(), r[3].reply.as_ref().unwrap()));
 }

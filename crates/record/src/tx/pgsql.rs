@@ -1,5 +1,7 @@
 //! What a PostgreSQL transaction records (filled in by `wirelog_parse::pgsql`).
 
+use std::sync::Arc;
+
 /// One PostgreSQL transaction (the kinds are described in `wirelog_parse::pgsql`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PgsqlTx {
@@ -8,20 +10,25 @@ pub struct PgsqlTx {
     /// (a response whose request was not seen).
     pub kind: &'static str,
     /// SQL text (redacted when `ParseConfig::redact`, cut to `max_text_bytes`).
-    pub query: Option<String>,
+    /// Shared: a prepared statement's executions all hold its text.
+    pub query: Option<Arc<str>>,
     pub query_truncated: bool,
-    pub fingerprint: Option<String>,
+    /// Shared between the connection's statements of one shape.
+    pub fingerprint: Option<Arc<str>>,
     /// Prepared statement name of an Execute (`""` is the unnamed one).
-    pub statement: Option<String>,
-    pub user: Option<String>,
-    pub database: Option<String>,
-    pub application_name: Option<String>,
+    pub statement: Option<Arc<str>>,
+    /// The startup's parameters, shared with the connection's other
+    /// transactions.
+    pub user: Option<Arc<str>>,
+    pub database: Option<Arc<str>>,
+    pub application_name: Option<Arc<str>>,
     /// Authentication requested by the server (`startup` only): `ok`,
     /// `cleartext`, `md5`, `sasl`, `gss`, `sspi`, ...; the last one asked.
     pub auth_method: Option<&'static str>,
     /// CommandComplete tag (`SELECT 15`, `INSERT 0 1`); for `ssl_request`
-    /// the server's one-byte answer (`N`).
-    pub command_tag: Option<String>,
+    /// the server's one-byte answer (`N`). Shared between the connection's
+    /// transactions with the same tag.
+    pub command_tag: Option<Arc<str>>,
     /// Row count from the command tag (its last number), when it has one.
     pub rows: Option<u64>,
     /// DataRow messages received (Packetbeat's `num_rows`, Zeek's `rows`).

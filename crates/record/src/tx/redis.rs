@@ -1,10 +1,13 @@
 //! What a Redis command records (filled in by `wirelog_parse::redis`).
 
+use std::sync::Arc;
+
 /// One command and its reply.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RedisTx {
-    /// Command name, upper case (`GET`, `CLIENT`).
-    pub command: String,
+    /// Command name, upper case (`GET`, `CLIENT`); shared between the
+    /// connection's commands of one name.
+    pub command: Arc<str>,
     /// First argument (usually the key), as Zeek's `cmd.key`.
     pub key: Option<String>,
     /// The arguments after the command name, space-separated, cut to
@@ -19,7 +22,9 @@ pub struct RedisTx {
     pub reply_type: Option<&'static str>,
     /// Simple string, error message, integer, double, boolean, big number as
     /// text; for bulk and verbatim strings their start (not when redacting).
-    pub reply: Option<String>,
+    /// A repeated simple reply (`OK`) is shared between the connection's
+    /// commands.
+    pub reply: Option<Arc<str>>,
     /// Bulk length (-1 for null), or number of elements of an aggregate.
     pub reply_len: Option<i64>,
 }
