@@ -35,18 +35,37 @@ struct Dict {
     /// The index of the last row's value (most rows repeat it: one
     /// comparison instead of a hash), [`NULL`] when none.
     last: u32,
+    /// How many rows are unset.
+    nulls: usize,
 }
 
 impl Dict {
     fn clear(&mut self) {
         self.rows.clear();
         self.last = NULL;
+        self.nulls = 0;
+    }
+
+    /// Appends a row's index; unset rows are counted by the caller (in
+    /// its branch for them: no test per row).
+    #[inline(always)]
+    fn push(&mut self, i: u32) {
+        self.rows.push(i);
     }
 
     /// The indices of `rows`' present values renumbered in order of first
     /// use (as a file's dictionary lists them), the entries that order
     /// takes (`order`), and the definition levels when `optional`.
     fn file_order(&self, entries: usize, rows: &[u32], optional: bool, order: &mut Vec<u32>) -> (Vec<u32>, Option<Vec<i16>>) {
+        if entries <= 1 {
+            self.one_value(entries, rows, optional, order)
+        } else {
+            self.renumber(entries, rows, optional, order)
+        }
+    }
+
+    /// [`Dict::file_order`], each row's index looked up in the file's.
+    fn renumber(&self, entries: usize, rows: &[u32], optional: bool, order: &mut Vec<u32>) -> (Vec<u32>, Option<Vec<i16>>) {
         // Each entry's index in the file (one allocation per file and column).
         let mut remap = crate::encode::buf(entries);
         remap.resize(entries, NULL);
@@ -81,6 +100,31 @@ impl Dict {
         }
         (idx, optional.then_some(def))
     }
+
+    /// [`Dict::file_order`] of a column with at most one distinct value
+    /// (the server, the transport, a status, the user of most files):
+    /// every present row's index is 0, nothing renumbered or looked up
+    /// per row unless some rows are unset.
+    fn one_value(&self, entries: usize, rows: &[u32], optional: bool, order: &mut Vec<u32>) -> (Vec<u32>, Option<Vec<i16>>) {
+        let mut def = crate::encode::buf(if optional { rows.len() } else { 0 });
+        let present = if self.nulls == 0 {
+            if optional {
+                def.resize(rows.len(), 1);
+            }
+            rows.len()
+        } else if optional {
+            def.extend(rows.iter().map(|&r| i16::from(self.rows[r as usize] != NULL)));
+            def.iter().filter(|&&d| d != 0).count()
+        } else {
+            rows.iter().filter(|&&r| self.rows[r as usize] != NULL).count()
+        };
+        if entries == 1 && present > 0 {
+            order.push(0);
+        }
+        let mut idx = crate::encode::buf(present);
+        idx.resize(present, 0);
+        (idx, optional.then_some(def))
+    }
 }
 
 /// A text column being dictionary-encoded: each distinct value once, in
@@ -105,7 +149,7 @@ fn entry<'b>(bytes: &'b [u8], ends: &[usize], i: u32) -> &'b [u8] {
 
 impl DictText {
     pub(crate) fn new(optional: bool) -> DictText {
-        DictText { dict: Dict { rows: Vec::new(), last: NULL }, bytes: Vec::new(), ends: Vec::new(), table: HashTable::new(), hash: hasher(), optional }
+        DictText { dict: Dict { rows: Vec::new(), last: NULL, nulls: 0 }, bytes: Vec::new(), ends: Vec::new(), table: HashTable::new(), hash: hasher(), optional }
     }
 
     #[cfg(test)]
@@ -117,11 +161,14 @@ impl DictText {
     #[inline]
     pub(crate) fn push(&mut self, v: Option<&[u8]>) {
         let i = match v {
-            None if self.optional => NULL,
+            None if self.optional => {
+                self.dict.nulls += 1;
+                NULL
+            }
             None => self.index(b""),
             Some(s) => self.index(s),
         };
-        self.dict.rows.push(i);
+        self.dict.push(i);
     }
 
     #[inline]
@@ -185,7 +232,7 @@ pub(crate) struct DictNum<K> {
 
 impl<K: Copy + Eq + Hash> DictNum<K> {
     pub(crate) fn new() -> DictNum<K> {
-        DictNum { dict: Dict { rows: Vec::new(), last: NULL }, entries: Vec::new(), map: HashMap::with_hasher(hasher()) }
+        DictNum { dict: Dict { rows: Vec::new(), last: NULL, nulls: 0 }, entries: Vec::new(), map: HashMap::with_hasher(hasher()) }
     }
 
     #[cfg(test)]
@@ -197,7 +244,10 @@ impl<K: Copy + Eq + Hash> DictNum<K> {
     #[inline]
     pub(crate) fn push(&mut self, v: Option<K>) {
         let i = match v {
-            None => NULL,
+            None => {
+                self.dict.nulls += 1;
+                NULL
+            }
             Some(v) => {
                 let last = self.dict.last;
                 if last != NULL && self.entries[last as usize] == v {
@@ -213,7 +263,7 @@ impl<K: Copy + Eq + Hash> DictNum<K> {
                 }
             }
         };
-        self.dict.rows.push(i);
+        self.dict.push(i);
     }
 
     /// The row's value.
@@ -273,6 +323,35 @@ mod tests {
         let v = r.values(&[0, 1, 2]);
         assert_eq!(text_values(&v.col), (vec![b"".to_vec(), b"x".to_vec()], vec![0, 1, 0]));
         assert_eq!(v.def, None);
+    }
+
+    /// A column of one value (or none), with and without unset rows, in any
+    /// row order: the shortcut gives what renumbering row by row gives.
+    #[test]
+    fn one_value_is_renumbering() {
+        let cases: [&[Option<u64>]; 5] = [
+            &[Some(7), Some(7), Some(7)],
+            &[None, Some(7), None, Some(7)],
+            &[None, None],
+            &[Some(7)],
+            &[],
+        ];
+        for vals in cases {
+            let mut n = DictNum::<u64>::new();
+            vals.iter().for_each(|&v| n.push(v));
+            let all: Vec<u32> = (0..vals.len() as u32).rev().collect();
+            for rows in [&all[..], &all[all.len().min(1)..]] {
+                for optional in [true, false] {
+                    if !optional && vals.contains(&None) {
+                        continue;
+                    }
+                    let (mut o1, mut o2) = (Vec::new(), Vec::new());
+                    let a = n.dict.one_value(n.entries.len(), rows, optional, &mut o1);
+                    let b = n.dict.renumber(n.entries.len(), rows, optional, &mut o2);
+                    assert_eq!((a, o1), (b, o2), "{vals:?} rows {rows:?} optional {optional}");
+                }
+            }
+        }
     }
 
     /// Many distinct values (the table grows and rehashes from the stored

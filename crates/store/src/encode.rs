@@ -20,6 +20,10 @@ pub(crate) enum PqCol {
     Bool(Vec<bool>),
     Flba(Vec<[u8; 16]>),
     Bytes(Texts),
+    /// Byte strings already in PLAIN form: each value is its length (u32
+    /// LE) then its bytes, so a page's values are one copy (a transaction
+    /// buffer's free text, `crate::tx`).
+    Plain(Texts),
     /// Already dictionary-encoded by a column builder (`crate::dict`): the
     /// distinct values in order of first use by the rows given (`values`,
     /// never itself a `Dict`) and each present value's index into them.
@@ -136,7 +140,7 @@ pub(crate) fn recycle(v: PqValues) {
         match c {
             PqCol::I32(x) => give(x),
             PqCol::I64(x) => give(x),
-            PqCol::Bytes(t) => {
+            PqCol::Bytes(t) | PqCol::Plain(t) => {
                 give(t.data);
                 give(t.ends);
             }
@@ -242,6 +246,14 @@ pub(crate) fn strings<'a>(
     }
 }
 
+/// An owner column of `rows` rows, every one null (no row has an owner).
+pub(crate) fn null_owner(name: &str, rows: usize) -> PqValues {
+    let col = if name.ends_with("_pid") { PqCol::I64(Vec::new()) } else { PqCol::Bytes(Texts::default()) };
+    let mut def = buf(rows);
+    def.resize(rows, 0);
+    PqValues { col, def: Some(def) }
+}
+
 /// An owner column (`orig_pid`, `resp_proc`, ...: see `schema::with_owners!`)
 /// of connections or transactions, from each row's two owners; unknown
 /// owners and empty names are null.
@@ -254,10 +266,7 @@ pub(crate) fn owner_values(name: &str, orig: &[Proc], resp: &[Proc], rows: &[u32
     // Without `capture --processes` no row has an owner: all null, at the
     // cost of a check per row instead of a value's.
     if rows.iter().all(|&r| procs[r as usize].is_none()) {
-        let col = if field == "pid" { PqCol::I64(Vec::new()) } else { PqCol::Bytes(Texts::default()) };
-        let mut def = buf(rows.len());
-        def.resize(rows.len(), 0);
-        return PqValues { col, def: Some(def) };
+        return null_owner(name, rows.len());
     }
     let text = |f: fn(&ProcOwner) -> &str| {
         strings(rows, true, move |r| {

@@ -377,7 +377,12 @@ impl<'f, W: Write> FileWriter<'f, W> {
         match encoding {
             E_RLE_DICTIONARY => {
                 body.push(bw as u8);
-                rle_hybrid(body, &self.s.idx[v0..v1], bw);
+                if bw == 0 {
+                    // One value: every index is 0, one run (the same bytes).
+                    rle_zeros(body, v1 - v0, 0);
+                } else {
+                    rle_hybrid(body, &self.s.idx[v0..v1], bw);
+                }
             }
             E_DELTA_BINARY_PACKED => {
                 let PqCol::I64(x) = &v.col else { unreachable!("delta only on INT64") };
@@ -460,6 +465,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
                 d.extend_from_slice(&(v.len() as u32).to_le_bytes());
                 d.extend_from_slice(v);
             }),
+            PqCol::Plain(s) => build(s.iter(), idx, dict, |d, v: &[u8]| d.extend_from_slice(v)),
             PqCol::Bool(_) => None,
             // The builder made the dictionary: its values are the page, its
             // indices the data, no value hashed again.
@@ -691,6 +697,7 @@ fn value_size(col: &PqCol, i: usize) -> usize {
         PqCol::Bool(_) => 1,
         PqCol::Flba(_) => 16,
         PqCol::Bytes(s) => 4 + s.get(i).len(),
+        PqCol::Plain(s) => s.get(i).len(),
         PqCol::Dict { values, idx } => value_size(values, idx[i] as usize),
     }
 }
@@ -709,6 +716,7 @@ fn chunk_bytes(col: &PqCol, dict: bool) -> usize {
         PqCol::Bool(_) => n,
         PqCol::Flba(_) => 16 * n,
         PqCol::Bytes(s) => 4 * n + s.data.len(),
+        PqCol::Plain(s) => s.data.len(),
         PqCol::Dict { .. } => usize::MAX,
     }
 }
@@ -720,7 +728,7 @@ fn values_len(col: &PqCol) -> usize {
         PqCol::I64(x) => x.len(),
         PqCol::Bool(x) => x.len(),
         PqCol::Flba(x) => x.len(),
-        PqCol::Bytes(s) => s.ends.len(),
+        PqCol::Bytes(s) | PqCol::Plain(s) => s.ends.len(),
         PqCol::Dict { idx, .. } => idx.len(),
     }
 }
@@ -739,6 +747,12 @@ fn plain(out: &mut Vec<u8>, col: &PqCol, range: std::ops::Range<usize>) {
                 out.extend_from_slice(v);
             }
         }
+        // Already PLAIN: the values' bytes in one piece.
+        PqCol::Plain(s) if !range.is_empty() => {
+            let start = if range.start == 0 { 0 } else { s.ends[range.start - 1] };
+            out.extend_from_slice(&s.data[start..s.ends[range.end - 1]]);
+        }
+        PqCol::Plain(_) => {}
         // A dictionary past `DICT_BYTES`: its values written out in full.
         PqCol::Dict { values, idx } => {
             for &i in &idx[range] {
@@ -789,6 +803,13 @@ fn stats_of(col: &PqCol, spec: &ColSpec, pick: Option<&[u32]>) -> Option<(Vec<u8
         }
         PqCol::Flba(x) => {
             let (lo, hi) = min_max(x.iter(), |v| v)?;
+            (lo.to_vec(), hi.to_vec())
+        }
+        // Each value without its length.
+        PqCol::Plain(s) => {
+            let mut it = s.iter().map(|v| &v[4..]);
+            let first = it.next()?;
+            let (lo, hi) = it.fold((first, first), |(lo, hi), v| (lo.min(v), hi.max(v)));
             (lo.to_vec(), hi.to_vec())
         }
         PqCol::Bytes(s) => {

@@ -276,6 +276,17 @@ pub(crate) const fn held_type(h: Holds) -> ColType {
     }
 }
 
+/// Whether a declared column is stored as a dictionary: unless its values
+/// are free text (`Card::High`, or not stored) or a flag. A const fn: the
+/// record fill of `crate::tx_record` picks each column's builder from it at
+/// compile time.
+pub(crate) const fn declared_dict(c: &Column) -> bool {
+    match c.store {
+        Some(Card::High) | None => false,
+        Some(_) => !matches!(held_type(c.ty), Bool),
+    }
+}
+
 /// The store column of a declared one: its type from what it holds (a list
 /// is its items joined by `,`; a time in whole seconds is their number), a
 /// dictionary unless its values are free text or a flag, optional unless a
@@ -287,7 +298,7 @@ fn declared(c: &Column) -> ColSpec {
         name: c.name,
         ty,
         optional: c.optional(),
-        dict: card != Card::High && ty != Bool,
+        dict: declared_dict(c),
         encoding: PLAIN,
         many_values: card == Card::Mid,
     }

@@ -10,7 +10,7 @@ use wirelog_record::{IpAddr16, Proc};
 use crate::batch::Kind;
 use crate::dict::{DictNum, DictText};
 use crate::encode::RowSource;
-use crate::encode::{opt_i32, opt_i64, owner_values, req_bool, req_i64, strings, PqCol, PqValues};
+use crate::encode::{null_owner, opt_i32, opt_i64, owner_values, req_bool, req_i64, PqCol, PqValues, Texts};
 use crate::error::StoreError;
 use crate::schema::{self, ColType, OWNER_COLS, TX_COMMON};
 use crate::time::NS_PER_US;
@@ -182,27 +182,74 @@ pub(crate) fn check(kind: Kind, row: &TxRow) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Strings of one column in one buffer.
+/// Strings of one column in one buffer, each value as a PLAIN page holds
+/// it (its length, u32 LE, then its bytes), so that a file's page is the
+/// buffer's bytes copied a run of rows at a time ([`Text::values`]).
 #[derive(Default)]
 struct Text {
     bytes: Vec<u8>,
-    /// End offset of each value in `bytes`.
+    /// End offset of each row's value in `bytes` (an unset row's is the
+    /// row before's: it takes no bytes).
     ends: Vec<usize>,
     set: Vec<bool>,
+    /// Whether unset rows are null; else they are written as "".
+    optional: bool,
 }
 
 impl Text {
+    fn new(optional: bool) -> Text {
+        Text { optional, ..Text::default() }
+    }
+
+    #[inline]
     fn push(&mut self, s: Option<&[u8]>) {
+        let s = if self.optional { s } else { Some(s.unwrap_or_default()) };
         if let Some(s) = s {
+            self.bytes.extend_from_slice(&(s.len() as u32).to_le_bytes());
             self.bytes.extend_from_slice(s);
         }
         self.ends.push(self.bytes.len());
         self.set.push(s.is_some());
     }
-    fn get(&self, r: usize) -> Option<&[u8]> {
-        let start = if r == 0 { 0 } else { self.ends[r - 1] };
-        self.set[r].then(|| &self.bytes[start..self.ends[r]])
+
+    fn start(&self, r: usize) -> usize {
+        if r == 0 { 0 } else { self.ends[r - 1] }
     }
+
+    /// The rows' values in their order, in PLAIN form
+    /// ([`PqCol::Plain`]): rows that follow each other in the buffer
+    /// (most, the buffer being nearly in time order) copied in one piece.
+    fn values(&self, rows: &[u32]) -> PqValues {
+        let mut data = crate::encode::buf(0);
+        let mut ends = crate::encode::buf(rows.len());
+        let mut def = crate::encode::buf(if self.optional { rows.len() } else { 0 });
+        let mut i = 0;
+        while i < rows.len() {
+            let first = rows[i] as usize;
+            let mut j = i + 1;
+            while j < rows.len() && rows[j] as usize == first + (j - i) {
+                j += 1;
+            }
+            let last = first + (j - i);
+            let start = self.start(first);
+            let base = data.len() - start;
+            data.extend_from_slice(&self.bytes[start..self.ends[last - 1]]);
+            if self.optional {
+                for r in first..last {
+                    let set = self.set[r];
+                    def.push(i16::from(set));
+                    if set {
+                        ends.push(self.ends[r] + base);
+                    }
+                }
+            } else {
+                ends.extend(self.ends[first..last].iter().map(|&e| e + base));
+            }
+            i = j;
+        }
+        PqValues { col: PqCol::Plain(Texts { data, ends }), def: self.optional.then_some(def) }
+    }
+
     fn clear(&mut self) {
         self.bytes.clear();
         self.ends.clear();
@@ -210,29 +257,48 @@ impl Text {
     }
 }
 
-/// One buffered extra column: a dictionary column is dictionary-encoded
-/// as it is buffered ([`crate::dict`]).
-enum Extra {
-    U64(Vec<Option<u64>>),
-    DictU64(DictNum<u64>),
-    Dur(Vec<Option<i64>>),
-    Str(Text),
-    DictStr(DictText),
-    Bool(Vec<bool>),
+/// The kind of builder an extra column is buffered in: a dictionary
+/// column is dictionary-encoded as it is buffered ([`crate::dict`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Builder {
+    U64,
+    DictU64,
+    Dur,
+    Str,
+    DictStr,
+    Bool,
 }
 
-impl Extra {
-    /// The builder of a kind's own column, from its store declaration.
-    fn of(c: &crate::schema::ColSpec) -> Extra {
-        match (c.ty, c.is_dictionary()) {
-            (ColType::DurUs, _) => Extra::Dur(Vec::new()),
-            (ColType::Str, true) => Extra::DictStr(DictText::new(c.optional)),
-            (ColType::Str, false) => Extra::Str(Text::default()),
-            (ColType::Bool, _) => Extra::Bool(Vec::new()),
-            (_, true) => Extra::DictU64(DictNum::new()),
-            (_, false) => Extra::U64(Vec::new()),
+impl Builder {
+    /// The builder of a column of type `ty`, a dictionary or not (a const
+    /// fn: `crate::tx_record::fill` picks it at compile time).
+    pub(crate) const fn of(ty: ColType, dict: bool) -> Builder {
+        match (ty, dict) {
+            (ColType::DurUs, _) => Builder::Dur,
+            (ColType::Str, true) => Builder::DictStr,
+            (ColType::Str, false) => Builder::Str,
+            (ColType::Bool, _) => Builder::Bool,
+            (_, true) => Builder::DictU64,
+            (_, false) => Builder::U64,
         }
     }
+}
+
+/// Where an extra column is buffered: its builder kind and its index among
+/// the buffer's builders of that kind (in column order).
+pub(crate) type Slot = (Builder, usize);
+
+/// The slots of a kind's own columns, in [`schema::tx_columns`] order.
+pub(crate) fn slots(kind: Kind) -> Vec<Slot> {
+    let mut n = [0usize; 6];
+    schema::tx_columns(kind)
+        .iter()
+        .map(|c| {
+            let b = Builder::of(c.ty, c.is_dictionary());
+            n[b as usize] += 1;
+            (b, n[b as usize] - 1)
+        })
+        .collect()
 }
 
 /// The write buffer of one transaction kind.
@@ -252,7 +318,20 @@ pub(crate) struct TxBuf {
     latency: Vec<Option<i64>>,
     first_byte_latency: Vec<Option<i64>>,
     sample_weight: DictNum<u64>,
-    extra: Vec<Extra>,
+    /// The extra columns' builders, one list per builder kind; `slots`
+    /// says which holds each column ([`slots`]). A record's columns are
+    /// pushed to theirs through slots known at compile time
+    /// (`crate::tx_record::fill`): no match on the column's type per value.
+    u64s: Vec<Vec<Option<u64>>>,
+    dict_u64s: Vec<DictNum<u64>>,
+    durs: Vec<Vec<Option<i64>>>,
+    strs: Vec<Text>,
+    dict_strs: Vec<DictText>,
+    bools: Vec<Vec<bool>>,
+    slots: Vec<Slot>,
+    /// The owners of each row's ends: empty while no row buffered has one
+    /// (without `capture --processes`, every row), so that such rows cost
+    /// neither a push nor, at the flush, a check per row and owner column.
     orig_proc: Vec<Proc>,
     resp_proc: Vec<Proc>,
     /// About how many bytes the buffer holds (for `flush_bytes`).
@@ -267,7 +346,17 @@ const TX_ROW_BYTES: usize = 8 + 16 + 2 + 16 + 2 + 1 + 16 + 4 * 16 + 4 + 2 * 8;
 
 impl TxBuf {
     pub(crate) fn new(kind: Kind) -> TxBuf {
-        let extra = schema::tx_columns(kind).iter().map(Extra::of).collect();
+        let cols = schema::tx_columns(kind);
+        let slots = slots(kind);
+        let count = |b: Builder| slots.iter().filter(|s| s.0 == b).count();
+        let (mut strs, mut dict_strs) = (Vec::new(), Vec::new());
+        for (c, s) in cols.iter().zip(&slots) {
+            match s.0 {
+                Builder::Str => strs.push(Text::new(c.optional)),
+                Builder::DictStr => dict_strs.push(DictText::new(c.optional)),
+                _ => {}
+            }
+        }
         TxBuf {
             kind,
             ts: Vec::new(),
@@ -283,7 +372,13 @@ impl TxBuf {
             latency: Vec::new(),
             first_byte_latency: Vec::new(),
             sample_weight: DictNum::new(),
-            extra,
+            u64s: (0..count(Builder::U64)).map(|_| Vec::new()).collect(),
+            dict_u64s: (0..count(Builder::DictU64)).map(|_| DictNum::new()).collect(),
+            durs: (0..count(Builder::Dur)).map(|_| Vec::new()).collect(),
+            strs,
+            dict_strs,
+            bools: (0..count(Builder::Bool)).map(|_| Vec::new()).collect(),
+            slots,
             orig_proc: Vec::new(),
             resp_proc: Vec::new(),
             bytes: 0,
@@ -316,30 +411,44 @@ impl TxBuf {
         self.latency.push(r.latency_ns);
         self.first_byte_latency.push(r.first_byte_latency_ns);
         self.sample_weight.push(Some(u64::from(r.sample_weight)));
-        self.orig_proc.push(r.orig_proc.clone());
-        self.resp_proc.push(r.resp_proc.clone());
-        self.bytes += TX_ROW_BYTES + r.uid.len() + self.extra.len() * 8;
+        if r.orig_proc.is_some() || r.resp_proc.is_some() || !self.orig_proc.is_empty() {
+            // The first row with an owner: the rows before it have none.
+            let before = self.ts.len() - 1;
+            self.orig_proc.resize(before, None);
+            self.resp_proc.resize(before, None);
+            self.orig_proc.push(r.orig_proc.clone());
+            self.resp_proc.push(r.resp_proc.clone());
+        }
+        self.bytes += TX_ROW_BYTES + r.uid.len() + self.slots.len() * 8;
     }
 
     /// Buffers the value of extra column `col` of the row being pushed; the
-    /// cell must fit the column (rows are checked, records map by the schema).
-    #[inline(always)]
+    /// cell must fit the column (rows are checked).
     pub(crate) fn push_extra(&mut self, col: usize, cell: CellRef<'_>) {
-        match (&mut self.extra[col], cell) {
-            (Extra::U64(v), CellRef::U64(x)) => v.push(x),
-            (Extra::DictU64(v), CellRef::U64(x)) => v.push(x),
-            (Extra::Dur(v), CellRef::Dur(x)) => v.push(x),
-            (Extra::Str(t), CellRef::Str(x)) => {
+        self.put(self.slots[col], cell);
+    }
+
+    /// Buffers a value in the builder `slot`; the cell must fit it. With
+    /// `slot` and the cell's variant known at compile time (a record's
+    /// columns, `crate::tx_record::fill`) the match below is folded away:
+    /// one indexed push.
+    #[inline(always)]
+    pub(crate) fn put(&mut self, slot: Slot, cell: CellRef<'_>) {
+        match (slot.0, cell) {
+            (Builder::U64, CellRef::U64(x)) => self.u64s[slot.1].push(x),
+            (Builder::DictU64, CellRef::U64(x)) => self.dict_u64s[slot.1].push(x),
+            (Builder::Dur, CellRef::Dur(x)) => self.durs[slot.1].push(x),
+            (Builder::Str, CellRef::Str(x)) => {
                 self.bytes += x.map_or(0, str::len);
-                t.push(x.map(str::as_bytes));
+                self.strs[slot.1].push(x.map(str::as_bytes));
             }
-            (Extra::DictStr(t), CellRef::Str(x)) => {
+            (Builder::DictStr, CellRef::Str(x)) => {
                 // Counted as held text though a repeated value is kept once:
                 // the flush size stays what it was.
                 self.bytes += x.map_or(0, str::len);
-                t.push(x.map(str::as_bytes));
+                self.dict_strs[slot.1].push(x.map(str::as_bytes));
             }
-            (Extra::Bool(v), CellRef::Bool(x)) => v.push(x),
+            (Builder::Bool, CellRef::Bool(x)) => self.bools[slot.1].push(x),
             _ => unreachable!("row checked against the kind's columns"),
         }
     }
@@ -363,16 +472,12 @@ impl TxBuf {
             orig_proc,
             resp_proc
         );
-        for c in &mut self.extra {
-            match c {
-                Extra::U64(v) => v.clear(),
-                Extra::DictU64(v) => v.clear(),
-                Extra::Dur(v) => v.clear(),
-                Extra::Str(t) => t.clear(),
-                Extra::DictStr(t) => t.clear(),
-                Extra::Bool(v) => v.clear(),
-            }
-        }
+        self.u64s.iter_mut().for_each(Vec::clear);
+        self.dict_u64s.iter_mut().for_each(DictNum::clear);
+        self.durs.iter_mut().for_each(Vec::clear);
+        self.strs.iter_mut().for_each(Text::clear);
+        self.dict_strs.iter_mut().for_each(DictText::clear);
+        self.bools.iter_mut().for_each(Vec::clear);
         self.bytes = 0;
     }
 }
@@ -398,21 +503,35 @@ impl RowSource for TxBuf {
     fn values(&self, col: usize, rows: &[u32]) -> PqValues {
         let all = schema::columns(self.kind);
         if col >= all.len() - OWNER_COLS {
+            if self.orig_proc.is_empty() {
+                return null_owner(all[col].name, rows.len());
+            }
             return owner_values(all[col].name, &self.orig_proc, &self.resp_proc, rows);
         }
         if col >= TX_COMMON {
             let spec = &all[col];
-            return match &self.extra[col - TX_COMMON] {
-                Extra::U64(v) if spec.ty == ColType::U16 => {
+            let (b, i) = self.slots[col - TX_COMMON];
+            return match b {
+                Builder::U64 if spec.ty == ColType::U16 => {
+                    let v = &self.u64s[i];
                     opt_i32(rows, |r| v[r].map(|x| x as i32))
                 }
-                Extra::U64(v) => opt_i64(rows, |r| v[r].map(|x| x as i64)),
-                Extra::DictU64(v) if spec.ty == ColType::U16 => v.values(rows, true, |x| x as i32, PqCol::I32),
-                Extra::DictU64(v) => v.values(rows, true, |x| x as i64, PqCol::I64),
-                Extra::Dur(v) => opt_i64(rows, |r| v[r].map(us)),
-                Extra::Str(t) => strings(rows, spec.optional, |r| t.get(r)),
-                Extra::DictStr(t) => t.values(rows),
-                Extra::Bool(v) => req_bool(rows, |r| v[r]),
+                Builder::U64 => {
+                    let v = &self.u64s[i];
+                    opt_i64(rows, |r| v[r].map(|x| x as i64))
+                }
+                Builder::DictU64 if spec.ty == ColType::U16 => self.dict_u64s[i].values(rows, true, |x| x as i32, PqCol::I32),
+                Builder::DictU64 => self.dict_u64s[i].values(rows, true, |x| x as i64, PqCol::I64),
+                Builder::Dur => {
+                    let v = &self.durs[i];
+                    opt_i64(rows, |r| v[r].map(us))
+                }
+                Builder::Str => self.strs[i].values(rows),
+                Builder::DictStr => self.dict_strs[i].values(rows),
+                Builder::Bool => {
+                    let v = &self.bools[i];
+                    req_bool(rows, |r| v[r])
+                }
             };
         }
         match schema::columns(self.kind)[col].name {
@@ -437,6 +556,33 @@ impl RowSource for TxBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A text column's values taken for a file in PLAIN form, runs of rows
+    /// copied whole, are the values row by row (`encode::strings`, what
+    /// they were taken with before), in any row order, nulls or "" for
+    /// unset rows as the column is optional or not.
+    #[test]
+    fn text_values_are_the_rows_in_plain_form() {
+        let vals = [Some("a"), None, Some(""), Some("ccc"), None, Some("dd"), Some("e")];
+        for optional in [true, false] {
+            let mut t = Text::new(optional);
+            vals.iter().for_each(|v| t.push(v.map(str::as_bytes)));
+            let rows: [&[u32]; 5] = [&[0, 1, 2, 3, 4, 5, 6], &[3, 4, 5, 0, 1, 2, 6], &[6, 5, 0, 2, 1, 4, 3], &[2, 3], &[]];
+            for rows in rows {
+                let got = t.values(rows);
+                let want = crate::encode::strings(rows, optional, |r| vals[r].map(str::as_bytes));
+                assert_eq!(got.def, want.def, "{rows:?}");
+                let (PqCol::Plain(g), PqCol::Bytes(w)) = (&got.col, &want.col) else { panic!("{rows:?}") };
+                let mut plain = Vec::new();
+                for v in w.iter() {
+                    plain.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                    plain.extend_from_slice(v);
+                }
+                assert_eq!((g.data.clone(), g.ends.len()), (plain, w.ends.len()), "{rows:?} optional {optional}");
+                assert!(g.iter().zip(w.iter()).all(|(g, w)| &g[4..] == w), "{rows:?}");
+            }
+        }
+    }
 
     /// The builders follow the schema, itself made from each protocol's
     /// declared columns (`wirelog_record::columns`): one builder per column,
@@ -468,19 +614,25 @@ mod tests {
         for k in Kind::TX {
             let b = TxBuf::new(k);
             let cols = schema::tx_columns(k);
-            assert_eq!(b.extra.len(), cols.len(), "{k:?}");
-            for (e, c) in b.extra.iter().zip(cols) {
+            assert_eq!(b.slots.len(), cols.len(), "{k:?}");
+            let mut seen = Vec::new();
+            for (&(e, i), c) in b.slots.iter().zip(cols) {
                 let int = matches!(c.ty, ColType::U16 | ColType::U64);
-                let ok = match e {
-                    Extra::U64(_) => int && !c.is_dictionary(),
-                    Extra::DictU64(_) => int && c.is_dictionary(),
-                    Extra::Dur(_) => c.ty == ColType::DurUs,
-                    Extra::Str(_) => c.ty == ColType::Str && !c.is_dictionary(),
-                    Extra::DictStr(_) => c.ty == ColType::Str && c.is_dictionary(),
-                    Extra::Bool(_) => c.ty == ColType::Bool,
+                let (ok, builders) = match e {
+                    Builder::U64 => (int && !c.is_dictionary(), b.u64s.len()),
+                    Builder::DictU64 => (int && c.is_dictionary(), b.dict_u64s.len()),
+                    Builder::Dur => (c.ty == ColType::DurUs, b.durs.len()),
+                    Builder::Str => (c.ty == ColType::Str && !c.is_dictionary(), b.strs.len()),
+                    Builder::DictStr => (c.ty == ColType::Str && c.is_dictionary(), b.dict_strs.len()),
+                    Builder::Bool => (c.ty == ColType::Bool, b.bools.len()),
                 };
                 assert!(ok, "{k:?}: {} ({:?}, dictionary {})", c.name, c.ty, c.is_dictionary());
+                // Each column has a builder of its own.
+                assert!(i < builders && !seen.contains(&(e, i)), "{k:?}: {} in {e:?} {i}", c.name);
+                seen.push((e, i));
             }
+            let total = b.u64s.len() + b.dict_u64s.len() + b.durs.len() + b.strs.len() + b.dict_strs.len() + b.bools.len();
+            assert_eq!(total, cols.len(), "{k:?}");
         }
     }
 }

@@ -13,7 +13,7 @@ use wirelog_record::{Proto, Protocol, TxRecord};
 
 use crate::batch::Kind;
 use crate::schema::{self, ColType};
-use crate::tx::{Cell, CellRef, Common, TxBuf, TxRow};
+use crate::tx::{Builder, Cell, CellRef, Common, Slot, TxBuf, TxRow};
 
 /// The store kind of a protocol's transactions.
 pub fn tx_kind(p: Protocol) -> Kind {
@@ -76,11 +76,30 @@ const fn decl(p: usize) -> &'static Columns {
     columns::of(Protocol::ALL[p])
 }
 
+/// The builder stored column `i` of a declaration is buffered in
+/// ([`TxBuf`]'s [`Slot`]: its kind, and how many columns before it have
+/// one of that kind). Evaluated at compile time.
+const fn slot_at(c: &'static Columns, i: usize) -> Option<Slot> {
+    let Some(col) = stored_at(c, i) else { return None };
+    let b = Builder::of(schema::held_type(col.ty), schema::declared_dict(col));
+    let mut n = 0;
+    let mut j = 0;
+    while j < i {
+        if let Some(o) = stored_at(c, j) {
+            if Builder::of(schema::held_type(o.ty), schema::declared_dict(o)) as u8 == b as u8 {
+                n += 1;
+            }
+        }
+        j += 1;
+    }
+    Some((b, n))
+}
+
 /// Where a record's own columns go, one value at a time, `col` in
-/// [`tx_columns`](crate::schema::tx_columns) order: the write buffer's
-/// builders, or a [`TxRow`]'s cells.
+/// [`tx_columns`](crate::schema::tx_columns) order and `slot` its builder
+/// (both constants): the write buffer's builders, or a [`TxRow`]'s cells.
 pub(crate) trait Cells {
-    fn cell(&mut self, col: usize, c: CellRef<'_>);
+    fn cell(&mut self, col: usize, slot: Slot, c: CellRef<'_>);
 }
 
 /// Own column `I` of a record of protocol `P` ([`Protocol::ALL`]'s index),
@@ -88,10 +107,10 @@ pub(crate) trait Cells {
 /// their number, an unset flag as false); nothing past the last column.
 #[inline(always)]
 fn own<const P: usize, const I: usize, S: Cells>(r: &TxRecord, s: &mut S, list: &mut String) {
-    let Some((get, ty, unset_when_empty)) = (const {
-        match stored_at(decl(P), I) {
-            Some(c) => Some((c.get, schema::held_type(c.ty), c.unset_when_empty)),
-            None => None,
+    let Some((get, ty, unset_when_empty, slot)) = (const {
+        match (stored_at(decl(P), I), slot_at(decl(P), I)) {
+            (Some(c), Some(slot)) => Some((c.get, schema::held_type(c.ty), c.unset_when_empty, slot)),
+            _ => None,
         }
     }) else {
         return;
@@ -117,7 +136,7 @@ fn own<const P: usize, const I: usize, S: Cells>(r: &TxRecord, s: &mut S, list: 
             CellRef::Str((!(l.len == 0 && empty_list_unset)).then(|| l.joined(list)))
         }
     };
-    s.cell(I, cell);
+    s.cell(I, slot, cell);
 }
 
 /// The most stored columns (own and every kind's) a protocol may declare
@@ -166,7 +185,7 @@ pub(crate) fn fill<S: Cells>(r: &TxRecord, s: &mut S, list: &mut String) {
 struct RowCells(Vec<Cell>);
 
 impl Cells for RowCells {
-    fn cell(&mut self, col: usize, c: CellRef<'_>) {
+    fn cell(&mut self, col: usize, _: Slot, c: CellRef<'_>) {
         debug_assert_eq!(col, self.0.len());
         self.0.push(Cell::from(c));
     }
@@ -174,8 +193,8 @@ impl Cells for RowCells {
 
 impl Cells for TxBuf {
     #[inline(always)]
-    fn cell(&mut self, col: usize, c: CellRef<'_>) {
-        self.push_extra(col, c);
+    fn cell(&mut self, _: usize, slot: Slot, c: CellRef<'_>) {
+        self.put(slot, c);
     }
 }
 
@@ -338,6 +357,17 @@ mod tests {
     /// A record of every protocol, empty and (for five of them) filled in:
     /// the compiled fill gives the cells the declared `get`s give, and the
     /// buffer takes them.
+    /// The builder each record column is pushed to, chosen at compile time,
+    /// is the one the write buffer made for that column from the schema.
+    #[test]
+    fn compiled_slots_are_the_buffers() {
+        for (p, proto) in Protocol::ALL.iter().enumerate() {
+            let want = crate::tx::slots(tx_kind(*proto));
+            let got: Vec<Slot> = (0..=MAX_COLS).map_while(|i| slot_at(decl(p), i)).collect();
+            assert_eq!(got, want, "{proto:?}");
+        }
+    }
+
     #[test]
     fn compiled_fill_agrees_with_the_declared_getters() {
         let mut records: Vec<TxRecord> = Protocol::ALL
