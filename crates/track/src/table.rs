@@ -13,7 +13,8 @@
 //! A slot's home is taken from its tag's low bits, so the slot alone says
 //! where it belongs: deletion and growth move slots without reading the
 //! entries they point to (at a million connections each such read was a
-//! cache miss).
+//! cache miss). An entry keeps no hash: deletion hashes its tuple again
+//! to find its slot ([`ConnTable::remove_with`]).
 
 use wirelog_decode::IpAddr16;
 
@@ -38,8 +39,6 @@ pub struct ConnTable<T> {
 
 pub struct Entry<T> {
     pub key: StoredKey,
-    /// The upper half of the key's hash: the slot tag (all that deletion needs).
-    pub tag: u32,
     pub value: T,
 }
 
@@ -331,14 +330,13 @@ impl<T> ConnTable<T> {
             self.grow();
         }
         let key = self.store_key(&key);
-        let tag = (hash >> 32) as u32;
         let idx = match self.free.pop() {
             Some(i) => {
-                self.entries[i as usize] = Some(Entry { key, tag, value });
+                self.entries[i as usize] = Some(Entry { key, value });
                 i
             }
             None => {
-                self.entries.push(Some(Entry { key, tag, value }));
+                self.entries.push(Some(Entry { key, value }));
                 (self.entries.len() - 1) as u32
             }
         };
@@ -362,12 +360,17 @@ impl<T> ConnTable<T> {
     }
 
     /// Removes the entry at `idx` after passing it and its full tuple to
-    /// `f`, without moving it out.
-    pub fn remove_with<R>(&mut self, idx: u32, f: impl FnOnce(&Entry<T>, &ConnKey) -> R) -> Option<R> {
+    /// `f`, without moving it out. `hash_of` is the hash the entry was
+    /// inserted with, of its tuple (direction-independent, so a reversed
+    /// key's is the same): the entry keeps no hash, its slot is found again
+    /// from the tuple's (one hash per connection instead of 4 bytes, and
+    /// their padding, in every entry).
+    pub fn remove_with<R>(&mut self, idx: u32, hash_of: impl FnOnce(&ConnKey) -> u64, f: impl FnOnce(&Entry<T>, &ConnKey) -> R) -> Option<R> {
         let e = self.entries.get(idx as usize)?.as_ref()?;
-        let r = f(e, &e.key.full(&self.v6));
+        let full = e.key.full(&self.v6);
+        let r = f(e, &full);
         let key = e.key;
-        self.remove_slot(idx)?;
+        self.remove_slot(idx, hash_of(&full) >> 32)?;
         if key.is_v6() {
             self.v6.0.remove(key.pair());
         }
@@ -393,11 +396,12 @@ impl<T> ConnTable<T> {
         self.mask = mask;
     }
 
-    /// Unlinks `idx` from the slot array and frees its slab index (the entry itself stays).
-    fn remove_slot(&mut self, idx: u32) -> Option<()> {
-        let tag = self.entries.get(idx as usize)?.as_ref()?.tag;
+    /// Unlinks `idx`, whose hash has `tag` in its upper half, from the
+    /// slot array and frees its slab index (the entry itself stays).
+    fn remove_slot(&mut self, idx: u32, tag: u64) -> Option<()> {
+        self.entries.get(idx as usize)?.as_ref()?;
         let want = idx as u64 + 1;
-        let mut i = Self::home(tag as u64, self.mask);
+        let mut i = Self::home(tag, self.mask);
         while self.slots[i] as u32 as u64 != want {
             i = (i + 1) & self.mask;
         }
@@ -523,7 +527,7 @@ mod tests {
             // Removals between growths: backward shifts and rehashes interleave.
             if i % 2 == 1 {
                 let (idx, _) = t.find(&key(i - 1), h(i - 1)).expect("present");
-                t.remove_with(idx, |_, _| ());
+                t.remove_with(idx, |k| k.symmetric_hash(7), |_, _| ());
             }
             assert!(t.len() * 2 <= t.slots.len());
         }
@@ -554,7 +558,7 @@ mod tests {
             let h = k.symmetric_hash(1) & 0x0000_03ff_ffff_ffff;
             let (idx, side) = t.find(&k.reversed(), h).expect("present");
             assert_eq!(side, Side::Resp);
-            assert_eq!(t.remove_with(idx, |e, full| (e.value, *full)), Some((i, k)));
+            assert_eq!(t.remove_with(idx, |k| k.symmetric_hash(1) & 0x0000_03ff_ffff_ffff, |e, full| (e.value, *full)), Some((i, k)));
         }
         for i in 0..5000u32 {
             let k = key(i);
@@ -605,7 +609,7 @@ mod tests {
         assert_eq!(t.key(idx[0]), Some(keys[0].reversed()));
         assert_eq!(t.find(&keys[1], h(&keys[1])), Some((idx[1], Side::Resp)));
         assert_eq!(t.find(&keys[0], h(&keys[0])), Some((idx[0], Side::Resp)));
-        assert_eq!(t.remove_with(idx[2], |e, k| (e.value, *k)), Some((2, keys[2])));
+        assert_eq!(t.remove_with(idx[2], h, |e, k| (e.value, *k)), Some((2, keys[2])));
         assert_eq!(t.v6_len(), 2);
         assert_eq!(t.find(&keys[2], h(&keys[2])), None);
         assert_eq!(t.find(&keys[3], h(&keys[3])), Some((idx[3], Side::Orig)));

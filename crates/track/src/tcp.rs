@@ -116,6 +116,25 @@ impl Reassembly {
         }
     }
 
+    /// Both bounds, `(trim, next_deliver)`, with one test when neither is
+    /// wide (every stream's first 4 GiB): the packet path reads them once
+    /// through this and works on the values.
+    #[inline(always)]
+    fn bounds(&self) -> (u64, u64) {
+        // WIDE is u32::MAX: the larger field is WIDE when either is.
+        if self.next_deliver.max(self.trim) != WIDE {
+            (self.trim as u64, self.next_deliver as u64)
+        } else {
+            self.bounds_wide()
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bounds_wide(&self) -> (u64, u64) {
+        (self.trim(), self.next_deliver())
+    }
+
     #[inline(always)]
     fn set_next_deliver(&mut self, v: u64) {
         if v < WIDE as u64 {
@@ -220,20 +239,31 @@ impl Reassembly {
 
     /// Records newly received data and delivers whatever became contiguous.
     /// Returns whether in-order delivery advanced.
-    /// Inline for in-order data; data above a hole goes out of line.
-    #[inline(always)]
+    #[cfg(test)]
     fn insert(&mut self, seq: u64, upper: u64) -> bool {
-        let (trim, next_deliver) = (self.trim(), self.next_deliver());
+        self.insert_at(seq, upper, self.bounds(), self.has_ranges()).0
+    }
+
+    /// [`Self::insert`] given the bounds (`(trim, next_deliver)`, as
+    /// [`Self::bounds`] reads them) and whether data is held above a hole
+    /// ([`Self::has_ranges`]); returns whether in-order delivery advanced,
+    /// and the bounds and that test after. Inline for in-order data; data
+    /// above a hole goes out of line.
+    #[inline(always)]
+    fn insert_at(&mut self, seq: u64, upper: u64, (trim, next_deliver): (u64, u64), held: bool) -> (bool, (u64, u64), bool) {
         if upper <= trim || upper <= next_deliver {
-            return false; // old or already delivered data
+            return (false, (trim, next_deliver), held); // old or already delivered data
         }
         let seq = seq.max(trim);
         if seq <= next_deliver {
             self.set_next_deliver(upper);
-            self.absorb();
-            return true;
+            if held {
+                self.absorb_ranges();
+                return (true, self.bounds(), self.has_ranges());
+            }
+            return (true, (trim, upper), false);
         }
-        self.insert_above_hole(seq, upper)
+        (self.insert_above_hole(seq, upper), (trim, next_deliver), true)
     }
 
     #[inline(never)]
@@ -885,7 +915,7 @@ impl TcpConn {
             && self.first_packet_seen() == 3
             && e.state() == Established
             && p.state() == Established
-            && (e.bits | p.bits) & (DID_CLOSE | FIN_SEEN) == 0
+            && (e.bits | p.bits) & (DID_CLOSE | FIN_SEEN | WRAPPED) == 0
         {
             self.process_established(is_orig, seg, hist);
             return (true, Effects::default());
@@ -897,7 +927,10 @@ impl TcpConn {
     /// two sides are established and open. It performs the same steps as
     /// [`Self::process_general`], minus those whose conditions cannot hold in
     /// that state (endpoint initialisation, partial-status and state-machine
-    /// changes, FIN/RST bookkeeping, end-of-data checks).
+    /// changes, FIN/RST bookkeeping, end-of-data checks). Neither endpoint's
+    /// sequence numbers or acknowledgements have wrapped (`WRAPPED`, tested
+    /// by [`Self::process`] with the other flags): the wrap counts are 0
+    /// without reading them.
     #[inline(always)]
     fn process_established(&mut self, is_orig: bool, seg: &Segment, hist: &mut HistoryState) {
         let len = seg.len;
@@ -909,7 +942,7 @@ impl TcpConn {
         };
         let seq_one_past = seg.seq.wrapping_add(len);
         let (rel_seq, seq_underflow) =
-            relative_seq(e.start_seq, seg.seq, e.last_seq, e.seq_wraps(), |s, w| {
+            relative_seq(e.start_seq, seg.seq, e.last_seq, 0, |s, w| {
                 e.to_relative(s, w)
             });
         if len > 0 {
@@ -924,7 +957,7 @@ impl TcpConn {
         let mut rel_ack = 0;
         if ack {
             let (r, underflow) =
-                relative_seq(p.start_seq, seg.ack, p.ack_seq, p.ack_wraps(), |s, w| {
+                relative_seq(p.start_seq, seg.ack, p.ack_seq, 0, |s, w| {
                     p.to_relative(s, w)
                 });
             if !underflow {
@@ -942,10 +975,10 @@ impl TcpConn {
             hist.scaled(is_orig, b'T', n);
         }
         if ack {
-            self.ack_received(!is_orig, rel_ack, hist);
+            self.ack_received_in(!is_orig, rel_ack, hist, true);
         }
         if len > 0 && !seq_underflow && seg.payload_complete {
-            self.data_sent(is_orig, rel_seq, len as u64);
+            self.data_sent(is_orig, rel_seq, len as u64, 0);
         }
     }
 
@@ -1107,7 +1140,8 @@ impl TcpConn {
             rel_seq
         };
         if len > 0 && !rst && !seq_underflow && seg.payload_complete {
-            self.data_sent(is_orig, rel_data_seq, len as u64);
+            let ack_wraps = self.ep(is_orig).0.ack_wraps();
+            self.data_sent(is_orig, rel_data_seq, len as u64, ack_wraps);
         }
         self.check_eof(is_orig);
 
@@ -1242,14 +1276,21 @@ impl TcpConn {
         self.flag(C_REPORT_GAPS_FOR_PARTIAL) || (self.orig.is_clean() && self.resp.is_clean())
     }
 
-    /// Data from `is_orig`'s side at relative sequence `seq` (Zeek's TCP_Reassembler::DataSent).
+    /// Data from `is_orig`'s side at relative sequence `seq` (Zeek's
+    /// TCP_Reassembler::DataSent). `ack_wraps`: the endpoint's
+    /// (`Endpoint::ack_wraps`, which the established path knows is 0).
+    /// The reassembly's bounds are read once ([`Reassembly::bounds`]) and
+    /// carried as values.
     #[inline(always)]
-    fn data_sent(&mut self, is_orig: bool, mut seq: u64, mut len: u64) {
+    fn data_sent(&mut self, is_orig: bool, mut seq: u64, mut len: u64, ack_wraps: u32) {
         let (e, p) = self.ep(is_orig);
         if e.skip_deliveries() {
             return;
         }
-        let ack = e.to_relative(e.ack_seq, e.ack_wraps());
+        debug_assert_eq!(ack_wraps, e.ack_wraps());
+        let ack_full = Endpoint::full(e.ack_seq, ack_wraps);
+        let start = e.start_seq as u64;
+        let ack = ack_full.wrapping_sub(start);
         let upper = seq + len;
         if seq < ack {
             if upper <= ack {
@@ -1259,22 +1300,26 @@ impl TcpConn {
             seq = ack;
         }
         let _ = len;
-        let delivered = e.reasm.insert(seq, upper);
+        let (delivered, (mut trim, next_deliver), held) =
+            e.reasm.insert_at(seq, upper, e.reasm.bounds(), e.reasm.has_ranges());
         // BlockInserted's trimming when the peer seems not to acknowledge anything.
         let peer_state = p.state();
-        // (The trim below moves no acknowledgement: one test serves both uses.)
-        let no_data_acked = e.no_data_acked();
+        // (The trim below moves no acknowledgement: one test serves both
+        // uses. Endpoint::no_data_acked: the acknowledgement is the
+        // initial sequence number or the one after, relative 0 or 1.)
+        let no_data_acked = ack <= 1;
         if delivered && no_data_acked && e.size(peer_state) > MAX_INITIAL_WINDOW {
             // Release delivered data (Zeek's TrimToSeq(last_reassem_seq)).
-            e.reasm.set_trim(e.reasm.next_deliver());
+            e.reasm.set_trim(next_deliver);
+            trim = next_deliver;
         }
         // Without data above a hole nothing is undelivered, and what is
         // buffered is the delivered range alone.
-        let too_much = if e.reasm.has_ranges() {
+        let too_much = if held {
             (no_data_acked && e.reasm.undelivered_bytes() > MAX_ABOVE_HOLE_WITHOUT_ACKS)
                 || e.reasm.buffered() > EXCESSIVE_DATA_WITHOUT_ACKS
         } else {
-            e.reasm.next_deliver().saturating_sub(e.reasm.trim()) > EXCESSIVE_DATA_WITHOUT_ACKS
+            next_deliver.saturating_sub(trim) > EXCESSIVE_DATA_WITHOUT_ACKS
         };
         if too_much {
             e.reasm.clear();
@@ -1286,20 +1331,31 @@ impl TcpConn {
     /// Inline for its common outcomes (nothing new acknowledged, or data that
     /// was all delivered in order), which need none of the gap accounting.
     #[inline(always)]
-    fn ack_received(&mut self, endp_is_orig: bool, mut seq: u64, hist: &mut HistoryState) {
+    fn ack_received(&mut self, endp_is_orig: bool, seq: u64, hist: &mut HistoryState) {
+        self.ack_received_in(endp_is_orig, seq, hist, false)
+    }
+
+    /// [`Self::ack_received`]; `established`: called from
+    /// [`Self::process_established`], where the endpoint is established
+    /// without a FIN, so that `check_eof` has nothing to do.
+    #[inline(always)]
+    fn ack_received_in(&mut self, endp_is_orig: bool, mut seq: u64, hist: &mut HistoryState, established: bool) {
         {
             let e = if endp_is_orig { &mut self.orig } else { &mut self.resp };
             if e.fin_seen() && seq >= e.rare().fin_seq {
                 seq = e.rare().fin_seq.wrapping_sub(1);
             }
-            if seq <= e.reasm.trim() {
+            let (trim, next_deliver) = e.reasm.bounds();
+            if seq <= trim {
                 return;
             }
             // Acknowledged up to delivered data with nothing held above a hole:
             // trim_to would find no gap and keep no range, only move the trim.
-            if seq <= e.reasm.next_deliver() && !e.reasm.has_ranges() {
+            if seq <= next_deliver && !e.reasm.has_ranges() {
                 e.reasm.set_trim(seq);
-                self.check_eof(endp_is_orig);
+                if !established {
+                    self.check_eof(endp_is_orig);
+                }
                 return;
             }
         }

@@ -1465,7 +1465,8 @@ impl Tracker {
         let uids = &mut self.uids;
         let tcp = &mut self.tcp;
         let overflow = &mut self.overflow;
-        if let Some(mut r) = self.table.remove_with(idx, |e, key| {
+        let seed = self.seed;
+        if let Some(mut r) = self.table.remove_with(idx, |k| k.symmetric_hash(seed), |e, key| {
             let part = match &e.value.state {
                 ProtoState::Tcp(p) => Some(p),
                 _ => None,
@@ -1708,7 +1709,6 @@ mod size_budget {
         let tcp = crate::conn::TcpStates::bytes_per_value();
         let parts = [
             ("key (IPv4 inline, else an index)", size_of::<crate::table::StoredKey>()),
-            ("slot tag", size_of::<u32>()),
             ("start, last-progress times", 2 * size_of::<i64>()),
             ("latest packet time, after the last progress", size_of::<u32>()),
             ("packet and byte counters (low halves)", 4 * size_of::<u32>()),
@@ -1726,7 +1726,7 @@ mod size_budget {
         let sum: usize = parts.iter().map(|p| p.1).sum();
         println!("{entry:4} B  table entry ({} B of padding), TCP state in the slab {tcp} B, IPv6 pair {} B", entry - sum, crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES);
         assert!(sum <= entry && entry - sum < 8, "fields moved or padding grew: {sum} of {entry}");
-        assert!(entry <= 152, "connection entry grew to {entry} bytes");
+        assert!(entry <= 144, "connection entry grew to {entry} bytes");
         assert!(tcp <= 68, "TCP state grew to {tcp} bytes");
         // What the memory budget charges a connection: every part it may have.
         assert_eq!(
