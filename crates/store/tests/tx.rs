@@ -484,3 +484,75 @@ fn retention_deletes_old_tx_partitions() {
         assert_eq!(left[0].start_ns(), T0 + 2 * HOUR);
     }
 }
+
+/// The transaction buffer keeps no owners until a row has one (branch
+/// col36), then gives the rows before it none: rows without an owner
+/// buffered before the first with one read back unset, and each owner stays
+/// on its own row, across two batches of records.
+#[test]
+fn owners_after_rows_without_them_stay_on_their_rows() {
+    use std::sync::Arc;
+    use wirelog_record::http::HttpTx;
+    use wirelog_record::{Detail, IpAddr16, ProcOwner, Protocol, Span, Transaction, TxRecord, TxStatus, UidGenerator};
+    let owner = |pid: u32, name: &str| -> wirelog_record::Proc {
+        Some(Arc::new(ProcOwner { pid, name: name.into(), exe: format!("/usr/bin/{name}"), ..Default::default() }))
+    };
+    let mut uids = UidGenerator::new(1);
+    let mut row = |port: u16, orig_proc: wirelog_record::Proc, resp_proc: wirelog_record::Proc| {
+        let span = |t: i64| Span { first_ns: T0 + t, last_ns: T0 + t + 10, bytes: 20 };
+        TxRecord {
+            uid: uids.next_uid(),
+            orig_h: IpAddr16::from_v4([10, 0, 0, 1]),
+            orig_p: port,
+            resp_h: IpAddr16::from_v4([10, 0, 0, 2]),
+            resp_p: 80,
+            transport: wirelog_record::Proto::Tcp,
+            protocol: Protocol::Http,
+            orig_proc,
+            resp_proc,
+            source: Default::default(),
+            sample_weight: 1,
+            tx: Transaction {
+                request: Some(span(i64::from(port) * 1_000)),
+                response: Some(span(i64::from(port) * 1_000 + 500)),
+                status: TxStatus::Ok,
+                detail: Detail::Http(HttpTx { method: "GET".into(), ..Default::default() }),
+            },
+        }
+    };
+    let first = [row(1, None, None), row(2, None, None), row(3, owner(7, "curl"), None), row(4, None, None)];
+    let second = [row(5, None, None), row(6, None, owner(42, "nginx"))];
+    let dir = tempdir("tx-owners-late");
+    let mut store = Store::open(&dir, fast_opts()).unwrap();
+    store.append_tx_records(&first).unwrap();
+    store.append_tx_records(&second).unwrap();
+    store.close().unwrap();
+    let mut got = Vec::new();
+    Store::scan(&dir, &Scan::all_columns(Kind::Http), |b| {
+        let (Some(Column::U16(port)), Some(Column::OptU64(op)), Some(Column::OptU64(rp)), Some(Column::Str(on))) =
+            (b.column("client_port"), b.column("orig_pid"), b.column("resp_pid"), b.column("orig_proc"))
+        else {
+            panic!("{:?}", b.columns)
+        };
+        for i in 0..b.rows() {
+            got.push((port[i], op[i], on[i].clone(), rp[i]));
+        }
+        Ok(())
+    })
+    .unwrap();
+    got.sort();
+    let none = (None, String::new(), None);
+    let want: Vec<(u16, Option<u64>, String, Option<u64>)> = [
+        (1, none.clone()),
+        (2, none.clone()),
+        (3, (Some(7), "curl".to_string(), None)),
+        (4, none.clone()),
+        (5, none.clone()),
+        (6, (None, String::new(), Some(42))),
+    ]
+    .into_iter()
+    .map(|(p, (op, on, rp))| (p, op, on, rp))
+    .collect();
+    assert_eq!(got, want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -118,30 +118,6 @@ fn eight_digits(v: u32) -> u64 {
     u64::from(four_digits(v / 10_000)) | u64::from(four_digits(v % 10_000)) << 32
 }
 
-/// Each byte value as dotted-quad text followed by a dot, and its length
-/// with the dot: "7." is ([b'7', b'.', 0, 0], 2).
-const OCTETS: [([u8; 4], u8); 256] = {
-    let mut t = [([0u8; 4], 0u8); 256];
-    let mut o = 0;
-    while o < 256 {
-        let mut d = [0u8; 4];
-        let mut n = 0;
-        if o >= 100 {
-            d[n] = b'0' + (o / 100) as u8;
-            n += 1;
-        }
-        if o >= 10 {
-            d[n] = b'0' + (o / 10 % 10) as u8;
-            n += 1;
-        }
-        d[n] = b'0' + (o % 10) as u8;
-        d[n + 1] = b'.';
-        t[o] = (d, n as u8 + 2);
-        o += 1;
-    }
-    t
-};
-
 /// How a text value is escaped.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Esc {
@@ -321,7 +297,7 @@ impl<'a> Room<'a> {
             let mut tmp = [0u8; 16];
             let mut n = 0;
             for &o in &a.0[12..] {
-                let (q, len) = OCTETS[o as usize];
+                let (q, len) = super::zeek::OCTETS[o as usize];
                 tmp[n & 15..(n & 15) + 4].copy_from_slice(&q);
                 n += len as usize;
             }
@@ -514,6 +490,34 @@ fn zeek_escapes_any(w: u64, in_set: bool) -> bool {
     w & HIGH != 0 || tsv_escapes_any(w, in_set)
 }
 
+/// Texts for the escaping tests (here and in `tx.rs`): every length to 40
+/// with each of `specials` at each position, then 20,000 pseudo-random
+/// strings of quotes, separators, control bytes and multi-byte characters.
+#[cfg(test)]
+pub(crate) fn escaping_cases(specials: &[char], mut check: impl FnMut(&str)) {
+    for len in 0..=40 {
+        let base: String = "abcdefghij0123456789".chars().cycle().take(len).collect();
+        check(&base);
+        for at in 0..len {
+            for &c in specials {
+                let mut t: Vec<char> = base.chars().collect();
+                t[at] = c;
+                check(&t.into_iter().collect::<String>());
+            }
+        }
+    }
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let alphabet: Vec<char> = "ab -,\\\"\t\n\u{0}\u{7f}\u{e9}\u{1F600}".chars().collect();
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = (x % 24) as usize;
+        let s: String = (0..len).map(|i| alphabet[((x >> (i * 2 % 60)) % alphabet.len() as u64) as usize]).collect();
+        check(&s);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -601,27 +605,7 @@ mod tests {
             }
         };
         let specials = ['\t', '\n', '\r', '\\', '"', ',', '-', '\u{0}', '\u{1}', '\u{1f}', '\u{7f}', ' ', '~', '\u{e9}', '\u{20ac}'];
-        for len in 0..=40 {
-            let base: String = "abcdefghij0123456789".chars().cycle().take(len).collect();
-            check(&base);
-            for at in 0..len {
-                for &c in &specials {
-                    let mut t: Vec<char> = base.chars().collect();
-                    t[at] = c;
-                    check(&t.into_iter().collect::<String>());
-                }
-            }
-        }
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let alphabet: Vec<char> = "ab -,\\\"\t\n\u{0}\u{7f}\u{e9}\u{1F600}".chars().collect();
-        for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let len = (x % 24) as usize;
-            let s: String = (0..len).map(|i| alphabet[((x >> (i * 2 % 60)) % alphabet.len() as u64) as usize]).collect();
-            check(&s);
-        }
+        escaping_cases(&specials, check);
     }
 
     #[test]

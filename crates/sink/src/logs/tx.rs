@@ -1215,27 +1215,7 @@ mod tests {
             assert_eq!(&b[1..], &json_reference(s)[..], "{s:?}");
         };
         let specials = ['\t', '\n', '\r', '\\', '"', ',', '-', '\u{1}', '\u{1f}', '\u{7f}', ' ', '~', '\u{e9}', '\u{20ac}'];
-        for len in 0..=40 {
-            let base: String = "abcdefghij0123456789".chars().cycle().take(len).collect();
-            check(&base);
-            for at in 0..len {
-                for &c in &specials {
-                    let mut t: Vec<char> = base.chars().collect();
-                    t[at] = c;
-                    check(&t.into_iter().collect::<String>());
-                }
-            }
-        }
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let alphabet: Vec<char> = "ab -,\\\"\t\n\u{0}\u{7f}\u{e9}\u{1F600}".chars().collect();
-        for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let len = (x % 24) as usize;
-            let s: String = (0..len).map(|i| alphabet[((x >> (i * 2 % 60)) % alphabet.len() as u64) as usize]).collect();
-            check(&s);
-        }
+        crate::logs::line::escaping_cases(&specials, check);
     }
 
     #[test]

@@ -158,7 +158,7 @@ pub(crate) fn write_secs(buf: &mut Vec<u8>, ns: i64) {
 
 /// Each byte value as dotted-quad text followed by a dot, and its length
 /// with the dot: "7." is ([b'7', b'.', 0, 0], 2).
-const OCTETS: [([u8; 4], u8); 256] = {
+pub(crate) const OCTETS: [([u8; 4], u8); 256] = {
     let mut t = [([0u8; 4], 0u8); 256];
     let mut o = 0;
     while o < 256 {
