@@ -35,23 +35,12 @@ const PAIRS: [[u8; 2]; 100] = {
     t
 };
 
-/// 10^i.
-const POW10: [u64; 20] = {
-    let mut t = [1u64; 20];
-    let mut i = 1;
-    while i < 20 {
-        t[i] = t[i - 1] * 10;
-        i += 1;
-    }
-    t
-};
-
 /// How many decimal digits `v` has (1 for 0), without a division.
 #[inline(always)]
 fn decimal_len(v: u64) -> usize {
     let w = v | 1;
     let t = (((64 - w.leading_zeros()) * 1233) >> 12) as usize;
-    t + 1 - usize::from(w < POW10[t & 15 | t & 16])
+    t + 1 - usize::from(w < super::zeek::POW10[t & 15 | t & 16])
 }
 
 /// `v` < 10,000 as four digits (leading zeros included), little-endian:

@@ -88,8 +88,8 @@ fn digits_before(tmp: &mut [u8], mut end: usize, mut v: u64) -> usize {
     end
 }
 
-/// 10^i, for [`decimal_len`].
-const POW10: [u64; 20] = {
+/// 10^i, for [`decimal_len`] (and line.rs's).
+pub(crate) const POW10: [u64; 20] = {
     let mut t = [1u64; 20];
     let mut i = 1;
     while i < 20 {
