@@ -913,8 +913,8 @@ mod tests {
                 frame_carrying(server, clients[c], PSH_ACK, ss, cs + ping.len() as u32, pong),
             ]
         };
-        for c in 0..2 {
-            for f in [frame_carrying(clients[c], server, 0x02, 999, 0, b""), frame_carrying(server, clients[c], 0x12, 6999, 1000, b""), frame_carrying(clients[c], server, 0x10, 1000, 7000, b"")] {
+        for client in clients {
+            for f in [frame_carrying(client, server, 0x02, 999, 0, b""), frame_carrying(server, client, 0x12, 6999, 1000, b""), frame_carrying(client, server, 0x10, 1000, 7000, b"")] {
                 feed(&mut tracker, &f);
                 feed(&mut truth, &f);
             }
@@ -965,12 +965,12 @@ mod tests {
         assert_eq!(tracker.kernel_delegated(), 0, "taken back");
         let ip_bytes = (40 + pong.len() as u64) * 3 + (40 + ping.len() as u64) * 2;
         assert_eq!(k.counted(), (5, ip_bytes));
-        for c in 0..2 {
+        for client in clients {
             let (cs, ss) = seqs(8);
             for f in [
-                frame_carrying(clients[c], server, 0x11, cs, ss, b""),
-                frame_carrying(server, clients[c], 0x11, ss, cs + 1, b""),
-                frame_carrying(clients[c], server, 0x10, cs + 1, ss + 1, b""),
+                frame_carrying(client, server, 0x11, cs, ss, b""),
+                frame_carrying(server, client, 0x11, ss, cs + 1, b""),
+                frame_carrying(client, server, 0x10, cs + 1, ss + 1, b""),
             ] {
                 feed(&mut tracker, &f);
                 feed(&mut truth, &f);
