@@ -335,8 +335,10 @@ impl AppState {
     /// stopped, and no payload would name its service now that did not
     /// already ([`AppState::payload_seen`]). Such a connection may be
     /// counted in the kernel (`--kernel-accounting`, `--cpu-budget` step 3).
-    pub fn counts_only(&self, partial: bool) -> bool {
-        self.stopped && (self.whole_payload || partial)
+    /// `partial` is asked only of a stopped parser that has not yet seen
+    /// the whole payload (a lookup in the TCP state).
+    pub fn counts_only(&self, partial: impl FnOnce() -> bool) -> bool {
+        self.stopped && (self.whole_payload || partial())
     }
 
     /// Whether the parser stopped because it had read all it wanted (a TLS

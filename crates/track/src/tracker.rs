@@ -129,6 +129,13 @@ impl Default for TrackerConfig {
 /// shrink at once: a new connection evicts one, a new flow writes the
 /// bucket early, as when it is full. The bound (tables at their bytes per
 /// entry at most, plus buffers) is `bytes`, give or take one batch's growth.
+///
+/// `capture` and `read` make the connection table only `min_connections`
+/// large (src/cli.rs, `lent_budget`), so there only the flow table borrows:
+/// lending to the connection table too grew the floods test's table past
+/// half its flood and `memory_budget`'s peak past its bound (BENCHMARKS.md,
+/// "Against goProbe", branch gp36). The connection side stays for a caller
+/// that sizes the table larger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SharedMemory {
     /// `--memory`.

@@ -291,7 +291,6 @@ impl Tracker {
         let e = self.table.get(idx)?;
         let c = &e.value;
         let ProtoState::Tcp(part) = &c.state else { return None };
-        let view = self.tcp.with(part, |t| t.kernel_view()).flatten()?;
         // A parser, or content detection still going on, needs the bytes.
         // A parser that stopped (step 1b left the connection out, or it
         // gave up) needs none: `AppState::segment` returns at once, and
@@ -301,15 +300,14 @@ impl Tracker {
         // established, so the connection's partial status is settled).
         // Taken back, it stays stopped: nothing parses it from mid-stream.
         match &c.app {
-            Some(a) => {
-                let partial = self.tcp.with(part, |t| t.is_partial()).unwrap_or(true);
-                if !a.counts_only(partial) {
-                    return None;
-                }
-            }
+            Some(a) if !a.counts_only(|| self.tcp.with(part, |t| t.is_partial()).unwrap_or(true)) => return None,
+            Some(_) => {}
             None if !c.detection.is_over() => return None,
             None => {}
         }
+        // Asked after the cheap refusals above: a connection being parsed
+        // (most of them, when parsing is on) costs no TCP-state lookup.
+        let view = self.tcp.with(part, |t| t.kernel_view()).flatten()?;
         let (key, orig_block) = map_key(&self.table.key(idx)?)?;
         let until_real_ns = Delegations::until(self.flows.next_boundary(), ts)?;
         let allow = [true, false].map(|orig| {
