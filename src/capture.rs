@@ -579,9 +579,10 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             let (pkts, bytes) = k.counted();
             let (written, behind, resumed) = k.written();
             eprintln!(
-                "wirelog: kernel accounting: {pkts} packets ({bytes} IP bytes) counted in the kernel, not copied through the ring; {} connections not delegated (map full); {} map calls; {written} entries written ({behind} from packets more than 1 s old), {resumed} resumed{}",
+                "wirelog: kernel accounting: {pkts} packets ({bytes} IP bytes) counted in the kernel, not copied through the ring; {} connections not delegated (map full); {} map calls; {written} entries written ({behind} from packets more than 1 s old), {resumed} resumed ({} not taken){}",
                 k.map_full(),
                 k.map_calls(),
+                k.not_taken(),
                 if step3 { format!("; {} connections taken back when step 3 went off", k.taken_back()) } else { String::new() }
             );
         }

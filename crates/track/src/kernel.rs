@@ -49,8 +49,8 @@ use crate::key::ConnKey;
 use crate::tcp::KernelView;
 pub(crate) use program::{ALLOW_ACK, ALLOW_DATA, KEY_LEN};
 use program::{
-    ALLOW, BLOCK, COUNTED_ACK, COUNTED_SEQ, CTL_ALLOW, CTL_GEN, CTL_GO_AT, CTL_LEN, CTL_UNTIL, FIRST_ACK, FIRST_DIR, FIRST_SEQ, GEN, IP_BYTES, IRREG, LAST_ACK, LAST_KTIME, NEXT_SEQ, PASSED, PKTS,
-    RESUMED_AT, STATE, UNTIL, VALUE_LEN,
+    ACK_NO, ALLOW, BLOCK, COUNTED_ACK, COUNTED_SEQ, CTL_ALLOW, CTL_GEN, CTL_GO_AT, CTL_LEN, CTL_UNTIL, DATA_NO, FIRST_ACK, FIRST_DIR, FIRST_SEQ, GEN, IP_BYTES, IRREG, LAST_ACK, LAST_KTIME, NEXT_SEQ,
+    PASSED, PKTS, RESUMED_AT, STATE, UNTIL, VALUE_LEN,
 };
 
 /// Connections the map holds at most (per capture, all workers).
@@ -87,6 +87,8 @@ pub struct KernelAccounting {
     written: AtomicU64,
     written_behind: AtomicU64,
     resumed: AtomicU64,
+    /// Resumptions the kernel refused (see `Delegated::go_floor`).
+    not_taken: AtomicU64,
 }
 
 /// How far behind the wire (packet time against the clock) a tracker is
@@ -118,6 +120,7 @@ impl KernelAccounting {
             written: AtomicU64::new(0),
             written_behind: AtomicU64::new(0),
             resumed: AtomicU64::new(0),
+            not_taken: AtomicU64::new(0),
         }))
     }
 
@@ -170,6 +173,17 @@ impl KernelAccounting {
     /// [`BEHIND_NS`] old; resumptions asked for.
     pub fn written(&self) -> (u64, u64, u64) {
         (self.written.load(Relaxed), self.written_behind.load(Relaxed), self.resumed.load(Relaxed))
+    }
+
+    /// Resumptions asked for that the kernel refused (a packet after the
+    /// one named came first that it may not count from): withdrawn, and
+    /// asked again from a later packet.
+    pub fn not_taken(&self) -> u64 {
+        self.not_taken.load(Relaxed)
+    }
+
+    pub(crate) fn count_not_taken(&self) {
+        self.not_taken.fetch_add(1, Relaxed);
     }
 
     fn syscall(&self) {
@@ -258,6 +272,15 @@ pub(crate) struct Delegated {
     /// The control map was told `GO_AT` = this; what the kernel did with it
     /// is not known yet.
     pub go_at: Option<u32>,
+    /// With `go_at`: the kernel's `PASSED` read just before the control
+    /// value was written, and the `ALLOW` it says (per map block). The
+    /// kernel resumes, if at all, after a packet numbered `go_floor` or
+    /// later (`RESUMED_AT` is its `PASSED` then, which only grows), so the
+    /// tracker has nothing to learn before it is given packet
+    /// `go_floor + 1`: the entry is read only from there (see
+    /// `Tracker::kernel_learn_resume`).
+    pub go_floor: u32,
+    pub go_allow: [u32; 2],
     /// The kernel resumed counting after passing packet number `R`: counts
     /// are merged only once the tracker has processed it.
     pub resumed_at: Option<u32>,
@@ -301,6 +324,26 @@ pub(crate) struct Numbering {
     pub passed: u32,
     pub irregular: u32,
     pub resumed_at: u32,
+    /// Per map block: the number of the last regular data packet and of
+    /// the last regular pure ACK passed while suspended.
+    pub data_no: [u32; 2],
+    pub ack_no: [u32; 2],
+}
+
+impl Numbering {
+    /// Whether the kernel refused, for good, a resumption told `GO_AT =
+    /// go_at` with `allow` (per map block), and has not taken it: the
+    /// program's conditions (`program`) fail and can never hold again for
+    /// this control value, since `IRREG`, `DATA_NO` and `ACK_NO` only grow
+    /// while the entry is suspended. So the control value may be written
+    /// anew without the kernel having resumed in between.
+    pub fn refused(&self, go_at: u32, allow: [u32; 2]) -> bool {
+        if self.resumed_at >= go_at {
+            return false;
+        }
+        self.irregular > go_at
+            || (0..2).any(|b| (self.data_no[b] > go_at && allow[b] & ALLOW_DATA == 0) || (self.ack_no[b] > go_at && allow[b] & ALLOW_ACK == 0))
+    }
 }
 
 /// What the tracker writes for a connection it delegates.
@@ -383,6 +426,8 @@ impl Delegations {
                 seen: 0,
                 chain_ok: [true; 2],
                 go_at: None,
+                go_floor: 0,
+                go_allow: [0; 2],
                 resumed_at: None,
                 controlled,
                 gen,
@@ -447,13 +492,21 @@ impl Delegations {
             return None;
         }
         let v = &self.value;
-        Some(Numbering { suspended: get32(v, STATE) != 0, passed: get32(v, PASSED), irregular: get32(v, IRREG), resumed_at: get32(v, RESUMED_AT) })
+        Some(Numbering {
+            suspended: get32(v, STATE) != 0,
+            passed: get32(v, PASSED),
+            irregular: get32(v, IRREG),
+            resumed_at: get32(v, RESUMED_AT),
+            data_no: BLOCK.map(|b| get32(v, b + DATA_NO)),
+            ack_no: BLOCK.map(|b| get32(v, b + ACK_NO)),
+        })
     }
 
     /// Tells the kernel it may count the suspended connection again from
     /// where it is, if no irregular packet came after packet number
-    /// `go_at`, passing everything from `until_real_ns`.
-    pub fn resume(&mut self, idx: u32, go_at: u32, plan: &Plan) -> bool {
+    /// `go_at`, passing everything from `until_real_ns`. `passed`: the
+    /// entry's `PASSED` read before this call (`Delegated::go_floor`).
+    pub fn resume(&mut self, idx: u32, go_at: u32, plan: &Plan, passed: u32) -> bool {
         let Some(d) = self.conns.get_mut(&idx) else { return false };
         let until_real_ns = plan.until_real_ns;
         let mut v = [0u8; CTL_LEN];
@@ -471,6 +524,8 @@ impl Delegations {
         self.shared.resumed.fetch_add(1, Relaxed);
         d.controlled = true;
         d.go_at = Some(go_at);
+        d.go_floor = passed;
+        d.go_allow = allow;
         true
     }
 
@@ -499,6 +554,29 @@ impl Delegations {
                 }
             }
         }
+    }
+
+    /// The kernel did not take the resumption asked for: the control value
+    /// is deleted, then the entry read once more (it resumed in between,
+    /// or never will). Returns whether it resumed (`resumed_at` set).
+    pub fn withdraw(&mut self, idx: u32) -> bool {
+        let Some(d) = self.conns.get_mut(&idx) else { return false };
+        let Some(go_at) = d.go_at.take() else { return false };
+        if d.controlled {
+            d.controlled = false;
+            self.shared.syscall();
+            let _ = self.shared.control.delete(&d.key);
+        }
+        if let Some(n) = self.numbering(idx) {
+            if n.resumed_at >= go_at {
+                if let Some(d) = self.conns.get_mut(&idx) {
+                    d.resumed_at = Some(n.resumed_at);
+                }
+                return true;
+            }
+        }
+        self.shared.count_not_taken();
+        false
     }
 
     /// Forgets a delegated connection and deletes its entry.
@@ -552,6 +630,7 @@ mod tests {
     use super::*;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use wirelog_decode::IpAddr16;
+    use wirelog_record::ConnRecord;
 
     const SRC: [u8; 4] = [10, 213, 0, 1];
     const DST: [u8; 4] = [10, 213, 0, 2];
@@ -745,7 +824,7 @@ mod tests {
         assert!(n.suspended);
         assert_eq!((n.passed, n.irregular, n.resumed_at), (2, 1, 0));
         // The tracker processed #1 and found its state equal to the chain.
-        assert!(d.resume(3, 1, &plan));
+        assert!(d.resume(3, 1, &plan, 2));
         send(&frame_from(SPORT2, 0x18, 1200, 7000, 100)); // resumes after #2, counted
         send(&frame_from(SPORT2, 0x10, 1300, 7000, 0)); // counted
         send(&frame_from(SPORT2, 0x18, 1300, 7000, 100)); // counted
@@ -763,7 +842,7 @@ mod tests {
         send(&frame_from(SPORT2, 0x18, 9100, 7000, 100)); // #4: regular
         send(&frame_from(SPORT2, 0x18, 5000, 7000, 100)); // #5: irregular
         assert_eq!(received_seqs_from(&rx, SPORT2), [9000, 9100, 5000]);
-        assert!(d.resume(3, 4, &plan));
+        assert!(d.resume(3, 4, &plan, 5));
         send(&frame_from(SPORT2, 0x18, 5100, 7000, 100)); // IRREG 5 > GO_AT 4: passed #6
         assert_eq!(received_seqs_from(&rx, SPORT2), [5100]);
         let n = d.numbering(3).unwrap();
@@ -776,6 +855,106 @@ mod tests {
         assert_eq!(c.next_seq, [1400, 7000]);
     }
 
+    /// A tracker beside `truth` (a tracker that sees every packet, with
+    /// the same configuration), its kernel accounting program on a loopback
+    /// receiver (300 ms receive timeout), and a sender onto loopback: the
+    /// set-up of the tests that run a tracker against the kernel.
+    struct TrackerOnLo {
+        k: Arc<KernelAccounting>,
+        rx: OwnedFd,
+        tx: OwnedFd,
+        tracker: crate::Tracker,
+        truth: crate::Tracker,
+        dec: wirelog_decode::Decoder,
+    }
+
+    impl TrackerOnLo {
+        fn new(cfg: crate::TrackerConfig) -> TrackerOnLo {
+            use wirelog_decode::{ChecksumMode, DecodeConfig, Decoder};
+            let k = KernelAccounting::load(64, &[14], 65_535).unwrap();
+            let rx = lo_receiver(&k);
+            let (mut tracker, truth) = (crate::Tracker::new(cfg.clone()), crate::Tracker::new(cfg));
+            tracker.kernel_accounting(k.clone());
+            let dec = Decoder::new(DecodeConfig { checksums: ChecksumMode::Ignore, ..DecodeConfig::default() });
+            TrackerOnLo { k, rx, tx: packet_socket(0), tracker, truth, dec }
+        }
+
+        /// Gives frame `f`, stamped `ts`, to the tracker (`to_tracker`) and
+        /// to the truth (`to_truth`).
+        fn give(&mut self, ts: i64, f: &[u8], to_tracker: bool, to_truth: bool) {
+            use wirelog_decode::{Decoded, LinkType, Packet};
+            match self.dec.packet(&Packet::new(LinkType::ETHERNET, ts, f)) {
+                Decoded::Ip(ip) => {
+                    if to_tracker {
+                        self.tracker.packet(ts, 0, &ip);
+                    }
+                    if to_truth {
+                        self.truth.packet(ts, 0, &ip);
+                    }
+                }
+                Decoded::Skipped(r) => panic!("{r:?}"),
+            }
+        }
+
+        /// Frame `f` given to both, stamped now.
+        fn both(&mut self, f: &[u8]) {
+            self.give(now_real_ns(), f, true, true);
+        }
+
+        /// Frame `f` sent onto loopback (where the program sees it) and
+        /// given to the truth.
+        fn wire(&mut self, f: &[u8]) {
+            send_on_lo(&self.tx, f);
+            self.give(now_real_ns(), f, false, true);
+        }
+
+        /// Both trackers finished: their conn, flow and transaction records.
+        fn records(&mut self) -> [(Vec<ConnRecord>, Vec<wirelog_record::FlowRecord>, Vec<wirelog_record::TxRecord>); 2] {
+            [&mut self.tracker, &mut self.truth].map(|t| {
+                t.finish();
+                let (mut conns, mut flows, mut txs) = (Vec::new(), Vec::new(), Vec::new());
+                t.move_records_into(&mut conns, &mut flows, &mut txs);
+                (conns, flows, txs)
+            })
+        }
+    }
+
+    /// What the kernel tests compare of a connection's records.
+    type ConnFields = (u64, u64, u64, u64, Option<u64>, Option<u64>, wirelog_record::ConnState, String, u64);
+
+    fn conn_fields(r: &ConnRecord) -> ConnFields {
+        (r.orig_pkts, r.orig_ip_bytes, r.resp_pkts, r.resp_ip_bytes, r.orig_bytes, r.resp_bytes, r.conn_state, r.history.as_str().to_string(), r.missed_bytes)
+    }
+
+    /// Packets and bytes of the flow records, all buckets and sides.
+    fn flow_totals(flows: &[wirelog_record::FlowRecord]) -> (u64, u64) {
+        flows.iter().fold((0, 0), |(p, b), f| (p + f.pkts_out + f.pkts_in, b + f.bytes_out + f.bytes_in))
+    }
+
+    /// The frames of the connection on port `port` (either side) the
+    /// loopback receiver got, in order.
+    fn received_frames(rx: &OwnedFd, port: u16) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 2048];
+        loop {
+            // SAFETY: sockaddr_ll is plain data.
+            let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            // SAFETY: recvfrom into our buffer and address.
+            let n = unsafe {
+                libc::recvfrom(rx.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0, (&mut from as *mut libc::sockaddr_ll).cast(), &mut len)
+            };
+            if n < 0 {
+                return out; // the receive timeout: nothing more
+            }
+            let f = &buf[..n as usize];
+            let ours = f.len() >= 54 && (f[34..36] == port.to_be_bytes() || f[36..38] == port.to_be_bytes());
+            if from.sll_pkttype != libc::PACKET_OUTGOING && ours {
+                out.push(f.to_vec());
+            }
+        }
+    }
+
     /// `--cpu-budget` step 3 going off: a connection the kernel was
     /// counting is taken back at its next packet, what the kernel counted
     /// merged before it, so its conn and flow records equal those of a
@@ -786,25 +965,10 @@ mod tests {
         if !wirelog_ebpf::tests_can_load() {
             return;
         }
-        use crate::{Tracker, TrackerConfig};
-        use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType, Packet};
         const SPORT3: u16 = 40_003;
-        let k = KernelAccounting::load(64, &[14], 65_535).unwrap();
-        let rx = lo_receiver(&k);
-        let tx = packet_socket(0);
         // The flow bucket ends far from now (the kernel passes everything
         // in the last second before a boundary).
-        let cfg = TrackerConfig { app: None, flow_interval_ns: 3_600_000_000_000, ..TrackerConfig::default() };
-        let (mut tracker, mut truth) = (Tracker::new(cfg.clone()), Tracker::new(cfg));
-        tracker.kernel_accounting(k.clone());
-        let mut dec = Decoder::new(DecodeConfig { checksums: ChecksumMode::Ignore, ..DecodeConfig::default() });
-        let mut feed = |t: &mut Tracker, f: &[u8]| {
-            let ts = now_real_ns();
-            match dec.packet(&Packet::new(LinkType::ETHERNET, ts, f)) {
-                Decoded::Ip(ip) => t.packet(ts, 0, &ip),
-                Decoded::Skipped(r) => panic!("{r:?}"),
-            }
-        };
+        let mut lo = TrackerOnLo::new(crate::TrackerConfig { app: None, flow_interval_ns: 3_600_000_000_000, ..crate::TrackerConfig::default() });
         let (c, s) = ((SRC, SPORT3), (DST, DPORT));
         let to_s = |flags, seq, ack, len| frame_between(c, s, flags, seq, ack, len);
         let to_c = |flags, seq, ack, len| frame_between(s, c, flags, seq, ack, len);
@@ -819,55 +983,39 @@ mod tests {
             to_s(0x10, 1100, 7050, 0),
         ];
         for f in &opening {
-            feed(&mut tracker, f);
-            feed(&mut truth, f);
+            lo.both(f);
         }
-        assert_eq!(tracker.kernel_delegated(), 1, "delegated once established with data both ways");
+        assert_eq!(lo.tracker.kernel_delegated(), 1, "delegated once established with data both ways");
         // The kernel counts three in-order segments (not passed).
         for seq in [1100, 1200, 1300] {
-            let f = to_s(0x18, seq, 7050, 100);
-            send_on_lo(&tx, &f);
-            feed(&mut truth, &f);
+            lo.wire(&to_s(0x18, seq, 7050, 100));
         }
-        assert_eq!(received_seqs_from(&rx, SPORT3), Vec::<u32>::new(), "counted in the kernel");
+        assert_eq!(received_seqs_from(&lo.rx, SPORT3), Vec::<u32>::new(), "counted in the kernel");
         // Off (the socket programs' stage would be switched off first):
         // the entry is still counting, so it is kept until the next packet.
-        tracker.set_kernel_accounting(false);
-        assert!(!tracker.kernel_accounting_on());
-        assert_eq!(tracker.kernel_delegated(), 1);
-        assert_eq!(k.taken_back(), 1);
-        let f = to_c(0x10, 7050, 1400, 0);
-        feed(&mut tracker, &f);
-        feed(&mut truth, &f);
-        assert_eq!(tracker.kernel_delegated(), 0, "taken back at its next packet");
-        assert_eq!(k.counted(), (3, 3 * 140));
+        lo.tracker.set_kernel_accounting(false);
+        assert!(!lo.tracker.kernel_accounting_on());
+        assert_eq!(lo.tracker.kernel_delegated(), 1);
+        assert_eq!(lo.k.taken_back(), 1);
+        lo.both(&to_c(0x10, 7050, 1400, 0));
+        assert_eq!(lo.tracker.kernel_delegated(), 0, "taken back at its next packet");
+        assert_eq!(lo.k.counted(), (3, 3 * 140));
         // Off: not delegated again, however delegable.
-        let f = to_s(0x18, 1400, 7050, 100);
-        feed(&mut tracker, &f);
-        feed(&mut truth, &f);
-        assert_eq!(tracker.kernel_delegated(), 0);
+        lo.both(&to_s(0x18, 1400, 7050, 100));
+        assert_eq!(lo.tracker.kernel_delegated(), 0);
         // On again: delegated afresh at the next packet.
-        tracker.set_kernel_accounting(true);
-        let f = to_c(0x10, 7050, 1500, 0);
-        feed(&mut tracker, &f);
-        feed(&mut truth, &f);
-        assert_eq!(tracker.kernel_delegated(), 1);
+        lo.tracker.set_kernel_accounting(true);
+        lo.both(&to_c(0x10, 7050, 1500, 0));
+        assert_eq!(lo.tracker.kernel_delegated(), 1);
         for f in [to_s(0x11, 1500, 7050, 0), to_c(0x11, 7050, 1501, 0), to_s(0x10, 1501, 7051, 0)] {
-            feed(&mut tracker, &f);
-            feed(&mut truth, &f);
+            lo.both(&f);
         }
-        let mut out = Vec::new();
-        for t in [&mut tracker, &mut truth] {
-            t.finish();
-            let (mut conns, mut flows, mut txs) = (Vec::new(), Vec::new(), Vec::new());
-            t.move_records_into(&mut conns, &mut flows, &mut txs);
+        let out = lo.records().map(|(conns, flows, _)| {
             assert_eq!(conns.len(), 1);
-            let r = &conns[0];
-            let flow: (u64, u64) = flows.iter().fold((0, 0), |(p, b), f| (p + f.pkts_out + f.pkts_in, b + f.bytes_out + f.bytes_in));
-            out.push((r.orig_pkts, r.orig_ip_bytes, r.resp_pkts, r.resp_ip_bytes, r.orig_bytes, r.resp_bytes, r.conn_state, r.history.as_str().to_string(), r.missed_bytes, flow));
-        }
+            (conn_fields(&conns[0]), flow_totals(&flows))
+        });
         assert_eq!(out[0], out[1], "taken back: the records of a tracker that saw every packet");
-        assert_eq!((out[1].0, out[1].2), (10, 6));
+        assert_eq!((out[1].0 .0, out[1].0 .2), (10, 6));
     }
 
     /// Steps 1b and 3 together: two Redis connections parsed; step 1b
@@ -884,23 +1032,9 @@ mod tests {
             return;
         }
         use crate::app::AppConfig;
-        use crate::{Tracker, TrackerConfig};
-        use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType, Packet};
         const PSH_ACK: u8 = 0x18;
-        let k = KernelAccounting::load(64, &[14], 65_535).unwrap();
-        let rx = lo_receiver(&k);
-        let tx = packet_socket(0);
-        let cfg = TrackerConfig { app: Some(AppConfig::default()), flow_interval_ns: 3_600_000_000_000, uid_seed: Some(35), ..TrackerConfig::default() };
-        let (mut tracker, mut truth) = (Tracker::new(cfg.clone()), Tracker::new(cfg));
-        tracker.kernel_accounting(k.clone());
-        let mut dec = Decoder::new(DecodeConfig { checksums: ChecksumMode::Ignore, ..DecodeConfig::default() });
-        let mut feed = |t: &mut Tracker, f: &[u8]| {
-            let ts = now_real_ns();
-            match dec.packet(&Packet::new(LinkType::ETHERNET, ts, f)) {
-                Decoded::Ip(ip) => t.packet(ts, 0, &ip),
-                Decoded::Skipped(r) => panic!("{r:?}"),
-            }
-        };
+        let cfg = crate::TrackerConfig { app: Some(AppConfig::default()), flow_interval_ns: 3_600_000_000_000, uid_seed: Some(35), ..crate::TrackerConfig::default() };
+        let mut lo = TrackerOnLo::new(cfg);
         let server = (DST, 6379);
         let clients = [(SRC, 40_006u16), (SRC, 40_007u16)];
         let (ping, pong) = (b"PING\r\n", b"+PONG\r\n");
@@ -915,56 +1049,50 @@ mod tests {
         };
         for client in clients {
             for f in [frame_carrying(client, server, 0x02, 999, 0, b""), frame_carrying(server, client, 0x12, 6999, 1000, b""), frame_carrying(client, server, 0x10, 1000, 7000, b"")] {
-                feed(&mut tracker, &f);
-                feed(&mut truth, &f);
+                lo.both(&f);
             }
         }
         for r in 0..3 {
             for c in 0..2 {
                 for f in round(c, r) {
-                    feed(&mut tracker, &f);
-                    feed(&mut truth, &f);
+                    lo.both(&f);
                 }
             }
         }
-        assert_eq!(tracker.kernel_delegated(), 0, "parsed connections are never delegated");
+        assert_eq!(lo.tracker.kernel_delegated(), 0, "parsed connections are never delegated");
         // Step 1b at 1 in 65,536: the first connection is drawn (and
         // stopped) at its next packet, the second is the floor.
-        for t in [&mut tracker, &mut truth] {
+        for t in [&mut lo.tracker, &mut lo.truth] {
             t.set_thinning(1 << 16);
         }
         let [ping3, pong3] = round(0, 3);
-        feed(&mut tracker, &ping3);
-        feed(&mut truth, &ping3);
-        assert_eq!(tracker.app_stats().parse_stopped, 1);
-        assert_eq!(tracker.kernel_delegated(), 1, "stopped: delegated at once");
+        lo.both(&ping3);
+        assert_eq!(lo.tracker.app_stats().parse_stopped, 1);
+        assert_eq!(lo.tracker.kernel_delegated(), 1, "stopped: delegated at once");
         // The kernel counts the stopped connection's next rounds; the
         // parsed one goes on through the tracker.
         let counted: Vec<Vec<u8>> = std::iter::once(pong3).chain((4..6).flat_map(|r| round(0, r))).collect();
         for (i, f) in counted.iter().enumerate() {
-            send_on_lo(&tx, f);
-            feed(&mut truth, f);
+            lo.wire(f);
             if i < 3 {
                 for g in round(1, 3 + i as u32) {
-                    feed(&mut tracker, &g);
-                    feed(&mut truth, &g);
+                    lo.both(&g);
                 }
             }
         }
-        assert_eq!(received_seqs_from(&rx, clients[0].1), Vec::<u32>::new(), "counted in the kernel");
-        assert_eq!(tracker.kernel_delegated(), 1, "the floor is never delegated");
+        assert_eq!(received_seqs_from(&lo.rx, clients[0].1), Vec::<u32>::new(), "counted in the kernel");
+        assert_eq!(lo.tracker.kernel_delegated(), 1, "the floor is never delegated");
         // Step 3 off: taken back at the next packet, what was counted
         // merged first; the connection stays unparsed.
-        tracker.set_kernel_accounting(false);
+        lo.tracker.set_kernel_accounting(false);
         for r in 6..8 {
             for f in round(0, r).iter().chain(&round(1, r)) {
-                feed(&mut tracker, f);
-                feed(&mut truth, f);
+                lo.both(f);
             }
         }
-        assert_eq!(tracker.kernel_delegated(), 0, "taken back");
+        assert_eq!(lo.tracker.kernel_delegated(), 0, "taken back");
         let ip_bytes = (40 + pong.len() as u64) * 3 + (40 + ping.len() as u64) * 2;
-        assert_eq!(k.counted(), (5, ip_bytes));
+        assert_eq!(lo.k.counted(), (5, ip_bytes));
         for client in clients {
             let (cs, ss) = seqs(8);
             for f in [
@@ -972,36 +1100,160 @@ mod tests {
                 frame_carrying(server, client, 0x11, ss, cs + 1, b""),
                 frame_carrying(client, server, 0x10, cs + 1, ss + 1, b""),
             ] {
-                feed(&mut tracker, &f);
-                feed(&mut truth, &f);
+                lo.both(&f);
             }
         }
-        let mut out = Vec::new();
-        for t in [&mut tracker, &mut truth] {
-            t.finish();
-            let (mut conns, mut flows, mut txs) = (Vec::new(), Vec::new(), Vec::new());
-            t.move_records_into(&mut conns, &mut flows, &mut txs);
+        let out = lo.records().map(|(mut conns, flows, txs)| {
             conns.sort_by_key(|r| r.orig_p);
-            let conns: Vec<_> = conns
-                .iter()
-                .map(|r| (r.orig_p, r.orig_pkts, r.orig_ip_bytes, r.resp_pkts, r.resp_ip_bytes, r.orig_bytes, r.resp_bytes, r.conn_state, r.history.as_str().to_string(), r.missed_bytes, r.service, r.uid.as_str().to_string()))
-                .collect();
-            let flow: (u64, u64) = flows.iter().fold((0, 0), |(p, b), f| (p + f.pkts_out + f.pkts_in, b + f.bytes_out + f.bytes_in));
+            let conns: Vec<_> = conns.iter().map(|r| (r.orig_p, conn_fields(r), r.service, r.uid.as_str().to_string())).collect();
             let mut per_conn = std::collections::BTreeMap::new();
             for x in &txs {
                 let e = per_conn.entry((x.orig_p, x.uid.as_str().to_string())).or_insert((0u32, 0u64));
                 e.0 += 1;
                 e.1 += x.sample_weight as u64;
             }
-            out.push((conns, flow, per_conn));
-        }
+            (conns, flow_totals(&flows), per_conn)
+        });
         assert_eq!(out[0], out[1], "the records of a tracker that saw every packet");
         let (conns, _, per_conn) = &out[1];
         assert_eq!(conns.len(), 2);
-        assert!(conns.iter().all(|c| c.10 == Some("redis")), "both named: {conns:?}");
+        assert!(conns.iter().all(|c| c.2 == Some("redis")), "both named: {conns:?}");
         let n: Vec<u32> = per_conn.values().map(|v| v.0).collect();
         assert_eq!(n[1], 8, "the floor parsed whole: {per_conn:?}");
         assert!((2..=3).contains(&n[0]), "stopped at the draw, nothing after: {per_conn:?}");
+    }
+
+    /// The tracker writes the entry while behind the wire: the packets
+    /// after the state it wrote are already on their way through the ring
+    /// (stamped before the entry existed, processed after it). The kernel
+    /// passes the connection's first packets (irregular against that
+    /// state) and follows the chain; the tracker finds the kernel's packet
+    /// #1 among its own, asks it to resume once caught up with the chain,
+    /// and the kernel counts what comes after. The records equal those of
+    /// a tracker that saw every packet, and the pending resumption costs a
+    /// bounded number of map reads, not one per packet.
+    #[test]
+    fn an_entry_written_behind_the_wire_resumes_and_merges_exactly() {
+        behind_the_wire(40_008, false);
+    }
+
+    /// The same, with a pure ACK of the server's (a kind its history did
+    /// not have when the tracker asked the kernel to resume) among the
+    /// packets passed after the one the tracker named: the kernel refuses
+    /// that resumption for good. The tracker learns it at the next packet
+    /// the kernel passes and asks again from there (it waited forever
+    /// before, reading the entry before every packet).
+    #[test]
+    fn a_resumption_the_kernel_refuses_is_asked_again() {
+        behind_the_wire(40_009, true);
+    }
+
+    fn behind_the_wire(sport: u16, server_ack: bool) {
+        if !wirelog_ebpf::tests_can_load() {
+            return;
+        }
+        let mut lo = TrackerOnLo::new(crate::TrackerConfig { app: None, flow_interval_ns: 3_600_000_000_000, ..crate::TrackerConfig::default() });
+        let (c, s) = ((SRC, sport), (DST, DPORT));
+        let to_s = |flags, seq, ack, len| frame_between(c, s, flags, seq, ack, len);
+        let to_c = |flags, seq, ack, len| frame_between(s, c, flags, seq, ack, len);
+        // A request of 100 bytes (`i` from 0), its response of 50, and
+        // the client's pure ACK of it; the server acknowledges request 20
+        // on its own first if `server_ack`.
+        let exchange = |i: u32| {
+            let (cs, ss) = (1000 + 100 * i, 7000 + 50 * i);
+            let mut x = vec![to_s(0x18, cs, ss, 100)];
+            if server_ack && i == 20 {
+                x.push(to_c(0x10, ss, cs + 100, 0));
+            }
+            x.extend([to_c(0x18, ss, cs + 100, 50), to_s(0x10, cs + 100, ss + 50, 0)]);
+            x
+        };
+        let handshake = [to_s(0x02, 999, 0, 0), to_c(0x12, 6999, 1000, 0), to_s(0x10, 1000, 7000, 0)];
+        let all: Vec<Vec<u8>> = handshake.into_iter().chain((0..60).flat_map(exchange)).collect();
+        // Wire times: all in the past, the first ones before the entry is
+        // written (whatever the tracker does when).
+        let base = now_real_ns() - 10_000_000;
+        let stamp = |i: usize| base + i as i64 * 10_000;
+        let mut at = 0;
+        while lo.tracker.kernel_delegated() == 0 {
+            assert!(at < 20, "never delegated");
+            lo.give(stamp(at), &all[at], true, true);
+            at += 1;
+        }
+        // Six packets already in the ring: on the wire before the entry
+        // was written (the filter passed them without one), stamped so.
+        let backlog = at..at + 6;
+        for i in backlog.clone() {
+            lo.give(stamp(i), &all[i], false, true);
+        }
+        // On the wire after the entry was written: the kernel passes the
+        // first of each direction (the entry's chain is six packets old),
+        // follows the chain, and passes the rest (suspended). 90 packets,
+        // most of them still in the ring when the tracker asks the kernel
+        // to resume.
+        let mut stamps: Vec<(Vec<u8>, i64)> = Vec::new();
+        let queued = backlog.end..backlog.end + 90;
+        for i in queued.clone() {
+            lo.wire(&all[i]);
+            stamps.push((all[i].clone(), now_real_ns()));
+        }
+        let passed = received_frames(&lo.rx, sport);
+        assert_eq!(passed.len(), 90, "suspended: every packet passed");
+        // The tracker catches up: the backlog (stamped before the entry),
+        // then what the kernel passed, one ring block of 3 at a time.
+        for i in backlog {
+            lo.give(stamp(i), &all[i], true, false);
+        }
+        let calls = lo.k.map_calls();
+        for (n, f) in passed.iter().enumerate() {
+            let ts = stamps.iter().find(|(g, _)| g == f).expect("a frame sent").1;
+            lo.give(ts, f, true, false);
+            if n % 3 == 2 {
+                lo.tracker.kernel_rearm();
+            }
+        }
+        assert_eq!(lo.k.written().2, 1, "a resumption asked once caught up with the chain");
+        let calls = lo.k.map_calls() - calls;
+        assert!(calls <= 8, "a pending resumption costs no map call per packet: {calls} for 90 packets");
+        // The next packet: the kernel resumes at it, or (the server's ACK
+        // after the packet named) passes it and refuses; the tracker then
+        // asks again after it.
+        lo.wire(&all[queued.end]);
+        let first = received_frames(&lo.rx, sport);
+        assert_eq!(first.len(), usize::from(server_ack));
+        for f in &first {
+            lo.give(now_real_ns(), f, true, false);
+            lo.tracker.kernel_rearm();
+        }
+        // Refused, the tracker asks again; here, caught up with everything
+        // the kernel passed, it writes the entry afresh instead.
+        let (written, _, resumed) = lo.k.written();
+        assert_eq!((written, resumed, lo.k.not_taken()), if server_ack { (2, 1, 1) } else { (1, 1, 0) }, "entries written, resumptions asked, not taken");
+        // The rest: counted in the kernel.
+        for f in &all[queued.end + 1..] {
+            lo.wire(f);
+        }
+        assert_eq!(received_frames(&lo.rx, sport), Vec::<Vec<u8>>::new(), "resumed: counted in the kernel");
+        // The close is passed (it suspends the entry) and merged before.
+        let (cs, ss) = (1000 + 100 * 60, 7000 + 50 * 60);
+        let close = [to_s(0x11, cs, ss, 0), to_c(0x11, ss, cs + 1, 0), to_s(0x10, cs + 1, ss + 1, 0)];
+        for f in &close {
+            lo.wire(f);
+        }
+        let passed = received_frames(&lo.rx, sport);
+        assert_eq!(passed.len(), 3, "the close passed");
+        for f in &passed {
+            lo.give(now_real_ns(), f, true, false);
+            lo.tracker.kernel_rearm();
+        }
+        let counted = all.len() - queued.end - usize::from(server_ack);
+        assert_eq!(lo.k.counted().0, counted as u64, "counted in the kernel: every packet after the resumption");
+        let out = lo.records().map(|(conns, flows, _)| {
+            assert_eq!(conns.len(), 1);
+            (conn_fields(&conns[0]), flow_totals(&flows))
+        });
+        assert_eq!(out[0], out[1], "the records of a tracker that saw every packet");
+        assert_eq!((out[1].0 .0, out[1].0 .2), (2 + 2 * 60 + 2, 1 + 60 + usize::from(server_ack) as u64 + 1));
     }
 
     #[test]

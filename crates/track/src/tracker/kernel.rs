@@ -19,6 +19,15 @@ use crate::kernel::{map_key, Delegations, KernelAccounting, Plan, ALLOW_ACK, ALL
 /// the filter and the ring while several others pass).
 const RESUME_MARGIN: u32 = 4;
 
+/// Packets after `go_floor` the tracker may be given with a resumption
+/// pending, neither taken nor refused by the kernel's numbering, before it
+/// withdraws it (see [`Tracker::kernel_learn_resume`]). Such a packet was
+/// passed by a filter run that began before the control value was written
+/// (any later run resumes or refuses); more than a few would mean a
+/// numbering the tracker lost, and waiting on it would cost a read per
+/// packet.
+const RESUME_PATIENCE: u32 = 8;
+
 impl Tracker {
     /// Delegates connections to `k`'s program (see [`KernelAccounting`]).
     pub fn kernel_accounting(&mut self, k: Arc<KernelAccounting>) {
@@ -104,7 +113,10 @@ impl Tracker {
         if d.suspended {
             d.seen += 1;
             let seen = d.seen;
-            if d.go_at.is_some() {
+            // Nothing to learn before packet `go_floor + 1`: the kernel
+            // resumes, if at all, after a packet numbered `go_floor` or
+            // later, so no count can be due before this one.
+            if d.go_at.is_some() && seen > d.go_floor {
                 self.kernel_learn_resume(idx);
             }
             let resumed = self.kernel.as_ref().and_then(|k| k.conns.get(&idx)).and_then(|d| d.resumed_at);
@@ -146,21 +158,47 @@ impl Tracker {
     }
 
     /// After telling the kernel it may resume: reads whether it did (and
-    /// after which packet), or saw an irregular packet first and did not.
+    /// after which packet), or refused (an irregular packet, or a kind of
+    /// packet the control value did not allow, came after `GO_AT`): then
+    /// the resumption is dropped and [`Tracker::kernel_rearm`] asks again
+    /// from a later packet, with what the history allows by then.
+    ///
+    /// Read only from packet `go_floor + 1` on (and by the timers and the
+    /// bucket's end): one read or two per resumption, where it was one per
+    /// packet. Exact: the kernel's `RESUMED_AT` is at least `go_floor`, and
+    /// counts are merged before packet `RESUMED_AT + 1`, which the tracker
+    /// reaches only after a read here. A refusal seen in the entry is for
+    /// good (see `Numbering::refused`), so asking again cannot meet a late
+    /// resumption under the old value. Neither taken nor refused after
+    /// [`RESUME_PATIENCE`] packets, it is withdrawn (the control value
+    /// deleted before the last read, `Delegations::withdraw`).
     fn kernel_learn_resume(&mut self, idx: u32) {
         let Some(k) = self.kernel.as_mut() else { return };
-        let Some(go_at) = k.conns.get(&idx).and_then(|d| d.go_at) else { return };
+        let Some((go_at, floor, allow, seen)) = k.conns.get(&idx).and_then(|d| Some((d.go_at?, d.go_floor, d.go_allow, d.seen))) else { return };
         let n = k.numbering(idx);
-        let Some(d) = k.conns.get_mut(&idx) else { return };
         match n {
             // Every earlier RESUMED_AT is below the IRREG `go_at` covered.
             Some(n) if n.resumed_at >= go_at => {
-                d.resumed_at = Some(n.resumed_at);
-                d.go_at = None;
+                if let Some(d) = k.conns.get_mut(&idx) {
+                    d.resumed_at = Some(n.resumed_at);
+                    d.go_at = None;
+                }
             }
-            Some(n) if n.irregular > go_at => d.go_at = None,
-            Some(_) => {} // no packet since: ask again later
-            None => d.go_at = None,
+            Some(n) if n.refused(go_at, allow) => {
+                k.shared.count_not_taken();
+                if let Some(d) = k.conns.get_mut(&idx) {
+                    d.go_at = None;
+                }
+            }
+            Some(_) if seen > floor.saturating_add(RESUME_PATIENCE) => {
+                k.withdraw(idx);
+            }
+            Some(_) => {} // no packet since the control value: later
+            None => {
+                if let Some(d) = k.conns.get_mut(&idx) {
+                    d.go_at = None;
+                }
+            }
         }
     }
 
@@ -275,7 +313,7 @@ impl Tracker {
             if seen >= n.passed {
                 k.delegate(idx, iface, &plan);
             } else if seen >= n.irregular.saturating_add(RESUME_MARGIN) && chain_ok == [true, true] {
-                k.resume(idx, seen, &plan);
+                k.resume(idx, seen, &plan, n.passed);
             }
         }
         queue.clear();
