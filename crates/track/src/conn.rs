@@ -207,9 +207,9 @@ pub struct Conn {
     pub state: ProtoState,
     /// This connection's flow in the current bucket.
     pub flow: crate::flow::FlowSlot,
-    /// The deadline of the pending wheel entry, and its generation.
+    /// The deadline of the pending wheel entry (a wheel entry with another
+    /// deadline is stale).
     pub scheduled_at: i64,
-    pub generation: u32,
     /// Application parsing, for connections whose protocol was recognised.
     pub(crate) app: Option<Box<crate::app::AppState>>,
     /// Content-detection progress (over when parsing is off, nothing was
@@ -239,7 +239,6 @@ impl Conn {
             state,
             flow: crate::flow::FlowSlot::NONE,
             scheduled_at: i64::MAX,
-            generation: 0,
             app: None,
             detection,
         }

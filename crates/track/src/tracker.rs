@@ -1418,16 +1418,10 @@ impl Tracker {
         let d = self.next_deadline(idx, e.key.dport(), &e.value);
         let c = &e.value;
         if d < c.scheduled_at {
-            let generation = c.generation.wrapping_add(1);
             if let Some(e) = self.table.get_mut(idx) {
                 e.value.scheduled_at = d;
-                e.value.generation = generation;
             }
-            self.wheel.schedule(TimerEntry {
-                deadline: d,
-                idx,
-                generation,
-            });
+            self.wheel.schedule(TimerEntry { deadline: d, idx });
         }
     }
 
@@ -1435,8 +1429,13 @@ impl Tracker {
         let Some(entry) = self.table.get_mut(e.idx) else {
             return;
         };
-        if entry.value.generation != e.generation {
-            return; // superseded by an earlier deadline, or the slot was reused
+        if entry.value.scheduled_at != e.deadline {
+            // Superseded by an earlier deadline, or the slot was reused. A
+            // stale check with its connection's pending deadline (a reused
+            // slot's new connection, or one rescheduled back to it) fires
+            // with that deadline's own check, at the same time: the first of
+            // the two does the work, the second finds it moved on.
+            return;
         }
         if let ProtoState::Tcp(part) = &mut entry.value.state {
             if part.attempt_at <= now && self.tcp.with(part, |t| t.attempt_condition()) != Some(true) {
@@ -1454,12 +1453,7 @@ impl Tracker {
         } else {
             let entry = self.table.get_mut(e.idx).unwrap();
             entry.value.scheduled_at = d;
-            entry.value.generation = entry.value.generation.wrapping_add(1);
-            self.wheel.schedule(TimerEntry {
-                deadline: d,
-                idx: e.idx,
-                generation: entry.value.generation,
-            });
+            self.wheel.schedule(TimerEntry { deadline: d, idx: e.idx });
         }
     }
 
@@ -1525,9 +1519,7 @@ impl Tracker {
             if self.wheel.len() > self.compact_wheel_at.max(2 * self.table.capacity() + 4096) {
                 let table = &self.table;
                 self.wheel.retain(|e| {
-                    table.get(e.idx).is_some_and(|c| {
-                        c.value.generation == e.generation && c.value.scheduled_at == e.deadline
-                    })
+                    table.get(e.idx).is_some_and(|c| c.value.scheduled_at == e.deadline)
                 });
                 self.compact_wheel_at = 2 * self.wheel.len();
             }
@@ -1723,7 +1715,7 @@ mod size_budget {
             ("VLAN ids", 2 * size_of::<u16>()),
             ("proto state (TCP: slab index, timers)", size_of::<crate::conn::ProtoState>()),
             ("flow slot", size_of::<crate::flow::FlowSlot>()),
-            ("wheel deadline, generation", size_of::<i64>() + size_of::<u32>()),
+            ("wheel deadline", size_of::<i64>()),
             ("parser pointer", size_of::<Option<Box<crate::app::AppState>>>()),
             ("detection", size_of::<wirelog_parse::detect::Detection>()),
         ];
