@@ -274,22 +274,7 @@ impl TimerWheel {
         }
     }
 
-    /// Drops every pending entry (end of input), without building the
-    /// vector of whole entries `drain_all` (tests) returns: at a million open
-    /// connections that vector was 16 MB at the peak of `read`'s RSS.
-    pub fn clear(&mut self) {
-        self.due.clear();
-        self.due_now.clear();
-        self.far.clear();
-        for s in &mut self.slots {
-            s.clear();
-        }
-        self.next_deadline = i64::MAX;
-        self.len = 0;
-    }
-
-    /// Removes and returns every pending entry, in deadline order.
-    #[cfg(test)]
+    /// Removes and returns every pending entry (end of input).
     pub fn drain_all(&mut self) -> Vec<TimerEntry> {
         let mut all: Vec<TimerEntry> = std::mem::take(&mut self.due);
         all.extend(self.due_now.drain().map(|Reverse(e)| e));
@@ -465,23 +450,5 @@ mod tests {
         w.schedule(TimerEntry { deadline: 0, idx: 0 });
         w.schedule(TimerEntry { deadline: 5 * S, idx: 1 });
         assert_eq!(w.slots.iter().map(|s| std::mem::size_of_val(&s[..])).sum::<usize>(), 8);
-    }
-
-    /// `clear` leaves the wheel as `drain_all` does: empty, nothing due.
-    #[test]
-    fn clear_empties_every_list() {
-        let mut w = TimerWheel::new();
-        for (i, d) in [0, 3, 700, 5_000, 200_000].iter().enumerate() {
-            w.schedule(TimerEntry { deadline: d * S, idx: i as u32 });
-        }
-        let mut due = Vec::new();
-        w.advance(S, &mut due);
-        assert_eq!(due.len(), 1);
-        w.clear();
-        assert!(w.is_empty());
-        due.clear();
-        w.advance(1_000_000 * S, &mut due);
-        assert!(due.is_empty());
-        assert!(w.drain_all().is_empty());
     }
 }

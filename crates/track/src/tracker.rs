@@ -1527,7 +1527,7 @@ impl Tracker {
     /// too). Taking the records between steps keeps the end of a large
     /// table from holding every record in memory at once.
     pub fn finish_some(&mut self, max: usize) -> bool {
-        self.wheel.clear();
+        self.wheel.drain_all();
         let (live, next) = self.table.live_from(self.finish_from, max);
         self.finish_from = next;
         if live.is_empty() {
