@@ -886,9 +886,8 @@ impl TrackArgs {
             uid_seed: self.seed,
             flow_interval_ns: self.flow_interval.as_nanos().max(1_000_000) as i64,
             app: app.config()?,
-            shared_memory: self.lent_budget(app)?.map(|(min_connections, min_flows)| wirelog_track::SharedMemory {
+            shared_memory: self.lent_budget(app)?.map(|(_, min_flows)| wirelog_track::SharedMemory {
                 bytes: self.memory as usize,
-                min_connections,
                 min_flows,
             }),
             ..TrackerConfig::default()

@@ -7,6 +7,14 @@
 //! connection costs one wheel operation per timeout period, not per packet.
 //! Entries of the slot that covers "now" move to a sorted run so deadlines
 //! fire in exact time order, as Zeek's timer manager fires them.
+//!
+//! A pending check in a slot is 8 bytes (one per open connection): its
+//! connection's index and the low 32 bits of its deadline's place in time,
+//! the ns within its tick (30 bits) and two bits of the tick above the
+//! slot's own nine. A slot's entries lie less than [`SPAN`] ticks ahead of
+//! the current tick, so the tick is found again from those 11 bits; a
+//! check farther ahead waits whole in a heap ([`TimerWheel::far`]) until it
+//! comes within reach (issue 35: 16 bytes per connection before).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -14,19 +22,46 @@ use std::collections::BinaryHeap;
 /// One tick is 2^30 ns (about 1.07 s).
 const TICK_SHIFT: u32 = 30;
 const SLOTS: usize = 512;
+/// Ticks ahead a slot's entry may lie (four revolutions, ~36.6 min): its
+/// tick modulo `SPAN` is the slot (9 bits) and two bits of the entry.
+const SPAN: i64 = 4 * SLOTS as i64;
 
+/// A pending check: the connection's table index and its deadline. The
+/// owner tells a stale check (its connection rescheduled or gone) by the
+/// deadline: the connection's pending deadline differs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct TimerEntry {
     pub deadline: i64,
     pub idx: u32,
-    pub generation: u32,
 }
 
-/// Entries a drained slot keeps room for (6 KiB).
+/// Entries a drained slot keeps room for (2 KiB).
 const KEEP_SLOT_CAPACITY: usize = 256;
 
+/// A slot's entry: `idx << 32 | (tick / SLOTS mod 4) << 30 | ns within the tick`.
+#[inline]
+fn pack(e: TimerEntry) -> u64 {
+    // Shifts, not divisions: a negative tick's bits as its modulo's.
+    let hi = ((e.deadline >> (TICK_SHIFT + SLOTS.trailing_zeros())) & 3) as u64;
+    u64::from(e.idx) << 32 | hi << TICK_SHIFT | (e.deadline & ((1 << TICK_SHIFT) - 1)) as u64
+}
+
+/// The entry [`pack`] made, found in slot `slot` by a wheel whose entries
+/// lie at tick `base` or after (and less than [`SPAN`] ticks later).
+#[inline]
+fn unpack(p: u64, slot: usize, base: i64) -> TimerEntry {
+    let low = p as u32;
+    let tick_mod = i64::from(low >> TICK_SHIFT) * SLOTS as i64 + slot as i64;
+    let tick = base + (tick_mod - base).rem_euclid(SPAN);
+    TimerEntry { deadline: tick << TICK_SHIFT | i64::from(low & ((1 << TICK_SHIFT) - 1)), idx: (p >> 32) as u32 }
+}
+
 pub struct TimerWheel {
-    slots: Vec<Vec<TimerEntry>>,
+    /// Entries due in the next [`SPAN`] ticks, packed ([`pack`]), by tick modulo [`SLOTS`].
+    slots: Vec<Vec<u64>>,
+    /// Entries [`SPAN`] ticks or more ahead when scheduled, earliest first:
+    /// moved into `slots` as the wheel comes within reach.
+    far: BinaryHeap<Reverse<TimerEntry>>,
     /// Entries of slots up to `current_tick`, sorted latest first (the next
     /// to fire is the last). A slot's entries are sorted once as they move
     /// here, instead of each being pushed into and popped out of a heap: at a
@@ -56,6 +91,7 @@ impl TimerWheel {
     pub fn new() -> Self {
         TimerWheel {
             slots: (0..SLOTS).map(|_| Vec::new()).collect(),
+            far: BinaryHeap::new(),
             due: Vec::new(),
             due_now: BinaryHeap::new(),
             next_deadline: i64::MAX,
@@ -75,13 +111,15 @@ impl TimerWheel {
     /// their deadline, however far, and grow with every eviction.
     pub fn retain(&mut self, mut keep: impl FnMut(&TimerEntry) -> bool) {
         let mut len = 0;
-        for s in &mut self.slots {
-            s.retain(|e| keep(e));
+        let base = self.current_tick + 1;
+        for (slot, s) in self.slots.iter_mut().enumerate() {
+            s.retain(|&p| keep(&unpack(p, slot, base)));
             len += s.len();
         }
+        self.far.retain(|Reverse(e)| keep(e));
         self.due.retain(|e| keep(e));
         self.due_now.retain(|Reverse(e)| keep(e));
-        len += self.due.len() + self.due_now.len();
+        len += self.far.len() + self.due.len() + self.due_now.len();
         self.next_deadline = self.next_due().map_or(i64::MAX, |e| e.deadline);
         self.len = len;
     }
@@ -107,7 +145,35 @@ impl TimerWheel {
             self.due_now.push(Reverse(e));
             self.next_deadline = self.next_deadline.min(e.deadline);
         } else {
-            self.slots[(tick as usize) % SLOTS].push(e);
+            self.place(e, tick);
+        }
+    }
+
+    /// Puts an entry of a later tick than the current one in its slot, or
+    /// in `far` when it lies beyond the slots' reach.
+    #[inline]
+    fn place(&mut self, e: TimerEntry, tick: i64) {
+        if tick - self.current_tick < SPAN {
+            self.slots[(tick as usize) % SLOTS].push(pack(e));
+        } else {
+            self.far.push(Reverse(e));
+        }
+    }
+
+    /// Moves the entries of `far` that came within reach into their slots,
+    /// and those due by the current tick to `due`.
+    fn pull_far(&mut self) {
+        while let Some(Reverse(e)) = self.far.peek().copied() {
+            let tick = Self::tick_of(e.deadline);
+            if tick - self.current_tick >= SPAN {
+                break;
+            }
+            self.far.pop();
+            if tick <= self.current_tick {
+                self.due.push(e);
+            } else {
+                self.place(e, tick);
+            }
         }
     }
 
@@ -149,15 +215,22 @@ impl TimerWheel {
         // Jumping over more than a revolution: every slot is visited once.
         let steps = (target - self.current_tick).clamp(0, SLOTS as i64);
         let before = self.due.len();
+        if steps > 0 {
+            // Entries of `far` within reach of the ticks about to be visited.
+            self.pull_far();
+        }
         for _ in 0..steps {
             self.current_tick += 1;
             let slot = (self.current_tick as usize) % SLOTS;
             let mut entries = std::mem::take(&mut self.slots[slot]);
-            for e in entries.drain(..) {
+            // The slot's entries lie at this tick or later (each was less
+            // than SPAN ticks ahead of a tick before this one).
+            for p in entries.drain(..) {
+                let e = unpack(p, slot, self.current_tick);
                 if Self::tick_of(e.deadline) <= target {
                     self.due.push(e);
                 } else {
-                    self.slots[slot].push(e);
+                    self.slots[slot].push(p);
                 }
             }
             // Keep the slot's buffer to avoid reallocating next revolution,
@@ -169,6 +242,10 @@ impl TimerWheel {
         }
         if target > self.current_tick {
             self.current_tick = target;
+        }
+        if steps > 0 {
+            // After a jump: what is due now, or came within reach.
+            self.pull_far();
         }
         if self.due.len() > before {
             self.due.sort_unstable_by(|a, b| b.cmp(a));
@@ -201,9 +278,11 @@ impl TimerWheel {
     pub fn drain_all(&mut self) -> Vec<TimerEntry> {
         let mut all: Vec<TimerEntry> = std::mem::take(&mut self.due);
         all.extend(self.due_now.drain().map(|Reverse(e)| e));
+        all.extend(self.far.drain().map(|Reverse(e)| e));
         self.next_deadline = i64::MAX;
-        for s in &mut self.slots {
-            all.append(s);
+        let base = self.current_tick + 1;
+        for (slot, s) in self.slots.iter_mut().enumerate() {
+            all.extend(s.drain(..).map(|p| unpack(p, slot, base)));
         }
         self.len = 0;
         all.sort();
@@ -224,8 +303,7 @@ mod tests {
         for (i, d) in [5, 1, 300, 2, 700].iter().enumerate() {
             w.schedule(TimerEntry {
                 deadline: base + d * S,
-                idx: i as u32,
-                generation: 0,
+                idx: i as u32
             });
         }
         let mut due = Vec::new();
@@ -246,7 +324,7 @@ mod tests {
     fn entries_scheduled_into_the_current_tick_fire_in_order_with_the_rest() {
         let mut w = TimerWheel::new();
         let base = 1_700_000_000 * S;
-        let e = |ms: i64, idx: u32| TimerEntry { deadline: base + ms * 1_000_000, idx, generation: 0 };
+        let e = |ms: i64, idx: u32| TimerEntry { deadline: base + ms * 1_000_000, idx };
         // A slot's worth, scheduled out of order, moves to the due run at once.
         for (i, ms) in [2900, 2100, 2500, 2300, 2700].iter().enumerate() {
             w.schedule(e(*ms, i as u32));
@@ -270,7 +348,7 @@ mod tests {
         let base = 1_700_000_000 * S;
         // All in the wheel's first tick: they go straight to the due entries.
         for i in 0..10_000u32 {
-            w.schedule(TimerEntry { deadline: base + (i as i64 * 7919) % 1_000_000, idx: i, generation: 0 });
+            w.schedule(TimerEntry { deadline: base + (i as i64 * 7919) % 1_000_000, idx: i });
         }
         let mut due = Vec::new();
         w.advance(base + 2 * S, &mut due);
@@ -285,7 +363,6 @@ mod tests {
         w.schedule(TimerEntry {
             deadline: 10 * S,
             idx: 0,
-            generation: 0,
         });
         let mut n = 0;
         let mut due = Vec::new();
@@ -306,5 +383,72 @@ mod tests {
             }
         }
         assert_eq!(n, 5);
+    }
+
+    /// Against a reference (every pending entry in a sorted list): deadlines
+    /// near and far (past the slots' reach of SPAN ticks, and past i64's
+    /// sign), advances by small steps and by jumps of many revolutions,
+    /// entries scheduled while others fire: the same entries fire, at the
+    /// same advance, in the same order, and `retain`/`drain_all` see the
+    /// entries whole.
+    #[test]
+    fn packed_slots_and_far_entries_fire_as_a_sorted_list() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for base in [1_700_000_000 * S, -5 * S, 0] {
+            let mut w = TimerWheel::new();
+            let mut reference: Vec<TimerEntry> = Vec::new();
+            let mut now = base;
+            let mut idx = 0u32;
+            for round in 0..400 {
+                for _ in 0..(next() % 20) {
+                    let ahead = match next() % 4 {
+                        0 => (next() % (2 * S as u64)) as i64,
+                        1 => (next() % (600 * S as u64)) as i64,
+                        2 => (next() % (5_000 * S as u64)) as i64,
+                        _ => (next() % (100_000 * S as u64)) as i64,
+                    };
+                    let e = TimerEntry { deadline: now + ahead, idx };
+                    idx += 1;
+                    w.schedule(e);
+                    reference.push(e);
+                }
+                now += match next() % 8 {
+                    0 => (next() % (3_000 * S as u64)) as i64,
+                    1 => (next() % (50_000 * S as u64)) as i64,
+                    _ => (next() % (3 * S as u64)) as i64,
+                };
+                let mut due = Vec::new();
+                w.advance(now, &mut due);
+                reference.sort();
+                let n = reference.partition_point(|e| e.deadline <= now);
+                let want: Vec<TimerEntry> = reference.drain(..n).collect();
+                assert_eq!(due, want, "base {base}, round {round}");
+                assert_eq!(w.len(), reference.len());
+                if round % 50 == 49 {
+                    // Drop every third entry, as a compaction of stale checks does.
+                    w.retain(|e| e.idx % 3 != 0);
+                    reference.retain(|e| e.idx % 3 != 0);
+                    assert_eq!(w.len(), reference.len());
+                }
+            }
+            reference.sort();
+            assert_eq!(w.drain_all(), reference);
+            assert!(w.is_empty());
+        }
+    }
+
+    /// A slot's entry is 8 bytes: the wheel holds one per open connection.
+    #[test]
+    fn a_pending_check_is_eight_bytes() {
+        let mut w = TimerWheel::new();
+        w.schedule(TimerEntry { deadline: 0, idx: 0 });
+        w.schedule(TimerEntry { deadline: 5 * S, idx: 1 });
+        assert_eq!(w.slots.iter().map(|s| std::mem::size_of_val(&s[..])).sum::<usize>(), 8);
     }
 }

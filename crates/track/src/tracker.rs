@@ -120,28 +120,27 @@ impl Default for TrackerConfig {
 /// 699,050 without, and every flow bucket written early twice).
 ///
 /// Once per batch of records ([`Tracker::move_records_into`]) the tracker
-/// sets: the tables' limits to their shares (3/4 connections, 1/4 flows,
-/// as the budget splits `--memory`) of `bytes` less what the buffers hold,
-/// between `min_*` (their shares when the buffers hold their whole share)
-/// and `TrackerConfig::max_connections`/`max_flows` (their shares of the
-/// whole of `bytes`); and the buffers' limit to their share less what the
-/// tables hold beyond their `min_*`. A table above a lowered limit does not
-/// shrink at once: a new connection evicts one, a new flow writes the
-/// bucket early, as when it is full. The bound (tables at their bytes per
-/// entry at most, plus buffers) is `bytes`, give or take one batch's growth.
+/// sets: the flow table's limit to its share (1/4, as the budget splits
+/// `--memory`) of `bytes` less what the buffers hold, between `min_flows`
+/// (its share when the buffers hold their whole share) and
+/// `TrackerConfig::max_flows` (its share of the whole of `bytes`); and the
+/// buffers' limit to their share less what the flow table holds beyond
+/// `min_flows`. A flow table above a lowered limit does not shrink at once:
+/// a new flow writes the bucket early, as when it is full. The bound (tables
+/// at their bytes per entry at most, plus buffers) is `bytes`, give or take
+/// one batch's growth.
 ///
-/// `capture` and `read` make the connection table only `min_connections`
-/// large (src/cli.rs, `lent_budget`), so there only the flow table borrows:
-/// lending to the connection table too grew the floods test's table past
-/// half its flood and `memory_budget`'s peak past its bound (BENCHMARKS.md,
-/// "Against goProbe", branch gp36). The connection side stays for a caller
-/// that sizes the table larger.
+/// The connection table does not borrow: it keeps its own capacity, which
+/// `capture` and `read` make its share of what the buffers' share leaves
+/// (src/cli.rs, `TrackArgs::budget`). Lending to it too grew the floods
+/// test's table past half its flood and `memory_budget`'s peak past its
+/// bound (BENCHMARKS.md, "Against goProbe", branch gp36); the connection
+/// side that did it was dead in `capture` and `read` since, and was
+/// removed (issue 35, branch conn35).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SharedMemory {
     /// `--memory`.
     pub bytes: usize,
-    /// The connection table's limit when the buffers hold their whole share.
-    pub min_connections: usize,
     /// The flow table's limit when the buffers hold their whole share.
     pub min_flows: usize,
 }
@@ -189,9 +188,6 @@ pub struct Tracker {
     due: Vec<TimerEntry>,
     /// Out-of-order stream bytes, shared by every parsed connection.
     budget: Budget,
-    /// Most connections the table holds now: its capacity, or less while
-    /// the stream buffers use their share ([`SharedMemory`]).
-    conn_limit: usize,
     /// The first stream bytes of the connections whose service signatures
     /// are still matched (`Detection::has_sig_stream`), by table index;
     /// charged to `budget` as parser state.
@@ -245,8 +241,6 @@ impl Tracker {
             })
         };
         let cfg_budget = cfg.app.as_ref().map_or(0, |a| a.total_buffer_bytes);
-        // The table's own capacity applies until SharedMemory moves it.
-        let conn_limit = usize::MAX;
         Tracker {
             table: ConnTable::with_capacity(cfg.max_connections),
             overflow: Overflow::default(),
@@ -264,7 +258,6 @@ impl Tracker {
             sample: Vec::new(),
             due: Vec::new(),
             budget: Budget::new(cfg_budget),
-            conn_limit,
             sig_streams: SigStreams::default(),
             tx_scratch: Vec::new(),
             txs: Vec::new(),
@@ -406,11 +399,12 @@ impl Tracker {
     }
 
     /// Where the line between the tables and the stream buffers is now
-    /// ([`SharedMemory`]): (connections, flows per bucket, stream-buffer
-    /// limit, stream bytes held: buffered and parser state).
+    /// ([`SharedMemory`]): (connections: the table's own capacity, which
+    /// does not borrow; flows per bucket, stream-buffer limit, stream bytes
+    /// held: buffered and parser state).
     pub fn memory_shares(&self) -> (usize, usize, usize, usize) {
         (
-            self.conn_limit.min(self.table.capacity()),
+            self.table.capacity(),
             self.flows.max_flows(),
             self.budget.limit(),
             self.budget.used() + self.budget.state(),
@@ -458,17 +452,13 @@ impl Tracker {
         let (Some(m), Some(app)) = (self.cfg.shared_memory, self.cfg.app.as_ref()) else {
             return;
         };
-        let (per_conn, per_flow) = (Self::table_bytes_per_connection(), Self::table_bytes_per_flow());
+        let per_flow = Self::table_bytes_per_flow();
         let streams = self.budget.used() + self.budget.state();
         let rest = m.bytes.saturating_sub(streams);
         // The same split as the budget's (src/cli.rs, TrackArgs::budget).
-        let cap = self.table.capacity();
-        let min_conns = m.min_connections.min(cap);
         let min_flows = m.min_flows.min(self.cfg.max_flows);
-        self.conn_limit = (rest / 4 * 3 / per_conn).clamp(min_conns, cap);
         self.flows.set_max_flows((rest / 4 / per_flow).clamp(min_flows, self.cfg.max_flows));
-        let lent = self.table.len().saturating_sub(min_conns) * per_conn
-            + self.flows.len().saturating_sub(min_flows) * per_flow;
+        let lent = self.flows.len().saturating_sub(min_flows) * per_flow;
         self.budget.set_limit(app.total_buffer_bytes.saturating_sub(lent));
     }
 
@@ -742,7 +732,7 @@ impl Tracker {
         seg: Option<&Segment>,
         reused: bool,
     ) -> (u32, Side) {
-        if self.table.len() >= self.conn_limit || self.table.is_full() {
+        if self.table.is_full() {
             self.evict_one();
         }
         // Zeek's WantConnection: guess the originator when the first packet
@@ -1418,16 +1408,10 @@ impl Tracker {
         let d = self.next_deadline(idx, e.key.dport(), &e.value);
         let c = &e.value;
         if d < c.scheduled_at {
-            let generation = c.generation.wrapping_add(1);
             if let Some(e) = self.table.get_mut(idx) {
                 e.value.scheduled_at = d;
-                e.value.generation = generation;
             }
-            self.wheel.schedule(TimerEntry {
-                deadline: d,
-                idx,
-                generation,
-            });
+            self.wheel.schedule(TimerEntry { deadline: d, idx });
         }
     }
 
@@ -1435,8 +1419,13 @@ impl Tracker {
         let Some(entry) = self.table.get_mut(e.idx) else {
             return;
         };
-        if entry.value.generation != e.generation {
-            return; // superseded by an earlier deadline, or the slot was reused
+        if entry.value.scheduled_at != e.deadline {
+            // Superseded by an earlier deadline, or the slot was reused. A
+            // stale check with its connection's pending deadline (a reused
+            // slot's new connection, or one rescheduled back to it) fires
+            // with that deadline's own check, at the same time: the first of
+            // the two does the work, the second finds it moved on.
+            return;
         }
         if let ProtoState::Tcp(part) = &mut entry.value.state {
             if part.attempt_at <= now && self.tcp.with(part, |t| t.attempt_condition()) != Some(true) {
@@ -1454,12 +1443,7 @@ impl Tracker {
         } else {
             let entry = self.table.get_mut(e.idx).unwrap();
             entry.value.scheduled_at = d;
-            entry.value.generation = entry.value.generation.wrapping_add(1);
-            self.wheel.schedule(TimerEntry {
-                deadline: d,
-                idx: e.idx,
-                generation: entry.value.generation,
-            });
+            self.wheel.schedule(TimerEntry { deadline: d, idx: e.idx });
         }
     }
 
@@ -1525,9 +1509,7 @@ impl Tracker {
             if self.wheel.len() > self.compact_wheel_at.max(2 * self.table.capacity() + 4096) {
                 let table = &self.table;
                 self.wheel.retain(|e| {
-                    table.get(e.idx).is_some_and(|c| {
-                        c.value.generation == e.generation && c.value.scheduled_at == e.deadline
-                    })
+                    table.get(e.idx).is_some_and(|c| c.value.scheduled_at == e.deadline)
                 });
                 self.compact_wheel_at = 2 * self.wheel.len();
             }
@@ -1718,12 +1700,12 @@ mod size_budget {
             ("key (IPv4 inline, else an index)", size_of::<crate::table::StoredKey>()),
             ("start, last-progress times", 2 * size_of::<i64>()),
             ("latest packet time, after the last progress", size_of::<u32>()),
-            ("packet and byte counters (low halves)", 4 * size_of::<u32>()),
+            ("packet counters (low 16 bits), byte counters (low 32)", 2 * size_of::<u16>() + 2 * size_of::<u32>()),
             ("history", size_of::<crate::history::HistoryState>()),
             ("VLAN ids", 2 * size_of::<u16>()),
             ("proto state (TCP: slab index, timers)", size_of::<crate::conn::ProtoState>()),
             ("flow slot", size_of::<crate::flow::FlowSlot>()),
-            ("wheel deadline, generation", size_of::<i64>() + size_of::<u32>()),
+            ("wheel deadline", size_of::<i64>()),
             ("parser pointer", size_of::<Option<Box<crate::app::AppState>>>()),
             ("detection", size_of::<wirelog_parse::detect::Detection>()),
         ];
@@ -1733,7 +1715,7 @@ mod size_budget {
         let sum: usize = parts.iter().map(|p| p.1).sum();
         println!("{entry:4} B  table entry ({} B of padding), TCP state in the slab {tcp} B, IPv6 pair {} B", entry - sum, crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES);
         assert!(sum <= entry && entry - sum < 8, "fields moved or padding grew: {sum} of {entry}");
-        assert!(entry <= 144, "connection entry grew to {entry} bytes");
+        assert!(entry <= 136, "connection entry grew to {entry} bytes");
         assert!(tcp <= 68, "TCP state grew to {tcp} bytes");
         // What the memory budget charges a connection: every part it may have.
         assert_eq!(
