@@ -405,8 +405,9 @@ impl MysqlParser {
         len.min(cap)
     }
 
-    /// Text as recorded: redacted if asked, cut to `max_text_bytes`.
-    fn record_text(&mut self, raw: &[u8]) -> (Arc<str>, bool, Arc<str>) {
+    /// Text as recorded: redacted if asked, cut to `max_text_bytes`; and its
+    /// fingerprint. (Not a method: the record it fills borrows the parser.)
+    fn record_text(fingerprints: &mut Fingerprints, cfg: &ParseConfig, raw: &[u8]) -> (Arc<str>, bool, Arc<str>) {
         // `from_utf8` checks a word of ASCII at a time; `from_utf8_lossy`
         // walks its chunks byte by byte (~7 instructions a byte on
         // mysql_text's statements), so it is only called on invalid text.
@@ -414,8 +415,8 @@ impl MysqlParser {
             Ok(s) => std::borrow::Cow::Borrowed(s),
             Err(_) => String::from_utf8_lossy(raw),
         };
-        let (text, cut) = fingerprint::recorded_text(&raw, Dialect::Mysql, &self.cfg);
-        (Arc::from(&*text), cut, self.fingerprints.of(&raw, Dialect::Mysql))
+        let (text, cut) = fingerprint::recorded_text(&raw, Dialect::Mysql, cfg);
+        (Arc::from(&*text), cut, fingerprints.of(&raw, Dialect::Mysql))
     }
 
     fn new_tx(&self, cmd: u8) -> MysqlTx {
@@ -428,7 +429,13 @@ impl MysqlParser {
         }
     }
 
-    fn emit(&mut self, p: Pending, status: Option<TxStatus>, out: &mut Vec<Transaction>) {
+    /// Emits the command in flight (none: nothing), which is then gone.
+    /// The record is taken from where it was built, not moved with its
+    /// [`Pending`] (a move of each costs a copy of a few hundred bytes).
+    fn emit(&mut self, status: Option<TxStatus>, out: &mut Vec<Transaction>) {
+        let Some(p) = self.pending.as_mut() else {
+            return;
+        };
         let status = status.unwrap_or(if p.req.is_none() {
             TxStatus::NoRequest
         } else if p.error {
@@ -437,29 +444,35 @@ impl MysqlParser {
             TxStatus::Ok
         });
         if status == TxStatus::Ok {
-            if let Some(db) = p.new_db {
+            if let Some(db) = p.new_db.take() {
                 self.database = Some(db.into());
             }
         }
-        let mut tx = p.tx;
+        let tx = &mut p.tx;
         // Commands that may carry SQL keep an empty fingerprint when the
         // text is unknown (an execution whose prepare was not seen).
         if tx.fingerprint.is_none() && !matches!(tx.command, "query" | "stmt_prepare" | "stmt_execute") {
             tx.fingerprint = Some(self.fingerprints.group(tx.command));
         }
-        out.push(Transaction { request: p.req, response: p.resp, status, detail: Detail::Mysql(tx) });
+        out.push(Transaction {
+            request: p.req,
+            response: p.resp,
+            status,
+            detail: Detail::Mysql(std::mem::take(&mut p.tx)),
+        });
+        self.pending = None;
     }
 
     /// Emits the command in flight, if any: a finished response is never
     /// left pending, so one that began is partial; none at all is unanswered.
     fn flush_pending(&mut self, out: &mut Vec<Transaction>) {
-        if let Some(p) = self.pending.take() {
+        if let Some(p) = self.pending.as_ref() {
             let status = match (p.req, p.resp) {
                 (Some(_), None) => Some(TxStatus::NoResponse),
                 (Some(_), Some(_)) if !p.error => Some(TxStatus::Partial),
                 _ => None,
             };
-            self.emit(p, status, out);
+            self.emit(status, out);
         }
     }
 
@@ -541,10 +554,19 @@ impl MysqlParser {
             return;
         };
         let arg = p.get(1..).unwrap_or(&[]);
-        // The record is made in place (no second `MysqlTx` moved into it).
-        let mut pd = Pending {
+        // The record is made where it waits for its response and filled
+        // there (no `Pending` or `MysqlTx` moved into place). Nothing is
+        // pending after `flush_pending`: `get_or_insert_with` rather than
+        // `insert`, which would run the drop of a `Pending` first.
+        let pd = self.pending.get_or_insert_with(|| Pending {
             cmd,
-            tx: self.new_tx(cmd),
+            tx: MysqlTx {
+                command: command_name(cmd),
+                database: self.database.clone(),
+                user: self.user.clone(),
+                server_version: self.server_version.clone(),
+                ..MysqlTx::default()
+            },
             req: Some(Span { first_ns, last_ns, bytes }),
             resp: None,
             state: Resp::First,
@@ -552,10 +574,10 @@ impl MysqlParser {
             next_seq: 1,
             prepare_text: None,
             new_db: None,
-        };
+        });
         match cmd {
             COM_QUERY | COM_STMT_PREPARE => {
-                let (t, cut, fp) = self.record_text(arg);
+                let (t, cut, fp) = Self::record_text(&mut self.fingerprints, &self.cfg, arg);
                 if cmd == COM_QUERY {
                     pd.new_db = use_target(arg);
                 } else {
@@ -597,9 +619,7 @@ impl MysqlParser {
             _ => {}
         }
         if no_response(cmd) {
-            self.emit(pd, Some(TxStatus::Ok), out);
-        } else {
-            self.pending = Some(pd);
+            self.emit(Some(TxStatus::Ok), out);
         }
     }
 
@@ -907,12 +927,12 @@ impl MysqlParser {
             self.deprecate_eof = learnt_deprecate;
         }
         if done {
-            let Some(pd) = self.pending.take() else {
+            let Some(pd) = self.pending.as_ref() else {
                 return;
             };
             let login = pd.cmd == LOGIN;
             let ok = !pd.error;
-            self.emit(pd, None, out);
+            self.emit(None, out);
             if login {
                 self.phase = Phase::Command;
                 let both = self.client_caps.unwrap_or(0) & self.server_caps.unwrap_or(0);
@@ -923,57 +943,99 @@ impl MysqlParser {
         }
     }
 
-    /// Rows of a result set, counted from their packet headers: the whole
-    /// row packets at the start of `data` (server side, result set being
-    /// read) are counted and skipped by their lengths, one span update for
-    /// all of them, their contents never read beyond the first byte. Stops
-    /// at what the general path must see: a packet cut by the segment's end,
-    /// an empty or >= 16 MiB one, EOF/OK (0xfe) or ERR (0xff) first, or a
-    /// sequence id out of order (counted as malformed there). Returns the
-    /// bytes consumed.
-    fn count_rows(&mut self, data: &[u8], ts_ns: i64) -> usize {
+    /// Packets of a result set that nothing is read from, skipped by their
+    /// headers: the column definitions (counted down), the classic EOF
+    /// after them (its first byte and length tell it), and the rows
+    /// (counted), as many as are whole at the start of `data` (server side,
+    /// result set being read), one span update for all of them, their
+    /// contents never read beyond the first byte. Stops at what the general
+    /// path must see: a packet cut by the segment's end, an empty or >= 16
+    /// MiB one, a row starting with 0xfe (EOF/OK, the end of the result) or
+    /// 0xff (ERR), a column EOF that is not one (a row when the server
+    /// deprecated EOF unannounced, or ERR), or a sequence id out of order
+    /// (counted as malformed there). Returns the bytes consumed.
+    fn skip_run(&mut self, data: &[u8], ts_ns: i64) -> usize {
+        let deprecate = self.deprecate_eof;
         let Some(pd) = self.pending.as_mut() else {
             return 0;
         };
-        if pd.state != Resp::Rows {
-            return 0;
-        }
-        let (mut at, mut rows, mut seq) = (0usize, 0u64, pd.next_seq);
+        let (mut at, mut seq) = (0usize, pd.next_seq);
         // The header is read as one little-endian word: the low three
-        // bytes are the length, the high one the sequence id. A row is
-        // neither empty nor >= 16 MiB (`len - 1 < MAX_PAYLOAD - 1`), has
-        // the expected sequence id and is whole in `data`; its first byte
-        // is not 0xfe/0xff (`>= 0xfe`).
-        while let (Some(h), Some(&first)) = (data.get(at..at + 4), data.get(at + 4)) {
+        // bytes are the length, the high one the sequence id. A packet
+        // skipped here is neither empty nor >= 16 MiB (`len - 1 <
+        // MAX_PAYLOAD - 1`), has the expected sequence id and is whole in
+        // `data`.
+        let header = |at: usize, seq: u8| -> Option<(usize, u8)> {
+            let (h, &first) = (data.get(at..at + 4)?, data.get(at + 4)?);
             let w = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
             let len = (w & 0x00ff_ffff) as usize;
-            if len.wrapping_sub(1) >= MAX_PAYLOAD - 1 || (w >> 24) as u8 != seq || first >= 0xfe || data.len() - at - 4 < len {
+            let whole = len.wrapping_sub(1) < MAX_PAYLOAD - 1 && (w >> 24) as u8 == seq && data.len() - at - 4 >= len;
+            whole.then_some((len, first))
+        };
+        // The column definitions and the EOF after them, as `server_packet`
+        // counts them down and tells the EOF (`is_eof`), the EOF style
+        // learnt from it.
+        while matches!(pd.state, Resp::ColumnDefs(_) | Resp::ColumnEof) {
+            let Some((len, first)) = header(at, seq) else {
                 break;
-            }
+            };
+            pd.state = match pd.state {
+                Resp::ColumnDefs(left) if left > 1 => Resp::ColumnDefs(left - 1),
+                Resp::ColumnDefs(_) if deprecate == Some(true) => Resp::Rows,
+                Resp::ColumnDefs(_) => Resp::ColumnEof,
+                _ if first == 0xfe && len < 9 => {
+                    if self.deprecate_eof.is_none() {
+                        self.deprecate_eof = Some(false);
+                    }
+                    Resp::Rows
+                }
+                _ => break,
+            };
             at += 4 + len;
-            rows += 1;
             seq = seq.wrapping_add(1);
         }
-        if rows > 0 {
+        let mut rows = 0u64;
+        if pd.state == Resp::Rows {
+            // The rows: a row's first byte is not 0xfe/0xff (`>= 0xfe`).
+            while let (Some(h), Some(&first)) = (data.get(at..at + 4), data.get(at + 4)) {
+                let w = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+                let len = (w & 0x00ff_ffff) as usize;
+                if len.wrapping_sub(1) >= MAX_PAYLOAD - 1
+                    || (w >> 24) as u8 != seq
+                    || first >= 0xfe
+                    || data.len() - at - 4 < len
+                {
+                    break;
+                }
+                at += 4 + len;
+                rows += 1;
+                seq = seq.wrapping_add(1);
+            }
+        }
+        if at > 0 {
             pd.next_seq = seq;
-            *pd.tx.num_rows.get_or_insert(0) += rows;
+            if rows > 0 {
+                *pd.tx.num_rows.get_or_insert(0) += rows;
+            }
             add_span(&mut pd.resp, ts_ns, ts_ns, at as u64);
         }
         at
     }
 
     /// Is a server packet of sequence id `seq` and `len` bytes, starting
-    /// with `first`, the next row of the result set being read (as
-    /// [`MysqlParser::count_rows`] tells them)?
+    /// with `first`, the next row or column definition of the result set
+    /// being read (as [`MysqlParser::skip_run`] tells them), whose contents
+    /// past the first byte nothing reads?
     fn row_next(&self, seq: u8, len: usize, first: Option<u8>) -> bool {
         let Some(pd) = self.pending.as_ref() else {
             return false;
         };
-        pd.state == Resp::Rows
-            && seq == pd.next_seq
-            && len < MAX_PAYLOAD
-            && !self.fr[1].continued
-            && first.is_some_and(|b| !matches!(b, 0xfe | 0xff))
+        let skipped = match pd.state {
+            Resp::Rows => first.is_some_and(|b| !matches!(b, 0xfe | 0xff)),
+            Resp::ColumnDefs(_) => true,
+            _ => false,
+        };
+        skipped && seq == pd.next_seq && len < MAX_PAYLOAD && !self.fr[1].continued
     }
 
     /// After a gap, may `data` (the next bytes of `dir`) start a packet?
@@ -1001,6 +1063,11 @@ fn use_target(q: &[u8]) -> Option<String> {
     // the whole text is checked as UTF-8 and trimmed. `str::trim` also
     // takes vertical tab and non-ASCII white space: a text that starts
     // with a non-ASCII byte takes the whole path.
+    // The first byte alone settles most: a statement that starts with a
+    // printable ASCII byte other than `u` is not `USE`.
+    if q.first().is_some_and(|&b| b > b' ' && b < 0x80 && b | 0x20 != b'u') {
+        return None;
+    }
     let start = q.iter().position(|&b| !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' '))?;
     if q[start] < 0x80 && !q.get(start..start + 4).is_some_and(|w| w.eq_ignore_ascii_case(b"use ")) {
         return None;
@@ -1074,6 +1141,12 @@ fn exec_params(arg: &[u8], st: &mut Stmt, redact: bool, budget: usize) -> TextLi
     if st.types.len() != 2 * n {
         return out;
     }
+    // The text in one allocation: a value's text is at most 4 times its
+    // bytes (an 8-byte float's shortest text is at most 24 characters; a
+    // string's is its bytes), NULLs and commas at most 5 each; and never
+    // more than the budget lets the items take.
+    let values = arg.len().saturating_sub(pos);
+    out.reserve_text(values.saturating_mul(4).min(budget).saturating_add(5 * n));
     let mut used = 0usize;
     for i in 0..n {
         if bitmap[i / 8] & (1 << (i % 8)) != 0 {
@@ -1273,7 +1346,7 @@ impl StreamParser for MysqlParser {
                 continue;
             }
             if dir == Dir::ToClient && !f.continued {
-                let n = self.count_rows(data, ts_ns);
+                let n = self.skip_run(data, ts_ns);
                 if n > 0 {
                     data = &data[n..];
                     continue;
@@ -1287,9 +1360,10 @@ impl StreamParser for MysqlParser {
                 self.packet(dir, seq, len, payload, (ts_ns, ts_ns), out);
             } else {
                 let have = &data[4..];
-                // A row cut by the segment's end: only its first byte is
-                // kept (what tells a row from EOF/OK/ERR), the rest skipped
-                // by its length as it arrives, never copied.
+                // A row or column definition cut by the segment's end: only
+                // its first byte is kept (what tells a row from
+                // EOF/OK/ERR), the rest skipped by its length as it
+                // arrives, never copied.
                 let keep = if dir == Dir::ToClient && self.row_next(seq, len, have.first().copied()) {
                     1
                 } else {
@@ -1317,9 +1391,9 @@ impl StreamParser for MysqlParser {
         if dir == Dir::ToClient {
             // The response (or part of it) is lost: what we know of the
             // command goes out as unanswered.
-            if let Some(mut p) = self.pending.take() {
+            if let Some(p) = self.pending.as_mut() {
                 p.resp = None;
-                self.emit(p, Some(TxStatus::NoResponse), out);
+                self.emit(Some(TxStatus::NoResponse), out);
             }
         }
     }

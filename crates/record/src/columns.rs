@@ -196,32 +196,42 @@ pub fn push_signed(s: &mut String, v: i64) {
 }
 
 /// A list of texts held in one string, joined by `,` (the store's form of
-/// a list, so the store takes it without a copy of each item), with each
-/// item's end: one allocation for the text and one for the ends, however
-/// many items.
+/// a list, so the store takes it without a copy of each item): one
+/// allocation for the text, however many items. Each item's end is kept
+/// (a second allocation) only once an item holds a `,`; until then the
+/// commas are the ends (a prepared statement's numbers allocate once).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TextList {
     text: String,
+    len: usize,
+    /// Every item's end, or empty while no item holds a `,`. (Pushes of the
+    /// same items give the same ends, so the derived equality holds.)
     ends: Vec<usize>,
 }
 
 impl TextList {
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.len == 0
     }
 
     /// Item `i` (`i < len()`).
     pub fn get(&self, i: usize) -> &str {
+        assert!(i < self.len, "TextList::get({i}) of {} items", self.len);
+        if self.ends.is_empty() {
+            return self.text.split(',').nth(i).unwrap_or_default();
+        }
         let start = if i == 0 { 0 } else { self.ends[i - 1] + 1 };
         &self.text[start..self.ends[i]]
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
-        (0..self.len()).map(|i| self.get(i))
+        let split = self.ends.is_empty().then(|| self.text.split(',').take(self.len));
+        let kept = (!self.ends.is_empty()).then(|| (0..self.len).map(|i| self.get(i)));
+        split.into_iter().flatten().chain(kept.into_iter().flatten())
     }
 
     /// The items joined by `,`.
@@ -229,11 +239,17 @@ impl TextList {
         &self.text
     }
 
+    /// Room for `bytes` more of text, so that a writer that knows about
+    /// how long its items are allocates once.
+    pub fn reserve_text(&mut self, bytes: usize) {
+        self.text.reserve(bytes);
+    }
+
     /// Appends an item written by `write` into the list's text (after the
     /// separator; `write` must only append), cut to at most `max` bytes on
     /// a character boundary; returns its length.
     pub fn push_with(&mut self, max: usize, write: impl FnOnce(&mut String)) -> usize {
-        if !self.ends.is_empty() {
+        if self.len > 0 {
             self.text.push(',');
         }
         let start = self.text.len();
@@ -243,7 +259,21 @@ impl TextList {
             end -= 1;
         }
         self.text.truncate(end);
-        self.ends.push(end);
+        let first_comma = self.ends.is_empty() && self.text.as_bytes()[start..].contains(&b',');
+        if first_comma {
+            // The first item with a comma: the ends so far are the commas
+            // before it.
+            self.ends.reserve(self.len + 1);
+            let before = &self.text.as_bytes()[..start.saturating_sub(1)];
+            self.ends.extend(before.iter().enumerate().filter(|&(_, &b)| b == b',').map(|(at, _)| at));
+            if self.len > 0 {
+                self.ends.push(start - 1);
+            }
+        }
+        if first_comma || !self.ends.is_empty() {
+            self.ends.push(end);
+        }
+        self.len += 1;
         end - start
     }
 
@@ -617,6 +647,27 @@ mod tests {
         assert_eq!(l.iter().collect::<Vec<_>>(), ["a,b", "", "é", "-42"]);
         assert_eq!(l.joined(), "a,b,,é,-42");
         assert_eq!(l, ["a,b", "", "é", "-42"].into_iter().collect::<TextList>());
+        assert_eq!((l.get(0), l.get(1), l.get(3)), ("a,b", "", "-42"));
+        // Ends kept from the first item with a comma on, wherever it comes.
+        for at in 0..5 {
+            let items: Vec<String> =
+                (0..5).map(|i| if i == at { format!("x,{i}") } else { format!("v{i}") }).collect();
+            let l: TextList = items.iter().collect();
+            assert_eq!(l.len(), 5);
+            assert_eq!(l.iter().collect::<Vec<_>>(), items, "comma in item {at}");
+            assert_eq!((0..5).map(|i| l.get(i)).collect::<Vec<_>>(), items, "comma in item {at}");
+            assert_eq!(l.joined(), items.join(","));
+        }
+        // Without a comma the commas are the ends: empty items too.
+        for items in [vec![""], vec!["", ""], vec!["1", "", "22"], vec![]] {
+            let l: TextList = items.iter().collect();
+            assert_eq!((l.len(), l.iter().collect::<Vec<_>>()), (items.len(), items.clone()));
+            assert_eq!((0..l.len()).map(|i| l.get(i)).collect::<Vec<_>>(), items);
+        }
+        let mut reserved = TextList::default();
+        reserved.reserve_text(64);
+        reserved.push("a,b");
+        assert_eq!(reserved, ["a,b"].into_iter().collect::<TextList>());
         for v in [0, 7, 10, 99, 1234567890, u64::MAX] {
             let mut s = String::new();
             push_decimal(&mut s, v);

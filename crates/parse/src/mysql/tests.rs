@@ -878,9 +878,9 @@ fn use_target_reference(q: &[u8]) -> Option<String> {
 /// other words, quotes, invalid UTF-8 and cut texts, 200,000 of them.
 #[test]
 fn use_target_agrees_with_the_reference() {
-    let parts: [&[u8]; 16] = [
+    let parts: [&[u8]; 20] = [
         b" ", b"\t", b"\x0b", b"\x0c", b"\r\n", "\u{a0}".as_bytes(), "\u{2003}".as_bytes(), b"use", b"USE", b"uSe",
-        b"db1", b"`d b`", b";", b"select", b"\xff", b"\xc3",
+        b"db1", b"`d b`", b";", b"select", b"\xff", b"\xc3", b"\x01", b"\x7f", b"u", b"U",
     ];
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = || {
@@ -924,4 +924,84 @@ fn query_text_valid_or_not() {
     let lossy = String::from_utf8_lossy(b"select 'caf\xc3\xa9', 'x\xffy' from t");
     let fp = Fingerprints::default().of(&lossy, Dialect::Mysql);
     assert_eq!(my(&out[1]).fingerprint.as_deref(), Some(&*fp));
+}
+
+/// Column definitions and the EOF after them are skipped by their headers
+/// (issue 36, `skip_run`) as the packet-at-a-time path counts them: with the
+/// handshake not seen (EOF style unknown), a classic result set (EOF after
+/// 5 columns: the style learnt as classic) and, on another connection, one
+/// without that EOF (learnt as deprecated), an ERR after the columns, and a
+/// column definition with a sequence id out of order, each fed whole, byte
+/// by byte and in 5-byte pieces, give the same records, the same EOF style
+/// and malformed count; a column definition cut by a segment's end keeps one
+/// byte.
+#[test]
+fn column_definitions_skipped_by_headers_agree_with_splits() {
+    let result = |classic: bool, err_after: bool, bad_seq: bool| {
+        let mut srv = pkt(1, &[5]);
+        let mut seq = 2u8;
+        for i in 0..5 {
+            let s = if bad_seq && i == 3 { seq.wrapping_add(1) } else { seq };
+            srv.extend(coldef(s));
+            seq = s.wrapping_add(1);
+        }
+        if err_after {
+            srv.extend(pkt(seq, b"\xff\x15\x04#HY000stop"));
+            return srv;
+        }
+        if classic {
+            srv.extend(pkt(seq, &[0xfe, 0, 0, 2, 0]));
+            seq += 1;
+        }
+        for r in 0..3u8 {
+            srv.extend(pkt(seq, &[1, b'0' + r]));
+            seq += 1;
+        }
+        srv.extend(pkt(seq, &[0xfe, 0, 0, 2, 0, 0, 0][..if classic { 5 } else { 7 }]));
+        srv
+    };
+    for classic in [true, false] {
+        let chunks = vec![
+            (Dir::ToServer, pkt(0, b"\x03select a, b, c, d, e from t")),
+            (Dir::ToClient, result(classic, false, false)),
+            (Dir::ToServer, pkt(0, b"\x03select a, b, c, d, e from u")),
+            (Dir::ToClient, result(classic, true, false)),
+            (Dir::ToServer, pkt(0, b"\x03select a, b, c, d, e from v")),
+            (Dir::ToClient, result(classic, false, true)),
+            (Dir::ToServer, pkt(0, b"\x03select 1")),
+            (Dir::ToClient, ok(1, 0, 0)),
+        ];
+        let strip = |v: &[Transaction]| {
+            v.iter()
+                .map(|t| (t.status, t.request.map(|s| s.bytes), t.response.map(|s| s.bytes), t.detail.clone()))
+                .collect::<Vec<_>>()
+        };
+        let (whole, pw) = run(&chunks, &ParseConfig::default());
+        assert_eq!(whole.len(), 4, "classic {classic}");
+        assert_eq!((my(&whole[0]).num_fields, my(&whole[0]).num_rows), (Some(5), Some(3)), "classic {classic}");
+        assert_eq!(whole[1].status, TxStatus::Error);
+        assert_eq!(my(&whole[1]).error_code, Some(0x415));
+        assert_eq!(my(&whole[2]).num_rows, Some(3), "classic {classic}");
+        assert_eq!(whole[3].status, TxStatus::Ok);
+        assert_eq!(pw.deprecate_eof, Some(!classic));
+        assert_eq!(pw.stats().malformed, 1, "classic {classic}");
+        for piece in [1, 5] {
+            let split: Vec<(Dir, Vec<u8>)> =
+                chunks.iter().flat_map(|(d, c)| c.chunks(piece).map(move |b| (*d, b.to_vec()))).collect();
+            let (out, p) = run(&split, &ParseConfig::default());
+            assert_eq!(strip(&whole), strip(&out), "classic {classic}, {piece}-byte pieces");
+            assert_eq!(p.deprecate_eof, pw.deprecate_eof, "classic {classic}, {piece}-byte pieces");
+            assert_eq!(p.stats().malformed, 1, "classic {classic}, {piece}-byte pieces");
+        }
+        // Cut inside the third column definition: one byte of it is kept.
+        let srv = result(classic, false, false);
+        let cut = 5 + 2 * coldef(2).len() + 10;
+        let mut p = MysqlParser::new(&ParseConfig::default());
+        let mut out = Vec::new();
+        p.data(Dir::ToServer, 0, &chunks[0].1, &mut out);
+        p.data(Dir::ToClient, 1, &srv[..cut], &mut out);
+        assert!(p.fr[1].in_packet && p.fr[1].buf.len() == 1, "classic {classic}: {} bytes kept", p.fr[1].buf.len());
+        p.data(Dir::ToClient, 2, &srv[cut..], &mut out);
+        assert_eq!(strip(&whole[..1]), strip(&out), "classic {classic}, cut at {cut}");
+    }
 }
