@@ -306,26 +306,9 @@ fn render(m: &Message<'_>, rtype: u16, rd: usize, end: usize) -> String {
 /// An IPv4 address as dotted text, in a string of its exact length
 /// (`Ipv4Addr::to_string` allocated twice: a first guess, then its growth).
 fn ipv4_text(a: [u8; 4]) -> String {
-    let mut buf = [0u8; 15];
-    let mut n = 0;
-    for (i, x) in a.into_iter().enumerate() {
-        if i > 0 {
-            buf[n] = b'.';
-            n += 1;
-        }
-        if x >= 100 {
-            buf[n] = b'0' + x / 100;
-            n += 1;
-        }
-        if x >= 10 {
-            buf[n] = b'0' + x / 10 % 10;
-            n += 1;
-        }
-        buf[n] = b'0' + x % 10;
-        n += 1;
-    }
+    let (t, n) = wirelog_record::IpAddr16::v4_text(a);
     // Digits and dots only: always UTF-8.
-    std::str::from_utf8(&buf[..n]).unwrap_or_default().to_owned()
+    std::str::from_utf8(&t[..n]).unwrap_or_default().to_owned()
 }
 
 /// A query waiting for its response.

@@ -180,6 +180,13 @@ impl LogFile {
     /// Takes the whole lines `lines` holds, as [`Write::write`] would: when
     /// nothing waits to be written the buffer itself is taken (and this
     /// file's empty one given back), not copied.
+    ///
+    /// The lines are copied (through `write`) in two cases: something is
+    /// already waiting, which happens once per log (its header, written
+    /// through `Write`, waits for the first chunk of lines so that the file
+    /// appears whole-headed), and while the disk is full (`write` then
+    /// bounds what waits and drops whole lines, counted). Tested by
+    /// `take_lines_swaps_or_copies`.
     pub fn take_lines(&mut self, lines: &mut Vec<u8>) -> io::Result<()> {
         if !self.buf.is_empty() || self.dropping || self.waiting() {
             let r = self.write_all(lines);
@@ -273,6 +280,51 @@ mod tests {
         f.flush().unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"#header\na\tb\nhalf done\n");
         assert_eq!(f.abandon_pending().dropped, 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `take_lines` takes the caller's buffer when nothing waits (giving
+    /// the file's empty one back), and copies after the header and while
+    /// the disk is full, where lines beyond `max_pending` are dropped whole
+    /// and counted.
+    #[test]
+    fn take_lines_swaps_or_copies() {
+        let dir = std::env::temp_dir().join(format!("wirelog-takelines-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let d = Arc::new(Dir::open(&dir).unwrap());
+        let mut f = LogFile::create(d.clone(), "x.log", CHUNK, 0).unwrap();
+        f.write_all(b"#header\n").unwrap();
+        // The header waits: the lines are copied, the caller keeps its buffer.
+        let mut lines = Vec::with_capacity(1024);
+        lines.extend_from_slice(b"a\n");
+        let ours = lines.as_ptr();
+        f.take_lines(&mut lines).unwrap();
+        assert!(lines.is_empty() && lines.as_ptr() == ours);
+        f.flush().unwrap();
+        assert_eq!(std::fs::read(dir.join("x.log")).unwrap(), b"#header\na\n");
+        // Nothing waits: the buffer itself is taken.
+        lines.extend_from_slice(b"b\nc\n");
+        f.take_lines(&mut lines).unwrap();
+        assert!(lines.is_empty() && lines.as_ptr() != ours && f.buf.as_ptr() == ours);
+        f.flush().unwrap();
+        assert_eq!(std::fs::read(dir.join("x.log")).unwrap(), b"#header\na\nb\nc\n");
+        assert_eq!(f.abandon_pending().dropped, 0);
+        // A disk "full" (a floor no file system meets): lines wait, copied,
+        // up to max_pending; then whole lines are dropped and counted.
+        let mut g = LogFile::create(d, "y.log", CHUNK, u64::MAX).unwrap();
+        g.write_all(b"#h\n").unwrap();
+        g.flush().unwrap();
+        assert!(g.waiting());
+        let long = [&[b'x'; 29_999][..], b"\n"].concat();
+        for _ in 0..4 {
+            lines.extend_from_slice(&long);
+            g.take_lines(&mut lines).unwrap();
+            assert!(lines.is_empty());
+        }
+        assert_eq!(g.buf.len(), 3 + 2 * long.len(), "two lines wait");
+        assert_eq!(g.stats().dropped, 2);
+        assert_eq!(g.abandon_pending().dropped, 4, "with the two abandoned");
+        assert!(!dir.join("y.log").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

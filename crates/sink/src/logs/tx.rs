@@ -11,7 +11,7 @@
 
 use std::io;
 
-use wirelog_record::columns::{self, Item, LogText, Type, Val};
+use wirelog_record::columns::{self, Column, Columns, Item, LogText, Type, Val};
 use wirelog_record::{IpAddr16, Protocol, TxRecord, TxStatus};
 
 use crate::logs::line::{append, Esc, Room};
@@ -146,7 +146,7 @@ struct Key {
     pad: [u8; KEY_PAD],
     len: usize,
     /// The key when longer than the padded block.
-    long: Box<[u8]>,
+    long: Option<Box<[u8]>>,
 }
 
 const KEY_PAD: usize = 48;
@@ -161,26 +161,103 @@ impl Key {
         if len <= KEY_PAD {
             pad[..len].copy_from_slice(&k);
         }
-        Key { pad, len, long: k.into_boxed_slice() }
+        Key { pad, len, long: (len > KEY_PAD).then(|| k.into_boxed_slice()) }
     }
 
     #[inline(always)]
     fn write(&self, room: &mut Room<'_>) {
-        if self.len <= KEY_PAD {
-            room.put(self.pad, self.len);
-        } else {
-            room.slice(&self.long);
+        match &self.long {
+            None => room.put(self.pad, self.len),
+            Some(long) => room.slice(long),
         }
     }
 }
 
-/// One of the log's own columns, resolved once per log from its
-/// protocol's declaration: how its value is read, what a list holds, its
-/// JSON key.
-struct LogCol {
-    get: columns::Get,
-    item: Item,
-    key: Key,
+/// The declaration of protocol `P` ([`Protocol::ALL`]'s index).
+const fn decl(p: usize) -> &'static Columns {
+    columns::of(Protocol::ALL[p])
+}
+
+/// Logged column `i` of a declaration, in the log's order, every policy's
+/// column included (`None` past the last). Evaluated at compile time.
+const fn logged_at(c: &'static Columns, i: usize) -> Option<&'static Column> {
+    let mut n = 0;
+    let mut j = 0;
+    while j < c.columns.len() {
+        if c.columns[j].log.is_some() {
+            if n == i {
+                return Some(&c.columns[j]);
+            }
+            n += 1;
+        }
+        j += 1;
+    }
+    None
+}
+
+/// The most logged columns a protocol may declare (checked at compile
+/// time for each; also the width of [`TxLogWriter`]'s policy mask).
+const MAX_LOGGED: usize = 64;
+
+/// The key of a TSV line's value (which has none: a tab).
+static NO_KEY: Key = Key { pad: [0; KEY_PAD], len: 0, long: None };
+
+/// Logged column `I` of a record of protocol `P`: its value read by the
+/// column's `get`, a constant here (so the call is inlined and the value's
+/// kind known where it is written, with no `Val` matched at run time), and
+/// written as the log's format and text convention want; a column of a
+/// policy not turned on (bit `I` of `on` clear) is skipped; nothing past
+/// the last column.
+#[inline(always)]
+fn own<const P: usize, const I: usize, const JSON: bool>(room: &mut Room<'_>, keys: &[Key], on: u64, r: &TxRecord, scratch: &mut String) {
+    let Some((get, item, policy)) = (const {
+        match logged_at(decl(P), I) {
+            Some(c) => Some((
+                c.get,
+                match c.ty {
+                    Type::List(item) => item,
+                    _ => Item::Text,
+                },
+                c.policy.is_some(),
+            )),
+            None => None,
+        }
+    }) else {
+        return;
+    };
+    let esc = const {
+        match decl(P).log_text {
+            LogText::Utf8 => Esc::Tsv,
+            LogText::ZeekAscii => Esc::Zeek,
+        }
+    };
+    if policy && on & (1 << I) == 0 {
+        return;
+    }
+    let k = if JSON {
+        match keys.get(I) {
+            Some(k) => k,
+            None => return,
+        }
+    } else {
+        &NO_KEY
+    };
+    value::<JSON>(room, k, item, esc, get(r), scratch);
+}
+
+/// Every logged column of a record of protocol `P`, each its own inlined
+/// code ([`own`]).
+#[inline(always)]
+fn own_columns<const P: usize, const JSON: bool>(room: &mut Room<'_>, keys: &[Key], on: u64, r: &TxRecord, scratch: &mut String) {
+    const {
+        assert!(Protocol::ALL[P] as usize == P, "Protocol::ALL is in declaration order");
+        assert!(logged_at(decl(P), MAX_LOGGED).is_none(), "a protocol logs more than MAX_LOGGED columns");
+    };
+    macro_rules! cols {
+        ($($i:literal)*) => { $(own::<P, $i, JSON>(room, keys, on, r, scratch);)* };
+    }
+    cols!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+          32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63);
 }
 
 /// What comes before a set value: a tab, or the field's JSON key.
@@ -263,15 +340,15 @@ fn text<const JSON: bool>(room: &mut Room<'_>, t: &str, esc: Esc, in_set: bool) 
 /// escaped as the log's convention wants (`tsv_text`, `zeek_text`,
 /// `json_str`), an unset value `-` in TSV and left out of JSON.
 #[inline(always)]
-fn value<const JSON: bool>(room: &mut Room<'_>, c: &LogCol, esc: Esc, v: Val<'_>, scratch: &mut String) {
+fn value<const JSON: bool>(room: &mut Room<'_>, k: &Key, item: Item, esc: Esc, v: Val<'_>, scratch: &mut String) {
     match v {
         Val::Text(Some(s)) => {
-            key::<JSON>(room, &c.key);
+            key::<JSON>(room, k);
             text::<JSON>(room, s, esc, false);
         }
-        Val::Count(n) => count::<JSON>(room, &c.key, n),
+        Val::Count(n) => count::<JSON>(room, k, n),
         Val::Bool(Some(b)) => {
-            key::<JSON>(room, &c.key);
+            key::<JSON>(room, k);
             match (JSON, b) {
                 (true, true) => room.put(*b"true", 4),
                 (true, false) => room.put(*b"false", 5),
@@ -279,11 +356,11 @@ fn value<const JSON: bool>(room: &mut Room<'_>, c: &LogCol, esc: Esc, v: Val<'_>
                 (false, false) => room.byte(b'F'),
             }
         }
-        Val::Interval(d) => interval::<JSON>(room, &c.key, d),
-        Val::TimeSecs(t) => interval::<JSON>(room, &c.key, t.map(|t| t.saturating_mul(1_000_000_000))),
+        Val::Interval(d) => interval::<JSON>(room, k, d),
+        Val::TimeSecs(t) => interval::<JSON>(room, k, t.map(|t| t.saturating_mul(1_000_000_000))),
         // An empty list of UTF-8 text is unset in TSV.
         Val::List(Some(l)) if !JSON && l.len == 0 && esc == Esc::Tsv => unset::<JSON>(room),
-        Val::List(Some(l)) => *room = vector::<JSON>(std::mem::replace(room, Room::empty()), c, esc, l, scratch),
+        Val::List(Some(l)) => *room = vector::<JSON>(std::mem::replace(room, Room::empty()), k, item, esc, l, scratch),
         Val::Unset | Val::Text(None) | Val::Bool(None) | Val::List(None) => unset::<JSON>(room),
     }
 }
@@ -296,24 +373,24 @@ fn value<const JSON: bool>(room: &mut Room<'_>, c: &LogCol, esc: Esc, v: Val<'_>
 /// The room is taken and given back (not borrowed): a borrowed room would
 /// be kept in memory by the caller for the whole line.
 #[inline(never)]
-fn vector<'r, const JSON: bool>(mut room: Room<'r>, c: &LogCol, esc: Esc, l: columns::List<'_>, scratch: &mut String) -> Room<'r> {
-    vector_into::<JSON>(&mut room, c, esc, l, scratch);
+fn vector<'r, const JSON: bool>(mut room: Room<'r>, k: &Key, item: Item, esc: Esc, l: columns::List<'_>, scratch: &mut String) -> Room<'r> {
+    vector_into::<JSON>(&mut room, k, item, esc, l, scratch);
     room
 }
 
 #[inline(always)]
-fn vector_into<const JSON: bool>(room: &mut Room<'_>, c: &LogCol, esc: Esc, l: columns::List<'_>, scratch: &mut String) {
+fn vector_into<const JSON: bool>(room: &mut Room<'_>, k: &Key, item: Item, esc: Esc, l: columns::List<'_>, scratch: &mut String) {
     if !JSON && l.len == 0 {
         match esc {
             Esc::Tsv => unset::<JSON>(room),
             Esc::Zeek => {
-                key::<JSON>(room, &c.key);
+                key::<JSON>(room, k);
                 room.put(*b"(empty)\0", 7);
             }
         }
         return;
     }
-    key::<JSON>(room, &c.key);
+    key::<JSON>(room, k);
     if JSON {
         room.byte(b'[');
     }
@@ -324,9 +401,9 @@ fn vector_into<const JSON: bool>(room: &mut Room<'_>, c: &LogCol, esc: Esc, l: c
         // A number is written as digits straight into the line (no
         // escaping needed); text is escaped from where the record holds
         // it, copied into the scratch only when composed.
-        if let (columns::Items::Num(f), Item::Count | Item::Secs) = (l.items, c.item) {
+        if let (columns::Items::Num(f), Item::Count | Item::Secs) = (l.items, item) {
             let v = f(l.record, j);
-            if c.item == Item::Count {
+            if item == Item::Count {
                 room.u64(v);
             } else {
                 if JSON {
@@ -338,7 +415,7 @@ fn vector_into<const JSON: bool>(room: &mut Room<'_>, c: &LogCol, esc: Esc, l: c
             continue;
         }
         let t = l.item(j, scratch);
-        match c.item {
+        match item {
             Item::Count => room.slice(t.as_bytes()),
             Item::Secs => {
                 // No declared column has seconds as text (TTLs are
@@ -404,11 +481,13 @@ pub struct TxLogWriter<W: TakeLines> {
     sources: bool,
     /// The `sample_weight` column (capture --cpu-budget) after it.
     weights: bool,
-    /// The protocol's logged columns, in the log's order, and their names
-    /// and Zeek types for the header.
-    cols: Vec<LogCol>,
+    /// The JSON keys of the protocol's logged columns (every policy's), in
+    /// the log's order; bit `i` of `on`: logged column `i` is written (its
+    /// policy is on, or it has none).
+    keys: Vec<Key>,
+    on: u64,
+    /// The logged columns' names and Zeek types, for the header.
     own: Vec<(&'static str, &'static str)>,
-    text: LogText,
 }
 
 impl<W: TakeLines> TxLogWriter<W> {
@@ -419,17 +498,12 @@ impl<W: TakeLines> TxLogWriter<W> {
     /// With the columns of the Zeek policies `policies` (`--zeek-policy`).
     pub fn with_policies(out: W, format: LogFormat, protocol: Protocol, policies: &[&str]) -> Self {
         let decl = columns::of(protocol);
-        let cols = decl
-            .logged_with(policies)
-            .map(|c| LogCol {
-                get: c.get,
-                item: match c.ty {
-                    Type::List(item) => item,
-                    _ => Item::Text,
-                },
-                key: Key::new(c.log.unwrap_or(c.name), false),
-            })
-            .collect();
+        let keys = decl.logged().map(|c| Key::new(c.log.unwrap_or(c.name), false)).collect();
+        let on = decl
+            .logged()
+            .enumerate()
+            .filter(|(_, c)| c.policy.is_none_or(|p| policies.contains(&p)))
+            .fold(0u64, |m, (i, _)| m | 1u64.checked_shl(i as u32).unwrap_or(0));
         let head = COMMON_HEAD.iter().enumerate().map(|(i, f)| Key::new(f.0, i == 0)).collect();
         let tail = COMMON_TAIL.iter().map(|f| Key::new(f.0, false)).collect();
         TxLogWriter {
@@ -445,9 +519,9 @@ impl<W: TakeLines> TxLogWriter<W> {
             processes: false,
             sources: false,
             weights: false,
-            cols,
+            keys,
+            on,
             own: own_fields(protocol, policies),
-            text: decl.log_text,
         }
     }
 
@@ -496,9 +570,11 @@ impl<W: TakeLines> TxLogWriter<W> {
         if !self.header_written {
             self.header()?;
         }
-        // One copy of the line's code per format, each with the format a
-        // constant: no per-field test of which one it is.
-        let fitted = if self.format == LogFormat::Json { self.fill::<true>(r) } else { self.fill::<false>(r) };
+        // One copy of the line's code per protocol and format, each with
+        // its columns and the format constants: no per-field test of which
+        // one it is, no getter called through a pointer.
+        let fill = if self.format == LogFormat::Json { self.fill_any::<true>() } else { self.fill_any::<false>() };
+        let fitted = fill(self, r);
         if !fitted {
             // Not reached: the second pass has the room the first asked for.
             return Err(io::Error::other(format!("{}.log: a line did not fit in its buffer", self.protocol.log())));
@@ -521,17 +597,34 @@ impl<W: TakeLines> TxLogWriter<W> {
         r
     }
 
-    /// Appends a record's line to the collected lines: every value composed
-    /// in place ([`Room`]); false if it did not fit (not reached).
-    #[inline(always)]
-    fn fill<const JSON: bool>(&mut self, r: &TxRecord) -> bool {
+    /// The line writer of this log's protocol in format `JSON`.
+    fn fill_any<const JSON: bool>(&self) -> fn(&mut Self, &TxRecord) -> bool {
+        const { assert!(Protocol::ALL.len() == 13, "one arm per protocol below") };
+        match self.protocol as usize {
+            0 => Self::fill::<0, JSON>,
+            1 => Self::fill::<1, JSON>,
+            2 => Self::fill::<2, JSON>,
+            3 => Self::fill::<3, JSON>,
+            4 => Self::fill::<4, JSON>,
+            5 => Self::fill::<5, JSON>,
+            6 => Self::fill::<6, JSON>,
+            7 => Self::fill::<7, JSON>,
+            8 => Self::fill::<8, JSON>,
+            9 => Self::fill::<9, JSON>,
+            10 => Self::fill::<10, JSON>,
+            11 => Self::fill::<11, JSON>,
+            _ => Self::fill::<12, JSON>,
+        }
+    }
+
+    /// Appends a record of protocol `P` ([`Protocol::ALL`]'s index) to the
+    /// collected lines: every value composed in place ([`Room`]); false if
+    /// it did not fit (not reached).
+    fn fill<const P: usize, const JSON: bool>(&mut self, r: &TxRecord) -> bool {
         let tx = &r.tx;
         let extras = self.processes || self.sources || self.weights;
-        let TxLogWriter { line, head, tail, cols, text, scratch, .. } = self;
-        let esc = match text {
-            LogText::Utf8 => Esc::Tsv,
-            LogText::ZeekAscii => Esc::Zeek,
-        };
+        let TxLogWriter { line, head, tail, keys, on, scratch, .. } = self;
+        let on = *on;
         let (head, tail) = (&head[..COMMON_HEAD.len()], &tail[..COMMON_TAIL.len()]);
         let fitted = append(line, |room| {
             if JSON {
@@ -543,9 +636,7 @@ impl<W: TakeLines> TxLogWriter<W> {
             count::<JSON>(room, &head[3], Some(u64::from(r.orig_p)));
             addr::<JSON>(room, &head[4], &r.resp_h);
             count::<JSON>(room, &head[5], Some(u64::from(r.resp_p)));
-            for c in cols.iter() {
-                value::<JSON>(room, c, esc, (c.get)(r), scratch);
-            }
+            own_columns::<P, JSON>(room, keys, on, r, scratch);
             plain::<JSON, 16>(room, &tail[0], status_padded(tx.status));
             count::<JSON>(room, &tail[1], tx.request.map(|s| s.bytes));
             count::<JSON>(room, &tail[2], tx.response.map(|s| s.bytes));
@@ -619,11 +710,11 @@ impl<W: TakeLines> TxLogWriter<W> {
 /// output: a [`crate::LogFile`]'s chunk (64 KiB), which it takes as it is
 /// and writes at once; one call per few hundred lines instead of one per
 /// line; a tick flushes them.
-const LINES_HANDED_AT: usize = 64 << 10;
+pub(crate) const LINES_HANDED_AT: usize = 64 << 10;
 
 /// Room kept past [`LINES_HANDED_AT`] for the line that crosses it (a
 /// longer line grows the buffer: see [`append`]).
-const LINE_ROOM: usize = 16 << 10;
+pub(crate) const LINE_ROOM: usize = 16 << 10;
 
 /// The transaction logs as one sink: each protocol's log is created in the
 /// log directory at its first transaction (like Zeek, a log with nothing to

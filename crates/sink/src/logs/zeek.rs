@@ -2,6 +2,10 @@ use std::io::{self, Write};
 
 use wirelog_record::{ConnRecord, IpAddr16, Proto};
 
+use crate::logs::line::{append, Room};
+use crate::logs::out::TakeLines;
+use crate::logs::tx::{LINES_HANDED_AT, LINE_ROOM};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
     /// Zeek's tab-separated ASCII logs.
@@ -38,8 +42,10 @@ const FIELDS: &[(&str, &str)] = &[
 
 const EMPTY_TCP_FIELD: (&str, &str) = ("empty_tcp_skipped", "bool");
 
-/// Writes conn records as they come, in Zeek's conn.log format.
-pub struct ConnLogWriter<W: Write> {
+/// Writes conn records as they come, in Zeek's conn.log format: each line
+/// composed in place at the end of the collected lines ([`append`]), the
+/// lines handed to the output together (as the transaction logs do).
+pub struct ConnLogWriter<W: TakeLines> {
     out: W,
     format: LogFormat,
     /// Adds the `empty_tcp_skipped` column (capture --skip-empty-tcp); off,
@@ -156,43 +162,11 @@ pub(crate) fn write_secs(buf: &mut Vec<u8>, ns: i64) {
     push_prefix(buf, &tmp, dot + 7);
 }
 
-/// Each byte value as dotted-quad text followed by a dot, and its length
-/// with the dot: "7." is ([b'7', b'.', 0, 0], 2).
-pub(crate) const OCTETS: [([u8; 4], u8); 256] = {
-    let mut t = [([0u8; 4], 0u8); 256];
-    let mut o = 0;
-    while o < 256 {
-        let mut d = [0u8; 4];
-        let mut n = 0;
-        if o >= 100 {
-            d[n] = b'0' + (o / 100) as u8;
-            n += 1;
-        }
-        if o >= 10 {
-            d[n] = b'0' + (o / 10 % 10) as u8;
-            n += 1;
-        }
-        d[n] = b'0' + (o % 10) as u8;
-        d[n + 1] = b'.';
-        t[o] = (d, n as u8 + 2);
-        o += 1;
-    }
-    t
-};
-
 pub(crate) fn write_addr(buf: &mut Vec<u8>, a: &IpAddr16) {
     if a.is_v4() {
-        // Dotted quad composed on the stack from a table of octets (each
-        // copied as four bytes, the next overwriting what is past its
-        // dot), appended at once without the last dot.
-        let mut tmp = [0u8; 20];
-        let mut n = 0;
-        for &o in &a.0[12..] {
-            let (d, len) = OCTETS[o as usize];
-            tmp[n..n + 4].copy_from_slice(&d);
-            n += len as usize;
-        }
-        push_prefix(buf, &tmp, n - 1);
+        // Composed on the stack, appended at once.
+        let (t, n) = IpAddr16::v4_text([a.0[12], a.0[13], a.0[14], a.0[15]]);
+        push_prefix(buf, &t, n);
     } else {
         use std::io::Write as _;
         let _ = write!(buf, "{}", a.to_std());
@@ -254,7 +228,7 @@ pub(crate) fn now_secs() -> i64 {
         .unwrap_or(0)
 }
 
-impl<W: Write> ConnLogWriter<W> {
+impl<W: TakeLines> ConnLogWriter<W> {
     pub fn new(out: W, format: LogFormat) -> Self {
         ConnLogWriter {
             out,
@@ -262,7 +236,7 @@ impl<W: Write> ConnLogWriter<W> {
             empty_tcp_note: false,
             processes: false,
             header_written: false,
-            line: Vec::with_capacity(512),
+            line: Vec::with_capacity(LINES_HANDED_AT + LINE_ROOM),
             rows: 0,
         }
     }
@@ -294,163 +268,206 @@ impl<W: Write> ConnLogWriter<W> {
     }
 
     pub fn write(&mut self, r: &ConnRecord) -> io::Result<()> {
-        self.header()?;
-        self.line.clear();
-        match self.format {
-            LogFormat::Tsv => self.tsv_line(r),
-            LogFormat::Json => self.json_line(r),
+        if !self.header_written {
+            self.header()?;
+        }
+        let fitted = match self.format {
+            LogFormat::Tsv => self.fill::<false>(r),
+            LogFormat::Json => self.fill::<true>(r),
+        };
+        if !fitted {
+            // Not reached: the second pass has the room the first asked for.
+            return Err(io::Error::other("conn.log: a line did not fit in its buffer"));
         }
         self.rows += 1;
-        self.out.write_all(&self.line)
+        // Whole lines handed over together, not one call each.
+        if self.line.len() >= LINES_HANDED_AT {
+            self.hand_over()?;
+        }
+        Ok(())
     }
 
-    fn tsv_line(&mut self, r: &ConnRecord) {
-        let b = &mut self.line;
-        let opt = |b: &mut Vec<u8>, v: Option<u64>| match v {
-            Some(v) => push_u64(b, v),
-            None => b.push(b'-'),
-        };
-        write_secs(b, r.ts_ns);
-        b.push(b'\t');
-        b.extend_from_slice(r.uid.as_bytes());
-        b.push(b'\t');
-        write_addr(b, &r.orig_h);
-        b.push(b'\t');
-        push_u64(b, r.orig_p as u64);
-        b.push(b'\t');
-        write_addr(b, &r.resp_h);
-        b.push(b'\t');
-        push_u64(b, r.resp_p as u64);
-        b.push(b'\t');
-        b.extend_from_slice(r.proto.as_str().as_bytes());
-        b.push(b'\t');
-        b.extend_from_slice(r.service.unwrap_or("-").as_bytes());
-        b.push(b'\t');
-        match r.duration_ns {
-            Some(d) => write_secs(b, d),
-            None => b.push(b'-'),
-        }
-        b.push(b'\t');
-        opt(b, r.orig_bytes);
-        b.push(b'\t');
-        opt(b, r.resp_bytes);
-        b.push(b'\t');
-        b.extend_from_slice(r.conn_state.as_str().as_bytes());
-        b.extend_from_slice(if r.local_orig { b"\tT" } else { b"\tF" });
-        b.extend_from_slice(if r.local_resp { b"\tT\t" } else { b"\tF\t" });
-        push_u64(b, r.missed_bytes);
-        b.push(b'\t');
-        if r.history.is_empty() {
-            b.push(b'-');
-        } else {
-            b.extend_from_slice(r.history.as_bytes());
-        }
-        for v in [r.orig_pkts, r.orig_ip_bytes, r.resp_pkts, r.resp_ip_bytes] {
-            b.push(b'\t');
-            push_u64(b, v);
-        }
-        b.extend_from_slice(b"\t-\t");
-        push_u64(b, r.ip_proto as u64);
-        b.push(b'\t');
-        b.extend_from_slice(r.community_id.as_bytes());
-        if self.empty_tcp_note {
-            b.extend_from_slice(match (r.proto, r.empty_tcp_skipped) {
-                (Proto::Tcp, true) => b"\tT",
-                (Proto::Tcp, false) => b"\tF",
-                _ => b"\t-",
-            });
-        }
-        if self.processes {
-            crate::logs::procs::tsv(b, &r.orig_proc, &r.resp_proc);
-        }
-        b.push(b'\n');
+    /// Hands the collected lines to the output (a log file takes the
+    /// buffer itself when it holds nothing: no copy) and keeps room for the
+    /// next.
+    fn hand_over(&mut self) -> io::Result<()> {
+        let r = self.out.take_lines(&mut self.line);
+        self.line.reserve(LINES_HANDED_AT + LINE_ROOM);
+        r
     }
 
-    fn json_line(&mut self, r: &ConnRecord) {
-        let b = &mut self.line;
-        let num = |b: &mut Vec<u8>, key: &[u8], v: u64| {
-            b.extend_from_slice(key);
-            push_u64(b, v);
-        };
-        b.extend_from_slice(b"{\"ts\":");
-        write_secs(b, r.ts_ns);
-        b.extend_from_slice(b",\"uid\":\"");
-        b.extend_from_slice(r.uid.as_bytes());
-        b.extend_from_slice(b"\",\"id.orig_h\":\"");
-        write_addr(b, &r.orig_h);
-        num(b, b"\",\"id.orig_p\":", r.orig_p as u64);
-        b.extend_from_slice(b",\"id.resp_h\":\"");
-        write_addr(b, &r.resp_h);
-        num(b, b"\",\"id.resp_p\":", r.resp_p as u64);
-        b.extend_from_slice(b",\"proto\":\"");
-        b.extend_from_slice(r.proto.as_str().as_bytes());
-        b.push(b'"');
-        if let Some(s) = r.service {
-            b.extend_from_slice(b",\"service\":\"");
-            b.extend_from_slice(s.as_bytes());
-            b.push(b'"');
-        }
-        if let Some(d) = r.duration_ns {
-            b.extend_from_slice(b",\"duration\":");
-            write_secs(b, d);
-        }
-        if let Some(v) = r.orig_bytes {
-            num(b, b",\"orig_bytes\":", v);
-        }
-        if let Some(v) = r.resp_bytes {
-            num(b, b",\"resp_bytes\":", v);
-        }
-        b.extend_from_slice(b",\"conn_state\":\"");
-        b.extend_from_slice(r.conn_state.as_str().as_bytes());
-        b.extend_from_slice(if r.local_orig {
-            b"\",\"local_orig\":true"
-        } else {
-            b"\",\"local_orig\":false"
-        });
-        b.extend_from_slice(if r.local_resp {
-            b",\"local_resp\":true"
-        } else {
-            b",\"local_resp\":false"
-        });
-        num(b, b",\"missed_bytes\":", r.missed_bytes);
-        if !r.history.is_empty() {
-            b.extend_from_slice(b",\"history\":\"");
-            b.extend_from_slice(r.history.as_bytes());
-            b.push(b'"');
-        }
-        num(b, b",\"orig_pkts\":", r.orig_pkts);
-        num(b, b",\"orig_ip_bytes\":", r.orig_ip_bytes);
-        num(b, b",\"resp_pkts\":", r.resp_pkts);
-        num(b, b",\"resp_ip_bytes\":", r.resp_ip_bytes);
-        num(b, b",\"ip_proto\":", r.ip_proto as u64);
-        b.extend_from_slice(b",\"community_id\":\"");
-        b.extend_from_slice(r.community_id.as_bytes());
-        b.push(b'"');
-        if self.empty_tcp_note && r.proto == Proto::Tcp {
-            b.extend_from_slice(if r.empty_tcp_skipped {
-                b",\"empty_tcp_skipped\":true"
+    /// Appends a record's line to the collected lines, every value composed
+    /// in place; false if it did not fit (not reached). JSON leaves unset
+    /// fields out, as Zeek's JSON writer does.
+    fn fill<const JSON: bool>(&mut self, r: &ConnRecord) -> bool {
+        let extras = self.empty_tcp_note || self.processes;
+        let fitted = append(&mut self.line, |room| {
+            // Text that needs no escaping (names, letters, base64), in
+            // JSON quoted, after its key (`k`) or a tab.
+            fn plain<const JSON: bool>(room: &mut Room<'_>, k: &[u8], s: &[u8]) {
+                if JSON {
+                    room.lit(k);
+                    room.byte(b'"');
+                    room.ascii(s);
+                    room.byte(b'"');
+                } else {
+                    room.byte(b'\t');
+                    room.ascii(s);
+                }
+            }
+            let count = |room: &mut Room<'_>, k: &[u8], v: Option<u64>| match v {
+                Some(v) => {
+                    room.lit(if JSON { k } else { b"\t" });
+                    room.u64(v);
+                }
+                None if JSON => {}
+                None => room.put(*b"\t-", 2),
+            };
+            if JSON {
+                room.lit(b"{\"ts\":");
+            }
+            room.secs(r.ts_ns);
+            let (uid, n) = r.uid.padded();
+            if JSON {
+                room.lit(b",\"uid\":\"");
+                room.put(uid, n);
+                room.lit(b"\",\"id.orig_h\":\"");
             } else {
-                b",\"empty_tcp_skipped\":false"
-            });
+                room.byte(b'\t');
+                room.put(uid, n);
+                room.byte(b'\t');
+            }
+            room.addr(&r.orig_h);
+            if JSON {
+                room.lit(b"\",\"id.orig_p\":");
+            } else {
+                room.byte(b'\t');
+            }
+            room.u64(u64::from(r.orig_p));
+            if JSON {
+                room.lit(b",\"id.resp_h\":\"");
+            } else {
+                room.byte(b'\t');
+            }
+            room.addr(&r.resp_h);
+            if JSON {
+                room.lit(b"\",\"id.resp_p\":");
+            } else {
+                room.byte(b'\t');
+            }
+            room.u64(u64::from(r.resp_p));
+            plain::<JSON>(room, b",\"proto\":", r.proto.as_str().as_bytes());
+            match r.service {
+                Some(s) => plain::<JSON>(room, b",\"service\":", s.as_bytes()),
+                None if JSON => {}
+                None => room.put(*b"\t-", 2),
+            }
+            match r.duration_ns {
+                Some(d) => {
+                    room.lit(if JSON { b",\"duration\":" } else { b"\t" });
+                    room.secs(d);
+                }
+                None if JSON => {}
+                None => room.put(*b"\t-", 2),
+            }
+            count(room, b",\"orig_bytes\":", r.orig_bytes);
+            count(room, b",\"resp_bytes\":", r.resp_bytes);
+            plain::<JSON>(room, b",\"conn_state\":", r.conn_state.as_str().as_bytes());
+            if JSON {
+                room.lit(if r.local_orig { b",\"local_orig\":true" } else { b",\"local_orig\":false" });
+                room.lit(if r.local_resp { b",\"local_resp\":true" } else { b",\"local_resp\":false" });
+            } else {
+                room.put(if r.local_orig { *b"\tT" } else { *b"\tF" }, 2);
+                room.put(if r.local_resp { *b"\tT" } else { *b"\tF" }, 2);
+            }
+            count(room, b",\"missed_bytes\":", Some(r.missed_bytes));
+            if !r.history.is_empty() {
+                plain::<JSON>(room, b",\"history\":", r.history.as_bytes());
+            } else if !JSON {
+                room.put(*b"\t-", 2);
+            }
+            count(room, b",\"orig_pkts\":", Some(r.orig_pkts));
+            count(room, b",\"orig_ip_bytes\":", Some(r.orig_ip_bytes));
+            count(room, b",\"resp_pkts\":", Some(r.resp_pkts));
+            count(room, b",\"resp_ip_bytes\":", Some(r.resp_ip_bytes));
+            if !JSON {
+                // tunnel_parents: never set.
+                room.put(*b"\t-", 2);
+            }
+            count(room, b",\"ip_proto\":", Some(u64::from(r.ip_proto)));
+            let cid = r.community_id.as_bytes();
+            if JSON {
+                room.lit(b",\"community_id\":\"");
+                room.ascii(cid.get(..16).unwrap_or(cid));
+                room.ascii(cid.get(16..).unwrap_or_default());
+                room.byte(b'"');
+            } else {
+                room.byte(b'\t');
+                room.ascii(cid.get(..16).unwrap_or(cid));
+                room.ascii(cid.get(16..).unwrap_or_default());
+            }
+            if !extras {
+                if JSON {
+                    room.put(*b"}\n", 2);
+                } else {
+                    room.byte(b'\n');
+                }
+            }
+        });
+        if extras && fitted {
+            self.extras::<JSON>(r);
+        }
+        fitted
+    }
+
+    /// The columns after Zeek's, when asked for (`empty_tcp_skipped`, the
+    /// processes); then the line's end.
+    #[cold]
+    fn extras<const JSON: bool>(&mut self, r: &ConnRecord) {
+        let b = &mut self.line;
+        if self.empty_tcp_note {
+            if JSON {
+                if r.proto == Proto::Tcp {
+                    b.extend_from_slice(if r.empty_tcp_skipped {
+                        b",\"empty_tcp_skipped\":true"
+                    } else {
+                        b",\"empty_tcp_skipped\":false"
+                    });
+                }
+            } else {
+                b.extend_from_slice(match (r.proto, r.empty_tcp_skipped) {
+                    (Proto::Tcp, true) => b"\tT",
+                    (Proto::Tcp, false) => b"\tF",
+                    _ => b"\t-",
+                });
+            }
         }
         if self.processes {
-            crate::logs::procs::json(b, &r.orig_proc, &r.resp_proc);
+            if JSON {
+                crate::logs::procs::json(b, &r.orig_proc, &r.resp_proc);
+            } else {
+                crate::logs::procs::tsv(b, &r.orig_proc, &r.resp_proc);
+            }
         }
-        b.extend_from_slice(b"}\n");
+        b.extend_from_slice(if JSON { b"}\n" } else { b"\n" });
     }
 
     /// Writes the `#close` line (TSV) and flushes.
     pub fn finish(&mut self) -> io::Result<()> {
         self.header()?;
+        self.hand_over()?;
         zeek_close(&mut self.out, self.format)
     }
 
-    /// The output the lines go to.
+    /// The output the lines go to (the lines written so far handed to it).
     pub fn get_mut(&mut self) -> &mut W {
+        let _ = self.hand_over();
         &mut self.out
     }
 
+    /// Hands the collected lines to the output and flushes it.
     pub fn flush(&mut self) -> io::Result<()> {
+        self.hand_over()?;
         self.out.flush()
     }
 }
@@ -509,6 +526,12 @@ pub(crate) mod tests {
         }
     }
 
+    /// What the writer wrote, its collected lines handed over.
+    fn out(mut w: ConnLogWriter<Vec<u8>>) -> String {
+        w.flush().unwrap();
+        String::from_utf8(w.out).unwrap()
+    }
+
     #[test]
     fn process_columns_follow_zeeks_only_when_asked() {
         let mut r = record();
@@ -523,17 +546,17 @@ pub(crate) mod tests {
         }));
         let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Tsv).with_processes(true);
         w.write(&r).unwrap();
-        let text = String::from_utf8(w.out).unwrap();
+        let text = out(w);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[6].ends_with("\tcommunity_id\torig_pid\torig_proc\torig_exe\torig_user\torig_container\torig_pod\tresp_pid\tresp_proc\tresp_exe\tresp_user\tresp_container\tresp_pod"));
         assert!(lines[8].ends_with("\t-\t-\t-\t-\t-\t-\t4242\tnginx\t/usr/sbin/nginx\twww-data\tnginx.service\t-"), "{}", lines[8]);
         let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Json).with_processes(true);
         w.write(&r).unwrap();
-        let text = String::from_utf8(w.out).unwrap();
+        let text = out(w);
         assert!(text.ends_with(",\"resp_pid\":4242,\"resp_proc\":\"nginx\",\"resp_exe\":\"/usr/sbin/nginx\",\"resp_user\":\"www-data\",\"resp_container\":\"nginx.service\"}\n"), "{text}");
         let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Tsv);
         w.write(&r).unwrap();
-        assert!(!String::from_utf8(w.out).unwrap().contains("nginx"));
+        assert!(!out(w).contains("nginx"));
     }
 
     #[test]
@@ -544,7 +567,7 @@ pub(crate) mod tests {
         w.write(&r).unwrap();
         r.proto = Proto::Udp;
         w.write(&r).unwrap();
-        let s = String::from_utf8(w.out).unwrap();
+        let s = out(w);
         let lines: Vec<&str> = s.lines().collect();
         assert!(lines[6].ends_with("\tcommunity_id\tempty_tcp_skipped"));
         assert!(lines[7].ends_with("\tstring\tbool"));
@@ -552,11 +575,11 @@ pub(crate) mod tests {
         let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Json).with_empty_tcp_note(true);
         r.proto = Proto::Tcp;
         w.write(&r).unwrap();
-        assert!(String::from_utf8(w.out).unwrap().ends_with(",\"empty_tcp_skipped\":true}\n"));
+        assert!(out(w).ends_with(",\"empty_tcp_skipped\":true}\n"));
         // Without the option, Zeek's columns only, whatever the record says.
         let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Tsv);
         w.write(&r).unwrap();
-        assert!(!String::from_utf8(w.out).unwrap().contains("empty_tcp"));
+        assert!(!out(w).contains("empty_tcp"));
     }
 
     #[test]
@@ -564,7 +587,7 @@ pub(crate) mod tests {
         let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Tsv);
         w.write(&record()).unwrap();
         w.finish().unwrap();
-        let s = String::from_utf8(w.out).unwrap();
+        let s = out(w);
         let lines: Vec<&str> = s.lines().collect();
         assert_eq!(lines[0], "#separator \\x09");
         assert!(lines[6].starts_with("#fields\tts\tuid\tid.orig_h\tid.orig_p"));
@@ -588,7 +611,7 @@ pub(crate) mod tests {
         r.resp_bytes = None;
         let mut w = ConnLogWriter::new(Vec::new(), LogFormat::Json);
         w.write(&r).unwrap();
-        let s = String::from_utf8(w.out).unwrap();
+        let s = out(w);
         assert!(s.starts_with("{\"ts\":1300000000.123457,\"uid\":\"C"));
         assert!(!s.contains("duration"));
         assert!(s.contains("\"id.resp_h\":\"2001:db8::1\""));
@@ -680,4 +703,216 @@ pub(crate) mod tests {
             );
         }
     }
+
+    /// The line writers as they were before lines were composed in place
+    /// (one `Vec` push per value): the reference the room writer is
+    /// compared with.
+    fn tsv_reference(b: &mut Vec<u8>, r: &ConnRecord, empty_tcp_note: bool, processes: bool) {
+        let opt = |b: &mut Vec<u8>, v: Option<u64>| match v {
+            Some(v) => push_u64(b, v),
+            None => b.push(b'-'),
+        };
+        write_secs(b, r.ts_ns);
+        b.push(b'\t');
+        b.extend_from_slice(r.uid.as_bytes());
+        b.push(b'\t');
+        write_addr(b, &r.orig_h);
+        b.push(b'\t');
+        push_u64(b, r.orig_p as u64);
+        b.push(b'\t');
+        write_addr(b, &r.resp_h);
+        b.push(b'\t');
+        push_u64(b, r.resp_p as u64);
+        b.push(b'\t');
+        b.extend_from_slice(r.proto.as_str().as_bytes());
+        b.push(b'\t');
+        b.extend_from_slice(r.service.unwrap_or("-").as_bytes());
+        b.push(b'\t');
+        match r.duration_ns {
+            Some(d) => write_secs(b, d),
+            None => b.push(b'-'),
+        }
+        b.push(b'\t');
+        opt(b, r.orig_bytes);
+        b.push(b'\t');
+        opt(b, r.resp_bytes);
+        b.push(b'\t');
+        b.extend_from_slice(r.conn_state.as_str().as_bytes());
+        b.extend_from_slice(if r.local_orig { b"\tT" } else { b"\tF" });
+        b.extend_from_slice(if r.local_resp { b"\tT\t" } else { b"\tF\t" });
+        push_u64(b, r.missed_bytes);
+        b.push(b'\t');
+        if r.history.is_empty() {
+            b.push(b'-');
+        } else {
+            b.extend_from_slice(r.history.as_bytes());
+        }
+        for v in [r.orig_pkts, r.orig_ip_bytes, r.resp_pkts, r.resp_ip_bytes] {
+            b.push(b'\t');
+            push_u64(b, v);
+        }
+        b.extend_from_slice(b"\t-\t");
+        push_u64(b, r.ip_proto as u64);
+        b.push(b'\t');
+        b.extend_from_slice(r.community_id.as_bytes());
+        if empty_tcp_note {
+            b.extend_from_slice(match (r.proto, r.empty_tcp_skipped) {
+                (Proto::Tcp, true) => b"\tT",
+                (Proto::Tcp, false) => b"\tF",
+                _ => b"\t-",
+            });
+        }
+        if processes {
+            crate::logs::procs::tsv(b, &r.orig_proc, &r.resp_proc);
+        }
+        b.push(b'\n');
+    }
+
+    fn json_reference(b: &mut Vec<u8>, r: &ConnRecord, empty_tcp_note: bool, processes: bool) {
+        let num = |b: &mut Vec<u8>, key: &[u8], v: u64| {
+            b.extend_from_slice(key);
+            push_u64(b, v);
+        };
+        b.extend_from_slice(b"{\"ts\":");
+        write_secs(b, r.ts_ns);
+        b.extend_from_slice(b",\"uid\":\"");
+        b.extend_from_slice(r.uid.as_bytes());
+        b.extend_from_slice(b"\",\"id.orig_h\":\"");
+        write_addr(b, &r.orig_h);
+        num(b, b"\",\"id.orig_p\":", r.orig_p as u64);
+        b.extend_from_slice(b",\"id.resp_h\":\"");
+        write_addr(b, &r.resp_h);
+        num(b, b"\",\"id.resp_p\":", r.resp_p as u64);
+        b.extend_from_slice(b",\"proto\":\"");
+        b.extend_from_slice(r.proto.as_str().as_bytes());
+        b.push(b'"');
+        if let Some(s) = r.service {
+            b.extend_from_slice(b",\"service\":\"");
+            b.extend_from_slice(s.as_bytes());
+            b.push(b'"');
+        }
+        if let Some(d) = r.duration_ns {
+            b.extend_from_slice(b",\"duration\":");
+            write_secs(b, d);
+        }
+        if let Some(v) = r.orig_bytes {
+            num(b, b",\"orig_bytes\":", v);
+        }
+        if let Some(v) = r.resp_bytes {
+            num(b, b",\"resp_bytes\":", v);
+        }
+        b.extend_from_slice(b",\"conn_state\":\"");
+        b.extend_from_slice(r.conn_state.as_str().as_bytes());
+        b.extend_from_slice(if r.local_orig {
+            b"\",\"local_orig\":true"
+        } else {
+            b"\",\"local_orig\":false"
+        });
+        b.extend_from_slice(if r.local_resp {
+            b",\"local_resp\":true"
+        } else {
+            b",\"local_resp\":false"
+        });
+        num(b, b",\"missed_bytes\":", r.missed_bytes);
+        if !r.history.is_empty() {
+            b.extend_from_slice(b",\"history\":\"");
+            b.extend_from_slice(r.history.as_bytes());
+            b.push(b'"');
+        }
+        num(b, b",\"orig_pkts\":", r.orig_pkts);
+        num(b, b",\"orig_ip_bytes\":", r.orig_ip_bytes);
+        num(b, b",\"resp_pkts\":", r.resp_pkts);
+        num(b, b",\"resp_ip_bytes\":", r.resp_ip_bytes);
+        num(b, b",\"ip_proto\":", r.ip_proto as u64);
+        b.extend_from_slice(b",\"community_id\":\"");
+        b.extend_from_slice(r.community_id.as_bytes());
+        b.push(b'"');
+        if empty_tcp_note && r.proto == Proto::Tcp {
+            b.extend_from_slice(if r.empty_tcp_skipped {
+                b",\"empty_tcp_skipped\":true"
+            } else {
+                b",\"empty_tcp_skipped\":false"
+            });
+        }
+        if processes {
+            crate::logs::procs::json(b, &r.orig_proc, &r.resp_proc);
+        }
+        b.extend_from_slice(b"}\n");
+    }
+
+
+    /// Records with every kind of value (v4 and v6 ends, unset and set
+    /// counts, every state, empty and long histories, pending community
+    /// ids, numbers of every length), with and without the extra columns:
+    /// the lines the room writer composes are the reference's, byte for
+    /// byte, also across hand-overs.
+    #[test]
+    fn lines_as_the_reference_writes_them() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let states = [ConnState::S0, ConnState::SF, ConnState::REJ, ConnState::RSTOS0, ConnState::OTH, ConnState::SHR];
+        let services = [None, Some("http"), Some("ssl,http"), Some("mysql")];
+        let mut records = Vec::new();
+        for i in 0..3000u64 {
+            let mut r = record();
+            let v = next();
+            r.ts_ns = (v >> (v % 64)) as i64;
+            r.orig_h = if v % 3 == 0 { IpAddr16([v as u8; 16]) } else { IpAddr16::from_v4((v as u32).to_le_bytes()) };
+            r.resp_h = if v % 5 == 0 { IpAddr16([(v >> 8) as u8; 16]) } else { IpAddr16::from_v4(((v >> 32) as u32).to_le_bytes()) };
+            r.orig_p = v as u16;
+            r.resp_p = (v >> 16) as u16;
+            r.proto = [Proto::Tcp, Proto::Udp, Proto::Icmp][(v % 3) as usize];
+            r.service = services[(v % 4) as usize];
+            r.duration_ns = (v % 7 != 0).then(|| (next() >> (v % 64)) as i64);
+            r.orig_bytes = (v % 11 != 0).then(|| next() >> (next() % 64));
+            r.resp_bytes = (v % 13 != 0).then(|| next() >> (next() % 64));
+            r.conn_state = states[(v % 6) as usize];
+            r.local_orig = v & 1 == 0;
+            r.local_resp = v & 2 == 0;
+            r.missed_bytes = next() >> (next() % 64);
+            let mut h = History::new();
+            for c in b"ShADadFfTtWwGgCcIiQqRr".iter().take((v % 23) as usize) {
+                h.push(*c);
+            }
+            r.history = h;
+            r.orig_pkts = next() >> (next() % 64);
+            r.orig_ip_bytes = next() >> (next() % 64);
+            r.resp_pkts = i;
+            r.resp_ip_bytes = next();
+            r.ip_proto = v as u8;
+            if v % 17 == 0 {
+                r.community_id = wirelog_record::CommunityId::PENDING;
+            }
+            r.empty_tcp_skipped = v & 4 == 0;
+            records.push(r);
+        }
+        for format in [LogFormat::Tsv, LogFormat::Json] {
+            for (note, procs) in [(false, false), (true, false), (false, true), (true, true)] {
+                let mut want = Vec::new();
+                for r in &records {
+                    match format {
+                        LogFormat::Tsv => tsv_reference(&mut want, r, note, procs),
+                        LogFormat::Json => json_reference(&mut want, r, note, procs),
+                    }
+                }
+                let mut w = ConnLogWriter::new(Vec::new(), format).with_empty_tcp_note(note).with_processes(procs);
+                w.header_written = true;
+                for r in &records {
+                    w.write(r).unwrap();
+                }
+                let got = out(w);
+                let want = String::from_utf8(want).unwrap();
+                for (g, w) in got.lines().zip(want.lines()) {
+                    assert_eq!(g, w, "{format:?} {note} {procs}");
+                }
+                assert_eq!(got, want, "{format:?} {note} {procs}");
+            }
+        }
+    }
+
 }
