@@ -287,7 +287,10 @@ impl<'f, W: Write> FileWriter<'f, W> {
         // The first data page, built before anything of the chunk is
         // written: it and the dictionary decide the chunk's codec.
         let mut body = std::mem::take(&mut self.s.packed);
-        let (mut r1, mut v1) = self.page_body(v, def, dict_len.is_some(), encoding, bw, nrows, 0, 0, &mut body);
+        let (mut r1, mut v1, mut page_enc) = self.page_body(v, def, dict_len.is_some(), encoding, bw, nrows, 0, 0, &mut body);
+        // The encodings the data pages take (a page of deltas wider than
+        // PLAIN is written PLAIN).
+        let mut encs = vec![page_enc];
         let mut dict = std::mem::take(&mut self.s.dict);
         let (zstd, first_done) = self.choose_codec(dict_len.map(|_| &dict[..]), &body);
         meta.codec = if zstd { CODEC_ZSTD } else { CODEC_UNCOMPRESSED };
@@ -304,15 +307,17 @@ impl<'f, W: Write> FileWriter<'f, W> {
         let mut first = true;
         while r.is_ok() && r0 < nrows {
             if !first {
-                (r1, v1) = self.page_body(v, def, dict_len.is_some(), encoding, bw, nrows, r0, v0, &mut body);
+                (r1, v1, page_enc) = self.page_body(v, def, dict_len.is_some(), encoding, bw, nrows, r0, v0, &mut body);
+                if !encs.contains(&page_enc) {
+                    encs.push(page_enc);
+                }
             }
-            r = self.page(PAGE_DATA, &body, r1 - r0, encoding, &mut meta, zstd, first && first_done);
+            r = self.page(PAGE_DATA, &body, r1 - r0, page_enc, &mut meta, zstd, first && first_done);
             first = false;
             (r0, v0) = (r1, v1);
         }
         self.s.packed = body;
         r?;
-        let mut encs = vec![encoding];
         if dict_len.is_some() {
             encs.push(E_PLAIN);
         }
@@ -325,7 +330,8 @@ impl<'f, W: Write> FileWriter<'f, W> {
 
     /// The body of the data page that starts at row `r0` (value `v0`) into
     /// `body`: as many rows as fit [`PAGE_BYTES`] and [`PAGE_ROWS`]; returns
-    /// the row and value it ends before.
+    /// the row and value it ends before, and the page's encoding
+    /// (`encoding`, or PLAIN for deltas that would take more room).
     #[allow(clippy::too_many_arguments)]
     fn page_body(
         &mut self,
@@ -338,7 +344,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
         r0: usize,
         v0: usize,
         body: &mut Vec<u8>,
-    ) -> (usize, usize) {
+    ) -> (usize, usize, i32) {
         // A column with no value (every row null: the owner columns of a
         // capture without `--processes`) has pages of PAGE_ROWS rows and
         // levels that are one run of zeros: nothing to look at per row.
@@ -386,11 +392,19 @@ impl<'f, W: Write> FileWriter<'f, W> {
             }
             E_DELTA_BINARY_PACKED => {
                 let PqCol::I64(x) = &v.col else { unreachable!("delta only on INT64") };
+                let at = body.len();
                 delta_binary_packed(body, &x[v0..v1]);
+                // Values whose deltas need (nearly) all 64 bits: PLAIN is
+                // smaller, and every reader takes either per page.
+                if body.len() - at > 8 * (v1 - v0) {
+                    body.truncate(at);
+                    plain(body, &v.col, v0..v1);
+                    return (r1, v1, E_PLAIN);
+                }
             }
             _ => plain(body, &v.col, v0..v1),
         }
-        (r1, v1)
+        (r1, v1, encoding)
     }
 
     /// Whether the chunk is compressed: zstd run on (at most
@@ -906,6 +920,64 @@ mod tests {
         }
     }
 
+    /// Integers without a dictionary are written as deltas (latencies,
+    /// MySQL's insert id), unless the deltas of a page take more room than
+    /// PLAIN (values that jump across the whole 64 bits): that page is
+    /// PLAIN. Either way the parquet crate and our reader give every value
+    /// back.
+    #[test]
+    fn integers_as_deltas_unless_plain_is_smaller() {
+        let kind = Kind::Mysql;
+        let dir = std::env::temp_dir().join(format!("wirelog-pqdelta-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let own = schema::tx_columns(kind);
+        let jumpy = own.iter().position(|c| c.name == "insert_id").expect("mysql's insert_id");
+        assert!(!own[jumpy].is_dictionary() && own[jumpy].col_type() == ColType::U64);
+        let rows: Vec<TxRow> = (0..ROWS)
+            .map(|i| {
+                let mut r = row(kind, i);
+                // Scattered over the 64 bits: so are the deltas.
+                let mut x = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                x = (x ^ (x >> 31)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                r.extra[jumpy] = Cell::U64(Some(x ^ (x >> 29)));
+                r
+            })
+            .collect();
+        let mut st = Store::open(&dir, StoreOptions { sync: false, ..Default::default() }).unwrap();
+        st.append_tx(kind, &rows).unwrap();
+        st.close().unwrap();
+        let parts = crate::list_partitions(&dir, kind).unwrap();
+        let (files, _) = crate::partition_files(&parts[0].path).unwrap();
+        let r = SerializedFileReader::new(File::open(&files[0]).unwrap()).unwrap();
+        let cols = schema::columns(kind);
+        let encs = |name: &str| -> Vec<Encoding> {
+            let i = cols.iter().position(|c| c.name == name).unwrap();
+            r.metadata().row_group(0).column(i).encodings().collect()
+        };
+        assert!(encs("latency").contains(&Encoding::DELTA_BINARY_PACKED), "{:?}", encs("latency"));
+        let e = encs("insert_id");
+        assert!(e.contains(&Encoding::PLAIN) && !e.contains(&Encoding::DELTA_BINARY_PACKED), "{e:?}");
+        let names = ["latency", "insert_id"];
+        let mut got = Vec::new();
+        Store::scan(&dir, &Scan::new(kind).columns(&names), |b| {
+            got.push(b);
+            Ok(())
+        })
+        .unwrap();
+        let (mut lat, mut ids) = (Vec::new(), Vec::new());
+        for b in &got {
+            let (Column::OptI64(l), Column::OptU64(v)) = (b.column("latency").unwrap(), b.column("insert_id").unwrap()) else {
+                panic!("column types")
+            };
+            lat.extend(l.iter().copied());
+            ids.extend(v.iter().copied());
+        }
+        assert_eq!(lat, rows.iter().map(|r| r.latency_ns).collect::<Vec<_>>());
+        let want: Vec<Option<u64>> = rows.iter().map(|r| match r.extra[jumpy] { Cell::U64(v) => v, _ => None }).collect();
+        assert_eq!(ids, want);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// Every type, nulls, dictionaries that fall back to PLAIN, several
     /// pages a chunk, unsigned statistics: the parquet crate reads what we
     /// wrote (footer, encodings, statistics) and the store's own reader
@@ -936,7 +1008,7 @@ mod tests {
             assert_eq!(c.column_path().string(), spec.name);
             let encs: Vec<Encoding> = c.encodings().collect();
             match spec.name {
-                "ts" => assert!(encs.contains(&Encoding::DELTA_BINARY_PACKED), "{encs:?}"),
+                "ts" | "latency" => assert!(encs.contains(&Encoding::DELTA_BINARY_PACKED), "{encs:?}"),
                 "status" | "server" => assert!(encs.contains(&Encoding::RLE_DICTIONARY), "{encs:?}"),
                 // A transaction's uid repeats per connection: a dictionary
                 // (these 2000 distinct ones fit its 1 MiB).

@@ -256,8 +256,11 @@ const TX_HEAD: [ColSpec; TX_COMMON - 1] = [
     col("status", Str, false, true, PLAIN),
     col("request_bytes", U64, true, true, PLAIN),
     col("response_bytes", U64, true, true, PLAIN),
-    col("latency", DurUs, true, false, PLAIN),
-    col("first_byte_latency", DurUs, true, false, PLAIN),
+    // Latencies: few bits each (mysql_text's are 7-1,125 µs); as deltas,
+    // bit-packed, they need no zstd (which cost ~150 instructions a value on
+    // their 8 bytes PLAIN; BENCHMARKS.md, "Issue 36, the store's row cost").
+    col("latency", DurUs, true, false, DELTA),
+    col("first_byte_latency", DurUs, true, false, DELTA),
 ];
 
 /// How many columns every transaction kind starts with (it ends with
@@ -290,16 +293,18 @@ pub(crate) const fn declared_dict(c: &Column) -> bool {
 /// The store column of a declared one: its type from what it holds (a list
 /// is its items joined by `,`; a time in whole seconds is their number), a
 /// dictionary unless its values are free text or a flag, optional unless a
-/// flag.
+/// flag; a 64-bit integer or duration without a dictionary as deltas (a
+/// page whose deltas take more room than PLAIN is written PLAIN).
 fn declared(c: &Column) -> ColSpec {
     let ty = held_type(c.ty);
     let card = c.store.unwrap_or(Card::High);
+    let dict = declared_dict(c);
     ColSpec {
         name: c.name,
         ty,
         optional: c.optional(),
-        dict: declared_dict(c),
-        encoding: PLAIN,
+        dict,
+        encoding: if !dict && matches!(ty, U64 | DurUs) { DELTA } else { PLAIN },
         many_values: card == Card::Mid,
     }
 }
