@@ -828,10 +828,9 @@ mod test {
         body.extend(answer_a(1, [8, 8, 8, 8]));
         body.extend_from_slice(b"\x01b\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x01\x00\x04\x07\x07\x07\x07");
         let p = parse(&msg(3, 0x8180, [1, 3, 0, 0], &body)).unwrap();
-        let SmallText::Shared(q) = &p.tx.qname else { panic!("{:?}", p.tx.qname) };
+        let q = p.tx.qname.shared().expect("a long name is shared");
         for a in &p.tx.answers[..2] {
-            let SmallText::Shared(n) = &a.name else { panic!("{:?}", a.name) };
-            assert!(std::sync::Arc::ptr_eq(q, n));
+            assert!(std::sync::Arc::ptr_eq(q, a.name.shared().unwrap()), "{:?}", a.name);
         }
         assert_eq!(p.tx.answers[2].name, format!("b.{long}").as_str());
         assert_eq!(p.tx.answers[2].data, "7.7.7.7");

@@ -554,7 +554,7 @@ impl RedisParser {
                 b'+' | b'-' | b':' | b',' | b'#' | b'(' | b'!' if msg.text.len() <= SmallText::INLINE => {
                     Some(SmallText::new(&String::from_utf8_lossy(&msg.text)))
                 }
-                b'+' | b'-' | b':' | b',' | b'#' | b'(' | b'!' => Some(SmallText::Shared(replies.text(&msg.text))),
+                b'+' | b'-' | b':' | b',' | b'#' | b'(' | b'!' => Some(SmallText::from(replies.text(&msg.text))),
                 _ => None,
             };
         };

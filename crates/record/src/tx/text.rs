@@ -18,9 +18,13 @@ const INLINE: usize = 30;
 /// Text kept in place when it has at most [`SmallText::INLINE`] bytes, else
 /// shared. Reads as a `&str` (`Deref`), compares and prints as its text.
 #[derive(Clone)]
-pub enum SmallText {
-    /// `(length, bytes)`: `bytes[..length]` is the text, always UTF-8 (only
-    /// the constructors below write it, from a `&str`).
+pub struct SmallText(Repr);
+
+/// Private, so that only this file's constructors write `Inline`'s bytes.
+#[derive(Clone)]
+enum Repr {
+    /// `(length, bytes)`: `bytes[..length]` is the text, always UTF-8: only
+    /// [`SmallText::new`] writes it, copying a `&str` whole.
     Inline(u8, [u8; INLINE]),
     Shared(Arc<str>),
 }
@@ -34,30 +38,45 @@ impl SmallText {
         if s.len() <= INLINE {
             let mut b = [0u8; INLINE];
             b[..s.len()].copy_from_slice(s.as_bytes());
-            SmallText::Inline(s.len() as u8, b)
+            SmallText(Repr::Inline(s.len() as u8, b))
         } else {
-            SmallText::Shared(Arc::from(s))
+            SmallText(Repr::Shared(Arc::from(s)))
         }
     }
 
-    /// The text (an empty one for the impossible case of bytes that are not
-    /// UTF-8, which no constructor writes).
+    /// The text. Read for every field of every record by the log line and
+    /// the store: not validated again (`str::from_utf8` cost ~10
+    /// instructions a byte, as much as the allocation it replaced).
+    #[allow(unsafe_code)]
     pub fn as_str(&self) -> &str {
-        match self {
-            SmallText::Inline(n, b) => std::str::from_utf8(&b[..usize::from(*n)]).unwrap_or_default(),
-            SmallText::Shared(s) => s,
+        match &self.0 {
+            Repr::Inline(n, b) => {
+                // SAFETY: `Repr` is private and only `new` makes an `Inline`,
+                // from the bytes of a whole `&str` of `n` bytes: `b[..n]` is
+                // UTF-8 (a `str` ends on a character boundary).
+                unsafe { std::str::from_utf8_unchecked(&b[..usize::from(*n)]) }
+            }
+            Repr::Shared(s) => s,
         }
     }
 
     /// Whether the text is held in place (no allocation).
     pub fn is_inline(&self) -> bool {
-        matches!(self, SmallText::Inline(..))
+        matches!(self.0, Repr::Inline(..))
+    }
+
+    /// The shared text, when it is too long to be held in place.
+    pub fn shared(&self) -> Option<&Arc<str>> {
+        match &self.0 {
+            Repr::Shared(s) => Some(s),
+            Repr::Inline(..) => None,
+        }
     }
 }
 
 impl Default for SmallText {
     fn default() -> Self {
-        SmallText::Inline(0, [0; INLINE])
+        SmallText(Repr::Inline(0, [0; INLINE]))
     }
 }
 
@@ -129,7 +148,7 @@ impl From<Arc<str>> for SmallText {
         if s.len() <= INLINE {
             SmallText::new(&s)
         } else {
-            SmallText::Shared(s)
+            SmallText(Repr::Shared(s))
         }
     }
 }
@@ -151,8 +170,11 @@ mod tests {
         assert!(!t.is_inline());
         assert_eq!(t.as_str(), long);
         // A clone of a long text shares it.
-        let (SmallText::Shared(a), SmallText::Shared(b)) = (&t, &t.clone()) else { unreachable!() };
-        assert!(Arc::ptr_eq(a, b));
+        let c = t.clone();
+        assert!(Arc::ptr_eq(t.shared().unwrap(), c.shared().unwrap()));
+        let arc: Arc<str> = Arc::from(long.as_str());
+        assert!(Arc::ptr_eq(SmallText::from(arc.clone()).shared().unwrap(), &arc));
+        assert!(SmallText::from(Arc::<str>::from("short")).is_inline());
         // Multi-byte UTF-8 at the boundary is kept whole.
         let u = "é".repeat(INLINE / 2);
         assert_eq!(SmallText::new(&u).as_str(), u);
