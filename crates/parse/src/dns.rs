@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 use std::fmt::Write as _;
 
 use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use wirelog_record::SmallText;
 
 pub use wirelog_record::dns::{class_name, opcode_name, rcode_name, type_name, DnsAnswer, DnsTx, Edns};
 
@@ -90,16 +91,20 @@ impl<'a> Message<'a> {
     /// Appends the name at `at` (dotted, no final dot; "" for the root) to
     /// `out`; returns the offset just after the name's in-place encoding.
     pub fn read_name(&self, at: usize, out: &mut String) -> Option<usize> {
+        let start = out.len();
         self.labels(at, |label| {
-            if !out.is_empty() {
+            if out.len() > start {
                 out.push('.');
             }
-            for &c in label {
-                if plain(c) {
-                    out.push(c as char);
-                } else {
-                    let _ = write!(out, "\\{c:03}");
-                }
+            // Runs of plain bytes are copied whole (ASCII graphic: valid
+            // UTF-8); the others written as `\ddd`.
+            let mut rest = label;
+            while !rest.is_empty() {
+                let n = rest.iter().position(|&c| !plain(c)).unwrap_or(rest.len());
+                out.push_str(std::str::from_utf8(&rest[..n]).unwrap_or_default());
+                let Some(&c) = rest.get(n) else { break };
+                out.extend(['\\', char::from(b'0' + c / 100), char::from(b'0' + c / 10 % 10), char::from(b'0' + c % 10)]);
+                rest = &rest[n + 1..];
             }
         })
     }
@@ -142,17 +147,13 @@ impl<'a> Message<'a> {
         }
     }
 
-    /// The name at `at` as text, in a string of its exact length (its
-    /// length is counted first: one allocation, where growing by pushes
-    /// took three or four for a typical name), and the offset after it.
-    fn name_string(&self, at: usize) -> Option<(String, usize)> {
-        let mut n = 0usize;
-        self.labels(at, |label| {
-            n += usize::from(n > 0) + label.iter().map(|&c| if plain(c) { 1 } else { 4 }).sum::<usize>();
-        })?;
-        let mut s = String::with_capacity(n);
-        let end = self.read_name(at, &mut s)?;
-        Some((s, end))
+    /// The name at `at` as text, written into `scratch` (a buffer the
+    /// flow keeps) and kept in place when short ([`SmallText`]: no
+    /// allocation for most names), and the offset after it.
+    fn name_text(&self, at: usize, scratch: &mut String) -> Option<(SmallText, usize)> {
+        scratch.clear();
+        let end = self.read_name(at, scratch)?;
+        Some((SmallText::new(scratch), end))
     }
 }
 
@@ -168,7 +169,15 @@ struct Parsed {
     is_response: bool,
 }
 
+#[cfg(test)]
 fn parse(buf: &[u8]) -> Option<Parsed> {
+    parse_with(buf, &mut String::new())
+}
+
+/// Parses `buf`, writing names and record data through `scratch` (the
+/// flow's buffer, reused: text is allocated only when it is too long to be
+/// kept in place, and an answer that repeats the question's name shares it).
+fn parse_with(buf: &[u8], scratch: &mut String) -> Option<Parsed> {
     let m = Message::new_checked(buf)?;
     let f = m.flags();
     let mut tx = DnsTx {
@@ -190,7 +199,7 @@ fn parse(buf: &[u8]) -> Option<Parsed> {
     };
     let mut at = field::HEADER_LEN;
     for q in 0..m.qdcount() {
-        let (name, end) = m.name_string(at)?;
+        let (name, end) = m.name_text(at, scratch)?;
         let qtype = be16(buf, end)?;
         let qclass = be16(buf, end + 2)?;
         if q == 0 {
@@ -204,7 +213,9 @@ fn parse(buf: &[u8]) -> Option<Parsed> {
     let sections = [(m.ancount(), 0u8), (m.nscount(), 1), (m.arcount(), 2)];
     'outer: for (count, sect) in sections {
         for k in 0..count as usize {
-            let Some((name, end)) = m.name_string(at) else {
+            // Read into `scratch`; made a text only for the records kept.
+            scratch.clear();
+            let Some(end) = m.read_name(at, scratch) else {
                 break 'outer;
             };
             let (Some(rtype), Some(class), Some(ttl), Some(rdlen)) = (
@@ -234,7 +245,10 @@ fn parse(buf: &[u8]) -> Option<Parsed> {
             if sect == 2 || k >= MAX_RECORDS {
                 continue;
             }
-            let data = render(&m, rtype, rd, rd_end);
+            // Most answers repeat the question's name (a pointer to it):
+            // that text is cloned (in place, or the same `Arc`), not made again.
+            let name = if *scratch == *tx.qname { tx.qname.clone() } else { SmallText::new(scratch) };
+            let data = render(&m, rtype, rd, rd_end, scratch);
             let rr = DnsAnswer {
                 name,
                 rtype,
@@ -257,58 +271,64 @@ fn parse(buf: &[u8]) -> Option<Parsed> {
     })
 }
 
-/// Record data as text, like Zeek's dns.log `answers`.
-fn render(m: &Message<'_>, rtype: u16, rd: usize, end: usize) -> String {
+/// Record data as text, like Zeek's dns.log `answers`, written through
+/// `scratch` and kept in place when short (an address, most names).
+fn render(m: &Message<'_>, rtype: u16, rd: usize, end: usize, scratch: &mut String) -> SmallText {
     let b = &m.buf[rd..end];
-    let name_at = |at: usize| m.name_string(at).map(|(n, _)| n).unwrap_or_default();
+    let mut name_at = |at: usize| m.name_text(at, scratch).map(|(n, _)| n).unwrap_or_default();
     match rtype {
         1 if b.len() == 4 => ipv4_text([b[0], b[1], b[2], b[3]]),
-        28 if b.len() == 16 => {
-            let mut a = [0u8; 16];
-            a.copy_from_slice(b);
-            std::net::Ipv6Addr::from(a).to_string()
-        }
         2 | 5 | 12 | 39 | 6 => name_at(rd),
         15 if b.len() > 2 => name_at(rd + 2),
         33 if b.len() > 6 => name_at(rd + 6),
-        16 | 99 => {
-            let mut s = String::new();
-            let mut i = 0;
-            while i < b.len() {
-                let l = b[i] as usize;
-                let t = &b[i + 1..(i + 1 + l).min(b.len())];
-                if !s.is_empty() {
-                    s.push(' ');
-                }
-                let _ = write!(s, "TXT {} {}", t.len(), String::from_utf8_lossy(t));
-                i += 1 + l;
-            }
-            s
-        }
-        43 if b.len() >= 4 => {
-            let mut s = format!("{} {} {} ", u16::from_be_bytes([b[0], b[1]]), b[2], b[3]);
-            for x in &b[4..] {
-                let _ = write!(s, "{x:02X}");
-            }
-            s
-        }
         46 if b.len() >= 18 => {
-            format!(
-                "RRSIG {} {}",
-                type_name(u16::from_be_bytes([b[0], b[1]])),
-                name_at(rd + 18)
-            )
+            let name = name_at(rd + 18);
+            scratch.clear();
+            let _ = write!(scratch, "RRSIG {} {}", type_name(u16::from_be_bytes([b[0], b[1]])), name);
+            SmallText::new(scratch)
         }
-        _ => format!("<unknown type={rtype}>"),
+        _ => {
+            scratch.clear();
+            let s = scratch;
+            match rtype {
+                28 if b.len() == 16 => {
+                    let mut a = [0u8; 16];
+                    a.copy_from_slice(b);
+                    let _ = write!(s, "{}", std::net::Ipv6Addr::from(a));
+                }
+                16 | 99 => {
+                    let mut i = 0;
+                    while i < b.len() {
+                        let l = b[i] as usize;
+                        let t = &b[i + 1..(i + 1 + l).min(b.len())];
+                        if !s.is_empty() {
+                            s.push(' ');
+                        }
+                        let _ = write!(s, "TXT {} {}", t.len(), String::from_utf8_lossy(t));
+                        i += 1 + l;
+                    }
+                }
+                43 if b.len() >= 4 => {
+                    let _ = write!(s, "{} {} {} ", u16::from_be_bytes([b[0], b[1]]), b[2], b[3]);
+                    for x in &b[4..] {
+                        let _ = write!(s, "{x:02X}");
+                    }
+                }
+                _ => {
+                    let _ = write!(s, "<unknown type={rtype}>");
+                }
+            }
+            SmallText::new(s)
+        }
     }
 }
 
-/// An IPv4 address as dotted text, in a string of its exact length
-/// (`Ipv4Addr::to_string` allocated twice: a first guess, then its growth).
-fn ipv4_text(a: [u8; 4]) -> String {
+/// An IPv4 address as dotted text, kept in place (`Ipv4Addr::to_string`
+/// allocated twice: a first guess, then its growth).
+fn ipv4_text(a: [u8; 4]) -> SmallText {
     let (t, n) = wirelog_record::IpAddr16::v4_text(a);
     // Digits and dots only: always UTF-8.
-    std::str::from_utf8(&t[..n]).unwrap_or_default().to_owned()
+    SmallText::new(std::str::from_utf8(&t[..n]).unwrap_or_default())
 }
 
 /// A query waiting for its response.
@@ -328,6 +348,9 @@ struct Pairer {
     stats: ParseStats,
     /// Messages that parsed.
     parsed: u64,
+    /// Names and record data are written here before they become a
+    /// record's text: one buffer for the flow's messages.
+    scratch: String,
 }
 
 /// Queries kept waiting per flow; beyond it the oldest is reported unanswered.
@@ -376,11 +399,12 @@ impl Pairer {
             pending: VecDeque::new(),
             stats: ParseStats::default(),
             parsed: 0,
+            scratch: String::new(),
         }
     }
 
     fn message(&mut self, ts: i64, bytes: u64, data: &[u8], out: &mut Vec<Transaction>) {
-        let Some(p) = parse(data) else {
+        let Some(p) = parse_with(data, &mut self.scratch) else {
             self.stats.malformed += 1;
             self.stats.unparsed_bytes += bytes;
             return;
@@ -719,7 +743,7 @@ mod test {
         );
         assert!(d.qr && d.rd && d.ra && !d.aa);
         assert_eq!(
-            d.answers,
+            *d.answers,
             vec![DnsAnswer {
                 name: "example.com".into(),
                 rtype: 1,
@@ -766,23 +790,39 @@ mod test {
     }
 
     #[test]
-    fn names_and_addresses_in_strings_of_their_exact_length() {
-        // Plain, escaped and compressed names: one allocation of the text's length.
+    fn names_and_addresses_kept_in_place_or_shared() {
+        // Plain, escaped and compressed names; short ones kept in place.
         let odd = msg(1, 0, [1, 0, 0, 0], b"\x03a.b\x04c\\d\x01\x00\x00\x00\x01\x00\x01");
         let q = parse(&odd).unwrap().tx.qname;
-        assert_eq!((q.as_str(), q.capacity()), ("a\\046b.c\\092d\\001", q.len()));
+        assert_eq!((q.as_str(), q.is_inline()), ("a\\046b.c\\092d\\001", true));
         let mut body = Q_EXAMPLE_A.to_vec();
         body.extend(answer_a(1, [9, 9, 9, 9]));
         let p = parse(&msg(3, 0x8180, [1, 1, 0, 0], &body)).unwrap();
         let a = &p.tx.answers[0];
-        assert_eq!(a.name.capacity(), a.name.len());
-        assert_eq!(p.tx.qname.capacity(), p.tx.qname.len());
+        assert_eq!((a.name.as_str(), a.data.as_str()), (p.tx.qname.as_str(), "9.9.9.9"));
+        assert!(a.name.is_inline() && a.data.is_inline() && p.tx.qname.is_inline());
+        // A long question name is allocated once: the answers that repeat
+        // it share it, one that names another owner has its own text.
+        let long = "a".repeat(40);
+        let mut body = vec![40u8];
+        body.extend_from_slice(long.as_bytes());
+        body.extend_from_slice(b"\x00\x00\x01\x00\x01");
+        body.extend(answer_a(1, [9, 9, 9, 9]));
+        body.extend(answer_a(1, [8, 8, 8, 8]));
+        body.extend_from_slice(b"\x01b\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x01\x00\x04\x07\x07\x07\x07");
+        let p = parse(&msg(3, 0x8180, [1, 3, 0, 0], &body)).unwrap();
+        let q = p.tx.qname.shared().expect("a long name is shared");
+        for a in &p.tx.answers[..2] {
+            assert!(std::sync::Arc::ptr_eq(q, a.name.shared().unwrap()), "{:?}", a.name);
+        }
+        assert_eq!(p.tx.answers[2].name, format!("b.{long}").as_str());
+        assert_eq!(p.tx.answers[2].data, "7.7.7.7");
         // Every octet value, in every position, as `Ipv4Addr` writes it.
         for x in 0..=255u8 {
             for a in [[x, 0, 0, 0], [1, x, 10, 255], [100, 99, 9, x], [x, x, x, x]] {
                 let t = ipv4_text(a);
-                assert_eq!(t, std::net::Ipv4Addr::from(a).to_string());
-                assert_eq!(t.capacity(), t.len());
+                assert_eq!(t, std::net::Ipv4Addr::from(a).to_string().as_str());
+                assert!(t.is_inline());
             }
         }
     }

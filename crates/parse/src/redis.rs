@@ -23,11 +23,11 @@
 //! the pairing until the connection's end.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use crate::fingerprint::Fingerprints;
 
 use crate::truncate;
+use wirelog_record::SmallText;
 use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
 
 pub use wirelog_record::redis::RedisTx;
@@ -68,11 +68,6 @@ fn type_name(t: u8) -> &'static str {
 }
 
 const TYPES: &[u8] = b"+-:$*_,#!=(%~>|";
-
-/// Bytes of a request's first element (the command's name).
-fn name_len(msg: &Msg) -> usize {
-    msg.arg_ends.first().copied().unwrap_or(0)
-}
 
 fn parse_int(b: &[u8]) -> Option<i64> {
     std::str::from_utf8(b).ok()?.parse().ok()
@@ -226,6 +221,8 @@ pub struct RedisParser {
     pushes: u64,
     /// The command's name upper-cased, reused from one command to the next.
     upper: String,
+    /// A request's arguments are joined here before they become its text.
+    joined: String,
     /// Command names and scalar replies, one shared `Arc<str>` per distinct
     /// text of the connection (at most 64 each; see [`Fingerprints`]).
     names: Fingerprints,
@@ -254,6 +251,7 @@ impl RedisParser {
             subscribed: false,
             pushes: 0,
             upper: String::new(),
+            joined: String::new(),
             names: Fingerprints::default(),
             replies: Fingerprints::default(),
         }
@@ -477,21 +475,15 @@ impl RedisParser {
         let name = self.names.text(self.upper.as_bytes());
         let secret = matches!(&*name, "AUTH" | "HELLO");
         let mut tx = RedisTx { num_args: msg.top_len.map_or(0, |n| (n.max(1) - 1) as u64), ..RedisTx::default() };
-        // The joined arguments' length (UTF-8 replacements aside, which only
-        // grow them), so that the text is allocated once.
-        // `m` arguments after the name, `m - 1` spaces between them.
-        let m = msg.arg_ends.len() - 1;
-        let room = match args.clone().next() {
-            None => 0,
-            Some(_) if secret => 2 * m - 1,
-            Some(first) if self.cfg.redact => first.len() + 2 * (m - 1),
-            Some(_) => msg.arg_bytes.len() - name_len(msg) + m - 1,
-        };
-        let mut joined = String::with_capacity(room);
+        // The arguments are joined in the connection's buffer and kept in
+        // place when short (`SmallText`): a key or a short command line
+        // costs no allocation, a longer one a single one at its length.
+        let mut joined = std::mem::take(&mut self.joined);
+        joined.clear();
         for (i, a) in args.enumerate() {
             let v = String::from_utf8_lossy(a);
             if i == 0 && !secret {
-                tx.key = Some(v.to_string());
+                tx.key = Some(SmallText::new(&v));
             }
             if i > 0 || !joined.is_empty() {
                 joined.push(' ');
@@ -507,7 +499,8 @@ impl RedisParser {
             tx.num_args = joined.split(' ').count() as u64;
         }
         tx.args_truncated = truncate(&mut joined, self.cfg.max_text_bytes) || msg.cut;
-        tx.args = joined;
+        tx.args = SmallText::new(&joined);
+        self.joined = joined;
         let (replies_left, sub_kind): (u64, Option<&'static [u8]>) = match &*name {
             "SUBSCRIBE" => (tx.num_args.max(1), Some(b"subscribe")),
             "PSUBSCRIBE" => (tx.num_args.max(1), Some(b"psubscribe")),
@@ -554,10 +547,14 @@ impl RedisParser {
             tx.reply_len = msg.top_len;
             tx.reply = match top {
                 b'$' | b'=' if !redact && msg.top_len.is_some_and(|n| n >= 0) => {
-                    Some(Arc::from(String::from_utf8_lossy(&msg.text).as_ref()))
+                    Some(SmallText::new(&String::from_utf8_lossy(&msg.text)))
                 }
-                // Scalars repeat (`OK`, `QUEUED`, small counts): shared.
-                b'+' | b'-' | b':' | b',' | b'#' | b'(' | b'!' => Some(replies.text(&msg.text)),
+                // Scalars repeat (`OK`, `QUEUED`, small counts): kept in
+                // place when short, else shared with the connection's others.
+                b'+' | b'-' | b':' | b',' | b'#' | b'(' | b'!' if msg.text.len() <= SmallText::INLINE => {
+                    Some(SmallText::new(&String::from_utf8_lossy(&msg.text)))
+                }
+                b'+' | b'-' | b':' | b',' | b'#' | b'(' | b'!' => Some(SmallText::from(replies.text(&msg.text))),
                 _ => None,
             };
         };

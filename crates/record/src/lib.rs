@@ -37,6 +37,7 @@ pub use tx::mqtt;
 pub use tx::amqp;
 pub use tx::kafka;
 pub use tx::cassandra;
+pub use tx::text::SmallText;
 pub use uid::{Uid, UidGenerator};
 pub use owner::{ProcOwner, ProcOwners};
 pub use wirelog_packet::IpAddr16;

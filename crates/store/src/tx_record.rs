@@ -405,7 +405,8 @@ mod tests {
             answers: vec![
                 DnsAnswer { name: "a.example".into(), rtype: 1, class: 1, ttl: 60, data: "1.2.3.4".into() },
                 DnsAnswer { name: "a.example".into(), rtype: 1, class: 1, ttl: 30, data: "5.6.7.8".into() },
-            ],
+            ]
+            .into(),
             ..Default::default()
         };
         let mysql = MysqlTx {
@@ -445,7 +446,8 @@ mod tests {
                     ttl: 30,
                     data: "5.6.7.8".into(),
                 },
-            ],
+            ]
+            .into(),
             ..Default::default()
         };
         let mysql = MysqlTx {

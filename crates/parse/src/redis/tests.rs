@@ -2,6 +2,7 @@
 //! system-test pcap, Zeek's redis.log baseline, and damaged input.
 
 use super::*;
+use std::sync::Arc;
 use crate::testutil::{parse_pcap, stress, tcp_events};
 use crate::Protocol;
 
@@ -353,10 +354,11 @@ fn array_elements_skipped_by_length_agree_with_splits() {
 }
 
 /// A command's arguments are collected in buffers the connection keeps (no
-/// vector per argument), and its joined text is allocated at its length;
-/// what is recorded is what the per-argument vectors gave.
+/// vector per argument), and its joined text is kept in place when short,
+/// else allocated once at its length; what is recorded is what the
+/// per-argument vectors gave.
 #[test]
-fn arguments_in_kept_buffers_and_text_at_its_length() {
+fn arguments_in_kept_buffers_and_text_in_place_or_at_its_length() {
     let mut p = RedisParser::new(&ParseConfig::default());
     let mut out = Vec::new();
     for i in 0..50 {
@@ -366,8 +368,9 @@ fn arguments_in_kept_buffers_and_text_at_its_length() {
         p.data(Dir::ToClient, i as i64, b"+OK\r\n", &mut out);
         let r = rd(out.last().unwrap());
         assert_eq!((&*r.command, r.key.as_deref()), ("SET", Some(key.as_str())));
-        assert_eq!(r.args, format!("{key} {value} EX 10"));
-        assert_eq!(r.args.capacity(), r.args.len());
+        assert_eq!(r.args, format!("{key} {value} EX 10").as_str());
+        assert_eq!(r.args.is_inline(), r.args.len() <= SmallText::INLINE, "{:?}", r.args);
+        assert!(r.key.as_ref().unwrap().is_inline());
         assert_eq!(r.num_args, 4);
     }
     assert_eq!(out.len(), 50);
@@ -378,13 +381,13 @@ fn arguments_in_kept_buffers_and_text_at_its_length() {
     // Redacted and secret arguments: the same text as before.
     let cfg = ParseConfig { redact: true, ..ParseConfig::default() };
     let (out, _) = run(&[(Dir::ToServer, &cmd(&["GET", "k1", "x"])), (Dir::ToClient, b"$1\r\na\r\n")], &cfg);
-    assert_eq!((rd(&out[0]).args.as_str(), rd(&out[0]).args.capacity() >= rd(&out[0]).args.len()), ("k1 ?", true));
+    assert_eq!((rd(&out[0]).args.as_str(), rd(&out[0]).args.is_inline()), ("k1 ?", true));
     let (out, _) = run(&[(Dir::ToServer, &cmd(&["AUTH", "u", "pw"])), (Dir::ToClient, b"+OK\r\n")], &ParseConfig::default());
     assert_eq!((rd(&out[0]).args.as_str(), rd(&out[0]).key.as_deref()), ("? ?", None));
 }
 
-/// Command names and scalar replies are shared between a connection's
-/// commands; bulk replies are not.
+/// Command names and long scalar replies are shared between a connection's
+/// commands; short replies (scalar or bulk) are kept in place.
 #[test]
 fn names_and_scalar_replies_shared_per_connection() {
     let mut chunks: Vec<(Dir, Vec<u8>)> = Vec::new();
@@ -400,6 +403,13 @@ fn names_and_scalar_replies_shared_per_connection() {
     assert_eq!(r.len(), 6);
     assert_eq!((&*r[0].command, r[0].reply.as_deref(), &*r[5].command, r[5].reply.as_deref()), ("SET", Some("OK"), "GET", Some("v")));
     assert!(Arc::ptr_eq(&r[0].command, &r[4].command));
-    assert!(Arc::ptr_eq(r[0].reply.as_ref().unwrap(), r[4].reply.as_ref().unwrap()));
-    assert!(!Arc::ptr_eq(r[1].reply.as_ref().unwrap(), r[3].reply.as_ref().unwrap()));
+    assert!(r.iter().all(|t| t.reply.as_ref().unwrap().is_inline()));
+    let long = format!("+{}\r\n", "x".repeat(SmallText::INLINE + 1));
+    let ping = cmd(&["ping"]);
+    let chunks = [(Dir::ToServer, &ping[..]), (Dir::ToClient, long.as_bytes()), (Dir::ToServer, &ping), (Dir::ToClient, long.as_bytes())];
+    let (out, _) = run(&chunks, &ParseConfig::default());
+    let (Some(a), Some(b)) = (rd(&out[0]).reply.as_ref().and_then(|r| r.shared()), rd(&out[1]).reply.as_ref().and_then(|r| r.shared())) else {
+        panic!("{:?}", out)
+    };
+    assert!(Arc::ptr_eq(a, b) && a.len() == SmallText::INLINE + 1);
 }

@@ -1,15 +1,88 @@
 //! What a DNS transaction records (filled in by `wirelog_parse::dns`), and
 //! the names Zeek gives the numbers in it.
 
+use crate::SmallText;
+
 /// One resource record, rendered.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DnsAnswer {
-    pub name: String,
+    /// Owner name; the question's (a copy in place, or the same `Arc`) when
+    /// it repeats it, as most answers do.
+    pub name: SmallText,
     pub rtype: u16,
     pub class: u16,
     pub ttl: u32,
     /// Record data as text (address, name, `TXT <len> <text>`...).
-    pub data: String,
+    pub data: SmallText,
+}
+
+/// A response's answers: none or one kept in place, more in a vector
+/// (`Vec` allocated for every answered query). Reads as a slice.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Answers(AnswersRepr);
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+enum AnswersRepr {
+    #[default]
+    Empty,
+    One(DnsAnswer),
+    Many(Vec<DnsAnswer>),
+}
+
+impl Answers {
+    pub fn push(&mut self, a: DnsAnswer) {
+        self.0 = match std::mem::take(&mut self.0) {
+            AnswersRepr::Empty => AnswersRepr::One(a),
+            AnswersRepr::One(first) => AnswersRepr::Many(vec![first, a]),
+            AnswersRepr::Many(mut v) => {
+                v.push(a);
+                AnswersRepr::Many(v)
+            }
+        };
+    }
+
+    pub fn into_vec(self) -> Vec<DnsAnswer> {
+        match self.0 {
+            AnswersRepr::Empty => Vec::new(),
+            AnswersRepr::One(a) => vec![a],
+            AnswersRepr::Many(v) => v,
+        }
+    }
+}
+
+impl std::ops::Deref for Answers {
+    type Target = [DnsAnswer];
+    fn deref(&self) -> &[DnsAnswer] {
+        match &self.0 {
+            AnswersRepr::Empty => &[],
+            AnswersRepr::One(a) => std::slice::from_ref(a),
+            AnswersRepr::Many(v) => v,
+        }
+    }
+}
+
+impl Extend<DnsAnswer> for Answers {
+    fn extend<I: IntoIterator<Item = DnsAnswer>>(&mut self, it: I) {
+        for a in it {
+            self.push(a);
+        }
+    }
+}
+
+impl IntoIterator for Answers {
+    type Item = DnsAnswer;
+    type IntoIter = std::vec::IntoIter<DnsAnswer>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.into_vec().into_iter()
+    }
+}
+
+impl From<Vec<DnsAnswer>> for Answers {
+    fn from(v: Vec<DnsAnswer>) -> Self {
+        let mut a = Answers::default();
+        a.extend(v);
+        a
+    }
 }
 
 /// EDNS(0) OPT pseudo-record of the response (else of the query).
@@ -37,12 +110,14 @@ pub struct DnsTx {
     pub ad: bool,
     pub cd: bool,
     /// First question (lower-case not forced; as sent, without the final dot).
-    pub qname: String,
+    pub qname: SmallText,
     pub qtype: u16,
     pub qclass: u16,
     /// Response code (with the EDNS extension when present); 0 without response.
     pub rcode: u16,
-    pub answers: Vec<DnsAnswer>,
+    /// The answers; the first is kept in place (most responses have one),
+    /// so that a transaction allocates no vector for it.
+    pub answers: Answers,
     pub authorities: Vec<DnsAnswer>,
     /// Counts from the response header (summed over the messages of a zone transfer).
     pub answer_count: u32,
@@ -176,10 +251,10 @@ pub static COLUMNS: Columns = Columns {
         C::new("rd", Bool, Low, "Recursion desired flag.", get!(Dns, |r, d| Val::Bool(Some(d.rd)))).log_as("RD"),
         C::new("ra", Bool, Low, "Recursion available flag.", get!(Dns, |r, d| Val::Bool(Some(d.ra)))).log_as("RA"),
         C::log_only("Z", NUM, "The reserved header bit.", get!(Dns, |r, d| Val::Count(Some(d.z as u64)))),
-        C::new("answers", List(Item::Text), High, "The answers' data (addresses, names).", get!(Dns, |r, d| Val::texts(r, d.answers.len(), text_item!(Dns, |d, i| &d.answers[i].data)))).brief(),
+        C::new("answers", List(Item::Text), High, "The answers' data (addresses, names).", get!(Dns, |r, d| Val::texts(r, d.answers.len(), text_item!(Dns, |d, i| d.answers[i].data.as_str())))).brief(),
         C::new("ttls", List(Item::Secs), High, "The answers' TTLs, seconds.", get!(Dns, |r, d| Val::nums(r, d.answers.len(), num_item!(Dns, |d, i| u64::from(d.answers[i].ttl)))))
         .log_as("TTLs"),
-        C::log_only("answer_names", List(Item::Text), "The answers' owner names.", get!(Dns, |r, d| Val::texts(r, d.answers.len(), text_item!(Dns, |d, i| &d.answers[i].name)))),
+        C::log_only("answer_names", List(Item::Text), "The answers' owner names.", get!(Dns, |r, d| Val::texts(r, d.answers.len(), text_item!(Dns, |d, i| d.answers[i].name.as_str())))),
         C::log_only("answer_types", List(Item::Text), "The answers' types by name.", get!(Dns, |r, d| Val::texts(r, d.answers.len(), text_item!(Dns, |d, i| type_name(d.answers[i].rtype))))),
         C::log_only("authority_count", NUM, "Authority records in the response.", get!(Dns, |r, d| Val::Count(answered(r).then_some(d.authority_count as u64)))),
         C::log_only("edns_udp_size", NUM, "EDNS(0) UDP payload size.", get!(Dns, |r, d| Val::Count(d.edns.map(|e| e.udp_size as u64)))),
@@ -193,3 +268,30 @@ pub static COLUMNS: Columns = Columns {
     renamed: &[],
     log_text: LogText::Utf8,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(ttl: u32) -> DnsAnswer {
+        DnsAnswer { name: "a.example".into(), rtype: 1, class: 1, ttl, data: "192.0.2.1".into() }
+    }
+
+    #[test]
+    fn answers_keep_the_first_in_place_and_read_as_a_slice() {
+        let mut v = Answers::default();
+        assert!(v.is_empty());
+        for n in 1..=3 {
+            v.push(a(n));
+            assert_eq!(v.len(), n as usize);
+            assert_eq!(v.iter().map(|x| x.ttl).collect::<Vec<_>>(), (1..=n).collect::<Vec<_>>());
+        }
+        assert!(matches!(Answers::from(vec![a(1)]).0, AnswersRepr::One(_)));
+        assert_eq!(Answers::from(vec![a(1), a(2), a(3)]), v);
+        assert_eq!(v.clone().into_iter().map(|x| x.ttl).collect::<Vec<_>>(), [1, 2, 3]);
+        let mut w = Answers::from(vec![a(1)]);
+        w.extend(vec![a(2), a(3)]);
+        assert_eq!(w, v);
+        assert_eq!(Answers::default().into_vec(), Vec::new());
+    }
+}

@@ -15,6 +15,7 @@ pub mod mysql;
 pub mod pgsql;
 pub mod redis;
 pub mod tls;
+pub mod text;
 
 use wirelog_packet::IpAddr16;
 

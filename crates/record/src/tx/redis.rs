@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use crate::SmallText;
+
 /// One command and its reply.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RedisTx {
@@ -9,11 +11,11 @@ pub struct RedisTx {
     /// connection's commands of one name.
     pub command: Arc<str>,
     /// First argument (usually the key), as Zeek's `cmd.key`.
-    pub key: Option<String>,
+    pub key: Option<SmallText>,
     /// The arguments after the command name, space-separated, cut to
     /// `max_text_bytes`. With `ParseConfig::redact` every argument but the
     /// first is `?`; AUTH's and HELLO's arguments are always `?`.
-    pub args: String,
+    pub args: SmallText,
     pub args_truncated: bool,
     /// Number of arguments after the command name.
     pub num_args: u64,
@@ -24,7 +26,7 @@ pub struct RedisTx {
     /// text; for bulk and verbatim strings their start (not when redacting).
     /// A repeated simple reply (`OK`) is shared between the connection's
     /// commands.
-    pub reply: Option<Arc<str>>,
+    pub reply: Option<SmallText>,
     /// Bulk length (-1 for null), or number of elements of an aggregate.
     pub reply_len: Option<i64>,
 }

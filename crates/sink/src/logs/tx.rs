@@ -1141,7 +1141,8 @@ mod tests {
                 class: 1,
                 ttl: 1800,
                 data: "45586 5 2 abc".into(),
-            }],
+            }]
+            .into(),
             authority_count: 1,
             edns: Some(Edns {
                 udp_size: 4000,
