@@ -22,23 +22,8 @@ mkdir -p "$OUT"
 ID=$$
 A=wlbra$ID B=wlbrb$ID VA=wbra$ID VB=wbrb$ID
 WORK=$(mktemp -d /tmp/wirelog-budget-replay.XXXXXX)
-CAP_PID=
-cleanup() {
-    [[ -n $CAP_PID ]] && kill -INT "$CAP_PID" 2>/dev/null && wait "$CAP_PID" 2>/dev/null || true
-    ip netns del "$A" 2>/dev/null || true
-    ip netns del "$B" 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-ip netns add "$A"
-ip netns add "$B"
-ip link add "$VA" netns "$A" mtu 9000 type veth peer name "$VB" netns "$B" mtu 9000
-for p in "$A:$VA" "$B:$VB"; do
-    ip netns exec "${p%%:*}" sysctl -q -w "net.ipv6.conf.${p#*:}.disable_ipv6=1"
-    ip -n "${p%%:*}" link set "${p#*:}" up
-done
-HZ=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+source "$REPO/bench/replay_veth.sh"
+veth_up
 REPORT=$OUT/budget_replay.txt
 {
     echo "# $(date -u +%FT%TZ) budget $BUDGET, $LOOPS loops of $PCAP, ring $RING; load: $(uptime)"

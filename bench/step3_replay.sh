@@ -31,14 +31,7 @@ mkdir -p "$OUT"
 ID=$$
 A=wls3a$ID B=wls3b$ID VA=ws3a$ID VB=ws3b$ID
 WORK=$(mktemp -d /tmp/wirelog-step3.XXXXXX)
-CAP_PID=
-cleanup() {
-    [[ -n $CAP_PID ]] && kill -INT "$CAP_PID" 2>/dev/null && wait "$CAP_PID" 2>/dev/null || true
-    ip netns del "$A" 2>/dev/null || true
-    ip netns del "$B" 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+source "$REPO/bench/replay_veth.sh"
 read -r N1 N2 <<<"$PARTS"
 P1=$WORK/part1.pcap P2=$WORK/part2.pcap
 if [[ $HOLES == 1 ]]; then
@@ -47,15 +40,7 @@ if [[ $HOLES == 1 ]]; then
 else
     python3 "$REPO/tests/fit_segments.py" "$PCAP" --mtu 9000 --parts "$N1" "$N2" "$P1" "$P2" >/dev/null
 fi
-ip netns add "$A"
-ip netns add "$B"
-ip link add "$VA" netns "$A" mtu 9000 type veth peer name "$VB" netns "$B" mtu 9000
-for p in "$A:$VA" "$B:$VB"; do
-    ip netns exec "${p%%:*}" sysctl -q -w "net.ipv6.conf.${p#*:}.disable_ipv6=1"
-    ip -n "${p%%:*}" link set "${p#*:}" up
-done
-HZ=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+veth_up
 rate=(--pps "$PPS")
 [[ $PPS == top ]] && rate=(--topspeed)
 REPORT=$OUT/step3_replay.txt

@@ -722,6 +722,13 @@ mod tests {
     }
 
     fn received_seqs_from(rx: &OwnedFd, sport: u16) -> Vec<u32> {
+        let ours = |f: &[u8]| f.len() >= 54 && f[26..30] == SRC && f[34..36] == sport.to_be_bytes();
+        received(rx, ours).iter().map(|f| u32::from_be_bytes([f[38], f[39], f[40], f[41]])).collect()
+    }
+
+    /// The incoming frames the loopback receiver got, in order, that `ours`
+    /// keeps (until its receive timeout: nothing more).
+    fn received(rx: &OwnedFd, ours: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         let mut buf = [0u8; 2048];
         loop {
@@ -736,10 +743,9 @@ mod tests {
                 return out; // the receive timeout: nothing more
             }
             let f = &buf[..n as usize];
-            if from.sll_pkttype == libc::PACKET_OUTGOING || f.len() < 54 || f[26..30] != SRC || f[34..36] != sport.to_be_bytes() {
-                continue;
+            if from.sll_pkttype != libc::PACKET_OUTGOING && ours(f) {
+                out.push(f.to_vec());
             }
-            out.push(u32::from_be_bytes([f[38], f[39], f[40], f[41]]));
         }
     }
 
@@ -934,25 +940,7 @@ mod tests {
     /// The frames of the connection on port `port` (either side) the
     /// loopback receiver got, in order.
     fn received_frames(rx: &OwnedFd, port: u16) -> Vec<Vec<u8>> {
-        let mut out = Vec::new();
-        let mut buf = [0u8; 2048];
-        loop {
-            // SAFETY: sockaddr_ll is plain data.
-            let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
-            // SAFETY: recvfrom into our buffer and address.
-            let n = unsafe {
-                libc::recvfrom(rx.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0, (&mut from as *mut libc::sockaddr_ll).cast(), &mut len)
-            };
-            if n < 0 {
-                return out; // the receive timeout: nothing more
-            }
-            let f = &buf[..n as usize];
-            let ours = f.len() >= 54 && (f[34..36] == port.to_be_bytes() || f[36..38] == port.to_be_bytes());
-            if from.sll_pkttype != libc::PACKET_OUTGOING && ours {
-                out.push(f.to_vec());
-            }
-        }
+        received(rx, |f| f.len() >= 54 && (f[34..36] == port.to_be_bytes() || f[36..38] == port.to_be_bytes()))
     }
 
     /// `--cpu-budget` step 3 going off: a connection the kernel was

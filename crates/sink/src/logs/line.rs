@@ -206,6 +206,27 @@ impl<'a> Room<'a> {
         self.put([c], 1);
     }
 
+    /// Before a value: its JSON key (the quote, comma and colon around it
+    /// included, as the caller writes them) or, in TSV, a tab.
+    #[inline(always)]
+    pub(crate) fn sep<const JSON: bool>(&mut self, json_key: &[u8]) {
+        if JSON {
+            self.lit(json_key);
+        } else {
+            self.byte(b'\t');
+        }
+    }
+
+    /// The line's end: the JSON object's brace and a newline, or a newline.
+    #[inline(always)]
+    pub(crate) fn end_line<const JSON: bool>(&mut self) {
+        if JSON {
+            self.put(*b"}\n", 2);
+        } else {
+            self.byte(b'\n');
+        }
+    }
+
     /// A slice of any length (copied by `memcpy`).
     #[inline(always)]
     pub(crate) fn slice(&mut self, s: &[u8]) {

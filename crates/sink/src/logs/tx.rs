@@ -643,11 +643,7 @@ impl<W: TakeLines> TxLogWriter<W> {
             interval::<JSON>(room, &tail[3], tx.latency_ns());
             interval::<JSON>(room, &tail[4], tx.first_byte_latency_ns());
             if !extras {
-                if JSON {
-                    room.put(*b"}\n", 2);
-                } else {
-                    room.byte(b'\n');
-                }
+                room.end_line::<JSON>();
             }
         });
         if extras && fitted {

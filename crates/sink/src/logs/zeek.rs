@@ -338,23 +338,11 @@ impl<W: TakeLines> ConnLogWriter<W> {
                 room.byte(b'\t');
             }
             room.addr(&r.orig_h);
-            if JSON {
-                room.lit(b"\",\"id.orig_p\":");
-            } else {
-                room.byte(b'\t');
-            }
+            room.sep::<JSON>(b"\",\"id.orig_p\":");
             room.u64(u64::from(r.orig_p));
-            if JSON {
-                room.lit(b",\"id.resp_h\":\"");
-            } else {
-                room.byte(b'\t');
-            }
+            room.sep::<JSON>(b",\"id.resp_h\":\"");
             room.addr(&r.resp_h);
-            if JSON {
-                room.lit(b"\",\"id.resp_p\":");
-            } else {
-                room.byte(b'\t');
-            }
+            room.sep::<JSON>(b"\",\"id.resp_p\":");
             room.u64(u64::from(r.resp_p));
             plain::<JSON>(room, b",\"proto\":", r.proto.as_str().as_bytes());
             match r.service {
@@ -407,11 +395,7 @@ impl<W: TakeLines> ConnLogWriter<W> {
                 room.ascii(cid.get(16..).unwrap_or_default());
             }
             if !extras {
-                if JSON {
-                    room.put(*b"}\n", 2);
-                } else {
-                    room.byte(b'\n');
-                }
+                room.end_line::<JSON>();
             }
         });
         if extras && fitted {
