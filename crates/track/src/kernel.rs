@@ -541,42 +541,40 @@ impl Delegations {
             self.shared.taken_back.fetch_add(1, Relaxed);
         }
         d.draining = true;
-        let Some(go_at) = d.go_at.take() else { return };
-        if d.controlled {
-            d.controlled = false;
-            self.shared.syscall();
-            let _ = self.shared.control.delete(&d.key);
-        }
-        if let Some(n) = self.numbering(idx) {
-            if n.resumed_at >= go_at {
-                if let Some(d) = self.conns.get_mut(&idx) {
-                    d.resumed_at = Some(n.resumed_at);
-                }
-            }
-        }
+        self.cancel_resumption(idx);
     }
 
     /// The kernel did not take the resumption asked for: the control value
     /// is deleted, then the entry read once more (it resumed in between,
     /// or never will). Returns whether it resumed (`resumed_at` set).
     pub fn withdraw(&mut self, idx: u32) -> bool {
-        let Some(d) = self.conns.get_mut(&idx) else { return false };
-        let Some(go_at) = d.go_at.take() else { return false };
+        match self.cancel_resumption(idx) {
+            Some(true) => true,
+            Some(false) => {
+                self.shared.count_not_taken();
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Cancels the resumption pending on `idx` (what [`Self::drain`] and
+    /// [`Self::withdraw`] share): deletes its control value, then reads
+    /// the entry once more and notes where the kernel resumed if it did in
+    /// between. `None` when none was pending, else whether it resumed.
+    fn cancel_resumption(&mut self, idx: u32) -> Option<bool> {
+        let d = self.conns.get_mut(&idx)?;
+        let go_at = d.go_at.take()?;
         if d.controlled {
             d.controlled = false;
             self.shared.syscall();
             let _ = self.shared.control.delete(&d.key);
         }
-        if let Some(n) = self.numbering(idx) {
-            if n.resumed_at >= go_at {
-                if let Some(d) = self.conns.get_mut(&idx) {
-                    d.resumed_at = Some(n.resumed_at);
-                }
-                return true;
-            }
+        let resumed_at = self.numbering(idx).map(|n| n.resumed_at).filter(|&r| r >= go_at);
+        if let (Some(r), Some(d)) = (resumed_at, self.conns.get_mut(&idx)) {
+            d.resumed_at = Some(r);
         }
-        self.shared.count_not_taken();
-        false
+        Some(resumed_at.is_some())
     }
 
     /// Forgets a delegated connection and deletes its entry.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use wirelog_safefs::Dir;
 
 use crate::{LogFile, LogFormat, SinkEnd, Space};
+use crate::logs::tx::{LINES_HANDED_AT, LINE_ROOM};
 
 /// Bytes of lines one log file keeps in memory while its disk is full;
 /// beyond, lines are dropped and counted.
@@ -62,6 +63,16 @@ pub trait TakeLines: Write {
     fn take_lines(&mut self, b: &mut Vec<u8>) -> io::Result<()> {
         let r = self.write_all(b);
         b.clear();
+        r
+    }
+
+    /// Hands the lines `b` collected over (a log file takes the buffer
+    /// itself when it holds nothing: no copy) and keeps room in `b` for the
+    /// next: what the conn.log and transaction log writers do every
+    /// [`LINES_HANDED_AT`] bytes and when they flush.
+    fn hand_over(&mut self, b: &mut Vec<u8>) -> io::Result<()> {
+        let r = self.take_lines(b);
+        b.reserve(LINES_HANDED_AT + LINE_ROOM);
         r
     }
 }

@@ -588,13 +588,8 @@ impl<W: TakeLines> TxLogWriter<W> {
         Ok(())
     }
 
-    /// Hands the collected lines to the output (a log file takes the
-    /// buffer itself when it holds nothing: no copy) and keeps room for the
-    /// next.
     fn hand_over(&mut self) -> io::Result<()> {
-        let r = self.out.take_lines(&mut self.line);
-        self.line.reserve(LINES_HANDED_AT + LINE_ROOM);
-        r
+        self.out.hand_over(&mut self.line)
     }
 
     /// The line writer of this log's protocol in format `JSON`.
