@@ -6,6 +6,8 @@
 #   none              no capture
 #   tcpdump_w         tcpdump -i lo -w FILE tcp port 3306 (ring of 2 x 100 MB files)
 #   tcpdump_s128      the same with -s 128
+#   tap_only          tcpdump -i lo -w /dev/null tcp port 1: a packet socket whose filter takes
+#                     nothing, i.e. what the kernel's tap costs before any packet reaches user space
 #   wirelog           wirelog capture -i lo: conns, flows and MySQL statements (mysql.log and the store)
 #   wirelog_noparse   the same with --no-parse (conns and flows only)
 #   wirelog_kacct     as wirelog, with --kernel-accounting (issue 18) and without the kernel filter,
@@ -22,8 +24,9 @@
 #                     end only: one event per message instead of two)
 #   wirelog_budget2   as wirelog, with --cpu-budget 2% (issue 35): what the budget sheds and what it saves
 #   wirelog_base_budget2  as wirelog_budget2, with the binary WIRELOG_BASE (A/B of the budget's steps)
-# Reports TPS and p95 latency relative to no capture, the worst one-second TPS, the capturer's CPU
-# seconds and the bytes it left on disk (pcap files, logs and store).
+# Reports TPS and p95 latency relative to no capture, the worst one-second TPS, the server's CPU
+# per statement, the capturer's CPU seconds and the bytes it left on disk (pcap files, logs and
+# store).
 # usage: bench/overhead.sh   (env: SB_TIME=30 ROUNDS=3 SCENARIOS="...")
 set -euo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
@@ -72,6 +75,7 @@ start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
     case $sc in
     none) CAP_PID=""; return ;;
     tcpdump_w)    ip netns exec "$NS" tcpdump -i lo -Z root -s 0 -C 100 -W 2 -w "$OV/cap" tcp port "$MYSQL_PORT" 2>"$OV/cap.err" & ;;
+    tap_only)     ip netns exec "$NS" tcpdump -i lo -Z root -w /dev/null tcp port 1 2>"$OV/cap.err" & ;;
     tcpdump_s128) ip netns exec "$NS" tcpdump -i lo -Z root -s 128 -C 100 -W 2 -w "$OV/cap" tcp port "$MYSQL_PORT" 2>"$OV/cap.err" & ;;
     wirelog)      ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
@@ -151,15 +155,23 @@ def med(sc, k):
     v = [float(r[k]) for r in rows if r["scenario"] == sc and r[k] not in ("-", "")]
     return statistics.median(v) if v else float("nan")
 base_tps, base_p95 = med("none", "tps"), med("none", "lat_p95_ms")
+# The server's CPU per statement it answered: unlike TPS, it hardly moves with other load on the
+# machine, and it shows what a capture costs the server's own threads (on loopback the kernel
+# copies each packet into a capturer's ring on the sending thread).
+def per_statement(sc):
+    v = [1e6 * float(r["mariadbd_cpu_s"]) / float(r["server_statements"]) for r in rows
+         if r["scenario"] == sc and r["server_statements"] not in ("-", "", "0")]
+    return statistics.median(v) if v else float("nan")
 o = open(sys.argv[2], "w")
 o.write(f"sysbench oltp_read_only, {sys.argv[3]} threads, {sys.argv[4]} s per run, unthrottled; medians over rounds\n\n")
-o.write("| scenario | runs | TPS | p95 ms | TPS lost vs none | p95 vs none | worst 1 s TPS | capturer CPU s | mariadbd CPU s | capturer peak RSS MB | disk MB |\n")
-o.write("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+o.write("| scenario | runs | TPS | p95 ms | TPS lost vs none | p95 vs none | worst 1 s TPS | capturer CPU s | mariadbd CPU s | mariadbd µs per statement | capturer peak RSS MB | disk MB |\n")
+o.write("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 for sc in scen:
     n = sum(1 for r in rows if r["scenario"] == sc)
     tps, p95 = med(sc, "tps"), med(sc, "lat_p95_ms")
     o.write(f"| {sc} | {n} | {tps:.0f} | {p95:.2f} | {100 * (1 - tps / base_tps):.1f}% | {p95 / base_p95:.2f}x | "
             f"{med(sc, 'min_tps_1s'):.0f} | {med(sc, 'capture_cpu_s'):.1f} | {med(sc, 'mariadbd_cpu_s'):.1f} | "
+            f"{per_statement(sc):.1f} | "
             f"{med(sc, 'capture_rss_mb'):.0f} | {med(sc, 'disk_mb'):.0f} |\n")
 o.close()
 print(open(sys.argv[2]).read())
