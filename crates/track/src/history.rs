@@ -33,21 +33,23 @@ const CODES: [u8; 128] = {
     c
 };
 
-/// Bits of the letters: [`History::CAPACITY`] codes of 5 bits.
-const LETTER_BITS: u32 = 5 * History::CAPACITY as u32;
-/// Set when a letter came past the capacity ([`History::truncated`]).
-const TRUNCATED: u128 = 1 << LETTER_BITS;
-/// Where the masks seen start.
-const SEEN_SHIFT: u32 = 112;
+/// Letters in each of the two words (55 bits): 22, [`History::CAPACITY`].
+const FIRST: u32 = 11;
+const FIRST_MASK: u64 = (1 << (5 * FIRST)) - 1;
+const SECOND_MASK: u64 = (1 << (5 * (History::CAPACITY as u32 - FIRST))) - 1;
+/// The first word's bit set when a letter came past the capacity ([`History::truncated`]).
+const TRUNCATED: u64 = 1 << 55;
+/// Where a side's masks start in its word (the originator's the first).
+const SEEN_SHIFT: u32 = 56;
 
 /// A connection's history: its letters (in the order they came) and the
 /// masks seen, in 16 bytes (issue 35, ninth round: a [`History`] and the
 /// masks took 26 bytes of every connection entry). The letters are 5-bit
-/// codes from bit 0 up (the first letter lowest), none of them 0, so their
-/// count is where the highest set bit lies; bit 110 says a letter was
-/// dropped past [`History::CAPACITY`]; bits 112..128 are the masks, the
-/// originator's in the low byte, the responder's in the high one. Two
-/// words, not a `u128`, so that the entry stays 8-aligned.
+/// codes, none of them 0, from bit 0 up (the first letter lowest), the
+/// first 11 in the first word, the next 11 in the second, so their count
+/// is where the highest set bit lies; the first word's bit 55 says a
+/// letter was dropped past [`History::CAPACITY`]; bits 56..64 of the
+/// first word are the originator's masks, of the second the responder's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HistoryState {
     bits: [u64; 2],
@@ -55,38 +57,22 @@ pub struct HistoryState {
 
 impl HistoryState {
     #[inline(always)]
-    fn get(&self) -> u128 {
-        u128::from(self.bits[0]) | u128::from(self.bits[1]) << 64
-    }
-
-    #[inline(always)]
-    fn put(&mut self, v: u128) {
-        self.bits = [v as u64, (v >> 64) as u64];
-    }
-
-    #[inline(always)]
     fn seen(&self) -> u16 {
-        (self.bits[1] >> (SEEN_SHIFT - 64)) as u16
-    }
-
-    /// Letters held.
-    #[inline]
-    fn len(v: u128) -> u32 {
-        let letters = v & ((1 << LETTER_BITS) - 1);
-        (128 - letters.leading_zeros()).div_ceil(5)
+        (self.bits[0] >> SEEN_SHIFT) as u16 | ((self.bits[1] >> SEEN_SHIFT) as u16) << 8
     }
 
     /// The letters, as the record carries them.
     pub fn letters(&self) -> History {
-        let v = self.get();
         let mut h = History::new();
-        for i in 0..Self::len(v) {
-            let code = (v >> (5 * i)) as usize & 31;
-            if let Some(&c) = ALPHABET.get(code.wrapping_sub(1)) {
-                h.push(c);
+        for mut w in [self.bits[0] & FIRST_MASK, self.bits[1] & SECOND_MASK] {
+            while w != 0 {
+                if let Some(&c) = ALPHABET.get((w & 31) as usize - 1) {
+                    h.push(c);
+                }
+                w >>= 5;
             }
         }
-        h.truncated = v & TRUNCATED != 0;
+        h.truncated = self.bits[0] & TRUNCATED != 0;
         h
     }
 
@@ -99,14 +85,20 @@ impl HistoryState {
         if code == 0 {
             return;
         }
-        let mut v = self.get();
-        let n = Self::len(v);
-        if (n as usize) < History::CAPACITY {
-            v |= u128::from(code) << (5 * n);
+        let first = self.bits[0] & FIRST_MASK;
+        let second = self.bits[1] & SECOND_MASK;
+        // Bits in use in a word of whole codes: its letters times five.
+        let used = |w: u64| (64 - w.leading_zeros()).div_ceil(5) * 5;
+        if second != 0 || used(first) == 5 * FIRST {
+            let at = used(second);
+            if at < 5 * (History::CAPACITY as u32 - FIRST) {
+                self.bits[1] |= u64::from(code) << at;
+            } else {
+                self.bits[0] |= TRUNCATED;
+            }
         } else {
-            v |= TRUNCATED;
+            self.bits[0] |= u64::from(code) << used(first);
         }
-        self.put(v);
     }
 
     #[inline]
@@ -133,7 +125,8 @@ impl HistoryState {
         debug_assert!(mask <= 0xffff, "history mask {mask:#x} is wider than 16 bits");
         let mask = mask as u16;
         if self.seen() & mask == 0 {
-            self.bits[1] |= u64::from(mask) << (SEEN_SHIFT - 64);
+            self.bits[0] |= u64::from(mask & 0xff) << SEEN_SHIFT;
+            self.bits[1] |= u64::from(mask >> 8) << SEEN_SHIFT;
             self.push(letter);
             false
         } else {
