@@ -459,7 +459,7 @@ impl Conn {
     /// packet). `tcp` is the connection's TCP state (from the slab), if TCP.
     /// `counts`: the counters whole ([`Overflow::counts`]).
     pub fn to_record(&self, key: &ConnKey, tcp: Option<&TcpConn>, uid: Uid, counts: [u64; 4]) -> ConnRecord {
-        let history = self.hist.letters;
+        let history = self.hist.letters();
         let dur = self.last_ns - self.start_ns;
         let (proto, orig_size, resp_size, conn_state, missed) = match (&self.state, tcp) {
             (ProtoState::Tcp(_), Some(t)) => (

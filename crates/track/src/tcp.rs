@@ -1758,9 +1758,9 @@ mod tests {
         let big = [(5u64 << 30) + 17, (9u64 << 29) + 5]; // 5 GiB and 4.5 GiB
         let gaps = [(4u64 << 30) / L * L + 10 * L, (4u64 << 30) / L * L + 20 * L];
         let (t1, h1) = long_stream(big, gaps);
-        assert_eq!(h1.letters.as_str(), h0.letters.as_str());
-        assert_eq!(t1.conn_state(h1.letters.as_str()), t0.conn_state(h0.letters.as_str()));
-        assert_eq!(t0.conn_state(h0.letters.as_str()), ConnState::SF);
+        assert_eq!(h1.letters().as_str(), h0.letters().as_str());
+        assert_eq!(t1.conn_state(h1.letters().as_str()), t0.conn_state(h0.letters().as_str()));
+        assert_eq!(t0.conn_state(h0.letters().as_str()), ConnState::SF);
         assert_eq!((t0.orig_size(), t0.resp_size()), (small[0], small[1]));
         assert_eq!((t1.orig_size(), t1.resp_size()), (big[0], big[1]));
         assert_eq!(t0.missed_bytes(), 2 * L);
@@ -1797,7 +1797,7 @@ mod tests {
         t.process(true, &seg(FIN | ACK, 151, 5001, 0), &mut h);
         t.process(true, &seg(FIN | ACK, 151, 5001, 0), &mut h); // same FIN: no new letter
         assert_eq!(t.orig.rare().fin_seq, 52);
-        assert_eq!(h.letters.as_str(), "ShADaTF");
+        assert_eq!(h.letters().as_str(), "ShADaTF");
     }
 
     /// A first packet that is a bare SYN (whatever its other flags,
@@ -1815,7 +1815,7 @@ mod tests {
                 assert_eq!(t.syn_sent_isn(), Some(isn));
                 t.process(true, &s, &mut h);
                 assert_eq!(t.syn_sent_isn(), Some(isn), "retransmitted");
-                assert_eq!(h.letters.as_str(), "S");
+                assert_eq!(h.letters().as_str(), "S");
             }
             for (flags, window, len) in [(SYN, 0, 0), (SYN | ACK, 5, 0), (SYN, 5, 10), (SYN | FIN, 5, 0), (SYN | RST, 5, 0), (ACK, 5, 0)] {
                 let (mut t, mut h) = (TcpConn::new(rg), HistoryState::default());

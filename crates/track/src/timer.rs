@@ -15,6 +15,13 @@
 //! the current tick, so the tick is found again from those 11 bits; a
 //! check farther ahead waits whole in a heap ([`TimerWheel::far`]) until it
 //! comes within reach (issue 35: 16 bytes per connection before).
+//!
+//! A slot's checks are kept in chunks of [`CHUNK`] taken from a pool the
+//! whole wheel shares ([`Slot`]), not in a `Vec` of its own: a `Vec` that
+//! doubles holds up to twice its checks, and when a second's worth of new
+//! connections lands in one or two slots that slack was another ~8 bytes
+//! per connection (issue 35, ninth round). A chunk's slack is at most one
+//! chunk per slot.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -35,8 +42,71 @@ pub struct TimerEntry {
     pub idx: u32,
 }
 
-/// Entries a drained slot keeps room for (2 KiB).
+/// Bytes of a pending check in a slot ([`pack`]).
+pub const BYTES_PER_CHECK: usize = std::mem::size_of::<u64>();
+
+/// Entries the `due` run and the `due_now` heap keep room for once drained (2 KiB).
 const KEEP_SLOT_CAPACITY: usize = 256;
+
+/// Checks per chunk of a slot (2 KiB): the most a slot holds unused.
+const CHUNK: usize = 256;
+
+/// Chunks kept for reuse once emptied (512 KiB); more are freed.
+const KEEP_SPARE_CHUNKS: usize = 256;
+
+/// A slot's packed checks ([`pack`]), in order of arrival, in chunks of
+/// [`CHUNK`]; the last chunk is filled up to `len`.
+#[derive(Default)]
+struct Slot {
+    chunks: Vec<Box<[u64]>>,
+    len: usize,
+}
+
+impl Slot {
+    /// Appends a check, taking a chunk from `spare` (or a new one) when the last is full.
+    #[inline]
+    fn push(&mut self, p: u64, spare: &mut Vec<Box<[u64]>>) {
+        let at = self.len % CHUNK;
+        if at == 0 {
+            self.chunks.push(spare.pop().unwrap_or_else(|| vec![0; CHUNK].into_boxed_slice()));
+        }
+        if let Some(c) = self.chunks.last_mut() {
+            c[at] = p;
+        }
+        self.len += 1;
+    }
+
+    /// Keeps the checks `keep` accepts, in their order; the emptied chunks go to `spare`.
+    fn retain(&mut self, spare: &mut Vec<Box<[u64]>>, mut keep: impl FnMut(u64) -> bool) {
+        let chunks = std::mem::take(&mut self.chunks);
+        let mut left = self.len;
+        self.len = 0;
+        for c in chunks {
+            let n = left.min(CHUNK);
+            left -= n;
+            for &p in &c[..n] {
+                if keep(p) {
+                    self.push(p, spare);
+                }
+            }
+            spare.push(c);
+        }
+    }
+
+    /// Every check, and the slot emptied (its chunks to `spare`).
+    fn drain(&mut self, spare: &mut Vec<Box<[u64]>>, mut f: impl FnMut(u64)) {
+        self.retain(spare, |p| {
+            f(p);
+            false
+        });
+    }
+
+    /// Bytes the slot's chunks take.
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
+        self.chunks.len() * CHUNK * std::mem::size_of::<u64>()
+    }
+}
 
 /// A slot's entry: `idx << 32 | (tick / SLOTS mod 4) << 30 | ns within the tick`.
 #[inline]
@@ -58,7 +128,10 @@ fn unpack(p: u64, slot: usize, base: i64) -> TimerEntry {
 
 pub struct TimerWheel {
     /// Entries due in the next [`SPAN`] ticks, packed ([`pack`]), by tick modulo [`SLOTS`].
-    slots: Vec<Vec<u64>>,
+    slots: Vec<Slot>,
+    /// Emptied chunks, for the next slot that needs one (at most
+    /// [`KEEP_SPARE_CHUNKS`] are kept).
+    spare: Vec<Box<[u64]>>,
     /// Entries [`SPAN`] ticks or more ahead when scheduled, earliest first:
     /// moved into `slots` as the wheel comes within reach.
     far: BinaryHeap<Reverse<TimerEntry>>,
@@ -90,7 +163,8 @@ impl Default for TimerWheel {
 impl TimerWheel {
     pub fn new() -> Self {
         TimerWheel {
-            slots: (0..SLOTS).map(|_| Vec::new()).collect(),
+            slots: (0..SLOTS).map(|_| Slot::default()).collect(),
+            spare: Vec::new(),
             far: BinaryHeap::new(),
             due: Vec::new(),
             due_now: BinaryHeap::new(),
@@ -113,9 +187,10 @@ impl TimerWheel {
         let mut len = 0;
         let base = self.current_tick + 1;
         for (slot, s) in self.slots.iter_mut().enumerate() {
-            s.retain(|&p| keep(&unpack(p, slot, base)));
-            len += s.len();
+            s.retain(&mut self.spare, |p| keep(&unpack(p, slot, base)));
+            len += s.len;
         }
+        self.spare.truncate(KEEP_SPARE_CHUNKS);
         self.far.retain(|Reverse(e)| keep(e));
         self.due.retain(|e| keep(e));
         self.due_now.retain(|Reverse(e)| keep(e));
@@ -136,7 +211,12 @@ impl TimerWheel {
 
     pub fn schedule(&mut self, e: TimerEntry) {
         if !self.started {
-            self.current_tick = Self::tick_of(e.deadline);
+            // A tick before the first deadline: the checks of the new
+            // connections that follow in that tick go to its slot, 8 bytes
+            // each, not to `due_now`'s whole entries (16 bytes in a heap that
+            // doubles; at the start of a capture, or of `wirelog-bench
+            // conns`, a second's worth of connections).
+            self.current_tick = Self::tick_of(e.deadline) - 1;
             self.started = true;
         }
         self.len += 1;
@@ -154,7 +234,7 @@ impl TimerWheel {
     #[inline]
     fn place(&mut self, e: TimerEntry, tick: i64) {
         if tick - self.current_tick < SPAN {
-            self.slots[(tick as usize) % SLOTS].push(pack(e));
+            self.slots[(tick as usize) % SLOTS].push(pack(e), &mut self.spare);
         } else {
             self.far.push(Reverse(e));
         }
@@ -222,23 +302,21 @@ impl TimerWheel {
         for _ in 0..steps {
             self.current_tick += 1;
             let slot = (self.current_tick as usize) % SLOTS;
-            let mut entries = std::mem::take(&mut self.slots[slot]);
             // The slot's entries lie at this tick or later (each was less
             // than SPAN ticks ahead of a tick before this one).
-            for p in entries.drain(..) {
-                let e = unpack(p, slot, self.current_tick);
-                if Self::tick_of(e.deadline) <= target {
-                    self.due.push(e);
-                } else {
-                    self.slots[slot].push(p);
+            let (current, due) = (self.current_tick, &mut self.due);
+            self.slots[slot].retain(&mut self.spare, |p| {
+                let e = unpack(p, slot, current);
+                let now_due = Self::tick_of(e.deadline) <= target;
+                if now_due {
+                    due.push(e);
                 }
-            }
-            // Keep the slot's buffer to avoid reallocating next revolution,
-            // unless a burst made it large: every slot keeping a burst's
-            // worth would hold memory long after those connections ended.
-            if self.slots[slot].is_empty() && entries.capacity() <= KEEP_SLOT_CAPACITY {
-                self.slots[slot] = entries;
-            }
+                !now_due
+            });
+            // Emptied chunks wait for the next slot to fill, up to a bound:
+            // a burst's worth kept would hold memory long after those
+            // connections ended.
+            self.spare.truncate(KEEP_SPARE_CHUNKS);
         }
         if target > self.current_tick {
             self.current_tick = target;
@@ -282,8 +360,9 @@ impl TimerWheel {
         self.next_deadline = i64::MAX;
         let base = self.current_tick + 1;
         for (slot, s) in self.slots.iter_mut().enumerate() {
-            all.extend(s.drain(..).map(|p| unpack(p, slot, base)));
+            s.drain(&mut self.spare, |p| all.push(unpack(p, slot, base)));
         }
+        self.spare.truncate(KEEP_SPARE_CHUNKS);
         self.len = 0;
         all.sort();
         all
@@ -346,7 +425,7 @@ mod tests {
     fn a_burst_in_the_first_tick_fires_in_order() {
         let mut w = TimerWheel::new();
         let base = 1_700_000_000 * S;
-        // All in the wheel's first tick: they go straight to the due entries.
+        // All in the wheel's first tick (one slot: the wheel starts the tick before).
         for i in 0..10_000u32 {
             w.schedule(TimerEntry { deadline: base + (i as i64 * 7919) % 1_000_000, idx: i });
         }
@@ -446,9 +525,46 @@ mod tests {
     /// A slot's entry is 8 bytes: the wheel holds one per open connection.
     #[test]
     fn a_pending_check_is_eight_bytes() {
+        assert_eq!(std::mem::size_of_val(&pack(TimerEntry { deadline: 5 * S, idx: 1 })), 8);
         let mut w = TimerWheel::new();
         w.schedule(TimerEntry { deadline: 0, idx: 0 });
         w.schedule(TimerEntry { deadline: 5 * S, idx: 1 });
-        assert_eq!(w.slots.iter().map(|s| std::mem::size_of_val(&s[..])).sum::<usize>(), 8);
+        w.schedule(TimerEntry { deadline: 1, idx: 2 });
+        // The first deadline's tick too: the wheel starts a tick before it.
+        assert_eq!(w.slots.iter().map(|s| s.len).sum::<usize>(), 3);
+        assert!(w.due_now.is_empty() && w.due.is_empty());
+    }
+
+    /// A million checks in two slots (a second's worth of new connections)
+    /// take their 8 bytes each and at most one chunk of slack per slot,
+    /// where slots of their own that doubled took up to 16; fired and
+    /// rescheduled, they reuse the emptied chunks.
+    #[test]
+    fn slots_hold_their_checks_in_chunks() {
+        let mut w = TimerWheel::new();
+        let base = 1_700_000_000 * S;
+        w.schedule(TimerEntry { deadline: base, idx: u32::MAX });
+        let n = 1_000_000u32;
+        for i in 0..n {
+            w.schedule(TimerEntry { deadline: base + 5 * S + i64::from(i) * 1000, idx: i });
+        }
+        let bytes: usize = w.slots.iter().map(Slot::bytes).sum();
+        let used = n as usize * 8;
+        assert!(bytes >= used && bytes <= used + 2 * CHUNK * 8, "{bytes} bytes for {used}");
+        let mut due = Vec::new();
+        w.advance(base + 5 * S + 500_000_000, &mut due);
+        // The first check, and i = 0..=500,000.
+        assert_eq!(due.len(), 500_002);
+        assert!(due.windows(2).all(|p| p[0] <= p[1]));
+        // The fired half scheduled again, 300 s on: chunks the fired ones left.
+        for e in due.drain(1..) {
+            w.schedule(TimerEntry { deadline: e.deadline + 300 * S, idx: e.idx });
+        }
+        let bytes: usize = w.slots.iter().map(Slot::bytes).sum::<usize>() + w.spare.len() * CHUNK * 8;
+        assert!(bytes <= used + 4 * CHUNK * 8 + KEEP_SPARE_CHUNKS * CHUNK * 8, "{bytes} bytes for {used}");
+        w.advance(base + 400 * S, &mut due);
+        assert_eq!(due.len(), 1 + n as usize);
+        assert!(due[1..].windows(2).all(|p| p[0] <= p[1]));
+        assert!(w.is_empty());
     }
 }

@@ -474,13 +474,17 @@ impl Tracker {
 
     /// Bytes of table memory a tracked connection takes at most (its table
     /// entry, its share of the slot array at full load, TCP's endpoint
-    /// state and an IPv6 address pair), before any parser state: what a
-    /// memory budget in bytes is divided by.
+    /// state, an IPv6 address pair, and its checks in the timer wheel),
+    /// before any parser state: what a memory budget in bytes is divided by.
+    /// The wheel holds up to two checks per connection of the table's
+    /// capacity: the stale checks of evicted connections are dropped once
+    /// they pass that (`Tracker::evict_one`).
     pub const fn table_bytes_per_connection() -> usize {
         std::mem::size_of::<Option<crate::table::Entry<Conn>>>()
             + 2 * 8
             + TcpStates::bytes_per_value()
             + ConnTable::<Conn>::V6_BYTES
+            + 2 * crate::timer::BYTES_PER_CHECK
     }
 
     /// Bytes a flow of the flow table takes at most.
@@ -1715,12 +1719,12 @@ mod size_budget {
         let sum: usize = parts.iter().map(|p| p.1).sum();
         println!("{entry:4} B  table entry ({} B of padding), TCP state in the slab {tcp} B, IPv6 pair {} B", entry - sum, crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES);
         assert!(sum <= entry && entry - sum < 8, "fields moved or padding grew: {sum} of {entry}");
-        assert!(entry <= 136, "connection entry grew to {entry} bytes");
+        assert!(entry <= 128, "connection entry grew to {entry} bytes");
         assert!(tcp <= 68, "TCP state grew to {tcp} bytes");
         // What the memory budget charges a connection: every part it may have.
         assert_eq!(
             super::Tracker::table_bytes_per_connection(),
-            entry + 16 + tcp + crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES
+            entry + 16 + tcp + crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES + 2 * 8
         );
     }
 }

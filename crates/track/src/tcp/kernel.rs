@@ -128,12 +128,12 @@ mod tests {
         assert_eq!(merged.orig.reasm.trim(), seen.orig.reasm.trim());
         assert_eq!(merged.orig.reasm.next_deliver(), seen.orig.reasm.next_deliver());
         assert_eq!(merged.missed_bytes(), seen.missed_bytes());
-        assert_eq!(hm.letters.as_str(), hs.letters.as_str());
+        assert_eq!(hm.letters().as_str(), hs.letters().as_str());
         // And a FIN after either closes alike.
         let fin = seg(FIN | ACK, seq, 5021, 0);
         seen.process(true, &fin, &mut hs);
         merged.process(true, &fin, &mut hm);
-        assert_eq!(merged.conn_state(hm.letters.as_str()), seen.conn_state(hs.letters.as_str()));
+        assert_eq!(merged.conn_state(hm.letters().as_str()), seen.conn_state(hs.letters().as_str()));
     }
 
     #[test]
