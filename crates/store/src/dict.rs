@@ -1,9 +1,10 @@
 //! Dictionary column builders: a dictionary-encoded column (names, codes,
 //! addresses, sizes: `ColSpec::is_dictionary`) is dictionary-encoded as its
 //! rows are buffered, so a value is hashed once, when it arrives, and its
-//! text copied once, the first time it is seen; a file then takes the
-//! dictionary of its own rows by renumbering (an array lookup per row, no
-//! hashing: [`Dict::file_order`]).
+//! text copied once, the first time it is seen; a file of all the buffer's
+//! rows takes the dictionary as it is, one of some of them the dictionary
+//! of its own rows by renumbering (an array lookup per row, no hashing:
+//! [`Dict::file_order`]).
 //!
 //! A dictionary lives as long as the write buffer's rows (until the buffer
 //! is flushed): Parquet keeps one dictionary per column chunk, so each file
@@ -56,12 +57,41 @@ impl Dict {
     /// The indices of `rows`' present values renumbered in order of first
     /// use (as a file's dictionary lists them), the entries that order
     /// takes (`order`), and the definition levels when `optional`.
+    ///
+    /// A file of every buffered row (a buffer flushed within one hour: the
+    /// writer hands a permutation of all its rows) uses every entry, so it
+    /// takes the dictionary in arrival order instead ([`Dict::arrival`]):
+    /// Parquet asks no order of a dictionary page, and no reader of ours
+    /// (`fastdecode`, the query engine) or test relies on one.
     fn file_order(&self, entries: usize, rows: &[u32], optional: bool, order: &mut Vec<u32>) -> (Vec<u32>, Option<Vec<i16>>) {
         if entries <= 1 {
             self.one_value(entries, rows, optional, order)
+        } else if rows.len() == self.rows.len() {
+            self.arrival(entries, rows, optional, order)
         } else {
             self.renumber(entries, rows, optional, order)
         }
+    }
+
+    /// [`Dict::file_order`] of a file of every buffered row: the buffer's
+    /// dictionary as it is (`order` = every entry, in arrival order), each
+    /// row's index read as it was buffered, with no renumbering.
+    fn arrival(&self, entries: usize, rows: &[u32], optional: bool, order: &mut Vec<u32>) -> (Vec<u32>, Option<Vec<i16>>) {
+        order.extend(0..entries as u32);
+        let mut idx = crate::encode::buf(rows.len() - self.nulls.min(rows.len()));
+        let mut def = crate::encode::buf(if optional { rows.len() } else { 0 });
+        if self.nulls == 0 {
+            idx.extend(rows.iter().map(|&r| self.rows[r as usize]));
+            if optional {
+                def.resize(rows.len(), 1);
+            }
+        } else {
+            idx.extend(rows.iter().map(|&r| self.rows[r as usize]).filter(|&e| e != NULL));
+            if optional {
+                def.extend(rows.iter().map(|&r| i16::from(self.rows[r as usize] != NULL)));
+            }
+        }
+        (idx, optional.then_some(def))
     }
 
     /// [`Dict::file_order`], each row's index looked up in the file's.
@@ -340,6 +370,52 @@ mod tests {
         let v = r.values(&[0, 1, 2]);
         assert_eq!(text_values(&v.col), (vec![b"".to_vec(), b"x".to_vec()], vec![0, 1, 0]));
         assert_eq!(v.def, None);
+    }
+
+    /// A file of every buffered row takes the buffer's dictionary in
+    /// arrival order: each row reads the same value, with the same
+    /// definition level, as when the dictionary is renumbered in the file's
+    /// order of first use, and every entry is used.
+    #[test]
+    fn arrival_order_reads_as_renumbering() {
+        let cases: [&[Option<u64>]; 4] = [
+            &[Some(9), Some(7), Some(9), Some(8), Some(7)],
+            &[None, Some(7), Some(3), None, Some(7), Some(5)],
+            &[Some(1), Some(2)],
+            &[None, Some(4), Some(6)],
+        ];
+        for vals in cases {
+            let mut n = DictNum::<u64>::new();
+            vals.iter().for_each(|&v| n.push(v));
+            let fwd: Vec<u32> = (0..vals.len() as u32).collect();
+            let rev: Vec<u32> = fwd.iter().rev().copied().collect();
+            let mixed: Vec<u32> = fwd.iter().map(|&r| (r + 2) % vals.len() as u32).collect();
+            for rows in [&fwd, &rev, &mixed] {
+                let mut sorted = rows.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, fwd, "a permutation");
+                for optional in [true, false] {
+                    if !optional && vals.contains(&None) {
+                        continue;
+                    }
+                    let (mut o1, mut o2) = (Vec::new(), Vec::new());
+                    let (i1, d1) = n.dict.arrival(n.entries.len(), rows, optional, &mut o1);
+                    let (i2, d2) = n.dict.renumber(n.entries.len(), rows, optional, &mut o2);
+                    assert_eq!(d1, d2, "{vals:?} rows {rows:?}");
+                    let read = |idx: &[u32], order: &[u32]| idx.iter().map(|&i| n.entries[order[i as usize] as usize]).collect::<Vec<_>>();
+                    assert_eq!(read(&i1, &o1), read(&i2, &o2), "{vals:?} rows {rows:?}");
+                    let mut used = o1.clone();
+                    used.sort_unstable();
+                    assert_eq!(used, (0..n.entries.len() as u32).collect::<Vec<_>>());
+                    assert!(i1.iter().all(|&i| (i as usize) < o1.len()));
+                }
+            }
+            // What `values` hands the writer picks the arrival order for all rows.
+            let v = n.values(&rev, true, |x| x as i64, PqCol::I64);
+            let PqCol::Dict { values, .. } = v.col else { panic!() };
+            let PqCol::I64(e) = *values else { panic!() };
+            assert_eq!(e, n.entries.iter().map(|&x| x as i64).collect::<Vec<_>>());
+        }
     }
 
     /// A column of one value (or none), with and without unset rows, in any

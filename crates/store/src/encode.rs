@@ -25,8 +25,10 @@ pub(crate) enum PqCol {
     /// buffer's free text, `crate::tx`).
     Plain(Texts),
     /// Already dictionary-encoded by a column builder (`crate::dict`): the
-    /// distinct values in order of first use by the rows given (`values`,
-    /// never itself a `Dict`) and each present value's index into them.
+    /// distinct values the rows given use, each once (`values`, never
+    /// itself a `Dict`; in the buffer's arrival order when the rows are all
+    /// the buffer's, else in order of first use), and each present value's
+    /// index into them.
     Dict { values: Box<PqCol>, idx: Vec<u32> },
 }
 

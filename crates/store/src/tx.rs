@@ -482,6 +482,51 @@ impl TxBuf {
     }
 }
 
+/// Sorts `rows` (`0..n` in arrival order) by their time `ts`, stably, as
+/// `rows.sort_by_key(|&r| ts[r])` does, for a buffer that is nearly in time
+/// order: transactions are buffered as they end, not as they start, so a
+/// few rows (2.4% of mysql_text's) come after a later one. One pass keeps
+/// the rows that are not before any row already seen (the run), the others
+/// (late) are sorted alone, then the two are merged, a run's row first on
+/// equal times (it arrived first: a late row came after a run row later
+/// than itself, so after every run row of its own time). The stable sort of
+/// every row by an indirect key cost ~200 instructions a mysql_text row.
+fn sort_nearly_sorted(rows: &mut [u32], ts: &[i64]) {
+    let mut late = crate::encode::buf::<u32>(0);
+    let mut run = 0;
+    let mut max = i64::MIN;
+    for i in 0..rows.len() {
+        let r = rows[i];
+        let t = ts[r as usize];
+        if t >= max {
+            max = t;
+            rows[run] = r;
+            run += 1;
+        } else {
+            late.push(r);
+        }
+    }
+    if late.is_empty() {
+        crate::encode::give(late);
+        return;
+    }
+    late.sort_by_key(|&r| ts[r as usize]);
+    // Merge from the back: the run's rows move right into the room the
+    // late ones leave, none overwritten before it is read.
+    let (mut i, mut j, mut k) = (run, late.len(), rows.len());
+    while j > 0 {
+        k -= 1;
+        if i > 0 && ts[rows[i - 1] as usize] > ts[late[j - 1] as usize] {
+            i -= 1;
+            rows[k] = rows[i];
+        } else {
+            j -= 1;
+            rows[k] = late[j];
+        }
+    }
+    crate::encode::give(late);
+}
+
 fn us(ns: i64) -> i64 {
     ns.div_euclid(NS_PER_US)
 }
@@ -498,7 +543,7 @@ impl RowSource for TxBuf {
     }
     fn sort_rows(&self, rows: &mut [u32]) {
         // Stable: equal times keep their arrival order.
-        rows.sort_by_key(|&r| self.ts[r as usize]);
+        sort_nearly_sorted(rows, &self.ts);
     }
     fn values(&self, col: usize, rows: &[u32]) -> PqValues {
         let all = schema::columns(self.kind);
@@ -581,6 +626,33 @@ mod tests {
                 assert_eq!((g.data.clone(), g.ends.len()), (plain, w.ends.len()), "{rows:?} optional {optional}");
                 assert!(g.iter().zip(w.iter()).all(|(g, w)| &g[4..] == w), "{rows:?}");
             }
+        }
+    }
+
+    /// Rows sorted by time as the stable sort sorts them, for buffers in
+    /// order, nearly in order (a few late rows, equal times among them),
+    /// reversed, and in no order.
+    #[test]
+    fn nearly_sorted_sorts_as_the_stable_sort() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut cases: Vec<Vec<i64>> = vec![vec![], vec![5], vec![3, 3, 3], vec![1, 2, 3, 4], vec![4, 3, 2, 1], vec![2, 1, 2, 1, 2]];
+        for n in [10usize, 100, 1000] {
+            cases.push((0..n as i64).map(|i| i / 3 - if rnd(20) == 0 { rnd(10) as i64 } else { 0 }).collect());
+            cases.push((0..n).map(|_| rnd(8) as i64).collect());
+            cases.push((0..n as i64).map(|i| if i == 0 { 1 << 40 } else { i }).collect());
+        }
+        for ts in cases {
+            let mut want: Vec<u32> = (0..ts.len() as u32).collect();
+            want.sort_by_key(|&r| ts[r as usize]);
+            let mut got: Vec<u32> = (0..ts.len() as u32).collect();
+            sort_nearly_sorted(&mut got, &ts);
+            assert_eq!(got, want, "{ts:?}");
         }
     }
 
