@@ -82,7 +82,7 @@ fn fingerprint_bytes(sql: &str, dialect: Dialect, out: &mut Vec<u8>) -> usize {
         out.extend_from_slice(whole.as_bytes());
         return out.len();
     }
-    let (seen, end) = lex::<true>(sql.as_bytes(), dialect, out, 0);
+    let (seen, end) = lex::<true>(sql.as_bytes(), dialect, out);
     // Each rewrite runs only when the lexer wrote a word it looks for, so
     // a statement without lists, LIMIT or ORDER BY .. ASC is not rescanned.
     if !(seen.list || seen.limit || (seen.order && seen.asc)) {
@@ -244,7 +244,7 @@ pub(crate) fn recorded_sql(raw: &str, dialect: Dialect, cfg: &crate::ParseConfig
 pub fn redact_dialect(sql: &str, dialect: Dialect) -> String {
     // The lexer keeps one byte of room past the input's length.
     let mut out = Vec::with_capacity(sql.len() + 1);
-    let (_, end) = lex::<false>(sql.as_bytes(), dialect, &mut out, 0);
+    let (_, end) = lex::<false>(sql.as_bytes(), dialect, &mut out);
     out.truncate(end);
     into_string(out)
 }
@@ -536,17 +536,17 @@ fn push_verbatim(out: &mut Vec<u8>, t: &[u8]) {
 /// taken whole. What is rare (non-ASCII words, comments, quoted names,
 /// signed numbers, PostgreSQL's `$`) goes through [`Vec`] pushes.
 ///
-/// Writes from `out[start]` on (`out[..start]` is kept) and returns where
-/// the output ends: `out` may be longer, the bytes past the end being room
-/// left from an earlier statement (not zeroed again).
-fn lex<const FP: bool>(s: &[u8], dialect: Dialect, out: &mut Vec<u8>, start: usize) -> (Rewrites, usize) {
+/// Writes from `out[0]` on and returns where the output ends: `out` may be
+/// longer, the bytes past the end being room left from an earlier
+/// statement (not zeroed again).
+fn lex<const FP: bool>(s: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> (Rewrites, usize) {
     let mysql = dialect == Dialect::Mysql;
     let n = s.len();
     let mut seen = Rewrites::default();
     // A space is owed before the next token (a fingerprint only).
     let mut space = false;
     // Bytes written: `out[..o]`; `out[o..]` is room.
-    let mut o = start;
+    let mut o = 0;
     // What a word's bytes are written as while it is scanned.
     let copy = if FP { &FP_COPY } else { &REDACT_COPY };
     let mut i = 0;
