@@ -52,38 +52,43 @@ pub fn fingerprint_dialect(sql: &str, dialect: Dialect) -> String {
 /// parser reuses one buffer for every statement.
 pub(crate) fn fingerprint_into(sql: &str, dialect: Dialect, out: &mut String) {
     let mut bytes = std::mem::take(out).into_bytes();
-    fingerprint_bytes(sql, dialect, &mut bytes);
+    let end = fingerprint_bytes(sql, dialect, &mut bytes);
+    bytes.truncate(end);
     *out = into_string(bytes);
 }
 
 /// [`fingerprint_into`] as UTF-8 bytes: what a connection's
 /// [`Fingerprints`] looks up, so that only a fingerprint it has not seen
 /// yet is checked as UTF-8 (the check costs as much as a short statement's
-/// lexing).
-fn fingerprint_bytes(sql: &str, dialect: Dialect, out: &mut Vec<u8>) {
-    out.clear();
-    let trimmed = sql.trim_start();
+/// lexing). The fingerprint is `out[..end]`, `end` returned: the bytes
+/// after it are room the next statement writes over, so that a reused
+/// buffer is not zeroed again for every statement.
+fn fingerprint_bytes(sql: &str, dialect: Dialect, out: &mut Vec<u8>) -> usize {
+    // A statement that starts with a printable ASCII byte has no leading
+    // white space (`str::trim_start` walks chars, a call per statement).
+    let trimmed = match sql.as_bytes().first() {
+        Some(&b) if b > b' ' && b < 0x80 => sql,
+        _ => sql.trim_start(),
+    };
     // The three whole-statement forms, told apart by their first byte.
-    match trimmed.as_bytes().first() {
-        Some(b'S') if trimmed.starts_with("SELECT /*!40001 SQL_NO_CACHE */ * FROM `") => {
-            out.extend_from_slice(b"mysqldump");
-            return;
-        }
-        Some(b'c' | b'C') => {
-            if let Some(call) = call_prefix(trimmed) {
-                out.extend_from_slice(call.as_bytes());
-                return;
-            }
-        }
-        Some(b'u' | b'U') if use_db(trimmed) => {
-            out.extend_from_slice(b"use ?");
-            return;
-        }
-        _ => {}
+    let whole: Option<std::borrow::Cow<'static, str>> = match trimmed.as_bytes().first() {
+        Some(b'S') if trimmed.starts_with("SELECT /*!40001 SQL_NO_CACHE */ * FROM `") => Some("mysqldump".into()),
+        Some(b'c' | b'C') => call_prefix(trimmed).map(Into::into),
+        Some(b'u' | b'U') if use_db(trimmed) => Some("use ?".into()),
+        _ => None,
+    };
+    if let Some(whole) = whole {
+        out.clear();
+        out.extend_from_slice(whole.as_bytes());
+        return out.len();
     }
-    let seen = lex::<true>(sql.as_bytes(), dialect, out);
+    let (seen, end) = lex::<true>(sql.as_bytes(), dialect, out);
     // Each rewrite runs only when the lexer wrote a word it looks for, so
     // a statement without lists, LIMIT or ORDER BY .. ASC is not rescanned.
+    if !(seen.list || seen.limit || (seen.order && seen.asc)) {
+        return end;
+    }
+    out.truncate(end);
     if seen.list {
         collapse_list_bytes(out);
     }
@@ -93,6 +98,7 @@ fn fingerprint_bytes(sql: &str, dialect: Dialect, out: &mut Vec<u8>) {
     if seen.order && seen.asc {
         drop_order_by_asc_bytes(out);
     }
+    out.len()
 }
 
 /// Fingerprints of one connection's statements: built in a reused buffer,
@@ -158,8 +164,8 @@ impl Fingerprints {
     /// The fingerprint of `sql`, shared with the connection's earlier
     /// statements of the same shape.
     pub(crate) fn of(&mut self, sql: &str, dialect: Dialect) -> Arc<str> {
-        fingerprint_bytes(sql, dialect, &mut self.buf);
-        self.shared_buf()
+        let end = fingerprint_bytes(sql, dialect, &mut self.buf);
+        self.shared_buf(end)
     }
 
     /// [`command_group`]'s name for a command without SQL, shared the same way.
@@ -169,7 +175,7 @@ impl Fingerprints {
         self.buf.push(b'<');
         self.buf.extend_from_slice(name.as_bytes());
         self.buf.push(b'>');
-        self.shared_buf()
+        self.shared_buf(self.buf.len())
     }
 
     /// `text` (made valid UTF-8 as `String::from_utf8_lossy` makes it),
@@ -178,18 +184,20 @@ impl Fingerprints {
     pub(crate) fn text(&mut self, text: &[u8]) -> Arc<str> {
         self.buf.clear();
         self.buf.extend_from_slice(text);
-        self.shared_buf()
+        self.shared_buf(self.buf.len())
     }
 
-    fn shared_buf(&mut self) -> Arc<str> {
-        let fp = match self.seen.get(self.buf.as_slice()) {
+    /// The shared text of `self.buf[..end]`.
+    fn shared_buf(&mut self, end: usize) -> Arc<str> {
+        let text = &self.buf[..end];
+        let fp = match self.seen.get(text) {
             Some(fp) => fp.0.clone(),
             None => {
                 // The lexer writes only whole UTF-8 sequences; the lossy
                 // fallback keeps that a guarantee rather than an assumption.
-                let fp: Arc<str> = match std::str::from_utf8(&self.buf) {
+                let fp: Arc<str> = match std::str::from_utf8(text) {
                     Ok(text) => Arc::from(text),
-                    Err(_) => Arc::from(String::from_utf8_lossy(&self.buf).as_ref()),
+                    Err(_) => Arc::from(String::from_utf8_lossy(text).as_ref()),
                 };
                 if self.seen.len() >= MAX_SHARED_FINGERPRINTS {
                     self.seen.clear();
@@ -236,7 +244,8 @@ pub(crate) fn recorded_sql(raw: &str, dialect: Dialect, cfg: &crate::ParseConfig
 pub fn redact_dialect(sql: &str, dialect: Dialect) -> String {
     // The lexer keeps one byte of room past the input's length.
     let mut out = Vec::with_capacity(sql.len() + 1);
-    lex::<false>(sql.as_bytes(), dialect, &mut out);
+    let (_, end) = lex::<false>(sql.as_bytes(), dialect, &mut out);
+    out.truncate(end);
     into_string(out)
 }
 
@@ -434,25 +443,32 @@ struct Rewrites {
 
 impl Rewrites {
     /// Notes the lower-cased ASCII letter run `w` (a word, or the part of
-    /// a word before its first digit or after its last).
+    /// a word before its first digit or after its last); true when it is
+    /// `null`, `true` or `false`, which a whole word is a literal. One
+    /// match on the length, then on the first letter: a word is compared
+    /// with at most one of the words looked for.
     #[inline]
-    fn word(&mut self, w: &[u8]) {
+    fn word(&mut self, w: &[u8]) -> bool {
         match w.len() {
-            0 | 1 | 4 => {}
+            0 | 1 => {}
             2 => self.list |= w == b"in",
             3 => self.asc |= w == b"asc",
-            5 => {
-                self.list |= w == b"value";
-                self.limit |= w == b"limit";
-                self.order |= w == b"order";
-            }
+            4 => return w == b"null" || w == b"true",
+            5 => match w[0] {
+                b'f' => return w == b"false",
+                b'v' => self.list |= w == b"value",
+                b'l' => self.limit |= w == b"limit",
+                b'o' => self.order |= w == b"order",
+                _ => {}
+            },
             n => {
-                self.list |= w == b"values";
+                self.list |= n == 6 && w == b"values";
                 // `reorder by` counts: the rewrite looks for `order by `
                 // anywhere.
                 self.order |= w[n - 1] == b'r' && w.ends_with(b"order");
             }
         }
+        false
     }
 
     fn all(&mut self) {
@@ -519,14 +535,18 @@ fn push_verbatim(out: &mut Vec<u8>, t: &[u8]) {
 /// each run of digits as one `?`; runs of spaces and of punctuation are
 /// taken whole. What is rare (non-ASCII words, comments, quoted names,
 /// signed numbers, PostgreSQL's `$`) goes through [`Vec`] pushes.
-fn lex<const FP: bool>(s: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> Rewrites {
+///
+/// Writes from `out[0]` on and returns where the output ends: `out` may be
+/// longer, the bytes past the end being room left from an earlier
+/// statement (not zeroed again).
+fn lex<const FP: bool>(s: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> (Rewrites, usize) {
     let mysql = dialect == Dialect::Mysql;
     let n = s.len();
     let mut seen = Rewrites::default();
     // A space is owed before the next token (a fingerprint only).
     let mut space = false;
     // Bytes written: `out[..o]`; `out[o..]` is room.
-    let mut o = out.len();
+    let mut o = 0;
     // What a word's bytes are written as while it is scanned.
     let copy = if FP { &FP_COPY } else { &REDACT_COPY };
     let mut i = 0;
@@ -629,14 +649,30 @@ fn lex<const FP: bool>(s: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> Rewrite
                 let src = &s[j..];
                 let dst = &mut out[o..o + src.len()];
                 let mut m = 0;
-                while m < src.len() {
-                    // One lookup: the byte as written, or 0 to stop.
-                    let b = copy[src[m] as usize];
-                    if b == 0 {
-                        break;
+                // Eight bytes per length check while eight are left (the
+                // block's bytes indexed without a check each), then one at
+                // a time. One lookup a byte: the byte as written, or 0 to
+                // stop.
+                'copy: {
+                    while let (Some(a), Some(d)) = (src.get(m..m + 8), dst.get_mut(m..m + 8)) {
+                        for k in 0..8 {
+                            let b = copy[a[k] as usize];
+                            if b == 0 {
+                                m += k;
+                                break 'copy;
+                            }
+                            d[k] = b;
+                        }
+                        m += 8;
                     }
-                    dst[m] = b;
-                    m += 1;
+                    while m < src.len() {
+                        let b = copy[src[m] as usize];
+                        if b == 0 {
+                            break;
+                        }
+                        dst[m] = b;
+                        m += 1;
+                    }
                 }
                 m
             };
@@ -671,14 +707,12 @@ fn lex<const FP: bool>(s: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> Rewrite
             }
             if FP {
                 if first_end == usize::MAX {
-                    let w = &out[start..o];
-                    if matches!(w.len(), 4 | 5) && (w == b"null" || w == b"true" || w == b"false") {
+                    if seen.word(&out[start..o]) {
                         out[start] = b'?';
                         o = start + 1;
-                    } else {
-                        seen.word(w);
                     }
                 } else {
+                    // Parts of a word: never a literal.
                     seen.word(&out[start..first_end]);
                     seen.word(&out[run..o]);
                 }
@@ -699,8 +733,7 @@ fn lex<const FP: bool>(s: &[u8], dialect: Dialect, out: &mut Vec<u8>) -> Rewrite
             break;
         }
     }
-    out.truncate(o);
-    seen
+    (seen, o)
 }
 
 /// [`separate`] on the bytes `out[..o]` of [`lex`]: the new end.
@@ -1108,6 +1141,78 @@ mod tests {
             assert_eq!(fingerprint(q), want, "query {q:?}");
             assert_eq!(reference(q, Dialect::Mysql), want, "reference, query {q:?}");
         }
+    }
+
+    /// The edge cases of the lexer's fast paths (the unrolled word copy,
+    /// the one match per word, the buffer not zeroed between statements),
+    /// each checked against the reference lexer too.
+    #[test]
+    fn edge_cases_of_the_fast_paths() {
+        let cases = [
+            // Comments of the three kinds, with quotes inside them.
+            ("SELECT /* it's */ a FROM t -- 'x WHERE b = 1", "select a from t"),
+            ("SELECT /* it's */ a FROM t -- 'x\nWHERE b = 1", "select a from t where b = ?"),
+            ("# note\nSELECT a FROM t", "select a from t"),
+            ("SELECT a/*c*/FROM t", "select a from t"),
+            // Quotes with escapes and doubled quotes, and one cut open.
+            ("SELECT 'it\\'s', 'a''b', \"q\\\"x\" FROM t", "select ?, ?, ? from t"),
+            ("SELECT a FROM t WHERE b = 'abc\\", "select a from t where b = ?"),
+            // Numbers: exponents with signs, hex and bit values either case.
+            ("SELECT 1e-5, 0x1F, 0X1f, 1.5E+3, .5e2, 0b101 FROM t", "select ?, ?, ?, ?, ?, ? from t"),
+            ("SELECT a FROM t WHERE b > -1e-5", "select a from t where b > ?"),
+            // A number cut after its `e`: the `e` is a word of its own.
+            ("SELECT 1e", "select ?e"),
+            // IN lists, with and without a space, and VALUES rows.
+            (
+                "SELECT * FROM t WHERE id IN (1, 2, 3) AND x in ('a','b')",
+                "select * from t where id in(?+) and x in(?+)",
+            ),
+            ("SELECT * FROM t WHERE id IN(1)", "select * from t where id in(?+)"),
+            ("INSERT INTO t VALUES (1, 'a'), (2, 'b')", "insert into t values(?+)"),
+            // Multi-byte UTF-8: words lower-cased as Unicode, literals gone.
+            ("SELECT Nöm, 'ü' FROM Tàble WHERE ñ = 'ä'", "select nöm, ? from tàble where ñ = ?"),
+            // Words of 8 and more letters (the unrolled copy), at the
+            // text's end and followed by digits.
+            ("SELECT DISTINCT abcdefghijklmnop FROM abcdefgh", "select distinct abcdefghijklmnop from abcdefgh"),
+            ("SELECT abcdefgh1ijklmnopq2 FROM t", "select abcdefgh?ijklmnopq? from t"),
+            // The words the rewrites and literals look for, whole and in parts.
+            ("SELECT NULL, null1, TRUE, FALSE, falsely FROM t", "select ?, null?, ?, ?, falsely from t"),
+            ("SELECT a FROM t ORDER BY a ASC LIMIT 5 OFFSET 10", "select a from t order by a limit ?"),
+            ("SELECT a FROM t REORDER BY a ASC", "select a from t reorder by a"),
+            // Statements as a capture cuts them (`max_header_bytes`).
+            ("SELECT a FROM t WHERE b = 'cut in the str", "select a from t where b = ?"),
+            ("SELECT a FROM t /* cut in the comment", "select a from t"),
+            ("SELECT a FROM t WHERE b IN (1, 2", "select a from t where b in (?, ?"),
+            ("SELECT a FROM t WHERE b = x'0A", "select a from t where b = ?"),
+        ];
+        let mut fps = Fingerprints::default();
+        for (q, want) in cases {
+            assert_eq!(fingerprint(q), want, "query {q:?}");
+            assert_eq!(reference(q, Dialect::Mysql), want, "reference, query {q:?}");
+            assert_eq!(&*fps.of(q, Dialect::Mysql), want, "reused buffer, query {q:?}");
+        }
+    }
+
+    /// A connection's buffer keeps what a longer statement wrote past a
+    /// shorter one's end (it is not zeroed per statement): only the
+    /// fingerprint's own bytes are looked up and shared.
+    #[test]
+    fn a_reused_buffer_ignores_what_a_longer_statement_left() {
+        let mut fps = Fingerprints::default();
+        let long = "SELECT abcdefghijklmnopqrstuvwxyz, b, c, d FROM some_table WHERE id = 12345";
+        assert_eq!(
+            &*fps.of(long, Dialect::Mysql),
+            "select abcdefghijklmnopqrstuvwxyz, b, c, d from some_table where id = ?"
+        );
+        for (q, want) in [("SELECT a", "select a"), ("BEGIN", "begin"), ("", ""), ("x IN (1)", "x in(?+)")] {
+            let fp = fps.of(q, Dialect::Mysql);
+            assert_eq!(&*fp, want, "after a longer statement, query {q:?}");
+            assert_eq!(&*fps.of(long, Dialect::Mysql), fingerprint(long));
+            assert!(Arc::ptr_eq(&fp, &fps.of(q, Dialect::Mysql)), "shared again, query {q:?}");
+        }
+        let mut s = String::from("stale text that is longer than what follows");
+        fingerprint_into("SELECT 1", Dialect::Mysql, &mut s);
+        assert_eq!(s, "select ?");
     }
 
     #[derive(Clone, Copy, PartialEq, Eq)]

@@ -997,20 +997,23 @@ impl MysqlParser {
         let mut rows = 0u64;
         if pd.state == Resp::Rows {
             // The rows: a row's first byte is not 0xfe/0xff (`>= 0xfe`).
-            while let (Some(h), Some(&first)) = (data.get(at..at + 4), data.get(at + 4)) {
-                let w = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
-                let len = (w & 0x00ff_ffff) as usize;
-                if len.wrapping_sub(1) >= MAX_PAYLOAD - 1
-                    || (w >> 24) as u8 != seq
-                    || first >= 0xfe
-                    || data.len() - at - 4 < len
-                {
+            // Walked as the slice of what is left, whose length is the one
+            // bound to check: one test for the header and first byte, one
+            // for the row's end (no offset arithmetic to guard).
+            let mut rest = &data[at..];
+            while let [l0, l1, l2, s, first, ..] = *rest {
+                let len = u32::from_le_bytes([l0, l1, l2, 0]) as usize;
+                if s != seq || first >= 0xfe || len.wrapping_sub(1) >= MAX_PAYLOAD - 1 {
                     break;
                 }
-                at += 4 + len;
+                let Some(next) = rest.get(4 + len..) else {
+                    break;
+                };
+                rest = next;
                 rows += 1;
                 seq = seq.wrapping_add(1);
             }
+            at = data.len() - rest.len();
         }
         if at > 0 {
             pd.next_seq = seq;
