@@ -438,6 +438,10 @@ impl<'a> Room<'a> {
         let frac = (us % 1_000_000) as u32;
         // ".ffffff" as one word: the point, then the six decimals.
         let f = u64::from(four_digits(frac / 100)) << 8 | u64::from(u16::from_le_bytes(PAIRS[(frac % 100) as usize])) << 40;
+        if whole == 0 {
+            // Under a second (most latencies): "0.ffffff", one word.
+            return self.put(((f | u64::from(b'.')) << 8 | u64::from(b'0')).to_le_bytes(), 8);
+        }
         let frac_word = (f | u64::from(b'.')).to_le_bytes();
         self.u64(whole);
         self.put(frac_word, 7);
@@ -487,6 +491,7 @@ impl<'a> Room<'a> {
     }
 
     /// An address: dotted quad, or IPv6 as the standard library writes it.
+    #[cfg(test)]
     #[inline(always)]
     pub(crate) fn addr(&mut self, a: &IpAddr16) {
         if a.is_v4() {
@@ -838,7 +843,7 @@ mod tests {
     #[test]
     fn seconds_as_zeek_writes_them() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut values: Vec<i64> = vec![0, 499, 500, 999_499, 999_500, 1_000_000_000, i64::MAX - 500, i64::MIN + 500, -1, -500, -501, 1_795_916_374_815_063_499];
+        let mut values: Vec<i64> = vec![0, 499, 500, 999_499, 999_500, 999_999_499, 999_999_500, 1_000_000_000, i64::MAX - 500, i64::MIN + 500, -1, -500, -501, 1_795_916_374_815_063_499];
         for _ in 0..20_000 {
             x ^= x << 13;
             x ^= x >> 7;
