@@ -5,10 +5,17 @@
 //! no `Vec` length kept up to date per byte. The transaction logs write
 //! their lines through it (`tx`).
 //!
-//! Room: a value that does not fit is not written, but the cursor still
-//! moves on by the most the value could take, so that when a line comes up
-//! short the cursor says how much room writing it again needs at most (see
-//! [`Room::short`]); the line is then written a second time with that much.
+//! Room: a line declares, before it starts, the most bytes its values
+//! write as fixed-size blocks between two checked writes (its *budget*: so
+//! many values, each at most [`VALUE_MOST`] bytes of blocks). The room is
+//! tested once for the budget when the line starts; a fixed-size block
+//! ([`Room::put`]) is then stored without a test. A write whose size
+//! depends on the data (escaped text, a long slice, a list's item) tests
+//! the room once for its own worst case plus the budget ([`Room::ensure`]),
+//! so that the blocks after it fit too. A checked write that does not fit
+//! is not written: the line is short, every later checked write is refused
+//! as well, and [`Room::short`] says how much room writing the line again
+//! needs at most; the line is then written a second time with that much.
 
 use std::mem::MaybeUninit;
 
@@ -19,10 +26,34 @@ use crate::logs::tx::{json_escapes_any, tail_word, tsv_escapes_any};
 /// The spare capacity of a line buffer and a cursor into it.
 pub(crate) struct Room<'a> {
     b: &'a mut [MaybeUninit<u8>],
-    /// Bytes written (or, once short, at most needed).
+    /// Bytes written. Never past `b.len()`: blocks are stored within the
+    /// budget the last passed check left (see [`Room::put`]).
     p: usize,
+    /// The furthest a checked write may end: `b.len()` less the budget, so
+    /// that the blocks after it still fit; 0 once the line is short.
+    lim: usize,
+    /// The line's budget of fixed-size blocks.
+    budget: usize,
+    /// Once short: the most the checked writes refused would have taken.
+    extra: usize,
     short: bool,
+    /// Tests only: block bytes stored since the last passed check, held
+    /// against the budget (a line that writes more than it declared fails
+    /// its tests instead of writing past the room).
+    #[cfg(test)]
+    used: usize,
 }
+
+/// The largest fixed-size block [`Room::put`] stores (checked at compile
+/// time).
+pub(crate) const BLOCK_MOST: usize = 64;
+
+/// The most bytes of fixed-size blocks one value of a line stores outside
+/// its checked writes: its separator or key, an opening quote, the value's
+/// block(s), a closing quote (at most four blocks of at most
+/// [`BLOCK_MOST`] bytes). A line's budget is its number of values times
+/// this.
+pub(crate) const VALUE_MOST: usize = 4 * BLOCK_MOST;
 
 /// "00" to "99".
 const PAIRS: [[u8; 2]; 100] = {
@@ -107,6 +138,51 @@ fn eight_digits(v: u32) -> u64 {
     u64::from(four_digits(v / 10_000)) | u64::from(four_digits(v % 10_000)) << 32
 }
 
+/// What a log writer keeps between its lines: consecutive lines mostly
+/// share the second of their time and the addresses of their connection,
+/// so the text of the last ones is kept and copied instead of composed
+/// again ([`Room::time`], [`Room::addr_kept`]).
+pub(crate) struct Kept {
+    /// The whole seconds of the last time written (`u64::MAX`: none yet),
+    /// as digits, and how many.
+    second: u64,
+    second_text: [u8; 24],
+    second_len: usize,
+    /// The last IPv4 addresses written (one per end of a connection) and
+    /// their text (0.0.0.0 until one is).
+    addrs: [(IpAddr16, [u8; 16], usize); 2],
+}
+
+impl Default for Kept {
+    fn default() -> Self {
+        let zero = (IpAddr16::from_v4([0; 4]), IpAddr16::v4_text([0; 4]));
+        let (a, (t, n)) = zero;
+        Kept { second: u64::MAX, second_text: [0; 24], second_len: 0, addrs: [(a, t, n); 2] }
+    }
+}
+
+impl Kept {
+    /// `whole`'s digits, kept.
+    #[inline(never)]
+    fn new_second(&mut self, whole: u64) {
+        let (d, n) = digits(whole);
+        self.second = whole;
+        self.second_text = d;
+        self.second_len = n;
+    }
+}
+
+/// The decimal digits of `v`, left-aligned, and how many.
+fn digits(v: u64) -> ([u8; 24], usize) {
+    if v >= 100_000_000 {
+        return long_digits(v);
+    }
+    let n = decimal_len(v);
+    let mut d = [0u8; 24];
+    d[..8].copy_from_slice(&(eight_digits(v as u32) >> (8 * (8 - n))).to_le_bytes());
+    (d, n)
+}
+
 /// How a text value is escaped.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Esc {
@@ -119,38 +195,66 @@ pub(crate) enum Esc {
 }
 
 /// Writes a line (or any values) with `f` at the end of `v`, in its spare
-/// capacity; when that is too short, `v` grows by what `f` asked for and `f`
-/// writes again (once: the second time it has its room). False if it still
-/// did not fit (not reached).
+/// capacity, `f` storing at most `budget` bytes of fixed-size blocks
+/// between its checked writes (see the module's notes); when that is too
+/// short, `v` grows by what `f` asked for and `f` writes again (once: the
+/// second time it has its room). False if it still did not fit (not
+/// reached).
 #[inline(always)]
-pub(crate) fn append(v: &mut Vec<u8>, mut f: impl FnMut(&mut Room<'_>)) -> bool {
+pub(crate) fn append(v: &mut Vec<u8>, budget: usize, mut f: impl FnMut(&mut Room<'_>)) -> bool {
+    let mut want = budget;
     for _ in 0..2 {
-        let mut room = Room::new(v.spare_capacity_mut());
+        if v.capacity() - v.len() < want {
+            v.reserve(want);
+        }
+        let Some(mut room) = Room::new(v.spare_capacity_mut(), budget) else { return false };
         f(&mut room);
         match room.short() {
             None => {
                 let n = room.len();
                 // SAFETY: a Room's cursor moves only over bytes it wrote
-                // until it is short (every write that could not be done
-                // made it short), and it is not: the first `n` bytes of the
+                // until it is short (a checked write that did not fit made
+                // it short), and it is not: the first `n` bytes of the
                 // spare capacity are initialized.
                 unsafe { v.set_len(v.len() + n) };
                 return true;
             }
-            Some(need) => v.reserve(need),
+            Some(need) => want = need,
         }
     }
     false
 }
 
 impl<'a> Room<'a> {
-    /// A room of no bytes (a placeholder while a room is lent by value).
+    /// A room of no bytes (a placeholder while a room is lent by value):
+    /// short, so nothing is written through it.
     pub(crate) fn empty() -> Room<'a> {
-        Room { b: &mut [], p: 0, short: false }
+        Room {
+            b: &mut [],
+            p: 0,
+            lim: 0,
+            budget: usize::MAX,
+            extra: 0,
+            short: true,
+            #[cfg(test)]
+            used: 0,
+        }
     }
 
-    fn new(b: &'a mut [MaybeUninit<u8>]) -> Self {
-        Room { b, p: 0, short: false }
+    /// A room in `b` for a line of `budget` bytes of blocks; `None` if `b`
+    /// has less than that.
+    fn new(b: &'a mut [MaybeUninit<u8>], budget: usize) -> Option<Self> {
+        let lim = b.len().checked_sub(budget)?;
+        Some(Room {
+            b,
+            p: 0,
+            lim,
+            budget,
+            extra: 0,
+            short: false,
+            #[cfg(test)]
+            used: 0,
+        })
     }
 
     /// Bytes written.
@@ -159,46 +263,76 @@ impl<'a> Room<'a> {
     }
 
     /// `None` when every value fitted (`len()` bytes were written), else
-    /// the room writing the same values again needs at most.
+    /// the room writing the same values again needs at most (the blocks'
+    /// budget included).
     pub(crate) fn short(&self) -> Option<usize> {
-        self.short.then_some(self.p)
+        self.short.then(|| self.p.saturating_add(self.extra).saturating_add(self.budget))
     }
 
-    /// The next `n` bytes of room (the caller moves the cursor over what it
-    /// wrote), or `None`: the line is short, and the cursor moves on by `n`.
+    /// The one test of a write whose size depends on the data: true if `n`
+    /// bytes fit at the cursor with the line's budget of blocks after them.
+    /// If not, the line is short: the write is to be left out, and every
+    /// later checked write is refused too.
     #[inline(always)]
-    fn at(&mut self, n: usize) -> Option<&mut [MaybeUninit<u8>]> {
-        // Until the line is short the cursor is within the room; once it
-        // is, past it (`short_by` moved it by more than the room left), so
-        // no later value fits either.
-        let p = self.p;
-        // One range test (a cursor so far past that `p + n` wraps is past
-        // the room too: the range is then empty-or-reversed and refused).
-        let end = p.wrapping_add(n);
-        if end < p || end > self.b.len() {
-            self.short_by(n);
-            return None;
-        }
-        self.b.get_mut(p..end)
-    }
-
-    #[inline(always)]
-    fn short_by(&mut self, n: usize) {
-        self.short = true;
-        self.p = self.p.saturating_add(n);
-    }
-
-    /// Writes the `N` bytes of `x` (one fixed-size move), keeps the first
-    /// `n` of them.
-    #[inline(always)]
-    pub(crate) fn put<const N: usize>(&mut self, x: [u8; N], n: usize) {
-        debug_assert!(n <= N);
-        if let Some(d) = self.at(N) {
-            if let Ok(d) = <&mut [MaybeUninit<u8>; N]>::try_from(d) {
-                *d = x.map(MaybeUninit::new);
-                self.p += n;
+    pub(crate) fn ensure(&mut self, n: usize) -> bool {
+        match self.p.checked_add(n) {
+            Some(end) if end <= self.lim => {
+                #[cfg(test)]
+                {
+                    self.used = 0;
+                }
+                true
+            }
+            _ => {
+                self.short_by(n);
+                false
             }
         }
+    }
+
+    /// The next `n` bytes of room, tested ([`Room::ensure`]), or `None`.
+    #[inline(always)]
+    fn at(&mut self, n: usize) -> Option<&mut [MaybeUninit<u8>]> {
+        if !self.ensure(n) {
+            return None;
+        }
+        let p = self.p;
+        self.b.get_mut(p..p + n)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn short_by(&mut self, n: usize) {
+        self.short = true;
+        self.lim = 0;
+        self.extra = self.extra.saturating_add(n);
+    }
+
+    /// Writes the `N` bytes of `x` (one fixed-size move, not tested: it is
+    /// within the line's budget), keeps the first `n` of them.
+    #[inline(always)]
+    pub(crate) fn put<const N: usize>(&mut self, x: [u8; N], n: usize) {
+        const { assert!(N <= BLOCK_MOST, "a block larger than BLOCK_MOST") };
+        debug_assert!(n <= N);
+        #[cfg(test)]
+        {
+            self.used += N;
+            assert!(self.used <= self.budget, "a line stored more blocks than its budget");
+            assert!(self.p + N <= self.b.len());
+        }
+        // SAFETY: `p + N <= b.len()`. When the line started, `b` had at
+        // least `budget` bytes (`Room::new`), and every check passed since
+        // left at least `budget` bytes past its end (`ensure`: `end <= lim
+        // = b.len() - budget`); the cursor moves only by checked writes
+        // (within what they tested) and by blocks, and the blocks a line
+        // stores between two passed checks total at most its budget (each
+        // value at most VALUE_MOST, as the writers of `tx` and `zeek` are
+        // built; the tests hold every line to it, `used` above). A refused
+        // check does not move the cursor. So the `N` bytes at `p` are
+        // within `b`, which is `MaybeUninit` (any bytes may be stored), and
+        // the unaligned store needs no alignment.
+        unsafe { self.b.as_mut_ptr().add(self.p).cast::<[u8; N]>().write_unaligned(x) };
+        self.p += n;
     }
 
     #[inline(always)]
@@ -304,9 +438,50 @@ impl<'a> Room<'a> {
         let frac = (us % 1_000_000) as u32;
         // ".ffffff" as one word: the point, then the six decimals.
         let f = u64::from(four_digits(frac / 100)) << 8 | u64::from(u16::from_le_bytes(PAIRS[(frac % 100) as usize])) << 40;
+        if whole == 0 {
+            // Under a second (most latencies): "0.ffffff", one word.
+            return self.put(((f | u64::from(b'.')) << 8 | u64::from(b'0')).to_le_bytes(), 8);
+        }
         let frac_word = (f | u64::from(b'.')).to_le_bytes();
         self.u64(whole);
         self.put(frac_word, 7);
+    }
+
+    /// A time as [`Room::secs`] writes it, the whole seconds copied from
+    /// `kept` when they are the last line's.
+    #[inline(always)]
+    pub(crate) fn time(&mut self, ns: i64, kept: &mut Kept) {
+        if ns < 0 {
+            return self.secs_negative(ns);
+        }
+        let us = (ns as u64 + 500) / 1000;
+        let whole = us / 1_000_000;
+        let frac = (us % 1_000_000) as u32;
+        if whole != kept.second {
+            kept.new_second(whole);
+        }
+        let f = u64::from(four_digits(frac / 100)) << 8 | u64::from(u16::from_le_bytes(PAIRS[(frac % 100) as usize])) << 40;
+        self.put(kept.second_text, kept.second_len);
+        self.put((f | u64::from(b'.')).to_le_bytes(), 7);
+    }
+
+    /// An address as [`Room::addr`] writes it, an IPv4 address's text
+    /// copied from `kept` when it is the last line's at the same end
+    /// (`end` 0 or 1).
+    #[inline(always)]
+    pub(crate) fn addr_kept(&mut self, a: &IpAddr16, kept: &mut Kept, end: usize) {
+        let k = &mut kept.addrs[end & 1];
+        if k.0 == *a {
+            // Only an IPv4 address is ever kept.
+            return self.put(k.1, k.2);
+        }
+        if a.is_v4() {
+            let (t, n) = IpAddr16::v4_text([a.0[12], a.0[13], a.0[14], a.0[15]]);
+            *k = (*a, t, n);
+            self.put(t, n);
+        } else {
+            self.addr_v6(a);
+        }
     }
 
     #[inline(always)]
@@ -316,6 +491,7 @@ impl<'a> Room<'a> {
     }
 
     /// An address: dotted quad, or IPv6 as the standard library writes it.
+    #[cfg(test)]
     #[inline(always)]
     pub(crate) fn addr(&mut self, a: &IpAddr16) {
         if a.is_v4() {
@@ -635,11 +811,11 @@ mod tests {
 
     /// What `f` writes after "x\t" into a room of `cap` bytes (written
     /// again with the room it asked for when short), without the "x\t".
-    fn written(cap: usize, f: impl Fn(&mut Room)) -> Vec<u8> {
+    fn written(cap: usize, mut f: impl FnMut(&mut Room)) -> Vec<u8> {
         let mut v: Vec<u8> = Vec::with_capacity(cap + 2);
         v.extend_from_slice(b"x\t");
         let mut passes = 0;
-        assert!(append(&mut v, |r| {
+        assert!(append(&mut v, 2 * VALUE_MOST, |r| {
             passes += 1;
             f(r)
         }));
@@ -667,7 +843,7 @@ mod tests {
     #[test]
     fn seconds_as_zeek_writes_them() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut values: Vec<i64> = vec![0, 499, 500, 999_499, 999_500, 1_000_000_000, i64::MAX - 500, i64::MIN + 500, -1, -500, -501, 1_795_916_374_815_063_499];
+        let mut values: Vec<i64> = vec![0, 499, 500, 999_499, 999_500, 999_999_499, 999_999_500, 1_000_000_000, i64::MAX - 500, i64::MIN + 500, -1, -500, -501, 1_795_916_374_815_063_499];
         for _ in 0..20_000 {
             x ^= x << 13;
             x ^= x >> 7;
@@ -679,6 +855,46 @@ mod tests {
             let mut want = Vec::new();
             crate::logs::zeek::write_secs(&mut want, ns);
             assert_eq!(written(64, |r| r.secs(ns)), want, "{ns}");
+        }
+    }
+
+    /// Times written with the kept second (repeated, changed, negative,
+    /// huge) come out as `zeek::write_secs` writes them.
+    #[test]
+    fn times_with_the_kept_second_as_zeek_writes_them() {
+        let mut kept = Kept::default();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut t = 1_795_916_374_815_063_499i64;
+        for i in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            t = match i % 7 {
+                0 => (x >> (x % 64)) as i64,
+                1 => -((x >> 40) as i64),
+                2 => i64::MAX - 500 - (x % 1000) as i64,
+                _ => t.saturating_add((x % 400_000_000) as i64).min(i64::MAX - 500),
+            };
+            let mut want = Vec::new();
+            crate::logs::zeek::write_secs(&mut want, t);
+            assert_eq!(written(64, |r| r.time(t, &mut kept)), want, "{t}");
+            assert_eq!(written(64, |r| r.time(t, &mut kept)), want, "{t} again");
+        }
+    }
+
+    /// Addresses written with the kept text of the last ones at each end
+    /// (repeated, alternating, IPv6 among them, `::` and 0.0.0.0 first).
+    #[test]
+    fn addresses_with_the_kept_text_as_zeek_writes_them() {
+        let mut kept = Kept::default();
+        let addrs = [IpAddr16([0; 16]), IpAddr16::from_v4([0; 4]), IpAddr16::from_v4([10, 0, 0, 1]), IpAddr16::from_v4([192, 168, 200, 17]), IpAddr16([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])];
+        for i in 0..200usize {
+            for end in 0..2 {
+                let a = addrs[(i * 7 / 3 + end) % addrs.len()];
+                let mut want = Vec::new();
+                crate::logs::zeek::write_addr(&mut want, &a);
+                assert_eq!(written(64, |r| r.addr_kept(&a, &mut kept, end)), want, "{a:?}");
+            }
         }
     }
 

@@ -14,7 +14,7 @@ use std::io;
 use wirelog_record::columns::{self, Column, Columns, Item, LogText, Type, Val};
 use wirelog_record::{IpAddr16, Protocol, TxRecord, TxStatus};
 
-use crate::logs::line::{append, Esc, Room};
+use crate::logs::line::{append, Esc, Kept, Room, VALUE_MOST};
 use crate::logs::out::TakeLines;
 
 use crate::logs::zeek::{push_prefix, push_u64, write_secs, zeek_close, zeek_header};
@@ -195,6 +195,27 @@ const fn logged_at(c: &'static Columns, i: usize) -> Option<&'static Column> {
     None
 }
 
+/// How many logged columns a declaration has (every policy's).
+const fn logged_count(c: &'static Columns) -> usize {
+    let mut n = 0;
+    let mut j = 0;
+    while j < c.columns.len() {
+        if c.columns[j].log.is_some() {
+            n += 1;
+        }
+        j += 1;
+    }
+    n
+}
+
+/// The most bytes of fixed-size blocks a line of protocol `P` stores
+/// ([`append`]'s budget): every value of the common head, the protocol's
+/// logged columns and the common tail at most [`VALUE_MOST`] each, and the
+/// line's end.
+const fn line_budget(p: usize) -> usize {
+    (COMMON_HEAD.len() + logged_count(decl(p)) + COMMON_TAIL.len() + 1) * VALUE_MOST
+}
+
 /// The most logged columns a protocol may declare (checked at compile
 /// time for each; also the width of [`TxLogWriter`]'s policy mask).
 const MAX_LOGGED: usize = 64;
@@ -293,12 +314,12 @@ fn plain<const JSON: bool, const N: usize>(room: &mut Room<'_>, k: &Key, (b, len
 }
 
 #[inline(always)]
-fn addr<const JSON: bool>(room: &mut Room<'_>, k: &Key, a: &IpAddr16) {
+fn addr<const JSON: bool>(room: &mut Room<'_>, k: &Key, a: &IpAddr16, kept: &mut Kept, end: usize) {
     key::<JSON>(room, k);
     if JSON {
         room.byte(b'"');
     }
-    room.addr(a);
+    room.addr_kept(a, kept, end);
     if JSON {
         room.byte(b'"');
     }
@@ -395,13 +416,18 @@ fn vector_into<const JSON: bool>(room: &mut Room<'_>, k: &Key, item: Item, esc: 
         room.byte(b'[');
     }
     for j in 0..l.len {
-        if j > 0 {
-            room.byte(b',');
-        }
         // A number is written as digits straight into the line (no
         // escaping needed); text is escaped from where the record holds
         // it, copied into the scratch only when composed.
         if let (columns::Items::Num(f), Item::Count | Item::Secs) = (l.items, item) {
+            // A list's items are not in the line's budget: each is tested
+            // for its blocks (the separator, quotes, digits).
+            if !room.ensure(VALUE_MOST) {
+                continue;
+            }
+            if j > 0 {
+                room.byte(b',');
+            }
             let v = f(l.record, j);
             if item == Item::Count {
                 room.u64(v);
@@ -415,6 +441,14 @@ fn vector_into<const JSON: bool>(room: &mut Room<'_>, k: &Key, item: Item, esc: 
             continue;
         }
         let t = l.item(j, scratch);
+        // The item's blocks and the most its text takes (escaped text is
+        // tested again as it is written).
+        if !room.ensure(t.len().saturating_mul(6).saturating_add(16 + VALUE_MOST)) {
+            continue;
+        }
+        if j > 0 {
+            room.byte(b',');
+        }
         match item {
             Item::Count => room.slice(t.as_bytes()),
             Item::Secs => {
@@ -488,6 +522,8 @@ pub struct TxLogWriter<W: TakeLines> {
     on: u64,
     /// The logged columns' names and Zeek types, for the header.
     own: Vec<(&'static str, &'static str)>,
+    /// The last line's second and addresses as text.
+    kept: Kept,
 }
 
 impl<W: TakeLines> TxLogWriter<W> {
@@ -522,6 +558,7 @@ impl<W: TakeLines> TxLogWriter<W> {
             keys,
             on,
             own: own_fields(protocol, policies),
+            kept: Kept::default(),
         }
     }
 
@@ -618,18 +655,18 @@ impl<W: TakeLines> TxLogWriter<W> {
     fn fill<const P: usize, const JSON: bool>(&mut self, r: &TxRecord) -> bool {
         let tx = &r.tx;
         let extras = self.processes || self.sources || self.weights;
-        let TxLogWriter { line, head, tail, keys, on, scratch, .. } = self;
+        let TxLogWriter { line, head, tail, keys, on, scratch, kept, .. } = self;
         let on = *on;
         let (head, tail) = (&head[..COMMON_HEAD.len()], &tail[..COMMON_TAIL.len()]);
-        let fitted = append(line, |room| {
+        let fitted = append(line, const { line_budget(P) }, |room| {
             if JSON {
                 head[0].write(room);
             }
-            room.secs(tx.ts_ns());
+            room.time(tx.ts_ns(), kept);
             plain::<JSON, 18>(room, &head[1], r.uid.padded());
-            addr::<JSON>(room, &head[2], &r.orig_h);
+            addr::<JSON>(room, &head[2], &r.orig_h, kept, 0);
             count::<JSON>(room, &head[3], Some(u64::from(r.orig_p)));
-            addr::<JSON>(room, &head[4], &r.resp_h);
+            addr::<JSON>(room, &head[4], &r.resp_h, kept, 1);
             count::<JSON>(room, &head[5], Some(u64::from(r.resp_p)));
             own_columns::<P, JSON>(room, keys, on, r, scratch);
             plain::<JSON, 16>(room, &tail[0], status_padded(tx.status));
@@ -1200,6 +1237,67 @@ mod tests {
         let s = json(&r);
         assert!(s.starts_with("{\"ts\":1.000000,\"uid\":\""), "{s}");
         assert!(s.ends_with(",\"params\":[\"1\",\"a,b\"],\"status\":\"ok\",\"request_bytes\":28,\"response_bytes\":284,\"latency\":0.061782,\"first_byte_latency\":0.061782}\n"), "{s}");
+    }
+
+    /// A line that finds too little room (its budget of blocks, then each
+    /// text and list item, tested at a different place for each room size)
+    /// is written again and comes out as with ample room, in both formats;
+    /// the test build also holds every line to its budget of blocks
+    /// (`Room::put`).
+    #[test]
+    fn a_line_short_of_room_is_written_again_the_same() {
+        let long = "select \"a\\b\"\t, 'caf\u{e9}'\n".repeat(60);
+        let mysql = wirelog_record::mysql::MysqlTx {
+            command: "stmt_execute",
+            query: Some(long.as_str().into()),
+            params: ["1", "a,b", long.as_str(), "-", ""].into_iter().collect(),
+            num_rows: Some(u64::MAX),
+            ..Default::default()
+        };
+        let http = HttpTx {
+            method: "GET".into(),
+            uri: long.as_str().into(),
+            headers: vec![("content-type".into(), long.as_str().into()), ("x".into(), "y".into())],
+            response_headers: vec![("content-type".into(), "c/d".into())],
+            ..Default::default()
+        };
+        let dns = DnsTx {
+            qname: long.as_str().into(),
+            qtype: 1,
+            qclass: 1,
+            answers: vec![DnsAnswer { name: long.as_str().into(), rtype: 1, class: 1, ttl: 300, data: "10.0.0.9".into() }; 3].into(),
+            ..Default::default()
+        };
+        let mut v6 = rec(Protocol::Dns, Detail::Dns(dns.clone()));
+        v6.orig_h = IpAddr16([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xfe]);
+        v6.tx.request = Some(Span { first_ns: -1_500_000_000, last_ns: 0, bytes: u64::MAX });
+        let records = [
+            rec(Protocol::Mysql, Detail::Mysql(mysql)),
+            rec(Protocol::Http, Detail::Http(http)),
+            rec(Protocol::Dns, Detail::Dns(dns)),
+            v6,
+        ];
+        for format in [LogFormat::Tsv, LogFormat::Json] {
+            for r in &records {
+                let write = |cap: Option<usize>| {
+                    let mut w = TxLogWriter::new(Vec::new(), format, r.protocol);
+                    if let Some(cap) = cap {
+                        w.line = Vec::with_capacity(cap);
+                    }
+                    w.write(r).unwrap();
+                    w.write(r).unwrap();
+                    // The lines (the header's #open time is the clock's).
+                    let out = handed(w);
+                    out.split_inclusive(|&c| c == b'\n').filter(|l| !l.starts_with(b"#")).flatten().copied().collect::<Vec<u8>>()
+                };
+                let want = write(None);
+                assert_eq!(want.iter().filter(|&&c| c == b'\n').count(), 2);
+                let budget = line_budget(r.protocol as usize);
+                for cap in (0..4).chain((budget - 3..budget + 12_000).step_by(97)) {
+                    assert!(write(Some(cap)) == want, "{:?} {cap}", r.protocol);
+                }
+            }
+        }
     }
 
     /// capture --tls-plaintext: the `source` column comes last, after the

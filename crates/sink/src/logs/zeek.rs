@@ -2,7 +2,7 @@ use std::io::{self, Write};
 
 use wirelog_record::{ConnRecord, IpAddr16, Proto};
 
-use crate::logs::line::{append, Room};
+use crate::logs::line::{append, Kept, Room, VALUE_MOST};
 use crate::logs::out::TakeLines;
 use crate::logs::tx::{LINES_HANDED_AT, LINE_ROOM};
 
@@ -42,6 +42,11 @@ const FIELDS: &[(&str, &str)] = &[
 
 const EMPTY_TCP_FIELD: (&str, &str) = ("empty_tcp_skipped", "bool");
 
+/// The most bytes of fixed-size blocks a conn.log line stores (its
+/// `append` budget): each field and the line's end at most
+/// [`VALUE_MOST`] (a JSON line stores 55 blocks, none over 16 bytes).
+const CONN_BUDGET: usize = (FIELDS.len() + 1) * VALUE_MOST;
+
 /// Writes conn records as they come, in Zeek's conn.log format: each line
 /// composed in place at the end of the collected lines ([`append`]), the
 /// lines handed to the output together (as the transaction logs do).
@@ -56,6 +61,8 @@ pub struct ConnLogWriter<W: TakeLines> {
     header_written: bool,
     line: Vec<u8>,
     rows: u64,
+    /// The last line's second and addresses as text.
+    kept: Kept,
 }
 
 // Records are formatted by hand into a reused buffer: `write!` and Display
@@ -238,6 +245,7 @@ impl<W: TakeLines> ConnLogWriter<W> {
             header_written: false,
             line: Vec::with_capacity(LINES_HANDED_AT + LINE_ROOM),
             rows: 0,
+            kept: Kept::default(),
         }
     }
 
@@ -296,7 +304,8 @@ impl<W: TakeLines> ConnLogWriter<W> {
     /// fields out, as Zeek's JSON writer does.
     fn fill<const JSON: bool>(&mut self, r: &ConnRecord) -> bool {
         let extras = self.empty_tcp_note || self.processes;
-        let fitted = append(&mut self.line, |room| {
+        let kept = &mut self.kept;
+        let fitted = append(&mut self.line, CONN_BUDGET, |room| {
             // Text that needs no escaping (names, letters, base64), in
             // JSON quoted, after its key (`k`) or a tab.
             fn plain<const JSON: bool>(room: &mut Room<'_>, k: &[u8], s: &[u8]) {
@@ -321,7 +330,7 @@ impl<W: TakeLines> ConnLogWriter<W> {
             if JSON {
                 room.lit(b"{\"ts\":");
             }
-            room.secs(r.ts_ns);
+            room.time(r.ts_ns, kept);
             let (uid, n) = r.uid.padded();
             if JSON {
                 room.lit(b",\"uid\":\"");
@@ -332,11 +341,11 @@ impl<W: TakeLines> ConnLogWriter<W> {
                 room.put(uid, n);
                 room.byte(b'\t');
             }
-            room.addr(&r.orig_h);
+            room.addr_kept(&r.orig_h, kept, 0);
             room.sep::<JSON>(b"\",\"id.orig_p\":");
             room.u64(u64::from(r.orig_p));
             room.sep::<JSON>(b",\"id.resp_h\":\"");
-            room.addr(&r.resp_h);
+            room.addr_kept(&r.resp_h, kept, 1);
             room.sep::<JSON>(b"\",\"id.resp_p\":");
             room.u64(u64::from(r.resp_p));
             plain::<JSON>(room, b",\"proto\":", r.proto.as_str().as_bytes());
