@@ -8,6 +8,7 @@
 #   tcpdump_s128      the same with -s 128
 #   wirelog           wirelog capture -i lo: conns, flows and MySQL statements (mysql.log and the store)
 #   wirelog_noparse   the same with --no-parse (conns and flows only)
+#   wirelog_snap256   as wirelog, with --snaplen 256 (the ring takes the first 256 bytes of a packet)
 #   wirelog_kacct     as wirelog, with --kernel-accounting (issue 18) and without the kernel filter,
 #                     which the option cannot be combined with (the namespace carries only MySQL)
 #   wirelog_noparse_kacct  as wirelog_noparse, with --kernel-accounting
@@ -75,6 +76,8 @@ start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
     tcpdump_s128) ip netns exec "$NS" tcpdump -i lo -Z root -s 128 -C 100 -W 2 -w "$OV/cap" tcp port "$MYSQL_PORT" 2>"$OV/cap.err" & ;;
     wirelog)      ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_snap256) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --snaplen 256 --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_base) ip netns exec "$NS" "${WIRELOG_BASE:?set WIRELOG_BASE}" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_budget2) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
