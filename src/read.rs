@@ -344,6 +344,14 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
                     a.parse.cut_bytes
                 ));
             }
+            if a.beyond_snaplen_bytes > 0 {
+                // Segments cut by the capture's snap length: their bytes
+                // past it are in place in their streams, not gaps.
+                line.push_str(&format!(
+                    "; {} bytes beyond the snap length (sent, not captured; not gaps)",
+                    a.beyond_snaplen_bytes
+                ));
+            }
             eprintln!("{line}");
         }
         // Messages a parser read but could not use (an unknown opcode, a

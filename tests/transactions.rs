@@ -258,6 +258,90 @@ fn mysql_matches_server_counters() {
     assert_eq!(failed, 0, "sysbench's queries all succeeded");
 }
 
+/// mysql.pcap cut to its first 256 bytes of each packet (`editcap -s
+/// 256`, what `capture --snaplen 256` keeps; issue 36) against the whole
+/// capture: every statement is recorded, with the same connection (a
+/// `read` seeds uids from the capture's content: one uid of the cut run per
+/// connection of the whole one), time, command, text (or its first bytes,
+/// when the packet was cut inside it), status, sizes and latencies; rows
+/// either the same or unset (a result set longer than what was kept of its
+/// packets), never another number; and no gap.
+#[test]
+fn mysql_cut_to_256_bytes_keeps_every_statement() {
+    let Some(whole_pcap) = common::capture("gen_mysql.sh", "mysql.pcap") else {
+        return;
+    };
+    let dir = common::scratch("transactions", "snaplen");
+    let cut_pcap = dir.join("mysql_256.pcap");
+    let st = Command::new("editcap")
+        .args(["-s", "256"])
+        .arg(&whole_pcap)
+        .arg(&cut_pcap)
+        .status()
+        .expect("run editcap (wireshark-common)");
+    assert!(st.success(), "editcap -s 256");
+    let whole = transactions(&whole_pcap, "mysql_whole_for_cut", "mysql.log");
+    let logs = dir.join("logs");
+    let out = common::read_pcap(&cut_pcap, &logs, None, &[]);
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    let cut = common::read_log(&logs.join("mysql.log"));
+    type Key = (String, String, String, String, String);
+    let key = |r: &HashMap<String, String>| -> Key {
+        let f = |k: &str| r[k].clone();
+        (f("ts"), f("id.orig_h"), f("id.orig_p"), f("id.resp_h"), f("id.resp_p"))
+    };
+    let by_key: HashMap<Key, &HashMap<String, String>> = cut.iter().map(|r| (key(r), r)).collect();
+    assert_eq!(cut.len(), whole.len(), "statements of the cut capture");
+    let mut uids: HashMap<&str, &str> = HashMap::new();
+    let (mut rows_unset, mut cut_args) = (0usize, 0usize);
+    for w in &whole {
+        let c = by_key
+            .get(&key(w))
+            .unwrap_or_else(|| panic!("not in the cut capture's log: {w:?}"));
+        let uid = *uids.entry(&w["uid"]).or_insert(&c["uid"]);
+        assert_eq!(uid, c["uid"], "one connection, one uid: {w:?}");
+        for f in [
+            "cmd",
+            "status",
+            "success",
+            "request_bytes",
+            "response_bytes",
+            "latency",
+            "first_byte_latency",
+            "user",
+            "database",
+            "num_fields",
+            "error_code",
+        ] {
+            assert_eq!(w[f], c[f], "{f} of {w:?}\nin the cut log: {c:?}");
+        }
+        if w["arg"] != c["arg"] {
+            // A request longer than what was kept: its first bytes.
+            assert!(
+                c["arg"].len() >= 100 && w["arg"].starts_with(&c["arg"]),
+                "arg of {w:?}\nin the cut log: {c:?}"
+            );
+            cut_args += 1;
+        }
+        if w["rows"] != c["rows"] {
+            assert_eq!(c["rows"], "-", "rows of {w:?}\nin the cut log: {c:?}");
+            rows_unset += 1;
+        }
+    }
+    let distinct: std::collections::HashSet<&str> = uids.values().copied().collect();
+    assert_eq!(distinct.len(), uids.len(), "two connections of the whole capture under one uid");
+    println!(
+        "mysql.pcap cut to 256 bytes: {} statements, rows unset on {rows_unset}, text cut on {cut_args}; {}",
+        whole.len(),
+        summary.lines().filter(|l| l.contains("transactions")).collect::<Vec<_>>().join(" ")
+    );
+    assert!(
+        !summary.contains(" gaps, ") || summary.contains(" 0 gaps, "),
+        "bytes beyond the snap length are not gaps: {summary}"
+    );
+    assert!(summary.contains("bytes beyond the snap length"), "{summary}");
+}
+
 /// dig's printed answers (id, name, type, status, answer data) against dns.log.
 #[test]
 fn dns_matches_dig() {

@@ -268,6 +268,11 @@ impl StreamParser for ConnParser {
     }
 
     #[inline]
+    fn cut(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+        each_parser!(self, p => p.cut(dir, ts_ns, len, out))
+    }
+
+    #[inline]
     fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
         each_parser!(self, p => p.expire(now_ns, out))
     }
@@ -421,6 +426,16 @@ pub trait StreamParser {
     /// `len` bytes of `dir` are missing from the stream (not captured). The
     /// parser abandons the message the gap falls in and resynchronises.
     fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>);
+
+    /// The next `len` bytes of `dir` were sent in a segment seen at `ts_ns`
+    /// but cut by the capture's snap length ([`stream::Chunk::Cut`]): their
+    /// place in the stream is known (they follow the bytes given last),
+    /// their content is not. A parser that can go on across such bytes
+    /// (MySQL: a response's size and timing, the next message where the
+    /// next segment starts) says so here; by default they are a gap.
+    fn cut(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+        self.gap(dir, ts_ns, len, out)
+    }
 
     /// Time passes (called at least once a second of packet time): requests
     /// older than the transaction timeout are emitted as `NoResponse`.

@@ -13,6 +13,14 @@
 //! a new command, which is also how the parser resynchronises after a gap:
 //! it drops bytes until a segment that starts with such a packet.
 //!
+//! A segment cut by the snap length (`--snaplen`) hands the parser its
+//! first bytes and then a cut ([`StreamParser::cut`]): the packet it falls
+//! in is finished with the bytes kept (its length is known), and when the
+//! cut goes past that packet the direction is read blind
+//! ([`Framer::blind`]) until the client's next command: a response's bytes
+//! and time still count, its status comes from its first packet, and what
+//! was not seen (rows of a long result set) is left unset.
+//!
 //! What is not parsed: TLS (after the client's SSL request) and compressed
 //! connections (CLIENT_COMPRESS on both sides) make the parser give up; see
 //! [`MysqlParser::gave_up_reason`]. MySQL 8 query attributes in
@@ -172,6 +180,11 @@ struct Framer {
     hunting: bool,
     /// The previous packet had a 0xffffff payload: this one continues it.
     continued: bool,
+    /// A cut (snap length) went past a packet's end: where the next
+    /// packets start is not known. The server's bytes count for the
+    /// response in flight until the client's next command; the client's
+    /// are skipped until a segment starts with a command.
+    blind: bool,
 }
 
 impl Framer {
@@ -181,6 +194,7 @@ impl Framer {
         self.need = 0;
         self.buf.clear();
         self.continued = false;
+        self.blind = false;
     }
 }
 
@@ -221,6 +235,9 @@ struct Pending {
     prepare_text: Option<Arc<str>>,
     /// Database named by COM_INIT_DB or `USE`, current once it succeeds.
     new_db: Option<String>,
+    /// The response was read blind past a cut (see [`Framer::blind`]):
+    /// its end was not seen, so neither were all its rows.
+    cut: bool,
 }
 
 /// A prepared statement: its text and fingerprint are shared with every
@@ -466,14 +483,36 @@ impl MysqlParser {
     /// Emits the command in flight, if any: a finished response is never
     /// left pending, so one that began is partial; none at all is unanswered.
     fn flush_pending(&mut self, out: &mut Vec<Transaction>) {
-        if let Some(p) = self.pending.as_ref() {
+        if let Some(p) = self.pending.as_mut() {
             let status = match (p.req, p.resp) {
                 (Some(_), None) => Some(TxStatus::NoResponse),
+                // Read blind past a cut: its first packet told OK, ERR or a
+                // result set (`emit` takes Ok or Error from it).
+                (Some(_), Some(_)) if p.cut => (!p.error && !Self::answered(p)).then_some(TxStatus::Partial),
                 (Some(_), Some(_)) if !p.error => Some(TxStatus::Partial),
                 _ => None,
             };
+            if p.cut {
+                Self::end_cut(p);
+            }
             self.emit(status, out);
         }
+    }
+
+    /// Whether the response's first packet was read (OK, ERR, a result
+    /// set's header or more): what a response read blind takes its status from.
+    fn answered(p: &Pending) -> bool {
+        p.state != Resp::First || p.error || p.tx.num_fields.is_some() || p.tx.affected_rows.is_some()
+    }
+
+    /// A response read blind past a cut ends (the client's next command, or
+    /// the connection's end): the counts its unseen packets would have
+    /// added to are unknown, so they are left unset rather than wrong (a
+    /// response whose end was seen is never left pending: one with counts
+    /// here had more to come, more results after an OK or more rows).
+    fn end_cut(p: &mut Pending) {
+        p.tx.num_rows = None;
+        p.tx.affected_rows = None;
     }
 
     fn packet(
@@ -548,6 +587,11 @@ impl MysqlParser {
             }
             return;
         }
+        // The client's next command: the response before it is over, and
+        // the server's next packet starts the next response.
+        if self.fr[1].blind {
+            self.fr[1].reset();
+        }
         self.flush_pending(out);
         let Some(&cmd) = p.first() else {
             self.stats.malformed += 1;
@@ -574,6 +618,7 @@ impl MysqlParser {
             next_seq: 1,
             prepare_text: None,
             new_db: None,
+            cut: false,
         });
         match cmd {
             COM_QUERY | COM_STMT_PREPARE => {
@@ -624,7 +669,14 @@ impl MysqlParser {
     }
 
     fn handshake_response(&mut self, len: usize, p: &[u8], first_ns: i64, last_ns: i64, out: &mut Vec<Transaction>) {
+        if self.fr[1].blind {
+            self.fr[1].reset();
+        }
         self.flush_pending(out);
+        // A packet cut by the snap length (`p` shorter than `len`): a name
+        // is taken only when its terminating NUL was captured.
+        let whole = p.len() >= len;
+        let ended = |p: &[u8], pos: usize| whole || p.get(pos..).is_some_and(|r| r.contains(&0));
         let Some(caps16) = u16_at(p, 0) else {
             self.stats.malformed += 1;
             return;
@@ -646,6 +698,7 @@ impl MysqlParser {
             }
             pos = 5;
         }
+        let user_ended = ended(p, pos);
         let user = text(cstr(p, &mut pos));
         if caps & CLIENT_PROTOCOL_41 != 0 {
             if caps & CLIENT_PLUGIN_AUTH_LENENC != 0 {
@@ -660,7 +713,7 @@ impl MysqlParser {
         } else {
             cstr(p, &mut pos);
         }
-        let db = if caps & CLIENT_CONNECT_WITH_DB != 0 && pos < p.len() {
+        let db = if caps & CLIENT_CONNECT_WITH_DB != 0 && pos < p.len() && ended(p, pos) {
             let d = cstr(p, &mut pos);
             (!d.is_empty()).then(|| text(d))
         } else {
@@ -669,7 +722,9 @@ impl MysqlParser {
         self.client_caps = Some(caps);
         let both = caps & self.server_caps.unwrap_or(caps);
         self.deprecate_eof = Some(both & CLIENT_DEPRECATE_EOF != 0);
-        self.user = Some(user.into());
+        if user_ended {
+            self.user = Some(user.into());
+        }
         if db.is_some() {
             self.database = db.map(Into::into);
         }
@@ -684,6 +739,7 @@ impl MysqlParser {
             next_seq: self.login_seq + 1,
             prepare_text: None,
             new_db: None,
+            cut: false,
         });
         self.phase = Phase::Auth;
     }
@@ -730,6 +786,7 @@ impl MysqlParser {
                     next_seq: seq,
                     prepare_text: None,
                     new_db: None,
+                    cut: false,
                 });
                 if self.phase == Phase::Init {
                     self.phase = Phase::Command;
@@ -1041,6 +1098,26 @@ impl MysqlParser {
         skipped && seq == pd.next_seq && len < MAX_PAYLOAD && !self.fr[1].continued
     }
 
+    /// Does a client segment read blind start with a command packet
+    /// (sequence id 0, a command byte, no more bytes than the packet)?
+    fn starts_command(&self, data: &[u8]) -> bool {
+        data.len() >= 5 && data[3] == 0 && data[4] <= 0x1f && 4 + le(&data[..3]) as usize >= data.len()
+    }
+
+    /// `n` bytes of `dir` past a cut, whose packets are not known: the
+    /// server's count for the response in flight (its size and last
+    /// time), the client's for the command in flight; else not parsed.
+    fn blind_bytes(&mut self, dir: Dir, ts_ns: i64, n: u64) {
+        match (dir, self.pending.as_mut()) {
+            (Dir::ToClient, Some(p)) => {
+                p.cut = true;
+                add_span(&mut p.resp, ts_ns, ts_ns, n);
+            }
+            (Dir::ToServer, Some(p)) if p.req.is_some() => add_span(&mut p.req, ts_ns, ts_ns, n),
+            _ => self.stats.unparsed_bytes += n,
+        }
+    }
+
     /// After a gap, may `data` (the next bytes of `dir`) start a packet?
     fn resync_ok(&self, dir: Dir, data: &[u8]) -> bool {
         if data.len() < 5 {
@@ -1295,6 +1372,16 @@ impl StreamParser for MysqlParser {
             self.fr[d].hunting = false;
             self.stats.resyncs += 1;
         }
+        if self.fr[d].blind {
+            // Past a cut: the server's bytes are the response's until the
+            // client's next command; the client's next command starts a
+            // segment (its end may be cut: not checked against the length).
+            if dir == Dir::ToClient || !self.starts_command(data) {
+                self.blind_bytes(dir, ts_ns, data.len() as u64);
+                return;
+            }
+            self.fr[d].blind = false;
+        }
         let mut data = data;
         while !data.is_empty() {
             if self.gave_up.is_some() {
@@ -1399,6 +1486,58 @@ impl StreamParser for MysqlParser {
                 self.emit(Some(TxStatus::NoResponse), out);
             }
         }
+    }
+
+    /// Bytes cut by the snap length: the packet they fall in is finished
+    /// with what was kept of it (its first bytes); a cut that goes past its
+    /// end makes the direction blind (see [`Framer::blind`]). Not a gap:
+    /// nothing is emitted early, nothing counted lost.
+    fn cut(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+        let d = di(dir);
+        if self.gave_up.is_some() || self.fr[d].hunting {
+            self.stats.unparsed_bytes += len;
+            return;
+        }
+        if self.fr[d].blind {
+            self.blind_bytes(dir, ts_ns, len);
+            return;
+        }
+        let mut rest = len;
+        let f = &mut self.fr[d];
+        if f.in_packet {
+            // Nothing more of this packet is kept: later bytes would land
+            // at the wrong place in it.
+            f.keep = f.buf.len();
+            if rest < f.need as u64 {
+                f.need -= rest as usize;
+                return;
+            }
+            rest -= f.need as u64;
+            f.need = 0;
+            f.in_packet = false;
+            if f.buf.is_empty() {
+                // Not even its first byte (what tells a row from the
+                // result's end) was captured: read blind from its header on.
+                rest += 4 + f.len as u64;
+            } else {
+                let buf = std::mem::take(&mut f.buf);
+                let (seq, plen, first) = (f.seq, f.len, f.first_ns);
+                self.packet(dir, seq, plen, &buf, (first, ts_ns), out);
+                let f = &mut self.fr[d];
+                f.buf = buf;
+                f.buf.clear();
+            }
+        }
+        if rest == 0 {
+            return;
+        }
+        // The cut covers the start of a packet: where the next ones start
+        // is unknown.
+        let f = &mut self.fr[d];
+        let held = f.hdr_len as u64;
+        f.reset();
+        f.blind = true;
+        self.blind_bytes(dir, ts_ns, rest + held);
     }
 
     fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {

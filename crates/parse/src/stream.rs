@@ -19,6 +19,13 @@
 //! last-wins OS stack), so an overlap with different content cannot make the
 //! parser see two versions of the same bytes.
 //!
+//! A segment cut by the capture's snap length (`--snaplen`, or a file's)
+//! carries fewer bytes than its length on the wire
+//! ([`Reassembler::segment_cut`]): its bytes past the cut are delivered as a
+//! [`Chunk::Cut`], their place in the stream known, distinct from a gap (a
+//! hole of unknown length and content left by packets the capture missed),
+//! and counted apart ([`ReasmStats::cut_bytes`]).
+//!
 //! Sequence numbers are compared with wrapping arithmetic relative to the next
 //! expected byte, so wraparound at 2^32 needs no special case.
 
@@ -100,6 +107,11 @@ pub enum Chunk<'a> {
     Data { ts_ns: i64, data: &'a [u8] },
     /// `len` bytes are missing (never captured); the stream continues after them.
     Gap { ts_ns: i64, len: u64 },
+    /// The next `len` bytes were sent, in the segment seen at `ts_ns`, but
+    /// not captured: the segment was cut by the snap length. Their place in
+    /// the stream is known (they end where the segment ends), only their
+    /// content is not; the stream continues after them.
+    Cut { ts_ns: i64, len: u64 },
 }
 
 /// TCP flags the reassembler cares about.
@@ -127,12 +139,26 @@ pub struct ReasmStats {
     pub dup_bytes: u64,
     /// Segments that had to wait for a hole to fill.
     pub ooo_segments: u64,
+    /// Bytes beyond the snap length ([`Chunk::Cut`]), and in how many cuts:
+    /// sent and in place, not captured; not in `gap_bytes`.
+    pub cut_bytes: u64,
+    pub cuts: u64,
 }
 
 struct Seg {
     seq: u32,
     ts_ns: i64,
     data: Vec<u8>,
+    /// Bytes after `data` that the segment carried on the wire but the
+    /// capture cut: the segment covers `data.len() + cut` bytes.
+    cut: u32,
+}
+
+impl Seg {
+    /// Sequence space the segment covers.
+    fn span(&self) -> u64 {
+        self.data.len() as u64 + self.cut as u64
+    }
 }
 
 /// Segments further ahead than this (2^30) are taken for stale or bogus
@@ -193,6 +219,25 @@ impl Reassembler {
         budget: &mut Budget,
         sink: &mut impl FnMut(Chunk<'_>),
     ) {
+        self.segment_cut(seq, ts_ns, payload, payload.len() as u32, flags, budget, sink)
+    }
+
+    /// One segment whose payload was `wire_len` bytes on the wire, of which
+    /// `payload` is what the capture kept (its first bytes). The bytes past
+    /// the cut are delivered as a [`Chunk::Cut`] after the payload's. A
+    /// `wire_len` below the payload's length is taken as the payload's.
+    #[allow(clippy::too_many_arguments)]
+    pub fn segment_cut(
+        &mut self,
+        seq: u32,
+        ts_ns: i64,
+        payload: &[u8],
+        wire_len: u32,
+        flags: SegFlags,
+        budget: &mut Budget,
+        sink: &mut impl FnMut(Chunk<'_>),
+    ) {
+        let wire_len = wire_len.max(payload.len() as u32);
         let data_seq = if flags.syn { seq.wrapping_add(1) } else { seq };
         let next = match self.next {
             Some(n) => n,
@@ -203,31 +248,31 @@ impl Reassembler {
             }
         };
         if flags.fin && self.fin.is_none() {
-            self.fin = Some(data_seq.wrapping_add(payload.len() as u32));
+            self.fin = Some(data_seq.wrapping_add(wire_len));
         }
-        if payload.is_empty() {
+        if wire_len == 0 {
             return;
         }
         let ahead = data_seq.wrapping_sub(next);
         if ahead == 0 || ahead > u32::MAX - MAX_AHEAD {
             // At or behind the expected byte: deliver the new part in place.
             let skip = next.wrapping_sub(data_seq) as usize;
-            if skip >= payload.len() {
-                self.stats.dup_bytes += payload.len() as u64;
+            if skip >= wire_len as usize {
+                self.stats.dup_bytes += wire_len as u64;
                 return;
             }
             self.stats.dup_bytes += skip as u64;
-            self.deliver(ts_ns, &payload[skip..], sink);
+            self.deliver_from(ts_ns, payload, wire_len, skip, sink);
             self.drain(budget, sink);
             return;
         }
         if ahead >= MAX_AHEAD {
             // Too far ahead to be the same stream position: count, don't buffer.
-            self.stats.dup_bytes += payload.len() as u64;
+            self.stats.dup_bytes += wire_len as u64;
             return;
         }
         self.stats.ooo_segments += 1;
-        self.insert(data_seq, ts_ns, payload, budget, sink);
+        self.insert(data_seq, ts_ns, payload, wire_len, budget, sink);
     }
 
     /// Gives up on every hole: buffered segments are delivered in order with
@@ -295,6 +340,26 @@ impl Reassembler {
         sink(Chunk::Data { ts_ns, data });
     }
 
+    /// A segment of `wire_len` bytes whose first `payload.len()` were
+    /// captured, from its byte `skip` on (`skip < wire_len`): its captured
+    /// bytes, then the cut ones.
+    fn deliver_from(&mut self, ts_ns: i64, payload: &[u8], wire_len: u32, skip: usize, sink: &mut impl FnMut(Chunk<'_>)) {
+        if skip < payload.len() {
+            self.deliver(ts_ns, &payload[skip..], sink);
+        }
+        let cut = (wire_len as usize).saturating_sub(skip.max(payload.len()));
+        if cut > 0 {
+            self.report_cut(ts_ns, cut as u64, sink);
+        }
+    }
+
+    fn report_cut(&mut self, ts_ns: i64, len: u64, sink: &mut impl FnMut(Chunk<'_>)) {
+        self.stats.cuts += 1;
+        self.stats.cut_bytes += len;
+        self.next = Some(self.next.unwrap_or(0).wrapping_add(len as u32));
+        sink(Chunk::Cut { ts_ns, len });
+    }
+
     fn report_gap(&mut self, ts_ns: i64, len: u64, sink: &mut impl FnMut(Chunk<'_>)) {
         self.stats.gaps += 1;
         self.stats.gap_bytes += len;
@@ -326,22 +391,26 @@ impl Reassembler {
             self.buffered -= seg.data.len();
             budget.give(seg.data.len());
             let skip = next.wrapping_sub(seg.seq) as usize;
-            if skip < seg.data.len() {
+            if (skip as u64) < seg.span() {
                 self.stats.dup_bytes += skip as u64;
-                self.deliver(seg.ts_ns, &seg.data[skip..], sink);
+                self.deliver_from(seg.ts_ns, &seg.data, seg.data.len() as u32 + seg.cut, skip, sink);
             } else {
-                self.stats.dup_bytes += seg.data.len() as u64;
+                self.stats.dup_bytes += seg.span();
             }
         }
     }
 
     /// Buffers the parts of an out-of-order segment not already buffered
     /// (first wins); when memory runs out, gives up on the oldest hole.
+    /// A segment cut by the snap length (`wire_len` > `payload.len()`)
+    /// covers its whole wire length: its cut bytes are kept as a count
+    /// (`Seg::cut`), never charged to the buffers.
     fn insert(
         &mut self,
         seq: u32,
         ts_ns: i64,
         payload: &[u8],
+        wire_len: u32,
         budget: &mut Budget,
         sink: &mut impl FnMut(Chunk<'_>),
     ) {
@@ -350,13 +419,12 @@ impl Reassembler {
         // integer comparisons from here on.
         let rel = |s: u32| s.wrapping_sub(next) as u64;
         let start = rel(seq);
-        let end = start + payload.len() as u64;
+        let end = start + wire_len as u64;
+        // The captured bytes end here; the cut ones from here to `end`.
+        let cap_end = start + payload.len() as u64;
         // After a hole, later segments arrive in order behind it: appending
         // past the last buffered byte needs no scan of the list.
-        let after_last = self
-            .ooo
-            .back()
-            .is_none_or(|s| rel(s.seq) + s.data.len() as u64 <= start);
+        let after_last = self.ooo.back().is_none_or(|s| rel(s.seq) + s.span() <= start);
         if after_last {
             let n = payload.len();
             if self.buffered + n <= self.max_buffer && budget.has_room(n) {
@@ -366,6 +434,7 @@ impl Reassembler {
                     seq,
                     ts_ns,
                     data: payload.to_vec(),
+                    cut: wire_len - payload.len() as u32,
                 });
                 return;
             }
@@ -377,7 +446,7 @@ impl Reassembler {
         // free pieces: the rest is counted as duplicate and later reported as
         // a gap, which keeps this path free of allocation for bookkeeping.
         for s in &self.ooo {
-            let (a, b) = (rel(s.seq), rel(s.seq) + s.data.len() as u64);
+            let (a, b) = (rel(s.seq), rel(s.seq) + s.span());
             if b <= cur {
                 continue;
             }
@@ -395,11 +464,13 @@ impl Reassembler {
             npieces += 1;
         }
         let new_bytes: u64 = pieces[..npieces].iter().map(|(a, b)| b - a).sum();
-        self.stats.dup_bytes += payload.len() as u64 - new_bytes;
+        self.stats.dup_bytes += wire_len as u64 - new_bytes;
         if new_bytes == 0 {
             return;
         }
-        let n = new_bytes as usize;
+        // What the pieces hold of the captured bytes (the rest is cut).
+        let captured = |&(a, b): &(u64, u64)| b.min(cap_end).saturating_sub(a);
+        let n = pieces[..npieces].iter().map(captured).sum::<u64>() as usize;
         if self.buffered + n > self.max_buffer || !budget.take(n) {
             // No room: the oldest hole will not be filled. Deliver what is
             // buffered (with gaps), then this segment after its own hole.
@@ -411,11 +482,11 @@ impl Reassembler {
             }
             let skip = next.wrapping_sub(seq) as usize;
             if hole == 0 || hole >= MAX_AHEAD {
-                if skip < payload.len() {
-                    self.deliver(ts_ns, &payload[skip..], sink);
+                if skip < wire_len as usize {
+                    self.deliver_from(ts_ns, payload, wire_len, skip, sink);
                 }
             } else {
-                self.deliver(ts_ns, payload, sink);
+                self.deliver_from(ts_ns, payload, wire_len, 0, sink);
             }
             return;
         }
@@ -423,10 +494,18 @@ impl Reassembler {
         // Insert pieces in order; each piece lies in a free interval, so the
         // list stays sorted and non-overlapping.
         for &(a, b) in pieces[..npieces].iter().rev() {
+            // The piece's captured bytes (none when it lies past the cut).
+            let data_end = b.min(cap_end).max(a);
+            let data = if a < cap_end {
+                payload[(a - start) as usize..(data_end - start) as usize].to_vec()
+            } else {
+                Vec::new()
+            };
             let seg = Seg {
                 seq: next.wrapping_add(a as u32),
                 ts_ns,
-                data: payload[(a - start) as usize..(b - start) as usize].to_vec(),
+                data,
+                cut: (b - data_end) as u32,
             };
             let pos = self
                 .ooo
@@ -504,6 +583,7 @@ mod test {
     enum Out {
         D(Vec<u8>),
         G(u64),
+        C(u64),
     }
 
     fn run(
@@ -516,6 +596,7 @@ mod test {
             r.segment(*seq, 0, p, *f, b, &mut |c| match c {
                 Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
                 Chunk::Gap { len, .. } => out.push(Out::G(len)),
+                Chunk::Cut { len, .. } => out.push(Out::C(len)),
             });
         }
     }
@@ -526,6 +607,7 @@ mod test {
             match o {
                 Out::D(d) => v.extend_from_slice(d),
                 Out::G(n) => v.extend(std::iter::repeat_n(b'_', *n as usize)),
+                Out::C(n) => v.extend(std::iter::repeat_n(b'#', *n as usize)),
             }
         }
         v
@@ -546,6 +628,7 @@ mod test {
         r.acked(ack, 0, b, &mut |c| match c {
             Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
             Chunk::Gap { len, .. } => out.push(Out::G(len)),
+            Chunk::Cut { len, .. } => out.push(Out::C(len)),
         });
     }
 
@@ -740,6 +823,7 @@ mod test {
         r.flush(9, &mut b, &mut |c| match c {
             Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
             Chunk::Gap { len, .. } => out.push(Out::G(len)),
+            Chunk::Cut { len, .. } => out.push(Out::C(len)),
         });
         assert_eq!(
             out,
@@ -797,6 +881,137 @@ mod test {
         assert_eq!(b.used(), 0);
     }
 
+    fn run_cut(r: &mut Reassembler, b: &mut Budget, segs: &[(u32, &[u8], u32)], out: &mut Vec<Out>) {
+        for (seq, p, wire) in segs {
+            r.segment_cut(*seq, 0, p, *wire, N, b, &mut |c| match c {
+                Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
+                Chunk::Gap { len, .. } => out.push(Out::G(len)),
+                Chunk::Cut { len, .. } => out.push(Out::C(len)),
+            });
+        }
+    }
+
+    /// A segment cut by the snap length: its captured bytes, then a cut of
+    /// the rest in place (not a gap), and the next segment follows at once.
+    #[test]
+    fn cut_segments_in_order() {
+        let mut r = Reassembler::new(1000);
+        let mut b = Budget::new(1000);
+        let mut out = Vec::new();
+        run_cut(&mut r, &mut b, &[(1, b"abc", 10), (11, b"de", 2), (13, b"", 4), (17, b"f", 1)], &mut out);
+        assert_eq!(
+            out,
+            vec![Out::D(b"abc".to_vec()), Out::C(7), Out::D(b"de".to_vec()), Out::C(4), Out::D(b"f".to_vec())]
+        );
+        let st = r.stats();
+        assert_eq!((st.cut_bytes, st.cuts, st.gap_bytes, st.gaps, st.ooo_segments), (11, 2, 0, 0, 0));
+        assert_eq!(st.delivered, 6);
+        // A retransmission of the cut segment, whole this time: first wins.
+        run_cut(&mut r, &mut b, &[(1, b"abcdefghij", 10)], &mut out);
+        assert_eq!(r.stats().dup_bytes, 10);
+        // A cut segment that also carries the FIN: the FIN is after its wire length.
+        let mut r = Reassembler::new(1000);
+        r.segment_cut(1, 0, b"ab", 5, SegFlags { fin: true, ..N }, &mut b, &mut |_| {});
+        assert!(r.is_closed());
+    }
+
+    /// A cut segment that arrives ahead of a hole waits with its cut (a
+    /// count, not buffered bytes), and is delivered as data then cut.
+    #[test]
+    fn cut_segments_out_of_order() {
+        let mut r = Reassembler::new(1000);
+        let mut b = Budget::new(1000);
+        let mut out = Vec::new();
+        run_cut(&mut r, &mut b, &[(1, b"a", 1), (6, b"fg", 10), (16, b"", 3), (2, b"bc", 4)], &mut out);
+        assert_eq!(b.used(), 0);
+        assert_eq!(
+            out,
+            vec![
+                Out::D(b"a".to_vec()),
+                Out::D(b"bc".to_vec()),
+                Out::C(2),
+                Out::D(b"fg".to_vec()),
+                Out::C(8),
+                Out::C(3)
+            ]
+        );
+        // Overlaps: a whole segment over a buffered cut one keeps the cut
+        // (first wins) and fills around it.
+        let mut r = Reassembler::new(1000);
+        let mut out = Vec::new();
+        run_cut(&mut r, &mut b, &[(1, b"a", 1), (5, b"ef", 4), (3, b"cdefghij", 8), (2, b"b", 1)], &mut out);
+        assert_eq!(joined(&out), b"abcdef##ij");
+        assert_eq!(r.stats().gaps, 0);
+        // A hole before a cut segment, given up at flush: a gap, then the cut segment.
+        let mut r = Reassembler::new(1000);
+        let mut out = Vec::new();
+        run_cut(&mut r, &mut b, &[(1, b"a", 1), (4, b"d", 3)], &mut out);
+        r.flush(0, &mut b, &mut |c| match c {
+            Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
+            Chunk::Gap { len, .. } => out.push(Out::G(len)),
+            Chunk::Cut { len, .. } => out.push(Out::C(len)),
+        });
+        assert_eq!(joined(&out), b"a__d##");
+        assert_eq!((r.stats().gap_bytes, r.stats().cut_bytes), (2, 2));
+        assert_eq!(b.used(), 0);
+    }
+
+    /// Random segmentation, reordering and duplication with a random snap
+    /// length: with enough buffer no gap, the stream's length, and each
+    /// byte the stream's or a cut one.
+    #[test]
+    fn random_cut_shuffles() {
+        let data: Vec<u8> = (0..3000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for round in 0..200 {
+            let snap = 1 + (rand() % 120) as usize;
+            let isn = rand() as u32;
+            let mut segs = Vec::new();
+            let mut i = 0usize;
+            while i < data.len() {
+                let end = (i + 1 + (rand() % 300) as usize).min(data.len());
+                segs.push((i, end));
+                if rand() % 4 == 0 {
+                    segs.push((i.saturating_sub((rand() % 50) as usize), end));
+                }
+                i = end;
+            }
+            for k in 0..segs.len() {
+                let j = k + (rand() % 4) as usize;
+                if j < segs.len() {
+                    segs.swap(k, j);
+                }
+            }
+            let mut r = Reassembler::new(1 << 20);
+            let mut b = Budget::new(1 << 20);
+            let mut out = Vec::new();
+            r.segment(isn, 0, &[], SYN, &mut b, &mut |_| {});
+            let mut sink = |c: Chunk<'_>| match c {
+                Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
+                Chunk::Gap { len, .. } => out.push(Out::G(len)),
+                Chunk::Cut { len, .. } => out.push(Out::C(len)),
+            };
+            for (s, e) in &segs {
+                let seq = isn.wrapping_add(1).wrapping_add(*s as u32);
+                let cap = (*e - *s).min(snap);
+                r.segment_cut(seq, 0, &data[*s..*s + cap], (*e - *s) as u32, N, &mut b, &mut sink);
+            }
+            r.flush(0, &mut b, &mut sink);
+            let got = joined(&out);
+            assert_eq!(b.used(), 0);
+            assert_eq!(got.len(), data.len(), "round {round}");
+            assert!(got.iter().zip(&data).all(|(g, d)| g == d || *g == b'#'), "round {round}");
+            assert_eq!(r.stats().gaps, 0);
+            assert_eq!(r.stats().cut_bytes + r.stats().delivered, data.len() as u64);
+        }
+    }
+
     /// Arbitrary sequence numbers, flags and sizes with tight limits: no
     /// panic, memory stays within both limits, all of it returned at flush.
     #[test]
@@ -824,7 +1039,9 @@ mod test {
                 fin: rand() % 50 == 0,
                 rst: rand() % 100 == 0,
             };
-            r.segment(seq, 0, &payload[..len], flags, &mut budget, &mut |_| {});
+            // Some segments cut by a snap length (wire length up to 3x the capture).
+            let wire = if rand() % 3 == 0 { (len + (rand() % 3000) as usize) as u32 } else { len as u32 };
+            r.segment_cut(seq, 0, &payload[..len], wire, flags, &mut budget, &mut |_| {});
             assert!(r.buffered() <= 2000);
             assert!(budget.used() <= 5000);
             assert_eq!(
@@ -889,11 +1106,13 @@ mod test {
                 r.segment(seq, 0, &data[*s..*e], N, &mut b, &mut |c| match c {
                     Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
                     Chunk::Gap { len, .. } => out.push(Out::G(len)),
+                    Chunk::Cut { len, .. } => out.push(Out::C(len)),
                 });
             }
             r.flush(0, &mut b, &mut |c| match c {
                 Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
                 Chunk::Gap { len, .. } => out.push(Out::G(len)),
+                Chunk::Cut { len, .. } => out.push(Out::C(len)),
             });
             let got = joined(&out);
             assert_eq!(b.used(), 0);
@@ -1007,6 +1226,7 @@ mod pcap_test {
                     &mut |c| match c {
                         Chunk::Data { ts_ns, data } => p.data(s.dir, ts_ns, data, &mut out),
                         Chunk::Gap { ts_ns, len } => p.gap(s.dir, ts_ns, len, &mut out),
+                        Chunk::Cut { ts_ns, len } => p.cut(s.dir, ts_ns, len, &mut out),
                     },
                 );
                 last = s.ts_ns;
@@ -1016,6 +1236,7 @@ mod pcap_test {
                     streams[c][d].flush(last, &mut budget, &mut |ch| match ch {
                         Chunk::Data { ts_ns, data } => p.data(dir, ts_ns, data, &mut out),
                         Chunk::Gap { ts_ns, len } => p.gap(dir, ts_ns, len, &mut out),
+                        Chunk::Cut { ts_ns, len } => p.cut(dir, ts_ns, len, &mut out),
                     });
                 }
                 p.finish(last, &mut out);
@@ -1065,7 +1286,7 @@ mod pcap_test {
                         &mut budget,
                         &mut |c| match c {
                             Chunk::Data { data, .. } => g.extend_from_slice(data),
-                            Chunk::Gap { len, .. } => {
+                            Chunk::Gap { len, .. } | Chunk::Cut { len, .. } => {
                                 g.extend(std::iter::repeat_n(b'_', len as usize))
                             }
                         },
@@ -1075,7 +1296,9 @@ mod pcap_test {
                     let g = got.entry(*k).or_default();
                     r.flush(0, &mut budget, &mut |c| match c {
                         Chunk::Data { data, .. } => g.extend_from_slice(data),
-                        Chunk::Gap { len, .. } => g.extend(std::iter::repeat_n(b'_', len as usize)),
+                        Chunk::Gap { len, .. } | Chunk::Cut { len, .. } => {
+                            g.extend(std::iter::repeat_n(b'_', len as usize))
+                        }
                     });
                 }
                 got.retain(|_, v| !v.is_empty());

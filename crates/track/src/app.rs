@@ -185,6 +185,11 @@ pub struct AppStats {
     pub gave_up: u64,
     /// What parsers could not use, summed over ended connections.
     pub parse: ParseStats,
+    /// Bytes of parsed streams that were sent but cut by the snap length
+    /// (`--snaplen`, or the capture file's), summed over ended connections:
+    /// in place in their streams, handed to the parsers as cuts
+    /// (`StreamParser::cut`), not counted as gaps.
+    pub beyond_snaplen_bytes: u64,
     /// Connections whose parsing was abandoned by a role flip.
     pub flipped: u64,
     /// `parse` and `gave_up` per protocol (indexed like [`Protocol::ALL`]).
@@ -396,7 +401,10 @@ impl AppState {
     }
 
     /// One TCP segment of the connection; `ack` is its acknowledgement
-    /// number when the ACK flag is set.
+    /// number when the ACK flag is set. `wire_len` is its payload's length
+    /// on the wire: a segment cut by the snap length carries less
+    /// (`payload`), and its bytes past the cut reach the parser as a cut
+    /// ([`StreamParser::cut`]), not as a gap.
     #[allow(clippy::too_many_arguments)]
     pub fn segment(
         &mut self,
@@ -404,6 +412,7 @@ impl AppState {
         seq: u32,
         ts_ns: i64,
         payload: &[u8],
+        wire_len: u32,
         flags: SegFlags,
         ack: Option<u32>,
         cfg: &AppConfig,
@@ -414,7 +423,7 @@ impl AppState {
             return;
         }
         if let AppParser::Waiting(starts) = &mut self.parser {
-            if payload.is_empty() {
+            if wire_len == 0 {
                 // A fresh parser's `expire` has nothing to expire and it
                 // cannot give up without bytes: the start is all that changes.
                 starts[(dir == Dir::ToClient) as usize].empty_segment(seq, flags);
@@ -438,12 +447,14 @@ impl AppState {
             streams[1 - this].acked(ack, ts_ns, budget, &mut |c| match c {
                 Chunk::Data { ts_ns, data } => parser.data(other_dir, ts_ns, data, out),
                 Chunk::Gap { ts_ns, len } => parser.gap(other_dir, ts_ns, len, out),
+                Chunk::Cut { ts_ns, len } => parser.cut(other_dir, ts_ns, len, out),
             });
         }
         let stream = &mut streams[this];
-        stream.segment(seq, ts_ns, payload, flags, budget, &mut |c| match c {
+        stream.segment_cut(seq, ts_ns, payload, wire_len, flags, budget, &mut |c| match c {
             Chunk::Data { ts_ns, data } => parser.data(dir, ts_ns, data, out),
             Chunk::Gap { ts_ns, len } => parser.gap(dir, ts_ns, len, out),
+            Chunk::Cut { ts_ns, len } => parser.cut(dir, ts_ns, len, out),
         });
         parser.expire(ts_ns, out);
         let now = u32::try_from(parser.state_bytes()).unwrap_or(u32::MAX);
@@ -456,6 +467,15 @@ impl AppState {
             for s in streams.iter_mut() {
                 s.discard(budget);
             }
+        }
+    }
+
+    /// Bytes of this connection's streams beyond the snap length (sent, in
+    /// place, not captured: [`Chunk::Cut`]), so far.
+    pub fn beyond_snaplen_bytes(&self) -> u64 {
+        match &self.parser {
+            AppParser::Stream(s) => s.streams.iter().map(|r| r.stats().cut_bytes).sum(),
+            _ => 0,
         }
     }
 
@@ -508,6 +528,7 @@ impl AppState {
                         s.flush(ts_ns, budget, &mut |c| match c {
                             Chunk::Data { ts_ns, data } => parser.data(dir, ts_ns, data, out),
                             Chunk::Gap { ts_ns, len } => parser.gap(dir, ts_ns, len, out),
+                            Chunk::Cut { ts_ns, len } => parser.cut(dir, ts_ns, len, out),
                         });
                     }
                     parser.finish(ts_ns, out);
@@ -591,6 +612,7 @@ mod tests {
                     log.push(match c {
                         Chunk::Data { ts_ns, data } => (ts_ns, data.to_vec(), 0),
                         Chunk::Gap { ts_ns, len } => (ts_ns, Vec::new(), len),
+                        Chunk::Cut { ts_ns, len } => (ts_ns, b"cut".to_vec(), len),
                     })
                 };
                 for (i, &(seq, data, f)) in later.iter().enumerate() {
@@ -626,7 +648,7 @@ mod tests {
         let mut app = AppState::new_stream(Protocol::Http, uid);
         let mut seq = 1000u32;
         let mut send = |app: &mut AppState, budget: &mut Budget, bytes: &[u8], out: &mut Vec<Transaction>| {
-            app.segment(Dir::ToServer, seq, 1, bytes, PLAIN, None, &cfg, budget, out);
+            app.segment(Dir::ToServer, seq, 1, bytes, bytes.len() as u32, PLAIN, None, &cfg, budget, out);
             seq = seq.wrapping_add(bytes.len() as u32);
         };
         let mut c = wirelog_parse::http2::PREFACE.to_vec();

@@ -974,15 +974,18 @@ impl Tracker {
         } else {
             Dir::ToClient
         };
-        let (tcp, payload) = match pkt.transport {
+        // `wire_len`: the TCP payload's length on the wire (a segment cut by
+        // the snap length carries less; the reassembler places the rest).
+        let (tcp, payload, wire_len) = match pkt.transport {
             Transport::Tcp {
                 flags,
                 seq,
                 ack,
                 payload,
+                payload_len,
                 ..
-            } => (Some((flags, seq, ack)), payload),
-            Transport::Udp { payload, .. } => (None, payload),
+            } => (Some((flags, seq, ack)), payload, payload_len),
+            Transport::Udp { payload, .. } => (None, payload, payload.len() as u32),
             _ => return,
         };
         if e.value.app.is_none() {
@@ -1180,6 +1183,7 @@ impl Tracker {
                     seq,
                     ts,
                     payload,
+                    wire_len,
                     f,
                     (flags & ACK != 0).then_some(ack),
                     cfg,
@@ -1246,6 +1250,7 @@ impl Tracker {
         p.resyncs += st.resyncs;
         p.malformed += st.malformed;
         p.cut_bytes += st.cut_bytes;
+        self.app_stats.beyond_snaplen_bytes += app.beyond_snaplen_bytes();
         let gave_up = (stopped && !app.shed && !app.parser_done()) as u64;
         self.app_stats.gave_up += gave_up;
         // The same, per protocol (the loss table's rows per protocol).

@@ -1005,3 +1005,178 @@ fn column_definitions_skipped_by_headers_agree_with_splits() {
         assert_eq!(strip(&whole[..1]), strip(&out), "classic {classic}, cut at {cut}");
     }
 }
+
+// ---- Segments cut by the snap length (issue 36) ----
+
+/// Feeds `seg` as a segment of `dir` seen at `ts` whose capture kept its
+/// first `snap` bytes: the data, then the cut (as the reassembler hands them).
+fn snapped(p: &mut MysqlParser, dir: Dir, ts: i64, seg: &[u8], snap: usize, out: &mut Vec<Transaction>) {
+    let n = seg.len().min(snap);
+    if n > 0 {
+        p.data(dir, ts, &seg[..n], out);
+    }
+    if seg.len() > n {
+        p.cut(dir, ts, (seg.len() - n) as u64, out);
+    }
+}
+
+/// A result set of `rows` one-column rows (classic EOFs), sequence ids from 1.
+fn result_set(rows: usize) -> Vec<u8> {
+    let mut v = pkt(1, &[1]);
+    v.extend(coldef(2));
+    v.extend(pkt(3, &[0xfe, 0, 0, 2, 0]));
+    let mut seq = 4u8;
+    for i in 0..rows {
+        v.extend(pkt(seq, format!("\x10row number {i:06}").as_bytes()));
+        seq = seq.wrapping_add(1);
+    }
+    v.extend(pkt(seq, &[0xfe, 0, 0, 2, 0]));
+    v
+}
+
+/// The login, a query answered by a result set in `segs` server segments
+/// (seen at 10, 11, ...), then `select 2` answered by OK; every segment cut
+/// after `snap` bytes.
+fn cut_session(snap: usize, rows: usize, segs: usize) -> (Vec<Transaction>, MysqlParser) {
+    let mut p = MysqlParser::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    snapped(&mut p, Dir::ToClient, 1, &greeting(BASE_CAPS), snap, &mut out);
+    snapped(&mut p, Dir::ToServer, 2, &hs_response(BASE_CAPS, "app", Some("shop")), snap, &mut out);
+    snapped(&mut p, Dir::ToClient, 3, &ok(2, 0, 0), snap, &mut out);
+    snapped(&mut p, Dir::ToServer, 4, &pkt(0, b"\x03SELECT a FROM t"), snap, &mut out);
+    let rs = result_set(rows);
+    let per = rs.len().div_ceil(segs);
+    for (i, seg) in rs.chunks(per).enumerate() {
+        snapped(&mut p, Dir::ToClient, 10 + i as i64, seg, snap, &mut out);
+    }
+    snapped(&mut p, Dir::ToServer, 100, &pkt(0, b"\x03select 2"), snap, &mut out);
+    snapped(&mut p, Dir::ToClient, 101, &ok(1, 3, 0), snap, &mut out);
+    p.finish(200, &mut out);
+    (out, p)
+}
+
+/// A result set longer than what the capture kept of its segments: the
+/// statement keeps its response size (the stream's), its times (the last
+/// segment's), its status from the first packet, its number of columns;
+/// its rows, not all seen, are unset, never a wrong count. The next
+/// command is read as usual, and nothing counts as a gap.
+#[test]
+fn result_set_cut_after_its_first_bytes() {
+    let (whole, _) = cut_session(usize::MAX, 100, 3);
+    assert_eq!(whole.len(), 3);
+    assert_eq!(my(&whole[1]).num_rows, Some(100));
+    for segs in [1, 3] {
+        let (out, p) = cut_session(80, 100, segs);
+        assert_eq!(out.len(), 3, "{segs} segments");
+        let (w, c) = (&whole[1], &out[1]);
+        assert_eq!(c.status, TxStatus::Ok);
+        assert_eq!(c.request, w.request);
+        assert_eq!(c.response.map(|r| (r.first_ns, r.bytes)), w.response.map(|r| (r.first_ns, r.bytes)));
+        assert_eq!(c.response.unwrap().last_ns, 10 + segs as i64 - 1);
+        assert_eq!(my(c).num_fields, Some(1));
+        assert_eq!(my(c).num_rows, None);
+        assert_eq!(my(c).query.as_deref(), Some("SELECT a FROM t"));
+        assert_eq!(my(c).user.as_deref(), Some("app"));
+        assert_eq!(my(c).database.as_deref(), Some("shop"));
+        // The next statement, after the cut response, as in the whole capture.
+        assert_eq!(out[2].status, TxStatus::Ok);
+        assert_eq!(my(&out[2]).query.as_deref(), Some("select 2"));
+        assert_eq!(my(&out[2]).affected_rows, Some(3));
+        assert_eq!((out[2].request, out[2].response), (whole[2].request, whole[2].response));
+        assert_eq!((p.stats().gaps, p.stats().malformed, p.stats().resyncs), (0, 0, 0));
+    }
+    // A cut that ends inside a row, the next segment whole: the framing
+    // holds and every row is counted.
+    let rs = result_set(10);
+    let mut p = MysqlParser::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    p.data(Dir::ToServer, 1, &pkt(0, b"\x03SELECT a FROM t"), &mut out);
+    // The segment ends 14 bytes into the last row (24 bytes), the cut
+    // takes its last 5: inside the row's payload, past its first byte.
+    let at = rs.len() - 9 - 10;
+    snapped(&mut p, Dir::ToClient, 2, &rs[..at], at - 5, &mut out);
+    p.data(Dir::ToClient, 3, &rs[at..], &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(my(&out[0]).num_rows, Some(10));
+    assert_eq!(out[0].response.unwrap().bytes, rs.len() as u64);
+}
+
+/// An ERR packet cut in its message: the statement is an error with its
+/// code and state, the message as far as it was captured.
+#[test]
+fn err_packet_cut_in_its_message() {
+    let mut p = MysqlParser::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    p.data(Dir::ToServer, 1, &pkt(0, b"\x03SELECT nope"), &mut out);
+    let mut err = vec![0xff];
+    err.extend_from_slice(&1146u16.to_le_bytes());
+    err.extend_from_slice(b"#42S02Table 'shop.nope' doesn't exist, and a long explanation follows");
+    let err = pkt(1, &err);
+    snapped(&mut p, Dir::ToClient, 2, &err, 30, &mut out);
+    assert_eq!(out.len(), 1, "the ERR packet's end is known: the statement is done");
+    assert_eq!(out[0].status, TxStatus::Error);
+    assert_eq!(my(&out[0]).error_code, Some(1146));
+    assert_eq!(my(&out[0]).sql_state.as_deref(), Some("42S02"));
+    assert_eq!(my(&out[0]).error_message.as_deref(), Some("Table 'shop.nope'"));
+    assert_eq!(out[0].response.unwrap().bytes, err.len() as u64);
+    // Only its first byte captured: still an error, its code unknown.
+    p.data(Dir::ToServer, 3, &pkt(0, b"\x03SELECT nope"), &mut out);
+    snapped(&mut p, Dir::ToClient, 4, &err, 5, &mut out);
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[1].status, TxStatus::Error);
+    assert_eq!(my(&out[1]).error_code, None);
+    assert_eq!(out[1].response.unwrap().bytes, err.len() as u64);
+    assert_eq!(p.stats().gaps, 0);
+}
+
+/// A login packet cut by the snap length (connection attributes make it
+/// long): the user and the database when their NUL was captured, none
+/// (not a cut name) when not.
+#[test]
+fn cut_login_keeps_user_and_database() {
+    let mut hs = hs_response(BASE_CAPS, "app", Some("shop"));
+    // Connection attributes after the database (not parsed), as MariaDB's
+    // clients send them: the packet is ~300 bytes.
+    hs.extend_from_slice(&[b'x'; 250]);
+    let len = hs.len() - 4;
+    hs[..3].copy_from_slice(&(len as u32).to_le_bytes()[..3]);
+    let db_end = hs.windows(5).position(|w| w == b"shop\0").unwrap() + 5;
+    for (snap, user, db) in [
+        (db_end, Some("app"), Some("shop")),
+        (db_end + 40, Some("app"), Some("shop")),
+        (db_end - 2, Some("app"), None),
+        (4 + 32 + 2, None, None),
+    ] {
+        let mut p = MysqlParser::new(&ParseConfig::default());
+        let mut out = Vec::new();
+        p.data(Dir::ToClient, 1, &greeting(BASE_CAPS), &mut out);
+        snapped(&mut p, Dir::ToServer, 2, &hs, snap, &mut out);
+        p.data(Dir::ToClient, 3, &ok(2, 0, 0), &mut out);
+        snapped(&mut p, Dir::ToServer, 4, &pkt(0, b"\x03select 1"), snap, &mut out);
+        p.data(Dir::ToClient, 5, &ok(1, 0, 0), &mut out);
+        assert_eq!(out.len(), 2, "snap {snap}");
+        assert_eq!(my(&out[0]).command, "login");
+        assert_eq!(out[0].status, TxStatus::Ok);
+        assert_eq!(out[0].request.unwrap().bytes, hs.len() as u64);
+        assert_eq!(my(&out[0]).user.as_deref(), user, "snap {snap}");
+        assert_eq!(my(&out[1]).user.as_deref(), user, "snap {snap}");
+        assert_eq!(my(&out[1]).database.as_deref(), db, "snap {snap}");
+    }
+}
+
+/// A long query cut by the snap length: its first bytes, marked cut; its
+/// request size the whole packet's; the answer paired with it.
+#[test]
+fn long_query_cut() {
+    let q = format!("\x03SELECT a FROM t WHERE b IN ({})", vec!["1234"; 100].join(","));
+    let req = pkt(0, q.as_bytes());
+    let mut p = MysqlParser::new(&ParseConfig::default());
+    let mut out = Vec::new();
+    snapped(&mut p, Dir::ToServer, 1, &req, 40, &mut out);
+    p.data(Dir::ToClient, 2, &ok(1, 0, 0), &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].status, TxStatus::Ok);
+    assert_eq!(out[0].request.unwrap().bytes, req.len() as u64);
+    assert_eq!(my(&out[0]).query.as_deref(), Some(&q[1..36]));
+    assert!(my(&out[0]).query_truncated);
+}

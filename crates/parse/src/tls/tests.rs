@@ -74,7 +74,7 @@ fn events(rel: &str) -> (Vec<Ev>, Vec<Tuple>) {
                     ts_ns,
                     data: data.to_vec(),
                 }),
-                Chunk::Gap { ts_ns, len } => out.push(Ev::Gap {
+                Chunk::Gap { ts_ns, len } | Chunk::Cut { ts_ns, len } => out.push(Ev::Gap {
                     conn,
                     dir,
                     ts_ns,
@@ -93,7 +93,7 @@ fn events(rel: &str) -> (Vec<Ev>, Vec<Tuple>) {
                     ts_ns,
                     data: data.to_vec(),
                 }),
-                Chunk::Gap { ts_ns, len } => out.push(Ev::Gap {
+                Chunk::Gap { ts_ns, len } | Chunk::Cut { ts_ns, len } => out.push(Ev::Gap {
                     conn,
                     dir,
                     ts_ns,

@@ -34,7 +34,7 @@ fn handshakes(rel: &str) -> Vec<(Tuple, TlsHandshake)> {
             ts_ns,
             data: data.to_vec(),
         }),
-        Chunk::Gap { ts_ns, len } => out.push(Ev::Gap {
+        Chunk::Gap { ts_ns, len } | Chunk::Cut { ts_ns, len } => out.push(Ev::Gap {
             conn,
             dir,
             ts_ns,
