@@ -112,7 +112,7 @@ impl HistoryState {
 
     /// Adds `code` the first time `mask` is seen for this side. Returns true
     /// when it had been seen before (Zeek's CheckHistory).
-    #[inline]
+    #[inline(always)]
     pub fn check(&mut self, is_orig: bool, mask: u32, code: u8) -> bool {
         debug_assert!(mask < 0x100, "history mask {mask:#x} is wider than 8 bits");
         let m = if is_orig { mask } else { mask << 8 };
@@ -120,18 +120,27 @@ impl HistoryState {
     }
 
     /// CheckHistory with a mask (16 bits) and letter used as given (UDP's D/d).
-    #[inline]
+    /// Runs on every TCP packet and nearly always finds the mask seen, so
+    /// that test is inlined and tests each word's top byte in place; the
+    /// first sighting, a few times per connection, is out of line.
+    #[inline(always)]
     pub fn check_raw(&mut self, mask: u32, letter: u8) -> bool {
         debug_assert!(mask <= 0xffff, "history mask {mask:#x} is wider than 16 bits");
-        let mask = mask as u16;
-        if self.seen() & mask == 0 {
-            self.bits[0] |= u64::from(mask & 0xff) << SEEN_SHIFT;
-            self.bits[1] |= u64::from(mask >> 8) << SEEN_SHIFT;
-            self.push(letter);
-            false
-        } else {
-            true
+        let orig = u64::from(mask & 0xff) << SEEN_SHIFT;
+        let resp = u64::from((mask >> 8) & 0xff) << SEEN_SHIFT;
+        if (self.bits[0] & orig) | (self.bits[1] & resp) != 0 {
+            return true;
         }
+        self.first_seen(orig, resp, letter);
+        false
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn first_seen(&mut self, orig: u64, resp: u64, letter: u8) {
+        self.bits[0] |= orig;
+        self.bits[1] |= resp;
+        self.push(letter);
     }
 
     /// Whether `mask` was seen for this side (its letter is in the history).

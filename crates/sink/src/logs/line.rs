@@ -308,8 +308,8 @@ impl<'a> Room<'a> {
         self.extra = self.extra.saturating_add(n);
     }
 
-    /// Writes the `N` bytes of `x` (one fixed-size move, not tested: it is
-    /// within the line's budget), keeps the first `n` of them.
+    /// Writes the `N` bytes of `x` (one fixed-size move within the line's
+    /// budget, so no room check of its own), keeps the first `n` of them.
     #[inline(always)]
     pub(crate) fn put<const N: usize>(&mut self, x: [u8; N], n: usize) {
         const { assert!(N <= BLOCK_MOST, "a block larger than BLOCK_MOST") };
@@ -320,17 +320,22 @@ impl<'a> Room<'a> {
             assert!(self.used <= self.budget, "a line stored more blocks than its budget");
             assert!(self.p + N <= self.b.len());
         }
-        // SAFETY: `p + N <= b.len()`. When the line started, `b` had at
-        // least `budget` bytes (`Room::new`), and every check passed since
-        // left at least `budget` bytes past its end (`ensure`: `end <= lim
-        // = b.len() - budget`); the cursor moves only by checked writes
-        // (within what they tested) and by blocks, and the blocks a line
-        // stores between two passed checks total at most its budget (each
+        // The line's budget keeps this true (when the line started, `b`
+        // had at least `budget` bytes past every passed check, and the
+        // blocks stored between two checks total at most the budget: each
         // value at most VALUE_MOST, as the writers of `tx` and `zeek` are
-        // built; the tests hold every line to it, `used` above). A refused
-        // check does not move the cursor. So the `N` bytes at `p` are
-        // within `b`, which is `MaybeUninit` (any bytes may be stored), and
-        // the unaligned store needs no alignment.
+        // built; the tests hold every line to it, `used` above). It is
+        // still tested here, one comparison the branch predictor always
+        // gets right, so that a writer that ever broke the budget makes
+        // the line short (written again with more room), never a store
+        // past the buffer.
+        if self.p + N > self.b.len() {
+            self.short_by(N);
+            return;
+        }
+        // SAFETY: `p + N <= b.len()` (tested just above), `b` is
+        // `MaybeUninit` (any bytes may be stored), and the unaligned store
+        // needs no alignment.
         unsafe { self.b.as_mut_ptr().add(self.p).cast::<[u8; N]>().write_unaligned(x) };
         self.p += n;
     }
