@@ -586,6 +586,17 @@ mod test {
         C(u64),
     }
 
+    /// What a test keeps of a chunk the reassembler hands on.
+    impl From<Chunk<'_>> for Out {
+        fn from(c: Chunk<'_>) -> Out {
+            match c {
+                Chunk::Data { data, .. } => Out::D(data.to_vec()),
+                Chunk::Gap { len, .. } => Out::G(len),
+                Chunk::Cut { len, .. } => Out::C(len),
+            }
+        }
+    }
+
     fn run(
         r: &mut Reassembler,
         b: &mut Budget,
@@ -593,11 +604,7 @@ mod test {
         out: &mut Vec<Out>,
     ) {
         for (seq, p, f) in segs {
-            r.segment(*seq, 0, p, *f, b, &mut |c| match c {
-                Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
-                Chunk::Gap { len, .. } => out.push(Out::G(len)),
-                Chunk::Cut { len, .. } => out.push(Out::C(len)),
-            });
+            r.segment(*seq, 0, p, *f, b, &mut |c| out.push(c.into()));
         }
     }
 
@@ -625,11 +632,7 @@ mod test {
     };
 
     fn ack(r: &mut Reassembler, b: &mut Budget, ack: u32, out: &mut Vec<Out>) {
-        r.acked(ack, 0, b, &mut |c| match c {
-            Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
-            Chunk::Gap { len, .. } => out.push(Out::G(len)),
-            Chunk::Cut { len, .. } => out.push(Out::C(len)),
-        });
+        r.acked(ack, 0, b, &mut |c| out.push(c.into()));
     }
 
     #[test]
@@ -820,11 +823,7 @@ mod test {
         );
         assert_eq!(joined(&out), b"xyz");
         assert!(!r.is_closed());
-        r.flush(9, &mut b, &mut |c| match c {
-            Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
-            Chunk::Gap { len, .. } => out.push(Out::G(len)),
-            Chunk::Cut { len, .. } => out.push(Out::C(len)),
-        });
+        r.flush(9, &mut b, &mut |c| out.push(c.into()));
         assert_eq!(
             out,
             vec![Out::D(b"xyz".to_vec()), Out::G(7), Out::D(b"end".to_vec())]
@@ -883,11 +882,7 @@ mod test {
 
     fn run_cut(r: &mut Reassembler, b: &mut Budget, segs: &[(u32, &[u8], u32)], out: &mut Vec<Out>) {
         for (seq, p, wire) in segs {
-            r.segment_cut(*seq, 0, p, *wire, N, b, &mut |c| match c {
-                Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
-                Chunk::Gap { len, .. } => out.push(Out::G(len)),
-                Chunk::Cut { len, .. } => out.push(Out::C(len)),
-            });
+            r.segment_cut(*seq, 0, p, *wire, N, b, &mut |c| out.push(c.into()));
         }
     }
 
@@ -946,11 +941,7 @@ mod test {
         let mut r = Reassembler::new(1000);
         let mut out = Vec::new();
         run_cut(&mut r, &mut b, &[(1, b"a", 1), (4, b"d", 3)], &mut out);
-        r.flush(0, &mut b, &mut |c| match c {
-            Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
-            Chunk::Gap { len, .. } => out.push(Out::G(len)),
-            Chunk::Cut { len, .. } => out.push(Out::C(len)),
-        });
+        r.flush(0, &mut b, &mut |c| out.push(c.into()));
         assert_eq!(joined(&out), b"a__d##");
         assert_eq!((r.stats().gap_bytes, r.stats().cut_bytes), (2, 2));
         assert_eq!(b.used(), 0);
@@ -992,11 +983,7 @@ mod test {
             let mut b = Budget::new(1 << 20);
             let mut out = Vec::new();
             r.segment(isn, 0, &[], SYN, &mut b, &mut |_| {});
-            let mut sink = |c: Chunk<'_>| match c {
-                Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
-                Chunk::Gap { len, .. } => out.push(Out::G(len)),
-                Chunk::Cut { len, .. } => out.push(Out::C(len)),
-            };
+            let mut sink = |c: Chunk<'_>| out.push(c.into());
             for (s, e) in &segs {
                 let seq = isn.wrapping_add(1).wrapping_add(*s as u32);
                 let cap = (*e - *s).min(snap);
@@ -1103,17 +1090,9 @@ mod test {
             r.segment(isn, 0, &[], SYN, &mut b, &mut |_| {});
             for (s, e) in &segs {
                 let seq = isn.wrapping_add(1).wrapping_add(*s as u32);
-                r.segment(seq, 0, &data[*s..*e], N, &mut b, &mut |c| match c {
-                    Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
-                    Chunk::Gap { len, .. } => out.push(Out::G(len)),
-                    Chunk::Cut { len, .. } => out.push(Out::C(len)),
-                });
+                r.segment(seq, 0, &data[*s..*e], N, &mut b, &mut |c| out.push(c.into()));
             }
-            r.flush(0, &mut b, &mut |c| match c {
-                Chunk::Data { data, .. } => out.push(Out::D(data.to_vec())),
-                Chunk::Gap { len, .. } => out.push(Out::G(len)),
-                Chunk::Cut { len, .. } => out.push(Out::C(len)),
-            });
+            r.flush(0, &mut b, &mut |c| out.push(c.into()));
             let got = joined(&out);
             assert_eq!(b.used(), 0);
             if small {
