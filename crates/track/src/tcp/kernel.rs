@@ -110,7 +110,7 @@ mod tests {
         let (mut seen, mut hs) = (TcpConn::new(false), HistoryState::default());
         established(&mut seen, &mut hs);
         let mut merged = seen.clone();
-        let mut hm = hs.clone();
+        let mut hm = hs;
         let v = merged.kernel_view().expect("established with data both ways");
         assert_eq!(v.next_seq, [151, 5021]);
         assert_eq!(v.data_ok, [true, true]);
