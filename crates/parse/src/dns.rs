@@ -1199,13 +1199,7 @@ mod test {
     /// Real messages, cut, flipped and split at random, and pure garbage: no panic.
     #[test]
     fn fuzz_no_panic() {
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut rand = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut rand = crate::xorshift(0x2545_f491_4f6c_dd1du64);
         let mut msgs = Vec::new();
         for f in [
             "dns_google_com",
@@ -1246,7 +1240,7 @@ mod test {
         }
         for _ in 0..2000 {
             let g: Vec<u8> = (0..rand() % 600)
-                .map(|_| if rand() % 3 == 0 { 0xc0 } else { rand() as u8 })
+                .map(|_| if rand().is_multiple_of(3) { 0xc0 } else { rand() as u8 })
                 .collect();
             u.datagram(Dir::ToServer, 0, &g, &mut out);
             fuzz(&g);
@@ -1262,7 +1256,7 @@ mod test {
                     let mut rest = &data[..];
                     while !rest.is_empty() {
                         let n = 1 + (rand() as usize) % rest.len();
-                        if rand() % 30 == 0 {
+                        if rand().is_multiple_of(30) {
                             p.gap(*dir, 0, n as u64, &mut out);
                         } else {
                             p.data(*dir, 0, &rest[..n], &mut out);

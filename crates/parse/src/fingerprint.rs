@@ -1439,13 +1439,7 @@ mod tests {
 
     #[test]
     fn one_pass_lexer_matches_the_reference() {
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = crate::xorshift(0x2545_f491_4f6c_dd1du64);
         let mut fps = Fingerprints::default();
         for n in 0..200_000 {
             let len = 1 + next() % 14;

@@ -2201,13 +2201,7 @@ mod test {
     /// through the reassembler-free parser: no panic, counters stay sane.
     #[test]
     fn fuzz_no_panic() {
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rand = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut rand = crate::xorshift(0x9e37_79b9_7f4a_7c15u64);
         let files = [
             ("packetbeat/pcaps/wsgi_drum.pcap", 8888u16),
             ("packetbeat/pcaps/http_unmatched.pcap", 8080),
@@ -2243,14 +2237,14 @@ mod test {
                     match e {
                         Ev::Data { data, .. } => {
                             let mut d = data.clone();
-                            if rand() % 8 == 0 && !d.is_empty() {
+                            if rand().is_multiple_of(8) && !d.is_empty() {
                                 let i = (rand() as usize) % d.len();
                                 d[i] = rand() as u8;
                             }
                             let mut rest = &d[..];
                             while !rest.is_empty() {
                                 let n = 1 + (rand() as usize) % rest.len();
-                                if rand() % 50 == 0 {
+                                if rand().is_multiple_of(50) {
                                     p.gap(dir, ts, n as u64, &mut out);
                                 } else {
                                     p.data(dir, ts, &rest[..n], &mut out);
@@ -2260,7 +2254,7 @@ mod test {
                         }
                         Ev::Gap { len, .. } => p.gap(dir, ts, *len, &mut out),
                     }
-                    if rand() % 20 == 0 {
+                    if rand().is_multiple_of(20) {
                         p.expire(ts, &mut out);
                     }
                 }

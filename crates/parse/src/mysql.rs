@@ -515,6 +515,18 @@ impl MysqlParser {
         p.tx.affected_rows = None;
     }
 
+    /// The packet gathered in `dir`'s buffer (whole, or as much as a cut
+    /// left) to [`Self::packet`]; the buffer keeps its capacity.
+    fn gathered_packet(&mut self, dir: Dir, last_ns: i64, out: &mut Vec<Transaction>) {
+        let f = &mut self.fr[di(dir)];
+        let buf = std::mem::take(&mut f.buf);
+        let (seq, len, first_ns) = (f.seq, f.len, f.first_ns);
+        self.packet(dir, seq, len, &buf, (first_ns, last_ns), out);
+        let f = &mut self.fr[di(dir)];
+        f.buf = buf;
+        f.buf.clear();
+    }
+
     fn packet(
         &mut self,
         dir: Dir,
@@ -1397,12 +1409,7 @@ impl StreamParser for MysqlParser {
                 data = &data[n..];
                 if f.need == 0 {
                     f.in_packet = false;
-                    let buf = std::mem::take(&mut f.buf);
-                    let (seq, len, first) = (f.seq, f.len, f.first_ns);
-                    self.packet(dir, seq, len, &buf, (first, ts_ns), out);
-                    let f = &mut self.fr[d];
-                    f.buf = buf;
-                    f.buf.clear();
+                    self.gathered_packet(dir, ts_ns, out);
                 }
                 continue;
             }
@@ -1520,12 +1527,7 @@ impl StreamParser for MysqlParser {
                 // result's end) was captured: read blind from its header on.
                 rest += 4 + f.len as u64;
             } else {
-                let buf = std::mem::take(&mut f.buf);
-                let (seq, plen, first) = (f.seq, f.len, f.first_ns);
-                self.packet(dir, seq, plen, &buf, (first, ts_ns), out);
-                let f = &mut self.fr[d];
-                f.buf = buf;
-                f.buf.clear();
+                self.gathered_packet(dir, ts_ns, out);
             }
         }
         if rest == 0 {

@@ -875,13 +875,7 @@ mod tests {
             Cleartext::Ftp,
             Cleartext::Irc,
         ];
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
         // Bytes drawn mostly from what the protocols' units are made of.
         let alphabet = b"\r\n<>:/ 0123456789+OKSTARTLS\x30\x02\x01\x77\x78\x0a\x80\x84\xff\x16\x03";
         for round in 0..2000 {
@@ -889,8 +883,8 @@ mod tests {
             let mut w = StarttlsConn::new(proto, TlsLimits::default());
             let mut out = Vec::new();
             for _ in 0..(next() % 40) {
-                let dir = if next() % 2 == 0 { C } else { S };
-                if next() % 50 == 0 {
+                let dir = if next().is_multiple_of(2) { C } else { S };
+                if next().is_multiple_of(50) {
                     w.gap(dir, 0, next() % 100, &mut out);
                     continue;
                 }

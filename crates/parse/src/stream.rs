@@ -953,13 +953,7 @@ mod test {
     #[test]
     fn random_cut_shuffles() {
         let data: Vec<u8> = (0..3000u32).map(|i| b'a' + (i % 26) as u8).collect();
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut rand = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut rand = crate::xorshift(0x2545_f491_4f6c_dd1du64);
         for round in 0..200 {
             let snap = 1 + (rand() % 120) as usize;
             let isn = rand() as u32;
@@ -968,7 +962,7 @@ mod test {
             while i < data.len() {
                 let end = (i + 1 + (rand() % 300) as usize).min(data.len());
                 segs.push((i, end));
-                if rand() % 4 == 0 {
+                if rand().is_multiple_of(4) {
                     segs.push((i.saturating_sub((rand() % 50) as usize), end));
                 }
                 i = end;
@@ -1003,13 +997,7 @@ mod test {
     /// panic, memory stays within both limits, all of it returned at flush.
     #[test]
     fn garbage_never_panics() {
-        let mut rng = 0x0123_4567_89ab_cdefu64;
-        let mut rand = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut rand = crate::xorshift(0x0123_4567_89ab_cdefu64);
         let payload = [0xaau8; 3000];
         let mut budget = Budget::new(5000);
         let mut rs: Vec<Reassembler> = (0..4).map(|_| Reassembler::new(2000)).collect();
@@ -1022,12 +1010,12 @@ mod test {
             };
             let len = (rand() % 1500) as usize;
             let flags = SegFlags {
-                syn: rand() % 50 == 0,
-                fin: rand() % 50 == 0,
-                rst: rand() % 100 == 0,
+                syn: rand().is_multiple_of(50),
+                fin: rand().is_multiple_of(50),
+                rst: rand().is_multiple_of(100),
             };
             // Some segments cut by a snap length (wire length up to 3x the capture).
-            let wire = if rand() % 3 == 0 { (len + (rand() % 3000) as usize) as u32 } else { len as u32 };
+            let wire = if rand().is_multiple_of(3) { (len + (rand() % 3000) as usize) as u32 } else { len as u32 };
             r.segment_cut(seq, 0, &payload[..len], wire, flags, &mut budget, &mut |_| {});
             assert!(r.buffered() <= 2000);
             assert!(budget.used() <= 5000);
@@ -1035,7 +1023,7 @@ mod test {
                 budget.used(),
                 rs.iter().map(|r| r.buffered()).sum::<usize>()
             );
-            if rand() % 500 == 0 {
+            if rand().is_multiple_of(500) {
                 let r = &mut rs[(rand() % 4) as usize];
                 r.flush(0, &mut budget, &mut |_| {});
             }
@@ -1055,13 +1043,7 @@ mod test {
     #[test]
     fn random_shuffles() {
         let data: Vec<u8> = (0..2000u32).map(|i| (i * 7 % 251) as u8).collect();
-        let mut rng = 0x1234_5678u64;
-        let mut rand = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut rand = crate::xorshift(0x1234_5678u64);
         for round in 0..200 {
             let isn = rand() as u32;
             let mut segs = Vec::new();
@@ -1070,7 +1052,7 @@ mod test {
                 let len = 1 + (rand() % 300) as usize;
                 let end = (i + len).min(data.len());
                 segs.push((i, end));
-                if rand() % 4 == 0 {
+                if rand().is_multiple_of(4) {
                     // an overlapping retransmit
                     let s = i.saturating_sub((rand() % 50) as usize);
                     segs.push((s, end));
@@ -1158,13 +1140,7 @@ mod pcap_test {
 
     #[test]
     fn shuffled_captures_reassemble() {
-        let mut rng = 0xdead_beef_cafe_f00du64;
-        let mut rand = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut rand = crate::xorshift(0xdead_beef_cafe_f00du64);
         let cases = [
             ("packetbeat/pcaps/wsgi_drum.pcap", 8888u16),
             ("packetbeat/pcaps/http_basicauth.pcap", 80),
@@ -1241,7 +1217,7 @@ mod pcap_test {
                         }
                     }
                 }
-                let dups: Vec<usize> = order.iter().copied().filter(|_| rand() % 8 == 0).collect();
+                let dups: Vec<usize> = order.iter().copied().filter(|_| rand().is_multiple_of(8)).collect();
                 for d in dups {
                     let at = (rand() as usize) % order.len();
                     let first = order.iter().position(|&o| o == d).unwrap_or(0);

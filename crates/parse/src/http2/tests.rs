@@ -515,18 +515,12 @@ fn grpc_calls_reset_without_status_are_errors() {
 /// directions, gaps between) never panic, and streams stay bounded.
 #[test]
 fn random_frames_never_panic() {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
     let cfg = ParseConfig { max_header_bytes: 1024, ..ParseConfig::default() };
     for _ in 0..3000 {
         let mut p = Protocol::Grpc.stream_parser(&cfg);
         let mut out = Vec::new();
-        if next() % 4 != 0 {
+        if !next().is_multiple_of(4) {
             p.data(Dir::ToServer, 0, super::PREFACE, &mut out);
         }
         for i in 0..40 {

@@ -808,24 +808,18 @@ fn exec_params_reference(arg: &[u8], st: &mut Stmt, redact: bool, budget: usize)
 /// the same items as the reference gives, under small and large budgets.
 #[test]
 fn exec_params_agree_with_the_reference() {
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15u64);
     const TYPES: [u8; 14] = [1, 2, 13, 3, 9, 8, 4, 5, 6, 7, 10, 12, 11, 253];
     for round in 0..20_000 {
         let n = 1 + (next() % 12) as usize;
         let mut arg = vec![0u8; 9];
-        let nulls: Vec<u8> = (0..n.div_ceil(8)).map(|_| if next() % 4 == 0 { next() as u8 } else { 0 }).collect();
+        let nulls: Vec<u8> = (0..n.div_ceil(8)).map(|_| if next().is_multiple_of(4) { next() as u8 } else { 0 }).collect();
         arg.extend_from_slice(&nulls);
         arg.push(1);
         let mut types = Vec::new();
         for _ in 0..n {
             types.push(TYPES[(next() % TYPES.len() as u64) as usize]);
-            types.push(if next() % 2 == 0 { 0x80 } else { 0 });
+            types.push(if next().is_multiple_of(2) { 0x80 } else { 0 });
         }
         arg.extend_from_slice(&types);
         for i in 0..n {
@@ -882,13 +876,7 @@ fn use_target_agrees_with_the_reference() {
         b" ", b"\t", b"\x0b", b"\x0c", b"\r\n", "\u{a0}".as_bytes(), "\u{2003}".as_bytes(), b"use", b"USE", b"uSe",
         b"db1", b"`d b`", b";", b"select", b"\xff", b"\xc3", b"\x01", b"\x7f", b"u", b"U",
     ];
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
     for case in 0..200_000 {
         let mut q = Vec::new();
         for _ in 0..next() % 7 {
