@@ -14,7 +14,7 @@ use std::hash::Hash;
 use std::io::Write;
 
 use crate::batch::Kind;
-use crate::encode::{PqCol, PqValues, RowSource};
+use crate::encode::{PqCol, PqValues, RowSource, Texts};
 use crate::pqenc::{bit_width, delta_binary_packed, plain_bools, rle_hybrid, rle_run, rle_zeros};
 use crate::schema::{ColSpec, ColType};
 use crate::thrift::{self, Ty};
@@ -357,13 +357,33 @@ impl<'f, W: Write> FileWriter<'f, W> {
             // The whole chunk fits one page: the rows are not looked at
             // one by one (the loop below would end at the last row).
             (r1, v1) = (nrows, nvals);
-        }
-        while r1 < nrows && est < PAGE_BYTES && r1 - r0 < PAGE_ROWS {
-            if def.is_none_or(|d| d[r1] != 0) {
-                est += if dict { 4 } else { value_size(&v.col, v1) };
-                v1 += 1;
+        } else if let (false, PqCol::Plain(t) | PqCol::Bytes(t)) = (dict, &v.col) {
+            // Text larger than a page (a statement's, a URI): the values the
+            // page takes found from the offsets, then the rows that hold
+            // them counted; the same cut as the loop below, without a look
+            // at each value's size (~41 instructions a row on mysql_text).
+            let take = text_page_values(t, matches!(v.col, PqCol::Bytes(_)), v0).unwrap_or(usize::MAX);
+            let end = nrows.min(r0 + PAGE_ROWS);
+            match def {
+                None => {
+                    r1 = end.min(r0.saturating_add(take));
+                    v1 = v0 + (r1 - r0);
+                }
+                Some(d) => {
+                    while r1 < end && v1 - v0 < take {
+                        v1 += usize::from(d[r1] != 0);
+                        r1 += 1;
+                    }
+                }
             }
-            r1 += 1;
+        } else {
+            while r1 < nrows && est < PAGE_BYTES && r1 - r0 < PAGE_ROWS {
+                if def.is_none_or(|d| d[r1] != 0) {
+                    est += if dict { 4 } else { value_size(&v.col, v1) };
+                    v1 += 1;
+                }
+                r1 += 1;
+            }
         }
         body.clear();
         if let Some(d) = def {
@@ -716,6 +736,28 @@ fn value_size(col: &PqCol, i: usize) -> usize {
     }
 }
 
+/// How many of the values from `v0` on a text page takes: up to and with
+/// the one that brings the page's PLAIN bytes (with each value's 4-byte
+/// length when `with_len`) to [`PAGE_BYTES`], as [`value_size`] counts them;
+/// `None` when all the rest stays below.
+fn text_page_values(t: &Texts, with_len: bool, v0: usize) -> Option<usize> {
+    let base = if v0 == 0 { 0 } else { t.ends[v0 - 1] };
+    let ends = &t.ends[v0..];
+    let per = if with_len { 4 } else { 0 };
+    // The bytes of the first k + 1 values grow with k: the first k where
+    // they reach PAGE_BYTES, by bisection.
+    let (mut lo, mut hi) = (0, ends.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if ends[mid] - base + per * (mid + 1) < PAGE_BYTES {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo < ends.len()).then_some(lo + 1)
+}
+
 /// Bytes the column's values take as a page counts them (`dict`: 4 a
 /// value, as dictionary indices); `usize::MAX` for a builder's dictionary
 /// written PLAIN (counted row by row).
@@ -917,6 +959,68 @@ mod tests {
             extra,
             orig_proc: None,
             resp_proc: None,
+        }
+    }
+
+    /// A text page's cut, found from the offsets, is the one the look at
+    /// each value's size makes: the page ends with the value that brings it
+    /// to PAGE_BYTES (or at PAGE_ROWS rows, or the end), takes the null rows
+    /// before that value and, when the bytes stay below, those after the
+    /// last value; with and without nulls, lengths counted or not.
+    #[test]
+    fn text_pages_cut_as_each_value_counted() {
+        use super::{FileWriter, PAGE_BYTES, PAGE_ROWS, PqCol, PqValues, Texts, value_size};
+        let fmt = schema::file_format(Kind::Mysql, 3, 1000).unwrap();
+        let mut w = FileWriter::new(Vec::new(), &fmt, Box::default()).ok().unwrap();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for case in 0..24 {
+            // Values of 0-3000 bytes (a few of 200 kB), 2.5 MB in all or
+            // less; every case ends on its own pattern of nulls.
+            let nrows = if case % 3 == 0 { 300 } else { 3000 };
+            let nulls = case % 4;
+            let def: Vec<i16> = (0..nrows)
+                .map(|r| match nulls {
+                    0 => 1,
+                    1 => i16::from(next() % 7 != 0),
+                    2 => i16::from(r < nrows - 50 && next() % 3 != 0),
+                    _ => i16::from(r % 500 == 0),
+                })
+                .collect();
+            let mut t = Texts { data: Vec::new(), ends: Vec::new() };
+            for _ in def.iter().filter(|&&d| d != 0) {
+                let n = match next() % 100 {
+                    0 => 200_000,
+                    x if case % 2 == 0 => (x as usize) * 30,
+                    _ => (next() % 1000) as usize,
+                };
+                t.data.extend(std::iter::repeat_n(b'q', n));
+                t.ends.push(t.data.len());
+            }
+            let col = if case % 6 < 3 { PqCol::Plain(t) } else { PqCol::Bytes(t) };
+            let def = (nulls != 0).then_some(def);
+            let v = PqValues { col, def };
+            let d = v.def.as_deref();
+            let (mut r0, mut v0, mut body) = (0, 0, Vec::new());
+            while r0 < nrows {
+                // The reference: each value's size counted.
+                let (mut r1, mut v1, mut est) = (r0, v0, 0usize);
+                while r1 < nrows && est < PAGE_BYTES && r1 - r0 < PAGE_ROWS {
+                    if d.is_none_or(|d| d[r1] != 0) {
+                        est += value_size(&v.col, v1);
+                        v1 += 1;
+                    }
+                    r1 += 1;
+                }
+                let (g1, h1, _) = w.page_body(&v, d, false, super::E_PLAIN, 0, nrows, r0, v0, &mut body);
+                assert_eq!((g1, h1), (r1, v1), "case {case} page at row {r0}");
+                (r0, v0) = (r1, v1);
+            }
         }
     }
 
