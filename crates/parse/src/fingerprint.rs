@@ -23,7 +23,7 @@
 //! backreference over the whole query and is rare in practice.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
@@ -52,7 +52,7 @@ pub fn fingerprint_dialect(sql: &str, dialect: Dialect) -> String {
 /// parser reuses one buffer for every statement.
 pub(crate) fn fingerprint_into(sql: &str, dialect: Dialect, out: &mut String) {
     let mut bytes = std::mem::take(out).into_bytes();
-    let end = fingerprint_bytes(sql, dialect, &mut bytes);
+    let end = fingerprint_bytes(sql, dialect, &mut bytes, &mut Vec::new());
     bytes.truncate(end);
     *out = into_string(bytes);
 }
@@ -63,7 +63,8 @@ pub(crate) fn fingerprint_into(sql: &str, dialect: Dialect, out: &mut String) {
 /// lexing). The fingerprint is `out[..end]`, `end` returned: the bytes
 /// after it are room the next statement writes over, so that a reused
 /// buffer is not zeroed again for every statement.
-fn fingerprint_bytes(sql: &str, dialect: Dialect, out: &mut Vec<u8>) -> usize {
+/// `scratch` is room for the list rewrite (its contents are not kept).
+fn fingerprint_bytes(sql: &str, dialect: Dialect, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> usize {
     // A statement that starts with a printable ASCII byte has no leading
     // white space (`str::trim_start` walks chars, a call per statement).
     let trimmed = match sql.as_bytes().first() {
@@ -90,7 +91,7 @@ fn fingerprint_bytes(sql: &str, dialect: Dialect, out: &mut Vec<u8>) -> usize {
     }
     out.truncate(end);
     if seen.list {
-        collapse_list_bytes(out);
+        collapse_list_bytes(out, scratch);
     }
     if seen.limit {
         collapse_limit_bytes(out);
@@ -103,11 +104,16 @@ fn fingerprint_bytes(sql: &str, dialect: Dialect, out: &mut Vec<u8>) -> usize {
 
 /// Fingerprints of one connection's statements: built in a reused buffer,
 /// and handed out as one shared `Arc<str>` per distinct fingerprint, so a
-/// connection repeating its statements allocates nothing for them.
+/// connection repeating its statements allocates nothing for them. Each
+/// shape also keeps the last short text recorded with it
+/// ([`Fingerprints::recorded`]), so that a statement repeated word for word
+/// (`BEGIN`, `COMMIT`, a query without literals) shares its text too.
 #[derive(Debug, Default)]
 pub(crate) struct Fingerprints {
     buf: Vec<u8>,
-    seen: HashSet<Shape, BuildHasherDefault<WordHasher>>,
+    /// Room for the rewrite of a statement's lists ([`collapse_list_bytes`]).
+    scratch: Vec<u8>,
+    seen: HashMap<Shape, Shared, BuildHasherDefault<WordHasher>>,
 }
 
 /// A shared fingerprint in [`Fingerprints`]' set, looked up by its bytes.
@@ -159,12 +165,18 @@ const MAX_SHARED_FINGERPRINTS: usize = 64;
 /// A buffer grown by one huge statement is given back rather than kept for
 /// the connection's life.
 const MAX_KEPT_BUFFER: usize = 64 * 1024;
+/// The longest recorded text a shape keeps for the next statement of the
+/// same shape to share: sysbench's BEGIN and COMMIT, a connection's queries
+/// without literals. At most this much per shape is held past its records.
+const MAX_SHARED_TEXT: usize = 64;
 
 impl Fingerprints {
     /// The fingerprint of `sql`, shared with the connection's earlier
-    /// statements of the same shape.
+    /// statements of the same shape (the parsers take it with their text,
+    /// [`Fingerprints::recorded`]).
+    #[cfg(test)]
     pub(crate) fn of(&mut self, sql: &str, dialect: Dialect) -> Arc<str> {
-        let end = fingerprint_bytes(sql, dialect, &mut self.buf);
+        let end = fingerprint_bytes(sql, dialect, &mut self.buf, &mut self.scratch);
         self.shared_buf(end)
     }
 
@@ -187,11 +199,39 @@ impl Fingerprints {
         self.shared_buf(self.buf.len())
     }
 
+    /// SQL text as a transaction records it ([`recorded_text`]: redacted
+    /// when asked, cut to `max_text_bytes`), whether it was cut, and its
+    /// fingerprint from the whole text. The text is the one recorded with
+    /// the shape's last statement when the two are equal and short, so a
+    /// statement repeated word for word allocates nothing.
+    pub(crate) fn recorded(&mut self, raw: &str, dialect: Dialect, cfg: &crate::ParseConfig) -> (Arc<str>, bool, Arc<str>) {
+        let end = fingerprint_bytes(raw, dialect, &mut self.buf, &mut self.scratch);
+        let (text, cut) = recorded_text(raw, dialect, cfg);
+        let (fp, text) = self.shape(end, |shape| match &shape.last {
+            Some(last) if **last == *text => last.clone(),
+            _ => {
+                let t: Arc<str> = Arc::from(&*text);
+                if t.len() <= MAX_SHARED_TEXT {
+                    shape.last = Some(t.clone());
+                }
+                t
+            }
+        });
+        (text, cut, fp)
+    }
+
     /// The shared text of `self.buf[..end]`.
     fn shared_buf(&mut self, end: usize) -> Arc<str> {
+        self.shape(end, |_| ()).0
+    }
+
+    /// The shared text of `self.buf[..end]`, and what `f` makes of the
+    /// shape's entry.
+    #[inline(always)]
+    fn shape<R>(&mut self, end: usize, f: impl FnOnce(&mut Shared) -> R) -> (Arc<str>, R) {
         let text = &self.buf[..end];
-        let fp = match self.seen.get(text) {
-            Some(fp) => fp.0.clone(),
+        let out = match self.seen.get_mut(text) {
+            Some(shape) => (shape.fp.clone(), f(shape)),
             None => {
                 // The lexer writes only whole UTF-8 sequences; the lossy
                 // fallback keeps that a guarantee rather than an assumption.
@@ -199,18 +239,32 @@ impl Fingerprints {
                     Ok(text) => Arc::from(text),
                     Err(_) => Arc::from(String::from_utf8_lossy(text).as_ref()),
                 };
+                let mut shape = Shared { fp: fp.clone(), last: None };
+                let r = f(&mut shape);
                 if self.seen.len() >= MAX_SHARED_FINGERPRINTS {
                     self.seen.clear();
                 }
-                self.seen.insert(Shape(fp.clone()));
-                fp
+                self.seen.insert(Shape(fp.clone()), shape);
+                (fp, r)
             }
         };
         if self.buf.capacity() > MAX_KEPT_BUFFER {
             self.buf = Vec::new();
         }
-        fp
+        if self.scratch.capacity() > MAX_KEPT_BUFFER {
+            self.scratch = Vec::new();
+        }
+        out
     }
+}
+
+/// What [`Fingerprints`] keeps per shape: the shared fingerprint (the key's
+/// own text, here to be handed out from a mutable lookup) and the last
+/// short text recorded with it.
+#[derive(Debug)]
+struct Shared {
+    fp: Arc<str>,
+    last: Option<Arc<str>>,
 }
 
 /// `sql` with its literals (strings, numbers, hex and bit values) replaced by
@@ -917,7 +971,7 @@ fn skip_ws(s: &[u8], mut i: usize) -> usize {
 #[cfg(test)]
 fn collapse_lists(fp: String) -> String {
     let mut b = fp.into_bytes();
-    collapse_list_bytes(&mut b);
+    collapse_list_bytes(&mut b, &mut Vec::new());
     into_string(b)
 }
 
@@ -937,11 +991,16 @@ fn drop_order_by_asc(fp: String) -> String {
 
 /// `in (?, ?)` -> `in(?+)`; `values (?, ?), (?, ?)` -> `values(?+)`; other
 /// multi-row VALUES lists keep their first row only. Most statements have no
-/// such list: they are left as they are, without a copy.
-fn collapse_list_bytes(fp: &mut Vec<u8>) {
+/// such list: they are left as they are, without a copy. A statement with
+/// one is rewritten into `scratch`, which is then swapped with `fp`: both
+/// buffers keep their room, so a connection's INSERTs allocate nothing here
+/// once the two have grown to its longest statement (a new vector per
+/// INSERT, its list of groups and the lexer's regrowth of the buffer were
+/// 0.6 allocations per PostgreSQL transaction on `gen_wire.py pgsql`).
+fn collapse_list_bytes(fp: &mut Vec<u8>, scratch: &mut Vec<u8>) {
     let s = fp.as_slice();
-    // Built from the first list on.
-    let mut out: Option<Vec<u8>> = None;
+    // Whether `scratch` holds the rewrite (from the first list on).
+    let mut rewriting = false;
     let mut i = 0;
     while i < s.len() {
         let kw = if matches!(s[i], b'v' | b'i') {
@@ -950,8 +1009,8 @@ fn collapse_list_bytes(fp: &mut Vec<u8>) {
             None
         };
         let Some(kw) = kw else {
-            if let Some(out) = out.as_mut() {
-                out.push(s[i]);
+            if rewriting {
+                scratch.push(s[i]);
             }
             i += 1;
             continue;
@@ -959,16 +1018,21 @@ fn collapse_list_bytes(fp: &mut Vec<u8>) {
         let after = i + kw.len();
         let mut j = skip_ws(s, after);
         if s.get(j) != Some(&b'(') {
-            if let Some(out) = out.as_mut() {
-                out.extend_from_slice(kw);
+            if rewriting {
+                scratch.extend_from_slice(kw);
             }
             i = after;
             continue;
         }
-        // Groups separated by commas.
-        let mut groups = Vec::new();
+        // Groups separated by commas: the first, where the last ends, and
+        // whether all hold placeholders only.
+        let mut first: Option<(usize, usize)> = None;
+        let mut last_end = 0;
+        let mut only_placeholders = true;
         while let Some(end) = group_end(s, j) {
-            groups.push((j, end));
+            first.get_or_insert((j, end));
+            last_end = end;
+            only_placeholders &= s[j + 1..end - 1].iter().all(|&c| matches!(c, b'?' | b',' | b' '));
             let k = skip_ws(s, end);
             let k2 = skip_ws(s, k + 1);
             // Another row follows (`values (..), (..)`); IN has one list.
@@ -978,32 +1042,33 @@ fn collapse_list_bytes(fp: &mut Vec<u8>) {
                 break;
             }
         }
-        let Some(&(g0, g0_end)) = groups.first() else {
-            if let Some(out) = out.as_mut() {
-                out.extend_from_slice(kw);
+        let Some((g0, g0_end)) = first else {
+            if rewriting {
+                scratch.extend_from_slice(kw);
             }
             i = after;
             continue;
         };
-        let out = out.get_or_insert_with(|| {
-            let mut o = Vec::with_capacity(s.len());
-            o.extend_from_slice(&s[..i]);
-            o
-        });
-        let only_placeholders =
-            groups.iter().all(|&(a, b)| s[a + 1..b - 1].iter().all(|&c| matches!(c, b'?' | b',' | b' ')));
-        out.extend_from_slice(kw);
-        if only_placeholders {
-            out.extend_from_slice(b"(?+)");
-        } else {
-            out.extend_from_slice(&s[after..g0]);
-            out.extend_from_slice(&s[g0..g0_end]);
+        if !rewriting {
+            rewriting = true;
+            scratch.clear();
+            // As much as `fp` holds, so that the swap leaves the lexer
+            // the room it had.
+            scratch.reserve(fp.capacity());
+            scratch.extend_from_slice(&s[..i]);
         }
-        i = groups.last().map_or(g0_end, |g| g.1);
+        scratch.extend_from_slice(kw);
+        if only_placeholders {
+            scratch.extend_from_slice(b"(?+)");
+        } else {
+            scratch.extend_from_slice(&s[after..g0]);
+            scratch.extend_from_slice(&s[g0..g0_end]);
+        }
+        i = last_end;
     }
     // Cut and joined at ASCII bytes only: still UTF-8.
-    if let Some(out) = out {
-        *fp = out;
+    if rewriting {
+        std::mem::swap(fp, scratch);
     }
 }
 
@@ -1441,6 +1506,9 @@ mod tests {
     fn one_pass_lexer_matches_the_reference() {
         let mut next = crate::xorshift(0x2545_f491_4f6c_dd1du64);
         let mut fps = Fingerprints::default();
+        // Texts recorded through another set, cut at 24 bytes.
+        let mut recorded = Fingerprints::default();
+        let cfg = crate::ParseConfig { max_text_bytes: 24, ..Default::default() };
         for n in 0..200_000 {
             let len = 1 + next() % 14;
             let sql: String = (0..len).map(|_| PIECES[(next() % PIECES.len() as u64) as usize]).collect();
@@ -1448,11 +1516,59 @@ mod tests {
                 let want = reference(&sql, dialect);
                 assert_eq!(fingerprint_dialect(&sql, dialect), want, "query {sql:?} ({dialect:?}, case {n})");
                 assert_eq!(&*fps.of(&sql, dialect), want, "reused buffer, query {sql:?}");
+                let (text, cut, fp) = recorded.recorded(&sql, dialect, &cfg);
+                assert_eq!((&*text, cut, &*fp), (&sql[..crate::char_floor(&sql, 24)], sql.len() > 24, &*want), "recorded, {sql:?}");
                 let mut redacted = Vec::new();
                 reference_lex(sql.as_bytes(), dialect, Mode::Redact, &mut redacted);
                 assert_eq!(redact_dialect(&sql, dialect), into_string(redacted), "redaction of {sql:?} ({dialect:?})");
             }
         }
+    }
+
+    #[test]
+    fn a_shape_shares_a_repeated_short_text() {
+        let cfg = crate::ParseConfig::default();
+        let mut fps = Fingerprints::default();
+        let (a, cut, fa) = fps.recorded("BEGIN", Dialect::Mysql, &cfg);
+        assert_eq!((&*a, cut, &*fa), ("BEGIN", false, "begin"));
+        let (b, _, _) = fps.recorded("SELECT c FROM t WHERE id=1", Dialect::Mysql, &cfg);
+        let (c, _, fc) = fps.recorded("BEGIN", Dialect::Mysql, &cfg);
+        assert!(Arc::ptr_eq(&a, &c) && Arc::ptr_eq(&fa, &fc), "the same statement again shares its text");
+        // Same shape, other text: its own text, which the shape keeps next.
+        let (d, _, _) = fps.recorded("SELECT c FROM t WHERE id=2", Dialect::Mysql, &cfg);
+        assert_eq!((&*b, &*d), ("SELECT c FROM t WHERE id=1", "SELECT c FROM t WHERE id=2"));
+        let (e, _, _) = fps.recorded("SELECT c FROM t WHERE id=2", Dialect::Mysql, &cfg);
+        assert!(Arc::ptr_eq(&d, &e));
+        // Same shape, different case: not the same text.
+        let (f, _, _) = fps.recorded("begin", Dialect::Mysql, &cfg);
+        assert_eq!(&*f, "begin");
+        // A long text is not kept.
+        let long = format!("SELECT {} FROM t", "c, ".repeat(MAX_SHARED_TEXT));
+        let (g, _, _) = fps.recorded(&long, Dialect::Mysql, &cfg);
+        let (h, _, _) = fps.recorded(&long, Dialect::Mysql, &cfg);
+        assert!(*g == *h && !Arc::ptr_eq(&g, &h));
+        // A redacted text is compared as recorded.
+        let redact = crate::ParseConfig { redact: true, ..Default::default() };
+        let (i, _, _) = fps.recorded("SELECT c FROM t WHERE id=3", Dialect::Mysql, &redact);
+        let (j, _, _) = fps.recorded("SELECT c FROM t WHERE id=4", Dialect::Mysql, &redact);
+        assert_eq!(&*i, "SELECT c FROM t WHERE id=?");
+        assert!(Arc::ptr_eq(&i, &j), "equal once redacted");
+    }
+
+    #[test]
+    fn list_rewrites_keep_both_buffers() {
+        let mut fps = Fingerprints::default();
+        let rows = "(1, 'a'), ".repeat(40);
+        let sql = format!("INSERT INTO t (a, b) VALUES {rows}(2, 'b')");
+        assert_eq!(&*fps.of(&sql, Dialect::Postgres), "insert into t (a, b) values(?+)");
+        let caps = (fps.buf.capacity(), fps.scratch.capacity());
+        for i in 0..10 {
+            let sql = format!("INSERT INTO t (a, b) VALUES {rows}({i}, 'b')");
+            assert_eq!(&*fps.of(&sql, Dialect::Postgres), "insert into t (a, b) values(?+)");
+            assert_eq!(&*fps.of("select a from t where b in (1, 2)", Dialect::Postgres), "select a from t where b in(?+)");
+            assert_eq!(&*fps.of(&format!("select {i}"), Dialect::Postgres), "select ?");
+        }
+        assert!(fps.buf.capacity().max(fps.scratch.capacity()) <= caps.0.max(caps.1), "no buffer grew again");
     }
 
     #[test]

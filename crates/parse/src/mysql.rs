@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use wirelog_record::columns::{push_decimal, TextList};
 
-use crate::fingerprint::{self, Dialect, Fingerprints};
+use crate::fingerprint::{Dialect, Fingerprints};
 use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
 
 pub use wirelog_record::mysql::MysqlTx;
@@ -432,8 +432,7 @@ impl MysqlParser {
             Ok(s) => std::borrow::Cow::Borrowed(s),
             Err(_) => String::from_utf8_lossy(raw),
         };
-        let (text, cut) = fingerprint::recorded_text(&raw, Dialect::Mysql, cfg);
-        (Arc::from(&*text), cut, fingerprints.of(&raw, Dialect::Mysql))
+        fingerprints.recorded(&raw, Dialect::Mysql, cfg)
     }
 
     fn new_tx(&self, cmd: u8) -> MysqlTx {

@@ -382,11 +382,11 @@ impl PgsqlParser {
     }
 
     /// (recorded text, cut, fingerprint) of SQL text: the text allocated
-    /// once, the fingerprint shared with the connection's statements of the
-    /// same shape (as MySQL's, `mysql::MysqlParser::record_text`).
+    /// once (or shared with the last statement of its shape when the same),
+    /// the fingerprint shared with the connection's statements of the same
+    /// shape (as MySQL's, `mysql::MysqlParser::record_text`).
     fn record_text(&mut self, raw: &str) -> (Arc<str>, bool, Arc<str>) {
-        let (text, cut) = fingerprint::recorded_text(raw, Dialect::Postgres, &self.cfg);
-        (Arc::from(&*text), cut, self.fingerprints.of(raw, Dialect::Postgres))
+        self.fingerprints.recorded(raw, Dialect::Postgres, &self.cfg)
     }
 
     fn set_query(&mut self, tx: &mut PgsqlTx, raw: &str, cut_before: bool) {
