@@ -13,32 +13,52 @@ use crate::{Dir, Protocol};
 #[derive(Clone, Debug)]
 pub struct PortMap {
     entries: Vec<(u16, Protocol)>,
+    /// A bit per port: set when `entries` holds the port. The tracker asks
+    /// for every packet of a connection with no parser yet, and most ports
+    /// are no protocol's: those are answered here, without the scan.
+    any: Box<[u64; 1024]>,
 }
 
 impl Default for PortMap {
     fn default() -> Self {
-        let mut entries = Vec::new();
+        let mut m = PortMap::empty();
         for p in Protocol::ALL {
-            for &port in p.default_ports() {
-                entries.push((port, p));
-            }
+            m.add(p, p.default_ports());
         }
-        PortMap { entries }
+        m
     }
 }
 
 impl PortMap {
     pub fn empty() -> Self {
-        PortMap { entries: Vec::new() }
+        PortMap {
+            entries: Vec::new(),
+            any: Box::new([0; 1024]),
+        }
     }
 
     /// Replaces the ports of `proto` with `ports`.
     pub fn set(&mut self, proto: Protocol, ports: &[u16]) {
         self.entries.retain(|(_, p)| *p != proto);
-        self.entries.extend(ports.iter().map(|&port| (port, proto)));
+        self.any.fill(0);
+        for &(port, _) in &self.entries {
+            self.any[usize::from(port >> 6)] |= 1 << (port & 63);
+        }
+        self.add(proto, ports);
     }
 
+    fn add(&mut self, proto: Protocol, ports: &[u16]) {
+        for &port in ports {
+            self.entries.push((port, proto));
+            self.any[usize::from(port >> 6)] |= 1 << (port & 63);
+        }
+    }
+
+    /// The first protocol given `port` (the defaults' order, then each `set` in turn).
     pub fn get(&self, port: u16) -> Option<Protocol> {
+        if self.any[usize::from(port >> 6)] & (1 << (port & 63)) == 0 {
+            return None;
+        }
         self.entries.iter().find(|(p, _)| *p == port).map(|(_, proto)| *proto)
     }
 }
@@ -255,6 +275,26 @@ impl Detection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn port_map_answers_as_the_scan_does() {
+        // Every port, default map and after `set`: the bitmap's answer is
+        // the first entry's, as a plain scan of the entries gives it.
+        let scan = |m: &PortMap, port: u16| m.entries.iter().find(|(p, _)| *p == port).map(|(_, proto)| *proto);
+        let mut m = PortMap::default();
+        assert_eq!(m.get(53), Some(Protocol::Dns));
+        assert_eq!(m.get(3306), Some(Protocol::Mysql));
+        assert_eq!(m.get(5000), None);
+        m.set(Protocol::Mysql, &[13306, 53]);
+        assert_eq!((m.get(3306), m.get(13306), m.get(53)), (None, Some(Protocol::Mysql), Some(Protocol::Dns)));
+        m.set(Protocol::Dns, &[]);
+        assert_eq!(m.get(53), Some(Protocol::Mysql));
+        for port in 0..=u16::MAX {
+            assert_eq!(m.get(port), scan(&m, port), "port {port}");
+        }
+        let e = PortMap::empty();
+        assert!((0..=u16::MAX).all(|p| e.get(p).is_none()));
+    }
 
     #[test]
     fn greeting_is_not_a_request() {

@@ -89,24 +89,35 @@ impl<'a> Message<'a> {
     }
 
     /// Appends the name at `at` (dotted, no final dot; "" for the root) to
-    /// `out`; returns the offset just after the name's in-place encoding.
+    /// `out`; returns the offset just after the name's in-place encoding
+    /// (`out` is left as it was when the name is not valid).
     pub fn read_name(&self, at: usize, out: &mut String) -> Option<usize> {
         let start = out.len();
-        self.labels(at, |label| {
+        // Byte by byte, each an ASCII char (plain, or `\ddd`): no UTF-8
+        // check per label, and [`PLAIN`] answers with one load.
+        let end = self.labels(at, |label| {
             if out.len() > start {
                 out.push('.');
             }
-            // Runs of plain bytes are copied whole (ASCII graphic: valid
-            // UTF-8); the others written as `\ddd`.
-            let mut rest = label;
-            while !rest.is_empty() {
-                let n = rest.iter().position(|&c| !plain(c)).unwrap_or(rest.len());
-                out.push_str(std::str::from_utf8(&rest[..n]).unwrap_or_default());
-                let Some(&c) = rest.get(n) else { break };
-                out.extend(['\\', char::from(b'0' + c / 100), char::from(b'0' + c / 10 % 10), char::from(b'0' + c % 10)]);
-                rest = &rest[n + 1..];
+            out.reserve(label.len());
+            for &c in label {
+                if PLAIN[usize::from(c)] {
+                    out.push(char::from(c));
+                } else {
+                    out.extend(['\\', char::from(b'0' + c / 100), char::from(b'0' + c / 10 % 10), char::from(b'0' + c % 10)]);
+                }
             }
-        })
+        });
+        if end.is_none() {
+            out.truncate(start);
+        }
+        end
+    }
+
+    /// The offset just after the name at `at`, checked as [`Self::read_name`]
+    /// checks it, without making its text (a record whose name is not kept).
+    fn skip_name(&self, at: usize) -> Option<usize> {
+        self.labels(at, |_| {})
     }
 
     /// Calls `each` with every label of the name at `at`, in order, after
@@ -158,9 +169,20 @@ impl<'a> Message<'a> {
 }
 
 /// A name's byte written as itself (else as `\ddd`).
-fn plain(c: u8) -> bool {
+const fn plain(c: u8) -> bool {
     c.is_ascii_graphic() && c != b'\\' && c != b'.'
 }
+
+/// [`plain`] of every byte, made at compile time.
+const PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        t[c] = plain(c as u8);
+        c += 1;
+    }
+    t
+};
 
 /// A message parsed into what a transaction keeps.
 #[derive(Debug, Default)]
@@ -213,9 +235,13 @@ fn parse_with(buf: &[u8], scratch: &mut String) -> Option<Parsed> {
     let sections = [(m.ancount(), 0u8), (m.nscount(), 1), (m.arcount(), 2)];
     'outer: for (count, sect) in sections {
         for k in 0..count as usize {
-            // Read into `scratch`; made a text only for the records kept.
+            // Read into `scratch`; made a text only for the records kept
+            // (the additional section's names, the OPT record's among them,
+            // and those beyond MAX_RECORDS are only stepped over).
+            let kept = sect != 2 && k < MAX_RECORDS;
             scratch.clear();
-            let Some(end) = m.read_name(at, scratch) else {
+            let end = if kept { m.read_name(at, scratch) } else { m.skip_name(at) };
+            let Some(end) = end else {
                 break 'outer;
             };
             let (Some(rtype), Some(class), Some(ttl), Some(rdlen)) = (
@@ -242,7 +268,7 @@ fn parse_with(buf: &[u8], scratch: &mut String) -> Option<Parsed> {
                 });
                 continue;
             }
-            if sect == 2 || k >= MAX_RECORDS {
+            if !kept {
                 continue;
             }
             // Most answers repeat the question's name (a pointer to it):
@@ -787,6 +813,43 @@ mod test {
         let p = parse(&msg(3, 0x8180, [1, 2, 0, 0], &body)).unwrap();
         assert_eq!((p.tx.answers.len(), p.tx.answer_count), (1, 2));
         assert!(parse(&[0u8; 11]).is_none());
+    }
+
+    #[test]
+    fn longest_name_all_escaped_and_additional_names_stepped_over() {
+        // 255 octets of wire form (three labels of 63 bytes, one of 61,
+        // the root), every byte escaped: the largest text a name can make.
+        let mut wire = Vec::new();
+        for l in [63u8, 63, 63, 61] {
+            wire.push(l);
+            wire.extend(std::iter::repeat_n(0xffu8, l as usize));
+        }
+        wire.push(0);
+        assert_eq!(wire.len(), MAX_NAME);
+        let mut body = wire.clone();
+        body.extend_from_slice(b"\x00\x01\x00\x01");
+        let q = parse(&msg(1, 0, [1, 0, 0, 0], &body)).unwrap().tx.qname;
+        let label = |l: usize| "\\255".repeat(l);
+        assert_eq!(q.as_str(), [label(63), label(63), label(63), label(61)].join("."));
+        assert_eq!(q.len(), 4 * 250 + 3);
+        // A name that fails leaves the text as it was.
+        let mut out = String::from("kept");
+        let bad = msg(1, 0, [1, 0, 0, 0], b"\x03abc\xc0\x30");
+        assert_eq!(Message::new_checked(&bad).unwrap().read_name(12, &mut out), None);
+        assert_eq!(out, "kept");
+        // Additional records (an A glue record, the OPT record) are stepped
+        // over, the OPT read; a bad name there ends the records as before.
+        let mut body = Q_EXAMPLE_A.to_vec();
+        body.extend(answer_a(1, [9, 9, 9, 9]));
+        body.extend(b"\x02ns\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x01\x00\x04\x01\x02\x03\x04");
+        body.extend(b"\x00\x00\x29\x10\x00\x00\x00\x80\x00\x00\x00");
+        let p = parse(&msg(3, 0x8180, [1, 1, 0, 2], &body)).unwrap();
+        assert_eq!((p.tx.answers.len(), p.tx.authorities.len()), (1, 0));
+        assert_eq!(p.tx.edns.map(|e| (e.udp_size, e.dnssec_ok)), Some((4096, true)));
+        let mut cut = Q_EXAMPLE_A.to_vec();
+        cut.extend(b"\x02ns\xc0\x40\x00\x29\x10\x00\x00\x00\x80\x00\x00\x00");
+        let p = parse(&msg(3, 0x8180, [1, 0, 0, 1], &cut)).unwrap();
+        assert_eq!(p.tx.edns, None);
     }
 
     #[test]
