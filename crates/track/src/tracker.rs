@@ -481,7 +481,7 @@ impl Tracker {
     /// they pass that (`Tracker::evict_one`).
     pub const fn table_bytes_per_connection() -> usize {
         std::mem::size_of::<Option<crate::table::Entry<Conn>>>()
-            + 2 * crate::table::SLOT_BYTES
+            + 2 * 8
             + TcpStates::bytes_per_value()
             + ConnTable::<Conn>::V6_BYTES
             + 2 * crate::timer::BYTES_PER_CHECK
@@ -796,8 +796,7 @@ impl Tracker {
         } else {
             *key
         };
-        let seed = self.seed;
-        let idx = self.table.insert(stored, hash, conn, |k| k.symmetric_hash(seed));
+        let idx = self.table.insert(stored, hash, conn);
         if let Some(k) = self.keep.as_mut() {
             k.start(idx, self.uids.next_uid());
         }
@@ -1696,7 +1695,7 @@ fn emit_transactions(
 mod size_budget {
     /// The per-connection memory reported in BENCHMARKS.md: a table entry
     /// (key, tag, counters, history, times, datagram state or TCP's slab
-    /// index and timers, flow slot, parser pointer) plus two 4-byte slots,
+    /// index and timers, flow slot, parser pointer) plus two 8-byte slots,
     /// and TCP's endpoint state in its slab. Growing it is a decision, not
     /// an accident; the parts are printed (`-- --nocapture`) to show where
     /// the bytes go.
@@ -1730,7 +1729,7 @@ mod size_budget {
         // What the memory budget charges a connection: every part it may have.
         assert_eq!(
             super::Tracker::table_bytes_per_connection(),
-            entry + 2 * crate::table::SLOT_BYTES + tcp + crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES + 2 * 8
+            entry + 16 + tcp + crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES + 2 * 8
         );
     }
 }
