@@ -10,13 +10,20 @@
 use crate::{Dir, Protocol};
 
 /// Server ports per protocol (configurable; defaults from [`Protocol::default_ports`]).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PortMap {
     entries: Vec<(u16, Protocol)>,
     /// A bit per port: set when `entries` holds the port. The tracker asks
     /// for every packet of a connection with no parser yet, and most ports
     /// are no protocol's: those are answered here, without the scan.
     any: Box<[u64; 1024]>,
+}
+
+/// The entries only: the bitmap is derived from them (1,024 words).
+impl std::fmt::Debug for PortMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PortMap").field("entries", &self.entries).finish_non_exhaustive()
+    }
 }
 
 impl Default for PortMap {
