@@ -143,6 +143,11 @@ for round in $(seq 1 "$ROUNDS"); do
         q1=$(server_statements)
         if [[ -n $CAP_PID ]]; then
             c1=$(cpu_ticks "$CAP_PID"); rss=$(rss_mb "$CAP_PID")
+            # The capturer's wakeups over its life (context switches of all its
+            # threads): each one the kernel's wakeup of a sleeping reader, often
+            # done on the server's own thread when it retires a block.
+            csw=$(cat /proc/"$CAP_PID"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches/{v+=$2} /^nonvoluntary_ctxt_switches/{n+=$2} END{print v + 0 "+" n + 0}')
+            log "  $sc: capturer context switches (voluntary+involuntary): $csw"
             kill -INT "$CAP_PID"; wait "$CAP_PID" 2>/dev/null || true
         fi
         f=$OV/sb.txt
