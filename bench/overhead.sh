@@ -11,6 +11,10 @@
 #   wirelog           wirelog capture -i lo: conns, flows and MySQL statements (mysql.log and the store)
 #   wirelog_noparse   the same with --no-parse (conns and flows only)
 #   wirelog_snap256   as wirelog, with --snaplen 256 (the ring takes the first 256 bytes of a packet)
+#   wirelog_snap128   as wirelog, with --snaplen 128 (tcpdump_s128's snap length)
+#   wirelog_snap256_noparse  as wirelog_snap256, with --no-parse (the capturer's own CPU mostly gone)
+#   wirelog_snap256_ring2m   as wirelog_snap256, with --ring-size 2M (libpcap's default buffer, which
+#                     tcpdump_s128 uses: a ring the kernel's copies keep in the cache)
 #   wirelog_kacct     as wirelog, with --kernel-accounting (issue 18) and without the kernel filter,
 #                     which the option cannot be combined with (the namespace carries only MySQL)
 #   wirelog_noparse_kacct  as wirelog_noparse, with --kernel-accounting
@@ -28,7 +32,9 @@
 # Reports TPS and p95 latency relative to no capture, the worst one-second TPS, the server's CPU
 # per statement, the capturer's CPU seconds and the bytes it left on disk (pcap files, logs and
 # store).
-# usage: bench/overhead.sh   (env: SB_TIME=30 ROUNDS=3 SCENARIOS="...")
+# PERF_ROUND=N: in round N, `perf record -a -g` over 10 s of each scenario's run, into
+# bench/out/perf_<scenario>.data (read with `perf report -i F --comm mariadbd --no-children`).
+# usage: bench/overhead.sh   (env: SB_TIME=30 ROUNDS=3 SCENARIOS="..." PERF_ROUND=)
 set -euo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 NS=${NS:-wl_ovh$$}
@@ -82,6 +88,12 @@ start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
                       --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_snap256) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --snaplen 256 --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_snap128) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --snaplen 128 --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_snap256_noparse) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --snaplen 256 --no-parse --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_snap256_ring2m) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --snaplen 256 --ring-size 2M --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_base) ip netns exec "$NS" "${WIRELOG_BASE:?set WIRELOG_BASE}" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_budget2) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
@@ -119,11 +131,23 @@ for round in $(seq 1 "$ROUNDS"); do
         load=$(cut -d' ' -f1 /proc/loadavg)
         q0=$(server_statements)
         m0=$(cpu_ticks "$MYSQL_PID"); c0=0; [[ -n $CAP_PID ]] && c0=$(cpu_ticks "$CAP_PID")
+        PERF_PID=""
+        if [[ ${PERF_ROUND:-} == "$round" ]]; then
+            # 10 s in the middle of the run (2 s in), the whole machine, call graphs.
+            (sleep 2; exec perf record -q -a -g -o "$OUT/perf_$sc.data" -- sleep 10) >/dev/null 2>&1 &
+            PERF_PID=$!; PIDS+=("$PERF_PID")
+        fi
         sb --time="$SB_TIME" run >"$OV/sb.txt"
+        [[ -n $PERF_PID ]] && wait "$PERF_PID" 2>/dev/null || true
         m1=$(cpu_ticks "$MYSQL_PID"); c1=0; rss=-
         q1=$(server_statements)
         if [[ -n $CAP_PID ]]; then
             c1=$(cpu_ticks "$CAP_PID"); rss=$(rss_mb "$CAP_PID")
+            # The capturer's wakeups over its life (context switches of all its
+            # threads): each one the kernel's wakeup of a sleeping reader, often
+            # done on the server's own thread when it retires a block.
+            csw=$(cat /proc/"$CAP_PID"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches/{v+=$2} /^nonvoluntary_ctxt_switches/{n+=$2} END{print v + 0 "+" n + 0}')
+            log "  $sc: capturer context switches (voluntary+involuntary): $csw"
             kill -INT "$CAP_PID"; wait "$CAP_PID" 2>/dev/null || true
         fi
         f=$OV/sb.txt

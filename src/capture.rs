@@ -616,8 +616,17 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         }
         let a = snapshot().total();
         eprintln!(
-            "wirelog: parsing: {} streams, {} gaps, {} bytes not parsed, {} parsers gave up",
-            a.streams_parsed, a.parse_gaps, a.unparsed_bytes, a.parsers_gave_up
+            "wirelog: parsing: {} streams, {} gaps, {} bytes not parsed, {} parsers gave up{}",
+            a.streams_parsed,
+            a.parse_gaps,
+            a.unparsed_bytes,
+            a.parsers_gave_up,
+            // Not loss: said apart from the gaps, as `read` does.
+            if a.beyond_snaplen_bytes > 0 {
+                format!("; {} bytes beyond the snap length (sent, not captured; not gaps)", a.beyond_snaplen_bytes)
+            } else {
+                String::new()
+            }
         );
         if let Some(p) = procs_stats {
             let dropped: u64 = ends.iter().map(|e| e.new_conns_dropped).sum();
@@ -1174,6 +1183,7 @@ impl Worker {
         c.streams_parsed.store(a.connections.iter().sum(), Relaxed);
         c.parse_gaps.store(a.parse.gaps, Relaxed);
         c.unparsed_bytes.store(a.parse.unparsed_bytes, Relaxed);
+        c.beyond_snaplen_bytes.store(a.beyond_snaplen_bytes, Relaxed);
         c.parsers_gave_up.store(a.gave_up, Relaxed);
         c.sampled_out.store(a.sampled_out, Relaxed);
         c.parse_stopped.store(a.parse_stopped, Relaxed);

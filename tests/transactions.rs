@@ -342,6 +342,82 @@ fn mysql_cut_to_256_bytes_keeps_every_statement() {
     assert!(summary.contains("bytes beyond the snap length"), "{summary}");
 }
 
+/// http.pcap cut to 256 bytes a packet (`editcap -s 256`, issue 36) against
+/// the whole capture: every transaction is recorded and paired with its
+/// request (same time, connection, method, URI), with the same status,
+/// content type, request and response sizes and latencies; a response body
+/// whose length the cut hides (a chunked body past its chunk-size line, a
+/// header block cut before its Content-Length) has its bytes counted as
+/// missed instead, never as another length; and no gap.
+#[test]
+fn http_cut_to_256_bytes_keeps_status_sizes_and_pairing() {
+    let Some(whole_pcap) = common::capture("gen_http.sh", "http.pcap") else {
+        return;
+    };
+    let dir = common::scratch("transactions", "snaplen_http");
+    let cut_pcap = dir.join("http_256.pcap");
+    let st = Command::new("editcap")
+        .args(["-s", "256"])
+        .arg(&whole_pcap)
+        .arg(&cut_pcap)
+        .status()
+        .expect("run editcap (wireshark-common)");
+    assert!(st.success(), "editcap -s 256");
+    let whole = transactions(&whole_pcap, "http_whole_for_cut", "http.log");
+    let logs = dir.join("logs");
+    let out = common::read_pcap(&cut_pcap, &logs, None, &[]);
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    let cut = common::read_log(&logs.join("http.log"));
+    type Key = (String, String, String, String, String);
+    let key = |r: &HashMap<String, String>| -> Key {
+        let f = |k: &str| r[k].clone();
+        (f("ts"), f("id.orig_h"), f("id.orig_p"), f("id.resp_h"), f("id.resp_p"))
+    };
+    let by_key: HashMap<Key, &HashMap<String, String>> = cut.iter().map(|r| (key(r), r)).collect();
+    assert_eq!(cut.len(), whole.len(), "transactions of the cut capture");
+    let mut body_hidden = 0usize;
+    for w in &whole {
+        let c = by_key
+            .get(&key(w))
+            .unwrap_or_else(|| panic!("not in the cut capture's log: {w:?}"));
+        for f in [
+            "method",
+            "uri",
+            "host",
+            "status_code",
+            "status_msg",
+            "response_content_type",
+            "request_body_len",
+            "status",
+            "request_bytes",
+            "response_bytes",
+            "latency",
+            "first_byte_latency",
+        ] {
+            assert_eq!(w[f], c[f], "{f} of {w:?}\nin the cut log: {c:?}");
+        }
+        if w["response_body_len"] != c["response_body_len"] {
+            // Hidden by the cut: fewer body bytes, the rest counted as missed.
+            let n = |r: &HashMap<String, String>, f: &str| r[f].parse::<u64>().unwrap_or(0);
+            assert!(
+                n(c, "response_body_len") < n(w, "response_body_len") && n(c, "response_missed_bytes") > 0,
+                "response_body_len of {w:?}\nin the cut log: {c:?}"
+            );
+            body_hidden += 1;
+        }
+    }
+    println!(
+        "http.pcap cut to 256 bytes: {} transactions, response body length hidden on {body_hidden}; {}",
+        whole.len(),
+        summary.lines().filter(|l| l.contains("transactions")).collect::<Vec<_>>().join(" ")
+    );
+    assert!(
+        !summary.contains(" gaps, ") || summary.contains(" 0 gaps, "),
+        "bytes beyond the snap length are not gaps: {summary}"
+    );
+    assert!(summary.contains("bytes beyond the snap length"), "{summary}");
+}
+
 /// dig's printed answers (id, name, type, status, answer data) against dns.log.
 #[test]
 fn dns_matches_dig() {

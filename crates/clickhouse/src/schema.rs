@@ -28,7 +28,9 @@ use wirelog_store::{ColSpec, Kind};
 ///   `loss` (connections parsed per protocol, beside `sampled`).
 /// - 7: `parse_stopped` at the end of `loss` (parsed connections whose
 ///   parsing `capture --cpu-budget` step 1b stopped part way).
-pub const SCHEMA_VERSION: u32 = 7;
+/// - 8: `beyond_snaplen_bytes` at the end of `loss` (bytes past the snap
+///   length: not loss, said apart from it).
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// Statements beyond added tables and columns that take a database from
 /// version `n - 1` to `n` (index `n - 2`; version 1 is created whole).
@@ -41,6 +43,8 @@ pub const MIGRATIONS: &[&[&str]] = &[
     // 6: `sample_weight` and loss's `parsed` are added by `init` in their places.
     &[],
     // 7: loss's `parse_stopped` is added by `init` in its place.
+    &[],
+    // 8: loss's `beyond_snaplen_bytes`, likewise.
     &[],
 ];
 

@@ -50,6 +50,9 @@ pub struct WorkerCounters {
     pub parse_gaps: AtomicU64,
     /// Stream bytes the parsers skipped as unparseable, over ended connections.
     pub unparsed_bytes: AtomicU64,
+    /// Bytes of TCP segments past the snap length (`capture --snaplen`):
+    /// sent and seen, not copied; not loss (their streams keep their place).
+    pub beyond_snaplen_bytes: AtomicU64,
     /// Parsers that gave up on their connection (compression, not the protocol).
     pub parsers_gave_up: AtomicU64,
     /// Times the worker stopped reading its rings to wait for the output
@@ -113,6 +116,7 @@ pub struct WorkerStats {
     pub streams_parsed: u64,
     pub parse_gaps: u64,
     pub unparsed_bytes: u64,
+    pub beyond_snaplen_bytes: u64,
     pub parsers_gave_up: u64,
     pub output_waits: u64,
     pub missed_bytes: u64,
@@ -148,6 +152,7 @@ impl WorkerCounters {
             streams_parsed: self.streams_parsed.load(Relaxed),
             parse_gaps: self.parse_gaps.load(Relaxed),
             unparsed_bytes: self.unparsed_bytes.load(Relaxed),
+            beyond_snaplen_bytes: self.beyond_snaplen_bytes.load(Relaxed),
             parsers_gave_up: self.parsers_gave_up.load(Relaxed),
             output_waits: self.output_waits.load(Relaxed),
             missed_bytes: self.missed_bytes.load(Relaxed),
@@ -198,6 +203,7 @@ impl<'a> std::iter::Sum<&'a WorkerStats> for WorkerStats {
             streams_parsed: t.streams_parsed + w.streams_parsed,
             parse_gaps: t.parse_gaps + w.parse_gaps,
             unparsed_bytes: t.unparsed_bytes + w.unparsed_bytes,
+            beyond_snaplen_bytes: t.beyond_snaplen_bytes + w.beyond_snaplen_bytes,
             parsers_gave_up: t.parsers_gave_up + w.parsers_gave_up,
             output_waits: t.output_waits + w.output_waits,
             missed_bytes: t.missed_bytes + w.missed_bytes,

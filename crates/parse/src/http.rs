@@ -12,6 +12,18 @@
 //! Packetbeat's gap_in_stream case expects); anywhere else the message is
 //! dropped and the direction resynchronises at the next line that starts a
 //! request (client side) or a status line (server side).
+//!
+//! Cuts (bytes sent but past the capture's snap length, [`crate::stream::Chunk::Cut`]):
+//! their place is known, their content is not. In a body whose framing is
+//! known (Content-Length, the data of a chunk, until close) they are body
+//! bytes like any other. Where the framing itself is past the cut (the end
+//! of a header block, a chunk-size line) the message goes on, unframed,
+//! until a segment that opens the next one (or the connection's end): the
+//! header lines captured give its method, status, content type, and a
+//! declared Content-Length its body's length; without one, the bytes after
+//! the last known framing count as missed, not as body. A message whose
+//! start line is past the cut is lost (counted as malformed); a response
+//! lost so still takes its request, so the next response pairs right.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -126,6 +138,10 @@ enum Body {
     Length(u64),
     Chunked(Chunked),
     UntilClose,
+    /// The framing is past a cut (see the module's doc): the message runs
+    /// until a segment opens the next one; the Content-Length declared in
+    /// the captured headers, if any, is the body's length.
+    Unframed(Option<u64>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,6 +167,8 @@ struct Side {
     span: Span,
     body_len: u64,
     missing: u64,
+    /// In `Body::Unframed`: the message's bytes after its last known framing.
+    unframed: u64,
     /// Messages read completely.
     messages: u64,
 }
@@ -164,6 +182,7 @@ impl Side {
             span: Span::default(),
             body_len: 0,
             missing: 0,
+            unframed: 0,
             messages: 0,
         }
     }
@@ -275,6 +294,13 @@ impl HttpParser {
     }
 
     fn feed(&mut self, dir: Dir, ts: i64, data: &[u8], out: &mut Vec<Transaction>) {
+        if let State::Body(Body::Unframed(declared)) = self.side(dir).state {
+            // A message without framing ends where a segment opens the next.
+            if let Opens::Yes = opens(dir, &data[..data.len().min(PROBE_LEN)]) {
+                let last = self.side(dir).span.last_ns;
+                self.end_unframed(dir, last, declared, out);
+            }
+        }
         let mut i = 0;
         // Each step consumes at least one byte or changes state towards one that does.
         let mut guard = 0usize;
@@ -316,6 +342,7 @@ impl HttpParser {
                         };
                         s.body_len = 0;
                         s.missing = 0;
+                        s.unframed = 0;
                     }
                 }
                 State::Head => i += self.head(dir, ts, &data[i..], out),
@@ -342,7 +369,7 @@ impl HttpParser {
             if let Some(end) = find_head_end(data, 0) {
                 if end <= max {
                     self.side(dir).span.bytes += end as u64;
-                    self.message_head(dir, ts, &data[..end], out);
+                    self.message_head(dir, ts, &data[..end], false, out);
                     return end;
                 }
             } else if data.len() <= max {
@@ -362,7 +389,7 @@ impl HttpParser {
                 let used = end.saturating_sub(old);
                 s.span.bytes += used as u64;
                 let buf = std::mem::take(&mut s.buf);
-                self.message_head(dir, ts, &buf[..end], out);
+                self.message_head(dir, ts, &buf[..end], false, out);
                 // Keep the allocation for the next split header.
                 let mut buf = buf;
                 buf.clear();
@@ -392,8 +419,9 @@ impl HttpParser {
         consumed
     }
 
-    /// A complete header block (`head` includes the blank line).
-    fn message_head(&mut self, dir: Dir, ts: i64, head: &[u8], out: &mut Vec<Transaction>) {
+    /// A complete header block (`head` includes the blank line), or with
+    /// `cut` the whole lines captured of one whose end is past a cut.
+    fn message_head(&mut self, dir: Dir, ts: i64, head: &[u8], cut: bool, out: &mut Vec<Transaction>) {
         let mut lines = Lines { data: head };
         let first = lines.next().unwrap_or(b"");
         let mut tx = HttpTx::default();
@@ -476,7 +504,9 @@ impl HttpParser {
                 tx.request_header_bytes = hlen;
                 tx.request_content_length = content_length;
                 tx.headers = kept;
-                let body = if chunked {
+                let body = if cut {
+                    Some(Body::Unframed(content_length))
+                } else if chunked {
                     Some(Body::Chunked(Chunked::Size))
                 } else {
                     match content_length {
@@ -538,7 +568,9 @@ impl HttpParser {
                     self.tunnel = Some(0);
                 }
                 let no_body = head_req || code == 204 || code == 304 || self.upgraded;
-                let body = if no_body {
+                let body = if cut && !self.upgraded {
+                    Some(Body::Unframed(if no_body { Some(0) } else { content_length }))
+                } else if no_body {
                     None
                 } else if chunked {
                     Some(Body::Chunked(Chunked::Size))
@@ -668,6 +700,14 @@ impl HttpParser {
                 s.span.bytes += data.len() as u64;
                 s.span.last_ns = ts;
                 s.body_len += data.len() as u64;
+                data.len()
+            }
+            Body::Unframed(_) => {
+                // Up to the next segment that opens a message (see `feed`).
+                let s = self.side(dir);
+                s.span.bytes += data.len() as u64;
+                s.span.last_ns = ts;
+                s.unframed += data.len() as u64;
                 data.len()
             }
             Body::Chunked(Chunked::Data(left)) => {
@@ -854,6 +894,7 @@ impl HttpParser {
                         };
                         s.body_len = 0;
                         s.missing = 0;
+                        s.unframed = 0;
                         s.buf = held_bytes;
                         s.span.bytes = s.buf.len() as u64;
                         self.stats.resyncs += 1;
@@ -914,6 +955,12 @@ impl HttpParser {
                 s.span.bytes += len;
                 s.span.last_ns = ts;
             }
+            State::Body(Body::Unframed(_)) => {
+                let s = self.side(dir);
+                s.unframed += len;
+                s.span.bytes += len;
+                s.span.last_ns = ts;
+            }
             State::Body(Body::Chunked(_)) => {
                 // Chunk framing is lost: end the message with what was read.
                 let s = self.side(dir);
@@ -948,6 +995,147 @@ impl HttpParser {
         if s.state == State::Resync {
             s.line_start = true;
         }
+    }
+}
+
+impl HttpParser {
+    /// `len` bytes of `dir` past the snap length (see the module's doc).
+    fn cut_in(&mut self, dir: Dir, ts: i64, len: u64, out: &mut Vec<Transaction>) {
+        let state = self.side(dir).state;
+        match state {
+            State::Body(Body::Length(left)) => {
+                let s = self.side(dir);
+                let n = len.min(left);
+                s.body_len += n;
+                s.span.bytes += n;
+                s.span.last_ns = ts;
+                if len < left {
+                    s.state = State::Body(Body::Length(left - len));
+                } else {
+                    self.end_message(dir, ts, out);
+                    if len > left {
+                        // The next message starts in the cut.
+                        self.lost_in_cut(dir, ts, len - left, out);
+                    }
+                }
+            }
+            State::Body(Body::UntilClose) => {
+                let s = self.side(dir);
+                s.body_len += len;
+                s.span.bytes += len;
+                s.span.last_ns = ts;
+            }
+            State::Body(Body::Chunked(Chunked::Data(left))) if len <= left => {
+                let s = self.side(dir);
+                s.body_len += len;
+                s.span.bytes += len;
+                s.span.last_ns = ts;
+                s.state = State::Body(Body::Chunked(if len == left {
+                    Chunked::DataEnd
+                } else {
+                    Chunked::Data(left - len)
+                }));
+            }
+            State::Body(Body::Chunked(c)) => {
+                // A chunk-size line (or the trailer) is past the cut: the
+                // chunk data before it is body, the rest unframed.
+                let data = if let Chunked::Data(left) = c { left } else { 0 };
+                let s = self.side(dir);
+                s.body_len += data;
+                s.unframed += len - data;
+                s.span.bytes += len;
+                s.span.last_ns = ts;
+                s.buf.clear();
+                s.state = State::Body(Body::Unframed(None));
+            }
+            State::Body(Body::Unframed(_)) => {
+                let s = self.side(dir);
+                s.unframed += len;
+                s.span.bytes += len;
+                s.span.last_ns = ts;
+            }
+            State::Head => self.cut_head(dir, ts, len, out),
+            State::Idle => self.lost_in_cut(dir, ts, len, out),
+            State::Resync => {
+                let (s, stats) = self.split(dir);
+                stats.unparsed_bytes += len + s.buf.len() as u64;
+                s.buf.clear();
+                // The next segment may open a message.
+                s.line_start = true;
+            }
+        }
+        if dir == Dir::ToServer && self.req_in_queue && matches!(self.req.state, State::Body(Body::Unframed(_))) {
+            // The request as far as it is known, should its response come
+            // before the segment that ends it.
+            if let Some(p) = self.pending.back_mut() {
+                p.req = self.req.span;
+            }
+        }
+    }
+
+    /// A header block whose end is past the cut: its whole lines make the
+    /// message, which then runs unframed; without a whole start line it is lost.
+    fn cut_head(&mut self, dir: Dir, ts: i64, len: u64, out: &mut Vec<Transaction>) {
+        let s = self.side(dir);
+        let mut buf = std::mem::take(&mut s.buf);
+        let Some(nl) = buf.iter().rposition(|&b| b == b'\n') else {
+            self.stats.unparsed_bytes += buf.len() as u64;
+            buf.clear();
+            self.side(dir).buf = buf;
+            return self.lost_in_cut(dir, ts, len, out);
+        };
+        s.span.bytes += len;
+        s.span.last_ns = ts;
+        self.message_head(dir, ts, &buf[..=nl], true, out);
+        let s = self.side(dir);
+        if let State::Body(Body::Unframed(_)) = s.state {
+            // What follows the whole lines: the header's rest and the body.
+            s.unframed = (buf.len() - nl - 1) as u64 + len;
+        }
+        // Keep the allocation for the next split header.
+        buf.clear();
+        self.side(dir).buf = buf;
+    }
+
+    /// A message whose start is past the cut: lost, counted; a response so
+    /// lost still answers the oldest request, which is emitted as partial.
+    fn lost_in_cut(&mut self, dir: Dir, ts: i64, len: u64, out: &mut Vec<Transaction>) {
+        self.stats.malformed += 1;
+        self.stats.unparsed_bytes += len;
+        if dir == Dir::ToClient {
+            if let Some(p) = self.pending.pop_front() {
+                if self.pending.is_empty() {
+                    self.req_in_queue = false;
+                }
+                out.push(Transaction {
+                    request: Some(p.req),
+                    response: Some(Span {
+                        first_ns: ts,
+                        last_ns: ts,
+                        bytes: len,
+                    }),
+                    status: TxStatus::Partial,
+                    detail: Detail::Http(p.tx),
+                });
+            }
+        }
+        let s = self.side(dir);
+        s.buf.clear();
+        s.state = State::Resync;
+        s.line_start = true;
+    }
+
+    /// The end of a message that ran unframed: a declared Content-Length is
+    /// its body's length; without one, the bytes after its last framing are
+    /// missed, not body.
+    fn end_unframed(&mut self, dir: Dir, ts: i64, declared: Option<u64>, out: &mut Vec<Transaction>) {
+        let s = self.side(dir);
+        match declared {
+            Some(n) => s.body_len = n,
+            None => s.missing += s.unframed,
+        }
+        s.unframed = 0;
+        self.end_message(dir, ts, out);
     }
 }
 
@@ -1122,6 +1310,14 @@ impl StreamParser for HttpParser {
         self.gap_in(dir, ts_ns, len, out);
     }
 
+    fn cut(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+        if self.upgraded || self.h2c.is_some() || self.tunnel.is_some() {
+            self.stats.unparsed_bytes += len;
+            return;
+        }
+        self.cut_in(dir, ts_ns, len, out);
+    }
+
     fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
         let timeout = self.cfg.transaction_timeout_ns;
         // Only complete requests wait for a response; the one being read is not expired.
@@ -1155,6 +1351,10 @@ impl StreamParser for HttpParser {
         // not seen counted as missing.
         match self.resp.state {
             State::Body(Body::UntilClose) => self.end_response(ts_ns, true, out),
+            State::Body(Body::Unframed(declared)) => {
+                let last = self.resp.span.last_ns;
+                self.end_unframed(Dir::ToClient, last, declared, out)
+            }
             State::Body(body) => {
                 if let Body::Length(left) = body {
                     self.resp.missing += left;
@@ -1165,6 +1365,10 @@ impl StreamParser for HttpParser {
             _ => {}
         }
         match self.req.state {
+            State::Body(Body::Unframed(declared)) => {
+                let last = self.req.span.last_ns;
+                self.end_unframed(Dir::ToServer, last, declared, out)
+            }
             State::Body(_) => {
                 self.req.span.last_ns = ts_ns;
                 self.end_request(ts_ns)
@@ -2088,6 +2292,159 @@ mod test {
         f.eq("response_body_len", h.response_body_len, 6);
         f.eq("status", (h.status_code, &*h.reason), (200, "OK"));
         f.done();
+    }
+
+    /// Feeds a transcript with each message one segment cut to its first
+    /// `snap` bytes (the rest as a cut), as a capture with that snap length.
+    fn run_cut(cfg: &ParseConfig, msgs: &[(Dir, &[u8])], snap: usize) -> (Vec<Transaction>, ParseStats) {
+        let mut p = HttpParser::new(cfg);
+        let mut out = Vec::new();
+        for (i, (d, m)) in msgs.iter().enumerate() {
+            let n = m.len().min(snap);
+            p.data(*d, i as i64, &m[..n], &mut out);
+            if m.len() > n {
+                p.cut(*d, i as i64, (m.len() - n) as u64, &mut out);
+            }
+        }
+        p.finish(msgs.len() as i64, &mut out);
+        (out, p.stats())
+    }
+
+    /// What a cut must keep of each transaction (`body` false: the response
+    /// body's length is not compared).
+    fn kept(t: &Transaction, body: bool) -> (TxStatus, String, u16, String, u64, u64, Option<Span>, Option<Span>) {
+        let h = http(t);
+        (
+            t.status,
+            h.uri.to_string(),
+            h.status_code,
+            h.response_content_type.to_string(),
+            h.request_body_len,
+            if body { h.response_body_len } else { 0 },
+            t.request,
+            t.response,
+        )
+    }
+
+    #[test]
+    fn cut_packets_keep_status_type_lengths_and_pairing() {
+        let cfg = ParseConfig::default();
+        let body = vec![b'x'; 1023];
+        let mut long = b"HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Sun, 29 Nov 2026 01:44:25 GMT\r\nContent-Type: text/html\r\nContent-Length: 1023\r\nLast-Modified: Sun, 29 Nov 2026 01:44:14 GMT\r\nConnection: keep-alive\r\nETag: \"6b0b836e-3ff\"\r\nAccept-Ranges: bytes\r\n\r\n".to_vec();
+        long.extend_from_slice(&body);
+        let mut chunked = b"HTTP/1.1 200 OK\r\nContent-Type: text/css\r\nTransfer-Encoding: chunked\r\n\r\n3d3\r\n".to_vec();
+        chunked.extend_from_slice(&[b'z'; 0x3d3]);
+        chunked.extend_from_slice(b"\r\n0\r\n\r\n");
+        let mut post = b"POST /api/items HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: 305\r\n\r\n".to_vec();
+        post.extend_from_slice(&[b'{'; 305]);
+        let msgs: Vec<(Dir, &[u8])> = vec![
+            (S, b"GET /1k.html HTTP/1.1\r\nHost: h\r\n\r\n"),
+            (C, &long),
+            (S, b"GET /4k.css HTTP/1.1\r\nHost: h\r\n\r\n"),
+            (C, &chunked),
+            (S, &post),
+            (C, b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n{\"id\": 123456789012}"),
+            (S, b"GET /missing HTTP/1.1\r\nHost: h\r\n\r\n"),
+            (C, b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: 9\r\n\r\nnot found"),
+        ];
+        let (whole, _) = run(&cfg, &msgs);
+        assert_eq!(whole.len(), 4);
+        for snap in [150, 190, 256] {
+            let (cut, stats) = run_cut(&cfg, &msgs, snap);
+            assert_eq!(cut.len(), 4, "snap {snap}");
+            for (w, c) in whole.iter().zip(&cut) {
+                assert_eq!(kept(w, true), kept(c, true), "snap {snap}");
+            }
+            assert_eq!((stats.malformed, stats.gaps), (0, 0), "snap {snap}");
+        }
+        // Shorter, the header lines past the cut are missing: at 100 the
+        // first response's Content-Type and Content-Length; at 40 the chunked
+        // one's Transfer-Encoding too: the bytes after the whole lines are
+        // then missed, not body. Status, sizes and pairing stay.
+        for snap in [40, 100] {
+            let (cut, _) = run_cut(&cfg, &msgs, snap);
+            assert_eq!(cut.len(), 4);
+            let h = http(&cut[0]);
+            assert_eq!((h.status_code, h.response_body_len, h.response_content_length), (200, 0, None));
+            let seen = (long[..snap].iter().rposition(|&b| b == b'\n').unwrap() + 1) as u64;
+            assert_eq!(h.response_missing_bytes, long.len() as u64 - seen);
+            let h = http(&cut[1]);
+            if snap == 40 {
+                assert_eq!((h.status_code, h.response_body_len), (200, 0));
+                assert_eq!(h.response_missing_bytes, chunked.len() as u64 - "HTTP/1.1 200 OK\r\n".len() as u64);
+            } else {
+                // The chunk's data, then its CRLF and the last chunk past
+                // the cut: framing not seen, so missed.
+                assert_eq!((h.response_body_len, h.response_missing_bytes), (0x3d3, 7));
+            }
+            for (w, c) in whole.iter().zip(&cut) {
+                assert_eq!((w.status, w.request, w.response), (c.status, c.request, c.response), "snap {snap}");
+                assert_eq!((http(w).status_code, &http(w).uri), (http(c).status_code, &http(c).uri));
+            }
+        }
+    }
+
+    #[test]
+    fn cut_start_line_loses_that_message_only() {
+        let cfg = ParseConfig::default();
+        let mut p = HttpParser::new(&cfg);
+        let mut out = Vec::new();
+        p.data(S, 0, b"GET /a HTTP/1.1\r\n\r\n", &mut out);
+        // The response's status line is past the cut: its request is
+        // answered (partial), so the next response pairs with the next request.
+        p.data(C, 1, b"HTTP/1.1 2", &mut out);
+        p.cut(C, 1, 200, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].status, TxStatus::Partial);
+        assert_eq!(&*http(&out[0]).path, "/a");
+        p.data(S, 2, b"GET /b HTTP/1.1\r\n\r\n", &mut out);
+        p.data(C, 3, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!((&*http(&out[1]).path, http(&out[1]).status_code), ("/b", 404));
+        // A response that starts in the cut after a complete one (Idle).
+        p.data(S, 4, b"GET /c HTTP/1.1\r\n\r\n", &mut out);
+        p.data(C, 5, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", &mut out);
+        p.cut(C, 5, 100, &mut out);
+        assert_eq!(out.len(), 3);
+        assert_eq!((&*http(&out[2]).path, out[2].status), ("/c", TxStatus::Ok));
+        assert_eq!(p.stats().malformed, 2);
+        // Nothing pending: the lost response had no request to take.
+        p.data(S, 6, b"GET /d HTTP/1.1\r\n\r\n", &mut out);
+        p.data(C, 7, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", &mut out);
+        assert_eq!((out.len(), &*http(&out[3]).path), (4, "/d"));
+        assert_eq!(out[3].status, TxStatus::Ok);
+    }
+
+    #[test]
+    fn cut_in_body_segments_of_one_response() {
+        // A large response over many segments, each cut: the framing holds.
+        let cfg = ParseConfig::default();
+        let mut p = HttpParser::new(&cfg);
+        let mut out = Vec::new();
+        p.data(S, 0, b"GET /big HTTP/1.1\r\n\r\n", &mut out);
+        let head = b"HTTP/1.1 200 OK\r\nContent-Length: 65536\r\n\r\n";
+        let seg = 16384usize;
+        let total = head.len() + 65536;
+        let mut sent = 0;
+        let mut first = true;
+        while sent < total {
+            let n = seg.min(total - sent);
+            let mut bytes = vec![b'b'; 100.min(n)];
+            if first {
+                bytes[..head.len()].copy_from_slice(head);
+                first = false;
+            }
+            p.data(C, 1, &bytes, &mut out);
+            p.cut(C, 1, (n - bytes.len()) as u64, &mut out);
+            sent += n;
+        }
+        p.data(S, 2, b"GET /next HTTP/1.1\r\n\r\n", &mut out);
+        p.data(C, 3, b"HTTP/1.1 204 No Content\r\n\r\n", &mut out);
+        assert_eq!(out.len(), 2);
+        let h = http(&out[0]);
+        assert_eq!((h.response_body_len, h.response_missing_bytes, out[0].status), (65536, 0, TxStatus::Ok));
+        assert_eq!(out[0].response.map(|s| s.bytes), Some(total as u64));
+        assert_eq!(http(&out[1]).status_code, 204);
     }
 
     #[test]

@@ -297,6 +297,7 @@ impl Probe {
         src.set(C::FlowsEarly, self.tracker.flows_emitted_early());
         src.set(C::MissedBytes, ts.missed_bytes);
         let a = self.tracker.app_stats();
+        src.set(C::BeyondSnaplen, a.beyond_snaplen_bytes);
         for (i, row) in out[1..].iter_mut().enumerate() {
             let p = &a.parse_by[i];
             row.set(C::Gaps, p.gaps);

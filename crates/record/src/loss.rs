@@ -63,6 +63,7 @@ loss_counts! {
     RecordsDropped = "records_dropped": "records a sink could not write (a full disk, a spool that overflowed)",
     Parsed = "parsed": "connections whose parsing began, in the rows of their protocol (with sampled: 1 in (parsed + sampled) / parsed parsed)",
     ParseStopped = "parse_stopped": "parsed connections whose parsing stopped part way because the CPU budget thinned them (capture --cpu-budget step 1b): their transactions from then on are missing, in the rows of their protocol",
+    BeyondSnaplen = "beyond_snaplen_bytes": "bytes of TCP segments past the snap length (capture --snaplen, or a file's): sent and seen, not copied; not loss (their streams keep their place, no gap)",
 }
 
 /// The counts a protocol's row carries (the parsers'); a source's row
