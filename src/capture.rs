@@ -583,11 +583,10 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             let (pkts, bytes) = k.counted();
             let (written, behind, resumed) = k.written();
             eprintln!(
-                "wirelog: kernel accounting: {pkts} packets ({bytes} IP bytes) counted in the kernel, not copied through the ring; {} connections not delegated (map full); {} map calls; {written} entries written ({behind} from packets more than 1 s old), {resumed} resumed ({} not taken), {} deleted after packets were shed{}",
+                "wirelog: kernel accounting: {pkts} packets ({bytes} IP bytes) counted in the kernel, not copied through the ring; {} connections not delegated (map full); {} map calls; {written} entries written ({behind} from packets more than 1 s old), {resumed} resumed ({} not taken){}",
                 k.map_full(),
                 k.map_calls(),
                 k.not_taken(),
-                k.after_loss(),
                 if step3 { format!("; {} connections taken back when step 3 went off", k.taken_back()) } else { String::new() }
             );
         }
@@ -1031,12 +1030,8 @@ impl Worker {
             if self.stop.is_set() {
                 g.pause_ns = 0;
             }
-            if g.pause_ns == 0 && self.sock_flags & sockprog::FLAG_SHED != 0 {
+            if g.pause_ns == 0 {
                 self.set_shedding(false);
-                // Among the packets shed may be some the kernel passed, and
-                // numbered, for a suspended entry: the tracker writes such
-                // entries afresh (`Tracker::ring_loss`).
-                self.probe.ring_loss();
             }
         }
         let (wall, cpu) = (budget::mono_ns(), budget::thread_cpu_ns());

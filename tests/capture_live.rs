@@ -1483,11 +1483,11 @@ fn replay_parts_at_10k(ns: &VethPair, cap: &Capture, parts: &[PathBuf], quiet: D
 /// packets, field for field but for times and uids (nothing counted twice
 /// or lost on the way to the kernel and back), and flows.log's totals equal
 /// conn.log's. The ring holds both replays, but a pause (step 4) sheds the
-/// packets that arrive during it in the kernel (counted as its drops):
-/// then packet totals must be short by exactly the kernel's drops, and
-/// each record still equals `wirelog read`'s on every field the lost
-/// packets cannot change (the addresses, the sequence-based byte counts,
-/// the state), with no more packets. The summary says how long step 3 was
+/// packets that arrive during it in the kernel (counted as its drops; at
+/// 0.1% most runs pause, the worker's bucket being that small): then
+/// packet totals must be short by exactly the kernel's drops, and each
+/// connection has its record, with no more packets or bytes than
+/// `wirelog read`'s (a lost FIN changes its state and byte counts too). The summary says how long step 3 was
 /// on and how many connections were taken back.
 #[test]
 fn cpu_budget_step3_counts_connections_in_the_kernel_and_gives_them_back() {
@@ -1545,8 +1545,8 @@ fn cpu_budget_step3_counts_connections_in_the_kernel_and_gives_them_back() {
     if dropped == 0 {
         assert_same("conn.log with step 3 on and off", &live, &truth, COMPARED);
     } else {
-        // Shed during pauses: what the lost packets cannot change.
-        const UNCHANGED: &[&str] = &["proto", "id.orig_h", "id.orig_p", "id.resp_h", "id.resp_p", "service", "orig_bytes", "resp_bytes", "conn_state"];
+        // Shed during pauses: every connection, none with more than sent.
+        const UNCHANGED: &[&str] = &["proto", "id.orig_h", "id.orig_p", "id.resp_h", "id.resp_p", "service"];
         assert_same("conn.log with packets shed", &live, &truth, UNCHANGED);
         for t in &truth {
             let l = live.iter().find(|r| r["id.orig_p"] == t["id.orig_p"]).expect("the connection's record");

@@ -237,12 +237,6 @@ impl Probe {
         self.tracker.kernel_rearm();
     }
 
-    /// Packets were lost before the next block (shed in the kernel during
-    /// a pause of `--cpu-budget`): see [`Tracker::ring_loss`].
-    pub fn ring_loss(&mut self) {
-        self.tracker.ring_loss();
-    }
-
     /// `capture --cpu-budget` step 1: parses 1 in `n` new connections (see
     /// [`Tracker::set_sampling`]).
     pub fn set_sampling(&mut self, n: u32) {

@@ -89,10 +89,6 @@ pub struct KernelAccounting {
     resumed: AtomicU64,
     /// Resumptions the kernel refused (see `Delegated::go_floor`).
     not_taken: AtomicU64,
-    /// Suspended entries deleted because the ring lost packets since they
-    /// were written (`Tracker::ring_loss`): written afresh instead of
-    /// resumed.
-    after_loss: AtomicU64,
 }
 
 /// How far behind the wire (packet time against the clock) a tracker is
@@ -125,7 +121,6 @@ impl KernelAccounting {
             written_behind: AtomicU64::new(0),
             resumed: AtomicU64::new(0),
             not_taken: AtomicU64::new(0),
-            after_loss: AtomicU64::new(0),
         }))
     }
 
@@ -187,17 +182,6 @@ impl KernelAccounting {
         self.not_taken.load(Relaxed)
     }
 
-    /// Suspended entries deleted because packets were lost (shed in the
-    /// kernel during a pause of the CPU budget) since they were written, to
-    /// be written afresh (see `Tracker::ring_loss`).
-    pub fn after_loss(&self) -> u64 {
-        self.after_loss.load(Relaxed)
-    }
-
-    pub(crate) fn count_after_loss(&self) {
-        self.after_loss.fetch_add(1, Relaxed);
-    }
-
     pub(crate) fn count_not_taken(&self) {
         self.not_taken.fetch_add(1, Relaxed);
     }
@@ -215,7 +199,7 @@ impl KernelAccounting {
     }
 }
 
-pub(crate) fn now_real_ns() -> i64 {
+fn now_real_ns() -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes the timespec it is given.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
@@ -319,12 +303,6 @@ pub(crate) struct Delegated {
     /// (`--cpu-budget` step 3): the connection is taken back at the first
     /// safe moment and not handed to the kernel again under this entry.
     pub draining: bool,
-    /// The ring lost packets since the entry was written
-    /// (`Tracker::ring_loss`): the tracker's count of the packets the
-    /// kernel passed (`seen`) may be short of the kernel's `PASSED`, so the
-    /// entry is never resumed; once suspended it is deleted, and the
-    /// connection written afresh.
-    pub lossy: bool,
 }
 
 /// What one read of an entry adds, per side (index 0 the originator).
@@ -458,7 +436,6 @@ impl Delegations {
                 last_ts: 0,
                 armed_at_ns,
                 draining: false,
-                lossy: false,
             },
         );
         true
@@ -581,12 +558,11 @@ impl Delegations {
         }
     }
 
-    /// Cancels the resumption pending on `idx` (what [`Self::drain`],
-    /// [`Self::withdraw`] and `Tracker::ring_loss` share): deletes its
-    /// control value, then reads the entry once more and notes where the
-    /// kernel resumed if it did in between. `None` when none was pending,
-    /// else whether it resumed.
-    pub fn cancel_resumption(&mut self, idx: u32) -> Option<bool> {
+    /// Cancels the resumption pending on `idx` (what [`Self::drain`] and
+    /// [`Self::withdraw`] share): deletes its control value, then reads
+    /// the entry once more and notes where the kernel resumed if it did in
+    /// between. `None` when none was pending, else whether it resumed.
+    fn cancel_resumption(&mut self, idx: u32) -> Option<bool> {
         let d = self.conns.get_mut(&idx)?;
         let go_at = d.go_at.take()?;
         if d.controlled {
@@ -1264,142 +1240,6 @@ mod tests {
         });
         assert_eq!(out[0], out[1], "the records of a tracker that saw every packet");
         assert_eq!((out[1].0 .0, out[1].0 .2), (2 + 2 * 60 + 2, 1 + 60 + usize::from(server_ack) as u64 + 1));
-    }
-
-    /// A connection delegable from packets stamped more than
-    /// [`BEHIND_NS`] before the clock (a worker that far behind the wire)
-    /// gets no entry; the first packet younger than that writes it.
-    #[test]
-    fn an_entry_is_not_written_from_a_stale_state() {
-        if !wirelog_ebpf::tests_can_load() {
-            return;
-        }
-        let mut lo = TrackerOnLo::new(crate::TrackerConfig { app: None, flow_interval_ns: 3_600_000_000_000, ..crate::TrackerConfig::default() });
-        let (c, s) = ((SRC, 40_010), (DST, DPORT));
-        let to_s = |flags, seq, ack, len| frame_between(c, s, flags, seq, ack, len);
-        let to_c = |flags, seq, ack, len| frame_between(s, c, flags, seq, ack, len);
-        let opening = [
-            to_s(0x02, 999, 0, 0),
-            to_c(0x12, 6999, 1000, 0),
-            to_s(0x10, 1000, 7000, 0),
-            to_s(0x18, 1000, 7000, 100),
-            to_c(0x10, 7000, 1100, 0),
-            to_c(0x18, 7000, 1100, 50),
-            to_s(0x10, 1100, 7050, 0),
-            to_s(0x18, 1100, 7050, 100),
-            to_c(0x10, 7050, 1200, 0),
-        ];
-        let old = now_real_ns() - 2 * BEHIND_NS;
-        for (i, f) in opening.iter().enumerate() {
-            lo.give(old + i as i64 * 10_000, f, true, true);
-        }
-        assert_eq!((lo.tracker.kernel_delegated(), lo.k.written().0), (0, 0), "not written from packets 2 s old");
-        lo.both(&to_s(0x18, 1200, 7050, 100));
-        assert_eq!(lo.tracker.kernel_delegated(), 1, "written from the first young packet");
-        assert_eq!(lo.k.written(), (1, 0, 0), "written, none behind the wire");
-    }
-
-    /// A suspended entry whose numbering the ring lost (two of the
-    /// packets the kernel passed for it dropped before the tracker got
-    /// them) is deleted at the loss and written afresh from the tracker's
-    /// state, instead of being resumed from a numbering that can never
-    /// meet the kernel's; the kernel then counts the connection again, and
-    /// its records equal those of a tracker that saw every packet but the
-    /// two lost.
-    #[test]
-    fn a_suspended_entry_is_written_afresh_after_ring_loss() {
-        if !wirelog_ebpf::tests_can_load() {
-            return;
-        }
-        let sport = 40_011;
-        let mut lo = TrackerOnLo::new(crate::TrackerConfig { app: None, flow_interval_ns: 3_600_000_000_000, ..crate::TrackerConfig::default() });
-        let (c, s) = ((SRC, sport), (DST, DPORT));
-        let to_s = |flags, seq, ack, len| frame_between(c, s, flags, seq, ack, len);
-        let to_c = |flags, seq, ack, len| frame_between(s, c, flags, seq, ack, len);
-        // Requests of 100 bytes, responses of 50, the client's pure ACKs.
-        let exchange = |i: u32| {
-            let (cs, ss) = (1000 + 100 * i, 7000 + 50 * i);
-            [to_s(0x18, cs, ss, 100), to_c(0x18, ss, cs + 100, 50), to_s(0x10, cs + 100, ss + 50, 0)]
-        };
-        let handshake = [to_s(0x02, 999, 0, 0), to_c(0x12, 6999, 1000, 0), to_s(0x10, 1000, 7000, 0)];
-        let all: Vec<Vec<u8>> = handshake.into_iter().chain((0..40).flat_map(exchange)).collect();
-        let base = now_real_ns() - 10_000_000;
-        let stamp = |i: usize| base + i as i64 * 10_000;
-        let mut at = 0;
-        while lo.tracker.kernel_delegated() == 0 {
-            assert!(at < 20, "never delegated");
-            lo.give(stamp(at), &all[at], true, true);
-            at += 1;
-        }
-        // Six packets in the ring before the entry was written: the kernel
-        // passes the next ones (suspended).
-        let backlog = at..at + 6;
-        for i in backlog.clone() {
-            lo.give(stamp(i), &all[i], false, true);
-        }
-        let queued = backlog.end..backlog.end + 30;
-        let mut stamps: Vec<(Vec<u8>, i64)> = Vec::new();
-        for i in queued.clone() {
-            send_on_lo(&lo.tx, &all[i]);
-            stamps.push((all[i].clone(), now_real_ns()));
-        }
-        let passed = received_frames(&lo.rx, sport);
-        assert_eq!(passed.len(), 30, "suspended: every packet passed");
-        for i in backlog {
-            lo.give(stamp(i), &all[i], true, false);
-        }
-        // The ring drops two of the client's pure ACKs the kernel passed
-        // (and numbered): neither tracker gets them.
-        let pure_ack = |f: &[u8]| f[47] == 0x10 && f[34..36] == sport.to_be_bytes();
-        let lost: Vec<usize> = (8..passed.len()).filter(|&n| pure_ack(&passed[n])).take(2).collect();
-        assert_eq!(lost.len(), 2);
-        for (n, f) in passed.iter().enumerate() {
-            if lost.contains(&n) {
-                continue;
-            }
-            if n > 0 && lost.contains(&(n - 1)) {
-                lo.tracker.ring_loss();
-            }
-            let ts = stamps.iter().find(|(g, _)| g == f).expect("a frame sent").1;
-            lo.give(ts, f, true, true);
-            if n % 3 == 2 {
-                lo.tracker.kernel_rearm();
-            }
-        }
-        lo.tracker.kernel_rearm();
-        assert_eq!(lo.k.after_loss(), 1, "the suspended entry deleted at the loss");
-        assert_eq!(lo.k.written().0, 2, "written afresh after the loss");
-        // The next packet follows the tracker's state now, not the state
-        // the new entry was written from (packets after it were in the
-        // ring): passed, and the entry written afresh once more, caught up.
-        let next = queued.end;
-        lo.wire(&all[next]);
-        let first = received_frames(&lo.rx, sport);
-        assert_eq!(first.len(), 1);
-        lo.give(now_real_ns(), &first[0], true, false);
-        lo.tracker.kernel_rearm();
-        assert_eq!(lo.k.written().0, 3, "written again from the present");
-        for f in &all[next + 1..] {
-            lo.wire(f);
-        }
-        assert_eq!(received_frames(&lo.rx, sport), Vec::<Vec<u8>>::new(), "counted in the kernel");
-        let (cs, ss) = (1000 + 100 * 40, 7000 + 50 * 40);
-        for f in [to_s(0x11, cs, ss, 0), to_c(0x11, ss, cs + 1, 0), to_s(0x10, cs + 1, ss + 1, 0)] {
-            lo.wire(&f);
-        }
-        let close = received_frames(&lo.rx, sport);
-        assert_eq!(close.len(), 3, "the close passed");
-        for f in &close {
-            lo.give(now_real_ns(), f, true, false);
-            lo.tracker.kernel_rearm();
-        }
-        assert_eq!(lo.k.counted().0, (all.len() - next - 1) as u64, "counted in the kernel: every packet after the fresh entry");
-        let out = lo.records().map(|(conns, flows, _)| {
-            assert_eq!(conns.len(), 1);
-            (conn_fields(&conns[0]), flow_totals(&flows))
-        });
-        assert_eq!(out[0], out[1], "the records of a tracker that saw every packet but the two lost");
-        assert_eq!(out[1].0 .0, (2 + 2 * 40 + 2 - 2) as u64, "the client's packets, less the two lost");
     }
 
     #[test]

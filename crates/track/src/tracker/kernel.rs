@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::history::mask;
-use crate::kernel::{map_key, now_real_ns, Delegations, KernelAccounting, Plan, ALLOW_ACK, ALLOW_DATA, BEHIND_NS};
+use crate::kernel::{map_key, Delegations, KernelAccounting, Plan, ALLOW_ACK, ALLOW_DATA};
 
 /// Packets the tracker must have processed after the kernel's last
 /// irregular one before it lets the kernel resume. The numbering assumes a
@@ -76,64 +76,6 @@ impl Tracker {
         }
     }
 
-    /// Packets were lost before the next packet the tracker is given: shed
-    /// by the socket program while the worker paused (`capture
-    /// --cpu-budget` step 4, `capture::sockprog::FLAG_SHED`), or dropped
-    /// by a full ring. (From branch step35c, which called it on ring
-    /// drops and skipped blocks; `capture` calls it after a shed pause.)
-    ///
-    /// Among them may be packets the kernel passed, and numbered, for a
-    /// suspended entry: the tracker's `seen` would then stay short of the
-    /// kernel's numbering for good, so it could neither catch up
-    /// (`seen >= PASSED`) nor name a packet to resume after. Every entry
-    /// written before is marked `lossy`: it is never resumed, and once
-    /// suspended it is deleted, the connection written afresh from its
-    /// state then (at its next packet younger than [`BEHIND_NS`]).
-    /// Counted (`KernelAccounting::after_loss`).
-    ///
-    /// Exact where the records are whole. A suspended entry with no
-    /// resumption asked has had its counts merged when the tracker was
-    /// given the first packet the kernel passed, and the kernel counts
-    /// nothing while suspended, so deleting it now loses and moves
-    /// nothing. A pending resumption is withdrawn (control value deleted,
-    /// then the entry read): not taken, the entry is as above; taken, its
-    /// counts are merged where the tracker's numbering places them (before
-    /// its packet `RESUMED_AT + 1`), then the entry deleted. That place is
-    /// exact if the connection lost none of its own packets; if it lost
-    /// `d`, the merge comes up to `d` of its packets late, and its records
-    /// already miss those packets (a gap, counted as the ring's loss). An
-    /// entry still counting (as the tracker knows) is deleted once the
-    /// tracker is given the first packet the kernel passed, after merging
-    /// what it counted before it (as always); if that packet is among
-    /// those lost, after the few packets `kernel_before_packet` waits for
-    /// it, as before.
-    pub fn ring_loss(&mut self) {
-        let Some(k) = self.kernel.as_mut() else { return };
-        if k.conns.is_empty() {
-            return;
-        }
-        let mut idxs = std::mem::take(&mut k.scratch);
-        idxs.extend(k.conns.keys().copied());
-        for &idx in &idxs {
-            let Some(k) = self.kernel.as_mut() else { break };
-            let Some(d) = k.conns.get_mut(&idx) else { continue };
-            d.lossy = true;
-            if !d.suspended {
-                continue;
-            }
-            let resumed = k.cancel_resumption(idx) == Some(true) || k.conns.get(&idx).is_some_and(|d| d.resumed_at.is_some());
-            if resumed {
-                continue; // merged, then deleted, before its packet RESUMED_AT + 1
-            }
-            k.shared.count_after_loss();
-            let _ = self.kernel_merge(idx, true);
-        }
-        idxs.clear();
-        if let Some(k) = self.kernel.as_mut() {
-            k.scratch = idxs;
-        }
-    }
-
     /// Whether connections are delegated now (see
     /// [`Tracker::set_kernel_accounting`]).
     pub fn kernel_accounting_on(&self) -> bool {
@@ -177,15 +119,9 @@ impl Tracker {
             if d.go_at.is_some() && seen > d.go_floor {
                 self.kernel_learn_resume(idx);
             }
-            let (resumed, lossy) = self.kernel.as_ref().and_then(|k| k.conns.get(&idx)).map_or((None, false), |d| (d.resumed_at, d.lossy));
+            let resumed = self.kernel.as_ref().and_then(|k| k.conns.get(&idx)).and_then(|d| d.resumed_at);
             if resumed.is_some_and(|r| seen > r) {
-                // Lost packets since (`ring_loss`): deleted once merged.
-                let _ = self.kernel_merge(idx, lossy);
-                if lossy {
-                    if let Some(k) = self.kernel.as_ref() {
-                        k.shared.count_after_loss();
-                    }
-                }
+                let _ = self.kernel_merge(idx, false);
                 if let Some(d) = self.kernel.as_mut().and_then(|k| k.conns.get_mut(&idx)) {
                     d.resumed_at = None;
                 }
@@ -202,14 +138,6 @@ impl Tracker {
                     if seg.is_some_and(|s| d.first == [block, s.seq, s.ack]) {
                         d.suspended = true;
                         d.seen = 1;
-                        if d.lossy {
-                            // The ring lost packets since it was written
-                            // (`ring_loss`): merged just now, deleted.
-                            let _ = self.kernel_merge(idx, true);
-                            if let Some(k) = self.kernel.as_ref() {
-                                k.shared.count_after_loss();
-                            }
-                        }
                         return;
                     }
                     // Until then `seen` counts the packets that were not it.
@@ -317,9 +245,6 @@ impl Tracker {
             }
             return;
         };
-        if pending.is_none() && !fresh(ts) {
-            return;
-        }
         let Some(k) = self.kernel.as_mut() else { return };
         match pending {
             None => {
@@ -371,7 +296,7 @@ impl Tracker {
             if !d.suspended || d.go_at.is_some() || d.resumed_at.is_some() {
                 continue;
             }
-            let (seen, chain_ok, iface, ts, draining) = (d.seen, d.chain_ok, d.iface, d.last_ts, d.draining || d.lossy);
+            let (seen, chain_ok, iface, ts, draining) = (d.seen, d.chain_ok, d.iface, d.last_ts, d.draining);
             let plan = if draining { None } else { self.delegable(idx, ts) };
             let Some(plan) = plan else {
                 let _ = self.kernel_merge(idx, true);
@@ -386,12 +311,7 @@ impl Tracker {
                 continue; // cannot be: the tracker did not tell it to resume
             }
             if seen >= n.passed {
-                if fresh(ts) {
-                    k.delegate(idx, iface, &plan);
-                } else {
-                    // Written afresh from a younger packet (see `fresh`).
-                    let _ = self.kernel_merge(idx, true);
-                }
+                k.delegate(idx, iface, &plan);
             } else if seen >= n.irregular.saturating_add(RESUME_MARGIN) && chain_ok == [true, true] {
                 k.resume(idx, seen, &plan, n.passed);
             }
@@ -508,19 +428,4 @@ impl Tracker {
             k.scratch = idxs;
         }
     }
-}
-
-/// Whether an entry may be written from the state after a packet
-/// stamped `ts`: the packet is at most [`BEHIND_NS`] older than the
-/// clock. An entry written further behind the wire follows a state the
-/// connection has left (its packets since are still in the ring), so
-/// the first packet the kernel sees does not follow the chain and
-/// suspends it; it could only resume once the tracker has worked
-/// through those packets, seconds later for a worker paused at its
-/// budget (BENCHMARKS "Step 3: the resumption that never came": 12 of
-/// 12 entries on the busy MariaDB written more than 1 s behind, none
-/// resumed). One clock read, made only for a connection the tracker
-/// would delegate now.
-fn fresh(ts: i64) -> bool {
-    now_real_ns() - ts <= BEHIND_NS
 }
