@@ -1468,27 +1468,22 @@ fn replay_parts_at_10k(ns: &VethPair, cap: &Capture, parts: &[PathBuf], quiet: D
 
 /// Issue 35 step 3: kernel accounting as a live step. Long bulk TCP
 /// connections (no parsing: steps 1 and 1b save nothing) replayed at 10 k
-/// packets/s with a budget below their cost whatever the other threads use
-/// (0.1% of a core: the worker's share is what the other threads leave,
-/// between 0.025% and 0.1%, and it needs about 0.15% at that rate; at 0.2%
-/// a run whose other threads used almost nothing left the worker a share
-/// near its need, and step 3 came on only 3.4 s before the end; at top
-/// speed its ring backlog grew for seconds, and entries written from a
-/// state that far behind count nothing, BENCHMARKS.md): the governor goes
-/// to step 2, then
+/// packets/s with a budget below their cost (0.2% of a core: the worker's
+/// share is what the other threads leave, at least 0.05%, and it needs
+/// about 0.15% at that rate; at top speed its ring backlog grew for
+/// seconds, and entries written from a state that far behind count
+/// nothing, BENCHMARKS.md): the governor goes to step 2, then
 /// step 3 (the kernel counts the established connections); in the quiet 5 s
 /// that follow it takes step 3 back and the tracker takes the delegated
 /// connections back; the second replay brings it on again, and the FINs end
 /// the connections. The conn records equal `wirelog read`'s of the same
 /// packets, field for field but for times and uids (nothing counted twice
 /// or lost on the way to the kernel and back), and flows.log's totals equal
-/// conn.log's. The ring holds both replays, but a pause (step 4) sheds the
-/// packets that arrive during it in the kernel (counted as its drops; at
-/// 0.1% most runs pause, the worker's bucket being that small): then
-/// packet totals must be short by exactly the kernel's drops, and each
-/// connection has its record, with no more packets or bytes than
-/// `wirelog read`'s (a lost FIN changes its state and byte counts too). The summary says how long step 3 was
-/// on and how many connections were taken back.
+/// conn.log's. The ring holds both replays, so the budget's pauses delay
+/// packets rather than drop them; should the kernel drop some anyway (a
+/// starved machine), packet totals must be short by exactly its drops. The
+/// summary says how long step 3 was on and how many connections were
+/// taken back.
 #[test]
 fn cpu_budget_step3_counts_connections_in_the_kernel_and_gives_them_back() {
     let Some(ns) = netns() else { return };
@@ -1508,18 +1503,18 @@ fn cpu_budget_step3_counts_connections_in_the_kernel_and_gives_them_back() {
     assert!(truth.iter().all(|r| r["history"].starts_with("Sh")), "{truth:?}");
     let mib = |r: String| r.trim_end_matches('M').parse::<u64>().unwrap();
     let ring = format!("{}M", mib(ring_for_replay(&pcaps[0], 1)) + mib(ring_for_replay(&pcaps[1], 1)));
-    let cap = Capture::start(&ns, &dir, &["--no-parse", "--ring-size", &ring, "--cpu-budget", "0.1%"]);
+    let cap = Capture::start(&ns, &dir, &["--no-parse", "--ring-size", &ring, "--cpu-budget", "0.2%"]);
     // Quiet between the parts: calm periods, step 3 goes off with
     // connections delegated.
     let (cpu, wall) = replay_parts_at_10k(&ns, &cap, &pcaps, Duration::from_secs(5));
-    // Said, not asserted: at 0.1% the other threads' own use is most of
+    // Said, not asserted: at 0.2% the other threads' own use is most of
     // the budget (BENCHMARKS.md, "Step 3 as a live step").
-    eprintln!("capture CPU {cpu:.3} s over {wall:.1} s ({:.2}% of a core; the budget's bound {:.3} s)", cpu / wall * 100.0, 0.001 * (wall + 0.5) + 0.005);
+    eprintln!("capture CPU {cpu:.3} s over {wall:.1} s ({:.2}% of a core; the budget's bound {:.3} s)", cpu / wall * 100.0, 0.002 * (wall + 0.5) + 0.005);
     let logs = cap.dir.join("logs");
     let err = cap.stop();
     let start = err.lines().find(|l| l.starts_with("wirelog: cpu budget: ")).unwrap_or_else(|| panic!("no start line: {err}"));
     assert!(start.contains("then skip-empty-tcp, then kernel accounting, then kernel drops"), "{start}");
-    let shed = err.lines().find(|l| l.starts_with("wirelog: cpu budget 0.1% of a core: ")).unwrap_or_else(|| panic!("no shed line: {err}"));
+    let shed = err.lines().find(|l| l.starts_with("wirelog: cpu budget 0.2% of a core: ")).unwrap_or_else(|| panic!("no shed line: {err}"));
     let kline = err.lines().find(|l| l.starts_with("wirelog: kernel accounting: ")).unwrap_or_else(|| panic!("no kernel accounting line: {err}"));
     eprintln!("{err}");
     let step3_s: f64 = shed[shed.find("(3) kernel accounting ").unwrap() + "(3) kernel accounting ".len()..].split(' ').next().unwrap().parse().unwrap();
@@ -1544,16 +1539,6 @@ fn cpu_budget_step3_counts_connections_in_the_kernel_and_gives_them_back() {
     assert_eq!(sum(&flows, &["bytes_out", "bytes_in"]), sum(&live, &["orig_ip_bytes", "resp_ip_bytes"]), "flows.log vs conn.log bytes");
     if dropped == 0 {
         assert_same("conn.log with step 3 on and off", &live, &truth, COMPARED);
-    } else {
-        // Shed during pauses: every connection, none with more than sent.
-        const UNCHANGED: &[&str] = &["proto", "id.orig_h", "id.orig_p", "id.resp_h", "id.resp_p", "service"];
-        assert_same("conn.log with packets shed", &live, &truth, UNCHANGED);
-        for t in &truth {
-            let l = live.iter().find(|r| r["id.orig_p"] == t["id.orig_p"]).expect("the connection's record");
-            for k in ["orig_pkts", "resp_pkts", "orig_ip_bytes", "resp_ip_bytes"] {
-                assert!(n(l, k) <= n(t, k), "{k}: {l:?} vs {t:?}");
-            }
-        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
