@@ -1019,7 +1019,12 @@ impl Worker {
     fn govern(&mut self, g: &mut Governed) {
         use std::sync::atomic::Ordering::Relaxed;
         if g.pause_ns > 0 {
-            self.set_shedding(!self.stop.is_set());
+            // Only once step 3 is on: before it, a pause is a burst the
+            // ring absorbs and the worker reads after (nothing lost when it
+            // fits); with step 3 on, the load is sustained and a backlog
+            // would keep the worker behind the wire, where the entries it
+            // writes for the kernel never match.
+            self.set_shedding(!self.stop.is_set() && g.gov.shed().kernel_accounting);
             let t0 = budget::mono_ns();
             if !self.stop.is_set() {
                 std::thread::sleep(Duration::from_nanos(g.pause_ns as u64));
