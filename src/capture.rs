@@ -420,6 +420,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             socket_programs,
             sock_flags: start_flags(args.probe.skip_empty_tcp, args.kernel_accounting),
             non_ip_seen: (0, 0),
+            shed_refused: false,
         };
         let h = std::thread::Builder::new()
             .name(format!("wirelog-w{id}"))
@@ -457,6 +458,9 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                 steps.push_str(" (kernel accounting on throughout)");
             }
             steps.push_str(", then kernel drops");
+            if socket_refused.is_none() {
+                steps.push_str(" (shed by the socket programs while a worker pauses)");
+            }
             eprintln!("wirelog: cpu budget: {b} for the whole process, held within {}% over any 10 s; sheds {steps}", budget::BURST_NS / 100_000_000);
         }
         if records.is_some() {
@@ -882,6 +886,9 @@ struct Worker {
     sock_flags: u32,
     /// Non-IP packets and bytes the socket programs counted, as last read.
     non_ip_seen: (u64, u64),
+    /// A socket program refused [`sockprog::FLAG_SHED`]: pauses leave the
+    /// rings to the kernel's ring drops, as without a socket program.
+    shed_refused: bool,
 }
 
 impl Worker {
@@ -944,6 +951,7 @@ impl Worker {
                 self.ship()?;
             }
         }
+        self.set_shedding(false);
         while self.drain_rings(None) {}
         self.probe.finish();
         self.update_stats();
@@ -1020,6 +1028,12 @@ impl Worker {
     fn govern(&mut self, g: &mut Governed) {
         use std::sync::atomic::Ordering::Relaxed;
         if g.pause_ns > 0 {
+            // Only once step 3 is on: before it, a pause is a burst the
+            // ring absorbs and the worker reads after (nothing lost when it
+            // fits); with step 3 on, the load is sustained and a backlog
+            // would keep the worker behind the wire, where the entries it
+            // writes for the kernel never match.
+            self.set_shedding(!self.stop.is_set() && g.gov.shed().kernel_accounting);
             let t0 = budget::mono_ns();
             if !self.stop.is_set() {
                 std::thread::sleep(Duration::from_nanos(g.pause_ns as u64));
@@ -1029,6 +1043,9 @@ impl Worker {
             g.pause_ns = g.gov.charge(budget::mono_ns(), budget::thread_cpu_ns());
             if self.stop.is_set() {
                 g.pause_ns = 0;
+            }
+            if g.pause_ns == 0 {
+                self.set_shedding(false);
             }
         }
         let (wall, cpu) = (budget::mono_ns(), budget::thread_cpu_ns());
@@ -1065,6 +1082,40 @@ impl Worker {
         c.shed_kernel_ns.store(g.gov.kernel_ns, Relaxed);
         c.shed_paused_ns.store(g.gov.paused_ns, Relaxed);
         c.shed_pauses.store(g.gov.pauses, Relaxed);
+    }
+
+    /// Step 4 in the kernel: while the worker pauses, its socket programs
+    /// refuse every packet that reaches their last stage, after kernel
+    /// accounting, and count it ([`sockprog::FLAG_SHED`]); cleared when the
+    /// pause ends. The ring then holds no backlog built during the pause
+    /// (the worker resumes at the wire's present, where step 3's entries
+    /// match the kernel's chain) and the kernel copies nothing into it
+    /// meanwhile (on loopback that copy runs on the sender's thread: the
+    /// server's). Only when every ring of the worker has its socket
+    /// program; without (the classic filter's fallback) the pause leaves
+    /// the rings to fill and the kernel to drop when full, as before. A
+    /// flag write that fails is said once, and the pauses go on without.
+    fn set_shedding(&mut self, on: bool) {
+        if on == (self.sock_flags & sockprog::FLAG_SHED != 0) || self.shed_refused {
+            return;
+        }
+        if self.socket_programs.is_empty() || self.socket_programs.iter().any(Option::is_none) {
+            return;
+        }
+        let flags = if on { self.sock_flags | sockprog::FLAG_SHED } else { self.sock_flags & !sockprog::FLAG_SHED };
+        for (prog, (_, pos)) in self.socket_programs.iter().zip(&self.rings) {
+            let Some(p) = prog else { continue };
+            if let Err(e) = p.set_flags(flags) {
+                eprintln!("wirelog: --cpu-budget: interface {}: setting the socket program's flag: {e}; pausing without shedding in the kernel", self.iface_names[*pos]);
+                self.sock_flags &= !sockprog::FLAG_SHED;
+                for p in self.socket_programs.iter().flatten() {
+                    let _ = p.set_flags(self.sock_flags);
+                }
+                self.shed_refused = true;
+                return;
+            }
+        }
+        self.sock_flags = flags;
     }
 
     /// Step 2 on or off: every ring of this worker gets the other filter.
@@ -1168,8 +1219,19 @@ impl Worker {
             c.add_batch(dp, db);
             c.not_ip.fetch_add(dp, Relaxed);
         }
-        c.kernel_packets.store(p + np, Relaxed);
-        c.kernel_drops.store(d, Relaxed);
+        // Packets shed in the kernel during pauses (step 4): refused by
+        // the socket program, so in neither of the ring's counts; they
+        // were offered to the socket and dropped there, by this cause.
+        let (mut sp, mut sb) = (0, 0);
+        for s in self.socket_programs.iter().flatten() {
+            let (p, b) = s.shed();
+            sp += p;
+            sb += b;
+        }
+        c.shed_packets.store(sp, Relaxed);
+        c.shed_bytes.store(sb, Relaxed);
+        c.kernel_packets.store(p + np + sp, Relaxed);
+        c.kernel_drops.store(d + sp, Relaxed);
         c.kernel_freezes.store(f, Relaxed);
         c.evicted.store(self.probe.track_stats().evicted, Relaxed);
         c.missed_bytes.store(self.probe.track_stats().missed_bytes, Relaxed);

@@ -28,6 +28,13 @@
 //!    start, `--cpu-budget` step 3 sets and clears it. Without one, or with
 //!    the flag clear, the packet is kept, cut to what `-f` returned (the
 //!    snap length).
+//! 5. While [`FLAG_SHED`] is set (`--cpu-budget` step 4: the worker pauses
+//!    at its share), every packet still kept is refused and counted (key 1
+//!    of the counts map, packets and wire bytes) as shed by the budget:
+//!    a drop in the kernel, counted by cause, before the ring copies it.
+//!    After the tail, so that the connections kernel accounting counts are
+//!    still counted during a pause; the tail's exits are made jumps to
+//!    this stage for that.
 //!
 //! The stages expect the socket buffer in `r6` and leave nothing else
 //! between them: each translated block uses the stack and `r0`-`r5`,
@@ -44,6 +51,14 @@ pub const FLAG_SKIP_EMPTY: u32 = 1;
 
 /// Flags map bit: run the tail (kernel accounting).
 pub const FLAG_KERNEL_ACCOUNTING: u32 = 2;
+
+/// Flags map bit: refuse and count every packet that reaches the last
+/// stage (`--cpu-budget` step 4, set while the worker pauses).
+pub const FLAG_SHED: u32 = 4;
+
+/// Counts map keys: non-IP packets, packets shed ([`FLAG_SHED`]).
+const COUNT_NON_IP: i32 = 0;
+const COUNT_SHED: i32 = 1;
 
 /// What one socket's program is made of.
 pub struct Stages<'a> {
@@ -65,9 +80,10 @@ pub struct Stages<'a> {
 /// A loaded socket program and its maps.
 pub struct SocketProgram {
     prog: Program,
-    /// Per CPU, key 0: non-IP packets and their bytes, counted and dropped.
+    /// Per CPU, key 0: non-IP packets and their bytes, counted and dropped;
+    /// key 1: packets and wire bytes shed while [`FLAG_SHED`] was set.
     counts: Map,
-    /// Key 0: [`FLAG_SKIP_EMPTY`], [`FLAG_KERNEL_ACCOUNTING`].
+    /// Key 0: [`FLAG_SKIP_EMPTY`], [`FLAG_KERNEL_ACCOUNTING`], [`FLAG_SHED`].
     flags: Map,
 }
 
@@ -98,7 +114,7 @@ const TAG_LABELS: [&str; DATA_TAGS] = ["tag0", "tag1", "tag2", "tag3"];
 
 impl SocketProgram {
     pub fn load(st: &Stages) -> Result<SocketProgram, Error> {
-        let counts = Map::create(MapType::PerCpuArray, "wl_nonip", 4, 16, 1)?;
+        let counts = Map::create(MapType::PerCpuArray, "wl_nonip", 4, 16, 2)?;
         let flags = Map::create(MapType::Array, "wl_sockflags", 4, 4, 1)?;
         let insns = build(st, &counts, &flags).map_err(|e| Error { what: e.to_string(), os: io::Error::from(io::ErrorKind::InvalidInput), log: String::new() })?;
         let prog = Program::load(ProgType::SocketFilter, "wl_socket", &insns, "GPL")?;
@@ -111,16 +127,26 @@ impl SocketProgram {
 
     /// Non-IP packets and bytes counted (and dropped) in the kernel so far.
     pub fn non_ip(&self) -> (u64, u64) {
+        self.count(COUNT_NON_IP)
+    }
+
+    /// Packets and wire bytes refused while [`FLAG_SHED`] was set, so far.
+    pub fn shed(&self) -> (u64, u64) {
+        self.count(COUNT_SHED)
+    }
+
+    fn count(&self, key: i32) -> (u64, u64) {
         let n = wirelog_ebpf::possible_cpus();
         let mut v = vec![0u8; 16 * n];
-        if !self.counts.lookup_percpu(&0u32.to_ne_bytes(), &mut v).unwrap_or(false) {
+        if !self.counts.lookup_percpu(&(key as u32).to_ne_bytes(), &mut v).unwrap_or(false) {
             return (0, 0);
         }
         let get = |at: usize| u64::from_ne_bytes(v[at..at + 8].try_into().expect("8 bytes"));
         (0..n).fold((0, 0), |(p, b), cpu| (p + get(cpu * 16), b + get(cpu * 16 + 8)))
     }
 
-    /// Sets the flags ([`FLAG_SKIP_EMPTY`], [`FLAG_KERNEL_ACCOUNTING`]).
+    /// Sets the flags ([`FLAG_SKIP_EMPTY`], [`FLAG_KERNEL_ACCOUNTING`],
+    /// [`FLAG_SHED`]).
     pub fn set_flags(&self, flags: u32) -> io::Result<()> {
         self.flags.update(&0u32.to_ne_bytes(), &flags.to_ne_bytes())
     }
@@ -140,19 +166,9 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
                 a.push(Insn::load(Size::W, R1, R6, SKB_PROTOCOL)).jmp_imm(Cond::Eq, R1, 0x0008, "ip").jmp_imm(Cond::Eq, R1, 0xdd86, "ip");
             }
         }
-        a.label("non_ip")
-            .push(Insn::store_imm(Size::W, R10, KEY, 0))
-            .push_all(Insn::load_map_fd(R1, counts.fd()))
-            .push(Insn::mov64_reg(R2, R10))
-            .push(Insn::alu64_imm(Alu::Add, R2, KEY as i32))
-            .push(Insn::call(Helper::MapLookupElem))
-            .jmp_imm(Cond::Eq, R0, 0, "drop")
-            .push(Insn::mov64_imm(R1, 1))
-            .push(Insn::atomic_add(Size::DW, R0, 0, R1))
-            .push(Insn::load(Size::W, R1, R6, SKB_LEN))
-            .push(Insn::atomic_add(Size::DW, R0, 8, R1))
-            .ja("drop")
-            .label("ip");
+        a.label("non_ip");
+        count_and_drop(&mut a, counts, COUNT_NON_IP);
+        a.label("ip");
     }
     match st.user {
         Some(u) => {
@@ -171,12 +187,47 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
     if let Some(t) = &st.tail {
         // The flag is read afresh for every packet: once it is cleared, no
         // packet starting the stage after the write is counted.
-        unless_flag(&mut a, flags, FLAG_KERNEL_ACCOUNTING, "keep");
-        a.push_all(t.iter().copied());
+        unless_flag(&mut a, flags, FLAG_KERNEL_ACCOUNTING, "shed");
+        // Each exit of the tail becomes a jump to its end (one slot for
+        // one: the tail's own jumps keep their offsets), where r0 holds
+        // what it returned: 0, counted in the kernel; else the length it
+        // passes, which the shed stage may still refuse.
+        let exit = Insn::exit().code;
+        let n = t.len();
+        for (i, insn) in t.iter().enumerate() {
+            if insn.code == exit {
+                a.push(Insn::jmp_imm(Cond::Ja, R0, 0, (n - 1 - i) as i16));
+            } else {
+                a.push(*insn);
+            }
+        }
+        a.jmp_imm(Cond::Eq, R0, 0, "drop").push(Insn::mov64_reg(R9, R0));
     }
+    // Step 4 of the budget: refused and counted by cause. One array-map
+    // lookup per packet kept (inlined by the verifier for an array map).
+    a.label("shed");
+    unless_flag(&mut a, flags, FLAG_SHED, "keep");
+    count_and_drop(&mut a, counts, COUNT_SHED);
     a.label("keep").push(Insn::mov64_reg(R0, R9)).push(Insn::exit());
     a.label("drop").push(Insn::mov64_imm(R0, 0)).push(Insn::exit());
     a.finish()
+}
+
+/// Adds the packet and its length to the counts map's `key` (this CPU's
+/// slot), then drops it.
+fn count_and_drop(a: &mut Asm, counts: &Map, key: i32) {
+    use Reg::*;
+    a.push(Insn::store_imm(Size::W, R10, KEY, key))
+        .push_all(Insn::load_map_fd(R1, counts.fd()))
+        .push(Insn::mov64_reg(R2, R10))
+        .push(Insn::alu64_imm(Alu::Add, R2, KEY as i32))
+        .push(Insn::call(Helper::MapLookupElem))
+        .jmp_imm(Cond::Eq, R0, 0, "drop")
+        .push(Insn::mov64_imm(R1, 1))
+        .push(Insn::atomic_add(Size::DW, R0, 0, R1))
+        .push(Insn::load(Size::W, R1, R6, SKB_LEN))
+        .push(Insn::atomic_add(Size::DW, R0, 8, R1))
+        .ja("drop");
 }
 
 /// Jumps to `label` unless `bit` is set in the flags map's word (read
@@ -505,6 +556,77 @@ mod tests {
         send(&tx, &tcp4(0x18, 10));
         send(&tx, &tcp4(0x10, 0));
         assert_eq!(received(&rx3).len(), 1, "step 2 alone: the empty ACK dropped, the tail off");
+    }
+
+    /// `--cpu-budget` step 4: while [`FLAG_SHED`] is set, every packet
+    /// that would reach the socket is refused and counted (packets, wire
+    /// bytes), after the tail: a packet the tail counts (here: returns 0
+    /// for the 64-byte frame, standing for kernel accounting) is not shed
+    /// while [`FLAG_KERNEL_ACCOUNTING`] is set; non-IP frames stay counted
+    /// as such; clearing the flag lets packets through again.
+    #[test]
+    fn shed_flag_refuses_and_counts_after_the_tail() {
+        if !root() {
+            return;
+        }
+        // SAFETY: unshare affects only this test's thread.
+        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0);
+        lo_up();
+        let accounted = tcp4(0x18, 10);
+        let other = tcp4(0x18, 100);
+        assert_ne!(accounted.len(), other.len());
+        let arp = frame(0x0806, &[0, 1, 8, 0, 6, 4, 0, 1]);
+        let tail = vec![
+            Insn::load(Size::W, Reg::R1, Reg::R6, SKB_LEN),
+            Insn::jmp_imm(Cond::Ne, Reg::R1, accounted.len() as i32, 2),
+            Insn::mov64_imm(Reg::R0, 0),
+            Insn::exit(),
+            Insn::mov64_imm(Reg::R0, 65535),
+            Insn::exit(),
+        ];
+        let tx = socket(None);
+        let p = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: None, tail: Some(tail) }).unwrap_or_else(|e| panic!("{e}: {}", e.log));
+        let rx = socket(Some(&p));
+        // Loopback: each frame's outgoing copy and the received one.
+        send(&tx, &accounted);
+        send(&tx, &other);
+        assert_eq!(received(&rx).len(), 2, "no flag: both kept");
+        p.set_flags(FLAG_KERNEL_ACCOUNTING).unwrap();
+        send(&tx, &accounted);
+        send(&tx, &other);
+        assert_eq!(received(&rx).len(), 1, "the tail takes the accounted frame");
+        assert_eq!(p.shed(), (0, 0));
+
+        p.set_flags(FLAG_KERNEL_ACCOUNTING | FLAG_SHED).unwrap();
+        send(&tx, &accounted);
+        send(&tx, &other);
+        send(&tx, &other);
+        send(&tx, &arp);
+        assert_eq!(received(&rx).len(), 0, "shedding: nothing reaches the socket");
+        assert_eq!(p.shed(), (4, 4 * other.len() as u64), "the tail's frame is not shed, the others are, both copies");
+        assert_eq!(p.non_ip(), (2, 2 * arp.len() as u64), "non-IP frames counted as such");
+
+        // Step 3 off, step 4 on: the tail does not run, everything is shed.
+        p.set_flags(FLAG_SHED).unwrap();
+        send(&tx, &accounted);
+        assert_eq!(received(&rx).len(), 0);
+        assert_eq!(p.shed(), (6, 4 * other.len() as u64 + 2 * accounted.len() as u64));
+
+        p.set_flags(FLAG_KERNEL_ACCOUNTING).unwrap();
+        send(&tx, &other);
+        assert_eq!(received(&rx).len(), 1, "the flag cleared: kept again");
+        assert_eq!(p.shed().0, 6);
+
+        // Without a tail the stage is there all the same.
+        let q = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: None, tail: None }).unwrap();
+        let rx2 = socket(Some(&q));
+        q.set_flags(FLAG_SHED).unwrap();
+        send(&tx, &other);
+        assert_eq!(received(&rx2).len(), 0);
+        assert_eq!(q.shed(), (2, 2 * other.len() as u64));
+        q.set_flags(0).unwrap();
+        send(&tx, &other);
+        assert_eq!(received(&rx2).len(), 1);
     }
 
     /// `ethertype` then `body` behind `tags` (TPID, VLAN id) in the data.

@@ -22,7 +22,9 @@ pub struct WorkerCounters {
     /// Packets the kernel passed to this worker's sockets (PACKET_STATISTICS
     /// tp_packets, which includes the drops).
     pub kernel_packets: AtomicU64,
-    /// Packets the kernel dropped because the ring was full.
+    /// Packets the kernel dropped: the ring was full (`tp_drops`), or the
+    /// socket program refused them while the worker paused at its CPU
+    /// budget (`shed_packets`, a part of this).
     pub kernel_drops: AtomicU64,
     /// Times a ring was full.
     pub kernel_freezes: AtomicU64,
@@ -88,6 +90,11 @@ pub struct WorkerCounters {
     pub shed_paused_ns: AtomicU64,
     /// Step 4: times the worker paused.
     pub shed_pauses: AtomicU64,
+    /// Step 4: packets (and their wire bytes) the socket programs refused
+    /// while the worker paused (`sockprog::FLAG_SHED`): in `kernel_packets`
+    /// and `kernel_drops` too, as drops in the kernel by this cause.
+    pub shed_packets: AtomicU64,
+    pub shed_bytes: AtomicU64,
 }
 
 /// Records a capture worker keeps while the output thread is behind (a disk
@@ -131,6 +138,8 @@ pub struct WorkerStats {
     pub shed_kernel_ns: u64,
     pub shed_paused_ns: u64,
     pub shed_pauses: u64,
+    pub shed_packets: u64,
+    pub shed_bytes: u64,
 }
 
 impl WorkerCounters {
@@ -167,6 +176,8 @@ impl WorkerCounters {
             shed_kernel_ns: self.shed_kernel_ns.load(Relaxed),
             shed_paused_ns: self.shed_paused_ns.load(Relaxed),
             shed_pauses: self.shed_pauses.load(Relaxed),
+            shed_packets: self.shed_packets.load(Relaxed),
+            shed_bytes: self.shed_bytes.load(Relaxed),
         }
     }
 
@@ -220,6 +231,8 @@ impl<'a> std::iter::Sum<&'a WorkerStats> for WorkerStats {
             shed_kernel_ns: t.shed_kernel_ns + w.shed_kernel_ns,
             shed_paused_ns: t.shed_paused_ns + w.shed_paused_ns,
             shed_pauses: t.shed_pauses + w.shed_pauses,
+            shed_packets: t.shed_packets + w.shed_packets,
+            shed_bytes: t.shed_bytes + w.shed_bytes,
         })
     }
 }
@@ -235,7 +248,7 @@ impl CaptureStats {
         let t = self.total();
         let most = |f: fn(&WorkerStats) -> u64| self.workers.iter().map(f).max().unwrap_or(0) as f64 / 1e9;
         format!(
-            "(1) parse sampling {:.1} s ({} connections not parsed, 1 in {} now), (1b) parsed connections thinned {:.1} s ({} connections no longer parsed, 1 in {} kept now), (2) skip-empty-tcp {:.1} s, (3) kernel accounting {:.1} s, (4) rings left to the kernel {:.1} s ({} pauses, {} packets dropped by the kernel); workers used {:.2} CPU-s",
+            "(1) parse sampling {:.1} s ({} connections not parsed, 1 in {} now), (1b) parsed connections thinned {:.1} s ({} connections no longer parsed, 1 in {} kept now), (2) skip-empty-tcp {:.1} s, (3) kernel accounting {:.1} s, (4) rings left to the kernel {:.1} s ({} pauses, {} packets dropped by the kernel, {} of them shed by the socket program during pauses); workers used {:.2} CPU-s",
             most(|w| w.shed_sampling_ns),
             t.sampled_out,
             t.sample_n.max(1),
@@ -247,6 +260,7 @@ impl CaptureStats {
             most(|w| w.shed_paused_ns),
             t.shed_pauses,
             t.kernel_drops,
+            t.shed_packets,
             t.cpu_ns as f64 / 1e9
         )
     }
@@ -262,6 +276,9 @@ impl fmt::Display for CaptureStats {
             t.packets, t.bytes, t.kernel_packets, t.kernel_drops, t.kernel_freezes, t.evicted, t.flows_early,
             t.checksum_valid, t.checksum_offloaded, t.checksum_bad, t.not_ip, t.not_decoded
         )?;
+        if t.shed_packets > 0 {
+            write!(f, "; {} packets ({} bytes) of the dropped shed by the CPU budget in the kernel", t.shed_packets, t.shed_bytes)?;
+        }
         if t.output_waits > 0 {
             write!(f, "; workers waited {} times for the output thread", t.output_waits)?;
         }

@@ -48,8 +48,8 @@ macro_rules! loss_counts {
 
 loss_counts! {
     Packets = "packets": "packets the probe read (after the capture filter)",
-    KernelPackets = "kernel_packets": "packets the kernel passed to the capture sockets, its drops included (PACKET_STATISTICS tp_packets); for a file, the packets in it",
-    KernelDrops = "kernel_drops": "packets the kernel dropped because the ring was full (tp_drops)",
+    KernelPackets = "kernel_packets": "packets the kernel passed to the capture sockets, its drops included (PACKET_STATISTICS tp_packets, and the packets the CPU budget shed); for a file, the packets in it",
+    KernelDrops = "kernel_drops": "packets the kernel dropped because the ring was full (tp_drops) or the CPU budget shed them while the worker paused (capture --cpu-budget step 4)",
     RingFull = "ring_full": "times a ring was full (tp_freeze_q_cnt)",
     Undecoded = "undecoded": "IP packets not decoded (truncated, malformed, fragments given up) or records of a capture file that could not be read",
     Evicted = "evicted": "connections ended early because the connection table was full (--memory)",

@@ -153,9 +153,16 @@ pub(crate) fn text(state: &AppState) -> String {
         counters(
             &mut reg,
             "wirelog_kernel_drops",
-            "Packets the kernel dropped because a ring was full",
+            "Packets the kernel dropped because a ring was full or the CPU budget shed them",
             None,
             &per(|w| w.kernel_drops),
+        );
+        counters(
+            &mut reg,
+            "wirelog_shed_kernel_dropped",
+            "Packets of wirelog_kernel_drops the socket program refused while the worker paused at its CPU budget (step 4)",
+            None,
+            &per(|w| w.shed_packets),
         );
         counters(
             &mut reg,
