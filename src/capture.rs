@@ -459,7 +459,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
             }
             steps.push_str(", then kernel drops");
             if socket_refused.is_none() {
-                steps.push_str(" (shed by the socket programs while a worker pauses)");
+                steps.push_str(" (shed by the socket programs while a worker pauses, once kernel accounting is on)");
             }
             eprintln!("wirelog: cpu budget: {b} for the whole process, held within {}% over any 10 s; sheds {steps}", budget::BURST_NS / 100_000_000);
         }
@@ -1084,7 +1084,8 @@ impl Worker {
         c.shed_pauses.store(g.gov.pauses, Relaxed);
     }
 
-    /// Step 4 in the kernel: while the worker pauses, its socket programs
+    /// Step 4 in the kernel: while the worker pauses with step 3 on (the
+    /// caller's gate), its socket programs
     /// refuse every packet that reaches their last stage, after kernel
     /// accounting, and count it ([`sockprog::FLAG_SHED`]); cleared when the
     /// pause ends. The ring then holds no backlog built during the pause

@@ -258,6 +258,45 @@ fn mysql_matches_server_counters() {
     assert_eq!(failed, 0, "sysbench's queries all succeeded");
 }
 
+/// A shared capture's transaction log, whole and cut to 256 bytes a packet.
+struct CutTo256 {
+    whole: Vec<HashMap<String, String>>,
+    cut: Vec<HashMap<String, String>>,
+    /// The cut capture's `read` summary (stderr).
+    summary: String,
+}
+
+/// `<proto>.pcap` (made by `gen`) read whole, and cut by `editcap -s 256`
+/// (what `capture --snaplen 256` keeps) then read in `scratch`: the rows of
+/// `<proto>.log` of both. None when the capture cannot be made here.
+fn cut_to_256(gen: &str, proto: &str, scratch: &str) -> Option<CutTo256> {
+    let whole_pcap = common::capture(gen, &format!("{proto}.pcap"))?;
+    let dir = common::scratch("transactions", scratch);
+    let cut_pcap = dir.join(format!("{proto}_256.pcap"));
+    let st = Command::new("editcap")
+        .args(["-s", "256"])
+        .arg(&whole_pcap)
+        .arg(&cut_pcap)
+        .status()
+        .expect("run editcap (wireshark-common)");
+    assert!(st.success(), "editcap -s 256");
+    let log = format!("{proto}.log");
+    let whole = transactions(&whole_pcap, &format!("{proto}_whole_for_cut"), &log);
+    let logs = dir.join("logs");
+    let out = common::read_pcap(&cut_pcap, &logs, None, &[]);
+    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
+    let cut = common::read_log(&logs.join(&log));
+    Some(CutTo256 { whole, cut, summary })
+}
+
+/// A transaction's time and four-tuple: the same in a whole and a cut read.
+type Key = (String, String, String, String, String);
+
+fn key(r: &HashMap<String, String>) -> Key {
+    let f = |k: &str| r[k].clone();
+    (f("ts"), f("id.orig_h"), f("id.orig_p"), f("id.resp_h"), f("id.resp_p"))
+}
+
 /// mysql.pcap cut to its first 256 bytes of each packet (`editcap -s
 /// 256`, what `capture --snaplen 256` keeps; issue 36) against the whole
 /// capture: every statement is recorded, with the same connection (a
@@ -268,27 +307,8 @@ fn mysql_matches_server_counters() {
 /// packets), never another number; and no gap.
 #[test]
 fn mysql_cut_to_256_bytes_keeps_every_statement() {
-    let Some(whole_pcap) = common::capture("gen_mysql.sh", "mysql.pcap") else {
+    let Some(CutTo256 { whole, cut, summary }) = cut_to_256("gen_mysql.sh", "mysql", "snaplen") else {
         return;
-    };
-    let dir = common::scratch("transactions", "snaplen");
-    let cut_pcap = dir.join("mysql_256.pcap");
-    let st = Command::new("editcap")
-        .args(["-s", "256"])
-        .arg(&whole_pcap)
-        .arg(&cut_pcap)
-        .status()
-        .expect("run editcap (wireshark-common)");
-    assert!(st.success(), "editcap -s 256");
-    let whole = transactions(&whole_pcap, "mysql_whole_for_cut", "mysql.log");
-    let logs = dir.join("logs");
-    let out = common::read_pcap(&cut_pcap, &logs, None, &[]);
-    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
-    let cut = common::read_log(&logs.join("mysql.log"));
-    type Key = (String, String, String, String, String);
-    let key = |r: &HashMap<String, String>| -> Key {
-        let f = |k: &str| r[k].clone();
-        (f("ts"), f("id.orig_h"), f("id.orig_p"), f("id.resp_h"), f("id.resp_p"))
     };
     let by_key: HashMap<Key, &HashMap<String, String>> = cut.iter().map(|r| (key(r), r)).collect();
     assert_eq!(cut.len(), whole.len(), "statements of the cut capture");
@@ -351,27 +371,8 @@ fn mysql_cut_to_256_bytes_keeps_every_statement() {
 /// missed instead, never as another length; and no gap.
 #[test]
 fn http_cut_to_256_bytes_keeps_status_sizes_and_pairing() {
-    let Some(whole_pcap) = common::capture("gen_http.sh", "http.pcap") else {
+    let Some(CutTo256 { whole, cut, summary }) = cut_to_256("gen_http.sh", "http", "snaplen_http") else {
         return;
-    };
-    let dir = common::scratch("transactions", "snaplen_http");
-    let cut_pcap = dir.join("http_256.pcap");
-    let st = Command::new("editcap")
-        .args(["-s", "256"])
-        .arg(&whole_pcap)
-        .arg(&cut_pcap)
-        .status()
-        .expect("run editcap (wireshark-common)");
-    assert!(st.success(), "editcap -s 256");
-    let whole = transactions(&whole_pcap, "http_whole_for_cut", "http.log");
-    let logs = dir.join("logs");
-    let out = common::read_pcap(&cut_pcap, &logs, None, &[]);
-    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
-    let cut = common::read_log(&logs.join("http.log"));
-    type Key = (String, String, String, String, String);
-    let key = |r: &HashMap<String, String>| -> Key {
-        let f = |k: &str| r[k].clone();
-        (f("ts"), f("id.orig_h"), f("id.orig_p"), f("id.resp_h"), f("id.resp_p"))
     };
     let by_key: HashMap<Key, &HashMap<String, String>> = cut.iter().map(|r| (key(r), r)).collect();
     assert_eq!(cut.len(), whole.len(), "transactions of the cut capture");
