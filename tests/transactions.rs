@@ -289,6 +289,17 @@ fn cut_to_256(gen: &str, proto: &str, scratch: &str) -> Option<CutTo256> {
     Some(CutTo256 { whole, cut, summary })
 }
 
+/// Prints `what` with the cut read's transaction line, and checks that the
+/// bytes past the snap length were counted as such, not as gaps.
+fn no_gaps_in_cuts(summary: &str, what: &str) {
+    println!("{what}; {}", summary.lines().filter(|l| l.contains("transactions")).collect::<Vec<_>>().join(" "));
+    assert!(
+        !summary.contains(" gaps, ") || summary.contains(" 0 gaps, "),
+        "bytes beyond the snap length are not gaps: {summary}"
+    );
+    assert!(summary.contains("bytes beyond the snap length"), "{summary}");
+}
+
 /// A transaction's time and four-tuple: the same in a whole and a cut read.
 type Key = (String, String, String, String, String);
 
@@ -350,16 +361,10 @@ fn mysql_cut_to_256_bytes_keeps_every_statement() {
     }
     let distinct: std::collections::HashSet<&str> = uids.values().copied().collect();
     assert_eq!(distinct.len(), uids.len(), "two connections of the whole capture under one uid");
-    println!(
-        "mysql.pcap cut to 256 bytes: {} statements, rows unset on {rows_unset}, text cut on {cut_args}; {}",
-        whole.len(),
-        summary.lines().filter(|l| l.contains("transactions")).collect::<Vec<_>>().join(" ")
+    no_gaps_in_cuts(
+        &summary,
+        &format!("mysql.pcap cut to 256 bytes: {} statements, rows unset on {rows_unset}, text cut on {cut_args}", whole.len()),
     );
-    assert!(
-        !summary.contains(" gaps, ") || summary.contains(" 0 gaps, "),
-        "bytes beyond the snap length are not gaps: {summary}"
-    );
-    assert!(summary.contains("bytes beyond the snap length"), "{summary}");
 }
 
 /// http.pcap cut to 256 bytes a packet (`editcap -s 256`, issue 36) against
@@ -407,16 +412,10 @@ fn http_cut_to_256_bytes_keeps_status_sizes_and_pairing() {
             body_hidden += 1;
         }
     }
-    println!(
-        "http.pcap cut to 256 bytes: {} transactions, response body length hidden on {body_hidden}; {}",
-        whole.len(),
-        summary.lines().filter(|l| l.contains("transactions")).collect::<Vec<_>>().join(" ")
+    no_gaps_in_cuts(
+        &summary,
+        &format!("http.pcap cut to 256 bytes: {} transactions, response body length hidden on {body_hidden}", whole.len()),
     );
-    assert!(
-        !summary.contains(" gaps, ") || summary.contains(" 0 gaps, "),
-        "bytes beyond the snap length are not gaps: {summary}"
-    );
-    assert!(summary.contains("bytes beyond the snap length"), "{summary}");
 }
 
 /// dig's printed answers (id, name, type, status, answer data) against dns.log.
