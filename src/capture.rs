@@ -186,6 +186,7 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                 user: user.as_deref(),
                 skip_empty: skip.as_deref(),
                 tail,
+                shed: args.cpu_budget.is_some(),
             };
             match SocketProgram::load(&stages) {
                 Ok(p) => {

@@ -75,6 +75,10 @@ pub struct Stages<'a> {
     /// Instructions run last, with the socket buffer in `r6`, while
     /// [`FLAG_KERNEL_ACCOUNTING`] is set; they end the program themselves.
     pub tail: Option<Vec<Insn>>,
+    /// The shed stage, run while [`FLAG_SHED`] is set: only for a capture
+    /// with `--cpu-budget` (without, its flag lookup would be a cost on
+    /// every kept packet for a step that never comes).
+    pub shed: bool,
 }
 
 /// A loaded socket program and its maps.
@@ -204,10 +208,13 @@ fn build(st: &Stages, counts: &Map, flags: &Map) -> Result<Vec<Insn>, AsmError> 
         a.jmp_imm(Cond::Eq, R0, 0, "drop").push(Insn::mov64_reg(R9, R0));
     }
     // Step 4 of the budget: refused and counted by cause. One array-map
-    // lookup per packet kept (inlined by the verifier for an array map).
+    // lookup per packet kept (inlined by the verifier for an array map),
+    // only in a budgeted capture's programs.
     a.label("shed");
-    unless_flag(&mut a, flags, FLAG_SHED, "keep");
-    count_and_drop(&mut a, counts, COUNT_SHED);
+    if st.shed {
+        unless_flag(&mut a, flags, FLAG_SHED, "keep");
+        count_and_drop(&mut a, counts, COUNT_SHED);
+    }
     a.label("keep").push(Insn::mov64_reg(R0, R9)).push(Insn::exit());
     a.label("drop").push(Insn::mov64_imm(R0, 0)).push(Insn::exit());
     a.finish()
@@ -505,7 +512,7 @@ mod tests {
         let snap_ip = frame(0x0030, &[0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00]);
         let tx = socket(None);
 
-        let p = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: Some(&skip), tail: None }).unwrap_or_else(|e| panic!("{e}: {}", e.log));
+        let p = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: Some(&skip), tail: None, shed: false }).unwrap_or_else(|e| panic!("{e}: {}", e.log));
         let rx = socket(Some(&p));
         for _ in 0..7 {
             send(&tx, &arp);
@@ -534,7 +541,7 @@ mod tests {
         assert_eq!(received(&rx).len(), 1);
 
         let arp_only = compile("arp or tcp", Framing::Ethernet, 100).unwrap();
-        let q = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 100, count_non_ip: true, user: Some(&arp_only), skip_empty: None, tail: None }).unwrap();
+        let q = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 100, count_non_ip: true, user: Some(&arp_only), skip_empty: None, tail: None, shed: false }).unwrap();
         let rx2 = socket(Some(&q));
         send(&tx, &arp);
         send(&tx, &lldp);
@@ -545,7 +552,7 @@ mod tests {
         // A tail (here one that drops everything, in place of kernel
         // accounting's) runs only while its flag is set, beside step 2's.
         let tail = vec![Insn::mov64_imm(Reg::R0, 0), Insn::exit()];
-        let r = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: Some(&skip), tail: Some(tail) }).unwrap();
+        let r = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: Some(&skip), tail: Some(tail), shed: false }).unwrap();
         let rx3 = socket(Some(&r));
         send(&tx, &tcp4(0x18, 10));
         assert_eq!(received(&rx3).len(), 1, "flag clear: the tail is not run");
@@ -585,7 +592,7 @@ mod tests {
             Insn::exit(),
         ];
         let tx = socket(None);
-        let p = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: None, tail: Some(tail) }).unwrap_or_else(|e| panic!("{e}: {}", e.log));
+        let p = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: None, tail: Some(tail), shed: true }).unwrap_or_else(|e| panic!("{e}: {}", e.log));
         let rx = socket(Some(&p));
         // Loopback: each frame's outgoing copy and the received one.
         send(&tx, &accounted);
@@ -618,7 +625,7 @@ mod tests {
         assert_eq!(p.shed().0, 6);
 
         // Without a tail the stage is there all the same.
-        let q = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: None, tail: None }).unwrap();
+        let q = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: None, tail: None, shed: true }).unwrap();
         let rx2 = socket(Some(&q));
         q.set_flags(FLAG_SHED).unwrap();
         send(&tx, &other);
@@ -627,6 +634,14 @@ mod tests {
         q.set_flags(0).unwrap();
         send(&tx, &other);
         assert_eq!(received(&rx2).len(), 1);
+
+        // A program built without the stage (no budget) ignores the flag.
+        let r = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: None, tail: None, shed: false }).unwrap();
+        let rx3 = socket(Some(&r));
+        r.set_flags(FLAG_SHED).unwrap();
+        send(&tx, &other);
+        assert_eq!(received(&rx3).len(), 1, "no shed stage: kept");
+        assert_eq!(r.shed(), (0, 0));
     }
 
     /// `ethertype` then `body` behind `tags` (TPID, VLAN id) in the data.
@@ -733,7 +748,7 @@ mod tests {
         cases.extend(pppoe_cases(ip));
 
         let tx = socket(None);
-        let p = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: None, tail: None }).unwrap_or_else(|e| panic!("{e}: {}", e.log));
+        let p = SocketProgram::load(&Stages { framing: Framing::Ethernet, snaplen: 65535, count_non_ip: true, user: None, skip_empty: None, tail: None, shed: false }).unwrap_or_else(|e| panic!("{e}: {}", e.log));
         let rx = socket(Some(&p));
         let (mut pkts, mut bytes) = (0, 0);
         for (what, f, non_ip, untagged) in &cases {
