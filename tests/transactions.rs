@@ -262,40 +262,59 @@ fn mysql_matches_server_counters() {
 struct CutTo256 {
     whole: Vec<HashMap<String, String>>,
     cut: Vec<HashMap<String, String>>,
-    /// The cut capture's `read` summary (stderr).
+    /// The whole and the cut capture's `read` summaries (stderr).
+    whole_summary: String,
     summary: String,
 }
 
-/// `<proto>.pcap` (made by `gen`) read whole, and cut by `editcap -s 256`
-/// (what `capture --snaplen 256` keeps) then read in `scratch`: the rows of
-/// `<proto>.log` of both. None when the capture cannot be made here.
 fn cut_to_256(gen: &str, proto: &str, scratch: &str) -> Option<CutTo256> {
     let whole_pcap = common::capture(gen, &format!("{proto}.pcap"))?;
+    Some(cut_pcap_to_256(&whole_pcap, proto, scratch))
+}
+
+/// `whole_pcap` read as it is and cut by `editcap -s 256`, with the same flags.
+fn cut_pcap_to_256(whole_pcap: &Path, proto: &str, scratch: &str) -> CutTo256 {
     let dir = common::scratch("transactions", scratch);
     let cut_pcap = dir.join(format!("{proto}_256.pcap"));
     let st = Command::new("editcap")
         .args(["-s", "256"])
-        .arg(&whole_pcap)
+        .arg(whole_pcap)
         .arg(&cut_pcap)
         .status()
         .expect("run editcap (wireshark-common)");
     assert!(st.success(), "editcap -s 256");
     let log = format!("{proto}.log");
-    let whole = transactions(&whole_pcap, &format!("{proto}_whole_for_cut"), &log);
-    let logs = dir.join("logs");
-    let out = common::read_pcap(&cut_pcap, &logs, None, &[]);
-    let summary = String::from_utf8_lossy(&out.stderr).into_owned();
-    let cut = common::read_log(&logs.join(&log));
-    Some(CutTo256 { whole, cut, summary })
+    let read = |pcap: &Path, logs: &str| {
+        let logs = dir.join(logs);
+        let out = common::read_pcap(pcap, &logs, None, &["-C"]);
+        (common::read_log(&logs.join(&log)), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (whole, whole_summary) = read(whole_pcap, "whole_logs");
+    let (cut, summary) = read(&cut_pcap, "logs");
+    CutTo256 { whole, cut, whole_summary, summary }
+}
+
+/// The number before " gaps, " in a `read` summary (said only when some
+/// bytes were not parsed or missed; none said: 0).
+fn gaps(summary: &str) -> u64 {
+    summary
+        .split(" gaps, ")
+        .next()
+        .filter(|head| head.len() < summary.len())
+        .and_then(|head| head.rsplit(' ').next())
+        .map(|n| n.parse().unwrap_or_else(|_| panic!("gaps in {summary}")))
+        .unwrap_or(0)
 }
 
 /// Prints `what` with the cut read's transaction line, and checks that the
-/// bytes past the snap length were counted as such, not as gaps.
-fn no_gaps_in_cuts(summary: &str, what: &str) {
+/// bytes past the snap length were counted as such, not as gaps: the cut
+/// read has the whole read's gaps (a capture's own loss), no more.
+fn no_gaps_in_cuts(whole_summary: &str, summary: &str, what: &str) {
     println!("{what}; {}", summary.lines().filter(|l| l.contains("transactions")).collect::<Vec<_>>().join(" "));
-    assert!(
-        !summary.contains(" gaps, ") || summary.contains(" 0 gaps, "),
-        "bytes beyond the snap length are not gaps: {summary}"
+    assert_eq!(
+        gaps(summary),
+        gaps(whole_summary),
+        "bytes beyond the snap length are not gaps: {summary}\nthe whole read: {whole_summary}"
     );
     assert!(summary.contains("bytes beyond the snap length"), "{summary}");
 }
@@ -318,7 +337,7 @@ fn key(r: &HashMap<String, String>) -> Key {
 /// packets), never another number; and no gap.
 #[test]
 fn mysql_cut_to_256_bytes_keeps_every_statement() {
-    let Some(CutTo256 { whole, cut, summary }) = cut_to_256("gen_mysql.sh", "mysql", "snaplen") else {
+    let Some(CutTo256 { whole, cut, whole_summary, summary }) = cut_to_256("gen_mysql.sh", "mysql", "snaplen") else {
         return;
     };
     let by_key: HashMap<Key, &HashMap<String, String>> = cut.iter().map(|r| (key(r), r)).collect();
@@ -362,6 +381,7 @@ fn mysql_cut_to_256_bytes_keeps_every_statement() {
     let distinct: std::collections::HashSet<&str> = uids.values().copied().collect();
     assert_eq!(distinct.len(), uids.len(), "two connections of the whole capture under one uid");
     no_gaps_in_cuts(
+        &whole_summary,
         &summary,
         &format!("mysql.pcap cut to 256 bytes: {} statements, rows unset on {rows_unset}, text cut on {cut_args}", whole.len()),
     );
@@ -373,19 +393,94 @@ fn mysql_cut_to_256_bytes_keeps_every_statement() {
 /// content type, request and response sizes and latencies; a response body
 /// whose length the cut hides (a chunked body past its chunk-size line, a
 /// header block cut before its Content-Length) has its bytes counted as
-/// missed instead, never as another length; and no gap.
+/// missed instead, never as another length; and no gap. The same for the
+/// capture's first half, which ends inside responses as a capture stopped
+/// at any moment does: those are partial in both reads, their declared
+/// bytes not seen counted as missed.
 #[test]
 fn http_cut_to_256_bytes_keeps_status_sizes_and_pairing() {
-    let Some(CutTo256 { whole, cut, summary }) = cut_to_256("gen_http.sh", "http", "snaplen_http") else {
+    let Some(whole_pcap) = common::capture("gen_http.sh", "http.pcap") else {
         return;
     };
+    let all = cut_pcap_to_256(&whole_pcap, "http", "snaplen_http");
+    http_cut_matches_whole(&all, "http.pcap");
+    // The capture stopped right after the first segment of a large
+    // response past its middle: that response is cut short in both reads.
+    let dir = common::scratch("transactions", "http_first_half");
+    let half_pcap = dir.join("http_half.pcap");
+    let packets = pcap_packets(&whole_pcap);
+    let last = first_large_response_from(&whole_pcap, packets / 2);
+    let st = Command::new("editcap")
+        .args(["-r"])
+        .arg(&whole_pcap)
+        .arg(&half_pcap)
+        .arg(format!("1-{last}"))
+        .status()
+        .expect("run editcap (wireshark-common)");
+    assert!(st.success(), "editcap -r");
+    let half = cut_pcap_to_256(&half_pcap, "http", "snaplen_http_half");
+    let partial = half.whole.iter().filter(|r| r["status"] == "partial").count();
+    assert!(partial > 0, "the first {last} packets end inside no response: {}", half.whole_summary);
+    http_cut_matches_whole(&half, &format!("its first {last} packets ({partial} responses cut short)"));
+}
+
+/// A capture's packet count (`capinfos`).
+fn pcap_packets(pcap: &Path) -> u64 {
+    let out = Command::new("capinfos").args(["-M", "-c", "-T", "-r"]).arg(pcap).output().expect("run capinfos");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.trim().rsplit('\t').next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("capinfos {}: {text}", pcap.display()))
+}
+
+/// The number (from 1) of the first packet at or after `from` that opens a
+/// 200 response declaring a body of more than 16 KiB (a pcap file, any link type).
+fn first_large_response_from(pcap: &Path, from: u64) -> u64 {
+    use std::io::Read;
+    let mut f = std::io::BufReader::new(std::fs::File::open(pcap).expect("open the capture"));
+    let mut head = [0u8; 24];
+    f.read_exact(&mut head).expect("pcap header");
+    let swap = head[..4] == [0xd4, 0xc3, 0xb2, 0xa1] || head[..4] == [0x4d, 0x3c, 0xb2, 0xa1];
+    let u32_at = |b: &[u8]| {
+        let v = [b[0], b[1], b[2], b[3]];
+        if swap {
+            u32::from_le_bytes(v)
+        } else {
+            u32::from_be_bytes(v)
+        }
+    };
+    let mut rec = [0u8; 16];
+    let mut data = Vec::new();
+    let mut n = 0u64;
+    while f.read_exact(&mut rec).is_ok() {
+        n += 1;
+        data.resize(u32_at(&rec[8..12]) as usize, 0);
+        f.read_exact(&mut data).expect("a whole packet record");
+        if n < from {
+            continue;
+        }
+        let Some(at) = data.windows(15).position(|w| w == b"HTTP/1.1 200 OK") else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&data[at..]);
+        let declared = text
+            .split("\r\n")
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|len| len > 16 * 1024) {
+            return n;
+        }
+    }
+    panic!("no response of more than 16 KiB after packet {from} of {}", pcap.display());
+}
+
+fn http_cut_matches_whole(c: &CutTo256, what: &str) {
+    let CutTo256 { whole, cut, whole_summary, summary } = c;
     let by_key: HashMap<Key, &HashMap<String, String>> = cut.iter().map(|r| (key(r), r)).collect();
-    assert_eq!(cut.len(), whole.len(), "transactions of the cut capture");
+    assert_eq!(cut.len(), whole.len(), "transactions of the cut capture ({what})");
     let mut body_hidden = 0usize;
-    for w in &whole {
+    for w in whole {
         let c = by_key
             .get(&key(w))
-            .unwrap_or_else(|| panic!("not in the cut capture's log: {w:?}"));
+            .unwrap_or_else(|| panic!("not in the cut capture's log ({what}): {w:?}"));
         for f in [
             "method",
             "uri",
@@ -400,21 +495,22 @@ fn http_cut_to_256_bytes_keeps_status_sizes_and_pairing() {
             "latency",
             "first_byte_latency",
         ] {
-            assert_eq!(w[f], c[f], "{f} of {w:?}\nin the cut log: {c:?}");
+            assert_eq!(w[f], c[f], "{f} of {w:?}\nin the cut log ({what}): {c:?}");
         }
         if w["response_body_len"] != c["response_body_len"] {
             // Hidden by the cut: fewer body bytes, the rest counted as missed.
             let n = |r: &HashMap<String, String>, f: &str| r[f].parse::<u64>().unwrap_or(0);
             assert!(
                 n(c, "response_body_len") < n(w, "response_body_len") && n(c, "response_missed_bytes") > 0,
-                "response_body_len of {w:?}\nin the cut log: {c:?}"
+                "response_body_len of {w:?}\nin the cut log ({what}): {c:?}"
             );
             body_hidden += 1;
         }
     }
     no_gaps_in_cuts(
-        &summary,
-        &format!("http.pcap cut to 256 bytes: {} transactions, response body length hidden on {body_hidden}", whole.len()),
+        whole_summary,
+        summary,
+        &format!("{what} cut to 256 bytes: {} transactions, response body length hidden on {body_hidden}", whole.len()),
     );
 }
 

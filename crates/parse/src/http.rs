@@ -167,8 +167,13 @@ struct Side {
     span: Span,
     body_len: u64,
     missing: u64,
-    /// In `Body::Unframed`: the message's bytes after its last known framing.
+    /// In `Body::Unframed`: the message's bytes after its last known framing
+    /// (captured or cut; a gap's bytes are in `missing` instead).
     unframed: u64,
+    /// Of `unframed`, those up to the end of the segment that cut the header
+    /// block: the header's rest and maybe the body's start, which is which
+    /// unknown. The bytes after them are surely body.
+    unframed_head: u64,
     /// Messages read completely.
     messages: u64,
 }
@@ -183,6 +188,7 @@ impl Side {
             body_len: 0,
             missing: 0,
             unframed: 0,
+            unframed_head: 0,
             messages: 0,
         }
     }
@@ -343,6 +349,7 @@ impl HttpParser {
                         s.body_len = 0;
                         s.missing = 0;
                         s.unframed = 0;
+                        s.unframed_head = 0;
                     }
                 }
                 State::Head => i += self.head(dir, ts, &data[i..], out),
@@ -895,6 +902,7 @@ impl HttpParser {
                         s.body_len = 0;
                         s.missing = 0;
                         s.unframed = 0;
+                        s.unframed_head = 0;
                         s.buf = held_bytes;
                         s.span.bytes = s.buf.len() as u64;
                         self.stats.resyncs += 1;
@@ -956,8 +964,9 @@ impl HttpParser {
                 s.span.last_ns = ts;
             }
             State::Body(Body::Unframed(_)) => {
+                // Bytes sent and not captured: missed, whatever they were.
                 let s = self.side(dir);
-                s.unframed += len;
+                s.missing += len;
                 s.span.bytes += len;
                 s.span.last_ns = ts;
             }
@@ -1043,6 +1052,7 @@ impl HttpParser {
                 let s = self.side(dir);
                 s.body_len += data;
                 s.unframed += len - data;
+                s.unframed_head = 0;
                 s.span.bytes += len;
                 s.span.last_ns = ts;
                 s.buf.clear();
@@ -1091,6 +1101,7 @@ impl HttpParser {
         if let State::Body(Body::Unframed(_)) = s.state {
             // What follows the whole lines: the header's rest and the body.
             s.unframed = (buf.len() - nl - 1) as u64 + len;
+            s.unframed_head = s.unframed;
         }
         // Keep the allocation for the next split header.
         buf.clear();
@@ -1125,17 +1136,38 @@ impl HttpParser {
         s.line_start = true;
     }
 
-    /// The end of a message that ran unframed: a declared Content-Length is
-    /// its body's length; without one, the bytes after its last framing are
-    /// missed, not body.
+    /// The end of a message that ran unframed. With a declared Content-Length:
+    /// when the bytes after its last framing (gaps included) reach it, the
+    /// body is whole and of that length, less what gaps missed; when the
+    /// message ended short of it (the connection's or the capture's end, or
+    /// the next message), only the bytes after the segment that cut the
+    /// header are surely body, the rest of the declared length is counted
+    /// missing and a response is partial, as the same message read whole
+    /// would be. Without a declared length, the bytes after its last framing
+    /// are missed, not body.
     fn end_unframed(&mut self, dir: Dir, ts: i64, declared: Option<u64>, out: &mut Vec<Transaction>) {
         let s = self.side(dir);
-        match declared {
-            Some(n) => s.body_len = n,
-            None => s.missing += s.unframed,
-        }
+        let complete = match declared {
+            Some(n) if s.unframed + s.missing >= n => {
+                s.body_len = n.saturating_sub(s.missing);
+                true
+            }
+            Some(n) => {
+                s.body_len = s.unframed - s.unframed_head;
+                s.missing = n - s.body_len;
+                false
+            }
+            None => {
+                s.missing += s.unframed;
+                true
+            }
+        };
         s.unframed = 0;
-        self.end_message(dir, ts, out);
+        s.unframed_head = 0;
+        match dir {
+            Dir::ToServer => self.end_request(ts),
+            Dir::ToClient => self.end_response(ts, complete, out),
+        }
     }
 }
 
@@ -2445,6 +2477,59 @@ mod test {
         assert_eq!((h.response_body_len, h.response_missing_bytes, out[0].status), (65536, 0, TxStatus::Ok));
         assert_eq!(out[0].response.map(|s| s.bytes), Some(total as u64));
         assert_eq!(http(&out[1]).status_code, 204);
+    }
+
+    #[test]
+    fn cut_header_then_the_end_before_the_declared_length_is_partial() {
+        // The header block's end is past the cut (nginx's 237-byte header,
+        // 190 bytes kept of the first segment), and the capture ends after
+        // half of the declared body: partial, as the whole read says, with
+        // only the bytes after the first segment as body and the rest of the
+        // declared length missing. The same with all segments is whole.
+        let cfg = ParseConfig::default();
+        let head = b"HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Sun, 29 Nov 2026 01:44:25 GMT\r\nContent-Type: image/png\r\nContent-Length: 65536\r\nLast-Modified: Sun, 29 Nov 2026 01:44:14 GMT\r\nConnection: keep-alive\r\nETag: \"6b0b836e-10000\"\r\nAccept-Ranges: bytes\r\n\r\n";
+        let total = head.len() as u64 + 65536;
+        let seg = 16384u64;
+        for segments_sent in [2u64, 5] {
+            let mut p = HttpParser::new(&cfg);
+            let mut out = Vec::new();
+            p.data(S, 0, b"GET /static/64k.png HTTP/1.1\r\nHost: h\r\n\r\n", &mut out);
+            p.data(C, 1, &head[..190], &mut out);
+            p.cut(C, 1, seg - 190, &mut out);
+            let mut sent = seg;
+            for _ in 1..segments_sent {
+                let n = seg.min(total - sent);
+                p.data(C, 2, &[b'b'; 100], &mut out);
+                p.cut(C, 2, n - 100, &mut out);
+                sent += n;
+            }
+            p.finish(3, &mut out);
+            assert_eq!(out.len(), 1, "{segments_sent} segments");
+            let h = http(&out[0]);
+            assert_eq!(h.status_code, 200);
+            if sent == total {
+                assert_eq!((out[0].status, h.response_body_len, h.response_missing_bytes), (TxStatus::Ok, 65536, 0));
+            } else {
+                let body = sent - seg;
+                assert_eq!(
+                    (out[0].status, h.response_body_len, h.response_missing_bytes),
+                    (TxStatus::Partial, body, 65536 - body)
+                );
+            }
+            assert_eq!(out[0].response.map(|s| s.bytes), Some(sent));
+        }
+        // A gap after the cut header: missed, and the response still whole.
+        let mut p = HttpParser::new(&cfg);
+        let mut out = Vec::new();
+        p.data(S, 0, b"GET /g HTTP/1.1\r\n\r\n", &mut out);
+        p.data(C, 1, &head[..190], &mut out);
+        p.cut(C, 1, seg - 190, &mut out);
+        p.gap(C, 2, 1000, &mut out);
+        p.data(C, 3, &[b'b'; 100], &mut out);
+        p.cut(C, 3, total - seg - 1000 - 100, &mut out);
+        p.finish(4, &mut out);
+        let h = http(&out[0]);
+        assert_eq!((out[0].status, h.response_body_len, h.response_missing_bytes), (TxStatus::Ok, 64536, 1000));
     }
 
     #[test]
