@@ -83,6 +83,9 @@ pub struct Stats {
     pub unplaced_bytes: AtomicU64,
     pub no_fd: AtomicU64,
     pub not_socket: AtomicU64,
+    /// Of those, events of a socket already closed by a reset (its local
+    /// port taken back) whose `SSL` was not seen before.
+    pub closed_socket: AtomicU64,
     /// Events of a second process or `SSL` on an end already followed
     /// (one view per end is parsed).
     pub other_end_events: AtomicU64,
@@ -128,7 +131,7 @@ impl std::fmt::Display for Stats {
         write!(
             f,
             "{} events ({} bytes), {} transactions; {} connections ({} parsed, {} not recognised, {} over the limit); \
-             {} events of a second process on an end; {} server-side transactions left for the client's; {} events on no connection ({} bytes: {} without a socket call, {} not on a TCP/IP socket); \
+             {} events of a second process on an end; {} server-side transactions left for the client's; {} events on no connection ({} bytes: {} without a socket call, {} not on a TCP/IP socket, {} on a socket reset before its first event); \
              gaps: {} ({} bytes; {} ring records lost ({} bytes), {} events cut at {} bytes, {} out of order); reader CPU {:.3} s",
             g(&self.events),
             g(&self.bytes),
@@ -143,6 +146,7 @@ impl std::fmt::Display for Stats {
             g(&self.unplaced_bytes),
             g(&self.no_fd),
             g(&self.not_socket),
+            g(&self.closed_socket),
             g(&self.gaps),
             g(&self.gap_bytes),
             g(&self.ring_lost),

@@ -563,6 +563,17 @@ pub struct Sock {
 }
 
 impl Sock {
+    /// This socket as it reads once TCP closed it under its owner (a reset
+    /// received, the owner still reading what came before): the kernel
+    /// takes the local port back, zeroing it, and leaves the addresses and
+    /// the remote port (`tcp_set_state(TCP_CLOSE)` calls `inet_put_port`,
+    /// net/ipv4/tcp.c; `__inet_put_port` sets `inet_num = 0`,
+    /// net/ipv4/inet_hashtables.c). gnutls-cli reads nginx's response after
+    /// nginx's reset so.
+    pub fn unbound(&self) -> Sock {
+        Sock { local_port: 0, ..*self }
+    }
+
     fn parse(b: &[u8]) -> Option<Sock> {
         let u16_at = |o: usize| u16::from_ne_bytes(b[o..o + 2].try_into().expect("2"));
         if u32::from_ne_bytes(b[0..4].try_into().expect("4")) != 1 {

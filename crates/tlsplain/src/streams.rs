@@ -352,9 +352,16 @@ impl Streams {
             return b;
         };
         if let Some(b) = self.ssls.get(&id) {
-            if b.sock == s {
+            if b.sock == s || (s.local_port == 0 && b.sock.unbound() == s) {
                 return Some(*b);
             }
+        }
+        if s.local_port == 0 {
+            // A socket the connection's end closed under it (a reset: see
+            // `Sock::unbound`), its `SSL` not seen on it before: which
+            // connection it was is not known.
+            stats.add(&stats.closed_socket, 1);
+            return None;
         }
         let server = self.roles.server(ev.tgid, &s);
         let b = Binding { sock: s, key: ConnKey::of(&s, server), server };
@@ -500,6 +507,7 @@ pub fn clock_offset() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wirelog_parse::TxStatus;
     use wirelog_record::Detail;
 
     /// A MySQL packet: 3-byte length, sequence id, payload.
@@ -578,6 +586,42 @@ mod tests {
         let mut out = Vec::new();
         s.finish(i64::MAX, &mut out, &stats);
         (out, stats)
+    }
+
+    /// Two clients (two processes, ports 40000 and 40002) each send a
+    /// request to port 8443 and read the server's response only after the
+    /// server's reset took their local port back (read as 0, as gnutls-cli
+    /// does after nginx's reset): each response is its own connection's,
+    /// not a third connection's (where the second would have been "a second
+    /// process on an end"). A reset socket whose `SSL` was never seen
+    /// places nothing, counted.
+    #[test]
+    fn a_response_read_after_a_reset_stays_on_its_connection() {
+        let mut s = Streams::new(ParseConfig::default());
+        let stats = Stats::default();
+        let client = |t: u64, tgid: u32, port: u16, read: bool, data: &'static [u8]| Event {
+            tgid,
+            ssl: 9,
+            comm: *b"gnutls-cli\0\0\0\0\0\0",
+            sock: Some(Sock { netns: 1, local: [2; 16], local_port: port, remote: [1; 16], remote_port: 8443 }),
+            ..event(t, read, data)
+        };
+        let req: &[u8] = b"GET /small HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+        let resp: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+        s.event(&client(1_000, 100, 40000, false, req), &stats);
+        s.event(&client(2_000, 101, 40002, false, req), &stats);
+        s.event(&client(3_000, 100, 0, true, resp), &stats);
+        s.event(&client(4_000, 101, 0, true, resp), &stats);
+        // Another process's reset socket, its SSL never seen.
+        s.event(&client(5_000, 102, 0, true, resp), &stats);
+        let mut out = Vec::new();
+        s.finish(i64::MAX, &mut out, &stats);
+        let g = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        let mut got: Vec<(u16, TxStatus)> = out.iter().map(|r| (r.orig_p, r.tx.status)).collect();
+        got.sort_by_key(|g| g.0);
+        assert_eq!(got, [(40000, TxStatus::Ok), (40002, TxStatus::Ok)], "{out:#?}");
+        assert_eq!((g(&stats.conns), g(&stats.other_end_events)), (2, 0));
+        assert_eq!((g(&stats.unplaced_events), g(&stats.closed_socket)), (1, 1));
     }
 
     #[test]
