@@ -6,6 +6,8 @@
 #   none              no capture
 #   tcpdump_w         tcpdump -i lo -w FILE tcp port 3306 (ring of 2 x 100 MB files)
 #   tcpdump_s128      the same with -s 128
+#   tcpdump_s128_null as tcpdump_s128, written to /dev/null (the same tap, no file, no page cache or
+#                     writeback on the machine's CPUs)
 #   tap_only          tcpdump -i lo -w /dev/null tcp port 1: a packet socket whose filter takes
 #                     nothing, i.e. what the kernel's tap costs before any packet reaches user space
 #   wirelog           wirelog capture -i lo: conns, flows and MySQL statements (mysql.log and the store)
@@ -109,6 +111,7 @@ start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
     none) CAP_PID=""; return ;;
     tcpdump_w)    ip netns exec "$NS" tcpdump -i lo -Z root -s 0 -C 100 -W 2 -w "$OV/cap" tcp port "$MYSQL_PORT" 2>"$OV/cap.err" & ;;
     tap_only)     ip netns exec "$NS" tcpdump -i lo -Z root -w /dev/null tcp port 1 2>"$OV/cap.err" & ;;
+    tcpdump_s128_null) ip netns exec "$NS" tcpdump -i lo -Z root -s 128 -w /dev/null tcp port "$MYSQL_PORT" 2>"$OV/cap.err" & ;;
     tcpdump_s128) ip netns exec "$NS" tcpdump -i lo -Z root -s 128 -C 100 -W 2 -w "$OV/cap" tcp port "$MYSQL_PORT" 2>"$OV/cap.err" & ;;
     wirelog)      ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
