@@ -93,7 +93,7 @@ impl Stages<'_> {
     /// program has each of them rewritten into a call of
     /// `bpf_skb_load_helper_*_no_cache` (`bpf_gen_ld_abs()`, the verifier's
     /// `gen_ld_abs`): for `tcp port N` on IPv4, six helper calls a packet on the
-    /// sender's CPU, ~20-35 ns more than the classic filter (BENCHMARKS.md,
+    /// sender's CPU, ~22 ns more than the classic filter (BENCHMARKS.md,
     /// issue 36, branch snap36c).
     pub fn needed(&self, flags_change: bool) -> bool {
         (self.count_non_ip && self.user.is_none()) || self.tail.is_some() || self.shed || (self.skip_empty.is_some() && flags_change)
