@@ -6,6 +6,8 @@
 #   none              no capture
 #   tcpdump_w         tcpdump -i lo -w FILE tcp port 3306 (ring of 2 x 100 MB files)
 #   tcpdump_s128      the same with -s 128
+#   tcpdump_s128_null as tcpdump_s128, written to /dev/null (the same tap, no file, no page cache or
+#                     writeback on the machine's CPUs)
 #   tap_only          tcpdump -i lo -w /dev/null tcp port 1: a packet socket whose filter takes
 #                     nothing, i.e. what the kernel's tap costs before any packet reaches user space
 #   wirelog           wirelog capture -i lo: conns, flows and MySQL statements (mysql.log and the store)
@@ -13,6 +15,9 @@
 #   wirelog_snap256   as wirelog, with --snaplen 256 (the ring takes the first 256 bytes of a packet)
 #   wirelog_snap128   as wirelog, with --snaplen 128 (tcpdump_s128's snap length)
 #   wirelog_snap256_noparse  as wirelog_snap256, with --no-parse (the capturer's own CPU mostly gone)
+#   wirelog_base_snap256  as wirelog_snap256, with the binary WIRELOG_BASE (A/B of the capture path)
+#   wirelog_snap256_batch  as wirelog_snap256, run under `chrt --batch 0` (SCHED_BATCH: its wakeups
+#                     do not preempt the server's threads)
 #   wirelog_snap256_ring2m   as wirelog_snap256, with --ring-size 2M (libpcap's default buffer, which
 #                     tcpdump_s128 uses: a ring the kernel's copies keep in the cache)
 #   wirelog_kacct     as wirelog, with --kernel-accounting (issue 18) and without the kernel filter,
@@ -34,7 +39,11 @@
 # store).
 # PERF_ROUND=N: in round N, `perf record -a -g` over 10 s of each scenario's run, into
 # bench/out/perf_<scenario>.data (read with `perf report -i F --comm mariadbd --no-children`).
-# usage: bench/overhead.sh   (env: SB_TIME=30 ROUNDS=3 SCENARIOS="..." PERF_ROUND=)
+# Beside the medians, per statement: the server's user and system CPU apart, sysbench's system CPU
+# (the client's sends, on loopback the tap's work for its packets), the machine's context switches
+# and interrupts (/proc/stat), and with BPF_STATS=1 (sets kernel.bpf_stats_enabled for the run) the
+# ns per packet of the capturer's socket programs (run_time_ns / run_cnt of its fdinfo).
+# usage: bench/overhead.sh   (env: SB_TIME=30 ROUNDS=3 SCENARIOS="..." PERF_ROUND= BPF_STATS=)
 set -euo pipefail
 REPO=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 NS=${NS:-wl_ovh$$}
@@ -57,12 +66,31 @@ sysbench_prepare
 OV=$(mktemp -d /tmp/wirelog-overhead.XXXXXX)
 EXTRA_CLEANUP+=("rm -rf $OV")
 CSV=$OUT/overhead_runs.csv
-echo "round,scenario,tps,qps,lat_avg_ms,lat_p95_ms,capture_cpu_s,mariadbd_cpu_s,capture_rss_mb,loadavg1,min_tps_1s,disk_mb,mysql_rows,mysql_weighted,server_statements" >"$CSV"
+echo "round,scenario,tps,qps,lat_avg_ms,lat_p95_ms,capture_cpu_s,mariadbd_cpu_s,capture_rss_mb,loadavg1,min_tps_1s,disk_mb,mysql_rows,mysql_weighted,server_statements,mariadbd_user_s,mariadbd_sys_s,sysbench_user_s,sysbench_sys_s,ctxt,intr,prog_runs,prog_ns" >"$CSV"
+if [[ ${BPF_STATS:-} == 1 ]]; then
+    old_stats=$(sysctl -n kernel.bpf_stats_enabled)
+    sysctl -qw kernel.bpf_stats_enabled=1
+    EXTRA_CLEANUP+=("sysctl -qw kernel.bpf_stats_enabled=$old_stats")
+fi
 
-sb() { nsx sysbench oltp_read_only "${SB_MYSQL[@]}" --tables="$SB_TABLES" --table-size="$SB_ROWS" \
+# SB_TIMED=FILE: sysbench's user and system CPU seconds into FILE (/usr/bin/time).
+sb() { ${SB_TIMED:+/usr/bin/time -f "%U %S" -o "$SB_TIMED"} ip netns exec "$NS" sysbench oltp_read_only "${SB_MYSQL[@]}" --tables="$SB_TABLES" --table-size="$SB_ROWS" \
           --threads="$SB_THREADS" --percentile=95 --report-interval=1 "$@"; }
 # CPU of a process and all its threads (utime + stime), in ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# User and system ticks apart.
+cpu_split() { awk '{print $14, $15}' "/proc/$1/stat" 2>/dev/null || echo 0 0; }
+# The machine's context switches and interrupts so far.
+sys_counts() { awk '/^ctxt/{c=$2} /^intr/{i=$2} END{print c, i}' /proc/stat; }
+# Runs and ns of the socket programs a process holds (fdinfo; counted while bpf_stats_enabled).
+prog_stats() {
+    local f r=0 t=0 a b
+    for f in /proc/"$1"/fdinfo/*; do
+        read -r a b < <(awk '/^prog_type:/{p=1} /^run_time_ns:/{t=$2} /^run_cnt:/{c=$2} END{if (p) print c + 0, t + 0; else print 0, 0}' "$f" 2>/dev/null || echo 0 0)
+        r=$((r + a)); t=$((t + b))
+    done
+    echo "$r $t"
+}
 rss_mb() { awk '/VmHWM/{printf "%.0f", $2 / 1024}' "/proc/$1/status" 2>/dev/null || echo -; }
 HZ=$(getconf CLK_TCK)
 # The server's own count of statements, read before and after each run: `Questions` (statements
@@ -83,6 +111,7 @@ start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
     none) CAP_PID=""; return ;;
     tcpdump_w)    ip netns exec "$NS" tcpdump -i lo -Z root -s 0 -C 100 -W 2 -w "$OV/cap" tcp port "$MYSQL_PORT" 2>"$OV/cap.err" & ;;
     tap_only)     ip netns exec "$NS" tcpdump -i lo -Z root -w /dev/null tcp port 1 2>"$OV/cap.err" & ;;
+    tcpdump_s128_null) ip netns exec "$NS" tcpdump -i lo -Z root -s 128 -w /dev/null tcp port "$MYSQL_PORT" 2>"$OV/cap.err" & ;;
     tcpdump_s128) ip netns exec "$NS" tcpdump -i lo -Z root -s 128 -C 100 -W 2 -w "$OV/cap" tcp port "$MYSQL_PORT" 2>"$OV/cap.err" & ;;
     wirelog)      ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
@@ -92,6 +121,10 @@ start_capture_scenario() {   # scenario -> sets CAP_PID (or empty)
                       --snaplen 128 --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_snap256_noparse) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --snaplen 256 --no-parse --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_base_snap256) ip netns exec "$NS" "${WIRELOG_BASE:?set WIRELOG_BASE}" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --snaplen 256 --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
+    wirelog_snap256_batch) ip netns exec "$NS" chrt --batch 0 "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
+                      --snaplen 256 --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_snap256_ring2m) ip netns exec "$NS" "$WIRELOG" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
                       --snaplen 256 --ring-size 2M --store "$OV/store" --logs "$OV/logs" 2>"$OV/cap.err" & ;;
     wirelog_base) ip netns exec "$NS" "${WIRELOG_BASE:?set WIRELOG_BASE}" capture -i lo --user root --filter "tcp port $MYSQL_PORT" \
@@ -131,15 +164,26 @@ for round in $(seq 1 "$ROUNDS"); do
         load=$(cut -d' ' -f1 /proc/loadavg)
         q0=$(server_statements)
         m0=$(cpu_ticks "$MYSQL_PID"); c0=0; [[ -n $CAP_PID ]] && c0=$(cpu_ticks "$CAP_PID")
+        read -r mu0 ms0 < <(cpu_split "$MYSQL_PID"); read -r x0 i0 < <(sys_counts)
+        cp /proc/interrupts "$OV/irq0"
         PERF_PID=""
         if [[ ${PERF_ROUND:-} == "$round" ]]; then
             # 10 s in the middle of the run (2 s in), the whole machine, call graphs.
             (sleep 2; exec perf record -q -a -g -o "$OUT/perf_$sc.data" -- sleep 10) >/dev/null 2>&1 &
             PERF_PID=$!; PIDS+=("$PERF_PID")
         fi
-        sb --time="$SB_TIME" run >"$OV/sb.txt"
+        SB_TIMED=$OV/sb.time sb --time="$SB_TIME" run >"$OV/sb.txt"
         [[ -n $PERF_PID ]] && wait "$PERF_PID" 2>/dev/null || true
         m1=$(cpu_ticks "$MYSQL_PID"); c1=0; rss=-
+        read -r mu1 ms1 < <(cpu_split "$MYSQL_PID"); read -r x1 i1 < <(sys_counts)
+        # Interrupts by kind over the run (local timer, rescheduling and function-call IPIs, TLB
+        # shootdowns, ...), both CPUs summed: bench/out/overhead_irq_<scenario>_round<N>.txt.
+        awk 'NR == FNR { if (FNR > 1) { k = $1; s = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i; a[k] = s } next }
+             FNR > 1 { k = $1; s = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i; d = s - a[k]
+                       if (d > 0) { $1 = ""; n = split($0, f, " "); name = ""; for (j = i - 1; j <= n; j++) name = name " " f[j]; printf "%s %d%s\n", k, d, name } }' \
+            "$OV/irq0" /proc/interrupts >"$OUT/overhead_irq_${sc}_round$round.txt" || true
+        read -r su ss < "$OV/sb.time"
+        pr=0; pn=0; [[ -n $CAP_PID ]] && read -r pr pn < <(prog_stats "$CAP_PID")
         q1=$(server_statements)
         if [[ -n $CAP_PID ]]; then
             c1=$(cpu_ticks "$CAP_PID"); rss=$(rss_mb "$CAP_PID")
@@ -169,7 +213,7 @@ for round in $(seq 1 "$ROUNDS"); do
             grep -E '^wirelog: socket-data: [0-9]' "$OV/cap.err" | sed 's/^/  /' || true
             cp "$OV/cap.err" "$OUT/overhead_${sc}_round$round.err"   # the whole summary (what a budget shed)
         fi
-        echo "$round,$sc,$tps,$qps,$avg,$p95,$ccpu,$mcpu,$rss,$load,$mintps,$disk,$txs,$est,$((q1 - q0))" >>"$CSV"
+        echo "$round,$sc,$tps,$qps,$avg,$p95,$ccpu,$mcpu,$rss,$load,$mintps,$disk,$txs,$est,$((q1 - q0)),$(echo "scale=2; ($mu1 - $mu0) / $HZ" | bc),$(echo "scale=2; ($ms1 - $ms0) / $HZ" | bc),$su,$ss,$((x1 - x0)),$((i1 - i0)),$pr,$pn" >>"$CSV"
         log "round $round $sc: tps=$tps min_1s=$mintps p95=${p95}ms capture_cpu=${ccpu}s mariadbd_cpu=${mcpu}s rss=${rss}MB disk=${disk}MB load=$load"
     done
 done
@@ -200,6 +244,21 @@ for sc in scen:
             f"{med(sc, 'min_tps_1s'):.0f} | {med(sc, 'capture_cpu_s'):.1f} | {med(sc, 'mariadbd_cpu_s'):.1f} | "
             f"{per_statement(sc):.1f} | "
             f"{med(sc, 'capture_rss_mb'):.0f} | {med(sc, 'disk_mb'):.0f} |\n")
+# Per statement the server answered, medians over rounds: where the server's and the client's CPU
+# went (user/system), the machine's context switches, and the socket programs' ns per run.
+def per(sc, k, scale):
+    v = [scale * float(r[k]) / float(r["server_statements"]) for r in rows
+         if r["scenario"] == sc and r.get(k) not in (None, "-", "") and r["server_statements"] not in ("-", "", "0")]
+    return statistics.median(v) if v else float("nan")
+def prog_ns(sc):
+    v = [float(r["prog_ns"]) / float(r["prog_runs"]) for r in rows
+         if r["scenario"] == sc and r.get("prog_runs") not in (None, "-", "", "0")]
+    return f"{statistics.median(v):.1f} ({len(v)})" if v else "-"
+o.write("\n| scenario | mariadbd user µs | mariadbd sys µs | sysbench user µs | sysbench sys µs | context switches | interrupts | socket program ns per packet (rounds) |\n")
+o.write("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+for sc in scen:
+    o.write(f"| {sc} | {per(sc, 'mariadbd_user_s', 1e6):.1f} | {per(sc, 'mariadbd_sys_s', 1e6):.1f} | {per(sc, 'sysbench_user_s', 1e6):.1f} | "
+            f"{per(sc, 'sysbench_sys_s', 1e6):.1f} | {per(sc, 'ctxt', 1):.2f} | {per(sc, 'intr', 1):.2f} | {prog_ns(sc)} |\n")
 o.close()
 print(open(sys.argv[2]).read())
 PY

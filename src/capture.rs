@@ -188,6 +188,13 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
                 tail,
                 shed: args.cpu_budget.is_some(),
             };
+            // A program that would only run the user's filter is not
+            // loaded: the classic filter does the same for less
+            // (`Stages::needed`).
+            if !stages.needed(args.cpu_budget.is_some()) {
+                per_ring.push(None);
+                continue;
+            }
             match SocketProgram::load(&stages) {
                 Ok(p) => {
                     let flags = start_flags(args.probe.skip_empty_tcp, args.kernel_accounting);

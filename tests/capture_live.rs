@@ -1232,7 +1232,10 @@ fn non_ip_frames_are_counted_in_the_kernel() {
     assert_eq!(not_ip_of(&kernel), 150, "{kernel}");
     assert_eq!(not_ip_of(&user), 150, "{user}");
     assert!(kernel.contains("wirelog: socket program: 150 packets not IP"), "{kernel}");
-    assert!(user.contains("wirelog: socket program: 0 packets not IP"), "{user}");
+    // With -f alone no socket program is loaded (the classic filter does
+    // the same for less: `capture::sockprog::Stages::needed`); user space
+    // counts what the filter passes.
+    assert!(!user.contains("wirelog: socket program:"), "{user}");
     // Every packet counted once (IPv6 the namespace sends, if any, aside).
     assert!(packets_of(&kernel) >= ip_packets + 150, "{kernel}");
     assert_eq!(packets_of(&user), ip_packets + 150, "{user}");
@@ -1396,7 +1399,7 @@ fn tagged_non_ip_frames_are_counted_in_the_kernel() {
         assert!(!kernel.contains("refused the socket program"), "{kernel}");
         assert!(kernel.contains(&format!("wirelog: socket program: {non_ip} packets not IP")), "rxvlan {mode}: {kernel}");
         assert_eq!(not_ip_of(&kernel), non_ip, "rxvlan {mode}: {kernel}");
-        assert!(user.contains("wirelog: socket program: 0 packets not IP"), "{user}");
+        assert!(!user.contains("wirelog: socket program:"), "with -f alone the classic filter runs: {user}");
         assert_eq!(not_ip_of(&user), non_ip, "rxvlan {mode}: {user}");
         // What the kernel counted + what came through the ring = what it
         // passed, and the same as user space saw when it got them all.

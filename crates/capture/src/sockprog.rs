@@ -81,6 +81,25 @@ pub struct Stages<'a> {
     pub shed: bool,
 }
 
+impl Stages<'_> {
+    /// True when the program does more than the socket's classic filter
+    /// alone (the user's `-f`, with `--skip-empty-tcp` compiled in) would:
+    /// it counts non-IP packets in the kernel (no `-f`), runs a tail or the
+    /// shed stage, or switches the skip-empty-TCP stage while it runs
+    /// (`flags_change`: `--cpu-budget` step 2). Otherwise the caller keeps
+    /// the classic filter: the kernel converts it with a direct load from
+    /// the packet's linear data for each `ld_abs`/`ld_ind`
+    /// (`net/core/filter.c`, `convert_bpf_ld_abs()`), where a loaded eBPF
+    /// program has each of them rewritten into a call of
+    /// `bpf_skb_load_helper_*_no_cache` (`bpf_gen_ld_abs()`, the verifier's
+    /// `gen_ld_abs`): for `tcp port N` on IPv4, six helper calls a packet on the
+    /// sender's CPU, ~22 ns more than the classic filter (BENCHMARKS.md,
+    /// issue 36, branch snap36c).
+    pub fn needed(&self, flags_change: bool) -> bool {
+        (self.count_non_ip && self.user.is_none()) || self.tail.is_some() || self.shed || (self.skip_empty.is_some() && flags_change)
+    }
+}
+
 /// A loaded socket program and its maps.
 pub struct SocketProgram {
     prog: Program,
@@ -563,6 +582,34 @@ mod tests {
         send(&tx, &tcp4(0x18, 10));
         send(&tx, &tcp4(0x10, 0));
         assert_eq!(received(&rx3).len(), 1, "step 2 alone: the empty ACK dropped, the tail off");
+    }
+
+    /// Issue 36: a program is loaded only when it does more than the
+    /// classic filter: with `-f` alone (with or without
+    /// `--skip-empty-tcp`, which the classic filter then compiles in), or
+    /// with nothing to do (no `-f`, non-IP counting off), the classic
+    /// filter runs instead; non-IP counting, a tail, the shed stage, or a
+    /// skip-empty stage whose flag changes while it runs need it.
+    #[test]
+    fn a_program_only_when_it_does_more_than_the_classic_filter() {
+        let f = [libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 256 }];
+        let tail = || Some(vec![Insn::mov64_imm(Reg::R0, 0), Insn::exit()]);
+        let st = |count_non_ip, user: Option<&'static [libc::sock_filter]>, skip_empty: Option<&'static [libc::sock_filter]>, tail: Option<Vec<Insn>>, shed| Stages { framing: Framing::Ethernet, snaplen: 256, count_non_ip, user, skip_empty, tail, shed };
+        let f: &'static [libc::sock_filter] = Box::leak(Box::new(f));
+        // (stages, budget toggles flags, needed)
+        let cases = [
+            (st(true, Some(f), None, None, false), false, false),
+            (st(true, Some(f), Some(f), None, false), false, false),
+            (st(false, None, None, None, false), false, false),
+            (st(false, None, Some(f), None, false), false, false),
+            (st(true, None, None, None, false), false, true),
+            (st(true, Some(f), None, tail(), false), false, true),
+            (st(true, Some(f), None, None, true), true, true),
+            (st(false, Some(f), Some(f), None, false), true, true),
+        ];
+        for (i, (s, flags_change, needed)) in cases.iter().enumerate() {
+            assert_eq!(s.needed(*flags_change), *needed, "case {i}");
+        }
     }
 
     /// `--cpu-budget` step 4: while [`FLAG_SHED`] is set, every packet
