@@ -8,23 +8,19 @@ use crate::key::ConnKey;
 use crate::tcp::TcpConn;
 
 /// UDP and ICMP keep only what Zeek's session adapters keep: payload sizes
-/// per side (-1 until that side sent anything) and checksum-error counts.
+/// per side (-1 until that side sent anything). Their checksum-error counts
+/// (non-zero only after a bad checksum, never with checksums ignored) are in
+/// the tracker's [`Overflow`], so the datagram state is 16 bytes and
+/// [`ProtoState`] fits in 24 (the TCP part's flags hold the enum's tag).
 #[derive(Debug, Clone)]
 pub struct DatagramState {
     pub orig_len: i64,
     pub resp_len: i64,
-    pub orig_chk: u32,
-    pub resp_chk: u32,
 }
 
 impl DatagramState {
     pub fn new() -> Self {
-        DatagramState {
-            orig_len: -1,
-            resp_len: -1,
-            orig_chk: 0,
-            resp_chk: 0,
-        }
+        DatagramState { orig_len: -1, resp_len: -1 }
     }
 
     pub fn add(&mut self, is_orig: bool, len: i64) {
@@ -48,44 +44,96 @@ impl Default for DatagramState {
 }
 
 /// TCP's part of a connection entry: where its endpoint state is, and the
-/// timers only TCP has (`i64::MAX` when not set). Beside the datagram state
-/// in the same enum, it costs the entry nothing.
+/// timers only TCP has. Beside the datagram state in the same enum, it
+/// costs the entry nothing. A timer is kept as its distance in ns from the
+/// connection's start plus the timer's usual delay ([`TimerBases`]): a
+/// timer set within ~4.3 s of the delay's own start (every attempt timer of
+/// a connection opened by its SYN, the close timers of short connections)
+/// fits in 32 bits; any other is [`TIMER_WIDE`] and whole in the tracker's
+/// [`Overflow`] (one map entry for such a connection, written when set).
 #[derive(Debug, Clone, Copy)]
 pub struct TcpPart {
     /// The connection's [`TcpConn`] in the tracker's TCP slab; with
     /// `syn_sent`, the initial sequence number of its only state instead.
     /// Read through [`TcpStates`].
     slab: u32,
+    /// Connection-attempt timer, removal time once closed or reset, and an
+    /// extra expiry check after a half close ([`Timer`] orders them):
+    /// [`TIMER_UNSET`], [`TIMER_WIDE`] or the distance from their base.
+    timers: [u32; 3],
     /// The connection is in [`TcpConn::syn_sent`]'s state (a SYN and
     /// nothing else yet, as every connection of a port scan or SYN flood):
     /// it holds no slab entry, `slab` is the SYN's sequence number.
     syn_sent: bool,
     /// The analyzer timers were cancelled by a complete close.
     pub timers_cancelled: bool,
-    /// Connection-attempt timer.
-    pub attempt_at: i64,
-    /// Removal time once closed or reset.
-    pub delete_at: i64,
-    /// An extra expiry check after a half close.
-    pub expire_extra_at: i64,
 }
+
+/// A TCP timer of [`TcpPart`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timer {
+    /// Connection-attempt timer.
+    Attempt = 0,
+    /// Removal time once closed or reset.
+    Delete = 1,
+    /// An extra expiry check after a half close.
+    ExpireExtra = 2,
+}
+
+/// A timer not set (`i64::MAX` when read).
+const TIMER_UNSET: u32 = u32::MAX;
+/// A timer whose distance from its base does not fit: whole in [`Overflow`].
+const TIMER_WIDE: u32 = u32::MAX - 1;
+
+/// What each TCP timer's distance is counted from, less the connection's
+/// start: the delay the timer is usually set to (the tracker's
+/// configuration), so a timer set at the connection's first packet is 0.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TimerBases(pub [i64; 3]);
 
 impl TcpPart {
     fn new(slab: u32) -> Self {
-        TcpPart {
-            slab,
-            syn_sent: false,
-            timers_cancelled: false,
-            attempt_at: i64::MAX,
-            delete_at: i64::MAX,
-            expire_extra_at: i64::MAX,
-        }
+        TcpPart { slab, timers: [TIMER_UNSET; 3], syn_sent: false, timers_cancelled: false }
     }
 
     /// The connection is in the state a lone SYN leaves, without a slab entry.
     #[inline(always)]
     pub fn syn_only(&self) -> bool {
         self.syn_sent
+    }
+
+    /// Whether timer `t` is set (without reading its time).
+    #[inline(always)]
+    pub fn is_set(&self, t: Timer) -> bool {
+        self.timers[t as usize] != TIMER_UNSET
+    }
+
+    /// Timer `t` of connection `idx` started at `start_ns` (`i64::MAX` when not set).
+    #[inline]
+    pub fn timer(&self, t: Timer, idx: u32, start_ns: i64, bases: &TimerBases, ovf: &Overflow) -> i64 {
+        match self.timers[t as usize] {
+            TIMER_UNSET => i64::MAX,
+            TIMER_WIDE => ovf.timer(idx, t),
+            d => start_ns.wrapping_add(bases.0[t as usize]).wrapping_add(i64::from(d)),
+        }
+    }
+
+    /// Sets timer `t` to `at` (`i64::MAX`: not set).
+    #[inline]
+    pub fn set_timer(&mut self, t: Timer, at: i64, idx: u32, start_ns: i64, bases: &TimerBases, ovf: &mut Overflow) {
+        let d = at.wrapping_sub(start_ns.wrapping_add(bases.0[t as usize])) as u64;
+        let was_wide = self.timers[t as usize] == TIMER_WIDE;
+        self.timers[t as usize] = if at == i64::MAX {
+            TIMER_UNSET
+        } else if d < u64::from(TIMER_WIDE) {
+            d as u32
+        } else {
+            ovf.set_timer(idx, t, at);
+            TIMER_WIDE
+        };
+        if was_wide && self.timers[t as usize] != TIMER_WIDE {
+            ovf.clear_timer(idx, t);
+        }
     }
 }
 
@@ -277,6 +325,11 @@ impl Conn {
 pub struct Overflow {
     counts: std::collections::HashMap<u32, [u32; 4]>,
     seen: std::collections::HashMap<u32, i64>,
+    /// TCP timers whose distance from their base does not fit in
+    /// [`TcpPart`] ([`TIMER_WIDE`]), by [`Timer`].
+    timers: std::collections::HashMap<u32, [i64; 3]>,
+    /// UDP checksum-error counts per side, of connections that had one.
+    chk: std::collections::HashMap<u32, [u32; 2]>,
 }
 
 impl Overflow {
@@ -378,6 +431,41 @@ impl Overflow {
         }
     }
 
+    /// A TCP timer kept whole ([`TIMER_WIDE`]).
+    #[cold]
+    #[inline(never)]
+    fn timer(&self, idx: u32, t: Timer) -> i64 {
+        debug_assert!(self.timers.contains_key(&idx), "connection {idx}'s timer is lost");
+        self.timers.get(&idx).map_or(i64::MAX, |v| v[t as usize])
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn set_timer(&mut self, idx: u32, t: Timer, at: i64) {
+        self.timers.entry(idx).or_insert([i64::MAX; 3])[t as usize] = at;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn clear_timer(&mut self, idx: u32, t: Timer) {
+        if let Some(v) = self.timers.get_mut(&idx) {
+            v[t as usize] = i64::MAX;
+            if *v == [i64::MAX; 3] {
+                self.timers.remove(&idx);
+            }
+        }
+    }
+
+    /// One more checksum error on `side` (0: originator) of UDP connection
+    /// `idx`: the side's count after it.
+    #[cold]
+    #[inline(never)]
+    pub fn checksum_error(&mut self, idx: u32, side: usize) -> u32 {
+        let c = &mut self.chk.entry(idx).or_default()[side];
+        *c = c.wrapping_add(1);
+        *c
+    }
+
     /// The connection at `idx` is gone.
     #[inline]
     pub fn forget(&mut self, idx: u32) {
@@ -387,12 +475,24 @@ impl Overflow {
         if !self.seen.is_empty() {
             self.seen.remove(&idx);
         }
+        if !self.timers.is_empty() {
+            self.timers.remove(&idx);
+        }
+        if !self.chk.is_empty() {
+            self.chk.remove(&idx);
+        }
     }
 
     /// Connections with a counter carry, and with a wide latest time.
     #[cfg(test)]
     pub fn len(&self) -> (usize, usize) {
         (self.counts.len(), self.seen.len())
+    }
+
+    /// Connections with a wide TCP timer, and with a UDP checksum error.
+    #[cfg(test)]
+    pub fn len_rare(&self) -> (usize, usize) {
+        (self.timers.len(), self.chk.len())
     }
 }
 
@@ -576,6 +676,74 @@ mod tests {
     /// passing them (packets by one, bytes by a packet's length, or a kernel
     /// merge) carries into the side table, and the sum read back is exact;
     /// flips swap whole counters.
+    #[test]
+    fn tcp_timers_are_exact_near_and_far() {
+        const S: i64 = 1_000_000_000;
+        let bases = TimerBases([5 * S, 5 * S, 6 * S]);
+        let mut o = Overflow::default();
+        let start = 1_700_000_000 * S + 123;
+        let mut p = TcpPart::new(0);
+        for t in [Timer::Attempt, Timer::Delete, Timer::ExpireExtra] {
+            assert!(!p.is_set(t));
+            assert_eq!(p.timer(t, 9, start, &bases, &o), i64::MAX);
+        }
+        // Near their base (in the entry), below it, far above it, before
+        // 1970 and at the edges of the 32-bit distance: read back exactly;
+        // only the ones that do not fit take a map entry.
+        let base = start + 5 * S;
+        let cases = [
+            (start + 5 * S, false),
+            (start + 5 * S + 1, false),
+            (base + i64::from(u32::MAX) - 2, false),
+            (base + i64::from(u32::MAX) - 1, true),
+            (base + i64::from(u32::MAX), true),
+            (start + 4 * S, true),
+            (start + 3_600 * S, true),
+            (-7 * S, true),
+            (i64::MAX - 1, true),
+        ];
+        for (at, wide) in cases {
+            p.set_timer(Timer::Delete, at, 9, start, &bases, &mut o);
+            assert!(p.is_set(Timer::Delete));
+            assert_eq!(p.timer(Timer::Delete, 9, start, &bases, &o), at, "{at}");
+            assert_eq!(o.len_rare().0, wide as usize, "{at}");
+        }
+        // A second wide timer shares the entry; unsetting both frees it.
+        p.set_timer(Timer::ExpireExtra, start - 1, 9, start, &bases, &mut o);
+        p.set_timer(Timer::Attempt, start + 5 * S, 9, start, &bases, &mut o);
+        assert_eq!(o.len_rare().0, 1);
+        assert_eq!(p.timer(Timer::ExpireExtra, 9, start, &bases, &o), start - 1);
+        assert_eq!(p.timer(Timer::Delete, 9, start, &bases, &o), i64::MAX - 1);
+        assert_eq!(p.timer(Timer::Attempt, 9, start, &bases, &o), start + 5 * S);
+        // Another connection's wide timers are its own.
+        let mut q = TcpPart::new(1);
+        q.set_timer(Timer::Delete, -S, 10, start, &bases, &mut o);
+        assert_eq!(o.len_rare().0, 2);
+        p.set_timer(Timer::Delete, i64::MAX, 9, start, &bases, &mut o);
+        assert_eq!(o.len_rare().0, 2);
+        p.set_timer(Timer::ExpireExtra, start + 6 * S + 10, 9, start, &bases, &mut o);
+        assert_eq!(o.len_rare().0, 1, "connection 9's last wide timer went back inline");
+        assert_eq!(p.timer(Timer::ExpireExtra, 9, start, &bases, &o), start + 6 * S + 10);
+        assert!(!p.is_set(Timer::Delete));
+        assert_eq!(q.timer(Timer::Delete, 10, start, &bases, &o), -S);
+        o.forget(10);
+        assert_eq!(o.len_rare().0, 0);
+    }
+
+    #[test]
+    fn udp_checksum_errors_count_per_side_and_connection() {
+        let mut o = Overflow::default();
+        assert_eq!(o.checksum_error(3, 0), 1);
+        assert_eq!(o.checksum_error(3, 0), 2);
+        assert_eq!(o.checksum_error(3, 1), 1);
+        assert_eq!(o.checksum_error(4, 1), 1);
+        assert_eq!(o.len_rare().1, 2);
+        o.forget(3);
+        assert_eq!(o.len_rare().1, 1);
+        assert_eq!(o.checksum_error(3, 0), 1, "a new connection at a reused index starts at 0");
+        assert_eq!(std::mem::size_of::<ProtoState>(), 24);
+    }
+
     #[test]
     fn counters_carry_past_their_low_bits() {
         let (mut o, mut c) = (Overflow::default(), conn());

@@ -17,7 +17,7 @@ use crate::app::{protocol_index, AppConfig, AppState, AppStats};
 /// of ~104 segments) `sig_push` 25.3 M -> 21.3 M instructions, the whole
 /// run 261.1 M -> 257.0 M (callgrind, `read -q -C --no-store`).
 type SigStreams = std::collections::HashMap<u32, Box<SigStream>, std::hash::BuildHasherDefault<wirelog_parse::fingerprint::WordHasher>>;
-use crate::conn::{Conn, DatagramState, Overflow, ProtoState, TcpStates};
+use crate::conn::{Conn, DatagramState, Overflow, ProtoState, TcpStates, Timer, TimerBases};
 use crate::flow::{FlowKey, FlowSlot, FlowTable};
 use crate::keep::{uid_for, KeepRule, KeepState, KeepVerdict};
 use crate::key::{ConnKey, Side};
@@ -172,6 +172,8 @@ pub struct Tracker {
     table: ConnTable<Conn>,
     /// What does not fit in the entries: counters past 2^32, latest times 4.3 s or more after the last progress.
     overflow: Overflow,
+    /// What the TCP timers in the entries count from (fixed at creation).
+    timer_bases: TimerBases,
     /// TCP endpoint state of the TCP connections (see `slab`).
     tcp: TcpStates,
     flows: FlowTable,
@@ -244,6 +246,11 @@ impl Tracker {
         Tracker {
             table: ConnTable::with_capacity(cfg.max_connections),
             overflow: Overflow::default(),
+            timer_bases: TimerBases([
+                cfg.tcp_attempt_delay_ns,
+                cfg.tcp_close_delay_ns.min(cfg.tcp_reset_delay_ns),
+                cfg.tcp_session_timer_ns,
+            ]),
             tcp: TcpStates::with_capacity(cfg.max_connections, cfg.report_gaps_for_partial),
             flows: FlowTable::new(cfg.flow_interval_ns, cfg.max_flows, seed ^ 0xf10f),
             cfg,
@@ -866,24 +873,9 @@ impl Tracker {
                     || fx.expire_check;
                 let last = if touch { ts } else { old_last };
                 self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, last, seen);
-                if fx.attempt_timer {
-                    part.attempt_at = ts + self.cfg.tcp_attempt_delay_ns;
-                }
-                if fx.close_complete {
-                    // Zeek cancels the analyzer's timers and deletes the connection
-                    // a close delay after its last activity.
-                    part.timers_cancelled = true;
-                    part.attempt_at = i64::MAX;
-                    part.expire_extra_at = i64::MAX;
-                    part.delete_at = part
-                        .delete_at
-                        .min(conn.last_ns + self.cfg.tcp_close_delay_ns);
-                }
-                if fx.reset_timer {
-                    part.delete_at = part.delete_at.min(ts + self.cfg.tcp_reset_delay_ns);
-                }
-                if fx.expire_check && !part.timers_cancelled {
-                    part.expire_extra_at = conn.last_ns + self.cfg.tcp_session_timer_ns;
+                if fx.attempt_timer | fx.close_complete | fx.reset_timer | fx.expire_check {
+                    let times = (conn.start_ns, conn.last_ns, ts);
+                    set_tcp_timers(part, idx, fx, times, &self.cfg, &self.timer_bases, &mut self.overflow);
                 }
                 flip = fx.flip;
                 // A first SYN (a state change) or a packet on a connection
@@ -895,13 +887,7 @@ impl Tracker {
             (ProtoState::Udp(d), _) => {
                 if bad {
                     self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
-                    let c = if is_orig {
-                        &mut d.orig_chk
-                    } else {
-                        &mut d.resp_chk
-                    };
-                    *c += 1;
-                    let n = *c;
+                    let n = self.overflow.checksum_error(idx, !is_orig as usize);
                     conn.hist.scaled(is_orig, b'C', n);
                     if created {
                         self.schedule(idx);
@@ -1366,15 +1352,16 @@ impl Tracker {
                 else {
                     return d;
                 };
-                d = part.delete_at;
+                let (start, bases, ovf) = (c.start_ns, &self.timer_bases, &self.overflow);
+                d = part.timer(Timer::Delete, idx, start, bases, ovf);
                 let timeout = if past_handshake {
                     self.cfg.tcp_inactivity_ns
                 } else {
                     self.cfg.udp_inactivity_ns
                 };
                 d = d.min(c.last_ns + timeout);
-                if part.attempt_at != i64::MAX && attempt {
-                    d = d.min(part.attempt_at);
+                if part.is_set(Timer::Attempt) && attempt {
+                    d = d.min(part.timer(Timer::Attempt, idx, start, bases, ovf));
                 }
                 if expire && !part.timers_cancelled {
                     // Zeek checks at start + SYN timeout + k * session timer, and removes
@@ -1388,8 +1375,9 @@ impl Tracker {
                         first + ((floor - first) / period + 1) * period
                     };
                     d = d.min(grid);
-                    if part.expire_extra_at != i64::MAX && part.expire_extra_at > floor {
-                        d = d.min(part.expire_extra_at);
+                    let extra = part.timer(Timer::ExpireExtra, idx, start, bases, ovf);
+                    if extra != i64::MAX && extra > floor {
+                        d = d.min(extra);
                     }
                 }
             }
@@ -1436,9 +1424,14 @@ impl Tracker {
             // the two does the work, the second finds it moved on.
             return;
         }
+        let start = entry.value.start_ns;
         if let ProtoState::Tcp(part) = &mut entry.value.state {
-            if part.attempt_at <= now && self.tcp.with(part, |t| t.attempt_condition()) != Some(true) {
-                part.attempt_at = i64::MAX; // the attempt timer fired with nothing to do
+            if part.is_set(Timer::Attempt)
+                && part.timer(Timer::Attempt, e.idx, start, &self.timer_bases, &self.overflow) <= now
+                && self.tcp.with(part, |t| t.attempt_condition()) != Some(true)
+            {
+                // the attempt timer fired with nothing to do
+                part.set_timer(Timer::Attempt, i64::MAX, e.idx, start, &self.timer_bases, &mut self.overflow);
             }
         }
         if self.kernel.is_some() {
@@ -1691,6 +1684,40 @@ fn emit_transactions(
     }));
 }
 
+/// The TCP timers a packet at `ts` set or cancelled (`fx`), as Zeek's
+/// analyzer does; `times` is the connection's start, last progress (after
+/// the packet) and the packet's time. Out of line: one packet in many sets a timer.
+#[inline(never)]
+fn set_tcp_timers(
+    part: &mut crate::conn::TcpPart,
+    idx: u32,
+    fx: crate::tcp::Effects,
+    (start, last, ts): (i64, i64, i64),
+    cfg: &TrackerConfig,
+    bases: &TimerBases,
+    ovf: &mut Overflow,
+) {
+    if fx.attempt_timer {
+        part.set_timer(Timer::Attempt, ts + cfg.tcp_attempt_delay_ns, idx, start, bases, ovf);
+    }
+    if fx.close_complete {
+        // Zeek cancels the analyzer's timers and deletes the connection
+        // a close delay after its last activity.
+        part.timers_cancelled = true;
+        part.set_timer(Timer::Attempt, i64::MAX, idx, start, bases, ovf);
+        part.set_timer(Timer::ExpireExtra, i64::MAX, idx, start, bases, ovf);
+        let at = part.timer(Timer::Delete, idx, start, bases, ovf).min(last + cfg.tcp_close_delay_ns);
+        part.set_timer(Timer::Delete, at, idx, start, bases, ovf);
+    }
+    if fx.reset_timer {
+        let at = part.timer(Timer::Delete, idx, start, bases, ovf).min(ts + cfg.tcp_reset_delay_ns);
+        part.set_timer(Timer::Delete, at, idx, start, bases, ovf);
+    }
+    if fx.expire_check && !part.timers_cancelled {
+        part.set_timer(Timer::ExpireExtra, last + cfg.tcp_session_timer_ns, idx, start, bases, ovf);
+    }
+}
+
 #[cfg(test)]
 mod size_budget {
     /// The per-connection memory reported in BENCHMARKS.md: a table entry
@@ -1712,7 +1739,7 @@ mod size_budget {
             ("packet counters (low 16 bits), byte counters (low 32)", 2 * size_of::<u16>() + 2 * size_of::<u32>()),
             ("history", size_of::<crate::history::HistoryState>()),
             ("VLAN ids", 2 * size_of::<u16>()),
-            ("proto state (TCP: slab index, timers)", size_of::<crate::conn::ProtoState>()),
+            ("proto state (TCP: slab index, timers as u32 offsets; UDP/ICMP: payload sizes)", size_of::<crate::conn::ProtoState>()),
             ("flow slot", size_of::<crate::flow::FlowSlot>()),
             ("wheel deadline", size_of::<i64>()),
             ("parser pointer", size_of::<Option<Box<crate::app::AppState>>>()),
@@ -1724,7 +1751,7 @@ mod size_budget {
         let sum: usize = parts.iter().map(|p| p.1).sum();
         println!("{entry:4} B  table entry ({} B of padding), TCP state in the slab {tcp} B, IPv6 pair {} B", entry - sum, crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES);
         assert!(sum <= entry && entry - sum < 8, "fields moved or padding grew: {sum} of {entry}");
-        assert!(entry <= 128, "connection entry grew to {entry} bytes");
+        assert!(entry <= 120, "connection entry grew to {entry} bytes");
         assert!(tcp <= 68, "TCP state grew to {tcp} bytes");
         // What the memory budget charges a connection: every part it may have.
         assert_eq!(
