@@ -16,7 +16,7 @@ use std::hash::{BuildHasher, Hash};
 
 use hashbrown::HashTable;
 
-use crate::encode::{PqCol, PqValues, Texts};
+use crate::encode::{PqCol, PqValues, Run, Texts};
 
 /// The index of an unset value.
 const NULL: u32 = u32::MAX;
@@ -63,11 +63,11 @@ impl Dict {
     /// takes the dictionary in arrival order instead ([`Dict::arrival`]):
     /// Parquet asks no order of a dictionary page, and no reader of ours
     /// (`fastdecode`, the query engine) or test relies on one.
-    fn file_order(&self, entries: usize, rows: &[u32], optional: bool, order: &mut Vec<u32>) -> (Vec<u32>, Option<Vec<i16>>) {
+    fn file_order(&self, entries: usize, rows: &[u32], runs: &[Run], optional: bool, order: &mut Vec<u32>) -> (Vec<u32>, Option<Vec<i16>>) {
         if entries <= 1 {
             self.one_value(entries, rows, optional, order)
         } else if rows.len() == self.rows.len() {
-            self.arrival(entries, rows, optional, order)
+            self.arrival(entries, rows, runs, optional, order)
         } else {
             self.renumber(entries, rows, optional, order)
         }
@@ -75,13 +75,18 @@ impl Dict {
 
     /// [`Dict::file_order`] of a file of every buffered row: the buffer's
     /// dictionary as it is (`order` = every entry, in arrival order), each
-    /// row's index read as it was buffered, with no renumbering.
-    fn arrival(&self, entries: usize, rows: &[u32], optional: bool, order: &mut Vec<u32>) -> (Vec<u32>, Option<Vec<i16>>) {
+    /// row's index read as it was buffered, with no renumbering: copied a
+    /// run of `rows` at a time (`runs`, the runs of `rows`), each run's
+    /// indices one slice.
+    fn arrival(&self, entries: usize, rows: &[u32], runs: &[Run], optional: bool, order: &mut Vec<u32>) -> (Vec<u32>, Option<Vec<i16>>) {
         order.extend(0..entries as u32);
         let mut idx = crate::encode::buf(rows.len() - self.nulls.min(rows.len()));
         let mut def = crate::encode::buf(if optional { rows.len() } else { 0 });
         if self.nulls == 0 {
-            idx.extend(rows.iter().map(|&r| self.rows[r as usize]));
+            debug_assert_eq!(runs.iter().map(|r| r.len as usize).sum::<usize>(), rows.len());
+            for r in runs {
+                idx.extend_from_slice(&self.rows[r.range()]);
+            }
             if optional {
                 def.resize(rows.len(), 1);
             }
@@ -169,6 +174,10 @@ pub(crate) struct DictText {
     hash: Hasher,
     /// Whether the column may be unset (else an unset value is written "").
     optional: bool,
+    /// Bytes the present rows' values take PLAIN (each with its 4-byte
+    /// length): what a free-text column's dictionary is weighed against
+    /// ([`DictText::free_text_values`]).
+    held: usize,
 }
 
 fn entry<'b>(bytes: &'b [u8], ends: &[usize], i: u32) -> &'b [u8] {
@@ -179,7 +188,7 @@ fn entry<'b>(bytes: &'b [u8], ends: &[usize], i: u32) -> &'b [u8] {
 
 impl DictText {
     pub(crate) fn new(optional: bool) -> DictText {
-        DictText { dict: Dict { rows: Vec::new(), last: NULL, nulls: 0 }, bytes: Vec::new(), ends: Vec::new(), table: HashTable::new(), hash: hasher(), optional }
+        DictText { dict: Dict { rows: Vec::new(), last: NULL, nulls: 0 }, bytes: Vec::new(), ends: Vec::new(), table: HashTable::new(), hash: hasher(), optional, held: 0 }
     }
 
     #[cfg(test)]
@@ -197,8 +206,14 @@ impl DictText {
                 self.dict.nulls += 1;
                 NULL
             }
-            None => self.index(b""),
-            Some(s) => self.index(s),
+            None => {
+                self.held += 4;
+                self.index(b"")
+            }
+            Some(s) => {
+                self.held += 4 + s.len();
+                self.index(s)
+            }
         };
         self.dict.push(i);
     }
@@ -244,12 +259,58 @@ impl DictText {
         self.bytes.clear();
         self.ends.clear();
         self.table.clear();
+        self.held = 0;
     }
 
-    /// The rows' values, dictionary-encoded in their order.
-    pub(crate) fn values(&self, rows: &[u32]) -> PqValues {
+    /// Whether a free-text column's dictionary pays: its page (each
+    /// distinct value once, with its length) fits the writer's limit
+    /// (`pqfile::DICT_BYTES`: past it the chunk would be written PLAIN from
+    /// the dictionary, a value at a time)
+    /// and, with about 2 bytes of index a row, takes at most 3/4 of the
+    /// values' PLAIN bytes. mysql_text's statements (19,472 distinct in
+    /// 48,674): 1.03 MB of 2.09 MB; prepared ones (mysql, 22 distinct in
+    /// 96,452) or an HTTP benchmark's URIs (9 in 11,667): a few hundred bytes.
+    fn dictionary_pays(&self) -> bool {
+        let page = self.bytes.len() + 4 * self.ends.len();
+        page <= crate::pqfile::DICT_BYTES && page + 2 * self.dict.rows.len() <= self.held / 4 * 3
+    }
+
+    /// The rows' values of a free-text column (a statement, a URI; not a
+    /// declared dictionary), buffered as a dictionary: dictionary-encoded
+    /// when that pays ([`DictText::dictionary_pays`]: the file's text is
+    /// then compressed once per distinct value), else PLAIN
+    /// ([`PqCol::Plain`], each row's value with its length) as any free
+    /// text is written.
+    pub(crate) fn free_text_values(&self, rows: &[u32], runs: &[Run]) -> PqValues {
+        if self.dictionary_pays() {
+            return self.values(rows, runs);
+        }
+        let mut data = crate::encode::buf(self.held);
+        let mut ends = crate::encode::buf(rows.len());
+        let mut def = crate::encode::buf(if self.optional { rows.len() } else { 0 });
+        for run in runs {
+            for &e in &self.dict.rows[run.range()] {
+                if e == NULL {
+                    def.push(0);
+                    continue;
+                }
+                if self.optional {
+                    def.push(1);
+                }
+                let v = entry(&self.bytes, &self.ends, e);
+                data.extend_from_slice(&(v.len() as u32).to_le_bytes());
+                data.extend_from_slice(v);
+                ends.push(data.len());
+            }
+        }
+        PqValues { col: PqCol::Plain(Texts { data, ends }), def: self.optional.then_some(def) }
+    }
+
+    /// The rows' values, dictionary-encoded in their order (`runs`: the
+    /// runs of `rows`, [`crate::encode::runs`]).
+    pub(crate) fn values(&self, rows: &[u32], runs: &[Run]) -> PqValues {
         let mut order = crate::encode::buf(0);
-        let (idx, def) = self.dict.file_order(self.ends.len(), rows, self.optional, &mut order);
+        let (idx, def) = self.dict.file_order(self.ends.len(), rows, runs, self.optional, &mut order);
         let mut data = crate::encode::buf(order.iter().map(|&e| entry(&self.bytes, &self.ends, e).len()).sum());
         let mut ends = crate::encode::buf(order.len());
         for &e in &order {
@@ -328,9 +389,9 @@ impl<K: Copy + Eq + Hash> DictNum<K> {
 
     /// The rows' values, dictionary-encoded in their order, each written as
     /// `wrap` holds it; definition levels when `optional`.
-    pub(crate) fn values<T>(&self, rows: &[u32], optional: bool, conv: impl Fn(K) -> T, wrap: fn(Vec<T>) -> PqCol) -> PqValues {
+    pub(crate) fn values<T>(&self, rows: &[u32], runs: &[Run], optional: bool, conv: impl Fn(K) -> T, wrap: fn(Vec<T>) -> PqCol) -> PqValues {
         let mut order = crate::encode::buf(0);
-        let (idx, def) = self.dict.file_order(self.entries.len(), rows, optional, &mut order);
+        let (idx, def) = self.dict.file_order(self.entries.len(), rows, runs, optional, &mut order);
         let values = order.iter().map(|&e| conv(self.entries[e as usize])).collect();
         crate::encode::give(order);
         PqValues { col: PqCol::Dict { values: Box::new(wrap(values)), idx }, def }
@@ -340,6 +401,7 @@ impl<K: Copy + Eq + Hash> DictNum<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encode::runs;
 
     fn text_values(col: &PqCol) -> (Vec<Vec<u8>>, Vec<u32>) {
         let PqCol::Dict { values, idx } = col else { panic!("not a dictionary") };
@@ -357,7 +419,7 @@ mod tests {
         }
         assert_eq!(d.get(2), None);
         assert_eq!(d.get(3), Some(&b"b"[..]));
-        let v = d.values(&[5, 2, 0, 1, 3]);
+        let v = d.values(&[5, 2, 0, 1, 3], &runs(&[5, 2, 0, 1, 3]));
         let (vals, idx) = text_values(&v.col);
         assert_eq!(vals, [b"a".to_vec(), b"b".to_vec()]);
         assert_eq!(idx, [0, 1, 0, 1]);
@@ -367,7 +429,7 @@ mod tests {
         r.push(None);
         r.push(Some(b"x"));
         r.push(Some(b""));
-        let v = r.values(&[0, 1, 2]);
+        let v = r.values(&[0, 1, 2], &runs(&[0, 1, 2]));
         assert_eq!(text_values(&v.col), (vec![b"".to_vec(), b"x".to_vec()], vec![0, 1, 0]));
         assert_eq!(v.def, None);
     }
@@ -399,7 +461,7 @@ mod tests {
                         continue;
                     }
                     let (mut o1, mut o2) = (Vec::new(), Vec::new());
-                    let (i1, d1) = n.dict.arrival(n.entries.len(), rows, optional, &mut o1);
+                    let (i1, d1) = n.dict.arrival(n.entries.len(), rows, &runs(rows), optional, &mut o1);
                     let (i2, d2) = n.dict.renumber(n.entries.len(), rows, optional, &mut o2);
                     assert_eq!(d1, d2, "{vals:?} rows {rows:?}");
                     let read = |idx: &[u32], order: &[u32]| idx.iter().map(|&i| n.entries[order[i as usize] as usize]).collect::<Vec<_>>();
@@ -411,7 +473,7 @@ mod tests {
                 }
             }
             // What `values` hands the writer picks the arrival order for all rows.
-            let v = n.values(&rev, true, |x| x as i64, PqCol::I64);
+            let v = n.values(&rev, &runs(&rev), true, |x| x as i64, PqCol::I64);
             let PqCol::Dict { values, .. } = v.col else { panic!() };
             let PqCol::I64(e) = *values else { panic!() };
             assert_eq!(e, n.entries.iter().map(|&x| x as i64).collect::<Vec<_>>());
@@ -442,6 +504,53 @@ mod tests {
                     let a = n.dict.one_value(n.entries.len(), rows, optional, &mut o1);
                     let b = n.dict.renumber(n.entries.len(), rows, optional, &mut o2);
                     assert_eq!((a, o1), (b, o2), "{vals:?} rows {rows:?} optional {optional}");
+                }
+            }
+        }
+    }
+
+    /// A free-text column reads back, row by row in the file's order, the
+    /// values it was given (null or "" for unset ones as it is optional or
+    /// not): as a dictionary when few distinct values repeat, PLAIN (each
+    /// value with its length, as `encode::strings` takes them row by row)
+    /// when they do not, in any row order.
+    #[test]
+    fn free_text_is_a_dictionary_only_when_it_pays() {
+        let repeated: Vec<Option<String>> =
+            (0..400).map(|i| if i % 7 == 3 { None } else { Some(format!("select * from t where id = {}", i % 5)) }).collect();
+        let distinct: Vec<Option<String>> =
+            (0..400).map(|i| if i % 7 == 3 { None } else { Some(format!("select * from t where id = {i}")) }).collect();
+        for (vals, pays) in [(&repeated, true), (&distinct, false)] {
+            for optional in [true, false] {
+                let mut d = DictText::new(optional);
+                vals.iter().for_each(|v| d.push(v.as_deref().map(str::as_bytes)));
+                assert_eq!(d.dictionary_pays(), pays, "optional {optional}");
+                let n = vals.len() as u32;
+                let fwd: Vec<u32> = (0..n).collect();
+                let mixed: Vec<u32> = (0..n).map(|r| if r % 10 == 9 { n - 1 - r } else { r }).collect();
+                let rev: Vec<u32> = (0..n).rev().collect();
+                for rows in [&fwd, &mixed, &rev, &fwd[..100].to_vec()] {
+                    let got = d.free_text_values(rows, &runs(rows));
+                    let want = crate::encode::strings(rows, optional, |r| Some(vals[r].as_deref().unwrap_or("").as_bytes()).filter(|_| !optional || vals[r].is_some()));
+                    assert_eq!(got.def, want.def, "optional {optional}");
+                    let PqCol::Bytes(w) = &want.col else { panic!() };
+                    let read: Vec<Vec<u8>> = match &got.col {
+                        PqCol::Dict { values, idx } => {
+                            assert!(pays);
+                            let PqCol::Bytes(t) = &**values else { panic!() };
+                            idx.iter().map(|&i| t.get(i as usize).to_vec()).collect()
+                        }
+                        PqCol::Plain(t) => {
+                            assert!(!pays);
+                            t.iter().map(|v| {
+                                assert_eq!(v[..4], (v.len() as u32 - 4).to_le_bytes());
+                                v[4..].to_vec()
+                            })
+                            .collect()
+                        }
+                        _ => panic!("neither a dictionary nor PLAIN"),
+                    };
+                    assert_eq!(read, w.iter().map(<[u8]>::to_vec).collect::<Vec<_>>(), "optional {optional} pays {pays}");
                 }
             }
         }

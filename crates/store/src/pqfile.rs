@@ -26,7 +26,7 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 const PAGE_BYTES: usize = 1 << 20;
 const PAGE_ROWS: usize = 1 << 20;
 /// A dictionary larger than this is not worth it: the chunk is written PLAIN.
-const DICT_BYTES: usize = 1 << 20;
+pub(crate) const DICT_BYTES: usize = 1 << 20;
 
 // Parquet's enums (parquet.thrift).
 const T_BOOLEAN: i32 = 0;
@@ -226,8 +226,11 @@ impl<'f, W: Write> FileWriter<'f, W> {
 
     fn row_group(&mut self, src: &dyn RowSource, rows: &[u32]) -> Result<()> {
         let mut chunks = Vec::with_capacity(self.fmt.cols.len());
+        // The rows' runs, found once for every column.
+        // (A transaction buffer's columns are copied a run at a time.)
+        let runs = if src.kind().is_tx() { crate::encode::runs(rows) } else { Vec::new() };
         for (c, spec) in self.fmt.cols.iter().enumerate() {
-            let v = src.values(c, rows);
+            let v = src.values_in_runs(c, rows, &runs);
             let chunk = self.chunk(spec, &v, rows.len());
             crate::encode::recycle(v);
             chunks.push(chunk?);
@@ -261,7 +264,9 @@ impl<'f, W: Write> FileWriter<'f, W> {
         let with_stats = spec.has_statistics();
         self.ctx = if spec.col_type() == ColType::Ip { ADDR_CTX } else { FAST_CTX };
         // Dictionary: the indices of every present value, and the values once.
-        let dict_len = if spec.is_dictionary() && !matches!(v.col, PqCol::Bool(_)) {
+        // (A free-text column whose builder found a dictionary that pays
+        // hands it as one: `DictText::free_text_values`.)
+        let dict_len = if (spec.is_dictionary() && !matches!(v.col, PqCol::Bool(_))) || matches!(v.col, PqCol::Dict { .. }) {
             self.dictionary(&v.col)
         } else {
             None

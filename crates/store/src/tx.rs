@@ -9,8 +9,8 @@ use wirelog_record::{IpAddr16, Proc};
 
 use crate::batch::Kind;
 use crate::dict::{DictNum, DictText};
-use crate::encode::RowSource;
-use crate::encode::{null_owner, opt_i32, opt_i64, owner_values, req_bool, req_i64, PqCol, PqValues, Texts};
+use crate::encode::{gather, RowSource, Run};
+use crate::encode::{null_owner, owner_values, PqCol, PqValues, Pooled};
 use crate::error::StoreError;
 use crate::schema::{self, ColType, OWNER_COLS, TX_COMMON};
 use crate::time::NS_PER_US;
@@ -182,81 +182,6 @@ pub(crate) fn check(kind: Kind, row: &TxRow) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Strings of one column in one buffer, each value as a PLAIN page holds
-/// it (its length, u32 LE, then its bytes), so that a file's page is the
-/// buffer's bytes copied a run of rows at a time ([`Text::values`]).
-#[derive(Default)]
-struct Text {
-    bytes: Vec<u8>,
-    /// End offset of each row's value in `bytes` (an unset row's is the
-    /// row before's: it takes no bytes).
-    ends: Vec<usize>,
-    set: Vec<bool>,
-    /// Whether unset rows are null; else they are written as "".
-    optional: bool,
-}
-
-impl Text {
-    fn new(optional: bool) -> Text {
-        Text { optional, ..Text::default() }
-    }
-
-    #[inline]
-    fn push(&mut self, s: Option<&[u8]>) {
-        let s = if self.optional { s } else { Some(s.unwrap_or_default()) };
-        if let Some(s) = s {
-            self.bytes.extend_from_slice(&(s.len() as u32).to_le_bytes());
-            self.bytes.extend_from_slice(s);
-        }
-        self.ends.push(self.bytes.len());
-        self.set.push(s.is_some());
-    }
-
-    fn start(&self, r: usize) -> usize {
-        if r == 0 { 0 } else { self.ends[r - 1] }
-    }
-
-    /// The rows' values in their order, in PLAIN form
-    /// ([`PqCol::Plain`]): rows that follow each other in the buffer
-    /// (most, the buffer being nearly in time order) copied in one piece.
-    fn values(&self, rows: &[u32]) -> PqValues {
-        let mut data = crate::encode::buf(0);
-        let mut ends = crate::encode::buf(rows.len());
-        let mut def = crate::encode::buf(if self.optional { rows.len() } else { 0 });
-        let mut i = 0;
-        while i < rows.len() {
-            let first = rows[i] as usize;
-            let mut j = i + 1;
-            while j < rows.len() && rows[j] as usize == first + (j - i) {
-                j += 1;
-            }
-            let last = first + (j - i);
-            let start = self.start(first);
-            let base = data.len() - start;
-            data.extend_from_slice(&self.bytes[start..self.ends[last - 1]]);
-            if self.optional {
-                for r in first..last {
-                    let set = self.set[r];
-                    def.push(i16::from(set));
-                    if set {
-                        ends.push(self.ends[r] + base);
-                    }
-                }
-            } else {
-                ends.extend(self.ends[first..last].iter().map(|&e| e + base));
-            }
-            i = j;
-        }
-        PqValues { col: PqCol::Plain(Texts { data, ends }), def: self.optional.then_some(def) }
-    }
-
-    fn clear(&mut self) {
-        self.bytes.clear();
-        self.ends.clear();
-        self.set.clear();
-    }
-}
-
 /// The kind of builder an extra column is buffered in: a dictionary
 /// column is dictionary-encoded as it is buffered ([`crate::dict`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,7 +250,10 @@ pub(crate) struct TxBuf {
     u64s: Vec<Vec<Option<u64>>>,
     dict_u64s: Vec<DictNum<u64>>,
     durs: Vec<Vec<Option<i64>>>,
-    strs: Vec<Text>,
+    /// Free text (not a declared dictionary) is buffered as a dictionary
+    /// too, and written as one when that pays
+    /// ([`DictText::free_text_values`]).
+    strs: Vec<DictText>,
     dict_strs: Vec<DictText>,
     bools: Vec<Vec<bool>>,
     slots: Vec<Slot>,
@@ -352,7 +280,7 @@ impl TxBuf {
         let (mut strs, mut dict_strs) = (Vec::new(), Vec::new());
         for (c, s) in cols.iter().zip(&slots) {
             match s.0 {
-                Builder::Str => strs.push(Text::new(c.optional)),
+                Builder::Str => strs.push(DictText::new(c.optional)),
                 Builder::DictStr => dict_strs.push(DictText::new(c.optional)),
                 _ => {}
             }
@@ -475,7 +403,7 @@ impl TxBuf {
         self.u64s.iter_mut().for_each(Vec::clear);
         self.dict_u64s.iter_mut().for_each(DictNum::clear);
         self.durs.iter_mut().for_each(Vec::clear);
-        self.strs.iter_mut().for_each(Text::clear);
+        self.strs.iter_mut().for_each(DictText::clear);
         self.dict_strs.iter_mut().for_each(DictText::clear);
         self.bools.iter_mut().for_each(Vec::clear);
         self.bytes = 0;
@@ -531,6 +459,26 @@ fn us(ns: i64) -> i64 {
     ns.div_euclid(NS_PER_US)
 }
 
+/// An OPTIONAL column of `n` rows from a builder of `Option`s, taken a run
+/// of rows at a time (`runs`): the present values as `conv` makes them and
+/// a definition level per row (as `encode::opt_i64` takes them row by row).
+fn optional_in_runs<T: Copy, U: Pooled>(n: usize, runs: &[Run], src: &[Option<T>], conv: impl Fn(T) -> U, wrap: fn(Vec<U>) -> PqCol) -> PqValues {
+    let mut vals = crate::encode::buf(n);
+    let mut def = crate::encode::buf(n);
+    for r in runs {
+        for x in &src[r.range()] {
+            match *x {
+                Some(x) => {
+                    vals.push(conv(x));
+                    def.push(1);
+                }
+                None => def.push(0),
+            }
+        }
+    }
+    PqValues { col: wrap(vals), def: Some(def) }
+}
+
 impl RowSource for TxBuf {
     fn kind(&self) -> Kind {
         self.kind
@@ -546,6 +494,10 @@ impl RowSource for TxBuf {
         sort_nearly_sorted(rows, &self.ts);
     }
     fn values(&self, col: usize, rows: &[u32]) -> PqValues {
+        self.values_in_runs(col, rows, &crate::encode::runs(rows))
+    }
+    /// Each column copied from its builder a run of rows at a time.
+    fn values_in_runs(&self, col: usize, rows: &[u32], runs: &[Run]) -> PqValues {
         let all = schema::columns(self.kind);
         if col >= all.len() - OWNER_COLS {
             if self.orig_proc.is_empty() {
@@ -557,42 +509,38 @@ impl RowSource for TxBuf {
             let spec = &all[col];
             let (b, i) = self.slots[col - TX_COMMON];
             return match b {
-                Builder::U64 if spec.ty == ColType::U16 => {
-                    let v = &self.u64s[i];
-                    opt_i32(rows, |r| v[r].map(|x| x as i32))
-                }
-                Builder::U64 => {
-                    let v = &self.u64s[i];
-                    opt_i64(rows, |r| v[r].map(|x| x as i64))
-                }
-                Builder::DictU64 if spec.ty == ColType::U16 => self.dict_u64s[i].values(rows, true, |x| x as i32, PqCol::I32),
-                Builder::DictU64 => self.dict_u64s[i].values(rows, true, |x| x as i64, PqCol::I64),
-                Builder::Dur => {
-                    let v = &self.durs[i];
-                    opt_i64(rows, |r| v[r].map(us))
-                }
-                Builder::Str => self.strs[i].values(rows),
-                Builder::DictStr => self.dict_strs[i].values(rows),
+                Builder::U64 if spec.ty == ColType::U16 => optional_in_runs(rows.len(), runs, &self.u64s[i], |x| x as i32, PqCol::I32),
+                Builder::U64 => optional_in_runs(rows.len(), runs, &self.u64s[i], |x| x as i64, PqCol::I64),
+                Builder::DictU64 if spec.ty == ColType::U16 => self.dict_u64s[i].values(rows, runs, true, |x| x as i32, PqCol::I32),
+                Builder::DictU64 => self.dict_u64s[i].values(rows, runs, true, |x| x as i64, PqCol::I64),
+                Builder::Dur => optional_in_runs(rows.len(), runs, &self.durs[i], us, PqCol::I64),
+                Builder::Str => self.strs[i].free_text_values(rows, runs),
+                Builder::DictStr => self.dict_strs[i].values(rows, runs),
                 Builder::Bool => {
-                    let v = &self.bools[i];
-                    req_bool(rows, |r| v[r])
+                    let mut v = Vec::with_capacity(rows.len());
+                    gather(&mut v, runs, &self.bools[i], |x| x);
+                    PqValues { col: PqCol::Bool(v), def: None }
                 }
             };
         }
         match schema::columns(self.kind)[col].name {
-            "ts" => req_i64(rows, |r| us(self.ts[r])),
-            "uid" => self.uid.values(rows),
-            "client" => self.client.values(rows, false, |ip| ip, PqCol::Flba),
-            "client_port" => self.client_port.values(rows, false, i32::from, PqCol::I32),
-            "server" => self.server.values(rows, false, |ip| ip, PqCol::Flba),
-            "server_port" => self.server_port.values(rows, false, i32::from, PqCol::I32),
-            "transport" => self.transport.values(rows, false, i32::from, PqCol::I32),
-            "status" => self.status.values(rows),
-            "request_bytes" => self.request_bytes.values(rows, true, |v| v as i64, PqCol::I64),
-            "response_bytes" => self.response_bytes.values(rows, true, |v| v as i64, PqCol::I64),
-            "latency" => opt_i64(rows, |r| self.latency[r].map(us)),
-            "first_byte_latency" => opt_i64(rows, |r| self.first_byte_latency[r].map(us)),
-            "sample_weight" => self.sample_weight.values(rows, true, |v| v as i64, PqCol::I64),
+            "ts" => {
+                let mut v = crate::encode::buf(rows.len());
+                gather(&mut v, runs, &self.ts, us);
+                PqValues { col: PqCol::I64(v), def: None }
+            }
+            "uid" => self.uid.values(rows, runs),
+            "client" => self.client.values(rows, runs, false, |ip| ip, PqCol::Flba),
+            "client_port" => self.client_port.values(rows, runs, false, i32::from, PqCol::I32),
+            "server" => self.server.values(rows, runs, false, |ip| ip, PqCol::Flba),
+            "server_port" => self.server_port.values(rows, runs, false, i32::from, PqCol::I32),
+            "transport" => self.transport.values(rows, runs, false, i32::from, PqCol::I32),
+            "status" => self.status.values(rows, runs),
+            "request_bytes" => self.request_bytes.values(rows, runs, true, |v| v as i64, PqCol::I64),
+            "response_bytes" => self.response_bytes.values(rows, runs, true, |v| v as i64, PqCol::I64),
+            "latency" => optional_in_runs(rows.len(), runs, &self.latency, us, PqCol::I64),
+            "first_byte_latency" => optional_in_runs(rows.len(), runs, &self.first_byte_latency, us, PqCol::I64),
+            "sample_weight" => self.sample_weight.values(rows, runs, true, |v| v as i64, PqCol::I64),
             other => unreachable!("transaction column {other}"),
         }
     }
@@ -601,33 +549,6 @@ impl RowSource for TxBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A text column's values taken for a file in PLAIN form, runs of rows
-    /// copied whole, are the values row by row (`encode::strings`, what
-    /// they were taken with before), in any row order, nulls or "" for
-    /// unset rows as the column is optional or not.
-    #[test]
-    fn text_values_are_the_rows_in_plain_form() {
-        let vals = [Some("a"), None, Some(""), Some("ccc"), None, Some("dd"), Some("e")];
-        for optional in [true, false] {
-            let mut t = Text::new(optional);
-            vals.iter().for_each(|v| t.push(v.map(str::as_bytes)));
-            let rows: [&[u32]; 5] = [&[0, 1, 2, 3, 4, 5, 6], &[3, 4, 5, 0, 1, 2, 6], &[6, 5, 0, 2, 1, 4, 3], &[2, 3], &[]];
-            for rows in rows {
-                let got = t.values(rows);
-                let want = crate::encode::strings(rows, optional, |r| vals[r].map(str::as_bytes));
-                assert_eq!(got.def, want.def, "{rows:?}");
-                let (PqCol::Plain(g), PqCol::Bytes(w)) = (&got.col, &want.col) else { panic!("{rows:?}") };
-                let mut plain = Vec::new();
-                for v in w.iter() {
-                    plain.extend_from_slice(&(v.len() as u32).to_le_bytes());
-                    plain.extend_from_slice(v);
-                }
-                assert_eq!((g.data.clone(), g.ends.len()), (plain, w.ends.len()), "{rows:?} optional {optional}");
-                assert!(g.iter().zip(w.iter()).all(|(g, w)| &g[4..] == w), "{rows:?}");
-            }
-        }
-    }
 
     /// Rows sorted by time as the stable sort sorts them, for buffers in
     /// order, nearly in order (a few late rows, equal times among them),
