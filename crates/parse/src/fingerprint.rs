@@ -204,16 +204,25 @@ impl Fingerprints {
     /// fingerprint from the whole text. The text is the one recorded with
     /// the shape's last statement when the two are equal and short, so a
     /// statement repeated word for word allocates nothing.
+    ///
+    /// Only a text as long as its fingerprint is compared with, or kept
+    /// as, the shape's last one: a statement with a literal nearly always
+    /// has a fingerprint of another length (`id=5012` is `id=?`), so it
+    /// costs one length test, not a comparison of its bytes and an `Arc`
+    /// kept per shape. Texts without literals (BEGIN, COMMIT, a query of
+    /// names only) keep their length, as do one-byte literals.
     pub(crate) fn recorded(&mut self, raw: &str, dialect: Dialect, cfg: &crate::ParseConfig) -> (Arc<str>, bool, Arc<str>) {
         let end = fingerprint_bytes(raw, dialect, &mut self.buf, &mut self.scratch);
         let (text, cut) = recorded_text(raw, dialect, cfg);
+        if text.len() != end || end > MAX_SHARED_TEXT {
+            let fp = self.shared_buf(end);
+            return (Arc::from(&*text), cut, fp);
+        }
         let (fp, text) = self.shape(end, |shape| match &shape.last {
             Some(last) if **last == *text => last.clone(),
             _ => {
                 let t: Arc<str> = Arc::from(&*text);
-                if t.len() <= MAX_SHARED_TEXT {
-                    shape.last = Some(t.clone());
-                }
+                shape.last = Some(t.clone());
                 t
             }
         });
@@ -1547,6 +1556,13 @@ mod tests {
         let (g, _, _) = fps.recorded(&long, Dialect::Mysql, &cfg);
         let (h, _, _) = fps.recorded(&long, Dialect::Mysql, &cfg);
         assert!(*g == *h && !Arc::ptr_eq(&g, &h));
+        // A text whose fingerprint is of another length (a literal of more
+        // than one byte) is neither compared nor kept: its own text each time.
+        let (k, _, fk) = fps.recorded("SELECT c FROM t WHERE id=12", Dialect::Mysql, &cfg);
+        let (l, _, fl) = fps.recorded("SELECT c FROM t WHERE id=12", Dialect::Mysql, &cfg);
+        assert!(*k == *l && !Arc::ptr_eq(&k, &l) && Arc::ptr_eq(&fk, &fl), "the fingerprint is still shared");
+        let (m, _, _) = fps.recorded("SELECT c FROM t WHERE id=2", Dialect::Mysql, &cfg);
+        assert!(Arc::ptr_eq(&d, &m), "the shape's last text is still id=2's");
         // A redacted text is compared as recorded.
         let redact = crate::ParseConfig { redact: true, ..Default::default() };
         let (i, _, _) = fps.recorded("SELECT c FROM t WHERE id=3", Dialect::Mysql, &redact);

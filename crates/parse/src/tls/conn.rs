@@ -176,7 +176,7 @@ pub fn transaction(hs: TlsHandshake, request: Option<Span>, response: Option<Spa
         request,
         response,
         status,
-        detail: Detail::Tls(tx),
+        detail: Detail::Tls(Box::new(tx)),
     }
 }
 

@@ -318,12 +318,12 @@ pub mod fixtures {
                 request: Some(span),
                 response: Some(span),
                 status: TxStatus::Ok,
-                detail: Detail::Tls(TlsTx {
+                detail: Detail::Tls(Box::new(TlsTx {
                     server_name: Some("www.example.org".into()),
                     server_certs: Some(server),
                     client_certs: client,
                     ..TlsTx::default()
-                }),
+                })),
             },
             orig_proc: None,
             resp_proc: None,
