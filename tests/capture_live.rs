@@ -1468,11 +1468,18 @@ fn replay_parts_at_10k(ns: &VethPair, cap: &Capture, parts: &[PathBuf], quiet: D
 
 /// Issue 35 step 3: kernel accounting as a live step. Long bulk TCP
 /// connections (no parsing: steps 1 and 1b save nothing) replayed at 10 k
-/// packets/s with a budget below their cost (0.2% of a core: the worker's
-/// share is what the other threads leave, at least 0.05%, and it needs
-/// about 0.15% at that rate; at top speed its ring backlog grew for
-/// seconds, and entries written from a state that far behind count
-/// nothing, BENCHMARKS.md): the governor goes to step 2, then
+/// packets/s with a budget below their cost (0.15% of a core: the worker's
+/// share is what the other threads leave, at most the whole budget and at
+/// least a quarter of it, and it needs about 0.2% at that rate; at top
+/// speed its ring backlog grew for seconds, and entries written from a
+/// state that far behind count nothing, BENCHMARKS.md). The budget was
+/// 0.2%, the worker's own need: whenever the other threads used little
+/// (a cheap start), its share came near the whole budget, the worker sat
+/// between the governor's 50% and 90% of it, nothing moved past step 2
+/// and the test failed 1 run in ~6 (BENCHMARKS.md, "The step-3 live test
+/// made deterministic"). At 0.15% even the largest share is below what the
+/// worker needs, so step 2 and step 3 come within the first half second
+/// of the replay: the governor goes to step 2, then
 /// step 3 (the kernel counts the established connections); in the quiet 5 s
 /// that follow it takes step 3 back and the tracker takes the delegated
 /// connections back; the second replay brings it on again, and the FINs end
@@ -1503,17 +1510,18 @@ fn cpu_budget_step3_counts_connections_in_the_kernel_and_gives_them_back() {
     assert!(truth.iter().all(|r| r["history"].starts_with("Sh")), "{truth:?}");
     let mib = |r: String| r.trim_end_matches('M').parse::<u64>().unwrap();
     let ring = format!("{}M", mib(ring_for_replay(&pcaps[0], 1)) + mib(ring_for_replay(&pcaps[1], 1)));
-    let cap = Capture::start(&ns, &dir, &["--no-parse", "--ring-size", &ring, "--cpu-budget", "0.2%"]);
+    let cap = Capture::start(&ns, &dir, &["--no-parse", "--ring-size", &ring, "--cpu-budget", "0.15%"]);
     // Quiet between the parts: calm periods, step 3 goes off with
     // connections delegated.
     let (cpu, wall) = replay_parts_at_10k(&ns, &cap, &pcaps, Duration::from_secs(5));
     // Said, not asserted: at 0.2% the other threads' own use is most of
     // the budget (BENCHMARKS.md, "Step 3 as a live step").
-    eprintln!("capture CPU {cpu:.3} s over {wall:.1} s ({:.2}% of a core; the budget's bound {:.3} s)", cpu / wall * 100.0, 0.002 * (wall + 0.5) + 0.005);
+    eprintln!("capture CPU {cpu:.3} s over {wall:.1} s ({:.2}% of a core; the budget's bound {:.3} s)", cpu / wall * 100.0, 0.0015 * (wall + 0.5) + 0.005);
     let logs = cap.dir.join("logs");
     let err = cap.stop();
     let start = err.lines().find(|l| l.starts_with("wirelog: cpu budget: ")).unwrap_or_else(|| panic!("no start line: {err}"));
     assert!(start.contains("then skip-empty-tcp, then kernel accounting, then kernel drops"), "{start}");
+    // (0.15% is shown to a tenth of a percent.)
     let shed = err.lines().find(|l| l.starts_with("wirelog: cpu budget 0.2% of a core: ")).unwrap_or_else(|| panic!("no shed line: {err}"));
     let kline = err.lines().find(|l| l.starts_with("wirelog: kernel accounting: ")).unwrap_or_else(|| panic!("no kernel accounting line: {err}"));
     eprintln!("{err}");
@@ -1532,7 +1540,8 @@ fn cpu_budget_step3_counts_connections_in_the_kernel_and_gives_them_back() {
     let sum = |rs: &[BTreeMap<String, String>], ks: &[&str]| -> u64 { rs.iter().map(|r| ks.iter().map(|k| n(r, k)).sum::<u64>()).sum() };
     let sent: u64 = sum(&truth, &["orig_pkts", "resp_pkts"]);
     let conn_pkts = sum(&live, &["orig_pkts", "resp_pkts"]);
-    eprintln!("sent {sent}: {taken} through the ring, {counted} counted in the kernel, {dropped} dropped by the kernel; conn.log {conn_pkts} packets; {taken_back} connections taken back; step 3 on {step3_s} s");
+    let step2_s = shed.find("(2) skip-empty-tcp ").map_or("?", |i| shed[i + "(2) skip-empty-tcp ".len()..].split(' ').next().unwrap());
+    eprintln!("sent {sent}: {taken} through the ring, {counted} counted in the kernel, {dropped} dropped by the kernel; conn.log {conn_pkts} packets; {taken_back} connections taken back; step 2 on {step2_s} s, step 3 on {step3_s} s");
     assert_eq!(taken + counted + dropped, sent, "{err}");
     assert_eq!(conn_pkts + dropped, sent, "{err}");
     assert_eq!(sum(&flows, &["pkts_out", "pkts_in"]), conn_pkts, "flows.log vs conn.log packets");
