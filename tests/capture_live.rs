@@ -933,9 +933,11 @@ fn cpu_budget_holds_on_a_sysbench_replay() {
     let (sent_n, cpu, wall, err, rows, estimate) = run("8M", &["--cpu-budget", &arg]);
     let limit = budget * (wall + 0.5) + 0.005;
     assert!(cpu <= limit, "--cpu-budget {arg}: {cpu:.3} CPU-s over {wall:.2} s, limit {limit:.3}\n{err}");
-    let said = format!("wirelog: cpu budget: {arg} of a core for the whole process");
+    // The budget is shown without a zero tenth ("1%" for 1.0%).
+    let shown = arg.replace(".0%", "%");
+    let said = format!("wirelog: cpu budget: {shown} of a core for the whole process");
     assert!(err.contains(&said), "{said}?\n{err}");
-    let shed = err.lines().find(|l| l.starts_with(&format!("wirelog: cpu budget {arg} of a core: "))).unwrap_or_else(|| panic!("no shed line: {err}"));
+    let shed = err.lines().find(|l| l.starts_with(&format!("wirelog: cpu budget {shown} of a core: "))).unwrap_or_else(|| panic!("no shed line: {err}"));
     eprintln!("{shed}");
     assert!(shed.contains("(1b) parsed connections thinned "), "step 1b not said: {shed}");
     // Every packet sent is accounted for (step 3's counted in the kernel
@@ -1471,11 +1473,19 @@ fn replay_parts_at_10k(ns: &VethPair, cap: &Capture, parts: &[PathBuf], quiet: D
 
 /// Issue 35 step 3: kernel accounting as a live step. Long bulk TCP
 /// connections (no parsing: steps 1 and 1b save nothing) replayed at 10 k
-/// packets/s with a budget below their cost (0.2% of a core: the worker's
-/// share is what the other threads leave, at least 0.05%, and it needs
-/// about 0.15% at that rate; at top speed its ring backlog grew for
-/// seconds, and entries written from a state that far behind count
-/// nothing, BENCHMARKS.md): the governor goes to step 2, then
+/// packets/s with a budget of 0.2% of a core. Load-sensitive, and known to
+/// fail about 1 run in 6 on a loaded machine (BENCHMARKS.md, "The step-3
+/// live test and step 3 under a load well above the budget"): the worker
+/// needs about 0.2% of a core at that rate, the budget itself, and its
+/// share is what the other threads leave (between a quarter of the budget
+/// and all of it), so when they use little it sits between the governor's
+/// 50% and 90% of its share and nothing moves past step 2. A budget well
+/// below the need does not help: step 3 then comes at once but the worker
+/// pauses and sheds in the kernel (step 4), and a shed packet the kernel
+/// numbered for a suspended entry leaves the tracker unable to resume it,
+/// so the kernel counts nothing (0.1% and 0.15%, measured there). At top
+/// speed its ring backlog grew for seconds, and entries written from a
+/// state that far behind count nothing. The governor goes to step 2, then
 /// step 3 (the kernel counts the established connections); in the quiet 5 s
 /// that follow it takes step 3 back and the tracker takes the delegated
 /// connections back; the second replay brings it on again, and the FINs end
@@ -1535,7 +1545,8 @@ fn cpu_budget_step3_counts_connections_in_the_kernel_and_gives_them_back() {
     let sum = |rs: &[BTreeMap<String, String>], ks: &[&str]| -> u64 { rs.iter().map(|r| ks.iter().map(|k| n(r, k)).sum::<u64>()).sum() };
     let sent: u64 = sum(&truth, &["orig_pkts", "resp_pkts"]);
     let conn_pkts = sum(&live, &["orig_pkts", "resp_pkts"]);
-    eprintln!("sent {sent}: {taken} through the ring, {counted} counted in the kernel, {dropped} dropped by the kernel; conn.log {conn_pkts} packets; {taken_back} connections taken back; step 3 on {step3_s} s");
+    let step2_s = shed.find("(2) skip-empty-tcp ").map_or("?", |i| shed[i + "(2) skip-empty-tcp ".len()..].split(' ').next().unwrap());
+    eprintln!("sent {sent}: {taken} through the ring, {counted} counted in the kernel, {dropped} dropped by the kernel; conn.log {conn_pkts} packets; {taken_back} connections taken back; step 2 on {step2_s} s, step 3 on {step3_s} s");
     assert_eq!(taken + counted + dropped, sent, "{err}");
     assert_eq!(conn_pkts + dropped, sent, "{err}");
     assert_eq!(sum(&flows, &["pkts_out", "pkts_in"]), conn_pkts, "flows.log vs conn.log packets");
