@@ -267,11 +267,6 @@ struct CutTo256 {
     summary: String,
 }
 
-fn cut_to_256(gen: &str, proto: &str, scratch: &str) -> Option<CutTo256> {
-    let whole_pcap = common::capture(gen, &format!("{proto}.pcap"))?;
-    Some(cut_pcap_to_256(&whole_pcap, proto, scratch))
-}
-
 /// `whole_pcap` read as it is and cut by `editcap -s 256`, with the same flags.
 fn cut_pcap_to_256(whole_pcap: &Path, proto: &str, scratch: &str) -> CutTo256 {
     let dir = common::scratch("transactions", scratch);
