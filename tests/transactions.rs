@@ -337,17 +337,8 @@ fn mysql_cut_to_256_bytes_keeps_every_statement() {
     };
     mysql_cut_matches_whole(&cut_pcap_to_256(&whole_pcap, "mysql", "snaplen"), "mysql.pcap");
     // Stopped in the middle, as a capture may be: inside a result set.
-    let dir = common::scratch("transactions", "mysql_first_half");
-    let half_pcap = dir.join("mysql_half.pcap");
     let last = pcap_packets(&whole_pcap) / 2;
-    let st = Command::new("editcap")
-        .arg("-r")
-        .arg(&whole_pcap)
-        .arg(&half_pcap)
-        .arg(format!("1-{last}"))
-        .status()
-        .expect("run editcap (wireshark-common)");
-    assert!(st.success(), "editcap -r");
+    let half_pcap = first_packets(&whole_pcap, last, "mysql");
     mysql_cut_matches_whole(&cut_pcap_to_256(&half_pcap, "mysql", "snaplen_half"), &format!("its first {last} packets"));
 }
 
@@ -419,22 +410,27 @@ fn http_cut_to_256_bytes_keeps_status_sizes_and_pairing() {
     http_cut_matches_whole(&all, "http.pcap");
     // The capture stopped right after the first segment of a large
     // response past its middle: that response is cut short in both reads.
-    let dir = common::scratch("transactions", "http_first_half");
-    let half_pcap = dir.join("http_half.pcap");
-    let packets = pcap_packets(&whole_pcap);
-    let last = first_large_response_from(&whole_pcap, packets / 2);
-    let st = Command::new("editcap")
-        .args(["-r"])
-        .arg(&whole_pcap)
-        .arg(&half_pcap)
-        .arg(format!("1-{last}"))
-        .status()
-        .expect("run editcap (wireshark-common)");
-    assert!(st.success(), "editcap -r");
+    let last = first_large_response_from(&whole_pcap, pcap_packets(&whole_pcap) / 2);
+    let half_pcap = first_packets(&whole_pcap, last, "http");
     let half = cut_pcap_to_256(&half_pcap, "http", "snaplen_http_half");
     let partial = half.whole.iter().filter(|r| r["status"] == "partial").count();
     assert!(partial > 0, "the first {last} packets end inside no response: {}", half.whole_summary);
     http_cut_matches_whole(&half, &format!("its first {last} packets ({partial} responses cut short)"));
+}
+
+/// The first `last` packets of `pcap` (`editcap -r`), as a capture
+/// stopped there would hold them.
+fn first_packets(pcap: &Path, last: u64, proto: &str) -> PathBuf {
+    let part = common::scratch("transactions", &format!("{proto}_first_part")).join(format!("{proto}_first_{last}.pcap"));
+    let st = Command::new("editcap")
+        .arg("-r")
+        .arg(pcap)
+        .arg(&part)
+        .arg(format!("1-{last}"))
+        .status()
+        .expect("run editcap (wireshark-common)");
+    assert!(st.success(), "editcap -r {} 1-{last}", pcap.display());
+    part
 }
 
 /// A capture's packet count (`capinfos`).
