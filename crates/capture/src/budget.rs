@@ -144,7 +144,8 @@ impl CpuBudget {
 impl fmt::Display for CpuBudget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.cores < 1.0 {
-            write!(f, "{}% of a core", (self.cores * 1000.0).round() / 10.0)
+            // To a hundredth of a percent: 0.15% is not said as 0.2%.
+            write!(f, "{}% of a core", (self.cores * 10_000.0).round() / 100.0)
         } else {
             write!(f, "{} cores", (self.cores * 100.0).round() / 100.0)
         }
@@ -443,6 +444,10 @@ mod tests {
             assert!(e.starts_with("--cpu-budget "), "{bad}: {e}");
         }
         assert_eq!(CpuBudget::parse("3%").unwrap().to_string(), "3% of a core");
+        assert_eq!(CpuBudget::parse("0.15%").unwrap().to_string(), "0.15% of a core");
+        assert_eq!(CpuBudget::parse("0.2%").unwrap().to_string(), "0.2% of a core");
+        assert_eq!(CpuBudget::parse("1.0%").unwrap().to_string(), "1% of a core");
+        assert_eq!(CpuBudget::parse("0.5").unwrap().to_string(), "50% of a core");
         assert_eq!(CpuBudget::parse("2").unwrap().to_string(), "2 cores");
     }
 
