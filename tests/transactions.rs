@@ -410,7 +410,7 @@ fn http_cut_to_256_bytes_keeps_status_sizes_and_pairing() {
     http_cut_matches_whole(&all, "http.pcap");
     // The capture stopped right after the first segment of a large
     // response past its middle: that response is cut short in both reads.
-    let last = first_large_response_from(&whole_pcap, pcap_packets(&whole_pcap) / 2);
+    let last = first_large_response_past_the_middle(&whole_pcap);
     let half_pcap = first_packets(&whole_pcap, last, "http");
     let half = cut_pcap_to_256(&half_pcap, "http", "snaplen_http_half");
     let partial = half.whole.iter().filter(|r| r["status"] == "partial").count();
@@ -433,52 +433,31 @@ fn first_packets(pcap: &Path, last: u64, proto: &str) -> PathBuf {
     part
 }
 
-/// A capture's packet count (`capinfos`).
+/// A capture's packet count.
 fn pcap_packets(pcap: &Path) -> u64 {
-    let out = Command::new("capinfos").args(["-M", "-c", "-T", "-r"]).arg(pcap).output().expect("run capinfos");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.trim().rsplit('\t').next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("capinfos {}: {text}", pcap.display()))
+    common::kept::read_pcap(pcap).0.len() as u64
 }
 
-/// The number (from 1) of the first packet at or after `from` that opens a
-/// 200 response declaring a body of more than 16 KiB (a pcap file, any link type).
-fn first_large_response_from(pcap: &Path, from: u64) -> u64 {
-    use std::io::Read;
-    let mut f = std::io::BufReader::new(std::fs::File::open(pcap).expect("open the capture"));
-    let mut head = [0u8; 24];
-    f.read_exact(&mut head).expect("pcap header");
-    let swap = head[..4] == [0xd4, 0xc3, 0xb2, 0xa1] || head[..4] == [0x4d, 0x3c, 0xb2, 0xa1];
-    let u32_at = |b: &[u8]| {
-        let v = [b[0], b[1], b[2], b[3]];
-        if swap {
-            u32::from_le_bytes(v)
-        } else {
-            u32::from_be_bytes(v)
-        }
-    };
-    let mut rec = [0u8; 16];
-    let mut data = Vec::new();
-    let mut n = 0u64;
-    while f.read_exact(&mut rec).is_ok() {
-        n += 1;
-        data.resize(u32_at(&rec[8..12]) as usize, 0);
-        f.read_exact(&mut data).expect("a whole packet record");
-        if n < from {
-            continue;
-        }
+/// The number (from 1) of the first packet past the capture's middle that
+/// opens a 200 response declaring a body of more than 16 KiB (any link type).
+fn first_large_response_past_the_middle(pcap: &Path) -> u64 {
+    let (recs, _) = common::kept::read_pcap(pcap);
+    let from = recs.len() / 2;
+    let large = |data: &[u8]| {
         let Some(at) = data.windows(15).position(|w| w == b"HTTP/1.1 200 OK") else {
-            continue;
+            return false;
         };
-        let text = String::from_utf8_lossy(&data[at..]);
-        let declared = text
+        String::from_utf8_lossy(&data[at..])
             .split("\r\n")
             .find_map(|l| l.strip_prefix("Content-Length: "))
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        if declared.is_some_and(|len| len > 16 * 1024) {
-            return n;
-        }
-    }
-    panic!("no response of more than 16 KiB after packet {from} of {}", pcap.display());
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .is_some_and(|len| len > 16 * 1024)
+    };
+    let i = recs[from..]
+        .iter()
+        .position(|r| large(&r.data))
+        .unwrap_or_else(|| panic!("no response of more than 16 KiB past the middle of {}", pcap.display()));
+    (from + i + 1) as u64
 }
 
 fn http_cut_matches_whole(c: &CutTo256, what: &str) {
