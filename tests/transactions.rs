@@ -314,12 +314,31 @@ fn no_gaps_in_cuts(whole_summary: &str, summary: &str, what: &str) {
     assert!(summary.contains("bytes beyond the snap length"), "{summary}");
 }
 
-/// A transaction's time and four-tuple: the same in a whole and a cut read.
-type Key = (String, String, String, String, String);
+/// A transaction's time and four-tuple, and its place among the log's
+/// transactions of that time and tuple (a client sends several requests in
+/// one segment: sysbench's COM_STMT_CLOSE and COM_QUIT): the same in a whole
+/// and a cut read.
+type Key = (String, String, String, String, String, usize);
 
-fn key(r: &HashMap<String, String>) -> Key {
-    let f = |k: &str| r[k].clone();
-    (f("ts"), f("id.orig_h"), f("id.orig_p"), f("id.resp_h"), f("id.resp_p"))
+fn keys(log: &[HashMap<String, String>]) -> Vec<Key> {
+    let mut seen: HashMap<[&str; 5], usize> = HashMap::new();
+    log.iter()
+        .map(|r| {
+            let t = ["ts", "id.orig_h", "id.orig_p", "id.resp_h", "id.resp_p"].map(|k| r[k].as_str());
+            let n = seen.entry(t).or_insert(0);
+            *n += 1;
+            let [ts, oh, op, rh, rp] = t.map(str::to_owned);
+            (ts, oh, op, rh, rp, *n)
+        })
+        .collect()
+}
+
+/// The cut read's transactions by `keys`; one for each key of the whole
+/// read (both logs hold each key once).
+fn by_key<'a>(cut: &'a [HashMap<String, String>]) -> HashMap<Key, &'a HashMap<String, String>> {
+    let m: HashMap<Key, &HashMap<String, String>> = keys(cut).into_iter().zip(cut).collect();
+    assert_eq!(m.len(), cut.len(), "two transactions of the cut log under one key");
+    m
 }
 
 /// mysql.pcap cut to its first 256 bytes of each packet (`editcap -s
@@ -344,13 +363,13 @@ fn mysql_cut_to_256_bytes_keeps_every_statement() {
 
 fn mysql_cut_matches_whole(c: &CutTo256, what: &str) {
     let CutTo256 { whole, cut, whole_summary, summary } = c;
-    let by_key: HashMap<Key, &HashMap<String, String>> = cut.iter().map(|r| (key(r), r)).collect();
+    let by_key = by_key(cut);
     assert_eq!(cut.len(), whole.len(), "statements of the cut capture ({what})");
     let mut uids: HashMap<&str, &str> = HashMap::new();
     let (mut rows_unset, mut cut_args) = (0usize, 0usize);
-    for w in whole {
+    for (w, k) in whole.iter().zip(keys(whole)) {
         let c = by_key
-            .get(&key(w))
+            .get(&k)
             .unwrap_or_else(|| panic!("not in the cut capture's log ({what}): {w:?}"));
         let uid = *uids.entry(&w["uid"]).or_insert(&c["uid"]);
         assert_eq!(uid, c["uid"], "one connection, one uid: {w:?}");
@@ -462,12 +481,12 @@ fn first_large_response_past_the_middle(pcap: &Path) -> u64 {
 
 fn http_cut_matches_whole(c: &CutTo256, what: &str) {
     let CutTo256 { whole, cut, whole_summary, summary } = c;
-    let by_key: HashMap<Key, &HashMap<String, String>> = cut.iter().map(|r| (key(r), r)).collect();
+    let by_key = by_key(cut);
     assert_eq!(cut.len(), whole.len(), "transactions of the cut capture ({what})");
     let mut body_hidden = 0usize;
-    for w in whole {
+    for (w, k) in whole.iter().zip(keys(whole)) {
         let c = by_key
-            .get(&key(w))
+            .get(&k)
             .unwrap_or_else(|| panic!("not in the cut capture's log ({what}): {w:?}"));
         for f in [
             "method",

@@ -1380,7 +1380,10 @@ impl StreamParser for HttpParser {
     fn finish(&mut self, ts_ns: i64, out: &mut Vec<Transaction>) {
         // A response read until the connection's end is complete now; one
         // cut short before its declared end says so, with the declared bytes
-        // not seen counted as missing.
+        // not seen counted as missing. A message cut short ends at its last
+        // byte seen, not at the connection's last packet (often the peer's
+        // ACK of it): its latency is the same whether its segments were
+        // captured whole or cut to a snap length (`end_unframed`).
         match self.resp.state {
             State::Body(Body::UntilClose) => self.end_response(ts_ns, true, out),
             State::Body(Body::Unframed(declared)) => {
@@ -1391,7 +1394,8 @@ impl StreamParser for HttpParser {
                 if let Body::Length(left) = body {
                     self.resp.missing += left;
                 }
-                self.end_response(ts_ns, false, out)
+                let last = self.resp.span.last_ns;
+                self.end_response(last, false, out)
             }
             State::Head => self.stats.unparsed_bytes += self.resp.span.bytes,
             _ => {}
@@ -1402,8 +1406,8 @@ impl StreamParser for HttpParser {
                 self.end_unframed(Dir::ToServer, last, declared, out)
             }
             State::Body(_) => {
-                self.req.span.last_ns = ts_ns;
-                self.end_request(ts_ns)
+                let last = self.req.span.last_ns;
+                self.end_request(last)
             }
             State::Head => self.stats.unparsed_bytes += self.req.span.bytes,
             _ => {}
@@ -1618,6 +1622,9 @@ mod test {
         let h = http(&txs[0]);
         assert_eq!(txs[0].status, TxStatus::Partial);
         assert_eq!((h.response_body_len, h.response_missing_bytes), (4, 6));
+        // It ends at its last byte seen (message 1), not at the stream's
+        // end (2, the connection's last packet: often the client's ACK).
+        assert_eq!(txs[0].response.map(|r| r.last_ns), Some(1));
         let (txs, _) = run(
             &cfg,
             &[
@@ -1626,6 +1633,10 @@ mod test {
             ],
         );
         assert_eq!((txs.len(), txs[0].status), (1, TxStatus::Partial));
+        assert_eq!(txs[0].response.map(|r| r.last_ns), Some(1));
+        // A request body cut short by the stream's end: the same.
+        let (txs, _) = run(&cfg, &[(S, b"POST /up HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc")]);
+        assert_eq!((txs.len(), txs[0].request.map(|r| r.last_ns)), (1, Some(0)));
         // Read until close: complete when the stream ends.
         let (txs, _) = run(&cfg, &[(S, b"GET / HTTP/1.0\r\n\r\n"), (C, b"HTTP/1.0 200 OK\r\n\r\nbody")]);
         assert_eq!((txs.len(), txs[0].status), (1, TxStatus::Ok));
