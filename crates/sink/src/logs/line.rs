@@ -978,6 +978,8 @@ mod tests {
             let mut want = Vec::new();
             crate::logs::zeek::push_u64(&mut want, v);
             assert_eq!(written(64, |r| r.u64(v)), want, "{v}");
+            // With its tab stored with the digits.
+            assert_eq!(written(64, |r| r.tab_u64(v)), [&b"\t"[..], &want].concat(), "{v}");
         }
     }
 
@@ -996,6 +998,7 @@ mod tests {
             let mut want = Vec::new();
             crate::logs::zeek::write_secs(&mut want, ns);
             assert_eq!(written(64, |r| r.secs(ns)), want, "{ns}");
+            assert_eq!(written(64, |r| r.tab_secs(ns)), [&b"\t"[..], &want].concat(), "{ns}");
         }
     }
 
@@ -1061,10 +1064,14 @@ mod tests {
                 crate::logs::tx::tsv_text(&mut want, s, in_set);
                 for cap in [0, 5, 4096] {
                     assert_eq!(written(cap, |r| r.tsv_text(s.as_bytes(), Esc::Tsv, in_set)), want, "{s:?}");
+                    let tabbed = [&b"\t"[..], &want].concat();
+                    assert_eq!(written(cap, |r| r.tab_tsv_text(s.as_bytes(), Esc::Tsv, in_set)), tabbed, "{s:?}");
                 }
                 let mut want = Vec::new();
                 crate::logs::tx::zeek_text(&mut want, s, in_set);
                 assert_eq!(written(4096, |r| r.tsv_text(s.as_bytes(), Esc::Zeek, in_set)), want, "{s:?}");
+                let tabbed = [&b"\t"[..], &want].concat();
+                assert_eq!(written(4096, |r| r.tab_tsv_text(s.as_bytes(), Esc::Zeek, in_set)), tabbed, "{s:?}");
             }
             let mut want = Vec::new();
             crate::logs::tx::json_str(&mut want, s);
