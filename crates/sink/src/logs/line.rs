@@ -131,6 +131,13 @@ fn v6_text(a: &IpAddr16) -> ([u8; 48], usize) {
     (d, n)
 }
 
+/// ".ffffff" (a point, then six decimals of `frac` < 1,000,000) as the low
+/// seven bytes of a word.
+#[inline(always)]
+fn frac_word(frac: u32) -> u64 {
+    u64::from(four_digits(frac / 100)) << 8 | u64::from(u16::from_le_bytes(PAIRS[(frac % 100) as usize])) << 40 | u64::from(b'.')
+}
+
 /// `v` < 100,000,000 as eight digits (leading zeros included),
 /// little-endian.
 #[inline(always)]
@@ -260,6 +267,19 @@ impl<'a> Room<'a> {
     /// Bytes written.
     pub(crate) fn len(&self) -> usize {
         self.p
+    }
+
+    /// The bytes written since `start` (a [`Room::len`] taken before), if
+    /// none of the writes since then was refused.
+    pub(crate) fn written_since(&self, start: usize) -> Option<&[u8]> {
+        if self.short {
+            return None;
+        }
+        let part = self.b.get(start..self.p)?;
+        // SAFETY: the cursor moves only over bytes the room wrote (see
+        // `append`), so `..p` is initialized; `MaybeUninit<u8>` has the
+        // layout of `u8`.
+        Some(unsafe { &*(part as *const [MaybeUninit<u8>] as *const [u8]) })
     }
 
     /// `None` when every value fitted (`len()` bytes were written), else
@@ -430,6 +450,39 @@ impl<'a> Room<'a> {
         }
     }
 
+    /// A tab and the decimal digits of `v`: one block when `v` has at most
+    /// eight digits (a TSV line's count, its separator stored with it).
+    #[inline(always)]
+    pub(crate) fn tab_u64(&mut self, v: u64) {
+        if v < 10_000 {
+            let n = 1 + usize::from(v >= 10) + usize::from(v >= 100) + usize::from(v >= 1000);
+            let w = four_digits(v as u32) >> (8 * (4 - n));
+            self.put((u64::from(w) << 8 | u64::from(b'\t')).to_le_bytes(), n + 1);
+        } else if v < 100_000_000 {
+            let n = decimal_len(v);
+            let w = eight_digits(v as u32) >> (8 * (8 - n));
+            self.put((u128::from(w) << 8 | u128::from(b'\t')).to_le_bytes(), n + 1);
+        } else {
+            self.byte(b'\t');
+            self.u64(v);
+        }
+    }
+
+    /// A tab and seconds as [`Room::secs`] writes them: one block for an
+    /// interval under a second (most latencies), "\t0.ffffff".
+    #[inline(always)]
+    pub(crate) fn tab_secs(&mut self, ns: i64) {
+        // Rounded to the microsecond, under a second.
+        if (0..999_999_500).contains(&ns) {
+            let us = (ns as u64 + 500) / 1000;
+            let w = (frac_word(us as u32) << 8 | u64::from(b'0')) << 8 | u64::from(b'\t');
+            let high = u128::from(b'0' + (us % 10) as u8);
+            return self.put((u128::from(w) | high << 64).to_le_bytes(), 9);
+        }
+        self.byte(b'\t');
+        self.secs(ns);
+    }
+
     /// Seconds with six decimals, from nanoseconds rounded to the
     /// microsecond (as `zeek::write_secs`, Zeek's `%.6f` of a time or an
     /// interval).
@@ -441,15 +494,13 @@ impl<'a> Room<'a> {
         let us = (ns as u64 + 500) / 1000;
         let whole = us / 1_000_000;
         let frac = (us % 1_000_000) as u32;
-        // ".ffffff" as one word: the point, then the six decimals.
-        let f = u64::from(four_digits(frac / 100)) << 8 | u64::from(u16::from_le_bytes(PAIRS[(frac % 100) as usize])) << 40;
+        let f = frac_word(frac);
         if whole == 0 {
             // Under a second (most latencies): "0.ffffff", one word.
-            return self.put(((f | u64::from(b'.')) << 8 | u64::from(b'0')).to_le_bytes(), 8);
+            return self.put((f << 8 | u64::from(b'0')).to_le_bytes(), 8);
         }
-        let frac_word = (f | u64::from(b'.')).to_le_bytes();
         self.u64(whole);
-        self.put(frac_word, 7);
+        self.put(f.to_le_bytes(), 7);
     }
 
     /// A time as [`Room::secs`] writes it, the whole seconds copied from
@@ -465,9 +516,8 @@ impl<'a> Room<'a> {
         if whole != kept.second {
             kept.new_second(whole);
         }
-        let f = u64::from(four_digits(frac / 100)) << 8 | u64::from(u16::from_le_bytes(PAIRS[(frac % 100) as usize])) << 40;
         self.put(kept.second_text, kept.second_len);
-        self.put((f | u64::from(b'.')).to_le_bytes(), 7);
+        self.put(frac_word(frac).to_le_bytes(), 7);
     }
 
     /// An address as [`Room::addr`] writes it, an IPv4 address's text
@@ -517,14 +567,30 @@ impl<'a> Room<'a> {
     /// `\x2d` for a lone `-`, a `,` escaped too inside a set.
     #[inline(always)]
     pub(crate) fn tsv_text(&mut self, s: &[u8], esc: Esc, in_set: bool) {
-        match s {
-            [] => return self.put(*b"(empty)\0", 7),
-            [b'-'] => return self.put(*b"\\x2d", 4),
+        self.tsv_text_after::<false>(s, esc, in_set);
+    }
+
+    /// A tab, then text as [`Room::tsv_text`] writes it: the tab stored in
+    /// the text's own checked room (a TSV line's text value, one store and
+    /// one cursor move fewer).
+    #[inline(always)]
+    pub(crate) fn tab_tsv_text(&mut self, s: &[u8], esc: Esc, in_set: bool) {
+        self.tsv_text_after::<true>(s, esc, in_set);
+    }
+
+    #[inline(always)]
+    fn tsv_text_after<const TAB: bool>(&mut self, s: &[u8], esc: Esc, in_set: bool) {
+        let lead = if TAB { Some(b'\t') } else { None };
+        match (s, TAB) {
+            ([], false) => return self.put(*b"(empty)\0", 7),
+            ([], true) => return self.put(*b"\t(empty)", 8),
+            ([b'-'], false) => return self.put(*b"\\x2d", 4),
+            ([b'-'], true) => return self.put(*b"\t\\x2d", 5),
             _ => {}
         }
         match esc {
-            Esc::Tsv => self.words::<4>(s, Class::Tsv { in_set }, |d, c| tsv_escape(d, c, in_set)),
-            Esc::Zeek => self.words::<4>(s, Class::Zeek { in_set }, |d, c| zeek_escape(d, c, in_set)),
+            Esc::Tsv => self.words::<4>(lead, s, Class::Tsv { in_set }, |d, c| tsv_escape(d, c, in_set)),
+            Esc::Zeek => self.words::<4>(lead, s, Class::Zeek { in_set }, |d, c| zeek_escape(d, c, in_set)),
         }
     }
 
@@ -532,7 +598,7 @@ impl<'a> Room<'a> {
     #[inline(always)]
     pub(crate) fn json_text(&mut self, s: &[u8]) {
         self.byte(b'"');
-        self.words::<6>(s, Class::Json, json_escape);
+        self.words::<6>(None, s, Class::Json, json_escape);
         self.byte(b'"');
     }
 
@@ -544,13 +610,20 @@ impl<'a> Room<'a> {
     /// which writes one byte's escaped form (at most `WORST` bytes) and
     /// says how long it is.
     #[inline(always)]
-    fn words<const WORST: usize>(&mut self, s: &[u8], class: Class, escape: impl Fn(&mut [MaybeUninit<u8>; WORST], u8) -> usize) {
-        // The most the text can take, plus a block of slack for the last
-        // store.
+    fn words<const WORST: usize>(&mut self, lead: Option<u8>, s: &[u8], class: Class, escape: impl Fn(&mut [MaybeUninit<u8>; WORST], u8) -> usize) {
+        // The most the text can take, plus a block of slack (and the
+        // leading byte, when there is one, a separator stored with it).
         let need = s.len().saturating_mul(WORST).saturating_add(16);
         let Some(d) = self.at(need) else { return };
+        let (d, led) = match (lead, d.split_first_mut()) {
+            (Some(c), Some((first, rest))) => {
+                *first = MaybeUninit::new(c);
+                (rest, 1)
+            }
+            _ => (d, 0),
+        };
         match words_into(d, s, class, escape) {
-            Some(q) => self.p += q,
+            Some(q) => self.p += q + led,
             // Not reached: `need` is the most the text takes.
             None => self.short_by(need),
         }
@@ -648,7 +721,16 @@ fn tail16(t: &[u8]) -> [u8; 16] {
 }
 
 /// [`Room::words`]' copy into `d`; how many bytes it wrote, or `None` if
-/// `d` was too short.
+/// `d` was too short (not reached: `d` holds the text's worst case).
+///
+/// Each part of the text is tested before it is stored, and a part that
+/// needs no escaping (nearly all) is stored by fixed-size moves of the
+/// text's own bytes: a text under 16 bytes as two overlapping loads and
+/// stores (of 8 or 4 bytes, or three single bytes), tested as one block;
+/// a longer one 16 bytes at a time, its last part as the text's last 16
+/// bytes, overlapping the block before (whose bytes there, if this block
+/// needs no escaping, were copied as they are). A part that needs some is
+/// written byte by byte by `escape`.
 #[inline(always)]
 fn words_into<const WORST: usize>(
     d: &mut [MaybeUninit<u8>],
@@ -656,35 +738,89 @@ fn words_into<const WORST: usize>(
     class: Class,
     escape: impl Fn(&mut [MaybeUninit<u8>; WORST], u8) -> usize,
 ) -> Option<usize> {
+    let n = s.len();
+    if n < 16 {
+        let clean = if n >= 8 {
+            let (lo, hi) = (word8(s, 0)?, word8(s, n - 8)?);
+            !class.any16(blocks(lo, hi)) && {
+                store(d, 0, lo)?;
+                store(d, n - 8, hi)?;
+                true
+            }
+        } else if n >= 4 {
+            let (lo, hi) = (word4(s, 0)?, word4(s, n - 4)?);
+            let w = u64::from(u32::from_le_bytes(lo)) | u64::from(u32::from_le_bytes(hi)) << 32;
+            !class.any16(blocks(w.to_le_bytes(), w.to_le_bytes())) && {
+                store(d, 0, lo)?;
+                store(d, n - 4, hi)?;
+                true
+            }
+        } else if n > 0 {
+            // One to three bytes: the first, the middle and the last cover
+            // them; the rest of the word spaces (which no class escapes).
+            let (a, b, c) = (s[0], s[n / 2], s[n - 1]);
+            let w = [a, b, c, b' ', b' ', b' ', b' ', b' '];
+            !class.any16(blocks(w, w)) && {
+                store(d, 0, [a])?;
+                store(d, n / 2, [b])?;
+                store(d, n - 1, [c])?;
+                true
+            }
+        } else {
+            true
+        };
+        return if clean { Some(n) } else { escape_bytes(d, 0, s, &escape) };
+    }
     let mut q = 0;
-    let mut blocks = s.chunks_exact(16);
-    for b in &mut blocks {
-        let b: [u8; 16] = b.try_into().unwrap_or([0; 16]);
-        store16(d, q, b)?;
+    let mut parts = s.chunks_exact(16);
+    for b in &mut parts {
+        let b: [u8; 16] = b.try_into().ok()?;
         if class.any16(b) {
             q = escape_bytes(d, q, &b, &escape)?;
         } else {
+            store(d, q, b)?;
             q += 16;
         }
     }
-    let tail = blocks.remainder();
-    if !tail.is_empty() {
-        let b = tail16(tail);
-        store16(d, q, b)?;
-        if class.any16(b) {
-            q = escape_bytes(d, q, tail, &escape)?;
+    let rest = parts.remainder();
+    if !rest.is_empty() {
+        let last: [u8; 16] = s.get(n - 16..)?.try_into().ok()?;
+        if class.any16(last) {
+            q = escape_bytes(d, q, rest, &escape)?;
         } else {
-            q += tail.len();
+            // q >= 16: a whole block was written before.
+            store(d, (q + rest.len()).checked_sub(16)?, last)?;
+            q += rest.len();
         }
     }
     Some(q)
 }
 
-/// Stores the block `b` at `d[q..q + 16]`.
+/// The 8 bytes of `s` at `at`.
 #[inline(always)]
-fn store16(d: &mut [MaybeUninit<u8>], q: usize, b: [u8; 16]) -> Option<()> {
-    let to: &mut [MaybeUninit<u8>; 16] = d.get_mut(q..q.checked_add(16)?)?.try_into().ok()?;
-    *to = b.map(MaybeUninit::new);
+fn word8(s: &[u8], at: usize) -> Option<[u8; 8]> {
+    s.get(at..at.checked_add(8)?)?.try_into().ok()
+}
+
+/// The 4 bytes of `s` at `at`.
+#[inline(always)]
+fn word4(s: &[u8], at: usize) -> Option<[u8; 4]> {
+    s.get(at..at.checked_add(4)?)?.try_into().ok()
+}
+
+/// Two 8-byte words as one 16-byte block (the escaping test's).
+#[inline(always)]
+fn blocks(lo: [u8; 8], hi: [u8; 8]) -> [u8; 16] {
+    (u128::from(u64::from_le_bytes(lo)) | u128::from(u64::from_le_bytes(hi)) << 64).to_le_bytes()
+}
+
+/// Stores the block `b` at `d[q..q + N]`.
+#[inline(always)]
+fn store<const N: usize>(d: &mut [MaybeUninit<u8>], q: usize, b: [u8; N]) -> Option<()> {
+    let to: &mut [MaybeUninit<u8>; N] = d.get_mut(q..q.checked_add(N)?)?.try_into().ok()?;
+    for (t, b) in to.iter_mut().zip(b) {
+        *t = MaybeUninit::new(b);
+    }
     Some(())
 }
 
@@ -842,6 +978,8 @@ mod tests {
             let mut want = Vec::new();
             crate::logs::zeek::push_u64(&mut want, v);
             assert_eq!(written(64, |r| r.u64(v)), want, "{v}");
+            // With its tab stored with the digits.
+            assert_eq!(written(64, |r| r.tab_u64(v)), [&b"\t"[..], &want].concat(), "{v}");
         }
     }
 
@@ -860,6 +998,7 @@ mod tests {
             let mut want = Vec::new();
             crate::logs::zeek::write_secs(&mut want, ns);
             assert_eq!(written(64, |r| r.secs(ns)), want, "{ns}");
+            assert_eq!(written(64, |r| r.tab_secs(ns)), [&b"\t"[..], &want].concat(), "{ns}");
         }
     }
 
@@ -925,10 +1064,14 @@ mod tests {
                 crate::logs::tx::tsv_text(&mut want, s, in_set);
                 for cap in [0, 5, 4096] {
                     assert_eq!(written(cap, |r| r.tsv_text(s.as_bytes(), Esc::Tsv, in_set)), want, "{s:?}");
+                    let tabbed = [&b"\t"[..], &want].concat();
+                    assert_eq!(written(cap, |r| r.tab_tsv_text(s.as_bytes(), Esc::Tsv, in_set)), tabbed, "{s:?}");
                 }
                 let mut want = Vec::new();
                 crate::logs::tx::zeek_text(&mut want, s, in_set);
                 assert_eq!(written(4096, |r| r.tsv_text(s.as_bytes(), Esc::Zeek, in_set)), want, "{s:?}");
+                let tabbed = [&b"\t"[..], &want].concat();
+                assert_eq!(written(4096, |r| r.tab_tsv_text(s.as_bytes(), Esc::Zeek, in_set)), tabbed, "{s:?}");
             }
             let mut want = Vec::new();
             crate::logs::tx::json_str(&mut want, s);

@@ -12,7 +12,7 @@
 use std::io;
 
 use wirelog_record::columns::{self, Column, Columns, Item, LogText, Type, Val};
-use wirelog_record::{IpAddr16, Protocol, TxRecord, TxStatus};
+use wirelog_record::{IpAddr16, Protocol, TxRecord, TxStatus, Uid};
 
 use crate::logs::line::{append, Esc, Kept, Room, VALUE_MOST};
 use crate::logs::out::TakeLines;
@@ -328,6 +328,8 @@ fn addr<const JSON: bool>(room: &mut Room<'_>, k: &Key, a: &IpAddr16, kept: &mut
 #[inline(always)]
 fn count<const JSON: bool>(room: &mut Room<'_>, k: &Key, n: Option<u64>) {
     match n {
+        // In TSV the tab is stored with the digits.
+        Some(n) if !JSON => room.tab_u64(n),
         Some(n) => {
             key::<JSON>(room, k);
             room.u64(n);
@@ -339,6 +341,7 @@ fn count<const JSON: bool>(room: &mut Room<'_>, k: &Key, n: Option<u64>) {
 #[inline(always)]
 fn interval<const JSON: bool>(room: &mut Room<'_>, k: &Key, d: Option<i64>) {
     match d {
+        Some(d) if !JSON => room.tab_secs(d),
         Some(d) => {
             key::<JSON>(room, k);
             room.secs(d);
@@ -363,6 +366,8 @@ fn text<const JSON: bool>(room: &mut Room<'_>, t: &str, esc: Esc, in_set: bool) 
 #[inline(always)]
 fn value<const JSON: bool>(room: &mut Room<'_>, k: &Key, item: Item, esc: Esc, v: Val<'_>, scratch: &mut String) {
     match v {
+        // In TSV the tab is stored with the text.
+        Val::Text(Some(s)) if !JSON => room.tab_tsv_text(s.as_bytes(), esc, false),
         Val::Text(Some(s)) => {
             key::<JSON>(room, k);
             text::<JSON>(room, s, esc, false);
@@ -465,6 +470,76 @@ fn vector_into<const JSON: bool>(room: &mut Room<'_>, k: &Key, item: Item, esc: 
     }
 }
 
+/// The head of a line after its time (uid, addresses and ports, with their
+/// tabs or JSON keys) as the line writes it, kept for the connections of the
+/// last lines: a busy server's transactions come from a few connections,
+/// each line repeating its connection's head, which is then copied as two
+/// blocks instead of composed again (five values, two addresses' and two
+/// ports' digits).
+#[derive(Clone, Copy)]
+struct Head {
+    uid: Uid,
+    orig_h: IpAddr16,
+    resp_h: IpAddr16,
+    ports: [u16; 2],
+    text: [[u8; 64]; 2],
+    len: usize,
+}
+
+/// How many connections' heads a writer keeps (a slot per uid, chosen by
+/// two of its characters, which are random).
+const HEAD_SLOTS: usize = 32;
+
+impl Head {
+    #[inline(always)]
+    fn slot(r: &TxRecord) -> usize {
+        let (b, _) = r.uid.padded();
+        (usize::from(b[1]) * 31 + usize::from(b[2])) % HEAD_SLOTS
+    }
+
+    /// Whether this is the head of `r`'s lines: the same uid and the same
+    /// ends (the whole key of the text, so that a uid seen again with
+    /// other ends never takes another connection's text).
+    #[inline(always)]
+    fn is_of(&self, r: &TxRecord) -> bool {
+        self.uid == r.uid && self.orig_h == r.orig_h && self.resp_h == r.resp_h && self.ports == [r.orig_p, r.resp_p]
+    }
+
+    #[inline(always)]
+    fn write(&self, room: &mut Room<'_>) {
+        room.put(self.text[0], self.len.min(64));
+        if self.len > 64 {
+            room.put(self.text[1], self.len - 64);
+        }
+    }
+}
+
+/// The head of `r`'s line composed (not kept, or another connection's in
+/// its slot), then kept in `slot` when it fits. Out of line: the room is
+/// taken and given back, as in [`vector`].
+#[inline(never)]
+fn new_head<'r, const JSON: bool>(mut room: Room<'r>, keys: &[Key], r: &TxRecord, kept: &mut Kept, slot: &mut Option<Head>) -> Room<'r> {
+    let start = room.len();
+    plain::<JSON, 18>(&mut room, &keys[1], r.uid.padded());
+    addr::<JSON>(&mut room, &keys[2], &r.orig_h, kept, 0);
+    count::<JSON>(&mut room, &keys[3], Some(u64::from(r.orig_p)));
+    addr::<JSON>(&mut room, &keys[4], &r.resp_h, kept, 1);
+    count::<JSON>(&mut room, &keys[5], Some(u64::from(r.resp_p)));
+    *slot = match room.written_since(start) {
+        Some(t) if t.len() <= 128 => {
+            let mut text = [[0u8; 64]; 2];
+            let (a, b) = t.split_at(t.len().min(64));
+            text[0][..a.len()].copy_from_slice(a);
+            text[1][..b.len()].copy_from_slice(b);
+            Some(Head { uid: r.uid, orig_h: r.orig_h, resp_h: r.resp_h, ports: [r.orig_p, r.resp_p], text, len: t.len() })
+        }
+        // Longer (IPv6 addresses in JSON), or not written whole: composed
+        // each time.
+        _ => None,
+    };
+    room
+}
+
 /// The padded bytes of each status name.
 const fn status_pad(s: TxStatus) -> ([u8; 16], usize) {
     let name = s.as_str().as_bytes();
@@ -524,6 +599,10 @@ pub struct TxLogWriter<W: TakeLines> {
     own: Vec<(&'static str, &'static str)>,
     /// The last line's second and addresses as text.
     kept: Kept,
+    /// The heads of the last connections' lines.
+    heads: Box<[Option<Head>; HEAD_SLOTS]>,
+    /// The line writer of this log's protocol and format ([`Self::fill`]).
+    fill: fn(&mut Self, &TxRecord) -> bool,
 }
 
 impl<W: TakeLines> TxLogWriter<W> {
@@ -559,6 +638,8 @@ impl<W: TakeLines> TxLogWriter<W> {
             on,
             own: own_fields(protocol, policies),
             kept: Kept::default(),
+            heads: Box::new([None; HEAD_SLOTS]),
+            fill: if format == LogFormat::Json { Self::fill_any::<true>(protocol) } else { Self::fill_any::<false>(protocol) },
         }
     }
 
@@ -610,8 +691,7 @@ impl<W: TakeLines> TxLogWriter<W> {
         // One copy of the line's code per protocol and format, each with
         // its columns and the format constants: no per-field test of which
         // one it is, no getter called through a pointer.
-        let fill = if self.format == LogFormat::Json { self.fill_any::<true>() } else { self.fill_any::<false>() };
-        let fitted = fill(self, r);
+        let fitted = (self.fill)(self, r);
         if !fitted {
             // Not reached: the second pass has the room the first asked for.
             return Err(io::Error::other(format!("{}.log: a line did not fit in its buffer", self.protocol.log())));
@@ -630,9 +710,9 @@ impl<W: TakeLines> TxLogWriter<W> {
     }
 
     /// The line writer of this log's protocol in format `JSON`.
-    fn fill_any<const JSON: bool>(&self) -> fn(&mut Self, &TxRecord) -> bool {
+    fn fill_any<const JSON: bool>(protocol: Protocol) -> fn(&mut Self, &TxRecord) -> bool {
         const { assert!(Protocol::ALL.len() == 13, "one arm per protocol below") };
-        match self.protocol as usize {
+        match protocol as usize {
             0 => Self::fill::<0, JSON>,
             1 => Self::fill::<1, JSON>,
             2 => Self::fill::<2, JSON>,
@@ -655,7 +735,7 @@ impl<W: TakeLines> TxLogWriter<W> {
     fn fill<const P: usize, const JSON: bool>(&mut self, r: &TxRecord) -> bool {
         let tx = &r.tx;
         let extras = self.processes || self.sources || self.weights;
-        let TxLogWriter { line, head, tail, keys, on, scratch, kept, .. } = self;
+        let TxLogWriter { line, head, tail, keys, on, scratch, kept, heads, .. } = self;
         let on = *on;
         let (head, tail) = (&head[..COMMON_HEAD.len()], &tail[..COMMON_TAIL.len()]);
         let fitted = append(line, const { line_budget(P) }, |room| {
@@ -663,11 +743,11 @@ impl<W: TakeLines> TxLogWriter<W> {
                 head[0].write(room);
             }
             room.time(tx.ts_ns(), kept);
-            plain::<JSON, 18>(room, &head[1], r.uid.padded());
-            addr::<JSON>(room, &head[2], &r.orig_h, kept, 0);
-            count::<JSON>(room, &head[3], Some(u64::from(r.orig_p)));
-            addr::<JSON>(room, &head[4], &r.resp_h, kept, 1);
-            count::<JSON>(room, &head[5], Some(u64::from(r.resp_p)));
+            let slot = &mut heads[Head::slot(r)];
+            match slot {
+                Some(h) if h.is_of(r) => h.write(room),
+                _ => *room = new_head::<JSON>(std::mem::replace(room, Room::empty()), head, r, kept, slot),
+            }
             own_columns::<P, JSON>(room, keys, on, r, scratch);
             plain::<JSON, 16>(room, &tail[0], status_padded(tx.status));
             count::<JSON>(room, &tail[1], tx.request.map(|s| s.bytes));
@@ -1296,6 +1376,66 @@ mod tests {
                 for cap in (0..4).chain((budget - 3..budget + 12_000).step_by(97)) {
                     assert!(write(Some(cap)) == want, "{:?} {cap}", r.protocol);
                 }
+            }
+        }
+    }
+
+    /// The kept heads: lines of many connections (more than the writer
+    /// keeps, in an order that evicts them), a uid seen again with other
+    /// ends, and IPv6 ends, come out as each record's line written by a new
+    /// writer (which composes every head), in both formats.
+    #[test]
+    fn kept_heads_write_what_composing_writes() {
+        let mut uids = UidGenerator::new(7);
+        let mut conns: Vec<TxRecord> = (0..3 * HEAD_SLOTS as u8)
+            .map(|i| {
+                let mut r = rec(Protocol::Dns, Detail::Dns(Default::default()));
+                r.uid = uids.next_uid();
+                r.orig_h = IpAddr16::from_v4([10, 0, i / 7, i]);
+                r.orig_p = 40000 + u16::from(i);
+                r
+            })
+            .collect();
+        // The same uid with other ends, each of its ends changed in turn.
+        let base = conns[0].clone();
+        for change in 0..4 {
+            let mut r = base.clone();
+            match change {
+                0 => r.orig_p += 1,
+                1 => r.resp_p += 1,
+                2 => r.orig_h = IpAddr16::from_v4([10, 9, 9, 9]),
+                _ => r.resp_h = IpAddr16([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]),
+            }
+            conns.push(r);
+        }
+        let mut v6 = base.clone();
+        v6.uid = uids.next_uid();
+        v6.orig_h = IpAddr16([0x20, 1, 0xd, 0xb8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe]);
+        v6.resp_h = IpAddr16([0x20, 1, 0xd, 0xb8, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xfe]);
+        conns.push(v6);
+        let lines = |w: TxLogWriter<Vec<u8>>| -> Vec<String> {
+            String::from_utf8(handed(w)).unwrap().lines().filter(|l| !l.starts_with('#')).map(String::from).collect()
+        };
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let order: Vec<usize> = (0..2_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % conns.len() as u64) as usize
+            })
+            .collect();
+        for format in [LogFormat::Tsv, LogFormat::Json] {
+            let mut w = TxLogWriter::new(Vec::new(), format, Protocol::Dns);
+            for &i in &order {
+                w.write(&conns[i]).unwrap();
+            }
+            let kept = lines(w);
+            assert_eq!(kept.len(), order.len());
+            for (line, &i) in kept.iter().zip(&order) {
+                let mut fresh = TxLogWriter::new(Vec::new(), format, Protocol::Dns);
+                fresh.write(&conns[i]).unwrap();
+                assert_eq!(line, &lines(fresh)[0], "connection {i}");
             }
         }
     }
