@@ -138,7 +138,7 @@ impl Reassembly {
         if v < WIDE as u64 {
             self.next_deliver = v as u32;
         } else {
-            self.set_wide(true, v, r);
+            self.set_wide(true, v, r.parts, r.slot, r.side);
         }
     }
 
@@ -147,15 +147,15 @@ impl Reassembly {
         if v < WIDE as u64 {
             self.trim = v as u32;
         } else {
-            self.set_wide(false, v, r);
+            self.set_wide(false, v, r.parts, r.slot, r.side);
         }
     }
 
     /// A bound past 32 bits: whole in the cold part.
     #[cold]
     #[inline(never)]
-    fn set_wide(&mut self, next_deliver: bool, v: u64, r: &mut Rare<'_>) {
-        let r = r.get_mut();
+    fn set_wide(&mut self, next_deliver: bool, v: u64, parts: &mut ColdParts, slot: &mut u32, side: u32) {
+        let r = parts.get_mut(slot, side);
         if next_deliver {
             r.next_deliver = v;
             self.next_deliver = WIDE;
@@ -236,17 +236,17 @@ impl Reassembly {
         if seq <= next_deliver {
             self.set_next_deliver(upper, r);
             if held {
-                self.absorb_ranges(r);
+                self.absorb_ranges(r.parts, r.slot, r.side);
                 return (true, self.bounds(r.by_ref()), self.has_ranges(r.by_ref()));
             }
             return (true, (trim, upper), false);
         }
-        (Self::insert_above_hole(seq, upper, r), (trim, next_deliver), true)
+        (Self::insert_above_hole(seq, upper, r.parts, r.slot, r.side), (trim, next_deliver), true)
     }
 
     #[inline(never)]
-    fn insert_above_hole(seq: u64, upper: u64, r: &mut Rare<'_>) -> bool {
-        let ranges = &mut r.get_mut().above_hole;
+    fn insert_above_hole(seq: u64, upper: u64, parts: &mut ColdParts, slot: &mut u32, side: u32) -> bool {
+        let ranges = &mut parts.get_mut(slot, side).above_hole;
         let i = ranges.partition_point(|r| r.1 < seq);
         let (mut lo, mut hi) = (seq, upper);
         while i < ranges.len() && ranges[i].0 <= hi {
@@ -263,12 +263,13 @@ impl Reassembly {
     #[inline]
     fn absorb(&mut self, r: &mut Rare<'_>) {
         if self.has_ranges(r.by_ref()) {
-            self.absorb_ranges(r);
+            self.absorb_ranges(r.parts, r.slot, r.side);
         }
     }
 
     #[cold]
-    fn absorb_ranges(&mut self, r: &mut Rare<'_>) {
+    fn absorb_ranges(&mut self, parts: &mut ColdParts, slot: &mut u32, side: u32) {
+        let r = &mut Rare { parts, slot, side };
         let mut next_deliver = self.next_deliver(r.by_ref());
         if r.exists() {
             let ranges = &mut r.get_mut().above_hole;
@@ -414,21 +415,21 @@ impl ColdParts {
 
     /// Side `side`'s cold part in slot `slot` (all zero without one).
     #[inline]
-    fn get(&self, slot: u32, side: usize) -> &EndpointRare {
+    fn get(&self, slot: u32, side: u32) -> &EndpointRare {
         match self.0.get(slot) {
-            Some(pair) => &pair[side],
+            Some(pair) => &pair[side as usize & 1],
             None => &NO_RARE,
         }
     }
 
     /// The same to write: a connection without a slot gets one now.
     #[inline]
-    fn get_mut(&mut self, slot: &mut u32, side: usize) -> &mut EndpointRare {
+    fn get_mut(&mut self, slot: &mut u32, side: u32) -> &mut EndpointRare {
         if self.0.get(*slot).is_none() {
             *slot = self.take_slot();
         }
         match self.0.get_mut(*slot) {
-            Some(pair) => &mut pair[side],
+            Some(pair) => &mut pair[side as usize & 1],
             None => unreachable!("a slot was taken above"),
         }
     }
@@ -459,7 +460,7 @@ impl ColdParts {
 struct RareRef<'a> {
     parts: &'a ColdParts,
     slot: u32,
-    side: usize,
+    side: u32,
 }
 
 impl<'a> RareRef<'a> {
@@ -479,7 +480,7 @@ impl<'a> RareRef<'a> {
 struct Rare<'a> {
     parts: &'a mut ColdParts,
     slot: &'a mut u32,
-    side: usize,
+    side: u32,
 }
 
 impl Rare<'_> {
@@ -631,7 +632,7 @@ impl Endpoint {
     #[inline(always)]
     fn update_last_seq(&mut self, seq: u32, r: &mut Rare<'_>) {
         if seq < self.last_seq {
-            self.wrap(true, r);
+            self.wrap(true, r.parts, r.slot, r.side);
         }
         self.last_seq = seq;
     }
@@ -639,7 +640,7 @@ impl Endpoint {
     #[inline(always)]
     fn update_ack_seq(&mut self, seq: u32, r: &mut Rare<'_>) {
         if seq < self.ack_seq {
-            self.wrap(false, r);
+            self.wrap(false, r.parts, r.slot, r.side);
         }
         self.ack_seq = seq;
     }
@@ -647,8 +648,8 @@ impl Endpoint {
     /// The sequence numbers (or the acknowledgements) wrapped past 2^32.
     #[cold]
     #[inline(never)]
-    fn wrap(&mut self, seq: bool, r: &mut Rare<'_>) {
-        let r = r.get_mut();
+    fn wrap(&mut self, seq: bool, parts: &mut ColdParts, slot: &mut u32, side: u32) {
+        let r = parts.get_mut(slot, side);
         if seq {
             r.seq_wraps += 1;
         } else {
@@ -797,8 +798,8 @@ impl TcpConn {
 
     /// Side `is_orig`'s place in the cold slot (0: the originator's).
     #[inline(always)]
-    fn side(is_orig: bool) -> usize {
-        !is_orig as usize
+    fn side(is_orig: bool) -> u32 {
+        !is_orig as u32
     }
 
     /// Side `is_orig`'s endpoint, its peer, and the endpoint's cold part.
