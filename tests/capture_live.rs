@@ -1001,8 +1001,8 @@ fn peak_rss(pid: u32) -> u64 {
 }
 
 /// Issue 35: memory stays within `--memory 64M` (plus a stated constant)
-/// under a SYN flood (300,000 sources), a port scan (6 sources x 65,535
-/// ports) and a flood of tiny UDP flows (300,000 sources), each replayed at
+/// under a SYN flood (400,000 sources), a port scan (6 sources x 65,535
+/// ports) and a flood of tiny UDP flows (400,000 sources), each replayed at
 /// top speed: each packet a new connection, more than twice what the table
 /// holds (the start line's "up to N connections" at 64M with 16 MiB of
 /// stream buffers: read from the line, as the entry's size changes with
@@ -1028,12 +1028,13 @@ fn memory_holds_under_floods() {
         window: 1024,
         payload: Vec::new(),
     };
-    let flood: Vec<common::TcpSeg> = (0..300_000u32).map(|i| syn([11, (i >> 16) as u8, (i >> 8) as u8, i as u8], 40000, 80)).collect();
+    // 400,000: more than twice the table `--memory 64M` holds (151,601 connections at 249 bytes each).
+    let flood: Vec<common::TcpSeg> = (0..400_000u32).map(|i| syn([11, (i >> 16) as u8, (i >> 8) as u8, i as u8], 40000, 80)).collect();
     let scan: Vec<common::TcpSeg> = (0..6u8).flat_map(|s| (1..=65535u16).map(move |p| (s, p))).map(|(s, p)| syn([12, 0, 0, s], 50000, p)).collect();
     let floods = [
         ("syn-flood", common::tcp_pcap(&flood)),
         ("port-scan", common::tcp_pcap(&scan)),
-        ("udp-flows", common::synthetic_pcap(300_000)),
+        ("udp-flows", common::synthetic_pcap(400_000)),
     ];
     drop((flood, scan));
     let limit = (64u64 << 20) + (64 << 20);

@@ -3,7 +3,7 @@
 //! into transactions.
 //!
 //! Only connections whose protocol is recognised pay for any of this: the
-//! others carry an empty `Option<Box<AppState>>` and a byte of probe state.
+//! others carry an empty index (`Conn::app`, 4 bytes) and a byte of probe state.
 //! A protocol is chosen by the server port (at the SYN, so the reassembler
 //! starts from the initial sequence number), else by the first payload bytes
 //! of each direction (so MySQL on 3307 or HTTP on 8080 is still found).
@@ -12,7 +12,7 @@
 //! its parser and reassemblers (over a kilobyte) only at its first payload
 //! byte: until then [`AppParser::Waiting`] keeps the two sequence numbers the
 //! reassemblers would have learnt from the empty segments, so a SYN scan or
-//! flood costs a small box per connection, not a parser.
+//! flood costs a small slot per connection (`Tracker::apps`), not a parser.
 
 use wirelog_parse::detect::PortMap;
 use wirelog_parse::dns::UdpDns;
@@ -226,8 +226,8 @@ pub(crate) fn protocol_index(p: Protocol) -> usize {
 
 impl AppState {
     /// A TCP connection of `protocol`: parsing starts at its first payload byte.
-    pub fn new_stream(protocol: Protocol, uid: Uid) -> Box<AppState> {
-        Box::new(AppState {
+    pub fn new_stream(protocol: Protocol, uid: Uid) -> AppState {
+        AppState {
             protocol,
             uid,
             parser: AppParser::Waiting([StreamStart::default(); 2]),
@@ -241,18 +241,18 @@ impl AppState {
             cleartext: None,
             ssh: None,
             whole_payload: false,
-        })
+        }
     }
 
     /// A TCP connection of a cleartext protocol that may turn to TLS by
     /// STARTTLS (chosen by its server port, `Cleartext::by_port`).
-    pub fn new_starttls(cleartext: Cleartext, uid: Uid) -> Box<AppState> {
+    pub fn new_starttls(cleartext: Cleartext, uid: Uid) -> AppState {
         AppState::new_starttls_from(cleartext, wirelog_parse::starttls::Start::Fresh, uid)
     }
 
     /// The same, found by a signature (`wirelog_parse::services`): `start`
     /// says what the signature's bytes already confirmed.
-    pub fn new_starttls_from(cleartext: Cleartext, start: wirelog_parse::starttls::Start, uid: Uid) -> Box<AppState> {
+    pub fn new_starttls_from(cleartext: Cleartext, start: wirelog_parse::starttls::Start, uid: Uid) -> AppState {
         let mut a = AppState::new_stream(Protocol::Tls, uid);
         a.cleartext = Some((cleartext, start));
         a
@@ -260,14 +260,14 @@ impl AppState {
 
     /// A TCP connection watched for SSH's confirmation (by its port or
     /// by signature, `wirelog_parse::ssh`).
-    pub fn new_ssh(at: wirelog_parse::ssh::SshStart, uid: Uid) -> Box<AppState> {
+    pub fn new_ssh(at: wirelog_parse::ssh::SshStart, uid: Uid) -> AppState {
         let mut a = AppState::new_stream(Protocol::Tls, uid);
         a.ssh = Some(at);
         a
     }
 
-    pub fn new_udp_dns(uid: Uid, cfg: &AppConfig) -> Box<AppState> {
-        Box::new(AppState {
+    pub fn new_udp_dns(uid: Uid, cfg: &AppConfig) -> AppState {
+        AppState {
             protocol: Protocol::Dns,
             uid,
             parser: AppParser::Udp(Box::new(UdpDns::new(&cfg.parse))),
@@ -281,11 +281,11 @@ impl AppState {
             cleartext: None,
             ssh: None,
             whole_payload: false,
-        })
+        }
     }
 
-    pub fn new_udp_memcached(uid: Uid, cfg: &AppConfig) -> Box<AppState> {
-        Box::new(AppState {
+    pub fn new_udp_memcached(uid: Uid, cfg: &AppConfig) -> AppState {
+        AppState {
             protocol: Protocol::Memcached,
             uid,
             parser: AppParser::UdpMemcached(Box::new(UdpMemcached::new(&cfg.parse))),
@@ -299,7 +299,7 @@ impl AppState {
             cleartext: None,
             ssh: None,
             whole_payload: false,
-        })
+        }
     }
 
     /// Creates the parser and reassemblers of a waiting stream, in the state
@@ -710,7 +710,7 @@ mod tests {
         }
     }
 
-    /// A connection waiting for payload carries a small box, not a parser.
+    /// A connection waiting for payload holds a small slab slot, not a parser.
     #[test]
     fn waiting_state_is_small() {
         let size = std::mem::size_of::<AppState>();

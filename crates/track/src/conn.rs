@@ -10,9 +10,13 @@ use crate::tcp::TcpConn;
 /// UDP and ICMP keep only what Zeek's session adapters keep: payload sizes
 /// per side (-1 until that side sent anything). Their checksum-error counts
 /// (non-zero only after a bad checksum, never with checksums ignored) are in
-/// the tracker's [`Overflow`], so the datagram state is 16 bytes and
-/// [`ProtoState`] fits in 24 (the TCP part's flags hold the enum's tag).
-#[derive(Debug, Clone)]
+/// the tracker's [`Overflow`], so the datagram state is 16 bytes. It is
+/// 4-aligned (`packed(4)`: the two `i64`s are read and written whole, by
+/// value, an unaligned load on x86 costs the same), so [`ProtoState`] fits
+/// in 20 bytes beside TCP's part (whose flags hold the enum's tag) and the
+/// entry in 112: with 8-aligned sizes the enum took 24.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, packed(4))]
 pub struct DatagramState {
     pub orig_len: i64,
     pub resp_len: i64,
@@ -24,15 +28,13 @@ impl DatagramState {
     }
 
     pub fn add(&mut self, is_orig: bool, len: i64) {
-        let l = if is_orig {
-            &mut self.orig_len
+        // By value: a reference to a field of a packed struct may be unaligned.
+        let l = if is_orig { self.orig_len } else { self.resp_len };
+        let l = if l < 0 { len } else { l + len };
+        if is_orig {
+            self.orig_len = l;
         } else {
-            &mut self.resp_len
-        };
-        if *l < 0 {
-            *l = len;
-        } else {
-            *l += len;
+            self.resp_len = l;
         }
     }
 }
@@ -259,12 +261,17 @@ pub struct Conn {
     /// The deadline of the pending wheel entry (a wheel entry with another
     /// deadline is stale).
     pub scheduled_at: i64,
-    /// Application parsing, for connections whose protocol was recognised.
-    pub(crate) app: Option<Box<crate::app::AppState>>,
+    /// Application parsing, for connections whose protocol was recognised:
+    /// the index of its state in the tracker's slab of parsers (`Tracker::apps`),
+    /// [`NO_APP`] for the others (4 bytes where a box pointer took 8).
+    pub(crate) app: u32,
     /// Content-detection progress (over when parsing is off, nothing was
     /// recognised, or the protocol is known).
     pub(crate) detection: wirelog_parse::detect::Detection,
 }
+
+/// `Conn::app` of a connection without a parser.
+pub const NO_APP: u32 = u32::MAX;
 
 /// `seen_after_last` when the distance does not fit in it.
 const SEEN_WIDE: u32 = u32::MAX;
@@ -288,9 +295,15 @@ impl Conn {
             state,
             flow: crate::flow::FlowSlot::NONE,
             scheduled_at: i64::MAX,
-            app: None,
+            app: NO_APP,
             detection,
         }
+    }
+
+    /// The connection has a parser (its state in the tracker's slab).
+    #[inline(always)]
+    pub fn has_app(&self) -> bool {
+        self.app != NO_APP
     }
 
     /// The outer and inner VLAN ids.
@@ -577,7 +590,8 @@ impl Conn {
                 (Proto::Tcp, 0, 0, ConnState::OTH, 0)
             }
             (ProtoState::Udp(d), _) => {
-                let st = match (d.orig_len >= 0, d.resp_len >= 0) {
+                let (orig_len, resp_len) = (d.orig_len, d.resp_len);
+                let st = match (orig_len >= 0, resp_len >= 0) {
                     (true, true) => ConnState::SF,
                     (true, false) => ConnState::S0,
                     (false, true) => ConnState::SHR,
@@ -741,7 +755,38 @@ mod tests {
         o.forget(3);
         assert_eq!(o.len_rare().1, 1);
         assert_eq!(o.checksum_error(3, 0), 1, "a new connection at a reused index starts at 0");
-        assert_eq!(std::mem::size_of::<ProtoState>(), 24);
+    }
+
+    /// The datagram state, 4-aligned, keeps whole `i64` sizes (past 32
+    /// bits, and -1 for a side that sent nothing) and lets [`ProtoState`]
+    /// be 20 bytes.
+    #[test]
+    fn datagram_sizes_are_whole_in_twenty_bytes() {
+        assert_eq!(std::mem::size_of::<ProtoState>(), 20);
+        assert_eq!(std::mem::align_of::<ProtoState>(), 4);
+        let mut d = DatagramState::new();
+        assert_eq!((d.orig_len, d.resp_len), (-1, -1));
+        d.add(true, 0);
+        assert_eq!((d.orig_len, d.resp_len), (0, -1));
+        for _ in 0..3 {
+            d.add(false, 3_000_000_000);
+        }
+        d.add(true, 7);
+        assert_eq!((d.orig_len, d.resp_len), (7, 9_000_000_000));
+        let mut c = Conn::new(0, None, None, ProtoState::Udp(d), wirelog_parse::detect::Detection::OVER);
+        c.last_ns = 5; // a duration: the record has sizes
+        if let ProtoState::Udp(d) = &mut c.state {
+            d.add(true, i64::from(u32::MAX));
+        }
+        let k = crate::key::ConnKey {
+            src: IpAddr16::from_v4([10, 0, 0, 1]),
+            dst: IpAddr16::from_v4([10, 0, 0, 2]),
+            sport: 1,
+            dport: 2,
+            proto: 17,
+        };
+        let r = c.to_record(&k, None, wirelog_record::UidGenerator::new(1).next_uid(), [2, 0, 3, 0]);
+        assert_eq!((r.orig_bytes, r.resp_bytes, r.conn_state), (Some(7 + u64::from(u32::MAX)), Some(9_000_000_000), ConnState::SF));
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! The TCP endpoint state lives here rather than in the connection entry, so
 //! UDP and ICMP connections (most of a DNS-heavy table) do not carry its 64
-//! bytes; a TCP entry holds the 4-byte index instead.
+//! bytes; a TCP entry holds the 4-byte index instead. The parsers' states
+//! too: an entry holds a 4-byte index where a box pointer took 8.
 
 use crate::table::advise_huge_pages;
 
@@ -18,6 +19,13 @@ impl<T> Slab<T> {
         let mut items = Vec::with_capacity(capacity.min(1 << 20));
         advise_huge_pages(&mut items);
         Slab { items, free: Vec::new() }
+    }
+
+    /// The same without the huge-page advice: for a slab most runs never
+    /// write (the parsers' states, with parsing off), or write a few
+    /// slots of, where a 2 MiB page would be resident for them.
+    pub fn with_capacity_small_pages(capacity: usize) -> Self {
+        Slab { items: Vec::with_capacity(capacity.min(1 << 20)), free: Vec::new() }
     }
 
     pub fn insert(&mut self, v: T) -> u32 {
@@ -50,11 +58,16 @@ impl<T> Slab<T> {
 
     /// Frees index `i` (dropping its value and whatever it owns).
     pub fn remove(&mut self, i: u32) {
-        if let Some(slot) = self.items.get_mut(i as usize) {
-            if slot.take().is_some() {
-                self.free.push(i);
-            }
+        drop(self.take(i));
+    }
+
+    /// Frees index `i` and returns its value.
+    pub fn take(&mut self, i: u32) -> Option<T> {
+        let v = self.items.get_mut(i as usize)?.take();
+        if v.is_some() {
+            self.free.push(i);
         }
+        v
     }
 
     /// Bytes a value takes at most: its slot and its free-list entry.

@@ -17,7 +17,8 @@ use crate::app::{protocol_index, AppConfig, AppState, AppStats};
 /// of ~104 segments) `sig_push` 25.3 M -> 21.3 M instructions, the whole
 /// run 261.1 M -> 257.0 M (callgrind, `read -q -C --no-store`).
 type SigStreams = std::collections::HashMap<u32, Box<SigStream>, std::hash::BuildHasherDefault<wirelog_parse::fingerprint::WordHasher>>;
-use crate::conn::{Conn, DatagramState, Overflow, ProtoState, TcpStates, Timer, TimerBases};
+use crate::conn::{Conn, DatagramState, Overflow, ProtoState, TcpStates, Timer, TimerBases, NO_APP};
+use crate::slab::Slab;
 use crate::flow::{FlowKey, FlowSlot, FlowTable};
 use crate::keep::{uid_for, KeepRule, KeepState, KeepVerdict};
 use crate::key::{ConnKey, Side};
@@ -176,6 +177,8 @@ pub struct Tracker {
     timer_bases: TimerBases,
     /// TCP endpoint state of the TCP connections (see `slab`).
     tcp: TcpStates,
+    /// The parsers' states, by `Conn::app`.
+    apps: Slab<AppState>,
     flows: FlowTable,
     wheel: TimerWheel,
     uids: UidGenerator,
@@ -252,6 +255,7 @@ impl Tracker {
                 cfg.tcp_session_timer_ns,
             ]),
             tcp: TcpStates::with_capacity(cfg.max_connections, cfg.report_gaps_for_partial),
+            apps: Slab::with_capacity_small_pages(if cfg.app.is_some() { cfg.max_connections } else { 0 }),
             flows: FlowTable::new(cfg.flow_interval_ns, cfg.max_flows, seed ^ 0xf10f),
             cfg,
             wheel: TimerWheel::new(),
@@ -728,7 +732,7 @@ impl Tracker {
             // have been flipped): who sent it.
             if let (Some(k), Some(e), Some(stored)) = (self.keep.as_mut(), self.table.get(idx), self.table.key(idx)) {
                 let orig = key.src == stored.src && key.sport == stored.sport;
-                k.judge(idx, orig, e.value.app.is_some(), pkt);
+                k.judge(idx, orig, e.value.has_app(), pkt);
             }
         }
         self.keep_verdict()
@@ -933,7 +937,7 @@ impl Tracker {
         // Decided while the entry is at hand: connections with nothing to
         // parse (most of them) cost no second table access. A flip restarts
         // detection, so it always goes on.
-        let parse = flip || conn.app.is_some() || !conn.detection.is_over();
+        let parse = flip || conn.has_app() || !conn.detection.is_over();
         if flip {
             self.flip(idx);
         }
@@ -974,7 +978,7 @@ impl Tracker {
             Transport::Udp { payload, .. } => (None, payload, payload.len() as u32),
             _ => return,
         };
-        if e.value.app.is_none() {
+        if !e.value.has_app() {
             let syn = matches!(tcp, Some((f, _, _)) if f & wirelog_decode::tcp_flags::SYN != 0);
             if payload.is_empty() && !syn {
                 return;
@@ -1121,7 +1125,7 @@ impl Tracker {
                     a.keep = self.thin_k.trailing_zeros() as u8;
                     self.app_stats.parsing += 1;
                     self.app_stats.parsing_by[protocol_index(a.protocol)] += 1;
-                    e.value.app = Some(a);
+                    e.value.app = self.apps.insert(a);
                 }
                 None => {
                     e.value.detection.end();
@@ -1135,7 +1139,7 @@ impl Tracker {
             ProtoState::Tcp(part) => self.tcp.with(part, |t| t.is_partial()).unwrap_or(true),
             _ => false,
         };
-        let Some(app) = e.value.app.as_mut() else {
+        let Some(app) = self.apps.get_mut(e.value.app) else {
             return;
         };
         app.payload_seen(payload.len(), partial);
@@ -1209,7 +1213,7 @@ impl Tracker {
         if e.value.detection.has_sig_stream() {
             drop_sig_stream(&mut self.sig_streams, &mut self.budget, &mut e.value.detection, idx);
         }
-        let Some(mut app) = e.value.app.take() else {
+        let Some(mut app) = self.apps.take(std::mem::replace(&mut e.value.app, NO_APP)) else {
             return (e.value.detection.service().map(|s| s.name()), None);
         };
         let p = protocol_index(app.protocol);
@@ -1286,7 +1290,7 @@ impl Tracker {
     fn flip(&mut self, idx: u32) {
         // The parser's notion of request and response is now backwards: end
         // it (its pending messages are written) and let detection start over.
-        if self.table.get(idx).is_some_and(|e| e.value.app.is_some()) {
+        if self.table.get(idx).is_some_and(|e| e.value.has_app()) {
             let _ = self.finish_app(idx);
             self.app_stats.flipped += 1;
         }
@@ -1722,7 +1726,7 @@ fn set_tcp_timers(
 mod size_budget {
     /// The per-connection memory reported in BENCHMARKS.md: a table entry
     /// (key, tag, counters, history, times, datagram state or TCP's slab
-    /// index and timers, flow slot, parser pointer) plus two 8-byte slots,
+    /// index and timers, flow slot, parser index) plus two 8-byte slots,
     /// and TCP's endpoint state in its slab. Growing it is a decision, not
     /// an accident; the parts are printed (`-- --nocapture`) to show where
     /// the bytes go.
@@ -1742,7 +1746,7 @@ mod size_budget {
             ("proto state (TCP: slab index, timers as u32 offsets; UDP/ICMP: payload sizes)", size_of::<crate::conn::ProtoState>()),
             ("flow slot", size_of::<crate::flow::FlowSlot>()),
             ("wheel deadline", size_of::<i64>()),
-            ("parser pointer", size_of::<Option<Box<crate::app::AppState>>>()),
+            ("parser's index in its slab", size_of::<u32>()),
             ("detection", size_of::<wirelog_parse::detect::Detection>()),
         ];
         for (what, n) in parts {
@@ -1751,13 +1755,67 @@ mod size_budget {
         let sum: usize = parts.iter().map(|p| p.1).sum();
         println!("{entry:4} B  table entry ({} B of padding), TCP state in the slab {tcp} B, IPv6 pair {} B", entry - sum, crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES);
         assert!(sum <= entry && entry - sum < 8, "fields moved or padding grew: {sum} of {entry}");
-        assert!(entry <= 120, "connection entry grew to {entry} bytes");
+        assert!(entry <= 112, "connection entry grew to {entry} bytes");
         assert!(tcp <= 68, "TCP state grew to {tcp} bytes");
         // What the memory budget charges a connection: every part it may have.
         assert_eq!(
             super::Tracker::table_bytes_per_connection(),
             entry + 16 + tcp + crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES + 2 * 8
         );
+    }
+}
+
+#[cfg(test)]
+mod parser_slots {
+    /// A connection's parser state is a slot of the tracker's slab
+    /// (`Conn::app`) from its SYN (HTTP by port) until the connection
+    /// ends, then freed for the next; its transactions are still written.
+    #[test]
+    fn a_parser_slot_lives_as_long_as_its_connection() {
+        use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType, Packet};
+        let cfg = crate::TrackerConfig { app: Some(crate::AppConfig::default()), uid_seed: Some(1), ..crate::TrackerConfig::default() };
+        let mut t = super::Tracker::new(cfg);
+        let mut dec = Decoder::new(DecodeConfig { checksums: ChecksumMode::Ignore, ..DecodeConfig::default() });
+        // Client port `c` to 80: flags, sequence and acknowledgement numbers, payload.
+        let frame = |c: u16, to_server: bool, flags: u8, seq: u32, ack: u32, payload: &[u8]| {
+            let (src, dst) = if to_server { (([10, 0, 0, 1], c), ([10, 0, 0, 2], 80)) } else { (([10, 0, 0, 2], 80), ([10, 0, 0, 1], c)) };
+            let mut f = vec![0u8; 12];
+            f.extend_from_slice(&0x0800u16.to_be_bytes());
+            f.extend_from_slice(&[0x45, 0, 0, 40 + payload.len() as u8, 0, 0, 0x40, 0, 64, 6, 0, 0]);
+            f.extend_from_slice(&src.0);
+            f.extend_from_slice(&dst.0);
+            f.extend_from_slice(&src.1.to_be_bytes());
+            f.extend_from_slice(&dst.1.to_be_bytes());
+            f.extend_from_slice(&seq.to_be_bytes());
+            f.extend_from_slice(&ack.to_be_bytes());
+            f.extend_from_slice(&[0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+            f.extend_from_slice(payload);
+            f
+        };
+        let (req, resp) = (b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", b"HTTP/1.1 204 No Content\r\n\r\n");
+        let mut ts = 1_700_000_000_000_000_000i64;
+        for round in 0..2u16 {
+            for c in 0..10u16 {
+                let port = 40_000 + 10 * round + c;
+                for f in [
+                    frame(port, true, 0x02, 100, 0, b""),
+                    frame(port, false, 0x12, 500, 101, b""),
+                    frame(port, true, 0x18, 101, 501, req),
+                    frame(port, false, 0x18, 501, 101 + req.len() as u32, resp),
+                ] {
+                    ts += 1_000;
+                    if let Decoded::Ip(ip) = dec.packet(&Packet::new(LinkType::ETHERNET, ts, &f)) {
+                        t.packet(ts, 0, &ip);
+                    }
+                }
+            }
+            assert_eq!(t.apps.len(), 10, "one parser state per open connection");
+            t.finish();
+            assert_eq!(t.apps.len(), 0, "freed when the connections ended");
+            assert_eq!(t.take_records().count(), 10);
+            assert_eq!(t.app_stats().parsing, 0);
+        }
+        assert_eq!(t.take_transactions().len(), 20, "each connection's request and response made a transaction");
     }
 }
 

@@ -337,7 +337,7 @@ impl Tracker {
         // service; it cannot change once `kernel_view` allows: both sides
         // established, so the connection's partial status is settled).
         // Taken back, it stays stopped: nothing parses it from mid-stream.
-        match &c.app {
+        match self.apps.get(c.app) {
             Some(a) if !a.counts_only(|| self.tcp.with(part, |t| t.is_partial()).unwrap_or(true)) => return None,
             Some(_) => {}
             None if !c.detection.is_over() => return None,
