@@ -91,9 +91,16 @@ impl Dict {
                 def.resize(rows.len(), 1);
             }
         } else {
-            idx.extend(rows.iter().map(|&r| self.rows[r as usize]).filter(|&e| e != NULL));
-            if optional {
-                def.extend(rows.iter().map(|&r| i16::from(self.rows[r as usize] != NULL)));
+            // Unset rows among them: still a run at a time, the levels
+            // without a check of the vector's room per row (the run's
+            // length), the set rows' indices after.
+            debug_assert_eq!(runs.iter().map(|r| r.len as usize).sum::<usize>(), rows.len());
+            for r in runs {
+                let part = &self.rows[r.range()];
+                if optional {
+                    def.extend(part.iter().map(|&e| i16::from(e != NULL)));
+                }
+                idx.extend(part.iter().copied().filter(|&e| e != NULL));
             }
         }
         (idx, optional.then_some(def))

@@ -122,6 +122,9 @@ struct Scratch {
     header: Vec<u8>,
     idx: Vec<u32>,
     dict: Vec<u8>,
+    /// A whole dictionary page compressed as the codec's sample
+    /// ([`FileWriter::choose_codec`]): written as it is, not compressed again.
+    dict_packed: Vec<u8>,
     /// The zstd contexts, and the levels they are set to: `[ADDR_CTX]` at
     /// the file's level (address columns), `[FAST_CTX]` at [`FAST_LEVEL`]
     /// or below (every other column).
@@ -297,12 +300,17 @@ impl<'f, W: Write> FileWriter<'f, W> {
         // PLAIN is written PLAIN).
         let mut encs = vec![page_enc];
         let mut dict = std::mem::take(&mut self.s.dict);
-        let (zstd, first_done) = self.choose_codec(dict_len.map(|_| &dict[..]), &body);
+        let (zstd, dict_done, first_done) = self.choose_codec(dict_len.map(|_| &dict[..]), &body);
         meta.codec = if zstd { CODEC_ZSTD } else { CODEC_UNCOMPRESSED };
         let mut r = Ok(());
         if let Some(n) = dict_len {
             meta.dict_page_offset = Some(self.pos);
-            r = self.page(PAGE_DICTIONARY, &dict, n, 0, &mut meta, zstd, false);
+            // The dictionary page is compressed in (or, when its sample was
+            // the whole page, taken from) its own buffer: the first data
+            // page's compressed sample stays in `page` for it.
+            std::mem::swap(&mut self.s.page, &mut self.s.dict_packed);
+            r = self.page(PAGE_DICTIONARY, &dict, n, 0, &mut meta, zstd, dict_done);
+            std::mem::swap(&mut self.s.page, &mut self.s.dict_packed);
         }
         dict.clear();
         self.s.dict = dict;
@@ -434,21 +442,23 @@ impl<'f, W: Write> FileWriter<'f, W> {
 
     /// Whether the chunk is compressed: zstd run on (at most
     /// [`SAMPLE_BYTES`] of) its dictionary page and first data page saves
-    /// at least [`MIN_SAVING`] of their bytes. The second answer: the whole
-    /// first data page of a chunk without a dictionary was the sample, and
-    /// its compressed bytes are in `self.s.page` (not compressed twice).
-    fn choose_codec(&mut self, dict: Option<&[u8]>, first: &[u8]) -> (bool, bool) {
+    /// at least [`MIN_SAVING`] of their bytes. The second and third answers:
+    /// the whole dictionary page, and the whole first data page, were the
+    /// samples, and their compressed bytes are in `self.s.dict_packed` and
+    /// `self.s.page` (not compressed twice: the pages of most chunks are
+    /// smaller than a sample, and zstd gives the same bytes for the same
+    /// page).
+    fn choose_codec(&mut self, dict: Option<&[u8]>, first: &[u8]) -> (bool, bool, bool) {
         if self.fmt.zstd.is_none() {
-            return (false, false);
+            return (false, false, false);
         }
         let Some((_, z)) = self.s.zstd[self.ctx].as_mut() else {
-            return (false, false);
+            return (false, false, false);
         };
         let total = dict.map_or(0, <[u8]>::len) + first.len();
         if total < MIN_COMPRESS_BYTES {
-            return (false, false);
+            return (false, false, false);
         }
-        let out = &mut self.s.page;
         let mut sample = |b: &[u8], out: &mut Vec<u8>| -> Option<f64> {
             let part = &b[..b.len().min(SAMPLE_BYTES)];
             out.clear();
@@ -458,15 +468,16 @@ impl<'f, W: Write> FileWriter<'f, W> {
         };
         // What the chunk's bytes would shrink to, by each page's sample.
         let mut after = 0.0;
+        let mut dict_whole = false;
         if let Some(d) = dict.filter(|d| !d.is_empty()) {
-            let Some(ratio) = sample(d, out) else { return (false, false) };
+            let Some(ratio) = sample(d, &mut self.s.dict_packed) else { return (false, false, false) };
             after += ratio * d.len() as f64;
+            dict_whole = d.len() <= SAMPLE_BYTES;
         }
-        let Some(ratio) = sample(first, out) else { return (false, false) };
+        let Some(ratio) = sample(first, &mut self.s.page) else { return (false, false, false) };
         after += ratio * first.len() as f64;
         let zstd = after <= (1.0 - MIN_SAVING) * total as f64;
-        // (A dictionary page is compressed into the same buffer first.)
-        (zstd, zstd && dict.is_none() && first.len() <= SAMPLE_BYTES)
+        (zstd, zstd && dict_whole, zstd && first.len() <= SAMPLE_BYTES)
     }
 
     /// Fills `self.s.idx` with each present value's dictionary index and

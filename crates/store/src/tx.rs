@@ -465,16 +465,12 @@ fn us(ns: i64) -> i64 {
 fn optional_in_runs<T: Copy, U: Pooled>(n: usize, runs: &[Run], src: &[Option<T>], conv: impl Fn(T) -> U, wrap: fn(Vec<U>) -> PqCol) -> PqValues {
     let mut vals = crate::encode::buf(n);
     let mut def = crate::encode::buf(n);
+    // Two passes over a run: the levels written without a check of the
+    // vector's room per row (the length is the run's), then the values.
     for r in runs {
-        for x in &src[r.range()] {
-            match *x {
-                Some(x) => {
-                    vals.push(conv(x));
-                    def.push(1);
-                }
-                None => def.push(0),
-            }
-        }
+        let part = &src[r.range()];
+        def.extend(part.iter().map(|x| i16::from(x.is_some())));
+        vals.extend(part.iter().filter_map(|x| x.map(&conv)));
     }
     PqValues { col: wrap(vals), def: Some(def) }
 }
