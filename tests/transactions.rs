@@ -335,7 +335,7 @@ fn keys(log: &[HashMap<String, String>]) -> Vec<Key> {
 
 /// The cut read's transactions by `keys`; one for each key of the whole
 /// read (both logs hold each key once).
-fn by_key<'a>(cut: &'a [HashMap<String, String>]) -> HashMap<Key, &'a HashMap<String, String>> {
+fn by_key(cut: &[HashMap<String, String>]) -> HashMap<Key, &HashMap<String, String>> {
     let m: HashMap<Key, &HashMap<String, String>> = keys(cut).into_iter().zip(cut).collect();
     assert_eq!(m.len(), cut.len(), "two transactions of the cut log under one key");
     m
