@@ -177,3 +177,15 @@ impl Store {
         compact::compact_partition(path, &CompactOptions::default())
     }
 }
+
+/// The crate's randomized tests' generator (xorshift, deterministic from
+/// `seed`): each call gives a value below its argument.
+#[cfg(test)]
+pub(crate) fn test_rng(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |m| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % m
+    }
+}

@@ -334,16 +334,11 @@ mod tests {
     /// Eight values at a time are the bytes of one value at a time.
     #[test]
     fn packing_by_eight_is_packing_by_bits() {
-        let mut x = 987654321u64;
+        let mut rnd = crate::test_rng(987654321u64);
         for bw in 1..=24u32 {
             for n in 0..40usize {
                 let vals: Vec<u64> = (0..n)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        x & ((1u64 << bw) - 1)
-                    })
+                    .map(|_| rnd(1u64 << bw))
                     .collect();
                 let mut want = Vec::new();
                 let (mut acc, mut bits) = (0u128, 0u32);
@@ -371,16 +366,11 @@ mod tests {
     /// width and a partial last group of each length.
     #[test]
     fn bitpacked_groups_are_packing_by_bits() {
-        let mut x = 123456789u64;
+        let mut rnd = crate::test_rng(123456789u64);
         for bw in 1..=24u32 {
             for n in 1..40usize {
                 let vals: Vec<u32> = (0..n)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        (x & ((1u64 << bw) - 1)) as u32
-                    })
+                    .map(|_| rnd(1u64 << bw) as u32)
                     .collect();
                 let groups = n.div_ceil(8);
                 let mut want = Vec::new();
@@ -432,13 +422,7 @@ mod tests {
     /// run, and they decode to the values.
     #[test]
     fn runs_found_from_every_eighth_value_are_every_run() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = move |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut rnd = crate::test_rng(0x9e37_79b9_7f4a_7c15u64);
         for case in 0..3000 {
             let n = rnd(300) as usize;
             let mut vals = Vec::with_capacity(n);
@@ -491,13 +475,7 @@ mod tests {
     /// each miniblock value by value.
     #[test]
     fn narrow_miniblocks_by_eight_are_packing_by_bits() {
-        let mut x = 0x1234_5678_9abc_def1u64;
-        let mut rnd = move |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut rnd = crate::test_rng(0x1234_5678_9abc_def1u64);
         for case in 0..400 {
             let n = rnd(700) as usize;
             let spread = [2, 1 << 10, 1 << 16, 1 << 17, 1 << 40][case % 5];

@@ -551,13 +551,7 @@ mod tests {
     /// reversed, and in no order.
     #[test]
     fn nearly_sorted_sorts_as_the_stable_sort() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rnd = crate::test_rng(0x2545_f491_4f6c_dd1du64);
         let mut cases: Vec<Vec<i64>> = vec![vec![], vec![5], vec![3, 3, 3], vec![1, 2, 3, 4], vec![4, 3, 2, 1], vec![2, 1, 2, 1, 2]];
         for n in [10usize, 100, 1000] {
             cases.push((0..n as i64).map(|i| i / 3 - if rnd(20) == 0 { rnd(10) as i64 } else { 0 }).collect());
