@@ -82,8 +82,8 @@ impl Dict {
         order.extend(0..entries as u32);
         let mut idx = crate::encode::buf(rows.len() - self.nulls.min(rows.len()));
         let mut def = crate::encode::buf(if optional { rows.len() } else { 0 });
+        debug_assert_eq!(runs.iter().map(|r| r.len as usize).sum::<usize>(), rows.len());
         if self.nulls == 0 {
-            debug_assert_eq!(runs.iter().map(|r| r.len as usize).sum::<usize>(), rows.len());
             for r in runs {
                 idx.extend_from_slice(&self.rows[r.range()]);
             }
@@ -94,7 +94,6 @@ impl Dict {
             // Unset rows among them: still a run at a time, the levels
             // without a check of the vector's room per row (the run's
             // length), the set rows' indices after.
-            debug_assert_eq!(runs.iter().map(|r| r.len as usize).sum::<usize>(), rows.len());
             for r in runs {
                 let part = &self.rows[r.range()];
                 if optional {

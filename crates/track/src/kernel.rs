@@ -624,7 +624,7 @@ fn get64(v: &[u8], at: usize) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use wirelog_decode::IpAddr16;
@@ -652,8 +652,8 @@ mod tests {
         frame_carrying(src, dst, flags, seq, ack, &vec![b'x'; payload])
     }
 
-    /// The same carrying `payload`.
-    fn frame_carrying(src: ([u8; 4], u16), dst: ([u8; 4], u16), flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
+    /// The same carrying `payload` (the tracker's tests build theirs with it too).
+    pub(crate) fn frame_carrying(src: ([u8; 4], u16), dst: ([u8; 4], u16), flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
         let mut f = vec![0u8; 14];
         f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
         let total = (40 + payload.len()) as u16;

@@ -1779,18 +1779,7 @@ mod parser_slots {
         // Client port `c` to 80: flags, sequence and acknowledgement numbers, payload.
         let frame = |c: u16, to_server: bool, flags: u8, seq: u32, ack: u32, payload: &[u8]| {
             let (src, dst) = if to_server { (([10, 0, 0, 1], c), ([10, 0, 0, 2], 80)) } else { (([10, 0, 0, 2], 80), ([10, 0, 0, 1], c)) };
-            let mut f = vec![0u8; 12];
-            f.extend_from_slice(&0x0800u16.to_be_bytes());
-            f.extend_from_slice(&[0x45, 0, 0, 40 + payload.len() as u8, 0, 0, 0x40, 0, 64, 6, 0, 0]);
-            f.extend_from_slice(&src.0);
-            f.extend_from_slice(&dst.0);
-            f.extend_from_slice(&src.1.to_be_bytes());
-            f.extend_from_slice(&dst.1.to_be_bytes());
-            f.extend_from_slice(&seq.to_be_bytes());
-            f.extend_from_slice(&ack.to_be_bytes());
-            f.extend_from_slice(&[0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
-            f.extend_from_slice(payload);
-            f
+            crate::kernel::tests::frame_carrying(src, dst, flags, seq, ack, payload)
         };
         let (req, resp) = (b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", b"HTTP/1.1 204 No Content\r\n\r\n");
         let mut ts = 1_700_000_000_000_000_000i64;
