@@ -270,6 +270,17 @@ impl DictText {
         self.push_row(v);
     }
 
+    /// [`DictText::push`] of a free-text column's value, its PLAIN bytes
+    /// counted (`held`: only a free-text column's dictionary is weighed,
+    /// [`DictText::free_text_values`]; a declared one's rows skip the count).
+    #[inline(always)]
+    pub(crate) fn push_free(&mut self, v: Option<&[u8]>) {
+        if v.is_some() || !self.optional {
+            self.held += 4 + v.map_or(0, <[u8]>::len);
+        }
+        self.push_row(v);
+    }
+
     /// [`DictText::push`], returning the row's index ([`NULL`] when unset).
     #[inline(always)]
     pub(crate) fn push_row(&mut self, v: Option<&[u8]>) -> u32 {
@@ -278,14 +289,8 @@ impl DictText {
                 self.dict.nulls += 1;
                 NULL
             }
-            None => {
-                self.held += 4;
-                self.index(b"")
-            }
-            Some(s) => {
-                self.held += 4 + s.len();
-                self.index(s)
-            }
+            None => self.index(b""),
+            Some(s) => self.index(s),
         };
         self.dict.push(i);
         i
@@ -700,7 +705,7 @@ mod tests {
         for (vals, pays) in [(&repeated, true), (&distinct, false)] {
             for optional in [true, false] {
                 let mut d = DictText::new(optional);
-                vals.iter().for_each(|v| d.push(v.as_deref().map(str::as_bytes)));
+                vals.iter().for_each(|v| d.push_free(v.as_deref().map(str::as_bytes)));
                 assert_eq!(d.dictionary_pays(), pays, "optional {optional}");
                 let n = vals.len() as u32;
                 let fwd: Vec<u32> = (0..n).collect();

@@ -451,7 +451,7 @@ impl TxBuf {
             (Builder::Dur, CellRef::Dur(x)) => self.durs[slot.1].push(x),
             (Builder::Str, CellRef::Str(x)) => {
                 self.bytes += x.map_or(0, str::len);
-                self.strs[slot.1].push(x.map(str::as_bytes));
+                self.strs[slot.1].push_free(x.map(str::as_bytes));
             }
             (Builder::DictStr, CellRef::Str(x)) => {
                 // Counted as held text though a repeated value is kept once:
