@@ -1,7 +1,8 @@
 //! Dictionary column builders: a dictionary-encoded column (names, codes,
 //! addresses, sizes: `ColSpec::is_dictionary`) is dictionary-encoded as its
-//! rows are buffered, so a value is hashed once, when it arrives, and its
-//! text copied once, the first time it is seen; a file of all the buffer's
+//! rows are buffered, so a value is looked up once, when it arrives (hashed,
+//! or compared with each entry of a dictionary of at most [`SCANNED`]), and
+//! its text copied once, the first time it is seen; a file of all the buffer's
 //! rows takes the dictionary as it is, one of some of them the dictionary
 //! of its own rows by renumbering (an array lookup per row, no hashing:
 //! [`Dict::file_order`]).
@@ -31,7 +32,7 @@ const SCANNED: usize = 8;
 /// standard library doubles), so a buffer's first fill copies its values
 /// a third as often as doubling does (the copies were ~300 instructions
 /// a mysql_text row); the room is reserved, not touched, until used.
-const GROWTH: usize = 4;
+pub(crate) const GROWTH: usize = 4;
 
 /// Room for `n` more values in `v`, grown by [`GROWTH`] when short.
 #[inline(always)]
@@ -212,7 +213,8 @@ pub(crate) struct DictText {
     optional: bool,
     /// Bytes the present rows' values take PLAIN (each with its 4-byte
     /// length): what a free-text column's dictionary is weighed against
-    /// ([`DictText::free_text_values`]).
+    /// ([`DictText::free_text_values`]); counted by
+    /// [`DictText::push_free`] only.
     held: usize,
     /// Where the last row's entry is in `bytes` (its start and end): the
     /// repeat of the last value is compared without finding its entry.

@@ -393,7 +393,7 @@ impl TxBuf {
     /// The ends of a row whose uid (entry `u`) has none kept yet, value by
     /// value; kept for the uid's next rows. A uid seen with other ends (not
     /// expected: a uid is one connection) keeps its first ends and has these
-    /// rows' pushed value by value.
+    /// rows pushed value by value.
     #[inline(never)]
     fn push_ends(&mut self, u: usize, ends: Ends) {
         self.client.push(Some(ends.client));
@@ -419,7 +419,7 @@ impl TxBuf {
     /// one value a row), so that no push of a row reallocates.
     #[inline(never)]
     fn grow(&mut self) {
-        let n = self.ts.len().max(16) * 3;
+        let n = self.ts.len().max(16) * (crate::dict::GROWTH - 1);
         crate::dict::room(&mut self.ts, n);
         macro_rules! dicts { ($($f:ident),*) => { $(self.$f.reserve(n);)* } }
         dicts!(uid, client, client_port, server, server_port, transport, status, request_bytes, response_bytes, sample_weight);
