@@ -1,7 +1,8 @@
 //! Dictionary column builders: a dictionary-encoded column (names, codes,
 //! addresses, sizes: `ColSpec::is_dictionary`) is dictionary-encoded as its
-//! rows are buffered, so a value is hashed once, when it arrives, and its
-//! text copied once, the first time it is seen; a file of all the buffer's
+//! rows are buffered, so a value is looked up once, when it arrives (hashed,
+//! or compared with each entry of a dictionary of at most [`SCANNED`]), and
+//! its text copied once, the first time it is seen; a file of all the buffer's
 //! rows takes the dictionary as it is, one of some of them the dictionary
 //! of its own rows by renumbering (an array lookup per row, no hashing:
 //! [`Dict::file_order`]).
@@ -20,6 +21,31 @@ use crate::encode::{PqCol, PqValues, Run, Texts};
 
 /// The index of an unset value.
 const NULL: u32 = u32::MAX;
+
+/// Up to this many entries a dictionary finds a value by comparing it with
+/// each entry instead of hashing it: most columns hold a few distinct
+/// values (mysql_text: 4 uids and client ports, 8 fingerprints and request
+/// sizes), where a scan costs less than the hash and the table's probe.
+const SCANNED: usize = 8;
+
+/// How much a buffer grows when full: to four times its length (the
+/// standard library doubles), so a buffer's first fill copies its values
+/// a third as often as doubling does (the copies were ~300 instructions
+/// a mysql_text row); the room is reserved, not touched, until used.
+pub(crate) const GROWTH: usize = 4;
+
+/// Room for `n` more values in `v`, grown by [`GROWTH`] when short.
+#[inline(always)]
+pub(crate) fn room<T>(v: &mut Vec<T>, n: usize) {
+    if v.capacity() - v.len() < n {
+        grow(v, n);
+    }
+}
+
+#[inline(never)]
+fn grow<T>(v: &mut Vec<T>, n: usize) {
+    v.reserve_exact(n.max(v.len() * (GROWTH - 1)).max(64));
+}
 
 /// The dictionaries' hash: foldhash (fast on short keys; the values come
 /// from the probe's own records, so no flooding concern).
@@ -52,6 +78,11 @@ impl Dict {
     #[inline(always)]
     fn push(&mut self, i: u32) {
         self.rows.push(i);
+    }
+
+    /// Room for `n` more rows ([`room`]).
+    fn reserve(&mut self, n: usize) {
+        room(&mut self.rows, n);
     }
 
     /// The indices of `rows`' present values renumbered in order of first
@@ -182,8 +213,12 @@ pub(crate) struct DictText {
     optional: bool,
     /// Bytes the present rows' values take PLAIN (each with its 4-byte
     /// length): what a free-text column's dictionary is weighed against
-    /// ([`DictText::free_text_values`]).
+    /// ([`DictText::free_text_values`]); counted by
+    /// [`DictText::push_free`] only.
     held: usize,
+    /// Where the last row's entry is in `bytes` (its start and end): the
+    /// repeat of the last value is compared without finding its entry.
+    last_at: (usize, usize),
 }
 
 fn entry<'b>(bytes: &'b [u8], ends: &[usize], i: u32) -> &'b [u8] {
@@ -192,9 +227,36 @@ fn entry<'b>(bytes: &'b [u8], ends: &[usize], i: u32) -> &'b [u8] {
     &bytes[start..ends[i]]
 }
 
+/// Whether two texts are equal, those of at most 32 bytes compared in place
+/// as two overlapping words or halves (most compared texts are short: a
+/// uid, a status, a command, a name; `==` calls `memcmp` for each).
+#[inline(always)]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    fn w8(s: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"))
+    }
+    fn w4(s: &[u8], at: usize) -> u32 {
+        u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"))
+    }
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4),
+        8..=16 => w8(a, 0) == w8(b, 0) && w8(a, n - 8) == w8(b, n - 8),
+        17..=32 => {
+            (w8(a, 0) ^ w8(b, 0)) | (w8(a, 8) ^ w8(b, 8)) | (w8(a, n - 16) ^ w8(b, n - 16)) | (w8(a, n - 8) ^ w8(b, n - 8)) == 0
+        }
+        _ => a == b,
+    }
+}
+
 impl DictText {
     pub(crate) fn new(optional: bool) -> DictText {
-        DictText { dict: Dict { rows: Vec::new(), last: NULL, nulls: 0 }, bytes: Vec::new(), ends: Vec::new(), table: HashTable::new(), hash: hasher(), optional, held: 0 }
+        DictText { dict: Dict { rows: Vec::new(), last: NULL, nulls: 0 }, bytes: Vec::new(), ends: Vec::new(), table: HashTable::new(), hash: hasher(), optional, held: 0, last_at: (0, 0) }
     }
 
     #[cfg(test)]
@@ -207,50 +269,95 @@ impl DictText {
     /// value is looked up out of line ([`DictText::lookup`]).
     #[inline(always)]
     pub(crate) fn push(&mut self, v: Option<&[u8]>) {
+        self.push_row(v);
+    }
+
+    /// [`DictText::push`] of a free-text column's value, its PLAIN bytes
+    /// counted (`held`: only a free-text column's dictionary is weighed,
+    /// [`DictText::free_text_values`]; a declared one's rows skip the count).
+    #[inline(always)]
+    pub(crate) fn push_free(&mut self, v: Option<&[u8]>) {
+        if v.is_some() || !self.optional {
+            self.held += 4 + v.map_or(0, <[u8]>::len);
+        }
+        self.push_row(v);
+    }
+
+    /// [`DictText::push`], returning the row's index ([`NULL`] when unset).
+    #[inline(always)]
+    pub(crate) fn push_row(&mut self, v: Option<&[u8]>) -> u32 {
         let i = match v {
             None if self.optional => {
                 self.dict.nulls += 1;
                 NULL
             }
-            None => {
-                self.held += 4;
-                self.index(b"")
-            }
-            Some(s) => {
-                self.held += 4 + s.len();
-                self.index(s)
-            }
+            None => self.index(b""),
+            Some(s) => self.index(s),
         };
         self.dict.push(i);
+        i
+    }
+
+    /// Room for `n` more rows.
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.dict.reserve(n);
     }
 
     #[inline(always)]
     fn index(&mut self, s: &[u8]) -> u32 {
         let last = self.dict.last;
-        if last != NULL && entry(&self.bytes, &self.ends, last) == s {
+        if last != NULL && same(&self.bytes[self.last_at.0..self.last_at.1], s) {
             return last;
         }
         self.lookup(s)
     }
 
-    /// The index of a value other than the last row's (hashed).
+    /// The index of a value other than the last row's: compared with each
+    /// entry while there are at most [`SCANNED`], else hashed (the table
+    /// holds every entry either way).
     #[inline(never)]
     fn lookup(&mut self, s: &[u8]) -> u32 {
         let (bytes, ends) = (&mut self.bytes, &mut self.ends);
-        let h = self.hash.hash_one(s);
-        let i = match self.table.find(h, |&i| entry(bytes, ends, i) == s) {
-            Some(&i) => i,
+        let mut found = None;
+        let scanned = ends.len() <= SCANNED;
+        if scanned {
+            let mut start = 0;
+            for (i, &end) in ends.iter().enumerate() {
+                if end - start == s.len() && same(&bytes[start..end], s) {
+                    found = Some(i as u32);
+                    break;
+                }
+                start = end;
+            }
+        }
+        let i = match found {
+            Some(i) => i,
             None => {
-                let i = ends.len() as u32;
-                bytes.extend_from_slice(s);
-                ends.push(bytes.len());
+                let h = self.hash.hash_one(s);
                 let hash = &self.hash;
-                self.table.insert_unique(h, i, |&j| hash.hash_one(entry(bytes, ends, j)));
-                i
+                match if scanned { None } else { self.table.find(h, |&i| same(entry(bytes, ends, i), s)) } {
+                    Some(&i) => i,
+                    None => {
+                        let i = ends.len() as u32;
+                        room(bytes, s.len());
+                        room(ends, 1);
+                        bytes.extend_from_slice(s);
+                        ends.push(bytes.len());
+                        if self.table.len() == self.table.capacity() {
+                            // Grown by GROWTH too: each growth hashes every entry's text again.
+                            let more = self.table.len().max(16) * (GROWTH - 1);
+                            self.table.reserve(more, |&j| hash.hash_one(entry(bytes, ends, j)));
+                        }
+                        self.table.insert_unique(h, i, |&j| hash.hash_one(entry(bytes, ends, j)));
+                        i
+                    }
+                }
             }
         };
         self.dict.last = i;
-        i
+        let i = i as usize;
+        self.last_at = (if i == 0 { 0 } else { self.ends[i - 1] }, self.ends[i]);
+        i as u32
     }
 
     /// The row's value (`None`: unset).
@@ -266,6 +373,7 @@ impl DictText {
         self.ends.clear();
         self.table.clear();
         self.held = 0;
+        self.last_at = (0, 0);
     }
 
     /// Whether a free-text column's dictionary pays: its page (each
@@ -368,9 +476,35 @@ impl<K: Copy + Eq + Hash> DictNum<K> {
         self.dict.push(i);
     }
 
-    /// The index of a value other than the last row's (hashed).
+    /// Appends a row whose value is entry `i` (known from another column:
+    /// a connection's ends from its uid's entry, `TxBuf::push_common`).
+    #[inline(always)]
+    pub(crate) fn push_index(&mut self, i: u32) {
+        self.dict.last = i;
+        self.dict.push(i);
+    }
+
+    /// The index of the last row pushed (one must have been).
+    #[inline(always)]
+    pub(crate) fn last_row(&self) -> u32 {
+        self.dict.rows[self.dict.rows.len() - 1]
+    }
+
+    /// Room for `n` more rows.
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.dict.reserve(n);
+    }
+
+    /// The index of a value other than the last row's: compared with each
+    /// entry while there are at most [`SCANNED`], else hashed.
     #[inline(never)]
     fn lookup(&mut self, v: K) -> u32 {
+        if self.entries.len() <= SCANNED {
+            if let Some(i) = self.entries.iter().position(|&e| e == v) {
+                self.dict.last = i as u32;
+                return i as u32;
+            }
+        }
         let n = self.entries.len() as u32;
         let i = *self.map.entry(v).or_insert(n);
         if i == n {
@@ -408,6 +542,50 @@ impl<K: Copy + Eq + Hash> DictNum<K> {
 mod tests {
     use super::*;
     use crate::encode::runs;
+
+    /// The in-place comparison of short texts is `==`: every length up to
+    /// 40, texts equal and differing in one byte at each position.
+    #[test]
+    fn same_is_equality() {
+        let mut rnd = crate::test_rng(0x9e37_79b9_7f4a_7c15);
+        for n in 0..=40usize {
+            for _ in 0..20 {
+                let a: Vec<u8> = (0..n).map(|_| rnd(4) as u8).collect();
+                assert!(same(&a, &a.clone()), "{a:?}");
+                for at in 0..n {
+                    let mut b = a.clone();
+                    b[at] ^= 1 << rnd(8);
+                    assert!(!same(&a, &b) && !same(&b, &a), "{a:?} {b:?}");
+                }
+                let c: Vec<u8> = (0..n).map(|_| rnd(2) as u8).collect();
+                assert_eq!(same(&a, &c), a == c, "{a:?} {c:?}");
+                assert!(!same(&a, &a[..n.saturating_sub(1)]) || n == 0);
+            }
+        }
+    }
+
+    /// Values found by comparison (a dictionary of at most `SCANNED`
+    /// entries) and by hash (a larger one) get the index the first row of
+    /// the value got, whatever the number of distinct values.
+    #[test]
+    fn scanned_and_hashed_lookups_agree() {
+        let mut rnd = crate::test_rng(0x1234_5678_9abc_def1);
+        for distinct in [1u64, 3, SCANNED as u64, SCANNED as u64 + 1, 40] {
+            let (mut t, mut nums) = (DictText::new(true), DictNum::<u64>::new());
+            let mut first: HashMap<u64, u32> = HashMap::new();
+            for r in 0..2_000 {
+                let v = rnd(distinct);
+                let text = format!("value {v}").into_bytes();
+                let i = t.push_row(Some(&text));
+                nums.push(Some(v));
+                let want = *first.entry(v).or_insert(i);
+                assert_eq!((i, nums.dict.rows[r]), (want, want), "{distinct} distinct, row {r}");
+                assert_eq!(t.get(r), Some(&text[..]));
+                assert_eq!(nums.get(r), Some(v));
+            }
+            assert_eq!(t.ends.len() as u64, distinct.min(first.len() as u64));
+        }
+    }
 
     fn text_values(col: &PqCol) -> (Vec<Vec<u8>>, Vec<u32>) {
         let PqCol::Dict { values, idx } = col else { panic!("not a dictionary") };
@@ -529,7 +707,7 @@ mod tests {
         for (vals, pays) in [(&repeated, true), (&distinct, false)] {
             for optional in [true, false] {
                 let mut d = DictText::new(optional);
-                vals.iter().for_each(|v| d.push(v.as_deref().map(str::as_bytes)));
+                vals.iter().for_each(|v| d.push_free(v.as_deref().map(str::as_bytes)));
                 assert_eq!(d.dictionary_pays(), pays, "optional {optional}");
                 let n = vals.len() as u32;
                 let fwd: Vec<u32> = (0..n).collect();

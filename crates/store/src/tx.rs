@@ -226,6 +226,27 @@ pub(crate) fn slots(kind: Kind) -> Vec<Slot> {
         .collect()
 }
 
+/// A connection's ends, the leading columns that are the same for every row
+/// of one uid.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Ends {
+    client: [u8; 16],
+    server: [u8; 16],
+    client_port: u16,
+    server_port: u16,
+    transport: u8,
+}
+
+/// A uid's ends and their indices in the ends' dictionaries (client,
+/// client_port, server, server_port, transport), kept by the uid's entry:
+/// a row of a uid already seen takes the five indices instead of comparing
+/// or hashing five values (the uid is looked up anyway).
+#[derive(Clone, Copy)]
+struct Conn {
+    ends: Ends,
+    idx: [u32; 5],
+}
+
 /// The write buffer of one transaction kind.
 pub(crate) struct TxBuf {
     kind: Kind,
@@ -243,6 +264,8 @@ pub(crate) struct TxBuf {
     latency: Vec<Option<i64>>,
     first_byte_latency: Vec<Option<i64>>,
     sample_weight: DictNum<u64>,
+    /// By the uid's entry: its connection's ends and their indices.
+    conns: Vec<Conn>,
     /// The extra columns' builders, one list per builder kind; `slots`
     /// says which holds each column ([`slots`]). A record's columns are
     /// pushed to theirs through slots known at compile time
@@ -300,6 +323,7 @@ impl TxBuf {
             latency: Vec::new(),
             first_byte_latency: Vec::new(),
             sample_weight: DictNum::new(),
+            conns: Vec::new(),
             u64s: (0..count(Builder::U64)).map(|_| Vec::new()).collect(),
             dict_u64s: (0..count(Builder::DictU64)).map(|_| DictNum::new()).collect(),
             durs: (0..count(Builder::Dur)).map(|_| Vec::new()).collect(),
@@ -326,13 +350,29 @@ impl TxBuf {
     /// with [`TxBuf::push_extra`], so a row can be buffered straight from
     /// borrowed values.
     pub(crate) fn push_common(&mut self, r: Common<'_>) {
+        if self.ts.len() == self.ts.capacity() {
+            self.grow();
+        }
         self.ts.push(r.ts_ns);
-        self.uid.push(Some(r.uid));
-        self.client.push(Some(r.client.0));
-        self.client_port.push(Some(r.client_port));
-        self.server.push(Some(r.server.0));
-        self.server_port.push(Some(r.server_port));
-        self.transport.push(Some(r.transport));
+        let u = self.uid.push_row(Some(r.uid)) as usize;
+        let ends = Ends {
+            client: r.client.0,
+            server: r.server.0,
+            client_port: r.client_port,
+            server_port: r.server_port,
+            transport: r.transport,
+        };
+        match self.conns.get(u) {
+            Some(c) if c.ends == ends => {
+                let idx = c.idx;
+                self.client.push_index(idx[0]);
+                self.client_port.push_index(idx[1]);
+                self.server.push_index(idx[2]);
+                self.server_port.push_index(idx[3]);
+                self.transport.push_index(idx[4]);
+            }
+            _ => self.push_ends(u, ends),
+        }
         self.status.push(Some(r.status.as_bytes()));
         self.request_bytes.push(r.request_bytes);
         self.response_bytes.push(r.response_bytes);
@@ -348,6 +388,49 @@ impl TxBuf {
             self.resp_proc.push(r.resp_proc.clone());
         }
         self.bytes += TX_ROW_BYTES + r.uid.len() + self.slots.len() * 8;
+    }
+
+    /// The ends of a row whose uid (entry `u`) has none kept yet, value by
+    /// value; kept for the uid's next rows. A uid seen with other ends (not
+    /// expected: a uid is one connection) keeps its first ends and has these
+    /// rows pushed value by value.
+    #[inline(never)]
+    fn push_ends(&mut self, u: usize, ends: Ends) {
+        self.client.push(Some(ends.client));
+        self.client_port.push(Some(ends.client_port));
+        self.server.push(Some(ends.server));
+        self.server_port.push(Some(ends.server_port));
+        self.transport.push(Some(ends.transport));
+        if u == self.conns.len() {
+            let idx = [
+                self.client.last_row(),
+                self.client_port.last_row(),
+                self.server.last_row(),
+                self.server_port.last_row(),
+                self.transport.last_row(),
+            ];
+            crate::dict::room(&mut self.conns, 1);
+            self.conns.push(Conn { ends, idx });
+        }
+    }
+
+    /// Room for the rows to come in every per-row vector at once, grown by
+    /// `dict::GROWTH` (the buffer is full: `ts` is, and every builder holds
+    /// one value a row), so that no push of a row reallocates.
+    #[inline(never)]
+    fn grow(&mut self) {
+        let n = self.ts.len().max(16) * (crate::dict::GROWTH - 1);
+        crate::dict::room(&mut self.ts, n);
+        macro_rules! dicts { ($($f:ident),*) => { $(self.$f.reserve(n);)* } }
+        dicts!(uid, client, client_port, server, server_port, transport, status, request_bytes, response_bytes, sample_weight);
+        crate::dict::room(&mut self.latency, n);
+        crate::dict::room(&mut self.first_byte_latency, n);
+        self.u64s.iter_mut().for_each(|v| crate::dict::room(v, n));
+        self.dict_u64s.iter_mut().for_each(|d| d.reserve(n));
+        self.durs.iter_mut().for_each(|v| crate::dict::room(v, n));
+        self.strs.iter_mut().for_each(|d| d.reserve(n));
+        self.dict_strs.iter_mut().for_each(|d| d.reserve(n));
+        self.bools.iter_mut().for_each(|v| crate::dict::room(v, n));
     }
 
     /// Buffers the value of extra column `col` of the row being pushed; the
@@ -368,7 +451,7 @@ impl TxBuf {
             (Builder::Dur, CellRef::Dur(x)) => self.durs[slot.1].push(x),
             (Builder::Str, CellRef::Str(x)) => {
                 self.bytes += x.map_or(0, str::len);
-                self.strs[slot.1].push(x.map(str::as_bytes));
+                self.strs[slot.1].push_free(x.map(str::as_bytes));
             }
             (Builder::DictStr, CellRef::Str(x)) => {
                 // Counted as held text though a repeated value is kept once:
@@ -397,6 +480,7 @@ impl TxBuf {
             latency,
             first_byte_latency,
             sample_weight,
+            conns,
             orig_proc,
             resp_proc
         );

@@ -431,6 +431,72 @@ fn tx_columns_name_the_extra_cells() {
     }
 }
 
+/// Rows of a few connections interleaved, each uid's ends taken from its
+/// first row's (`TxBuf`'s cache by the uid's entry), among them a uid whose
+/// rows come with other ends (not expected of a connection; each row must
+/// still read back its own), over more distinct ports and sizes than a
+/// dictionary compares in place, and buffers grown many times over: every
+/// row reads back its own leading columns.
+#[test]
+fn interleaved_connections_read_back_their_own_ends() {
+    let dir = tempdir("tx-conn-ends");
+    let mut store = Store::open(&dir, fast_opts()).unwrap();
+    let mut rows = synth::tx_rows(Kind::Mysql, 5_000, T0, 1_000_000, 21);
+    let uids: Vec<String> = rows[..12].iter().map(|r| r.uid.clone()).collect();
+    for (i, r) in rows.iter_mut().enumerate() {
+        let c = (i * 7 + i / 13) % uids.len();
+        r.uid = uids[c].clone();
+        r.client_port = 40_000 + c as u16;
+        r.client.0[15] = c as u8;
+        r.request_bytes = Some((i % 29) as u64);
+        if c == 5 && i % 3 == 0 {
+            // The odd uid: its rows' ends differ now and then.
+            r.client_port = 50_000 + (i % 11) as u16;
+            r.server.0[15] = 99;
+            r.server_port = 1 + (i % 5) as u16;
+        }
+    }
+    store.append_tx(Kind::Mysql, &rows[..2_500]).unwrap();
+    store.flush().unwrap();
+    store.append_tx(Kind::Mysql, &rows[2_500..]).unwrap();
+    store.close().unwrap();
+    let mut got = Vec::new();
+    for b in read_all(&dir, Kind::Mysql) {
+        let (
+            Some(Column::I64(ts)),
+            Some(Column::Str(uid)),
+            Some(Column::Ip(c)),
+            Some(Column::U16(cp)),
+            Some(Column::Ip(s)),
+            Some(Column::U16(sp)),
+            Some(Column::OptU64(rq)),
+        ) = (
+            b.column("ts"),
+            b.column("uid"),
+            b.column("client"),
+            b.column("client_port"),
+            b.column("server"),
+            b.column("server_port"),
+            b.column("request_bytes"),
+        )
+        else {
+            panic!("{:?}", b.columns)
+        };
+        for i in 0..b.rows() {
+            got.push((ts[i], uid[i].clone(), c[i], cp[i], s[i], sp[i], rq[i]));
+        }
+    }
+    got.sort();
+    let mut want: Vec<_> = rows
+        .iter()
+        .map(|r| (r.ts_ns / 1000 * 1000, r.uid.clone(), ip(&r.client), r.client_port, ip(&r.server), r.server_port, r.request_bytes))
+        .collect();
+    want.sort();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "first difference: {:?}", got.iter().zip(&want).find(|(g, w)| g != w));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Each row's sample weight (`capture --cpu-budget`'s 1-in-N parsing)
 /// reads back as written, row by row.
 #[test]
