@@ -1056,7 +1056,13 @@ impl TcpConn {
     /// [`Self::process_established`] for a connection with a cold slot,
     /// whose endpoints may hold data above a hole.
     #[inline(never)]
-    fn process_established_cold(&mut self, is_orig: bool, seg: &Segment, hist: &mut HistoryState, parts: &mut ColdParts) {
+    fn process_established_cold(
+        &mut self,
+        is_orig: bool,
+        seg: &Segment,
+        hist: &mut HistoryState,
+        parts: &mut ColdParts,
+    ) {
         self.process_established::<true>(is_orig, seg, hist, parts)
     }
 
