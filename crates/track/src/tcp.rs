@@ -1996,6 +1996,56 @@ mod tests {
         assert_eq!(c.len(), 0);
     }
 
+    /// Data above a hole on an established connection, through both of its
+    /// paths: without a cold slot (`process_established::<false>`, whose
+    /// first segment above the hole takes one) and with one (a
+    /// retransmission took it first). The held data is delivered when the
+    /// hole fills, and a hole acknowledged but never seen is a gap: the
+    /// same bounds, missed bytes and letters either way (but the
+    /// retransmission's `T`).
+    #[test]
+    fn holes_on_either_established_path() {
+        let mut histories = Vec::new();
+        for slot_first in [false, true] {
+            let (mut t, mut h, mut c) = (TcpConn::new(false), HistoryState::default(), ColdParts::with_capacity(0));
+            t.process(true, &seg(SYN, 100, 0, 0), &mut h, &mut c);
+            t.process(false, &seg(SYN | ACK, 5000, 101, 0), &mut h, &mut c);
+            t.process(true, &seg(ACK, 101, 5001, 0), &mut h, &mut c);
+            t.process(true, &seg(PSH | ACK, 101, 5001, 50), &mut h, &mut c); // relative [1, 51)
+            if slot_first {
+                t.process(true, &seg(PSH | ACK, 101, 5001, 50), &mut h, &mut c); // retransmission
+            }
+            assert_eq!(t.cold_slot() != NO_COLD, slot_first);
+            // [51, 101) not seen yet; [101, 201) held above it.
+            t.process(true, &seg(PSH | ACK, 201, 5001, 50), &mut h, &mut c);
+            assert_ne!(t.cold_slot(), NO_COLD, "held data takes a slot");
+            t.process(true, &seg(PSH | ACK, 251, 5001, 50), &mut h, &mut c);
+            let r = t.rare(true, &c);
+            assert_eq!((t.orig.reasm.next_deliver(r), t.orig.reasm.undelivered_bytes(r)), (51, 150));
+            assert!(t.orig.reasm.has_ranges(r));
+            // The hole fills: everything delivered, acknowledged, nothing missed.
+            t.process(true, &seg(PSH | ACK, 151, 5001, 50), &mut h, &mut c);
+            t.process(false, &seg(ACK, 5001, 301, 0), &mut h, &mut c);
+            let r = t.rare(true, &c);
+            assert_eq!((t.orig.reasm.next_deliver(r), t.orig.reasm.trim(r)), (201, 201));
+            assert!(!t.orig.reasm.has_ranges(r));
+            assert_eq!(t.missed_bytes(&c), 0);
+            // [201, 251) never seen, [251, 301) seen, both acknowledged: a gap of 50.
+            t.process(true, &seg(PSH | ACK, 351, 5001, 50), &mut h, &mut c);
+            t.process(false, &seg(ACK, 5001, 401, 0), &mut h, &mut c);
+            let r = t.rare(true, &c);
+            assert_eq!((t.orig.reasm.next_deliver(r), t.orig.reasm.trim(r)), (301, 301));
+            assert!(!t.orig.reasm.has_ranges(r));
+            assert_eq!(t.missed_bytes(&c), 50);
+            assert_eq!(t.rare(true, &c).get().gap_cnt, 1);
+            histories.push(h.letters().as_str().replace('T', ""));
+            c.free(t.cold_slot());
+            assert_eq!(c.len(), 0);
+        }
+        assert_eq!(histories[0], histories[1]);
+        assert!(histories[0].contains('G'), "{}", histories[0]);
+    }
+
     /// A first packet that is a bare SYN (whatever its other flags,
     /// acknowledgement field and non-zero window) leaves exactly
     /// `TcpConn::syn_sent`; a retransmitted one too; anything else does not.
