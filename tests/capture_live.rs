@@ -1028,7 +1028,7 @@ fn memory_holds_under_floods() {
         window: 1024,
         payload: Vec::new(),
     };
-    // 400,000: more than twice the table `--memory 64M` holds (151,601 connections at 249 bytes each).
+    // 400,000: more than twice the table `--memory 64M` holds (159,277 connections at 237 bytes each).
     let flood: Vec<common::TcpSeg> = (0..400_000u32).map(|i| syn([11, (i >> 16) as u8, (i >> 8) as u8, i as u8], 40000, 80)).collect();
     let scan: Vec<common::TcpSeg> = (0..6u8).flat_map(|s| (1..=65535u16).map(move |p| (s, p))).map(|(s, p)| syn([12, 0, 0, s], 50000, p)).collect();
     let floods = [

@@ -5,7 +5,7 @@ use wirelog_record::{CommunityId, ConnRecord, ConnState, Proto, Uid};
 
 use crate::history::HistoryState;
 use crate::key::ConnKey;
-use crate::tcp::TcpConn;
+use crate::tcp::{ColdParts, TcpConn};
 
 /// UDP and ICMP keep only what Zeek's session adapters keep: payload sizes
 /// per side (-1 until that side sent anything). Their checksum-error counts
@@ -139,20 +139,31 @@ impl TcpPart {
     }
 }
 
-/// The TCP connections' endpoint states: a slab of [`TcpConn`] (64 bytes
-/// each), except for the connections in the state a lone SYN leaves
+/// The TCP connections' endpoint states: a slab of [`TcpConn`] (52 bytes
+/// each, and their cold parts in [`ColdParts`]), except for the connections in the state a lone SYN leaves
 /// ([`TcpConn::syn_sent`]), which keep only its sequence number in their
 /// [`TcpPart`]. A connection's state enters the slab when a packet changes
 /// it from that one ([`TcpStates::get_mut`]), and leaves it when a packet
 /// leaves it in that one ([`TcpStates::settle`]).
 pub struct TcpStates {
     slab: crate::slab::Slab<TcpConn>,
+    /// The endpoints' cold parts of the connections that have one.
+    cold: ColdParts,
     report_gaps_for_partial: bool,
 }
 
 impl TcpStates {
     pub fn with_capacity(capacity: usize, report_gaps_for_partial: bool) -> Self {
-        TcpStates { slab: crate::slab::Slab::with_capacity(capacity), report_gaps_for_partial }
+        TcpStates {
+            slab: crate::slab::Slab::with_capacity(capacity),
+            cold: ColdParts::with_capacity(capacity),
+            report_gaps_for_partial,
+        }
+    }
+
+    /// The cold parts, to read beside a state from [`TcpStates::get`].
+    pub fn cold(&self) -> &ColdParts {
+        &self.cold
     }
 
     /// A new connection's part, its state fresh in the slab.
@@ -178,13 +189,20 @@ impl TcpStates {
         self.get(part).map(|t| f(&t))
     }
 
-    /// The connection's state to change: one without a slab entry gets one.
+    /// The same, for what reads the endpoints' cold parts too.
+    #[inline(never)]
+    pub fn with_cold<R>(&self, part: &TcpPart, f: impl FnOnce(&TcpConn, &ColdParts) -> R) -> Option<R> {
+        self.get(part).map(|t| f(&t, &self.cold))
+    }
+
+    /// The connection's state to change (one without a slab entry gets
+    /// one), and the cold parts its methods take.
     #[inline(always)]
-    pub fn get_mut(&mut self, part: &mut TcpPart) -> Option<&mut TcpConn> {
+    pub fn get_mut(&mut self, part: &mut TcpPart) -> Option<(&mut TcpConn, &mut ColdParts)> {
         if part.syn_sent {
             self.enter(part);
         }
-        self.slab.get_mut(part.slab)
+        Some((self.slab.get_mut(part.slab)?, &mut self.cold))
     }
 
     #[cold]
@@ -210,10 +228,12 @@ impl TcpStates {
         }
     }
 
-    /// The connection ended: its slab entry, if any, is freed.
+    /// The connection ended: its slab entry and cold slot, if any, are freed.
     pub fn remove(&mut self, part: &TcpPart) {
         if !part.syn_sent {
-            self.slab.remove(part.slab);
+            if let Some(t) = self.slab.take(part.slab) {
+                self.cold.free(t.cold_slot());
+            }
         }
     }
 
@@ -571,16 +591,23 @@ impl Conn {
     /// minting one when the record is written is as good as at the first
     /// packet). `tcp` is the connection's TCP state (from the slab), if TCP.
     /// `counts`: the counters whole ([`Overflow::counts`]).
-    pub fn to_record(&self, key: &ConnKey, tcp: Option<&TcpConn>, uid: Uid, counts: [u64; 4]) -> ConnRecord {
+    /// `tcp`: a TCP connection's state and the cold parts it reads.
+    pub fn to_record(
+        &self,
+        key: &ConnKey,
+        tcp: Option<(&TcpConn, &ColdParts)>,
+        uid: Uid,
+        counts: [u64; 4],
+    ) -> ConnRecord {
         let history = self.hist.letters();
         let dur = self.last_ns - self.start_ns;
         let (proto, orig_size, resp_size, conn_state, missed) = match (&self.state, tcp) {
-            (ProtoState::Tcp(_), Some(t)) => (
+            (ProtoState::Tcp(_), Some((t, cold))) => (
                 Proto::Tcp,
-                t.orig_size(),
-                t.resp_size(),
-                t.conn_state(history.as_str()),
-                t.missed_bytes(),
+                t.orig_size(cold),
+                t.resp_size(cold),
+                t.conn_state(history.as_str(), cold),
+                t.missed_bytes(cold),
             ),
             // Never: a TCP entry's slab state lives as long as the entry.
             // A release build still writes the record (sizes unknown, OTH)

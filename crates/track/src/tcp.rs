@@ -8,13 +8,15 @@
 //! Only what influences a logged field or the connection's lifetime is kept;
 //! Zeek's weirds and events are not modelled.
 //!
-//! Layout: a [`TcpConn`] is one cache line (64 bytes, test
-//! `tcp_state_is_one_cache_line`): per endpoint three sequence numbers, the
-//! reassembly's two bounds as 32-bit relative sequence numbers, the states
-//! and flags in bits, and one pointer to a cold part ([`EndpointRare`]) that
-//! holds what most connections never need: sequence-space wraps, bounds past
-//! 4 GiB, positions of the last SYN/FIN/RST, the counters behind scaled
-//! history letters, `missed_bytes` and data held above a hole.
+//! Layout: a [`TcpConn`] is 52 bytes (test `tcp_state_is_fifty_two_bytes`):
+//! per endpoint three sequence numbers, the reassembly's two bounds as 32-bit
+//! relative sequence numbers, the states and flags in bits; and for both
+//! endpoints one 4-byte index of a slot in [`ColdParts`], whose cold parts
+//! ([`EndpointRare`]) hold what most connections never need: sequence-space
+//! wraps, bounds past 4 GiB, positions of the last SYN/FIN/RST, the counters
+//! behind scaled history letters, `missed_bytes` and data held above a hole.
+//! Every method that may read or write a cold part takes the [`ColdParts`]
+//! (an endpoint's own through [`Rare`]).
 
 use wirelog_decode::tcp_flags::{ACK, FIN, RST, SYN};
 use wirelog_record::ConnState;
@@ -35,7 +37,7 @@ const EXCESSIVE_DATA_WITHOUT_ACKS: u64 = 10 * 1024 * 1024;
 
 /// An endpoint's state; the discriminant is what [`Endpoint`] keeps in 3
 /// bits for the previous state. The state itself is a field of its own: its
-/// unused values are the niche that keeps `Option<TcpConn>` at 64 bytes.
+/// unused values are the niche that keeps `Option<TcpConn>` at 52 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum EndpointState {
@@ -84,9 +86,6 @@ struct Reassembly {
     next_deliver: u32,
     /// Everything below this has been acknowledged and released (Zeek's trim_seq).
     trim: u32,
-    /// The endpoint's cold part: absent on most connections, allocated on
-    /// first non-zero write (one pointer instead of 88 bytes inline).
-    rare: Option<Box<EndpointRare>>,
 }
 
 impl Reassembly {
@@ -94,70 +93,71 @@ impl Reassembly {
         Reassembly {
             next_deliver: 1,
             trim: 1,
-            rare: None,
         }
     }
 
     #[inline(always)]
-    fn next_deliver(&self) -> u64 {
+    fn next_deliver(&self, r: RareRef<'_>) -> u64 {
         if self.next_deliver != WIDE {
             self.next_deliver as u64
         } else {
-            self.rare.as_ref().map_or(0, |r| r.next_deliver)
+            r.get().next_deliver
         }
     }
 
     #[inline(always)]
-    fn trim(&self) -> u64 {
+    fn trim(&self, r: RareRef<'_>) -> u64 {
         if self.trim != WIDE {
             self.trim as u64
         } else {
-            self.rare.as_ref().map_or(0, |r| r.trim)
+            r.get().trim
         }
     }
 
     /// Both bounds, `(trim, next_deliver)`, with one test when neither is
     /// wide (every stream's first 4 GiB): the packet path reads them once
     /// through this and works on the values.
+    /// The cold part is reached (its slot read) only for a wide bound.
     #[inline(always)]
-    fn bounds(&self) -> (u64, u64) {
+    fn bounds(&self, r: &Rare<'_>) -> (u64, u64) {
         // WIDE is u32::MAX: the larger field is WIDE when either is.
         if self.next_deliver.max(self.trim) != WIDE {
             (self.trim as u64, self.next_deliver as u64)
         } else {
-            self.bounds_wide()
+            self.bounds_wide(r.parts, r.slot, r.side)
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn bounds_wide(&self) -> (u64, u64) {
-        (self.trim(), self.next_deliver())
+    fn bounds_wide(&self, parts: &ColdParts, slot: &u32, side: u32) -> (u64, u64) {
+        let r = RareRef { parts, slot: *slot, side };
+        (self.trim(r), self.next_deliver(r))
     }
 
     #[inline(always)]
-    fn set_next_deliver(&mut self, v: u64) {
+    fn set_next_deliver(&mut self, v: u64, r: &mut Rare<'_>) {
         if v < WIDE as u64 {
             self.next_deliver = v as u32;
         } else {
-            self.set_wide(true, v);
+            self.set_wide(true, v, r.parts, r.slot, r.side);
         }
     }
 
     #[inline(always)]
-    fn set_trim(&mut self, v: u64) {
+    fn set_trim(&mut self, v: u64, r: &mut Rare<'_>) {
         if v < WIDE as u64 {
             self.trim = v as u32;
         } else {
-            self.set_wide(false, v);
+            self.set_wide(false, v, r.parts, r.slot, r.side);
         }
     }
 
     /// A bound past 32 bits: whole in the cold part.
     #[cold]
     #[inline(never)]
-    fn set_wide(&mut self, next_deliver: bool, v: u64) {
-        let r = self.rare_mut();
+    fn set_wide(&mut self, next_deliver: bool, v: u64, parts: &mut ColdParts, slot: &mut u32, side: u32) {
+        let r = parts.get_mut(slot, side);
         if next_deliver {
             r.next_deliver = v;
             self.next_deliver = WIDE;
@@ -167,42 +167,17 @@ impl Reassembly {
         }
     }
 
-    /// Received ranges above `next_deliver`, sorted and merged.
-    fn ranges(&self) -> &[(u64, u64)] {
-        match &self.rare {
-            Some(r) => &r.above_hole,
-            None => &[],
-        }
-    }
-
     /// Whether data above a hole is held.
     #[inline(always)]
-    fn has_ranges(&self) -> bool {
-        matches!(&self.rare, Some(r) if !r.above_hole.is_empty())
-    }
-
-    /// The cold part, allocated now if this is its first use.
-    #[inline]
-    fn rare_mut(&mut self) -> &mut EndpointRare {
-        if self.rare.is_none() {
-            self.alloc_rare();
-        }
-        match &mut self.rare {
-            Some(r) => r,
-            None => unreachable!("allocated above"),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn alloc_rare(&mut self) {
-        self.rare = Some(Box::default());
+    fn has_ranges(&self, r: RareRef<'_>) -> bool {
+        r.exists() && !r.get().above_hole.is_empty()
     }
 
     /// Frees the above-hole list's memory once it holds nothing (the cold
     /// part itself stays: its counters are the endpoint's).
-    fn drop_ranges_if_empty(&mut self) {
-        if let Some(r) = &mut self.rare {
+    fn drop_ranges_if_empty(&mut self, r: &mut Rare<'_>) {
+        if r.exists() {
+            let r = r.get_mut();
             if r.above_hole.is_empty() {
                 r.above_hole = Vec::new();
             }
@@ -211,37 +186,35 @@ impl Reassembly {
 
     /// Bytes held, delivered or not (Zeek's block list DataSize).
     #[inline(always)]
-    fn buffered(&self) -> u64 {
-        let contiguous = self.next_deliver().saturating_sub(self.trim());
-        match &self.rare {
-            None => contiguous,
-            Some(r) => contiguous + r.above_hole.iter().map(|(a, b)| b - a).sum::<u64>(),
-        }
+    fn buffered(&self, r: RareRef<'_>) -> u64 {
+        let contiguous = self.next_deliver(r).saturating_sub(self.trim(r));
+        contiguous + r.get().above_hole.iter().map(|(a, b)| b - a).sum::<u64>()
     }
 
     /// Bytes held above a hole (Zeek's NumUndeliveredBytes).
-    fn undelivered_bytes(&self) -> u64 {
-        self.ranges()
+    fn undelivered_bytes(&self, r: RareRef<'_>) -> u64 {
+        r.get()
+            .above_hole
             .last()
-            .map_or(0, |&(_, upper)| upper.saturating_sub(self.next_deliver()))
+            .map_or(0, |&(_, upper)| upper.saturating_sub(self.next_deliver(r)))
     }
 
-    fn has_blocks(&self) -> bool {
-        self.next_deliver() > self.trim() || !self.ranges().is_empty()
+    fn has_blocks(&self, r: RareRef<'_>) -> bool {
+        self.next_deliver(r) > self.trim(r) || !r.get().above_hole.is_empty()
     }
 
-    fn clear(&mut self) {
-        self.set_trim(self.next_deliver());
-        if let Some(r) = &mut self.rare {
-            r.above_hole = Vec::new();
+    fn clear(&mut self, r: &mut Rare<'_>) {
+        self.set_trim(self.next_deliver(r.by_ref()), r);
+        if r.exists() {
+            r.get_mut().above_hole = Vec::new();
         }
     }
 
     /// Records newly received data and delivers whatever became contiguous.
     /// Returns whether in-order delivery advanced.
     #[cfg(test)]
-    fn insert(&mut self, seq: u64, upper: u64) -> bool {
-        self.insert_at(seq, upper, self.bounds(), self.has_ranges()).0
+    fn insert(&mut self, seq: u64, upper: u64, r: &mut Rare<'_>) -> bool {
+        self.insert_at(seq, upper, self.bounds(r), self.has_ranges(r.by_ref()), r).0
     }
 
     /// [`Self::insert`] given the bounds (`(trim, next_deliver)`, as
@@ -250,25 +223,32 @@ impl Reassembly {
     /// and the bounds and that test after. Inline for in-order data; data
     /// above a hole goes out of line.
     #[inline(always)]
-    fn insert_at(&mut self, seq: u64, upper: u64, (trim, next_deliver): (u64, u64), held: bool) -> (bool, (u64, u64), bool) {
+    fn insert_at(
+        &mut self,
+        seq: u64,
+        upper: u64,
+        (trim, next_deliver): (u64, u64),
+        held: bool,
+        r: &mut Rare<'_>,
+    ) -> (bool, (u64, u64), bool) {
         if upper <= trim || upper <= next_deliver {
             return (false, (trim, next_deliver), held); // old or already delivered data
         }
         let seq = seq.max(trim);
         if seq <= next_deliver {
-            self.set_next_deliver(upper);
+            self.set_next_deliver(upper, r);
             if held {
-                self.absorb_ranges();
-                return (true, self.bounds(), self.has_ranges());
+                self.absorb_ranges(r.parts, r.slot, r.side);
+                return (true, self.bounds(r), self.has_ranges(r.by_ref()));
             }
             return (true, (trim, upper), false);
         }
-        (self.insert_above_hole(seq, upper), (trim, next_deliver), true)
+        (Self::insert_above_hole(seq, upper, r.parts, r.slot, r.side), (trim, next_deliver), true)
     }
 
     #[inline(never)]
-    fn insert_above_hole(&mut self, seq: u64, upper: u64) -> bool {
-        let ranges = &mut self.rare_mut().above_hole;
+    fn insert_above_hole(seq: u64, upper: u64, parts: &mut ColdParts, slot: &mut u32, side: u32) -> bool {
+        let ranges = &mut parts.get_mut(slot, side).above_hole;
         let i = ranges.partition_point(|r| r.1 < seq);
         let (mut lo, mut hi) = (seq, upper);
         while i < ranges.len() && ranges[i].0 <= hi {
@@ -283,17 +263,18 @@ impl Reassembly {
     /// Moves ranges that became contiguous into the delivered range.
     /// Inline: almost every stream has no hole, and then this is one test.
     #[inline]
-    fn absorb(&mut self) {
-        if self.has_ranges() {
-            self.absorb_ranges();
+    fn absorb(&mut self, r: &mut Rare<'_>) {
+        if self.has_ranges(r.by_ref()) {
+            self.absorb_ranges(r.parts, r.slot, r.side);
         }
     }
 
     #[cold]
-    fn absorb_ranges(&mut self) {
-        let mut next_deliver = self.next_deliver();
-        if let Some(r) = &mut self.rare {
-            let ranges = &mut r.above_hole;
+    fn absorb_ranges(&mut self, parts: &mut ColdParts, slot: &mut u32, side: u32) {
+        let r = &mut Rare { parts, slot, side };
+        let mut next_deliver = self.next_deliver(r.by_ref());
+        if r.exists() {
+            let ranges = &mut r.get_mut().above_hole;
             let mut n = 0;
             for &(lo, hi) in ranges.iter() {
                 if lo > next_deliver {
@@ -304,54 +285,54 @@ impl Reassembly {
             }
             ranges.drain(..n);
         }
-        self.set_next_deliver(next_deliver);
-        self.drop_ranges_if_empty();
+        self.set_next_deliver(next_deliver, r);
+        self.drop_ranges_if_empty(r);
     }
 
     /// Releases data below `seq`, first reporting (through `gap`) any part of
     /// it that was never received. Mirrors DataBlockList::Trim +
     /// TCP_Reassembler::Undelivered.
-    /// With `skip_deliveries` (the endpoint's), nothing held is delivered
+    /// With `skip` (the endpoint's `skip_deliveries`), nothing held is delivered
     /// and no gap is reported.
-    fn trim_to(&mut self, seq: u64, is_partial: bool, skip_deliveries: bool, mut gap: impl FnMut(u64)) {
-        if seq > self.next_deliver() {
-            self.undelivered(seq, is_partial, skip_deliveries, &mut gap);
+    fn trim_to(&mut self, seq: u64, is_partial: bool, skip: bool, r: &mut Rare<'_>, mut gap: impl FnMut(u64)) {
+        if seq > self.next_deliver(r.by_ref()) {
+            self.undelivered(seq, is_partial, skip, r, &mut gap);
         }
-        if let Some(r) = &mut self.rare {
-            r.above_hole.retain(|r| r.1 > seq);
+        if r.exists() {
+            r.get_mut().above_hole.retain(|r| r.1 > seq);
         }
-        self.drop_ranges_if_empty();
-        if seq > self.trim() {
-            self.set_trim(seq);
+        self.drop_ranges_if_empty(r);
+        if seq > self.trim(r.by_ref()) {
+            self.set_trim(seq, r);
         }
     }
 
-    fn undelivered(&mut self, up_to: u64, is_partial: bool, skip_deliveries: bool, gap: &mut impl FnMut(u64)) {
+    fn undelivered(&mut self, up_to: u64, is_partial: bool, skip: bool, r: &mut Rare<'_>, gap: &mut impl FnMut(u64)) {
         if up_to <= 2 && is_partial {
             // A partial connection's faked initial sequence number: the "missing"
             // first byte is an artefact, not a gap (Zeek ignores it the same way).
             return;
         }
-        if !skip_deliveries {
+        if !skip {
             // Deliver blocks that start below up_to, reporting the holes before them.
-            while let Some(&(lo, _)) = self.ranges().first() {
+            while let Some(&(lo, _)) = r.get().above_hole.first() {
                 if lo >= up_to {
                     break;
                 }
-                let next_deliver = self.next_deliver();
+                let next_deliver = self.next_deliver(r.by_ref());
                 if lo > next_deliver {
                     gap(lo - next_deliver);
                 }
-                self.set_next_deliver(next_deliver.max(lo));
-                self.absorb();
+                self.set_next_deliver(next_deliver.max(lo), r);
+                self.absorb(r);
             }
-            let next_deliver = self.next_deliver();
+            let next_deliver = self.next_deliver(r.by_ref());
             if up_to > next_deliver {
                 gap(up_to - next_deliver);
             }
         }
-        if up_to > self.next_deliver() {
-            self.set_next_deliver(up_to);
+        if up_to > self.next_deliver(r.by_ref()) {
+            self.set_next_deliver(up_to, r);
         }
     }
 }
@@ -369,7 +350,8 @@ const SKIP_DELIVERIES: u8 = 1 << 6;
 /// if any, is not read for them).
 const WRAPPED: u8 = 1 << 7;
 
-/// One side of a TCP connection (Zeek's TCP_Endpoint), 32 bytes.
+/// One side of a TCP connection (Zeek's TCP_Endpoint), 24 bytes; its
+/// cold part is its connection's ([`TcpConn`]'s `cold`, [`Rare`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Endpoint {
     start_seq: u32,
@@ -381,7 +363,7 @@ pub struct Endpoint {
     /// Not this endpoint's: the connection's flags ([`TcpConn`]'s `C_*`
     /// bits), kept in the originator's endpoint where the layout has room.
     conn_bits: u16,
-    /// Delivery bounds, and (in `reasm.rare`) this endpoint's cold part.
+    /// Delivery bounds.
     reasm: Reassembly,
 }
 
@@ -414,6 +396,121 @@ struct EndpointRare {
     rxmt_cnt: u32,
     win0_cnt: u32,
     gap_cnt: u32,
+}
+
+/// A connection's `cold` before its first cold write.
+const NO_COLD: u32 = u32::MAX;
+
+/// The cold parts of the TCP connections that have one: a connection's two
+/// endpoints' in one slot (originator first), taken at the first non-zero
+/// write to either and freed with the connection
+/// ([`ColdParts::free`]). A connection holds the slot's 4-byte index where
+/// its endpoints held a pointer each (8 bytes), so [`TcpConn`] is 52 bytes.
+pub struct ColdParts(crate::slab::Slab<[EndpointRare; 2]>);
+
+impl ColdParts {
+    /// Room for `capacity` connections' slots (address space only, in
+    /// small pages: most connections never take one).
+    pub fn with_capacity(capacity: usize) -> Self {
+        ColdParts(crate::slab::Slab::with_capacity_small_pages(capacity))
+    }
+
+    /// Side `side`'s cold part in slot `slot` (all zero without one).
+    #[inline]
+    fn get(&self, slot: u32, side: u32) -> &EndpointRare {
+        match self.0.get(slot) {
+            Some(pair) => &pair[side as usize & 1],
+            None => &NO_RARE,
+        }
+    }
+
+    /// The same to write: a connection without a slot gets one now.
+    #[inline]
+    fn get_mut(&mut self, slot: &mut u32, side: u32) -> &mut EndpointRare {
+        if self.0.get(*slot).is_none() {
+            *slot = self.take_slot();
+        }
+        match self.0.get_mut(*slot) {
+            Some(pair) => &mut pair[side as usize & 1],
+            None => unreachable!("a slot was taken above"),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_slot(&mut self) -> u32 {
+        self.0.insert(Default::default())
+    }
+
+    /// The connection ended: its slot, if any, is free again.
+    pub fn free(&mut self, slot: u32) {
+        if slot != NO_COLD {
+            self.0.remove(slot);
+        }
+    }
+
+    /// Slots held (connections with a cold part).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// An endpoint's way to its cold part, to read: the cold parts, its
+/// connection's slot and its side (0: the originator's place).
+#[derive(Clone, Copy)]
+struct RareRef<'a> {
+    parts: &'a ColdParts,
+    slot: u32,
+    side: u32,
+}
+
+impl<'a> RareRef<'a> {
+    #[inline]
+    fn get(self) -> &'a EndpointRare {
+        self.parts.get(self.slot, self.side)
+    }
+
+    /// The connection has a cold part (an endpoint without its own reads zeros).
+    #[inline(always)]
+    fn exists(self) -> bool {
+        self.slot != NO_COLD
+    }
+}
+
+/// The same, to write: a first write takes the connection a slot.
+struct Rare<'a> {
+    parts: &'a mut ColdParts,
+    slot: &'a mut u32,
+    side: u32,
+}
+
+impl Rare<'_> {
+    #[inline(always)]
+    fn by_ref(&self) -> RareRef<'_> {
+        RareRef { parts: self.parts, slot: *self.slot, side: self.side }
+    }
+
+    #[inline]
+    fn get(&self) -> &EndpointRare {
+        self.parts.get(*self.slot, self.side)
+    }
+
+    #[inline]
+    fn get_mut(&mut self) -> &mut EndpointRare {
+        self.parts.get_mut(self.slot, self.side)
+    }
+
+    #[inline(always)]
+    fn exists(&self) -> bool {
+        *self.slot != NO_COLD
+    }
+
+    /// The peer endpoint's cold part (the other side of the same slot).
+    #[inline(always)]
+    fn peer(&mut self) -> Rare<'_> {
+        Rare { parts: self.parts, slot: self.slot, side: 1 - self.side }
+    }
 }
 
 /// What an endpoint without a cold part reads: every field zero.
@@ -484,46 +581,36 @@ impl Endpoint {
     }
 
     #[inline(always)]
-    fn seq_wraps(&self) -> u32 {
+    fn seq_wraps(&self, r: RareRef<'_>) -> u32 {
         if self.bits & WRAPPED == 0 {
             0
         } else {
-            self.rare().seq_wraps
+            r.get().seq_wraps
         }
     }
 
     #[inline(always)]
-    fn ack_wraps(&self) -> u32 {
+    fn ack_wraps(&self, r: RareRef<'_>) -> u32 {
         if self.bits & WRAPPED == 0 {
             0
         } else {
-            self.rare().ack_wraps
+            r.get().ack_wraps
         }
     }
 
-    #[inline]
-    fn rare(&self) -> &EndpointRare {
-        self.reasm.rare.as_deref().unwrap_or(&NO_RARE)
-    }
-
-    #[inline]
-    fn rare_mut(&mut self) -> &mut EndpointRare {
-        self.reasm.rare_mut()
-    }
-
     /// Stores a SYN/FIN/RST position; a zero into an absent cold part (the
-    /// first SYN of every connection) allocates nothing.
+    /// first SYN of every connection) takes no slot.
     #[inline]
-    fn set_position(&mut self, field: fn(&mut EndpointRare) -> &mut u32, at: u32) {
-        if at != 0 || self.reasm.rare.is_some() {
-            *field(self.rare_mut()) = at;
+    fn set_position(r: &mut Rare<'_>, field: fn(&mut EndpointRare) -> &mut u32, at: u32) {
+        if at != 0 || r.exists() {
+            *field(r.get_mut()) = at;
         }
     }
 
     /// Adds one to a counter of the cold part and returns it.
     #[inline]
-    fn bump(&mut self, field: fn(&mut EndpointRare) -> &mut u32) -> u32 {
-        let c = field(self.rare_mut());
+    fn bump(r: &mut Rare<'_>, field: fn(&mut EndpointRare) -> &mut u32) -> u32 {
+        let c = field(r.get_mut());
         *c += 1;
         *c
     }
@@ -545,17 +632,17 @@ impl Endpoint {
     }
 
     #[inline(always)]
-    fn update_last_seq(&mut self, seq: u32) {
+    fn update_last_seq(&mut self, seq: u32, r: &mut Rare<'_>) {
         if seq < self.last_seq {
-            self.wrap(true);
+            self.wrap(true, r.parts, r.slot, r.side);
         }
         self.last_seq = seq;
     }
 
     #[inline(always)]
-    fn update_ack_seq(&mut self, seq: u32) {
+    fn update_ack_seq(&mut self, seq: u32, r: &mut Rare<'_>) {
         if seq < self.ack_seq {
-            self.wrap(false);
+            self.wrap(false, r.parts, r.slot, r.side);
         }
         self.ack_seq = seq;
     }
@@ -563,8 +650,8 @@ impl Endpoint {
     /// The sequence numbers (or the acknowledgements) wrapped past 2^32.
     #[cold]
     #[inline(never)]
-    fn wrap(&mut self, seq: bool) {
-        let r = self.rare_mut();
+    fn wrap(&mut self, seq: bool, parts: &mut ColdParts, slot: &mut u32, side: u32) {
+        let r = parts.get_mut(slot, side);
         if seq {
             r.seq_wraps += 1;
         } else {
@@ -573,23 +660,23 @@ impl Endpoint {
         self.bits |= WRAPPED;
     }
 
-    fn no_data_acked(&self) -> bool {
-        let ack = Self::full(self.ack_seq, self.ack_wraps());
+    fn no_data_acked(&self, r: RareRef<'_>) -> bool {
+        let ack = Self::full(self.ack_seq, self.ack_wraps(r));
         let start = self.start_seq as u64;
         ack == start || ack == start + 1
     }
 
     /// Payload bytes sent, from sequence numbers (Zeek's TCP_Endpoint::Size).
-    pub fn size(&self, peer_state: EndpointState) -> u64 {
+    fn size(&self, peer_state: EndpointState, r: RareRef<'_>) -> u64 {
         if self.prev_state() == SynSent
             && self.state() == Reset
             && peer_state == Inactive
-            && !self.no_data_acked()
+            && !self.no_data_acked(r)
         {
             return 0;
         }
-        let last = Self::full(self.last_seq, self.seq_wraps());
-        let ack = Self::full(self.ack_seq, self.ack_wraps());
+        let last = Self::full(self.last_seq, self.seq_wraps(r));
+        let ack = Self::full(self.ack_seq, self.ack_wraps(r));
         let start = self.start_seq as u64;
         let mut size = if last > ack {
             last.wrapping_sub(start)
@@ -658,8 +745,8 @@ impl Effects {
     }
 }
 
-/// The TCP part of a connection: the two endpoints, 64 bytes in all (one
-/// cache line). The connection's own flags (`C_*`: activity, partial
+/// The TCP part of a connection: the two endpoints and their cold slot, 52
+/// bytes in all. The connection's own flags (`C_*`: activity, partial
 /// status, first packets seen, deferred close, the handshake passed, the
 /// gap-reporting option, and the packet's effects `FX_*` above them) are
 /// kept in the originator endpoint's `conn_bits`, where its layout has
@@ -668,6 +755,9 @@ impl Effects {
 pub struct TcpConn {
     pub orig: Endpoint,
     pub resp: Endpoint,
+    /// Both endpoints' cold parts: their slot in the tracker's
+    /// [`ColdParts`], [`NO_COLD`] until the first write to either.
+    cold: u32,
 }
 
 const C_ACTIVE: u16 = 1;
@@ -699,7 +789,37 @@ impl TcpConn {
     pub fn new(report_gaps_for_partial: bool) -> Self {
         let mut orig = Endpoint::new();
         orig.conn_bits = C_ACTIVE | if report_gaps_for_partial { C_REPORT_GAPS_FOR_PARTIAL } else { 0 };
-        TcpConn { orig, resp: Endpoint::new() }
+        TcpConn { orig, resp: Endpoint::new(), cold: NO_COLD }
+    }
+
+    /// The connection's slot in the cold parts ([`ColdParts::free`] it when
+    /// the connection ends).
+    pub fn cold_slot(&self) -> u32 {
+        self.cold
+    }
+
+    /// Side `is_orig`'s place in the cold slot (0: the originator's).
+    #[inline(always)]
+    fn side(is_orig: bool) -> u32 {
+        !is_orig as u32
+    }
+
+    /// Side `is_orig`'s endpoint, its peer, and the endpoint's cold part.
+    #[inline(always)]
+    fn ep_rare<'a>(
+        &'a mut self,
+        is_orig: bool,
+        parts: &'a mut ColdParts,
+    ) -> (&'a mut Endpoint, &'a mut Endpoint, Rare<'a>) {
+        let TcpConn { orig, resp, cold } = self;
+        let (e, p) = if is_orig { (orig, resp) } else { (resp, orig) };
+        (e, p, Rare { parts, slot: cold, side: Self::side(is_orig) })
+    }
+
+    /// Side `is_orig`'s cold part, to read.
+    #[inline(always)]
+    fn rare<'a>(&self, is_orig: bool, parts: &'a ColdParts) -> RareRef<'a> {
+        RareRef { parts, slot: self.cold, side: Self::side(is_orig) }
     }
 
     #[inline(always)]
@@ -753,8 +873,8 @@ impl TcpConn {
 
     /// Bytes the capture missed in either direction (conn.log's
     /// `missed_bytes`), from the endpoints' cold parts.
-    pub fn missed_bytes(&self) -> u64 {
-        self.orig.rare().missed_bytes + self.resp.rare().missed_bytes
+    pub fn missed_bytes(&self, parts: &ColdParts) -> u64 {
+        parts.get(self.cold, 0).missed_bytes + parts.get(self.cold, 1).missed_bytes
     }
 
     /// The state a bare SYN leaves on a new connection (the originator in
@@ -803,8 +923,11 @@ impl TcpConn {
     /// `wirelog_parse::detect::Probe::Reversed`) is no flip of Zeek's, whose
     /// connection stays partial: clearing it there named a partial
     /// connection's service that Zeek's analyzer never read.
-    pub fn flip(&mut self) {
+    pub fn flip(&mut self, parts: &mut ColdParts) {
         std::mem::swap(&mut self.orig, &mut self.resp);
+        if let Some(pair) = parts.0.get_mut(self.cold) {
+            pair.swap(0, 1);
+        }
         // The connection's flags stay in the originator's endpoint; its
         // first-packet bits swap with the roles.
         std::mem::swap(&mut self.orig.conn_bits, &mut self.resp.conn_bits);
@@ -891,9 +1014,9 @@ impl TcpConn {
     }
 
     /// A segment whose checksum failed: only history and the counter change.
-    pub fn checksum_error(&mut self, is_orig: bool, hist: &mut HistoryState) {
-        let (e, _) = self.ep(is_orig);
-        let n = e.bump(|r| &mut r.chk_cnt);
+    pub fn checksum_error(&mut self, is_orig: bool, hist: &mut HistoryState, parts: &mut ColdParts) {
+        let (_, _, mut r) = self.ep_rare(is_orig, parts);
+        let n = Endpoint::bump(&mut r, |r| &mut r.chk_cnt);
         hist.scaled(is_orig, b'C', n);
     }
 
@@ -905,6 +1028,7 @@ impl TcpConn {
         is_orig: bool,
         seg: &Segment,
         hist: &mut HistoryState,
+        parts: &mut ColdParts,
     ) -> (bool, Effects) {
         let (e, p) = if is_orig {
             (&self.orig, &self.resp)
@@ -917,10 +1041,29 @@ impl TcpConn {
             && p.state() == Established
             && (e.bits | p.bits) & (DID_CLOSE | FIN_SEEN | WRAPPED) == 0
         {
-            self.process_established(is_orig, seg, hist);
+            // Most established connections never take a cold slot: their
+            // path reads none (no data held above a hole, nothing wide).
+            if self.cold == NO_COLD {
+                self.process_established::<false>(is_orig, seg, hist, parts);
+            } else {
+                self.process_established_cold(is_orig, seg, hist, parts);
+            }
             return (true, Effects::default());
         }
-        self.process_general(is_orig, seg, hist)
+        self.process_general(is_orig, seg, hist, parts)
+    }
+
+    /// [`Self::process_established`] for a connection with a cold slot,
+    /// whose endpoints may hold data above a hole.
+    #[inline(never)]
+    fn process_established_cold(
+        &mut self,
+        is_orig: bool,
+        seg: &Segment,
+        hist: &mut HistoryState,
+        parts: &mut ColdParts,
+    ) {
+        self.process_established::<true>(is_orig, seg, hist, parts)
     }
 
     /// The common case: a segment without SYN, FIN or RST on a connection whose
@@ -930,16 +1073,20 @@ impl TcpConn {
     /// changes, FIN/RST bookkeeping, end-of-data checks). Neither endpoint's
     /// sequence numbers or acknowledgements have wrapped (`WRAPPED`, tested
     /// by [`Self::process`] with the other flags): the wrap counts are 0
-    /// without reading them.
+    /// without reading them. `COLD`: the connection had a cold slot when
+    /// the packet came; without one, neither endpoint holds data above a
+    /// hole before this packet's own data, and no cold part is read.
     #[inline(always)]
-    fn process_established(&mut self, is_orig: bool, seg: &Segment, hist: &mut HistoryState) {
+    fn process_established<const COLD: bool>(
+        &mut self,
+        is_orig: bool,
+        seg: &Segment,
+        hist: &mut HistoryState,
+        parts: &mut ColdParts,
+    ) {
         let len = seg.len;
         let ack = seg.flags & ACK != 0;
-        let (e, p) = if is_orig {
-            (&mut self.orig, &mut self.resp)
-        } else {
-            (&mut self.resp, &mut self.orig)
-        };
+        let (e, p, mut r) = self.ep_rare(is_orig, parts);
         let seq_one_past = seg.seq.wrapping_add(len);
         let (rel_seq, seq_underflow) =
             relative_seq(e.start_seq, seg.seq, e.last_seq, 0, |s, w| {
@@ -951,34 +1098,34 @@ impl TcpConn {
             hist.check(is_orig, crate::history::mask::ACK_PKT, b'A');
         }
         if seg.window == 0 {
-            let n = e.bump(|r| &mut r.win0_cnt);
+            let n = Endpoint::bump(&mut r, |r| &mut r.win0_cnt);
             hist.scaled(is_orig, b'W', n);
         }
         let mut rel_ack = 0;
         if ack {
-            let (r, underflow) =
+            let (rel, underflow) =
                 relative_seq(p.start_seq, seg.ack, p.ack_seq, 0, |s, w| {
                     p.to_relative(s, w)
                 });
             if !underflow {
-                rel_ack = r;
+                rel_ack = rel;
                 let delta = seq_delta(seg.ack, p.ack_seq);
                 if !(seg.ack == 0 && delta > TOO_LARGE_SEQ_DELTA) && delta > 0 {
-                    p.update_ack_seq(seg.ack);
+                    p.update_ack_seq(seg.ack, &mut r.peer());
                 }
             }
         }
         if seq_delta(seq_one_past, e.last_seq) > 0 {
-            e.update_last_seq(seq_one_past);
+            e.update_last_seq(seq_one_past, &mut r);
         } else if len > 0 {
-            let n = e.bump(|r| &mut r.rxmt_cnt);
+            let n = Endpoint::bump(&mut r, |r| &mut r.rxmt_cnt);
             hist.scaled(is_orig, b'T', n);
         }
         if ack {
-            self.ack_received_in(!is_orig, rel_ack, hist, true);
+            self.ack_received_in::<COLD>(!is_orig, rel_ack, hist, true, parts);
         }
         if len > 0 && !seq_underflow && seg.payload_complete {
-            self.data_sent(is_orig, rel_seq, len as u64, 0);
+            self.data_sent::<COLD>(is_orig, rel_seq, len as u64, 0, parts);
         }
     }
 
@@ -988,6 +1135,7 @@ impl TcpConn {
         is_orig: bool,
         seg: &Segment,
         hist: &mut HistoryState,
+        parts: &mut ColdParts,
     ) -> (bool, Effects) {
         let flags = seg.flags;
         let syn = flags & SYN != 0;
@@ -1054,19 +1202,19 @@ impl TcpConn {
 
         // get_relative_seq
         let (rel_seq, seq_underflow) = {
-            let (e, _) = self.ep(is_orig);
-            relative_seq(e.start_seq, seg.seq, e.last_seq, e.seq_wraps(), |s, w| {
+            let (e, r) = (if is_orig { &self.orig } else { &self.resp }, self.rare(is_orig, parts));
+            relative_seq(e.start_seq, seg.seq, e.last_seq, e.seq_wraps(r), |s, w| {
                 e.to_relative(s, w)
             })
         };
 
-        update_history(flags, is_orig, self.ep(is_orig).0, hist, rel_seq, len);
+        update_history(flags, is_orig, &mut self.ep_rare(is_orig, parts).2, hist, rel_seq, len);
 
         // update_window: only zero windows reach the logs (history 'W').
         {
-            let (e, p) = self.ep(is_orig);
+            let (e, p, mut r) = self.ep_rare(is_orig, parts);
             if seg.window == 0 && !rst && p.state() != Closed && e.state() != Reset {
-                let n = e.bump(|r| &mut r.win0_cnt);
+                let n = Endpoint::bump(&mut r, |r| &mut r.win0_cnt);
                 hist.scaled(is_orig, b'W', n);
             }
         }
@@ -1074,34 +1222,35 @@ impl TcpConn {
         let update_last_time = !self.orig.did_close() || !self.resp.did_close();
 
         if fin {
-            let (e, _) = self.ep(is_orig);
+            let (e, _, mut r) = self.ep_rare(is_orig, parts);
             e.set_flag(FIN_SEEN);
-            e.rare_mut().fin_seq = rel_seq.wrapping_add(seg_len as u64);
+            r.get_mut().fin_seq = rel_seq.wrapping_add(seg_len as u64);
         }
 
         let mut rel_ack: u64 = 0;
         if ack {
-            let (_, p) = self.ep(is_orig);
+            let (_, p, mut r) = self.ep_rare(is_orig, parts);
+            let mut r = r.peer();
             if p.state() == Inactive {
                 rel_ack = 1;
                 p.start_seq = seg.ack.wrapping_sub(1);
                 p.ack_seq = seg.ack.wrapping_sub(1);
                 p.last_seq = seg.ack.wrapping_sub(1);
             } else {
-                let (r, underflow) =
-                    relative_seq(p.start_seq, seg.ack, p.ack_seq, p.ack_wraps(), |s, w| {
+                let (rel, underflow) =
+                    relative_seq(p.start_seq, seg.ack, p.ack_seq, p.ack_wraps(r.by_ref()), |s, w| {
                         p.to_relative(s, w)
                     });
                 if underflow {
                     rel_ack = 0;
                 } else {
-                    rel_ack = r;
+                    rel_ack = rel;
                     if !rst {
                         // update_ack_seq
                         let delta = seq_delta(seg.ack, p.ack_seq);
                         if seg.ack == 0 && delta > TOO_LARGE_SEQ_DELTA {
                         } else if delta > 0 {
-                            p.update_ack_seq(seg.ack);
+                            p.update_ack_seq(seg.ack, &mut r);
                         }
                     }
                 }
@@ -1110,16 +1259,16 @@ impl TcpConn {
 
         // update_last_seq
         let delta_last = {
-            let (e, _) = self.ep(is_orig);
+            let (e, _, mut r) = self.ep_rare(is_orig, parts);
             let delta_last = seq_delta(seq_one_past, e.last_seq);
             if (syn || rst) && !(-TOO_LARGE_SEQ_DELTA..=TOO_LARGE_SEQ_DELTA).contains(&delta_last) {
             } else if fin && e.last_seq == e.start_seq.wrapping_add(1) {
-                e.update_last_seq(seq_one_past);
+                e.update_last_seq(seq_one_past, &mut r);
             } else if e.state() == Reset {
             } else if delta_last > 0 {
-                e.update_last_seq(seq_one_past);
+                e.update_last_seq(seq_one_past, &mut r);
             } else if len > 0 {
-                let n = e.bump(|r| &mut r.rxmt_cnt);
+                let n = Endpoint::bump(&mut r, |r| &mut r.rxmt_cnt);
                 hist.scaled(is_orig, b'T', n);
             }
             delta_last
@@ -1128,7 +1277,7 @@ impl TcpConn {
         let (do_close, gen_event) = self.update_state_machine(is_orig, seg, delta_last);
 
         if ack {
-            self.ack_received(!is_orig, rel_ack, hist);
+            self.ack_received(!is_orig, rel_ack, hist, parts);
         }
 
         // CheckPIA_FirstPacket
@@ -1140,13 +1289,14 @@ impl TcpConn {
             rel_seq
         };
         if len > 0 && !rst && !seq_underflow && seg.payload_complete {
-            let ack_wraps = self.ep(is_orig).0.ack_wraps();
-            self.data_sent(is_orig, rel_data_seq, len as u64, ack_wraps);
+            let e = if is_orig { &self.orig } else { &self.resp };
+            let ack_wraps = e.ack_wraps(self.rare(is_orig, parts));
+            self.data_sent::<true>(is_orig, rel_data_seq, len as u64, ack_wraps, parts);
         }
-        self.check_eof(is_orig);
+        self.check_eof(is_orig, parts);
 
         if do_close {
-            self.connection_closed(is_orig, gen_event);
+            self.connection_closed(is_orig, gen_event, parts);
         }
         (update_last_time, Effects::from_bits(self.take_fx()))
     }
@@ -1281,13 +1431,22 @@ impl TcpConn {
     /// (`Endpoint::ack_wraps`, which the established path knows is 0).
     /// The reassembly's bounds are read once ([`Reassembly::bounds`]) and
     /// carried as values.
+    /// `COLD`: the connection may have a cold part (false: it had none when
+    /// the packet came, so nothing is held above a hole).
     #[inline(always)]
-    fn data_sent(&mut self, is_orig: bool, mut seq: u64, mut len: u64, ack_wraps: u32) {
-        let (e, p) = self.ep(is_orig);
+    fn data_sent<const COLD: bool>(
+        &mut self,
+        is_orig: bool,
+        mut seq: u64,
+        mut len: u64,
+        ack_wraps: u32,
+        parts: &mut ColdParts,
+    ) {
+        let (e, p, mut r) = self.ep_rare(is_orig, parts);
         if e.skip_deliveries() {
             return;
         }
-        debug_assert_eq!(ack_wraps, e.ack_wraps());
+        debug_assert_eq!(ack_wraps, e.ack_wraps(r.by_ref()));
         let ack_full = Endpoint::full(e.ack_seq, ack_wraps);
         let start = e.start_seq as u64;
         let ack = ack_full.wrapping_sub(start);
@@ -1300,29 +1459,30 @@ impl TcpConn {
             seq = ack;
         }
         let _ = len;
+        let held = COLD && e.reasm.has_ranges(r.by_ref());
         let (delivered, (mut trim, next_deliver), held) =
-            e.reasm.insert_at(seq, upper, e.reasm.bounds(), e.reasm.has_ranges());
+            e.reasm.insert_at(seq, upper, e.reasm.bounds(&r), held, &mut r);
         // BlockInserted's trimming when the peer seems not to acknowledge anything.
         let peer_state = p.state();
         // (The trim below moves no acknowledgement: one test serves both
         // uses. Endpoint::no_data_acked: the acknowledgement is the
         // initial sequence number or the one after, relative 0 or 1.)
         let no_data_acked = ack <= 1;
-        if delivered && no_data_acked && e.size(peer_state) > MAX_INITIAL_WINDOW {
+        if delivered && no_data_acked && e.size(peer_state, r.by_ref()) > MAX_INITIAL_WINDOW {
             // Release delivered data (Zeek's TrimToSeq(last_reassem_seq)).
-            e.reasm.set_trim(next_deliver);
+            e.reasm.set_trim(next_deliver, &mut r);
             trim = next_deliver;
         }
         // Without data above a hole nothing is undelivered, and what is
         // buffered is the delivered range alone.
         let too_much = if held {
-            (no_data_acked && e.reasm.undelivered_bytes() > MAX_ABOVE_HOLE_WITHOUT_ACKS)
-                || e.reasm.buffered() > EXCESSIVE_DATA_WITHOUT_ACKS
+            (no_data_acked && e.reasm.undelivered_bytes(r.by_ref()) > MAX_ABOVE_HOLE_WITHOUT_ACKS)
+                || e.reasm.buffered(r.by_ref()) > EXCESSIVE_DATA_WITHOUT_ACKS
         } else {
             next_deliver.saturating_sub(trim) > EXCESSIVE_DATA_WITHOUT_ACKS
         };
         if too_much {
-            e.reasm.clear();
+            e.reasm.clear(&mut r);
             e.set_flag(SKIP_DELIVERIES);
         }
     }
@@ -1331,49 +1491,58 @@ impl TcpConn {
     /// Inline for its common outcomes (nothing new acknowledged, or data that
     /// was all delivered in order), which need none of the gap accounting.
     #[inline(always)]
-    fn ack_received(&mut self, endp_is_orig: bool, seq: u64, hist: &mut HistoryState) {
-        self.ack_received_in(endp_is_orig, seq, hist, false)
+    fn ack_received(&mut self, endp_is_orig: bool, seq: u64, hist: &mut HistoryState, parts: &mut ColdParts) {
+        self.ack_received_in::<true>(endp_is_orig, seq, hist, false, parts)
     }
 
     /// [`Self::ack_received`]; `established`: called from
     /// [`Self::process_established`], where the endpoint is established
-    /// without a FIN, so that `check_eof` has nothing to do.
+    /// without a FIN, so that `check_eof` has nothing to do. `COLD`: the
+    /// connection may have a cold part (false: it had none when the packet
+    /// came, so the endpoint holds nothing above a hole and saw no FIN).
     #[inline(always)]
-    fn ack_received_in(&mut self, endp_is_orig: bool, mut seq: u64, hist: &mut HistoryState, established: bool) {
+    fn ack_received_in<const COLD: bool>(
+        &mut self,
+        endp_is_orig: bool,
+        mut seq: u64,
+        hist: &mut HistoryState,
+        established: bool,
+        parts: &mut ColdParts,
+    ) {
         {
-            let e = if endp_is_orig { &mut self.orig } else { &mut self.resp };
-            if e.fin_seen() && seq >= e.rare().fin_seq {
-                seq = e.rare().fin_seq.wrapping_sub(1);
+            let (e, _, mut r) = self.ep_rare(endp_is_orig, parts);
+            if COLD && e.fin_seen() && seq >= r.get().fin_seq {
+                seq = r.get().fin_seq.wrapping_sub(1);
             }
-            let (trim, next_deliver) = e.reasm.bounds();
+            let (trim, next_deliver) = e.reasm.bounds(&r);
             if seq <= trim {
                 return;
             }
             // Acknowledged up to delivered data with nothing held above a hole:
             // trim_to would find no gap and keep no range, only move the trim.
-            if seq <= next_deliver && !e.reasm.has_ranges() {
-                e.reasm.set_trim(seq);
+            if seq <= next_deliver && !(COLD && e.reasm.has_ranges(r.by_ref())) {
+                e.reasm.set_trim(seq, &mut r);
                 if !established {
-                    self.check_eof(endp_is_orig);
+                    self.check_eof(endp_is_orig, parts);
                 }
                 return;
             }
         }
-        self.ack_beyond_delivered(endp_is_orig, seq, hist);
+        self.ack_beyond_delivered(endp_is_orig, seq, hist, parts);
     }
 
     /// [`Self::ack_received`] when the acknowledgement may reveal a gap.
     #[inline(never)]
-    fn ack_beyond_delivered(&mut self, endp_is_orig: bool, seq: u64, hist: &mut HistoryState) {
+    fn ack_beyond_delivered(&mut self, endp_is_orig: bool, seq: u64, hist: &mut HistoryState, parts: &mut ColdParts) {
         let report = self.report_gap();
         let clean = self.orig.is_clean() && self.resp.is_clean();
         let is_partial = self.is_partial();
         let mut missed = 0u64;
         {
-            let (e, _) = self.ep(endp_is_orig);
+            let (e, _, mut r) = self.ep_rare(endp_is_orig, parts);
             let mut gaps = 0u32;
             let skip = e.skip_deliveries();
-            e.reasm.trim_to(seq, is_partial, skip, |n| {
+            e.reasm.trim_to(seq, is_partial, skip, &mut r, |n| {
                 if clean {
                     gaps += 1;
                 }
@@ -1382,18 +1551,18 @@ impl TcpConn {
                 }
             });
             for _ in 0..gaps {
-                let n = e.bump(|r| &mut r.gap_cnt);
+                let n = Endpoint::bump(&mut r, |r| &mut r.gap_cnt);
                 hist.scaled(endp_is_orig, b'G', n);
             }
             if missed != 0 {
-                e.rare_mut().missed_bytes += missed;
+                r.get_mut().missed_bytes += missed;
             }
         }
-        self.check_eof(endp_is_orig);
+        self.check_eof(endp_is_orig, parts);
     }
 
     /// Zeek's TCP_Reassembler::DataPending for `is_orig`'s side.
-    fn data_pending(&self, is_orig: bool) -> bool {
+    fn data_pending(&self, is_orig: bool, parts: &ColdParts) -> bool {
         let (e, p) = if is_orig {
             (&self.orig, &self.resp)
         } else {
@@ -1402,30 +1571,31 @@ impl TcpConn {
         if e.skip_deliveries() {
             return false;
         }
-        let delivered = (e.start_seq as u64).wrapping_add(e.reasm.next_deliver());
-        let last = Endpoint::full(e.last_seq, e.seq_wraps());
+        let r = self.rare(is_orig, parts);
+        let delivered = (e.start_seq as u64).wrapping_add(e.reasm.next_deliver(r));
+        let last = Endpoint::full(e.last_seq, e.seq_wraps(r));
         if last < delivered {
             return false;
         }
         if delivered != last.wrapping_sub(1) && delivered != last {
             return true;
         }
-        e.state() != Reset && p.reasm.has_blocks()
+        e.state() != Reset && p.reasm.has_blocks(self.rare(!is_orig, parts))
     }
 
     #[inline]
-    fn check_eof(&mut self, is_orig: bool) {
+    fn check_eof(&mut self, is_orig: bool, parts: &mut ColdParts) {
         let e = if is_orig { &self.orig } else { &self.resp };
         // Cheap tests first, inline: data_pending only matters once this side is closing.
         if e.did_eof() || !(e.fin_seen() || e.state() == Closed || e.state() == Reset) {
             return;
         }
-        self.check_eof_closing(is_orig);
+        self.check_eof_closing(is_orig, parts);
     }
 
     #[inline(never)]
-    fn check_eof_closing(&mut self, is_orig: bool) {
-        if self.data_pending(is_orig) {
+    fn check_eof_closing(&mut self, is_orig: bool, parts: &mut ColdParts) {
+        if self.data_pending(is_orig, parts) {
             return;
         }
         {
@@ -1434,13 +1604,13 @@ impl TcpConn {
             if self.flag(C_CLOSE_DEFERRED) {
                 let gen = self.flag(C_DEFERRED_GEN_EVENT);
                 self.set(C_CLOSE_DEFERRED, false);
-                self.connection_closed(is_orig, gen);
+                self.connection_closed(is_orig, gen, parts);
             }
         }
     }
 
-    fn connection_closed(&mut self, is_orig: bool, gen_event: bool) {
-        if self.data_pending(is_orig) {
+    fn connection_closed(&mut self, is_orig: bool, gen_event: bool, parts: &ColdParts) {
+        if self.data_pending(is_orig, parts) {
             self.set(C_CLOSE_DEFERRED, true);
             if !self.flag(C_DEFERRED_GEN_EVENT) {
                 self.set(C_DEFERRED_GEN_EVENT, gen_event);
@@ -1472,14 +1642,14 @@ impl TcpConn {
     }
 
     /// Zeek's conn_state for TCP, a pure function of the endpoint states and history.
-    pub fn conn_state(&self, history: &str) -> ConnState {
+    pub fn conn_state(&self, history: &str, parts: &ColdParts) -> ConnState {
         let os = self.orig.state();
         let rs = self.resp.state();
         let o_inactive = matches!(os, Inactive | Partial);
         let r_inactive = matches!(rs, Inactive | Partial);
         if rs == Reset {
             if matches!(os, SynSent | SynAckSent)
-                || (os == Reset && self.orig.size(rs) == 0 && self.resp.size(os) == 0)
+                || (os == Reset && self.orig_size(parts) == 0 && self.resp_size(parts) == 0)
             {
                 ConnState::REJ
             } else if o_inactive {
@@ -1543,12 +1713,12 @@ impl TcpConn {
             && self.resp.state() == Inactive
     }
 
-    pub fn orig_size(&self) -> u64 {
-        self.orig.size(self.resp.state())
+    pub fn orig_size(&self, parts: &ColdParts) -> u64 {
+        self.orig.size(self.resp.state(), self.rare(true, parts))
     }
 
-    pub fn resp_size(&self) -> u64 {
-        self.resp.size(self.orig.state())
+    pub fn resp_size(&self, parts: &ColdParts) -> u64 {
+        self.resp.size(self.orig.state(), self.rare(false, parts))
     }
 }
 
@@ -1601,7 +1771,7 @@ fn relative_seq(
 fn update_history(
     flags: u8,
     is_orig: bool,
-    e: &mut Endpoint,
+    r: &mut Rare<'_>,
     hist: &mut HistoryState,
     rel_seq: u64,
     len: u32,
@@ -1620,23 +1790,23 @@ fn update_history(
     } else if bits == 1 {
         if syn {
             let code = if flags & ACK != 0 { b'H' } else { b'S' };
-            if hist.check(is_orig, SYN_PKT, code) && rel_seq as u32 != e.rare().hist_last_syn {
+            if hist.check(is_orig, SYN_PKT, code) && rel_seq as u32 != r.get().hist_last_syn {
                 hist.add(is_orig, code);
             }
-            e.set_position(|r| &mut r.hist_last_syn, rel_seq as u32);
+            Endpoint::set_position(r, |r| &mut r.hist_last_syn, rel_seq as u32);
         }
         if fin {
             let at = rel_seq.wrapping_add(len as u64) as u32;
-            if hist.check(is_orig, FIN_PKT, b'F') && at != e.rare().hist_last_fin {
+            if hist.check(is_orig, FIN_PKT, b'F') && at != r.get().hist_last_fin {
                 hist.add(is_orig, b'F');
             }
-            e.set_position(|r| &mut r.hist_last_fin, at);
+            Endpoint::set_position(r, |r| &mut r.hist_last_fin, at);
         }
         if rst {
-            if hist.check(is_orig, RST_PKT, b'R') && rel_seq as u32 != e.rare().hist_last_rst {
+            if hist.check(is_orig, RST_PKT, b'R') && rel_seq as u32 != r.get().hist_last_rst {
                 hist.add(is_orig, b'R');
             }
-            e.set_position(|r| &mut r.hist_last_rst, rel_seq as u32);
+            Endpoint::set_position(r, |r| &mut r.hist_last_rst, rel_seq as u32);
         }
     } else if len > 0 {
         hist.check(is_orig, DATA_PKT, b'D');
@@ -1650,65 +1820,85 @@ mod tests {
     use super::*;
     use wirelog_decode::tcp_flags::PSH;
 
+    /// A cold slot for the tests of a [`Reassembly`] alone (the originator's side).
+    struct Cold {
+        parts: ColdParts,
+        slot: u32,
+    }
+
+    impl Cold {
+        fn new() -> Self {
+            Cold { parts: ColdParts::with_capacity(0), slot: NO_COLD }
+        }
+
+        fn r(&mut self) -> Rare<'_> {
+            Rare { parts: &mut self.parts, slot: &mut self.slot, side: 0 }
+        }
+
+        fn rr(&self) -> RareRef<'_> {
+            RareRef { parts: &self.parts, slot: self.slot, side: 0 }
+        }
+    }
+
     #[test]
     fn reassembly_gaps_are_reported_once_acked() {
-        let mut r = Reassembly::new();
-        assert!(r.insert(1, 101)); // in order
-        assert!(!r.insert(201, 301)); // above a hole
-        assert!(!r.insert(50, 101)); // retransmission
-        assert_eq!(r.undelivered_bytes(), 200);
+        let (mut r, mut c) = (Reassembly::new(), Cold::new());
+        assert!(r.insert(1, 101, &mut c.r())); // in order
+        assert!(!r.insert(201, 301, &mut c.r())); // above a hole
+        assert!(!r.insert(50, 101, &mut c.r())); // retransmission
+        assert_eq!(r.undelivered_bytes(c.rr()), 200);
         let mut gaps = Vec::new();
-        r.trim_to(401, false, false, |n| gaps.push(n));
+        r.trim_to(401, false, false, &mut c.r(), |n| gaps.push(n));
         assert_eq!(gaps, vec![100, 100]); // [101,201) and [301,401)
-        assert_eq!(r.next_deliver(), 401);
-        assert!(!r.has_blocks());
+        assert_eq!(r.next_deliver(c.rr()), 401);
+        assert!(!r.has_blocks(c.rr()));
         // Filling the hole before the ack: no gap.
-        let mut r = Reassembly::new();
-        r.insert(101, 201);
-        r.insert(1, 101);
-        assert_eq!(r.next_deliver(), 201);
+        let (mut r, mut c) = (Reassembly::new(), Cold::new());
+        r.insert(101, 201, &mut c.r());
+        r.insert(1, 101, &mut c.r());
+        assert_eq!(r.next_deliver(c.rr()), 201);
         let mut gaps = Vec::new();
-        r.trim_to(201, false, false, |n| gaps.push(n));
+        r.trim_to(201, false, false, &mut c.r(), |n| gaps.push(n));
         assert!(gaps.is_empty());
-        assert_eq!(r.buffered(), 0);
+        assert_eq!(r.buffered(c.rr()), 0);
     }
 
     fn seg(flags: u8, seq: u32, ack: u32, len: u32) -> Segment {
         Segment { flags, seq, ack, window: 512, len, payload_complete: true }
     }
 
-    /// The TCP state is one cache line, and stays one in the slab (the
-    /// cold part's pointer gives `Option<TcpConn>` its niche).
+    /// The TCP state is 52 bytes, and stays 52 in the slab (the endpoint
+    /// state's unused values give `Option<TcpConn>` its niche).
     #[test]
-    fn tcp_state_is_one_cache_line() {
-        assert_eq!(std::mem::size_of::<Endpoint>(), 32);
-        assert_eq!(std::mem::size_of::<TcpConn>(), 64);
-        assert_eq!(std::mem::size_of::<Option<TcpConn>>(), 64);
+    fn tcp_state_is_fifty_two_bytes() {
+        assert_eq!(std::mem::size_of::<Endpoint>(), 24);
+        assert_eq!(std::mem::size_of::<TcpConn>(), 52);
+        assert_eq!(std::mem::size_of::<Option<TcpConn>>(), 52);
     }
 
     /// The reassembly's 32-bit bounds pass 2^32 - 1 into the cold part
     /// and read back whole, in both directions of the escape.
     #[test]
     fn reassembly_bounds_past_32_bits() {
-        let mut r = Reassembly::new();
+        let (mut r, mut c) = (Reassembly::new(), Cold::new());
         let base = (1u64 << 32) - 100;
-        r.set_next_deliver(base);
-        r.set_trim(base);
-        assert!(r.rare.is_none(), "below 2^32 - 1: inline");
-        assert!(r.insert(base, base + 200)); // crosses the boundary in order
-        assert_eq!((r.next_deliver, r.next_deliver()), (WIDE, base + 200));
-        assert!(!r.insert(base + 300, base + 400)); // above a hole, past 4 GiB
+        r.set_next_deliver(base, &mut c.r());
+        r.set_trim(base, &mut c.r());
+        assert!(!c.r().exists(), "below 2^32 - 1: inline");
+        assert!(r.insert(base, base + 200, &mut c.r())); // crosses the boundary in order
+        assert_eq!((r.next_deliver, r.next_deliver(c.rr())), (WIDE, base + 200));
+        assert!(!r.insert(base + 300, base + 400, &mut c.r())); // above a hole, past 4 GiB
         let mut gaps = Vec::new();
-        r.trim_to(base + 500, false, false, |n| gaps.push(n));
+        r.trim_to(base + 500, false, false, &mut c.r(), |n| gaps.push(n));
         assert_eq!(gaps, vec![100, 100]);
-        assert_eq!((r.trim, r.trim(), r.next_deliver()), (WIDE, base + 500, base + 500));
-        assert!(!r.has_blocks());
+        assert_eq!((r.trim, r.trim(c.rr()), r.next_deliver(c.rr())), (WIDE, base + 500, base + 500));
+        assert!(!r.has_blocks(c.rr()));
         // Exactly 2^32 - 1 is the escape's marker: kept wide too.
-        r.set_trim(WIDE as u64);
-        assert_eq!((r.trim, r.trim()), (WIDE, WIDE as u64));
+        r.set_trim(WIDE as u64, &mut c.r());
+        assert_eq!((r.trim, r.trim(c.rr())), (WIDE, WIDE as u64));
         // A bound written back below the marker is inline again.
-        r.set_next_deliver(7);
-        assert_eq!((r.next_deliver, r.next_deliver()), (7, 7));
+        r.set_next_deliver(7, &mut c.r());
+        assert_eq!((r.next_deliver, r.next_deliver(c.rr())), (7, 7));
     }
 
     /// One connection through the whole of `process`: a handshake, then
@@ -1716,13 +1906,13 @@ mod tests {
     /// `bytes[1]` from the responder likewise; the segment at `gap_at` of
     /// each direction is never seen (its acknowledgement is), then FINs.
     /// Returns the connection and its history.
-    fn long_stream(bytes: [u64; 2], gap_at: [u64; 2]) -> (TcpConn, HistoryState) {
+    fn long_stream(bytes: [u64; 2], gap_at: [u64; 2]) -> (TcpConn, HistoryState, ColdParts) {
         const L: u64 = 65_000;
         let isn = [0xF000_0000u32, 0x8000_0000u32]; // the originator's wraps after 256 MiB
-        let (mut t, mut h) = (TcpConn::new(false), HistoryState::default());
-        t.process(true, &seg(SYN, isn[0], 0, 0), &mut h);
-        t.process(false, &seg(SYN | ACK, isn[1], isn[0].wrapping_add(1), 0), &mut h);
-        t.process(true, &seg(ACK, isn[0].wrapping_add(1), isn[1].wrapping_add(1), 0), &mut h);
+        let (mut t, mut h, mut c) = (TcpConn::new(false), HistoryState::default(), ColdParts::with_capacity(0));
+        t.process(true, &seg(SYN, isn[0], 0, 0), &mut h, &mut c);
+        t.process(false, &seg(SYN | ACK, isn[1], isn[0].wrapping_add(1), 0), &mut h, &mut c);
+        t.process(true, &seg(ACK, isn[0].wrapping_add(1), isn[1].wrapping_add(1), 0), &mut h, &mut c);
         let mut next = [isn[0].wrapping_add(1), isn[1].wrapping_add(1)];
         for side in 0..2 {
             let is_orig = side == 0;
@@ -1731,19 +1921,19 @@ mod tests {
                 let len = L.min(bytes[side] - sent);
                 let end = next[side].wrapping_add(len as u32);
                 if sent != gap_at[side] {
-                    t.process(is_orig, &seg(PSH | ACK, next[side], next[1 - side], len as u32), &mut h);
+                    t.process(is_orig, &seg(PSH | ACK, next[side], next[1 - side], len as u32), &mut h, &mut c);
                 }
                 // The peer acknowledges each segment (the missed one too:
                 // only the capture lost it).
-                t.process(!is_orig, &seg(ACK, next[1 - side], end, 0), &mut h);
+                t.process(!is_orig, &seg(ACK, next[1 - side], end, 0), &mut h, &mut c);
                 next[side] = end;
                 sent += len;
             }
         }
-        t.process(true, &seg(FIN | ACK, next[0], next[1], 0), &mut h);
-        t.process(false, &seg(FIN | ACK, next[1], next[0].wrapping_add(1), 0), &mut h);
-        t.process(true, &seg(ACK, next[0].wrapping_add(1), next[1].wrapping_add(1), 0), &mut h);
-        (t, h)
+        t.process(true, &seg(FIN | ACK, next[0], next[1], 0), &mut h, &mut c);
+        t.process(false, &seg(FIN | ACK, next[1], next[0].wrapping_add(1), 0), &mut h, &mut c);
+        t.process(true, &seg(ACK, next[0].wrapping_add(1), next[1].wrapping_add(1), 0), &mut h, &mut c);
+        (t, h, c)
     }
 
     /// A stream past 4 GiB in each direction, with a gap past 4 GiB in
@@ -1754,50 +1944,106 @@ mod tests {
     fn streams_past_4_gib_each_way() {
         const L: u64 = 65_000;
         let small = [100 * L + 17, 80 * L + 5];
-        let (t0, h0) = long_stream(small, [50 * L, 40 * L]);
+        let (t0, h0, c0) = long_stream(small, [50 * L, 40 * L]);
         let big = [(5u64 << 30) + 17, (9u64 << 29) + 5]; // 5 GiB and 4.5 GiB
         let gaps = [(4u64 << 30) / L * L + 10 * L, (4u64 << 30) / L * L + 20 * L];
-        let (t1, h1) = long_stream(big, gaps);
+        let (t1, h1, c1) = long_stream(big, gaps);
         assert_eq!(h1.letters().as_str(), h0.letters().as_str());
-        assert_eq!(t1.conn_state(h1.letters().as_str()), t0.conn_state(h0.letters().as_str()));
-        assert_eq!(t0.conn_state(h0.letters().as_str()), ConnState::SF);
-        assert_eq!((t0.orig_size(), t0.resp_size()), (small[0], small[1]));
-        assert_eq!((t1.orig_size(), t1.resp_size()), (big[0], big[1]));
-        assert_eq!(t0.missed_bytes(), 2 * L);
-        assert_eq!(t1.missed_bytes(), 2 * L);
-        assert_eq!((t1.orig.seq_wraps(), t1.resp.seq_wraps()), (2, 1));
-        for (e, n) in [(&t1.orig, big[0]), (&t1.resp, big[1])] {
+        assert_eq!(t1.conn_state(h1.letters().as_str(), &c1), t0.conn_state(h0.letters().as_str(), &c0));
+        assert_eq!(t0.conn_state(h0.letters().as_str(), &c0), ConnState::SF);
+        assert_eq!((t0.orig_size(&c0), t0.resp_size(&c0)), (small[0], small[1]));
+        assert_eq!((t1.orig_size(&c1), t1.resp_size(&c1)), (big[0], big[1]));
+        assert_eq!(t0.missed_bytes(&c0), 2 * L);
+        assert_eq!(t1.missed_bytes(&c1), 2 * L);
+        assert_eq!((t1.orig.seq_wraps(t1.rare(true, &c1)), t1.resp.seq_wraps(t1.rare(false, &c1))), (2, 1));
+        for (e, r, n) in [(&t1.orig, t1.rare(true, &c1), big[0]), (&t1.resp, t1.rare(false, &c1), big[1])] {
             // Delivered and acknowledged to the FIN: both bounds past 4 GiB.
             assert_eq!((e.reasm.next_deliver, e.reasm.trim), (WIDE, WIDE));
-            assert_eq!((e.reasm.next_deliver(), e.reasm.trim()), (n + 1, n + 1));
+            assert_eq!((e.reasm.next_deliver(r), e.reasm.trim(r)), (n + 1, n + 1));
         }
         for e in [&t0.orig, &t0.resp] {
             assert_ne!(e.reasm.next_deliver, WIDE);
         }
     }
 
-    /// The cold part of an endpoint is made only by what needs it: a SYN
-    /// (scan), a handshake and in-order data leave both endpoints without
-    /// one; a retransmitted SYN, a FIN or a retransmission make one, and
-    /// the history letters are those the counters and positions drive.
+    /// The cold part of a connection is made only by what needs it: a SYN
+    /// (scan), a handshake and in-order data leave it without a slot; a
+    /// retransmitted SYN, a FIN or a retransmission take one (the peer's
+    /// half stays zero), and the history letters are those the counters
+    /// and positions drive. The slot is free again once freed.
     #[test]
     fn cold_part_only_on_first_use() {
-        let (mut t, mut h) = (TcpConn::new(false), HistoryState::default());
-        t.process(true, &seg(SYN, 100, 0, 0), &mut h);
-        assert!(t.orig.reasm.rare.is_none() && t.resp.reasm.rare.is_none());
-        t.process(true, &seg(SYN, 100, 0, 0), &mut h); // same position: no new letter
-        t.process(false, &seg(SYN | ACK, 5000, 101, 0), &mut h);
-        t.process(true, &seg(ACK, 101, 5001, 0), &mut h);
-        t.process(true, &seg(PSH | ACK, 101, 5001, 50), &mut h);
-        t.process(false, &seg(ACK, 5001, 151, 0), &mut h);
-        assert!(t.orig.reasm.rare.is_none() && t.resp.reasm.rare.is_none());
-        t.process(true, &seg(PSH | ACK, 101, 5001, 50), &mut h); // retransmission
-        assert_eq!(t.orig.rare().rxmt_cnt, 1);
-        assert!(t.resp.reasm.rare.is_none());
-        t.process(true, &seg(FIN | ACK, 151, 5001, 0), &mut h);
-        t.process(true, &seg(FIN | ACK, 151, 5001, 0), &mut h); // same FIN: no new letter
-        assert_eq!(t.orig.rare().fin_seq, 52);
+        let (mut t, mut h, mut c) = (TcpConn::new(false), HistoryState::default(), ColdParts::with_capacity(0));
+        t.process(true, &seg(SYN, 100, 0, 0), &mut h, &mut c);
+        assert_eq!((t.cold_slot(), c.len()), (NO_COLD, 0));
+        t.process(true, &seg(SYN, 100, 0, 0), &mut h, &mut c); // same position: no new letter
+        t.process(false, &seg(SYN | ACK, 5000, 101, 0), &mut h, &mut c);
+        t.process(true, &seg(ACK, 101, 5001, 0), &mut h, &mut c);
+        t.process(true, &seg(PSH | ACK, 101, 5001, 50), &mut h, &mut c);
+        t.process(false, &seg(ACK, 5001, 151, 0), &mut h, &mut c);
+        assert_eq!((t.cold_slot(), c.len()), (NO_COLD, 0));
+        t.process(true, &seg(PSH | ACK, 101, 5001, 50), &mut h, &mut c); // retransmission
+        assert_eq!(t.rare(true, &c).get().rxmt_cnt, 1);
+        assert_eq!((t.rare(false, &c).get(), c.len()), (&EndpointRare::default(), 1));
+        t.process(true, &seg(FIN | ACK, 151, 5001, 0), &mut h, &mut c);
+        t.process(true, &seg(FIN | ACK, 151, 5001, 0), &mut h, &mut c); // same FIN: no new letter
+        assert_eq!(t.rare(true, &c).get().fin_seq, 52);
         assert_eq!(h.letters().as_str(), "ShADaTF");
+        // Flipped, the halves follow their endpoints.
+        t.flip(&mut c);
+        assert_eq!((t.rare(false, &c).get().fin_seq, t.rare(true, &c).get().fin_seq), (52, 0));
+        c.free(t.cold_slot());
+        assert_eq!(c.len(), 0);
+    }
+
+    /// Data above a hole on an established connection, through both of its
+    /// paths: without a cold slot (`process_established::<false>`, whose
+    /// first segment above the hole takes one) and with one (a
+    /// retransmission took it first). The held data is delivered when the
+    /// hole fills, and a hole acknowledged but never seen is a gap: the
+    /// same bounds, missed bytes and letters either way (but the
+    /// retransmission's `T`).
+    #[test]
+    fn holes_on_either_established_path() {
+        let mut histories = Vec::new();
+        for slot_first in [false, true] {
+            let (mut t, mut h, mut c) = (TcpConn::new(false), HistoryState::default(), ColdParts::with_capacity(0));
+            t.process(true, &seg(SYN, 100, 0, 0), &mut h, &mut c);
+            t.process(false, &seg(SYN | ACK, 5000, 101, 0), &mut h, &mut c);
+            t.process(true, &seg(ACK, 101, 5001, 0), &mut h, &mut c);
+            t.process(true, &seg(PSH | ACK, 101, 5001, 50), &mut h, &mut c); // relative [1, 51)
+            if slot_first {
+                t.process(true, &seg(PSH | ACK, 101, 5001, 50), &mut h, &mut c); // retransmission
+            }
+            assert_eq!(t.cold_slot() != NO_COLD, slot_first);
+            // [51, 101) not seen yet; [101, 201) held above it.
+            t.process(true, &seg(PSH | ACK, 201, 5001, 50), &mut h, &mut c);
+            assert_ne!(t.cold_slot(), NO_COLD, "held data takes a slot");
+            t.process(true, &seg(PSH | ACK, 251, 5001, 50), &mut h, &mut c);
+            let r = t.rare(true, &c);
+            assert_eq!((t.orig.reasm.next_deliver(r), t.orig.reasm.undelivered_bytes(r)), (51, 150));
+            assert!(t.orig.reasm.has_ranges(r));
+            // The hole fills: everything delivered, acknowledged, nothing missed.
+            t.process(true, &seg(PSH | ACK, 151, 5001, 50), &mut h, &mut c);
+            t.process(false, &seg(ACK, 5001, 301, 0), &mut h, &mut c);
+            let r = t.rare(true, &c);
+            assert_eq!((t.orig.reasm.next_deliver(r), t.orig.reasm.trim(r)), (201, 201));
+            assert!(!t.orig.reasm.has_ranges(r));
+            assert_eq!(t.missed_bytes(&c), 0);
+            // [201, 251) never seen, [251, 301) seen, both acknowledged: a gap of 50.
+            t.process(true, &seg(PSH | ACK, 351, 5001, 50), &mut h, &mut c);
+            t.process(false, &seg(ACK, 5001, 401, 0), &mut h, &mut c);
+            let r = t.rare(true, &c);
+            assert_eq!((t.orig.reasm.next_deliver(r), t.orig.reasm.trim(r)), (301, 301));
+            assert!(!t.orig.reasm.has_ranges(r));
+            assert_eq!(t.missed_bytes(&c), 50);
+            assert_eq!(t.rare(true, &c).get().gap_cnt, 1);
+            histories.push(h.letters().as_str().replace('T', ""));
+            c.free(t.cold_slot());
+            assert_eq!(c.len(), 0);
+        }
+        assert_eq!(histories[0], histories[1]);
+        assert!(histories[0].contains('G'), "{}", histories[0]);
     }
 
     /// A first packet that is a bare SYN (whatever its other flags,
@@ -1808,22 +2054,22 @@ mod tests {
         use wirelog_decode::tcp_flags::{ECE, URG};
         for rg in [false, true] {
             for (isn, flags, window) in [(0, SYN, 1), (100, SYN | PSH, 512), (u32::MAX, SYN | ECE | URG, 65535), (u32::MAX - 1, SYN, 7)] {
-                let (mut t, mut h) = (TcpConn::new(rg), HistoryState::default());
+                let (mut t, mut h, mut c) = (TcpConn::new(rg), HistoryState::default(), ColdParts::with_capacity(0));
                 let s = Segment { flags, seq: isn, ack: 12345, window, len: 0, payload_complete: true };
-                t.process(true, &s, &mut h);
+                t.process(true, &s, &mut h, &mut c);
                 assert_eq!(t, TcpConn::syn_sent(isn, rg), "{isn} {flags:#x} {window}");
                 assert_eq!(t.syn_sent_isn(), Some(isn));
-                t.process(true, &s, &mut h);
+                t.process(true, &s, &mut h, &mut c);
                 assert_eq!(t.syn_sent_isn(), Some(isn), "retransmitted");
                 assert_eq!(h.letters().as_str(), "S");
             }
             for (flags, window, len) in [(SYN, 0, 0), (SYN | ACK, 5, 0), (SYN, 5, 10), (SYN | FIN, 5, 0), (SYN | RST, 5, 0), (ACK, 5, 0)] {
-                let (mut t, mut h) = (TcpConn::new(rg), HistoryState::default());
-                t.process(true, &Segment { flags, seq: 9, ack: 1, window, len, payload_complete: true }, &mut h);
+                let (mut t, mut h, mut c) = (TcpConn::new(rg), HistoryState::default(), ColdParts::with_capacity(0));
+                t.process(true, &Segment { flags, seq: 9, ack: 1, window, len, payload_complete: true }, &mut h, &mut c);
                 assert_eq!(t.syn_sent_isn(), None, "{flags:#x} {window} {len}");
             }
-            let (mut t, mut h) = (TcpConn::syn_sent(9, rg), HistoryState::default());
-            t.process(false, &seg(SYN | ACK, 500, 10, 0), &mut h);
+            let (mut t, mut h, mut c) = (TcpConn::syn_sent(9, rg), HistoryState::default(), ColdParts::with_capacity(0));
+            t.process(false, &seg(SYN | ACK, 500, 10, 0), &mut h, &mut c);
             assert_eq!(t.syn_sent_isn(), None, "answered");
         }
     }

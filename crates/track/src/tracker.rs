@@ -857,19 +857,19 @@ impl Tracker {
         match (&mut conn.state, seg) {
             (ProtoState::Tcp(part), Some(seg)) => {
                 let had_syn_only = part.syn_only();
-                let Some(t) = self.tcp.get_mut(part) else {
+                let Some((t, cold)) = self.tcp.get_mut(part) else {
                     self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
                     return;
                 };
                 if bad {
                     self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
-                    t.checksum_error(is_orig, &mut conn.hist);
+                    t.checksum_error(is_orig, &mut conn.hist, cold);
                     if created {
                         self.schedule(idx);
                     }
                     return;
                 }
-                let (touch, fx) = t.process(is_orig, seg, &mut conn.hist);
+                let (touch, fx) = t.process(is_orig, seg, &mut conn.hist, cold);
                 reschedule |= fx.state_changed
                     || fx.attempt_timer
                     || fx.close_complete
@@ -1311,8 +1311,8 @@ impl Tracker {
         c.flow = FlowSlot::NONE;
         self.overflow.swap_sides(idx, c);
         if let ProtoState::Tcp(p) = &mut c.state {
-            if let Some(t) = self.tcp.get_mut(p) {
-                t.flip();
+            if let Some((t, cold)) = self.tcp.get_mut(p) {
+                t.flip(cold);
             }
         }
         c.hist.add_raw(b'^');
@@ -1470,7 +1470,7 @@ impl Tracker {
             };
             let r = e.value.to_record(
                 key,
-                part.and_then(|p| tcp.get(p)).as_deref(),
+                part.and_then(|p| tcp.get(p)).as_deref().map(|t| (t, tcp.cold())),
                 uid.unwrap_or_else(|| uids.next_uid()),
                 overflow.counts(idx, &e.value),
             );
@@ -1756,7 +1756,7 @@ mod size_budget {
         println!("{entry:4} B  table entry ({} B of padding), TCP state in the slab {tcp} B, IPv6 pair {} B", entry - sum, crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES);
         assert!(sum <= entry && entry - sum < 8, "fields moved or padding grew: {sum} of {entry}");
         assert!(entry <= 112, "connection entry grew to {entry} bytes");
-        assert!(tcp <= 68, "TCP state grew to {tcp} bytes");
+        assert!(tcp <= 56, "TCP state grew to {tcp} bytes");
         // What the memory budget charges a connection: every part it may have.
         assert_eq!(
             super::Tracker::table_bytes_per_connection(),
@@ -1770,6 +1770,8 @@ mod parser_slots {
     /// A connection's parser state is a slot of the tracker's slab
     /// (`Conn::app`) from its SYN (HTTP by port) until the connection
     /// ends, then freed for the next; its transactions are still written.
+    /// The same for its endpoints' cold slot (`tcp::ColdParts`), taken at
+    /// its FIN.
     #[test]
     fn a_parser_slot_lives_as_long_as_its_connection() {
         use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType, Packet};
@@ -1791,6 +1793,7 @@ mod parser_slots {
                     frame(port, false, 0x12, 500, 101, b""),
                     frame(port, true, 0x18, 101, 501, req),
                     frame(port, false, 0x18, 501, 101 + req.len() as u32, resp),
+                    frame(port, true, 0x11, 101 + req.len() as u32, 501 + resp.len() as u32, b""),
                 ] {
                     ts += 1_000;
                     if let Decoded::Ip(ip) = dec.packet(&Packet::new(LinkType::ETHERNET, ts, &f)) {
@@ -1799,8 +1802,10 @@ mod parser_slots {
                 }
             }
             assert_eq!(t.apps.len(), 10, "one parser state per open connection");
+            assert_eq!(t.tcp.cold().len(), 10, "a cold slot per connection that sent a FIN");
             t.finish();
             assert_eq!(t.apps.len(), 0, "freed when the connections ended");
+            assert_eq!(t.tcp.cold().len(), 0);
             assert_eq!(t.take_records().count(), 10);
             assert_eq!(t.app_stats().parsing, 0);
         }

@@ -23,7 +23,7 @@ impl TcpConn {
     /// established path and an in-order segment only advances `last_seq`,
     /// the peer's `ack_seq` and the contiguous reassembly range: both sides
     /// established and open, no deferred close, no data held above a hole.
-    pub(crate) fn kernel_view(&self) -> Option<KernelView> {
+    pub(crate) fn kernel_view(&self, parts: &ColdParts) -> Option<KernelView> {
         if self.first_packet_seen() != 3 || self.flag(C_CLOSE_DEFERRED) {
             return None;
         }
@@ -32,15 +32,16 @@ impl TcpConn {
             if e.state() != Established || e.did_close() || e.fin_seen() {
                 return None;
             }
+            let r = self.rare(i == 0, parts);
             if !e.skip_deliveries() {
-                let last = e.to_relative(e.last_seq, e.seq_wraps());
-                if e.reasm.has_ranges() || e.reasm.next_deliver() != last {
+                let last = e.to_relative(e.last_seq, e.seq_wraps(r));
+                if e.reasm.has_ranges(r) || e.reasm.next_deliver(r) != last {
                     return None;
                 }
             }
             // Until the peer acknowledged data, delivered data is released
             // by size (MAX_INITIAL_WINDOW), a rule the kernel does not follow.
-            data_ok[i] = e.skip_deliveries() || !e.no_data_acked();
+            data_ok[i] = e.skip_deliveries() || !e.no_data_acked(r);
         }
         Some(KernelView {
             next_seq: [self.orig.last_seq, self.resp.last_seq],
@@ -54,28 +55,37 @@ impl TcpConn {
     /// the endpoints' next sequence numbers and last acknowledgements.
     /// Sequence numbers first, so that no acknowledgement passes data not
     /// yet merged (which would count as a gap).
-    pub(crate) fn kernel_merge(&mut self, next_seq: [u32; 2], last_ack: [u32; 2], hist: &mut HistoryState) {
-        for (i, e) in [&mut self.orig, &mut self.resp].into_iter().enumerate() {
+    pub(crate) fn kernel_merge(
+        &mut self,
+        next_seq: [u32; 2],
+        last_ack: [u32; 2],
+        hist: &mut HistoryState,
+        parts: &mut ColdParts,
+    ) {
+        for (i, &next) in next_seq.iter().enumerate() {
+            let (e, _, mut r) = self.ep_rare(i == 0, parts);
             // The kernel passes a segment whose end would wrap, so the new
             // value is never below the old one.
-            if seq_delta(next_seq[i], e.last_seq) > 0 {
-                e.update_last_seq(next_seq[i]);
+            if seq_delta(next, e.last_seq) > 0 {
+                e.update_last_seq(next, &mut r);
                 if !e.skip_deliveries() {
-                    e.reasm.set_next_deliver(e.to_relative(e.last_seq, e.seq_wraps()));
+                    let v = e.to_relative(e.last_seq, e.seq_wraps(r.by_ref()));
+                    e.reasm.set_next_deliver(v, &mut r);
                 }
             }
         }
         for (i, &ack) in last_ack.iter().enumerate() {
             // Endpoint i's acknowledgements are of its peer's data.
             let peer_is_orig = i == 1;
-            let p = if peer_is_orig { &mut self.orig } else { &mut self.resp };
+            let (p, _, mut r) = self.ep_rare(peer_is_orig, parts);
             if seq_delta(ack, p.ack_seq) <= 0 {
                 continue;
             }
-            p.update_ack_seq(ack);
-            let (rel_ack, underflow) = relative_seq(p.start_seq, ack, p.ack_seq, p.ack_wraps(), |s, w| p.to_relative(s, w));
+            p.update_ack_seq(ack, &mut r);
+            let wraps = p.ack_wraps(r.by_ref());
+            let (rel_ack, underflow) = relative_seq(p.start_seq, ack, p.ack_seq, wraps, |s, w| p.to_relative(s, w));
             if !underflow {
-                self.ack_received(peer_is_orig, rel_ack, hist);
+                self.ack_received(peer_is_orig, rel_ack, hist, parts);
             }
         }
     }
@@ -91,62 +101,65 @@ mod tests {
     }
 
     /// A connection established both ways with data and acks seen.
-    fn established(t: &mut TcpConn, h: &mut HistoryState) {
-        t.process(true, &seg(SYN, 100, 0, 0), h);
-        t.process(false, &seg(SYN | ACK, 5000, 101, 0), h);
-        t.process(true, &seg(ACK, 101, 5001, 0), h);
-        t.process(true, &seg(PSH | ACK, 101, 5001, 50), h);
-        t.process(false, &seg(PSH | ACK, 5001, 151, 20), h);
-        t.process(true, &seg(ACK, 151, 5021, 0), h);
+    fn established(t: &mut TcpConn, h: &mut HistoryState, c: &mut ColdParts) {
+        t.process(true, &seg(SYN, 100, 0, 0), h, c);
+        t.process(false, &seg(SYN | ACK, 5000, 101, 0), h, c);
+        t.process(true, &seg(ACK, 101, 5001, 0), h, c);
+        t.process(true, &seg(PSH | ACK, 101, 5001, 50), h, c);
+        t.process(false, &seg(PSH | ACK, 5001, 151, 20), h, c);
+        t.process(true, &seg(ACK, 151, 5021, 0), h, c);
         // The responder's pure ACK: its letter too is in the history, as
         // the tracker requires before the kernel counts such segments.
-        t.process(false, &seg(ACK, 5021, 151, 0), h);
+        t.process(false, &seg(ACK, 5021, 151, 0), h, c);
     }
 
     /// Merging the kernel's totals leaves the state the segments themselves
     /// would have left: the same sizes, acknowledgements and history.
     #[test]
     fn a_merge_equals_processing_the_in_order_segments() {
-        let (mut seen, mut hs) = (TcpConn::new(false), HistoryState::default());
-        established(&mut seen, &mut hs);
-        let mut merged = seen.clone();
+        let (mut seen, mut hs, mut cs) = (TcpConn::new(false), HistoryState::default(), ColdParts::with_capacity(0));
+        established(&mut seen, &mut hs, &mut cs);
+        // A copy of the connection: no cold part yet (its slot would be the original's).
+        assert_eq!(seen.cold_slot(), NO_COLD);
+        let (mut merged, mut cm) = (seen.clone(), ColdParts::with_capacity(0));
         let mut hm = hs;
-        let v = merged.kernel_view().expect("established with data both ways");
+        let v = merged.kernel_view(&cm).expect("established with data both ways");
         assert_eq!(v.next_seq, [151, 5021]);
         assert_eq!(v.data_ok, [true, true]);
         // 100 segments of 1000 bytes from the originator, each acknowledged.
         let mut seq = 151u32;
         for _ in 0..100 {
-            seen.process(true, &seg(PSH | ACK, seq, 5021, 1000), &mut hs);
+            seen.process(true, &seg(PSH | ACK, seq, 5021, 1000), &mut hs, &mut cs);
             seq += 1000;
-            seen.process(false, &seg(ACK, 5021, seq, 0), &mut hs);
+            seen.process(false, &seg(ACK, 5021, seq, 0), &mut hs, &mut cs);
         }
-        merged.kernel_merge([seq, 5021], [5021, seq], &mut hm);
-        assert_eq!(merged.orig.size(merged.resp.state()), seen.orig.size(seen.resp.state()));
-        assert_eq!(merged.resp.size(merged.orig.state()), seen.resp.size(seen.orig.state()));
+        merged.kernel_merge([seq, 5021], [5021, seq], &mut hm, &mut cm);
+        assert_eq!(merged.orig_size(&cm), seen.orig_size(&cs));
+        assert_eq!(merged.resp_size(&cm), seen.resp_size(&cs));
         assert_eq!(merged.orig.ack_seq, seen.orig.ack_seq);
-        assert_eq!(merged.orig.reasm.trim(), seen.orig.reasm.trim());
-        assert_eq!(merged.orig.reasm.next_deliver(), seen.orig.reasm.next_deliver());
-        assert_eq!(merged.missed_bytes(), seen.missed_bytes());
+        let (rm, rs) = (merged.rare(true, &cm), seen.rare(true, &cs));
+        assert_eq!(merged.orig.reasm.trim(rm), seen.orig.reasm.trim(rs));
+        assert_eq!(merged.orig.reasm.next_deliver(rm), seen.orig.reasm.next_deliver(rs));
+        assert_eq!(merged.missed_bytes(&cm), seen.missed_bytes(&cs));
         assert_eq!(hm.letters().as_str(), hs.letters().as_str());
         // And a FIN after either closes alike.
         let fin = seg(FIN | ACK, seq, 5021, 0);
-        seen.process(true, &fin, &mut hs);
-        merged.process(true, &fin, &mut hm);
-        assert_eq!(merged.conn_state(hm.letters().as_str()), seen.conn_state(hs.letters().as_str()));
+        seen.process(true, &fin, &mut hs, &mut cs);
+        merged.process(true, &fin, &mut hm, &mut cm);
+        assert_eq!(merged.conn_state(hm.letters().as_str(), &cm), seen.conn_state(hs.letters().as_str(), &cs));
     }
 
     #[test]
     fn nothing_is_delegated_before_both_sides_are_established_or_after_a_fin() {
-        let (mut t, mut h) = (TcpConn::new(false), HistoryState::default());
-        t.process(true, &seg(SYN, 100, 0, 0), &mut h);
-        assert!(t.kernel_view().is_none());
-        t.process(false, &seg(SYN | ACK, 5000, 101, 0), &mut h);
-        t.process(true, &seg(ACK, 101, 5001, 0), &mut h);
-        let v = t.kernel_view().expect("established");
+        let (mut t, mut h, mut c) = (TcpConn::new(false), HistoryState::default(), ColdParts::with_capacity(0));
+        t.process(true, &seg(SYN, 100, 0, 0), &mut h, &mut c);
+        assert!(t.kernel_view(&c).is_none());
+        t.process(false, &seg(SYN | ACK, 5000, 101, 0), &mut h, &mut c);
+        t.process(true, &seg(ACK, 101, 5001, 0), &mut h, &mut c);
+        let v = t.kernel_view(&c).expect("established");
         // No data acknowledged yet: data is not counted in the kernel.
         assert_eq!(v.data_ok, [false, false]);
-        t.process(true, &seg(FIN | ACK, 101, 5001, 0), &mut h);
-        assert!(t.kernel_view().is_none());
+        t.process(true, &seg(FIN | ACK, 101, 5001, 0), &mut h, &mut c);
+        assert!(t.kernel_view(&c).is_none());
     }
 }

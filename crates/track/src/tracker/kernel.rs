@@ -222,7 +222,7 @@ impl Tracker {
             // and acknowledgement (whatever it made of it); the tracker's
             // state agrees only if it took them as they are.
             let view = self.table.get(idx).and_then(|e| match &e.value.state {
-                ProtoState::Tcp(part) => self.tcp.with(part, |t| t.kernel_view()).flatten(),
+                ProtoState::Tcp(part) => self.tcp.with_cold(part, |t, cold| t.kernel_view(cold)).flatten(),
                 _ => None,
             });
             let side = usize::from(!is_orig);
@@ -345,7 +345,7 @@ impl Tracker {
         }
         // Asked after the cheap refusals above: a connection being parsed
         // (most of them, when parsing is on) costs no TCP-state lookup.
-        let view = self.tcp.with(part, |t| t.kernel_view()).flatten()?;
+        let view = self.tcp.with_cold(part, |t, cold| t.kernel_view(cold)).flatten()?;
         let (key, orig_block) = map_key(&self.table.key(idx)?)?;
         let until_real_ns = Delegations::until(self.flows.next_boundary(), ts)?;
         let allow = [true, false].map(|orig| {
@@ -407,8 +407,8 @@ impl Tracker {
         }
         c.flow = flow_slot;
         if let ProtoState::Tcp(part) = &mut c.state {
-            if let Some(t) = self.tcp.get_mut(part) {
-                t.kernel_merge(counted.next_seq, [counted.last_ack[0], counted.last_ack[1]], &mut c.hist);
+            if let Some((t, cold)) = self.tcp.get_mut(part) {
+                t.kernel_merge(counted.next_seq, [counted.last_ack[0], counted.last_ack[1]], &mut c.hist, cold);
             }
         }
         Some(state)
