@@ -131,6 +131,8 @@ pub(crate) struct Fingerprints {
 struct Recent {
     text: Vec<u8>,
     fp: Option<Arc<str>>,
+    /// Where the text's digit runs start and end.
+    runs: Vec<(u8, u8)>,
     /// The text's first eight bytes (fewer: zeros after them), and its
     /// last byte or, when that is a digit, `b'0'`: a text whose ends
     /// differ from these is of another shape (or differs in digits there,
@@ -144,12 +146,6 @@ struct Recent {
 const RECENT_SHAPES: usize = 8;
 /// The longest text remembered (per slot, held for the connection's life).
 const MAX_RECENT_TEXT: usize = 128;
-
-/// The eight bytes before `end` as a little-endian word, if there are eight.
-#[inline]
-fn word_before(t: &[u8], end: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(t.get(end.checked_sub(8)?..end)?.try_into().ok()?))
-}
 
 impl Recent {
     /// Can `text`'s fingerprint be told from another text that has the
@@ -178,12 +174,8 @@ impl Recent {
         })
     }
 
-    /// Is `text` this slot's text but for the digits of its digit runs
-    /// (a run of any length where the slot has one)? Compared from the end,
-    /// where an application's shapes differ (`id=?` against `between ? and
-    /// ?`), so that another shape is told after a few bytes. The slot's
-    /// text [`fits`](Recent::fits), so an equal byte of `text` is one that
-    /// fits too, and the byte after each digit run is the same in both.
+    /// The first eight bytes of `text` and its last byte, as [`Recent`]
+    /// keeps them.
     fn ends(text: &[u8]) -> (u64, u8) {
         let mut head = [0u8; 8];
         let n = text.len().min(8);
@@ -192,46 +184,55 @@ impl Recent {
         (u64::from_le_bytes(head), last)
     }
 
+    /// Remembers `text` (which [`fits`](Recent::fits)) and its fingerprint.
+    fn keep(&mut self, text: &[u8], fp: &Arc<str>, ends: (u64, u8)) {
+        self.text.clear();
+        self.text.extend_from_slice(text);
+        self.runs.clear();
+        let mut k = 0;
+        while k < text.len() {
+            if text[k].is_ascii_digit() {
+                let start = k;
+                while k < text.len() && text[k].is_ascii_digit() {
+                    k += 1;
+                }
+                // At most MAX_RECENT_TEXT (128), which fits a byte.
+                self.runs.push((start as u8, k as u8));
+            } else {
+                k += 1;
+            }
+        }
+        self.fp = Some(fp.clone());
+        (self.head, self.last) = ends;
+    }
+
+    /// Is `text` this slot's text but for the digits of its digit runs (a
+    /// run of any length where the slot has one)? The slot's ends first,
+    /// which tell another shape of the application's apart at once; then
+    /// the parts between the slot's digit runs, each compared whole, and a
+    /// run of digits in `text` where the slot has one. The slot's text
+    /// [`fits`](Recent::fits) and its parts hold no digit, so an equal part
+    /// of `text` fits too, and the byte after each digit run is the same in
+    /// both.
     fn same_shape(&self, text: &[u8], ends: (u64, u8)) -> bool {
         if ends != (self.head, self.last) || self.fp.is_none() {
             return false;
         }
-        let (a, b) = (text, &self.text[..]);
-        let (mut i, mut j) = (a.len(), b.len());
-        while i > 0 && j > 0 {
-            // Eight bytes at a time (a word compare): the equal bytes at
-            // the end are passed at once, digits among them too, and the
-            // byte step below takes the first that differs. A digit run the
-            // equal bytes end inside of is skipped whole there when it goes
-            // on in both texts; when it goes on in one only (`71234567`
-            // against `1234567`), the texts are told apart though their
-            // shapes are one: that text is lexed, as without this.
-            if let (Some(x), Some(y)) = (word_before(a, i), word_before(b, j)) {
-                // Equal bytes at the words' ends: their high bytes.
-                let same = ((x ^ y).leading_zeros() / 8) as usize;
-                i -= same;
-                j -= same;
-                if same == 8 {
-                    continue;
-                }
-            }
-            let (x, y) = (a[i - 1], b[j - 1]);
-            if x.is_ascii_digit() && y.is_ascii_digit() {
-                while i > 0 && a[i - 1].is_ascii_digit() {
-                    i -= 1;
-                }
-                while j > 0 && b[j - 1].is_ascii_digit() {
-                    j -= 1;
-                }
-                continue;
-            }
-            if x != y {
+        let (mut at, mut from) = (0, 0);
+        for &(start, end) in &self.runs {
+            let part = &self.text[from..start as usize];
+            if text.get(at..at + part.len()) != Some(part) {
                 return false;
             }
-            i -= 1;
-            j -= 1;
+            at += part.len();
+            let digits = text.get(at..).map_or(0, |r| r.iter().take_while(|b| b.is_ascii_digit()).count());
+            if digits == 0 {
+                return false;
+            }
+            at += digits;
+            from = end as usize;
         }
-        i == 0 && j == 0
+        text.get(at..) == Some(&self.text[from..])
     }
 }
 
@@ -355,12 +356,8 @@ impl Fingerprints {
         if text.len() != end || end > MAX_SHARED_TEXT {
             let fp = self.shared_buf(end);
             if !known && Recent::fits(raw.as_bytes()) {
-                let slot = &mut self.recent[self.next_recent];
+                self.recent[self.next_recent].keep(raw.as_bytes(), &fp, ends);
                 self.next_recent = (self.next_recent + 1) % RECENT_SHAPES;
-                slot.text.clear();
-                slot.text.extend_from_slice(raw.as_bytes());
-                slot.fp = Some(fp.clone());
-                (slot.head, slot.last) = ends;
             }
             return (Arc::from(&*text), cut, fp);
         }
