@@ -1672,20 +1672,24 @@ fn emit_transactions(
     };
     app.transactions += scratch.len() as u64;
     stats.transactions += scratch.len() as u64;
-    txs.extend(scratch.drain(..).map(|tx| TxRecord {
-        uid: app.uid,
-        orig_h: key.src,
-        orig_p: key.sport,
-        resp_h: key.dst,
-        resp_p: key.dport,
-        transport,
-        protocol: tx.detail.protocol(),
-        tx,
-        orig_proc: None,
-        resp_proc: None,
-        source: Default::default(),
-        sample_weight: app.weight.saturating_add(app.carried),
-    }));
+    let sample_weight = app.weight.saturating_add(app.carried);
+    txs.reserve(scratch.len());
+    for tx in scratch.drain(..) {
+        txs.push(TxRecord {
+            uid: app.uid,
+            orig_h: key.src,
+            orig_p: key.sport,
+            resp_h: key.dst,
+            resp_p: key.dport,
+            transport,
+            protocol: tx.detail.protocol(),
+            tx,
+            orig_proc: None,
+            resp_proc: None,
+            source: Default::default(),
+            sample_weight,
+        });
+    }
 }
 
 /// The TCP timers a packet at `ts` set or cancelled (`fx`), as Zeek's
