@@ -449,41 +449,28 @@ impl HttpParser {
         let mut chunked = false;
         let mut upgrade_h2c = false;
         let mut kept = Vec::new();
-        for line in lines {
-            if line.is_empty() {
-                break;
-            }
-            let Some(colon) = line.iter().position(|&b| b == b':') else {
-                continue;
-            };
-            let name = trim(&line[..colon]);
-            let value = trim(&line[colon + 1..]);
-            if name.eq_ignore_ascii_case(b"content-length") {
-                content_length = parse_u64(value);
-            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-                chunked = contains_ci(value, b"chunked");
-            } else if name.eq_ignore_ascii_case(b"upgrade") && dir == Dir::ToServer {
-                upgrade_h2c = value.split(|&b| b == b',').any(|p| trim(p).eq_ignore_ascii_case(b"h2c"));
-            } else if name.eq_ignore_ascii_case(b"host") && dir == Dir::ToServer {
-                tx.host = self.text(value).0;
-            } else if name.eq_ignore_ascii_case(b"user-agent") && dir == Dir::ToServer {
-                tx.user_agent = self.text(value).0;
-            } else if name.eq_ignore_ascii_case(b"referer") && dir == Dir::ToServer {
-                tx.referrer = self.text(value).0;
-            } else if name.eq_ignore_ascii_case(b"content-type") {
-                let v = self.text(value).0;
-                match dir {
-                    Dir::ToServer => tx.request_content_type = v,
-                    Dir::ToClient => tx.response_content_type = v,
+        for (name, value) in (Fields { data: lines.data }) {
+            match FieldName::of(name) {
+                FieldName::ContentLength => content_length = parse_u64(value),
+                FieldName::TransferEncoding => chunked = contains_ci(value, b"chunked"),
+                FieldName::Upgrade if dir == Dir::ToServer => {
+                    upgrade_h2c = value.split(|&b| b == b',').any(|p| trim(p).eq_ignore_ascii_case(b"h2c"));
                 }
-            } else if dir == Dir::ToServer
-                && tx.forwarded_for.is_empty()
-                && (name.eq_ignore_ascii_case(b"x-forwarded-for")
-                    || name.eq_ignore_ascii_case(b"x-forward-for")
-                    || name.eq_ignore_ascii_case(b"x-real-ip"))
-            {
-                let first = value.split(|&b| b == b',').next().unwrap_or(b"");
-                tx.forwarded_for = self.text(trim(first)).0;
+                FieldName::Host if dir == Dir::ToServer => tx.host = self.text(value).0,
+                FieldName::UserAgent if dir == Dir::ToServer => tx.user_agent = self.text(value).0,
+                FieldName::Referer if dir == Dir::ToServer => tx.referrer = self.text(value).0,
+                FieldName::ContentType => {
+                    let v = self.text(value).0;
+                    match dir {
+                        Dir::ToServer => tx.request_content_type = v,
+                        Dir::ToClient => tx.response_content_type = v,
+                    }
+                }
+                FieldName::ForwardedFor if dir == Dir::ToServer && tx.forwarded_for.is_empty() => {
+                    let first = value.split(|&b| b == b',').next().unwrap_or(b"");
+                    tx.forwarded_for = self.text(trim(first)).0;
+                }
+                _ => {}
             }
             if self
                 .cfg
@@ -1210,6 +1197,30 @@ fn find_nl(hay: &[u8]) -> Option<usize> {
     hay[i..].iter().position(|&b| b == b'\n').map(|p| i + p)
 }
 
+/// Position of the first `:` or `\n`, eight bytes at a time as
+/// [`find_nl`] (the name of every header field is scanned for its colon).
+/// The lowest flagged byte of either test is exact, so the lowest of both is.
+#[inline]
+fn find_colon_or_nl(hay: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    const COLON: u64 = LO * b':' as u64;
+    const NL: u64 = LO * b'\n' as u64;
+    let mut i = 0;
+    while i + 8 <= hay.len() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&hay[i..i + 8]);
+        let w = u64::from_le_bytes(w);
+        let (c, n) = (w ^ COLON, w ^ NL);
+        let z = ((c.wrapping_sub(LO) & !c) | (n.wrapping_sub(LO) & !n)) & HI;
+        if z != 0 {
+            return Some(i + (z.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    hay[i..].iter().position(|&b| b == b':' || b == b'\n').map(|p| i + p)
+}
+
 /// Index just after the blank line ending a header block, searching for
 /// line ends from `from`. Accepts CRLF and bare LF line ends.
 fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
@@ -1246,21 +1257,96 @@ impl<'a> Iterator for Lines<'a> {
     }
 }
 
+/// The fields of a header block after its first line: (name, value), both
+/// trimmed, in one pass per line (the name's bytes up to the colon, then the
+/// value up to its line end); lines without a colon are skipped and the
+/// first empty line ends the block, as [`Lines`] would give them.
+struct Fields<'a> {
+    data: &'a [u8],
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+    fn next(&mut self) -> Option<(&'a [u8], &'a [u8])> {
+        loop {
+            let d = self.data;
+            // The name ends at the colon; a line end first means no field.
+            let Some(stop) = find_colon_or_nl(d) else {
+                // The last line, without a line end and without a colon.
+                self.data = &[];
+                return None;
+            };
+            if d[stop] == b'\n' {
+                if stop == 0 || (stop == 1 && d[0] == b'\r') {
+                    // The empty line ending the block.
+                    self.data = &[];
+                    return None;
+                }
+                self.data = &d[stop + 1..];
+                continue;
+            }
+            let rest = &d[stop + 1..];
+            let (value, next) = match find_nl(rest) {
+                Some(p) => (&rest[..p], &rest[p + 1..]),
+                None => (rest, &b""[..]),
+            };
+            self.data = next;
+            return Some((trim(&d[..stop]), trim(value)));
+        }
+    }
+}
+
+/// The header names the parser reads, told apart by length first (most
+/// names a message carries are none of them and differ in length).
+#[derive(Clone, Copy)]
+enum FieldName {
+    ContentLength,
+    TransferEncoding,
+    Upgrade,
+    Host,
+    UserAgent,
+    Referer,
+    ContentType,
+    ForwardedFor,
+    Other,
+}
+
+impl FieldName {
+    #[inline]
+    fn of(name: &[u8]) -> FieldName {
+        let is = |known: &[u8]| name.eq_ignore_ascii_case(known);
+        match name.len() {
+            4 if is(b"host") => FieldName::Host,
+            7 if is(b"upgrade") => FieldName::Upgrade,
+            7 if is(b"referer") => FieldName::Referer,
+            9 if is(b"x-real-ip") => FieldName::ForwardedFor,
+            10 if is(b"user-agent") => FieldName::UserAgent,
+            12 if is(b"content-type") => FieldName::ContentType,
+            13 if is(b"x-forward-for") => FieldName::ForwardedFor,
+            14 if is(b"content-length") => FieldName::ContentLength,
+            15 if is(b"x-forwarded-for") => FieldName::ForwardedFor,
+            17 if is(b"transfer-encoding") => FieldName::TransferEncoding,
+            _ => FieldName::Other,
+        }
+    }
+}
+
 /// `v` as lossy UTF-8, shared (see `texts`).
 fn shared_lossy(v: &[u8]) -> Arc<str> {
     texts::shared(&String::from_utf8_lossy(v))
 }
 
 fn trim(v: &[u8]) -> &[u8] {
-    let s = v
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(v.len());
-    let e = v
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(s, |e| e + 1);
-    &v[s..e.max(s)]
+    // Plain index loops: most names and values have nothing to trim, and the
+    // first test of each end then settles it.
+    let (mut s, mut e) = (0, v.len());
+    while s < e && v[s].is_ascii_whitespace() {
+        s += 1;
+    }
+    while e > s && v[e - 1].is_ascii_whitespace() {
+        e -= 1;
+    }
+    &v[s..e]
 }
 
 fn parse_u64(v: &[u8]) -> Option<u64> {
@@ -2753,6 +2839,82 @@ mod test {
             p.data(S, 0, &g, &mut out);
             p.data(C, 0, &g, &mut out);
             p.finish(0, &mut out);
+        }
+    }
+
+    /// The fields as the per-line reading gives them: each line up to its
+    /// `\n` without one `\r`, the first empty line ending the block, lines
+    /// without a colon skipped.
+    fn fields_line_by_line(block: &[u8]) -> Vec<(&[u8], &[u8])> {
+        let mut fields = Vec::new();
+        for line in (Lines { data: block }) {
+            if line.is_empty() {
+                break;
+            }
+            if let Some(colon) = line.iter().position(|&b| b == b':') {
+                fields.push((trim(&line[..colon]), trim(&line[colon + 1..])));
+            }
+        }
+        fields
+    }
+
+    #[test]
+    fn fields_read_in_one_pass_are_the_lines_fields() {
+        let blocks: [&[u8]; 12] = [
+            b"Host: a\r\nUser-Agent: b c\r\n\r\nBody: no\r\n",
+            b"Host: a\nX:1\n\nafter: no\n",
+            b"no colon line\r\nA:\r\n :v \r\n\r\n",
+            b"\r\r\nA: b\r\n\r\n",
+            b"\r\nA: b\r\n",
+            b"A: b",
+            b"A b",
+            b"\r",
+            b"",
+            b"Long-Header-Name-Past-Eight: value: with: colons\r\nShort:x\r\n",
+            b"Content-Length:   42  \r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"A\rB: c\r\r\n\t: tab\r\n",
+        ];
+        for block in blocks {
+            let one_pass: Vec<_> = (Fields { data: block }).collect();
+            assert_eq!(one_pass, fields_line_by_line(block), "block {:?}", String::from_utf8_lossy(block));
+        }
+    }
+
+    #[test]
+    fn colon_or_line_end_found_at_every_offset() {
+        for len in 0..20 {
+            for at in 0..=len {
+                for (mark, other) in [(b':', b'\n'), (b'\n', b':')] {
+                    // The mark at `at` (none when at == len); the other byte after it.
+                    let mut hay = vec![b'a'; len];
+                    if at < len {
+                        hay[at] = mark;
+                    }
+                    if at + 3 < len {
+                        hay[at + 3] = other;
+                    }
+                    let naive = hay.iter().position(|&b| b == b':' || b == b'\n');
+                    assert_eq!(find_colon_or_nl(&hay), naive, "len {len} at {at}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn field_names_ignore_case_and_other_names_of_the_same_length() {
+        assert!(matches!(FieldName::of(b"HOST"), FieldName::Host));
+        assert!(matches!(FieldName::of(b"Referer"), FieldName::Referer));
+        assert!(matches!(FieldName::of(b"Upgrade"), FieldName::Upgrade));
+        assert!(matches!(FieldName::of(b"X-Real-IP"), FieldName::ForwardedFor));
+        assert!(matches!(FieldName::of(b"x-forward-for"), FieldName::ForwardedFor));
+        assert!(matches!(FieldName::of(b"X-Forwarded-For"), FieldName::ForwardedFor));
+        assert!(matches!(FieldName::of(b"content-TYPE"), FieldName::ContentType));
+        assert!(matches!(FieldName::of(b"Content-Length"), FieldName::ContentLength));
+        assert!(matches!(FieldName::of(b"Transfer-Encoding"), FieldName::TransferEncoding));
+        assert!(matches!(FieldName::of(b"User-Agent"), FieldName::UserAgent));
+        // Same lengths as names read, but other names.
+        for other in [&b"Date"[..], b"Referrer", b"Connection", b"Last-Modified", b"Accept-Encoding", b"Cookie", b""] {
+            assert!(matches!(FieldName::of(other), FieldName::Other), "{:?}", String::from_utf8_lossy(other));
         }
     }
 }
