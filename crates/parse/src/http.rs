@@ -234,6 +234,23 @@ pub struct HttpParser {
     /// tunnel from the end of its header block): where the tunnel starts
     /// in the chunk that held it, for the TLS parser that takes over.
     tunnel: Option<usize>,
+    /// The texts of the headers a connection's messages repeat, as last kept
+    /// (see [`HttpParser::recent_text`]), one per [`Recent`].
+    recent: [Arc<str>; Recent::COUNT],
+}
+
+/// The headers whose last text [`HttpParser::recent_text`] keeps: those a
+/// client repeats on every request (content types change with the resource,
+/// and each slot is 16 bytes of every HTTP parser, of every `ConnParser`
+/// when HTTP's is its largest variant).
+#[derive(Clone, Copy)]
+enum Recent {
+    Host,
+    UserAgent,
+}
+
+impl Recent {
+    const COUNT: usize = 2;
 }
 
 impl HttpParser {
@@ -252,6 +269,7 @@ impl HttpParser {
             upgraded: false,
             h2c: None,
             tunnel: None,
+            recent: Default::default(),
         }
     }
 
@@ -456,8 +474,10 @@ impl HttpParser {
                 FieldName::Upgrade if dir == Dir::ToServer => {
                     upgrade_h2c = value.split(|&b| b == b',').any(|p| trim(p).eq_ignore_ascii_case(b"h2c"));
                 }
-                FieldName::Host if dir == Dir::ToServer => tx.host = self.text(value).0,
-                FieldName::UserAgent if dir == Dir::ToServer => tx.user_agent = self.text(value).0,
+                FieldName::Host if dir == Dir::ToServer => tx.host = self.recent_text(Recent::Host, value),
+                FieldName::UserAgent if dir == Dir::ToServer => {
+                    tx.user_agent = self.recent_text(Recent::UserAgent, value);
+                }
                 FieldName::Referer if dir == Dir::ToServer => tx.referrer = self.text(value).0,
                 FieldName::ContentType => {
                     let v = self.text(value).0;
@@ -640,6 +660,26 @@ impl HttpParser {
     fn text(&self, v: &[u8]) -> (Arc<str>, bool) {
         let (s, cut) = self.cut_text(v);
         (texts::shared(&s), cut)
+    }
+
+    /// [`HttpParser::text`] of a header the connection's messages repeat:
+    /// the text kept for `which` when `v` is its bytes, without validating
+    /// and hashing them again (a keep-alive connection sends the same host
+    /// and user agent with every request).
+    fn recent_text(&mut self, which: Recent, v: &[u8]) -> Arc<str> {
+        let kept = &self.recent[which as usize];
+        // Only valid UTF-8 within `max_text_bytes` is kept, so equal bytes
+        // make the text `text` would make.
+        if kept.as_bytes() == v {
+            return kept.clone();
+        }
+        let (text, cut) = self.cut_text(v);
+        let keep = !cut && matches!(text, Cow::Borrowed(_));
+        let shared = texts::shared(&text);
+        if keep {
+            self.recent[which as usize] = shared.clone();
+        }
+        shared
     }
 
     /// [`HttpParser::text`] without sharing: borrowed when `v` is valid
@@ -2916,5 +2956,44 @@ mod test {
         for other in [&b"Date"[..], b"Referrer", b"Connection", b"Last-Modified", b"Accept-Encoding", b"Cookie", b""] {
             assert!(matches!(FieldName::of(other), FieldName::Other), "{:?}", String::from_utf8_lossy(other));
         }
+    }
+
+    #[test]
+    fn repeated_header_texts_on_a_connection_are_each_message_s_own() {
+        // Hosts and agents that repeat, change, come back, are cut at
+        // `max_text_bytes` or are not UTF-8: each record has its own.
+        let cfg = ParseConfig { max_text_bytes: 8, ..ParseConfig::default() };
+        let msgs: Vec<(Dir, &[u8])> = vec![
+            (Dir::ToServer, b"GET /1 HTTP/1.1\r\nHost: a\r\nUser-Agent: u1\r\n\r\n"),
+            (Dir::ToClient, b"HTTP/1.1 200 OK\r\nContent-Type: text/a\r\nContent-Length: 0\r\n\r\n"),
+            (Dir::ToServer, b"GET /2 HTTP/1.1\r\nHost: a\r\nUser-Agent: u1\r\n\r\n"),
+            (Dir::ToClient, b"HTTP/1.1 200 OK\r\nContent-Type: text/b\r\nContent-Length: 0\r\n\r\n"),
+            (Dir::ToServer, b"GET /3 HTTP/1.1\r\nHost: b\r\nUser-Agent: long-agent-1\r\n\r\n"),
+            (Dir::ToClient, b"HTTP/1.1 200 OK\r\nContent-Type: text/b\r\nContent-Length: 0\r\n\r\n"),
+            (Dir::ToServer, b"GET /4 HTTP/1.1\r\nHost: \xff\r\nUser-Agent: long-agent-2\r\n\r\n"),
+            (Dir::ToClient, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
+            (Dir::ToServer, b"GET /5 HTTP/1.1\r\nHost: \xff\r\nUser-Agent: u1\r\n\r\n"),
+            (Dir::ToClient, b"HTTP/1.1 200 OK\r\nContent-Type: text/a\r\nContent-Length: 0\r\n\r\n"),
+            (Dir::ToServer, b"GET /6 HTTP/1.1\r\nHost: a\r\n\r\n"),
+            (Dir::ToClient, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
+        ];
+        let (txs, _) = run(&cfg, &msgs);
+        let got: Vec<_> = txs
+            .iter()
+            .map(|t| {
+                let h = http(t);
+                (h.host.to_string(), h.user_agent.to_string(), h.response_content_type.to_string())
+            })
+            .collect();
+        let want = [
+            ("a", "u1", "text/a"),
+            ("a", "u1", "text/b"),
+            ("b", "long-age", "text/b"),
+            ("\u{fffd}", "long-age", ""),
+            ("\u{fffd}", "u1", "text/a"),
+            ("a", "", ""),
+        ];
+        let want: Vec<_> = want.iter().map(|(h, u, c)| (h.to_string(), u.to_string(), c.to_string())).collect();
+        assert_eq!(got, want);
     }
 }
