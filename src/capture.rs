@@ -1043,10 +1043,14 @@ impl Worker {
             // writes for the kernel never match.
             self.set_shedding(!self.stop.is_set() && g.gov.shed().kernel_accounting);
             let t0 = budget::mono_ns();
-            if !self.stop.is_set() {
-                std::thread::sleep(Duration::from_nanos(g.pause_ns as u64));
+            let end = t0 + g.pause_ns;
+            let mut now = t0;
+            // In slices: a stop is seen within one.
+            while now < end && !self.stop.is_set() {
+                std::thread::sleep(Duration::from_nanos((end - now).min(budget::PAUSE_SLICE_NS) as u64));
+                now = budget::mono_ns();
             }
-            let slept = budget::mono_ns() - t0;
+            let slept = now - t0;
             g.gov.paused(slept);
             g.pause_ns = g.gov.charge(budget::mono_ns(), budget::thread_cpu_ns());
             if self.stop.is_set() {

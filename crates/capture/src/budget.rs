@@ -103,8 +103,27 @@ pub const MAX_THIN: u32 = 64;
 /// three to see what stopping them saved (1 s in all).
 pub const THIN_SETTLE_PERIODS: u32 = 4;
 
-/// The longest single pause of a worker (it looks at the stop flag between).
-pub const MAX_PAUSE_NS: i64 = 100_000_000;
+/// A worker whose bucket is empty pauses until the bucket holds this much
+/// of its budget (ns of budget time), and at least twice what its last
+/// wake from a pause cost (`Governor::wake_cost`), not merely until it is
+/// no longer empty: waking and the block read next cost CPU. A worker
+/// woken at exactly zero was in debt again at once and paused again; with
+/// a block waiting in its ring its poll did not wait either, so on an idle
+/// machine, where a sleep ends on time, it paused for good. It then spent
+/// its whole share on waking and no period was ever calm (the step-3 live
+/// test, 2026-11-30: paused 22.7 s of 24 with the kernel counting nearly
+/// every packet, and step 3 never went off). A tenth of the burst.
+pub const RESUME_NS: i64 = BURST_NS / 10;
+
+/// The longest single pause the governor asks for. Long enough that one
+/// pause's refill (`share * MAX_PAUSE_NS`) exceeds what waking from it
+/// costs even at the smallest share (0.1% of a core, a quarter of it: 250
+/// µs a second, against tens of µs a wake); the worker sleeps it in slices
+/// of [`PAUSE_SLICE_NS`] and looks at the stop flag between.
+pub const MAX_PAUSE_NS: i64 = 1_000_000_000;
+
+/// The slices a pause is slept in (a stop is seen within one).
+pub const PAUSE_SLICE_NS: i64 = 100_000_000;
 
 /// A CPU budget in cores (0.05 = 5% of one core).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -234,6 +253,12 @@ pub struct Governor {
     /// What the probe had done when the period started.
     period_work: Work,
     paused_in_period: bool,
+    /// CPU ns the last wakes from a pause cost (the charge right after a
+    /// pause, halved into the last value): the bucket must hold more than
+    /// that when a pause ends ([`RESUME_NS`]).
+    wake_cost: f64,
+    /// The next charge follows a pause.
+    after_pause: bool,
     calm: u32,
     /// Periods since step 1b's K last doubled (see
     /// [`THIN_SETTLE_PERIODS`]).
@@ -271,6 +296,8 @@ impl Governor {
             period_cpu: cpu,
             period_work: Work::default(),
             paused_in_period: false,
+            wake_cost: 0.0,
+            after_pause: false,
             calm: 0,
             thin_age: THIN_SETTLE_PERIODS,
             shed: Shed::NONE,
@@ -328,12 +355,17 @@ impl Governor {
         let dc = (cpu - self.last_cpu).max(0);
         self.last_wall = wall;
         self.last_cpu = cpu;
+        if std::mem::take(&mut self.after_pause) {
+            self.wake_cost = 0.5 * (self.wake_cost + dc as f64);
+        }
         self.tokens = (self.tokens + dw as f64 * self.share).min(self.share * BURST_NS as f64) - dc as f64;
         if self.tokens >= 0.0 {
             return 0;
         }
-        // Refilled to zero after this long.
-        let need = (-self.tokens / self.share).ceil() as i64;
+        // Refilled to [`RESUME_NS`] of budget, and twice a wake's cost,
+        // after this long.
+        let resume = (RESUME_NS as f64 * self.share).max(2.0 * self.wake_cost);
+        let need = ((resume - self.tokens) / self.share).ceil() as i64;
         self.paused_in_period = true;
         need.clamp(1, MAX_PAUSE_NS)
     }
@@ -342,6 +374,7 @@ impl Governor {
     pub fn paused(&mut self, ns: i64) {
         self.paused_ns += ns.max(0) as u64;
         self.pauses += 1;
+        self.after_pause = true;
     }
 
     /// Once per loop: at the end of a control period, moves one notch along
@@ -688,6 +721,67 @@ mod tests {
             assert!(w[1] - w[0] >= THIN_SETTLE_PERIODS as i64 * CONTROL_NS, "{k_changes:?}");
         }
         assert!(k_changes.len() >= 2, "{k_changes:?}");
+    }
+
+    /// The worker's loop on an idle machine, where a sleep ends on time:
+    /// each wake costs CPU, and while the worker pauses a block waits in
+    /// its ring, so its poll does not wait and the loop comes straight back
+    /// to the pause. Under load at twice the share, steps 2 and 3 come and
+    /// the pauses end (the worker reads again); in the quiet after it the
+    /// worker wakes once a second (its tick), its periods are calm and step
+    /// 3 is taken back within seconds. Before [`RESUME_NS`] the worker woke
+    /// at an empty bucket, the wake put it in debt again and it paused for
+    /// good: its whole share spent on pausing, no calm period, step 3 on to
+    /// the end (the step-3 live test, 2026-11-30). Shares from the smallest
+    /// (a quarter of 0.1% of a core) up, wakes of 5-80 µs.
+    #[test]
+    fn a_pause_ends_though_waking_costs_cpu() {
+        let open = Work { tcp_open: 4, ..Work::default() };
+        for share in [0.00025, 0.002, 0.03] {
+            for wake_us in [5i64, 20, 80] {
+                let wake = wake_us * 1000;
+                let mut g = Governor::new(share, true, 0, 0);
+                g.allow_kernel_accounting();
+                let (mut wall, mut cpu, mut pause) = (0i64, 0i64, 0i64);
+                let (mut reads_under_load, mut step3_on, mut off_at) = (0u64, false, None);
+                let quiet_from = 5_000 * MS;
+                while wall < 15_000 * MS {
+                    let loaded = wall < quiet_from;
+                    if pause > 0 {
+                        wall += pause;
+                        g.paused(pause);
+                        cpu += wake;
+                        pause = g.charge(wall, cpu);
+                    } else if loaded {
+                        // A block of 1 ms of wire at twice the share.
+                        wall += MS;
+                        cpu += (2.0 * share * MS as f64) as i64 + wake;
+                        reads_under_load += 1;
+                        pause = g.charge(wall, cpu);
+                    } else {
+                        wall += 1_000 * MS;
+                        cpu += wake;
+                        pause = g.charge(wall, cpu);
+                    }
+                    g.control(wall, cpu, open);
+                    step3_on |= g.shed().kernel_accounting;
+                    if !loaded && off_at.is_none() && !g.shed().kernel_accounting {
+                        off_at = Some(wall);
+                    }
+                }
+                let case = format!("share {share}, wake {wake_us} µs");
+                assert!(step3_on, "{case}: step 3 never on");
+                // Read on between pauses, not stuck in the first one: at
+                // least half the blocks the share pays for, a block and a
+                // wake from a pause each.
+                let block = 2.0 * share * MS as f64 + wake as f64;
+                let paid = (share * quiet_from as f64 / (block + wake as f64)) as u64;
+                assert!(reads_under_load >= paid / 2, "{case}: {reads_under_load} blocks read under load, the share pays for {paid}");
+                let off = off_at.unwrap_or_else(|| panic!("{case}: step 3 still on after 10 s of quiet ({} pauses)", g.pauses));
+                assert!(off - quiet_from <= 5_000 * MS, "{case}: step 3 taken back {} ms into the quiet", (off - quiet_from) / MS);
+                assert_eq!(g.shed(), Shed::NONE, "{case}: every step taken back");
+            }
+        }
     }
 
     /// Step 3 comes after step 2, one period later, while TCP connections
