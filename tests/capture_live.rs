@@ -1529,7 +1529,11 @@ fn replay_parts_at(ns: &VethPair, cap: &Capture, parts: &[PathBuf], quiet: Durat
 /// step 2. At 13 k it needs ~0.26%, above its share however little the
 /// others use (2026-11-29, ten runs, eight with two busy loops on the two
 /// cores: step 3 on 7.7-22.4 s and 4-16 connections taken back, against
-/// 2.1 and 10.6 s, 4 and 8, in two loaded runs at 10 k). A budget well
+/// 2.1 and 10.6 s, 4 and 8, in two loaded runs at 10 k; those needs
+/// included the governor's pause-and-wake loop, fixed on 2026-11-30, which
+/// had the worker at its share doing nothing but waking: the worker then
+/// used 0.03-0.05 CPU-s here, 0.01-0.02 since, and on an idle machine it
+/// could stay paused to the end, step 3 never taken back). A budget well
 /// below the need does not help: step 3 then comes at once but the worker
 /// pauses and sheds in the kernel (step 4), and a shed packet the kernel
 /// numbered for a suspended entry leaves the tracker unable to resume it,
