@@ -62,6 +62,15 @@ fn kernel_refused(why: &str, step3: bool) -> String {
     }
 }
 
+/// The summary's words for connections not parsed for want of stream
+/// memory (nothing when there were none).
+pub(crate) fn no_memory_text(n: u64) -> String {
+    if n == 0 {
+        return String::new();
+    }
+    format!("; {n} connections not parsed: the stream memory had no room for their parsers' state (raise --stream-memory)")
+}
+
 pub fn run(args: CaptureArgs) -> Result<ExitCode> {
     args.check()?;
     let stop = Stop::install()?;
@@ -628,11 +637,12 @@ pub fn run(args: CaptureArgs) -> Result<ExitCode> {
         }
         let a = snapshot().total();
         eprintln!(
-            "wirelog: parsing: {} streams, {} gaps, {} bytes not parsed, {} parsers gave up{}",
+            "wirelog: parsing: {} streams, {} gaps, {} bytes not parsed, {} parsers gave up{}{}",
             a.streams_parsed,
             a.parse_gaps,
             a.unparsed_bytes,
             a.parsers_gave_up,
+            no_memory_text(a.parse_no_memory),
             // Not loss: said apart from the gaps, as `read` does.
             if a.beyond_snaplen_bytes > 0 {
                 format!("; {} bytes beyond the snap length (sent, not captured; not gaps)", a.beyond_snaplen_bytes)
@@ -1260,6 +1270,7 @@ impl Worker {
         c.unparsed_bytes.store(a.parse.unparsed_bytes, Relaxed);
         c.beyond_snaplen_bytes.store(a.beyond_snaplen_bytes, Relaxed);
         c.parsers_gave_up.store(a.gave_up, Relaxed);
+        c.parse_no_memory.store(a.no_memory, Relaxed);
         c.sampled_out.store(a.sampled_out, Relaxed);
         c.parse_stopped.store(a.parse_stopped, Relaxed);
     }

@@ -326,6 +326,10 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         if let Some(t) = summary.states_text() {
             eprintln!("wirelog: conn_state: {t}");
         }
+        let no_memory = probe.app_stats().no_memory;
+        if no_memory > 0 {
+            eprintln!("wirelog: parsing: {}", crate::capture::no_memory_text(no_memory).trim_start_matches("; "));
+        }
         if let Some(txs) = summary.txs_text() {
             let a = probe.app_stats();
             let mut line = format!("wirelog: transactions: {txs}");

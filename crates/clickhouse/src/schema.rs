@@ -30,7 +30,9 @@ use wirelog_store::{ColSpec, Kind};
 ///   parsing `capture --cpu-budget` step 1b stopped part way).
 /// - 8: `beyond_snaplen_bytes` at the end of `loss` (bytes past the snap
 ///   length: not loss, said apart from it).
-pub const SCHEMA_VERSION: u32 = 8;
+/// - 9: `no_memory` at the end of `loss` (connections not parsed because
+///   the stream memory had no room for a parser's state).
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// Statements beyond added tables and columns that take a database from
 /// version `n - 1` to `n` (index `n - 2`; version 1 is created whole).
@@ -45,6 +47,8 @@ pub const MIGRATIONS: &[&[&str]] = &[
     // 7: loss's `parse_stopped` is added by `init` in its place.
     &[],
     // 8: loss's `beyond_snaplen_bytes`, likewise.
+    &[],
+    // 9: loss's `no_memory`, likewise.
     &[],
 ];
 

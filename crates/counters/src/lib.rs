@@ -57,6 +57,9 @@ pub struct WorkerCounters {
     pub beyond_snaplen_bytes: AtomicU64,
     /// Parsers that gave up on their connection (compression, not the protocol).
     pub parsers_gave_up: AtomicU64,
+    /// Connections not parsed because the stream memory had no room for a
+    /// parser's state (`--stream-memory`).
+    pub parse_no_memory: AtomicU64,
     /// Times the worker stopped reading its rings to wait for the output
     /// thread, having held [`MAX_HELD_RECORDS`] records for it
     /// already (the kernel drops packets meanwhile).
@@ -125,6 +128,7 @@ pub struct WorkerStats {
     pub unparsed_bytes: u64,
     pub beyond_snaplen_bytes: u64,
     pub parsers_gave_up: u64,
+    pub parse_no_memory: u64,
     pub output_waits: u64,
     pub missed_bytes: u64,
     pub cpu_ns: u64,
@@ -163,6 +167,7 @@ impl WorkerCounters {
             unparsed_bytes: self.unparsed_bytes.load(Relaxed),
             beyond_snaplen_bytes: self.beyond_snaplen_bytes.load(Relaxed),
             parsers_gave_up: self.parsers_gave_up.load(Relaxed),
+            parse_no_memory: self.parse_no_memory.load(Relaxed),
             output_waits: self.output_waits.load(Relaxed),
             missed_bytes: self.missed_bytes.load(Relaxed),
             cpu_ns: self.cpu_ns.load(Relaxed),
@@ -216,6 +221,7 @@ impl<'a> std::iter::Sum<&'a WorkerStats> for WorkerStats {
             unparsed_bytes: t.unparsed_bytes + w.unparsed_bytes,
             beyond_snaplen_bytes: t.beyond_snaplen_bytes + w.beyond_snaplen_bytes,
             parsers_gave_up: t.parsers_gave_up + w.parsers_gave_up,
+            parse_no_memory: t.parse_no_memory + w.parse_no_memory,
             output_waits: t.output_waits + w.output_waits,
             missed_bytes: t.missed_bytes + w.missed_bytes,
             cpu_ns: t.cpu_ns + w.cpu_ns,

@@ -120,6 +120,10 @@ pub(crate) struct Fingerprints {
     next_recent: usize,
     /// The slot whose text was taken last.
     last_recent: usize,
+    /// Heap bytes of `seen`'s texts (each fingerprint and, at most, a
+    /// shape's last text) and of the recent texts, for the memory budget
+    /// ([`Fingerprints::held_bytes`]).
+    kept: usize,
 }
 
 /// A statement's text, with its fingerprint, for the next statements that
@@ -182,6 +186,12 @@ impl Recent {
         head[..n].copy_from_slice(&text[..n]);
         let last = text.last().map_or(0, |&b| if b.is_ascii_digit() { b'0' } else { b });
         (u64::from_le_bytes(head), last)
+    }
+
+    /// Heap bytes the slot holds: its text, runs and fingerprint (counted
+    /// with the shapes too, which may let it go first).
+    fn held_bytes(&self) -> usize {
+        self.text.capacity() + 2 * self.runs.capacity() + self.fp.as_ref().map_or(0, |f| ARC_HEADER_BYTES + f.len())
     }
 
     /// Remembers `text` (which [`fits`](Recent::fits)) and its fingerprint.
@@ -289,6 +299,10 @@ const MAX_KEPT_BUFFER: usize = 64 * 1024;
 /// same shape to share: sysbench's BEGIN and COMMIT, a connection's queries
 /// without literals. At most this much per shape is held past its records.
 const MAX_SHARED_TEXT: usize = 64;
+/// An `Arc<str>`'s reference counts, before its bytes.
+const ARC_HEADER_BYTES: usize = 16;
+/// A slot of `seen`'s table: the entry and its control byte.
+const SEEN_ENTRY_BYTES: usize = std::mem::size_of::<(Shape, Shared)>() + 1;
 
 impl Fingerprints {
     /// The fingerprint of `sql`, shared with the connection's earlier
@@ -317,6 +331,14 @@ impl Fingerprints {
         self.buf.clear();
         self.buf.extend_from_slice(text);
         self.shared_buf(self.buf.len())
+    }
+
+    /// Heap bytes held (the buffers, the set of shapes and the recent
+    /// texts), charged to the stream memory with the parser's state
+    /// (`ConnParser::state_bytes`): up to 64 shapes and 8 recent texts a
+    /// connection, and buffers up to 64 KiB each, are held for its life.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.buf.capacity() + self.scratch.capacity() + self.seen.capacity() * SEEN_ENTRY_BYTES + self.kept
     }
 
     /// SQL text as a transaction records it ([`recorded_text`]: redacted
@@ -356,7 +378,10 @@ impl Fingerprints {
         if text.len() != end || end > MAX_SHARED_TEXT {
             let fp = self.shared_buf(end);
             if !known && Recent::fits(raw.as_bytes()) {
-                self.recent[self.next_recent].keep(raw.as_bytes(), &fp, ends);
+                let slot = &mut self.recent[self.next_recent];
+                let was = slot.held_bytes();
+                slot.keep(raw.as_bytes(), &fp, ends);
+                self.kept = self.kept + slot.held_bytes() - was;
                 self.next_recent = (self.next_recent + 1) % RECENT_SHAPES;
             }
             return (Arc::from(&*text), cut, fp);
@@ -370,6 +395,13 @@ impl Fingerprints {
             }
         });
         (text, cut, fp)
+    }
+
+    /// Heap bytes a shape of `seen` holds: its fingerprint's allocation,
+    /// and room for the last text it may keep (at most
+    /// [`MAX_SHARED_TEXT`]), each with its reference counts.
+    fn shape_bytes(fp: &Arc<str>) -> usize {
+        2 * ARC_HEADER_BYTES + fp.len() + MAX_SHARED_TEXT
     }
 
     /// The shared text of `self.buf[..end]`.
@@ -394,8 +426,12 @@ impl Fingerprints {
                 let mut shape = Shared { fp: fp.clone(), last: None };
                 let r = f(&mut shape);
                 if self.seen.len() >= MAX_SHARED_FINGERPRINTS {
+                    for s in self.seen.values() {
+                        self.kept -= Self::shape_bytes(&s.fp);
+                    }
                     self.seen.clear();
                 }
+                self.kept += Self::shape_bytes(&fp);
                 self.seen.insert(Shape(fp.clone()), shape);
                 (fp, r)
             }

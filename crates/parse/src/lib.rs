@@ -167,12 +167,17 @@ impl ConnParser {
 
     /// Bytes of connection state this parser holds on the heap beyond the
     /// fixed-size parsers (HTTP/2's box, HPACK tables, stream table and
-    /// buffered header blocks), for the memory budget. The other parsers'
-    /// state is small and fixed (their buffers are capped per message).
+    /// buffered header blocks; TLS messages under reassembly; the SQL and
+    /// Redis parsers' shapes and recent texts, kept for the connection's
+    /// life), for the memory budget. The other parsers' state is small
+    /// and fixed (their buffers are capped per message).
     pub fn state_bytes(&self) -> usize {
         match self {
             ConnParser::Http2(p) => std::mem::size_of::<http2::Http2Parser>() + p.memory(),
             ConnParser::Tls(t) => t.held(),
+            ConnParser::Mysql(p) => p.held_bytes(),
+            ConnParser::Pgsql(p) => p.held_bytes(),
+            ConnParser::Redis(p) => p.held_bytes(),
             _ => 0,
         }
     }

@@ -373,6 +373,12 @@ pub fn looks_like_login_in_tls(data: &[u8]) -> bool {
 }
 
 impl MysqlParser {
+    /// Heap bytes held for the connection's life beyond the fixed parser
+    /// (its statements' shapes and recent texts), for the memory budget.
+    pub fn held_bytes(&self) -> usize {
+        self.fingerprints.held_bytes()
+    }
+
     pub fn new(cfg: &ParseConfig) -> Self {
         MysqlParser {
             cfg: cfg.clone(),

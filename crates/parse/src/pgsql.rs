@@ -337,6 +337,13 @@ pub struct PgsqlParser {
 }
 
 impl PgsqlParser {
+    /// Heap bytes held for the connection's life beyond the fixed parser
+    /// (its statements' shapes, recent texts and command tags), for the
+    /// memory budget.
+    pub fn held_bytes(&self) -> usize {
+        self.fingerprints.held_bytes() + self.tags.held_bytes()
+    }
+
     pub fn new(cfg: &ParseConfig) -> Self {
         PgsqlParser {
             cfg: cfg.clone(),

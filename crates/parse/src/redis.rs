@@ -242,6 +242,13 @@ enum Step {
 }
 
 impl RedisParser {
+    /// Heap bytes held for the connection's life beyond the fixed parser
+    /// (its shared command names and replies, the reused buffers), for the
+    /// memory budget.
+    pub fn held_bytes(&self) -> usize {
+        self.names.held_bytes() + self.replies.held_bytes() + self.upper.capacity() + self.joined.capacity()
+    }
+
     pub fn new(cfg: &ParseConfig) -> Self {
         RedisParser {
             cfg: cfg.clone(),

@@ -307,6 +307,7 @@ impl Probe {
             row.set(C::Sampled, a.sampled_out_by[i]);
             row.set(C::Parsed, a.connections[i]);
             row.set(C::ParseStopped, a.parse_stopped_by[i]);
+            row.set(C::NoMemory, a.no_memory_by[i]);
         }
     }
 

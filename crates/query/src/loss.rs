@@ -406,6 +406,7 @@ impl Completeness {
         say(LossCount::MissedBytes, "bytes missed");
         say(LossCount::Malformed, "malformed messages");
         say(LossCount::GaveUp, "parsers gave up");
+        say(LossCount::NoMemory, "connections not parsed for want of stream memory");
         say(LossCount::RecordsDropped, "records dropped by sinks");
         Completeness {
             totals: LossCount::ALL.iter().map(|c| (c.name(), g(*c))).collect(),

@@ -64,11 +64,12 @@ loss_counts! {
     Parsed = "parsed": "connections whose parsing began, in the rows of their protocol (with sampled: 1 in (parsed + sampled) / parsed parsed)",
     ParseStopped = "parse_stopped": "parsed connections whose parsing stopped part way because the CPU budget thinned them (capture --cpu-budget step 1b): their transactions from then on are missing, in the rows of their protocol",
     BeyondSnaplen = "beyond_snaplen_bytes": "bytes of TCP segments past the snap length (capture --snaplen, or a file's): sent and seen, not copied; not loss (their streams keep their place, no gap)",
+    NoMemory = "no_memory": "connections not parsed because the stream memory (--stream-memory) had no room for a parser's state at their first payload, in the rows of their protocol",
 }
 
 /// The counts a protocol's row carries (the parsers'); a source's row
 /// carries the others.
-pub const PROTOCOL_COUNTS: [LossCount; 7] = [
+pub const PROTOCOL_COUNTS: [LossCount; 8] = [
     LossCount::Gaps,
     LossCount::UnparsedBytes,
     LossCount::Malformed,
@@ -76,6 +77,7 @@ pub const PROTOCOL_COUNTS: [LossCount; 7] = [
     LossCount::Sampled,
     LossCount::Parsed,
     LossCount::ParseStopped,
+    LossCount::NoMemory,
 ];
 
 /// The counts of one row, indexed by [`LossCount`].

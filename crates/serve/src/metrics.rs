@@ -266,6 +266,13 @@ pub(crate) fn text(state: &AppState) -> String {
             None,
             &per(|w| w.parsers_gave_up),
         );
+        counters(
+            &mut reg,
+            "wirelog_parse_no_memory",
+            "Connections not parsed because the stream memory had no room for a parser's state (--stream-memory)",
+            None,
+            &per(|w| w.parse_no_memory),
+        );
         // The loss table's counts that no other metric has (the rest are
         // the kernel, decode, eviction, parse and records_dropped ones).
         counters(

@@ -215,10 +215,23 @@ pub struct AppStats {
     pub signature_streams: u64,
     pub signature_holes: u64,
     pub signature_no_room: u64,
+    /// Connections not parsed because the stream memory had no room for a
+    /// parser's state ([`PARSER_STATE_BYTES`]) at their first payload, and
+    /// per protocol.
+    pub no_memory: u64,
+    pub no_memory_by: [u64; Protocol::ALL.len()],
     /// `parsing` per protocol (indexed like [`Protocol::ALL`]): step 1b
     /// never stops the last [`crate::THIN_FLOOR`] of a protocol.
     pub parsing_by: [u64; Protocol::ALL.len()],
 }
+
+/// What a parsed TCP connection's parser state takes at least, charged to
+/// the stream memory while it lives (`--stream-memory`'s share of
+/// `--memory`): the boxed `StreamApp` (the parser, the largest of which
+/// sizes the enum, and both directions' reassemblers) and its allocation's
+/// header. What a parser holds on the heap beyond it is charged on top
+/// (`ConnParser::state_bytes`).
+pub const PARSER_STATE_BYTES: usize = std::mem::size_of::<StreamApp>() + 16;
 
 pub(crate) fn protocol_index(p: Protocol) -> usize {
     Protocol::ALL.iter().position(|x| *x == p).unwrap_or(0)
@@ -306,6 +319,18 @@ impl AppState {
     /// the empty segments so far would have left them in.
     fn start_parsing(&mut self, cfg: &AppConfig, budget: &mut Budget) {
         if let AppParser::Waiting(starts) = self.parser {
+            // The parser's state is charged to the stream memory, and made
+            // only if it fits: a flood of connections that each send a
+            // first payload would otherwise hold 2.4 KB apiece outside
+            // `--memory` (300,000 connections of one HTTP request head each
+            // under `--memory 64M`: 609 MB peak RSS, 2026-11-30).
+            if budget.available() < PARSER_STATE_BYTES {
+                // Not parsed: `no_room` tells it from then on.
+                self.stopped = true;
+                return;
+            }
+            budget.charge_state(0, PARSER_STATE_BYTES);
+            self.state_charged = PARSER_STATE_BYTES as u32;
             let [to_server, to_client] = starts;
             self.parser = AppParser::Stream(Box::new(StreamApp {
                 parser: match (self.cleartext, self.ssh) {
@@ -319,6 +344,16 @@ impl AppState {
                 ],
             }));
         }
+    }
+
+    /// The stream memory had no room for a parser's state when the first
+    /// payload came ([`PARSER_STATE_BYTES`]): the connection is not parsed,
+    /// and is counted (`AppStats::no_memory`). (Told by its state rather
+    /// than a flag of its own: `AppState` stays within 80 bytes. Only
+    /// [`AppState::start_parsing`] stops a connection still waiting, step
+    /// 1b's `shed` aside.)
+    pub fn no_room(&self) -> bool {
+        self.stopped && !self.shed && matches!(self.parser, AppParser::Waiting(_))
     }
 
     /// `--cpu-budget` step 1b: parsing stops here for good. Reassembled
@@ -457,7 +492,7 @@ impl AppState {
             Chunk::Cut { ts_ns, len } => parser.cut(dir, ts_ns, len, out),
         });
         parser.expire(ts_ns, out);
-        let now = u32::try_from(parser.state_bytes()).unwrap_or(u32::MAX);
+        let now = u32::try_from(PARSER_STATE_BYTES + parser.state_bytes()).unwrap_or(u32::MAX);
         if now != self.state_charged {
             budget.charge_state(self.state_charged as usize, now as usize);
             self.state_charged = now;

@@ -1252,6 +1252,9 @@ impl Tracker {
         by.malformed += st.malformed;
         by.cut_bytes += st.cut_bytes;
         self.app_stats.gave_up_by[i] += gave_up;
+        let no_room = app.no_room() as u64;
+        self.app_stats.no_memory += no_room;
+        self.app_stats.no_memory_by[i] += no_room;
         (app.conn_service(stopped), Some(app.uid))
     }
 
