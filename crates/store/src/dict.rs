@@ -47,6 +47,24 @@ fn grow<T>(v: &mut Vec<T>, n: usize) {
     v.reserve_exact(n.max(v.len() * (GROWTH - 1)).max(64));
 }
 
+/// Appends `x` to `v` in room reserved before: `Vec::push` without its
+/// capacity test and growth path (a write buffer's row takes ~25 pushes;
+/// its room is reserved for every per-row vector at once, `TxBuf`'s `room`).
+///
+/// # Safety
+/// `v.len() < v.capacity()`.
+#[inline(always)]
+pub(crate) unsafe fn push_reserved<T>(v: &mut Vec<T>, x: T) {
+    debug_assert!(v.len() < v.capacity(), "a push without reserved room");
+    let len = v.len();
+    // SAFETY: slot `len` is inside the allocation (the caller's promise)
+    // and holds no value; once written, the first `len + 1` are initialised.
+    unsafe {
+        v.as_mut_ptr().add(len).write(x);
+        v.set_len(len + 1);
+    }
+}
+
 /// The dictionaries' hash: foldhash (fast on short keys; the values come
 /// from the probe's own records, so no flooding concern).
 type Hasher = foldhash::fast::FixedState;
@@ -75,14 +93,23 @@ impl Dict {
 
     /// Appends a row's index; unset rows are counted by the caller (in
     /// its branch for them: no test per row).
+    ///
+    /// # Safety
+    /// Room for the row was reserved ([`Dict::spare`] > 0).
     #[inline(always)]
-    fn push(&mut self, i: u32) {
-        self.rows.push(i);
+    unsafe fn push(&mut self, i: u32) {
+        // SAFETY: the caller's promise.
+        unsafe { push_reserved(&mut self.rows, i) }
     }
 
     /// Room for `n` more rows ([`room`]).
     fn reserve(&mut self, n: usize) {
         room(&mut self.rows, n);
+    }
+
+    /// How many more rows fit without growing.
+    fn spare(&self) -> usize {
+        self.rows.capacity() - self.rows.len()
     }
 
     /// The indices of `rows`' present values renumbered in order of first
@@ -267,25 +294,37 @@ impl DictText {
     /// Appends a row's value. Inlined into each column's fill: the
     /// repeat of the last value costs a comparison, not a call; any other
     /// value is looked up out of line ([`DictText::lookup`]).
+    ///
+    /// # Safety
+    /// Room for the row was reserved ([`DictText::spare`] > 0).
     #[inline(always)]
-    pub(crate) fn push(&mut self, v: Option<&[u8]>) {
-        self.push_row(v);
+    pub(crate) unsafe fn push_reserved(&mut self, v: Option<&[u8]>) {
+        // SAFETY: the caller's promise.
+        unsafe { self.push_row_reserved(v) };
     }
 
-    /// [`DictText::push`] of a free-text column's value, its PLAIN bytes
-    /// counted (`held`: only a free-text column's dictionary is weighed,
+    /// [`DictText::push_reserved`] of a free-text column's value, its PLAIN
+    /// bytes counted (`held`: only a free-text column's dictionary is weighed,
     /// [`DictText::free_text_values`]; a declared one's rows skip the count).
+    ///
+    /// # Safety
+    /// As [`DictText::push_reserved`].
     #[inline(always)]
-    pub(crate) fn push_free(&mut self, v: Option<&[u8]>) {
+    pub(crate) unsafe fn push_free_reserved(&mut self, v: Option<&[u8]>) {
         if v.is_some() || !self.optional {
             self.held += 4 + v.map_or(0, <[u8]>::len);
         }
-        self.push_row(v);
+        // SAFETY: the caller's promise.
+        unsafe { self.push_row_reserved(v) };
     }
 
-    /// [`DictText::push`], returning the row's index ([`NULL`] when unset).
+    /// [`DictText::push_reserved`], returning the row's index ([`NULL`] when
+    /// unset).
+    ///
+    /// # Safety
+    /// As [`DictText::push_reserved`].
     #[inline(always)]
-    pub(crate) fn push_row(&mut self, v: Option<&[u8]>) -> u32 {
+    pub(crate) unsafe fn push_row_reserved(&mut self, v: Option<&[u8]>) -> u32 {
         let i = match v {
             None if self.optional => {
                 self.dict.nulls += 1;
@@ -294,13 +333,41 @@ impl DictText {
             None => self.index(b""),
             Some(s) => self.index(s),
         };
-        self.dict.push(i);
+        // SAFETY: the caller's promise (a lookup grows the entries, not the rows).
+        unsafe { self.dict.push(i) };
         i
+    }
+
+    /// [`DictText::push_reserved`] with its room made first.
+    #[cfg(test)]
+    fn push(&mut self, v: Option<&[u8]>) {
+        self.push_row(v);
+    }
+
+    /// [`DictText::push_free_reserved`] with its room made first.
+    #[cfg(test)]
+    fn push_free(&mut self, v: Option<&[u8]>) {
+        self.reserve(1);
+        // SAFETY: room for one row was just made.
+        unsafe { self.push_free_reserved(v) }
+    }
+
+    /// [`DictText::push_row_reserved`] with its room made first.
+    #[cfg(test)]
+    fn push_row(&mut self, v: Option<&[u8]>) -> u32 {
+        self.reserve(1);
+        // SAFETY: room for one row was just made.
+        unsafe { self.push_row_reserved(v) }
     }
 
     /// Room for `n` more rows.
     pub(crate) fn reserve(&mut self, n: usize) {
         self.dict.reserve(n);
+    }
+
+    /// How many more rows fit without growing.
+    pub(crate) fn spare(&self) -> usize {
+        self.dict.spare()
     }
 
     #[inline(always)]
@@ -457,8 +524,11 @@ impl<K: Copy + Eq + Hash> DictNum<K> {
     /// repeat of the last value costs a comparison, not a call (was ~40
     /// instructions a call on mysql_text); any other value is looked up out
     /// of line ([`DictNum::lookup`]).
+    ///
+    /// # Safety
+    /// Room for the row was reserved ([`DictNum::spare`] > 0).
     #[inline(always)]
-    pub(crate) fn push(&mut self, v: Option<K>) {
+    pub(crate) unsafe fn push_reserved(&mut self, v: Option<K>) {
         let i = match v {
             None => {
                 self.dict.nulls += 1;
@@ -473,15 +543,28 @@ impl<K: Copy + Eq + Hash> DictNum<K> {
                 }
             }
         };
-        self.dict.push(i);
+        // SAFETY: the caller's promise (a lookup grows the entries, not the rows).
+        unsafe { self.dict.push(i) };
+    }
+
+    /// [`DictNum::push_reserved`] with its room made first.
+    #[cfg(test)]
+    fn push(&mut self, v: Option<K>) {
+        self.reserve(1);
+        // SAFETY: room for one row was just made.
+        unsafe { self.push_reserved(v) }
     }
 
     /// Appends a row whose value is entry `i` (known from another column:
     /// a connection's ends from its uid's entry, `TxBuf::push_common`).
+    ///
+    /// # Safety
+    /// As [`DictNum::push_reserved`].
     #[inline(always)]
-    pub(crate) fn push_index(&mut self, i: u32) {
+    pub(crate) unsafe fn push_index(&mut self, i: u32) {
         self.dict.last = i;
-        self.dict.push(i);
+        // SAFETY: the caller's promise.
+        unsafe { self.dict.push(i) };
     }
 
     /// The index of the last row pushed (one must have been).
@@ -493,6 +576,11 @@ impl<K: Copy + Eq + Hash> DictNum<K> {
     /// Room for `n` more rows.
     pub(crate) fn reserve(&mut self, n: usize) {
         self.dict.reserve(n);
+    }
+
+    /// How many more rows fit without growing.
+    pub(crate) fn spare(&self) -> usize {
+        self.dict.spare()
     }
 
     /// The index of a value other than the last row's: compared with each

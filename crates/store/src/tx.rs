@@ -285,6 +285,11 @@ pub(crate) struct TxBuf {
     /// neither a push nor, at the flush, a check per row and owner column.
     orig_proc: Vec<Proc>,
     resp_proc: Vec<Proc>,
+    /// Rows every per-row vector (`ts`, the builders' rows) has room for,
+    /// reserved at once by [`TxBuf::grow`]: each row takes one, so its ~25
+    /// values are written without a capacity test each
+    /// ([`crate::dict::push_reserved`]).
+    room: usize,
     /// About how many bytes the buffer holds (for `flush_bytes`).
     pub(crate) bytes: usize,
     /// Scratch for a list value being joined (`crate::tx_record::fill`).
@@ -333,6 +338,7 @@ impl TxBuf {
             slots,
             orig_proc: Vec::new(),
             resp_proc: Vec::new(),
+            room: 0,
             bytes: 0,
             list: String::new(),
         }
@@ -340,21 +346,33 @@ impl TxBuf {
 
     /// Buffers a row already [`check`]ed against the kind.
     pub(crate) fn push(&mut self, r: &TxRow) {
-        self.push_common(r.common());
+        let mut row = self.push_common(r.common());
         for (i, cell) in r.extra.iter().enumerate() {
-            self.push_extra(i, cell.as_ref());
+            // Past the kind's last column the index panics, before any write.
+            let slot = row.0.slots[i];
+            // SAFETY: column `i`'s builder is its own (`slots` numbers each
+            // kind's builders apart) and takes this one value of the row.
+            unsafe { row.put(slot, cell.as_ref()) };
         }
     }
 
     /// Buffers the leading columns of a row; its extra columns follow, each
-    /// with [`TxBuf::push_extra`], so a row can be buffered straight from
-    /// borrowed values.
-    pub(crate) fn push_common(&mut self, r: Common<'_>) {
-        if self.ts.len() == self.ts.capacity() {
+    /// with [`Row::put`], so a row can be buffered straight from borrowed
+    /// values.
+    pub(crate) fn push_common(&mut self, r: Common<'_>) -> Row<'_> {
+        if self.room == 0 {
             self.grow();
         }
-        self.ts.push(r.ts_ns);
-        let u = self.uid.push_row(Some(r.uid)) as usize;
+        self.room -= 1;
+        // The row's room was just taken from `room`, which counts the rows
+        // every per-row vector has room for: each vector takes one value of
+        // the row, unchecked, in the unsafe blocks here.
+        let u;
+        // SAFETY: see above.
+        unsafe {
+            crate::dict::push_reserved(&mut self.ts, r.ts_ns);
+            u = self.uid.push_row_reserved(Some(r.uid)) as usize;
+        }
         let ends = Ends {
             client: r.client.0,
             server: r.server.0,
@@ -362,23 +380,29 @@ impl TxBuf {
             server_port: r.server_port,
             transport: r.transport,
         };
-        match self.conns.get(u) {
-            Some(c) if c.ends == ends => {
-                let idx = c.idx;
-                self.client.push_index(idx[0]);
-                self.client_port.push_index(idx[1]);
-                self.server.push_index(idx[2]);
-                self.server_port.push_index(idx[3]);
-                self.transport.push_index(idx[4]);
+        // SAFETY: as above.
+        unsafe {
+            match self.conns.get(u) {
+                Some(c) if c.ends == ends => {
+                    let idx = c.idx;
+                    self.client.push_index(idx[0]);
+                    self.client_port.push_index(idx[1]);
+                    self.server.push_index(idx[2]);
+                    self.server_port.push_index(idx[3]);
+                    self.transport.push_index(idx[4]);
+                }
+                _ => self.push_ends(u, ends),
             }
-            _ => self.push_ends(u, ends),
         }
-        self.status.push(Some(r.status.as_bytes()));
-        self.request_bytes.push(r.request_bytes);
-        self.response_bytes.push(r.response_bytes);
-        self.latency.push(r.latency_ns);
-        self.first_byte_latency.push(r.first_byte_latency_ns);
-        self.sample_weight.push(Some(u64::from(r.sample_weight)));
+        // SAFETY: as above.
+        unsafe {
+            self.status.push_reserved(Some(r.status.as_bytes()));
+            self.request_bytes.push_reserved(r.request_bytes);
+            self.response_bytes.push_reserved(r.response_bytes);
+            crate::dict::push_reserved(&mut self.latency, r.latency_ns);
+            crate::dict::push_reserved(&mut self.first_byte_latency, r.first_byte_latency_ns);
+            self.sample_weight.push_reserved(Some(u64::from(r.sample_weight)));
+        }
         if r.orig_proc.is_some() || r.resp_proc.is_some() || !self.orig_proc.is_empty() {
             // The first row with an owner: the rows before it have none.
             let before = self.ts.len() - 1;
@@ -388,19 +412,26 @@ impl TxBuf {
             self.resp_proc.push(r.resp_proc.clone());
         }
         self.bytes += TX_ROW_BYTES + r.uid.len() + self.slots.len() * 8;
+        Row(self)
     }
 
     /// The ends of a row whose uid (entry `u`) has none kept yet, value by
     /// value; kept for the uid's next rows. A uid seen with other ends (not
     /// expected: a uid is one connection) keeps its first ends and has these
     /// rows pushed value by value.
+    ///
+    /// # Safety
+    /// The row's room is reserved (taken from `room` by [`TxBuf::push_common`]).
     #[inline(never)]
-    fn push_ends(&mut self, u: usize, ends: Ends) {
-        self.client.push(Some(ends.client));
-        self.client_port.push(Some(ends.client_port));
-        self.server.push(Some(ends.server));
-        self.server_port.push(Some(ends.server_port));
-        self.transport.push(Some(ends.transport));
+    unsafe fn push_ends(&mut self, u: usize, ends: Ends) {
+        // SAFETY: the caller's promise; one value each.
+        unsafe {
+            self.client.push_reserved(Some(ends.client));
+            self.client_port.push_reserved(Some(ends.client_port));
+            self.server.push_reserved(Some(ends.server));
+            self.server_port.push_reserved(Some(ends.server_port));
+            self.transport.push_reserved(Some(ends.transport));
+        }
         if u == self.conns.len() {
             let idx = [
                 self.client.last_row(),
@@ -415,8 +446,9 @@ impl TxBuf {
     }
 
     /// Room for the rows to come in every per-row vector at once, grown by
-    /// `dict::GROWTH` (the buffer is full: `ts` is, and every builder holds
-    /// one value a row), so that no push of a row reallocates.
+    /// `dict::GROWTH` (the buffer is full: `room` is spent; every builder holds
+    /// one value a row), so that no push of a row reallocates; `room` set to
+    /// the rows they all have room for.
     #[inline(never)]
     fn grow(&mut self) {
         let n = self.ts.len().max(16) * (crate::dict::GROWTH - 1);
@@ -431,36 +463,65 @@ impl TxBuf {
         self.strs.iter_mut().for_each(|d| d.reserve(n));
         self.dict_strs.iter_mut().for_each(|d| d.reserve(n));
         self.bools.iter_mut().for_each(|v| crate::dict::room(v, n));
+        let room = self.spare_rows();
+        // The pushes rely on it (`push_common` takes one row of it unchecked).
+        assert!(room > 0, "a write buffer grown without room");
+        self.room = room;
     }
 
-    /// Buffers the value of extra column `col` of the row being pushed; the
-    /// cell must fit the column (rows are checked).
-    pub(crate) fn push_extra(&mut self, col: usize, cell: CellRef<'_>) {
-        self.put(self.slots[col], cell);
+    /// The rows every per-row vector has room for without growing.
+    fn spare_rows(&self) -> usize {
+        let spare = |v: usize, c: usize| c - v;
+        let mut room = spare(self.ts.len(), self.ts.capacity());
+        room = room.min(spare(self.latency.len(), self.latency.capacity()));
+        room = room.min(spare(self.first_byte_latency.len(), self.first_byte_latency.capacity()));
+        macro_rules! spares { ($($f:ident),*) => { $(room = room.min(self.$f.spare());)* } }
+        spares!(uid, client, client_port, server, server_port, transport, status, request_bytes, response_bytes, sample_weight);
+        room = self.u64s.iter().fold(room, |r, v| r.min(spare(v.len(), v.capacity())));
+        room = self.dict_u64s.iter().fold(room, |r, d| r.min(d.spare()));
+        room = self.durs.iter().fold(room, |r, v| r.min(spare(v.len(), v.capacity())));
+        room = self.strs.iter().fold(room, |r, d| r.min(d.spare()));
+        room = self.dict_strs.iter().fold(room, |r, d| r.min(d.spare()));
+        self.bools.iter().fold(room, |r, v| r.min(spare(v.len(), v.capacity())))
+    }
+
+    /// Whether the rows `room` counts fit every per-row vector (for tests).
+    #[cfg(test)]
+    pub(crate) fn room_is_reserved(&self) -> bool {
+        self.room <= self.spare_rows()
     }
 
     /// Buffers a value in the builder `slot`; the cell must fit it. With
     /// `slot` and the cell's variant known at compile time (a record's
     /// columns, `crate::tx_record::fill`) the match below is folded away:
-    /// one indexed push.
+    /// one indexed push, without a capacity test.
+    ///
+    /// # Safety
+    /// A row was begun ([`TxBuf::push_common`]: its room taken) and `slot`
+    /// has no value of it yet.
     #[inline(always)]
-    pub(crate) fn put(&mut self, slot: Slot, cell: CellRef<'_>) {
-        match (slot.0, cell) {
-            (Builder::U64, CellRef::U64(x)) => self.u64s[slot.1].push(x),
-            (Builder::DictU64, CellRef::U64(x)) => self.dict_u64s[slot.1].push(x),
-            (Builder::Dur, CellRef::Dur(x)) => self.durs[slot.1].push(x),
-            (Builder::Str, CellRef::Str(x)) => {
-                self.bytes += x.map_or(0, str::len);
-                self.strs[slot.1].push_free(x.map(str::as_bytes));
+    unsafe fn put(&mut self, slot: Slot, cell: CellRef<'_>) {
+        use crate::dict::push_reserved;
+        // SAFETY: the caller's promise: the row's room is reserved in every
+        // builder, and this is the row's one value in this one.
+        unsafe {
+            match (slot.0, cell) {
+                (Builder::U64, CellRef::U64(x)) => push_reserved(&mut self.u64s[slot.1], x),
+                (Builder::DictU64, CellRef::U64(x)) => self.dict_u64s[slot.1].push_reserved(x),
+                (Builder::Dur, CellRef::Dur(x)) => push_reserved(&mut self.durs[slot.1], x),
+                (Builder::Str, CellRef::Str(x)) => {
+                    self.bytes += x.map_or(0, str::len);
+                    self.strs[slot.1].push_free_reserved(x.map(str::as_bytes));
+                }
+                (Builder::DictStr, CellRef::Str(x)) => {
+                    // Counted as held text though a repeated value is kept once:
+                    // the flush size stays what it was.
+                    self.bytes += x.map_or(0, str::len);
+                    self.dict_strs[slot.1].push_reserved(x.map(str::as_bytes));
+                }
+                (Builder::Bool, CellRef::Bool(x)) => push_reserved(&mut self.bools[slot.1], x),
+                _ => unreachable!("row checked against the kind's columns"),
             }
-            (Builder::DictStr, CellRef::Str(x)) => {
-                // Counted as held text though a repeated value is kept once:
-                // the flush size stays what it was.
-                self.bytes += x.map_or(0, str::len);
-                self.dict_strs[slot.1].push(x.map(str::as_bytes));
-            }
-            (Builder::Bool, CellRef::Bool(x)) => self.bools[slot.1].push(x),
-            _ => unreachable!("row checked against the kind's columns"),
         }
     }
 
@@ -490,7 +551,27 @@ impl TxBuf {
         self.strs.iter_mut().for_each(DictText::clear);
         self.dict_strs.iter_mut().for_each(DictText::clear);
         self.bools.iter_mut().for_each(Vec::clear);
+        // Counted again at the next row (the room is kept, not released).
+        self.room = 0;
         self.bytes = 0;
+    }
+}
+
+/// A row begun by [`TxBuf::push_common`]: its leading columns buffered and
+/// its room taken in every builder; its own columns are put through it.
+pub(crate) struct Row<'b>(&'b mut TxBuf);
+
+impl Row<'_> {
+    /// Buffers the row's value of the column whose builder is `slot`.
+    ///
+    /// # Safety
+    /// `slot` has no value of this row yet (a row puts each of its columns
+    /// once, and each column has a builder of its own).
+    #[inline(always)]
+    pub(crate) unsafe fn put(&mut self, slot: Slot, cell: CellRef<'_>) {
+        // SAFETY: the row was begun (its room taken) by `push_common`, the
+        // one maker of a `Row`; `slot` once, the caller's promise.
+        unsafe { self.0.put(slot, cell) }
     }
 }
 

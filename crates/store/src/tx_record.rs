@@ -13,7 +13,7 @@ use wirelog_record::{Proto, Protocol, TxRecord};
 
 use crate::batch::Kind;
 use crate::schema::{self, ColType};
-use crate::tx::{Builder, Cell, CellRef, Common, Slot, TxBuf, TxRow};
+use crate::tx::{Builder, Cell, CellRef, Common, Row, Slot, TxBuf, TxRow};
 
 /// The store kind of a protocol's transactions.
 pub fn tx_kind(p: Protocol) -> Kind {
@@ -99,7 +99,10 @@ const fn slot_at(c: &'static Columns, i: usize) -> Option<Slot> {
 /// [`tx_columns`](crate::schema::tx_columns) order and `slot` its builder
 /// (both constants): the write buffer's builders, or a [`TxRow`]'s cells.
 pub(crate) trait Cells {
-    fn cell(&mut self, col: usize, slot: Slot, c: CellRef<'_>);
+    /// # Safety
+    /// Called at most once per column `col` of a record (a buffer's row
+    /// takes each builder's room for one value).
+    unsafe fn cell(&mut self, col: usize, slot: Slot, c: CellRef<'_>);
 }
 
 /// Own column `I` of a record of protocol `P` ([`Protocol::ALL`]'s index),
@@ -136,7 +139,8 @@ fn own<const P: usize, const I: usize, S: Cells>(r: &TxRecord, s: &mut S, list: 
             CellRef::Str((!(l.len == 0 && empty_list_unset)).then(|| l.joined(list)))
         }
     };
-    s.cell(I, slot, cell);
+    // SAFETY: `fill_protocol` calls `own::<P, I>` once for each column `I`.
+    unsafe { s.cell(I, slot, cell) };
 }
 
 /// The most stored columns (own and every kind's) a protocol may declare
@@ -185,16 +189,18 @@ pub(crate) fn fill<S: Cells>(r: &TxRecord, s: &mut S, list: &mut String) {
 struct RowCells(Vec<Cell>);
 
 impl Cells for RowCells {
-    fn cell(&mut self, col: usize, _: Slot, c: CellRef<'_>) {
+    unsafe fn cell(&mut self, col: usize, _: Slot, c: CellRef<'_>) {
         debug_assert_eq!(col, self.0.len());
         self.0.push(Cell::from(c));
     }
 }
 
-impl Cells for TxBuf {
+impl Cells for Row<'_> {
     #[inline(always)]
-    fn cell(&mut self, _: usize, slot: Slot, c: CellRef<'_>) {
-        self.put(slot, c);
+    unsafe fn cell(&mut self, _: usize, slot: Slot, c: CellRef<'_>) {
+        // SAFETY: the column once (the caller's promise), and each column
+        // has a builder of its own (`slot_at` numbers them apart).
+        unsafe { self.put(slot, c) };
     }
 }
 
@@ -252,9 +258,9 @@ impl TxBuf {
     /// Buffers a record of the buffer's kind as [`TxBuf::push`] buffers
     /// [`TxRow::from_record`] of it, without building the row.
     pub(crate) fn push_record(&mut self, r: &TxRecord) {
-        self.push_common(common(r));
         let mut list = std::mem::take(&mut self.list);
-        fill(r, self, &mut list);
+        let mut row = self.push_common(common(r));
+        fill(r, &mut row, &mut list);
         self.list = list;
     }
 }
@@ -396,6 +402,21 @@ mod tests {
             let row = TxRow::from_record(r);
             assert_eq!(row.extra, cells_by_get(r), "{:?}", r.protocol);
             crate::tx::check(tx_kind(r.protocol), &row).unwrap();
+        }
+        // The rows' values are written without a capacity test in room
+        // reserved for every per-row vector at once: the room counted never
+        // exceeds what each has, through growths and a clear.
+        for r in &records {
+            let mut buf = TxBuf::new(tx_kind(r.protocol));
+            let row = TxRow::from_record(r);
+            for n in [1_000usize, 300] {
+                buf.clear();
+                for i in 0..n {
+                    if i % 2 == 0 { buf.push_record(r) } else { buf.push(&row) }
+                    assert!(buf.room_is_reserved(), "{:?} row {i}", r.protocol);
+                }
+                assert_eq!(crate::encode::RowSource::len(&buf), n);
+            }
         }
     }
 
