@@ -21,9 +21,10 @@
 //! last place for a block ([`Room::put`]: a writer that broke its budget),
 //! at that last place, where it cannot pass the buffer's end; the line is
 //! then short as well (the cursor, which only grows, ends past that place)
-//! and is written again. No test of a block jumps to code that changes the
-//! room, so the cursor and the buffer's address stay in registers between
-//! the checked writes instead of being stored and loaded again per block.
+//! and is written again. No test of a block jumps to code out of line.
+//! (The cursor is still loaded and stored around most blocks: the room is
+//! behind a reference, and the compiler cannot tell a store through the
+//! buffer's address, itself loaded from the room, from the room's fields.)
 
 use std::mem::MaybeUninit;
 
@@ -328,9 +329,9 @@ impl<'a> Room<'a> {
         self.b.get_mut(p..p + n)
     }
 
-    /// Inlined, not a call: a call that is given the room could change its
-    /// cursor as far as the compiler knows, which would then be loaded
-    /// again after every checked write (the branch is marked cold instead).
+    /// Inlined, not a call (the branch is marked cold instead): a call that
+    /// is given the room could change any of its fields as far as the
+    /// compiler knows, which are then loaded again after it.
     #[inline(always)]
     fn short_by(&mut self, n: usize) {
         std::hint::cold_path();
