@@ -16,6 +16,15 @@
 //! is not written: the line is short, every later checked write is refused
 //! as well, and [`Room::short`] says how much room writing the line again
 //! needs at most; the line is then written a second time with that much.
+//!
+//! A block is stored without a branch: at the cursor, or, past the room's
+//! last place for a block ([`Room::put`]: a writer that broke its budget),
+//! at that last place, where it cannot pass the buffer's end; the line is
+//! then short as well (the cursor, which only grows, ends past that place)
+//! and is written again. No test of a block jumps to code out of line.
+//! (The cursor is still loaded and stored around most blocks: the room is
+//! behind a reference, and the compiler cannot tell a store through the
+//! buffer's address, itself loaded from the room, from the room's fields.)
 
 use std::mem::MaybeUninit;
 
@@ -26,9 +35,12 @@ use crate::logs::tx::{json_escapes_any, tail_word, tsv_escapes_any};
 /// The spare capacity of a line buffer and a cursor into it.
 pub(crate) struct Room<'a> {
     b: &'a mut [MaybeUninit<u8>],
-    /// Bytes written. Never past `b.len()`: blocks are stored within the
-    /// budget the last passed check left (see [`Room::put`]).
+    /// Bytes written (or, past `last`, counted: see [`Room::put`]).
     p: usize,
+    /// The furthest a block is stored at: `b.len() - BLOCK_MOST`, so that
+    /// no block passes the buffer's end. A cursor past it at the line's
+    /// end makes the line short.
+    last: usize,
     /// The furthest a checked write may end: `b.len()` less the budget, so
     /// that the blocks after it still fit; 0 once the line is short.
     lim: usize,
@@ -39,9 +51,12 @@ pub(crate) struct Room<'a> {
     short: bool,
     /// Tests only: block bytes stored since the last passed check, held
     /// against the budget (a line that writes more than it declared fails
-    /// its tests instead of writing past the room).
+    /// its tests instead of being written again), unless `lax` (the test of
+    /// a writer breaking its budget).
     #[cfg(test)]
     used: usize,
+    #[cfg(test)]
+    lax: bool,
 }
 
 /// The largest fixed-size block [`Room::put`] stores (checked at compile
@@ -220,9 +235,10 @@ pub(crate) fn append(v: &mut Vec<u8>, budget: usize, mut f: impl FnMut(&mut Room
             None => {
                 let n = room.len();
                 // SAFETY: a Room's cursor moves only over bytes it wrote
-                // until it is short (a checked write that did not fit made
-                // it short), and it is not: the first `n` bytes of the
-                // spare capacity are initialized.
+                // until it is short (a checked write that did not fit, or a
+                // block stored at the last place instead of the cursor, made
+                // it short), and it is not: the first `n` bytes of the spare
+                // capacity are initialized.
                 unsafe { v.set_len(v.len() + n) };
                 return true;
             }
@@ -233,34 +249,23 @@ pub(crate) fn append(v: &mut Vec<u8>, budget: usize, mut f: impl FnMut(&mut Room
 }
 
 impl<'a> Room<'a> {
-    /// A room of no bytes (a placeholder while a room is lent by value):
-    /// short, so nothing is written through it.
-    pub(crate) fn empty() -> Room<'a> {
-        Room {
-            b: &mut [],
-            p: 0,
-            lim: 0,
-            budget: usize::MAX,
-            extra: 0,
-            short: true,
-            #[cfg(test)]
-            used: 0,
-        }
-    }
-
     /// A room in `b` for a line of `budget` bytes of blocks; `None` if `b`
-    /// has less than that.
+    /// has less than that, or less than a block.
     fn new(b: &'a mut [MaybeUninit<u8>], budget: usize) -> Option<Self> {
         let lim = b.len().checked_sub(budget)?;
+        let last = b.len().checked_sub(BLOCK_MOST)?;
         Some(Room {
             b,
             p: 0,
+            last,
             lim,
             budget,
             extra: 0,
             short: false,
             #[cfg(test)]
             used: 0,
+            #[cfg(test)]
+            lax: false,
         })
     }
 
@@ -272,7 +277,7 @@ impl<'a> Room<'a> {
     /// The bytes written since `start` (a [`Room::len`] taken before), if
     /// none of the writes since then was refused.
     pub(crate) fn written_since(&self, start: usize) -> Option<&[u8]> {
-        if self.short {
+        if self.short || self.p > self.last {
             return None;
         }
         let part = self.b.get(start..self.p)?;
@@ -286,7 +291,11 @@ impl<'a> Room<'a> {
     /// the room writing the same values again needs at most (the blocks'
     /// budget included).
     pub(crate) fn short(&self) -> Option<usize> {
-        self.short.then(|| self.p.saturating_add(self.extra).saturating_add(self.budget))
+        // A cursor past `last`: some block may have been stored at `last`
+        // instead of at the cursor (one block more of room keeps the
+        // cursor of the same line within `last` the second time).
+        (self.short || self.p > self.last)
+            .then(|| self.p.saturating_add(self.extra).saturating_add(self.budget).saturating_add(BLOCK_MOST))
     }
 
     /// The one test of a write whose size depends on the data: true if `n`
@@ -320,9 +329,12 @@ impl<'a> Room<'a> {
         self.b.get_mut(p..p + n)
     }
 
-    #[cold]
-    #[inline(never)]
+    /// Inlined, not a call (the branch is marked cold instead): a call that
+    /// is given the room could change any of its fields as far as the
+    /// compiler knows, which are then loaded again after it.
+    #[inline(always)]
     fn short_by(&mut self, n: usize) {
+        std::hint::cold_path();
         self.short = true;
         self.lim = 0;
         self.extra = self.extra.saturating_add(n);
@@ -335,28 +347,26 @@ impl<'a> Room<'a> {
         const { assert!(N <= BLOCK_MOST, "a block larger than BLOCK_MOST") };
         debug_assert!(n <= N);
         #[cfg(test)]
-        {
+        if !self.lax {
             self.used += N;
             assert!(self.used <= self.budget, "a line stored more blocks than its budget");
-            assert!(self.p + N <= self.b.len());
+            assert!(self.p <= self.last);
         }
-        // The line's budget keeps this true (when the line started, `b`
-        // had at least `budget` bytes past every passed check, and the
-        // blocks stored between two checks total at most the budget: each
-        // value at most VALUE_MOST, as the writers of `tx` and `zeek` are
-        // built; the tests hold every line to it, `used` above). It is
-        // still tested here, one comparison the branch predictor always
-        // gets right, so that a writer that ever broke the budget makes
-        // the line short (written again with more room), never a store
-        // past the buffer.
-        if self.p + N > self.b.len() {
-            self.short_by(N);
-            return;
-        }
-        // SAFETY: `p + N <= b.len()` (tested just above), `b` is
+        // The line's budget keeps the cursor within `last` (when the line
+        // started, `b` had at least `budget` bytes past every passed check,
+        // and the blocks stored between two checks total at most the
+        // budget: each value at most VALUE_MOST, as the writers of `tx` and
+        // `zeek` are built; the tests hold every line to it, `used` above).
+        // A writer that ever broke it stores its block at `last` instead,
+        // over bytes of the line, which is then short (the cursor ends past
+        // `last`: see `short`) and written again with more room; never past
+        // the buffer. A minimum, not a branch: see the module's notes.
+        let at = self.p.min(self.last);
+        // SAFETY: `at <= last = b.len() - BLOCK_MOST` and `N <= BLOCK_MOST`
+        // (checked at compile time above), so `at + N <= b.len()`; `b` is
         // `MaybeUninit` (any bytes may be stored), and the unaligned store
         // needs no alignment.
-        unsafe { self.b.as_mut_ptr().add(self.p).cast::<[u8; N]>().write_unaligned(x) };
+        unsafe { self.b.as_mut_ptr().add(at).cast::<[u8; N]>().write_unaligned(x) };
         self.p += n;
     }
 
@@ -1116,6 +1126,35 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A writer that stores far more blocks than its budget (the room's
+    /// budget test turned off: `lax`) never stores past the buffer: its
+    /// blocks past the last place are stored there, the line is short, and
+    /// the second pass, with the room the first asked for, writes it whole.
+    /// Buffers of every size around the line's, so that the cursor passes
+    /// the last place at every block of the line.
+    #[test]
+    fn a_writer_past_its_budget_stores_within_the_buffer_and_writes_again() {
+        let blocks: Vec<[u8; BLOCK_MOST]> = (0..40u8).map(|i| [b'a' + i % 26; BLOCK_MOST]).collect();
+        let want: Vec<u8> = blocks.iter().enumerate().flat_map(|(i, b)| b[..1 + i % BLOCK_MOST].to_vec()).collect();
+        for cap in [0, 1, BLOCK_MOST - 1, BLOCK_MOST, BLOCK_MOST + 1, 200, want.len() - 1, want.len(), want.len() + BLOCK_MOST] {
+            let mut v: Vec<u8> = Vec::with_capacity(cap);
+            let room_at_first = v.capacity();
+            let mut passes = 0;
+            let fitted = append(&mut v, BLOCK_MOST, |r| {
+                passes += 1;
+                r.lax = true;
+                for (i, b) in blocks.iter().enumerate() {
+                    r.put(*b, 1 + i % BLOCK_MOST);
+                }
+            });
+            assert!(fitted, "{cap}");
+            assert_eq!(v, want, "{cap}");
+            // Written again exactly when some block was past the last place.
+            assert_eq!(passes, if room_at_first >= want.len() + BLOCK_MOST { 1 } else { 2 }, "{cap}");
+            assert!(v.len() <= v.capacity());
         }
     }
 

@@ -386,7 +386,7 @@ fn value<const JSON: bool>(room: &mut Room<'_>, k: &Key, item: Item, esc: Esc, v
         Val::TimeSecs(t) => interval::<JSON>(room, k, t.map(|t| t.saturating_mul(1_000_000_000))),
         // An empty list of UTF-8 text is unset in TSV.
         Val::List(Some(l)) if !JSON && l.len == 0 && esc == Esc::Tsv => unset::<JSON>(room),
-        Val::List(Some(l)) => *room = vector::<JSON>(std::mem::replace(room, Room::empty()), k, item, esc, l, scratch),
+        Val::List(Some(l)) => vector::<JSON>(room, k, item, esc, l, scratch),
         Val::Unset | Val::Text(None) | Val::Bool(None) | Val::List(None) => unset::<JSON>(room),
     }
 }
@@ -394,18 +394,13 @@ fn value<const JSON: bool>(room: &mut Room<'_>, k: &Key, item: Item, esc: Esc, v
 /// A Zeek vector: when empty `-` in TSV with UTF-8 text, `(empty)` with
 /// Zeek's ASCII text, `[]` in JSON; items separated by `,` (escaped inside
 /// text items), numbers unquoted in JSON, text escaped and quoted; whole
-/// seconds as Zeek writes an interval.
-///
-/// The room is taken and given back (not borrowed): a borrowed room would
-/// be kept in memory by the caller for the whole line.
+/// seconds as Zeek writes an interval. Out of line: lists are rare in
+/// most logs, and their loop would crowd the line's registers. The room is
+/// lent: the line's room is behind a reference already (see `append`), so
+/// lending it costs nothing more (a room given by value and back was
+/// measured dearer, copied both ways).
 #[inline(never)]
-fn vector<'r, const JSON: bool>(mut room: Room<'r>, k: &Key, item: Item, esc: Esc, l: columns::List<'_>, scratch: &mut String) -> Room<'r> {
-    vector_into::<JSON>(&mut room, k, item, esc, l, scratch);
-    room
-}
-
-#[inline(always)]
-fn vector_into<const JSON: bool>(room: &mut Room<'_>, k: &Key, item: Item, esc: Esc, l: columns::List<'_>, scratch: &mut String) {
+fn vector<const JSON: bool>(room: &mut Room<'_>, k: &Key, item: Item, esc: Esc, l: columns::List<'_>, scratch: &mut String) {
     if !JSON && l.len == 0 {
         match esc {
             Esc::Tsv => unset::<JSON>(room),
@@ -515,16 +510,16 @@ impl Head {
 }
 
 /// The head of `r`'s line composed (not kept, or another connection's in
-/// its slot), then kept in `slot` when it fits. Out of line: the room is
-/// taken and given back, as in [`vector`].
+/// its slot), then kept in `slot` when it fits. Out of line: composed a
+/// few times per connection; the room is lent, as to [`vector`].
 #[inline(never)]
-fn new_head<'r, const JSON: bool>(mut room: Room<'r>, keys: &[Key], r: &TxRecord, kept: &mut Kept, slot: &mut Option<Head>) -> Room<'r> {
+fn new_head<const JSON: bool>(room: &mut Room<'_>, keys: &[Key], r: &TxRecord, kept: &mut Kept, slot: &mut Option<Head>) {
     let start = room.len();
-    plain::<JSON, 18>(&mut room, &keys[1], r.uid.padded());
-    addr::<JSON>(&mut room, &keys[2], &r.orig_h, kept, 0);
-    count::<JSON>(&mut room, &keys[3], Some(u64::from(r.orig_p)));
-    addr::<JSON>(&mut room, &keys[4], &r.resp_h, kept, 1);
-    count::<JSON>(&mut room, &keys[5], Some(u64::from(r.resp_p)));
+    plain::<JSON, 18>(room, &keys[1], r.uid.padded());
+    addr::<JSON>(room, &keys[2], &r.orig_h, kept, 0);
+    count::<JSON>(room, &keys[3], Some(u64::from(r.orig_p)));
+    addr::<JSON>(room, &keys[4], &r.resp_h, kept, 1);
+    count::<JSON>(room, &keys[5], Some(u64::from(r.resp_p)));
     *slot = match room.written_since(start) {
         Some(t) if t.len() <= 128 => {
             let mut text = [[0u8; 64]; 2];
@@ -537,7 +532,6 @@ fn new_head<'r, const JSON: bool>(mut room: Room<'r>, keys: &[Key], r: &TxRecord
         // each time.
         _ => None,
     };
-    room
 }
 
 /// The padded bytes of each status name.
@@ -746,7 +740,7 @@ impl<W: TakeLines> TxLogWriter<W> {
             let slot = &mut heads[Head::slot(r)];
             match slot {
                 Some(h) if h.is_of(r) => h.write(room),
-                _ => *room = new_head::<JSON>(std::mem::replace(room, Room::empty()), head, r, kept, slot),
+                _ => new_head::<JSON>(room, head, r, kept, slot),
             }
             own_columns::<P, JSON>(room, keys, on, r, scratch);
             plain::<JSON, 16>(room, &tail[0], status_padded(tx.status));
