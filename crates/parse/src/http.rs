@@ -1387,9 +1387,10 @@ impl FieldName {
     }
 }
 
-/// `v` as lossy UTF-8, shared (see `texts`).
+/// `v` as lossy UTF-8, shared (see `texts`): a common text (method,
+/// version, reason) without conversion or lookup.
 fn shared_lossy(v: &[u8]) -> Arc<str> {
-    texts::shared(&String::from_utf8_lossy(v))
+    texts::common(v).unwrap_or_else(|| texts::shared(&String::from_utf8_lossy(v)))
 }
 
 fn trim(v: &[u8]) -> &[u8] {
