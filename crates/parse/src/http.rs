@@ -604,6 +604,25 @@ impl HttpParser {
         }
     }
 
+    /// The requests of the `waiting` first in `pending` that waited past the
+    /// timeout (the queue's front at least), in order, reported unanswered.
+    #[cold]
+    #[inline(never)]
+    fn expire_waiting(&mut self, now_ns: i64, waiting: usize, out: &mut Vec<Transaction>) {
+        let timeout = self.cfg.transaction_timeout_ns;
+        let n = self.pending.iter().take(waiting).take_while(|p| now_ns - p.req.last_ns > timeout).count();
+        // A response being read is paired already; expiring the queue front
+        // while it is read would be wrong only if it were in the queue, which it is not.
+        for p in self.pending.drain(..n) {
+            out.push(Transaction {
+                request: Some(p.req),
+                response: None,
+                status: TxStatus::NoResponse,
+                detail: Detail::Http(p.tx),
+            });
+        }
+    }
+
     fn request_line(&self, line: &[u8], tx: &mut HttpTx) -> bool {
         let mut parts = line.splitn(3, |&b| b == b' ');
         let (Some(m), Some(uri), ver) = (parts.next(), parts.next(), parts.next()) else {
@@ -1215,50 +1234,47 @@ fn status_line(line: &[u8], tx: &mut HttpTx) -> bool {
     true
 }
 
-/// Position of the first `\n`, eight bytes at a time (header blocks are
-/// scanned on every message, so this loop is the parser's hot spot).
+/// Position of the first `\n` (header blocks are scanned on every message,
+/// so this loop is the parser's hot spot).
 #[inline]
 fn find_nl(hay: &[u8]) -> Option<usize> {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    const NL: u64 = LO * b'\n' as u64;
-    let mut i = 0;
-    while i + 8 <= hay.len() {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&hay[i..i + 8]);
-        let x = u64::from_le_bytes(w) ^ NL;
-        // A zero byte in x is a '\n' in the input (exact for the lowest one).
-        let z = x.wrapping_sub(LO) & !x & HI;
-        if z != 0 {
-            return Some(i + (z.trailing_zeros() / 8) as usize);
-        }
-        i += 8;
-    }
-    hay[i..].iter().position(|&b| b == b'\n').map(|p| i + p)
+    find_either::<b'\n', b'\n'>(hay)
 }
 
-/// Position of the first `:` or `\n`, eight bytes at a time as
-/// [`find_nl`] (the name of every header field is scanned for its colon).
-/// The lowest flagged byte of either test is exact, so the lowest of both is.
+/// Position of the first `:` or `\n` (the name of every header field is
+/// scanned for its colon).
 #[inline]
 fn find_colon_or_nl(hay: &[u8]) -> Option<usize> {
+    find_either::<b':', b'\n'>(hay)
+}
+
+/// Position of the first byte `A` or `B`, eight bytes at a time (with
+/// `A == B`, one test: the branch on constants is gone once compiled).
+#[inline]
+fn find_either<const A: u8, const B: u8>(hay: &[u8]) -> Option<usize> {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
-    const COLON: u64 = LO * b':' as u64;
-    const NL: u64 = LO * b'\n' as u64;
+    let (wa, wb) = (LO * A as u64, LO * B as u64);
     let mut i = 0;
     while i + 8 <= hay.len() {
         let mut w = [0u8; 8];
         w.copy_from_slice(&hay[i..i + 8]);
         let w = u64::from_le_bytes(w);
-        let (c, n) = (w ^ COLON, w ^ NL);
-        let z = ((c.wrapping_sub(LO) & !c) | (n.wrapping_sub(LO) & !n)) & HI;
+        // A zero byte in a (or b) is an `A` (a `B`) in the input; the
+        // lowest flagged byte of either test is exact, so the lowest of both is.
+        let a = w ^ wa;
+        let mut z = a.wrapping_sub(LO) & !a;
+        if A != B {
+            let b = w ^ wb;
+            z |= b.wrapping_sub(LO) & !b;
+        }
+        let z = z & HI;
         if z != 0 {
             return Some(i + (z.trailing_zeros() / 8) as usize);
         }
         i += 8;
     }
-    hay[i..].iter().position(|&b| b == b':' || b == b'\n').map(|p| i + p)
+    hay[i..].iter().position(|&c| c == A || c == B).map(|p| i + p)
 }
 
 /// Index just after the blank line ending a header block, searching for
@@ -1371,9 +1387,10 @@ impl FieldName {
     }
 }
 
-/// `v` as lossy UTF-8, shared (see `texts`).
+/// `v` as lossy UTF-8, shared (see `texts`): a common text (method,
+/// version, reason) without conversion or lookup.
 fn shared_lossy(v: &[u8]) -> Arc<str> {
-    texts::shared(&String::from_utf8_lossy(v))
+    texts::common(v).unwrap_or_else(|| texts::shared(&String::from_utf8_lossy(v)))
 }
 
 fn trim(v: &[u8]) -> &[u8] {
@@ -1477,29 +1494,15 @@ impl StreamParser for HttpParser {
     }
 
     fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
-        let timeout = self.cfg.transaction_timeout_ns;
+        // Called at every segment: most find no request waiting past its
+        // timeout, so that test comes first and costs a few instructions
+        // (the loop and the queue's drain cost ~100 a segment when inline here).
         // Only complete requests wait for a response; the one being read is not expired.
-        let waiting = self
-            .pending
-            .len()
-            .saturating_sub(usize::from(self.req_in_queue));
-        let mut n = 0;
-        for p in self.pending.iter().take(waiting) {
-            if now_ns - p.req.last_ns > timeout {
-                n += 1;
-            } else {
-                break;
-            }
-        }
-        // A response being read is paired already; expiring the queue front
-        // while it is read would be wrong only if it were in the queue, which it is not.
-        for p in self.pending.drain(..n) {
-            out.push(Transaction {
-                request: Some(p.req),
-                response: None,
-                status: TxStatus::NoResponse,
-                detail: Detail::Http(p.tx),
-            });
+        let waiting = self.pending.len().saturating_sub(usize::from(self.req_in_queue));
+        let front_stale = waiting > 0
+            && self.pending.front().is_some_and(|p| now_ns - p.req.last_ns > self.cfg.transaction_timeout_ns);
+        if front_stale {
+            self.expire_waiting(now_ns, waiting, out);
         }
     }
 

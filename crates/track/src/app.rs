@@ -405,9 +405,14 @@ impl AppState {
 
     /// The payload of one delivery: whether the TCP connection was partial
     /// when it came (Zeek's `IsPartial`, `TcpConn::is_partial`; false over
-    /// UDP). Empty payloads say nothing.
-    pub fn payload_seen(&mut self, payload_len: usize, partial: bool) {
-        self.whole_payload |= payload_len > 0 && !partial;
+    /// UDP). Empty payloads say nothing. `partial` (a TCP state lookup, ~30
+    /// instructions) is asked only when its answer can change something: a
+    /// payload while no payload was whole yet, not at every segment.
+    #[inline]
+    pub fn payload_seen(&mut self, payload_len: usize, partial: impl FnOnce() -> bool) {
+        if payload_len > 0 && !self.whole_payload {
+            self.whole_payload = !partial();
+        }
     }
 
     /// conn.log's `service` once parsing ended (`stopped`: the parser gave

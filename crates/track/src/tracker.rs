@@ -1135,14 +1135,14 @@ impl Tracker {
         }
         // Zeek's analyzers that skip partial connections read this payload
         // only if the connection is not partial now (`TcpConn::is_partial`).
-        let partial = match &e.value.state {
-            ProtoState::Tcp(part) => self.tcp.with(part, |t| t.is_partial()).unwrap_or(true),
-            _ => false,
-        };
         let Some(app) = self.apps.get_mut(e.value.app) else {
             return;
         };
-        app.payload_seen(payload.len(), partial);
+        let (state, tcp_states) = (&e.value.state, &self.tcp);
+        app.payload_seen(payload.len(), || match state {
+            ProtoState::Tcp(part) => tcp_states.with(part, |t| t.is_partial()).unwrap_or(true),
+            _ => false,
+        });
         let thin = self.thin_k.trailing_zeros() as u8;
         if app.keep < thin && !app.stopped {
             // Step 1b's draw (see `set_thinning`).

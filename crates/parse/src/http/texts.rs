@@ -48,6 +48,61 @@ pub(crate) fn shared(text: &str) -> Arc<str> {
     })
 }
 
+/// The texts nearly every message carries: request methods, protocol
+/// versions (as `HttpTx::version` holds them, without `HTTP/`) and the
+/// commonest status reasons. Their index is `common_index`'s.
+const COMMON: [&str; 23] = [
+    "GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "1.1", "1.0", "OK", "Not Found",
+    "Not Modified", "Found", "Moved Permanently", "No Content", "Partial Content", "Bad Request", "Forbidden",
+    "Unauthorized", "Created", "See Other", "Internal Server Error",
+];
+
+thread_local! {
+    static COMMON_TEXTS: [Arc<str>; COMMON.len()] = COMMON.map(Arc::from);
+}
+
+/// Where `text` is in [`COMMON`]: a `match` on the bytes (lengths first),
+/// no hash.
+#[inline]
+fn common_index(text: &[u8]) -> Option<usize> {
+    Some(match text {
+        b"GET" => 0,
+        b"POST" => 1,
+        b"HEAD" => 2,
+        b"PUT" => 3,
+        b"DELETE" => 4,
+        b"OPTIONS" => 5,
+        b"PATCH" => 6,
+        b"CONNECT" => 7,
+        b"1.1" => 8,
+        b"1.0" => 9,
+        b"OK" => 10,
+        b"Not Found" => 11,
+        b"Not Modified" => 12,
+        b"Found" => 13,
+        b"Moved Permanently" => 14,
+        b"No Content" => 15,
+        b"Partial Content" => 16,
+        b"Bad Request" => 17,
+        b"Forbidden" => 18,
+        b"Unauthorized" => 19,
+        b"Created" => 20,
+        b"See Other" => 21,
+        b"Internal Server Error" => 22,
+        _ => return None,
+    })
+}
+
+/// `text` as a shared string when it is one of the [`COMMON`] texts, each
+/// allocated once per thread: the method, version and reason of most
+/// messages cost no UTF-8 check, hash or cache lookup ([`shared`]'s ~200
+/// instructions a text with the lossy conversion before it).
+#[inline]
+pub(crate) fn common(text: &[u8]) -> Option<Arc<str>> {
+    let i = common_index(text)?;
+    Some(COMMON_TEXTS.with(|texts| texts[i].clone()))
+}
+
 /// Multiplicative hash, eight bytes at a time (texts are short; the top bits
 /// pick the slot).
 #[inline]
@@ -90,6 +145,20 @@ mod tests {
         }
         for n in names.iter().rev() {
             assert_eq!(&*shared(n), n.as_str());
+        }
+    }
+
+    #[test]
+    fn common_texts_are_themselves_and_shared() {
+        for (i, text) in COMMON.iter().enumerate() {
+            assert_eq!(common_index(text.as_bytes()), Some(i), "{text}");
+            let (a, b) = (common(text.as_bytes()).unwrap(), common(text.as_bytes()).unwrap());
+            assert_eq!(&*a, *text);
+            assert!(Arc::ptr_eq(&a, &b));
+        }
+        // Other case, a prefix, a longer text, none: not common.
+        for other in [&b"get"[..], b"GE", b"GETS", b"ok", b"HTTP/1.1", b"1.1 ", b""] {
+            assert!(common(other).is_none(), "{:?}", String::from_utf8_lossy(other));
         }
     }
 
