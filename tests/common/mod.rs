@@ -172,7 +172,14 @@ pub fn synthetic_pcap(n: u32) -> Vec<u8> {
 
 /// [`synthetic_pcap`] starting at `start_s` (Unix seconds).
 pub fn synthetic_pcap_at(n: u32, start_s: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(24 + n as usize * 90);
+    udp_flows_pcap(n, start_s, 10_000, 9999, &[0x5a; 32])
+}
+
+/// A pcap of `n` UDP flows from distinct client addresses (port 40000) to
+/// 10.200.0.1 port `dport`, `gap_us` apart from `start_s` (Unix seconds),
+/// each one datagram carrying `payload`.
+pub fn udp_flows_pcap(n: u32, start_s: u64, gap_us: u64, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(24 + n as usize * (58 + payload.len()));
     out.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
     out.extend_from_slice(&2u16.to_le_bytes());
     out.extend_from_slice(&4u16.to_le_bytes());
@@ -180,28 +187,30 @@ pub fn synthetic_pcap_at(n: u32, start_s: u64) -> Vec<u8> {
     out.extend_from_slice(&65535u32.to_le_bytes());
     out.extend_from_slice(&1u32.to_le_bytes()); // Ethernet
     for i in 0..n {
-        let t_us = start_s * 1_000_000 + i as u64 * 10_000;
+        let t_us = start_s * 1_000_000 + i as u64 * gap_us;
         let mut f = Vec::with_capacity(74);
         f.extend_from_slice(&[0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00]);
         let src = [10, (i >> 16) as u8, (i >> 8) as u8, i as u8];
         let dst = [10, 200, 0, 1];
-        let mut ip = vec![0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, 17, 0, 0];
+        let udp_len = (8 + payload.len()) as u16;
+        let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0];
+        ip[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
         ip.extend_from_slice(&src);
         ip.extend_from_slice(&dst);
         let sum = checksum(&ip, 0);
         ip[10..12].copy_from_slice(&sum.to_be_bytes());
         f.extend_from_slice(&ip);
-        let payload = [0x5au8; 32];
-        let mut udp = Vec::with_capacity(40);
+        let mut udp = Vec::with_capacity(udp_len as usize);
         udp.extend_from_slice(&40000u16.to_be_bytes());
-        udp.extend_from_slice(&9999u16.to_be_bytes());
-        udp.extend_from_slice(&40u16.to_be_bytes());
+        udp.extend_from_slice(&dport.to_be_bytes());
+        udp.extend_from_slice(&udp_len.to_be_bytes());
         udp.extend_from_slice(&[0, 0]);
-        udp.extend_from_slice(&payload);
+        udp.extend_from_slice(payload);
         let mut pseudo = Vec::new();
         pseudo.extend_from_slice(&src);
         pseudo.extend_from_slice(&dst);
-        pseudo.extend_from_slice(&[0, 17, 0, 40]);
+        pseudo.extend_from_slice(&[0, 17]);
+        pseudo.extend_from_slice(&udp_len.to_be_bytes());
         let sum = checksum(&udp, sum_words(&pseudo));
         udp[6..8].copy_from_slice(&sum.to_be_bytes());
         f.extend_from_slice(&udp);

@@ -442,6 +442,12 @@ impl Pairer {
             bytes,
         };
         if !p.is_response {
+            if self.pending.capacity() == 0 {
+                // Room for one: most flows have one query pending at a time,
+                // and a first push would take room for four (1.8 KB a flow
+                // under a flood of queries from as many sources).
+                self.pending.reserve_exact(1);
+            }
             if self.pending.len() >= MAX_PENDING {
                 if let Some(old) = self.pending.pop_front() {
                     emit_pending(old, out);
@@ -701,6 +707,11 @@ impl UdpDns {
 
     pub fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
         self.pairer.expire(now_ns, out);
+    }
+    /// Heap bytes held beyond the fixed state: the queries waiting for
+    /// their answers (the room kept for them), for the memory budget.
+    pub fn held_bytes(&self) -> usize {
+        self.pairer.pending.capacity() * std::mem::size_of::<Pending>()
     }
     pub fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
         self.pairer.finish(out);

@@ -1181,7 +1181,7 @@ impl Tracker {
                     &mut self.tx_scratch,
                 );
             }
-            None => app.datagram(dir, ts, payload, &mut self.tx_scratch),
+            None => app.datagram(dir, ts, payload, &mut self.budget, &mut self.tx_scratch),
         }
         if !self.tx_scratch.is_empty() {
             // Step 1b's pool, looked at only when transactions are made
