@@ -13,6 +13,34 @@ const BIN: &str = env!("CARGO_BIN_EXE_wirelog");
 /// the allocator (measured: BENCHMARKS.md).
 const CONSTANT_MIB: u64 = 64;
 
+/// Runs `wirelog read` with `args` under `/usr/bin/time`; its stderr and
+/// peak RSS (KiB).
+fn read_measured(dir: &Path, args: &[&std::ffi::OsStr]) -> (String, u64) {
+    let report = dir.join("time");
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&report)
+        .arg(BIN)
+        .arg("read")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let rss_kib = std::fs::read_to_string(&report).unwrap().trim().lines().last().unwrap().parse().unwrap();
+    (err, rss_kib)
+}
+
+/// The summary's count of connections not parsed for want of stream memory.
+fn not_parsed(err: &str) -> u64 {
+    err.lines()
+        .find_map(|l| l.strip_prefix("wirelog: parsing: "))
+        .and_then(|l| l.strip_suffix(" connections not parsed: the stream memory had no room for their parsers' state (raise --stream-memory)"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no line of connections not parsed: {err}"))
+}
+
 #[test]
 fn one_million_connections_stay_within_the_memory_budget() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("memory-budget-{}", std::process::id()));
@@ -90,26 +118,10 @@ fn a_flood_of_first_payloads_stays_within_the_memory_budget() {
     std::fs::write(&pcap, common::tcp_pcap(&segs)).unwrap();
     drop(segs);
     let budget = ["--memory", "64M", "--stream-memory", "16M"];
-    let report = dir.join("time");
-    let out = Command::new("/usr/bin/time")
-        .args(["-f", "%M", "-o"])
-        .arg(&report)
-        .arg(BIN)
-        .args(["read", "--no-store"])
-        .args(budget)
-        .arg(&pcap)
-        .stdout(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{err}");
-    let rss_kib: u64 = std::fs::read_to_string(&report).unwrap().trim().lines().last().unwrap().parse().unwrap();
-    let not_parsed: u64 = err
-        .lines()
-        .find_map(|l| l.strip_prefix("wirelog: parsing: "))
-        .and_then(|l| l.strip_suffix(" connections not parsed: the stream memory had no room for their parsers' state (raise --stream-memory)"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no line of connections not parsed: {err}"));
+    let mut args: Vec<&std::ffi::OsStr> = ["--no-store"].iter().chain(&budget).map(|a| a.as_ref()).collect();
+    args.push(pcap.as_os_str());
+    let (err, rss_kib) = read_measured(&dir, &args);
+    let not_parsed = not_parsed(&err);
     eprintln!("peak RSS {} MiB for {N} connections with a first payload at --memory 64M; {not_parsed} not parsed", rss_kib / 1024);
     // 16 MiB hold a few thousand parsers; the rest are not parsed.
     assert!(not_parsed > 80_000 && not_parsed < N as u64, "{not_parsed} of {N} not parsed: {err}");
@@ -146,25 +158,12 @@ fn a_flood_of_dns_queries_stays_within_the_memory_budget() {
     // A standard query, id 0x1234, recursion desired: example.com A IN.
     let query: &[u8] = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01";
     std::fs::write(&pcap, common::udp_flows_pcap(N, 1_700_000_000, 2, 53, query)).unwrap();
-    let report = dir.join("time");
-    let out = Command::new("/usr/bin/time")
-        .args(["-f", "%M", "-o"])
-        .arg(&report)
-        .arg(BIN)
-        .args(["read", "--no-store", "--memory", "64M", "--stream-memory", "16M", "--logs"])
-        .arg(dir.join("logs"))
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{err}");
-    let rss_kib: u64 = std::fs::read_to_string(&report).unwrap().trim().lines().last().unwrap().parse().unwrap();
-    let not_parsed: u64 = err
-        .lines()
-        .find_map(|l| l.strip_prefix("wirelog: parsing: "))
-        .and_then(|l| l.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no line of connections not parsed: {err}"));
+    let logs = dir.join("logs");
+    let mut args: Vec<&std::ffi::OsStr> =
+        ["--no-store", "--memory", "64M", "--stream-memory", "16M", "--logs"].iter().map(|a| a.as_ref()).collect();
+    args.extend([logs.as_os_str(), pcap.as_os_str()]);
+    let (err, rss_kib) = read_measured(&dir, &args);
+    let not_parsed = not_parsed(&err);
     let dns_rows = std::fs::read_to_string(dir.join("logs/dns.log")).unwrap().lines().filter(|l| !l.starts_with('#')).count() as u64;
     eprintln!("peak RSS {} MiB for {N} DNS queries at --memory 64M; {not_parsed} flows not parsed, {dns_rows} dns.log rows", rss_kib / 1024);
     // Every query is either in dns.log (unanswered) or its flow counted.
