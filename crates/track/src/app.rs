@@ -237,6 +237,10 @@ pub const PARSER_STATE_BYTES: usize = std::mem::size_of::<StreamApp>() + 16;
 /// answers are charged on top, `UdpDns::held_bytes`).
 pub const UDP_DNS_STATE_BYTES: usize = std::mem::size_of::<UdpDns>() + 16;
 
+/// The same for a UDP Memcached flow's parser (its box; the requests and
+/// responses waiting are charged on top, `UdpMemcached::held_bytes`).
+pub const UDP_MEMCACHED_STATE_BYTES: usize = std::mem::size_of::<UdpMemcached>() + 16;
+
 pub(crate) fn protocol_index(p: Protocol) -> usize {
     Protocol::ALL.iter().position(|x| *x == p).unwrap_or(0)
 }
@@ -529,31 +533,38 @@ impl AppState {
         if self.shed || self.stopped {
             return;
         }
-        match &mut self.parser {
+        let fixed = match &self.parser {
+            AppParser::Udp(_) => UDP_DNS_STATE_BYTES,
+            AppParser::UdpMemcached(_) => UDP_MEMCACHED_STATE_BYTES,
+            AppParser::Waiting(_) | AppParser::Stream(_) => return,
+        };
+        if self.state_charged == 0 && budget.available() < fixed {
+            // As a TCP parser's (`start_parsing`): not parsed, and counted
+            // (`no_room`: stopped, waiting). A flood of DNS queries from as
+            // many sources held 1.8 KB a flow outside `--memory` (300,000
+            // queries under `--memory 64M`: 360 MiB peak RSS), one of
+            // Memcached requests ~0.5 KB (238 MiB), 2026-11-30.
+            self.stopped = true;
+            self.parser = AppParser::Waiting([StreamStart::default(); 2]);
+            return;
+        }
+        let held = match &mut self.parser {
             AppParser::Udp(d) => {
-                if self.state_charged == 0 && budget.available() < UDP_DNS_STATE_BYTES {
-                    // As a TCP parser's (`start_parsing`): not parsed, and
-                    // counted (`no_room`: stopped, waiting). A flood of DNS
-                    // queries from as many sources held 1.8 KB a flow
-                    // outside `--memory` (300,000 queries under `--memory
-                    // 64M`: 360 MiB peak RSS, 2026-11-30).
-                    self.stopped = true;
-                    self.parser = AppParser::Waiting([StreamStart::default(); 2]);
-                    return;
-                }
                 d.datagram(dir, ts_ns, payload, out);
                 d.expire(ts_ns, out);
-                let now = u32::try_from(UDP_DNS_STATE_BYTES + d.held_bytes()).unwrap_or(u32::MAX);
-                if now != self.state_charged {
-                    budget.charge_state(self.state_charged as usize, now as usize);
-                    self.state_charged = now;
-                }
+                d.held_bytes()
             }
             AppParser::UdpMemcached(m) => {
                 m.datagram(dir, ts_ns, payload, out);
                 m.expire(ts_ns, out);
+                m.held_bytes()
             }
-            AppParser::Waiting(_) | AppParser::Stream(_) => {}
+            AppParser::Waiting(_) | AppParser::Stream(_) => return,
+        };
+        let now = u32::try_from(fixed + held).unwrap_or(u32::MAX);
+        if now != self.state_charged {
+            budget.charge_state(self.state_charged as usize, now as usize);
+            self.state_charged = now;
         }
     }
 
@@ -612,6 +623,8 @@ impl AppState {
                 if !self.shed {
                     m.finish(ts_ns, out);
                 }
+                budget.charge_state(self.state_charged as usize, 0);
+                self.state_charged = 0;
                 (m.stats(), false)
             }
         }

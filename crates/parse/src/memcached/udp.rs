@@ -60,6 +60,20 @@ impl UdpMemcached {
         UdpMemcached { parser: MemcachedParser::new(cfg), timeout_ns: cfg.transaction_timeout_ns, requests: Vec::new(), responses: Vec::new(), stats: ParseStats::default() }
     }
 
+    /// Heap bytes held beyond the fixed state: the requests and responses
+    /// waiting for their other half or their datagrams, for the memory
+    /// budget.
+    pub fn held_bytes(&self) -> usize {
+        let message = |m: &Message| {
+            std::mem::size_of::<Message>()
+                + m.parts.capacity() * std::mem::size_of::<(u16, i64, Vec<u8>)>()
+                + m.parts.iter().map(|p| p.2.capacity()).sum::<usize>()
+        };
+        (self.requests.capacity() - self.requests.len() + self.responses.capacity() - self.responses.len())
+            * std::mem::size_of::<Message>()
+            + self.requests.iter().chain(&self.responses).map(message).sum::<usize>()
+    }
+
     /// One datagram of the flow, in `dir` (ToServer: to the Memcached port).
     pub fn datagram(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
         let Some((h, payload)) = data.split_first_chunk::<HEADER>() else {
