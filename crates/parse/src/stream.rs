@@ -64,6 +64,17 @@ impl Budget {
     pub fn charge_state(&mut self, was: usize, now: usize) {
         self.state = (self.state + now).saturating_sub(was);
     }
+    /// Charges `n` more bytes of a parser's state if the budget has room
+    /// for them, else charges nothing: whether it did. (A state that is
+    /// made only if it fits: a parser, a signature stream.)
+    #[must_use]
+    pub fn try_charge_state(&mut self, n: usize) -> bool {
+        let fits = self.room() >= n;
+        if fits {
+            self.state += n;
+        }
+        fits
+    }
     fn room(&self) -> usize {
         self.limit.saturating_sub(self.used + self.state)
     }
@@ -639,6 +650,24 @@ mod test {
 
     fn ack(r: &mut Reassembler, b: &mut Budget, ack: u32, out: &mut Vec<Out>) {
         r.acked(ack, 0, b, &mut |c| out.push(c.into()));
+    }
+
+    /// A state made only if it fits: charged whole when the room left
+    /// holds it (out-of-order bytes take room too), else not at all.
+    #[test]
+    fn a_state_is_charged_only_if_it_fits() {
+        let mut r = Reassembler::new(1000);
+        let mut b = Budget::new(100);
+        run(&mut r, &mut b, &[(99, b"", SYN), (120, b"0123456789", N)], &mut Vec::new());
+        assert_eq!((b.used(), b.available()), (10, 90));
+        assert!(b.try_charge_state(60));
+        assert_eq!((b.state(), b.available()), (60, 30));
+        assert!(!b.try_charge_state(31));
+        assert_eq!((b.state(), b.available()), (60, 30));
+        assert!(b.try_charge_state(30));
+        assert_eq!((b.state(), b.available(), b.refused), (90, 0, 0));
+        b.charge_state(90, 0);
+        assert_eq!(b.available(), 90);
     }
 
     #[test]

@@ -332,13 +332,9 @@ impl AppState {
             // first payload would otherwise hold 2.4 KB apiece outside
             // `--memory` (300,000 connections of one HTTP request head each
             // under `--memory 64M`: 609 MB peak RSS, 2026-11-30).
-            if budget.available() < PARSER_STATE_BYTES {
-                // Not parsed: `no_room` tells it from then on.
-                self.stopped = true;
+            if !self.charge_first(budget, PARSER_STATE_BYTES) {
                 return;
             }
-            budget.charge_state(0, PARSER_STATE_BYTES);
-            self.state_charged = PARSER_STATE_BYTES as u32;
             let [to_server, to_client] = starts;
             self.parser = AppParser::Stream(Box::new(StreamApp {
                 parser: match (self.cleartext, self.ssh) {
@@ -351,6 +347,31 @@ impl AppState {
                     to_client.reassembler(cfg.stream_buffer_bytes, budget),
                 ],
             }));
+        }
+    }
+
+    /// Charges a parser's fixed state (`fixed` bytes) to the stream memory
+    /// before the parser is made, if it fits: whether it did. If not, the
+    /// connection is stopped and counted ([`AppState::no_room`]); its
+    /// parser must then be left (or put back) `Waiting`.
+    fn charge_first(&mut self, budget: &mut Budget, fixed: usize) -> bool {
+        if !budget.try_charge_state(fixed) {
+            self.stopped = true;
+            return false;
+        }
+        self.state_charged = u32::try_from(fixed).unwrap_or(u32::MAX);
+        true
+    }
+
+    /// The parser's state now takes `now_bytes`: the stream memory is
+    /// charged the difference from what was charged before (0 gives it
+    /// all back, at the connection's end). Asked after every delivery.
+    #[inline]
+    fn recharge(&mut self, budget: &mut Budget, now_bytes: usize) {
+        let now = u32::try_from(now_bytes).unwrap_or(u32::MAX);
+        if now != self.state_charged {
+            budget.charge_state(self.state_charged as usize, now as usize);
+            self.state_charged = now;
         }
     }
 
@@ -506,17 +527,14 @@ impl AppState {
             Chunk::Cut { ts_ns, len } => parser.cut(dir, ts_ns, len, out),
         });
         parser.expire(ts_ns, out);
-        let now = u32::try_from(PARSER_STATE_BYTES + parser.state_bytes()).unwrap_or(u32::MAX);
-        if now != self.state_charged {
-            budget.charge_state(self.state_charged as usize, now as usize);
-            self.state_charged = now;
-        }
+        let now = PARSER_STATE_BYTES + parser.state_bytes();
         if parser.gave_up() {
             self.stopped = true;
             for s in streams.iter_mut() {
                 s.discard(budget);
             }
         }
+        self.recharge(budget, now);
     }
 
     /// Bytes of this connection's streams beyond the snap length (sent, in
@@ -538,13 +556,12 @@ impl AppState {
             AppParser::UdpMemcached(_) => UDP_MEMCACHED_STATE_BYTES,
             AppParser::Waiting(_) | AppParser::Stream(_) => return,
         };
-        if self.state_charged == 0 && budget.available() < fixed {
-            // As a TCP parser's (`start_parsing`): not parsed, and counted
-            // (`no_room`: stopped, waiting). A flood of DNS queries from as
-            // many sources held 1.8 KB a flow outside `--memory` (300,000
-            // queries under `--memory 64M`: 360 MiB peak RSS), one of
-            // Memcached requests ~0.5 KB (238 MiB), 2026-11-30.
-            self.stopped = true;
+        if self.state_charged == 0 && !self.charge_first(budget, fixed) {
+            // As a TCP parser's (`start_parsing`): not parsed, and counted.
+            // A flood of DNS queries from as many sources held 1.8 KB a
+            // flow outside `--memory` (300,000 queries under `--memory
+            // 64M`: 360 MiB peak RSS), one of Memcached requests ~0.5 KB
+            // (238 MiB), 2026-11-30. The parser made with the flow goes.
             self.parser = AppParser::Waiting([StreamStart::default(); 2]);
             return;
         }
@@ -561,11 +578,7 @@ impl AppState {
             }
             AppParser::Waiting(_) | AppParser::Stream(_) => return,
         };
-        let now = u32::try_from(fixed + held).unwrap_or(u32::MAX);
-        if now != self.state_charged {
-            budget.charge_state(self.state_charged as usize, now as usize);
-            self.state_charged = now;
-        }
+        self.recharge(budget, fixed + held);
     }
 
     /// The connection ended at `ts_ns`: holes become gaps, pending requests
@@ -589,7 +602,7 @@ impl AppState {
             }
             self.start_parsing(cfg, budget);
         }
-        match &mut self.parser {
+        let ended = match &mut self.parser {
             AppParser::Waiting(_) => (ParseStats::default(), false),
             AppParser::Stream(s) => {
                 let StreamApp { parser, streams } = &mut **s;
@@ -607,27 +620,24 @@ impl AppState {
                 for s in streams.iter_mut() {
                     s.discard(budget);
                 }
-                budget.charge_state(self.state_charged as usize, 0);
-                self.state_charged = 0;
                 (parser.stats(), self.stopped)
             }
             AppParser::Udp(d) => {
                 if !self.shed {
                     d.finish(ts_ns, out);
                 }
-                budget.charge_state(self.state_charged as usize, 0);
-                self.state_charged = 0;
                 (d.stats(), false)
             }
             AppParser::UdpMemcached(m) => {
                 if !self.shed {
                     m.finish(ts_ns, out);
                 }
-                budget.charge_state(self.state_charged as usize, 0);
-                self.state_charged = 0;
                 (m.stats(), false)
             }
-        }
+        };
+        // Whatever the parser was, its state goes back to the stream memory.
+        self.recharge(budget, 0);
+        ended
     }
 }
 

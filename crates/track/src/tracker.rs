@@ -1569,12 +1569,11 @@ fn sig_push(
 ) -> Option<TcpSignature> {
     let size = std::mem::size_of::<SigStream>();
     if !det.has_sig_stream() {
-        if budget.available() < size {
+        if !budget.try_charge_state(size) {
             stats.signature_no_room += 1;
             det.end_signatures();
             return None;
         }
-        budget.charge_state(0, size);
         stats.signature_streams += 1;
         det.set_sig_stream(true);
         streams.insert(idx, SigStream::new());
