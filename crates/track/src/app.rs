@@ -127,10 +127,12 @@ pub(crate) struct AppState {
     /// (see `Tracker::set_thinning`): its transactions weigh `weight +
     /// carried`.
     pub carried: u32,
-    /// Step 1b: log2 of the K this connection was last drawn at (see
-    /// `Tracker::set_thinning`); a larger K draws it again. (A byte, so
-    /// that the state stays within its 80.)
-    pub keep: u8,
+    /// Two things in a byte, so that the state stays within its 80: step
+    /// 1b's log2 of the K this connection was last drawn at (see
+    /// `Tracker::set_thinning`; a larger K draws it again), in the low
+    /// bits ([`AppState::keep`]; K is at most 2^16), and
+    /// [`NO_ROOM`] ([`AppState::no_room`]).
+    keep_and_no_room: u8,
     /// Step 1b left it out: parsing stopped for good (`stopped` too);
     /// what it held is discarded, not flushed, and it is no parser that
     /// gave up.
@@ -241,6 +243,10 @@ pub const UDP_DNS_STATE_BYTES: usize = std::mem::size_of::<UdpDns>() + 16;
 /// responses waiting are charged on top, `UdpMemcached::held_bytes`).
 pub const UDP_MEMCACHED_STATE_BYTES: usize = std::mem::size_of::<UdpMemcached>() + 16;
 
+/// The bit of `AppState::keep_and_no_room` set when the stream memory had
+/// no room for the parser's state (`AppState::charge_first`).
+const NO_ROOM: u8 = 0x80;
+
 pub(crate) fn protocol_index(p: Protocol) -> usize {
     Protocol::ALL.iter().position(|x| *x == p).unwrap_or(0)
 }
@@ -257,7 +263,7 @@ impl AppState {
             state_charged: 0,
             weight: 1,
             carried: 0,
-            keep: 0,
+            keep_and_no_room: 0,
             shed: false,
             cleartext: None,
             ssh: None,
@@ -297,7 +303,7 @@ impl AppState {
             state_charged: 0,
             weight: 1,
             carried: 0,
-            keep: 0,
+            keep_and_no_room: 0,
             shed: false,
             cleartext: None,
             ssh: None,
@@ -315,7 +321,7 @@ impl AppState {
             state_charged: 0,
             weight: 1,
             carried: 0,
-            keep: 0,
+            keep_and_no_room: 0,
             shed: false,
             cleartext: None,
             ssh: None,
@@ -357,6 +363,7 @@ impl AppState {
     fn charge_first(&mut self, budget: &mut Budget, fixed: usize) -> bool {
         if !budget.try_charge_state(fixed) {
             self.stopped = true;
+            self.keep_and_no_room |= NO_ROOM;
             return false;
         }
         self.state_charged = u32::try_from(fixed).unwrap_or(u32::MAX);
@@ -376,14 +383,25 @@ impl AppState {
     }
 
     /// The stream memory had no room for a parser's state when the first
-    /// payload came ([`PARSER_STATE_BYTES`]; a UDP DNS flow's first
-    /// datagram, [`UDP_DNS_STATE_BYTES`]): the connection is not parsed,
-    /// and is counted (`AppStats::no_memory`). (Told by its state rather
-    /// than a flag of its own: `AppState` stays within 80 bytes. Only
-    /// [`AppState::start_parsing`] and [`AppState::datagram`] stop a
-    /// connection and leave it waiting, step 1b's `shed` aside.)
+    /// payload came ([`PARSER_STATE_BYTES`]; a UDP flow's first datagram,
+    /// [`UDP_DNS_STATE_BYTES`], [`UDP_MEMCACHED_STATE_BYTES`]): the
+    /// connection is not parsed, and is counted (`AppStats::no_memory`).
+    /// A flag of its own, set where the room was refused: no other path
+    /// that stops a waiting connection is counted.
     pub fn no_room(&self) -> bool {
-        self.stopped && !self.shed && matches!(self.parser, AppParser::Waiting(_))
+        self.keep_and_no_room & NO_ROOM != 0
+    }
+
+    /// Step 1b: log2 of the K this connection was last drawn at.
+    pub fn keep(&self) -> u8 {
+        self.keep_and_no_room & !NO_ROOM
+    }
+
+    /// Step 1b drew the connection at K = 2^`log2_k` (`set_thinning` keeps
+    /// K within 2^16: the low 7 bits hold it).
+    pub fn set_keep(&mut self, log2_k: u8) {
+        debug_assert!(log2_k < NO_ROOM, "{log2_k}");
+        self.keep_and_no_room = (self.keep_and_no_room & NO_ROOM) | (log2_k & !NO_ROOM);
     }
 
     /// `--cpu-budget` step 1b: parsing stops here for good. Reassembled
@@ -793,6 +811,53 @@ mod tests {
             assert_eq!(*p as usize, i, "{p:?}");
             assert_eq!(protocol_index(*p), i);
         }
+    }
+
+    /// `no_memory` counts the connections the stream memory refused a
+    /// parser's state, and only those: a waiting connection stopped by any
+    /// other path (step 1b's `shed`, or any later one) is not counted, and
+    /// step 1b's K beside the flag in the same byte leaves it alone.
+    #[test]
+    fn no_room_is_set_only_where_room_was_refused() {
+        const PLAIN: SegFlags = SegFlags { syn: false, fin: false, rst: false };
+        let cfg = AppConfig::default();
+        let mut uids = wirelog_record::UidGenerator::new(1);
+        let mut out = Vec::new();
+        let head = b"GET / HTTP/1.1\r\n";
+        let mut full = Budget::new(PARSER_STATE_BYTES - 1);
+        let mut refused = AppState::new_stream(Protocol::Http, uids.next_uid());
+        refused.set_keep(16);
+        refused.segment(Dir::ToServer, 1, 1, head, head.len() as u32, PLAIN, None, &cfg, &mut full, &mut out);
+        assert!(refused.stopped && refused.no_room());
+        assert!(matches!(refused.parser, AppParser::Waiting(_)));
+        assert_eq!((refused.keep(), full.state()), (16, 0));
+        refused.set_keep(3);
+        assert!(refused.no_room() && refused.keep() == 3);
+        assert_eq!(refused.finish(2, &cfg, &mut full, &mut out).0, ParseStats::default());
+        assert!(refused.no_room());
+        // Stopped while waiting by step 1b, or by another path.
+        let mut shed = AppState::new_stream(Protocol::Http, uids.next_uid());
+        shed.shed(&mut full);
+        let mut stopped = AppState::new_stream(Protocol::Http, uids.next_uid());
+        stopped.stopped = true;
+        stopped.set_keep(16);
+        for a in [&shed, &stopped] {
+            assert!(a.stopped && matches!(a.parser, AppParser::Waiting(_)) && !a.no_room());
+        }
+        // Room enough: parsed, not counted.
+        let mut room = Budget::new(PARSER_STATE_BYTES);
+        let mut parsed = AppState::new_stream(Protocol::Http, uids.next_uid());
+        parsed.segment(Dir::ToServer, 1, 1, head, head.len() as u32, PLAIN, None, &cfg, &mut room, &mut out);
+        assert!(!parsed.stopped && !parsed.no_room() && matches!(parsed.parser, AppParser::Stream(_)));
+        // UDP: a flow refused at its first datagram goes back to waiting.
+        let query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01";
+        let mut dns = AppState::new_udp_dns(uids.next_uid(), &cfg);
+        dns.datagram(Dir::ToServer, 1, query, &mut Budget::new(UDP_DNS_STATE_BYTES - 1), &mut out);
+        assert!(dns.no_room() && matches!(dns.parser, AppParser::Waiting(_)));
+        let mut mc = AppState::new_udp_memcached(uids.next_uid(), &cfg);
+        mc.datagram(Dir::ToServer, 1, b"\0\x01\0\0\0\x01\0\0get a\r\n", &mut Budget::new(1 << 20), &mut out);
+        assert!(!mc.no_room() && matches!(mc.parser, AppParser::UdpMemcached(_)));
+        assert!(out.is_empty(), "{out:?}");
     }
 
     /// A connection waiting for payload holds a small slab slot, not a parser.

@@ -1122,7 +1122,7 @@ impl Tracker {
                         self.app_stats.connections[protocol_index(a.protocol)] += 1;
                     }
                     a.weight = self.sample_n;
-                    a.keep = self.thin_k.trailing_zeros() as u8;
+                    a.set_keep(self.thin_k.trailing_zeros() as u8);
                     self.app_stats.parsing += 1;
                     self.app_stats.parsing_by[protocol_index(a.protocol)] += 1;
                     e.value.app = self.apps.insert(a);
@@ -1144,10 +1144,10 @@ impl Tracker {
             _ => false,
         });
         let thin = self.thin_k.trailing_zeros() as u8;
-        if app.keep < thin && !app.stopped {
+        if app.keep() < thin && !app.stopped {
             // Step 1b's draw (see `set_thinning`).
-            let ratio = 1u32 << (thin - app.keep);
-            app.keep = thin;
+            let ratio = 1u32 << (thin - app.keep());
+            app.set_keep(thin);
             let p = protocol_index(app.protocol);
             if self.app_stats.parsing_by[p] > THIN_FLOOR && !sampled_in(&mut self.sample_rng, ratio) {
                 app.shed(&mut self.budget);
