@@ -42,6 +42,14 @@ impl Message {
     fn complete(&self) -> bool {
         self.parts.len() == usize::from(self.total)
     }
+
+    /// What the message holds, for the memory budget: itself, its list of
+    /// datagrams and their payloads.
+    fn held_bytes(&self) -> usize {
+        std::mem::size_of::<Message>()
+            + self.parts.capacity() * std::mem::size_of::<(u16, i64, Vec<u8>)>()
+            + self.parts.iter().map(|p| p.2.capacity()).sum::<usize>()
+    }
 }
 
 /// Memcached datagrams of one UDP flow.
@@ -52,26 +60,49 @@ pub struct UdpMemcached {
     requests: Vec<Message>,
     /// Responses still missing datagrams.
     responses: Vec<Message>,
+    /// `Message::held_bytes` summed over `requests` and `responses`, kept
+    /// as messages come and go: asked at every datagram, it would be a
+    /// walk of up to 2 x [`MAX_WAITING`] messages.
+    messages_bytes: usize,
     stats: ParseStats,
 }
 
 impl UdpMemcached {
     pub fn new(cfg: &ParseConfig) -> Self {
-        UdpMemcached { parser: MemcachedParser::new(cfg), timeout_ns: cfg.transaction_timeout_ns, requests: Vec::new(), responses: Vec::new(), stats: ParseStats::default() }
+        UdpMemcached {
+            parser: MemcachedParser::new(cfg),
+            timeout_ns: cfg.transaction_timeout_ns,
+            requests: Vec::new(),
+            responses: Vec::new(),
+            messages_bytes: 0,
+            stats: ParseStats::default(),
+        }
     }
 
     /// Heap bytes held beyond the fixed state: the requests and responses
     /// waiting for their other half or their datagrams, for the memory
     /// budget.
     pub fn held_bytes(&self) -> usize {
-        let message = |m: &Message| {
-            std::mem::size_of::<Message>()
-                + m.parts.capacity() * std::mem::size_of::<(u16, i64, Vec<u8>)>()
-                + m.parts.iter().map(|p| p.2.capacity()).sum::<usize>()
-        };
+        self.spare_slots_bytes() + self.messages_bytes
+    }
+
+    /// The lists' slots not holding a message.
+    fn spare_slots_bytes(&self) -> usize {
         (self.requests.capacity() - self.requests.len() + self.responses.capacity() - self.responses.len())
             * std::mem::size_of::<Message>()
-            + self.requests.iter().chain(&self.responses).map(message).sum::<usize>()
+    }
+
+    /// [`UdpMemcached::held_bytes`] by a walk of every waiting message: the
+    /// reference the running count is tested against.
+    #[cfg(test)]
+    fn held_bytes_walked(&self) -> usize {
+        self.spare_slots_bytes() + self.requests.iter().chain(&self.responses).map(Message::held_bytes).sum::<usize>()
+    }
+
+    /// A message leaves the lists (answered, alone, expired, pushed out):
+    /// what it held leaves the running count.
+    fn gone(&mut self, m: &Message) {
+        self.messages_bytes -= m.held_bytes();
     }
 
     /// One datagram of the flow, in `dir` (ToServer: to the Memcached port).
@@ -96,6 +127,7 @@ impl UdpMemcached {
             None => {
                 if list.len() >= MAX_WAITING {
                     let old = list.remove(0);
+                    self.gone(&old);
                     self.stats.unparsed_bytes += old.bytes as u64;
                     if dir == Dir::ToServer {
                         self.alone(old, out);
@@ -106,6 +138,7 @@ impl UdpMemcached {
                     Dir::ToClient => &mut self.responses,
                 };
                 list.push(Message { id, total, parts: Vec::new(), bytes: 0, first_ns: ts_ns });
+                self.messages_bytes += std::mem::size_of::<Message>();
                 list.len() - 1
             }
         };
@@ -121,9 +154,13 @@ impl UdpMemcached {
             return;
         }
         m.bytes += payload.len();
-        m.parts.push((seq, ts_ns, payload.to_vec()));
+        let (slots, part) = (m.parts.capacity(), payload.to_vec());
+        self.messages_bytes += part.capacity();
+        m.parts.push((seq, ts_ns, part));
+        self.messages_bytes += (m.parts.capacity() - slots) * std::mem::size_of::<(u16, i64, Vec<u8>)>();
         if dir == Dir::ToClient && m.complete() {
             let resp = list.remove(at);
+            self.gone(&resp);
             self.answer(resp, out);
         }
     }
@@ -136,6 +173,7 @@ impl UdpMemcached {
             return;
         };
         let mut req = self.requests.remove(at);
+        self.gone(&req);
         self.feed(Dir::ToServer, &mut req, out);
         self.feed(Dir::ToClient, &mut resp, out);
     }
@@ -169,11 +207,13 @@ impl UdpMemcached {
         if self.requests.iter().any(old) {
             let gone: Vec<Message> = self.requests.extract_if(.., |m| old(m)).collect();
             for m in gone {
+                self.gone(&m);
                 self.alone(m, out);
             }
         }
         // A response whose datagrams were lost: not read.
         for m in self.responses.extract_if(.., |m| old(m)) {
+            self.messages_bytes -= m.held_bytes();
             self.stats.unparsed_bytes += m.bytes as u64;
         }
         self.parser.expire(now_ns, out);
@@ -186,6 +226,7 @@ impl UdpMemcached {
         for m in std::mem::take(&mut self.responses) {
             self.stats.unparsed_bytes += m.bytes as u64;
         }
+        self.messages_bytes = 0;
         self.parser.finish(ts_ns, out);
     }
 
@@ -247,6 +288,62 @@ mod tests {
 
     fn dgram(id: u16, seq: u16, total: u16, body: &[u8]) -> Vec<u8> {
         [&id.to_be_bytes()[..], &seq.to_be_bytes(), &total.to_be_bytes(), &[0, 0], body].concat()
+    }
+
+    /// The running count of what the waiting messages hold is what a walk
+    /// of them finds, after every datagram of a random mix: requests and
+    /// responses of one or more datagrams (repeated, inconsistent, out of
+    /// order, never completed), more ids than `MAX_WAITING` (the oldest
+    /// pushed out), time jumps past the timeout (expiries), and the end.
+    #[test]
+    fn held_bytes_counted_as_it_goes_equals_the_walk() {
+        let cfg = ParseConfig::default();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut out = Vec::new();
+        // Each path taken: messages pushed out, expired, answered.
+        let (mut full, mut expired, mut answered) = (0, 0, 0);
+        for round in 0..8 {
+            let mut u = UdpMemcached::new(&cfg);
+            let mut ts = 0i64;
+            let ids = [16, 64, 400, 1000][round % 4];
+            for i in 0..4_000 {
+                let id = next(ids) as u16;
+                let total = [1, 1, 2, 3][next(4) as usize];
+                let seq = next(u64::from(total) + 1) as u16;
+                let dir = if next(2) == 0 { Dir::ToServer } else { Dir::ToClient };
+                let body = match (next(3), dir) {
+                    (0, _) => vec![b'x'; next(300) as usize],
+                    (_, Dir::ToServer) => b"get a\r\n".to_vec(),
+                    (_, Dir::ToClient) => b"END\r\n".to_vec(),
+                };
+                ts += if next(2_000) == 0 { cfg.transaction_timeout_ns + 1 } else { next(1_000_000) as i64 };
+                if next(50) == 0 {
+                    u.datagram(dir, ts, &[1, 2, 3], &mut out);
+                } else {
+                    u.datagram(dir, ts, &dgram(id, seq, total, &body), &mut out);
+                }
+                assert_eq!(u.held_bytes(), u.held_bytes_walked(), "round {round}, datagram {i}");
+                full += (u.requests.len() == MAX_WAITING || u.responses.len() == MAX_WAITING) as u32;
+                answered += out.iter().filter(|t| t.response.is_some()).count();
+                if next(20) == 0 {
+                    let waiting = u.requests.len() + u.responses.len();
+                    u.expire(ts, &mut out);
+                    expired += waiting - (u.requests.len() + u.responses.len());
+                    assert_eq!(u.held_bytes(), u.held_bytes_walked(), "round {round}, expiry after {i}");
+                }
+                out.clear();
+            }
+            assert!(u.requests.len() + u.responses.len() > 0, "round {round}: nothing waited");
+            u.finish(ts, &mut out);
+            assert_eq!((u.messages_bytes, u.held_bytes()), (0, u.held_bytes_walked()), "round {round}");
+        }
+        assert!(full > 0 && expired > 0 && answered > 0, "full {full}, expired {expired}, answered {answered}");
     }
 
     /// Two gets out at once, answered in the other order, the second in
