@@ -142,6 +142,13 @@ impl MemcachedParser {
         }
     }
 
+    /// How long a request waits for its response (`ParseConfig::
+    /// transaction_timeout_ns`): UDP's messages wait as long, and keep no
+    /// copy of it (a flow's state is charged to the stream memory).
+    pub(super) fn timeout_ns(&self) -> i64 {
+        self.timeout_ns
+    }
+
     fn key(&self, k: &[u8]) -> String {
         key_text(k, self.max_text, self.redact)
     }

@@ -55,14 +55,14 @@ impl Message {
 /// Memcached datagrams of one UDP flow.
 pub struct UdpMemcached {
     parser: MemcachedParser,
-    timeout_ns: i64,
     /// Requests (complete or not) waiting for their responses.
     requests: Vec<Message>,
     /// Responses still missing datagrams.
     responses: Vec<Message>,
     /// `Message::held_bytes` summed over `requests` and `responses`, kept
     /// as messages come and go: asked at every datagram, it would be a
-    /// walk of up to 2 x [`MAX_WAITING`] messages.
+    /// walk of up to 2 x [`MAX_WAITING`] messages. (In the place of the
+    /// timeout, now the parser's: the box charged per flow stays its size.)
     messages_bytes: usize,
     stats: ParseStats,
 }
@@ -71,7 +71,6 @@ impl UdpMemcached {
     pub fn new(cfg: &ParseConfig) -> Self {
         UdpMemcached {
             parser: MemcachedParser::new(cfg),
-            timeout_ns: cfg.transaction_timeout_ns,
             requests: Vec::new(),
             responses: Vec::new(),
             messages_bytes: 0,
@@ -202,7 +201,7 @@ impl UdpMemcached {
     }
 
     pub fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
-        let timeout = self.timeout_ns;
+        let timeout = self.parser.timeout_ns();
         let old = |m: &Message| now_ns - m.first_ns > timeout;
         if self.requests.iter().any(old) {
             let gone: Vec<Message> = self.requests.extract_if(.., |m| old(m)).collect();
