@@ -97,7 +97,7 @@ def main():
     ap.add_argument("--sources", type=int, help="distinct source addresses (default: --count)")
     ap.add_argument("--port", type=int, help="the server port (default: the kind's)")
     args = ap.parse_args()
-    sources = args.sources or args.count
+    sources = args.count if args.sources is None else args.sources
     port = DEFAULT_PORTS[args.kind] if args.port is None else args.port
     if not 0 < args.count <= MAX_COUNT:
         sys.exit("floods.py: --count %d: must be 1..%d" % (args.count, MAX_COUNT))
@@ -113,7 +113,8 @@ def main():
             out.write(struct.pack("<IIII", t // 1_000_000, t % 1_000_000, len(frame), len(frame)))
             out.write(frame)
             n += 1
-    print("%s: %d packets, %d %s flows from %d sources to port %d" % (args.out, n, args.count, args.kind, sources, port))
+    print("%s: %d packets, %d %s flows from %d sources to port %d"
+          % (args.out, n, args.count, args.kind, sources, port))
 
 
 if __name__ == "__main__":
