@@ -68,6 +68,12 @@ pub(crate) trait RowSource {
     fn time_ns(&self, row: usize) -> i64;
     /// Sorts row indices into file order.
     fn sort_rows(&self, rows: &mut [u32]);
+    /// Whether file order ([`RowSource::sort_rows`]) is by
+    /// [`RowSource::time_ns`]: a sorted row's time is never before the
+    /// row's before it (the writer then finds an hour's rows by bisection).
+    fn sorted_by_time(&self) -> bool {
+        false
+    }
     /// Column `col` ([`crate::schema::file_columns`] order) of the given rows.
     fn values(&self, col: usize, rows: &[u32]) -> PqValues;
     /// [`RowSource::values`], with `runs` the rows' runs of consecutive

@@ -654,6 +654,10 @@ impl RowSource for TxBuf {
         // Stable: equal times keep their arrival order.
         sort_nearly_sorted(rows, &self.ts);
     }
+    fn sorted_by_time(&self) -> bool {
+        // `sort_rows` sorts by `ts`, the rows' `time_ns`.
+        true
+    }
     fn values(&self, col: usize, rows: &[u32]) -> PqValues {
         self.values_in_runs(col, rows, &crate::encode::runs(rows))
     }
