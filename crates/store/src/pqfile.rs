@@ -156,6 +156,12 @@ thread_local! {
 const MIN_SAVING: f64 = 0.10;
 /// Bytes of a page compressed to estimate what zstd saves on its chunk.
 const SAMPLE_BYTES: usize = 16 << 10;
+/// A page of at most this many bytes is its own sample: compressed whole
+/// once, and written so when zstd pays (a sample of a larger page is
+/// compressed again with the rest). Pages of 16-32 KiB (the indices of
+/// 49,202 rows at 2-3 bits: sizes, fingerprints) cost a sample and their
+/// whole again; a page that does not pay costs up to twice a sample.
+const WHOLE_SAMPLE_BYTES: usize = 2 * SAMPLE_BYTES;
 /// Pages smaller than this are not compressed (zstd's frame alone takes
 /// ~10 bytes).
 const MIN_COMPRESS_BYTES: usize = 64;
@@ -450,14 +456,14 @@ impl<'f, W: Write> FileWriter<'f, W> {
         (r1, v1, encoding)
     }
 
-    /// Whether the chunk is compressed: zstd run on (at most
-    /// [`SAMPLE_BYTES`] of) its dictionary page and first data page saves
-    /// at least [`MIN_SAVING`] of their bytes. The second and third answers:
-    /// the whole dictionary page, and the whole first data page, were the
-    /// samples, and their compressed bytes are in `self.s.dict_packed` and
-    /// `self.s.page` (not compressed twice: the pages of most chunks are
-    /// smaller than a sample, and zstd gives the same bytes for the same
-    /// page).
+    /// Whether the chunk is compressed: zstd run on its dictionary page and
+    /// first data page (each whole up to [`WHOLE_SAMPLE_BYTES`], else its
+    /// first [`SAMPLE_BYTES`]) saves at least [`MIN_SAVING`] of their bytes.
+    /// The second and third answers: the whole dictionary page, and the
+    /// whole first data page, were the samples, and their compressed bytes
+    /// are in `self.s.dict_packed` and `self.s.page` (not compressed twice:
+    /// the pages of most chunks are no larger, and zstd gives the same bytes
+    /// for the same page).
     fn choose_codec(&mut self, dict: Option<&[u8]>, first: &[u8]) -> (bool, bool, bool) {
         if self.fmt.zstd.is_none() {
             return (false, false, false);
@@ -470,7 +476,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
             return (false, false, false);
         }
         let mut sample = |b: &[u8], out: &mut Vec<u8>| -> Option<f64> {
-            let part = &b[..b.len().min(SAMPLE_BYTES)];
+            let part = if b.len() <= WHOLE_SAMPLE_BYTES { b } else { &b[..SAMPLE_BYTES] };
             out.clear();
             out.reserve(zstd::zstd_safe::compress_bound(part.len()));
             let n = z.compress_to_buffer(part, out).ok()?;
@@ -482,12 +488,12 @@ impl<'f, W: Write> FileWriter<'f, W> {
         if let Some(d) = dict.filter(|d| !d.is_empty()) {
             let Some(ratio) = sample(d, &mut self.s.dict_packed) else { return (false, false, false) };
             after += ratio * d.len() as f64;
-            dict_whole = d.len() <= SAMPLE_BYTES;
+            dict_whole = d.len() <= WHOLE_SAMPLE_BYTES;
         }
         let Some(ratio) = sample(first, &mut self.s.page) else { return (false, false, false) };
         after += ratio * first.len() as f64;
         let zstd = after <= (1.0 - MIN_SAVING) * total as f64;
-        (zstd, zstd && dict_whole, zstd && first.len() <= SAMPLE_BYTES)
+        (zstd, zstd && dict_whole, zstd && first.len() <= WHOLE_SAMPLE_BYTES)
     }
 
     /// Fills `self.s.idx` with each present value's dictionary index and
