@@ -141,7 +141,22 @@ impl Dict {
         let mut idx = crate::encode::buf(rows.len() - self.nulls.min(rows.len()));
         let mut def = crate::encode::buf(if optional { rows.len() } else { 0 });
         debug_assert_eq!(runs.iter().map(|r| r.len as usize).sum::<usize>(), rows.len());
-        if self.nulls == 0 {
+        if crate::encode::runs_are_short(rows, runs) {
+            // Runs of a few rows: each row's index read where it is, in one
+            // pass over the rows (levels first when some rows are unset).
+            let of = |&r: &u32| self.rows[r as usize];
+            if self.nulls == 0 {
+                idx.extend(rows.iter().map(of));
+                if optional {
+                    def.resize(rows.len(), 1);
+                }
+            } else {
+                if optional {
+                    def.extend(rows.iter().map(|r| i16::from(of(r) != NULL)));
+                }
+                idx.extend(rows.iter().map(of).filter(|&e| e != NULL));
+            }
+        } else if self.nulls == 0 {
             for r in runs {
                 idx.extend_from_slice(&self.rows[r.range()]);
             }
@@ -206,7 +221,14 @@ impl Dict {
     /// per row unless some rows are unset.
     fn one_value(&self, entries: usize, rows: &[u32], optional: bool, order: &mut Vec<u32>) -> (Vec<u32>, Option<Vec<i16>>) {
         let mut def = crate::encode::buf(if optional { rows.len() } else { 0 });
-        let present = if self.nulls == 0 {
+        let present = if self.nulls == self.rows.len() {
+            // Every buffered row unset (an error code where no statement
+            // failed): levels of zeros, no row looked up.
+            if optional {
+                def.resize(rows.len(), 0);
+            }
+            0
+        } else if self.nulls == 0 {
             if optional {
                 def.resize(rows.len(), 1);
             }
@@ -466,6 +488,14 @@ impl DictText {
         if self.dictionary_pays() {
             return self.values(rows, runs);
         }
+        if self.optional && self.dict.nulls == self.dict.rows.len() {
+            // Every buffered row unset (an error message where no statement
+            // failed): levels of zeros, no row looked at.
+            let mut def = crate::encode::buf(rows.len());
+            def.resize(rows.len(), 0);
+            let (data, ends) = (crate::encode::buf(0), crate::encode::buf(0));
+            return PqValues { col: PqCol::Plain(Texts { data, ends }), def: Some(def) };
+        }
         let mut data = crate::encode::buf(self.held);
         let mut ends = crate::encode::buf(rows.len());
         let mut def = crate::encode::buf(if self.optional { rows.len() } else { 0 });
@@ -712,11 +742,17 @@ mod tests {
     /// order of first use, and every entry is used.
     #[test]
     fn arrival_order_reads_as_renumbering() {
-        let cases: [&[Option<u64>]; 4] = [
+        // Long enough for runs taken whole (forward, `mixed`) and one by one
+        // (reversed, pairs swapped: `encode::runs_are_short`).
+        let long: Vec<Option<u64>> = (0..300u64).map(|i| (i % 11 != 4).then_some(i % 7)).collect();
+        let long_set: Vec<Option<u64>> = (0..300u64).map(|i| Some(i % 5)).collect();
+        let cases: [&[Option<u64>]; 6] = [
             &[Some(9), Some(7), Some(9), Some(8), Some(7)],
             &[None, Some(7), Some(3), None, Some(7), Some(5)],
             &[Some(1), Some(2)],
             &[None, Some(4), Some(6)],
+            &long,
+            &long_set,
         ];
         for vals in cases {
             let mut n = DictNum::<u64>::new();
@@ -724,7 +760,8 @@ mod tests {
             let fwd: Vec<u32> = (0..vals.len() as u32).collect();
             let rev: Vec<u32> = fwd.iter().rev().copied().collect();
             let mixed: Vec<u32> = fwd.iter().map(|&r| (r + 2) % vals.len() as u32).collect();
-            for rows in [&fwd, &rev, &mixed] {
+            let swapped: Vec<u32> = fwd.iter().map(|&r| if (r ^ 1) < vals.len() as u32 { r ^ 1 } else { r }).collect();
+            for rows in [&fwd, &rev, &mixed, &swapped] {
                 let mut sorted = rows.clone();
                 sorted.sort_unstable();
                 assert_eq!(sorted, fwd, "a permutation");
@@ -792,8 +829,12 @@ mod tests {
             (0..400).map(|i| if i % 7 == 3 { None } else { Some(format!("select * from t where id = {}", i % 5)) }).collect();
         let distinct: Vec<Option<String>> =
             (0..400).map(|i| if i % 7 == 3 { None } else { Some(format!("select * from t where id = {i}")) }).collect();
-        for (vals, pays) in [(&repeated, true), (&distinct, false)] {
+        // Every row unset (an error message where none failed): no value
+        // when optional, else one repeated "" (a dictionary that pays).
+        let unset: Vec<Option<String>> = vec![None; 400];
+        for (vals, pays_optional, pays_required) in [(&repeated, true, true), (&distinct, false, false), (&unset, false, true)] {
             for optional in [true, false] {
+                let pays = if optional { pays_optional } else { pays_required };
                 let mut d = DictText::new(optional);
                 vals.iter().for_each(|v| d.push_free(v.as_deref().map(str::as_bytes)));
                 assert_eq!(d.dictionary_pays(), pays, "optional {optional}");

@@ -156,6 +156,12 @@ thread_local! {
 const MIN_SAVING: f64 = 0.10;
 /// Bytes of a page compressed to estimate what zstd saves on its chunk.
 const SAMPLE_BYTES: usize = 16 << 10;
+/// A page of at most this many bytes is its own sample: compressed whole
+/// once, and written so when zstd pays (a sample of a larger page is
+/// compressed again with the rest). Pages of 16-32 KiB (the indices of
+/// 49,202 rows at 2-3 bits: sizes, fingerprints) cost a sample and their
+/// whole again; a page that does not pay costs up to twice a sample.
+const WHOLE_SAMPLE_BYTES: usize = 2 * SAMPLE_BYTES;
 /// Pages smaller than this are not compressed (zstd's frame alone takes
 /// ~10 bytes).
 const MIN_COMPRESS_BYTES: usize = 64;
@@ -274,10 +280,17 @@ impl<'f, W: Write> FileWriter<'f, W> {
         } else {
             None
         };
+        // The indices the data pages take: the builder's own when it made
+        // the dictionary (not copied again), else those `dictionary` found.
+        let found = std::mem::take(&mut self.s.idx);
+        let idx: &[u32] = match &v.col {
+            PqCol::Dict { idx, .. } => idx,
+            _ => &found,
+        };
         let encoding = match dict_len {
             Some(_) => {
                 if with_stats {
-                    meta.stats = dict_stats(&v.col, &self.s.idx, spec, nulls);
+                    meta.stats = dict_stats(&v.col, idx, spec, nulls);
                 }
                 E_RLE_DICTIONARY
             }
@@ -295,7 +308,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
         // The first data page, built before anything of the chunk is
         // written: it and the dictionary decide the chunk's codec.
         let mut body = std::mem::take(&mut self.s.packed);
-        let (mut r1, mut v1, mut page_enc) = self.page_body(v, def, dict_len.is_some(), encoding, bw, nrows, 0, 0, &mut body);
+        let (mut r1, mut v1, mut page_enc) = self.page_body(v, def, idx, dict_len.is_some(), encoding, bw, nrows, 0, 0, &mut body);
         // The encodings the data pages take (a page of deltas wider than
         // PLAIN is written PLAIN).
         let mut encs = vec![page_enc];
@@ -320,7 +333,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
         let mut first = true;
         while r.is_ok() && r0 < nrows {
             if !first {
-                (r1, v1, page_enc) = self.page_body(v, def, dict_len.is_some(), encoding, bw, nrows, r0, v0, &mut body);
+                (r1, v1, page_enc) = self.page_body(v, def, idx, dict_len.is_some(), encoding, bw, nrows, r0, v0, &mut body);
                 if !encs.contains(&page_enc) {
                     encs.push(page_enc);
                 }
@@ -330,6 +343,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
             (r0, v0) = (r1, v1);
         }
         self.s.packed = body;
+        self.s.idx = found;
         r?;
         if dict_len.is_some() {
             encs.push(E_PLAIN);
@@ -344,12 +358,14 @@ impl<'f, W: Write> FileWriter<'f, W> {
     /// The body of the data page that starts at row `r0` (value `v0`) into
     /// `body`: as many rows as fit [`PAGE_BYTES`] and [`PAGE_ROWS`]; returns
     /// the row and value it ends before, and the page's encoding
-    /// (`encoding`, or PLAIN for deltas that would take more room).
+    /// (`encoding`, or PLAIN for deltas that would take more room); `idx`:
+    /// each present value's dictionary index when `dict`.
     #[allow(clippy::too_many_arguments)]
     fn page_body(
         &mut self,
         v: &PqValues,
         def: Option<&[i16]>,
+        idx: &[u32],
         dict: bool,
         encoding: i32,
         bw: u32,
@@ -420,7 +436,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
                     // One value: every index is 0, one run (the same bytes).
                     rle_zeros(body, v1 - v0, 0);
                 } else {
-                    rle_hybrid(body, &self.s.idx[v0..v1], bw);
+                    rle_hybrid(body, &idx[v0..v1], bw);
                 }
             }
             E_DELTA_BINARY_PACKED => {
@@ -440,14 +456,14 @@ impl<'f, W: Write> FileWriter<'f, W> {
         (r1, v1, encoding)
     }
 
-    /// Whether the chunk is compressed: zstd run on (at most
-    /// [`SAMPLE_BYTES`] of) its dictionary page and first data page saves
-    /// at least [`MIN_SAVING`] of their bytes. The second and third answers:
-    /// the whole dictionary page, and the whole first data page, were the
-    /// samples, and their compressed bytes are in `self.s.dict_packed` and
-    /// `self.s.page` (not compressed twice: the pages of most chunks are
-    /// smaller than a sample, and zstd gives the same bytes for the same
-    /// page).
+    /// Whether the chunk is compressed: zstd run on its dictionary page and
+    /// first data page (each whole up to [`WHOLE_SAMPLE_BYTES`], else its
+    /// first [`SAMPLE_BYTES`]) saves at least [`MIN_SAVING`] of their bytes.
+    /// The second and third answers: the whole dictionary page, and the
+    /// whole first data page, were the samples, and their compressed bytes
+    /// are in `self.s.dict_packed` and `self.s.page` (not compressed twice:
+    /// the pages of most chunks are no larger, and zstd gives the same bytes
+    /// for the same page).
     fn choose_codec(&mut self, dict: Option<&[u8]>, first: &[u8]) -> (bool, bool, bool) {
         if self.fmt.zstd.is_none() {
             return (false, false, false);
@@ -460,7 +476,7 @@ impl<'f, W: Write> FileWriter<'f, W> {
             return (false, false, false);
         }
         let mut sample = |b: &[u8], out: &mut Vec<u8>| -> Option<f64> {
-            let part = &b[..b.len().min(SAMPLE_BYTES)];
+            let part = if b.len() <= WHOLE_SAMPLE_BYTES { b } else { &b[..SAMPLE_BYTES] };
             out.clear();
             out.reserve(zstd::zstd_safe::compress_bound(part.len()));
             let n = z.compress_to_buffer(part, out).ok()?;
@@ -472,17 +488,18 @@ impl<'f, W: Write> FileWriter<'f, W> {
         if let Some(d) = dict.filter(|d| !d.is_empty()) {
             let Some(ratio) = sample(d, &mut self.s.dict_packed) else { return (false, false, false) };
             after += ratio * d.len() as f64;
-            dict_whole = d.len() <= SAMPLE_BYTES;
+            dict_whole = d.len() <= WHOLE_SAMPLE_BYTES;
         }
         let Some(ratio) = sample(first, &mut self.s.page) else { return (false, false, false) };
         after += ratio * first.len() as f64;
         let zstd = after <= (1.0 - MIN_SAVING) * total as f64;
-        (zstd, zstd && dict_whole, zstd && first.len() <= SAMPLE_BYTES)
+        (zstd, zstd && dict_whole, zstd && first.len() <= WHOLE_SAMPLE_BYTES)
     }
 
     /// Fills `self.s.idx` with each present value's dictionary index and
     /// `self.s.dict` with the dictionary (PLAIN); `None` when it would
-    /// outgrow [`DICT_BYTES`].
+    /// outgrow [`DICT_BYTES`]. A builder's dictionary ([`PqCol::Dict`])
+    /// keeps its indices where they are: only its page is written.
     fn dictionary(&mut self, col: &PqCol) -> Option<usize> {
         let (idx, dict) = (&mut self.s.idx, &mut self.s.dict);
         idx.clear();
@@ -519,12 +536,11 @@ impl<'f, W: Write> FileWriter<'f, W> {
             PqCol::Bool(_) => None,
             // The builder made the dictionary: its values are the page, its
             // indices the data, no value hashed again.
-            PqCol::Dict { values, idx: rows } => {
+            PqCol::Dict { values, .. } => {
                 plain(dict, values, 0..values_len(values));
                 if dict.len() > DICT_BYTES {
                     return None;
                 }
-                idx.extend_from_slice(rows);
                 Some(values_len(values))
             }
         }
@@ -1033,7 +1049,7 @@ mod tests {
                     }
                     r1 += 1;
                 }
-                let (g1, h1, _) = w.page_body(&v, d, false, super::E_PLAIN, 0, nrows, r0, v0, &mut body);
+                let (g1, h1, _) = w.page_body(&v, d, &[], false, super::E_PLAIN, 0, nrows, r0, v0, &mut body);
                 assert_eq!((g1, h1), (r1, v1), "case {case} page at row {r0}");
                 (r0, v0) = (r1, v1);
             }

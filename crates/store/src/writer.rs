@@ -476,10 +476,17 @@ fn write_hours(
     let mut start = 0;
     while start < n {
         let hour = hour_of(src.time_ns(rows[start] as usize));
-        let mut end = start + 1;
-        while end < n && hour_of(src.time_ns(rows[end] as usize)) == hour {
-            end += 1;
-        }
+        let end = if src.sorted_by_time() {
+            // Times never fall along the rows: the hour's end found by
+            // bisection, not by a look at each row.
+            start + rows[start..].partition_point(|&r| hour_of(src.time_ns(r as usize)) == hour)
+        } else {
+            let mut end = start + 1;
+            while end < n && hour_of(src.time_ns(rows[end] as usize)) == hour {
+                end += 1;
+            }
+            end
+        };
         let pdir = partition_path(dir, src.kind(), hour);
         crate::fsutil::create_below(dir, &pdir)?;
         let hour_end = end;
@@ -972,9 +979,16 @@ impl Store {
             .into_iter()
             .collect();
         let done = &self.published[slot];
-        let mut rows: Vec<u32> = (0..src.len() as u32)
-            .filter(|&r| !done.get(r as usize).copied().unwrap_or(false))
-            .collect();
+        let mut rows: Vec<u32> = if done.is_empty() {
+            // No file of this buffer published yet (every flush but the
+            // retry of a failed one): every row, none looked up (the filter
+            // below grew its vector from nothing, ~60 instructions a row).
+            (0..src.len() as u32).collect()
+        } else {
+            (0..src.len() as u32)
+                .filter(|&r| !done.get(r as usize).copied().unwrap_or(false))
+                .collect()
+        };
         src.sort_rows(&mut rows);
         let mut out = Vec::new();
         let root = self.staging.as_deref().unwrap_or(&self.dir);
