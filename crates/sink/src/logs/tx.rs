@@ -386,6 +386,13 @@ fn value<const JSON: bool>(room: &mut Room<'_>, k: &Key, item: Item, esc: Esc, v
         Val::TimeSecs(t) => interval::<JSON>(room, k, t.map(|t| t.saturating_mul(1_000_000_000))),
         // An empty list of UTF-8 text is unset in TSV.
         Val::List(Some(l)) if !JSON && l.len == 0 && esc == Esc::Tsv => unset::<JSON>(room),
+        // An empty list in JSON (`"params":[]` on most MySQL lines): written
+        // here, not by a call (which lends the room: its cursor stored
+        // before and loaded after).
+        Val::List(Some(l)) if JSON && l.len == 0 => {
+            key::<JSON>(room, k);
+            room.put(*b"[]", 2);
+        }
         Val::List(Some(l)) => vector::<JSON>(room, k, item, esc, l, scratch),
         Val::Unset | Val::Text(None) | Val::Bool(None) | Val::List(None) => unset::<JSON>(room),
     }
@@ -1311,6 +1318,20 @@ mod tests {
         let s = json(&r);
         assert!(s.starts_with("{\"ts\":1.000000,\"uid\":\""), "{s}");
         assert!(s.ends_with(",\"params\":[\"1\",\"a,b\"],\"status\":\"ok\",\"request_bytes\":28,\"response_bytes\":284,\"latency\":0.061782,\"first_byte_latency\":0.061782}\n"), "{s}");
+    }
+
+    /// An empty list (a MySQL query's params) is `[]` in JSON, written in
+    /// the line's code, between the values before and after it; `-` in TSV.
+    #[test]
+    fn an_empty_list_is_brackets_in_json_and_unset_in_tsv() {
+        let m = wirelog_record::mysql::MysqlTx { command: "query", query: Some("select 1".into()), ..Default::default() };
+        let r = rec(Protocol::Mysql, Detail::Mysql(m));
+        let s = json(&r);
+        assert!(s.contains(r#""success":true,"params":[],"status":"ok","#), "{s}");
+        let mut w = TxLogWriter::new(Vec::new(), LogFormat::Tsv, r.protocol);
+        w.write(&r).unwrap();
+        let out = String::from_utf8(handed(w)).unwrap();
+        assert!(out.lines().last().unwrap().contains("\tT\t-\t-\t-\t-\t-\t-\t-\t-\tok\t"), "{out}");
     }
 
     /// A line that finds too little room (its budget of blocks, then each
