@@ -254,7 +254,14 @@ impl StreamParser for ConnParser {
                 return;
             }
         }
-        if matches!(self, ConnParser::Mysql(_) | ConnParser::Pgsql(_)) && self.gave_up() {
+        // Asked of the two parsers directly (not through `gave_up`'s match
+        // over every parser, a call per segment).
+        let hand_over = match self {
+            ConnParser::Mysql(p) => p.gave_up(),
+            ConnParser::Pgsql(p) => p.gave_up(),
+            _ => false,
+        };
+        if hand_over {
             self.hand_over(dir, ts_ns, data, out);
         }
         if let ConnParser::Starttls(p) = self {

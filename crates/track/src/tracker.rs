@@ -1686,18 +1686,23 @@ impl<'a> BatchTxs<'a> {
     fn made(&self) -> usize {
         self.txs.len() - self.start
     }
-}
 
-impl TxSink for BatchTxs<'_> {
+    #[cold]
+    #[inline(never)]
+    fn push_growing(&mut self, tx: Transaction) {
+        let rec = self.record(tx);
+        self.txs.push(rec);
+    }
+
     #[inline]
-    fn push(&mut self, tx: Transaction) {
+    fn record(&self, tx: Transaction) -> TxRecord {
         let key = self.key.full(self.pairs);
         let transport = if key.proto == 17 {
             Proto::Udp
         } else {
             Proto::Tcp
         };
-        self.txs.push(TxRecord {
+        TxRecord {
             uid: self.uid,
             orig_h: key.src,
             orig_p: key.sport,
@@ -1710,7 +1715,23 @@ impl TxSink for BatchTxs<'_> {
             resp_proc: None,
             source: Default::default(),
             sample_weight: self.sample_weight,
-        });
+        }
+    }
+}
+
+impl TxSink for BatchTxs<'_> {
+    #[inline]
+    fn push(&mut self, tx: Transaction) {
+        if self.txs.len() < self.txs.capacity() {
+            // Room known before the record is made: `push` cannot grow the
+            // vector here, and the record is written in its place (one copy
+            // of the transaction, not two through the stack; the growing
+            // path is apart so that the compiler does not merge the two).
+            let rec = self.record(tx);
+            self.txs.push(rec);
+        } else {
+            self.push_growing(tx);
+        }
     }
 
     #[inline]
