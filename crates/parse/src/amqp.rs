@@ -36,9 +36,8 @@
 //! `hide_connection_information`, same file); they are recorded here like
 //! every other exchange.
 
-use crate::TxSink;
 use crate::frames::{self, Frame, Framer, Msg, Rd};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::amqp::AmqpTx;
 

@@ -43,10 +43,9 @@
 
 pub(crate) mod decompress;
 
-use crate::TxSink;
 use crate::fingerprint::{self, Dialect};
 use crate::frames::{Frame, Framer, Msg, Rd};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::cassandra::CassandraTx;
 

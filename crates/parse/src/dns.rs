@@ -9,11 +9,10 @@
 //! panics. Compressed names follow pointers only backwards and at most
 //! [`MAX_JUMPS`] times, so pointer loops end.
 
-use crate::TxSink;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 use wirelog_record::SmallText;
 
 pub use wirelog_record::dns::{class_name, opcode_name, rcode_name, type_name, DnsAnswer, DnsTx, Edns};

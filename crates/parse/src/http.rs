@@ -25,14 +25,13 @@
 //! start line is past the cut is lost (counted as malformed); a response
 //! lost so still takes its request, so the next response pairs right.
 
-use crate::TxSink;
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 pub(crate) mod texts;
 
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::http::HttpTx;
 

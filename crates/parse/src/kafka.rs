@@ -26,9 +26,8 @@
 //! byte 57 of a magic-2 batch; a magic 0/1 message set counts its
 //! messages), read within the first `max_header_bytes` of a message.
 
-use crate::TxSink;
 use crate::frames::{Frame, Framer, Msg, Rd};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::kafka::KafkaTx;
 

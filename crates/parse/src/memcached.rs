@@ -28,10 +28,9 @@
 mod binary;
 pub mod udp;
 
-use crate::TxSink;
 use std::collections::VecDeque;
 
-use crate::{char_floor, Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{char_floor, Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 /// This protocol's content probe (see [`crate::detect`]): none, its
 /// connections are recognised by port. A text command is a lower-case word

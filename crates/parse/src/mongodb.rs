@@ -50,12 +50,11 @@
 
 pub mod bson;
 
-use crate::TxSink;
 use std::collections::VecDeque;
 
 use bson::Doc;
 
-use crate::{char_floor, Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{char_floor, Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::mongodb::MongodbTx;
 

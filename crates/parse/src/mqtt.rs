@@ -27,9 +27,8 @@
 //! code other than 0, a reason code of 0x80 or more: 2.4; a SUBACK's 0x80 in
 //! 3.1.1).
 
-use crate::TxSink;
 use crate::frames::{self, Frame, Framer, Msg, Rd};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::mqtt::MqttTx;
 

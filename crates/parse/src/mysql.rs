@@ -26,14 +26,13 @@
 //! [`MysqlParser::gave_up_reason`]. MySQL 8 query attributes in
 //! COM_STMT_EXECUTE are not decoded (the parameters are then left empty).
 
-use crate::TxSink;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use wirelog_record::columns::{push_decimal, TextList};
 
 use crate::fingerprint::{Dialect, Fingerprints};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::mysql::MysqlTx;
 

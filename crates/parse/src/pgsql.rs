@@ -34,13 +34,12 @@
 //! never stored. After a gap the parser drops bytes until a segment that
 //! starts with a plausible message of the direction's type set.
 
-use crate::TxSink;
 use std::collections::{HashMap, VecDeque};
 
 use std::sync::Arc;
 
 use crate::fingerprint::{self, Dialect, Fingerprints};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::pgsql::PgsqlTx;
 

@@ -22,14 +22,13 @@
 //! parser resynchronise; MONITOR's stream and CLIENT REPLY OFF/SKIP upset
 //! the pairing until the connection's end.
 
-use crate::TxSink;
 use std::collections::VecDeque;
 
 use crate::fingerprint::Fingerprints;
 
 use crate::truncate;
 use wirelog_record::SmallText;
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::redis::RedisTx;
 

@@ -15,8 +15,7 @@
 //! Nothing is buffered: only a packet's first bytes are kept while they
 //! arrive, the rest is skipped by count.
 
-use crate::TxSink;
-use crate::{Dir, ParseStats, StreamParser};
+use crate::{Dir, ParseStats, StreamParser, TxSink};
 
 /// The protocol version a version line announces, as Zeek sorts them
 /// (`update_version`): `SSH-2.x`, `SSH-1.99` (both), other `SSH-1.x`.

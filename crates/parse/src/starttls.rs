@@ -23,9 +23,8 @@
 //! `max_preamble` bytes of cleartext without an upgrade the connection is
 //! left alone (the protocol stays named if it was confirmed).
 
-use crate::TxSink;
 use crate::tls::{TlsConn, TlsLimits};
-use crate::{Dir, ParseStats, StreamParser};
+use crate::{Dir, ParseStats, StreamParser, TxSink};
 
 /// A cleartext protocol that can turn to TLS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -24,14 +24,13 @@ mod huffman;
 #[cfg(test)]
 mod tests;
 
-use crate::TxSink;
 use std::sync::Arc;
 
 use wirelog_record::grpc::GrpcTx;
 use wirelog_record::http::HttpTx;
 
 use crate::http::texts::shared;
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 use frame::Header;
 

@@ -20,10 +20,9 @@
 //! by length. A header whose magic is neither loses the direction's framing
 //! until a segment starts with a request's (or response's) magic.
 
-use crate::TxSink;
 use std::collections::VecDeque;
 
-use crate::{Detail, Dir, ParseStats, Span, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseStats, Span, Transaction, TxSink, TxStatus};
 
 use super::MemcachedTx;
 

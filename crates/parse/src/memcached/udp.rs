@@ -14,9 +14,8 @@
 //! out or the flow ends, and recorded as the TCP parser records a request
 //! without its answer.
 
-use crate::TxSink;
 use super::MemcachedParser;
-use crate::{Dir, ParseConfig, ParseStats, StreamParser};
+use crate::{Dir, ParseConfig, ParseStats, StreamParser, TxSink};
 
 /// The frame header's length.
 const HEADER: usize = 8;

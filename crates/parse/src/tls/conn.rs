@@ -3,12 +3,11 @@
 //! connection then reports itself done so the reassembler stops delivering
 //! (application data is counted by the connection record, never buffered).
 
-use crate::TxSink;
 use wirelog_record::tls::{HelloFields, TlsTx};
 
 use super::{TlsHandshake, TlsLimits, TlsParser};
 use crate::{
-    Detail, Dir, ParseConfig, ParseStats, Protocol, Span, StreamParser, Transaction, TxStatus,
+    Detail, Dir, ParseConfig, ParseStats, Protocol, Span, StreamParser, Transaction, TxSink, TxStatus,
 };
 
 /// First and last time handshake bytes were seen in one direction.

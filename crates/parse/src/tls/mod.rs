@@ -55,10 +55,9 @@ pub use parser::{
 };
 pub use wirelog_record::sha256::{sha256, sha256_hex};
 
-use crate::TxSink;
 use parser::*;
 
-use crate::{Dir, ParseConfig, ParseStats, StreamParser};
+use crate::{Dir, ParseConfig, ParseStats, StreamParser, TxSink};
 
 /// Bounds on what one connection may make the parser buffer or keep.
 #[derive(Clone, Copy, Debug)]
