@@ -37,7 +37,7 @@
 //! every other exchange.
 
 use crate::frames::{self, Frame, Framer, Msg, Rd};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::amqp::AmqpTx;
 
@@ -288,7 +288,7 @@ impl AmqpParser {
         Some(frames::text(r.bytes(n)?, self.max_text))
     }
 
-    fn frame(&mut self, dir: Dir, m: Msg<'_>, out: &mut Vec<Transaction>) {
+    fn frame(&mut self, dir: Dir, m: Msg<'_>, out: &mut dyn TxSink) {
         if m.head.starts_with(b"AMQP") {
             // The protocol header (or the server's, refusing the version).
             return;
@@ -308,7 +308,7 @@ impl AmqpParser {
         }
     }
 
-    fn method(&mut self, dir: Dir, channel: u16, payload: &[u8], m: &Msg<'_>, out: &mut Vec<Transaction>) {
+    fn method(&mut self, dir: Dir, channel: u16, payload: &[u8], m: &Msg<'_>, out: &mut dyn TxSink) {
         let mut r = Rd::new(payload);
         let (Some(class), Some(id)) = (r.u16(), r.u16()) else {
             self.stats.malformed += 1;
@@ -459,7 +459,7 @@ impl AmqpParser {
 
     /// A close from `dir`: what the other side still waits for on the
     /// channel (every channel, for the connection's) is answered by it.
-    fn closed(&mut self, dir: Dir, channel: u16, connection: bool, close: &AmqpTx, m: &Msg<'_>, out: &mut Vec<Transaction>) {
+    fn closed(&mut self, dir: Dir, channel: u16, connection: bool, close: &AmqpTx, m: &Msg<'_>, out: &mut dyn TxSink) {
         let from_server = dir == Dir::ToServer;
         let mut i = 0;
         while i < self.waiting.len() {
@@ -478,13 +478,13 @@ impl AmqpParser {
         }
     }
 
-    fn push_alone(&mut self, dir: Dir, tx: AmqpTx, error: bool, m: &Msg<'_>, out: &mut Vec<Transaction>) {
+    fn push_alone(&mut self, dir: Dir, tx: AmqpTx, error: bool, m: &Msg<'_>, out: &mut dyn TxSink) {
         let mut p = Pending { channel: tx.channel, req: None, resp: None, tx, answers: (0, 0), class: 0, content: None, error, last_ns: m.last_ns };
         p.add(dir, m);
         out.push(p.done());
     }
 
-    fn start_content(&mut self, dir: Dir, p: Pending, out: &mut Vec<Transaction>) {
+    fn start_content(&mut self, dir: Dir, p: Pending, out: &mut dyn TxSink) {
         let list = &mut self.content[di(dir)];
         // One message at a time per channel (4.2.6): one still open there
         // lost its content.
@@ -512,7 +512,7 @@ impl AmqpParser {
     }
 
     /// A content header or body frame of `dir` on `channel`.
-    fn content_frame(&mut self, dir: Dir, channel: u16, ty: u8, payload: &[u8], m: &Msg<'_>, out: &mut Vec<Transaction>) {
+    fn content_frame(&mut self, dir: Dir, channel: u16, ty: u8, payload: &[u8], m: &Msg<'_>, out: &mut dyn TxSink) {
         let list = &mut self.content[di(dir)];
         let Some(at) = list.iter().position(|p| p.channel == channel) else {
             // Content whose method was not seen.
@@ -548,7 +548,7 @@ impl AmqpParser {
     }
 
     /// A message's content is whole.
-    fn content_done(&mut self, dir: Dir, mut p: Pending, out: &mut Vec<Transaction>) {
+    fn content_done(&mut self, dir: Dir, mut p: Pending, out: &mut dyn TxSink) {
         if p.tx.method == "basic.get" {
             // get-ok's content: the get's answer is whole.
             out.push(p.done());
@@ -570,7 +570,7 @@ impl AmqpParser {
     }
 
     /// The broker's `basic.ack` or `basic.nack` of publishes on `channel`.
-    fn confirm(&mut self, channel: u16, tx: AmqpTx, m: &Msg<'_>, out: &mut Vec<Transaction>) {
+    fn confirm(&mut self, channel: u16, tx: AmqpTx, m: &Msg<'_>, out: &mut dyn TxSink) {
         let tag = tx.delivery_tag.unwrap_or(0);
         let multiple = tx.flags.split(',').any(|f| f == "multiple");
         let nack = tx.method == "basic.nack";
@@ -600,7 +600,7 @@ impl AmqpParser {
 
     /// An answer (`-ok`, `get-empty`) from `dir` on `channel`.
     #[allow(clippy::too_many_arguments)]
-    fn answer(&mut self, dir: Dir, channel: u16, class: u16, id: u16, name: &'static str, r: &mut Rd<'_>, m: &Msg<'_>, out: &mut Vec<Transaction>) {
+    fn answer(&mut self, dir: Dir, channel: u16, class: u16, id: u16, name: &'static str, r: &mut Rd<'_>, m: &Msg<'_>, out: &mut dyn TxSink) {
         let from_server = dir == Dir::ToServer;
         let Some(at) = self
             .waiting
@@ -655,14 +655,14 @@ fn close_error(tx: &AmqpTx) -> bool {
 }
 
 impl StreamParser for AmqpParser {
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         let mut framer = std::mem::take(&mut self.framers[di(dir)]);
         let lost = framer.feed(data, ts_ns, self.max_head, frame, |m| self.frame(dir, m, out));
         self.stats.unparsed_bytes += lost;
         self.framers[di(dir)] = framer;
     }
 
-    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut dyn TxSink) {
         self.stats.gaps += 1;
         let mut framer = std::mem::take(&mut self.framers[di(dir)]);
         let held = framer.gap(len, ts_ns, |m| self.frame(dir, m, out));
@@ -672,7 +672,7 @@ impl StreamParser for AmqpParser {
         self.framers[di(dir)] = framer;
     }
 
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         let timeout = self.timeout_ns;
         let old = |p: &Pending| now_ns - p.last_ns > timeout;
         let [c0, c1] = &mut self.content;
@@ -681,7 +681,7 @@ impl StreamParser for AmqpParser {
         }
     }
 
-    fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, _ts_ns: i64, out: &mut dyn TxSink) {
         let [c0, c1] = &mut self.content;
         for list in [c0, c1, &mut self.waiting, &mut self.unconfirmed] {
             out.extend(std::mem::take(list).into_iter().map(Pending::unanswered));

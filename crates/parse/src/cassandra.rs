@@ -45,7 +45,7 @@ pub(crate) mod decompress;
 
 use crate::fingerprint::{self, Dialect};
 use crate::frames::{Frame, Framer, Msg, Rd};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::cassandra::CassandraTx;
 
@@ -381,7 +381,7 @@ impl CassandraParser {
         })
     }
 
-    fn request(&mut self, m: Msg<'_>, out: &mut Vec<Transaction>) {
+    fn request(&mut self, m: Msg<'_>, out: &mut dyn TxSink) {
         let h = m.head;
         if h.len() < HEADER {
             self.stats.malformed += 1;
@@ -498,7 +498,7 @@ impl CassandraParser {
         Some(())
     }
 
-    fn response(&mut self, m: Msg<'_>, out: &mut Vec<Transaction>) {
+    fn response(&mut self, m: Msg<'_>, out: &mut dyn TxSink) {
         let h = m.head;
         if h.len() < HEADER {
             self.stats.malformed += 1;
@@ -648,7 +648,7 @@ impl CassandraParser {
 
     /// Frames of one direction out of `data` (segment payloads, or the
     /// stream itself before v5's switch).
-    fn frames(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) -> u64 {
+    fn frames(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) -> u64 {
         let mut framer = std::mem::take(&mut self.sides[di(dir)].frames);
         let lost = framer.feed(data, ts_ns, self.max_head, frame, |m| match dir {
             Dir::ToServer => self.request(m, out),
@@ -679,7 +679,7 @@ fn unanswered(p: Pending) -> Transaction {
 }
 
 impl StreamParser for CassandraParser {
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         let Some(mut segs) = self.sides[di(dir)].segments.take() else {
             let lost = self.frames(dir, ts_ns, data, out);
             self.stats.unparsed_bytes += lost;
@@ -729,7 +729,7 @@ impl StreamParser for CassandraParser {
         }
     }
 
-    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut dyn TxSink) {
         self.stats.gaps += 1;
         let side = &mut self.sides[di(dir)];
         let held = match &mut side.segments {
@@ -753,13 +753,13 @@ impl StreamParser for CassandraParser {
         }
     }
 
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         let timeout = self.cfg.transaction_timeout_ns;
         let old = |p: &Pending| now_ns - p.req.last_ns > timeout;
         out.extend(self.pending.extract_if(.., |p| old(p)).map(unanswered));
     }
 
-    fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, _ts_ns: i64, out: &mut dyn TxSink) {
         out.extend(self.pending.drain(..).map(unanswered));
     }
 

@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 use wirelog_record::SmallText;
 
 pub use wirelog_record::dns::{class_name, opcode_name, rcode_name, type_name, DnsAnswer, DnsTx, Edns};
@@ -481,7 +481,7 @@ impl Pairer {
         }
     }
 
-    fn message(&mut self, ts: i64, bytes: u64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn message(&mut self, ts: i64, bytes: u64, data: &[u8], out: &mut dyn TxSink) {
         let Some(p) = parse_with(data, &mut self.scratch) else {
             self.stats.malformed += 1;
             self.stats.unparsed_bytes += bytes;
@@ -573,7 +573,7 @@ impl Pairer {
         }
     }
 
-    fn expire(&mut self, now: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now: i64, out: &mut dyn TxSink) {
         let timeout = self.timeout_ns;
         let mut i = 0;
         while i < self.pending.len() {
@@ -589,14 +589,14 @@ impl Pairer {
         }
     }
 
-    fn finish(&mut self, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, out: &mut dyn TxSink) {
         for p in self.pending.drain(..) {
             emit_pending(p, out);
         }
     }
 }
 
-fn emit_pending(p: Pending, out: &mut Vec<Transaction>) {
+fn emit_pending(p: Pending, out: &mut dyn TxSink) {
     match p.resp {
         Some((span, r, n)) => {
             let tx = merge_response(p.tx, r, n);
@@ -663,7 +663,7 @@ impl TcpDns {
 }
 
 impl StreamParser for TcpDns {
-    fn data(&mut self, dir: Dir, ts_ns: i64, mut data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, mut data: &[u8], out: &mut dyn TxSink) {
         let side = &mut self.sides[dir as usize];
         if side.lost {
             self.pairer.stats.unparsed_bytes += data.len() as u64;
@@ -705,7 +705,7 @@ impl StreamParser for TcpDns {
         }
     }
 
-    fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, _out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, _out: &mut dyn TxSink) {
         self.pairer.stats.gaps += 1;
         let side = &mut self.sides[dir as usize];
         // Length prefixes cannot be found again after a gap: stop this direction.
@@ -714,11 +714,11 @@ impl StreamParser for TcpDns {
         side.lost = true;
     }
 
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         self.pairer.expire(now_ns, out);
     }
 
-    fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, _ts_ns: i64, out: &mut dyn TxSink) {
         for s in &mut self.sides {
             self.pairer.stats.unparsed_bytes += s.buf.len() as u64;
             s.buf = Vec::new();
@@ -751,13 +751,13 @@ impl UdpDns {
     }
 
     /// One datagram of the flow, in `dir` (ToServer = to the DNS server port).
-    pub fn datagram(&mut self, _dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    pub fn datagram(&mut self, _dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         // The QR bit, not the direction, says query or response: a capture
         // can see either side first, and mDNS answers go to the server port.
         self.pairer.message(ts_ns, data.len() as u64, data, out);
     }
 
-    pub fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    pub fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         self.pairer.expire(now_ns, out);
     }
     /// Heap bytes held beyond the fixed state: the queries waiting for
@@ -765,7 +765,7 @@ impl UdpDns {
     pub fn held_bytes(&self) -> usize {
         self.pairer.pending.capacity() * std::mem::size_of::<Pending>()
     }
-    pub fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+    pub fn finish(&mut self, _ts_ns: i64, out: &mut dyn TxSink) {
         self.pairer.finish(out);
     }
     pub fn stats(&self) -> ParseStats {

@@ -360,10 +360,17 @@ impl Fingerprints {
         let (text, cut) = recorded_text(raw, dialect, cfg);
         // The slot of the last text taken first: an application repeats
         // its statements of one shape in runs (sysbench's ten point selects).
+        // The slots' ends are compared here, not in a call each: most slots
+        // hold other shapes, told apart by their ends (BEGIN and COMMIT by
+        // every slot); the last slot is not tried twice.
         let last = self.last_recent;
         let ends = Recent::ends(raw.as_bytes());
-        let hit = |r: &Recent| r.same_shape(raw.as_bytes(), ends);
-        let found = if hit(&self.recent[last]) { Some(last) } else { self.recent.iter().position(hit) };
+        let hit = |r: &Recent| (r.head, r.last) == ends && r.same_shape(raw.as_bytes(), ends);
+        let found = if hit(&self.recent[last]) {
+            Some(last)
+        } else {
+            (0..RECENT_SHAPES).find(|&k| k != last && hit(&self.recent[k]))
+        };
         if let Some(k) = found {
             self.last_recent = k;
         }

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 pub(crate) mod texts;
 
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::http::HttpTx;
 
@@ -317,7 +317,7 @@ impl HttpParser {
         }
     }
 
-    fn feed(&mut self, dir: Dir, ts: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn feed(&mut self, dir: Dir, ts: i64, data: &[u8], out: &mut dyn TxSink) {
         if let State::Body(Body::Unframed(declared)) = self.side(dir).state {
             // A message without framing ends where a segment opens the next.
             if let Opens::Yes = opens(dir, &data[..data.len().min(PROBE_LEN)]) {
@@ -386,7 +386,7 @@ impl HttpParser {
     }
 
     /// Reads header bytes; returns how many of `data` were consumed.
-    fn head(&mut self, dir: Dir, ts: i64, data: &[u8], out: &mut Vec<Transaction>) -> usize {
+    fn head(&mut self, dir: Dir, ts: i64, data: &[u8], out: &mut dyn TxSink) -> usize {
         let max = self.cfg.max_header_bytes.max(64);
         let s = self.side(dir);
         if s.buf.is_empty() {
@@ -446,7 +446,7 @@ impl HttpParser {
 
     /// A complete header block (`head` includes the blank line), or with
     /// `cut` the whole lines captured of one whose end is past a cut.
-    fn message_head(&mut self, dir: Dir, ts: i64, head: &[u8], cut: bool, out: &mut Vec<Transaction>) {
+    fn message_head(&mut self, dir: Dir, ts: i64, head: &[u8], cut: bool, out: &mut dyn TxSink) {
         let mut lines = Lines { data: head };
         let first = lines.next().unwrap_or(b"");
         let mut tx = HttpTx::default();
@@ -608,7 +608,7 @@ impl HttpParser {
     /// timeout (the queue's front at least), in order, reported unanswered.
     #[cold]
     #[inline(never)]
-    fn expire_waiting(&mut self, now_ns: i64, waiting: usize, out: &mut Vec<Transaction>) {
+    fn expire_waiting(&mut self, now_ns: i64, waiting: usize, out: &mut dyn TxSink) {
         let timeout = self.cfg.transaction_timeout_ns;
         let n = self.pending.iter().take(waiting).take_while(|p| now_ns - p.req.last_ns > timeout).count();
         // A response being read is paired already; expiring the queue front
@@ -731,7 +731,7 @@ impl HttpParser {
         ts: i64,
         b: Body,
         data: &[u8],
-        out: &mut Vec<Transaction>,
+        out: &mut dyn TxSink,
     ) -> usize {
         match b {
             Body::Length(left) => {
@@ -837,7 +837,7 @@ impl HttpParser {
         dir: Dir,
         ts: i64,
         skip: usize,
-        out: &mut Vec<Transaction>,
+        out: &mut dyn TxSink,
     ) -> usize {
         self.stats.unparsed_bytes += skip as u64;
         self.stats.malformed += 1;
@@ -849,7 +849,7 @@ impl HttpParser {
         skip
     }
 
-    fn end_message(&mut self, dir: Dir, ts: i64, out: &mut Vec<Transaction>) {
+    fn end_message(&mut self, dir: Dir, ts: i64, out: &mut dyn TxSink) {
         match dir {
             Dir::ToServer => self.end_request(ts),
             Dir::ToClient => self.end_response(ts, true, out),
@@ -873,7 +873,7 @@ impl HttpParser {
 
     /// `complete` is false when the stream ended inside a body whose end the
     /// headers declared (Content-Length or chunked): the response was cut short.
-    fn end_response(&mut self, ts: i64, complete: bool, out: &mut Vec<Transaction>) {
+    fn end_response(&mut self, ts: i64, complete: bool, out: &mut dyn TxSink) {
         let s = &mut self.resp;
         s.state = State::Idle;
         s.messages += 1;
@@ -982,7 +982,7 @@ impl HttpParser {
         }
     }
 
-    fn gap_in(&mut self, dir: Dir, ts: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn gap_in(&mut self, dir: Dir, ts: i64, len: u64, out: &mut dyn TxSink) {
         let state = self.side(dir).state;
         match state {
             State::Body(Body::Length(left)) => {
@@ -1055,7 +1055,7 @@ impl HttpParser {
 
 impl HttpParser {
     /// `len` bytes of `dir` past the snap length (see the module's doc).
-    fn cut_in(&mut self, dir: Dir, ts: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn cut_in(&mut self, dir: Dir, ts: i64, len: u64, out: &mut dyn TxSink) {
         let state = self.side(dir).state;
         match state {
             State::Body(Body::Length(left)) => {
@@ -1131,7 +1131,7 @@ impl HttpParser {
 
     /// A header block whose end is past the cut: its whole lines make the
     /// message, which then runs unframed; without a whole start line it is lost.
-    fn cut_head(&mut self, dir: Dir, ts: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn cut_head(&mut self, dir: Dir, ts: i64, len: u64, out: &mut dyn TxSink) {
         let s = self.side(dir);
         let mut buf = std::mem::take(&mut s.buf);
         let Some(nl) = buf.iter().rposition(|&b| b == b'\n') else {
@@ -1156,7 +1156,7 @@ impl HttpParser {
 
     /// A message whose start is past the cut: lost, counted; a response so
     /// lost still answers the oldest request, which is emitted as partial.
-    fn lost_in_cut(&mut self, dir: Dir, ts: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn lost_in_cut(&mut self, dir: Dir, ts: i64, len: u64, out: &mut dyn TxSink) {
         self.stats.malformed += 1;
         self.stats.unparsed_bytes += len;
         if dir == Dir::ToClient {
@@ -1191,7 +1191,7 @@ impl HttpParser {
     /// missing and a response is partial, as the same message read whole
     /// would be. Without a declared length, the bytes after its last framing
     /// are missed, not body.
-    fn end_unframed(&mut self, dir: Dir, ts: i64, declared: Option<u64>, out: &mut Vec<Transaction>) {
+    fn end_unframed(&mut self, dir: Dir, ts: i64, declared: Option<u64>, out: &mut dyn TxSink) {
         let s = self.side(dir);
         let complete = match declared {
             Some(n) if s.unframed + s.missing >= n => {
@@ -1471,7 +1471,7 @@ pub fn fuzz(data: &[u8]) {
 }
 
 impl StreamParser for HttpParser {
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         if self.upgraded {
             // WebSocket, a CONNECT tunnel...: counted, not parsed.
             self.stats.unparsed_bytes += data.len() as u64;
@@ -1480,12 +1480,12 @@ impl StreamParser for HttpParser {
         self.feed(dir, ts_ns, data, out);
     }
 
-    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut dyn TxSink) {
         self.stats.gaps += 1;
         self.gap_in(dir, ts_ns, len, out);
     }
 
-    fn cut(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn cut(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut dyn TxSink) {
         if self.upgraded || self.h2c.is_some() || self.tunnel.is_some() {
             self.stats.unparsed_bytes += len;
             return;
@@ -1493,7 +1493,7 @@ impl StreamParser for HttpParser {
         self.cut_in(dir, ts_ns, len, out);
     }
 
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         // Called at every segment: most find no request waiting past its
         // timeout, so that test comes first and costs a few instructions
         // (the loop and the queue's drain cost ~100 a segment when inline here).
@@ -1506,7 +1506,7 @@ impl StreamParser for HttpParser {
         }
     }
 
-    fn finish(&mut self, ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, ts_ns: i64, out: &mut dyn TxSink) {
         // A response read until the connection's end is complete now; one
         // cut short before its declared end says so, with the declared bytes
         // not seen counted as missing. A message cut short ends at its last

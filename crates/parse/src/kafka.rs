@@ -27,7 +27,7 @@
 //! messages), read within the first `max_header_bytes` of a message.
 
 use crate::frames::{Frame, Framer, Msg, Rd};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::kafka::KafkaTx;
 
@@ -262,7 +262,7 @@ impl KafkaParser {
         }
     }
 
-    fn request(&mut self, m: Msg<'_>, out: &mut Vec<Transaction>) {
+    fn request(&mut self, m: Msg<'_>, out: &mut dyn TxSink) {
         let mut r = Rd::new(&m.head[4..]);
         let (Some(key), Some(version), Some(corr)) = (r.u16(), r.u16(), r.u32()) else {
             self.stats.malformed += 1;
@@ -416,7 +416,7 @@ impl KafkaParser {
         Some(())
     }
 
-    fn response(&mut self, m: Msg<'_>, out: &mut Vec<Transaction>) {
+    fn response(&mut self, m: Msg<'_>, out: &mut dyn TxSink) {
         let mut r = Rd::new(&m.head[4..]);
         let Some(corr) = r.u32() else {
             self.stats.malformed += 1;
@@ -670,7 +670,7 @@ fn di(dir: Dir) -> usize {
 }
 
 impl StreamParser for KafkaParser {
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         let mut framer = std::mem::take(&mut self.framers[di(dir)]);
         let lost = framer.feed(data, ts_ns, self.max_head, frame, |m| match dir {
             Dir::ToServer => self.request(m, out),
@@ -680,7 +680,7 @@ impl StreamParser for KafkaParser {
         self.framers[di(dir)] = framer;
     }
 
-    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut dyn TxSink) {
         self.stats.gaps += 1;
         let mut framer = std::mem::take(&mut self.framers[di(dir)]);
         let held = framer.gap(len, ts_ns, |m| match dir {
@@ -697,7 +697,7 @@ impl StreamParser for KafkaParser {
         self.framers[di(dir)] = framer;
     }
 
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         // A fetch may wait its max wait at the broker before the timeout
         // counts.
         let timeout = self.timeout_ns;
@@ -705,7 +705,7 @@ impl StreamParser for KafkaParser {
         out.extend(self.pending.extract_if(.., |p| old(p)).map(unanswered));
     }
 
-    fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, _ts_ns: i64, out: &mut dyn TxSink) {
         out.extend(self.pending.drain(..).map(unanswered));
     }
 

@@ -209,7 +209,7 @@ impl ConnParser {
     /// over and reads `data` (the chunk in which TLS was agreed; what is
     /// left of the request is skipped as preamble).
     #[cold]
-    fn hand_over(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn hand_over(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         // The TLS limits are the connection's (its `ParseConfig`'s), which
         // the outer parser kept for this moment.
         let (outer, limits) = match self {
@@ -226,7 +226,7 @@ impl ConnParser {
 
 impl StreamParser for ConnParser {
     #[inline]
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         if let ConnParser::Http(p) = self {
             if p.turns_to_http2(dir, data) {
                 *self = ConnParser::Http2(Box::new(http2::Http2Parser::new(p.config())));
@@ -254,7 +254,14 @@ impl StreamParser for ConnParser {
                 return;
             }
         }
-        if matches!(self, ConnParser::Mysql(_) | ConnParser::Pgsql(_)) && self.gave_up() {
+        // Asked of the two parsers directly (not through `gave_up`'s match
+        // over every parser, a call per segment).
+        let hand_over = match self {
+            ConnParser::Mysql(p) => p.gave_up(),
+            ConnParser::Pgsql(p) => p.gave_up(),
+            _ => false,
+        };
+        if hand_over {
             self.hand_over(dir, ts_ns, data, out);
         }
         if let ConnParser::Starttls(p) = self {
@@ -268,22 +275,22 @@ impl StreamParser for ConnParser {
     }
 
     #[inline]
-    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut dyn TxSink) {
         each_parser!(self, p => p.gap(dir, ts_ns, len, out))
     }
 
     #[inline]
-    fn cut(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn cut(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut dyn TxSink) {
         each_parser!(self, p => p.cut(dir, ts_ns, len, out))
     }
 
     #[inline]
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         each_parser!(self, p => p.expire(now_ns, out))
     }
 
     #[inline]
-    fn finish(&mut self, ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, ts_ns: i64, out: &mut dyn TxSink) {
         each_parser!(self, p => p.finish(ts_ns, out))
     }
 
@@ -329,7 +336,7 @@ pub fn fuzz_steps(mut rest: &[u8]) -> impl Iterator<Item = (u8, FuzzStep<'_>)> {
 /// tracker would: steps one nanosecond apart, `expire` after a control byte
 /// of 0xff, nothing more once the parser gave up, then `finish`.
 #[cfg(any(test, feature = "fuzzing"))]
-pub fn fuzz_feed<P: StreamParser>(p: &mut P, script: &[u8], out: &mut Vec<Transaction>) {
+pub fn fuzz_feed<P: StreamParser>(p: &mut P, script: &[u8], out: &mut dyn TxSink) {
     let mut ts = 0;
     for (c, step) in fuzz_steps(script) {
         ts += 1;
@@ -420,17 +427,53 @@ pub struct ParseStats {
     pub cut_bytes: u64,
 }
 
+/// Where a parser puts the transactions it completes: a list (tests, the
+/// TLS-library reader), or the tracker's batch, where each is written once
+/// into its record's place instead of into a list the tracker then moves
+/// each from (a copy of the whole record a transaction, issue 36).
+pub trait TxSink {
+    fn push(&mut self, tx: Transaction);
+    /// How many transactions the sink holds: a parser compares two of
+    /// these counts, never reads what is there (the batch holds other
+    /// connections' too).
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Many at once (the requests a parser gives up on at its end, or expires).
+impl Extend<Transaction> for dyn TxSink + '_ {
+    fn extend<I: IntoIterator<Item = Transaction>>(&mut self, txs: I) {
+        for tx in txs {
+            self.push(tx);
+        }
+    }
+}
+
+impl TxSink for Vec<Transaction> {
+    #[inline]
+    fn push(&mut self, tx: Transaction) {
+        Vec::push(self, tx)
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+}
+
 /// A parser for one TCP connection: it gets the in-order bytes of each
 /// direction as they arrive and emits transactions as they complete.
 pub trait StreamParser {
     /// `data` is the next in-order bytes of `dir`, all seen at `ts_ns` (the
     /// packet's time). A message may span many calls; one call may hold many
     /// messages (pipelining).
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>);
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink);
 
     /// `len` bytes of `dir` are missing from the stream (not captured). The
     /// parser abandons the message the gap falls in and resynchronises.
-    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>);
+    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut dyn TxSink);
 
     /// The next `len` bytes of `dir` were sent in a segment seen at `ts_ns`
     /// but cut by the capture's snap length ([`stream::Chunk::Cut`]): their
@@ -438,16 +481,16 @@ pub trait StreamParser {
     /// their content is not. A parser that can go on across such bytes
     /// (MySQL: a response's size and timing, the next message where the
     /// next segment starts) says so here; by default they are a gap.
-    fn cut(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn cut(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut dyn TxSink) {
         self.gap(dir, ts_ns, len, out)
     }
 
     /// Time passes (called at least once a second of packet time): requests
     /// older than the transaction timeout are emitted as `NoResponse`.
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>);
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink);
 
     /// The connection ended: emit every pending request/response as unmatched.
-    fn finish(&mut self, ts_ns: i64, out: &mut Vec<Transaction>);
+    fn finish(&mut self, ts_ns: i64, out: &mut dyn TxSink);
 
     /// The protocol turned out not to be parseable (TLS, compressed MySQL,
     /// not this protocol at all): the caller stops feeding bytes.

@@ -30,7 +30,7 @@ pub mod udp;
 
 use std::collections::VecDeque;
 
-use crate::{char_floor, Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{char_floor, Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 /// This protocol's content probe (see [`crate::detect`]): none, its
 /// connections are recognised by port. A text command is a lower-case word
@@ -154,7 +154,7 @@ impl MemcachedParser {
     }
 
     /// A request line (without its line end), `len` bytes on the wire with it.
-    fn request(&mut self, line: &[u8], len: u64, ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn request(&mut self, line: &[u8], len: u64, ts_ns: i64, out: &mut dyn TxSink) {
         let mut words = line.split(|&b| b == b' ').filter(|w| !w.is_empty());
         let Some(first) = words.next() else {
             self.stats.malformed += 1;
@@ -208,7 +208,7 @@ impl MemcachedParser {
     }
 
     /// A complete request: answered later, or now when no answer comes.
-    fn queue(&mut self, p: Pending, out: &mut Vec<Transaction>) {
+    fn queue(&mut self, p: Pending, out: &mut dyn TxSink) {
         if p.tx.noreply || p.tx.command == "quit" {
             out.push(Transaction { request: Some(p.req), response: None, status: TxStatus::NoResponse, detail: Detail::Memcached(p.tx) });
             return;
@@ -221,13 +221,13 @@ impl MemcachedParser {
         self.pending.push_back(p);
     }
 
-    fn unanswered(&mut self, p: Pending, out: &mut Vec<Transaction>) {
+    fn unanswered(&mut self, p: Pending, out: &mut dyn TxSink) {
         let status = if p.resp.is_some() { TxStatus::Partial } else { TxStatus::NoResponse };
         out.push(Transaction { request: Some(p.req), response: p.resp, status, detail: Detail::Memcached(p.tx) });
     }
 
     /// A response line (without its line end), `len` bytes with it.
-    fn response(&mut self, line: &[u8], len: u64, ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn response(&mut self, line: &[u8], len: u64, ts_ns: i64, out: &mut dyn TxSink) {
         let mut words = line.split(|&b| b == b' ').filter(|w| !w.is_empty());
         let first = words.next().unwrap_or_default();
         let Some(p) = self.pending.front_mut() else {
@@ -298,7 +298,7 @@ impl MemcachedParser {
     }
 
     /// Reads `data` of `dir`: lines, and the data blocks their lengths announce.
-    fn read(&mut self, dir: Dir, ts_ns: i64, mut data: &[u8], out: &mut Vec<Transaction>) {
+    fn read(&mut self, dir: Dir, ts_ns: i64, mut data: &[u8], out: &mut dyn TxSink) {
         let d = di(dir);
         while !data.is_empty() {
             let side = &mut self.sides[d];
@@ -343,7 +343,7 @@ impl MemcachedParser {
     }
 
     /// `n` bytes of a data block were read.
-    fn data_bytes(&mut self, dir: Dir, n: u64, ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn data_bytes(&mut self, dir: Dir, n: u64, ts_ns: i64, out: &mut dyn TxSink) {
         match dir {
             Dir::ToServer => {
                 if let Some(p) = &mut self.storing {
@@ -407,7 +407,7 @@ fn line_result(first: &[u8]) -> &'static str {
 }
 
 impl StreamParser for MemcachedParser {
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         if !std::mem::replace(&mut self.started, true) && matches!(data.first(), Some(0x80 | 0x81)) {
             // A text line never starts with a binary magic byte.
             self.binary = Some(Box::new(binary::Binary::new(self.max_text, self.timeout_ns, self.redact)));
@@ -418,7 +418,7 @@ impl StreamParser for MemcachedParser {
         }
     }
 
-    fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, out: &mut dyn TxSink) {
         if let Some(b) = &mut self.binary {
             b.gap(dir);
             return;
@@ -444,7 +444,7 @@ impl StreamParser for MemcachedParser {
         }
     }
 
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         if let Some(b) = &mut self.binary {
             b.expire(now_ns, out);
         }
@@ -455,7 +455,7 @@ impl StreamParser for MemcachedParser {
         }
     }
 
-    fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, _ts_ns: i64, out: &mut dyn TxSink) {
         if let Some(b) = &mut self.binary {
             b.finish(out);
         }

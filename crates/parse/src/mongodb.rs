@@ -54,7 +54,7 @@ use std::collections::VecDeque;
 
 use bson::Doc;
 
-use crate::{char_floor, Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{char_floor, Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::mongodb::MongodbTx;
 
@@ -296,7 +296,7 @@ impl MongodbParser {
     }
 
     /// A whole request message (or its kept part), `len` bytes on the wire.
-    fn request(&mut self, msg: &[u8], len: u32, req: Span, out: &mut Vec<Transaction>) {
+    fn request(&mut self, msg: &[u8], len: u32, req: Span, out: &mut dyn TxSink) {
         let id = u32_at(msg, 4).unwrap_or(0);
         let op = u32_at(msg, 12).unwrap_or(0);
         let mut tx = MongodbTx { compressor: self.compressor, ..Default::default() };
@@ -424,7 +424,7 @@ impl MongodbParser {
     }
 
     /// A whole reply message (or its kept part).
-    fn response(&mut self, msg: &[u8], resp: Span, out: &mut Vec<Transaction>) {
+    fn response(&mut self, msg: &[u8], resp: Span, out: &mut dyn TxSink) {
         let response_to = u32_at(msg, 8).unwrap_or(0);
         let op = u32_at(msg, 12).unwrap_or(0);
         let at = self.pending.iter().position(|p| p.id == response_to);
@@ -627,7 +627,7 @@ impl MongodbParser {
     }
 
     /// The kept bytes of a complete message of `dir`.
-    fn message(&mut self, dir: Dir, ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn message(&mut self, dir: Dir, ts_ns: i64, out: &mut dyn TxSink) {
         let side = &mut self.sides[di(dir)];
         let msg = std::mem::take(&mut side.buf);
         let span = Span { first_ns: side.first_ns, last_ns: ts_ns, bytes: side.len as u64 };
@@ -671,7 +671,7 @@ impl MongodbParser {
         self.sides[di(dir)].buf = msg;
     }
 
-    fn read(&mut self, dir: Dir, ts_ns: i64, mut data: &[u8], out: &mut Vec<Transaction>) {
+    fn read(&mut self, dir: Dir, ts_ns: i64, mut data: &[u8], out: &mut dyn TxSink) {
         let d = di(dir);
         if self.sides[d].lost {
             if self.sides[d].len == 0 && plausible_header(dir, data) {
@@ -728,11 +728,11 @@ fn unanswered(p: Pending) -> Transaction {
 }
 
 impl StreamParser for MongodbParser {
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         self.read(dir, ts_ns, data, out);
     }
 
-    fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, _out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, _out: &mut dyn TxSink) {
         // The message the gap falls in is lost; requests keep waiting,
         // since replies pair by id, not by order.
         self.stats.gaps += 1;
@@ -746,7 +746,7 @@ impl StreamParser for MongodbParser {
         side.lost = true;
     }
 
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         while self.pending.front().is_some_and(|p| now_ns - p.req.last_ns > self.timeout_ns) {
             if let Some(p) = self.pending.pop_front() {
                 out.push(unanswered(p));
@@ -754,7 +754,7 @@ impl StreamParser for MongodbParser {
         }
     }
 
-    fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, _ts_ns: i64, out: &mut dyn TxSink) {
         for side in &mut self.sides {
             if side.seen > 0 {
                 // A message cut by the end of the capture.

@@ -28,7 +28,7 @@
 //! 3.1.1).
 
 use crate::frames::{self, Frame, Framer, Msg, Rd};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::mqtt::MqttTx;
 
@@ -187,7 +187,7 @@ impl MqttParser {
         Some(frames::text(s, self.max_text))
     }
 
-    fn packet(&mut self, dir: Dir, m: Msg<'_>, out: &mut Vec<Transaction>) {
+    fn packet(&mut self, dir: Dir, m: Msg<'_>, out: &mut dyn TxSink) {
         let t = m.head[0] >> 4;
         let flags = m.head[0] & 15;
         // The variable header and payload: after the remaining length.
@@ -301,7 +301,7 @@ impl MqttParser {
     }
 
     /// A packet that is a transaction on its own.
-    fn one(&mut self, m: &Msg<'_>, dir: Dir, tx: MqttTx, status: TxStatus, out: &mut Vec<Transaction>) {
+    fn one(&mut self, m: &Msg<'_>, dir: Dir, tx: MqttTx, status: TxStatus, out: &mut dyn TxSink) {
         let (request, response) = match dir {
             Dir::ToServer => (Some(span(m)), None),
             Dir::ToClient => (None, Some(span(m))),
@@ -319,7 +319,7 @@ impl MqttParser {
     }
 
     /// An exchange begins: it waits in `t`.
-    fn open(&mut self, m: &Msg<'_>, tx: MqttTx, t: Table, out: &mut Vec<Transaction>) {
+    fn open(&mut self, m: &Msg<'_>, tx: MqttTx, t: Table, out: &mut dyn TxSink) {
         let from_server = tx.from_server;
         let p = Pending {
             req: (!from_server).then(|| span(m)),
@@ -346,7 +346,7 @@ impl MqttParser {
 
     /// A packet that answers (part of) an exchange in `t`: by packet id, or
     /// the oldest when `id` is `None`.
-    fn answer(&mut self, m: &Msg<'_>, dir: Dir, t: Table, id: Option<u16>, code: Option<u8>, out: &mut Vec<Transaction>) {
+    fn answer(&mut self, m: &Msg<'_>, dir: Dir, t: Table, id: Option<u16>, code: Option<u8>, out: &mut dyn TxSink) {
         let ty = m.head[0] >> 4;
         let table = self.table(t);
         let at = match (t, id) {
@@ -402,7 +402,7 @@ impl MqttParser {
         }
     }
 
-    fn drain_all(&mut self, out: &mut Vec<Transaction>) {
+    fn drain_all(&mut self, out: &mut dyn TxSink) {
         for t in [Table::Connects, Table::Pings, Table::ClientIds, Table::ServerIds] {
             out.extend(std::mem::take(self.table(t)).into_iter().map(unanswered));
         }
@@ -440,7 +440,7 @@ fn di(dir: Dir) -> usize {
 }
 
 impl StreamParser for MqttParser {
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         let mut framer = std::mem::take(&mut self.framers[di(dir)]);
         // A packet cut by a segment boundary is kept up to `max_head`
         // bytes (a PUBLISH's payload beyond is counted, not kept).
@@ -449,7 +449,7 @@ impl StreamParser for MqttParser {
         self.framers[di(dir)] = framer;
     }
 
-    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut dyn TxSink) {
         self.stats.gaps += 1;
         let mut framer = std::mem::take(&mut self.framers[di(dir)]);
         let held = framer.gap(len, ts_ns, |m| {
@@ -463,14 +463,14 @@ impl StreamParser for MqttParser {
         self.framers[di(dir)] = framer;
     }
 
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         let timeout = self.timeout_ns;
         for t in [Table::Connects, Table::Pings, Table::ClientIds, Table::ServerIds] {
             out.extend(self.table(t).extract_if(.., |p| now_ns - p.last_ns > timeout).map(unanswered));
         }
     }
 
-    fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, _ts_ns: i64, out: &mut dyn TxSink) {
         self.drain_all(out);
     }
 

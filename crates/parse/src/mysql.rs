@@ -32,7 +32,7 @@ use std::sync::Arc;
 use wirelog_record::columns::{push_decimal, TextList};
 
 use crate::fingerprint::{Dialect, Fingerprints};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::mysql::MysqlTx;
 
@@ -454,7 +454,7 @@ impl MysqlParser {
     /// Emits the command in flight (none: nothing), which is then gone.
     /// The record is taken from where it was built, not moved with its
     /// [`Pending`] (a move of each costs a copy of a few hundred bytes).
-    fn emit(&mut self, status: Option<TxStatus>, out: &mut Vec<Transaction>) {
+    fn emit(&mut self, status: Option<TxStatus>, out: &mut dyn TxSink) {
         let Some(p) = self.pending.as_mut() else {
             return;
         };
@@ -487,7 +487,7 @@ impl MysqlParser {
 
     /// Emits the command in flight, if any: a finished response is never
     /// left pending, so one that began is partial; none at all is unanswered.
-    fn flush_pending(&mut self, out: &mut Vec<Transaction>) {
+    fn flush_pending(&mut self, out: &mut dyn TxSink) {
         if let Some(p) = self.pending.as_mut() {
             let status = match (p.req, p.resp) {
                 (Some(_), None) => Some(TxStatus::NoResponse),
@@ -522,7 +522,7 @@ impl MysqlParser {
 
     /// The packet gathered in `dir`'s buffer (whole, or as much as a cut
     /// left) to [`Self::packet`]; the buffer keeps its capacity.
-    fn gathered_packet(&mut self, dir: Dir, last_ns: i64, out: &mut Vec<Transaction>) {
+    fn gathered_packet(&mut self, dir: Dir, last_ns: i64, out: &mut dyn TxSink) {
         let f = &mut self.fr[di(dir)];
         let buf = std::mem::take(&mut f.buf);
         let (seq, len, first_ns) = (f.seq, f.len, f.first_ns);
@@ -539,7 +539,7 @@ impl MysqlParser {
         len: usize,
         payload: &[u8],
         (first_ns, last_ns): (i64, i64),
-        out: &mut Vec<Transaction>,
+        out: &mut dyn TxSink,
     ) {
         let d = di(dir);
         let bytes = 4 + len as u64;
@@ -567,7 +567,7 @@ impl MysqlParser {
         p: &[u8],
         first_ns: i64,
         last_ns: i64,
-        out: &mut Vec<Transaction>,
+        out: &mut dyn TxSink,
     ) {
         let bytes = 4 + len as u64;
         match self.phase {
@@ -685,7 +685,7 @@ impl MysqlParser {
         }
     }
 
-    fn handshake_response(&mut self, len: usize, p: &[u8], first_ns: i64, last_ns: i64, out: &mut Vec<Transaction>) {
+    fn handshake_response(&mut self, len: usize, p: &[u8], first_ns: i64, last_ns: i64, out: &mut dyn TxSink) {
         if self.fr[1].blind {
             self.fr[1].reset();
         }
@@ -780,7 +780,7 @@ impl MysqlParser {
         p: &[u8],
         first_ns: i64,
         last_ns: i64,
-        out: &mut Vec<Transaction>,
+        out: &mut dyn TxSink,
     ) {
         let bytes = 4 + len as u64;
         let first = p.first().copied();
@@ -1375,7 +1375,7 @@ fn push_padded(s: &mut String, v: u64, width: usize) {
 }
 
 impl StreamParser for MysqlParser {
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         let d = di(dir);
         if self.gave_up.is_some() {
             self.stats.unparsed_bytes += data.len() as u64;
@@ -1485,7 +1485,7 @@ impl StreamParser for MysqlParser {
         }
     }
 
-    fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, out: &mut dyn TxSink) {
         self.stats.gaps += 1;
         let d = di(dir);
         self.fr[d].reset();
@@ -1504,7 +1504,7 @@ impl StreamParser for MysqlParser {
     /// with what was kept of it (its first bytes); a cut that goes past its
     /// end makes the direction blind (see [`Framer::blind`]). Not a gap:
     /// nothing is emitted early, nothing counted lost.
-    fn cut(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn cut(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut dyn TxSink) {
         let d = di(dir);
         if self.gave_up.is_some() || self.fr[d].hunting {
             self.stats.unparsed_bytes += len;
@@ -1547,7 +1547,7 @@ impl StreamParser for MysqlParser {
         self.blind_bytes(dir, ts_ns, rest + held);
     }
 
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         let stale = self.pending.as_ref().is_some_and(|p| {
             p.resp.is_none() && p.req.is_some_and(|r| now_ns - r.last_ns > self.cfg.transaction_timeout_ns)
         });
@@ -1556,7 +1556,7 @@ impl StreamParser for MysqlParser {
         }
     }
 
-    fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, _ts_ns: i64, out: &mut dyn TxSink) {
         self.flush_pending(out);
     }
 

@@ -39,7 +39,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::fingerprint::{self, Dialect, Fingerprints};
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::pgsql::PgsqlTx;
 
@@ -422,7 +422,7 @@ impl PgsqlParser {
         }
     }
 
-    fn emit_done(&mut self, out: &mut Vec<Transaction>) {
+    fn emit_done(&mut self, out: &mut dyn TxSink) {
         while self.pending.front().is_some_and(|p| p.done) {
             if let Some(p) = self.pending.pop_front() {
                 let status = p.status();
@@ -435,13 +435,13 @@ impl PgsqlParser {
         self.pending.push_back(p);
     }
 
-    fn emit_now(&mut self, tx: PgsqlTx, req: Span, out: &mut Vec<Transaction>) {
+    fn emit_now(&mut self, tx: PgsqlTx, req: Span, out: &mut dyn TxSink) {
         // Ordered after what is still pending, as it happened after it.
         self.push(Pending { done: true, ..Pending::new(Kind::NoReply, tx, Some(req), u64::MAX) });
         self.emit_done(out);
     }
 
-    fn message(&mut self, dir: Dir, ty: u8, len: usize, body: &[u8], span: Span, out: &mut Vec<Transaction>) {
+    fn message(&mut self, dir: Dir, ty: u8, len: usize, body: &[u8], span: Span, out: &mut dyn TxSink) {
         // Read before the message is handled: the startup message is what
         // turns the client's framing to typed.
         match dir {
@@ -451,7 +451,7 @@ impl PgsqlParser {
         }
     }
 
-    fn untyped_client(&mut self, len: usize, body: &[u8], span: Span, out: &mut Vec<Transaction>) {
+    fn untyped_client(&mut self, len: usize, body: &[u8], span: Span, out: &mut dyn TxSink) {
         let code = be32(body);
         match code {
             SSL_REQUEST | GSSENC_REQUEST => {
@@ -495,7 +495,7 @@ impl PgsqlParser {
         }
     }
 
-    fn client_msg(&mut self, ty: u8, len: usize, body: &[u8], span: Span, out: &mut Vec<Transaction>) {
+    fn client_msg(&mut self, ty: u8, len: usize, body: &[u8], span: Span, out: &mut dyn TxSink) {
         let cut = len - 4 > body.len();
         match ty {
             b'Q' => {
@@ -648,7 +648,7 @@ impl PgsqlParser {
         at
     }
 
-    fn server_msg(&mut self, ty: u8, body: &[u8], span: Span, out: &mut Vec<Transaction>) {
+    fn server_msg(&mut self, ty: u8, body: &[u8], span: Span, out: &mut dyn TxSink) {
         let s = span;
         match ty {
             b'R' => {
@@ -797,7 +797,7 @@ fn parse_error(body: &[u8], tx: &mut PgsqlTx) {
 }
 
 impl StreamParser for PgsqlParser {
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         let d = di(dir);
         if self.gave_up.is_some() {
             self.stats.unparsed_bytes += data.len() as u64;
@@ -950,7 +950,7 @@ impl StreamParser for PgsqlParser {
         }
     }
 
-    fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, out: &mut dyn TxSink) {
         self.stats.gaps += 1;
         let d = di(dir);
         let f = &mut self.fr[d];
@@ -983,7 +983,7 @@ impl StreamParser for PgsqlParser {
         }
     }
 
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         let timeout = self.cfg.transaction_timeout_ns;
         let stale = self
             .pending
@@ -997,7 +997,7 @@ impl StreamParser for PgsqlParser {
         }
     }
 
-    fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, _ts_ns: i64, out: &mut dyn TxSink) {
         // The stream ended: a command whose response began but did not finish
         // (no ReadyForQuery / CommandComplete yet) was answered only in part.
         for p in self.pending.drain(..) {

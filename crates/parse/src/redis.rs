@@ -28,7 +28,7 @@ use crate::fingerprint::Fingerprints;
 
 use crate::truncate;
 use wirelog_record::SmallText;
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 pub use wirelog_record::redis::RedisTx;
 
@@ -457,7 +457,7 @@ impl RedisParser {
         }
     }
 
-    fn message_done(&mut self, dir: Dir, ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn message_done(&mut self, dir: Dir, ts_ns: i64, out: &mut dyn TxSink) {
         let mut msg = std::mem::take(&mut self.sides[di(dir)].msg);
         let span = Span { first_ns: msg.first_ns, last_ns: ts_ns, bytes: msg.bytes };
         match dir {
@@ -524,7 +524,7 @@ impl RedisParser {
         self.pending.push_back(Cmd { tx, req: span, replies_left, resp: None, error: false, sub_kind });
     }
 
-    fn reply(&mut self, msg: &Msg, span: Span, out: &mut Vec<Transaction>) {
+    fn reply(&mut self, msg: &Msg, span: Span, out: &mut dyn TxSink) {
         let top = msg.top.unwrap_or(b'_');
         let first = msg.first_elem.as_slice();
         const SUB: [&[u8]; 6] =
@@ -624,7 +624,7 @@ impl RedisParser {
 }
 
 impl StreamParser for RedisParser {
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         let d = di(dir);
         if self.sides[d].hunting {
             if !Self::resync_ok(dir, data) {
@@ -711,7 +711,7 @@ impl StreamParser for RedisParser {
         }
     }
 
-    fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, _ts_ns: i64, _len: u64, out: &mut dyn TxSink) {
         self.stats.gaps += 1;
         self.lost_framing(dir);
         if dir == Dir::ToClient {
@@ -723,7 +723,7 @@ impl StreamParser for RedisParser {
         }
     }
 
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         let timeout = self.cfg.transaction_timeout_ns;
         while self.pending.front().is_some_and(|c| c.resp.is_none() && now_ns - c.req.last_ns > timeout) {
             if let Some(c) = self.pending.pop_front() {
@@ -737,7 +737,7 @@ impl StreamParser for RedisParser {
         }
     }
 
-    fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, _ts_ns: i64, out: &mut dyn TxSink) {
         while let Some(c) = self.pending.pop_front() {
             let status = match (&c.resp, c.error) {
                 (None, _) => TxStatus::NoResponse,

@@ -15,7 +15,7 @@
 //! Nothing is buffered: only a packet's first bytes are kept while they
 //! arrive, the rest is skipped by count.
 
-use crate::{Dir, ParseStats, StreamParser, Transaction};
+use crate::{Dir, ParseStats, StreamParser, TxSink};
 
 /// The protocol version a version line announces, as Zeek sorts them
 /// (`update_version`): `SSH-2.x`, `SSH-1.99` (both), other `SSH-1.x`.
@@ -265,20 +265,20 @@ fn ssh1_padding(len: u32) -> u32 {
 }
 
 impl StreamParser for SshConn {
-    fn data(&mut self, dir: Dir, _ts_ns: i64, data: &[u8], _out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, _ts_ns: i64, data: &[u8], _out: &mut dyn TxSink) {
         self.read(idx(dir), data);
     }
 
-    fn gap(&mut self, _dir: Dir, _ts_ns: i64, len: u64, _out: &mut Vec<Transaction>) {
+    fn gap(&mut self, _dir: Dir, _ts_ns: i64, len: u64, _out: &mut dyn TxSink) {
         // Zeek analyses nothing more after a gap (`had_gap`).
         self.stats.gaps += 1;
         self.stats.unparsed_bytes += len;
         self.stop();
     }
 
-    fn expire(&mut self, _now_ns: i64, _out: &mut Vec<Transaction>) {}
+    fn expire(&mut self, _now_ns: i64, _out: &mut dyn TxSink) {}
 
-    fn finish(&mut self, _ts_ns: i64, _out: &mut Vec<Transaction>) {}
+    fn finish(&mut self, _ts_ns: i64, _out: &mut dyn TxSink) {}
 
     fn gave_up(&self) -> bool {
         self.stopped

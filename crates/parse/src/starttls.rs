@@ -24,7 +24,7 @@
 //! left alone (the protocol stays named if it was confirmed).
 
 use crate::tls::{TlsConn, TlsLimits};
-use crate::{Dir, ParseStats, StreamParser, Transaction};
+use crate::{Dir, ParseStats, StreamParser, TxSink};
 
 /// A cleartext protocol that can turn to TLS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -578,7 +578,7 @@ impl StarttlsConn {
 }
 
 impl StreamParser for StarttlsConn {
-    fn data(&mut self, dir: Dir, _ts_ns: i64, data: &[u8], _out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, _ts_ns: i64, data: &[u8], _out: &mut dyn TxSink) {
         if self.stopped || self.upgrade_at.is_some() {
             return;
         }
@@ -607,7 +607,7 @@ impl StreamParser for StarttlsConn {
         }
     }
 
-    fn gap(&mut self, _dir: Dir, _ts_ns: i64, len: u64, _out: &mut Vec<Transaction>) {
+    fn gap(&mut self, _dir: Dir, _ts_ns: i64, len: u64, _out: &mut dyn TxSink) {
         // A hole in the cleartext: its lines cannot be trusted to be whole.
         self.stats.gaps += 1;
         self.stats.unparsed_bytes += len;
@@ -615,9 +615,9 @@ impl StreamParser for StarttlsConn {
         self.buf = [Vec::new(), Vec::new()];
     }
 
-    fn expire(&mut self, _now_ns: i64, _out: &mut Vec<Transaction>) {}
+    fn expire(&mut self, _now_ns: i64, _out: &mut dyn TxSink) {}
 
-    fn finish(&mut self, _ts_ns: i64, _out: &mut Vec<Transaction>) {}
+    fn finish(&mut self, _ts_ns: i64, _out: &mut dyn TxSink) {}
 
     fn gave_up(&self) -> bool {
         self.stopped

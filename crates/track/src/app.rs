@@ -19,7 +19,7 @@ use wirelog_parse::dns::UdpDns;
 use wirelog_parse::memcached::udp::UdpMemcached;
 use wirelog_parse::starttls::Cleartext;
 use wirelog_parse::stream::{Budget, Chunk, Reassembler, SegFlags};
-use wirelog_parse::{ConnParser, Dir, ParseConfig, ParseStats, Protocol, ProtocolParser, StreamParser, Transaction};
+use wirelog_parse::{ConnParser, Dir, ParseConfig, ParseStats, Protocol, ProtocolParser, StreamParser, TxSink};
 use wirelog_record::Uid;
 
 /// Application parsing settings.
@@ -505,7 +505,7 @@ impl AppState {
         ack: Option<u32>,
         cfg: &AppConfig,
         budget: &mut Budget,
-        out: &mut Vec<Transaction>,
+        out: &mut dyn TxSink,
     ) {
         if self.stopped {
             return;
@@ -565,7 +565,7 @@ impl AppState {
     }
 
     /// One UDP datagram of the connection.
-    pub fn datagram(&mut self, dir: Dir, ts_ns: i64, payload: &[u8], budget: &mut Budget, out: &mut Vec<Transaction>) {
+    pub fn datagram(&mut self, dir: Dir, ts_ns: i64, payload: &[u8], budget: &mut Budget, out: &mut dyn TxSink) {
         if self.shed || self.stopped {
             return;
         }
@@ -606,7 +606,7 @@ impl AppState {
         ts_ns: i64,
         cfg: &AppConfig,
         budget: &mut Budget,
-        out: &mut Vec<Transaction>,
+        out: &mut dyn TxSink,
     ) -> (ParseStats, bool) {
         if self.shed && matches!(self.parser, AppParser::Waiting(_)) {
             return (ParseStats::default(), false);
@@ -750,7 +750,7 @@ mod tests {
         let uid = wirelog_record::UidGenerator::new(1).next_uid();
         let mut app = AppState::new_stream(Protocol::Http, uid);
         let mut seq = 1000u32;
-        let mut send = |app: &mut AppState, budget: &mut Budget, bytes: &[u8], out: &mut Vec<Transaction>| {
+        let mut send = |app: &mut AppState, budget: &mut Budget, bytes: &[u8], out: &mut Vec<wirelog_parse::Transaction>| {
             app.segment(Dir::ToServer, seq, 1, bytes, bytes.len() as u32, PLAIN, None, &cfg, budget, out);
             seq = seq.wrapping_add(bytes.len() as u32);
         };

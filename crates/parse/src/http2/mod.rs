@@ -30,7 +30,7 @@ use wirelog_record::grpc::GrpcTx;
 use wirelog_record::http::HttpTx;
 
 use crate::http::texts::shared;
-use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
 use frame::Header;
 
@@ -295,7 +295,7 @@ impl Http2Parser {
         }
     }
 
-    fn feed(&mut self, dir: Dir, ts: i64, mut data: &[u8], out: &mut Vec<Transaction>) {
+    fn feed(&mut self, dir: Dir, ts: i64, mut data: &[u8], out: &mut dyn TxSink) {
         while !data.is_empty() {
             let reading = self.side(dir).reading;
             let used = match reading {
@@ -404,7 +404,7 @@ impl Http2Parser {
     }
 
     /// A frame header was read.
-    fn frame_start(&mut self, dir: Dir, ts: i64, h: Header, out: &mut Vec<Transaction>) {
+    fn frame_start(&mut self, dir: Dir, ts: i64, h: Header, out: &mut dyn TxSink) {
         let max_header = self.max_header;
         let s = self.side(dir);
         s.frames += 1;
@@ -462,7 +462,7 @@ impl Http2Parser {
 
     /// Reads DATA payload bytes; returns how many of `data` were used.
     #[allow(clippy::too_many_arguments)]
-    fn data_payload(&mut self, dir: Dir, ts: i64, h: Header, left: u32, data_left: Option<u32>, data: &[u8], out: &mut Vec<Transaction>) -> usize {
+    fn data_payload(&mut self, dir: Dir, ts: i64, h: Header, left: u32, data_left: Option<u32>, data: &[u8], out: &mut dyn TxSink) -> usize {
         let Some(dl) = data_left else {
             // The pad length byte of a padded frame.
             let pad = data[0] as u32;
@@ -506,7 +506,7 @@ impl Http2Parser {
     }
 
     /// A DATA frame ended.
-    fn data_frame_end(&mut self, dir: Dir, ts: i64, h: Header, out: &mut Vec<Transaction>) {
+    fn data_frame_end(&mut self, dir: Dir, ts: i64, h: Header, out: &mut dyn TxSink) {
         if let Some(st) = self.stream_mut(h.stream) {
             st.touch(dir, ts, 0);
         }
@@ -524,7 +524,7 @@ impl Http2Parser {
     }
 
     /// A frame other than DATA, its payload (the kept part) in `p`.
-    fn frame_payload(&mut self, dir: Dir, ts: i64, h: Header, p: &[u8], out: &mut Vec<Transaction>) {
+    fn frame_payload(&mut self, dir: Dir, ts: i64, h: Header, p: &[u8], out: &mut dyn TxSink) {
         match h.ty {
             frame::HEADERS | frame::PUSH_PROMISE => self.headers_frame(dir, ts, h, p, out),
             frame::CONTINUATION => self.continuation(dir, ts, h, p, out),
@@ -584,7 +584,7 @@ impl Http2Parser {
     }
 
     /// A HEADERS or PUSH_PROMISE frame: its fragment starts a header block.
-    fn headers_frame(&mut self, dir: Dir, ts: i64, h: Header, p: &[u8], out: &mut Vec<Transaction>) {
+    fn headers_frame(&mut self, dir: Dir, ts: i64, h: Header, p: &[u8], out: &mut dyn TxSink) {
         let mut body = p;
         let mut pad = 0usize;
         if h.has(frame::PADDED) {
@@ -620,7 +620,7 @@ impl Http2Parser {
         }
     }
 
-    fn continuation(&mut self, dir: Dir, ts: i64, h: Header, p: &[u8], out: &mut Vec<Transaction>) {
+    fn continuation(&mut self, dir: Dir, ts: i64, h: Header, p: &[u8], out: &mut dyn TxSink) {
         let max = self.max_header;
         let s = self.side(dir);
         let Some(mut block) = s.cont.take() else {
@@ -665,7 +665,7 @@ impl Http2Parser {
     }
 
     /// A complete header block of `dir` for `b.stream`.
-    fn block_done(&mut self, dir: Dir, ts: i64, b: Block, out: &mut Vec<Transaction>) {
+    fn block_done(&mut self, dir: Dir, ts: i64, b: Block, out: &mut dyn TxSink) {
         // Which stream the fields go to, opening it when it is new.
         let target = b.promised.unwrap_or(b.stream);
         let mut idx = self.stream_index(target);
@@ -752,7 +752,7 @@ impl Http2Parser {
     }
 
     /// `dir` sent END_STREAM on `id`.
-    fn end_stream(&mut self, dir: Dir, id: u32, out: &mut Vec<Transaction>) {
+    fn end_stream(&mut self, dir: Dir, id: u32, out: &mut dyn TxSink) {
         let Some(i) = self.stream_index(id) else { return };
         let st = &mut self.streams[i];
         match dir {
@@ -773,7 +773,7 @@ impl Http2Parser {
     }
 
     /// RST_STREAM from `dir` on the stream at `i`.
-    fn reset(&mut self, i: usize, dir: Dir, code: u32, out: &mut Vec<Transaction>) {
+    fn reset(&mut self, i: usize, dir: Dir, code: u32, out: &mut dyn TxSink) {
         let st = &self.streams[i];
         // A server's RST_STREAM(NO_ERROR) after its complete response only
         // tells the client to stop sending (RFC 9113 §8.1): complete.
@@ -791,7 +791,7 @@ impl Http2Parser {
     }
 
     /// Reports a stream as one transaction.
-    fn emit(&mut self, st: Stream, end_state: &'static str, error: &'static str, out: &mut Vec<Transaction>) {
+    fn emit(&mut self, st: Stream, end_state: &'static str, error: &'static str, out: &mut dyn TxSink) {
         let Stream { id, req, resp, final_resp, mut tx, grpc, req_msgs, resp_msgs, .. } = st;
         let resp = resp.filter(|_| true);
         let status = match (req.is_some(), resp.is_some()) {
@@ -982,11 +982,11 @@ impl Fields {
 }
 
 impl StreamParser for Http2Parser {
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         self.feed(dir, ts_ns, data, out);
     }
 
-    fn gap(&mut self, dir: Dir, _ts_ns: i64, len: u64, _out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, _ts_ns: i64, len: u64, _out: &mut dyn TxSink) {
         self.stats.gaps += 1;
         let s = self.side(dir);
         match s.reading {
@@ -1012,7 +1012,7 @@ impl StreamParser for Http2Parser {
         }
     }
 
-    fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         let mut i = 0;
         while i < self.streams.len() {
             let st = &self.streams[i];
@@ -1025,7 +1025,7 @@ impl StreamParser for Http2Parser {
         }
     }
 
-    fn finish(&mut self, _ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, _ts_ns: i64, out: &mut dyn TxSink) {
         // In the order the streams were opened.
         let mut streams = std::mem::take(&mut self.streams);
         streams.sort_by_key(|s| s.id);

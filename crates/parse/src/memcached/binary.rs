@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 
-use crate::{Detail, Dir, ParseStats, Span, Transaction, TxStatus};
+use crate::{Detail, Dir, ParseStats, Span, Transaction, TxSink, TxStatus};
 
 use super::MemcachedTx;
 
@@ -180,7 +180,7 @@ impl Binary {
         Binary { max_text, redact, timeout_ns, sides: Default::default(), pending: VecDeque::new(), stats: ParseStats::default() }
     }
 
-    pub(super) fn data(&mut self, dir: Dir, ts_ns: i64, mut data: &[u8], out: &mut Vec<Transaction>) {
+    pub(super) fn data(&mut self, dir: Dir, ts_ns: i64, mut data: &[u8], out: &mut dyn TxSink) {
         let d = di(dir);
         let magic = if dir == Dir::ToServer { REQUEST } else { RESPONSE };
         if self.sides[d].lost {
@@ -236,7 +236,7 @@ impl Binary {
     }
 
     /// The kept part of a whole message of `dir`.
-    fn message(&mut self, dir: Dir, ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn message(&mut self, dir: Dir, ts_ns: i64, out: &mut dyn TxSink) {
         let side = &mut self.sides[di(dir)];
         let buf = std::mem::take(&mut side.buf);
         let first_ns = side.first_ns;
@@ -340,7 +340,7 @@ impl Binary {
         side.lost = true;
     }
 
-    pub(super) fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    pub(super) fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         while self.pending.front().is_some_and(|p| now_ns - p.req.last_ns > self.timeout_ns) {
             if let Some(p) = self.pending.pop_front() {
                 out.push(unanswered(p));
@@ -348,7 +348,7 @@ impl Binary {
         }
     }
 
-    pub(super) fn finish(&mut self, out: &mut Vec<Transaction>) {
+    pub(super) fn finish(&mut self, out: &mut dyn TxSink) {
         while let Some(p) = self.pending.pop_front() {
             out.push(unanswered(p));
         }

@@ -15,7 +15,7 @@
 //! without its answer.
 
 use super::MemcachedParser;
-use crate::{Dir, ParseConfig, ParseStats, StreamParser, Transaction};
+use crate::{Dir, ParseConfig, ParseStats, StreamParser, TxSink};
 
 /// The frame header's length.
 const HEADER: usize = 8;
@@ -105,7 +105,7 @@ impl UdpMemcached {
     }
 
     /// One datagram of the flow, in `dir` (ToServer: to the Memcached port).
-    pub fn datagram(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    pub fn datagram(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         let Some((h, payload)) = data.split_first_chunk::<HEADER>() else {
             self.stats.malformed += 1;
             self.stats.unparsed_bytes += data.len() as u64;
@@ -165,7 +165,7 @@ impl UdpMemcached {
     }
 
     /// A complete response: its request and it go to the parser.
-    fn answer(&mut self, mut resp: Message, out: &mut Vec<Transaction>) {
+    fn answer(&mut self, mut resp: Message, out: &mut dyn TxSink) {
         let Some(at) = self.requests.iter().position(|r| r.id == resp.id && r.complete()) else {
             // No request seen: the parser reports the response alone.
             self.feed(Dir::ToClient, &mut resp, out);
@@ -178,7 +178,7 @@ impl UdpMemcached {
     }
 
     /// A request no response came for, handed over by itself.
-    fn alone(&mut self, mut req: Message, out: &mut Vec<Transaction>) {
+    fn alone(&mut self, mut req: Message, out: &mut dyn TxSink) {
         if req.complete() {
             self.feed(Dir::ToServer, &mut req, out);
         } else {
@@ -189,7 +189,7 @@ impl UdpMemcached {
     /// The message's datagrams in sequence order; the first is fed at the
     /// earliest datagram's time and the last at the latest's, so the
     /// message spans the time its datagrams did, whatever their order.
-    fn feed(&mut self, dir: Dir, m: &mut Message, out: &mut Vec<Transaction>) {
+    fn feed(&mut self, dir: Dir, m: &mut Message, out: &mut dyn TxSink) {
         m.parts.sort_by_key(|p| p.0);
         let first = m.parts.iter().map(|p| p.1).min().unwrap_or(0);
         let last = m.parts.iter().map(|p| p.1).max().unwrap_or(0);
@@ -200,7 +200,7 @@ impl UdpMemcached {
         }
     }
 
-    pub fn expire(&mut self, now_ns: i64, out: &mut Vec<Transaction>) {
+    pub fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
         let timeout = self.parser.timeout_ns();
         let old = |m: &Message| now_ns - m.first_ns > timeout;
         if self.requests.iter().any(old) {
@@ -218,7 +218,7 @@ impl UdpMemcached {
         self.parser.expire(now_ns, out);
     }
 
-    pub fn finish(&mut self, ts_ns: i64, out: &mut Vec<Transaction>) {
+    pub fn finish(&mut self, ts_ns: i64, out: &mut dyn TxSink) {
         for m in std::mem::take(&mut self.requests) {
             self.alone(m, out);
         }
@@ -245,7 +245,7 @@ impl UdpMemcached {
 mod tests {
     use super::*;
     use crate::testutil::udp_datagrams;
-    use crate::{Detail, TxStatus};
+    use crate::{Detail, Transaction, TxStatus};
 
     fn run(rel: &str) -> Vec<Transaction> {
         let mut flows: Vec<UdpMemcached> = Vec::new();

@@ -7,7 +7,7 @@ use wirelog_record::tls::{HelloFields, TlsTx};
 
 use super::{TlsHandshake, TlsLimits, TlsParser};
 use crate::{
-    Detail, Dir, ParseConfig, ParseStats, Protocol, Span, StreamParser, Transaction, TxStatus,
+    Detail, Dir, ParseConfig, ParseStats, Protocol, Span, StreamParser, Transaction, TxSink, TxStatus,
 };
 
 /// First and last time handshake bytes were seen in one direction.
@@ -107,7 +107,7 @@ impl TlsConn {
         self.inner.handshake_done()
     }
 
-    fn drain(&mut self, out: &mut Vec<Transaction>) {
+    fn drain(&mut self, out: &mut dyn TxSink) {
         for hs in self.inner.take_handshakes() {
             let span = |i: usize, dir: Dir| {
                 let s = self.seen[i];
@@ -234,7 +234,7 @@ fn hello_fields(hs: &TlsHandshake) -> Option<Box<HelloFields>> {
 }
 
 impl StreamParser for TlsConn {
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], out: &mut dyn TxSink) {
         if !self.inner.handshake_done() {
             let s = &mut self.seen[(dir == Dir::ToClient) as usize];
             if !s.any {
@@ -251,7 +251,7 @@ impl StreamParser for TlsConn {
         self.drain(out);
     }
 
-    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, ts_ns: i64, len: u64, out: &mut dyn TxSink) {
         self.inner.gap(dir, ts_ns, len, out);
         if self.inner.gave_up() {
             self.inner.finish(ts_ns, out);
@@ -259,9 +259,9 @@ impl StreamParser for TlsConn {
         self.drain(out);
     }
 
-    fn expire(&mut self, _now_ns: i64, _out: &mut Vec<Transaction>) {}
+    fn expire(&mut self, _now_ns: i64, _out: &mut dyn TxSink) {}
 
-    fn finish(&mut self, ts_ns: i64, out: &mut Vec<Transaction>) {
+    fn finish(&mut self, ts_ns: i64, out: &mut dyn TxSink) {
         self.inner.finish(ts_ns, out);
         self.drain(out);
     }

@@ -57,7 +57,7 @@ pub use wirelog_record::sha256::{sha256, sha256_hex};
 
 use parser::*;
 
-use crate::{Dir, ParseConfig, ParseStats, StreamParser, Transaction};
+use crate::{Dir, ParseConfig, ParseStats, StreamParser, TxSink};
 
 /// Bounds on what one connection may make the parser buffer or keep.
 #[derive(Clone, Copy, Debug)]
@@ -868,7 +868,7 @@ impl TlsParser {
 }
 
 impl StreamParser for TlsParser {
-    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], _out: &mut Vec<Transaction>) {
+    fn data(&mut self, dir: Dir, ts_ns: i64, data: &[u8], _out: &mut dyn TxSink) {
         let i = idx(dir);
         self.sides[i].bytes += data.len() as u64;
         if self.sides[i].phase == Phase::Count {
@@ -893,7 +893,7 @@ impl StreamParser for TlsParser {
         }
     }
 
-    fn gap(&mut self, dir: Dir, _ts_ns: i64, len: u64, _out: &mut Vec<Transaction>) {
+    fn gap(&mut self, dir: Dir, _ts_ns: i64, len: u64, _out: &mut dyn TxSink) {
         self.stats.gaps += 1;
         let i = idx(dir);
         let s = &mut self.sides[i];
@@ -923,9 +923,9 @@ impl StreamParser for TlsParser {
         }
     }
 
-    fn expire(&mut self, _now_ns: i64, _out: &mut Vec<Transaction>) {}
+    fn expire(&mut self, _now_ns: i64, _out: &mut dyn TxSink) {}
 
-    fn finish(&mut self, _ts_ns: i64, _out: &mut Vec<Transaction>) {
+    fn finish(&mut self, _ts_ns: i64, _out: &mut dyn TxSink) {
         if !self.emitted && self.started {
             self.emitted = true;
             self.done.push(std::mem::take(&mut self.hs));
