@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_wirelog");
@@ -136,17 +136,7 @@ fn a_flood_of_first_payloads_stays_within_the_memory_budget() {
     assert!(not_parsed > 80_000 && not_parsed < N as u64, "{not_parsed} of {N} not parsed: {err}");
     assert!(rss_kib / 1024 <= 64 + CONSTANT_MIB, "peak RSS {} MiB > 64 MiB + {CONSTANT_MIB} MiB", rss_kib / 1024);
     // The same in the loss table, in http's rows, and its completeness line.
-    let store = dir.join("store");
-    let out = Command::new(BIN).args(["read", "--quiet", "--store"]).arg(&store).args(budget).arg(&pcap).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = Command::new(BIN).args(["query", "loss", "--by", "protocol", "--format", "json", "--store"]).arg(&store).output().unwrap();
-    assert!(out.status.success(), "query loss: {}", String::from_utf8_lossy(&out.stderr));
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
-    let counted: u64 = rows.iter().map(|r| r["no_memory"].as_u64().unwrap_or(0)).sum();
-    let in_http: u64 = rows.iter().filter(|r| r["protocol"] == "http").map(|r| r["no_memory"].as_u64().unwrap_or(0)).sum();
-    assert_eq!(counted, not_parsed, "{rows:?}");
-    assert_eq!(in_http, not_parsed, "{rows:?}");
-    let line = String::from_utf8_lossy(&out.stderr);
+    let line = no_memory_counted(&dir, &pcap, &budget, "http", not_parsed);
     assert!(line.contains(&format!("{not_parsed} connections not parsed for want of stream memory")), "{line}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -160,25 +150,9 @@ fn a_flood_of_first_payloads_stays_within_the_memory_budget() {
 /// are not parsed, said in the summary and counted.
 #[test]
 fn a_flood_of_dns_queries_stays_within_the_memory_budget() {
-    const N: u32 = 300_000;
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("memory-budget-dns-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let pcap = dir.join("queries.pcap");
     // A standard query, id 0x1234, recursion desired: example.com A IN.
     let query: &[u8] = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01";
-    std::fs::write(&pcap, common::udp_flows_pcap(N, 1_700_000_000, 2, 53, query)).unwrap();
-    let logs = dir.join("logs");
-    let mut args: Vec<&std::ffi::OsStr> =
-        ["--no-store", "--memory", "64M", "--stream-memory", "16M", "--logs"].iter().map(|a| a.as_ref()).collect();
-    args.extend([logs.as_os_str(), pcap.as_os_str()]);
-    let (err, rss_kib) = read_measured(&dir, &args);
-    let not_parsed = not_parsed(&err);
-    let dns_rows = std::fs::read_to_string(dir.join("logs/dns.log")).unwrap().lines().filter(|l| !l.starts_with('#')).count() as u64;
-    eprintln!("peak RSS {} MiB for {N} DNS queries at --memory 64M; {not_parsed} flows not parsed, {dns_rows} dns.log rows", rss_kib / 1024);
-    // Every query is either in dns.log (unanswered) or its flow counted.
-    assert_eq!(dns_rows + not_parsed, N as u64, "{err}");
-    assert!(not_parsed > 0 && dns_rows > 0, "{err}");
-    assert!(rss_kib / 1024 <= 64 + CONSTANT_MIB, "peak RSS {} MiB > 64 MiB + {CONSTANT_MIB} MiB", rss_kib / 1024);
+    let (dir, _, _) = udp_flood_within_budget("dns", 53, query, "dns.log");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -192,38 +166,57 @@ fn a_flood_of_dns_queries_stays_within_the_memory_budget() {
 /// summary are the loss table's `no_memory`, all in memcached's rows.
 #[test]
 fn a_flood_of_udp_memcached_requests_stays_within_the_memory_budget() {
-    const N: u32 = 300_000;
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("memory-budget-memcached-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let pcap = dir.join("gets.pcap");
     // The frame header (request id 1, datagram 0 of 1), then a text get.
     let request: &[u8] = b"\x00\x01\x00\x00\x00\x01\x00\x00get user:1042\r\n";
-    std::fs::write(&pcap, common::udp_flows_pcap(N, 1_700_000_000, 2, 11211, request)).unwrap();
-    let budget = ["--memory", "64M", "--stream-memory", "16M"];
+    let (dir, pcap, not_parsed) = udp_flood_within_budget("memcached", 11211, request, "memcached.log");
+    // The same count in the loss table, in memcached's rows.
+    no_memory_counted(&dir, &pcap, &FLOOD_BUDGET, "memcached", not_parsed);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The budget the floods are read under.
+const FLOOD_BUDGET: [&str; 4] = ["--memory", "64M", "--stream-memory", "16M"];
+
+/// 300,000 UDP flows to `port`, each one datagram `payload` from its own
+/// source, read under [`FLOOD_BUDGET`] with logs: the peak RSS stays within
+/// the budget plus the constant, and every datagram is a row of `log`
+/// (unanswered) or its flow is counted as not parsed in the summary. The
+/// test's directory, the capture and that count.
+fn udp_flood_within_budget(name: &str, port: u16, payload: &[u8], log: &str) -> (PathBuf, PathBuf, u64) {
+    const N: u32 = 300_000;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("memory-budget-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join(format!("{name}.pcap"));
+    std::fs::write(&pcap, common::udp_flows_pcap(N, 1_700_000_000, 2, port, payload)).unwrap();
     let logs = dir.join("logs");
-    let mut args: Vec<&std::ffi::OsStr> = ["--no-store"].iter().chain(&budget).map(|a| a.as_ref()).collect();
+    let mut args: Vec<&std::ffi::OsStr> = ["--no-store"].iter().chain(&FLOOD_BUDGET).map(|a| a.as_ref()).collect();
     args.extend([std::ffi::OsStr::new("--logs"), logs.as_os_str(), pcap.as_os_str()]);
     let (err, rss_kib) = read_measured(&dir, &args);
     let not_parsed = not_parsed(&err);
-    let log = std::fs::read_to_string(logs.join("memcached.log")).unwrap();
-    let rows = log.lines().filter(|l| !l.starts_with('#')).count() as u64;
+    let rows = std::fs::read_to_string(logs.join(log)).unwrap().lines().filter(|l| !l.starts_with('#')).count() as u64;
     eprintln!(
-        "peak RSS {} MiB for {N} Memcached requests at --memory 64M; {not_parsed} flows not parsed, {rows} memcached.log rows",
+        "peak RSS {} MiB for {N} {name} flows at --memory 64M; {not_parsed} flows not parsed, {rows} {log} rows",
         rss_kib / 1024
     );
     assert_eq!(rows + not_parsed, N as u64, "{err}");
     assert!(not_parsed > 0 && rows > 0, "{err}");
     assert!(rss_kib / 1024 <= 64 + CONSTANT_MIB, "peak RSS {} MiB > 64 MiB + {CONSTANT_MIB} MiB", rss_kib / 1024);
-    // The same count in the loss table, in memcached's rows.
+    (dir, pcap, not_parsed)
+}
+
+/// Reads `pcap` into a store under `budget` and asks its loss table: the
+/// connections counted as `no_memory` are `not_parsed`, all in
+/// `protocol`'s rows. The query's stderr (its completeness line).
+fn no_memory_counted(dir: &Path, pcap: &Path, budget: &[&str], protocol: &str, not_parsed: u64) -> String {
     let store = dir.join("store");
-    let out = Command::new(BIN).args(["read", "--quiet", "--store"]).arg(&store).args(budget).arg(&pcap).output().unwrap();
+    let out = Command::new(BIN).args(["read", "--quiet", "--store"]).arg(&store).args(budget).arg(pcap).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = Command::new(BIN).args(["query", "loss", "--by", "protocol", "--format", "json", "--store"]).arg(&store).output().unwrap();
     assert!(out.status.success(), "query loss: {}", String::from_utf8_lossy(&out.stderr));
     let loss: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     let counted: u64 = loss.iter().map(|r| r["no_memory"].as_u64().unwrap_or(0)).sum();
-    let in_memcached: u64 =
-        loss.iter().filter(|r| r["protocol"] == "memcached").map(|r| r["no_memory"].as_u64().unwrap_or(0)).sum();
-    assert_eq!((counted, in_memcached), (not_parsed, not_parsed), "{loss:?}");
-    std::fs::remove_dir_all(&dir).unwrap();
+    let in_protocol: u64 =
+        loss.iter().filter(|r| r["protocol"] == protocol).map(|r| r["no_memory"].as_u64().unwrap_or(0)).sum();
+    assert_eq!((counted, in_protocol), (not_parsed, not_parsed), "{loss:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
