@@ -252,7 +252,8 @@ pub(crate) fn protocol_index(p: Protocol) -> usize {
 }
 
 impl AppState {
-    /// A TCP connection of `protocol`: parsing starts at its first payload byte.
+    /// A TCP connection of `protocol`, or a UDP flow of DNS or Memcached:
+    /// its parser is made at its first payload byte (datagram), if it fits.
     pub fn new_stream(protocol: Protocol, uid: Uid) -> AppState {
         AppState {
             protocol,
@@ -293,41 +294,6 @@ impl AppState {
         a
     }
 
-    pub fn new_udp_dns(uid: Uid, cfg: &AppConfig) -> AppState {
-        AppState {
-            protocol: Protocol::Dns,
-            uid,
-            parser: AppParser::Udp(Box::new(UdpDns::new(&cfg.parse))),
-            stopped: false,
-            transactions: 0,
-            state_charged: 0,
-            weight: 1,
-            carried: 0,
-            keep_and_no_room: 0,
-            shed: false,
-            cleartext: None,
-            ssh: None,
-            whole_payload: false,
-        }
-    }
-
-    pub fn new_udp_memcached(uid: Uid, cfg: &AppConfig) -> AppState {
-        AppState {
-            protocol: Protocol::Memcached,
-            uid,
-            parser: AppParser::UdpMemcached(Box::new(UdpMemcached::new(&cfg.parse))),
-            stopped: false,
-            transactions: 0,
-            state_charged: 0,
-            weight: 1,
-            carried: 0,
-            keep_and_no_room: 0,
-            shed: false,
-            cleartext: None,
-            ssh: None,
-            whole_payload: false,
-        }
-    }
 
     /// Creates the parser and reassemblers of a waiting stream, in the state
     /// the empty segments so far would have left them in.
@@ -564,35 +530,50 @@ impl AppState {
         }
     }
 
-    /// One UDP datagram of the connection.
-    pub fn datagram(&mut self, dir: Dir, ts_ns: i64, payload: &[u8], budget: &mut Budget, out: &mut dyn TxSink) {
+    /// One UDP datagram of the connection. A UDP flow's parser (DNS or
+    /// Memcached, by its protocol) is made at its first datagram, and only
+    /// if its state fits the stream memory, as a TCP connection's is at its
+    /// first payload byte ([`AppState::start_parsing`]): a flood from as
+    /// many sources makes no parser it cannot keep (300,000 DNS queries
+    /// from as many sources held 1.8 KB a flow outside `--memory`: 360 MiB
+    /// of peak RSS under `--memory 64M`, 2026-11-30); a flow without room
+    /// is not parsed, and counted ([`AppState::no_room`]).
+    pub fn datagram(
+        &mut self,
+        dir: Dir,
+        ts_ns: i64,
+        payload: &[u8],
+        cfg: &AppConfig,
+        budget: &mut Budget,
+        out: &mut dyn TxSink,
+    ) {
         if self.shed || self.stopped {
             return;
         }
-        let fixed = match &self.parser {
-            AppParser::Udp(_) => UDP_DNS_STATE_BYTES,
-            AppParser::UdpMemcached(_) => UDP_MEMCACHED_STATE_BYTES,
-            AppParser::Waiting(_) | AppParser::Stream(_) => return,
-        };
-        if self.state_charged == 0 && !self.charge_first(budget, fixed) {
-            // As a TCP parser's (`start_parsing`): not parsed, and counted.
-            // A flood of DNS queries from as many sources held 1.8 KB a
-            // flow outside `--memory` (300,000 queries under `--memory
-            // 64M`: 360 MiB peak RSS), one of Memcached requests ~0.5 KB
-            // (238 MiB), 2026-11-30. The parser made with the flow goes.
-            self.parser = AppParser::Waiting([StreamStart::default(); 2]);
-            return;
+        if let AppParser::Waiting(_) = self.parser {
+            let fixed = match self.protocol {
+                Protocol::Dns => UDP_DNS_STATE_BYTES,
+                Protocol::Memcached => UDP_MEMCACHED_STATE_BYTES,
+                _ => return,
+            };
+            if !self.charge_first(budget, fixed) {
+                return;
+            }
+            self.parser = match self.protocol {
+                Protocol::Dns => AppParser::Udp(Box::new(UdpDns::new(&cfg.parse))),
+                _ => AppParser::UdpMemcached(Box::new(UdpMemcached::new(&cfg.parse))),
+            };
         }
-        let held = match &mut self.parser {
+        let (fixed, held) = match &mut self.parser {
             AppParser::Udp(d) => {
                 d.datagram(dir, ts_ns, payload, out);
                 d.expire(ts_ns, out);
-                d.held_bytes()
+                (UDP_DNS_STATE_BYTES, d.held_bytes())
             }
             AppParser::UdpMemcached(m) => {
                 m.datagram(dir, ts_ns, payload, out);
                 m.expire(ts_ns, out);
-                m.held_bytes()
+                (UDP_MEMCACHED_STATE_BYTES, m.held_bytes())
             }
             AppParser::Waiting(_) | AppParser::Stream(_) => return,
         };
@@ -851,11 +832,11 @@ mod tests {
         assert!(!parsed.stopped && !parsed.no_room() && matches!(parsed.parser, AppParser::Stream(_)));
         // UDP: a flow refused at its first datagram goes back to waiting.
         let query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01";
-        let mut dns = AppState::new_udp_dns(uids.next_uid(), &cfg);
-        dns.datagram(Dir::ToServer, 1, query, &mut Budget::new(UDP_DNS_STATE_BYTES - 1), &mut out);
+        let mut dns = AppState::new_stream(Protocol::Dns, uids.next_uid());
+        dns.datagram(Dir::ToServer, 1, query, &cfg, &mut Budget::new(UDP_DNS_STATE_BYTES - 1), &mut out);
         assert!(dns.no_room() && matches!(dns.parser, AppParser::Waiting(_)));
-        let mut mc = AppState::new_udp_memcached(uids.next_uid(), &cfg);
-        mc.datagram(Dir::ToServer, 1, b"\0\x01\0\0\0\x01\0\0get a\r\n", &mut Budget::new(1 << 20), &mut out);
+        let mut mc = AppState::new_stream(Protocol::Memcached, uids.next_uid());
+        mc.datagram(Dir::ToServer, 1, b"\0\x01\0\0\0\x01\0\0get a\r\n", &cfg, &mut Budget::new(1 << 20), &mut out);
         assert!(!mc.no_room() && matches!(mc.parser, AppParser::UdpMemcached(_)));
         assert!(out.is_empty(), "{out:?}");
     }

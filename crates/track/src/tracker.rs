@@ -984,11 +984,10 @@ impl Tracker {
             let by_port = cfg.ports.get(e.key.dport());
             let app = match (tcp, by_port) {
                 (Some(_), Some(p)) => Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx))),
-                (None, Some(Protocol::Dns)) => {
-                    Some(AppState::new_udp_dns(uid_for(&mut self.uids, &self.keep, idx), cfg))
-                }
-                (None, Some(Protocol::Memcached)) => {
-                    Some(AppState::new_udp_memcached(uid_for(&mut self.uids, &self.keep, idx), cfg))
+                // The flow's parser is made at its first datagram, if it fits
+                // (`AppState::datagram`).
+                (None, Some(p @ (Protocol::Dns | Protocol::Memcached))) => {
+                    Some(AppState::new_stream(p, uid_for(&mut self.uids, &self.keep, idx)))
                 }
                 (None, _) => {
                     // A service named without a parser (crate
@@ -1182,7 +1181,7 @@ impl Tracker {
                     &mut out,
                 );
             }
-            None => app.datagram(dir, ts, payload, &mut self.budget, &mut out),
+            None => app.datagram(dir, ts, payload, cfg, &mut self.budget, &mut out),
         }
         let made = out.made();
         if made > 0 {
