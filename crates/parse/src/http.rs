@@ -390,31 +390,35 @@ impl HttpParser {
         let max = self.cfg.max_header_bytes.max(64);
         let s = self.side(dir);
         if s.buf.is_empty() {
-            // Fast path: the whole header block is in this packet.
-            if let Some(end) = find_head_end(data, 0) {
-                if end <= max {
-                    self.side(dir).span.bytes += end as u64;
-                    self.message_head(dir, ts, &data[..end], false, out);
-                    return end;
-                }
-            } else if data.len() <= max {
+            // Fast path: the whole header block is in this packet, read in the
+            // pass that finds its end (only its first `max` bytes can hold a block kept).
+            let scan = HeadScan::of(&data[..data.len().min(max)]);
+            if let Some(end) = scan.end {
+                self.side(dir).span.bytes += end as u64;
+                self.message_head(dir, ts, &scan, end, false, out);
+                return end;
+            }
+            if data.len() <= max {
+                let s = self.side(dir);
                 s.buf.extend_from_slice(data);
                 s.span.bytes += data.len() as u64;
                 return data.len();
             }
-            // Too big: fall through to the oversize handling.
-            return self.oversize(dir, data.len().min(max + 1));
+            // Too big: no block end in its first `max` bytes.
+            return self.oversize(dir, max + 1);
         }
         let old = s.buf.len();
         let room = (max + 1).saturating_sub(old);
         let take = data.len().min(room);
         s.buf.extend_from_slice(&data[..take]);
+        // Only the new bytes are searched for the end (a block split in many
+        // segments is not read again at each); once whole, it is read once more.
         match find_head_end(&s.buf, old.saturating_sub(3)) {
             Some(end) if end <= max => {
                 let used = end.saturating_sub(old);
                 s.span.bytes += used as u64;
                 let buf = std::mem::take(&mut s.buf);
-                self.message_head(dir, ts, &buf[..end], false, out);
+                self.message_head(dir, ts, &HeadScan::of(&buf[..end]), end, false, out);
                 // Keep the allocation for the next split header.
                 let mut buf = buf;
                 buf.clear();
@@ -444,18 +448,17 @@ impl HttpParser {
         consumed
     }
 
-    /// A complete header block (`head` includes the blank line), or with
-    /// `cut` the whole lines captured of one whose end is past a cut.
-    fn message_head(&mut self, dir: Dir, ts: i64, head: &[u8], cut: bool, out: &mut dyn TxSink) {
-        let mut lines = Lines { data: head };
-        let first = lines.next().unwrap_or(b"");
+    /// A complete header block of `hlen` bytes (the blank line included), or
+    /// with `cut` the whole lines captured of one whose end is past a cut, as
+    /// `scan` read it.
+    fn message_head(&mut self, dir: Dir, ts: i64, scan: &HeadScan, hlen: usize, cut: bool, out: &mut dyn TxSink) {
         let mut tx = HttpTx::default();
         let ok = match dir {
-            Dir::ToServer => self.request_line(first, &mut tx),
-            Dir::ToClient => status_line(first, &mut tx),
+            Dir::ToServer => self.request_line(scan.first, &mut tx),
+            Dir::ToClient => status_line(scan.first, &mut tx),
         };
         if !ok {
-            self.stats.unparsed_bytes += head.len() as u64;
+            self.stats.unparsed_bytes += hlen as u64;
             self.stats.malformed += 1;
             let s = self.side(dir);
             s.state = State::Resync;
@@ -463,56 +466,37 @@ impl HttpParser {
             return;
         }
         self.ever_parsed = true;
-        let mut content_length: Option<u64> = None;
-        let mut chunked = false;
+        // Of a field given more than once, the last is read (the first
+        // address of X-Forwarded-For's kin: see `forwarded_for`).
+        let content_length = scan.content_length.and_then(parse_u64);
+        let chunked = scan.transfer_encoding.is_some_and(|v| contains_ci(v, b"chunked"));
         let mut upgrade_h2c = false;
-        let mut kept = Vec::new();
-        for (name, value) in (Fields { data: lines.data }) {
-            match FieldName::of(name) {
-                FieldName::ContentLength => content_length = parse_u64(value),
-                FieldName::TransferEncoding => chunked = contains_ci(value, b"chunked"),
-                FieldName::Upgrade if dir == Dir::ToServer => {
-                    upgrade_h2c = value.split(|&b| b == b',').any(|p| trim(p).eq_ignore_ascii_case(b"h2c"));
-                }
-                FieldName::Host if dir == Dir::ToServer => tx.host = self.recent_text(Recent::Host, value),
-                FieldName::UserAgent if dir == Dir::ToServer => {
-                    tx.user_agent = self.recent_text(Recent::UserAgent, value);
-                }
-                FieldName::Referer if dir == Dir::ToServer => tx.referrer = self.text(value).0,
-                FieldName::ContentType => {
-                    let v = self.text(value).0;
-                    match dir {
-                        Dir::ToServer => tx.request_content_type = v,
-                        Dir::ToClient => tx.response_content_type = v,
-                    }
-                }
-                FieldName::ForwardedFor if dir == Dir::ToServer && tx.forwarded_for.is_empty() => {
-                    let first = value.split(|&b| b == b',').next().unwrap_or(b"");
-                    tx.forwarded_for = self.text(trim(first)).0;
-                }
-                _ => {}
+        if dir == Dir::ToServer {
+            if let Some(v) = scan.upgrade {
+                upgrade_h2c = v.split(|&b| b == b',').any(|p| trim(p).eq_ignore_ascii_case(b"h2c"));
             }
-            if self
-                .cfg
-                .http_headers
-                .iter()
-                .any(|h| h.as_bytes().eq_ignore_ascii_case(name))
-            {
-                let n = String::from_utf8_lossy(name).to_ascii_lowercase();
-                // Credentials never reach the store when redacting.
-                let secret = n == "authorization"
-                    || n == "proxy-authorization"
-                    || n == "cookie"
-                    || n == "set-cookie";
-                let v = if self.cfg.redact && secret {
-                    "*".to_string()
-                } else {
-                    self.cut_text(value).0.into_owned()
-                };
-                kept.push((n, v));
+            if let Some(v) = scan.host {
+                tx.host = self.recent_text(Recent::Host, trim(v));
+            }
+            if let Some(v) = scan.user_agent {
+                tx.user_agent = self.recent_text(Recent::UserAgent, trim(v));
+            }
+            if let Some(v) = scan.referer {
+                tx.referrer = self.text(trim(v)).0;
+            }
+            if let Some(at) = scan.forwarded_at {
+                tx.forwarded_for = self.forwarded_for(&scan.fields[at..]);
             }
         }
-        let hlen = head.len() as u64;
+        if let Some(v) = scan.content_type {
+            let v = self.text(trim(v)).0;
+            match dir {
+                Dir::ToServer => tx.request_content_type = v,
+                Dir::ToClient => tx.response_content_type = v,
+            }
+        }
+        let kept = if self.cfg.http_headers.is_empty() { Vec::new() } else { self.kept_headers(scan.fields) };
+        let hlen = hlen as u64;
         match dir {
             Dir::ToServer => {
                 tx.request_header_bytes = hlen;
@@ -602,6 +586,50 @@ impl HttpParser {
                 }
             }
         }
+    }
+
+    /// The first address of the first X-Forwarded-For (X-Forward-For,
+    /// X-Real-IP) that has one, in the field lines `fields` (from the first
+    /// such field: most messages have none, and this rarely reads past it).
+    fn forwarded_for(&self, fields: &[u8]) -> Arc<str> {
+        for (name, value) in (Fields { data: fields, after_blank: None }) {
+            if let FieldName::ForwardedFor = FieldName::of(name) {
+                let first = trim(value).split(|&b| b == b',').next().unwrap_or(b"");
+                let text = self.text(trim(first)).0;
+                if !text.is_empty() {
+                    return text;
+                }
+            }
+        }
+        Arc::default()
+    }
+
+    /// The fields named in `ParseConfig::http_headers`, in order, read again
+    /// from the field lines `fields` (only when some are asked for).
+    fn kept_headers(&self, fields: &[u8]) -> Vec<(String, String)> {
+        let mut kept = Vec::new();
+        for (name, value) in (Fields { data: fields, after_blank: None }) {
+            if self
+                .cfg
+                .http_headers
+                .iter()
+                .any(|h| h.as_bytes().eq_ignore_ascii_case(name))
+            {
+                let n = String::from_utf8_lossy(name).to_ascii_lowercase();
+                // Credentials never reach the store when redacting.
+                let secret = n == "authorization"
+                    || n == "proxy-authorization"
+                    || n == "cookie"
+                    || n == "set-cookie";
+                let v = if self.cfg.redact && secret {
+                    "*".to_string()
+                } else {
+                    self.cut_text(trim(value)).0.into_owned()
+                };
+                kept.push((n, v));
+            }
+        }
+        kept
     }
 
     /// The requests of the `waiting` first in `pending` that waited past the
@@ -1142,7 +1170,8 @@ impl HttpParser {
         };
         s.span.bytes += len;
         s.span.last_ns = ts;
-        self.message_head(dir, ts, &buf[..=nl], true, out);
+        let head = &buf[..=nl];
+        self.message_head(dir, ts, &HeadScan::of(head), head.len(), true, out);
         let s = self.side(dir);
         if let State::Body(Body::Unframed(_)) = s.state {
             // What follows the whole lines: the header's rest and the body.
@@ -1293,11 +1322,13 @@ fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
     None
 }
 
-/// Lines of a header block, without their CR/LF.
+/// Lines of a header block, without their CR/LF (the tests' plain reading).
+#[cfg(test)]
 struct Lines<'a> {
     data: &'a [u8],
 }
 
+#[cfg(test)]
 impl<'a> Iterator for Lines<'a> {
     type Item = &'a [u8];
     fn next(&mut self) -> Option<&'a [u8]> {
@@ -1313,12 +1344,15 @@ impl<'a> Iterator for Lines<'a> {
     }
 }
 
-/// The fields of a header block after its first line: (name, value), both
-/// trimmed, in one pass per line (the name's bytes up to the colon, then the
-/// value up to its line end); lines without a colon are skipped and the
-/// first empty line ends the block, as [`Lines`] would give them.
+/// The fields of a header block after its first line: (name trimmed, value
+/// as sent, to be trimmed by who reads it: most values are not read), in one
+/// pass per line (the name's bytes up to the colon, then the value up to its
+/// line end); lines without a colon are skipped and the first empty line ends
+/// the block, as [`Lines`] would give them.
 struct Fields<'a> {
     data: &'a [u8],
+    /// Once the empty line ending the block was read: the bytes after it.
+    after_blank: Option<&'a [u8]>,
 }
 
 impl<'a> Iterator for Fields<'a> {
@@ -1336,6 +1370,7 @@ impl<'a> Iterator for Fields<'a> {
                 if stop == 0 || (stop == 1 && d[0] == b'\r') {
                     // The empty line ending the block.
                     self.data = &[];
+                    self.after_blank = Some(&d[stop + 1..]);
                     return None;
                 }
                 self.data = &d[stop + 1..];
@@ -1347,8 +1382,82 @@ impl<'a> Iterator for Fields<'a> {
                 None => (rest, &b""[..]),
             };
             self.data = next;
-            return Some((trim(&d[..stop]), trim(value)));
+            return Some((trim(&d[..stop]), value));
         }
+    }
+}
+
+/// A header block read in one pass: its start line, the values of the fields
+/// the parser reads (the last given of each, untrimmed) and where the block
+/// ends, found by the same pass (the line ends are searched once).
+struct HeadScan<'a> {
+    /// The start line, without its line end.
+    first: &'a [u8],
+    /// The field lines after it, to the block's end (read again only for
+    /// `http_headers` and X-Forwarded-For).
+    fields: &'a [u8],
+    /// The block's length up to and with its empty line; `None` when the
+    /// bytes read hold no empty line (a block not yet whole, or cut).
+    end: Option<usize>,
+    content_length: Option<&'a [u8]>,
+    transfer_encoding: Option<&'a [u8]>,
+    upgrade: Option<&'a [u8]>,
+    host: Option<&'a [u8]>,
+    user_agent: Option<&'a [u8]>,
+    referer: Option<&'a [u8]>,
+    content_type: Option<&'a [u8]>,
+    /// Where in `fields` the first X-Forwarded-For (or X-Forward-For,
+    /// X-Real-IP) line starts.
+    forwarded_at: Option<usize>,
+}
+
+impl<'a> HeadScan<'a> {
+    /// Reads `data`, which starts with a block's start line, up to the first
+    /// empty line (or its end); a block not whole in `data` has `end: None`.
+    fn of(data: &'a [u8]) -> HeadScan<'a> {
+        let (first, rest) = match find_nl(data) {
+            Some(p) => (&data[..p], &data[p + 1..]),
+            None => (data, &b""[..]),
+        };
+        let mut scan = HeadScan {
+            first: first.strip_suffix(b"\r").unwrap_or(first),
+            fields: rest,
+            end: None,
+            content_length: None,
+            transfer_encoding: None,
+            upgrade: None,
+            host: None,
+            user_agent: None,
+            referer: None,
+            content_type: None,
+            forwarded_at: None,
+        };
+        let mut fields = Fields { data: rest, after_blank: None };
+        loop {
+            // The line's start, for `forwarded_at`.
+            let at = rest.len() - fields.data.len();
+            let Some((name, value)) = fields.next() else { break };
+            let slot = match FieldName::of(name) {
+                FieldName::ContentLength => &mut scan.content_length,
+                FieldName::TransferEncoding => &mut scan.transfer_encoding,
+                FieldName::Upgrade => &mut scan.upgrade,
+                FieldName::Host => &mut scan.host,
+                FieldName::UserAgent => &mut scan.user_agent,
+                FieldName::Referer => &mut scan.referer,
+                FieldName::ContentType => &mut scan.content_type,
+                FieldName::ForwardedFor => {
+                    scan.forwarded_at.get_or_insert(at);
+                    continue;
+                }
+                FieldName::Other => continue,
+            };
+            *slot = Some(value);
+        }
+        if let Some(after) = fields.after_blank {
+            scan.end = Some(data.len() - after.len());
+            scan.fields = &rest[..rest.len() - after.len()];
+        }
+        scan
     }
 }
 
@@ -2918,9 +3027,41 @@ mod test {
             b"A\rB: c\r\r\n\t: tab\r\n",
         ];
         for block in blocks {
-            let one_pass: Vec<_> = (Fields { data: block }).collect();
+            let one_pass: Vec<_> = (Fields { data: block, after_blank: None }).map(|(n, v)| (n, trim(v))).collect();
             assert_eq!(one_pass, fields_line_by_line(block), "block {:?}", String::from_utf8_lossy(block));
         }
+    }
+
+    /// A request and a response head read in the pass that finds their end
+    /// give, split at every byte, the record they give whole: the fields the
+    /// parser reads (the last of each given twice, the first X-Forwarded-For
+    /// with an address), the kept headers, lines without a colon, bare LFs.
+    #[test]
+    fn heads_split_at_every_offset_give_the_whole_heads_record() {
+        let cfg = with_headers(&["cookie", "x-trace", "set-cookie"]);
+        let req: &[u8] = b"POST /p?q=1 HTTP/1.1\r\nHost: old\r\nHost:  new.example \r\nUser-Agent: ua/1\r\n\
+            X-Forwarded-For: , \r\nX-Real-IP: 10.0.0.1, 10.0.0.2\r\nX-Forwarded-For: 10.9.9.9\r\nno colon here\r\n\
+            Referer: http://r/\nCookie: a=b\r\nContent-Type: text/plain\r\nX-Trace: t1\r\nX-Trace: t2\r\n\
+            Content-Length: 9\r\nContent-Length: 3\r\n\r\nabc";
+        let resp: &[u8] = b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nSet-Cookie: s=1\r\n\
+            Transfer-Encoding: gzip, chunked\n\r\n2\r\nxy\r\n0\r\n\r\n";
+        let t = run_split_everywhere(&cfg, &[(S, req), (C, resp)]);
+        assert_eq!(t.len(), 1);
+        let h = http(&t[0]);
+        assert_eq!((t[0].status, &*h.method, &*h.uri, &*h.query), (TxStatus::Error, "POST", "/p?q=1", "q=1"));
+        assert_eq!((&*h.host, &*h.user_agent, &*h.referrer), ("new.example", "ua/1", "http://r/"));
+        assert_eq!(&*h.forwarded_for, "10.0.0.1");
+        assert_eq!((&*h.request_content_type, h.request_content_length, h.request_body_len), ("text/plain", Some(3), 3));
+        let kept = |v: &[(&str, &str)]| v.iter().map(|&(n, v)| (n.to_string(), v.to_string())).collect::<Vec<_>>();
+        assert_eq!(h.headers, kept(&[("cookie", "a=b"), ("x-trace", "t1"), ("x-trace", "t2")]));
+        assert_eq!((h.status_code, &*h.reason, &*h.response_content_type), (404, "Not Found", "text/html"));
+        assert_eq!((h.response_content_length, h.response_body_len), (None, 2));
+        assert_eq!(h.response_headers, kept(&[("set-cookie", "s=1")]));
+        let head_len = |m: &[u8], end: &[u8]| (m.windows(end.len()).position(|w| w == end).unwrap() + end.len()) as u64;
+        assert_eq!(
+            (h.request_header_bytes, h.response_header_bytes),
+            (head_len(req, b"\r\n\r\n"), head_len(resp, b"\n\r\n"))
+        );
     }
 
     #[test]
