@@ -222,8 +222,10 @@ pub struct HttpParser {
     /// The request currently being read (its body) is the back of `pending`;
     /// false when it was already paired with an early response.
     req_in_queue: bool,
-    /// The response being read: its paired request, if any, and its facts.
-    cur: Option<(Option<Pending>, HttpTx)>,
+    /// The response being read: its paired request's span, if any, and the
+    /// record (the request's, with the response's facts merged in at its
+    /// head: the record is moved once more, when it is given out).
+    cur: Option<(Option<Span>, HttpTx)>,
     /// True once a message start was recognised in either direction.
     ever_parsed: bool,
     /// 101 Switching Protocols or a successful CONNECT: what follows is not HTTP.
@@ -579,6 +581,23 @@ impl HttpParser {
                         None => Some(Body::UntilClose),
                     }
                 };
+                let (req, tx) = match req {
+                    Some(p) => {
+                        let mut t = p.tx;
+                        // Merge the response facts into the request's record.
+                        t.status_code = tx.status_code;
+                        t.reason = tx.reason;
+                        t.response_header_bytes = tx.response_header_bytes;
+                        t.response_content_length = tx.response_content_length;
+                        t.response_content_type = tx.response_content_type;
+                        t.response_headers = tx.response_headers;
+                        if t.version.is_empty() {
+                            t.version = tx.version;
+                        }
+                        (Some(p.req), t)
+                    }
+                    None => (None, tx),
+                };
                 self.cur = Some((req, tx));
                 match body {
                     Some(b) => self.resp.state = State::Body(b),
@@ -906,42 +925,23 @@ impl HttpParser {
         s.state = State::Idle;
         s.messages += 1;
         s.span.last_ns = ts;
-        let Some((req, mut tx)) = self.cur.take() else {
+        let Some((request, mut tx)) = self.cur.take() else {
             return;
         };
         tx.response_body_len = s.body_len;
         tx.response_missing_bytes = s.missing;
-        let resp = s.span;
-        let status = if !complete {
+        let status = if request.is_none() {
+            TxStatus::NoRequest
+        } else if !complete {
             TxStatus::Partial
         } else if tx.status_code >= 400 {
             TxStatus::Error
         } else {
             TxStatus::Ok
         };
-        let (request, status) = match req {
-            Some(p) => {
-                let mut t = p.tx;
-                // Merge the response facts into the request's record.
-                t.status_code = tx.status_code;
-                t.reason = tx.reason;
-                t.response_header_bytes = tx.response_header_bytes;
-                t.response_body_len = tx.response_body_len;
-                t.response_content_length = tx.response_content_length;
-                t.response_content_type = tx.response_content_type;
-                t.response_missing_bytes = tx.response_missing_bytes;
-                t.response_headers = tx.response_headers;
-                if t.version.is_empty() {
-                    t.version = tx.version;
-                }
-                tx = t;
-                (Some(p.req), status)
-            }
-            None => (None, TxStatus::NoRequest),
-        };
         out.push(Transaction {
             request,
-            response: Some(resp),
+            response: Some(s.span),
             status,
             detail: Detail::Http(tx),
         });
