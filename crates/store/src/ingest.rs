@@ -27,8 +27,8 @@ const HEADER: &str = "#fields\tidentity\tpackets\tfirst_ns\tlast_ns\tingested_ns
 const EDGE_BYTES: u64 = 1 << 20;
 
 /// Bytes read at a time: a multiple of [`EdgeHash`]'s 32-byte block, so that
-/// only the last read of a file can end inside a block; on the stack, as a
-/// fresh 1 MiB buffer per read cost its page faults.
+/// only the last read of a file can end inside a block; a 1 MiB buffer cost
+/// its page faults, and one zeroed before each read its memset.
 const READ_CHUNK: usize = 64 << 10;
 
 /// The content identity of a capture file: its size and a 64-bit hash of
@@ -40,26 +40,36 @@ pub fn identify(path: &Path) -> std::io::Result<String> {
     let mut f = File::open(path)?;
     let size = f.metadata()?.len();
     let mut h = EdgeHash::new(size);
-    let mut buf = [0u8; READ_CHUNK];
-    let head = size.min(EDGE_BYTES);
-    hash_range(&mut f, head, &mut buf, &mut h)?;
-    if size > EDGE_BYTES {
-        let tail_start = (size - EDGE_BYTES).max(EDGE_BYTES);
-        f.seek(SeekFrom::Start(tail_start))?;
-        hash_range(&mut f, size - tail_start, &mut buf, &mut h)?;
-    }
+    let mut buf = Vec::with_capacity(READ_CHUNK.min(size as usize));
+    // Only the file's last range may end inside a block: the head, when
+    // the file has a tail, is 1 MiB.
+    read_edges(&mut f, size, &mut buf, |bytes| h.write(bytes))?;
     Ok(format!("{size}-v{:016x}", h.finish()))
 }
 
-/// Hashes the next `len` bytes of `f`; only the file's last range may end
-/// inside a block (the head, when the file has a tail, is 1 MiB).
-fn hash_range(f: &mut File, len: u64, buf: &mut [u8; READ_CHUNK], h: &mut EdgeHash) -> std::io::Result<()> {
-    let mut left = len;
-    while left > 0 {
-        let n = left.min(READ_CHUNK as u64) as usize;
-        f.read_exact(&mut buf[..n])?;
-        h.write(&buf[..n]);
-        left -= n as u64;
+/// Reads the first and last MiB of `f` (`size` bytes; the whole file when
+/// smaller than 2 MiB) into `buf` a [`READ_CHUNK`] at a time, handing each
+/// piece to `hash`. `buf` is filled where it lies, never zeroed first.
+fn read_edges(f: &mut File, size: u64, buf: &mut Vec<u8>, mut hash: impl FnMut(&[u8])) -> std::io::Result<()> {
+    let mut range = |f: &mut File, len: u64| -> std::io::Result<()> {
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(READ_CHUNK as u64);
+            buf.clear();
+            Read::by_ref(f).take(n).read_to_end(buf)?;
+            if buf.len() as u64 != n {
+                return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the file shrank while read"));
+            }
+            hash(buf);
+            left -= n;
+        }
+        Ok(())
+    };
+    range(f, size.min(EDGE_BYTES))?;
+    if size > EDGE_BYTES {
+        let tail_start = (size - EDGE_BYTES).max(EDGE_BYTES);
+        f.seek(SeekFrom::Start(tail_start))?;
+        range(f, size - tail_start)?;
     }
     Ok(())
 }
@@ -145,23 +155,8 @@ pub fn identify_v1(path: &Path) -> std::io::Result<String> {
     let size = f.metadata()?.len();
     let mut h = Fnv::new();
     h.write(&size.to_le_bytes());
-    let mut buf = [0u8; READ_CHUNK];
-    let mut hash = |f: &mut File, len: u64| -> std::io::Result<()> {
-        let mut left = len;
-        while left > 0 {
-            let n = left.min(READ_CHUNK as u64) as usize;
-            f.read_exact(&mut buf[..n])?;
-            h.write(&buf[..n]);
-            left -= n as u64;
-        }
-        Ok(())
-    };
-    hash(&mut f, size.min(EDGE_BYTES))?;
-    if size > EDGE_BYTES {
-        let tail_start = (size - EDGE_BYTES).max(EDGE_BYTES);
-        f.seek(SeekFrom::Start(tail_start))?;
-        hash(&mut f, size - tail_start)?;
-    }
+    let mut buf = Vec::with_capacity(READ_CHUNK.min(size as usize));
+    read_edges(&mut f, size, &mut buf, |bytes| h.write(bytes))?;
     Ok(format!("{size}-{:016x}", h.0))
 }
 
