@@ -379,6 +379,7 @@ pub struct WrittenFile {
 /// (`<prefix>-<unix_nanos>-<seq>.parquet`): written under a hidden
 /// temporary name, fsynced, renamed, and the directory fsynced (`sync_dir`
 /// false: left to the caller, a staged run's commit).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn write_file(
     dir: &Path,
     prefix: &str,
