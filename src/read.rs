@@ -13,7 +13,7 @@ use wirelog_probe::{Probe, SkipReason};
 use wirelog_query::time::format_rfc3339;
 use wirelog_record::{LossCount, LossMeter, LossRecord, LossTotals};
 use wirelog_source::CaptureReader;
-use wirelog_store::{identify, read_ingests, Ingest};
+use wirelog_store::{earlier_ingests_of, identify, read_ingests, Ingest};
 
 use crate::cli::ReadArgs;
 use crate::output::{Output, OutputConfig};
@@ -45,6 +45,9 @@ struct Input {
     /// Content identity when the input is a regular file and a store is
     /// written (stdin and pipes cannot be recognised again).
     identity: Option<String>,
+    /// How many ingests of the store are this capture (recorded under its
+    /// identity or, by an older wirelog, under the identity's first form).
+    held: usize,
     path: PathBuf,
 }
 
@@ -86,10 +89,9 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         }
     }
     out_cfg.check()?;
-    let earlier = match &out_cfg.store {
-        Some((dir, _)) => check_not_ingested(dir, &mut inputs, args.again)?,
-        None => Vec::new(),
-    };
+    if let Some((dir, _)) = &out_cfg.store {
+        check_not_ingested(dir, &mut inputs, args.again)?;
+    }
     // The run's name: the same in every run of the same captures and
     // options, so what a killed run sent to ClickHouse is recognised when
     // the capture is read again (tokens and uids), and its staged store
@@ -104,7 +106,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     if out_cfg.clickhouse.is_some() && out_cfg.store.is_none() {
         identify_inputs(&mut inputs)?;
     }
-    let key = run_key(inputs.iter().map(|i| i.identity.as_deref()), &earlier, &options);
+    let key = run_key(inputs.iter().map(|i| i.identity.as_deref().map(|id| (id, i.held))), &options);
     if let Some(k) = key {
         // Uids follow from the capture: the same connection, the same uid.
         probe_cfg.track.uid_seed.get_or_insert(k);
@@ -146,7 +148,7 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     // of what was read and written is still printed.
     let mut failed: Option<anyhow::Error> = None;
     // Bad checksums are judged per file, so the warning names the file.
-    'files: for Input { mut reader, identity, path } in inputs {
+    'files: for Input { mut reader, identity, path, .. } in inputs {
         // The file's name, as ClickHouse's rows name it (stdin: `<stdin>`).
         match path.file_name().filter(|_| path.as_os_str() != "-") {
             Some(n) => loss.meter.set_source(&n.to_string_lossy()),
@@ -483,7 +485,7 @@ fn open_inputs(paths: &[PathBuf]) -> Result<(Vec<Input>, usize)> {
     let mut unreadable = 0;
     for path in paths {
         match open(path) {
-            Ok(reader) => inputs.push(Input { reader, identity: None, path: path.clone() }),
+            Ok(reader) => inputs.push(Input { reader, identity: None, held: 0, path: path.clone() }),
             Err(e) => {
                 eprintln!("wirelog: {e}");
                 unreadable += 1;
@@ -505,11 +507,11 @@ fn identify_inputs(inputs: &mut [Input]) -> Result<()> {
 }
 
 /// A run's key: a 64-bit FNV-1a hash of each input's identity and how
-/// often the store already holds it (a second `--again` read is a run of
-/// its own, not a resend of the first), and of the `options` that shape the
-/// records and the ClickHouse batches. `None` when an input has no identity
-/// (standard input, a pipe: it cannot be recognised again).
-fn run_key<'a>(identities: impl Iterator<Item = Option<&'a str>>, earlier: &[Ingest], options: &str) -> Option<u64> {
+/// often the store already holds it (`Input::held`: a second `--again` read
+/// is a run of its own, not a resend of the first), and of the `options`
+/// that shape the records and the ClickHouse batches. `None` when an input
+/// has no identity (standard input, a pipe: it cannot be recognised again).
+fn run_key<'a>(identities: impl Iterator<Item = Option<(&'a str, usize)>>, options: &str) -> Option<u64> {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut add = |bytes: &[u8]| {
         for &b in bytes.iter().chain(&[0xff]) {
@@ -518,8 +520,7 @@ fn run_key<'a>(identities: impl Iterator<Item = Option<&'a str>>, earlier: &[Ing
     };
     add(b"wirelog read 1");
     for id in identities {
-        let id = id?;
-        let generation = earlier.iter().filter(|e| e.identity == id).count();
+        let (id, generation) = id?;
         add(id.as_bytes());
         add(&generation.to_le_bytes());
     }
@@ -528,9 +529,9 @@ fn run_key<'a>(identities: impl Iterator<Item = Option<&'a str>>, earlier: &[Ing
 }
 
 /// Refuses inputs the store already holds (or given twice), naming the
-/// earlier ingest, unless `again`; sets the identity of each regular file.
-/// The store's ingests are the result.
-fn check_not_ingested(store: &Path, inputs: &mut [Input], again: bool) -> Result<Vec<Ingest>> {
+/// earlier ingest, unless `again`; sets the identity of each regular file
+/// and how often the store holds it.
+fn check_not_ingested(store: &Path, inputs: &mut [Input], again: bool) -> Result<()> {
     // What a killed read left is finished (committed) or removed first, so
     // a capture refused below is whole in the store (README: After a crash).
     if store.is_dir() {
@@ -545,8 +546,9 @@ fn check_not_ingested(store: &Path, inputs: &mut [Input], again: bool) -> Result
             continue;
         }
         let id = identify(&path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let held = earlier_ingests_of(&path, &id, &earlier).with_context(|| format!("{}: cannot read", path.display()))?;
         if !again {
-            if let Some(e) = earlier.iter().rev().find(|e| e.identity == id) {
+            if let Some(e) = held.last() {
                 let filter = if e.filter.is_empty() { String::new() } else { format!(", filter '{}'", e.filter) };
                 bail!(
                     "{}: already in the store {}: read on {} as {} ({} packets from {} to {}{}); \
@@ -571,8 +573,9 @@ fn check_not_ingested(store: &Path, inputs: &mut [Input], again: bool) -> Result
             }
         }
         inputs[i].identity = Some(id);
+        inputs[i].held = held.len();
     }
-    Ok(earlier)
+    Ok(())
 }
 
 /// Like Zeek: when most of a file's checksums are wrong, its packets were
@@ -596,31 +599,24 @@ fn checksum_warning(file: &str, bad: u64, decoded: u64, mode: ChecksumMode) {
 mod tests {
     use super::*;
 
-    fn ingest(identity: &str) -> Ingest {
-        Ingest {
-            identity: identity.into(),
-            path: "a.pcap".into(),
-            packets: 1,
-            first_ns: 0,
-            last_ns: 0,
-            ingested_ns: 0,
-            filter: String::new(),
-        }
-    }
-
     #[test]
     fn the_run_key_follows_the_inputs_their_generation_and_the_options() {
-        let key = |ids: &[Option<&str>], earlier: &[Ingest], opts: &str| run_key(ids.iter().copied(), earlier, opts);
-        let one = key(&[Some("10-ab")], &[], "o");
+        // Each input: its identity and how often the store holds it.
+        let key = |ids: &[Option<(&str, usize)>], opts: &str| run_key(ids.iter().copied(), opts);
+        let one = key(&[Some(("10-ab", 0))], "o");
         assert!(one.is_some());
-        assert_eq!(one, key(&[Some("10-ab")], &[], "o"), "the same run, the same key");
         // Not recorded in the store (killed, then read again): the same key.
-        assert_eq!(one, key(&[Some("10-ab")], &[ingest("11-ab")], "o"));
+        assert_eq!(one, key(&[Some(("10-ab", 0))], "o"), "the same run, the same key");
         // Read again with --again after it was recorded: a run of its own.
-        assert_ne!(one, key(&[Some("10-ab")], &[ingest("10-ab")], "o"));
-        assert_ne!(one, key(&[Some("10-ab")], &[], "p"), "other options");
-        assert_ne!(one, key(&[Some("10-ab"), Some("12-cd")], &[], "o"), "another input");
-        assert_ne!(key(&[Some("1-a"), Some("2-b")], &[], ""), key(&[Some("2-b"), Some("1-a")], &[], ""), "order counts");
-        assert_eq!(key(&[Some("10-ab"), None], &[], "o"), None, "standard input is never the same");
+        assert_ne!(one, key(&[Some(("10-ab", 1))], "o"));
+        assert_ne!(key(&[Some(("10-ab", 1))], "o"), key(&[Some(("10-ab", 2))], "o"), "and each time again");
+        assert_ne!(one, key(&[Some(("10-ab", 0))], "p"), "other options");
+        assert_ne!(one, key(&[Some(("10-ab", 0)), Some(("12-cd", 0))], "o"), "another input");
+        assert_ne!(
+            key(&[Some(("1-a", 0)), Some(("2-b", 0))], ""),
+            key(&[Some(("2-b", 0)), Some(("1-a", 0))], ""),
+            "order counts"
+        );
+        assert_eq!(key(&[Some(("10-ab", 0)), None], "o"), None, "standard input is never the same");
     }
 }

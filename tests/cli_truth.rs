@@ -339,6 +339,67 @@ fn a_second_read_is_refused_and_the_store_is_unchanged() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A capture's identity as wirelog recorded it before the `v` form: its
+/// size and a 64-bit FNV-1a of the size (little-endian) then the first and
+/// last MiB, a byte at a time (written here from that description, not
+/// from the product's code).
+fn first_form_identity(bytes: &[u8]) -> String {
+    let size = bytes.len();
+    let edge = 1 << 20;
+    let mut hashed = bytes[..size.min(edge)].to_vec();
+    if size > edge {
+        hashed.extend_from_slice(&bytes[(size - edge).max(edge)..]);
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in (size as u64).to_le_bytes().iter().chain(&hashed) {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{size}-{h:016x}")
+}
+
+/// A store an older wirelog wrote holds its captures under the first form
+/// of the identity: such a capture is still refused, and `--again` reads it.
+#[test]
+fn a_capture_recorded_by_an_older_wirelog_is_refused_too() {
+    let dir = scratch("old_identity");
+    let pcap = sample_pcap(&dir);
+    let bytes = std::fs::read(&pcap).unwrap();
+    let o = wirelog_in(&dir, &["read", "--logs", "logs", "sample.pcap"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // The registry as the older wirelog wrote it: the same line, the
+    // identity in its first form.
+    let list = dir.join("wirelog-data/ingested.tsv");
+    let now = std::fs::read_to_string(&list).unwrap();
+    let new_form = now.lines().nth(1).unwrap().split('\t').next().unwrap().to_string();
+    assert!(new_form.starts_with(&format!("{}-v", bytes.len())), "{now}");
+    let old_form = first_form_identity(&bytes);
+    std::fs::write(&list, now.replace(&new_form, &old_form)).unwrap();
+    let before = listing(&dir.join("wirelog-data"));
+    std::fs::copy(&pcap, dir.join("copy.pcap")).unwrap();
+    let o = wirelog_in(&dir, &["read", "--logs", "logs", "copy.pcap"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("copy.pcap: already in the store wirelog-data"), "{err}");
+    assert!(err.contains("as sample.pcap (341 packets from 2026-11-22T08:28:48.240535Z"), "{err}");
+    assert_eq!(listing(&dir.join("wirelog-data")), before, "nothing in the store changed");
+    // Another capture of another size is not taken for it.
+    std::fs::write(dir.join("longer.pcap"), [&bytes[..], &bytes[24..]].concat()).unwrap();
+    let o = wirelog_in(&dir, &["read", "--logs", "logs3", "longer.pcap"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // --again reads it, recorded under the new form beside the old.
+    let o = wirelog_in(&dir, &["read", "--again", "--logs", "logs2", "copy.pcap"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let ids: Vec<String> = std::fs::read_to_string(&list)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert_eq!((ids[0].as_str(), ids[2].as_str()), (old_form.as_str(), new_form.as_str()), "{ids:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn store_shows_what_it_holds_and_check_names_bad_files() {
     let dir = scratch("store");

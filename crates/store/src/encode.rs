@@ -9,7 +9,7 @@ use wirelog_record::{Proc, ProcOwner};
 
 use crate::batch::Kind;
 use crate::error::StoreError;
-use crate::fsutil::{publish, remove_file_if_exists};
+use crate::fsutil::{publish_synced, remove_file_if_exists};
 use crate::pqfile::{self, Format, WriteError};
 
 /// Values of one column in Parquet's physical representation: only the
@@ -377,7 +377,9 @@ pub struct WrittenFile {
 
 /// Writes `rows` (already in file order) of `src` to a new file in `dir`
 /// (`<prefix>-<unix_nanos>-<seq>.parquet`): written under a hidden
-/// temporary name, fsynced, renamed, and the directory fsynced.
+/// temporary name, fsynced, renamed, and the directory fsynced (`sync_dir`
+/// false: left to the caller, a staged run's commit).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn write_file(
     dir: &Path,
     prefix: &str,
@@ -386,6 +388,7 @@ pub(crate) fn write_file(
     fmt: &Format,
     kv: &[(String, String)],
     sync: bool,
+    sync_dir: bool,
 ) -> Result<WrittenFile, StoreError> {
     let (tmp, dst) = loop {
         let stem = format!(
@@ -408,7 +411,7 @@ pub(crate) fn write_file(
         }
     };
     let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-    if let Err(e) = publish(&file, &tmp, &dst, sync) {
+    if let Err(e) = publish_synced(&file, &tmp, &dst, sync, sync && sync_dir) {
         let _ = remove_file_if_exists(&tmp);
         return Err(e);
     }

@@ -62,6 +62,25 @@ pub(crate) fn read_own_file(path: &Path) -> Result<Option<String>, StoreError> {
 /// one component at a time, never following a link: a partition directory
 /// planted as a link is refused, named.
 pub(crate) fn create_below(root: &Path, path: &Path) -> Result<Dir, StoreError> {
+    walk_below(root, path, |d| d.sync().map_err(|e| StoreError::io(d.path(), "fsync directory", e)))
+}
+
+/// [`create_below`] without its fsyncs: the directories whose entries it
+/// changed are added to `parents` (each once), for the caller to fsync
+/// once each before anything relies on the new directories (a commit's
+/// partitions, a staged run's tree).
+pub(crate) fn create_below_unsynced(root: &Path, path: &Path, parents: &mut Vec<PathBuf>) -> Result<Dir, StoreError> {
+    walk_below(root, path, |d| {
+        if !parents.iter().any(|p| p == d.path()) {
+            parents.push(d.path().to_path_buf());
+        }
+        Ok(())
+    })
+}
+
+/// Opens `path` below `root` a component at a time, creating what is
+/// missing; `created_in` is told of each directory an entry was made in.
+fn walk_below(root: &Path, path: &Path, mut created_in: impl FnMut(&Dir) -> Result<(), StoreError>) -> Result<Dir, StoreError> {
     let rel = path.strip_prefix(root).map_err(|_| {
         StoreError::io(path, "create directory", std::io::Error::other(format!("not below {}", root.display())))
     })?;
@@ -72,7 +91,7 @@ pub(crate) fn create_below(root: &Path, path: &Path) -> Result<Dir, StoreError> 
             Ok(sub) => sub,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let sub = d.create_dir(name).map_err(|e| StoreError::io(&d.join(name), "create directory", e))?;
-                d.sync().map_err(|e| StoreError::io(d.path(), "fsync directory", e))?;
+                created_in(&d)?;
                 sub
             }
             Err(e) => return Err(StoreError::io(&d.join(name), "open directory", e)),
@@ -170,6 +189,13 @@ pub(crate) fn is_data_file(name: &str) -> bool {
 /// Publishes a fully written temporary file under its final name:
 /// fsync the file, rename it, fsync the directory.
 pub(crate) fn publish(file: &File, tmp: &Path, dst: &Path, sync: bool) -> Result<(), StoreError> {
+    publish_synced(file, tmp, dst, sync, sync)
+}
+
+/// [`publish`], the file's fsync and the directory's chosen apart: a staged
+/// run's directories are fsynced once each before its commit record
+/// ([`crate::staging`]), not once per file.
+pub(crate) fn publish_synced(file: &File, tmp: &Path, dst: &Path, sync: bool, sync_dir: bool) -> Result<(), StoreError> {
     if sync {
         file.sync_all()
             .map_err(|e| StoreError::io(tmp, "fsync", e))?;
@@ -181,7 +207,7 @@ pub(crate) fn publish(file: &File, tmp: &Path, dst: &Path, sync: bool) -> Result
         return Err(StoreError::io(dst, "rename temporary file into", e));
     }
     dir.rename(tmp_name, name).map_err(|e| StoreError::io(dst, "rename temporary file into", e))?;
-    if sync {
+    if sync_dir {
         dir.sync().map_err(|e| StoreError::io(dir.path(), "fsync directory", e))?;
     }
     Ok(())

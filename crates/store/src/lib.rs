@@ -130,7 +130,7 @@ pub use batch::{Batch, Column, Kind};
 pub use colcache::{ColumnCache, ColumnCacheStats};
 pub use compact::{CompactOptions, CompactReport, Compactor, CompactorOptions, CompactorStatus};
 pub use error::StoreError;
-pub use ingest::{identify, read_ingests, Ingest};
+pub use ingest::{earlier_ingests_of, identify, identify_v1, read_ingests, Ingest};
 pub use fsutil::{disk_space, DiskSpace};
 pub use layout::{list_partitions, Partition};
 pub use pcap_dirs::read_pcap_dirs;

@@ -1629,6 +1629,7 @@ mod tests {
             &crate::pqfile::Format { cols: schema::FLOWS, ..schema::file_format(Kind::Flows, 3, 1000).unwrap() },
             &[],
             false,
+            false,
         )
         .unwrap();
         let mut st = crate::Store::open(&dir, crate::StoreOptions { sync: false, ..Default::default() }).unwrap();

@@ -8,8 +8,12 @@
 //!
 //! 1. `COMMIT` is written in the run's directory (temporary, fsync, rename,
 //!    fsync): the captures to record, in `ingested.tsv`'s form. From here
-//!    on the run counts as done, whatever happens next;
-//! 2. every file is renamed into its partition (directories fsynced);
+//!    on the run counts as done, whatever happens next; so every directory
+//!    of the run is fsynced first, once each (its files were fsynced as
+//!    they were written; its directories were not, as they were made or
+//!    given a file: a run without `COMMIT` is removed whole);
+//! 2. every file is renamed into its partition (the partitions, and the
+//!    directories new ones were made in, fsynced once each);
 //! 3. the captures are added to `ingested.tsv`;
 //! 4. the run's directory is removed.
 //!
@@ -25,7 +29,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::StoreError;
-use crate::fsutil::{create_below, is_data_file, list_dir, sync_dir};
+use crate::fsutil::{create_below_unsynced, is_data_file, list_dir, sync_dir};
 use crate::ingest::{append_ingests, read_list, write_list, Ingest};
 
 /// Directory of the runs being written, inside the store.
@@ -74,6 +78,7 @@ fn staged_files(store: &Path, run: &Path) -> Result<Vec<(PathBuf, PathBuf)>, Sto
 pub(crate) fn commit(store: &Path, run: &Path, ingests: &[Ingest]) -> Result<(usize, bool), StoreError> {
     let mut recorded = false;
     if !ingests.is_empty() {
+        sync_run(run)?;
         match write_list(&run.join(format!(".{COMMIT}.tmp")), &run.join(COMMIT), ingests) {
             Ok(()) => recorded = true,
             Err(e) => eprintln!(
@@ -84,15 +89,37 @@ pub(crate) fn commit(store: &Path, run: &Path, ingests: &[Ingest]) -> Result<(us
     Ok((finish(store, run)?, recorded))
 }
 
+/// Makes the run's tree durable before its commit record: each directory
+/// below `run` and `run` itself fsynced once, deepest first (the run's own
+/// entry in the staging directory was made durable when it was created).
+fn sync_run(run: &Path) -> Result<(), StoreError> {
+    for (kname, kpath) in list_dir(run)? {
+        if crate::Kind::from_name(&kname).is_none() || !kpath.is_dir() {
+            continue;
+        }
+        for (_, dpath) in list_dir(&kpath)? {
+            for (_, hpath) in list_dir(&dpath)? {
+                sync_dir(&hpath)?;
+            }
+            sync_dir(&dpath)?;
+        }
+        sync_dir(&kpath)?;
+    }
+    sync_dir(run)
+}
+
 /// Steps 2 to 4 of a committed run.
 fn finish(store: &Path, run: &Path) -> Result<usize, StoreError> {
     let files = staged_files(store, run)?;
+    // The partitions given files and the directories new partitions were
+    // made in: each fsynced once, after every move and before the list
+    // and the run's removal (until then `COMMIT` has every move redone).
     let mut dirs: Vec<PathBuf> = Vec::new();
     for (src, dst) in &files {
         let parent = dst.parent().expect("a partition directory");
         // Walked from the store's root without following a link, so a
         // partition planted as a link is refused before anything moves.
-        create_below(store, parent)?;
+        create_below_unsynced(store, parent, &mut dirs)?;
         std::fs::rename(src, dst).map_err(|e| StoreError::io(dst, "move a committed file into", e))?;
         if !dirs.iter().any(|d| d == parent) {
             dirs.push(parent.to_path_buf());

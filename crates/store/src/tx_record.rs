@@ -631,6 +631,7 @@ mod tests {
             &crate::pqfile::Format { cols: old, ..schema::file_format(Kind::Http, 3, 1000).unwrap() },
             &[],
             false,
+            false,
         )
         .unwrap();
         let empty = (None, String::new(), String::new(), String::new(), None, String::new());

@@ -436,7 +436,7 @@ pub(crate) fn write_partitioned(
     let mut rows: Vec<u32> = (0..src.len() as u32).collect();
     src.sort_rows(&mut rows);
     let mut out = Vec::new();
-    match write_hours(dir, prefix, src, &rows, fmt, kv, None, &mut out) {
+    match write_hours(dir, prefix, src, &rows, fmt, kv, None, false, &mut out) {
         Ok(()) => Ok(out.into_iter().map(|(_, f)| f).collect()),
         Err(e) => {
             // On a failure the files this call already published are removed
@@ -461,6 +461,11 @@ const MIN_PIECE_ROWS: usize = 1024;
 /// so what fits is written and only the rest waits: `piece` holds the rows
 /// per file to try first (it grows back, doubling, as files fit). Without
 /// it (compaction), one file per hour.
+///
+/// `staged`: `dir` is a run's staging directory, whose directories are
+/// fsynced once each before its commit record (`staging::commit`), none as
+/// they are made or given a file: until that record nothing of the run
+/// counts, and a run without it is removed whole.
 #[allow(clippy::too_many_arguments)]
 fn write_hours(
     dir: &Path,
@@ -470,6 +475,7 @@ fn write_hours(
     fmt: &FileFormat,
     kv: &[(String, String)],
     mut piece: Option<&mut usize>,
+    staged: bool,
     out: &mut Vec<(std::ops::Range<usize>, encode::WrittenFile)>,
 ) -> Result<(), StoreError> {
     let n = rows.len();
@@ -488,14 +494,18 @@ fn write_hours(
             end
         };
         let pdir = partition_path(dir, src.kind(), hour);
-        crate::fsutil::create_below(dir, &pdir)?;
+        if staged {
+            crate::fsutil::create_below_unsynced(dir, &pdir, &mut Vec::new())?;
+        } else {
+            crate::fsutil::create_below(dir, &pdir)?;
+        }
         let hour_end = end;
         while start < hour_end {
             let end = match piece.as_deref() {
                 Some(&p) => hour_end.min(start.saturating_add(p.max(MIN_PIECE_ROWS))),
                 None => hour_end,
             };
-            let written = encode::write_file(&pdir, prefix, src, &rows[start..end], &fmt.format, kv, fmt.sync);
+            let written = encode::write_file(&pdir, prefix, src, &rows[start..end], &fmt.format, kv, fmt.sync, !staged);
             match (written, piece.as_deref_mut()) {
                 (Ok(f), p) => {
                     out.push((start..end, f));
@@ -992,7 +1002,8 @@ impl Store {
         src.sort_rows(&mut rows);
         let mut out = Vec::new();
         let root = self.staging.as_deref().unwrap_or(&self.dir);
-        let result = write_hours(root, "part", src, &rows, fmt, &kv, Some(&mut self.piece_rows), &mut out);
+        let staged = self.staging.is_some();
+        let result = write_hours(root, "part", src, &rows, fmt, &kv, Some(&mut self.piece_rows), staged, &mut out);
         for (_, f) in &out {
             if let Some(dir) = f.path.parent() {
                 // The partition it is (or, staged, will be) in.
