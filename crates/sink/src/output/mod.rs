@@ -35,12 +35,13 @@ use crate::Sink;
 const QUEUE_DEPTH: usize = 16;
 
 /// Batches `read` keeps going round (see [`Output::batch`]): one the output
-/// thread writes, one the store's thread writes, two queued. Past them the
+/// thread and the store's thread write (shared), one queued; the tracker
+/// fills a vector of its own meanwhile. Past them the
 /// packet thread waits for one back instead of making a new one: each new
 /// batch is fresh memory that the kernel gives page by page as it is filled
 /// (a mysql_text batch's transactions ~1 MB; under load, the writers a few
 /// batches behind, ~a quarter of a read's page faults, issue 36).
-const IN_FLIGHT: usize = 4;
+const IN_FLIGHT: usize = 2;
 
 /// How long [`Output::batch`] waits for a batch back before it makes one
 /// more: a writer that fell behind (a flush) holds `read` back by this much
