@@ -1616,16 +1616,29 @@ const TX_ROOM_MAX: usize = wirelog_record::RECYCLED_CAPACITY;
 /// `realloc` (~10 times, copying, per batch of 2,000 transactions); with
 /// room for the last batch it is one allocation when the batch handed back
 /// had less room, none when it had enough (recycled batches keep theirs).
+/// A vector made here gets [`ROOM_SLACK`] more than the last batch: made
+/// exactly as large, it was short for about every other batch (`read`'s
+/// batches of 4,096 packets vary by a few transactions), so a recycled batch
+/// was dropped for a new one or grew by doubling: fresh pages for each
+/// batch (a mysql_text read's 528-byte records: ~1 MB, ~20% of its page
+/// faults, issue 36). With the slack the few batches in flight settle.
 pub(crate) fn move_keeping_room<T>(from: &mut Vec<T>, into: &mut Vec<T>, max: usize) {
     let moved = from.len();
     move_all(from, into);
     let want = moved.min(max);
     if from.capacity() < want {
-        *from = Vec::with_capacity(want);
+        // The short vector goes before the new one is made, so that the
+        // allocator can take its memory (already touched) into the new one.
+        drop(std::mem::take(from));
+        from.reserve_exact((want + want / ROOM_SLACK).min(max));
     } else if from.capacity() > max {
         from.shrink_to(max);
     }
 }
+
+/// A vector [`move_keeping_room`] makes has room for the last batch and
+/// 1/`ROOM_SLACK` more.
+const ROOM_SLACK: usize = 4;
 
 /// Whether the next connection found is parsed when 1 in `n` are
 /// (xorshift64 on `rng`: cheap, once per new connection found).
@@ -1905,5 +1918,35 @@ mod hand_over {
         tracker.push(1);
         move_keeping_room(&mut tracker, &mut huge, max);
         assert!(tracker.capacity() <= max, "kept {}", tracker.capacity());
+    }
+
+    /// Batches of about the same size going round (`read`'s): once each
+    /// vector was made with the slack, none is made again, none grows.
+    #[test]
+    fn batches_of_varying_size_settle_without_new_vectors() {
+        let max = 10_000;
+        let mut tracker: Vec<u64> = Vec::new();
+        // Three batches in flight, handed back in turn (a ring), each round's
+        // batch 1,990 to 2,030 records.
+        let mut ring: Vec<Vec<u64>> = (0..3).map(|_| Vec::new()).collect();
+        let mut made = 0;
+        for round in 0..60 {
+            let n = 1_990 + (round * 17) % 41;
+            let before = (tracker.as_ptr(), tracker.capacity());
+            tracker.extend(0..n as u64);
+            let grew = tracker.as_ptr() != before.0 || tracker.capacity() != before.1;
+            let mut batch = std::mem::take(&mut ring[round % 3]);
+            batch.clear();
+            let back = batch.as_ptr();
+            move_keeping_room(&mut tracker, &mut batch, max);
+            let remade = tracker.as_ptr() != back;
+            if round >= 6 {
+                assert!(!grew && !remade, "round {round}: {n} records grew or remade a vector");
+            }
+            made += remade as usize;
+            assert_eq!(batch.len(), n);
+            ring[round % 3] = batch;
+        }
+        assert!(made <= 4, "{made} vectors made");
     }
 }

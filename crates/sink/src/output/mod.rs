@@ -34,6 +34,20 @@ use crate::Sink;
 /// about one; live capture has one producer per worker).
 const QUEUE_DEPTH: usize = 16;
 
+/// Batches `read` keeps going round (see [`Output::batch`]): one the output
+/// thread and the store's thread write (shared), one queued; the tracker
+/// fills a vector of its own meanwhile. Past them the
+/// packet thread waits for one back instead of making a new one: each new
+/// batch is fresh memory that the kernel gives page by page as it is filled
+/// (a mysql_text batch's transactions ~1 MB; under load, the writers a few
+/// batches behind, ~a quarter of a read's page faults, issue 36).
+const IN_FLIGHT: usize = 2;
+
+/// How long [`Output::batch`] waits for a batch back before it makes one
+/// more: a writer that fell behind (a flush) holds `read` back by this much
+/// a batch at most, as before it made new batches without waiting.
+const BATCH_WAIT: Duration = Duration::from_millis(50);
+
 /// How often the sinks are ticked: log lines written are flushed to their
 /// files within this long, so `tail -f` on a live probe's logs follows the
 /// traffic.
@@ -84,6 +98,11 @@ pub struct Output {
     handle: Option<JoinHandle<io::Result<Summary>>>,
     /// Records dropped so far for lack of space (for the stats line).
     dropped: Arc<AtomicU64>,
+    /// Batches [`Output::batch`] made rather than took back.
+    made: usize,
+    /// An empty batch [`Output::send`] was given: the next batch (an empty
+    /// batch is not sent, and would not come back).
+    spare: Option<Batch>,
 }
 
 /// A handle for another thread to queue batches (live capture's workers).
@@ -169,7 +188,8 @@ impl Output {
                 run.and(closed)
             })
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start the output thread: {e}")))?;
-        Ok(Output { live, tx: Some(tx), recycled: Arc::new(Mutex::new(recycled)), handle: Some(handle), dropped })
+        let recycled = Arc::new(Mutex::new(recycled));
+        Ok(Output { live, tx: Some(tx), recycled, handle: Some(handle), dropped, made: 0, spare: None })
     }
 
     /// What the writer has written so far (for `/metrics`).
@@ -188,14 +208,29 @@ impl Output {
         BatchSender { tx: self.tx.clone().expect("output running"), recycled: self.recycled.clone() }
     }
 
-    /// An empty batch, reusing the vectors of one already written when possible.
-    pub fn batch(&self) -> Batch {
-        recycled(&self.recycled)
+    /// An empty batch, reusing the vectors of one already written: once
+    /// [`IN_FLIGHT`] batches were made, it waits for one to come back (up to
+    /// [`BATCH_WAIT`], then makes one more). For `read`, whose packet thread
+    /// can wait; a capture worker takes [`BatchSender::batch`], which never waits.
+    pub fn batch(&mut self) -> Batch {
+        if let Some(b) = self.spare.take() {
+            return b;
+        }
+        let back = self.recycled.lock().ok().and_then(|r| match r.try_recv() {
+            Ok(b) => Some(b),
+            Err(_) if self.made >= IN_FLIGHT => r.recv_timeout(BATCH_WAIT).ok(),
+            Err(_) => None,
+        });
+        back.unwrap_or_else(|| {
+            self.made += 1;
+            Batch::default()
+        })
     }
 
     /// Queues a batch; waits while the writer is [`QUEUE_DEPTH`] batches behind.
     pub fn send(&mut self, batch: Batch) -> io::Result<()> {
         if batch.is_empty() {
+            self.spare = Some(batch);
             return Ok(());
         }
         let sent = self.tx.as_ref().map(|tx| tx.send(batch).is_ok()).unwrap_or(false);
@@ -276,6 +311,74 @@ pub(crate) mod tests {
             conns: 1,
         };
         Batch { flows: vec![flow; n], ..Batch::default() }
+    }
+
+    /// A sink that counts the records it was given.
+    struct Counted(Arc<AtomicU64>);
+
+    impl Sink for Counted {
+        fn name(&self) -> &str {
+            "counted"
+        }
+        fn write(&mut self, batch: &Batch) -> io::Result<()> {
+            self.0.fetch_add(batch.records() as u64, Ordering::Relaxed);
+            Ok(())
+        }
+        fn tick(&mut self, _: Instant) -> io::Result<()> {
+            Ok(())
+        }
+        fn close(&mut self) -> io::Result<SinkEnd> {
+            Ok(SinkEnd::default())
+        }
+    }
+
+    /// `read`'s batches go round: past `IN_FLIGHT` made, each batch is one
+    /// written before, back empty with the room its vectors had; an empty
+    /// batch is kept for the next rather than lost.
+    #[test]
+    fn read_reuses_written_batches_with_their_room() {
+        let written = Arc::new(AtomicU64::new(0));
+        let mut output = Output::start(vec![Box::new(Counted(written.clone()))], None, Arc::default()).unwrap();
+        let mut reused = 0;
+        for _ in 0..40 {
+            let mut b = output.batch();
+            if b.flows.capacity() >= 1_000 {
+                reused += 1;
+            }
+            assert!(b.is_empty());
+            b.flows.extend(batch_of(1_000).flows);
+            output.send(b).unwrap();
+            let empty = output.batch();
+            let had = empty.flows.capacity();
+            output.send(empty).unwrap();
+            let again = output.batch();
+            assert_eq!(again.flows.capacity(), had, "an empty batch is the next one");
+            output.send(again).unwrap();
+        }
+        // The writer is never stalled here: batches come back within the
+        // wait (a batch made past the bound after it would be one more).
+        assert!(output.made <= IN_FLIGHT + 2, "{} batches made", output.made);
+        assert!(reused >= 40 - output.made, "{reused} reused of 40");
+        output.finish().unwrap();
+        assert_eq!(written.load(Ordering::Relaxed), 40_000);
+    }
+
+    /// A writer that stalls past the wait holds `read` back for the wait,
+    /// not for good: a new batch is made.
+    #[test]
+    fn read_makes_a_batch_when_none_comes_back_in_time() {
+        let (open, tokens) = mpsc::channel();
+        let written = Arc::new(AtomicU64::new(0));
+        let mut output = Output::start(vec![Box::new(Stalled { tokens, written: written.clone() })], None, Arc::default()).unwrap();
+        for _ in 0..IN_FLIGHT + 2 {
+            let mut b = output.batch();
+            b.flows.extend(batch_of(3).flows);
+            output.send(b).unwrap();
+        }
+        assert_eq!(output.made, IN_FLIGHT + 2);
+        drop(open);
+        output.finish().unwrap();
+        assert_eq!(written.load(Ordering::Relaxed), 3 * (IN_FLIGHT as u64 + 2));
     }
 
     #[test]
