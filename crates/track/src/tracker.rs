@@ -1158,7 +1158,6 @@ impl Tracker {
             }
         }
         // The parser writes what it completes straight into the batch.
-        let before = self.txs.len();
         let mut out = BatchTxs::new(&mut self.txs, app, &e.key, keys);
         match tcp {
             Some((flags, seq, ack)) => {
@@ -1192,7 +1191,7 @@ impl Tracker {
             if *pool != 0 && !app.stopped {
                 take_orphans(pool, app);
                 let weight = app.weight.saturating_add(app.carried);
-                for r in &mut self.txs[before..] {
+                for r in out.made_records() {
                     r.sample_weight = weight;
                 }
             }
@@ -1683,6 +1682,11 @@ impl<'a> BatchTxs<'a> {
     #[inline]
     fn made(&self) -> usize {
         self.txs.len() - self.start
+    }
+
+    /// The records of the transactions the parser wrote.
+    fn made_records(&mut self) -> &mut [TxRecord] {
+        &mut self.txs[self.start..]
     }
 
     #[cold]
