@@ -1888,6 +1888,37 @@ mod parser_slots {
         assert_eq!(t.take_transactions().len(), 20, "each connection's request and response made a transaction");
     }
 
+    /// Two pipelined requests in one segment, both answered in one: the
+    /// answering segment makes both transactions, the second taking the
+    /// connection's tuple from the first's record (`BatchTxs::record`);
+    /// each carries the connection's addresses, ports and transport.
+    #[test]
+    fn transactions_of_one_segment_carry_their_connection() {
+        use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType, Packet};
+        use wirelog_record::{IpAddr16, Proto};
+        let cfg = crate::TrackerConfig { app: Some(crate::AppConfig::default()), uid_seed: Some(1), ..crate::TrackerConfig::default() };
+        let mut t = super::Tracker::new(cfg);
+        let mut dec = Decoder::new(DecodeConfig { checksums: ChecksumMode::Ignore, ..DecodeConfig::default() });
+        let (client, server) = (([10, 0, 0, 1], 40_000), ([10, 0, 0, 2], 80));
+        let req = b"GET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\n\r\n";
+        let resp = b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
+        let mut ts = 1_700_000_000_000_000_000i64;
+        for f in [
+            crate::kernel::tests::frame_carrying(client, server, 0x02, 100, 0, b""),
+            crate::kernel::tests::frame_carrying(server, client, 0x12, 500, 101, b""),
+            crate::kernel::tests::frame_carrying(client, server, 0x18, 101, 501, req),
+            crate::kernel::tests::frame_carrying(server, client, 0x18, 501, 101 + req.len() as u32, resp),
+        ] {
+            ts += 1_000;
+            if let Decoded::Ip(ip) = dec.packet(&Packet::new(LinkType::ETHERNET, ts, &f)) {
+                t.packet(ts, 0, &ip);
+            }
+        }
+        let made: Vec<_> = t.take_transactions().map(|r| (r.orig_h, r.orig_p, r.resp_h, r.resp_p, r.transport)).collect();
+        let tuple = (IpAddr16::from_v4([10, 0, 0, 1]), 40_000, IpAddr16::from_v4([10, 0, 0, 2]), 80, Proto::Tcp);
+        assert_eq!(made, [tuple, tuple]);
+    }
+
     /// A flow on a parsed port holds its slot ([`crate::app::APP_SLOT_BYTES`])
     /// in the stream memory from its SYN (no payload yet, no parser state)
     /// until it ends; with no room left for a slot a flow is not parsed,
