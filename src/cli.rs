@@ -931,8 +931,10 @@ pub struct AppArgs {
     pub http_header: Vec<String>,
 
     /// Most bytes of out-of-order TCP data buffered across all parsed
-    /// connections (e.g. 64M); beyond it holes are reported as gaps. HTTP/2
-    /// connections' state (HPACK tables, streams) is counted in it too.
+    /// connections (e.g. 64M); beyond it holes are reported as gaps. The
+    /// parsers' state is counted in it too (each parsed connection's slot
+    /// and parser, HTTP/2's HPACK tables and streams): a connection it has
+    /// no room for is not parsed.
     #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
     pub stream_memory: u64,
 }

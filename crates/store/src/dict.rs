@@ -135,45 +135,22 @@ impl Dict {
     /// dictionary as it is (`order` = every entry, in arrival order), each
     /// row's index read as it was buffered, with no renumbering: copied a
     /// run of `rows` at a time (`runs`, the runs of `rows`), each run's
-    /// indices one slice.
+    /// indices one slice, or row by row when the runs are short
+    /// (`encode::copy_in_runs`, `encode::optional_in_runs`).
     fn arrival(&self, entries: usize, rows: &[u32], runs: &[Run], optional: bool, order: &mut Vec<u32>) -> (Vec<u32>, Option<Vec<i16>>) {
         order.extend(0..entries as u32);
         let mut idx = crate::encode::buf(rows.len() - self.nulls.min(rows.len()));
         let mut def = crate::encode::buf(if optional { rows.len() } else { 0 });
         debug_assert_eq!(runs.iter().map(|r| r.len as usize).sum::<usize>(), rows.len());
-        if crate::encode::runs_are_short(rows, runs) {
-            // Runs of a few rows: each row's index read where it is, in one
-            // pass over the rows (levels first when some rows are unset).
-            let of = |&r: &u32| self.rows[r as usize];
-            if self.nulls == 0 {
-                idx.extend(rows.iter().map(of));
-                if optional {
-                    def.resize(rows.len(), 1);
-                }
-            } else {
-                if optional {
-                    def.extend(rows.iter().map(|r| i16::from(of(r) != NULL)));
-                }
-                idx.extend(rows.iter().map(of).filter(|&e| e != NULL));
-            }
-        } else if self.nulls == 0 {
-            for r in runs {
-                idx.extend_from_slice(&self.rows[r.range()]);
-            }
+        if self.nulls == 0 {
+            crate::encode::copy_in_runs(rows, runs, &self.rows, &mut idx);
             if optional {
                 def.resize(rows.len(), 1);
             }
         } else {
-            // Unset rows among them: still a run at a time, the levels
-            // without a check of the vector's room per row (the run's
-            // length), the set rows' indices after.
-            for r in runs {
-                let part = &self.rows[r.range()];
-                if optional {
-                    def.extend(part.iter().map(|&e| i16::from(e != NULL)));
-                }
-                idx.extend(part.iter().copied().filter(|&e| e != NULL));
-            }
+            // Unset rows among them: the set rows' indices, and the levels.
+            let set = |e: u32| (e != NULL).then_some(e);
+            crate::encode::optional_in_runs(rows, runs, &self.rows, set, &mut idx, optional.then_some(&mut def));
         }
         (idx, optional.then_some(def))
     }

@@ -129,6 +129,52 @@ pub(crate) fn runs_are_short(rows: &[u32], runs: &[Run]) -> bool {
 /// ([`runs_are_short`]).
 const SHORT_RUN: usize = 16;
 
+/// The entries of `rows` of `src` appended to `out` as they are: a run of
+/// rows at a time (`runs`, the runs of `rows`), each run one slice, or row
+/// by row when the runs are short ([`runs_are_short`]).
+pub(crate) fn copy_in_runs<T: Copy>(rows: &[u32], runs: &[Run], src: &[T], out: &mut Vec<T>) {
+    if runs_are_short(rows, runs) {
+        out.extend(rows.iter().map(|&r| src[r as usize]));
+        return;
+    }
+    for r in runs {
+        out.extend_from_slice(&src[r.range()]);
+    }
+}
+
+/// An OPTIONAL column's `rows` of `src`: the present values (`value` of a
+/// row's entry, `None` for an unset row) appended to `vals`, and a
+/// definition level per row to `def` when it is given; what [`opt_i64`]
+/// gives row by row. Taken a run of rows at a time (`runs`, the runs of
+/// `rows`) in two passes over each, the levels written without a check of
+/// the vector's room per row (the length is the run's), then the values;
+/// or, when the runs are short ([`runs_are_short`]), row by row in the same
+/// two passes.
+#[inline]
+pub(crate) fn optional_in_runs<S: Copy, U>(
+    rows: &[u32],
+    runs: &[Run],
+    src: &[S],
+    value: impl Fn(S) -> Option<U>,
+    vals: &mut Vec<U>,
+    mut def: Option<&mut Vec<i16>>,
+) {
+    if runs_are_short(rows, runs) {
+        if let Some(def) = def {
+            def.extend(rows.iter().map(|&r| i16::from(value(src[r as usize]).is_some())));
+        }
+        vals.extend(rows.iter().filter_map(|&r| value(src[r as usize])));
+        return;
+    }
+    for r in runs {
+        let part = &src[r.range()];
+        if let Some(def) = def.as_deref_mut() {
+            def.extend(part.iter().map(|&x| i16::from(value(x).is_some())));
+        }
+        vals.extend(part.iter().filter_map(|&x| value(x)));
+    }
+}
+
 /// `f` of each row of `runs` of `src`, appended to `out` a run at a time
 /// (each run a slice: no bounds check per row).
 #[inline]
@@ -461,4 +507,45 @@ fn write_parquet_to<W: std::io::Write>(
         WriteError::Io(io) => StoreError::io(path, "write", io),
         WriteError::Encode(what) => StoreError::encode(path, what),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A column taken a run at a time and one row at a time (short runs) is
+    /// the column taken row by row (`opt_i64`; for a required one, each
+    /// row's entry), in any row order: optional with its levels, without
+    /// them (a dictionary's required column takes its present indices
+    /// alone), and copied as it is.
+    #[test]
+    fn columns_in_runs_are_row_by_row() {
+        let some_unset: Vec<Option<u64>> = (0..300u64).map(|i| (i % 9 != 2).then_some(i * 37 % 101)).collect();
+        let all_set: Vec<Option<u64>> = (0..300u64).map(|i| Some(i * 13 % 7)).collect();
+        let n = 300u32;
+        let fwd: Vec<u32> = (0..n).collect();
+        let rev: Vec<u32> = (0..n).rev().collect();
+        let mixed: Vec<u32> = (0..n).map(|r| (r + 50) % n).collect();
+        let swapped: Vec<u32> = (0..n).map(|r| r ^ 1).collect();
+        let few = fwd[..7].to_vec();
+        // Both ways of taking rows are among the cases.
+        let short = |rows: &[u32]| runs_are_short(rows, &runs(rows));
+        assert!([&fwd, &mixed].iter().all(|r| !short(r)) && [&rev, &swapped, &few].iter().all(|r| short(r)));
+        for src in [&some_unset, &all_set] {
+            for rows in [&fwd, &rev, &mixed, &swapped, &few] {
+                let runs = runs(rows);
+                let want = opt_i64(rows, |r| src[r].map(|x| x as i64));
+                let PqCol::I64(want_vals) = &want.col else { panic!("not INT64") };
+                let (mut vals, mut def) = (Vec::new(), Vec::new());
+                optional_in_runs(rows, &runs, src, |x| x.map(|x| x as i64), &mut vals, Some(&mut def));
+                assert_eq!((&vals, Some(&def)), (want_vals, want.def.as_ref()), "rows {rows:?}");
+                let mut alone = Vec::new();
+                optional_in_runs(rows, &runs, src, |x| x.map(|x| x as i64), &mut alone, None);
+                assert_eq!(&alone, want_vals, "rows {rows:?}");
+                let mut copied = Vec::new();
+                copy_in_runs(rows, &runs, src, &mut copied);
+                assert_eq!(copied, rows.iter().map(|&r| src[r as usize]).collect::<Vec<_>>(), "rows {rows:?}");
+            }
+        }
+    }
 }

@@ -632,27 +632,13 @@ fn us(ns: i64) -> i64 {
     }
 }
 
-/// An OPTIONAL column of `rows` from a builder of `Option`s, taken a run
-/// of rows at a time (`runs`, the runs of `rows`; row by row when they are
-/// short): the present values as `conv` makes them and
-/// a definition level per row (as `encode::opt_i64` takes them row by row).
-fn optional_in_runs<T: Copy, U: Pooled>(rows: &[u32], runs: &[Run], src: &[Option<T>], conv: impl Fn(T) -> U, wrap: fn(Vec<U>) -> PqCol) -> PqValues {
-    let n = rows.len();
-    let mut vals = crate::encode::buf(n);
-    let mut def = crate::encode::buf(n);
-    if crate::encode::runs_are_short(rows, runs) {
-        // Runs of a few rows: the rows taken one by one, in the same two passes.
-        def.extend(rows.iter().map(|&r| i16::from(src[r as usize].is_some())));
-        vals.extend(rows.iter().filter_map(|&r| src[r as usize].map(&conv)));
-        return PqValues { col: wrap(vals), def: Some(def) };
-    }
-    // Two passes over a run: the levels written without a check of the
-    // vector's room per row (the length is the run's), then the values.
-    for r in runs {
-        let part = &src[r.range()];
-        def.extend(part.iter().map(|x| i16::from(x.is_some())));
-        vals.extend(part.iter().filter_map(|x| x.map(&conv)));
-    }
+/// An OPTIONAL column of `rows` from a builder of `Option`s
+/// (`encode::optional_in_runs`): the present values as `conv` makes them
+/// and a definition level per row.
+fn optional_column<T: Copy, U: Pooled>(rows: &[u32], runs: &[Run], src: &[Option<T>], conv: impl Fn(T) -> U, wrap: fn(Vec<U>) -> PqCol) -> PqValues {
+    let mut vals = crate::encode::buf(rows.len());
+    let mut def = crate::encode::buf(rows.len());
+    crate::encode::optional_in_runs(rows, runs, src, |x| x.map(&conv), &mut vals, Some(&mut def));
     PqValues { col: wrap(vals), def: Some(def) }
 }
 
@@ -690,11 +676,11 @@ impl RowSource for TxBuf {
             let spec = &all[col];
             let (b, i) = self.slots[col - TX_COMMON];
             return match b {
-                Builder::U64 if spec.ty == ColType::U16 => optional_in_runs(rows, runs, &self.u64s[i], |x| x as i32, PqCol::I32),
-                Builder::U64 => optional_in_runs(rows, runs, &self.u64s[i], |x| x as i64, PqCol::I64),
+                Builder::U64 if spec.ty == ColType::U16 => optional_column(rows, runs, &self.u64s[i], |x| x as i32, PqCol::I32),
+                Builder::U64 => optional_column(rows, runs, &self.u64s[i], |x| x as i64, PqCol::I64),
                 Builder::DictU64 if spec.ty == ColType::U16 => self.dict_u64s[i].values(rows, runs, true, |x| x as i32, PqCol::I32),
                 Builder::DictU64 => self.dict_u64s[i].values(rows, runs, true, |x| x as i64, PqCol::I64),
-                Builder::Dur => optional_in_runs(rows, runs, &self.durs[i], us, PqCol::I64),
+                Builder::Dur => optional_column(rows, runs, &self.durs[i], us, PqCol::I64),
                 Builder::Str => self.strs[i].free_text_values(rows, runs),
                 Builder::DictStr => self.dict_strs[i].values(rows, runs),
                 Builder::Bool => {
@@ -719,8 +705,8 @@ impl RowSource for TxBuf {
             "status" => self.status.values(rows, runs),
             "request_bytes" => self.request_bytes.values(rows, runs, true, |v| v as i64, PqCol::I64),
             "response_bytes" => self.response_bytes.values(rows, runs, true, |v| v as i64, PqCol::I64),
-            "latency" => optional_in_runs(rows, runs, &self.latency, us, PqCol::I64),
-            "first_byte_latency" => optional_in_runs(rows, runs, &self.first_byte_latency, us, PqCol::I64),
+            "latency" => optional_column(rows, runs, &self.latency, us, PqCol::I64),
+            "first_byte_latency" => optional_column(rows, runs, &self.first_byte_latency, us, PqCol::I64),
             "sample_weight" => self.sample_weight.values(rows, runs, true, |v| v as i64, PqCol::I64),
             other => unreachable!("transaction column {other}"),
         }
@@ -749,25 +735,6 @@ mod tests {
             let mut got: Vec<u32> = (0..ts.len() as u32).collect();
             sort_nearly_sorted(&mut got, &ts);
             assert_eq!(got, want, "{ts:?}");
-        }
-    }
-
-    /// An optional column taken a run at a time and one row at a time (short
-    /// runs) is the column `encode::opt_i64` takes row by row, in any row order.
-    #[test]
-    fn optional_in_runs_is_row_by_row() {
-        let src: Vec<Option<u64>> = (0..300u64).map(|i| (i % 9 != 2).then_some(i * 37 % 101)).collect();
-        let n = src.len() as u32;
-        let fwd: Vec<u32> = (0..n).collect();
-        let rev: Vec<u32> = (0..n).rev().collect();
-        let mixed: Vec<u32> = (0..n).map(|r| (r + 50) % n).collect();
-        let swapped: Vec<u32> = (0..n).map(|r| r ^ 1).collect();
-        for rows in [&fwd, &rev, &mixed, &swapped, &fwd[..7].to_vec()] {
-            let runs = crate::encode::runs(rows);
-            let got = optional_in_runs(rows, &runs, &src, |x| x as i64, PqCol::I64);
-            let want = crate::encode::opt_i64(rows, |r| src[r].map(|x| x as i64));
-            let (PqCol::I64(g), PqCol::I64(w)) = (&got.col, &want.col) else { panic!("not INT64") };
-            assert_eq!((g, &got.def), (w, &want.def), "rows {rows:?}");
         }
     }
 

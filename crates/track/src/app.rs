@@ -218,7 +218,8 @@ pub struct AppStats {
     pub signature_holes: u64,
     pub signature_no_room: u64,
     /// Connections not parsed because the stream memory had no room for a
-    /// parser's state ([`PARSER_STATE_BYTES`]) at their first payload, and
+    /// parser's state ([`PARSER_STATE_BYTES`]) at their first payload, or
+    /// for their slot ([`APP_SLOT_BYTES`]) when their parser was chosen, and
     /// per protocol.
     pub no_memory: u64,
     pub no_memory_by: [u64; Protocol::ALL.len()],
@@ -242,6 +243,14 @@ pub const UDP_DNS_STATE_BYTES: usize = std::mem::size_of::<UdpDns>() + 16;
 /// The same for a UDP Memcached flow's parser (its box; the requests and
 /// responses waiting are charged on top, `UdpMemcached::held_bytes`).
 pub const UDP_MEMCACHED_STATE_BYTES: usize = std::mem::size_of::<UdpMemcached>() + 16;
+
+/// A flow's slot in the tracker's slab of [`AppState`]s (with the slab's
+/// free-list entry), charged to the stream memory from when a parser is
+/// chosen for the flow (by port at its first packet, or by signature) to
+/// its end: a flood of flows on a parsed port that never send a payload
+/// otherwise holds 84 bytes each outside `--memory`. A flow the stream
+/// memory has no room for gets no slot and is not parsed (`no_memory`).
+pub const APP_SLOT_BYTES: usize = crate::slab::Slab::<AppState>::bytes_per_value();
 
 /// The bit of `AppState::keep_and_no_room` set when the stream memory had
 /// no room for the parser's state (`AppState::charge_first`).

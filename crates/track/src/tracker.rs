@@ -9,7 +9,7 @@ use wirelog_parse::{Dir, Protocol, Transaction, TxSink};
 use wirelog_procs::NewConn;
 use wirelog_record::{ConnRecord, Proto, TxRecord, UidGenerator};
 
-use crate::app::{protocol_index, AppConfig, AppState, AppStats};
+use crate::app::{protocol_index, AppConfig, AppState, AppStats, APP_SLOT_BYTES};
 
 /// The signature streams of connections no parser claimed, by table index:
 /// looked up for every payload segment of such a connection, so hashed a
@@ -1113,15 +1113,24 @@ impl Tracker {
                     return;
                 }
                 Some(mut a) => {
+                    let p = protocol_index(a.protocol);
                     // A connection watched for STARTTLS is not counted as
                     // TLS: its handshakes are, as transactions.
                     if !a.watches_cleartext() {
-                        self.app_stats.connections[protocol_index(a.protocol)] += 1;
+                        self.app_stats.connections[p] += 1;
+                    }
+                    if !self.budget.try_charge_state(APP_SLOT_BYTES) {
+                        // No room for its slot: not parsed, counted now (it
+                        // has no state to be counted from at its end).
+                        e.value.detection.end();
+                        self.app_stats.no_memory += 1;
+                        self.app_stats.no_memory_by[p] += 1;
+                        return;
                     }
                     a.weight = self.sample_n;
                     a.set_keep(self.thin_k.trailing_zeros() as u8);
                     self.app_stats.parsing += 1;
-                    self.app_stats.parsing_by[protocol_index(a.protocol)] += 1;
+                    self.app_stats.parsing_by[p] += 1;
                     e.value.app = self.apps.insert(a);
                 }
                 None => {
@@ -1158,7 +1167,6 @@ impl Tracker {
             }
         }
         // The parser writes what it completes straight into the batch.
-        let before = self.txs.len();
         let mut out = BatchTxs::new(&mut self.txs, app, &e.key, keys);
         match tcp {
             Some((flags, seq, ack)) => {
@@ -1192,7 +1200,7 @@ impl Tracker {
             if *pool != 0 && !app.stopped {
                 take_orphans(pool, app);
                 let weight = app.weight.saturating_add(app.carried);
-                for r in &mut self.txs[before..] {
+                for r in out.made_records() {
                     r.sample_weight = weight;
                 }
             }
@@ -1216,6 +1224,7 @@ impl Tracker {
         let Some(mut app) = self.apps.take(std::mem::replace(&mut e.value.app, NO_APP)) else {
             return (e.value.detection.service().map(|s| s.name()), None);
         };
+        self.budget.charge_state(APP_SLOT_BYTES, 0);
         let p = protocol_index(app.protocol);
         if !app.shed {
             self.app_stats.parsing = self.app_stats.parsing.saturating_sub(1);
@@ -1698,6 +1707,11 @@ impl<'a> BatchTxs<'a> {
         self.txs.len() - self.start
     }
 
+    /// The records of the transactions the parser wrote.
+    fn made_records(&mut self) -> &mut [TxRecord] {
+        &mut self.txs[self.start..]
+    }
+
     #[cold]
     #[inline(never)]
     fn push_growing(&mut self, tx: Transaction) {
@@ -1707,18 +1721,30 @@ impl<'a> BatchTxs<'a> {
 
     #[inline]
     fn record(&self, tx: Transaction) -> TxRecord {
-        let key = self.key.full(self.pairs);
-        let transport = if key.proto == 17 {
-            Proto::Udp
-        } else {
-            Proto::Tcp
+        // The connection's tuple is made from its key (for an IPv6 pair a
+        // slab lookup) at the first transaction, and copied from the record
+        // before for the next ones: once per segment that makes any, none
+        // for those that make none. (Kept in an `Option` field instead, it
+        // cost the segment of one transaction 7 instructions more, its
+        // store and reload; callgrind, mysql_text.)
+        let (orig_h, orig_p, resp_h, resp_p, transport) = match (self.made(), self.txs.last()) {
+            (1.., Some(r)) => (r.orig_h, r.orig_p, r.resp_h, r.resp_p, r.transport),
+            _ => {
+                let key = self.key.full(self.pairs);
+                let transport = if key.proto == 17 {
+                    Proto::Udp
+                } else {
+                    Proto::Tcp
+                };
+                (key.src, key.sport, key.dst, key.dport, transport)
+            }
         };
         TxRecord {
             uid: self.uid,
-            orig_h: key.src,
-            orig_p: key.sport,
-            resp_h: key.dst,
-            resp_p: key.dport,
+            orig_h,
+            orig_p,
+            resp_h,
+            resp_p,
             transport,
             protocol: tx.detail.protocol(),
             tx,
@@ -1873,6 +1899,68 @@ mod parser_slots {
             assert_eq!(t.app_stats().parsing, 0);
         }
         assert_eq!(t.take_transactions().len(), 20, "each connection's request and response made a transaction");
+    }
+
+    /// Two pipelined requests in one segment, both answered in one: the
+    /// answering segment makes both transactions, the second taking the
+    /// connection's tuple from the first's record (`BatchTxs::record`);
+    /// each carries the connection's addresses, ports and transport.
+    #[test]
+    fn transactions_of_one_segment_carry_their_connection() {
+        use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType, Packet};
+        use wirelog_record::{IpAddr16, Proto};
+        let cfg = crate::TrackerConfig { app: Some(crate::AppConfig::default()), uid_seed: Some(1), ..crate::TrackerConfig::default() };
+        let mut t = super::Tracker::new(cfg);
+        let mut dec = Decoder::new(DecodeConfig { checksums: ChecksumMode::Ignore, ..DecodeConfig::default() });
+        let (client, server) = (([10, 0, 0, 1], 40_000), ([10, 0, 0, 2], 80));
+        let req = b"GET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\n\r\n";
+        let resp = b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
+        let mut ts = 1_700_000_000_000_000_000i64;
+        for f in [
+            crate::kernel::tests::frame_carrying(client, server, 0x02, 100, 0, b""),
+            crate::kernel::tests::frame_carrying(server, client, 0x12, 500, 101, b""),
+            crate::kernel::tests::frame_carrying(client, server, 0x18, 101, 501, req),
+            crate::kernel::tests::frame_carrying(server, client, 0x18, 501, 101 + req.len() as u32, resp),
+        ] {
+            ts += 1_000;
+            if let Decoded::Ip(ip) = dec.packet(&Packet::new(LinkType::ETHERNET, ts, &f)) {
+                t.packet(ts, 0, &ip);
+            }
+        }
+        let made: Vec<_> = t.take_transactions().map(|r| (r.orig_h, r.orig_p, r.resp_h, r.resp_p, r.transport)).collect();
+        let tuple = (IpAddr16::from_v4([10, 0, 0, 1]), 40_000, IpAddr16::from_v4([10, 0, 0, 2]), 80, Proto::Tcp);
+        assert_eq!(made, [tuple, tuple]);
+    }
+
+    /// A flow on a parsed port holds its slot ([`crate::app::APP_SLOT_BYTES`])
+    /// in the stream memory from its SYN (no payload yet, no parser state)
+    /// until it ends; with no room left for a slot a flow is not parsed,
+    /// counted in `no_memory`, in its protocol's row.
+    #[test]
+    fn a_parser_slot_is_charged_to_the_stream_memory() {
+        use crate::app::APP_SLOT_BYTES;
+        use wirelog_decode::{ChecksumMode, DecodeConfig, Decoded, Decoder, LinkType, Packet};
+        let (n, room) = (25usize, 20usize);
+        let app = crate::AppConfig { total_buffer_bytes: room * APP_SLOT_BYTES, ..crate::AppConfig::default() };
+        let cfg = crate::TrackerConfig { app: Some(app), uid_seed: Some(1), ..crate::TrackerConfig::default() };
+        let mut t = super::Tracker::new(cfg);
+        let mut dec = Decoder::new(DecodeConfig { checksums: ChecksumMode::Ignore, ..DecodeConfig::default() });
+        let mut ts = 1_700_000_000_000_000_000i64;
+        for c in 0..n as u16 {
+            let syn = crate::kernel::tests::frame_carrying(([10, 0, 0, 1], 40_000 + c), ([10, 0, 0, 2], 80), 0x02, 100, 0, b"");
+            ts += 1_000;
+            if let Decoded::Ip(ip) = dec.packet(&Packet::new(LinkType::ETHERNET, ts, &syn)) {
+                t.packet(ts, 0, &ip);
+            }
+            let held = (c as usize + 1).min(room);
+            assert_eq!((t.apps.len(), t.parser_state_bytes()), (held, held * APP_SLOT_BYTES), "flow {c}");
+        }
+        let http = crate::app::protocol_index(wirelog_parse::Protocol::Http);
+        let stats = t.app_stats();
+        assert_eq!((stats.no_memory, stats.no_memory_by[http], stats.connections[http]), ((n - room) as u64, (n - room) as u64, n as u64));
+        t.finish();
+        assert_eq!((t.apps.len(), t.parser_state_bytes(), t.app_stats().no_memory), (0, 0, (n - room) as u64));
+        assert_eq!(t.take_records().count(), n);
     }
 }
 

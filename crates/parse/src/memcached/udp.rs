@@ -99,9 +99,10 @@ impl UdpMemcached {
     }
 
     /// A message leaves the lists (answered, alone, expired, pushed out):
-    /// what it held leaves the running count.
-    fn gone(&mut self, m: &Message) {
-        self.messages_bytes -= m.held_bytes();
+    /// what it held leaves the running count. Of the count alone, not of
+    /// `self`: an expiry calls it while it takes messages out of a list.
+    fn gone(messages_bytes: &mut usize, m: &Message) {
+        *messages_bytes -= m.held_bytes();
     }
 
     /// One datagram of the flow, in `dir` (ToServer: to the Memcached port).
@@ -126,7 +127,7 @@ impl UdpMemcached {
             None => {
                 if list.len() >= MAX_WAITING {
                     let old = list.remove(0);
-                    self.gone(&old);
+                    Self::gone(&mut self.messages_bytes, &old);
                     self.stats.unparsed_bytes += old.bytes as u64;
                     if dir == Dir::ToServer {
                         self.alone(old, out);
@@ -159,7 +160,7 @@ impl UdpMemcached {
         self.messages_bytes += (m.parts.capacity() - slots) * std::mem::size_of::<(u16, i64, Vec<u8>)>();
         if dir == Dir::ToClient && m.complete() {
             let resp = list.remove(at);
-            self.gone(&resp);
+            Self::gone(&mut self.messages_bytes, &resp);
             self.answer(resp, out);
         }
     }
@@ -172,7 +173,7 @@ impl UdpMemcached {
             return;
         };
         let mut req = self.requests.remove(at);
-        self.gone(&req);
+        Self::gone(&mut self.messages_bytes, &req);
         self.feed(Dir::ToServer, &mut req, out);
         self.feed(Dir::ToClient, &mut resp, out);
     }
@@ -206,13 +207,13 @@ impl UdpMemcached {
         if self.requests.iter().any(old) {
             let gone: Vec<Message> = self.requests.extract_if(.., |m| old(m)).collect();
             for m in gone {
-                self.gone(&m);
+                Self::gone(&mut self.messages_bytes, &m);
                 self.alone(m, out);
             }
         }
         // A response whose datagrams were lost: not read.
         for m in self.responses.extract_if(.., |m| old(m)) {
-            self.messages_bytes -= m.held_bytes();
+            Self::gone(&mut self.messages_bytes, &m);
             self.stats.unparsed_bytes += m.bytes as u64;
         }
         self.parser.expire(now_ns, out);
@@ -305,8 +306,9 @@ mod tests {
             rng % n
         };
         let mut out = Vec::new();
-        // Each path taken: messages pushed out, expired, answered.
-        let (mut full, mut expired, mut answered) = (0, 0, 0);
+        // Each path taken: messages pushed out, expired (requests and
+        // responses apart: two loops in `expire`), answered.
+        let (mut full, mut expired_requests, mut expired_responses, mut answered) = (0, 0, 0, 0);
         for round in 0..8 {
             let mut u = UdpMemcached::new(&cfg);
             let mut ts = 0i64;
@@ -331,9 +333,10 @@ mod tests {
                 full += (u.requests.len() == MAX_WAITING || u.responses.len() == MAX_WAITING) as u32;
                 answered += out.iter().filter(|t| t.response.is_some()).count();
                 if next(20) == 0 {
-                    let waiting = u.requests.len() + u.responses.len();
+                    let (requests, responses) = (u.requests.len(), u.responses.len());
                     u.expire(ts, &mut out);
-                    expired += waiting - (u.requests.len() + u.responses.len());
+                    expired_requests += requests - u.requests.len();
+                    expired_responses += responses - u.responses.len();
                     assert_eq!(u.held_bytes(), u.held_bytes_walked(), "round {round}, expiry after {i}");
                 }
                 out.clear();
@@ -342,7 +345,10 @@ mod tests {
             u.finish(ts, &mut out);
             assert_eq!((u.messages_bytes, u.held_bytes()), (0, u.held_bytes_walked()), "round {round}");
         }
-        assert!(full > 0 && expired > 0 && answered > 0, "full {full}, expired {expired}, answered {answered}");
+        assert!(
+            full > 0 && expired_requests > 0 && expired_responses > 0 && answered > 0,
+            "full {full}, expired requests {expired_requests}, responses {expired_responses}, answered {answered}"
+        );
     }
 
     /// Two gets out at once, answered in the other order, the second in
