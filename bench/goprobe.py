@@ -204,7 +204,7 @@ def one_run(tool: str, gp_bin: Path, v: live.Veth, pcap: Path, loop: int, wl_ext
     time.sleep(0.3)  # the last ring block is retired within 100 ms (both tools)
     r1, u1, c1 = rx_packets(v), user_ticks(pid), live.task_ns(pid)
     hwm = live.status_kb(pid, "VmHWM")
-    drops, ring = "", ""
+    drops, ring, evicted = "", "", ""
     if tool == "goprobe":
         life = proc.stop()
     else:
@@ -214,12 +214,17 @@ def one_run(tool: str, gp_bin: Path, v: live.Veth, pcap: Path, loop: int, wl_ext
         # non-IP packets the socket program counted in the kernel (issue 36).
         m = re.search(r"socket program: (\d+) packets not IP", proc.err_path.read_text())
         ring = st["kernel_packets"] - (int(m[1]) if m else 0)
+        # Whether every flow was held: a peak RSS of a run that evicted
+        # connections or wrote flows early is not the RSS of the whole corpus.
+        m = re.findall(r"probe: (\d+) connections evicted, (\d+) flows written early", proc.err_path.read_text())
+        evicted = f"{m[-1][0]}/{m[-1][1]}" if m else "?"
     pk = max(r1 - r0, 1)
     return {"tool": tool, "packets": r1 - r0, "wall_s": round(wall, 3), "pps": round(pk / wall),
             "user_ns_per_packet": round((u1 - u0) * 1e9 / TICK / pk, 1),
             "cpu_ns_per_packet": round((c1 - c0) / pk, 1),
             "life_ns_per_packet": round(life / pk, 1),
-            "peak_rss_mb": round(hwm / 1024, 1), "wirelog_kernel_drops": drops, "ring_packets": ring}
+            "peak_rss_mb": round(hwm / 1024, 1), "wirelog_kernel_drops": drops, "ring_packets": ring,
+            "evicted_written_early": evicted}
 
 
 def med(rows: list[dict], key: str) -> float:
@@ -303,7 +308,7 @@ def main() -> int:
                     log(f"{c} {tool} rep{rep}: {row['packets']:,} packets, {row['pps']:,} pps, "
                         f"user {row['user_ns_per_packet']} ns/packet, all {row['cpu_ns_per_packet']}, "
                         f"to exit {row['life_ns_per_packet']}, peak RSS {row['peak_rss_mb']} MB, "
-                        f"drops {row['wirelog_kernel_drops']}")
+                        f"drops {row['wirelog_kernel_drops']}, evicted/written early {row['evicted_written_early']}")
     finally:
         v.close()
         shutil.rmtree(OUT / "goprobe-work", ignore_errors=True)
