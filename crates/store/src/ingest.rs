@@ -316,7 +316,7 @@ fn unescape(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn tmpdir(name: &str) -> PathBuf {
@@ -404,7 +404,9 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
-    fn ingest(identity: &str) -> Ingest {
+    /// An ingest under `identity` (the other fields any: the tests compare
+    /// identities, or an ingest with itself); the staging tests' too.
+    pub(crate) fn ingest(identity: &str) -> Ingest {
         Ingest {
             identity: identity.into(),
             path: "a.pcap".into(),

@@ -213,24 +213,13 @@ pub(crate) fn committed_ingests(store: &Path) -> Result<Vec<Ingest>, StoreError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::tests::ingest;
 
     fn tmpdir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("wirelog-staging-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
-    }
-
-    fn ingest(id: &str) -> Ingest {
-        Ingest {
-            identity: id.into(),
-            path: "a.pcap".into(),
-            packets: 3,
-            first_ns: 1,
-            last_ns: 2,
-            ingested_ns: 5,
-            filter: String::new(),
-        }
     }
 
     /// A run with one data file of conns in one hour.
