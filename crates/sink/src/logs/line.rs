@@ -138,12 +138,7 @@ fn negative_secs(ns: i64) -> ([u8; 32], usize) {
 #[cold]
 #[inline(never)]
 fn v6_text(a: &IpAddr16) -> ([u8; 48], usize) {
-    let mut v = Vec::with_capacity(48);
-    crate::logs::zeek::write_addr(&mut v, a);
-    let mut d = [0u8; 48];
-    let n = v.len().min(48);
-    d[..n].copy_from_slice(&v[..n]);
-    (d, n)
+    IpAddr16::v6_text(a.0)
 }
 
 /// ".ffffff" (a point, then six decimals of `frac` < 1,000,000) as the low

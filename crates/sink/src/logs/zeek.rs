@@ -175,8 +175,8 @@ pub(crate) fn write_addr(buf: &mut Vec<u8>, a: &IpAddr16) {
         let (t, n) = IpAddr16::v4_text([a.0[12], a.0[13], a.0[14], a.0[15]]);
         push_prefix(buf, &t, n);
     } else {
-        use std::io::Write as _;
-        let _ = write!(buf, "{}", a.to_std());
+        let (t, n) = IpAddr16::v6_text(a.0);
+        buf.extend_from_slice(&t[..n]);
     }
 }
 
