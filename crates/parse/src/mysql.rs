@@ -1074,19 +1074,25 @@ impl MysqlParser {
             // Walked as the slice of what is left, whose length is the one
             // bound to check: one test for the header and first byte, one
             // for the row's end (no offset arithmetic to guard).
+            // The header is one word with the expected sequence id xored
+            // out of its high byte: what is left is the length when the id
+            // matches and at least 2^24 when not, so one range test tells
+            // both (a load and an xor a row, not four byte loads).
             let mut rest = &data[at..];
-            while let [l0, l1, l2, s, first, ..] = *rest {
-                let len = u32::from_le_bytes([l0, l1, l2, 0]) as usize;
-                if s != seq || first >= 0xfe || len.wrapping_sub(1) >= MAX_PAYLOAD - 1 {
+            let mut expect = u32::from(seq) << 24;
+            while let [h0, h1, h2, h3, first, ..] = *rest {
+                let len = u32::from_le_bytes([h0, h1, h2, h3]) ^ expect;
+                if len.wrapping_sub(1) >= MAX_PAYLOAD as u32 - 1 || first >= 0xfe {
                     break;
                 }
-                let Some(next) = rest.get(4 + len..) else {
+                let Some(next) = rest.get(4 + len as usize..) else {
                     break;
                 };
                 rest = next;
                 rows += 1;
-                seq = seq.wrapping_add(1);
+                expect = expect.wrapping_add(1 << 24);
             }
+            seq = (expect >> 24) as u8;
             at = data.len() - rest.len();
         }
         if at > 0 {
