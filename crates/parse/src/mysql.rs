@@ -840,6 +840,13 @@ impl MysqlParser {
                         // Auth switch request / more auth data: keep waiting.
                         _ => {}
                     }
+                } else if matches!(first, 0x01..=0xfa) && !matches!(pd.cmd, COM_FIELD_LIST | COM_STATISTICS) {
+                    // A result set's column count in one byte, nearly every
+                    // response with rows: what the chain below ends in for
+                    // it (the length-encoded count), told first.
+                    pd.tx.num_fields = Some(u64::from(first));
+                    pd.tx.num_rows.get_or_insert(0);
+                    pd.state = Resp::ColumnDefs(u64::from(first));
                 } else if first == 0xff {
                     parse_err(p, &mut pd.tx);
                     pd.error = true;
@@ -1049,11 +1056,13 @@ impl MysqlParser {
         // The column definitions and the EOF after them, as `server_packet`
         // counts them down and tells the EOF (`is_eof`), the EOF style
         // learnt from it.
-        while matches!(pd.state, Resp::ColumnDefs(_) | Resp::ColumnEof) {
+        // Counted down in a local, written back once (not a store a packet).
+        let mut state = pd.state;
+        while matches!(state, Resp::ColumnDefs(_) | Resp::ColumnEof) {
             let Some((len, first)) = header(at, seq) else {
                 break;
             };
-            pd.state = match pd.state {
+            state = match state {
                 Resp::ColumnDefs(left) if left > 1 => Resp::ColumnDefs(left - 1),
                 Resp::ColumnDefs(_) if deprecate == Some(true) => Resp::Rows,
                 Resp::ColumnDefs(_) => Resp::ColumnEof,
@@ -1068,8 +1077,9 @@ impl MysqlParser {
             at += 4 + len;
             seq = seq.wrapping_add(1);
         }
+        pd.state = state;
         let mut rows = 0u64;
-        if pd.state == Resp::Rows {
+        if state == Resp::Rows {
             // The rows: a row's first byte is not 0xfe/0xff (`>= 0xfe`).
             // Walked as the slice of what is left, whose length is the one
             // bound to check: one test for the header and first byte, one
