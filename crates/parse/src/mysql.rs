@@ -1416,6 +1416,9 @@ impl StreamParser for MysqlParser {
             self.fr[d].blind = false;
         }
         let mut data = data;
+        // `skip_run` just stopped where `data` is now: at what the general
+        // path must see, where a second call would stop at once again.
+        let mut after_run = false;
         while !data.is_empty() {
             if self.gave_up.is_some() {
                 self.stats.unparsed_bytes += data.len() as u64;
@@ -1463,10 +1466,11 @@ impl StreamParser for MysqlParser {
                 f.buf.clear();
                 continue;
             }
-            if dir == Dir::ToClient && !f.continued {
+            if dir == Dir::ToClient && !f.continued && !std::mem::take(&mut after_run) {
                 let n = self.skip_run(data, ts_ns);
                 if n > 0 {
                     data = &data[n..];
+                    after_run = true;
                     continue;
                 }
             }
