@@ -840,6 +840,13 @@ impl MysqlParser {
                         // Auth switch request / more auth data: keep waiting.
                         _ => {}
                     }
+                } else if matches!(first, 0x01..=0xfa) && !matches!(pd.cmd, COM_FIELD_LIST | COM_STATISTICS) {
+                    // A result set's column count in one byte, nearly every
+                    // response with rows: what the chain below ends in for
+                    // it (the length-encoded count), told first.
+                    pd.tx.num_fields = Some(u64::from(first));
+                    pd.tx.num_rows.get_or_insert(0);
+                    pd.state = Resp::ColumnDefs(u64::from(first));
                 } else if first == 0xff {
                     parse_err(p, &mut pd.tx);
                     pd.error = true;
@@ -1049,11 +1056,13 @@ impl MysqlParser {
         // The column definitions and the EOF after them, as `server_packet`
         // counts them down and tells the EOF (`is_eof`), the EOF style
         // learnt from it.
-        while matches!(pd.state, Resp::ColumnDefs(_) | Resp::ColumnEof) {
+        // Counted down in a local, written back once (not a store a packet).
+        let mut state = pd.state;
+        while matches!(state, Resp::ColumnDefs(_) | Resp::ColumnEof) {
             let Some((len, first)) = header(at, seq) else {
                 break;
             };
-            pd.state = match pd.state {
+            state = match state {
                 Resp::ColumnDefs(left) if left > 1 => Resp::ColumnDefs(left - 1),
                 Resp::ColumnDefs(_) if deprecate == Some(true) => Resp::Rows,
                 Resp::ColumnDefs(_) => Resp::ColumnEof,
@@ -1068,25 +1077,32 @@ impl MysqlParser {
             at += 4 + len;
             seq = seq.wrapping_add(1);
         }
+        pd.state = state;
         let mut rows = 0u64;
-        if pd.state == Resp::Rows {
+        if state == Resp::Rows {
             // The rows: a row's first byte is not 0xfe/0xff (`>= 0xfe`).
             // Walked as the slice of what is left, whose length is the one
             // bound to check: one test for the header and first byte, one
             // for the row's end (no offset arithmetic to guard).
+            // The header is one word with the expected sequence id xored
+            // out of its high byte: what is left is the length when the id
+            // matches and at least 2^24 when not, so one range test tells
+            // both (a load and an xor a row, not four byte loads).
             let mut rest = &data[at..];
-            while let [l0, l1, l2, s, first, ..] = *rest {
-                let len = u32::from_le_bytes([l0, l1, l2, 0]) as usize;
-                if s != seq || first >= 0xfe || len.wrapping_sub(1) >= MAX_PAYLOAD - 1 {
+            let mut expect = u32::from(seq) << 24;
+            while let [h0, h1, h2, h3, first, ..] = *rest {
+                let len = u32::from_le_bytes([h0, h1, h2, h3]) ^ expect;
+                if len.wrapping_sub(1) >= MAX_PAYLOAD as u32 - 1 || first >= 0xfe {
                     break;
                 }
-                let Some(next) = rest.get(4 + len..) else {
+                let Some(next) = rest.get(4 + len as usize..) else {
                     break;
                 };
                 rest = next;
                 rows += 1;
-                seq = seq.wrapping_add(1);
+                expect = expect.wrapping_add(1 << 24);
             }
+            seq = (expect >> 24) as u8;
             at = data.len() - rest.len();
         }
         if at > 0 {
@@ -1400,6 +1416,9 @@ impl StreamParser for MysqlParser {
             self.fr[d].blind = false;
         }
         let mut data = data;
+        // `skip_run` just stopped where `data` is now: at what the general
+        // path must see, where a second call would stop at once again.
+        let mut after_run = false;
         while !data.is_empty() {
             if self.gave_up.is_some() {
                 self.stats.unparsed_bytes += data.len() as u64;
@@ -1447,10 +1466,11 @@ impl StreamParser for MysqlParser {
                 f.buf.clear();
                 continue;
             }
-            if dir == Dir::ToClient && !f.continued {
+            if dir == Dir::ToClient && !f.continued && !std::mem::take(&mut after_run) {
                 let n = self.skip_run(data, ts_ns);
                 if n > 0 {
                     data = &data[n..];
+                    after_run = true;
                     continue;
                 }
             }

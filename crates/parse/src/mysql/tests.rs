@@ -542,6 +542,42 @@ fn local_infile_multi_results_and_errors_mid_rows() {
     assert_eq!(p.stats().malformed, 0);
 }
 
+/// A response's first byte in 0x01..=0xfa is a result set's column count
+/// (told first), except for the two commands whose answers are not result
+/// sets: COM_STATISTICS's text ("Uptime: ..."), COM_FIELD_LIST's column
+/// definitions. Each case next to a result set of 0xfa columns (the
+/// largest one-byte count) and one of 1 column.
+#[test]
+fn a_first_byte_that_counts_columns_only_for_result_sets() {
+    let mut wide = pkt(1, &[0xfa]);
+    for i in 0..0xfa_u8 {
+        wide.extend(coldef(2 + i));
+    }
+    wide.extend(pkt(0xfc, &[0xfe, 0, 0, 2, 0]));
+    wide.extend(pkt(0xfd, b"\x01x"));
+    wide.extend(pkt(0xfe, &[0xfe, 0, 0, 2, 0]));
+    let chunks = vec![
+        (Dir::ToServer, pkt(0, &[COM_STATISTICS])),
+        (Dir::ToClient, pkt(1, b"Uptime: 5  Threads: 1  Questions: 2")),
+        (Dir::ToServer, pkt(0, b"\x03select * from w")),
+        (Dir::ToClient, wide),
+        (Dir::ToServer, pkt(0, b"\x04t\0")),
+        (Dir::ToClient, [coldef(1), coldef(2), pkt(3, &[0xfe, 0, 0, 2, 0])].concat()),
+        (Dir::ToServer, pkt(0, b"\x03select a from t")),
+        (Dir::ToClient, [pkt(1, &[1]), coldef(2), pkt(3, &[0xfe, 0, 0, 2, 0]), pkt(4, b"\x01a")].concat()),
+        (Dir::ToClient, pkt(5, &[0xfe, 0, 0, 2, 0])),
+    ];
+    let (out, p) = run(&chunks, &ParseConfig::default());
+    assert_eq!(out.len(), 4);
+    assert_eq!(my(&out[0]).command, "statistics");
+    assert_eq!((out[0].status, my(&out[0]).num_fields, my(&out[0]).num_rows), (TxStatus::Ok, None, None));
+    assert_eq!((out[1].status, my(&out[1]).num_fields, my(&out[1]).num_rows), (TxStatus::Ok, Some(0xfa), Some(1)));
+    assert_eq!(my(&out[2]).command, "field_list");
+    assert_eq!((out[2].status, my(&out[2]).num_fields, my(&out[2]).num_rows), (TxStatus::Ok, Some(2), None));
+    assert_eq!((out[3].status, my(&out[3]).num_fields, my(&out[3]).num_rows), (TxStatus::Ok, Some(1), Some(1)));
+    assert_eq!(p.stats().malformed, 0);
+}
+
 #[test]
 fn real_captures_parse_cleanly() {
     for (f, port) in [
