@@ -1,7 +1,9 @@
 //! A Parquet file written by our own code: column chunks of typed values
 //! (dictionary pages and RLE_DICTIONARY indices, DELTA_BINARY_PACKED times,
-//! PLAIN otherwise), data pages v1 compressed with zstd, min/max statistics
-//! per chunk, and the footer in the Thrift compact protocol ([`thrift`]).
+//! PLAIN otherwise), data pages v1 compressed with zstd where it pays (stored
+//! in raw zstd blocks where only the chunk's dictionary page pays), min/max
+//! statistics per chunk, and the footer in the Thrift compact protocol
+//! ([`thrift`]).
 //!
 //! The structures and their field ids are Apache Parquet's
 //! (`src/main/thrift/parquet.thrift` in parquet-format); the layout is
