@@ -499,11 +499,22 @@ impl DictText {
     pub(crate) fn values(&self, rows: &[u32], runs: &[Run]) -> PqValues {
         let mut order = crate::encode::buf(0);
         let (idx, def) = self.dict.file_order(self.ends.len(), rows, runs, self.optional, &mut order);
-        let mut data = crate::encode::buf(order.iter().map(|&e| entry(&self.bytes, &self.ends, e).len()).sum());
-        let mut ends = crate::encode::buf(order.len());
-        for &e in &order {
-            data.extend_from_slice(entry(&self.bytes, &self.ends, e));
-            ends.push(data.len());
+        let (mut data, mut ends);
+        if order.len() == self.ends.len() && order.iter().enumerate().all(|(k, &e)| e as usize == k) {
+            // Every entry in arrival order (a file of every buffered row): the
+            // buffer's text and offsets as they are, one copy each, not an
+            // entry at a time (mysql_text's 19,472 statements).
+            data = crate::encode::buf(self.bytes.len());
+            data.extend_from_slice(&self.bytes);
+            ends = crate::encode::buf(self.ends.len());
+            ends.extend_from_slice(&self.ends);
+        } else {
+            data = crate::encode::buf(order.iter().map(|&e| entry(&self.bytes, &self.ends, e).len()).sum());
+            ends = crate::encode::buf(order.len());
+            for &e in &order {
+                data.extend_from_slice(entry(&self.bytes, &self.ends, e));
+                ends.push(data.len());
+            }
         }
         crate::encode::give(order);
         PqValues { col: PqCol::Dict { values: Box::new(PqCol::Bytes(Texts { data, ends })), idx }, def }

@@ -1,7 +1,9 @@
 //! A Parquet file written by our own code: column chunks of typed values
 //! (dictionary pages and RLE_DICTIONARY indices, DELTA_BINARY_PACKED times,
-//! PLAIN otherwise), data pages v1 compressed with zstd, min/max statistics
-//! per chunk, and the footer in the Thrift compact protocol ([`thrift`]).
+//! PLAIN otherwise), data pages v1 compressed with zstd where it pays (stored
+//! in raw zstd blocks where only the chunk's dictionary page pays), min/max
+//! statistics per chunk, and the footer in the Thrift compact protocol
+//! ([`thrift`]).
 //!
 //! The structures and their field ids are Apache Parquet's
 //! (`src/main/thrift/parquet.thrift` in parquet-format); the layout is
@@ -151,9 +153,13 @@ thread_local! {
 }
 
 /// Compression pays for a chunk only when it saves at least this share of
-/// its bytes (a tenth, estimated on a sample): otherwise the chunk is
-/// written uncompressed and costs no zstd time to write or read.
-const MIN_SAVING: f64 = 0.10;
+/// its bytes (a fifth, estimated on a sample): otherwise the chunk is
+/// written uncompressed and costs no zstd time to write or read. A fifth,
+/// not a tenth: the times (`ts`, deltas of microseconds) save 14-19% on the
+/// peers' captures for ~38 instructions a mysql_text row (BENCHMARKS.md,
+/// "Issue 36: the store's cost per row (branch store40)"); counts,
+/// dictionary indices of few entries and texts save over a third.
+const MIN_SAVING: f64 = 0.20;
 /// Bytes of a page compressed to estimate what zstd saves on its chunk.
 const SAMPLE_BYTES: usize = 16 << 10;
 /// A page of at most this many bytes is its own sample: compressed whole
@@ -165,6 +171,68 @@ const WHOLE_SAMPLE_BYTES: usize = 2 * SAMPLE_BYTES;
 /// Pages smaller than this are not compressed (zstd's frame alone takes
 /// ~10 bytes).
 const MIN_COMPRESS_BYTES: usize = 64;
+
+/// A chunk's codec, as [`FileWriter::choose_codec`] found it from its samples.
+#[derive(Clone, Copy)]
+struct Codec {
+    /// The chunk is zstd's (else UNCOMPRESSED).
+    zstd: bool,
+    /// The whole dictionary page was its sample: compressed in `dict_packed`.
+    dict_done: bool,
+    /// The whole first data page was its sample: compressed in `page`.
+    first_done: bool,
+    /// The data pages' own sample saves at least [`MIN_SAVING`].
+    data_pays: bool,
+}
+
+/// How a page's body is written.
+#[derive(Clone, Copy)]
+enum PageMode {
+    /// As it is (an UNCOMPRESSED chunk).
+    Plain,
+    /// Compressed (`done`: its compressed bytes are already in `page`).
+    Zstd { done: bool },
+    /// In a zstd chunk, a zstd frame of raw blocks ([`zstd_stored`]): a copy,
+    /// no compression tried.
+    Stored,
+}
+
+/// The largest raw block of a zstd frame (RFC 8878, `Block_Maximum_Size`).
+const ZSTD_BLOCK_MAX: usize = 128 << 10;
+
+/// `body` as one zstd frame (RFC 8878) of raw (stored) blocks into `out`:
+/// what every zstd decoder reads back as `body`, for a page in a zstd chunk
+/// that compression would leave nearly the same size. A single-segment frame
+/// (its window is its content) with the content size and no checksum.
+fn zstd_stored(out: &mut Vec<u8>, body: &[u8]) {
+    out.clear();
+    out.reserve(18 + 3 * (body.len() / ZSTD_BLOCK_MAX + 1) + body.len());
+    out.extend_from_slice(&0xFD2F_B528u32.to_le_bytes());
+    // Frame header descriptor: Single_Segment_flag (0x20) and the content
+    // size's field: 1 byte (flag 0), 2 bytes less 256 (flag 1) or 4 bytes.
+    let n = body.len();
+    if n < 256 {
+        out.push(0x20);
+        out.push(n as u8);
+    } else if n < 256 + 65536 {
+        out.push(0x60);
+        out.extend_from_slice(&((n - 256) as u16).to_le_bytes());
+    } else {
+        out.push(0xA0);
+        out.extend_from_slice(&(n as u32).to_le_bytes());
+    }
+    let mut blocks = body.chunks(ZSTD_BLOCK_MAX).peekable();
+    if blocks.peek().is_none() {
+        // An empty page: one empty last block.
+        out.extend_from_slice(&[1, 0, 0]);
+    }
+    while let Some(b) = blocks.next() {
+        // Block header: Last_Block (bit 0), Block_Type 0 = raw, Block_Size.
+        let header = (b.len() as u32) << 3 | u32::from(blocks.peek().is_none());
+        out.extend_from_slice(&header.to_le_bytes()[..3]);
+        out.extend_from_slice(b);
+    }
+}
 
 /// Writes the rows `rows` of `src` as a Parquet file to `out`, counting
 /// the bytes it writes.
@@ -313,8 +381,15 @@ impl<'f, W: Write> FileWriter<'f, W> {
         // PLAIN is written PLAIN).
         let mut encs = vec![page_enc];
         let mut dict = std::mem::take(&mut self.s.dict);
-        let (zstd, dict_done, first_done) = self.choose_codec(dict_len.map(|_| &dict[..]), &body);
-        meta.codec = if zstd { CODEC_ZSTD } else { CODEC_UNCOMPRESSED };
+        let codec = self.choose_codec(dict_len.map(|_| &dict[..]), &body);
+        meta.codec = if codec.zstd { CODEC_ZSTD } else { CODEC_UNCOMPRESSED };
+        // Data pages zstd leaves nearly as they are, in a chunk compressed for
+        // its dictionary page: stored in zstd frames of raw blocks.
+        let data_mode = match codec {
+            Codec { zstd: false, .. } => PageMode::Plain,
+            Codec { data_pays: false, .. } => PageMode::Stored,
+            Codec { first_done, .. } => PageMode::Zstd { done: first_done },
+        };
         let mut r = Ok(());
         if let Some(n) = dict_len {
             meta.dict_page_offset = Some(self.pos);
@@ -322,7 +397,8 @@ impl<'f, W: Write> FileWriter<'f, W> {
             // the whole page, taken from) its own buffer: the first data
             // page's compressed sample stays in `page` for it.
             std::mem::swap(&mut self.s.page, &mut self.s.dict_packed);
-            r = self.page(PAGE_DICTIONARY, &dict, n, 0, &mut meta, zstd, dict_done);
+            let mode = if codec.zstd { PageMode::Zstd { done: codec.dict_done } } else { PageMode::Plain };
+            r = self.page(PAGE_DICTIONARY, &dict, n, 0, &mut meta, mode);
             std::mem::swap(&mut self.s.page, &mut self.s.dict_packed);
         }
         dict.clear();
@@ -338,7 +414,11 @@ impl<'f, W: Write> FileWriter<'f, W> {
                     encs.push(page_enc);
                 }
             }
-            r = self.page(PAGE_DATA, &body, r1 - r0, page_enc, &mut meta, zstd, first && first_done);
+            let mode = match data_mode {
+                PageMode::Zstd { done } => PageMode::Zstd { done: first && done },
+                mode => mode,
+            };
+            r = self.page(PAGE_DATA, &body, r1 - r0, page_enc, &mut meta, mode);
             first = false;
             (r0, v0) = (r1, v1);
         }
@@ -459,21 +539,21 @@ impl<'f, W: Write> FileWriter<'f, W> {
     /// Whether the chunk is compressed: zstd run on its dictionary page and
     /// first data page (each whole up to [`WHOLE_SAMPLE_BYTES`], else its
     /// first [`SAMPLE_BYTES`]) saves at least [`MIN_SAVING`] of their bytes.
-    /// The second and third answers: the whole dictionary page, and the
-    /// whole first data page, were the samples, and their compressed bytes
-    /// are in `self.s.dict_packed` and `self.s.page` (not compressed twice:
-    /// the pages of most chunks are no larger, and zstd gives the same bytes
-    /// for the same page).
-    fn choose_codec(&mut self, dict: Option<&[u8]>, first: &[u8]) -> (bool, bool, bool) {
+    /// The whole dictionary page, and the whole first data page, when they
+    /// were the samples, have their compressed bytes in `self.s.dict_packed`
+    /// and `self.s.page` (not compressed twice: the pages of most chunks are
+    /// no larger, and zstd gives the same bytes for the same page).
+    fn choose_codec(&mut self, dict: Option<&[u8]>, first: &[u8]) -> Codec {
+        let none = Codec { zstd: false, dict_done: false, first_done: false, data_pays: false };
         if self.fmt.zstd.is_none() {
-            return (false, false, false);
+            return none;
         }
         let Some((_, z)) = self.s.zstd[self.ctx].as_mut() else {
-            return (false, false, false);
+            return none;
         };
         let total = dict.map_or(0, <[u8]>::len) + first.len();
         if total < MIN_COMPRESS_BYTES {
-            return (false, false, false);
+            return none;
         }
         let mut sample = |b: &[u8], out: &mut Vec<u8>| -> Option<f64> {
             let part = if b.len() <= WHOLE_SAMPLE_BYTES { b } else { &b[..SAMPLE_BYTES] };
@@ -486,14 +566,19 @@ impl<'f, W: Write> FileWriter<'f, W> {
         let mut after = 0.0;
         let mut dict_whole = false;
         if let Some(d) = dict.filter(|d| !d.is_empty()) {
-            let Some(ratio) = sample(d, &mut self.s.dict_packed) else { return (false, false, false) };
+            let Some(ratio) = sample(d, &mut self.s.dict_packed) else { return none };
             after += ratio * d.len() as f64;
             dict_whole = d.len() <= WHOLE_SAMPLE_BYTES;
         }
-        let Some(ratio) = sample(first, &mut self.s.page) else { return (false, false, false) };
-        after += ratio * first.len() as f64;
+        let Some(first_ratio) = sample(first, &mut self.s.page) else { return none };
+        after += first_ratio * first.len() as f64;
         let zstd = after <= (1.0 - MIN_SAVING) * total as f64;
-        (zstd, zstd && dict_whole, zstd && first.len() <= WHOLE_SAMPLE_BYTES)
+        // A chunk without a dictionary page is compressed for its data pages
+        // alone; with one, its data pages are compressed only when their own
+        // sample pays too (mysql_text's statement indices: 15 bits a row,
+        // ~5% saved, ~35 instructions a row of zstd).
+        let data_pays = dict.is_none() || first.len() < MIN_COMPRESS_BYTES || first_ratio <= 1.0 - MIN_SAVING;
+        Codec { zstd, dict_done: zstd && dict_whole, first_done: zstd && first.len() <= WHOLE_SAMPLE_BYTES, data_pays }
     }
 
     /// Fills `self.s.idx` with each present value's dictionary index and
@@ -546,14 +631,16 @@ impl<'f, W: Write> FileWriter<'f, W> {
         }
     }
 
-    /// Writes one page (`body` uncompressed) with its header, compressed
-    /// when `zstd` (`done`: its compressed bytes are already in
-    /// `self.s.page`).
-    #[allow(clippy::too_many_arguments)]
-    fn page(&mut self, ty: i32, body: &[u8], values: usize, encoding: i32, meta: &mut ChunkMeta, zstd: bool, done: bool) -> Result<()> {
+    /// Writes one page (`body` uncompressed) with its header, as `mode`
+    /// says.
+    fn page(&mut self, ty: i32, body: &[u8], values: usize, encoding: i32, meta: &mut ChunkMeta, mode: PageMode) -> Result<()> {
         let mut packed = std::mem::take(&mut self.s.page);
-        let data: &[u8] = match self.s.zstd[self.ctx].as_mut() {
-            Some((_, z)) if zstd => {
+        let data: &[u8] = match (self.s.zstd[self.ctx].as_mut(), mode) {
+            (_, PageMode::Stored) => {
+                zstd_stored(&mut packed, body);
+                &packed
+            }
+            (Some((_, z)), PageMode::Zstd { done }) => {
                 if !done {
                     packed.clear();
                     packed.reserve(zstd::zstd_safe::compress_bound(body.len()));
@@ -992,6 +1079,99 @@ mod tests {
             orig_proc: None,
             resp_proc: None,
         }
+    }
+
+    /// A page stored in a zstd frame of raw blocks is read back as the page
+    /// by zstd: empty, each content-size field's width and its edges, and
+    /// pages of several blocks.
+    #[test]
+    fn stored_frames_decompress_to_the_page() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut out = Vec::new();
+        for n in [0, 1, 255, 256, 257, 65_791, 65_792, 65_793, super::ZSTD_BLOCK_MAX, super::ZSTD_BLOCK_MAX + 1, 300_000] {
+            let body: Vec<u8> = (0..n)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state as u8
+                })
+                .collect();
+            super::zstd_stored(&mut out, &body);
+            let blocks = n.div_ceil(super::ZSTD_BLOCK_MAX).max(1);
+            assert!(out.len() <= n + 9 + 3 * blocks, "{n}: {} bytes", out.len());
+            assert_eq!(zstd::bulk::decompress(&out, n).unwrap(), body, "{n}");
+            assert_eq!(zstd::stream::decode_all(&out[..]).unwrap(), body, "{n}");
+        }
+    }
+
+    /// A text column whose dictionary zstd shrinks but whose indices it
+    /// does not (4,096 statements of one shape, used in a scrambled order):
+    /// a zstd chunk whose data pages are stored frames, read back whole by
+    /// the parquet crate and by our reader.
+    #[test]
+    fn stored_data_pages_read_back() {
+        use parquet::record::RowAccessor;
+        let kind = Kind::Mysql;
+        let dir = std::env::temp_dir().join(format!("wirelog-pqstored-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut st = Store::open(&dir, StoreOptions { sync: false, ..Default::default() }).unwrap();
+        let own = schema::tx_columns(kind);
+        let q = own.iter().position(|c| c.name == "query").unwrap();
+        let texts: Vec<String> = (0..20_000u64)
+            .map(|i| {
+                let mut h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                h ^= h >> 29;
+                h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                h ^= h >> 32;
+                format!("select name, email from users where id = {} and state = 'active'", h % 4096)
+            })
+            .collect();
+        let rows: Vec<TxRow> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut r = row(kind, i);
+                r.extra.iter_mut().for_each(|c| {
+                    if matches!(c, Cell::Str(_)) {
+                        *c = Cell::Str(None);
+                    }
+                });
+                r.extra[q] = Cell::Str(Some(t.clone()));
+                r
+            })
+            .collect();
+        st.append_tx(kind, &rows).unwrap();
+        st.close().unwrap();
+
+        let parts = crate::list_partitions(&dir, kind).unwrap();
+        let (files, _) = crate::partition_files(&parts[0].path).unwrap();
+        assert_eq!(files.len(), 1);
+        let r = SerializedFileReader::new(File::open(&files[0]).unwrap()).unwrap();
+        let cols = schema::columns(kind);
+        let at = cols.iter().position(|c| c.name == "query").unwrap();
+        let chunk = r.metadata().row_group(0).column(at);
+        assert!(matches!(chunk.compression(), Compression::ZSTD(_)));
+        assert!(chunk.dictionary_page_offset().is_some());
+        // The data pages (12-bit indices of 20,000 rows: 30,000 bytes) are
+        // not smaller than their indices: stored, not compressed.
+        let data = chunk.compressed_size() - (chunk.data_page_offset() - chunk.dictionary_page_offset().unwrap());
+        assert!(data >= 30_000, "{data}");
+        let mut got = Vec::new();
+        for row in r.get_row_iter(None).unwrap() {
+            got.push(row.unwrap().get_string(at).unwrap().clone());
+        }
+        assert_eq!(got, texts);
+
+        let mut ours = Vec::new();
+        Store::scan(&dir, &Scan::new(kind).columns(&["query"]), |b| {
+            let Column::Str(v) = b.column("query").unwrap() else { panic!() };
+            ours.extend(v.iter().cloned());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(ours, texts);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A text page's cut, found from the offsets, is the one the look at
