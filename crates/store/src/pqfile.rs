@@ -153,13 +153,14 @@ thread_local! {
 }
 
 /// Compression pays for a chunk only when it saves at least this share of
-/// its bytes (a fifth, estimated on a sample): otherwise the chunk is
-/// written uncompressed and costs no zstd time to write or read. A fifth,
-/// not a tenth: the times (`ts`, deltas of microseconds) save 14-19% on the
-/// peers' captures for ~38 instructions a mysql_text row (BENCHMARKS.md,
-/// "Issue 36: the store's cost per row (branch store40)"); counts,
-/// dictionary indices of few entries and texts save over a third.
-const MIN_SAVING: f64 = 0.20;
+/// its bytes (a tenth, estimated on a sample): otherwise the chunk is
+/// written uncompressed and costs no zstd time to write or read. Not a
+/// fifth: the times (`ts`, deltas of microseconds) save 14-19% on the
+/// peers' captures, and a fifth would leave them uncompressed for ~38
+/// instructions a mysql_text row at +2.7-4.2% store bytes (BENCHMARKS.md,
+/// "Issue 36: the store's cost per row (branch store40)"): bytes bound how
+/// much history a store of a given size keeps, so they were kept.
+const MIN_SAVING: f64 = 0.10;
 /// Bytes of a page compressed to estimate what zstd saves on its chunk.
 const SAMPLE_BYTES: usize = 16 << 10;
 /// A page of at most this many bytes is its own sample: compressed whole
