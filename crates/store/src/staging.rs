@@ -255,7 +255,7 @@ mod tests {
         assert_eq!(crate::read_ingests(&d).unwrap(), vec![ingest("9-ff")], "recorded once");
         // Finishing twice (killed during step 4) records nothing twice.
         let again = staged(&d, "cc");
-        commit(&d, &again, &[again.clone()], &[ingest("9-ff")]).unwrap();
+        commit(&d, &again, std::slice::from_ref(&again), &[ingest("9-ff")]).unwrap();
         assert_eq!(crate::read_ingests(&d).unwrap(), vec![ingest("9-ff")]);
         std::fs::remove_dir_all(&d).unwrap();
     }
