@@ -19,7 +19,12 @@ a PINGREQ and its PINGRESP. amqp (0-9-1): each connection's first bytes the
 protocol header, then in turn queue.declare/declare-ok and basic.get
 answered by get-ok with a 100-byte message (method, content header and body
 frames) on channel 1. dns: UDP queries for A records of 100 names answered
-by one address each, from 100 client ports (`gen_wire.py dns N OUT`)."""
+by one address each, from 100 client ports (`gen_wire.py dns N OUT`).
+http1pipe, http1pipe6 (over IPv6): pipelined HTTP/1.1, four GETs in one
+segment answered by their four responses (100-byte bodies) in one segment,
+N transactions in all (issue 36: what a segment of several transactions
+costs the tracker); http1xff: http1pipe with an X-Forwarded-For in each
+request."""
 
 import os
 import struct
@@ -36,17 +41,23 @@ def pcap_header():
 
 
 def frame(ts_us, src, dst, sport, dport, seq, ack, flags, payload):
-    ip_len = 20 + 20 + len(payload)
-    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, ip_len, 0, 0x4000, 64, 6, 0, bytes(src), bytes(dst))
     tcp = struct.pack(">HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags, 65535, 0, 0)
-    eth = b"\x02\0\0\0\0\x02" + b"\x02\0\0\0\0\x01" + b"\x08\x00"
+    if len(src) == 16:
+        ip = struct.pack(">IHBB16s16s", 6 << 28, 20 + len(payload), 6, 64, bytes(src), bytes(dst))
+        eth = b"\x02\0\0\0\0\x02" + b"\x02\0\0\0\0\x01" + b"\x86\xdd"
+    else:
+        ip_len = 20 + 20 + len(payload)
+        ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, ip_len, 0, 0x4000, 64, 6, 0, bytes(src), bytes(dst))
+        eth = b"\x02\0\0\0\0\x02" + b"\x02\0\0\0\0\x01" + b"\x08\x00"
     pkt = eth + ip + tcp + payload
     return struct.pack("<IIII", ts_us // 1_000_000, ts_us % 1_000_000, len(pkt), len(pkt)) + pkt
 
 
 class Conn:
-    def __init__(self, i, port):
+    def __init__(self, i, port, v6=False):
         self.c, self.s = [10, 0, i // 250, i % 250 + 1], [10, 1, 0, 1]
+        if v6:
+            self.c, self.s = [0xfd, 0] + [0] * 12 + [i // 250, i % 250 + 1], [0xfd, 1] + [0] * 13 + [1]
         self.cp, self.sp = 30000 + i, port
         self.cseq, self.sseq = 1000, 5000
 
@@ -194,6 +205,18 @@ def amqp_pair(i):
     return out
 
 
+PIPELINED = 4
+
+
+def http_pipelined(i, xff=b""):
+    reqs, resps = b"", b""
+    for k in range(PIPELINED):
+        reqs += b"GET /items/%d HTTP/1.1\r\nHost: shop.example\r\nUser-Agent: gen/1\r\n%s\r\n" % (i * PIPELINED + k, xff)
+        resps += (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n"
+                  + b"x" * 100)
+    return [(reqs, resps)]
+
+
 def udp_frame(ts_us, src, dst, sport, dport, payload):
     ip_len = 20 + 8 + len(payload)
     ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, ip_len, 0, 0x4000, 64, 17, 0, bytes(src), bytes(dst))
@@ -231,8 +254,12 @@ def main():
         return dns_main(n, path)
     pair, port = {"mongodb": (mongodb_pair, 27017), "memcached_bin": (memcached_pair, 11211),
                   "pgsql": (pgsql_pair, 5432), "redis": (redis_pair, 6379),
-                  "mqtt": (mqtt_pair, 1883), "amqp": (amqp_pair, 5672)}[kind]
-    conns = [Conn(i, port) for i in range(CONNS)]
+                  "mqtt": (mqtt_pair, 1883), "amqp": (amqp_pair, 5672),
+                  "http1pipe": (http_pipelined, 80), "http1pipe6": (http_pipelined, 80),
+                  "http1xff": (lambda i: http_pipelined(i, b"X-Forwarded-For: 203.0.113.7, 10.0.0.1\r\n"), 80)}[kind]
+    if kind.startswith("http1"):
+        n //= PIPELINED
+    conns = [Conn(i, port, kind.endswith("6")) for i in range(CONNS)]
     ts = 1_700_000_000_000_000
     with open(path, "wb") as f:
         f.write(pcap_header())

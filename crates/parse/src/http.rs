@@ -486,8 +486,14 @@ impl HttpParser {
             if let Some(v) = scan.referer {
                 tx.referrer = self.text(trim(v)).0;
             }
-            if let Some(at) = scan.forwarded_at {
-                tx.forwarded_for = self.forwarded_for(&scan.fields[at..]);
+            if let Some(v) = scan.forwarded {
+                tx.forwarded_for = self.text(v).0;
+                if tx.forwarded_for.is_empty() {
+                    // Bytes that make no text (a `max_text_bytes` too small
+                    // for their first character): the next such field's
+                    // address, as the fields are read again.
+                    tx.forwarded_for = self.forwarded_for(scan.fields);
+                }
             }
         }
         if let Some(v) = scan.content_type {
@@ -608,8 +614,8 @@ impl HttpParser {
     }
 
     /// The first address of the first X-Forwarded-For (X-Forward-For,
-    /// X-Real-IP) that has one, in the field lines `fields` (from the first
-    /// such field: most messages have none, and this rarely reads past it).
+    /// X-Real-IP) whose address makes a text, in the field lines `fields`
+    /// (read again only when the one `HeadScan` noted makes none).
     fn forwarded_for(&self, fields: &[u8]) -> Arc<str> {
         for (name, value) in (Fields { data: fields, after_blank: None }) {
             if let FieldName::ForwardedFor = FieldName::of(name) {
@@ -1394,7 +1400,7 @@ struct HeadScan<'a> {
     /// The start line, without its line end.
     first: &'a [u8],
     /// The field lines after it, to the block's end (read again only for
-    /// `http_headers` and X-Forwarded-For).
+    /// `http_headers`).
     fields: &'a [u8],
     /// The block's length up to and with its empty line; `None` when the
     /// bytes read hold no empty line (a block not yet whole, or cut).
@@ -1406,9 +1412,10 @@ struct HeadScan<'a> {
     user_agent: Option<&'a [u8]>,
     referer: Option<&'a [u8]>,
     content_type: Option<&'a [u8]>,
-    /// Where in `fields` the first X-Forwarded-For (or X-Forward-For,
-    /// X-Real-IP) line starts.
-    forwarded_at: Option<usize>,
+    /// The first address of the first X-Forwarded-For (or X-Forward-For,
+    /// X-Real-IP) that has one, trimmed: noted in the pass, so the field
+    /// lines are not read again for it.
+    forwarded: Option<&'a [u8]>,
 }
 
 impl<'a> HeadScan<'a> {
@@ -1430,13 +1437,10 @@ impl<'a> HeadScan<'a> {
             user_agent: None,
             referer: None,
             content_type: None,
-            forwarded_at: None,
+            forwarded: None,
         };
         let mut fields = Fields { data: rest, after_blank: None };
-        loop {
-            // The line's start, for `forwarded_at`.
-            let at = rest.len() - fields.data.len();
-            let Some((name, value)) = fields.next() else { break };
+        for (name, value) in fields.by_ref() {
             let slot = match FieldName::of(name) {
                 FieldName::ContentLength => &mut scan.content_length,
                 FieldName::TransferEncoding => &mut scan.transfer_encoding,
@@ -1446,7 +1450,12 @@ impl<'a> HeadScan<'a> {
                 FieldName::Referer => &mut scan.referer,
                 FieldName::ContentType => &mut scan.content_type,
                 FieldName::ForwardedFor => {
-                    scan.forwarded_at.get_or_insert(at);
+                    if scan.forwarded.is_none() {
+                        let first = trim(trim(value).split(|&b| b == b',').next().unwrap_or(b""));
+                        if !first.is_empty() {
+                            scan.forwarded = Some(first);
+                        }
+                    }
                     continue;
                 }
                 FieldName::Other => continue,
@@ -3029,6 +3038,28 @@ mod test {
         for block in blocks {
             let one_pass: Vec<_> = (Fields { data: block, after_blank: None }).map(|(n, v)| (n, trim(v))).collect();
             assert_eq!(one_pass, fields_line_by_line(block), "block {:?}", String::from_utf8_lossy(block));
+        }
+    }
+
+    /// The X-Forwarded-For address the head's one pass notes is the first
+    /// that makes a text: after empty ones, and, when the first address's
+    /// bytes make none (`max_text_bytes` too small for its first, invalid,
+    /// character), the next field's, as when the fields were read again for it.
+    #[test]
+    fn the_forwarded_address_is_the_first_that_makes_a_text() {
+        let resp: &[u8] = b"HTTP/1.1 204 No Content\r\n\r\n";
+        let cases: [(usize, &[u8], &str); 4] = [
+            (4096, b"X-Forwarded-For: \r\nX-Real-IP: ,10.0.0.9\r\nX-Forward-For: 10.0.0.7, 10.0.0.8\r\n", "10.0.0.7"),
+            (4096, b"X-Forwarded-For: 10.0.0.1 , 10.0.0.2\r\nX-Real-IP: 10.0.0.3\r\n", "10.0.0.1"),
+            (1, b"X-Forwarded-For: \xff\xfe\r\nX-Real-IP: 10.0.0.3\r\n", "1"),
+            (4096, b"X-Forwarded-For: ,\r\nX-Real-IP:  \r\n", ""),
+        ];
+        for (max, fields, want) in cases {
+            let cfg = ParseConfig { max_text_bytes: max, ..ParseConfig::default() };
+            let req = [&b"GET / HTTP/1.1\r\n"[..], fields, b"\r\n"].concat();
+            let t = run_split_everywhere(&cfg, &[(S, &req), (C, resp)]);
+            assert_eq!(t.len(), 1);
+            assert_eq!(&*http(&t[0]).forwarded_for, want, "fields {:?}", String::from_utf8_lossy(fields));
         }
     }
 

@@ -75,10 +75,18 @@ fn staged_files(store: &Path, run: &Path) -> Result<Vec<(PathBuf, PathBuf)>, Sto
 /// file (what made the run lose rows) does not keep them out of sight. A
 /// commit record that cannot be written is said, and the files go in
 /// unrecorded. Returns the files moved and whether the ingests are recorded.
-pub(crate) fn commit(store: &Path, run: &Path, ingests: &[Ingest]) -> Result<(usize, bool), StoreError> {
+/// `dirs`: the run's directories whose entries its writer changed (made in,
+/// or given a file), each once, from the writer (`write_hours`), which made
+/// every one of them: the ones step 1 fsyncs, with no walk of the tree.
+pub(crate) fn commit(
+    store: &Path,
+    run: &Path,
+    dirs: &[PathBuf],
+    ingests: &[Ingest],
+) -> Result<(usize, bool), StoreError> {
     let mut recorded = false;
     if !ingests.is_empty() {
-        sync_run(run)?;
+        sync_run(dirs)?;
         match write_list(&run.join(format!(".{COMMIT}.tmp")), &run.join(COMMIT), ingests) {
             Ok(()) => recorded = true,
             Err(e) => eprintln!(
@@ -90,22 +98,15 @@ pub(crate) fn commit(store: &Path, run: &Path, ingests: &[Ingest]) -> Result<(us
 }
 
 /// Makes the run's tree durable before its commit record: each directory
-/// below `run` and `run` itself fsynced once, deepest first (the run's own
-/// entry in the staging directory was made durable when it was created).
-fn sync_run(run: &Path) -> Result<(), StoreError> {
-    for (kname, kpath) in list_dir(run)? {
-        if crate::Kind::from_name(&kname).is_none() || !kpath.is_dir() {
-            continue;
-        }
-        for (_, dpath) in list_dir(&kpath)? {
-            for (_, hpath) in list_dir(&dpath)? {
-                sync_dir(&hpath)?;
-            }
-            sync_dir(&dpath)?;
-        }
-        sync_dir(&kpath)?;
+/// of `dirs` fsynced once, the last made first (the run's own entry in the
+/// staging directory was made durable when it was created). The order is
+/// not what keeps the guarantee: every one is fsynced before `COMMIT` is
+/// written, and a crash before that leaves a run that is removed whole.
+fn sync_run(dirs: &[PathBuf]) -> Result<(), StoreError> {
+    for d in dirs.iter().rev() {
+        sync_dir(d)?;
     }
-    sync_dir(run)
+    Ok(())
 }
 
 /// Steps 2 to 4 of a committed run.
@@ -254,7 +255,7 @@ mod tests {
         assert_eq!(crate::read_ingests(&d).unwrap(), vec![ingest("9-ff")], "recorded once");
         // Finishing twice (killed during step 4) records nothing twice.
         let again = staged(&d, "cc");
-        commit(&d, &again, &[ingest("9-ff")]).unwrap();
+        commit(&d, &again, std::slice::from_ref(&again), &[ingest("9-ff")]).unwrap();
         assert_eq!(crate::read_ingests(&d).unwrap(), vec![ingest("9-ff")]);
         std::fs::remove_dir_all(&d).unwrap();
     }

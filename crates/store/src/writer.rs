@@ -436,7 +436,7 @@ pub(crate) fn write_partitioned(
     let mut rows: Vec<u32> = (0..src.len() as u32).collect();
     src.sort_rows(&mut rows);
     let mut out = Vec::new();
-    match write_hours(dir, prefix, src, &rows, fmt, kv, None, false, &mut out) {
+    match write_hours(dir, prefix, src, &rows, fmt, kv, None, None, &mut out) {
         Ok(()) => Ok(out.into_iter().map(|(_, f)| f).collect()),
         Err(e) => {
             // On a failure the files this call already published are removed
@@ -465,7 +465,9 @@ const MIN_PIECE_ROWS: usize = 1024;
 /// `staged`: `dir` is a run's staging directory, whose directories are
 /// fsynced once each before its commit record (`staging::commit`), none as
 /// they are made or given a file: until that record nothing of the run
-/// counts, and a run without it is removed whole.
+/// counts, and a run without it is removed whole. Each directory whose
+/// entries this changes (made in, or given a file) is added to the list,
+/// once, so the commit fsyncs those instead of walking the run's tree.
 #[allow(clippy::too_many_arguments)]
 fn write_hours(
     dir: &Path,
@@ -475,7 +477,7 @@ fn write_hours(
     fmt: &FileFormat,
     kv: &[(String, String)],
     mut piece: Option<&mut usize>,
-    staged: bool,
+    mut staged: Option<&mut Vec<PathBuf>>,
     out: &mut Vec<(std::ops::Range<usize>, encode::WrittenFile)>,
 ) -> Result<(), StoreError> {
     let n = rows.len();
@@ -494,10 +496,18 @@ fn write_hours(
             end
         };
         let pdir = partition_path(dir, src.kind(), hour);
-        if staged {
-            crate::fsutil::create_below_unsynced(dir, &pdir, &mut Vec::new())?;
-        } else {
-            crate::fsutil::create_below(dir, &pdir)?;
+        match staged.as_deref_mut() {
+            Some(dirs) => {
+                crate::fsutil::create_below_unsynced(dir, &pdir, dirs)?;
+                // The hour's directory is given files (and, for a file
+                // that did not fit, a temporary made and removed).
+                if !dirs.contains(&pdir) {
+                    dirs.push(pdir.clone());
+                }
+            }
+            None => {
+                crate::fsutil::create_below(dir, &pdir)?;
+            }
         }
         let hour_end = end;
         while start < hour_end {
@@ -505,7 +515,7 @@ fn write_hours(
                 Some(&p) => hour_end.min(start.saturating_add(p.max(MIN_PIECE_ROWS))),
                 None => hour_end,
             };
-            let written = encode::write_file(&pdir, prefix, src, &rows[start..end], &fmt.format, kv, fmt.sync, !staged);
+            let written = encode::write_file(&pdir, prefix, src, &rows[start..end], &fmt.format, kv, fmt.sync, staged.is_none());
             match (written, piece.as_deref_mut()) {
                 (Ok(f), p) => {
                     out.push((start..end, f));
@@ -576,6 +586,9 @@ pub struct Store {
     /// A `read`'s run directory, where its files wait for the commit
     /// (see [`crate::staging`]); `None`: files go straight into the store.
     staging: Option<PathBuf>,
+    /// The staged run's directories whose entries its flushes changed, each
+    /// once: what its commit fsyncs before the commit record.
+    staged_dirs: Vec<PathBuf>,
     /// What the opening found of earlier runs (finished or removed).
     recovered: crate::staging::Recovered,
     /// A capture's records in memory (`capture --listen`): each flushed
@@ -672,6 +685,7 @@ impl Store {
             piece_rows: usize::MAX,
             written_parts: Default::default(),
             staging: None,
+            staged_dirs: Vec::new(),
             recovered,
             live: None,
             appended: [0; Kind::ALL.len()],
@@ -1002,7 +1016,7 @@ impl Store {
         src.sort_rows(&mut rows);
         let mut out = Vec::new();
         let root = self.staging.as_deref().unwrap_or(&self.dir);
-        let staged = self.staging.is_some();
+        let staged = self.staging.is_some().then_some(&mut self.staged_dirs);
         let result = write_hours(root, "part", src, &rows, fmt, &kv, Some(&mut self.piece_rows), staged, &mut out);
         for (_, f) in &out {
             if let Some(dir) = f.path.parent() {
@@ -1153,7 +1167,10 @@ impl Store {
         self.finish()?;
         let record = ingests.filter(|_| self.stats.dropped_total() == 0).unwrap_or(&[]);
         let recorded = match self.staging.take() {
-            Some(run) => crate::staging::commit(&self.dir, &run, record)?.1,
+            Some(run) => {
+                let dirs = std::mem::take(&mut self.staged_dirs);
+                crate::staging::commit(&self.dir, &run, &dirs, record)?.1
+            }
             None => {
                 crate::ingest::append_ingests(&self.dir, record)?;
                 true
@@ -1215,4 +1232,60 @@ fn kind_slot(kind: Kind) -> usize {
 /// Where a transaction kind's buffer sits in `Store::tx`.
 fn tx_slot(kind: Kind) -> Option<usize> {
     Kind::TX.iter().position(|&k| k == kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every directory of `dir`'s tree, `dir` included.
+    fn tree_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
+        out.push(dir.to_path_buf());
+        for (_, path) in crate::fsutil::list_dir(dir).unwrap() {
+            if path.is_dir() {
+                tree_dirs(&path, out);
+            }
+        }
+    }
+
+    #[test]
+    fn a_staged_run_hands_its_commit_every_directory_of_its_tree_once() {
+        const HOUR_NS: i64 = 3_600_000_000_000;
+        let d = std::env::temp_dir().join(format!("wirelog-writer-staged-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let mut store = Store::open(&d, StoreOptions::default()).unwrap();
+        store.stage("run-1").unwrap();
+        let mut uids = wirelog_record::UidGenerator::new(1);
+        let t0 = 1_700_000_000_000_000_000;
+        // Two flushes of two kinds, each over two hours, the second's first
+        // hour the first's last: directories made, and given files again.
+        for round in 0..2 {
+            let start = t0 + round * HOUR_NS;
+            let conns: Vec<_> = (0..40).map(|i| crate::synth::conn(i, start, HOUR_NS / 20, &mut uids)).collect();
+            store.append_conns(&conns).unwrap();
+            store.flush().unwrap();
+        }
+        let flows = crate::synth::FlowGen::new(3, 8, t0 + 5 * HOUR_NS).bucket(50);
+        store.append_flows(&flows).unwrap();
+        store.flush().unwrap();
+        let run = store.staging.clone().unwrap();
+        let mut tree = Vec::new();
+        tree_dirs(&run, &mut tree);
+        tree.sort();
+        let mut listed = store.staged_dirs.clone();
+        let n = listed.len();
+        listed.sort();
+        listed.dedup();
+        assert_eq!(listed.len(), n, "each directory listed once");
+        assert_eq!(listed, tree, "the list is the run's tree");
+        let is_hour = |p: &&PathBuf| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("hour="));
+        let hours = tree.iter().filter(is_hour).count();
+        assert!(hours >= 4, "three hours of conns and one of flows at least, got {hours}: {tree:?}");
+        let ingest = crate::ingest::tests::ingest("9-ff");
+        assert!(store.commit(Some(std::slice::from_ref(&ingest))).unwrap(), "committed, its capture recorded");
+        assert!(!run.exists(), "the run went into the store");
+        assert!(store.staged_dirs.is_empty());
+        assert_eq!(crate::read_ingests(&d).unwrap(), vec![ingest]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }
