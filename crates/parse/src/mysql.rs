@@ -223,7 +223,13 @@ enum Resp {
     FieldList,
 }
 
+/// The command in flight and its record, built where it waits for its
+/// response. One per parser, reused from command to command: `open` says
+/// whether it holds a command; when not, its record is the default that
+/// `emit` left (nothing to drop, no fields to write again but the
+/// command's own).
 struct Pending {
+    open: bool,
     cmd: u8,
     tx: MysqlTx,
     req: Option<Span>,
@@ -238,6 +244,63 @@ struct Pending {
     /// The response was read blind past a cut (see [`Framer::blind`]):
     /// its end was not seen, so neither were all its rows.
     cut: bool,
+}
+
+impl Pending {
+    fn idle() -> Self {
+        Pending {
+            open: false,
+            cmd: UNKNOWN,
+            tx: MysqlTx::default(),
+            req: None,
+            resp: None,
+            state: Resp::First,
+            error: false,
+            next_seq: 0,
+            prepare_text: None,
+            new_db: None,
+            cut: false,
+        }
+    }
+
+    /// The command in flight, if any.
+    fn in_flight(&self) -> Option<&Pending> {
+        if self.open { Some(self) } else { None }
+    }
+
+    fn in_flight_mut(&mut self) -> Option<&mut Pending> {
+        if self.open { Some(self) } else { None }
+    }
+
+    /// Starts command `cmd` in the idle record: only what differs from
+    /// what `emit` left is written (its record's other fields are the
+    /// default, its `prepare_text` and `new_db` none).
+    /// The connection's `database`, `user` and `server_version` go into
+    /// its record as they are now.
+    fn start(
+        &mut self,
+        cmd: u8,
+        req: Option<Span>,
+        next_seq: u8,
+        database: &Option<Arc<str>>,
+        user: &Option<Arc<str>>,
+        server_version: &Option<Arc<str>>,
+    ) -> &mut Pending {
+        debug_assert!(!self.open && self.tx == MysqlTx::default() && self.prepare_text.is_none() && self.new_db.is_none());
+        self.open = true;
+        self.cmd = cmd;
+        self.req = req;
+        self.resp = None;
+        self.state = Resp::First;
+        self.error = false;
+        self.next_seq = next_seq;
+        self.cut = false;
+        self.tx.command = command_name(cmd);
+        self.tx.database = database.clone();
+        self.tx.user = user.clone();
+        self.tx.server_version = server_version.clone();
+        self
+    }
 }
 
 /// A prepared statement: its text and fingerprint are shared with every
@@ -262,7 +325,7 @@ pub struct MysqlParser {
     user: Option<Arc<str>>,
     database: Option<Arc<str>>,
     server_version: Option<Arc<str>>,
-    pending: Option<Pending>,
+    pending: Pending,
     stmts: HashMap<u32, Stmt>,
     fingerprints: Fingerprints,
     gave_up: Option<GiveUp>,
@@ -391,7 +454,7 @@ impl MysqlParser {
             user: None,
             database: None,
             server_version: None,
-            pending: None,
+            pending: Pending::idle(),
             stmts: HashMap::new(),
             fingerprints: Fingerprints::default(),
             gave_up: None,
@@ -441,21 +504,12 @@ impl MysqlParser {
         fingerprints.recorded(&raw, Dialect::Mysql, cfg)
     }
 
-    fn new_tx(&self, cmd: u8) -> MysqlTx {
-        MysqlTx {
-            command: command_name(cmd),
-            database: self.database.clone(),
-            user: self.user.clone(),
-            server_version: self.server_version.clone(),
-            ..MysqlTx::default()
-        }
-    }
-
     /// Emits the command in flight (none: nothing), which is then gone.
     /// The record is taken from where it was built, not moved with its
-    /// [`Pending`] (a move of each costs a copy of a few hundred bytes).
+    /// [`Pending`] (a move of each costs a copy of a few hundred bytes),
+    /// and the [`Pending`] left idle in place (not dropped, not rebuilt).
     fn emit(&mut self, status: Option<TxStatus>, out: &mut dyn TxSink) {
-        let Some(p) = self.pending.as_mut() else {
+        let Some(p) = self.pending.in_flight_mut() else {
             return;
         };
         let status = status.unwrap_or(if p.req.is_none() {
@@ -482,13 +536,16 @@ impl MysqlParser {
             status,
             detail: Detail::Mysql(std::mem::take(&mut p.tx)),
         });
-        self.pending = None;
+        // Left idle in place for the next command (see [`Pending::start`]).
+        p.prepare_text = None;
+        p.new_db = None;
+        p.open = false;
     }
 
     /// Emits the command in flight, if any: a finished response is never
     /// left pending, so one that began is partial; none at all is unanswered.
     fn flush_pending(&mut self, out: &mut dyn TxSink) {
-        if let Some(p) = self.pending.as_mut() {
+        if let Some(p) = self.pending.in_flight_mut() {
             let status = match (p.req, p.resp) {
                 (Some(_), None) => Some(TxStatus::NoResponse),
                 // Read blind past a cut: its first packet told OK, ERR or a
@@ -547,7 +604,7 @@ impl MysqlParser {
         self.fr[d].continued = len == MAX_PAYLOAD;
         if continued {
             // The rest of a >= 16 MiB message: only its bytes count.
-            if let Some(p) = self.pending.as_mut() {
+            if let Some(p) = self.pending.in_flight_mut() {
                 let span = if dir == Dir::ToServer { &mut p.req } else { &mut p.resp };
                 add_span(span, first_ns, last_ns, bytes);
                 p.next_seq = seq.wrapping_add(1);
@@ -575,7 +632,7 @@ impl MysqlParser {
             Phase::Init if seq == 0 => self.phase = Phase::Command,
             Phase::Auth if seq != 0 => {
                 // More authentication data (auth switch response, ...).
-                if let Some(pd) = self.pending.as_mut() {
+                if let Some(pd) = self.pending.in_flight_mut() {
                     add_span(&mut pd.req, first_ns, last_ns, bytes);
                     pd.next_seq = seq.wrapping_add(1);
                 }
@@ -591,7 +648,7 @@ impl MysqlParser {
         if seq != 0 {
             // Continuation of the command in flight (LOCAL INFILE data,
             // COM_CHANGE_USER auth exchange).
-            match self.pending.as_mut() {
+            match self.pending.in_flight_mut() {
                 Some(pd) if pd.req.is_some() => {
                     add_span(&mut pd.req, first_ns, last_ns, bytes);
                     // The server numbers its next packet after the client's.
@@ -617,26 +674,9 @@ impl MysqlParser {
         let arg = p.get(1..).unwrap_or(&[]);
         // The record is made where it waits for its response and filled
         // there (no `Pending` or `MysqlTx` moved into place). Nothing is
-        // pending after `flush_pending`: `get_or_insert_with` rather than
-        // `insert`, which would run the drop of a `Pending` first.
-        let pd = self.pending.get_or_insert_with(|| Pending {
-            cmd,
-            tx: MysqlTx {
-                command: command_name(cmd),
-                database: self.database.clone(),
-                user: self.user.clone(),
-                server_version: self.server_version.clone(),
-                ..MysqlTx::default()
-            },
-            req: Some(Span { first_ns, last_ns, bytes }),
-            resp: None,
-            state: Resp::First,
-            error: false,
-            next_seq: 1,
-            prepare_text: None,
-            new_db: None,
-            cut: false,
-        });
+        // pending after `flush_pending`: the idle record is started in place.
+        let req = Some(Span { first_ns, last_ns, bytes });
+        let pd = self.pending.start(cmd, req, 1, &self.database, &self.user, &self.server_version);
         match cmd {
             COM_QUERY | COM_STMT_PREPARE => {
                 let (t, cut, fp) = Self::record_text(&mut self.fingerprints, &self.cfg, arg);
@@ -745,19 +785,8 @@ impl MysqlParser {
         if db.is_some() {
             self.database = db.map(Into::into);
         }
-        let tx = self.new_tx(LOGIN);
-        self.pending = Some(Pending {
-            cmd: LOGIN,
-            tx,
-            req: Some(Span { first_ns, last_ns, bytes: 4 + len as u64 }),
-            resp: None,
-            state: Resp::First,
-            error: false,
-            next_seq: self.login_seq + 1,
-            prepare_text: None,
-            new_db: None,
-            cut: false,
-        });
+        let req = Some(Span { first_ns, last_ns, bytes: 4 + len as u64 });
+        self.pending.start(LOGIN, req, self.login_seq + 1, &self.database, &self.user, &self.server_version);
         self.phase = Phase::Auth;
     }
 
@@ -784,27 +813,15 @@ impl MysqlParser {
     ) {
         let bytes = 4 + len as u64;
         let first = p.first().copied();
-        if self.phase == Phase::Init && seq == 0 && first == Some(0x0a) && self.pending.is_none() {
+        if self.phase == Phase::Init && seq == 0 && first == Some(0x0a) && !self.pending.open {
             self.greeting(p);
             return;
         }
-        if self.pending.is_none() {
+        if !self.pending.open {
             if seq == 1 || (self.phase == Phase::Init && seq == 0 && first == Some(0xff)) {
                 // A response whose command was not seen (capture started
                 // mid-stream, or a gap), or the server refusing the connection.
-                let tx = self.new_tx(UNKNOWN);
-                self.pending = Some(Pending {
-                    cmd: UNKNOWN,
-                    tx,
-                    req: None,
-                    resp: None,
-                    state: Resp::First,
-                    error: false,
-                    next_seq: seq,
-                    prepare_text: None,
-                    new_db: None,
-                    cut: false,
-                });
+                self.pending.start(UNKNOWN, None, seq, &self.database, &self.user, &self.server_version);
                 if self.phase == Phase::Init {
                     self.phase = Phase::Command;
                 }
@@ -815,7 +832,7 @@ impl MysqlParser {
             }
         }
         let deprecate = self.deprecate_eof;
-        let Some(pd) = self.pending.as_mut() else {
+        let Some(pd) = self.pending.in_flight_mut() else {
             return;
         };
         if seq != pd.next_seq {
@@ -1008,7 +1025,7 @@ impl MysqlParser {
             self.deprecate_eof = learnt_deprecate;
         }
         if done {
-            let Some(pd) = self.pending.as_ref() else {
+            let Some(pd) = self.pending.in_flight() else {
                 return;
             };
             let login = pd.cmd == LOGIN;
@@ -1037,7 +1054,7 @@ impl MysqlParser {
     /// (counted as malformed there). Returns the bytes consumed.
     fn skip_run(&mut self, data: &[u8], ts_ns: i64) -> usize {
         let deprecate = self.deprecate_eof;
-        let Some(pd) = self.pending.as_mut() else {
+        let Some(pd) = self.pending.in_flight_mut() else {
             return 0;
         };
         let (mut at, mut seq) = (0usize, pd.next_seq);
@@ -1120,7 +1137,7 @@ impl MysqlParser {
     /// being read (as [`MysqlParser::skip_run`] tells them), whose contents
     /// past the first byte nothing reads?
     fn row_next(&self, seq: u8, len: usize, first: Option<u8>) -> bool {
-        let Some(pd) = self.pending.as_ref() else {
+        let Some(pd) = self.pending.in_flight() else {
             return false;
         };
         let skipped = match pd.state {
@@ -1141,7 +1158,7 @@ impl MysqlParser {
     /// server's count for the response in flight (its size and last
     /// time), the client's for the command in flight; else not parsed.
     fn blind_bytes(&mut self, dir: Dir, ts_ns: i64, n: u64) {
-        match (dir, self.pending.as_mut()) {
+        match (dir, self.pending.in_flight_mut()) {
             (Dir::ToClient, Some(p)) => {
                 p.cut = true;
                 add_span(&mut p.resp, ts_ns, ts_ns, n);
@@ -1165,7 +1182,7 @@ impl MysqlParser {
                     && data[4] <= 0x1f
                     && (4 + len == data.len() || (data[4] == COM_QUERY && 4 + len > data.len()))
             }
-            Dir::ToClient => seq == 1 && len >= 1 && self.pending.as_ref().is_some_and(|p| p.resp.is_none()),
+            Dir::ToClient => seq == 1 && len >= 1 && self.pending.in_flight().is_some_and(|p| p.resp.is_none()),
         }
     }
 }
@@ -1513,7 +1530,7 @@ impl StreamParser for MysqlParser {
         if dir == Dir::ToClient {
             // The response (or part of it) is lost: what we know of the
             // command goes out as unanswered.
-            if let Some(p) = self.pending.as_mut() {
+            if let Some(p) = self.pending.in_flight_mut() {
                 p.resp = None;
                 self.emit(Some(TxStatus::NoResponse), out);
             }
@@ -1568,7 +1585,7 @@ impl StreamParser for MysqlParser {
     }
 
     fn expire(&mut self, now_ns: i64, out: &mut dyn TxSink) {
-        let stale = self.pending.as_ref().is_some_and(|p| {
+        let stale = self.pending.in_flight().is_some_and(|p| {
             p.resp.is_none() && p.req.is_some_and(|r| now_ns - r.last_ns > self.cfg.transaction_timeout_ns)
         });
         if stale {

@@ -733,7 +733,7 @@ fn rows_cut_by_segments_are_skipped_by_length() {
         p.data(Dir::ToClient, 10, &srv[..cut], &mut out);
         let f = &p.fr[1];
         let in_row = f.in_packet
-            && p.pending.as_ref().is_some_and(|pd| pd.state == Resp::Rows)
+            && p.pending.in_flight().is_some_and(|pd| pd.state == Resp::Rows)
             && f.buf.first().is_some_and(|b| !matches!(b, 0xfe | 0xff));
         assert!(!in_row || f.buf.len() == 1, "cut at {cut}: {} bytes of a row kept", f.buf.len());
         for c in srv[cut..].chunks(1000) {
