@@ -304,6 +304,8 @@ pub struct FlowTable {
     /// Flow entries by (client, service).
     index: Index,
     entries: Vec<FlowEntry>,
+    /// Entries of the bucket [`FlowTable::rotate_some`] has emitted so far.
+    rotated: usize,
     services: Interner<Service>,
     v6_clients: Interner<IpAddr16>,
     /// Exact (first, last) of the entries whose times do not fit their ticks.
@@ -345,6 +347,7 @@ impl FlowTable {
             // one id more than there can be flows.
             index: Index::new(max_flows + 1),
             entries: Vec::with_capacity(max_flows.min(1 << 16)),
+            rotated: 0,
             services: Interner::new(max_flows + 1),
             v6_clients: Interner::new(max_flows + 1),
             wide: Vec::new(),
@@ -415,22 +418,39 @@ impl FlowTable {
 
     /// Emits every flow of the current bucket and starts an empty table.
     pub fn rotate(&mut self) {
+        self.rotate_some(usize::MAX);
+    }
+
+    /// [`FlowTable::rotate`] in steps, for the end of input: emits the
+    /// records of at most `max` more entries and says whether the bucket is
+    /// all written (the table then starts empty). At the end of a read of
+    /// 540 k flows, emitting them at once held 540 k records (60 MB) in one
+    /// vector; the caller takes them between steps. No flow may be counted
+    /// between the steps of one rotation.
+    pub fn rotate_some(&mut self, max: usize) -> bool {
         if self.entries.is_empty() {
-            return;
+            return true;
         }
-        self.epoch = self.epoch.wrapping_add(1);
-        for i in 0..self.entries.len() {
+        let end = self.entries.len().min(self.rotated.saturating_add(max));
+        for i in self.rotated..end {
             // An entry left empty by counts written as a row of their own.
             if self.entries[i].counts != 0 {
                 let r = self.to_record(&self.entries[i]);
                 self.out.push(r);
             }
         }
+        if end < self.entries.len() {
+            self.rotated = end;
+            return false;
+        }
+        self.rotated = 0;
+        self.epoch = self.epoch.wrapping_add(1);
         self.entries.clear();
         self.index.clear();
         self.services.clear();
         self.v6_clients.clear();
         self.wide.clear();
+        true
     }
 
     /// `ts_ns` in ticks from the bucket start, or [`WIDE`] when it does not fit.
@@ -833,6 +853,42 @@ mod tests {
         t.count(&key(2, 80), true, 60, 1);
         t.rotate();
         assert!(t.take_records().all(|r| &*r.iface == "if0"));
+    }
+
+    /// The end of input writes the bucket in steps, the records taken
+    /// between them: the same records in the same order as at once, and
+    /// the table empty and in a new epoch after the last step.
+    #[test]
+    fn a_bucket_written_in_steps_is_the_bucket_written_at_once() {
+        let fill = || {
+            let mut t = FlowTable::new(5 * MIN, 1000, 1);
+            t.advance(0);
+            for i in 0..300u16 {
+                t.count(&key((i % 200) as u8, 1000 + i % 7), i % 3 != 0, 60 + i as u32, i as i64);
+            }
+            t
+        };
+        let mut at_once = fill();
+        at_once.rotate();
+        let want: Vec<FlowRecord> = at_once.take_records().collect();
+        assert!(want.len() > 64, "{}", want.len());
+        let mut stepped = fill();
+        let (mut got, mut steps) = (Vec::new(), 0);
+        while !stepped.rotate_some(64) {
+            let step: Vec<FlowRecord> = stepped.take_records().collect();
+            assert!(!step.is_empty() && step.len() <= 64, "{}", step.len());
+            got.extend(step);
+            steps += 1;
+        }
+        got.extend(stepped.take_records());
+        assert_eq!(got, want);
+        assert_eq!(steps, want.len().div_ceil(64) - 1);
+        // Emptied: a slot of the old bucket is stale, a new flow is the only record.
+        assert!(stepped.entries.is_empty() && stepped.rotate_some(64));
+        let s = stepped.count(&key(1, 80), true, 60, 500);
+        assert!(stepped.count_cached(s, false, 40, 501));
+        stepped.rotate();
+        assert_eq!(stepped.take_records().count(), 1);
     }
 
     #[test]

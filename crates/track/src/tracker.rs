@@ -490,7 +490,7 @@ impl Tracker {
     /// they pass that (`Tracker::evict_one`).
     pub const fn table_bytes_per_connection() -> usize {
         std::mem::size_of::<Option<crate::table::Entry<Conn>>>()
-            + 2 * 8
+            + crate::table::SLOT_BYTES_PER_CONNECTION
             + TcpStates::bytes_per_value()
             + ConnTable::<Conn>::V6_BYTES
             + 2 * crate::timer::BYTES_PER_CHECK
@@ -1538,16 +1538,18 @@ impl Tracker {
     }
 
     /// [`Tracker::finish`] in steps: ends at most `max` open connections per
-    /// call and says when none is left (the flow buckets are then written
-    /// too). Taking the records between steps keeps the end of a large
-    /// table from holding every record in memory at once.
+    /// call and says when none is left (the flow bucket is then written too,
+    /// `max` flows a call). Taking the records between steps keeps the end
+    /// of a large table from holding every record in memory at once.
     pub fn finish_some(&mut self, max: usize) -> bool {
         self.wheel.drain_all();
         let (live, next) = self.table.live_from(self.finish_from, max);
         self.finish_from = next;
         if live.is_empty() {
+            if !self.flows.rotate_some(max) {
+                return false;
+            }
             self.finish_from = 0;
-            self.flows.rotate();
             return true;
         }
         for idx in live {
@@ -1849,7 +1851,7 @@ mod size_budget {
         // What the memory budget charges a connection: every part it may have.
         assert_eq!(
             super::Tracker::table_bytes_per_connection(),
-            entry + 16 + tcp + crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES + 2 * 8
+            entry + 11 + tcp + crate::table::ConnTable::<crate::conn::Conn>::V6_BYTES + 2 * 8
         );
     }
 }
