@@ -528,3 +528,57 @@ fn service_agrees_with_zeek_except_the_listed_rows() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// IPv6 addresses in conn.log as Zeek writes them (`IPAddr::AsString` through
+/// `zeek_inet_ntop6`, zeek/zeek-3rdparty zeek_inet_ntop.c): the last 32 bits
+/// as a dotted quad after a leading run of 6 zero groups, or of 4 and
+/// `ffff:0`; other addresses as RFC 5952 writes them. A capture made here:
+/// one UDP datagram over Ethernet/IPv6 per pair of addresses.
+#[test]
+fn ipv6_addresses_are_written_as_zeek_writes_them() {
+    let pairs: [(&str, &str, &str, &str); 3] = [
+        ("::102:304", "::ffff:0:506:708", "::1.2.3.4", "::ffff:0:5.6.7.8"),
+        ("2001:db8::1", "::2", "2001:db8::1", "::2"),
+        ("fe80::1:0:0:1", "1::102:304", "fe80::1:0:0:1", "1::102:304"),
+    ];
+    let mut pcap = Vec::new();
+    pcap.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    pcap.extend_from_slice(&2u16.to_le_bytes());
+    pcap.extend_from_slice(&4u16.to_le_bytes());
+    pcap.extend_from_slice(&[0; 8]);
+    pcap.extend_from_slice(&65_535u32.to_le_bytes());
+    pcap.extend_from_slice(&1u32.to_le_bytes()); // Ethernet
+    for (i, (src, dst, _, _)) in pairs.iter().enumerate() {
+        let payload = b"wirelog";
+        let udp_len = 8 + payload.len();
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd]);
+        frame.extend_from_slice(&[0x60, 0, 0, 0]);
+        frame.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        frame.extend_from_slice(&[17, 64]);
+        frame.extend_from_slice(&src.parse::<std::net::Ipv6Addr>().unwrap().octets());
+        frame.extend_from_slice(&dst.parse::<std::net::Ipv6Addr>().unwrap().octets());
+        frame.extend_from_slice(&(40_000 + i as u16).to_be_bytes());
+        frame.extend_from_slice(&9_999u16.to_be_bytes());
+        frame.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        frame.extend_from_slice(&[0, 0]);
+        frame.extend_from_slice(payload);
+        pcap.extend_from_slice(&(1_700_000_000 + i as u32).to_le_bytes());
+        pcap.extend_from_slice(&0u32.to_le_bytes());
+        pcap.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        pcap.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        pcap.extend_from_slice(&frame);
+    }
+    let dir = common::scratch("zeek_conn", "ipv6_text");
+    let file = dir.join("ipv6_text.pcap");
+    std::fs::write(&file, &pcap).unwrap();
+    let rows = parse_log(&run_wirelog(&file, &["-C"]));
+    assert_eq!(rows.len(), pairs.len(), "{rows:?}");
+    for (_, _, orig, resp) in pairs {
+        assert!(
+            rows.iter().any(|r| r["id.orig_h"] == orig && r["id.resp_h"] == resp),
+            "{orig} -> {resp} not in {rows:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

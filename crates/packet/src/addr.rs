@@ -42,20 +42,20 @@ impl IpAddr16 {
         (t, n - 1)
     }
 
-    /// The text of the IPv6 address `b` as `Ipv6Addr`'s `Display` writes it (RFC 5952:
-    /// lowercase hexadecimal groups without leading zeros, the first longest run of two or
-    /// more zero groups as `::`; an IPv4-mapped address as `::ffff:` and its dotted quad),
-    /// left-aligned in 48 bytes, and its length (at most 39). Composed without `fmt`, whose
-    /// machinery cost about 2,000 instructions an address in the logs' writers.
+    /// The text of the IPv6 address `b` as Zeek writes it in its logs (`IPAddr::AsString`,
+    /// zeek/src/IPAddr.cc, through `zeek_inet_ntop6` of zeek/zeek-3rdparty's
+    /// zeek_inet_ntop.c): lowercase hexadecimal groups without leading zeros, the first
+    /// longest run of two or more zero groups as `::` (RFC 5952, as `Ipv6Addr`'s `Display`),
+    /// and, unlike `Display`, the last 32 bits as a dotted quad when the run starts the address
+    /// and is 6 groups long (IPv4-compatible, `::1.2.3.4`), 5 followed by `ffff` (IPv4-mapped,
+    /// `::ffff:1.2.3.4`) or 4 followed by `ffff:0` (`::ffff:0:1.2.3.4`). Zeek's test for a run
+    /// of 7 (`::0.0.0.2`) sits where its loop never reaches (the group it checks at is inside
+    /// the run), so `::2` stays hexadecimal. Left-aligned in 48 bytes, with its length (at
+    /// most 39). Composed without `fmt`, whose machinery cost about 2,000 instructions an
+    /// address in the logs' writers.
     pub fn v6_text(b: [u8; 16]) -> ([u8; 48], usize) {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut t = [0u8; 48];
-        if b[..10] == [0; 10] && b[10] == 0xff && b[11] == 0xff {
-            t[..7].copy_from_slice(b"::ffff:");
-            let (q, n) = Self::v4_text([b[12], b[13], b[14], b[15]]);
-            t[7..23].copy_from_slice(&q);
-            return (t, 7 + n);
-        }
         let group = |i: usize| u16::from_be_bytes([b[2 * i], b[2 * i + 1]]);
         // The first longest run of zero groups (std's `Ipv6Addr` takes the first too).
         let (mut run_at, mut run_len, mut cur_at, mut cur_len) = (0, 0, 0, 0);
@@ -72,9 +72,22 @@ impl IpAddr16 {
                 cur_len = 0;
             }
         }
+        let dotted_from_6 = run_at == 0
+            && (run_len == 6
+                || (run_len == 5 && group(5) == 0xffff)
+                || (run_len == 4 && group(4) == 0xffff && group(5) == 0));
         let mut n = 0;
         let mut i = 0;
         while i < 8 {
+            if i == 6 && dotted_from_6 {
+                if t[n - 1] != b':' {
+                    t[n] = b':';
+                    n += 1;
+                }
+                let (q, len) = Self::v4_text([b[12], b[13], b[14], b[15]]);
+                t[n..n + 16].copy_from_slice(&q);
+                return (t, n + len);
+            }
             if run_len > 1 && i == run_at {
                 t[n..n + 2].copy_from_slice(b"::");
                 n += 2;
@@ -148,11 +161,28 @@ mod tests {
         }
     }
 
+    /// Zeek's text of `b` from a description of its rule independent of the code above: the
+    /// standard library's, except a dotted quad after 6 zero groups, after 5 and `ffff`, or
+    /// after 4 and `ffff:0` (zeek_inet_ntop.c, `zeek_inet_ntop6`).
+    fn zeek_text(b: [u8; 16]) -> String {
+        let quad = std::net::Ipv4Addr::new(b[12], b[13], b[14], b[15]);
+        let head = if b[..12] == [0; 12] && b[12..14] != [0, 0] {
+            "::"
+        } else if b[..10] == [0; 10] && b[10..12] == [0xff, 0xff] {
+            "::ffff:"
+        } else if b[..8] == [0; 8] && b[8..12] == [0xff, 0xff, 0, 0] {
+            "::ffff:0:"
+        } else {
+            return std::net::Ipv6Addr::from(b).to_string();
+        };
+        format!("{head}{quad}")
+    }
+
     /// Every pattern of zero and non-zero groups (runs of zeros of every length and place,
-    /// ties between runs), groups of every digit count, and IPv4-mapped addresses, as
-    /// `Ipv6Addr` writes them.
+    /// ties between runs), groups of every digit count, and IPv4-mapped addresses, as Zeek
+    /// writes them.
     #[test]
-    fn v6_text_as_the_standard_library_writes_it() {
+    fn v6_text_as_zeek_writes_it() {
         let values = [1u16, 0xf, 0x10, 0xab, 0x100, 0xfff, 0x1000, 0xffff, 0x2001, 0xdb8];
         for zeros in 0..=255u32 {
             for (vi, _) in values.iter().enumerate() {
@@ -163,13 +193,29 @@ mod tests {
                     }
                 }
                 let (t, n) = IpAddr16::v6_text(b);
-                assert_eq!(&t[..n], std::net::Ipv6Addr::from(b).to_string().as_bytes(), "{b:?}");
+                assert_eq!(&t[..n], zeek_text(b).as_bytes(), "{b:?}");
             }
         }
         for a in [[0u8, 0, 0, 0], [10, 0, 0, 1], [255, 255, 255, 255], [192, 168, 1, 200]] {
             let b = IpAddr16::from_v4(a).0;
             let (t, n) = IpAddr16::v6_text(b);
             assert_eq!(&t[..n], std::net::Ipv6Addr::from(b).to_string().as_bytes(), "{b:?}");
+        }
+        // Zeek's own forms, written out (its rule read in zeek_inet_ntop.c).
+        for (addr, text) in [
+            ("::102:304", "::1.2.3.4"),
+            ("::ffff:0:102:304", "::ffff:0:1.2.3.4"),
+            ("::ffff:0:0:0", "::ffff:0:0.0.0.0"),
+            ("::ffff:a00:1", "::ffff:10.0.0.1"),
+            ("::2", "::2"),
+            ("::1", "::1"),
+            ("::", "::"),
+            ("1::102:304", "1::102:304"),
+            ("::1:0:0:102:304", "::1:0:0:102:304"),
+        ] {
+            let b = addr.parse::<std::net::Ipv6Addr>().unwrap().octets();
+            let (t, n) = IpAddr16::v6_text(b);
+            assert_eq!(std::str::from_utf8(&t[..n]).unwrap(), text, "{addr}");
         }
     }
 }

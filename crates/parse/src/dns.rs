@@ -372,7 +372,10 @@ fn render(m: &Message<'_>, rtype: u16, rd: usize, end: usize, scratch: &mut Stri
                 28 if b.len() == 16 => {
                     let mut a = [0u8; 16];
                     a.copy_from_slice(b);
-                    let _ = write!(s, "{}", std::net::Ipv6Addr::from(a));
+                    // As Zeek writes an address (dns.log's answers too) and as
+                    // conn.log does here, without `fmt`.
+                    let (t, n) = wirelog_record::IpAddr16::v6_text(a);
+                    s.push_str(std::str::from_utf8(&t[..n]).unwrap_or_default());
                 }
                 16 | 99 => {
                     let mut i = 0;
