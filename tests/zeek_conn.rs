@@ -580,5 +580,16 @@ fn ipv6_addresses_are_written_as_zeek_writes_them() {
             "{orig} -> {resp} not in {rows:?}"
         );
     }
+    // The store's answers (CLI, API and UI share their text) show each
+    // address as conn.log does, and the text shown selects it back.
+    let store = dir.join("store");
+    common::read_pcap(&file, &dir.join("logs"), Some(&store), &["--quiet", "-C"]);
+    let csv = common::query_csv(&store, "conns", &["--by", "orig_h,resp_h", "--top", "0"]);
+    for (_, _, orig, resp) in pairs {
+        assert!(csv.lines().any(|l| l.starts_with(&format!("{orig},{resp},"))), "{orig},{resp} not in {csv}");
+        let one = common::query_csv(&store, "conns", &["--where", &format!("resp_h = {resp}"), "--by", "orig_h"]);
+        assert!(one.lines().any(|l| l.starts_with(&format!("{orig},"))), "resp_h = {resp}: {one}");
+        assert_eq!(one.lines().count(), 2, "resp_h = {resp}: {one}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,6 +4,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use wirelog_record::IpAddr16;
+
 use crate::field::{proto_number, Unit};
 
 /// An address in the store's form: IPv4 v4-mapped into 16 bytes.
@@ -14,13 +16,22 @@ pub fn ip16(ip: IpAddr) -> [u8; 16] {
     }
 }
 
-/// The usual text of a 16-byte address: dotted quad for v4-mapped ones.
+/// The text of a 16-byte address as conn.log writes it: a dotted quad for
+/// a v4-mapped one (an IPv4 address in the store's form), else as Zeek
+/// writes IPv6 ([`IpAddr16::v6_text`], which dots `::1.2.3.4` and
+/// `::ffff:0:1.2.3.4` where std's `Display` writes hex): the query's
+/// answers, the API and the UI show an address as the logs do.
 pub fn format_ip(a: &[u8; 16]) -> String {
-    let v6 = Ipv6Addr::from(*a);
-    match v6.to_ipv4_mapped() {
+    match Ipv6Addr::from(*a).to_ipv4_mapped() {
         Some(v4) => v4.to_string(),
-        None => v6.to_string(),
+        None => v6_string(a),
     }
+}
+
+/// The 16 bytes as an IPv6 address, as Zeek writes one.
+fn v6_string(a: &[u8; 16]) -> String {
+    let (t, n) = IpAddr16::v6_text(*a);
+    String::from_utf8_lossy(&t[..n]).into_owned()
 }
 
 /// An address block. `prefix` counts bits of the 16-byte form, so an IPv4
@@ -66,7 +77,7 @@ impl std::fmt::Display for Net {
         match (self.prefix, v4) {
             (128, _) => f.write_str(&format_ip(&base)),
             (p, true) => write!(f, "{}/{}", format_ip(&base), p - 96),
-            (p, false) => write!(f, "{}/{p}", Ipv6Addr::from(base)),
+            (p, false) => write!(f, "{}/{p}", v6_string(&base)),
         }
     }
 }
@@ -191,6 +202,30 @@ pub fn v4(a: u8, b: u8, c: u8, d: u8) -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Answers show an address as conn.log writes it (Zeek's rule, see
+    /// `IpAddr16::v6_text`), and what they show parses back to the same
+    /// address, so a value copied from an answer can be queried.
+    #[test]
+    fn addresses_as_conn_log_writes_them() {
+        let cases = [
+            ("10.0.0.1", "10.0.0.1"),
+            ("::ffff:10.0.0.1", "10.0.0.1"),
+            ("::102:304", "::1.2.3.4"),
+            ("::ffff:0:506:708", "::ffff:0:5.6.7.8"),
+            ("::2", "::2"),
+            ("::1", "::1"),
+            ("2001:db8::1", "2001:db8::1"),
+            ("1::102:304", "1::102:304"),
+        ];
+        for (given, shown) in cases {
+            let a = ip16(given.parse().unwrap());
+            assert_eq!(format_ip(&a), shown, "{given}");
+            assert_eq!(ip16(shown.parse().unwrap()), a, "{shown} parses back");
+            assert_eq!(parse_net(shown).unwrap().to_string(), shown);
+        }
+        assert_eq!(parse_net("::1.2.3.0/120").unwrap().to_string(), "::1.2.3.0/120");
+    }
 
     #[test]
     fn nets() {

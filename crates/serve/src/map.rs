@@ -132,7 +132,7 @@ fn addr(e: &End) -> (String, String) {
                 None => {
                     let mut b = *a;
                     b[8..].fill(0);
-                    format!("{}/64", Ipv6Addr::from(b))
+                    format!("{}/64", format_ip(&b))
                 }
             };
             (format_ip(a), subnet)

@@ -582,19 +582,15 @@ fn basic_constraints(value: &[u8]) -> Option<BasicConstraints> {
     Some(BasicConstraints { ca, path_len })
 }
 
-/// Text of an address as Zeek prints it (IPv6 as inet_ntop does, which
-/// writes an IPv4-compatible address `::a.b.c.d`).
+/// Text of an address as Zeek prints it: IPv6 by Zeek's `zeek_inet_ntop6`
+/// ([`crate::IpAddr16::v6_text`], the rule conn.log's addresses follow),
+/// which dots `::a.b.c.d` and `::ffff:0:a.b.c.d`.
 pub fn addr_text(a: &IpAddr) -> String {
     match a {
         IpAddr::V4(v4) => v4.to_string(),
         IpAddr::V6(v6) => {
-            let s = v6.segments();
-            if s[..6] == [0; 6] && s[6] != 0 {
-                let o = v6.octets();
-                format!("::{}.{}.{}.{}", o[12], o[13], o[14], o[15])
-            } else {
-                v6.to_string()
-            }
+            let (t, n) = crate::IpAddr16::v6_text(v6.octets());
+            String::from_utf8_lossy(&t[..n]).into_owned()
         }
     }
 }
