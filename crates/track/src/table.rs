@@ -53,6 +53,11 @@ pub struct ConnTable<T> {
     capacity: usize,
     /// Address pairs of the entries whose key is not IPv4 (see [`StoredKey`]).
     v6: V6Pairs,
+    /// The IPv4 connection the last lookup found or the last insert made, and its
+    /// index ([`NO_RECENT`] when none): a busy link carries runs of packets of one
+    /// connection, which [`ConnTable::find_recent`] finds without a hash or a probe.
+    /// Cleared when its entry is removed, turned when its key is reversed.
+    recent: (StoredKey, u32),
 }
 
 pub struct Entry<T> {
@@ -80,6 +85,10 @@ pub struct StoredKey {
 
 /// `StoredKey::rest`'s bit for a key whose addresses are in [`V6Pairs`].
 const V6_FLAG: u64 = 1 << 40;
+
+/// `ConnTable::recent` when it names no connection: its flag bit is one
+/// no IPv4 key (the only kind compared with it) has.
+const NO_RECENT: (StoredKey, u32) = (StoredKey { addrs: 0, rest: u64::MAX }, u32::MAX);
 
 /// Whether an [`IpAddr16`] is IPv4-mapped (`::ffff:a.b.c.d`), and its last
 /// four bytes as a little-endian `u32`. Read as a little-endian `u128` (no
@@ -189,6 +198,7 @@ impl<T> ConnTable<T> {
             len: 0,
             capacity,
             v6: V6Pairs(Slab::with_capacity(0)),
+            recent: NO_RECENT,
         }
     }
 
@@ -227,6 +237,9 @@ impl<T> ConnTable<T> {
             }
         }
         e.key = e.key.reversed();
+        if self.recent.1 == idx {
+            self.recent.0 = e.key;
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -293,13 +306,14 @@ impl<T> ConnTable<T> {
     /// An IPv4 tuple is compared as two words per direction with the
     /// stored keys (a non-IPv4 key never equals it: its flag bit); any
     /// other tuple with the full addresses of the non-IPv4 keys.
+    /// An IPv4 connection found is remembered for [`ConnTable::find_recent`].
     #[inline]
-    pub fn find(&self, k: &ConnKey, hash: u64) -> Option<(u32, Side)> {
+    pub fn find(&mut self, k: &ConnKey, hash: u64) -> Option<(u32, Side)> {
         match (v4_parts(&k.src), v4_parts(&k.dst)) {
             ((true, a), (true, b)) => {
                 let fwd = StoredKey::v4(a, b, k.sport, k.dport, k.proto);
                 let rev = fwd.reversed();
-                self.probe(hash, |st| {
+                let found = self.probe(hash, |st| {
                     if *st == fwd {
                         Some(Side::Orig)
                     } else if *st == rev {
@@ -307,9 +321,32 @@ impl<T> ConnTable<T> {
                     } else {
                         None
                     }
-                })
+                });
+                if let Some((idx, side)) = found {
+                    self.recent = (if side == Side::Orig { fwd } else { rev }, idx);
+                }
+                found
             }
             _ => self.find_v6(k, hash),
+        }
+    }
+
+    /// The connection of an IPv4 tuple if it is the one the last lookup found
+    /// (or the last insert made), without hashing the tuple or walking the slots;
+    /// None for any other tuple, which [`ConnTable::find`] then looks up.
+    #[inline(always)]
+    pub fn find_recent(&self, k: &ConnKey) -> Option<(u32, Side)> {
+        let ((true, a), (true, b)) = (v4_parts(&k.src), v4_parts(&k.dst)) else {
+            return None;
+        };
+        let fwd = StoredKey::v4(a, b, k.sport, k.dport, k.proto);
+        let (stored, idx) = self.recent;
+        if fwd == stored {
+            Some((idx, Side::Orig))
+        } else if fwd.reversed() == stored {
+            Some((idx, Side::Resp))
+        } else {
+            None
         }
     }
 
@@ -364,6 +401,9 @@ impl<T> ConnTable<T> {
         }
         self.slots[i] = (hash >> 32) << 32 | (idx as u64 + 1);
         self.len += 1;
+        if !key.is_v6() {
+            self.recent = (key, idx);
+        }
         idx
     }
 
@@ -389,6 +429,9 @@ impl<T> ConnTable<T> {
         let r = f(e, &full);
         let key = e.key;
         self.remove_slot(idx, hash_of(&full) >> 32)?;
+        if self.recent.1 == idx {
+            self.recent = NO_RECENT;
+        }
         if key.is_v6() {
             self.v6.0.remove(key.pair());
         }
@@ -684,5 +727,52 @@ mod tests {
         assert_eq!(t.v6_len(), 2);
         assert_eq!(t.find(&keys[2], h(&keys[2])), None);
         assert_eq!(t.find(&keys[3], h(&keys[3])), Some((idx[3], Side::Orig)));
+    }
+
+    /// The recent connection answers only for its own tuple (either
+    /// direction), follows lookups, inserts and a reversed key, and is
+    /// forgotten with its entry, so that a slab index given to another
+    /// connection never answers for the old tuple.
+    #[test]
+    fn the_recent_connection_is_the_last_found_and_forgotten_with_its_entry() {
+        let mut t: ConnTable<u32> = ConnTable::with_capacity(64);
+        let h = |k: &ConnKey| k.symmetric_hash(5);
+        assert_eq!(t.find_recent(&key(1)), None);
+        let a = t.insert(key(1), h(&key(1)), 1);
+        assert_eq!(t.find_recent(&key(1)), Some((a, Side::Orig)));
+        assert_eq!(t.find_recent(&key(1).reversed()), Some((a, Side::Resp)));
+        let b = t.insert(key(2), h(&key(2)), 2);
+        assert_eq!(t.find_recent(&key(1)), None);
+        assert_eq!(t.find_recent(&key(2).reversed()), Some((b, Side::Resp)));
+        // A lookup's connection, found from the responder's side.
+        assert_eq!(t.find(&key(1).reversed(), h(&key(1))), Some((a, Side::Resp)));
+        assert_eq!(t.find_recent(&key(1)), Some((a, Side::Orig)));
+        assert_eq!(t.find_recent(&key(2)), None);
+        let mut other = key(1);
+        other.proto = 17;
+        assert_eq!(t.find_recent(&other), None);
+        other = key(1);
+        other.dport ^= 1;
+        assert_eq!(t.find_recent(&other), None);
+        // Reversed: the other side is now the originator.
+        t.reverse_key(a);
+        assert_eq!(t.find_recent(&key(1)), Some((a, Side::Resp)));
+        assert_eq!(t.find_recent(&key(1).reversed()), Some((a, Side::Orig)));
+        // Removed, its index reused: the old tuple is looked up again, and not found.
+        t.remove_with(a, h, |_, _| ());
+        assert_eq!(t.find_recent(&key(1)), None);
+        let c = t.insert(key(3), h(&key(3)), 3);
+        assert_eq!(c, a);
+        t.find(&key(2), h(&key(2)));
+        assert_eq!(t.find_recent(&key(1)), None);
+        assert_eq!(t.find(&key(1), h(&key(1))), None);
+        assert_eq!(t.find_recent(&key(2)), Some((b, Side::Orig)));
+        // A tuple that is not two IPv4 addresses is never answered, nor remembered.
+        let mut v6 = key(4);
+        v6.dst.0[0] = 0x20;
+        let d = t.insert(v6, h(&v6), 4);
+        assert_eq!(t.find(&v6, h(&v6)), Some((d, Side::Orig)));
+        assert_eq!(t.find_recent(&v6), None);
+        assert_eq!(t.find_recent(&key(2)), Some((b, Side::Orig)));
     }
 }

@@ -629,8 +629,8 @@ impl Tracker {
             }
             return;
         };
-        let hash = self.hash_of(&key);
-        self.packet_keyed(ts_ns, iface, pkt, &key, hash);
+        // Hashed only if the connection is not the one of the last lookup.
+        self.packet_in(ts_ns, iface, pkt, &key, None);
     }
 
     /// Like [`Tracker::packet`] with the key and hash already computed
@@ -647,6 +647,22 @@ impl Tracker {
         pkt: &IpPacket<'_>,
         key: &ConnKey,
         hash: u64,
+    ) -> Option<u32> {
+        self.packet_in(ts_ns, iface, pkt, key, Some(hash))
+    }
+
+    /// [`Tracker::packet_keyed`] with the hash computed here if `hash` is None
+    /// and the table's last connection is not the packet's
+    /// ([`ConnTable::find_recent`]): consecutive packets of one connection,
+    /// the common case on a busy link, are neither hashed nor probed for.
+    #[inline(always)]
+    fn packet_in(
+        &mut self,
+        ts_ns: i64,
+        iface: u32,
+        pkt: &IpPacket<'_>,
+        key: &ConnKey,
+        mut hash: Option<u64>,
     ) -> Option<u32> {
         if ts_ns > self.now {
             self.advance(ts_ns);
@@ -677,7 +693,14 @@ impl Tracker {
             _ => None,
         };
 
-        let (idx, side, created) = match self.table.find(key, hash) {
+        let found = match self.table.find_recent(key) {
+            Some(f) => Some(f),
+            None => {
+                let h = *hash.get_or_insert_with(|| key.symmetric_hash(self.seed));
+                self.table.find(key, h)
+            }
+        };
+        let (idx, side, created) = match found {
             Some((idx, side)) => {
                 // Only a SYN can start a new connection on a known tuple.
                 let reuse = match &seg {
@@ -688,6 +711,7 @@ impl Tracker {
                 };
                 if reuse {
                     self.remove(idx);
+                    let hash = hash.unwrap_or_else(|| key.symmetric_hash(self.seed));
                     let (i, s) = self.create(ts_ns, pkt, key, hash, seg.as_ref(), true);
                     (i, s, true)
                 } else {
@@ -695,6 +719,7 @@ impl Tracker {
                 }
             }
             None => {
+                let hash = hash.unwrap_or_else(|| key.symmetric_hash(self.seed));
                 let (i, s) = self.create(ts_ns, pkt, key, hash, seg.as_ref(), false);
                 (i, s, true)
             }
