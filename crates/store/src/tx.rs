@@ -584,6 +584,11 @@ impl Row<'_> {
 /// equal times (it arrived first: a late row came after a run row later
 /// than itself, so after every run row of its own time). The stable sort of
 /// every row by an indirect key cost ~200 instructions a mysql_text row.
+/// The merge moves the run's rows in blocks, not one at a time: each late
+/// row (from the last) finds by binary search where it goes among the run's
+/// rows still in place, and the run's rows after that place move right in
+/// one `copy_within` (mysql_text: 1,180 late rows among 49,202, so ~40 rows
+/// a block; the merge row by row compared every row, ~50 instructions a row).
 fn sort_nearly_sorted(rows: &mut [u32], ts: &[i64]) {
     let mut late = crate::encode::buf::<u32>(0);
     let mut run = 0;
@@ -605,17 +610,18 @@ fn sort_nearly_sorted(rows: &mut [u32], ts: &[i64]) {
     }
     late.sort_by_key(|&r| ts[r as usize]);
     // Merge from the back: the run's rows move right into the room the
-    // late ones leave, none overwritten before it is read.
-    let (mut i, mut j, mut k) = (run, late.len(), rows.len());
-    while j > 0 {
-        k -= 1;
-        if i > 0 && ts[rows[i - 1] as usize] > ts[late[j - 1] as usize] {
-            i -= 1;
-            rows[k] = rows[i];
-        } else {
-            j -= 1;
-            rows[k] = late[j];
-        }
+    // late ones leave, none overwritten before it is read. `rows[..i]` are
+    // the run's rows not yet moved (in time order), `rows[k..]` the merged.
+    let (mut i, mut k) = (run, rows.len());
+    for &l in late.iter().rev() {
+        let t = ts[l as usize];
+        // The late row goes after every run row of its time or earlier.
+        let at = rows[..i].partition_point(|&r| ts[r as usize] <= t);
+        let moved = i - at;
+        rows.copy_within(at..i, k - moved);
+        k -= moved + 1;
+        rows[k] = l;
+        i = at;
     }
     crate::encode::give(late);
 }
