@@ -587,8 +587,9 @@ impl Row<'_> {
 /// The merge moves the run's rows in blocks, not one at a time: each late
 /// row (from the last) finds by binary search where it goes among the run's
 /// rows still in place, and the run's rows after that place move right in
-/// one `copy_within` (mysql_text: 1,180 late rows among 49,202, so ~40 rows
-/// a block; the merge row by row compared every row, ~50 instructions a row).
+/// one `copy_within` (mysql_text: ~3,900 late rows among 49,202, ~12 rows a
+/// block; the merge row by row compared every row: 2.87 M instructions for
+/// the sort, 2.48 M now, callgrind).
 fn sort_nearly_sorted(rows: &mut [u32], ts: &[i64]) {
     let mut late = crate::encode::buf::<u32>(0);
     let mut run = 0;
