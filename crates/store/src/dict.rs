@@ -244,6 +244,7 @@ pub(crate) struct DictText {
     held: usize,
     /// Where the last row's entry is in `bytes` (its start and end): the
     /// repeat of the last value is compared without finding its entry.
+    /// Always within `bytes` (read unchecked by [`DictText::index`]).
     last_at: (usize, usize),
 }
 
@@ -372,7 +373,11 @@ impl DictText {
     #[inline(always)]
     fn index(&mut self, s: &[u8]) -> u32 {
         let last = self.dict.last;
-        if last != NULL && same(&self.bytes[self.last_at.0..self.last_at.1], s) {
+        // SAFETY: `last_at` lies within `bytes` (`lookup` sets it to an
+        // entry's place, `clear` to (0, 0); `bytes` only grows in between):
+        // the repeat test of every text value of a row skips the slice's
+        // bounds checks.
+        if last != NULL && same(unsafe { self.bytes.get_unchecked(self.last_at.0..self.last_at.1) }, s) {
             return last;
         }
         self.lookup(s)

@@ -578,12 +578,18 @@ impl Row<'_> {
 /// Sorts `rows` (`0..n` in arrival order) by their time `ts`, stably, as
 /// `rows.sort_by_key(|&r| ts[r])` does, for a buffer that is nearly in time
 /// order: transactions are buffered as they end, not as they start, so a
-/// few rows (2.4% of mysql_text's) come after a later one. One pass keeps
-/// the rows that are not before any row already seen (the run), the others
+/// few rows (~3,900 of mysql_text's 49,202, counted in callgrind's line
+/// annotation) come after a later one. One pass keeps the rows that are not
+/// before any row already seen (the run), the others
 /// (late) are sorted alone, then the two are merged, a run's row first on
 /// equal times (it arrived first: a late row came after a run row later
 /// than itself, so after every run row of its own time). The stable sort of
 /// every row by an indirect key cost ~200 instructions a mysql_text row.
+/// The merge moves the run's rows in blocks, not one at a time: each late
+/// row (from the last) finds by binary search where it goes among the run's
+/// rows still in place, and the run's rows after that place move right in
+/// one `copy_within` (mysql_text: ~12 rows a block; the merge row by row
+/// compared every row: 2.87 M instructions for the sort, 2.48 M now).
 fn sort_nearly_sorted(rows: &mut [u32], ts: &[i64]) {
     let mut late = crate::encode::buf::<u32>(0);
     let mut run = 0;
@@ -605,17 +611,18 @@ fn sort_nearly_sorted(rows: &mut [u32], ts: &[i64]) {
     }
     late.sort_by_key(|&r| ts[r as usize]);
     // Merge from the back: the run's rows move right into the room the
-    // late ones leave, none overwritten before it is read.
-    let (mut i, mut j, mut k) = (run, late.len(), rows.len());
-    while j > 0 {
-        k -= 1;
-        if i > 0 && ts[rows[i - 1] as usize] > ts[late[j - 1] as usize] {
-            i -= 1;
-            rows[k] = rows[i];
-        } else {
-            j -= 1;
-            rows[k] = late[j];
-        }
+    // late ones leave, none overwritten before it is read. `rows[..i]` are
+    // the run's rows not yet moved (in time order), `rows[k..]` the merged.
+    let (mut i, mut k) = (run, rows.len());
+    for &l in late.iter().rev() {
+        let t = ts[l as usize];
+        // The late row goes after every run row of its time or earlier.
+        let at = rows[..i].partition_point(|&r| ts[r as usize] <= t);
+        let moved = i - at;
+        rows.copy_within(at..i, k - moved);
+        k -= moved + 1;
+        rows[k] = l;
+        i = at;
     }
     crate::encode::give(late);
 }
