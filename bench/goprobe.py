@@ -11,8 +11,9 @@ namespaces joined by a veth pair (MTU 1500), the tool capturing on one end, `tcp
 into the other. Per run one tool; the tools alternate within each repetition so the machine's load
 hits them alike. For each run: user CPU and total CPU (every thread's run time from schedstat) of
 the capturing process over the replay window, divided by the packets the capture interface received
-(the same denominator for both tools: the veth's rx_packets); peak RSS (VmHWM); and the CPU of the
-whole process to exit (wait4 rusage: includes goProbe's final DB write-out and wirelog's last flush).
+(the same denominator for both tools: the veth's rx_packets); peak RSS (VmHWM) after the replay; and
+the CPU and the peak RSS of the whole process to exit (wait4 rusage: includes goProbe's final DB
+write-out and wirelog's end of every connection and last flush).
 
 Corpora (made once in bench/out/goprobe-corpus):
   36k     288,000 UDP packets over 36,000 flows (8 per flow; live.py's generator)
@@ -132,14 +133,14 @@ logging:
             time.sleep(0.05)
         time.sleep(0.5)
 
-    def stop(self) -> int:
-        """Ends it (SIGTERM: it writes its flows out) and returns the CPU ns of its whole life."""
+    def stop(self) -> tuple[int, int]:
+        """Ends it (SIGTERM: it writes its flows out); the CPU ns and the peak RSS (KB) of its whole life."""
         self.p.send_signal(signal.SIGTERM)
         _, status, ru = os.wait4(self.p.pid, 0)
         code = os.waitstatus_to_exitcode(status)
         if code not in (0, -signal.SIGTERM):
             sys.exit(f"goprobe.py: goProbe exited {code}: {(self.work / 'stderr').read_text()}")
-        return int((ru.ru_utime + ru.ru_stime) * 1e9)
+        return int((ru.ru_utime + ru.ru_stime) * 1e9), ru.ru_maxrss
 
 
 # ---- what is measured ------------------------------------------------------------------------
@@ -206,10 +207,10 @@ def one_run(tool: str, gp_bin: Path, v: live.Veth, pcap: Path, loop: int, wl_ext
     hwm = live.status_kb(pid, "VmHWM")
     drops, ring, evicted = "", "", ""
     if tool == "goprobe":
-        life = proc.stop()
+        life, life_rss = proc.stop()
     else:
         st = proc.stop()
-        life, drops = st["life_cpu_ns"], st["drops"]
+        life, drops, life_rss = st["life_cpu_ns"], st["drops"], st["life_maxrss_kb"]
         # Packets through the ring: what the socket filter passed, less the
         # non-IP packets the socket program counted in the kernel (issue 36).
         m = re.search(r"socket program: (\d+) packets not IP", proc.err_path.read_text())
@@ -223,8 +224,8 @@ def one_run(tool: str, gp_bin: Path, v: live.Veth, pcap: Path, loop: int, wl_ext
             "user_ns_per_packet": round((u1 - u0) * 1e9 / TICK / pk, 1),
             "cpu_ns_per_packet": round((c1 - c0) / pk, 1),
             "life_ns_per_packet": round(life / pk, 1),
-            "peak_rss_mb": round(hwm / 1024, 1), "wirelog_kernel_drops": drops, "ring_packets": ring,
-            "evicted_written_early": evicted}
+            "peak_rss_mb": round(hwm / 1024, 1), "exit_rss_mb": round(life_rss / 1024, 1),
+            "wirelog_kernel_drops": drops, "ring_packets": ring, "evicted_written_early": evicted}
 
 
 def med(rows: list[dict], key: str) -> float:
@@ -243,8 +244,9 @@ def render(rows: list[dict], corp: dict, reps: int, goprobe_rev: str) -> str:
            f"medians (range) of {reps} alternated runs; per packet received by the capture interface. User CPU is "
            f"counted in clock ticks ({1000 // TICK} ms): read the all-CPU columns (ns resolution) for small differences.", "",
            "| corpus | tool | packets/s | user ns CPU/packet | user / goProbe | all CPU ns/packet (replay window) | "
-           "all / goProbe | to exit ns/packet | peak RSS MB | wirelog kernel drops | packets through the ring |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "all / goProbe | to exit ns/packet | peak RSS MB | peak RSS to exit MB | wirelog kernel drops | "
+           "packets through the ring |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     names = {"goprobe": "goProbe", "wirelog-noparse": "wirelog capture --no-parse", "wirelog-parse": "wirelog capture",
              "wirelog-noparse-before": "wirelog capture --no-parse (--wirelog-before)",
              "wirelog-parse-before": "wirelog capture (--wirelog-before)"}
@@ -259,7 +261,7 @@ def render(rows: list[dict], corp: dict, reps: int, goprobe_rev: str) -> str:
             drops = sum(int(r["wirelog_kernel_drops"]) for r in rs) if tool != "goprobe" else "-"
             out.append(f"| {c} | {names[tool]} | {med(rs, 'pps'):,.0f} | {rng(rs, 'user_ns_per_packet')} | "
                        f"{ratio('user_ns_per_packet')} | {rng(rs, 'cpu_ns_per_packet')} | {ratio('cpu_ns_per_packet')} | "
-                       f"{rng(rs, 'life_ns_per_packet')} | {rng(rs, 'peak_rss_mb')} | {drops} | "
+                       f"{rng(rs, 'life_ns_per_packet')} | {rng(rs, 'peak_rss_mb')} | {rng(rs, 'exit_rss_mb')} | {drops} | "
                        f"{rng(rs, 'ring_packets') if tool != 'goprobe' else '-'} |")
     out += [""] + [f"- {c}: {d}" for c, (_, _, d) in corp.items()] + [""]
     return "\n".join(out)
@@ -307,7 +309,7 @@ def main() -> int:
                     rows.append(row)
                     log(f"{c} {tool} rep{rep}: {row['packets']:,} packets, {row['pps']:,} pps, "
                         f"user {row['user_ns_per_packet']} ns/packet, all {row['cpu_ns_per_packet']}, "
-                        f"to exit {row['life_ns_per_packet']}, peak RSS {row['peak_rss_mb']} MB, "
+                        f"to exit {row['life_ns_per_packet']}, peak RSS {row['peak_rss_mb']} MB ({row['exit_rss_mb']} to exit), "
                         f"drops {row['wirelog_kernel_drops']}, evicted/written early {row['evicted_written_early']}")
     finally:
         v.close()

@@ -217,7 +217,7 @@ class Capturer:
         per = [int(x) for x in re.findall(r"#\d+ (\d+) packets", line)]
         return {"packets": int(m[1]), "kernel_packets": int(m[3]), "drops": int(m[4]),
                 "worker_min": min(per) if per else int(m[1]),
-                "life_cpu_ns": int((ru.ru_utime + ru.ru_stime) * 1e9)}
+                "life_cpu_ns": int((ru.ru_utime + ru.ru_stime) * 1e9), "life_maxrss_kb": ru.ru_maxrss}
 
 
 def replay(v: Veth, pcap: Path, parallel: int, loop: int = 1) -> float:

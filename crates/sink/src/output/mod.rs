@@ -139,6 +139,15 @@ impl BatchSender {
     pub fn batch(&self) -> Batch {
         recycled(&self.recycled)
     }
+
+    /// An empty batch back from the writer, waiting up to [`BATCH_WAIT`] for
+    /// one (then a new one), as [`Output::batch`] does for `read`: for a
+    /// capture worker at exit, which reads no ring any more and ends its
+    /// connections faster than the store writes them, so that their records
+    /// wait in its table rather than in batches in front of the writer.
+    pub fn batch_written(&self) -> Batch {
+        self.recycled.lock().ok().and_then(|r| r.recv_timeout(BATCH_WAIT).ok()).unwrap_or_default()
+    }
 }
 
 /// A batch the writer gave back, or a new one (once per ship: the lock is
