@@ -1042,17 +1042,22 @@ impl MysqlParser {
     }
 
     /// Packets of a result set that nothing is read from, skipped by their
-    /// headers: the column definitions (counted down), the classic EOF
-    /// after them (its first byte and length tell it), and the rows
-    /// (counted), as many as are whole at the start of `data` (server side,
-    /// result set being read), one span update for all of them, their
-    /// contents never read beyond the first byte. Stops at what the general
-    /// path must see: a packet cut by the segment's end, an empty or >= 16
-    /// MiB one, a row starting with 0xfe (EOF/OK, the end of the result) or
-    /// 0xff (ERR), a column EOF that is not one (a row when the server
-    /// deprecated EOF unannounced, or ERR), or a sequence id out of order
-    /// (counted as malformed there). Returns the bytes consumed.
-    fn skip_run(&mut self, data: &[u8], ts_ns: i64) -> usize {
+    /// headers: the column count in one byte (a response's first packet, as
+    /// `server_packet` tells it first), the column definitions (counted
+    /// down), the classic EOF after them (its first byte and length tell
+    /// it), the rows (counted) and the EOF/OK that ends the last result, as
+    /// many as are whole at the start of `data` (server side, command in
+    /// flight), one span update for all of them, their contents never read
+    /// beyond the first byte but the final EOF/OK's. The response's packets
+    /// are framed in this one loop, not one call of [`Self::packet`] each
+    /// (its entry and eight arguments cost more than a packet here). Stops
+    /// at what the general path must see: a packet cut by the segment's
+    /// end, an empty or >= 16 MiB one, a first packet that is not a column
+    /// count, an ERR, a column EOF that is not one (a row when the server
+    /// deprecated EOF unannounced), an EOF/OK announcing more results, or a
+    /// sequence id out of order (counted as malformed there). Returns the
+    /// bytes consumed; a response ended here is emitted.
+    fn skip_run(&mut self, data: &[u8], ts_ns: i64, out: &mut dyn TxSink) -> usize {
         let deprecate = self.deprecate_eof;
         let Some(pd) = self.pending.in_flight_mut() else {
             return 0;
@@ -1070,11 +1075,22 @@ impl MysqlParser {
             let whole = len.wrapping_sub(1) < MAX_PAYLOAD - 1 && (w >> 24) as u8 == seq && data.len() - at - 4 >= len;
             whole.then_some((len, first))
         };
+        // Counted down in a local, written back once (not a store a packet).
+        let mut state = pd.state;
+        // The column count, as `server_packet` tells it first (a login's
+        // answer, a field list's and a statistics' are not result sets).
+        if state == Resp::First && !matches!(pd.cmd, LOGIN | COM_FIELD_LIST | COM_STATISTICS) {
+            if let Some((len, first @ 0x01..=0xfa)) = header(at, seq) {
+                pd.tx.num_fields = Some(u64::from(first));
+                pd.tx.num_rows.get_or_insert(0);
+                state = Resp::ColumnDefs(u64::from(first));
+                at += 4 + len;
+                seq = seq.wrapping_add(1);
+            }
+        }
         // The column definitions and the EOF after them, as `server_packet`
         // counts them down and tells the EOF (`is_eof`), the EOF style
         // learnt from it.
-        // Counted down in a local, written back once (not a store a packet).
-        let mut state = pd.state;
         while matches!(state, Resp::ColumnDefs(_) | Resp::ColumnEof) {
             let Some((len, first)) = header(at, seq) else {
                 break;
@@ -1122,12 +1138,34 @@ impl MysqlParser {
             seq = (expect >> 24) as u8;
             at = data.len() - rest.len();
         }
+        if rows > 0 {
+            *pd.tx.num_rows.get_or_insert(0) += rows;
+        }
+        // The EOF (classic) or OK (EOF deprecated) that ends the rows, as
+        // `server_packet` reads it in `Resp::Rows`: the response is done
+        // unless it announces more results (left to the general path).
+        let mut done = false;
+        if state == Resp::Rows {
+            if let Some((len, 0xfe)) = header(at, seq) {
+                let p = &data[at + 4..at + 4 + len];
+                let more = match deprecate {
+                    Some(true) => parse_ok(p, &mut pd.tx),
+                    _ if len < 9 => eof_more(p),
+                    _ => true,
+                };
+                if !more {
+                    done = true;
+                    at += 4 + len;
+                    seq = seq.wrapping_add(1);
+                }
+            }
+        }
         if at > 0 {
             pd.next_seq = seq;
-            if rows > 0 {
-                *pd.tx.num_rows.get_or_insert(0) += rows;
-            }
             add_span(&mut pd.resp, ts_ns, ts_ns, at as u64);
+        }
+        if done {
+            self.emit(None, out);
         }
         at
     }
@@ -1484,7 +1522,7 @@ impl StreamParser for MysqlParser {
                 continue;
             }
             if dir == Dir::ToClient && !f.continued && !std::mem::take(&mut after_run) {
-                let n = self.skip_run(data, ts_ns);
+                let n = self.skip_run(data, ts_ns, out);
                 if n > 0 {
                     data = &data[n..];
                     after_run = true;

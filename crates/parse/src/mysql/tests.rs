@@ -1030,6 +1030,75 @@ fn column_definitions_skipped_by_headers_agree_with_splits() {
     }
 }
 
+/// A response framed in `skip_run`'s one loop, from its column count to the
+/// EOF/OK that ends it (issue 36, mysql51): two result sets (the first's end
+/// announcing more results, left to the general path), with classic EOFs
+/// and with EOF deprecated at the handshake, give the same records and
+/// counts as fed whole when the server's bytes are split in two segments at
+/// every offset (a header, a column count, a row or the final EOF cut).
+#[test]
+fn a_response_framed_in_one_run_agrees_with_every_split() {
+    for deprecate in [false, true] {
+        let caps = if deprecate { BASE_CAPS | CLIENT_DEPRECATE_EOF } else { BASE_CAPS };
+        let end = |seq: u8, more: bool| {
+            let status = if more { 0x0a } else { 2 };
+            let p = [0xfe, 0, 0, status, 0, 0, 0];
+            pkt(seq, &p[..if deprecate { 7 } else { 5 }])
+        };
+        let mut srv = Vec::new();
+        let mut seq = 1u8;
+        for (cols, rows, more) in [(2u8, 3u8, true), (1, 2, false)] {
+            srv.extend(pkt(seq, &[cols]));
+            seq += 1;
+            for _ in 0..cols {
+                srv.extend(coldef(seq));
+                seq += 1;
+            }
+            if !deprecate {
+                srv.extend(end(seq, false));
+                seq += 1;
+            }
+            for r in 0..rows {
+                srv.extend(pkt(seq, &[1, b'0' + r]));
+                seq += 1;
+            }
+            srv.extend(end(seq, more));
+            seq += 1;
+        }
+        let login = [
+            (Dir::ToClient, greeting(caps)),
+            (Dir::ToServer, hs_response(caps, "u", Some("db"))),
+            (Dir::ToClient, ok(2, 0, 0)),
+            (Dir::ToServer, pkt(0, b"\x03call two_results()")),
+        ];
+        let after = [(Dir::ToServer, pkt(0, b"\x03select 1")), (Dir::ToClient, ok(1, 0, 0))];
+        let strip = |v: &[Transaction]| {
+            v.iter()
+                .map(|t| (t.status, t.request.map(|s| s.bytes), t.response.map(|s| s.bytes), t.detail.clone()))
+                .collect::<Vec<_>>()
+        };
+        let mut chunks = login.to_vec();
+        chunks.push((Dir::ToClient, srv.clone()));
+        chunks.extend(after.iter().cloned());
+        let (whole, pw) = run(&chunks, &ParseConfig::default());
+        assert_eq!(whole.len(), 3, "deprecate {deprecate}");
+        assert_eq!(whole[1].status, TxStatus::Ok);
+        assert_eq!((my(&whole[1]).num_fields, my(&whole[1]).num_rows), (Some(1), Some(5)), "deprecate {deprecate}");
+        assert_eq!(whole[1].response.unwrap().bytes, srv.len() as u64);
+        assert_eq!(whole[2].status, TxStatus::Ok);
+        assert_eq!(pw.stats().malformed, 0);
+        for cut in 1..srv.len() {
+            let mut chunks = login.to_vec();
+            chunks.push((Dir::ToClient, srv[..cut].to_vec()));
+            chunks.push((Dir::ToClient, srv[cut..].to_vec()));
+            chunks.extend(after.iter().cloned());
+            let (out, p) = run(&chunks, &ParseConfig::default());
+            assert_eq!(strip(&whole), strip(&out), "deprecate {deprecate}, split at {cut}");
+            assert_eq!(p.stats().malformed, 0, "deprecate {deprecate}, split at {cut}");
+        }
+    }
+}
+
 // ---- Segments cut by the snap length (issue 36) ----
 
 /// Feeds `seg` as a segment of `dir` seen at `ts` whose capture kept its
