@@ -1050,7 +1050,8 @@ impl MysqlParser {
     /// flight), one span update for all of them, their contents never read
     /// beyond the first byte but the final EOF/OK's. The response's packets
     /// are framed in this one loop, not one call of [`Self::packet`] each
-    /// (its entry and eight arguments cost more than a packet here). Stops
+    /// (its entry alone, ~32 instructions a call, costs more than a row
+    /// here; a statement's 2.9 calls on mysql_text became 1.1). Stops
     /// at what the general path must see: a packet cut by the segment's
     /// end, an empty or >= 16 MiB one, a first packet that is not a column
     /// count, an ERR, a column EOF that is not one (a row when the server
