@@ -23,7 +23,7 @@ use crate::flow::{FlowKey, FlowSlot, FlowTable};
 use crate::keep::{uid_for, KeepRule, KeepState, KeepVerdict};
 use crate::key::{ConnKey, Side};
 use crate::ports::{PortSet, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS};
-use crate::table::{ConnTable, StoredKey, V6Pairs};
+use crate::table::{ConnTable, Entry, StoredKey, V6Pairs};
 use crate::tcp::Segment;
 use crate::timer::{TimerEntry, TimerWheel};
 
@@ -727,8 +727,7 @@ impl Tracker {
         if self.kernel.is_some() && !created {
             self.kernel_before_packet(idx, ts_ns, side == Side::Orig, seg.as_ref());
         }
-        self.count_flow(idx, side == Side::Orig, iface, ts_ns, pkt);
-        self.deliver(idx, side == Side::Orig, ts_ns, pkt, seg.as_ref(), created);
+        self.deliver(idx, side == Side::Orig, iface, ts_ns, pkt, seg.as_ref(), created);
         if self.kernel.is_some() {
             self.kernel_after_packet(idx, iface, ts_ns, side == Side::Orig, seg.as_ref());
         }
@@ -854,18 +853,23 @@ impl Tracker {
     }
 
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn deliver(
         &mut self,
         idx: u32,
         is_orig: bool,
+        iface: u32,
         ts: i64,
         pkt: &IpPacket<'_>,
         seg: Option<&Segment>,
         created: bool,
     ) {
-        let Some(entry) = self.table.get_mut(idx) else {
+        let Some((entry, keys)) = self.table.get_mut_keys(idx) else {
             return;
         };
+        // The flow is counted here, with the entry at hand: counting it apart
+        // took a second table access a packet.
+        count_flow(&mut self.flows, entry, keys, is_orig, iface, ts, pkt);
         let conn = &mut entry.value;
         // Each path below stores the times once: the latest packet's, and
         // the last progress (this packet's time if it made progress).
@@ -1287,37 +1291,6 @@ impl Tracker {
         self.app_stats.no_memory += no_room;
         self.app_stats.no_memory_by[i] += no_room;
         (app.conn_service(stopped), Some(app.uid))
-    }
-
-    /// Counts the packet in its connection's flow: the originator is the client.
-    /// Every packet of the connection counts, bad checksums included: flows
-    /// account for traffic, conn records for what Zeek would make of it.
-    #[inline]
-    fn count_flow(&mut self, idx: u32, is_orig: bool, iface: u32, ts: i64, pkt: &IpPacket<'_>) {
-        let Some((e, keys)) = self.table.get_mut_keys(idx) else {
-            return;
-        };
-        if self
-            .flows
-            .count_cached(e.value.flow, is_orig, pkt.ip_len, ts)
-        {
-            return;
-        }
-        // ICMP has no server port; the key's "ports" are message types.
-        let server_port = if matches!(pkt.transport, Transport::Icmp { .. }) {
-            0
-        } else {
-            e.key.dport()
-        };
-        let key = keys.full(&e.key);
-        let fk = FlowKey {
-            client: key.src,
-            server: key.dst,
-            server_port,
-            proto: key.proto,
-            iface,
-        };
-        e.value.flow = self.flows.count(&fk, is_orig, pkt.ip_len, ts);
     }
 
     /// Swaps originator and responder of a connection (Zeek's FlipRoles).
@@ -1836,6 +1809,55 @@ fn set_tcp_timers(
     if fx.expire_check && !part.timers_cancelled {
         part.set_timer(Timer::ExpireExtra, last + cfg.tcp_session_timer_ns, idx, start, bases, ovf);
     }
+}
+
+
+/// Counts the packet in its connection's flow: the originator is the client.
+/// Every packet of the connection counts, bad checksums included: flows
+/// account for traffic, conn records for what Zeek would make of it.
+#[inline(always)]
+fn count_flow(
+    flows: &mut FlowTable,
+    e: &mut Entry<Conn>,
+    keys: &V6Pairs,
+    is_orig: bool,
+    iface: u32,
+    ts: i64,
+    pkt: &IpPacket<'_>,
+) {
+    if flows.count_cached(e.value.flow, is_orig, pkt.ip_len, ts) {
+        return;
+    }
+    count_flow_keyed(flows, e, keys, is_orig, iface, ts, pkt);
+}
+
+/// [`count_flow`] when the connection's cached flow slot is stale (a new
+/// connection, or the bucket rotated): the flow is found by its key.
+#[inline(never)]
+fn count_flow_keyed(
+    flows: &mut FlowTable,
+    e: &mut Entry<Conn>,
+    keys: &V6Pairs,
+    is_orig: bool,
+    iface: u32,
+    ts: i64,
+    pkt: &IpPacket<'_>,
+) {
+    // ICMP has no server port; the key's "ports" are message types.
+    let server_port = if matches!(pkt.transport, Transport::Icmp { .. }) {
+        0
+    } else {
+        e.key.dport()
+    };
+    let key = keys.full(&e.key);
+    let fk = FlowKey {
+        client: key.src,
+        server: key.dst,
+        server_port,
+        proto: key.proto,
+        iface,
+    };
+    e.value.flow = flows.count(&fk, is_orig, pkt.ip_len, ts);
 }
 
 #[cfg(test)]
