@@ -753,8 +753,15 @@ impl<W: TakeLines> TxLogWriter<W> {
             plain::<JSON, 16>(room, &tail[0], status_padded(tx.status));
             count::<JSON>(room, &tail[1], tx.request.map(|s| s.bytes));
             count::<JSON>(room, &tail[2], tx.response.map(|s| s.bytes));
-            interval::<JSON>(room, &tail[3], tx.latency_ns());
-            interval::<JSON>(room, &tail[4], tx.first_byte_latency_ns());
+            match (tx.latency_ns(), tx.first_byte_latency_ns()) {
+                // A response in one message (most): one interval's text
+                // composed, written twice.
+                (Some(last), Some(first)) if !JSON && last == first => room.tab_secs_twice(last),
+                (last, first) => {
+                    interval::<JSON>(room, &tail[3], last);
+                    interval::<JSON>(room, &tail[4], first);
+                }
+            }
             if !extras {
                 room.end_line::<JSON>();
             }
