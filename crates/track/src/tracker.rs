@@ -629,41 +629,19 @@ impl Tracker {
             }
             return;
         };
-        // Hashed only if the connection is not the one of the last lookup.
-        self.packet_in(ts_ns, iface, pkt, &key, None);
+        self.packet_keyed(ts_ns, iface, pkt, &key);
     }
 
-    /// Like [`Tracker::packet`] with the key and hash already computed
-    /// (batched callers); the connection's table slot, unless the packet
-    /// was dropped (a bad IP checksum). Always inlined: it has two callers
-    /// ([`Tracker::packet`], [`Tracker::packet_kept`]), and the packet path
-    /// ran 5-12% slower when it was called out of line
-    /// (`wirelog-bench pipeline`).
-    #[inline(always)]
-    pub fn packet_keyed(
-        &mut self,
-        ts_ns: i64,
-        iface: u32,
-        pkt: &IpPacket<'_>,
-        key: &ConnKey,
-        hash: u64,
-    ) -> Option<u32> {
-        self.packet_in(ts_ns, iface, pkt, key, Some(hash))
-    }
-
-    /// [`Tracker::packet_keyed`] with the hash computed here if `hash` is None
-    /// and the table's last connection is not the packet's
+    /// Like [`Tracker::packet`] with the key already made; the connection's
+    /// table slot, unless the packet was dropped (a bad IP checksum). The key
+    /// is hashed only if its connection is not the table's last one
     /// ([`ConnTable::find_recent`]): consecutive packets of one connection,
     /// the common case on a busy link, are neither hashed nor probed for.
+    /// Always inlined: it has two callers ([`Tracker::packet`],
+    /// [`Tracker::packet_kept`]), and the packet path ran 5-12% slower when
+    /// it was called out of line (`wirelog-bench pipeline`).
     #[inline(always)]
-    fn packet_in(
-        &mut self,
-        ts_ns: i64,
-        iface: u32,
-        pkt: &IpPacket<'_>,
-        key: &ConnKey,
-        mut hash: Option<u64>,
-    ) -> Option<u32> {
+    fn packet_keyed(&mut self, ts_ns: i64, iface: u32, pkt: &IpPacket<'_>, key: &ConnKey) -> Option<u32> {
         if ts_ns > self.now {
             self.advance(ts_ns);
         }
@@ -693,10 +671,12 @@ impl Tracker {
             _ => None,
         };
 
+        let mut hash = None;
         let found = match self.table.find_recent(key) {
             Some(f) => Some(f),
             None => {
-                let h = *hash.get_or_insert_with(|| key.symmetric_hash(self.seed));
+                let h = self.hash_of(key);
+                hash = Some(h);
                 self.table.find(key, h)
             }
         };
@@ -711,7 +691,7 @@ impl Tracker {
                 };
                 if reuse {
                     self.remove(idx);
-                    let hash = hash.unwrap_or_else(|| key.symmetric_hash(self.seed));
+                    let hash = hash.unwrap_or_else(|| self.hash_of(key));
                     let (i, s) = self.create(ts_ns, pkt, key, hash, seg.as_ref(), true);
                     (i, s, true)
                 } else {
@@ -719,7 +699,7 @@ impl Tracker {
                 }
             }
             None => {
-                let hash = hash.unwrap_or_else(|| key.symmetric_hash(self.seed));
+                let hash = hash.unwrap_or_else(|| self.hash_of(key));
                 let (i, s) = self.create(ts_ns, pkt, key, hash, seg.as_ref(), false);
                 (i, s, true)
             }
@@ -748,8 +728,7 @@ impl Tracker {
             self.packet(ts_ns, iface, pkt);
             return self.keep_verdict();
         };
-        let hash = self.hash_of(&key);
-        if let Some(idx) = self.packet_keyed(ts_ns, iface, pkt, &key, hash) {
+        if let Some(idx) = self.packet_keyed(ts_ns, iface, pkt, &key) {
             // The packet's own tuple against the connection's (which may
             // have been flipped): who sent it.
             if let (Some(k), Some(e), Some(stored)) = (self.keep.as_mut(), self.table.get(idx), self.table.key(idx)) {
@@ -1810,7 +1789,6 @@ fn set_tcp_timers(
         part.set_timer(Timer::ExpireExtra, last + cfg.tcp_session_timer_ns, idx, start, bases, ovf);
     }
 }
-
 
 /// Counts the packet in its connection's flow: the originator is the client.
 /// Every packet of the connection counts, bad checksums included: flows
