@@ -42,6 +42,14 @@ impl IpAddr16 {
         (t, n - 1)
     }
 
+    /// [`IpAddr16::v6_text`] as a `String` (for answers and records that hold
+    /// text; the logs' writers take the bytes).
+    pub fn v6_string(b: [u8; 16]) -> String {
+        let (t, n) = Self::v6_text(b);
+        // ASCII by construction: each byte is a char.
+        t[..n].iter().map(|&c| char::from(c)).collect()
+    }
+
     /// The text of the IPv6 address `b` as Zeek writes it in its logs (`IPAddr::AsString`,
     /// zeek/src/IPAddr.cc, through `zeek_inet_ntop6` of zeek/zeek-3rdparty's
     /// zeek_inet_ntop.c): lowercase hexadecimal groups without leading zeros, the first

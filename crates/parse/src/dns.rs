@@ -375,7 +375,7 @@ fn render(m: &Message<'_>, rtype: u16, rd: usize, end: usize, scratch: &mut Stri
                     // As Zeek writes an address (dns.log's answers too) and as
                     // conn.log does here, without `fmt`.
                     let (t, n) = wirelog_record::IpAddr16::v6_text(a);
-                    s.push_str(std::str::from_utf8(&t[..n]).unwrap_or_default());
+                    s.extend(t[..n].iter().map(|&c| char::from(c)));
                 }
                 16 | 99 => {
                     let mut i = 0;

@@ -24,14 +24,8 @@ pub fn ip16(ip: IpAddr) -> [u8; 16] {
 pub fn format_ip(a: &[u8; 16]) -> String {
     match Ipv6Addr::from(*a).to_ipv4_mapped() {
         Some(v4) => v4.to_string(),
-        None => v6_string(a),
+        None => IpAddr16::v6_string(*a),
     }
-}
-
-/// The 16 bytes as an IPv6 address, as Zeek writes one.
-fn v6_string(a: &[u8; 16]) -> String {
-    let (t, n) = IpAddr16::v6_text(*a);
-    String::from_utf8_lossy(&t[..n]).into_owned()
 }
 
 /// An address block. `prefix` counts bits of the 16-byte form, so an IPv4
@@ -77,7 +71,7 @@ impl std::fmt::Display for Net {
         match (self.prefix, v4) {
             (128, _) => f.write_str(&format_ip(&base)),
             (p, true) => write!(f, "{}/{}", format_ip(&base), p - 96),
-            (p, false) => write!(f, "{}/{p}", v6_string(&base)),
+            (p, false) => write!(f, "{}/{p}", IpAddr16::v6_string(base)),
         }
     }
 }

@@ -588,10 +588,7 @@ fn basic_constraints(value: &[u8]) -> Option<BasicConstraints> {
 pub fn addr_text(a: &IpAddr) -> String {
     match a {
         IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => {
-            let (t, n) = crate::IpAddr16::v6_text(v6.octets());
-            String::from_utf8_lossy(&t[..n]).into_owned()
-        }
+        IpAddr::V6(v6) => crate::IpAddr16::v6_string(v6.octets()),
     }
 }
 
