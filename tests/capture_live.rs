@@ -1031,12 +1031,20 @@ fn cpu_budget_holds_on_a_sysbench_replay() {
     // ring that holds it whole (step 4's pauses then delay packets instead
     // of dropping them), the same budget; the truth is `read` of the
     // capture.
-    let (_, _, _, one_err, one_rows, one_estimate, _) = run(1, &ring_for_replay(&pcap, 1), &["--cpu-budget", &arg]);
+    let (_, one_cpu, _, one_err, one_rows, one_estimate, _) = run(1, &ring_for_replay(&pcap, 1), &["--cpu-budget", &arg]);
     let truth = dir.join("truth");
     let out = Command::new(BIN).args(["read", "--quiet", "--no-store", "--logs"]).arg(&truth).arg(&pcap).output().expect("wirelog read");
     assert!(out.status.success(), "wirelog read: {}", String::from_utf8_lossy(&out.stderr));
     let one_statements = read_log(&truth.join("mysql.log")).len() as u64;
     let one_shed = one_err.lines().find(|l| l.starts_with(&format!("wirelog: cpu budget {shown} of a core: "))).unwrap_or_else(|| panic!("no shed line: {one_err}"));
+    // The run's CPU is said apart from the start's (the 300 MiB ring's
+    // pages: 0.5-0.7 CPU-s here, which once read as 23% of a 0.8% budget).
+    // The run's said CPU covers the window measured here (from 300 ms
+    // after the start to 2 s after the replay), and the start is said.
+    let said_cpu: f64 = one_shed[one_shed.find("the process used ").unwrap() + "the process used ".len()..].split(' ').next().unwrap().parse().unwrap();
+    let start_cpu: f64 = one_shed[..one_shed.find(" CPU-s more to start").expect("the start's CPU said apart")].rsplit(' ').next().unwrap().parse().unwrap();
+    eprintln!("one loop: said {said_cpu:.2} CPU-s after {start_cpu:.2} CPU-s to start; measured {one_cpu:.3} CPU-s");
+    assert!(said_cpu + 0.01 >= one_cpu, "said {said_cpu} CPU-s, measured {one_cpu}\n{one_shed}");
     let one_stopped = count_before(one_shed, " connections no longer parsed");
     let (_, one_dropped) = kernel_counts(&one_err);
     let one_error = one_estimate as f64 / one_statements as f64 - 1.0;
