@@ -135,6 +135,11 @@ pub(crate) struct Fingerprints {
 struct Recent {
     text: Vec<u8>,
     fp: Option<Arc<str>>,
+    /// The text as recorded, for a text as long as its fingerprint (BEGIN,
+    /// COMMIT, a query of names only), which the shape shares
+    /// ([`Fingerprints::recorded`]): the same text again takes it here,
+    /// without being lexed and its shape looked up.
+    shared: Option<Arc<str>>,
     /// Where the text's digit runs start and end.
     runs: Vec<(u8, u8)>,
     /// The text's first eight bytes (fewer: zeros after them), and its
@@ -188,14 +193,16 @@ impl Recent {
         (u64::from_le_bytes(head), last)
     }
 
-    /// Heap bytes the slot holds: its text, runs and fingerprint (counted
-    /// with the shapes too, which may let it go first).
+    /// Heap bytes the slot holds: its text, runs, fingerprint and shared
+    /// text (counted with the shapes too, which may let them go first).
     fn held_bytes(&self) -> usize {
-        self.text.capacity() + 2 * self.runs.capacity() + self.fp.as_ref().map_or(0, |f| ARC_HEADER_BYTES + f.len())
+        let arc = |a: &Option<Arc<str>>| a.as_ref().map_or(0, |a| ARC_HEADER_BYTES + a.len());
+        self.text.capacity() + 2 * self.runs.capacity() + arc(&self.fp) + arc(&self.shared)
     }
 
-    /// Remembers `text` (which [`fits`](Recent::fits)) and its fingerprint.
-    fn keep(&mut self, text: &[u8], fp: &Arc<str>, ends: (u64, u8)) {
+    /// Remembers `text` (which [`fits`](Recent::fits)), its fingerprint and,
+    /// for a text as long as its fingerprint, the text as recorded.
+    fn keep(&mut self, text: &[u8], fp: &Arc<str>, shared: Option<&Arc<str>>, ends: (u64, u8)) {
         self.text.clear();
         self.text.extend_from_slice(text);
         self.runs.clear();
@@ -213,6 +220,7 @@ impl Recent {
             }
         }
         self.fp = Some(fp.clone());
+        self.shared = shared.cloned();
         (self.head, self.last) = ends;
     }
 
@@ -426,20 +434,22 @@ impl Fingerprints {
         }
         let recent = found.map(|k| &self.recent[k]);
         let known = recent.is_some();
-        if let Some(fp) = recent.and_then(|r| r.fp.as_ref()) {
+        if let Some(Recent { fp: Some(fp), shared, .. }) = recent {
             if text.len() != fp.len() || fp.len() > MAX_SHARED_TEXT {
                 return (Arc::from(&*text), cut, fp.clone());
+            }
+            // The same text as the slot's shared one (sysbench's BEGIN and
+            // COMMIT): what the shape would give, without the lexer and the
+            // shape's lookup (its hash, its compare).
+            if let Some(shared) = shared.as_ref().filter(|t| ***t == *text) {
+                return (shared.clone(), cut, fp.clone());
             }
         }
         let end = fingerprint_bytes(raw, dialect, &mut self.buf, &mut self.scratch);
         if text.len() != end || end > MAX_SHARED_TEXT {
             let fp = self.shared_buf(end);
-            if !known && Recent::fits(raw.as_bytes()) {
-                let slot = &mut self.recent[self.next_recent];
-                let was = slot.held_bytes();
-                slot.keep(raw.as_bytes(), &fp, ends);
-                self.kept = self.kept + slot.held_bytes() - was;
-                self.next_recent = (self.next_recent + 1) % RECENT_SHAPES;
+            if !known {
+                self.keep_recent(raw.as_bytes(), &fp, None, ends);
             }
             return (Arc::from(&*text), cut, fp);
         }
@@ -451,7 +461,23 @@ impl Fingerprints {
                 t
             }
         });
+        if !known {
+            self.keep_recent(raw.as_bytes(), &fp, Some(&text), ends);
+        }
         (text, cut, fp)
+    }
+
+    /// Remembers `raw` in the next recent slot (in turn) if it
+    /// [`fits`](Recent::fits), with its fingerprint and shared text.
+    fn keep_recent(&mut self, raw: &[u8], fp: &Arc<str>, shared: Option<&Arc<str>>, ends: (u64, u8)) {
+        if !Recent::fits(raw) {
+            return;
+        }
+        let slot = &mut self.recent[self.next_recent];
+        let was = slot.held_bytes();
+        slot.keep(raw, fp, shared, ends);
+        self.kept = self.kept + slot.held_bytes() - was;
+        self.next_recent = (self.next_recent + 1) % RECENT_SHAPES;
     }
 
     /// Heap bytes a shape of `seen` holds: its fingerprint's allocation,
@@ -1894,7 +1920,7 @@ mod tests {
                 continue;
             }
             let mut slot = Recent::default();
-            slot.keep(&kept, &Arc::from("fp"), Recent::ends(&kept));
+            slot.keep(&kept, &Arc::from("fp"), None, Recent::ends(&kept));
             for v in 0..7 {
                 let mut text = kept.clone();
                 match v {
@@ -1935,6 +1961,7 @@ mod tests {
         let (b, _, _) = fps.recorded("SELECT c FROM t WHERE id=1", Dialect::Mysql, &cfg);
         let (c, _, fc) = fps.recorded("BEGIN", Dialect::Mysql, &cfg);
         assert!(Arc::ptr_eq(&a, &c) && Arc::ptr_eq(&fa, &fc), "the same statement again shares its text");
+        assert!(fps.buf.starts_with(b"select"), "taken from its recent slot, not lexed again");
         // Same shape, other text: its own text, which the shape keeps next.
         let (d, _, _) = fps.recorded("SELECT c FROM t WHERE id=2", Dialect::Mysql, &cfg);
         assert_eq!((&*b, &*d), ("SELECT c FROM t WHERE id=1", "SELECT c FROM t WHERE id=2"));
