@@ -135,6 +135,11 @@ pub(crate) struct Fingerprints {
 struct Recent {
     text: Vec<u8>,
     fp: Option<Arc<str>>,
+    /// The text as recorded, for a text as long as its fingerprint (BEGIN,
+    /// COMMIT, a query of names only), which the shape shares
+    /// ([`Fingerprints::recorded`]): the same text again takes it here,
+    /// without being lexed and its shape looked up.
+    shared: Option<Arc<str>>,
     /// Where the text's digit runs start and end.
     runs: Vec<(u8, u8)>,
     /// The text's first eight bytes (fewer: zeros after them), and its
@@ -188,14 +193,16 @@ impl Recent {
         (u64::from_le_bytes(head), last)
     }
 
-    /// Heap bytes the slot holds: its text, runs and fingerprint (counted
-    /// with the shapes too, which may let it go first).
+    /// Heap bytes the slot holds: its text, runs, fingerprint and shared
+    /// text (counted with the shapes too, which may let them go first).
     fn held_bytes(&self) -> usize {
-        self.text.capacity() + 2 * self.runs.capacity() + self.fp.as_ref().map_or(0, |f| ARC_HEADER_BYTES + f.len())
+        let arc = |a: &Option<Arc<str>>| a.as_ref().map_or(0, |a| ARC_HEADER_BYTES + a.len());
+        self.text.capacity() + 2 * self.runs.capacity() + arc(&self.fp) + arc(&self.shared)
     }
 
-    /// Remembers `text` (which [`fits`](Recent::fits)) and its fingerprint.
-    fn keep(&mut self, text: &[u8], fp: &Arc<str>, ends: (u64, u8)) {
+    /// Remembers `text` (which [`fits`](Recent::fits)), its fingerprint and,
+    /// for a text as long as its fingerprint, the text as recorded.
+    fn keep(&mut self, text: &[u8], fp: &Arc<str>, shared: Option<&Arc<str>>, ends: (u64, u8)) {
         self.text.clear();
         self.text.extend_from_slice(text);
         self.runs.clear();
@@ -213,20 +220,28 @@ impl Recent {
             }
         }
         self.fp = Some(fp.clone());
+        self.shared = shared.cloned();
         (self.head, self.last) = ends;
     }
 
     /// Is `text` this slot's text but for the digits of its digit runs (a
     /// run of any length where the slot has one)? The slot's ends first,
-    /// which tell another shape of the application's apart at once; then
-    /// the parts between the slot's digit runs, each compared whole, and a
-    /// run of digits in `text` where the slot has one. The slot's text
+    /// which tell another shape of the application's apart at once; then,
+    /// for a text as long as the slot's (an application's numbers of one
+    /// width: sysbench's ids), the two compared eight bytes a step, where
+    /// only bytes that are digits in both may differ ([`digits_apart`]);
+    /// else (or when that fails: runs of other lengths that add up the
+    /// same) the parts between the slot's digit runs, each compared whole,
+    /// and a run of digits in `text` where the slot has one. The slot's text
     /// [`fits`](Recent::fits) and its parts hold no digit, so an equal part
     /// of `text` fits too, and the byte after each digit run is the same in
     /// both.
     fn same_shape(&self, text: &[u8], ends: (u64, u8)) -> bool {
         if ends != (self.head, self.last) || self.fp.is_none() {
             return false;
+        }
+        if text.len() == self.text.len() && digits_apart(text, &self.text) {
+            return true;
         }
         let (mut at, mut from) = (0, 0);
         for &(start, end) in &self.runs {
@@ -244,6 +259,51 @@ impl Recent {
         }
         text.get(at..) == Some(&self.text[from..])
     }
+}
+
+/// Do `text` and `kept`, of one length and with the same first eight bytes
+/// (a recent slot's head, compared before), differ only in bytes that are
+/// digits in both? Then their digit runs are where each other's are, of the
+/// same lengths, and the bytes between them are equal: one shape but for
+/// the digits, as [`Recent::same_shape`] asks. Eight bytes a step past the
+/// head (the last step the last eight bytes, which may overlap the step
+/// before): equal words at once, others by the xor of the two tested against
+/// both words' digit bytes; instead of a comparison per part between runs
+/// (a `memcmp` call each) and a walk of each run.
+fn digits_apart(text: &[u8], kept: &[u8]) -> bool {
+    let agree = |t: u64, k: u64| t == k || nonzero_bytes(t ^ k) & !(digit_bytes(t) & digit_bytes(k)) == 0;
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or_default());
+    let n = text.len();
+    if n != kept.len() {
+        return false;
+    }
+    if n <= 8 {
+        return true;
+    }
+    let mut at = 8;
+    while at + 8 <= n {
+        if !agree(word(text, at), word(kept, at)) {
+            return false;
+        }
+        at += 8;
+    }
+    at == n || agree(word(text, n - 8), word(kept, n - 8))
+}
+
+/// The bytes of `w` that are ASCII digits, each as its high bit (every byte
+/// computed apart: no carry crosses into the next).
+fn digit_bytes(w: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    // A digit's byte becomes 0..=9; adding 0x76 to its low seven bits sets
+    // the high bit from 10 up.
+    let x = w ^ 0x3030_3030_3030_3030;
+    !(((x & LOW7) + 0x7676_7676_7676_7676) | x) & 0x8080_8080_8080_8080
+}
+
+/// The bytes of `w` that are not zero, each as its high bit.
+fn nonzero_bytes(w: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    (((w & LOW7) + LOW7) | w) & 0x8080_8080_8080_8080
 }
 
 /// A shared fingerprint in [`Fingerprints`]' set, looked up by its bytes.
@@ -376,20 +436,22 @@ impl Fingerprints {
         }
         let recent = found.map(|k| &self.recent[k]);
         let known = recent.is_some();
-        if let Some(fp) = recent.and_then(|r| r.fp.as_ref()) {
+        if let Some(Recent { fp: Some(fp), shared, .. }) = recent {
             if text.len() != fp.len() || fp.len() > MAX_SHARED_TEXT {
                 return (Arc::from(&*text), cut, fp.clone());
+            }
+            // The same text as the slot's shared one (sysbench's BEGIN and
+            // COMMIT): what the shape would give, without the lexer and the
+            // shape's lookup (its hash, its compare).
+            if let Some(shared) = shared.as_ref().filter(|t| ***t == *text) {
+                return (shared.clone(), cut, fp.clone());
             }
         }
         let end = fingerprint_bytes(raw, dialect, &mut self.buf, &mut self.scratch);
         if text.len() != end || end > MAX_SHARED_TEXT {
             let fp = self.shared_buf(end);
-            if !known && Recent::fits(raw.as_bytes()) {
-                let slot = &mut self.recent[self.next_recent];
-                let was = slot.held_bytes();
-                slot.keep(raw.as_bytes(), &fp, ends);
-                self.kept = self.kept + slot.held_bytes() - was;
-                self.next_recent = (self.next_recent + 1) % RECENT_SHAPES;
+            if !known {
+                self.keep_recent(raw.as_bytes(), &fp, None, ends);
             }
             return (Arc::from(&*text), cut, fp);
         }
@@ -401,7 +463,23 @@ impl Fingerprints {
                 t
             }
         });
+        if !known {
+            self.keep_recent(raw.as_bytes(), &fp, Some(&text), ends);
+        }
         (text, cut, fp)
+    }
+
+    /// Remembers `raw` in the next recent slot (in turn) if it
+    /// [`fits`](Recent::fits), with its fingerprint and shared text.
+    fn keep_recent(&mut self, raw: &[u8], fp: &Arc<str>, shared: Option<&Arc<str>>, ends: (u64, u8)) {
+        if !Recent::fits(raw) {
+            return;
+        }
+        let slot = &mut self.recent[self.next_recent];
+        let was = slot.held_bytes();
+        slot.keep(raw, fp, shared, ends);
+        self.kept = self.kept + slot.held_bytes() - was;
+        self.next_recent = (self.next_recent + 1) % RECENT_SHAPES;
     }
 
     /// Heap bytes a shape of `seen` holds: its fingerprint's allocation,
@@ -1794,6 +1872,91 @@ mod tests {
         }
     }
 
+    /// `text` with each maximal digit run as one `#`: two texts of one
+    /// shape but for their digits have the same.
+    fn runs_as_one(text: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (k, &b) in text.iter().enumerate() {
+            if !b.is_ascii_digit() {
+                out.push(b);
+            } else if k == 0 || !text[k - 1].is_ascii_digit() {
+                out.push(b'#');
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn digit_and_nonzero_bytes_of_every_byte() {
+        for b in 0..=255u8 {
+            for at in 0..8 {
+                // The byte among others of each kind, to catch a carry.
+                for fill in [0u8, b'0', b'9', b'a', 0xff] {
+                    let mut w = [fill; 8];
+                    w[at] = b;
+                    let w = u64::from_le_bytes(w);
+                    let high = |m: u64| m >> (8 * at + 7) & 1 == 1;
+                    assert_eq!(high(digit_bytes(w)), b.is_ascii_digit(), "{b:#x} at {at} among {fill:#x}");
+                    assert_eq!(high(nonzero_bytes(w)), b != 0, "{b:#x} at {at} among {fill:#x}");
+                    assert_eq!(digit_bytes(w) & !0x8080_8080_8080_8080, 0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_text_of_the_kept_length_takes_the_word_compare_as_the_runs_would() {
+        // `Recent::same_shape` against the rule it implements (the same
+        // ends, the same bytes but for digit runs of any length where the
+        // kept text has one), for kept texts of every length up to 48
+        // bytes and statements made of them with other digits (runs of the
+        // same widths, or other widths), or one byte changed, added or
+        // dropped anywhere; `digits_apart` alone against its own rule.
+        const WORDS: [&str; 12] = ["SELECT", " c", " FROM", " sbtest", "3", " WHERE", " id=", "50060", "k", "_", ",", " "];
+        let mut next = crate::xorshift(0x1234_5678_9abc_def1u64);
+        let (mut same, mut apart, mut total) = (0, 0, 0);
+        for _ in 0..20_000 {
+            let n = 1 + next() % 9;
+            let kept: Vec<u8> = (0..n).flat_map(|_| WORDS[(next() % WORDS.len() as u64) as usize].bytes()).collect();
+            if !Recent::fits(&kept) || kept.len() > 48 {
+                continue;
+            }
+            let mut slot = Recent::default();
+            slot.keep(&kept, &Arc::from("fp"), None, Recent::ends(&kept));
+            for v in 0..7 {
+                let mut text = kept.clone();
+                match v {
+                    // The same widths: each digit another.
+                    0 | 1 => text.iter_mut().filter(|b| b.is_ascii_digit()).for_each(|b| *b = b'0' + (next() % 10) as u8),
+                    2 => text = other_digits(std::str::from_utf8(&kept).unwrap_or(""), &mut next).into_bytes(),
+                    _ => {
+                        let at = (next() % text.len() as u64) as usize;
+                        let b = b"0a9 _=x"[(next() % 7) as usize];
+                        match v {
+                            3 | 4 => text[at] = b,
+                            5 => text.insert(at, b),
+                            _ => drop(text.remove(at)),
+                        }
+                    }
+                }
+                let ends = Recent::ends(&text);
+                let want = ends == Recent::ends(&kept) && runs_as_one(&text) == runs_as_one(&kept);
+                let got = slot.same_shape(&text, ends);
+                assert_eq!(got, want, "{:?} against kept {:?}", String::from_utf8_lossy(&text), String::from_utf8_lossy(&kept));
+                // `digits_apart` is asked only past equal heads.
+                let heads = text.len() == kept.len() && text[..text.len().min(8)] == kept[..kept.len().min(8)];
+                let by_words = heads && text.iter().zip(&kept).all(|(t, k)| t == k || t.is_ascii_digit() && k.is_ascii_digit());
+                if heads {
+                    assert_eq!(digits_apart(&text, &kept), by_words, "{:?} against {:?}", String::from_utf8_lossy(&text), String::from_utf8_lossy(&kept));
+                }
+                same += got as u32;
+                apart += by_words as u32;
+                total += 1;
+            }
+        }
+        assert!(same > total / 10 && same < total && apart > total / 10, "same shape {same}, by words {apart}, of {total}");
+    }
+
     #[test]
     fn a_shape_shares_a_repeated_short_text() {
         let cfg = crate::ParseConfig::default();
@@ -1803,6 +1966,7 @@ mod tests {
         let (b, _, _) = fps.recorded("SELECT c FROM t WHERE id=1", Dialect::Mysql, &cfg);
         let (c, _, fc) = fps.recorded("BEGIN", Dialect::Mysql, &cfg);
         assert!(Arc::ptr_eq(&a, &c) && Arc::ptr_eq(&fa, &fc), "the same statement again shares its text");
+        assert!(fps.buf.starts_with(b"select"), "taken from its recent slot, not lexed again");
         // Same shape, other text: its own text, which the shape keeps next.
         let (d, _, _) = fps.recorded("SELECT c FROM t WHERE id=2", Dialect::Mysql, &cfg);
         assert_eq!((&*b, &*d), ("SELECT c FROM t WHERE id=1", "SELECT c FROM t WHERE id=2"));

@@ -1227,16 +1227,24 @@ impl MysqlParser {
 }
 
 /// `USE db` (optionally back-quoted): the database it selects.
+/// The first byte alone settles most statements: one that starts with a
+/// printable ASCII byte other than `u` is not `USE`. That test is made
+/// where the command is read (inlined: the call it was cost more than the
+/// test), the rest in [`use_target_of`].
+#[inline(always)]
 fn use_target(q: &[u8]) -> Option<String> {
+    if q.first().is_some_and(|&b| b > b' ' && b < 0x80 && b | 0x20 != b'u') {
+        return None;
+    }
+    use_target_of(q)
+}
+
+/// [`use_target`] past its first byte's test.
+fn use_target_of(q: &[u8]) -> Option<String> {
     // Most statements are not `USE`: told from their first word before
     // the whole text is checked as UTF-8 and trimmed. `str::trim` also
     // takes vertical tab and non-ASCII white space: a text that starts
     // with a non-ASCII byte takes the whole path.
-    // The first byte alone settles most: a statement that starts with a
-    // printable ASCII byte other than `u` is not `USE`.
-    if q.first().is_some_and(|&b| b > b' ' && b < 0x80 && b | 0x20 != b'u') {
-        return None;
-    }
     let start = q.iter().position(|&b| !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' '))?;
     if q[start] < 0x80 && !q.get(start..start + 4).is_some_and(|w| w.eq_ignore_ascii_case(b"use ")) {
         return None;
