@@ -904,23 +904,28 @@ impl Tracker {
                     }
                     return;
                 }
-                let (touch, fx) = t.process(is_orig, seg, &mut conn.hist, cold);
-                reschedule |= fx.state_changed
-                    || fx.attempt_timer
-                    || fx.close_complete
-                    || fx.reset_timer
-                    || fx.expire_check;
-                let last = if touch { ts } else { old_last };
-                self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, last, seen);
-                if fx.attempt_timer | fx.close_complete | fx.reset_timer | fx.expire_check {
-                    let times = (conn.start_ns, conn.last_ns, ts);
-                    set_tcp_timers(part, idx, fx, times, &self.cfg, &self.timer_bases, &mut self.overflow);
-                }
-                flip = fx.flip;
-                // A first SYN (a state change) or a packet on a connection
-                // that had only a SYN may leave it with only a SYN.
-                if had_syn_only || fx.state_changed {
-                    self.tcp.settle(part);
+                if t.process_if_established(is_orig, seg, &mut conn.hist, cold) {
+                    // The common case has no effect to test (and left no lone SYN).
+                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts, seen);
+                } else {
+                    let (touch, fx) = t.process_general(is_orig, seg, &mut conn.hist, cold);
+                    reschedule |= fx.state_changed
+                        || fx.attempt_timer
+                        || fx.close_complete
+                        || fx.reset_timer
+                        || fx.expire_check;
+                    let last = if touch { ts } else { old_last };
+                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, last, seen);
+                    if fx.attempt_timer | fx.close_complete | fx.reset_timer | fx.expire_check {
+                        let times = (conn.start_ns, conn.last_ns, ts);
+                        set_tcp_timers(part, idx, fx, times, &self.cfg, &self.timer_bases, &mut self.overflow);
+                    }
+                    flip = fx.flip;
+                    // A first SYN (a state change) or a packet on a connection
+                    // that had only a SYN may leave it with only a SYN.
+                    if had_syn_only || fx.state_changed {
+                        self.tcp.settle(part);
+                    }
                 }
             }
             (ProtoState::Udp(d), _) => {
