@@ -99,6 +99,24 @@ fn v4_parts(a: &IpAddr16) -> (bool, u32) {
     (v & ((1u128 << 96) - 1) == 0xffff_u128 << 80, (v >> 96) as u32)
 }
 
+/// A packet's IPv4 tuple in the table's form ([`StoredKey`]'s integers), made
+/// straight from the decoder's fields: the tracker compares it with the
+/// table's last connection ([`ConnTable::find_recent`]) before it builds the
+/// packet's full key, which only a hash and a probe need.
+#[derive(Debug, Clone, Copy)]
+pub struct V4Tuple(StoredKey);
+
+impl V4Tuple {
+    /// The tuple of a packet whose addresses the decoder read from an IPv4
+    /// header (`IpPacket::ip_version` 4), so v4-mapped: their last four bytes
+    /// are taken as [`v4_parts`] takes them, without its test of the first twelve.
+    #[inline(always)]
+    pub fn of_ipv4(src: &IpAddr16, dst: &IpAddr16, sport: u16, dport: u16, proto: u8) -> V4Tuple {
+        let word = |a: &IpAddr16| u32::from_le_bytes([a.0[12], a.0[13], a.0[14], a.0[15]]);
+        V4Tuple(StoredKey::v4(word(src), word(dst), sport, dport, proto))
+    }
+}
+
 impl StoredKey {
     /// An IPv4 tuple's key (addresses as [`v4_parts`] gives them).
     #[inline(always)]
@@ -331,15 +349,21 @@ impl<T> ConnTable<T> {
         }
     }
 
+    /// [`ConnTable::find_recent`] for a full key (None for a tuple that is not two IPv4 addresses).
+    #[cfg(test)]
+    fn find_recent_key(&self, k: &ConnKey) -> Option<(u32, Side)> {
+        let ((true, a), (true, b)) = (v4_parts(&k.src), v4_parts(&k.dst)) else {
+            return None;
+        };
+        self.find_recent(V4Tuple(StoredKey::v4(a, b, k.sport, k.dport, k.proto)))
+    }
+
     /// The connection of an IPv4 tuple if it is the one the last lookup found
     /// (or the last insert made), without hashing the tuple or walking the slots;
     /// None for any other tuple, which [`ConnTable::find`] then looks up.
     #[inline(always)]
-    pub fn find_recent(&self, k: &ConnKey) -> Option<(u32, Side)> {
-        let ((true, a), (true, b)) = (v4_parts(&k.src), v4_parts(&k.dst)) else {
-            return None;
-        };
-        let fwd = StoredKey::v4(a, b, k.sport, k.dport, k.proto);
+    pub fn find_recent(&self, t: V4Tuple) -> Option<(u32, Side)> {
+        let fwd = t.0;
         let (stored, idx) = self.recent;
         if fwd == stored {
             Some((idx, Side::Orig))
@@ -737,42 +761,42 @@ mod tests {
     fn the_recent_connection_is_the_last_found_and_forgotten_with_its_entry() {
         let mut t: ConnTable<u32> = ConnTable::with_capacity(64);
         let h = |k: &ConnKey| k.symmetric_hash(5);
-        assert_eq!(t.find_recent(&key(1)), None);
+        assert_eq!(t.find_recent_key(&key(1)), None);
         let a = t.insert(key(1), h(&key(1)), 1);
-        assert_eq!(t.find_recent(&key(1)), Some((a, Side::Orig)));
-        assert_eq!(t.find_recent(&key(1).reversed()), Some((a, Side::Resp)));
+        assert_eq!(t.find_recent_key(&key(1)), Some((a, Side::Orig)));
+        assert_eq!(t.find_recent_key(&key(1).reversed()), Some((a, Side::Resp)));
         let b = t.insert(key(2), h(&key(2)), 2);
-        assert_eq!(t.find_recent(&key(1)), None);
-        assert_eq!(t.find_recent(&key(2).reversed()), Some((b, Side::Resp)));
+        assert_eq!(t.find_recent_key(&key(1)), None);
+        assert_eq!(t.find_recent_key(&key(2).reversed()), Some((b, Side::Resp)));
         // A lookup's connection, found from the responder's side.
         assert_eq!(t.find(&key(1).reversed(), h(&key(1))), Some((a, Side::Resp)));
-        assert_eq!(t.find_recent(&key(1)), Some((a, Side::Orig)));
-        assert_eq!(t.find_recent(&key(2)), None);
+        assert_eq!(t.find_recent_key(&key(1)), Some((a, Side::Orig)));
+        assert_eq!(t.find_recent_key(&key(2)), None);
         let mut other = key(1);
         other.proto = 17;
-        assert_eq!(t.find_recent(&other), None);
+        assert_eq!(t.find_recent_key(&other), None);
         other = key(1);
         other.dport ^= 1;
-        assert_eq!(t.find_recent(&other), None);
+        assert_eq!(t.find_recent_key(&other), None);
         // Reversed: the other side is now the originator.
         t.reverse_key(a);
-        assert_eq!(t.find_recent(&key(1)), Some((a, Side::Resp)));
-        assert_eq!(t.find_recent(&key(1).reversed()), Some((a, Side::Orig)));
+        assert_eq!(t.find_recent_key(&key(1)), Some((a, Side::Resp)));
+        assert_eq!(t.find_recent_key(&key(1).reversed()), Some((a, Side::Orig)));
         // Removed, its index reused: the old tuple is looked up again, and not found.
         t.remove_with(a, h, |_, _| ());
-        assert_eq!(t.find_recent(&key(1)), None);
+        assert_eq!(t.find_recent_key(&key(1)), None);
         let c = t.insert(key(3), h(&key(3)), 3);
         assert_eq!(c, a);
         t.find(&key(2), h(&key(2)));
-        assert_eq!(t.find_recent(&key(1)), None);
+        assert_eq!(t.find_recent_key(&key(1)), None);
         assert_eq!(t.find(&key(1), h(&key(1))), None);
-        assert_eq!(t.find_recent(&key(2)), Some((b, Side::Orig)));
+        assert_eq!(t.find_recent_key(&key(2)), Some((b, Side::Orig)));
         // A tuple that is not two IPv4 addresses is never answered, nor remembered.
         let mut v6 = key(4);
         v6.dst.0[0] = 0x20;
         let d = t.insert(v6, h(&v6), 4);
         assert_eq!(t.find(&v6, h(&v6)), Some((d, Side::Orig)));
-        assert_eq!(t.find_recent(&v6), None);
-        assert_eq!(t.find_recent(&key(2)), Some((b, Side::Orig)));
+        assert_eq!(t.find_recent_key(&v6), None);
+        assert_eq!(t.find_recent_key(&key(2)), Some((b, Side::Orig)));
     }
 }

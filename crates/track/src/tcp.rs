@@ -785,6 +785,16 @@ pub struct Segment {
     pub payload_complete: bool,
 }
 
+/// What [`TcpConn::ack_in_order`] did with an acknowledgement.
+enum AckIn {
+    /// Nothing new was acknowledged.
+    Old,
+    /// Delivered data was acknowledged and trimmed.
+    Trimmed,
+    /// The acknowledgement may reveal a gap: [`TcpConn::ack_beyond_delivered`] at this sequence.
+    Beyond(u64),
+}
+
 impl TcpConn {
     pub fn new(report_gaps_for_partial: bool) -> Self {
         let mut orig = Endpoint::new();
@@ -1022,7 +1032,9 @@ impl TcpConn {
 
     /// Processes one good segment (Zeek's TCPSessionAdapter::Process).
     /// Returns whether the connection's last activity time advances, and the lifetime effects.
-    #[inline(always)]
+    /// The tracker calls its two halves itself ([`Self::process_if_established`],
+    /// then [`Self::process_general`]), so that its common case tests no effect.
+    #[cfg(test)]
     pub fn process(
         &mut self,
         is_orig: bool,
@@ -1030,6 +1042,25 @@ impl TcpConn {
         hist: &mut HistoryState,
         parts: &mut ColdParts,
     ) -> (bool, Effects) {
+        if self.process_if_established(is_orig, seg, hist, parts) {
+            return (true, Effects::default());
+        }
+        self.process_general(is_orig, seg, hist, parts)
+    }
+
+    /// [`Self::process`]'s common case, if the segment is one: true when it
+    /// was processed (the last activity time advances, no lifetime effect,
+    /// and the connection cannot be left with a lone SYN: both sides were
+    /// seen); false, nothing done, for [`Self::process_general`]. Apart so
+    /// that the tracker tests none of the effects on this path.
+    #[inline(always)]
+    pub fn process_if_established(
+        &mut self,
+        is_orig: bool,
+        seg: &Segment,
+        hist: &mut HistoryState,
+        parts: &mut ColdParts,
+    ) -> bool {
         let (e, p) = if is_orig {
             (&self.orig, &self.resp)
         } else {
@@ -1048,9 +1079,9 @@ impl TcpConn {
             } else {
                 self.process_established_cold(is_orig, seg, hist, parts);
             }
-            return (true, Effects::default());
+            return true;
         }
-        self.process_general(is_orig, seg, hist, parts)
+        false
     }
 
     /// [`Self::process_established`] for a connection with a cold slot,
@@ -1121,16 +1152,28 @@ impl TcpConn {
             let n = Endpoint::bump(&mut r, |r| &mut r.rxmt_cnt);
             hist.scaled(is_orig, b'T', n);
         }
-        if ack {
-            self.ack_received_in::<COLD>(!is_orig, rel_ack, hist, true, parts);
+        // The acknowledgement and the data go to the endpoints chosen above
+        // (`p`, then `e`), not chosen again by side: the established path
+        // ends without `ack_received` or `data_sent` (BENCHMARKS.md, branch pkt52).
+        // The peer is established without a FIN, so that `check_eof` has
+        // nothing to do after an in-order acknowledgement.
+        let acked = if ack { Self::ack_in_order::<COLD>(p, &mut r.peer(), rel_ack) } else { AckIn::Old };
+        let data = len > 0 && !seq_underflow && seg.payload_complete;
+        if let AckIn::Beyond(seq) = acked {
+            // Rare: the acknowledgement may reveal a gap (the whole connection's accounting).
+            self.ack_beyond_delivered(!is_orig, seq, hist, parts);
+            if data {
+                self.data_sent::<COLD>(is_orig, rel_seq, len as u64, 0, parts);
+            }
+            return;
         }
-        if len > 0 && !seq_underflow && seg.payload_complete {
-            self.data_sent::<COLD>(is_orig, rel_seq, len as u64, 0, parts);
+        if data {
+            Self::data_sent_to(e, p, &mut r, rel_seq, len as u64, 0, COLD);
         }
     }
 
     #[inline(never)]
-    fn process_general(
+    pub fn process_general(
         &mut self,
         is_orig: bool,
         seg: &Segment,
@@ -1437,12 +1480,27 @@ impl TcpConn {
     fn data_sent<const COLD: bool>(
         &mut self,
         is_orig: bool,
-        mut seq: u64,
-        mut len: u64,
+        seq: u64,
+        len: u64,
         ack_wraps: u32,
         parts: &mut ColdParts,
     ) {
         let (e, p, mut r) = self.ep_rare(is_orig, parts);
+        Self::data_sent_to(e, p, &mut r, seq, len, ack_wraps, COLD);
+    }
+
+    /// [`Self::data_sent`] on an endpoint already chosen: `e` the sender,
+    /// `p` its peer, `r` the sender's cold part; `cold` as `COLD` there.
+    #[inline(always)]
+    fn data_sent_to(
+        e: &mut Endpoint,
+        p: &Endpoint,
+        r: &mut Rare<'_>,
+        mut seq: u64,
+        mut len: u64,
+        ack_wraps: u32,
+        cold: bool,
+    ) {
         if e.skip_deliveries() {
             return;
         }
@@ -1459,9 +1517,9 @@ impl TcpConn {
             seq = ack;
         }
         let _ = len;
-        let held = COLD && e.reasm.has_ranges(r.by_ref());
+        let held = cold && e.reasm.has_ranges(r.by_ref());
         let (delivered, (mut trim, next_deliver), held) =
-            e.reasm.insert_at(seq, upper, e.reasm.bounds(&r), held, &mut r);
+            e.reasm.insert_at(seq, upper, e.reasm.bounds(r), held, r);
         // BlockInserted's trimming when the peer seems not to acknowledge anything.
         let peer_state = p.state();
         // (The trim below moves no acknowledgement: one test serves both
@@ -1470,7 +1528,7 @@ impl TcpConn {
         let no_data_acked = ack <= 1;
         if delivered && no_data_acked && e.size(peer_state, r.by_ref()) > MAX_INITIAL_WINDOW {
             // Release delivered data (Zeek's TrimToSeq(last_reassem_seq)).
-            e.reasm.set_trim(next_deliver, &mut r);
+            e.reasm.set_trim(next_deliver, r);
             trim = next_deliver;
         }
         // Without data above a hole nothing is undelivered, and what is
@@ -1482,7 +1540,7 @@ impl TcpConn {
             next_deliver.saturating_sub(trim) > EXCESSIVE_DATA_WITHOUT_ACKS
         };
         if too_much {
-            e.reasm.clear(&mut r);
+            e.reasm.clear(r);
             e.set_flag(SKIP_DELIVERIES);
         }
     }
@@ -1492,43 +1550,37 @@ impl TcpConn {
     /// was all delivered in order), which need none of the gap accounting.
     #[inline(always)]
     fn ack_received(&mut self, endp_is_orig: bool, seq: u64, hist: &mut HistoryState, parts: &mut ColdParts) {
-        self.ack_received_in::<true>(endp_is_orig, seq, hist, false, parts)
+        let (e, _, mut r) = self.ep_rare(endp_is_orig, parts);
+        match Self::ack_in_order::<true>(e, &mut r, seq) {
+            AckIn::Old => {}
+            AckIn::Trimmed => self.check_eof(endp_is_orig, parts),
+            AckIn::Beyond(seq) => self.ack_beyond_delivered(endp_is_orig, seq, hist, parts),
+        }
     }
 
-    /// [`Self::ack_received`]; `established`: called from
-    /// [`Self::process_established`], where the endpoint is established
-    /// without a FIN, so that `check_eof` has nothing to do. `COLD`: the
-    /// connection may have a cold part (false: it had none when the packet
-    /// came, so the endpoint holds nothing above a hole and saw no FIN).
+    /// What an acknowledgement up to relative `seq` does on the acknowledged
+    /// endpoint `e` (`r` its cold part) when it needs no gap accounting:
+    /// nothing new acknowledged, or data all delivered in order (trimmed
+    /// here); else the (possibly lowered) `seq` for
+    /// [`Self::ack_beyond_delivered`]. `COLD`: the connection may have a
+    /// cold part (false: it had none when the packet came, so the endpoint
+    /// holds nothing above a hole and saw no FIN).
     #[inline(always)]
-    fn ack_received_in<const COLD: bool>(
-        &mut self,
-        endp_is_orig: bool,
-        mut seq: u64,
-        hist: &mut HistoryState,
-        established: bool,
-        parts: &mut ColdParts,
-    ) {
-        {
-            let (e, _, mut r) = self.ep_rare(endp_is_orig, parts);
-            if COLD && e.fin_seen() && seq >= r.get().fin_seq {
-                seq = r.get().fin_seq.wrapping_sub(1);
-            }
-            let (trim, next_deliver) = e.reasm.bounds(&r);
-            if seq <= trim {
-                return;
-            }
-            // Acknowledged up to delivered data with nothing held above a hole:
-            // trim_to would find no gap and keep no range, only move the trim.
-            if seq <= next_deliver && !(COLD && e.reasm.has_ranges(r.by_ref())) {
-                e.reasm.set_trim(seq, &mut r);
-                if !established {
-                    self.check_eof(endp_is_orig, parts);
-                }
-                return;
-            }
+    fn ack_in_order<const COLD: bool>(e: &mut Endpoint, r: &mut Rare<'_>, mut seq: u64) -> AckIn {
+        if COLD && e.fin_seen() && seq >= r.get().fin_seq {
+            seq = r.get().fin_seq.wrapping_sub(1);
         }
-        self.ack_beyond_delivered(endp_is_orig, seq, hist, parts);
+        let (trim, next_deliver) = e.reasm.bounds(r);
+        if seq <= trim {
+            return AckIn::Old;
+        }
+        // Acknowledged up to delivered data with nothing held above a hole:
+        // trim_to would find no gap and keep no range, only move the trim.
+        if seq <= next_deliver && !(COLD && e.reasm.has_ranges(r.by_ref())) {
+            e.reasm.set_trim(seq, r);
+            return AckIn::Trimmed;
+        }
+        AckIn::Beyond(seq)
     }
 
     /// [`Self::ack_received`] when the acknowledgement may reveal a gap.

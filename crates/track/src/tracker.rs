@@ -23,7 +23,7 @@ use crate::flow::{FlowKey, FlowSlot, FlowTable};
 use crate::keep::{uid_for, KeepRule, KeepState, KeepVerdict};
 use crate::key::{ConnKey, Side};
 use crate::ports::{PortSet, DEFAULT_TCP_SERVER_PORTS, DEFAULT_UDP_SERVER_PORTS};
-use crate::table::{ConnTable, Entry, StoredKey, V6Pairs};
+use crate::table::{ConnTable, Entry, StoredKey, V4Tuple, V6Pairs};
 use crate::tcp::Segment;
 use crate::timer::{TimerEntry, TimerWheel};
 
@@ -612,7 +612,9 @@ impl Tracker {
     /// Processes one decoded packet at packet time `ts_ns`, captured on interface `iface`.
     #[inline]
     pub fn packet(&mut self, ts_ns: i64, iface: u32, pkt: &IpPacket<'_>) {
-        let Some(key) = Self::key_of(pkt) else {
+        // The packets `key_of` gives no key; the others' key is made only if
+        // the table's last connection is not theirs (see `packet_keyed`).
+        if let Transport::Other { .. } = pkt.transport {
             self.stats.not_tracked += 1;
             if pkt.checksum != Checksum::BadIp {
                 // No connection semantics (ESP, GRE, ...): still traffic, counted as a flow
@@ -628,20 +630,23 @@ impl Tracker {
                 self.flows.count(&fk, true, pkt.ip_len, ts_ns);
             }
             return;
-        };
-        self.packet_keyed(ts_ns, iface, pkt, &key);
+        }
+        self.packet_keyed(ts_ns, iface, pkt, None);
     }
 
-    /// Like [`Tracker::packet`] with the key already made; the connection's
-    /// table slot, unless the packet was dropped (a bad IP checksum). The key
-    /// is hashed only if its connection is not the table's last one
-    /// ([`ConnTable::find_recent`]): consecutive packets of one connection,
-    /// the common case on a busy link, are neither hashed nor probed for.
+    /// Like [`Tracker::packet`] for a packet that has a key (`key`, or made
+    /// from `pkt` when needed); the connection's table slot, unless the packet
+    /// was dropped (a bad IP checksum). A TCP or UDP packet over IPv4 is first
+    /// compared with the table's last connection as the table's integers
+    /// ([`ConnTable::find_recent`]): consecutive packets of one connection, the
+    /// common case on a busy link, are neither keyed, hashed nor probed for
+    /// (building the 38-byte key and splitting its addresses back into IPv4
+    /// words took ~40 instructions a packet: BENCHMARKS.md, branch pkt52).
     /// Always inlined: it has two callers ([`Tracker::packet`],
     /// [`Tracker::packet_kept`]), and the packet path ran 5-12% slower when
     /// it was called out of line (`wirelog-bench pipeline`).
     #[inline(always)]
-    fn packet_keyed(&mut self, ts_ns: i64, iface: u32, pkt: &IpPacket<'_>, key: &ConnKey) -> Option<u32> {
+    fn packet_keyed(&mut self, ts_ns: i64, iface: u32, pkt: &IpPacket<'_>, key: Option<&ConnKey>) -> Option<u32> {
         if ts_ns > self.now {
             self.advance(ts_ns);
         }
@@ -671,13 +676,20 @@ impl Tracker {
             _ => None,
         };
 
-        let mut hash = None;
-        let found = match self.table.find_recent(key) {
+        let recent = match pkt.transport {
+            Transport::Tcp { sport, dport, .. } | Transport::Udp { sport, dport, .. } if pkt.ip_version == 4 => {
+                self.table.find_recent(V4Tuple::of_ipv4(&pkt.src, &pkt.dst, sport, dport, pkt.proto))
+            }
+            _ => None,
+        };
+        // The key and its hash, once made (a lookup past the last connection, a reuse, a new connection).
+        let mut keyed = None;
+        let found = match recent {
             Some(f) => Some(f),
             None => {
-                let h = self.hash_of(key);
-                hash = Some(h);
-                self.table.find(key, h)
+                let (k, h) = self.key_and_hash(key, pkt)?;
+                keyed = Some((k, h));
+                self.table.find(&k, h)
             }
         };
         let (idx, side, created) = match found {
@@ -690,17 +702,23 @@ impl Tracker {
                     _ => false,
                 };
                 if reuse {
+                    let (key, hash) = match keyed {
+                        Some(kh) => kh,
+                        None => self.key_and_hash(key, pkt)?,
+                    };
                     self.remove(idx);
-                    let hash = hash.unwrap_or_else(|| self.hash_of(key));
-                    let (i, s) = self.create(ts_ns, pkt, key, hash, seg.as_ref(), true);
+                    let (i, s) = self.create(ts_ns, pkt, &key, hash, seg.as_ref(), true);
                     (i, s, true)
                 } else {
                     (idx, side, false)
                 }
             }
             None => {
-                let hash = hash.unwrap_or_else(|| self.hash_of(key));
-                let (i, s) = self.create(ts_ns, pkt, key, hash, seg.as_ref(), false);
+                let (key, hash) = match keyed {
+                    Some(kh) => kh,
+                    None => self.key_and_hash(key, pkt)?,
+                };
+                let (i, s) = self.create(ts_ns, pkt, &key, hash, seg.as_ref(), false);
                 (i, s, true)
             }
         };
@@ -712,6 +730,17 @@ impl Tracker {
             self.kernel_after_packet(idx, iface, ts_ns, side == Side::Orig, seg.as_ref());
         }
         Some(idx)
+    }
+
+    /// A packet's key (`key` if the caller made it) and its table hash; None
+    /// only for a packet without one, which `packet_keyed`'s callers never pass.
+    #[inline(always)]
+    fn key_and_hash(&self, key: Option<&ConnKey>, pkt: &IpPacket<'_>) -> Option<(ConnKey, u64)> {
+        let k = match key {
+            Some(k) => *k,
+            None => Self::key_of(pkt)?,
+        };
+        Some((k, self.hash_of(&k)))
     }
 
     /// [`Tracker::packet`] with packets kept (see [`Tracker::keep_packets`]):
@@ -728,7 +757,7 @@ impl Tracker {
             self.packet(ts_ns, iface, pkt);
             return self.keep_verdict();
         };
-        if let Some(idx) = self.packet_keyed(ts_ns, iface, pkt, &key) {
+        if let Some(idx) = self.packet_keyed(ts_ns, iface, pkt, Some(&key)) {
             // The packet's own tuple against the connection's (which may
             // have been flipped): who sent it.
             if let (Some(k), Some(e), Some(stored)) = (self.keep.as_mut(), self.table.get(idx), self.table.key(idx)) {
@@ -875,23 +904,28 @@ impl Tracker {
                     }
                     return;
                 }
-                let (touch, fx) = t.process(is_orig, seg, &mut conn.hist, cold);
-                reschedule |= fx.state_changed
-                    || fx.attempt_timer
-                    || fx.close_complete
-                    || fx.reset_timer
-                    || fx.expire_check;
-                let last = if touch { ts } else { old_last };
-                self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, last, seen);
-                if fx.attempt_timer | fx.close_complete | fx.reset_timer | fx.expire_check {
-                    let times = (conn.start_ns, conn.last_ns, ts);
-                    set_tcp_timers(part, idx, fx, times, &self.cfg, &self.timer_bases, &mut self.overflow);
-                }
-                flip = fx.flip;
-                // A first SYN (a state change) or a packet on a connection
-                // that had only a SYN may leave it with only a SYN.
-                if had_syn_only || fx.state_changed {
-                    self.tcp.settle(part);
+                if t.process_if_established(is_orig, seg, &mut conn.hist, cold) {
+                    // The common case has no effect to test (and left no lone SYN).
+                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts, seen);
+                } else {
+                    let (touch, fx) = t.process_general(is_orig, seg, &mut conn.hist, cold);
+                    reschedule |= fx.state_changed
+                        || fx.attempt_timer
+                        || fx.close_complete
+                        || fx.reset_timer
+                        || fx.expire_check;
+                    let last = if touch { ts } else { old_last };
+                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, last, seen);
+                    if fx.attempt_timer | fx.close_complete | fx.reset_timer | fx.expire_check {
+                        let times = (conn.start_ns, conn.last_ns, ts);
+                        set_tcp_timers(part, idx, fx, times, &self.cfg, &self.timer_bases, &mut self.overflow);
+                    }
+                    flip = fx.flip;
+                    // A first SYN (a state change) or a packet on a connection
+                    // that had only a SYN may leave it with only a SYN.
+                    if had_syn_only || fx.state_changed {
+                        self.tcp.settle(part);
+                    }
                 }
             }
             (ProtoState::Udp(d), _) => {
