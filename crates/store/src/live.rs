@@ -437,7 +437,7 @@ impl LiveSink {
                 Kind::Flows => Gather::Flows(FlowBuf::default()),
                 Kind::Conns => Gather::Conns(ConnBuf::default()),
                 Kind::Loss => Gather::Loss(Default::default()),
-                _ => Gather::Tx(TxBuf::new(kind)),
+                _ => Gather::Tx(TxBuf::new(kind).in_arrival_order()),
             };
             gather.push(Some((g, 0)));
             formats.push(Some(crate::schema::live_format(kind, CHUNK_ROWS)));

@@ -262,6 +262,7 @@ impl TxBuf {
         let mut row = self.push_common(common(r));
         fill(r, &mut row, &mut list);
         self.list = list;
+        self.place_last();
     }
 }
 

@@ -1039,6 +1039,10 @@ impl Store {
                     done[r as usize] = true;
                 }
             }
+            if let Some(i) = tx_slot(kind) {
+                // Marked by their places: a late row no longer moves among them.
+                self.tx[i].0.pin_rows();
+            }
             return Err(e);
         }
         // Everything fitted: the next flush tries whole hours again.
