@@ -572,6 +572,53 @@ fn status_padded(s: TxStatus) -> ([u8; 16], usize) {
     }
 }
 
+/// The line of record `r` of protocol `P` ([`TxLogWriter::fill`]'s, in
+/// `append`'s room): a function of its own, not the closure's body, so that
+/// the record and the room are arguments (`noalias`) rather than references
+/// the closure captured and loads from its environment (measured: 33
+/// instructions fewer a mysql_text line, 37 an http line).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn line_of<const P: usize, const JSON: bool>(
+    room: &mut Room<'_>,
+    r: &TxRecord,
+    head: &[Key],
+    tail: &[Key],
+    keys: &[Key],
+    on: u64,
+    scratch: &mut String,
+    kept: &mut Kept,
+    heads: &mut [Option<Head>; HEAD_SLOTS],
+    extras: bool,
+) {
+    let tx = &r.tx;
+    if JSON {
+        head[0].write(room);
+    }
+    room.time(tx.ts_ns(), kept);
+    let slot = &mut heads[Head::slot(r)];
+    match slot {
+        Some(h) if h.is_of(r) => h.write(room),
+        _ => new_head::<JSON>(room, head, r, kept, slot),
+    }
+    own_columns::<P, JSON>(room, keys, on, r, scratch);
+    plain::<JSON, 16>(room, &tail[0], status_padded(tx.status));
+    count::<JSON>(room, &tail[1], tx.request.map(|s| s.bytes));
+    count::<JSON>(room, &tail[2], tx.response.map(|s| s.bytes));
+    match (tx.latency_ns(), tx.first_byte_latency_ns()) {
+        // A response in one message (most): one interval's text composed,
+        // written twice.
+        (Some(last), Some(first)) if !JSON && last == first => room.tab_secs_twice(last),
+        (last, first) => {
+            interval::<JSON>(room, &tail[3], last);
+            interval::<JSON>(room, &tail[4], first);
+        }
+    }
+    if !extras {
+        room.end_line::<JSON>();
+    }
+}
+
 /// Writes the transactions of one protocol as they come.
 pub struct TxLogWriter<W: TakeLines> {
     out: W,
@@ -734,37 +781,12 @@ impl<W: TakeLines> TxLogWriter<W> {
     /// collected lines: every value composed in place ([`Room`]); false if
     /// it did not fit (not reached).
     fn fill<const P: usize, const JSON: bool>(&mut self, r: &TxRecord) -> bool {
-        let tx = &r.tx;
         let extras = self.processes || self.sources || self.weights;
         let TxLogWriter { line, head, tail, keys, on, scratch, kept, heads, .. } = self;
         let on = *on;
         let (head, tail) = (&head[..COMMON_HEAD.len()], &tail[..COMMON_TAIL.len()]);
         let fitted = append(line, const { line_budget(P) }, |room| {
-            if JSON {
-                head[0].write(room);
-            }
-            room.time(tx.ts_ns(), kept);
-            let slot = &mut heads[Head::slot(r)];
-            match slot {
-                Some(h) if h.is_of(r) => h.write(room),
-                _ => new_head::<JSON>(room, head, r, kept, slot),
-            }
-            own_columns::<P, JSON>(room, keys, on, r, scratch);
-            plain::<JSON, 16>(room, &tail[0], status_padded(tx.status));
-            count::<JSON>(room, &tail[1], tx.request.map(|s| s.bytes));
-            count::<JSON>(room, &tail[2], tx.response.map(|s| s.bytes));
-            match (tx.latency_ns(), tx.first_byte_latency_ns()) {
-                // A response in one message (most): one interval's text
-                // composed, written twice.
-                (Some(last), Some(first)) if !JSON && last == first => room.tab_secs_twice(last),
-                (last, first) => {
-                    interval::<JSON>(room, &tail[3], last);
-                    interval::<JSON>(room, &tail[4], first);
-                }
-            }
-            if !extras {
-                room.end_line::<JSON>();
-            }
+            line_of::<P, JSON>(room, r, head, tail, keys, on, scratch, kept, heads, extras)
         });
         if extras && fitted {
             self.extras::<JSON>(r);
