@@ -857,13 +857,13 @@ impl MysqlParser {
                         // Auth switch request / more auth data: keep waiting.
                         _ => {}
                     }
-                } else if matches!(first, 0x01..=0xfa) && !matches!(pd.cmd, COM_FIELD_LIST | COM_STATISTICS) {
+                } else if let Some(n) = column_count(pd.cmd, first) {
                     // A result set's column count in one byte, nearly every
                     // response with rows: what the chain below ends in for
                     // it (the length-encoded count), told first.
-                    pd.tx.num_fields = Some(u64::from(first));
+                    pd.tx.num_fields = Some(n);
                     pd.tx.num_rows.get_or_insert(0);
-                    pd.state = Resp::ColumnDefs(u64::from(first));
+                    pd.state = Resp::ColumnDefs(n);
                 } else if first == 0xff {
                     parse_err(p, &mut pd.tx);
                     pd.error = true;
@@ -951,10 +951,8 @@ impl MysqlParser {
                 }
             }
             Resp::Rows => {
-                let end = first == 0xfe && if deprecate == Some(true) { len < MAX_PAYLOAD } else { len < 9 };
-                if end {
-                    let more = if len < 9 && deprecate != Some(true) { eof_more(p) } else { parse_ok(p, &mut pd.tx) };
-                    if more {
+                if ends_rows(first, len, deprecate) {
+                    if more_results(p, len, deprecate, &mut pd.tx) {
                         pd.state = Resp::First;
                     } else {
                         done = true;
@@ -1080,11 +1078,11 @@ impl MysqlParser {
         let mut state = pd.state;
         // The column count, as `server_packet` tells it first (a login's
         // answer, a field list's and a statistics' are not result sets).
-        if state == Resp::First && !matches!(pd.cmd, LOGIN | COM_FIELD_LIST | COM_STATISTICS) {
-            if let Some((len, first @ 0x01..=0xfa)) = header(at, seq) {
-                pd.tx.num_fields = Some(u64::from(first));
+        if state == Resp::First {
+            if let Some((len, Some(n))) = header(at, seq).map(|(len, first)| (len, column_count(pd.cmd, first))) {
+                pd.tx.num_fields = Some(n);
                 pd.tx.num_rows.get_or_insert(0);
-                state = Resp::ColumnDefs(u64::from(first));
+                state = Resp::ColumnDefs(n);
                 at += 4 + len;
                 seq = seq.wrapping_add(1);
             }
@@ -1147,14 +1145,8 @@ impl MysqlParser {
         // unless it announces more results (left to the general path).
         let mut done = false;
         if state == Resp::Rows {
-            if let Some((len, 0xfe)) = header(at, seq) {
-                let p = &data[at + 4..at + 4 + len];
-                let more = match deprecate {
-                    Some(true) => parse_ok(p, &mut pd.tx),
-                    _ if len < 9 => eof_more(p),
-                    _ => true,
-                };
-                if !more {
+            if let Some((len, _)) = header(at, seq).filter(|&(len, first)| ends_rows(first, len, deprecate)) {
+                if !more_results(&data[at + 4..at + 4 + len], len, deprecate, &mut pd.tx) {
                     done = true;
                     at += 4 + len;
                     seq = seq.wrapping_add(1);
@@ -1272,6 +1264,35 @@ fn parse_ok(p: &[u8], tx: &mut MysqlTx) -> bool {
 }
 
 /// Classic EOF packet: true if more results follow.
+/// A response's first packet that starts a result set: its first byte a
+/// column count in one byte (0x01..=0xfa), for a command whose answer can be
+/// one (not a login's, a field list's or a statistics'). The column count;
+/// `server_packet` and `skip_run` both frame by it.
+#[inline(always)]
+fn column_count(cmd: u8, first: u8) -> Option<u64> {
+    (matches!(first, 0x01..=0xfa) && !matches!(cmd, LOGIN | COM_FIELD_LIST | COM_STATISTICS)).then_some(u64::from(first))
+}
+
+/// Whether a packet in a result set's rows (first byte `first`, `len`
+/// bytes) is the EOF (classic: under 9 bytes) or OK (EOF deprecated) that
+/// ends them; `server_packet` and `skip_run` both frame by it.
+#[inline(always)]
+fn ends_rows(first: u8, len: usize, deprecate: Option<bool>) -> bool {
+    first == 0xfe && if deprecate == Some(true) { len < MAX_PAYLOAD } else { len < 9 }
+}
+
+/// Whether the packet `p` (of `len` bytes by its header) that [`ends_rows`]
+/// announces more results (`SERVER_MORE_RESULTS_EXISTS`); an OK's fields
+/// are read into `tx`.
+#[inline(always)]
+fn more_results(p: &[u8], len: usize, deprecate: Option<bool>, tx: &mut MysqlTx) -> bool {
+    if len < 9 && deprecate != Some(true) {
+        eof_more(p)
+    } else {
+        parse_ok(p, tx)
+    }
+}
+
 fn eof_more(p: &[u8]) -> bool {
     u16_at(p, 3).is_some_and(|s| s & SERVER_MORE_RESULTS_EXISTS != 0)
 }
