@@ -481,12 +481,8 @@ impl<'a> Room<'a> {
     /// interval under a second (most latencies), "\t0.ffffff".
     #[inline(always)]
     pub(crate) fn tab_secs(&mut self, ns: i64) {
-        // Rounded to the microsecond, under a second.
-        if (0..999_999_500).contains(&ns) {
-            let us = (ns as u64 + 500) / 1000;
-            let w = (frac_word(us as u32) << 8 | u64::from(b'0')) << 8 | u64::from(b'\t');
-            let high = u128::from(b'0' + (us % 10) as u8);
-            return self.put((u128::from(w) | high << 64).to_le_bytes(), 9);
+        if let Some(block) = tab_secs_block(ns) {
+            return self.put(block, 9);
         }
         self.byte(b'\t');
         self.secs(ns);
@@ -497,11 +493,7 @@ impl<'a> Room<'a> {
     /// message has the same first-byte and last-byte latency).
     #[inline(always)]
     pub(crate) fn tab_secs_twice(&mut self, ns: i64) {
-        if (0..999_999_500).contains(&ns) {
-            let us = (ns as u64 + 500) / 1000;
-            let w = (frac_word(us as u32) << 8 | u64::from(b'0')) << 8 | u64::from(b'\t');
-            let high = u128::from(b'0' + (us % 10) as u8);
-            let block = (u128::from(w) | high << 64).to_le_bytes();
+        if let Some(block) = tab_secs_block(ns) {
             self.put(block, 9);
             return self.put(block, 9);
         }
@@ -1010,6 +1002,20 @@ fn zeek_escapes_any(w: u64, in_set: bool) -> bool {
     // Below 0x20, DEL and `\` as the TSV test has them; the high bit on
     // its own.
     w & HIGH != 0 || tsv_escapes_any(w, in_set)
+}
+
+/// "\t0.ffffff", 9 bytes of one block: an interval of `ns` as
+/// [`Room::tab_secs`] writes it when under a second rounded to the
+/// microsecond (most latencies); None otherwise.
+#[inline(always)]
+fn tab_secs_block(ns: i64) -> Option<[u8; 16]> {
+    if !(0..999_999_500).contains(&ns) {
+        return None;
+    }
+    let us = (ns as u64 + 500) / 1000;
+    let w = (frac_word(us as u32) << 8 | u64::from(b'0')) << 8 | u64::from(b'\t');
+    let high = u128::from(b'0' + (us % 10) as u8);
+    Some((u128::from(w) | high << 64).to_le_bytes())
 }
 
 /// Texts for the escaping tests (here and in `tx.rs`): every length to 70
