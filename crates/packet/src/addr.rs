@@ -45,9 +45,22 @@ impl IpAddr16 {
     /// [`IpAddr16::v6_text`] as a `String` (for answers and records that hold
     /// text; the logs' writers take the bytes).
     pub fn v6_string(b: [u8; 16]) -> String {
+        let mut s = String::with_capacity(39);
+        Self::push_v6(b, &mut s);
+        s
+    }
+
+    /// [`IpAddr16::v6_text`] appended to `out` (a DNS answer's text). The
+    /// text is ASCII by construction, so it is checked as UTF-8 in one pass
+    /// and copied whole; pushed a char at a time it cost ~440 instructions
+    /// an address (goProbe's capture, BENCHMARKS.md 2026-12-01). The
+    /// fallback is never taken and loses nothing if it were.
+    pub fn push_v6(b: [u8; 16], out: &mut String) {
         let (t, n) = Self::v6_text(b);
-        // ASCII by construction: each byte is a char.
-        t[..n].iter().map(|&c| char::from(c)).collect()
+        match std::str::from_utf8(&t[..n]) {
+            Ok(text) => out.push_str(text),
+            Err(_) => out.extend(t[..n].iter().map(|&c| char::from(c))),
+        }
     }
 
     /// The text of the IPv6 address `b` as Zeek writes it in its logs (`IPAddr::AsString`,

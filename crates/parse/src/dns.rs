@@ -374,8 +374,7 @@ fn render(m: &Message<'_>, rtype: u16, rd: usize, end: usize, scratch: &mut Stri
                     a.copy_from_slice(b);
                     // As Zeek writes an address (dns.log's answers too) and as
                     // conn.log does here, without `fmt`.
-                    let (t, n) = wirelog_record::IpAddr16::v6_text(a);
-                    s.extend(t[..n].iter().map(|&c| char::from(c)));
+                    wirelog_record::IpAddr16::push_v6(a, s);
                 }
                 16 | 99 => {
                     let mut i = 0;
