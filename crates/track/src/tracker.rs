@@ -895,9 +895,8 @@ impl Tracker {
         count_flow(&mut self.flows, entry, keys, is_orig, iface, ts, pkt);
         let conn = &mut entry.value;
         // Each path below stores the times once: the latest packet's, and
-        // the last progress (this packet's time if it made progress).
-        let seen = self.overflow.seen(idx, conn).max(ts);
-        let old_last = conn.last_ns;
+        // the last progress (this packet's time if it made progress):
+        // `Overflow::progress` or `Overflow::touch`.
         let bad = pkt.checksum == Checksum::BadTransport;
         let mut flip = false;
         // Packets only push deadlines later, which the lazy wheel handles when the
@@ -908,11 +907,11 @@ impl Tracker {
             (ProtoState::Tcp(part), Some(seg)) => {
                 let had_syn_only = part.syn_only();
                 let Some((t, cold)) = self.tcp.get_mut(part) else {
-                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
+                    self.overflow.touch(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts);
                     return;
                 };
                 if bad {
-                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
+                    self.overflow.touch(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts);
                     t.checksum_error(is_orig, &mut conn.hist, cold);
                     if created {
                         self.schedule(idx);
@@ -921,7 +920,7 @@ impl Tracker {
                 }
                 if t.process_if_established(is_orig, seg, &mut conn.hist, cold) {
                     // The common case has no effect to test (and left no lone SYN).
-                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts, seen);
+                    self.overflow.progress(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts);
                 } else {
                     let (touch, fx) = t.process_general(is_orig, seg, &mut conn.hist, cold);
                     reschedule |= fx.state_changed
@@ -929,8 +928,11 @@ impl Tracker {
                         || fx.close_complete
                         || fx.reset_timer
                         || fx.expire_check;
-                    let last = if touch { ts } else { old_last };
-                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, last, seen);
+                    if touch {
+                        self.overflow.progress(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts);
+                    } else {
+                        self.overflow.touch(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts);
+                    }
                     if fx.attempt_timer | fx.close_complete | fx.reset_timer | fx.expire_check {
                         let times = (conn.start_ns, conn.last_ns, ts);
                         set_tcp_timers(part, idx, fx, times, &self.cfg, &self.timer_bases, &mut self.overflow);
@@ -945,7 +947,7 @@ impl Tracker {
             }
             (ProtoState::Udp(d), _) => {
                 if bad {
-                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
+                    self.overflow.touch(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts);
                     let n = self.overflow.checksum_error(idx, !is_orig as usize);
                     conn.hist.scaled(is_orig, b'C', n);
                     if created {
@@ -953,7 +955,7 @@ impl Tracker {
                     }
                     return;
                 }
-                self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts, seen);
+                self.overflow.progress(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts);
                 conn.hist.check_raw(
                     if is_orig { 0x1 } else { 0x2 },
                     if is_orig { b'D' } else { b'd' },
@@ -966,13 +968,13 @@ impl Tracker {
             }
             (ProtoState::Icmp(d), _) => {
                 if bad {
-                    self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
+                    self.overflow.touch(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts);
                     if created {
                         self.schedule(idx);
                     }
                     return;
                 }
-                self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts, seen);
+                self.overflow.progress(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts);
                 let len = match pkt.transport {
                     // Zeek counts the ICMP message after its 8-byte header.
                     Transport::Icmp { payload_len, .. } => payload_len as i64 - 4,
@@ -981,7 +983,7 @@ impl Tracker {
                 d.add(is_orig, len);
             }
             _ => {
-                self.overflow.set_times(idx, &mut conn.last_ns, &mut conn.seen_after_last, old_last, seen);
+                self.overflow.touch(idx, &mut conn.last_ns, &mut conn.seen_after_last, ts);
                 return;
             }
         }
