@@ -151,6 +151,11 @@ pub struct TimerWheel {
     next_deadline: i64,
     current_tick: i64,
     started: bool,
+    /// The earliest time advancing to which would do anything: the next
+    /// tick's start or `next_deadline`, whichever comes first (`i64::MAX`
+    /// before the first entry). Kept by [`TimerWheel::set_quiet_until`] so
+    /// that the per-packet test is one compare (it tested three fields).
+    quiet_until: i64,
     len: usize,
 }
 
@@ -171,6 +176,7 @@ impl TimerWheel {
             next_deadline: i64::MAX,
             current_tick: 0,
             started: false,
+            quiet_until: i64::MAX,
             len: 0,
         }
     }
@@ -196,6 +202,7 @@ impl TimerWheel {
         self.due_now.retain(|Reverse(e)| keep(e));
         len += self.far.len() + self.due.len() + self.due_now.len();
         self.next_deadline = self.next_due().map_or(i64::MAX, |e| e.deadline);
+        self.set_quiet_until();
         self.len = len;
     }
 
@@ -207,6 +214,18 @@ impl TimerWheel {
     #[inline]
     fn tick_of(t: i64) -> i64 {
         t >> TICK_SHIFT
+    }
+
+    /// Sets `quiet_until` from the fields it summarises; called by every
+    /// method that moves `started`, `current_tick` or `next_deadline`.
+    fn set_quiet_until(&mut self) {
+        self.quiet_until = if self.started {
+            // `tick_of(now) <= current_tick` is `now` before the next tick's start.
+            let next_tick = (self.current_tick + 1).saturating_mul(1 << TICK_SHIFT);
+            next_tick.min(self.next_deadline)
+        } else {
+            i64::MAX
+        };
     }
 
     pub fn schedule(&mut self, e: TimerEntry) {
@@ -227,6 +246,7 @@ impl TimerWheel {
         } else {
             self.place(e, tick);
         }
+        self.set_quiet_until();
     }
 
     /// Puts an entry of a later tick than the current one in its slot, or
@@ -271,9 +291,7 @@ impl TimerWheel {
     /// True when advancing to `now` would fire nothing (the per-packet fast path).
     #[inline]
     pub fn nothing_due(&self, now: i64) -> bool {
-        !self.started
-            || (Self::tick_of(now) <= self.current_tick
-                && self.next_deadline > now)
+        now < self.quiet_until || !self.started
     }
 
     /// Moves the wheel to `now` and appends to `due` every entry whose
@@ -344,6 +362,7 @@ impl TimerWheel {
             due.push(e);
         }
         self.next_deadline = self.next_due().map_or(i64::MAX, |e| e.deadline);
+        self.set_quiet_until();
         if self.due.is_empty() && self.due.capacity() > KEEP_SLOT_CAPACITY * 16 {
             self.due.shrink_to(KEEP_SLOT_CAPACITY);
         }
@@ -358,6 +377,7 @@ impl TimerWheel {
         all.extend(self.due_now.drain().map(|Reverse(e)| e));
         all.extend(self.far.drain().map(|Reverse(e)| e));
         self.next_deadline = i64::MAX;
+        self.set_quiet_until();
         let base = self.current_tick + 1;
         for (slot, s) in self.slots.iter_mut().enumerate() {
             s.drain(&mut self.spare, |p| all.push(unpack(p, slot, base)));
@@ -397,6 +417,40 @@ mod tests {
         w.advance(base + 700 * S, &mut due);
         assert_eq!(idx(&due), vec![1, 3, 0, 2, 4]);
         assert!(w.is_empty());
+    }
+
+    /// `nothing_due`'s one compare against `quiet_until` answers what the
+    /// three fields it summarises say, around every step of a run.
+    #[test]
+    fn nothing_due_matches_the_fields_it_summarises() {
+        let old = |w: &TimerWheel, now: i64| {
+            !w.started || (TimerWheel::tick_of(now) <= w.current_tick && w.next_deadline > now)
+        };
+        let mut w = TimerWheel::new();
+        let base = 1_700_000_000 * S;
+        let probe = |w: &TimerWheel| {
+            for at in [-2 * S, -1, 0, 1, S / 2, S, 3 * S, 5 * S, 600 * S, 10_000 * S] {
+                for d in [-1, 0, 1] {
+                    let now = base + at + d;
+                    assert_eq!(w.nothing_due(now), old(w, now), "at {now}");
+                }
+            }
+            assert_eq!(w.nothing_due(i64::MAX), old(w, i64::MAX));
+        };
+        probe(&w);
+        let mut due = Vec::new();
+        for (i, d) in [5, 1, 300, 2, 700, 0].iter().enumerate() {
+            w.schedule(TimerEntry { deadline: base + d * S, idx: i as u32 });
+            probe(&w);
+        }
+        for t in [0, 1, 3, 299, 600, 700] {
+            w.advance(base + t * S, &mut due);
+            probe(&w);
+        }
+        w.retain(|_| true);
+        probe(&w);
+        let _ = w.drain_all();
+        probe(&w);
     }
 
     #[test]
