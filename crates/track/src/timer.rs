@@ -154,7 +154,9 @@ pub struct TimerWheel {
     /// The earliest time advancing to which would do anything: the next
     /// tick's start or `next_deadline`, whichever comes first (`i64::MAX`
     /// before the first entry). Kept by [`TimerWheel::set_quiet_until`] so
-    /// that the per-packet test is one compare (it tested three fields).
+    /// that the per-packet test is one compare: testing the three fields
+    /// cost 6 instructions a packet more on the MySQL captures
+    /// (BENCHMARKS.md, branch pkt53).
     quiet_until: i64,
     len: usize,
 }
