@@ -34,7 +34,7 @@ use wirelog_record::columns::{push_decimal, TextList};
 use crate::fingerprint::{Dialect, Fingerprints};
 use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transaction, TxSink, TxStatus};
 
-pub use wirelog_record::mysql::MysqlTx;
+pub use wirelog_record::mysql::{MysqlSession, MysqlTx};
 
 /// Why the parser stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -275,17 +275,9 @@ impl Pending {
     /// Starts command `cmd` in the idle record: only what differs from
     /// what `emit` left is written (its record's other fields are the
     /// default, its `prepare_text` and `new_db` none).
-    /// The connection's `database`, `user` and `server_version` go into
-    /// its record as they are now.
-    fn start(
-        &mut self,
-        cmd: u8,
-        req: Option<Span>,
-        next_seq: u8,
-        database: &Option<Arc<str>>,
-        user: &Option<Arc<str>>,
-        server_version: &Option<Arc<str>>,
-    ) -> &mut Pending {
+    /// The connection's session (database, user, server version) goes
+    /// into its record as it is now: one reference to it.
+    fn start(&mut self, cmd: u8, req: Option<Span>, next_seq: u8, session: &Option<Arc<MysqlSession>>) -> &mut Pending {
         debug_assert!(!self.open && self.tx == MysqlTx::default() && self.prepare_text.is_none() && self.new_db.is_none());
         self.open = true;
         self.cmd = cmd;
@@ -296,9 +288,7 @@ impl Pending {
         self.next_seq = next_seq;
         self.cut = false;
         self.tx.command = command_name(cmd);
-        self.tx.database = database.clone();
-        self.tx.user = user.clone();
-        self.tx.server_version = server_version.clone();
+        self.tx.session = session.clone();
         self
     }
 }
@@ -322,9 +312,9 @@ pub struct MysqlParser {
     client_caps: Option<u32>,
     /// None until known: from the handshake, or learnt from a result set.
     deprecate_eof: Option<bool>,
-    user: Option<Arc<str>>,
-    database: Option<Arc<str>>,
-    server_version: Option<Arc<str>>,
+    /// The connection's database, user and server version, shared with
+    /// its records (none until one of them is known).
+    session: Option<Arc<MysqlSession>>,
     pending: Pending,
     stmts: HashMap<u32, Stmt>,
     fingerprints: Fingerprints,
@@ -451,9 +441,7 @@ impl MysqlParser {
             server_caps: None,
             client_caps: None,
             deprecate_eof: None,
-            user: None,
-            database: None,
-            server_version: None,
+            session: None,
             pending: Pending::idle(),
             stmts: HashMap::new(),
             fingerprints: Fingerprints::default(),
@@ -470,6 +458,11 @@ impl MysqlParser {
     /// known; the EOF style is then the client's, or learnt from a result.
     pub fn in_tls(cfg: &ParseConfig) -> Self {
         MysqlParser { login_seq: 2, ..MysqlParser::new(cfg) }
+    }
+
+    /// The session to change (a new one when records still hold it).
+    fn session_mut(&mut self) -> &mut MysqlSession {
+        Arc::make_mut(self.session.get_or_insert_with(Default::default))
     }
 
     /// Why the parser gave up, if it did.
@@ -521,7 +514,7 @@ impl MysqlParser {
         });
         if status == TxStatus::Ok {
             if let Some(db) = p.new_db.take() {
-                self.database = Some(db.into());
+                Arc::make_mut(self.session.get_or_insert_with(Default::default)).database = Some(db.into());
             }
         }
         let tx = &mut p.tx;
@@ -676,7 +669,7 @@ impl MysqlParser {
         // there (no `Pending` or `MysqlTx` moved into place). Nothing is
         // pending after `flush_pending`: the idle record is started in place.
         let req = Some(Span { first_ns, last_ns, bytes });
-        let pd = self.pending.start(cmd, req, 1, &self.database, &self.user, &self.server_version);
+        let pd = self.pending.start(cmd, req, 1, &self.session);
         match cmd {
             COM_QUERY | COM_STMT_PREPARE => {
                 let (t, cut, fp) = Self::record_text(&mut self.fingerprints, &self.cfg, arg);
@@ -700,8 +693,10 @@ impl MysqlParser {
             COM_CHANGE_USER => {
                 let mut pos = 0;
                 let user: Arc<str> = text(cstr(arg, &mut pos)).into();
-                self.user = Some(user.clone());
-                pd.tx.user = Some(user);
+                let session = Arc::make_mut(self.session.get_or_insert_with(Default::default));
+                session.user = Some(user);
+                // The record, started with the user before, takes the new one.
+                pd.tx.session = self.session.clone();
             }
             COM_STMT_EXECUTE | COM_STMT_CLOSE | COM_STMT_SEND_LONG_DATA | COM_STMT_RESET | COM_STMT_FETCH => {
                 if let Some(id) = u32_at(arg, 0) {
@@ -780,19 +775,20 @@ impl MysqlParser {
         let both = caps & self.server_caps.unwrap_or(caps);
         self.deprecate_eof = Some(both & CLIENT_DEPRECATE_EOF != 0);
         if user_ended {
-            self.user = Some(user.into());
+            self.session_mut().user = Some(user.into());
         }
-        if db.is_some() {
-            self.database = db.map(Into::into);
+        if let Some(db) = db {
+            self.session_mut().database = Some(db.into());
         }
         let req = Some(Span { first_ns, last_ns, bytes: 4 + len as u64 });
-        self.pending.start(LOGIN, req, self.login_seq + 1, &self.database, &self.user, &self.server_version);
+        self.pending.start(LOGIN, req, self.login_seq + 1, &self.session);
         self.phase = Phase::Auth;
     }
 
     fn greeting(&mut self, p: &[u8]) {
         let mut pos = 1;
-        self.server_version = Some(text(cstr(p, &mut pos)).into());
+        let version = text(cstr(p, &mut pos)).into();
+        self.session_mut().server_version = Some(version);
         // conn id (4), auth data part 1 (8), filler (1), caps low (2),
         // charset (1), status (2), caps high (2).
         pos += 13;
@@ -821,7 +817,7 @@ impl MysqlParser {
             if seq == 1 || (self.phase == Phase::Init && seq == 0 && first == Some(0xff)) {
                 // A response whose command was not seen (capture started
                 // mid-stream, or a gap), or the server refusing the connection.
-                self.pending.start(UNKNOWN, None, seq, &self.database, &self.user, &self.server_version);
+                self.pending.start(UNKNOWN, None, seq, &self.session);
                 if self.phase == Phase::Init {
                     self.phase = Phase::Command;
                 }

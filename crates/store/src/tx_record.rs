@@ -435,7 +435,7 @@ mod tests {
             command: "query",
             query: Some("select 1".into()),
             fingerprint: Some("select ?".into()),
-            database: Some("".into()),
+            session: Some(wirelog_record::mysql::MysqlSession { database: Some("".into()), ..Default::default() }.into()),
             num_rows: Some(1),
             error_code: Some(1064),
             ..Default::default()

@@ -46,8 +46,8 @@ fn pb_mysql_with_whitespaces() {
     // Ours also has the login and the five COM_PINGs Packetbeat does not report.
     assert_eq!(txs.len(), 13);
     assert_eq!(my(&txs[0]).command, "login");
-    assert_eq!(my(&txs[0]).user.as_deref(), Some("root"));
-    assert_eq!(my(&txs[0]).server_version.as_deref(), Some("5.6.19"));
+    assert_eq!(my(&txs[0]).user(), Some("root"));
+    assert_eq!(my(&txs[0]).server_version(), Some("5.6.19"));
     let q = queries(&txs);
     assert_eq!(q.len(), 7);
     assert_eq!(my(q[0]).method(), "SET");
@@ -60,7 +60,7 @@ fn pb_mysql_with_whitespaces() {
     assert_eq!(q[5].status, TxStatus::Ok);
     // Packetbeat's `path` "test.test" is database.table; we keep the
     // database (from the handshake), not the table names.
-    assert_eq!(my(q[5]).database.as_deref(), Some("test"));
+    assert_eq!(my(q[5]).database(), Some("test"));
     assert_eq!(q[5].response.unwrap().bytes, 118);
     assert_eq!(my(q[5]).num_rows, Some(1));
     assert_eq!(my(q[5]).num_fields, Some(2));
@@ -145,7 +145,13 @@ fn pb_mysql_connection_phase() {
     assert!(txs.iter().any(|t| my(t).query.as_deref() == Some("SELECT DATABASE()")));
     assert_eq!(txs[0].status, TxStatus::Ok);
     // The database selected by COM_INIT_DB is current afterwards.
-    assert_eq!(my(&txs[5]).database.as_deref(), Some("test"));
+    assert_eq!(my(&txs[5]).database(), Some("test"));
+    // The records share one session until it changes; the change makes a
+    // new one (the records before it still hold the old).
+    let session = |i: usize| my(&txs[i]).session.clone().expect("the login's user is known");
+    assert!((2..5).all(|i| std::sync::Arc::ptr_eq(&session(1), &session(i))));
+    assert!(!std::sync::Arc::ptr_eq(&session(4), &session(5)));
+    assert_eq!(session(5).user, session(4).user);
 }
 
 // ---- Zeek: scripts.base.protocols.mysql.wireshark mysql.log ----
@@ -159,7 +165,7 @@ fn zeek_mysql_log() {
         let m = my(t);
         let (cmd, arg, success, rows) = (w[6], w[7], w[8], w[9]);
         assert_eq!(m.command, cmd);
-        let ours = if cmd == "login" { m.user.as_deref() } else { m.query.as_deref() };
+        let ours = if cmd == "login" { m.user() } else { m.query.as_deref() };
         assert_eq!(ours.unwrap_or(""), if arg == "(empty)" { "" } else { arg }, "{cmd}");
         if success == "-" {
             assert!(t.response.is_none());
@@ -253,9 +259,9 @@ fn handshake_and_deprecate_eof_result_set() {
     let m = my(&out[1]);
     assert_eq!(m.num_rows, Some(3));
     assert_eq!(m.num_fields, Some(1));
-    assert_eq!(m.user.as_deref(), Some("app"));
-    assert_eq!(m.database.as_deref(), Some("shop"));
-    assert_eq!(m.server_version.as_deref(), Some("8.0.36"));
+    assert_eq!(m.user(), Some("app"));
+    assert_eq!(m.database(), Some("shop"));
+    assert_eq!(m.server_version(), Some("8.0.36"));
     assert_eq!(m.fingerprint.as_deref(), Some("select a from t where id = ?"));
 }
 
@@ -305,7 +311,7 @@ fn err_packet_and_use_tracking() {
     assert_eq!(out.len(), 3);
     assert_eq!(out[1].status, TxStatus::Error);
     let m = my(&out[1]);
-    assert_eq!(m.database.as_deref(), Some("inventory"));
+    assert_eq!(m.database(), Some("inventory"));
     assert_eq!(m.error_code, Some(1146));
     assert_eq!(m.sql_state.as_deref(), Some("42S02"));
     assert_eq!(my(&out[2]).command, "ping");
@@ -361,7 +367,7 @@ fn in_tls_the_login_is_the_second_packet() {
     assert_eq!(out[0].status, TxStatus::Ok);
     assert_eq!(out[0].response.map(|s| s.bytes), Some(11));
     let m = my(&out[1]);
-    assert_eq!((m.user.as_deref(), m.database.as_deref()), (Some("app"), Some("shop")));
+    assert_eq!((m.user(), m.database()), (Some("app"), Some("shop")));
     assert_eq!((m.num_rows, m.num_fields), (Some(1), Some(1)));
     assert_eq!(p.gave_up_reason(), None);
 }
@@ -1169,8 +1175,8 @@ fn result_set_cut_after_its_first_bytes() {
         assert_eq!(my(c).num_fields, Some(1));
         assert_eq!(my(c).num_rows, None);
         assert_eq!(my(c).query.as_deref(), Some("SELECT a FROM t"));
-        assert_eq!(my(c).user.as_deref(), Some("app"));
-        assert_eq!(my(c).database.as_deref(), Some("shop"));
+        assert_eq!(my(c).user(), Some("app"));
+        assert_eq!(my(c).database(), Some("shop"));
         // The next statement, after the cut response, as in the whole capture.
         assert_eq!(out[2].status, TxStatus::Ok);
         assert_eq!(my(&out[2]).query.as_deref(), Some("select 2"));
@@ -1251,9 +1257,9 @@ fn cut_login_keeps_user_and_database() {
         assert_eq!(my(&out[0]).command, "login");
         assert_eq!(out[0].status, TxStatus::Ok);
         assert_eq!(out[0].request.unwrap().bytes, hs.len() as u64);
-        assert_eq!(my(&out[0]).user.as_deref(), user, "snap {snap}");
-        assert_eq!(my(&out[1]).user.as_deref(), user, "snap {snap}");
-        assert_eq!(my(&out[1]).database.as_deref(), db, "snap {snap}");
+        assert_eq!(my(&out[0]).user(), user, "snap {snap}");
+        assert_eq!(my(&out[1]).user(), user, "snap {snap}");
+        assert_eq!(my(&out[1]).database(), db, "snap {snap}");
     }
 }
 

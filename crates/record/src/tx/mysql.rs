@@ -25,11 +25,9 @@ pub struct MysqlTx {
     /// COM_STMT_EXECUTE parameter values as text (`?` each when redacting),
     /// held joined as the store keeps them.
     pub params: TextList,
-    /// Current database when the command was sent. Shared with the
-    /// connection's other transactions (these three are per connection).
-    pub database: Option<Arc<str>>,
-    pub user: Option<Arc<str>>,
-    pub server_version: Option<Arc<str>>,
+    /// The connection's database, user and server version when the
+    /// command was sent (see [`MysqlSession`]); none when none is known.
+    pub session: Option<Arc<MysqlSession>>,
     pub affected_rows: Option<u64>,
     pub insert_id: Option<u64>,
     /// Rows of the result set(s); for COM_STMT_PREPARE none.
@@ -41,7 +39,36 @@ pub struct MysqlTx {
     pub error_message: Option<String>,
 }
 
+/// What a MySQL connection's commands share: the current database, the
+/// user of its login and the server's version. The parser holds one and
+/// each command's record takes a reference to it, one reference count
+/// taken a statement (three when the record held each text on its own);
+/// a change (a login, `USE`, COM_CHANGE_USER) makes a new one when
+/// records still hold the old.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MysqlSession {
+    /// Current database.
+    pub database: Option<Arc<str>>,
+    pub user: Option<Arc<str>>,
+    pub server_version: Option<Arc<str>>,
+}
+
 impl MysqlTx {
+    /// Current database when the command was sent.
+    pub fn database(&self) -> Option<&str> {
+        self.session.as_deref()?.database.as_deref()
+    }
+
+    /// User of the connection's login (or of its COM_CHANGE_USER).
+    pub fn user(&self) -> Option<&str> {
+        self.session.as_deref()?.user.as_deref()
+    }
+
+    /// The server's version from its greeting.
+    pub fn server_version(&self) -> Option<&str> {
+        self.session.as_deref()?.server_version.as_deref()
+    }
+
     /// First word of the SQL text, upper case (Packetbeat's `method`), else
     /// the command name upper case.
     pub fn method(&self) -> String {
@@ -71,8 +98,8 @@ pub static COLUMNS: Columns = Columns {
             .log_as("arg")
             .brief(),
         C::new("fingerprint", Text, Mid, "The statement with its literals replaced (pt-query-digest's fingerprint).", get!(Mysql, |r, m| Val::Text(m.fingerprint.as_deref()))).aliases(&["fp"]),
-        C::new("database", Text, Low, "Current database.", get!(Mysql, |r, m| Val::Text(m.database.as_deref()))).aliases(&["db"]),
-        C::new("user", Text, Low, "User of the connection's login.", get!(Mysql, |r, m| Val::Text(m.user.as_deref()))),
+        C::new("database", Text, Low, "Current database.", get!(Mysql, |r, m| Val::Text(m.database()))).aliases(&["db"]),
+        C::new("user", Text, Low, "User of the connection's login.", get!(Mysql, |r, m| Val::Text(m.user()))),
         C::log_only("success", Bool, "The server answered OK (unset without an answer).", |r| Val::Bool(match r.tx.status {
             TxStatus::Ok => Some(true),
             TxStatus::Error => Some(false),
