@@ -435,10 +435,15 @@ impl<'a> Room<'a> {
     /// The decimal digits of `v`.
     #[inline(always)]
     pub(crate) fn u64(&mut self, v: u64) {
-        if v < 10_000 {
-            // One, two, three or four digits: four composed, the leading
-            // zeros shifted out, one store.
-            let n = 1 + usize::from(v >= 10) + usize::from(v >= 100) + usize::from(v >= 1000);
+        if v < 100 {
+            // One or two digits (most counts: packets, rows, fields, a
+            // statement's bytes): their pair, the leading zero shifted out.
+            let n = 1 + usize::from(v >= 10);
+            self.put((u16::from_le_bytes(PAIRS[v as usize]) >> (8 * (2 - n))).to_le_bytes(), n);
+        } else if v < 10_000 {
+            // Three or four digits: four composed, the leading zero shifted
+            // out, one store.
+            let n = 3 + usize::from(v >= 1000);
             let w = four_digits(v as u32) >> (8 * (4 - n));
             self.put(w.to_le_bytes(), n);
         } else if v < 100_000_000 {
@@ -463,8 +468,13 @@ impl<'a> Room<'a> {
     /// eight digits (a TSV line's count, its separator stored with it).
     #[inline(always)]
     pub(crate) fn tab_u64(&mut self, v: u64) {
-        if v < 10_000 {
-            let n = 1 + usize::from(v >= 10) + usize::from(v >= 100) + usize::from(v >= 1000);
+        if v < 100 {
+            // One or two digits: their pair, as `u64` has it.
+            let n = 1 + usize::from(v >= 10);
+            let w = u32::from(u16::from_le_bytes(PAIRS[v as usize])) >> (8 * (2 - n));
+            self.put((w << 8 | u32::from(b'\t')).to_le_bytes(), n + 1);
+        } else if v < 10_000 {
+            let n = 3 + usize::from(v >= 1000);
             let w = four_digits(v as u32) >> (8 * (4 - n));
             self.put((u64::from(w) << 8 | u64::from(b'\t')).to_le_bytes(), n + 1);
         } else if v < 100_000_000 {
