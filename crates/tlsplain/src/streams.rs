@@ -559,7 +559,7 @@ mod tests {
     fn commands(txs: &[TxRecord]) -> Vec<(&str, Option<&str>, Option<&str>)> {
         txs.iter()
             .map(|r| match &r.tx.detail {
-                Detail::Mysql(m) => (m.command, m.query.as_deref(), m.user.as_deref()),
+                Detail::Mysql(m) => (m.command, m.query.as_deref(), m.user()),
                 d => panic!("not MySQL: {d:?}"),
             })
             .collect()
