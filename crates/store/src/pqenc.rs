@@ -194,10 +194,16 @@ fn pack8(out: &mut Vec<u8>, g: [u32; 8], bw: u32) {
         }
         out.extend_from_slice(&acc.to_le_bytes()[..bw as usize]);
     } else {
-        let mut acc = 0u128;
-        for (k, &v) in g.iter().enumerate() {
-            acc |= u128::from(v) << (k as u32 * bw);
+        // Four values fill at most 64 bits: each half packed in a 64-bit
+        // word, joined by one 128-bit shift (a 128-bit shift per value cost
+        // ~5 instructions: 1.61 M of mysql_text's flush, dictionary indices
+        // of 9-16 bits and latencies' deltas).
+        let (mut lo, mut hi) = (0u64, 0u64);
+        for k in 0..4 {
+            lo |= u64::from(g[k]) << (k as u32 * bw);
+            hi |= u64::from(g[k + 4]) << (k as u32 * bw);
         }
+        let acc = u128::from(lo) | u128::from(hi) << (4 * bw);
         out.extend_from_slice(&acc.to_le_bytes()[..bw as usize]);
     }
 }
@@ -233,13 +239,25 @@ pub(crate) fn delta_binary_packed(out: &mut Vec<u8>, vals: &[i64]) {
             prev = v;
         }
         rest = &rest[n..];
-        let min = deltas[..n].iter().copied().min().unwrap_or(0);
+        // Each miniblock's smallest and largest delta in one pass, the
+        // block's smallest the least of them: a miniblock's widest value
+        // above the block's minimum is its largest delta's (`d - min` is
+        // the same in u64 as in exact integers, so it grows with `d`).
+        // (Was a pass for the minimum, then one per miniblock for the
+        // largest difference: ~7 instructions a value.)
+        let minis = n.div_ceil(MINI);
+        let (mut lows, mut highs) = ([i64::MAX; MINIBLOCKS], [i64::MIN; MINIBLOCKS]);
+        for (m, part) in deltas[..n].chunks(MINI).enumerate() {
+            for &d in part {
+                lows[m] = lows[m].min(d);
+                highs[m] = highs[m].max(d);
+            }
+        }
+        let min = lows[..minis].iter().copied().min().unwrap_or(0);
         uleb(out, zigzag(min));
         let mut widths = [0u32; MINIBLOCKS];
-        for (m, w) in widths.iter_mut().enumerate() {
-            let part = &deltas[(m * MINI).min(n)..((m + 1) * MINI).min(n)];
-            let max = part.iter().map(|&d| d.wrapping_sub(min) as u64).max().unwrap_or(0);
-            *w = bit_width(max);
+        for (w, &high) in widths.iter_mut().zip(&highs[..minis]) {
+            *w = bit_width(high.wrapping_sub(min) as u64);
         }
         out.extend(widths.iter().map(|&w| w as u8));
         // Miniblocks past the last value have a width but no bytes.
