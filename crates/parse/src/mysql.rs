@@ -36,6 +36,14 @@ use crate::{Detail, Dir, ParseConfig, ParseStats, Span, StreamParser, Transactio
 
 pub use wirelog_record::mysql::{MysqlSession, MysqlTx};
 
+/// A connection's session made ready to change: created when none is
+/// known, copied first when records still hold it (they keep what was
+/// current when their command was sent). A function of the field, not of
+/// the parser, so that it is called while a pending record is borrowed.
+fn changed_session(session: &mut Option<Arc<MysqlSession>>) -> &mut MysqlSession {
+    Arc::make_mut(session.get_or_insert_with(Default::default))
+}
+
 /// Why the parser stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GiveUp {
@@ -460,11 +468,6 @@ impl MysqlParser {
         MysqlParser { login_seq: 2, ..MysqlParser::new(cfg) }
     }
 
-    /// The session to change (a new one when records still hold it).
-    fn session_mut(&mut self) -> &mut MysqlSession {
-        Arc::make_mut(self.session.get_or_insert_with(Default::default))
-    }
-
     /// Why the parser gave up, if it did.
     pub fn gave_up_reason(&self) -> Option<GiveUp> {
         self.gave_up
@@ -514,7 +517,7 @@ impl MysqlParser {
         });
         if status == TxStatus::Ok {
             if let Some(db) = p.new_db.take() {
-                Arc::make_mut(self.session.get_or_insert_with(Default::default)).database = Some(db.into());
+                changed_session(&mut self.session).database = Some(db.into());
             }
         }
         let tx = &mut p.tx;
@@ -693,8 +696,7 @@ impl MysqlParser {
             COM_CHANGE_USER => {
                 let mut pos = 0;
                 let user: Arc<str> = text(cstr(arg, &mut pos)).into();
-                let session = Arc::make_mut(self.session.get_or_insert_with(Default::default));
-                session.user = Some(user);
+                changed_session(&mut self.session).user = Some(user);
                 // The record, started with the user before, takes the new one.
                 pd.tx.session = self.session.clone();
             }
@@ -775,10 +777,10 @@ impl MysqlParser {
         let both = caps & self.server_caps.unwrap_or(caps);
         self.deprecate_eof = Some(both & CLIENT_DEPRECATE_EOF != 0);
         if user_ended {
-            self.session_mut().user = Some(user.into());
+            changed_session(&mut self.session).user = Some(user.into());
         }
         if let Some(db) = db {
-            self.session_mut().database = Some(db.into());
+            changed_session(&mut self.session).database = Some(db.into());
         }
         let req = Some(Span { first_ns, last_ns, bytes: 4 + len as u64 });
         self.pending.start(LOGIN, req, self.login_seq + 1, &self.session);
@@ -788,7 +790,7 @@ impl MysqlParser {
     fn greeting(&mut self, p: &[u8]) {
         let mut pos = 1;
         let version = text(cstr(p, &mut pos)).into();
-        self.session_mut().server_version = Some(version);
+        changed_session(&mut self.session).server_version = Some(version);
         // conn id (4), auth data part 1 (8), filler (1), caps low (2),
         // charset (1), status (2), caps high (2).
         pos += 13;
@@ -1259,7 +1261,6 @@ fn parse_ok(p: &[u8], tx: &mut MysqlTx) -> bool {
     u16_at(p, pos).is_some_and(|s| s & SERVER_MORE_RESULTS_EXISTS != 0)
 }
 
-/// Classic EOF packet: true if more results follow.
 /// A response's first packet that starts a result set: its first byte a
 /// column count in one byte (0x01..=0xfa), for a command whose answer can be
 /// one (not a login's, a field list's or a statistics'). The column count;
@@ -1289,6 +1290,7 @@ fn more_results(p: &[u8], len: usize, deprecate: Option<bool>, tx: &mut MysqlTx)
     }
 }
 
+/// Classic EOF packet: true if more results follow.
 fn eof_more(p: &[u8]) -> bool {
     u16_at(p, 3).is_some_and(|s| s & SERVER_MORE_RESULTS_EXISTS != 0)
 }
